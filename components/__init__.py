@@ -1,0 +1,1 @@
+"""Higgsfield's ComponentResources: one concern each, wired together by infra/__main__.py."""

@@ -1,0 +1,134 @@
+"""The EKS control plane and the pieces every node needs before it can join."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+from infra.versions import AddonVersion
+
+CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+# Add-ons that run as DaemonSets on every node: they must exist before nodes join, or the
+# nodes never become Ready (no CNI). coredns needs nodes, so it is created after them.
+NODE_ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    cluster_name: str
+    kubernetes_version: str
+    vpc_id: pulumi.Input[str]
+    private_subnet_ids: Sequence[pulumi.Input[str]]
+    public_access_cidrs: Sequence[str]
+    admins: Sequence[str]
+    addons: Mapping[str, AddonVersion]
+    protect: bool
+    tags: Mapping[str, str]
+
+
+class Cluster(pulumi.ComponentResource):
+    """An EKS cluster with secure defaults.
+
+    Creates: a KMS key (rotation on) for envelope encryption of Secrets, the EKS cluster via
+    pulumi_eks (authentication mode API, access entries for the admins, all five control-plane
+    log types, private endpoint plus an optional CIDR allow-list, no default node group, an
+    OIDC provider), the vpc-cni, kube-proxy and eks-pod-identity-agent managed add-ons, and a
+    Kubernetes provider for the components that deploy into the cluster.
+    Replaced when: the cluster name, subnets or the KMS key change (EKS cannot move them).
+    With `protect`, the cluster and the key are protected, and the key is retained on delete.
+    """
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("higgsfield:cluster:Cluster", name, None, opts)
+        tags = dict(args.tags)
+        keep = pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect)
+
+        key = aws.kms.Key(
+            f"{name}-secrets",
+            description=f"Envelope encryption of Kubernetes Secrets in {args.cluster_name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            tags=tags,
+            opts=keep,
+        )
+        aws.kms.Alias(f"{name}-secrets", name=f"alias/{args.cluster_name}-secrets", target_key_id=key.key_id, opts=pulumi.ResourceOptions(parent=self))
+
+        public = bool(args.public_access_cidrs)
+        self.eks = eks.Cluster(
+            f"{name}-eks",
+            name=args.cluster_name,
+            version=args.kubernetes_version,
+            vpc_id=args.vpc_id,
+            private_subnet_ids=list(args.private_subnet_ids),
+            node_associate_public_ip_address=False,
+            endpoint_private_access=True,
+            endpoint_public_access=public,
+            public_access_cidrs=list(args.public_access_cidrs) if public else None,
+            authentication_mode=eks.AuthenticationMode.API,
+            access_entries={
+                f"admin-{i}": eks.AccessEntryArgs(
+                    principal_arn=arn,
+                    access_policies={
+                        "cluster-admin": eks.AccessPolicyAssociationArgs(
+                            policy_arn=CLUSTER_ADMIN_POLICY,
+                            access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                        )
+                    },
+                )
+                for i, arn in enumerate(args.admins)
+            },
+            enabled_cluster_log_types=list(CONTROL_PLANE_LOG_TYPES),
+            encryption_config_key_arn=key.arn,
+            skip_default_node_group=True,
+            create_instance_role=False,
+            skip_default_security_groups=False,
+            create_oidc_provider=True,
+            bootstrap_self_managed_addons=False,
+            use_default_vpc_cni=True,
+            coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
+            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=False),
+            deletion_protection=args.protect,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+        )
+
+        self.cluster_name = args.cluster_name
+        self.node_security_group_id = self.eks.node_security_group_id
+        self.node_addons = [
+            aws.eks.Addon(
+                f"{name}-{addon}",
+                cluster_name=args.cluster_name,
+                addon_name=addon,
+                addon_version=args.addons[addon].version,
+                resolve_conflicts_on_create="OVERWRITE",
+                resolve_conflicts_on_update="PRESERVE",
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.eks]),
+            )
+            for addon in NODE_ADDONS
+        ]
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.eks.kubeconfig_json,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.kubeconfig = pulumi.Output.secret(self.eks.kubeconfig_json)
+        self.register_outputs({"cluster_name": self.cluster_name, "kubeconfig": self.kubeconfig})
+
+
+def trust_policy(service: str) -> str:
+    """An IAM trust policy letting one AWS service assume the role."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
+        }
+    )

@@ -1,0 +1,69 @@
+"""The CPU node group that runs the platform's own pods."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from components.nodes import launch_template
+
+SYSTEM_LABELS = {"higgsfield.io/role": "system"}
+
+
+@dataclass(frozen=True)
+class CpuNodesArgs:
+    cluster_name: str
+    instance_types: Sequence[str]
+    min_size: int
+    desired_size: int
+    max_size: int
+    ami_type: str
+    subnet_ids: Sequence[pulumi.Input[str]]
+    node_role_arn: pulumi.Input[str]
+    security_group_ids: Sequence[pulumi.Input[str]]
+    depends_on: Sequence[pulumi.Resource]
+    tags: Mapping[str, str]
+    root_volume_gib: int = 50
+
+
+class CpuNodes(pulumi.ComponentResource):
+    """A managed node group for system pods (controllers, autoscaler, monitoring).
+
+    Creates: a launch template (IMDSv2 only, hop limit 1, encrypted gp3 root) and an on-demand
+    managed node group across the private subnets, labelled `higgsfield.io/role=system`.
+    `desiredSize` is left to the autoscaler after creation (ignore_changes).
+    Replaced when: instance types, AMI type or subnets change (EKS replaces the node group).
+    """
+
+    def __init__(self, name: str, args: CpuNodesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("higgsfield:nodes:CpuNodes", name, None, opts)
+        template = launch_template(
+            f"{name}-lt",
+            root_volume_gib=args.root_volume_gib,
+            security_group_ids=args.security_group_ids,
+            tags={**args.tags, "Name": f"{args.cluster_name}-system"},
+            parent=self,
+        )
+        self.node_group = aws.eks.NodeGroup(
+            f"{name}",
+            cluster_name=args.cluster_name,
+            node_role_arn=args.node_role_arn,
+            subnet_ids=list(args.subnet_ids),
+            instance_types=list(args.instance_types),
+            ami_type=args.ami_type,
+            capacity_type="ON_DEMAND",
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=args.min_size, desired_size=args.desired_size, max_size=args.max_size
+            ),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            labels=SYSTEM_LABELS,
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=list(args.depends_on), ignore_changes=["scalingConfig.desiredSize"]
+            ),
+        )
+        self.register_outputs({"node_group_name": self.node_group.node_group_name})

@@ -1,0 +1,146 @@
+"""The VPC the platform lives in."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+
+@dataclass(frozen=True)
+class NetworkArgs:
+    cluster_name: str
+    region: str
+    cidr: str
+    availability_zones: Sequence[str]
+    nat_per_zone: bool
+    interface_endpoints: bool
+    tags: Mapping[str, str]
+
+
+def subnet_plan(cidr: str, zones: int) -> tuple[list[str], list[str]]:
+    """Split the VPC: one large private block per AZ (pods take VPC IPs), small public ones.
+
+    The VPC is cut in eighths; AZ i gets eighth i for nodes and pods, and the last eighth is
+    cut again into public subnets for the NAT gateways and internet-facing load balancers.
+    """
+    eighths = list(ipaddress.IPv4Network(cidr).subnets(prefixlen_diff=3))
+    if zones > len(eighths) - 1:
+        raise ValueError(f"at most {len(eighths) - 1} availability zones fit in {cidr}")
+    public = list(eighths[-1].subnets(prefixlen_diff=3))
+    return [str(n) for n in eighths[:zones]], [str(n) for n in public[:zones]]
+
+
+class Network(pulumi.ComponentResource):
+    """A VPC across the configured AZs with private node subnets.
+
+    Creates: VPC, per AZ a private subnet (tagged for internal load balancers and the cluster)
+    and a public subnet, an internet gateway, NAT gateway(s) (one, or one per AZ), route
+    tables, an S3 gateway endpoint and, when asked, ECR/STS interface endpoints.
+    Replaced when: the VPC CIDR or the AZ list changes (subnets are keyed by AZ).
+    """
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("higgsfield:network:Network", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.tags)
+        cluster_tag = {f"kubernetes.io/cluster/{args.cluster_name}": "shared"}
+
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=args.cidr,
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+            tags={**tags, "Name": args.cluster_name},
+            opts=child,
+        )
+        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={**tags, "Name": args.cluster_name}, opts=child)
+        public_rt = aws.ec2.RouteTable(
+            f"{name}-public",
+            vpc_id=vpc.id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+            tags={**tags, "Name": f"{args.cluster_name}-public"},
+            opts=child,
+        )
+
+        private_cidrs, public_cidrs = subnet_plan(args.cidr, len(args.availability_zones))
+        self.private_subnets: dict[str, aws.ec2.Subnet] = {}
+        private_route_tables = []
+        nat: aws.ec2.NatGateway | None = None
+        for zone, private_cidr, public_cidr in zip(args.availability_zones, private_cidrs, public_cidrs):
+            public = aws.ec2.Subnet(
+                f"{name}-public-{zone}",
+                vpc_id=vpc.id,
+                cidr_block=public_cidr,
+                availability_zone=zone,
+                map_public_ip_on_launch=False,
+                tags={**tags, **cluster_tag, "Name": f"{args.cluster_name}-public-{zone}", "kubernetes.io/role/elb": "1"},
+                opts=child,
+            )
+            aws.ec2.RouteTableAssociation(f"{name}-public-{zone}", subnet_id=public.id, route_table_id=public_rt.id, opts=child)
+            if nat is None or args.nat_per_zone:
+                eip = aws.ec2.Eip(f"{name}-nat-{zone}", domain="vpc", tags={**tags, "Name": f"{args.cluster_name}-nat-{zone}"}, opts=child)
+                nat = aws.ec2.NatGateway(
+                    f"{name}-nat-{zone}",
+                    allocation_id=eip.id,
+                    subnet_id=public.id,
+                    tags={**tags, "Name": f"{args.cluster_name}-{zone}"},
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
+                )
+            private = aws.ec2.Subnet(
+                f"{name}-private-{zone}",
+                vpc_id=vpc.id,
+                cidr_block=private_cidr,
+                availability_zone=zone,
+                map_public_ip_on_launch=False,
+                tags={**tags, **cluster_tag, "Name": f"{args.cluster_name}-private-{zone}", "kubernetes.io/role/internal-elb": "1"},
+                opts=child,
+            )
+            route_table = aws.ec2.RouteTable(
+                f"{name}-private-{zone}",
+                vpc_id=vpc.id,
+                routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
+                tags={**tags, "Name": f"{args.cluster_name}-private-{zone}"},
+                opts=child,
+            )
+            aws.ec2.RouteTableAssociation(f"{name}-private-{zone}", subnet_id=private.id, route_table_id=route_table.id, opts=child)
+            self.private_subnets[zone] = private
+            private_route_tables.append(route_table)
+
+        aws.ec2.VpcEndpoint(
+            f"{name}-s3",
+            vpc_id=vpc.id,
+            service_name=f"com.amazonaws.{args.region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=[rt.id for rt in private_route_tables],
+            tags={**tags, "Name": f"{args.cluster_name}-s3"},
+            opts=child,
+        )
+        if args.interface_endpoints:
+            endpoint_sg = aws.ec2.SecurityGroup(
+                f"{name}-endpoints",
+                vpc_id=vpc.id,
+                description="HTTPS from inside the VPC to AWS interface endpoints",
+                ingress=[aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=443, to_port=443, cidr_blocks=[args.cidr])],
+                tags={**tags, "Name": f"{args.cluster_name}-endpoints"},
+                opts=child,
+            )
+            for service in ("ecr.api", "ecr.dkr", "sts"):
+                aws.ec2.VpcEndpoint(
+                    f"{name}-{service.replace('.', '-')}",
+                    vpc_id=vpc.id,
+                    service_name=f"com.amazonaws.{args.region}.{service}",
+                    vpc_endpoint_type="Interface",
+                    private_dns_enabled=True,
+                    subnet_ids=[s.id for s in self.private_subnets.values()],
+                    security_group_ids=[endpoint_sg.id],
+                    tags={**tags, "Name": f"{args.cluster_name}-{service}"},
+                    opts=child,
+                )
+
+        self.vpc_id = vpc.id
+        self.private_subnet_ids = [s.id for s in self.private_subnets.values()]
+        self.register_outputs({"vpc_id": self.vpc_id, "private_subnet_ids": self.private_subnet_ids})

@@ -1,0 +1,86 @@
+"""What every node group shares: its IAM role and a hardened launch template."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components.cluster import trust_policy
+
+# Managed policies a node needs, and nothing more: join the cluster, pull images, and the
+# VPC CNI's ENI management (aws-node runs with the node's credentials).
+# docs.aws.amazon.com/eks/latest/userguide/create-node-role.html, checked 2026-12-02.
+NODE_POLICIES = (
+    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+)
+ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimized AL2023 AMIs
+
+
+class NodeRole(pulumi.ComponentResource):
+    """The IAM role shared by all managed node groups.
+
+    Creates: the role (trusted by EC2) and one attachment per managed policy in NODE_POLICIES.
+    EKS creates the access entry for a managed node group's role itself.
+    Replaced when: never by config; the role name is generated.
+    """
+
+    def __init__(self, name: str, tags: Mapping[str, str], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("higgsfield:nodes:NodeRole", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(f"{name}", assume_role_policy=trust_policy("ec2.amazonaws.com"), tags=dict(tags), opts=child)
+        attachments = [
+            aws.iam.RolePolicyAttachment(f"{name}-{arn.rsplit('/', 1)[1]}", role=role.name, policy_arn=arn, opts=child)
+            for arn in NODE_POLICIES
+        ]
+        self.arn = role.arn
+        # A node group may only start once its role can pull images and join.
+        self.ready: list[pulumi.Resource] = [role, *attachments]
+        self.register_outputs({"arn": self.arn})
+
+
+def launch_template(
+    name: str,
+    *,
+    root_volume_gib: int,
+    tags: Mapping[str, str],
+    parent: pulumi.Resource,
+    security_group_ids: Sequence[pulumi.Input[str]] | None = None,
+    network_interfaces: Sequence[aws.ec2.LaunchTemplateNetworkInterfaceArgs] | None = None,
+    user_data: str | None = None,
+    **extra: Any,
+) -> aws.ec2.LaunchTemplate:
+    """A launch template with IMDSv2 only (hop limit 1: pods cannot reach the node's
+    credentials) and an encrypted gp3 root volume. The AMI is left to the node group's AMI type.
+    Either `security_group_ids` or `network_interfaces` (which then carry the groups) is given."""
+    return aws.ec2.LaunchTemplate(
+        name,
+        update_default_version=True,
+        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+            http_endpoint="enabled",
+            http_tokens="required",
+            http_put_response_hop_limit=1,
+            instance_metadata_tags="disabled",
+        ),
+        block_device_mappings=[
+            aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name=ROOT_DEVICE,
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=root_volume_gib, volume_type="gp3", encrypted="true", delete_on_termination="true"
+                ),
+            )
+        ],
+        vpc_security_group_ids=list(security_group_ids) if security_group_ids is not None else None,
+        network_interfaces=list(network_interfaces) if network_interfaces is not None else None,
+        user_data=user_data,
+        tag_specifications=[
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=dict(tags)) for kind in ("instance", "volume", "network-interface")
+        ],
+        tags=dict(tags),
+        opts=pulumi.ResourceOptions(parent=parent),
+        **extra,
+    )

@@ -1,0 +1,161 @@
+"""`higgsfield`: offline tools around the Pulumi program (no CLI, no credentials needed).
+
+    higgsfield plan STACK [--json PATH] [--manifests DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.offline import COMPUTED, Plan, Resource, StackNotFound, record
+
+# --- what a reviewer wants to see per resource type ---------------------------------------
+
+
+def _get(inputs: dict, *path: str, default: Any = None) -> Any:
+    value: Any = inputs
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return default
+        value = value[key]
+    return value
+
+
+def _cluster(i: dict) -> str:
+    public = ", ".join(i.get("publicAccessCidrs") or []) if i.get("endpointPublicAccess") else "none"
+    logs = ",".join(i.get("enabledClusterLogTypes") or [])
+    return f"k8s {i.get('version')}, auth {i.get('authenticationMode')}, endpoint private + public [{public}], logs {logs}, secrets KMS"
+
+
+def _node_group(i: dict) -> str:
+    s = i.get("scalingConfig") or {}
+    return (
+        f"{','.join(i.get('instanceTypes') or [])} {i.get('capacityType')} {i.get('amiType')}, "
+        f"min {s.get('minSize')} / desired {s.get('desiredSize')} / max {s.get('maxSize')}"
+    )
+
+
+def _launch_template(i: dict) -> str:
+    md = i.get("metadataOptions") or {}
+    root = _get((i.get("blockDeviceMappings") or [{}])[0], "ebs", default={})
+    nics = i.get("networkInterfaces") or []
+    efa = sum(1 for n in nics if n.get("interfaceType") in ("efa", "efa-only"))
+    text = f"IMDS tokens {md.get('httpTokens')} hop {md.get('httpPutResponseHopLimit')}, root {root.get('volumeSize')} GiB {root.get('volumeType')} encrypted={root.get('encrypted')}"
+    return text + (f", {efa} EFA interfaces" if nics else "")
+
+
+SUMMARIES: dict[str, Callable[[dict], str]] = {
+    "aws:ec2/vpc:Vpc": lambda i: f"cidr {i.get('cidrBlock')}",
+    "aws:ec2/subnet:Subnet": lambda i: f"{i.get('availabilityZone')} {i.get('cidrBlock')}",
+    "aws:ec2/vpcEndpoint:VpcEndpoint": lambda i: f"{i.get('vpcEndpointType')} {i.get('serviceName')}",
+    "aws:kms/key:Key": lambda i: f"rotation {i.get('enableKeyRotation')}, deletion window {i.get('deletionWindowInDays')} days",
+    "aws:eks/addon:Addon": lambda i: f"{i.get('addonName')} {i.get('addonVersion')}",
+    "aws:eks/nodeGroup:NodeGroup": _node_group,
+    "aws:ec2/launchTemplate:LaunchTemplate": _launch_template,
+    "eks:index:Cluster": _cluster,
+}
+
+
+def _flags(r: Resource) -> str:
+    flags = [name for name, on in (("protected", r.protect), ("retained", r.retain_on_delete)) if on]
+    if r.ignore_changes:
+        flags.append("ignores " + ",".join(r.ignore_changes))
+    return f"  [{'; '.join(flags)}]" if flags else ""
+
+
+def render_plan(plan: Plan, extra: Sequence[Callable[[Plan], list[str]]] = ()) -> str:
+    """The resource tree grouped by component, with the settings that matter, and a count."""
+    children: dict[str | None, list[Resource]] = {}
+    for r in plan.resources:
+        children.setdefault(r.parent, []).append(r)
+    lines = [f"Offline plan of {plan.project}/{plan.stack} (preview under mocks; {COMPUTED} = known after deploy)"]
+
+    def walk(parent: str | None, depth: int) -> None:
+        for r in sorted(children.get(parent, []), key=lambda r: (r.custom, r.type, r.name)):
+            summary = SUMMARIES.get(r.type, lambda i: "")(r.inputs)
+            lines.append(f"{'  ' * depth}{'+' if r.custom else '▸'} {r.type} {r.name}" + (f": {summary}" if summary else "") + _flags(r))
+            walk(r.urn, depth + 1)
+
+    roots = {r.parent for r in plan.resources} - {r.urn for r in plan.resources}
+    for root in sorted(roots, key=str):
+        walk(root, 1)
+    for section in extra:
+        lines.extend(section(plan))
+    custom = sum(1 for r in plan.resources if r.custom)
+    lines.append(f"{len(plan.resources)} resources ({custom} cloud/Kubernetes resources, {len(plan.resources) - custom} components)")
+    lines.append("Outputs: " + ", ".join(f"{k}={v}" for k, v in sorted(plan.outputs.items())))
+    return "\n".join(lines)
+
+
+# --- Kubernetes objects the program builds itself --------------------------------------------
+
+_NOT_MANIFESTS = ("kubernetes:helm.sh/", "kubernetes:kustomize", "kubernetes:yaml", "pulumi:providers:")
+
+
+def manifests(plan: Plan) -> list[dict]:
+    """Every Kubernetes object the program declares directly (not Helm/kustomize contents)."""
+    found = []
+    for r in plan.resources:
+        if r.type.startswith("kubernetes:") and not r.type.startswith(_NOT_MANIFESTS):
+            found.append({k: v for k, v in r.inputs.items() if k in ("apiVersion", "kind", "metadata", "spec", "data", "rules", "value", "preemptionPolicy", "description", "globalDefault", "roleRef", "subjects")})
+    return found
+
+
+def write_manifests(plan: Plan, folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for obj in manifests(plan):
+        meta = obj.get("metadata") or {}
+        name = "-".join(p for p in (obj.get("kind", "object").lower(), meta.get("namespace"), meta.get("name")) if p)
+        path = folder / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(obj, sort_keys=False))
+        written.append(path)
+    return written
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+def _plan(args: argparse.Namespace) -> int:
+    plan = record(args.stack)
+    print(render_plan(plan))
+    if args.json:
+        Path(args.json).write_text(json.dumps(plan.as_dict(), indent=2, sort_keys=True))
+        print(f"wrote {args.json}")
+    if args.manifests:
+        written = write_manifests(plan, Path(args.manifests))
+        print(f"wrote {len(written)} Kubernetes manifests to {args.manifests}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="higgsfield", description="Offline tools for the Higgsfield Pulumi program.")
+    sub = p.add_subparsers(dest="command", required=True)
+    plan = sub.add_parser("plan", help="evaluate the program for a stack under mocks and print what it would create")
+    plan.add_argument("stack", help="stack name: stacks/Pulumi.<stack>.yaml")
+    plan.add_argument("--json", metavar="PATH", help="write the recorded plan as JSON")
+    plan.add_argument("--manifests", metavar="DIR", help="write each Kubernetes object the program builds as YAML")
+    plan.set_defaults(func=_plan)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from infra.config import ConfigError
+
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, StackNotFound) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

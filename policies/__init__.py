@@ -1,0 +1,1 @@
+"""The Higgsfield policy pack (Pulumi CrossGuard). Policies land with the guardrails issue."""
