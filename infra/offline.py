@@ -360,7 +360,11 @@ def _record_in_fresh_context(stack: str, config: dict[str, str]) -> Plan:
     def program() -> None:
         build(load())
 
-    _sync_await(run_pulumi_func(program))
+    try:
+        _sync_await(run_pulumi_func(program))
+    except Exception as exc:
+        exc.registered_before_error = len(resources_out)  # type: ignore[attr-defined]
+        raise
     root_stack = pulumi.runtime.settings.get_root_resource()
     root_stack._outputs_registered = False  # set_mocks finished the stack before the program ran
     root_stack._finish()

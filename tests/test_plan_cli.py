@@ -1,0 +1,55 @@
+"""`higgsfield plan`: the printed tree, the JSON recording, and the defaults it applies."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from infra.cli import main
+from infra.config import parse
+from tests.conftest import ROOT
+
+RESOURCE_FIELDS = {
+    "urn", "type", "name", "parent", "custom", "provider", "inputs", "dependencies", "protect",
+    "retain_on_delete", "ignore_changes", "replace_on_changes", "delete_before_replace",
+}
+
+
+def test_plan_prints_components_settings_and_a_count(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["plan", "dev"]) == 0
+    out = capsys.readouterr().out
+    assert "▸ higgsfield:cluster:Cluster cluster" in out
+    assert "k8s 1.35, auth API" in out
+    assert "IMDS tokens required hop 1" in out
+    assert out.strip().splitlines()[-2].endswith("components)")
+
+
+def test_plan_json_has_the_documented_shape(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    target = tmp_path / "plan.json"
+    assert main(["plan", "prod", "--json", str(target)]) == 0
+    recorded = json.loads(target.read_text())
+    assert {"project", "stack", "resources", "outputs"} <= recorded.keys()
+    assert recorded["project"] == "higgsfield" and recorded["stack"] == "prod"
+    assert all(set(r) == RESOURCE_FIELDS for r in recorded["resources"])
+    assert recorded["outputs"]["clusterName"] == "higgsfield-prod"
+
+
+def test_values_known_only_after_deploy_print_as_computed(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    target = tmp_path / "plan.json"
+    main(["plan", "dev", "--json", str(target)])
+    cluster = next(r for r in json.loads(target.read_text())["resources"] if r["type"] == "eks:index:Cluster")
+    assert cluster["inputs"]["vpcId"] == "<computed>"
+
+
+def test_pulumi_yaml_defaults_are_the_config_defaults():
+    """The CLI applies Pulumi.yaml defaults; config.py applies its own when a key is absent.
+    Both must agree, or `pulumi up` and `higgsfield plan` would build different things."""
+    declared = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
+    minimal = {"environment": "dev", "availabilityZones": ["us-west-2a", "us-west-2b"], "cpuNodes": {"instanceTypes": ["m7i.large"], "minSize": 1, "maxSize": 2}}
+    without = parse("t", "us-west-2", minimal)
+    with_defaults = parse("t", "us-west-2", {**minimal, **{k: d["default"] for k, d in declared.items() if "default" in d}})
+    assert without == with_defaults
