@@ -8,8 +8,11 @@ from __future__ import annotations
 import pulumi
 
 from components.addons import ClusterAddons, ClusterAddonsArgs
+from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.cluster import Cluster, ClusterArgs
 from components.cpu_nodes import CpuNodes, CpuNodesArgs
+from components.device_plugins import DevicePlugins, DevicePluginsArgs
+from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
 from components.network import Network, NetworkArgs
 from components.nodes import NodeRole
 from infra import versions
@@ -69,10 +72,53 @@ def build(cfg: StackConfig) -> None:
         "system-addons",
         ClusterAddonsArgs(cluster.cluster_name, [addons["coredns"]], depends_on=[system_nodes.node_group], tags=tags),
     )
+    platform_ready = [system_nodes.node_group, *cluster.node_addons]
+
+    gpu_pools = [
+        GpuPoolGroup(
+            f"gpu-{pool.name}",
+            GpuPoolArgs(
+                cluster_name=cluster.cluster_name,
+                pool=pool,
+                ami_type=versions.gpu_ami_type(pool.instance.architectures),
+                vpc_id=network.vpc_id,
+                subnet_id=network.private_subnets[pool.availability_zone].id,
+                node_role_arn=node_role.arn,
+                node_security_group_id=cluster.node_security_group_id,
+                depends_on=[cluster.eks, *cluster.node_addons, *node_role.ready],
+                tags=tags,
+            ),
+        )
+        for pool in cfg.gpu_pools
+    ]
+    ClusterAutoscaler(
+        "cluster-autoscaler",
+        ClusterAutoscalerArgs(
+            cluster_name=cluster.cluster_name,
+            region=cfg.region,
+            settings=cfg.autoscaler,
+            chart=versions.CLUSTER_AUTOSCALER,
+            image_tag=versions.CLUSTER_AUTOSCALER_IMAGE[cfg.kubernetes_version],
+            provider=cluster.provider,
+            depends_on=platform_ready,
+            tags=tags,
+        ),
+    )
+    DevicePlugins(
+        "device-plugins",
+        DevicePluginsArgs(
+            nvidia=versions.NVIDIA_DEVICE_PLUGIN,
+            efa=versions.EFA_DEVICE_PLUGIN,
+            efa_pools=any(p.efa for p in cfg.gpu_pools),
+            provider=cluster.provider,
+            depends_on=platform_ready,
+        ),
+    )
 
     pulumi.export("clusterName", cluster.cluster_name)
     pulumi.export("region", cfg.region)
     pulumi.export("kubeconfig", cluster.kubeconfig)
+    pulumi.export("gpuNodeGroups", {g.pool_name: g.node_group.node_group_name for g in gpu_pools})
 
 
 if __name__ == "__main__":

@@ -70,7 +70,53 @@ def _flags(r: Resource) -> str:
     return f"  [{'; '.join(flags)}]" if flags else ""
 
 
-def render_plan(plan: Plan, extra: Sequence[Callable[[Plan], list[str]]] = ()) -> str:
+def gpu_pool_rows(plan: Plan) -> list[dict]:
+    """Per GPU node group, what a reviewer decides by, read back from the recording."""
+    rows = []
+    for group in plan.of_type("aws:eks/nodeGroup:NodeGroup"):
+        labels = group.inputs.get("labels") or {}
+        if labels.get("nvidia.com/gpu.present") != "true":
+            continue
+        deps = [plan.by_urn(u) for u in group.dependencies]
+        template = next(d for d in deps if d.type == "aws:ec2/launchTemplate:LaunchTemplate")
+        zones = sorted({d.inputs.get("availabilityZone") for d in deps if d.type == "aws:ec2/subnet:Subnet"})
+        tags = {
+            t.inputs["tag"]["key"].rsplit("/", 1)[-1]: t.inputs["tag"]["value"]
+            for t in plan.of_type("aws:autoscaling/tag:Tag")
+            if group.urn in t.dependencies and "/resources/" in t.inputs["tag"]["key"]
+        }
+        nics = template.inputs.get("networkInterfaces") or []
+        scaling = group.inputs.get("scalingConfig") or {}
+        reservation = _get(template.inputs, "capacityReservationSpecification", "capacityReservationTarget", "capacityReservationId")
+        rows.append(
+            {
+                "pool": labels.get("higgsfield.io/pool"),
+                "instance_types": group.inputs.get("instanceTypes"),
+                "gpus_per_node": tags.get("gpu"),
+                "efa_interfaces": sum(1 for n in nics if n.get("interfaceType") == "efa-only"),
+                "availability_zones": zones,
+                "min": scaling.get("minSize"),
+                "max": scaling.get("maxSize"),
+                "capacity": group.inputs.get("capacityType") + (f" {reservation}" if reservation else ""),
+            }
+        )
+    return rows
+
+
+def gpu_pool_section(plan: Plan) -> list[str]:
+    rows = gpu_pool_rows(plan)
+    if not rows:
+        return []
+    lines = ["GPU pools:", f"  {'pool':<12} {'instance types':<30} {'GPUs':>4} {'EFA':>4} {'AZ':<12} {'min':>3} {'max':>3}  capacity"]
+    for r in sorted(rows, key=lambda r: r["pool"]):
+        lines.append(
+            f"  {r['pool']:<12} {','.join(r['instance_types']):<30} {r['gpus_per_node']:>4} {r['efa_interfaces']:>4} "
+            f"{','.join(r['availability_zones']):<12} {r['min']:>3} {r['max']:>3}  {r['capacity']}"
+        )
+    return lines
+
+
+def render_plan(plan: Plan, extra: Sequence[Callable[[Plan], list[str]]] = (gpu_pool_section,)) -> str:
     """The resource tree grouped by component, with the settings that matter, and a count."""
     children: dict[str | None, list[Resource]] = {}
     for r in plan.resources:

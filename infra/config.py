@@ -11,12 +11,13 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, TypeVar
 
 import pulumi
 
 from infra import versions
+from infra.catalog import InstanceFacts, UnknownInstanceType
 
 NAMESPACE = "higgsfield"
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -135,6 +136,50 @@ class NodeSizes:
     max_size: int
 
 
+CAPACITY_TYPES = ("on-demand", "spot", "capacity-block", "reservation")
+TAINT_EFFECTS = ("NoSchedule", "NoExecute", "PreferNoSchedule")
+EXPANDERS = ("least-waste", "most-pods", "priority", "random", "price")
+GPU_TAINT_KEY = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class GpuPool:
+    """One GPU node group. `instance` holds the facts of its (first) instance type; all its
+    types share GPU count and EFA support (checked)."""
+
+    name: str
+    instance_types: tuple[str, ...]
+    availability_zone: str
+    min_size: int
+    max_size: int
+    capacity_type: str
+    reservation_id: str | None
+    efa: bool
+    placement_group: bool
+    root_volume_gib: int
+    local_nvme: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    instance: InstanceFacts
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.instance.gpus
+
+
+@dataclass(frozen=True)
+class Autoscaler:
+    scale_down_unneeded_time: str = "10m"
+    expander: str = "least-waste"
+
+
 @dataclass(frozen=True)
 class StackConfig:
     stack: str
@@ -147,6 +192,9 @@ class StackConfig:
     cpu_nodes: NodeSizes
     admins: tuple[str, ...]
     tags: Mapping[str, str] = field(default_factory=dict)
+    gpu_pools: tuple[GpuPool, ...] = ()
+    cuda_version: str | None = None
+    autoscaler: Autoscaler = Autoscaler()
 
     @property
     def production(self) -> bool:
@@ -243,7 +291,164 @@ def _tags(key: str, value: Any) -> dict[str, str]:
     return dict(value)
 
 
-def parse(stack: str, region: Any, values: Mapping[str, Any]) -> StackConfig:
+class Catalog(Protocol):
+    """Where instance-type facts come from: AWS through invokes (the module infra.catalog)."""
+
+    def describe(self, instance_type: str) -> InstanceFacts: ...
+
+    def offered_in(self, instance_type: str, zone: str) -> bool: ...
+
+
+_POOL_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$")
+_RESERVATION = re.compile(r"^cr-[0-9a-f]{8,17}$")
+_DURATION = re.compile(r"^\d+(s|m|h)$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def _labels(key: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(key, f"must be a map of label names to values, got {_show(value)}")
+    for name, label in value.items():
+        if not _LABEL_KEY.match(name):
+            raise ConfigError(f"{key}.{name}", "is not a valid Kubernetes label key")
+        if not isinstance(label, str):
+            raise ConfigError(f"{key}.{name}", f"label values are strings, got {_show(label)}")
+    return dict(value)
+
+
+def _taint(key: str, value: Any) -> Taint:
+    obj = _Obj(key, value)
+    taint = Taint(
+        key=_str(obj.key("key"), obj.get("key")),
+        value=_str(obj.key("value"), obj.get("value", "true")),
+        effect=_str(obj.key("effect"), obj.get("effect", "NoSchedule"), TAINT_EFFECTS),
+    )
+    obj.done()
+    return taint
+
+
+def _instance_types(key: str, value: Any, zone: str, catalog: Catalog) -> tuple[tuple[str, ...], InstanceFacts]:
+    names = _list(key, value, _str, min_items=1)
+    facts: list[InstanceFacts] = []
+    for i, name in enumerate(names):
+        try:
+            found = catalog.describe(name)
+        except UnknownInstanceType as exc:
+            raise ConfigError(f"{key}[{i}]", f"AWS does not describe instance type {name!r} ({exc})") from None
+        if found.gpus == 0:
+            raise ConfigError(f"{key}[{i}]", f"{name} has no GPU; GPU pools need GPU instance types (g6e, p4d, p5, ...)")
+        if not catalog.offered_in(name, zone):
+            raise ConfigError(f"{key}[{i}]", f"{name} is not offered in {zone}")
+        facts.append(found)
+    first = facts[0]
+    for i, other in enumerate(facts[1:], start=1):
+        if (other.gpus, other.efa_supported, other.efa_max_interfaces) != (first.gpus, first.efa_supported, first.efa_max_interfaces):
+            raise ConfigError(
+                key,
+                f"{names[0]} ({first.gpus} GPUs, {first.efa_max_interfaces} EFA) and {names[i]} ({other.gpus} GPUs, "
+                f"{other.efa_max_interfaces} EFA) differ; one pool holds types with the same GPU count and EFA support",
+            )
+        if set(other.architectures) != set(first.architectures):
+            raise ConfigError(key, f"{names[0]} and {names[i]} have different CPU architectures")
+    return names, first
+
+
+def _gpu_pool(key: str, value: Any, zones: Sequence[str], catalog: Catalog) -> GpuPool:
+    obj = _Obj(key, value)
+    name = _str(obj.key("name"), obj.get("name"))
+    if not _POOL_NAME.match(name):
+        raise ConfigError(obj.key("name"), f"{name!r} must be a lowercase DNS label of at most 30 characters")
+    zone = _str(obj.key("availabilityZone"), obj.get("availabilityZone"))
+    if zone not in zones:
+        raise ConfigError(obj.key("availabilityZone"), f"{zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})")
+    types, facts = _instance_types(obj.key("instanceTypes"), obj.get("instanceTypes"), zone, catalog)
+    min_size = _int(obj.key("minSize"), obj.get("minSize", 0))
+    max_size = _int(obj.key("maxSize"), obj.get("maxSize"), minimum=1)
+    if min_size > max_size:
+        raise ConfigError(obj.key("minSize"), f"{min_size} is above maxSize {max_size}")
+
+    capacity = obj.obj("capacity", {})
+    capacity_type = _str(capacity.key("type"), capacity.get("type", "on-demand"), CAPACITY_TYPES)
+    reservation = capacity.get("reservationId", None)
+    capacity.done()
+    reserved = capacity_type in ("capacity-block", "reservation")
+    if reserved:
+        reservation = _str(capacity.key("reservationId"), reservation if reservation is not None else "")
+        if not _RESERVATION.match(reservation):
+            raise ConfigError(capacity.key("reservationId"), f"{reservation!r} is not a capacity reservation id (cr-0123456789abcdef0)")
+    elif reservation is not None:
+        raise ConfigError(capacity.key("reservationId"), f"only capacity types capacity-block and reservation take a reservation id, not {capacity_type}")
+    if capacity_type == "capacity-block" and len(types) != 1:
+        raise ConfigError(obj.key("instanceTypes"), "a Capacity Block is for exactly one instance type")
+
+    efa = _bool(obj.key("efa"), obj.get("efa", facts.efa_supported))
+    if efa and not facts.efa_supported:
+        raise ConfigError(obj.key("efa"), f"{facts.name} does not support EFA")
+    placement = _bool(obj.key("placementGroup"), obj.get("placementGroup", efa and not reserved))
+    if placement and reserved:
+        raise ConfigError(obj.key("placementGroup"), f"must be false for capacity type {capacity_type}: the reservation brings its own placement")
+    local_nvme = _str(obj.key("localNvme"), obj.get("localNvme", "raid0" if facts.nvme_disks else "none"), ("raid0", "none"))
+    if local_nvme == "raid0" and not facts.nvme_disks:
+        raise ConfigError(obj.key("localNvme"), f"{facts.name} has no local NVMe drives")
+    if not set(facts.architectures) & set(versions.GPU_AMI_TYPES):
+        raise ConfigError(obj.key("instanceTypes"), f"{facts.name} has no EKS AL2023 NVIDIA AMI for {', '.join(facts.architectures)}")
+    pool = GpuPool(
+        name=name,
+        instance_types=types,
+        availability_zone=zone,
+        min_size=min_size,
+        max_size=max_size,
+        capacity_type=capacity_type,
+        reservation_id=reservation if reserved else None,
+        efa=efa,
+        placement_group=placement,
+        root_volume_gib=_int(obj.key("rootVolumeGiB"), obj.get("rootVolumeGiB", 200), minimum=50),
+        local_nvme=local_nvme,
+        labels=_labels(obj.key("labels"), obj.get("labels", {})),
+        taints=_list(obj.key("taints"), obj.get("taints", []), _taint),
+        instance=facts,
+    )
+    obj.done()
+    return pool
+
+
+def _cuda_version(key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    cuda = _str(key, value)
+    needed = versions.CUDA_MIN_DRIVER_BRANCH.get(cuda)
+    if needed is None:
+        raise ConfigError(key, f"unknown CUDA version {cuda!r}; known: {', '.join(versions.CUDA_MIN_DRIVER_BRANCH)}")
+    if needed > versions.EKS_NVIDIA_DRIVER_BRANCH:
+        raise ConfigError(
+            key,
+            f"CUDA {cuda} needs NVIDIA driver {needed} or newer, but the EKS AL2023 NVIDIA AMI ships driver "
+            f"{versions.EKS_NVIDIA_DRIVER_BRANCH} (supports up to CUDA {_newest_cuda()})",
+        )
+    return cuda
+
+
+def _newest_cuda() -> str:
+    return max((c for c, d in versions.CUDA_MIN_DRIVER_BRANCH.items() if d <= versions.EKS_NVIDIA_DRIVER_BRANCH), key=lambda c: tuple(map(int, c.split("."))))
+
+
+def _autoscaler(key: str, value: Any) -> Autoscaler:
+    obj = _Obj(key, value)
+    delay = _str(obj.key("scaleDownUnneededTime"), obj.get("scaleDownUnneededTime", Autoscaler.scale_down_unneeded_time))
+    if not _DURATION.match(delay):
+        raise ConfigError(obj.key("scaleDownUnneededTime"), f"{delay!r} is not a duration like 10m, 600s or 1h")
+    expander = _str(obj.key("expander"), obj.get("expander", Autoscaler.expander), EXPANDERS)
+    obj.done()
+    return Autoscaler(delay, expander)
+
+
+def _gpu_pools(key: str, value: Any, zones: Sequence[str], catalog: Catalog) -> tuple[GpuPool, ...]:
+    pools = _list(key, value, lambda k, v: _gpu_pool(k, v, zones, catalog))
+    _unique(key, [p.name for p in pools])
+    return pools
+
+
+def parse(stack: str, region: Any, values: Mapping[str, Any], catalog: Catalog | None = None) -> StackConfig:
     """Build the typed config from raw values (`values` keyed without the namespace)."""
     root = _Obj(NAMESPACE, values, sep=":")
     environment = _str(root.key("environment"), root.get("environment"), ENVIRONMENTS)
@@ -262,6 +467,15 @@ def parse(stack: str, region: Any, values: Mapping[str, Any]) -> StackConfig:
         cpu_nodes=_node_sizes(root.key("cpuNodes"), root.get("cpuNodes")),
         admins=_list(root.key("admins"), root.get("admins", []), _admin),
         tags=_tags(root.key("tags"), root.get("tags", {})),
+    )
+    pools_value = root.get("gpuPools", [])
+    if pools_value and catalog is None:
+        raise ConfigError(root.key("gpuPools"), "GPU pools need an instance-type catalog to be validated")
+    config = replace(
+        config,
+        gpu_pools=_gpu_pools(root.key("gpuPools"), pools_value, config.availability_zones, catalog) if pools_value else (),
+        cuda_version=_cuda_version(root.key("cudaVersion"), root.get("cudaVersion", None)),
+        autoscaler=_autoscaler(root.key("autoscaler"), root.get("autoscaler", {})),
     )
     root.done()
     return config
@@ -288,4 +502,6 @@ def load() -> StackConfig:
         raw = config.get(key)
         if raw is not None:
             values[key] = _decode(raw)
-    return parse(pulumi.get_stack(), pulumi.Config("aws").get("region"), values)
+    from infra import catalog
+
+    return parse(pulumi.get_stack(), pulumi.Config("aws").get("region"), values, catalog=catalog)

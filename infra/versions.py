@@ -64,3 +64,60 @@ EKS_ADDONS: dict[str, dict[str, AddonVersion]] = {
 # at creation; the release is then held until the node group is updated.
 # docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html (amiType), checked 2026-12-02.
 CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
+
+GPU_AMI_TYPES = {"x86_64": "AL2023_x86_64_NVIDIA", "arm64": "AL2023_ARM_64_NVIDIA"}
+
+
+def gpu_ami_type(architectures: tuple[str, ...]) -> str:
+    """The EKS AL2023 NVIDIA AMI type for an instance's CPU architecture (x86_64 preferred)."""
+    return next(GPU_AMI_TYPES[a] for a in ("x86_64", "arm64") if a in architectures)
+
+# NVIDIA driver branch in the EKS-optimized AL2023 NVIDIA AMIs: 580 ("The EKS-optimized
+# accelerated AMIs currently include NVIDIA driver version 580", EKS user guide, quoted in
+# NVIDIA/aicr#2743, 2026; AMI v20260917 adds 595 for G7 only, awslabs/amazon-eks-ami#2768).
+EKS_NVIDIA_DRIVER_BRANCH = 580
+
+# Minimum driver branch for each CUDA toolkit (NVIDIA CUDA Toolkit release notes, table
+# "CUDA Toolkit and Corresponding Driver Versions", Linux x86_64 column; checked 2026-12-02).
+# Minor-version compatibility can run newer 12.x on older 12.x drivers with limits; we hold
+# the stricter "toolkit driver" line so that every CUDA feature works.
+CUDA_MIN_DRIVER_BRANCH = {
+    "12.0": 525, "12.1": 530, "12.2": 535, "12.3": 545, "12.4": 550, "12.5": 555,
+    "12.6": 560, "12.8": 570, "12.9": 575, "13.0": 580, "13.1": 590,
+}
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A Helm chart pinned to an exact version, from its official repository."""
+
+    name: str
+    version: str
+    repo: str
+    source: str
+
+
+# kubernetes/autoscaler chart 9.59.0 ships Cluster Autoscaler 1.35.0 (appVersion), the minor
+# that matches Kubernetes 1.35 (kubermatic/kubermatic#16253, 2026-08-13). The image tag is set
+# per Kubernetes minor below, as the autoscaler's README asks (same minor as the cluster).
+CLUSTER_AUTOSCALER = Chart(
+    "cluster-autoscaler", "9.59.0", "https://kubernetes.github.io/autoscaler",
+    "kubernetes/autoscaler charts/cluster-autoscaler; kubermatic/kubermatic#16253 (2026-08-13)",
+)
+# 1.35.0 is the chart's appVersion (verified above); 1.34.2 and 1.33.0 are chart appVersions
+# listed in kubernetes/autoscaler#8891; 1.32.1 is unverified.
+CLUSTER_AUTOSCALER_IMAGE = {"1.32": "v1.32.1", "1.33": "v1.33.0", "1.34": "v1.34.2", "1.35": "v1.35.0"}
+
+# NVIDIA device plugin with GPU feature discovery (driver/CUDA labels): v0.19.0 released
+# 2026-03/04 (NVIDIA/k8s-device-plugin CHANGELOG v0.19.0, via shaman007/home-k3s#111).
+NVIDIA_DEVICE_PLUGIN = Chart(
+    "nvidia-device-plugin", "0.19.0", "https://nvidia.github.io/k8s-device-plugin",
+    "NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin (release v0.19.0)",
+)
+# EKS EFA device plugin chart: v0.5.20 (aws/eks-charts stable/aws-efa-k8s-device-plugin/
+# Chart.yaml at de5fdc1d). Newer charts carry image v0.5.21-eksbuild.x (aws/eks-charts#1366,
+# 2026-09-10); bump after reading that chart's version.
+EFA_DEVICE_PLUGIN = Chart(
+    "aws-efa-k8s-device-plugin", "v0.5.20", "https://aws.github.io/eks-charts",
+    "aws/eks-charts stable/aws-efa-k8s-device-plugin/Chart.yaml",
+)

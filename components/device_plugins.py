@@ -1,0 +1,73 @@
+"""Make GPUs and EFA interfaces schedulable: the NVIDIA and EFA device plugins."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.config import GPU_TAINT_KEY
+from infra.versions import Chart
+
+GPU_NODES = {"nvidia.com/gpu.present": "true"}
+EFA_NODES = {"vpc.amazonaws.com/efa.present": "true"}
+GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+NAMESPACE = "kube-system"
+
+
+@dataclass(frozen=True)
+class DevicePluginsArgs:
+    nvidia: Chart
+    efa: Chart
+    efa_pools: bool
+    provider: pulumi.ProviderResource
+    depends_on: Sequence[pulumi.Resource]
+
+
+class DevicePlugins(pulumi.ComponentResource):
+    """The NVIDIA device plugin (with GPU feature discovery, which labels nodes with driver
+    and CUDA versions) on GPU nodes, and, when a pool uses EFA, the EKS EFA device plugin
+    (extended resource `vpc.amazonaws.com/efa`) on EFA nodes; both tolerate the GPU taint.
+
+    Creates: one Helm release per plugin. Replaced when: never; chart upgrades are in place.
+    """
+
+    def __init__(self, name: str, args: DevicePluginsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("higgsfield:device_plugins:DevicePlugins", name, None, opts)
+        release_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
+        self.releases = [
+            k8s.helm.v3.Release(
+                f"{name}-nvidia",
+                chart=args.nvidia.name,
+                version=args.nvidia.version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=args.nvidia.repo),
+                namespace=NAMESPACE,
+                values={
+                    "gfd": {"enabled": True},
+                    "nodeSelector": GPU_NODES,
+                    "tolerations": [GPU_TOLERATION],
+                    # NFD's master and gc run on the system nodes; its workers label GPU nodes.
+                    "nfd": {
+                        "master": {"nodeSelector": {"higgsfield.io/role": "system"}},
+                        "gc": {"nodeSelector": {"higgsfield.io/role": "system"}},
+                        "worker": {"nodeSelector": GPU_NODES, "tolerations": [GPU_TOLERATION]},
+                    },
+                },
+                opts=release_opts,
+            )
+        ]
+        if args.efa_pools:
+            self.releases.append(
+                k8s.helm.v3.Release(
+                    f"{name}-efa",
+                    chart=args.efa.name,
+                    version=args.efa.version,
+                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=args.efa.repo),
+                    namespace=NAMESPACE,
+                    values={"nodeSelector": EFA_NODES, "tolerations": [GPU_TOLERATION]},
+                    opts=release_opts,
+                )
+            )
+        self.register_outputs({"releases": [r.name for r in self.releases]})

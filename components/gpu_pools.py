@@ -1,0 +1,144 @@
+"""GPU node groups that cost nothing while idle and appear when a job is pending."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_count, efa_interfaces_for, node_user_data
+from components.nodes import launch_template
+from infra.config import GPU_TAINT_KEY, GpuPool, Taint
+
+CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "reservation": "ON_DEMAND", "capacity-block": "CAPACITY_BLOCK"}
+TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+POOL_LABEL = "higgsfield.io/pool"
+AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
+
+
+@dataclass(frozen=True)
+class GpuPoolArgs:
+    cluster_name: str
+    pool: GpuPool
+    ami_type: str
+    vpc_id: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]
+    node_role_arn: pulumi.Input[str]
+    node_security_group_id: pulumi.Input[str]
+    depends_on: Sequence[pulumi.Resource]
+    tags: Mapping[str, str]
+
+
+def pool_labels(pool: GpuPool) -> dict[str, str]:
+    """The labels every node of the pool carries (a job selects its pool with POOL_LABEL)."""
+    labels = {"nvidia.com/gpu.present": "true", POOL_LABEL: pool.name, **pool.labels}
+    if pool.efa:
+        labels["vpc.amazonaws.com/efa.present"] = "true"
+    return labels
+
+
+def pool_taints(pool: GpuPool) -> list[Taint]:
+    return [Taint(GPU_TAINT_KEY, "true", "NoSchedule"), *pool.taints]
+
+
+def pool_resources(pool: GpuPool) -> dict[str, str]:
+    """Extended resources a node of the pool offers, for the autoscaler's node template."""
+    resources = {"nvidia.com/gpu": str(pool.gpus_per_node)}
+    if pool.efa:
+        resources["vpc.amazonaws.com/efa"] = str(efa_count(efa_interfaces_for(pool.instance)))
+        resources["hugepages-2Mi"] = f"{EFA_HUGEPAGES_2MI * 2}Mi"
+    return resources
+
+
+def autoscaler_template_tags(pool: GpuPool) -> dict[str, str]:
+    """Tags that let the Cluster Autoscaler plan a node of this pool while it has none
+    (scale from zero): its labels, taints and extended resources. Managed node group tags do
+    not reach the Auto Scaling group, so they are written onto the ASG itself."""
+    tags = {f"{AUTOSCALER_TEMPLATE}/label/{k}": v for k, v in pool_labels(pool).items()}
+    tags.update({f"{AUTOSCALER_TEMPLATE}/taint/{t.key}": f"{t.value}:{t.effect}" for t in pool_taints(pool)})
+    tags.update({f"{AUTOSCALER_TEMPLATE}/resources/{k}": v for k, v in pool_resources(pool).items()})
+    return tags
+
+
+class GpuPoolGroup(pulumi.ComponentResource):
+    """A GPU managed node group that scales to zero, in one AZ.
+
+    Creates: for EFA pools an EfaFabric (self-referencing security group, cluster placement
+    group unless the capacity is reserved) and a launch template with an ENA primary plus one
+    EFA-only interface per network card; otherwise a launch template with the node security
+    group. Both: IMDSv2 hop limit 1, encrypted gp3 root, RAID0 local NVMe and huge pages via
+    nodeadm user data, capacity reservation targeting for reservations and Capacity Blocks.
+    Then the node group (AL2023 NVIDIA AMI, GPU taint, pool labels, minSize as configured,
+    desiredSize ignored after creation) and the autoscaler node-template tags on its ASG.
+    Replaced when: instance types, AMI type, capacity type or the subnet (AZ) change.
+    """
+
+    def __init__(self, name: str, args: GpuPoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("higgsfield:gpu_pools:GpuPool", name, None, opts)
+        pool = args.pool
+        self.pool_name = pool.name
+        tags = {**args.tags, POOL_LABEL: pool.name}
+        child = pulumi.ResourceOptions(parent=self)
+
+        extra: dict = {}
+        if pool.efa:
+            fabric = EfaFabric(f"{name}-efa", args.vpc_id, pool.placement_group, tags, opts=child)
+            groups = [args.node_security_group_id, fabric.security_group_id]
+            extra["network_interfaces"] = [
+                aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                    network_card_index=i.network_card,
+                    device_index=i.device_index,
+                    interface_type="efa-only" if i.efa_only else None,
+                    security_groups=groups,
+                    delete_on_termination="true",
+                )
+                for i in efa_interfaces_for(pool.instance)
+            ]
+            if fabric.placement_group_name is not None:
+                extra["placement"] = aws.ec2.LaunchTemplatePlacementArgs(group_name=fabric.placement_group_name)
+        else:
+            extra["security_group_ids"] = [args.node_security_group_id]
+        if pool.reservation_id:
+            extra["capacity_reservation_specification"] = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+                capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                    capacity_reservation_id=pool.reservation_id
+                )
+            )
+        if pool.capacity_type == "capacity-block":
+            extra["instance_market_options"] = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+
+        template = launch_template(
+            f"{name}-lt",
+            root_volume_gib=pool.root_volume_gib,
+            user_data=node_user_data(raid0=pool.local_nvme == "raid0", hugepages=EFA_HUGEPAGES_2MI if pool.efa else 0),
+            tags={**tags, "Name": f"{args.cluster_name}-{pool.name}"},
+            parent=self,
+            **extra,
+        )
+        self.node_group = aws.eks.NodeGroup(
+            name,
+            cluster_name=args.cluster_name,
+            node_role_arn=args.node_role_arn,
+            subnet_ids=[args.subnet_id],
+            instance_types=list(pool.instance_types),
+            ami_type=args.ami_type,
+            capacity_type=CAPACITY_TYPES[pool.capacity_type],
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=pool.min_size, desired_size=pool.min_size, max_size=pool.max_size),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            labels=pool_labels(pool),
+            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=TAINT_EFFECTS[t.effect]) for t in pool_taints(pool)],
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on), ignore_changes=["scalingConfig.desiredSize"]),
+        )
+        asg_name = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
+        for key, value in autoscaler_template_tags(pool).items():
+            aws.autoscaling.Tag(
+                f"{name}-asg-{key.removeprefix(AUTOSCALER_TEMPLATE + '/').replace('/', '-')}",
+                autoscaling_group_name=asg_name,
+                tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
+                opts=child,
+            )
+        self.register_outputs({"node_group_name": self.node_group.node_group_name})

@@ -1,0 +1,66 @@
+"""What an EC2 instance type is: GPUs, EFA, network cards, local NVMe.
+
+The program asks AWS through Pulumi invokes (`aws.ec2.get_instance_type`,
+`aws.ec2.get_instance_type_offerings`), so on a real `pulumi up` the answer is AWS's own; the
+offline plan answers the same invokes from AWS's catalog as bundled in moto. One code path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import pulumi_aws as aws
+
+
+@dataclass(frozen=True)
+class InstanceFacts:
+    name: str
+    gpus: int
+    gpu_model: str | None
+    gpu_memory_mib: int
+    efa_supported: bool
+    efa_max_interfaces: int
+    network_cards: tuple[int, ...]
+    nvme_disks: int
+    vcpus: int
+    architectures: tuple[str, ...]
+
+
+class UnknownInstanceType(LookupError):
+    """AWS could not describe the instance type; the message says why."""
+
+
+@cache
+def describe(instance_type: str) -> InstanceFacts:
+    """Facts about `instance_type`; raises UnknownInstanceType if AWS cannot describe it."""
+    try:
+        t = aws.ec2.get_instance_type(instance_type=instance_type)
+    except Exception as exc:  # noqa: BLE001 - the invoke's error text is the useful part
+        raise UnknownInstanceType(str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__) from None
+    gpus = t.gpuses or []
+    return InstanceFacts(
+        name=instance_type,
+        gpus=sum(int(g.count) for g in gpus),
+        gpu_model=gpus[0].name if gpus else None,
+        gpu_memory_mib=int(t.total_gpu_memory or 0),
+        efa_supported=bool(t.efa_supported),
+        efa_max_interfaces=int(t.efa_maximum_interfaces or 0),
+        network_cards=tuple(sorted(int(c.index) for c in (t.network_cards or []))) or (0,),
+        nvme_disks=sum(int(d.count) for d in (t.instance_disks or [])),
+        vcpus=int(t.default_vcpus or 0),
+        architectures=tuple(t.supported_architectures or ()),
+    )
+
+
+@cache
+def offered_in(instance_type: str, zone: str) -> bool:
+    """Whether `instance_type` can be launched in availability zone `zone`."""
+    found = aws.ec2.get_instance_type_offerings(
+        location_type="availability-zone",
+        filters=[
+            aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[instance_type]),
+            aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="location", values=[zone]),
+        ],
+    )
+    return instance_type in (found.instance_types or [])
