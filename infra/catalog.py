@@ -27,17 +27,11 @@ class InstanceFacts:
     architectures: tuple[str, ...]
 
 
-class UnknownInstanceType(LookupError):
-    """AWS could not describe the instance type; the message says why."""
-
-
 @cache
 def describe(instance_type: str) -> InstanceFacts:
-    """Facts about `instance_type`; raises UnknownInstanceType if AWS cannot describe it."""
-    try:
-        t = aws.ec2.get_instance_type(instance_type=instance_type)
-    except Exception as exc:  # noqa: BLE001 - the invoke's error text is the useful part
-        raise UnknownInstanceType(str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__) from None
+    """Facts about `instance_type`. Ask `offered_in` first: describing a type AWS does not
+    know fails the whole program run (invoke errors cannot be caught by the program)."""
+    t = aws.ec2.get_instance_type(instance_type=instance_type)
     gpus = t.gpuses or []
     return InstanceFacts(
         name=instance_type,
@@ -54,13 +48,14 @@ def describe(instance_type: str) -> InstanceFacts:
 
 
 @cache
-def offered_in(instance_type: str, zone: str) -> bool:
-    """Whether `instance_type` can be launched in availability zone `zone`."""
+def offered_in(instance_type: str, location: str, location_type: str = "availability-zone") -> bool:
+    """Whether `instance_type` can be launched in `location` (an AZ, or a region with
+    location_type="region"). An unknown type is simply offered nowhere."""
     found = aws.ec2.get_instance_type_offerings(
-        location_type="availability-zone",
+        location_type=location_type,
         filters=[
             aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[instance_type]),
-            aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="location", values=[zone]),
+            aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="location", values=[location]),
         ],
     )
     return instance_type in (found.instance_types or [])

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 import pulumi
 
 from infra import versions
-from infra.catalog import InstanceFacts, UnknownInstanceType
+from infra.catalog import InstanceFacts
 
 NAMESPACE = "higgsfield"
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -296,7 +296,7 @@ class Catalog(Protocol):
 
     def describe(self, instance_type: str) -> InstanceFacts: ...
 
-    def offered_in(self, instance_type: str, zone: str) -> bool: ...
+    def offered_in(self, instance_type: str, location: str, location_type: str = ...) -> bool: ...
 
 
 _POOL_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$")
@@ -327,18 +327,16 @@ def _taint(key: str, value: Any) -> Taint:
     return taint
 
 
-def _instance_types(key: str, value: Any, zone: str, catalog: Catalog) -> tuple[tuple[str, ...], InstanceFacts]:
+def _instance_types(key: str, value: Any, zone: str, region: str, catalog: Catalog) -> tuple[tuple[str, ...], InstanceFacts]:
     names = _list(key, value, _str, min_items=1)
     facts: list[InstanceFacts] = []
     for i, name in enumerate(names):
-        try:
-            found = catalog.describe(name)
-        except UnknownInstanceType as exc:
-            raise ConfigError(f"{key}[{i}]", f"AWS does not describe instance type {name!r} ({exc})") from None
+        if not catalog.offered_in(name, zone):
+            where = f"anywhere in {region}" if not catalog.offered_in(name, region, "region") else f"in {zone}"
+            raise ConfigError(f"{key}[{i}]", f"instance type {name!r} is not offered {where}")
+        found = catalog.describe(name)
         if found.gpus == 0:
             raise ConfigError(f"{key}[{i}]", f"{name} has no GPU; GPU pools need GPU instance types (g6e, p4d, p5, ...)")
-        if not catalog.offered_in(name, zone):
-            raise ConfigError(f"{key}[{i}]", f"{name} is not offered in {zone}")
         facts.append(found)
     first = facts[0]
     for i, other in enumerate(facts[1:], start=1):
@@ -353,7 +351,7 @@ def _instance_types(key: str, value: Any, zone: str, catalog: Catalog) -> tuple[
     return names, first
 
 
-def _gpu_pool(key: str, value: Any, zones: Sequence[str], catalog: Catalog) -> GpuPool:
+def _gpu_pool(key: str, value: Any, zones: Sequence[str], region: str, catalog: Catalog) -> GpuPool:
     obj = _Obj(key, value)
     name = _str(obj.key("name"), obj.get("name"))
     if not _POOL_NAME.match(name):
@@ -361,7 +359,7 @@ def _gpu_pool(key: str, value: Any, zones: Sequence[str], catalog: Catalog) -> G
     zone = _str(obj.key("availabilityZone"), obj.get("availabilityZone"))
     if zone not in zones:
         raise ConfigError(obj.key("availabilityZone"), f"{zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})")
-    types, facts = _instance_types(obj.key("instanceTypes"), obj.get("instanceTypes"), zone, catalog)
+    types, facts = _instance_types(obj.key("instanceTypes"), obj.get("instanceTypes"), zone, region, catalog)
     min_size = _int(obj.key("minSize"), obj.get("minSize", 0))
     max_size = _int(obj.key("maxSize"), obj.get("maxSize"), minimum=1)
     if min_size > max_size:
@@ -373,8 +371,9 @@ def _gpu_pool(key: str, value: Any, zones: Sequence[str], catalog: Catalog) -> G
     capacity.done()
     reserved = capacity_type in ("capacity-block", "reservation")
     if reserved:
-        reservation = _str(capacity.key("reservationId"), reservation if reservation is not None else "")
-        if not _RESERVATION.match(reservation):
+        if reservation is None:
+            raise ConfigError(capacity.key("reservationId"), f"is required for capacity type {capacity_type}: the capacity reservation id (cr-0123456789abcdef0)")
+        if not isinstance(reservation, str) or not _RESERVATION.match(reservation):
             raise ConfigError(capacity.key("reservationId"), f"{reservation!r} is not a capacity reservation id (cr-0123456789abcdef0)")
     elif reservation is not None:
         raise ConfigError(capacity.key("reservationId"), f"only capacity types capacity-block and reservation take a reservation id, not {capacity_type}")
@@ -442,8 +441,8 @@ def _autoscaler(key: str, value: Any) -> Autoscaler:
     return Autoscaler(delay, expander)
 
 
-def _gpu_pools(key: str, value: Any, zones: Sequence[str], catalog: Catalog) -> tuple[GpuPool, ...]:
-    pools = _list(key, value, lambda k, v: _gpu_pool(k, v, zones, catalog))
+def _gpu_pools(key: str, value: Any, zones: Sequence[str], region: str, catalog: Catalog) -> tuple[GpuPool, ...]:
+    pools = _list(key, value, lambda k, v: _gpu_pool(k, v, zones, region, catalog))
     _unique(key, [p.name for p in pools])
     return pools
 
@@ -473,7 +472,7 @@ def parse(stack: str, region: Any, values: Mapping[str, Any], catalog: Catalog |
         raise ConfigError(root.key("gpuPools"), "GPU pools need an instance-type catalog to be validated")
     config = replace(
         config,
-        gpu_pools=_gpu_pools(root.key("gpuPools"), pools_value, config.availability_zones, catalog) if pools_value else (),
+        gpu_pools=_gpu_pools(root.key("gpuPools"), pools_value, config.availability_zones, region, catalog) if pools_value else (),
         cuda_version=_cuda_version(root.key("cudaVersion"), root.get("cudaVersion", None)),
         autoscaler=_autoscaler(root.key("autoscaler"), root.get("autoscaler", {})),
     )

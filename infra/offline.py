@@ -150,16 +150,20 @@ def _instance_type_result(name: str) -> dict:
 
 
 def _instance_type_offerings(args: dict, region: str) -> dict:
+    """DescribeInstanceTypeOfferings by AZ, or by region (the union of its AZs)."""
     filters = {f["name"]: set(f["values"]) for f in args.get("filters") or []}
-    offered = zone_offerings(region)
+    offered = dict(zone_offerings(region))
+    location_type = args.get("locationType", "region")
+    if location_type == "region":
+        offered = {region: frozenset().union(*offered.values())}
     locations = filters.get("location", set(offered))
     wanted = filters.get("instance-type")
-    rows = [(zone, t) for zone in sorted(locations) for t in sorted(offered.get(zone, ())) if wanted is None or t in wanted]
+    rows = [(where, t) for where in sorted(locations) for t in sorted(offered.get(where, ())) if wanted is None or t in wanted]
     return {
         "id": region,
         "instanceTypes": [t for _, t in rows],
         "locations": [z for z, _ in rows],
-        "locationTypes": ["availability-zone"] * len(rows),
+        "locationTypes": [location_type] * len(rows),
     }
 
 

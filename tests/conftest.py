@@ -55,3 +55,51 @@ def project_copy(tmp_path: Path, monkeypatch) -> Callable[..., Path]:
         return tmp_path
 
     return make
+
+
+def set_key(key: str, value: Any) -> Callable[[dict], None]:
+    """A stack change: set `key` (full name) to `value`."""
+
+    def change(config: dict) -> None:
+        config[key] = value
+
+    return change
+
+
+def set_field(key: str, field: str, value: Any) -> Callable[[dict], None]:
+    """A stack change: set `field` of the object at `key`."""
+
+    def change(config: dict) -> None:
+        config[key] = {**config[key], field: value}
+
+    return change
+
+
+def set_pool(index: int, **fields: Any) -> Callable[[dict], None]:
+    """A stack change: update fields of `higgsfield:gpuPools[index]`."""
+
+    def change(config: dict) -> None:
+        pools = [dict(p) for p in config["higgsfield:gpuPools"]]
+        pools[index].update(fields)
+        config["higgsfield:gpuPools"] = pools
+
+    return change
+
+
+def delete_key(key: str) -> Callable[[dict], None]:
+    def change(config: dict) -> None:
+        del config[key]
+
+    return change
+
+
+def assert_plan_rejects(project_copy, capsys, base: str, change, key: str, detail: str) -> None:
+    """`higgsfield plan` on the changed stack exits 2 with one line naming `key`."""
+    from infra.cli import main
+
+    project_copy(base, change)
+    assert main(["plan", "bad"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {key}: "), err
+    assert detail in err, err
+    assert "\n" not in err and "Traceback" not in err

@@ -11,56 +11,30 @@ import pytest
 from infra.cli import main
 from infra.config import ConfigError
 from infra.offline import record
-
-
-def _set(key: str, value):
-    def change(config: dict) -> None:
-        config[key] = value
-
-    return change
-
-
-def _set_in(key: str, field: str, value):
-    def change(config: dict) -> None:
-        config[key] = {**config[key], field: value}
-
-    return change
-
-
-def _delete(key: str):
-    def change(config: dict) -> None:
-        del config[key]
-
-    return change
+from tests.conftest import assert_plan_rejects, delete_key, set_field, set_key
 
 
 CASES = {
-    "unknown_region": ("dev", _set("aws:region", "us-middle-1"), "aws:region", "us-middle-1"),
-    "zone_outside_region": ("dev", _set("higgsfield:availabilityZones", ["us-west-2a", "us-east-1b"]), "higgsfield:availabilityZones[1]", "us-east-1b"),
-    "single_zone": ("dev", _set("higgsfield:availabilityZones", ["us-west-2a"]), "higgsfield:availabilityZones", "at least 2"),
-    "malformed_vpc_cidr": ("dev", _set("higgsfield:vpcCidr", "10.0.0.0/33"), "higgsfield:vpcCidr", "not an IPv4 CIDR"),
-    "public_vpc_cidr": ("dev", _set("higgsfield:vpcCidr", "8.8.0.0/16"), "higgsfield:vpcCidr", "RFC 1918"),
-    "size_not_an_integer": ("dev", _set_in("higgsfield:cpuNodes", "minSize", "two"), "higgsfield:cpuNodes.minSize", "integer"),
-    "min_above_max": ("dev", _set_in("higgsfield:cpuNodes", "minSize", 5), "higgsfield:cpuNodes", "minSize <= desiredSize <= maxSize"),
-    "desired_above_max": ("dev", _set_in("higgsfield:cpuNodes", "desiredSize", 9), "higgsfield:cpuNodes", "minSize <= desiredSize <= maxSize"),
-    "unknown_environment": ("dev", _set("higgsfield:environment", "qa"), "higgsfield:environment", "dev, staging, prod"),
-    "unsupported_kubernetes": ("dev", _set("higgsfield:kubernetesVersion", "1.25"), "higgsfield:kubernetesVersion", "1.35"),
-    "world_open_endpoint_in_prod": ("prod", _set("higgsfield:endpoint", {"private": True, "publicAccessCidrs": ["0.0.0.0/0"]}), "higgsfield:endpoint.publicAccessCidrs[0]", "internet"),
-    "typo_in_object_field": ("dev", _set_in("higgsfield:cpuNodes", "maxSzie", 3), "higgsfield:cpuNodes.maxSzie", "unknown setting"),
-    "typo_in_top_level_key": ("dev", _set("higgsfield:vpcCIDR", "10.1.0.0/16"), "higgsfield:vpcCIDR", "unknown setting"),
-    "missing_environment": ("dev", _delete("higgsfield:environment"), "higgsfield:environment", "required"),
+    "unknown_region": ("dev", set_key("aws:region", "us-middle-1"), "aws:region", "us-middle-1"),
+    "zone_outside_region": ("dev", set_key("higgsfield:availabilityZones", ["us-west-2a", "us-east-1b"]), "higgsfield:availabilityZones[1]", "us-east-1b"),
+    "single_zone": ("dev", set_key("higgsfield:availabilityZones", ["us-west-2a"]), "higgsfield:availabilityZones", "at least 2"),
+    "malformed_vpc_cidr": ("dev", set_key("higgsfield:vpcCidr", "10.0.0.0/33"), "higgsfield:vpcCidr", "not an IPv4 CIDR"),
+    "public_vpc_cidr": ("dev", set_key("higgsfield:vpcCidr", "8.8.0.0/16"), "higgsfield:vpcCidr", "RFC 1918"),
+    "size_not_an_integer": ("dev", set_field("higgsfield:cpuNodes", "minSize", "two"), "higgsfield:cpuNodes.minSize", "integer"),
+    "min_above_max": ("dev", set_field("higgsfield:cpuNodes", "minSize", 5), "higgsfield:cpuNodes", "minSize <= desiredSize <= maxSize"),
+    "desired_above_max": ("dev", set_field("higgsfield:cpuNodes", "desiredSize", 9), "higgsfield:cpuNodes", "minSize <= desiredSize <= maxSize"),
+    "unknown_environment": ("dev", set_key("higgsfield:environment", "qa"), "higgsfield:environment", "dev, staging, prod"),
+    "unsupported_kubernetes": ("dev", set_key("higgsfield:kubernetesVersion", "1.25"), "higgsfield:kubernetesVersion", "1.35"),
+    "world_open_endpoint_in_prod": ("prod", set_key("higgsfield:endpoint", {"private": True, "publicAccessCidrs": ["0.0.0.0/0"]}), "higgsfield:endpoint.publicAccessCidrs[0]", "internet"),
+    "typo_in_object_field": ("dev", set_field("higgsfield:cpuNodes", "maxSzie", 3), "higgsfield:cpuNodes.maxSzie", "unknown setting"),
+    "typo_in_top_level_key": ("dev", set_key("higgsfield:vpcCIDR", "10.1.0.0/16"), "higgsfield:vpcCIDR", "unknown setting"),
+    "missing_environment": ("dev", delete_key("higgsfield:environment"), "higgsfield:environment", "required"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_setting_exits_2_and_names_the_key(case, project_copy, capsys):
-    base, change, key, detail = CASES[case]
-    project_copy(base, change)
-    assert main(["plan", "bad"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith(f"error: {key}: "), err
-    assert detail in err
-    assert "\n" not in err and "Traceback" not in err
+    assert_plan_rejects(project_copy, capsys, *CASES[case])
 
 
 @pytest.mark.parametrize("case", ["public_vpc_cidr", "typo_in_object_field"])
@@ -74,7 +48,7 @@ def test_bad_setting_is_rejected_before_any_resource_is_registered(case, project
 
 
 def test_world_open_endpoint_is_allowed_outside_prod_only_as_configured(project_copy):
-    root = project_copy("dev", _set("higgsfield:endpoint", {"publicAccessCidrs": ["0.0.0.0/0"]}))
+    root = project_copy("dev", set_key("higgsfield:endpoint", {"publicAccessCidrs": ["0.0.0.0/0"]}))
     cluster = record("bad", root=root).one("eks:index:Cluster")
     assert cluster.inputs["publicAccessCidrs"] == ["0.0.0.0/0"]
 
@@ -87,7 +61,7 @@ def test_missing_stack_file_names_the_file_and_the_known_stacks(capsys):
 
 
 def test_console_script_prints_one_line_and_no_traceback(project_copy):
-    root = project_copy("dev", _set("higgsfield:environment", "qa"))
+    root = project_copy("dev", set_key("higgsfield:environment", "qa"))
     done = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "bad"], cwd=root, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [done.stderr.strip()]
