@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -203,5 +204,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def run() -> None:
+    """The console script. Exits without the interpreter's teardown of the Pulumi SDK's
+    module graph and threads: measured at 0.6-0.9 s of a 3 s `plan`, with nothing to flush
+    but stdout and stderr (files are written and closed by then)."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -217,12 +217,23 @@ _ADMIN_ARN = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-r
 _TAG_KEY = re.compile(r"^[\w .:/=+\-@]{1,128}$")
 
 
-def _region(value: Any) -> str:
-    import botocore.session  # the region list ships with botocore: no network needed
+def eks_regions() -> list[str]:
+    """AWS regions (aws partition) with an EKS endpoint, from the endpoint data botocore ships
+    (read as a file: importing botocore.session costs more than the whole lookup)."""
+    import importlib.util
+    from pathlib import Path
 
+    spec = importlib.util.find_spec("botocore")
+    assert spec is not None and spec.submodule_search_locations, "botocore ships with boto3, a dependency"
+    data = json.loads(Path(spec.submodule_search_locations[0], "data", "endpoints.json").read_text())
+    aws = next(p for p in data["partitions"] if p["partition"] == "aws")
+    return sorted(set(aws["services"]["eks"]["endpoints"]) & set(aws["regions"]))
+
+
+def _region(value: Any) -> str:
     key = "aws:region"
     region = _str(key, value)
-    known = botocore.session.get_session().get_available_regions("eks")
+    known = eks_regions()
     if region not in known:
         raise ConfigError(key, f"{region!r} is not an AWS region with EKS; known: {', '.join(sorted(known))}")
     return region

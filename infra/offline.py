@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +83,12 @@ def stack_config(root: Path, stack: str, overrides: Mapping[str, Any] | None = N
 
 
 def _moto_json(*parts: str) -> Any:
-    data = resources.files("moto.ec2").joinpath("resources", *parts).read_bytes()
-    return json.loads(gzip.decompress(data))
+    # Locate moto's data without importing moto.ec2 (that import alone costs over a second).
+    spec = importlib.util.find_spec("moto")
+    if spec is None or not spec.submodule_search_locations:
+        raise UnansweredInvoke("moto is not installed: it carries AWS's instance-type catalog (pip install -e '.[dev]')")
+    path = Path(spec.submodule_search_locations[0], "ec2", "resources", *parts)
+    return json.loads(gzip.decompress(path.read_bytes()))
 
 
 @cache
@@ -374,3 +378,4 @@ def _record_in_fresh_context(stack: str, config: dict[str, str]) -> Plan:
     root_stack._finish()
     _sync_await(run_pulumi_func(lambda: None))
     return Plan(PROJECT, stack, resources_out, outputs_out, invokes_out)
+
