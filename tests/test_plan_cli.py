@@ -53,3 +53,15 @@ def test_pulumi_yaml_defaults_are_the_config_defaults():
     without = parse("t", "us-west-2", minimal)
     with_defaults = parse("t", "us-west-2", {**minimal, **{k: d["default"] for k, d in declared.items() if "default" in d}})
     assert without == with_defaults
+
+
+def test_program_reads_like_a_map_in_under_100_lines():
+    assert len((ROOT / "infra" / "__main__.py").read_text().splitlines()) < 100
+
+
+def test_plan_shows_per_gpu_pool_type_gpus_efa_zone_sizes_and_capacity(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    main(["plan", "prod"])
+    out = capsys.readouterr().out
+    (row,) = [line for line in out.splitlines() if line.strip().startswith("h100 ")]
+    assert row.split() == ["h100", "p5.48xlarge", "8", "32", "us-east-2b", "0", "16", "ON_DEMAND"]
