@@ -15,6 +15,8 @@ from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
 from components.network import Network, NetworkArgs
 from components.nodes import NodeRole
+from components.storage import LustreArgs, LustreFileSystem
+from components.teams import Teams, TeamsArgs
 from infra import versions
 from infra.config import StackConfig, load
 
@@ -58,6 +60,16 @@ def build(cfg: StackConfig) -> None:
     DevicePlugins("device-plugins", DevicePluginsArgs(
         nvidia=versions.NVIDIA_DEVICE_PLUGIN, efa=versions.EFA_DEVICE_PLUGIN,
         efa_pools=any(p.efa for p in cfg.gpu_pools), provider=cluster.provider, depends_on=platform_ready))
+
+
+    # 4. Teams and shared storage
+    teams = Teams("teams", TeamsArgs(cfg.scheduler.teams, cfg.scheduler.priority_classes, cluster.provider, platform_ready))
+    if cfg.fsx.enabled:
+        LustreFileSystem("lustre", LustreArgs(
+            cluster_name=name, settings=cfg.fsx, lustre_version=versions.LUSTRE_VERSION, csi_addon=versions.FSX_CSI_ADDON,
+            vpc_id=network.vpc_id, subnet_id=network.private_subnets[cfg.fsx.availability_zone].id,
+            node_security_group_id=cluster.node_security_group_id, namespaces=teams.namespaces,
+            provider=cluster.provider, addon_depends_on=platform_ready, protect=cfg.production, tags=tags))
 
     pulumi.export("clusterName", name)
     pulumi.export("region", cfg.region)

@@ -52,7 +52,26 @@ def _launch_template(i: dict) -> str:
     return text + (f", {efa} EFA interfaces" if nics else "")
 
 
+def lustre_throughput_mb_s(i: dict) -> float:
+    """FSx counts 1200 GiB as 1.2 TiB; SCRATCH_2 has a fixed 200 MB/s per TiB."""
+    from infra.config import SCRATCH_2_THROUGHPUT_PER_TIB
+
+    per_tib = i.get("perUnitStorageThroughput") or SCRATCH_2_THROUGHPUT_PER_TIB
+    return i.get("storageCapacity", 0) / 1000 * per_tib
+
+
+def _lustre(i: dict) -> str:
+    from components.storage import MOUNT_PATH, PVC_NAME
+
+    per_tib = i.get("perUnitStorageThroughput") or "200 (fixed)"
+    return (
+        f"{i.get('deploymentType')} {i.get('storageCapacity')} GiB x {per_tib} MB/s/TiB = {lustre_throughput_mb_s(i):,.0f} MB/s, "
+        f"{i.get('dataCompressionType')}, backups {i.get('automaticBackupRetentionDays')} d; jobs mount PVC {PVC_NAME} at {MOUNT_PATH}"
+    )
+
+
 SUMMARIES: dict[str, Callable[[dict], str]] = {
+    "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
     "aws:ec2/vpc:Vpc": lambda i: f"cidr {i.get('cidrBlock')}",
     "aws:ec2/subnet:Subnet": lambda i: f"{i.get('availabilityZone')} {i.get('cidrBlock')}",
     "aws:ec2/vpcEndpoint:VpcEndpoint": lambda i: f"{i.get('vpcEndpointType')} {i.get('serviceName')}",
@@ -143,6 +162,7 @@ def render_plan(plan: Plan, extra: Sequence[Callable[[Plan], list[str]]] = (gpu_
 
 # --- Kubernetes objects the program builds itself --------------------------------------------
 
+_MANIFEST_FIELDS = ("apiVersion", "kind", "metadata", "spec", "data", "value", "preemptionPolicy", "globalDefault", "description", "rules", "roleRef", "subjects")
 _NOT_MANIFESTS = ("kubernetes:helm.sh/", "kubernetes:kustomize", "kubernetes:yaml", "pulumi:providers:")
 
 
@@ -151,7 +171,7 @@ def manifests(plan: Plan) -> list[dict]:
     found = []
     for r in plan.resources:
         if r.type.startswith("kubernetes:") and not r.type.startswith(_NOT_MANIFESTS):
-            found.append({k: v for k, v in r.inputs.items() if k in ("apiVersion", "kind", "metadata", "spec", "data", "rules", "value", "preemptionPolicy", "description", "globalDefault", "roleRef", "subjects")})
+            found.append({k: r.inputs[k] for k in _MANIFEST_FIELDS if k in r.inputs})
     return found
 
 
@@ -162,7 +182,7 @@ def write_manifests(plan: Plan, folder: Path) -> list[Path]:
         meta = obj.get("metadata") or {}
         name = "-".join(p for p in (obj.get("kind", "object").lower(), meta.get("namespace"), meta.get("name")) if p)
         path = folder / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(obj, sort_keys=False))
+        path.write_text(yaml.safe_dump(obj, sort_keys=False))  # apiVersion and kind first, as kubectl users expect
         written.append(path)
     return written
 

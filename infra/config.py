@@ -174,6 +174,68 @@ class GpuPool:
         return self.instance.gpus
 
 
+FSX_DEPLOYMENT_TYPES = ("PERSISTENT_2", "SCRATCH_2")
+FSX_THROUGHPUT_PER_TIB = (125, 250, 500, 1000)  # MB/s per TiB, PERSISTENT_2 (SCRATCH_2 is fixed at 200)
+SCRATCH_2_THROUGHPUT_PER_TIB = 200
+
+
+@dataclass(frozen=True)
+class S3Link:
+    bucket: str
+    import_path: str
+    export_path: str
+    auto_import: bool
+
+
+@dataclass(frozen=True)
+class Fsx:
+    """FSx for Lustre shared storage. Throughput in MB/s = capacity (TiB, as FSx counts: 1200 GiB
+    is 1.2 TiB) x the per-TiB rate."""
+
+    enabled: bool = False
+    deployment_type: str = "PERSISTENT_2"
+    storage_capacity_gib: int = 1200
+    throughput_per_tib: int = 250
+    compression: str = "LZ4"
+    s3: S3Link | None = None
+    availability_zone: str | None = None
+    backup_retention_days: int = 0
+
+    @property
+    def throughput_mb_s(self) -> float:
+        return self.storage_capacity_gib / 1000 * self.throughput_per_tib
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    weight: int
+    gpu_capability: int
+
+
+@dataclass(frozen=True)
+class PriorityClassSpec:
+    name: str
+    value: int
+
+
+@dataclass(frozen=True)
+class Team:
+    """A team gets a namespace, a GPU quota, the priority classes it may use, and a queue."""
+
+    name: str
+    queue: str
+    gpu_quota: int
+    priority_classes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    queues: tuple[Queue, ...] = ()
+    priority_classes: tuple[PriorityClassSpec, ...] = ()
+    teams: tuple[Team, ...] = ()
+
+
 @dataclass(frozen=True)
 class Autoscaler:
     scale_down_unneeded_time: str = "10m"
@@ -195,6 +257,13 @@ class StackConfig:
     gpu_pools: tuple[GpuPool, ...] = ()
     cuda_version: str | None = None
     autoscaler: Autoscaler = Autoscaler()
+    fsx: Fsx = Fsx()
+    scheduler: Scheduler = Scheduler()
+
+    @property
+    def total_gpus(self) -> int:
+        """The most GPUs the pools can ever provide: every pool at maxSize."""
+        return sum(p.max_size * p.gpus_per_node for p in self.gpu_pools)
 
     @property
     def production(self) -> bool:
@@ -452,6 +521,124 @@ def _autoscaler(key: str, value: Any) -> Autoscaler:
     return Autoscaler(delay, expander)
 
 
+def _s3_url(key: str, value: Any, bucket: str) -> str:
+    url = _str(key, value)
+    if not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?", url):
+        raise ConfigError(key, f"{url!r} is not an s3:// URL (s3://bucket/prefix)")
+    if url[len("s3://"):].split("/", 1)[0] != bucket:
+        raise ConfigError(key, f"{url!r} is not in bucket {bucket!r} (the s3.bucket setting)")
+    return url
+
+
+def _fsx(key: str, value: Any, pools: Sequence[GpuPool], zones: Sequence[str]) -> Fsx:
+    obj = _Obj(key, value)
+    enabled = _bool(obj.key("enabled"), obj.get("enabled", False))
+    kind = _str(obj.key("deploymentType"), obj.get("deploymentType", Fsx.deployment_type), FSX_DEPLOYMENT_TYPES)
+    capacity = _int(obj.key("storageCapacityGiB"), obj.get("storageCapacityGiB", Fsx.storage_capacity_gib), minimum=1)
+    if capacity != 1200 and capacity % 2400:
+        raise ConfigError(obj.key("storageCapacityGiB"), f"{capacity} is not a valid {kind} size: use 1200 or a multiple of 2400 GiB")
+    if kind == "SCRATCH_2":
+        if obj.get("throughputPerTiB", None) is not None:
+            raise ConfigError(obj.key("throughputPerTiB"), f"SCRATCH_2 has a fixed {SCRATCH_2_THROUGHPUT_PER_TIB} MB/s per TiB; remove the setting or use PERSISTENT_2")
+        throughput = SCRATCH_2_THROUGHPUT_PER_TIB
+    else:
+        throughput = _int(obj.key("throughputPerTiB"), obj.get("throughputPerTiB", Fsx.throughput_per_tib))
+        if throughput not in FSX_THROUGHPUT_PER_TIB:
+            raise ConfigError(obj.key("throughputPerTiB"), f"{throughput} is not allowed for {kind}; use one of: {', '.join(map(str, FSX_THROUGHPUT_PER_TIB))}")
+    compression = _str(obj.key("compression"), obj.get("compression", Fsx.compression), ("LZ4", "NONE"))
+    backups = _int(obj.key("backupRetentionDays"), obj.get("backupRetentionDays", 7 if kind == "PERSISTENT_2" else 0))
+    if backups > 90 or (kind == "SCRATCH_2" and backups):
+        raise ConfigError(obj.key("backupRetentionDays"), f"{backups} is not allowed: 0-90 days for PERSISTENT_2, 0 for SCRATCH_2")
+    efa_zones = sorted({p.availability_zone for p in pools if p.efa})
+    default_zone = efa_zones[0] if efa_zones else (pools[0].availability_zone if pools else zones[0])
+    zone = _str(obj.key("availabilityZone"), obj.get("availabilityZone", default_zone))
+    if zone not in zones:
+        raise ConfigError(obj.key("availabilityZone"), f"{zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})")
+    if enabled and efa_zones and zone not in efa_zones:
+        raise ConfigError(
+            obj.key("availabilityZone"),
+            f"{zone} differs from the EFA GPU pools' zone {', '.join(efa_zones)}: every read and checkpoint would cross AZs (latency, cost)",
+        )
+    s3 = None
+    if obj.get("s3", None) is not None:
+        link = obj.obj("s3")
+        bucket = _str(link.key("bucket"), link.get("bucket"))
+        import_path = _s3_url(link.key("importPath"), link.get("importPath", f"s3://{bucket}"), bucket)
+        export_path = _s3_url(link.key("exportPath"), link.get("exportPath", import_path), bucket)
+        auto_import = _bool(link.key("autoImport"), link.get("autoImport", True))
+        link.done()
+        if kind == "PERSISTENT_2" and export_path != import_path:
+            raise ConfigError(link.key("exportPath"), "PERSISTENT_2 links one S3 path both ways (a data repository association); make it equal importPath")
+        s3 = S3Link(bucket, import_path, export_path, auto_import)
+    obj.done()
+    return Fsx(enabled, kind, capacity, throughput, compression, s3, zone, backups)
+
+
+_MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for system classes
+
+
+def _dns_name(key: str, value: Any) -> str:
+    name = _str(key, value)
+    if not _POOL_NAME.match(name):
+        raise ConfigError(key, f"{name!r} must be a lowercase DNS label of at most 30 characters")
+    return name
+
+
+def _queue(key: str, value: Any) -> Queue:
+    obj = _Obj(key, value)
+    queue = Queue(
+        _dns_name(obj.key("name"), obj.get("name")),
+        _int(obj.key("weight"), obj.get("weight", 1), minimum=1),
+        _int(obj.key("gpuCapability"), obj.get("gpuCapability"), minimum=0),
+    )
+    obj.done()
+    return queue
+
+
+def _priority_class(key: str, value: Any) -> PriorityClassSpec:
+    obj = _Obj(key, value)
+    spec = PriorityClassSpec(_dns_name(obj.key("name"), obj.get("name")), _int(obj.key("value"), obj.get("value")))
+    if spec.value > _MAX_USER_PRIORITY:
+        raise ConfigError(obj.key("value"), f"{spec.value} is above {_MAX_USER_PRIORITY:,}, which Kubernetes reserves for system classes")
+    obj.done()
+    return spec
+
+
+def _scheduler(key: str, value: Any, total_gpus: int) -> Scheduler:
+    obj = _Obj(key, value)
+    queues = _list(obj.key("queues"), obj.get("queues", []), _queue)
+    classes = _list(obj.key("priorityClasses"), obj.get("priorityClasses", []), _priority_class)
+    _unique(obj.key("queues"), [q.name for q in queues])
+    _unique(obj.key("priorityClasses"), [c.name for c in classes])
+    for i, queue in enumerate(queues):
+        if queue.gpu_capability > total_gpus:
+            raise ConfigError(
+                f"{obj.key('queues')}[{i}].gpuCapability",
+                f"{queue.gpu_capability} GPUs is more than the GPU pools can ever provide ({total_gpus}: every pool at maxSize)",
+            )
+    by_queue = {q.name: q for q in queues}
+    class_names = {c.name for c in classes}
+    teams = []
+    for tkey, raw in _list(obj.key("teams"), obj.get("teams", []), lambda k, v: (k, v)):
+        team = _Obj(tkey, raw)
+        name = _dns_name(team.key("name"), team.get("name"))
+        queue = _str(team.key("queue"), team.get("queue"))
+        if queue not in by_queue:
+            raise ConfigError(team.key("queue"), f"unknown queue {queue!r}; queues: {', '.join(by_queue) or 'none'}")
+        quota = _int(team.key("gpuQuota"), team.get("gpuQuota"))
+        if quota > by_queue[queue].gpu_capability:
+            raise ConfigError(team.key("gpuQuota"), f"{quota} GPUs is above queue {queue!r}'s capability of {by_queue[queue].gpu_capability}")
+        allowed = _list(team.key("priorityClasses"), team.get("priorityClasses"), _str, min_items=1)
+        for j, cls in enumerate(allowed):
+            if cls not in class_names:
+                raise ConfigError(f"{team.key('priorityClasses')}[{j}]", f"unknown priority class {cls!r}; classes: {', '.join(sorted(class_names)) or 'none'}")
+        team.done()
+        teams.append(Team(name, queue, quota, allowed))
+    _unique(obj.key("teams"), [t.name for t in teams])
+    obj.done()
+    return Scheduler(queues, classes, tuple(teams))
+
+
 def _gpu_pools(key: str, value: Any, zones: Sequence[str], region: str, catalog: Catalog) -> tuple[GpuPool, ...]:
     pools = _list(key, value, lambda k, v: _gpu_pool(k, v, zones, region, catalog))
     _unique(key, [p.name for p in pools])
@@ -486,6 +673,11 @@ def parse(stack: str, region: Any, values: Mapping[str, Any], catalog: Catalog |
         gpu_pools=_gpu_pools(root.key("gpuPools"), pools_value, config.availability_zones, region, catalog) if pools_value else (),
         cuda_version=_cuda_version(root.key("cudaVersion"), root.get("cudaVersion", None)),
         autoscaler=_autoscaler(root.key("autoscaler"), root.get("autoscaler", {})),
+    )
+    config = replace(
+        config,
+        fsx=_fsx(root.key("fsx"), root.get("fsx", {}), config.gpu_pools, config.availability_zones),
+        scheduler=_scheduler(root.key("scheduler"), root.get("scheduler", {}), config.total_gpus),
     )
     root.done()
     return config

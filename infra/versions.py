@@ -121,3 +121,11 @@ EFA_DEVICE_PLUGIN = Chart(
     "aws-efa-k8s-device-plugin", "v0.5.20", "https://aws.github.io/eks-charts",
     "aws/eks-charts stable/aws-efa-k8s-device-plugin/Chart.yaml",
 )
+
+# FSx for Lustre CSI driver as an EKS add-on (docs.aws.amazon.com/eks/latest/userguide/
+# fsx-csi-create.html). Unverified from here: confirm with
+# `aws eks describe-addon-versions --addon-name aws-fsx-csi-driver --kubernetes-version 1.35`.
+FSX_CSI_ADDON = AddonVersion("aws-fsx-csi-driver", "v1.8.0-eksbuild.1", False, _ADDON_SOURCE.format(k8s="1.35", name="aws-fsx-csi-driver"))
+# Lustre client/server version of new file systems (FSx API FileSystemTypeVersion; 2.15 is the
+# newest, needed by AL2023 clients). docs.aws.amazon.com/fsx/latest/LustreGuide/lustre-client-matrix.html
+LUSTRE_VERSION = "2.15"
