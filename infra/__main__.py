@@ -17,6 +17,7 @@ from components.network import Network, NetworkArgs
 from components.nodes import NodeRole
 from components.storage import LustreArgs, LustreFileSystem
 from components.teams import Teams, TeamsArgs
+from components.training import TrainingOperator, TrainingOperatorArgs, Volcano, VolcanoArgs
 from infra import versions
 from infra.config import StackConfig, load
 
@@ -62,7 +63,14 @@ def build(cfg: StackConfig) -> None:
         efa_pools=any(p.efa for p in cfg.gpu_pools), provider=cluster.provider, depends_on=platform_ready))
 
 
-    # 4. Teams and shared storage
+    # 4. Training: the batch scheduler, then the controller that needs its PodGroup CRD
+    sched = cfg.scheduler
+    volcano = Volcano("volcano", VolcanoArgs(
+        versions.VOLCANO, sched.queues, sched.priority_classes, cluster.provider, platform_ready))
+    TrainingOperator("training-operator", TrainingOperatorArgs(
+        versions.METRICS_SERVER, cluster.provider, [*platform_ready, volcano.release]))
+
+    # 5. Teams and shared storage
     teams = Teams("teams", TeamsArgs(cfg.scheduler.teams, cfg.scheduler.priority_classes, cluster.provider, platform_ready))
     if cfg.fsx.enabled:
         LustreFileSystem("lustre", LustreArgs(

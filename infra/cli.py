@@ -176,8 +176,20 @@ def manifests(plan: Plan) -> list[dict]:
 
 
 def write_manifests(plan: Plan, folder: Path) -> list[Path]:
+    """The program's own Kubernetes objects, one file each, and the example jobs filled in for
+    the stack under examples/ (those are for `kubectl apply`, not deployed by `pulumi up`)."""
+    from infra import jobs
+
     folder.mkdir(parents=True, exist_ok=True)
     written = []
+    if plan.config.gpu_pools and plan.config.scheduler.teams:
+        (folder / "examples").mkdir(exist_ok=True)
+        for example in jobs.EXAMPLES:
+            if example == "mpi-nccl-tests" and not any(p.efa for p in plan.config.gpu_pools):
+                continue
+            path = folder / "examples" / f"{example}.yaml"
+            path.write_text(jobs.to_yaml(jobs.render(example, plan.config)))
+            written.append(path)
     for obj in manifests(plan):
         meta = obj.get("metadata") or {}
         name = "-".join(p for p in (obj.get("kind", "object").lower(), meta.get("namespace"), meta.get("name")) if p)
@@ -202,6 +214,15 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _jobs_render(args: argparse.Namespace) -> int:
+    from infra import jobs
+    from infra.offline import load_stack
+
+    cfg = load_stack(args.stack)
+    print(jobs.to_yaml(jobs.render(args.example, cfg, pool=args.pool, team=args.team, workers=args.workers)), end="")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="higgsfield", description="Offline tools for the Higgsfield Pulumi program.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -210,6 +231,15 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", metavar="PATH", help="write the recorded plan as JSON")
     plan.add_argument("--manifests", metavar="DIR", help="write each Kubernetes object the program builds as YAML")
     plan.set_defaults(func=_plan)
+
+    jobs = sub.add_parser("jobs", help="example training jobs for a stack").add_subparsers(dest="jobs_command", required=True)
+    render = jobs.add_parser("render", help="print an example job filled in for a stack, for kubectl apply -f -")
+    render.add_argument("example", help="pytorch-ddp | pytorch-elastic | mpi-nccl-tests")
+    render.add_argument("--stack", required=True)
+    render.add_argument("--pool", help="GPU pool (default: the first on-demand pool; EFA pools first for NCCL tests)")
+    render.add_argument("--team", help="team namespace (default: the first team)")
+    render.add_argument("--workers", type=int, default=2, help="worker replicas (default 2)")
+    render.set_defaults(func=_jobs_render)
     return p
 
 

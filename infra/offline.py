@@ -205,6 +205,7 @@ class Plan:
     resources: list[Resource]
     outputs: dict[str, Any]
     invokes: list[tuple[str, dict]] = field(default_factory=list)
+    config: Any = None  # the StackConfig the program was built from
 
     def of_type(self, type_: str) -> list[Resource]:
         return [r for r in self.resources if r.type == type_]
@@ -258,7 +259,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _make_monitor(mocks: Any, resources_out: list[Resource], outputs_out: dict, invokes_out: list) -> Any:
+def _make_monitor(mocks: Any, stack: str, resources_out: list[Resource], outputs_out: dict, invokes_out: list) -> Any:
     from google.protobuf import json_format
     from pulumi.runtime.mocks import MockMonitor
     from pulumi.runtime.proto import resource_pb2
@@ -295,7 +296,7 @@ def _make_monitor(mocks: Any, resources_out: list[Resource], outputs_out: dict, 
             return response
 
         def RegisterResourceOutputs(self, request):  # noqa: N802
-            if request.urn.endswith(f"::pulumi:pulumi:Stack::{PROJECT}-{self._stack}"):
+            if request.urn.endswith(f"::pulumi:pulumi:Stack::{PROJECT}-{stack}"):
                 outputs_out.update(_plain(json_format.MessageToDict(request.outputs)))
             return super().RegisterResourceOutputs(request)
 
@@ -347,6 +348,35 @@ def record(stack: str, root: Path | None = None, overrides: Mapping[str, Any] | 
     return contextvars.Context().run(_record_in_fresh_context, stack, config)
 
 
+def load_stack(stack: str, root: Path | None = None) -> Any:
+    """The validated StackConfig of `stack`, read through the same config loader (and the same
+    offline invokes) as the plan, without evaluating the program."""
+    config = stack_config(root or project_root(), stack)
+    return contextvars.Context().run(_load_in_fresh_context, stack, config)
+
+
+def _start_runtime(stack: str, config: dict[str, str], resources_out: list, outputs_out: dict, invokes_out: list) -> None:
+    """Point the Pulumi SDK of the current (fresh) context at our mocks, as a preview."""
+    import pulumi
+
+    mocks = _make_mocks(config.get("aws:region", ""))
+    monitor = _make_monitor(mocks, stack, resources_out, outputs_out, invokes_out)
+    pulumi.runtime.set_all_config(config)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor, logger=logging.getLogger("higgsfield.offline"))
+
+
+def _load_in_fresh_context(stack: str, config: dict[str, str]) -> Any:
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _sync_await
+
+    from infra.config import load
+
+    _start_runtime(stack, config, [], {}, [])
+    loaded: list = []
+    _sync_await(run_pulumi_func(lambda: loaded.append(load())))
+    return loaded[0]
+
+
 def _record_in_fresh_context(stack: str, config: dict[str, str]) -> Plan:
     import pulumi
     from pulumi.runtime.stack import run_pulumi_func
@@ -358,15 +388,13 @@ def _record_in_fresh_context(stack: str, config: dict[str, str]) -> Plan:
     resources_out: list[Resource] = []
     outputs_out: dict = {}
     invokes_out: list = []
-    region = config.get("aws:region", "")
-    mocks = _make_mocks(region)
-    monitor = _make_monitor(mocks, resources_out, outputs_out, invokes_out)
-    monitor._stack = stack
-    pulumi.runtime.set_all_config(config)
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor, logger=logging.getLogger("higgsfield.offline"))
+    _start_runtime(stack, config, resources_out, outputs_out, invokes_out)
+
+    loaded: list = []
 
     def program() -> None:
-        build(load())
+        loaded.append(load())
+        build(loaded[0])
 
     try:
         _sync_await(run_pulumi_func(program))
@@ -377,5 +405,5 @@ def _record_in_fresh_context(stack: str, config: dict[str, str]) -> Plan:
     root_stack._outputs_registered = False  # set_mocks finished the stack before the program ran
     root_stack._finish()
     _sync_await(run_pulumi_func(lambda: None))
-    return Plan(PROJECT, stack, resources_out, outputs_out, invokes_out)
+    return Plan(PROJECT, stack, resources_out, outputs_out, invokes_out, config=loaded[0])
 

@@ -129,3 +129,26 @@ FSX_CSI_ADDON = AddonVersion("aws-fsx-csi-driver", "v1.8.0-eksbuild.1", False, _
 # Lustre client/server version of new file systems (FSx API FileSystemTypeVersion; 2.15 is the
 # newest, needed by AL2023 clients). docs.aws.amazon.com/fsx/latest/LustreGuide/lustre-client-matrix.html
 LUSTRE_VERSION = "2.15"
+
+# Volcano batch scheduler, official chart (volcano-sh/helm-charts; the chart's values take the
+# whole scheduler config as custom.scheduler_config_override, and a node selector as
+# custom.default_ns: volcano-sh/volcano installer/helm/chart/volcano/values.yaml). Tagged charts
+# v1.13.0-v1.15.0 exist (published comparison of their default volcano-scheduler.conf).
+VOLCANO = Chart("volcano", "1.13.0", "https://volcano-sh.github.io/helm-charts", "volcano-sh/volcano installer/helm/chart/volcano")
+
+# Kubeflow Training Operator v1 (DESIGN.md decision 4): the upstream standalone overlay at this
+# ref, through components/kustomize/training-operator/kustomization.yaml (a test checks that file
+# names this ref). Flags --gang-scheduler-name and --leader-elect: kubeflow/training-operator
+# cmd/training-operator.v1/main.go.
+TRAINING_OPERATOR_REF = "v1.9.4"
+TRAINING_OPERATOR_OVERLAY = "https://github.com/kubeflow/training-operator.git//manifests/overlays/standalone"
+
+# metrics-server for the HPA the operator creates for elastic PyTorchJobs
+# (kubernetes-sigs/metrics-server charts/metrics-server; chart 3.13.0 = metrics-server 0.8.0).
+METRICS_SERVER = Chart("metrics-server", "3.13.0", "https://kubernetes-sigs.github.io/metrics-server", "kubernetes-sigs/metrics-server charts/metrics-server")
+
+# Images of the example jobs (examples/, rendered by `higgsfield jobs render`, never deployed by
+# pulumi up). Unverified tags: check they exist before the first submission.
+EXAMPLE_PYTORCH_IMAGE = "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
+EXAMPLE_NCCL_TESTS_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:latest"
+EXAMPLE_SYNC_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"

@@ -1,0 +1,144 @@
+"""The training controller and the batch scheduler: gang, elastic and differential scheduling.
+
+Gang: the Training Operator creates a Volcano PodGroup per job (minMember = all replicas, or
+master + minReplicas for elastic jobs) and Volcano's `gang` plugin binds all of them or none.
+Differential: no `preempt` or `reclaim` action, gang/drf/proportion not preemptable or
+reclaimable, queues not reclaimable, every PriorityClass `preemptionPolicy: Never` - so a running
+job is never evicted for a newcomer, while `priority` orders the jobs still waiting.
+Scale from zero: no `enqueue` action, so a pending gang's pods are created (and shown to the
+Cluster Autoscaler as unschedulable) instead of waiting for capacity that only they would bring
+(volcano-sh/volcano#3910); `allocate` then binds them all-or-nothing once the nodes are up.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components.cpu_nodes import SYSTEM_LABELS
+from infra.config import PriorityClassSpec, Queue
+from infra.versions import Chart
+
+VOLCANO_NAMESPACE = "volcano-system"
+KUSTOMIZATION = Path(__file__).parent / "kustomize" / "training-operator"
+
+# The actions and plugins of the Volcano scheduler, see the module docstring.
+SCHEDULER_CONFIG = {
+    "actions": "allocate, backfill",
+    "tiers": [
+        {
+            "plugins": [
+                {"name": "priority"},
+                {"name": "gang", "enablePreemptable": False, "enableReclaimable": False},
+                {"name": "conformance"},
+            ]
+        },
+        {
+            "plugins": [
+                {"name": "drf", "enablePreemptable": False},
+                {"name": "predicates"},
+                {"name": "proportion", "enableReclaimable": False},
+                {"name": "nodeorder"},
+                {"name": "binpack"},
+            ]
+        },
+    ],
+}
+
+
+def scheduler_config_yaml() -> str:
+    return yaml.safe_dump(SCHEDULER_CONFIG, sort_keys=False)
+
+
+@dataclass(frozen=True)
+class VolcanoArgs:
+    chart: Chart
+    queues: Sequence[Queue]
+    priority_classes: Sequence[PriorityClassSpec]
+    provider: pulumi.ProviderResource
+    depends_on: Sequence[pulumi.Resource]
+
+
+class Volcano(pulumi.ComponentResource):
+    """Volcano from its official chart on the system nodes, its scheduler configured for
+    differential scheduling, the queues (never reclaimable) and the PriorityClasses (never
+    preempting) of the stack.
+
+    Creates: the Helm release, one Queue per configured queue, one PriorityClass per class.
+    Replaced when: a queue or class is renamed (a queue with jobs in it cannot be deleted).
+    """
+
+    def __init__(self, name: str, args: VolcanoArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("higgsfield:training:Volcano", name, None, opts)
+        self.release = k8s.helm.v3.Release(
+            name,
+            chart=args.chart.name,
+            version=args.chart.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=args.chart.repo),
+            namespace=VOLCANO_NAMESPACE,
+            create_namespace=True,
+            values={"custom": {"scheduler_config_override": scheduler_config_yaml(), "default_ns": SYSTEM_LABELS, "leader_elect_enable": True}},
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
+        )
+        after_crds = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release])
+        for queue in args.queues:
+            k8s.apiextensions.CustomResource(
+                f"{name}-queue-{queue.name}",
+                api_version="scheduling.volcano.sh/v1beta1",
+                kind="Queue",
+                metadata={"name": queue.name},
+                spec={"weight": queue.weight, "reclaimable": False, "capability": {"nvidia.com/gpu": str(queue.gpu_capability)}},
+                opts=after_crds,
+            )
+        for cls in args.priority_classes:
+            k8s.scheduling.v1.PriorityClass(
+                f"{name}-priority-{cls.name}",
+                metadata={"name": cls.name},
+                value=cls.value,
+                preemption_policy="Never",
+                global_default=False,
+                description=f"Higgsfield training priority {cls.value}: orders queued jobs, never preempts running ones",
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+            )
+        self.register_outputs({"release": self.release.name})
+
+
+@dataclass(frozen=True)
+class TrainingOperatorArgs:
+    metrics_server: Chart
+    provider: pulumi.ProviderResource
+    depends_on: Sequence[pulumi.Resource]
+
+
+class TrainingOperator(pulumi.ComponentResource):
+    """The Kubeflow Training Operator v1 (PyTorchJob, TFJob, MPIJob, XGBoostJob, JAXJob,
+    PaddleJob) from the upstream standalone overlay at a pinned ref, through our kustomization
+    (components/kustomize/training-operator: gang scheduler volcano, leader election, system
+    nodes), and metrics-server for the HPA of elastic PyTorchJobs.
+
+    Creates: the kustomize directory (fetched and built at deploy time, so nothing upstream is
+    copied here), the metrics-server Helm release. Replaced when: never; upgrades are in place.
+    """
+
+    def __init__(self, name: str, args: TrainingOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("higgsfield:training:TrainingOperator", name, None, opts)
+        in_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
+        # Relative to where Pulumi runs (the project root), so the input is the same on every machine.
+        directory = os.path.relpath(KUSTOMIZATION)
+        self.manifests = k8s.kustomize.v2.Directory(f"{name}", directory=directory, opts=in_cluster)
+        k8s.helm.v3.Release(
+            f"{name}-metrics-server",
+            chart=args.metrics_server.name,
+            version=args.metrics_server.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=args.metrics_server.repo),
+            namespace="kube-system",
+            values={"nodeSelector": SYSTEM_LABELS},
+            opts=in_cluster,
+        )
+        self.register_outputs({})

@@ -1,0 +1,140 @@
+"""Example training jobs filled in for a stack: its pool, zone, queue, priority class, volume.
+
+The templates in examples/ are plain YAML with ${placeholders}; what depends on the stack
+(EFA interfaces and huge pages, the Lustre volume and the checkpoint sync sidecar) is added
+here, so the templates stay readable. `higgsfield jobs render NAME --stack STACK` prints the
+result for `kubectl apply -f -`; `higgsfield plan --manifests` writes them too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from string import Template
+from typing import Any
+
+import yaml
+
+from components.efa import EFA_HUGEPAGES_2MI, efa_count, efa_interfaces_for
+from components.storage import MOUNT_PATH, PVC_NAME
+from infra import versions
+from infra.config import ConfigError, GpuPool, StackConfig, Team
+
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ("pytorch-ddp", "pytorch-elastic", "mpi-nccl-tests")
+TRAIN_SCRIPT = "train_ddp.py"
+
+
+def _pick_pool(cfg: StackConfig, name: str | None, efa_first: bool) -> GpuPool:
+    if not cfg.gpu_pools:
+        raise ConfigError("higgsfield:gpuPools", f"stack {cfg.stack} has no GPU pool to run a job on")
+    if name is not None:
+        found = [p for p in cfg.gpu_pools if p.name == name]
+        if not found:
+            raise ConfigError("--pool", f"no pool {name!r} in stack {cfg.stack}; pools: {', '.join(p.name for p in cfg.gpu_pools)}")
+        return found[0]
+    ranked = sorted(cfg.gpu_pools, key=lambda p: (not p.efa if efa_first else False, p.capacity_type != "on-demand"))
+    return ranked[0]
+
+
+def _pick_team(cfg: StackConfig, name: str | None) -> Team:
+    teams = cfg.scheduler.teams
+    if not teams:
+        raise ConfigError("higgsfield:scheduler.teams", f"stack {cfg.stack} has no team namespace to submit to")
+    if name is None:
+        return teams[0]
+    found = [t for t in teams if t.name == name]
+    if not found:
+        raise ConfigError("--team", f"no team {name!r} in stack {cfg.stack}; teams: {', '.join(t.name for t in teams)}")
+    return found[0]
+
+
+def pod_templates(job: dict) -> Iterator[dict]:
+    """Every replica's pod template of a Kubeflow job."""
+    for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs"):
+        for spec in (job.get("spec", {}).get(key) or {}).values():
+            yield spec["template"]
+
+
+def _on_gpu_pool(template: dict) -> bool:
+    return "higgsfield.io/pool" in (template["spec"].get("nodeSelector") or {})
+
+
+def _attach_efa(template: dict, interfaces: int) -> None:
+    """EFA interfaces and the huge pages libfabric needs, on the main container."""
+    main = template["spec"]["containers"][0]
+    limits = main.setdefault("resources", {}).setdefault("limits", {})
+    limits["vpc.amazonaws.com/efa"] = interfaces
+    limits["hugepages-2Mi"] = f"{EFA_HUGEPAGES_2MI * 2}Mi"
+    limits.setdefault("memory", "64Gi")  # hugepages need a memory limit (or request) on the container
+
+
+def _attach_lustre(template: dict, job_name: str) -> None:
+    """Mount the team's `shared-data` claim at /fsx and copy checkpoints there from local NVMe
+    with a native sidecar (an init container that keeps running and stops with the pod)."""
+    spec = template["spec"]
+    spec["volumes"].append({"name": "shared", "persistentVolumeClaim": {"claimName": PVC_NAME}})
+    main = spec["containers"][0]
+    main["volumeMounts"].append({"name": "shared", "mountPath": MOUNT_PATH})
+    main["env"].append({"name": "CHECKPOINT_SYNC_DIR", "value": f"{MOUNT_PATH}/checkpoints/{job_name}"})
+    target = f"{MOUNT_PATH}/checkpoints/{job_name}"
+    spec.setdefault("initContainers", []).append(
+        {
+            "name": "checkpoint-sync",
+            "image": versions.EXAMPLE_SYNC_IMAGE,
+            "restartPolicy": "Always",
+            "command": ["sh", "-c", f"mkdir -p {target}; while true; do cp -u /local/checkpoints/*.pt {target}/ 2>/dev/null; sleep 60; done"],
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+            "volumeMounts": [{"name": "local", "mountPath": "/local"}, {"name": "shared", "mountPath": MOUNT_PATH}],
+        }
+    )
+
+
+def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None, workers: int = 2) -> list[dict]:
+    """The Kubernetes objects of `example` for stack `cfg`: the job, and the script's ConfigMap."""
+    if example not in EXAMPLES:
+        raise ConfigError("EXAMPLE", f"unknown example {example!r}; examples: {', '.join(EXAMPLES)}")
+    chosen = _pick_pool(cfg, pool, efa_first=example == "mpi-nccl-tests")
+    member = _pick_team(cfg, team)
+    if example == "mpi-nccl-tests" and not chosen.efa:
+        raise ConfigError("--pool", f"pool {chosen.name} has no EFA; the NCCL test is for EFA pools")
+    name = f"{example}-{chosen.name}"
+    values = {
+        "name": name,
+        "namespace": member.name,
+        "queue": member.queue,
+        "priority_class": member.priority_classes[0],
+        "pool": chosen.name,
+        "zone": chosen.availability_zone,
+        "gpus": chosen.gpus_per_node,
+        "workers": workers,
+        "replicas": workers + 1,
+        "total_gpus": workers * chosen.gpus_per_node,
+        "min_replicas": max(1, workers // 2),
+        "max_replicas": max(workers, chosen.max_size),
+        "image": versions.EXAMPLE_PYTORCH_IMAGE,
+        "nccl_image": versions.EXAMPLE_NCCL_TESTS_IMAGE,
+    }
+    text = Template((EXAMPLES_DIR / f"{example}.yaml").read_text()).substitute(values)
+    job = json.loads(json.dumps(yaml.safe_load(text)))  # one independent copy per replica (YAML anchors share)
+    for template in pod_templates(job):
+        if not _on_gpu_pool(template):
+            continue
+        if chosen.efa:
+            _attach_efa(template, efa_count(efa_interfaces_for(chosen.instance)))
+        if cfg.fsx.enabled and example != "mpi-nccl-tests":
+            _attach_lustre(template, name)
+    objects: list[dict[str, Any]] = [job]
+    if example.startswith("pytorch"):
+        objects.insert(0, {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"{name}-code", "namespace": member.name},
+            "data": {TRAIN_SCRIPT: (EXAMPLES_DIR / TRAIN_SCRIPT).read_text()},
+        })
+    return objects
+
+
+def to_yaml(objects: list[dict]) -> str:
+    return yaml.safe_dump_all(objects, sort_keys=False)

@@ -1,0 +1,275 @@
+"""The training controller and the batch scheduler keep the promises: gang (all or nothing),
+differential (never preempt running jobs, queued jobs by priority), scale from zero (pods of a
+pending gang exist), quotas per team, controllers on CPU nodes, and example jobs that fit."""
+
+from __future__ import annotations
+
+import py_compile
+import re
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from components.training import KUSTOMIZATION
+from infra import jobs, versions
+from infra.offline import Plan
+from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_field
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+SYSTEM = {"higgsfield.io/role": "system"}
+
+
+def _release(plan: Plan, chart: str):
+    (release,) = [r for r in plan.of_type(RELEASE) if r.inputs["chart"] == chart]
+    return release
+
+
+def _scheduler_config(plan: Plan) -> dict:
+    return yaml.safe_load(_release(plan, "volcano").inputs["values"]["custom"]["scheduler_config_override"])
+
+
+def _kustomization() -> dict:
+    return yaml.safe_load((KUSTOMIZATION / "kustomization.yaml").read_text())
+
+
+def test_operator_kustomization_pins_the_upstream_overlay_at_the_versioned_ref():
+    (resource,) = _kustomization()["resources"]
+    assert resource == f"{versions.TRAINING_OPERATOR_OVERLAY}?ref={versions.TRAINING_OPERATOR_REF}"
+    assert versions.TRAINING_OPERATOR_REF == "v1.9.4"
+
+
+def test_operator_runs_with_volcano_as_gang_scheduler_and_leader_election():
+    (patch,) = _kustomization()["patches"]
+    deployment = yaml.safe_load(patch["patch"])
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--gang-scheduler-name=volcano" in container["args"]
+    assert "--leader-elect" in container["args"]
+
+
+def test_operator_controller_runs_on_system_nodes():
+    (patch,) = _kustomization()["patches"]
+    assert yaml.safe_load(patch["patch"])["spec"]["template"]["spec"]["nodeSelector"] == SYSTEM
+
+
+def test_every_stack_installs_the_operator_from_our_kustomization_after_volcano(plan):
+    (directory,) = plan.of_type("kubernetes:kustomize/v2:Directory")
+    assert (ROOT / directory.inputs["directory"]).resolve() == KUSTOMIZATION.resolve()
+    assert _release(plan, "volcano").urn in directory.dependencies  # it needs the PodGroup CRD
+
+
+def test_volcano_chart_is_pinned(plan):
+    release = _release(plan, "volcano")
+    assert release.inputs["version"] == versions.VOLCANO.version
+    assert release.inputs["repositoryOpts"]["repo"] == versions.VOLCANO.repo
+
+
+def test_scheduler_never_preempts_or_reclaims(plan):
+    actions = [a.strip() for a in _scheduler_config(plan)["actions"].split(",")]
+    assert "preempt" not in actions and "reclaim" not in actions
+    assert "allocate" in actions
+
+
+def test_scheduler_has_no_enqueue_gate_so_a_pending_gang_reaches_the_autoscaler(plan):
+    actions = [a.strip() for a in _scheduler_config(plan)["actions"].split(",")]
+    assert "enqueue" not in actions
+
+
+def test_gang_binds_all_or_nothing_and_gang_and_drf_are_not_preemptable(plan):
+    plugins = {p["name"]: p for tier in _scheduler_config(plan)["tiers"] for p in tier["plugins"]}
+    assert "gang" in plugins and "priority" in plugins
+    assert plugins["gang"]["enablePreemptable"] is False
+    assert plugins["drf"]["enablePreemptable"] is False
+    assert plugins["proportion"].get("enableReclaimable") is False
+
+
+def test_every_queue_is_not_reclaimable_and_capped_as_configured(plan, stack_settings):
+    wanted = {q["name"]: q for q in stack_settings["higgsfield:scheduler"]["queues"]}
+    queues = {q.inputs["metadata"]["name"]: q.inputs for q in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:Queue")}
+    assert set(queues) == set(wanted)
+    for name, queue in queues.items():
+        assert queue["spec"]["reclaimable"] is False
+        assert queue["spec"]["capability"]["nvidia.com/gpu"] == str(wanted[name]["gpuCapability"])
+        assert queue["spec"]["weight"] == wanted[name]["weight"]
+
+
+def test_every_priority_class_never_preempts(plan):
+    classes = plan.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
+    assert classes
+    for cls in classes:
+        assert cls.inputs["preemptionPolicy"] == "Never"
+        assert cls.inputs["globalDefault"] is False
+
+
+def test_each_team_namespace_has_its_gpu_quota(plan, stack_settings):
+    quotas = {q.inputs["metadata"]["namespace"]: q.inputs for q in plan.of_type("kubernetes:core/v1:ResourceQuota") if q.inputs["metadata"]["name"] == "gpu"}
+    for team in stack_settings["higgsfield:scheduler"]["teams"]:
+        assert quotas[team["name"]]["spec"]["hard"] == {"requests.nvidia.com/gpu": str(team["gpuQuota"])}
+
+
+def test_each_team_can_only_use_the_priority_classes_it_is_given(plan, stack_settings):
+    scheduler = stack_settings["higgsfield:scheduler"]
+    denied = {}
+    for q in plan.of_type("kubernetes:core/v1:ResourceQuota"):
+        scope = q.inputs["spec"].get("scopeSelector")
+        if scope:
+            (expr,) = scope["matchExpressions"]
+            assert expr["scopeName"] == "PriorityClass" and expr["operator"] == "In"
+            assert q.inputs["spec"]["hard"] == {"pods": "0"}
+            denied.setdefault(q.inputs["metadata"]["namespace"], set()).update(expr["values"])
+    every = {c["name"] for c in scheduler["priorityClasses"]}
+    for team in scheduler["teams"]:
+        assert denied.get(team["name"], set()) == every - set(team["priorityClasses"])
+
+
+@pytest.mark.parametrize("chart", ["volcano", "metrics-server", "cluster-autoscaler"])
+def test_platform_controllers_run_on_system_nodes(plan, chart):
+    values = _release(plan, chart).inputs["values"]
+    selector = values["custom"]["default_ns"] if chart == "volcano" else values["nodeSelector"]
+    assert selector == SYSTEM
+
+
+def test_metrics_server_is_pinned_for_elastic_job_autoscaling(plan):
+    assert _release(plan, "metrics-server").inputs["version"] == versions.METRICS_SERVER.version
+
+
+# --- example jobs --------------------------------------------------------------------------
+
+RENDERED = [(s, e) for s in STACKS for e in jobs.EXAMPLES if not (e == "mpi-nccl-tests" and not any(p.efa for p in plan_of(s).config.gpu_pools))]
+
+
+@pytest.fixture(params=RENDERED, ids=lambda p: f"{p[0]}-{p[1]}")
+def rendered(request):
+    stack, example = request.param
+    cfg = plan_of(stack).config
+    return cfg, example, jobs.render(example, cfg)
+
+
+def _job(objects: list[dict]) -> dict:
+    (job,) = [o for o in objects if o["apiVersion"] == "kubeflow.org/v1"]
+    return job
+
+
+def _replica_specs(job: dict) -> dict:
+    return job["spec"].get("pytorchReplicaSpecs") or job["spec"]["mpiReplicaSpecs"]
+
+
+def test_example_pod_templates_validate_against_the_kubernetes_schema(rendered):
+    cfg, _, objects = rendered
+    for template in jobs.pod_templates(_job(objects)):
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": template["spec"]}
+        kubernetes_validate.validate(pod, cfg.kubernetes_version, strict=True)
+    for obj in objects:
+        if obj["kind"] == "ConfigMap":
+            kubernetes_validate.validate(obj, cfg.kubernetes_version, strict=True)
+
+
+def test_example_names_a_queue_and_priority_class_its_team_may_use(rendered):
+    cfg, _, objects = rendered
+    job = _job(objects)
+    policy = job["spec"]["runPolicy"]["schedulingPolicy"]
+    (team,) = [t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"]]
+    assert policy["queue"] == team.queue
+    assert policy["priorityClass"] in team.priority_classes
+
+
+def test_example_gang_size_matches_its_replicas(rendered):
+    _, example, objects = rendered
+    job = _job(objects)
+    specs = _replica_specs(job)
+    min_available = job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"]
+    if example == "pytorch-elastic":
+        master = specs.get("Master", {}).get("replicas", 0)
+        assert min_available == master + job["spec"]["elasticPolicy"]["minReplicas"]
+    else:
+        assert min_available == sum(s["replicas"] for s in specs.values())
+
+
+def test_elastic_example_uses_c10d_rendezvous_within_bounds_and_an_hpa_metric(stack):
+    policy = _job(jobs.render("pytorch-elastic", plan_of(stack).config))["spec"]["elasticPolicy"]
+    assert policy["rdzvBackend"] == "c10d"
+    assert 1 <= policy["minReplicas"] <= policy["maxReplicas"]
+    assert policy["metrics"]  # the operator creates an HPA only with metrics
+
+
+def test_example_gpu_pods_select_their_pool_zone_and_tolerate_the_taint(rendered):
+    cfg, _, objects = rendered
+    pools = {p.name: p for p in cfg.gpu_pools}
+    gpu_templates = [t for t in jobs.pod_templates(_job(objects)) if "higgsfield.io/pool" in t["spec"]["nodeSelector"]]
+    assert gpu_templates
+    for template in gpu_templates:
+        spec = template["spec"]
+        pool = pools[spec["nodeSelector"]["higgsfield.io/pool"]]
+        assert spec["nodeSelector"]["topology.kubernetes.io/zone"] == pool.availability_zone
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+        limits = spec["containers"][0]["resources"]["limits"]
+        assert limits["nvidia.com/gpu"] == pool.gpus_per_node
+        if pool.efa:
+            assert limits["vpc.amazonaws.com/efa"] == pool.instance.efa_max_interfaces
+
+
+def test_example_mounts_the_team_volume_when_the_stack_has_fsx(rendered):
+    cfg, example, objects = rendered
+    for template in jobs.pod_templates(_job(objects)):
+        if "higgsfield.io/pool" not in template["spec"]["nodeSelector"] or example == "mpi-nccl-tests":
+            continue
+        claims = [v["persistentVolumeClaim"]["claimName"] for v in template["spec"]["volumes"] if "persistentVolumeClaim" in v]
+        assert claims == (["shared-data"] if cfg.fsx.enabled else [])
+
+
+@pytest.mark.parametrize("example", ["pytorch-ddp", "pytorch-elastic"])
+def test_pytorch_examples_run_in_the_container_the_operator_expects(stack, example):
+    for spec in _replica_specs(_job(jobs.render(example, plan_of(stack).config))).values():
+        assert spec["template"]["spec"]["containers"][0]["name"] == "pytorch"
+        assert spec["restartPolicy"] in ("Always", "OnFailure", "Never", "ExitCode")
+
+
+def test_training_script_compiles():
+    py_compile.compile(str(jobs.EXAMPLES_DIR / jobs.TRAIN_SCRIPT), doraise=True)
+
+
+def test_jobs_render_prints_yaml_for_kubectl(capsys, monkeypatch):
+    from infra.cli import main
+
+    monkeypatch.chdir(ROOT)
+    assert main(["jobs", "render", "pytorch-ddp", "--stack", "staging", "--pool", "h100", "--team", "vision"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    job = docs[-1]
+    assert job["kind"] == "PyTorchJob" and job["metadata"]["namespace"] == "vision"
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"]["higgsfield.io/pool"] == "h100"
+
+
+def test_jobs_render_rejects_an_unknown_pool_naming_the_option(capsys, monkeypatch):
+    from infra.cli import main
+
+    monkeypatch.chdir(ROOT)
+    assert main(["jobs", "render", "pytorch-ddp", "--stack", "dev", "--pool", "h100"]) == 2
+    assert re.match(r"error: --pool: no pool 'h100' in stack dev", capsys.readouterr().err)
+
+
+# --- bad scheduler settings -------------------------------------------------------------------
+
+S = "higgsfield:scheduler"
+QUEUES = [{"name": "research", "weight": 2, "gpuCapability": 16}, {"name": "experiments", "weight": 1, "gpuCapability": 8}]
+CLASSES = [{"name": "batch-low", "value": 1000}, {"name": "batch-high", "value": 100000}]
+
+
+def _teams(*teams):
+    return set_field(S, "teams", list(teams))
+
+
+BAD = {
+    "team_with_unknown_queue": ("staging", _teams({"name": "llm", "queue": "nope", "gpuQuota": 1, "priorityClasses": ["batch-low"]}), f"{S}.teams[0].queue", "unknown queue 'nope'"),
+    "team_with_unknown_class": ("staging", _teams({"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["urgent"]}), f"{S}.teams[0].priorityClasses[0]", "unknown priority class 'urgent'"),
+    "quota_above_queue_capability": ("staging", _teams({"name": "llm", "queue": "experiments", "gpuQuota": 9, "priorityClasses": ["batch-low"]}), f"{S}.teams[0].gpuQuota", "above queue 'experiments'"),
+    "duplicate_team": ("staging", _teams(*[{"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"]}] * 2), f"{S}.teams[1]", "duplicate name 'llm'"),
+    "duplicate_queue": ("staging", set_field(S, "queues", [QUEUES[0], QUEUES[0]]), f"{S}.queues[1]", "duplicate name 'research'"),
+    "duplicate_class": ("staging", set_field(S, "priorityClasses", [CLASSES[0], CLASSES[0]]), f"{S}.priorityClasses[1]", "duplicate name 'batch-low'"),
+    "capability_beyond_pools": ("staging", set_field(S, "queues", [{"name": "research", "gpuCapability": 64}, QUEUES[1]]), f"{S}.queues[0].gpuCapability", "more than the GPU pools can ever provide (32"),
+    "class_in_system_range": ("staging", set_field(S, "priorityClasses", [{"name": "batch-low", "value": 2000000000}, CLASSES[1]]), f"{S}.priorityClasses[0].value", "reserves for system classes"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_scheduler_setting_exits_2_and_names_the_key(case, project_copy, capsys):
+    assert_plan_rejects(project_copy, capsys, *BAD[case])
