@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
 from components.autoscaler import pod_identity_trust
+from components.kubernetes_objects import KubernetesObject
 from infra.config import Fsx
 from infra.versions import AddonVersion
 
@@ -149,33 +149,41 @@ class LustreFileSystem(pulumi.ComponentResource):
         for namespace, ns in args.namespaces.items():
             pv_name = f"{args.cluster_name}-fsx-{namespace}"
             in_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
-            k8s.core.v1.PersistentVolume(
+            KubernetesObject(
                 f"{name}-pv-{namespace}",
-                metadata={"name": pv_name, "labels": {"higgsfield.io/storage": "fsx"}},
-                spec={
-                    "capacity": {"storage": f"{fsx.storage_capacity_gib}Gi"},
-                    "volumeMode": "Filesystem",
-                    "accessModes": ["ReadWriteMany"],
-                    "persistentVolumeReclaimPolicy": "Retain",
-                    "storageClassName": "",
-                    "mountOptions": list(MOUNT_OPTIONS),
-                    "claimRef": {"namespace": namespace, "name": PVC_NAME},
-                    "csi": {
-                        "driver": CSI_DRIVER,
-                        "volumeHandle": self.file_system.id,
-                        "volumeAttributes": {"dnsname": self.file_system.dns_name, "mountname": self.file_system.mount_name},
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolume",
+                    "metadata": {"name": pv_name, "labels": {"higgsfield.io/storage": "fsx"}},
+                    "spec": {
+                        "capacity": {"storage": f"{fsx.storage_capacity_gib}Gi"},
+                        "volumeMode": "Filesystem",
+                        "accessModes": ["ReadWriteMany"],
+                        "persistentVolumeReclaimPolicy": "Retain",
+                        "storageClassName": "",
+                        "mountOptions": list(MOUNT_OPTIONS),
+                        "claimRef": {"namespace": namespace, "name": PVC_NAME},
+                        "csi": {
+                            "driver": CSI_DRIVER,
+                            "volumeHandle": self.file_system.id,
+                            "volumeAttributes": {"dnsname": self.file_system.dns_name, "mountname": self.file_system.mount_name},
+                        },
                     },
                 },
                 opts=in_cluster,
             )
-            k8s.core.v1.PersistentVolumeClaim(
+            KubernetesObject(
                 f"{name}-pvc-{namespace}",
-                metadata={"name": PVC_NAME, "namespace": namespace},
-                spec={
-                    "accessModes": ["ReadWriteMany"],
-                    "storageClassName": "",
-                    "volumeName": pv_name,
-                    "resources": {"requests": {"storage": f"{fsx.storage_capacity_gib}Gi"}},
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": PVC_NAME, "namespace": namespace},
+                    "spec": {
+                        "accessModes": ["ReadWriteMany"],
+                        "storageClassName": "",
+                        "volumeName": pv_name,
+                        "resources": {"requests": {"storage": f"{fsx.storage_capacity_gib}Gi"}},
+                    },
                 },
                 opts=in_cluster,
             )

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_kubernetes as k8s
+
+from components.kubernetes_objects import KubernetesObject
 
 from infra.config import PriorityClassSpec, Team
 
@@ -33,30 +34,38 @@ class Teams(pulumi.ComponentResource):
     def __init__(self, name: str, args: TeamsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:teams:Teams", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
-        self.namespaces: dict[str, k8s.core.v1.Namespace] = {}
+        self.namespaces: dict[str, KubernetesObject] = {}
         for team in args.teams:
-            ns = k8s.core.v1.Namespace(
+            ns = KubernetesObject(
                 f"{name}-{team.name}",
-                metadata={"name": team.name, "labels": {TEAM_LABEL: team.name}},
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": team.name, "labels": {TEAM_LABEL: team.name}}},
                 opts=child,
             )
             self.namespaces[team.name] = ns
             in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
-            k8s.core.v1.ResourceQuota(
+            KubernetesObject(
                 f"{name}-{team.name}-gpu",
-                metadata={"name": "gpu", "namespace": team.name},
-                spec={"hard": {"requests.nvidia.com/gpu": str(team.gpu_quota)}},
+                {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": "gpu", "namespace": team.name},
+                    "spec": {"hard": {"requests.nvidia.com/gpu": str(team.gpu_quota)}},
+                },
                 opts=in_ns,
             )
             for cls in args.priority_classes:
                 if cls.name in team.priority_classes:
                     continue
-                k8s.core.v1.ResourceQuota(
+                KubernetesObject(
                     f"{name}-{team.name}-deny-{cls.name}",
-                    metadata={"name": f"deny-{cls.name}", "namespace": team.name},
-                    spec={
-                        "hard": {"pods": "0"},
-                        "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": [cls.name]}]},
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ResourceQuota",
+                        "metadata": {"name": f"deny-{cls.name}", "namespace": team.name},
+                        "spec": {
+                            "hard": {"pods": "0"},
+                            "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": [cls.name]}]},
+                        },
                     },
                     opts=in_ns,
                 )

@@ -22,6 +22,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.cpu_nodes import SYSTEM_LABELS
+from components.kubernetes_objects import KubernetesObject
 from infra.config import PriorityClassSpec, Queue
 from infra.versions import Chart
 
@@ -88,22 +89,28 @@ class Volcano(pulumi.ComponentResource):
         )
         after_crds = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release])
         for queue in args.queues:
-            k8s.apiextensions.CustomResource(
+            KubernetesObject(
                 f"{name}-queue-{queue.name}",
-                api_version="scheduling.volcano.sh/v1beta1",
-                kind="Queue",
-                metadata={"name": queue.name},
-                spec={"weight": queue.weight, "reclaimable": False, "capability": {"nvidia.com/gpu": str(queue.gpu_capability)}},
+                {
+                    "apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "Queue",
+                    "metadata": {"name": queue.name},
+                    "spec": {"weight": queue.weight, "reclaimable": False, "capability": {"nvidia.com/gpu": str(queue.gpu_capability)}},
+                },
                 opts=after_crds,
             )
         for cls in args.priority_classes:
-            k8s.scheduling.v1.PriorityClass(
+            KubernetesObject(
                 f"{name}-priority-{cls.name}",
-                metadata={"name": cls.name},
-                value=cls.value,
-                preemption_policy="Never",
-                global_default=False,
-                description=f"Higgsfield training priority {cls.value}: orders queued jobs, never preempts running ones",
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": cls.name},
+                    "value": cls.value,
+                    "preemptionPolicy": "Never",
+                    "globalDefault": False,
+                    "description": f"Higgsfield training priority {cls.value}: orders queued jobs, never preempts running ones",
+                },
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
             )
         self.register_outputs({"release": self.release.name})
