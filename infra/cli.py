@@ -214,6 +214,26 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    from infra.check import load_pack_config, run_policies, validate_manifests
+    from infra.offline import project_root
+
+    plan = record(args.stack)
+    config_path = Path(args.policy_config) if args.policy_config else project_root() / "policies" / "config" / f"{args.stack}.json"
+    violations, skipped = run_policies(plan, load_pack_config(config_path))
+    violations += validate_manifests(plan)
+    names = {r.urn: f"{r.type.split(':')[-1]} {r.name}" for r in plan.resources}
+    print(f"Policy check of {plan.project}/{plan.stack}: {len(plan.resources)} resources, policy config {config_path.name if config_path.is_file() else 'none'}")
+    print(f"  {'level':<10} {'policy':<34} {'resource':<40} message")
+    for f in sorted(violations, key=lambda f: (f.level != "mandatory", f.policy)):
+        print(f"  {f.level:<10} {f.policy:<34} {names.get(f.urn or '', '(stack)'):<40} {f.message}")
+    for f in skipped:
+        print(f"  {'not run':<10} {f.policy:<34} {names.get(f.urn or '', '(stack)'):<40} {f.message}")
+    mandatory = [f for f in violations if f.level == "mandatory"]
+    print(f"{len(mandatory)} mandatory, {len(violations) - len(mandatory)} advisory violations, {len(skipped)} not run")
+    return 1 if mandatory else 0
+
+
 def _jobs_render(args: argparse.Namespace) -> int:
     from infra import jobs
     from infra.offline import load_stack
@@ -231,6 +251,11 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", metavar="PATH", help="write the recorded plan as JSON")
     plan.add_argument("--manifests", metavar="DIR", help="write each Kubernetes object the program builds as YAML")
     plan.set_defaults(func=_plan)
+
+    check = sub.add_parser("check", help="run the policy pack and the Kubernetes schema over the offline plan")
+    check.add_argument("stack")
+    check.add_argument("--policy-config", help="policy pack config JSON (default: policies/config/STACK.json)")
+    check.set_defaults(func=_check)
 
     jobs = sub.add_parser("jobs", help="example training jobs for a stack").add_subparsers(dest="jobs_command", required=True)
     render = jobs.add_parser("render", help="print an example job filled in for a stack, for kubectl apply -f -")

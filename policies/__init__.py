@@ -1,1 +1,2 @@
-"""The Higgsfield policy pack (Pulumi CrossGuard). Policies land with the guardrails issue."""
+"""The Higgsfield policy pack (Pulumi CrossGuard): `rules.POLICIES`. The pack object is built
+only in `__main__.py`, which Pulumi runs for `pulumi preview --policy-pack policies`."""

@@ -1,0 +1,147 @@
+"""`higgsfield check`: the policy pack and the Kubernetes schema over the offline plan.
+
+Policies run exactly as CrossGuard runs them during `pulumi preview`: same validate functions,
+same argument types, unknown values raising `UnknownValueError` (reported as "not run").
+One check CrossGuard cannot make, because it does not see `retainOnDelete`, runs here only:
+prod retains its FSx file systems and KMS keys on delete.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infra.offline import COMPUTED, Plan
+
+_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+CRD_KINDS = {"Queue", "PyTorchJob", "MPIJob"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    policy: str
+    level: str  # mandatory | advisory | disabled
+    urn: str | None
+    message: str
+
+
+def _unknowns(value: Any) -> Any:
+    """The recording's <computed> back into the engine's unknown sentinel."""
+    if value == COMPUTED:
+        return _UNKNOWN
+    if isinstance(value, dict):
+        return {k: _unknowns(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unknowns(v) for v in value]
+    return value
+
+
+def _level_and_config(policy: Any, pack_config: Mapping[str, Any]) -> tuple[str, dict]:
+    raw = pack_config.get(policy.name)
+    level = policy.enforcement_level.value if policy.enforcement_level else "mandatory"
+    if isinstance(raw, str):
+        return raw, {}
+    if isinstance(raw, Mapping):
+        config = dict(raw)
+        return config.pop("enforcementLevel", level), config
+    return level, {}
+
+
+def run_policies(plan: Plan, pack_config: Mapping[str, Any] | None = None) -> tuple[list[Finding], list[Finding]]:
+    """(violations, not run) of every policy over the plan."""
+    from pulumi_policy import (
+        PolicyCustomTimeouts,
+        PolicyResource,
+        PolicyResourceOptions,
+        ResourceValidationArgs,
+        ResourceValidationPolicy,
+        StackValidationArgs,
+    )
+    from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
+
+    from policies.rules import POLICIES
+
+    pack_config = pack_config or {}
+    options = {
+        r.urn: PolicyResourceOptions(r.protect, list(r.ignore_changes), r.delete_before_replace, [], PolicyCustomTimeouts(0, 0, 0), [], r.parent)
+        for r in plan.resources
+    }
+    resources: dict[str, Any] = {}
+    for r in plan.resources:
+        resources[r.urn] = PolicyResource(r.type, unknown_checking_proxy(_unknowns(r.inputs)), r.urn, r.name, options[r.urn], None, None, [], {})
+    for r in plan.resources:
+        resources[r.urn].dependencies = [resources[d] for d in r.dependencies if d in resources]
+        resources[r.urn].parent = resources.get(r.parent or "")
+
+    violations: list[Finding] = []
+    skipped: list[Finding] = []
+    for policy in POLICIES:
+        level, config = _level_and_config(policy, pack_config)
+        if level == "disabled":
+            continue
+
+        def report(message: str, urn: str | None = None, _policy=policy.name, _level=level, _default_urn=None) -> None:
+            violations.append(Finding(_policy, _level, urn or _default_urn, message))
+
+        if isinstance(policy, ResourceValidationPolicy):
+            for r in plan.resources:
+                args = ResourceValidationArgs(r.type, resources[r.urn].props, r.urn, r.name, options[r.urn], None, config)
+                try:
+                    policy.validate(args, lambda m, u=None, _urn=r.urn, _p=policy.name, _l=level: violations.append(Finding(_p, _l, u or _urn, m)))
+                except UnknownValueError as exc:
+                    skipped.append(Finding(policy.name, level, r.urn, f"not run during preview: {exc.message}"))
+        else:
+            try:
+                policy.validate(StackValidationArgs(list(resources.values()), config), report)
+            except UnknownValueError as exc:
+                skipped.append(Finding(policy.name, level, None, f"not run during preview: {exc.message}"))
+    violations.extend(_retained_in_prod(plan))
+    return violations, skipped
+
+
+def _retained_in_prod(plan: Plan) -> list[Finding]:
+    if plan.config is None or not plan.config.production:
+        return []
+    kept = ("aws:fsx/lustreFileSystem:LustreFileSystem", "aws:kms/key:Key")
+    return [
+        Finding("prod-data-retained", "mandatory", r.urn, f"{r.type} {r.name} is not retained on delete in prod: set retain_on_delete=True.")
+        for r in plan.resources
+        if r.type in kept and not r.retain_on_delete
+    ]
+
+
+def validate_manifests(plan: Plan) -> list[Finding]:
+    """Every Kubernetes object the program builds, and the example jobs' pod templates and
+    ConfigMaps, against the schema of the stack's Kubernetes version."""
+    import kubernetes_validate
+
+    from infra import jobs
+    from infra.cli import manifests
+
+    version = plan.config.kubernetes_version
+    objects = [o for o in manifests(plan) if o["kind"] not in CRD_KINDS]
+    if plan.config.gpu_pools and plan.config.scheduler.teams:
+        for example in jobs.EXAMPLES:
+            if example == "mpi-nccl-tests" and not any(p.efa for p in plan.config.gpu_pools):
+                continue
+            for obj in jobs.render(example, plan.config):
+                if obj["kind"] == "ConfigMap":
+                    objects.append(obj)
+                    continue
+                for i, template in enumerate(jobs.pod_templates(obj)):
+                    objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{obj['metadata']['name']}-{i}"}, "spec": template["spec"]})
+    findings = []
+    for obj in objects:
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            name = obj.get("metadata", {}).get("name")
+            findings.append(Finding("kubernetes-schema", "mandatory", None, f"{obj['kind']} {name}: {exc.message}"))
+    return findings
+
+
+def load_pack_config(path: Path | None) -> dict:
+    return json.loads(path.read_text()) if path and path.is_file() else {}

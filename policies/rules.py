@@ -1,0 +1,444 @@
+"""Higgsfield's guardrails as Pulumi CrossGuard policies.
+
+Each policy says what is wrong and how to fix it, and has an enforcement level a stack can
+change (`--policy-pack-config`, see policies/config/). Properties that are unknown during a
+preview raise `UnknownValueError` when read; CrossGuard then reports the policy as not run for
+that resource, and `higgsfield check` does the same. Presence is tested with `has()`, which never
+reads a value.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+MANDATORY = EnforcementLevel.MANDATORY
+ADVISORY = EnforcementLevel.ADVISORY
+
+EKS_COMPONENT = "eks:index:Cluster"
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+KMS_KEY = "aws:kms/key:Key"
+FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
+SUBNET = "aws:ec2/subnet:Subnet"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+ASG_TAG = "aws:autoscaling/tag:Tag"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+LUSTRE_PORTS = {(988, 988), (1018, 1023)}
+TEMPLATE_TAG = "k8s.io/cluster-autoscaler/node-template"
+GPU_TAINT = "nvidia.com/gpu"
+NODE_POLICIES = {
+    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+}
+
+
+def has(props: Mapping[str, Any], key: str) -> bool:
+    """Whether `key` is set, without reading its (possibly unknown) value."""
+    return key in list(iter(props))
+
+
+def get(props: Any, *path: str | int, default: Any = None) -> Any:
+    """Read a nested value; missing keys give `default`, unknown values raise as CrossGuard does."""
+    value = props
+    for key in path:
+        if isinstance(key, int):
+            if key >= len(value):
+                return default
+        elif not has(value, key):
+            return default
+        value = value[key]
+    return default if value is None else value
+
+
+def _tags(props: Mapping[str, Any]) -> Mapping[str, str]:
+    return get(props, "tags", default={}) if has(props, "tags") else {}
+
+
+def _environment(resources: Iterable[Any]) -> str | None:
+    for r in resources:
+        tags = _tags(r.props) if r.resource_type.startswith("aws:") else {}
+        if "higgsfield:environment" in list(iter(tags)):
+            return tags["higgsfield:environment"]
+    return None
+
+
+def _policy(name: str, description: str, level: EnforcementLevel = MANDATORY, schema: PolicyConfigSchema | None = None):
+    """Decorator: a ResourceValidationPolicy from a `check(args, report)` function."""
+
+    def make(check) -> ResourceValidationPolicy:
+        return ResourceValidationPolicy(name=name, description=description, validate=check, enforcement_level=level, config_schema=schema)
+
+    return make
+
+
+def _stack_policy(name: str, description: str, level: EnforcementLevel = MANDATORY, schema: PolicyConfigSchema | None = None):
+    def make(check) -> StackValidationPolicy:
+        return StackValidationPolicy(name=name, description=description, validate=check, enforcement_level=level, config_schema=schema)
+
+    return make
+
+
+# --- the control plane ---------------------------------------------------------------------------
+
+
+def _endpoint(args: ResourceValidationArgs) -> tuple[bool, list[str]]:
+    props = args.props
+    if args.resource_type == EKS_COMPONENT:
+        return bool(get(props, "endpointPublicAccess", default=True)), list(get(props, "publicAccessCidrs", default=[]))
+    vpc = get(props, "vpcConfig", default={})
+    return bool(get(vpc, "endpointPublicAccess", default=True)), list(get(vpc, "publicAccessCidrs", default=[]))
+
+
+@_policy("eks-endpoint-restricted", "The EKS API endpoint is private, or public only to an allow-list without 0.0.0.0/0.")
+def eks_endpoint_restricted(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type not in (EKS_COMPONENT, EKS_CLUSTER):
+        return
+    public, cidrs = _endpoint(args)
+    if public and (not cidrs or any(c.endswith("/0") for c in cidrs)):
+        report("The API server is open to the internet. Set higgsfield:endpoint.publicAccessCidrs to your VPN/office ranges, or [] to keep it private.")
+
+
+@_policy("eks-control-plane-logs", "All five EKS control-plane log types go to CloudWatch.")
+def eks_control_plane_logs(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type not in (EKS_COMPONENT, EKS_CLUSTER):
+        return
+    enabled = set(get(args.props, "enabledClusterLogTypes", default=[]))
+    missing = [t for t in LOG_TYPES if t not in enabled]
+    if missing:
+        report(f"Control-plane log types missing: {', '.join(missing)}. Enable all of {', '.join(LOG_TYPES)}.")
+
+
+@_policy("eks-authentication-api", "EKS authenticates through access entries (authentication mode API), not the aws-auth ConfigMap.")
+def eks_authentication_api(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type == EKS_COMPONENT:
+        mode = get(args.props, "authenticationMode")
+    elif args.resource_type == EKS_CLUSTER:
+        mode = get(args.props, "accessConfig", "authenticationMode")
+    else:
+        return
+    if mode != "API":
+        report(f"Authentication mode is {mode or 'unset (CONFIG_MAP)'}; set it to API and grant access with access entries.")
+
+
+@_policy("eks-secrets-encrypted", "Kubernetes Secrets are envelope-encrypted with a customer-managed KMS key.")
+def eks_secrets_encrypted(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type == EKS_COMPONENT:
+        if not has(args.props, "encryptionConfigKeyArn"):
+            report("No encryptionConfigKeyArn: pass a KMS key of ours (rotation on) to encrypt Secrets.")
+    elif args.resource_type == EKS_CLUSTER:
+        configs = get(args.props, "encryptionConfig", default=None)
+        configs = [configs] if isinstance(configs, Mapping) else list(configs or [])
+        if not any("secrets" in list(get(c, "resources", default=[])) for c in configs):
+            report("No encryptionConfig for secrets: encrypt Secrets with a customer-managed KMS key.")
+
+
+@_policy("kms-key-rotation", "Every KMS key of ours rotates yearly.")
+def kms_key_rotation(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type == KMS_KEY and get(args.props, "enableKeyRotation") is not True:
+        report("enableKeyRotation is not true: turn on automatic rotation.")
+
+
+_VERSIONS = PolicyConfigSchema(properties={"supported": {"type": "array", "items": {"type": "string"}}})
+SUPPORTED_KUBERNETES = ("1.32", "1.33", "1.34", "1.35")  # keep with infra/versions.py (a test checks)
+
+
+@_policy("eks-supported-version", "The Kubernetes version is one EKS supports.", schema=_VERSIONS)
+def eks_supported_version(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type not in (EKS_COMPONENT, EKS_CLUSTER):
+        return
+    supported = args.get_config().get("supported") or SUPPORTED_KUBERNETES
+    version = get(args.props, "version")
+    if version not in supported:
+        report(f"Kubernetes {version or '(unset: the newest, unpinned)'} is not on the supported list {', '.join(supported)}; pin one of them.")
+
+
+# --- nodes ----------------------------------------------------------------------------------------
+
+
+@_policy("launch-template-imdsv2", "Launch templates require IMDSv2 with hop limit 1, so pods cannot reach node credentials.")
+def launch_template_imdsv2(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != LAUNCH_TEMPLATE:
+        return
+    metadata = get(args.props, "metadataOptions", default={})
+    if get(metadata, "httpTokens") != "required":
+        report("metadataOptions.httpTokens must be 'required' (IMDSv2 only).")
+    if get(metadata, "httpPutResponseHopLimit") != 1:
+        report("metadataOptions.httpPutResponseHopLimit must be 1: containers must not reach the instance's credentials.")
+
+
+@_policy("launch-template-encrypted-volumes", "Every EBS volume of a launch template is encrypted.")
+def launch_template_encrypted_volumes(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != LAUNCH_TEMPLATE:
+        return
+    for mapping in get(args.props, "blockDeviceMappings", default=[]):
+        ebs = get(mapping, "ebs", default=None)
+        if ebs is not None and str(get(ebs, "encrypted")).lower() != "true":
+            report(f"Volume {get(mapping, 'deviceName')} is not encrypted: set ebs.encrypted to true.")
+
+
+@_policy("nodes-without-public-ips", "Nodes live in private subnets and never get public IP addresses.")
+def nodes_without_public_ips(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type == SUBNET and get(args.props, "mapPublicIpOnLaunch") is True:
+        report("mapPublicIpOnLaunch is true: instances launched here get public IPs. Set it to false.")
+    elif args.resource_type == LAUNCH_TEMPLATE:
+        for nic in get(args.props, "networkInterfaces", default=[]):
+            if str(get(nic, "associatePublicIpAddress")).lower() == "true":
+                report("A network interface associates a public IP: remove associatePublicIpAddress.")
+    elif args.resource_type == EKS_COMPONENT and get(args.props, "nodeAssociatePublicIpAddress") is not False:
+        report("nodeAssociatePublicIpAddress must be false.")
+
+
+def _statements(document: Any) -> list[Mapping]:
+    doc = json.loads(document) if isinstance(document, str) else document
+    statements = doc.get("Statement", [])
+    return [statements] if isinstance(statements, Mapping) else list(statements)
+
+
+@_policy("iam-no-wildcard-actions", "Our inline IAM policies name their actions; no '*' or 'service:*'.")
+def iam_no_wildcard_actions(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type not in ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy"):
+        return
+    for statement in _statements(get(args.props, "policy", default="{}")):
+        actions = statement.get("Action", [])
+        for action in [actions] if isinstance(actions, str) else actions:
+            if action == "*" or action.endswith(":*"):
+                report(f"Action {action!r} is a wildcard: list the actions the role needs.")
+
+
+# --- Kubernetes workloads -----------------------------------------------------------------------------
+
+_GPU_CHARTS = PolicyConfigSchema(properties={"charts": {"type": "array", "items": {"type": "string"}}})
+GPU_CHARTS = ("nvidia-device-plugin", "aws-efa-k8s-device-plugin", "dcgm-exporter")
+
+
+@_policy("helm-release-pinned", "Every Helm release pins a chart version.")
+def helm_release_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type == HELM_RELEASE and not get(args.props, "version"):
+        report(f"Chart {get(args.props, 'chart')} has no version: pin it in infra/versions.py.")
+
+
+@_policy("gpu-workloads-tolerate-gpu-taint", "Workloads that must run on GPU nodes tolerate the nvidia.com/gpu taint.", schema=_GPU_CHARTS)
+def gpu_workloads_tolerate_gpu_taint(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != HELM_RELEASE:
+        return
+    charts = args.get_config().get("charts") or GPU_CHARTS
+    if get(args.props, "chart") not in charts:
+        return
+    tolerations = get(args.props, "values", "tolerations", default=[])
+    if not any(get(t, "key") == GPU_TAINT and get(t, "effect") in ("NoSchedule", None) for t in tolerations):
+        report(f"{get(args.props, 'chart')} does not tolerate {GPU_TAINT}=true:NoSchedule; it would never run on GPU nodes.")
+
+
+# --- tags -------------------------------------------------------------------------------------------
+
+_TAGS = PolicyConfigSchema(properties={"required": {"type": "array", "items": {"type": "string"}}})
+REQUIRED_TAGS = ("higgsfield:stack", "higgsfield:environment")
+
+
+def taggable(resource_type: str) -> bool:
+    """Whether an AWS resource type takes tags (from the pulumi_aws SDK's own signature)."""
+    import importlib
+    import inspect
+
+    if not resource_type.startswith("aws:"):
+        return False
+    module_path, class_name = resource_type.split(":", 1)[1].split(":")
+    module = module_path.split("/")[0]
+    try:
+        cls = getattr(importlib.import_module("pulumi_aws" if module == "index" else f"pulumi_aws.{module}"), class_name)
+    except (ImportError, AttributeError):
+        return False
+    return "tags" in inspect.signature(cls._internal_init).parameters
+
+
+@_policy("required-tags", "Every taggable AWS resource carries the required tags.", schema=_TAGS)
+def required_tags(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if not taggable(args.resource_type):
+        return
+    required = args.get_config().get("required") or REQUIRED_TAGS
+    present = list(iter(_tags(args.props)))
+    missing = [t for t in required if t not in present]
+    if missing:
+        report(f"Missing tags {', '.join(missing)}: pass the stack's resource_tags to this resource.")
+
+
+# --- stack-wide: node roles, GPU pools, EFA, FSx, production ------------------------------------------
+
+
+def _by_urn(resources: Iterable[Any]) -> dict[str, Any]:
+    return {r.urn: r for r in resources}
+
+
+def _deps(r: Any, index: Mapping[str, Any], type_: str) -> list[Any]:
+    return [index[d.urn] for d in (r.dependencies or []) if d.urn in index and index[d.urn].resource_type == type_]
+
+
+@_stack_policy("node-role-managed-policies", "Node roles carry only the worker, ECR read-only and CNI managed policies.")
+def node_role_managed_policies(args: StackValidationArgs, report: ReportViolation) -> None:
+    node_roles = {
+        r.urn
+        for r in args.resources
+        if r.resource_type == "aws:iam/role:Role" and "ec2.amazonaws.com" in json.dumps(json.loads(get(r.props, "assumeRolePolicy", default="{}")))
+    }
+    for r in args.resources:
+        if r.resource_type != "aws:iam/rolePolicyAttachment:RolePolicyAttachment":
+            continue
+        if any(d.urn in node_roles for d in r.dependencies or []) and get(r.props, "policyArn") not in NODE_POLICIES:
+            report(f"Node role has {get(r.props, 'policyArn')}: nodes get only {', '.join(sorted(NODE_POLICIES))}; give pods their own Pod Identity role.", r.urn)
+
+
+def _gpu_groups(resources: Iterable[Any]) -> list[Any]:
+    return [r for r in resources if r.resource_type == NODE_GROUP and "NVIDIA" in str(get(r.props, "amiType", default=""))]
+
+
+_MIN_SIZE = PolicyConfigSchema(properties={"exceptions": {"type": "object", "additionalProperties": {"type": "string"}}})
+
+
+@_stack_policy("gpu-node-groups-scale-to-zero", "GPU node groups scale to zero, carry the GPU taint and autoscaler templates, and ignore desiredSize.", schema=_MIN_SIZE)
+def gpu_node_groups_scale_to_zero(args: StackValidationArgs, report: ReportViolation) -> None:
+    exceptions = args.get_config().get("exceptions") or {}  # node group name -> reason
+    for group in _gpu_groups(args.resources):
+        pool = get(group.props, "labels", "higgsfield.io/pool", default=group.name)
+        if get(group.props, "scalingConfig", "minSize") != 0 and pool not in exceptions:
+            report(f"GPU pool {pool} has minSize {get(group.props, 'scalingConfig', 'minSize')}: idle GPUs cost money. Use 0, or add the pool with a reason to this policy's exceptions.", group.urn)
+        taints = get(group.props, "taints", default=[])
+        if not any(get(t, "key") == GPU_TAINT and get(t, "effect") == "NO_SCHEDULE" for t in taints):
+            report(f"GPU pool {pool} lacks the {GPU_TAINT}=true:NoSchedule taint: CPU pods would land on GPU nodes.", group.urn)
+        if "scalingConfig.desiredSize" not in list(group.opts.ignore_changes or []):
+            report(f"GPU pool {pool} does not ignore scalingConfig.desiredSize: every pulumi up would undo the autoscaler.", group.urn)
+        tags = [get(t.props, "tag", "key", default="") for t in args.resources if t.resource_type == ASG_TAG and any(d.urn == group.urn for d in t.dependencies or [])]
+        needed = [f"{TEMPLATE_TAG}/resources/nvidia.com/gpu", f"{TEMPLATE_TAG}/taint/{GPU_TAINT}"]
+        needed += [f"{TEMPLATE_TAG}/label/{k}" for k in list(iter(get(group.props, "labels", default={})))]
+        missing = [n for n in needed if n not in tags]
+        if missing:
+            report(f"GPU pool {pool}'s ASG lacks autoscaler node-template tags {', '.join(missing)}: it cannot scale from zero.", group.urn)
+
+
+def _efa_max_interfaces(instance_type: str) -> int | None:
+    """AWS's figure: the catalog bundled with moto when installed (offline), else the EC2 API."""
+    try:
+        from infra.offline import instance_types
+
+        raw = instance_types().get(instance_type)
+        if raw is not None:
+            return int(raw.get("NetworkInfo", {}).get("EfaInfo", {}).get("MaximumEfaInterfaces", 0))
+    except Exception:  # noqa: BLE001 - fall back to the API
+        pass
+    try:
+        import boto3
+
+        found = boto3.client("ec2").describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"]
+        return int(found[0]["NetworkInfo"].get("EfaInfo", {}).get("MaximumEfaInterfaces", 0))
+    except Exception:  # noqa: BLE001 - reported by the caller as "cannot verify"
+        return None
+
+
+def _self_referencing(sg: Any) -> bool:
+    def all_self(rules: Any) -> bool:
+        return any(get(r, "self") is True and str(get(r, "protocol")) == "-1" for r in rules)
+
+    return all_self(get(sg.props, "ingress", default=[])) and all_self(get(sg.props, "egress", default=[]))
+
+
+@_stack_policy("efa-pools", "EFA pools: one subnet, a placement group or reservation, a self-referencing security group, every EFA card attached.")
+def efa_pools(args: StackValidationArgs, report: ReportViolation) -> None:
+    index = _by_urn(args.resources)
+    for group in _gpu_groups(args.resources):
+        templates = _deps(group, index, LAUNCH_TEMPLATE)
+        if not templates:
+            continue
+        template = templates[0]
+        nics = get(template.props, "networkInterfaces", default=[])
+        efa = [n for n in nics if get(n, "interfaceType") in ("efa", "efa-only")]
+        if not efa:
+            continue
+        pool = get(group.props, "labels", "higgsfield.io/pool", default=group.name)
+        if len(get(group.props, "subnetIds", default=[])) != 1:
+            report(f"EFA pool {pool} spans several subnets: EFA traffic stays within one AZ; use one subnet.", group.urn)
+        if not has(template.props, "placement") and not has(template.props, "capacityReservationSpecification"):
+            report(f"EFA pool {pool} has no cluster placement group (nor a reservation that brings placement).", template.urn)
+        groups = _deps(template, index, SECURITY_GROUP)
+        if not any(_self_referencing(sg) for sg in groups):
+            report(f"EFA pool {pool}'s interfaces lack a security group allowing all traffic to and from itself.", template.urn)
+        instance_type = (get(group.props, "instanceTypes", default=[None]) or [None])[0]
+        expected = _efa_max_interfaces(instance_type) if instance_type else None
+        if expected is None:
+            report(f"Cannot verify EFA interfaces of EFA pool {pool} ({instance_type}): no instance-type data (install moto or give AWS credentials).", template.urn)
+        elif len(efa) != expected:
+            report(f"EFA pool {pool} attaches {len(efa)} EFA interfaces; {instance_type} has {expected}: attach one per network card.", template.urn)
+
+
+@_stack_policy("fsx-lustre", "FSx for Lustre: persistent in prod, KMS-encrypted, Lustre ports only from security groups, in the EFA pools' subnet.")
+def fsx_lustre(args: StackValidationArgs, report: ReportViolation) -> None:
+    index = _by_urn(args.resources)
+    prod = _environment(args.resources) == "prod"
+    efa_subnets = set()
+    for group in _gpu_groups(args.resources):
+        templates = _deps(group, index, LAUNCH_TEMPLATE)
+        if templates and any(get(n, "interfaceType") == "efa-only" for n in get(templates[0].props, "networkInterfaces", default=[])):
+            efa_subnets.update(s.urn for s in _deps(group, index, SUBNET))
+    for fs in (r for r in args.resources if r.resource_type == FSX):
+        kind = str(get(fs.props, "deploymentType", default=""))
+        if prod and not kind.startswith("PERSISTENT"):
+            report(f"FSx {fs.name} is {kind or 'SCRATCH'} in prod: scratch file systems lose data on failure; use PERSISTENT_2.", fs.urn)
+        if kind.startswith("PERSISTENT") and not has(fs.props, "kmsKeyId"):
+            report(f"FSx {fs.name} has no kmsKeyId: encrypt it with a key of ours.", fs.urn)
+        subnets = {s.urn for s in _deps(fs, index, SUBNET)}
+        if efa_subnets and not subnets <= efa_subnets:
+            report(f"FSx {fs.name} is not in the EFA pools' subnet: every read crosses AZs. Put it in the EFA pools' AZ.", fs.urn)
+        for sg in _deps(fs, index, SECURITY_GROUP):
+            for rule in (r for r in args.resources if r.resource_type == INGRESS_RULE and any(d.urn == sg.urn for d in r.dependencies or [])):
+                ports = (get(rule.props, "fromPort"), get(rule.props, "toPort"))
+                if ports not in LUSTRE_PORTS or has(rule.props, "cidrIpv4") or has(rule.props, "cidrIpv6"):
+                    report(f"FSx {fs.name} allows {ports} from {get(rule.props, 'cidrIpv4', default='a security group')}: only TCP 988 and 1018-1023 from the node security group.", rule.urn)
+            for inline in get(sg.props, "ingress", default=[]):
+                if get(inline, "cidrBlocks", default=[]):
+                    report(f"FSx security group {sg.name} allows CIDR {get(inline, 'cidrBlocks')}: only the node security group may reach Lustre.", sg.urn)
+
+
+@_stack_policy("prod-data-protected", "In prod the cluster, FSx file systems and KMS keys are protected from deletion.")
+def prod_data_protected(args: StackValidationArgs, report: ReportViolation) -> None:
+    if _environment(args.resources) != "prod":
+        return
+    for r in args.resources:
+        if r.resource_type in (EKS_COMPONENT, EKS_CLUSTER, FSX, KMS_KEY) and not r.opts.protect:
+            report(f"{r.resource_type} {r.name} is not protected in prod: set protect=True (and retain_on_delete for data).", r.urn)
+
+
+POLICIES = [
+    eks_endpoint_restricted,
+    eks_control_plane_logs,
+    eks_authentication_api,
+    eks_secrets_encrypted,
+    kms_key_rotation,
+    eks_supported_version,
+    launch_template_imdsv2,
+    launch_template_encrypted_volumes,
+    nodes_without_public_ips,
+    iam_no_wildcard_actions,
+    helm_release_pinned,
+    gpu_workloads_tolerate_gpu_taint,
+    required_tags,
+    node_role_managed_policies,
+    gpu_node_groups_scale_to_zero,
+    efa_pools,
+    fsx_lustre,
+    prod_data_protected,
+]
