@@ -12,7 +12,6 @@ Cluster Autoscaler as unschedulable) instead of waiting for capacity that only t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,9 +135,9 @@ class TrainingOperator(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:training:TrainingOperator", name, None, opts)
         in_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
-        # Relative to where Pulumi runs (the project root), so the input is the same on every machine.
-        directory = os.path.relpath(KUSTOMIZATION)
-        self.manifests = k8s.kustomize.v2.Directory(f"{name}", directory=directory, opts=in_cluster)
+        # An absolute path: the provider resolves it whatever its working directory. `higgsfield
+        # diff` ignores where the checkout lives when it compares two plans.
+        self.manifests = k8s.kustomize.v2.Directory(f"{name}", directory=str(KUSTOMIZATION), opts=in_cluster)
         k8s.helm.v3.Release(
             f"{name}-metrics-server",
             chart=args.metrics_server.name,

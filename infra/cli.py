@@ -234,6 +234,15 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if mandatory else 0
 
 
+def _diff(args: argparse.Namespace) -> int:
+    from infra.diff import diff_stack, render_diff
+    from infra.offline import project_root
+
+    diff = diff_stack(args.stack, args.base, project_root(), set(args.allow or []))
+    print(render_diff(args.stack, args.base, diff))
+    return 1 if diff.refused else 0
+
+
 def _jobs_render(args: argparse.Namespace) -> int:
     from infra import jobs
     from infra.offline import load_stack
@@ -256,6 +265,12 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("stack")
     check.add_argument("--policy-config", help="policy pack config JSON (default: policies/config/STACK.json)")
     check.set_defaults(func=_check)
+
+    diff = sub.add_parser("diff", help="compare the offline plan at a git ref with the working tree; refuse destroying data")
+    diff.add_argument("stack")
+    diff.add_argument("--base", required=True, help="git ref to compare with, e.g. origin/main")
+    diff.add_argument("--allow", action="append", metavar="NAME", help="allow replacing/deleting this resource (repeatable)")
+    diff.set_defaults(func=_diff)
 
     jobs = sub.add_parser("jobs", help="example training jobs for a stack").add_subparsers(dest="jobs_command", required=True)
     render = jobs.add_parser("render", help="print an example job filled in for a stack, for kubectl apply -f -")

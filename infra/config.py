@@ -259,6 +259,7 @@ class StackConfig:
     autoscaler: Autoscaler = Autoscaler()
     fsx: Fsx = Fsx()
     scheduler: Scheduler = Scheduler()
+    allow_replace: tuple[str, ...] = ()
 
     @property
     def total_gpus(self) -> int:
@@ -678,6 +679,7 @@ def parse(stack: str, region: Any, values: Mapping[str, Any], catalog: Catalog |
         config,
         fsx=_fsx(root.key("fsx"), root.get("fsx", {}), config.gpu_pools, config.availability_zones),
         scheduler=_scheduler(root.key("scheduler"), root.get("scheduler", {}), config.total_gpus),
+        allow_replace=_list(root.key("allowReplace"), root.get("allowReplace", []), _str),
     )
     root.done()
     return config

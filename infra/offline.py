@@ -206,6 +206,7 @@ class Plan:
     outputs: dict[str, Any]
     invokes: list[tuple[str, dict]] = field(default_factory=list)
     config: Any = None  # the StackConfig the program was built from
+    code_root: str = str(Path(__file__).resolve().parent.parent)  # the checkout whose code built it
 
     def of_type(self, type_: str) -> list[Resource]:
         return [r for r in self.resources if r.type == type_]
@@ -238,6 +239,7 @@ class Plan:
             "stack": self.stack,
             "resources": [r.as_dict() for r in self.resources],
             "outputs": self.outputs,
+            "code_root": self.code_root,
         }
 
 

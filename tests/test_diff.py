@@ -1,0 +1,107 @@
+"""`higgsfield diff` on real two-commit repositories: replacements are named, destroying data
+is refused without an allow, and adding a pool only adds."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.cli import main
+from infra.diff import compare
+from tests.conftest import ROOT
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch) -> Path:
+    """A copy of this project's tracked files as a fresh git repository with one commit."""
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    files += [p for p in subprocess.run(["git", "ls-files", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True).stdout.split()]
+    for name in files:
+        if (ROOT / name).is_file():
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / name, tmp_path / name)
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "base")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _edit_stack(repo: Path, stack: str, change) -> None:
+    path = repo / "stacks" / f"Pulumi.{stack}.yaml"
+    doc = yaml.safe_load(path.read_text())
+    change(doc["config"])
+    path.write_text(yaml.safe_dump(doc))
+    _git(repo, "commit", "-qam", "change")
+
+
+def test_changing_a_gpu_pool_instance_type_reports_the_node_group_replacement(repo, capsys):
+    _edit_stack(repo, "dev", lambda c: c["higgsfield:gpuPools"][0].update(instanceTypes=["g6e.4xlarge"]))
+    assert main(["diff", "dev", "--base", "HEAD~1"]) == 0
+    out = capsys.readouterr().out
+    assert "+- aws:eks/nodeGroup:NodeGroup gpu-l40s  REPLACE because of instanceTypes" in out
+
+
+def test_changing_fsx_deployment_type_is_refused_without_an_allow(repo, capsys):
+    def to_scratch(config):
+        config["higgsfield:fsx"] = {"enabled": True, "deploymentType": "SCRATCH_2", "storageCapacityGiB": 4800}
+
+    _edit_stack(repo, "staging", to_scratch)
+    assert main(["diff", "staging", "--base", "HEAD~1"]) == 1
+    out = capsys.readouterr().out
+    assert "REPLACE because of deploymentType" in out
+    assert "REFUSED: replace of FSx file system lustre" in out
+
+
+def test_an_explicit_allow_lets_the_fsx_replacement_through(repo, capsys):
+    _edit_stack(repo, "staging", lambda c: c.update({"higgsfield:fsx": {"enabled": True, "deploymentType": "SCRATCH_2", "storageCapacityGiB": 4800}}))
+    assert main(["diff", "staging", "--base", "HEAD~1", "--allow", "lustre", "--allow", "lustre-key"]) == 0
+    assert "REFUSED" not in capsys.readouterr().out
+
+
+def test_allow_replace_in_stack_config_lets_the_replacement_through(repo, capsys):
+    def change(config):
+        config["higgsfield:fsx"] = {"enabled": True, "deploymentType": "SCRATCH_2", "storageCapacityGiB": 4800}
+        config["higgsfield:allowReplace"] = ["lustre", "lustre-key"]
+
+    _edit_stack(repo, "staging", change)
+    assert main(["diff", "staging", "--base", "HEAD~1"]) == 0
+
+
+def test_adding_a_pool_is_an_addition_only(repo, capsys):
+    extra = {"name": "l40s-big", "instanceTypes": ["g6e.4xlarge"], "availabilityZone": "us-west-2b", "maxSize": 1}
+    _edit_stack(repo, "dev", lambda c: c["higgsfield:gpuPools"].append(extra))
+    assert main(["diff", "dev", "--base", "HEAD~1"]) == 0
+    out = capsys.readouterr().out
+    assert "0 to change (0 replaced), 0 to delete" in out
+    assert "+ aws:eks/nodeGroup:NodeGroup gpu-l40s-big" in out
+
+
+def test_base_with_other_code_is_evaluated_with_its_own_code(repo, capsys):
+    """A change to the program between the commits: the base side runs the base's code."""
+    main_py = repo / "infra" / "__main__.py"
+    main_py.write_text(main_py.read_text().replace('pulumi.export("region", cfg.region)', 'pulumi.export("region", cfg.region)  # touched'))
+    _git(repo, "commit", "-qam", "touch the program")
+    assert main(["diff", "dev", "--base", "HEAD~1"]) == 0
+    assert "0 to add, 0 to change (0 replaced), 0 to delete" in capsys.readouterr().out
+
+
+def test_deleting_the_cluster_key_is_refused():
+    key = {"urn": "u1", "type": "aws:kms/key:Key", "name": "cluster-secrets", "inputs": {}, "dependencies": []}
+    diff = compare({"resources": [key]}, {"resources": []}, allowed=set())
+    assert diff.refused == ["delete of KMS key cluster-secrets is refused: allow it with --allow cluster-secrets or higgsfield:allowReplace"]
+
+
+def test_moving_a_node_group_to_another_subnet_is_a_replacement_even_when_ids_are_unknown():
+    group = {"urn": "g", "type": "aws:eks/nodeGroup:NodeGroup", "name": "gpu", "inputs": {"subnetIds": ["<computed>"]}, "dependencies": ["subnet-a"]}
+    moved = {**group, "dependencies": ["subnet-b"]}
+    (change,) = compare({"resources": [group]}, {"resources": [moved]}, set()).changed
+    assert change.replace_paths == ["subnetIds[0]"]
