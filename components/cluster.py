@@ -15,9 +15,10 @@ from infra.versions import AddonVersion
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
-# Add-ons that run as DaemonSets on every node: they must exist before nodes join, or the
-# nodes never become Ready (no CNI). coredns needs nodes, so it is created after them.
-NODE_ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+# Managed add-ons. EKS bootstraps self-managed vpc-cni, kube-proxy and coredns with the cluster, so
+# nodes can join at once; these adopt them (resolve conflicts: OVERWRITE) at the pinned versions
+# while node groups come up, instead of holding node groups back (see `higgsfield timeline`).
+MANAGED_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,8 @@ class Cluster(pulumi.ComponentResource):
     Creates: a KMS key (rotation on) for envelope encryption of Secrets, the EKS cluster via
     pulumi_eks (authentication mode API, access entries for the admins, all five control-plane
     log types, private endpoint plus an optional CIDR allow-list, no default node group, an
-    OIDC provider), the vpc-cni, kube-proxy and eks-pod-identity-agent managed add-ons, and a
-    Kubernetes provider for the components that deploy into the cluster.
+    OIDC provider), the vpc-cni, kube-proxy, coredns and eks-pod-identity-agent managed add-ons
+    at pinned versions, and a Kubernetes provider for the components that deploy into the cluster.
     Replaced when: the cluster name, subnets or the KMS key change (EKS cannot move them).
     With `protect`, the cluster and the key are protected, and the key is retained on delete.
     """
@@ -90,7 +91,7 @@ class Cluster(pulumi.ComponentResource):
             create_instance_role=False,
             skip_default_security_groups=False,
             create_oidc_provider=True,
-            bootstrap_self_managed_addons=False,
+            bootstrap_self_managed_addons=True,
             use_default_vpc_cni=True,
             coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
             kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=False),
@@ -101,7 +102,7 @@ class Cluster(pulumi.ComponentResource):
 
         self.cluster_name = args.cluster_name
         self.node_security_group_id = self.eks.node_security_group_id
-        self.node_addons = [
+        self.addons = [
             aws.eks.Addon(
                 f"{name}-{addon}",
                 cluster_name=args.cluster_name,
@@ -112,7 +113,7 @@ class Cluster(pulumi.ComponentResource):
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.eks]),
             )
-            for addon in NODE_ADDONS
+            for addon in MANAGED_ADDONS
         ]
         self.provider = k8s.Provider(
             f"{name}-k8s",

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pulumi
 
-from components.addons import ClusterAddons, ClusterAddonsArgs
 from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.cluster import Cluster, ClusterArgs
 from components.cpu_nodes import CpuNodes, CpuNodesArgs
@@ -36,13 +35,12 @@ def build(cfg: StackConfig) -> None:
 
     # 2. Nodes: system pods on CPU nodes, training on GPU pools that scale from zero
     node_role = NodeRole("node-role", tags)
-    node_prerequisites = [cluster.eks, *cluster.node_addons, *node_role.ready]
+    node_prerequisites = [cluster.eks, *node_role.ready]
     system_nodes = CpuNodes("system-nodes", CpuNodesArgs(
         cluster_name=name, instance_types=cfg.cpu_nodes.instance_types, min_size=cfg.cpu_nodes.min_size,
         desired_size=cfg.cpu_nodes.desired_size, max_size=cfg.cpu_nodes.max_size, ami_type=versions.CPU_AMI_TYPE,
         subnet_ids=network.private_subnet_ids, node_role_arn=node_role.arn,
         security_group_ids=[cluster.node_security_group_id], depends_on=node_prerequisites, tags=tags))
-    ClusterAddons("system-addons", ClusterAddonsArgs(name, [addons["coredns"]], [system_nodes.node_group], tags))
     gpu_pools = [
         GpuPoolGroup(f"gpu-{pool.name}", GpuPoolArgs(
             cluster_name=name, pool=pool, ami_type=versions.gpu_ami_type(pool.instance.architectures),
@@ -53,7 +51,7 @@ def build(cfg: StackConfig) -> None:
     ]
 
     # 3. Platform services in the cluster, on the system nodes
-    platform_ready = [system_nodes.node_group, *cluster.node_addons]
+    platform_ready = [system_nodes.node_group, *cluster.addons]
     ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(
         cluster_name=name, region=cfg.region, settings=cfg.autoscaler, chart=versions.CLUSTER_AUTOSCALER,
         image_tag=versions.CLUSTER_AUTOSCALER_IMAGE[cfg.kubernetes_version], provider=cluster.provider,

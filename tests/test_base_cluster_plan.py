@@ -112,12 +112,17 @@ def test_system_nodes_match_the_configured_sizes_and_leave_desired_to_the_autosc
     assert "scalingConfig.desiredSize" in group.ignore_changes
 
 
-def test_node_addons_exist_before_nodes_and_coredns_after(plan):
+def test_nodes_do_not_wait_for_managed_addons_but_platform_services_do(plan):
+    """EKS bootstraps the default CNI with the cluster, so node groups start right after it; the
+    managed add-ons adopt those at pinned versions meanwhile, and Helm releases wait for them
+    (the Pod Identity agent must run before the autoscaler and CSI driver ask for credentials)."""
+    assert plan.one(CLUSTER).inputs["bootstrapSelfManagedAddons"] is True
     group = _system_node_group(plan)
     addons = {a.inputs["addonName"]: a for a in plan.of_type("aws:eks/addon:Addon")}
-    for name in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent"):
-        assert addons[name].urn in group.dependencies, name
-    assert group.urn in addons["coredns"].dependencies
+    assert {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"} <= set(addons)
+    assert not set(a.urn for a in addons.values()) & set(group.dependencies)
+    for release in plan.of_type("kubernetes:helm.sh/v3:Release"):
+        assert addons["eks-pod-identity-agent"].urn in release.dependencies, release.name
 
 
 def _taggable(type_: str) -> bool:
