@@ -243,6 +243,37 @@ def _diff(args: argparse.Namespace) -> int:
     return 1 if diff.refused else 0
 
 
+def _cost(args: argparse.Namespace) -> int:
+    from infra import cost
+
+    plan = record(args.stack)
+    price_file = Path(args.prices) if args.prices else cost.PRICE_FILE
+    prices = cost.load_prices(price_file)
+    if args.refresh:
+        import datetime
+
+        import boto3
+
+        types = [t for g in plan.of_type("aws:eks/nodeGroup:NodeGroup") for t in g.inputs["instanceTypes"]]
+        try:
+            client = boto3.client("pricing", region_name="us-east-1")
+            prices = cost.refresh(prices, types, plan.config.region, client, datetime.date.today().isoformat())
+        except Exception as exc:  # noqa: BLE001 - credentials or API errors, said in one line
+            print(f"error: --refresh needs AWS credentials allowed pricing:GetProducts ({type(exc).__name__}: {exc})", file=sys.stderr)
+            return 2
+        price_file.write_text(json.dumps(prices, indent=2) + "\n")
+        print(f"refreshed {len(set(types))} instance prices into {price_file}")
+    try:
+        est = cost.estimate(plan, prices)
+    except cost.PriceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        Path(args.json).write_text(json.dumps(cost.as_json(est), indent=2))
+    print(cost.render(est))
+    return 0
+
+
 def _jobs_render(args: argparse.Namespace) -> int:
     from infra import jobs
     from infra.offline import load_stack
@@ -271,6 +302,13 @@ def parser() -> argparse.ArgumentParser:
     diff.add_argument("--base", required=True, help="git ref to compare with, e.g. origin/main")
     diff.add_argument("--allow", action="append", metavar="NAME", help="allow replacing/deleting this resource (repeatable)")
     diff.set_defaults(func=_diff)
+
+    cost_cmd = sub.add_parser("cost", help="hourly and monthly cost, idle and at full scale, per resource")
+    cost_cmd.add_argument("stack")
+    cost_cmd.add_argument("--json", metavar="PATH")
+    cost_cmd.add_argument("--prices", metavar="FILE", help="price file (default: the one shipped in infra/data)")
+    cost_cmd.add_argument("--refresh", action="store_true", help="update EC2 prices from the AWS Pricing API (needs credentials)")
+    cost_cmd.set_defaults(func=_cost)
 
     jobs = sub.add_parser("jobs", help="example training jobs for a stack").add_subparsers(dest="jobs_command", required=True)
     render = jobs.add_parser("render", help="print an example job filled in for a stack, for kubectl apply -f -")

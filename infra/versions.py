@@ -18,6 +18,8 @@ from dataclasses import dataclass
 # existing cluster can be upgraded in place, never offered as a default.
 KUBERNETES_DEFAULT = "1.35"
 KUBERNETES_SUPPORTED = ("1.32", "1.33", "1.34", "1.35")
+# Past 14 months of standard support on 2026-12-02 (extended support is billed at a higher rate).
+EKS_EXTENDED_SUPPORT = ("1.32", "1.33")
 
 
 @dataclass(frozen=True)
