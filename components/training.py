@@ -120,6 +120,7 @@ class TrainingOperatorArgs:
     metrics_server: Chart
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
+    scheduler: pulumi.Resource  # the Volcano release: the operator checks its PodGroup CRD at start
 
 
 class TrainingOperator(pulumi.ComponentResource):
@@ -135,9 +136,10 @@ class TrainingOperator(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:training:TrainingOperator", name, None, opts)
         in_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
+        after_scheduler = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, args.scheduler])
         # An absolute path: the provider resolves it whatever its working directory. `higgsfield
         # diff` ignores where the checkout lives when it compares two plans.
-        self.manifests = k8s.kustomize.v2.Directory(f"{name}", directory=str(KUSTOMIZATION), opts=in_cluster)
+        self.manifests = k8s.kustomize.v2.Directory(f"{name}", directory=str(KUSTOMIZATION), opts=after_scheduler)
         k8s.helm.v3.Release(
             f"{name}-metrics-server",
             chart=args.metrics_server.name,

@@ -66,7 +66,7 @@ def build(cfg: StackConfig) -> None:
     volcano = Volcano("volcano", VolcanoArgs(
         versions.VOLCANO, sched.queues, sched.priority_classes, cluster.provider, platform_ready))
     TrainingOperator("training-operator", TrainingOperatorArgs(
-        versions.METRICS_SERVER, cluster.provider, [*platform_ready, volcano.release]))
+        versions.METRICS_SERVER, cluster.provider, platform_ready, scheduler=volcano.release))
 
     # 5. Teams and shared storage
     teams = Teams("teams", TeamsArgs(cfg.scheduler.teams, cfg.scheduler.priority_classes, cluster.provider, platform_ready))

@@ -274,6 +274,14 @@ def _cost(args: argparse.Namespace) -> int:
     return 0
 
 
+def _timeline(args: argparse.Namespace) -> int:
+    from infra import timeline
+
+    plan = record(args.stack)
+    print(timeline.render(plan, timeline.compute(plan)))
+    return 0
+
+
 def _jobs_render(args: argparse.Namespace) -> int:
     from infra import jobs
     from infra.offline import load_stack
@@ -309,6 +317,10 @@ def parser() -> argparse.ArgumentParser:
     cost_cmd.add_argument("--prices", metavar="FILE", help="price file (default: the one shipped in infra/data)")
     cost_cmd.add_argument("--refresh", action="store_true", help="update EC2 prices from the AWS Pricing API (needs credentials)")
     cost_cmd.set_defaults(func=_cost)
+
+    timeline_cmd = sub.add_parser("timeline", help="the deployment's critical path and its ratio to the unavoidable chain")
+    timeline_cmd.add_argument("stack")
+    timeline_cmd.set_defaults(func=_timeline)
 
     jobs = sub.add_parser("jobs", help="example training jobs for a stack").add_subparsers(dest="jobs_command", required=True)
     render = jobs.add_parser("render", help="print an example job filled in for a stack, for kubectl apply -f -")
