@@ -31,6 +31,7 @@ class ClusterArgs:
     admins: Sequence[str]
     addons: Mapping[str, AddonVersion]
     protect: bool
+    log_retention_days: int
     tags: Mapping[str, str]
 
 
@@ -61,6 +62,14 @@ class Cluster(pulumi.ComponentResource):
         )
         aws.kms.Alias(f"{name}-secrets", name=f"alias/{args.cluster_name}-secrets", target_key_id=key.key_id, opts=pulumi.ResourceOptions(parent=self))
 
+        # EKS writes control-plane logs here; creating the group first makes its retention ours.
+        control_plane_logs = aws.cloudwatch.LogGroup(
+            f"{name}-control-plane-logs",
+            name=f"/aws/eks/{args.cluster_name}/cluster",
+            retention_in_days=args.log_retention_days,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         public = bool(args.public_access_cidrs)
         self.eks = eks.Cluster(
             f"{name}-eks",
@@ -97,7 +106,7 @@ class Cluster(pulumi.ComponentResource):
             kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=False),
             deletion_protection=args.protect,
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect, depends_on=[control_plane_logs]),
         )
 
         self.cluster_name = args.cluster_name

@@ -29,6 +29,7 @@ class GpuPoolArgs:
     node_security_group_id: pulumi.Input[str]
     depends_on: Sequence[pulumi.Resource]
     tags: Mapping[str, str]
+    auto_repair: bool = True
 
 
 def pool_labels(pool: GpuPool) -> dict[str, str]:
@@ -71,7 +72,8 @@ class GpuPoolGroup(pulumi.ComponentResource):
     group. Both: IMDSv2 hop limit 1, encrypted gp3 root, RAID0 local NVMe and huge pages via
     nodeadm user data, capacity reservation targeting for reservations and Capacity Blocks.
     Then the node group (AL2023 NVIDIA AMI, GPU taint, pool labels, minSize as configured,
-    desiredSize ignored after creation) and the autoscaler node-template tags on its ASG.
+    desiredSize ignored after creation, EKS node auto-repair when asked) and the autoscaler
+    node-template tags on its ASG.
     Replaced when: instance types, AMI type, capacity type or the subnet (AZ) change.
     """
 
@@ -127,6 +129,7 @@ class GpuPoolGroup(pulumi.ComponentResource):
             capacity_type=CAPACITY_TYPES[pool.capacity_type],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=pool.min_size, desired_size=pool.min_size, max_size=pool.max_size),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=args.auto_repair),
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
             labels=pool_labels(pool),
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=TAINT_EFFECTS[t.effect]) for t in pool_taints(pool)],

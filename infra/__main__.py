@@ -14,6 +14,7 @@ from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
 from components.network import Network, NetworkArgs
 from components.nodes import NodeRole
+from components.observability import Monitoring, MonitoringArgs
 from components.storage import LustreArgs, LustreFileSystem
 from components.teams import Teams, TeamsArgs
 from components.training import TrainingOperator, TrainingOperatorArgs, Volcano, VolcanoArgs
@@ -31,7 +32,8 @@ def build(cfg: StackConfig) -> None:
     cluster = Cluster("cluster", ClusterArgs(
         cluster_name=name, kubernetes_version=cfg.kubernetes_version, vpc_id=network.vpc_id,
         private_subnet_ids=network.private_subnet_ids, public_access_cidrs=cfg.endpoint.public_access_cidrs,
-        admins=cfg.admins, addons=addons, protect=cfg.production, tags=tags))
+        admins=cfg.admins, addons=addons, protect=cfg.production,
+        log_retention_days=cfg.observability.log_retention_days, tags=tags))
 
     # 2. Nodes: system pods on CPU nodes, training on GPU pools that scale from zero
     node_role = NodeRole("node-role", tags)
@@ -46,7 +48,7 @@ def build(cfg: StackConfig) -> None:
             cluster_name=name, pool=pool, ami_type=versions.gpu_ami_type(pool.instance.architectures),
             vpc_id=network.vpc_id, subnet_id=network.private_subnets[pool.availability_zone].id,
             node_role_arn=node_role.arn, node_security_group_id=cluster.node_security_group_id,
-            depends_on=node_prerequisites, tags=tags))
+            depends_on=node_prerequisites, tags=tags, auto_repair=cfg.observability.node_auto_repair))
         for pool in cfg.gpu_pools
     ]
 
@@ -76,6 +78,14 @@ def build(cfg: StackConfig) -> None:
             vpc_id=network.vpc_id, subnet_id=network.private_subnets[cfg.fsx.availability_zone].id,
             node_security_group_id=cluster.node_security_group_id, namespaces=teams.namespaces,
             provider=cluster.provider, addon_depends_on=platform_ready, protect=cfg.production, tags=tags))
+
+    # 6. Observability
+    if cfg.observability.enabled:
+        Monitoring("monitoring", MonitoringArgs(
+            cluster_name=name, settings=cfg.observability, prometheus_stack=versions.KUBE_PROMETHEUS_STACK,
+            dcgm_exporter=versions.DCGM_EXPORTER, prometheus_adapter=versions.PROMETHEUS_ADAPTER,
+            ebs_csi=versions.EBS_CSI_ADDON, cloudwatch=versions.CLOUDWATCH_ADDON, node_monitoring=versions.NODE_MONITORING_ADDON,
+            provider=cluster.provider, depends_on=platform_ready, tags=tags))
 
     pulumi.export("clusterName", name)
     pulumi.export("region", cfg.region)

@@ -163,7 +163,6 @@ def render_plan(plan: Plan, extra: Sequence[Callable[[Plan], list[str]]] = (gpu_
 
 # --- Kubernetes objects the program builds itself --------------------------------------------
 
-_MANIFEST_FIELDS = ("apiVersion", "kind", "metadata", "spec", "data", "value", "preemptionPolicy", "globalDefault", "description", "rules", "roleRef", "subjects")
 _NOT_MANIFESTS = ("kubernetes:helm.sh/", "kubernetes:kustomize", "kubernetes:yaml", "pulumi:providers:")
 
 
@@ -172,7 +171,7 @@ def manifests(plan: Plan) -> list[dict]:
     found = []
     for r in plan.resources:
         if r.type.startswith("kubernetes:") and not r.type.startswith(_NOT_MANIFESTS):
-            found.append({k: r.inputs[k] for k in _MANIFEST_FIELDS if k in r.inputs})
+            found.append(dict(r.inputs))  # KubernetesObject's inputs are the manifest itself
     return found
 
 

@@ -236,6 +236,29 @@ class Scheduler:
     teams: tuple[Team, ...] = ()
 
 
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+
+
+@dataclass(frozen=True)
+class HealthThresholds:
+    """What a healthy GPU node reaches, as fractions of the GPU's peak or absolute figures."""
+
+    min_matmul_fraction: float = 0.6          # bf16 dense matmul TFLOP/s / peak
+    min_memory_bandwidth_fraction: float = 0.7  # device-to-device copy GB/s / peak
+    min_lustre_mb_s: float = 200.0            # write then read of a file on /fsx, per node
+    min_bus_bandwidth_gb_s: float = 50.0      # NCCL all-reduce bus bandwidth across nodes
+
+
+@dataclass(frozen=True)
+class Observability:
+    enabled: bool = True
+    metrics_retention_days: int = 15
+    metrics_storage_gib: int = 100
+    log_retention_days: int = 30
+    node_auto_repair: bool = True
+    health: HealthThresholds = HealthThresholds()
+
+
 @dataclass(frozen=True)
 class Autoscaler:
     scale_down_unneeded_time: str = "10m"
@@ -260,6 +283,7 @@ class StackConfig:
     fsx: Fsx = Fsx()
     scheduler: Scheduler = Scheduler()
     allow_replace: tuple[str, ...] = ()
+    observability: Observability = Observability()
 
     @property
     def total_gpus(self) -> int:
@@ -640,6 +664,44 @@ def _scheduler(key: str, value: Any, total_gpus: int) -> Scheduler:
     return Scheduler(queues, classes, tuple(teams))
 
 
+def _fraction(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ConfigError(key, f"must be a number in (0, 1], got {_show(value)}")
+    return float(value)
+
+
+def _positive(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(key, f"must be a positive number, got {_show(value)}")
+    return float(value)
+
+
+def _observability(key: str, value: Any) -> Observability:
+    obj = _Obj(key, value)
+    default = Observability()
+    retention = _int(obj.key("logRetentionDays"), obj.get("logRetentionDays", default.log_retention_days), minimum=1)
+    if retention not in LOG_RETENTION_DAYS:
+        raise ConfigError(obj.key("logRetentionDays"), f"{retention} is not a CloudWatch Logs retention; use one of: {', '.join(map(str, LOG_RETENTION_DAYS))}")
+    health = obj.obj("healthcheck", {})
+    thresholds = HealthThresholds(
+        min_matmul_fraction=_fraction(health.key("minMatmulFraction"), health.get("minMatmulFraction", HealthThresholds.min_matmul_fraction)),
+        min_memory_bandwidth_fraction=_fraction(health.key("minMemoryBandwidthFraction"), health.get("minMemoryBandwidthFraction", HealthThresholds.min_memory_bandwidth_fraction)),
+        min_lustre_mb_s=_positive(health.key("minLustreMBps"), health.get("minLustreMBps", HealthThresholds.min_lustre_mb_s)),
+        min_bus_bandwidth_gb_s=_positive(health.key("minBusBandwidthGBps"), health.get("minBusBandwidthGBps", HealthThresholds.min_bus_bandwidth_gb_s)),
+    )
+    health.done()
+    result = Observability(
+        enabled=_bool(obj.key("enabled"), obj.get("enabled", default.enabled)),
+        metrics_retention_days=_int(obj.key("metricsRetentionDays"), obj.get("metricsRetentionDays", default.metrics_retention_days), minimum=1),
+        metrics_storage_gib=_int(obj.key("metricsStorageGiB"), obj.get("metricsStorageGiB", default.metrics_storage_gib), minimum=10),
+        log_retention_days=retention,
+        node_auto_repair=_bool(obj.key("nodeAutoRepair"), obj.get("nodeAutoRepair", default.node_auto_repair)),
+        health=thresholds,
+    )
+    obj.done()
+    return result
+
+
 def _gpu_pools(key: str, value: Any, zones: Sequence[str], region: str, catalog: Catalog) -> tuple[GpuPool, ...]:
     pools = _list(key, value, lambda k, v: _gpu_pool(k, v, zones, region, catalog))
     _unique(key, [p.name for p in pools])
@@ -680,6 +742,7 @@ def parse(stack: str, region: Any, values: Mapping[str, Any], catalog: Catalog |
         fsx=_fsx(root.key("fsx"), root.get("fsx", {}), config.gpu_pools, config.availability_zones),
         scheduler=_scheduler(root.key("scheduler"), root.get("scheduler", {}), config.total_gpus),
         allow_replace=_list(root.key("allowReplace"), root.get("allowReplace", []), _str),
+        observability=_observability(root.key("observability"), root.get("observability", {})),
     )
     root.done()
     return config

@@ -154,3 +154,22 @@ METRICS_SERVER = Chart("metrics-server", "3.13.0", "https://kubernetes-sigs.gith
 EXAMPLE_PYTORCH_IMAGE = "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
 EXAMPLE_NCCL_TESTS_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:latest"
 EXAMPLE_SYNC_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
+
+# --- observability ----------------------------------------------------------------------------
+# kube-prometheus-stack 88.6.5 (prometheus-community/helm-charts; adfinis/helm-charts#1982, 2026-09-07).
+KUBE_PROMETHEUS_STACK = Chart(
+    "kube-prometheus-stack", "88.6.5", "https://prometheus-community.github.io/helm-charts",
+    "prometheus-community/helm-charts charts/kube-prometheus-stack (adfinis/helm-charts#1982)",
+)
+# Unverified from here: confirm with `helm search repo <repo>/<chart> --versions` before deploying.
+DCGM_EXPORTER = Chart("dcgm-exporter", "4.6.0", "https://nvidia.github.io/dcgm-exporter/helm-charts", "NVIDIA/dcgm-exporter deployment/ (unverified)")
+PROMETHEUS_ADAPTER = Chart("prometheus-adapter", "5.2.0", "https://prometheus-community.github.io/helm-charts", "prometheus-community/helm-charts charts/prometheus-adapter (unverified)")
+
+
+def _observability_addon(name: str, version: str) -> AddonVersion:
+    return AddonVersion(name, version, False, _ADDON_SOURCE.format(k8s="1.35", name=name))
+
+
+EBS_CSI_ADDON = _observability_addon("aws-ebs-csi-driver", "v1.53.0-eksbuild.1")
+CLOUDWATCH_ADDON = _observability_addon("amazon-cloudwatch-observability", "v4.6.0-eksbuild.1")
+NODE_MONITORING_ADDON = _observability_addon("eks-node-monitoring-agent", "v1.4.0-eksbuild.1")

@@ -92,7 +92,7 @@ def test_s3_link_imports_and_exports_the_configured_path(stack_name):
 
 
 def test_every_team_namespace_gets_a_read_write_many_claim_bound_to_the_file_system(fsx_plan):
-    namespaces = {n.inputs["metadata"]["name"] for n in fsx_plan.of_type("kubernetes:core/v1:Namespace")}
+    namespaces = {n.inputs["metadata"]["name"] for n in fsx_plan.of_type("kubernetes:core/v1:Namespace") if "higgsfield.io/team" in n.inputs["metadata"].get("labels", {})}
     claims = {c.inputs["metadata"]["namespace"]: c for c in fsx_plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
     volumes = {v.inputs["metadata"]["name"]: v for v in fsx_plan.of_type("kubernetes:core/v1:PersistentVolume")}
     assert set(claims) == namespaces and namespaces
