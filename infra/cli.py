@@ -282,6 +282,25 @@ def _timeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _preflight(args: argparse.Namespace) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+
+    from infra import preflight
+    from infra.offline import load_stack
+
+    cfg = load_stack(args.stack)
+    try:
+        checks = preflight.run(cfg, preflight.Clients.for_region(cfg.region))
+    except (NoCredentialsError, NoRegionError):
+        print("error: no AWS credentials: set AWS_PROFILE (or run `aws configure` / `aws sso login`) for the stack's account, then rerun", file=sys.stderr)
+        return 2
+    except (ClientError, BotoCoreError) as exc:
+        print(f"error: AWS refused a preflight call ({exc}); the credentials need ec2:Describe*, servicequotas:GetServiceQuota, ssm:GetParameter, fsx:DescribeFileSystems", file=sys.stderr)
+        return 2
+    print(preflight.render(args.stack, checks))
+    return 0 if all(c.ok for c in checks) else 1
+
+
 def _jobs_render(args: argparse.Namespace) -> int:
     from infra import jobs
     from infra.offline import load_stack
@@ -321,6 +340,10 @@ def parser() -> argparse.ArgumentParser:
     timeline_cmd = sub.add_parser("timeline", help="the deployment's critical path and its ratio to the unavoidable chain")
     timeline_cmd.add_argument("stack")
     timeline_cmd.set_defaults(func=_timeline)
+
+    pre = sub.add_parser("preflight", help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx)")
+    pre.add_argument("stack")
+    pre.set_defaults(func=_preflight)
 
     jobs = sub.add_parser("jobs", help="example training jobs for a stack").add_subparsers(dest="jobs_command", required=True)
     render = jobs.add_parser("render", help="print an example job filled in for a stack, for kubectl apply -f -")
