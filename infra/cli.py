@@ -301,6 +301,15 @@ def _preflight(args: argparse.Namespace) -> int:
     return 0 if all(c.ok for c in checks) else 1
 
 
+def _healthcheck_render(args: argparse.Namespace) -> int:
+    from infra import healthcheck, jobs
+    from infra.offline import load_stack
+
+    cfg = load_stack(args.stack)
+    print(jobs.to_yaml(healthcheck.render(cfg, args.pool, team=args.team, nodes=args.nodes)), end="")
+    return 0
+
+
 def _jobs_render(args: argparse.Namespace) -> int:
     from infra import jobs
     from infra.offline import load_stack
@@ -344,6 +353,14 @@ def parser() -> argparse.ArgumentParser:
     pre = sub.add_parser("preflight", help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx)")
     pre.add_argument("stack")
     pre.set_defaults(func=_preflight)
+
+    health = sub.add_parser("healthcheck", help="post-deploy GPU node health check").add_subparsers(dest="health_command", required=True)
+    health_render = health.add_parser("render", help="print the health-check Job (and NCCL PyTorchJob) of a pool, for kubectl apply -f -")
+    health_render.add_argument("pool")
+    health_render.add_argument("--stack", required=True)
+    health_render.add_argument("--team", help="namespace to run in (default: the first team)")
+    health_render.add_argument("--nodes", type=int, help="nodes to check (default: min(2, maxSize))")
+    health_render.set_defaults(func=_healthcheck_render)
 
     jobs = sub.add_parser("jobs", help="example training jobs for a stack").add_subparsers(dest="jobs_command", required=True)
     render = jobs.add_parser("render", help="print an example job filled in for a stack, for kubectl apply -f -")

@@ -1,0 +1,276 @@
+"""The GPU node health check that runs in a pod on each node of a pool (and, with --allreduce,
+across nodes as a PyTorchJob). Standard library only, plus PyTorch for the GPU measurements.
+
+On a node it: lists the GPUs (count, model, driver) and compares them with what the pool
+promises; runs a bf16 matmul burn and a device-memory copy and reports the fraction of the GPU's
+peak; counts the EFA devices; writes and reads a file on the Lustre mount; then labels the node
+`higgsfield.io/health=healthy|unhealthy` and exits non-zero when unhealthy. Expectations and
+thresholds come from the environment (the rendered Job sets them from the stack config).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+# Dense (no sparsity) bf16 tensor TFLOP/s and memory bandwidth GB/s per GPU, from NVIDIA's data
+# sheets: H100 SXM5, H200 SXM, A100 40GB SXM4 (p4d), B200 (HGX B200), L40S.
+PEAKS = {
+    "H100": {"bf16_tflops": 989.0, "memory_gb_s": 3350.0},
+    "H200": {"bf16_tflops": 989.0, "memory_gb_s": 4800.0},
+    "A100": {"bf16_tflops": 312.0, "memory_gb_s": 1555.0},
+    "B200": {"bf16_tflops": 2250.0, "memory_gb_s": 8000.0},
+    "L40S": {"bf16_tflops": 362.0, "memory_gb_s": 864.0},
+}
+HEALTH_LABEL = "higgsfield.io/health"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    driver: str
+    memory_mib: int
+
+
+@dataclass(frozen=True)
+class Expectations:
+    gpus: int
+    model: str
+    driver_branch: int
+    efa_devices: int
+    min_matmul_fraction: float
+    min_memory_bandwidth_fraction: float
+    min_lustre_mb_s: float
+    min_bus_bandwidth_gb_s: float
+    lustre_path: str | None = None
+
+    @classmethod
+    def from_env(cls, env: dict[str, str]) -> Expectations:
+        return cls(
+            gpus=int(env["EXPECTED_GPUS"]),
+            model=env["EXPECTED_GPU_MODEL"],
+            driver_branch=int(env["EXPECTED_DRIVER_BRANCH"]),
+            efa_devices=int(env.get("EXPECTED_EFA_DEVICES", "0")),
+            min_matmul_fraction=float(env["MIN_MATMUL_FRACTION"]),
+            min_memory_bandwidth_fraction=float(env["MIN_MEMORY_BANDWIDTH_FRACTION"]),
+            min_lustre_mb_s=float(env["MIN_LUSTRE_MBPS"]),
+            min_bus_bandwidth_gb_s=float(env["MIN_BUS_BANDWIDTH_GBPS"]),
+            lustre_path=env.get("LUSTRE_PATH") or None,
+        )
+
+
+@dataclass
+class Result:
+    check: str
+    value: str
+    expected: str
+    ok: bool
+
+
+@dataclass
+class Report:
+    node: str
+    results: list[Result] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return all(r.ok for r in self.results)
+
+    def add(self, check: str, value: object, expected: str, ok: bool) -> None:
+        self.results.append(Result(check, str(value), expected, bool(ok)))
+
+    def table(self) -> str:
+        lines = [f"node {self.node}: {'HEALTHY' if self.healthy else 'UNHEALTHY'}"]
+        lines += [f"  {'ok' if r.ok else 'FAIL':<4} {r.check:<22} {r.value:<28} expected {r.expected}" for r in self.results]
+        return "\n".join(lines)
+
+    def json(self) -> str:
+        return json.dumps({"node": self.node, "healthy": self.healthy, "results": [asdict(r) for r in self.results]})
+
+
+# --- measurements that need no GPU library ------------------------------------------------------
+
+
+def parse_nvidia_smi(text: str) -> list[Gpu]:
+    """Rows of `nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader,nounits`."""
+    gpus = []
+    for line in text.strip().splitlines():
+        name, driver, memory = (part.strip() for part in line.split(","))
+        gpus.append(Gpu(name, driver, int(float(memory))))
+    return gpus
+
+
+def model_of(gpu_name: str) -> str | None:
+    """'NVIDIA H100 80GB HBM3' -> 'H100'."""
+    return next((model for model in PEAKS if model in gpu_name.upper()), None)
+
+
+def efa_devices(sysfs: Path = Path("/sys/class/infiniband")) -> int:
+    """EFA interfaces appear as RDMA devices (rdmap*) under /sys/class/infiniband."""
+    return len(list(sysfs.iterdir())) if sysfs.is_dir() else 0
+
+
+def lustre_mb_s(directory: Path, megabytes: int = 256) -> tuple[float, float]:
+    """(write MB/s, read MB/s) of one file on the shared file system."""
+    path = directory / f".higgsfield-health-{os.getpid()}"
+    block = os.urandom(1024 * 1024)
+    try:
+        start = time.perf_counter()
+        with open(path, "wb") as f:
+            for _ in range(megabytes):
+                f.write(block)
+            f.flush()
+            os.fsync(f.fileno())
+        write = megabytes / (time.perf_counter() - start)
+        start = time.perf_counter()
+        with open(path, "rb") as f:
+            while f.read(8 * 1024 * 1024):
+                pass
+        read = megabytes / (time.perf_counter() - start)
+        return write, read
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def bus_bandwidth_gb_s(message_bytes: int, seconds: float, ranks: int) -> float:
+    """NCCL's bus bandwidth of an all-reduce: algorithm bandwidth x 2(n-1)/n (nccl-tests PERFORMANCE.md)."""
+    return message_bytes / seconds * 2 * (ranks - 1) / ranks / 1e9
+
+
+# --- GPU measurements (PyTorch) -------------------------------------------------------------------
+
+
+def matmul_tflops(torch, device, size: int = 8192, iterations: int = 50) -> float:
+    a = torch.randn(size, size, dtype=torch.bfloat16, device=device)
+    b = torch.randn(size, size, dtype=torch.bfloat16, device=device)
+    for _ in range(5):
+        a @ b
+    torch.cuda.synchronize(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iterations):
+        a @ b
+    end.record()
+    torch.cuda.synchronize(device)
+    return 2 * size**3 * iterations / (start.elapsed_time(end) / 1000) / 1e12
+
+
+def memory_gb_s(torch, device, megabytes: int = 2048, iterations: int = 20) -> float:
+    src = torch.empty(megabytes * 1024 * 1024, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    torch.cuda.synchronize(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iterations):
+        dst.copy_(src)
+    end.record()
+    torch.cuda.synchronize(device)
+    return 2 * src.numel() * iterations / (start.elapsed_time(end) / 1000) / 1e9  # read + write
+
+
+# --- the verdict -----------------------------------------------------------------------------------
+
+
+def evaluate(node: str, gpus: list[Gpu], expected: Expectations, *, tflops: list[float] | None = None,
+             memory: list[float] | None = None, efa: int | None = None, lustre: tuple[float, float] | None = None) -> Report:
+    report = Report(node)
+    report.add("GPU count", len(gpus), str(expected.gpus), len(gpus) == expected.gpus)
+    models = sorted({model_of(g.name) or g.name for g in gpus})
+    report.add("GPU model", ",".join(models) or "none", expected.model, models == [expected.model])
+    drivers = sorted({g.driver for g in gpus})
+    branches = {int(d.split(".")[0]) for d in drivers if d.split(".")[0].isdigit()}
+    report.add("NVIDIA driver", ",".join(drivers) or "none", f"branch {expected.driver_branch}", branches == {expected.driver_branch})
+    peak = PEAKS.get(expected.model)
+    if tflops is not None and peak:
+        worst = min(tflops) / peak["bf16_tflops"] if tflops else 0.0
+        report.add("bf16 matmul", f"{min(tflops, default=0):.0f} TFLOP/s ({worst:.0%} of peak)", f">= {expected.min_matmul_fraction:.0%} of {peak['bf16_tflops']:.0f}", worst >= expected.min_matmul_fraction)
+    if memory is not None and peak:
+        worst = min(memory) / peak["memory_gb_s"] if memory else 0.0
+        report.add("memory bandwidth", f"{min(memory, default=0):.0f} GB/s ({worst:.0%} of peak)", f">= {expected.min_memory_bandwidth_fraction:.0%} of {peak['memory_gb_s']:.0f}", worst >= expected.min_memory_bandwidth_fraction)
+    if efa is not None:
+        report.add("EFA devices", efa, str(expected.efa_devices), efa == expected.efa_devices)
+    if lustre is not None:
+        slower = min(lustre)
+        report.add("Lustre write/read", f"{lustre[0]:.0f}/{lustre[1]:.0f} MB/s", f">= {expected.min_lustre_mb_s:.0f} MB/s", slower >= expected.min_lustre_mb_s)
+    return report
+
+
+def label_node(node: str, healthy: bool) -> None:
+    """Label the node through the Kubernetes API with the pod's service account."""
+    import ssl
+    import urllib.request
+
+    account = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+    token = (account / "token").read_text()
+    body = json.dumps({"metadata": {"labels": {HEALTH_LABEL: "healthy" if healthy else "unhealthy"}}}).encode()
+    host = f"https://{os.environ['KUBERNETES_SERVICE_HOST']}:{os.environ.get('KUBERNETES_SERVICE_PORT', '443')}"
+    request = urllib.request.Request(f"{host}/api/v1/nodes/{node}", data=body, method="PATCH", headers={
+        "Authorization": f"Bearer {token}", "Content-Type": "application/merge-patch+json"})
+    urllib.request.urlopen(request, context=ssl.create_default_context(cafile=str(account / "ca.crt")), timeout=30).read()
+
+
+def check_node(env: dict[str, str]) -> Report:
+    expected = Expectations.from_env(env)
+    node = env.get("NODE_NAME", "unknown")
+    smi = shutil.which("nvidia-smi")
+    out = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader,nounits"], capture_output=True, text=True, check=True).stdout if smi else ""
+    gpus = parse_nvidia_smi(out) if out.strip() else []
+    tflops = memory = None
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
+            tflops = [matmul_tflops(torch, d) for d in devices]
+            memory = [memory_gb_s(torch, d) for d in devices]
+    except ImportError:
+        pass
+    lustre = lustre_mb_s(Path(expected.lustre_path)) if expected.lustre_path else None
+    return evaluate(node, gpus, expected, tflops=tflops if tflops is not None else [], memory=memory if memory is not None else [],
+                    efa=efa_devices() if expected.efa_devices else None, lustre=lustre)
+
+
+def check_allreduce(env: dict[str, str], megabytes: int = 1024, iterations: int = 20) -> Report:
+    """Across nodes, under the Training Operator (RANK, WORLD_SIZE, MASTER_ADDR set): NCCL all-reduce."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("nccl")
+    local = int(env.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    tensor = torch.ones(megabytes * 1024 * 1024 // 2, dtype=torch.bfloat16, device="cuda")
+    for _ in range(5):
+        dist.all_reduce(tensor)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(iterations):
+        dist.all_reduce(tensor)
+    torch.cuda.synchronize()
+    seconds = (time.perf_counter() - start) / iterations
+    busbw = bus_bandwidth_gb_s(tensor.numel() * tensor.element_size(), seconds, dist.get_world_size())
+    expected = Expectations.from_env(env)
+    report = Report(env.get("NODE_NAME", "unknown"))
+    report.add("NCCL all-reduce busbw", f"{busbw:.0f} GB/s over {dist.get_world_size()} ranks", f">= {expected.min_bus_bandwidth_gb_s:.0f} GB/s", busbw >= expected.min_bus_bandwidth_gb_s)
+    dist.destroy_process_group()
+    return report
+
+
+def main(argv: list[str]) -> int:
+    env = dict(os.environ)
+    report = check_allreduce(env) if "--allreduce" in argv else check_node(env)
+    print(report.table())
+    print(report.json())
+    if "--label" in argv:
+        label_node(report.node, report.healthy)
+    return 0 if report.healthy else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
