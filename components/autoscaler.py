@@ -8,26 +8,15 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
+from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS
+from components.identity import pod_identity_role
 from infra.config import Autoscaler
 from infra.versions import Chart
 
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
-
-
-def pod_identity_trust() -> str:
-    """Trust policy for an EKS Pod Identity role."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": ["sts:AssumeRole", "sts:TagSession"]}
-            ],
-        }
-    )
 
 
 def autoscaler_policy(cluster_name: str, region: str) -> str:
@@ -93,9 +82,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:autoscaler:ClusterAutoscaler", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        role = aws.iam.Role(f"{name}-role", assume_role_policy=pod_identity_trust(), tags=dict(args.tags), opts=child)
-        policy = aws.iam.RolePolicy(f"{name}-policy", role=role.id, policy=autoscaler_policy(args.cluster_name, args.region), opts=child)
+        role, policy = pod_identity_role(f"{name}-role", args.tags, self, inline_policy=autoscaler_policy(args.cluster_name, args.region))
         association = aws.eks.PodIdentityAssociation(
             f"{name}-identity",
             cluster_name=args.cluster_name,
@@ -105,13 +92,11 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
-        self.release = k8s.helm.v3.Release(
+        self.release = helm_release(
             name,
-            chart=args.chart.name,
-            version=args.chart.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=args.chart.repo),
-            namespace=NAMESPACE,
-            values={
+            args.chart,
+            NAMESPACE,
+            {
                 "cloudProvider": "aws",
                 "awsRegion": args.region,
                 "autoDiscovery": {"clusterName": args.cluster_name},
@@ -127,6 +112,6 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                     "skip-nodes-with-system-pods": False,
                 },
             },
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[association, policy, *args.depends_on]),
+            pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[association, policy, *args.depends_on]),
         )
         self.register_outputs({"role_arn": role.arn})

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_kubernetes as k8s
+
+from components.charts import helm_release
 
 from infra.config import GPU_TAINT_KEY
 from infra.versions import Chart
@@ -38,13 +39,11 @@ class DevicePlugins(pulumi.ComponentResource):
         super().__init__("higgsfield:device_plugins:DevicePlugins", name, None, opts)
         release_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
         self.releases = [
-            k8s.helm.v3.Release(
+            helm_release(
                 f"{name}-nvidia",
-                chart=args.nvidia.name,
-                version=args.nvidia.version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=args.nvidia.repo),
-                namespace=NAMESPACE,
-                values={
+                args.nvidia,
+                NAMESPACE,
+                {
                     "gfd": {"enabled": True},
                     "nodeSelector": GPU_NODES,
                     "tolerations": [GPU_TOLERATION],
@@ -55,19 +54,11 @@ class DevicePlugins(pulumi.ComponentResource):
                         "worker": {"nodeSelector": GPU_NODES, "tolerations": [GPU_TOLERATION]},
                     },
                 },
-                opts=release_opts,
+                release_opts,
             )
         ]
         if args.efa_pools:
             self.releases.append(
-                k8s.helm.v3.Release(
-                    f"{name}-efa",
-                    chart=args.efa.name,
-                    version=args.efa.version,
-                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=args.efa.repo),
-                    namespace=NAMESPACE,
-                    values={"nodeSelector": EFA_NODES, "tolerations": [GPU_TOLERATION]},
-                    opts=release_opts,
-                )
+                helm_release(f"{name}-efa", args.efa, NAMESPACE, {"nodeSelector": EFA_NODES, "tolerations": [GPU_TOLERATION]}, release_opts)
             )
         self.register_outputs({"releases": [r.name for r in self.releases]})

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
-from components.autoscaler import pod_identity_trust
+from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS
 from components.device_plugins import GPU_NODES, GPU_TOLERATION
+from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import Observability
 from infra.versions import AddonVersion, Chart
@@ -103,12 +103,6 @@ class MonitoringArgs:
     tags: Mapping[str, str]
 
 
-def _pod_identity_role(name: str, policy_arn: str, tags: Mapping[str, str], parent: pulumi.Resource) -> aws.iam.Role:
-    role = aws.iam.Role(name, assume_role_policy=pod_identity_trust(), tags=dict(tags), opts=pulumi.ResourceOptions(parent=parent))
-    aws.iam.RolePolicyAttachment(name, role=role.name, policy_arn=policy_arn, opts=pulumi.ResourceOptions(parent=parent))
-    return role
-
-
 class Monitoring(pulumi.ComponentResource):
     """Metrics, logs and node health for the GPU platform.
 
@@ -139,7 +133,7 @@ class Monitoring(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *deps]),
             )
 
-        ebs_role = _pod_identity_role(f"{name}-ebs-csi", "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy", tags, self)
+        ebs_role, _ = pod_identity_role(f"{name}-ebs-csi", tags, self, managed_policy_arn="arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy")
         ebs = addon(args.ebs_csi, (ebs_role, "ebs-csi-controller-sa"))
         in_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, ebs])
         storage_class = KubernetesObject(
@@ -162,17 +156,9 @@ class Monitoring(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
         )
 
-        def release(suffix: str, chart: Chart, values: dict, deps: Sequence[pulumi.Resource] = ()) -> k8s.helm.v3.Release:
-            return k8s.helm.v3.Release(
-                f"{name}-{suffix}",
-                name=chart.name,  # fixed release names give fixed service names (PROMETHEUS_URL)
-                chart=chart.name,
-                version=chart.version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
-                namespace=NAMESPACE,
-                values=values,
-                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, namespace, *deps]),
-            )
+        def release(suffix: str, chart: Chart, values: dict, deps: Sequence[pulumi.Resource] = ()) -> pulumi.Resource:
+            opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, namespace, *deps])
+            return helm_release(f"{name}-{suffix}", chart, NAMESPACE, values, opts)
 
         on_system = {"nodeSelector": SYSTEM_LABELS}
         release("prometheus", args.prometheus_stack, {
@@ -238,7 +224,7 @@ class Monitoring(pulumi.ComponentResource):
             )
             for kind in CONTAINER_INSIGHTS_LOGS
         ]
-        cloudwatch_role = _pod_identity_role(f"{name}-cloudwatch", "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy", tags, self)
+        cloudwatch_role, _ = pod_identity_role(f"{name}-cloudwatch", tags, self, managed_policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy")
         addon(args.cloudwatch, (cloudwatch_role, "cloudwatch-agent"), deps=groups)
         addon(args.node_monitoring)
         self.register_outputs({"grafana_dashboard": "higgsfield-gpus"})

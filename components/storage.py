@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.autoscaler import pod_identity_trust
+from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import Fsx
 from infra.versions import AddonVersion
@@ -132,8 +132,7 @@ class LustreFileSystem(pulumi.ComponentResource):
                 opts=child,
             )
 
-        role = aws.iam.Role(f"{name}-csi", assume_role_policy=pod_identity_trust(), tags=tags, opts=child)
-        aws.iam.RolePolicy(f"{name}-csi", role=role.id, policy=csi_policy(), opts=child)
+        role, _ = pod_identity_role(f"{name}-csi", tags, self, inline_policy=csi_policy())
         aws.eks.Addon(
             f"{name}-csi",
             cluster_name=args.cluster_name,

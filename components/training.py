@@ -20,6 +20,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS
 from components.kubernetes_objects import KubernetesObject
 from infra.config import PriorityClassSpec, Queue
@@ -76,15 +77,13 @@ class Volcano(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: VolcanoArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:training:Volcano", name, None, opts)
-        self.release = k8s.helm.v3.Release(
+        self.release = helm_release(
             name,
-            chart=args.chart.name,
-            version=args.chart.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=args.chart.repo),
-            namespace=VOLCANO_NAMESPACE,
+            args.chart,
+            VOLCANO_NAMESPACE,
+            {"custom": {"scheduler_config_override": scheduler_config_yaml(), "default_ns": SYSTEM_LABELS, "leader_elect_enable": True}},
+            pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
             create_namespace=True,
-            values={"custom": {"scheduler_config_override": scheduler_config_yaml(), "default_ns": SYSTEM_LABELS, "leader_elect_enable": True}},
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
         )
         after_crds = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release])
         for queue in args.queues:
@@ -140,13 +139,5 @@ class TrainingOperator(pulumi.ComponentResource):
         # An absolute path: the provider resolves it whatever its working directory. `higgsfield
         # diff` ignores where the checkout lives when it compares two plans.
         self.manifests = k8s.kustomize.v2.Directory(f"{name}", directory=str(KUSTOMIZATION), opts=after_scheduler)
-        k8s.helm.v3.Release(
-            f"{name}-metrics-server",
-            chart=args.metrics_server.name,
-            version=args.metrics_server.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=args.metrics_server.repo),
-            namespace="kube-system",
-            values={"nodeSelector": SYSTEM_LABELS},
-            opts=in_cluster,
-        )
+        helm_release(f"{name}-metrics-server", args.metrics_server, "kube-system", {"nodeSelector": SYSTEM_LABELS}, in_cluster)
         self.register_outputs({})
