@@ -70,16 +70,21 @@ class Network(pulumi.ComponentResource):
         self.private_subnets: dict[str, aws.ec2.Subnet] = {}
         private_route_tables = []
         nat: aws.ec2.NatGateway | None = None
-        for zone, private_cidr, public_cidr in zip(args.availability_zones, private_cidrs, public_cidrs):
-            public = aws.ec2.Subnet(
-                f"{name}-public-{zone}",
+
+        def subnet(kind: str, zone: str, cidr: str, load_balancer_role: str) -> aws.ec2.Subnet:
+            """Never hands out public IPs: NAT gateways and load balancers bring their own."""
+            return aws.ec2.Subnet(
+                f"{name}-{kind}-{zone}",
                 vpc_id=vpc.id,
-                cidr_block=public_cidr,
+                cidr_block=cidr,
                 availability_zone=zone,
                 map_public_ip_on_launch=False,
-                tags={**tags, **cluster_tag, "Name": f"{args.cluster_name}-public-{zone}", "kubernetes.io/role/elb": "1"},
+                tags={**tags, **cluster_tag, "Name": f"{args.cluster_name}-{kind}-{zone}", f"kubernetes.io/role/{load_balancer_role}": "1"},
                 opts=child,
             )
+
+        for zone, private_cidr, public_cidr in zip(args.availability_zones, private_cidrs, public_cidrs):
+            public = subnet("public", zone, public_cidr, "elb")
             aws.ec2.RouteTableAssociation(f"{name}-public-{zone}", subnet_id=public.id, route_table_id=public_rt.id, opts=child)
             if nat is None or args.nat_per_zone:
                 eip = aws.ec2.Eip(f"{name}-nat-{zone}", domain="vpc", tags={**tags, "Name": f"{args.cluster_name}-nat-{zone}"}, opts=child)
@@ -90,15 +95,7 @@ class Network(pulumi.ComponentResource):
                     tags={**tags, "Name": f"{args.cluster_name}-{zone}"},
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
                 )
-            private = aws.ec2.Subnet(
-                f"{name}-private-{zone}",
-                vpc_id=vpc.id,
-                cidr_block=private_cidr,
-                availability_zone=zone,
-                map_public_ip_on_launch=False,
-                tags={**tags, **cluster_tag, "Name": f"{args.cluster_name}-private-{zone}", "kubernetes.io/role/internal-elb": "1"},
-                opts=child,
-            )
+            private = subnet("private", zone, private_cidr, "internal-elb")
             route_table = aws.ec2.RouteTable(
                 f"{name}-private-{zone}",
                 vpc_id=vpc.id,
