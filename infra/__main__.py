@@ -62,7 +62,6 @@ def build(cfg: StackConfig) -> None:
         nvidia=versions.NVIDIA_DEVICE_PLUGIN, efa=versions.EFA_DEVICE_PLUGIN,
         efa_pools=any(p.efa for p in cfg.gpu_pools), provider=cluster.provider, depends_on=platform_ready))
 
-
     # 4. Training: the batch scheduler, then the controller that needs its PodGroup CRD
     sched = cfg.scheduler
     volcano = Volcano("volcano", VolcanoArgs(
@@ -71,7 +70,7 @@ def build(cfg: StackConfig) -> None:
         versions.METRICS_SERVER, cluster.provider, platform_ready, scheduler=volcano.release))
 
     # 5. Teams and shared storage
-    teams = Teams("teams", TeamsArgs(cfg.scheduler.teams, cfg.scheduler.priority_classes, cluster.provider, platform_ready))
+    teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cluster.provider, platform_ready))
     if cfg.fsx.enabled:
         LustreFileSystem("lustre", LustreArgs(
             cluster_name=name, settings=cfg.fsx, lustre_version=versions.LUSTRE_VERSION, csi_addon=versions.FSX_CSI_ADDON,
