@@ -234,3 +234,21 @@ def test_check_command_honours_a_stack_policy_config(project_copy, capsys, tmp_p
     config.write_text(json.dumps({"gpu-node-groups-scale-to-zero": "advisory"}))
     assert main(["check", "bad", "--policy-config", str(config)]) == 0
     assert "1 advisory" in capsys.readouterr().out
+
+
+def test_efa_policy_with_a_template_missing_its_interfaces_skips_the_pool():
+    resources = _gpu_group(efa=32)
+    template = next(r for r in resources if r.resource_type == rules.LAUNCH_TEMPLATE)
+    del template.props["__target"]["networkInterfaces"]
+    assert stack_violations("efa-pools", resources) == []
+
+
+def test_fsx_policy_flags_a_prod_file_system_missing_its_deployment_type():
+    resources = _fsx()
+    fs = next(r for r in resources if r.resource_type == rules.FSX)
+    del fs.props["__target"]["deploymentType"]
+    assert stack_violations("fsx-lustre", resources)
+
+
+def test_prod_protection_does_not_apply_without_an_environment_tag():
+    assert stack_violations("prod-data-protected", [R(rules.KMS_KEY, {})]) == []

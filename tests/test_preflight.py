@@ -129,3 +129,11 @@ def test_no_credentials_is_a_clear_message_not_a_traceback(monkeypatch, capsys, 
     assert main(["preflight", "dev"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no AWS credentials") and "Traceback" not in err
+
+
+def test_fsx_in_an_unavailable_zone_fails(aws):
+    def impaired(ZoneNames):
+        return {"AvailabilityZones": [{"ZoneName": z, "State": "impaired"} for z in ZoneNames]}
+
+    checks = _run(describe_availability_zones=impaired)
+    assert _failed(checks) == ["FSx for Lustre"]
