@@ -83,7 +83,7 @@ class Network(pulumi.ComponentResource):
                 opts=child,
             )
 
-        for zone, private_cidr, public_cidr in zip(args.availability_zones, private_cidrs, public_cidrs):
+        for zone, private_cidr, public_cidr in zip(args.availability_zones, private_cidrs, public_cidrs, strict=True):
             public = subnet("public", zone, public_cidr, "elb")
             aws.ec2.RouteTableAssociation(f"{name}-public-{zone}", subnet_id=public.id, route_table_id=public_rt.id, opts=child)
             if nat is None or args.nat_per_zone:

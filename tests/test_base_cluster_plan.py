@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import inspect
 
-import pytest
 
 from components.cluster import CONTROL_PLANE_LOG_TYPES
 from infra.offline import Plan, Resource

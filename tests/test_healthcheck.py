@@ -4,7 +4,6 @@ the objects rendered for a pool, and its GPU measurements when a GPU is present.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import kubernetes_validate
 import pytest
