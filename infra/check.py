@@ -83,19 +83,19 @@ def run_policies(plan: Plan, pack_config: Mapping[str, Any] | None = None) -> tu
         if level == "disabled":
             continue
 
-        def report(message: str, urn: str | None = None, _policy=policy.name, _level=level, _default_urn=None) -> None:
-            violations.append(Finding(_policy, _level, urn or _default_urn, message))
+        def reporter(default_urn: str | None, name: str = policy.name, at: str = level):
+            return lambda message, urn=None: violations.append(Finding(name, at, urn or default_urn, message))
 
         if isinstance(policy, ResourceValidationPolicy):
             for r in plan.resources:
                 args = ResourceValidationArgs(r.type, resources[r.urn].props, r.urn, r.name, options[r.urn], None, config)
                 try:
-                    policy.validate(args, lambda m, u=None, _urn=r.urn, _p=policy.name, _l=level: violations.append(Finding(_p, _l, u or _urn, m)))
+                    policy.validate(args, reporter(r.urn))
                 except UnknownValueError as exc:
                     skipped.append(Finding(policy.name, level, r.urn, f"not run during preview: {exc.message}"))
         else:
             try:
-                policy.validate(StackValidationArgs(list(resources.values()), config), report)
+                policy.validate(StackValidationArgs(list(resources.values()), config), reporter(None))
             except UnknownValueError as exc:
                 skipped.append(Finding(policy.name, level, None, f"not run during preview: {exc.message}"))
     violations.extend(_retained_in_prod(plan))
