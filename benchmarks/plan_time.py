@@ -27,14 +27,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _time_plan(project: Path, stack: str, runs: int) -> tuple[int, float]:
-    out = project / f"plan-{stack}.json"
+    out = Path(tempfile.mkdtemp()) / f"plan-{stack}.json"
     times = []
     for _ in range(runs):
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "infra.cli", "plan", stack, "--json", str(out)], cwd=project, check=True, capture_output=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
         times.append(time.perf_counter() - start)
-    return len(json.loads(out.read_text())["resources"]), statistics.median(times)
+    resources = len(json.loads(out.read_text())["resources"])
+    shutil.rmtree(out.parent)
+    return resources, statistics.median(times)
 
 
 def _generated_project(tmp: Path, pools: int) -> Path:
