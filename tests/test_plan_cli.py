@@ -65,3 +65,22 @@ def test_plan_shows_per_gpu_pool_type_gpus_efa_zone_sizes_and_capacity(capsys, m
     out = capsys.readouterr().out
     (row,) = [line for line in out.splitlines() if line.strip().startswith("h100 ")]
     assert row.split() == ["h100", "p5.48xlarge", "8", "32", "us-east-2b", "0", "16", "ON_DEMAND"]
+
+
+def test_pulumi_yaml_config_declarations_are_ones_the_pulumi_cli_accepts():
+    """Pulumi's project schema (pulumi/pulumi sdk/go/common/workspace/project.json) requires a
+    `type` of string, integer, boolean or array (with `items`) on every declared config key."""
+    declared = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
+    for key, decl in declared.items():
+        assert decl["type"] in ("string", "integer", "boolean", "array"), key
+        assert set(decl) <= {"type", "items", "description", "secret", "default"}, key
+        if decl["type"] == "array":
+            assert decl["items"]["type"] in ("string", "integer", "boolean"), key
+
+
+def test_every_declared_key_without_a_default_is_set_in_every_stack():
+    """The Pulumi CLI refuses a stack that lacks a declared key without a default."""
+    declared = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
+    required = {f"higgsfield:{k}" for k, d in declared.items() if "default" not in d}
+    for path in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+        assert required <= set(yaml.safe_load(path.read_text())["config"]), path.name
