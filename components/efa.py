@@ -40,6 +40,13 @@ def efa_count(layout: list[Interface]) -> int:
     return sum(1 for i in layout if i.efa_only)
 
 
+def efa_resources(instance: InstanceFacts) -> dict[str, int | str]:
+    """What an EFA node offers and an EFA pod asks for: every EFA interface of the instance,
+    and the huge pages reserved at boot. One place, so that the autoscaler's node template and
+    the jobs that must fit on it can never disagree."""
+    return {"vpc.amazonaws.com/efa": efa_count(efa_interfaces_for(instance)), "hugepages-2Mi": f"{EFA_HUGEPAGES_2MI * 2}Mi"}
+
+
 def node_user_data(raid0: bool, hugepages: int) -> str | None:
     """AL2023 user data (MIME multipart, merged by EKS with its own): a nodeadm NodeConfig that
     builds a RAID0 array of the local NVMe drives for kubelet and containerd, and a script

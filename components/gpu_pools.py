@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_count, efa_interfaces_for, node_user_data
+from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_interfaces_for, efa_resources, node_user_data
 from components.nodes import launch_template
 from infra.config import GPU_TAINT_KEY, GpuPool, Taint
 
@@ -48,8 +48,7 @@ def pool_resources(pool: GpuPool) -> dict[str, str]:
     """Extended resources a node of the pool offers, for the autoscaler's node template."""
     resources = {"nvidia.com/gpu": str(pool.gpus_per_node)}
     if pool.efa:
-        resources["vpc.amazonaws.com/efa"] = str(efa_count(efa_interfaces_for(pool.instance)))
-        resources["hugepages-2Mi"] = f"{EFA_HUGEPAGES_2MI * 2}Mi"
+        resources.update({name: str(amount) for name, amount in efa_resources(pool.instance).items()})
     return resources
 
 

@@ -123,16 +123,13 @@ def validate_manifests(plan: Plan) -> list[Finding]:
 
     version = plan.config.kubernetes_version
     objects = [o for o in manifests(plan) if o["kind"] not in CRD_KINDS]
-    if plan.config.gpu_pools and plan.config.scheduler.teams:
-        for example in jobs.EXAMPLES:
-            if example == "mpi-nccl-tests" and not any(p.efa for p in plan.config.gpu_pools):
+    for example in jobs.examples_for(plan.config):
+        for obj in jobs.render(example, plan.config):
+            if obj["kind"] == "ConfigMap":
+                objects.append(obj)
                 continue
-            for obj in jobs.render(example, plan.config):
-                if obj["kind"] == "ConfigMap":
-                    objects.append(obj)
-                    continue
-                for i, template in enumerate(jobs.pod_templates(obj)):
-                    objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{obj['metadata']['name']}-{i}"}, "spec": template["spec"]})
+            for i, template in enumerate(jobs.pod_templates(obj)):
+                objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{obj['metadata']['name']}-{i}"}, "spec": template["spec"]})
     findings = []
     for obj in objects:
         try:

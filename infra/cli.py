@@ -182,14 +182,11 @@ def write_manifests(plan: Plan, folder: Path) -> list[Path]:
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    if plan.config.gpu_pools and plan.config.scheduler.teams:
+    for example in jobs.examples_for(plan.config):
         (folder / "examples").mkdir(exist_ok=True)
-        for example in jobs.EXAMPLES:
-            if example == "mpi-nccl-tests" and not any(p.efa for p in plan.config.gpu_pools):
-                continue
-            path = folder / "examples" / f"{example}.yaml"
-            path.write_text(jobs.to_yaml(jobs.render(example, plan.config)))
-            written.append(path)
+        path = folder / "examples" / f"{example}.yaml"
+        path.write_text(jobs.to_yaml(jobs.render(example, plan.config)))
+        written.append(path)
     for obj in manifests(plan):
         meta = obj.get("metadata") or {}
         name = "-".join(p for p in (obj.get("kind", "object").lower(), meta.get("namespace"), meta.get("name")) if p)

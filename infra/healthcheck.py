@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from components.efa import EFA_HUGEPAGES_2MI, efa_count, efa_interfaces_for
+from components.device_plugins import GPU_TOLERATION
+from components.efa import efa_count, efa_interfaces_for, efa_resources
 from components.storage import MOUNT_PATH, PVC_NAME
 from infra import versions
 from infra.config import ConfigError, GpuPool, StackConfig
 
 PROGRAM = Path(__file__).resolve().parent / "node_check.py"
 ACCOUNT = "higgsfield-healthcheck"
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def _env(cfg: StackConfig, pool: GpuPool) -> list[dict]:
@@ -36,7 +36,7 @@ def _env(cfg: StackConfig, pool: GpuPool) -> list[dict]:
 def _pod_spec(cfg: StackConfig, pool: GpuPool, app: str, command: list[str], container: str) -> dict:
     limits: dict = {"nvidia.com/gpu": pool.gpus_per_node, "memory": "32Gi"}
     if pool.efa:
-        limits.update({"vpc.amazonaws.com/efa": efa_count(efa_interfaces_for(pool.instance)), "hugepages-2Mi": f"{EFA_HUGEPAGES_2MI * 2}Mi"})
+        limits.update(efa_resources(pool.instance))
     mounts = [{"name": "code", "mountPath": "/code"}]
     volumes: list[dict] = [{"name": "code", "configMap": {"name": ACCOUNT}}]
     if cfg.fsx.enabled:

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from components.efa import EFA_HUGEPAGES_2MI, efa_count, efa_interfaces_for
+from components.efa import efa_resources
 from components.storage import MOUNT_PATH, PVC_NAME
 from infra import versions
 from infra.config import ConfigError, GpuPool, StackConfig, Team
@@ -50,6 +50,13 @@ def _pick_team(cfg: StackConfig, name: str | None) -> Team:
     return found[0]
 
 
+def examples_for(cfg: StackConfig) -> list[str]:
+    """The examples a stack can run: none without GPU pools or teams, the NCCL test only with EFA."""
+    if not (cfg.gpu_pools and cfg.scheduler.teams):
+        return []
+    return [e for e in EXAMPLES if e != "mpi-nccl-tests" or any(p.efa for p in cfg.gpu_pools)]
+
+
 def pod_templates(job: dict) -> Iterator[dict]:
     """Every replica's pod template of a Kubeflow job."""
     for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs"):
@@ -61,12 +68,11 @@ def _on_gpu_pool(template: dict) -> bool:
     return "higgsfield.io/pool" in (template["spec"].get("nodeSelector") or {})
 
 
-def _attach_efa(template: dict, interfaces: int) -> None:
+def _attach_efa(template: dict, resources: dict) -> None:
     """EFA interfaces and the huge pages libfabric needs, on the main container."""
     main = template["spec"]["containers"][0]
     limits = main.setdefault("resources", {}).setdefault("limits", {})
-    limits["vpc.amazonaws.com/efa"] = interfaces
-    limits["hugepages-2Mi"] = f"{EFA_HUGEPAGES_2MI * 2}Mi"
+    limits.update(resources)
     limits.setdefault("memory", "64Gi")  # hugepages need a memory limit (or request) on the container
 
 
@@ -122,7 +128,7 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         if not _on_gpu_pool(template):
             continue
         if chosen.efa:
-            _attach_efa(template, efa_count(efa_interfaces_for(chosen.instance)))
+            _attach_efa(template, efa_resources(chosen.instance))
         if cfg.fsx.enabled and example != "mpi-nccl-tests":
             _attach_lustre(template, name)
     objects: list[dict[str, Any]] = [job]

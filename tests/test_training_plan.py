@@ -136,7 +136,7 @@ def test_metrics_server_is_pinned_for_elastic_job_autoscaling(plan):
 
 # --- example jobs --------------------------------------------------------------------------
 
-RENDERED = [(s, e) for s in STACKS for e in jobs.EXAMPLES if not (e == "mpi-nccl-tests" and not any(p.efa for p in plan_of(s).config.gpu_pools))]
+RENDERED = [(s, e) for s in STACKS for e in jobs.examples_for(plan_of(s).config)]
 
 
 @pytest.fixture(params=RENDERED, ids=lambda p: f"{p[0]}-{p[1]}")
