@@ -54,11 +54,10 @@ def _launch_template(i: dict) -> str:
 
 
 def lustre_throughput_mb_s(i: dict) -> float:
-    """FSx counts 1200 GiB as 1.2 TiB; SCRATCH_2 has a fixed 200 MB/s per TiB."""
-    from infra.config import SCRATCH_2_THROUGHPUT_PER_TIB
+    """The throughput of a recorded FSx for Lustre file system's inputs."""
+    from infra.config import lustre_throughput_mb_s as throughput
 
-    per_tib = i.get("perUnitStorageThroughput") or SCRATCH_2_THROUGHPUT_PER_TIB
-    return i.get("storageCapacity", 0) / 1000 * per_tib
+    return throughput(i.get("storageCapacity", 0), i.get("perUnitStorageThroughput"))
 
 
 def _lustre(i: dict) -> str:

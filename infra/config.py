@@ -189,8 +189,7 @@ class S3Link:
 
 @dataclass(frozen=True)
 class Fsx:
-    """FSx for Lustre shared storage. Throughput in MB/s = capacity (TiB, as FSx counts: 1200 GiB
-    is 1.2 TiB) x the per-TiB rate."""
+    """FSx for Lustre shared storage (throughput: `lustre_throughput_mb_s`)."""
 
     enabled: bool = False
     deployment_type: str = "PERSISTENT_2"
@@ -201,9 +200,12 @@ class Fsx:
     availability_zone: str | None = None
     backup_retention_days: int = 0
 
-    @property
-    def throughput_mb_s(self) -> float:
-        return self.storage_capacity_gib / 1000 * self.throughput_per_tib
+
+
+def lustre_throughput_mb_s(capacity_gib: int, per_tib: int | None) -> float:
+    """Throughput in MB/s = capacity in TiB as FSx counts it (1200 GiB is 1.2 TiB) x the per-TiB
+    rate; SCRATCH_2 (no rate set) has a fixed 200 MB/s per TiB."""
+    return capacity_gib / 1000 * (per_tib or SCRATCH_2_THROUGHPUT_PER_TIB)
 
 
 @dataclass(frozen=True)
@@ -404,7 +406,7 @@ class Catalog(Protocol):
     def offered_in(self, instance_type: str, location: str, location_type: str = ...) -> bool: ...
 
 
-_POOL_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$")
 _RESERVATION = re.compile(r"^cr-[0-9a-f]{8,17}$")
 _DURATION = re.compile(r"^\d+(s|m|h)$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -458,9 +460,7 @@ def _instance_types(key: str, value: Any, zone: str, region: str, catalog: Catal
 
 def _gpu_pool(key: str, value: Any, zones: Sequence[str], region: str, catalog: Catalog) -> GpuPool:
     obj = _Obj(key, value)
-    name = _str(obj.key("name"), obj.get("name"))
-    if not _POOL_NAME.match(name):
-        raise ConfigError(obj.key("name"), f"{name!r} must be a lowercase DNS label of at most 30 characters")
+    name = _dns_name(obj.key("name"), obj.get("name"))
     zone = _str(obj.key("availabilityZone"), obj.get("availabilityZone"))
     if zone not in zones:
         raise ConfigError(obj.key("availabilityZone"), f"{zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})")
@@ -604,7 +604,7 @@ _MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for 
 
 def _dns_name(key: str, value: Any) -> str:
     name = _str(key, value)
-    if not _POOL_NAME.match(name):
+    if not _DNS_LABEL.match(name):
         raise ConfigError(key, f"{name!r} must be a lowercase DNS label of at most 30 characters")
     return name
 
