@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -133,12 +132,3 @@ class Cluster(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.secret(self.eks.kubeconfig_json)
         self.register_outputs({"cluster_name": self.cluster_name, "kubeconfig": self.kubeconfig})
 
-
-def trust_policy(service: str) -> str:
-    """An IAM trust policy letting one AWS service assume the role."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
-        }
-    )

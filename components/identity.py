@@ -9,16 +9,19 @@ import pulumi
 import pulumi_aws as aws
 
 
-def pod_identity_trust() -> str:
-    """Trust policy for an EKS Pod Identity role."""
+def trust_policy(service: str, *actions: str) -> str:
+    """An IAM trust policy letting one AWS service assume the role."""
     return json.dumps(
         {
             "Version": "2012-10-17",
-            "Statement": [
-                {"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": ["sts:AssumeRole", "sts:TagSession"]}
-            ],
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": list(actions) or "sts:AssumeRole"}],
         }
     )
+
+
+def pod_identity_trust() -> str:
+    """Trust policy for an EKS Pod Identity role (Pod Identity also tags the session)."""
+    return trust_policy("pods.eks.amazonaws.com", "sts:AssumeRole", "sts:TagSession")
 
 
 def pod_identity_role(

@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.cluster import trust_policy
+from components.identity import trust_policy
 
 # Managed policies a node needs, and nothing more: join the cluster, pull images, and the
 # VPC CNI's ENI management (aws-node runs with the node's credentials).
