@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 import importlib.util
 from pathlib import Path
 from typing import Any
@@ -217,20 +217,22 @@ class Plan:
             raise AssertionError(f"expected one {type_}, found {len(found)}")
         return found[0]
 
+    @cached_property
+    def _index(self) -> dict[str, Resource]:
+        return {r.urn: r for r in self.resources}
+
     def by_urn(self, urn: str) -> Resource:
-        return next(r for r in self.resources if r.urn == urn)
+        return self._index[urn]
 
     def children(self, parent: Resource, type_: str | None = None) -> list[Resource]:
         """Resources whose parent chain passes through `parent`."""
         found = []
         for r in self.resources:
             p = r.parent
-            while p is not None:
-                if p == parent.urn:
-                    if type_ is None or r.type == type_:
-                        found.append(r)
-                    break
-                p = self.by_urn(p).parent if any(x.urn == p for x in self.resources) else None
+            while p in self._index and p != parent.urn:
+                p = self._index[p].parent
+            if p == parent.urn and (type_ is None or r.type == type_):
+                found.append(r)
         return found
 
     def as_dict(self) -> dict:
