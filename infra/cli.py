@@ -97,9 +97,8 @@ def gpu_pool_rows(plan: Plan) -> list[dict]:
         labels = group.inputs.get("labels") or {}
         if labels.get("nvidia.com/gpu.present") != "true":
             continue
-        deps = [plan.by_urn(u) for u in group.dependencies]
-        template = next(d for d in deps if d.type == "aws:ec2/launchTemplate:LaunchTemplate")
-        zones = sorted({d.inputs.get("availabilityZone") for d in deps if d.type == "aws:ec2/subnet:Subnet"})
+        (template,) = plan.dependencies_of(group, "aws:ec2/launchTemplate:LaunchTemplate")
+        zones = sorted({s.inputs.get("availabilityZone") for s in plan.dependencies_of(group, "aws:ec2/subnet:Subnet")})
         tags = {
             t.inputs["tag"]["key"].rsplit("/", 1)[-1]: t.inputs["tag"]["value"]
             for t in plan.of_type("aws:autoscaling/tag:Tag")

@@ -83,7 +83,7 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
     for group in plan.of_type("aws:eks/nodeGroup:NodeGroup"):
         labels = group.inputs.get("labels") or {}
         scaling = group.inputs["scalingConfig"]
-        template = next(plan.by_urn(u) for u in group.dependencies if plan.by_urn(u).type == "aws:ec2/launchTemplate:LaunchTemplate")
+        (template,) = plan.dependencies_of(group, "aws:ec2/launchTemplate:LaunchTemplate")
         root_gib = template.inputs["blockDeviceMappings"][0]["ebs"]["volumeSize"]
         instance = group.inputs["instanceTypes"][0]
         if labels.get("nvidia.com/gpu.present") != "true":  # the system nodes run all the time

@@ -224,6 +224,10 @@ class Plan:
     def by_urn(self, urn: str) -> Resource:
         return self._index[urn]
 
+    def dependencies_of(self, resource: Resource, type_: str | None = None) -> list[Resource]:
+        """What `resource` depends on (of one type, if given)."""
+        return [self._index[u] for u in resource.dependencies if type_ is None or self._index[u].type == type_]
+
     def children(self, parent: Resource, type_: str | None = None) -> list[Resource]:
         """Resources whose parent chain passes through `parent`."""
         found = []

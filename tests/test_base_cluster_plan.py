@@ -23,12 +23,12 @@ def _system_node_group(plan: Plan) -> Resource:
 
 
 def _launch_template_of(plan: Plan, node_group: Resource) -> Resource:
-    (template,) = [plan.by_urn(u) for u in node_group.dependencies if plan.by_urn(u).type == LAUNCH_TEMPLATE]
+    (template,) = plan.dependencies_of(node_group, LAUNCH_TEMPLATE)
     return template
 
 
 def _cluster_key(plan: Plan) -> Resource:
-    (key,) = [plan.by_urn(u) for u in plan.one(CLUSTER).dependencies if plan.by_urn(u).type == KMS_KEY]
+    (key,) = plan.dependencies_of(plan.one(CLUSTER), KMS_KEY)
     return key
 
 
@@ -98,7 +98,7 @@ def test_system_nodes_root_volume_is_encrypted_gp3(plan):
 
 def test_system_nodes_sit_only_in_private_subnets(plan):
     group = _system_node_group(plan)
-    subnets = [plan.by_urn(u) for u in group.dependencies if plan.by_urn(u).type == SUBNET]
+    subnets = plan.dependencies_of(group, SUBNET)
     assert subnets and all("kubernetes.io/role/internal-elb" in s.inputs["tags"] for s in subnets)
 
 

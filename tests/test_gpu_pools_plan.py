@@ -24,7 +24,7 @@ def gpu_groups(plan: Plan) -> list[Resource]:
 
 
 def deps_of(plan: Plan, r: Resource, type_: str) -> list[Resource]:
-    return [plan.by_urn(u) for u in r.dependencies if plan.by_urn(u).type == type_]
+    return plan.dependencies_of(r, type_)
 
 
 def asg_tags(plan: Plan, group: Resource) -> dict[str, str]:

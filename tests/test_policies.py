@@ -197,7 +197,7 @@ def test_broken_stack_fails_with_the_right_policy_names():
     cluster.inputs.update(endpointPublicAccess=True, publicAccessCidrs=["0.0.0.0/0"])
     h100 = next(g for g in plan.of_type(rules.NODE_GROUP) if g.inputs["labels"].get("higgsfield.io/pool") == "h100")
     h100.inputs["scalingConfig"]["minSize"] = 2
-    template = next(plan.by_urn(u) for u in h100.dependencies if plan.by_urn(u).type == rules.LAUNCH_TEMPLATE)
+    (template,) = plan.dependencies_of(h100, rules.LAUNCH_TEMPLATE)
     template.inputs["networkInterfaces"] = template.inputs["networkInterfaces"][:2]  # ENA + 1 EFA of 32
     fs = plan.one(rules.FSX)
     other = next(s for s in plan.of_type(rules.SUBNET) if s.inputs["availabilityZone"] == "us-east-2a" and "kubernetes.io/role/internal-elb" in s.inputs["tags"])

@@ -22,7 +22,7 @@ def fsx_plan(request) -> Plan:
 
 
 def _deps(plan: Plan, r: Resource, type_: str) -> list[Resource]:
-    return [plan.by_urn(u) for u in r.dependencies if plan.by_urn(u).type == type_]
+    return plan.dependencies_of(r, type_)
 
 
 def _closure(plan: Plan, r: Resource) -> set[str]:
