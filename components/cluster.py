@@ -10,6 +10,7 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from components.addons import managed_addon
 from infra.versions import AddonVersion
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
@@ -111,14 +112,8 @@ class Cluster(pulumi.ComponentResource):
         self.cluster_name = args.cluster_name
         self.node_security_group_id = self.eks.node_security_group_id
         self.addons = [
-            aws.eks.Addon(
-                f"{name}-{addon}",
-                cluster_name=args.cluster_name,
-                addon_name=addon,
-                addon_version=args.addons[addon].version,
-                resolve_conflicts_on_create="OVERWRITE",
-                resolve_conflicts_on_update="PRESERVE",
-                tags=tags,
+            managed_addon(
+                f"{name}-{addon}", args.cluster_name, args.addons[addon], tags=tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.eks]),
             )
             for addon in MANAGED_ADDONS

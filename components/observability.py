@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.addons import managed_addon
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS
 from components.device_plugins import GPU_NODES, GPU_TOLERATION
@@ -121,15 +122,9 @@ class Monitoring(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         def addon(addon: AddonVersion, identity: tuple[aws.iam.Role, str] | None = None, deps: Sequence[pulumi.Resource] = ()) -> aws.eks.Addon:
-            return aws.eks.Addon(
-                f"{name}-{addon.name}",
-                cluster_name=args.cluster_name,
-                addon_name=addon.name,
-                addon_version=addon.version,
-                pod_identity_associations=[aws.eks.AddonPodIdentityAssociationArgs(role_arn=identity[0].arn, service_account=identity[1])] if identity else None,
-                resolve_conflicts_on_create="OVERWRITE",
-                resolve_conflicts_on_update="PRESERVE",
-                tags=tags,
+            return managed_addon(
+                f"{name}-{addon.name}", args.cluster_name, addon, tags=tags,
+                identity=(identity[0].arn, identity[1]) if identity else None,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *deps]),
             )
 

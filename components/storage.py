@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.addons import managed_addon
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import Fsx
@@ -133,15 +134,8 @@ class LustreFileSystem(pulumi.ComponentResource):
             )
 
         role, _ = pod_identity_role(f"{name}-csi", tags, self, inline_policy=csi_policy())
-        aws.eks.Addon(
-            f"{name}-csi",
-            cluster_name=args.cluster_name,
-            addon_name=args.csi_addon.name,
-            addon_version=args.csi_addon.version,
-            pod_identity_associations=[aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account=CSI_CONTROLLER_SA)],
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="PRESERVE",
-            tags=tags,
+        managed_addon(
+            f"{name}-csi", args.cluster_name, args.csi_addon, tags=tags, identity=(role.arn, CSI_CONTROLLER_SA),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.addon_depends_on)),
         )
 
