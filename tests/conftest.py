@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.offline import Plan, record, stack_names
+from infra.cli.offline import Plan, record, stack_names
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = stack_names(ROOT)
@@ -95,7 +95,7 @@ def delete_key(key: str) -> Callable[[dict], None]:
 
 def assert_plan_rejects(project_copy, capsys, base: str, change, key: str, detail: str) -> None:
     """`higgsfield plan` on the changed stack exits 2 with one line naming `key`."""
-    from infra.cli import main
+    from infra.cli.main import main
 
     project_copy(base, change)
     assert main(["plan", "bad"]) == 2

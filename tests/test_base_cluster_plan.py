@@ -8,7 +8,7 @@ import inspect
 
 
 from components.cluster import CONTROL_PLANE_LOG_TYPES
-from infra.offline import Plan, Resource
+from infra.cli.offline import Plan, Resource
 
 VPC = "aws:ec2/vpc:Vpc"
 SUBNET = "aws:ec2/subnet:Subnet"

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from infra.cli import main
+from infra.cli.main import main
 from infra.config import ConfigError
-from infra.offline import record
+from infra.cli.offline import record
 from tests.conftest import assert_plan_rejects, delete_key, set_field, set_key
 
 

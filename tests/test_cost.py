@@ -9,8 +9,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from infra import cost
-from infra.offline import record
+from infra.cli import cost
+from infra.cli.offline import record
 from tests.conftest import STACKS, plan_of, set_key, set_pool
 
 PRICES = cost.load_prices()
@@ -110,7 +110,7 @@ def test_refresh_without_a_price_is_an_error():
 
 
 def test_cost_command_prints_idle_and_full_columns_and_writes_json(capsys, monkeypatch, tmp_path):
-    from infra.cli import main
+    from infra.cli.main import main
     from tests.conftest import ROOT
 
     monkeypatch.chdir(ROOT)

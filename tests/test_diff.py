@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.cli import main
-from infra.diff import compare
+from infra.cli.main import main
+from infra.cli.diff import compare
 from tests.conftest import ROOT
 
 

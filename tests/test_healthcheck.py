@@ -8,8 +8,9 @@ import json
 import kubernetes_validate
 import pytest
 
-from infra import healthcheck, node_check
-from infra.node_check import Expectations, Gpu
+import node_check
+from infra.cli import healthcheck
+from node_check import Expectations, Gpu
 from tests.conftest import ROOT, plan_of
 
 SMI = """NVIDIA H100 80GB HBM3, 580.95.05, 81559
@@ -144,7 +145,7 @@ def test_thresholds_and_expectations_come_from_the_stack(rendered):
 def test_the_program_in_the_config_map_is_the_tested_one(rendered):
     _, _, objects = rendered
     (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
-    assert config_map["data"]["node_check.py"] == (ROOT / "infra" / "node_check.py").read_text()
+    assert config_map["data"]["node_check.py"] == (ROOT / "images" / "training" / "node_check.py").read_text()
 
 
 def test_multi_node_pools_also_get_an_nccl_allreduce_job(rendered):
@@ -156,7 +157,7 @@ def test_multi_node_pools_also_get_an_nccl_allreduce_job(rendered):
 
 
 def test_health_check_render_rejects_an_unknown_pool(capsys, monkeypatch):
-    from infra.cli import main
+    from infra.cli.main import main
 
     monkeypatch.chdir(ROOT)
     assert main(["healthcheck", "render", "h100", "--stack", "dev"]) == 2

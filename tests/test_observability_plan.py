@@ -130,7 +130,7 @@ def test_bad_observability_setting_names_the_key(case, project_copy, capsys):
 
 
 def test_observability_can_be_switched_off(project_copy):
-    from infra.offline import record
+    from infra.cli.offline import record
 
     root = project_copy("dev", set_key(O, {"enabled": False, "nodeAutoRepair": False}))
     plan = record("bad", root=root)

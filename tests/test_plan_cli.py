@@ -6,7 +6,7 @@ import json
 
 import yaml
 
-from infra.cli import main
+from infra.cli.main import main
 from infra.config import parse
 from tests.conftest import ROOT
 

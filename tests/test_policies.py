@@ -18,7 +18,7 @@ from pulumi_policy import (
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from infra import versions
-from infra.check import run_policies
+from infra.cli.check import run_policies
 from policies import rules
 from tests.conftest import STACKS, plan_of
 
@@ -207,7 +207,7 @@ def test_broken_stack_fails_with_the_right_policy_names():
 
 
 def test_check_command_passes_a_shipped_stack(capsys, monkeypatch):
-    from infra.cli import main
+    from infra.cli.main import main
     from tests.conftest import ROOT
 
     monkeypatch.chdir(ROOT)
@@ -216,7 +216,7 @@ def test_check_command_passes_a_shipped_stack(capsys, monkeypatch):
 
 
 def test_check_command_fails_a_gpu_pool_that_never_scales_to_zero(project_copy, capsys):
-    from infra.cli import main
+    from infra.cli.main import main
     from tests.conftest import set_pool
 
     project_copy("dev", set_pool(0, minSize=1))
@@ -226,7 +226,7 @@ def test_check_command_fails_a_gpu_pool_that_never_scales_to_zero(project_copy, 
 
 
 def test_check_command_honours_a_stack_policy_config(project_copy, capsys, tmp_path):
-    from infra.cli import main
+    from infra.cli.main import main
     from tests.conftest import set_pool
 
     project_copy("dev", set_pool(0, minSize=1))

@@ -8,7 +8,7 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from infra import preflight
+from infra.cli import preflight
 from tests.conftest import ROOT, plan_of
 
 REGION = "us-east-2"
@@ -118,7 +118,7 @@ def test_missing_nvidia_ami_fails(aws):
 
 
 def test_no_credentials_is_a_clear_message_not_a_traceback(monkeypatch, capsys, tmp_path):
-    from infra.cli import main
+    from infra.cli.main import main
 
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"):
         monkeypatch.delenv(var, raising=False)

@@ -7,8 +7,8 @@ import kubernetes_validate
 import pytest
 
 from components.storage import MOUNT_OPTIONS, PVC_NAME
-from infra.cli import lustre_throughput_mb_s, main, manifests
-from infra.offline import Plan, Resource, record
+from infra.cli.main import lustre_throughput_mb_s, main, manifests
+from infra.cli.offline import Plan, Resource, record
 from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_field, set_key
 
 FS = "aws:fsx/lustreFileSystem:LustreFileSystem"

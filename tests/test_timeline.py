@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra import timeline
-from infra.offline import Plan, Resource
+from infra.cli import timeline
+from infra.cli.offline import Plan, Resource
 from tests.conftest import STACKS, plan_of
 
 

@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from components.training import KUSTOMIZATION
-from infra import jobs, versions
-from infra.offline import Plan
+from infra import versions
+from infra.cli import jobs
+from infra.cli.offline import Plan
 from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_field
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -230,7 +231,7 @@ def test_training_script_compiles():
 
 
 def test_jobs_render_prints_yaml_for_kubectl(capsys, monkeypatch):
-    from infra.cli import main
+    from infra.cli.main import main
 
     monkeypatch.chdir(ROOT)
     assert main(["jobs", "render", "pytorch-ddp", "--stack", "staging", "--pool", "h100", "--team", "vision"]) == 0
@@ -241,7 +242,7 @@ def test_jobs_render_prints_yaml_for_kubectl(capsys, monkeypatch):
 
 
 def test_jobs_render_rejects_an_unknown_pool_naming_the_option(capsys, monkeypatch):
-    from infra.cli import main
+    from infra.cli.main import main
 
     monkeypatch.chdir(ROOT)
     assert main(["jobs", "render", "pytorch-ddp", "--stack", "dev", "--pool", "h100"]) == 2

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.offline import Plan
+from infra.cli.offline import Plan
 
 PRICE_FILE = Path(__file__).resolve().parent / "data" / "prices.json"
 

@@ -1,6 +1,6 @@
 """`higgsfield healthcheck render POOL --stack STACK`: the post-deploy health check of a GPU pool
 as Kubernetes objects for `kubectl apply -f -`: a Job with one pod per node running
-infra/node_check.py (shipped in a ConfigMap), the RBAC it needs to label nodes, and, for two or
+images/training/node_check.py (shipped in a ConfigMap), the RBAC it needs to label nodes, and, for two or
 more nodes, a PyTorchJob that measures NCCL all-reduce bus bandwidth across them."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from components.storage import MOUNT_PATH, PVC_NAME
 from infra import versions
 from infra.config import ConfigError, GpuPool, StackConfig
 
-PROGRAM = Path(__file__).resolve().parent / "node_check.py"
+PROGRAM = Path(__file__).resolve().parents[2] / "images" / "training" / "node_check.py"
 ACCOUNT = "higgsfield-healthcheck"
 
 

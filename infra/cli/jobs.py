@@ -21,7 +21,7 @@ from components.storage import MOUNT_PATH, PVC_NAME
 from infra import versions
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLES = ("pytorch-ddp", "pytorch-elastic", "mpi-nccl-tests")
 TRAIN_SCRIPT = "train_ddp.py"
 

@@ -43,7 +43,7 @@ def project_root(start: Path | None = None) -> Path:
     for folder in [(start or Path.cwd()).resolve(), *(start or Path.cwd()).resolve().parents]:
         if (folder / "Pulumi.yaml").is_file():
             return folder
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def stack_names(root: Path) -> list[str]:
@@ -206,7 +206,7 @@ class Plan:
     outputs: dict[str, Any]
     invokes: list[tuple[str, dict]] = field(default_factory=list)
     config: Any = None  # the StackConfig the program was built from
-    code_root: str = str(Path(__file__).resolve().parent.parent)  # the checkout whose code built it
+    code_root: str = str(Path(__file__).resolve().parents[2])  # the checkout whose code built it
 
     def of_type(self, type_: str) -> list[Resource]:
         return [r for r in self.resources if r.type == type_]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.offline import COMPUTED, Plan
+from infra.cli.offline import COMPUTED, Plan
 
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 CRD_KINDS = {"Queue", "PyTorchJob", "MPIJob"}
@@ -118,8 +118,8 @@ def validate_manifests(plan: Plan) -> list[Finding]:
     ConfigMaps, against the schema of the stack's Kubernetes version."""
     import kubernetes_validate
 
-    from infra import jobs
-    from infra.cli import manifests
+    from infra.cli import jobs
+    from infra.cli.main import manifests
 
     version = plan.config.kubernetes_version
     objects = [o for o in manifests(plan) if o["kind"] not in CRD_KINDS]

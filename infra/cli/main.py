@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from infra.offline import COMPUTED, Plan, Resource, StackNotFound, record
+from infra.cli.offline import COMPUTED, Plan, Resource, StackNotFound, record
 
 # --- what a reviewer wants to see per resource type ---------------------------------------
 
@@ -176,7 +176,7 @@ def manifests(plan: Plan) -> list[dict]:
 def write_manifests(plan: Plan, folder: Path) -> list[Path]:
     """The program's own Kubernetes objects, one file each, and the example jobs filled in for
     the stack under examples/ (those are for `kubectl apply`, not deployed by `pulumi up`)."""
-    from infra import jobs
+    from infra.cli import jobs
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []
@@ -210,8 +210,8 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from infra.check import load_pack_config, run_policies, validate_manifests
-    from infra.offline import project_root
+    from infra.cli.check import load_pack_config, run_policies, validate_manifests
+    from infra.cli.offline import project_root
 
     plan = record(args.stack)
     config_path = Path(args.policy_config) if args.policy_config else project_root() / "policies" / "config" / f"{args.stack}.json"
@@ -230,8 +230,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from infra.diff import diff_stack, render_diff
-    from infra.offline import project_root
+    from infra.cli.diff import diff_stack, render_diff
+    from infra.cli.offline import project_root
 
     diff = diff_stack(args.stack, args.base, project_root(), set(args.allow or []))
     print(render_diff(args.stack, args.base, diff))
@@ -239,7 +239,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _cost(args: argparse.Namespace) -> int:
-    from infra import cost
+    from infra.cli import cost
 
     plan = record(args.stack)
     price_file = Path(args.prices) if args.prices else cost.PRICE_FILE
@@ -270,7 +270,7 @@ def _cost(args: argparse.Namespace) -> int:
 
 
 def _timeline(args: argparse.Namespace) -> int:
-    from infra import timeline
+    from infra.cli import timeline
 
     plan = record(args.stack)
     print(timeline.render(plan, timeline.compute(plan)))
@@ -280,8 +280,8 @@ def _timeline(args: argparse.Namespace) -> int:
 def _preflight(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
-    from infra import preflight
-    from infra.offline import load_stack
+    from infra.cli import preflight
+    from infra.cli.offline import load_stack
 
     cfg = load_stack(args.stack)
     try:
@@ -297,8 +297,8 @@ def _preflight(args: argparse.Namespace) -> int:
 
 
 def _healthcheck_render(args: argparse.Namespace) -> int:
-    from infra import healthcheck, jobs
-    from infra.offline import load_stack
+    from infra.cli import healthcheck, jobs  # noqa: F401
+    from infra.cli.offline import load_stack
 
     cfg = load_stack(args.stack)
     print(jobs.to_yaml(healthcheck.render(cfg, args.pool, team=args.team, nodes=args.nodes)), end="")
@@ -306,8 +306,8 @@ def _healthcheck_render(args: argparse.Namespace) -> int:
 
 
 def _jobs_render(args: argparse.Namespace) -> int:
-    from infra import jobs
-    from infra.offline import load_stack
+    from infra.cli import jobs
+    from infra.cli.offline import load_stack
 
     cfg = load_stack(args.stack)
     print(jobs.to_yaml(jobs.render(args.example, cfg, pool=args.pool, team=args.team, workers=args.workers)), end="")
@@ -337,7 +337,7 @@ def parser() -> argparse.ArgumentParser:
     cost_cmd = sub.add_parser("cost", help="hourly and monthly cost, idle and at full scale, per resource")
     cost_cmd.add_argument("stack")
     cost_cmd.add_argument("--json", metavar="PATH")
-    cost_cmd.add_argument("--prices", metavar="FILE", help="price file (default: the one shipped in infra/data)")
+    cost_cmd.add_argument("--prices", metavar="FILE", help="price file (default: the one shipped in infra/cli/data)")
     cost_cmd.add_argument("--refresh", action="store_true", help="update EC2 prices from the AWS Pricing API (needs credentials)")
     cost_cmd.set_defaults(func=_cost)
 
