@@ -19,6 +19,10 @@ CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterA
 # nodes can join at once; these adopt them (resolve conflicts: OVERWRITE) at the pinned versions
 # while node groups come up, instead of holding node groups back (see `higgsfield timeline`).
 MANAGED_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
+# The VPC CNI enforces Kubernetes NetworkPolicies only when asked (chart value and add-on
+# configuration key `enableNetworkPolicy`, a string: aws/amazon-vpc-cni-k8s:charts/aws-vpc-cni/
+# values.yaml@v1.20.4; docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html).
+ADDON_CONFIGURATION = {"vpc-cni": {"enableNetworkPolicy": "true"}}
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,8 @@ class ClusterArgs:
     addons: Mapping[str, AddonVersion]
     protect: bool
     log_retention_days: int
+    log_key_arn: pulumi.Input[str]
+    log_key_ready: Sequence[pulumi.Resource]  # the key policy that lets CloudWatch Logs use the key
     tags: Mapping[str, str]
 
 
@@ -41,7 +47,8 @@ class Cluster(pulumi.ComponentResource):
     Creates: a KMS key (rotation on) for envelope encryption of Secrets, the EKS cluster via
     pulumi_eks (authentication mode API, access entries for the admins, all five control-plane
     log types, private endpoint plus an optional CIDR allow-list, no default node group, an
-    OIDC provider), the vpc-cni, kube-proxy, coredns and eks-pod-identity-agent managed add-ons
+    OIDC provider), the control-plane log group (encrypted with our logs key), the vpc-cni
+    (NetworkPolicy enforcement on), kube-proxy, coredns and eks-pod-identity-agent managed add-ons
     at pinned versions, and a Kubernetes provider for the components that deploy into the cluster.
     Replaced when: the cluster name, subnets or the KMS key change (EKS cannot move them).
     With `protect`, the cluster and the key are protected, and the key is retained on delete.
@@ -67,8 +74,9 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-control-plane-logs",
             name=f"/aws/eks/{args.cluster_name}/cluster",
             retention_in_days=args.log_retention_days,
+            kms_key_id=args.log_key_arn,
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)),
         )
         public = bool(args.public_access_cidrs)
         self.eks = eks.Cluster(
@@ -113,7 +121,7 @@ class Cluster(pulumi.ComponentResource):
         self.node_security_group_id = self.eks.node_security_group_id
         self.addons = [
             managed_addon(
-                f"{name}-{addon}", args.cluster_name, args.addons[addon], tags=tags,
+                f"{name}-{addon}", args.cluster_name, args.addons[addon], tags=tags, configuration=ADDON_CONFIGURATION.get(addon),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.eks]),
             )
             for addon in MANAGED_ADDONS

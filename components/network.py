@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
+
+from components.identity import trust_policy
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,9 @@ class NetworkArgs:
     availability_zones: Sequence[str]
     nat_per_zone: bool
     interface_endpoints: bool
+    log_retention_days: int
+    log_key_arn: pulumi.Input[str]
+    log_key_ready: Sequence[pulumi.Resource]  # the key policy that lets CloudWatch Logs use the key
     tags: Mapping[str, str]
 
 
@@ -39,7 +45,9 @@ class Network(pulumi.ComponentResource):
 
     Creates: VPC, per AZ a private subnet (tagged for internal load balancers and the cluster)
     and a public subnet, an internet gateway, NAT gateway(s) (one, or one per AZ), route
-    tables, an S3 gateway endpoint and, when asked, ECR/STS interface endpoints.
+    tables, an S3 gateway endpoint and, when asked, ECR/STS interface endpoints, and VPC flow
+    logs (all traffic, accepted and rejected) into a KMS-encrypted CloudWatch log group with the
+    stack's retention, written through a role only the flow-logs service can assume.
     Replaced when: the VPC CIDR or the AZ list changes (subnets are keyed by AZ).
     """
 
@@ -138,6 +146,41 @@ class Network(pulumi.ComponentResource):
                     opts=child,
                 )
 
+        self._flow_logs(name, args, vpc, tags)
         self.vpc_id = vpc.id
         self.private_subnet_ids = [s.id for s in self.private_subnets.values()]
         self.register_outputs({"vpc_id": self.vpc_id, "private_subnet_ids": self.private_subnet_ids})
+
+    def _flow_logs(self, name: str, args: NetworkArgs, vpc: aws.ec2.Vpc, tags: dict[str, str]) -> None:
+        """Who talked to whom: every flow of the VPC, for incident response (and the policy pack)."""
+        child = pulumi.ResourceOptions(parent=self)
+        group = aws.cloudwatch.LogGroup(
+            f"{name}-flow-logs",
+            name=f"/aws/vpc/{args.cluster_name}/flow-logs",
+            retention_in_days=args.log_retention_days,
+            kms_key_id=args.log_key_arn,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)),
+        )
+        role = aws.iam.Role(f"{name}-flow-logs", assume_role_policy=trust_policy("vpc-flow-logs.amazonaws.com"), tags=tags, opts=child)
+        # docs.aws.amazon.com/vpc/latest/userguide/flow-logs-iam-role.html, on this group only.
+        policy = aws.iam.RolePolicy(
+            f"{name}-flow-logs",
+            role=role.id,
+            policy=group.arn.apply(lambda arn: json.dumps({
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"], "Resource": [arn, f"{arn}:*"]}],
+            })),
+            opts=child,
+        )
+        aws.ec2.FlowLog(
+            f"{name}-flow-logs",
+            vpc_id=vpc.id,
+            traffic_type="ALL",
+            log_destination_type="cloud-watch-logs",
+            log_destination=group.arn,
+            iam_role_arn=role.arn,
+            max_aggregation_interval=600,
+            tags={**tags, "Name": f"{args.cluster_name}-flow-logs"},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
+        )

@@ -12,6 +12,7 @@ from components.cluster import Cluster, ClusterArgs
 from components.cpu_nodes import CpuNodes, CpuNodesArgs
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
+from components.logs import LogKey, LogKeyArgs
 from components.network import Network, NetworkArgs
 from components.nodes import NodeRole
 from components.observability import Monitoring, MonitoringArgs
@@ -25,15 +26,16 @@ from infra.config import StackConfig, load
 def build(cfg: StackConfig) -> None:
     tags, addons, name = cfg.resource_tags, versions.EKS_ADDONS[cfg.kubernetes_version], cfg.name
 
-    # 1. Network and control plane
+    # 1. Network and control plane, their logs encrypted with a key of ours
+    logs = LogKey("logs", LogKeyArgs(cluster_name=name, region=cfg.region, protect=cfg.production, tags=tags))
+    retention, log_key = cfg.observability.log_retention_days, dict(log_key_arn=logs.arn, log_key_ready=[logs.policy])
     network = Network("network", NetworkArgs(
         cluster_name=name, region=cfg.region, cidr=cfg.vpc_cidr, availability_zones=cfg.availability_zones,
-        nat_per_zone=cfg.production, interface_endpoints=cfg.production, tags=tags))
+        nat_per_zone=cfg.production, interface_endpoints=cfg.production, log_retention_days=retention, **log_key, tags=tags))
     cluster = Cluster("cluster", ClusterArgs(
         cluster_name=name, kubernetes_version=cfg.kubernetes_version, vpc_id=network.vpc_id,
         private_subnet_ids=network.private_subnet_ids, public_access_cidrs=cfg.endpoint.public_access_cidrs,
-        admins=cfg.admins, addons=addons, protect=cfg.production,
-        log_retention_days=cfg.observability.log_retention_days, tags=tags))
+        admins=cfg.admins, addons=addons, protect=cfg.production, log_retention_days=retention, **log_key, tags=tags))
 
     # 2. Nodes: system pods on CPU nodes, training on GPU pools that scale from zero
     node_role = NodeRole("node-role", tags)

@@ -71,12 +71,15 @@ def _tags(props: Mapping[str, Any]) -> Mapping[str, str]:
     return get(props, "tags", default={}) if has(props, "tags") else {}
 
 
-def _environment(resources: Iterable[Any]) -> str | None:
-    for r in resources:
-        tags = _tags(r.props) if r.resource_type.startswith("aws:") else {}
-        if "higgsfield:environment" in list(iter(tags)):
-            return tags["higgsfield:environment"]
-    return None
+# The environment a policy applies prod's rules for comes from the policy's config, which
+# `higgsfield check` fills from the typed stack config (`higgsfield:environment`) and
+# policies/config/<stack>.json carries for `pulumi preview --policy-pack` - never from a tag,
+# which any stack can set in `higgsfield:tags`. Without one, prod's rules apply (fail closed).
+_ENVIRONMENT = {"environment": {"type": "string", "enum": ["dev", "staging", "prod"]}}
+
+
+def _environment(config: Mapping[str, Any]) -> str:
+    return config.get("environment") or "prod"
 
 
 def _policy(name: str, description: str, level: EnforcementLevel = MANDATORY, schema: PolicyConfigSchema | None = None):
@@ -106,13 +109,37 @@ def _endpoint(args: ResourceValidationArgs) -> tuple[bool, list[str]]:
     return bool(get(vpc, "endpointPublicAccess", default=True)), list(get(vpc, "publicAccessCidrs", default=[]))
 
 
-@_policy("eks-endpoint-restricted", "The EKS API endpoint is private, or public only to an allow-list without 0.0.0.0/0.")
+_ENDPOINT = PolicyConfigSchema(properties={"maxInternetShare": {"type": "number", "minimum": 0, "maximum": 1}})
+# The most of the IPv4 internet an allow-list may cover together: one /16's worth by default.
+MAX_INTERNET_SHARE = 2.0**-16
+
+
+def internet_share(cidrs: Iterable[str]) -> float:
+    """The share of the IPv4 address space the CIDRs cover together (overlaps counted once)."""
+    import ipaddress
+
+    networks = ipaddress.collapse_addresses(ipaddress.IPv4Network(c, strict=False) for c in cidrs)
+    return sum(n.num_addresses for n in networks) / 2**32
+
+
+@_policy("eks-endpoint-restricted", "The EKS API endpoint is private, or public only to an allow-list covering a small share of the internet.", schema=_ENDPOINT)
 def eks_endpoint_restricted(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type not in (EKS_COMPONENT, EKS_CLUSTER):
         return
     public, cidrs = _endpoint(args)
-    if public and (not cidrs or any(c.endswith("/0") for c in cidrs)):
-        report("The API server is open to the internet. Set higgsfield:endpoint.publicAccessCidrs to your VPN/office ranges, or [] to keep it private.")
+    if not public:
+        return
+    limit = args.get_config().get("maxInternetShare", MAX_INTERNET_SHARE)
+    try:
+        share = internet_share(cidrs) if cidrs else 1.0
+    except ValueError as exc:
+        report(f"publicAccessCidrs {cidrs} is not a list of IPv4 CIDRs ({exc}).")
+        return
+    if share > limit:
+        report(
+            f"The API server is open to {share:.4%} of the internet (publicAccessCidrs {cidrs or 'unset: 0.0.0.0/0'}; at most {limit:.4%}). "
+            "Set higgsfield:endpoint.publicAccessCidrs to your VPN/office ranges, or [] to keep it private."
+        )
 
 
 @_policy("eks-control-plane-logs", "All five EKS control-plane log types go to CloudWatch.")
@@ -211,15 +238,31 @@ def _statements(document: Any) -> list[Mapping]:
     return [statements] if isinstance(statements, Mapping) else list(statements)
 
 
-@_policy("iam-no-wildcard-actions", "Our inline IAM policies name their actions; no '*' or 'service:*'.")
+def _policy_documents(args: ResourceValidationArgs) -> list[Any]:
+    """Every permission policy document a resource carries: a policy's own, or a role's inline ones."""
+    if args.resource_type in ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy", "aws:iam/userPolicy:UserPolicy", "aws:iam/groupPolicy:GroupPolicy"):
+        return [get(args.props, "policy", default="{}")]
+    if args.resource_type == "aws:iam/role:Role":
+        return [get(p, "policy", default="{}") for p in get(args.props, "inlinePolicies", default=[])]
+    return []
+
+
+def _listed(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value or [])
+
+
+@_policy("iam-no-wildcard-actions", "Our IAM policies allow named actions only: no wildcard anywhere in an action ('*', 'iam:Pass*', 's3:*Object'), no NotAction or NotResource.")
 def iam_no_wildcard_actions(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type not in ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy"):
-        return
-    for statement in _statements(get(args.props, "policy", default="{}")):
-        actions = statement.get("Action", [])
-        for action in [actions] if isinstance(actions, str) else actions:
-            if action == "*" or action.endswith(":*"):
-                report(f"Action {action!r} is a wildcard: list the actions the role needs.")
+    for document in _policy_documents(args):
+        for statement in _statements(document):
+            if statement.get("Effect", "Allow") != "Allow":
+                continue  # a Deny may be as broad as it likes
+            for negated in ("NotAction", "NotResource"):
+                if negated in statement:
+                    report(f"An Allow statement uses {negated} {statement[negated]!r}: it grants everything not listed. List what the role needs in Action/Resource.")
+            for action in _listed(statement.get("Action")):
+                if "*" in action or "?" in action:
+                    report(f"Action {action!r} is a wildcard pattern: list the actions the role needs.")
 
 
 # --- Kubernetes workloads -----------------------------------------------------------------------------
@@ -385,10 +428,10 @@ def efa_pools(args: StackValidationArgs, report: ReportViolation) -> None:
             report(f"EFA pool {pool} attaches {len(efa)} EFA interfaces; {instance_type} has {expected}: attach one per network card.", template.urn)
 
 
-@_stack_policy("fsx-lustre", "FSx for Lustre: persistent in prod, KMS-encrypted, Lustre ports only from security groups, in the EFA pools' subnet.")
+@_stack_policy("fsx-lustre", "FSx for Lustre: persistent in prod, KMS-encrypted, Lustre ports only from security groups, in the EFA pools' subnet.", schema=PolicyConfigSchema(properties=_ENVIRONMENT))
 def fsx_lustre(args: StackValidationArgs, report: ReportViolation) -> None:
     index = _by_urn(args.resources)
-    prod = _environment(args.resources) == "prod"
+    prod = _environment(args.get_config()) == "prod"
     efa_subnets = set()
     for group in _gpu_groups(args.resources):
         templates = _deps(group, index, LAUNCH_TEMPLATE)
@@ -413,13 +456,124 @@ def fsx_lustre(args: StackValidationArgs, report: ReportViolation) -> None:
                     report(f"FSx security group {sg.name} allows CIDR {get(inline, 'cidrBlocks')}: only the node security group may reach Lustre.", sg.urn)
 
 
-@_stack_policy("prod-data-protected", "In prod the cluster, FSx file systems and KMS keys are protected from deletion.")
+@_stack_policy("prod-data-protected", "In prod the cluster, FSx file systems and KMS keys are protected from deletion.", schema=PolicyConfigSchema(properties=_ENVIRONMENT))
 def prod_data_protected(args: StackValidationArgs, report: ReportViolation) -> None:
-    if _environment(args.resources) != "prod":
+    if _environment(args.get_config()) != "prod":
         return
     for r in args.resources:
         if r.resource_type in (EKS_COMPONENT, EKS_CLUSTER, FSX, KMS_KEY) and not r.opts.protect:
             report(f"{r.resource_type} {r.name} is not protected in prod: set protect=True (and retain_on_delete for data).", r.urn)
+
+
+# --- tenancy and hardening (issue #14): admin policies, world-open ingress, logs ------------------
+
+ROLE = "aws:iam/role:Role"
+ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+POLICY_ATTACHMENT = "aws:iam/policyAttachment:PolicyAttachment"
+SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+VPC = "aws:ec2/vpc:Vpc"
+FLOW_LOG = "aws:ec2/flowLog:FlowLog"
+WORLD = ("0.0.0.0/0", "::/0")
+# AWS managed policies that amount to administering the account (or IAM, which is the same).
+ADMIN_POLICIES = (
+    "AdministratorAccess", "PowerUserAccess", "IAMFullAccess", "AdministratorAccess-Amplify",
+    "AdministratorAccess-AWSElasticBeanstalk", "AWSOrganizationsFullAccess", "job-function/SystemAdministrator",
+    "job-function/NetworkAdministrator", "job-function/DatabaseAdministrator",
+)
+
+_ADMIN = PolicyConfigSchema(properties={"denied": {"type": "array", "items": {"type": "string"}}})
+
+
+def _managed_policy_name(arn: str) -> str | None:
+    """`arn:aws:iam::aws:policy/job-function/SystemAdministrator` -> `job-function/SystemAdministrator`,
+    for AWS managed policies in any partition; None for policies of an account."""
+    parts = arn.split(":", 5)
+    if len(parts) == 6 and parts[0] == "arn" and parts[2] == "iam" and parts[4] == "aws" and parts[5].startswith("policy/"):
+        return parts[5][len("policy/"):]
+    return None
+
+
+@_policy("iam-no-admin-managed-policies", "No role we create holds an AWS managed admin policy (AdministratorAccess, PowerUserAccess, IAMFullAccess, ...).", schema=_ADMIN)
+def iam_no_admin_managed_policies(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type in (ROLE_POLICY_ATTACHMENT, POLICY_ATTACHMENT):
+        arns = [get(args.props, "policyArn", default="")]
+    elif args.resource_type == ROLE:
+        arns = list(get(args.props, "managedPolicyArns", default=[]))
+    else:
+        return
+    denied = set(args.get_config().get("denied") or ADMIN_POLICIES)
+    for arn in arns:
+        if _managed_policy_name(str(arn)) in denied:
+            report(f"{arn} administers the account: give the role an inline policy with the actions it needs.")
+
+
+_WORLD_INGRESS = PolicyConfigSchema(properties={"exceptions": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}})
+
+
+def _world_cidrs(*values: Any) -> list[str]:
+    return [c for v in values for c in _listed(v) if c in WORLD]
+
+
+@_policy("security-groups-no-world-ingress", "No security group takes ingress from 0.0.0.0/0 or ::/0, unless allow-listed here with a reason.", schema=_WORLD_INGRESS)
+def security_groups_no_world_ingress(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    props = args.props
+    if args.resource_type == SECURITY_GROUP:
+        open_ = [c for rule in get(props, "ingress", default=[]) for c in _world_cidrs(get(rule, "cidrBlocks"), get(rule, "ipv6CidrBlocks"))]
+    elif args.resource_type == INGRESS_RULE:
+        open_ = _world_cidrs(get(props, "cidrIpv4"), get(props, "cidrIpv6"))
+    elif args.resource_type == SECURITY_GROUP_RULE and get(props, "type") == "ingress":
+        open_ = _world_cidrs(get(props, "cidrBlocks"), get(props, "ipv6CidrBlocks"))
+    else:
+        return
+    exceptions = args.get_config().get("exceptions") or {}
+    if open_ and not exceptions.get(args.name):
+        report(f"{args.name} allows ingress from {', '.join(open_)}: name the sources, or add {args.name!r} with a reason to this policy's exceptions.")
+
+
+_RETENTION = PolicyConfigSchema(properties={**_ENVIRONMENT, "prodMinimumDays": {"type": "integer", "minimum": 1}})
+PROD_MINIMUM_LOG_DAYS = 90
+
+
+@_policy("log-retention-floor", "In prod every CloudWatch log group keeps its events at least the configured days (never-expire is fine).", schema=_RETENTION)
+def log_retention_floor(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    config = args.get_config()
+    if args.resource_type != LOG_GROUP or _environment(config) != "prod":
+        return
+    floor = config.get("prodMinimumDays") or PROD_MINIMUM_LOG_DAYS
+    days = get(args.props, "retentionInDays", default=0)
+    if days and days < floor:
+        report(f"Log group {get(args.props, 'name', default=args.name)} keeps {days} days; prod keeps at least {floor} (higgsfield:observability.logRetentionDays).")
+
+
+@_stack_policy("vpc-flow-logs", "Every VPC has flow logs.")
+def vpc_flow_logs(args: StackValidationArgs, report: ReportViolation) -> None:
+    logged = {d.urn for r in args.resources if r.resource_type == FLOW_LOG for d in r.dependencies or []}
+    for vpc in (r for r in args.resources if r.resource_type == VPC):
+        if vpc.urn not in logged:
+            report(f"VPC {vpc.name} has no flow log: add an aws.ec2.FlowLog for it (components/network.py).", vpc.urn)
+
+
+def _control_plane_log_group(r: Any) -> bool:
+    name = str(get(r.props, "name", default=""))
+    return r.resource_type == LOG_GROUP and name.startswith("/aws/eks/") and name.endswith("/cluster")
+
+
+@_stack_policy("control-plane-logs-encrypted", "EKS control-plane log groups are encrypted with a KMS key of this stack.")
+def control_plane_logs_encrypted(args: StackValidationArgs, report: ReportViolation) -> None:
+    index = _by_urn(args.resources)
+    for group in (r for r in args.resources if _control_plane_log_group(r)):
+        if not has(group.props, "kmsKeyId") or not _deps(group, index, KMS_KEY):
+            report(f"Log group {get(group.props, 'name')} is not encrypted with a KMS key of ours: set kmsKeyId to the stack's logs key.", group.urn)
+
+
+TENANCY_POLICIES = [
+    iam_no_admin_managed_policies,
+    security_groups_no_world_ingress,
+    log_retention_floor,
+    vpc_flow_logs,
+    control_plane_logs_encrypted,
+]
 
 
 POLICIES = [
@@ -441,4 +595,5 @@ POLICIES = [
     efa_pools,
     fsx_lustre,
     prod_data_protected,
+    *TENANCY_POLICIES,
 ]

@@ -74,6 +74,9 @@ RESOURCE_CASES = [
     ("helm-release-pinned", rules.HELM_RELEASE, {"chart": "volcano", "version": "1.13.0"}, {"chart": "volcano", "version": ""}, {"chart": "volcano"}, True),
     ("gpu-workloads-tolerate-gpu-taint", rules.HELM_RELEASE, {"chart": "nvidia-device-plugin", "values": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}, {"chart": "nvidia-device-plugin", "values": {"tolerations": [{"key": "other"}]}}, {"chart": "nvidia-device-plugin"}, True),
     ("required-tags", "aws:ec2/vpc:Vpc", {"tags": {"higgsfield:stack": "dev", "higgsfield:environment": "dev"}}, {"tags": {"higgsfield:stack": "dev"}}, {}, True),
+    ("iam-no-admin-managed-policies", rules.ROLE_POLICY_ATTACHMENT, {"policyArn": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"}, {"policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"}, {}, False),
+    ("security-groups-no-world-ingress", rules.INGRESS_RULE, {"cidrIpv4": "10.0.0.0/16", "fromPort": 443}, {"cidrIpv4": "0.0.0.0/0", "fromPort": 443}, {"referencedSecurityGroupId": "sg-1"}, False),
+    ("log-retention-floor", rules.LOG_GROUP, {"name": "/aws/eks/x/cluster", "retentionInDays": 90}, {"name": "/aws/eks/x/cluster", "retentionInDays": 30}, {"name": "/aws/eks/x/cluster"}, False),
 ]
 
 
@@ -146,18 +149,18 @@ def test_efa_policy_ignores_pools_without_efa_interfaces():
     assert stack_violations("efa-pools", _gpu_group(efa=0)) == []
 
 
-def _fsx(kind="PERSISTENT_2", kms=True, same_subnet=True, cidr_rule=False, prod=True):
+def _fsx(kind="PERSISTENT_2", kms=True, same_subnet=True, cidr_rule=False):
     group_parts = _gpu_group(efa=32)
     subnet = group_parts[0] if same_subnet else R(rules.SUBNET, {"availabilityZone": "us-east-2a"})
-    sg = R(rules.SECURITY_GROUP, {"tags": {"higgsfield:environment": "prod" if prod else "dev"}})
+    sg = R(rules.SECURITY_GROUP, {})
     rule = R(rules.INGRESS_RULE, {"fromPort": 988, "toPort": 988, **({"cidrIpv4": "0.0.0.0/0"} if cidr_rule else {"referencedSecurityGroupId": "sg-n"})}, deps=[sg])
     fs = R(rules.FSX, {"deploymentType": kind, **({"kmsKeyId": "arn:k"} if kms else {})}, deps=[subnet, sg])
     return [*group_parts, *([] if same_subnet else [subnet]), sg, rule, fs]
 
 
-@pytest.mark.parametrize(("change", "violates"), [({}, False), ({"kind": "SCRATCH_2", "kms": False}, True), ({"kms": False}, True), ({"same_subnet": False}, True), ({"cidr_rule": True}, True), ({"kind": "SCRATCH_2", "kms": False, "prod": False}, False)])
-def test_fsx_lustre(change, violates):
-    assert bool(stack_violations("fsx-lustre", _fsx(**change))) is violates
+@pytest.mark.parametrize(("change", "env", "violates"), [({}, "prod", False), ({"kind": "SCRATCH_2", "kms": False}, "prod", True), ({"kms": False}, "prod", True), ({"same_subnet": False}, "prod", True), ({"cidr_rule": True}, "prod", True), ({"kind": "SCRATCH_2", "kms": False}, "dev", False)])
+def test_fsx_lustre(change, env, violates):
+    assert bool(stack_violations("fsx-lustre", _fsx(**change), {"environment": env})) is violates
 
 
 def test_node_role_may_only_hold_node_policies():
@@ -172,12 +175,12 @@ def test_node_role_may_only_hold_node_policies():
 
 @pytest.mark.parametrize(("protect", "env", "violates"), [(True, "prod", False), (False, "prod", True), (False, "dev", False)])
 def test_prod_data_protected(protect, env, violates):
-    resources = [R(rules.KMS_KEY, {"tags": {"higgsfield:environment": env}}, protect=protect)]
-    assert bool(stack_violations("prod-data-protected", resources)) is violates
+    resources = [R(rules.KMS_KEY, {}, protect=protect)]
+    assert bool(stack_violations("prod-data-protected", resources, {"environment": env})) is violates
 
 
 def test_every_policy_is_tested_here():
-    tested = {c[0] for c in RESOURCE_CASES} | {"gpu-node-groups-scale-to-zero", "efa-pools", "fsx-lustre", "node-role-managed-policies", "prod-data-protected"}
+    tested = {c[0] for c in RESOURCE_CASES} | {"gpu-node-groups-scale-to-zero", "efa-pools", "fsx-lustre", "node-role-managed-policies", "prod-data-protected", "vpc-flow-logs", "control-plane-logs-encrypted"}
     assert tested == set(BY_NAME)
     assert all(isinstance(p, ResourceValidationPolicy) == (p.name in {c[0] for c in RESOURCE_CASES}) for p in rules.POLICIES)
 
@@ -250,5 +253,5 @@ def test_fsx_policy_flags_a_prod_file_system_missing_its_deployment_type():
     assert stack_violations("fsx-lustre", resources)
 
 
-def test_prod_protection_does_not_apply_without_an_environment_tag():
-    assert stack_violations("prod-data-protected", [R(rules.KMS_KEY, {})]) == []
+def test_prod_rules_apply_when_no_environment_is_configured():
+    assert stack_violations("prod-data-protected", [R(rules.KMS_KEY, {})])  # fail closed

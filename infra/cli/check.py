@@ -3,7 +3,8 @@
 Policies run exactly as CrossGuard runs them during `pulumi preview`: same validate functions,
 same argument types, unknown values raising `UnknownValueError` (reported as "not run").
 One check CrossGuard cannot make, because it does not see `retainOnDelete`, runs here only:
-prod retains its FSx file systems and KMS keys on delete.
+prod retains its FSx file systems and KMS keys on delete. Policies whose rules depend on the
+environment get it from the typed stack config (`higgsfield:environment`), never from a tag.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ def run_policies(plan: Plan, pack_config: Mapping[str, Any] | None = None) -> tu
         level, config = _level_and_config(policy, pack_config)
         if level == "disabled":
             continue
+        if plan.config is not None and "environment" in (policy.config_schema.properties if policy.config_schema else {}):
+            config["environment"] = plan.config.environment  # the typed stack config, not the file or a tag
 
         def reporter(default_urn: str | None, name: str = policy.name, at: str = level):
             return lambda message, urn=None: violations.append(Finding(name, at, urn or default_urn, message))

@@ -1,0 +1,64 @@
+"""The KMS key our CloudWatch log groups (control plane, VPC flow logs) are encrypted with."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+
+@dataclass(frozen=True)
+class LogKeyArgs:
+    cluster_name: str
+    region: str
+    protect: bool
+    tags: Mapping[str, str]
+
+
+def log_key_policy(key_arn: str, region: str) -> str:
+    """The account administers the key (the default key policy's statement); CloudWatch Logs of
+    this region may use it for this account's log groups only. CloudWatch Logs needs this in the
+    key policy (docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html);
+    the account comes from the key's own ARN, so no caller-identity lookup is needed."""
+    partition, account = key_arn.split(":")[1], key_arn.split(":")[4]
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Sid": "AccountAdministers", "Effect": "Allow", "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"}, "Action": "kms:*", "Resource": "*"},
+                {
+                    "Sid": "CloudWatchLogsEncrypts",
+                    "Effect": "Allow",
+                    "Principal": {"Service": f"logs.{region}.amazonaws.com"},
+                    "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ReEncryptFrom", "kms:ReEncryptTo", "kms:GenerateDataKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:DescribeKey"],
+                    "Resource": "*",
+                    "Condition": {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:{partition}:logs:{region}:{account}:log-group:*"}},
+                },
+            ],
+        }
+    )
+
+
+class LogKey(pulumi.ComponentResource):
+    """A customer-managed KMS key (rotation on) for the stack's CloudWatch log groups.
+
+    Creates: the key, its policy (account administers, CloudWatch Logs of the region encrypts
+    this account's log groups), an alias. Replaced when: never by config; a new key leaves old
+    log events readable only with the old one, which is why prod protects and retains it.
+    """
+
+    def __init__(self, name: str, args: LogKeyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("higgsfield:logs:LogKey", name, None, opts)
+        keep = pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect)
+        self.key = aws.kms.Key(
+            name, description=f"CloudWatch Logs of {args.cluster_name}", enable_key_rotation=True, deletion_window_in_days=30, tags=dict(args.tags), opts=keep
+        )
+        self.policy = aws.kms.KeyPolicy(
+            name, key_id=self.key.key_id, policy=self.key.arn.apply(lambda arn: log_key_policy(arn, args.region)), opts=pulumi.ResourceOptions(parent=self)
+        )
+        aws.kms.Alias(name, name=f"alias/{args.cluster_name}-logs", target_key_id=self.key.key_id, opts=pulumi.ResourceOptions(parent=self))
+        self.arn = self.key.arn
+        self.register_outputs({"arn": self.arn})
