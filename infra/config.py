@@ -956,11 +956,34 @@ def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = No
     `higgsfield:gpuPools`, ...). Raises one ConfigError listing every problem."""
     region = config.get("aws:region")
     context = {"catalog": catalog, "region": region if isinstance(region, str) and region in eks_regions() else None}
+    config = {k: _scalar(v) if k in _non_string_keys() else v for k, v in config.items()}
     try:
         return StackConfig.model_validate({**config, "stack": stack}, context=context, by_alias=True, by_name=False)
     except ValidationError as exc:
         problems = problems_of(exc)
     raise ConfigError(problems[0].key, problems[0].message, problems)
+
+
+@cache
+def _non_string_keys() -> frozenset[str]:
+    """Top-level keys whose value is a number or a boolean: Pulumi hands every top-level value
+    over as a string ("3", "true"), so these are decoded before validation."""
+
+    def scalar(annotation: Any) -> bool:
+        if annotation in (int, float, bool):
+            return True
+        return get_origin(annotation) is not tuple and any(scalar(a) for a in get_args(annotation) if a is not type(None))
+
+    return frozenset(f.alias for f in StackConfig.model_fields.values() if f.alias and scalar(f.annotation))
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
 
 
 def parse(stack: str, region: Any, values: Mapping[str, Any], catalog: Catalog | None = None) -> StackConfig:
