@@ -1,4 +1,4 @@
-"""Team namespaces: where jobs run, what they may use."""
+"""Team namespaces: where jobs run, what they may use, and what keeps teams apart."""
 
 from __future__ import annotations
 
@@ -7,28 +7,37 @@ from dataclasses import dataclass
 
 import pulumi
 
+from components import tenancy
 from components.kubernetes_objects import KubernetesObject
-
+from components.tenancy import TeamRules
 from infra.config import PriorityClassSpec, Team
 
-TEAM_LABEL = "higgsfield.io/team"
+def rules_of(team: Team) -> TeamRules:
+    return TeamRules(name=team.name, queue=team.queue, priority_classes=tuple(team.priority_classes), uid=team.uid)
 
 
 @dataclass(frozen=True)
 class TeamsArgs:
     teams: Sequence[Team]
     priority_classes: Sequence[PriorityClassSpec]
+    kubernetes_version: str
+    monitoring_namespace: str
+    api_server_cidr: str  # where the private API endpoint's interfaces live (the VPC)
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
 
 
 class Teams(pulumi.ComponentResource):
-    """One namespace per team with its GPU quota and the priority classes it may use.
+    """One namespace per team with its GPU quota, the priority classes it may use, and the
+    rules that keep it from the others (components/tenancy.py).
 
-    Creates per team: a Namespace, a ResourceQuota on `requests.nvidia.com/gpu`, and for each
-    priority class the team is *not* given a quota scoped to that class allowing zero pods
-    (EKS has no admission config to deny classes by default, so each is denied explicitly).
-    Replaced when: a team is renamed (its namespace, and everything in it, is deleted).
+    Creates per team: a Namespace (Pod Security `baseline` enforced, `restricted` warned; its
+    Volcano queue as the default), a ResourceQuota on `requests.nvidia.com/gpu`, a zero-pod quota
+    per priority class the team is *not* given, a ValidatingAdmissionPolicy and its binding to
+    the namespace (queue, priority classes, UID/GID, no privilege, no host access), default-deny
+    NetworkPolicies with the allowances jobs need, and the `default` ServiceAccount without an
+    automounted token. Replaced when: a team is renamed (its namespace, and everything in it, is
+    deleted). A new UID re-owns nothing: change it only with the team's files (see README).
     """
 
     def __init__(self, name: str, args: TeamsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -36,37 +45,36 @@ class Teams(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
         self.namespaces: dict[str, KubernetesObject] = {}
         for team in args.teams:
-            ns = KubernetesObject(
-                f"{name}-{team.name}",
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": team.name, "labels": {TEAM_LABEL: team.name}}},
-                opts=child,
-            )
+            rules = rules_of(team)
+            ns = KubernetesObject(f"{name}-{team.name}", tenancy.namespace(rules, args.kubernetes_version), opts=child)
             self.namespaces[team.name] = ns
             in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
-            KubernetesObject(
-                f"{name}-{team.name}-gpu",
-                {
-                    "apiVersion": "v1",
-                    "kind": "ResourceQuota",
-                    "metadata": {"name": "gpu", "namespace": team.name},
-                    "spec": {"hard": {"requests.nvidia.com/gpu": str(team.gpu_quota)}},
-                },
-                opts=in_ns,
-            )
+
+            def obj(suffix: str, manifest: dict, opts: pulumi.ResourceOptions = in_ns) -> KubernetesObject:
+                return KubernetesObject(f"{name}-{team.name}-{suffix}", manifest, opts=opts)
+
+            obj("gpu", {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": "gpu", "namespace": team.name},
+                "spec": {"hard": {"requests.nvidia.com/gpu": str(team.gpu_quota)}},
+            })
             for cls in args.priority_classes:
                 if cls.name in team.priority_classes:
                     continue
-                KubernetesObject(
-                    f"{name}-{team.name}-deny-{cls.name}",
-                    {
-                        "apiVersion": "v1",
-                        "kind": "ResourceQuota",
-                        "metadata": {"name": f"deny-{cls.name}", "namespace": team.name},
-                        "spec": {
-                            "hard": {"pods": "0"},
-                            "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": [cls.name]}]},
-                        },
+                obj(f"deny-{cls.name}", {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": f"deny-{cls.name}", "namespace": team.name},
+                    "spec": {
+                        "hard": {"pods": "0"},
+                        "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": [cls.name]}]},
                     },
-                    opts=in_ns,
-                )
+                })
+            # The policy exists before its binding, and both before anything runs in the namespace.
+            policy = obj("admission", tenancy.admission_policy(rules), child)
+            obj("admission-binding", tenancy.admission_binding(rules), pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[policy, ns]))
+            obj("default-sa", tenancy.default_service_account(team.name))
+            for netpol in tenancy.network_policies(team.name, monitoring_namespace=args.monitoring_namespace, api_server_cidr=args.api_server_cidr):
+                obj(f"netpol-{netpol['metadata']['name']}", netpol)
         self.register_outputs({"namespaces": list(self.namespaces)})

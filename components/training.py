@@ -27,6 +27,11 @@ from infra.config import PriorityClassSpec, Queue
 from infra.versions import Chart
 
 VOLCANO_NAMESPACE = "volcano-system"
+# Volcano's scheduler creates the queue `default` at start, reclaimable (volcano-sh/volcano:
+# pkg/scheduler/cache/cache.go@v1.13.0 newDefaultAndRootQueue), and jobs that name no queue land
+# there. The platform takes it over (Server-Side Apply, forcing the scheduler's fields): never
+# reclaimable, and no GPUs, so nothing runs outside a team's queue. Config may not use the name.
+DEFAULT_QUEUE = "default"
 KUSTOMIZATION = Path(__file__).parent / "kustomize" / "training-operator"
 
 # The actions and plugins of the Volcano scheduler, see the module docstring.
@@ -71,7 +76,8 @@ class Volcano(pulumi.ComponentResource):
     differential scheduling, the queues (never reclaimable) and the PriorityClasses (never
     preempting) of the stack.
 
-    Creates: the Helm release, one Queue per configured queue, one PriorityClass per class.
+    Creates: the Helm release, one Queue per configured queue, Volcano's own `default` queue
+    taken over (not reclaimable, no GPUs), one PriorityClass per class.
     Replaced when: a queue or class is renamed (a queue with jobs in it cannot be deleted).
     """
 
@@ -86,14 +92,15 @@ class Volcano(pulumi.ComponentResource):
             create_namespace=True,
         )
         after_crds = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release])
-        for queue in args.queues:
+        managed = [(DEFAULT_QUEUE, 1, 0, {"pulumi.com/patchForce": "true"})] + [(q.name, q.weight, q.gpu_capability, {}) for q in args.queues]
+        for queue_name, weight, gpus, annotations in managed:
             KubernetesObject(
-                f"{name}-queue-{queue.name}",
+                f"{name}-queue-{queue_name}",
                 {
                     "apiVersion": "scheduling.volcano.sh/v1beta1",
                     "kind": "Queue",
-                    "metadata": {"name": queue.name},
-                    "spec": {"weight": queue.weight, "reclaimable": False, "capability": {"nvidia.com/gpu": str(queue.gpu_capability)}},
+                    "metadata": {"name": queue_name, **({"annotations": annotations} if annotations else {})},
+                    "spec": {"weight": weight, "reclaimable": False, "capability": {"nvidia.com/gpu": str(gpus)}},
                 },
                 opts=after_crds,
             )

@@ -1,7 +1,5 @@
-"""The Higgsfield platform, wired from components in reading order.
-
-`pulumi up` runs this file; `higgsfield plan` calls `build()` under Pulumi's mocks.
-"""
+"""The Higgsfield platform, wired from components in reading order. `pulumi up` runs this
+file; `higgsfield plan` calls `build()` under Pulumi's mocks."""
 
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
 from components.logs import LogKey, LogKeyArgs
 from components.network import Network, NetworkArgs
 from components.nodes import NodeRole
-from components.observability import Monitoring, MonitoringArgs
+from components.observability import NAMESPACE as MONITORING_NAMESPACE, Monitoring, MonitoringArgs
 from components.storage import LustreArgs, LustreFileSystem
 from components.teams import Teams, TeamsArgs
 from components.training import TrainingOperator, TrainingOperatorArgs, Volcano, VolcanoArgs
@@ -71,13 +69,15 @@ def build(cfg: StackConfig) -> None:
     TrainingOperator("training-operator", TrainingOperatorArgs(
         versions.METRICS_SERVER, cluster.provider, platform_ready, scheduler=volcano.release))
 
-    # 5. Teams and shared storage
-    teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cluster.provider, platform_ready))
+    # 5. Teams (namespaces, admission, network policies) and shared storage
+    teams = Teams("teams", TeamsArgs(
+        sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready))
     if cfg.fsx.enabled:
         LustreFileSystem("lustre", LustreArgs(
             cluster_name=name, settings=cfg.fsx, lustre_version=versions.LUSTRE_VERSION, csi_addon=versions.FSX_CSI_ADDON,
             vpc_id=network.vpc_id, subnet_id=network.private_subnets[cfg.fsx.availability_zone].id,
             node_security_group_id=cluster.node_security_group_id, namespaces=teams.namespaces,
+            team_uids={t.name: t.uid for t in sched.teams}, layout_image=versions.LUSTRE_LAYOUT_IMAGE,
             provider=cluster.provider, addon_depends_on=platform_ready, protect=cfg.production, tags=tags))
 
     # 6. Observability

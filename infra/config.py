@@ -549,7 +549,11 @@ class S3Link(Setting):
     import_path: Str = derived("s3://bucket/prefix read into the file system; default s3://BUCKET.")
     export_path: Str = derived("Where changes are written back; default importPath (PERSISTENT_2: must equal it).")
     auto_import: Bool = True
-    """Import new and changed S3 objects automatically."""
+    """Import new, changed and deleted S3 objects automatically (a delete in S3 removes the file)."""
+    export_deletions: Bool = False
+    """Also export deletions to S3 (PERSISTENT_2): off, so an `rm -rf` on Lustre never deletes the S3 copy."""
+    dataset: DnsLabel | None = None
+    """The shared dataset (higgsfield:fsx.datasets) the link fills, at /datasets/NAME (PERSISTENT_2: required)."""
 
     @model_validator(mode="after")
     def _paths(self) -> S3Link:
@@ -567,6 +571,16 @@ class S3Link(Setting):
         return self
 
 
+class Dataset(Setting):
+    """A shared dataset directory on Lustre."""
+
+    name: DnsLabel
+    owner: DnsLabel
+    """The team that writes it (higgsfield:scheduler.teams)."""
+    readers: tuple[DnsLabel, ...] = ()
+    """Teams that mount it read-only."""
+
+
 class Fsx(Setting):
     """FSx for Lustre shared storage (throughput: `lustre_throughput_mb_s`)."""
 
@@ -580,10 +594,18 @@ class Fsx(Setting):
     s3: S3Link | None = None
     availability_zone: Str = derived("Default: the EFA GPU pools' zone (else the first pool's, else the first AZ); must be the EFA pools' zone.")
     backup_retention_days: number(0, 90, "the FSx maximum") = derived("0-90 days for PERSISTENT_2 (default 7); 0 for SCRATCH_2.")
+    datasets: tuple[Dataset, ...] = ()
+    """Shared directories /datasets/NAME: read-write for the owner team, read-only for the readers, invisible to the rest."""
 
     @model_validator(mode="after")
     def _kind(self) -> Fsx:
         problems = Problems()
+        _duplicates(problems, "datasets", [d.name for d in self.datasets])
+        if self.s3 is not None and self.deployment_type == "PERSISTENT_2":
+            if self.s3.dataset is None:
+                problems.add("s3.dataset", "name the dataset (higgsfield:fsx.datasets) the S3 link fills: it appears at /datasets/NAME for that dataset's teams")
+            elif self.s3.dataset not in {d.name for d in self.datasets}:
+                problems.add("s3.dataset", f"unknown dataset {self.s3.dataset!r}; datasets: {', '.join(d.name for d in self.datasets) or 'none'}")
         kind, capacity = self.deployment_type, self.storage_capacity_gib
         if capacity != 1200 and capacity % 2400:
             problems.add("storageCapacityGiB", f"{capacity} is not a valid {kind} size: use 1200 or a multiple of 2400 GiB")
@@ -613,6 +635,13 @@ def lustre_throughput_mb_s(capacity_gib: int, per_tib: int | None) -> float:
 _MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for system classes
 
 
+# Volcano's scheduler creates the queues `root` and `default` itself at start (default: reclaimable,
+# jobs naming no queue land there): volcano-sh/volcano:pkg/scheduler/cache/cache.go@v1.13.0
+# newDefaultAndRootQueue. The Volcano component manages `default` (never reclaimable, no GPUs); a
+# configured queue may not take either name.
+VOLCANO_QUEUES = ("root", "default")
+
+
 class Queue(Setting):
     """A Volcano queue (never reclaimed from)."""
 
@@ -621,12 +650,26 @@ class Queue(Setting):
     gpu_capability: number(0)
     """GPUs the queue may hold at most; no more than the pools can provide."""
 
+    @field_validator("name")
+    @classmethod
+    def _not_volcanos(cls, name: str) -> str:
+        if name in VOLCANO_QUEUES:
+            raise ValueError(f"{name!r} is a queue Volcano creates and the platform manages (root, default: no GPUs); name the team's queue")
+        return name
+
 
 class PriorityClassSpec(Setting):
     """A PriorityClass teams may use (never preempts)."""
 
     name: DnsLabel
     value: number(-2_147_483_648)
+
+    @field_validator("name")
+    @classmethod
+    def _not_system(cls, name: str) -> str:
+        if name.startswith("system-"):
+            raise ValueError(f"{name!r}: Kubernetes reserves the system- prefix for its own priority classes")
+        return name
 
     @field_validator("value")
     @classmethod
@@ -636,13 +679,39 @@ class PriorityClassSpec(Setting):
         return value
 
 
+# Namespaces Kubernetes, EKS add-ons and this platform own; a team may not be named like one
+# (its namespace would be the platform's). kube-* is Kubernetes' own prefix; higgsfield-* ours.
+RESERVED_NAMESPACES = ("default", "monitoring", "volcano-system", "kubeflow", "amazon-cloudwatch")
+RESERVED_NAMESPACE_PREFIXES = ("kube-", "higgsfield-", "volcano-", "aws-", "amazon-", "eks-")
+# POSIX ids: below 1000 are the system's, 65534 is nobody; Lustre ids are 32-bit unsigned, but
+# Kubernetes runAsUser is checked against int32 by PSA tooling, so stay below 2^31.
+TEAM_UID_MIN, TEAM_UID_MAX = 1000, 2_147_483_647
+
+
 class Team(Setting):
-    """A team gets a namespace, a GPU quota, the priority classes it may use, and a queue."""
+    """A team gets a namespace, a GPU quota, the priority classes it may use, a queue, and a
+    POSIX identity its pods run as and its files on Lustre belong to."""
 
     name: DnsLabel
     queue: Str
     gpu_quota: number(0)
     priority_classes: tuple[Str, ...] = Field(min_length=1)
+    uid: number(TEAM_UID_MIN, TEAM_UID_MAX, "below 2^31")
+    """POSIX UID and GID (the same number) of the team's pods and Lustre directory; unique per team, never reused."""
+
+    @field_validator("name")
+    @classmethod
+    def _not_a_platform_namespace(cls, name: str) -> str:
+        if name in RESERVED_NAMESPACES or name.startswith(RESERVED_NAMESPACE_PREFIXES):
+            raise ValueError(f"{name!r} is a namespace Kubernetes or the platform owns ({', '.join(RESERVED_NAMESPACES)}, {', '.join(p + '*' for p in RESERVED_NAMESPACE_PREFIXES)}); pick another team name")
+        return name
+
+    @field_validator("uid")
+    @classmethod
+    def _not_nobody(cls, uid: int) -> int:
+        if uid == 65534:
+            raise ValueError("65534 is nobody (Lustre and NFS squash to it); pick another")
+        return uid
 
 
 def _duplicates(problems: Problems, where: str, names: list[str]) -> None:
@@ -677,6 +746,11 @@ class Scheduler(Setting):
                 if cls not in class_names:
                     problems.add(f"teams[{i}].priorityClasses[{j}]", f"unknown priority class {cls!r}; classes: {', '.join(sorted(class_names)) or 'none'}")
         _duplicates(problems, "teams", [t.name for t in self.teams])
+        owners: dict[int, str] = {}
+        for i, team in enumerate(self.teams):
+            if team.uid in owners and owners[team.uid] != team.name:
+                problems.add(f"teams[{i}].uid", f"{team.uid} is team {owners[team.uid]!r}'s: every team needs its own UID (it owns the team's files)")
+            owners.setdefault(team.uid, team.name)
         problems.raise_any()
         return self
 
@@ -748,6 +822,8 @@ _TAG_KEY = re.compile(r"^[\w .:/=+\-@]{1,128}$")
 def _tag_key(name: str) -> str:
     if not _TAG_KEY.match(name) or name.lower().startswith("aws:"):
         raise ValueError(f"{name!r} is not a valid tag key (1-128 chars, not starting with aws:)")
+    if name.lower().startswith(f"{NAMESPACE}:"):
+        raise ValueError(f"{name!r}: {NAMESPACE}:* tags are set by the program (higgsfield:stack, higgsfield:environment), not by config")
     return name
 
 
@@ -858,10 +934,15 @@ class StackConfig(Setting):
     @field_validator("endpoint")
     @classmethod
     def _not_open_in_prod(cls, endpoint: Endpoint, info: ValidationInfo) -> Endpoint:
+        from policies.rules import MAX_INTERNET_SHARE, internet_share  # the pack's rule, the same numbers
+
         problems = Problems()
         for i, cidr in enumerate(endpoint.public_access_cidrs):
             if ipaddress.IPv4Network(cidr).prefixlen == 0 and info.data.get("environment") == "prod":
                 problems.add(f"publicAccessCidrs[{i}]", "0.0.0.0/0 opens the API server to the internet; prod allows only an allow-list")
+        share = internet_share(endpoint.public_access_cidrs)
+        if not problems and info.data.get("environment") == "prod" and share > MAX_INTERNET_SHARE:
+            problems.add("publicAccessCidrs", f"together these cover {share:.4%} of the internet (at most {MAX_INTERNET_SHARE:.4%}, a /16's worth): list your VPN/office ranges")
         problems.raise_any()
         return endpoint
 
@@ -928,6 +1009,17 @@ class StackConfig(Setting):
         problems.raise_any()
         return scheduler
 
+    @model_validator(mode="after")
+    def _datasets_name_teams(self) -> StackConfig:
+        problems, teams = Problems(), {t.name for t in self.scheduler.teams}
+        where = f"{NAMESPACE}:fsx.datasets"
+        for i, dataset in enumerate(self.fsx.datasets):
+            for key, team in [("owner", dataset.owner), *((f"readers[{j}]", r) for j, r in enumerate(dataset.readers))]:
+                if team not in teams:
+                    problems.add(f"{where}[{i}].{key}", f"unknown team {team!r}; teams: {', '.join(sorted(teams)) or 'none'}")
+        problems.raise_any()
+        return self
+
     @property
     def total_gpus(self) -> int:
         """The most GPUs the pools can ever provide: every pool at maxSize."""
@@ -945,7 +1037,7 @@ class StackConfig(Setting):
     @property
     def resource_tags(self) -> dict[str, str]:
         """Tags on every taggable resource: the configured ones plus where it comes from."""
-        return {"higgsfield:stack": self.stack, "higgsfield:environment": self.environment, **self.tags}
+        return {**self.tags, "higgsfield:stack": self.stack, "higgsfield:environment": self.environment}
 
 
 # --- parsing ------------------------------------------------------------------------------

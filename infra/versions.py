@@ -154,6 +154,9 @@ METRICS_SERVER = Chart("metrics-server", "3.13.0", "https://kubernetes-sigs.gith
 EXAMPLE_PYTORCH_IMAGE = "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
 EXAMPLE_NCCL_TESTS_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:latest"
 EXAMPLE_SYNC_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
+# The one-shot Job that makes the team and dataset directories on Lustre (mkdir, chown, chmod:
+# busybox has all three). Unverified tag: `docker manifest inspect` it before the first deploy.
+LUSTRE_LAYOUT_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
 
 # --- observability ----------------------------------------------------------------------------
 # kube-prometheus-stack 88.6.5 (prometheus-community/helm-charts; adfinis/helm-charts#1982, 2026-09-07).

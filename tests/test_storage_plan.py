@@ -6,7 +6,7 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from components.storage import MOUNT_OPTIONS, PVC_NAME
+from components.storage import LUSTRE_PATH_ANNOTATION, MOUNT_OPTIONS, PLATFORM_NAMESPACE, PVC_NAME, layout_script, mountname_of, volume_handle
 from infra.cli.main import lustre_throughput_mb_s, main, manifests
 from infra.cli.offline import Plan, Resource, record
 from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_field, set_key
@@ -80,29 +80,106 @@ def test_prod_protects_and_retains_the_file_system_and_its_key():
 
 
 @pytest.mark.parametrize("stack_name", ["staging", "prod"])
-def test_s3_link_imports_and_exports_the_configured_path(stack_name):
+def test_s3_link_fills_its_dataset_and_exports_without_deletions(stack_name):
     import yaml
 
     wanted = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack_name}.yaml").read_text())["config"]["higgsfield:fsx"]["s3"]
     plan = plan_of(stack_name)
     (link,) = plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
     assert link.inputs["dataRepositoryPath"] == wanted["importPath"]
-    assert link.inputs["s3"]["autoExportPolicy"]["events"] == ["NEW", "CHANGED", "DELETED"]
+    assert link.inputs["fileSystemPath"] == f"/datasets/{wanted['dataset']}"
+    assert link.inputs["s3"]["autoExportPolicy"]["events"] == ["NEW", "CHANGED"]  # an rm on Lustre never deletes in S3
     assert ("autoImportPolicy" in link.inputs["s3"]) is wanted["autoImport"]
 
 
-def test_every_team_namespace_gets_a_read_write_many_claim_bound_to_the_file_system(fsx_plan):
-    namespaces = {n.inputs["metadata"]["name"] for n in fsx_plan.of_type("kubernetes:core/v1:Namespace") if "higgsfield.io/team" in n.inputs["metadata"].get("labels", {})}
-    claims = {c.inputs["metadata"]["namespace"]: c for c in fsx_plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
+def test_export_of_deletions_only_when_the_stack_opts_in(project_copy):
+    def opt_in(config):
+        config[FSX] = {**config[FSX], "s3": {**config[FSX]["s3"], "exportDeletions": True}}
+
+    plan = record("bad", root=project_copy("staging", opt_in))
+    (link,) = plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+    assert link.inputs["s3"]["autoExportPolicy"]["events"] == ["NEW", "CHANGED", "DELETED"]
+
+
+def _team_namespaces(plan: Plan) -> set[str]:
+    return {n.inputs["metadata"]["name"] for n in plan.of_type("kubernetes:core/v1:Namespace") if "higgsfield.io/team" in n.inputs["metadata"].get("labels", {})}
+
+
+def test_every_team_namespace_gets_a_read_write_many_claim_of_its_own_directory_only(fsx_plan):
+    namespaces = _team_namespaces(fsx_plan)
+    claims = {c.inputs["metadata"]["namespace"]: c for c in fsx_plan.of_type("kubernetes:core/v1:PersistentVolumeClaim") if c.inputs["metadata"]["name"] == PVC_NAME}
     volumes = {v.inputs["metadata"]["name"]: v for v in fsx_plan.of_type("kubernetes:core/v1:PersistentVolume")}
     assert set(claims) == namespaces and namespaces
     for ns, claim in claims.items():
-        assert claim.inputs["metadata"]["name"] == PVC_NAME
         assert claim.inputs["spec"]["accessModes"] == ["ReadWriteMany"]
         volume = volumes[claim.inputs["spec"]["volumeName"]]
         assert volume.inputs["spec"]["claimRef"] == {"namespace": ns, "name": PVC_NAME}
         assert volume.inputs["spec"]["csi"]["driver"] == "fsx.csi.aws.com"
+        assert volume.inputs["metadata"]["annotations"][LUSTRE_PATH_ANNOTATION] == f"/teams/{ns}"
         assert volume.inputs["spec"]["mountOptions"] == list(MOUNT_OPTIONS)
+
+
+def test_no_team_namespace_can_claim_the_whole_file_system(fsx_plan):
+    whole = [v for v in fsx_plan.of_type("kubernetes:core/v1:PersistentVolume") if v.inputs["metadata"]["annotations"][LUSTRE_PATH_ANNOTATION] == "/"]
+    assert [v.inputs["spec"]["claimRef"]["namespace"] for v in whole] == [PLATFORM_NAMESPACE]
+    assert PLATFORM_NAMESPACE not in _team_namespaces(fsx_plan)
+
+
+def test_subdirectory_mount_names_and_unique_volume_handles():
+    assert mountname_of("abcdefgh", "/teams/llm") == "abcdefgh/teams/llm"  # dnsname@tcp:/abcdefgh/teams/llm
+    assert mountname_of("abcdefgh", None) == "abcdefgh"
+    assert len({volume_handle("fs-1", p) for p in ("/teams/a", "/teams/b", "/datasets/x", None)}) == 4
+
+
+def test_prod_dataset_is_read_write_for_its_owner_read_only_for_readers_and_absent_elsewhere():
+    plan = plan_of("prod")
+    cfg = plan.config
+    (dataset,) = cfg.fsx.datasets
+    claim = f"dataset-{dataset.name}"
+    volumes = {v.inputs["metadata"]["name"]: v for v in plan.of_type("kubernetes:core/v1:PersistentVolume")}
+    by_team = {c.inputs["metadata"]["namespace"]: volumes[c.inputs["spec"]["volumeName"]] for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim") if c.inputs["metadata"]["name"] == claim}
+    assert set(by_team) == {dataset.owner, *dataset.readers}
+    for team, volume in by_team.items():
+        spec = volume.inputs["spec"]
+        assert volume.inputs["metadata"]["annotations"][LUSTRE_PATH_ANNOTATION] == f"/datasets/{dataset.name}"
+        reader = team != dataset.owner
+        assert spec["csi"]["readOnly"] is reader
+        assert ("ro" in spec["mountOptions"]) is reader
+        assert spec["accessModes"] == (["ReadOnlyMany"] if reader else ["ReadWriteMany"])
+    outsiders = {t.name for t in cfg.scheduler.teams} - set(by_team)
+    assert not outsiders or all(claim not in {c.inputs["metadata"]["name"] for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim") if c.inputs["metadata"]["namespace"] == t} for t in outsiders)
+
+
+def test_layout_job_gives_each_team_directory_to_its_uid_before_any_team_volume_exists(fsx_plan):
+    cfg = fsx_plan.config
+    (job,) = fsx_plan.of_type("kubernetes:batch/v1:Job")
+    script = job.inputs["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    for team in cfg.scheduler.teams:
+        assert f"chown {team.uid}:{team.uid} /fsx/teams/{team.name} && chmod 2770 /fsx/teams/{team.name}" in script
+    for dataset in cfg.fsx.datasets:
+        owner = next(t for t in cfg.scheduler.teams if t.name == dataset.owner)
+        assert f"chown {owner.uid}:{owner.uid} /fsx/datasets/{dataset.name} && chmod 2755 /fsx/datasets/{dataset.name}" in script
+    assert job.inputs["metadata"]["namespace"] == PLATFORM_NAMESPACE
+    for volume in fsx_plan.of_type("kubernetes:core/v1:PersistentVolume"):
+        if volume.inputs["metadata"]["annotations"][LUSTRE_PATH_ANNOTATION] != "/":
+            assert job.urn in volume.dependencies, volume.name
+    (link,) = fsx_plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+    assert link.urn in job.dependencies  # the link makes /datasets/NAME; the job then gives it its owner
+
+
+def test_layout_job_runs_as_root_with_only_chown_and_fowner(fsx_plan):
+    (job,) = fsx_plan.of_type("kubernetes:batch/v1:Job")
+    pod = job.inputs["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]}
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_layout_job_name_changes_with_the_layout():
+    a = layout_script({"llm": 20002}, [])
+    b = layout_script({"llm": 20002, "vision": 20003}, [])
+    assert a != b and "set -eu" in a
 
 
 def test_rendered_kubernetes_objects_validate_against_the_stack_kubernetes_version(plan, stack_settings):
@@ -159,6 +236,11 @@ BAD = {
     "s3_path_in_another_bucket": ("staging", set_field(FSX, "s3", {"bucket": "b-data", "importPath": "s3://other/train"}), f"{FSX}.s3.importPath", "not in bucket"),
     "persistent_export_elsewhere": ("staging", set_field(FSX, "s3", {"bucket": "b-data", "importPath": "s3://b-data/in", "exportPath": "s3://b-data/out"}), f"{FSX}.s3.exportPath", "one S3 path both ways"),
     "unknown_deployment_type": ("staging", set_field(FSX, "deploymentType", "PERSISTENT_1"), f"{FSX}.deploymentType", "PERSISTENT_2, SCRATCH_2"),
+    "s3_link_without_its_dataset": ("staging", set_field(FSX, "s3", {"bucket": "higgsfield-staging-datasets", "importPath": "s3://higgsfield-staging-datasets/train"}), f"{FSX}.s3.dataset", "name the dataset"),
+    "s3_link_to_an_unknown_dataset": ("staging", set_field(FSX, "s3", {"bucket": "higgsfield-staging-datasets", "dataset": "nope"}), f"{FSX}.s3.dataset", "unknown dataset 'nope'"),
+    "dataset_owned_by_an_unknown_team": ("staging", set_field(FSX, "datasets", [{"name": "train", "owner": "robotics"}]), f"{FSX}.datasets[0].owner", "unknown team 'robotics'"),
+    "dataset_read_by_an_unknown_team": ("staging", set_field(FSX, "datasets", [{"name": "train", "owner": "llm", "readers": ["vision", "audio"]}]), f"{FSX}.datasets[0].readers[1]", "unknown team 'audio'"),
+    "duplicate_dataset": ("staging", set_field(FSX, "datasets", [{"name": "train", "owner": "llm"}] * 2), f"{FSX}.datasets[1]", "duplicate name 'train'"),
     "backups_on_scratch": ("staging", set_key(FSX, {"enabled": True, "deploymentType": "SCRATCH_2", "storageCapacityGiB": 1200, "backupRetentionDays": 7}), f"{FSX}.backupRetentionDays", "0 for SCRATCH_2"),
 }
 

@@ -88,11 +88,19 @@ def test_gang_binds_all_or_nothing_and_gang_and_drf_are_not_preemptable(plan):
 def test_every_queue_is_not_reclaimable_and_capped_as_configured(plan, stack_settings):
     wanted = {q["name"]: q for q in stack_settings["higgsfield:scheduler"]["queues"]}
     queues = {q.inputs["metadata"]["name"]: q.inputs for q in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:Queue")}
+    queues.pop("default")  # Volcano's own, managed: test_volcanos_default_queue_is_taken_over_with_no_gpus
     assert set(queues) == set(wanted)
     for name, queue in queues.items():
         assert queue["spec"]["reclaimable"] is False
         assert queue["spec"]["capability"]["nvidia.com/gpu"] == str(wanted[name]["gpuCapability"])
         assert queue["spec"]["weight"] == wanted[name]["weight"]
+
+
+def test_volcanos_default_queue_is_taken_over_with_no_gpus_and_never_reclaimable(plan):
+    (queue,) = [q.inputs for q in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:Queue") if q.inputs["metadata"]["name"] == "default"]
+    assert queue["spec"]["reclaimable"] is False
+    assert queue["spec"]["capability"] == {"nvidia.com/gpu": "0"}
+    assert queue["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}  # the scheduler created it first
 
 
 def test_every_priority_class_never_preempts(plan):
@@ -150,6 +158,11 @@ def rendered(request):
 def _job(objects: list[dict]) -> dict:
     (job,) = [o for o in objects if o["apiVersion"] == "kubeflow.org/v1"]
     return job
+
+
+def job_team(cfg, objects: list[dict]):
+    (team,) = [t for t in cfg.scheduler.teams if t.name == _job(objects)["metadata"]["namespace"]]
+    return team
 
 
 def _replica_specs(job: dict) -> dict:
@@ -216,7 +229,9 @@ def test_example_mounts_the_team_volume_when_the_stack_has_fsx(rendered):
         if "higgsfield.io/pool" not in template["spec"]["nodeSelector"] or example == "mpi-nccl-tests":
             continue
         claims = [v["persistentVolumeClaim"]["claimName"] for v in template["spec"]["volumes"] if "persistentVolumeClaim" in v]
-        assert claims == (["shared-data"] if cfg.fsx.enabled else [])
+        team = job_team(cfg, objects)
+        datasets = [f"dataset-{d.name}" for d in cfg.fsx.datasets if team.name == d.owner or team.name in d.readers]
+        assert claims == (["shared-data", *datasets] if cfg.fsx.enabled else [])
 
 
 @pytest.mark.parametrize("example", ["pytorch-ddp", "pytorch-elastic"])
@@ -261,13 +276,24 @@ def _teams(*teams):
 
 
 BAD = {
-    "team_with_unknown_queue": ("staging", _teams({"name": "llm", "queue": "nope", "gpuQuota": 1, "priorityClasses": ["batch-low"]}), f"{S}.teams[0].queue", "unknown queue 'nope'"),
-    "team_with_unknown_class": ("staging", _teams({"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["urgent"]}), f"{S}.teams[0].priorityClasses[0]", "unknown priority class 'urgent'"),
-    "quota_above_queue_capability": ("staging", _teams({"name": "llm", "queue": "experiments", "gpuQuota": 9, "priorityClasses": ["batch-low"]}), f"{S}.teams[0].gpuQuota", "above queue 'experiments'"),
-    "duplicate_team": ("staging", _teams(*[{"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"]}] * 2), f"{S}.teams[1]", "duplicate name 'llm'"),
+    "team_with_unknown_queue": ("staging", _teams({"name": "llm", "queue": "nope", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].queue", "unknown queue 'nope'"),
+    "team_with_unknown_class": ("staging", _teams({"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["urgent"], "uid": 20010}), f"{S}.teams[0].priorityClasses[0]", "unknown priority class 'urgent'"),
+    "quota_above_queue_capability": ("staging", _teams({"name": "llm", "queue": "experiments", "gpuQuota": 9, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].gpuQuota", "above queue 'experiments'"),
+    "duplicate_team": ("staging", _teams(*[{"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}] * 2), f"{S}.teams[1]", "duplicate name 'llm'"),
     "duplicate_queue": ("staging", set_field(S, "queues", [QUEUES[0], QUEUES[0]]), f"{S}.queues[1]", "duplicate name 'research'"),
     "duplicate_class": ("staging", set_field(S, "priorityClasses", [CLASSES[0], CLASSES[0]]), f"{S}.priorityClasses[1]", "duplicate name 'batch-low'"),
     "capability_beyond_pools": ("staging", set_field(S, "queues", [{"name": "research", "gpuCapability": 64}, QUEUES[1]]), f"{S}.queues[0].gpuCapability", "more than the GPU pools can ever provide (32"),
+    "team_named_like_kube_system": ("staging", _teams({"name": "kube-system", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].name", "namespace Kubernetes or the platform owns"),
+    "team_named_monitoring": ("staging", _teams({"name": "monitoring", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].name", "namespace Kubernetes or the platform owns"),
+    "team_named_volcano_system": ("staging", _teams({"name": "volcano-system", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].name", "namespace Kubernetes or the platform owns"),
+    "team_named_like_a_platform_namespace": ("staging", _teams({"name": "higgsfield-storage", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].name", "namespace Kubernetes or the platform owns"),
+    "team_named_default": ("staging", _teams({"name": "default", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].name", "namespace Kubernetes or the platform owns"),
+    "team_with_another_teams_uid": ("staging", _teams({"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}, {"name": "vision", "queue": "experiments", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[1].uid", "20010 is team 'llm'"),
+    "team_with_a_system_uid": ("staging", _teams({"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 0}), f"{S}.teams[0].uid", "at least 1000"),
+    "team_without_a_uid": ("staging", _teams({"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"]}), f"{S}.teams[0].uid", "is required"),
+    "class_with_the_system_prefix": ("staging", set_field(S, "priorityClasses", [{"name": "system-urgent", "value": 1000}, CLASSES[1]]), f"{S}.priorityClasses[0].name", "reserves the system- prefix"),
+    "queue_named_default": ("staging", set_field(S, "queues", [{"name": "default", "gpuCapability": 8}, QUEUES[1]]), f"{S}.queues[0].name", "a queue Volcano creates"),
+    "queue_named_root": ("staging", set_field(S, "queues", [{"name": "root", "gpuCapability": 8}, QUEUES[1]]), f"{S}.queues[0].name", "a queue Volcano creates"),
     "class_in_system_range": ("staging", set_field(S, "priorityClasses", [{"name": "batch-low", "value": 2000000000}, CLASSES[1]]), f"{S}.priorityClasses[0].value", "reserves for system classes"),
 }
 

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from components.efa import efa_resources
-from components.storage import MOUNT_PATH, PVC_NAME
+from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
 from infra import versions
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 
@@ -97,6 +97,29 @@ def _attach_lustre(template: dict, job_name: str) -> None:
     )
 
 
+def _run_as_team(template: dict, team: Team) -> None:
+    """The identity the team's admission policy requires (its UID/GID on every pod, files on
+    Lustre owned by it) and, per container, what Pod Security `restricted` asks."""
+    spec = template["spec"]
+    spec["securityContext"] = {
+        "runAsUser": team.uid, "runAsGroup": team.uid, "fsGroup": team.uid, "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:
+        container["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def _attach_datasets(template: dict, cfg: StackConfig, team: Team) -> None:
+    """The shared datasets the team may use, read-only unless it owns them."""
+    spec, main = template["spec"], template["spec"]["containers"][0]
+    for dataset in cfg.fsx.datasets:
+        if team.name != dataset.owner and team.name not in dataset.readers:
+            continue
+        volume = f"dataset-{dataset.name}"
+        spec["volumes"].append({"name": volume, "persistentVolumeClaim": {"claimName": DATASET_CLAIM.format(name=dataset.name), "readOnly": team.name != dataset.owner}})
+        main["volumeMounts"].append({"name": volume, "mountPath": DATASET_MOUNT.format(name=dataset.name), "readOnly": team.name != dataset.owner})
+
+
 def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None, workers: int = 2) -> list[dict]:
     """The Kubernetes objects of `example` for stack `cfg`: the job, and the script's ConfigMap."""
     if example not in EXAMPLES:
@@ -131,6 +154,9 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
             _attach_efa(template, efa_resources(chosen.instance))
         if cfg.fsx.enabled and example != "mpi-nccl-tests":
             _attach_lustre(template, name)
+            _attach_datasets(template, cfg, member)
+    for template in pod_templates(job):
+        _run_as_team(template, member)
     objects: list[dict[str, Any]] = [job]
     if example.startswith("pytorch"):
         objects.insert(0, {
