@@ -154,23 +154,26 @@ class Network(pulumi.ComponentResource):
     def _flow_logs(self, name: str, args: NetworkArgs, vpc: aws.ec2.Vpc, tags: dict[str, str]) -> None:
         """Who talked to whom: every flow of the VPC, for incident response (and the policy pack)."""
         child = pulumi.ResourceOptions(parent=self)
+        group_name = f"/aws/vpc/{args.cluster_name}/flow-logs"
         group = aws.cloudwatch.LogGroup(
             f"{name}-flow-logs",
-            name=f"/aws/vpc/{args.cluster_name}/flow-logs",
+            name=group_name,
             retention_in_days=args.log_retention_days,
             kms_key_id=args.log_key_arn,
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)),
         )
         role = aws.iam.Role(f"{name}-flow-logs", assume_role_policy=trust_policy("vpc-flow-logs.amazonaws.com"), tags=tags, opts=child)
-        # docs.aws.amazon.com/vpc/latest/userguide/flow-logs-iam-role.html, on this group only.
+        # docs.aws.amazon.com/vpc/latest/userguide/flow-logs-iam-role.html, on this group only (by
+        # name, so the policy is known at preview and the pack can read it).
+        arn = f"arn:aws:logs:{args.region}:*:log-group:{group_name}"
         policy = aws.iam.RolePolicy(
             f"{name}-flow-logs",
             role=role.id,
-            policy=group.arn.apply(lambda arn: json.dumps({
+            policy=json.dumps({
                 "Version": "2012-10-17",
                 "Statement": [{"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"], "Resource": [arn, f"{arn}:*"]}],
-            })),
+            }),
             opts=child,
         )
         aws.ec2.FlowLog(

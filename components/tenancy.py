@@ -70,7 +70,7 @@ def _list(values: Sequence[str]) -> str:
 
 def _field(obj: str, *path: str) -> str:
     """`has()` guards for a nested optional field: `has(a.b) && has(a.b.c)`."""
-    return " && ".join(f"has({obj}.{'.'.join(path[:i + 1])})" for i in range(len(path)))
+    return "(" + " && ".join(f"has({obj}.{'.'.join(path[:i + 1])})" for i in range(len(path))) + ")"
 
 
 def policy_name(team: str) -> str:

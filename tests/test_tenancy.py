@@ -1,0 +1,271 @@
+"""Teams can't touch each other's data or jump each other's queues: the admission policies'
+CEL evaluated on compliant and violating objects (cel-python, the CEL spec's semantics on the
+JSON the API server hands the policy), and the prod plan's namespaces, bindings, Pod Security
+labels, NetworkPolicies, service accounts and CNI setting."""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+
+import celpy
+import kubernetes_validate
+import pytest
+from celpy import celtypes
+
+from components import tenancy
+from components.teams import rules_of
+from infra.cli import jobs
+from tests.conftest import STACKS, plan_of
+
+VISION = tenancy.TeamRules(name="vision", queue="experiments", priority_classes=("batch-low",), uid=20003)
+_env = celpy.Environment()
+
+
+@cache
+def _program(expression: str):
+    return _env.program(_env.compile(expression))
+
+
+def admitted(policy: dict, obj: dict) -> dict[str, bool]:
+    """Each validation's message -> whether `obj` passes it, evaluated as the API server does:
+    the variables in order, then every validation, with `object` the admitted object."""
+    activation: dict = {"object": celpy.json_to_cel(obj)}
+    variables: dict = {}
+    for variable in policy["spec"]["variables"]:
+        activation["variables"] = celtypes.MapType(variables)
+        value = _program(variable["expression"]).evaluate(activation)
+        assert not isinstance(value, celpy.CELEvalError), (variable["name"], value)
+        variables[celtypes.StringType(variable["name"])] = value
+    activation["variables"] = celtypes.MapType(variables)
+    results = {}
+    for validation in policy["spec"]["validations"]:
+        value = _program(validation["expression"]).evaluate(activation)
+        assert isinstance(value, celtypes.BoolType), (validation["message"], value)  # an evaluation error is a denial too
+        results[validation["message"]] = bool(value)
+    return results
+
+
+def denied_by(obj: dict, team: tenancy.TeamRules = VISION) -> list[str]:
+    return [message for message, ok in admitted(tenancy.admission_policy(team), obj).items() if not ok]
+
+
+def _pod_spec(uid: int = 20003, **extra) -> dict:
+    return {
+        "securityContext": {"runAsUser": uid, "runAsGroup": uid, "fsGroup": uid},
+        "containers": [{"name": "pytorch", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}}}],
+        **extra,
+    }
+
+
+def _job(queue: str | None = "experiments", priority: str | None = "batch-low", **spec_changes) -> dict:
+    policy = {k: v for k, v in {"queue": queue, "priorityClass": priority, "minAvailable": 2}.items() if v is not None}
+    template = {"spec": _pod_spec(**spec_changes)}
+    return {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "vision"},
+        "spec": {"runPolicy": {"schedulingPolicy": policy}, "pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template}, "Worker": {"replicas": 1, "template": copy.deepcopy(template)}}},
+    }
+
+
+def _pod(**spec_changes) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "vision"}, "spec": {"schedulerName": "volcano", **_pod_spec(**spec_changes)}}
+
+
+def _podgroup(queue: str | None = "experiments", priority: str | None = None) -> dict:
+    spec = {"minMember": 2, **({"queue": queue} if queue else {}), **({"priorityClassName": priority} if priority else {})}
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "g", "namespace": "vision"}, "spec": spec}
+
+
+# --- the CEL on sample objects ---------------------------------------------------------------
+
+@pytest.mark.parametrize("obj", [_job(), _job(priority=None), _pod(), _podgroup(), _podgroup(priority="batch-low")], ids=["job", "job-no-class", "pod", "podgroup", "podgroup-class"])
+def test_a_compliant_object_passes_every_rule(obj):
+    assert denied_by(obj) == []
+
+
+VIOLATIONS = {
+    "job_in_another_teams_queue": (_job(queue="production"), "submits to queue"),
+    "job_naming_no_queue": (_job(queue=None), "submits to queue"),
+    "job_jumping_to_production_critical": (_job(priority="production-critical"), "may use priority classes"),
+    "podgroup_in_another_queue": (_podgroup(queue="production"), "PodGroups go to queue"),
+    "podgroup_without_a_queue": (_podgroup(queue=None), "PodGroups go to queue"),
+    "podgroup_with_a_forbidden_class": (_podgroup(priority="production-critical"), "PodGroups may use priority classes"),
+    "pod_with_a_forbidden_class": (_pod(priorityClassName="production-critical"), "pods may use priority classes"),
+    "job_template_with_a_forbidden_class": (_job(priorityClassName="batch-high"), "pods may use priority classes"),
+    "pod_as_another_teams_uid": (_pod(uid=20001), "run as UID 20003"),
+    "job_without_an_identity": (_job(securityContext={}), "run as UID 20003"),
+    "pod_joining_another_teams_group": (_pod(securityContext={"runAsUser": 20003, "runAsGroup": 20003, "fsGroup": 20003, "supplementalGroups": [20001]}), "no other supplementalGroups"),
+    "privileged_container": (_pod(containers=[{"name": "c", "image": "x", "securityContext": {"privileged": True}}]), "no privileged containers"),
+    "added_capability": (_pod(containers=[{"name": "c", "image": "x", "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}]), "no privileged containers"),
+    "host_path_volume": (_pod(volumes=[{"name": "root", "hostPath": {"path": "/"}}]), "no hostPath"),
+    "inline_csi_volume_of_the_file_system_root": (_pod(volumes=[{"name": "fsx", "csi": {"driver": "fsx.csi.aws.com", "volumeAttributes": {"mountname": "abc"}}}]), "no hostPath"),
+    "host_network": (_pod(hostNetwork=True), "no host network"),
+    "gpu_pod_outside_volcano": (_pod(schedulerName="default-scheduler"), "GPU pods are scheduled by volcano"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(VIOLATIONS))
+def test_a_violating_object_is_denied_with_the_rule_it_breaks(case):
+    obj, message = VIOLATIONS[case]
+    denied = denied_by(obj)
+    assert any(message in d for d in denied), denied
+
+
+def test_a_container_running_as_another_uid_is_denied():
+    pod = _pod()
+    pod["spec"]["initContainers"] = [{"name": "sneak", "image": "x", "securityContext": {"runAsUser": 20001}}]
+    assert any("containers run as UID 20003" in d for d in denied_by(pod))
+
+
+def test_pod_naming_another_queue_by_annotation_or_label_is_denied():
+    for where, key in (("annotations", "scheduling.volcano.sh/queue-name"), ("annotations", "volcano.sh/queue-name"), ("labels", "volcano.sh/queue-name")):
+        pod = _pod()
+        pod["metadata"][where] = {key: "production"}
+        assert any("may name only queue" in d for d in denied_by(pod)), (where, key)
+        pod["metadata"][where] = {key: "experiments"}
+        assert denied_by(pod) == []
+
+
+def test_a_cpu_pod_may_use_the_default_scheduler():
+    pod = _pod(schedulerName="default-scheduler", containers=[{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}])
+    assert denied_by(pod) == []
+
+
+def test_mpi_launcher_with_the_operators_injected_init_container_is_admitted():
+    """The operator adds `kubectl-delivery` (no securityContext) to the launcher; the pod-level
+    identity covers it (kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4)."""
+    pod = _pod(containers=[{"name": "launcher", "image": "x"}])
+    pod["spec"]["initContainers"] = [{"name": "kubectl-delivery", "image": "mpioperator/kubectl-delivery"}]
+    pod["metadata"]["labels"] = dict(tenancy.LAUNCHER)
+    assert denied_by(pod) == []
+
+
+def test_every_job_kind_is_checked():
+    for kind, key in zip(tenancy.JOB_KINDS, ("pytorch", "tf", "mpi", "xgb", "jax", "paddle"), strict=True):
+        job = _job(queue="production")
+        job["kind"] = kind
+        job["spec"][f"{key}ReplicaSpecs"] = job["spec"].pop("pytorchReplicaSpecs")
+        assert any("submits to queue" in d for d in denied_by(job)), kind
+        job["spec"]["runPolicy"]["schedulingPolicy"]["queue"] = "experiments"
+        job["spec"][f"{key}ReplicaSpecs"]["Worker"]["template"]["spec"]["hostPID"] = True
+        assert any("no host network" in d for d in denied_by(job)), kind
+
+
+RENDERED = [(s, e, t.name) for s in STACKS for e in jobs.examples_for(plan_of(s).config) for t in plan_of(s).config.scheduler.teams]
+
+
+@pytest.mark.parametrize(("stack", "example", "team"), RENDERED, ids=["-".join(r) for r in RENDERED])
+def test_every_rendered_example_passes_its_teams_policy_and_fails_anothers(stack, example, team):
+    cfg = plan_of(stack).config
+    rules = {t.name: rules_of(t) for t in cfg.scheduler.teams}
+    job = next(o for o in jobs.render(example, cfg, team=team) if o["apiVersion"] == "kubeflow.org/v1")
+    assert denied_by(job, rules[team]) == []
+    for other, other_rules in rules.items():
+        if other != team:
+            assert denied_by(job, other_rules), f"{team}'s job admitted in {other}"
+
+
+def test_rendered_pods_need_no_api_token_except_the_mpi_launcher(stack):
+    cfg = plan_of(stack).config
+    for example in jobs.examples_for(cfg):
+        job = next(o for o in jobs.render(example, cfg) if o["apiVersion"] == "kubeflow.org/v1")
+        specs = job["spec"].get("pytorchReplicaSpecs") or job["spec"]["mpiReplicaSpecs"]
+        for role, spec in specs.items():
+            assert spec["template"]["spec"].get("automountServiceAccountToken") is (None if role == "Launcher" else False), (example, role)
+
+
+# --- the plan ------------------------------------------------------------------------------------
+
+VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+NETPOL = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+
+
+def _namespaces(plan) -> dict[str, dict]:
+    return {n.inputs["metadata"]["name"]: n.inputs for n in plan.of_type("kubernetes:core/v1:Namespace") if tenancy.TEAM_LABEL in n.inputs["metadata"].get("labels", {})}
+
+
+def test_every_team_has_its_own_admission_policy_bound_to_its_namespace_only(plan):
+    teams = {t.name: t for t in plan.config.scheduler.teams}
+    policies = {p.inputs["metadata"]["name"]: p for p in plan.of_type(VAP)}
+    bindings = {b.inputs["metadata"]["name"]: b for b in plan.of_type(BINDING)}
+    assert set(policies) == set(bindings) == {tenancy.policy_name(t) for t in teams}
+    for name, team in teams.items():
+        policy, binding = policies[tenancy.policy_name(name)], bindings[tenancy.policy_name(name)]
+        assert policy.inputs == {**tenancy.admission_policy(rules_of(team)), "metadata": policy.inputs["metadata"]}
+        assert policy.inputs["spec"]["failurePolicy"] == "Fail"
+        spec = binding.inputs["spec"]
+        assert spec["policyName"] == tenancy.policy_name(name) and spec["validationActions"] == ["Deny"]
+        assert spec["matchResources"] == {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}
+        assert policy.urn in binding.dependencies
+
+
+def test_admission_objects_validate_against_the_kubernetes_schema(plan):
+    for r in [*plan.of_type(VAP), *plan.of_type(BINDING)]:
+        kubernetes_validate.validate(r.inputs, plan.config.kubernetes_version, strict=True)
+
+
+def test_admission_policy_matches_the_kinds_it_checks():
+    rules = tenancy.admission_policy(VISION)["spec"]["matchConstraints"]["resourceRules"]
+    resources = {(g, res) for rule in rules for g in rule["apiGroups"] for res in rule["resources"]}
+    assert {("", "pods"), ("scheduling.volcano.sh", "podgroups"), *(("kubeflow.org", r) for r in tenancy.JOB_KINDS.values())} == resources
+    assert all(set(rule["operations"]) == {"CREATE", "UPDATE"} for rule in rules)
+
+
+def test_prod_team_namespaces_enforce_baseline_warn_restricted_at_the_cluster_version():
+    plan = plan_of("prod")
+    version = f"v{plan.config.kubernetes_version}"
+    namespaces = _namespaces(plan)
+    assert set(namespaces) == {"foundation", "llm", "vision"}
+    for ns in namespaces.values():
+        labels = ns["metadata"]["labels"]
+        assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+        assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
+        assert {labels[f"pod-security.kubernetes.io/{m}-version"] for m in ("enforce", "warn", "audit")} == {version}
+
+
+def test_a_pod_that_names_no_queue_lands_in_its_teams_queue(plan):
+    for team in plan.config.scheduler.teams:
+        assert _namespaces(plan)[team.name]["metadata"]["annotations"] == {"scheduling.volcano.sh/queue-name": team.queue}
+
+
+def test_prod_team_namespaces_deny_all_traffic_but_what_jobs_need():
+    plan = plan_of("prod")
+    for team in plan.config.scheduler.teams:
+        policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in plan.of_type(NETPOL) if p.inputs["metadata"]["namespace"] == team.name}
+        assert policies["default-deny"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+        own = policies["allow-own-namespace"]
+        assert own["ingress"] == [{"from": [{"podSelector": {}}]}] and own["egress"] == [{"to": [{"podSelector": {}}]}]
+        (dns,) = policies["allow-dns"]["egress"]
+        assert dns["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+        assert {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}
+        assert policies["allow-metrics-scrape"]["ingress"] == [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]}]
+        api = policies["allow-launcher-to-api-server"]
+        assert api["podSelector"] == {"matchLabels": tenancy.LAUNCHER}
+        assert api["egress"] == [{"to": [{"ipBlock": {"cidr": plan.config.vpc_cidr}}], "ports": [{"protocol": "TCP", "port": 443}]}]
+        # nothing reaches another team's namespace: no allowance names a namespace but the system ones
+        named = {json.dumps(p) for spec in policies.values() for rule in spec.get("ingress", []) + spec.get("egress", []) for p in rule.get("from", []) + rule.get("to", []) if "namespaceSelector" in p}
+        assert all(other.name not in n for n in named for other in plan.config.scheduler.teams)
+
+
+def test_network_policies_validate_against_the_kubernetes_schema(plan):
+    for r in plan.of_type(NETPOL):
+        kubernetes_validate.validate(r.inputs, plan.config.kubernetes_version, strict=True)
+
+
+def test_every_team_default_service_account_mounts_no_token(plan):
+    accounts = {a.inputs["metadata"]["namespace"]: a.inputs for a in plan.of_type("kubernetes:core/v1:ServiceAccount") if a.inputs["metadata"]["name"] == "default"}
+    assert set(accounts) >= {t.name for t in plan.config.scheduler.teams}
+    assert all(accounts[t.name]["automountServiceAccountToken"] is False for t in plan.config.scheduler.teams)
+
+
+def test_vpc_cni_enforces_network_policies(plan):
+    (cni,) = [a for a in plan.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "vpc-cni"]
+    assert json.loads(cni.inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}
+
+
+def test_no_team_gets_cluster_wide_rights(plan):
+    teams = {t.name for t in plan.config.scheduler.teams}
+    for binding in plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"):
+        assert not any(s.get("namespace") in teams for s in binding.inputs.get("subjects", [])), binding.name
