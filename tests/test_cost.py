@@ -25,7 +25,7 @@ def test_small_stack_total_matches_a_hand_computed_figure(project_copy):
     root = project_copy("dev", set_pool(0, instanceTypes=["g6e.xlarge"], capacity={"type": "on-demand"}))
     est = cost.estimate(record("bad", root=root), PRICES)
     h = 730
-    idle = 0.10 + 2 * 0.2016 + 2 * 50 * 0.08 / h + (0.045 + 100 * 0.045 / h) + 1.0 / h + 50 * 0.50 / h
+    idle = 0.10 + 2 * 0.2016 + 2 * 50 * 0.08 / h + (0.045 + 100 * 0.045 / h) + 2 * 1.0 / h + 50 * 0.50 / h  # two KMS keys: Secrets, logs
     full = idle + 2 * 1.861 + 2 * 150 * 0.08 / h
     assert est.total("idle_hour") == pytest.approx(idle)
     assert est.total("full_hour") == pytest.approx(full)
