@@ -127,6 +127,13 @@ EFA_DEVICE_PLUGIN = Chart(
 # FSx for Lustre CSI driver as an EKS add-on (docs.aws.amazon.com/eks/latest/userguide/
 # fsx-csi-create.html). Unverified from here: confirm with
 # `aws eks describe-addon-versions --addon-name aws-fsx-csi-driver --kubernetes-version 1.35`.
+# The add-on vX.Y.Z-eksbuild.N packages driver tag vX.Y.Z (EKS add-on naming; unverified here).
+# Read at kubernetes-sigs/aws-fsx-csi-driver@v1.8.0 for tenancy (components/storage.py): static
+# PVs only (examples/kubernetes/static_provisioning), NodePublishVolume mounts
+# `dnsname@tcp:/mountname` with the PV's mountname and adds `ro` for read-only publishes
+# (pkg/driver/node.go); the CSIDriver declares no Ephemeral lifecycle (charts/aws-fsx-csi-driver/
+# templates/csidriver.yaml), so inline csi volumes are refused. The `subDir` provisioning mode is
+# not in v1.8.0. Check after a bump: `git show vX.Y.Z:pkg/driver/node.go | grep -n mountname`.
 FSX_CSI_ADDON = AddonVersion("aws-fsx-csi-driver", "v1.8.0-eksbuild.1", False, _ADDON_SOURCE.format(k8s="1.35", name="aws-fsx-csi-driver"))
 # Lustre client/server version of new file systems (FSx API FileSystemTypeVersion; 2.15 is the
 # newest, needed by AL2023 clients). docs.aws.amazon.com/fsx/latest/LustreGuide/lustre-client-matrix.html
