@@ -30,7 +30,10 @@ QUEUE_KEY = "volcano.sh/queue-name"
 SCHEDULER = "volcano"
 # Pod Security Admission: `baseline` is enforced, `restricted` warned and audited. GPU and EFA
 # jobs need no privilege (the device plugins hand /dev/nvidia* and /dev/infiniband/uverbs* to the
-# container; no hostPath, no capability), so our own pods meet `restricted`. It is not enforced
+# container; no hostPath, no capability: AWS's EFA samples run with no securityContext at all,
+# aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml
+# and 3.test_cases/pytorch/FSDP/kubernetes/llama3_1_8b-fsdp.yaml@7217859f, whose hostPath
+# /dev/shm is an emptyDir of medium Memory here), so our own pods meet `restricted`. It is not enforced
 # because the Training Operator injects a `kubectl-delivery` init container into every MPIJob
 # launcher without allowPrivilegeEscalation/capabilities settings (kubeflow/trainer:pkg/
 # controller.v1/mpi/mpijob_controller.go@v1.9.4), which `restricted` rejects. The admission policy
