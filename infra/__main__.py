@@ -15,6 +15,7 @@ from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
 from components.network import Network, NetworkArgs
 from components.nodes import NodeRole
 from components.observability import Monitoring, MonitoringArgs
+from components.registry import TrainingImageRepository
 from components.storage import LustreArgs, LustreFileSystem
 from components.teams import Teams, TeamsArgs
 from components.training import TrainingOperator, TrainingOperatorArgs, Volcano, VolcanoArgs
@@ -69,7 +70,8 @@ def build(cfg: StackConfig) -> None:
     TrainingOperator("training-operator", TrainingOperatorArgs(
         versions.METRICS_SERVER, cluster.provider, platform_ready, scheduler=volcano.release))
 
-    # 5. Teams and shared storage
+    # 5. Teams, shared storage, and the repository the training image is pushed to and jobs run from
+    image = TrainingImageRepository("training-image", name, protect=cfg.production, tags=tags)
     teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cluster.provider, platform_ready))
     if cfg.fsx.enabled:
         LustreFileSystem("lustre", LustreArgs(
@@ -89,6 +91,7 @@ def build(cfg: StackConfig) -> None:
     pulumi.export("clusterName", name)
     pulumi.export("region", cfg.region)
     pulumi.export("kubeconfig", cluster.kubeconfig)
+    pulumi.export("trainingImage", {"repositoryUrl": image.repository_url, "repositoryArn": image.repository_arn})
     pulumi.export("gpuNodeGroups", {g.pool_name: g.node_group.node_group_name for g in gpu_pools})
 
 

@@ -301,7 +301,7 @@ def _healthcheck_render(args: argparse.Namespace) -> int:
     from infra.cli.offline import load_stack
 
     cfg = load_stack(args.stack)
-    print(jobs.to_yaml(healthcheck.render(cfg, args.pool, team=args.team, nodes=args.nodes)), end="")
+    print(jobs.to_yaml(healthcheck.render(cfg, args.pool, team=args.team, nodes=args.nodes, image=args.image)), end="")
     return 0
 
 
@@ -310,8 +310,12 @@ def _jobs_render(args: argparse.Namespace) -> int:
     from infra.cli.offline import load_stack
 
     cfg = load_stack(args.stack)
-    print(jobs.to_yaml(jobs.render(args.example, cfg, pool=args.pool, team=args.team, workers=args.workers)), end="")
+    print(jobs.to_yaml(jobs.render(args.example, cfg, pool=args.pool, team=args.team, workers=args.workers, image=args.image)), end="")
     return 0
+
+
+IMAGE_HELP = ("image to run (default: the stack's training image, built from this commit into the stack's ECR repository; "
+              "on EFA pools only images of that repository or of higgsfield:trainingImage)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -355,6 +359,7 @@ def parser() -> argparse.ArgumentParser:
     health_render.add_argument("--stack", required=True)
     health_render.add_argument("--team", help="namespace to run in (default: the first team)")
     health_render.add_argument("--nodes", type=int, help="nodes to check (default: min(2, maxSize))")
+    health_render.add_argument("--image", help=IMAGE_HELP)
     health_render.set_defaults(func=_healthcheck_render)
 
     jobs = sub.add_parser("jobs", help="example training jobs for a stack").add_subparsers(dest="jobs_command", required=True)
@@ -364,6 +369,7 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("--pool", help="GPU pool (default: the first on-demand pool; EFA pools first for NCCL tests)")
     render.add_argument("--team", help="team namespace (default: the first team)")
     render.add_argument("--workers", type=int, default=2, help="worker replicas (default 2)")
+    render.add_argument("--image", help=IMAGE_HELP)
     render.set_defaults(func=_jobs_render)
     return p
 
