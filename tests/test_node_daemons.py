@@ -8,7 +8,7 @@ import pytest
 
 from components.gpu_pools import GPU_SCALE_DOWN_UNNEEDED_DEFAULT
 from infra.cli.offline import instance_types
-from tests.conftest import plan_of
+from tests.conftest import STACKS, plan_of
 from tests.test_gpu_pools_plan import ALL_GPU_GROUPS, NODE_GROUP, TEMPLATE_TAG, asg_tags, efa_groups
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -35,12 +35,11 @@ def test_feature_discovery_workers_tolerate_every_taint(plan):
     assert EVERY_TAINT in _values(plan, "nvidia-device-plugin")["nfd"]["worker"]["tolerations"]
 
 
-def test_efa_device_plugin_tolerates_every_taint(plan):
+@pytest.mark.parametrize("efa_stack", [s for s in STACKS if efa_groups(plan_of(s))])
+def test_efa_device_plugin_tolerates_every_taint(efa_stack):
     """`tolerations` is appended after the chart's own CriticalAddonsOnly toleration
     (aws/eks-charts:stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml@2a58b2db)."""
-    if not efa_groups(plan):
-        pytest.skip("no EFA pool in this stack, so no EFA device plugin")
-    assert EVERY_TAINT in _values(plan, "aws-efa-k8s-device-plugin")["tolerations"]
+    assert EVERY_TAINT in _values(plan_of(efa_stack), "aws-efa-k8s-device-plugin")["tolerations"]
 
 
 def test_dcgm_exporter_tolerates_every_taint(plan):

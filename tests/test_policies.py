@@ -73,6 +73,7 @@ RESOURCE_CASES = [
     ("iam-no-wildcard-actions", "aws:iam/rolePolicy:RolePolicy", {"policy": json.dumps({"Statement": [{"Action": ["s3:GetObject"]}]})}, {"policy": json.dumps({"Statement": [{"Action": "ec2:*"}]})}, {}, False),
     ("helm-release-pinned", rules.HELM_RELEASE, {"chart": "volcano", "version": "1.13.0"}, {"chart": "volcano", "version": ""}, {"chart": "volcano"}, True),
     ("gpu-workloads-tolerate-gpu-taint", rules.HELM_RELEASE, {"chart": "nvidia-device-plugin", "values": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}, {"chart": "nvidia-device-plugin", "values": {"tolerations": [{"key": "other"}]}}, {"chart": "nvidia-device-plugin"}, True),
+    ("gpu-workloads-tolerate-gpu-taint", rules.HELM_RELEASE, {"chart": "dcgm-exporter", "values": {"tolerations": [{"operator": "Exists"}]}}, {"chart": "dcgm-exporter", "values": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}]}}, {"chart": "dcgm-exporter"}, True),
     ("required-tags", "aws:ec2/vpc:Vpc", {"tags": {"higgsfield:stack": "dev", "higgsfield:environment": "dev"}}, {"tags": {"higgsfield:stack": "dev"}}, {}, True),
 ]
 
