@@ -63,7 +63,7 @@ def pool_labels(pool: GpuPool) -> dict[str, str]:
 
 
 def pool_taints(pool: GpuPool) -> list[Taint]:
-    return [Taint(GPU_TAINT_KEY, "true", "NoSchedule"), *pool.taints]
+    return [Taint(key=GPU_TAINT_KEY, value="true", effect="NoSchedule"), *pool.taints]
 
 
 def pool_resources(pool: GpuPool) -> dict[str, str]:

@@ -1,139 +1,379 @@
 """The typed stack configuration: the only module that reads `pulumi.Config`.
 
-`load()` turns the stack's config into frozen dataclasses and rejects nonsense before any
-resource is registered. Every error names the full key (`higgsfield:cpuNodes.minSize`) and
-what is allowed, and is a `pulumi.RunError`, so `pulumi up` prints one line, no traceback.
+The stack file's settings are declared once, as frozen pydantic models (`Setting` subclasses):
+attribute names are what the components read, aliases are the stack-file keys (camelCase; the
+root model's are the full keys, `higgsfield:gpuPools`), constraints and defaults live on the
+fields, and what only we know (AWS catalog facts, cross-field rules) are validators on the
+models. `parse()` validates everything at once and raises one `ConfigError` listing every
+problem with its full key (`higgsfield:gpuPools[1].availabilityZone: ...`); it is a
+`pulumi.RunError`, so `pulumi up` prints the lines without a traceback. The JSON Schema of
+stack files (`schemas/stack.schema.json`) and the README's config table are generated from
+these models (`higgsfield schema --write`).
 """
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Annotated, Any, Literal, Protocol, get_args, get_origin
 
 import pulumi
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    Strict,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic.json_schema import SkipJsonSchema
+from pydantic_core import PydanticCustomError
 
 from infra import versions
 from infra.catalog import InstanceFacts
 
 NAMESPACE = "higgsfield"
 ENVIRONMENTS = ("dev", "staging", "prod")
-_MISSING: Any = object()
-T = TypeVar("T")
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One wrong setting: where (`loc`, the path of stack-file keys and list indexes, the first
+    one a full key) and what is wrong."""
+
+    loc: tuple[str | int, ...]
+    message: str
+
+    @property
+    def key(self) -> str:
+        return key_of(self.loc)
+
+
+def key_of(loc: tuple[str | int, ...]) -> str:
+    """`("higgsfield:gpuPools", 1, "availabilityZone")` -> `higgsfield:gpuPools[1].availabilityZone`."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part != "[key]":  # pydantic's marker for "the key of this map entry"
+            text += f".{part}" if text else str(part)
+    return text
 
 
 class ConfigError(pulumi.RunError):
-    """A stack setting is wrong. `key` is the full config key, e.g. `higgsfield:vpcCidr`."""
+    """Stack settings are wrong. `key` is the full config key of the first problem (e.g.
+    `higgsfield:vpcCidr`), `problems` all of them; the message has one line per problem."""
 
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
+    def __init__(self, key: str, message: str, problems: list[Problem] | None = None) -> None:
+        self.problems = problems or [Problem((key,), message)]
+        super().__init__("\n".join(f"{p.key}: {p.message}" for p in self.problems))
         self.key = key
 
 
-# --- reading helpers ----------------------------------------------------------------------
-
-
 def _show(value: Any) -> str:
-    return json.dumps(value) if not isinstance(value, str) else repr(value)
+    if isinstance(value, str):
+        return repr(value)
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
-class _Obj:
-    """One config object being read. Remembers the fields read so that typos are rejected."""
+def _parse_where(where: str) -> tuple[str | int, ...]:
+    """`capacity.reservationId` / `instanceTypes[0]` / `[1]` / `` -> loc parts."""
+    parts: list[str | int] = []
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", where):
+        parts.append(int(index) if index else name)
+    return tuple(parts)
 
-    def __init__(self, path: str, value: Any, sep: str = ".") -> None:
-        if not isinstance(value, Mapping):
-            raise ConfigError(path, f"must be an object, got {_show(value)}")
-        self.path, self.value, self.sep, self.read = path, value, sep, set()
 
-    def key(self, name: str) -> str:
-        return f"{self.path}{self.sep}{name}"
+class Problems:
+    """What one validator found wrong, each relative to the object it validates (`where` is a
+    path of stack-file keys: `minSize`, `capacity.reservationId`, `instanceTypes[0]`, `` for
+    the object itself). `raise_any()` ends the validator with all of them at once."""
 
-    def get(self, name: str, default: Any = _MISSING) -> Any:
-        self.read.add(name)
-        value = self.value.get(name)
-        if value is None:
-            if default is _MISSING:
-                raise ConfigError(self.key(name), "is required")
-            return default
+    def __init__(self) -> None:
+        self.found: list[tuple[str, str]] = []
+
+    def add(self, where: str, message: str) -> None:
+        self.found.append((where, message))
+
+    def __bool__(self) -> bool:
+        return bool(self.found)
+
+    def raise_any(self) -> None:
+        if self.found:
+            raise PydanticCustomError("higgsfield", "{text}", {"text": "; ".join(m for _, m in self.found), "problems": list(self.found)})
+
+
+def _expected(ctx: Mapping[str, Any]) -> str:
+    """pydantic's "'a', 'b' or 'c'" as `a, b, c`."""
+    text = str(ctx.get("expected", ""))
+    quoted = re.findall(r"'([^']*)'", text)
+    return ", ".join(quoted) if quoted else text.replace(" or ", ", ")
+
+
+_MESSAGES: dict[str, Callable[[Any, Mapping[str, Any]], str]] = {
+    "missing": lambda v, c: "is required",
+    "literal_error": lambda v, c: f"{_show(v)} is not one of: {_expected(c)}",
+    "int_type": lambda v, c: f"must be an integer, got {_show(v)}",
+    "int_parsing": lambda v, c: f"must be an integer, got {_show(v)}",
+    "int_from_float": lambda v, c: f"must be an integer, got {_show(v)}",
+    "bool_type": lambda v, c: f"must be true or false, got {_show(v)}",
+    "bool_parsing": lambda v, c: f"must be true or false, got {_show(v)}",
+    "float_type": lambda v, c: f"must be a number, got {_show(v)}",
+    "float_parsing": lambda v, c: f"must be a number, got {_show(v)}",
+    "string_type": lambda v, c: f"must be a string, got {_show(v)}",
+    "string_too_short": lambda v, c: "must not be empty",
+    "string_too_long": lambda v, c: f"has at most {c.get('max_length')} characters, got {len(v) if isinstance(v, str) else '?'}",
+    "too_short": lambda v, c: f"needs at least {c.get('min_length')} entries, got {c.get('actual_length')}",
+    "too_long": lambda v, c: f"takes at most {c.get('max_length')} entries, got {c.get('actual_length')}",
+    "greater_than_equal": lambda v, c: f"must be at least {c.get('ge')}, got {_show(v)}",
+    "greater_than": lambda v, c: f"must be more than {c.get('gt')}, got {_show(v)}",
+    "less_than_equal": lambda v, c: f"must be at most {c.get('le')}, got {_show(v)}",
+    "tuple_type": lambda v, c: f"must be a list, got {_show(v)}",
+    "list_type": lambda v, c: f"must be a list, got {_show(v)}",
+    "dict_type": lambda v, c: f"must be a map of names to values, got {_show(v)}",
+    "model_type": lambda v, c: f"must be an object (a map of settings), got {_show(v)}",
+    "model_attributes_type": lambda v, c: f"must be an object (a map of settings), got {_show(v)}",
+    "value_error": lambda v, c: str(c.get("error", "")),
+}
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model class that holds the setting at `loc` (for "did you mean")."""
+    model: Any = StackConfig
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = {f.alias or n: f for n, f in model.model_fields.items()}
+        if part not in fields:
+            return None
+        model = _model_in(fields[part].annotation)
+        if model is None:
+            return None
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _suggest(name: str, allowed: list[str]) -> str | None:
+    """The allowed key `name` most likely means: close spelling, or the same key in our namespace."""
+    if ":" not in name and f"{NAMESPACE}:{name}" in allowed:
+        return f"{NAMESPACE}:{name}"
+    close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    short = {a.split(":", 1)[-1]: a for a in allowed}
+    close = difflib.get_close_matches(name.split(":", 1)[-1], list(short), n=1, cutoff=0.75)
+    return short[close[0]] if close else None
+
+
+def _unknown(loc: tuple[str | int, ...]) -> str:
+    name = str(loc[-1])
+    parent = _model_at(loc[:-1])
+    allowed = sorted(f.alias or n for n, f in parent.model_fields.items() if n not in _HIDDEN) if parent else []
+    guess = _suggest(name, allowed)
+    hint = f"; did you mean {guess}?" if guess else ""
+    if len(loc) > 1:
+        return f"unknown setting{hint} (allowed: {', '.join(allowed)})"
+    namespace = name.split(":", 1)[0] if ":" in name else None
+    if namespace is None:
+        return f"config keys carry a namespace (NAMESPACE:key){hint or f'; this program reads {NAMESPACE}:* and aws:region'}"
+    if namespace == "aws":
+        return f"not an aws setting this program reads (it reads aws:region){hint}"
+    if namespace != NAMESPACE:
+        return f"unknown config namespace {namespace!r} (this program reads {NAMESPACE}:* and aws:region){hint}"
+    return f"unknown setting{hint}"
+
+
+def problems_of(error: ValidationError) -> list[Problem]:
+    """pydantic's errors as our problems: full keys, our wording, one per wrong setting."""
+    found = []
+    for e in error.errors(include_url=False):
+        loc, ctx = tuple(e["loc"]), e.get("ctx") or {}
+        if e["type"] == "higgsfield":
+            found += [Problem(loc + _parse_where(where), message) for where, message in ctx["problems"]]
+        elif e["type"] == "extra_forbidden":
+            found.append(Problem(loc, _unknown(loc)))
+        else:
+            message = _MESSAGES.get(e["type"], lambda v, c: e["msg"])(e.get("input"), ctx)
+            found.append(Problem(loc, message))
+    return found
+
+
+# --- building blocks of settings ------------------------------------------------------------
+
+
+class Setting(BaseModel):
+    """The base of every config object: immutable, stack-file keys are camelCase aliases of
+    the attribute names, unknown keys are errors, and `null` means "use the default".
+    In code, objects are built with attribute names as keywords: `Taint(key="k", value="v")`
+    (no `__init__` override: pydantic would then validate twice, the second time without context)."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, validate_by_name=True, validate_by_alias=True,
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_unset(cls, data: Any) -> Any:
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
+
+    def _fill(self, **values: Any) -> None:
+        """Set derived defaults from an after-validator (the object is not yet shared)."""
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+
+def derived(description: str, **kwargs: Any) -> Any:
+    """A field whose default depends on other settings; an after-validator fills it in with
+    `self._fill(...)`. (The JSON Schema shows no default for it: `infra/cli/schema.py`.)"""
+    return Field(None, description=description, **kwargs)
+
+
+Int = Annotated[int, Strict()]
+Bool = Annotated[bool, Strict()]
+Str = Annotated[str, Strict(), Field(min_length=1)]
+
+
+def number(minimum: int, maximum: int | None = None, why: str = "") -> Any:
+    """An integer setting with bounds; `why` says where an upper bound comes from."""
+
+    def check(value: int) -> int:
+        if value < minimum:
+            raise ValueError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise ValueError(f"must be at most {maximum:,}{f' ({why})' if why else ''}, got {value:,}")
         return value
 
-    def obj(self, name: str, default: Any = _MISSING) -> _Obj:
-        return _Obj(self.key(name), self.get(name, default))
-
-    def done(self) -> None:
-        unknown = sorted(set(self.value) - self.read)
-        if unknown:
-            raise ConfigError(self.key(unknown[0]), f"unknown setting; allowed: {', '.join(sorted(self.read))}")
+    bounds = {"minimum": minimum, **({"maximum": maximum} if maximum is not None else {})}
+    return Annotated[int, Strict(), AfterValidator(check), Field(json_schema_extra=bounds)]
 
 
-def _int(key: str, value: Any, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(key, f"must be an integer, got {_show(value)}")
-    if value < minimum:
-        raise ConfigError(key, f"must be at least {minimum}, got {value}")
+def matching(pattern: str, explain: str) -> Any:
+    """A string setting that matches `pattern` (anchored; also written into the JSON Schema)."""
+    rx = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not rx.fullmatch(value):
+            raise ValueError(f"{value!r} {explain}")
+        return value
+
+    return Annotated[str, Strict(), AfterValidator(check), Field(json_schema_extra={"pattern": pattern})]
+
+
+# Kubernetes object names, label keys and values: kubernetes/kubernetes
+# staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go (IsDNS1123Label: 63 chars;
+# IsQualifiedName: optional DNS-subdomain prefix of 253 + "/" + name of 63; IsValidLabelValue: 63).
+# Taint keys are qualified names and taint values label values (k8s.io/kubernetes pkg/apis/core/validation).
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$"
+DnsLabel = matching(DNS_LABEL, "must be a lowercase DNS label of at most 30 characters (a-z, 0-9, '-'; starts and ends alphanumeric)")
+QUALIFIED_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
+
+
+def _qualified_name(value: str) -> str:
+    prefix, _, name = value.rpartition("/")
+    if not re.fullmatch(QUALIFIED_NAME, value) or len(prefix) > 253 or len(name) > 63:
+        raise ValueError(f"{value!r} is not a Kubernetes qualified name ([prefix/]name: name up to 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric; prefix a DNS subdomain)")
     return value
 
 
-def _bool(key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(key, f"must be true or false, got {_show(value)}")
-    return value
+QualifiedName = Annotated[str, Strict(), AfterValidator(_qualified_name), Field(json_schema_extra={"pattern": QUALIFIED_NAME})]
+LabelValue = matching(LABEL_VALUE, "is not a Kubernetes label value (up to 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric, or empty)")
+InstanceTypeName = matching(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", "is not an EC2 instance type name (family.size, e.g. p5.48xlarge)")
+
+# EKS managed node groups: NodegroupScalingConfig minSize/desiredSize >= 0, maxSize >= 1
+# (botocore/data/eks/2017-11-01/service-2.json shapes ZeroCapacity, Capacity); "Nodes per managed
+# node group: 450" is the EKS service quota (docs.aws.amazon.com/eks/latest/userguide/service-quotas.html).
+NODES_PER_GROUP = 450
+_NODE_QUOTA = "the EKS quota of nodes per managed node group; split the pool"
+NodeCount = number(0, NODES_PER_GROUP, _NODE_QUOTA)
+MaxNodes = number(1, NODES_PER_GROUP, _NODE_QUOTA)
+# gp3 volumes: 1 - 65,536 GiB (botocore/data/ec2/2016-11-15/service-2.json EbsBlockDevice.VolumeSize).
+GP3_MAX_GIB = 65536
 
 
-def _str(key: str, value: Any, choices: Sequence[str] | None = None) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(key, f"must be a non-empty string, got {_show(value)}")
-    if choices is not None and value not in choices:
-        raise ConfigError(key, f"{value!r} is not one of: {', '.join(choices)}")
-    return value
-
-
-def _list(key: str, value: Any, item: Callable[[str, Any], T], min_items: int = 0) -> tuple[T, ...]:
-    if not isinstance(value, list):
-        raise ConfigError(key, f"must be a list, got {_show(value)}")
-    if len(value) < min_items:
-        raise ConfigError(key, f"needs at least {min_items} entries, got {len(value)}")
-    return tuple(item(f"{key}[{i}]", v) for i, v in enumerate(value))
-
-
-def _unique(key: str, names: Sequence[str]) -> None:
-    seen: set[str] = set()
-    for i, name in enumerate(names):
-        if name in seen:
-            raise ConfigError(f"{key}[{i}]", f"duplicate name {name!r}")
-        seen.add(name)
-
-
-def _cidr(key: str, value: Any) -> ipaddress.IPv4Network:
+def _cidr(value: str) -> str:
     try:
-        return ipaddress.IPv4Network(_str(key, value))
+        return str(ipaddress.IPv4Network(value))
     except ValueError as exc:
-        raise ConfigError(key, f"{value!r} is not an IPv4 CIDR ({exc})") from None
+        raise ValueError(f"{value!r} is not an IPv4 CIDR ({exc})") from None
+
+
+Cidr = Annotated[str, Strict(), AfterValidator(_cidr)]
 
 
 # --- the typed config ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Endpoint:
+class Endpoint(Setting):
     """Where the Kubernetes API is reachable from. Private access is always on."""
 
-    public_access_cidrs: tuple[str, ...] = ()
+    private: Bool = True
+    """Must be true: nodes reach the API server privately."""
+    public_access_cidrs: tuple[Cidr, ...] = ()
+    """CIDRs allowed to reach the public endpoint; empty keeps the API private (prod: no 0.0.0.0/0)."""
+
+    @field_validator("private")
+    @classmethod
+    def _always_private(cls, value: bool) -> bool:
+        if not value:
+            raise ValueError("must be true: nodes reach the API server privately")
+        return value
 
     @property
     def public(self) -> bool:
         return bool(self.public_access_cidrs)
 
 
-@dataclass(frozen=True)
-class NodeSizes:
-    instance_types: tuple[str, ...]
-    min_size: int
-    desired_size: int
-    max_size: int
+class NodeSizes(Setting):
+    """The system (CPU) node group."""
+
+    instance_types: tuple[InstanceTypeName, ...] = Field(min_length=1)
+    """EC2 instance types, offered in aws:region, one CPU architecture (x86_64)."""
+    min_size: NodeCount
+    desired_size: NodeCount = derived("Nodes at creation; default minSize (the autoscaler owns it afterwards).")
+    max_size: MaxNodes
+
+    @model_validator(mode="after")
+    def _sizes(self, info: ValidationInfo) -> NodeSizes:
+        problems = Problems()
+        if self.desired_size is None:
+            self._fill(desired_size=self.min_size)
+        if not self.min_size <= self.desired_size <= self.max_size:
+            problems.add("", f"needs minSize <= desiredSize <= maxSize, got {self.min_size} <= {self.desired_size} <= {self.max_size}")
+        catalog, region = _catalog(info)
+        if catalog is not None:
+            for i, name in enumerate(self.instance_types):
+                if not catalog.offered_in(name, region, "region"):
+                    problems.add(f"instanceTypes[{i}]", f"instance type {name!r} is not offered anywhere in {region}")
+                elif "x86_64" not in catalog.describe(name).architectures:
+                    problems.add(f"instanceTypes[{i}]", f"{name} is not x86_64; the system nodes run {versions.CPU_AMI_TYPE}")
+        problems.raise_any()
+        return self
 
 
 CAPACITY_TYPES = ("on-demand", "spot", "capacity-block", "reservation")
@@ -142,64 +382,226 @@ EXPANDERS = ("least-waste", "most-pods", "priority", "random", "price")
 GPU_TAINT_KEY = "nvidia.com/gpu"
 
 
-@dataclass(frozen=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
+class Taint(Setting):
+    key: QualifiedName
+    value: LabelValue = "true"
+    effect: Literal["NoSchedule", "NoExecute", "PreferNoSchedule"] = "NoSchedule"
 
 
-@dataclass(frozen=True)
-class GpuPool:
+class Capacity(Setting):
+    """How a GPU pool buys its instances."""
+
+    type: Literal["on-demand", "spot", "capacity-block", "reservation"] = "on-demand"
+    reservation_id: Annotated[str, Strict(), AfterValidator(lambda v: _reservation_id(v))] | None = None
+    """The capacity reservation (cr-0123456789abcdef0); required for capacity-block and reservation, else not allowed."""
+
+    @property
+    def reserved(self) -> bool:
+        return self.type in ("capacity-block", "reservation")
+
+    @model_validator(mode="after")
+    def _reservation(self) -> Capacity:
+        problems = Problems()
+        if self.reserved and self.reservation_id is None:
+            problems.add("reservationId", f"is required for capacity type {self.type}: the capacity reservation id (cr-0123456789abcdef0)")
+        if not self.reserved and self.reservation_id is not None:
+            problems.add("reservationId", f"only capacity types capacity-block and reservation take a reservation id, not {self.type}")
+        problems.raise_any()
+        return self
+
+
+def _reservation_id(value: str) -> str:
+    if not re.fullmatch(r"cr-[0-9a-f]{8,17}", value):
+        raise ValueError(f"{value!r} is not a capacity reservation id (cr-0123456789abcdef0)")
+    return value
+
+
+class Catalog(Protocol):
+    """Where instance-type facts come from: AWS through invokes (the module infra.catalog)."""
+
+    def describe(self, instance_type: str) -> InstanceFacts: ...
+
+    def offered_in(self, instance_type: str, location: str, location_type: str = ...) -> bool: ...
+
+
+def _catalog(info: ValidationInfo) -> tuple[Catalog | None, str]:
+    """The instance-type catalog and the (valid) region the validation runs with, if any."""
+    context = info.context or {}
+    region = context.get("region")
+    return (context.get("catalog") if region else None), region or ""
+
+
+class GpuPool(Setting):
     """One GPU node group. `instance` holds the facts of its (first) instance type; all its
     types share GPU count and EFA support (checked)."""
 
-    name: str
-    instance_types: tuple[str, ...]
-    availability_zone: str
-    min_size: int
-    max_size: int
-    capacity_type: str
-    reservation_id: str | None
-    efa: bool
-    placement_group: bool
-    root_volume_gib: int
-    local_nvme: str
-    labels: Mapping[str, str]
-    taints: tuple[Taint, ...]
-    instance: InstanceFacts
+    name: DnsLabel
+    """Nodes carry the label higgsfield.io/pool=NAME."""
+    instance_types: tuple[InstanceTypeName, ...] = Field(min_length=1)
+    """GPU instance types, all with the same GPU count, EFA support and architecture, offered in availabilityZone."""
+    availability_zone: Str
+    """One of higgsfield:availabilityZones."""
+    min_size: NodeCount = 0
+    """0 costs nothing while idle."""
+    max_size: MaxNodes
+    capacity: Capacity = Capacity()
+    efa: Bool = derived("Attach every EFA card; default true when the type supports EFA.")
+    placement_group: Bool = derived("Cluster placement group; default true with EFA, must be false for reservation / capacity-block.")
+    root_volume_gib: number(50, GP3_MAX_GIB, "the gp3 maximum") = Field(200, alias="rootVolumeGiB")
+    """Root gp3 volume, GiB."""
+    local_nvme: Literal["raid0", "none"] = derived("raid0 stripes the local NVMe drives; default raid0 when the type has them, else none.")
+    labels: dict[QualifiedName, LabelValue] = {}
+    """Kubernetes labels on the nodes."""
+    taints: tuple[Taint, ...] = ()
+    """Taints in addition to nvidia.com/gpu=true:NoSchedule."""
+    _instance: InstanceFacts | None = PrivateAttr(None)
+
+    @property
+    def instance(self) -> InstanceFacts:
+        assert self._instance is not None, "GpuPool validated without an instance-type catalog"
+        return self._instance
 
     @property
     def gpus_per_node(self) -> int:
         return self.instance.gpus
 
+    @property
+    def capacity_type(self) -> str:
+        return self.capacity.type
+
+    @property
+    def reservation_id(self) -> str | None:
+        return self.capacity.reservation_id
+
+    @model_validator(mode="after")
+    def _facts(self, info: ValidationInfo) -> GpuPool:
+        problems = Problems()
+        if self.min_size > self.max_size:
+            problems.add("minSize", f"{self.min_size} is above maxSize {self.max_size}")
+        catalog, region = _catalog(info)
+        if catalog is None or not re.fullmatch(re.escape(region) + r"[a-z]", self.availability_zone):
+            problems.raise_any()  # the zone itself is reported by the stack (not in its availabilityZones)
+            return self
+        facts = self._instance_facts(catalog, region, problems)
+        if facts is None:
+            problems.raise_any()
+            return self
+        reserved = self.capacity.reserved
+        if self.capacity.type == "capacity-block" and len(self.instance_types) != 1:
+            problems.add("instanceTypes", "a Capacity Block is for exactly one instance type")
+        efa = facts.efa_supported if self.efa is None else self.efa
+        if efa and not facts.efa_supported:
+            problems.add("efa", f"{facts.name} does not support EFA")
+        placement = (efa and not reserved) if self.placement_group is None else self.placement_group
+        if placement and reserved:
+            problems.add("placementGroup", f"must be false for capacity type {self.capacity.type}: the reservation brings its own placement")
+        local_nvme = ("raid0" if facts.nvme_disks else "none") if self.local_nvme is None else self.local_nvme
+        if local_nvme == "raid0" and not facts.nvme_disks:
+            problems.add("localNvme", f"{facts.name} has no local NVMe drives")
+        if not set(facts.architectures) & set(versions.GPU_AMI_TYPES):
+            problems.add("instanceTypes", f"{facts.name} has no EKS AL2023 NVIDIA AMI for {', '.join(facts.architectures)}")
+        problems.raise_any()
+        self._fill(efa=efa, placement_group=placement, local_nvme=local_nvme)
+        self._instance = facts
+        return self
+
+    def _instance_facts(self, catalog: Catalog, region: str, problems: Problems) -> InstanceFacts | None:
+        zone, facts = self.availability_zone, []
+        for i, name in enumerate(self.instance_types):
+            if not catalog.offered_in(name, zone):
+                where = f"anywhere in {region}" if not catalog.offered_in(name, region, "region") else f"in {zone}"
+                problems.add(f"instanceTypes[{i}]", f"instance type {name!r} is not offered {where}")
+                continue
+            found = catalog.describe(name)
+            if found.gpus == 0:
+                problems.add(f"instanceTypes[{i}]", f"{name} has no GPU; GPU pools need GPU instance types (g6e, p4d, p5, ...)")
+                continue
+            facts.append(found)
+        if problems or not facts:
+            return None
+        first = facts[0]
+        for other in facts[1:]:
+            if (other.gpus, other.efa_supported, other.efa_max_interfaces) != (first.gpus, first.efa_supported, first.efa_max_interfaces):
+                problems.add(
+                    "instanceTypes",
+                    f"{first.name} ({first.gpus} GPUs, {first.efa_max_interfaces} EFA) and {other.name} ({other.gpus} GPUs, "
+                    f"{other.efa_max_interfaces} EFA) differ; one pool holds types with the same GPU count and EFA support",
+                )
+            elif set(other.architectures) != set(first.architectures):
+                problems.add("instanceTypes", f"{first.name} and {other.name} have different CPU architectures")
+        return None if problems else first
+
 
 FSX_DEPLOYMENT_TYPES = ("PERSISTENT_2", "SCRATCH_2")
 FSX_THROUGHPUT_PER_TIB = (125, 250, 500, 1000)  # MB/s per TiB, PERSISTENT_2 (SCRATCH_2 is fixed at 200)
 SCRATCH_2_THROUGHPUT_PER_TIB = 200
+# StorageCapacity: 0 - 2,147,483,647 GiB in the API (botocore/data/fsx/2018-03-01/service-2.json
+# shape StorageCapacity); for SSD Lustre "1200 GiB, 2400 GiB, and increments of 2400 GiB" (same
+# file, CreateFileSystemRequest.StorageCapacity). The account quota on total Lustre storage is lower.
+FSX_MAX_GIB = 2_147_483_647
+S3_BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 
 
-@dataclass(frozen=True)
-class S3Link:
-    bucket: str
-    import_path: str
-    export_path: str
-    auto_import: bool
+class S3Link(Setting):
+    """An S3 data repository linked to the file system."""
+
+    bucket: matching(S3_BUCKET, "is not an S3 bucket name (3-63 of a-z 0-9 . -)")
+    import_path: Str = derived("s3://bucket/prefix read into the file system; default s3://BUCKET.")
+    export_path: Str = derived("Where changes are written back; default importPath (PERSISTENT_2: must equal it).")
+    auto_import: Bool = True
+    """Import new and changed S3 objects automatically."""
+
+    @model_validator(mode="after")
+    def _paths(self) -> S3Link:
+        problems = Problems()
+        import_path = self.import_path or f"s3://{self.bucket}"
+        for where, url in (("importPath", import_path), ("exportPath", self.export_path)):
+            if url is None:
+                continue
+            if not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?", url):
+                problems.add(where, f"{url!r} is not an s3:// URL (s3://bucket/prefix)")
+            elif url[len("s3://"):].split("/", 1)[0] != self.bucket:
+                problems.add(where, f"{url!r} is not in bucket {self.bucket!r} (the s3.bucket setting)")
+        problems.raise_any()
+        self._fill(import_path=import_path, export_path=self.export_path or import_path)
+        return self
 
 
-@dataclass(frozen=True)
-class Fsx:
+class Fsx(Setting):
     """FSx for Lustre shared storage (throughput: `lustre_throughput_mb_s`)."""
 
-    enabled: bool = False
-    deployment_type: str = "PERSISTENT_2"
-    storage_capacity_gib: int = 1200
-    throughput_per_tib: int = 250
-    compression: str = "LZ4"
+    enabled: Bool = False
+    deployment_type: Literal["PERSISTENT_2", "SCRATCH_2"] = "PERSISTENT_2"
+    storage_capacity_gib: number(1200, FSX_MAX_GIB, "the FSx API maximum") = Field(1200, alias="storageCapacityGiB")
+    """1200 or a multiple of 2400 GiB."""
+    throughput_per_tib: Literal[125, 250, 500, 1000] = derived(
+        "PERSISTENT_2 MB/s per TiB, default 250; SCRATCH_2 is fixed at 200 (leave unset).", alias="throughputPerTiB")
+    compression: Literal["LZ4", "NONE"] = "LZ4"
     s3: S3Link | None = None
-    availability_zone: str | None = None
-    backup_retention_days: int = 0
+    availability_zone: Str = derived("Default: the EFA GPU pools' zone (else the first pool's, else the first AZ); must be the EFA pools' zone.")
+    backup_retention_days: number(0, 90, "the FSx maximum") = derived("0-90 days for PERSISTENT_2 (default 7); 0 for SCRATCH_2.")
 
+    @model_validator(mode="after")
+    def _kind(self) -> Fsx:
+        problems = Problems()
+        kind, capacity = self.deployment_type, self.storage_capacity_gib
+        if capacity != 1200 and capacity % 2400:
+            problems.add("storageCapacityGiB", f"{capacity} is not a valid {kind} size: use 1200 or a multiple of 2400 GiB")
+        throughput = self.throughput_per_tib
+        if kind == "SCRATCH_2":
+            if throughput is not None:
+                problems.add("throughputPerTiB", f"SCRATCH_2 has a fixed {SCRATCH_2_THROUGHPUT_PER_TIB} MB/s per TiB; remove the setting or use PERSISTENT_2")
+            throughput = SCRATCH_2_THROUGHPUT_PER_TIB
+        backups = self.backup_retention_days
+        if backups is None:
+            backups = 7 if kind == "PERSISTENT_2" else 0
+        if kind == "SCRATCH_2" and backups:
+            problems.add("backupRetentionDays", f"{backups} is not allowed: 0-90 days for PERSISTENT_2, 0 for SCRATCH_2")
+        if self.s3 is not None and kind == "PERSISTENT_2" and self.s3.export_path != self.s3.import_path:
+            problems.add("s3.exportPath", "PERSISTENT_2 links one S3 path both ways (a data repository association); make it equal importPath")
+        problems.raise_any()
+        self._fill(throughput_per_tib=throughput or 250, backup_retention_days=backups)
+        return self
 
 
 def lustre_throughput_mb_s(capacity_gib: int, per_tib: int | None) -> float:
@@ -208,84 +610,323 @@ def lustre_throughput_mb_s(capacity_gib: int, per_tib: int | None) -> float:
     return capacity_gib / 1000 * (per_tib or SCRATCH_2_THROUGHPUT_PER_TIB)
 
 
-@dataclass(frozen=True)
-class Queue:
-    name: str
-    weight: int
-    gpu_capability: int
+_MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for system classes
 
 
-@dataclass(frozen=True)
-class PriorityClassSpec:
-    name: str
-    value: int
+class Queue(Setting):
+    """A Volcano queue (never reclaimed from)."""
+
+    name: DnsLabel
+    weight: number(1) = 1
+    gpu_capability: number(0)
+    """GPUs the queue may hold at most; no more than the pools can provide."""
 
 
-@dataclass(frozen=True)
-class Team:
+class PriorityClassSpec(Setting):
+    """A PriorityClass teams may use (never preempts)."""
+
+    name: DnsLabel
+    value: number(-2_147_483_648)
+
+    @field_validator("value")
+    @classmethod
+    def _user_range(cls, value: int) -> int:
+        if value > _MAX_USER_PRIORITY:
+            raise ValueError(f"{value} is above {_MAX_USER_PRIORITY:,}, which Kubernetes reserves for system classes")
+        return value
+
+
+class Team(Setting):
     """A team gets a namespace, a GPU quota, the priority classes it may use, and a queue."""
 
-    name: str
-    queue: str
-    gpu_quota: int
-    priority_classes: tuple[str, ...]
+    name: DnsLabel
+    queue: Str
+    gpu_quota: number(0)
+    priority_classes: tuple[Str, ...] = Field(min_length=1)
 
 
-@dataclass(frozen=True)
-class Scheduler:
+def _duplicates(problems: Problems, where: str, names: list[str]) -> None:
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            problems.add(f"{where}[{i}]", f"duplicate name {name!r}")
+        seen.add(name)
+
+
+class Scheduler(Setting):
+    """Volcano queues, the priority classes, and the teams that submit to them."""
+
     queues: tuple[Queue, ...] = ()
     priority_classes: tuple[PriorityClassSpec, ...] = ()
     teams: tuple[Team, ...] = ()
+
+    @model_validator(mode="after")
+    def _references(self) -> Scheduler:
+        problems = Problems()
+        _duplicates(problems, "queues", [q.name for q in self.queues])
+        _duplicates(problems, "priorityClasses", [c.name for c in self.priority_classes])
+        by_queue = {q.name: q for q in self.queues}
+        class_names = {c.name for c in self.priority_classes}
+        for i, team in enumerate(self.teams):
+            queue = by_queue.get(team.queue)
+            if queue is None:
+                problems.add(f"teams[{i}].queue", f"unknown queue {team.queue!r}; queues: {', '.join(by_queue) or 'none'}")
+            elif team.gpu_quota > queue.gpu_capability:
+                problems.add(f"teams[{i}].gpuQuota", f"{team.gpu_quota} GPUs is above queue {team.queue!r}'s capability of {queue.gpu_capability}")
+            for j, cls in enumerate(team.priority_classes):
+                if cls not in class_names:
+                    problems.add(f"teams[{i}].priorityClasses[{j}]", f"unknown priority class {cls!r}; classes: {', '.join(sorted(class_names)) or 'none'}")
+        _duplicates(problems, "teams", [t.name for t in self.teams])
+        problems.raise_any()
+        return self
 
 
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 
 
-@dataclass(frozen=True)
-class HealthThresholds:
+def _fraction(value: float) -> float:
+    if not 0 < value <= 1:
+        raise ValueError(f"must be a number in (0, 1], got {value}")
+    return value
+
+
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise ValueError(f"must be a positive number, got {value}")
+    return value
+
+
+Fraction = Annotated[float, Strict(), AfterValidator(_fraction), Field(json_schema_extra={"exclusiveMinimum": 0, "maximum": 1})]
+Positive = Annotated[float, Strict(), AfterValidator(_positive), Field(json_schema_extra={"exclusiveMinimum": 0})]
+
+
+class HealthThresholds(Setting):
     """What a healthy GPU node reaches, as fractions of the GPU's peak or absolute figures."""
 
-    min_matmul_fraction: float = 0.6          # bf16 dense matmul TFLOP/s / peak
-    min_memory_bandwidth_fraction: float = 0.7  # device-to-device copy GB/s / peak
-    min_lustre_mb_s: float = 200.0            # write then read of a file on /fsx, per node
-    min_bus_bandwidth_gb_s: float = 50.0      # NCCL all-reduce bus bandwidth across nodes
+    min_matmul_fraction: Fraction = 0.6
+    """bf16 dense matmul TFLOP/s / peak."""
+    min_memory_bandwidth_fraction: Fraction = 0.7
+    """Device-to-device copy GB/s / peak."""
+    min_lustre_mb_s: Positive = Field(200.0, alias="minLustreMBps")
+    """Write then read of a file on /fsx, per node."""
+    min_bus_bandwidth_gb_s: Positive = Field(50.0, alias="minBusBandwidthGBps")
+    """NCCL all-reduce bus bandwidth across nodes."""
 
 
-@dataclass(frozen=True)
-class Observability:
-    enabled: bool = True
-    metrics_retention_days: int = 15
-    metrics_storage_gib: int = 100
-    log_retention_days: int = 30
-    node_auto_repair: bool = True
-    health: HealthThresholds = HealthThresholds()
+class Observability(Setting):
+    """Prometheus, DCGM, logs and node auto-repair."""
+
+    enabled: Bool = True
+    metrics_retention_days: number(1) = 15
+    metrics_storage_gib: number(10, GP3_MAX_GIB, "the gp3 maximum") = Field(100, alias="metricsStorageGiB")
+    log_retention_days: Int = 30
+    """A CloudWatch Logs retention: 1, 3, 5, 7, 14, 30, 60, 90, ... 3653 days."""
+    node_auto_repair: Bool = True
+    health: HealthThresholds = Field(HealthThresholds(), alias="healthcheck")
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _cloudwatch_retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"{value} is not a CloudWatch Logs retention; use one of: {', '.join(map(str, LOG_RETENTION_DAYS))}")
+        return value
 
 
-@dataclass(frozen=True)
-class Autoscaler:
-    scale_down_unneeded_time: str = "10m"
-    expander: str = "least-waste"
+class Autoscaler(Setting):
+    """Cluster Autoscaler settings."""
+
+    scale_down_unneeded_time: matching(r"^\d+(s|m|h)$", "is not a duration like 10m, 600s or 1h") = "10m"
+    expander: Literal["least-waste", "most-pods", "priority", "random", "price"] = "least-waste"
 
 
-@dataclass(frozen=True)
-class StackConfig:
-    stack: str
-    region: str
-    environment: str
-    kubernetes_version: str
-    vpc_cidr: str
-    availability_zones: tuple[str, ...]
-    endpoint: Endpoint
+# --- the stack ----------------------------------------------------------------------------
+
+_ADMIN_ARN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$"
+_TAG_KEY = re.compile(r"^[\w .:/=+\-@]{1,128}$")
+
+
+def _tag_key(name: str) -> str:
+    if not _TAG_KEY.match(name) or name.lower().startswith("aws:"):
+        raise ValueError(f"{name!r} is not a valid tag key (1-128 chars, not starting with aws:)")
+    return name
+
+
+TagKey = Annotated[str, Strict(), AfterValidator(_tag_key)]
+TagValue = Annotated[str, Strict(), Field(max_length=256)]
+
+
+@cache
+def eks_regions() -> list[str]:
+    """AWS regions (aws partition) with an EKS endpoint, from the endpoint data botocore ships
+    (read as a file: importing botocore.session costs more than the whole lookup)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("botocore")
+    assert spec is not None and spec.submodule_search_locations, "botocore ships with boto3, a dependency"
+    data = json.loads(Path(spec.submodule_search_locations[0], "data", "endpoints.json").read_text())
+    aws = next(p for p in data["partitions"] if p["partition"] == "aws")
+    return sorted(set(aws["services"]["eks"]["endpoints"]) & set(aws["regions"]))
+
+
+def _root_alias(name: str) -> str:
+    return {"stack": "stack", "region": "aws:region"}.get(name, f"{NAMESPACE}:{to_camel(name)}")
+
+
+def _version_hint(value: str, known: tuple[str, ...] | list[str]) -> str:
+    """`1.3` for a version YAML read as a number (1.30): say so."""
+    for candidate in (f"{value}0", f"{value}00"):
+        if candidate in known:
+            return f" (an unquoted {candidate} in YAML is the number {value}: write \"{candidate}\")"
+    if re.fullmatch(r"\d+\.\d", value):
+        return f" (if you wrote {value}0: unquoted, YAML reads it as the number {value}; quote versions)"
+    return ""
+
+
+_HIDDEN = ("stack",)
+
+
+class StackConfig(Setting):
+    """A stack: the `config:` of stacks/Pulumi.<stack>.yaml."""
+
+    model_config = ConfigDict(alias_generator=_root_alias)
+
+    stack: SkipJsonSchema[matching(DNS_LABEL, "is not a valid stack name: a lowercase DNS label of at most 30 characters (it names the cluster, PVs and namespaces)")]
+    region: Str
+    """An AWS region with EKS."""
+    environment: Literal["dev", "staging", "prod"]
+    """prod: cluster, FSx and KMS keys protected, a NAT gateway per AZ, VPC interface endpoints."""
+    kubernetes_version: Str = versions.KUBERNETES_DEFAULT
+    """EKS Kubernetes minor version (infra/versions.py KUBERNETES_SUPPORTED); quote it: "1.35"."""
+    vpc_cidr: Cidr = "10.0.0.0/16"
+    """RFC 1918, /16 to /20. Each AZ gets 1/8 of it for nodes and pods; public subnets share the last 1/8."""
+    availability_zones: tuple[Str, ...] = Field(min_length=2)
+    """Two or more AZs of aws:region; one private and one public subnet each."""
+    endpoint: Endpoint = Endpoint()
     cpu_nodes: NodeSizes
-    admins: tuple[str, ...]
-    tags: Mapping[str, str] = field(default_factory=dict)
+    admins: tuple[matching(_ADMIN_ARN, "is not an IAM role or user ARN (arn:aws:iam::123456789012:role/name)"), ...] = ()
+    """IAM role/user ARNs granted cluster-admin through EKS access entries."""
+    tags: dict[TagKey, TagValue] = {}
+    """Added to every taggable resource (with higgsfield:stack and higgsfield:environment)."""
     gpu_pools: tuple[GpuPool, ...] = ()
-    cuda_version: str | None = None
+    cuda_version: Str | None = None
+    """The CUDA version the training images need, e.g. "12.8"; rejected if the GPU AMI's driver is too old."""
     autoscaler: Autoscaler = Autoscaler()
-    fsx: Fsx = Fsx()
-    scheduler: Scheduler = Scheduler()
-    allow_replace: tuple[str, ...] = ()
+    fsx: Fsx = Field(Fsx(), validate_default=True)
+    scheduler: Scheduler = Field(Scheduler(), validate_default=True)
+    allow_replace: tuple[Str, ...] = ()
+    """Resource names (lustre, cluster-secrets, ...) whose replacement or deletion this change intends; read by higgsfield diff."""
     observability: Observability = Observability()
+
+    @field_validator("region")
+    @classmethod
+    def _eks_region(cls, region: str) -> str:
+        known = eks_regions()
+        if region not in known:
+            raise ValueError(f"{region!r} is not an AWS region with EKS; known: {', '.join(known)}")
+        return region
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _supported(cls, version: str) -> str:
+        if version not in versions.KUBERNETES_SUPPORTED:
+            hint = _version_hint(version, versions.KUBERNETES_SUPPORTED)
+            raise ValueError(f"{version!r} is not supported; use one of: {', '.join(versions.KUBERNETES_SUPPORTED)}{hint}")
+        return version
+
+    @field_validator("vpc_cidr")
+    @classmethod
+    def _private_range(cls, cidr: str) -> str:
+        net = ipaddress.IPv4Network(cidr)
+        if not net.is_private or not any(net.subnet_of(ipaddress.IPv4Network(p)) for p in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")):
+            raise ValueError(f"{net} is not inside an RFC 1918 range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16)")
+        if not 16 <= net.prefixlen <= 20:
+            raise ValueError(f"{net} must be a /16 to /20 so every AZ gets room for pods")
+        return cidr
+
+    @field_validator("availability_zones")
+    @classmethod
+    def _zones_of_region(cls, zones: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        problems, region = Problems(), info.data.get("region")
+        for i, zone in enumerate(zones):
+            if region and not re.fullmatch(re.escape(region) + r"[a-z]", zone):
+                problems.add(f"[{i}]", f"{zone!r} is not an availability zone of region {region} (e.g. {region}a)")
+        _duplicates(problems, "", list(zones))
+        problems.raise_any()
+        return zones
+
+    @field_validator("endpoint")
+    @classmethod
+    def _not_open_in_prod(cls, endpoint: Endpoint, info: ValidationInfo) -> Endpoint:
+        problems = Problems()
+        for i, cidr in enumerate(endpoint.public_access_cidrs):
+            if ipaddress.IPv4Network(cidr).prefixlen == 0 and info.data.get("environment") == "prod":
+                problems.add(f"publicAccessCidrs[{i}]", "0.0.0.0/0 opens the API server to the internet; prod allows only an allow-list")
+        problems.raise_any()
+        return endpoint
+
+    @field_validator("gpu_pools")
+    @classmethod
+    def _pools_in_stack_zones(cls, pools: tuple[GpuPool, ...], info: ValidationInfo) -> tuple[GpuPool, ...]:
+        problems, zones = Problems(), info.data.get("availability_zones")
+        if pools and not (info.context or {}).get("catalog"):
+            problems.add("", "GPU pools need an instance-type catalog to be validated")
+        for i, pool in enumerate(pools):
+            if zones is not None and pool.availability_zone not in zones:
+                problems.add(f"[{i}].availabilityZone", f"{pool.availability_zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})")
+        _duplicates(problems, "", [p.name for p in pools])
+        problems.raise_any()
+        return pools
+
+    @field_validator("cuda_version")
+    @classmethod
+    def _cuda_fits_driver(cls, cuda: str | None) -> str | None:
+        if cuda is None:
+            return None
+        needed = versions.CUDA_MIN_DRIVER_BRANCH.get(cuda)
+        if needed is None:
+            hint = _version_hint(cuda, list(versions.CUDA_MIN_DRIVER_BRANCH))
+            raise ValueError(f"unknown CUDA version {cuda!r}; known: {', '.join(versions.CUDA_MIN_DRIVER_BRANCH)}{hint}")
+        if needed > versions.EKS_NVIDIA_DRIVER_BRANCH:
+            newest = max((c for c, d in versions.CUDA_MIN_DRIVER_BRANCH.items() if d <= versions.EKS_NVIDIA_DRIVER_BRANCH), key=lambda c: tuple(map(int, c.split("."))))
+            raise ValueError(
+                f"CUDA {cuda} needs NVIDIA driver {needed} or newer, but the EKS AL2023 NVIDIA AMI ships driver "
+                f"{versions.EKS_NVIDIA_DRIVER_BRANCH} (supports up to CUDA {newest})"
+            )
+        return cuda
+
+    @field_validator("fsx")
+    @classmethod
+    def _fsx_next_to_the_pools(cls, fsx: Fsx, info: ValidationInfo) -> Fsx:
+        zones, pools = info.data.get("availability_zones"), info.data.get("gpu_pools")
+        if zones is None or pools is None:
+            return fsx  # what it depends on is wrong, and reported
+        problems = Problems()
+        efa_zones = sorted({p.availability_zone for p in pools if p.efa})
+        zone = fsx.availability_zone or (efa_zones[0] if efa_zones else (pools[0].availability_zone if pools else zones[0]))
+        if zone not in zones:
+            problems.add("availabilityZone", f"{zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})")
+        elif fsx.enabled and efa_zones and zone not in efa_zones:
+            problems.add(
+                "availabilityZone",
+                f"{zone} differs from the EFA GPU pools' zone {', '.join(efa_zones)}: every read and checkpoint would cross AZs (latency, cost)",
+            )
+        problems.raise_any()
+        return fsx.model_copy(update={"availability_zone": zone})
+
+    @field_validator("scheduler")
+    @classmethod
+    def _capability_within_pools(cls, scheduler: Scheduler, info: ValidationInfo) -> Scheduler:
+        pools = info.data.get("gpu_pools")
+        if pools is None or any(p._instance is None for p in pools):
+            return scheduler
+        total = sum(p.max_size * p.gpus_per_node for p in pools)
+        problems = Problems()
+        for i, queue in enumerate(scheduler.queues):
+            if queue.gpu_capability > total:
+                problems.add(f"queues[{i}].gpuCapability", f"{queue.gpu_capability} GPUs is more than the GPU pools can ever provide ({total}: every pool at maxSize)")
+        problems.raise_any()
+        return scheduler
 
     @property
     def total_gpus(self) -> int:
@@ -309,443 +950,45 @@ class StackConfig:
 
 # --- parsing ------------------------------------------------------------------------------
 
-_ADMIN_ARN = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
-_TAG_KEY = re.compile(r"^[\w .:/=+\-@]{1,128}$")
+
+def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = None) -> StackConfig:
+    """Build the typed config from a stack's settings keyed by full key (`aws:region`,
+    `higgsfield:gpuPools`, ...). Raises one ConfigError listing every problem."""
+    region = config.get("aws:region")
+    context = {"catalog": catalog, "region": region if isinstance(region, str) and region in eks_regions() else None}
+    config = {k: _scalar(v) if k in _non_string_keys() else v for k, v in config.items()}
+    try:
+        return StackConfig.model_validate({**config, "stack": stack}, context=context, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        problems = problems_of(exc)
+    raise ConfigError(problems[0].key, problems[0].message, problems)
 
 
-def eks_regions() -> list[str]:
-    """AWS regions (aws partition) with an EKS endpoint, from the endpoint data botocore ships
-    (read as a file: importing botocore.session costs more than the whole lookup)."""
-    import importlib.util
-    from pathlib import Path
+@cache
+def _non_string_keys() -> frozenset[str]:
+    """Top-level keys whose value is a number or a boolean: Pulumi hands every top-level value
+    over as a string ("3", "true"), so these are decoded before validation."""
 
-    spec = importlib.util.find_spec("botocore")
-    assert spec is not None and spec.submodule_search_locations, "botocore ships with boto3, a dependency"
-    data = json.loads(Path(spec.submodule_search_locations[0], "data", "endpoints.json").read_text())
-    aws = next(p for p in data["partitions"] if p["partition"] == "aws")
-    return sorted(set(aws["services"]["eks"]["endpoints"]) & set(aws["regions"]))
+    def scalar(annotation: Any) -> bool:
+        if annotation in (int, float, bool):
+            return True
+        return get_origin(annotation) is not tuple and any(scalar(a) for a in get_args(annotation) if a is not type(None))
 
-
-def _region(value: Any) -> str:
-    key = "aws:region"
-    region = _str(key, value)
-    known = eks_regions()
-    if region not in known:
-        raise ConfigError(key, f"{region!r} is not an AWS region with EKS; known: {', '.join(sorted(known))}")
-    return region
+    return frozenset(f.alias for f in StackConfig.model_fields.values() if f.alias and scalar(f.annotation))
 
 
-def _availability_zones(key: str, value: Any, region: str) -> tuple[str, ...]:
-    def zone(k: str, v: Any) -> str:
-        name = _str(k, v)
-        if not re.fullmatch(re.escape(region) + r"[a-z]", name):
-            raise ConfigError(k, f"{name!r} is not an availability zone of region {region} (e.g. {region}a)")
-        return name
-
-    zones = _list(key, value, zone, min_items=2)
-    _unique(key, zones)
-    return zones
-
-
-def _vpc_cidr(key: str, value: Any) -> str:
-    net = _cidr(key, value)
-    if not net.is_private or not any(net.subnet_of(ipaddress.IPv4Network(p)) for p in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")):
-        raise ConfigError(key, f"{net} is not inside an RFC 1918 range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16)")
-    if not 16 <= net.prefixlen <= 20:
-        raise ConfigError(key, f"{net} must be a /16 to /20 so every AZ gets room for pods")
-    return str(net)
-
-
-def _endpoint(key: str, value: Any, environment: str) -> Endpoint:
-    obj = _Obj(key, value)
-    if not _bool(obj.key("private"), obj.get("private", True)):
-        raise ConfigError(obj.key("private"), "must be true: nodes reach the API server privately")
-    cidrs_key = obj.key("publicAccessCidrs")
-    cidrs = _list(cidrs_key, obj.get("publicAccessCidrs", []), lambda k, v: str(_cidr(k, v)))
-    obj.done()
-    for i, cidr in enumerate(cidrs):
-        if ipaddress.IPv4Network(cidr).prefixlen == 0 and environment == "prod":
-            raise ConfigError(f"{cidrs_key}[{i}]", "0.0.0.0/0 opens the API server to the internet; prod allows only an allow-list")
-    return Endpoint(public_access_cidrs=cidrs)
-
-
-def _node_sizes(key: str, value: Any) -> NodeSizes:
-    obj = _Obj(key, value)
-    types = _list(obj.key("instanceTypes"), obj.get("instanceTypes"), _str, min_items=1)
-    min_size = _int(obj.key("minSize"), obj.get("minSize"))
-    desired = _int(obj.key("desiredSize"), obj.get("desiredSize", min_size))
-    max_size = _int(obj.key("maxSize"), obj.get("maxSize"), minimum=1)
-    obj.done()
-    if not min_size <= desired <= max_size:
-        raise ConfigError(key, f"needs minSize <= desiredSize <= maxSize, got {min_size} <= {desired} <= {max_size}")
-    return NodeSizes(types, min_size, desired, max_size)
-
-
-def _admin(key: str, value: Any) -> str:
-    arn = _str(key, value)
-    if not _ADMIN_ARN.match(arn):
-        raise ConfigError(key, f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::123456789012:role/name)")
-    return arn
-
-
-def _tags(key: str, value: Any) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(key, f"must be a map of tag names to values, got {_show(value)}")
-    for name, tag in value.items():
-        if not _TAG_KEY.match(name) or name.lower().startswith("aws:"):
-            raise ConfigError(f"{key}.{name}", "is not a valid tag key (1-128 chars, not starting with aws:)")
-        _str(f"{key}.{name}", tag)
-    return dict(value)
-
-
-class Catalog(Protocol):
-    """Where instance-type facts come from: AWS through invokes (the module infra.catalog)."""
-
-    def describe(self, instance_type: str) -> InstanceFacts: ...
-
-    def offered_in(self, instance_type: str, location: str, location_type: str = ...) -> bool: ...
-
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$")
-_RESERVATION = re.compile(r"^cr-[0-9a-f]{8,17}$")
-_DURATION = re.compile(r"^\d+(s|m|h)$")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-
-
-def _labels(key: str, value: Any) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(key, f"must be a map of label names to values, got {_show(value)}")
-    for name, label in value.items():
-        if not _LABEL_KEY.match(name):
-            raise ConfigError(f"{key}.{name}", "is not a valid Kubernetes label key")
-        if not isinstance(label, str):
-            raise ConfigError(f"{key}.{name}", f"label values are strings, got {_show(label)}")
-    return dict(value)
-
-
-def _taint(key: str, value: Any) -> Taint:
-    obj = _Obj(key, value)
-    taint = Taint(
-        key=_str(obj.key("key"), obj.get("key")),
-        value=_str(obj.key("value"), obj.get("value", "true")),
-        effect=_str(obj.key("effect"), obj.get("effect", "NoSchedule"), TAINT_EFFECTS),
-    )
-    obj.done()
-    return taint
-
-
-def _instance_types(key: str, value: Any, zone: str, region: str, catalog: Catalog) -> tuple[tuple[str, ...], InstanceFacts]:
-    names = _list(key, value, _str, min_items=1)
-    facts: list[InstanceFacts] = []
-    for i, name in enumerate(names):
-        if not catalog.offered_in(name, zone):
-            where = f"anywhere in {region}" if not catalog.offered_in(name, region, "region") else f"in {zone}"
-            raise ConfigError(f"{key}[{i}]", f"instance type {name!r} is not offered {where}")
-        found = catalog.describe(name)
-        if found.gpus == 0:
-            raise ConfigError(f"{key}[{i}]", f"{name} has no GPU; GPU pools need GPU instance types (g6e, p4d, p5, ...)")
-        facts.append(found)
-    first = facts[0]
-    for i, other in enumerate(facts[1:], start=1):
-        if (other.gpus, other.efa_supported, other.efa_max_interfaces) != (first.gpus, first.efa_supported, first.efa_max_interfaces):
-            raise ConfigError(
-                key,
-                f"{names[0]} ({first.gpus} GPUs, {first.efa_max_interfaces} EFA) and {names[i]} ({other.gpus} GPUs, "
-                f"{other.efa_max_interfaces} EFA) differ; one pool holds types with the same GPU count and EFA support",
-            )
-        if set(other.architectures) != set(first.architectures):
-            raise ConfigError(key, f"{names[0]} and {names[i]} have different CPU architectures")
-    return names, first
-
-
-def _gpu_pool(key: str, value: Any, zones: Sequence[str], region: str, catalog: Catalog) -> GpuPool:
-    obj = _Obj(key, value)
-    name = _dns_name(obj.key("name"), obj.get("name"))
-    zone = _str(obj.key("availabilityZone"), obj.get("availabilityZone"))
-    if zone not in zones:
-        raise ConfigError(obj.key("availabilityZone"), f"{zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})")
-    types, facts = _instance_types(obj.key("instanceTypes"), obj.get("instanceTypes"), zone, region, catalog)
-    min_size = _int(obj.key("minSize"), obj.get("minSize", 0))
-    max_size = _int(obj.key("maxSize"), obj.get("maxSize"), minimum=1)
-    if min_size > max_size:
-        raise ConfigError(obj.key("minSize"), f"{min_size} is above maxSize {max_size}")
-
-    capacity = obj.obj("capacity", {})
-    capacity_type = _str(capacity.key("type"), capacity.get("type", "on-demand"), CAPACITY_TYPES)
-    reservation = capacity.get("reservationId", None)
-    capacity.done()
-    reserved = capacity_type in ("capacity-block", "reservation")
-    if reserved:
-        if reservation is None:
-            raise ConfigError(capacity.key("reservationId"), f"is required for capacity type {capacity_type}: the capacity reservation id (cr-0123456789abcdef0)")
-        if not isinstance(reservation, str) or not _RESERVATION.match(reservation):
-            raise ConfigError(capacity.key("reservationId"), f"{reservation!r} is not a capacity reservation id (cr-0123456789abcdef0)")
-    elif reservation is not None:
-        raise ConfigError(capacity.key("reservationId"), f"only capacity types capacity-block and reservation take a reservation id, not {capacity_type}")
-    if capacity_type == "capacity-block" and len(types) != 1:
-        raise ConfigError(obj.key("instanceTypes"), "a Capacity Block is for exactly one instance type")
-
-    efa = _bool(obj.key("efa"), obj.get("efa", facts.efa_supported))
-    if efa and not facts.efa_supported:
-        raise ConfigError(obj.key("efa"), f"{facts.name} does not support EFA")
-    placement = _bool(obj.key("placementGroup"), obj.get("placementGroup", efa and not reserved))
-    if placement and reserved:
-        raise ConfigError(obj.key("placementGroup"), f"must be false for capacity type {capacity_type}: the reservation brings its own placement")
-    local_nvme = _str(obj.key("localNvme"), obj.get("localNvme", "raid0" if facts.nvme_disks else "none"), ("raid0", "none"))
-    if local_nvme == "raid0" and not facts.nvme_disks:
-        raise ConfigError(obj.key("localNvme"), f"{facts.name} has no local NVMe drives")
-    if not set(facts.architectures) & set(versions.GPU_AMI_TYPES):
-        raise ConfigError(obj.key("instanceTypes"), f"{facts.name} has no EKS AL2023 NVIDIA AMI for {', '.join(facts.architectures)}")
-    pool = GpuPool(
-        name=name,
-        instance_types=types,
-        availability_zone=zone,
-        min_size=min_size,
-        max_size=max_size,
-        capacity_type=capacity_type,
-        reservation_id=reservation if reserved else None,
-        efa=efa,
-        placement_group=placement,
-        root_volume_gib=_int(obj.key("rootVolumeGiB"), obj.get("rootVolumeGiB", 200), minimum=50),
-        local_nvme=local_nvme,
-        labels=_labels(obj.key("labels"), obj.get("labels", {})),
-        taints=_list(obj.key("taints"), obj.get("taints", []), _taint),
-        instance=facts,
-    )
-    obj.done()
-    return pool
-
-
-def _cuda_version(key: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    cuda = _str(key, value)
-    needed = versions.CUDA_MIN_DRIVER_BRANCH.get(cuda)
-    if needed is None:
-        raise ConfigError(key, f"unknown CUDA version {cuda!r}; known: {', '.join(versions.CUDA_MIN_DRIVER_BRANCH)}")
-    if needed > versions.EKS_NVIDIA_DRIVER_BRANCH:
-        raise ConfigError(
-            key,
-            f"CUDA {cuda} needs NVIDIA driver {needed} or newer, but the EKS AL2023 NVIDIA AMI ships driver "
-            f"{versions.EKS_NVIDIA_DRIVER_BRANCH} (supports up to CUDA {_newest_cuda()})",
-        )
-    return cuda
-
-
-def _newest_cuda() -> str:
-    return max((c for c, d in versions.CUDA_MIN_DRIVER_BRANCH.items() if d <= versions.EKS_NVIDIA_DRIVER_BRANCH), key=lambda c: tuple(map(int, c.split("."))))
-
-
-def _autoscaler(key: str, value: Any) -> Autoscaler:
-    obj = _Obj(key, value)
-    delay = _str(obj.key("scaleDownUnneededTime"), obj.get("scaleDownUnneededTime", Autoscaler.scale_down_unneeded_time))
-    if not _DURATION.match(delay):
-        raise ConfigError(obj.key("scaleDownUnneededTime"), f"{delay!r} is not a duration like 10m, 600s or 1h")
-    expander = _str(obj.key("expander"), obj.get("expander", Autoscaler.expander), EXPANDERS)
-    obj.done()
-    return Autoscaler(delay, expander)
-
-
-def _s3_url(key: str, value: Any, bucket: str) -> str:
-    url = _str(key, value)
-    if not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?", url):
-        raise ConfigError(key, f"{url!r} is not an s3:// URL (s3://bucket/prefix)")
-    if url[len("s3://"):].split("/", 1)[0] != bucket:
-        raise ConfigError(key, f"{url!r} is not in bucket {bucket!r} (the s3.bucket setting)")
-    return url
-
-
-def _fsx(key: str, value: Any, pools: Sequence[GpuPool], zones: Sequence[str]) -> Fsx:
-    obj = _Obj(key, value)
-    enabled = _bool(obj.key("enabled"), obj.get("enabled", False))
-    kind = _str(obj.key("deploymentType"), obj.get("deploymentType", Fsx.deployment_type), FSX_DEPLOYMENT_TYPES)
-    capacity = _int(obj.key("storageCapacityGiB"), obj.get("storageCapacityGiB", Fsx.storage_capacity_gib), minimum=1)
-    if capacity != 1200 and capacity % 2400:
-        raise ConfigError(obj.key("storageCapacityGiB"), f"{capacity} is not a valid {kind} size: use 1200 or a multiple of 2400 GiB")
-    if kind == "SCRATCH_2":
-        if obj.get("throughputPerTiB", None) is not None:
-            raise ConfigError(obj.key("throughputPerTiB"), f"SCRATCH_2 has a fixed {SCRATCH_2_THROUGHPUT_PER_TIB} MB/s per TiB; remove the setting or use PERSISTENT_2")
-        throughput = SCRATCH_2_THROUGHPUT_PER_TIB
-    else:
-        throughput = _int(obj.key("throughputPerTiB"), obj.get("throughputPerTiB", Fsx.throughput_per_tib))
-        if throughput not in FSX_THROUGHPUT_PER_TIB:
-            raise ConfigError(obj.key("throughputPerTiB"), f"{throughput} is not allowed for {kind}; use one of: {', '.join(map(str, FSX_THROUGHPUT_PER_TIB))}")
-    compression = _str(obj.key("compression"), obj.get("compression", Fsx.compression), ("LZ4", "NONE"))
-    backups = _int(obj.key("backupRetentionDays"), obj.get("backupRetentionDays", 7 if kind == "PERSISTENT_2" else 0))
-    if backups > 90 or (kind == "SCRATCH_2" and backups):
-        raise ConfigError(obj.key("backupRetentionDays"), f"{backups} is not allowed: 0-90 days for PERSISTENT_2, 0 for SCRATCH_2")
-    efa_zones = sorted({p.availability_zone for p in pools if p.efa})
-    default_zone = efa_zones[0] if efa_zones else (pools[0].availability_zone if pools else zones[0])
-    zone = _str(obj.key("availabilityZone"), obj.get("availabilityZone", default_zone))
-    if zone not in zones:
-        raise ConfigError(obj.key("availabilityZone"), f"{zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})")
-    if enabled and efa_zones and zone not in efa_zones:
-        raise ConfigError(
-            obj.key("availabilityZone"),
-            f"{zone} differs from the EFA GPU pools' zone {', '.join(efa_zones)}: every read and checkpoint would cross AZs (latency, cost)",
-        )
-    s3 = None
-    if obj.get("s3", None) is not None:
-        link = obj.obj("s3")
-        bucket = _str(link.key("bucket"), link.get("bucket"))
-        import_path = _s3_url(link.key("importPath"), link.get("importPath", f"s3://{bucket}"), bucket)
-        export_path = _s3_url(link.key("exportPath"), link.get("exportPath", import_path), bucket)
-        auto_import = _bool(link.key("autoImport"), link.get("autoImport", True))
-        link.done()
-        if kind == "PERSISTENT_2" and export_path != import_path:
-            raise ConfigError(link.key("exportPath"), "PERSISTENT_2 links one S3 path both ways (a data repository association); make it equal importPath")
-        s3 = S3Link(bucket, import_path, export_path, auto_import)
-    obj.done()
-    return Fsx(enabled, kind, capacity, throughput, compression, s3, zone, backups)
-
-
-_MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for system classes
-
-
-def _dns_name(key: str, value: Any) -> str:
-    name = _str(key, value)
-    if not _DNS_LABEL.match(name):
-        raise ConfigError(key, f"{name!r} must be a lowercase DNS label of at most 30 characters")
-    return name
-
-
-def _queue(key: str, value: Any) -> Queue:
-    obj = _Obj(key, value)
-    queue = Queue(
-        _dns_name(obj.key("name"), obj.get("name")),
-        _int(obj.key("weight"), obj.get("weight", 1), minimum=1),
-        _int(obj.key("gpuCapability"), obj.get("gpuCapability"), minimum=0),
-    )
-    obj.done()
-    return queue
-
-
-def _priority_class(key: str, value: Any) -> PriorityClassSpec:
-    obj = _Obj(key, value)
-    spec = PriorityClassSpec(_dns_name(obj.key("name"), obj.get("name")), _int(obj.key("value"), obj.get("value")))
-    if spec.value > _MAX_USER_PRIORITY:
-        raise ConfigError(obj.key("value"), f"{spec.value} is above {_MAX_USER_PRIORITY:,}, which Kubernetes reserves for system classes")
-    obj.done()
-    return spec
-
-
-def _scheduler(key: str, value: Any, total_gpus: int) -> Scheduler:
-    obj = _Obj(key, value)
-    queues = _list(obj.key("queues"), obj.get("queues", []), _queue)
-    classes = _list(obj.key("priorityClasses"), obj.get("priorityClasses", []), _priority_class)
-    _unique(obj.key("queues"), [q.name for q in queues])
-    _unique(obj.key("priorityClasses"), [c.name for c in classes])
-    for i, queue in enumerate(queues):
-        if queue.gpu_capability > total_gpus:
-            raise ConfigError(
-                f"{obj.key('queues')}[{i}].gpuCapability",
-                f"{queue.gpu_capability} GPUs is more than the GPU pools can ever provide ({total_gpus}: every pool at maxSize)",
-            )
-    by_queue = {q.name: q for q in queues}
-    class_names = {c.name for c in classes}
-    teams = []
-    for tkey, raw in _list(obj.key("teams"), obj.get("teams", []), lambda k, v: (k, v)):
-        team = _Obj(tkey, raw)
-        name = _dns_name(team.key("name"), team.get("name"))
-        queue = _str(team.key("queue"), team.get("queue"))
-        if queue not in by_queue:
-            raise ConfigError(team.key("queue"), f"unknown queue {queue!r}; queues: {', '.join(by_queue) or 'none'}")
-        quota = _int(team.key("gpuQuota"), team.get("gpuQuota"))
-        if quota > by_queue[queue].gpu_capability:
-            raise ConfigError(team.key("gpuQuota"), f"{quota} GPUs is above queue {queue!r}'s capability of {by_queue[queue].gpu_capability}")
-        allowed = _list(team.key("priorityClasses"), team.get("priorityClasses"), _str, min_items=1)
-        for j, cls in enumerate(allowed):
-            if cls not in class_names:
-                raise ConfigError(f"{team.key('priorityClasses')}[{j}]", f"unknown priority class {cls!r}; classes: {', '.join(sorted(class_names)) or 'none'}")
-        team.done()
-        teams.append(Team(name, queue, quota, allowed))
-    _unique(obj.key("teams"), [t.name for t in teams])
-    obj.done()
-    return Scheduler(queues, classes, tuple(teams))
-
-
-def _fraction(key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ConfigError(key, f"must be a number in (0, 1], got {_show(value)}")
-    return float(value)
-
-
-def _positive(key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(key, f"must be a positive number, got {_show(value)}")
-    return float(value)
-
-
-def _observability(key: str, value: Any) -> Observability:
-    obj = _Obj(key, value)
-    default = Observability()
-    retention = _int(obj.key("logRetentionDays"), obj.get("logRetentionDays", default.log_retention_days), minimum=1)
-    if retention not in LOG_RETENTION_DAYS:
-        raise ConfigError(obj.key("logRetentionDays"), f"{retention} is not a CloudWatch Logs retention; use one of: {', '.join(map(str, LOG_RETENTION_DAYS))}")
-    health = obj.obj("healthcheck", {})
-    thresholds = HealthThresholds(
-        min_matmul_fraction=_fraction(health.key("minMatmulFraction"), health.get("minMatmulFraction", HealthThresholds.min_matmul_fraction)),
-        min_memory_bandwidth_fraction=_fraction(health.key("minMemoryBandwidthFraction"), health.get("minMemoryBandwidthFraction", HealthThresholds.min_memory_bandwidth_fraction)),
-        min_lustre_mb_s=_positive(health.key("minLustreMBps"), health.get("minLustreMBps", HealthThresholds.min_lustre_mb_s)),
-        min_bus_bandwidth_gb_s=_positive(health.key("minBusBandwidthGBps"), health.get("minBusBandwidthGBps", HealthThresholds.min_bus_bandwidth_gb_s)),
-    )
-    health.done()
-    result = Observability(
-        enabled=_bool(obj.key("enabled"), obj.get("enabled", default.enabled)),
-        metrics_retention_days=_int(obj.key("metricsRetentionDays"), obj.get("metricsRetentionDays", default.metrics_retention_days), minimum=1),
-        metrics_storage_gib=_int(obj.key("metricsStorageGiB"), obj.get("metricsStorageGiB", default.metrics_storage_gib), minimum=10),
-        log_retention_days=retention,
-        node_auto_repair=_bool(obj.key("nodeAutoRepair"), obj.get("nodeAutoRepair", default.node_auto_repair)),
-        health=thresholds,
-    )
-    obj.done()
-    return result
-
-
-def _gpu_pools(key: str, value: Any, zones: Sequence[str], region: str, catalog: Catalog) -> tuple[GpuPool, ...]:
-    pools = _list(key, value, lambda k, v: _gpu_pool(k, v, zones, region, catalog))
-    _unique(key, [p.name for p in pools])
-    return pools
+def _scalar(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
 
 
 def parse(stack: str, region: Any, values: Mapping[str, Any], catalog: Catalog | None = None) -> StackConfig:
     """Build the typed config from raw values (`values` keyed without the namespace)."""
-    root = _Obj(NAMESPACE, values, sep=":")
-    environment = _str(root.key("environment"), root.get("environment"), ENVIRONMENTS)
-    region = _region(region)
-    k8s = _str(root.key("kubernetesVersion"), root.get("kubernetesVersion", versions.KUBERNETES_DEFAULT))
-    if k8s not in versions.KUBERNETES_SUPPORTED:
-        raise ConfigError(root.key("kubernetesVersion"), f"{k8s!r} is not supported; use one of: {', '.join(versions.KUBERNETES_SUPPORTED)}")
-    config = StackConfig(
-        stack=stack,
-        region=region,
-        environment=environment,
-        kubernetes_version=k8s,
-        vpc_cidr=_vpc_cidr(root.key("vpcCidr"), root.get("vpcCidr", "10.0.0.0/16")),
-        availability_zones=_availability_zones(root.key("availabilityZones"), root.get("availabilityZones"), region),
-        endpoint=_endpoint(root.key("endpoint"), root.get("endpoint", {}), environment),
-        cpu_nodes=_node_sizes(root.key("cpuNodes"), root.get("cpuNodes")),
-        admins=_list(root.key("admins"), root.get("admins", []), _admin),
-        tags=_tags(root.key("tags"), root.get("tags", {})),
-    )
-    pools_value = root.get("gpuPools", [])
-    if pools_value and catalog is None:
-        raise ConfigError(root.key("gpuPools"), "GPU pools need an instance-type catalog to be validated")
-    config = replace(
-        config,
-        gpu_pools=_gpu_pools(root.key("gpuPools"), pools_value, config.availability_zones, region, catalog) if pools_value else (),
-        cuda_version=_cuda_version(root.key("cudaVersion"), root.get("cudaVersion", None)),
-        autoscaler=_autoscaler(root.key("autoscaler"), root.get("autoscaler", {})),
-    )
-    config = replace(
-        config,
-        fsx=_fsx(root.key("fsx"), root.get("fsx", {}), config.gpu_pools, config.availability_zones),
-        scheduler=_scheduler(root.key("scheduler"), root.get("scheduler", {}), config.total_gpus),
-        allow_replace=_list(root.key("allowReplace"), root.get("allowReplace", []), _str),
-        observability=_observability(root.key("observability"), root.get("observability", {})),
-    )
-    root.done()
-    return config
+    return validate(stack, {"aws:region": region, **{f"{NAMESPACE}:{k}": v for k, v in values.items()}}, catalog)
 
 
 def _decode(raw: str) -> Any:
@@ -759,16 +1002,14 @@ def _decode(raw: str) -> Any:
 
 def load() -> StackConfig:
     """Read this stack's config through `pulumi.Config` and validate it."""
-    prefix = f"{NAMESPACE}:"
-    config = pulumi.Config(NAMESPACE)
     # The SDK has no "list keys" call: the engine hands config over as set_all_config or PULUMI_CONFIG.
     every_key = {*pulumi.runtime.config.CONFIG.get(), *pulumi.runtime.config.get_config_env()}
-    keys = sorted(k[len(prefix):] for k in every_key if k.startswith(prefix))
     values = {}
-    for key in keys:
-        raw = config.get(key)
+    for key in sorted(every_key):
+        namespace, _, name = key.partition(":")
+        raw = pulumi.Config(namespace).get(name) if name else None
         if raw is not None:
             values[key] = _decode(raw)
     from infra import catalog
 
-    return parse(pulumi.get_stack(), pulumi.Config("aws").get("region"), values, catalog=catalog)
+    return validate(pulumi.get_stack(), values, catalog=catalog)

@@ -380,7 +380,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, StackNotFound) as exc:
+    except ConfigError as exc:
+        print("\n".join(f"error: {p.key}: {p.message}" for p in exc.problems), file=sys.stderr)
+        return 2
+    except StackNotFound as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
