@@ -25,10 +25,6 @@ ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 # `scaledownunneededtime` = config.DefaultScaleDownUnneededTimeKey, read in aws_manager.go and
 # config/const.go@cluster-autoscaler-1.35.0; value in the flag's duration format).
 SCALE_DOWN_UNNEEDED_TAG = f"{AUTOSCALER_TEMPLATE}/autoscaling-options/scaledownunneededtime"
-# Default for GPU pools: long enough for the slowest node of a gang to launch, boot the NVIDIA AMI,
-# pass the health gate and join, while its first nodes sit idle waiting for it. Not measured here:
-# a judgement for P-family instances (minutes to boot, capacity arriving in batches).
-GPU_SCALE_DOWN_UNNEEDED_DEFAULT = "30m"
 
 
 @dataclass(frozen=True)
@@ -48,10 +44,6 @@ class GpuPoolArgs:
 def accelerator(pool: GpuPool) -> str:
     """`nvidia-h100`: the autoscaler's `<gpu-type>` format, from the catalog's GPU name."""
     return f"nvidia-{(pool.instance.gpu_model or 'gpu').lower().replace(' ', '-')}"
-
-
-def scale_down_unneeded_time(pool: GpuPool) -> str:
-    return getattr(pool, "scale_down_unneeded_time", None) or GPU_SCALE_DOWN_UNNEEDED_DEFAULT
 
 
 def pool_labels(pool: GpuPool) -> dict[str, str]:
@@ -82,7 +74,7 @@ def autoscaler_template_tags(pool: GpuPool) -> dict[str, str]:
     tags = {f"{AUTOSCALER_TEMPLATE}/label/{k}": v for k, v in pool_labels(pool).items()}
     tags.update({f"{AUTOSCALER_TEMPLATE}/taint/{t.key}": f"{t.value}:{t.effect}" for t in pool_taints(pool)})
     tags.update({f"{AUTOSCALER_TEMPLATE}/resources/{k}": v for k, v in pool_resources(pool).items()})
-    tags[SCALE_DOWN_UNNEEDED_TAG] = scale_down_unneeded_time(pool)
+    tags[SCALE_DOWN_UNNEEDED_TAG] = pool.scale_down_unneeded_time  # higgsfield:gpuPools[i].scaleDownUnneededTime
     return tags
 
 

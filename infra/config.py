@@ -431,6 +431,13 @@ def _catalog(info: ValidationInfo) -> tuple[Catalog | None, str]:
     return (context.get("catalog") if region else None), region or ""
 
 
+Duration = matching(r"^\d+(s|m|h)$", "is not a duration like 10m, 600s or 1h")
+# A GPU pool's scale-down-unneeded time unless set: long enough for the last node of a gang to
+# launch, boot the NVIDIA AMI, pass the health gate and join while its first nodes wait idle. Not
+# measured here: a judgement for P-family instances (minutes to boot, capacity arriving in batches).
+GPU_SCALE_DOWN_UNNEEDED_DEFAULT = "30m"
+
+
 class GpuPool(Setting):
     """One GPU node group. `instance` holds the facts of its (first) instance type; all its
     types share GPU count and EFA support (checked)."""
@@ -454,6 +461,8 @@ class GpuPool(Setting):
     """Kubernetes labels on the nodes."""
     taints: tuple[Taint, ...] = ()
     """Taints in addition to nvidia.com/gpu=true:NoSchedule."""
+    scale_down_unneeded_time: Duration = GPU_SCALE_DOWN_UNNEEDED_DEFAULT
+    """How long a node of this pool stays unneeded before the autoscaler removes it (its ASG's autoscaling-options tag); long enough for a gang's last node to boot and join."""
     _instance: InstanceFacts | None = PrivateAttr(None)
 
     @property
@@ -735,12 +744,15 @@ class Observability(Setting):
 class Autoscaler(Setting):
     """Cluster Autoscaler settings."""
 
-    scale_down_unneeded_time: matching(r"^\d+(s|m|h)$", "is not a duration like 10m, 600s or 1h") = "10m"
+    scale_down_unneeded_time: Duration = "10m"
     expander: Literal["least-waste", "most-pods", "priority", "random", "price"] = "least-waste"
 
 
 # --- the stack ----------------------------------------------------------------------------
 
+IMAGE_REFERENCE = r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$"
+# Images known to lack the EFA provider and aws-ofi-nccl (the stock PyTorch images, issue #11).
+NOT_EFA_READY = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "index.docker.io/pytorch/pytorch")
 _ADMIN_ARN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$"
 _TAG_KEY = re.compile(r"^[\w .:/=+\-@]{1,128}$")
 
@@ -809,6 +821,8 @@ class StackConfig(Setting):
     tags: dict[TagKey, TagValue] = {}
     """Added to every taggable resource (with higgsfield:stack and higgsfield:environment)."""
     gpu_pools: tuple[GpuPool, ...] = ()
+    training_image: matching(IMAGE_REFERENCE, "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)") | None = None
+    """Your own EFA-ready image (libfabric's efa provider and aws-ofi-nccl inside) for every job instead of the one built from images/training/Dockerfile into the stack's ECR repository."""
     cuda_version: Str | None = None
     """The CUDA version the training images need, e.g. "12.8"; rejected if the GPU AMI's driver is too old."""
     autoscaler: Autoscaler = Autoscaler()
@@ -817,6 +831,16 @@ class StackConfig(Setting):
     allow_replace: tuple[Str, ...] = ()
     """Resource names (lustre, cluster-secrets, ...) whose replacement or deletion this change intends; read by higgsfield diff."""
     observability: Observability = Observability()
+
+    @field_validator("training_image")
+    @classmethod
+    def _efa_ready_image(cls, image: str | None, info: ValidationInfo) -> str | None:
+        pools = info.data.get("gpu_pools") or ()
+        repository = re.split(r"[:@]", image.rsplit("/", 1)[-1])[0] if image else ""
+        if image and any(p.efa for p in pools) and f"{image.rsplit('/', 1)[0]}/{repository}" in NOT_EFA_READY:
+            raise ValueError(f"{image!r} has no EFA provider and no aws-ofi-nccl, so NCCL would fall back to TCP on the EFA pools; "
+                             "leave it unset for the image built from images/training/Dockerfile")
+        return image
 
     @field_validator("region")
     @classmethod

@@ -195,3 +195,44 @@ def test_a_template_asking_for_efa_on_a_pool_without_efa_is_rejected(tmp_path, m
         jobs.render("pytorch-ddp", plan_of("dev").config)
     assert failure.value.key.endswith("containers[0].resources.limits.vpc.amazonaws.com/efa")
     assert "pool l40s has no EFA" in str(failure.value)
+
+
+# --- a team's own EFA-ready image: higgsfield:trainingImage -------------------------------------
+
+OWN_IMAGE = "123456789012.dkr.ecr.us-east-2.amazonaws.com/llm/efa-train:2026.11"
+
+
+def _with_own_image(stack: str):
+    return plan_of(stack).config.model_copy(update={"training_image": OWN_IMAGE})
+
+
+def test_the_stacks_own_image_setting_replaces_the_built_one_everywhere():
+    cfg = _with_own_image("prod")
+    objects = jobs.render("pytorch-ddp", cfg, pool="h100") + healthcheck.render(cfg, "h100")
+    assert {c["image"] for _, c in pods.efa_containers(objects)} == {OWN_IMAGE}
+    assert all(_env(c).items() >= efa_environment(cfg.gpu_pools[0].instance).items() for _, c in pods.efa_containers(objects))
+
+
+def test_other_tags_of_the_stacks_own_image_are_accepted_on_efa_pools():
+    cfg = _with_own_image("prod")
+    objects = jobs.render("pytorch-ddp", cfg, pool="h100", image=OWN_IMAGE.replace("2026.11", "2026.12"))
+    assert {c["image"] for _, c in pods.efa_containers(objects)} == {OWN_IMAGE.replace("2026.11", "2026.12")}
+
+
+@pytest.mark.parametrize(("value", "detail"), [
+    ("efa-train", "is not an image reference with a tag or digest"),
+    ("registry.example.com/efa-train", "is not an image reference with a tag or digest"),
+    ("pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime", "has no EFA provider and no aws-ofi-nccl"),
+])
+def test_a_bad_training_image_setting_names_its_key(value, detail, project_copy, capsys):
+    from tests.conftest import assert_plan_rejects, set_key
+
+    assert_plan_rejects(project_copy, capsys, "prod", set_key("higgsfield:trainingImage", value), "higgsfield:trainingImage", detail)
+
+
+def test_a_stock_image_is_allowed_as_the_training_image_of_a_stack_without_efa(project_copy, capsys):
+    from infra.cli.main import main
+    from tests.conftest import set_key
+
+    project_copy("dev", set_key("higgsfield:trainingImage", STOCK_IMAGE))
+    assert main(["plan", "bad"]) == 0

@@ -5,10 +5,11 @@ shipped stack)."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
-from components.gpu_pools import GPU_SCALE_DOWN_UNNEEDED_DEFAULT
+from infra.config import GPU_SCALE_DOWN_UNNEEDED_DEFAULT
 from infra.cli.offline import instance_types
-from tests.conftest import STACKS, plan_of
+from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_pool
 from tests.test_gpu_pools_plan import ALL_GPU_GROUPS, NODE_GROUP, TEMPLATE_TAG, asg_tags, efa_groups
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -69,6 +70,18 @@ def test_gpu_pool_scale_down_unneeded_time_is_set_on_its_asg(gpu_group):
     cloudprovider/aws/aws_manager.go optionsTagsPrefix + config/const.go
     DefaultScaleDownUnneededTimeKey@cluster-autoscaler-1.35.0)."""
     plan, group = gpu_group
-    pool = next(p for p in plan.config.gpu_pools if f"gpu-{p.name}" == group.name)
-    wanted = getattr(pool, "scale_down_unneeded_time", None) or GPU_SCALE_DOWN_UNNEEDED_DEFAULT
+    settings = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{plan.stack}.yaml").read_text())["config"]["higgsfield:gpuPools"]
+    (pool,) = [p for p in settings if f"gpu-{p['name']}" == group.name]
+    wanted = pool.get("scaleDownUnneededTime", GPU_SCALE_DOWN_UNNEEDED_DEFAULT)
     assert asg_tags(plan, group)[f"{TEMPLATE_TAG}/autoscaling-options/scaledownunneededtime"] == wanted
+
+
+def test_a_shipped_pool_sets_its_own_scale_down_time():
+    """prod's Capacity Block pool keeps idle nodes for an hour: the block is paid for anyway."""
+    (pool,) = [p for p in plan_of("prod").config.gpu_pools if p.name == "h200-block"]
+    assert pool.scale_down_unneeded_time == "1h" != GPU_SCALE_DOWN_UNNEEDED_DEFAULT
+
+
+def test_a_bad_pool_scale_down_time_names_its_key(project_copy, capsys):
+    assert_plan_rejects(project_copy, capsys, "prod", set_pool(0, scaleDownUnneededTime="half an hour"),
+                        "higgsfield:gpuPools[0].scaleDownUnneededTime", "is not a duration like 10m, 600s or 1h")

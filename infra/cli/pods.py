@@ -46,8 +46,7 @@ def stack_repository(cfg: StackConfig) -> str:
 def stack_image(cfg: StackConfig, tag: str | None = None) -> str:
     """The image jobs of the stack run: the stack's `trainingImage` setting (a team's own
     EFA-ready image), else the image the workflow built from this commit."""
-    override = getattr(cfg, "training_image", None)
-    return override or f"{stack_repository(cfg)}:{tag or image_tag()}"
+    return cfg.training_image or f"{stack_repository(cfg)}:{tag or image_tag()}"
 
 
 def _repository_of(image: str) -> str:
@@ -64,9 +63,8 @@ def check_image(cfg: StackConfig, pool: GpuPool, image: str, key: str = "--image
     if not pool.efa:
         return
     allowed = {stack_repository(cfg)}
-    override = getattr(cfg, "training_image", None)
-    if override:
-        allowed.add(_repository_of(override))
+    if cfg.training_image:
+        allowed.add(_repository_of(cfg.training_image))
     if _repository_of(image) not in allowed:
         raise ConfigError(
             key,
