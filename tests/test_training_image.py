@@ -19,6 +19,7 @@ import yaml
 from components.efa import EFA_LIBRARY_PATH
 from components.registry import KEEP_IMAGES, repository_name
 from infra import versions
+from infra.cli import pods
 from tests.conftest import ROOT, STACKS, plan_of
 
 DOCKERFILE = ROOT / "images" / "training" / "Dockerfile"
@@ -142,7 +143,15 @@ def test_the_push_job_assumes_the_image_role_through_oidc_in_the_stacks_environm
 def test_the_push_job_tags_with_the_commit_and_pushes_to_the_stacks_repository():
     script = _workflow()["jobs"]["push"]["steps"][-1]["run"]
     assert 'repository="higgsfield-${STACK}/training"' in script  # components.registry.repository_name
-    assert ':${GITHUB_SHA}"' in script and 'docker push "${image}"' in script
+    assert 'docker push "${registry}/${repository}:${GITHUB_SHA}"' in script
+
+
+def test_the_push_job_also_tags_the_source_tree_that_jobs_render_names_offline():
+    script = _workflow()["jobs"]["push"]["steps"][-1]["run"]
+    assert 'source_tag="src-$(git rev-parse HEAD:images/training)"' in script
+    assert 'docker push "${registry}/${repository}:${source_tag}"' in script
+    tree = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD:images/training"], capture_output=True, text=True, check=True).stdout.strip()
+    assert pods.image_tag() == f"src-{tree}"
 
 
 def test_the_stack_list_and_regions_come_from_the_stack_files(tmp_path):

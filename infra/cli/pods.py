@@ -20,6 +20,7 @@ HUGEPAGES = "hugepages-2Mi"
 NODE_MEMORY_SHARE = 0.75
 SHM_SHARE = 0.5  # /dev/shm (memory-backed, counted against the limit) gets half the memory limit
 ROOT = Path(__file__).resolve().parents[2]
+IMAGE_SOURCES = "images/training"
 
 
 def _account(cfg: StackConfig) -> str:
@@ -29,12 +30,14 @@ def _account(cfg: StackConfig) -> str:
 
 
 def image_tag() -> str:
-    """The commit the image workflow tagged the image with: this checkout's HEAD."""
+    """The tag the image workflow gives the image built from this checkout's image sources:
+    `src-<git tree of images/training at HEAD>` (besides the commit that built it, which need
+    not be this checkout's HEAD: the workflow runs only when the sources change)."""
     try:
-        done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", f"HEAD:{IMAGE_SOURCES}"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
-        return "<commit>"
-    return done.stdout.strip() if done.returncode == 0 else "<commit>"
+        return "<tag>"
+    return f"src-{done.stdout.strip()}" if done.returncode == 0 else "<tag>"
 
 
 def stack_repository(cfg: StackConfig) -> str:
@@ -45,7 +48,7 @@ def stack_repository(cfg: StackConfig) -> str:
 
 def stack_image(cfg: StackConfig, tag: str | None = None) -> str:
     """The image jobs of the stack run: the stack's `trainingImage` setting (a team's own
-    EFA-ready image), else the image the workflow built from this commit."""
+    EFA-ready image), else the image the workflow built from this checkout's image sources."""
     return cfg.training_image or f"{stack_repository(cfg)}:{tag or image_tag()}"
 
 
