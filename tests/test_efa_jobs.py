@@ -236,3 +236,15 @@ def test_a_stock_image_is_allowed_as_the_training_image_of_a_stack_without_efa(p
 
     project_copy("dev", set_key("higgsfield:trainingImage", STOCK_IMAGE))
     assert main(["plan", "bad"]) == 0
+
+
+def test_jobs_on_a_pool_with_its_own_taint_tolerate_it(project_copy):
+    """The README's `dedicated=research` pool: its jobs must still schedule there."""
+    from infra.cli.offline import load_stack
+    from tests.conftest import set_pool
+
+    project_copy("staging", set_pool(1, taints=[{"key": "dedicated", "value": "research", "effect": "NoSchedule"}]))
+    cfg = load_stack("bad")
+    for objects in (jobs.render("pytorch-ddp", cfg, pool="h100"), healthcheck.render(cfg, "h100")):
+        for spec in _gpu_pods(objects):
+            assert {"key": "dedicated", "operator": "Equal", "value": "research", "effect": "NoSchedule"} in spec["tolerations"]

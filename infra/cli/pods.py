@@ -101,12 +101,19 @@ def _check_fits(container: dict, pool: GpuPool, where: str) -> None:
 
 def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str) -> None:
     """Fill in the pod spec of a one-pod-per-node job on `pool` (its main container is the
-    first): the image, EFA resources and environment on EFA pools, memory and /dev/shm."""
+    first): the image, tolerations of the pool's own taints, EFA resources and environment on
+    EFA pools, memory and /dev/shm. Idempotent (replicas may share one template)."""
     containers = spec["containers"]
     for i, container in enumerate(containers):
         _check_fits(container, pool, f"{where}.containers[{i}]")
     main = containers[0]
     main["image"] = image
+    tolerations = list(spec.get("tolerations") or [])
+    for taint in pool.taints:  # the pool's own taints (dedicated=research:NoSchedule, ...): the job is for this pool
+        toleration = {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
+        if toleration not in tolerations:
+            tolerations.append(toleration)
+    spec["tolerations"] = tolerations
     limits = main.setdefault("resources", {}).setdefault("limits", {})
     if pool.efa:
         for name, amount in efa_pod_resources(pool.instance).items():
