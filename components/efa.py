@@ -80,16 +80,6 @@ def efa_pod_resources(instance: InstanceFacts) -> dict[str, int | str]:
     return {"vpc.amazonaws.com/efa": efa_count(efa_interfaces_for(instance)), "hugepages-2Mi": f"{EFA_POD_HUGEPAGES_MI}Mi"}
 
 
-def mebibytes(quantity: str | int) -> float:
-    """A Kubernetes memory quantity (`5120Mi`, `64Gi`, `1G`, bytes) in MiB."""
-    text = str(quantity)
-    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024**2, "k": 1000 / 2**20, "M": 1e6 / 2**20, "G": 1e9 / 2**20, "T": 1e12 / 2**20}
-    for suffix, factor in units.items():
-        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
-            return float(text[: -len(suffix)]) * factor
-    return float(text) / 2**20
-
-
 def supports_rdma(instance: InstanceFacts) -> bool:
     return instance.name.split(".")[0] in RDMA_INSTANCE_FAMILIES
 

@@ -9,10 +9,11 @@ import shutil
 
 import pytest
 
-from components.efa import (EFA_POD_HUGEPAGES_MI, NCCL_SOCKET_IFNAME, efa_environment, efa_resources, mebibytes)
+from components.efa import EFA_POD_HUGEPAGES_MI, NCCL_SOCKET_IFNAME, efa_environment, efa_resources
 from infra import versions
 from infra.catalog import InstanceFacts
 from infra.cli import healthcheck, jobs, pods
+from infra.cli.pods import mebibytes
 from infra.config import ConfigError
 from tests.conftest import ROOT, STACKS, plan_of
 

@@ -9,7 +9,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from components.efa import efa_environment, efa_pod_resources, efa_resources, mebibytes
+from components.efa import efa_environment, efa_pod_resources, efa_resources
 from components.registry import repository_name
 from infra.config import ConfigError, GpuPool, StackConfig
 
@@ -21,6 +21,18 @@ NODE_MEMORY_SHARE = 0.75
 SHM_SHARE = 0.5  # /dev/shm (memory-backed, counted against the limit) gets half the memory limit
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE_SOURCES = "images/training"
+
+
+def mebibytes(quantity: str | int) -> float:
+    """A Kubernetes memory quantity (`5120Mi`, `64Gi`, `1G`, bytes) in MiB (binary and decimal
+    suffixes of k8s.io/apimachinery resource.Quantity; the Kubernetes Python client that parses
+    them would be a large dependency for these lines)."""
+    text = str(quantity)
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024**2, "k": 1000 / 2**20, "M": 1e6 / 2**20, "G": 1e9 / 2**20, "T": 1e12 / 2**20}
+    for suffix, factor in units.items():
+        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(text[: -len(suffix)]) * factor
+    return float(text) / 2**20
 
 
 def _account(cfg: StackConfig) -> str:
