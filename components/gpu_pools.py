@@ -88,7 +88,7 @@ class GpuPoolGroup(pulumi.ComponentResource):
     nodeadm user data, capacity reservation targeting for reservations and Capacity Blocks.
     Then the node group (AL2023 NVIDIA AMI, GPU taint, pool labels, minSize as configured,
     desiredSize ignored after creation, EKS node auto-repair when asked) and the autoscaler
-    node-template tags on its ASG.
+    node-template tags on its ASG (the accelerator label among them) and its scale-down-unneeded time.
     Replaced when: instance types, AMI type, capacity type or the subnet (AZ) change.
     """
 
