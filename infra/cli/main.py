@@ -314,6 +314,23 @@ def _jobs_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _schema(args: argparse.Namespace) -> int:
+    from infra.cli import schema
+    from infra.cli.offline import project_root
+
+    root = project_root()
+    if args.write:
+        print("wrote " + ", ".join(schema.write(root)))
+        return 0
+    if args.check:
+        stale = schema.stale(root)
+        for path in stale:
+            print(f"error: {path} is stale: run `{schema.REGENERATE}`", file=sys.stderr)
+        return 1 if stale else 0
+    print(schema.schema_text(), end="")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="higgsfield", description="Offline tools for the Higgsfield Pulumi program.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -365,6 +382,10 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("--team", help="team namespace (default: the first team)")
     render.add_argument("--workers", type=int, default=2, help="worker replicas (default 2)")
     render.set_defaults(func=_jobs_render)
+    schema_cmd = sub.add_parser("schema", help="the stack-file JSON Schema and README config table, generated from infra/config.py")
+    schema_cmd.add_argument("--write", action="store_true", help="write schemas/stack.schema.json and the README table")
+    schema_cmd.add_argument("--check", action="store_true", help="exit 1 if either is stale")
+    schema_cmd.set_defaults(func=_schema)
     return p
 
 
