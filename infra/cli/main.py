@@ -314,8 +314,25 @@ def _jobs_render(args: argparse.Namespace) -> int:
     return 0
 
 
-IMAGE_HELP = ("image to run (default: the stack's training image, built from this commit into the stack's ECR repository; "
+IMAGE_HELP = ("image to run (default: the stack's training image, built from images/training into the stack's ECR repository; "
               "on EFA pools only images of that repository or of higgsfield:trainingImage)")
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from infra.cli import schema
+    from infra.cli.offline import project_root
+
+    root = project_root()
+    if args.write:
+        print("wrote " + ", ".join(schema.write(root)))
+        return 0
+    if args.check:
+        stale = schema.stale(root)
+        for path in stale:
+            print(f"error: {path} is stale: run `{schema.REGENERATE}`", file=sys.stderr)
+        return 1 if stale else 0
+    print(schema.schema_text(), end="")
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -371,6 +388,10 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("--workers", type=int, default=2, help="worker replicas (default 2)")
     render.add_argument("--image", help=IMAGE_HELP)
     render.set_defaults(func=_jobs_render)
+    schema_cmd = sub.add_parser("schema", help="the stack-file JSON Schema and README config table, generated from infra/config.py")
+    schema_cmd.add_argument("--write", action="store_true", help="write schemas/stack.schema.json and the README table")
+    schema_cmd.add_argument("--check", action="store_true", help="exit 1 if either is stale")
+    schema_cmd.set_defaults(func=_schema)
     return p
 
 
