@@ -249,3 +249,12 @@ def test_jobs_on_a_pool_with_its_own_taint_tolerate_it(project_copy):
     for objects in (jobs.render("pytorch-ddp", cfg, pool="h100"), healthcheck.render(cfg, "h100")):
         for spec in _gpu_pods(objects):
             assert {"key": "dedicated", "operator": "Equal", "value": "research", "effect": "NoSchedule"} in spec["tolerations"]
+
+
+def test_the_efa_variables_are_written_in_one_place_only():
+    """Examples, the health check and the CLI take them from efa_environment (the Dockerfile's
+    image defaults aside): no other source file spells them out."""
+    names = ("FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_TUNER_PLUGIN", "NCCL_SOCKET_IFNAME")
+    sources = [p for d in ("components", "infra", "examples", "images", "policies") for p in (ROOT / d).rglob("*") if p.suffix in (".py", ".yaml", ".yml")]
+    spelled = sorted(str(p.relative_to(ROOT)) for p in sources if any(n in p.read_text() for n in names))
+    assert spelled == ["components/efa.py"]
