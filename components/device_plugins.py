@@ -15,6 +15,10 @@ from infra.versions import Chart
 GPU_NODES = {"nvidia.com/gpu.present": "true"}
 EFA_NODES = {"vpc.amazonaws.com/efa.present": "true"}
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+# Node-level daemons tolerate every taint (an empty key with operator Exists matches all taints):
+# a pool with an extra taint (`dedicated=research:NoSchedule`), or a node under the health gate's
+# startup taint, must still advertise its GPUs and EFA interfaces (DESIGN.md decision 11).
+EVERY_TAINT = {"operator": "Exists"}
 NAMESPACE = "kube-system"
 
 
@@ -30,7 +34,13 @@ class DevicePluginsArgs:
 class DevicePlugins(pulumi.ComponentResource):
     """The NVIDIA device plugin (with GPU feature discovery, which labels nodes with driver
     and CUDA versions) on GPU nodes, and, when a pool uses EFA, the EKS EFA device plugin
-    (extended resource `vpc.amazonaws.com/efa`) on EFA nodes; both tolerate the GPU taint.
+    (extended resource `vpc.amazonaws.com/efa`) on EFA nodes; both tolerate every taint.
+
+    Chart values at the pinned versions: `tolerations` is used by both the device plugin and
+    the GFD DaemonSet, `nfd.worker.tolerations` by the NFD workers (NVIDIA/k8s-device-plugin:
+    deployments/helm/nvidia-device-plugin/values.yaml and templates/daemonset-gfd.yml@v0.19.0);
+    the EFA chart appends `tolerations` to its own CriticalAddonsOnly one (aws/eks-charts:
+    stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml@2a58b2db, "Adding efa release 0.5.20").
 
     Creates: one Helm release per plugin. Replaced when: never; chart upgrades are in place.
     """
@@ -46,12 +56,12 @@ class DevicePlugins(pulumi.ComponentResource):
                 {
                     "gfd": {"enabled": True},
                     "nodeSelector": GPU_NODES,
-                    "tolerations": [GPU_TOLERATION],
+                    "tolerations": [EVERY_TAINT],  # the device plugin and GFD
                     # NFD's master and gc run on the system nodes; its workers label GPU nodes.
                     "nfd": {
                         "master": {"nodeSelector": {"higgsfield.io/role": "system"}},
                         "gc": {"nodeSelector": {"higgsfield.io/role": "system"}},
-                        "worker": {"nodeSelector": GPU_NODES, "tolerations": [GPU_TOLERATION]},
+                        "worker": {"nodeSelector": GPU_NODES, "tolerations": [EVERY_TAINT]},
                     },
                 },
                 release_opts,
@@ -59,6 +69,6 @@ class DevicePlugins(pulumi.ComponentResource):
         ]
         if args.efa_pools:
             self.releases.append(
-                helm_release(f"{name}-efa", args.efa, NAMESPACE, {"nodeSelector": EFA_NODES, "tolerations": [GPU_TOLERATION]}, release_opts)
+                helm_release(f"{name}-efa", args.efa, NAMESPACE, {"nodeSelector": EFA_NODES, "tolerations": [EVERY_TAINT]}, release_opts)
             )
         self.register_outputs({"releases": [r.name for r in self.releases]})

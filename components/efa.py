@@ -9,11 +9,39 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from infra import versions
 from infra.catalog import InstanceFacts
 
 # 2 MiB huge pages reserved at boot for libfabric/NCCL over EFA (EC2 User Guide, "Get started
-# with EFA and NCCL": vm.nr_hugepages=5128). Pods request them as `hugepages-2Mi`.
+# with EFA and NCCL": vm.nr_hugepages=5128). The node advertises all of them as `hugepages-2Mi`.
 EFA_HUGEPAGES_2MI = 5128
+# What one EFA pod asks for: the anchors' manifests request 5120Mi per pod, not the node's whole
+# reservation (aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/kubernetes/
+# nccl-tests.yaml@7217859f: `hugepages-2Mi: 5120Mi` beside `vpc.amazonaws.com/efa: 32`).
+EFA_POD_HUGEPAGES_MI = 5120
+
+# Instances whose EFA supports RDMA (GPUDirect RDMA reads/writes), from the EC2 User Guide's EFA
+# instance table ("Supported instance types", RDMA read/write columns, docs.aws.amazon.com/AWSEC2/
+# latest/UserGuide/efa.html#efa-instance-types; moto's catalog has no RDMA field). Unverified from
+# here: `aws ec2 describe-instance-types` carries no RDMA flag either; re-read the guide on a bump.
+RDMA_INSTANCE_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200")
+
+# NCCL's bootstrap/socket interfaces: everything but loopback, docker bridges and veth pairs, as
+# the anchors' image does (nccl-tests.Dockerfile@7217859f: `NCCL_SOCKET_IFNAME=^docker,lo,veth`).
+NCCL_SOCKET_IFNAME = "^docker,lo,veth"
+# The training image's library path (images/training/Dockerfile): our aws-ofi-nccl build first,
+# then the EFA installer's libfabric and Open MPI, the installer's own plugin directories (so an
+# installer-based image brought by a team still finds a plugin), and the NVIDIA runtime's
+# libraries. A pod's LD_LIBRARY_PATH replaces the image's, so this is the whole path.
+EFA_LIBRARY_PATH = ":".join((
+    f"{versions.AWS_OFI_NCCL_PREFIX}/lib",
+    "/opt/amazon/efa/lib",
+    "/opt/amazon/openmpi/lib",
+    "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu",
+    "/opt/amazon/ofi-nccl/lib",
+    "/usr/local/nvidia/lib",
+    "/usr/local/nvidia/lib64",
+))
 
 
 @dataclass(frozen=True)
@@ -41,10 +69,70 @@ def efa_count(layout: list[Interface]) -> int:
 
 
 def efa_resources(instance: InstanceFacts) -> dict[str, int | str]:
-    """What an EFA node offers and an EFA pod asks for: every EFA interface of the instance,
-    and the huge pages reserved at boot. One place, so that the autoscaler's node template and
-    the jobs that must fit on it can never disagree."""
+    """What an EFA node offers: every EFA interface of the instance, and the huge pages reserved
+    at boot (the autoscaler's node template)."""
     return {"vpc.amazonaws.com/efa": efa_count(efa_interfaces_for(instance)), "hugepages-2Mi": f"{EFA_HUGEPAGES_2MI * 2}Mi"}
+
+
+def efa_pod_resources(instance: InstanceFacts) -> dict[str, int | str]:
+    """What one EFA pod per node asks for: every EFA interface, and the anchors' 5120Mi of huge
+    pages - less than the node's reservation, which leaves slack for the node's own use."""
+    return {"vpc.amazonaws.com/efa": efa_count(efa_interfaces_for(instance)), "hugepages-2Mi": f"{EFA_POD_HUGEPAGES_MI}Mi"}
+
+
+def supports_rdma(instance: InstanceFacts) -> bool:
+    return instance.name.split(".")[0] in RDMA_INSTANCE_FAMILIES
+
+
+def efa_environment(instance: InstanceFacts) -> dict[str, str]:
+    """The libfabric/NCCL environment of a container that uses the EFA interfaces of `instance`:
+    the efa provider, device RDMA where the instance has it, NCCL's socket interfaces without
+    loopback and bridges, the plugin's library path, and the aws-ofi-nccl tuner where the pinned
+    plugin has one. The only source of these variables: examples and the health check use it.
+
+    FI_PROVIDER=efa and FI_EFA_USE_DEVICE_RDMA=1 as the anchors set them (aws-samples/awsome-
+    distributed-training:micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml and 4.validation_
+    and_observability/2.gpu-cluster-healthcheck/checks/5-nccl-allreduce.sh@7217859f); aws-ofi-nccl
+    notes both are harmless with libfabric >= 1.18 on p4/p5 (aws/aws-ofi-nccl:doc/efa-env-var.md
+    @v1.21.1). NCCL_TUNER_PLUGIN=ofi: NCCL opens `libnccl-tuner-ofi.so` for it (NVIDIA/nccl:src/
+    plugin/plugin_open.cc@v2.26.2-1, "%s-%s.so" with prefix libnccl-tuner), which aws-ofi-nccl
+    builds on AWS (aws/aws-ofi-nccl:src/Makefile.am@v1.21.1)."""
+    if not instance.efa_supported:
+        raise ValueError(f"{instance.name} has no EFA")
+    env = {"FI_PROVIDER": "efa"}
+    if supports_rdma(instance):
+        env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+    env["NCCL_SOCKET_IFNAME"] = NCCL_SOCKET_IFNAME
+    env["LD_LIBRARY_PATH"] = EFA_LIBRARY_PATH
+    if versions.AWS_OFI_NCCL_HAS_TUNER:
+        env["NCCL_TUNER_PLUGIN"] = "ofi"
+    return env
+
+
+# Expected NCCL all-reduce bus bandwidth between two nodes at 1 GiB messages (what the health
+# check sends), from the anchors' published nccl-tests runs (aws-samples/awsome-distributed-
+# training:micro-benchmarks/nccl-tests/README.md@7217859f, "Results"): 2 x p4de.24xlarge 76.79
+# GB/s, 2 x p5.48xlarge 436.95 GB/s (out-of-place busbw at 1073741824 B). p4d has p4de's network
+# (4 x 100 Gbps EFA) and p5e p5's (32 x 100 Gbps); p5en and p6 have no published run there.
+PUBLISHED_ALLREDUCE_BUSBW_GB_S = {"p4d": 76.79, "p4de": 76.79, "p5": 436.95, "p5e": 436.95}
+# A healthy fabric reaches this fraction of the published figure ...
+PUBLISHED_BUSBW_FRACTION = 0.8
+# ... and, where nothing is published, this fraction of the instance's network line rate (sum of
+# its cards' baseline bandwidth in AWS's catalog, in GB/s). Both published runs exceed their line
+# rate (p5: 437 GB/s on 400 GB/s; p4de: 77 on 50) because part of the ring runs over NVLink, so
+# 0.7 of line rate is a conservative floor - and far above TCP over one ENA card (<= 12.5 GB/s).
+LINE_RATE_FRACTION = 0.7
+
+
+def expected_bus_bandwidth_gb_s(instance: InstanceFacts) -> tuple[float, str]:
+    """The NCCL all-reduce bus bandwidth below which an EFA fabric of `instance` is unhealthy,
+    and where the number comes from."""
+    family = instance.name.split(".")[0]
+    published = PUBLISHED_ALLREDUCE_BUSBW_GB_S.get(family)
+    if published is not None:
+        return round(published * PUBLISHED_BUSBW_FRACTION, 1), f"{PUBLISHED_BUSBW_FRACTION:.0%} of the anchors' published {published} GB/s"
+    line = instance.network_gbps / 8
+    return round(line * LINE_RATE_FRACTION, 1), f"{LINE_RATE_FRACTION:.0%} of the {line:.0f} GB/s network line rate (nothing published)"
 
 
 def node_user_data(raid0: bool, hugepages: int) -> str | None:

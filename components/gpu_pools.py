@@ -16,6 +16,15 @@ CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "reservation": "ON_D
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 POOL_LABEL = "higgsfield.io/pool"
 AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
+# The Cluster Autoscaler's AWS provider treats a node with this label as a GPU node and waits for
+# its device plugin instead of scaling out again while it initialises (GPULabel in kubernetes/
+# autoscaler:cluster-autoscaler/cloudprovider/aws/aws_cloud_provider.go@cluster-autoscaler-1.35.0;
+# value `<gpu-type>` such as `nvidia-tesla-k80`, cloudprovider/aws/README.md, same ref).
+ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
+# Per-ASG override of --scale-down-unneeded-time (the tag prefix `optionsTagsPrefix` and the key
+# `scaledownunneededtime` = config.DefaultScaleDownUnneededTimeKey, read in aws_manager.go and
+# config/const.go@cluster-autoscaler-1.35.0; value in the flag's duration format).
+SCALE_DOWN_UNNEEDED_TAG = f"{AUTOSCALER_TEMPLATE}/autoscaling-options/scaledownunneededtime"
 
 
 @dataclass(frozen=True)
@@ -32,9 +41,14 @@ class GpuPoolArgs:
     auto_repair: bool = True
 
 
+def accelerator(pool: GpuPool) -> str:
+    """`nvidia-h100`: the autoscaler's `<gpu-type>` format, from the catalog's GPU name."""
+    return f"nvidia-{(pool.instance.gpu_model or 'gpu').lower().replace(' ', '-')}"
+
+
 def pool_labels(pool: GpuPool) -> dict[str, str]:
     """The labels every node of the pool carries (a job selects its pool with POOL_LABEL)."""
-    labels = {"nvidia.com/gpu.present": "true", POOL_LABEL: pool.name, **pool.labels}
+    labels = {"nvidia.com/gpu.present": "true", ACCELERATOR_LABEL: accelerator(pool), POOL_LABEL: pool.name, **pool.labels}
     if pool.efa:
         labels["vpc.amazonaws.com/efa.present"] = "true"
     return labels
@@ -54,11 +68,13 @@ def pool_resources(pool: GpuPool) -> dict[str, str]:
 
 def autoscaler_template_tags(pool: GpuPool) -> dict[str, str]:
     """Tags that let the Cluster Autoscaler plan a node of this pool while it has none
-    (scale from zero): its labels, taints and extended resources. Managed node group tags do
-    not reach the Auto Scaling group, so they are written onto the ASG itself."""
+    (scale from zero): its labels (the accelerator label included), taints and extended
+    resources, and the pool's own scale-down-unneeded time. Managed node group tags do not
+    reach the Auto Scaling group, so they are written onto the ASG itself."""
     tags = {f"{AUTOSCALER_TEMPLATE}/label/{k}": v for k, v in pool_labels(pool).items()}
     tags.update({f"{AUTOSCALER_TEMPLATE}/taint/{t.key}": f"{t.value}:{t.effect}" for t in pool_taints(pool)})
     tags.update({f"{AUTOSCALER_TEMPLATE}/resources/{k}": v for k, v in pool_resources(pool).items()})
+    tags[SCALE_DOWN_UNNEEDED_TAG] = pool.scale_down_unneeded_time  # higgsfield:gpuPools[i].scaleDownUnneededTime
     return tags
 
 
@@ -72,7 +88,7 @@ class GpuPoolGroup(pulumi.ComponentResource):
     nodeadm user data, capacity reservation targeting for reservations and Capacity Blocks.
     Then the node group (AL2023 NVIDIA AMI, GPU taint, pool labels, minSize as configured,
     desiredSize ignored after creation, EKS node auto-repair when asked) and the autoscaler
-    node-template tags on its ASG.
+    node-template tags on its ASG (the accelerator label among them) and its scale-down-unneeded time.
     Replaced when: instance types, AMI type, capacity type or the subnet (AZ) change.
     """
 

@@ -12,7 +12,7 @@ import pulumi_aws as aws
 from components.addons import managed_addon
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS
-from components.device_plugins import GPU_NODES, GPU_TOLERATION
+from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import Observability
@@ -109,7 +109,7 @@ class Monitoring(pulumi.ComponentResource):
 
     Creates: the EBS CSI add-on (Pod Identity) and an encrypted gp3 StorageClass for Prometheus'
     volume; kube-prometheus-stack on the system nodes (persistent, scraping Volcano and the
-    Training Operator too); the DCGM exporter on GPU nodes (tolerating the GPU taint);
+    Training Operator too); the DCGM exporter on GPU nodes (tolerating every taint);
     prometheus-adapter exposing `gpu_utilization` to HPAs; our Grafana dashboard as a ConfigMap;
     the CloudWatch Observability add-on (Pod Identity) with its log groups at the configured
     retention; the EKS node monitoring agent that node auto-repair acts on.
@@ -187,7 +187,9 @@ class Monitoring(pulumi.ComponentResource):
         }, deps=[storage_class])
         release("dcgm-exporter", args.dcgm_exporter, {
             "nodeSelector": GPU_NODES,
-            "tolerations": [GPU_TOLERATION],
+            # every taint, as a node-level daemon (NVIDIA/dcgm-exporter:deployment/values.yaml@4.4.1-4.6.0
+            # `tolerations`, rendered by templates/daemonset.yaml)
+            "tolerations": [EVERY_TAINT],
             "serviceMonitor": {"enabled": False},  # scraped through additionalScrapeConfigs
         })
         release("prometheus-adapter", args.prometheus_adapter, {  # retries until Prometheus answers

@@ -44,6 +44,7 @@ class Teams(pulumi.ComponentResource):
         super().__init__("higgsfield:teams:Teams", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
         self.namespaces: dict[str, KubernetesObject] = {}
+        self.uids = {team.name: team.uid for team in args.teams}  # who owns each team's files
         for team in args.teams:
             rules = rules_of(team)
             ns = KubernetesObject(f"{name}-{team.name}", tenancy.namespace(rules, args.kubernetes_version), opts=child)

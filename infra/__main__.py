@@ -14,6 +14,7 @@ from components.logs import LogKey, LogKeyArgs
 from components.network import Network, NetworkArgs
 from components.nodes import NodeRole
 from components.observability import NAMESPACE as MONITORING_NAMESPACE, Monitoring, MonitoringArgs
+from components.registry import TrainingImageRepository
 from components.storage import LustreArgs, LustreFileSystem
 from components.teams import Teams, TeamsArgs
 from components.training import TrainingOperator, TrainingOperatorArgs, Volcano, VolcanoArgs
@@ -69,16 +70,15 @@ def build(cfg: StackConfig) -> None:
     TrainingOperator("training-operator", TrainingOperatorArgs(
         versions.METRICS_SERVER, cluster.provider, platform_ready, scheduler=volcano.release))
 
-    # 5. Teams (namespaces, admission, network policies) and shared storage
-    teams = Teams("teams", TeamsArgs(
-        sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready))
+    # 5. Teams (namespaces, admission, network policies), shared storage, the training image repository
+    image = TrainingImageRepository("training-image", name, protect=cfg.production, tags=tags)
+    teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready))
     if cfg.fsx.enabled:
         LustreFileSystem("lustre", LustreArgs(
             cluster_name=name, settings=cfg.fsx, lustre_version=versions.LUSTRE_VERSION, csi_addon=versions.FSX_CSI_ADDON,
             vpc_id=network.vpc_id, subnet_id=network.private_subnets[cfg.fsx.availability_zone].id,
-            node_security_group_id=cluster.node_security_group_id, namespaces=teams.namespaces,
-            team_uids={t.name: t.uid for t in sched.teams}, layout_image=versions.LUSTRE_LAYOUT_IMAGE,
-            provider=cluster.provider, addon_depends_on=platform_ready, protect=cfg.production, tags=tags))
+            node_security_group_id=cluster.node_security_group_id, namespaces=teams.namespaces, team_uids=teams.uids,
+            layout_image=versions.LUSTRE_LAYOUT_IMAGE, provider=cluster.provider, addon_depends_on=platform_ready, protect=cfg.production, tags=tags))
 
     # 6. Observability
     if cfg.observability.enabled:
@@ -91,6 +91,7 @@ def build(cfg: StackConfig) -> None:
     pulumi.export("clusterName", name)
     pulumi.export("region", cfg.region)
     pulumi.export("kubeconfig", cluster.kubeconfig)
+    pulumi.export("trainingImage", {"repositoryUrl": image.repository_url, "repositoryArn": image.repository_arn})
     pulumi.export("gpuNodeGroups", {g.pool_name: g.node_group.node_group_name for g in gpu_pools})
 
 

@@ -25,6 +25,8 @@ class InstanceFacts:
     nvme_disks: int
     vcpus: int
     architectures: tuple[str, ...]
+    network_gbps: float = 0.0  # sum of the network cards' baseline bandwidth
+    memory_mib: int = 0
 
 
 @cache
@@ -44,6 +46,8 @@ def describe(instance_type: str) -> InstanceFacts:
         nvme_disks=sum(int(d.count) for d in (t.instance_disks or [])),
         vcpus=int(t.default_vcpus or 0),
         architectures=tuple(t.supported_architectures or ()),
+        network_gbps=float(sum(c.baseline_bandwidth or 0 for c in (t.network_cards or []))),
+        memory_mib=int(t.memory_size or 0),
     )
 
 

@@ -355,8 +355,10 @@ class NodeSizes(Setting):
     instance_types: tuple[InstanceTypeName, ...] = Field(min_length=1)
     """EC2 instance types, offered in aws:region, one CPU architecture (x86_64)."""
     min_size: NodeCount
+    """Nodes the autoscaler never goes below."""
     desired_size: NodeCount = derived("Nodes at creation; default minSize (the autoscaler owns it afterwards).")
     max_size: MaxNodes
+    """Nodes the autoscaler never goes above."""
 
     @model_validator(mode="after")
     def _sizes(self, info: ValidationInfo) -> NodeSizes:
@@ -383,8 +385,12 @@ GPU_TAINT_KEY = "nvidia.com/gpu"
 
 
 class Taint(Setting):
+    """A Kubernetes taint on a pool's nodes."""
+
     key: QualifiedName
+    """A qualified name, e.g. dedicated or example.com/team."""
     value: LabelValue = "true"
+    """A label value (up to 63 characters)."""
     effect: Literal["NoSchedule", "NoExecute", "PreferNoSchedule"] = "NoSchedule"
 
 
@@ -392,6 +398,7 @@ class Capacity(Setting):
     """How a GPU pool buys its instances."""
 
     type: Literal["on-demand", "spot", "capacity-block", "reservation"] = "on-demand"
+    """reservation: an On-Demand Capacity Reservation; capacity-block: an EC2 Capacity Block for ML."""
     reservation_id: Annotated[str, Strict(), AfterValidator(lambda v: _reservation_id(v))] | None = None
     """The capacity reservation (cr-0123456789abcdef0); required for capacity-block and reservation, else not allowed."""
 
@@ -431,6 +438,13 @@ def _catalog(info: ValidationInfo) -> tuple[Catalog | None, str]:
     return (context.get("catalog") if region else None), region or ""
 
 
+Duration = matching(r"^\d+(s|m|h)$", "is not a duration like 10m, 600s or 1h")
+# A GPU pool's scale-down-unneeded time unless set: long enough for the last node of a gang to
+# launch, boot the NVIDIA AMI, pass the health gate and join while its first nodes wait idle. Not
+# measured here: a judgement for P-family instances (minutes to boot, capacity arriving in batches).
+GPU_SCALE_DOWN_UNNEEDED_DEFAULT = "30m"
+
+
 class GpuPool(Setting):
     """One GPU node group. `instance` holds the facts of its (first) instance type; all its
     types share GPU count and EFA support (checked)."""
@@ -444,6 +458,7 @@ class GpuPool(Setting):
     min_size: NodeCount = 0
     """0 costs nothing while idle."""
     max_size: MaxNodes
+    """The most nodes the autoscaler adds."""
     capacity: Capacity = Capacity()
     efa: Bool = derived("Attach every EFA card; default true when the type supports EFA.")
     placement_group: Bool = derived("Cluster placement group; default true with EFA, must be false for reservation / capacity-block.")
@@ -454,6 +469,8 @@ class GpuPool(Setting):
     """Kubernetes labels on the nodes."""
     taints: tuple[Taint, ...] = ()
     """Taints in addition to nvidia.com/gpu=true:NoSchedule."""
+    scale_down_unneeded_time: Duration = GPU_SCALE_DOWN_UNNEEDED_DEFAULT
+    """How long a node of this pool stays unneeded before the autoscaler removes it (its ASG's autoscaling-options tag); long enough for a gang's last node to boot and join."""
     _instance: InstanceFacts | None = PrivateAttr(None)
 
     @property
@@ -546,6 +563,7 @@ class S3Link(Setting):
     """An S3 data repository linked to the file system."""
 
     bucket: matching(S3_BUCKET, "is not an S3 bucket name (3-63 of a-z 0-9 . -)")
+    """The S3 bucket holding the data set."""
     import_path: Str = derived("s3://bucket/prefix read into the file system; default s3://BUCKET.")
     export_path: Str = derived("Where changes are written back; default importPath (PERSISTENT_2: must equal it).")
     auto_import: Bool = True
@@ -585,12 +603,15 @@ class Fsx(Setting):
     """FSx for Lustre shared storage (throughput: `lustre_throughput_mb_s`)."""
 
     enabled: Bool = False
+    """Create the file system, its CSI driver and the shared PVC."""
     deployment_type: Literal["PERSISTENT_2", "SCRATCH_2"] = "PERSISTENT_2"
+    """PERSISTENT_2 keeps data (and is protected in prod); SCRATCH_2 is cheaper and not replicated."""
     storage_capacity_gib: number(1200, FSX_MAX_GIB, "the FSx API maximum") = Field(1200, alias="storageCapacityGiB")
     """1200 or a multiple of 2400 GiB."""
     throughput_per_tib: Literal[125, 250, 500, 1000] = derived(
         "PERSISTENT_2 MB/s per TiB, default 250; SCRATCH_2 is fixed at 200 (leave unset).", alias="throughputPerTiB")
     compression: Literal["LZ4", "NONE"] = "LZ4"
+    """Data compression on the file system."""
     s3: S3Link | None = None
     availability_zone: Str = derived("Default: the EFA GPU pools' zone (else the first pool's, else the first AZ); must be the EFA pools' zone.")
     backup_retention_days: number(0, 90, "the FSx maximum") = derived("0-90 days for PERSISTENT_2 (default 7); 0 for SCRATCH_2.")
@@ -646,7 +667,9 @@ class Queue(Setting):
     """A Volcano queue (never reclaimed from)."""
 
     name: DnsLabel
+    """Lowercase DNS label, at most 30 characters."""
     weight: number(1) = 1
+    """Share of the cluster when queues compete (drf)."""
     gpu_capability: number(0)
     """GPUs the queue may hold at most; no more than the pools can provide."""
 
@@ -662,7 +685,9 @@ class PriorityClassSpec(Setting):
     """A PriorityClass teams may use (never preempts)."""
 
     name: DnsLabel
+    """Lowercase DNS label, at most 30 characters."""
     value: number(-2_147_483_648)
+    """Higher runs first; at most 1,000,000,000 (above is reserved for system classes)."""
 
     @field_validator("name")
     @classmethod
@@ -693,9 +718,13 @@ class Team(Setting):
     POSIX identity its pods run as and its files on Lustre belong to."""
 
     name: DnsLabel
+    """The team's namespace; lowercase DNS label, at most 30 characters."""
     queue: Str
+    """One of scheduler.queues."""
     gpu_quota: number(0)
+    """GPUs the namespace may request at most; no more than its queue's gpuCapability."""
     priority_classes: tuple[Str, ...] = Field(min_length=1)
+    """Names from scheduler.priorityClasses the team may use."""
     uid: number(TEAM_UID_MIN, TEAM_UID_MAX, "below 2^31")
     """POSIX UID and GID (the same number) of the team's pods and Lustre directory; unique per team, never reused."""
 
@@ -791,11 +820,15 @@ class Observability(Setting):
     """Prometheus, DCGM, logs and node auto-repair."""
 
     enabled: Bool = True
+    """Prometheus, Grafana dashboards, the DCGM exporter."""
     metrics_retention_days: number(1) = 15
+    """Days Prometheus keeps metrics."""
     metrics_storage_gib: number(10, GP3_MAX_GIB, "the gp3 maximum") = Field(100, alias="metricsStorageGiB")
+    """Prometheus's encrypted gp3 volume, GiB."""
     log_retention_days: Int = 30
     """A CloudWatch Logs retention: 1, 3, 5, 7, 14, 30, 60, 90, ... 3653 days."""
     node_auto_repair: Bool = True
+    """EKS node auto-repair on GPU pools."""
     health: HealthThresholds = Field(HealthThresholds(), alias="healthcheck")
 
     @field_validator("log_retention_days")
@@ -809,12 +842,17 @@ class Observability(Setting):
 class Autoscaler(Setting):
     """Cluster Autoscaler settings."""
 
-    scale_down_unneeded_time: matching(r"^\d+(s|m|h)$", "is not a duration like 10m, 600s or 1h") = "10m"
+    scale_down_unneeded_time: Duration = "10m"
+    """How long a node stays unneeded before it is removed (10m, 600s, 1h)."""
     expander: Literal["least-waste", "most-pods", "priority", "random", "price"] = "least-waste"
+    """Which node group grows when several could."""
 
 
 # --- the stack ----------------------------------------------------------------------------
 
+IMAGE_REFERENCE = r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$"
+# Images known to lack the EFA provider and aws-ofi-nccl (the stock PyTorch images, issue #11).
+NOT_EFA_READY = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "index.docker.io/pytorch/pytorch")
 _ADMIN_ARN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$"
 _TAG_KEY = re.compile(r"^[\w .:/=+\-@]{1,128}$")
 
@@ -872,7 +910,7 @@ class StackConfig(Setting):
     """An AWS region with EKS."""
     environment: Literal["dev", "staging", "prod"]
     """prod: cluster, FSx and KMS keys protected, a NAT gateway per AZ, VPC interface endpoints."""
-    kubernetes_version: Str = versions.KUBERNETES_DEFAULT
+    kubernetes_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.KUBERNETES_SUPPORTED)})] = versions.KUBERNETES_DEFAULT
     """EKS Kubernetes minor version (infra/versions.py KUBERNETES_SUPPORTED); quote it: "1.35"."""
     vpc_cidr: Cidr = "10.0.0.0/16"
     """RFC 1918, /16 to /20. Each AZ gets 1/8 of it for nodes and pods; public subnets share the last 1/8."""
@@ -885,7 +923,9 @@ class StackConfig(Setting):
     tags: dict[TagKey, TagValue] = {}
     """Added to every taggable resource (with higgsfield:stack and higgsfield:environment)."""
     gpu_pools: tuple[GpuPool, ...] = ()
-    cuda_version: Str | None = None
+    training_image: matching(IMAGE_REFERENCE, "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)") | None = None
+    """Your own EFA-ready image (libfabric's efa provider and aws-ofi-nccl inside), registry/repository:tag or @sha256:..., for every rendered job instead of the one built from images/training/Dockerfile into the stack's ECR repository; stock pytorch/pytorch is refused when the stack has EFA pools."""
+    cuda_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.CUDA_MIN_DRIVER_BRANCH)})] | None = None
     """The CUDA version the training images need, e.g. "12.8"; rejected if the GPU AMI's driver is too old."""
     autoscaler: Autoscaler = Autoscaler()
     fsx: Fsx = Field(Fsx(), validate_default=True)
@@ -893,6 +933,16 @@ class StackConfig(Setting):
     allow_replace: tuple[Str, ...] = ()
     """Resource names (lustre, cluster-secrets, ...) whose replacement or deletion this change intends; read by higgsfield diff."""
     observability: Observability = Observability()
+
+    @field_validator("training_image")
+    @classmethod
+    def _efa_ready_image(cls, image: str | None, info: ValidationInfo) -> str | None:
+        pools = info.data.get("gpu_pools") or ()
+        repository = re.split(r"[:@]", image.rsplit("/", 1)[-1])[0] if image else ""
+        if image and any(p.efa for p in pools) and f"{image.rsplit('/', 1)[0]}/{repository}" in NOT_EFA_READY:
+            raise ValueError(f"{image!r} has no EFA provider and no aws-ofi-nccl, so NCCL would fall back to TCP on the EFA pools; "
+                             "leave it unset for the image built from images/training/Dockerfile")
+        return image
 
     @field_validator("region")
     @classmethod

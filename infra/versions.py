@@ -156,14 +156,60 @@ TRAINING_OPERATOR_OVERLAY = "https://github.com/kubeflow/training-operator.git//
 # (kubernetes-sigs/metrics-server charts/metrics-server; chart 3.13.0 = metrics-server 0.8.0).
 METRICS_SERVER = Chart("metrics-server", "3.13.0", "https://kubernetes-sigs.github.io/metrics-server", "kubernetes-sigs/metrics-server charts/metrics-server")
 
-# Images of the example jobs (examples/, rendered by `higgsfield jobs render`, never deployed by
-# pulumi up). Unverified tags: check they exist before the first submission.
-EXAMPLE_PYTORCH_IMAGE = "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
-EXAMPLE_NCCL_TESTS_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:latest"
+# Image of the checkpoint-sync sidecar of the example jobs (rendered by `higgsfield jobs render`,
+# never deployed by pulumi up). Unverified tag: check it exists before the first submission.
 EXAMPLE_SYNC_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
 # The one-shot Job that makes the team and dataset directories on Lustre (mkdir, chown, chmod:
 # busybox has all three). Unverified tag: `docker manifest inspect` it before the first deploy.
 LUSTRE_LAYOUT_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
+
+# --- the training image (images/training/Dockerfile, built by .github/workflows/image.yml) -----
+# What every training and health-check pod runs; a test checks that the Dockerfile's ARG defaults
+# are these values. The EFA stack follows the anchors' nccl-tests image
+# (aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/nccl-tests.Dockerfile@7217859f,
+# 2026-02-21): EFA installer run with `-y -g -d --skip-kmod --skip-limit-conf --no-verify`, then
+# nccl-tests built with MPI against the NCCL the job uses.
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    """One thing the training image is built from, pinned, with where the pin was read."""
+
+    version: str
+    source: str
+    verified: bool
+
+
+# Base: PyTorch's official -devel image (CUDA toolkit for building nccl-tests and the plugin; the
+# stacks' cudaVersion 12.8 runs on the EKS AMI's driver 580, see CUDA_MIN_DRIVER_BRANCH). Pinned by
+# tag only: no upstream file here publishes its digest. Check with
+# `docker buildx imagetools inspect pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel` and pin the digest.
+TRAINING_BASE_IMAGE = ImagePart(
+    "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel",
+    "hub.docker.com/r/pytorch/pytorch tags (tag only, digest unverified)", False,
+)
+# The NCCL the job uses is the one PyTorch's wheel ships (nvidia-nccl-cu12, 2.26.x for torch 2.7.1
+# cu128 - unverified here; the image build prints it, and the Dockerfile fails unless it is at
+# least AWS_OFI_NCCL_MIN_NCCL).
+# EFA user space (libfabric with the efa provider, rdma-core, Open MPI under /opt/amazon): the
+# anchors' pin (nccl-tests.Dockerfile@7217859f: EFA_INSTALLER_VERSION=1.47.0).
+EFA_INSTALLER = ImagePart(
+    "1.47.0", "aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/nccl-tests.Dockerfile@7217859f", True,
+)
+# aws-ofi-nccl, built from its release tarball (aws/aws-ofi-nccl:INSTALL.md@v1.21.1 recommends the
+# tarball) with --enable-platform-aws into AWS_OFI_NCCL_PREFIX. "tested with NCCL v2.31.2-1 while
+# maintaining backward compatibility with ... NCCL v2.17.1 and later"; needs Libfabric >= 1.22 for
+# AWS support (aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1, tag commit 2475c4c7). Its tuner is built
+# into the net plugin and, on AWS, also as libnccl-tuner-ofi.so / libnccl-ofi-tuner.so
+# (aws/aws-ofi-nccl:src/Makefile.am@v1.21.1).
+AWS_OFI_NCCL = ImagePart("1.21.1", "aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1", True)
+AWS_OFI_NCCL_MIN_NCCL = (2, 17, 1)
+AWS_OFI_NCCL_HAS_TUNER = True
+AWS_OFI_NCCL_PREFIX = "/opt/aws-ofi-nccl"
+# nccl-tests: the anchors' pin (nccl-tests.Dockerfile@7217859f: NCCL_TESTS_VERSION=v2.17.9).
+NCCL_TESTS = ImagePart(
+    "v2.17.9", "aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/nccl-tests.Dockerfile@7217859f", True,
+)
 
 # --- observability ----------------------------------------------------------------------------
 # kube-prometheus-stack 88.6.5 (prometheus-community/helm-charts; adfinis/helm-charts#1982, 2026-09-07).

@@ -277,6 +277,15 @@ def helm_release_pinned(args: ResourceValidationArgs, report: ReportViolation) -
         report(f"Chart {get(args.props, 'chart')} has no version: pin it in infra/versions.py.")
 
 
+def tolerates(toleration: dict, key: str, value: str, effect: str) -> bool:
+    """Kubernetes' matching (core/v1 Toleration): an empty key with operator Exists matches every
+    key; Exists matches any value, Equal (the default) only its value; no effect matches all."""
+    operator = get(toleration, "operator") or "Equal"
+    key_ok = get(toleration, "key") == key or (not get(toleration, "key") and operator == "Exists")
+    value_ok = operator == "Exists" or (get(toleration, "value") or "") == value
+    return key_ok and value_ok and get(toleration, "effect") in (effect, None, "")
+
+
 @_policy("gpu-workloads-tolerate-gpu-taint", "Workloads that must run on GPU nodes tolerate the nvidia.com/gpu taint.", schema=_GPU_CHARTS)
 def gpu_workloads_tolerate_gpu_taint(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != HELM_RELEASE:
@@ -285,7 +294,7 @@ def gpu_workloads_tolerate_gpu_taint(args: ResourceValidationArgs, report: Repor
     if get(args.props, "chart") not in charts:
         return
     tolerations = get(args.props, "values", "tolerations", default=[])
-    if not any(get(t, "key") == GPU_TAINT and get(t, "effect") in ("NoSchedule", None) for t in tolerations):
+    if not any(tolerates(t, GPU_TAINT, "true", "NoSchedule") for t in tolerations):
         report(f"{get(args.props, 'chart')} does not tolerate {GPU_TAINT}=true:NoSchedule; it would never run on GPU nodes.")
 
 

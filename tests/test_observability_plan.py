@@ -12,7 +12,6 @@ from tests.conftest import assert_plan_rejects, set_key
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SYSTEM = {"higgsfield.io/role": "system"}
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 # Fields exported by dcgm-exporter's default counters (NVIDIA/dcgm-exporter etc/default-counters.csv).
 DCGM_DEFAULT_FIELDS = {
@@ -53,10 +52,10 @@ def test_node_exporter_reaches_gpu_nodes_too(plan):
     assert {"operator": "Exists"} in _release(plan, "kube-prometheus-stack").inputs["values"]["prometheus-node-exporter"]["tolerations"]
 
 
-def test_dcgm_exporter_runs_on_gpu_nodes_and_tolerates_the_taint(plan):
+def test_dcgm_exporter_runs_on_gpu_nodes(plan):
+    """(Its tolerations: tests/test_node_daemons.py.)"""
     values = _release(plan, "dcgm-exporter").inputs["values"]
     assert values["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
-    assert GPU_TOLERATION in values["tolerations"]
 
 
 def test_dcgm_volcano_and_operator_metrics_are_scraped(plan):

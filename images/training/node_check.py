@@ -10,8 +10,10 @@ thresholds come from the environment (the rendered Job sets them from the stack 
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,6 +51,8 @@ class Expectations:
     min_lustre_mb_s: float
     min_bus_bandwidth_gb_s: float
     lustre_path: str | None = None
+    nccl_network: str = "any"            # "efa": NCCL must run over aws-ofi-nccl's efa provider
+    ofi_plugin_version: str | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> Expectations:
@@ -62,6 +66,8 @@ class Expectations:
             min_lustre_mb_s=float(env["MIN_LUSTRE_MBPS"]),
             min_bus_bandwidth_gb_s=float(env["MIN_BUS_BANDWIDTH_GBPS"]),
             lustre_path=env.get("LUSTRE_PATH") or None,
+            nccl_network=env.get("EXPECTED_NCCL_NETWORK", "any"),
+            ofi_plugin_version=env.get("EXPECTED_OFI_NCCL_VERSION") or None,
         )
 
 
@@ -141,6 +147,70 @@ def lustre_mb_s(directory: Path, megabytes: int = 256) -> tuple[float, float]:
 def bus_bandwidth_gb_s(message_bytes: int, seconds: float, ranks: int) -> float:
     """NCCL's bus bandwidth of an all-reduce: algorithm bandwidth x 2(n-1)/n (nccl-tests PERFORMANCE.md)."""
     return message_bytes / seconds * 2 * (ranks - 1) / ranks / 1e9
+
+
+@dataclass(frozen=True)
+class NcclNetwork:
+    """What NCCL's INFO log says it communicates over between nodes."""
+
+    network: str | None          # "Using network <name>": Socket, IB, or the plugin's (Libfabric)
+    provider: str | None         # aws-ofi-nccl: "Selected provider is <prov>, fabric is ..."
+    plugin_version: str | None   # aws-ofi-nccl: "Initializing aws-ofi-nccl <version>"
+
+    @property
+    def over_efa(self) -> bool:
+        return bool(self.network and "libfabric" in self.network.lower() and self.provider == "efa")
+
+
+# The lines, at the pinned versions: NCCL's `INFO(NCCL_INIT, "Using network %s", ...)` (NVIDIA/nccl:
+# src/init.cc@v2.26.2-1) names the net: "Socket" (src/transport/net_socket.cc), "IB", or the plugin's
+# name, "Libfabric" for aws-ofi-nccl on NVIDIA ("AWS Libfabric" in older plugins; aws/aws-ofi-nccl:
+# src/nccl_ofi_interface_nvidia.cpp@v1.21.1). The plugin prefixes its lines "NET/OFI " and logs
+# "Initializing " PACKAGE_STRING and "Selected provider is %s, fabric is %s (found %d nics)"
+# (aws/aws-ofi-nccl:src/nccl_ofi_net.cpp@v1.21.1; the anchors' logs show "NET/OFI Initializing
+# aws-ofi-nccl 1.14.0", aws-samples/awsome-distributed-training:3.test_cases/pytorch/FSDP/slurm/README.md).
+_USING_NETWORK = re.compile(r"NCCL INFO Using network (.+?)\s*$", re.M)
+_PROVIDER = re.compile(r"NCCL INFO NET/OFI Selected [Pp]rovider is ([\w;-]+)", re.M)
+_PLUGIN = re.compile(r"NCCL INFO NET/OFI Initializing aws-ofi-nccl (\S+)", re.M)
+
+
+def parse_nccl_network(log: str) -> NcclNetwork:
+    """The network NCCL selected, from its NCCL_DEBUG=INFO output (the last mention wins)."""
+
+    def last(pattern: re.Pattern) -> str | None:
+        found = pattern.findall(log)
+        return found[-1].strip() if found else None
+
+    return NcclNetwork(last(_USING_NETWORK), last(_PROVIDER), last(_PLUGIN))
+
+
+def fabric_verdict(node: str, log: str, busbw: float | None, expected: Expectations, ranks: int = 0) -> Report:
+    """The cross-node verdict: on an EFA pool NCCL must have picked aws-ofi-nccl's efa provider
+    (a TCP fallback fails here, whatever its bandwidth); then the bus bandwidth must reach the
+    pool's threshold. An unknown network (no INFO log) fails too."""
+    report = Report(node)
+    net = parse_nccl_network(log)
+    seen = f"{net.network or 'unknown'}" + (f" / provider {net.provider}" if net.provider else "")
+    if expected.nccl_network == "efa":
+        report.add("NCCL network", seen, "Libfabric / provider efa", net.over_efa)
+        if expected.ofi_plugin_version:
+            version = (net.plugin_version or "none").removesuffix("-aws")
+            report.add("aws-ofi-nccl", version, expected.ofi_plugin_version, version == expected.ofi_plugin_version)
+    else:
+        report.add("NCCL network", seen, "any", net.network is not None)
+    if not report.healthy:
+        report.add("NCCL all-reduce busbw", "not compared", "the expected network first", False)
+        return report
+    value = f"{busbw:.0f} GB/s over {ranks} ranks" if busbw is not None else "none"
+    report.add("NCCL all-reduce busbw", value, f">= {expected.min_bus_bandwidth_gb_s:.0f} GB/s", busbw is not None and busbw >= expected.min_bus_bandwidth_gb_s)
+    return report
+
+
+def read_nccl_logs(pattern: str, pid: int | None = None) -> str:
+    """The NCCL_DEBUG_FILE output of process `pid` (any process of the pod if None); NCCL expands
+    %h to the host name and %p to the pid (NVIDIA/nccl:src/debug.cc@v2.26.2-1)."""
+    wildcard = pattern.replace("%h", "*").replace("%p", "*" if pid is None else str(pid))
+    return "".join(Path(f).read_text(errors="replace") for f in sorted(glob.glob(wildcard)))
 
 
 # --- GPU measurements (PyTorch) -------------------------------------------------------------------
@@ -254,12 +324,11 @@ def check_allreduce(env: dict[str, str], megabytes: int = 1024, iterations: int 
         dist.all_reduce(tensor)
     torch.cuda.synchronize()
     seconds = (time.perf_counter() - start) / iterations
-    busbw = bus_bandwidth_gb_s(tensor.numel() * tensor.element_size(), seconds, dist.get_world_size())
-    expected = Expectations.from_env(env)
-    report = Report(env.get("NODE_NAME", "unknown"))
-    report.add("NCCL all-reduce busbw", f"{busbw:.0f} GB/s over {dist.get_world_size()} ranks", f">= {expected.min_bus_bandwidth_gb_s:.0f} GB/s", busbw >= expected.min_bus_bandwidth_gb_s)
+    ranks = dist.get_world_size()
+    busbw = bus_bandwidth_gb_s(tensor.numel() * tensor.element_size(), seconds, ranks)
     dist.destroy_process_group()
-    return report
+    log = read_nccl_logs(env["NCCL_DEBUG_FILE"], os.getpid()) if env.get("NCCL_DEBUG_FILE") else ""
+    return fabric_verdict(env.get("NODE_NAME", "unknown"), log, busbw, Expectations.from_env(env), ranks)
 
 
 def main(argv: list[str]) -> int:

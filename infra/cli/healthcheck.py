@@ -1,23 +1,35 @@
 """`higgsfield healthcheck render POOL --stack STACK`: the post-deploy health check of a GPU pool
 as Kubernetes objects for `kubectl apply -f -`: a Job with one pod per node running
 images/training/node_check.py (shipped in a ConfigMap), the RBAC it needs to label nodes, and, for two or
-more nodes, a PyTorchJob that measures NCCL all-reduce bus bandwidth across them."""
+more nodes, a PyTorchJob that measures NCCL all-reduce bus bandwidth across them. On EFA pools
+the all-reduce fails unless NCCL's INFO log shows it picked aws-ofi-nccl's efa provider (a TCP
+fallback never passes), and its threshold is the instance type's (components/efa.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from components.device_plugins import GPU_TOLERATION
-from components.efa import efa_count, efa_interfaces_for, efa_resources
+from components.efa import efa_count, efa_interfaces_for, expected_bus_bandwidth_gb_s
 from components.storage import MOUNT_PATH, PVC_NAME
 from infra import versions
+from infra.cli.pods import check_image, prepare_gpu_pod, stack_image, stack_repository
 from infra.config import ConfigError, GpuPool, StackConfig
 
 PROGRAM = Path(__file__).resolve().parents[2] / "images" / "training" / "node_check.py"
 ACCOUNT = "higgsfield-healthcheck"
+# Where NCCL writes its INFO log in the all-reduce pods (one file per process, read back by
+# node_check.py --allreduce).
+NCCL_LOG = "/tmp/nccl-%h-%p.log"
 
 
-def _env(cfg: StackConfig, pool: GpuPool) -> list[dict]:
+def bus_bandwidth_threshold(cfg: StackConfig, pool: GpuPool) -> float:
+    """EFA pools: the instance type's expected all-reduce bus bandwidth (cited table or a
+    fraction of line rate); other pools: the stack's observability.healthcheck threshold."""
+    return expected_bus_bandwidth_gb_s(pool.instance)[0] if pool.efa else cfg.observability.health.min_bus_bandwidth_gb_s
+
+
+def _env(cfg: StackConfig, pool: GpuPool, image: str) -> list[dict]:
     health = cfg.observability.health
     values = {
         "EXPECTED_GPUS": pool.gpus_per_node,
@@ -27,22 +39,26 @@ def _env(cfg: StackConfig, pool: GpuPool) -> list[dict]:
         "MIN_MATMUL_FRACTION": health.min_matmul_fraction,
         "MIN_MEMORY_BANDWIDTH_FRACTION": health.min_memory_bandwidth_fraction,
         "MIN_LUSTRE_MBPS": health.min_lustre_mb_s,
-        "MIN_BUS_BANDWIDTH_GBPS": health.min_bus_bandwidth_gb_s,
+        "MIN_BUS_BANDWIDTH_GBPS": bus_bandwidth_threshold(cfg, pool),
         "LUSTRE_PATH": MOUNT_PATH if cfg.fsx.enabled else "",
+        "EXPECTED_NCCL_NETWORK": "efa" if pool.efa else "any",
+        # the plugin version is known only for the image built from images/training/Dockerfile
+        "EXPECTED_OFI_NCCL_VERSION": versions.AWS_OFI_NCCL.version if pool.efa and image.startswith(stack_repository(cfg) + ":") else "",
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_SUBSYS": "INIT,NET",
+        "NCCL_DEBUG_FILE": NCCL_LOG,
     }
     return [{"name": k, "value": str(v)} for k, v in values.items()] + [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
 
 
-def _pod_spec(cfg: StackConfig, pool: GpuPool, app: str, command: list[str], container: str) -> dict:
-    limits: dict = {"nvidia.com/gpu": pool.gpus_per_node, "memory": "32Gi"}
-    if pool.efa:
-        limits.update(efa_resources(pool.instance))
+def _pod_spec(cfg: StackConfig, pool: GpuPool, app: str, command: list[str], container: str, image: str) -> dict:
+    limits: dict = {"nvidia.com/gpu": pool.gpus_per_node}
     mounts = [{"name": "code", "mountPath": "/code"}]
     volumes: list[dict] = [{"name": "code", "configMap": {"name": ACCOUNT}}]
     if cfg.fsx.enabled:
         mounts.append({"name": "shared", "mountPath": MOUNT_PATH})
         volumes.append({"name": "shared", "persistentVolumeClaim": {"claimName": PVC_NAME}})
-    return {
+    spec = {
         "serviceAccountName": ACCOUNT,
         "restartPolicy": "Never",
         "nodeSelector": {"higgsfield.io/pool": pool.name},
@@ -51,21 +67,26 @@ def _pod_spec(cfg: StackConfig, pool: GpuPool, app: str, command: list[str], con
             {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}]}},
         "containers": [{
             "name": container,
-            "image": versions.EXAMPLE_PYTORCH_IMAGE,
+            "image": image,
             "command": command,
-            "env": _env(cfg, pool),
+            "env": _env(cfg, pool, image),
             "resources": {"limits": limits},
             "volumeMounts": mounts,
         }],
         "volumes": volumes,
     }
+    prepare_gpu_pod(spec, pool, image, f"healthcheck {app}")
+    return spec
 
 
-def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: int | None = None) -> list[dict]:
+def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: int | None = None, image: str | None = None) -> list[dict]:
     pools = {p.name: p for p in cfg.gpu_pools}
     if pool_name not in pools:
         raise ConfigError("POOL", f"no pool {pool_name!r} in stack {cfg.stack}; pools: {', '.join(pools) or 'none'}")
     pool = pools[pool_name]
+    if image is not None:
+        check_image(cfg, pool, image)
+    image = image or stack_image(cfg)
     teams = {t.name: t for t in cfg.scheduler.teams}
     namespace = team or next(iter(teams), None)
     if namespace not in teams:
@@ -91,14 +112,14 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
                 "parallelism": count,
                 "backoffLimit": 0,
                 "ttlSecondsAfterFinished": 86400,
-                "template": {"metadata": {"labels": {"app": app}}, "spec": _pod_spec(cfg, pool, app, ["python", "/code/node_check.py", "--label"], "check")},
+                "template": {"metadata": {"labels": {"app": app}}, "spec": _pod_spec(cfg, pool, app, ["python", "/code/node_check.py", "--label"], "check", image)},
             },
         },
     ]
     if count >= 2:
         team_spec = teams[namespace]
         worker = {"replicas": count, "restartPolicy": "Never", "template": {"metadata": {"labels": {"app": f"{app}-nccl"}},
-                  "spec": _pod_spec(cfg, pool, f"{app}-nccl", ["torchrun", "/code/node_check.py", "--allreduce"], "pytorch")}}
+                  "spec": _pod_spec(cfg, pool, f"{app}-nccl", ["torchrun", "/code/node_check.py", "--allreduce"], "pytorch", image)}}
         objects.append({
             "apiVersion": "kubeflow.org/v1",
             "kind": "PyTorchJob",

@@ -1,8 +1,9 @@
 """Example training jobs filled in for a stack: its pool, zone, queue, priority class, volume.
 
 The templates in examples/ are plain YAML with ${placeholders}; what depends on the stack
-(EFA interfaces and huge pages, the Lustre volume and the checkpoint sync sidecar) is added
-here, so the templates stay readable. `higgsfield jobs render NAME --stack STACK` prints the
+(the training image, EFA interfaces, huge pages and environment, memory and /dev/shm - see
+infra/cli/pods.py -, the Lustre volume and the checkpoint sync sidecar) is added here, so the
+templates stay readable. `higgsfield jobs render NAME --stack STACK` prints the
 result for `kubectl apply -f -`; `higgsfield plan --manifests` writes them too.
 """
 
@@ -16,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from components.efa import efa_resources
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
 from infra import versions
+from infra.cli.pods import check_image, prepare_gpu_pod, stack_image
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
@@ -57,23 +58,15 @@ def examples_for(cfg: StackConfig) -> list[str]:
     return [e for e in EXAMPLES if e != "mpi-nccl-tests" or any(p.efa for p in cfg.gpu_pools)]
 
 
-def pod_templates(job: dict) -> Iterator[dict]:
-    """Every replica's pod template of a Kubeflow job."""
+def pod_templates(job: dict, named: bool = False) -> Iterator:
+    """Every replica's pod template of a Kubeflow job (with `named`: (replica key, template))."""
     for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs"):
-        for spec in (job.get("spec", {}).get(key) or {}).values():
-            yield spec["template"]
+        for replica, spec in (job.get("spec", {}).get(key) or {}).items():
+            yield (f"spec.{key}.{replica}.template.spec", spec["template"]) if named else spec["template"]
 
 
 def _on_gpu_pool(template: dict) -> bool:
     return "higgsfield.io/pool" in (template["spec"].get("nodeSelector") or {})
-
-
-def _attach_efa(template: dict, resources: dict) -> None:
-    """EFA interfaces and the huge pages libfabric needs, on the main container."""
-    main = template["spec"]["containers"][0]
-    limits = main.setdefault("resources", {}).setdefault("limits", {})
-    limits.update(resources)
-    limits.setdefault("memory", "64Gi")  # hugepages need a memory limit (or request) on the container
 
 
 def _attach_lustre(template: dict, job_name: str) -> None:
@@ -120,14 +113,19 @@ def _attach_datasets(template: dict, cfg: StackConfig, team: Team) -> None:
         main["volumeMounts"].append({"name": volume, "mountPath": DATASET_MOUNT.format(name=dataset.name), "readOnly": team.name != dataset.owner})
 
 
-def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None, workers: int = 2) -> list[dict]:
-    """The Kubernetes objects of `example` for stack `cfg`: the job, and the script's ConfigMap."""
+def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None, workers: int = 2,
+           image: str | None = None) -> list[dict]:
+    """The Kubernetes objects of `example` for stack `cfg`: the job, and the script's ConfigMap.
+    Every pod runs `image` (default: the stack's training image)."""
     if example not in EXAMPLES:
         raise ConfigError("EXAMPLE", f"unknown example {example!r}; examples: {', '.join(EXAMPLES)}")
     chosen = _pick_pool(cfg, pool, efa_first=example == "mpi-nccl-tests")
     member = _pick_team(cfg, team)
     if example == "mpi-nccl-tests" and not chosen.efa:
         raise ConfigError("--pool", f"pool {chosen.name} has no EFA; the NCCL test is for EFA pools")
+    if image is not None:
+        check_image(cfg, chosen, image)
+    image = image or stack_image(cfg)
     name = f"{example}-{chosen.name}"
     values = {
         "name": name,
@@ -142,16 +140,14 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         "total_gpus": workers * chosen.gpus_per_node,
         "min_replicas": max(1, workers // 2),
         "max_replicas": max(workers, chosen.max_size),
-        "image": versions.EXAMPLE_PYTORCH_IMAGE,
-        "nccl_image": versions.EXAMPLE_NCCL_TESTS_IMAGE,
+        "image": image,
     }
     text = Template((EXAMPLES_DIR / f"{example}.yaml").read_text()).substitute(values)
     job = json.loads(json.dumps(yaml.safe_load(text)))  # one independent copy per replica (YAML anchors share)
-    for template in pod_templates(job):
+    for replica, template in pod_templates(job, named=True):
         if not _on_gpu_pool(template):
             continue
-        if chosen.efa:
-            _attach_efa(template, efa_resources(chosen.instance))
+        prepare_gpu_pod(template["spec"], chosen, image, f"examples/{example}.yaml {replica}")
         if cfg.fsx.enabled and example != "mpi-nccl-tests":
             _attach_lustre(template, name)
             _attach_datasets(template, cfg, member)

@@ -301,7 +301,7 @@ def _healthcheck_render(args: argparse.Namespace) -> int:
     from infra.cli.offline import load_stack
 
     cfg = load_stack(args.stack)
-    print(jobs.to_yaml(healthcheck.render(cfg, args.pool, team=args.team, nodes=args.nodes)), end="")
+    print(jobs.to_yaml(healthcheck.render(cfg, args.pool, team=args.team, nodes=args.nodes, image=args.image)), end="")
     return 0
 
 
@@ -310,7 +310,28 @@ def _jobs_render(args: argparse.Namespace) -> int:
     from infra.cli.offline import load_stack
 
     cfg = load_stack(args.stack)
-    print(jobs.to_yaml(jobs.render(args.example, cfg, pool=args.pool, team=args.team, workers=args.workers)), end="")
+    print(jobs.to_yaml(jobs.render(args.example, cfg, pool=args.pool, team=args.team, workers=args.workers, image=args.image)), end="")
+    return 0
+
+
+IMAGE_HELP = ("image to run (default: the stack's training image, built from images/training into the stack's ECR repository; "
+              "on EFA pools only images of that repository or of higgsfield:trainingImage)")
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from infra.cli import schema
+    from infra.cli.offline import project_root
+
+    root = project_root()
+    if args.write:
+        print("wrote " + ", ".join(schema.write(root)))
+        return 0
+    if args.check:
+        stale = schema.stale(root)
+        for path in stale:
+            print(f"error: {path} is stale: run `{schema.REGENERATE}`", file=sys.stderr)
+        return 1 if stale else 0
+    print(schema.schema_text(), end="")
     return 0
 
 
@@ -355,6 +376,7 @@ def parser() -> argparse.ArgumentParser:
     health_render.add_argument("--stack", required=True)
     health_render.add_argument("--team", help="namespace to run in (default: the first team)")
     health_render.add_argument("--nodes", type=int, help="nodes to check (default: min(2, maxSize))")
+    health_render.add_argument("--image", help=IMAGE_HELP)
     health_render.set_defaults(func=_healthcheck_render)
 
     jobs = sub.add_parser("jobs", help="example training jobs for a stack").add_subparsers(dest="jobs_command", required=True)
@@ -364,7 +386,12 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("--pool", help="GPU pool (default: the first on-demand pool; EFA pools first for NCCL tests)")
     render.add_argument("--team", help="team namespace (default: the first team)")
     render.add_argument("--workers", type=int, default=2, help="worker replicas (default 2)")
+    render.add_argument("--image", help=IMAGE_HELP)
     render.set_defaults(func=_jobs_render)
+    schema_cmd = sub.add_parser("schema", help="the stack-file JSON Schema and README config table, generated from infra/config.py")
+    schema_cmd.add_argument("--write", action="store_true", help="write schemas/stack.schema.json and the README table")
+    schema_cmd.add_argument("--check", action="store_true", help="exit 1 if either is stale")
+    schema_cmd.set_defaults(func=_schema)
     return p
 
 

@@ -1,0 +1,159 @@
+"""What a pod on a GPU pool needs, for every rendered job (examples and health check): the stack's
+training image, and on EFA pools every EFA interface, the anchors' huge pages and the EFA
+environment; a memory limit the node can hold and a /dev/shm within it. Bad combinations are
+rejected here, naming the setting or template key, before anything is printed."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+from components.efa import efa_environment, efa_pod_resources, efa_resources
+from components.registry import repository_name
+from infra.config import ConfigError, GpuPool, StackConfig
+
+EFA = "vpc.amazonaws.com/efa"
+HUGEPAGES = "hugepages-2Mi"
+# A pod that has a node to itself may take this share of the node's memory: the rest is the
+# kubelet's reservation, eviction threshold and the node-level daemons.
+NODE_MEMORY_SHARE = 0.75
+SHM_SHARE = 0.5  # /dev/shm (memory-backed, counted against the limit) gets half the memory limit
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE_SOURCES = "images/training"
+
+
+def mebibytes(quantity: str | int) -> float:
+    """A Kubernetes memory quantity (`5120Mi`, `64Gi`, `1G`, bytes) in MiB (binary and decimal
+    suffixes of k8s.io/apimachinery resource.Quantity; the Kubernetes Python client that parses
+    them would be a large dependency for these lines)."""
+    text = str(quantity)
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024**2, "k": 1000 / 2**20, "M": 1e6 / 2**20, "G": 1e9 / 2**20, "T": 1e12 / 2**20}
+    for suffix, factor in units.items():
+        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(text[: -len(suffix)]) * factor
+    return float(text) / 2**20
+
+
+def _account(cfg: StackConfig) -> str:
+    """The stack's AWS account as its admins' ARNs name it (`<account>` if they disagree)."""
+    accounts = {arn.split(":")[4] for arn in cfg.admins if arn.count(":") >= 5}
+    return accounts.pop() if len(accounts) == 1 else "<account>"
+
+
+def image_tag() -> str:
+    """The tag the image workflow gives the image built from this checkout's image sources:
+    `src-<git tree of images/training at HEAD>` (besides the commit that built it, which need
+    not be this checkout's HEAD: the workflow runs only when the sources change)."""
+    try:
+        done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", f"HEAD:{IMAGE_SOURCES}"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "<tag>"
+    return f"src-{done.stdout.strip()}" if done.returncode == 0 else "<tag>"
+
+
+def stack_repository(cfg: StackConfig) -> str:
+    """The stack's ECR repository (`pulumi stack output trainingImage` after deploy), offline:
+    account from the stack's admins, region from the stack file."""
+    return f"{_account(cfg)}.dkr.ecr.{cfg.region}.amazonaws.com/{repository_name(cfg.name)}"
+
+
+def stack_image(cfg: StackConfig, tag: str | None = None) -> str:
+    """The image jobs of the stack run: the stack's `trainingImage` setting (a team's own
+    EFA-ready image), else the image the workflow built from this checkout's image sources."""
+    return cfg.training_image or f"{stack_repository(cfg)}:{tag or image_tag()}"
+
+
+def _repository_of(image: str) -> str:
+    name = image.split("@", 1)[0]
+    return name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+
+
+def check_image(cfg: StackConfig, pool: GpuPool, image: str, key: str = "--image") -> None:
+    """On an EFA pool only an EFA-ready image may run: one from the stack's repository, or the
+    stack's own `trainingImage`. Stock PyTorch images have no EFA provider and no aws-ofi-nccl,
+    and NCCL silently falls back to TCP with them."""
+    if not image.strip():
+        raise ConfigError(key, "is empty")
+    if not pool.efa:
+        return
+    allowed = {stack_repository(cfg)}
+    if cfg.training_image:
+        allowed.add(_repository_of(cfg.training_image))
+    if _repository_of(image) not in allowed:
+        raise ConfigError(
+            key,
+            f"{image!r} is not an EFA-ready image for EFA pool {pool.name}: use an image of {' or '.join(sorted(allowed))} "
+            "(built from images/training/Dockerfile), or declare your own EFA-ready image as higgsfield:trainingImage",
+        )
+
+
+def _merge_env(container: dict, values: dict[str, str]) -> None:
+    env = [e for e in container.get("env", []) if e["name"] not in values]
+    container["env"] = env + [{"name": k, "value": v} for k, v in values.items()]
+
+
+def _gi(mib: float) -> str:
+    return f"{int(mib // 1024)}Gi"
+
+
+def _check_fits(container: dict, pool: GpuPool, where: str) -> None:
+    limits = (container.get("resources") or {}).get("limits") or {}
+    if not pool.efa:
+        for name in (EFA, HUGEPAGES):
+            if name in limits:
+                raise ConfigError(f"{where}.resources.limits.{name}", f"pool {pool.name} has no EFA (its setting efa is false), so its nodes offer no {name}")
+        return
+    offer = efa_resources(pool.instance)
+    if EFA in limits and int(limits[EFA]) > int(offer[EFA]):
+        raise ConfigError(f"{where}.resources.limits.{EFA}", f"{limits[EFA]} is more than the {offer[EFA]} EFA interfaces a {pool.instance.name} node offers")
+    if HUGEPAGES in limits and mebibytes(limits[HUGEPAGES]) > mebibytes(offer[HUGEPAGES]):
+        raise ConfigError(f"{where}.resources.limits.{HUGEPAGES}", f"{limits[HUGEPAGES]} is more than the {offer[HUGEPAGES]} of huge pages a {pool.instance.name} node reserves")
+
+
+def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str) -> None:
+    """Fill in the pod spec of a one-pod-per-node job on `pool` (its main container is the
+    first): the image, tolerations of the pool's own taints, EFA resources and environment on
+    EFA pools, memory and /dev/shm. Idempotent (replicas may share one template)."""
+    containers = spec["containers"]
+    for i, container in enumerate(containers):
+        _check_fits(container, pool, f"{where}.containers[{i}]")
+    main = containers[0]
+    main["image"] = image
+    tolerations = list(spec.get("tolerations") or [])
+    for taint in pool.taints:  # the pool's own taints (dedicated=research:NoSchedule, ...): the job is for this pool
+        toleration = {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
+        if toleration not in tolerations:
+            tolerations.append(toleration)
+    spec["tolerations"] = tolerations
+    limits = main.setdefault("resources", {}).setdefault("limits", {})
+    if pool.efa:
+        for name, amount in efa_pod_resources(pool.instance).items():
+            limits.setdefault(name, amount)
+        _merge_env(main, efa_environment(pool.instance))
+    node_mib = pool.instance.memory_mib or 64 * 1024
+    memory = mebibytes(limits.setdefault("memory", _gi(node_mib * NODE_MEMORY_SHARE)))
+    if memory > node_mib:
+        raise ConfigError(f"{where}.containers[0].resources.limits.memory", f"{limits['memory']} is more than a {pool.instance.name} node's {_gi(node_mib)}")
+    shm = {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": _gi(memory * SHM_SHARE)}}
+    spec["volumes"] = [v for v in spec.get("volumes", []) if v["name"] != "shm"] + [shm]
+    mounts = [m for m in main.get("volumeMounts", []) if m["mountPath"] != "/dev/shm"]
+    main["volumeMounts"] = mounts + [{"name": "shm", "mountPath": "/dev/shm"}]
+
+
+def efa_containers(objects: list[dict]) -> Iterator[tuple[dict, dict]]:
+    """(pod spec, container) of every container in `objects` that requests EFA interfaces."""
+    for obj in objects:
+        for spec in _pod_specs(obj):
+            for container in spec.get("containers", []):
+                if EFA in ((container.get("resources") or {}).get("limits") or {}):
+                    yield spec, container
+
+
+def _pod_specs(obj: dict) -> Iterator[dict]:
+    spec = obj.get("spec") or {}
+    if "template" in spec:
+        yield spec["template"]["spec"]
+    for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs"):
+        for replica in (spec.get(key) or {}).values():
+            yield replica["template"]["spec"]

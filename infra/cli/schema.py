@@ -1,0 +1,226 @@
+"""`higgsfield schema [--write]`: the stack-file JSON Schema and the README's config table,
+both generated from the config models in `infra/config.py`, so neither can drift.
+
+    schemas/stack.schema.json   editors complete and check stack files with it: the first line
+                                of each stack file is `# yaml-language-server: $schema=../schemas/stack.schema.json`
+    README.md                   the table between the config-table markers
+
+Field descriptions are the docstrings under the fields (read here from the source, so the
+program pays nothing for them at run time) or a `derived("...")` field's description.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema
+
+from infra import config
+
+SCHEMA_PATH = Path("schemas") / "stack.schema.json"
+README_PATH = Path("README.md")
+TABLE_START = "<!-- config-table:start: generated from infra/config.py by `higgsfield schema --write`; do not edit -->"
+TABLE_END = "<!-- config-table:end -->"
+REGENERATE = "python -m infra.cli schema --write"
+SCHEMA_ID = "https://github.com/higgsfield/higgsfield/schemas/stack.schema.json"
+# Provider credentials Pulumi reads from stack config: accepted only encrypted (`pulumi config set --secret`).
+SECRET_ONLY_KEYS = ("aws:accessKey", "aws:secretKey", "aws:token")
+DERIVED = "default derived from other settings"
+
+
+def _models() -> list[type[BaseModel]]:
+    return [v for v in vars(config).values() if isinstance(v, type) and issubclass(v, config.Setting) and v is not config.Setting]
+
+
+def field_docs(model: type[BaseModel]) -> dict[str, str]:
+    """Attribute name -> the docstring written under it in the class body."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(model)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs = {}
+    for field, doc in zip(body, body[1:]):
+        if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name) and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str):
+            docs[field.target.id] = " ".join(doc.value.value.split())
+    return docs
+
+
+class _Schema(GenerateJsonSchema):
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
+def _describe(schema: dict, model: type[BaseModel]) -> None:
+    docs = field_docs(model)
+    if model.__doc__:
+        schema["description"] = " ".join(inspect.cleandoc(model.__doc__).split("\n\n")[0].split())
+    schema.pop("title", None)
+    for name, info in model.model_fields.items():
+        prop = schema.get("properties", {}).get(info.alias or name)
+        if prop is None:
+            continue
+        if name in docs:
+            prop["description"] = docs[name]
+        if info.default is None and prop.get("default", 0) is None and not _nullable(prop):
+            prop.pop("default")  # a derived default: the description says how it is chosen
+            prop["$comment"] = DERIVED
+
+
+def _nullable(prop: dict) -> bool:
+    return any(option.get("type") == "null" for option in prop.get("anyOf", []))
+
+
+def config_schema() -> dict:
+    """The JSON Schema of the `config:` mapping of a stack file."""
+    schema = config.StackConfig.model_json_schema(by_alias=True, mode="validation", schema_generator=_Schema)
+    by_name = {m.__name__: m for m in _models()}
+    for name, sub in schema.get("$defs", {}).items():
+        if name in by_name:
+            _describe(sub, by_name[name])
+    _describe(schema, config.StackConfig)
+    schema["properties"].pop("stack", None)
+    schema["required"] = [k for k in schema.get("required", []) if k != "stack"]
+    for key in SECRET_ONLY_KEYS:
+        schema["properties"][key] = {"$ref": "#/$defs/Secure", "description": "AWS provider credential: only encrypted (pulumi config set --secret); prefer AWS_PROFILE or OIDC"}
+    schema.setdefault("$defs", {})["Secure"] = {
+        "type": "object",
+        "description": "A value Pulumi encrypted (pulumi config set --secret KEY VALUE)",
+        "properties": {"secure": {"type": "string", "minLength": 1}},
+        "required": ["secure"],
+        "additionalProperties": False,
+    }
+    return schema
+
+
+def stack_file_schema() -> dict:
+    """The JSON Schema of a whole stacks/Pulumi.<stack>.yaml file."""
+    inner = config_schema()
+    defs = inner.pop("$defs", {})
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "Higgsfield stack file (stacks/Pulumi.<stack>.yaml)",
+        "description": f"Generated from infra/config.py by `{REGENERATE}`; do not edit.",
+        "type": "object",
+        "properties": {
+            "config": inner,
+            "environment": {
+                "description": "Pulumi ESC environments to import config from (values unknown to the offline plan)",
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+            },
+            "secretsprovider": {"type": "string", "description": "Set by Pulumi: how this stack's secrets are encrypted"},
+            "encryptedkey": {"type": "string", "description": "Set by Pulumi: the stack's data key, encrypted by the secrets provider"},
+            "encryptionsalt": {"type": "string", "description": "Set by Pulumi: the passphrase secrets provider's salt"},
+        },
+        "required": ["config"],
+        "additionalProperties": False,
+        "$defs": defs,
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(stack_file_schema(), indent=2) + "\n"
+
+
+# --- the README table -------------------------------------------------------------------------
+
+
+def _type_of(prop: dict, defs: dict) -> str:
+    if "$ref" in prop:
+        return "object" if "enum" not in defs[prop["$ref"].split("/")[-1]] else "string"
+    if "enum" in prop:
+        return " \\| ".join(f"`{v}`" for v in prop["enum"])
+    if "const" in prop:
+        return f"`{prop['const']}`"
+    if "anyOf" in prop:
+        return " or ".join(_type_of(o, defs) for o in prop["anyOf"] if o.get("type") != "null")
+    kind = prop.get("type", "any")
+    if kind == "array":
+        item = prop.get("items", {})
+        return f"list of {_type_of(item, defs)}" if "$ref" not in item else "list of objects"
+    if kind == "object":
+        return "map"
+    return str(kind)
+
+
+def _limits(prop: dict) -> str:
+    parts = []
+    if "minimum" in prop or "exclusiveMinimum" in prop or "maximum" in prop:
+        low = f">= {prop['minimum']:,}" if "minimum" in prop else (f"> {prop['exclusiveMinimum']}" if "exclusiveMinimum" in prop else "")
+        high = f"<= {prop['maximum']:,}" if "maximum" in prop else ""
+        parts.append(", ".join(p for p in (low, high) if p))
+    if "minItems" in prop:
+        parts.append(f"at least {prop['minItems']}")
+    return "; ".join(parts)
+
+
+def table_rows() -> list[tuple[str, str, str, str]]:
+    """(key, type, default, meaning) for every setting, nested ones as `key.sub` / `key[].sub`."""
+    schema = config_schema()
+    defs = schema["$defs"]
+    rows: list[tuple[str, str, str, str]] = []
+
+    def walk(props: dict, required: list[str], prefix: str) -> None:
+        for key, prop in props.items():
+            full = f"{prefix}{key}"
+            target = prop.get("items", prop) if prop.get("type") == "array" else prop
+            options = [o for o in target.get("anyOf", [target]) if o.get("type") != "null"]
+            ref = next((o["$ref"] for o in options if "$ref" in o), None)
+            if ref == "#/$defs/Secure":
+                rows.append((full, "secret (`secure:`)", "unset", prop.get("description", "")))
+                continue
+            if key in required:
+                default = "required"
+            elif ref or "default" not in prop:
+                default = "computed" if prop.get("$comment") == DERIVED else "unset" if not ref else "see below"
+            else:
+                default = f"`{json.dumps(prop['default'])}`"
+            limits = _limits(target)
+            meaning = " ".join(p for p in (prop.get("description") or (defs[ref.split("/")[-1]].get("description", "") if ref else ""), f"({limits})" if limits else "") if p)
+            rows.append((full, _type_of(prop, defs), default, meaning))
+            if ref:
+                sub = defs[ref.split("/")[-1]]
+                if sub.get("type") == "object" and "properties" in sub:
+                    walk(sub["properties"], sub.get("required", []), f"{full}[]." if prop.get("type") == "array" else f"{full}.")
+
+    walk(schema["properties"], schema.get("required", []), "")
+    return rows
+
+
+def readme_table() -> str:
+    lines = [TABLE_START, "", "| key | type | default | meaning |", "|---|---|---|---|"]
+    for key, kind, default, meaning in table_rows():
+        escaped = meaning.replace("|", "\\|")
+        lines.append(f"| `{key}` | {kind} | {default} | {escaped} |")
+    lines += ["", TABLE_END]
+    return "\n".join(lines)
+
+
+def readme_with_table(readme: str) -> str:
+    start, end = readme.index(TABLE_START), readme.index(TABLE_END) + len(TABLE_END)
+    return readme[:start] + readme_table() + readme[end:]
+
+
+def stale(root: Path) -> list[str]:
+    """The generated files under `root` that differ from what the models generate."""
+    found = []
+    schema = root / SCHEMA_PATH
+    if not schema.is_file() or schema.read_text() != schema_text():
+        found.append(str(SCHEMA_PATH))
+    readme = (root / README_PATH).read_text()
+    if TABLE_START not in readme or TABLE_END not in readme or readme_with_table(readme) != readme:
+        found.append(f"{README_PATH} (config table)")
+    return found
+
+
+def write(root: Path) -> list[str]:
+    (root / SCHEMA_PATH).parent.mkdir(exist_ok=True)
+    (root / SCHEMA_PATH).write_text(schema_text())
+    readme = root / README_PATH
+    readme.write_text(readme_with_table(readme.read_text()))
+    return [str(SCHEMA_PATH), str(README_PATH)]
