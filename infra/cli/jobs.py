@@ -90,9 +90,10 @@ def _attach_lustre(template: dict, job_name: str) -> None:
     )
 
 
-def _run_as_team(template: dict, team: Team) -> None:
+def run_as_team(template: dict, team: Team) -> None:
     """The identity the team's admission policy requires (its UID/GID on every pod, files on
-    Lustre owned by it) and, per container, what Pod Security `restricted` asks."""
+    Lustre owned by it) and, per container, what Pod Security `restricted` asks. Every pod
+    template rendered into a team namespace needs it (the health check's too)."""
     spec = template["spec"]
     spec["securityContext"] = {
         "runAsUser": team.uid, "runAsGroup": team.uid, "fsGroup": team.uid, "runAsNonRoot": True,
@@ -152,7 +153,7 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
             _attach_lustre(template, name)
             _attach_datasets(template, cfg, member)
     for template in pod_templates(job):
-        _run_as_team(template, member)
+        run_as_team(template, member)
     objects: list[dict[str, Any]] = [job]
     if example.startswith("pytorch"):
         objects.insert(0, {
