@@ -1,13 +1,11 @@
-"""The Higgsfield platform, wired from components in reading order. `pulumi up` runs this
-file; `higgsfield plan` calls `build()` under Pulumi's mocks."""
-
-from __future__ import annotations
+"""The Higgsfield platform, wired from components in reading order (`higgsfield plan` runs `build()` under mocks)."""
 
 import pulumi
 
 from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.cluster import Cluster, ClusterArgs
 from components.cpu_nodes import CpuNodes, CpuNodesArgs
+from components.delivery import Delivery, DeliveryArgs
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
 from components.logs import LogKey, LogKeyArgs
@@ -72,6 +70,9 @@ def build(cfg: StackConfig) -> None:
 
     # 5. Teams (namespaces, admission, network policies), shared storage, the training image repository
     image = TrainingImageRepository("training-image", name, protect=cfg.production, tags=tags)
+    if cfg.delivery:  # 7. CI: preview/deploy/image roles, their access entries, CodeBuild runners in the VPC
+        Delivery("delivery", DeliveryArgs(name, cfg.region, cfg.delivery, network.vpc_id, network.private_subnet_ids,
+                                          cluster.eks.cluster_security_group_id, cfg.fsx.linked_buckets, retention, [cluster.eks], tags))
     teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready))
     if cfg.fsx.enabled:
         LustreFileSystem("lustre", LustreArgs(
@@ -87,7 +88,6 @@ def build(cfg: StackConfig) -> None:
             dcgm_exporter=versions.DCGM_EXPORTER, prometheus_adapter=versions.PROMETHEUS_ADAPTER,
             ebs_csi=versions.EBS_CSI_ADDON, cloudwatch=versions.CLOUDWATCH_ADDON, node_monitoring=versions.NODE_MONITORING_ADDON,
             provider=cluster.provider, depends_on=platform_ready, tags=tags))
-
     pulumi.export("clusterName", name)
     pulumi.export("region", cfg.region)
     pulumi.export("kubeconfig", cluster.kubeconfig)

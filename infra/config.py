@@ -646,6 +646,11 @@ class Fsx(Setting):
         self._fill(throughput_per_tib=throughput or 250, backup_retention_days=backups)
         return self
 
+    @property
+    def linked_buckets(self) -> list[str]:
+        """The S3 buckets the file system is linked to (the deploy role may manage them)."""
+        return [self.s3.bucket] if self.enabled and self.s3 else []
+
 
 def lustre_throughput_mb_s(capacity_gib: int, per_tib: int | None) -> float:
     """Throughput in MB/s = capacity in TiB as FSx counts it (1200 GiB is 1.2 TiB) x the per-TiB
@@ -848,6 +853,46 @@ class Autoscaler(Setting):
     """Which node group grows when several could."""
 
 
+class Runner(Setting):
+    """GitHub Actions runners hosted on AWS CodeBuild, in the stack's private subnets, one ephemeral build per job."""
+
+    enabled: Bool = True
+    """Previews and deploys run inside the VPC (required unless the endpoint is open to 0.0.0.0/0, which prod refuses)."""
+    connection_arn: matching(r"^arn:aws[a-z-]*:(codeconnections|codestar-connections):[a-z0-9-]+:\d{12}:connection/[0-9a-f-]{36}$",
+                             "is not an AWS CodeConnections connection ARN (arn:aws:codeconnections:REGION:ACCOUNT:connection/UUID)") | None = None
+    """The CodeConnections connection to GitHub the runner project uses (created once in the console); required when enabled."""
+    compute_type: Literal["BUILD_GENERAL1_SMALL", "BUILD_GENERAL1_MEDIUM", "BUILD_GENERAL1_LARGE"] = "BUILD_GENERAL1_MEDIUM"
+    """The CodeBuild compute type of a runner (pulumi and the Helm charts need about 4 GB)."""
+
+    @model_validator(mode="after")
+    def _connection_when_enabled(self) -> Runner:
+        problems = Problems()
+        if self.enabled and self.connection_arn is None:
+            problems.add("connectionArn", "is required when the runner is enabled: CodeBuild reaches GitHub through a CodeConnections connection")
+        problems.raise_any()
+        return self
+
+
+class Delivery(Setting):
+    """The CI identities and runners of .github/workflows (components/delivery.py): a preview role for pull requests, a deploy role for the stack's GitHub environment, an image-push role for main."""
+
+    repository: matching(r"^[A-Za-z0-9-]+/[A-Za-z0-9._-]+$", "is not a GitHub repository (owner/name)")
+    """The GitHub repository (owner/name) whose workflows may assume the roles."""
+    account_id: matching(r"^\d{12}$", "is not a 12-digit AWS account id")
+    """The AWS account of this stack; the workflows build the role ARNs from it (higgsfield stacks)."""
+    oidc_provider_arn: matching(r"^arn:aws[a-z-]*:iam::\d{12}:oidc-provider/token\.actions\.githubusercontent\.com$",
+                                "is not the ARN of GitHub's OIDC provider (arn:aws:iam::ACCOUNT:oidc-provider/token.actions.githubusercontent.com)") | None = None
+    """GitHub's OIDC provider in the account, if it exists already (it is one per account); unset: the stack creates it."""
+    deploy_environment: matching(r"^[A-Za-z0-9._-]{1,255}$", "is not one GitHub environment name (letters, digits, . _ -; no wildcards)") | None = derived(
+        "The GitHub environment whose jobs may assume the deploy role (OIDC subject repo:OWNER/REPO:environment:NAME); default the stack name.")
+    state_bucket: Str | None = None
+    """The S3 bucket of the Pulumi backend (s3://BUCKET): the preview role may read it and take the backend's lock."""
+    secrets_key_arn: matching(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$", "is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/UUID; IAM grants on an alias ARN do not cover the key)") | None = None
+    """The KMS key (key ARN, not an alias) of the stack's awskms:// secrets provider: the preview role may decrypt with it."""
+    runner: Runner
+    """Where previews and deploys run: `connectionArn` for CodeBuild runners in the VPC, or `enabled: false` (only for an endpoint open to 0.0.0.0/0)."""
+
+
 # --- the stack ----------------------------------------------------------------------------
 
 IMAGE_REFERENCE = r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$"
@@ -933,6 +978,8 @@ class StackConfig(Setting):
     allow_replace: tuple[Str, ...] = ()
     """Resource names (lustre, cluster-secrets, ...) whose replacement or deletion this change intends; read by higgsfield diff."""
     observability: Observability = Observability()
+    delivery: Delivery | None = None
+    """CI identities (preview, deploy, image push) and CodeBuild runners; unset: CI neither previews nor deploys this stack."""
 
     @field_validator("training_image")
     @classmethod
@@ -1068,6 +1115,12 @@ class StackConfig(Setting):
                 if team not in teams:
                     problems.add(f"{where}[{i}].{key}", f"unknown team {team!r}; teams: {', '.join(sorted(teams)) or 'none'}")
         problems.raise_any()
+        return self
+
+    @model_validator(mode="after")
+    def _deploy_environment_default(self) -> StackConfig:
+        if self.delivery is not None and self.delivery.deploy_environment is None:
+            object.__setattr__(self, "delivery", self.delivery.model_copy(update={"deploy_environment": self.stack}))
         return self
 
     @property

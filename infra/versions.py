@@ -229,3 +229,27 @@ def _observability_addon(name: str, version: str) -> AddonVersion:
 EBS_CSI_ADDON = _observability_addon("aws-ebs-csi-driver", "v1.53.0-eksbuild.1")
 CLOUDWATCH_ADDON = _observability_addon("amazon-cloudwatch-observability", "v4.6.0-eksbuild.1")
 NODE_MONITORING_ADDON = _observability_addon("eks-node-monitoring-agent", "v1.4.0-eksbuild.1")
+
+# --- delivery (.github/workflows, components/delivery.py) ---------------------------------------
+# Every third-party action the workflows use, pinned to the commit its release tag points at
+# (read with `git rev-parse TAG^{commit}` in a clone of the action's repository, 2026-12-03);
+# tests/test_workflows.py checks every `uses:` against this table. Inputs used were read in each
+# action.yml at the tag (owner/repo:action.yml@TAG).
+@dataclass(frozen=True)
+class Action:
+    version: str
+    commit: str
+    source: str
+
+
+GITHUB_ACTIONS = {
+    "actions/checkout": Action("v7.0.1", "3d3c42e5aac5ba805825da76410c181273ba90b1", "actions/checkout:action.yml@v7.0.1"),
+    "actions/setup-python": Action("v7.0.0", "5fda3b95a4ea91299a34e894583c3862153e4b97", "actions/setup-python:action.yml@v7.0.0"),
+    "aws-actions/configure-aws-credentials": Action("v6.2.3", "e6de054238d6b7531b4efff3b6587d9aade6a06c", "aws-actions/configure-aws-credentials:action.yml@v6.2.3"),
+    # pulumi/actions v7 installs the Pulumi CLI itself (pulumi-version input) and runs on node24.
+    "pulumi/actions": Action("v7.0.0", "8e5e406f4007fca908480587cb9893c07090f58d", "pulumi/actions:action.yml@v7.0.0"),
+}
+# The CodeBuild image of the GitHub Actions runners: Ubuntu 22.04 with Python 3 and the AWS CLI
+# (docs.aws.amazon.com/codebuild/latest/userguide/ec2-compute-images.html). Unverified here:
+# that actions/setup-python finds a Python 3.11 build for it (`python -V` in a first runner job).
+CODEBUILD_RUNNER_IMAGE = "aws/codebuild/standard:7.0"

@@ -251,8 +251,13 @@ def _listed(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else list(value or [])
 
 
-@_policy("iam-no-wildcard-actions", "Our IAM policies allow named actions only: no wildcard anywhere in an action ('*', 'iam:Pass*', 's3:*Object'), no NotAction or NotResource.")
+_WILDCARD_EXCEPTIONS = PolicyConfigSchema(properties={"exceptions": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}})
+
+
+@_policy("iam-no-wildcard-actions", "Our IAM policies allow named actions only: no wildcard anywhere in an action ('*', 'iam:Pass*', 's3:*Object'), no NotAction or NotResource; a policy allow-listed here by name, with a reason, may use service wildcards.", schema=_WILDCARD_EXCEPTIONS)
 def iam_no_wildcard_actions(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if (args.get_config().get("exceptions") or {}).get(args.name):
+        return
     for document in _policy_documents(args):
         for statement in _statements(document):
             if statement.get("Effect", "Allow") != "Allow":
