@@ -27,6 +27,7 @@ import pulumi_aws as aws
 
 from infra import versions
 from components.registry import repository_name
+from infra.cli.stacks import cluster_name, role_name, runner_project
 from infra.config import Delivery as DeliverySettings
 
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
@@ -47,16 +48,6 @@ ECR_PUSH = (
     "ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:CompleteLayerUpload", "ecr:DescribeImages",
     "ecr:GetDownloadUrlForLayer", "ecr:InitiateLayerUpload", "ecr:PutImage", "ecr:UploadLayerPart",
 )
-
-
-def role_name(cluster_name: str, purpose: str) -> str:
-    """`higgsfield-prod-deploy`: `higgsfield stacks` builds the same ARNs for the workflows."""
-    return f"{cluster_name}-{purpose}"
-
-
-def runner_project(cluster_name: str) -> str:
-    """The CodeBuild project whose webhook runs the jobs labelled `codebuild-<project>-<run id>-<attempt>`."""
-    return f"{cluster_name}-runner"
 
 
 def subjects(repository: str, deploy_environment: str) -> dict[str, str]:
@@ -85,18 +76,15 @@ def _document(*statements: dict) -> str:
 
 
 def preview_policy(settings: DeliverySettings) -> str:
-    statements = [{"Effect": "Allow", "Action": list(PREVIEW_ACTIONS), "Resource": "*"}]
-    if settings.state_bucket:
-        bucket = f"arn:aws:s3:::{settings.state_bucket}"
-        statements += [
-            {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket},
-            {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": f"{bucket}/*"},
-            # The diy backend locks a stack for a preview too (a file under .pulumi/locks/).
-            {"Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"], "Resource": f"{bucket}/.pulumi/locks/*"},
-        ]
-    if settings.secrets_key_arn:
-        statements.append({"Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": settings.secrets_key_arn})
-    return _document(*statements)
+    bucket = f"arn:aws:s3:::{settings.state_bucket}"
+    return _document(
+        {"Effect": "Allow", "Action": list(PREVIEW_ACTIONS), "Resource": "*"},
+        {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket},
+        {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": f"{bucket}/*"},
+        # The diy backend locks a stack for a preview too (a file under .pulumi/locks/).
+        {"Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"], "Resource": f"{bucket}/.pulumi/locks/*"},
+        {"Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": settings.secrets_key_arn},
+    )
 
 
 def deploy_policy(settings: DeliverySettings, buckets: Sequence[str]) -> str:
@@ -106,20 +94,17 @@ def deploy_policy(settings: DeliverySettings, buckets: Sequence[str]) -> str:
         {"Effect": "Allow", "Action": [f"{service}:*" for service in DEPLOY_SERVICES], "Resource": "*"},
         {"Effect": "Deny", "Action": list(DEPLOY_DENIED), "Resource": "*"},
     ]
-    named = sorted({b for b in (settings.state_bucket, *buckets) if b})
-    if named:
-        statements.append({"Effect": "Allow", "Action": ["s3:*"], "Resource": [a for b in named for a in (f"arn:aws:s3:::{b}", f"arn:aws:s3:::{b}/*")]})
+    named = sorted({settings.state_bucket, *buckets})
+    statements.append({"Effect": "Allow", "Action": ["s3:*"], "Resource": [a for b in named for a in (f"arn:aws:s3:::{b}", f"arn:aws:s3:::{b}/*")]})
     if settings.runner.connection_arn:
         statements.append({"Effect": "Allow", "Action": ["codeconnections:PassConnection", "codeconnections:UseConnection", "codeconnections:GetConnection"],
                            "Resource": settings.runner.connection_arn})
-    if settings.secrets_key_arn:
-        statements.append({"Effect": "Allow", "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], "Resource": settings.secrets_key_arn})
     return _document(*statements)
 
 
 @dataclass(frozen=True)
 class DeliveryArgs:
-    cluster_name: str
+    stack: str
     region: str
     settings: DeliverySettings
     vpc_id: pulumi.Input[str]
@@ -158,14 +143,14 @@ class Delivery(pulumi.ComponentResource):
         self.roles: dict[str, aws.iam.Role] = {}
         policies = {"preview": preview_policy(settings), "deploy": deploy_policy(settings, args.data_buckets)}
         # The ARN of components/registry.py's repository, known before it exists (so the pack can check it at preview).
-        repository = f"arn:aws:ecr:{args.region}:{settings.account_id}:repository/{repository_name(args.cluster_name)}"
+        repository = f"arn:aws:ecr:{args.region}:{settings.account_id}:repository/{repository_name(cluster_name(args.stack))}"
         policies["image"] = _document(
             {"Effect": "Allow", "Action": ["ecr:GetAuthorizationToken"], "Resource": "*"},
             {"Effect": "Allow", "Action": list(ECR_PUSH), "Resource": repository},
         )
         for purpose, subject in trusted.items():
             role = aws.iam.Role(
-                f"{name}-{purpose}", name=role_name(args.cluster_name, purpose),
+                f"{name}-{purpose}", name=role_name(args.stack, purpose),
                 assume_role_policy=github_trust(provider_arn, subject),
                 max_session_duration=3600 if purpose != "deploy" else 4 * 3600,  # a first prod deploy runs long
                 tags={**tags, "higgsfield:ci-identity": purpose}, opts=role_opts)
@@ -173,10 +158,10 @@ class Delivery(pulumi.ComponentResource):
             self.roles[purpose] = role
         for purpose, policy_arn in (("preview", VIEW_POLICY), ("deploy", CLUSTER_ADMIN_POLICY)):
             entry = aws.eks.AccessEntry(
-                f"{name}-{purpose}", cluster_name=args.cluster_name, principal_arn=self.roles[purpose].arn, type="STANDARD",
+                f"{name}-{purpose}", cluster_name=cluster_name(args.stack), principal_arn=self.roles[purpose].arn, type="STANDARD",
                 tags=tags, opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.cluster_ready)))
             aws.eks.AccessPolicyAssociation(
-                f"{name}-{purpose}", cluster_name=args.cluster_name, principal_arn=entry.principal_arn, policy_arn=policy_arn,
+                f"{name}-{purpose}", cluster_name=cluster_name(args.stack), principal_arn=entry.principal_arn, policy_arn=policy_arn,
                 access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"), opts=child)
         if settings.runner.enabled:
             self._runner(name, args, tags)
@@ -188,9 +173,9 @@ class Delivery(pulumi.ComponentResource):
         job whose `runs-on` is `codebuild-<project>-${{ github.run_id }}-${{ github.run_attempt }}`
         starts one build, which registers an ephemeral runner for that one job."""
         child = pulumi.ResourceOptions(parent=self)
-        project, runner = runner_project(args.cluster_name), args.settings.runner
+        project, runner, cluster = runner_project(args.stack), args.settings.runner, cluster_name(args.stack)
         group = aws.ec2.SecurityGroup(
-            f"{name}-runner", vpc_id=args.vpc_id, description=f"CodeBuild GitHub Actions runners of {args.cluster_name}",
+            f"{name}-runner", vpc_id=args.vpc_id, description=f"CodeBuild GitHub Actions runners of {cluster}",
             egress=[aws.ec2.SecurityGroupEgressArgs(protocol="tcp", from_port=443, to_port=443, cidr_blocks=["0.0.0.0/0"],
                                                     description="HTTPS: GitHub, PyPI, AWS APIs, the cluster endpoint")],
             tags={**tags, "Name": project}, opts=child)
@@ -199,7 +184,7 @@ class Delivery(pulumi.ComponentResource):
             ip_protocol="tcp", from_port=443, to_port=443, description="The CI runners reach the Kubernetes API", tags=tags, opts=child)
         logs = aws.cloudwatch.LogGroup(f"{name}-runner", name=f"/aws/codebuild/{project}", retention_in_days=args.log_retention_days, tags=tags, opts=child)
         service_role = aws.iam.Role(
-            f"{name}-runner", name=role_name(args.cluster_name, "runner"),
+            f"{name}-runner", name=role_name(args.stack, "runner"),
             assume_role_policy=_document({"Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"}, "Action": "sts:AssumeRole"}),
             tags=tags, opts=child)
         # CodeBuild in a VPC (docs.aws.amazon.com/codebuild/latest/userguide/auth-and-access-control-iam-identity-based-access-control.html,
@@ -221,7 +206,7 @@ class Delivery(pulumi.ComponentResource):
              "Condition": {"StringEquals": {"ec2:AuthorizedService": "codebuild.amazonaws.com",
                                             "ec2:Subnet": [f"arn:aws:ec2:{region}:{account}:subnet/{i}" for i in ids]}}})), opts=child)
         self.runner = aws.codebuild.Project(
-            f"{name}-runner", name=project, description=f"Ephemeral GitHub Actions runners for {args.settings.repository} inside {args.cluster_name}'s VPC",
+            f"{name}-runner", name=project, description=f"Ephemeral GitHub Actions runners for {args.settings.repository} inside {cluster}'s VPC",
             service_role=service_role.arn, build_timeout=120,
             artifacts=aws.codebuild.ProjectArtifactsArgs(type="NO_ARTIFACTS"),
             environment=aws.codebuild.ProjectEnvironmentArgs(

@@ -71,7 +71,7 @@ def build(cfg: StackConfig) -> None:
     # 5. Teams (namespaces, admission, network policies), shared storage, the training image repository
     image = TrainingImageRepository("training-image", name, protect=cfg.production, tags=tags)
     if cfg.delivery:  # 7. CI: preview/deploy/image roles, their access entries, CodeBuild runners in the VPC
-        Delivery("delivery", DeliveryArgs(name, cfg.region, cfg.delivery, network.vpc_id, network.private_subnet_ids,
+        Delivery("delivery", DeliveryArgs(cfg.stack, cfg.region, cfg.delivery, network.vpc_id, network.private_subnet_ids,
                                           cluster.eks.cluster_security_group_id, cfg.fsx.linked_buckets, retention, [cluster.eks], tags))
     teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready))
     if cfg.fsx.enabled:

@@ -581,6 +581,85 @@ def control_plane_logs_encrypted(args: StackValidationArgs, report: ReportViolat
             report(f"Log group {get(group.props, 'name')} is not encrypted with a KMS key of ours: set kmsKeyId to the stack's logs key.", group.urn)
 
 
+# --- CI identities and where CI runs (components/delivery.py, .github/workflows) ---------------------
+
+GITHUB_OIDC = "token.actions.githubusercontent.com"
+CI_IDENTITY_TAG = "higgsfield:ci-identity"
+
+
+def _github_subjects(trust: Any) -> list[tuple[str, list[str]]]:
+    """(condition operator, subjects) of every statement trusting GitHub's OIDC provider."""
+    found = []
+    for statement in _statements(trust):
+        federated = _listed(get(statement, "Principal", "Federated"))
+        if statement.get("Effect", "Allow") != "Allow" or not any(str(f).endswith(f"oidc-provider/{GITHUB_OIDC}") for f in federated):
+            continue
+        conditions = statement.get("Condition") or {}
+        operators = [(op, _listed(values.get(f"{GITHUB_OIDC}:sub"))) for op, values in conditions.items() if f"{GITHUB_OIDC}:sub" in values]
+        found += operators or [("none", [])]
+    return found
+
+
+@_policy("ci-roles-trust-one-subject", "A role GitHub Actions can assume trusts exact OIDC subjects (StringEquals, no pattern); a deploy role only its GitHub environment's jobs, never a pull request.")
+def ci_roles_trust_one_subject(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != ROLE:
+        return
+    purpose = _tags(args.props).get(CI_IDENTITY_TAG)
+    for operator, subjects in _github_subjects(get(args.props, "assumeRolePolicy", default="{}")):
+        if operator != "StringEquals" or not subjects or any("*" in s or "?" in s for s in subjects):
+            report(f"{args.name} trusts GitHub with {operator} {subjects}: any matching job, pull requests included, gets it. Trust exact subjects with StringEquals (components/delivery.py).")
+        elif purpose == "deploy" and not all(":environment:" in s for s in subjects):
+            report(f"{args.name} is a deploy role trusting {subjects}: only repo:OWNER/REPO:environment:ENV, the stack's protected GitHub environment (higgsfield:delivery.deployEnvironment), may deploy.")
+        elif purpose != "preview" and any(s.endswith(":pull_request") for s in subjects):
+            report(f"{args.name} ({purpose or 'untagged'}) trusts pull requests ({subjects}): only the preview role may.")
+
+
+def workflow_triggers(workflow: Mapping[str, Any]) -> set[str]:
+    """The events a parsed workflow runs on (PyYAML reads the key `on` as True)."""
+    on = workflow.get("on", workflow.get(True))
+    return {on} if isinstance(on, str) else set(on or ())
+
+
+PULL_REQUEST_EVENTS = {"pull_request", "pull_request_target"}
+
+
+def assumed_roles(job: Mapping[str, Any]) -> list[str]:
+    """`role-to-assume` of every configure-aws-credentials step of a job."""
+    return [str(get(step, "with", "role-to-assume", default="")) for step in job.get("steps") or []
+            if str(step.get("uses", "")).startswith("aws-actions/configure-aws-credentials")]
+
+
+def runs_pulumi(job: Mapping[str, Any]) -> bool:
+    return any(str(step.get("uses", "")).startswith("pulumi/actions") for step in job.get("steps") or [])
+
+
+def delivery_findings(config: Any, workflows: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """What would hand a pull request a deploy identity, or run a private-endpoint stack's
+    preview/deploy outside its VPC: (setting or workflow job, message). `config` is the typed
+    StackConfig; `workflows` the parsed .github/workflows files by file name."""
+    found: list[tuple[str, str]] = []
+    delivery = config.delivery
+    world_open = any(c.endswith("/0") for c in config.endpoint.public_access_cidrs)
+    if delivery is not None and not delivery.runner.enabled and not world_open:
+        where = "publicAccessCidrs " + ", ".join(config.endpoint.public_access_cidrs) if config.endpoint.public else "a private endpoint"
+        found.append(("higgsfield:delivery.runner.enabled", f"false, but the API server has {where}: GitHub-hosted runners come from anywhere in GitHub's ranges, so preview and deploy could not reach it. Enable the runner (CodeBuild in the private subnets)."))
+    for file, workflow in sorted(workflows.items()):
+        pull_request = bool(workflow_triggers(workflow) & PULL_REQUEST_EVENTS)
+        for job_name, job in (workflow.get("jobs") or {}).items():
+            where = f".github/workflows/{file} jobs.{job_name}"
+            if pull_request:
+                for role in assumed_roles(job):
+                    if role.replace(" ", "") != "${{matrix.previewRole}}":
+                        found.append((where, f"runs for pull requests and assumes {role!r}: a pull request may assume only the preview role (${{{{ matrix.previewRole }}}})."))
+                environment = job.get("environment")
+                environment = environment.get("name") if isinstance(environment, Mapping) else environment
+                if environment and delivery is not None and str(environment).replace(" ", "") in ("${{matrix.deployEnvironment}}", delivery.deploy_environment):
+                    found.append(("higgsfield:delivery.deployEnvironment", f"{delivery.deploy_environment!r} is the environment of {where}, which runs for pull requests: the deploy role would be a pull request's."))
+            if delivery is not None and delivery.runner.enabled and runs_pulumi(job) and "matrix.runner" not in str(job.get("runs-on", "")):
+                found.append((where, f"runs pulumi on {job.get('runs-on')!r}, outside the VPC of a stack with a CodeBuild runner (higgsfield:delivery.runner): use the codebuild-${{{{ matrix.runner }}}}-... label."))
+    return found
+
+
 TENANCY_POLICIES = [
     iam_no_admin_managed_policies,
     security_groups_no_world_ingress,
@@ -610,4 +689,5 @@ POLICIES = [
     fsx_lustre,
     prod_data_protected,
     *TENANCY_POLICIES,
+    ci_roles_trust_one_subject,
 ]

@@ -145,3 +145,14 @@ def validate_manifests(plan: Plan) -> list[Finding]:
 
 def load_pack_config(path: Path | None) -> dict:
     return json.loads(path.read_text()) if path and path.is_file() else {}
+
+
+def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
+    """The stack's CI settings against the workflows (policies/rules.py delivery_findings): no
+    pull-request job with a deploy identity, no preview/deploy of a private endpoint outside the VPC."""
+    import yaml
+
+    from policies.rules import delivery_findings
+
+    workflows = {p.name: yaml.safe_load(p.read_text()) or {} for p in sorted((root / ".github" / "workflows").glob("*.yml"))}
+    return [Finding("ci-delivery", "mandatory", None, f"{where}: {message}") for where, message in delivery_findings(plan.config, workflows)]

@@ -210,13 +210,13 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from infra.cli.check import load_pack_config, run_policies, validate_manifests
+    from infra.cli.check import ci_delivery, load_pack_config, run_policies, validate_manifests
     from infra.cli.offline import project_root
 
     plan = record(args.stack)
     config_path = Path(args.policy_config) if args.policy_config else project_root() / "policies" / "config" / f"{args.stack}.json"
     violations, skipped = run_policies(plan, load_pack_config(config_path))
-    violations += validate_manifests(plan)
+    violations += validate_manifests(plan) + ci_delivery(plan, project_root())
     names = {r.urn: f"{r.type.split(':')[-1]} {r.name}" for r in plan.resources}
     print(f"Policy check of {plan.project}/{plan.stack}: {len(plan.resources)} resources, policy config {config_path.name if config_path.is_file() else 'none'}")
     print(f"  {'level':<10} {'policy':<34} {'resource':<40} message")
