@@ -318,6 +318,22 @@ IMAGE_HELP = ("image to run (default: the stack's training image, built from ima
               "on EFA pools only images of that repository or of higgsfield:trainingImage)")
 
 
+def _stacks(args: argparse.Namespace) -> int:
+    from infra.cli.offline import project_root
+    from infra.cli.stacks import stack_matrix
+
+    print(json.dumps(stack_matrix(project_root(), args.delivered), separators=(",", ":")))
+    return 0
+
+
+def _bootstrap(args: argparse.Namespace) -> int:
+    from infra.cli import bootstrap
+    from infra.cli.offline import load_stack
+
+    print(bootstrap.render(load_stack(args.stack)))
+    return 0
+
+
 def _schema(args: argparse.Namespace) -> int:
     from infra.cli import schema
     from infra.cli.offline import project_root
@@ -388,6 +404,12 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("--workers", type=int, default=2, help="worker replicas (default 2)")
     render.add_argument("--image", help=IMAGE_HELP)
     render.set_defaults(func=_jobs_render)
+    stacks_cmd = sub.add_parser("stacks", help="the stack matrix of the workflows (JSON), from stacks/Pulumi.<stack>.yaml")
+    stacks_cmd.add_argument("--delivered", action="store_true", help="only stacks with higgsfield:delivery (CI previews and deploys those)")
+    stacks_cmd.set_defaults(func=_stacks)
+    boot = sub.add_parser("bootstrap", help="print the first-deploy steps of a stack (before CI can deploy it)")
+    boot.add_argument("stack")
+    boot.set_defaults(func=_bootstrap)
     schema_cmd = sub.add_parser("schema", help="the stack-file JSON Schema and README config table, generated from infra/config.py")
     schema_cmd.add_argument("--write", action="store_true", help="write schemas/stack.schema.json and the README table")
     schema_cmd.add_argument("--check", action="store_true", help="exit 1 if either is stale")
