@@ -1,7 +1,12 @@
-"""The GitHub workflows: lint clean, offline checks without secrets, previews through OIDC."""
+"""The GitHub workflows, every file under .github/workflows: lint clean (actionlint, zizmor), actions
+pinned by commit, no secrets, no pull-request job with a deploy identity, deploy jobs behind
+environments, pulumi on the runners inside the VPC, the stack list from stacks/."""
 
 from __future__ import annotations
 
+import copy
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -10,48 +15,186 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from infra import versions
+from infra.cli.stacks import stack_matrix
+from policies.rules import PULL_REQUEST_EVENTS, assumed_roles, delivery_findings, runs_pulumi, workflow_triggers
+from tests.conftest import ROOT, STACKS, plan_of
 
-WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+WORKFLOW_DIR = ROOT / ".github" / "workflows"
+WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.yml"))
+PARSED = {p.name: yaml.safe_load(p.read_text()) for p in WORKFLOWS}
+JOBS = [(file, name, job) for file, workflow in PARSED.items() for name, job in workflow["jobs"].items()]
+# AWS CodeBuild's runner label: `codebuild-<project-name>-${{ github.run_id }}-${{ github.run_attempt }}`
+# (docs.aws.amazon.com/codebuild/latest/userguide/sample-github-action-runners-update-labels.html).
+CODEBUILD_LABEL = "format('codebuild-{0}-{1}-{2}', matrix.runner, github.run_id, github.run_attempt)"
 
 
-def _actionlint() -> str | None:
-    beside_python = Path(sys.executable).parent / "actionlint"
-    return str(beside_python) if beside_python.exists() else shutil.which("actionlint")
+def _tool(name: str) -> str | None:
+    beside_python = Path(sys.executable).parent / name
+    return str(beside_python) if beside_python.exists() else shutil.which(name)
 
 
-@pytest.mark.skipif(_actionlint() is None, reason="actionlint comes with the dev extra on Linux x86_64 only")
+@pytest.mark.skipif(_tool("actionlint") is None, reason="actionlint comes with the dev extra on Linux x86_64 only")
 def test_workflows_pass_actionlint():
-    done = subprocess.run([_actionlint(), *map(str, WORKFLOWS)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([_tool("actionlint"), *map(str, WORKFLOWS)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def _load(name: str) -> dict:
-    return yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+@pytest.mark.skipif(_tool("zizmor") is None, reason="zizmor comes with the dev extra")
+def test_workflows_have_no_medium_or_high_zizmor_findings():
+    # --offline: no GitHub API (no network here); auditor persona: every audit, not only the defaults.
+    done = subprocess.run([_tool("zizmor"), "--offline", "--persona=auditor", "--format=json", str(WORKFLOW_DIR)],
+                          capture_output=True, text=True, timeout=120)
+    findings = json.loads(done.stdout or "[]")
+    serious = [(f["ident"], f["determinations"]["severity"], f["locations"][0]["symbolic"]["key"]) for f in findings
+               if f["determinations"]["severity"] in ("Medium", "High")]
+    assert done.returncode in (0, 10, 11, 12) and findings is not None, done.stderr  # 10-14: findings of some severity
+    assert serious == [], serious
 
 
-def test_offline_checks_use_no_secrets_and_run_check_and_diff_for_every_stack():
-    text = (ROOT / ".github" / "workflows" / "checks.yml").read_text()
-    assert "secrets." not in text
-    plan_job = _load("checks.yml")["jobs"]["plan"]
-    assert set(plan_job["strategy"]["matrix"]["stack"]) == {p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml")}
-    commands = " ".join(step.get("run", "") for step in plan_job["steps"])
+def _uses(job: dict) -> list[tuple[str, str]]:
+    """(uses, the line's comment) of a job's steps, or of the job itself (a reusable workflow)."""
+    return [(u, "") for u in [job.get("uses")] if u] + [(s["uses"], "") for s in job.get("steps") or [] if "uses" in s]
+
+
+def test_every_action_is_pinned_to_the_commit_of_its_release_in_versions():
+    for path in WORKFLOWS:
+        for line in path.read_text().splitlines():
+            found = re.match(r"^\s*(?:- )?uses:\s*(\S+)\s*(?:#\s*(\S+))?", line)
+            if not found:
+                continue
+            ref, comment = found.groups()
+            if ref.startswith("./"):
+                assert (ROOT / ref).is_file(), f"{path.name}: {ref} does not exist"
+                continue
+            action, _, commit = ref.partition("@")
+            pin = versions.GITHUB_ACTIONS.get(action)
+            assert pin is not None, f"{path.name}: {action} is not in infra/versions.py GITHUB_ACTIONS"
+            assert re.fullmatch(r"[0-9a-f]{40}", commit), f"{path.name}: {ref} is not pinned to a full commit SHA"
+            assert (commit, comment) == (pin.commit, pin.version), f"{path.name}: {ref} # {comment} differs from {pin}"
+
+
+def test_no_workflow_reads_a_secret_or_grants_permissions_at_workflow_level():
+    for path in WORKFLOWS:
+        assert "secrets." not in path.read_text(), path.name
+        assert PARSED[path.name].get("permissions") == {}, f"{path.name}: permissions belong on jobs"
+    for file, name, job in JOBS:
+        assert "permissions" in job, f"{file} jobs.{name} has no job-level permissions"
+
+
+def test_no_pull_request_job_can_assume_a_deploy_identity():
+    preview_roles = {e["previewRole"] for e in stack_matrix(ROOT, True)["include"]}
+    checked = 0
+    for file, name, job in JOBS:
+        if not workflow_triggers(PARSED[file]) & PULL_REQUEST_EVENTS:
+            continue
+        assert "environment" not in job, f"{file} jobs.{name}: a pull-request job runs in no GitHub environment"
+        for role in assumed_roles(job):
+            checked += 1
+            assert role.replace(" ", "") == "${{matrix.previewRole}}", f"{file} jobs.{name} assumes {role}"
+    assert checked, "no pull-request job assumes a role: the preview is gone?"
+    # ...and every role the matrix calls a preview role is one the plan trusts for pull requests only.
+    for stack in STACKS:
+        for r in plan_of(stack).resources:
+            if r.type == "aws:iam/role:Role" and f"arn:aws:iam::{_account(stack)}:role/{r.inputs.get('name')}" in preview_roles:
+                assert _subjects(r) == [f"repo:{_repository(stack)}:pull_request"]
+
+
+def test_every_job_that_assumes_a_deploy_role_runs_in_the_stacks_environment_on_main_only():
+    deploy_jobs = [(f, n, j) for f, n, j in JOBS if any("deployRole" in r for r in assumed_roles(j))]
+    assert deploy_jobs
+    for file, name, job in deploy_jobs:
+        assert job.get("environment") == "${{ matrix.deployEnvironment }}", f"{file} jobs.{name}"
+        assert not workflow_triggers(PARSED[file]) & PULL_REQUEST_EVENTS, file
+    for file, name, job in JOBS:  # every job that changes a stack is a deploy job
+        if any(s.get("with", {}).get("command") in ("up", "destroy", "refresh") for s in job.get("steps") or [] if "pulumi/actions" in s.get("uses", "")):
+            assert "environment" in job and (file, name, job) in deploy_jobs, f"{file} jobs.{name} changes a stack outside a deploy job"
+
+
+def test_every_pulumi_job_runs_on_the_stacks_codebuild_runner():
+    pulumi_jobs = [(f, n, j) for f, n, j in JOBS if runs_pulumi(j)]
+    assert {f for f, _, _ in pulumi_jobs} >= {"preview.yml", "deploy.yml"}
+    for file, name, job in pulumi_jobs:
+        assert CODEBUILD_LABEL in job["runs-on"], f"{file} jobs.{name} runs on {job['runs-on']}"
+
+
+def test_shipped_stacks_have_no_ci_findings():
+    for stack in STACKS:
+        assert delivery_findings(plan_of(stack).config, PARSED) == [], stack
+
+
+def test_check_names_the_job_when_a_pull_request_job_assumes_the_deploy_role():
+    changed = copy.deepcopy(PARSED)
+    changed["preview.yml"]["jobs"]["preview"]["steps"][3]["with"]["role-to-assume"] = "${{ matrix.deployRole }}"
+    found = delivery_findings(plan_of("prod").config, changed)
+    assert [w for w, _ in found] == [".github/workflows/preview.yml jobs.preview"], found
+
+
+def test_check_names_the_setting_when_a_pull_request_job_runs_in_the_deploy_environment():
+    changed = copy.deepcopy(PARSED)
+    changed["preview.yml"]["jobs"]["preview"]["environment"] = "prod"
+    assert [w for w, _ in delivery_findings(plan_of("prod").config, changed)] == ["higgsfield:delivery.deployEnvironment"]
+
+
+def test_check_names_the_setting_when_a_private_stack_deploys_without_the_runner():
+    from infra.cli.offline import record
+
+    settings = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())["config"]["higgsfield:delivery"]
+    config = record("prod", root=ROOT, overrides={"higgsfield:delivery": {**settings, "runner": {"enabled": False}}}).config
+    found = delivery_findings(config, PARSED)
+    assert ("higgsfield:delivery.runner.enabled" in [w for w, _ in found]) and any("matrix.runner" not in m and "private endpoint" in m for _, m in found), found
+
+
+def test_adding_a_stack_file_changes_the_matrix_without_editing_a_workflow(tmp_path):
+    (tmp_path / "stacks").mkdir()
+    for path in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+        shutil.copy(path, tmp_path / "stacks" / path.name)
+    config = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
+    config["config"]["aws:region"] = "eu-west-1"
+    (tmp_path / "stacks" / "Pulumi.research.yaml").write_text(yaml.safe_dump(config))
+    before, after = stack_matrix(ROOT)["include"], stack_matrix(tmp_path)["include"]
+    added = [e for e in after if e not in before]
+    assert [(e["stack"], e["region"], e["deployEnvironment"], e["runner"]) for e in added] == [("research", "eu-west-1", "research", "higgsfield-research-runner")]
+    # The workflows take the matrix from stacks.yml (`higgsfield stacks`) and name no stack or region.
+    for path in WORKFLOWS:
+        text = "\n".join(line.split("#")[0] for line in path.read_text().splitlines()).replace(".[dev]", "")  # not comments, not the extra
+        for entry in before:
+            assert not re.search(rf"(?<![/\w-])({entry['stack']}|{entry['region']})(?![\w-])", text), f"{path.name} names {entry['stack']}/{entry['region']}"
+    for file, name, job in JOBS:
+        if "strategy" in job:
+            assert job["strategy"]["matrix"] == "${{ fromJSON(needs.stacks.outputs.matrix) }}", f"{file} jobs.{name}"
+            assert PARSED[file]["jobs"]["stacks"]["uses"] == "./.github/workflows/stacks.yml"
+
+
+def test_deploys_run_one_stack_at_a_time_dev_first_prod_last():
+    job = PARSED["deploy.yml"]["jobs"]["deploy"]
+    assert job["strategy"]["max-parallel"] == 1 and job["strategy"]["fail-fast"] is True
+    order = [e["environment"] for e in stack_matrix(ROOT, True)["include"]]
+    assert order == sorted(order, key=["dev", "staging", "prod"].index) and order[0] == "dev" and order[-1] == "prod"
+
+
+def test_offline_checks_run_plan_check_and_diff_for_every_stack():
+    commands = " ".join(step.get("run", "") for step in PARSED["checks.yml"]["jobs"]["plan"]["steps"])
     assert "higgsfield check" in commands and "higgsfield diff" in commands
+    assert [e["stack"] for e in stack_matrix(ROOT)["include"]] and {e["stack"] for e in stack_matrix(ROOT)["include"]} == set(STACKS)
 
 
-def test_preview_assumes_an_aws_role_through_oidc_with_the_policy_pack():
-    workflow = _load("preview.yml")
-    assert workflow["permissions"]["id-token"] == "write"
-    text = (ROOT / ".github" / "workflows" / "preview.yml").read_text()
-    assert "aws-access-key-id" not in text and "AWS_SECRET_ACCESS_KEY" not in text
-    pulumi_step = next(s for s in workflow["jobs"]["preview"]["steps"] if s.get("uses", "").startswith("pulumi/actions"))
-    assert pulumi_step["with"]["command"] == "preview" and pulumi_step["with"]["policyPacks"] == "policies"
-    assert pulumi_step["with"]["comment-on-pr"] is True
+def test_stacks_module_runs_with_pyyaml_alone():
+    """The stacks job runs `python -m infra.cli.stacks` with only PyYAML installed."""
+    code = "import sys, runpy; sys.argv=['stacks', '--delivered']; sys.modules['pulumi'] = None; sys.modules['pydantic'] = None; runpy.run_module('infra.cli.stacks', run_name='__main__')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == stack_matrix(ROOT, True)
 
 
-def test_push_to_main_deploys_dev_and_gates_the_others_behind_environments():
-    jobs = _load("deploy.yml")["jobs"]
-    assert jobs["dev"]["environment"] == "dev"
-    assert jobs["promote"]["needs"] == "dev"
-    assert jobs["promote"]["environment"] == "${{ matrix.stack }}"
-    assert {i["stack"] for i in jobs["promote"]["strategy"]["matrix"]["include"]} == {"staging", "prod"}
+def _account(stack: str) -> str:
+    return plan_of(stack).config.delivery.account_id
+
+
+def _repository(stack: str) -> str:
+    return plan_of(stack).config.delivery.repository
+
+
+def _subjects(role) -> list[str]:
+    statement = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]
+    return [statement["Condition"]["StringEquals"]["token.actions.githubusercontent.com:sub"]]
