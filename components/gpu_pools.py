@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_interfaces_for, efa_resources, node_user_data
-from components.nodes import launch_template
+from components.nodes import MAX_UNAVAILABLE_NODES, NodeVersion, launch_template
 from infra.config import GPU_TAINT_KEY, GpuPool, Taint
 
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "reservation": "ON_DEMAND", "capacity-block": "CAPACITY_BLOCK"}
@@ -38,6 +38,7 @@ class GpuPoolArgs:
     node_security_group_id: pulumi.Input[str]
     depends_on: Sequence[pulumi.Resource]
     tags: Mapping[str, str]
+    version: NodeVersion
     auto_repair: bool = True
 
 
@@ -89,6 +90,8 @@ class GpuPoolGroup(pulumi.ComponentResource):
     Then the node group (AL2023 NVIDIA AMI, GPU taint, pool labels, minSize as configured,
     desiredSize ignored after creation, EKS node auto-repair when asked) and the autoscaler
     node-template tags on its ASG (the accelerator label among them) and its scale-down-unneeded time.
+    The node group runs the cluster's Kubernetes version (and the stack's AMI release, if pinned):
+    an upgrade updates it in place, MAX_UNAVAILABLE_NODES at a time, each node drained first.
     Replaced when: instance types, AMI type, capacity type or the subnet (AZ) change.
     """
 
@@ -143,7 +146,8 @@ class GpuPoolGroup(pulumi.ComponentResource):
             ami_type=args.ami_type,
             capacity_type=CAPACITY_TYPES[pool.capacity_type],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=pool.min_size, desired_size=pool.min_size, max_size=pool.max_size),
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=MAX_UNAVAILABLE_NODES),
+            **args.version.node_group_args(),
             node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=args.auto_repair),
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
             labels=pool_labels(pool),

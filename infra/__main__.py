@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pulumi
 
+from components.addons import stack_addons
 from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.cluster import Cluster, ClusterArgs
 from components.cpu_nodes import CpuNodes, CpuNodesArgs
@@ -12,7 +13,7 @@ from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
 from components.logs import LogKey, LogKeyArgs
 from components.network import Network, NetworkArgs
-from components.nodes import NodeRole
+from components.nodes import NodeRole, NodeVersion
 from components.observability import NAMESPACE as MONITORING_NAMESPACE, Monitoring, MonitoringArgs
 from components.registry import TrainingImageRepository
 from components.storage import LustreArgs, LustreFileSystem
@@ -23,7 +24,7 @@ from infra.config import StackConfig, load
 
 
 def build(cfg: StackConfig) -> None:
-    tags, addons, name = cfg.resource_tags, versions.EKS_ADDONS[cfg.kubernetes_version], cfg.name
+    tags, addons, name = cfg.resource_tags, stack_addons(cfg), cfg.name
 
     # 1. Network and control plane, their logs encrypted with a key of ours
     logs = LogKey("logs", LogKeyArgs(cluster_name=name, region=cfg.region, protect=cfg.production, tags=tags))
@@ -37,17 +38,17 @@ def build(cfg: StackConfig) -> None:
         admins=cfg.admins, addons=addons, protect=cfg.production, log_retention_days=retention, **log_key, tags=tags))
 
     # 2. Nodes: system pods on CPU nodes, training on GPU pools that scale from zero
-    node_role = NodeRole("node-role", tags)
-    node_prerequisites = [cluster.eks, *node_role.ready]
+    node_role, node_version = NodeRole("node-role", tags), NodeVersion(cfg.kubernetes_version, cfg.node_release_version)
+    node_prerequisites = [*cluster.node_prerequisites, *node_role.ready]
     system_nodes = CpuNodes("system-nodes", CpuNodesArgs(
         cluster_name=name, instance_types=cfg.cpu_nodes.instance_types, min_size=cfg.cpu_nodes.min_size,
         desired_size=cfg.cpu_nodes.desired_size, max_size=cfg.cpu_nodes.max_size, ami_type=versions.CPU_AMI_TYPE,
-        subnet_ids=network.private_subnet_ids, node_role_arn=node_role.arn,
+        subnet_ids=network.private_subnet_ids, node_role_arn=node_role.arn, version=node_version,
         security_group_ids=[cluster.node_security_group_id], depends_on=node_prerequisites, tags=tags))
     gpu_pools = [
         GpuPoolGroup(f"gpu-{pool.name}", GpuPoolArgs(
             cluster_name=name, pool=pool, ami_type=versions.gpu_ami_type(pool.instance.architectures),
-            vpc_id=network.vpc_id, subnet_id=network.private_subnets[pool.availability_zone].id,
+            vpc_id=network.vpc_id, subnet_id=network.private_subnets[pool.availability_zone].id, version=node_version,
             node_role_arn=node_role.arn, node_security_group_id=cluster.node_security_group_id,
             depends_on=node_prerequisites, tags=tags, auto_repair=cfg.observability.node_auto_repair))
         for pool in cfg.gpu_pools
@@ -75,7 +76,7 @@ def build(cfg: StackConfig) -> None:
     teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready))
     if cfg.fsx.enabled:
         LustreFileSystem("lustre", LustreArgs(
-            cluster_name=name, settings=cfg.fsx, lustre_version=versions.LUSTRE_VERSION, csi_addon=versions.FSX_CSI_ADDON,
+            cluster_name=name, settings=cfg.fsx, lustre_version=versions.LUSTRE_VERSION, csi_addon=addons["aws-fsx-csi-driver"],
             vpc_id=network.vpc_id, subnet_id=network.private_subnets[cfg.fsx.availability_zone].id,
             node_security_group_id=cluster.node_security_group_id, namespaces=teams.namespaces, team_uids=teams.uids,
             layout_image=versions.LUSTRE_LAYOUT_IMAGE, provider=cluster.provider, addon_depends_on=platform_ready, protect=cfg.production, tags=tags))
@@ -85,8 +86,7 @@ def build(cfg: StackConfig) -> None:
         Monitoring("monitoring", MonitoringArgs(
             cluster_name=name, settings=cfg.observability, prometheus_stack=versions.KUBE_PROMETHEUS_STACK,
             dcgm_exporter=versions.DCGM_EXPORTER, prometheus_adapter=versions.PROMETHEUS_ADAPTER,
-            ebs_csi=versions.EBS_CSI_ADDON, cloudwatch=versions.CLOUDWATCH_ADDON, node_monitoring=versions.NODE_MONITORING_ADDON,
-            provider=cluster.provider, depends_on=platform_ready, tags=tags))
+            addons=addons, provider=cluster.provider, depends_on=platform_ready, tags=tags))
 
     pulumi.export("clusterName", name)
     pulumi.export("region", cfg.region)

@@ -897,6 +897,14 @@ def _version_hint(value: str, known: tuple[str, ...] | list[str]) -> str:
     return ""
 
 
+def _addon_name(name: str) -> str:
+    if name not in versions.EKS_ADDONS:
+        suggestion = _suggest(name, list(versions.EKS_ADDONS))
+        hint = f" (did you mean {suggestion!r}?)" if suggestion else ""
+        raise ValueError(f"{name!r} is not an add-on this platform installs{hint}; add-ons: {', '.join(versions.EKS_ADDONS)}")
+    return name
+
+
 _HIDDEN = ("stack",)
 
 
@@ -911,7 +919,11 @@ class StackConfig(Setting):
     environment: Literal["dev", "staging", "prod"]
     """prod: cluster, FSx and KMS keys protected, a NAT gateway per AZ, VPC interface endpoints."""
     kubernetes_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.KUBERNETES_SUPPORTED)})] = versions.KUBERNETES_DEFAULT
-    """EKS Kubernetes minor version (infra/versions.py KUBERNETES_SUPPORTED); quote it: "1.35"."""
+    """EKS Kubernetes minor version (infra/versions.py KUBERNETES_SUPPORTED); quote it: "1.35". Raising it upgrades in place: control plane, add-ons, node groups."""
+    addon_versions: dict[Annotated[str, AfterValidator(_addon_name), Field(json_schema_extra={"enum": list(versions.EKS_ADDONS)})], matching(versions.ADDON_VERSION_PATTERN, "is not an EKS add-on version (v1.20.4-eksbuild.1)")] = {}
+    """Exact EKS add-on versions by add-on name (vpc-cni: v1.20.4-eksbuild.1); unset add-ons take EKS's default for kubernetesVersion at deploy."""
+    node_release_version: matching(r"^\d+\.\d+\.\d+-\d{8}$", "is not an EKS AMI release version (1.35.2-20261120)") | None = None
+    """EKS-optimized AMI release for every node group (1.35.2-20261120); unset: the latest for kubernetesVersion when a node group is created or updated."""
     vpc_cidr: Cidr = "10.0.0.0/16"
     """RFC 1918, /16 to /20. Each AZ gets 1/8 of it for nodes and pods; public subnets share the last 1/8."""
     availability_zones: tuple[Str, ...] = Field(min_length=2)
@@ -958,7 +970,19 @@ class StackConfig(Setting):
         if version not in versions.KUBERNETES_SUPPORTED:
             hint = _version_hint(version, versions.KUBERNETES_SUPPORTED)
             raise ValueError(f"{version!r} is not supported; use one of: {', '.join(versions.KUBERNETES_SUPPORTED)}{hint}")
+        problems = Problems()
+        for outside in versions.components_outside(version):
+            problems.add("", f"{version!r} is outside what {outside.component} supports (Kubernetes {outside}, {outside.source}); change the pin in infra/versions.py or the version")
+        problems.raise_any()
         return version
+
+    @field_validator("node_release_version")
+    @classmethod
+    def _release_of_the_cluster_minor(cls, release: str | None, info: ValidationInfo) -> str | None:
+        cluster = info.data.get("kubernetes_version")
+        if release and cluster and not release.startswith(f"{cluster}."):
+            raise ValueError(f"{release!r} is an AMI release for Kubernetes {'.'.join(release.split('.')[:2])}, but higgsfield:kubernetesVersion is {cluster!r}")
+        return release
 
     @field_validator("vpc_cidr")
     @classmethod

@@ -324,6 +324,13 @@ def _make_monitor(mocks: Any, stack: str, resources_out: list[Resource], outputs
     return RecordingMonitor(mocks)
 
 
+def _addon_version_at_deploy(args: dict) -> dict:
+    """DescribeAddonVersions needs AWS: the plan says the version is EKS's, picked at deploy."""
+    from infra.versions import ADDON_RESOLVED_AT_DEPLOY
+
+    return {**args, "id": args["addonName"], "version": ADDON_RESOLVED_AT_DEPLOY.format(k8s=args["kubernetesVersion"])}
+
+
 def _make_mocks(region: str) -> Any:
     import pulumi
 
@@ -336,6 +343,7 @@ def _make_mocks(region: str) -> Any:
             handlers: dict[str, Callable[[dict], dict]] = {
                 "aws:ec2/getInstanceType:getInstanceType": lambda a: _instance_type_result(a["instanceType"]),
                 "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": lambda a: _instance_type_offerings(a, region),
+                "aws:eks/getAddonVersion:getAddonVersion": _addon_version_at_deploy,
             }
             handler = handlers.get(args.token)
             if handler is None:
