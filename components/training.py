@@ -28,7 +28,7 @@ from infra.versions import Chart
 
 VOLCANO_NAMESPACE = "volcano-system"
 # Volcano's scheduler creates the queue `default` at start, reclaimable (volcano-sh/volcano:
-# pkg/scheduler/cache/cache.go@v1.13.0 newDefaultAndRootQueue), and jobs that name no queue land
+# pkg/scheduler/cache/cache.go@v1.15.1 newDefaultAndRootQueue), and jobs that name no queue land
 # there. The platform takes it over (Server-Side Apply, forcing the scheduler's fields): never
 # reclaimable, and no GPUs, so nothing runs outside a team's queue. Config may not use the name.
 DEFAULT_QUEUE = "default"

@@ -109,6 +109,28 @@ def _portable(value: Any, code_root: str | None) -> Any:
     return value
 
 
+def deploy_order(resources: list[dict]) -> dict[str, int]:
+    """Each resource's step in the order Pulumi creates and updates them: one after the last thing
+    it depends on (a dependency on a component waits for all of the component's resources)."""
+    by_urn = {r["urn"]: r for r in resources}
+    children: dict[str, list[str]] = {}
+    for r in resources:
+        if r.get("parent") in by_urn:
+            children.setdefault(r["parent"], []).append(r["urn"])
+    steps: dict[str, int] = {}
+
+    def step(urn: str) -> int:
+        if urn not in steps:
+            steps[urn] = 0  # a cycle (none in a valid plan) ends here
+            steps[urn] = 1 + max((done(d) for d in by_urn[urn]["dependencies"] if d in by_urn), default=0)
+        return steps[urn]
+
+    def done(urn: str) -> int:
+        return max([step(urn), *(done(c) for c in children.get(urn, ()))])
+
+    return {urn: step(urn) for urn in by_urn}
+
+
 def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     """Compare two recorded plans (the JSON of `higgsfield plan --json`)."""
     before = {r["urn"]: {**r, "inputs": _portable(r["inputs"], base.get("code_root"))} for r in base["resources"]}
@@ -126,6 +148,8 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
             replace_paths += [p for p, v in b.items() if v == COMPUTED and _under(p, replace_on) and p not in replace_paths]
         if paths:
             changed.append(Change(urn, new["type"], new["name"], paths, sorted(set(replace_paths))))
+    order = deploy_order(head["resources"])
+    changed.sort(key=lambda c: (order.get(c.urn, 0), c.urn))  # in the order the deploy updates them
     added = [after[u] for u in sorted(set(after) - set(before))]
     removed = [before[u] for u in sorted(set(before) - set(after))]
     refused = []
