@@ -62,6 +62,7 @@ class KubernetesRange:
             return ", ".join(self.only)
         return f"{self.minimum}-{self.maximum}" if self.maximum else f"{self.minimum}+"
 
+
 # --- Kubernetes -------------------------------------------------------------------------
 # EKS standard support: 14 months, then 12 months extended (docs.aws.amazon.com/eks/latest/
 # userguide/kubernetes-versions.html). 1.35 GA on EKS 2026-01-28 (endoflife.date/amazon-eks,
@@ -83,7 +84,10 @@ EKS_EXTENDED_SUPPORT = ("1.32", "1.33")
 # exact control pins a version per add-on in `higgsfield:addonVersions` (checked by `higgsfield
 # preflight` against what AWS offers). The offline plan cannot ask EKS and shows
 # ADDON_RESOLVED_AT_DEPLOY. Add-on names: docs.aws.amazon.com/eks/latest/userguide/
-# workloads-add-ons-available-eks.html (checked 2026-12-02).
+# workloads-add-ons-available-eks.html (checked 2026-12-02). Unverified here: that EKS marks a
+# default for each of these add-ons at each supported Kubernetes version (some add-ons have had
+# none: aws-efs-csi-driver in terraform-aws-modules/terraform-aws-eks#2855, adot in #2731); then
+# the lookup fails at preview, before anything changes, and a pin is the fix.
 ADDON_MOST_RECENT = False
 ADDON_RESOLVED_AT_DEPLOY = "<resolved at deploy: EKS default for Kubernetes {k8s}>"
 ADDON_VERSION_PATTERN = r"^v\d+\.\d+\.\d+-eksbuild\.\d+$"
@@ -107,11 +111,6 @@ class AddonVersion:
     name: str
     kubernetes_version: str
     pin: str | None = None
-
-    @property
-    def shown(self) -> str:
-        """The version as the offline plan can know it."""
-        return self.pin or ADDON_RESOLVED_AT_DEPLOY.format(k8s=self.kubernetes_version)
 
 
 def addon_versions(kubernetes_version: str, pins: dict[str, str], names: tuple[str, ...] = tuple(EKS_ADDONS)) -> dict[str, AddonVersion]:
@@ -328,6 +327,11 @@ PROVENANCE: dict[str, Source] = {
     "KUBERNETES_SUPPORTED": verified(_DOCS + "userguide/kubernetes-versions.html"),
     "EKS_EXTENDED_SUPPORT": verified(_DOCS + "userguide/kubernetes-versions.html"),
     "EKS_ADDONS": verified(_DOCS + "userguide/workloads-add-ons-available-eks.html"),
+    "ADDON_MOST_RECENT": unverified(
+        "EKS DescribeAddonVersions compatibilities[].defaultVersion (a default per add-on and Kubernetes version)",
+        "aws eks describe-addon-versions --kubernetes-version 1.35 --addon-name NAME "
+        "--query 'addons[0].addonVersions[?compatibilities[0].defaultVersion].addonVersion'",
+    ),
     "CPU_AMI_TYPE": verified(_DOCS + "APIReference/API_Nodegroup.html"),
     "GPU_AMI_TYPES": verified(_DOCS + "APIReference/API_Nodegroup.html"),
     "EKS_NVIDIA_DRIVER_BRANCH": unverified("EKS user guide, quoted in NVIDIA/aicr#2743",
@@ -352,7 +356,7 @@ PROVENANCE: dict[str, Source] = {
 
 
 # Constants that are our own settings or formats, not upstream pins.
-NOT_PINS = ("ADDON_MOST_RECENT", "ADDON_RESOLVED_AT_DEPLOY", "ADDON_VERSION_PATTERN", "AWS_OFI_NCCL_PREFIX", "CLUSTER_AUTOSCALER_IMAGE_SOURCE", "PROVENANCE", "NOT_PINS")
+NOT_PINS = ("ADDON_RESOLVED_AT_DEPLOY", "ADDON_VERSION_PATTERN", "AWS_OFI_NCCL_PREFIX", "CLUSTER_AUTOSCALER_IMAGE_SOURCE", "PROVENANCE", "NOT_PINS")
 
 
 def sources() -> dict[str, Source]:
