@@ -657,7 +657,7 @@ _MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for 
 
 
 # Volcano's scheduler creates the queues `root` and `default` itself at start (default: reclaimable,
-# jobs naming no queue land there): volcano-sh/volcano:pkg/scheduler/cache/cache.go@v1.13.0
+# jobs naming no queue land there): volcano-sh/volcano:pkg/scheduler/cache/cache.go@v1.15.1
 # newDefaultAndRootQueue. The Volcano component manages `default` (never reclaimable, no GPUs); a
 # configured queue may not take either name.
 VOLCANO_QUEUES = ("root", "default")

@@ -39,7 +39,8 @@ def _cluster(i: dict) -> str:
 def _node_group(i: dict) -> str:
     s = i.get("scalingConfig") or {}
     return (
-        f"{','.join(i.get('instanceTypes') or [])} {i.get('capacityType')} {i.get('amiType')}, "
+        f"{','.join(i.get('instanceTypes') or [])} {i.get('capacityType')} {i.get('amiType')} "
+        f"k8s {i.get('version')}{' AMI ' + i['releaseVersion'] if i.get('releaseVersion') else ''}, "
         f"min {s.get('minSize')} / desired {s.get('desiredSize')} / max {s.get('maxSize')}"
     )
 
