@@ -87,7 +87,11 @@ class Volcano(pulumi.ComponentResource):
             name,
             args.chart,
             VOLCANO_NAMESPACE,
-            {"custom": {"scheduler_config_override": scheduler_config_yaml(), "default_ns": SYSTEM_LABELS, "leader_elect_enable": True}},
+            {"custom": {
+                "scheduler_config_override": scheduler_config_yaml(), "default_ns": SYSTEM_LABELS, "leader_elect_enable": True,
+                # --enable-metrics on both, what the monitoring scrape jobs read (values.yaml@v1.15.1 has them on; kept explicit)
+                "scheduler_metrics_enable": True, "controller_metrics_enable": True,
+            }},
             pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
             create_namespace=True,
         )

@@ -67,6 +67,14 @@ def test_training_operator_job_drops_the_webhook_port(plan):
     assert _relabel(webhook, _scrape_jobs(plan)["training-operator"]["relabel_configs"]) is None
 
 
+def test_volcano_serves_the_metrics_the_scrape_jobs_read(plan):
+    """custom.scheduler_metrics_enable / controller_metrics_enable add --enable-metrics
+    (volcano-sh/volcano:installer/helm/chart/volcano/templates/scheduler.yaml, controllers.yaml@v1.15.1)."""
+    (release,) = [r for r in plan.of_type(RELEASE) if r.inputs["chart"] == "volcano"]
+    custom = release.inputs["values"]["custom"]
+    assert custom["scheduler_metrics_enable"] is True and custom["controller_metrics_enable"] is True
+
+
 def test_pending_gangs_panel_reads_a_series_the_scraped_controller_exports(plan):
     """volcano_queue_pod_group_pending_count is the controller's (volcano-sh/volcano:
     pkg/controllers/metrics/queue.go@v1.15.1, subsystem volcano), so its job must exist."""
