@@ -316,7 +316,11 @@ PROMETHEUS_ADAPTER = Chart(
 # `dcgmExporter.enabled` is false (aws-observability/helm-charts:charts/amazon-cloudwatch-observability/
 # values.yaml and templates/linux/dcgm-exporter-daemonset.yaml@71a298ff, chart 6.4.0, the source of
 # the add-on); components/observability.py turns it off so that one exporter holds the GPUs'
-# profiling counters. That the add-on's configuration schema takes the key is unverified here.
+# profiling counters ("The profiling module uses hardware subsystems that cannot be shared between
+# multiple processes on the same machine": DCGM maintainers in NVIDIA/dcgm-exporter#7, and a
+# system-wide driver lock in NVIDIA/DCGM#56). That the add-on's configuration schema takes the key
+# is unverified here (EKS refuses an add-on configuration its schema lacks, so a wrong key fails
+# the deploy loudly rather than leaving two exporters).
 CLOUDWATCH_DCGM_OFF = {"dcgmExporter": {"enabled": False}}
 
 
