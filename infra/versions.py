@@ -319,8 +319,8 @@ PROMETHEUS_ADAPTER = Chart(
 # profiling counters ("The profiling module uses hardware subsystems that cannot be shared between
 # multiple processes on the same machine": DCGM maintainers in NVIDIA/dcgm-exporter#7, and a
 # system-wide driver lock in NVIDIA/DCGM#56). That the add-on's configuration schema takes the key
-# is unverified here (EKS refuses an add-on configuration its schema lacks, so a wrong key fails
-# the deploy loudly rather than leaving two exporters).
+# is unverified here (EKS validates add-on configuration against that schema, so a key it lacks
+# should fail the deploy rather than leave two exporters running).
 CLOUDWATCH_DCGM_OFF = {"dcgmExporter": {"enabled": False}}
 
 
