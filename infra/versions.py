@@ -1,7 +1,7 @@
 """Every upstream version Higgsfield deploys, in one place.
 
 One constant per upstream part. Each says where it comes from (`Source`): verified = read in the
-cited upstream file (owner/repo:path@ref, or an AWS documentation page) on the date given;
+cited upstream file (owner/repo:path@ref, or an AWS documentation page; dates in the comments);
 unverified = it could not be confirmed from the build machine (no AWS API, no registry), and
 `check` is the command that confirms it before the first real `pulumi up`. `PROVENANCE` holds the
 source of every constant that is a plain value; the dataclasses carry their own (a test checks

@@ -8,6 +8,7 @@ import yaml
 
 from components.addons import stack_addons
 from infra import versions
+from infra.cli.diff import deploy_order
 from infra.cli.main import main
 from infra.cli.offline import record
 from tests.conftest import ROOT, assert_plan_rejects, set_key
@@ -96,6 +97,17 @@ def test_minor_upgrade_updates_in_place_control_plane_then_addons_then_node_grou
     assert cluster < min(addons) and max(addons) < min(node_groups)
     assert "(version)" in lines[cluster] and all("addonVersion" in lines[i] for i in addons)
     assert all("version" in lines[i] for i in node_groups)
+
+
+def test_a_resource_waiting_on_a_component_is_ordered_after_the_components_resources():
+    resources = [
+        {"urn": "nodes", "dependencies": ["cluster"]},
+        {"urn": "cluster", "dependencies": []},
+        {"urn": "cni", "parent": "cluster", "dependencies": []},
+        {"urn": "cni-config", "parent": "cluster", "dependencies": ["cni"]},
+    ]
+    order = deploy_order(resources)
+    assert order["nodes"] > order["cni-config"] > order["cni"]
 
 
 def test_readme_explains_upgrading_kubernetes():
