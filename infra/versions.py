@@ -208,7 +208,9 @@ LUSTRE_VERSION = "2.15"
 # templates/scheduler.yaml@v1.15.1). Kubernetes 1.23-1.35: the "Kubernetes compatibility" table,
 # row "Volcano v1.15" (volcano-sh/volcano:README.md@v1.15.1; v1.13 stops at 1.33, v1.14 at 1.34).
 # Published as volcano-1.15.1.tgz at volcano-sh.github.io/helm-charts (the stored index snapshot,
-# volcano-sh/helm-charts:index.yaml@be34e957, predates the tag and lists 1.15.0).
+# volcano-sh/helm-charts:index.yaml@be34e957, predates the tag and lists 1.15.0). The Services and
+# ports its scheduler and controller declare, which the scrape jobs select: components/
+# observability.py SCRAPE_TARGETS (templates/scheduler.yaml, controllers.yaml@v1.15.1).
 VOLCANO = Chart(
     "volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts",
     verified("volcano-sh/volcano:installer/helm/chart/volcano/Chart.yaml@v1.15.1"),
