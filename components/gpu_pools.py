@@ -204,7 +204,9 @@ class GpuPoolGroup(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on), ignore_changes=["scalingConfig.desiredSize"]),
         )
         asg_name = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
-        self.asg_name = asg_name
+        # the pool on its ASG too: the health gate may mark instances Unhealthy only in groups of replacing pools
+        aws.autoscaling.Tag(f"{name}-asg-pool", autoscaling_group_name=asg_name,
+                            tag=aws.autoscaling.TagTagArgs(key=POOL_LABEL, value=pool.name, propagate_at_launch=False), opts=child)
         for action in window_actions(pool, clock()):
             aws.autoscaling.Schedule(
                 f"{name}-{action.name}", scheduled_action_name=f"higgsfield-{action.name}", autoscaling_group_name=asg_name,

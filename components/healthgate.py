@@ -27,7 +27,7 @@ import pulumi_aws as aws
 
 from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.efa import efa_count, efa_interfaces_for
-from components.gpu_pools import GATED_LABEL
+from components.gpu_pools import GATED_LABEL, POOL_LABEL
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra import versions
@@ -62,7 +62,6 @@ class HealthGateArgs:
     cluster_name: str
     region: str
     pools: Sequence[GpuPool]          # the gated pools (healthGate.enabled)
-    asg_names: Mapping[str, pulumi.Input[str]]  # pool name -> its node group's Auto Scaling group
     thresholds: HealthThresholds
     image: pulumi.Input[str]
     provider: pulumi.ProviderResource
@@ -139,16 +138,18 @@ def own_node_policy() -> dict:
     }
 
 
-def replacement_policy(asg_names: Sequence[str], region: str) -> str:
-    """Mark an instance Unhealthy, only in the Auto Scaling groups of pools that ask for it
-    (SetInstanceHealth is authorized on the group: service-authorization reference for EC2 Auto
-    Scaling, resource type autoScalingGroup). The account is a wildcard: the group name is unique."""
+def replacement_policy(cluster_name: str, pools: Sequence[str]) -> str:
+    """Mark an instance Unhealthy, only in this cluster's Auto Scaling groups of the pools that ask
+    for it: SetInstanceHealth is authorized on the group, with aws:ResourceTag conditions (service
+    authorization reference for EC2 Auto Scaling); the groups carry `higgsfield.io/pool` and the
+    autoscaler's ownership tag (components/gpu_pools.py writes both)."""
     return json.dumps({
         "Version": "2012-10-17",
         "Statement": [{
             "Effect": "Allow",
             "Action": ["autoscaling:SetInstanceHealth"],
-            "Resource": [f"arn:aws:autoscaling:{region}:*:autoScalingGroup:*:autoScalingGroupName/{n}" for n in asg_names],
+            "Resource": "*",
+            "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned", f"aws:ResourceTag/{POOL_LABEL}": sorted(pools)}},
         }],
     })
 
@@ -249,8 +250,7 @@ class HealthGate(pulumi.ComponentResource):
                 "data": {"expectations.json": json.dumps(expectations(pool, args.thresholds), indent=1, sort_keys=True)}})
         replacing = [p.name for p in args.pools if p.health_gate.on_failure == "replace"]
         if replacing:
-            asgs = pulumi.Output.all(*[args.asg_names[p] for p in replacing]).apply(lambda names: replacement_policy(names, args.region))
-            role, role_policy = pod_identity_role(f"{name}-replace", args.tags, self, inline_policy=asgs)
+            role, role_policy = pod_identity_role(f"{name}-replace", args.tags, self, inline_policy=replacement_policy(args.cluster_name, replacing))
             ready += [role_policy, aws.eks.PodIdentityAssociation(
                 f"{name}-identity", cluster_name=args.cluster_name, namespace=NAMESPACE, service_account=SERVICE_ACCOUNT,
                 role_arn=role.arn, tags=dict(args.tags), opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))]

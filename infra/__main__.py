@@ -61,7 +61,7 @@ def build(cfg: StackConfig) -> None:
     DevicePlugins("device-plugins", DevicePluginsArgs(versions.NVIDIA_DEVICE_PLUGIN, versions.EFA_DEVICE_PLUGIN, any(p.efa for p in cfg.gpu_pools), cluster.provider, platform_ready))
     image = TrainingImageRepository("training-image", name, protect=cfg.production, tags=tags)
     if gated := [p for p in cfg.gpu_pools if p.health_gate.enabled]:  # no job on a GPU node before it passed its checks
-        HealthGate("health-gate", HealthGateArgs(name, cfg.region, gated, {g.pool_name: g.asg_name for g in gpu_pools}, cfg.observability.health,
+        HealthGate("health-gate", HealthGateArgs(name, cfg.region, gated, cfg.observability.health,
                                                  cfg.training_image or image.source_image, cluster.provider, platform_ready, tags))
 
     # 4. Training: the batch scheduler, then the controller that needs its PodGroup CRD
