@@ -156,9 +156,6 @@ TRAINING_OPERATOR_OVERLAY = "https://github.com/kubeflow/training-operator.git//
 # (kubernetes-sigs/metrics-server charts/metrics-server; chart 3.13.0 = metrics-server 0.8.0).
 METRICS_SERVER = Chart("metrics-server", "3.13.0", "https://kubernetes-sigs.github.io/metrics-server", "kubernetes-sigs/metrics-server charts/metrics-server")
 
-# Image of the checkpoint-sync sidecar of the example jobs (rendered by `higgsfield jobs render`,
-# never deployed by pulumi up). Unverified tag: check it exists before the first submission.
-EXAMPLE_SYNC_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
 # The one-shot Job that makes the team and dataset directories on Lustre (mkdir, chown, chmod:
 # busybox has all three). Unverified tag: `docker manifest inspect` it before the first deploy.
 LUSTRE_LAYOUT_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
