@@ -199,6 +199,10 @@ EFA_INSTALLER = ImagePart(
 # AWS support (aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1, tag commit 2475c4c7). Its tuner is built
 # into the net plugin and, on AWS, also as libnccl-tuner-ofi.so / libnccl-ofi-tuner.so
 # (aws/aws-ofi-nccl:src/Makefile.am@v1.21.1).
+# boto3 in the image, for the health gate's SetInstanceHealth (images/training/health_gate.py); EKS
+# Pod Identity credentials need a 2023-11 or newer SDK. The version the dev environment installs
+# from PyPI (pip, 2026-12-03).
+BOTO3 = ImagePart("1.44.8", "pypi.org/project/boto3 (installed here by pip, 2026-12-03)", True)
 AWS_OFI_NCCL = ImagePart("1.21.1", "aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1", True)
 AWS_OFI_NCCL_MIN_NCCL = (2, 17, 1)
 AWS_OFI_NCCL_HAS_TUNER = True
