@@ -29,6 +29,7 @@ from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.efa import efa_count, efa_interfaces_for
 from components.gpu_pools import GATED_LABEL, POOL_LABEL
 from components.identity import pod_identity_role
+from components.storage import HEALTH_CLAIM, MOUNT_PATH
 from components.kubernetes_objects import KubernetesObject
 from infra import versions
 from infra.config import STARTUP_TAINT_KEY, GpuPool, HealthThresholds, seconds_of
@@ -63,13 +64,14 @@ class HealthGateArgs:
     region: str
     pools: Sequence[GpuPool]          # the gated pools (healthGate.enabled)
     thresholds: HealthThresholds
+    lustre: bool                      # the stack has FSx: the gate checks it through HEALTH_CLAIM
     image: pulumi.Input[str]
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
     tags: Mapping[str, str]
 
 
-def expectations(pool: GpuPool, thresholds: HealthThresholds) -> dict[str, str]:
+def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool) -> dict[str, str]:
     """What node_check.py expects of a node of `pool` (its environment variables), and how the
     gate reacts to a failure there."""
     return {
@@ -81,7 +83,7 @@ def expectations(pool: GpuPool, thresholds: HealthThresholds) -> dict[str, str]:
         "MIN_MEMORY_BANDWIDTH_FRACTION": str(thresholds.min_memory_bandwidth_fraction),
         "MIN_LUSTRE_MBPS": str(thresholds.min_lustre_mb_s),
         "MIN_BUS_BANDWIDTH_GBPS": str(thresholds.min_bus_bandwidth_gb_s),
-        "LUSTRE_PATH": "",  # the gate's namespace mounts no file system; `higgsfield healthcheck render` checks Lustre
+        "LUSTRE_PATH": MOUNT_PATH if lustre else "",
         "ON_FAILURE": pool.health_gate.on_failure,
         "CHECK_TIMEOUT_SECONDS": str(seconds_of(pool.health_gate.timeout)),
     }
@@ -154,7 +156,7 @@ def replacement_policy(cluster_name: str, pools: Sequence[str]) -> str:
     })
 
 
-def daemonset(image: pulumi.Input[str]) -> dict:
+def daemonset(image: pulumi.Input[str], lustre: bool = False) -> dict:
     """The gate's pods: GPU nodes of gated pools only, every taint tolerated, privileged.
 
     Privileged, and no `nvidia.com/gpu` or EFA request: the checks need every GPU and EFA device
@@ -194,7 +196,9 @@ def daemonset(image: pulumi.Input[str]) -> dict:
                         "env": env,
                         "securityContext": {"privileged": True},
                         "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "16Gi"}},
+                        "volumeMounts": [{"name": "lustre", "mountPath": MOUNT_PATH}] if lustre else [],
                     }],
+                    "volumes": [{"name": "lustre", "persistentVolumeClaim": {"claimName": HEALTH_CLAIM}}] if lustre else [],
                 },
             },
         },
@@ -208,7 +212,8 @@ class HealthGate(pulumi.ComponentResource):
     devices), the gate's ServiceAccount, a ClusterRole with `get`/`patch` on nodes and its binding,
     a Role to create Events in `default` (where Events about nodes live) and its binding, a ValidatingAdmissionPolicy (+
     binding) that limits the account to its own node's startup taint and health labels, one
-    ConfigMap of expectations per gated pool (and a Role to read them), the DaemonSet; for pools with `onFailure: replace`, an IAM
+    ConfigMap of expectations per gated pool (and a Role to read them), the DaemonSet (with the
+    stack's FSx, it mounts the `lustre-health` claim the storage component makes in its namespace); for pools with `onFailure: replace`, an IAM
     role for EKS Pod Identity allowed `autoscaling:SetInstanceHealth` on those pools' Auto Scaling
     groups, and its association. Replaced when: never by config (objects are updated in place).
     """
@@ -247,13 +252,14 @@ class HealthGate(pulumi.ComponentResource):
         for pool in args.pools:  # not awaited by the DaemonSet (adding a pool changes nothing else); the gate waits for it
             obj(f"expectations-{pool.name}", {
                 "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": expectations_name(pool.name), "namespace": NAMESPACE},
-                "data": {"expectations.json": json.dumps(expectations(pool, args.thresholds), indent=1, sort_keys=True)}})
+                "data": {"expectations.json": json.dumps(expectations(pool, args.thresholds, args.lustre), indent=1, sort_keys=True)}})
         replacing = [p.name for p in args.pools if p.health_gate.on_failure == "replace"]
         if replacing:
             role, role_policy = pod_identity_role(f"{name}-replace", args.tags, self, inline_policy=replacement_policy(args.cluster_name, replacing))
             ready += [role_policy, aws.eks.PodIdentityAssociation(
                 f"{name}-identity", cluster_name=args.cluster_name, namespace=NAMESPACE, service_account=SERVICE_ACCOUNT,
                 role_arn=role.arn, tags=dict(args.tags), opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))]
-        self.daemonset = KubernetesObject(f"{name}-daemonset", daemonset(args.image),
+        self.daemonset = KubernetesObject(f"{name}-daemonset", daemonset(args.image, args.lustre),
                                           opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready]))
+        self.namespace = (NAMESPACE, ns)  # where the storage component puts the gate's Lustre claim
         self.register_outputs({"namespace": NAMESPACE})

@@ -60,14 +60,13 @@ def build(cfg: StackConfig) -> None:
                                                                  versions.CLUSTER_AUTOSCALER_IMAGE[cfg.kubernetes_version], cluster.provider, platform_ready, tags))
     DevicePlugins("device-plugins", DevicePluginsArgs(versions.NVIDIA_DEVICE_PLUGIN, versions.EFA_DEVICE_PLUGIN, any(p.efa for p in cfg.gpu_pools), cluster.provider, platform_ready))
     image = TrainingImageRepository("training-image", name, protect=cfg.production, tags=tags)
-    if gated := [p for p in cfg.gpu_pools if p.health_gate.enabled]:  # no job on a GPU node before it passed its checks
-        HealthGate("health-gate", HealthGateArgs(name, cfg.region, gated, cfg.observability.health,
-                                                 cfg.training_image or image.source_image, cluster.provider, platform_ready, tags))
+    gated = [p for p in cfg.gpu_pools if p.health_gate.enabled]  # no job on a GPU node before it passed its checks
+    gate = HealthGate("health-gate", HealthGateArgs(name, cfg.region, gated, cfg.observability.health, cfg.fsx.enabled,
+                                                    cfg.training_image or image.source_image, cluster.provider, platform_ready, tags)) if gated else None
 
     # 4. Training: the batch scheduler, then the controller that needs its PodGroup CRD
     sched = cfg.scheduler
-    volcano = Volcano("volcano", VolcanoArgs(
-        versions.VOLCANO, sched.queues, sched.priority_classes, cluster.provider, platform_ready))
+    volcano = Volcano("volcano", VolcanoArgs(versions.VOLCANO, sched.queues, sched.priority_classes, cluster.provider, platform_ready))
     TrainingOperator("training-operator", TrainingOperatorArgs(
         versions.METRICS_SERVER, cluster.provider, platform_ready, scheduler=volcano.release))
 
@@ -78,7 +77,8 @@ def build(cfg: StackConfig) -> None:
             cluster_name=name, settings=cfg.fsx, lustre_version=versions.LUSTRE_VERSION, csi_addon=versions.FSX_CSI_ADDON,
             vpc_id=network.vpc_id, subnet_id=network.private_subnets[cfg.fsx.availability_zone].id,
             node_security_group_id=cluster.node_security_group_id, namespaces=teams.namespaces, team_uids=teams.uids,
-            layout_image=versions.LUSTRE_LAYOUT_IMAGE, provider=cluster.provider, addon_depends_on=platform_ready, protect=cfg.production, tags=tags))
+            layout_image=versions.LUSTRE_LAYOUT_IMAGE, provider=cluster.provider, addon_depends_on=platform_ready, protect=cfg.production, tags=tags,
+            health_namespace=gate.namespace if gate else None))
 
     # 6. Observability
     if cfg.observability.enabled:

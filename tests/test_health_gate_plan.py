@@ -230,3 +230,16 @@ def test_the_plan_schedules_the_block_pools_actions_on_its_auto_scaling_group(mo
     schedules = {s.name: s.inputs for s in plan.of_type("aws:autoscaling/schedule:Schedule")}
     assert set(schedules) == {"gpu-h200-block-closed-until-start", "gpu-h200-block-open", "gpu-h200-block-drain"}
     assert schedules["gpu-h200-block-drain"]["startTime"] == "2027-01-18T10:30:00Z" and schedules["gpu-h200-block-drain"]["maxSize"] == 0
+
+
+def test_with_fsx_the_gate_checks_lustre_in_a_directory_of_its_own(plan):
+    spec = _gate(plan)["spec"]["template"]["spec"]
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes", [])}
+    expected = {p.inputs["metadata"]["name"]: json.loads(p.inputs["data"]["expectations.json"]) for p in plan.of_type("kubernetes:core/v1:ConfigMap")
+                if p.inputs["metadata"]["namespace"] == healthgate.NAMESPACE}
+    if not plan.config.fsx.enabled:
+        assert claims == set() and {e["LUSTRE_PATH"] for e in expected.values()} == {""}
+        return
+    assert claims == {"lustre-health"} and {e["LUSTRE_PATH"] for e in expected.values()} == {"/fsx"}
+    (volume,) = [v.inputs for v in plan.of_type("kubernetes:core/v1:PersistentVolume") if v.inputs["spec"]["claimRef"] == {"namespace": healthgate.NAMESPACE, "name": "lustre-health"}]
+    assert volume["metadata"]["annotations"]["higgsfield.io/lustre-path"] == "/health"
