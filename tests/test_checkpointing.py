@@ -374,3 +374,24 @@ def test_train_ddp_on_two_cpu_ranks_flushes_on_sigterm_and_resumes_after_it(tmp_
     second = subprocess.run([python, str(ROOT / "examples" / "checkpointing.py"), *torchrun], env={**env, "STEPS": str(final + 5)},
                             capture_output=True, text=True, timeout=180)
     assert f"resumed from {tmp_path / 'fsx'}/step-{final:09d} (step {final}), continuing at step {final + 1}" in second.stdout, second.stdout[-3000:]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_rendered_job_tolerates_the_health_gates_taint(stack):
+    from infra.config import STARTUP_TAINT_KEY
+
+    cfg = plan_of(stack).config
+    for example in jobs.examples_for(cfg):
+        for pool in cfg.gpu_pools:
+            if example == "mpi-nccl-tests" and not pool.efa:
+                continue
+            for template in jobs.pod_templates(next(o for o in jobs.render(example, cfg, pool=pool.name) if o["kind"] != "ConfigMap")):
+                for toleration in template["spec"].get("tolerations", []):
+                    assert toleration.get("key") not in (STARTUP_TAINT_KEY, None), (example, pool.name, toleration)
+
+
+def test_a_lost_nodes_training_pods_are_evicted_within_a_minute():
+    _, specs = _pods(jobs.render("pytorch-ddp", plan_of("prod").config, pool="h100"))
+    for spec in specs:
+        seconds = {t["key"]: t.get("tolerationSeconds") for t in spec["tolerations"] if t.get("effect") == "NoExecute"}
+        assert seconds == {"node.kubernetes.io/unreachable": 60, "node.kubernetes.io/not-ready": 60}
