@@ -112,7 +112,7 @@ class FakeApiServer:
                 namespace = self.path.split("/")[4]
                 event = self._body()
                 if not event["involvedObject"].get("namespace") and namespace != "default":
-                    return self._status(422, "Invalid", f'Event "x" is invalid: involvedObject.namespace: Invalid value: "": does not match event.namespace')
+                    return self._status(422, "Invalid", 'Event "x" is invalid: involvedObject.namespace: Invalid value: "": does not match event.namespace')
                 event["metadata"]["name"] = event["metadata"].pop("generateName") + f"{len(fake.events):05d}"
                 event["metadata"]["namespace"] = namespace
                 fake.events.append(event)

@@ -14,12 +14,13 @@ from functools import cache
 import celpy
 import kubernetes_validate
 import pytest
+import yaml
 
 from components import gpu_pools, healthgate
 from infra.cli import healthcheck
 from infra.config import STARTUP_TAINT_KEY
 from infra.cli.offline import record
-from tests.conftest import ROOT, STACKS, plan_of, set_pool
+from tests.conftest import ROOT, plan_of, set_pool
 
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 _env = celpy.Environment()
@@ -173,7 +174,7 @@ def test_the_policy_is_bound_to_deny(plan):
 
 @pytest.fixture(scope="module")
 def replacing_plan():
-    config = __import__("yaml").safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())["config"]
+    config = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())["config"]
     set_pool(0, healthGate={"onFailure": "replace"})(config)
     return record("prod", root=ROOT, overrides={"higgsfield:gpuPools": config["higgsfield:gpuPools"]})
 
