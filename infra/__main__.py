@@ -11,6 +11,7 @@ from components.cluster import Cluster, ClusterArgs
 from components.cpu_nodes import CpuNodes, CpuNodesArgs
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
+from components.healthgate import HealthGate, HealthGateArgs
 from components.logs import LogKey, LogKeyArgs
 from components.network import Network, NetworkArgs
 from components.nodes import NodeRole, NodeVersion
@@ -56,30 +57,29 @@ def build(cfg: StackConfig) -> None:
 
     # 3. Platform services in the cluster, on the system nodes
     platform_ready = [system_nodes.node_group, *cluster.addons]
-    ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(
-        cluster_name=name, region=cfg.region, settings=cfg.autoscaler, chart=versions.CLUSTER_AUTOSCALER,
-        image_tag=versions.CLUSTER_AUTOSCALER_IMAGE[cfg.kubernetes_version], provider=cluster.provider,
-        depends_on=platform_ready, tags=tags))
-    DevicePlugins("device-plugins", DevicePluginsArgs(
-        nvidia=versions.NVIDIA_DEVICE_PLUGIN, efa=versions.EFA_DEVICE_PLUGIN,
-        efa_pools=any(p.efa for p in cfg.gpu_pools), provider=cluster.provider, depends_on=platform_ready))
+    ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(name, cfg.region, cfg.autoscaler, versions.CLUSTER_AUTOSCALER,
+                                                                 versions.CLUSTER_AUTOSCALER_IMAGE[cfg.kubernetes_version], cluster.provider, platform_ready, tags))
+    DevicePlugins("device-plugins", DevicePluginsArgs(versions.NVIDIA_DEVICE_PLUGIN, versions.EFA_DEVICE_PLUGIN, any(p.efa for p in cfg.gpu_pools), cluster.provider, platform_ready))
+    image = TrainingImageRepository("training-image", name, protect=cfg.production, tags=tags)
+    gated = [p for p in cfg.gpu_pools if p.health_gate.enabled]  # no job on a GPU node before it passed its checks
+    gate = HealthGate("health-gate", HealthGateArgs(name, cfg.region, gated, cfg.observability.health, cfg.fsx.enabled,
+                                                    cfg.training_image or image.source_image, cluster.provider, platform_ready, tags)) if gated else None
 
     # 4. Training: the batch scheduler, then the controller that needs its PodGroup CRD
     sched = cfg.scheduler
-    volcano = Volcano("volcano", VolcanoArgs(
-        versions.VOLCANO, sched.queues, sched.priority_classes, cluster.provider, platform_ready))
+    volcano = Volcano("volcano", VolcanoArgs(versions.VOLCANO, sched.queues, sched.priority_classes, cluster.provider, platform_ready))
     TrainingOperator("training-operator", TrainingOperatorArgs(
         versions.METRICS_SERVER, cluster.provider, platform_ready, scheduler=volcano.release))
 
-    # 5. Teams (namespaces, admission, network policies), shared storage, the training image repository
-    image = TrainingImageRepository("training-image", name, protect=cfg.production, tags=tags)
+    # 5. Teams (namespaces, admission, network policies), shared storage
     teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready))
     if cfg.fsx.enabled:
         LustreFileSystem("lustre", LustreArgs(
             cluster_name=name, settings=cfg.fsx, lustre_version=versions.LUSTRE_VERSION, csi_addon=addons["aws-fsx-csi-driver"],
             vpc_id=network.vpc_id, subnet_id=network.private_subnets[cfg.fsx.availability_zone].id,
             node_security_group_id=cluster.node_security_group_id, namespaces=teams.namespaces, team_uids=teams.uids,
-            layout_image=versions.LUSTRE_LAYOUT_IMAGE, provider=cluster.provider, addon_depends_on=platform_ready, protect=cfg.production, tags=tags))
+            layout_image=versions.LUSTRE_LAYOUT_IMAGE, provider=cluster.provider, addon_depends_on=platform_ready, protect=cfg.production, tags=tags,
+            health_namespace=gate.namespace if gate else None))
 
     # 6. Observability
     if cfg.observability.enabled:

@@ -19,6 +19,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Annotated, Any, Literal, Protocol, get_args, get_origin
 
@@ -382,6 +383,10 @@ CAPACITY_TYPES = ("on-demand", "spot", "capacity-block", "reservation")
 TAINT_EFFECTS = ("NoSchedule", "NoExecute", "PreferNoSchedule")
 EXPANDERS = ("least-waste", "most-pods", "priority", "random", "price")
 GPU_TAINT_KEY = "nvidia.com/gpu"
+# The health gate's taint on every new node of a gated pool (components/healthgate.py): the Cluster
+# Autoscaler's startup-taint prefix (StartupTaintPrefix, kubernetes/autoscaler:cluster-autoscaler/
+# utils/taints/taints.go@cluster-autoscaler-1.35.0), so scale-from-zero plans ignore it.
+STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-health"
 
 
 class Taint(Setting):
@@ -394,6 +399,26 @@ class Taint(Setting):
     effect: Literal["NoSchedule", "NoExecute", "PreferNoSchedule"] = "NoSchedule"
 
 
+UTC_TIME = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$"
+UtcTime = matching(UTC_TIME, "is not a UTC time like \"2027-01-04T11:30:00Z\" (quote it: unquoted, YAML reads a timestamp)")
+Duration = matching(r"^\d+(s|m|h)$", "is not a duration like 10m, 600s or 1h")
+
+
+def seconds_of(duration: str) -> int:
+    """`10m` -> 600 (the Duration settings: s, m or h)."""
+    return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600}[duration[-1]]
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+# EC2 terminates what still runs in a Capacity Block at its end; AWS asks to scale to zero "more
+# than 30 minutes before the Capacity Block reservation end time" (EC2 Auto Scaling user guide,
+# launch-template-capacity-blocks, "Operational guidelines"; EKS user guide, capacity-blocks).
+CAPACITY_BLOCK_END_MARGIN_S = 30 * 60
+
+
 class Capacity(Setting):
     """How a GPU pool buys its instances."""
 
@@ -401,6 +426,22 @@ class Capacity(Setting):
     """reservation: an On-Demand Capacity Reservation; capacity-block: an EC2 Capacity Block for ML."""
     reservation_id: Annotated[str, Strict(), AfterValidator(lambda v: _reservation_id(v))] | None = None
     """The capacity reservation (cr-0123456789abcdef0); required for capacity-block and reservation, else not allowed."""
+    start: UtcTime | None = None
+    """capacity-block only (required): when the block begins, UTC ("2027-01-04T11:30:00Z"); the pool's ASG opens then."""
+    end: UtcTime | None = None
+    """capacity-block only (required): when the block ends, UTC; EC2 terminates what still runs then."""
+    drain_before: Duration = "1h"
+    """capacity-block: how long before the end the pool scales to zero (jobs get SIGTERM and flush a checkpoint); more than 30m plus higgsfield:checkpoints.terminationGracePeriod."""
+
+    @property
+    def window(self) -> tuple[datetime, datetime] | None:
+        """(start, end) of a Capacity Block, else None."""
+        return (utc(self.start), utc(self.end)) if self.start and self.end else None
+
+    @property
+    def drain_at(self) -> datetime | None:
+        """When the pool scales to zero: drainBefore ahead of the block's end."""
+        return utc(self.end) - timedelta(seconds=seconds_of(self.drain_before)) if self.end else None
 
     @property
     def reserved(self) -> bool:
@@ -413,6 +454,17 @@ class Capacity(Setting):
             problems.add("reservationId", f"is required for capacity type {self.type}: the capacity reservation id (cr-0123456789abcdef0)")
         if not self.reserved and self.reservation_id is not None:
             problems.add("reservationId", f"only capacity types capacity-block and reservation take a reservation id, not {self.type}")
+        for where in ("start", "end"):
+            if self.type == "capacity-block" and getattr(self, where) is None:
+                problems.add(where, f"is required for capacity type capacity-block: the block's {where} time in UTC, from `aws ec2 describe-capacity-reservations`")
+            if self.type != "capacity-block" and getattr(self, where) is not None:
+                problems.add(where, f"only capacity type capacity-block has a window, not {self.type}")
+        if self.window and self.drain_at is not None:
+            start, end = self.window
+            if end <= start:
+                problems.add("end", f"{self.end} is not after start {self.start}")
+            elif self.drain_at <= start:
+                problems.add("drainBefore", f"{self.drain_before} before the end leaves no time in the block ({self.start} to {self.end})")
         problems.raise_any()
         return self
 
@@ -438,11 +490,23 @@ def _catalog(info: ValidationInfo) -> tuple[Catalog | None, str]:
     return (context.get("catalog") if region else None), region or ""
 
 
-Duration = matching(r"^\d+(s|m|h)$", "is not a duration like 10m, 600s or 1h")
 # A GPU pool's scale-down-unneeded time unless set: long enough for the last node of a gang to
 # launch, boot the NVIDIA AMI, pass the health gate and join while its first nodes wait idle. Not
 # measured here: a judgement for P-family instances (minutes to boot, capacity arriving in batches).
 GPU_SCALE_DOWN_UNNEEDED_DEFAULT = "30m"
+
+
+class HealthGate(Setting):
+    """The node checks every new node of a GPU pool passes before jobs may use it (components/healthgate.py)."""
+
+    enabled: Bool = True
+    """Nodes join with the startup taint and the gate removes it on a pass; prod needs a reason to turn it off."""
+    reason: Str | None = None
+    """Why the gate is off (required with enabled: false in prod)."""
+    on_failure: Literal["keep", "replace"] = "keep"
+    """keep: a failed node stays tainted for a person to look at; replace: it is also marked Unhealthy in its Auto Scaling group, which terminates and replaces it."""
+    timeout: Duration = "20m"
+    """How long the checks may take (GPU burn, memory, EFA, Lustre) before the node counts as failed."""
 
 
 class GpuPool(Setting):
@@ -471,6 +535,7 @@ class GpuPool(Setting):
     """Taints in addition to nvidia.com/gpu=true:NoSchedule."""
     scale_down_unneeded_time: Duration = GPU_SCALE_DOWN_UNNEEDED_DEFAULT
     """How long a node of this pool stays unneeded before the autoscaler removes it (its ASG's autoscaling-options tag); long enough for a gang's last node to boot and join."""
+    health_gate: HealthGate = HealthGate()
     _instance: InstanceFacts | None = PrivateAttr(None)
 
     @property
@@ -839,6 +904,36 @@ class Observability(Setting):
         return value
 
 
+class Checkpoints(Setting):
+    """How the rendered training jobs checkpoint and resume (examples/checkpointing.py)."""
+
+    keep_last: number(1) = 3
+    """Complete checkpoints kept on shared storage per job (older ones are deleted once a newer one is complete)."""
+    flush_time: Duration = "10m"
+    """How long a final checkpoint may take on SIGTERM (write the shards to local NVMe, then publish them to FSx); minutes for a large model."""
+    termination_grace_period: Duration = derived("The pods' terminationGracePeriodSeconds; default flushTime + 2m, never shorter than flushTime.")
+    export_to_s3: Bool = False
+    """Write checkpoints under the directory the S3 data repository association exports (higgsfield:fsx.s3.dataset), so they reach S3; only its owner team can."""
+
+    @model_validator(mode="after")
+    def _grace(self) -> Checkpoints:
+        problems = Problems()
+        if self.termination_grace_period is None:
+            self._fill(termination_grace_period=f"{seconds_of(self.flush_time) + 120}s")
+        elif seconds_of(self.termination_grace_period) < seconds_of(self.flush_time):
+            problems.add("terminationGracePeriod", f"{self.termination_grace_period} is shorter than flushTime {self.flush_time}: the kubelet would kill a pod before its final checkpoint is written")
+        problems.raise_any()
+        return self
+
+    @property
+    def grace_seconds(self) -> int:
+        return seconds_of(self.termination_grace_period)
+
+    @property
+    def flush_seconds(self) -> int:
+        return seconds_of(self.flush_time)
+
+
 class Autoscaler(Setting):
     """Cluster Autoscaler settings."""
 
@@ -945,6 +1040,7 @@ class StackConfig(Setting):
     allow_replace: tuple[Str, ...] = ()
     """Resource names (lustre, cluster-secrets, ...) whose replacement or deletion this change intends; read by higgsfield diff."""
     observability: Observability = Observability()
+    checkpoints: Checkpoints = Field(Checkpoints(), validate_default=True)
 
     @field_validator("training_image")
     @classmethod
@@ -1082,6 +1178,24 @@ class StackConfig(Setting):
                 problems.add(f"queues[{i}].gpuCapability", f"{queue.gpu_capability} GPUs is more than the GPU pools can ever provide ({total}: every pool at maxSize)")
         problems.raise_any()
         return scheduler
+
+    @model_validator(mode="after")
+    def _pools_survive_bad_nodes(self) -> StackConfig:
+        """Prod turns a pool's health gate off only with a reason; a Capacity Block drains early
+        enough for AWS's margin and the pods' grace period; S3 checkpoints need the S3 link."""
+        problems, pools = Problems(), f"{NAMESPACE}:gpuPools"
+        for i, pool in enumerate(self.gpu_pools):
+            if self.production and not pool.health_gate.enabled and pool.health_gate.reason is None:
+                problems.add(f"{pools}[{i}].healthGate.enabled", "false in prod needs healthGate.reason: without the gate a node with a bad GPU or EFA link joins and fails every job on it")
+            drain = seconds_of(pool.capacity.drain_before)
+            needed = CAPACITY_BLOCK_END_MARGIN_S + self.checkpoints.grace_seconds
+            if pool.capacity.type == "capacity-block" and drain < needed:
+                problems.add(f"{pools}[{i}].capacity.drainBefore", f"{pool.capacity.drain_before} is too short: AWS asks for zero nodes 30m before the end, and pods take up to "
+                             f"{self.checkpoints.termination_grace_period} (higgsfield:checkpoints.terminationGracePeriod) to stop; use at least {needed // 60 + (needed % 60 > 0)}m")
+        if self.checkpoints.export_to_s3 and (not self.fsx.enabled or self.fsx.s3 is None or self.fsx.s3.dataset is None):
+            problems.add(f"{NAMESPACE}:checkpoints.exportToS3", "needs higgsfield:fsx with an s3 link to a dataset (fsx.s3.dataset): that directory is what reaches S3")
+        problems.raise_any()
+        return self
 
     @model_validator(mode="after")
     def _datasets_name_teams(self) -> StackConfig:

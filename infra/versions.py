@@ -238,10 +238,8 @@ METRICS_SERVER = Chart(
     verified("kubernetes-sigs/metrics-server:charts/metrics-server/Chart.yaml@metrics-server-helm-chart-3.13.0"),
 )
 
-# Image of the checkpoint-sync sidecar of the example jobs (rendered by `higgsfield jobs render`,
-# never deployed by pulumi up), and of the one-shot Job that makes the team and dataset
-# directories on Lustre (mkdir, chown, chmod: busybox has all three). Unverified tag.
-EXAMPLE_SYNC_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
+# The one-shot Job that makes the team and dataset directories on Lustre (mkdir, chown, chmod:
+# busybox has all three). Unverified tag: `docker manifest inspect` it before the first deploy.
 LUSTRE_LAYOUT_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
 
 # --- the training image (images/training/Dockerfile, built by .github/workflows/image.yml) -----
@@ -283,6 +281,10 @@ EFA_INSTALLER = ImagePart(
 # AWS support (aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1, tag commit 2475c4c7). Its tuner is built
 # into the net plugin and, on AWS, also as libnccl-tuner-ofi.so / libnccl-ofi-tuner.so
 # (aws/aws-ofi-nccl:src/Makefile.am@v1.21.1).
+# boto3 in the image, for the health gate's SetInstanceHealth (images/training/health_gate.py); EKS
+# Pod Identity credentials need a 2023-11 or newer SDK. The version the dev environment installs
+# from PyPI (pip, 2026-12-03).
+BOTO3 = ImagePart("1.44.8", verified("pypi.org/project/boto3 (installed here by pip, 2026-12-03)"))
 AWS_OFI_NCCL = ImagePart("1.21.1", verified("aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1"))
 AWS_OFI_NCCL_MIN_NCCL = (2, 17, 1)
 AWS_OFI_NCCL_HAS_TUNER = True
@@ -347,7 +349,6 @@ PROVENANCE: dict[str, Source] = {
     "LUSTRE_VERSION": verified("docs.aws.amazon.com/fsx/latest/LustreGuide/lustre-client-matrix.html"),
     "TRAINING_OPERATOR_REF": verified("kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@v1.9.4"),
     "TRAINING_OPERATOR_OVERLAY": verified("kubeflow/trainer:manifests/overlays/standalone@v1.9.4"),
-    "EXAMPLE_SYNC_IMAGE": unverified("public.ecr.aws/docker/library/busybox", "docker manifest inspect public.ecr.aws/docker/library/busybox:1.37"),
     "LUSTRE_LAYOUT_IMAGE": unverified("public.ecr.aws/docker/library/busybox", "docker manifest inspect public.ecr.aws/docker/library/busybox:1.37"),
     "AWS_OFI_NCCL_MIN_NCCL": verified("aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1"),
     "AWS_OFI_NCCL_HAS_TUNER": verified("aws/aws-ofi-nccl:src/Makefile.am@v1.21.1"),
