@@ -30,7 +30,7 @@ TABLE_END = "<!-- config-table:end -->"
 REGENERATE = "python -m infra.cli schema --write"
 SCHEMA_ID = "https://github.com/higgsfield/higgsfield/schemas/stack.schema.json"
 # Provider credentials Pulumi reads from stack config: accepted only encrypted (`pulumi config set --secret`).
-SECRET_ONLY_KEYS = ("aws:accessKey", "aws:secretKey", "aws:token")
+SECRET_ONLY_KEYS = config.SECRET_ONLY_KEYS
 DERIVED = "default derived from other settings"
 
 
@@ -86,6 +86,7 @@ def config_schema() -> dict:
     schema["required"] = [k for k in schema.get("required", []) if k != "stack"]
     for key in SECRET_ONLY_KEYS:
         schema["properties"][key] = {"$ref": "#/$defs/Secure", "description": "AWS provider credential: only encrypted (pulumi config set --secret); prefer AWS_PROFILE or OIDC"}
+    schema["properties"]["aws:profile"] = {"type": "string", "minLength": 1, "description": "The AWS provider's named profile (~/.aws/config); else AWS_PROFILE or the default chain"}
     schema.setdefault("$defs", {})["Secure"] = {
         "type": "object",
         "description": "A value Pulumi encrypted (pulumi config set --secret KEY VALUE)",
