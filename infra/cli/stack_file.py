@@ -175,7 +175,7 @@ class _Reader:
         value = self.loader.construct_object(node)
         if not isinstance(value, (str, int, float, bool, type(None))):
             return node.value  # timestamps and the like: the text, as Pulumi passes it
-        if node.style is None and not isinstance(value, str) and value is not None:
+        if not node.style and not isinstance(value, str) and value is not None:  # plain (unquoted)
             self.stack.unquoted[loc] = node.value
         return value
 
