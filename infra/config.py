@@ -203,7 +203,7 @@ def _unknown(loc: tuple[str | int, ...]) -> str:
     if namespace is None:
         return f"config keys carry a namespace (NAMESPACE:key){hint or f'; this program reads {NAMESPACE}:* and aws:region'}"
     if namespace == "aws":
-        return f"not an aws setting this program reads (it reads aws:region, and the provider aws:profile and, encrypted, {', '.join(SECRET_ONLY_KEYS)}){hint}"
+        return f"not an aws setting this program reads (it reads aws:region, and the provider, encrypted, {', '.join(SECRET_ONLY_KEYS)}; set AWS_PROFILE in your shell){hint}"
     if namespace != NAMESPACE:
         return f"unknown config namespace {namespace!r} (this program reads {NAMESPACE}:* and aws:region){hint}"
     return f"unknown setting{hint}"
@@ -1099,11 +1099,11 @@ class StackConfig(Setting):
 
 # --- credentials --------------------------------------------------------------------------
 
-# AWS provider settings Pulumi hands the provider from stack config (pulumi/pulumi-aws
-# provider/resources.go, the provider's config keys): credentials only encrypted
-# (`pulumi config set --secret`), the profile name as it is. None of them reaches the model.
+# AWS provider credentials Pulumi hands the provider from stack config: accepted only encrypted
+# (`pulumi config set --secret`); they never reach the model. (aws:profile is refused like any
+# other aws: key: it names credentials on one machine, and CI deploys with OIDC roles.)
 SECRET_ONLY_KEYS = ("aws:accessKey", "aws:secretKey", "aws:token")
-PROVIDER_KEYS = (*SECRET_ONLY_KEYS, "aws:profile")
+PROVIDER_KEYS = SECRET_ONLY_KEYS
 # What an encrypted (`secure:`) value is to a reader without the stack's secrets provider: the
 # offline plan shows it as this and never validates it as if it were the value.
 UNKNOWN_SECRET = "[secret: encrypted in the stack file, unknown offline]"

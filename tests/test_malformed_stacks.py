@@ -66,6 +66,7 @@ CASES: dict[str, tuple[str | bytes, str | None, str]] = {
     "unnamespaced_key": (append("  gpuPools: []\n"), "gpuPools", "did you mean higgsfield:gpuPools?"),
     "aws_key_typo": (append("  aws:regoin: us-west-2\n"), "aws:regoin", "did you mean aws:region?"),
     "aws_key_not_read": (append("  aws:skipMetadataApiCheck: false\n"), "aws:skipMetadataApiCheck", "not an aws setting this program reads"),
+    "aws_profile": (append("  aws:profile: admin\n"), "aws:profile", "set AWS_PROFILE in your shell"),
     "foreign_namespace": (append("  kubernetes:context: prod\n"), "kubernetes:context", "unknown config namespace 'kubernetes'"),
     "gpu_pools_typo_names_the_typo": (replace("higgsfield:gpuPools:", "higgsfield:gpuPool:"), "higgsfield:gpuPool", "did you mean higgsfield:gpuPools?"),
     "nested_typo": (replace("    maxSize: 4\n", "    maxSzie: 4\n"), "higgsfield:cpuNodes.maxSzie", "did you mean maxSize?"),
@@ -157,10 +158,11 @@ def test_stack_name_that_is_not_a_dns_label_is_refused(stack_text, capsys):
 
 
 def test_encrypted_values_and_esc_imports_are_accepted_and_noted_offline(stack_text, capsys):
-    stack_text(append("  aws:secretKey:\n    secure: v1:AAAABBBB\n  aws:profile: platform\n") + "environment:\n  - higgsfield/dev\n")
+    stack_text(append("  aws:secretKey:\n    secure: v1:AAAABBBB\n  higgsfield:trainingImage:\n    secure: v1:CCCCDDDD\n") + "environment:\n  - higgsfield/dev\n")
     assert main(["plan", "bad"]) == 0
     out = capsys.readouterr().out
     assert "note: aws:secretKey is encrypted (secure:): unknown offline, shown as [secret]" in out
+    assert "note: higgsfield:trainingImage is encrypted (secure:): unknown offline, shown as [secret]" in out
     assert "note: imports Pulumi ESC environment(s) higgsfield/dev" in out
 
 

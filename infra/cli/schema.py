@@ -86,7 +86,6 @@ def config_schema() -> dict:
     schema["required"] = [k for k in schema.get("required", []) if k != "stack"]
     for key in SECRET_ONLY_KEYS:
         schema["properties"][key] = {"$ref": "#/$defs/Secure", "description": "AWS provider credential: only encrypted (pulumi config set --secret); prefer AWS_PROFILE or OIDC"}
-    schema["properties"]["aws:profile"] = {"type": "string", "minLength": 1, "description": "The AWS provider's named profile (~/.aws/config); else AWS_PROFILE or the default chain"}
     schema.setdefault("$defs", {})["Secure"] = {
         "type": "object",
         "description": "A value Pulumi encrypted (pulumi config set --secret KEY VALUE)",
