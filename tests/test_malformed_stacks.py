@@ -72,7 +72,7 @@ CASES: dict[str, tuple[str | bytes, str | None, str]] = {
     "nested_typo": (replace("    maxSize: 4\n", "    maxSzie: 4\n"), "higgsfield:cpuNodes.maxSzie", "did you mean maxSize?"),
     "pool_field_typo": (replace("      rootVolumeGiB: 150", "      rootVolumeGib: 150"), "higgsfield:gpuPools[0].rootVolumeGib", "did you mean rootVolumeGiB?"),
     # numbers that should be text
-    "kubernetes_version_as_number": (replace('higgsfield:kubernetesVersion: "1.35"', "higgsfield:kubernetesVersion: 1.30"), "higgsfield:kubernetesVersion", "1.30"),
+    "kubernetes_version_as_number": (replace('higgsfield:kubernetesVersion: "1.35"', "higgsfield:kubernetesVersion: 1.30"), "higgsfield:kubernetesVersion", 'unquoted 1.30 as a number: quote it, "1.30"'),
     "label_value_as_number": (replace("      rootVolumeGiB: 150", "      rootVolumeGiB: 150\n      labels: {version: 1.10}"), "higgsfield:gpuPools[0].labels.version", 'quote it, "1.10"'),
     "tag_value_as_boolean": (replace("    team: ml-platform", "    team: true"), "higgsfield:tags.team", "quote it"),
     # bounds AWS and Kubernetes have

@@ -13,7 +13,8 @@ PyYAML's constructor, so that
   as values; Pulumi ESC imports (`environment: [...]`) are accepted and noted.
 
 The top-level keys of a stack file are Pulumi's (pulumi/pulumi:sdk/go/common/workspace/project.go,
-type ProjectStack: secretsprovider, encryptedkey, encryptionsalt, config, environment).
+type ProjectStack: secretsprovider, encryptedkey, encryptionsalt, config, and environment, "an
+optional environment definition or list of environments"; read in the stored copy of that file).
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class StackFile:
             raw = self.unquoted.get(("config", *p.loc))
             if raw is not None and message.startswith("must be a string"):
                 message += f" (YAML reads the unquoted {raw} as a {'boolean' if raw.lower() in _BOOLEANS else 'number'}: quote it, \"{raw}\")"
+            if raw is not None and " (if you wrote " in message:  # we know what was written
+                message = message[: message.index(" (if you wrote ")] + f" (YAML reads the unquoted {raw} as a number: quote it, \"{raw}\")"
             if self.environments and message == "is required":
                 message += f" (if ESC environment {', '.join(self.environments)} sets it, the offline plan cannot see it: set it in the stack file)"
             lines.append((line, order, f"{shown(self.path)}:{line} {p.key}: {message}"))
@@ -144,10 +147,14 @@ def _sections(stack: StackFile, document: dict) -> None:
     stack.config = config
     environments = document.get("environment")
     if environments is not None:
-        if isinstance(environments, list) and environments and all(isinstance(e, str) and e for e in environments):
+        if isinstance(environments, dict):  # an inline definition; its imports, if any, by name
+            imports = environments.get("imports")
+            environments = [e for e in imports if isinstance(e, str)] if isinstance(imports, list) else []
+            stack.environments = environments or ["(inline definition)"]
+        elif isinstance(environments, list) and environments and all(isinstance(e, str) and e for e in environments):
             stack.environments = environments
         else:
-            stack.problems.append(Problem(("environment",), "must be a list of Pulumi ESC environment names (project/env)", stack.lines[("environment",)]))
+            stack.problems.append(Problem(("environment",), "must be a list of Pulumi ESC environment names (project/env) or an environment definition", stack.lines[("environment",)]))
     for key in ("secretsprovider", "encryptedkey", "encryptionsalt"):
         if key in document and not isinstance(document[key], str):
             stack.problems.append(Problem((key,), f"must be text (Pulumi writes it), got {_kind_of(document[key])}", stack.lines[(key,)]))
