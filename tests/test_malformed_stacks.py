@@ -172,3 +172,14 @@ def test_console_script_reports_a_yaml_error_without_a_traceback(stack_text, tmp
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith(f"{FILE}:{line_of('aws:region')}: YAML syntax"), done.stderr
+
+
+def test_yaml_merge_keys_work_with_explicit_keys_winning(tmp_path):
+    from infra.cli.stack_file import read
+
+    path = tmp_path / "Pulumi.merge.yaml"
+    path.write_text("config:\n  higgsfield:cpuNodes: &cpu {instanceTypes: [m7i.xlarge], minSize: 2, maxSize: 4}\n"
+                    "  higgsfield:endpoint: {}\n  higgsfield:autoscaler:\n    <<: {expander: random, scaleDownUnneededTime: 5m}\n    expander: priority\n")
+    stack = read(path)
+    assert stack.problems == []
+    assert stack.config["higgsfield:autoscaler"] == {"expander": "priority", "scaleDownUnneededTime": "5m"}
