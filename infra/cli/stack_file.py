@@ -3,7 +3,7 @@ give `file:line key: message` lines, never a traceback.
 
 The YAML is composed into nodes (which keep their line) and turned into values here, not by
 PyYAML's constructor, so that
-- a key written twice in one mapping is an error (Pulumi's go-yaml refuses such a file too; PyYAML
+- a key written twice in one mapping is an error (PyYAML
   would silently keep the last one, and a prod file would become dev);
 - aliases are followed at most `MAX_VALUES` times in all (an alias bomb is refused in
   milliseconds; composing is linear in the file's size, which is bounded too);
@@ -213,7 +213,7 @@ class _Reader:
             if key in own:
                 where = (*loc, key)
                 self.stack.problems.append(Problem(where[1:] if where[:1] == ("config",) else where,
-                                                   f"is set twice (first at line {first_line[key]}); YAML keeps one silently and Pulumi refuses the file: remove one", line))
+                                                   f"is set twice (first at line {first_line[key]}); YAML would keep one of them silently: remove one", line))
             first_line.setdefault(key, line)
             self.stack.lines[(*loc, key)] = line
             own[key] = self.value(value_node, (*loc, key))
