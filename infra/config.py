@@ -57,6 +57,7 @@ class Problem:
 
     loc: tuple[str | int, ...]
     message: str
+    line: int | None = None  # where in the stack file, when the reader knows better than the key
 
     @property
     def key(self) -> str:
@@ -203,7 +204,7 @@ def _unknown(loc: tuple[str | int, ...]) -> str:
     if namespace is None:
         return f"config keys carry a namespace (NAMESPACE:key){hint or f'; this program reads {NAMESPACE}:* and aws:region'}"
     if namespace == "aws":
-        return f"not an aws setting this program reads (it reads aws:region){hint}"
+        return f"not an aws setting this program reads (it reads aws:region, and the provider, encrypted, {', '.join(SECRET_ONLY_KEYS)}; set AWS_PROFILE in your shell){hint}"
     if namespace != NAMESPACE:
         return f"unknown config namespace {namespace!r} (this program reads {NAMESPACE}:* and aws:region){hint}"
     return f"unknown setting{hint}"
@@ -285,10 +286,13 @@ def matching(pattern: str, explain: str) -> Any:
     return Annotated[str, Strict(), AfterValidator(check), Field(json_schema_extra={"pattern": pattern})]
 
 
-# Kubernetes object names, label keys and values: kubernetes/kubernetes
-# staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go (IsDNS1123Label: 63 chars;
-# IsQualifiedName: optional DNS-subdomain prefix of 253 + "/" + name of 63; IsValidLabelValue: 63).
-# Taint keys are qualified names and taint values label values (k8s.io/kubernetes pkg/apis/core/validation).
+# Kubernetes object names, label keys and values, as the API server checks them:
+# kubernetes/apimachinery:pkg/util/validation/validation.go@v0.35.7 (IsDNS1123Label: dns1123LabelFmt,
+# 63 chars; IsDNS1123Subdomain: 253) and pkg/api/validate/content/kube.go@v0.35.7 (IsLabelKey, the
+# qualified name: optional DNS-subdomain prefix + "/" + labelKeyFmt name of 63; IsLabelValue:
+# labelValueFmt, 63). Taint keys are qualified names and taint values label values
+# (kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateTaints). Our names are
+# DNS labels of at most 30: they are prefixed (higgsfield-<stack>-...) into names of 63.
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$"
 DnsLabel = matching(DNS_LABEL, "must be a lowercase DNS label of at most 30 characters (a-z, 0-9, '-'; starts and ends alphanumeric)")
 QUALIFIED_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
@@ -1231,17 +1235,136 @@ class StackConfig(Setting):
 # --- parsing ------------------------------------------------------------------------------
 
 
-def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = None) -> StackConfig:
+# --- credentials --------------------------------------------------------------------------
+
+# AWS provider credentials Pulumi hands the provider from stack config: accepted only encrypted
+# (`pulumi config set --secret`); they never reach the model. (aws:profile is refused like any
+# other aws: key: it names credentials on one machine, and CI deploys with OIDC roles.)
+SECRET_ONLY_KEYS = ("aws:accessKey", "aws:secretKey", "aws:token")
+PROVIDER_KEYS = SECRET_ONLY_KEYS
+# What an encrypted (`secure:`) value is to a reader without the stack's secrets provider: the
+# offline plan shows it as this and never validates it as if it were the value.
+UNKNOWN_SECRET = "[secret: encrypted in the stack file, unknown offline]"
+_SECRET_NAME = re.compile(r"(secret|passw(or)?d|token|credential|private.?key|api.?key|access.?key)", re.I)
+_SECRET_VALUES = (
+    (re.compile(r"(AKIA|ASIA)[0-9A-Z]{16}"), "an AWS access key id"),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
+    (re.compile(r"(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36}|github_pat_\w{22,}"), "a GitHub token"),
+    (re.compile(r"xox[abprs]-[A-Za-z0-9-]{10,}"), "a Slack token"),
+    (re.compile(r"(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40}"), "an AWS secret access key"),
+)
+
+
+def _secret_hint(key: str) -> str:
+    return (f"store it encrypted: `pulumi config set --secret {key} ...` (and rotate it: the plaintext is in "
+            "the file's history); for AWS, prefer AWS_PROFILE or the CI's OIDC role over keys in config")
+
+
+def credential_problems(config: Mapping[str, Any], secret_keys: frozenset[str] | set[str] = frozenset()) -> list[Problem]:
+    """Plaintext credentials among the stack's settings: a credential key (aws:secretKey, anything
+    named like a password, token or secret) or a value that looks like one (an AWS key, a private
+    key, a GitHub or Slack token). Encrypted values (`secret_keys`) are fine."""
+    found: list[Problem] = []
+
+    def walk(loc: tuple[str | int, ...], value: Any) -> None:
+        if isinstance(value, Mapping):
+            for name, item in value.items():
+                if _SECRET_NAME.search(str(name)) and isinstance(item, (str, int, float)) and str(item):
+                    found.append(Problem((*loc, str(name)), f"looks like a credential in plaintext; {_secret_hint(key_of(loc))}"))
+                else:
+                    walk((*loc, str(name)), item)
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk((*loc, i), item)
+        elif isinstance(value, str):
+            what = next((what for rx, what in _SECRET_VALUES if rx.search(value) if what != "an AWS secret access key" or rx.fullmatch(value)), None)
+            if what:
+                found.append(Problem(loc, f"looks like {what} in plaintext; {_secret_hint(key_of(loc[:1]))}"))
+
+    for key, value in config.items():
+        if key in secret_keys or value == UNKNOWN_SECRET:
+            continue
+        name = key.partition(":")[2] or key
+        if key in SECRET_ONLY_KEYS or _SECRET_NAME.search(name):
+            found.append(Problem((key,), f"is a credential in plaintext; {_secret_hint(key)}"))
+        else:
+            walk((key,), value)
+    return found
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+
+def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = None, secret_keys: frozenset[str] | set[str] = frozenset()) -> StackConfig:
     """Build the typed config from a stack's settings keyed by full key (`aws:region`,
-    `higgsfield:gpuPools`, ...). Raises one ConfigError listing every problem."""
+    `higgsfield:gpuPools`, ...). Raises one ConfigError listing every problem: plaintext
+    credentials, unknown keys (each with its likely meaning, the rest checked as if meant, so
+    a typo is reported as the typo and not as what its absence breaks), and every wrong value.
+    `secret_keys` were encrypted in the stack file; a value of `UNKNOWN_SECRET` (offline: not
+    decryptable) is not checked, and the setting's default stands in for it."""
+    problems = credential_problems(config, secret_keys)
+    unknown = {k for k, v in config.items() if v == UNKNOWN_SECRET and k not in PROVIDER_KEYS}
+    fields = {f.alias: f for f in StackConfig.model_fields.values()}
+    for key in sorted(unknown):
+        if key in fields and fields[key].is_required():
+            problems.append(Problem((key,), "is encrypted (secure:) and required: the offline plan cannot decrypt it; keep it in plaintext, it is not a credential"))
+    config = {k: v for k, v in config.items() if k not in PROVIDER_KEYS and k not in unknown}
     region = config.get("aws:region")
     context = {"catalog": catalog, "region": region if isinstance(region, str) and region in eks_regions() else None}
     config = {k: _scalar(v) if k in _non_string_keys() else v for k, v in config.items()}
+    meant, renamed = _as_meant({**config, "stack": stack}, StackConfig, ())
+    problems += [Problem(written, _unknown(written)) for written in renamed.values()]
     try:
-        return StackConfig.model_validate({**config, "stack": stack}, context=context, by_alias=True, by_name=False)
+        result = StackConfig.model_validate(meant, context=context, by_alias=True, by_name=False)
     except ValidationError as exc:
-        problems = problems_of(exc)
+        problems += [Problem(_as_written(p.loc, renamed), p.message, p.line) for p in problems_of(exc) if not (p.key in unknown and p.message == "is required")]
+    else:
+        if not problems:
+            return result
     raise ConfigError(problems[0].key, problems[0].message, problems)
+
+
+def _as_meant(data: Any, model: type[BaseModel] | None, loc: tuple[str | int, ...]) -> tuple[Any, dict[tuple, tuple]]:
+    """`data` with every unknown key renamed to the setting it most likely means, when that one
+    is not set (`higgsfield:gpuPool` -> `higgsfield:gpuPools`, `maxSzie` -> `maxSize`), and the
+    renames (meant loc -> written loc)."""
+    if model is None or not isinstance(data, dict):
+        return data, {}
+    fields = {f.alias or n: f for n, f in model.model_fields.items()}
+    allowed = sorted(a for a, f in fields.items() if a not in _HIDDEN)
+    out: dict[Any, Any] = {}
+    renamed: dict[tuple, tuple] = {}
+    for key, value in data.items():
+        target = key
+        if key not in fields and isinstance(key, str):
+            guess = _suggest(key, allowed)
+            if guess and guess not in data and guess not in out:
+                target = guess
+                renamed[(*loc, guess)] = (*loc, key)
+        out[target] = value
+    for key, value in list(out.items()):
+        if key not in fields:
+            continue
+        inner = _model_in(fields[key].annotation)
+        if isinstance(value, dict):
+            out[key], more = _as_meant(value, inner, (*loc, key))
+            renamed.update(more)
+        elif isinstance(value, list) and inner is not None:
+            items = []
+            for i, item in enumerate(value):
+                fixed, more = _as_meant(item, inner, (*loc, key, i))
+                items.append(fixed)
+                renamed.update(more)
+            out[key] = items
+    return out, renamed
+
+
+def _as_written(loc: tuple[str | int, ...], renamed: dict[tuple, tuple]) -> tuple[str | int, ...]:
+    """A loc in the meant data as the stack file spells it."""
+    for n in range(len(loc), 0, -1):
+        if loc[:n] in renamed:
+            return renamed[loc[:n]] + loc[n:]
+    return loc
 
 
 @cache
@@ -1287,9 +1410,10 @@ def load() -> StackConfig:
     values = {}
     for key in sorted(every_key):
         namespace, _, name = key.partition(":")
-        raw = pulumi.Config(namespace).get(name) if name else None
+        raw = pulumi.Config(namespace).get(name) if name else pulumi.runtime.config.get_config(key)  # unnamespaced: reported
         if raw is not None:
             values[key] = _decode(raw)
+    secret = {k for k in values if pulumi.runtime.config.is_config_secret(k)} | set(pulumi.runtime.config.get_config_secret_keys_env())
     from infra import catalog
 
-    return validate(pulumi.get_stack(), values, catalog=catalog)
+    return validate(pulumi.get_stack(), values, catalog=catalog, secret_keys=frozenset(secret))

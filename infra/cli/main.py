@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from infra.cli.offline import COMPUTED, Plan, Resource, StackNotFound, record
+from infra.cli.offline import COMPUTED, Plan, Resource, StackFileError, StackNotFound, record
+from infra.cli.stack_file import shown as _shown
 
 # --- what a reviewer wants to see per resource type ---------------------------------------
 
@@ -142,6 +143,7 @@ def render_plan(plan: Plan, extra: Sequence[Callable[[Plan], list[str]]] = (gpu_
     for r in plan.resources:
         children.setdefault(r.parent, []).append(r)
     lines = [f"Offline plan of {plan.project}/{plan.stack} (preview under mocks; {COMPUTED} = known after deploy)"]
+    lines += [f"note: {note}" for note in plan.notes]
 
     def walk(parent: str | None, depth: int) -> None:
         for r in sorted(children.get(parent, []), key=lambda r: (r.custom, r.type, r.name)):
@@ -403,7 +405,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except ConfigError as exc:
-        print("\n".join(f"error: {p.key}: {p.message}" for p in exc.problems), file=sys.stderr)
+        source = getattr(exc, "source", None)
+        lines = source.report(exc.problems) if source else [f"error: {p.key}: {p.message}" for p in exc.problems]
+        print("\n".join(lines), file=sys.stderr)
+        return 2
+    except StackFileError as exc:
+        print(f"{_shown(exc.path)}:{exc.line}: {exc.message}", file=sys.stderr)
         return 2
     except StackNotFound as exc:
         print(f"error: {exc}", file=sys.stderr)
