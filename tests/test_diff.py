@@ -105,3 +105,68 @@ def test_moving_a_node_group_to_another_subnet_is_a_replacement_even_when_ids_ar
     moved = {**group, "dependencies": ["subnet-b"]}
     (change,) = compare({"resources": [group]}, {"resources": [moved]}, set()).changed
     assert change.replace_paths == ["subnetIds[0]"]
+
+
+# --- consequences: replacement follows the recorded dependencies -------------------------------
+
+
+def test_changing_vpc_cidr_refuses_replacing_the_cluster_fsx_and_node_groups(repo, capsys):
+    _edit_stack(repo, "staging", lambda c: c.update({"higgsfield:vpcCidr": "10.31.0.0/16"}))
+    assert main(["diff", "staging", "--base", "HEAD~1"]) == 1
+    out = capsys.readouterr().out
+    assert "cidrBlock: 10.30.0.0/16 → 10.31.0.0/16" in out
+    assert "REFUSED: replace of cluster" in out
+    assert "REFUSED: replace of FSx file system" in out
+    assert "+- aws:eks/nodeGroup:NodeGroup system-nodes  REPLACE" in out
+    assert "computed from replaced aws:ec2/subnet:Subnet" in out
+
+
+def test_reordering_availability_zones_refuses_replacing_the_cluster(repo, capsys):
+    _edit_stack(repo, "dev", lambda c: c.update({"higgsfield:availabilityZones": ["us-west-2b", "us-west-2a"]}))
+    assert main(["diff", "dev", "--base", "HEAD~1"]) == 1
+    out = capsys.readouterr().out
+    assert "REFUSED: replace of cluster" in out
+    assert "cidrBlock: 10.20.0.0/19 → 10.20.32.0/19" in out
+    assert "+- aws:eks/nodeGroup:NodeGroup gpu-l40s  REPLACE" in out
+
+
+def test_downgrading_kubernetes_is_refused(repo, capsys):
+    _edit_stack(repo, "dev", lambda c: c.update({"higgsfield:kubernetesVersion": "1.34"}))
+    assert main(["diff", "dev", "--base", "HEAD~1"]) == 1
+    assert "REFUSED: downgrade of Kubernetes" in capsys.readouterr().out
+
+
+def test_an_allow_lets_the_kubernetes_downgrade_through(repo, capsys):
+    _edit_stack(repo, "dev", lambda c: c.update({"higgsfield:kubernetesVersion": "1.34"}))
+    assert main(["diff", "dev", "--base", "HEAD~1", "--allow", "kubernetesVersion"]) == 0
+    assert "version: 1.35 → 1.34" in capsys.readouterr().out
+
+
+def test_shrinking_fsx_is_refused_as_a_replacement(repo, capsys):
+    _edit_stack(repo, "prod", lambda c: c["higgsfield:fsx"].update(storageCapacityGiB=12000))
+    assert main(["diff", "prod", "--base", "HEAD~1"]) == 1
+    out = capsys.readouterr().out
+    assert "storageCapacity: 24000 → 12000" in out
+    assert "REFUSED: replace of FSx file system" in out
+
+
+def test_changing_a_prod_stacks_environment_is_refused(repo, capsys):
+    _edit_stack(repo, "prod", lambda c: c.update({"higgsfield:environment": "staging"}))
+    assert main(["diff", "prod", "--base", "HEAD~1"]) == 1
+    assert "REFUSED: changing the environment of a protected stack (prod → staging)" in capsys.readouterr().out
+
+
+def test_a_tag_change_only_updates_in_place(repo, capsys):
+    _edit_stack(repo, "dev", lambda c: c.update({"higgsfield:tags": {**c.get("higgsfield:tags", {}), "team": "research"}}))
+    assert main(["diff", "dev", "--base", "HEAD~1"]) == 0
+    out = capsys.readouterr().out
+    assert "(0 replaced)" in out
+    assert "tags.team: ml-platform → research" in out
+
+
+def test_unchanged_computed_inputs_are_not_blamed():
+    subnet = {"urn": "s", "type": "aws:ec2/subnet:Subnet", "name": "a", "inputs": {"tags": {"x": "1"}}, "dependencies": []}
+    group = {"urn": "g", "type": "aws:eks/nodeGroup:NodeGroup", "name": "gpu", "inputs": {"subnetIds": ["<computed>"]}, "dependencies": ["s"]}
+    retagged = {**subnet, "inputs": {"tags": {"x": "2"}}}
+    diff = compare({"resources": [subnet, group]}, {"resources": [retagged, group]}, set())
+    assert [c.name for c in diff.changed] == ["a"] and not diff.replaced
