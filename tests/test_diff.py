@@ -127,7 +127,7 @@ def test_reordering_availability_zones_refuses_replacing_the_cluster(repo, capsy
     out = capsys.readouterr().out
     assert "REFUSED: replace of cluster" in out
     assert "cidrBlock: 10.20.0.0/19 → 10.20.32.0/19" in out
-    assert "+- aws:eks/nodeGroup:NodeGroup gpu-l40s  REPLACE" in out
+    assert "+- aws:eks/nodeGroup:NodeGroup gpu-l40s  REPLACE because of subnetIds[0]\n" in out
 
 
 def test_downgrading_kubernetes_is_refused(repo, capsys):
@@ -170,3 +170,10 @@ def test_unchanged_computed_inputs_are_not_blamed():
     retagged = {**subnet, "inputs": {"tags": {"x": "2"}}}
     diff = compare({"resources": [subnet, group]}, {"resources": [retagged, group]}, set())
     assert [c.name for c in diff.changed] == ["a"] and not diff.replaced
+
+
+def test_a_cascade_does_not_blame_inputs_computed_from_resources_that_stay(repo, capsys):
+    _edit_stack(repo, "dev", lambda c: c.update({"higgsfield:availabilityZones": ["us-west-2b", "us-west-2a"]}))
+    main(["diff", "dev", "--base", "HEAD~1"])
+    out = capsys.readouterr().out
+    assert "nodeRoleArn: computed from" not in out and "encryptionConfigKeyArn: computed from" not in out

@@ -58,6 +58,10 @@ KEPT = {  # data that lives: replacing or deleting it loses data or cuts every w
 KUBERNETES_VERSION_INPUT = {"eks:index:Cluster": "version", "aws:eks/cluster:Cluster": "version"}
 SHRINK_REPLACES = {"aws:fsx/lustreFileSystem:LustreFileSystem": "storageCapacity"}
 ENVIRONMENT_TAG = "higgsfield:environment"
+# Which kind of resource a computed input comes from, by its name (a recorded plan keeps only
+# which resources an input set depends on, not which input came from which): an input is blamed on
+# a replaced dependency of that kind only; with no dependency of that kind, on any replaced one.
+COMPUTED_FROM = (("subnet", "aws:ec2/subnet:"), ("securitygroup", "aws:ec2/securityGroup:"), ("vpc", "aws:ec2/vpc:"), ("kms", "aws:kms/key:"), ("keyarn", "aws:kms/key:"), ("role", "aws:iam/role:"), ("filesystem", "aws:fsx/"))
 CODE_PATHS = ("infra", "components", "examples", "policies", "Pulumi.yaml", "pyproject.toml")
 
 
@@ -134,6 +138,14 @@ def _environment(resources: dict[str, dict]) -> str | None:
     return None
 
 
+def _computed_from(path: str, dependencies: list[str], after: dict, replaced: set[str]) -> dict | None:
+    """The replaced resource a computed input `path` is computed from, or None."""
+    kind = next((t for word, t in COMPUTED_FROM if word in path.lower().replace("_", "")), None)
+    of_kind = [d for d in dependencies if kind and d in after and after[d]["type"].startswith(kind)]
+    hit = next((d for d in (of_kind or dependencies) if d in replaced and d in after), None)
+    return after[hit] if hit else None
+
+
 def _propagate(before: dict, after: dict, changes: dict[str, Change]) -> None:
     """A resource whose replace-on input is `<computed>` and that depends on a replaced (or new)
     resource gets a new value for that input: it is replaced too, and so on down the chain."""
@@ -145,13 +157,13 @@ def _propagate(before: dict, after: dict, changes: dict[str, Change]) -> None:
             if urn in replaced:
                 continue
             new = after[urn]
-            culprits = [d for d in new["dependencies"] if d in replaced]
             computed = [p for p, v in _flatten(new["inputs"]).items() if v == COMPUTED and _under(p, _replace_inputs(new["type"]))]
-            if not (culprits and computed):
+            blamed = {p: c for p in computed if (c := _computed_from(p, new["dependencies"], after, replaced))}
+            if not blamed:
                 continue
             change = changes.setdefault(urn, Change(urn, new["type"], new["name"], []))
-            source = after[culprits[0]]
-            for p in computed:
+            computed = sorted(blamed)
+            for p, source in blamed.items():
                 change.because[p] = f"{source['type']} {source['name']}"
                 change.values.setdefault(p, (COMPUTED, COMPUTED))
             change.paths = sorted(set(change.paths) | set(computed))
