@@ -57,7 +57,8 @@ def test_changing_fsx_deployment_type_is_refused_without_an_allow(repo, capsys):
     _edit_stack(repo, "staging", to_scratch)
     assert main(["diff", "staging", "--base", "HEAD~1"]) == 1
     out = capsys.readouterr().out
-    assert "REPLACE because of deploymentType" in out
+    (replace,) = [line for line in out.splitlines() if line.startswith("  +- aws:fsx/lustreFileSystem:LustreFileSystem lustre  REPLACE because of")]
+    assert "deploymentType" in replace
     assert "REFUSED: replace of FSx file system lustre" in out
 
 

@@ -30,7 +30,7 @@ REPLACE_ON: dict[str, tuple[str, ...]] = {
     "aws:eks/nodeGroup:NodeGroup": ("clusterName", "nodeGroupName", "nodeGroupNamePrefix", "nodeRoleArn", "subnetIds", "instanceTypes", "amiType", "capacityType", "diskSize", "remoteAccess"),
     "aws:eks/addon:Addon": ("clusterName", "addonName"),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("clusterName", "namespace", "serviceAccount"),
-    "aws:fsx/lustreFileSystem:LustreFileSystem": ("deploymentType", "storageType", "subnetIds", "securityGroupIds", "kmsKeyId", "importPath", "exportPath", "fileSystemTypeVersion", "driveCacheType"),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": ("deploymentType", "storageType", "subnetIds", "securityGroupIds", "kmsKeyId", "importPath", "exportPath", "fileSystemTypeVersion", "driveCacheType", "perUnitStorageThroughput", "copyTagsToBackups", "backupId", "importedFileChunkSize"),
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("fileSystemId", "fileSystemPath", "dataRepositoryPath", "batchImportMetaDataOnCreate", "importedFileChunkSize"),
     "aws:kms/key:Key": ("customerMasterKeySpec", "keyUsage", "multiRegion", "customKeyStoreId", "xksKeyId"),
     "aws:ec2/vpc:Vpc": ("cidrBlock", "instanceTenancy"),
@@ -51,10 +51,12 @@ KEPT = {  # data that lives: replacing or deleting it loses data or cuts every w
 # Changes AWS refuses or the provider turns into a replacement although the input updates in place
 # otherwise; refused like a replacement, allowed the same way (--allow NAME / higgsfield:allowReplace).
 # - EKS: UpdateClusterVersion only moves one minor version forward; there is no downgrade.
-# - FSx for Lustre: UpdateFileSystem only increases StorageCapacity; the Terraform AWS provider
-#   (hence pulumi-aws) forces a new file system when it decreases (ForceNewIfChange on
-#   storage_capacity, new < old, in internal/service/fsx/lustre_file_system.go) -- unverified here
-#   at the pinned provider ref: `git -C <terraform-provider-aws> grep -n ForceNewIfChange -- internal/service/fsx`.
+# - FSx for Lustre: UpdateFileSystem only increases StorageCapacity, and the Terraform AWS provider
+#   (which pulumi-aws bridges) forces a new file system when it decreases:
+#   hashicorp/terraform-provider-aws:internal/service/fsx/lustre_file_system.go@06ee53d9fed4877dc55cefbe3ba1423b863eda61
+#   resourceLustreFileSystemSchemaCustomizeDiff (`n < o` -> d.ForceNew("storage_capacity")); the same
+#   file's ForceNew list is the LustreFileSystem row of REPLACE_ON. Not checked against the provider
+#   version pulumi_aws pins here: `git -C <terraform-provider-aws> show <tag>:internal/service/fsx/lustre_file_system.go`.
 KUBERNETES_VERSION_INPUT = {"eks:index:Cluster": "version", "aws:eks/cluster:Cluster": "version"}
 SHRINK_REPLACES = {"aws:fsx/lustreFileSystem:LustreFileSystem": "storageCapacity"}
 ENVIRONMENT_TAG = "higgsfield:environment"
