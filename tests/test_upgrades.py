@@ -95,8 +95,14 @@ def test_minor_upgrade_updates_in_place_control_plane_then_addons_then_node_grou
     addons = at(f"{ADDON} cluster-")
     node_groups = at(NODE_GROUP)
     assert cluster < min(addons) and max(addons) < min(node_groups)
-    assert "(version)" in lines[cluster] and all("addonVersion" in lines[i] for i in addons)
-    assert all("version" in lines[i] for i in node_groups)
+
+    def block(i: int) -> str:  # the header line and its "path: old → new" lines
+        end = next((j for j in range(i + 1, len(lines)) if not lines[j].startswith("      ")), len(lines))
+        return "\n".join(lines[i:end])
+
+    assert "version: 1.34 → 1.35" in block(cluster)
+    assert all("addonVersion" in block(i) for i in addons)
+    assert all("version" in block(i) for i in node_groups)
 
 
 def test_a_resource_waiting_on_a_component_is_ordered_after_the_components_resources():
