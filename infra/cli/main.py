@@ -278,19 +278,19 @@ def _timeline(args: argparse.Namespace) -> int:
 
 
 def _preflight(args: argparse.Namespace) -> int:
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+    from botocore.exceptions import NoRegionError
 
     from infra.cli import preflight
     from infra.cli.offline import load_stack
 
     cfg = load_stack(args.stack)
     try:
-        checks = preflight.run(cfg, preflight.Clients.for_region(cfg.region))
-    except (NoCredentialsError, NoRegionError):
-        print("error: no AWS credentials: set AWS_PROFILE (or run `aws configure` / `aws sso login`) for the stack's account, then rerun", file=sys.stderr)
+        checks = preflight.run(cfg, preflight.Clients.for_region(cfg.region), preflight.stack_addon_pins(cfg))
+    except (*preflight.NO_CREDENTIALS, NoRegionError) as exc:
+        print(f"error: no AWS credentials ({type(exc).__name__}): set AWS_PROFILE (or run `aws configure` / `aws sso login`) for the stack's account, then rerun", file=sys.stderr)
         return 2
-    except (ClientError, BotoCoreError) as exc:
-        print(f"error: AWS refused a preflight call ({exc}); the credentials need ec2:Describe*, servicequotas:GetServiceQuota, ssm:GetParameter, fsx:DescribeFileSystems", file=sys.stderr)
+    except preflight.CredentialsRejected as exc:
+        print(f"error: {exc}: refresh them (`aws sso login`, or new keys) and rerun", file=sys.stderr)
         return 2
     print(preflight.render(args.stack, checks))
     return 0 if all(c.ok for c in checks) else 1
@@ -366,7 +366,7 @@ def parser() -> argparse.ArgumentParser:
     timeline_cmd.add_argument("stack")
     timeline_cmd.set_defaults(func=_timeline)
 
-    pre = sub.add_parser("preflight", help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx)")
+    pre = sub.add_parser("preflight", help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx, add-on versions)")
     pre.add_argument("stack")
     pre.set_defaults(func=_preflight)
 
