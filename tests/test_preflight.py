@@ -272,3 +272,8 @@ def test_stack_addon_pins_list_every_addon_the_plan_installs():
     plan = plan_of("prod")
     recorded = {a.inputs["addonName"]: a.inputs.get("addonVersion") for a in plan.of_type("aws:eks/addon:Addon")}
     assert preflight.stack_addon_pins(plan.config) == recorded
+
+
+def test_readme_lists_every_permission_preflight_needs():
+    text = (ROOT / "README.md").read_text()
+    assert all(f"`{action}`" in text for action in preflight.PERMISSIONS)
