@@ -296,6 +296,14 @@ def _preflight(args: argparse.Namespace) -> int:
     return 0 if all(c.ok for c in checks) else 1
 
 
+def _charts(args: argparse.Namespace) -> int:
+    from infra.cli import charts
+
+    written = charts.export(record(args.stack), Path(args.out))
+    print(f"wrote {len(written) - 2} Helm releases' values, releases.tsv and kubernetes-version to {args.out}")
+    return 0
+
+
 def _healthcheck_render(args: argparse.Namespace) -> int:
     from infra.cli import healthcheck, jobs  # noqa: F401
     from infra.cli.offline import load_stack
@@ -369,6 +377,11 @@ def parser() -> argparse.ArgumentParser:
     pre = sub.add_parser("preflight", help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx, add-on versions)")
     pre.add_argument("stack")
     pre.set_defaults(func=_preflight)
+
+    charts_cmd = sub.add_parser("charts", help="write every Helm release of the plan (chart, repo, version, values) for helm template")
+    charts_cmd.add_argument("stack")
+    charts_cmd.add_argument("--out", required=True, metavar="DIR")
+    charts_cmd.set_defaults(func=_charts)
 
     health = sub.add_parser("healthcheck", help="post-deploy GPU node health check").add_subparsers(dest="health_command", required=True)
     health_render = health.add_parser("render", help="print the health-check Job (and NCCL PyTorchJob) of a pool, for kubectl apply -f -")
