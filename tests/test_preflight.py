@@ -9,6 +9,8 @@ AccessDeniedException, TooManyRequestsException)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import boto3
 import pytest
 from botocore.config import Config
@@ -268,10 +270,14 @@ def test_addon_eks_does_not_offer_for_the_kubernetes_version_fails(aws):
     assert not addon.ok and "offers no version" in addon.detail
 
 
-def test_stack_addon_pins_list_every_addon_the_plan_installs():
+def test_addon_pins_are_the_plan_versions_and_a_placeholder_is_eks_default():
     plan = plan_of("prod")
-    recorded = {a.inputs["addonName"]: a.inputs.get("addonVersion") for a in plan.of_type("aws:eks/addon:Addon")}
-    assert preflight.stack_addon_pins(plan.config) == recorded
+    addons = plan.of_type("aws:eks/addon:Addon")
+    resolved = dataclasses.replace(addons[0], inputs={**addons[0].inputs, "addonVersion": "<resolved at deploy: EKS default for Kubernetes 1.35>"})
+    pins = preflight.addon_pins(dataclasses.replace(plan, resources=[resolved, *addons[1:]]))
+    assert set(pins) >= {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "aws-fsx-csi-driver"}
+    assert pins[addons[0].inputs["addonName"]] is None
+    assert all(pins[a.inputs["addonName"]] == a.inputs["addonVersion"] for a in addons[1:])
 
 
 def test_readme_lists_every_permission_preflight_needs():

@@ -281,11 +281,11 @@ def _preflight(args: argparse.Namespace) -> int:
     from botocore.exceptions import NoRegionError
 
     from infra.cli import preflight
-    from infra.cli.offline import load_stack
 
-    cfg = load_stack(args.stack)
+    plan = record(args.stack)  # the add-ons the program installs, and their pins
+    cfg = plan.config
     try:
-        checks = preflight.run(cfg, preflight.Clients.for_region(cfg.region), preflight.stack_addon_pins(cfg))
+        checks = preflight.run(cfg, preflight.Clients.for_region(cfg.region), preflight.addon_pins(plan))
     except (*preflight.NO_CREDENTIALS, NoRegionError) as exc:
         print(f"error: no AWS credentials ({type(exc).__name__}): set AWS_PROFILE (or run `aws configure` / `aws sso login`) for the stack's account, then rerun", file=sys.stderr)
         return 2

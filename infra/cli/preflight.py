@@ -328,12 +328,12 @@ def render(stack: str, checks: list[Check]) -> str:
     return "\n".join(lines)
 
 
-def stack_addon_pins(cfg: StackConfig) -> dict[str, str | None]:
-    """The managed add-ons the program installs for `cfg`, each with the version it asks EKS for
-    (None: EKS's default, resolved at deploy)."""
-    from infra import versions
-
-    addons = [*versions.EKS_ADDONS[cfg.kubernetes_version].values()]
-    addons += [versions.FSX_CSI_ADDON] if cfg.fsx.enabled else []
-    addons += [versions.EBS_CSI_ADDON, versions.CLOUDWATCH_ADDON, versions.NODE_MONITORING_ADDON] if cfg.observability.enabled else []
-    return {a.name: a.version for a in addons}
+def addon_pins(plan: Any) -> dict[str, str | None]:
+    """The managed add-ons the offline plan installs, each with the version the program asks EKS
+    for, or None where the plan holds a placeholder (`<resolved at deploy ...>`, `<computed>`):
+    EKS's default, picked at deploy."""
+    pins: dict[str, str | None] = {}
+    for addon in plan.of_type("aws:eks/addon:Addon"):
+        version = addon.inputs.get("addonVersion")
+        pins[addon.inputs["addonName"]] = version if isinstance(version, str) and not version.startswith("<") else None
+    return pins
