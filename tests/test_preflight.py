@@ -272,12 +272,15 @@ def test_addon_eks_does_not_offer_for_the_kubernetes_version_fails(aws):
 
 def test_addon_pins_are_the_plan_versions_and_a_placeholder_is_eks_default():
     plan = plan_of("prod")
-    addons = plan.of_type("aws:eks/addon:Addon")
-    resolved = dataclasses.replace(addons[0], inputs={**addons[0].inputs, "addonVersion": "<resolved at deploy: EKS default for Kubernetes 1.35>"})
-    pins = preflight.addon_pins(dataclasses.replace(plan, resources=[resolved, *addons[1:]]))
+    first, second, *rest = plan.of_type("aws:eks/addon:Addon")
+
+    def at(addon, version):
+        return dataclasses.replace(addon, inputs={**addon.inputs, "addonVersion": version})
+
+    resources = [at(first, "<resolved at deploy: EKS default for Kubernetes 1.35>"), at(second, "v1.20.4-eksbuild.1"), *rest]
+    pins = preflight.addon_pins(dataclasses.replace(plan, resources=resources))
     assert set(pins) >= {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "aws-fsx-csi-driver"}
-    assert pins[addons[0].inputs["addonName"]] is None
-    assert all(pins[a.inputs["addonName"]] == a.inputs["addonVersion"] for a in addons[1:])
+    assert pins[first.inputs["addonName"]] is None and pins[second.inputs["addonName"]] == "v1.20.4-eksbuild.1"
 
 
 def test_readme_lists_every_permission_preflight_needs():
