@@ -281,22 +281,30 @@ def _timeline(args: argparse.Namespace) -> int:
 
 
 def _preflight(args: argparse.Namespace) -> int:
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+    from botocore.exceptions import NoRegionError
 
     from infra.cli import preflight
-    from infra.cli.offline import load_stack
 
-    cfg = load_stack(args.stack)
+    plan = record(args.stack)  # the add-ons the program installs, and their pins
+    cfg = plan.config
     try:
-        checks = preflight.run(cfg, preflight.Clients.for_region(cfg.region))
-    except (NoCredentialsError, NoRegionError):
-        print("error: no AWS credentials: set AWS_PROFILE (or run `aws configure` / `aws sso login`) for the stack's account, then rerun", file=sys.stderr)
+        checks = preflight.run(cfg, preflight.Clients.for_region(cfg.region), preflight.addon_pins(plan))
+    except (*preflight.NO_CREDENTIALS, NoRegionError) as exc:
+        print(f"error: no AWS credentials ({type(exc).__name__}): set AWS_PROFILE (or run `aws configure` / `aws sso login`) for the stack's account, then rerun", file=sys.stderr)
         return 2
-    except (ClientError, BotoCoreError) as exc:
-        print(f"error: AWS refused a preflight call ({exc}); the credentials need ec2:Describe*, servicequotas:GetServiceQuota, ssm:GetParameter, fsx:DescribeFileSystems", file=sys.stderr)
+    except preflight.CredentialsRejected as exc:
+        print(f"error: {exc}: refresh them (`aws sso login`, or new keys) and rerun", file=sys.stderr)
         return 2
     print(preflight.render(args.stack, checks))
     return 0 if all(c.ok for c in checks) else 1
+
+
+def _charts(args: argparse.Namespace) -> int:
+    from infra.cli import charts
+
+    written = charts.export(record(args.stack), Path(args.out))
+    print(f"wrote {len(written) - 2} Helm releases' values, releases.tsv and kubernetes-version to {args.out}")
+    return 0
 
 
 def _healthcheck_render(args: argparse.Namespace) -> int:
@@ -369,9 +377,14 @@ def parser() -> argparse.ArgumentParser:
     timeline_cmd.add_argument("stack")
     timeline_cmd.set_defaults(func=_timeline)
 
-    pre = sub.add_parser("preflight", help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx)")
+    pre = sub.add_parser("preflight", help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx, add-on versions)")
     pre.add_argument("stack")
     pre.set_defaults(func=_preflight)
+
+    charts_cmd = sub.add_parser("charts", help="write every Helm release of the plan (chart, repo, version, values) for helm template")
+    charts_cmd.add_argument("stack")
+    charts_cmd.add_argument("--out", required=True, metavar="DIR")
+    charts_cmd.set_defaults(func=_charts)
 
     health = sub.add_parser("healthcheck", help="post-deploy GPU node health check").add_subparsers(dest="health_command", required=True)
     health_render = health.add_parser("render", help="print the health-check Job (and NCCL PyTorchJob) of a pool, for kubectl apply -f -")
