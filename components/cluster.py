@@ -10,15 +10,16 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
-from components.addons import managed_addon
+from components.addons import BEFORE_NODES, CLUSTER_ADDONS, managed_addon
 from infra.versions import AddonVersion
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
-# Managed add-ons. EKS bootstraps self-managed vpc-cni, kube-proxy and coredns with the cluster, so
-# nodes can join at once; these adopt them (resolve conflicts: OVERWRITE) at the pinned versions
-# while node groups come up, instead of holding node groups back (see `higgsfield timeline`).
-MANAGED_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
+# Managed add-ons (components/addons.py CLUSTER_ADDONS). EKS bootstraps self-managed vpc-cni,
+# kube-proxy and coredns with the cluster; the managed add-ons adopt them (resolve conflicts:
+# OVERWRITE) at the version EKS resolves for the cluster's Kubernetes version. Node groups wait
+# for BEFORE_NODES, so an upgrade goes control plane -> add-ons -> node groups; CoreDNS needs a
+# node to turn ACTIVE and comes up alongside the node groups.
 # The VPC CNI enforces Kubernetes NetworkPolicies only when asked (chart value and add-on
 # configuration key `enableNetworkPolicy`, a string: aws/amazon-vpc-cni-k8s:charts/aws-vpc-cni/
 # values.yaml@v1.20.4; docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html).
@@ -49,7 +50,9 @@ class Cluster(pulumi.ComponentResource):
     log types, private endpoint plus an optional CIDR allow-list, no default node group, an
     OIDC provider), the control-plane log group (encrypted with our logs key), the vpc-cni
     (NetworkPolicy enforcement on), kube-proxy, coredns and eks-pod-identity-agent managed add-ons
-    at pinned versions, and a Kubernetes provider for the components that deploy into the cluster.
+    (EKS's default version for the cluster's Kubernetes version unless pinned), and a Kubernetes
+    provider for the components that deploy into the cluster. A new `kubernetes_version` updates
+    the control plane in place, then the add-ons (they depend on it).
     Replaced when: the cluster name, subnets or the KMS key change (EKS cannot move them).
     With `protect`, the cluster and the key are protected, and the key is retained on delete.
     """
@@ -119,13 +122,16 @@ class Cluster(pulumi.ComponentResource):
 
         self.cluster_name = args.cluster_name
         self.node_security_group_id = self.eks.node_security_group_id
-        self.addons = [
-            managed_addon(
+        addons = {
+            addon: managed_addon(
                 f"{name}-{addon}", args.cluster_name, args.addons[addon], tags=tags, configuration=ADDON_CONFIGURATION.get(addon),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.eks]),
             )
-            for addon in MANAGED_ADDONS
-        ]
+            for addon in CLUSTER_ADDONS
+        }
+        self.addons = list(addons.values())
+        # What a node group waits for besides the control plane (see CLUSTER_ADDONS).
+        self.node_prerequisites: list[pulumi.Resource] = [self.eks, *(addons[a] for a in BEFORE_NODES)]
         self.provider = k8s.Provider(
             f"{name}-k8s",
             kubeconfig=self.eks.kubeconfig_json,

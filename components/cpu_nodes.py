@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.nodes import launch_template
+from components.nodes import MAX_UNAVAILABLE_NODES, NodeVersion, launch_template
 
 SYSTEM_LABELS = {"higgsfield.io/role": "system"}
 
@@ -26,6 +26,7 @@ class CpuNodesArgs:
     security_group_ids: Sequence[pulumi.Input[str]]
     depends_on: Sequence[pulumi.Resource]
     tags: Mapping[str, str]
+    version: NodeVersion
     root_volume_gib: int = 50
 
 
@@ -34,7 +35,9 @@ class CpuNodes(pulumi.ComponentResource):
 
     Creates: a launch template (IMDSv2 only, hop limit 1, encrypted gp3 root) and an on-demand
     managed node group across the private subnets, labelled `higgsfield.io/role=system`.
-    `desiredSize` is left to the autoscaler after creation (ignore_changes).
+    `desiredSize` is left to the autoscaler after creation (ignore_changes). It runs the cluster's
+    Kubernetes version (and the stack's AMI release, if pinned): an upgrade rolls its nodes in
+    place, one at a time, after the control plane and the add-ons it depends on.
     Replaced when: instance types, AMI type or subnets change (EKS replaces the node group).
     """
 
@@ -58,8 +61,9 @@ class CpuNodes(pulumi.ComponentResource):
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=args.min_size, desired_size=args.desired_size, max_size=args.max_size
             ),
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=MAX_UNAVAILABLE_NODES),
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            **args.version.node_group_args(),
             labels=SYSTEM_LABELS,
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(

@@ -40,7 +40,7 @@ class DevicePlugins(pulumi.ComponentResource):
     the GFD DaemonSet, `nfd.worker.tolerations` by the NFD workers (NVIDIA/k8s-device-plugin:
     deployments/helm/nvidia-device-plugin/values.yaml and templates/daemonset-gfd.yml@v0.19.0);
     the EFA chart appends `tolerations` to its own CriticalAddonsOnly one (aws/eks-charts:
-    stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml@2a58b2db, "Adding efa release 0.5.20").
+    stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml@5239609, chart v0.5.30).
 
     Creates: one Helm release per plugin. Replaced when: never; chart upgrades are in place.
     """

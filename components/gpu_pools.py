@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import pulumi
 import pulumi_aws as aws
 
 from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_interfaces_for, efa_resources, node_user_data
-from components.nodes import launch_template
-from infra.config import GPU_TAINT_KEY, GpuPool, Taint
+from components.nodes import MAX_UNAVAILABLE_NODES, NodeVersion, launch_template
+from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, GpuPool, Taint
 
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "reservation": "ON_DEMAND", "capacity-block": "CAPACITY_BLOCK"}
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 POOL_LABEL = "higgsfield.io/pool"
+GATED_LABEL = "higgsfield.io/gated"
 AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 # The Cluster Autoscaler's AWS provider treats a node with this label as a GPU node and waits for
 # its device plugin instead of scaling out again while it initialises (GPULabel in kubernetes/
@@ -38,6 +40,7 @@ class GpuPoolArgs:
     node_security_group_id: pulumi.Input[str]
     depends_on: Sequence[pulumi.Resource]
     tags: Mapping[str, str]
+    version: NodeVersion
     auto_repair: bool = True
 
 
@@ -51,11 +54,59 @@ def pool_labels(pool: GpuPool) -> dict[str, str]:
     labels = {"nvidia.com/gpu.present": "true", ACCELERATOR_LABEL: accelerator(pool), POOL_LABEL: pool.name, **pool.labels}
     if pool.efa:
         labels["vpc.amazonaws.com/efa.present"] = "true"
+    if pool.health_gate.enabled:
+        labels[GATED_LABEL] = "true"  # the health gate's DaemonSet runs here
     return labels
 
 
 def pool_taints(pool: GpuPool) -> list[Taint]:
-    return [Taint(key=GPU_TAINT_KEY, value="true", effect="NoSchedule"), *pool.taints]
+    """The GPU taint, the pool's own, and the health gate's startup taint unless the gate is off.
+    The startup taint is also in the autoscaler's node-template tags: they describe the node as
+    it joins, and the autoscaler drops startup taints from a template itself (healthgate.py)."""
+    gate = [Taint(key=STARTUP_TAINT_KEY, value="pending", effect="NoSchedule")] if pool.health_gate.enabled else []
+    return [Taint(key=GPU_TAINT_KEY, value="true", effect="NoSchedule"), *pool.taints, *gate]
+
+
+@dataclass(frozen=True)
+class WindowAction:
+    """A scheduled action on a Capacity Block pool's Auto Scaling group."""
+
+    name: str
+    min_size: int
+    max_size: int
+    desired: int
+    start_time: str | None = None
+    end_time: str | None = None
+    recurrence: str | None = None
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def window_actions(pool: GpuPool, now: datetime) -> list[WindowAction]:
+    """What keeps a Capacity Block pool inside its window, from `now` on: before the start, a
+    recurring action holds the group at zero (the autoscaler would otherwise keep launching into
+    a block that is not active yet and back off); at the start it opens to the pool's sizes; at
+    end - drainBefore it scales to zero, so the managed node group drains the nodes (SIGTERM,
+    the jobs' final checkpoint) well before EC2 terminates them at the end. Moments already past
+    are left out (AWS refuses scheduled actions in the past)."""
+    window, drain = pool.capacity.window, pool.capacity.drain_at
+    if window is None or drain is None:
+        return []
+    start, _ = window
+    actions = []
+    if now < start:
+        actions.append(WindowAction("closed-until-start", 0, 0, 0, end_time=_iso(start), recurrence="*/15 * * * *"))
+        actions.append(WindowAction("open", pool.min_size, pool.max_size, pool.min_size, start_time=_iso(start)))
+    if now < drain:
+        actions.append(WindowAction("drain", 0, 0, 0, start_time=_iso(drain)))
+    return actions
+
+
+def clock() -> datetime:
+    """Now, in UTC (tests replace it)."""
+    return datetime.now(timezone.utc)
 
 
 def pool_resources(pool: GpuPool) -> dict[str, str]:
@@ -89,6 +140,10 @@ class GpuPoolGroup(pulumi.ComponentResource):
     Then the node group (AL2023 NVIDIA AMI, GPU taint, pool labels, minSize as configured,
     desiredSize ignored after creation, EKS node auto-repair when asked) and the autoscaler
     node-template tags on its ASG (the accelerator label among them) and its scale-down-unneeded time.
+    The node group runs the cluster's Kubernetes version (and the stack's AMI release, if pinned):
+    an upgrade updates it in place, MAX_UNAVAILABLE_NODES at a time, each node drained first.
+    Capacity Block pools: scheduled actions on the ASG that hold it at zero outside the block's
+    window and drain it drainBefore ahead of the end (window_actions).
     Replaced when: instance types, AMI type, capacity type or the subnet (AZ) change.
     """
 
@@ -143,7 +198,8 @@ class GpuPoolGroup(pulumi.ComponentResource):
             ami_type=args.ami_type,
             capacity_type=CAPACITY_TYPES[pool.capacity_type],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=pool.min_size, desired_size=pool.min_size, max_size=pool.max_size),
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=MAX_UNAVAILABLE_NODES),
+            **args.version.node_group_args(),
             node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=args.auto_repair),
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
             labels=pool_labels(pool),
@@ -152,6 +208,15 @@ class GpuPoolGroup(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on), ignore_changes=["scalingConfig.desiredSize"]),
         )
         asg_name = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
+        # the pool on its ASG too: the health gate may mark instances Unhealthy only in groups of replacing pools
+        aws.autoscaling.Tag(f"{name}-asg-pool", autoscaling_group_name=asg_name,
+                            tag=aws.autoscaling.TagTagArgs(key=POOL_LABEL, value=pool.name, propagate_at_launch=False), opts=child)
+        for action in window_actions(pool, clock()):
+            aws.autoscaling.Schedule(
+                f"{name}-{action.name}", scheduled_action_name=f"higgsfield-{action.name}", autoscaling_group_name=asg_name,
+                min_size=action.min_size, max_size=action.max_size, desired_capacity=action.desired,
+                start_time=action.start_time, end_time=action.end_time, recurrence=action.recurrence, opts=child,
+            )
         for key, value in autoscaler_template_tags(pool).items():
             aws.autoscaling.Tag(
                 f"{name}-asg-{key.removeprefix(AUTOSCALER_TEMPLATE + '/').replace('/', '-')}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -19,6 +20,25 @@ NODE_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
 )
 ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimized AL2023 AMIs
+# Nodes replaced at once while a node group updates (EKS default 1; API_NodegroupUpdateConfig).
+# EKS drains each before terminating it, and fails the update with PodEvictionFailure when a pod
+# will not leave within 15 minutes (docs.aws.amazon.com/eks/latest/userguide/
+# managed-node-update-behavior.html): a running job is evicted, never cut off mid-step silently.
+MAX_UNAVAILABLE_NODES = 1
+
+
+@dataclass(frozen=True)
+class NodeVersion:
+    """What every managed node group runs: the cluster's Kubernetes version and, if the stack
+    pins one, an EKS-optimized AMI release (`1.35.2-20261120`). Changing either updates the node
+    groups in place (a rolling replacement of their nodes), never replaces them."""
+
+    kubernetes: str
+    release: str | None = None
+
+    def node_group_args(self) -> dict[str, Any]:
+        """The `aws.eks.NodeGroup` inputs for this version."""
+        return {"version": self.kubernetes, "release_version": self.release}
 
 
 class NodeRole(pulumi.ComponentResource):

@@ -16,7 +16,7 @@ from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import Observability
-from infra.versions import AddonVersion, Chart
+from infra.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
 
 NAMESPACE = "monitoring"
 PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
@@ -74,16 +74,71 @@ def prometheus_adapter_rules() -> dict:
     }
 
 
-def _scrape(job: str, namespace: str, app: str | None = None) -> dict:
-    """Scrape the pods of a namespace (of one app, if given) that expose a metrics port."""
-    keep_app = [{"source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_name"], "regex": app, "action": "keep"}] if app else []
+@dataclass(frozen=True)
+class ScrapeTarget:
+    """What an upstream exporter declares, read at its pinned ref: the namespace, the labels and
+    the named port of the Service (or pod) Prometheus discovers it by."""
+
+    job: str
+    namespace: str
+    role: str  # "endpoints": a Service's endpoints; "pod": the pods themselves
+    labels: Mapping[str, str]
+    port: str
+    source: str
+
+
+# Volcano's chart declares no container port on the scheduler or controller pods; it puts each
+# behind a Service labelled `app: volcano-scheduler` / `app: volcano-controller` with a port named
+# "metrics" (8080 / 8081, the binaries' --listen-address defaults) (volcano-sh/volcano:
+# installer/helm/chart/volcano/templates/scheduler.yaml, controllers.yaml, cmd/*/app/options/
+# options.go@v1.15.1). The pending-gangs series volcano_queue_pod_group_pending_count comes from the
+# controller (pkg/controllers/metrics/queue.go, same ref).
+# The training operator's pod declares port 8080 without a name; its Service `training-operator`
+# (label app: training-operator) names it "monitoring-port" (kubeflow/trainer:manifests/base/
+# deployment.yaml and service.yaml@v1.9.4, namespace kubeflow from overlays/standalone).
+# The DCGM exporter's pods carry app.kubernetes.io/name=dcgm-exporter and a container port named
+# "metrics" (NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml and _helpers.tpl@4.4.1-4.6.0).
+SCRAPE_TARGETS = (
+    ScrapeTarget("dcgm-exporter", NAMESPACE, "pod", {"app.kubernetes.io/name": "dcgm-exporter"}, "metrics",
+                 "NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml@4.4.1-4.6.0"),
+    ScrapeTarget("volcano-scheduler", "volcano-system", "endpoints", {"app": "volcano-scheduler"}, "metrics",
+                 "volcano-sh/volcano:installer/helm/chart/volcano/templates/scheduler.yaml@v1.15.1"),
+    ScrapeTarget("volcano-controller", "volcano-system", "endpoints", {"app": "volcano-controller"}, "metrics",
+                 "volcano-sh/volcano:installer/helm/chart/volcano/templates/controllers.yaml@v1.15.1"),
+    ScrapeTarget("training-operator", "kubeflow", "endpoints", {"app": "training-operator"}, "monitoring-port",
+                 "kubeflow/trainer:manifests/base/service.yaml@v1.9.4"),
+)
+# Jobs whose series describe another pod: the exporter writes the workload's `pod`, `namespace`
+# and `container` itself (DCGM_EXPORTER_KUBERNETES=true in its DaemonSet,
+# internal/pkg/transformation/const.go@4.4.1-4.6.0). honor_labels keeps them as scraped; without
+# it Prometheus renames them exported_pod/exported_namespace and prometheus-adapter would charge
+# the GPU to the exporter (prometheus.io/docs/prometheus/latest/configuration/configuration/
+# #scrape_config, honor_labels). The chart's own ServiceMonitor exposes the same switch
+# (serviceMonitor.honorLabels, deployment/values.yaml@4.4.1-4.6.0).
+HONOR_LABELS = ("dcgm-exporter",)
+
+
+def _meta_label(role: str, name: str) -> str:
+    """Prometheus' Kubernetes SD label of a pod/service label (non [a-zA-Z0-9_] characters become _)."""
+    kind = "pod" if role == "pod" else "service"
+    return f"__meta_kubernetes_{kind}_label_" + "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+def _scrape(target: ScrapeTarget) -> dict:
+    """A scrape job keeping exactly what `target` declares: its labels and its named port."""
+    port = "__meta_kubernetes_pod_container_port_name" if target.role == "pod" else "__meta_kubernetes_endpoint_port_name"
+    keep = [{"source_labels": [_meta_label(target.role, k)], "regex": v, "action": "keep"} for k, v in target.labels.items()]
+    honor = target.job in HONOR_LABELS
+    # The scraping pod is `instance`-level metadata; for honor_labels jobs it must not take `pod`.
+    own_pod = [] if honor else [{"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"}]
     return {
-        "job_name": job,
-        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [namespace]}}],
+        "job_name": target.job,
+        **({"honor_labels": True} if honor else {}),
+        "kubernetes_sd_configs": [{"role": target.role, "namespaces": {"names": [target.namespace]}}],
         "relabel_configs": [
-            *keep_app,
-            {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": "(metrics|http-metrics|monitor)", "action": "keep"},
-            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+            *keep,
+            {"source_labels": [port], "regex": target.port, "action": "keep"},
+            *own_pod,
             {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "Hostname"},
         ],
     }
@@ -96,9 +151,7 @@ class MonitoringArgs:
     prometheus_stack: Chart
     dcgm_exporter: Chart
     prometheus_adapter: Chart
-    ebs_csi: AddonVersion
-    cloudwatch: AddonVersion
-    node_monitoring: AddonVersion
+    addons: Mapping[str, AddonVersion]  # components/addons.py stack_addons: the observability ones among them
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
     tags: Mapping[str, str]
@@ -111,8 +164,9 @@ class Monitoring(pulumi.ComponentResource):
     volume; kube-prometheus-stack on the system nodes (persistent, scraping Volcano and the
     Training Operator too); the DCGM exporter on GPU nodes (tolerating every taint);
     prometheus-adapter exposing `gpu_utilization` to HPAs; our Grafana dashboard as a ConfigMap;
-    the CloudWatch Observability add-on (Pod Identity) with its log groups at the configured
-    retention; the EKS node monitoring agent that node auto-repair acts on.
+    the CloudWatch Observability add-on (Pod Identity, its own DCGM exporter off: one exporter per
+    GPU holds the profiling counters) with its log groups at the configured retention; the EKS
+    node monitoring agent that node auto-repair acts on.
     Replaced when: the metrics volume size shrinks (PVCs only grow).
     """
 
@@ -121,15 +175,15 @@ class Monitoring(pulumi.ComponentResource):
         cfg, tags = args.settings, dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
 
-        def addon(addon: AddonVersion, identity: tuple[aws.iam.Role, str] | None = None, deps: Sequence[pulumi.Resource] = ()) -> aws.eks.Addon:
+        def addon(addon_name: str, identity: tuple[aws.iam.Role, str] | None = None, deps: Sequence[pulumi.Resource] = (), configuration: Mapping[str, object] | None = None) -> aws.eks.Addon:
             return managed_addon(
-                f"{name}-{addon.name}", args.cluster_name, addon, tags=tags,
-                identity=(identity[0].arn, identity[1]) if identity else None,
+                f"{name}-{addon_name}", args.cluster_name, args.addons[addon_name], tags=tags,
+                identity=(identity[0].arn, identity[1]) if identity else None, configuration=configuration,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *deps]),
             )
 
         ebs_role, _ = pod_identity_role(f"{name}-ebs-csi", tags, self, managed_policy_arn="arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy")
-        ebs = addon(args.ebs_csi, (ebs_role, "ebs-csi-controller-sa"))
+        ebs = addon("aws-ebs-csi-driver", (ebs_role, "ebs-csi-controller-sa"))
         in_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, ebs])
         storage_class = KubernetesObject(
             f"{name}-gp3",
@@ -177,11 +231,7 @@ class Monitoring(pulumi.ComponentResource):
                     },
                     # Scrape configs rather than ServiceMonitors: the exporters need not wait for the
                     # operator's CRDs, so they install in parallel with the stack.
-                    "additionalScrapeConfigs": [
-                        _scrape("dcgm-exporter", NAMESPACE, app="dcgm-exporter"),
-                        _scrape("volcano", "volcano-system"),
-                        _scrape("training-operator", "kubeflow"),
-                    ],
+                    "additionalScrapeConfigs": [_scrape(target) for target in SCRAPE_TARGETS],
                 }
             },
         }, deps=[storage_class])
@@ -222,6 +272,6 @@ class Monitoring(pulumi.ComponentResource):
             for kind in CONTAINER_INSIGHTS_LOGS
         ]
         cloudwatch_role, _ = pod_identity_role(f"{name}-cloudwatch", tags, self, managed_policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy")
-        addon(args.cloudwatch, (cloudwatch_role, "cloudwatch-agent"), deps=groups)
-        addon(args.node_monitoring)
+        addon("amazon-cloudwatch-observability", (cloudwatch_role, "cloudwatch-agent"), deps=groups, configuration=CLOUDWATCH_DCGM_OFF)
+        addon("eks-node-monitoring-agent")
         self.register_outputs({"grafana_dashboard": "higgsfield-gpus"})

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Mapping
+from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
@@ -12,6 +14,21 @@ import pulumi_aws as aws
 # pins the tag it was rendered with, so old tags must outlive the jobs that use them).
 KEEP_IMAGES = 200
 UNTAGGED_DAYS = 7
+
+
+ROOT = Path(__file__).resolve().parents[1]
+IMAGE_SOURCES = "images/training"
+
+
+def image_tag() -> str:
+    """The tag the image workflow gives the image built from this checkout's image sources:
+    `src-<git tree of images/training at HEAD>` (besides the commit that built it, which need
+    not be this checkout's HEAD: the workflow runs only when the sources change)."""
+    try:
+        done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", f"HEAD:{IMAGE_SOURCES}"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "<tag>"
+    return f"src-{done.stdout.strip()}" if done.returncode == 0 else "<tag>"
 
 
 def repository_name(cluster_name: str) -> str:
@@ -40,8 +57,8 @@ class TrainingImageRepository(pulumi.ComponentResource):
 
     Creates: an ECR repository (immutable tags, scan on push, KMS encryption with the AWS managed
     key, protected and never force-deleted in production) and its lifecycle policy.
-    Outputs: `repository_url` (what jobs run) and `repository_arn` (what the image workflow's push
-    role is allowed to write). Replaced when: the name or the encryption settings change.
+    Outputs: `repository_url` (what jobs run), `source_image` (its image built from this checkout's
+    images/training) and `repository_arn` (what the image workflow's push role is allowed to write). Replaced when: the name or the encryption settings change.
     """
 
     def __init__(self, name: str, cluster_name: str, protect: bool, tags: Mapping[str, str], opts: pulumi.ResourceOptions | None = None) -> None:
@@ -59,4 +76,5 @@ class TrainingImageRepository(pulumi.ComponentResource):
         aws.ecr.LifecyclePolicy(f"{name}-lifecycle", repository=repository.name, policy=lifecycle_policy(), opts=pulumi.ResourceOptions(parent=self))
         self.repository_url = repository.repository_url
         self.repository_arn = repository.arn
+        self.source_image = repository.repository_url.apply(lambda url: f"{url}:{image_tag()}")  # what the health gate runs
         self.register_outputs({"repository_url": self.repository_url, "repository_arn": self.repository_arn})

@@ -25,6 +25,7 @@ MOUNT_PATH = "/fsx"
 CSI_DRIVER = "fsx.csi.aws.com"
 CSI_CONTROLLER_SA = "fsx-csi-controller-sa"
 TEAMS_DIR, DATASETS_DIR = "/teams", "/datasets"  # inside the file system: one directory per team / dataset
+HEALTH_DIR, HEALTH_CLAIM = "/health", "lustre-health"  # the health gate's scratch directory (root only) and its claim
 DATASET_CLAIM = "dataset-{name}"  # the claim of a shared dataset in each of its teams' namespaces
 DATASET_MOUNT = "/datasets/{name}"
 LUSTRE_PATH_ANNOTATION = "higgsfield.io/lustre-path"  # the directory a volume mounts, for people and tests
@@ -53,7 +54,7 @@ def volume_handle(file_system_id: str, path: str | None) -> str:
 def layout_script(teams: Mapping[str, int], datasets: Sequence[tuple[str, int]]) -> str:
     """The shell script that makes each team's and dataset's directory with its owner and mode
     (idempotent; a directory of a team no longer configured is left as it is, data included)."""
-    lines = ["set -eu", f"mkdir -p /fsx{TEAMS_DIR} /fsx{DATASETS_DIR}", f"chmod 0755 /fsx{TEAMS_DIR} /fsx{DATASETS_DIR}"]
+    lines = ["set -eu", f"mkdir -p /fsx{TEAMS_DIR} /fsx{DATASETS_DIR} /fsx{HEALTH_DIR}", f"chmod 0755 /fsx{TEAMS_DIR} /fsx{DATASETS_DIR}", f"chmod 0700 /fsx{HEALTH_DIR}"]
     entries = [(f"{TEAMS_DIR}/{t}", uid, TEAM_DIR_MODE) for t, uid in sorted(teams.items())]
     entries += [(f"{DATASETS_DIR}/{d}", uid, DATASET_DIR_MODE) for d, uid in sorted(datasets)]
     for path, uid, mode in entries:
@@ -78,6 +79,7 @@ class LustreArgs:
     addon_depends_on: Sequence[pulumi.Resource]
     protect: bool
     tags: Mapping[str, str]
+    health_namespace: tuple[str, pulumi.Resource] | None = None  # the health gate's: a volume of HEALTH_DIR there
 
 
 def csi_policy() -> str:
@@ -196,6 +198,12 @@ class LustreFileSystem(pulumi.ComponentResource):
                 if team == dataset.owner or team in dataset.readers:
                     claim = DATASET_CLAIM.format(name=dataset.name)
                     self._volume(name, args, team, f"ds-{dataset.name}", claim, f"{DATASETS_DIR}/{dataset.name}", ns, layout, read_only=team != dataset.owner)
+        if args.health_namespace is not None:  # the gate writes and reads a file here on every new node
+            namespace, ns = args.health_namespace
+            volume, claim_obj = self._pv_claim(args, f"{args.cluster_name}-fsx-health", namespace, HEALTH_CLAIM, HEALTH_DIR, read_only=False)
+            opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, layout])
+            KubernetesObject(f"{name}-pv-health", volume, opts=opts)
+            KubernetesObject(f"{name}-pvc-health", claim_obj, opts=opts)
         self.register_outputs({"file_system_id": self.file_system.id, "dns_name": self.file_system.dns_name})
 
     def _pv_claim(self, args: LustreArgs, pv_name: str, namespace: str, claim: str, subpath: str | None, read_only: bool) -> tuple[dict, dict]:

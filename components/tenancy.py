@@ -10,11 +10,11 @@ Upstream contracts (read at the pinned refs):
   pkg/controller.v1/common/job.go@v1.9.4), which is why the PriorityClass-scoped quotas alone
   never stopped a job: the policy checks the job, the PodGroup and the pods.
 - Volcano PodGroup `spec.queue`, `spec.priorityClassName` (volcano-sh/volcano:installer/helm/chart/
-  volcano/crd/bases/scheduling.volcano.sh_podgroups.yaml@v1.13.0); pods name a queue with the
+  volcano/crd/bases/scheduling.volcano.sh_podgroups.yaml@v1.15.1); pods name a queue with the
   annotation `scheduling.volcano.sh/queue-name` or `volcano.sh/queue-name` (label or annotation)
   (volcano-sh/apis:pkg/apis/scheduling/v1beta1/labels.go); a PodGroup created in queue `default`
   is moved to the queue its namespace's `scheduling.volcano.sh/queue-name` annotation names
-  (volcano-sh/volcano:pkg/webhooks/admission/podgroups/mutate/mutate_podgroup.go@v1.13.0).
+  (volcano-sh/volcano:pkg/webhooks/admission/podgroups/mutate/mutate_podgroup.go@v1.15.1).
 - ValidatingAdmissionPolicy/Binding, admissionregistration.k8s.io/v1 (GA in Kubernetes 1.30).
 """
 

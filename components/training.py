@@ -28,7 +28,7 @@ from infra.versions import Chart
 
 VOLCANO_NAMESPACE = "volcano-system"
 # Volcano's scheduler creates the queue `default` at start, reclaimable (volcano-sh/volcano:
-# pkg/scheduler/cache/cache.go@v1.13.0 newDefaultAndRootQueue), and jobs that name no queue land
+# pkg/scheduler/cache/cache.go@v1.15.1 newDefaultAndRootQueue), and jobs that name no queue land
 # there. The platform takes it over (Server-Side Apply, forcing the scheduler's fields): never
 # reclaimable, and no GPUs, so nothing runs outside a team's queue. Config may not use the name.
 DEFAULT_QUEUE = "default"
@@ -87,7 +87,11 @@ class Volcano(pulumi.ComponentResource):
             name,
             args.chart,
             VOLCANO_NAMESPACE,
-            {"custom": {"scheduler_config_override": scheduler_config_yaml(), "default_ns": SYSTEM_LABELS, "leader_elect_enable": True}},
+            {"custom": {
+                "scheduler_config_override": scheduler_config_yaml(), "default_ns": SYSTEM_LABELS, "leader_elect_enable": True,
+                # --enable-metrics on both, what the monitoring scrape jobs read (values.yaml@v1.15.1 has them on; kept explicit)
+                "scheduler_metrics_enable": True, "controller_metrics_enable": True,
+            }},
             pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
             create_namespace=True,
         )

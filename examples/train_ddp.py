@@ -1,21 +1,38 @@
-"""A small data-parallel training loop (MNIST-sized synthetic data) for the example PyTorchJobs.
+"""A small data-parallel training loop (MNIST-sized synthetic data) that resumes where it stopped.
 
 The Training Operator injects MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK (or, for elastic
-jobs, the PET_* rendezvous settings that torchrun reads). Checkpoints go to fast local storage
-first (CHECKPOINT_DIR, an emptyDir on the node's RAID0 NVMe); the job's sidecar copies them to
-Lustre (CHECKPOINT_SYNC_DIR) while training goes on.
+jobs, the PET_* rendezvous settings that torchrun reads); `higgsfield jobs render` sets the
+checkpoint settings (examples/checkpointing.py `settings`):
+
+- on start every rank loads the newest *complete* checkpoint from CHECKPOINT_SHARED_DIR (FSx;
+  under the S3-exported dataset directory with higgsfield:checkpoints.exportToS3) and goes on
+  from the step after it; without one it starts from step 0;
+- every CHECKPOINT_EVERY_STEPS steps each rank writes its shard with torch.distributed.checkpoint
+  to CHECKPOINT_DIR (an emptyDir on the node's NVMe) and a background thread publishes it to
+  FSx with the COMPLETE marker, keeping CHECKPOINT_KEEP_LAST;
+- on SIGTERM (drain, Capacity Block end, preemption) the ranks agree to stop, save once more,
+  wait up to CHECKPOINT_FLUSH_SECONDS for the copy, and exit 143 so the job restarts and resumes;
+- on a Capacity Block pool, CHECKPOINT_NOTICE_AT asks for a checkpoint ahead of the drain.
 """
 
 import os
+import sys
 import time
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
 from torch import nn
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.nn.parallel import DistributedDataParallel
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # checkpointing.py ships next to this file
+from checkpointing import EXIT_AFTER_SIGTERM, BackgroundPublisher, CheckpointStore, StopRequest, settings  # noqa: E402
 
-def main() -> None:
+
+def main() -> int:
+    cfg = settings(dict(os.environ))
+    stop = StopRequest(cfg["notice_at"]).install()  # before anything slow: a SIGTERM from now on is honoured
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend=backend)
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -28,30 +45,76 @@ def main() -> None:
         nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 512), nn.ReLU(), nn.Linear(512, 10)).to(device),
         device_ids=[local_rank] if device.type == "cuda" else None,
     )
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    generator = torch.Generator().manual_seed(1234 + rank)  # each rank its own shard
-    checkpoint_dir = os.environ.get("CHECKPOINT_DIR", "/tmp/checkpoints")
-    os.makedirs(checkpoint_dir, exist_ok=True)
+    store = CheckpointStore(cfg["local"], cfg["shared"], rank, world, cfg["keep_last"])
+    publisher = BackgroundPublisher(store)
+
+    def snapshot(step: int) -> dict:
+        model_state, optim_state = get_state_dict(model, optimizer)
+        return {"model": model_state, "optim": optim_state, "step": torch.tensor(step)}
+
+    saved = [-1]
+
+    def save(step: int) -> None:
+        if saved[0] == step:
+            return
+        dcp.save(snapshot(step), storage_writer=dcp.FileSystemWriter(str(store.local_dir(step))))
+        publisher.submit(step)  # training goes on while the shard is copied to FSx
+        saved[0] = step
+
+    start = 0
+    found = store.resume_from()
+    if found is not None:
+        state = snapshot(0)
+        dcp.load(state, storage_reader=dcp.FileSystemReader(str(found[1])))
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        start = int(state["step"]) + 1
+        saved[0] = int(state["step"])
+        if rank == 0:
+            print(f"resumed from {found[1]} (step {found[0]}), continuing at step {start}", flush=True)
+    elif rank == 0:
+        print(f"no complete checkpoint in {cfg['shared']}: starting at step 0", flush=True)
+
+    def agreed(flag: int) -> int:
+        value = torch.tensor([flag], device=device)
+        dist.all_reduce(value, op=dist.ReduceOp.MAX)
+        return int(value.item())
 
     steps = int(os.environ.get("STEPS", "500"))
-    for step in range(steps):
+    for step in range(start, steps):
+        generator = torch.Generator().manual_seed(1234 + 100003 * step + rank)  # the same data after a resume
         images = torch.rand(64, 1, 28, 28, generator=generator).to(device)
         labels = torch.randint(0, 10, (64,), generator=generator).to(device)
         optimizer.zero_grad()
         loss = loss_fn(model(images), labels)
         loss.backward()
         optimizer.step()
-        if step % 100 == 0 and rank == 0:
-            path = os.path.join(checkpoint_dir, f"step-{step:06d}.pt")
-            torch.save({"step": step, "model": model.module.state_dict()}, path + ".tmp")
-            os.replace(path + ".tmp", path)  # the sidecar never copies a half-written file
-            print(f"step {step} loss {loss.item():.4f} world {world} checkpoint {path}", flush=True)
+        request = stop.agree(agreed)
+        if request == "stop":
+            began = stop.since or time.monotonic()
+            save(step)
+            def left() -> float:
+                return max(1.0, cfg["flush_s"] - (time.monotonic() - began))
+
+            flushed = publisher.wait(left()) and store.wait_complete(step, left())  # every rank leaves together
+            if rank == 0:
+                print(f"SIGTERM: final checkpoint of step {step} {'published' if flushed else 'NOT published in time (the previous one stays the newest)'}", flush=True)
+            dist.destroy_process_group()
+            return EXIT_AFTER_SIGTERM
+        if request == "notice" or (step + 1) % cfg["every"] == 0:
+            save(step)
+            if rank == 0:
+                print(f"step {step} loss {loss.item():.4f} world {world} checkpoint{' (Capacity Block notice)' if request == 'notice' else ''}", flush=True)
+    if start < steps:
+        save(steps - 1)
+    publisher.wait()
     dist.barrier()
     if rank == 0:
         print(f"done in {time.process_time():.1f}s CPU", flush=True)
     dist.destroy_process_group()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

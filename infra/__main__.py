@@ -2,15 +2,17 @@
 
 import pulumi
 
+from components.addons import stack_addons
 from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.cluster import Cluster, ClusterArgs
 from components.cpu_nodes import CpuNodes, CpuNodesArgs
 from components.delivery import Delivery, DeliveryArgs
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
+from components.healthgate import HealthGate, HealthGateArgs
 from components.logs import LogKey, LogKeyArgs
 from components.network import Network, NetworkArgs
-from components.nodes import NodeRole
+from components.nodes import NodeRole, NodeVersion
 from components.observability import NAMESPACE as MONITORING_NAMESPACE, Monitoring, MonitoringArgs
 from components.registry import TrainingImageRepository
 from components.storage import LustreArgs, LustreFileSystem
@@ -21,7 +23,7 @@ from infra.config import StackConfig, load
 
 
 def build(cfg: StackConfig) -> None:
-    tags, addons, name = cfg.resource_tags, versions.EKS_ADDONS[cfg.kubernetes_version], cfg.name
+    tags, addons, name = cfg.resource_tags, stack_addons(cfg), cfg.name
 
     # 1. Network and control plane, their logs encrypted with a key of ours
     logs = LogKey("logs", LogKeyArgs(cluster_name=name, region=cfg.region, protect=cfg.production, tags=tags))
@@ -35,17 +37,17 @@ def build(cfg: StackConfig) -> None:
         admins=cfg.admins, addons=addons, protect=cfg.production, log_retention_days=retention, **log_key, tags=tags))
 
     # 2. Nodes: system pods on CPU nodes, training on GPU pools that scale from zero
-    node_role = NodeRole("node-role", tags)
-    node_prerequisites = [cluster.eks, *node_role.ready]
+    node_role, node_version = NodeRole("node-role", tags), NodeVersion(cfg.kubernetes_version, cfg.node_release_version)
+    node_prerequisites = [*cluster.node_prerequisites, *node_role.ready]
     system_nodes = CpuNodes("system-nodes", CpuNodesArgs(
         cluster_name=name, instance_types=cfg.cpu_nodes.instance_types, min_size=cfg.cpu_nodes.min_size,
         desired_size=cfg.cpu_nodes.desired_size, max_size=cfg.cpu_nodes.max_size, ami_type=versions.CPU_AMI_TYPE,
-        subnet_ids=network.private_subnet_ids, node_role_arn=node_role.arn,
+        subnet_ids=network.private_subnet_ids, node_role_arn=node_role.arn, version=node_version,
         security_group_ids=[cluster.node_security_group_id], depends_on=node_prerequisites, tags=tags))
     gpu_pools = [
         GpuPoolGroup(f"gpu-{pool.name}", GpuPoolArgs(
             cluster_name=name, pool=pool, ami_type=versions.gpu_ami_type(pool.instance.architectures),
-            vpc_id=network.vpc_id, subnet_id=network.private_subnets[pool.availability_zone].id,
+            vpc_id=network.vpc_id, subnet_id=network.private_subnets[pool.availability_zone].id, version=node_version,
             node_role_arn=node_role.arn, node_security_group_id=cluster.node_security_group_id,
             depends_on=node_prerequisites, tags=tags, auto_repair=cfg.observability.node_auto_repair))
         for pool in cfg.gpu_pools
@@ -53,41 +55,39 @@ def build(cfg: StackConfig) -> None:
 
     # 3. Platform services in the cluster, on the system nodes
     platform_ready = [system_nodes.node_group, *cluster.addons]
-    ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(
-        cluster_name=name, region=cfg.region, settings=cfg.autoscaler, chart=versions.CLUSTER_AUTOSCALER,
-        image_tag=versions.CLUSTER_AUTOSCALER_IMAGE[cfg.kubernetes_version], provider=cluster.provider,
-        depends_on=platform_ready, tags=tags))
-    DevicePlugins("device-plugins", DevicePluginsArgs(
-        nvidia=versions.NVIDIA_DEVICE_PLUGIN, efa=versions.EFA_DEVICE_PLUGIN,
-        efa_pools=any(p.efa for p in cfg.gpu_pools), provider=cluster.provider, depends_on=platform_ready))
+    ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(name, cfg.region, cfg.autoscaler, versions.CLUSTER_AUTOSCALER,
+                                                                 versions.CLUSTER_AUTOSCALER_IMAGE[cfg.kubernetes_version], cluster.provider, platform_ready, tags))
+    DevicePlugins("device-plugins", DevicePluginsArgs(versions.NVIDIA_DEVICE_PLUGIN, versions.EFA_DEVICE_PLUGIN, any(p.efa for p in cfg.gpu_pools), cluster.provider, platform_ready))
+    image = TrainingImageRepository("training-image", name, protect=cfg.production, tags=tags)
+    gated = [p for p in cfg.gpu_pools if p.health_gate.enabled]  # no job on a GPU node before it passed its checks
+    gate = HealthGate("health-gate", HealthGateArgs(name, cfg.region, gated, cfg.observability.health, cfg.fsx.enabled,
+                                                    cfg.training_image or image.source_image, cluster.provider, platform_ready, tags)) if gated else None
 
     # 4. Training: the batch scheduler, then the controller that needs its PodGroup CRD
     sched = cfg.scheduler
-    volcano = Volcano("volcano", VolcanoArgs(
-        versions.VOLCANO, sched.queues, sched.priority_classes, cluster.provider, platform_ready))
+    volcano = Volcano("volcano", VolcanoArgs(versions.VOLCANO, sched.queues, sched.priority_classes, cluster.provider, platform_ready))
     TrainingOperator("training-operator", TrainingOperatorArgs(
         versions.METRICS_SERVER, cluster.provider, platform_ready, scheduler=volcano.release))
 
-    # 5. Teams (namespaces, admission, network policies), shared storage, the training image repository
-    image = TrainingImageRepository("training-image", name, protect=cfg.production, tags=tags)
+    # 5. Teams (namespaces, admission, network policies), shared storage
     if cfg.delivery:  # 7. CI: preview/deploy/image roles, their access entries, CodeBuild runners in the VPC
         Delivery("delivery", DeliveryArgs(cfg.stack, cfg.region, cfg.delivery, network.vpc_id, network.private_subnet_ids,
                                           cluster.eks.cluster_security_group_id, cfg.fsx.linked_buckets, retention, [cluster.eks], tags))
     teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready))
     if cfg.fsx.enabled:
         LustreFileSystem("lustre", LustreArgs(
-            cluster_name=name, settings=cfg.fsx, lustre_version=versions.LUSTRE_VERSION, csi_addon=versions.FSX_CSI_ADDON,
+            cluster_name=name, settings=cfg.fsx, lustre_version=versions.LUSTRE_VERSION, csi_addon=addons["aws-fsx-csi-driver"],
             vpc_id=network.vpc_id, subnet_id=network.private_subnets[cfg.fsx.availability_zone].id,
             node_security_group_id=cluster.node_security_group_id, namespaces=teams.namespaces, team_uids=teams.uids,
-            layout_image=versions.LUSTRE_LAYOUT_IMAGE, provider=cluster.provider, addon_depends_on=platform_ready, protect=cfg.production, tags=tags))
+            layout_image=versions.LUSTRE_LAYOUT_IMAGE, provider=cluster.provider, addon_depends_on=platform_ready, protect=cfg.production, tags=tags,
+            health_namespace=gate.namespace if gate else None))
 
     # 6. Observability
     if cfg.observability.enabled:
         Monitoring("monitoring", MonitoringArgs(
             cluster_name=name, settings=cfg.observability, prometheus_stack=versions.KUBE_PROMETHEUS_STACK,
             dcgm_exporter=versions.DCGM_EXPORTER, prometheus_adapter=versions.PROMETHEUS_ADAPTER,
-            ebs_csi=versions.EBS_CSI_ADDON, cloudwatch=versions.CLOUDWATCH_ADDON, node_monitoring=versions.NODE_MONITORING_ADDON,
-            provider=cluster.provider, depends_on=platform_ready, tags=tags))
+            addons=addons, provider=cluster.provider, depends_on=platform_ready, tags=tags))
     pulumi.export("clusterName", name)
     pulumi.export("region", cfg.region)
     pulumi.export("kubeconfig", cluster.kubeconfig)

@@ -19,6 +19,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Annotated, Any, Literal, Protocol, get_args, get_origin
 
@@ -56,6 +57,7 @@ class Problem:
 
     loc: tuple[str | int, ...]
     message: str
+    line: int | None = None  # where in the stack file, when the reader knows better than the key
 
     @property
     def key(self) -> str:
@@ -202,7 +204,7 @@ def _unknown(loc: tuple[str | int, ...]) -> str:
     if namespace is None:
         return f"config keys carry a namespace (NAMESPACE:key){hint or f'; this program reads {NAMESPACE}:* and aws:region'}"
     if namespace == "aws":
-        return f"not an aws setting this program reads (it reads aws:region){hint}"
+        return f"not an aws setting this program reads (it reads aws:region, and the provider, encrypted, {', '.join(SECRET_ONLY_KEYS)}; set AWS_PROFILE in your shell){hint}"
     if namespace != NAMESPACE:
         return f"unknown config namespace {namespace!r} (this program reads {NAMESPACE}:* and aws:region){hint}"
     return f"unknown setting{hint}"
@@ -284,10 +286,13 @@ def matching(pattern: str, explain: str) -> Any:
     return Annotated[str, Strict(), AfterValidator(check), Field(json_schema_extra={"pattern": pattern})]
 
 
-# Kubernetes object names, label keys and values: kubernetes/kubernetes
-# staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go (IsDNS1123Label: 63 chars;
-# IsQualifiedName: optional DNS-subdomain prefix of 253 + "/" + name of 63; IsValidLabelValue: 63).
-# Taint keys are qualified names and taint values label values (k8s.io/kubernetes pkg/apis/core/validation).
+# Kubernetes object names, label keys and values, as the API server checks them:
+# kubernetes/apimachinery:pkg/util/validation/validation.go@v0.35.7 (IsDNS1123Label: dns1123LabelFmt,
+# 63 chars; IsDNS1123Subdomain: 253) and pkg/api/validate/content/kube.go@v0.35.7 (IsLabelKey, the
+# qualified name: optional DNS-subdomain prefix + "/" + labelKeyFmt name of 63; IsLabelValue:
+# labelValueFmt, 63). Taint keys are qualified names and taint values label values
+# (kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateTaints). Our names are
+# DNS labels of at most 30: they are prefixed (higgsfield-<stack>-...) into names of 63.
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$"
 DnsLabel = matching(DNS_LABEL, "must be a lowercase DNS label of at most 30 characters (a-z, 0-9, '-'; starts and ends alphanumeric)")
 QUALIFIED_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
@@ -382,6 +387,10 @@ CAPACITY_TYPES = ("on-demand", "spot", "capacity-block", "reservation")
 TAINT_EFFECTS = ("NoSchedule", "NoExecute", "PreferNoSchedule")
 EXPANDERS = ("least-waste", "most-pods", "priority", "random", "price")
 GPU_TAINT_KEY = "nvidia.com/gpu"
+# The health gate's taint on every new node of a gated pool (components/healthgate.py): the Cluster
+# Autoscaler's startup-taint prefix (StartupTaintPrefix, kubernetes/autoscaler:cluster-autoscaler/
+# utils/taints/taints.go@cluster-autoscaler-1.35.0), so scale-from-zero plans ignore it.
+STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-health"
 
 
 class Taint(Setting):
@@ -394,6 +403,26 @@ class Taint(Setting):
     effect: Literal["NoSchedule", "NoExecute", "PreferNoSchedule"] = "NoSchedule"
 
 
+UTC_TIME = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$"
+UtcTime = matching(UTC_TIME, "is not a UTC time like \"2027-01-04T11:30:00Z\" (quote it: unquoted, YAML reads a timestamp)")
+Duration = matching(r"^\d+(s|m|h)$", "is not a duration like 10m, 600s or 1h")
+
+
+def seconds_of(duration: str) -> int:
+    """`10m` -> 600 (the Duration settings: s, m or h)."""
+    return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600}[duration[-1]]
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+# EC2 terminates what still runs in a Capacity Block at its end; AWS asks to scale to zero "more
+# than 30 minutes before the Capacity Block reservation end time" (EC2 Auto Scaling user guide,
+# launch-template-capacity-blocks, "Operational guidelines"; EKS user guide, capacity-blocks).
+CAPACITY_BLOCK_END_MARGIN_S = 30 * 60
+
+
 class Capacity(Setting):
     """How a GPU pool buys its instances."""
 
@@ -401,6 +430,22 @@ class Capacity(Setting):
     """reservation: an On-Demand Capacity Reservation; capacity-block: an EC2 Capacity Block for ML."""
     reservation_id: Annotated[str, Strict(), AfterValidator(lambda v: _reservation_id(v))] | None = None
     """The capacity reservation (cr-0123456789abcdef0); required for capacity-block and reservation, else not allowed."""
+    start: UtcTime | None = None
+    """capacity-block only (required): when the block begins, UTC ("2027-01-04T11:30:00Z"); the pool's ASG opens then."""
+    end: UtcTime | None = None
+    """capacity-block only (required): when the block ends, UTC; EC2 terminates what still runs then."""
+    drain_before: Duration = "1h"
+    """capacity-block: how long before the end the pool scales to zero (jobs get SIGTERM and flush a checkpoint); more than 30m plus higgsfield:checkpoints.terminationGracePeriod."""
+
+    @property
+    def window(self) -> tuple[datetime, datetime] | None:
+        """(start, end) of a Capacity Block, else None."""
+        return (utc(self.start), utc(self.end)) if self.start and self.end else None
+
+    @property
+    def drain_at(self) -> datetime | None:
+        """When the pool scales to zero: drainBefore ahead of the block's end."""
+        return utc(self.end) - timedelta(seconds=seconds_of(self.drain_before)) if self.end else None
 
     @property
     def reserved(self) -> bool:
@@ -413,6 +458,17 @@ class Capacity(Setting):
             problems.add("reservationId", f"is required for capacity type {self.type}: the capacity reservation id (cr-0123456789abcdef0)")
         if not self.reserved and self.reservation_id is not None:
             problems.add("reservationId", f"only capacity types capacity-block and reservation take a reservation id, not {self.type}")
+        for where in ("start", "end"):
+            if self.type == "capacity-block" and getattr(self, where) is None:
+                problems.add(where, f"is required for capacity type capacity-block: the block's {where} time in UTC, from `aws ec2 describe-capacity-reservations`")
+            if self.type != "capacity-block" and getattr(self, where) is not None:
+                problems.add(where, f"only capacity type capacity-block has a window, not {self.type}")
+        if self.window and self.drain_at is not None:
+            start, end = self.window
+            if end <= start:
+                problems.add("end", f"{self.end} is not after start {self.start}")
+            elif self.drain_at <= start:
+                problems.add("drainBefore", f"{self.drain_before} before the end leaves no time in the block ({self.start} to {self.end})")
         problems.raise_any()
         return self
 
@@ -438,11 +494,23 @@ def _catalog(info: ValidationInfo) -> tuple[Catalog | None, str]:
     return (context.get("catalog") if region else None), region or ""
 
 
-Duration = matching(r"^\d+(s|m|h)$", "is not a duration like 10m, 600s or 1h")
 # A GPU pool's scale-down-unneeded time unless set: long enough for the last node of a gang to
 # launch, boot the NVIDIA AMI, pass the health gate and join while its first nodes wait idle. Not
 # measured here: a judgement for P-family instances (minutes to boot, capacity arriving in batches).
 GPU_SCALE_DOWN_UNNEEDED_DEFAULT = "30m"
+
+
+class HealthGate(Setting):
+    """The node checks every new node of a GPU pool passes before jobs may use it (components/healthgate.py)."""
+
+    enabled: Bool = True
+    """Nodes join with the startup taint and the gate removes it on a pass; prod needs a reason to turn it off."""
+    reason: Str | None = None
+    """Why the gate is off (required with enabled: false in prod)."""
+    on_failure: Literal["keep", "replace"] = "keep"
+    """keep: a failed node stays tainted for a person to look at; replace: it is also marked Unhealthy in its Auto Scaling group, which terminates and replaces it."""
+    timeout: Duration = "20m"
+    """How long the checks may take (GPU burn, memory, EFA, Lustre) before the node counts as failed."""
 
 
 class GpuPool(Setting):
@@ -471,6 +539,7 @@ class GpuPool(Setting):
     """Taints in addition to nvidia.com/gpu=true:NoSchedule."""
     scale_down_unneeded_time: Duration = GPU_SCALE_DOWN_UNNEEDED_DEFAULT
     """How long a node of this pool stays unneeded before the autoscaler removes it (its ASG's autoscaling-options tag); long enough for a gang's last node to boot and join."""
+    health_gate: HealthGate = HealthGate()
     _instance: InstanceFacts | None = PrivateAttr(None)
 
     @property
@@ -662,7 +731,7 @@ _MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for 
 
 
 # Volcano's scheduler creates the queues `root` and `default` itself at start (default: reclaimable,
-# jobs naming no queue land there): volcano-sh/volcano:pkg/scheduler/cache/cache.go@v1.13.0
+# jobs naming no queue land there): volcano-sh/volcano:pkg/scheduler/cache/cache.go@v1.15.1
 # newDefaultAndRootQueue. The Volcano component manages `default` (never reclaimable, no GPUs); a
 # configured queue may not take either name.
 VOLCANO_QUEUES = ("root", "default")
@@ -844,6 +913,36 @@ class Observability(Setting):
         return value
 
 
+class Checkpoints(Setting):
+    """How the rendered training jobs checkpoint and resume (examples/checkpointing.py)."""
+
+    keep_last: number(1) = 3
+    """Complete checkpoints kept on shared storage per job (older ones are deleted once a newer one is complete)."""
+    flush_time: Duration = "10m"
+    """How long a final checkpoint may take on SIGTERM (write the shards to local NVMe, then publish them to FSx); minutes for a large model."""
+    termination_grace_period: Duration = derived("The pods' terminationGracePeriodSeconds; default flushTime + 2m, never shorter than flushTime.")
+    export_to_s3: Bool = False
+    """Write checkpoints under the directory the S3 data repository association exports (higgsfield:fsx.s3.dataset), so they reach S3; only its owner team can."""
+
+    @model_validator(mode="after")
+    def _grace(self) -> Checkpoints:
+        problems = Problems()
+        if self.termination_grace_period is None:
+            self._fill(termination_grace_period=f"{seconds_of(self.flush_time) + 120}s")
+        elif seconds_of(self.termination_grace_period) < seconds_of(self.flush_time):
+            problems.add("terminationGracePeriod", f"{self.termination_grace_period} is shorter than flushTime {self.flush_time}: the kubelet would kill a pod before its final checkpoint is written")
+        problems.raise_any()
+        return self
+
+    @property
+    def grace_seconds(self) -> int:
+        return seconds_of(self.termination_grace_period)
+
+    @property
+    def flush_seconds(self) -> int:
+        return seconds_of(self.flush_time)
+
+
 class Autoscaler(Setting):
     """Cluster Autoscaler settings."""
 
@@ -942,6 +1041,14 @@ def _version_hint(value: str, known: tuple[str, ...] | list[str]) -> str:
     return ""
 
 
+def _addon_name(name: str) -> str:
+    if name not in versions.EKS_ADDONS:
+        suggestion = _suggest(name, list(versions.EKS_ADDONS))
+        hint = f" (did you mean {suggestion!r}?)" if suggestion else ""
+        raise ValueError(f"{name!r} is not an add-on this platform installs{hint}; add-ons: {', '.join(versions.EKS_ADDONS)}")
+    return name
+
+
 _HIDDEN = ("stack",)
 
 
@@ -956,7 +1063,11 @@ class StackConfig(Setting):
     environment: Literal["dev", "staging", "prod"]
     """prod: cluster, FSx and KMS keys protected, a NAT gateway per AZ, VPC interface endpoints."""
     kubernetes_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.KUBERNETES_SUPPORTED)})] = versions.KUBERNETES_DEFAULT
-    """EKS Kubernetes minor version (infra/versions.py KUBERNETES_SUPPORTED); quote it: "1.35"."""
+    """EKS Kubernetes minor version (infra/versions.py KUBERNETES_SUPPORTED); quote it: "1.35". Raising it upgrades in place: control plane, add-ons, node groups."""
+    addon_versions: dict[Annotated[str, AfterValidator(_addon_name), Field(json_schema_extra={"enum": list(versions.EKS_ADDONS)})], matching(versions.ADDON_VERSION_PATTERN, "is not an EKS add-on version (v1.20.4-eksbuild.1)")] = {}
+    """Exact EKS add-on versions by add-on name (vpc-cni: v1.20.4-eksbuild.1); unset add-ons take EKS's default for kubernetesVersion at deploy."""
+    node_release_version: matching(r"^\d+\.\d+\.\d+-\d{8}$", "is not an EKS AMI release version (1.35.2-20261120)") | None = None
+    """EKS-optimized AMI release for every node group (1.35.2-20261120); unset: the latest for kubernetesVersion when a node group is created or updated."""
     vpc_cidr: Cidr = "10.0.0.0/16"
     """RFC 1918, /16 to /20. Each AZ gets 1/8 of it for nodes and pods; public subnets share the last 1/8."""
     availability_zones: tuple[Str, ...] = Field(min_length=2)
@@ -978,6 +1089,7 @@ class StackConfig(Setting):
     allow_replace: tuple[Str, ...] = ()
     """Resource names (lustre, cluster-secrets, ...) whose replacement or deletion this change intends; read by higgsfield diff."""
     observability: Observability = Observability()
+    checkpoints: Checkpoints = Field(Checkpoints(), validate_default=True)
     delivery: Delivery | None = None
     """CI identities (preview, deploy, image push) and CodeBuild runners; unset: CI neither previews nor deploys this stack."""
 
@@ -1005,7 +1117,19 @@ class StackConfig(Setting):
         if version not in versions.KUBERNETES_SUPPORTED:
             hint = _version_hint(version, versions.KUBERNETES_SUPPORTED)
             raise ValueError(f"{version!r} is not supported; use one of: {', '.join(versions.KUBERNETES_SUPPORTED)}{hint}")
+        problems = Problems()
+        for outside in versions.components_outside(version):
+            problems.add("", f"{version!r} is outside what {outside.component} supports (Kubernetes {outside}, {outside.source}); change the pin in infra/versions.py or the version")
+        problems.raise_any()
         return version
+
+    @field_validator("node_release_version")
+    @classmethod
+    def _release_of_the_cluster_minor(cls, release: str | None, info: ValidationInfo) -> str | None:
+        cluster = info.data.get("kubernetes_version")
+        if release and cluster and not release.startswith(f"{cluster}."):
+            raise ValueError(f"{release!r} is an AMI release for Kubernetes {'.'.join(release.split('.')[:2])}, but higgsfield:kubernetesVersion is {cluster!r}")
+        return release
 
     @field_validator("vpc_cidr")
     @classmethod
@@ -1107,6 +1231,24 @@ class StackConfig(Setting):
         return scheduler
 
     @model_validator(mode="after")
+    def _pools_survive_bad_nodes(self) -> StackConfig:
+        """Prod turns a pool's health gate off only with a reason; a Capacity Block drains early
+        enough for AWS's margin and the pods' grace period; S3 checkpoints need the S3 link."""
+        problems, pools = Problems(), f"{NAMESPACE}:gpuPools"
+        for i, pool in enumerate(self.gpu_pools):
+            if self.production and not pool.health_gate.enabled and pool.health_gate.reason is None:
+                problems.add(f"{pools}[{i}].healthGate.enabled", "false in prod needs healthGate.reason: without the gate a node with a bad GPU or EFA link joins and fails every job on it")
+            drain = seconds_of(pool.capacity.drain_before)
+            needed = CAPACITY_BLOCK_END_MARGIN_S + self.checkpoints.grace_seconds
+            if pool.capacity.type == "capacity-block" and drain < needed:
+                problems.add(f"{pools}[{i}].capacity.drainBefore", f"{pool.capacity.drain_before} is too short: AWS asks for zero nodes 30m before the end, and pods take up to "
+                             f"{self.checkpoints.termination_grace_period} (higgsfield:checkpoints.terminationGracePeriod) to stop; use at least {needed // 60 + (needed % 60 > 0)}m")
+        if self.checkpoints.export_to_s3 and (not self.fsx.enabled or self.fsx.s3 is None or self.fsx.s3.dataset is None):
+            problems.add(f"{NAMESPACE}:checkpoints.exportToS3", "needs higgsfield:fsx with an s3 link to a dataset (fsx.s3.dataset): that directory is what reaches S3")
+        problems.raise_any()
+        return self
+
+    @model_validator(mode="after")
     def _datasets_name_teams(self) -> StackConfig:
         problems, teams = Problems(), {t.name for t in self.scheduler.teams}
         where = f"{NAMESPACE}:fsx.datasets"
@@ -1146,17 +1288,136 @@ class StackConfig(Setting):
 # --- parsing ------------------------------------------------------------------------------
 
 
-def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = None) -> StackConfig:
+# --- credentials --------------------------------------------------------------------------
+
+# AWS provider credentials Pulumi hands the provider from stack config: accepted only encrypted
+# (`pulumi config set --secret`); they never reach the model. (aws:profile is refused like any
+# other aws: key: it names credentials on one machine, and CI deploys with OIDC roles.)
+SECRET_ONLY_KEYS = ("aws:accessKey", "aws:secretKey", "aws:token")
+PROVIDER_KEYS = SECRET_ONLY_KEYS
+# What an encrypted (`secure:`) value is to a reader without the stack's secrets provider: the
+# offline plan shows it as this and never validates it as if it were the value.
+UNKNOWN_SECRET = "[secret: encrypted in the stack file, unknown offline]"
+_SECRET_NAME = re.compile(r"(secret|passw(or)?d|token|credential|private.?key|api.?key|access.?key)", re.I)
+_SECRET_VALUES = (
+    (re.compile(r"(AKIA|ASIA)[0-9A-Z]{16}"), "an AWS access key id"),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
+    (re.compile(r"(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36}|github_pat_\w{22,}"), "a GitHub token"),
+    (re.compile(r"xox[abprs]-[A-Za-z0-9-]{10,}"), "a Slack token"),
+    (re.compile(r"(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40}"), "an AWS secret access key"),
+)
+
+
+def _secret_hint(key: str) -> str:
+    return (f"store it encrypted: `pulumi config set --secret {key} ...` (and rotate it: the plaintext is in "
+            "the file's history); for AWS, prefer AWS_PROFILE or the CI's OIDC role over keys in config")
+
+
+def credential_problems(config: Mapping[str, Any], secret_keys: frozenset[str] | set[str] = frozenset()) -> list[Problem]:
+    """Plaintext credentials among the stack's settings: a credential key (aws:secretKey, anything
+    named like a password, token or secret) or a value that looks like one (an AWS key, a private
+    key, a GitHub or Slack token). Encrypted values (`secret_keys`) are fine."""
+    found: list[Problem] = []
+
+    def walk(loc: tuple[str | int, ...], value: Any) -> None:
+        if isinstance(value, Mapping):
+            for name, item in value.items():
+                if _SECRET_NAME.search(str(name)) and isinstance(item, (str, int, float)) and str(item):
+                    found.append(Problem((*loc, str(name)), f"looks like a credential in plaintext; {_secret_hint(key_of(loc))}"))
+                else:
+                    walk((*loc, str(name)), item)
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk((*loc, i), item)
+        elif isinstance(value, str):
+            what = next((what for rx, what in _SECRET_VALUES if rx.search(value) if what != "an AWS secret access key" or rx.fullmatch(value)), None)
+            if what:
+                found.append(Problem(loc, f"looks like {what} in plaintext; {_secret_hint(key_of(loc[:1]))}"))
+
+    for key, value in config.items():
+        if key in secret_keys or value == UNKNOWN_SECRET:
+            continue
+        name = key.partition(":")[2] or key
+        if key in SECRET_ONLY_KEYS or _SECRET_NAME.search(name):
+            found.append(Problem((key,), f"is a credential in plaintext; {_secret_hint(key)}"))
+        else:
+            walk((key,), value)
+    return found
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+
+def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = None, secret_keys: frozenset[str] | set[str] = frozenset()) -> StackConfig:
     """Build the typed config from a stack's settings keyed by full key (`aws:region`,
-    `higgsfield:gpuPools`, ...). Raises one ConfigError listing every problem."""
+    `higgsfield:gpuPools`, ...). Raises one ConfigError listing every problem: plaintext
+    credentials, unknown keys (each with its likely meaning, the rest checked as if meant, so
+    a typo is reported as the typo and not as what its absence breaks), and every wrong value.
+    `secret_keys` were encrypted in the stack file; a value of `UNKNOWN_SECRET` (offline: not
+    decryptable) is not checked, and the setting's default stands in for it."""
+    problems = credential_problems(config, secret_keys)
+    unknown = {k for k, v in config.items() if v == UNKNOWN_SECRET and k not in PROVIDER_KEYS}
+    fields = {f.alias: f for f in StackConfig.model_fields.values()}
+    for key in sorted(unknown):
+        if key in fields and fields[key].is_required():
+            problems.append(Problem((key,), "is encrypted (secure:) and required: the offline plan cannot decrypt it; keep it in plaintext, it is not a credential"))
+    config = {k: v for k, v in config.items() if k not in PROVIDER_KEYS and k not in unknown}
     region = config.get("aws:region")
     context = {"catalog": catalog, "region": region if isinstance(region, str) and region in eks_regions() else None}
     config = {k: _scalar(v) if k in _non_string_keys() else v for k, v in config.items()}
+    meant, renamed = _as_meant({**config, "stack": stack}, StackConfig, ())
+    problems += [Problem(written, _unknown(written)) for written in renamed.values()]
     try:
-        return StackConfig.model_validate({**config, "stack": stack}, context=context, by_alias=True, by_name=False)
+        result = StackConfig.model_validate(meant, context=context, by_alias=True, by_name=False)
     except ValidationError as exc:
-        problems = problems_of(exc)
+        problems += [Problem(_as_written(p.loc, renamed), p.message, p.line) for p in problems_of(exc) if not (p.key in unknown and p.message == "is required")]
+    else:
+        if not problems:
+            return result
     raise ConfigError(problems[0].key, problems[0].message, problems)
+
+
+def _as_meant(data: Any, model: type[BaseModel] | None, loc: tuple[str | int, ...]) -> tuple[Any, dict[tuple, tuple]]:
+    """`data` with every unknown key renamed to the setting it most likely means, when that one
+    is not set (`higgsfield:gpuPool` -> `higgsfield:gpuPools`, `maxSzie` -> `maxSize`), and the
+    renames (meant loc -> written loc)."""
+    if model is None or not isinstance(data, dict):
+        return data, {}
+    fields = {f.alias or n: f for n, f in model.model_fields.items()}
+    allowed = sorted(a for a, f in fields.items() if a not in _HIDDEN)
+    out: dict[Any, Any] = {}
+    renamed: dict[tuple, tuple] = {}
+    for key, value in data.items():
+        target = key
+        if key not in fields and isinstance(key, str):
+            guess = _suggest(key, allowed)
+            if guess and guess not in data and guess not in out:
+                target = guess
+                renamed[(*loc, guess)] = (*loc, key)
+        out[target] = value
+    for key, value in list(out.items()):
+        if key not in fields:
+            continue
+        inner = _model_in(fields[key].annotation)
+        if isinstance(value, dict):
+            out[key], more = _as_meant(value, inner, (*loc, key))
+            renamed.update(more)
+        elif isinstance(value, list) and inner is not None:
+            items = []
+            for i, item in enumerate(value):
+                fixed, more = _as_meant(item, inner, (*loc, key, i))
+                items.append(fixed)
+                renamed.update(more)
+            out[key] = items
+    return out, renamed
+
+
+def _as_written(loc: tuple[str | int, ...], renamed: dict[tuple, tuple]) -> tuple[str | int, ...]:
+    """A loc in the meant data as the stack file spells it."""
+    for n in range(len(loc), 0, -1):
+        if loc[:n] in renamed:
+            return renamed[loc[:n]] + loc[n:]
+    return loc
 
 
 @cache
@@ -1202,9 +1463,10 @@ def load() -> StackConfig:
     values = {}
     for key in sorted(every_key):
         namespace, _, name = key.partition(":")
-        raw = pulumi.Config(namespace).get(name) if name else None
+        raw = pulumi.Config(namespace).get(name) if name else pulumi.runtime.config.get_config(key)  # unnamespaced: reported
         if raw is not None:
             values[key] = _decode(raw)
+    secret = {k for k in values if pulumi.runtime.config.is_config_secret(k)} | set(pulumi.runtime.config.get_config_secret_keys_env())
     from infra import catalog
 
-    return validate(pulumi.get_stack(), values, catalog=catalog)
+    return validate(pulumi.get_stack(), values, catalog=catalog, secret_keys=frozenset(secret))

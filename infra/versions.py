@@ -1,15 +1,67 @@
 """Every upstream version Higgsfield deploys, in one place.
 
-One constant per upstream part, each with where it comes from and when it was checked.
-"verified" means the value was read from the cited source on the date given; "unverified"
-means it could not be confirmed from this build machine (no AWS API, no chart index) and
-must be confirmed before the first real `pulumi up` with the command in the comment.
+One constant per upstream part. Each says where it comes from (`Source`): verified = read in the
+cited upstream file (owner/repo:path@ref, or an AWS documentation page; dates in the comments);
+unverified = it could not be confirmed from the build machine (no AWS API, no registry), and
+`check` is the command that confirms it before the first real `pulumi up`. `PROVENANCE` holds the
+source of every constant that is a plain value; the dataclasses carry their own (a test checks
+that nothing is left without one). The Kubernetes range each pinned component supports is data
+(`KubernetesRange`): config validation rejects a `kubernetesVersion` outside any of them.
+Managed EKS add-on versions are not pinned here: EKS resolves them per cluster version at
+deploy time (see `EKS_ADDONS`), unless a stack pins one (`higgsfield:addonVersions`).
 Changing a value here is a reviewed, visible change in `higgsfield plan` / `pulumi preview`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a pin was read. `verified`: read at `where` (owner/repo:path@ref or a docs page);
+    otherwise `check` is the command that verifies it."""
+
+    where: str
+    verified: bool
+    check: str = ""
+
+
+def verified(where: str) -> Source:
+    return Source(where, True)
+
+
+def unverified(where: str, check: str) -> Source:
+    return Source(where, False, check)
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+@dataclass(frozen=True)
+class KubernetesRange:
+    """The Kubernetes minor versions a pinned component supports, from its own documentation
+    (`maximum` None: no upper bound published)."""
+
+    component: str
+    minimum: str
+    maximum: str | None
+    source: str
+    only: tuple[str, ...] = ()  # when set, exactly these minors (one release per minor)
+
+    def admits(self, kubernetes_version: str) -> bool:
+        version = _minor(kubernetes_version)
+        if self.only:
+            return version in {_minor(v) for v in self.only}
+        return _minor(self.minimum) <= version and (self.maximum is None or version <= _minor(self.maximum))
+
+    def __str__(self) -> str:
+        if self.only:
+            return ", ".join(self.only)
+        return f"{self.minimum}-{self.maximum}" if self.maximum else f"{self.minimum}+"
+
 
 # --- Kubernetes -------------------------------------------------------------------------
 # EKS standard support: 14 months, then 12 months extended (docs.aws.amazon.com/eks/latest/
@@ -22,49 +74,55 @@ KUBERNETES_SUPPORTED = ("1.32", "1.33", "1.34", "1.35")
 EKS_EXTENDED_SUPPORT = ("1.32", "1.33")
 
 
+# --- EKS managed add-ons -----------------------------------------------------------------
+# Resolved by EKS at deploy time, not guessed here: `aws.eks.get_addon_version` (pulumi-aws, the
+# DescribeAddonVersions API) for the cluster's Kubernetes version, taking the version EKS marks as
+# the *default* for that Kubernetes version (most_recent=False). Default, not most recent: it is
+# the version AWS installs and tests for new clusters of that minor, it moves only when AWS moves
+# it, and a minor upgrade of the cluster moves every add-on to the new minor's default in the same
+# `pulumi up`. Most recent would pull in an add-on release on the day it ships. A stack that wants
+# exact control pins a version per add-on in `higgsfield:addonVersions` (checked by `higgsfield
+# preflight` against what AWS offers). The offline plan cannot ask EKS and shows
+# ADDON_RESOLVED_AT_DEPLOY. Add-on names: docs.aws.amazon.com/eks/latest/userguide/
+# workloads-add-ons-available-eks.html (checked 2026-12-02). Unverified here: that EKS marks a
+# default for each of these add-ons at each supported Kubernetes version (some add-ons have had
+# none: aws-efs-csi-driver in terraform-aws-modules/terraform-aws-eks#2855, adot in #2731); then
+# the lookup fails at preview, before anything changes, and a pin is the fix.
+ADDON_MOST_RECENT = False
+ADDON_RESOLVED_AT_DEPLOY = "<resolved at deploy: EKS default for Kubernetes {k8s}>"
+ADDON_VERSION_PATTERN = r"^v\d+\.\d+\.\d+-eksbuild\.\d+$"
+EKS_ADDONS: dict[str, str] = {
+    "vpc-cni": "pod networking (NetworkPolicy enforcement on)",
+    "kube-proxy": "Service routing on every node",
+    "coredns": "cluster DNS",
+    "eks-pod-identity-agent": "Pod Identity credentials for the platform's service accounts",
+    "aws-fsx-csi-driver": "the Lustre volume (when higgsfield:fsx.enabled)",
+    "aws-ebs-csi-driver": "Prometheus' volume (when higgsfield:observability.enabled)",
+    "amazon-cloudwatch-observability": "container logs to CloudWatch (when higgsfield:observability.enabled)",
+    "eks-node-monitoring-agent": "node health for auto-repair (when higgsfield:observability.enabled)",
+}
+
+
 @dataclass(frozen=True)
 class AddonVersion:
-    """A managed EKS add-on pinned for one Kubernetes minor version."""
+    """A managed EKS add-on for one cluster: `pin` if the stack set one, else EKS's default for
+    `kubernetes_version`, resolved at deploy time."""
 
     name: str
-    version: str
-    verified: bool
-    source: str
+    kubernetes_version: str
+    pin: str | None = None
 
 
-_ADDON_SOURCE = (
-    "aws eks describe-addon-versions --kubernetes-version {k8s} --addon-name {name} "
-    "(unverified here: no AWS API from the build machine, 2026-12-02)"
-)
-
-
-def _addons(k8s: str, vpc_cni: str, coredns: str, kube_proxy: str, pod_identity: str) -> dict[str, AddonVersion]:
-    pins = {
-        "vpc-cni": vpc_cni,
-        "coredns": coredns,
-        "kube-proxy": kube_proxy,
-        "eks-pod-identity-agent": pod_identity,
-    }
-    return {
-        name: AddonVersion(name, version, False, _ADDON_SOURCE.format(k8s=k8s, name=name))
-        for name, version in pins.items()
-    }
-
-
-# Managed add-ons per Kubernetes minor version. The coredns 1.33 pin is from the EKS user
-# guide's CoreDNS version table (awsdocs/amazon-eks-user-guide:latest/ug/networking/
-# managing-coredns.adoc); the others follow the same eksbuild scheme and are unverified.
-EKS_ADDONS: dict[str, dict[str, AddonVersion]] = {
-    "1.32": _addons("1.32", "v1.20.4-eksbuild.1", "v1.11.4-eksbuild.22", "v1.32.6-eksbuild.13", "v1.3.8-eksbuild.2"),
-    "1.33": _addons("1.33", "v1.20.4-eksbuild.1", "v1.12.3-eksbuild.1", "v1.33.3-eksbuild.11", "v1.3.8-eksbuild.2"),
-    "1.34": _addons("1.34", "v1.20.4-eksbuild.1", "v1.12.4-eksbuild.1", "v1.34.0-eksbuild.5", "v1.3.8-eksbuild.2"),
-    "1.35": _addons("1.35", "v1.20.4-eksbuild.1", "v1.12.4-eksbuild.1", "v1.35.0-eksbuild.2", "v1.3.8-eksbuild.2"),
-}
+def addon_versions(kubernetes_version: str, pins: dict[str, str], names: tuple[str, ...] = tuple(EKS_ADDONS)) -> dict[str, AddonVersion]:
+    """The add-ons `names` for a cluster of `kubernetes_version`, with the stack's pins."""
+    return {name: AddonVersion(name, kubernetes_version, pins.get(name)) for name in names}
 
 # --- Node images ------------------------------------------------------------------------
 # Managed node groups pick the latest EKS-optimized AMI of this type for the cluster version
-# at creation; the release is then held until the node group is updated.
-# docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html (amiType), checked 2026-12-02.
+# at creation; the release is then held until the node group is updated (or pinned with
+# higgsfield:nodeReleaseVersion, an AMI release such as 1.35.2-20261120: awslabs/amazon-eks-ami
+# releases). docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html (amiType,
+# releaseVersion, version), checked 2026-12-02.
 CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
 
 GPU_AMI_TYPES = {"x86_64": "AL2023_x86_64_NVIDIA", "arm64": "AL2023_ARM_64_NVIDIA"}
@@ -91,74 +149,95 @@ CUDA_MIN_DRIVER_BRANCH = {
 
 @dataclass(frozen=True)
 class Chart:
-    """A Helm chart pinned to an exact version, from its official repository."""
+    """A Helm chart pinned to an exact version, from its official repository, with the
+    Kubernetes range the component supports (None: the chart is not tied to a range)."""
 
     name: str
     version: str
     repo: str
-    source: str
+    source: Source
+    kubernetes: KubernetesRange | None = None
 
 
-# kubernetes/autoscaler chart 9.59.0 ships Cluster Autoscaler 1.35.0 (appVersion), the minor
-# that matches Kubernetes 1.35 (kubermatic/kubermatic#16253, 2026-08-13). The image tag is set
-# per Kubernetes minor below, as the autoscaler's README asks (same minor as the cluster).
+# Cluster Autoscaler chart 9.59.0 (appVersion 1.35.0; the newest chart at kubernetes/autoscaler
+# 2026-08-22). The image is set per Kubernetes minor below: the autoscaler's README asks for the
+# autoscaler minor that matches the control plane ("Releases" table, kubernetes/autoscaler:
+# cluster-autoscaler/README.md@cluster-autoscaler-1.35.2).
 CLUSTER_AUTOSCALER = Chart(
     "cluster-autoscaler", "9.59.0", "https://kubernetes.github.io/autoscaler",
-    "kubernetes/autoscaler charts/cluster-autoscaler; kubermatic/kubermatic#16253 (2026-08-13)",
+    verified("kubernetes/autoscaler:cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml@cluster-autoscaler-chart-9.59.0"),
 )
-# 1.35.0 is the chart's appVersion (verified above); 1.34.2 and 1.33.0 are chart appVersions
-# listed in kubernetes/autoscaler#8891; 1.32.1 is unverified.
-CLUSTER_AUTOSCALER_IMAGE = {"1.32": "v1.32.1", "1.33": "v1.33.0", "1.34": "v1.34.2", "1.35": "v1.35.0"}
+# The latest patch of each minor: the newest cluster-autoscaler-1.MINOR.PATCH tags of
+# kubernetes/autoscaler (mirror of 2026-08-22); version/version.go at each tag says the same
+# (e.g. ClusterAutoscalerVersion = "1.35.2" at cluster-autoscaler-1.35.2). Each image supports
+# exactly its own minor (the README's Releases table).
+CLUSTER_AUTOSCALER_IMAGE = {"1.32": "v1.32.7", "1.33": "v1.33.6", "1.34": "v1.34.5", "1.35": "v1.35.2"}
+CLUSTER_AUTOSCALER_IMAGE_SOURCE = "kubernetes/autoscaler:cluster-autoscaler/version/version.go@cluster-autoscaler-{patch}"
 
-# NVIDIA device plugin with GPU feature discovery (driver/CUDA labels): v0.19.0 released
-# 2026-03/04 (NVIDIA/k8s-device-plugin CHANGELOG v0.19.0, via shaman007/home-k3s#111).
+# NVIDIA device plugin with GPU feature discovery (driver/CUDA labels). kubeVersion ">= 1.10.0-0"
+# and "Kubernetes version >= 1.10" (device plugin API v1beta1), no upper bound published.
 NVIDIA_DEVICE_PLUGIN = Chart(
     "nvidia-device-plugin", "0.19.0", "https://nvidia.github.io/k8s-device-plugin",
-    "NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin (release v0.19.0)",
+    verified("NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v0.19.0"),
+    KubernetesRange("NVIDIA device plugin 0.19.0", "1.10", None, "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v0.19.0 (kubeVersion)"),
 )
-# EKS EFA device plugin chart: v0.5.20 (aws/eks-charts stable/aws-efa-k8s-device-plugin/
-# Chart.yaml at de5fdc1d). Newer charts carry image v0.5.21-eksbuild.x (aws/eks-charts#1366,
-# 2026-09-10); bump after reading that chart's version.
+# EKS EFA device plugin chart v0.5.30 = image v0.5.20 (appVersion and values.yaml image.tag),
+# published in the chart index (aws/eks-charts:index.yaml@c7f9ea56, gh-pages). The chart states
+# no Kubernetes range (no kubeVersion, README: "Helm v3" only); it serves the device plugin API
+# v1beta1 that every supported Kubernetes has.
 EFA_DEVICE_PLUGIN = Chart(
-    "aws-efa-k8s-device-plugin", "v0.5.20", "https://aws.github.io/eks-charts",
-    "aws/eks-charts stable/aws-efa-k8s-device-plugin/Chart.yaml",
+    "aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts",
+    verified("aws/eks-charts:stable/aws-efa-k8s-device-plugin/Chart.yaml@5239609242f3430be50fb0b714a24d3ef2b47983"),
+    KubernetesRange("EFA device plugin v0.5.20", "1.10", None, "the device plugin API v1beta1 (Kubernetes 1.10+); aws/eks-charts states no kubeVersion"),
 )
 
-# FSx for Lustre CSI driver as an EKS add-on (docs.aws.amazon.com/eks/latest/userguide/
-# fsx-csi-create.html). Unverified from here: confirm with
-# `aws eks describe-addon-versions --addon-name aws-fsx-csi-driver --kubernetes-version 1.35`.
-# The add-on vX.Y.Z-eksbuild.N packages driver tag vX.Y.Z (EKS add-on naming; unverified here).
-# Read at kubernetes-sigs/aws-fsx-csi-driver@v1.8.0 for tenancy (components/storage.py): static
-# PVs only (examples/kubernetes/static_provisioning), NodePublishVolume mounts
-# `dnsname@tcp:/mountname` with the PV's mountname and adds `ro` for read-only publishes
-# (pkg/driver/node.go); the CSIDriver declares no Ephemeral lifecycle (charts/aws-fsx-csi-driver/
-# templates/csidriver.yaml), so inline csi volumes are refused. The `subDir` provisioning mode is
-# not in v1.8.0. Check after a bump: `git show vX.Y.Z:pkg/driver/node.go | grep -n mountname`.
-FSX_CSI_ADDON = AddonVersion("aws-fsx-csi-driver", "v1.8.0-eksbuild.1", False, _ADDON_SOURCE.format(k8s="1.35", name="aws-fsx-csi-driver"))
 # Lustre client/server version of new file systems (FSx API FileSystemTypeVersion; 2.15 is the
 # newest, needed by AL2023 clients). docs.aws.amazon.com/fsx/latest/LustreGuide/lustre-client-matrix.html
+# The FSx CSI driver is an EKS add-on (EKS_ADDONS, resolved at deploy). Read at
+# kubernetes-sigs/aws-fsx-csi-driver@v1.8.0 for tenancy (components/storage.py): static PVs only
+# (examples/kubernetes/static_provisioning), NodePublishVolume mounts `dnsname@tcp:/mountname` with
+# the PV's mountname and adds `ro` for read-only publishes (pkg/driver/node.go); the CSIDriver
+# declares no Ephemeral lifecycle (charts/aws-fsx-csi-driver/templates/csidriver.yaml), so inline
+# csi volumes are refused. Check after EKS moves its default: the add-on vX.Y.Z-eksbuild.N packages
+# driver tag vX.Y.Z; `git show vX.Y.Z:pkg/driver/node.go | grep -n mountname`.
 LUSTRE_VERSION = "2.15"
 
-# Volcano batch scheduler, official chart (volcano-sh/helm-charts; the chart's values take the
-# whole scheduler config as custom.scheduler_config_override, and a node selector as
-# custom.default_ns: volcano-sh/volcano installer/helm/chart/volcano/values.yaml). Tagged charts
-# v1.13.0-v1.15.0 exist (published comparison of their default volcano-scheduler.conf).
-VOLCANO = Chart("volcano", "1.13.0", "https://volcano-sh.github.io/helm-charts", "volcano-sh/volcano installer/helm/chart/volcano")
+# Volcano batch scheduler 1.15.1, official chart. The chart's values take the whole scheduler
+# config as custom.scheduler_config_override, a node selector as custom.default_ns and
+# custom.leader_elect_enable (volcano-sh/volcano:installer/helm/chart/volcano/values.yaml and
+# templates/scheduler.yaml@v1.15.1). Kubernetes 1.23-1.35: the "Kubernetes compatibility" table,
+# row "Volcano v1.15" (volcano-sh/volcano:README.md@v1.15.1; v1.13 stops at 1.33, v1.14 at 1.34).
+# Published as volcano-1.15.1.tgz at volcano-sh.github.io/helm-charts (the stored index snapshot,
+# volcano-sh/helm-charts:index.yaml@be34e957, predates the tag and lists 1.15.0). The Services and
+# ports its scheduler and controller declare, which the scrape jobs select: components/
+# observability.py SCRAPE_TARGETS (templates/scheduler.yaml, controllers.yaml@v1.15.1).
+VOLCANO = Chart(
+    "volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts",
+    verified("volcano-sh/volcano:installer/helm/chart/volcano/Chart.yaml@v1.15.1"),
+    KubernetesRange("Volcano 1.15.1", "1.23", "1.35", "volcano-sh/volcano:README.md@v1.15.1 (Kubernetes compatibility)"),
+)
 
 # Kubeflow Training Operator v1 (DESIGN.md decision 4): the upstream standalone overlay at this
 # ref, through components/kustomize/training-operator/kustomization.yaml (a test checks that file
-# names this ref). Flags --gang-scheduler-name and --leader-elect: kubeflow/training-operator
-# cmd/training-operator.v1/main.go.
+# names this ref). The repository is kubeflow/trainer (renamed from kubeflow/training-operator; the
+# v1.9.4 tag lives there). Flags --gang-scheduler-name, --leader-elect and --metrics-bind-address
+# (":8080"): kubeflow/trainer:cmd/training-operator.v1/main.go@v1.9.4. Kubernetes 1.27+ (README.md
+# "Version Matrix", latest) and tested up to 1.35 (.github/workflows/integration-tests.yaml: kind
+# v1.34.3 and v1.35.0), both @v1.9.4.
 TRAINING_OPERATOR_REF = "v1.9.4"
-TRAINING_OPERATOR_OVERLAY = "https://github.com/kubeflow/training-operator.git//manifests/overlays/standalone"
+TRAINING_OPERATOR_OVERLAY = "https://github.com/kubeflow/trainer.git//manifests/overlays/standalone"
+TRAINING_OPERATOR_KUBERNETES = KubernetesRange(
+    "Kubeflow Training Operator v1.9.4", "1.27", "1.35",
+    "kubeflow/trainer:README.md@v1.9.4 (Version Matrix; .github/workflows/integration-tests.yaml: kind 1.34, 1.35)",
+)
 
-# metrics-server for the HPA the operator creates for elastic PyTorchJobs
-# (kubernetes-sigs/metrics-server charts/metrics-server; chart 3.13.0 = metrics-server 0.8.0).
-METRICS_SERVER = Chart("metrics-server", "3.13.0", "https://kubernetes-sigs.github.io/metrics-server", "kubernetes-sigs/metrics-server charts/metrics-server")
+# metrics-server for the HPA the operator creates for elastic PyTorchJobs (chart 3.13.0 =
+# metrics-server 0.8.0).
+METRICS_SERVER = Chart(
+    "metrics-server", "3.13.0", "https://kubernetes-sigs.github.io/metrics-server",
+    verified("kubernetes-sigs/metrics-server:charts/metrics-server/Chart.yaml@metrics-server-helm-chart-3.13.0"),
+)
 
-# Image of the checkpoint-sync sidecar of the example jobs (rendered by `higgsfield jobs render`,
-# never deployed by pulumi up). Unverified tag: check it exists before the first submission.
-EXAMPLE_SYNC_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
 # The one-shot Job that makes the team and dataset directories on Lustre (mkdir, chown, chmod:
 # busybox has all three). Unverified tag: `docker manifest inspect` it before the first deploy.
 LUSTRE_LAYOUT_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
@@ -176,8 +255,7 @@ class ImagePart:
     """One thing the training image is built from, pinned, with where the pin was read."""
 
     version: str
-    source: str
-    verified: bool
+    source: Source
 
 
 # Base: PyTorch's official -devel image (CUDA toolkit for building nccl-tests and the plugin; the
@@ -186,7 +264,8 @@ class ImagePart:
 # `docker buildx imagetools inspect pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel` and pin the digest.
 TRAINING_BASE_IMAGE = ImagePart(
     "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel",
-    "hub.docker.com/r/pytorch/pytorch tags (tag only, digest unverified)", False,
+    unverified("hub.docker.com/r/pytorch/pytorch tags (tag only, digest unverified)",
+               "docker buildx imagetools inspect pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel"),
 )
 # The NCCL the job uses is the one PyTorch's wheel ships (nvidia-nccl-cu12, 2.26.x for torch 2.7.1
 # cu128 - unverified here; the image build prints it, and the Dockerfile fails unless it is at
@@ -194,7 +273,7 @@ TRAINING_BASE_IMAGE = ImagePart(
 # EFA user space (libfabric with the efa provider, rdma-core, Open MPI under /opt/amazon): the
 # anchors' pin (nccl-tests.Dockerfile@7217859f: EFA_INSTALLER_VERSION=1.47.0).
 EFA_INSTALLER = ImagePart(
-    "1.47.0", "aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/nccl-tests.Dockerfile@7217859f", True,
+    "1.47.0", verified("aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/nccl-tests.Dockerfile@7217859f"),
 )
 # aws-ofi-nccl, built from its release tarball (aws/aws-ofi-nccl:INSTALL.md@v1.21.1 recommends the
 # tarball) with --enable-platform-aws into AWS_OFI_NCCL_PREFIX. "tested with NCCL v2.31.2-1 while
@@ -202,33 +281,115 @@ EFA_INSTALLER = ImagePart(
 # AWS support (aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1, tag commit 2475c4c7). Its tuner is built
 # into the net plugin and, on AWS, also as libnccl-tuner-ofi.so / libnccl-ofi-tuner.so
 # (aws/aws-ofi-nccl:src/Makefile.am@v1.21.1).
-AWS_OFI_NCCL = ImagePart("1.21.1", "aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1", True)
+# boto3 in the image, for the health gate's SetInstanceHealth (images/training/health_gate.py); EKS
+# Pod Identity credentials need a 2023-11 or newer SDK. The version the dev environment installs
+# from PyPI (pip, 2026-12-03).
+BOTO3 = ImagePart("1.44.8", verified("pypi.org/project/boto3 (installed here by pip, 2026-12-03)"))
+AWS_OFI_NCCL = ImagePart("1.21.1", verified("aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1"))
 AWS_OFI_NCCL_MIN_NCCL = (2, 17, 1)
 AWS_OFI_NCCL_HAS_TUNER = True
 AWS_OFI_NCCL_PREFIX = "/opt/aws-ofi-nccl"
 # nccl-tests: the anchors' pin (nccl-tests.Dockerfile@7217859f: NCCL_TESTS_VERSION=v2.17.9).
 NCCL_TESTS = ImagePart(
-    "v2.17.9", "aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/nccl-tests.Dockerfile@7217859f", True,
+    "v2.17.9", verified("aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/nccl-tests.Dockerfile@7217859f"),
 )
 
 # --- observability ----------------------------------------------------------------------------
-# kube-prometheus-stack 88.6.5 (prometheus-community/helm-charts; adfinis/helm-charts#1982, 2026-09-07).
+# kube-prometheus-stack 88.6.5 (adfinis/helm-charts#1982, 2026-09-07): newer than the stored
+# prometheus-community/helm-charts snapshot (2026-08-22, newest tag kube-prometheus-stack-88.5.3,
+# kubeVersion ">=1.25.0-0").
 KUBE_PROMETHEUS_STACK = Chart(
     "kube-prometheus-stack", "88.6.5", "https://prometheus-community.github.io/helm-charts",
-    "prometheus-community/helm-charts charts/kube-prometheus-stack (adfinis/helm-charts#1982)",
+    unverified("prometheus-community/helm-charts:charts/kube-prometheus-stack/Chart.yaml (adfinis/helm-charts#1982)",
+               "helm search repo prometheus-community/kube-prometheus-stack --version 88.6.5"),
 )
-# Unverified from here: confirm with `helm search repo <repo>/<chart> --versions` before deploying.
-DCGM_EXPORTER = Chart("dcgm-exporter", "4.6.0", "https://nvidia.github.io/dcgm-exporter/helm-charts", "NVIDIA/dcgm-exporter deployment/ (unverified)")
-PROMETHEUS_ADAPTER = Chart("prometheus-adapter", "5.2.0", "https://prometheus-community.github.io/helm-charts", "prometheus-community/helm-charts charts/prometheus-adapter (unverified)")
+# DCGM exporter chart 4.6.0 (image 4.4.1-4.6.0), published at nvidia.github.io/dcgm-exporter/
+# helm-charts (NVIDIA/dcgm-exporter:helm-charts/index.yaml@ecd340dc, gh-pages). Its DaemonSet runs
+# the exporter with DCGM_EXPORTER_KUBERNETES=true (templates/daemonset.yaml), so every GPU series
+# carries the workload's `pod`, `namespace` and `container` (internal/pkg/transformation/const.go),
+# all @4.4.1-4.6.0; kubeVersion ">= 1.19.0-0".
+DCGM_EXPORTER = Chart(
+    "dcgm-exporter", "4.6.0", "https://nvidia.github.io/dcgm-exporter/helm-charts",
+    verified("NVIDIA/dcgm-exporter:deployment/Chart.yaml@4.4.1-4.6.0"),
+)
+PROMETHEUS_ADAPTER = Chart(
+    "prometheus-adapter", "5.2.0", "https://prometheus-community.github.io/helm-charts",
+    verified("prometheus-community/helm-charts:charts/prometheus-adapter/Chart.yaml@prometheus-adapter-5.2.0"),
+)
+# The CloudWatch Observability add-on (EKS_ADDONS) ships its own DCGM exporter DaemonSet unless
+# `dcgmExporter.enabled` is false (aws-observability/helm-charts:charts/amazon-cloudwatch-observability/
+# values.yaml and templates/linux/dcgm-exporter-daemonset.yaml@71a298ff, chart 6.4.0, the source of
+# the add-on); components/observability.py turns it off so that one exporter holds the GPUs'
+# profiling counters ("The profiling module uses hardware subsystems that cannot be shared between
+# multiple processes on the same machine": DCGM maintainers in NVIDIA/dcgm-exporter#7, and a
+# system-wide driver lock in NVIDIA/DCGM#56). That the add-on's configuration schema takes the key
+# is unverified here (EKS validates add-on configuration against that schema, so a key it lacks
+# should fail the deploy rather than leave two exporters running).
+CLOUDWATCH_DCGM_OFF = {"dcgmExporter": {"enabled": False}}
 
 
-def _observability_addon(name: str, version: str) -> AddonVersion:
-    return AddonVersion(name, version, False, _ADDON_SOURCE.format(k8s="1.35", name=name))
+# --- provenance of the plain values ----------------------------------------------------------
+_DOCS = "docs.aws.amazon.com/eks/latest/"
+PROVENANCE: dict[str, Source] = {
+    "KUBERNETES_DEFAULT": verified(_DOCS + "userguide/kubernetes-versions.html"),
+    "KUBERNETES_SUPPORTED": verified(_DOCS + "userguide/kubernetes-versions.html"),
+    "EKS_EXTENDED_SUPPORT": verified(_DOCS + "userguide/kubernetes-versions.html"),
+    "EKS_ADDONS": verified(_DOCS + "userguide/workloads-add-ons-available-eks.html"),
+    "ADDON_MOST_RECENT": unverified(
+        "EKS DescribeAddonVersions compatibilities[].defaultVersion (a default per add-on and Kubernetes version)",
+        "aws eks describe-addon-versions --kubernetes-version 1.35 --addon-name NAME "
+        "--query 'addons[0].addonVersions[?compatibilities[0].defaultVersion].addonVersion'",
+    ),
+    "CPU_AMI_TYPE": verified(_DOCS + "APIReference/API_Nodegroup.html"),
+    "GPU_AMI_TYPES": verified(_DOCS + "APIReference/API_Nodegroup.html"),
+    "EKS_NVIDIA_DRIVER_BRANCH": unverified("EKS user guide, quoted in NVIDIA/aicr#2743",
+                                           "kubectl get nodes -L nvidia.com/cuda.driver.major (GPU feature discovery label)"),
+    "CUDA_MIN_DRIVER_BRANCH": verified("docs.nvidia.com/cuda/cuda-toolkit-release-notes (CUDA Toolkit and Corresponding Driver Versions)"),
+    "CLUSTER_AUTOSCALER_IMAGE": verified(CLUSTER_AUTOSCALER_IMAGE_SOURCE.format(patch="1.35.2") + " (and each minor's newest tag)"),
+    "LUSTRE_VERSION": verified("docs.aws.amazon.com/fsx/latest/LustreGuide/lustre-client-matrix.html"),
+    "TRAINING_OPERATOR_REF": verified("kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@v1.9.4"),
+    "TRAINING_OPERATOR_OVERLAY": verified("kubeflow/trainer:manifests/overlays/standalone@v1.9.4"),
+    "LUSTRE_LAYOUT_IMAGE": unverified("public.ecr.aws/docker/library/busybox", "docker manifest inspect public.ecr.aws/docker/library/busybox:1.37"),
+    "AWS_OFI_NCCL_MIN_NCCL": verified("aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1"),
+    "AWS_OFI_NCCL_HAS_TUNER": verified("aws/aws-ofi-nccl:src/Makefile.am@v1.21.1"),
+    "CLOUDWATCH_DCGM_OFF": unverified(
+        "aws-observability/helm-charts:charts/amazon-cloudwatch-observability/values.yaml@71a298ff",
+        "aws eks describe-addon-configuration --addon-name amazon-cloudwatch-observability "
+        "--addon-version $(aws eks describe-addon-versions --addon-name amazon-cloudwatch-observability "
+        "--kubernetes-version 1.35 --query 'addons[0].addonVersions[?compatibilities[0].defaultVersion].addonVersion' "
+        "--output text) --query configurationSchema --output text | jq .properties.dcgmExporter",
+    ),
+}
 
 
-EBS_CSI_ADDON = _observability_addon("aws-ebs-csi-driver", "v1.53.0-eksbuild.1")
-CLOUDWATCH_ADDON = _observability_addon("amazon-cloudwatch-observability", "v4.6.0-eksbuild.1")
-NODE_MONITORING_ADDON = _observability_addon("eks-node-monitoring-agent", "v1.4.0-eksbuild.1")
+# Constants that are our own settings or formats, not upstream pins.
+NOT_PINS = ("ADDON_RESOLVED_AT_DEPLOY", "ADDON_VERSION_PATTERN", "AWS_OFI_NCCL_PREFIX", "CLUSTER_AUTOSCALER_IMAGE_SOURCE", "PROVENANCE", "NOT_PINS")
+
+
+def sources() -> dict[str, Source]:
+    """The source of every pin in this module, by constant name."""
+    found = dict(PROVENANCE)
+    for name, value in globals().items():
+        if name.isupper() and isinstance(getattr(value, "source", None), Source):
+            found[name] = value.source
+        elif name.isupper() and isinstance(value, KubernetesRange):
+            found[name] = verified(value.source)
+    return found
+
+
+def kubernetes_ranges() -> list[KubernetesRange]:
+    """The Kubernetes range of every pinned component that constrains the cluster's version
+    (the Cluster Autoscaler: exactly the minors it has an image for)."""
+    ranges = [c.kubernetes for c in (VOLCANO, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN) if c.kubernetes]
+    pinned = tuple(sorted(CLUSTER_AUTOSCALER_IMAGE, key=_minor))
+    autoscaler = KubernetesRange("Cluster Autoscaler (an image per minor)", pinned[0], pinned[-1], CLUSTER_AUTOSCALER_IMAGE_SOURCE.format(patch="1.MINOR.PATCH"), only=pinned)
+    return [*ranges, TRAINING_OPERATOR_KUBERNETES, autoscaler]
+
+
+def components_outside(kubernetes_version: str) -> list[KubernetesRange]:
+    """The pinned components that do not support `kubernetes_version`."""
+    return [r for r in kubernetes_ranges() if not r.admits(kubernetes_version)]
+
 
 # --- delivery (.github/workflows, components/delivery.py) ---------------------------------------
 # Every third-party action the workflows use, pinned to the commit its release tag points at

@@ -111,17 +111,20 @@ def test_system_nodes_match_the_configured_sizes_and_leave_desired_to_the_autosc
     assert "scalingConfig.desiredSize" in group.ignore_changes
 
 
-def test_nodes_do_not_wait_for_managed_addons_but_platform_services_do(plan):
-    """EKS bootstraps the default CNI with the cluster, so node groups start right after it; the
-    managed add-ons adopt those at pinned versions meanwhile, and Helm releases wait for them
-    (the Pod Identity agent must run before the autoscaler and CSI driver ask for credentials)."""
-    assert plan.one(CLUSTER).inputs["bootstrapSelfManagedAddons"] is True
-    group = _system_node_group(plan)
+def test_node_groups_wait_for_the_addons_a_node_needs_and_platform_services_for_all(plan):
+    """Control plane, then the add-ons a node needs to become Ready (pod network, kube-proxy, Pod
+    Identity agent), then node groups, so that a Kubernetes upgrade goes in that order; CoreDNS
+    turns ACTIVE only on a running node, so it comes up beside the node groups. Helm releases
+    wait for every cluster add-on (the Pod Identity agent must run before the autoscaler and CSI
+    driver ask for credentials)."""
     addons = {a.inputs["addonName"]: a for a in plan.of_type("aws:eks/addon:Addon")}
-    assert {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"} <= set(addons)
-    assert not set(a.urn for a in addons.values()) & set(group.dependencies)
+    for group in plan.of_type("aws:eks/nodeGroup:NodeGroup"):
+        waits_for = {plan.by_urn(u).inputs.get("addonName") for u in group.dependencies if plan.by_urn(u).type == "aws:eks/addon:Addon"}
+        assert waits_for == {"vpc-cni", "kube-proxy", "eks-pod-identity-agent"}, group.name
+        assert plan.one(CLUSTER).urn in group.dependencies
     for release in plan.of_type("kubernetes:helm.sh/v3:Release"):
         assert addons["eks-pod-identity-agent"].urn in release.dependencies, release.name
+        assert addons["coredns"].urn in release.dependencies, release.name
 
 
 def _taggable(type_: str) -> bool:

@@ -57,7 +57,8 @@ def test_changing_fsx_deployment_type_is_refused_without_an_allow(repo, capsys):
     _edit_stack(repo, "staging", to_scratch)
     assert main(["diff", "staging", "--base", "HEAD~1"]) == 1
     out = capsys.readouterr().out
-    assert "REPLACE because of deploymentType" in out
+    (replace,) = [line for line in out.splitlines() if line.startswith("  +- aws:fsx/lustreFileSystem:LustreFileSystem lustre  REPLACE because of")]
+    assert "deploymentType" in replace
     assert "REFUSED: replace of FSx file system lustre" in out
 
 
@@ -105,3 +106,76 @@ def test_moving_a_node_group_to_another_subnet_is_a_replacement_even_when_ids_ar
     moved = {**group, "dependencies": ["subnet-b"]}
     (change,) = compare({"resources": [group]}, {"resources": [moved]}, set()).changed
     assert change.replace_paths == ["subnetIds[0]"]
+
+
+def _diff(repo: Path, capsys, stack: str, change, *args: str) -> tuple[int, str]:
+    """Commit `change` to the stack file, then `higgsfield diff STACK --base HEAD~1 ARGS...`."""
+    _edit_stack(repo, stack, change)
+    rc = main(["diff", stack, "--base", "HEAD~1", *args])
+    return rc, capsys.readouterr().out
+
+
+# --- consequences: replacement follows the recorded dependencies -------------------------------
+
+
+def test_changing_vpc_cidr_refuses_replacing_the_cluster_fsx_and_node_groups(repo, capsys):
+    rc, out = _diff(repo, capsys, "staging", lambda c: c.update({"higgsfield:vpcCidr": "10.31.0.0/16"}))
+    assert rc == 1
+    assert "cidrBlock: 10.30.0.0/16 → 10.31.0.0/16" in out
+    assert "REFUSED: replace of cluster" in out
+    assert "REFUSED: replace of FSx file system" in out
+    assert "+- aws:eks/nodeGroup:NodeGroup system-nodes  REPLACE" in out
+    assert "computed from replaced aws:ec2/subnet:Subnet" in out
+
+
+def test_reordering_availability_zones_refuses_replacing_the_cluster(repo, capsys):
+    rc, out = _diff(repo, capsys, "dev", lambda c: c.update({"higgsfield:availabilityZones": ["us-west-2b", "us-west-2a"]}))
+    assert rc == 1
+    assert "REFUSED: replace of cluster" in out
+    assert "cidrBlock: 10.20.0.0/19 → 10.20.32.0/19" in out
+    assert "+- aws:eks/nodeGroup:NodeGroup gpu-l40s  REPLACE because of subnetIds[0]\n" in out
+
+
+def test_downgrading_kubernetes_is_refused(repo, capsys):
+    rc, out = _diff(repo, capsys, "dev", lambda c: c.update({"higgsfield:kubernetesVersion": "1.34"}))
+    assert rc == 1
+    assert "REFUSED: downgrade of Kubernetes" in out
+
+
+def test_an_allow_lets_the_kubernetes_downgrade_through(repo, capsys):
+    rc, out = _diff(repo, capsys, "dev", lambda c: c.update({"higgsfield:kubernetesVersion": "1.34"}), "--allow", "kubernetesVersion")
+    assert rc == 0
+    assert "version: 1.35 → 1.34" in out
+
+
+def test_shrinking_fsx_is_refused_as_a_replacement(repo, capsys):
+    rc, out = _diff(repo, capsys, "prod", lambda c: c["higgsfield:fsx"].update(storageCapacityGiB=12000))
+    assert rc == 1
+    assert "storageCapacity: 24000 → 12000" in out
+    assert "REFUSED: replace of FSx file system" in out
+
+
+def test_changing_a_prod_stacks_environment_is_refused(repo, capsys):
+    rc, out = _diff(repo, capsys, "prod", lambda c: c.update({"higgsfield:environment": "staging"}))
+    assert rc == 1
+    assert "REFUSED: changing the environment of a protected stack (prod → staging)" in out
+
+
+def test_a_tag_change_only_updates_in_place(repo, capsys):
+    rc, out = _diff(repo, capsys, "dev", lambda c: c.update({"higgsfield:tags": {**c.get("higgsfield:tags", {}), "team": "research"}}))
+    assert rc == 0
+    assert "(0 replaced)" in out
+    assert "tags.team: ml-platform → research" in out
+
+
+def test_unchanged_computed_inputs_are_not_blamed():
+    subnet = {"urn": "s", "type": "aws:ec2/subnet:Subnet", "name": "a", "inputs": {"tags": {"x": "1"}}, "dependencies": []}
+    group = {"urn": "g", "type": "aws:eks/nodeGroup:NodeGroup", "name": "gpu", "inputs": {"subnetIds": ["<computed>"]}, "dependencies": ["s"]}
+    retagged = {**subnet, "inputs": {"tags": {"x": "2"}}}
+    diff = compare({"resources": [subnet, group]}, {"resources": [retagged, group]}, set())
+    assert [c.name for c in diff.changed] == ["a"] and not diff.replaced
+
+
+def test_a_cascade_does_not_blame_inputs_computed_from_resources_that_stay(repo, capsys):
+    _, out = _diff(repo, capsys, "dev", lambda c: c.update({"higgsfield:availabilityZones": ["us-west-2b", "us-west-2a"]}))
+    assert "nodeRoleArn: computed from" not in out and "encryptionConfigKeyArn: computed from" not in out

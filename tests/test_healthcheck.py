@@ -183,3 +183,30 @@ def test_gpu_measurements_reach_a_sane_fraction_of_peak():
     if model:
         assert 0.2 < tflops / node_check.PEAKS[model]["bf16_tflops"] < 1.2
         assert 0.2 < memory / node_check.PEAKS[model]["memory_gb_s"] < 1.2
+
+
+# `fi_info -p efa -t FI_EP_RDM` on an instance with EFA, in the shape the EC2 user guide shows when it
+# asks to confirm the EFA software components ("Get started with EFA and MPI", step "fi_info -p efa").
+FI_INFO = """provider: efa
+    fabric: efa
+    domain: rdmap16s27-rdm
+    version: 122.0
+    type: FI_EP_RDM
+    protocol: FI_PROTO_EFA
+provider: efa
+    fabric: efa
+    domain: rdmap32s27-rdm
+    version: 122.0
+    type: FI_EP_RDM
+    protocol: FI_PROTO_EFA
+"""
+
+
+def test_libfabric_endpoints_of_the_efa_provider_are_counted():
+    assert node_check.efa_provider_endpoints(FI_INFO) == 2
+    assert node_check.efa_provider_endpoints("fi_getinfo: -61 (No data available)\n") == 0
+
+
+def test_efa_devices_libfabric_cannot_open_fail_the_node():
+    report = node_check.evaluate("n1", H100, EXPECT, efa=32, efa_endpoints=0)
+    assert _failed(report) == ["libfabric efa provider"]

@@ -39,7 +39,7 @@ def test_feature_discovery_workers_tolerate_every_taint(plan):
 @pytest.mark.parametrize("efa_stack", [s for s in STACKS if efa_groups(plan_of(s))])
 def test_efa_device_plugin_tolerates_every_taint(efa_stack):
     """`tolerations` is appended after the chart's own CriticalAddonsOnly toleration
-    (aws/eks-charts:stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml@2a58b2db)."""
+    (aws/eks-charts:stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml@5239609, chart v0.5.30)."""
     assert EVERY_TAINT in _values(plan_of(efa_stack), "aws-efa-k8s-device-plugin")["tolerations"]
 
 

@@ -60,8 +60,8 @@ def test_dcgm_exporter_runs_on_gpu_nodes(plan):
 
 def test_dcgm_volcano_and_operator_metrics_are_scraped(plan):
     jobs = {c["job_name"]: c for c in _release(plan, "kube-prometheus-stack").inputs["values"]["prometheus"]["prometheusSpec"]["additionalScrapeConfigs"]}
-    assert {"dcgm-exporter", "volcano", "training-operator"} <= set(jobs)
-    assert jobs["volcano"]["kubernetes_sd_configs"][0]["namespaces"]["names"] == ["volcano-system"]
+    assert {"dcgm-exporter", "volcano-scheduler", "volcano-controller", "training-operator"} <= set(jobs)
+    assert jobs["volcano-controller"]["kubernetes_sd_configs"][0]["namespaces"]["names"] == ["volcano-system"]
 
 
 def test_gpu_utilisation_reaches_the_hpa_through_prometheus_adapter(plan):

@@ -1,10 +1,19 @@
 """`higgsfield preflight` against moto (EC2 offerings and instance types, AZs, FSx, SSM) and
-botocore Stubbers where moto has no coverage (Service Quotas for EC2, capacity reservations)."""
+botocore Stubbers where moto has no coverage (Service Quotas for EC2, capacity reservations, EKS
+DescribeAddonVersions). Stubbed errors carry AWS's codes: InvalidCapacityReservationId.NotFound
+and UnauthorizedOperation from the EC2 API reference (docs.aws.amazon.com/AWSEC2/latest/
+APIReference/errors-overview.html; the code as hashicorp/terraform-provider-aws handles it:
+internal/service/ec2/errors.go@00081ce4 errCodeInvalidCapacityReservationIdNotFound), the others
+as botocore's service models list them (service-quotas 2019-06-24 GetServiceQuota:
+AccessDeniedException, TooManyRequestsException)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import boto3
 import pytest
+from botocore.config import Config
 from botocore.stub import Stubber
 from moto import mock_aws
 
@@ -42,26 +51,62 @@ def aws():
         yield
 
 
-def _run(quota: int = 100_000, reservations: dict | None = None, ami: bool = True, **overrides) -> list[preflight.Check]:
+K8S = "1.35"
+ADDON = "vpc-cni"
+
+
+def _addon_versions(name: str = ADDON, default: str | None = "v1.20.4-eksbuild.2", others: tuple[str, ...] = ("v1.20.4-eksbuild.1",)) -> dict:
+    """DescribeAddonVersions' answer (eks 2017-11-01 AddonInfo/AddonVersionInfo/Compatibility)."""
+    versions = [(default, True)] if default else []
+    versions += [(v, False) for v in others]
+    return {"addons": [{"addonName": name, "type": "networking", "addonVersions": [
+        {"addonVersion": v, "architecture": ["amd64", "arm64"], "compatibilities": [{"clusterVersion": K8S, "platformVersions": ["*"], "defaultVersion": is_default}]}
+        for v, is_default in versions
+    ]}]}
+
+
+RESERVATIONS = {
+    "cr-0a1b2c3d4e5f60718": _reservation("cr-0a1b2c3d4e5f60718", "p5en.48xlarge", "capacity-block", "scheduled"),
+    "cr-0fedcba9876543210": _reservation("cr-0fedcba9876543210", "p6-b200.48xlarge", "default"),
+}
+NOT_FOUND = "InvalidCapacityReservationId.NotFound"
+
+
+def _run(quota: int | str = 100_000, reservations: dict | None = None, ami: bool | str = True, addons: dict | None = None,
+         addon_answer: dict | None = None, **overrides) -> list[preflight.Check]:
+    """The prod stack's preflight. `quota`/`ami` a string: that call fails with this AWS error
+    code ("network": the endpoint refuses the connection). A reservation's answer a string: the
+    error code AWS answers for it."""
     cfg = plan_of("prod").config
-    quotas_client, reservations_client, ssm = _client("service-quotas"), _client("ec2"), _client("ssm")
-    if ami:
+    quotas_client, reservations_client, eks = _client("service-quotas"), _client("ec2"), _client("eks")
+    if ami == "network":  # a closed local port: a real connection failure, reported without retries
+        ssm = boto3.client("ssm", region_name=REGION, endpoint_url="http://127.0.0.1:9", aws_access_key_id="x", aws_secret_access_key="x",
+                           config=Config(retries={"total_max_attempts": 1}, connect_timeout=2))
+    elif ami:
+        ssm = _client("ssm")
         ssm_stub = Stubber(ssm)
         ssm_stub.add_response("get_parameter", {"Parameter": {"Name": AMI, "Value": "ami-0123456789abcdef0", "Type": "String"}}, {"Name": AMI})
         ssm_stub.activate()
     else:
         ssm = boto3.client("ssm", region_name=REGION)  # moto: the public parameter does not exist there
-    with Stubber(quotas_client) as quota_stub, Stubber(reservations_client) as reservation_stub:
+    pins = {ADDON: None} if addons is None else addons
+    with Stubber(quotas_client) as quota_stub, Stubber(reservations_client) as reservation_stub, Stubber(eks) as eks_stub:
         for code in ("L-417A185B", "L-1216C47A"):  # P instances, then standard (the CPU nodes)
-            quota_stub.add_response("get_service_quota", {"Quota": {"QuotaCode": code, "Value": float(quota)}}, {"ServiceCode": "ec2", "QuotaCode": code})
-        given = reservations or {
-            "cr-0a1b2c3d4e5f60718": _reservation("cr-0a1b2c3d4e5f60718", "p5en.48xlarge", "capacity-block", "scheduled"),
-            "cr-0fedcba9876543210": _reservation("cr-0fedcba9876543210", "p6-b200.48xlarge", "default"),
-        }
-        for rid, response in given.items():
-            reservation_stub.add_response("describe_capacity_reservations", response, {"CapacityReservationIds": [rid]})
-        clients = preflight.Clients(Ec2(boto3.client("ec2", region_name=REGION), reservations_client, **overrides), quotas_client, ssm, boto3.client("fsx", region_name=REGION))
-        return preflight.run(cfg, clients)
+            expected = {"ServiceCode": "ec2", "QuotaCode": code}
+            if isinstance(quota, str):
+                quota_stub.add_client_error("get_service_quota", quota, "User is not authorized to perform: servicequotas:GetServiceQuota", 400, expected_params=expected)
+            else:
+                quota_stub.add_response("get_service_quota", {"Quota": {"QuotaCode": code, "Value": float(quota)}}, expected)
+        for rid, response in (reservations or RESERVATIONS).items():
+            if isinstance(response, str):
+                reservation_stub.add_client_error("describe_capacity_reservations", response, f"error for {rid}", 400, expected_params={"CapacityReservationIds": [rid]})
+            else:
+                reservation_stub.add_response("describe_capacity_reservations", response, {"CapacityReservationIds": [rid]})
+        for name in pins:
+            eks_stub.add_response("describe_addon_versions", addon_answer or _addon_versions(name), {"addonName": name, "kubernetesVersion": K8S})
+        clients = preflight.Clients(Ec2(boto3.client("ec2", region_name=REGION), reservations_client, **overrides), quotas_client, ssm,
+                                    boto3.client("fsx", region_name=REGION), eks)
+        return preflight.run(cfg, clients, pins)
 
 
 def _failed(checks: list[preflight.Check]) -> list[str]:
@@ -71,7 +116,7 @@ def _failed(checks: list[preflight.Check]) -> list[str]:
 def test_every_check_passes_for_a_ready_account(aws):
     checks = _run()
     assert _failed(checks) == []
-    assert {c.check for c in checks} == {"offered in AZ", "EFA supported", "reservation", "vCPU quota", "EKS NVIDIA AMI", "FSx for Lustre"}
+    assert {c.check for c in checks} == {"offered in AZ", "EFA supported", "reservation", "vCPU quota", "EKS NVIDIA AMI", "FSx for Lustre", "EKS add-on"}
 
 
 def test_instance_type_not_offered_in_the_zone_fails(aws):
@@ -104,12 +149,11 @@ def test_reservation_in_another_zone_or_expired_fails(aws):
     assert any("state expired" in d for d in details) and any("AZ us-east-2a" in d for d in details)
 
 
-def test_missing_reservation_fails(aws):
-    checks = _run(reservations={
-        "cr-0a1b2c3d4e5f60718": {"CapacityReservations": []},
-        "cr-0fedcba9876543210": _reservation("cr-0fedcba9876543210", "p6-b200.48xlarge", "default"),
-    })
-    assert [c.detail for c in checks if not c.ok] == ["not found"]
+def test_reservation_aws_does_not_know_fails_with_its_fix(aws):
+    checks = _run(reservations={**RESERVATIONS, "cr-0a1b2c3d4e5f60718": NOT_FOUND})
+    (failed,) = [c for c in checks if not c.ok]
+    assert failed.check == "reservation" and failed.checked and NOT_FOUND in failed.detail
+    assert "check the id and the region" in failed.fix
 
 
 def test_missing_nvidia_ami_fails(aws):
@@ -137,3 +181,108 @@ def test_fsx_in_an_unavailable_zone_fails(aws):
 
     checks = _run(describe_availability_zones=impaired)
     assert _failed(checks) == ["FSx for Lustre"]
+
+
+def _line(checks: list[preflight.Check], check: str) -> list[preflight.Check]:
+    return [c for c in checks if c.check == check]
+
+
+def test_access_denied_on_service_quotas_marks_only_the_quota_checks_not_checked(aws):
+    checks = _run(quota="AccessDeniedException")
+    quotas = _line(checks, "vCPU quota")
+    assert len(quotas) == 2 and all(not c.checked and c.detail.startswith("not checked: needs servicequotas:GetServiceQuota") for c in quotas)
+    assert all(c.ok for c in checks if c.check != "vCPU quota")
+
+
+def test_unauthorized_ec2_call_names_the_ec2_action(aws):
+    def denied(**_):
+        raise preflight.aws_errors.ClientError({"Error": {"Code": "UnauthorizedOperation", "Message": "You are not authorized"}}, "DescribeInstanceTypeOfferings")
+
+    checks = _run(describe_instance_type_offerings=denied)
+    offered = _line(checks, "offered in AZ")
+    assert offered and all(c.detail == "not checked: needs ec2:DescribeInstanceTypeOfferings (UnauthorizedOperation)" for c in offered)
+    assert all(c.ok for c in checks if c.check != "offered in AZ")
+
+
+def test_connection_failure_says_it_is_a_network_failure(aws):
+    checks = _run(ami="network")
+    (ami,) = _line(checks, "EKS NVIDIA AMI")
+    assert not ami.checked and ami.detail.startswith("not checked: network failure: Could not connect to the endpoint URL")
+    assert all(c.ok for c in checks if c.check != "EKS NVIDIA AMI")
+
+
+def test_throttled_call_is_not_checked_and_says_to_rerun(aws):
+    checks = _run(quota="TooManyRequestsException")
+    assert all("throttled GetServiceQuota" in c.detail and "rerun" in c.fix for c in _line(checks, "vCPU quota"))
+
+
+def test_unreadable_answer_is_not_checked_with_the_reason(aws):
+    def garbage(**_):
+        return {"InstanceTypes": []}  # an answer without the one instance type asked for
+
+    checks = _run(describe_instance_types=garbage)
+    efa = _line(checks, "EFA supported")
+    assert efa and all(not c.checked and c.detail.startswith("not checked: unreadable answer from AWS (ValueError") for c in efa)
+
+
+def test_not_found_access_denied_and_network_failure_each_get_their_own_line_and_the_rest_run(aws, capsys):
+    checks = _run(reservations={**RESERVATIONS, "cr-0fedcba9876543210": NOT_FOUND}, quota="AccessDeniedException", ami="network")
+    report = preflight.render("prod", checks)
+    lines = report.splitlines()
+    assert sum(NOT_FOUND in line and line.lstrip().startswith("FAIL") for line in lines) == 1
+    assert sum("needs servicequotas:GetServiceQuota" in line for line in lines) == 2
+    assert sum("network failure" in line for line in lines) == 1
+    assert all(c.ok for c in checks if c.check in ("offered in AZ", "EFA supported", "FSx for Lustre", "EKS add-on"))
+    assert lines[-1] == f"{sum(c.ok for c in checks)} passed, 1 failed, 3 not checked" and "Traceback" not in report
+
+
+def test_rejected_credentials_stop_the_run_with_one_message(aws):
+    def expired(**_):
+        raise preflight.aws_errors.ClientError({"Error": {"Code": "AuthFailure", "Message": "AWS was not able to validate the provided access credentials"}}, "DescribeInstanceTypeOfferings")
+
+    with pytest.raises(preflight.CredentialsRejected, match="AuthFailure"):
+        _run(describe_instance_type_offerings=expired)
+
+
+def test_addon_lists_the_version_aws_would_pick(aws):
+    (addon,) = _line(_run(), "EKS add-on")
+    assert addon.ok and addon.detail == "AWS would pick v1.20.4-eksbuild.2 (its default for 1.35)"
+
+
+def test_addon_pin_aws_offers_passes(aws):
+    (addon,) = _line(_run(addons={ADDON: "v1.20.4-eksbuild.1"}), "EKS add-on")
+    assert addon.ok
+
+
+def test_addon_pin_aws_does_not_offer_fails_naming_the_key(aws):
+    (addon,) = _line(_run(addons={ADDON: "v1.19.0-eksbuild.1"}), "EKS add-on")
+    assert not addon.ok and addon.checked and "not offered" in addon.detail
+    assert "higgsfield:addonVersions.vpc-cni" in addon.fix and "v1.20.4-eksbuild.2" in addon.fix
+
+
+def test_addon_without_a_default_and_no_pin_fails(aws):
+    (addon,) = _line(_run(addon_answer=_addon_versions(default=None)), "EKS add-on")
+    assert not addon.ok and "no default" in addon.detail and "pin one" in addon.fix
+
+
+def test_addon_eks_does_not_offer_for_the_kubernetes_version_fails(aws):
+    (addon,) = _line(_run(addon_answer={"addons": []}), "EKS add-on")
+    assert not addon.ok and "offers no version" in addon.detail
+
+
+def test_addon_pins_are_the_plan_versions_and_a_placeholder_is_eks_default():
+    plan = plan_of("prod")
+    first, second, *rest = plan.of_type("aws:eks/addon:Addon")
+
+    def at(addon, version):
+        return dataclasses.replace(addon, inputs={**addon.inputs, "addonVersion": version})
+
+    resources = [at(first, "<resolved at deploy: EKS default for Kubernetes 1.35>"), at(second, "v1.20.4-eksbuild.1"), *rest]
+    pins = preflight.addon_pins(dataclasses.replace(plan, resources=resources))
+    assert set(pins) >= {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "aws-fsx-csi-driver"}
+    assert pins[first.inputs["addonName"]] is None and pins[second.inputs["addonName"]] == "v1.20.4-eksbuild.1"
+
+
+def test_readme_lists_every_permission_preflight_needs():
+    text = (ROOT / "README.md").read_text()
+    assert all(f"`{action}`" in text for action in preflight.PERMISSIONS)

@@ -19,7 +19,8 @@ def _chain_plan(fsx_after_cluster: bool) -> Plan:
         _r("vpc", "aws:ec2/vpc:Vpc"),
         _r("subnet", "aws:ec2/subnet:Subnet", ["vpc"]),
         _r("cluster", "eks:index:Cluster", ["subnet"], custom=False),
-        _r("nodes", "aws:eks/nodeGroup:NodeGroup", ["cluster"]),
+        _r("cni", "aws:eks/addon:Addon", ["cluster"]),
+        _r("nodes", "aws:eks/nodeGroup:NodeGroup", ["cni"]),
         _r("plugin", "kubernetes:helm.sh/v3:Release", ["nodes"]),
         _r("fsx", "aws:fsx/lustreFileSystem:LustreFileSystem", ["subnet", "cluster"] if fsx_after_cluster else ["subnet"]),
     ]
@@ -28,8 +29,8 @@ def _chain_plan(fsx_after_cluster: bool) -> Plan:
 
 def test_synthetic_graph_follows_the_unavoidable_chain():
     t = timeline.compute(_chain_plan(fsx_after_cluster=False))
-    assert [r.urn for r in t.critical_path] == ["vpc", "subnet", "cluster", "nodes", "plugin"]
-    assert t.total == pytest.approx(0.2 + 0.2 + 12 + 5 + 2)
+    assert [r.urn for r in t.critical_path] == ["vpc", "subnet", "cluster", "cni", "nodes", "plugin"]
+    assert t.total == pytest.approx(0.2 + 0.2 + 12 + 2 + 5 + 2)
     assert t.ratio == pytest.approx(1.0)
 
 

@@ -3,8 +3,9 @@ across nodes as a PyTorchJob). Standard library only, plus PyTorch for the GPU m
 
 On a node it: lists the GPUs (count, model, driver) and compares them with what the pool
 promises; runs a bf16 matmul burn and a device-memory copy and reports the fraction of the GPU's
-peak; counts the EFA devices; writes and reads a file on the Lustre mount; then labels the node
-`higgsfield.io/health=healthy|unhealthy` and exits non-zero when unhealthy. Expectations and
+peak; counts the EFA devices and asks libfabric for its efa provider; writes and reads a file on the
+Lustre mount; prints the report (a table, then one JSON line) and exits non-zero when unhealthy.
+The health gate (health_gate.py) acts on the report: it labels and untaints the node. Expectations and
 thresholds come from the environment (the rendered Job sets them from the stack config).
 """
 
@@ -249,7 +250,8 @@ def memory_gb_s(torch, device, megabytes: int = 2048, iterations: int = 20) -> f
 
 
 def evaluate(node: str, gpus: list[Gpu], expected: Expectations, *, tflops: list[float] | None = None,
-             memory: list[float] | None = None, efa: int | None = None, lustre: tuple[float, float] | None = None) -> Report:
+             memory: list[float] | None = None, efa: int | None = None, lustre: tuple[float, float] | None = None,
+             efa_endpoints: int | None = None) -> Report:
     report = Report(node)
     report.add("GPU count", len(gpus), str(expected.gpus), len(gpus) == expected.gpus)
     models = sorted({model_of(g.name) or g.name for g in gpus})
@@ -266,24 +268,28 @@ def evaluate(node: str, gpus: list[Gpu], expected: Expectations, *, tflops: list
         report.add("memory bandwidth", f"{min(memory, default=0):.0f} GB/s ({worst:.0%} of peak)", f">= {expected.min_memory_bandwidth_fraction:.0%} of {peak['memory_gb_s']:.0f}", worst >= expected.min_memory_bandwidth_fraction)
     if efa is not None:
         report.add("EFA devices", efa, str(expected.efa_devices), efa == expected.efa_devices)
+    if efa_endpoints is not None:
+        report.add("libfabric efa provider", f"{efa_endpoints} endpoints", ">= 1", efa_endpoints >= 1)
     if lustre is not None:
         slower = min(lustre)
         report.add("Lustre write/read", f"{lustre[0]:.0f}/{lustre[1]:.0f} MB/s", f">= {expected.min_lustre_mb_s:.0f} MB/s", slower >= expected.min_lustre_mb_s)
     return report
 
 
-def label_node(node: str, healthy: bool) -> None:
-    """Label the node through the Kubernetes API with the pod's service account."""
-    import ssl
-    import urllib.request
+def efa_provider_endpoints(fi_info: str) -> int:
+    """How many endpoints libfabric's efa provider offers, from `fi_info -p efa -t FI_EP_RDM`
+    output (one `provider: efa` line per endpoint; libfabric prints "fi_getinfo: -61" and no
+    provider lines when the provider cannot open a device)."""
+    return len(re.findall(r"^\s*provider:\s*efa\s*$", fi_info, re.M))
 
-    account = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-    token = (account / "token").read_text()
-    body = json.dumps({"metadata": {"labels": {HEALTH_LABEL: "healthy" if healthy else "unhealthy"}}}).encode()
-    host = f"https://{os.environ['KUBERNETES_SERVICE_HOST']}:{os.environ.get('KUBERNETES_SERVICE_PORT', '443')}"
-    request = urllib.request.Request(f"{host}/api/v1/nodes/{node}", data=body, method="PATCH", headers={
-        "Authorization": f"Bearer {token}", "Content-Type": "application/merge-patch+json"})
-    urllib.request.urlopen(request, context=ssl.create_default_context(cafile=str(account / "ca.crt")), timeout=30).read()
+
+def fi_info_efa() -> str:
+    """libfabric's view of the EFA devices (fi_info from the EFA installer, /opt/amazon/efa/bin)."""
+    tool = shutil.which("fi_info") or "/opt/amazon/efa/bin/fi_info"
+    try:
+        return subprocess.run([tool, "-p", "efa", "-t", "FI_EP_RDM"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
 
 
 def check_node(env: dict[str, str]) -> Report:
@@ -304,7 +310,8 @@ def check_node(env: dict[str, str]) -> Report:
         pass
     lustre = lustre_mb_s(Path(expected.lustre_path)) if expected.lustre_path else None
     return evaluate(node, gpus, expected, tflops=tflops if tflops is not None else [], memory=memory if memory is not None else [],
-                    efa=efa_devices() if expected.efa_devices else None, lustre=lustre)
+                    efa=efa_devices() if expected.efa_devices else None, lustre=lustre,
+                    efa_endpoints=efa_provider_endpoints(fi_info_efa()) if expected.efa_devices else None)
 
 
 def check_allreduce(env: dict[str, str], megabytes: int = 1024, iterations: int = 20) -> Report:
@@ -336,8 +343,6 @@ def main(argv: list[str]) -> int:
     report = check_allreduce(env) if "--allreduce" in argv else check_node(env)
     print(report.table())
     print(report.json())
-    if "--label" in argv:
-        label_node(report.node, report.healthy)
     return 0 if report.healthy else 1
 
 

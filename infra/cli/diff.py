@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,7 @@ REPLACE_ON: dict[str, tuple[str, ...]] = {
     "aws:eks/nodeGroup:NodeGroup": ("clusterName", "nodeGroupName", "nodeGroupNamePrefix", "nodeRoleArn", "subnetIds", "instanceTypes", "amiType", "capacityType", "diskSize", "remoteAccess"),
     "aws:eks/addon:Addon": ("clusterName", "addonName"),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("clusterName", "namespace", "serviceAccount"),
-    "aws:fsx/lustreFileSystem:LustreFileSystem": ("deploymentType", "storageType", "subnetIds", "securityGroupIds", "kmsKeyId", "importPath", "exportPath", "fileSystemTypeVersion", "driveCacheType"),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": ("deploymentType", "storageType", "subnetIds", "securityGroupIds", "kmsKeyId", "importPath", "exportPath", "fileSystemTypeVersion", "driveCacheType", "perUnitStorageThroughput", "copyTagsToBackups", "backupId", "importedFileChunkSize"),
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("fileSystemId", "fileSystemPath", "dataRepositoryPath", "batchImportMetaDataOnCreate", "importedFileChunkSize"),
     "aws:kms/key:Key": ("customerMasterKeySpec", "keyUsage", "multiRegion", "customKeyStoreId", "xksKeyId"),
     "aws:ec2/vpc:Vpc": ("cidrBlock", "instanceTenancy"),
@@ -47,6 +48,22 @@ KEPT = {  # data that lives: replacing or deleting it loses data or cuts every w
     "aws:fsx/lustreFileSystem:LustreFileSystem": "FSx file system",
     "aws:kms/key:Key": "KMS key",
 }
+# Changes AWS refuses or the provider turns into a replacement although the input updates in place
+# otherwise; refused like a replacement, allowed the same way (--allow NAME / higgsfield:allowReplace).
+# - EKS: UpdateClusterVersion only moves one minor version forward; there is no downgrade.
+# - FSx for Lustre: UpdateFileSystem only increases StorageCapacity, and the Terraform AWS provider
+#   (which pulumi-aws bridges) forces a new file system when it decreases:
+#   hashicorp/terraform-provider-aws:internal/service/fsx/lustre_file_system.go@06ee53d9fed4877dc55cefbe3ba1423b863eda61
+#   resourceLustreFileSystemSchemaCustomizeDiff (`n < o` -> d.ForceNew("storage_capacity")); the same
+#   file's ForceNew list is the LustreFileSystem row of REPLACE_ON. Not checked against the provider
+#   version pulumi_aws pins here: `git -C <terraform-provider-aws> show <tag>:internal/service/fsx/lustre_file_system.go`.
+KUBERNETES_VERSION_INPUT = {"eks:index:Cluster": "version", "aws:eks/cluster:Cluster": "version"}
+SHRINK_REPLACES = {"aws:fsx/lustreFileSystem:LustreFileSystem": "storageCapacity"}
+ENVIRONMENT_TAG = "higgsfield:environment"
+# Which kind of resource a computed input comes from, by its name (a recorded plan keeps only
+# which resources an input set depends on, not which input came from which): an input is blamed on
+# a replaced dependency of that kind only; with no dependency of that kind, on any replaced one.
+COMPUTED_FROM = (("subnet", "aws:ec2/subnet:"), ("securitygroup", "aws:ec2/securityGroup:"), ("vpc", "aws:ec2/vpc:"), ("kms", "aws:kms/key:"), ("keyarn", "aws:kms/key:"), ("role", "aws:iam/role:"), ("filesystem", "aws:fsx/"))
 CODE_PATHS = ("infra", "components", "examples", "policies", "Pulumi.yaml", "pyproject.toml")
 
 
@@ -57,6 +74,8 @@ class Change:
     name: str
     paths: list[str]
     replace_paths: list[str] = field(default_factory=list)
+    values: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # leaf path -> (old, new)
+    because: dict[str, str] = field(default_factory=dict)  # computed replace-on path -> replaced resource it is computed from
 
     @property
     def replaces(self) -> bool:
@@ -109,30 +128,115 @@ def _portable(value: Any, code_root: str | None) -> Any:
     return value
 
 
+def deploy_order(resources: list[dict]) -> dict[str, int]:
+    """Each resource's step in the order Pulumi creates and updates them: one after the last thing
+    it depends on (a dependency on a component waits for all of the component's resources)."""
+    by_urn = {r["urn"]: r for r in resources}
+    children: dict[str, list[str]] = {}
+    for r in resources:
+        if r.get("parent") in by_urn:
+            children.setdefault(r["parent"], []).append(r["urn"])
+    steps: dict[str, int] = {}
+
+    def step(urn: str) -> int:
+        if urn not in steps:
+            steps[urn] = 0  # a cycle (none in a valid plan) ends here
+            steps[urn] = 1 + max((done(d) for d in by_urn[urn]["dependencies"] if d in by_urn), default=0)
+        return steps[urn]
+
+    def done(urn: str) -> int:
+        return max([step(urn), *(done(c) for c in children.get(urn, ()))])
+
+    return {urn: step(urn) for urn in by_urn}
+
+
+def _version(value: Any) -> tuple[int, ...] | None:
+    return tuple(int(x) for x in value.split(".")) if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)*", value) else None
+
+
+def _environment(resources: dict[str, dict]) -> str | None:
+    for r in resources.values():
+        tags = r["inputs"].get("tags")
+        if isinstance(tags, dict) and isinstance(tags.get(ENVIRONMENT_TAG), str):
+            return tags[ENVIRONMENT_TAG]
+    return None
+
+
+def _computed_from(path: str, dependencies: list[str], after: dict, replaced: set[str]) -> dict | None:
+    """The replaced resource a computed input `path` is computed from, or None."""
+    kind = next((t for word, t in COMPUTED_FROM if word in path.lower().replace("_", "")), None)
+    of_kind = [d for d in dependencies if kind and d in after and after[d]["type"].startswith(kind)]
+    hit = next((d for d in (of_kind or dependencies) if d in replaced and d in after), None)
+    return after[hit] if hit else None
+
+
+def _propagate(before: dict, after: dict, changes: dict[str, Change]) -> None:
+    """A resource whose replace-on input is `<computed>` and that depends on a replaced (or new)
+    resource gets a new value for that input: it is replaced too, and so on down the chain."""
+    replaced = {u for u, c in changes.items() if c.replaces} | (set(after) - set(before))
+    grew = True
+    while grew:
+        grew = False
+        for urn in sorted(set(before) & set(after)):
+            if urn in replaced:
+                continue
+            new = after[urn]
+            computed = [p for p, v in _flatten(new["inputs"]).items() if v == COMPUTED and _under(p, _replace_inputs(new["type"]))]
+            blamed = {p: c for p in computed if (c := _computed_from(p, new["dependencies"], after, replaced))}
+            if not blamed:
+                continue
+            change = changes.setdefault(urn, Change(urn, new["type"], new["name"], []))
+            computed = sorted(blamed)
+            for p, source in blamed.items():
+                change.because[p] = f"{source['type']} {source['name']}"
+                change.values.setdefault(p, (COMPUTED, COMPUTED))
+            change.paths = sorted(set(change.paths) | set(computed))
+            change.replace_paths = sorted(set(change.replace_paths) | set(computed))
+            replaced.add(urn)
+            grew = True
+
+
 def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     """Compare two recorded plans (the JSON of `higgsfield plan --json`)."""
     before = {r["urn"]: {**r, "inputs": _portable(r["inputs"], base.get("code_root"))} for r in base["resources"]}
     after = {r["urn"]: {**r, "inputs": _portable(r["inputs"], head.get("code_root"))} for r in head["resources"]}
-    changed = []
+    changes: dict[str, Change] = {}
+    refused: list[str] = []
+
+    def refuse(what: str, name: str) -> None:
+        if name not in allowed:
+            refused.append(f"{what} is refused: allow it with --allow {name} or higgsfield:allowReplace")
+
     for urn in sorted(set(before) & set(after)):
         old, new = before[urn], after[urn]
         a, b = _flatten(old["inputs"]), _flatten(new["inputs"])
         paths = sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p))
         replace_on = _replace_inputs(new["type"])
         replace_paths = [p for p in paths if _under(p, replace_on)]
+        shrunk = SHRINK_REPLACES.get(new["type"])
+        if shrunk and isinstance(a.get(shrunk), int) and isinstance(b.get(shrunk), int) and b[shrunk] < a[shrunk]:
+            replace_paths.append(shrunk)
+        version = KUBERNETES_VERSION_INPUT.get(new["type"])
+        if version and _version(a.get(version)) and _version(b.get(version)) and _version(b[version]) < _version(a[version]):
+            refuse(f"downgrade of Kubernetes on {new['name']} ({a[version]} → {b[version]})", "kubernetesVersion")
         if set(old["dependencies"]) != set(new["dependencies"]):
             paths.append("(dependencies)")
             # an input known only after deploy that now comes from another resource (a new subnet, key, ...)
             replace_paths += [p for p, v in b.items() if v == COMPUTED and _under(p, replace_on) and p not in replace_paths]
         if paths:
-            changed.append(Change(urn, new["type"], new["name"], paths, sorted(set(replace_paths))))
+            changes[urn] = Change(urn, new["type"], new["name"], paths, sorted(set(replace_paths)), {p: (a.get(p), b.get(p)) for p in paths if p in a or p in b})
+    _propagate(before, after, changes)
+    order = deploy_order(head["resources"])
+    changed = sorted(changes.values(), key=lambda c: (order.get(c.urn, 0), c.urn))  # in the order the deploy updates them
     added = [after[u] for u in sorted(set(after) - set(before))]
     removed = [before[u] for u in sorted(set(before) - set(after))]
-    refused = []
     for resource, verb in [(r, "delete") for r in removed] + [(before[c.urn], "replace") for c in changed if c.replaces]:
         kind = KEPT.get(resource["type"])
-        if kind and resource["name"] not in allowed:
-            refused.append(f"{verb} of {kind} {resource['name']} is refused: allow it with --allow {resource['name']} or higgsfield:allowReplace")
+        if kind:
+            refuse(f"{verb} of {kind} {resource['name']}", resource["name"])
+    was, now = _environment(before), _environment(after)
+    if was and now and was != now and any(r.get("protect") for r in before.values()):
+        refuse(f"changing the environment of a protected stack ({was} → {now}) drops protect/retain", "environment")
     return Diff(added, removed, changed, refused)
 
 
@@ -177,6 +281,13 @@ def diff_stack(stack: str, base_ref: str, root: Path, allow: set[str]) -> Diff:
     return compare(plan_json_at(base_ref, stack, root), head.as_dict(), allowed)
 
 
+def _show(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
     lines = [f"Changes to {stack} since {base_ref}: {len(diff.added)} to add, {len(diff.changed)} to change ({len(diff.replaced)} replaced), {len(diff.removed)} to delete"]
     lines += [f"  + {r['type']} {r['name']}" for r in diff.added]
@@ -185,6 +296,16 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
         if c.replaces:
             lines.append(f"  +- {c.type} {c.name}  REPLACE because of {', '.join(c.replace_paths)}")
         else:
-            lines.append(f"  ~ {c.type} {c.name}  ({', '.join(c.paths[:6])}{', ...' if len(c.paths) > 6 else ''})")
+            lines.append(f"  ~ {c.type} {c.name}")
+        for path in c.paths[:12]:
+            if path in c.because:
+                lines.append(f"      {path}: computed from replaced {c.because[path]}")
+            elif path in c.values:
+                old, new = c.values[path]
+                lines.append(f"      {path}: {_show(old)} → {_show(new)}")
+            else:
+                lines.append(f"      {path}")
+        if len(c.paths) > 12:
+            lines.append(f"      ... {len(c.paths) - 12} more")
     lines += [f"REFUSED: {r}" for r in diff.refused]
     return "\n".join(lines)

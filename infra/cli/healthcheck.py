@@ -1,9 +1,12 @@
 """`higgsfield healthcheck render POOL --stack STACK`: the post-deploy health check of a GPU pool
 as Kubernetes objects for `kubectl apply -f -`: a Job with one pod per node running
-images/training/node_check.py (shipped in a ConfigMap), the RBAC it needs to label nodes, and, for two or
-more nodes, a PyTorchJob that measures NCCL all-reduce bus bandwidth across them. On EFA pools
+images/training/node_check.py (shipped in a ConfigMap) and, for two or more nodes, a PyTorchJob that measures NCCL all-reduce bus bandwidth across them. On EFA pools
 the all-reduce fails unless NCCL's INFO log shows it picked aws-ofi-nccl's efa provider (a TCP
-fallback never passes), and its threshold is the instance type's (components/efa.py)."""
+fallback never passes), and its threshold is the instance type's (components/efa.py).
+
+It runs in a team namespace with no Kubernetes API access (no token): it reports, and only the
+health gate (components/healthgate.py), from its own namespace, labels and untaints nodes. No
+team service account is bound to a role that can patch nodes."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from infra.cli.pods import check_image, prepare_gpu_pod, stack_image, stack_repo
 from infra.config import ConfigError, GpuPool, StackConfig
 
 PROGRAM = Path(__file__).resolve().parents[2] / "images" / "training" / "node_check.py"
-ACCOUNT = "higgsfield-healthcheck"
+CODE = "higgsfield-healthcheck"  # the ConfigMap holding node_check.py
 # Where NCCL writes its INFO log in the all-reduce pods (one file per process, read back by
 # node_check.py --allreduce).
 NCCL_LOG = "/tmp/nccl-%h-%p.log"
@@ -54,12 +57,12 @@ def _env(cfg: StackConfig, pool: GpuPool, image: str) -> list[dict]:
 def _pod_spec(cfg: StackConfig, pool: GpuPool, app: str, command: list[str], container: str, image: str) -> dict:
     limits: dict = {"nvidia.com/gpu": pool.gpus_per_node}
     mounts = [{"name": "code", "mountPath": "/code"}]
-    volumes: list[dict] = [{"name": "code", "configMap": {"name": ACCOUNT}}]
+    volumes: list[dict] = [{"name": "code", "configMap": {"name": CODE}}]
     if cfg.fsx.enabled:
         mounts.append({"name": "shared", "mountPath": MOUNT_PATH})
         volumes.append({"name": "shared", "persistentVolumeClaim": {"claimName": PVC_NAME}})
     spec = {
-        "serviceAccountName": ACCOUNT,
+        "automountServiceAccountToken": False,  # reports only; the health gate labels nodes
         "restartPolicy": "Never",
         "nodeSelector": {"higgsfield.io/pool": pool.name},
         "tolerations": [GPU_TOLERATION],
@@ -96,13 +99,7 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
         raise ConfigError("--nodes", f"{count} is outside 1..{pool.max_size} (the pool's maxSize)")
     app = f"healthcheck-{pool.name}"
     objects: list[dict] = [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": ACCOUNT, "namespace": namespace}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": ACCOUNT},
-         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": f"{ACCOUNT}-{namespace}"},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ACCOUNT},
-         "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": namespace}]},
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ACCOUNT, "namespace": namespace}, "data": {"node_check.py": PROGRAM.read_text()}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CODE, "namespace": namespace}, "data": {"node_check.py": PROGRAM.read_text()}},
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -112,7 +109,7 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
                 "parallelism": count,
                 "backoffLimit": 0,
                 "ttlSecondsAfterFinished": 86400,
-                "template": {"metadata": {"labels": {"app": app}}, "spec": _pod_spec(cfg, pool, app, ["python", "/code/node_check.py", "--label"], "check", image)},
+                "template": {"metadata": {"labels": {"app": app}}, "spec": _pod_spec(cfg, pool, app, ["python", "/code/node_check.py"], "check", image)},
             },
         },
     ]

@@ -2,7 +2,8 @@
 
 The templates in examples/ are plain YAML with ${placeholders}; what depends on the stack
 (the training image, EFA interfaces, huge pages and environment, memory and /dev/shm - see
-infra/cli/pods.py -, the Lustre volume and the checkpoint sync sidecar) is added here, so the
+infra/cli/pods.py -, the Lustre volume, and the checkpoint settings and grace period of
+examples/checkpointing.py) is added here, so the
 templates stay readable. `higgsfield jobs render NAME --stack STACK` prints the
 result for `kubectl apply -f -`; `higgsfield plan --manifests` writes them too.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -18,13 +20,17 @@ from typing import Any
 import yaml
 
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
-from infra import versions
 from infra.cli.pods import check_image, prepare_gpu_pod, stack_image
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLES = ("pytorch-ddp", "pytorch-elastic", "mpi-nccl-tests")
 TRAIN_SCRIPT = "train_ddp.py"
+CHECKPOINT_MODULE = "checkpointing.py"  # ships next to the script in its ConfigMap
+LOCAL_CHECKPOINTS = "/local/checkpoints"  # the emptyDir on the node's RAID0 NVMe
+# The Capacity Block notice comes this much before the flush must start (the drain's SIGTERM):
+# a checkpoint while the block still runs, so the drain's final one has little left to do.
+NOTICE_MARGIN_S = 5 * 60
 
 
 def _pick_pool(cfg: StackConfig, name: str | None, efa_first: bool) -> GpuPool:
@@ -69,25 +75,52 @@ def _on_gpu_pool(template: dict) -> bool:
     return "higgsfield.io/pool" in (template["spec"].get("nodeSelector") or {})
 
 
-def _attach_lustre(template: dict, job_name: str) -> None:
-    """Mount the team's `shared-data` claim at /fsx and copy checkpoints there from local NVMe
-    with a native sidecar (an init container that keeps running and stops with the pod)."""
+def _attach_lustre(template: dict) -> None:
+    """Mount the team's `shared-data` claim at /fsx (its /teams/TEAM directory)."""
     spec = template["spec"]
     spec["volumes"].append({"name": "shared", "persistentVolumeClaim": {"claimName": PVC_NAME}})
-    main = spec["containers"][0]
-    main["volumeMounts"].append({"name": "shared", "mountPath": MOUNT_PATH})
-    main["env"].append({"name": "CHECKPOINT_SYNC_DIR", "value": f"{MOUNT_PATH}/checkpoints/{job_name}"})
-    target = f"{MOUNT_PATH}/checkpoints/{job_name}"
-    spec.setdefault("initContainers", []).append(
-        {
-            "name": "checkpoint-sync",
-            "image": versions.EXAMPLE_SYNC_IMAGE,
-            "restartPolicy": "Always",
-            "command": ["sh", "-c", f"mkdir -p {target}; while true; do cp -u /local/checkpoints/*.pt {target}/ 2>/dev/null; sleep 60; done"],
-            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-            "volumeMounts": [{"name": "local", "mountPath": "/local"}, {"name": "shared", "mountPath": MOUNT_PATH}],
-        }
-    )
+    spec["containers"][0]["volumeMounts"].append({"name": "shared", "mountPath": MOUNT_PATH})
+
+
+def checkpoint_path(cfg: StackConfig, team: Team, job_name: str) -> str:
+    """Where a job's checkpoints are published: the team's FSx directory, or with
+    checkpoints.exportToS3 the directory the S3 data repository association exports (the S3 link's
+    dataset, which only its owner team can write); without FSx the node's disk (no resume on
+    another node)."""
+    if not cfg.fsx.enabled:
+        return f"{LOCAL_CHECKPOINTS}-published/{job_name}"
+    if cfg.checkpoints.export_to_s3 and cfg.fsx.s3 is not None and cfg.fsx.s3.dataset is not None:
+        dataset = next(d for d in cfg.fsx.datasets if d.name == cfg.fsx.s3.dataset)
+        if dataset.owner != team.name:
+            raise ConfigError("--team", f"team {team.name} cannot write dataset {dataset.name} (owner {dataset.owner}), the directory higgsfield:fsx.s3 exports; "
+                              "submit as its owner or turn off higgsfield:checkpoints.exportToS3")
+        return f"{DATASET_MOUNT.format(name=dataset.name)}/checkpoints/{team.name}/{job_name}"
+    return f"{MOUNT_PATH}/checkpoints/{job_name}"
+
+
+def checkpoint_env(cfg: StackConfig, pool: GpuPool, team: Team, job_name: str) -> dict[str, str]:
+    """What examples/checkpointing.py reads (its `settings`), from higgsfield:checkpoints and, on a
+    Capacity Block pool, the block's drain time."""
+    values = {
+        "CHECKPOINT_DIR": LOCAL_CHECKPOINTS,
+        "CHECKPOINT_SHARED_DIR": checkpoint_path(cfg, team, job_name),
+        "CHECKPOINT_KEEP_LAST": str(cfg.checkpoints.keep_last),
+        "CHECKPOINT_FLUSH_SECONDS": str(cfg.checkpoints.flush_seconds),
+    }
+    drain = pool.capacity.drain_at
+    if drain is not None:
+        notice = drain - timedelta(seconds=cfg.checkpoints.flush_seconds + NOTICE_MARGIN_S)
+        values["CHECKPOINT_NOTICE_AT"] = notice.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return values
+
+
+def _checkpoint(template: dict, cfg: StackConfig, pool: GpuPool, team: Team, job_name: str) -> None:
+    """The checkpoint settings, and a grace period long enough for the final flush on SIGTERM
+    (Kubernetes' default of 30 s is not: higgsfield:checkpoints.terminationGracePeriod)."""
+    spec, main = template["spec"], template["spec"]["containers"][0]
+    spec["terminationGracePeriodSeconds"] = cfg.checkpoints.grace_seconds
+    values = checkpoint_env(cfg, pool, team, job_name)
+    main["env"] = [e for e in main.get("env", []) if e["name"] not in values] + [{"name": k, "value": v} for k, v in values.items()]
 
 
 def run_as_team(template: dict, team: Team) -> None:
@@ -138,6 +171,7 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         "gpus": chosen.gpus_per_node,
         "workers": workers,
         "replicas": workers + 1,
+        "backoff_limit": 3 * max(workers + 1, chosen.max_size) + 1,
         "total_gpus": workers * chosen.gpus_per_node,
         "min_replicas": max(1, workers // 2),
         "max_replicas": max(workers, chosen.max_size),
@@ -150,8 +184,10 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
             continue
         prepare_gpu_pod(template["spec"], chosen, image, f"examples/{example}.yaml {replica}")
         if cfg.fsx.enabled and example != "mpi-nccl-tests":
-            _attach_lustre(template, name)
+            _attach_lustre(template)
             _attach_datasets(template, cfg, member)
+        if example.startswith("pytorch"):
+            _checkpoint(template, cfg, chosen, member, name)
     for template in pod_templates(job):
         run_as_team(template, member)
     objects: list[dict[str, Any]] = [job]
@@ -160,7 +196,7 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": f"{name}-code", "namespace": member.name},
-            "data": {TRAIN_SCRIPT: (EXAMPLES_DIR / TRAIN_SCRIPT).read_text()},
+            "data": {f: (EXAMPLES_DIR / f).read_text() for f in (TRAIN_SCRIPT, CHECKPOINT_MODULE)},
         })
     return objects
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from infra.cli.offline import COMPUTED, Plan, Resource, StackNotFound, record
+from infra.cli.offline import COMPUTED, Plan, Resource, StackFileError, StackNotFound, record
+from infra.cli.stack_file import shown as _shown
 
 # --- what a reviewer wants to see per resource type ---------------------------------------
 
@@ -39,7 +40,8 @@ def _cluster(i: dict) -> str:
 def _node_group(i: dict) -> str:
     s = i.get("scalingConfig") or {}
     return (
-        f"{','.join(i.get('instanceTypes') or [])} {i.get('capacityType')} {i.get('amiType')}, "
+        f"{','.join(i.get('instanceTypes') or [])} {i.get('capacityType')} {i.get('amiType')} "
+        f"k8s {i.get('version')}{' AMI ' + i['releaseVersion'] if i.get('releaseVersion') else ''}, "
         f"min {s.get('minSize')} / desired {s.get('desiredSize')} / max {s.get('maxSize')}"
     )
 
@@ -141,6 +143,7 @@ def render_plan(plan: Plan, extra: Sequence[Callable[[Plan], list[str]]] = (gpu_
     for r in plan.resources:
         children.setdefault(r.parent, []).append(r)
     lines = [f"Offline plan of {plan.project}/{plan.stack} (preview under mocks; {COMPUTED} = known after deploy)"]
+    lines += [f"note: {note}" for note in plan.notes]
 
     def walk(parent: str | None, depth: int) -> None:
         for r in sorted(children.get(parent, []), key=lambda r: (r.custom, r.type, r.name)):
@@ -278,22 +281,30 @@ def _timeline(args: argparse.Namespace) -> int:
 
 
 def _preflight(args: argparse.Namespace) -> int:
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+    from botocore.exceptions import NoRegionError
 
     from infra.cli import preflight
-    from infra.cli.offline import load_stack
 
-    cfg = load_stack(args.stack)
+    plan = record(args.stack)  # the add-ons the program installs, and their pins
+    cfg = plan.config
     try:
-        checks = preflight.run(cfg, preflight.Clients.for_region(cfg.region))
-    except (NoCredentialsError, NoRegionError):
-        print("error: no AWS credentials: set AWS_PROFILE (or run `aws configure` / `aws sso login`) for the stack's account, then rerun", file=sys.stderr)
+        checks = preflight.run(cfg, preflight.Clients.for_region(cfg.region), preflight.addon_pins(plan))
+    except (*preflight.NO_CREDENTIALS, NoRegionError) as exc:
+        print(f"error: no AWS credentials ({type(exc).__name__}): set AWS_PROFILE (or run `aws configure` / `aws sso login`) for the stack's account, then rerun", file=sys.stderr)
         return 2
-    except (ClientError, BotoCoreError) as exc:
-        print(f"error: AWS refused a preflight call ({exc}); the credentials need ec2:Describe*, servicequotas:GetServiceQuota, ssm:GetParameter, fsx:DescribeFileSystems", file=sys.stderr)
+    except preflight.CredentialsRejected as exc:
+        print(f"error: {exc}: refresh them (`aws sso login`, or new keys) and rerun", file=sys.stderr)
         return 2
     print(preflight.render(args.stack, checks))
     return 0 if all(c.ok for c in checks) else 1
+
+
+def _charts(args: argparse.Namespace) -> int:
+    from infra.cli import charts
+
+    written = charts.export(record(args.stack), Path(args.out))
+    print(f"wrote {len(written) - 2} Helm releases' values, releases.tsv and kubernetes-version to {args.out}")
+    return 0
 
 
 def _healthcheck_render(args: argparse.Namespace) -> int:
@@ -382,9 +393,14 @@ def parser() -> argparse.ArgumentParser:
     timeline_cmd.add_argument("stack")
     timeline_cmd.set_defaults(func=_timeline)
 
-    pre = sub.add_parser("preflight", help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx)")
+    pre = sub.add_parser("preflight", help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx, add-on versions)")
     pre.add_argument("stack")
     pre.set_defaults(func=_preflight)
+
+    charts_cmd = sub.add_parser("charts", help="write every Helm release of the plan (chart, repo, version, values) for helm template")
+    charts_cmd.add_argument("stack")
+    charts_cmd.add_argument("--out", required=True, metavar="DIR")
+    charts_cmd.set_defaults(func=_charts)
 
     health = sub.add_parser("healthcheck", help="post-deploy GPU node health check").add_subparsers(dest="health_command", required=True)
     health_render = health.add_parser("render", help="print the health-check Job (and NCCL PyTorchJob) of a pool, for kubectl apply -f -")
@@ -424,7 +440,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except ConfigError as exc:
-        print("\n".join(f"error: {p.key}: {p.message}" for p in exc.problems), file=sys.stderr)
+        source = getattr(exc, "source", None)
+        lines = source.report(exc.problems) if source else [f"error: {p.key}: {p.message}" for p in exc.problems]
+        print("\n".join(lines), file=sys.stderr)
+        return 2
+    except StackFileError as exc:
+        print(f"{_shown(exc.path)}:{exc.line}: {exc.message}", file=sys.stderr)
         return 2
     except StackNotFound as exc:
         print(f"error: {exc}", file=sys.stderr)

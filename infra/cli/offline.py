@@ -10,11 +10,12 @@ an invoke with no bundled answer fails loudly rather than inventing a value.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import gzip
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 import importlib.util
@@ -22,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from infra.cli.stack_file import StackFile, StackFileError, read  # noqa: F401 (StackFileError: raised through here)
+from infra.config import UNKNOWN_SECRET, ConfigError
 
 COMPUTED = "<computed>"
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's "unknown during preview" sentinel
@@ -59,13 +63,20 @@ def _cli_string(value: Any) -> str:
     return str(value)
 
 
-def stack_config(root: Path, stack: str, overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """The config the CLI would pass for `stack`: project defaults from Pulumi.yaml, then
-    the stack file's `config:`, then `overrides` (full keys), all as CLI strings."""
+def stack_file(root: Path, stack: str) -> StackFile:
+    """The stack file of `stack`, read safely (raises StackNotFound, StackFileError)."""
     path = root / "stacks" / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         known = ", ".join(stack_names(root)) or "none"
         raise StackNotFound(f"stack {stack!r}: {path.relative_to(root)} not found; stacks here: {known}")
+    return read(path)
+
+
+def stack_config(root: Path, stack: str, overrides: Mapping[str, Any] | None = None, source: StackFile | None = None) -> dict[str, str]:
+    """The config the CLI would pass for `stack`: project defaults from Pulumi.yaml, then
+    the stack file's `config:`, then `overrides` (full keys), all as CLI strings. Encrypted
+    values are `UNKNOWN_SECRET` (the offline plan has no secrets provider)."""
+    source = source or stack_file(root, stack)
     project = yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}
     values: dict[str, Any] = {}
     for key, decl in (project.get("config") or {}).items():
@@ -74,7 +85,8 @@ def stack_config(root: Path, stack: str, overrides: Mapping[str, Any] | None = N
             values[full] = decl["default"]
         elif isinstance(decl, dict) and "value" in decl:
             values[full] = decl["value"]
-    values.update((yaml.safe_load(path.read_text()) or {}).get("config") or {})
+    values.update(source.config)
+    values.update((key, UNKNOWN_SECRET) for key in source.secret_keys)
     values.update(overrides or {})
     return {k: _cli_string(v) for k, v in values.items()}
 
@@ -207,6 +219,7 @@ class Plan:
     invokes: list[tuple[str, dict]] = field(default_factory=list)
     config: Any = None  # the StackConfig the program was built from
     code_root: str = str(Path(__file__).resolve().parents[2])  # the checkout whose code built it
+    notes: list[str] = field(default_factory=list)  # what the offline plan cannot know (secrets, ESC)
 
     def of_type(self, type_: str) -> list[Resource]:
         return [r for r in self.resources if r.type == type_]
@@ -324,6 +337,13 @@ def _make_monitor(mocks: Any, stack: str, resources_out: list[Resource], outputs
     return RecordingMonitor(mocks)
 
 
+def _addon_version_at_deploy(args: dict) -> dict:
+    """DescribeAddonVersions needs AWS: the plan says the version is EKS's, picked at deploy."""
+    from infra.versions import ADDON_RESOLVED_AT_DEPLOY
+
+    return {**args, "id": args["addonName"], "version": ADDON_RESOLVED_AT_DEPLOY.format(k8s=args["kubernetesVersion"])}
+
+
 def _make_mocks(region: str) -> Any:
     import pulumi
 
@@ -336,6 +356,7 @@ def _make_mocks(region: str) -> Any:
             handlers: dict[str, Callable[[dict], dict]] = {
                 "aws:ec2/getInstanceType:getInstanceType": lambda a: _instance_type_result(a["instanceType"]),
                 "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": lambda a: _instance_type_offerings(a, region),
+                "aws:eks/getAddonVersion:getAddonVersion": _addon_version_at_deploy,
             }
             handler = handlers.get(args.token)
             if handler is None:
@@ -348,44 +369,73 @@ def _make_mocks(region: str) -> Any:
 def record(stack: str, root: Path | None = None, overrides: Mapping[str, Any] | None = None) -> Plan:
     """Evaluate the real program for `stack` under mocks and return what it registered.
 
-    Raises `infra.config.ConfigError` for a bad config (before anything is registered) and
-    `StackNotFound` for a missing stack file.
+    Raises `infra.config.ConfigError` for a bad config (before anything is registered; its
+    `source` is the stack file, for lines), `StackFileError` for a file that is no stack file
+    and `StackNotFound` for a missing one.
     """
     root = root or project_root()
-    config = stack_config(root, stack, overrides)
-    return contextvars.Context().run(_record_in_fresh_context, stack, config)
+    source = stack_file(root, stack)
+    config = stack_config(root, stack, overrides, source)
+    secret = sorted(source.secret_keys)
+    with _located(source):
+        if source.problems:  # the file's own mistakes, with the settings' (without running the program)
+            contextvars.Context().run(_load_in_fresh_context, stack, config, secret)
+            raise ConfigError(source.problems[0].key, source.problems[0].message, [])
+        plan = contextvars.Context().run(_record_in_fresh_context, stack, config, secret)
+    plan.notes = source.notes()
+    return plan
 
 
 def load_stack(stack: str, root: Path | None = None) -> Any:
     """The validated StackConfig of `stack`, read through the same config loader (and the same
     offline invokes) as the plan, without evaluating the program."""
-    config = stack_config(root or project_root(), stack)
-    return contextvars.Context().run(_load_in_fresh_context, stack, config)
+    root = root or project_root()
+    source = stack_file(root, stack)
+    config = stack_config(root, stack, source=source)
+    with _located(source):
+        loaded = contextvars.Context().run(_load_in_fresh_context, stack, config, sorted(source.secret_keys))
+        if source.problems:
+            raise ConfigError(source.problems[0].key, source.problems[0].message, [])
+    return loaded
 
 
-def _start_runtime(stack: str, config: dict[str, str], resources_out: list, outputs_out: dict, invokes_out: list) -> None:
+@contextlib.contextmanager
+def _located(source: StackFile) -> Iterator[None]:
+    """A ConfigError raised inside, with the stack file's own problems first and the file
+    attached (`source`), so the CLI prints `file:line key: message` lines."""
+    try:
+        yield
+    except ConfigError as exc:
+        problems = [*source.problems, *(p for p in exc.problems if p not in source.problems)]
+        located = ConfigError(problems[0].key, problems[0].message, problems)
+        located.source = source  # type: ignore[attr-defined]
+        located.registered_before_error = getattr(exc, "registered_before_error", 0)  # type: ignore[attr-defined]
+        raise located from None
+
+
+def _start_runtime(stack: str, config: dict[str, str], resources_out: list, outputs_out: dict, invokes_out: list, secret_keys: list[str] | None = None) -> None:
     """Point the Pulumi SDK of the current (fresh) context at our mocks, as a preview."""
     import pulumi
 
     mocks = _make_mocks(config.get("aws:region", ""))
     monitor = _make_monitor(mocks, stack, resources_out, outputs_out, invokes_out)
-    pulumi.runtime.set_all_config(config)
+    pulumi.runtime.set_all_config(config, secret_keys or [])
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor, logger=logging.getLogger("higgsfield.offline"))
 
 
-def _load_in_fresh_context(stack: str, config: dict[str, str]) -> Any:
+def _load_in_fresh_context(stack: str, config: dict[str, str], secret_keys: list[str] | None = None) -> Any:
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
     from infra.config import load
 
-    _start_runtime(stack, config, [], {}, [])
+    _start_runtime(stack, config, [], {}, [], secret_keys)
     loaded: list = []
     _sync_await(run_pulumi_func(lambda: loaded.append(load())))
     return loaded[0]
 
 
-def _record_in_fresh_context(stack: str, config: dict[str, str]) -> Plan:
+def _record_in_fresh_context(stack: str, config: dict[str, str], secret_keys: list[str] | None = None) -> Plan:
     import pulumi
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
@@ -396,7 +446,7 @@ def _record_in_fresh_context(stack: str, config: dict[str, str]) -> Plan:
     resources_out: list[Resource] = []
     outputs_out: dict = {}
     invokes_out: list = []
-    _start_runtime(stack, config, resources_out, outputs_out, invokes_out)
+    _start_runtime(stack, config, resources_out, outputs_out, invokes_out, secret_keys)
 
     loaded: list = []
 

@@ -5,12 +5,10 @@ rejected here, naming the setting or template key, before anything is printed.""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 from components.efa import efa_environment, efa_pod_resources, efa_resources
-from components.registry import repository_name
+from components.registry import image_tag, repository_name
 from infra.config import ConfigError, GpuPool, StackConfig
 
 EFA = "vpc.amazonaws.com/efa"
@@ -19,8 +17,6 @@ HUGEPAGES = "hugepages-2Mi"
 # kubelet's reservation, eviction threshold and the node-level daemons.
 NODE_MEMORY_SHARE = 0.75
 SHM_SHARE = 0.5  # /dev/shm (memory-backed, counted against the limit) gets half the memory limit
-ROOT = Path(__file__).resolve().parents[2]
-IMAGE_SOURCES = "images/training"
 
 
 def mebibytes(quantity: str | int) -> float:
@@ -39,17 +35,6 @@ def _account(cfg: StackConfig) -> str:
     """The stack's AWS account as its admins' ARNs name it (`<account>` if they disagree)."""
     accounts = {arn.split(":")[4] for arn in cfg.admins if arn.count(":") >= 5}
     return accounts.pop() if len(accounts) == 1 else "<account>"
-
-
-def image_tag() -> str:
-    """The tag the image workflow gives the image built from this checkout's image sources:
-    `src-<git tree of images/training at HEAD>` (besides the commit that built it, which need
-    not be this checkout's HEAD: the workflow runs only when the sources change)."""
-    try:
-        done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", f"HEAD:{IMAGE_SOURCES}"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return "<tag>"
-    return f"src-{done.stdout.strip()}" if done.returncode == 0 else "<tag>"
 
 
 def stack_repository(cfg: StackConfig) -> str:

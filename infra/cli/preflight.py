@@ -1,15 +1,31 @@
 """`higgsfield preflight STACK`: ask the AWS account, before `pulumi up`, whether the stack can
 come up at all: GPU types offered where the pools are, EFA where asked, vCPU quotas for every
 pool at maxSize, reservations and Capacity Blocks that exist and match, the EKS AL2023 NVIDIA
-AMI for the Kubernetes version, FSx for Lustre reachable in the AZ.
+AMI for the Kubernetes version, FSx for Lustre reachable in the AZ, and the version EKS would
+install of every managed add-on (or that a pinned one is offered).
+
+Each check asks AWS on its own and ends in one line of the report: passed, failed (with its fix)
+or not checked (with the reason: the IAM action the caller lacks, a network failure, throttling,
+an answer that could not be read). Only missing or rejected credentials stop the whole run, since
+then every call would fail the same way.
+
+The error codes handled are AWS's own: EC2's from the EC2 API reference "Error codes for the
+Amazon EC2 API" (docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html:
+UnauthorizedOperation, AuthFailure, RequestLimitExceeded, InvalidCapacityReservationId.NotFound;
+EC2 errors are not in botocore's model), the others from botocore's service models
+(botocore/data/<service>/<version>/service-2.json: service-quotas GetServiceQuota
+AccessDeniedException and TooManyRequestsException; ssm GetParameter ParameterNotFound; eks
+AccessDeniedException and ThrottlingException shapes).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from botocore import exceptions as aws_errors
 
 from infra.config import GpuPool, StackConfig
 
@@ -25,13 +41,50 @@ QUOTAS = {
 AMI_PARAMETER = "/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/nvidia/recommended/image_id"
 
 
+# The IAM action behind every call preflight makes (the service authorization reference's
+# "Actions defined by ..." tables name them service:Operation), reported when AWS refuses one.
+IAM_ACTIONS = {
+    "DescribeInstanceTypeOfferings": "ec2:DescribeInstanceTypeOfferings",
+    "DescribeInstanceTypes": "ec2:DescribeInstanceTypes",
+    "DescribeCapacityReservations": "ec2:DescribeCapacityReservations",
+    "DescribeAvailabilityZones": "ec2:DescribeAvailabilityZones",
+    "GetServiceQuota": "servicequotas:GetServiceQuota",
+    "GetParameter": "ssm:GetParameter",
+    "DescribeFileSystems": "fsx:DescribeFileSystems",
+    "DescribeAddonVersions": "eks:DescribeAddonVersions",
+}
+PERMISSIONS = tuple(sorted(set(IAM_ACTIONS.values())))
+
+# The caller may not do this (EC2: UnauthorizedOperation; JSON services: AccessDeniedException).
+_DENIED = {"UnauthorizedOperation", "Client.UnauthorizedOperation", "AccessDenied", "AccessDeniedException"}
+# The credentials themselves were refused: every other call would fail alike, so the run stops.
+_REJECTED = {"AuthFailure", "InvalidClientTokenId", "UnrecognizedClientException", "ExpiredToken",
+             "ExpiredTokenException", "RequestExpired", "SignatureDoesNotMatch", "MissingAuthenticationToken"}
+_THROTTLED = {"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException"}
+# No credentials could be found or refreshed (profile, SSO session, container or instance role).
+NO_CREDENTIALS = (aws_errors.NoCredentialsError, aws_errors.PartialCredentialsError, aws_errors.CredentialRetrievalError,
+                  aws_errors.TokenRetrievalError, aws_errors.SSOError, aws_errors.ProfileNotFound)
+_NETWORK = (aws_errors.ConnectionError, aws_errors.HTTPClientError)
+
+
+class CredentialsRejected(Exception):
+    """AWS refused the credentials (expired, unknown, wrong signature): nothing can be checked."""
+
+
 @dataclass(frozen=True)
 class Check:
+    """One line of the report. `checked` False: AWS could not be asked, `detail` says why."""
+
     check: str
     target: str
     ok: bool
     detail: str
     fix: str = ""
+    checked: bool = True
+
+    @property
+    def status(self) -> str:
+        return "ok" if self.ok else ("FAIL" if self.checked else "n/c")
 
 
 @dataclass(frozen=True)
@@ -42,13 +95,52 @@ class Clients:
     service_quotas: Any
     ssm: Any
     fsx: Any
+    eks: Any
 
     @classmethod
     def for_region(cls, region: str) -> Clients:
         import boto3
+        from botocore.config import Config
 
+        # Standard retries (throttling and connection errors, with backoff), bounded so that an
+        # unreachable endpoint is reported in seconds rather than minutes.
+        config = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=5, read_timeout=20)
         session = boto3.Session(region_name=region)
-        return cls(session.client("ec2"), session.client("service-quotas"), session.client("ssm"), session.client("fsx"))
+        return cls(*(session.client(name, config=config) for name in ("ec2", "service-quotas", "ssm", "fsx", "eks")))
+
+
+def _not_checked(check: str, target: str, exc: Exception) -> Check:
+    """The report line of a check whose call to AWS failed, saying why and what to do."""
+    if isinstance(exc, aws_errors.ClientError):
+        error = exc.response.get("Error", {})
+        code, message, operation = error.get("Code", "?"), error.get("Message", ""), exc.operation_name
+        if code in _REJECTED:
+            raise CredentialsRejected(f"AWS rejected the credentials ({code}: {message})") from exc
+        action = IAM_ACTIONS.get(operation, operation)
+        if code in _DENIED:
+            return Check(check, target, False, f"not checked: needs {action} ({code})", f"allow {action} to the identity running preflight", checked=False)
+        if code in _THROTTLED:
+            return Check(check, target, False, f"not checked: AWS throttled {operation} ({code}) after retries", "rerun preflight in a minute", checked=False)
+        return Check(check, target, False, f"not checked: {operation} failed: {code}: {message}", checked=False)
+    if isinstance(exc, _NETWORK):
+        return Check(check, target, False, f"not checked: network failure: {exc}",
+                     "check the network path to AWS (DNS, proxy, firewall, VPC endpoints), then rerun", checked=False)
+    return Check(check, target, False, f"not checked: unreadable answer from AWS ({type(exc).__name__}: {exc})", checked=False)
+
+
+def _checked(check: str, target: str, ask: Callable[[], Check]) -> Check:
+    """Run one check on its own: any failure of its calls becomes its own "not checked" line,
+    except missing or rejected credentials, which stop the run."""
+    try:
+        return ask()
+    except NO_CREDENTIALS:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every other failure is this check's, reported in its line
+        return _not_checked(check, target, exc)
+
+
+def _error_code(exc: aws_errors.ClientError) -> str:
+    return exc.response.get("Error", {}).get("Code", "")
 
 
 def _family_group(instance_type: str) -> str:
@@ -62,54 +154,70 @@ def _family_group(instance_type: str) -> str:
 
 def _offered(clients: Clients, pool: GpuPool) -> Iterable[Check]:
     for instance_type in pool.instance_types:
-        found = clients.ec2.describe_instance_type_offerings(
-            LocationType="availability-zone",
-            Filters=[{"Name": "instance-type", "Values": [instance_type]}, {"Name": "location", "Values": [pool.availability_zone]}],
-        )["InstanceTypeOfferings"]
-        yield Check("offered in AZ", f"{pool.name}: {instance_type} in {pool.availability_zone}", bool(found),
-                    "offered" if found else "not offered", "" if found else "pick an AZ that offers it (aws ec2 describe-instance-type-offerings)")
+        target = f"{pool.name}: {instance_type} in {pool.availability_zone}"
+
+        def ask(instance_type: str = instance_type, target: str = target) -> Check:
+            found = clients.ec2.describe_instance_type_offerings(
+                LocationType="availability-zone",
+                Filters=[{"Name": "instance-type", "Values": [instance_type]}, {"Name": "location", "Values": [pool.availability_zone]}],
+            )["InstanceTypeOfferings"]
+            return Check("offered in AZ", target, bool(found), "offered" if found else "not offered",
+                         "" if found else "pick an AZ that offers it (aws ec2 describe-instance-type-offerings)")
+
+        yield _checked("offered in AZ", target, ask)
+
+
+def _instance_type(clients: Clients, instance_type: str) -> dict:
+    (info,) = clients.ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"]
+    return info
 
 
 def _efa(clients: Clients, pool: GpuPool) -> Iterable[Check]:
     if not pool.efa:
         return
-    for info in clients.ec2.describe_instance_types(InstanceTypes=list(pool.instance_types))["InstanceTypes"]:
-        supported = bool(info.get("NetworkInfo", {}).get("EfaSupported"))
-        yield Check("EFA supported", f"{pool.name}: {info['InstanceType']}", supported,
-                    "EFA supported" if supported else "no EFA", "" if supported else "set efa: false or use an EFA type")
+    for instance_type in pool.instance_types:
+        target = f"{pool.name}: {instance_type}"
 
+        def ask(instance_type: str = instance_type, target: str = target) -> Check:
+            supported = bool(_instance_type(clients, instance_type).get("NetworkInfo", {}).get("EfaSupported"))
+            return Check("EFA supported", target, supported, "EFA supported" if supported else "no EFA",
+                         "" if supported else "set efa: false or use an EFA type")
 
-def _vcpus(clients: Clients, instance_type: str) -> int:
-    (info,) = clients.ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"]
-    return int(info["VCpuInfo"]["DefaultVCpus"])
+        yield _checked("EFA supported", target, ask)
 
 
 def _quotas(clients: Clients, cfg: StackConfig) -> Iterable[Check]:
-    needed: dict[tuple[str, str], int] = defaultdict(int)
+    """One check per vCPU quota the stack draws on: what every group at maxSize needs."""
+    needed: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
     for instance_type in cfg.cpu_nodes.instance_types[:1]:
-        needed[("on-demand", _family_group(instance_type))] += cfg.cpu_nodes.max_size * _vcpus(clients, instance_type)
+        needed[("on-demand", _family_group(instance_type))].append((instance_type, cfg.cpu_nodes.max_size))
     for pool in cfg.gpu_pools:
         if pool.capacity_type == "capacity-block":
             continue  # Capacity Blocks are bought capacity, not drawn from the on-demand vCPU quota
         market = "spot" if pool.capacity_type == "spot" else "on-demand"
-        needed[(market, _family_group(pool.instance_types[0]))] += pool.max_size * _vcpus(clients, pool.instance_types[0])
-    for key, vcpus in sorted(needed.items()):
+        needed[(market, _family_group(pool.instance_types[0]))].append((pool.instance_types[0], pool.max_size))
+    for key, groups in sorted(needed.items()):
         code, label = QUOTAS[key]
-        quota = int(clients.service_quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
-        ok = quota >= vcpus
-        yield Check("vCPU quota", f"{label} ({code})", ok, f"{vcpus} vCPUs needed at maxSize, quota {quota}",
-                    "" if ok else f"request {vcpus} in Service Quotas (ec2 {code}) or lower maxSize")
+        target = f"{label} ({code})"
+
+        def ask(groups: list[tuple[str, int]] = groups, code: str = code, target: str = target) -> Check:
+            vcpus = sum(nodes * int(_instance_type(clients, t)["VCpuInfo"]["DefaultVCpus"]) for t, nodes in groups)
+            quota = int(clients.service_quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
+            ok = quota >= vcpus
+            return Check("vCPU quota", target, ok, f"{vcpus} vCPUs needed at maxSize, quota {quota}",
+                         "" if ok else f"request {vcpus} in Service Quotas (ec2 {code}) or lower maxSize")
+
+        yield _checked("vCPU quota", target, ask)
 
 
-def _reservations(clients: Clients, pool: GpuPool) -> Iterable[Check]:
-    if not pool.reservation_id:
-        return
-    target = f"{pool.name}: {pool.reservation_id}"
-    found = clients.ec2.describe_capacity_reservations(CapacityReservationIds=[pool.reservation_id])["CapacityReservations"]
-    if not found:
-        yield Check("reservation", target, False, "not found", "check the id and the region")
-        return
-    r = found[0]
+def _reservation(clients: Clients, cfg: StackConfig, pool: GpuPool) -> Check:
+    try:
+        (r,) = clients.ec2.describe_capacity_reservations(CapacityReservationIds=[pool.reservation_id])["CapacityReservations"]
+    except aws_errors.ClientError as exc:
+        if _error_code(exc) != "InvalidCapacityReservationId.NotFound":
+            raise
+        return Check("reservation", f"{pool.name}: {pool.reservation_id}", False, f"AWS knows no reservation {pool.reservation_id} in {cfg.region} ({_error_code(exc)})",
+                     f"check the id and the region, and that the reservation belongs to or is shared with this account (aws ec2 describe-capacity-reservations --region {cfg.region})")
     problems = []
     if r.get("State") not in ("active", "scheduled"):
         problems.append(f"state {r.get('State')}")
@@ -120,50 +228,112 @@ def _reservations(clients: Clients, pool: GpuPool) -> Iterable[Check]:
     kind = "capacity-block" if pool.capacity_type == "capacity-block" else "default"
     if (r.get("ReservationType") or "default") != kind:
         problems.append(f"reservation type {r.get('ReservationType')} (pool expects {kind})")
-    yield Check("reservation", target, not problems, "; ".join(problems) or f"{r['State']} {r['InstanceType']} x{r.get('TotalInstanceCount')} in {r['AvailabilityZone']}",
-                "" if not problems else "point the pool at a matching active/scheduled reservation")
+    return Check("reservation", f"{pool.name}: {pool.reservation_id}", not problems,
+                 "; ".join(problems) or f"{r['State']} {r['InstanceType']} x{r.get('TotalInstanceCount')} in {r['AvailabilityZone']}",
+                 "" if not problems else "point the pool at a matching active/scheduled reservation")
+
+
+def _reservations(clients: Clients, cfg: StackConfig, pool: GpuPool) -> Iterable[Check]:
+    if pool.reservation_id:
+        yield _checked("reservation", f"{pool.name}: {pool.reservation_id}", lambda: _reservation(clients, cfg, pool))
 
 
 def _ami(clients: Clients, cfg: StackConfig) -> Iterable[Check]:
     architectures = {("x86_64" if "x86_64" in p.instance.architectures else "arm64") for p in cfg.gpu_pools}
     for arch in sorted(architectures):
         name = AMI_PARAMETER.format(k8s=cfg.kubernetes_version, arch=arch)
-        try:
-            image = clients.ssm.get_parameter(Name=name)["Parameter"]["Value"]
-            yield Check("EKS NVIDIA AMI", f"Kubernetes {cfg.kubernetes_version} {arch}", True, image)
-        except clients.ssm.exceptions.ParameterNotFound:
-            yield Check("EKS NVIDIA AMI", f"Kubernetes {cfg.kubernetes_version} {arch}", False, f"{name} not found",
-                        "use a Kubernetes version with an AL2023 NVIDIA AMI in this region")
+        target = f"Kubernetes {cfg.kubernetes_version} {arch}"
+
+        def ask(name: str = name, target: str = target) -> Check:
+            try:
+                image = clients.ssm.get_parameter(Name=name)["Parameter"]["Value"]
+            except clients.ssm.exceptions.ParameterNotFound:
+                return Check("EKS NVIDIA AMI", target, False, f"{name} not found", "use a Kubernetes version with an AL2023 NVIDIA AMI in this region")
+            return Check("EKS NVIDIA AMI", target, True, image)
+
+        yield _checked("EKS NVIDIA AMI", target, ask)
 
 
 def _fsx(clients: Clients, cfg: StackConfig) -> Iterable[Check]:
     if not cfg.fsx.enabled:
         return
     zone = cfg.fsx.availability_zone
-    zones = clients.ec2.describe_availability_zones(ZoneNames=[zone])["AvailabilityZones"]
-    available = bool(zones) and zones[0].get("State") == "available"
-    reachable = True
-    try:
-        clients.fsx.describe_file_systems(MaxResults=1)
-    except Exception:  # noqa: BLE001 - reported below; the error class varies
-        reachable = False
-    ok = available and reachable
-    detail = f"AZ {'available' if available else 'not available'}, FSx API {'reachable' if reachable else 'not reachable'} in {cfg.region}"
-    yield Check("FSx for Lustre", zone, ok, detail, "" if ok else "choose a region/AZ where FSx for Lustre is available")
+
+    def ask() -> Check:
+        zones = clients.ec2.describe_availability_zones(ZoneNames=[zone])["AvailabilityZones"]
+        available = bool(zones) and zones[0].get("State") == "available"
+        clients.fsx.describe_file_systems(MaxResults=1)  # the FSx API answers in the region (an endpoint that isn't there is a network failure)
+        detail = f"AZ {'available' if available else 'not available'}, FSx API reachable in {cfg.region}"
+        return Check("FSx for Lustre", zone, available, detail, "" if available else "choose an AZ that is available for FSx for Lustre")
+
+    yield _checked("FSx for Lustre", zone, ask)
 
 
-def run(cfg: StackConfig, clients: Clients) -> list[Check]:
+def _addon(clients: Clients, kubernetes_version: str, name: str, pin: str | None) -> Check:
+    """What EKS would install of add-on `name` on a `kubernetes_version` cluster: the version it
+    marks default (what `higgsfield:addonVersions` leaves unpinned resolves to at deploy), or
+    whether the stack's pin is among the versions it offers."""
+    target = f"{name} on Kubernetes {kubernetes_version}"
+    # EKS DescribeAddonVersions: addons[].addonVersions[].{addonVersion, compatibilities[].{clusterVersion, defaultVersion}}
+    addons = clients.eks.describe_addon_versions(addonName=name, kubernetesVersion=kubernetes_version)["addons"]
+    offered = [
+        v["addonVersion"]
+        for a in addons
+        for v in a.get("addonVersions", [])
+        if any(c.get("clusterVersion") == kubernetes_version for c in v.get("compatibilities", []))
+    ]
+    default = next((
+        v["addonVersion"]
+        for a in addons
+        for v in a.get("addonVersions", [])
+        if any(c.get("clusterVersion") == kubernetes_version and c.get("defaultVersion") for c in v.get("compatibilities", []))
+    ), None)
+    listed = ", ".join(offered[:5]) + (f" and {len(offered) - 5} more" if len(offered) > 5 else "")
+    key = f"higgsfield:addonVersions.{name}"
+    if not offered:
+        return Check("EKS add-on", target, False, f"EKS offers no version of {name} for Kubernetes {kubernetes_version}",
+                     f"choose a kubernetesVersion {name} supports (aws eks describe-addon-versions --addon-name {name})")
+    if pin:
+        ok = pin in offered
+        return Check("EKS add-on", target, ok, f"pinned {pin} {'is offered' if ok else 'is not offered'}; AWS would pick {default or 'no default'}",
+                     "" if ok else f"set {key} to an offered version ({listed}) or remove the pin")
+    if default is None:
+        return Check("EKS add-on", target, False, f"EKS marks no default version (offered: {listed}); the deploy-time lookup would fail",
+                     f"pin one in {key}")
+    return Check("EKS add-on", target, True, f"AWS would pick {default} (its default for {kubernetes_version})")
+
+
+def _addons(clients: Clients, kubernetes_version: str, pins: Mapping[str, str | None]) -> Iterable[Check]:
+    for name, pin in pins.items():
+        yield _checked("EKS add-on", f"{name} on Kubernetes {kubernetes_version}", lambda name=name, pin=pin: _addon(clients, kubernetes_version, name, pin))
+
+
+def run(cfg: StackConfig, clients: Clients, addons: Mapping[str, str | None]) -> list[Check]:
+    """Every check of `cfg`; `addons` maps each managed add-on the stack installs to its pin
+    (None: EKS's default for the cluster's Kubernetes version)."""
     checks: list[Check] = []
     for pool in cfg.gpu_pools:
-        checks += [*_offered(clients, pool), *_efa(clients, pool), *_reservations(clients, pool)]
-    checks += [*_quotas(clients, cfg), *_ami(clients, cfg), *_fsx(clients, cfg)]
+        checks += [*_offered(clients, pool), *_efa(clients, pool), *_reservations(clients, cfg, pool)]
+    checks += [*_quotas(clients, cfg), *_ami(clients, cfg), *_fsx(clients, cfg), *_addons(clients, cfg.kubernetes_version, addons)]
     return checks
 
 
 def render(stack: str, checks: list[Check]) -> str:
     lines = [f"Preflight of {stack}", f"  {'':4} {'check':<16} {'target':<58} detail"]
     for c in checks:
-        lines.append(f"  {'ok' if c.ok else 'FAIL':<4} {c.check:<16} {c.target:<58} {c.detail}" + (f"  -> {c.fix}" if c.fix else ""))
-    failed = sum(not c.ok for c in checks)
-    lines.append(f"{len(checks) - failed} passed, {failed} failed")
+        lines.append(f"  {c.status:<4} {c.check:<16} {c.target:<58} {c.detail}" + (f"  -> {c.fix}" if c.fix else ""))
+    failed = sum(c.checked and not c.ok for c in checks)
+    unchecked = sum(not c.checked for c in checks)
+    lines.append(f"{len(checks) - failed - unchecked} passed, {failed} failed, {unchecked} not checked")
     return "\n".join(lines)
+
+
+def addon_pins(plan: Any) -> dict[str, str | None]:
+    """The managed add-ons the offline plan installs, each with the version the program asks EKS
+    for, or None where the plan holds a placeholder (`<resolved at deploy ...>`, `<computed>`):
+    EKS's default, picked at deploy."""
+    pins: dict[str, str | None] = {}
+    for addon in plan.of_type("aws:eks/addon:Addon"):
+        version = addon.inputs.get("addonVersion")
+        pins[addon.inputs["addonName"]] = version if isinstance(version, str) and not version.startswith("<") else None
+    return pins

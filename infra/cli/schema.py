@@ -30,7 +30,7 @@ TABLE_END = "<!-- config-table:end -->"
 REGENERATE = "python -m infra.cli schema --write"
 SCHEMA_ID = "https://github.com/higgsfield/higgsfield/schemas/stack.schema.json"
 # Provider credentials Pulumi reads from stack config: accepted only encrypted (`pulumi config set --secret`).
-SECRET_ONLY_KEYS = ("aws:accessKey", "aws:secretKey", "aws:token")
+SECRET_ONLY_KEYS = config.SECRET_ONLY_KEYS
 DERIVED = "default derived from other settings"
 
 

@@ -3,8 +3,10 @@ and typical create times per resource type.
 
 Every resource starts when the last thing it depends on has finished (a dependency on a
 component means all of that component's resources). The report gives the critical path, its
-total, and the ratio to the chain no deployment can avoid: VPC -> subnet -> EKS cluster -> a
-node group -> a device plugin. A ratio well above 1 means something waits on what it does not need.
+total, and the ratio to the chain no deployment can avoid: VPC -> subnet -> EKS cluster -> the
+add-ons a node needs (DESIGN.md decision 9: node groups follow them, so that upgrades go control
+plane -> add-ons -> node groups) -> a node group -> a device plugin. A ratio well above 1 means
+something waits on what it does not need.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ CREATE_MINUTES: dict[str, tuple[float, str]] = {
     "kubernetes:kustomize/v2:Directory": (1.0, "fetch the upstream overlay and apply it (operator experience, unverified)"),
 }
 DEFAULT_MINUTES = (0.2, "a single API call")
-CHAIN = ("aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet", "eks:index:Cluster", "aws:eks/nodeGroup:NodeGroup", "kubernetes:helm.sh/v3:Release")
+CHAIN = ("aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet", "eks:index:Cluster", "aws:eks/addon:Addon", "aws:eks/nodeGroup:NodeGroup", "kubernetes:helm.sh/v3:Release")
 
 
 def minutes(type_: str, custom: bool = True) -> float:

@@ -1,0 +1,265 @@
+"""The health gate on node join: no job lands on a GPU node before the node has passed its checks.
+
+Every GPU node of a gated pool joins with STARTUP_TAINT (components/gpu_pools.py puts it on the
+node group and into the autoscaler's node template). The Cluster Autoscaler drops taints with the
+prefix `startup-taint.cluster-autoscaler.kubernetes.io/` from the template node it plans a scale-up
+with (SanitizeTaints, kubernetes/autoscaler:cluster-autoscaler/utils/taints/taints.go and its
+caller createSanitizedNode in simulator/node_info_utils.go@cluster-autoscaler-1.35.0), so a pending
+job that does not tolerate the gate still scales a pool up from zero; and it counts a node that
+still has the taint as not ready yet (FilterOutNodesWithStartupTaints, same file; called from
+core/static_autoscaler.go), so it does not add more nodes for pods that are waiting for the gate.
+
+The gate itself is a DaemonSet on GPU nodes only, tolerating every taint (DESIGN.md decision 11),
+running images/training/health_gate.py in the training image: it runs images/training/node_check.py
+and on a pass removes the taint and labels the node `higgsfield.io/health=healthy`; on a fail it
+keeps the taint, labels it `unhealthy` with the failed check, records an Event, and for pools
+with `healthGate.onFailure: replace` marks the instance Unhealthy in its Auto Scaling group.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from components.device_plugins import EVERY_TAINT, GPU_NODES
+from components.efa import efa_count, efa_interfaces_for
+from components.gpu_pools import GATED_LABEL, POOL_LABEL
+from components.identity import pod_identity_role
+from components.storage import HEALTH_CLAIM, MOUNT_PATH
+from components.kubernetes_objects import KubernetesObject
+from infra import versions
+from infra.config import STARTUP_TAINT_KEY, GpuPool, HealthThresholds, seconds_of
+
+NAMESPACE = "higgsfield-health"
+SERVICE_ACCOUNT = "health-gate"
+GATE_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+# GATED_LABEL is on every node of a gated pool (components/gpu_pools.py): the DaemonSet selects on
+# it, so adding a pool adds its ConfigMap and changes nothing else.
+
+
+def expectations_name(pool: str) -> str:
+    """The ConfigMap with a pool's expectations, read by the gate through the API."""
+    return f"health-gate-{pool}"
+HEALTH_LABEL_PREFIX = "higgsfield.io/health"
+# The node a pod-bound service account token was issued for, in the user's extra info: the key is
+# serviceaccount.NodeNameKey (kubernetes/kubernetes: staging/src/k8s.io/apiserver/pkg/authentication/
+# serviceaccount/util.go); the kubelet-issued token carries it with ServiceAccountTokenPodNodeInfo,
+# beta and on by default in 1.30, GA and locked on in 1.32 (pkg/features/versioned_kube_features.go;
+# KEP-4193 "bound service account token improvements") - every Kubernetes version this project
+# supports (infra/versions.py KUBERNETES_SUPPORTED starts at 1.32).
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+# An Event about a Node (cluster-scoped: no involvedObject.namespace) must live in `default`
+# (legacyValidateEvent, kubernetes/kubernetes: pkg/apis/core/validation/events.go): the gate may
+# create Events there and nowhere else.
+EVENTS_NAMESPACE = "default"
+
+
+@dataclass(frozen=True)
+class HealthGateArgs:
+    cluster_name: str
+    region: str
+    pools: Sequence[GpuPool]          # the gated pools (healthGate.enabled)
+    thresholds: HealthThresholds
+    lustre: bool                      # the stack has FSx: the gate checks it through HEALTH_CLAIM
+    image: pulumi.Input[str]
+    provider: pulumi.ProviderResource
+    depends_on: Sequence[pulumi.Resource]
+    tags: Mapping[str, str]
+
+
+def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool) -> dict[str, str]:
+    """What node_check.py expects of a node of `pool` (its environment variables), and how the
+    gate reacts to a failure there."""
+    return {
+        "EXPECTED_GPUS": str(pool.gpus_per_node),
+        "EXPECTED_GPU_MODEL": pool.instance.gpu_model or "",
+        "EXPECTED_DRIVER_BRANCH": str(versions.EKS_NVIDIA_DRIVER_BRANCH),
+        "EXPECTED_EFA_DEVICES": str(efa_count(efa_interfaces_for(pool.instance)) if pool.efa else 0),
+        "MIN_MATMUL_FRACTION": str(thresholds.min_matmul_fraction),
+        "MIN_MEMORY_BANDWIDTH_FRACTION": str(thresholds.min_memory_bandwidth_fraction),
+        "MIN_LUSTRE_MBPS": str(thresholds.min_lustre_mb_s),
+        "MIN_BUS_BANDWIDTH_GBPS": str(thresholds.min_bus_bandwidth_gb_s),
+        "LUSTRE_PATH": MOUNT_PATH if lustre else "",
+        "ON_FAILURE": pool.health_gate.on_failure,
+        "CHECK_TIMEOUT_SECONDS": str(seconds_of(pool.health_gate.timeout)),
+    }
+
+
+def gate_role_rules() -> list[dict]:
+    """Read and patch nodes (its own only: the admission policy), nothing else cluster-wide."""
+    return [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+
+
+def own_node_policy() -> dict:
+    """A ValidatingAdmissionPolicy: the gate's account may change only the node its pod runs on,
+    and there only the startup taint and the `higgsfield.io/health*` labels."""
+    old_taints = "(has(oldObject.spec.taints) ? oldObject.spec.taints : [])"
+    new_taints = "(has(object.spec.taints) ? object.spec.taints : [])"
+    old_labels = "(has(oldObject.metadata.labels) ? oldObject.metadata.labels : {})"
+    new_labels = "(has(object.metadata.labels) ? object.metadata.labels : {})"
+    others = f"!k.startsWith('{HEALTH_LABEL_PREFIX}')"
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "higgsfield-health-gate-own-node"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}]},
+            "matchConditions": [{"name": "health-gate-only", "expression": f"request.userInfo.username == '{GATE_USER}'"}],
+            "validations": [
+                {
+                    "expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
+                                  f"request.userInfo.extra['{NODE_NAME_EXTRA}'] == [object.metadata.name]",
+                    "message": "the health gate may change only the node its pod runs on",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": f"{new_taints}.filter(t, t.key != '{STARTUP_TAINT_KEY}') == {old_taints}.filter(t, t.key != '{STARTUP_TAINT_KEY}')",
+                    "message": f"the health gate may add or remove only the taint {STARTUP_TAINT_KEY}",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": f"{new_labels}.filter(k, {others}).all(k, k in {old_labels} && {old_labels}[k] == {new_labels}[k]) && "
+                                  f"{old_labels}.filter(k, {others}).all(k, k in {new_labels})",
+                    "message": f"the health gate may change only the {HEALTH_LABEL_PREFIX}* labels",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": "(has(object.metadata.annotations) ? object.metadata.annotations : {}) == "
+                                  "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}) && "
+                                  "(has(object.spec.unschedulable) && object.spec.unschedulable) == (has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
+                    "message": "the health gate may not change a node's annotations or cordon it",
+                    "reason": "Forbidden",
+                },
+            ],
+        },
+    }
+
+
+def replacement_policy(cluster_name: str, pools: Sequence[str]) -> str:
+    """Mark an instance Unhealthy, only in this cluster's Auto Scaling groups of the pools that ask
+    for it: SetInstanceHealth is authorized on the group, with aws:ResourceTag conditions (service
+    authorization reference for EC2 Auto Scaling); the groups carry `higgsfield.io/pool` and the
+    autoscaler's ownership tag (components/gpu_pools.py writes both)."""
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Action": ["autoscaling:SetInstanceHealth"],
+            "Resource": "*",
+            "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned", f"aws:ResourceTag/{POOL_LABEL}": sorted(pools)}},
+        }],
+    })
+
+
+def daemonset(image: pulumi.Input[str], lustre: bool = False) -> dict:
+    """The gate's pods: GPU nodes of gated pools only, every taint tolerated, privileged.
+
+    Privileged, and no `nvidia.com/gpu` or EFA request: the checks need every GPU and EFA device
+    while the device plugins go on offering them to jobs; a DaemonSet that requested them would
+    hold them forever, and the autoscaler puts DaemonSet pods onto its template node
+    (podsExpectedOnFreshNode in simulator/node_info_utils.go@cluster-autoscaler-1.35.0), so it would
+    think no job ever fits a new node. The nvidia container runtime of the EKS NVIDIA AMI exposes
+    the GPUs for NVIDIA_VISIBLE_DEVICES=all."""
+    labels = {"app.kubernetes.io/name": "health-gate", "app.kubernetes.io/part-of": "higgsfield"}
+    env = [
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "EVENTS_NAMESPACE", "value": EVENTS_NAMESPACE},
+        {"name": "STARTUP_TAINT", "value": STARTUP_TAINT_KEY},
+        {"name": "EXPECTATIONS_NAMESPACE", "value": NAMESPACE},
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+    ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "health-gate", "namespace": NAMESPACE, "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": SERVICE_ACCOUNT,
+                    "priorityClassName": "system-node-critical",
+                    "nodeSelector": {**GPU_NODES, GATED_LABEL: "true"},
+                    "tolerations": [EVERY_TAINT],
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [{
+                        "name": "gate",
+                        "image": image,
+                        "command": ["python", "/opt/higgsfield/health_gate.py"],
+                        "env": env,
+                        "securityContext": {"privileged": True},
+                        "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "16Gi"}},
+                        "volumeMounts": [{"name": "lustre", "mountPath": MOUNT_PATH}] if lustre else [],
+                    }],
+                    "volumes": [{"name": "lustre", "persistentVolumeClaim": {"claimName": HEALTH_CLAIM}}] if lustre else [],
+                },
+            },
+        },
+    }
+
+
+class HealthGate(pulumi.ComponentResource):
+    """The health gate: checks every new node of the gated GPU pools before jobs may use it.
+
+    Creates: the `higgsfield-health` namespace (Pod Security privileged: the checks need the
+    devices), the gate's ServiceAccount, a ClusterRole with `get`/`patch` on nodes and its binding,
+    a Role to create Events in `default` (where Events about nodes live) and its binding, a ValidatingAdmissionPolicy (+
+    binding) that limits the account to its own node's startup taint and health labels, one
+    ConfigMap of expectations per gated pool (and a Role to read them), the DaemonSet (with the
+    stack's FSx, it mounts the `lustre-health` claim the storage component makes in its namespace); for pools with `onFailure: replace`, an IAM
+    role for EKS Pod Identity allowed `autoscaling:SetInstanceHealth` on those pools' Auto Scaling
+    groups, and its association. Replaced when: never by config (objects are updated in place).
+    """
+
+    def __init__(self, name: str, args: HealthGateArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("higgsfield:health:HealthGate", name, None, opts)
+        k8s = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
+        ns = KubernetesObject(f"{name}-namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": {
+            "pod-security.kubernetes.io/enforce": "privileged", "app.kubernetes.io/part-of": "higgsfield"}}}, opts=k8s)
+        in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
+
+        def obj(suffix: str, manifest: dict, opts: pulumi.ResourceOptions = in_ns) -> KubernetesObject:
+            return KubernetesObject(f"{name}-{suffix}", manifest, opts=opts)
+
+        account = obj("account", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE}})
+        subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
+        rbac = "rbac.authorization.k8s.io"
+        obj("nodes-role", {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": "higgsfield-health-gate"}, "rules": gate_role_rules()}, k8s)
+        obj("nodes-binding", {"apiVersion": f"{rbac}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "higgsfield-health-gate"},
+                              "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "higgsfield-health-gate"}, "subjects": subject})
+        obj("expectations-role", {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": {"name": "health-gate-expectations", "namespace": NAMESPACE},
+                                  "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]})
+        obj("expectations-binding", {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding", "metadata": {"name": "health-gate-expectations", "namespace": NAMESPACE},
+                                     "roleRef": {"apiGroup": rbac, "kind": "Role", "name": "health-gate-expectations"}, "subjects": subject})
+        obj("events-role", {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": {"name": "higgsfield-health-gate-events", "namespace": EVENTS_NAMESPACE},
+                            "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]})
+        obj("events-binding", {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding", "metadata": {"name": "higgsfield-health-gate-events", "namespace": EVENTS_NAMESPACE},
+                               "roleRef": {"apiGroup": rbac, "kind": "Role", "name": "higgsfield-health-gate-events"}, "subjects": subject})
+        policy = obj("own-node", own_node_policy(), k8s)
+        obj("own-node-binding", {
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": "higgsfield-health-gate-own-node"},
+            "spec": {"policyName": "higgsfield-health-gate-own-node", "validationActions": ["Deny"]},
+        }, pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[policy]))
+        ready: list[pulumi.Resource] = [account, policy]
+        for pool in args.pools:  # not awaited by the DaemonSet (adding a pool changes nothing else); the gate waits for it
+            obj(f"expectations-{pool.name}", {
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": expectations_name(pool.name), "namespace": NAMESPACE},
+                "data": {"expectations.json": json.dumps(expectations(pool, args.thresholds, args.lustre), indent=1, sort_keys=True)}})
+        replacing = [p.name for p in args.pools if p.health_gate.on_failure == "replace"]
+        if replacing:
+            role, role_policy = pod_identity_role(f"{name}-replace", args.tags, self, inline_policy=replacement_policy(args.cluster_name, replacing))
+            ready += [role_policy, aws.eks.PodIdentityAssociation(
+                f"{name}-identity", cluster_name=args.cluster_name, namespace=NAMESPACE, service_account=SERVICE_ACCOUNT,
+                role_arn=role.arn, tags=dict(args.tags), opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))]
+        self.daemonset = KubernetesObject(f"{name}-daemonset", daemonset(args.image, args.lustre),
+                                          opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready]))
+        self.namespace = (NAMESPACE, ns)  # where the storage component puts the gate's Lustre claim
+        self.register_outputs({"namespace": NAMESPACE})

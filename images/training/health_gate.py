@@ -1,0 +1,295 @@
+"""The health gate on a new GPU node (the DaemonSet of components/healthgate.py runs it).
+
+A node of a gated pool joins with the startup taint. This program runs node_check.py against the
+pool's expectations and then:
+  pass -> removes the taint, labels the node higgsfield.io/health=healthy, records an Event;
+  fail -> keeps the taint, labels it higgsfield.io/health=unhealthy and
+          higgsfield.io/health-failed=<first failed check>, records a Warning Event, and when the
+          pool asks for it (onFailure: replace) marks the instance Unhealthy in its Auto Scaling
+          group, which terminates and replaces it.
+A node without the taint (already passed, or the pod restarted next to a running job) is left
+alone: the checks burn every GPU, and never run next to a job. Then the pod idles.
+
+Standard library only (boto3 only for the replacement); the Kubernetes calls are plain REST with
+the pod's service account, and `decide` / `apply_decision` take any object with the API's three
+calls, so the logic is tested against a fake API server (tests/test_health_gate.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+HEALTH_LABEL = "higgsfield.io/health"
+FAILED_LABEL = "higgsfield.io/health-failed"
+POOL_LABEL = "higgsfield.io/pool"
+COMPONENT = "higgsfield-health-gate"
+NODE_CHECK = Path(__file__).with_name("node_check.py")
+
+
+class ApiError(Exception):
+    """A Kubernetes API answer other than 2xx: `status` is the HTTP code, `reason` the Status reason."""
+
+    def __init__(self, status: int, reason: str, message: str = "") -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status, self.reason = status, reason
+
+
+class NodeApi(Protocol):
+    def get_node(self, name: str) -> dict: ...
+
+    def patch_node(self, name: str, patch: dict) -> dict: ...
+
+    def create_event(self, namespace: str, event: dict) -> dict: ...
+
+    def get_config_map(self, namespace: str, name: str) -> dict: ...
+
+
+class KubernetesApi:
+    """The three calls the gate makes, over HTTPS with a bearer token (JSON merge patch for nodes:
+    a list such as spec.taints is replaced whole, a label set to null is removed, RFC 7386)."""
+
+    def __init__(self, base_url: str, token: Callable[[], str], context: ssl.SSLContext | None = None) -> None:
+        self.base_url, self.token, self.context = base_url.rstrip("/"), token, context
+
+    @classmethod
+    def in_cluster(cls) -> KubernetesApi:
+        account = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+        host = f"https://{os.environ['KUBERNETES_SERVICE_HOST']}:{os.environ.get('KUBERNETES_SERVICE_PORT', '443')}"
+        # the projected token is rotated by the kubelet: read it for every call
+        return cls(host, lambda: (account / "token").read_text().strip(), ssl.create_default_context(cafile=str(account / "ca.crt")))
+
+    def _call(self, method: str, path: str, body: dict | None = None, content_type: str = "application/json") -> dict:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"{self.base_url}{path}", data=data, method=method, headers={
+            "Authorization": f"Bearer {self.token()}", "Content-Type": content_type, "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=30) as answer:
+                return json.loads(answer.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            try:
+                status = json.loads(error.read() or b"{}")
+            except ValueError:
+                status = {}
+            raise ApiError(error.code, status.get("reason", ""), status.get("message", "")) from None
+
+    def get_node(self, name: str) -> dict:
+        return self._call("GET", f"/api/v1/nodes/{name}")
+
+    def patch_node(self, name: str, patch: dict) -> dict:
+        return self._call("PATCH", f"/api/v1/nodes/{name}", patch, "application/merge-patch+json")
+
+    def create_event(self, namespace: str, event: dict) -> dict:
+        return self._call("POST", f"/api/v1/namespaces/{namespace}/events", event)
+
+    def get_config_map(self, namespace: str, name: str) -> dict:
+        return self._call("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the gate does to its node after the checks."""
+
+    healthy: bool
+    labels: dict[str, str | None]
+    remove_taint: bool
+    event_type: str          # Normal | Warning
+    event_reason: str
+    message: str
+    replace: bool = False
+
+
+def label_value(text: str) -> str:
+    """`NCCL all-reduce busbw` -> `nccl-all-reduce-busbw` (a label value: 63 of [A-Za-z0-9-_.])."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:63].rstrip("-") or "unknown"
+
+
+def decide(report: dict, on_failure: str) -> Decision:
+    """The gate's verdict on node_check.py's JSON report (`{"node", "healthy", "results": [{check,
+    value, expected, ok}]}`)."""
+    failed = [r for r in report.get("results", []) if not r["ok"]]
+    if report.get("healthy") and not failed and report.get("results"):
+        checks = ", ".join(r["check"] for r in report["results"])
+        return Decision(True, {HEALTH_LABEL: "healthy", FAILED_LABEL: None}, True, "Normal", "HealthCheckPassed", f"passed: {checks}")
+    first = failed[0]["check"] if failed else "no checks ran"
+    detail = "; ".join(f"{r['check']}: {r['value']} (expected {r['expected']})" for r in failed) or "the node check reported nothing"
+    replace = on_failure == "replace"
+    message = f"failed {detail}; the node keeps its startup taint" + ("; marking the instance Unhealthy for replacement" if replace else "")
+    return Decision(False, {HEALTH_LABEL: "unhealthy", FAILED_LABEL: label_value(first)}, False, "Warning", "HealthCheckFailed", message, replace)
+
+
+def has_taint(node: dict, key: str) -> bool:
+    return any(t.get("key") == key for t in node.get("spec", {}).get("taints") or [])
+
+
+def instance_id(node: dict) -> str | None:
+    """`aws:///us-east-2b/i-0123456789abcdef0` (spec.providerID) -> `i-0123456789abcdef0`."""
+    found = re.search(r"/(i-[0-9a-f]+)$", node.get("spec", {}).get("providerID", ""))
+    return found.group(1) if found else None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node_event(node: dict, decision: Decision, namespace: str) -> dict:
+    """A core/v1 Event about the node (shown by `kubectl describe node` and `kubectl get events`)."""
+    name = node["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{name}.health-gate-", "namespace": namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"].get("uid", "")},
+        "type": decision.event_type,
+        "reason": decision.event_reason,
+        "message": decision.message[:1024],
+        "source": {"component": COMPONENT, "host": name},
+        "firstTimestamp": _now(),
+        "lastTimestamp": _now(),
+        "count": 1,
+    }
+
+
+@dataclass
+class Outcome:
+    """What the gate did (printed to its log)."""
+
+    patched: bool = False
+    event: bool = False
+    replacement: str = "not asked"
+    notes: list[str] = field(default_factory=list)
+
+
+def apply_decision(api: NodeApi, node_name: str, decision: Decision, taint_key: str, events_namespace: str,
+                   replace: Callable[[str], str] | None = None, attempts: int = 5) -> Outcome:
+    """Patch the node's taints and labels (with its resourceVersion: a 409 Conflict means someone
+    else changed the node, so read it again and retry), record the Event, and ask for the
+    replacement. A failed Event or replacement does not undo the labels: the taint decides."""
+    outcome = Outcome()
+    node: dict = {}
+    for _ in range(attempts):
+        node = api.get_node(node_name)
+        taints = [t for t in node.get("spec", {}).get("taints") or [] if not (decision.remove_taint and t.get("key") == taint_key)]
+        if not decision.remove_taint and not has_taint(node, taint_key):
+            taints.append({"key": taint_key, "value": "failed", "effect": "NoSchedule"})
+        patch = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"], "labels": decision.labels}, "spec": {"taints": taints}}
+        try:
+            api.patch_node(node_name, patch)
+            outcome.patched = True
+            break
+        except ApiError as error:
+            if error.status != 409:
+                raise
+            outcome.notes.append("node changed while patching; read it again")
+    else:
+        raise ApiError(409, "Conflict", f"node {node_name} kept changing over {attempts} attempts")
+    try:
+        api.create_event(events_namespace, node_event(node, decision, events_namespace))
+        outcome.event = True
+    except ApiError as error:
+        outcome.notes.append(f"event not recorded: {error}")
+    if decision.replace:
+        instance = instance_id(node)
+        outcome.replacement = replace(instance) if (replace and instance) else f"no instance id in spec.providerID {node.get('spec', {}).get('providerID')!r}"
+    return outcome
+
+
+# Auto Scaling errors: ResourceContentionFault is the one SetInstanceHealth declares (botocore
+# data/autoscaling/2011-01-01/service-2.json); ValidationError and AccessDeniedException are the
+# common errors of the API (docs.aws.amazon.com/autoscaling/ec2/APIReference/CommonErrors.html).
+RETRYABLE = ("ResourceContentionFault", "Throttling", "ThrottlingException")
+
+
+def mark_unhealthy(client: Any, instance: str, attempts: int = 3, pause: float = 2.0) -> str:
+    """SetInstanceHealth Unhealthy (the group then terminates the instance and launches another):
+    retried on contention, reported (not raised) on anything else."""
+    from botocore.exceptions import ClientError
+
+    for attempt in range(attempts):
+        try:
+            client.set_instance_health(InstanceId=instance, HealthStatus="Unhealthy", ShouldRespectGracePeriod=False)
+            return f"{instance} marked Unhealthy in its Auto Scaling group"
+        except ClientError as error:
+            code = error.response["Error"]["Code"]
+            if code in RETRYABLE and attempt + 1 < attempts:
+                time.sleep(pause * (attempt + 1))
+                continue
+            return f"{instance} not marked Unhealthy: {code}: {error.response['Error'].get('Message', '')}"
+    return f"{instance} not marked Unhealthy"  # pragma: no cover - the loop returns
+
+
+def run_checks(expected: dict[str, str], node_name: str, timeout: float) -> dict:
+    """node_check.py in a child process with the pool's expectations; a hang or a crash is a failure."""
+    env = {**os.environ, **expected, "NODE_NAME": node_name}
+    try:
+        done = subprocess.run([sys.executable, str(NODE_CHECK)], env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"node": node_name, "healthy": False, "results": [{"check": "timeout", "value": f"over {timeout:.0f}s", "expected": "checks finish", "ok": False}]}
+    print(done.stdout, done.stderr, sep="\n", flush=True)
+    for line in reversed(done.stdout.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return {"node": node_name, "healthy": False, "results": [{"check": "node check crashed", "value": f"exit {done.returncode}", "expected": "a report", "ok": False}]}
+
+
+def pool_expectations(api: NodeApi, namespace: str, pool: str, wait: float, pause: float = 15.0) -> dict | None:
+    """The pool's expectations from its ConfigMap; on a first deploy it may appear after the
+    DaemonSet, so a missing one is waited for `wait` seconds before the pool counts as unknown."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return json.loads(api.get_config_map(namespace, f"health-gate-{pool}")["data"]["expectations.json"])
+        except ApiError as error:
+            if error.status != 404 or time.monotonic() + pause > deadline:
+                if error.status == 404:
+                    return None
+                raise
+        time.sleep(pause)
+
+
+def gate(api: NodeApi, env: dict[str, str], checks: Callable[[dict[str, str], str, float], dict] = run_checks,
+         replace: Callable[[str], str] | None = None) -> Outcome | None:
+    """One pass of the gate on its node; None when the node has no startup taint (nothing to do)."""
+    node_name, taint_key = env["NODE_NAME"], env["STARTUP_TAINT"]
+    node = api.get_node(node_name)
+    if not has_taint(node, taint_key):
+        return None
+    pool = node["metadata"].get("labels", {}).get(POOL_LABEL, "")
+    expected = pool_expectations(api, env["EXPECTATIONS_NAMESPACE"], pool, float(env.get("EXPECTATIONS_WAIT_SECONDS", "300")))
+    if expected is None:
+        report = {"node": node_name, "healthy": False, "results": [{"check": "pool", "value": pool or "none", "expected": "a gated pool", "ok": False}]}
+        on_failure = "keep"
+    else:
+        on_failure = expected.get("ON_FAILURE", "keep")
+        report = checks({k: v for k, v in expected.items() if k != "ON_FAILURE"}, node_name, float(expected.get("CHECK_TIMEOUT_SECONDS", "1200")))
+    decision = decide(report, on_failure)
+    return apply_decision(api, node_name, decision, taint_key, env.get("EVENTS_NAMESPACE", "default"), replace)
+
+
+def main() -> int:
+    api = KubernetesApi.in_cluster()
+
+    def replace(instance: str) -> str:
+        import boto3  # only pools with onFailure: replace need it (Pod Identity credentials)
+
+        return mark_unhealthy(boto3.client("autoscaling"), instance)
+
+    outcome = gate(api, dict(os.environ), replace=replace)
+    print("node already passed its checks (no startup taint): nothing to do" if outcome is None else f"gate: {outcome}", flush=True)
+    while True:  # a DaemonSet pod does not end; it holds nothing (no GPU request) while it waits
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
