@@ -83,7 +83,7 @@ def preview_policy(settings: DeliverySettings) -> str:
         {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": f"{bucket}/*"},
         # The diy backend locks a stack for a preview too (a file under .pulumi/locks/).
         {"Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"], "Resource": f"{bucket}/.pulumi/locks/*"},
-        {"Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": settings.secrets_key_arn},
+        {"Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": settings.state_key_arn},
     )
 
 

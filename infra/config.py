@@ -986,7 +986,7 @@ class Delivery(Setting):
         "The GitHub environment whose jobs may assume the deploy role (OIDC subject repo:OWNER/REPO:environment:NAME); default the stack name.")
     state_bucket: matching(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", "is not an S3 bucket name")
     """The S3 bucket (in aws:region) of this stack's Pulumi backend, s3://BUCKET: the workflows log in to it, the preview role may read it and take its lock."""
-    secrets_key_arn: matching(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$", "is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/UUID; IAM grants on an alias ARN do not cover the key)")
+    state_key_arn: matching(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$", "is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/UUID; IAM grants on an alias ARN do not cover the key)")
     """The KMS key (key ARN, not an alias) of the stack's awskms:// secrets provider: no passphrase in CI; the preview role may decrypt with it."""
     runner: Runner
     """Where previews and deploys run: `connectionArn` for CodeBuild runners in the VPC, or `enabled: false` (only for an endpoint open to 0.0.0.0/0)."""

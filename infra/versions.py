@@ -414,3 +414,7 @@ GITHUB_ACTIONS = {
 # (docs.aws.amazon.com/codebuild/latest/userguide/ec2-compute-images.html). Unverified here:
 # that actions/setup-python finds a Python 3.11 build for it (`python -V` in a first runner job).
 CODEBUILD_RUNNER_IMAGE = "aws/codebuild/standard:7.0"
+PROVENANCE["GITHUB_ACTIONS"] = verified("actions/checkout:action.yml@v7.0.1 (each action's action.yml at its tag; commits by git rev-parse TAG^{commit})")
+PROVENANCE["CODEBUILD_RUNNER_IMAGE"] = unverified(
+    "docs.aws.amazon.com/codebuild/latest/userguide/ec2-compute-images.html",
+    "aws codebuild list-curated-environment-images (then `python -V` after actions/setup-python in a first runner job)")

@@ -21,7 +21,7 @@ def steps(config: Any) -> list[str]:
     stack, region, delivery = config.stack, config.region, config.delivery
     if delivery is None:
         return [f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand (README, 'The real path')."]
-    bucket, key = delivery.state_bucket, delivery.secrets_key_arn
+    bucket, key = delivery.state_bucket, delivery.state_key_arn
     entry = next(e for e in stacks.stack_matrix(Path(__file__).resolve().parents[2])["include"] if e["stack"] == stack)
     endpoint = config.endpoint.public_access_cidrs
     restore = f"publicAccessCidrs {list(endpoint)}" if endpoint else "a private endpoint (publicAccessCidrs [])"
@@ -34,7 +34,7 @@ def steps(config: Any) -> list[str]:
         + f" && aws s3api put-public-access-block --bucket {bucket} --public-access-block-configuration "
         + "BlockPublicAcls=true,IgnorePublicAcls=true,BlockPublicPolicy=true,RestrictPublicBuckets=true",
         f"Secrets key (once): aws kms create-key --region {region} --description 'Pulumi secrets of {stack}'; "
-        f"put its key ARN in higgsfield:delivery.secretsKeyArn (now {key}).",
+        f"put its key ARN in higgsfield:delivery.stateKeyArn (now {key}).",
         f"GitHub connection (once per account and region): aws codeconnections create-connection --region {region} "
         f"--provider-type GitHub --connection-name higgsfield-{stack}, then finish the handshake in the console "
         f"(Developer Tools > Settings > Connections: status Available); put its ARN in higgsfield:delivery.runner.connectionArn.",
