@@ -238,6 +238,21 @@ def _diff(args: argparse.Namespace) -> int:
     return 1 if diff.refused else 0
 
 
+def _report(json_target: str | None, data: Any, text: Callable[[], str]) -> int:
+    """Print a report: its text, or with `--json` its JSON on stdout; `--json PATH` writes the JSON
+    to PATH and prints the text."""
+    if json_target == "-":
+        print(json.dumps(data, indent=2))
+        return 0
+    if json_target:
+        Path(json_target).write_text(json.dumps(data, indent=2) + "\n")
+    print(text())
+    return 0
+
+
+JSON_HELP = "print the report as JSON instead of text; --json PATH writes it to PATH and prints the text"
+
+
 def _cost(args: argparse.Namespace) -> int:
     from infra.cli import cost
 
@@ -253,20 +268,18 @@ def _cost(args: argparse.Namespace) -> int:
         try:
             client = boto3.client("pricing", region_name="us-east-1")
             prices = cost.refresh(prices, types, plan.config.region, client, datetime.date.today().isoformat())
+        except cost.PriceError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         except Exception as exc:  # noqa: BLE001 - credentials or API errors, said in one line
             print(f"error: --refresh needs AWS credentials allowed pricing:GetProducts ({type(exc).__name__}: {exc})", file=sys.stderr)
             return 2
         price_file.write_text(json.dumps(prices, indent=2) + "\n")
         print(f"refreshed {len(set(types))} instance prices into {price_file}")
-    try:
-        est = cost.estimate(plan, prices)
-    except cost.PriceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        Path(args.json).write_text(json.dumps(cost.as_json(est), indent=2))
-    print(cost.render(est))
-    return 0
+    from infra.cli.views.cost import render
+
+    est = cost.estimate(plan, prices)
+    return _report(args.json, cost.as_json(est), lambda: render(est))
 
 
 def _timeline(args: argparse.Namespace) -> int:
@@ -357,7 +370,7 @@ def parser() -> argparse.ArgumentParser:
 
     cost_cmd = sub.add_parser("cost", help="hourly and monthly cost, idle and at full scale, per resource")
     cost_cmd.add_argument("stack")
-    cost_cmd.add_argument("--json", metavar="PATH")
+    cost_cmd.add_argument("--json", metavar="PATH", nargs="?", const="-", help=JSON_HELP)
     cost_cmd.add_argument("--prices", metavar="FILE", help="price file (default: the one shipped in infra/cli/data)")
     cost_cmd.add_argument("--refresh", action="store_true", help="update EC2 prices from the AWS Pricing API (needs credentials)")
     cost_cmd.set_defaults(func=_cost)
