@@ -146,9 +146,14 @@ def _cost(args: argparse.Namespace) -> int:
 def _timeline(args: argparse.Namespace) -> int:
     from infra.cli import timeline
 
+    from infra.cli.views import timeline as view
+
     plan = record(args.stack)
-    print(timeline.render(plan, timeline.compute(plan)))
-    return 0
+    t = timeline.compute(plan)
+    if args.mermaid:
+        print(view.mermaid(plan, t), end="")
+        return 0
+    return _report(args.json, timeline.as_json(plan, t), lambda: view.render(plan, t, verbose=args.verbose))
 
 
 def _preflight(args: argparse.Namespace) -> int:
@@ -239,6 +244,9 @@ def parser() -> argparse.ArgumentParser:
 
     timeline_cmd = sub.add_parser("timeline", help="the deployment's critical path and its ratio to the unavoidable chain")
     timeline_cmd.add_argument("stack")
+    timeline_cmd.add_argument("--json", metavar="PATH", nargs="?", const="-", help=JSON_HELP)
+    timeline_cmd.add_argument("--mermaid", action="store_true", help="print the chart as a Mermaid gantt block (for a PR or wiki)")
+    timeline_cmd.add_argument("--verbose", action="store_true", help="also list every create time and its source")
     timeline_cmd.set_defaults(func=_timeline)
 
     pre = sub.add_parser("preflight", help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx)")
