@@ -141,22 +141,22 @@ def _price_list(usd: str) -> str:
     return json.dumps({"product": {"attributes": {}}, "terms": {"OnDemand": {"X": {"priceDimensions": {"Y": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}})
 
 
+def _expect_price(stub: Stubber, instance_type: str, location: str, usd: str) -> None:
+    """The GetProducts call refresh makes for one Linux on-demand price, answered with `usd`."""
+    filters = {"instanceType": instance_type, "location": location, "operatingSystem": "Linux", "tenancy": "Shared",
+               "preInstalledSw": "NA", "capacitystatus": "Used"}
+    stub.add_response("get_products", {"PriceList": [_price_list(usd)], "FormatVersion": "aws_v1"}, {
+        "ServiceCode": "AmazonEC2",
+        "Filters": [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in filters.items()],
+        "MaxResults": 10,
+    })
+
+
 def test_refresh_takes_ec2_prices_from_the_pricing_api():
     client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     with Stubber(client) as stub:
         for instance_type, usd in (("g6e.xlarge", "1.5"), ("p5.48xlarge", "50.0")):
-            stub.add_response("get_products", {"PriceList": [_price_list(usd)], "FormatVersion": "aws_v1"}, {
-                "ServiceCode": "AmazonEC2",
-                "Filters": [
-                    {"Type": "TERM_MATCH", "Field": "instanceType", "Value": instance_type},
-                    {"Type": "TERM_MATCH", "Field": "location", "Value": "US East (Ohio)"},
-                    {"Type": "TERM_MATCH", "Field": "operatingSystem", "Value": "Linux"},
-                    {"Type": "TERM_MATCH", "Field": "tenancy", "Value": "Shared"},
-                    {"Type": "TERM_MATCH", "Field": "preInstalledSw", "Value": "NA"},
-                    {"Type": "TERM_MATCH", "Field": "capacitystatus", "Value": "Used"},
-                ],
-                "MaxResults": 10,
-            })
+            _expect_price(stub, instance_type, "US East (Ohio)", usd)
         updated = cost.refresh(PRICES, ["p5.48xlarge", "g6e.xlarge"], "us-east-2", client, "2026-12-02")
         stub.assert_no_pending_responses()
     regional = updated["regions"]["us-east-2"]
@@ -168,18 +168,7 @@ def test_refresh_takes_ec2_prices_from_the_pricing_api():
 def test_refresh_gives_a_region_the_file_lacks_its_own_ec2_prices():
     client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     with Stubber(client) as stub:
-        stub.add_response("get_products", {"PriceList": [_price_list("2.5")], "FormatVersion": "aws_v1"}, {
-            "ServiceCode": "AmazonEC2",
-            "Filters": [
-                {"Type": "TERM_MATCH", "Field": "instanceType", "Value": "g6e.xlarge"},
-                {"Type": "TERM_MATCH", "Field": "location", "Value": "Europe (Stockholm)"},
-                {"Type": "TERM_MATCH", "Field": "operatingSystem", "Value": "Linux"},
-                {"Type": "TERM_MATCH", "Field": "tenancy", "Value": "Shared"},
-                {"Type": "TERM_MATCH", "Field": "preInstalledSw", "Value": "NA"},
-                {"Type": "TERM_MATCH", "Field": "capacitystatus", "Value": "Used"},
-            ],
-            "MaxResults": 10,
-        })
+        _expect_price(stub, "g6e.xlarge", "Europe (Stockholm)", "2.5")
         updated = cost.refresh(PRICES, ["g6e.xlarge"], "eu-north-1", client, "2026-12-03")
     assert updated["regions"]["eu-north-1"]["ec2_on_demand_hour"] == {"g6e.xlarge": 2.5}
     assert "eu-north-1" not in PRICES["regions"]
