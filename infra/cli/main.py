@@ -16,151 +16,8 @@ from typing import Any
 
 import yaml
 
-from infra.cli.offline import COMPUTED, Plan, Resource, StackFileError, StackNotFound, record
+from infra.cli.offline import Plan, StackFileError, StackNotFound, record
 from infra.cli.stack_file import shown as _shown
-
-# --- what a reviewer wants to see per resource type ---------------------------------------
-
-
-def _get(inputs: dict, *path: str, default: Any = None) -> Any:
-    value: Any = inputs
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return default
-        value = value[key]
-    return value
-
-
-def _cluster(i: dict) -> str:
-    public = ", ".join(i.get("publicAccessCidrs") or []) if i.get("endpointPublicAccess") else "none"
-    logs = ",".join(i.get("enabledClusterLogTypes") or [])
-    return f"k8s {i.get('version')}, auth {i.get('authenticationMode')}, endpoint private + public [{public}], logs {logs}, secrets KMS"
-
-
-def _node_group(i: dict) -> str:
-    s = i.get("scalingConfig") or {}
-    return (
-        f"{','.join(i.get('instanceTypes') or [])} {i.get('capacityType')} {i.get('amiType')} "
-        f"k8s {i.get('version')}{' AMI ' + i['releaseVersion'] if i.get('releaseVersion') else ''}, "
-        f"min {s.get('minSize')} / desired {s.get('desiredSize')} / max {s.get('maxSize')}"
-    )
-
-
-def _launch_template(i: dict) -> str:
-    md = i.get("metadataOptions") or {}
-    root = _get((i.get("blockDeviceMappings") or [{}])[0], "ebs", default={})
-    nics = i.get("networkInterfaces") or []
-    efa = sum(1 for n in nics if n.get("interfaceType") in ("efa", "efa-only"))
-    text = f"IMDS tokens {md.get('httpTokens')} hop {md.get('httpPutResponseHopLimit')}, root {root.get('volumeSize')} GiB {root.get('volumeType')} encrypted={root.get('encrypted')}"
-    return text + (f", {efa} EFA interfaces" if nics else "")
-
-
-def lustre_throughput_mb_s(i: dict) -> float:
-    """The throughput of a recorded FSx for Lustre file system's inputs."""
-    from infra.config import lustre_throughput_mb_s as throughput
-
-    return throughput(i.get("storageCapacity", 0), i.get("perUnitStorageThroughput"))
-
-
-def _lustre(i: dict) -> str:
-    from components.storage import MOUNT_PATH, PVC_NAME
-
-    per_tib = i.get("perUnitStorageThroughput") or "200 (fixed)"
-    return (
-        f"{i.get('deploymentType')} {i.get('storageCapacity')} GiB x {per_tib} MB/s/TiB = {lustre_throughput_mb_s(i):,.0f} MB/s, "
-        f"{i.get('dataCompressionType')}, backups {i.get('automaticBackupRetentionDays')} d; jobs mount PVC {PVC_NAME} at {MOUNT_PATH}"
-    )
-
-
-SUMMARIES: dict[str, Callable[[dict], str]] = {
-    "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
-    "aws:ec2/vpc:Vpc": lambda i: f"cidr {i.get('cidrBlock')}",
-    "aws:ec2/subnet:Subnet": lambda i: f"{i.get('availabilityZone')} {i.get('cidrBlock')}",
-    "aws:ec2/vpcEndpoint:VpcEndpoint": lambda i: f"{i.get('vpcEndpointType')} {i.get('serviceName')}",
-    "aws:kms/key:Key": lambda i: f"rotation {i.get('enableKeyRotation')}, deletion window {i.get('deletionWindowInDays')} days",
-    "aws:eks/addon:Addon": lambda i: f"{i.get('addonName')} {i.get('addonVersion')}",
-    "aws:eks/nodeGroup:NodeGroup": _node_group,
-    "aws:ec2/launchTemplate:LaunchTemplate": _launch_template,
-    "eks:index:Cluster": _cluster,
-}
-
-
-def _flags(r: Resource) -> str:
-    flags = [name for name, on in (("protected", r.protect), ("retained", r.retain_on_delete)) if on]
-    if r.ignore_changes:
-        flags.append("ignores " + ",".join(r.ignore_changes))
-    return f"  [{'; '.join(flags)}]" if flags else ""
-
-
-def gpu_pool_rows(plan: Plan) -> list[dict]:
-    """Per GPU node group, what a reviewer decides by, read back from the recording."""
-    rows = []
-    for group in plan.of_type("aws:eks/nodeGroup:NodeGroup"):
-        labels = group.inputs.get("labels") or {}
-        if labels.get("nvidia.com/gpu.present") != "true":
-            continue
-        (template,) = plan.dependencies_of(group, "aws:ec2/launchTemplate:LaunchTemplate")
-        zones = sorted({s.inputs.get("availabilityZone") for s in plan.dependencies_of(group, "aws:ec2/subnet:Subnet")})
-        tags = {
-            t.inputs["tag"]["key"].rsplit("/", 1)[-1]: t.inputs["tag"]["value"]
-            for t in plan.of_type("aws:autoscaling/tag:Tag")
-            if group.urn in t.dependencies and "/resources/" in t.inputs["tag"]["key"]
-        }
-        nics = template.inputs.get("networkInterfaces") or []
-        scaling = group.inputs.get("scalingConfig") or {}
-        reservation = _get(template.inputs, "capacityReservationSpecification", "capacityReservationTarget", "capacityReservationId")
-        rows.append(
-            {
-                "pool": labels.get("higgsfield.io/pool"),
-                "instance_types": group.inputs.get("instanceTypes"),
-                "gpus_per_node": tags.get("gpu"),
-                "efa_interfaces": sum(1 for n in nics if n.get("interfaceType") == "efa-only"),
-                "availability_zones": zones,
-                "min": scaling.get("minSize"),
-                "max": scaling.get("maxSize"),
-                "capacity": group.inputs.get("capacityType") + (f" {reservation}" if reservation else ""),
-            }
-        )
-    return rows
-
-
-def gpu_pool_section(plan: Plan) -> list[str]:
-    rows = gpu_pool_rows(plan)
-    if not rows:
-        return []
-    lines = ["GPU pools:", f"  {'pool':<12} {'instance types':<30} {'GPUs':>4} {'EFA':>4} {'AZ':<12} {'min':>3} {'max':>3}  capacity"]
-    for r in sorted(rows, key=lambda r: r["pool"]):
-        lines.append(
-            f"  {r['pool']:<12} {','.join(r['instance_types']):<30} {r['gpus_per_node']:>4} {r['efa_interfaces']:>4} "
-            f"{','.join(r['availability_zones']):<12} {r['min']:>3} {r['max']:>3}  {r['capacity']}"
-        )
-    return lines
-
-
-def render_plan(plan: Plan, extra: Sequence[Callable[[Plan], list[str]]] = (gpu_pool_section,)) -> str:
-    """The resource tree grouped by component, with the settings that matter, and a count."""
-    children: dict[str | None, list[Resource]] = {}
-    for r in plan.resources:
-        children.setdefault(r.parent, []).append(r)
-    lines = [f"Offline plan of {plan.project}/{plan.stack} (preview under mocks; {COMPUTED} = known after deploy)"]
-    lines += [f"note: {note}" for note in plan.notes]
-
-    def walk(parent: str | None, depth: int) -> None:
-        for r in sorted(children.get(parent, []), key=lambda r: (r.custom, r.type, r.name)):
-            summary = SUMMARIES.get(r.type, lambda i: "")(r.inputs)
-            lines.append(f"{'  ' * depth}{'+' if r.custom else '▸'} {r.type} {r.name}" + (f": {summary}" if summary else "") + _flags(r))
-            walk(r.urn, depth + 1)
-
-    roots = {r.parent for r in plan.resources} - {r.urn for r in plan.resources}
-    for root in sorted(roots, key=str):
-        walk(root, 1)
-    for section in extra:
-        lines.extend(section(plan))
-    custom = sum(1 for r in plan.resources if r.custom)
-    lines.append(f"{len(plan.resources)} resources ({custom} cloud/Kubernetes resources, {len(plan.resources) - custom} components)")
-    lines.append("Outputs: " + ", ".join(f"{k}={v}" for k, v in sorted(plan.outputs.items())))
-    return "\n".join(lines)
-
 
 # --- Kubernetes objects the program builds itself --------------------------------------------
 
@@ -201,8 +58,10 @@ def write_manifests(plan: Plan, folder: Path) -> list[Path]:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from infra.cli.views.plan import render
+
     plan = record(args.stack)
-    print(render_plan(plan))
+    print(render(plan, verbose=args.verbose))
     if args.json:
         Path(args.json).write_text(json.dumps(plan.as_dict(), indent=2, sort_keys=True))
         print(f"wrote {args.json}")
@@ -241,6 +100,21 @@ def _diff(args: argparse.Namespace) -> int:
     return 1 if diff.refused else 0
 
 
+def _report(json_target: str | None, data: Any, text: Callable[[], str]) -> int:
+    """Print a report: its text, or with `--json` its JSON on stdout; `--json PATH` writes the JSON
+    to PATH and prints the text."""
+    if json_target == "-":
+        print(json.dumps(data, indent=2))
+        return 0
+    if json_target:
+        Path(json_target).write_text(json.dumps(data, indent=2) + "\n")
+    print(text())
+    return 0
+
+
+JSON_HELP = "print the report as JSON instead of text; --json PATH writes it to PATH and prints the text"
+
+
 def _cost(args: argparse.Namespace) -> int:
     from infra.cli import cost
 
@@ -256,28 +130,31 @@ def _cost(args: argparse.Namespace) -> int:
         try:
             client = boto3.client("pricing", region_name="us-east-1")
             prices = cost.refresh(prices, types, plan.config.region, client, datetime.date.today().isoformat())
+        except cost.PriceError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         except Exception as exc:  # noqa: BLE001 - credentials or API errors, said in one line
             print(f"error: --refresh needs AWS credentials allowed pricing:GetProducts ({type(exc).__name__}: {exc})", file=sys.stderr)
             return 2
         price_file.write_text(json.dumps(prices, indent=2) + "\n")
         print(f"refreshed {len(set(types))} instance prices into {price_file}")
-    try:
-        est = cost.estimate(plan, prices)
-    except cost.PriceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        Path(args.json).write_text(json.dumps(cost.as_json(est), indent=2))
-    print(cost.render(est))
-    return 0
+    from infra.cli.views.cost import render
+
+    est = cost.estimate(plan, prices)
+    return _report(args.json, cost.as_json(est), lambda: render(est))
 
 
 def _timeline(args: argparse.Namespace) -> int:
     from infra.cli import timeline
 
+    from infra.cli.views import timeline as view
+
     plan = record(args.stack)
-    print(timeline.render(plan, timeline.compute(plan)))
-    return 0
+    t = timeline.compute(plan)
+    if args.mermaid:
+        print(view.mermaid(plan, t), end="")
+        return 0
+    return _report(args.json, timeline.as_json(plan, t), lambda: view.render(plan, t, verbose=args.verbose))
 
 
 def _preflight(args: argparse.Namespace) -> int:
@@ -353,6 +230,7 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     plan.add_argument("--json", metavar="PATH", help="write the recorded plan as JSON")
     plan.add_argument("--manifests", metavar="DIR", help="write each Kubernetes object the program builds as YAML")
+    plan.add_argument("--verbose", action="store_true", help="list every resource (repeated ones are collapsed by default)")
     plan.set_defaults(func=_plan)
 
     check = sub.add_parser("check", help="run the policy pack and the Kubernetes schema over the offline plan")
@@ -368,13 +246,16 @@ def parser() -> argparse.ArgumentParser:
 
     cost_cmd = sub.add_parser("cost", help="hourly and monthly cost, idle and at full scale, per resource")
     cost_cmd.add_argument("stack")
-    cost_cmd.add_argument("--json", metavar="PATH")
+    cost_cmd.add_argument("--json", metavar="PATH", nargs="?", const="-", help=JSON_HELP)
     cost_cmd.add_argument("--prices", metavar="FILE", help="price file (default: the one shipped in infra/cli/data)")
     cost_cmd.add_argument("--refresh", action="store_true", help="update EC2 prices from the AWS Pricing API (needs credentials)")
     cost_cmd.set_defaults(func=_cost)
 
     timeline_cmd = sub.add_parser("timeline", help="the deployment's critical path and its ratio to the unavoidable chain")
     timeline_cmd.add_argument("stack")
+    timeline_cmd.add_argument("--json", metavar="PATH", nargs="?", const="-", help=JSON_HELP)
+    timeline_cmd.add_argument("--mermaid", action="store_true", help="print the chart as a Mermaid gantt block (for a PR or wiki)")
+    timeline_cmd.add_argument("--verbose", action="store_true", help="also list every create time and its source")
     timeline_cmd.set_defaults(func=_timeline)
 
     pre = sub.add_parser("preflight", help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx, add-on versions)")
