@@ -66,16 +66,15 @@ def zones_offering(instance_type: str, region: str) -> list[str]:
     return sorted(zone for zone, types in zone_offerings(region).items() if instance_type in types)
 
 
-def where_offered(instance_type: str, near: str | None = None, most: int = 6) -> str:
-    """Where `instance_type` is offered, for an error message: the AZs of up to `most` regions
+def where_offered(instance_type: str, near: str | None = None) -> str:
+    """Where `instance_type` is offered, for an error message: every region with its AZs
     (`near` first, then regions of its area - eu-, us-, ... -, then the others), and where the
     facts come from."""
     found = {r: zones_offering(instance_type, r) for r in regions()}
     found = {r: z for r, z in found.items() if z}
+    checked = f"{source()}; `higgsfield preflight STACK` re-checks against your account"
     if not found:
-        return f"it is offered in no region ({source()}; `higgsfield preflight STACK` re-checks against your account)"
+        return f"it is offered in no region ({checked})"
     area = (near or "").split("-")[0] + "-"
-    ordered = sorted(found, key=lambda r: (r != near, not r.startswith(area), r))  # the region, its area, the rest
-    shown = "; ".join(f"{r}: {', '.join(found[r])}" for r in ordered[:most])
-    more = f"; and {len(ordered) - most} more regions" if len(ordered) > most else ""
-    return f"offered in {shown}{more} ({source()}; `higgsfield preflight STACK` re-checks against your account)"
+    ordered = sorted(found, key=lambda r: (r != near, not r.startswith(area), r))
+    return "offered in " + ", ".join(f"{r} ({' '.join(z.removeprefix(r) for z in found[r])})" for r in ordered) + f" ({checked})"
