@@ -327,10 +327,6 @@ def _stack_then(args: argparse.Namespace, name: str) -> None:
           .replace(name.upper(), getattr(args, name)), file=sys.stderr)
 
 
-def _stack_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("stack", metavar="STACK", help="stack name: stacks/Pulumi.STACK.yaml")
-
-
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -341,53 +337,51 @@ def _version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="print the traceback of a failure")
-    p = _Parser(prog="higgsfield", description="Offline tools for the Higgsfield Pulumi program. Every command names the stack first.",
-                parents=[common])
+    p = _Parser(prog="higgsfield", description="Offline tools for the Higgsfield Pulumi program. Every command names the stack first.")
     p.add_argument("--version", action="version", version=_version())
+    p.add_argument("--debug", action="store_true", help="print the traceback of a failure (anywhere on the command line)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    plan = sub.add_parser("plan", parents=[common], help="evaluate the program for a stack under mocks and print what it would create")
-    _stack_argument(plan)
+    plan = sub.add_parser("plan", help="evaluate the program for a stack under mocks and print what it would create")
+    plan.add_argument("stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     plan.add_argument("--json", metavar="PATH", help="write the recorded plan as JSON")
     plan.add_argument("--manifests", metavar="DIR", help="write each Kubernetes object the program builds as YAML")
     plan.set_defaults(func=_plan)
 
-    check = sub.add_parser("check", parents=[common], help="run the policy pack, the Kubernetes schema and the example jobs' fit over the offline plan")
-    _stack_argument(check)
+    check = sub.add_parser("check", help="run the policy pack, the Kubernetes schema and the example jobs' fit over the offline plan")
+    check.add_argument("stack")
     check.add_argument("--policy-config", help="policy pack config JSON (default: policies/config/STACK.json)")
     check.set_defaults(func=_check)
 
-    diff = sub.add_parser("diff", parents=[common], help="compare the offline plan at a git ref with the working tree; refuse destroying data")
-    _stack_argument(diff)
+    diff = sub.add_parser("diff", help="compare the offline plan at a git ref with the working tree; refuse destroying data")
+    diff.add_argument("stack")
     diff.add_argument("--base", required=True, help="git ref to compare with, e.g. origin/main")
     diff.add_argument("--allow", action="append", metavar="NAME", help="allow replacing/deleting this resource (repeatable)")
     diff.set_defaults(func=_diff)
 
-    cost_cmd = sub.add_parser("cost", parents=[common], help="hourly and monthly cost, idle and at full scale, per resource")
-    _stack_argument(cost_cmd)
+    cost_cmd = sub.add_parser("cost", help="hourly and monthly cost, idle and at full scale, per resource")
+    cost_cmd.add_argument("stack")
     cost_cmd.add_argument("--json", metavar="PATH")
     cost_cmd.add_argument("--prices", metavar="FILE", help="price file (default: the one shipped in infra/cli/data)")
     cost_cmd.add_argument("--refresh", action="store_true", help="update EC2 prices from the AWS Pricing API (needs credentials)")
     cost_cmd.set_defaults(func=_cost)
 
-    timeline_cmd = sub.add_parser("timeline", parents=[common], help="the deployment's critical path and its ratio to the unavoidable chain")
-    _stack_argument(timeline_cmd)
+    timeline_cmd = sub.add_parser("timeline", help="the deployment's critical path and its ratio to the unavoidable chain")
+    timeline_cmd.add_argument("stack")
     timeline_cmd.set_defaults(func=_timeline)
 
-    pre = sub.add_parser("preflight", parents=[common], help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx)")
-    _stack_argument(pre)
+    pre = sub.add_parser("preflight", help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx)")
+    pre.add_argument("stack")
     pre.set_defaults(func=_preflight)
 
-    init = sub.add_parser("init", parents=[common], help="write a new stack (and its policy config) for a region from an existing one")
-    _stack_argument(init)
+    init = sub.add_parser("init", help="write a new stack (and its policy config) for a region from an existing one")
+    init.add_argument("stack", help="name of the new stack: stacks/Pulumi.<stack>.yaml")
     init.add_argument("--region", required=True, help="AWS region of the new stack, e.g. eu-north-1")
     init.add_argument("--from", dest="source", default="dev", metavar="EXISTING", help="stack to start from (default: dev)")
     init.set_defaults(func=_init)
 
-    health = sub.add_parser("healthcheck", parents=[common], help="post-deploy GPU node health check").add_subparsers(dest="health_command", required=True, parser_class=_Parser)
-    health_render = health.add_parser("render", parents=[common], help="print the health-check Job (and NCCL PyTorchJob) of a pool, for kubectl apply -f -")
-    _stack_argument(health_render)
+    health = sub.add_parser("healthcheck", help="post-deploy GPU node health check").add_subparsers(dest="health_command", required=True)
+    health_render = health.add_parser("render", help="print the health-check Job (and NCCL PyTorchJob) of a pool, for kubectl apply -f -")
+    health_render.add_argument("stack")
     health_render.add_argument("pool", nargs="?", metavar="POOL", help="GPU pool to check")
     health_render.add_argument("--stack", dest="old_stack", help=argparse.SUPPRESS)  # the old form: POOL --stack STACK
     health_render.add_argument("--team", help="namespace to run in (default: the first team)")
@@ -395,9 +389,9 @@ def parser() -> argparse.ArgumentParser:
     health_render.add_argument("--image", help=IMAGE_HELP)
     health_render.set_defaults(func=_healthcheck_render, usage="higgsfield healthcheck render STACK POOL")
 
-    jobs = sub.add_parser("jobs", parents=[common], help="example training jobs for a stack").add_subparsers(dest="jobs_command", required=True, parser_class=_Parser)
-    render = jobs.add_parser("render", parents=[common], help="print an example job filled in for a stack, for kubectl apply -f -")
-    _stack_argument(render)
+    jobs = sub.add_parser("jobs", help="example training jobs for a stack").add_subparsers(dest="jobs_command", required=True)
+    render = jobs.add_parser("render", help="print an example job filled in for a stack, for kubectl apply -f -")
+    render.add_argument("stack")
     render.add_argument("example", nargs="?", metavar="EXAMPLE", help="pytorch-ddp | pytorch-elastic | mpi-nccl-tests")
     render.add_argument("--stack", dest="old_stack", help=argparse.SUPPRESS)  # the old form: EXAMPLE --stack STACK
     render.add_argument("--pool", help="GPU pool (default: the first on-demand pool; EFA pools first for NCCL tests)")
@@ -406,7 +400,7 @@ def parser() -> argparse.ArgumentParser:
                         "the pool's maxSize, the team's gpuQuota and its queue's gpuCapability")
     render.add_argument("--image", help=IMAGE_HELP)
     render.set_defaults(func=_jobs_render, usage="higgsfield jobs render STACK EXAMPLE")
-    schema_cmd = sub.add_parser("schema", parents=[common], help="the stack-file JSON Schema and README config table, generated from infra/config.py")
+    schema_cmd = sub.add_parser("schema", help="the stack-file JSON Schema and README config table, generated from infra/config.py")
     schema_cmd.add_argument("--write", action="store_true", help="write schemas/stack.schema.json and the README table")
     schema_cmd.add_argument("--check", action="store_true", help="exit 1 if either is stale")
     schema_cmd.set_defaults(func=_schema)
@@ -423,23 +417,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     line is wrong; 1: anything else), with its traceback only under --debug."""
     from infra.config import ConfigError
 
-    args = parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # wherever it stands: `higgsfield plan dev --debug` too
+    args = parser().parse_args([a for a in argv if a != "--debug"])
+    args.debug = debug
     try:
         return args.func(args)
     except (BrokenPipeError, KeyboardInterrupt):
         raise
     except ConfigError as exc:
-        if getattr(args, "debug", False):
+        if args.debug:
             raise
         print("\n".join(f"error: {p.key}: {p.message}" for p in exc.problems), file=sys.stderr)
         return 2
     except (StackNotFound, UsageError) as exc:
-        if getattr(args, "debug", False):
+        if args.debug:
             raise
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - what nobody foresaw still ends in one line
-        if getattr(args, "debug", False):
+        if args.debug:
             raise
         print(f"error: {_one_line(exc)} ({type(exc).__name__}; rerun with --debug for the traceback)", file=sys.stderr)
         return 1
