@@ -16,9 +16,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ruamel.yaml import YAML
-
 from infra.bundled import source, where_offered, zone_offerings
+from infra.cli.jobs import round_trip_yaml
 from infra.cli.offline import StackNotFound, project_root
 from infra.config import DNS_LABEL, ConfigError, eks_regions
 
@@ -35,14 +34,6 @@ class NewStack:
     stack_text: str
     policy_text: str
     notes: list[str] = field(default_factory=list)
-
-
-def _yaml() -> YAML:
-    y = YAML()  # round-trip: comments, key order and flow style survive
-    y.preserve_quotes = True
-    y.width = 4096
-    y.indent(mapping=2, sequence=4, offset=2)
-    return y
 
 
 def _replace(seq: list, values: list) -> None:
@@ -79,7 +70,7 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
     if not offered:
         raise ConfigError("--region", f"{source()} has no instance-type offerings for {region}, so no AZs can be chosen offline")
 
-    y = _yaml()
+    y = round_trip_yaml()
     doc = y.load(base_file.read_text())
     config = doc["config"]
     result = NewStack(name, region, base, stack_file, policy_file, "", "")

@@ -190,7 +190,7 @@ def fits(example: str, cfg: StackConfig, *, pool: str | None = None, team: str |
 def _load(text: str) -> Any:
     """The template as a round-trip YAML document (comments kept). Replicas that share a pod
     template through a YAML alias get their own copy, so each can be filled in alone."""
-    job = _yaml().load(text)
+    job = round_trip_yaml().load(text)
     seen: set[int] = set()
     for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs"):
         for spec in (job.get("spec", {}).get(key) or {}).values():
@@ -251,8 +251,9 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
     return objects
 
 
-def _yaml() -> YAML:
-    y = YAML()  # round-trip
+def round_trip_yaml() -> YAML:
+    """YAML that keeps comments, key order, flow style and quotes (ruamel's round-trip mode)."""
+    y = YAML()
     y.preserve_quotes = True
     y.width = 4096
     y.indent(mapping=2, sequence=4, offset=2)
@@ -282,5 +283,5 @@ def to_yaml(objects: list[dict]) -> str:
     """Documents for `kubectl apply -f -`, pleasant to edit: the template's comments kept,
     scripts as `|` block scalars."""
     out = io.StringIO()
-    _yaml().dump_all([_for_editing(o) for o in objects], out)
+    round_trip_yaml().dump_all([_for_editing(o) for o in objects], out)
     return out.getvalue()
