@@ -14,45 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from infra.cli.offline import Plan, StackFileError, StackNotFound, record
+from infra.cli.offline import StackFileError, StackNotFound, record
 from infra.cli.stack_file import shown as _shown
-
-# --- Kubernetes objects the program builds itself --------------------------------------------
-
-_NOT_MANIFESTS = ("kubernetes:helm.sh/", "kubernetes:kustomize", "kubernetes:yaml", "pulumi:providers:")
-
-
-def manifests(plan: Plan) -> list[dict]:
-    """Every Kubernetes object the program declares directly (not Helm/kustomize contents)."""
-    found = []
-    for r in plan.resources:
-        if r.type.startswith("kubernetes:") and not r.type.startswith(_NOT_MANIFESTS):
-            found.append(dict(r.inputs))  # KubernetesObject's inputs are the manifest itself
-    return found
-
-
-def write_manifests(plan: Plan, folder: Path) -> list[Path]:
-    """The program's own Kubernetes objects, one file each, and the example jobs filled in for
-    the stack under examples/ (those are for `kubectl apply`, not deployed by `pulumi up`)."""
-    from infra.cli import jobs
-
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for example in jobs.examples_for(plan.config):
-        (folder / "examples").mkdir(exist_ok=True)
-        path = folder / "examples" / f"{example}.yaml"
-        path.write_text(jobs.to_yaml(jobs.render(example, plan.config)))
-        written.append(path)
-    for obj in manifests(plan):
-        meta = obj.get("metadata") or {}
-        name = "-".join(p for p in (obj.get("kind", "object").lower(), meta.get("namespace"), meta.get("name")) if p)
-        path = folder / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(obj, sort_keys=False))  # apiVersion and kind first, as kubectl users expect
-        written.append(path)
-    return written
-
 
 # --- commands ---------------------------------------------------------------------------------
 
@@ -66,29 +29,19 @@ def _plan(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(plan.as_dict(), indent=2, sort_keys=True))
         print(f"wrote {args.json}")
     if args.manifests:
+        from infra.cli.manifests import write_manifests
+
         written = write_manifests(plan, Path(args.manifests))
         print(f"wrote {len(written)} Kubernetes manifests to {args.manifests}")
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
-    from infra.cli.check import load_pack_config, run_policies, validate_manifests
-    from infra.cli.offline import project_root
+    from infra.cli import check
 
-    plan = record(args.stack)
-    config_path = Path(args.policy_config) if args.policy_config else project_root() / "policies" / "config" / f"{args.stack}.json"
-    violations, skipped = run_policies(plan, load_pack_config(config_path))
-    violations += validate_manifests(plan)
-    names = {r.urn: f"{r.type.split(':')[-1]} {r.name}" for r in plan.resources}
-    print(f"Policy check of {plan.project}/{plan.stack}: {len(plan.resources)} resources, policy config {config_path.name if config_path.is_file() else 'none'}")
-    print(f"  {'level':<10} {'policy':<34} {'resource':<40} message")
-    for f in sorted(violations, key=lambda f: (f.level != "mandatory", f.policy)):
-        print(f"  {f.level:<10} {f.policy:<34} {names.get(f.urn or '', '(stack)'):<40} {f.message}")
-    for f in skipped:
-        print(f"  {'not run':<10} {f.policy:<34} {names.get(f.urn or '', '(stack)'):<40} {f.message}")
-    mandatory = [f for f in violations if f.level == "mandatory"]
-    print(f"{len(mandatory)} mandatory, {len(violations) - len(mandatory)} advisory violations, {len(skipped)} not run")
-    return 1 if mandatory else 0
+    result = check.check_stack(args.stack, Path(args.policy_config) if args.policy_config else None)
+    print(check.render(result))
+    return 1 if result.mandatory else 0
 
 
 def _diff(args: argparse.Namespace) -> int:
@@ -185,9 +138,10 @@ def _charts(args: argparse.Namespace) -> int:
 
 
 def _healthcheck_render(args: argparse.Namespace) -> int:
-    from infra.cli import healthcheck, jobs  # noqa: F401
+    from infra.cli import healthcheck, jobs
     from infra.cli.offline import load_stack
 
+    _stack_then(args, "pool")
     cfg = load_stack(args.stack)
     print(jobs.to_yaml(healthcheck.render(cfg, args.pool, team=args.team, nodes=args.nodes, image=args.image)), end="")
     return 0
@@ -197,8 +151,20 @@ def _jobs_render(args: argparse.Namespace) -> int:
     from infra.cli import jobs
     from infra.cli.offline import load_stack
 
+    _stack_then(args, "example")
     cfg = load_stack(args.stack)
     print(jobs.to_yaml(jobs.render(args.example, cfg, pool=args.pool, team=args.team, workers=args.workers, image=args.image)), end="")
+    return 0
+
+
+def _init(args: argparse.Namespace) -> int:
+    from infra.cli import init
+    from infra.cli.offline import project_root
+
+    root = project_root()
+    stack = init.new_stack(args.stack, args.region, args.source, root)
+    init.write(stack, root)
+    print(init.render(stack, root))
     return 0
 
 
@@ -223,9 +189,46 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
+class UsageError(Exception):
+    """The command line itself is wrong (exit 2, like argparse's own errors)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """argparse's usage errors in one line, like every other failure."""
+        print(f"error: {self.prog}: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _stack_then(args: argparse.Namespace, name: str) -> None:
+    """Every command names the stack first (`higgsfield jobs render STACK EXAMPLE`). The old
+    form of jobs/healthcheck render (`NAME --stack STACK`) still works, with a note."""
+    if args.old_stack is None:
+        if getattr(args, name) is None:
+            raise UsageError(f"{args.usage}: name the {name} after the stack")
+        return
+    if getattr(args, name) is not None:
+        raise UsageError(f"{args.usage}: the stack is named twice (first argument and --stack)")
+    setattr(args, name, args.stack)
+    args.stack = args.old_stack
+    print(f"note: --stack is deprecated: every command names the stack first: {args.usage.replace('STACK', args.stack)}"
+          .replace(name.upper(), getattr(args, name)), file=sys.stderr)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"higgsfield {version('higgsfield')}"
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "higgsfield (not installed: pip install -e .)"
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="higgsfield", description="Offline tools for the Higgsfield Pulumi program.")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = _Parser(prog="higgsfield", description="Offline tools for the Higgsfield Pulumi program. Every command names the stack first.")
+    p.add_argument("--version", action="version", version=_version())
+    p.add_argument("--debug", action="store_true", help="print the traceback of a failure (anywhere on the command line)")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     plan = sub.add_parser("plan", help="evaluate the program for a stack under mocks and print what it would create")
     plan.add_argument("stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     plan.add_argument("--json", metavar="PATH", help="write the recorded plan as JSON")
@@ -233,7 +236,7 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--verbose", action="store_true", help="list every resource (repeated ones are collapsed by default)")
     plan.set_defaults(func=_plan)
 
-    check = sub.add_parser("check", help="run the policy pack and the Kubernetes schema over the offline plan")
+    check = sub.add_parser("check", help="run the policy pack, the Kubernetes schema and the example jobs' fit over the offline plan")
     check.add_argument("stack")
     check.add_argument("--policy-config", help="policy pack config JSON (default: policies/config/STACK.json)")
     check.set_defaults(func=_check)
@@ -267,24 +270,33 @@ def parser() -> argparse.ArgumentParser:
     charts_cmd.add_argument("--out", required=True, metavar="DIR")
     charts_cmd.set_defaults(func=_charts)
 
+    init = sub.add_parser("init", help="write a new stack (and its policy config) for a region from an existing one")
+    init.add_argument("stack", help="name of the new stack: stacks/Pulumi.<stack>.yaml")
+    init.add_argument("--region", required=True, help="AWS region of the new stack, e.g. eu-north-1")
+    init.add_argument("--from", dest="source", default="dev", metavar="EXISTING", help="stack to start from (default: dev)")
+    init.set_defaults(func=_init)
+
     health = sub.add_parser("healthcheck", help="post-deploy GPU node health check").add_subparsers(dest="health_command", required=True)
     health_render = health.add_parser("render", help="print the health-check Job (and NCCL PyTorchJob) of a pool, for kubectl apply -f -")
-    health_render.add_argument("pool")
-    health_render.add_argument("--stack", required=True)
+    health_render.add_argument("stack")
+    health_render.add_argument("pool", nargs="?", metavar="POOL", help="GPU pool to check")
+    health_render.add_argument("--stack", dest="old_stack", help=argparse.SUPPRESS)  # the old form: POOL --stack STACK
     health_render.add_argument("--team", help="namespace to run in (default: the first team)")
     health_render.add_argument("--nodes", type=int, help="nodes to check (default: min(2, maxSize))")
     health_render.add_argument("--image", help=IMAGE_HELP)
-    health_render.set_defaults(func=_healthcheck_render)
+    health_render.set_defaults(func=_healthcheck_render, usage="higgsfield healthcheck render STACK POOL")
 
     jobs = sub.add_parser("jobs", help="example training jobs for a stack").add_subparsers(dest="jobs_command", required=True)
     render = jobs.add_parser("render", help="print an example job filled in for a stack, for kubectl apply -f -")
-    render.add_argument("example", help="pytorch-ddp | pytorch-elastic | mpi-nccl-tests")
-    render.add_argument("--stack", required=True)
+    render.add_argument("stack")
+    render.add_argument("example", nargs="?", metavar="EXAMPLE", help="pytorch-ddp | pytorch-elastic | mpi-nccl-tests")
+    render.add_argument("--stack", dest="old_stack", help=argparse.SUPPRESS)  # the old form: EXAMPLE --stack STACK
     render.add_argument("--pool", help="GPU pool (default: the first on-demand pool; EFA pools first for NCCL tests)")
     render.add_argument("--team", help="team namespace (default: the first team)")
-    render.add_argument("--workers", type=int, default=2, help="worker replicas (default 2)")
+    render.add_argument("--workers", type=int, help="worker replicas (elastic: the most it grows to); default: 2, or what fits "
+                        "the pool's maxSize, the team's gpuQuota and its queue's gpuCapability")
     render.add_argument("--image", help=IMAGE_HELP)
-    render.set_defaults(func=_jobs_render)
+    render.set_defaults(func=_jobs_render, usage="higgsfield jobs render STACK EXAMPLE")
     schema_cmd = sub.add_parser("schema", help="the stack-file JSON Schema and README config table, generated from infra/config.py")
     schema_cmd.add_argument("--write", action="store_true", help="write schemas/stack.schema.json and the README table")
     schema_cmd.add_argument("--check", action="store_true", help="exit 1 if either is stale")
@@ -292,23 +304,54 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Every failure is one line on stderr (exit 2: the stack or the command
+    line is wrong; 1: anything else), with its traceback only under --debug."""
     from infra.config import ConfigError
 
-    args = parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # wherever it stands: `higgsfield plan dev --debug` too
+    args = parser().parse_args([a for a in argv if a != "--debug"])
+    args.debug = debug
     try:
         return args.func(args)
+    except (BrokenPipeError, KeyboardInterrupt):
+        raise
     except ConfigError as exc:
+        if args.debug:
+            raise
         source = getattr(exc, "source", None)
         lines = source.report(exc.problems) if source else [f"error: {p.key}: {p.message}" for p in exc.problems]
         print("\n".join(lines), file=sys.stderr)
         return 2
     except StackFileError as exc:
+        if args.debug:
+            raise
         print(f"{_shown(exc.path)}:{exc.line}: {exc.message}", file=sys.stderr)
         return 2
-    except StackNotFound as exc:
+    except (StackNotFound, UsageError) as exc:
+        if args.debug:
+            raise
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - what nobody foresaw still ends in one line
+        if args.debug:
+            raise
+        print(f"error: {_one_line(exc)} ({type(exc).__name__}; rerun with --debug for the traceback)", file=sys.stderr)
+        return 1
+
+
+def _reader_went_away() -> int:
+    """stdout's reader closed the pipe (`higgsfield check prod | head -1`): what is left to print
+    goes nowhere, and the exit status is a SIGPIPE death's, as for any Unix filter."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + 13  # SIGPIPE
 
 
 def run() -> None:
@@ -320,8 +363,20 @@ def run() -> None:
     - no interpreter teardown of the SDK's module graph and threads (0.6-0.9 s), with nothing to
       flush but stdout and stderr (files are written and closed by then)."""
     gc.disable()
-    code = main()
-    sys.stdout.flush()
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _reader_went_away()
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        code = 130
+    except SystemExit as exc:  # --help, --version and usage errors
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            code = _reader_went_away()
     sys.stderr.flush()
     os._exit(code)
 
