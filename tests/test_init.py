@@ -101,7 +101,7 @@ def test_preflight_says_which_azs_the_account_is_offered_a_missing_type_in():
 
     with mock_aws():
         ec2 = boto3.client("ec2", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
-        fix = preflight._offered_instead(preflight.Clients(ec2, None, None, None), "p5en.48xlarge", "us-west-2b")
+        fix = preflight._offered_instead(preflight.Clients(ec2, None, None, None, None), "p5en.48xlarge", "us-west-2b")
     zones = ", ".join(zones_offering("p5en.48xlarge", "us-west-2"))
     assert fix == f"this account is offered it in {zones}: set the pool's availabilityZone to one of them"
 
