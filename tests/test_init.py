@@ -47,7 +47,8 @@ def test_init_keeps_the_comments_of_the_stack_it_starts_from(project):
 
 
 def test_a_stack_from_init_plans_checks_and_costs_without_edits(project, capsys):
-    assert main(["init", "mine", "--region", "us-east-1"]) == 0
+    """eu-north-1: a region the bundled price file has no prices for, so `cost` marks, not fails."""
+    assert main(["init", "mine", "--region", "eu-north-1"]) == 0
     assert main(["plan", "mine"]) == 0
     assert main(["check", "mine"]) == 0
     assert main(["cost", "mine"]) == 0

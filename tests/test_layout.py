@@ -93,3 +93,13 @@ def test_what_runs_in_a_pod_lives_with_its_image_and_needs_nothing_of_the_progra
     imported |= {n.module or "" for n in ast.walk(program) if isinstance(n, ast.ImportFrom)}
     assert not {m for m in imported if m.split(".")[0] in PACKAGES}
 
+
+
+def test_every_command_has_its_own_module():
+    """The command line stays thin: each subcommand's computation lives in infra/cli/<command>.py."""
+    from infra.cli.main import parser
+
+    commands = next(a for a in parser()._actions if a.__class__.__name__ == "_SubParsersAction").choices
+    cli = Path(__file__).resolve().parent.parent / "infra" / "cli"
+    missing = [c for c in commands if not (cli / f"{c.replace('-', '_')}.py").exists()]
+    assert missing == [], missing
