@@ -41,6 +41,7 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from infra import versions
+from infra.bundled import where_offered
 from infra.catalog import InstanceFacts
 
 NAMESPACE = "higgsfield"
@@ -376,7 +377,7 @@ class NodeSizes(Setting):
         if catalog is not None:
             for i, name in enumerate(self.instance_types):
                 if not catalog.offered_in(name, region, "region"):
-                    problems.add(f"instanceTypes[{i}]", f"instance type {name!r} is not offered anywhere in {region}")
+                    problems.add(f"instanceTypes[{i}]", f"instance type {name!r} is not offered anywhere in {region}; {where_offered(name, region)}")
                 elif "x86_64" not in catalog.describe(name).architectures:
                     problems.add(f"instanceTypes[{i}]", f"{name} is not x86_64; the system nodes run {versions.CPU_AMI_TYPE}")
         problems.raise_any()
@@ -596,7 +597,7 @@ class GpuPool(Setting):
         for i, name in enumerate(self.instance_types):
             if not catalog.offered_in(name, zone):
                 where = f"anywhere in {region}" if not catalog.offered_in(name, region, "region") else f"in {zone}"
-                problems.add(f"instanceTypes[{i}]", f"instance type {name!r} is not offered {where}")
+                problems.add(f"instanceTypes[{i}]", f"instance type {name!r} is not offered {where}; {where_offered(name, region)}")
                 continue
             found = catalog.describe(name)
             if found.gpus == 0:

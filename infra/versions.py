@@ -284,7 +284,7 @@ EFA_INSTALLER = ImagePart(
 # boto3 in the image, for the health gate's SetInstanceHealth (images/training/health_gate.py); EKS
 # Pod Identity credentials need a 2023-11 or newer SDK. The version the dev environment installs
 # from PyPI (pip, 2026-12-03).
-BOTO3 = ImagePart("1.44.8", verified("pypi.org/project/boto3 (installed here by pip, 2026-12-03)"))
+BOTO3 = ImagePart("1.44.8", verified("boto/boto3:boto3/__init__.py@1.44.8"))  # __version__, read in the wheel pip installed here from PyPI
 AWS_OFI_NCCL = ImagePart("1.21.1", verified("aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1"))
 AWS_OFI_NCCL_MIN_NCCL = (2, 17, 1)
 AWS_OFI_NCCL_HAS_TUNER = True

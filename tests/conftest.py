@@ -43,7 +43,8 @@ def stack_settings(stack: str) -> dict[str, Any]:
 @pytest.fixture
 def project_copy(tmp_path: Path, monkeypatch) -> Callable[..., Path]:
     """A copy of the project's Pulumi.yaml with one stack file edited: `make(base, change)`
-    writes stacks/Pulumi.bad.yaml from stack `base` with `change(config)` applied, and makes the
+    writes stacks/Pulumi.bad.yaml from stack `base` with `change(config)` applied (and `base`'s
+    policy config as policies/config/bad.json), and makes the
     copy the working directory (the CLI finds Pulumi.yaml from there)."""
 
     def make(base: str, change: Callable[[dict], None]) -> Path:
@@ -52,6 +53,8 @@ def project_copy(tmp_path: Path, monkeypatch) -> Callable[..., Path]:
         config = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{base}.yaml").read_text())
         change(config["config"])
         (tmp_path / "stacks" / "Pulumi.bad.yaml").write_text(yaml.safe_dump(config))
+        (tmp_path / "policies" / "config").mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "policies" / "config" / f"{base}.json", tmp_path / "policies" / "config" / "bad.json")
         monkeypatch.chdir(tmp_path)
         return tmp_path
 

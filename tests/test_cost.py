@@ -1,5 +1,6 @@
 """`higgsfield cost`: hand-checked totals, GPU pools free while idle, spot and Capacity Blocks
-never priced as on-demand, and prices refreshed through a stubbed AWS Pricing API."""
+never priced as on-demand, reservations billed while idle, what has no price marked without
+failing the report, and prices refreshed through a stubbed AWS Pricing API."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from infra.cli.offline import record
 from tests.conftest import STACKS, plan_of, set_key, set_pool
 
 PRICES = cost.load_prices()
+US_EAST_2 = PRICES["regions"]["us-east-2"]
 
 
 def _gpu_ec2_lines(est: cost.Estimate) -> list[cost.Line]:
@@ -33,9 +35,9 @@ def test_small_stack_total_matches_a_hand_computed_figure(project_copy):
 
 
 @pytest.mark.parametrize("stack_name", STACKS)
-def test_idle_gpu_cost_is_zero_when_every_pool_has_min_zero(stack_name):
+def test_idle_gpu_cost_is_zero_when_every_pool_has_min_zero_unless_a_reservation_bills(stack_name):
     est = cost.estimate(plan_of(stack_name), PRICES)
-    assert all(line.idle_hour in (0.0, None) for line in _gpu_ec2_lines(est))
+    assert all(line.idle_hour in (0.0, None) for line in _gpu_ec2_lines(est) if "reservation" not in line.item)
     assert all(line.idle_hour == 0.0 for line in _gpu_ec2_lines(est) if "on-demand" in line.item)
 
 
@@ -50,15 +52,27 @@ def test_spot_pools_are_flagged_not_priced_as_on_demand():
     assert "spot" in line.item and line.full_hour is None and "not priced" in line.note
 
 
-def test_capacity_blocks_and_reservations_are_flagged_not_priced():
+def test_capacity_blocks_are_flagged_prepaid_not_priced():
     lines = {line.resource: line for line in _gpu_ec2_lines(cost.estimate(plan_of("prod"), PRICES))}
     assert lines["gpu-h200-block"].full_hour is None and "prepaid" in lines["gpu-h200-block"].note
-    assert lines["gpu-b200-odcr"].full_hour is None and "reservation" in lines["gpu-b200-odcr"].note
-    assert lines["gpu-h100"].full_hour == pytest.approx(16 * PRICES["ec2_on_demand_hour"]["p5.48xlarge"])
+    assert lines["gpu-h100"].full_hour == pytest.approx(16 * US_EAST_2["ec2_on_demand_hour"]["p5.48xlarge"])
+
+
+def test_idle_total_includes_the_capacity_reservation_billed_whether_used_or_not():
+    """EC2 User Guide, "Capacity Reservation pricing and billing": a Capacity Reservation is charged
+    at the On-Demand rate whether instances run in it or not. prod's b200-odcr pool (maxSize 4) is
+    at minSize 0 while idle, and its reservation is still billed."""
+    est = cost.estimate(plan_of("prod"), PRICES)
+    whole = 4 * US_EAST_2["ec2_on_demand_hour"]["p6-b200.48xlarge"]
+    (line,) = [line for line in _gpu_ec2_lines(est) if line.resource == "gpu-b200-odcr"]
+    assert line.idle_hour == pytest.approx(whole) and line.full_hour == pytest.approx(whole)
+    others = sum(line.idle_hour or 0.0 for line in est.lines if line.resource != "gpu-b200-odcr")
+    assert est.total("idle_hour") == pytest.approx(others + whole)
 
 
 def test_fsx_is_priced_by_capacity_and_throughput_tier():
     (line,) = [line for line in cost.estimate(plan_of("prod"), PRICES).lines if line.item.startswith("FSx")]
+    assert line.group == "storage"
     assert line.idle_hour == pytest.approx(24000 * 0.29 / 730)
 
 
@@ -68,37 +82,96 @@ def test_extended_support_versions_pay_the_extended_control_plane_rate(project_c
     assert line.idle_hour == 0.60
 
 
-def test_region_without_prices_is_a_clear_error(project_copy):
-    root = project_copy("dev", lambda c: c.update({"aws:region": "eu-west-1", "higgsfield:availabilityZones": ["eu-west-1a", "eu-west-1b"], "higgsfield:gpuPools": [], "higgsfield:scheduler": {}}))
-    with pytest.raises(cost.PriceError, match="no prices for eu-west-1"):
-        cost.estimate(record("bad", root=root), PRICES)
+def test_an_unpriced_on_demand_type_is_marked_and_the_rest_still_adds_up(project_copy):
+    root = project_copy("dev", set_pool(0, instanceTypes=["g6e.12xlarge"], capacity={"type": "on-demand"}))
+    assert "g6e.12xlarge" not in PRICES["regions"]["us-west-2"]["ec2_on_demand_hour"]
+    est = cost.estimate(record("bad", root=root), PRICES)
+    (line,) = _gpu_ec2_lines(est)
+    assert line.idle_hour is None and line.full_hour is None
+    assert "not priced: no price for g6e.12xlarge in us-west-2" in line.note and "--refresh" in line.note
+    assert est.unpriced == [line]
+    assert est.total("idle_hour") == pytest.approx(cost.estimate(plan_of("dev"), PRICES).total("idle_hour"))
+
+
+def test_cost_of_a_stack_with_an_unpriced_type_succeeds_and_says_not_priced(project_copy, capsys):
+    from infra.cli.main import main
+
+    project_copy("dev", set_pool(0, instanceTypes=["g6e.12xlarge"], capacity={"type": "on-demand"}))
+    assert main(["cost", "bad"]) == 0
+    out = capsys.readouterr().out
+    (row,) = [line for line in out.splitlines() if "EC2 g6e.12xlarge on-demand" in line]
+    assert row.split()[-6:] == ["not", "priced"] * 3
+    assert "1 item(s) not priced, excluded from the totals: gpu-l40s" in out
+
+
+def test_a_region_without_prices_reports_every_item_not_priced_without_failing(project_copy, capsys):
+    from infra.cli.main import main
+
+    project_copy("dev", lambda c: c.update({"aws:region": "eu-north-1", "higgsfield:availabilityZones": ["eu-north-1a", "eu-north-1b"], "higgsfield:gpuPools": [], "higgsfield:scheduler": {}}))
+    assert main(["cost", "bad"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "Cost of bad (eu-north-1): idle $0.00/month, full scale $0.00/hour"
+    assert "the price file has no prices for eu-north-1" in out
+
+
+def test_cost_report_fits_120_columns_with_two_headline_figures_first(stack, capsys, monkeypatch):
+    from infra.cli.main import main
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    assert main(["cost", stack]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert max(map(len, out)) <= 120
+    assert out[0].startswith(f"Cost of {stack} (") and "idle $" in out[0] and "/month, full scale $" in out[0] and out[0].endswith("/hour")
+
+
+def test_cost_rows_are_subtotalled_per_pool_most_expensive_first(stack):
+    est = cost.estimate(plan_of(stack), PRICES)
+    groups = est.groups()
+    subtotals = [sum(line.full_hour or 0.0 for line in lines) for _, lines in groups]
+    assert subtotals == sorted(subtotals, reverse=True)
+    pools = {f"GPU pool {p.name}" for p in plan_of(stack).config.gpu_pools}
+    assert pools <= {name for name, _ in groups}
+    for _, lines in groups:
+        costs = [line.full_hour or 0.0 for line in lines]
+        assert costs == sorted(costs, reverse=True)
 
 
 def _price_list(usd: str) -> str:
     return json.dumps({"product": {"attributes": {}}, "terms": {"OnDemand": {"X": {"priceDimensions": {"Y": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}})
 
 
+def _expect_price(stub: Stubber, instance_type: str, location: str, usd: str) -> None:
+    """The GetProducts call refresh makes for one Linux on-demand price, answered with `usd`."""
+    filters = {"instanceType": instance_type, "location": location, "operatingSystem": "Linux", "tenancy": "Shared",
+               "preInstalledSw": "NA", "capacitystatus": "Used"}
+    stub.add_response("get_products", {"PriceList": [_price_list(usd)], "FormatVersion": "aws_v1"}, {
+        "ServiceCode": "AmazonEC2",
+        "Filters": [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in filters.items()],
+        "MaxResults": 10,
+    })
+
+
 def test_refresh_takes_ec2_prices_from_the_pricing_api():
     client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     with Stubber(client) as stub:
         for instance_type, usd in (("g6e.xlarge", "1.5"), ("p5.48xlarge", "50.0")):
-            stub.add_response("get_products", {"PriceList": [_price_list(usd)], "FormatVersion": "aws_v1"}, {
-                "ServiceCode": "AmazonEC2",
-                "Filters": [
-                    {"Type": "TERM_MATCH", "Field": "instanceType", "Value": instance_type},
-                    {"Type": "TERM_MATCH", "Field": "location", "Value": "US East (Ohio)"},
-                    {"Type": "TERM_MATCH", "Field": "operatingSystem", "Value": "Linux"},
-                    {"Type": "TERM_MATCH", "Field": "tenancy", "Value": "Shared"},
-                    {"Type": "TERM_MATCH", "Field": "preInstalledSw", "Value": "NA"},
-                    {"Type": "TERM_MATCH", "Field": "capacitystatus", "Value": "Used"},
-                ],
-                "MaxResults": 10,
-            })
+            _expect_price(stub, instance_type, "US East (Ohio)", usd)
         updated = cost.refresh(PRICES, ["p5.48xlarge", "g6e.xlarge"], "us-east-2", client, "2026-12-02")
         stub.assert_no_pending_responses()
-    assert updated["ec2_on_demand_hour"]["g6e.xlarge"] == 1.5 and updated["ec2_on_demand_hour"]["p5.48xlarge"] == 50.0
-    assert updated["verified"] is True and "Pricing API" in updated["source"]
-    assert PRICES["ec2_on_demand_hour"]["p5.48xlarge"] != 50.0  # the loaded file is left alone
+    regional = updated["regions"]["us-east-2"]
+    assert regional["ec2_on_demand_hour"]["g6e.xlarge"] == 1.5 and regional["ec2_on_demand_hour"]["p5.48xlarge"] == 50.0
+    assert regional["verified"] is True and "Pricing API" in regional["source"]
+    assert US_EAST_2["ec2_on_demand_hour"]["p5.48xlarge"] != 50.0  # the loaded file is left alone
+
+
+def test_refresh_gives_a_region_the_file_lacks_its_own_ec2_prices():
+    client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stub:
+        _expect_price(stub, "g6e.xlarge", "Europe (Stockholm)", "2.5")
+        updated = cost.refresh(PRICES, ["g6e.xlarge"], "eu-north-1", client, "2026-12-03")
+    assert updated["regions"]["eu-north-1"]["ec2_on_demand_hour"] == {"g6e.xlarge": 2.5}
+    assert "eu-north-1" not in PRICES["regions"]
 
 
 def test_refresh_without_a_price_is_an_error():
@@ -118,3 +191,18 @@ def test_cost_command_prints_idle_and_full_columns_and_writes_json(capsys, monke
     assert "idle $/month" in capsys.readouterr().out
     data = json.loads((tmp_path / "c.json").read_text())
     assert data["total"]["full_month"] > data["total"]["idle_month"] > 0
+
+
+def test_cost_json_on_stdout_has_the_headline_and_per_pool_subtotals(capsys, monkeypatch):
+    from infra.cli.main import main
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    assert main(["cost", "prod", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["headline"]["idle_month"] == pytest.approx(data["total"]["idle_month"])
+    assert data["headline"]["full_hour"] == pytest.approx(data["total"]["full_hour"])
+    pools = {g["group"]: g["subtotal"] for g in data["groups"]}
+    assert pools["GPU pool b200-odcr"]["idle_hour"] > 0
+    assert sum(g["full_hour"] for g in pools.values()) == pytest.approx(data["total"]["full_hour"])
+    assert data["unpriced"] == ["EC2 p5en.48xlarge Capacity Block x 0..8"]

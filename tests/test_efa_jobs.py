@@ -145,8 +145,8 @@ def _main(capsys, monkeypatch, *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [("jobs", "render", "pytorch-ddp", "--stack", "prod", "--pool", "h100"),
-                                     ("healthcheck", "render", "h100", "--stack", "prod")])
+@pytest.mark.parametrize("command", [("jobs", "render", "prod", "pytorch-ddp", "--pool", "h100"),
+                                     ("healthcheck", "render", "prod", "h100")])
 def test_a_stock_image_on_an_efa_pool_is_rejected_naming_the_option(command, capsys, monkeypatch):
     code, err = _main(capsys, monkeypatch, *command, "--image", STOCK_IMAGE)
     assert code == 2

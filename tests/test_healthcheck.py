@@ -160,7 +160,7 @@ def test_health_check_render_rejects_an_unknown_pool(capsys, monkeypatch):
     from infra.cli.main import main
 
     monkeypatch.chdir(ROOT)
-    assert main(["healthcheck", "render", "h100", "--stack", "dev"]) == 2
+    assert main(["healthcheck", "render", "dev", "h100"]) == 2
     assert capsys.readouterr().err.startswith("error: POOL: no pool 'h100' in stack dev")
 
 

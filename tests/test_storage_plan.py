@@ -7,7 +7,9 @@ import kubernetes_validate
 import pytest
 
 from components.storage import LUSTRE_PATH_ANNOTATION, MOUNT_OPTIONS, PLATFORM_NAMESPACE, PVC_NAME, layout_script, mountname_of, volume_handle
-from infra.cli.main import lustre_throughput_mb_s, main, manifests
+from infra.cli.main import main
+from infra.cli.manifests import manifests
+from infra.cli.plan import lustre_throughput_mb_s
 from infra.cli.offline import Plan, Resource, record
 from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_field, set_key
 

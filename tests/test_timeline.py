@@ -3,6 +3,11 @@ of the chain no deployment can avoid."""
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
+
 import pytest
 
 from infra.cli import timeline
@@ -59,3 +64,86 @@ def test_every_shipped_stack_deploys_within_15_percent_of_the_unavoidable_chain(
 
 def test_every_create_time_names_its_source():
     assert all(source for _, source in timeline.CREATE_MINUTES.values())
+
+
+def test_the_branch_beside_the_critical_path_is_found_with_its_slack():
+    t = timeline.compute(_chain_plan(fsx_after_cluster=False))
+    (branch,) = t.branches
+    assert [s.resource.urn for s in branch.steps] == ["fsx"] and branch.after.urn == "subnet"
+    assert branch.finish == pytest.approx(0.4 + 15)
+
+
+def test_the_storage_branch_is_the_longest_beside_the_critical_path_in_prod():
+    """FSx (15 min to create) runs beside the cluster; since node groups wait for the add-ons
+    (control plane -> add-ons -> node groups), the file system itself has slack and the storage
+    branch that leaves the path is its CSI add-on, volumes and layout job."""
+    t = timeline.compute(plan_of("prod"))
+    first = t.branches[0]
+    assert any(s.resource.type == "aws:eks/addon:Addon" and s.resource.name == "lustre-csi" for s in first.steps)
+    assert 0 < t.total - first.finish < 2
+    (fsx,) = [u for u in t.finish if u.endswith("aws:fsx/lustreFileSystem:LustreFileSystem::lustre")]
+    assert 0 < t.total - t.finish[fsx] < 10  # beside the path, not on it
+
+
+def _timeline_out(capsys, monkeypatch, *args: str) -> str:
+    from infra.cli.main import main
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    assert main(["timeline", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_timeline_json_parses_and_carries_the_critical_path_and_branches(capsys, monkeypatch):
+    data = json.loads(_timeline_out(capsys, monkeypatch, "prod", "--json"))
+    t = timeline.compute(plan_of("prod"))
+    assert [s["name"] for s in data["critical_path"]] == [r.name for r in t.critical_path]
+    assert data["total_minutes"] == pytest.approx(t.total) and data["ratio"] == pytest.approx(t.ratio, abs=1e-4)
+    assert len(data["branches"]) == len(t.branches) and all(b["slack_minutes"] >= 0 for b in data["branches"])
+    assert all(entry["source"] for entry in data["create_minutes"].values())
+
+
+def test_timeline_is_a_gantt_chart_within_120_columns_and_sources_only_when_verbose(stack, capsys, monkeypatch):
+    brief = _timeline_out(capsys, monkeypatch, stack).splitlines()
+    verbose = _timeline_out(capsys, monkeypatch, stack, "--verbose").splitlines()
+    assert max(map(len, brief + verbose)) <= 120
+    assert "Create times (minutes) and their sources:" in verbose and "Create times (minutes) and their sources:" not in brief
+    (cluster,) = [line for line in brief if line.strip().startswith("Cluster cluster-eks")]
+    assert cluster.rstrip().endswith("#" * 30)  # 12 of ~22 minutes drawn as a bar
+
+
+TASK = re.compile(r"^    (?P<name>[^:#;]+?) :(?P<crit>crit, )?t(?P<id>\d+), (?P<start>\d\d:\d\d:\d\d), (?P<end>\d\d:\d\d:\d\d)$")
+
+
+def _seconds(clock: str) -> int:
+    h, m, s = map(int, clock.split(":"))
+    return 3600 * h + 60 * m + s
+
+
+def test_timeline_mermaid_is_a_well_formed_gantt_block(capsys, monkeypatch):
+    """Mermaid's gantt syntax (mermaid-js/mermaid:docs/syntax/gantt.md@017fc483e742): `gantt`, `dateFormat`,
+    `section` lines, and tasks `name :[crit, ]id, start, end` with times in the dateFormat."""
+    lines = _timeline_out(capsys, monkeypatch, "prod", "--mermaid").splitlines()
+    t = timeline.compute(plan_of("prod"))
+    assert lines[0] == "gantt" and "    dateFormat HH:mm:ss" in lines
+    sections = [line for line in lines if line.startswith("    section ")]
+    assert len(sections) == 1 + len(t.branches)
+    tasks = [TASK.match(line) for line in lines[lines.index(sections[0]):] if not line.startswith("    section ")]
+    assert all(tasks), [line for line, m in zip(lines, tasks) if not m]
+    assert [int(m["id"]) for m in tasks] == list(range(1, len(tasks) + 1))
+    assert all(_seconds(m["end"]) > _seconds(m["start"]) for m in tasks)
+    assert sum(1 for m in tasks if m["crit"]) == len(t.critical_path)
+    assert max(_seconds(m["end"]) for m in tasks) == round(t.total * 60)
+
+
+def test_timeline_mermaid_is_accepted_by_mermaids_own_parser(capsys, monkeypatch, tmp_path):
+    """mermaid-parser-py runs mermaid's parser (mermaid 11) in SpiderMonkey; in a child process,
+    as pythonmonkey wants no other threads around it. A syntax error raises there."""
+    text = _timeline_out(capsys, monkeypatch, "prod", "--mermaid")
+    (tmp_path / "t.mmd").write_text(text)
+    (tmp_path / "broken.mmd").write_text("gantt\n    dateFormat HH:mm:ss\n    section A\n    bad line without colon\n")
+    script = "import sys\nfrom mermaid_parser import MermaidParser\nprint(MermaidParser().parse(open(sys.argv[1]).read())['graph_type'])\n"
+    ok = subprocess.run([sys.executable, "-c", script, str(tmp_path / "t.mmd")], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and ok.stdout.strip().splitlines()[-1] == "gantt", ok.stderr[-2000:]
+    broken = subprocess.run([sys.executable, "-c", script, str(tmp_path / "broken.mmd")], capture_output=True, text=True, timeout=60)
+    assert broken.returncode != 0 and "Parse error" in broken.stderr

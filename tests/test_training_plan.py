@@ -249,7 +249,7 @@ def test_jobs_render_prints_yaml_for_kubectl(capsys, monkeypatch):
     from infra.cli.main import main
 
     monkeypatch.chdir(ROOT)
-    assert main(["jobs", "render", "pytorch-ddp", "--stack", "staging", "--pool", "h100", "--team", "vision"]) == 0
+    assert main(["jobs", "render", "staging", "pytorch-elastic", "--pool", "h100", "--team", "vision"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     job = docs[-1]
     assert job["kind"] == "PyTorchJob" and job["metadata"]["namespace"] == "vision"
@@ -260,7 +260,7 @@ def test_jobs_render_rejects_an_unknown_pool_naming_the_option(capsys, monkeypat
     from infra.cli.main import main
 
     monkeypatch.chdir(ROOT)
-    assert main(["jobs", "render", "pytorch-ddp", "--stack", "dev", "--pool", "h100"]) == 2
+    assert main(["jobs", "render", "dev", "pytorch-ddp", "--pool", "h100"]) == 2
     assert re.match(r"error: --pool: no pool 'h100' in stack dev", capsys.readouterr().err)
 
 

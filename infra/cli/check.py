@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.cli.offline import COMPUTED, Plan
+from infra.cli.offline import COMPUTED, Plan, StackNotFound, project_root, record
 
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 CRD_KINDS = {"Queue", "PyTorchJob", "MPIJob"}
@@ -118,22 +118,29 @@ def _retained_in_prod(plan: Plan) -> list[Finding]:
 
 def validate_manifests(plan: Plan) -> list[Finding]:
     """Every Kubernetes object the program builds, and the example jobs' pod templates and
-    ConfigMaps, against the schema of the stack's Kubernetes version."""
+    ConfigMaps, against the schema of the stack's Kubernetes version; an example job that does
+    not fit the stack (pool, team quota, queue capability) at its default size is a finding too."""
     import kubernetes_validate
 
     from infra.cli import jobs
-    from infra.cli.main import manifests
+    from infra.cli.manifests import manifests
+    from infra.config import ConfigError
 
     version = plan.config.kubernetes_version
     objects = [o for o in manifests(plan) if o["kind"] not in CRD_KINDS]
+    findings = []
     for example in jobs.examples_for(plan.config):
-        for obj in jobs.render(example, plan.config):
+        try:
+            rendered = jobs.render(example, plan.config)
+        except ConfigError as exc:  # the shipped example cannot run on this stack as configured
+            findings.append(Finding("example-jobs-fit", "mandatory", None, f"examples/{example}.yaml: {exc}"))
+            continue
+        for obj in rendered:
             if obj["kind"] == "ConfigMap":
                 objects.append(obj)
                 continue
             for i, template in enumerate(jobs.pod_templates(obj)):
                 objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{obj['metadata']['name']}-{i}"}, "spec": template["spec"]})
-    findings = []
     for obj in objects:
         try:
             kubernetes_validate.validate(obj, version, strict=True)
@@ -156,3 +163,46 @@ def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
 
     workflows = {p.name: yaml.safe_load(p.read_text()) or {} for p in sorted((root / ".github" / "workflows").glob("*.yml"))}
     return [Finding("ci-delivery", "mandatory", None, f"{where}: {message}") for where, message in delivery_findings(plan.config, workflows)]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    plan: Plan
+    policy_config: Path
+    violations: list[Finding]
+    skipped: list[Finding]
+
+    @property
+    def mandatory(self) -> list[Finding]:
+        return [f for f in self.violations if f.level == "mandatory"]
+
+
+def check_stack(stack: str, policy_config: Path | None = None, root: Path | None = None) -> CheckResult:
+    """Policies, schemas and example fits over the offline plan of `stack`, with the stack's
+    policy pack config (policies/config/STACK.json unless given). A stack without one is refused:
+    its policies would run at their defaults, not at the levels the stack is meant to meet."""
+    root = root or project_root()
+    path = policy_config or root / "policies" / "config" / f"{stack}.json"
+    if not path.is_file():
+        raise StackNotFound(f"policy config {path} not found: `higgsfield init {stack} --region REGION` writes one, or pass --policy-config FILE")
+    plan = record(stack, root)
+    violations, skipped = run_policies(plan, load_pack_config(path))
+    violations += validate_manifests(plan) + ci_delivery(plan, root)
+    return CheckResult(plan, path, violations, skipped)
+
+
+def render(result: CheckResult) -> str:
+    """The findings as a table, mandatory first, and a count."""
+    plan = result.plan
+    names = {r.urn: f"{r.type.split(':')[-1]} {r.name}" for r in plan.resources}
+    lines = [
+        f"Policy check of {plan.project}/{plan.stack}: {len(plan.resources)} resources, policy config {result.policy_config.name}",
+        f"  {'level':<10} {'policy':<34} {'resource':<40} message",
+    ]
+    for f in sorted(result.violations, key=lambda f: (f.level != "mandatory", f.policy)):
+        lines.append(f"  {f.level:<10} {f.policy:<34} {names.get(f.urn or '', '(stack)'):<40} {f.message}")
+    for f in result.skipped:
+        lines.append(f"  {'not run':<10} {f.policy:<34} {names.get(f.urn or '', '(stack)'):<40} {f.message}")
+    mandatory = len(result.mandatory)
+    lines.append(f"{mandatory} mandatory, {len(result.violations) - mandatory} advisory violations, {len(result.skipped)} not run")
+    return "\n".join(lines)

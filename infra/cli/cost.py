@@ -1,9 +1,18 @@
 """`higgsfield cost STACK`: what a stack costs idle (GPU pools at minSize) and at full scale
-(every GPU pool at maxSize), itemised per resource, from the offline plan and a dated price file.
+(every GPU pool at maxSize), itemised per resource and subtotalled per pool, from the offline
+plan and a dated price file with a price list per region.
 
-Spot and Capacity Block pools are never priced as on-demand: spot prices move (flagged as not
-priced) and a Capacity Block is paid up front when purchased (flagged as prepaid). A pool that
-targets an On-Demand Capacity Reservation is billed by the reservation, used or not (flagged).
+What cannot be priced is reported as not priced, never guessed and never fatal: a region or an
+instance type the price file does not list (`--refresh` adds EC2 prices through the Pricing API),
+spot (the price moves) and Capacity Blocks (paid up front when purchased). An On-Demand Capacity
+Reservation is billed at the On-Demand rate whether instances run in it or not (EC2 User Guide,
+"Capacity Reservation pricing and billing",
+docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-pricing-billing.html), so a
+pool that targets one costs the whole reservation idle and nothing more at full scale. The
+reservation's size is not in the plan: it is taken as the pool's maxSize (`higgsfield preflight`
+reads the real TotalInstanceCount).
+
+The text report is `infra/cli/views/cost.py`; this module computes.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from typing import Any
 from infra.cli.offline import Plan
 
 PRICE_FILE = Path(__file__).resolve().parent / "data" / "prices.json"
+NOT_PRICED = "not priced"
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,7 @@ class Line:
     idle_hour: float | None
     full_hour: float | None
     note: str = ""
+    group: str = "platform"   # the pool (or shared part of the platform) the line is subtotalled under
 
 
 @dataclass
@@ -41,6 +52,7 @@ class Estimate:
     region: str
     lines: list[Line] = field(default_factory=list)
     prices_checked: str = ""
+    prices_verified: bool = False
     hours_per_month: int = 730
 
     def total(self, column: str) -> float:
@@ -49,6 +61,20 @@ class Estimate:
     @property
     def unpriced(self) -> list[Line]:
         return [line for line in self.lines if line.idle_hour is None or line.full_hour is None]
+
+    def groups(self) -> list[tuple[str, list[Line]]]:
+        """Lines per group, the most expensive group (at full scale) first, and within a group the
+        most expensive line first; ties by name, so the order is stable."""
+        by_group: dict[str, list[Line]] = {}
+        for line in self.lines:
+            by_group.setdefault(line.group, []).append(line)
+
+        def rank(lines: list[Line]) -> float:
+            return -sum(line.full_hour or 0.0 for line in lines)
+
+        ordered = sorted(by_group.items(), key=lambda kv: (rank(kv[1]), kv[0]))
+        return [(name, sorted(lines, key=lambda l: (-(l.full_hour or 0.0), -(l.idle_hour or 0.0), l.item, l.resource)))
+                for name, lines in ordered]
 
 
 class PriceError(Exception):
@@ -59,110 +85,152 @@ def load_prices(path: Path = PRICE_FILE) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def _instance_hour(prices: dict, instance_type: str) -> float:
-    try:
-        return prices["ec2_on_demand_hour"][instance_type]
-    except KeyError:
-        raise PriceError(f"no price for {instance_type} in {PRICE_FILE.name}; run `higgsfield cost STACK --refresh`") from None
+class _RegionPrices:
+    """The price list of one region; a missing figure is None, with the reason kept for the note."""
+
+    def __init__(self, prices: dict[str, Any], region: str):
+        self.region = region
+        self.listed = region in prices["regions"]
+        self._prices = prices["regions"].get(region, {})
+
+    def get(self, key: str, sub: str | None = None) -> float | None:
+        value = self._prices.get(key)
+        if sub is not None:
+            value = (value or {}).get(sub)
+        return value
+
+    def missing(self, what: str) -> str:
+        if not self.listed:
+            return f"{NOT_PRICED}: the price file has no prices for {self.region}"
+        return f"{NOT_PRICED}: no price for {what} in {self.region}; run `higgsfield cost STACK --refresh`"
+
+
+def _times(count: float, rate: float | None) -> float | None:
+    return None if rate is None else count * rate
 
 
 def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assumptions()) -> Estimate:
     cfg = plan.config
-    if cfg.region not in prices["regions"]:
-        raise PriceError(f"the price file has no prices for {cfg.region} (it covers {', '.join(prices['regions'])}); run --refresh")
+    rp = _RegionPrices(prices, cfg.region)
     per_month = prices["hours_per_month"]
-    est = Estimate(plan.stack, cfg.region, prices_checked=prices["checked"], hours_per_month=per_month)
-    add = est.lines.append
+    regional = prices["regions"].get(cfg.region, {})
+    est = Estimate(plan.stack, cfg.region, prices_checked=regional.get("checked", prices["checked"]),
+                   prices_verified=regional.get("verified", prices["verified"]), hours_per_month=per_month)
+
+    def add(item: str, resource: str, idle: float | None, full: float | None, note: str = "", group: str = "platform",
+            missing: str = "") -> None:
+        if missing and (idle is None or full is None):
+            note = f"{note}; {rp.missing(missing)}" if note else rp.missing(missing)
+        est.lines.append(Line(item, resource, idle, full, note, group))
 
     from infra.versions import EKS_EXTENDED_SUPPORT
 
-    cluster_rate = prices["eks_cluster_extended_support_hour"] if cfg.kubernetes_version in EKS_EXTENDED_SUPPORT else prices["eks_cluster_hour"]
-    add(Line("EKS control plane", cfg.name, cluster_rate, cluster_rate, f"Kubernetes {cfg.kubernetes_version}"))
+    extended = cfg.kubernetes_version in EKS_EXTENDED_SUPPORT
+    cluster_rate = rp.get("eks_cluster_extended_support_hour" if extended else "eks_cluster_hour")
+    add("EKS control plane", cfg.name, cluster_rate, cluster_rate,
+        f"Kubernetes {cfg.kubernetes_version}" + (" (extended support)" if extended else ""), missing="the EKS control plane")
 
-    gb_hour = prices["ebs_gp3_gb_month"] / per_month
+    gb_month = rp.get("ebs_gp3_gb_month")
+    gb_hour = None if gb_month is None else gb_month / per_month
     for group in plan.of_type("aws:eks/nodeGroup:NodeGroup"):
         labels = group.inputs.get("labels") or {}
         scaling = group.inputs["scalingConfig"]
         (template,) = plan.dependencies_of(group, "aws:ec2/launchTemplate:LaunchTemplate")
         root_gib = template.inputs["blockDeviceMappings"][0]["ebs"]["volumeSize"]
         instance = group.inputs["instanceTypes"][0]
+        rate = rp.get("ec2_on_demand_hour", instance)
         if labels.get("nvidia.com/gpu.present") != "true":  # the system nodes run all the time
             nodes = scaling["desiredSize"]
-            rate = _instance_hour(prices, instance)
-            add(Line(f"EC2 {instance} on-demand x {nodes}", group.name, nodes * rate, nodes * rate, "system nodes at desiredSize"))
-            add(Line(f"EBS gp3 root {root_gib} GiB x {nodes}", group.name, nodes * root_gib * gb_hour, nodes * root_gib * gb_hour))
+            add(f"EC2 {instance} on-demand x {nodes}", group.name, _times(nodes, rate), _times(nodes, rate),
+                "system nodes at desiredSize", "system nodes", missing=instance)
+            ebs = _times(nodes * root_gib, gb_hour)
+            add(f"EBS gp3 root {root_gib} GiB x {nodes}", group.name, ebs, ebs, group="system nodes", missing="EBS gp3")
             continue
         low, high = scaling["minSize"], scaling["maxSize"]
         capacity = group.inputs["capacityType"]
         reserved = "capacityReservationSpecification" in template.inputs
-        pool = labels.get("higgsfield.io/pool", group.name)
+        pool = f"GPU pool {labels.get('higgsfield.io/pool', group.name)}"
         if capacity == "SPOT":
-            add(Line(f"EC2 {instance} spot x {low}..{high}", group.name, None if low else 0.0, None, "spot: not priced (the price moves; see the Spot price history)"))
+            add(f"EC2 {instance} spot x {low}..{high}", group.name, None if low else 0.0, None,
+                f"spot: {NOT_PRICED} (the price moves; see the Spot price history)", pool)
         elif capacity == "CAPACITY_BLOCK":
-            add(Line(f"EC2 {instance} Capacity Block x {low}..{high}", group.name, None, None, "Capacity Block: prepaid when purchased, not priced here"))
+            add(f"EC2 {instance} Capacity Block x {low}..{high}", group.name, None, None,
+                f"Capacity Block: prepaid when purchased, {NOT_PRICED} here", pool)
         elif reserved:
-            add(Line(f"EC2 {instance} reservation x {low}..{high}", group.name, None, None, "On-Demand Capacity Reservation: billed by the reservation whether used or not, not per pool"))
+            whole = _times(high, rate)
+            add(f"EC2 {instance} reservation x {high}", group.name, whole, whole,
+                f"On-Demand Capacity Reservation: billed at the On-Demand rate whether instances run in it or not, "
+                f"so idle too; sized as the pool's maxSize {high} (`higgsfield preflight` shows its real count)", pool, missing=instance)
         else:
-            rate = _instance_hour(prices, instance)
-            add(Line(f"EC2 {instance} on-demand x {low}..{high}", group.name, low * rate, high * rate, f"GPU pool {pool}"))
-        add(Line(f"EBS gp3 root {root_gib} GiB x {low}..{high}", group.name, low * root_gib * gb_hour, high * root_gib * gb_hour))
+            add(f"EC2 {instance} on-demand x {low}..{high}", group.name, _times(low, rate), _times(high, rate),
+                group=pool, missing=instance)
+        add(f"EBS gp3 root {root_gib} GiB x {low}..{high}", group.name, _times(low * root_gib, gb_hour),
+            _times(high * root_gib, gb_hour), group=pool, missing="EBS gp3")
 
+    nat_hour, nat_gb = rp.get("nat_gateway_hour"), rp.get("nat_gateway_gb")
     for nat in plan.of_type("aws:ec2/natGateway:NatGateway"):
-        data = assumptions.nat_gb_per_month * prices["nat_gateway_gb"] / per_month
-        rate = prices["nat_gateway_hour"] + data
-        add(Line("NAT gateway", nat.name, rate, rate, f"incl. {assumptions.nat_gb_per_month:g} GB/month processed (assumption)"))
+        rate = None if nat_hour is None or nat_gb is None else nat_hour + assumptions.nat_gb_per_month * nat_gb / per_month
+        add("NAT gateway", nat.name, rate, rate, f"incl. {assumptions.nat_gb_per_month:g} GB/month processed (assumption)",
+            "network", missing="NAT gateways")
     for endpoint in plan.of_type("aws:ec2/vpcEndpoint:VpcEndpoint"):
         if endpoint.inputs.get("vpcEndpointType") == "Interface":
             zones = len(cfg.availability_zones)
-            rate = zones * prices["vpc_interface_endpoint_az_hour"]
-            add(Line(f"VPC interface endpoint x {zones} AZs", endpoint.name, rate, rate))
+            rate = _times(zones, rp.get("vpc_interface_endpoint_az_hour"))
+            add(f"VPC interface endpoint x {zones} AZs", endpoint.name, rate, rate, group="network",
+                missing="interface endpoints")
     for fs in plan.of_type("aws:fsx/lustreFileSystem:LustreFileSystem"):
         kind = fs.inputs["deploymentType"]
         tier = kind if kind == "SCRATCH_2" else f"{kind}/{fs.inputs['perUnitStorageThroughput']}"
-        rate = fs.inputs["storageCapacity"] * prices["fsx_lustre_gb_month"][tier] / per_month
-        add(Line(f"FSx for Lustre {tier} {fs.inputs['storageCapacity']} GiB", fs.name, rate, rate, "backups not included"))
+        tier_month = rp.get("fsx_lustre_gb_month", tier)
+        rate = None if tier_month is None else fs.inputs["storageCapacity"] * tier_month / per_month
+        add(f"FSx Lustre {tier} {fs.inputs['storageCapacity']} GiB", fs.name, rate, rate, "backups not included",
+            "storage", missing=f"FSx for Lustre {tier}")
+    key_month = rp.get("kms_key_month")
     for key in plan.of_type("aws:kms/key:Key"):
-        rate = prices["kms_key_month"] / per_month
-        add(Line("KMS key", key.name, rate, rate))
-    logs = assumptions.control_plane_log_gb_per_month * prices["cloudwatch_logs_ingest_gb"] / per_month
-    add(Line("CloudWatch Logs ingestion", "control plane", logs, logs, f"{assumptions.control_plane_log_gb_per_month:g} GB/month (assumption)"))
+        rate = None if key_month is None else key_month / per_month
+        add("KMS key", key.name, rate, rate, missing="KMS keys")
+    ingest = rp.get("cloudwatch_logs_ingest_gb")
+    logs = None if ingest is None else assumptions.control_plane_log_gb_per_month * ingest / per_month
+    add("CloudWatch Logs ingestion", "control plane", logs, logs,
+        f"{assumptions.control_plane_log_gb_per_month:g} GB/month (assumption)", missing="CloudWatch Logs")
     return est
-
-
-def render(est: Estimate) -> str:
-    def money(value: float | None, factor: float = 1.0) -> str:
-        return "not priced" if value is None else f"${value * factor:,.2f}"
-
-    m = est.hours_per_month
-    rows = [f"Cost of {est.stack} ({est.region}), prices checked {est.prices_checked}; month = {m} h",
-            f"  {'item':<44} {'resource':<26} {'idle $/h':>12} {'full $/h':>12} {'idle $/month':>14} {'full $/month':>14}  note"]
-    for line in est.lines:
-        rows.append(
-            f"  {line.item:<44} {line.resource:<26} {money(line.idle_hour):>12} {money(line.full_hour):>12} "
-            f"{money(line.idle_hour, m):>14} {money(line.full_hour, m):>14}  {line.note}"
-        )
-    idle, full = est.total("idle_hour"), est.total("full_hour")
-    rows.append(f"  {'TOTAL (priced items)':<44} {'':<26} {money(idle):>12} {money(full):>12} {money(idle, m):>14} {money(full, m):>14}")
-    if est.unpriced:
-        rows.append(f"  {len(est.unpriced)} item(s) not priced: see their notes; the totals exclude them")
-    return "\n".join(rows)
 
 
 def as_json(est: Estimate) -> dict:
     m = est.hours_per_month
+
+    def totals(lines: list[Line]) -> dict[str, float]:
+        idle, full = (sum(getattr(line, c) or 0.0 for line in lines) for c in ("idle_hour", "full_hour"))
+        return {"idle_hour": idle, "full_hour": full, "idle_month": idle * m, "full_month": full * m}
+
     return {
         "stack": est.stack,
         "region": est.region,
         "prices_checked": est.prices_checked,
-        "lines": [dict(line.__dict__) for line in est.lines],
-        "total": {"idle_hour": est.total("idle_hour"), "full_hour": est.total("full_hour"), "idle_month": est.total("idle_hour") * m, "full_month": est.total("full_hour") * m},
+        "prices_verified": est.prices_verified,
+        "hours_per_month": m,
+        "headline": {"idle_month": est.total("idle_hour") * m, "full_hour": est.total("full_hour")},
+        "groups": [{"group": name, "subtotal": totals(lines), "lines": [dict(line.__dict__) for line in lines]}
+                   for name, lines in est.groups()],
+        "lines": [dict(line.__dict__) for _, lines in est.groups() for line in lines],
+        "total": totals(est.lines),
         "unpriced": [line.item for line in est.unpriced],
     }
 
 
 # --- refreshing EC2 prices through the AWS Pricing API ----------------------------------------------
 
-LOCATIONS = {"us-east-1": "US East (N. Virginia)", "us-east-2": "US East (Ohio)", "us-west-2": "US West (Oregon)"}
+
+def location_of(region: str) -> str:
+    """The Pricing API's `location` for a region code: the region's description in botocore's
+    endpoint data (e.g. us-east-2 -> "US East (Ohio)", eu-north-1 -> "Europe (Stockholm)")."""
+    import botocore
+
+    endpoints = json.loads((Path(botocore.__file__).parent / "data" / "endpoints.json").read_text())
+    for partition in endpoints["partitions"]:
+        if region in partition["regions"]:
+            return partition["regions"][region]["description"]
+    raise PriceError(f"{region} is not a region botocore knows; the Pricing API cannot be asked for it")
 
 
 def on_demand_price(client: Any, instance_type: str, region: str) -> float:
@@ -171,7 +239,7 @@ def on_demand_price(client: Any, instance_type: str, region: str) -> float:
         {"Type": "TERM_MATCH", "Field": field_, "Value": value}
         for field_, value in (
             ("instanceType", instance_type),
-            ("location", LOCATIONS[region]),
+            ("location", location_of(region)),
             ("operatingSystem", "Linux"),
             ("tenancy", "Shared"),
             ("preInstalledSw", "NA"),
@@ -190,9 +258,12 @@ def on_demand_price(client: Any, instance_type: str, region: str) -> float:
 
 
 def refresh(prices: dict[str, Any], instance_types: list[str], region: str, client: Any, today: str) -> dict[str, Any]:
-    """A copy of `prices` with every listed instance type's price from the Pricing API."""
+    """A copy of `prices` with every listed instance type's price in `region` from the Pricing API
+    (a region the file did not list gets a price list of its own, with EC2 prices only)."""
     updated = json.loads(json.dumps(prices))
+    regional = updated["regions"].setdefault(region, {})
+    ec2 = regional.setdefault("ec2_on_demand_hour", {})
     for instance_type in sorted(set(instance_types)):
-        updated["ec2_on_demand_hour"][instance_type] = on_demand_price(client, instance_type, region)
-    updated.update(checked=today, verified=True, source=f"AWS Pricing API (GetProducts, AmazonEC2, {LOCATIONS[region]}) and public price pages")
+        ec2[instance_type] = on_demand_price(client, instance_type, region)
+    regional.update(checked=today, verified=True, source=f"AWS Pricing API (GetProducts, AmazonEC2, {location_of(region)}) for EC2")
     return updated

@@ -3,21 +3,26 @@
 The templates in examples/ are plain YAML with ${placeholders}; what depends on the stack
 (the training image, EFA interfaces, huge pages and environment, memory and /dev/shm - see
 infra/cli/pods.py -, the Lustre volume, and the checkpoint settings and grace period of
-examples/checkpointing.py) is added here, so the
-templates stay readable. `higgsfield jobs render NAME --stack STACK` prints the
-result for `kubectl apply -f -`; `higgsfield plan --manifests` writes them too.
+examples/checkpointing.py) is added here, so the templates stay readable. `higgsfield jobs
+render STACK NAME` prints the result for `kubectl apply -f -` (the template's comments kept,
+scripts as block scalars); `higgsfield plan --manifests` writes them too. A job is sized to fit:
+its GPUs within the pool at maxSize, the team's quota and its queue's capability (`fit`).
 """
 
 from __future__ import annotations
 
-import json
+import copy
+import io
+import re
 from collections.abc import Iterator
 from datetime import timedelta
+from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 from typing import Any
 
-import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
 from infra.cli.pods import check_image, prepare_gpu_pod, stack_image
@@ -147,16 +152,97 @@ def _attach_datasets(template: dict, cfg: StackConfig, team: Team) -> None:
         main["volumeMounts"].append({"name": volume, "mountPath": DATASET_MOUNT.format(name=dataset.name), "readOnly": team.name != dataset.owner})
 
 
-def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None, workers: int = 2,
+# GPU pods per job of `workers` workers: DDP adds a master on the pool; the MPI launcher runs on
+# the system nodes; an elastic job's `workers` is the most it grows to.
+_GPU_PODS = {"pytorch-ddp": lambda w: w + 1, "pytorch-elastic": lambda w: w, "mpi-nccl-tests": lambda w: w}
+DEFAULT_WORKERS = 2
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How large a job of one example may be on a pool for a team: within the pool at maxSize,
+    the team's GPU quota and its queue's capability (each named by its setting's full key)."""
+
+    example: str
+    gpus_per_node: int
+    limits: tuple[tuple[int, str], ...]  # (GPUs, the limit in words)
+
+    def pods(self, workers: int) -> int:
+        return _GPU_PODS[self.example](workers)
+
+    def gpus(self, workers: int) -> int:
+        return self.pods(workers) * self.gpus_per_node
+
+    @property
+    def most_workers(self) -> int:
+        limit, most = min(g for g, _ in self.limits), 0
+        while self.gpus(most + 1) <= limit:
+            most += 1
+        return most
+
+    @property
+    def default_workers(self) -> int:
+        return self.most_workers if self.example == "pytorch-elastic" else min(DEFAULT_WORKERS, self.most_workers)
+
+    def _exceeded(self, workers: int) -> str:
+        return "; ".join(text for gpus, text in self.limits if self.gpus(workers) > gpus)
+
+    def check(self, workers: int | None) -> int:
+        """`workers`, or the default, if the job fits; else a ConfigError naming the limits."""
+        if self.most_workers < 1:
+            raise ConfigError("--workers" if workers is not None else "EXAMPLE", f"{self.example} needs at least {self.gpus(1)} GPUs ({self.pods(1)} pods x {self.gpus_per_node}), "
+                              f"more than {self._exceeded(1)}: no size of it fits")
+        if workers is None:
+            return self.default_workers
+        if workers < 1:
+            raise ConfigError("--workers", f"must be at least 1, got {workers}")
+        if workers > self.most_workers:
+            raise ConfigError("--workers", f"{workers} needs {self.gpus(workers)} GPUs ({self.pods(workers)} pods x {self.gpus_per_node}), "
+                              f"more than {self._exceeded(workers)}; at most --workers {self.most_workers} fits")
+        return workers
+
+
+def fit(example: str, cfg: StackConfig, pool: GpuPool, team: Team) -> Fit:
+    """The size limits of `example` on `pool` for `team`."""
+    p, t = cfg.gpu_pools.index(pool), cfg.scheduler.teams.index(team)
+    q, queue = next((i, x) for i, x in enumerate(cfg.scheduler.queues) if x.name == team.queue)
+    return Fit(example, pool.gpus_per_node, (
+        (pool.max_size * pool.gpus_per_node, f"pool {pool.name}'s {pool.max_size} nodes x {pool.gpus_per_node} GPUs (higgsfield:gpuPools[{p}].maxSize)"),
+        (team.gpu_quota, f"team {team.name}'s quota of {team.gpu_quota} GPUs (higgsfield:scheduler.teams[{t}].gpuQuota)"),
+        (queue.gpu_capability, f"queue {queue.name}'s capability of {queue.gpu_capability} GPUs (higgsfield:scheduler.queues[{q}].gpuCapability)"),
+    ))
+
+
+def fits(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None) -> bool:
+    """Whether some size of `example` fits the pool (default pool) for the team (default team)."""
+    chosen = _pick_pool(cfg, pool, efa_first=example == "mpi-nccl-tests")
+    return fit(example, cfg, chosen, _pick_team(cfg, team)).most_workers >= 1
+
+
+def _load(text: str) -> Any:
+    """The template as a round-trip YAML document (comments kept). Replicas that share a pod
+    template through a YAML alias get their own copy, so each can be filled in alone."""
+    job = round_trip_yaml().load(text)
+    seen: set[int] = set()
+    for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs"):
+        for spec in (job.get("spec", {}).get(key) or {}).values():
+            if id(spec["template"]) in seen:
+                spec["template"] = copy.deepcopy(spec["template"])
+            seen.add(id(spec["template"]))
+    return job
+
+
+def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None, workers: int | None = None,
            image: str | None = None) -> list[dict]:
     """The Kubernetes objects of `example` for stack `cfg`: the job, and the script's ConfigMap.
-    Every pod runs `image` (default: the stack's training image)."""
+    Every pod runs `image` (default: the stack's training image); `workers` defaults to what fits."""
     if example not in EXAMPLES:
         raise ConfigError("EXAMPLE", f"unknown example {example!r}; examples: {', '.join(EXAMPLES)}")
     chosen = _pick_pool(cfg, pool, efa_first=example == "mpi-nccl-tests")
     member = _pick_team(cfg, team)
     if example == "mpi-nccl-tests" and not chosen.efa:
         raise ConfigError("--pool", f"pool {chosen.name} has no EFA; the NCCL test is for EFA pools")
+    workers = fit(example, cfg, chosen, member).check(workers)
     if image is not None:
         check_image(cfg, chosen, image)
     image = image or stack_image(cfg)
@@ -173,12 +259,11 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         "replicas": workers + 1,
         "backoff_limit": 3 * max(workers + 1, chosen.max_size) + 1,
         "total_gpus": workers * chosen.gpus_per_node,
-        "min_replicas": max(1, workers // 2),
-        "max_replicas": max(workers, chosen.max_size),
+        "min_replicas": 1,  # elastic: starts with one worker, grows to `workers`
+        "max_replicas": workers,
         "image": image,
     }
-    text = Template((EXAMPLES_DIR / f"{example}.yaml").read_text()).substitute(values)
-    job = json.loads(json.dumps(yaml.safe_load(text)))  # one independent copy per replica (YAML anchors share)
+    job = _load(Template((EXAMPLES_DIR / f"{example}.yaml").read_text()).substitute(values))
     for replica, template in pod_templates(job, named=True):
         if not _on_gpu_pool(template):
             continue
@@ -201,5 +286,37 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
     return objects
 
 
+def round_trip_yaml() -> YAML:
+    """YAML that keeps comments, key order, flow style and quotes (ruamel's round-trip mode)."""
+    y = YAML()
+    y.preserve_quotes = True
+    y.width = 4096
+    y.indent(mapping=2, sequence=4, offset=2)
+    return y
+
+
+# Plain words YAML 1.1 reads as booleans (kubectl's parser does): quoted when written.
+_YAML11_BOOL = re.compile(r"^(y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF)$")
+
+
+def _for_editing(value: Any) -> Any:
+    """Multi-line strings (scripts) as block scalars; words a YAML 1.1 reader takes for booleans quoted."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            value[k] = _for_editing(v)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            value[i] = _for_editing(v)
+    elif type(value) is str and "\n" in value:
+        return LiteralScalarString(value)
+    elif type(value) is str and _YAML11_BOOL.match(value):
+        return DoubleQuotedScalarString(value)
+    return value
+
+
 def to_yaml(objects: list[dict]) -> str:
-    return yaml.safe_dump_all(objects, sort_keys=False)
+    """Documents for `kubectl apply -f -`, pleasant to edit: the template's comments kept,
+    scripts as `|` block scalars."""
+    out = io.StringIO()
+    round_trip_yaml().dump_all([_for_editing(o) for o in objects], out)
+    return out.getvalue()

@@ -4,7 +4,7 @@ No Pulumi CLI, no credentials, no network. A recording monitor keeps every resou
 program registers (type, name, parent, inputs, options, dependencies); that recording is what
 `higgsfield plan` prints and what the tests assert on. The run is a *preview*: outputs that
 only exist after a deploy (ids, ARNs, kubeconfig) stay unknown and print as `<computed>`.
-Invokes are answered from real data bundled with moto (AWS's instance-type and AZ catalog);
+Invokes are answered from real data bundled with moto (AWS's instance-type and AZ catalog, infra/bundled.py);
 an invoke with no bundled answer fails loudly rather than inventing a value.
 """
 
@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import gzip
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cache, cached_property
-import importlib.util
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ import yaml
 
 from infra.cli.stack_file import StackFile, StackFileError, read  # noqa: F401 (StackFileError: raised through here)
 from infra.config import UNKNOWN_SECRET, ConfigError
+from infra.bundled import instance_types, zone_offerings
 
 COMPUTED = "<computed>"
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's "unknown during preview" sentinel
@@ -92,34 +91,6 @@ def stack_config(root: Path, stack: str, overrides: Mapping[str, Any] | None = N
 
 
 # --- bundled AWS data ------------------------------------------------------------------------
-
-
-def _moto_json(*parts: str) -> Any:
-    # Locate moto's data without importing moto.ec2 (that import alone costs over a second).
-    spec = importlib.util.find_spec("moto")
-    if spec is None or not spec.submodule_search_locations:
-        raise UnansweredInvoke("moto is not installed: it carries AWS's instance-type catalog (pip install -e '.[dev]')")
-    path = Path(spec.submodule_search_locations[0], "ec2", "resources", *parts)
-    return json.loads(gzip.decompress(path.read_bytes()))
-
-
-@cache
-def instance_types() -> dict[str, dict]:
-    """AWS's EC2 DescribeInstanceTypes catalog as shipped with moto."""
-    return _moto_json("instance_types.json.gz")
-
-
-@cache
-def zone_offerings(region: str) -> dict[str, frozenset[str]]:
-    """Instance types offered per availability zone of `region`, as shipped with moto."""
-    try:
-        rows = _moto_json("instance_type_offerings", "availability-zone", f"{region}.json.gz")
-    except FileNotFoundError:
-        return {}
-    zones: dict[str, set[str]] = {}
-    for row in rows:
-        zones.setdefault(row["Location"], set()).add(row["InstanceType"])
-    return {zone: frozenset(types) for zone, types in zones.items()}
 
 
 def _instance_type_result(name: str) -> dict:

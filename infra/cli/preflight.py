@@ -162,7 +162,7 @@ def _offered(clients: Clients, pool: GpuPool) -> Iterable[Check]:
                 Filters=[{"Name": "instance-type", "Values": [instance_type]}, {"Name": "location", "Values": [pool.availability_zone]}],
             )["InstanceTypeOfferings"]
             return Check("offered in AZ", target, bool(found), "offered" if found else "not offered",
-                         "" if found else "pick an AZ that offers it (aws ec2 describe-instance-type-offerings)")
+                         "" if found else _offered_instead(clients, instance_type, pool.availability_zone))
 
         yield _checked("offered in AZ", target, ask)
 
@@ -170,6 +170,19 @@ def _offered(clients: Clients, pool: GpuPool) -> Iterable[Check]:
 def _instance_type(clients: Clients, instance_type: str) -> dict:
     (info,) = clients.ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"]
     return info
+
+
+def _offered_instead(clients: Clients, instance_type: str, zone: str) -> str:
+    """Where the account is offered the type in the region, else where AWS's bundled catalog has it."""
+    from infra.bundled import where_offered
+
+    rows = clients.ec2.describe_instance_type_offerings(
+        LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": [instance_type]}]
+    )["InstanceTypeOfferings"]
+    zones = sorted(r["Location"] for r in rows)
+    if zones:
+        return f"this account is offered it in {', '.join(zones)}: set the pool's availabilityZone to one of them"
+    return f"offered to this account in no AZ of this region; {where_offered(instance_type, zone[:-1])}"
 
 
 def _efa(clients: Clients, pool: GpuPool) -> Iterable[Check]:

@@ -7,6 +7,8 @@ total, and the ratio to the chain no deployment can avoid: VPC -> subnet -> EKS 
 add-ons a node needs (DESIGN.md decision 9: node groups follow them, so that upgrades go control
 plane -> add-ons -> node groups) -> a node group -> a device plugin. A ratio well above 1 means
 something waits on what it does not need.
+Beside the critical path it finds the longest chains that leave it (in prod, the storage branch).
+The Gantt chart and Mermaid text are infra/cli/views/timeline.py.
 """
 
 from __future__ import annotations
@@ -42,18 +44,50 @@ def minutes(type_: str, custom: bool = True) -> float:
 
 
 @dataclass(frozen=True)
+class Step:
+    resource: Resource
+    start: float    # minutes from the start of the deployment
+    finish: float
+
+    @property
+    def minutes(self) -> float:
+        return self.finish - self.start
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A chain that runs beside the critical path: its steps after it leaves the critical path
+    (`after`, None when it shares nothing with it), ending where the chain ends."""
+
+    steps: list[Step]
+    after: Resource | None
+
+    @property
+    def finish(self) -> float:
+        return self.steps[-1].finish
+
+
+@dataclass(frozen=True)
 class Timeline:
     finish: Mapping[str, float]        # URN -> earliest finish (minutes)
     critical_path: list[Resource]
     total: float
     unavoidable: float
+    steps: tuple[Step, ...] = ()       # the critical path with start and finish
+    branches: tuple[Branch, ...] = ()  # the longest other chains, longest first
 
     @property
     def ratio(self) -> float:
         return self.total / self.unavoidable
 
 
-def compute(plan: Plan) -> Timeline:
+def _is_component(r: Resource) -> bool:
+    return not r.custom and r.type.startswith("higgsfield:")
+
+
+def compute(plan: Plan, branches: int = 3) -> Timeline:
+    """Earliest finish of every resource, the critical path, and the `branches` longest chains
+    that leave it (each the longest of the chains that leave it at the same place)."""
     by_urn = {r.urn: r for r in plan.resources}
     children: dict[str, list[str]] = {}
     for r in plan.resources:
@@ -68,24 +102,42 @@ def compute(plan: Plan) -> Timeline:
     def finish(urn: str) -> float:
         r = by_urn[urn]
         own = start(urn) + minutes(r.type, r.custom)
-        if not r.custom and r.type.startswith("higgsfield:"):  # a component is done when its resources are
+        if _is_component(r):  # a component is done when its resources are
             return max([own, *(finish(c) for c in children.get(urn, []))])
         return own
 
+    def chain(last: Resource) -> list[Resource]:
+        path = [last]
+        while True:
+            current = path[-1]
+            feeders = [d for d in current.dependencies if d in by_urn]
+            if _is_component(current):
+                feeders += children.get(current.urn, [])
+            if not feeders:
+                break
+            path.append(by_urn[max(feeders, key=lambda u: (ends[u], u))])
+        return [r for r in reversed(path) if not _is_component(r)]
+
+    def steps_of(resources: list[Resource]) -> list[Step]:
+        return [Step(r, ends[r.urn] - minutes(r.type, r.custom), ends[r.urn]) for r in resources]
+
     ends = {r.urn: finish(r.urn) for r in plan.resources}
-    last = max(plan.resources, key=lambda r: ends[r.urn])
-    path = [last]
-    while True:
-        current = path[-1]
-        feeders = [d for d in current.dependencies if d in by_urn]
-        if not current.custom and current.type.startswith("higgsfield:"):
-            feeders += children.get(current.urn, [])
-        if not feeders:
-            break
-        path.append(by_urn[max(feeders, key=lambda u: ends[u])])
-    path.reverse()
-    path = [r for r in path if not (not r.custom and r.type.startswith("higgsfield:"))]
-    return Timeline(ends, path, ends[last.urn], _unavoidable(plan))
+    last = max(plan.resources, key=lambda r: (ends[r.urn], r.urn))
+    path = chain(last)
+    on_path = {r.urn for r in path}
+    found: dict[str, Branch] = {}
+    depended_on = {d for r in plan.resources for d in r.dependencies}
+    ends_of_chains = [r for r in plan.resources if r.custom and r.urn not in depended_on and r.urn not in on_path]
+    for end in sorted(ends_of_chains, key=lambda r: (-ends[r.urn], r.urn)):
+        resources = chain(end)
+        shared = 0
+        while shared < len(resources) and shared < len(path) and resources[shared].urn == path[shared].urn:
+            shared += 1
+        own = resources[shared:]
+        if own and own[0].urn not in found and own[0].urn not in on_path:
+            found[own[0].urn] = Branch(steps_of(own), path[shared - 1] if shared else None)
+    ranked = sorted(found.values(), key=lambda b: (-b.finish, b.steps[-1].resource.urn))[:branches]
+    return Timeline(ends, path, ends[last.urn], _unavoidable(plan), tuple(steps_of(path)), tuple(ranked))
 
 
 def _unavoidable(plan: Plan) -> float:
@@ -93,13 +145,27 @@ def _unavoidable(plan: Plan) -> float:
     return sum(minutes(t) for t in CHAIN)
 
 
-def render(plan: Plan, t: Timeline) -> str:
-    lines = [f"Deployment timeline of {plan.stack}: {t.total:.1f} min on the critical path; unavoidable chain {t.unavoidable:.1f} min; ratio {t.ratio:.2f}"]
-    for r in t.critical_path:
-        mins, source = CREATE_MINUTES.get(r.type, DEFAULT_MINUTES)
-        lines.append(f"  {t.finish[r.urn]:6.1f}  +{mins:4.1f}  {r.type} {r.name}")
-    lines.append("Create times (minutes) and their sources:")
-    for type_, (mins, source) in CREATE_MINUTES.items():
-        lines.append(f"  {mins:5.1f}  {type_}: {source}")
-    lines.append(f"  {DEFAULT_MINUTES[0]:5.1f}  anything else: {DEFAULT_MINUTES[1]}")
-    return "\n".join(lines)
+def source_of(type_: str) -> tuple[float, str]:
+    """The create time of a resource type and where the figure comes from."""
+    return CREATE_MINUTES.get(type_, DEFAULT_MINUTES)
+
+
+def as_json(plan: Plan, t: Timeline) -> dict:
+    def step(s: Step) -> dict:
+        return {"type": s.resource.type, "name": s.resource.name, "start": round(s.start, 3),
+                "finish": round(s.finish, 3), "minutes": round(s.minutes, 3)}
+
+    return {
+        "stack": plan.stack,
+        "total_minutes": round(t.total, 3),
+        "unavoidable_minutes": round(t.unavoidable, 3),
+        "ratio": round(t.ratio, 4),
+        "critical_path": [step(s) for s in t.steps],
+        "branches": [
+            {"after": None if b.after is None else {"type": b.after.type, "name": b.after.name},
+             "finish": round(b.finish, 3), "slack_minutes": round(t.total - b.finish, 3), "steps": [step(s) for s in b.steps]}
+            for b in t.branches
+        ],
+        "create_minutes": {type_: {"minutes": m, "source": src} for type_, (m, src) in
+                           [*CREATE_MINUTES.items(), ("*", DEFAULT_MINUTES)]},
+    }

@@ -1,0 +1,49 @@
+"""The text report of `higgsfield cost`: two headline figures, then one table with a subtotal per
+pool (most expensive first), then the numbered notes the table's rows point to."""
+
+from __future__ import annotations
+
+from infra.cli.cost import Estimate, Line
+from infra.cli.views.table import money, table, wrap
+
+
+def render(est: Estimate) -> str:
+    m = est.hours_per_month
+    idle, full = est.total("idle_hour"), est.total("full_hour")
+    unpriced = est.unpriced
+    lines = [f"Cost of {est.stack} ({est.region}): idle {money(idle, m)}/month, full scale {money(full)}/hour"]
+    lines.append(f"  full scale {money(full, m)}/month; idle {money(idle)}/hour; month = {m} h")
+    if unpriced:
+        lines.append(f"  {len(unpriced)} item(s) not priced, excluded from the totals: "
+                     + ", ".join(sorted({l.resource for l in unpriced})))
+    source = ("EC2 prices from the AWS Pricing API" if est.prices_verified
+              else "list prices as last known, unverified until `--refresh`")
+    lines.append(f"  prices checked {est.prices_checked}: {source}")
+    lines.append("")
+
+    notes: list[str] = []
+
+    def item(line: Line) -> str:
+        if not line.note:
+            return f"  {line.item}"
+        if line.note not in notes:
+            notes.append(line.note)
+        return f"  {line.item} [{notes.index(line.note) + 1}]"
+
+    def figures(values: list[Line]) -> list[str]:
+        i = sum(l.idle_hour or 0.0 for l in values)
+        f = sum(l.full_hour or 0.0 for l in values)
+        return [money(i, m), money(f), money(f, m)]
+
+    rows = []
+    for group, members in est.groups():
+        rows.append([group, "(subtotal)", *figures(members)])
+        for line in members:
+            rows.append([item(line), line.resource, money(line.idle_hour, m), money(line.full_hour), money(line.full_hour, m)])
+    rows.append(["TOTAL (priced items)", "", *figures(est.lines)])
+    lines += table(["item", "resource", "idle $/month", "full $/hour", "full $/month"], rows, right=(2, 3, 4))
+    if notes:
+        lines.append("Notes:")
+        for number, note in enumerate(notes, 1):
+            lines += wrap(f"[{number}] {note}")
+    return "\n".join(lines)

@@ -1,0 +1,108 @@
+"""`higgsfield init`: a stack of one's own in another region, that plans, checks and costs as
+written; and "not offered" errors that say where a type is offered, and from which facts."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+
+from infra.bundled import zone_offerings, zones_offering
+from infra.cli.main import main
+from tests.conftest import ROOT, set_pool
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A copy of the project's stacks and policy configs, as the working directory."""
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _config(project, name):
+    return yaml.safe_load((project / "stacks" / f"Pulumi.{name}.yaml").read_text())["config"]
+
+
+def test_init_writes_the_region_and_azs_that_offer_the_pools_types(project, capsys):
+    assert main(["init", "mine", "--region", "eu-north-1"]) == 0
+    config = _config(project, "mine")
+    offered = zone_offerings("eu-north-1")
+    assert config["aws:region"] == "eu-north-1"
+    (pool,) = config["higgsfield:gpuPools"]
+    assert pool["availabilityZone"] in config["higgsfield:availabilityZones"]
+    assert set(pool["instanceTypes"]) <= offered[pool["availabilityZone"]]
+    assert all(set(config["higgsfield:cpuNodes"]["instanceTypes"]) <= offered[z] for z in config["higgsfield:availabilityZones"])
+    assert (project / "policies" / "config" / "mine.json").read_text() == (ROOT / "policies" / "config" / "dev.json").read_text()
+
+
+def test_init_keeps_the_comments_of_the_stack_it_starts_from(project):
+    main(["init", "mine", "--region", "eu-north-1"])
+    text = (project / "stacks" / "Pulumi.mine.yaml").read_text()
+    assert text.startswith("# yaml-language-server: $schema=../schemas/stack.schema.json\n")
+    assert "publicAccessCidrs: [203.0.113.0/24]   # replace with your office / VPN egress range" in text
+
+
+def test_a_stack_from_init_plans_checks_and_costs_without_edits(project, capsys):
+    """eu-north-1: a region the bundled price file has no prices for, so `cost` marks, not fails."""
+    assert main(["init", "mine", "--region", "eu-north-1"]) == 0
+    assert main(["plan", "mine"]) == 0
+    assert main(["check", "mine"]) == 0
+    assert main(["cost", "mine"]) == 0
+    assert "0 mandatory" in capsys.readouterr().out
+
+
+def test_init_from_prod_buys_on_demand_where_prod_had_reservations_and_checks_clean(project, capsys):
+    assert main(["init", "big", "--region", "eu-north-1", "--from", "prod"]) == 0
+    out = capsys.readouterr().out
+    pools = _config(project, "big")["higgsfield:gpuPools"]
+    assert {p.get("capacity", {}).get("type", "on-demand") for p in pools} <= {"on-demand", "spot"}
+    assert "capacity-block cr-0a1b2c3d4e5f60718 is prod's, in us-east-2" in out
+    assert main(["check", "big"]) == 0
+
+
+def test_init_refuses_a_region_without_the_pools_type_and_says_where_it_is_offered(project, capsys):
+    assert main(["init", "far", "--region", "af-south-1", "--from", "prod"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: higgsfield:gpuPools[0].instanceTypes: instance type 'p5.48xlarge' is not offered anywhere in af-south-1; offered in ")
+    assert "us-east-1 (a b c d e f)" in err and "AWS's catalog as bundled with moto" in err and "higgsfield preflight" in err
+    assert not (project / "stacks" / "Pulumi.far.yaml").exists()
+
+
+def test_init_never_overwrites_a_stack(project, capsys):
+    before = (project / "stacks" / "Pulumi.dev.yaml").read_text()
+    assert main(["init", "dev", "--region", "eu-north-1"]) == 2
+    assert "stacks/Pulumi.dev.yaml exists already" in capsys.readouterr().err
+    assert (project / "stacks" / "Pulumi.dev.yaml").read_text() == before
+
+
+def test_a_type_not_offered_in_the_pools_zone_names_the_zones_that_offer_it(project_copy, capsys):
+    project_copy("dev", set_pool(0, instanceTypes=["p5en.48xlarge"], availabilityZone="us-west-2b"))
+    assert main(["plan", "bad"]) == 2
+    err = capsys.readouterr().err
+    assert "instance type 'p5en.48xlarge' is not offered in us-west-2b; offered in us-west-2 (" in err
+    assert "(AWS's catalog as bundled with moto" in err
+
+
+def test_check_refuses_a_stack_without_its_policy_config(project, capsys):
+    shutil.copy(project / "stacks" / "Pulumi.dev.yaml", project / "stacks" / "Pulumi.mine.yaml")
+    assert main(["check", "mine"]) == 2
+    assert "policies/config/mine.json not found: `higgsfield init mine --region REGION` writes one" in capsys.readouterr().err
+
+
+def test_preflight_says_which_azs_the_account_is_offered_a_missing_type_in():
+    """moto answers DescribeInstanceTypeOfferings from the same bundled catalog, as the account would."""
+    import boto3
+    from moto import mock_aws
+
+    from infra.cli import preflight
+
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
+        fix = preflight._offered_instead(preflight.Clients(ec2, None, None, None, None), "p5en.48xlarge", "us-west-2b")
+    zones = ", ".join(zones_offering("p5en.48xlarge", "us-west-2"))
+    assert fix == f"this account is offered it in {zones}: set the pool's availabilityZone to one of them"
+
