@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from infra.cli.offline import StackFileError, StackNotFound, record
-from infra.cli.stack_file import shown as _shown
+from infra.cli.offline import StackNotFound, record
+from infra.cli.stack_file import StackFileError, shown as _shown
 
 # --- commands ---------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from infra.cli.stack_file import StackFile, StackFileError, read  # noqa: F401 (StackFileError: raised through here)
+from infra.cli.stack_file import StackFile, read
 from infra.config import UNKNOWN_SECRET, ConfigError
 from infra.bundled import instance_types, zone_offerings
 
