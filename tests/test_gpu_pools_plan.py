@@ -35,8 +35,8 @@ def efa_groups(plan: Plan) -> list[Resource]:
     return [g for g in gpu_groups(plan) if g.inputs["labels"].get("vpc.amazonaws.com/efa.present") == "true"]
 
 
-ALL_GPU_GROUPS = [(s, g.name) for s in STACKS for g in gpu_groups(plan_of(s))]
-ALL_EFA_GROUPS = [(s, g.name) for s in STACKS for g in efa_groups(plan_of(s))]
+ALL_GPU_GROUPS = sorted((s, g.name) for s in STACKS for g in gpu_groups(plan_of(s)))
+ALL_EFA_GROUPS = sorted((s, g.name) for s in STACKS for g in efa_groups(plan_of(s)))
 
 
 @pytest.fixture(params=ALL_GPU_GROUPS, ids=lambda p: f"{p[0]}-{p[1]}")

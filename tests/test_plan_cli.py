@@ -46,7 +46,7 @@ def test_values_known_only_after_deploy_print_as_computed(tmp_path, monkeypatch)
 
 
 def test_pulumi_yaml_defaults_are_the_config_defaults():
-    """The CLI applies Pulumi.yaml defaults; config.py applies its own when a key is absent.
+    """The CLI applies Pulumi.yaml defaults; infra.config applies its own when a key is absent.
     Both must agree, or `pulumi up` and `higgsfield plan` would build different things."""
     declared = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
     minimal = {"environment": "dev", "availabilityZones": ["us-west-2a", "us-west-2b"], "cpuNodes": {"instanceTypes": ["m7i.large"], "minSize": 1, "maxSize": 2}}

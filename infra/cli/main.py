@@ -319,7 +319,7 @@ def parser() -> argparse.ArgumentParser:
     boot = sub.add_parser("bootstrap", help="print the first-deploy steps of a stack (before CI can deploy it)")
     boot.add_argument("stack")
     boot.set_defaults(func=_bootstrap)
-    schema_cmd = sub.add_parser("schema", help="the stack-file JSON Schema and README config table, generated from infra/config.py")
+    schema_cmd = sub.add_parser("schema", help="the stack-file JSON Schema and README config table, generated from infra/config/")
     schema_cmd.add_argument("--write", action="store_true", help="write schemas/stack.schema.json and the README table")
     schema_cmd.add_argument("--check", action="store_true", help="exit 1 if either is stale")
     schema_cmd.set_defaults(func=_schema)

@@ -1,5 +1,5 @@
 """`higgsfield schema [--write]`: the stack-file JSON Schema and the README's config table,
-both generated from the config models in `infra/config.py`, so neither can drift.
+both generated from the config models in `infra/config/`, so neither can drift.
 
     schemas/stack.schema.json   editors complete and check stack files with it: the first line
                                 of each stack file is `# yaml-language-server: $schema=../schemas/stack.schema.json`
@@ -25,7 +25,7 @@ from infra import config
 
 SCHEMA_PATH = Path("schemas") / "stack.schema.json"
 README_PATH = Path("README.md")
-TABLE_START = "<!-- config-table:start: generated from infra/config.py by `higgsfield schema --write`; do not edit -->"
+TABLE_START = "<!-- config-table:start: generated from infra/config/ by `higgsfield schema --write`; do not edit -->"
 TABLE_END = "<!-- config-table:end -->"
 REGENERATE = "python -m infra.cli schema --write"
 SCHEMA_ID = "https://github.com/higgsfield/higgsfield/schemas/stack.schema.json"
@@ -104,7 +104,7 @@ def stack_file_schema() -> dict:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
         "title": "Higgsfield stack file (stacks/Pulumi.<stack>.yaml)",
-        "description": f"Generated from infra/config.py by `{REGENERATE}`; do not edit.",
+        "description": f"Generated from infra/config/ by `{REGENERATE}`; do not edit.",
         "type": "object",
         "properties": {
             "config": inner,

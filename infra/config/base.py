@@ -1,0 +1,127 @@
+"""The building blocks of settings: the base model, bounded numbers, patterns, Kubernetes names."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+NAMESPACE = "higgsfield"
+ENVIRONMENTS = ("dev", "staging", "prod")
+
+# --- building blocks of settings ------------------------------------------------------------
+
+
+class Setting(BaseModel):
+    """The base of every config object: immutable, stack-file keys are camelCase aliases of
+    the attribute names, unknown keys are errors, and `null` means "use the default".
+    In code, objects are built with attribute names as keywords: `Taint(key="k", value="v")`
+    (no `__init__` override: pydantic would then validate twice, the second time without context)."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, validate_by_name=True, validate_by_alias=True,
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_unset(cls, data: Any) -> Any:
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
+
+    def _fill(self, **values: Any) -> None:
+        """Set derived defaults from an after-validator (the object is not yet shared)."""
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+
+def derived(description: str, **kwargs: Any) -> Any:
+    """A field whose default depends on other settings; an after-validator fills it in with
+    `self._fill(...)`. (The JSON Schema shows no default for it: `infra/cli/schema.py`.)"""
+    return Field(None, description=description, **kwargs)
+
+
+Int = Annotated[int, Strict()]
+Bool = Annotated[bool, Strict()]
+Str = Annotated[str, Strict(), Field(min_length=1)]
+
+
+def number(minimum: int, maximum: int | None = None, why: str = "") -> Any:
+    """An integer setting with bounds; `why` says where an upper bound comes from."""
+
+    def check(value: int) -> int:
+        if value < minimum:
+            raise ValueError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise ValueError(f"must be at most {maximum:,}{f' ({why})' if why else ''}, got {value:,}")
+        return value
+
+    bounds = {"minimum": minimum, **({"maximum": maximum} if maximum is not None else {})}
+    return Annotated[int, Strict(), AfterValidator(check), Field(json_schema_extra=bounds)]
+
+
+def matching(pattern: str, explain: str) -> Any:
+    """A string setting that matches `pattern` (anchored; also written into the JSON Schema)."""
+    rx = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not rx.fullmatch(value):
+            raise ValueError(f"{value!r} {explain}")
+        return value
+
+    return Annotated[str, Strict(), AfterValidator(check), Field(json_schema_extra={"pattern": pattern})]
+
+
+# Kubernetes object names, label keys and values, as the API server checks them:
+# kubernetes/apimachinery:pkg/util/validation/validation.go@v0.35.7 (IsDNS1123Label: dns1123LabelFmt,
+# 63 chars; IsDNS1123Subdomain: 253) and pkg/api/validate/content/kube.go@v0.35.7 (IsLabelKey, the
+# qualified name: optional DNS-subdomain prefix + "/" + labelKeyFmt name of 63; IsLabelValue:
+# labelValueFmt, 63). Taint keys are qualified names and taint values label values
+# (kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateTaints). Our names are
+# DNS labels of at most 30: they are prefixed (higgsfield-<stack>-...) into names of 63.
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$"
+DnsLabel = matching(DNS_LABEL, "must be a lowercase DNS label of at most 30 characters (a-z, 0-9, '-'; starts and ends alphanumeric)")
+QUALIFIED_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
+
+
+def _qualified_name(value: str) -> str:
+    prefix, _, name = value.rpartition("/")
+    if not re.fullmatch(QUALIFIED_NAME, value) or len(prefix) > 253 or len(name) > 63:
+        raise ValueError(f"{value!r} is not a Kubernetes qualified name ([prefix/]name: name up to 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric; prefix a DNS subdomain)")
+    return value
+
+
+QualifiedName = Annotated[str, Strict(), AfterValidator(_qualified_name), Field(json_schema_extra={"pattern": QUALIFIED_NAME})]
+LabelValue = matching(LABEL_VALUE, "is not a Kubernetes label value (up to 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric, or empty)")
+InstanceTypeName = matching(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", "is not an EC2 instance type name (family.size, e.g. p5.48xlarge)")
+
+# EKS managed node groups: NodegroupScalingConfig minSize/desiredSize >= 0, maxSize >= 1
+# (botocore/data/eks/2017-11-01/service-2.json shapes ZeroCapacity, Capacity); "Nodes per managed
+# node group: 450" is the EKS service quota (docs.aws.amazon.com/eks/latest/userguide/service-quotas.html).
+NODES_PER_GROUP = 450
+_NODE_QUOTA = "the EKS quota of nodes per managed node group; split the pool"
+NodeCount = number(0, NODES_PER_GROUP, _NODE_QUOTA)
+MaxNodes = number(1, NODES_PER_GROUP, _NODE_QUOTA)
+# gp3 volumes: 1 - 65,536 GiB (botocore/data/ec2/2016-11-15/service-2.json EbsBlockDevice.VolumeSize).
+GP3_MAX_GIB = 65536
+
+
+def _cidr(value: str) -> str:
+    try:
+        return str(ipaddress.IPv4Network(value))
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not an IPv4 CIDR ({exc})") from None
+
+
+Cidr = Annotated[str, Strict(), AfterValidator(_cidr)]
+
+

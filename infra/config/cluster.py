@@ -1,0 +1,86 @@
+"""The control plane's endpoint, the system (CPU) nodes and the Cluster Autoscaler."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import (
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from infra import versions
+from infra.bundled import where_offered
+from infra.config.base import (
+    Bool,
+    Cidr,
+    InstanceTypeName,
+    MaxNodes,
+    NodeCount,
+    Setting,
+    derived,
+)
+from infra.config.errors import Problems
+from infra.config.gpu_pools import Duration, _catalog
+
+
+class Endpoint(Setting):
+    """Where the Kubernetes API is reachable from. Private access is always on."""
+
+    private: Bool = True
+    """Must be true: nodes reach the API server privately."""
+    public_access_cidrs: tuple[Cidr, ...] = ()
+    """CIDRs allowed to reach the public endpoint; empty keeps the API private (prod: no 0.0.0.0/0)."""
+
+    @field_validator("private")
+    @classmethod
+    def _always_private(cls, value: bool) -> bool:
+        if not value:
+            raise ValueError("must be true: nodes reach the API server privately")
+        return value
+
+    @property
+    def public(self) -> bool:
+        return bool(self.public_access_cidrs)
+
+
+class NodeSizes(Setting):
+    """The system (CPU) node group."""
+
+    instance_types: tuple[InstanceTypeName, ...] = Field(min_length=1)
+    """EC2 instance types, offered in aws:region, one CPU architecture (x86_64)."""
+    min_size: NodeCount
+    """Nodes the autoscaler never goes below."""
+    desired_size: NodeCount = derived("Nodes at creation; default minSize (the autoscaler owns it afterwards).")
+    max_size: MaxNodes
+    """Nodes the autoscaler never goes above."""
+
+    @model_validator(mode="after")
+    def _sizes(self, info: ValidationInfo) -> NodeSizes:
+        problems = Problems()
+        if self.desired_size is None:
+            self._fill(desired_size=self.min_size)
+        if not self.min_size <= self.desired_size <= self.max_size:
+            problems.add("", f"needs minSize <= desiredSize <= maxSize, got {self.min_size} <= {self.desired_size} <= {self.max_size}")
+        catalog, region = _catalog(info)
+        if catalog is not None:
+            for i, name in enumerate(self.instance_types):
+                if not catalog.offered_in(name, region, "region"):
+                    problems.add(f"instanceTypes[{i}]", f"instance type {name!r} is not offered anywhere in {region}; {where_offered(name, region)}")
+                elif "x86_64" not in catalog.describe(name).architectures:
+                    problems.add(f"instanceTypes[{i}]", f"{name} is not x86_64; the system nodes run {versions.CPU_AMI_TYPE}")
+        problems.raise_any()
+        return self
+
+
+class Autoscaler(Setting):
+    """Cluster Autoscaler settings."""
+
+    scale_down_unneeded_time: Duration = "10m"
+    """How long a node stays unneeded before it is removed (10m, 600s, 1h)."""
+    expander: Literal["least-waste", "most-pods", "priority", "random", "price"] = "least-waste"
+    """Which node group grows when several could."""
+
+

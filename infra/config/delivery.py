@@ -1,0 +1,54 @@
+"""CI delivery: preview/deploy identities and runners."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import (
+    model_validator,
+)
+
+from infra.config.base import Bool, Setting, derived, matching
+from infra.config.errors import Problems
+
+
+class Runner(Setting):
+    """GitHub Actions runners hosted on AWS CodeBuild, in the stack's private subnets, one ephemeral build per job."""
+
+    enabled: Bool = True
+    """Previews and deploys run inside the VPC (required unless the endpoint is open to 0.0.0.0/0, which prod refuses)."""
+    connection_arn: matching(r"^arn:aws[a-z-]*:(codeconnections|codestar-connections):[a-z0-9-]+:\d{12}:connection/[0-9a-f-]{36}$",
+                             "is not an AWS CodeConnections connection ARN (arn:aws:codeconnections:REGION:ACCOUNT:connection/UUID)") | None = None
+    """The CodeConnections connection to GitHub the runner project uses (created once in the console); required when enabled."""
+    compute_type: Literal["BUILD_GENERAL1_SMALL", "BUILD_GENERAL1_MEDIUM", "BUILD_GENERAL1_LARGE"] = "BUILD_GENERAL1_MEDIUM"
+    """The CodeBuild compute type of a runner (pulumi and the Helm charts need about 4 GB)."""
+
+    @model_validator(mode="after")
+    def _connection_when_enabled(self) -> Runner:
+        problems = Problems()
+        if self.enabled and self.connection_arn is None:
+            problems.add("connectionArn", "is required when the runner is enabled: CodeBuild reaches GitHub through a CodeConnections connection")
+        problems.raise_any()
+        return self
+
+
+class Delivery(Setting):
+    """The CI identities and runners of .github/workflows (components/delivery.py): a preview role for pull requests, a deploy role for the stack's GitHub environment, an image-push role for main."""
+
+    repository: matching(r"^[A-Za-z0-9-]+/[A-Za-z0-9._-]+$", "is not a GitHub repository (owner/name)")
+    """The GitHub repository (owner/name) whose workflows may assume the roles."""
+    account_id: matching(r"^\d{12}$", "is not a 12-digit AWS account id")
+    """The AWS account of this stack; the workflows build the role ARNs from it (higgsfield stacks)."""
+    oidc_provider_arn: matching(r"^arn:aws[a-z-]*:iam::\d{12}:oidc-provider/token\.actions\.githubusercontent\.com$",
+                                "is not the ARN of GitHub's OIDC provider (arn:aws:iam::ACCOUNT:oidc-provider/token.actions.githubusercontent.com)") | None = None
+    """GitHub's OIDC provider in the account, if it exists already (it is one per account); unset: the stack creates it."""
+    deploy_environment: matching(r"^[A-Za-z0-9._-]{1,255}$", "is not one GitHub environment name (letters, digits, . _ -; no wildcards)") | None = derived(
+        "The GitHub environment whose jobs may assume the deploy role (OIDC subject repo:OWNER/REPO:environment:NAME); default the stack name.")
+    state_bucket: matching(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", "is not an S3 bucket name")
+    """The S3 bucket (in aws:region) of this stack's Pulumi backend, s3://BUCKET: the workflows log in to it, the preview role may read it and take its lock."""
+    state_key_arn: matching(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$", "is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/UUID; IAM grants on an alias ARN do not cover the key)")
+    """The KMS key (key ARN, not an alias) of the stack's awskms:// secrets provider: no passphrase in CI; the preview role may decrypt with it."""
+    runner: Runner
+    """Where previews and deploys run: `connectionArn` for CodeBuild runners in the VPC, or `enabled: false` (only for an endpoint open to 0.0.0.0/0)."""
+
+

@@ -1,0 +1,108 @@
+"""Problems with a stack's settings: one line each, with the full key."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pydantic_core import PydanticCustomError
+
+from infra.config.base import NAMESPACE
+
+# --- errors --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One wrong setting: where (`loc`, the path of stack-file keys and list indexes, the first
+    one a full key) and what is wrong."""
+
+    loc: tuple[str | int, ...]
+    message: str
+    line: int | None = None  # where in the stack file, when the reader knows better than the key
+
+    @property
+    def key(self) -> str:
+        return key_of(self.loc)
+
+
+def key_of(loc: tuple[str | int, ...]) -> str:
+    """`("higgsfield:gpuPools", 1, "availabilityZone")` -> `higgsfield:gpuPools[1].availabilityZone`."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part != "[key]":  # pydantic's marker for "the key of this map entry"
+            text += f".{part}" if text else str(part)
+    return text
+
+
+class ConfigError(pulumi.RunError):
+    """Stack settings are wrong. `key` is the full config key of the first problem (e.g.
+    `higgsfield:vpcCidr`), `problems` all of them; the message has one line per problem."""
+
+    def __init__(self, key: str, message: str, problems: list[Problem] | None = None) -> None:
+        self.problems = problems or [Problem((key,), message)]
+        super().__init__("\n".join(f"{p.key}: {p.message}" for p in self.problems))
+        self.key = key
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _parse_where(where: str) -> tuple[str | int, ...]:
+    """`capacity.reservationId` / `instanceTypes[0]` / `[1]` / `` -> loc parts."""
+    parts: list[str | int] = []
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", where):
+        parts.append(int(index) if index else name)
+    return tuple(parts)
+
+
+class Problems:
+    """What one validator found wrong, each relative to the object it validates (`where` is a
+    path of stack-file keys: `minSize`, `capacity.reservationId`, `instanceTypes[0]`, `` for
+    the object itself). `raise_any()` ends the validator with all of them at once."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[str, str]] = []
+
+    def add(self, where: str, message: str) -> None:
+        self.found.append((where, message))
+
+    def __bool__(self) -> bool:
+        return bool(self.found)
+
+    def raise_any(self) -> None:
+        if self.found:
+            raise PydanticCustomError("higgsfield", "{text}", {"text": "; ".join(m for _, m in self.found), "problems": list(self.found)})
+
+
+def _suggest(name: str, allowed: list[str]) -> str | None:
+    """The allowed key `name` most likely means: close spelling, or the same key in our namespace."""
+    if ":" not in name and f"{NAMESPACE}:{name}" in allowed:
+        return f"{NAMESPACE}:{name}"
+    close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    short = {a.split(":", 1)[-1]: a for a in allowed}
+    close = difflib.get_close_matches(name.split(":", 1)[-1], list(short), n=1, cutoff=0.75)
+    return short[close[0]] if close else None
+
+
+def _duplicates(problems: Problems, where: str, names: list[str]) -> None:
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            problems.add(f"{where}[{i}]", f"duplicate name {name!r}")
+        seen.add(name)
+

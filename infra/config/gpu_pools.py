@@ -1,0 +1,272 @@
+"""GPU pools: instance types, capacity (on-demand, spot, reservations, Capacity Blocks), taints, the health gate."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Annotated, Literal, Protocol
+
+from pydantic import (
+    AfterValidator,
+    Field,
+    PrivateAttr,
+    Strict,
+    ValidationInfo,
+    model_validator,
+)
+
+from infra import versions
+from infra.bundled import where_offered
+from infra.catalog import InstanceFacts
+from infra.config.base import (
+    GP3_MAX_GIB,
+    Bool,
+    DnsLabel,
+    InstanceTypeName,
+    LabelValue,
+    MaxNodes,
+    NodeCount,
+    QualifiedName,
+    Setting,
+    Str,
+    derived,
+    matching,
+    number,
+)
+from infra.config.errors import Problems
+
+CAPACITY_TYPES = ("on-demand", "spot", "capacity-block", "reservation")
+TAINT_EFFECTS = ("NoSchedule", "NoExecute", "PreferNoSchedule")
+EXPANDERS = ("least-waste", "most-pods", "priority", "random", "price")
+GPU_TAINT_KEY = "nvidia.com/gpu"
+# The health gate's taint on every new node of a gated pool (components/healthgate.py): the Cluster
+# Autoscaler's startup-taint prefix (StartupTaintPrefix, kubernetes/autoscaler:cluster-autoscaler/
+# utils/taints/taints.go@cluster-autoscaler-1.35.0), so scale-from-zero plans ignore it.
+STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-health"
+
+
+class Taint(Setting):
+    """A Kubernetes taint on a pool's nodes."""
+
+    key: QualifiedName
+    """A qualified name, e.g. dedicated or example.com/team."""
+    value: LabelValue = "true"
+    """A label value (up to 63 characters)."""
+    effect: Literal["NoSchedule", "NoExecute", "PreferNoSchedule"] = "NoSchedule"
+
+
+UTC_TIME = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$"
+UtcTime = matching(UTC_TIME, "is not a UTC time like \"2027-01-04T11:30:00Z\" (quote it: unquoted, YAML reads a timestamp)")
+Duration = matching(r"^\d+(s|m|h)$", "is not a duration like 10m, 600s or 1h")
+
+
+def seconds_of(duration: str) -> int:
+    """`10m` -> 600 (the Duration settings: s, m or h)."""
+    return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600}[duration[-1]]
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+# EC2 terminates what still runs in a Capacity Block at its end; AWS asks to scale to zero "more
+# than 30 minutes before the Capacity Block reservation end time" (EC2 Auto Scaling user guide,
+# launch-template-capacity-blocks, "Operational guidelines"; EKS user guide, capacity-blocks).
+CAPACITY_BLOCK_END_MARGIN_S = 30 * 60
+
+
+class Capacity(Setting):
+    """How a GPU pool buys its instances."""
+
+    type: Literal["on-demand", "spot", "capacity-block", "reservation"] = "on-demand"
+    """reservation: an On-Demand Capacity Reservation; capacity-block: an EC2 Capacity Block for ML."""
+    reservation_id: Annotated[str, Strict(), AfterValidator(lambda v: _reservation_id(v))] | None = None
+    """The capacity reservation (cr-0123456789abcdef0); required for capacity-block and reservation, else not allowed."""
+    start: UtcTime | None = None
+    """capacity-block only (required): when the block begins, UTC ("2027-01-04T11:30:00Z"); the pool's ASG opens then."""
+    end: UtcTime | None = None
+    """capacity-block only (required): when the block ends, UTC; EC2 terminates what still runs then."""
+    drain_before: Duration = "1h"
+    """capacity-block: how long before the end the pool scales to zero (jobs get SIGTERM and flush a checkpoint); more than 30m plus higgsfield:checkpoints.terminationGracePeriod."""
+
+    @property
+    def window(self) -> tuple[datetime, datetime] | None:
+        """(start, end) of a Capacity Block, else None."""
+        return (utc(self.start), utc(self.end)) if self.start and self.end else None
+
+    @property
+    def drain_at(self) -> datetime | None:
+        """When the pool scales to zero: drainBefore ahead of the block's end."""
+        return utc(self.end) - timedelta(seconds=seconds_of(self.drain_before)) if self.end else None
+
+    @property
+    def reserved(self) -> bool:
+        return self.type in ("capacity-block", "reservation")
+
+    @model_validator(mode="after")
+    def _reservation(self) -> Capacity:
+        problems = Problems()
+        if self.reserved and self.reservation_id is None:
+            problems.add("reservationId", f"is required for capacity type {self.type}: the capacity reservation id (cr-0123456789abcdef0)")
+        if not self.reserved and self.reservation_id is not None:
+            problems.add("reservationId", f"only capacity types capacity-block and reservation take a reservation id, not {self.type}")
+        for where in ("start", "end"):
+            if self.type == "capacity-block" and getattr(self, where) is None:
+                problems.add(where, f"is required for capacity type capacity-block: the block's {where} time in UTC, from `aws ec2 describe-capacity-reservations`")
+            if self.type != "capacity-block" and getattr(self, where) is not None:
+                problems.add(where, f"only capacity type capacity-block has a window, not {self.type}")
+        if self.window and self.drain_at is not None:
+            start, end = self.window
+            if end <= start:
+                problems.add("end", f"{self.end} is not after start {self.start}")
+            elif self.drain_at <= start:
+                problems.add("drainBefore", f"{self.drain_before} before the end leaves no time in the block ({self.start} to {self.end})")
+        problems.raise_any()
+        return self
+
+
+def _reservation_id(value: str) -> str:
+    if not re.fullmatch(r"cr-[0-9a-f]{8,17}", value):
+        raise ValueError(f"{value!r} is not a capacity reservation id (cr-0123456789abcdef0)")
+    return value
+
+
+class Catalog(Protocol):
+    """Where instance-type facts come from: AWS through invokes (the module infra.catalog)."""
+
+    def describe(self, instance_type: str) -> InstanceFacts: ...
+
+    def offered_in(self, instance_type: str, location: str, location_type: str = ...) -> bool: ...
+
+
+def _catalog(info: ValidationInfo) -> tuple[Catalog | None, str]:
+    """The instance-type catalog and the (valid) region the validation runs with, if any."""
+    context = info.context or {}
+    region = context.get("region")
+    return (context.get("catalog") if region else None), region or ""
+
+
+# A GPU pool's scale-down-unneeded time unless set: long enough for the last node of a gang to
+# launch, boot the NVIDIA AMI, pass the health gate and join while its first nodes wait idle. Not
+# measured here: a judgement for P-family instances (minutes to boot, capacity arriving in batches).
+GPU_SCALE_DOWN_UNNEEDED_DEFAULT = "30m"
+
+
+class HealthGate(Setting):
+    """The node checks every new node of a GPU pool passes before jobs may use it (components/healthgate.py)."""
+
+    enabled: Bool = True
+    """Nodes join with the startup taint and the gate removes it on a pass; prod needs a reason to turn it off."""
+    reason: Str | None = None
+    """Why the gate is off (required with enabled: false in prod)."""
+    on_failure: Literal["keep", "replace"] = "keep"
+    """keep: a failed node stays tainted for a person to look at; replace: it is also marked Unhealthy in its Auto Scaling group, which terminates and replaces it."""
+    timeout: Duration = "20m"
+    """How long the checks may take (GPU burn, memory, EFA, Lustre) before the node counts as failed."""
+
+
+class GpuPool(Setting):
+    """One GPU node group. `instance` holds the facts of its (first) instance type; all its
+    types share GPU count and EFA support (checked)."""
+
+    name: DnsLabel
+    """Nodes carry the label higgsfield.io/pool=NAME."""
+    instance_types: tuple[InstanceTypeName, ...] = Field(min_length=1)
+    """GPU instance types, all with the same GPU count, EFA support and architecture, offered in availabilityZone."""
+    availability_zone: Str
+    """One of higgsfield:availabilityZones."""
+    min_size: NodeCount = 0
+    """0 costs nothing while idle."""
+    max_size: MaxNodes
+    """The most nodes the autoscaler adds."""
+    capacity: Capacity = Capacity()
+    efa: Bool = derived("Attach every EFA card; default true when the type supports EFA.")
+    placement_group: Bool = derived("Cluster placement group; default true with EFA, must be false for reservation / capacity-block.")
+    root_volume_gib: number(50, GP3_MAX_GIB, "the gp3 maximum") = Field(200, alias="rootVolumeGiB")
+    """Root gp3 volume, GiB."""
+    local_nvme: Literal["raid0", "none"] = derived("raid0 stripes the local NVMe drives; default raid0 when the type has them, else none.")
+    labels: dict[QualifiedName, LabelValue] = {}
+    """Kubernetes labels on the nodes."""
+    taints: tuple[Taint, ...] = ()
+    """Taints in addition to nvidia.com/gpu=true:NoSchedule."""
+    scale_down_unneeded_time: Duration = GPU_SCALE_DOWN_UNNEEDED_DEFAULT
+    """How long a node of this pool stays unneeded before the autoscaler removes it (its ASG's autoscaling-options tag); long enough for a gang's last node to boot and join."""
+    health_gate: HealthGate = HealthGate()
+    _instance: InstanceFacts | None = PrivateAttr(None)
+
+    @property
+    def instance(self) -> InstanceFacts:
+        assert self._instance is not None, "GpuPool validated without an instance-type catalog"
+        return self._instance
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.instance.gpus
+
+    @property
+    def capacity_type(self) -> str:
+        return self.capacity.type
+
+    @property
+    def reservation_id(self) -> str | None:
+        return self.capacity.reservation_id
+
+    @model_validator(mode="after")
+    def _facts(self, info: ValidationInfo) -> GpuPool:
+        problems = Problems()
+        if self.min_size > self.max_size:
+            problems.add("minSize", f"{self.min_size} is above maxSize {self.max_size}")
+        catalog, region = _catalog(info)
+        if catalog is None or not re.fullmatch(re.escape(region) + r"[a-z]", self.availability_zone):
+            problems.raise_any()  # the zone itself is reported by the stack (not in its availabilityZones)
+            return self
+        facts = self._instance_facts(catalog, region, problems)
+        if facts is None:
+            problems.raise_any()
+            return self
+        reserved = self.capacity.reserved
+        if self.capacity.type == "capacity-block" and len(self.instance_types) != 1:
+            problems.add("instanceTypes", "a Capacity Block is for exactly one instance type")
+        efa = facts.efa_supported if self.efa is None else self.efa
+        if efa and not facts.efa_supported:
+            problems.add("efa", f"{facts.name} does not support EFA")
+        placement = (efa and not reserved) if self.placement_group is None else self.placement_group
+        if placement and reserved:
+            problems.add("placementGroup", f"must be false for capacity type {self.capacity.type}: the reservation brings its own placement")
+        local_nvme = ("raid0" if facts.nvme_disks else "none") if self.local_nvme is None else self.local_nvme
+        if local_nvme == "raid0" and not facts.nvme_disks:
+            problems.add("localNvme", f"{facts.name} has no local NVMe drives")
+        if not set(facts.architectures) & set(versions.GPU_AMI_TYPES):
+            problems.add("instanceTypes", f"{facts.name} has no EKS AL2023 NVIDIA AMI for {', '.join(facts.architectures)}")
+        problems.raise_any()
+        self._fill(efa=efa, placement_group=placement, local_nvme=local_nvme)
+        self._instance = facts
+        return self
+
+    def _instance_facts(self, catalog: Catalog, region: str, problems: Problems) -> InstanceFacts | None:
+        zone, facts = self.availability_zone, []
+        for i, name in enumerate(self.instance_types):
+            if not catalog.offered_in(name, zone):
+                where = f"anywhere in {region}" if not catalog.offered_in(name, region, "region") else f"in {zone}"
+                problems.add(f"instanceTypes[{i}]", f"instance type {name!r} is not offered {where}; {where_offered(name, region)}")
+                continue
+            found = catalog.describe(name)
+            if found.gpus == 0:
+                problems.add(f"instanceTypes[{i}]", f"{name} has no GPU; GPU pools need GPU instance types (g6e, p4d, p5, ...)")
+                continue
+            facts.append(found)
+        if problems or not facts:
+            return None
+        first = facts[0]
+        for other in facts[1:]:
+            if (other.gpus, other.efa_supported, other.efa_max_interfaces) != (first.gpus, first.efa_supported, first.efa_max_interfaces):
+                problems.add(
+                    "instanceTypes",
+                    f"{first.name} ({first.gpus} GPUs, {first.efa_max_interfaces} EFA) and {other.name} ({other.gpus} GPUs, "
+                    f"{other.efa_max_interfaces} EFA) differ; one pool holds types with the same GPU count and EFA support",
+                )
+            elif set(other.architectures) != set(first.architectures):
+                problems.add("instanceTypes", f"{first.name} and {other.name} have different CPU architectures")
+        return None if problems else first
+
+

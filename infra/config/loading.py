@@ -1,0 +1,303 @@
+"""Reading a stack: credentials refused, values decoded, `pulumi.Config` read (the only place)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any, get_args, get_origin
+
+import pulumi
+from pydantic import (
+    BaseModel,
+    ValidationError,
+)
+
+from infra.config.base import NAMESPACE
+from infra.config.errors import (
+    ConfigError,
+    Problem,
+    _parse_where,
+    _show,
+    _suggest,
+    key_of,
+)
+from infra.config.gpu_pools import Catalog
+from infra.config.stack import _HIDDEN, StackConfig, eks_regions
+
+
+def _expected(ctx: Mapping[str, Any]) -> str:
+    """pydantic's "'a', 'b' or 'c'" as `a, b, c`."""
+    text = str(ctx.get("expected", ""))
+    quoted = re.findall(r"'([^']*)'", text)
+    return ", ".join(quoted) if quoted else text.replace(" or ", ", ")
+
+
+_MESSAGES: dict[str, Callable[[Any, Mapping[str, Any]], str]] = {
+    "missing": lambda v, c: "is required",
+    "literal_error": lambda v, c: f"{_show(v)} is not one of: {_expected(c)}",
+    "int_type": lambda v, c: f"must be an integer, got {_show(v)}",
+    "int_parsing": lambda v, c: f"must be an integer, got {_show(v)}",
+    "int_from_float": lambda v, c: f"must be an integer, got {_show(v)}",
+    "bool_type": lambda v, c: f"must be true or false, got {_show(v)}",
+    "bool_parsing": lambda v, c: f"must be true or false, got {_show(v)}",
+    "float_type": lambda v, c: f"must be a number, got {_show(v)}",
+    "float_parsing": lambda v, c: f"must be a number, got {_show(v)}",
+    "string_type": lambda v, c: f"must be a string, got {_show(v)}",
+    "string_too_short": lambda v, c: "must not be empty",
+    "string_too_long": lambda v, c: f"has at most {c.get('max_length')} characters, got {len(v) if isinstance(v, str) else '?'}",
+    "too_short": lambda v, c: f"needs at least {c.get('min_length')} entries, got {c.get('actual_length')}",
+    "too_long": lambda v, c: f"takes at most {c.get('max_length')} entries, got {c.get('actual_length')}",
+    "greater_than_equal": lambda v, c: f"must be at least {c.get('ge')}, got {_show(v)}",
+    "greater_than": lambda v, c: f"must be more than {c.get('gt')}, got {_show(v)}",
+    "less_than_equal": lambda v, c: f"must be at most {c.get('le')}, got {_show(v)}",
+    "tuple_type": lambda v, c: f"must be a list, got {_show(v)}",
+    "list_type": lambda v, c: f"must be a list, got {_show(v)}",
+    "dict_type": lambda v, c: f"must be a map of names to values, got {_show(v)}",
+    "model_type": lambda v, c: f"must be an object (a map of settings), got {_show(v)}",
+    "model_attributes_type": lambda v, c: f"must be an object (a map of settings), got {_show(v)}",
+    "value_error": lambda v, c: str(c.get("error", "")),
+}
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model class that holds the setting at `loc` (for "did you mean")."""
+    model: Any = StackConfig
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = {f.alias or n: f for n, f in model.model_fields.items()}
+        if part not in fields:
+            return None
+        model = _model_in(fields[part].annotation)
+        if model is None:
+            return None
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _unknown(loc: tuple[str | int, ...]) -> str:
+    name = str(loc[-1])
+    parent = _model_at(loc[:-1])
+    allowed = sorted(f.alias or n for n, f in parent.model_fields.items() if n not in _HIDDEN) if parent else []
+    guess = _suggest(name, allowed)
+    hint = f"; did you mean {guess}?" if guess else ""
+    if len(loc) > 1:
+        return f"unknown setting{hint} (allowed: {', '.join(allowed)})"
+    namespace = name.split(":", 1)[0] if ":" in name else None
+    if namespace is None:
+        return f"config keys carry a namespace (NAMESPACE:key){hint or f'; this program reads {NAMESPACE}:* and aws:region'}"
+    if namespace == "aws":
+        return f"not an aws setting this program reads (it reads aws:region, and the provider, encrypted, {', '.join(SECRET_ONLY_KEYS)}; set AWS_PROFILE in your shell){hint}"
+    if namespace != NAMESPACE:
+        return f"unknown config namespace {namespace!r} (this program reads {NAMESPACE}:* and aws:region){hint}"
+    return f"unknown setting{hint}"
+
+
+def problems_of(error: ValidationError) -> list[Problem]:
+    """pydantic's errors as our problems: full keys, our wording, one per wrong setting."""
+    found = []
+    for e in error.errors(include_url=False):
+        loc, ctx = tuple(e["loc"]), e.get("ctx") or {}
+        if e["type"] == "higgsfield":
+            found += [Problem(loc + _parse_where(where), message) for where, message in ctx["problems"]]
+        elif e["type"] == "extra_forbidden":
+            found.append(Problem(loc, _unknown(loc)))
+        else:
+            message = _MESSAGES.get(e["type"], lambda v, c: e["msg"])(e.get("input"), ctx)
+            found.append(Problem(loc, message))
+    return found
+
+
+# --- credentials --------------------------------------------------------------------------
+
+# AWS provider credentials Pulumi hands the provider from stack config: accepted only encrypted
+# (`pulumi config set --secret`); they never reach the model. (aws:profile is refused like any
+# other aws: key: it names credentials on one machine, and CI deploys with OIDC roles.)
+SECRET_ONLY_KEYS = ("aws:accessKey", "aws:secretKey", "aws:token")
+PROVIDER_KEYS = SECRET_ONLY_KEYS
+# What an encrypted (`secure:`) value is to a reader without the stack's secrets provider: the
+# offline plan shows it as this and never validates it as if it were the value.
+UNKNOWN_SECRET = "[secret: encrypted in the stack file, unknown offline]"
+_SECRET_NAME = re.compile(r"(secret|passw(or)?d|token|credential|private.?key|api.?key|access.?key)", re.I)
+_SECRET_VALUES = (
+    (re.compile(r"(AKIA|ASIA)[0-9A-Z]{16}"), "an AWS access key id"),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
+    (re.compile(r"(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36}|github_pat_\w{22,}"), "a GitHub token"),
+    (re.compile(r"xox[abprs]-[A-Za-z0-9-]{10,}"), "a Slack token"),
+    (re.compile(r"(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40}"), "an AWS secret access key"),
+)
+
+
+def _secret_hint(key: str) -> str:
+    return (f"store it encrypted: `pulumi config set --secret {key} ...` (and rotate it: the plaintext is in "
+            "the file's history); for AWS, prefer AWS_PROFILE or the CI's OIDC role over keys in config")
+
+
+def credential_problems(config: Mapping[str, Any], secret_keys: frozenset[str] | set[str] = frozenset()) -> list[Problem]:
+    """Plaintext credentials among the stack's settings: a credential key (aws:secretKey, anything
+    named like a password, token or secret) or a value that looks like one (an AWS key, a private
+    key, a GitHub or Slack token). Encrypted values (`secret_keys`) are fine."""
+    found: list[Problem] = []
+
+    def walk(loc: tuple[str | int, ...], value: Any) -> None:
+        if isinstance(value, Mapping):
+            for name, item in value.items():
+                if _SECRET_NAME.search(str(name)) and isinstance(item, (str, int, float)) and str(item):
+                    found.append(Problem((*loc, str(name)), f"looks like a credential in plaintext; {_secret_hint(key_of(loc))}"))
+                else:
+                    walk((*loc, str(name)), item)
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk((*loc, i), item)
+        elif isinstance(value, str):
+            what = next((what for rx, what in _SECRET_VALUES if rx.search(value) if what != "an AWS secret access key" or rx.fullmatch(value)), None)
+            if what:
+                found.append(Problem(loc, f"looks like {what} in plaintext; {_secret_hint(key_of(loc[:1]))}"))
+
+    for key, value in config.items():
+        if key in secret_keys or value == UNKNOWN_SECRET:
+            continue
+        name = key.partition(":")[2] or key
+        if key in SECRET_ONLY_KEYS or _SECRET_NAME.search(name):
+            found.append(Problem((key,), f"is a credential in plaintext; {_secret_hint(key)}"))
+        else:
+            walk((key,), value)
+    return found
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+
+def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = None, secret_keys: frozenset[str] | set[str] = frozenset()) -> StackConfig:
+    """Build the typed config from a stack's settings keyed by full key (`aws:region`,
+    `higgsfield:gpuPools`, ...). Raises one ConfigError listing every problem: plaintext
+    credentials, unknown keys (each with its likely meaning, the rest checked as if meant, so
+    a typo is reported as the typo and not as what its absence breaks), and every wrong value.
+    `secret_keys` were encrypted in the stack file; a value of `UNKNOWN_SECRET` (offline: not
+    decryptable) is not checked, and the setting's default stands in for it."""
+    problems = credential_problems(config, secret_keys)
+    unknown = {k for k, v in config.items() if v == UNKNOWN_SECRET and k not in PROVIDER_KEYS}
+    fields = {f.alias: f for f in StackConfig.model_fields.values()}
+    for key in sorted(unknown):
+        if key in fields and fields[key].is_required():
+            problems.append(Problem((key,), "is encrypted (secure:) and required: the offline plan cannot decrypt it; keep it in plaintext, it is not a credential"))
+    config = {k: v for k, v in config.items() if k not in PROVIDER_KEYS and k not in unknown}
+    region = config.get("aws:region")
+    context = {"catalog": catalog, "region": region if isinstance(region, str) and region in eks_regions() else None}
+    config = {k: _scalar(v) if k in _non_string_keys() else v for k, v in config.items()}
+    meant, renamed = _as_meant({**config, "stack": stack}, StackConfig, ())
+    problems += [Problem(written, _unknown(written)) for written in renamed.values()]
+    try:
+        result = StackConfig.model_validate(meant, context=context, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        problems += [Problem(_as_written(p.loc, renamed), p.message, p.line) for p in problems_of(exc) if not (p.key in unknown and p.message == "is required")]
+    else:
+        if not problems:
+            return result
+    raise ConfigError(problems[0].key, problems[0].message, problems)
+
+
+def _as_meant(data: Any, model: type[BaseModel] | None, loc: tuple[str | int, ...]) -> tuple[Any, dict[tuple, tuple]]:
+    """`data` with every unknown key renamed to the setting it most likely means, when that one
+    is not set (`higgsfield:gpuPool` -> `higgsfield:gpuPools`, `maxSzie` -> `maxSize`), and the
+    renames (meant loc -> written loc)."""
+    if model is None or not isinstance(data, dict):
+        return data, {}
+    fields = {f.alias or n: f for n, f in model.model_fields.items()}
+    allowed = sorted(a for a, f in fields.items() if a not in _HIDDEN)
+    out: dict[Any, Any] = {}
+    renamed: dict[tuple, tuple] = {}
+    for key, value in data.items():
+        target = key
+        if key not in fields and isinstance(key, str):
+            guess = _suggest(key, allowed)
+            if guess and guess not in data and guess not in out:
+                target = guess
+                renamed[(*loc, guess)] = (*loc, key)
+        out[target] = value
+    for key, value in list(out.items()):
+        if key not in fields:
+            continue
+        inner = _model_in(fields[key].annotation)
+        if isinstance(value, dict):
+            out[key], more = _as_meant(value, inner, (*loc, key))
+            renamed.update(more)
+        elif isinstance(value, list) and inner is not None:
+            items = []
+            for i, item in enumerate(value):
+                fixed, more = _as_meant(item, inner, (*loc, key, i))
+                items.append(fixed)
+                renamed.update(more)
+            out[key] = items
+    return out, renamed
+
+
+def _as_written(loc: tuple[str | int, ...], renamed: dict[tuple, tuple]) -> tuple[str | int, ...]:
+    """A loc in the meant data as the stack file spells it."""
+    for n in range(len(loc), 0, -1):
+        if loc[:n] in renamed:
+            return renamed[loc[:n]] + loc[n:]
+    return loc
+
+
+@cache
+def _non_string_keys() -> frozenset[str]:
+    """Top-level keys whose value is a number or a boolean: Pulumi hands every top-level value
+    over as a string ("3", "true"), so these are decoded before validation."""
+
+    def scalar(annotation: Any) -> bool:
+        if annotation in (int, float, bool):
+            return True
+        return get_origin(annotation) is not tuple and any(scalar(a) for a in get_args(annotation) if a is not type(None))
+
+    return frozenset(f.alias for f in StackConfig.model_fields.values() if f.alias and scalar(f.annotation))
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def parse(stack: str, region: Any, values: Mapping[str, Any], catalog: Catalog | None = None) -> StackConfig:
+    """Build the typed config from raw values (`values` keyed without the namespace)."""
+    return validate(stack, {"aws:region": region, **{f"{NAMESPACE}:{k}": v for k, v in values.items()}}, catalog)
+
+
+def _decode(raw: str) -> Any:
+    """Stack values arrive as strings; objects and lists as JSON text."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return value if isinstance(value, (dict, list)) else raw
+
+
+def load() -> StackConfig:
+    """Read this stack's config through `pulumi.Config` and validate it."""
+    # The SDK has no "list keys" call: the engine hands config over as set_all_config or PULUMI_CONFIG.
+    every_key = {*pulumi.runtime.config.CONFIG.get(), *pulumi.runtime.config.get_config_env()}
+    values = {}
+    for key in sorted(every_key):
+        namespace, _, name = key.partition(":")
+        raw = pulumi.Config(namespace).get(name) if name else pulumi.runtime.config.get_config(key)  # unnamespaced: reported
+        if raw is not None:
+            values[key] = _decode(raw)
+    secret = {k for k in values if pulumi.runtime.config.is_config_secret(k)} | set(pulumi.runtime.config.get_config_secret_keys_env())
+    from infra import catalog
+
+    return validate(pulumi.get_stack(), values, catalog=catalog, secret_keys=frozenset(secret))

@@ -1,0 +1,329 @@
+"""The stack: the root model, with the rules that span concerns."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from functools import cache
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic.json_schema import SkipJsonSchema
+
+from infra import versions
+from infra.config.base import DNS_LABEL, NAMESPACE, Cidr, Setting, Str, matching
+from infra.config.checkpoints import Checkpoints
+from infra.config.cluster import Autoscaler, Endpoint, NodeSizes
+from infra.config.delivery import Delivery
+from infra.config.errors import Problems, _duplicates, _suggest
+from infra.config.gpu_pools import CAPACITY_BLOCK_END_MARGIN_S, GpuPool, seconds_of
+from infra.config.observability import Observability
+from infra.config.scheduler import Scheduler
+from infra.config.storage import Fsx
+
+# --- the stack ----------------------------------------------------------------------------
+
+IMAGE_REFERENCE = r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$"
+# Images known to lack the EFA provider and aws-ofi-nccl (the stock PyTorch images, issue #11).
+NOT_EFA_READY = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "index.docker.io/pytorch/pytorch")
+_ADMIN_ARN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$"
+_TAG_KEY = re.compile(r"^[\w .:/=+\-@]{1,128}$")
+
+
+def _tag_key(name: str) -> str:
+    if not _TAG_KEY.match(name) or name.lower().startswith("aws:"):
+        raise ValueError(f"{name!r} is not a valid tag key (1-128 chars, not starting with aws:)")
+    if name.lower().startswith(f"{NAMESPACE}:"):
+        raise ValueError(f"{name!r}: {NAMESPACE}:* tags are set by the program (higgsfield:stack, higgsfield:environment), not by config")
+    return name
+
+
+TagKey = Annotated[str, Strict(), AfterValidator(_tag_key)]
+TagValue = Annotated[str, Strict(), Field(max_length=256)]
+
+
+@cache
+def eks_regions() -> list[str]:
+    """AWS regions (aws partition) with an EKS endpoint, from the endpoint data botocore ships
+    (read as a file: importing botocore.session costs more than the whole lookup)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("botocore")
+    assert spec is not None and spec.submodule_search_locations, "botocore ships with boto3, a dependency"
+    data = json.loads(Path(spec.submodule_search_locations[0], "data", "endpoints.json").read_text())
+    aws = next(p for p in data["partitions"] if p["partition"] == "aws")
+    return sorted(set(aws["services"]["eks"]["endpoints"]) & set(aws["regions"]))
+
+
+def _root_alias(name: str) -> str:
+    return {"stack": "stack", "region": "aws:region"}.get(name, f"{NAMESPACE}:{to_camel(name)}")
+
+
+def _version_hint(value: str, known: tuple[str, ...] | list[str]) -> str:
+    """`1.3` for a version YAML read as a number (1.30): say so."""
+    for candidate in (f"{value}0", f"{value}00"):
+        if candidate in known:
+            return f" (an unquoted {candidate} in YAML is the number {value}: write \"{candidate}\")"
+    if re.fullmatch(r"\d+\.\d", value):
+        return f" (if you wrote {value}0: unquoted, YAML reads it as the number {value}; quote versions)"
+    return ""
+
+
+def _addon_name(name: str) -> str:
+    if name not in versions.EKS_ADDONS:
+        suggestion = _suggest(name, list(versions.EKS_ADDONS))
+        hint = f" (did you mean {suggestion!r}?)" if suggestion else ""
+        raise ValueError(f"{name!r} is not an add-on this platform installs{hint}; add-ons: {', '.join(versions.EKS_ADDONS)}")
+    return name
+
+
+_HIDDEN = ("stack",)
+
+
+class StackConfig(Setting):
+    """A stack: the `config:` of stacks/Pulumi.<stack>.yaml."""
+
+    model_config = ConfigDict(alias_generator=_root_alias)
+
+    stack: SkipJsonSchema[matching(DNS_LABEL, "is not a valid stack name: a lowercase DNS label of at most 30 characters (it names the cluster, PVs and namespaces)")]
+    region: Str
+    """An AWS region with EKS."""
+    environment: Literal["dev", "staging", "prod"]
+    """prod: cluster, FSx and KMS keys protected, a NAT gateway per AZ, VPC interface endpoints."""
+    kubernetes_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.KUBERNETES_SUPPORTED)})] = versions.KUBERNETES_DEFAULT
+    """EKS Kubernetes minor version (infra/versions.py KUBERNETES_SUPPORTED); quote it: "1.35". Raising it upgrades in place: control plane, add-ons, node groups."""
+    addon_versions: dict[Annotated[str, AfterValidator(_addon_name), Field(json_schema_extra={"enum": list(versions.EKS_ADDONS)})], matching(versions.ADDON_VERSION_PATTERN, "is not an EKS add-on version (v1.20.4-eksbuild.1)")] = {}
+    """Exact EKS add-on versions by add-on name (vpc-cni: v1.20.4-eksbuild.1); unset add-ons take EKS's default for kubernetesVersion at deploy."""
+    node_release_version: matching(r"^\d+\.\d+\.\d+-\d{8}$", "is not an EKS AMI release version (1.35.2-20261120)") | None = None
+    """EKS-optimized AMI release for every node group (1.35.2-20261120); unset: the latest for kubernetesVersion when a node group is created or updated."""
+    vpc_cidr: Cidr = "10.0.0.0/16"
+    """RFC 1918, /16 to /20. Each AZ gets 1/8 of it for nodes and pods; public subnets share the last 1/8."""
+    availability_zones: tuple[Str, ...] = Field(min_length=2)
+    """Two or more AZs of aws:region; one private and one public subnet each."""
+    endpoint: Endpoint = Endpoint()
+    cpu_nodes: NodeSizes
+    admins: tuple[matching(_ADMIN_ARN, "is not an IAM role or user ARN (arn:aws:iam::123456789012:role/name)"), ...] = ()
+    """IAM role/user ARNs granted cluster-admin through EKS access entries."""
+    tags: dict[TagKey, TagValue] = {}
+    """Added to every taggable resource (with higgsfield:stack and higgsfield:environment)."""
+    gpu_pools: tuple[GpuPool, ...] = ()
+    training_image: matching(IMAGE_REFERENCE, "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)") | None = None
+    """Your own EFA-ready image (libfabric's efa provider and aws-ofi-nccl inside), registry/repository:tag or @sha256:..., for every rendered job instead of the one built from images/training/Dockerfile into the stack's ECR repository; stock pytorch/pytorch is refused when the stack has EFA pools."""
+    cuda_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.CUDA_MIN_DRIVER_BRANCH)})] | None = None
+    """The CUDA version the training images need, e.g. "12.8"; rejected if the GPU AMI's driver is too old."""
+    autoscaler: Autoscaler = Autoscaler()
+    fsx: Fsx = Field(Fsx(), validate_default=True)
+    scheduler: Scheduler = Field(Scheduler(), validate_default=True)
+    allow_replace: tuple[Str, ...] = ()
+    """Resource names (lustre, cluster-secrets, ...) whose replacement or deletion this change intends; read by higgsfield diff."""
+    observability: Observability = Observability()
+    checkpoints: Checkpoints = Field(Checkpoints(), validate_default=True)
+    delivery: Delivery | None = None
+    """CI identities (preview, deploy, image push) and CodeBuild runners; unset: CI neither previews nor deploys this stack."""
+
+    @field_validator("training_image")
+    @classmethod
+    def _efa_ready_image(cls, image: str | None, info: ValidationInfo) -> str | None:
+        pools = info.data.get("gpu_pools") or ()
+        repository = re.split(r"[:@]", image.rsplit("/", 1)[-1])[0] if image else ""
+        if image and any(p.efa for p in pools) and f"{image.rsplit('/', 1)[0]}/{repository}" in NOT_EFA_READY:
+            raise ValueError(f"{image!r} has no EFA provider and no aws-ofi-nccl, so NCCL would fall back to TCP on the EFA pools; "
+                             "leave it unset for the image built from images/training/Dockerfile")
+        return image
+
+    @field_validator("region")
+    @classmethod
+    def _eks_region(cls, region: str) -> str:
+        known = eks_regions()
+        if region not in known:
+            raise ValueError(f"{region!r} is not an AWS region with EKS; known: {', '.join(known)}")
+        return region
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _supported(cls, version: str) -> str:
+        if version not in versions.KUBERNETES_SUPPORTED:
+            hint = _version_hint(version, versions.KUBERNETES_SUPPORTED)
+            raise ValueError(f"{version!r} is not supported; use one of: {', '.join(versions.KUBERNETES_SUPPORTED)}{hint}")
+        problems = Problems()
+        for outside in versions.components_outside(version):
+            problems.add("", f"{version!r} is outside what {outside.component} supports (Kubernetes {outside}, {outside.source}); change the pin in infra/versions.py or the version")
+        problems.raise_any()
+        return version
+
+    @field_validator("node_release_version")
+    @classmethod
+    def _release_of_the_cluster_minor(cls, release: str | None, info: ValidationInfo) -> str | None:
+        cluster = info.data.get("kubernetes_version")
+        if release and cluster and not release.startswith(f"{cluster}."):
+            raise ValueError(f"{release!r} is an AMI release for Kubernetes {'.'.join(release.split('.')[:2])}, but higgsfield:kubernetesVersion is {cluster!r}")
+        return release
+
+    @field_validator("vpc_cidr")
+    @classmethod
+    def _private_range(cls, cidr: str) -> str:
+        net = ipaddress.IPv4Network(cidr)
+        if not net.is_private or not any(net.subnet_of(ipaddress.IPv4Network(p)) for p in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")):
+            raise ValueError(f"{net} is not inside an RFC 1918 range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16)")
+        if not 16 <= net.prefixlen <= 20:
+            raise ValueError(f"{net} must be a /16 to /20 so every AZ gets room for pods")
+        return cidr
+
+    @field_validator("availability_zones")
+    @classmethod
+    def _zones_of_region(cls, zones: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        problems, region = Problems(), info.data.get("region")
+        for i, zone in enumerate(zones):
+            if region and not re.fullmatch(re.escape(region) + r"[a-z]", zone):
+                problems.add(f"[{i}]", f"{zone!r} is not an availability zone of region {region} (e.g. {region}a)")
+        _duplicates(problems, "", list(zones))
+        problems.raise_any()
+        return zones
+
+    @field_validator("endpoint")
+    @classmethod
+    def _not_open_in_prod(cls, endpoint: Endpoint, info: ValidationInfo) -> Endpoint:
+        from policies.rules import (  # the pack's rule, the same numbers
+            MAX_INTERNET_SHARE,
+            internet_share,
+        )
+
+        problems = Problems()
+        for i, cidr in enumerate(endpoint.public_access_cidrs):
+            if ipaddress.IPv4Network(cidr).prefixlen == 0 and info.data.get("environment") == "prod":
+                problems.add(f"publicAccessCidrs[{i}]", "0.0.0.0/0 opens the API server to the internet; prod allows only an allow-list")
+        share = internet_share(endpoint.public_access_cidrs)
+        if not problems and info.data.get("environment") == "prod" and share > MAX_INTERNET_SHARE:
+            problems.add("publicAccessCidrs", f"together these cover {share:.4%} of the internet (at most {MAX_INTERNET_SHARE:.4%}, a /16's worth): list your VPN/office ranges")
+        problems.raise_any()
+        return endpoint
+
+    @field_validator("gpu_pools")
+    @classmethod
+    def _pools_in_stack_zones(cls, pools: tuple[GpuPool, ...], info: ValidationInfo) -> tuple[GpuPool, ...]:
+        problems, zones = Problems(), info.data.get("availability_zones")
+        if pools and not (info.context or {}).get("catalog"):
+            problems.add("", "GPU pools need an instance-type catalog to be validated")
+        for i, pool in enumerate(pools):
+            if zones is not None and pool.availability_zone not in zones:
+                problems.add(f"[{i}].availabilityZone", f"{pool.availability_zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})")
+        _duplicates(problems, "", [p.name for p in pools])
+        problems.raise_any()
+        return pools
+
+    @field_validator("cuda_version")
+    @classmethod
+    def _cuda_fits_driver(cls, cuda: str | None) -> str | None:
+        if cuda is None:
+            return None
+        needed = versions.CUDA_MIN_DRIVER_BRANCH.get(cuda)
+        if needed is None:
+            hint = _version_hint(cuda, list(versions.CUDA_MIN_DRIVER_BRANCH))
+            raise ValueError(f"unknown CUDA version {cuda!r}; known: {', '.join(versions.CUDA_MIN_DRIVER_BRANCH)}{hint}")
+        if needed > versions.EKS_NVIDIA_DRIVER_BRANCH:
+            newest = max((c for c, d in versions.CUDA_MIN_DRIVER_BRANCH.items() if d <= versions.EKS_NVIDIA_DRIVER_BRANCH), key=lambda c: tuple(map(int, c.split("."))))
+            raise ValueError(
+                f"CUDA {cuda} needs NVIDIA driver {needed} or newer, but the EKS AL2023 NVIDIA AMI ships driver "
+                f"{versions.EKS_NVIDIA_DRIVER_BRANCH} (supports up to CUDA {newest})"
+            )
+        return cuda
+
+    @field_validator("fsx")
+    @classmethod
+    def _fsx_next_to_the_pools(cls, fsx: Fsx, info: ValidationInfo) -> Fsx:
+        zones, pools = info.data.get("availability_zones"), info.data.get("gpu_pools")
+        if zones is None or pools is None:
+            return fsx  # what it depends on is wrong, and reported
+        problems = Problems()
+        efa_zones = sorted({p.availability_zone for p in pools if p.efa})
+        zone = fsx.availability_zone or (efa_zones[0] if efa_zones else (pools[0].availability_zone if pools else zones[0]))
+        if zone not in zones:
+            problems.add("availabilityZone", f"{zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})")
+        elif fsx.enabled and efa_zones and zone not in efa_zones:
+            problems.add(
+                "availabilityZone",
+                f"{zone} differs from the EFA GPU pools' zone {', '.join(efa_zones)}: every read and checkpoint would cross AZs (latency, cost)",
+            )
+        problems.raise_any()
+        return fsx.model_copy(update={"availability_zone": zone})
+
+    @field_validator("scheduler")
+    @classmethod
+    def _capability_within_pools(cls, scheduler: Scheduler, info: ValidationInfo) -> Scheduler:
+        pools = info.data.get("gpu_pools")
+        if pools is None or any(p._instance is None for p in pools):
+            return scheduler
+        total = sum(p.max_size * p.gpus_per_node for p in pools)
+        problems = Problems()
+        for i, queue in enumerate(scheduler.queues):
+            if queue.gpu_capability > total:
+                problems.add(f"queues[{i}].gpuCapability", f"{queue.gpu_capability} GPUs is more than the GPU pools can ever provide ({total}: every pool at maxSize)")
+        problems.raise_any()
+        return scheduler
+
+    @model_validator(mode="after")
+    def _pools_survive_bad_nodes(self) -> StackConfig:
+        """Prod turns a pool's health gate off only with a reason; a Capacity Block drains early
+        enough for AWS's margin and the pods' grace period; S3 checkpoints need the S3 link."""
+        problems, pools = Problems(), f"{NAMESPACE}:gpuPools"
+        for i, pool in enumerate(self.gpu_pools):
+            if self.production and not pool.health_gate.enabled and pool.health_gate.reason is None:
+                problems.add(f"{pools}[{i}].healthGate.enabled", "false in prod needs healthGate.reason: without the gate a node with a bad GPU or EFA link joins and fails every job on it")
+            drain = seconds_of(pool.capacity.drain_before)
+            needed = CAPACITY_BLOCK_END_MARGIN_S + self.checkpoints.grace_seconds
+            if pool.capacity.type == "capacity-block" and drain < needed:
+                problems.add(f"{pools}[{i}].capacity.drainBefore", f"{pool.capacity.drain_before} is too short: AWS asks for zero nodes 30m before the end, and pods take up to "
+                             f"{self.checkpoints.termination_grace_period} (higgsfield:checkpoints.terminationGracePeriod) to stop; use at least {needed // 60 + (needed % 60 > 0)}m")
+        if self.checkpoints.export_to_s3 and (not self.fsx.enabled or self.fsx.s3 is None or self.fsx.s3.dataset is None):
+            problems.add(f"{NAMESPACE}:checkpoints.exportToS3", "needs higgsfield:fsx with an s3 link to a dataset (fsx.s3.dataset): that directory is what reaches S3")
+        problems.raise_any()
+        return self
+
+    @model_validator(mode="after")
+    def _datasets_name_teams(self) -> StackConfig:
+        problems, teams = Problems(), {t.name for t in self.scheduler.teams}
+        where = f"{NAMESPACE}:fsx.datasets"
+        for i, dataset in enumerate(self.fsx.datasets):
+            for key, team in [("owner", dataset.owner), *((f"readers[{j}]", r) for j, r in enumerate(dataset.readers))]:
+                if team not in teams:
+                    problems.add(f"{where}[{i}].{key}", f"unknown team {team!r}; teams: {', '.join(sorted(teams)) or 'none'}")
+        problems.raise_any()
+        return self
+
+    @model_validator(mode="after")
+    def _deploy_environment_default(self) -> StackConfig:
+        if self.delivery is not None and self.delivery.deploy_environment is None:
+            object.__setattr__(self, "delivery", self.delivery.model_copy(update={"deploy_environment": self.stack}))
+        return self
+
+    @property
+    def total_gpus(self) -> int:
+        """The most GPUs the pools can ever provide: every pool at maxSize."""
+        return sum(p.max_size * p.gpus_per_node for p in self.gpu_pools)
+
+    @property
+    def production(self) -> bool:
+        return self.environment == "prod"
+
+    @property
+    def name(self) -> str:
+        """The base name of this stack's cloud resources, e.g. `higgsfield-dev`."""
+        return f"{NAMESPACE}-{self.stack}"
+
+    @property
+    def resource_tags(self) -> dict[str, str]:
+        """Tags on every taggable resource: the configured ones plus where it comes from."""
+        return {**self.tags, "higgsfield:stack": self.stack, "higgsfield:environment": self.environment}
+
+
