@@ -152,8 +152,10 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
          "Action": ["iam:*User*", "iam:*Group*", "iam:*AccessKey*", "iam:*LoginProfile*", "iam:*SSHPublicKey*", "iam:*ServiceSpecificCredential*",
                     "iam:*MFADevice*", "iam:UploadSigningCertificate", "iam:UpdateSigningCertificate", "iam:CreateInstanceProfile", "iam:AddRoleToInstanceProfile"]},
         {"Sid": "IdentityProvidersAreFixed", "Effect": "Deny", "Resource": "*",
-         "Action": ["iam:*OpenIDConnectProvider*", "iam:*SAMLProvider*", "iam:UpdateAccountPasswordPolicy", "iam:DeleteAccountPasswordPolicy",
-                    "iam:CreateAccountAlias", "iam:DeleteAccountAlias"]},
+         "Action": ["iam:CreateOpenIDConnectProvider", "iam:DeleteOpenIDConnectProvider", "iam:UpdateOpenIDConnectProviderThumbprint",
+                    "iam:AddClientIDToOpenIDConnectProvider", "iam:RemoveClientIDFromOpenIDConnectProvider", "iam:TagOpenIDConnectProvider",
+                    "iam:UntagOpenIDConnectProvider", "iam:CreateSAMLProvider", "iam:UpdateSAMLProvider", "iam:DeleteSAMLProvider",
+                    "iam:UpdateAccountPasswordPolicy", "iam:DeleteAccountPasswordPolicy", "iam:CreateAccountAlias", "iam:DeleteAccountAlias"]},
         {"Sid": "NoRoleChaining", "Effect": "Deny", "Action": ["sts:AssumeRole", "sts:AssumeRoleWithWebIdentity", "sts:AssumeRoleWithSAML", "sts:GetFederationToken"], "Resource": "*"},
     )
 
