@@ -4,10 +4,11 @@ GitHub Actions gets AWS credentials only through GitHub's OIDC provider (no long
 role's trust policy names one OIDC subject, so which job may assume which role is decided by how
 GitHub builds the subject claim. The repository's subject template includes the workflow file
 (`include_claim_keys: [repo, context, job_workflow_ref]`, set once by `higgsfield bootstrap`: AWS
-cannot condition on custom claims such as `job_workflow_ref` itself, github/docs:content/actions/
-how-tos/secure-your-work/security-harden-deployments/oidc-in-aws.md, "Support for custom claims
-for OIDC is unavailable in AWS"; the combined format is github/docs:content/actions/reference/
-security/oidc.md, "Example: Requiring a reusable workflow and other claims"):
+cannot condition on custom claims such as `job_workflow_ref` itself, "Support for custom claims
+for OIDC is unavailable in AWS": github/docs:data/reusables/actions/oidc-custom-claims-aws-restriction.md,
+included by content/actions/how-tos/secure-your-work/security-harden-deployments/oidc-in-aws.md;
+the combined format is github/docs:content/actions/reference/security/oidc.md, "Example:
+Requiring a reusable workflow and other claims"):
 - preview: `repo:OWNER/REPO:pull_request:job_workflow_ref:OWNER/REPO/.github/workflows/preview.yml@refs/pull/*/merge`
   (StringLike: the one wildcard is the pull request's number): a pull-request job of preview.yml
   (forks get no token). It reads: the instance-type catalog the program asks for, the backend's

@@ -62,6 +62,9 @@ def steps(config: Any) -> list[str]:
         f"gh api -X PUT repos/{repo}/actions/oidc/customization/sub -F use_default=false "
         + " ".join(f"-f 'include_claim_keys[]={k}'" for k in SUB_CLAIM_KEYS)
         + f"; verify: gh api repos/{repo}/actions/oidc/customization/sub prints use_default false and the keys {list(SUB_CLAIM_KEYS)}.",
+        f"Fork pull requests wait for a maintainer (their workflow files could ask for a runner): gh api -X PUT "
+        f"repos/{repo}/actions/permissions/fork-pr-contributor-approval -f approval_policy=all_external_contributors; "
+        f"verify: gh api repos/{repo}/actions/permissions/fork-pr-contributor-approval --jq .approval_policy prints all_external_contributors.",
         f"pulumi login '{entry['backend']}' && pulumi stack init {stack} --secrets-provider 'awskms://{key}?region={region}'"
         f" (commit the secretsprovider/encryptedkey lines it adds to stacks/Pulumi.{stack}.yaml).",
         f"First deploy, from this machine, with the endpoint opened to it only (only after the environment check above passed): "
