@@ -208,3 +208,23 @@ def test_a_deploy_actor_that_is_a_login_not_an_id_names_the_key(project_copy, ca
     delivery = dict(plan_of("dev").config.delivery.model_dump(by_alias=True, exclude_none=True))
     delivery["runner"] = {**delivery["runner"], "deployActors": ["octocat"]}
     assert_plan_rejects(project_copy, capsys, "dev", set_key("higgsfield:delivery", delivery), "higgsfield:delivery.runner.deployActors[0]", "is not a GitHub account id")
+
+
+def test_no_runner_role_can_become_a_ci_identity(plan):
+    """What a job in a runner holds is its project's service role; the CI roles trust GitHub's
+    OIDC provider only, so neither runner's role (nor anything else in AWS) can assume them."""
+    for purpose in ("preview", "deploy", "image"):
+        statement = _trust(_role(plan, f"delivery-{purpose}"))
+        assert set(statement["Principal"]) == {"Federated"} and statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    for purpose in ("preview", "deploy"):
+        (statement,) = json.loads(_role(plan, f"delivery-{purpose}-runner").inputs["assumeRolePolicy"])["Statement"]
+        assert statement["Principal"] == {"Service": "codebuild.amazonaws.com"}
+
+
+def test_check_names_the_setting_when_no_one_is_a_deploy_actor():
+    from policies.rules import delivery_findings
+
+    config = plan_of("prod").config
+    runner = config.delivery.runner.model_copy(update={"deploy_actors": ()})
+    changed = config.model_copy(update={"delivery": config.delivery.model_copy(update={"runner": runner})})
+    assert "higgsfield:delivery.runner.deployActors" in [w for w, _ in delivery_findings(changed, {})]
