@@ -430,9 +430,10 @@ PROVENANCE["CODEBUILD_RUNNER_IMAGE"] = unverified(
 PULUMI_CLI = "3.272.0"
 PROVENANCE["PULUMI_CLI"] = unverified(
     "pulumi/actions:src/libs/pulumi-cli.ts@v7.0.0 (install path); version = the pulumi SDK in requirements/deploy.txt",
-    "curl -sSfL https://get.pulumi.com/releases/sdk/pulumi-v3.272.0-checksums.txt | grep linux-x64.tar.gz "
-    "(the publisher's checksum; compare with sha256sum of the tarball the first deploy job's log names)")
+    "docker run --rm pulumi/pulumi-base:3.272.0 pulumi version (the release exists), then compare sha256sum of the tarball "
+    "the deploy job downloads with https://get.pulumi.com/releases/sdk/pulumi-v3.272.0-checksums.txt")
 # The deploy and preview jobs install exactly this (every wheel by sha256, no dev extras), made by
 # `uv pip compile pyproject.toml --generate-hashes --python-version 3.11 --python-platform
 # x86_64-manylinux_2_28 -o requirements/deploy.txt` (uv 0.13.9, from PyPI, 2026-12-03).
 DEPLOY_LOCK = "requirements/deploy.txt"
+NOT_PINS = (*NOT_PINS, "DEPLOY_LOCK")  # a path, not a pin: the pins are in the file (with hashes)
