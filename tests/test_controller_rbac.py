@@ -203,6 +203,17 @@ def metrics_server_needs() -> list[Need]:
             Need("metrics-server", "node and pod informers (always)", Call("list", "", "pods", "team-ns"), "kubernetes-sigs/metrics-server:pkg/server/config.go@v0.8.0:92")]
 
 
+def prometheus_adapter_needs(plan: Plan) -> list[Need]:
+    if not [r for r in plan.of_type(RELEASE) if r.inputs["chart"] == "prometheus-adapter"]:
+        return []
+    # Custom metrics (our rules: pods' GPU utilisation for the HPA) by label selector: the adapter lists the
+    # objects' names with the dynamic client (ListObjectNames). No resource rules, so no pod/node informers
+    # (cmd/adapter/adapter.go@v0.12.0:237); no leader election.
+    src = "kubernetes-sigs/prometheus-adapter:pkg/custom-provider/provider.go@v0.12.0:196"
+    return [Need("prometheus-adapter", "rules.custom (pods)", Call("list", "", "pods", "team-ns"), src),
+            Need("prometheus-adapter", "rules.custom (namespace overrides)", Call("get", "", "namespaces", "", "team-ns"), f"{src.rsplit(':', 1)[0]}:84 (helpers.ReferenceFor)")]
+
+
 def gate_needs() -> list[Need]:
     src = "higgsfield:images/training/health_gate.py"
     ns = healthgate.NAMESPACE
@@ -268,12 +279,16 @@ CHART_GRANTS: tuple[Grant, ...] = (
     Grant("nfd-master", None, _rule(["coordination.k8s.io"], ["leases"], ["get", "update"], ["nfd-master.nfd.kubernetes.io"]), f"{NFD_CHART}/clusterrole.yaml:49-57)"),
     Grant("nfd-master", None, _rule([""], ["nodes", "nodes/status"], ["get", "patch", "update", "list"]), f"{NFD_CHART}/clusterrole.yaml:16-25)"),
     Grant("nfd-worker", device_plugins.NAMESPACE, _rule(["nfd.k8s-sigs.io"], ["nodefeatures"], ["create", "get", "update", "delete"]), f"{NFD_CHART}/role.yaml:10-18)"),
+    # prometheus-adapter chart 5.2.0.
+    Grant("prometheus-adapter", None, _rule([""], ["namespaces", "pods", "services", "configmaps"], ["get", "list", "watch"]),
+          "prometheus-community/helm-charts:charts/prometheus-adapter/templates/cluster-role-resource-reader.yaml@prometheus-adapter-5.2.0:13-23", lambda v: v.get("rbac", {}).get("create", True)),
     # metrics-server chart 3.13.0.
     Grant("metrics-server", None, _rule([""], ["nodes/metrics"], ["get"]), f"{MS_CHART}/clusterrole.yaml@metrics-server-helm-chart-3.13.0:9-14"),
     Grant("metrics-server", None, _rule([""], ["pods", "nodes", "namespaces", "configmaps"], ["get", "list", "watch"]), f"{MS_CHART}/clusterrole.yaml@metrics-server-helm-chart-3.13.0:15-26"),
 )
 CHART_OF = {"volcano-scheduler": "volcano", "volcano-controllers": "volcano", "volcano-admission": "volcano", "cluster-autoscaler": "cluster-autoscaler",
-            "gpu-feature-discovery": "nvidia-device-plugin", "nfd-master": "nvidia-device-plugin", "nfd-worker": "nvidia-device-plugin", "metrics-server": "metrics-server"}
+            "gpu-feature-discovery": "nvidia-device-plugin", "nfd-master": "nvidia-device-plugin", "nfd-worker": "nvidia-device-plugin", "metrics-server": "metrics-server",
+            "prometheus-adapter": "prometheus-adapter"}
 
 
 def chart_rules(plan: Plan, controller: str) -> list[Scoped]:
@@ -298,7 +313,7 @@ def gate_rules(plan: Plan) -> list[Scoped]:
 
 
 def _all_needs(plan: Plan) -> list[Need]:
-    return operator_needs() + volcano_needs(plan) + autoscaler_needs(plan) + device_plugin_needs(plan) + metrics_server_needs() + (gate_needs() if plan.config.gpu_pools and any(p.health_gate.enabled for p in plan.config.gpu_pools) else [])
+    return operator_needs() + volcano_needs(plan) + autoscaler_needs(plan) + device_plugin_needs(plan) + metrics_server_needs() + prometheus_adapter_needs(plan) + (gate_needs() if plan.config.gpu_pools and any(p.health_gate.enabled for p in plan.config.gpu_pools) else [])
 
 
 def _rules(plan: Plan, controller: str) -> list[Scoped]:
