@@ -17,9 +17,8 @@ its own namespace, a ClusterRole bound by a ClusterRoleBinding everywhere).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import yaml
@@ -28,6 +27,7 @@ from components import autoscaler, device_plugins, healthgate
 from components.training import KUSTOMIZATION, VOLCANO_NAMESPACE
 from infra import versions
 from infra.cli.offline import Plan
+from infra.cli.rendered import Call, Scoped, allows, rules_for
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 TRAINER, CR, CG = "kubeflow/trainer", "kubernetes-sigs/controller-runtime", "kubernetes/client-go"
@@ -40,57 +40,7 @@ NDP_CHART = "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/temp
 MS_CHART = "kubernetes-sigs/metrics-server:charts/metrics-server/templates"
 
 
-# --- the authorizer -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Call:
-    """One API request: verb on group/resource, in `namespace` ("" for cluster-scoped), on `name`
-    (None: a request that names no object, such as create or list)."""
-
-    verb: str
-    group: str
-    resource: str
-    namespace: str
-    name: str | None = None
-
-
-@dataclass(frozen=True)
-class Scoped:
-    """Rules in effect for a subject: `namespace` None = everywhere (ClusterRoleBinding)."""
-
-    namespace: str | None
-    rule: dict
-
-
-def rule_allows(rule: dict, call: Call) -> bool:
-    def has(key: str, value: str) -> bool:
-        values = rule.get(key) or []
-        return "*" in values or value in values
-
-    names = rule.get("resourceNames") or []
-    return (has("apiGroups", call.group) and has("resources", call.resource) and has("verbs", call.verb)
-            and (not names or (call.name is not None and call.name in names)))
-
-
-def allows(rules: Iterable[Scoped], call: Call) -> bool:
-    return any((s.namespace is None or s.namespace == call.namespace) and rule_allows(s.rule, call) for s in rules)
-
-
-def rules_for(objects: Sequence[dict], namespace: str, account: str) -> list[Scoped]:
-    """The rules bound to ServiceAccount namespace/account by the RBAC objects among `objects`."""
-    roles = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o.get("rules") or []
-             for o in objects if o.get("kind") in ("Role", "ClusterRole")}
-    found = []
-    for binding in (o for o in objects if o.get("kind") in ("RoleBinding", "ClusterRoleBinding")):
-        subjects = binding.get("subjects") or []
-        if not any(s.get("kind") == "ServiceAccount" and s.get("name") == account and s.get("namespace") == namespace for s in subjects):
-            continue
-        ref, where = binding["roleRef"], binding["metadata"].get("namespace", "")
-        rules = roles.get((ref["kind"], where if ref["kind"] == "Role" else "", ref["name"]), [])
-        scope = None if binding["kind"] == "ClusterRoleBinding" else where
-        found += [Scoped(scope, r) for r in rules]
-    return found
+# --- the authorizer: infra/cli/rendered.py (the online contract workflow runs it on what helm renders) ---
 
 
 # --- what each controller's flags imply -----------------------------------------------------------

@@ -21,16 +21,9 @@ from components.registry import image_tag
 from components.training import KUSTOMIZATION
 from infra import versions
 from infra.cli.offline import Plan
+from infra.cli.rendered import DIGEST, images_of, pinned, problems
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
-DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
-
-
-def pinned(image: str) -> bool:
-    if DIGEST.search(image):
-        return True
-    last = image.rsplit("/", 1)[-1]
-    return ":" in last and last.rsplit(":", 1)[1] not in ("", "latest") and not last.rsplit(":", 1)[1].startswith("<")
 
 
 @pytest.mark.parametrize("image,ok", [
@@ -160,3 +153,18 @@ def test_every_image_pin_in_versions_is_pinned_and_has_provenance():
 def test_the_init_image_pin_is_by_digest():
     # The one image with a digest available: pinned by it, so a retag upstream cannot change it.
     assert DIGEST.search(versions.PYTORCH_INIT_CONTAINER_IMAGE)
+
+
+def test_the_online_check_flags_an_unpinned_image_in_what_helm_renders():
+    rendered = [{"kind": "Deployment", "metadata": {"name": "grafana", "namespace": "volcano-system"},
+                 "spec": {"template": {"spec": {"containers": [{"name": "g", "image": "grafana/grafana:latest"}]}}}},
+                {"kind": "CronJob", "metadata": {"name": "c"}, "spec": {"jobTemplate": {"spec": {"template": {"spec": {"initContainers": [{"name": "i", "image": "busybox"}]}}}}}}]
+    assert [image for _, image in images_of(rendered)] == ["grafana/grafana:latest", "busybox"]
+    assert len(problems(rendered)) == 2
+
+
+def test_the_online_check_passes_our_operator_rbac_and_fails_without_it():
+    ours = [o for o in yaml.safe_load_all((KUSTOMIZATION / "leader-election-rbac.yaml").read_text()) if o]
+    account = {"kind": "ServiceAccount", "metadata": {"name": "training-operator", "namespace": "kubeflow"}}  # manifests/base/rbac/service-account.yaml@v1.9.4
+    assert problems([account, *ours]) == []
+    assert len(problems([account])) == 3  # the upstream overlay alone: no lease get, update or create
