@@ -120,6 +120,7 @@ class Volcano(pulumi.ComponentResource):
             create_namespace=True,
         )
         after_crds = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release])
+
         def queue(queue_name: str, weight: int, gpus: int) -> dict:
             return {
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
