@@ -76,6 +76,11 @@ MANAGED_POLICY_SERVICES = ("autoscaling", "cloudwatch", "ec2", "ecr", "eks", "ek
 # iam:CreateServiceLinkedRole): EKS, its managed node groups, FSx and its S3 link, Auto Scaling, ELB.
 SERVICE_LINKED = ("eks.amazonaws.com", "eks-nodegroup.amazonaws.com", "fsx.amazonaws.com", "s3.data-source.lustre.fsx.amazonaws.com",
                   "autoscaling.amazonaws.com", "elasticloadbalancing.amazonaws.com")
+# FSx for Lustre makes a service-linked role per S3-linked file system
+# (AWSServiceRoleForFSxS3Access_fs-..., docs.aws.amazon.com/fsx/latest/LustreGuide/using-service-linked-roles.html)
+# and needs its caller to be allowed to create it and attach and put its policy. Only FSx can
+# assume a service-linked role, and IAM refuses users' edits to its permissions.
+FSX_S3_LINKED_ROLE = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
 # IAM actions that change a role: the boundary confines them to this stack's roles.
 ROLE_WRITES = (
     "iam:CreateRole", "iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription", "iam:TagRole", "iam:UntagRole",
@@ -135,6 +140,7 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
     account = settings.account_id
     arn = boundary_arn(account, stack)
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
+    fsx_linked = f"arn:aws:iam::{account}:{FSX_S3_LINKED_ROLE}"
     return _document(
         {"Sid": "ServicesOfTheProgram", "Effect": "Allow", "Resource": "*",
          "Action": sorted({f"{s}:*" for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, "codeconnections", "codestar-connections")})},
@@ -144,9 +150,9 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
         {"Sid": "RolesOnlyWithTheBoundary", "Effect": "Deny", "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"], "Resource": "*",
          "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": arn}}},
         {"Sid": "BoundaryStaysAttached", "Effect": "Deny", "Action": ["iam:DeleteRolePermissionsBoundary"], "Resource": "*"},
-        {"Sid": "OnlyTheStacksRoles", "Effect": "Deny", "Action": list(ROLE_WRITES), "NotResource": stack_roles},
+        {"Sid": "OnlyTheStacksRoles", "Effect": "Deny", "Action": list(ROLE_WRITES), "NotResource": [stack_roles, fsx_linked]},
         {"Sid": "CiIdentitiesAreAdministeredByBootstrap", "Effect": "Deny", "Action": list(ROLE_WRITES), "Resource": ci_identity_arns(account, stack)},
-        {"Sid": "OnlyTheProgramsManagedPolicies", "Effect": "Deny", "Action": ["iam:AttachRolePolicy"], "Resource": "*",
+        {"Sid": "OnlyTheProgramsManagedPolicies", "Effect": "Deny", "Action": ["iam:AttachRolePolicy"], "NotResource": fsx_linked,
          "Condition": {"ArnNotEquals": {"iam:PolicyARN": [f"arn:aws:iam::aws:policy/{p}" for p in MANAGED_POLICIES]}}},
         {"Sid": "PassOnlyTheStacksRoles", "Effect": "Deny", "Action": ["iam:PassRole"], "NotResource": stack_roles},
         {"Sid": "NoUsersNoLongLivedKeys", "Effect": "Deny", "Resource": "*",
@@ -215,6 +221,8 @@ def deploy_policy(settings: DeliverySettings, stack: str, buckets: Sequence[str]
          "Action": [a for a in ROLE_WRITES if a not in ("iam:CreateRole", "iam:PutRolePermissionsBoundary", "iam:DeleteRolePermissionsBoundary")] + ["iam:PassRole"]},
         {"Sid": "ServiceLinkedRoles", "Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"], "Resource": "*",
          "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}}},
+        {"Sid": "FsxS3LinkedRole", "Effect": "Allow", "Action": ["iam:AttachRolePolicy", "iam:PutRolePolicy"],
+         "Resource": f"arn:aws:iam::{account}:{FSX_S3_LINKED_ROLE}"},
         {"Sid": "NamedBuckets", "Effect": "Allow", "Action": ["s3:*"], "Resource": _buckets([settings.state_bucket, *buckets])},
     ]
     if settings.runner.connection_arn:

@@ -110,6 +110,8 @@ DEPLOYS = [
     Request("iam:DeleteRole", STACK_ROLE),
     Request("iam:CreateServiceLinkedRole", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks.amazonaws.com/AWSServiceRoleForAmazonEKS", {"iam:AWSServiceName": "eks.amazonaws.com"}),
     Request("iam:GetRole", DEPLOY_ROLE),
+    Request("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_fs-0123",
+            {"iam:PolicyARN": "arn:aws:iam::aws:policy/aws-service-role/WHICHEVER_FSX_ATTACHES"}),
     Request("eks:CreateCluster", "arn:aws:eks:us-east-2:444455556666:cluster/higgsfield-prod"),
     Request("ec2:RunInstances", "*"),
     Request("fsx:CreateDataRepositoryAssociation", "*"),
