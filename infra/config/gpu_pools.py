@@ -88,6 +88,11 @@ class Capacity(Setting):
     """capacity-block only (required): when the block ends, UTC; EC2 terminates what still runs then."""
     drain_before: Duration = "1h"
     """capacity-block: how long before the end the pool scales to zero (jobs get SIGTERM and flush a checkpoint); more than 30m plus higgsfield:checkpoints.terminationGracePeriod."""
+    warm: Bool = derived(
+        "reservation and capacity-block (default true): hold the reserved count (the pool's maxSize) running while the reservation is billed - "
+        "an ODCR always, a Capacity Block from its start to drainBefore ahead of its end - so its nodes pass the health gate before the first job; "
+        "false lets the pool scale to zero like an on-demand one (the reservation is billed all the same). Not allowed for on-demand and spot."
+    )
 
     @property
     def window(self) -> tuple[datetime, datetime] | None:
@@ -115,6 +120,8 @@ class Capacity(Setting):
                 problems.add(where, f"is required for capacity type capacity-block: the block's {where} time in UTC, from `aws ec2 describe-capacity-reservations`")
             if self.type != "capacity-block" and getattr(self, where) is not None:
                 problems.add(where, f"only capacity type capacity-block has a window, not {self.type}")
+        if self.warm and not self.reserved:
+            problems.add("warm", f"only capacity types capacity-block and reservation are held warm (they are billed whether instances run or not), not {self.type}")
         if self.window and self.drain_at is not None:
             start, end = self.window
             if end <= start:
@@ -122,6 +129,8 @@ class Capacity(Setting):
             elif self.drain_at <= start:
                 problems.add("drainBefore", f"{self.drain_before} before the end leaves no time in the block ({self.start} to {self.end})")
         problems.raise_any()
+        if self.warm is None:
+            self._fill(warm=self.reserved)
         return self
 
 
