@@ -32,7 +32,8 @@ class Teams(pulumi.ComponentResource):
     rules that keep it from the others (components/tenancy.py).
 
     Creates per team: a Namespace (Pod Security `baseline` enforced, `restricted` warned; its
-    Volcano queue as the default), a ResourceQuota on `requests.nvidia.com/gpu`, a zero-pod quota
+    Volcano queue as the default; the queue's capability is the team's GPU quota, whole gangs at a
+    time - no ResourceQuota on GPUs, which would admit part of a gang), a zero-pod quota
     per priority class the team is *not* given, a ValidatingAdmissionPolicy and its binding to
     the namespace (queue, priority classes, UID/GID, no privilege, no host access), default-deny
     NetworkPolicies with the allowances jobs need, and the `default` ServiceAccount without an
@@ -54,12 +55,9 @@ class Teams(pulumi.ComponentResource):
             def obj(suffix: str, manifest: dict, opts: pulumi.ResourceOptions = in_ns) -> KubernetesObject:
                 return KubernetesObject(f"{name}-{team.name}-{suffix}", manifest, opts=opts)
 
-            obj("gpu", {
-                "apiVersion": "v1",
-                "kind": "ResourceQuota",
-                "metadata": {"name": "gpu", "namespace": team.name},
-                "spec": {"hard": {"requests.nvidia.com/gpu": str(team.gpu_quota)}},
-            })
+            # No ResourceQuota on GPUs: it admits pods one at a time, so the operator would create
+            # part of a gang and the autoscaler buy nodes for it. The team's GPU quota is its own
+            # queue's capability, which Volcano's enqueue checks for the whole gang (components/demand.py).
             for cls in args.priority_classes:
                 if cls.name in team.priority_classes:
                     continue

@@ -24,9 +24,10 @@ def _at(text: str) -> datetime:
 
 
 def test_an_odcr_pool_is_held_at_its_reserved_count_the_autoscaler_cannot_go_below():
-    """The autoscaler never scales a node group below its minSize (kubernetes/autoscaler:
-    cluster-autoscaler/core/scaledown/eligibility, MinSize checks in the AWS provider's
-    DecreaseTargetSize/DeleteNodes@cluster-autoscaler-1.35.2): min = desired = max = 4."""
+    """The autoscaler removes no node of a group at its minSize (`size-deletionsInProgress <=
+    nodeGroup.MinSize()`, kubernetes/autoscaler:cluster-autoscaler/core/scaledown/unneeded/
+    nodes.go@cluster-autoscaler-1.35.2; the AWS provider reads MinSize from the ASG,
+    cloudprovider/aws/auto_scaling_groups.go): min = desired = max = 4."""
     scaling = _group(plan_of("prod"), "b200-odcr").inputs["scalingConfig"]
     assert (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (4, 4, 4)
 
