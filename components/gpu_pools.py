@@ -209,7 +209,8 @@ class GpuPoolGroup(pulumi.ComponentResource):
         template = launch_template(
             f"{name}-lt",
             root_volume_gib=pool.root_volume_gib,
-            user_data=node_user_data(raid0=pool.local_nvme == "raid0", hugepages=EFA_HUGEPAGES_2MI if pool.efa else 0),
+            # FastImagePull: every new node pulls the multi-GB training image before its gate passes (issue #25)
+            user_data=node_user_data(raid0=pool.local_nvme == "raid0", hugepages=EFA_HUGEPAGES_2MI if pool.efa else 0, fast_image_pull=True),
             tags={**tags, "Name": f"{args.cluster_name}-{pool.name}"},
             parent=self,
             **extra,

@@ -418,3 +418,13 @@ PROVENANCE["GITHUB_ACTIONS"] = verified("actions/checkout:action.yml@v7.0.1 (eac
 PROVENANCE["CODEBUILD_RUNNER_IMAGE"] = unverified(
     "docs.aws.amazon.com/codebuild/latest/userguide/ec2-compute-images.html",
     "aws codebuild list-curated-environment-images (then `python -V` after actions/setup-python in a first runner job)")
+
+
+# --- cost25 (issue #25: warm reservations, demand, cold start, Karpenter) -----------------------------
+# The training image's runtime stage (images/training/Dockerfile): PyTorch's -runtime image of the
+# same PyTorch/CUDA/cuDNN as TRAINING_BASE_IMAGE (the build stage), without compilers or CUDA headers.
+TRAINING_RUNTIME_IMAGE = ImagePart(
+    "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+    unverified("hub.docker.com/r/pytorch/pytorch tags (tag only, digest unverified)",
+               "docker buildx imagetools inspect pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"),
+)
