@@ -31,41 +31,49 @@ The rule chain, each link read at the pinned ref:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from functools import cache
 
-from components.efa import efa_resources
-from infra.config import GpuPool
+from components.efa import EFA_HUGEPAGES_2MI
+from infra.bundled import instance_types
 
 GPU = "nvidia.com/gpu"
 
 
-def queue_resources(gpu_capability: int, pools: Sequence[GpuPool]) -> dict[str, str]:
+@cache
+def largest_gpu_node() -> dict[str, int]:
+    """The most vCPUs, memory (MiB) and EFA interfaces of any GPU instance type in AWS's catalog
+    (the copy moto ships, infra/bundled.py): a bound that does not move when a pool is added."""
+    gpu_types = [t for t in instance_types().values() if t.get("GpuInfo")]
+    return {
+        "cpu": max(t["VCpuInfo"]["DefaultVCpus"] for t in gpu_types),
+        "memory": max(t["MemoryInfo"]["SizeInMiB"] for t in gpu_types),
+        "efa": max(((t.get("NetworkInfo") or {}).get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0) for t in gpu_types),
+    }
+
+
+def queue_resources(gpu_capability: int) -> dict[str, str]:
     """What a queue of `gpu_capability` GPUs may hold, in every dimension a gang's pods request:
-    the GPUs, and host resources (CPU, memory, EFA interfaces, huge pages) for as many nodes as
-    it has GPUs (one GPU pod per node is the most nodes its GPUs can occupy), of the largest pool.
-    The GPUs bind first; the host dimensions only keep `proportion` from comparing a gang's memory
-    with the memory of the system nodes when the GPU pools are at zero. Rendered as the queue's
-    capability, deserved and guarantee alike (Volcano's queue webhook wants guarantee <= deserved
-    <= capability: validateResourceQuantityOfQueue, pkg/webhooks/admission/queues/validate/
-    validate_queue.go@v1.15.1)."""
+    the GPUs, and host resources (CPU, memory, EFA interfaces, huge pages) for as many of the
+    largest GPU nodes AWS sells as it has GPUs (one GPU pod per node is the most nodes its GPUs can
+    occupy). The GPUs bind first; the host dimensions only keep `proportion` from comparing a
+    gang's memory with the memory of the system nodes while the GPU pools are at zero. Rendered
+    as the queue's capability, deserved and guarantee alike (Volcano's queue webhook wants
+    guarantee <= deserved <= capability: validateResourceQuantityOfQueue, pkg/webhooks/admission/
+    queues/validate/validate_queue.go@v1.15.1)."""
     resources = {GPU: str(gpu_capability)}
-    if gpu_capability == 0 or not pools:
+    if gpu_capability == 0:
         return resources
-    cpu = max(p.instance.vcpus for p in pools)
-    memory = max(p.instance.memory_mib for p in pools)
-    resources["cpu"] = str(gpu_capability * cpu)
-    resources["memory"] = f"{gpu_capability * memory}Mi"
-    efa_pools = [p for p in pools if p.efa]
-    if efa_pools:
-        offers = [efa_resources(p.instance) for p in efa_pools]
-        resources["vpc.amazonaws.com/efa"] = str(gpu_capability * max(int(o["vpc.amazonaws.com/efa"]) for o in offers))
-        resources["hugepages-2Mi"] = f"{gpu_capability * max(int(str(o['hugepages-2Mi']).removesuffix('Mi')) for o in offers)}Mi"
+    node = largest_gpu_node()
+    resources["cpu"] = str(gpu_capability * node["cpu"])
+    resources["memory"] = f"{gpu_capability * node['memory']}Mi"
+    resources["vpc.amazonaws.com/efa"] = str(gpu_capability * node["efa"])
+    resources["hugepages-2Mi"] = f"{gpu_capability * EFA_HUGEPAGES_2MI * 2}Mi"
     return resources
 
 
-def queue_spec(weight: int, gpu_capability: int, pools: Sequence[GpuPool]) -> dict:
+def queue_spec(weight: int, gpu_capability: int) -> dict:
     """A Volcano Queue's spec: never reclaimable, and capability = deserved = guarantee."""
-    held = queue_resources(gpu_capability, pools)
+    held = queue_resources(gpu_capability)
     spec: dict = {"weight": weight, "reclaimable": False, "capability": held}
     if len(held) > 1:  # a queue that may hold GPUs guarantees them (Volcano's `default` holds none)
         spec["deserved"] = dict(held)

@@ -26,7 +26,7 @@ from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS
 from components.demand import queue_spec
 from components.kubernetes_objects import KubernetesObject
-from infra.config import GpuPool, PriorityClassSpec, Queue
+from infra.config import PriorityClassSpec, Queue
 from infra.versions import Chart
 
 VOLCANO_NAMESPACE = "volcano-system"
@@ -74,7 +74,6 @@ class VolcanoArgs:
     priority_classes: Sequence[PriorityClassSpec]
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
-    pools: Sequence[GpuPool] = ()  # what a queue's GPUs come with (components/demand.py queue_resources)
 
 
 class Volcano(pulumi.ComponentResource):
@@ -110,7 +109,7 @@ class Volcano(pulumi.ComponentResource):
                     "apiVersion": "scheduling.volcano.sh/v1beta1",
                     "kind": "Queue",
                     "metadata": {"name": queue_name, **({"annotations": annotations} if annotations else {})},
-                    "spec": queue_spec(weight, gpus, args.pools),
+                    "spec": queue_spec(weight, gpus),
                 },
                 opts=after_crds,
             )

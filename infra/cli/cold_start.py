@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.gang_deadline import DEADLINE_CHECK_S, GANG_DEADLINE_MARGIN_S, boot_seconds, gang_deadline_s
 from infra.config import GpuPool, StackConfig, seconds_of
 
 CA = "kubernetes/autoscaler:cluster-autoscaler/{path}@cluster-autoscaler-1.35.2"
 VOLCANO = "volcano-sh/volcano:{path}@v1.15.1"
 EKS_AMI = "awslabs/amazon-eks-ami:{path}@v20260724"
-ESTIMATE = "estimate"
+ESTIMATE = "estimate"  # components.gang_deadline uses the same word
 
 # Image sizes (compressed, what a node downloads). Estimates: no registry is reachable here.
 # Measure: `crane manifest IMAGE | jq '[.layers[].size] | add'` (or `docker buildx imagetools
@@ -61,16 +62,6 @@ class Path:
     @property
     def seconds(self) -> float:
         return sum(s.seconds for s in self.steps)
-
-
-def boot_seconds(pool: GpuPool) -> tuple[float, str]:
-    """EC2 launch, boot of the AL2023 NVIDIA AMI, nodeadm (RAID0, huge pages), kubelet joins and
-    the node turns Ready. No AWS figure is published per type: an estimate, longer for the P
-    family (8 GPUs, many EFA cards, a large NVMe array)."""
-    family = pool.instance.name.split(".")[0]
-    if family.startswith("p"):
-        return 420.0, f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name} (P family, 8 GPUs); measure with the ASG activity history and `kubectl get node -w`"
-    return 240.0, f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name}; measure with the ASG activity history and `kubectl get node -w`"
 
 
 DEVICE_PLUGINS_S = 30.0  # estimate: the NVIDIA and EFA device plugin pods start and register (small images)
@@ -163,18 +154,6 @@ class GiveBack:
     @property
     def usd(self) -> float | None:
         return None if self.node_hour_usd is None else self.arrived_at_most * self.node_hour_usd * self.seconds / 3600
-
-
-GANG_DEADLINE_MARGIN_S = 300.0
-DEADLINE_CHECK_S = 60.0
-
-
-def gang_deadline_s(pool: GpuPool) -> float:
-    """How long a gang waits for its last node: boot + the gate's bound + a margin for EC2
-    delivering a batch late. Beyond it the nodes are not coming (insufficient capacity)."""
-    boot, _ = boot_seconds(pool)
-    gate = seconds_of(pool.health_gate.timeout) if pool.health_gate.enabled else 0
-    return boot + gate + GANG_DEADLINE_MARGIN_S
 
 
 def give_back(pool: GpuPool, node_hour_usd: float | None) -> GiveBack:
