@@ -100,6 +100,18 @@ def _first_step(nodes: int) -> list[Step]:
     ]
 
 
+def _autoscaler_notices() -> list[Step]:
+    return [Step("the autoscaler waits until the oldest GPU pod is 30 s old", 30.0,
+                 CA.format(path="core/static_autoscaler.go") + " unschedulablePodWithGpuTimeBuffer = 30s"),
+            Step("the autoscaler's next loop sees them and scales the ASG up", 10.0,
+                 CA.format(path="config/const.go") + " DefaultScanInterval = 10s (--scan-interval, worst case)")]
+
+
+def _karpenter_batch() -> list[Step]:
+    return [Step("Karpenter batches the pending pods and launches (CreateFleet)", 10.0,
+                 "aws/karpenter-provider-aws:charts/karpenter/values.yaml@v1.14.1 settings.batchIdleDuration 1s, batchMaxDuration 10s (worst case)")]
+
+
 def cold_path(pool: GpuPool, nodes: int, *, shortened: bool = True) -> Path:
     """A pool at zero: the autoscaler buys `nodes` nodes for the gang."""
     boot, boot_src = boot_seconds(pool)
@@ -108,10 +120,7 @@ def cold_path(pool: GpuPool, nodes: int, *, shortened: bool = True) -> Path:
     steps = _admission() + [
         Step("Volcano marks the pods Unschedulable (next session)", 1.0,
              VOLCANO.format(path="pkg/scheduler/cache/cache.go") + " RecordJobStatusEvent; session every 1s"),
-        Step("the autoscaler waits until the oldest GPU pod is 30 s old", 30.0,
-             CA.format(path="core/static_autoscaler.go") + " unschedulablePodWithGpuTimeBuffer = 30s"),
-        Step("the autoscaler's next loop sees them and scales the ASG up", 10.0,
-             CA.format(path="config/const.go") + " DefaultScanInterval = 10s (--scan-interval, worst case)"),
+        *(_karpenter_batch() if pool.provisioner == "karpenter" else _autoscaler_notices()),
         Step("EC2 launch, boot, join, node Ready", boot, boot_src),
     ]
     pull = _pull(gb, PULL_MB_S_FAST if shortened else PULL_MB_S_DEFAULT, fast=shortened)
@@ -157,8 +166,15 @@ class GiveBack:
 
 
 def give_back(pool: GpuPool, node_hour_usd: float | None) -> GiveBack:
-    return GiveBack(gang_deadline_s(pool), DEADLINE_CHECK_S, float(seconds_of(pool.scale_down_unneeded_time)), 10.0,
-                    node_hour_usd, max(pool.max_size - 1, 0))
+    """A node-group pool's nodes go scaleDownUnneededTime after they are empty (its ASG tag); a
+    Karpenter pool's after the NodePool's consolidateAfter (components/karpenter.py)."""
+    if pool.provisioner == "karpenter":
+        from components.karpenter import consolidate_after_s
+
+        empty = float(consolidate_after_s(pool))
+    else:
+        empty = float(seconds_of(pool.scale_down_unneeded_time))
+    return GiveBack(gang_deadline_s(pool), DEADLINE_CHECK_S, empty, 10.0, node_hour_usd, max(pool.max_size - 1, 0))
 
 
 def pool_of(cfg: StackConfig, name: str) -> GpuPool:

@@ -187,6 +187,18 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         add(f"EBS gp3 root {root_gib} GiB x {low}..{high}", group.name, _times(low * root_gib, gb_hour),
             _times(high * root_gib, gb_hour), group=pool, missing="EBS gp3")
 
+    for pool in (p for p in cfg.gpu_pools if p.provisioner == "karpenter"):  # no node group: a Karpenter NodePool
+        group, instance = f"GPU pool {pool.name}", pool.instance.name
+        if pool.capacity_type == "spot":
+            add(f"EC2 {instance} spot x 0..{pool.max_size} (Karpenter)", f"karpenter-{pool.name}", 0.0, None,
+                f"spot: {NOT_PRICED} (the price moves; see the Spot price history)", group)
+        else:
+            rate = rp.get("ec2_on_demand_hour", instance)
+            add(f"EC2 {instance} on-demand x 0..{pool.max_size} (Karpenter)", f"karpenter-{pool.name}", 0.0 if rate is not None else None,
+                _times(pool.max_size, rate), "Karpenter NodePool: nodes only for pending pods, removed when empty", group, missing=instance)
+        add(f"EBS gp3 root {pool.root_volume_gib} GiB x 0..{pool.max_size}", f"karpenter-{pool.name}", 0.0 if gb_hour is not None else None,
+            _times(pool.max_size * pool.root_volume_gib, gb_hour), group=group, missing="EBS gp3")
+
     nat_hour, nat_gb = rp.get("nat_gateway_hour"), rp.get("nat_gateway_gb")
     for nat in plan.of_type("aws:ec2/natGateway:NatGateway"):
         rate = None if nat_hour is None or nat_gb is None else nat_hour + assumptions.nat_gb_per_month * nat_gb / per_month

@@ -201,6 +201,8 @@ class GpuPool(Setting):
     scale_down_unneeded_time: Duration = GPU_SCALE_DOWN_UNNEEDED_DEFAULT
     """How long a node of this pool stays unneeded before the autoscaler removes it (its ASG's autoscaling-options tag); long enough for a gang's last node to boot and join."""
     health_gate: HealthGate = HealthGate()
+    provisioner: Literal["node-group", "karpenter"] = "node-group"
+    """node-group: an EKS managed node group scaled by the Cluster Autoscaler; karpenter (on-demand and spot only): a Karpenter NodePool that never disrupts a running training pod (docs/karpenter.md)."""
     _instance: InstanceFacts | None = PrivateAttr(None)
 
     @property
@@ -225,6 +227,11 @@ class GpuPool(Setting):
         problems = Problems()
         if self.min_size > self.max_size:
             problems.add("minSize", f"{self.min_size} is above maxSize {self.max_size}")
+        if self.provisioner == "karpenter" and self.capacity.reserved:
+            problems.add("provisioner", f"karpenter is for on-demand and spot pools; {self.capacity.type} pools stay on managed node groups "
+                         "until Karpenter selects capacity across several reservations and Capacity Blocks (aws/karpenter-provider-aws#8514)")
+        if self.provisioner == "karpenter" and self.min_size:
+            problems.add("minSize", f"{self.min_size}: a Karpenter NodePool has no minimum (it launches for pending pods only); use 0 or provisioner node-group")
         catalog, region = _catalog(info)
         if catalog is None or not re.fullmatch(re.escape(region) + r"[a-z]", self.availability_zone):
             problems.raise_any()  # the zone itself is reported by the stack (not in its availabilityZones)
