@@ -205,10 +205,13 @@ def apply_decision(api: NodeApi, node_name: str, decision: Decision, taint_key: 
     return outcome
 
 
-# Auto Scaling errors: ResourceContentionFault is the one SetInstanceHealth declares (botocore
-# data/autoscaling/2011-01-01/service-2.json); ValidationError and AccessDeniedException are the
-# common errors of the API (docs.aws.amazon.com/autoscaling/ec2/APIReference/CommonErrors.html).
-RETRYABLE = ("ResourceContentionFault", "Throttling", "ThrottlingException")
+# Auto Scaling errors, by the code on the wire (what ClientError.response["Error"]["Code"] holds),
+# not botocore's shape name: SetInstanceHealth declares the shape ResourceContentionFault, whose
+# code is "ResourceContention", HTTP 500 (botocore data/autoscaling/2011-01-01/service-2.json,
+# shapes.ResourceContentionFault.error). Throttling is the query protocol's throttling code
+# (botocore data/_retry.json, definitions.throttling). A denied call answers AccessDenied (403),
+# which is reported, not retried. tests/aws_errors.py reads these codes from botocore's model.
+RETRYABLE = ("ResourceContention", "Throttling")
 
 
 def mark_unhealthy(client: Any, instance: str, attempts: int = 3, pause: float = 2.0) -> str:
