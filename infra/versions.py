@@ -176,10 +176,19 @@ CLUSTER_AUTOSCALER_IMAGE_SOURCE = "kubernetes/autoscaler:cluster-autoscaler/vers
 
 # NVIDIA device plugin with GPU feature discovery (driver/CUDA labels). kubeVersion ">= 1.10.0-0"
 # and "Kubernetes version >= 1.10" (device plugin API v1beta1), no upper bound published.
+# 0.19.3, not 0.19.0 (gate21): 0.19.0 turned MOFED, GDRCopy and GDS on by default (#1550), so every
+# GPU pod got every /dev/infiniband/uverbs* - all EFA devices, whatever it asked the EFA plugin for
+# (NVIDIA/k8s-device-plugin#1692); 0.19.3 reverts the defaults (commit 2ffedc34b, #1837:
+# cmd/nvidia-device-plugin/main.go@v0.19.3, the mofed-enabled/gdrcopy-enabled/gds-enabled flags
+# have no Value). The chart's values.yaml is unchanged from v0.19.0 (`git diff --stat v0.19.0
+# v0.19.3 -- deployments/helm/nvidia-device-plugin`: Chart.yaml and the service-account templates
+# only), so every key components/device_plugins.py sets is still read; mofedEnabled, gdrcopyEnabled
+# and gdsEnabled (values.yaml@v0.19.3, rendered as MOFED_ENABLED/... by
+# templates/daemonset-device-plugin.yml when a bool) are set false there as well.
 NVIDIA_DEVICE_PLUGIN = Chart(
-    "nvidia-device-plugin", "0.19.0", "https://nvidia.github.io/k8s-device-plugin",
-    verified("NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v0.19.0"),
-    KubernetesRange("NVIDIA device plugin 0.19.0", "1.10", None, "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v0.19.0 (kubeVersion)"),
+    "nvidia-device-plugin", "0.19.3", "https://nvidia.github.io/k8s-device-plugin",
+    verified("NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v0.19.3"),
+    KubernetesRange("NVIDIA device plugin 0.19.3", "1.10", None, "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v0.19.3 (kubeVersion)"),
 )
 # EKS EFA device plugin chart v0.5.30 = image v0.5.20 (appVersion and values.yaml image.tag),
 # published in the chart index (aws/eks-charts:index.yaml@c7f9ea56, gh-pages). The chart states
