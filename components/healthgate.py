@@ -56,6 +56,9 @@ NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 # (legacyValidateEvent, kubernetes/kubernetes: pkg/apis/core/validation/events.go): the gate may
 # create Events there and nowhere else.
 EVENTS_NAMESPACE = "default"
+# The gate pod serves its node's EFA counters here (images/training/efa_metrics.py PORT);
+# components/observability.py scrapes the port by its name, "metrics".
+EFA_METRICS_PORT = 9810
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,9 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False) -> dict:
                         "name": "gate",
                         "image": image,
                         "command": ["python", "/opt/higgsfield/health_gate.py"],
-                        "env": env,
+                        "env": [*env, {"name": "EFA_METRICS_PORT", "value": str(EFA_METRICS_PORT)}],
+                        # the node's EFA hw_counters for the dashboard (images/training/efa_metrics.py)
+                        "ports": [{"name": "metrics", "containerPort": EFA_METRICS_PORT, "protocol": "TCP"}],
                         "securityContext": {"privileged": True},
                         "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "16Gi"}},
                         "volumeMounts": [{"name": "lustre", "mountPath": MOUNT_PATH}] if lustre else [],
