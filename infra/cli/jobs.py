@@ -232,17 +232,91 @@ def _load(text: str) -> Any:
     return job
 
 
+def image_comment(cfg: StackConfig, image: str) -> str:
+    """The YAML comment that says which image a rendered job needs and how to get it."""
+    import textwrap
+
+    from infra.cli import image as image_cli
+
+    def comment(text: str) -> list[str]:
+        return textwrap.wrap(text, 98, initial_indent="#   ", subsequent_indent="#   ", break_on_hyphens=False)
+
+    if image == stack_image(cfg) and not cfg.training_image:
+        tag = image.rsplit(":", 1)[1]
+        repository = image.split("/", 1)[1].rsplit(":", 1)[0]
+        return "\n".join([
+            f"# Image: {image}",
+            *comment(f"built from images/training of this checkout. Not in the registry yet? `higgsfield image push {cfg.stack}` "
+                     f"builds and pushes it (Docker), or the image workflow does on main ({image_cli.DOCS}). Is it there:"),
+            f"#     aws ecr describe-images --region {cfg.region} --repository-name {repository} \\",
+            f"#       --image-ids imageTag={tag}",
+        ])
+    origin = "higgsfield:trainingImage" if image == cfg.training_image else "--image"
+    return "\n".join([f"# Image: {image}", *comment(
+        f"({origin}) yours to build and push before applying this job; on EFA pools it needs libfabric's efa provider and "
+        f"aws-ofi-nccl, as images/training/Dockerfile builds them ({image_cli.DOCS}).")])
+
+
+class ResumeRefused(ConfigError):
+    """A multi-node job with checkpoints on a stack without shared storage: it could never resume."""
+
+
+def _storage(cfg: StackConfig) -> str | None:
+    """Where checkpoints outlive a node, if anywhere: the stack's FSx (with exportToS3, its S3 link)."""
+    if not cfg.fsx.enabled:
+        return None
+    return "FSx, exported to S3" if cfg.checkpoints.export_to_s3 else "FSx"
+
+
+def resume_text(cfg: StackConfig, pods: int) -> str:
+    """What the job's header comment may promise about resuming."""
+    storage = _storage(cfg)
+    if storage:
+        return f"resumes from the newest complete checkpoint on {storage}"
+    return ("resumes from its newest checkpoint only while its node lives\n# (one pod on its node's disk: "
+            "higgsfield:fsx.enabled is false, no shared storage)")
+
+
+def refuse_unresumable(example: str, cfg: StackConfig, pods: int) -> None:
+    """A job on more than one node writes each pod's checkpoint to that pod's own disk without
+    shared storage: no checkpoint is ever complete (rank 0 waits for every rank's shard,
+    examples/checkpointing.py), so a restarted gang never resumes."""
+    if pods > 1 and example.startswith("pytorch") and _storage(cfg) is None:
+        raise ResumeRefused("higgsfield:fsx.enabled", f"{example} runs on {pods} nodes and its checkpoints would stay on each pod's local disk, so it could never resume "
+                            "after a lost node: enable higgsfield:fsx (shared storage for checkpoints), or run a one-node job (pytorch-elastic --workers 1)")
+
+
+def resume_promise(job: dict, cfg: StackConfig) -> str | None:
+    """What a rendered job promises that the stack cannot keep: checkpoints of a multi-pod job that
+    are not on a PersistentVolumeClaim (shared storage), while the job says it resumes."""
+    gpu_pods = 0
+    for key, spec in (job.get("spec", {}).get("pytorchReplicaSpecs") or {}).items():
+        gpu_pods += int(job["spec"].get("elasticPolicy", {}).get("maxReplicas", spec.get("replicas", 1)) if key == "Worker" else spec.get("replicas", 1))
+    for replica, template in pod_templates(job, named=True):
+        spec, main = template["spec"], template["spec"]["containers"][0]
+        shared = {e["name"]: e.get("value") for e in main.get("env", [])}.get("CHECKPOINT_SHARED_DIR")
+        claims = {v["name"] for v in spec.get("volumes", []) if "persistentVolumeClaim" in v}
+        mounts = [m["mountPath"] for m in main.get("volumeMounts", []) if m["name"] in claims]
+        if shared and gpu_pods > 1 and not any(shared == m or shared.startswith(m.rstrip("/") + "/") for m in mounts):
+            return (f"{job['metadata']['name']} ({replica}): {gpu_pods} pods keep checkpoints at {shared}, not on shared storage, "
+                    "so a restarted gang cannot resume (higgsfield:fsx.enabled)")
+    return None
+
+
 def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None, workers: int | None = None,
            image: str | None = None) -> list[dict]:
     """The Kubernetes objects of `example` for stack `cfg`: the job, and the script's ConfigMap.
-    Every pod runs `image` (default: the stack's training image); `workers` defaults to what fits."""
+    Every pod runs `image` (default: the stack's training image); `workers` defaults to what fits.
+    A multi-node PyTorch job is refused on a stack without shared storage (ResumeRefused)."""
     if example not in EXAMPLES:
         raise ConfigError("EXAMPLE", f"unknown example {example!r}; examples: {', '.join(EXAMPLES)}")
     chosen = _pick_pool(cfg, pool, efa_first=example == "mpi-nccl-tests")
     member = _pick_team(cfg, team)
     if example == "mpi-nccl-tests" and not chosen.efa:
         raise ConfigError("--pool", f"pool {chosen.name} has no EFA; the NCCL test is for EFA pools")
-    workers = fit(example, cfg, chosen, member).check(workers)
+    sizes = fit(example, cfg, chosen, member)
+    workers = sizes.check(workers)
+    refuse_unresumable(example, cfg, sizes.pods(workers))
     if image is not None:
         check_image(cfg, chosen, image)
     image = image or stack_image(cfg)
@@ -262,6 +336,8 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         "min_replicas": 1,  # elastic: starts with one worker, grows to `workers`
         "max_replicas": workers,
         "image": image,
+        "image_comment": image_comment(cfg, image),
+        "resume": resume_text(cfg, sizes.pods(workers)),
     }
     job = _load(Template((EXAMPLES_DIR / f"{example}.yaml").read_text()).substitute(values))
     for replica, template in pod_templates(job, named=True):
@@ -275,6 +351,9 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
             _checkpoint(template, cfg, chosen, member, name)
     for template in pod_templates(job):
         run_as_team(template, member)
+    promise = resume_promise(job, cfg)
+    if promise:  # the renderer's own guarantee: never print a resume the stack cannot give
+        raise ResumeRefused("higgsfield:fsx.enabled", promise)
     objects: list[dict[str, Any]] = [job]
     if example.startswith("pytorch"):
         objects.insert(0, {

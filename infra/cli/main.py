@@ -188,6 +188,17 @@ def _bootstrap(args: argparse.Namespace) -> int:
     return 0
 
 
+def _image(args: argparse.Namespace) -> int:
+    from infra.cli import image
+    from infra.cli.offline import load_stack
+
+    cfg = load_stack(args.stack)
+    if args.print:
+        print(image.script(cfg, args.image_command))
+        return 0
+    return image.run(cfg, args.image_command)
+
+
 def _schema(args: argparse.Namespace) -> int:
     from infra.cli import schema
     from infra.cli.offline import project_root
@@ -319,6 +330,14 @@ def parser() -> argparse.ArgumentParser:
     boot = sub.add_parser("bootstrap", help="print the first-deploy steps of a stack (before CI can deploy it)")
     boot.add_argument("stack")
     boot.set_defaults(func=_bootstrap)
+    image_cmd = sub.add_parser("image", help="build or push the training image (images/training) into the stack's ECR repository, with docker")
+    image_actions = image_cmd.add_subparsers(dest="image_command", required=True)
+    for action, what in (("build", "docker build the image, tagged as the stack's jobs and health gate name it"),
+                         ("push", "build it, log in to the stack's ECR repository and push it (unless the tag is there); print its digest")):
+        step = image_actions.add_parser(action, help=what)
+        step.add_argument("stack")
+        step.add_argument("--print", action="store_true", help="print the commands instead of running them")
+        step.set_defaults(func=_image)
     schema_cmd = sub.add_parser("schema", help="the stack-file JSON Schema and README config table, generated from infra/config/")
     schema_cmd.add_argument("--write", action="store_true", help="write schemas/stack.schema.json and the README table")
     schema_cmd.add_argument("--check", action="store_true", help="exit 1 if either is stale")
