@@ -119,12 +119,17 @@ def checkpoint_env(cfg: StackConfig, pool: GpuPool, team: Team, job_name: str) -
     return values
 
 
-def _checkpoint(template: dict, cfg: StackConfig, pool: GpuPool, team: Team, job_name: str) -> None:
+def _checkpoint(template: dict, cfg: StackConfig, pool: GpuPool, team: Team, job_name: str, enabled: bool = True) -> None:
     """The checkpoint settings, and a grace period long enough for the final flush on SIGTERM
-    (Kubernetes' default of 30 s is not: higgsfield:checkpoints.terminationGracePeriod)."""
+    (Kubernetes' default of 30 s is not: higgsfield:checkpoints.terminationGracePeriod). Not
+    `enabled`: CHECKPOINT_EVERY_STEPS=0 (examples/train_ddp.py saves and loads nothing) and no
+    shared directory."""
     spec, main = template["spec"], template["spec"]["containers"][0]
     spec["terminationGracePeriodSeconds"] = cfg.checkpoints.grace_seconds
     values = checkpoint_env(cfg, pool, team, job_name)
+    if not enabled:
+        del values["CHECKPOINT_SHARED_DIR"]
+        values["CHECKPOINT_EVERY_STEPS"] = "0"
     main["env"] = [e for e in main.get("env", []) if e["name"] not in values] + [{"name": k, "value": v} for k, v in values.items()]
 
 
@@ -268,22 +273,31 @@ def _storage(cfg: StackConfig) -> str | None:
     return "FSx, exported to S3" if cfg.checkpoints.export_to_s3 else "FSx"
 
 
-def resume_text(cfg: StackConfig, pods: int) -> str:
+def resume_text(cfg: StackConfig, checkpoints: bool) -> str:
     """What the job's header comment may promise about resuming."""
     storage = _storage(cfg)
+    if not checkpoints:
+        return ("starts again at step 0: checkpoints are off\n# (CHECKPOINT_EVERY_STEPS=0): this stack has no shared storage "
+                "for a multi-node job's checkpoints\n# (higgsfield:fsx.enabled is false)")
     if storage:
         return f"resumes from the newest complete checkpoint on {storage}"
     return ("resumes from its newest checkpoint only while its node lives\n# (one pod on its node's disk: "
             "higgsfield:fsx.enabled is false, no shared storage)")
 
 
-def refuse_unresumable(example: str, cfg: StackConfig, pods: int) -> None:
-    """A job on more than one node writes each pod's checkpoint to that pod's own disk without
-    shared storage: no checkpoint is ever complete (rank 0 waits for every rank's shard,
-    examples/checkpointing.py), so a restarted gang never resumes."""
-    if pods > 1 and example.startswith("pytorch") and _storage(cfg) is None:
+def checkpoints_for(example: str, cfg: StackConfig, pods: int, asked: bool | None) -> bool:
+    """Whether the job checkpoints. A job on more than one node would write each pod's checkpoint
+    to that pod's own disk without shared storage: no checkpoint is ever complete (rank 0 waits for
+    every rank's shard, examples/checkpointing.py), so it could never resume. By default such a job
+    runs without checkpoints (and says so); asked for them explicitly, it is refused."""
+    if not example.startswith("pytorch"):
+        return False
+    resumable = pods <= 1 or _storage(cfg) is not None
+    if asked and not resumable:
         raise ResumeRefused("higgsfield:fsx.enabled", f"{example} runs on {pods} nodes and its checkpoints would stay on each pod's local disk, so it could never resume "
-                            "after a lost node: enable higgsfield:fsx (shared storage for checkpoints), or run a one-node job (pytorch-elastic --workers 1)")
+                            "after a lost node: enable higgsfield:fsx (shared storage for checkpoints), run it on one node (pytorch-elastic --workers 1), "
+                            "or render it without --checkpoints (a restart starts at step 0)")
+    return resumable if asked is None else asked
 
 
 def resume_promise(job: dict, cfg: StackConfig) -> str | None:
@@ -304,10 +318,11 @@ def resume_promise(job: dict, cfg: StackConfig) -> str | None:
 
 
 def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None, workers: int | None = None,
-           image: str | None = None) -> list[dict]:
+           image: str | None = None, checkpoints: bool | None = None) -> list[dict]:
     """The Kubernetes objects of `example` for stack `cfg`: the job, and the script's ConfigMap.
     Every pod runs `image` (default: the stack's training image); `workers` defaults to what fits.
-    A multi-node PyTorch job is refused on a stack without shared storage (ResumeRefused)."""
+    `checkpoints` (PyTorch examples) None: on where they can resume (`checkpoints_for`); True on a
+    stack where a multi-node job cannot resume: refused (ResumeRefused)."""
     if example not in EXAMPLES:
         raise ConfigError("EXAMPLE", f"unknown example {example!r}; examples: {', '.join(EXAMPLES)}")
     chosen = _pick_pool(cfg, pool, efa_first=example == "mpi-nccl-tests")
@@ -316,7 +331,7 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         raise ConfigError("--pool", f"pool {chosen.name} has no EFA; the NCCL test is for EFA pools")
     sizes = fit(example, cfg, chosen, member)
     workers = sizes.check(workers)
-    refuse_unresumable(example, cfg, sizes.pods(workers))
+    checkpoints = checkpoints_for(example, cfg, sizes.pods(workers), checkpoints)
     if image is not None:
         check_image(cfg, chosen, image)
     image = image or stack_image(cfg)
@@ -337,7 +352,7 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         "max_replicas": workers,
         "image": image,
         "image_comment": image_comment(cfg, image),
-        "resume": resume_text(cfg, sizes.pods(workers)),
+        "resume": resume_text(cfg, checkpoints),
     }
     job = _load(Template((EXAMPLES_DIR / f"{example}.yaml").read_text()).substitute(values))
     for replica, template in pod_templates(job, named=True):
@@ -348,7 +363,7 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
             _attach_lustre(template)
             _attach_datasets(template, cfg, member)
         if example.startswith("pytorch"):
-            _checkpoint(template, cfg, chosen, member, name)
+            _checkpoint(template, cfg, chosen, member, name, checkpoints)
     for template in pod_templates(job):
         run_as_team(template, member)
     promise = resume_promise(job, cfg)

@@ -153,7 +153,8 @@ def _jobs_render(args: argparse.Namespace) -> int:
 
     _stack_then(args, "example")
     cfg = load_stack(args.stack)
-    print(jobs.to_yaml(jobs.render(args.example, cfg, pool=args.pool, team=args.team, workers=args.workers, image=args.image)), end="")
+    print(jobs.to_yaml(jobs.render(args.example, cfg, pool=args.pool, team=args.team, workers=args.workers, image=args.image,
+                                      checkpoints=args.checkpoints)), end="")
     return 0
 
 
@@ -323,6 +324,8 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("--workers", type=int, help="worker replicas (elastic: the most it grows to); default: 2, or what fits "
                         "the pool's maxSize, the team's gpuQuota and its queue's gpuCapability")
     render.add_argument("--image", help=IMAGE_HELP)
+    render.add_argument("--checkpoints", action=argparse.BooleanOptionalAction, default=None,
+                        help="PyTorch examples: checkpoint and resume (default: where they can resume; a multi-node job needs higgsfield:fsx)")
     render.set_defaults(func=_jobs_render, usage="higgsfield jobs render STACK EXAMPLE")
     stacks_cmd = sub.add_parser("stacks", help="the stack matrix of the workflows (JSON), from stacks/Pulumi.<stack>.yaml")
     stacks_cmd.add_argument("--delivered", action="store_true", help="only stacks with higgsfield:delivery (CI previews and deploys those)")
