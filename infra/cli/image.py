@@ -111,18 +111,19 @@ def script(cfg: StackConfig, action: str, root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
-def missing_tools(action: str, which: Callable[[str], str | None] = shutil.which) -> list[str]:
+def missing_tools(action: str, which: Callable[[str], str | None] | None = None) -> list[str]:
     needed = ["docker"] + (["aws"] if action == "push" else [])
-    return [tool for tool in needed if which(tool) is None]
+    return [tool for tool in needed if (which or shutil.which)(tool) is None]
 
 
 Runner = Callable[..., subprocess.CompletedProcess]
 
 
-def run(cfg: StackConfig, action: str, root: Path = ROOT, runner: Runner = subprocess.run,
-        which: Callable[[str], str | None] = shutil.which, out: Callable[[str], None] = print) -> int:
+def run(cfg: StackConfig, action: str, root: Path = ROOT, runner: Runner | None = None,
+        which: Callable[[str], str | None] | None = None, out: Callable[[str], None] = print) -> int:
     """Run the steps in order; 0 when done, 2 (one line) when a tool is missing, else the failing
     command's exit status."""
+    runner = runner or subprocess.run
     missing = missing_tools(action, which)
     if missing:
         raise ConfigError(" ".join(missing), f"not found on PATH: `higgsfield image {action}` runs docker{' and the AWS CLI' if action == 'push' else ''}; "

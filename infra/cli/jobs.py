@@ -251,8 +251,9 @@ def image_comment(cfg: StackConfig, image: str) -> str:
         repository = image.split("/", 1)[1].rsplit(":", 1)[0]
         return "\n".join([
             f"# Image: {image}",
-            *comment(f"built from images/training of this checkout. Not in the registry yet? `higgsfield image push {cfg.stack}` "
-                     f"builds and pushes it (Docker), or the image workflow does on main ({image_cli.DOCS}). Is it there:"),
+            "#   built from images/training of this checkout. Not in the registry yet? Build and push it (Docker):",
+            f"#     higgsfield image push {cfg.stack}",
+            f"#   or let the image workflow do it on main ({image_cli.DOCS}). Is it there:",
             f"#     aws ecr describe-images --region {cfg.region} --repository-name {repository} \\",
             f"#       --image-ids imageTag={tag}",
         ])
