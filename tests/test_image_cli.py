@@ -139,10 +139,18 @@ def test_every_shipped_stacks_gate_image_can_exist(stack):
     assert day_one.gate_image_findings(_cfg(stack)) == []
 
 
-def test_the_plans_gate_daemonset_runs_the_stacks_source_image():
-    (daemonset,) = [r for r in plan_of("prod").resources if r.name == "health-gate-daemonset"]
-    container = daemonset.inputs["spec"]["template"]["spec"]["containers"][0]
-    assert container["image"] in ("<computed>", jobs.stack_image(_cfg()).split("/", 1)[0] and container["image"])  # the repository URL is known at deploy
+def test_the_planned_gate_runs_the_pinned_gate_image_not_the_teams_training_image(project_copy):
+    from infra.cli.offline import record
+
+    pinned = "123456789012.dkr.ecr.us-east-2.amazonaws.com/gate/training@sha256:" + "c" * 64
+
+    def change(config):
+        config["higgsfield:healthGateImage"] = pinned
+        config["higgsfield:trainingImage"] = "123456789012.dkr.ecr.us-east-2.amazonaws.com/team/own:1"
+
+    root = project_copy("staging", change)
+    (daemonset,) = [r for r in record("bad", root).resources if r.name == "health-gate-daemonset"]
+    assert daemonset.inputs["spec"]["template"]["spec"]["containers"][0]["image"] == pinned
 
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
