@@ -72,15 +72,20 @@ class HealthGateArgs:
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
     tags: Mapping[str, str]
+    cuda: str = versions.TRAINING_IMAGE_CUDA   # what the image's CUDA needs of the driver (higgsfield:cudaVersion)
+    node_release: str | None = None           # higgsfield:nodeReleaseVersion: its driver, where known
 
 
-def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool) -> dict[str, str]:
+def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool, cuda: str = versions.TRAINING_IMAGE_CUDA,
+                 release: str | None = None) -> dict[str, str]:
     """What node_check.py expects of a node of `pool` (its environment variables), and how the
-    gate reacts to a failure there."""
+    gate reacts to a failure there. The driver: at least the branch CUDA `cuda` needs, and exactly
+    the driver of the AMI `release` where the stack pins one we know (infra/versions.py)."""
     return {
         "EXPECTED_GPUS": str(pool.gpus_per_node),
         "EXPECTED_GPU_MODEL": pool.instance.gpu_model or "",
-        "EXPECTED_DRIVER_BRANCH": str(versions.EKS_NVIDIA_DRIVER_BRANCH),
+        "MIN_DRIVER_BRANCH": str(versions.CUDA_MIN_DRIVER_BRANCH[cuda]),
+        "EXPECTED_DRIVER_VERSION": versions.nvidia_driver_of_release(release) or "",
         "EXPECTED_EFA_DEVICES": str(efa_count(efa_interfaces_for(pool.instance)) if pool.efa else 0),
         "MIN_MATMUL_FRACTION": str(thresholds.min_matmul_fraction),
         "MIN_MEMORY_BANDWIDTH_FRACTION": str(thresholds.min_memory_bandwidth_fraction),
@@ -93,8 +98,9 @@ def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool) -> d
 
 
 def gate_role_rules() -> list[dict]:
-    """Read and patch nodes (its own only: the admission policy), nothing else cluster-wide."""
-    return [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    """Read and patch nodes (its own only: the admission policy), list them (its pool's healthy
+    nodes' drivers, by label selector), nothing else cluster-wide."""
+    return [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
 
 
 def own_node_policy() -> dict:
@@ -257,7 +263,7 @@ class HealthGate(pulumi.ComponentResource):
         for pool in args.pools:  # not awaited by the DaemonSet (adding a pool changes nothing else); the gate waits for it
             obj(f"expectations-{pool.name}", {
                 "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": expectations_name(pool.name), "namespace": NAMESPACE},
-                "data": {"expectations.json": json.dumps(expectations(pool, args.thresholds, args.lustre), indent=1, sort_keys=True)}})
+                "data": {"expectations.json": json.dumps(expectations(pool, args.thresholds, args.lustre, args.cuda, args.node_release), indent=1, sort_keys=True)}})
         replacing = [p.name for p in args.pools if p.health_gate.on_failure == "replace"]
         if replacing:
             role, role_policy = pod_identity_role(f"{name}-replace", args.tags, self, inline_policy=replacement_policy(args.cluster_name, replacing))

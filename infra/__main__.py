@@ -60,8 +60,8 @@ def build(cfg: StackConfig) -> None:
     DevicePlugins("device-plugins", DevicePluginsArgs(versions.NVIDIA_DEVICE_PLUGIN, versions.EFA_DEVICE_PLUGIN, any(p.efa for p in cfg.gpu_pools), cluster.provider, platform_ready))
     image = TrainingImageRepository("training-image", name, protect=cfg.production, tags=tags)
     gated = [p for p in cfg.gpu_pools if p.health_gate.enabled]  # no job on a GPU node before it passed its checks
-    gate = HealthGate("health-gate", HealthGateArgs(name, cfg.region, gated, cfg.observability.health, cfg.fsx.enabled,
-                                                    cfg.health_gate_image or image.source_image, cluster.provider, platform_ready, tags)) if gated else None
+    gate = HealthGate("health-gate", HealthGateArgs(name, cfg.region, gated, cfg.observability.health, cfg.fsx.enabled, cfg.health_gate_image or image.source_image,
+                                                    cluster.provider, platform_ready, tags, cfg.cuda_version or versions.TRAINING_IMAGE_CUDA, cfg.node_release_version)) if gated else None
 
     # 4. Training: the batch scheduler, then the controller that needs its PodGroup CRD
     sched = cfg.scheduler

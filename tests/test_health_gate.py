@@ -82,6 +82,13 @@ class FakeApiServer:
 
             def do_GET(self):
                 fake.requests.append(("GET", self.path))
+                if self.path.startswith("/api/v1/nodes?"):  # a list by label selector (equality terms only)
+                    from urllib.parse import parse_qs, urlsplit
+
+                    selector = parse_qs(urlsplit(self.path).query)["labelSelector"][0]
+                    terms = dict(term.split("=", 1) for term in selector.split(","))
+                    items = [n for n in fake.nodes.values() if all(n["metadata"]["labels"].get(k) == v for k, v in terms.items())]
+                    return self._answer(200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"}, "items": copy.deepcopy(items)})
                 parts = self.path.split("/")
                 if self.path.startswith("/api/v1/namespaces/") and parts[5] == "configmaps":
                     found = fake.config_maps.get((parts[4], parts[6]))

@@ -72,6 +72,20 @@ def resume_findings(cfg: StackConfig) -> list[tuple[str, str]]:
     return found
 
 
+def driver_findings(cfg: StackConfig) -> list[tuple[str, str]]:
+    """A pinned AMI release whose driver (where infra/versions.py knows it) is older than the
+    image's CUDA needs: every node of every pool would fail the gate's driver check."""
+    from infra import versions
+
+    driver = versions.nvidia_driver_of_release(cfg.node_release_version)
+    cuda = cfg.cuda_version or versions.TRAINING_IMAGE_CUDA
+    needed = versions.CUDA_MIN_DRIVER_BRANCH[cuda]
+    if driver and int(driver.split(".")[0]) < needed:
+        return [("driver-fits-cuda", f"higgsfield:nodeReleaseVersion: {cfg.node_release_version} ships NVIDIA driver {driver}, older than the {needed} "
+                 f"CUDA {cuda} needs (higgsfield:cudaVersion / the training image): every GPU node would fail its health gate; pin a newer release")]
+    return []
+
+
 def findings(cfg: StackConfig) -> list[tuple[str, str]]:
-    return gate_image_findings(cfg) + autoscaler_findings(cfg) + resume_findings(cfg)
+    return gate_image_findings(cfg) + autoscaler_findings(cfg) + resume_findings(cfg) + driver_findings(cfg)
 

@@ -37,7 +37,8 @@ def _env(cfg: StackConfig, pool: GpuPool, image: str) -> list[dict]:
     values = {
         "EXPECTED_GPUS": pool.gpus_per_node,
         "EXPECTED_GPU_MODEL": pool.instance.gpu_model or "",
-        "EXPECTED_DRIVER_BRANCH": versions.EKS_NVIDIA_DRIVER_BRANCH,
+        "MIN_DRIVER_BRANCH": versions.CUDA_MIN_DRIVER_BRANCH[cfg.cuda_version or versions.TRAINING_IMAGE_CUDA],
+        "EXPECTED_DRIVER_VERSION": versions.nvidia_driver_of_release(cfg.node_release_version) or "",
         "EXPECTED_EFA_DEVICES": efa_count(efa_interfaces_for(pool.instance)) if pool.efa else 0,
         "MIN_MATMUL_FRACTION": health.min_matmul_fraction,
         "MIN_MEMORY_BANDWIDTH_FRACTION": health.min_memory_bandwidth_fraction,
