@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components import container_logs
 from components.addons import managed_addon
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS
@@ -270,7 +271,8 @@ class Monitoring(pulumi.ComponentResource):
 
         # Node and pod logs: Fluent Bit of the CloudWatch Observability add-on, into log groups we
         # create first so that their retention is ours. Kubernetes metadata (node, namespace, pod,
-        # labels - the operator's training.kubeflow.org/job-name and replica-index) are fields.
+        # and - with our application-log.conf, Labels On - the operator's job-name, replica-type
+        # and replica-index labels) are fields.
         groups = [
             aws.cloudwatch.LogGroup(
                 f"{name}-logs-{kind}",
@@ -282,6 +284,7 @@ class Monitoring(pulumi.ComponentResource):
             for kind in CONTAINER_INSIGHTS_LOGS
         ]
         cloudwatch_role, _ = pod_identity_role(f"{name}-cloudwatch", tags, self, managed_policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy")
-        addon("amazon-cloudwatch-observability", (cloudwatch_role, "cloudwatch-agent"), deps=groups, configuration=CLOUDWATCH_DCGM_OFF)
+        # Container lines carry the pod's labels (job, replica type and index) and node: components/container_logs.py.
+        addon("amazon-cloudwatch-observability", (cloudwatch_role, "cloudwatch-agent"), deps=groups, configuration=container_logs.addon_configuration(CLOUDWATCH_DCGM_OFF))
         addon("eks-node-monitoring-agent")
         self.register_outputs({"grafana_dashboard": "higgsfield-gpus"})

@@ -479,3 +479,13 @@ def nvidia_driver_of_release(release: str | None) -> str | None:
 PROVENANCE["TRAINING_IMAGE_CUDA"] = unverified("the tag of TRAINING_BASE_IMAGE (cuda12.8)",
                                                "docker run --rm pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel nvcc --version")
 PROVENANCE["EKS_AMI_NVIDIA_DRIVER"] = verified("awslabs/amazon-eks-ami:CHANGELOG.md@81fec2e8 (kmod-nvidia-latest-dkms per release)")
+
+# Container logs with pod labels: our own application-log.conf for the add-on's Fluent Bit, given as
+# add-on configuration under this key (components/container_logs.py; the chart's values at
+# aws-observability/helm-charts:charts/amazon-cloudwatch-observability/values.yaml@71a298ff).
+CLOUDWATCH_LOGS_LABELS_ON = "containerLogs.fluentBit.config.extraFiles"
+PROVENANCE["CLOUDWATCH_LOGS_LABELS_ON"] = unverified(
+    "aws-observability/helm-charts:charts/amazon-cloudwatch-observability/values.yaml@71a298ff (containerLogs.fluentBit.config.extraFiles)",
+    "aws eks describe-addon-configuration --addon-name amazon-cloudwatch-observability --addon-version VERSION "
+    "--query configurationSchema --output text | jq .properties.containerLogs.properties.fluentBit.properties.config",
+)
