@@ -10,10 +10,16 @@ still has the taint as not ready yet (FilterOutNodesWithStartupTaints, same file
 core/static_autoscaler.go), so it does not add more nodes for pods that are waiting for the gate.
 
 The gate itself is a DaemonSet on GPU nodes only, tolerating every taint (DESIGN.md decision 11),
-running images/training/health_gate.py in the training image: it runs images/training/node_check.py
+running images/training/health_gate.py in an image built from images/training (higgsfield:
+healthGateImage, else the stack's ECR image at this checkout's source tag, which `higgsfield
+bootstrap` has pushed before the first GPU node joins: docs/training-image.md): it runs images/training/node_check.py
 and on a pass removes the taint and labels the node `higgsfield.io/health=healthy`; on a fail it
 keeps the taint, labels it `unhealthy` with the failed check, records an Event, and for pools
-with `healthGate.onFailure: replace` marks the instance Unhealthy in its Auto Scaling group.
+with `healthGate.onFailure: replace` marks the instance Unhealthy in its Auto Scaling group. The
+driver rule: at least the driver the image's CUDA needs, the same as the pool's healthy nodes on the
+same AMI, exactly the pinned AMI release's where known (node_check.report_driver). Afterwards the pod
+serves its node's EFA counters to Prometheus (images/training/efa_metrics.py). How long a node may
+stay in the gate before the autoscaler counts it unready: components/autoscaler.py unready_limits.
 """
 
 from __future__ import annotations
