@@ -126,3 +126,47 @@ def health_gate_taint() -> str:
     from infra.config import STARTUP_TAINT_KEY
 
     return STARTUP_TAINT_KEY
+
+
+def _verb(method: str, path: str) -> tuple[str, str, str | None]:
+    """(verb, resource, namespace) of a core/v1 REST call, as the RBAC authorizer names it."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(path).path.strip("/").split("/")[2:]  # after api/v1
+    namespace = None
+    if parts[0] == "namespaces":
+        namespace, parts = parts[1], parts[2:]
+    named = len(parts) > 1
+    verb = {"GET": "get" if named else "list", "PATCH": "patch", "POST": "create", "PUT": "update", "DELETE": "delete"}[method]
+    return verb, parts[0], namespace
+
+
+def test_every_call_the_gate_makes_is_granted_by_the_rbac_the_stack_renders():
+    """The calls come from a real gate pass against the fake API server (replacement off); the
+    rights from the prod plan's ClusterRole and Roles bound to the gate's account."""
+    from tests.test_health_gate import PASS
+
+    plan = plan_of("prod")
+    cluster_rules = [rule for r in plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+                     if r.inputs["metadata"]["name"] == "higgsfield-health-gate" for rule in r.inputs["rules"]]
+    namespaced = {}
+    for r in plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role"):
+        if r.inputs["metadata"]["name"] in ("health-gate-expectations", "higgsfield-health-gate-events"):
+            namespaced.setdefault(r.inputs["metadata"]["namespace"], []).extend(r.inputs["rules"])
+
+    def allowed(verb, resource, namespace):
+        rules = cluster_rules + namespaced.get(namespace, [])
+        return any(verb in rule["verbs"] and resource in rule["resources"] and "" in rule["apiGroups"] for rule in rules)
+
+    fake = FakeApiServer()
+    try:
+        fake.add_node("n1", pool="h100")
+        fake.config_maps[("higgsfield-health", "health-gate-h100")] = {"data": {"expectations.json": json.dumps({"EXPECTED_GPUS": "8"})}}
+        env = {"NODE_NAME": "n1", "STARTUP_TAINT": health_gate_taint(), "EXPECTATIONS_NAMESPACE": "higgsfield-health", "EVENTS_NAMESPACE": "default",
+               "EXPECTATIONS_WAIT_SECONDS": "0"}
+        health_gate.gate(fake.api, env, checks=lambda expected, node, timeout: PASS)
+        calls = {_verb(m, p) for m, p in fake.requests}
+    finally:
+        fake.server.shutdown()
+    assert ("list", "nodes", None) in calls and ("create", "events", "default") in calls
+    assert [c for c in calls if not allowed(*c)] == []
