@@ -188,3 +188,10 @@ def test_a_job_on_a_teams_own_image_says_it_is_theirs_to_push():
     own = "123456789012.dkr.ecr.us-east-2.amazonaws.com/team/own:1"
     text = jobs.to_yaml(jobs.render("pytorch-ddp", _cfg("prod", training_image=own)))
     assert f"# Image: {own}\n#   (higgsfield:trainingImage) yours to build and push" in text
+
+
+def test_the_rendered_health_check_says_which_image_it_needs_too():
+    from infra.cli import healthcheck
+
+    text = jobs.to_yaml(healthcheck.render(_cfg(), "h100"))
+    assert f"# Image: {jobs.stack_image(_cfg())}\n" in text and "#     higgsfield image push prod\n" in text
