@@ -19,17 +19,17 @@ NOT_GATE_IMAGES = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "index.docker
 def gate_image_findings(cfg: StackConfig) -> list[tuple[str, str]]:
     """The health gate of a gated pool must run an image that exists when the first GPU node joins."""
     from infra.cli import image
+    from infra.cli.pods import _repository_of
 
     if not any(p.health_gate.enabled for p in cfg.gpu_pools):
         return []
-    gate, setting = image.gate_image(cfg)
+    gate, _ = image.gate_image(cfg)
     key = "higgsfield:healthGateImage"
     if cfg.health_gate_image is None and gate.endswith(":" + image.UNKNOWN_TAG):
         return [("gate-image-exists", f"{key}: unset, and this checkout has no git tree for images/training (installed from a package, or not committed), "
                  f"so the gate's image {gate} names no image and every GPU node would keep its startup taint; set {key} to an image built "
                  f"from images/training (`higgsfield image push {cfg.stack}` prints its digest), or run from a git checkout")]
-    repository = gate.split("@", 1)[0].rsplit(":", 1)[0] if ":" in gate.split("/")[-1] or "@" in gate else gate
-    if repository in NOT_GATE_IMAGES:
+    if _repository_of(gate) in NOT_GATE_IMAGES:
         return [("gate-image-exists", f"{key}: {gate} has no health gate in it (images/training/health_gate.py); use an image built from images/training")]
     return []
 
