@@ -110,3 +110,21 @@ def test_check_reports_freezing_limits_as_a_mandatory_finding(monkeypatch):
     monkeypatch.setattr(check, "ci_delivery", lambda plan, root: [])
     result = check.check_stack("prod")
     assert [f.message.split(":")[1] for f in result.mandatory] == ["autoscaler.okTotalUnreadyCount"]
+
+
+@pytest.mark.parametrize("change, key, detail", [
+    ("pool", "higgsfield:gpuPools[0].bootTime", "is not a duration"),
+    ("count", "higgsfield:autoscaler.okTotalUnreadyCount", ""),
+    ("percentage", "higgsfield:autoscaler.maxTotalUnreadyPercentage", ""),
+])
+def test_a_bad_unready_setting_names_its_key(project_copy, capsys, change, key, detail):
+    from tests.conftest import assert_plan_rejects, set_pool
+
+    def autoscaler(**values):
+        def apply(config):
+            config["higgsfield:autoscaler"] = {**config.get("higgsfield:autoscaler", {}), **values}
+        return apply
+
+    edit = {"pool": set_pool(0, bootTime="ten minutes"), "count": autoscaler(okTotalUnreadyCount=-1),
+            "percentage": autoscaler(maxTotalUnreadyPercentage=140.0)}[change]
+    assert_plan_rejects(project_copy, capsys, "prod", edit, key, detail)
