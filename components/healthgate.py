@@ -80,6 +80,7 @@ class HealthGateArgs:
     tags: Mapping[str, str]
     cuda: str = versions.TRAINING_IMAGE_CUDA   # what the image's CUDA needs of the driver (higgsfield:cudaVersion)
     node_release: str | None = None           # higgsfield:nodeReleaseVersion: its driver, where known
+    prepull_image: str | None = None          # higgsfield:trainingImage: pulled by an init container during the gate
 
 
 def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool, cuda: str = versions.TRAINING_IMAGE_CUDA,
@@ -171,7 +172,16 @@ def replacement_policy(cluster_name: str, pools: Sequence[str]) -> str:
     })
 
 
-def daemonset(image: pulumi.Input[str], lustre: bool = False) -> dict:
+def prepull_container(image: str) -> dict:
+    """An init container that only makes the kubelet pull `image` (a team's higgsfield:trainingImage)
+    while the node is still in its gate, so the first job finds it on the node (IfNotPresent); it
+    runs `sh -c true` and holds nothing."""
+    return {"name": "pull-training-image", "image": image, "command": ["sh", "-c", "true"],
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}}
+
+
+def daemonset(image: pulumi.Input[str], lustre: bool = False, prepull: str | None = None) -> dict:
     """The gate's pods: GPU nodes of gated pools only, every taint tolerated, privileged.
 
     Privileged, and no `nvidia.com/gpu` or EFA request: the checks need every GPU and EFA device
@@ -204,6 +214,7 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False) -> dict:
                     "nodeSelector": {**GPU_NODES, GATED_LABEL: "true"},
                     "tolerations": [EVERY_TAINT],
                     "terminationGracePeriodSeconds": 30,
+                    **({"initContainers": [prepull_container(prepull)]} if prepull else {}),
                     "containers": [{
                         "name": "gate",
                         "image": image,
@@ -276,7 +287,7 @@ class HealthGate(pulumi.ComponentResource):
             ready += [role_policy, aws.eks.PodIdentityAssociation(
                 f"{name}-identity", cluster_name=args.cluster_name, namespace=NAMESPACE, service_account=SERVICE_ACCOUNT,
                 role_arn=role.arn, tags=dict(args.tags), opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))]
-        self.daemonset = KubernetesObject(f"{name}-daemonset", daemonset(args.image, args.lustre),
+        self.daemonset = KubernetesObject(f"{name}-daemonset", daemonset(args.image, args.lustre, args.prepull_image),
                                           opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready]))
         self.namespace = (NAMESPACE, ns)  # where the storage component puts the gate's Lustre claim
         self.register_outputs({"namespace": NAMESPACE})

@@ -62,7 +62,7 @@ def build(cfg: StackConfig) -> None:
     image = TrainingImageRepository("training-image", name, protect=cfg.production, tags=tags)
     gated = [p for p in cfg.gpu_pools if p.health_gate.enabled]  # no job on a GPU node before it passed its checks
     gate = HealthGate("health-gate", HealthGateArgs(name, cfg.region, gated, cfg.observability.health, cfg.fsx.enabled, cfg.health_gate_image or image.source_image,
-                                                    cluster.provider, platform_ready, tags, cfg.cuda_version or versions.TRAINING_IMAGE_CUDA, cfg.node_release_version)) if gated else None
+                                                    cluster.provider, platform_ready, tags, cfg.cuda_version or versions.TRAINING_IMAGE_CUDA, cfg.node_release_version, cfg.training_image)) if gated else None
     # 4. Training: the batch scheduler, then the controller that needs its PodGroup CRD
     sched = cfg.scheduler
     volcano = Volcano("volcano", VolcanoArgs(versions.VOLCANO, sched.queues, sched.priority_classes, cluster.provider, platform_ready))
