@@ -194,6 +194,9 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     plan = record(stack, root)
     violations, skipped = run_policies(plan, load_pack_config(path))
     violations += validate_manifests(plan) + ci_delivery(plan, root)
+    from infra.cli import day_one  # the first real day: gate image, autoscaler limits, resume promises
+
+    violations += [Finding(policy, "mandatory", None, message) for policy, message in day_one.findings(plan.config)]
     return CheckResult(plan, path, violations, skipped)
 
 

@@ -37,7 +37,8 @@ def _env(cfg: StackConfig, pool: GpuPool, image: str) -> list[dict]:
     values = {
         "EXPECTED_GPUS": pool.gpus_per_node,
         "EXPECTED_GPU_MODEL": pool.instance.gpu_model or "",
-        "EXPECTED_DRIVER_BRANCH": versions.EKS_NVIDIA_DRIVER_BRANCH,
+        "MIN_DRIVER_BRANCH": versions.CUDA_MIN_DRIVER_BRANCH[cfg.cuda_version or versions.TRAINING_IMAGE_CUDA],
+        "EXPECTED_DRIVER_VERSION": versions.nvidia_driver_of_release(cfg.node_release_version) or "",
         "EXPECTED_EFA_DEVICES": efa_count(efa_interfaces_for(pool.instance)) if pool.efa else 0,
         "MIN_MATMUL_FRACTION": health.min_matmul_fraction,
         "MIN_MEMORY_BANDWIDTH_FRACTION": health.min_memory_bandwidth_fraction,
@@ -82,6 +83,17 @@ def _pod_spec(cfg: StackConfig, pool: GpuPool, app: str, command: list[str], con
     return spec
 
 
+def _with_image_comment(obj: dict, cfg: StackConfig, image: str) -> dict:
+    """`obj` with the comment that says which image it needs and how to get it (jobs.image_comment)."""
+    from ruamel.yaml.comments import CommentedMap
+
+    from infra.cli.jobs import image_comment
+
+    commented = CommentedMap(obj)
+    commented.yaml_set_start_comment("\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in image_comment(cfg, image).splitlines()))
+    return commented
+
+
 def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: int | None = None, image: str | None = None) -> list[dict]:
     pools = {p.name: p for p in cfg.gpu_pools}
     if pool_name not in pools:
@@ -113,6 +125,7 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
             },
         },
     ]
+    objects[1] = _with_image_comment(objects[1], cfg, image)
     if count >= 2:
         team_spec = teams[namespace]
         worker = {"replicas": count, "restartPolicy": "Never", "template": {"metadata": {"labels": {"app": f"{app}-nccl"}},

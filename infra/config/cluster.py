@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     Field,
+    Strict,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -21,6 +22,7 @@ from infra.config.base import (
     NodeCount,
     Setting,
     derived,
+    number,
 )
 from infra.config.errors import Problems
 from infra.config.gpu_pools import Duration, _catalog
@@ -82,5 +84,11 @@ class Autoscaler(Setting):
     """How long a node stays unneeded before it is removed (10m, 600s, 1h)."""
     expander: Literal["least-waste", "most-pods", "priority", "random", "price"] = "least-waste"
     """Which node group grows when several could."""
+    max_node_startup_time: Duration | None = None
+    """--max-node-startup-time; unset: the slowest GPU pool's bootTime plus its healthGate.timeout (a node still in the gate is not yet 'unready'), at least the upstream 15m."""
+    ok_total_unready_count: number(0) | None = None
+    """--ok-total-unready-count; unset: the largest gang's nodes plus the upstream 3, so a gang whose nodes are all still unready never halts the autoscaler."""
+    max_total_unready_percentage: Annotated[float, Strict(), Field(ge=0, le=100)] | None = None
+    """--max-total-unready-percentage; unset: the upstream 45."""
 
 

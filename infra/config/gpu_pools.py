@@ -159,6 +159,10 @@ def _catalog(info: ValidationInfo) -> tuple[Catalog | None, str]:
 # launch, boot the NVIDIA AMI, pass the health gate and join while its first nodes wait idle. Not
 # measured here: a judgement for P-family instances (minutes to boot, capacity arriving in batches).
 GPU_SCALE_DOWN_UNNEEDED_DEFAULT = "30m"
+# From a GPU node's registration to Ready with its GPUs advertised (NVIDIA device plugin up) and the
+# gate's CUDA image pulled: a judgement, not measured here (see docs/autoscaling.md for the command
+# that measures it on a cluster).
+GPU_BOOT_TIME_DEFAULT = "10m"
 
 
 class HealthGate(Setting):
@@ -201,6 +205,8 @@ class GpuPool(Setting):
     scale_down_unneeded_time: Duration = GPU_SCALE_DOWN_UNNEEDED_DEFAULT
     """How long a node of this pool stays unneeded before the autoscaler removes it (its ASG's autoscaling-options tag); long enough for a gang's last node to boot and join."""
     health_gate: HealthGate = HealthGate()
+    boot_time: Duration = GPU_BOOT_TIME_DEFAULT
+    """How long a node of this pool takes from registering with the cluster to Ready with its GPUs advertised and the health gate's image pulled (the autoscaler's --max-node-startup-time counts from registration; the gate's timeout comes on top)."""
     provisioner: Literal["node-group", "karpenter"] = "node-group"
     """node-group: an EKS managed node group scaled by the Cluster Autoscaler; karpenter (on-demand and spot only): a Karpenter NodePool that never disrupts a running training pod (docs/karpenter.md)."""
     _instance: InstanceFacts | None = PrivateAttr(None)

@@ -120,6 +120,8 @@ class StackConfig(Setting):
     gpu_pools: tuple[GpuPool, ...] = ()
     training_image: matching(IMAGE_REFERENCE, "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)") | None = None
     """Your own EFA-ready image (libfabric's efa provider and aws-ofi-nccl inside), registry/repository:tag or @sha256:..., for every rendered job instead of the one built from images/training/Dockerfile into the stack's ECR repository; stock pytorch/pytorch is refused when the stack has EFA pools."""
+    health_gate_image: matching(IMAGE_REFERENCE, "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)") | None = None
+    """The image the GPU health gate runs: one built from images/training (it holds health_gate.py and node_check.py), best pinned by digest (`higgsfield image push STACK` prints it); unset: the stack's ECR repository at this checkout's images/training tag, which `higgsfield image push` or the image workflow must have pushed before the first GPU node joins."""
     cuda_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.CUDA_MIN_DRIVER_BRANCH)})] | None = None
     """The CUDA version the training images need, e.g. "12.8"; rejected if the GPU AMI's driver is too old."""
     autoscaler: Autoscaler = Autoscaler()
