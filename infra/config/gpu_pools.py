@@ -100,7 +100,7 @@ class Capacity(Setting):
 
     type: Literal["on-demand", "spot", "capacity-block", "reservation"] = "on-demand"
     """reservation: an On-Demand Capacity Reservation; capacity-block: an EC2 Capacity Block for ML."""
-    reservation_id: Annotated[str, Strict(), AfterValidator(lambda v: _reservation_id(v))] | None = None
+    reservation_id: Annotated[str, Strict(), Field(max_length=20), AfterValidator(lambda v: _reservation_id(v))] | None = None
     """The capacity reservation (cr-0123456789abcdef0); required for capacity-block and reservation, else not allowed."""
     start: UtcTime | None = None
     """capacity-block only (required): when the block begins, UTC ("2027-01-04T11:30:00Z"); the pool's ASG opens then."""
