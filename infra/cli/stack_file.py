@@ -130,7 +130,7 @@ def read(path: Path) -> StackFile:
         raise StackFileError(path, mark.line + 1 if mark else 1, _yaml_message(exc, text)) from None
     except yaml.YAMLError as exc:  # reader errors (control characters) carry a position only
         position = getattr(exc, "position", 0) or 0
-        raise StackFileError(path, text[:position].count("\n") + 1, f"is not YAML: {exc}") from None
+        raise StackFileError(path, text[:position].count("\n") + 1, f"is not YAML: {' '.join(str(exc).split())}") from None
     finally:
         loader.dispose()
     if root is None:
