@@ -150,8 +150,31 @@ def validate_manifests(plan: Plan) -> list[Finding]:
     return findings
 
 
-def load_pack_config(path: Path | None) -> dict:
-    return json.loads(path.read_text()) if path and path.is_file() else {}
+def load_pack_config(path: Path | None, option: str = "--policy-config") -> dict:
+    """The policy pack config at `path` (a JSON object of policy name -> level or settings); its
+    problems name the option and the file, in one line."""
+    if not path or not path.is_file():
+        return {}
+    return read_json_option(path, option, "a policy pack config (policy name -> level or settings)")
+
+
+def read_json_option(path: Path, option: str, what: str) -> dict:
+    """A JSON object from the file an option names; a UsageError (exit 2) naming both if it is none."""
+    from infra.cli.main import UsageError
+
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{option} {path}: is not UTF-8 text, so not {what} in JSON") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{option} {path}:{exc.lineno}:{exc.colno}: is not JSON ({exc.msg}); expected {what}") from None
+    except RecursionError:
+        raise UsageError(f"{option} {path}: nests too deeply to be {what}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{option} {path}: is a JSON {type(data).__name__}, expected {what} (a JSON object)")
+    return data
 
 
 def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
@@ -181,12 +204,18 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     """Policies, schemas and example fits over the offline plan of `stack`, with the stack's
     policy pack config (policies/config/STACK.json unless given). A stack without one is refused:
     its policies would run at their defaults, not at the levels the stack is meant to meet."""
+    from infra.cli.offline import stack_file
+
     root = root or project_root()
+    stack_file(root, stack)  # a missing stack is reported as a missing stack, before its policy config
     path = policy_config or root / "policies" / "config" / f"{stack}.json"
     if not path.is_file():
+        if policy_config is not None:
+            raise StackNotFound(f"--policy-config {path}: no such file")
         raise StackNotFound(f"policy config {path} not found: `higgsfield init {stack} --region REGION` writes one, or pass --policy-config FILE")
+    pack_config = load_pack_config(path, "--policy-config" if policy_config is not None else f"the policy config of {stack}")
     plan = record(stack, root)
-    violations, skipped = run_policies(plan, load_pack_config(path))
+    violations, skipped = run_policies(plan, pack_config)
     violations += validate_manifests(plan) + ci_delivery(plan, root)
     return CheckResult(plan, path, violations, skipped)
 
