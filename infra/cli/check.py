@@ -155,26 +155,10 @@ def load_pack_config(path: Path | None, option: str = "--policy-config") -> dict
     problems name the option and the file, in one line."""
     if not path or not path.is_file():
         return {}
-    return read_json_option(path, option, "a policy pack config (policy name -> level or settings)")
+    from infra.cli.option_files import read_json_object
 
+    return read_json_object(path, option, "a policy pack config (policy name -> level or settings)")
 
-def read_json_option(path: Path, option: str, what: str) -> dict:
-    """A JSON object from the file an option names; a UsageError (exit 2) naming both if it is none."""
-    from infra.cli.main import UsageError
-
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{option} {path}: cannot be read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{option} {path}: is not UTF-8 text, so not {what} in JSON") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{option} {path}:{exc.lineno}:{exc.colno}: is not JSON ({exc.msg}); expected {what}") from None
-    except RecursionError:
-        raise UsageError(f"{option} {path}: nests too deeply to be {what}") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{option} {path}: is a JSON {type(data).__name__}, expected {what} (a JSON object)")
-    return data
 
 
 def ci_delivery(plan: Plan, root: Path) -> list[Finding]:

@@ -83,12 +83,11 @@ class PriceError(Exception):
 
 def load_prices(path: Path = PRICE_FILE, option: str = "--prices") -> dict[str, Any]:
     """The price file; a file that is no JSON object of regions is refused naming the option and the file."""
-    from infra.cli.check import read_json_option
-    from infra.cli.main import UsageError
+    from infra.cli.option_files import OptionFileError, read_json_object
 
-    prices = read_json_option(path, option, "a price file ({\"regions\": {REGION: ...}})")
+    prices = read_json_object(path, option, "a price file ({\"regions\": {REGION: ...}})")
     if not isinstance(prices.get("regions"), dict):
-        raise UsageError(f"{option} {path}: has no \"regions\" object, so it is no price file (see {PRICE_FILE.name} in infra/cli/data)")
+        raise OptionFileError(f"{option} {path}: has no \"regions\" object, so it is no price file (see {PRICE_FILE.name} in infra/cli/data)")
     return prices
 
 

@@ -277,7 +277,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
                    "Kubernetes deletes every object in a namespace with it: the team's jobs, claims, secrets and service accounts", also="namespaces")
         elif kind == CLAIM:
             refuse(f"delete of claim {resource['name']}", resource["name"],
-                   "the jobs that mount it lose their volume; the claim's binding to its volume is not recreated by a later apply", also="namespaces")
+                   "the jobs that mount it lose their volume; the claim's binding to its volume is not recreated by a later apply", also="claims")
     if was and now and was != now and any(r.get("protect") for r in before.values()):
         refuse(f"changing the environment of a protected stack ({was} → {now}) drops protect/retain", "environment")
     return Diff(added, removed, changed, refused)

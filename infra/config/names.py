@@ -15,26 +15,34 @@ until this module follows.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Any
 
 from infra.config.base import NAMESPACE
 
-if TYPE_CHECKING:
-    from infra.config.stack import StackConfig
+StackConfig = Any  # infra.config.stack.StackConfig (which calls `collisions`; not imported back)
 
 TEAMS_COMPONENT = "teams"  # infra/__main__.py: Teams("teams", ...)
 STORAGE_COMPONENT = "lustre"  # infra/__main__.py: LustreFileSystem("lustre", ...)
+# components/tenancy.py network_policies: the NetworkPolicies of every team namespace (by name).
+TEAM_NETWORK_POLICIES = ("default-deny", "allow-own-namespace", "allow-dns", "allow-metrics-scrape", "allow-launcher-to-api-server")
+# components/gpu_pools.py: the node-template tags are written onto each pool's ASG as resources
+# named GROUP-asg-<tag key without the template prefix, '/' as '-'>.
+AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
+POOL_LABEL, GATED_LABEL = "higgsfield.io/pool", "higgsfield.io/gated"
+
+
+def role_name(stack: str, purpose: str) -> str:
+    """The CI roles' names, as infra/cli/stacks.py role_name gives them (a test checks)."""
+    return f"{NAMESPACE}-{stack}-{purpose}"
 
 
 def team_resource_names(cfg: StackConfig, team_index: int) -> list[str]:
     """The resource names components/teams.py gives team `team_index`'s objects."""
-    from components import tenancy
-
     team = cfg.scheduler.teams[team_index]
     base = f"{TEAMS_COMPONENT}-{team.name}"
     suffixes = ["gpu", "admission", "admission-binding", "default-sa"]
     suffixes += [f"deny-{c.name}" for c in cfg.scheduler.priority_classes if c.name not in team.priority_classes]
-    suffixes += [f"netpol-{n['metadata']['name']}" for n in tenancy.network_policies(team.name, monitoring_namespace="m", api_server_cidr="10.0.0.0/32")]
+    suffixes += [f"netpol-{n}" for n in TEAM_NETWORK_POLICIES]
     return [base, *(f"{base}-{s}" for s in suffixes)]
 
 
@@ -54,18 +62,19 @@ def volume_names(cfg: StackConfig) -> list[tuple[str, str, str]]:
 
 def pool_tag_resource_names(group: str, template_tags: list[str]) -> list[str]:
     """The aws.autoscaling.Tag resource names of GPU pool group `group` (components/gpu_pools.py)."""
-    from components.gpu_pools import AUTOSCALER_TEMPLATE
-
     return [f"{group}-asg-pool", *(f"{group}-asg-{key.removeprefix(AUTOSCALER_TEMPLATE + '/').replace('/', '-')}" for key in template_tags)]
 
 
 def _pool_names(cfg: StackConfig) -> Iterator[tuple[str, str]]:
-    from components.gpu_pools import autoscaler_template_tags
+    """The pools' label and taint tag resource names (the extended-resource tags have their own
+    prefix, resources/, and cannot meet these)."""
+    from infra.config.limits import GPU_TAINT_KEY, PLATFORM_LABELS, STARTUP_TAINT_KEY
 
     for i, pool in enumerate(cfg.gpu_pools):
-        if pool._instance is None:  # not validated against the catalog: its tags are unknown
-            continue
-        for name in pool_tag_resource_names(f"gpu-{pool.name}", list(autoscaler_template_tags(pool))):
+        labels = [*PLATFORM_LABELS[:1], POOL_LABEL, *pool.labels]  # nvidia.com/gpu.present, the pool, the pool's own
+        taints = [GPU_TAINT_KEY, *(t.key for t in pool.taints), *([STARTUP_TAINT_KEY] if pool.health_gate.enabled else [])]
+        keys = [f"{AUTOSCALER_TEMPLATE}/label/{k}" for k in dict.fromkeys(labels)] + [f"{AUTOSCALER_TEMPLATE}/taint/{k}" for k in dict.fromkeys(taints)]
+        for name in pool_tag_resource_names(f"gpu-{pool.name}", keys):
             yield f"{NAMESPACE}:gpuPools[{i}]", name
 
 
@@ -88,8 +97,6 @@ def collisions(cfg: StackConfig) -> list[tuple[str, str]]:
     # access entries: the admins, and the CI roles' entries (components/delivery.py)
     principals: list[tuple[str, str]] = [(f"{NAMESPACE}:admins[{i}]", arn) for i, arn in enumerate(cfg.admins)]
     if cfg.delivery is not None:
-        from infra.cli.stacks import role_name
-
         partition = "aws-cn" if cfg.region.startswith("cn-") else "aws-us-gov" if cfg.region.startswith("us-gov-") else "aws"
         principals += [(f"{NAMESPACE}:delivery (its {purpose} role)", f"arn:{partition}:iam::{cfg.delivery.account_id}:role/{role_name(cfg.stack, purpose)}")
                        for purpose in ("preview", "deploy")]
