@@ -59,6 +59,7 @@ CASES = {
     "taint_autoscaler_prefix": ("dev", set_pool(0, taints=[{"key": "ignore-taint.cluster-autoscaler.kubernetes.io/x"}]), "higgsfield:gpuPools[0].taints[0].key", "Cluster Autoscaler"),
     "taint_duplicate_key_and_effect": ("dev", set_pool(0, taints=[{"key": "dedicated", "value": "a"}, {"key": "dedicated", "value": "b"}]), "higgsfield:gpuPools[0].taints[1]", "duplicates taints[0]"),
     "taint_key_over_eks_limit": ("dev", set_pool(0, taints=[{"key": "a" * 50 + ".io/" + "b" * 20}]), "higgsfield:gpuPools[0].taints[0].key", "at most 63"),
+    "labels_and_taints_beyond_the_asgs_50_tags": ("dev", set_pool(0, labels={f"l{i}": "x" for i in range(20)}, taints=[{"key": f"t{i}"} for i in range(14)]), "higgsfield:gpuPools[0].labels", "at most 50 tags"),
     "too_many_taints": ("dev", set_pool(0, taints=[{"key": f"t{i}"} for i in range(51)]), "higgsfield:gpuPools[0].taints", "at most 50"),
     # --- names that collide after derivation ---
     "team_named_like_another_teams_quota": ("dev", add_team(_team("ml-gpu", 20002)), "higgsfield:scheduler.teams[1].name", "teams-ml-gpu"),

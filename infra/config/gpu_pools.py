@@ -52,6 +52,15 @@ EXPANDERS = ("least-waste", "most-pods", "priority", "random", "price")
 EKS_LABEL_LENGTH = 63
 EKS_MAX_INSTANCE_TYPES = 20
 EKS_MAX_TAINTS = 50
+# Each label and taint of a pool is also a Cluster Autoscaler node-template tag on its Auto Scaling
+# group (components/gpu_pools.py autoscaler_template_tags), and "You can add up to 50 tags to each
+# Auto Scaling group" (docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-tagging.html).
+# Already on it: the platform's labels (5), taints (2), extended resources (up to 3), the
+# scale-down time and the pool tag (2), and the tags EKS adds to a managed node group's group
+# (eks:cluster-name, eks:nodegroup-name, and the autoscaler's discovery tags: counted as 5, not
+# checked here -- `aws autoscaling describe-tags --filters Name=auto-scaling-group,Values=ASG`).
+ASG_TAGS_DOC = "docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-tagging.html"
+ASG_TAG_ROOM = 50 - (5 + 2 + 3 + 2 + 5)
 EksLabelKey = Annotated[QualifiedName, Field(max_length=EKS_LABEL_LENGTH)]
 EksLabelValue = Annotated[LabelValue, Field(min_length=1)]
 
@@ -274,6 +283,9 @@ class GpuPool(Setting):
         """The pool's labels and taints leave the platform's alone, register with the kubelet, and
         are unique by key and effect as the API server requires ("taints must be unique by key and
         effect pair": kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateNodeTaints)."""
+        if len(self.labels) + len(self.taints) > ASG_TAG_ROOM:
+            problems.add("labels", f"{len(self.labels)} labels and {len(self.taints)} taints are more than the {ASG_TAG_ROOM} the pool's Auto Scaling group has room for: "
+                                   f"each is an autoscaler node-template tag on it, and an Auto Scaling group takes at most 50 tags ({ASG_TAGS_DOC})")
         for key in self.labels:
             why = pool_label(key)
             if why:
