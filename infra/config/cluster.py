@@ -6,7 +6,6 @@ from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
-    Field,
     ValidationInfo,
     field_validator,
     model_validator,

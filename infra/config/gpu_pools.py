@@ -81,7 +81,7 @@ UtcTime = matching(UTC_TIME, "is not a UTC time like \"2027-01-04T11:30:00Z\" (q
 Duration = matching(r"^\d{1,6}(s|m|h)$", "is not a duration like 10m, 600s or 1h (at most six digits)", 16)
 # A duration where zero means failure (a health check with no time to run fails every node; a pod
 # with no grace period is killed before its checkpoint).
-PositiveDuration = matching(r"^(?!0+[smh]$)\d{1,6}(s|m|h)$", "is not a duration above zero like 10m, 600s or 1h: zero leaves no time at all", 16)
+PositiveDuration = matching(r"^(?!0+[smh]$)\d{1,6}(s|m|h)$", "is not a duration like 10m, 600s or 1h, above zero (zero leaves no time at all)", 16)
 
 
 def now() -> datetime:

@@ -21,7 +21,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
 from infra import versions
-from infra.config.base import DNS_LABEL, MAX_ITEMS, NAMESPACE, Cidr, Setting, Str, items, matching
+from infra.config.base import DNS_LABEL, NAMESPACE, Cidr, Setting, Str, items, matching
 from infra.config.checkpoints import Checkpoints
 from infra.config.cluster import Autoscaler, Endpoint, NodeSizes
 from infra.config.delivery import Delivery
