@@ -37,8 +37,8 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAP, _SEQ, _MERGE = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:merge"
 _BOOLEANS = ("true", "false", "yes", "no", "on", "off", "y", "n")
 # Integers YAML 1.1 reads in a form YAML 1.2 does not: 0-prefixed octal (010 is 8), 0b binary,
-# `_` separators, base 60 (1:30 is 90). 0x hex is read alike by both, but is no way to write a size.
-_AMBIGUOUS_INT = re.compile(r"^[-+]?(0[0-9_]+|0b[01_]+|0x[0-9a-fA-F_]+|[0-9][0-9_]*(:[0-5]?[0-9])+|[0-9]+_[0-9_]*)$")
+# `_` separators, base 60 (1:30 is 90). (0x hex without `_` is read alike by both.)
+_AMBIGUOUS_INT = re.compile(r"^[-+]?(0[0-9_]+|0b[01_]+|0x[0-9a-fA-F]*_[0-9a-fA-F_]*|[0-9][0-9_]*(:[0-5]?[0-9])+|[0-9]+_[0-9_]*)$")
 
 
 def _int_form(text: str) -> str:
@@ -48,7 +48,7 @@ def _int_form(text: str) -> str:
     if body.startswith("0b"):
         return "binary"
     if body.startswith("0x"):
-        return "hexadecimal"
+        return "hexadecimal with _ separators"
     if body.startswith("0") and len(body) > 1:
         return "octal"
     return "digits with _ separators"
