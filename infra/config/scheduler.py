@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pydantic import (
-    Field,
     field_validator,
     model_validator,
 )
