@@ -22,15 +22,20 @@ def _team(name: str, uid: int, queue: str = "ml", classes: tuple[str, ...] = ("b
 
 
 def add_team(base_team: dict) -> Any:
+    """Add a team with a queue of its own (each team's queue is its GPU quota)."""
+
     def change(config: dict) -> None:
-        config["higgsfield:scheduler"]["teams"].append(base_team)
+        scheduler = config["higgsfield:scheduler"]
+        queue = f"q-{base_team['name']}"[:30]
+        scheduler["queues"].append({"name": queue, "weight": 1, "gpuCapability": base_team["gpuQuota"]})
+        scheduler["teams"].append({**base_team, "queue": queue})
 
     return change
 
 
 def add_dataset_and_team(config: dict) -> None:
     config["higgsfield:fsx"]["datasets"].append({"name": "b", "owner": "llm"})
-    config["higgsfield:scheduler"]["teams"].append(_team("llm-ds-b", 20999, queue="research"))
+    add_team(_team("llm-ds-b", 20999))(config)
 
 
 def both(*changes: Any) -> Any:
@@ -62,9 +67,9 @@ CASES = {
     "labels_and_taints_beyond_the_asgs_50_tags": ("dev", set_pool(0, labels={f"l{i}": "x" for i in range(20)}, taints=[{"key": f"t{i}"} for i in range(14)]), "higgsfield:gpuPools[0].labels", "at most 50 tags"),
     "too_many_taints": ("dev", set_pool(0, taints=[{"key": f"t{i}"} for i in range(51)]), "higgsfield:gpuPools[0].taints", "at most 50"),
     # --- names that collide after derivation ---
-    "team_named_like_another_teams_quota": ("dev", add_team(_team("ml-gpu", 20002)), "higgsfield:scheduler.teams[1].name", "teams-ml-gpu"),
+    "team_named_like_another_teams_policy_binding": ("dev", add_team(_team("ml-admission-binding", 20002)), "higgsfield:scheduler.teams[1].name", "teams-ml-admission-binding"),
     "team_named_like_another_teams_policy": ("dev", add_team(_team("ml-admission", 20002)), "higgsfield:scheduler.teams[1].name", "teams-ml-admission"),
-    "team_named_health_collides_with_the_health_volume": ("staging", add_team(_team("health", 20999, queue="research")), "higgsfield:scheduler.teams[2].name", "lustre-pv-health"),
+    "team_named_health_collides_with_the_health_volume": ("staging", add_team(_team("health", 20999)), "higgsfield:scheduler.teams[2].name", "lustre-pv-health"),
     "team_and_dataset_derive_one_volume": ("staging", add_dataset_and_team, "higgsfield:scheduler.teams[2].name", "lustre-pv-llm-ds-b"),
     "duplicated_admin": ("dev", set_key("higgsfield:admins", ["arn:aws:iam::111122223333:role/PlatformAdmin"] * 2), "higgsfield:admins[1]", "one per principal"),
     "admin_is_the_ci_deploy_role": ("dev", set_key("higgsfield:admins", ["arn:aws:iam::111122223333:role/higgsfield-bad-deploy"]), "higgsfield:admins[0]", "one per principal"),

@@ -40,7 +40,9 @@ def team_resource_names(cfg: StackConfig, team_index: int) -> list[str]:
     """The resource names components/teams.py gives team `team_index`'s objects."""
     team = cfg.scheduler.teams[team_index]
     base = f"{TEAMS_COMPONENT}-{team.name}"
-    suffixes = ["gpu", "admission", "admission-binding", "default-sa"]
+    # KubernetesObjects only (one resource type, so one name is one URN); the default service
+    # account is a KubernetesPatch and the gang deadline a component of its own type.
+    suffixes = ["admission", "admission-binding"]
     suffixes += [f"deny-{c.name}" for c in cfg.scheduler.priority_classes if c.name not in team.priority_classes]
     suffixes += [f"netpol-{n}" for n in TEAM_NETWORK_POLICIES]
     return [base, *(f"{base}-{s}" for s in suffixes)]
