@@ -11,7 +11,7 @@ from pydantic import (
     model_validator,
 )
 
-from infra.config.base import Bool, Setting, derived, matching
+from infra.config.base import Bool, Setting, derived, items, matching
 from infra.config.errors import Problems
 from infra.config.limits import S3_BUCKET_PATTERN, s3_bucket
 
@@ -30,11 +30,11 @@ class Runner(Setting):
     """The CodeConnections connection to GitHub the runner project uses (created once in the console); required when enabled."""
     compute_type: Literal["BUILD_GENERAL1_SMALL", "BUILD_GENERAL1_MEDIUM", "BUILD_GENERAL1_LARGE"] = "BUILD_GENERAL1_MEDIUM"
     """The CodeBuild compute type of a runner (pulumi and the Helm charts need about 4 GB)."""
-    deploy_actors: tuple[GitHubAccountId, ...] = ()
+    deploy_actors: tuple[GitHubAccountId, ...] = items()
     """GitHub account ids (numeric, `gh api users/LOGIN --jq .id`) whose deploy jobs may start a deploy runner: the
     webhook's ACTOR_ACCOUNT_ID filter (the workflow_job event's sender: who merged to main, dispatched or re-ran the
     deploy). Required when enabled: no one else, and no pull request of anyone else, gets a build in the deploy runner."""
-    preview_actors: tuple[GitHubAccountId, ...] = ()
+    preview_actors: tuple[GitHubAccountId, ...] = items()
     """GitHub account ids whose pull requests may start a preview runner; empty: anyone whose pull request the preview
     workflow runs for (GitHub's fork-approval setting decides for forks). The preview runner holds no deploy identity."""
 
