@@ -29,7 +29,7 @@ from tests.aws_errors import add_wire_error
 import health_gate
 from health_gate import ApiError, KubernetesApi
 
-TAINT = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-health"
+TAINT = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-gate"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 PASS = {"node": "n1", "healthy": True, "results": [
     {"check": "GPU count", "value": "8", "expected": "8", "ok": True},

@@ -103,10 +103,10 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
         check_image(cfg, pool, image)
     image = image or stack_image(cfg)
     teams = {t.name: t for t in cfg.scheduler.teams}
-    namespace = team or next(iter(teams), None)
+    namespace = team if team is not None else next(iter(teams), None)  # --team '' is a (wrong) value, not "unset"
     if namespace not in teams:
         raise ConfigError("--team", f"no team {namespace!r} in stack {cfg.stack}; teams: {', '.join(teams) or 'none'}")
-    count = nodes or max(1, min(pool.max_size, 2))
+    count = nodes if nodes is not None else max(1, min(pool.max_size, 2))  # --nodes 0 is a value: refused below
     if not 1 <= count <= pool.max_size:
         raise ConfigError("--nodes", f"{count} is outside 1..{pool.max_size} (the pool's maxSize)")
     app = f"healthcheck-{pool.name}"

@@ -319,6 +319,67 @@ def resume_promise(job: dict, cfg: StackConfig) -> str | None:
     return None
 
 
+def fill_template(text: str, values: dict[str, Any], where: str) -> Any:
+    """The template with its ${placeholders} filled in, the values as data, never as YAML text.
+
+    The document is read twice: once with the values in the text (which keeps the template's
+    layout and comment columns), once with a plain token in each placeholder's place and the
+    values put into the parsed scalars afterwards (`_filled_as_data`: a placeholder that is a whole
+    plain scalar takes the value's own type, one inside a string its text), which no value can
+    turn into structure. The two must be the same document; if a value would change the structure
+    (`--image 'x\n  evil: 1'`, refused before as no image reference), rendering is refused."""
+    as_data = _filled_as_data(text, values)
+    try:
+        as_text = _load(Template(text).substitute(values))
+    except Exception:  # noqa: BLE001 - ruamel's parser errors: the values broke the YAML
+        as_text = None
+    if as_text is None or _plain(as_text) != _plain(as_data):
+        changed = [k for k, v in values.items() if isinstance(v, str) and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", v)]
+        raise ConfigError(f"--{changed[0].replace('_', '-')}" if changed else where,
+                          f"{_show_value(values[changed[0]]) if changed else 'a value'} would change the structure of {where}, not fill in a value")
+    return as_text
+
+
+def _plain(document: Any) -> str:
+    import json
+
+    return json.dumps(document, sort_keys=True, default=str)
+
+
+def _show_value(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
+def _filled_as_data(text: str, values: dict[str, Any]) -> Any:
+    tokens = {key: f"hfvalue{i}x" for i, key in enumerate(values)}
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith("#"):  # the template's comments: text for a reader
+            lines.append(Template(line).safe_substitute({k: " ".join(str(v).split()) for k, v in values.items()}))
+        else:
+            lines.append(Template(line).substitute(tokens))
+    by_token = {token: values[key] for key, token in tokens.items()}
+    found = re.compile("|".join(map(re.escape, by_token)))
+
+    def fill(node: Any) -> Any:
+        if isinstance(node, dict):
+            for key in list(node):
+                assert not (isinstance(key, str) and found.search(key)), f"a template placeholder in a key: {key}"  # values only
+                node[key] = fill(node[key])
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                node[i] = fill(item)
+        elif isinstance(node, str) and found.search(node):
+            if node in by_token and type(node) is str:  # a whole plain scalar: the value itself
+                return by_token[node]
+            text = found.sub(lambda m: str(by_token[m.group(0)]), str(node))
+            return type(node)(text) if type(node) is not str else text  # keeps the template's quoting
+        return node
+
+    return fill(_load("".join(lines)))
+
+
 def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None, workers: int | None = None,
            image: str | None = None, checkpoints: bool | None = None) -> list[dict]:
     """The Kubernetes objects of `example` for stack `cfg`: the job, and the script's ConfigMap.
@@ -356,7 +417,7 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         "image_comment": image_comment(cfg, image),
         "resume": resume_text(cfg, checkpoints),
     }
-    job = _load(Template((EXAMPLES_DIR / f"{example}.yaml").read_text()).substitute(values))
+    job = fill_template((EXAMPLES_DIR / f"{example}.yaml").read_text(), values, f"examples/{example}.yaml")
     for replica, template in pod_templates(job, named=True):
         if not _on_gpu_pool(template):
             continue

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.cli.offline import StackNotFound, record
+from infra.cli.option_files import OptionFileError
 from infra.cli.stack_file import StackFileError, shown as _shown
 
 # --- commands ---------------------------------------------------------------------------------
@@ -385,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"{_shown(exc.path)}:{exc.line}: {exc.message}", file=sys.stderr)
         return 2
-    except (StackNotFound, UsageError) as exc:
+    except (StackNotFound, UsageError, OptionFileError) as exc:
         if args.debug:
             raise
         print(f"error: {exc}", file=sys.stderr)
