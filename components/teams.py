@@ -10,10 +10,17 @@ import pulumi
 from components import tenancy
 from components.kubernetes_objects import KubernetesObject
 from components.tenancy import TeamRules
-from infra.config import PriorityClassSpec, Team
+from infra.config import DEFAULT_PRIORITY_CLASS, PriorityClassSpec, Team
 
-def rules_of(team: Team) -> TeamRules:
-    return TeamRules(name=team.name, queue=team.queue, priority_classes=tuple(team.priority_classes), uid=team.uid)
+
+def rules_of(team: Team, classes: Sequence[PriorityClassSpec] = ()) -> TeamRules:
+    """What the team's admission policy allows: its classes, and the platform's default class that
+    the API server writes into a pod naming none (components/training.py priority_classes)."""
+    serving = {c.name for c in classes if c.workload == "serving"}
+    return TeamRules(
+        name=team.name, queue=team.queue, priority_classes=(*team.priority_classes, DEFAULT_PRIORITY_CLASS), uid=team.uid,
+        serving_classes=tuple(c for c in team.priority_classes if c in serving),
+    )
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,8 @@ class Teams(pulumi.ComponentResource):
     rules that keep it from the others (components/tenancy.py).
 
     Creates per team: a Namespace (Pod Security `baseline` enforced, `restricted` warned; its
-    Volcano queue as the default), a ResourceQuota on `requests.nvidia.com/gpu`, a zero-pod quota
+    Volcano queue as the default), a ResourceQuota on `requests.nvidia.com/gpu` (and one on the pods
+    of its serving classes, servingGpuQuota), a zero-pod quota
     per priority class the team is *not* given, a ValidatingAdmissionPolicy and its binding to
     the namespace (queue, priority classes, UID/GID, no privilege, no host access), default-deny
     NetworkPolicies with the allowances jobs need, and the `default` ServiceAccount without an
@@ -46,7 +54,7 @@ class Teams(pulumi.ComponentResource):
         self.namespaces: dict[str, KubernetesObject] = {}
         self.uids = {team.name: team.uid for team in args.teams}  # who owns each team's files
         for team in args.teams:
-            rules = rules_of(team)
+            rules = rules_of(team, args.priority_classes)
             ns = KubernetesObject(f"{name}-{team.name}", tenancy.namespace(rules, args.kubernetes_version), opts=child)
             self.namespaces[team.name] = ns
             in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
@@ -60,6 +68,17 @@ class Teams(pulumi.ComponentResource):
                 "metadata": {"name": "gpu", "namespace": team.name},
                 "spec": {"hard": {"requests.nvidia.com/gpu": str(team.gpu_quota)}},
             })
+            if rules.serving_classes:
+                # serving's own quota: what its pods may hold of the team's GPUs
+                obj("serving-gpu", {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": "serving-gpu", "namespace": team.name},
+                    "spec": {
+                        "hard": {"requests.nvidia.com/gpu": str(team.serving_gpu_quota)},
+                        "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": list(rules.serving_classes)}]},
+                    },
+                })
             for cls in args.priority_classes:
                 if cls.name in team.priority_classes:
                     continue

@@ -66,10 +66,10 @@ def test_volcano_chart_is_pinned(plan):
     assert release.inputs["repositoryOpts"]["repo"] == versions.VOLCANO.repo
 
 
-def test_scheduler_never_preempts_or_reclaims(plan):
+def test_scheduler_never_reclaims_and_preempts_only_after_allocating(plan):
     actions = [a.strip() for a in _scheduler_config(plan)["actions"].split(",")]
-    assert "preempt" not in actions and "reclaim" not in actions
-    assert "allocate" in actions
+    assert "reclaim" not in actions and not {"gangpreempt", "gangreclaim", "shuffle"} & set(actions)
+    assert actions.index("allocate") < actions.index("preempt")  # serving takes back only what allocate could not place
 
 
 def test_scheduler_has_no_enqueue_gate_so_a_pending_gang_reaches_the_autoscaler(plan):
@@ -77,10 +77,12 @@ def test_scheduler_has_no_enqueue_gate_so_a_pending_gang_reaches_the_autoscaler(
     assert "enqueue" not in actions
 
 
-def test_gang_binds_all_or_nothing_and_gang_and_drf_are_not_preemptable(plan):
-    plugins = {p["name"]: p for tier in _scheduler_config(plan)["tiers"] for p in tier["plugins"]}
+def test_gang_decides_what_preempt_may_take_and_drf_does_not(plan):
+    tiers = _scheduler_config(plan)["tiers"]
+    plugins = {p["name"]: p for tier in tiers for p in tier["plugins"]}
     assert "gang" in plugins and "priority" in plugins
-    assert plugins["gang"]["enablePreemptable"] is False
+    assert plugins["gang"]["enablePreemptable"] is True and plugins["gang"]["enableReclaimable"] is False
+    assert [p["name"] for p in tiers[0]["plugins"]][-1] == "gang"  # last in its tier: infra/preemption.py rule 3
     assert plugins["drf"]["enablePreemptable"] is False
     assert plugins["proportion"].get("enableReclaimable") is False
 
@@ -103,12 +105,20 @@ def test_volcanos_default_queue_is_taken_over_with_no_gpus_and_never_reclaimable
     assert queue["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}  # the scheduler created it first
 
 
-def test_every_priority_class_never_preempts(plan):
-    classes = plan.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
-    assert classes
-    for cls in classes:
-        assert cls.inputs["preemptionPolicy"] == "Never"
-        assert cls.inputs["globalDefault"] is False
+def test_only_serving_priority_classes_preempt(plan):
+    classes = {c.inputs["metadata"]["name"]: c.inputs for c in plan.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")}
+    kinds = {c.name: c.workload for c in plan.config.scheduler.priority_classes}
+    assert set(classes) == {*kinds, "higgsfield-default"}
+    for name, workload in kinds.items():
+        assert classes[name]["preemptionPolicy"] == ("PreemptLowerPriority" if workload == "serving" else "Never"), name
+        assert classes[name]["globalDefault"] is False
+        assert classes[name]["metadata"]["labels"]["higgsfield.io/workload"] == workload
+
+
+def test_pods_naming_no_class_get_a_default_that_never_preempts(plan):
+    (default,) = [c.inputs for c in plan.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass") if c.inputs["globalDefault"]]
+    assert default["metadata"]["name"] == "higgsfield-default"
+    assert default["preemptionPolicy"] == "Never" and default["value"] == 0  # Kubernetes' own default priority
 
 
 def test_each_team_namespace_has_its_gpu_quota(plan, stack_settings):

@@ -18,7 +18,7 @@ from typing import Any
 from infra.cli.offline import COMPUTED, Plan, StackNotFound, project_root, record
 
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
-CRD_KINDS = {"Queue", "PyTorchJob", "MPIJob"}
+CRD_KINDS = {"Queue", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob"}
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def validate_manifests(plan: Plan) -> list[Finding]:
             findings.append(Finding("example-jobs-fit", "mandatory", None, f"examples/{example}.yaml: {exc}"))
             continue
         for obj in rendered:
-            if obj["kind"] == "ConfigMap":
+            if obj["kind"] not in CRD_KINDS:  # ConfigMaps, and the serving and evaluation examples' built-in kinds
                 objects.append(obj)
                 continue
             for i, template in enumerate(jobs.pod_templates(obj)):
@@ -187,8 +187,16 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
         raise StackNotFound(f"policy config {path} not found: `higgsfield init {stack} --region REGION` writes one, or pass --policy-config FILE")
     plan = record(stack, root)
     violations, skipped = run_policies(plan, load_pack_config(path))
-    violations += validate_manifests(plan) + ci_delivery(plan, root)
+    violations += validate_manifests(plan) + ci_delivery(plan, root) + training_minimum_preemptable(plan)
     return CheckResult(plan, path, violations, skipped)
+
+
+def training_minimum_preemptable(plan: Plan) -> list[Finding]:
+    """The proof of infra/preemption.py: one finding per setting through which something could
+    preempt a training gang's minimum (none: nothing can)."""
+    from infra.preemption import holes_in_plan
+
+    return [Finding("training-minimum-never-preempted", "mandatory", None, f"{h.setting}: {h.message}") for h in holes_in_plan(plan)]
 
 
 def render(result: CheckResult) -> str:
