@@ -26,10 +26,27 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarStri
 
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
 from infra.cli.pods import check_image, prepare_gpu_pod, stack_image
+from infra import versions
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
-EXAMPLES = ("pytorch-ddp", "pytorch-elastic", "mpi-nccl-tests")
+# Each example, its class of work (docs/workload-classes.md) and the scripts its ConfigMap carries.
+WORKLOAD = {
+    "pytorch-ddp": "training", "pytorch-elastic": "training", "mpi-nccl-tests": "training",
+    "tf-mnist": "training", "xgboost-iris": "training",
+    "serving-classifier": "serving", "eval-sweep": "evaluation",
+}
+EXAMPLES = tuple(WORKLOAD)
+SCRIPTS = {
+    "pytorch-ddp": ("train_ddp.py", "checkpointing.py"), "pytorch-elastic": ("train_ddp.py", "checkpointing.py"),
+    "tf-mnist": ("tf_mnist.py",), "xgboost-iris": ("xgboost_iris.py",),
+    "serving-classifier": ("serve.py", "checkpointing.py"), "eval-sweep": ("eval_sweep.py", "serve.py", "checkpointing.py"),
+}
+# Examples whose pods take one GPU each (the others: one pod per node, every GPU of it).
+ONE_GPU_PODS = ("xgboost-iris", "serving-classifier", "eval-sweep")
+# Kubeflow's TensorFlow example runs TensorFlow's own image, not the training image.
+OWN_IMAGE = {"tf-mnist": lambda: versions.TENSORFLOW_IMAGE.version}
+SERVING_FLOOR = 1  # replicas the serving example always keeps (its SLO floor)
 TRAIN_SCRIPT = "train_ddp.py"
 CHECKPOINT_MODULE = "checkpointing.py"  # ships next to the script in its ConfigMap
 LOCAL_CHECKPOINTS = "/local/checkpoints"  # the emptyDir on the node's RAID0 NVMe
@@ -50,30 +67,67 @@ def _pick_pool(cfg: StackConfig, name: str | None, efa_first: bool) -> GpuPool:
     return ranked[0]
 
 
-def _pick_team(cfg: StackConfig, name: str | None) -> Team:
+def _pick_team(cfg: StackConfig, name: str | None, workload: str = "training") -> Team:
+    """The team `name`, or the first team given a class of `workload`; it must have one."""
     teams = cfg.scheduler.teams
     if not teams:
         raise ConfigError("higgsfield:scheduler.teams", f"stack {cfg.stack} has no team namespace to submit to")
     if name is None:
-        return teams[0]
+        given = [t for t in teams if cfg.scheduler.classes_of(t, workload)]
+        if not given:
+            raise ConfigError("higgsfield:scheduler.teams", f"no team of stack {cfg.stack} is given a {workload} priority class")
+        return given[0]
     found = [t for t in teams if t.name == name]
     if not found:
         raise ConfigError("--team", f"no team {name!r} in stack {cfg.stack}; teams: {', '.join(t.name for t in teams)}")
+    if not cfg.scheduler.classes_of(found[0], workload):
+        raise ConfigError("--team", f"team {name} is given no {workload} priority class (higgsfield:scheduler.teams priorityClasses)")
     return found[0]
 
 
 def examples_for(cfg: StackConfig) -> list[str]:
-    """The examples a stack can run: none without GPU pools or teams, the NCCL test only with EFA."""
+    """The examples a stack can run: none without GPU pools or teams, the NCCL test only with EFA,
+    serving and evaluation only where a team is given such a class."""
     if not (cfg.gpu_pools and cfg.scheduler.teams):
         return []
-    return [e for e in EXAMPLES if e != "mpi-nccl-tests" or any(p.efa for p in cfg.gpu_pools)]
+    given = {WORKLOAD[e] for e in EXAMPLES if any(cfg.scheduler.classes_of(t, WORKLOAD[e]) for t in cfg.scheduler.teams)}
+    return [e for e in EXAMPLES if (e != "mpi-nccl-tests" or any(p.efa for p in cfg.gpu_pools)) and WORKLOAD[e] in given]
 
 
 def pod_templates(job: dict, named: bool = False) -> Iterator:
-    """Every replica's pod template of a Kubeflow job (with `named`: (replica key, template))."""
+    """Every pod template of a Kubeflow job's replicas, or of a Deployment or Job (with `named`:
+    (where, template))."""
+    if job.get("kind") in ("Deployment", "Job"):
+        yield ("spec.template.spec", job["spec"]["template"]) if named else job["spec"]["template"]
+        return
     for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs"):
         for replica, spec in (job.get("spec", {}).get(key) or {}).items():
             yield (f"spec.{key}.{replica}.template.spec", spec["template"]) if named else spec["template"]
+
+
+def workload_of(objects: list[dict]) -> dict:
+    """The object of a rendered example that runs the pods: the job, Deployment or Job (the last)."""
+    return objects[-1]
+
+
+def gpus_at_most(objects: list[dict]) -> int:
+    """The most GPUs the rendered example's pods hold at once: an elastic job's workers at
+    maxReplicas, a Deployment at its HPA's maxReplicas, a Job at its parallelism."""
+    job, total = workload_of(objects), 0
+    hpa = next((o for o in objects if o["kind"] == "HorizontalPodAutoscaler"), None)
+    for where, template in pod_templates(job, named=True):
+        gpus = int(template["spec"]["containers"][0].get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0))
+        if job["kind"] == "Deployment":
+            count = hpa["spec"]["maxReplicas"] if hpa else job["spec"]["replicas"]
+        elif job["kind"] == "Job":
+            count = job["spec"]["parallelism"]
+        else:
+            replica = where.split(".")[2]
+            key = where.split(".")[1]
+            elastic = job["spec"].get("elasticPolicy")
+            count = elastic["maxReplicas"] if elastic and replica == "Worker" else job["spec"][key][replica]["replicas"]
+        total += count * gpus
+    return total
 
 
 def _on_gpu_pool(template: dict) -> bool:
@@ -152,9 +206,13 @@ def _attach_datasets(template: dict, cfg: StackConfig, team: Team) -> None:
         main["volumeMounts"].append({"name": volume, "mountPath": DATASET_MOUNT.format(name=dataset.name), "readOnly": team.name != dataset.owner})
 
 
-# GPU pods per job of `workers` workers: DDP adds a master on the pool; the MPI launcher runs on
-# the system nodes; an elastic job's `workers` is the most it grows to.
-_GPU_PODS = {"pytorch-ddp": lambda w: w + 1, "pytorch-elastic": lambda w: w, "mpi-nccl-tests": lambda w: w}
+# GPU pods per job of `workers` workers: DDP and XGBoost add a master on the pool; the MPI launcher
+# runs on the system nodes; an elastic job's `workers` is the most it grows to, the serving
+# example's its HPA's maxReplicas, the sweep's its parallelism.
+_GPU_PODS = {
+    "pytorch-ddp": lambda w: w + 1, "pytorch-elastic": lambda w: w, "mpi-nccl-tests": lambda w: w,
+    "tf-mnist": lambda w: w, "xgboost-iris": lambda w: w + 1, "serving-classifier": lambda w: w, "eval-sweep": lambda w: w,
+}
 DEFAULT_WORKERS = 2
 
 
@@ -182,7 +240,8 @@ class Fit:
 
     @property
     def default_workers(self) -> int:
-        return self.most_workers if self.example == "pytorch-elastic" else min(DEFAULT_WORKERS, self.most_workers)
+        grows = self.example in ("pytorch-elastic", "serving-classifier")  # to the most that fits
+        return self.most_workers if grows else min(DEFAULT_WORKERS, self.most_workers)
 
     def _exceeded(self, workers: int) -> str:
         return "; ".join(text for gpus, text in self.limits if self.gpus(workers) > gpus)
@@ -203,55 +262,97 @@ class Fit:
 
 
 def fit(example: str, cfg: StackConfig, pool: GpuPool, team: Team) -> Fit:
-    """The size limits of `example` on `pool` for `team`."""
+    """The size limits of `example` on `pool` for `team` (a serving example: its serving quota too)."""
     p, t = cfg.gpu_pools.index(pool), cfg.scheduler.teams.index(team)
     q, queue = next((i, x) for i, x in enumerate(cfg.scheduler.queues) if x.name == team.queue)
-    return Fit(example, pool.gpus_per_node, (
+    limits = [
         (pool.max_size * pool.gpus_per_node, f"pool {pool.name}'s {pool.max_size} nodes x {pool.gpus_per_node} GPUs (higgsfield:gpuPools[{p}].maxSize)"),
         (team.gpu_quota, f"team {team.name}'s quota of {team.gpu_quota} GPUs (higgsfield:scheduler.teams[{t}].gpuQuota)"),
         (queue.gpu_capability, f"queue {queue.name}'s capability of {queue.gpu_capability} GPUs (higgsfield:scheduler.queues[{q}].gpuCapability)"),
-    ))
+    ]
+    if WORKLOAD[example] == "serving" and team.serving_gpu_quota is not None:
+        limits.append((team.serving_gpu_quota, f"team {team.name}'s serving quota of {team.serving_gpu_quota} GPUs (higgsfield:scheduler.teams[{t}].servingGpuQuota)"))
+    return Fit(example, 1 if example in ONE_GPU_PODS else pool.gpus_per_node, tuple(limits))
 
 
 def fits(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None) -> bool:
     """Whether some size of `example` fits the pool (default pool) for the team (default team)."""
     chosen = _pick_pool(cfg, pool, efa_first=example == "mpi-nccl-tests")
-    return fit(example, cfg, chosen, _pick_team(cfg, team)).most_workers >= 1
+    try:
+        member = _pick_team(cfg, team, WORKLOAD[example])
+    except ConfigError:  # the team is given no class of this kind of work
+        return False
+    return fit(example, cfg, chosen, member).most_workers >= 1
+
+
+def _load_all(text: str) -> list:
+    """Every document of a template (see `_load`)."""
+    return [_own_templates(d) for d in round_trip_yaml().load_all(text)]
 
 
 def _load(text: str) -> Any:
     """The template as a round-trip YAML document (comments kept). Replicas that share a pod
     template through a YAML alias get their own copy, so each can be filled in alone."""
-    job = round_trip_yaml().load(text)
+    return _own_templates(round_trip_yaml().load(text))
+
+
+def _own_templates(job: Any) -> Any:
     seen: set[int] = set()
     for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs"):
-        for spec in (job.get("spec", {}).get(key) or {}).values():
+        for spec in ((job.get("spec") or {}).get(key) or {}).values():
             if id(spec["template"]) in seen:
                 spec["template"] = copy.deepcopy(spec["template"])
             seen.add(id(spec["template"]))
     return job
 
 
+def _model_dir(cfg: StackConfig, team: Team, pool: GpuPool) -> str:
+    """Where the serving and evaluation examples find weights: the DDP example's checkpoints on
+    FSx (none without FSx, or where the team cannot read them: random weights, said on start)."""
+    if not cfg.fsx.enabled:
+        return ""
+    try:
+        return checkpoint_path(cfg, team, f"pytorch-ddp-{pool.name}")
+    except ConfigError:
+        return ""
+
+
+def _tolerate_pool(template: dict, pool: GpuPool, image: str) -> None:
+    """A one-GPU pod on `pool`: its image and the pool's own taints tolerated (prepare_gpu_pod
+    does this, and more, for pods that take a whole node)."""
+    spec = template["spec"]
+    spec["containers"][0]["image"] = image
+    tolerations = list(spec.get("tolerations") or [])
+    for taint in pool.taints:
+        toleration = {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
+        if toleration not in tolerations:
+            tolerations.append(toleration)
+    spec["tolerations"] = tolerations
+
+
 def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None, workers: int | None = None,
            image: str | None = None) -> list[dict]:
-    """The Kubernetes objects of `example` for stack `cfg`: the job, and the script's ConfigMap.
-    Every pod runs `image` (default: the stack's training image); `workers` defaults to what fits."""
+    """The Kubernetes objects of `example` for stack `cfg`: its scripts' ConfigMap, what goes with
+    it (a Service, an HPA), and the workload last. Every pod runs `image` (default: the stack's
+    training image, or the example's own); `workers` defaults to what fits."""
     if example not in EXAMPLES:
         raise ConfigError("EXAMPLE", f"unknown example {example!r}; examples: {', '.join(EXAMPLES)}")
+    workload = WORKLOAD[example]
     chosen = _pick_pool(cfg, pool, efa_first=example == "mpi-nccl-tests")
-    member = _pick_team(cfg, team)
+    member = _pick_team(cfg, team, workload)
     if example == "mpi-nccl-tests" and not chosen.efa:
         raise ConfigError("--pool", f"pool {chosen.name} has no EFA; the NCCL test is for EFA pools")
     workers = fit(example, cfg, chosen, member).check(workers)
     if image is not None:
         check_image(cfg, chosen, image)
-    image = image or stack_image(cfg)
+    image = image or (OWN_IMAGE[example]() if example in OWN_IMAGE else stack_image(cfg))
     name = f"{example}-{chosen.name}"
+    shared = MOUNT_PATH if cfg.fsx.enabled else LOCAL_CHECKPOINTS.rsplit("/", 1)[0]
     values = {
         "name": name,
         "namespace": member.name,
         "queue": member.queue,
-        "priority_class": member.priority_classes[0],
+        "priority_class": cfg.scheduler.classes_of(member, workload)[0],
         "pool": chosen.name,
         "zone": chosen.availability_zone,
         "gpus": chosen.gpus_per_node,
@@ -261,13 +362,22 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         "total_gpus": workers * chosen.gpus_per_node,
         "min_replicas": 1,  # elastic: starts with one worker, grows to `workers`
         "max_replicas": workers,
+        "floor": min(SERVING_FLOOR, workers),
         "image": image,
+        "checkpoint_dir": checkpoint_path(cfg, member, name) if workload == "training" and example not in ("pytorch-ddp", "pytorch-elastic", "mpi-nccl-tests") else "",
+        # what the serving and evaluation examples load: the newest checkpoint of the DDP example, on FSx
+        "model_dir": _model_dir(cfg, member, chosen) if workload != "training" else "",
+        "results_dir": f"{shared}/eval/{name}",
     }
-    job = _load(Template((EXAMPLES_DIR / f"{example}.yaml").read_text()).substitute(values))
+    documents = _load_all(Template((EXAMPLES_DIR / f"{example}.yaml").read_text()).substitute(values))
+    job = documents[-1]
     for replica, template in pod_templates(job, named=True):
         if not _on_gpu_pool(template):
             continue
-        prepare_gpu_pod(template["spec"], chosen, image, f"examples/{example}.yaml {replica}")
+        if example in ONE_GPU_PODS:
+            _tolerate_pool(template, chosen, image)
+        else:
+            prepare_gpu_pod(template["spec"], chosen, image, f"examples/{example}.yaml {replica}")
         if cfg.fsx.enabled and example != "mpi-nccl-tests":
             _attach_lustre(template)
             _attach_datasets(template, cfg, member)
@@ -275,13 +385,13 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
             _checkpoint(template, cfg, chosen, member, name)
     for template in pod_templates(job):
         run_as_team(template, member)
-    objects: list[dict[str, Any]] = [job]
-    if example.startswith("pytorch"):
+    objects: list[dict[str, Any]] = list(documents)
+    if example in SCRIPTS:
         objects.insert(0, {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": f"{name}-code", "namespace": member.name},
-            "data": {f: (EXAMPLES_DIR / f).read_text() for f in (TRAIN_SCRIPT, CHECKPOINT_MODULE)},
+            "data": {f: (EXAMPLES_DIR / f).read_text() for f in SCRIPTS[example]},
         })
     return objects
 
