@@ -132,7 +132,7 @@ def test_each_team_can_only_use_the_priority_classes_it_is_given(plan, stack_set
     denied = {}
     for q in plan.of_type("kubernetes:core/v1:ResourceQuota"):
         scope = q.inputs["spec"].get("scopeSelector")
-        if scope:
+        if scope and q.inputs["metadata"]["name"] != "serving-gpu":  # serving's own quota: test_serving_has_its_own_gpu_quota
             (expr,) = scope["matchExpressions"]
             assert expr["scopeName"] == "PriorityClass" and expr["operator"] == "In"
             assert q.inputs["spec"]["hard"] == {"pods": "0"}
@@ -140,6 +140,18 @@ def test_each_team_can_only_use_the_priority_classes_it_is_given(plan, stack_set
     every = {c["name"] for c in scheduler["priorityClasses"]}
     for team in scheduler["teams"]:
         assert denied.get(team["name"], set()) == every - set(team["priorityClasses"])
+
+
+def test_serving_has_its_own_gpu_quota_within_the_teams(plan):
+    quotas = {q.inputs["metadata"]["namespace"]: q.inputs for q in plan.of_type("kubernetes:core/v1:ResourceQuota") if q.inputs["metadata"]["name"] == "serving-gpu"}
+    for team in plan.config.scheduler.teams:
+        serving = plan.config.scheduler.classes_of(team, "serving")
+        if not serving:
+            assert team.name not in quotas
+            continue
+        spec = quotas[team.name]["spec"]
+        assert spec["hard"] == {"requests.nvidia.com/gpu": str(team.serving_gpu_quota)} and team.serving_gpu_quota <= team.gpu_quota
+        assert spec["scopeSelector"]["matchExpressions"] == [{"scopeName": "PriorityClass", "operator": "In", "values": list(serving)}]
 
 
 @pytest.mark.parametrize("chart", ["volcano", "metrics-server", "cluster-autoscaler"])
@@ -166,8 +178,7 @@ def rendered(request):
 
 
 def _job(objects: list[dict]) -> dict:
-    (job,) = [o for o in objects if o["apiVersion"] == "kubeflow.org/v1"]
-    return job
+    return jobs.workload_of(objects)  # the Kubeflow job, or the serving Deployment, or the evaluation Job
 
 
 def job_team(cfg, objects: list[dict]):
@@ -176,7 +187,7 @@ def job_team(cfg, objects: list[dict]):
 
 
 def _replica_specs(job: dict) -> dict:
-    return job["spec"].get("pytorchReplicaSpecs") or job["spec"]["mpiReplicaSpecs"]
+    return next(job["spec"][k] for k in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs") if k in job["spec"])
 
 
 def test_example_pod_templates_validate_against_the_kubernetes_schema(rendered):
@@ -189,18 +200,31 @@ def test_example_pod_templates_validate_against_the_kubernetes_schema(rendered):
             kubernetes_validate.validate(obj, cfg.kubernetes_version, strict=True)
 
 
-def test_example_names_a_queue_and_priority_class_its_team_may_use(rendered):
-    cfg, _, objects = rendered
+def test_example_names_a_queue_and_priority_class_of_its_class_of_work_its_team_may_use(rendered):
+    cfg, example, objects = rendered
     job = _job(objects)
-    policy = job["spec"]["runPolicy"]["schedulingPolicy"]
     (team,) = [t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"]]
-    assert policy["queue"] == team.queue
-    assert policy["priorityClass"] in team.priority_classes
+    allowed = cfg.scheduler.classes_of(team, jobs.WORKLOAD[example])
+    for template in jobs.pod_templates(job):
+        assert template["spec"]["priorityClassName"] in allowed
+    if job["apiVersion"] == "kubeflow.org/v1":
+        policy = job["spec"]["runPolicy"]["schedulingPolicy"]
+        assert policy["queue"] == team.queue and policy["priorityClass"] in allowed
+    else:  # Volcano puts the pods' PodGroup in the queue the namespace names
+        assert all(t["spec"]["schedulerName"] == "volcano" for t in jobs.pod_templates(job))
 
 
 def test_example_gang_size_matches_its_replicas(rendered):
     _, example, objects = rendered
     job = _job(objects)
+    if job["kind"] in ("Deployment", "Job"):  # the PodGroup's minMember, from the owner's annotation
+        floor = int(job["metadata"]["annotations"]["scheduling.volcano.sh/group-min-member"])
+        if job["kind"] == "Deployment":
+            (hpa,) = [o for o in objects if o["kind"] == "HorizontalPodAutoscaler"]
+            assert floor == hpa["spec"]["minReplicas"] == job["spec"]["replicas"] >= 1  # the serving floor
+        else:
+            assert floor == 0  # every scavenger pod may be taken back
+        return
     specs = _replica_specs(job)
     min_available = job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"]
     if example == "pytorch-elastic":
@@ -218,7 +242,7 @@ def test_elastic_example_uses_c10d_rendezvous_within_bounds_and_an_hpa_metric(st
 
 
 def test_example_gpu_pods_select_their_pool_zone_and_tolerate_the_taint(rendered):
-    cfg, _, objects = rendered
+    cfg, example, objects = rendered
     pools = {p.name: p for p in cfg.gpu_pools}
     gpu_templates = [t for t in jobs.pod_templates(_job(objects)) if "higgsfield.io/pool" in t["spec"]["nodeSelector"]]
     assert gpu_templates
@@ -228,6 +252,9 @@ def test_example_gpu_pods_select_their_pool_zone_and_tolerate_the_taint(rendered
         assert spec["nodeSelector"]["topology.kubernetes.io/zone"] == pool.availability_zone
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
         limits = spec["containers"][0]["resources"]["limits"]
+        if example in jobs.ONE_GPU_PODS:
+            assert limits["nvidia.com/gpu"] == 1
+            continue
         assert limits["nvidia.com/gpu"] == pool.gpus_per_node
         if pool.efa:
             assert limits["vpc.amazonaws.com/efa"] == pool.instance.efa_max_interfaces
