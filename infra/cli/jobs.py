@@ -44,9 +44,11 @@ SCRIPTS = {
 }
 # Examples whose pods take one GPU each (the others: one pod per node, every GPU of it).
 ONE_GPU_PODS = ("xgboost-iris", "serving-classifier", "eval-sweep")
-# Kubeflow's TensorFlow example runs TensorFlow's own image, not the training image.
+# The TensorFlow example runs TensorFlow's own image, not the training image (so no EFA).
 OWN_IMAGE = {"tf-mnist": lambda: versions.TENSORFLOW_IMAGE.version}
 SERVING_FLOOR = 1  # replicas the serving example always keeps (its SLO floor)
+# Examples whose pods use no EFA interface even on an EFA pool (one GPU each, or an image without EFA).
+WITHOUT_EFA = (*ONE_GPU_PODS, *OWN_IMAGE)
 TRAIN_SCRIPT = "train_ddp.py"
 CHECKPOINT_MODULE = "checkpointing.py"  # ships next to the script in its ConfigMap
 LOCAL_CHECKPOINTS = "/local/checkpoints"  # the emptyDir on the node's RAID0 NVMe
@@ -377,7 +379,8 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         if example in ONE_GPU_PODS:
             _tolerate_pool(template, chosen, image)
         else:
-            prepare_gpu_pod(template["spec"], chosen, image, f"examples/{example}.yaml {replica}")
+            # TensorFlow's image has no EFA provider nor aws-ofi-nccl: its pods use the node, not EFA
+            prepare_gpu_pod(template["spec"], chosen, image, f"examples/{example}.yaml {replica}", efa=example not in OWN_IMAGE)
         if cfg.fsx.enabled and example != "mpi-nccl-tests":
             _attach_lustre(template)
             _attach_datasets(template, cfg, member)
