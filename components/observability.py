@@ -15,7 +15,7 @@ from components.cpu_nodes import SYSTEM_LABELS
 from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
-from components.workloads import custom_rules, external_rules, serving_scrape_job
+from components.workloads import KSM_NODE_LABELS, custom_rules, external_rules, serving_scrape_job
 from infra.config import Observability
 from infra.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
 
@@ -215,7 +215,7 @@ class Monitoring(pulumi.ComponentResource):
         on_system = {"nodeSelector": SYSTEM_LABELS}
         release("prometheus", args.prometheus_stack, {
             "prometheusOperator": on_system,
-            "kube-state-metrics": on_system,
+            "kube-state-metrics": {**on_system, "metricLabelsAllowlist": KSM_NODE_LABELS},  # the pool label, for the elastic room
             "alertmanager": {"alertmanagerSpec": on_system},
             "grafana": {**on_system, "sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard", "searchNamespace": "ALL"}}},
             "prometheus-node-exporter": {"tolerations": [{"operator": "Exists"}]},  # every node, GPU nodes included

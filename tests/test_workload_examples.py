@@ -108,7 +108,8 @@ def test_the_elastic_jobs_hpa_asks_for_the_room_metric_the_adapter_serves(stack)
     job = _objects(stack, "pytorch-elastic")[-1]
     (metric,) = job["spec"]["elasticPolicy"]["metrics"]
     assert metric["type"] == "External" and metric["external"]["metric"]["name"] == workloads.ELASTIC_ROOM_METRIC
-    assert metric["external"]["metric"]["selector"] == {"matchLabels": {"queue_name": job["spec"]["runPolicy"]["schedulingPolicy"]["queue"]}}
+    pool = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"]["higgsfield.io/pool"]
+    assert metric["external"]["metric"]["selector"] == {"matchLabels": {"queue_name": job["spec"]["runPolicy"]["schedulingPolicy"]["queue"], "pool": pool}}
     assert metric["external"]["target"] == {"type": "Value", "value": "1"}
     (rule,) = prometheus_adapter_rules()["external"]
     assert rule["name"]["as"] == workloads.ELASTIC_ROOM_METRIC and rule["resources"] == {"namespaced": False}
@@ -119,6 +120,14 @@ def test_room_to_grow_is_never_below_one_so_the_hpa_never_shrinks_a_job():
     assert query.startswith("clamp_min(") and query.endswith(", 1)")
     assert "volcano_queue_request_scalar_resources" in query  # waiting work counts against the room
     assert "utilization" not in query.lower() and "DCGM" not in query
+
+
+def test_room_counts_only_the_jobs_pool_whose_label_kube_state_metrics_exports(plan):
+    query = workloads.ELASTIC_ROOM_QUERY
+    assert 'kube_node_labels{label_higgsfield_io_pool="<<index .LabelValuesByName "pool">>"}' in query
+    assert "<<.LabelMatchers>>" not in query  # the selector's pool label is not on Volcano's series
+    (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "kube-prometheus-stack"]
+    assert release.inputs["values"]["kube-state-metrics"]["metricLabelsAllowlist"] == ["nodes=[higgsfield.io/pool]"]
 
 
 def test_the_scavenger_gives_back_every_pod_and_does_not_count_a_taken_pod_as_failed(stack):
