@@ -125,11 +125,12 @@ class VolcanoArgs:
 
 class Volcano(pulumi.ComponentResource):
     """Volcano from its official chart on the system nodes, its scheduler configured for
-    differential scheduling, the queues (never reclaimable) and the PriorityClasses (never
-    preempting) of the stack.
+    differential scheduling (only serving preempts, only above a gang's minimum), the queues (never
+    reclaimable) and the PriorityClasses of the stack.
 
     Creates: the Helm release, one Queue per configured queue, Volcano's own `default` queue
-    taken over (not reclaimable, no GPUs), one PriorityClass per class.
+    taken over (not reclaimable, no GPUs), one PriorityClass per class (labelled with its class of
+    work; only serving preempts) and the platform's default class for pods that name none.
     Replaced when: a queue or class is renamed (a queue with jobs in it cannot be deleted).
     """
 
