@@ -138,6 +138,7 @@ def holes_in_plan(plan: Any) -> list[Hole]:
     and PriorityClasses the program creates."""
     (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs.get("chart") == "volcano"]
     config = yaml.safe_load(release.inputs["values"]["custom"]["scheduler_config_override"])
-    queues = [r.inputs for r in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:Queue")]
+    # Volcano's own `default` queue is a Server-Side Apply patch (QueuePatch), the others objects
+    queues = [r.inputs for t in ("Queue", "QueuePatch") for r in plan.of_type(f"kubernetes:scheduling.volcano.sh/v1beta1:{t}")]
     classes = [r.inputs for r in plan.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")]
     return holes(config, queues, classes)

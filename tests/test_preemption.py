@@ -42,6 +42,14 @@ def test_every_shipped_stack_proves_that_nothing_preempts_a_training_minimum(pla
     assert preemption.holes_in_plan(plan) == []
 
 
+def test_the_proof_reads_volcanos_own_default_queue_too(plan):
+    queues = {h.setting for h in preemption.holes_in_plan(plan)}
+    assert queues == set()
+    patched = [r for r in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:QueuePatch")]
+    assert [r.inputs["metadata"]["name"] for r in patched] == ["default"]
+    assert preemption.queue_holes([{**patched[0].inputs, "spec": {**patched[0].inputs["spec"], "reclaimable": True}}])
+
+
 def test_the_platforms_own_configuration_has_no_hole():
     assert _settings() == []
 
