@@ -9,9 +9,11 @@ job never evicts anything, while `priority` orders the jobs still waiting. The o
 serving class (docs/workload-classes.md): `preempt` lets a serving pod take, within its queue, what
 the `gang` plugin offers - only pods of a job above its minAvailable - and evaluation pods, lowest
 priority first. `higgsfield check` proves it from this configuration (infra/preemption.py).
-Scale from zero: no `enqueue` action, so a pending gang's pods are created (and shown to the
-Cluster Autoscaler as unschedulable) instead of waiting for capacity that only they would bring
-(volcano-sh/volcano#3910); `allocate` then binds them all-or-nothing once the nodes are up.
+Demand only from work that can run (components/demand.py, docs/design/autoscaler-demand.md):
+the `enqueue` action keeps a gang's PodGroup Pending - so the operator creates none of its pods
+and the Cluster Autoscaler sees nothing - until its queue can hold the whole gang; each queue
+guarantees its capability, so that holds with the pools at zero (volcano-sh/volcano#3910), and
+`allocate` then binds the gang all-or-nothing once the nodes are up.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import yaml
 
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS
+from components.demand import queue_spec
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from infra.config import DEFAULT_PRIORITY_CLASS, PriorityClassSpec, Queue
 from infra import versions
@@ -62,7 +65,10 @@ KUSTOMIZATION = Path(__file__).parent / "kustomize" / "training-operator"
 # job whose ready pods exceed its minAvailable (plugins/gang/gang.go preemptableFn), so it stays the
 # last preemptable plugin of the only tier that has any (infra/preemption.py says why).
 SCHEDULER_CONFIG = {
-    "actions": "allocate, preempt, backfill",
+    # enqueue first (issue #25): PodGroups stay Pending until proportion's queue check admits the
+    # whole gang (volcano-sh/volcano:pkg/scheduler/actions/enqueue/enqueue.go@v1.15.1); preempt after
+    # allocate, for the serving class only (above)
+    "actions": "enqueue, allocate, preempt, backfill",
     "tiers": [
         {
             "plugins": [
@@ -179,7 +185,7 @@ class Volcano(pulumi.ComponentResource):
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
                 "kind": "Queue",
                 "metadata": {"name": queue_name},
-                "spec": {"weight": weight, "reclaimable": False, "capability": {"nvidia.com/gpu": str(gpus)}},
+                "spec": queue_spec(weight, gpus),  # capability = deserved = guarantee (components/demand.py)
             }
 
         KubernetesPatch(f"{name}-queue-{DEFAULT_QUEUE}", queue(DEFAULT_QUEUE, 1, 0), force=True, opts=after_crds)

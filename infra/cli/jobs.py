@@ -24,6 +24,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
+from components.karpenter import DO_NOT_DISRUPT
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
 from infra.cli.pods import check_image, prepare_gpu_pod, stack_image
 from infra import versions
@@ -381,6 +382,11 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         else:
             # TensorFlow's image has no EFA provider nor aws-ofi-nccl: its pods use the node, not EFA
             prepare_gpu_pod(template["spec"], chosen, image, f"examples/{example}.yaml {replica}", efa=example not in OWN_IMAGE)
+        if workload == "training":
+            # Karpenter never voluntarily disrupts the node of a pod with this annotation (consolidation,
+            # drift, expiry); harmless on node-group pools (components/karpenter.py, docs/karpenter.md).
+            # Not on serving or evaluation pods: those may move, the scavenger first.
+            template.setdefault("metadata", {}).setdefault("annotations", {})[DO_NOT_DISRUPT] = "true"
         if cfg.fsx.enabled and example != "mpi-nccl-tests":
             _attach_lustre(template)
             _attach_datasets(template, cfg, member)
