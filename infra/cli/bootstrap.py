@@ -10,10 +10,10 @@ duration. This prints the steps with the stack's own names; it runs nothing.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from infra.cli import stacks
+from infra.cli.offline import project_root
 
 
 def steps(config: Any) -> list[str]:
@@ -22,7 +22,7 @@ def steps(config: Any) -> list[str]:
     if delivery is None:
         return [f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand (README, 'The real path')."]
     bucket, key = delivery.state_bucket, delivery.state_key_arn
-    entry = next(e for e in stacks.stack_matrix(Path(__file__).resolve().parents[2])["include"] if e["stack"] == stack)
+    entry = next(e for e in stacks.stack_matrix(project_root())["include"] if e["stack"] == stack)
     endpoint = config.endpoint.public_access_cidrs
     restore = f"publicAccessCidrs {list(endpoint)}" if endpoint else "a private endpoint (publicAccessCidrs [])"
     return [

@@ -17,7 +17,6 @@ import re
 from collections.abc import Iterator
 from datetime import timedelta
 from dataclasses import dataclass
-from pathlib import Path
 from string import Template
 from typing import Any
 
@@ -26,9 +25,10 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarStri
 
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
 from infra.cli.pods import check_image, prepare_gpu_pod, stack_image
+from infra.assets import shipped
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES_DIR = shipped("examples")
 EXAMPLES = ("pytorch-ddp", "pytorch-elastic", "mpi-nccl-tests")
 TRAIN_SCRIPT = "train_ddp.py"
 CHECKPOINT_MODULE = "checkpointing.py"  # ships next to the script in its ConfigMap
