@@ -82,8 +82,8 @@ def test_minor_upgrade_updates_in_place_control_plane_then_addons_then_node_grou
     _edit_stack(repo, "staging", lambda c: c.update({"higgsfield:kubernetesVersion": "1.35"}))
 
     assert main(["diff", "staging", "--base", "HEAD~1"]) == 0
-    out = capsys.readouterr().out
-    assert "(0 replaced), 0 to delete" in out and "REPLACE" not in out and "REFUSED" not in out
+    out, err = capsys.readouterr()
+    assert "(0 replaced), 0 to delete" in out and "REPLACE" not in out and "refused" not in out + err
     lines = out.splitlines()
 
     def at(fragment: str) -> list[int]:
