@@ -104,14 +104,35 @@ def test_cost_of_a_stack_with_an_unpriced_type_succeeds_and_says_not_priced(proj
     assert "1 item(s) not priced, excluded from the totals: gpu-l40s" in out
 
 
-def test_a_region_without_prices_reports_every_item_not_priced_without_failing(project_copy, capsys):
+def _region_without_prices(config: dict) -> None:
+    config.update({"aws:region": "eu-north-1", "higgsfield:availabilityZones": ["eu-north-1a", "eu-north-1b"], "higgsfield:gpuPools": [], "higgsfield:scheduler": {}})
+
+
+def test_a_region_without_prices_headlines_not_priced_never_zero_dollars(project_copy, capsys):
     from infra.cli.main import main
 
-    project_copy("dev", lambda c: c.update({"aws:region": "eu-north-1", "higgsfield:availabilityZones": ["eu-north-1a", "eu-north-1b"], "higgsfield:gpuPools": [], "higgsfield:scheduler": {}}))
+    project_copy("dev", _region_without_prices)
     assert main(["cost", "bad"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == "Cost of bad (eu-north-1): idle $0.00/month, full scale $0.00/hour"
-    assert "the price file has no prices for eu-north-1" in out
+    assert out.splitlines()[0].startswith("Cost of bad (eu-north-1): not priced: no prices for eu-north-1") and "$0.00" not in out.splitlines()[0]
+    assert "--refresh" in out.splitlines()[0] and "the price file has no prices for eu-north-1" in out
+
+
+def test_strict_cost_exits_1_when_anything_is_not_priced(project_copy, capsys):
+    from infra.cli.main import main
+
+    project_copy("dev", _region_without_prices)
+    assert main(["cost", "bad", "--strict"]) == 1
+    assert "not priced (--strict)" in capsys.readouterr().err
+
+
+def test_cost_json_of_an_unpriced_region_has_no_headline_figures(project_copy, capsys):
+    from infra.cli.main import main
+
+    project_copy("dev", _region_without_prices)
+    assert main(["cost", "bad", "--json"]) == 0
+    headline = json.loads(capsys.readouterr().out)["headline"]
+    assert headline["idle_month"] is None and headline["full_hour"] is None and headline["complete"] is False
 
 
 def test_cost_report_fits_120_columns_with_two_headline_figures_first(stack, capsys, monkeypatch):
@@ -122,7 +143,8 @@ def test_cost_report_fits_120_columns_with_two_headline_figures_first(stack, cap
     assert main(["cost", stack]) == 0
     out = capsys.readouterr().out.splitlines()
     assert max(map(len, out)) <= 120
-    assert out[0].startswith(f"Cost of {stack} (") and "idle $" in out[0] and "/month, full scale $" in out[0] and out[0].endswith("/hour")
+    assert out[0].startswith(f"Cost of {stack} (") and "idle $" in out[0] and "/month, full scale $" in out[0]
+    assert out[0].endswith("/hour") or out[0].endswith("not priced")
 
 
 def test_cost_rows_are_subtotalled_per_pool_most_expensive_first(stack):

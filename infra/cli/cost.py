@@ -62,6 +62,11 @@ class Estimate:
     def unpriced(self) -> list[Line]:
         return [line for line in self.lines if line.idle_hour is None or line.full_hour is None]
 
+    @property
+    def nothing_priced(self) -> bool:
+        """No line has a price (a region the price file does not list): there is no total to show."""
+        return all(line.idle_hour is None and line.full_hour is None for line in self.lines)
+
     def groups(self) -> list[tuple[str, list[Line]]]:
         """Lines per group, the most expensive group (at full scale) first, and within a group the
         most expensive line first; ties by name, so the order is stable."""
@@ -209,7 +214,9 @@ def as_json(est: Estimate) -> dict:
         "prices_checked": est.prices_checked,
         "prices_verified": est.prices_verified,
         "hours_per_month": m,
-        "headline": {"idle_month": est.total("idle_hour") * m, "full_hour": est.total("full_hour")},
+        "headline": {"idle_month": None if est.nothing_priced else est.total("idle_hour") * m,
+                     "full_hour": None if est.nothing_priced else est.total("full_hour"),
+                     "complete": not est.unpriced, "not_priced": len(est.unpriced)},
         "groups": [{"group": name, "subtotal": totals(lines), "lines": [dict(line.__dict__) for line in lines]}
                    for name, lines in est.groups()],
         "lines": [dict(line.__dict__) for _, lines in est.groups() for line in lines],
