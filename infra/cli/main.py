@@ -79,7 +79,9 @@ def _cost(args: argparse.Namespace) -> int:
             error(f"--refresh needs AWS credentials allowed pricing:GetProducts ({type(exc).__name__}: {exc})")
             return 2
         price_file.write_text(json.dumps(prices, indent=2) + "\n")
-        print(f"refreshed {len(set(types))} instance prices into {price_file}", file=sys.stderr)
+        left = prices["regions"][plan.config.region]["not_refreshed"]
+        print(f"refreshed {len(set(types))} instance prices and every other service's into {price_file}"
+              + (f"; no product in the Price List for {', '.join(left)} (kept as they were)" if left else ""), file=sys.stderr)
     from infra.cli.views.cost import render
 
     est = cost.estimate(plan, prices)
