@@ -165,7 +165,10 @@ def _init(args: argparse.Namespace) -> int:
     from infra.cli.offline import project_root
 
     root = project_root()
-    stack = init.new_stack(args.stack, args.region, args.source, root)
+    choices = init.Choices(pools=tuple(init.PoolSpec.parse(p) for p in args.gpu_pool or ()), cpu_types=tuple(args.cpu_type or ()),
+                           teams=tuple(init.TeamSpec.parse(t) for t in args.team or ()), environment=args.environment,
+                           admins=tuple(args.admin or ()))
+    stack = init.new_stack(args.stack, args.region, args.source, root, choices)
     init.write(stack, root)
     print(init.render(stack, root))
     return 0
@@ -319,6 +322,12 @@ def parser() -> argparse.ArgumentParser:
     init.add_argument("stack", metavar="STACK", help="name of the new stack: stacks/Pulumi.STACK.yaml")
     init.add_argument("--region", required=True, metavar="REGION", help="AWS region of the new stack, e.g. eu-north-1")
     init.add_argument("--from", dest="source", default="dev", metavar="EXISTING", help="stack to start from (default: dev)").completer = _stacks_here  # type: ignore[attr-defined]
+    init.add_argument("--gpu-pool", action="append", metavar="NAME:TYPE[,TYPE]:MIN-MAX",
+                      help="an on-demand GPU pool, e.g. h100:p5.48xlarge:0-4 (repeatable; replaces the existing stack's pools)")
+    init.add_argument("--cpu-type", action="append", metavar="TYPE", help="instance type of the system nodes (repeatable)")
+    init.add_argument("--team", action="append", metavar="NAME[:GPUS]", help="a team on the first queue (repeatable; replaces the teams)")
+    init.add_argument("--environment", choices=["dev", "staging", "prod"], help="default: the existing stack's")
+    init.add_argument("--admin", action="append", metavar="ARN", help="IAM role/user ARN with cluster-admin (repeatable; the existing stack's are not copied)")
     init.set_defaults(func=_init)
 
     health = sub.add_parser("healthcheck", help="post-deploy GPU node health check").add_subparsers(dest="health_command", required=True, metavar="ACTION")
