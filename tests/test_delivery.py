@@ -6,9 +6,9 @@ import json
 
 from components.delivery import CLUSTER_ADMIN_POLICY, DEPLOY_SERVICES, VIEW_POLICY
 from infra.cli.stacks import stack_matrix
-from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_key
+from tests.conftest import ROOT, STACKS, assert_plan_rejects, manual_text, plan_of, set_key
 
-README = (ROOT / "README.md").read_text()
+README = manual_text()  # the README and docs/
 OIDC = "token.actions.githubusercontent.com"
 
 

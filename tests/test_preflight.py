@@ -284,6 +284,8 @@ def test_addon_pins_are_the_plan_versions_and_a_placeholder_is_eks_default():
     assert pins[first.inputs["addonName"]] is None and pins[second.inputs["addonName"]] == "v1.20.4-eksbuild.1"
 
 
-def test_readme_lists_every_permission_preflight_needs():
-    text = (ROOT / "README.md").read_text()
+def test_the_manual_lists_every_permission_preflight_needs():
+    from tests.conftest import manual_text
+
+    text = manual_text()
     assert all(f"`{action}`" in text for action in preflight.PERMISSIONS)

@@ -20,7 +20,7 @@ def steps(config: Any) -> list[str]:
     """The bootstrap steps for a validated StackConfig with higgsfield:delivery."""
     stack, region, delivery = config.stack, config.region, config.delivery
     if delivery is None:
-        return [f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand (README, 'The real path')."]
+        return [f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand (docs/getting-started.md)."]
     bucket, key = delivery.state_bucket, delivery.state_key_arn
     entry = next(e for e in stacks.stack_matrix(project_root())["include"] if e["stack"] == stack)
     endpoint = config.endpoint.public_access_cidrs
