@@ -57,7 +57,7 @@ def test_a_stack_from_init_plans_checks_and_costs_without_edits(project, capsys)
 
 def test_init_from_prod_buys_on_demand_where_prod_had_reservations_and_checks_clean(project, capsys):
     assert main(["init", "big", "--region", "eu-north-1", "--from", "prod"]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # notes wrap within 120 columns
     pools = _config(project, "big")["higgsfield:gpuPools"]
     assert {p.get("capacity", {}).get("type", "on-demand") for p in pools} <= {"on-demand", "spot"}
     assert "capacity-block cr-0a1b2c3d4e5f60718 is prod's, in us-east-2" in out
@@ -127,7 +127,7 @@ def test_init_flags_set_the_pools_system_types_and_teams_of_the_new_stack(projec
 def test_init_never_copies_the_ci_connection_state_bucket_admins_image_or_s3_link(project, capsys):
     assert main(["init", "eu", "--region", "eu-north-1", "--from", "prod"]) == 0, capsys.readouterr().err
     config = _config(project, "eu")
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # notes wrap within 120 columns
     assert "higgsfield:delivery" not in config and "higgsfield:admins" not in config and "s3" not in config["higgsfield:fsx"]
     for said in ("higgsfield:delivery (CI: account", "higgsfield:admins were prod's", "fsx.s3 linked prod's bucket"):
         assert said in out
@@ -145,3 +145,8 @@ def test_a_malformed_init_flag_is_refused_naming_the_flag(project, capsys, flag,
     assert main(["init", "eu", "--region", "eu-north-1", flag, value]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {flag}: ") and err.count("\n") == 1 and not (project / "stacks" / "Pulumi.eu.yaml").exists()
+
+
+def test_init_output_fits_120_columns(project, capsys):
+    assert main(["init", "eu", "--region", "eu-north-1", "--from", "prod"]) == 0
+    assert max(map(len, capsys.readouterr().out.splitlines())) <= 120

@@ -266,10 +266,12 @@ def write(stack: NewStack, root: Path | None = None) -> None:
 
 
 def render(stack: NewStack, root: Path) -> str:
-    lines = [
-        f"wrote {stack.stack_file.relative_to(root)} (from {stack.source}, region {stack.region}) and {stack.policy_file.relative_to(root)}",
-        *(f"  note: {n}" for n in stack.notes),
-        f"next: higgsfield plan {stack.name}; higgsfield check {stack.name}; higgsfield cost {stack.name}; "
-        f"with credentials for the account: higgsfield preflight {stack.name}",
-    ]
+    """What was written, each note wrapped within 120 columns, and the next commands."""
+    from infra.cli.views.table import wrap
+
+    lines = [f"wrote {stack.stack_file.relative_to(root)} (from {stack.source}, region {stack.region}) and {stack.policy_file.relative_to(root)}"]
+    for note in stack.notes:
+        lines += wrap(f"note: {note}", indent=2, hanging=6)
+    lines += [f"next: higgsfield plan {stack.name}; higgsfield check {stack.name}; higgsfield cost {stack.name}",
+              f"      with credentials for the account: higgsfield preflight {stack.name}"]
     return "\n".join(lines)
