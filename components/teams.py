@@ -50,7 +50,7 @@ class Teams(pulumi.ComponentResource):
     the namespace (queue, priority classes, UID/GID, no privilege, no host access), default-deny
     NetworkPolicies with the allowances jobs need, and a Server-Side Apply patch of the namespace's
     `default` ServiceAccount (the cluster creates it) so that it automounts no token. Replaced when: a team is renamed (its namespace, and everything in it, is
-    deleted). A new UID re-owns nothing: change it only with the team's files (see README).
+    deleted). A new UID re-owns nothing: change it only with the team's files (docs/tasks.md, "Add a team").
     """
 
     def __init__(self, name: str, args: TeamsArgs, opts: pulumi.ResourceOptions | None = None) -> None:

@@ -18,6 +18,11 @@ STACKS = stack_names(ROOT)
 _plans: dict[str, Plan] = {}
 
 
+def manual_text() -> str:
+    """What a user reads: the README and every page of docs/."""
+    return "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))])
+
+
 def plan_of(stack: str) -> Plan:
     """The recorded plan of a shipped stack (evaluated once per test session)."""
     if stack not in _plans:

@@ -74,10 +74,17 @@ def test_an_unforeseen_failure_is_one_line_pointing_at_debug(capsys, monkeypatch
     assert capsys.readouterr().err == "error: the mocked engine went away (RuntimeError; rerun with --debug for the traceback)\n"
 
 
-def test_debug_raises_the_failure_with_its_traceback(monkeypatch):
+def test_debug_adds_the_traceback_and_keeps_the_exit_status(capsys, monkeypatch):
     monkeypatch.setattr(cli, "record", _fails_unforeseen)
-    with pytest.raises(RuntimeError, match="went away"):
-        cli.main(["plan", "dev", "--debug"])
+    assert cli.main(["plan", "dev", "--debug"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):") and "RuntimeError: the mocked engine" in err
+    assert err.splitlines()[-1] == "error: the mocked engine went away (RuntimeError)"
+
+
+def test_debug_keeps_the_exit_status_of_a_bad_stack(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert cli.main(["plan", "nosuch", "--debug"]) == cli.main(["plan", "nosuch"]) == 2
 
 
 def test_check_piped_into_a_closed_reader_exits_without_a_traceback():
@@ -98,3 +105,118 @@ def test_check_prod_into_head_prints_the_first_line_only():
     done = subprocess.run(f"{sys.executable} -m infra.cli check prod | head -1", shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.stdout.startswith("Policy check of higgsfield/prod") and done.stdout.count("\n") == 1
     assert "Traceback" not in done.stderr
+
+
+# --- the conventions of the tools users know: --json/--output, 120 columns, stderr, completion, colour
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """The CLI in process, on the session's recorded plans (no stack evaluated twice)."""
+    from infra.cli import check
+    from tests.conftest import plan_of
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(cli, "record", lambda stack, *_a, **_k: plan_of(stack))
+    monkeypatch.setattr(check, "record", lambda stack, *_a, **_k: plan_of(stack))
+
+
+REPORTS = [["plan", "prod"], ["check", "prod"], ["cost", "prod"], ["timeline", "prod"]]
+
+
+@pytest.mark.parametrize("argv", REPORTS, ids=lambda a: a[0])
+def test_every_report_prints_json_on_stdout_with_json(argv, recorded, capsys):
+    assert cli.main([*argv, "--json"]) == 0
+    import json
+
+    assert isinstance(json.loads(capsys.readouterr().out), dict)
+
+
+@pytest.mark.parametrize("argv", REPORTS, ids=lambda a: a[0])
+def test_every_report_writes_to_output_file_and_nothing_to_stdout(argv, recorded, capsys, tmp_path):
+    target = tmp_path / "report.txt"
+    assert cli.main([*argv, "--output", str(target)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"wrote {target}\n" and target.read_text().strip()
+
+
+@pytest.mark.parametrize("argv", REPORTS, ids=lambda a: a[0])
+def test_every_text_report_fits_120_columns(argv, recorded, capsys):
+    cli.main(argv)
+    assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= 120
+
+
+def test_json_money_is_rounded_to_cents(recorded, capsys):
+    import json
+
+    cli.main(["cost", "prod", "--json"])
+    floats: list[float] = []
+
+    def walk(value):
+        if isinstance(value, float):
+            floats.append(value)
+        elif isinstance(value, dict):
+            [walk(v) for v in value.values()]
+        elif isinstance(value, list):
+            [walk(v) for v in value]
+
+    walk(json.loads(capsys.readouterr().out))
+    assert floats and all(round(f, 2) == f for f in floats)
+
+
+def test_a_failed_check_says_so_on_stderr_and_lists_findings_on_stdout(project_copy, capsys):
+    from tests.conftest import set_field
+
+    project_copy("dev", lambda c: set_field("higgsfield:scheduler", "teams", [{**c["higgsfield:scheduler"]["teams"][0], "gpuQuota": 1}])(c))
+    assert cli.main(["check", "bad"]) == 1
+    out, err = capsys.readouterr()
+    assert "example-jobs-fit" in out and "error: check of bad failed: " in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["plan", "check", "diff", "cost", "timeline", "preflight", "charts", "init", "jobs render",
+                                     "healthcheck render", "bootstrap", "schema", "completion", ""])
+def test_help_names_arguments_as_a_user_writes_them(command, capsys):
+    with pytest.raises(SystemExit):
+        cli.main([*command.split(), "--help"])
+    text = capsys.readouterr().out
+    for internal in ("POLICY_CONFIG", "{render}", "OLD_STACK", "health_command", "jobs_command", "{plan,", "[-h] stack"):
+        assert internal not in text, internal
+    import re
+
+    assert not re.search(r"^\s+stack\s*$|\] stack\b", text, re.M), "positional named by its dest"
+
+
+def test_completion_prints_a_shell_script_that_completes_higgsfield():
+    done = _cli("completion", "bash")
+    assert done.returncode == 0 and "complete" in done.stdout and "higgsfield" in done.stdout
+
+
+def test_completion_offers_the_stacks_of_the_project(tmp_path):
+    answer = tmp_path / "completions"
+    env = {**os.environ, "_ARGCOMPLETE": "1", "COMP_LINE": "higgsfield plan d", "COMP_POINT": "17", "_ARGCOMPLETE_STDOUT_FILENAME": str(answer)}
+    _cli(env=env)
+    assert "dev" in answer.read_text().split()
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
+    from infra.cli.output import colour_on
+
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert colour_on(Terminal()) and not colour_on(sys.stdout if not sys.stdout.isatty() else open(os.devnull, "w"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not colour_on(Terminal())
+
+
+def test_preflight_without_a_network_is_one_line_not_one_per_check():
+    from infra.cli import preflight
+
+    down = [preflight.Check(c, t, False, "not checked: network failure: Could not connect to the endpoint URL", "check the network path", checked=False, unreachable=True)
+            for c, t in [("offered in AZ", "p5.48xlarge"), ("vCPU quota", "P"), ("AMI", "nvidia")]]
+    line = preflight.one_cause(down)
+    assert line and line.startswith("cannot reach AWS: 3 checks not run") and "\n" not in line
+    assert preflight.one_cause(down[:2] + [preflight.Check("AMI", "x", True, "found")]) is None

@@ -1,4 +1,4 @@
-"""The stack-file JSON Schema and the README's config table are generated from the config
+"""The stack-file JSON Schema, the settings table and the CLI reference are generated from the code
 models, and are current; the schema accepts every shipped stack and rejects typos."""
 
 from __future__ import annotations
@@ -24,16 +24,21 @@ def test_committed_schema_is_generated_from_the_models():
     assert (ROOT / schema.SCHEMA_PATH).read_text() == schema.schema_text(), f"schemas/stack.schema.json is stale: run `{schema.REGENERATE}`"
 
 
-def test_readme_config_table_is_generated_from_the_models():
-    readme = (ROOT / "README.md").read_text()
-    assert schema.readme_with_table(readme) == readme, f"the README config table is stale: run `{schema.REGENERATE}`"
+def test_settings_reference_table_is_generated_from_the_models():
+    page = (ROOT / schema.SETTINGS_PATH).read_text()
+    assert schema.with_table(page) == page, f"the settings table is stale: run `{schema.REGENERATE}`"
+
+
+def test_cli_reference_is_generated_from_the_command_line():
+    assert (ROOT / schema.CLI_PATH).read_text() == schema.cli_reference(), f"docs/reference/cli.md is stale: run `{schema.REGENERATE}`"
 
 
 def test_schema_check_command_names_the_stale_file_and_the_fix(tmp_path, monkeypatch, capsys):
     from infra.cli.main import main
 
     (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
-    (tmp_path / "README.md").write_text((ROOT / "README.md").read_text())
+    (tmp_path / "docs" / "reference").mkdir(parents=True)
+    (tmp_path / schema.SETTINGS_PATH).write_text((ROOT / schema.SETTINGS_PATH).read_text())
     (tmp_path / "schemas").mkdir()
     (tmp_path / schema.SCHEMA_PATH).write_text("{}\n")
     monkeypatch.chdir(tmp_path)

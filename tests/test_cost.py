@@ -104,14 +104,35 @@ def test_cost_of_a_stack_with_an_unpriced_type_succeeds_and_says_not_priced(proj
     assert "1 item(s) not priced, excluded from the totals: gpu-l40s" in out
 
 
-def test_a_region_without_prices_reports_every_item_not_priced_without_failing(project_copy, capsys):
+def _region_without_prices(config: dict) -> None:
+    config.update({"aws:region": "eu-north-1", "higgsfield:availabilityZones": ["eu-north-1a", "eu-north-1b"], "higgsfield:gpuPools": [], "higgsfield:scheduler": {}})
+
+
+def test_a_region_without_prices_headlines_not_priced_never_zero_dollars(project_copy, capsys):
     from infra.cli.main import main
 
-    project_copy("dev", lambda c: c.update({"aws:region": "eu-north-1", "higgsfield:availabilityZones": ["eu-north-1a", "eu-north-1b"], "higgsfield:gpuPools": [], "higgsfield:scheduler": {}}))
+    project_copy("dev", _region_without_prices)
     assert main(["cost", "bad"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == "Cost of bad (eu-north-1): idle $0.00/month, full scale $0.00/hour"
-    assert "the price file has no prices for eu-north-1" in out
+    assert out.splitlines()[0].startswith("Cost of bad (eu-north-1): not priced: no prices for eu-north-1") and "$0.00" not in out.splitlines()[0]
+    assert "--refresh" in out.splitlines()[0] and "the price file has no prices for eu-north-1" in out
+
+
+def test_strict_cost_exits_1_when_anything_is_not_priced(project_copy, capsys):
+    from infra.cli.main import main
+
+    project_copy("dev", _region_without_prices)
+    assert main(["cost", "bad", "--strict"]) == 1
+    assert "not priced (--strict)" in capsys.readouterr().err
+
+
+def test_cost_json_of_an_unpriced_region_has_no_headline_figures(project_copy, capsys):
+    from infra.cli.main import main
+
+    project_copy("dev", _region_without_prices)
+    assert main(["cost", "bad", "--json"]) == 0
+    headline = json.loads(capsys.readouterr().out)["headline"]
+    assert headline["idle_month"] is None and headline["full_hour"] is None and headline["complete"] is False
 
 
 def test_cost_report_fits_120_columns_with_two_headline_figures_first(stack, capsys, monkeypatch):
@@ -122,7 +143,8 @@ def test_cost_report_fits_120_columns_with_two_headline_figures_first(stack, cap
     assert main(["cost", stack]) == 0
     out = capsys.readouterr().out.splitlines()
     assert max(map(len, out)) <= 120
-    assert out[0].startswith(f"Cost of {stack} (") and "idle $" in out[0] and "/month, full scale $" in out[0] and out[0].endswith("/hour")
+    assert out[0].startswith(f"Cost of {stack} (") and "idle $" in out[0] and "/month, full scale $" in out[0]
+    assert out[0].endswith("/hour") or out[0].endswith("not priced")
 
 
 def test_cost_rows_are_subtotalled_per_pool_most_expensive_first(stack):
@@ -137,8 +159,25 @@ def test_cost_rows_are_subtotalled_per_pool_most_expensive_first(stack):
         assert costs == sorted(costs, reverse=True)
 
 
-def _price_list(usd: str) -> str:
-    return json.dumps({"product": {"attributes": {}}, "terms": {"OnDemand": {"X": {"priceDimensions": {"Y": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}})
+def _price_list(usd: str, **attributes: str) -> str:
+    """One Price List product as GetProducts returns it: a JSON string with its attributes and an
+    on-demand term (the shape of every AWS price list, docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/reading-an-offer.html)."""
+    return json.dumps({"product": {"attributes": attributes}, "terms": {"OnDemand": {"X": {"priceDimensions": {"Y": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}})
+
+
+def _expect_services(stub: Stubber, location: str, prefix: str, skip: tuple[str, ...] = ()) -> None:
+    """The GetProducts calls refresh makes for every non-EC2 figure, in order, each answered with a
+    product of another usage type first (which must not be taken) and then the one asked for."""
+    for key, service, usage in cost.SERVICE_PRICES:
+        products = [_price_list("9.99", usagetype=f"{prefix}-Other-Usage")]
+        if key not in skip:
+            products.append(_price_list("0.123", usagetype=f"{prefix}-{usage}"))
+        stub.add_response("get_products", {"PriceList": products, "FormatVersion": "aws_v1"},
+                          {"ServiceCode": service, "Filters": [{"Type": "TERM_MATCH", "Field": "location", "Value": location}]})
+    for deployment, throughput in cost.FSX_TIERS.values():
+        stub.add_response("get_products", {"PriceList": [_price_list("0.2", deploymentOption=deployment, throughputCapacity=throughput)], "FormatVersion": "aws_v1"},
+                          {"ServiceCode": "AmazonFSx", "Filters": [{"Type": "TERM_MATCH", "Field": "location", "Value": location},
+                                                                   {"Type": "TERM_MATCH", "Field": "fileSystemType", "Value": "Lustre"}]})
 
 
 def _expect_price(stub: Stubber, instance_type: str, location: str, usd: str) -> None:
@@ -157,6 +196,7 @@ def test_refresh_takes_ec2_prices_from_the_pricing_api():
     with Stubber(client) as stub:
         for instance_type, usd in (("g6e.xlarge", "1.5"), ("p5.48xlarge", "50.0")):
             _expect_price(stub, instance_type, "US East (Ohio)", usd)
+        _expect_services(stub, "US East (Ohio)", "USE2")
         updated = cost.refresh(PRICES, ["p5.48xlarge", "g6e.xlarge"], "us-east-2", client, "2026-12-02")
         stub.assert_no_pending_responses()
     regional = updated["regions"]["us-east-2"]
@@ -165,13 +205,29 @@ def test_refresh_takes_ec2_prices_from_the_pricing_api():
     assert US_EAST_2["ec2_on_demand_hour"]["p5.48xlarge"] != 50.0  # the loaded file is left alone
 
 
-def test_refresh_gives_a_region_the_file_lacks_its_own_ec2_prices():
+def test_refresh_gives_a_region_the_file_lacks_prices_for_every_service_it_prices():
     client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     with Stubber(client) as stub:
         _expect_price(stub, "g6e.xlarge", "Europe (Stockholm)", "2.5")
+        _expect_services(stub, "Europe (Stockholm)", "EUN1")
         updated = cost.refresh(PRICES, ["g6e.xlarge"], "eu-north-1", client, "2026-12-03")
-    assert updated["regions"]["eu-north-1"]["ec2_on_demand_hour"] == {"g6e.xlarge": 2.5}
+        stub.assert_no_pending_responses()
+    regional = updated["regions"]["eu-north-1"]
+    assert regional["ec2_on_demand_hour"] == {"g6e.xlarge": 2.5}
+    assert all(regional[key] == 0.123 for key, _, _ in cost.SERVICE_PRICES)  # never the other usage type's 9.99
+    assert regional["fsx_lustre_gb_month"] == {tier: 0.2 for tier in cost.FSX_TIERS} and regional["verified"] is True
     assert "eu-north-1" not in PRICES["regions"]
+
+
+def test_refresh_names_the_figures_the_price_list_has_no_product_for_and_keeps_them():
+    client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stub:
+        _expect_price(stub, "g6e.xlarge", "US West (Oregon)", "1.9")
+        _expect_services(stub, "US West (Oregon)", "USW2", skip=("kms_key_month",))
+        updated = cost.refresh(PRICES, ["g6e.xlarge"], "us-west-2", client, "2026-12-03")
+    regional = updated["regions"]["us-west-2"]
+    assert regional["not_refreshed"] == ["kms_key_month"] and regional["verified"] is False
+    assert regional["kms_key_month"] == PRICES["regions"]["us-west-2"]["kms_key_month"]
 
 
 def test_refresh_without_a_price_is_an_error():

@@ -10,9 +10,10 @@ import pytest
 
 from components.delivery import CLUSTER_ADMIN_POLICY, DEPLOY_SERVICES, SCOPED_SERVICES, VIEW_POLICY, webhook_filters
 from infra.cli.stacks import stack_matrix
-from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_key
+from tests.conftest import ROOT, STACKS, assert_plan_rejects, manual_text, plan_of, set_key
 
 DOCS = (ROOT / "docs" / "security-ci.md").read_text()
+README = manual_text()  # the README and docs/
 OIDC = "token.actions.githubusercontent.com"
 CODEBUILD = botocore.session.get_session().get_service_model("codebuild")
 

@@ -56,17 +56,17 @@ def test_changing_fsx_deployment_type_is_refused_without_an_allow(repo, capsys):
 
     _edit_stack(repo, "staging", to_scratch)
     assert main(["diff", "staging", "--base", "HEAD~1"]) == 1
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     (replace,) = [line for line in out.splitlines() if line.startswith("  +- aws:fsx/lustreFileSystem:LustreFileSystem lustre  REPLACE because of")]
     assert "deploymentType" in replace
-    assert "REFUSED: replace of FSx file system lustre" in out
+    assert "error: refused: replace of FSx file system lustre" in err
 
 
 def test_an_explicit_allow_lets_the_fsx_replacement_through(repo, capsys):
     _edit_stack(repo, "staging", lambda c: c.update({"higgsfield:fsx": {"enabled": True, "deploymentType": "SCRATCH_2", "storageCapacityGiB": 4800}}))
     # the new file system has no datasets: their claims go too (refused without an allow, issue #23)
     assert main(["diff", "staging", "--base", "HEAD~1", "--allow", "lustre", "--allow", "lustre-key", "--allow", "claims"]) == 0
-    assert "REFUSED" not in capsys.readouterr().out
+    assert "refused" not in "".join(capsys.readouterr())
 
 
 def test_allow_replace_in_stack_config_lets_the_replacement_through(repo, capsys):
@@ -113,7 +113,8 @@ def _diff(repo: Path, capsys, stack: str, change, *args: str) -> tuple[int, str]
     """Commit `change` to the stack file, then `higgsfield diff STACK --base HEAD~1 ARGS...`."""
     _edit_stack(repo, stack, change)
     rc = main(["diff", stack, "--base", "HEAD~1", *args])
-    return rc, capsys.readouterr().out
+    captured = capsys.readouterr()
+    return rc, captured.out + captured.err  # the report on stdout, each refusal on stderr
 
 
 # --- consequences: replacement follows the recorded dependencies -------------------------------
@@ -123,8 +124,8 @@ def test_changing_vpc_cidr_refuses_replacing_the_cluster_fsx_and_node_groups(rep
     rc, out = _diff(repo, capsys, "staging", lambda c: c.update({"higgsfield:vpcCidr": "10.31.0.0/16"}))
     assert rc == 1
     assert "cidrBlock: 10.30.0.0/16 → 10.31.0.0/16" in out
-    assert "REFUSED: replace of cluster" in out
-    assert "REFUSED: replace of FSx file system" in out
+    assert "error: refused: replace of cluster" in out
+    assert "error: refused: replace of FSx file system" in out
     assert "+- aws:eks/nodeGroup:NodeGroup system-nodes  REPLACE" in out
     assert "computed from replaced aws:ec2/subnet:Subnet" in out
 
@@ -132,7 +133,7 @@ def test_changing_vpc_cidr_refuses_replacing_the_cluster_fsx_and_node_groups(rep
 def test_reordering_availability_zones_refuses_replacing_the_cluster(repo, capsys):
     rc, out = _diff(repo, capsys, "dev", lambda c: c.update({"higgsfield:availabilityZones": ["us-west-2b", "us-west-2a"]}))
     assert rc == 1
-    assert "REFUSED: replace of cluster" in out
+    assert "error: refused: replace of cluster" in out
     assert "cidrBlock: 10.20.0.0/19 → 10.20.32.0/19" in out
     assert "+- aws:eks/nodeGroup:NodeGroup gpu-l40s  REPLACE because of subnetIds[0]\n" in out
 
@@ -140,7 +141,7 @@ def test_reordering_availability_zones_refuses_replacing_the_cluster(repo, capsy
 def test_downgrading_kubernetes_is_refused(repo, capsys):
     rc, out = _diff(repo, capsys, "dev", lambda c: c.update({"higgsfield:kubernetesVersion": "1.34"}))
     assert rc == 1
-    assert "REFUSED: downgrade of Kubernetes" in out
+    assert "error: refused: downgrade of Kubernetes" in out
 
 
 def test_an_allow_lets_the_kubernetes_downgrade_through(repo, capsys):
@@ -153,13 +154,13 @@ def test_shrinking_fsx_is_refused_as_a_replacement(repo, capsys):
     rc, out = _diff(repo, capsys, "prod", lambda c: c["higgsfield:fsx"].update(storageCapacityGiB=12000))
     assert rc == 1
     assert "storageCapacity: 24000 → 12000" in out
-    assert "REFUSED: replace of FSx file system" in out
+    assert "error: refused: replace of FSx file system" in out
 
 
 def test_changing_a_prod_stacks_environment_is_refused(repo, capsys):
     rc, out = _diff(repo, capsys, "prod", lambda c: c.update({"higgsfield:environment": "staging"}))
     assert rc == 1
-    assert "REFUSED: changing the environment of a protected stack (prod → staging)" in out
+    assert "error: refused: changing the environment of a protected stack (prod → staging)" in out
 
 
 def test_a_tag_change_only_updates_in_place(repo, capsys):

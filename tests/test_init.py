@@ -57,7 +57,7 @@ def test_a_stack_from_init_plans_checks_and_costs_without_edits(project, capsys)
 
 def test_init_from_prod_buys_on_demand_where_prod_had_reservations_and_checks_clean(project, capsys):
     assert main(["init", "big", "--region", "eu-north-1", "--from", "prod"]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # notes wrap within 120 columns
     pools = _config(project, "big")["higgsfield:gpuPools"]
     assert {p.get("capacity", {}).get("type", "on-demand") for p in pools} <= {"on-demand", "spot"}
     assert "capacity-block cr-0a1b2c3d4e5f60718 is prod's, in us-east-2" in out
@@ -106,3 +106,47 @@ def test_preflight_says_which_azs_the_account_is_offered_a_missing_type_in():
     zones = ", ".join(zones_offering("p5en.48xlarge", "us-west-2"))
     assert fix == f"this account is offered it in {zones}: set the pool's availabilityZone to one of them"
 
+
+
+# --- a real new stack from flags; nothing bound to another account, region or CI carried over
+
+
+def test_init_flags_set_the_pools_system_types_and_teams_of_the_new_stack(project, capsys):
+    argv = ["init", "eu", "--region", "eu-north-1", "--from", "staging", "--gpu-pool", "h100:p5.48xlarge:0-4",
+            "--gpu-pool", "l4:g6.xlarge:1-3", "--cpu-type", "m7i.xlarge", "--team", "vision:16", "--team", "nlp"]
+    assert main(argv) == 0, capsys.readouterr().err
+    config = _config(project, "eu")
+    pools = {p["name"]: p for p in config["higgsfield:gpuPools"]}
+    assert pools["h100"]["instanceTypes"] == ["p5.48xlarge"] and (pools["l4"]["minSize"], pools["l4"]["maxSize"]) == (1, 3)
+    assert config["higgsfield:cpuNodes"]["instanceTypes"] == ["m7i.xlarge"]
+    teams = {t["name"]: t for t in config["higgsfield:scheduler"]["teams"]}
+    assert teams["vision"]["gpuQuota"] == 16 and teams["nlp"]["gpuQuota"] == 4 * 8 + 3 * 1  # the new pools' GPUs
+    assert len({t["uid"] for t in teams.values()}) == 2
+
+
+def test_init_never_copies_the_ci_connection_state_bucket_admins_image_or_s3_link(project, capsys):
+    assert main(["init", "eu", "--region", "eu-north-1", "--from", "prod"]) == 0, capsys.readouterr().err
+    config = _config(project, "eu")
+    out = " ".join(capsys.readouterr().out.split())  # notes wrap within 120 columns
+    assert "higgsfield:delivery" not in config and "higgsfield:admins" not in config and "s3" not in config["higgsfield:fsx"]
+    for said in ("higgsfield:delivery (CI: account", "higgsfield:admins were prod's", "fsx.s3 linked prod's bucket"):
+        assert said in out
+
+
+def test_init_puts_every_efa_pool_in_one_zone_with_the_file_system(project, capsys):
+    argv = ["init", "eu", "--region", "eu-north-1", "--from", "prod", "--gpu-pool", "a:p5.48xlarge:0-2", "--gpu-pool", "b:p5en.48xlarge:0-2"]
+    assert main(argv) == 0, capsys.readouterr().err
+    zones = {p["availabilityZone"] for p in _config(project, "eu")["higgsfield:gpuPools"]}
+    assert len(zones) == 1 and "availabilityZone" not in _config(project, "eu")["higgsfield:fsx"]  # FSx defaults to the EFA zone
+
+
+@pytest.mark.parametrize("flag, value", [("--gpu-pool", "h100"), ("--gpu-pool", "h100:p5.48xlarge:four"), ("--team", "a:b:c")])
+def test_a_malformed_init_flag_is_refused_naming_the_flag(project, capsys, flag, value):
+    assert main(["init", "eu", "--region", "eu-north-1", flag, value]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {flag}: ") and err.count("\n") == 1 and not (project / "stacks" / "Pulumi.eu.yaml").exists()
+
+
+def test_init_output_fits_120_columns(project, capsys):
+    assert main(["init", "eu", "--region", "eu-north-1", "--from", "prod"]) == 0
+    assert max(map(len, capsys.readouterr().out.splitlines())) <= 120

@@ -68,8 +68,9 @@ def test_check_fails_a_stack_whose_shipped_examples_do_not_fit(project_copy, cap
     project_copy("dev", one_gpu_team)
     assert main(["check", "bad"]) == 1
     out = capsys.readouterr().out
-    (row,) = [line for line in out.splitlines() if "example-jobs-fit" in line and "pytorch-ddp" in line]
-    assert "examples/pytorch-ddp.yaml" in row and "team ml's quota of 1 GPUs" in row
+    findings = [" ".join(part.split()) for part in out.split("example-jobs-fit")[1:]]  # each message is wrapped below its policy line
+    (finding,) = [f for f in findings if "examples/pytorch-ddp.yaml" in f]
+    assert "team ml's quota of 1 GPUs" in finding
 
 
 def test_rendered_yaml_keeps_the_templates_comments_and_the_script_as_a_block(capsys, monkeypatch):

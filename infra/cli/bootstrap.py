@@ -13,10 +13,10 @@ guards it and its rules (made and checked first).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from infra.cli import stacks
+from infra.cli.offline import project_root
 from infra.cli.stacks import SUB_CLAIM_KEYS, boundary_name
 
 PROJECT = "higgsfield"  # Pulumi.yaml name
@@ -49,9 +49,9 @@ def steps(config: Any) -> list[str]:
     stack, region, delivery = config.stack, config.region, config.delivery
     if delivery is None:
         return [image_step(config),
-                f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand (README, 'The real path')."]
+                f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand (docs/getting-started.md)."]
     bucket, key = delivery.state_bucket, delivery.state_key_arn
-    entry = next(e for e in stacks.stack_matrix(Path(__file__).resolve().parents[2])["include"] if e["stack"] == stack)
+    entry = next(e for e in stacks.stack_matrix(project_root())["include"] if e["stack"] == stack)
     endpoint = config.endpoint.public_access_cidrs
     restore = f"publicAccessCidrs {list(endpoint)}" if endpoint else "a private endpoint (publicAccessCidrs [])"
     repo, environment = delivery.repository, entry["deployEnvironment"]

@@ -220,18 +220,47 @@ def training_minimum_preemptable(plan: Plan) -> list[Finding]:
     return [Finding("training-minimum-never-preempted", "mandatory", None, f"{h.setting}: {h.message}") for h in holes_in_plan(plan)]
 
 
-def render(result: CheckResult) -> str:
-    """The findings as a table, mandatory first, and a count."""
+def render(result: CheckResult, verbose: bool = False, colour: bool = False) -> str:
+    """The findings, mandatory first, each a line with its level, policy and resource and then its
+    message wrapped within 120 columns; a count last. Policies that could not run offline (a value
+    known only at deploy) are counted, and listed with `verbose`."""
+    from infra.cli.output import paint
+    from infra.cli.views.table import wrap
+
     plan = result.plan
     names = {r.urn: f"{r.type.split(':')[-1]} {r.name}" for r in plan.resources}
-    lines = [
-        f"Policy check of {plan.project}/{plan.stack}: {len(plan.resources)} resources, policy config {result.policy_config.name}",
-        f"  {'level':<10} {'policy':<34} {'resource':<40} message",
-    ]
+    tint = {"mandatory": "red", "advisory": "yellow"}
+    lines = [f"Policy check of {plan.project}/{plan.stack}: {len(plan.resources)} resources, policy config {result.policy_config.name}"]
+
+    def finding(f: Finding, level: str) -> None:
+        shown = paint(f"{level:<10}", tint[level], colour) if level in tint else f"{level:<10}"
+        lines.append(f"  {shown} {f.policy}  ({names.get(f.urn or '', 'the stack')})")
+        lines.extend(wrap(f.message, indent=4, hanging=2))
+
     for f in sorted(result.violations, key=lambda f: (f.level != "mandatory", f.policy)):
-        lines.append(f"  {f.level:<10} {f.policy:<34} {names.get(f.urn or '', '(stack)'):<40} {f.message}")
-    for f in result.skipped:
-        lines.append(f"  {'not run':<10} {f.policy:<34} {names.get(f.urn or '', '(stack)'):<40} {f.message}")
+        finding(f, f.level)
+    if verbose:
+        for f in result.skipped:
+            finding(f, "not run")
     mandatory = len(result.mandatory)
-    lines.append(f"{mandatory} mandatory, {len(result.violations) - mandatory} advisory violations, {len(result.skipped)} not run")
+    summary = f"{mandatory} mandatory, {len(result.violations) - mandatory} advisory violations"
+    if result.skipped:
+        summary += (f"; {len(result.skipped)} not run offline (values known only at deploy; "
+                    f"{'listed above' if verbose else '--verbose lists them'})")
+    lines.append(summary)
     return "\n".join(lines)
+
+
+def as_json(result: CheckResult) -> dict:
+    def finding(f: Finding) -> dict:
+        return {"policy": f.policy, "level": f.level, "urn": f.urn, "message": f.message}
+
+    return {
+        "stack": result.plan.stack,
+        "policy_config": result.policy_config.name,
+        "resources": len(result.plan.resources),
+        "violations": [finding(f) for f in result.violations],
+        "not_run": [finding(f) for f in result.skipped],
+        "mandatory": len(result.mandatory),
+        "passed": not result.mandatory,
+    }

@@ -3,7 +3,7 @@
 plan and a dated price file with a price list per region.
 
 What cannot be priced is reported as not priced, never guessed and never fatal: a region or an
-instance type the price file does not list (`--refresh` adds EC2 prices through the Pricing API),
+instance type the price file does not list (`--refresh` takes every figure from the Pricing API),
 spot (the price moves) and Capacity Blocks (paid up front when purchased). An On-Demand Capacity
 Reservation is billed at the On-Demand rate whether instances run in it or not (EC2 User Guide,
 "Capacity Reservation pricing and billing",
@@ -66,6 +66,11 @@ class Estimate:
     @property
     def unpriced(self) -> list[Line]:
         return [line for line in self.lines if line.idle_hour is None or line.full_hour is None]
+
+    @property
+    def nothing_priced(self) -> bool:
+        """No line has a price (a region the price file does not list): there is no total to show."""
+        return all(line.idle_hour is None and line.full_hour is None for line in self.lines)
 
     def groups(self) -> list[tuple[str, list[Line]]]:
         """Lines per group, the most expensive group (at full scale) first, and within a group the
@@ -247,8 +252,10 @@ def as_json(est: Estimate) -> dict:
         "prices_checked": est.prices_checked,
         "prices_verified": est.prices_verified,
         "hours_per_month": m,
-        "headline": {"idle_month": est.total("idle_hour") * m, "full_hour": est.total("full_hour"),
-                     "reserved_in_use_month": est.reserved_in_use() * m, "idle_waste_month": (est.total("idle_hour") - est.reserved_in_use()) * m},
+        "headline": {"idle_month": None if est.nothing_priced else est.total("idle_hour") * m,
+                     "full_hour": None if est.nothing_priced else est.total("full_hour"),
+                     "reserved_in_use_month": est.reserved_in_use() * m, "idle_waste_month": (est.total("idle_hour") - est.reserved_in_use()) * m,
+                     "complete": not est.unpriced, "not_priced": len(est.unpriced)},
         "groups": [{"group": name, "subtotal": totals(lines), "lines": [dict(line.__dict__) for line in lines]}
                    for name, lines in est.groups()],
         "lines": [dict(line.__dict__) for _, lines in est.groups() for line in lines],
@@ -257,7 +264,7 @@ def as_json(est: Estimate) -> dict:
     }
 
 
-# --- refreshing EC2 prices through the AWS Pricing API ----------------------------------------------
+# --- refreshing prices through the AWS Pricing API ----------------------------------------------------
 
 
 def location_of(region: str) -> str:
@@ -296,13 +303,88 @@ def on_demand_price(client: Any, instance_type: str, region: str) -> float:
     raise PriceError(f"the Pricing API returned no on-demand price for {instance_type} in {region}")
 
 
+# Every other figure the estimate uses, as the Price List names it: (price-file key, service code,
+# the usage type's suffix after the region prefix, e.g. USE2-AmazonEKS-Hours:perCluster). Usage
+# types per the service's price list (docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/
+# price-changes.html, the Price List files of each service code); unverified from this machine
+# (no AWS access): `aws pricing get-products --region us-east-1 --service-code AmazonEKS
+# --filters Type=TERM_MATCH,Field=location,Value="US East (Ohio)"` shows the real usage types.
+SERVICE_PRICES = (
+    ("eks_cluster_hour", "AmazonEKS", "AmazonEKS-Hours:perCluster"),
+    ("eks_cluster_extended_support_hour", "AmazonEKS", "AmazonEKS-Hours:extendedSupport"),
+    ("ebs_gp3_gb_month", "AmazonEC2", "EBS:VolumeUsage.gp3"),
+    ("nat_gateway_hour", "AmazonEC2", "NatGateway-Hours"),
+    ("nat_gateway_gb", "AmazonEC2", "NatGateway-Bytes"),
+    ("vpc_interface_endpoint_az_hour", "AmazonVPC", "VpcEndpoint-Hours"),
+    ("kms_key_month", "awskms", "KMS-Keys"),
+    ("cloudwatch_logs_ingest_gb", "AmazonCloudWatch", "DataProcessing-Bytes"),
+)
+# FSx for Lustre tiers (the price file's keys) by the Price List's deploymentOption and throughput
+# attributes; a tier no product matches keeps the file's figure and is named in the refresh note.
+FSX_TIERS = {"PERSISTENT_2/125": ("Persistent 2", "125"), "PERSISTENT_2/250": ("Persistent 2", "250"),
+             "PERSISTENT_2/500": ("Persistent 2", "500"), "PERSISTENT_2/1000": ("Persistent 2", "1000"), "SCRATCH_2": ("Scratch 2", "200")}
+
+
+def _usd(product: dict) -> float | None:
+    for term in product.get("terms", {}).get("OnDemand", {}).values():
+        for dimension in term["priceDimensions"].values():
+            usd = float(dimension["pricePerUnit"].get("USD", 0))
+            if usd > 0:
+                return usd
+    return None
+
+
+def _products(client: Any, service: str, region: str, **attributes: str) -> Any:
+    filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in {"location": location_of(region), **attributes}.items()]
+    for page in client.get_paginator("get_products").paginate(ServiceCode=service, Filters=filters):
+        for raw in page["PriceList"]:
+            yield json.loads(raw) if isinstance(raw, str) else raw
+
+
+def service_price(client: Any, service: str, usage_suffix: str, region: str) -> float | None:
+    """The first-tier on-demand price of the usage type ending in `usage_suffix` (after the
+    region's prefix), or None when the Price List has no such product in the region."""
+    for product in _products(client, service, region):
+        usage = product["product"]["attributes"].get("usagetype", "")
+        if usage == usage_suffix or usage.endswith(f"-{usage_suffix}"):
+            price = _usd(product)
+            if price is not None:
+                return price
+    return None
+
+
+def fsx_price(client: Any, deployment: str, throughput: str, region: str) -> float | None:
+    for product in _products(client, "AmazonFSx", region, fileSystemType="Lustre"):
+        attributes = product["product"]["attributes"]
+        if attributes.get("deploymentOption") == deployment and attributes.get("throughputCapacity") == throughput:
+            return _usd(product)
+    return None
+
+
 def refresh(prices: dict[str, Any], instance_types: list[str], region: str, client: Any, today: str) -> dict[str, Any]:
-    """A copy of `prices` with every listed instance type's price in `region` from the Pricing API
-    (a region the file did not list gets a price list of its own, with EC2 prices only)."""
+    """A copy of `prices` with every figure of `region` from the Pricing API: each listed instance
+    type's EC2 price (an error when one has none) and every other service's (a region the file did
+    not list gets a price list of its own). Figures the API has no product for are left as they
+    were and listed in the region's `not_refreshed`."""
     updated = json.loads(json.dumps(prices))
     regional = updated["regions"].setdefault(region, {})
     ec2 = regional.setdefault("ec2_on_demand_hour", {})
     for instance_type in sorted(set(instance_types)):
         ec2[instance_type] = on_demand_price(client, instance_type, region)
-    regional.update(checked=today, verified=True, source=f"AWS Pricing API (GetProducts, AmazonEC2, {location_of(region)}) for EC2")
+    missing = []
+    for key, service, usage in SERVICE_PRICES:
+        price = service_price(client, service, usage, region)
+        if price is None:
+            missing.append(key)
+        else:
+            regional[key] = price
+    fsx = regional.setdefault("fsx_lustre_gb_month", {})
+    for tier, (deployment, throughput) in FSX_TIERS.items():
+        price = fsx_price(client, deployment, throughput, region)
+        if price is None:
+            missing.append(f"fsx_lustre_gb_month.{tier}")
+        else:
+            fsx[tier] = price
+    regional.update(checked=today, verified=not missing, not_refreshed=missing,
+                    source=f"AWS Pricing API (GetProducts, {location_of(region)}): EC2, EBS, NAT, VPC endpoints, EKS, FSx, KMS, CloudWatch Logs")
     return updated

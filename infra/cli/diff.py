@@ -331,6 +331,21 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def as_json(stack: str, base_ref: str, diff: Diff) -> dict:
+    def change(c: Change) -> dict:
+        return {"type": c.type, "name": c.name, "urn": c.urn, "replace": c.replaces, "replace_because": c.replace_paths,
+                "paths": c.paths, "values": {p: {"old": old, "new": new} for p, (old, new) in c.values.items()},
+                "computed_from_replaced": c.because}
+
+    return {
+        "stack": stack, "base": base_ref,
+        "add": [{"type": r["type"], "name": r["name"]} for r in diff.added],
+        "delete": [{"type": r["type"], "name": r["name"]} for r in diff.removed],
+        "change": [change(c) for c in diff.changed],
+        "refused": diff.refused,
+    }
+
+
 def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
     lines = [f"Changes to {stack} since {base_ref}: {len(diff.added)} to add, {len(diff.changed)} to change ({len(diff.replaced)} replaced), {len(diff.removed)} to delete"]
     lines += [f"  + {r['type']} {r['name']}" for r in diff.added]
@@ -350,5 +365,6 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
                 lines.append(f"      {path}")
         if len(c.paths) > 12:
             lines.append(f"      ... {len(c.paths) - 12} more")
-    lines += [f"REFUSED: {r}" for r in diff.refused]
+    if diff.refused:
+        lines.append(f"{len(diff.refused)} change(s) refused (why: on stderr; --allow NAME or higgsfield:allowReplace lets an intended one through)")
     return "\n".join(lines)

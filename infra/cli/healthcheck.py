@@ -10,16 +10,16 @@ team service account is bound to a role that can patch nodes."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from components.device_plugins import GPU_TOLERATION
 from components.efa import efa_count, efa_interfaces_for, expected_bus_bandwidth_gb_s
 from components.storage import MOUNT_PATH, PVC_NAME
 from infra import versions
+from infra.assets import shipped
 from infra.cli.pods import check_image, prepare_gpu_pod, stack_image, stack_repository
 from infra.config import ConfigError, GpuPool, StackConfig
 
-PROGRAM = Path(__file__).resolve().parents[2] / "images" / "training" / "node_check.py"
+PROGRAM = shipped("images/training/node_check.py")
 CODE = "higgsfield-healthcheck"  # the ConfigMap holding node_check.py
 # Where NCCL writes its INFO log in the all-reduce pods (one file per process, read back by
 # node_check.py --allreduce).

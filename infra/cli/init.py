@@ -1,10 +1,17 @@
-"""`higgsfield init STACK --region R [--from EXISTING]`: a stack of one's own in another region.
+"""`higgsfield init STACK --region R [--from EXISTING] [--gpu-pool ...] [--team ...] ...`: a stack of
+one's own, in another region, with one's own instance types, pools, sizes and teams.
 
 Copies stacks/Pulumi.EXISTING.yaml (comments kept) and policies/config/EXISTING.json, and moves
 what is regional: aws:region, the availability zones (ones that offer every GPU pool's instance
-types and the system nodes' types, per AWS's catalog as bundled with moto), each pool's zone,
-and the FSx zone (left to its default: the EFA pools' zone). What cannot move - a capacity
-reservation or Capacity Block belongs to one AZ of one account - becomes on-demand, with a note.
+types and the system nodes' types, per AWS's catalog as bundled with moto), each pool's zone
+(every EFA pool in one zone, the zone FSx then takes by default), and the FSx zone. Flags replace
+the GPU pools (`--gpu-pool NAME:TYPE[,TYPE]:MIN-MAX`), the system nodes' types (`--cpu-type`), the
+teams (`--team NAME[:GPUS]`), the environment and the cluster admins (`--admin ARN`).
+
+What belongs to another account, region or CI is never carried over silently: a capacity
+reservation or Capacity Block (one AZ of one account) becomes on-demand; the CI connection, state
+bucket and key (`higgsfield:delivery`), the admins' ARNs, a training image in another region's
+registry and the S3 link are cleared, each with a note saying how to set the new stack's own.
 The new stack is validated like any other before anything is written.
 """
 
@@ -16,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.bundled import source, where_offered, zone_offerings
+from infra.bundled import instance_types, source, where_offered, zone_offerings
 from infra.cli.jobs import round_trip_yaml
 from infra.cli.offline import StackNotFound, project_root
 from infra.config import DNS_LABEL, ConfigError, eks_regions
@@ -52,8 +59,119 @@ def _zone_for(types: list[str], region: str, offered: dict[str, frozenset[str]],
     return next((z for z in prefer if z in zones), zones[0])
 
 
-def new_stack(name: str, region: str, base: str = "dev", root: Path | None = None) -> NewStack:
-    """The files of stack `name` in `region`, made from stack `base` (nothing written yet)."""
+@dataclass(frozen=True)
+class PoolSpec:
+    """`--gpu-pool NAME:TYPE[,TYPE...][:MIN-MAX]`: an on-demand GPU pool (sizes default 0-2)."""
+
+    name: str
+    instance_types: tuple[str, ...]
+    min_size: int = 0
+    max_size: int = 2
+
+    @classmethod
+    def parse(cls, text: str) -> PoolSpec:
+        parts = text.split(":")
+        sizes = re.fullmatch(r"(\d+)-(\d+)", parts[2]) if len(parts) == 3 else None
+        if len(parts) not in (2, 3) or not parts[0] or not parts[1] or (len(parts) == 3 and not sizes):
+            raise ConfigError("--gpu-pool", f"{text!r} is not NAME:TYPE[,TYPE...][:MIN-MAX] (e.g. h100:p5.48xlarge:0-4)")
+        low, high = (int(sizes[1]), int(sizes[2])) if sizes else (0, 2)
+        return cls(parts[0], tuple(parts[1].split(",")), low, high)
+
+
+@dataclass(frozen=True)
+class TeamSpec:
+    """`--team NAME[:GPUS]`: a team on the stack's first queue with every priority class."""
+
+    name: str
+    gpus: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> TeamSpec:
+        match = re.fullmatch(r"([^:]+)(?::(\d+))?", text)
+        if not match:
+            raise ConfigError("--team", f"{text!r} is not NAME[:GPUS] (e.g. vision:8)")
+        return cls(match[1], int(match[2]) if match[2] is not None else None)
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What the flags of `init` say; None keeps the base stack's."""
+
+    pools: tuple[PoolSpec, ...] = ()
+    cpu_types: tuple[str, ...] = ()
+    teams: tuple[TeamSpec, ...] = ()
+    environment: str | None = None
+    admins: tuple[str, ...] = ()
+
+
+def _gpus(instance_type: str) -> int:
+    facts = instance_types().get(instance_type) or {}
+    return sum(g.get("Count", 0) for g in (facts.get("GpuInfo") or {}).get("Gpus", []))
+
+
+def _efa(instance_type: str) -> bool:
+    return bool(((instance_types().get(instance_type) or {}).get("NetworkInfo") or {}).get("EfaSupported"))
+
+
+def _apply_choices(config: dict, choices: Choices, result: NewStack, base: str) -> None:
+    """The flags' pools, system-node types, teams, environment and admins, in the copied config."""
+    if choices.pools:
+        config[f"{G}:gpuPools"] = [{"name": p.name, "instanceTypes": list(p.instance_types), "availabilityZone": "",
+                                    "minSize": p.min_size, "maxSize": p.max_size} for p in choices.pools]
+        total = sum(p.max_size * _gpus(p.instance_types[0]) for p in choices.pools)
+        for queue in (config.get(f"{G}:scheduler") or {}).get("queues") or []:
+            queue["gpuCapability"] = total  # what the new pools can provide at most
+        for team in (config.get(f"{G}:scheduler") or {}).get("teams") or []:
+            team["gpuQuota"] = min(team.get("gpuQuota", total), total)
+    if choices.cpu_types:
+        config.setdefault(f"{G}:cpuNodes", {})["instanceTypes"] = list(choices.cpu_types)
+    if choices.teams:
+        scheduler = config.setdefault(f"{G}:scheduler", {})
+        queues = scheduler.get("queues") or []
+        if not queues:
+            raise ConfigError("--team", f"{base} has no higgsfield:scheduler.queues for the teams to submit to")
+        queue = queues[0]
+        classes = [c["name"] for c in scheduler.get("priorityClasses") or []]
+        first_uid = max([t.get("uid", 20000) for t in scheduler.get("teams") or []] + [20000]) + 1
+        scheduler["teams"] = [{"name": t.name, "queue": queue["name"], "gpuQuota": queue.get("gpuCapability", 0) if t.gpus is None else t.gpus,
+                               "priorityClasses": list(classes), "uid": first_uid + i} for i, t in enumerate(choices.teams)]
+        owners = {t.name for t in choices.teams}
+        fsx = config.get(f"{G}:fsx") or {}
+        if any(d.get("owner") not in owners for d in fsx.get("datasets") or []):
+            fsx.pop("datasets", None)
+            result.notes.append(f"fsx.datasets named {base}'s teams: removed; add datasets owned by the new teams")
+    if choices.environment:
+        config[f"{G}:environment"] = choices.environment
+    if choices.admins:
+        config[f"{G}:admins"] = list(choices.admins)
+
+
+def _clear_what_is_not_ours(config: dict, result: NewStack, base: str, old_region: str, region: str, admins_given: bool) -> None:
+    """Settings bound to the base's account, region or CI are cleared, each with a note."""
+    delivery = config.pop(f"{G}:delivery", None)
+    if delivery is not None:
+        result.notes.append(f"higgsfield:delivery (CI: account {delivery.get('accountId')}, state bucket, state key, GitHub connection) is {base}'s: "
+                            f"not copied; add the new stack's own, then `higgsfield bootstrap {result.name}` prints the first deploy")
+    if config.get(f"{G}:admins") and not admins_given:
+        del config[f"{G}:admins"]
+        result.notes.append(f"higgsfield:admins were {base}'s IAM principals: not copied; pass --admin ARN (repeatable) or add them")
+    image = config.get(f"{G}:trainingImage")
+    if image and (f".{old_region}." in str(image) or ".ecr." in str(image)):
+        del config[f"{G}:trainingImage"]
+        result.notes.append(f"trainingImage {image} is in {base}'s registry: not copied; the stack builds its own into its ECR in {region} "
+                            f"(`higgsfield image build {result.name}`, docs/training-image.md)")
+    fsx = config.get(f"{G}:fsx")
+    if fsx is not None and fsx.get("s3"):
+        bucket = fsx.pop("s3").get("bucket")
+        checkpoints = config.get(f"{G}:checkpoints") or {}
+        if checkpoints.get("exportToS3"):
+            checkpoints["exportToS3"] = False
+        result.notes.append(f"fsx.s3 linked {base}'s bucket {bucket!r} (in {old_region}): not copied; link a bucket of yours in {region} (fsx.s3)")
+
+
+def new_stack(name: str, region: str, base: str = "dev", root: Path | None = None, choices: Choices = Choices()) -> NewStack:
+    """The files of stack `name` in `region`, made from stack `base` and the flags' `choices`
+    (nothing written yet)."""
     root = root or project_root()
     if not re.fullmatch(DNS_LABEL, name):
         raise ConfigError("STACK", f"{name!r} is not a valid stack name: a lowercase DNS label of at most 30 characters (it names the cluster, PVs and namespaces)")
@@ -76,9 +194,20 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
     result = NewStack(name, region, base, stack_file, policy_file, "", "")
     old_region = config["aws:region"]
     config["aws:region"] = region
+    _apply_choices(config, choices, result, base)
+    _clear_what_is_not_ours(config, result, base, old_region, region, bool(choices.admins))
 
-    pool_zones: list[str] = []
-    for i, pool in enumerate(config.get(f"{G}:gpuPools") or []):
+    pools = config.get(f"{G}:gpuPools") or []
+    # Every EFA pool in one zone (one that offers all their types), where FSx goes by default:
+    # reads and checkpoints never cross AZs.
+    efa_pools = [p for p in pools if p.get("efa", True) and _efa(p["instanceTypes"][0])]
+    efa_types = {t for p in efa_pools for t in p["instanceTypes"]}
+    shared = sorted(z for z, have in offered.items() if efa_types and efa_types <= have)
+    pool_zones: list[str] = shared[:1]
+    if len(efa_pools) > 1 and not shared:
+        result.notes.append(f"no AZ of {region} offers every EFA pool's types ({', '.join(sorted(efa_types))}): the EFA pools are in "
+                            "different AZs and FSx is in the first one's, so the others read and checkpoint across AZs")
+    for i, pool in enumerate(pools):
         zone = _zone_for(list(pool["instanceTypes"]), region, offered, pool_zones, f"{G}:gpuPools[{i}].instanceTypes")
         pool["availabilityZone"] = zone
         pool_zones.append(zone)
@@ -107,10 +236,6 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
     fsx = config.get(f"{G}:fsx")
     if fsx is not None and "availabilityZone" in fsx:
         del fsx["availabilityZone"]  # its default: the EFA pools' zone
-    if fsx is not None and fsx.get("s3"):
-        result.notes.append(f"fsx.s3.bucket {fsx['s3'].get('bucket')!r} is {base}'s (in {old_region}): point it at a bucket of yours in {region}")
-    if config.get(f"{G}:trainingImage") and f".{old_region}." in str(config[f"{G}:trainingImage"]):
-        result.notes.append(f"trainingImage names a registry in {old_region}: jobs pull it across regions unless you push it to {region}")
     config.pop(f"{G}:allowReplace", None)  # the base's intended replacements are not the new stack's
 
     text = io.StringIO()
@@ -141,10 +266,12 @@ def write(stack: NewStack, root: Path | None = None) -> None:
 
 
 def render(stack: NewStack, root: Path) -> str:
-    lines = [
-        f"wrote {stack.stack_file.relative_to(root)} (from {stack.source}, region {stack.region}) and {stack.policy_file.relative_to(root)}",
-        *(f"  note: {n}" for n in stack.notes),
-        f"next: higgsfield plan {stack.name}; higgsfield check {stack.name}; higgsfield cost {stack.name}; "
-        f"with credentials for the account: higgsfield preflight {stack.name}",
-    ]
+    """What was written, each note wrapped within 120 columns, and the next commands."""
+    from infra.cli.views.table import wrap
+
+    lines = [f"wrote {stack.stack_file.relative_to(root)} (from {stack.source}, region {stack.region}) and {stack.policy_file.relative_to(root)}"]
+    for note in stack.notes:
+        lines += wrap(f"note: {note}", indent=2, hanging=6)
+    lines += [f"next: higgsfield plan {stack.name}; higgsfield check {stack.name}; higgsfield cost {stack.name}",
+              f"      with credentials for the account: higgsfield preflight {stack.name}"]
     return "\n".join(lines)

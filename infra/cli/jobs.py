@@ -17,7 +17,6 @@ import re
 from collections.abc import Iterator
 from datetime import timedelta
 from dataclasses import dataclass
-from pathlib import Path
 from string import Template
 from typing import Any
 
@@ -28,9 +27,10 @@ from components.karpenter import DO_NOT_DISRUPT
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
 from infra.cli.pods import check_image, prepare_gpu_pod, stack_image
 from infra import versions
+from infra.assets import shipped
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES_DIR = shipped("examples")
 # Each example, its class of work (docs/workload-classes.md) and the scripts its ConfigMap carries.
 WORKLOAD = {
     "pytorch-ddp": "training", "pytorch-elastic": "training", "mpi-nccl-tests": "training",

@@ -81,6 +81,7 @@ class Check:
     detail: str
     fix: str = ""
     checked: bool = True
+    unreachable: bool = False  # not checked because AWS could not be reached at all
 
     @property
     def status(self) -> str:
@@ -124,7 +125,7 @@ def _not_checked(check: str, target: str, exc: Exception) -> Check:
         return Check(check, target, False, f"not checked: {operation} failed: {code}: {message}", checked=False)
     if isinstance(exc, _NETWORK):
         return Check(check, target, False, f"not checked: network failure: {exc}",
-                     "check the network path to AWS (DNS, proxy, firewall, VPC endpoints), then rerun", checked=False)
+                     "check the network path to AWS (DNS, proxy, firewall, VPC endpoints), then rerun", checked=False, unreachable=True)
     return Check(check, target, False, f"not checked: unreadable answer from AWS ({type(exc).__name__}: {exc})", checked=False)
 
 
@@ -331,14 +332,37 @@ def run(cfg: StackConfig, clients: Clients, addons: Mapping[str, str | None]) ->
     return checks
 
 
-def render(stack: str, checks: list[Check]) -> str:
-    lines = [f"Preflight of {stack}", f"  {'':4} {'check':<16} {'target':<58} detail"]
+def render(stack: str, checks: list[Check], colour: bool = False) -> str:
+    """One line per check (status, check, target), its detail and fix wrapped below within 120
+    columns; a count last."""
+    from infra.cli.output import paint
+    from infra.cli.views.table import wrap
+
+    tint = {"ok": "green", "FAIL": "red", "n/c": "yellow"}
+    lines = [f"Preflight of {stack}"]
     for c in checks:
-        lines.append(f"  {c.status:<4} {c.check:<16} {c.target:<58} {c.detail}" + (f"  -> {c.fix}" if c.fix else ""))
+        lines.append(f"  {paint(f'{c.status:<4}', tint[c.status], colour)} {c.check:<16} {c.target}")
+        lines.extend(wrap(c.detail + (f" -> {c.fix}" if c.fix else ""), indent=7, hanging=2))
     failed = sum(c.checked and not c.ok for c in checks)
     unchecked = sum(not c.checked for c in checks)
-    lines.append(f"{len(checks) - failed - unchecked} passed, {failed} failed, {unchecked} not checked")
+    lines.append(f"{len(checks) - failed - unchecked} passed, {failed} failed, {unchecked} not checked (n/c)")
     return "\n".join(lines)
+
+
+def one_cause(checks: list[Check]) -> str | None:
+    """When AWS could not be reached at all, that one cause in one line instead of a line per check."""
+    if checks and all(c.unreachable for c in checks):
+        return f"cannot reach AWS: {len(checks)} checks not run ({checks[0].detail.removeprefix('not checked: ')}); {checks[0].fix}"
+    return None
+
+
+def as_json(stack: str, checks: list[Check]) -> dict:
+    return {
+        "stack": stack,
+        "checks": [{"check": c.check, "target": c.target, "status": {"ok": "ok", "FAIL": "failed", "n/c": "not_checked"}[c.status],
+                    "detail": c.detail, "fix": c.fix} for c in checks],
+        "passed": all(c.ok for c in checks),
+    }
 
 
 def addon_pins(plan: Any) -> dict[str, str | None]:

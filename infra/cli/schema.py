@@ -1,9 +1,11 @@
-"""`higgsfield schema [--write]`: the stack-file JSON Schema and the README's config table,
-both generated from the config models in `infra/config/`, so neither can drift.
+"""`higgsfield schema [--write]`: the stack-file JSON Schema, the settings reference and the CLI
+reference, generated from the code (the config models in `infra/config/`, the command line in
+`infra/cli/main.py`), so none can drift.
 
-    schemas/stack.schema.json   editors complete and check stack files with it: the first line
-                                of each stack file is `# yaml-language-server: $schema=../schemas/stack.schema.json`
-    README.md                   the table between the config-table markers
+    schemas/stack.schema.json     editors complete and check stack files with it: the first line
+                                  of each stack file is `# yaml-language-server: $schema=../schemas/stack.schema.json`
+    docs/reference/settings.md    the table between the config-table markers
+    docs/reference/cli.md         every command's --help
 
 Field descriptions are the docstrings under the fields (read here from the source, so the
 program pays nothing for them at run time) or a `derived("...")` field's description.
@@ -24,7 +26,8 @@ from pydantic.json_schema import GenerateJsonSchema
 from infra import config
 
 SCHEMA_PATH = Path("schemas") / "stack.schema.json"
-README_PATH = Path("README.md")
+SETTINGS_PATH = Path("docs") / "reference" / "settings.md"
+CLI_PATH = Path("docs") / "reference" / "cli.md"
 TABLE_START = "<!-- config-table:start: generated from infra/config/ by `higgsfield schema --write`; do not edit -->"
 TABLE_END = "<!-- config-table:end -->"
 REGENERATE = "python -m infra.cli schema --write"
@@ -127,7 +130,7 @@ def schema_text() -> str:
     return json.dumps(stack_file_schema(), indent=2) + "\n"
 
 
-# --- the README table -------------------------------------------------------------------------
+# --- the settings table -------------------------------------------------------------------------
 
 
 def _type_of(prop: dict, defs: dict) -> str:
@@ -192,7 +195,7 @@ def table_rows() -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def readme_table() -> str:
+def settings_table() -> str:
     lines = [TABLE_START, "", "| key | type | default | meaning |", "|---|---|---|---|"]
     for key, kind, default, meaning in table_rows():
         escaped = meaning.replace("|", "\\|")
@@ -201,26 +204,66 @@ def readme_table() -> str:
     return "\n".join(lines)
 
 
-def readme_with_table(readme: str) -> str:
-    start, end = readme.index(TABLE_START), readme.index(TABLE_END) + len(TABLE_END)
-    return readme[:start] + readme_table() + readme[end:]
+def with_table(page: str) -> str:
+    start, end = page.index(TABLE_START), page.index(TABLE_END) + len(TABLE_END)
+    return page[:start] + settings_table() + page[end:]
+
+
+# --- the CLI reference -------------------------------------------------------------------------
+
+
+def cli_reference() -> str:
+    """Every command's `--help`, as argparse prints it at 100 columns, under a heading each."""
+    import argparse
+    import os
+
+    from infra.cli.main import parser
+
+    previous = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal's width: fixed, so the page is stable
+    try:
+        top = parser()
+        sections = [("higgsfield", top)]
+        for action in top._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, command in action.choices.items():
+                    nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+                    if nested:
+                        sections += [(f"higgsfield {name} {sub}", c) for sub, c in nested[0].choices.items()]
+                    else:
+                        sections.append((f"higgsfield {name}", command))
+        parts = [f"# CLI reference\n\nGenerated from `infra/cli/main.py` by `{REGENERATE}`; do not edit. "
+                 "Exit status: 0 ok, 1 a check failed (or an unforeseen error), 2 the stack or the command line is wrong.\n"]
+        for title, command in sections:
+            parts.append(f"## `{title}`\n\n```text\n{command.format_help().rstrip()}\n```\n")
+        return "\n".join(parts)
+    finally:
+        if previous is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = previous
 
 
 def stale(root: Path) -> list[str]:
-    """The generated files under `root` that differ from what the models generate."""
+    """The generated files under `root` that differ from what the code generates."""
     found = []
     schema = root / SCHEMA_PATH
     if not schema.is_file() or schema.read_text() != schema_text():
         found.append(str(SCHEMA_PATH))
-    readme = (root / README_PATH).read_text()
-    if TABLE_START not in readme or TABLE_END not in readme or readme_with_table(readme) != readme:
-        found.append(f"{README_PATH} (config table)")
+    settings = root / SETTINGS_PATH
+    page = settings.read_text() if settings.is_file() else ""
+    if TABLE_START not in page or TABLE_END not in page or with_table(page) != page:
+        found.append(f"{SETTINGS_PATH} (settings table)")
+    cli = root / CLI_PATH
+    if not cli.is_file() or cli.read_text() != cli_reference():
+        found.append(str(CLI_PATH))
     return found
 
 
 def write(root: Path) -> list[str]:
     (root / SCHEMA_PATH).parent.mkdir(exist_ok=True)
     (root / SCHEMA_PATH).write_text(schema_text())
-    readme = root / README_PATH
-    readme.write_text(readme_with_table(readme.read_text()))
-    return [str(SCHEMA_PATH), str(README_PATH)]
+    settings = root / SETTINGS_PATH
+    settings.write_text(with_table(settings.read_text()))
+    (root / CLI_PATH).write_text(cli_reference())
+    return [str(SCHEMA_PATH), str(SETTINGS_PATH), str(CLI_PATH)]

@@ -117,9 +117,11 @@ def stack_matrix(root: Path, delivered_only: bool = False) -> dict[str, list[dic
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="higgsfield stacks", description=__doc__.splitlines()[0])
     parser.add_argument("--delivered", action="store_true", help="only stacks with higgsfield:delivery (previewed and deployed by CI)")
-    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[2])
+    parser.add_argument("--root", type=Path, default=None, help="the project (default: the folder holding Pulumi.yaml, from here up)")
     args = parser.parse_args(argv)
-    print(json.dumps(stack_matrix(args.root, args.delivered), separators=(",", ":")))
+    from infra.cli.offline import project_root
+
+    print(json.dumps(stack_matrix(args.root or project_root(), args.delivered), separators=(",", ":")))
     return 0
 
 

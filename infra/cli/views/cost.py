@@ -11,10 +11,15 @@ def render(est: Estimate) -> str:
     m = est.hours_per_month
     idle, full = est.total("idle_hour"), est.total("full_hour")
     unpriced = est.unpriced
-    lines = [f"Cost of {est.stack} ({est.region}): idle {money(idle, m)}/month, full scale {money(full)}/hour"]
-    lines.append(f"  full scale {money(full, m)}/month; idle {money(idle)}/hour; month = {m} h")
+    if est.nothing_priced:  # never a $0.00 headline for what could not be priced
+        lines = [f"Cost of {est.stack} ({est.region}): not priced: no prices for {est.region} in the price file; "
+                 f"`higgsfield cost {est.stack} --refresh` (AWS credentials) adds them"]
+    else:
+        excluding = f", excluding {len(unpriced)} item(s) not priced" if unpriced else ""
+        lines = [f"Cost of {est.stack} ({est.region}): idle {money(idle, m)}/month, full scale {money(full)}/hour{excluding}"]
+        lines.append(f"  full scale {money(full, m)}/month; idle {money(idle)}/hour; month = {m} h")
     warm = est.reserved_in_use()
-    if warm:
+    if warm and not est.nothing_priced:
         lines.append(f"  of idle: reservations held warm {money(warm, m)}/month (used: gated nodes ready for jobs), "
                      f"idle waste {money(idle - warm, m)}/month")
     if unpriced:

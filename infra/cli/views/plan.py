@@ -91,10 +91,14 @@ SUMMARIES: dict[str, Callable[[dict], str]] = {
 }
 
 
+# ignore_changes paths, in words (Pulumi does not change them after creation)
+IGNORED = {"scalingConfig.desiredSize": "desired size"}
+
+
 def _flags(r: Resource) -> str:
     flags = [name for name, on in (("protected", r.protect), ("retained", r.retain_on_delete)) if on]
-    if r.ignore_changes:
-        flags.append("ignores " + ",".join(r.ignore_changes))
+    if r.ignore_changes:  # what Pulumi leaves as it finds it: set by someone else (the autoscaler) at run time
+        flags.append("left to the autoscaler: " + ",".join(IGNORED.get(p, p) for p in r.ignore_changes))
     return f"  [{'; '.join(flags)}]" if flags else ""
 
 

@@ -23,7 +23,7 @@ def label(r: Resource) -> str:
 
 def _title(plan: Plan, t: Timeline) -> str:
     return (f"Deployment timeline of {plan.stack}: {t.total:.1f} min on the critical path; "
-            f"unavoidable chain {t.unavoidable:.1f} min; ratio {t.ratio:.2f}")
+            f"no deploy is faster than {t.unavoidable:.1f} min (x{t.ratio:.2f})")
 
 
 def _branch_title(t: Timeline, index: int) -> str:
@@ -71,7 +71,9 @@ def sources() -> list[str]:
 
 
 def render(plan: Plan, t: Timeline, verbose: bool = False) -> str:
-    lines = [_title(plan, t), "  one row per resource created; --verbose for where each create time comes from", ""]
+    lines = [_title(plan, t),
+             "  (VPC, subnet, cluster, a node group and a chart each wait for the one before: no deploy is faster than those in a row)",
+             "  one row per resource created; --verbose for where each create time comes from", ""]
     lines += gantt(plan, t)
     if verbose:
         lines += ["", *sources()]

@@ -1,10 +1,11 @@
-"""The README's examples of `higgsfield plan`, `cost` and `timeline` output are the real output of
-the shipped stacks. Each example is a fenced block right after a marker line
+"""The examples of command output in the README and in docs/ (`higgsfield plan`, `cost`,
+`timeline`, ...) are the real output of the shipped stacks. Each example is a fenced block right
+after a marker line
 
     <!-- output: higgsfield cost prod -->            (the whole output)
     <!-- output: higgsfield plan prod | head -30 --> (its first 30 lines)
 
-`python tests/test_readme_examples.py --write` runs every marked command and rewrites its block;
+`python tests/test_doc_examples.py --write` runs every marked command and rewrites its block;
 the test fails while a block differs from what its command prints now."""
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-REGENERATE = "python tests/test_readme_examples.py --write"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+REGENERATE = "python tests/test_doc_examples.py --write"
 MARKER = re.compile(r"^<!-- output: higgsfield (?P<args>[^|>]+?)(?: \| head -(?P<head>\d+))? -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$",
                     re.MULTILINE | re.DOTALL)
 
@@ -53,19 +55,22 @@ def regenerated(text: str) -> str:
     return MARKER.sub(fill, text)
 
 
-def test_readme_shows_plan_cost_and_timeline_examples():
-    commands = {m["args"].split()[0] for m in examples(README.read_text())}
+def test_the_manual_shows_plan_cost_and_timeline_examples():
+    commands = {m["args"].split()[0] for page in PAGES for m in examples(page.read_text())}
     assert {"plan", "cost", "timeline"} <= commands
 
 
-def test_readme_examples_are_the_real_output_of_the_shipped_stacks():
-    stale = [f"higgsfield {m['args']}" for m in examples(README.read_text()) if m["body"] != command_output(m["args"], m["head"])]
-    assert not stale, f"README examples out of date: {', '.join(stale)}; run `{REGENERATE}`"
+def test_the_manuals_examples_are_the_real_output_of_the_shipped_stacks():
+    stale = [f"{page.relative_to(ROOT)}: higgsfield {m['args']}" for page in PAGES for m in examples(page.read_text())
+             if m["body"] != command_output(m["args"], m["head"])]
+    assert not stale, f"examples out of date: {', '.join(stale)}; run `{REGENERATE}`"
 
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         sys.exit(f"usage: {REGENERATE}")
     sys.path.insert(0, str(ROOT))
-    README.write_text(regenerated(README.read_text()))
-    print(f"wrote {README.relative_to(ROOT)} ({len(examples(README.read_text()))} examples)")
+    for page in PAGES:
+        if examples(page.read_text()):
+            page.write_text(regenerated(page.read_text()))
+            print(f"wrote {page.relative_to(ROOT)} ({len(examples(page.read_text()))} examples)")

@@ -1,0 +1,74 @@
+"""How every reporting command prints, the same way for all of them.
+
+- text that fits `views.WIDTH` (120) columns on stdout, or with `--json` stable JSON (sorted keys,
+  floats rounded to cents) on stdout;
+- `--output FILE` writes what would have been printed (text, or JSON with `--json`) to FILE;
+  the old `--json PATH` still writes the JSON to PATH and prints the text;
+- failures and refusals on stderr (`error: ...`), one line each; the exit status says the verdict;
+- colour only on a terminal, never with NO_COLOR set (no-color.org) or TERM=dumb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+JSON_HELP = "print the report as JSON (stable keys, money rounded to cents); --json PATH also works: writes JSON to PATH, prints the text"
+OUTPUT_HELP = "write the report (text, or JSON with --json) to FILE instead of stdout"
+
+
+def add_report_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--json", metavar="PATH", nargs="?", const="-", help=JSON_HELP)
+    command.add_argument("--output", "-o", metavar="FILE", help=OUTPUT_HELP)
+
+
+def stable(value: Any) -> Any:
+    """`value` with every float rounded to 2 decimals (cents; ratios to a hundredth), recursively."""
+    if isinstance(value, float):
+        return round(value, 2)
+    if isinstance(value, dict):
+        return {str(k): stable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [stable(v) for v in value]
+    return value
+
+
+def json_text(data: Any) -> str:
+    return json.dumps(stable(data), indent=2, sort_keys=True) + "\n"
+
+
+def emit(args: argparse.Namespace, data: Callable[[], Any], text: Callable[[], str]) -> None:
+    """Print (or write) one report as the options ask: `data()` is its JSON, `text()` its text."""
+    json_target, output = getattr(args, "json", None), getattr(args, "output", None)
+    if json_target not in (None, "-"):  # the old form: --json PATH writes the JSON, prints the text
+        Path(json_target).write_text(json_text(data()))
+        json_target = None
+        print(f"wrote {args.json}", file=sys.stderr)
+    content = json_text(data()) if json_target == "-" else text().rstrip("\n") + "\n"
+    if output:
+        Path(output).write_text(content)
+        print(f"wrote {output}", file=sys.stderr)
+    else:
+        sys.stdout.write(content)
+
+
+def error(message: str) -> None:
+    """A failure or refusal: one line on stderr."""
+    print(f"{paint('error:', 'red', colour_on(sys.stderr))} {message}", file=sys.stderr)
+
+
+_COLOURS = {"red": "31", "green": "32", "yellow": "33", "bold": "1"}
+
+
+def colour_on(stream: IO[str]) -> bool:
+    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+def paint(text: str, colour: str, on: bool) -> str:
+    """`text` in `colour` when `on` (see `colour_on`: the caller knows where the text goes)."""
+    return f"\x1b[{_COLOURS[colour]}m{text}\x1b[0m" if on else text

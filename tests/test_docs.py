@@ -1,0 +1,61 @@
+"""The README is a landing page and docs/ the manual by purpose; every link in either leads somewhere."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lowercase, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    return {_slug(line.lstrip("#")) for line in page.read_text().splitlines() if line.startswith("#")}
+
+
+def test_readme_is_a_landing_page_of_at_most_200_lines():
+    assert len(README.read_text().splitlines()) <= 200
+
+
+def test_readme_says_first_that_the_platform_has_not_run_on_a_real_account():
+    head = "\n".join(README.read_text().splitlines()[:40])
+    assert "## Status" in head and "Never deployed on a real AWS account" in head
+
+
+def test_readme_names_what_a_user_needs_and_the_two_commands():
+    text = README.read_text()
+    for need in ("AWS account", "Pulumi CLI", "Docker"):
+        assert need in text
+    assert "higgsfield plan dev" in text and "python -m pytest -q -n auto" in text
+
+
+@pytest.mark.parametrize("page", ["getting-started.md", "tasks.md", "troubleshooting.md", "security.md", "verified.md",
+                                  "reference/settings.md", "reference/cli.md", "concepts/training-jobs.md", "performance.md"])
+def test_the_manual_has_a_page_for_each_purpose(page):
+    assert (ROOT / "docs" / page).is_file()
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_leads_to_a_file_and_heading_that_exist(page):
+    broken = []
+    for target in LINK.findall(page.read_text()):
+        if re.match(r"^[a-z]+:", target):  # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        resolved = (page.parent / path).resolve() if path else page
+        if not resolved.exists():
+            broken.append(target)
+        elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)}: {broken}"
