@@ -12,8 +12,9 @@ from components.kubernetes_objects import KubernetesObject
 from components.tenancy import TeamRules
 from infra.config import PriorityClassSpec, Team
 
-def rules_of(team: Team) -> TeamRules:
-    return TeamRules(name=team.name, queue=team.queue, priority_classes=tuple(team.priority_classes), uid=team.uid)
+def rules_of(team: Team, public_load_balancers: bool = False) -> TeamRules:
+    return TeamRules(name=team.name, queue=team.queue, priority_classes=tuple(team.priority_classes), uid=team.uid,
+                     service_types=tuple(team.service_types), public_load_balancers=public_load_balancers)
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class TeamsArgs:
     api_server_cidr: str  # where the private API endpoint's interfaces live (the VPC)
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
+    public_load_balancers: bool = False  # the stack's higgsfield:publicLoadBalancers
 
 
 class Teams(pulumi.ComponentResource):
@@ -34,9 +36,12 @@ class Teams(pulumi.ComponentResource):
     Creates per team: a Namespace (Pod Security `baseline` enforced, `restricted` warned; its
     Volcano queue as the default), a ResourceQuota on `requests.nvidia.com/gpu`, a zero-pod quota
     per priority class the team is *not* given, a ValidatingAdmissionPolicy and its binding to
-    the namespace (queue, priority classes, UID/GID, no privilege, no host access), default-deny
-    NetworkPolicies with the allowances jobs need, and the `default` ServiceAccount without an
-    automounted token. Replaced when: a team is renamed (its namespace, and everything in it, is
+    the namespace (queue, priority classes, UID/GID, no privilege, no host access, GPUs only
+    through the device plugin and Volcano, no nodeName, no system/startup tolerations, Services
+    ClusterIP unless the team is given more), default-deny NetworkPolicies with the allowances jobs
+    need, and the `default` ServiceAccount without an automounted token. Once for all teams: the
+    ValidatingAdmissionPolicy (+ binding to every team namespace) that refuses NetworkPolicy
+    writes by anyone who may not change admission policies. Replaced when: a team is renamed (its namespace, and everything in it, is
     deleted). A new UID re-owns nothing: change it only with the team's files (see README).
     """
 
@@ -45,8 +50,12 @@ class Teams(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
         self.namespaces: dict[str, KubernetesObject] = {}
         self.uids = {team.name: team.uid for team in args.teams}  # who owns each team's files
+        if args.teams:
+            guard = KubernetesObject(f"{name}-netpol-guard", tenancy.network_policy_guard(), opts=child)
+            KubernetesObject(f"{name}-netpol-guard-binding", tenancy.network_policy_guard_binding(),
+                             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[guard]))
         for team in args.teams:
-            rules = rules_of(team)
+            rules = rules_of(team, args.public_load_balancers)
             ns = KubernetesObject(f"{name}-{team.name}", tenancy.namespace(rules, args.kubernetes_version), opts=child)
             self.namespaces[team.name] = ns
             in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
