@@ -186,7 +186,9 @@ def gpu_and_node_validations() -> list[dict]:
 
 def container_hardening_validations() -> list[dict]:
     """Every container, ephemeral ones included, without privilege escalation (issue #22, point 8)."""
-    operator_delivery = f"(object.kind == 'Pod' && request.userInfo.username == '{OPERATOR_USER}' && c.name == '{KUBECTL_DELIVERY}')"
+    # the operator's container, as the operator created it (later updates of the pod keep it unchanged)
+    operator_delivery = (f"(object.kind == 'Pod' && c.name == '{KUBECTL_DELIVERY}' && (request.userInfo.username == '{OPERATOR_USER}' || "
+                         "(request.operation == 'UPDATE' && has(oldObject.spec.initContainers) && oldObject.spec.initContainers.exists(o, o == c))))")
     return [{
         "expression": (
             "variables.containers.all(cs, cs.all(c, (has(c.securityContext) && has(c.securityContext.allowPrivilegeEscalation) && "
