@@ -76,6 +76,13 @@ GPU_DEVICE_ENV = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDI
 # startup taint would land on a node before it passed its checks). A toleration with no key and
 # operator Exists tolerates every taint, these two included.
 FORBIDDEN_TOLERATIONS = (SYSTEM_TAINT_KEY, STARTUP_TAINT_KEY)
+# CDI device requests by annotation (cdi.AnnotationPrefix, read by the toolkit's
+# cdiDeviceRequestsFromAnnotations in internal/config/image/cuda_image.go@v1.20.0 and by containerd's
+# CDI support on the container's annotations). Kubelet puts only its own and the device plugin's
+# annotations on a container, and nodeadm's containerd config passes no pod annotations to the
+# runtime (no pod_annotations in nodeadm/internal/containerd/config2.template.toml@v20260724), so
+# today a pod's annotation reaches neither; refused anyway, should either ever change.
+CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
 # Workload kinds a team creates whose pod template the policy checks too (the pods their
 # controllers create are checked again as Pods): group -> kind -> resource, the `edit` rights of
 # AmazonEKSEditPolicy (apps, batch and core workloads; EKS user guide, access-policy-permissions).
@@ -168,6 +175,11 @@ def gpu_and_node_validations() -> list[dict]:
         {
             "expression": f"variables.containers.all(cs, cs.all(c, !has(c.env) || c.env.all(e, !(e.name in {_list(GPU_DEVICE_ENV)}))))",
             "message": f"no {', '.join(GPU_DEVICE_ENV)} in a team container (value or valueFrom): GPUs come from the device plugin (resources nvidia.com/gpu)",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"variables.metas.all(m, !has(m.annotations) || m.annotations.all(k, !k.startsWith('{CDI_ANNOTATION_PREFIX}')))",
+            "message": f"no {CDI_ANNOTATION_PREFIX}* annotations: devices are requested as resources (nvidia.com/gpu), never by name",
             "reason": "Forbidden",
         },
         {

@@ -147,6 +147,12 @@ ATTACKS = {
     "sidecar_gpu_pod_outside_volcano": (
         _cpu_pod(initContainers=[_container("sidecar", restartPolicy="Always", resources={"limits": {"nvidia.com/gpu": 8}})]), VOLCANO, VISION, {}),
     "deployment_of_gpu_pods_outside_volcano": (_workload("Deployment", _cpu_pod(containers=[_container(resources={"limits": {"nvidia.com/gpu": 1}})])), VOLCANO, VISION, {}),
+    "pod_requesting_every_gpu_by_cdi_annotation": (
+        {**_cpu_pod(), "metadata": {"name": "p", "namespace": "vision", "annotations": {"cdi.k8s.io/gpus": "nvidia.com/gpu=all"}}}, "cdi.k8s.io/* annotations", VISION, {}),
+    "cronjob_with_nvidia_visible_devices": (
+        {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c", "namespace": "vision"},
+         "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": _cpu_pod(containers=[_container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])])["spec"]}}}}},
+        ENV, VISION, {}),
     "pod_with_node_name": (_cpu_pod(nodeName="ip-10-0-1-5.ec2.internal"), NODE_NAME, VISION, {}),
     "deployment_template_with_node_name": (_workload("Deployment", _cpu_pod(nodeName="ip-10-0-1-5.ec2.internal")), NODE_NAME, VISION, {}),
     "job_template_with_node_name": (_workload("Job", _cpu_pod(nodeName="ip-10-0-1-5.ec2.internal")), NODE_NAME, VISION, {}),
@@ -195,7 +201,7 @@ def _without(policy: dict, fragment: str) -> dict:
 def _rbac_resource(obj: dict, request: dict) -> tuple[str, str, str]:
     kind = obj["kind"]
     group = obj["apiVersion"].rpartition("/")[0]
-    resource = {"Pod": "pods", "Service": "services", "DaemonSet": "daemonsets", "Deployment": "deployments", "Job": "jobs", "PyTorchJob": "pytorchjobs"}[kind]
+    resource = {"Pod": "pods", "Service": "services", "DaemonSet": "daemonsets", "Deployment": "deployments", "Job": "jobs", "CronJob": "cronjobs", "PyTorchJob": "pytorchjobs"}[kind]
     if kind == "Pod" and obj["spec"].get("ephemeralContainers"):
         resource = "pods/ephemeralcontainers"
     return group, resource, "update" if request.get("operation") == "UPDATE" else "create"
