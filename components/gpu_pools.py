@@ -41,7 +41,9 @@ SCALE_DOWN_UNNEEDED_TAG = f"{AUTOSCALER_TEMPLATE}/autoscaling-options/scaledownu
 # NVIDIA/nvidia-container-toolkit:api/config/v1/config.go@v1.20.0; the file is
 # /etc/nvidia-container-runtime/config.toml, RelativeFilePath there); with the settings below an
 # unprivileged container's variable is ignored (CUDA.VisibleDevices in
-# internal/config/image/cuda_image.go, same ref) - the variable set in the pod, through envFrom, or
+# internal/config/image/cuda_image.go, same ref; both the runtime, internal/runtime/runtime_factory.go,
+# and its legacy-mode hook, cmd/nvidia-container-runtime-hook/container_config.go, pass both
+# settings to it) - the variable set in the pod, through envFrom, or
 # in the image (CUDA base images set NVIDIA_VISIBLE_DEVICES=all) alike - and the device list comes
 # from the device plugin's volume mounts (components/device_plugins.py DEVICE_LIST_STRATEGY).
 # `nvidia-ctk config --in-place --set key=value` writes them (cmd/nvidia-ctk/config/config.go, same
