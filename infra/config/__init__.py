@@ -29,6 +29,7 @@ from infra.config.base import (  # noqa: F401
     NAMESPACE,
     ENVIRONMENTS,
     SYSTEM_TAINT_KEY,
+    SYSTEM_TAINT_EFFECT,
     Setting,
     derived,
     Int,

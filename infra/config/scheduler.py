@@ -71,9 +71,6 @@ RESERVED_NAMESPACE_PREFIXES = ("kube-", "higgsfield-", "volcano-", "aws-", "amaz
 # POSIX ids: below 1000 are the system's, 65534 is nobody; Lustre ids are 32-bit unsigned, but
 # Kubernetes runAsUser is checked against int32 by PSA tooling, so stay below 2^31.
 TEAM_UID_MIN, TEAM_UID_MAX = 1000, 2_147_483_647
-# Service types beyond ClusterIP (and headless) a team may be given: each opens the team's pods to
-# traffic from outside the cluster network (a node port on every node, or a cloud load balancer).
-EXPOSED_SERVICE_TYPES = ("NodePort", "LoadBalancer")
 
 
 class Team(Setting):
@@ -88,10 +85,10 @@ class Team(Setting):
     """GPUs the namespace may request at most; no more than its queue's gpuCapability."""
     priority_classes: tuple[Str, ...] = Field(min_length=1)
     """Names from scheduler.priorityClasses the team may use."""
-    uid: number(TEAM_UID_MIN, TEAM_UID_MAX, "below 2^31")
-    """POSIX UID and GID (the same number) of the team's pods and Lustre directory; unique per team, never reused."""
     service_types: tuple[Literal["NodePort", "LoadBalancer"], ...] = ()
     """Service types beyond ClusterIP the team may create (NodePort, LoadBalancer); empty: ClusterIP and headless only. A LoadBalancer is internal unless the stack sets publicLoadBalancers."""
+    uid: number(TEAM_UID_MIN, TEAM_UID_MAX, "below 2^31")
+    """POSIX UID and GID (the same number) of the team's pods and Lustre directory; unique per team, never reused."""
 
     @field_validator("name")
     @classmethod
