@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 
 from components import tenancy
-from components.kubernetes_objects import KubernetesObject
+from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from components.tenancy import TeamRules
 from infra.config import PriorityClassSpec, Team
 
@@ -39,9 +39,10 @@ class Teams(pulumi.ComponentResource):
     the namespace (queue, priority classes, UID/GID, no privilege, no host access, GPUs only
     through the device plugin and Volcano, no nodeName, no system/startup tolerations, Services
     ClusterIP unless the team is given more), default-deny NetworkPolicies with the allowances jobs
-    need, and the `default` ServiceAccount without an automounted token. Once for all teams: the
-    ValidatingAdmissionPolicy (+ binding to every team namespace) that refuses NetworkPolicy
-    writes by anyone who may not change admission policies. Replaced when: a team is renamed (its namespace, and everything in it, is
+    need, and a Server-Side Apply patch of the namespace's `default` ServiceAccount (the cluster
+    creates it) so that it automounts no token. Once for all teams: the ValidatingAdmissionPolicy
+    (+ binding to every team namespace) that refuses NetworkPolicy writes by anyone who may not
+    change admission policies. Replaced when: a team is renamed (its namespace, and everything in it, is
     deleted). A new UID re-owns nothing: change it only with the team's files (see README).
     """
 
@@ -84,7 +85,11 @@ class Teams(pulumi.ComponentResource):
             # The policy exists before its binding, and both before anything runs in the namespace.
             policy = obj("admission", tenancy.admission_policy(rules), child)
             obj("admission-binding", tenancy.admission_binding(rules), pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[policy, ns]))
-            obj("default-sa", tenancy.default_service_account(team.name))
+            # kube-controller-manager creates `default` in every new namespace (components/cluster_created.py):
+            # patched, never created. Whichever comes first works: a Server-Side Apply of a missing object
+            # creates it (pulumi/pulumi-kubernetes#2194) and the controller then finds it; forced, so that the
+            # field is ours even if someone applied it by hand.
+            KubernetesPatch(f"{name}-{team.name}-default-sa", tenancy.default_service_account(team.name), force=True, opts=in_ns)
             for netpol in tenancy.network_policies(team.name, monitoring_namespace=args.monitoring_namespace, api_server_cidr=args.api_server_cidr):
                 obj(f"netpol-{netpol['metadata']['name']}", netpol)
         self.register_outputs({"namespaces": list(self.namespaces)})
