@@ -157,6 +157,17 @@ def replacement_policy(cluster_name: str, pools: Sequence[str]) -> str:
     })
 
 
+def gate_gpus(pool: GpuPool) -> int:
+    """The GPUs the gate requests on a node of `pool`: all of them on managed node groups. On a
+    Karpenter pool none: Karpenter adds every DaemonSet pod compatible with a NodePool to the node
+    it plans, and the NodePool's labels are the real node's, so no template label can keep the
+    gate off a planned node as the autoscaler's node-template tag does; a gate requesting every GPU
+    would leave no room for a job, and no node would be launched. There the privileged gate names
+    the GPUs with NVIDIA_VISIBLE_DEVICES, which the toolkit honours in privileged containers only
+    (CUDA.VisibleDevices, NVIDIA/nvidia-container-toolkit:internal/config/image/cuda_image.go@v1.20.0)."""
+    return 0 if getattr(pool, "provisioner", "node-group") == "karpenter" else pool.gpus_per_node
+
+
 def daemonset_name(pool: str) -> str:
     return f"health-gate-{pool}"
 
@@ -189,6 +200,8 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False, pool: str = "", gp
         {"name": "STARTUP_TAINT", "value": STARTUP_TAINT_KEY},
         {"name": "EXPECTATIONS_NAMESPACE", "value": NAMESPACE},
     ]
+    if not gpus:  # a Karpenter pool (gate_gpus): privileged, so the toolkit honours the variable
+        env += [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]
     gpu = {"nvidia.com/gpu": str(gpus)} if gpus else {}
     not_passed = {"nodeSelectorTerms": [{"matchExpressions": [{"key": HEALTH_LABEL, "operator": "NotIn", "values": ["healthy"]}]}]}
     return {
@@ -278,9 +291,10 @@ class HealthGate(pulumi.ComponentResource):
             ready += [role_policy, aws.eks.PodIdentityAssociation(
                 f"{name}-identity", cluster_name=args.cluster_name, namespace=NAMESPACE, service_account=SERVICE_ACCOUNT,
                 role_arn=role.arn, tags=dict(args.tags), opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))]
-        # One DaemonSet per gated pool: each requests its pool's GPU count (daemonset()).
+        # One DaemonSet per gated pool: each requests its pool's GPU count (daemonset()), except on
+        # Karpenter pools (gate_gpus).
         self.daemonsets = {pool.name: KubernetesObject(
-            f"{name}-daemonset-{pool.name}", daemonset(args.image, args.lustre, pool.name, pool.gpus_per_node),
+            f"{name}-daemonset-{pool.name}", daemonset(args.image, args.lustre, pool.name, gate_gpus(pool)),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready])) for pool in args.pools}
         self.namespace = (NAMESPACE, ns)  # where the storage component puts the gate's Lustre claim
         self.register_outputs({"namespace": NAMESPACE})

@@ -23,10 +23,11 @@ import json
 
 import pytest
 
-from components import device_plugins, gpu_pools, tenancy
+from components import device_plugins, gpu_pools, healthgate, karpenter, tenancy
 from components.tenancy import TeamRules
 from infra.config import STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
 from tests.conftest import STACKS, plan_of
+from tests.test_karpenter import karpenter_plan  # noqa: F401 (fixture)
 from tests.test_tenancy import VISION, Authorizer, _job, _pod, admitted
 
 # AmazonEKSEditPolicy, one (apiGroups, resources, verbs) per row of the user guide's table (cited above).
@@ -404,3 +405,22 @@ def test_public_subnets_carry_the_elb_role_tag_only_with_public_load_balancers(s
 def test_shipped_teams_get_cluster_ip_services_only(stack):
     for team in plan_of(stack).config.scheduler.teams:
         assert team.service_types == ()
+
+
+def test_karpenter_gpu_nodes_turn_off_the_env_var_path_too(karpenter_plan):
+    (node_class,) = [r.inputs for r in karpenter_plan.resources if r.inputs.get("kind") == "EC2NodeClass"]
+    assert gpu_pools.container_toolkit_script() in node_class["spec"]["userData"]
+
+
+def test_on_a_karpenter_pool_the_gate_requests_no_gpu_so_karpenter_still_plans_room_for_jobs(karpenter_plan):
+    pools = {p.name: p for p in karpenter_plan.config.gpu_pools if p.health_gate.enabled}
+    for d in karpenter_plan.of_type("kubernetes:apps/v1:DaemonSet"):
+        pool = d.inputs["metadata"]["labels"].get("higgsfield.io/pool")
+        if pool not in pools:
+            continue
+        (container,) = d.inputs["spec"]["template"]["spec"]["containers"]
+        expected = healthgate.gate_gpus(pools[pool])
+        assert container["resources"]["requests"].get("nvidia.com/gpu") == (str(expected) if expected else None), pool
+        assert (expected == 0) == (pools[pool].provisioner == "karpenter")
+        assert ("NVIDIA_VISIBLE_DEVICES" in {e["name"] for e in container["env"]}) == (expected == 0)
+        assert container["securityContext"] == {"privileged": True}
