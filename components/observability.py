@@ -155,6 +155,8 @@ class MonitoringArgs:
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
     tags: Mapping[str, str]
+    log_key_arn: pulumi.Input[str] | None = None  # the stack's CloudWatch Logs key (components/logs.py)
+    log_key_ready: Sequence[pulumi.Resource] = ()  # its key policy (CloudWatch Logs may use the key)
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -173,7 +175,6 @@ class Monitoring(pulumi.ComponentResource):
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:observability:Monitoring", name, None, opts)
         cfg, tags = args.settings, dict(args.tags)
-        child = pulumi.ResourceOptions(parent=self)
 
         def addon(addon_name: str, identity: tuple[aws.iam.Role, str] | None = None, deps: Sequence[pulumi.Resource] = (), configuration: Mapping[str, object] | None = None) -> aws.eks.Addon:
             return managed_addon(
@@ -259,15 +260,21 @@ class Monitoring(pulumi.ComponentResource):
         )
 
         # Node and pod logs: Fluent Bit of the CloudWatch Observability add-on, into log groups we
-        # create first so that their retention is ours. Kubernetes metadata (node, namespace, pod,
-        # labels - the operator's training.kubeflow.org/job-name and replica-index) are fields.
+        # create first so that their retention and key are ours (the agent creates
+        # /aws/containerinsights/CLUSTER/application, /host and /dataplane if missing:
+        # docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-setup-logs-FluentBit.html;
+        # and /performance for the metrics' log events: .../Container-Insights-reference.html).
+        # Writers need no KMS rights: CloudWatch Logs encrypts with the key its policy lets it use.
+        # Kubernetes metadata (node, namespace, pod, labels - the operator's
+        # training.kubeflow.org/job-name and replica-index) are fields.
         groups = [
             aws.cloudwatch.LogGroup(
                 f"{name}-logs-{kind}",
                 name=f"/aws/containerinsights/{args.cluster_name}/{kind}",
                 retention_in_days=cfg.log_retention_days,
+                kms_key_id=args.log_key_arn,
                 tags=tags,
-                opts=child,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)),
             )
             for kind in CONTAINER_INSIGHTS_LOGS
         ]
