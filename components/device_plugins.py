@@ -22,6 +22,25 @@ EVERY_TAINT = {"operator": "Exists"}
 # No /dev/infiniband, gdrdrv or nvidia-fs in GPU pods on the NVIDIA plugin's account.
 GPU_ONLY_INJECTION = {"mofedEnabled": False, "gdrcopyEnabled": False, "gdsEnabled": False}
 NAMESPACE = "kube-system"
+# How the device plugin tells the container runtime which GPUs a container was allocated:
+# `volume-mounts` (the chart value `deviceListStrategy`, passed as DEVICE_LIST_STRATEGY; the choices
+# envvar | volume-mounts | cdi-annotations | cdi-cri in api/config/v1/consts.go; NVIDIA/
+# k8s-device-plugin:deployments/helm/nvidia-device-plugin/values.yaml and templates/
+# daemonset-device-plugin.yml, identical at v0.19.0 and v0.19.3). With it the plugin mounts /dev/null
+# at /var/run/nvidia-container-devices/<uuid> for each allocated GPU (updateResponseForDeviceMounts,
+# internal/plugin/server.go), and the GPU nodes' NVIDIA Container Toolkit takes the device list
+# from those mounts and ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers
+# (components/gpu_pools.py CONTAINER_TOOLKIT_SETTINGS). A pod cannot fake the mounts: only a
+# source of /dev/null counts (requestsFromMounts, NVIDIA/nvidia-container-toolkit:internal/
+# config/image/cuda_image.go@v1.20.0), which only a hostPath could give, and team pods may not
+# use hostPath. The chart adds SYS_ADMIN to the plugin's container for this strategy
+# (deviceListStrategyIncludesVolumeMount in templates/_helpers.tpl, same refs).
+# Not `cdi-cri`: the EKS NVIDIA AMI's containerd runs every container through
+# nvidia-container-runtime (nodeadm's NVIDIA runtime mixin, awslabs/amazon-eks-ami:nodeadm/
+# internal/containerd/runtime_config_nvidia.go@v20260724), whose legacy hook would still honour
+# the variable, so the toolkit setting is needed either way; volume-mounts is the pairing the
+# toolkit documents for it (accept-nvidia-visible-devices-as-volume-mounts).
+DEVICE_LIST_STRATEGY = "volume-mounts"
 
 
 @dataclass(frozen=True)
@@ -38,7 +57,8 @@ class DevicePlugins(pulumi.ComponentResource):
     and CUDA versions) on GPU nodes, and, when a pool uses EFA, the EKS EFA device plugin
     (extended resource `vpc.amazonaws.com/efa`) on EFA nodes; both tolerate every taint.
 
-    Chart values at the pinned versions: `tolerations` is used by both the device plugin and
+    GPUs reach a container only through the plugin's allocation (DEVICE_LIST_STRATEGY), never
+    through an environment variable. Chart values at the pinned versions: `tolerations` is used by both the device plugin and
     the GFD DaemonSet, `nfd.worker.tolerations` by the NFD workers (NVIDIA/k8s-device-plugin:
     deployments/helm/nvidia-device-plugin/values.yaml and templates/daemonset-gfd.yml@v0.19.3);
     MOFED, GDRCopy and GDS injection off (`mofedEnabled` etc., rendered as MOFED_ENABLED=false by
@@ -59,6 +79,7 @@ class DevicePlugins(pulumi.ComponentResource):
                 args.nvidia,
                 NAMESPACE,
                 {
+                    "deviceListStrategy": DEVICE_LIST_STRATEGY,
                     "gfd": {"enabled": True},
                     **GPU_ONLY_INJECTION,
                     "nodeSelector": GPU_NODES,

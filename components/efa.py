@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -135,7 +135,7 @@ def expected_bus_bandwidth_gb_s(instance: InstanceFacts) -> tuple[float, str]:
     return round(line * LINE_RATE_FRACTION, 1), f"{LINE_RATE_FRACTION:.0%} of the {line:.0f} GB/s network line rate (nothing published)"
 
 
-def node_user_data(raid0: bool, hugepages: int, fast_image_pull: bool = False) -> str | None:
+def node_user_data(raid0: bool, hugepages: int, fast_image_pull: bool = False, scripts: Sequence[str] = ()) -> str | None:
     """AL2023 user data (MIME multipart, merged by EKS with its own): a nodeadm NodeConfig that
     builds a RAID0 array of the local NVMe drives for kubelet and containerd and, with
     `fast_image_pull`, turns on nodeadm's FastImagePull feature gate (containerd pulls and unpacks
@@ -143,7 +143,8 @@ def node_user_data(raid0: bool, hugepages: int, fast_image_pull: bool = False) -
     UseSOCISnapshotter in awslabs/amazon-eks-ami:nodeadm/internal/containerd/config.go,
     the gate in nodeadm/api/v1alpha1/nodeconfig_types.go, doc/examples.md "Enabling fast image
     pull"@v20260724; the SOCI directory is one of the mounts localStorage moves onto the array);
-    and a script that reserves huge pages before kubelet starts so that it can advertise them."""
+    a script that reserves huge pages before kubelet starts so that it can advertise them; and any
+    other shell `scripts` (bodies after the shebang) the caller adds."""
     parts = []
     spec = ""
     if fast_image_pull:
@@ -159,6 +160,8 @@ def node_user_data(raid0: bool, hugepages: int, fast_image_pull: bool = False) -
             f"echo 'vm.nr_hugepages = {hugepages}' > /etc/sysctl.d/90-efa-hugepages.conf\n"
             f"sysctl -w vm.nr_hugepages={hugepages}\n"
         )
+    for script in scripts:
+        parts.append('Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n' + script)
     if not parts:
         return None
     body = 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n'

@@ -17,6 +17,9 @@ CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "reservation": "ON_D
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 POOL_LABEL = "higgsfield.io/pool"
 GATED_LABEL = "higgsfield.io/gated"
+# The health gate's verdict on a node (images/training/health_gate.py sets it with the taint's
+# removal). The gate's DaemonSet runs only where it is not `healthy` (components/healthgate.py).
+HEALTH_LABEL = "higgsfield.io/health"
 AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 # The Cluster Autoscaler's AWS provider treats a node with this label as a GPU node and waits for
 # its device plugin instead of scaling out again while it initialises (GPULabel in kubernetes/
@@ -27,6 +30,47 @@ ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 # `scaledownunneededtime` = config.DefaultScaleDownUnneededTimeKey, read in aws_manager.go and
 # config/const.go@cluster-autoscaler-1.35.0; value in the flag's duration format).
 SCALE_DOWN_UNNEEDED_TAG = f"{AUTOSCALER_TEMPLATE}/autoscaling-options/scaledownunneededtime"
+# The NVIDIA Container Toolkit on every GPU node: a container sees only the GPUs the device plugin
+# allocated to it, never the ones NVIDIA_VISIBLE_DEVICES names (issue #22). The EKS AL2023 NVIDIA
+# AMI installs nvidia-container-toolkit from NVIDIA's repository and keeps its defaults
+# (awslabs/amazon-eks-ami:templates/al2023/provisioners/install-nvidia-driver.sh@v20260724), and
+# nodeadm makes /usr/bin/nvidia-container-runtime containerd's runtime for every container
+# (nodeadm/internal/containerd/runtime_config_nvidia.go, same ref). The toolkit's defaults are
+# accept-nvidia-visible-devices-envvar-when-unprivileged = true and
+# accept-nvidia-visible-devices-as-volume-mounts = false (GetDefault and the toml keys of Config in
+# NVIDIA/nvidia-container-toolkit:api/config/v1/config.go@v1.20.0; the file is
+# /etc/nvidia-container-runtime/config.toml, RelativeFilePath there); with the settings below an
+# unprivileged container's variable is ignored (CUDA.VisibleDevices in
+# internal/config/image/cuda_image.go, same ref; both the runtime, internal/runtime/runtime_factory.go,
+# and its legacy-mode hook, cmd/nvidia-container-runtime-hook/container_config.go, pass both
+# settings to it) - the variable set in the pod, through envFrom, or
+# in the image (CUDA base images set NVIDIA_VISIBLE_DEVICES=all) alike - and the device list comes
+# from the device plugin's volume mounts (components/device_plugins.py DEVICE_LIST_STRATEGY).
+# `nvidia-ctk config --in-place --set key=value` writes them (cmd/nvidia-ctk/config/config.go, same
+# ref). User-data scripts run in cloud-final, and nodeadm-run (containerd, kubelet) starts after it
+# (templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service@v20260724:
+# After=nodeadm-config.service cloud-final.service), so no container starts before the settings.
+# If they cannot be verified the instance powers off: a GPU node that would honour the variable
+# must not join (its Auto Scaling group replaces it; the pool's nodes never become Ready).
+CONTAINER_TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+CONTAINER_TOOLKIT_SETTINGS = {
+    "accept-nvidia-visible-devices-envvar-when-unprivileged": "false",
+    "accept-nvidia-visible-devices-as-volume-mounts": "true",
+}
+
+
+def container_toolkit_script() -> str:
+    """The user-data script (after the shebang) that sets and checks CONTAINER_TOOLKIT_SETTINGS."""
+    sets = " ".join(f"--set {key}={value}" for key, value in CONTAINER_TOOLKIT_SETTINGS.items())
+    checks = "\n".join(
+        f"grep -Eq '^[[:space:]]*{key}[[:space:]]*=[[:space:]]*{value}[[:space:]]*$' {CONTAINER_TOOLKIT_CONFIG} || refuse {key}"
+        for key, value in CONTAINER_TOOLKIT_SETTINGS.items()
+    )
+    return (
+        'refuse() { echo "higgsfield: NVIDIA container toolkit setting $1 not in place; powering off" >&2; systemctl poweroff; exit 1; }\n'
+        f"nvidia-ctk config --in-place --config {CONTAINER_TOOLKIT_CONFIG} {sets} || refuse nvidia-ctk\n"
+        f"{checks}\n"
+    )
 
 
 @dataclass(frozen=True)
@@ -148,6 +192,14 @@ def autoscaler_template_tags(pool: GpuPool) -> dict[str, str]:
     tags = {f"{AUTOSCALER_TEMPLATE}/label/{k}": v for k, v in pool_labels(pool).items()}
     tags.update({f"{AUTOSCALER_TEMPLATE}/taint/{t.key}": f"{t.value}:{t.effect}" for t in pool_taints(pool)})
     tags.update({f"{AUTOSCALER_TEMPLATE}/resources/{k}": v for k, v in pool_resources(pool).items()})
+    if pool.health_gate.enabled:
+        # The node as jobs will find it: passed, so without the gate's pod, which requests every
+        # GPU of the node while it checks. The autoscaler puts a pending DaemonSet's pod on its
+        # template node when the DaemonSet should run there (NodeShouldRunDaemonPod: node affinity
+        # and taints; GetDaemonSetPodsForNode in utils/daemonset/daemonset.go, called from
+        # podsExpectedOnFreshNode in simulator/node_info_utils.go@cluster-autoscaler-1.35.0, for a
+        # system-node-critical pod); the label keeps the gate off it, so a job still fits a new node.
+        tags[f"{AUTOSCALER_TEMPLATE}/label/{HEALTH_LABEL}"] = "healthy"
     tags[SCALE_DOWN_UNNEEDED_TAG] = pool.scale_down_unneeded_time  # higgsfield:gpuPools[i].scaleDownUnneededTime
     return tags
 
@@ -158,8 +210,8 @@ class GpuPoolGroup(pulumi.ComponentResource):
     Creates: for EFA pools an EfaFabric (self-referencing security group, cluster placement
     group unless the capacity is reserved) and a launch template with an ENA primary plus one
     EFA-only interface per network card; otherwise a launch template with the node security
-    group. Both: IMDSv2 hop limit 1, encrypted gp3 root, RAID0 local NVMe and huge pages via
-    nodeadm user data, capacity reservation targeting for reservations and Capacity Blocks.
+    group. Both: IMDSv2 hop limit 1, encrypted gp3 root, RAID0 local NVMe, huge pages and the
+    NVIDIA container toolkit's no-envvar settings via nodeadm user data, capacity reservation targeting for reservations and Capacity Blocks.
     Then the node group (AL2023 NVIDIA AMI, GPU taint, pool labels, minSize as configured,
     desiredSize ignored after creation, EKS node auto-repair when asked) and the autoscaler
     node-template tags on its ASG (the accelerator label among them) and its scale-down-unneeded time.
@@ -210,7 +262,8 @@ class GpuPoolGroup(pulumi.ComponentResource):
             f"{name}-lt",
             root_volume_gib=pool.root_volume_gib,
             # FastImagePull: every new node pulls the multi-GB training image before its gate passes (issue #25)
-            user_data=node_user_data(raid0=pool.local_nvme == "raid0", hugepages=EFA_HUGEPAGES_2MI if pool.efa else 0, fast_image_pull=True),
+            user_data=node_user_data(raid0=pool.local_nvme == "raid0", hugepages=EFA_HUGEPAGES_2MI if pool.efa else 0, fast_image_pull=True,
+                                     scripts=[container_toolkit_script()]),
             tags={**tags, "Name": f"{args.cluster_name}-{pool.name}"},
             parent=self,
             **extra,

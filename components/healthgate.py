@@ -9,7 +9,8 @@ job that does not tolerate the gate still scales a pool up from zero; and it cou
 still has the taint as not ready yet (FilterOutNodesWithStartupTaints, same file; called from
 core/static_autoscaler.go), so it does not add more nodes for pods that are waiting for the gate.
 
-The gate itself is a DaemonSet on GPU nodes only, tolerating every taint (DESIGN.md decision 11),
+The gate itself is a DaemonSet per gated pool, on its nodes until they pass, tolerating every taint
+and requesting every GPU of the node from the device plugin (DESIGN.md decision 11, issue #22),
 running images/training/health_gate.py in an image built from images/training (higgsfield:
 healthGateImage, else the stack's ECR image at this checkout's source tag, which `higgsfield
 bootstrap` has pushed before the first GPU node joins: docs/training-image.md): it runs images/training/node_check.py
@@ -33,7 +34,7 @@ import pulumi_aws as aws
 
 from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.efa import efa_count, efa_interfaces_for
-from components.gpu_pools import GATED_LABEL, POOL_LABEL
+from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 from components.identity import pod_identity_role
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
 from components.kubernetes_objects import KubernetesObject
@@ -181,28 +182,57 @@ def prepull_container(image: str) -> dict:
             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}}
 
 
-def daemonset(image: pulumi.Input[str], lustre: bool = False, prepull: str | None = None) -> dict:
-    """The gate's pods: GPU nodes of gated pools only, every taint tolerated, privileged.
+def gate_gpus(pool: GpuPool) -> int:
+    """The GPUs the gate requests on a node of `pool`: all of them on managed node groups. On a
+    Karpenter pool none: Karpenter adds every DaemonSet pod compatible with a NodePool to the node
+    it plans, and the NodePool's labels are the real node's, so no template label can keep the
+    gate off a planned node as the autoscaler's node-template tag does; a gate requesting every GPU
+    would leave no room for a job, and no node would be launched. There the privileged gate names
+    the GPUs with NVIDIA_VISIBLE_DEVICES, which the toolkit honours in privileged containers only
+    (CUDA.VisibleDevices, NVIDIA/nvidia-container-toolkit:internal/config/image/cuda_image.go@v1.20.0)."""
+    return 0 if getattr(pool, "provisioner", "node-group") == "karpenter" else pool.gpus_per_node
 
-    Privileged, and no `nvidia.com/gpu` or EFA request: the checks need every GPU and EFA device
-    while the device plugins go on offering them to jobs; a DaemonSet that requested them would
-    hold them forever, and the autoscaler puts DaemonSet pods onto its template node
-    (podsExpectedOnFreshNode in simulator/node_info_utils.go@cluster-autoscaler-1.35.0), so it would
-    think no job ever fits a new node. The nvidia container runtime of the EKS NVIDIA AMI exposes
-    the GPUs for NVIDIA_VISIBLE_DEVICES=all."""
-    labels = {"app.kubernetes.io/name": "health-gate", "app.kubernetes.io/part-of": "higgsfield"}
+
+def daemonset_name(pool: str) -> str:
+    return f"health-gate-{pool}"
+
+
+def daemonset(image: pulumi.Input[str], lustre: bool = False, pool: str = "", gpus: int = 0, prepull: str | None = None) -> dict:
+    """The gate's pods for one pool: its gated GPU nodes that have not passed yet, every taint
+    tolerated, every GPU of the node requested from the device plugin, privileged.
+
+    GPUs the legitimate way (issue #22): the pod requests the pool's `nvidia.com/gpu` count, so the
+    device plugin allocates them (its volume mounts tell the NVIDIA runtime which: no
+    NVIDIA_VISIBLE_DEVICES), the scheduler and Volcano see them taken (Volcano tracks bound pods of
+    other schedulers too: the pod informer's FilterFunc in volcano-sh/volcano:pkg/scheduler/cache/
+    cache.go@v1.15.1), and nothing else lands on the GPUs while they are checked. The device plugin
+    tolerates every taint, so it advertises the GPUs on the tainted node before the gate's pod is
+    scheduled. The pod runs only while the node is not `higgsfield.io/health=healthy` (required
+    node affinity): the gate labels a passing node healthy in the same patch that removes the
+    startup taint, and the DaemonSet controller then deletes the pod (NodeShouldRunDaemonPod
+    returns shouldContinueRunning false when the node affinity no longer matches, kubernetes/
+    kubernetes:pkg/controller/daemon/daemon_controller.go@v1.35.0), which frees the GPUs for jobs.
+    The autoscaler's template node of a gated pool carries the healthy label (components/
+    gpu_pools.py autoscaler_template_tags), so it never counts the gate's GPUs on a new node. A
+    failed node keeps the pod and so its GPUs - it is tainted anyway. A node whose device plugin
+    advertises fewer GPUs than the pool's count cannot run the pod (Insufficient nvidia.com/gpu):
+    it stays tainted, unlabelled (docs/security-tenancy.md says how to find it).
+    Privileged for the rest of the checks (EFA devices, the fabric); the namespace is the platform's."""
+    labels = {"app.kubernetes.io/name": "health-gate", "app.kubernetes.io/part-of": "higgsfield", **({POOL_LABEL: pool} if pool else {})}
     env = [
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         {"name": "EVENTS_NAMESPACE", "value": EVENTS_NAMESPACE},
         {"name": "STARTUP_TAINT", "value": STARTUP_TAINT_KEY},
         {"name": "EXPECTATIONS_NAMESPACE", "value": NAMESPACE},
-        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
     ]
+    if not gpus:  # a Karpenter pool (gate_gpus): privileged, so the toolkit honours the variable
+        env += [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]
+    gpu = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+    not_passed = {"nodeSelectorTerms": [{"matchExpressions": [{"key": HEALTH_LABEL, "operator": "NotIn", "values": ["healthy"]}]}]}
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": "health-gate", "namespace": NAMESPACE, "labels": labels},
+        "metadata": {"name": daemonset_name(pool) if pool else "health-gate", "namespace": NAMESPACE, "labels": labels},
         "spec": {
             "selector": {"matchLabels": labels},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
@@ -211,7 +241,8 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False, prepull: str | Non
                 "spec": {
                     "serviceAccountName": SERVICE_ACCOUNT,
                     "priorityClassName": "system-node-critical",
-                    "nodeSelector": {**GPU_NODES, GATED_LABEL: "true"},
+                    "nodeSelector": {**GPU_NODES, GATED_LABEL: "true", **({POOL_LABEL: pool} if pool else {})},
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": not_passed}},
                     "tolerations": [EVERY_TAINT],
                     "terminationGracePeriodSeconds": 30,
                     **({"initContainers": [prepull_container(prepull)]} if prepull else {}),
@@ -223,7 +254,7 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False, prepull: str | Non
                         # the node's EFA hw_counters for the dashboard (images/training/efa_metrics.py)
                         "ports": [{"name": "metrics", "containerPort": EFA_METRICS_PORT, "protocol": "TCP"}],
                         "securityContext": {"privileged": True},
-                        "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "16Gi"}},
+                        "resources": {"requests": {"cpu": "500m", "memory": "2Gi", **gpu}, "limits": {"memory": "16Gi", **gpu}},
                         "volumeMounts": [{"name": "lustre", "mountPath": MOUNT_PATH}] if lustre else [],
                     }],
                     "volumes": [{"name": "lustre", "persistentVolumeClaim": {"claimName": HEALTH_CLAIM}}] if lustre else [],
@@ -240,8 +271,9 @@ class HealthGate(pulumi.ComponentResource):
     devices), the gate's ServiceAccount, a ClusterRole with `get`/`patch` on nodes and its binding,
     a Role to create Events in `default` (where Events about nodes live) and its binding, a ValidatingAdmissionPolicy (+
     binding) that limits the account to its own node's startup taint and health labels, one
-    ConfigMap of expectations per gated pool (and a Role to read them), the DaemonSet (with the
-    stack's FSx, it mounts the `lustre-health` claim the storage component makes in its namespace); for pools with `onFailure: replace`, an IAM
+    ConfigMap of expectations per gated pool (and a Role to read them), one DaemonSet per gated pool
+    requesting the pool's GPUs (with the stack's FSx, it mounts the `lustre-health` claim the
+    storage component makes in its namespace); for pools with `onFailure: replace`, an IAM
     role for EKS Pod Identity allowed `autoscaling:SetInstanceHealth` on those pools' Auto Scaling
     groups, and its association. Replaced when: never by config (objects are updated in place).
     """
@@ -287,7 +319,10 @@ class HealthGate(pulumi.ComponentResource):
             ready += [role_policy, aws.eks.PodIdentityAssociation(
                 f"{name}-identity", cluster_name=args.cluster_name, namespace=NAMESPACE, service_account=SERVICE_ACCOUNT,
                 role_arn=role.arn, tags=dict(args.tags), opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))]
-        self.daemonset = KubernetesObject(f"{name}-daemonset", daemonset(args.image, args.lustre, args.prepull_image),
-                                          opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready]))
+        # One DaemonSet per gated pool: each requests its pool's GPU count (daemonset()), except on
+        # Karpenter pools (gate_gpus).
+        self.daemonsets = {pool.name: KubernetesObject(
+            f"{name}-daemonset-{pool.name}", daemonset(args.image, args.lustre, pool.name, gate_gpus(pool), args.prepull_image),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready])) for pool in args.pools}
         self.namespace = (NAMESPACE, ns)  # where the storage component puts the gate's Lustre claim
         self.register_outputs({"namespace": NAMESPACE})

@@ -25,6 +25,7 @@ class NetworkArgs:
     log_key_arn: pulumi.Input[str]
     log_key_ready: Sequence[pulumi.Resource]  # the key policy that lets CloudWatch Logs use the key
     tags: Mapping[str, str]
+    public_load_balancers: bool = False  # higgsfield:publicLoadBalancers
 
 
 def subnet_plan(cidr: str, zones: int) -> tuple[list[str], list[str]]:
@@ -44,7 +45,8 @@ class Network(pulumi.ComponentResource):
     """A VPC across the configured AZs with private node subnets.
 
     Creates: VPC, per AZ a private subnet (tagged for internal load balancers and the cluster)
-    and a public subnet, an internet gateway, NAT gateway(s) (one, or one per AZ), route
+    and a public subnet (tagged for internet-facing load balancers, `kubernetes.io/role/elb`, only
+    with publicLoadBalancers), an internet gateway, NAT gateway(s) (one, or one per AZ), route
     tables, an S3 gateway endpoint and, when asked, ECR/STS interface endpoints, and VPC flow
     logs (all traffic, accepted and rejected) into a KMS-encrypted CloudWatch log group with the
     stack's retention, written through a role only the flow-logs service can assume.
@@ -79,20 +81,29 @@ class Network(pulumi.ComponentResource):
         private_route_tables = []
         nat: aws.ec2.NatGateway | None = None
 
-        def subnet(kind: str, zone: str, cidr: str, load_balancer_role: str) -> aws.ec2.Subnet:
-            """Never hands out public IPs: NAT gateways and load balancers bring their own."""
+        def subnet(kind: str, zone: str, cidr: str, load_balancer_role: str | None) -> aws.ec2.Subnet:
+            """Never hands out public IPs: NAT gateways and load balancers bring their own. The role
+            tag is how the AWS Load Balancer Controller discovers subnets for a scheme, and what the
+            in-tree provider prefers (TagNameSubnetPublicELB/TagNameSubnetInternalELB in
+            kubernetes/cloud-provider-aws:pkg/providers/v1/aws.go@v1.36.1; TagKeySubnetPublicELB in
+            kubernetes-sigs/aws-load-balancer-controller:pkg/networking/subnet_resolver.go@v3.5.0).
+            Both still take an untagged public subnet for an internet-facing load balancer (the
+            in-tree findELBSubnets: the tag only breaks ties; the controller: discovery by
+            reachability when no subnet has the tag), so the team admission policy is what keeps
+            teams' load balancers internal when the stack wants no public ones (components/tenancy.py)."""
+            role = {f"kubernetes.io/role/{load_balancer_role}": "1"} if load_balancer_role else {}
             return aws.ec2.Subnet(
                 f"{name}-{kind}-{zone}",
                 vpc_id=vpc.id,
                 cidr_block=cidr,
                 availability_zone=zone,
                 map_public_ip_on_launch=False,
-                tags={**tags, **cluster_tag, "Name": f"{args.cluster_name}-{kind}-{zone}", f"kubernetes.io/role/{load_balancer_role}": "1"},
+                tags={**tags, **cluster_tag, "Name": f"{args.cluster_name}-{kind}-{zone}", **role},
                 opts=child,
             )
 
         for zone, private_cidr, public_cidr in zip(args.availability_zones, private_cidrs, public_cidrs, strict=True):
-            public = subnet("public", zone, public_cidr, "elb")
+            public = subnet("public", zone, public_cidr, "elb" if args.public_load_balancers else None)
             aws.ec2.RouteTableAssociation(f"{name}-public-{zone}", subnet_id=public.id, route_table_id=public_rt.id, opts=child)
             if nat is None or args.nat_per_zone:
                 eip = aws.ec2.Eip(f"{name}-nat-{zone}", domain="vpc", tags={**tags, "Name": f"{args.cluster_name}-nat-{zone}"}, opts=child)

@@ -14,13 +14,15 @@ from components.tenancy import TeamRules
 from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Team
 
 
-def rules_of(team: Team, classes: Sequence[PriorityClassSpec] = ()) -> TeamRules:
+def rules_of(team: Team, classes: Sequence[PriorityClassSpec] = (), public_load_balancers: bool = False) -> TeamRules:
     """What the team's admission policy allows: its classes, and the platform's default class that
-    the API server writes into a pod naming none (components/training.py priority_classes)."""
+    the API server writes into a pod naming none (components/training.py priority_classes); the
+    Service types it is given; whether the stack has public load balancers."""
     serving = {c.name for c in classes if c.workload == "serving"}
     return TeamRules(
         name=team.name, queue=team.queue, priority_classes=(*team.priority_classes, DEFAULT_PRIORITY_CLASS), uid=team.uid,
         serving_classes=tuple(c for c in team.priority_classes if c in serving),
+        service_types=tuple(team.service_types), public_load_balancers=public_load_balancers,
     )
 
 
@@ -35,6 +37,7 @@ class TeamsArgs:
     depends_on: Sequence[pulumi.Resource]
     pools: Sequence[GpuPool] = ()                 # with `image`: the gang deadline for the teams' jobs
     image: pulumi.Input[str] | None = None        # the training image (it ships images/training/gang_deadline.py)
+    public_load_balancers: bool = False  # the stack's higgsfield:publicLoadBalancers
 
 
 class Teams(pulumi.ComponentResource):
@@ -47,9 +50,13 @@ class Teams(pulumi.ComponentResource):
     time - no ResourceQuota on training GPUs, which would admit part of a gang), a ResourceQuota on
     the GPUs of its serving classes' pods (servingGpuQuota: serving is no gang), a zero-pod quota
     per priority class the team is *not* given, a ValidatingAdmissionPolicy and its binding to
-    the namespace (queue, priority classes, UID/GID, no privilege, no host access), default-deny
-    NetworkPolicies with the allowances jobs need, and a Server-Side Apply patch of the namespace's
-    `default` ServiceAccount (the cluster creates it) so that it automounts no token. Replaced when: a team is renamed (its namespace, and everything in it, is
+    the namespace (queue, priority classes, UID/GID, no privilege, no host access, GPUs only
+    through the device plugin and Volcano, no nodeName, no system/startup tolerations, Services
+    ClusterIP unless the team is given more), default-deny NetworkPolicies with the allowances jobs
+    need, and a Server-Side Apply patch of the namespace's `default` ServiceAccount (the cluster
+    creates it) so that it automounts no token. Once for all teams: the ValidatingAdmissionPolicy
+    (+ binding to every team namespace) that refuses NetworkPolicy writes by anyone who may not
+    change admission policies. Replaced when: a team is renamed (its namespace, and everything in it, is
     deleted). A new UID re-owns nothing: change it only with the team's files (docs/tasks.md, "Add a team").
     """
 
@@ -58,8 +65,12 @@ class Teams(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
         self.namespaces: dict[str, KubernetesObject] = {}
         self.uids = {team.name: team.uid for team in args.teams}  # who owns each team's files
+        if args.teams:
+            guard = KubernetesObject(f"{name}-netpol-guard", tenancy.network_policy_guard(), opts=child)
+            KubernetesObject(f"{name}-netpol-guard-binding", tenancy.network_policy_guard_binding(),
+                             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[guard]))
         for team in args.teams:
-            rules = rules_of(team, args.priority_classes)
+            rules = rules_of(team, args.priority_classes, args.public_load_balancers)
             ns = KubernetesObject(f"{name}-{team.name}", tenancy.namespace(rules, args.kubernetes_version), opts=child)
             self.namespaces[team.name] = ns
             in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])

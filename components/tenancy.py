@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from infra.config import STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
+
 TEAM_LABEL = "higgsfield.io/team"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server, immutable
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
@@ -49,8 +51,55 @@ REPLICA_SPECS = ("pytorchReplicaSpecs", "tfReplicaSpecs", "mpiReplicaSpecs", "xg
 # bind to the namespace (no hostPath, no inline csi: a csi volume could name the file system root).
 SAFE_VOLUMES = ("configMap", "secret", "emptyDir", "persistentVolumeClaim", "projected", "downwardAPI")
 DNS = {"namespace": "kube-system", "pod": {"k8s-app": "kube-dns"}}
-# Training Operator v1 labels the MPIJob launcher (it reaches the API server: kubectl exec).
+# Training Operator v1 labels the MPIJob launcher (it reaches the API server: kubectl exec):
+# ReplicaTypeLabel (kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go@v1.9.4), the value
+# lowercased (pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4 newLauncher). The operator creates
+# the launcher Pod itself (`Pods(ns).Create(... newLauncher ...)`, same file), as its service
+# account `training-operator` in the standalone overlay's namespace `kubeflow` (manifests/base/rbac/
+# service-account.yaml and manifests/overlays/standalone/kustomization.yaml@v1.9.4): only that
+# account may create a pod with the label, so no other pod gets the launcher's egress.
 LAUNCHER = {"training.kubeflow.org/replica-type": "launcher"}
+OPERATOR_USER = "system:serviceaccount:kubeflow:training-operator"
+# The init container the operator adds to every launcher, without a securityContext (newLauncher,
+# same file): the one container allowed to leave allowPrivilegeEscalation unset, and only in a pod
+# the operator creates (a team's own container of that name would collide with it: the pod would
+# be invalid).
+KUBECTL_DELIVERY = "kubectl-delivery"
+# Environment variables the NVIDIA container runtime reads to pick devices (EnvVarNvidiaVisibleDevices,
+# ...DriverCapabilities, ...MigConfigDevices, ...MigMonitorDevices, ...ImexChannels in NVIDIA/
+# nvidia-container-toolkit:internal/config/image/envvars.go@v1.20.0). A team container may not set
+# them (value or valueFrom). envFrom and the image's own ENV (every CUDA base image sets
+# NVIDIA_VISIBLE_DEVICES=all) are out of admission's sight: the GPU nodes' toolkit ignores the
+# variable in unprivileged containers (components/gpu_pools.py), which is what closes those.
+GPU_DEVICE_ENV = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", "NVIDIA_IMEX_CHANNELS")
+# Taints no team pod may tolerate: the system nodes' and the health gate's (a pod tolerating the
+# startup taint would land on a node before it passed its checks). A toleration with no key and
+# operator Exists tolerates every taint, these two included.
+FORBIDDEN_TOLERATIONS = (SYSTEM_TAINT_KEY, STARTUP_TAINT_KEY)
+# CDI device requests by annotation (cdi.AnnotationPrefix, read by the toolkit's
+# cdiDeviceRequestsFromAnnotations in internal/config/image/cuda_image.go@v1.20.0 and by containerd's
+# CDI support on the container's annotations). Kubelet puts only its own and the device plugin's
+# annotations on a container, and nodeadm's containerd config passes no pod annotations to the
+# runtime (no pod_annotations in nodeadm/internal/containerd/config2.template.toml@v20260724), so
+# today a pod's annotation reaches neither; refused anyway, should either ever change.
+CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
+# Workload kinds a team creates whose pod template the policy checks too (the pods their
+# controllers create are checked again as Pods): group -> kind -> resource, the `edit` rights of
+# AmazonEKSEditPolicy (apps, batch and core workloads; EKS user guide, access-policy-permissions).
+WORKLOADS = {
+    "apps": {"Deployment": "deployments", "ReplicaSet": "replicasets", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets"},
+    "batch": {"Job": "jobs", "CronJob": "cronjobs"},
+    "": {"ReplicationController": "replicationcontrollers"},
+}
+TEMPLATE_KINDS = tuple(kind for kinds in WORKLOADS.values() for kind in kinds if kind != "CronJob")
+# Services: a ClusterIP (or headless) Service stays inside the cluster network. externalIPs would
+# let a team capture traffic to any IP (CVE-2020-8554); NodePort and LoadBalancer open the team's
+# pods to the VPC or the internet, so they are per team (Team.service_types). A LoadBalancer made
+# by the in-tree AWS cloud provider is internet-facing unless this annotation is set and not
+# "false" (ServiceAnnotationLoadBalancerInternal, kubernetes/cloud-provider-aws:pkg/providers/v1/
+# aws.go@v1.36.1), and that provider takes any tagged public subnet of the VPC, role tag or not
+# (findSubnets/findELBSubnets, same file): without publicLoadBalancers it is required.
+INTERNAL_LB_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-internal"
 
 
 @dataclass(frozen=True)
@@ -62,6 +111,8 @@ class TeamRules:
     priority_classes: tuple[str, ...]  # every class the team may name, the platform's default included
     uid: int
     serving_classes: tuple[str, ...] = ()  # those of them that preempt (docs/workload-classes.md)
+    service_types: tuple[str, ...] = ()  # beyond ClusterIP: NodePort, LoadBalancer
+    public_load_balancers: bool = False  # the stack tags its public subnets for internet-facing load balancers
 
     @property
     def gid(self) -> int:
@@ -82,16 +133,126 @@ def policy_name(team: str) -> str:
 
 
 def cel_variables() -> list[dict]:
-    """The pod templates of whatever is admitted: the pod itself, or every replica of a job."""
+    """The pod templates of whatever is admitted: the pod itself, a workload's template (a
+    CronJob's job template's), or every replica of a Kubeflow job; and every container of them:
+    containers, init containers (sidecars are init containers with restartPolicy Always) and
+    ephemeral containers."""
     replicas = " + ".join(
         f"(has(object.spec.{key}) ? object.spec.{key}.map(r, object.spec.{key}[r].template) : [])" for key in REPLICA_SPECS
     )
+    cron = "(has(object.spec.jobTemplate) && has(object.spec.jobTemplate.spec) && has(object.spec.jobTemplate.spec.template) ? [object.spec.jobTemplate.spec.template] : [])"
+    templates = (
+        f"object.kind == 'Pod' ? [object] : (object.kind in {_list(TEMPLATE_KINDS)} ? (has(object.spec.template) ? [object.spec.template] : []) : "
+        f"(object.kind == 'CronJob' ? {cron} : (object.kind in {_list(list(JOB_KINDS))} ? {replicas} : [])))"
+    )
     return [
-        {"name": "templates", "expression": f"object.kind == 'Pod' ? [object] : (object.kind == 'PodGroup' ? [] : {replicas})"},
+        {"name": "templates", "expression": templates},
         {"name": "specs", "expression": "variables.templates.filter(t, has(t.spec)).map(t, t.spec)"},
         {"name": "metas", "expression": "variables.templates.filter(t, has(t.metadata)).map(t, t.metadata)"},
         {"name": "containers", "expression": "variables.specs.map(s, (has(s.containers) ? s.containers : []) + (has(s.initContainers) ? s.initContainers : []) + (has(s.ephemeralContainers) ? s.ephemeralContainers : []))"},
     ]
+
+
+def _requests_gpu(container: str) -> str:
+    return (f"(has({container}.resources) && ((has({container}.resources.limits) && 'nvidia.com/gpu' in {container}.resources.limits) || "
+            f"(has({container}.resources.requests) && 'nvidia.com/gpu' in {container}.resources.requests)))")
+
+
+def gpu_and_node_validations() -> list[dict]:
+    """GPUs only through the device plugin, Volcano and the quota; no pod placed by hand or onto
+    the system nodes or a node before its health gate (issue #22, point 2)."""
+    pods = _list(["Pod", *TEMPLATE_KINDS, "CronJob"])
+    return [
+        {
+            "expression": (
+                f"!(object.kind in {pods}) || variables.specs.all(s, (has(s.schedulerName) && s.schedulerName == '{SCHEDULER}') || "
+                "((has(s.containers) ? s.containers : []) + (has(s.initContainers) ? s.initContainers : []) + (has(s.ephemeralContainers) ? s.ephemeralContainers : []))"
+                f".all(c, !{_requests_gpu('c')}))"
+            ),
+            "message": f"GPU pods are scheduled by {SCHEDULER} (its queues and gangs): set schedulerName: {SCHEDULER}, or submit a Kubeflow job (the operator sets it); "
+                       "every container counts (init, sidecar, ephemeral)",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"variables.containers.all(cs, cs.all(c, !has(c.env) || c.env.all(e, !(e.name in {_list(GPU_DEVICE_ENV)}))))",
+            "message": f"no {', '.join(GPU_DEVICE_ENV)} in a team container (value or valueFrom): GPUs come from the device plugin (resources nvidia.com/gpu)",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"variables.metas.all(m, !has(m.annotations) || m.annotations.all(k, !k.startsWith('{CDI_ANNOTATION_PREFIX}')))",
+            "message": f"no {CDI_ANNOTATION_PREFIX}* annotations: devices are requested as resources (nvidia.com/gpu), never by name",
+            "reason": "Forbidden",
+        },
+        {
+            # The scheduler sets nodeName when it binds (pods/binding); on a pod's later updates it is there already.
+            "expression": "(object.kind == 'Pod' && request.operation != 'CREATE') || variables.specs.all(s, !has(s.nodeName) || size(s.nodeName) == 0)",
+            "message": "no nodeName: the kubelet admits a pod with nodeName without the scheduler (no queue, no quota check by Volcano, taints ignored); select a pool with nodeSelector higgsfield.io/pool",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"variables.specs.all(s, !has(s.tolerations) || s.tolerations.all(t, has(t.key) && size(t.key) > 0 && !(t.key in {_list(FORBIDDEN_TOLERATIONS)})))",
+            "message": f"tolerations name a taint key (no tolerate-everything), and not {' or '.join(FORBIDDEN_TOLERATIONS)} (system nodes, nodes before their health gate)",
+            "reason": "Forbidden",
+        },
+    ]
+
+
+def container_hardening_validations() -> list[dict]:
+    """Every container, ephemeral ones included, without privilege escalation (issue #22, point 8)."""
+    # the operator's container, as the operator created it (later updates of the pod keep it unchanged)
+    operator_delivery = (f"(object.kind == 'Pod' && c.name == '{KUBECTL_DELIVERY}' && (request.userInfo.username == '{OPERATOR_USER}' || "
+                         "(request.operation == 'UPDATE' && has(oldObject.spec.initContainers) && oldObject.spec.initContainers.exists(o, o == c))))")
+    return [{
+        "expression": (
+            "variables.containers.all(cs, cs.all(c, (has(c.securityContext) && has(c.securityContext.allowPrivilegeEscalation) && "
+            f"c.securityContext.allowPrivilegeEscalation == false) || {operator_delivery}))"
+        ),
+        "message": "every container sets securityContext.allowPrivilegeEscalation: false (setuid binaries can't gain privileges)",
+        "reason": "Forbidden",
+    }]
+
+
+def launcher_label_validations() -> list[dict]:
+    """Only the operator's MPIJob launchers carry the launcher label (and so its API egress)."""
+    key, value = next(iter(LAUNCHER.items()))
+    labelled = f"(has(m.labels) && '{key}' in m.labels && m.labels['{key}'] == '{value}')"
+    kept = (f"(request.operation == 'UPDATE' && has(oldObject.metadata.labels) && '{key}' in oldObject.metadata.labels && "
+            f"oldObject.metadata.labels['{key}'] == '{value}')")
+    return [{
+        "expression": f"object.kind == 'MPIJob' || variables.metas.all(m, !{labelled} || (object.kind == 'Pod' && (request.userInfo.username == '{OPERATOR_USER}' || {kept})))",
+        "message": f"the label {key}={value} (egress to the API server) is the Training Operator's, on the MPIJob launchers it creates: remove it",
+        "reason": "Forbidden",
+    }]
+
+
+def service_validations(team: TeamRules) -> list[dict]:
+    """Services stay inside the cluster network unless the stack gives the team more (point 3)."""
+    allowed = ["ClusterIP", *team.service_types]
+    rules = [
+        {
+            "expression": f"object.kind != 'Service' || !has(object.spec.type) || object.spec.type in {_list(allowed)}",
+            "message": f"team {team.name}'s Services may be of type {', '.join(allowed)} (no ExternalName"
+                       + ("" if "NodePort" in allowed else ", NodePort") + ("" if "LoadBalancer" in allowed else ", LoadBalancer")
+                       + "): higgsfield:scheduler.teams[].serviceTypes",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": "object.kind != 'Service' || !has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
+            "message": "no externalIPs on a Service: it would capture traffic the cluster sends to those IPs (CVE-2020-8554)",
+            "reason": "Forbidden",
+        },
+    ]
+    if "LoadBalancer" in team.service_types and not team.public_load_balancers:
+        rules.append({
+            "expression": (
+                "object.kind != 'Service' || !has(object.spec.type) || object.spec.type != 'LoadBalancer' || "
+                f"(has(object.metadata.annotations) && '{INTERNAL_LB_ANNOTATION}' in object.metadata.annotations && "
+                f"object.metadata.annotations['{INTERNAL_LB_ANNOTATION}'] != 'false')"
+            ),
+            "message": f"load balancers are internal in this stack: annotate the Service {INTERNAL_LB_ANNOTATION}: \"true\" (higgsfield:publicLoadBalancers is off)",
+            "reason": "Forbidden",
+        })
+    return rules
 
 
 def cel_validations(team: TeamRules) -> list[dict]:
@@ -194,23 +355,19 @@ def cel_validations(team: TeamRules) -> list[dict]:
             "message": f"training jobs never preempt: a Kubeflow job may not use a serving class ({', '.join(team.serving_classes) or 'none'}); serve from a Deployment",
             "reason": "Forbidden",
         },
-        {
-            "expression": (
-                "object.kind != 'Pod' || variables.specs.all(s, (has(s.schedulerName) && s.schedulerName == '" + SCHEDULER + "') || "
-                "(has(s.containers) ? s.containers : []).all(c, !has(c.resources) || "
-                "((!has(c.resources.limits) || !('nvidia.com/gpu' in c.resources.limits)) && (!has(c.resources.requests) || !('nvidia.com/gpu' in c.resources.requests)))))"
-            ),
-            "message": f"GPU pods are scheduled by {SCHEDULER} (its queues and gangs): set schedulerName: {SCHEDULER}, or submit a Kubeflow job (the operator sets it)",
-            "reason": "Forbidden",
-        },
-    ]
+    ] + gpu_and_node_validations() + container_hardening_validations() + launcher_label_validations() + service_validations(team)
 
 
 def admission_policy(team: TeamRules) -> dict:
     """The ValidatingAdmissionPolicy of one team: its queue, classes and identity, on the
-    Kubeflow jobs, Volcano PodGroups and pods of its namespace (the binding selects it)."""
+    Kubeflow jobs, Volcano PodGroups, pods (ephemeral containers included: `kubectl debug` updates
+    the pods/ephemeralcontainers subresource with the whole Pod), workloads and Services of its
+    namespace (the binding selects it)."""
+    core = ["pods", "pods/ephemeralcontainers", "services", *WORKLOADS[""].values()]
     rules = [
-        {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE", "UPDATE"]},
+        {"apiGroups": [""], "apiVersions": ["v1"], "resources": core, "operations": ["CREATE", "UPDATE"]},
+        *({"apiGroups": [group], "apiVersions": ["v1"], "resources": sorted(kinds.values()), "operations": ["CREATE", "UPDATE"]}
+          for group, kinds in WORKLOADS.items() if group),
         {"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "resources": sorted(JOB_KINDS.values()), "operations": ["CREATE", "UPDATE"]},
         {"apiGroups": ["scheduling.volcano.sh"], "apiVersions": ["v1beta1"], "resources": ["podgroups"], "operations": ["CREATE", "UPDATE"]},
     ]
@@ -237,6 +394,53 @@ def admission_binding(team: TeamRules) -> dict:
             "policyName": policy_name(team.name),
             "validationActions": ["Deny"],
             "matchResources": {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.name}}},
+        },
+    }
+
+
+# NetworkPolicies are allow-lists that add up: a policy a team writes can only widen what the
+# platform's default deny leaves open (an egress rule to 0.0.0.0/0 beside `default-deny` opens
+# everything, Lustre's 988 included). So teams write none: not only the platform's are protected,
+# every NetworkPolicy write (create, update, delete) in a team namespace is refused, unless the
+# requester may change admission policies themselves (the platform's deploy identity and cluster
+# admins: whoever could delete this policy gains nothing by being exempt from it). The `edit`
+# rights of AmazonEKSEditPolicy include create/update/patch/delete on networking.k8s.io
+# networkpolicies (EKS user guide, access-policy-permissions) and nothing on
+# admissionregistration.k8s.io, so a team member or any service account of the namespace is refused.
+NETWORK_POLICY_GUARD = "higgsfield-tenant-network-policies"
+
+
+def network_policy_guard() -> dict:
+    """The ValidatingAdmissionPolicy that keeps every team namespace's NetworkPolicies the platform's."""
+    may_change_admission = "authorizer.group('admissionregistration.k8s.io').resource('validatingadmissionpolicies').check('update').allowed()"
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": NETWORK_POLICY_GUARD},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "resources": ["networkpolicies"], "operations": ["CREATE", "UPDATE", "DELETE"],
+            }]},
+            "validations": [{
+                "expression": may_change_admission,
+                "message": "NetworkPolicies in team namespaces are the platform's (default deny and the allowances jobs need): ask the platform team for an allowance",
+                "reason": "Forbidden",
+            }],
+        },
+    }
+
+
+def network_policy_guard_binding() -> dict:
+    """Binds the guard to every team namespace (the label only the platform sets on namespaces)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": NETWORK_POLICY_GUARD},
+        "spec": {
+            "policyName": NETWORK_POLICY_GUARD,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
         },
     }
 

@@ -31,7 +31,7 @@ def build(cfg: StackConfig) -> None:
     retention, log_key = cfg.observability.log_retention_days, dict(log_key_arn=logs.arn, log_key_ready=[logs.policy])
     network = Network("network", NetworkArgs(
         cluster_name=name, region=cfg.region, cidr=cfg.vpc_cidr, availability_zones=cfg.availability_zones,
-        nat_per_zone=cfg.production, interface_endpoints=cfg.production, log_retention_days=retention, **log_key, tags=tags))
+        nat_per_zone=cfg.production, interface_endpoints=cfg.production, public_load_balancers=cfg.public_load_balancers, log_retention_days=retention, **log_key, tags=tags))
     cluster = Cluster("cluster", ClusterArgs(
         cluster_name=name, kubernetes_version=cfg.kubernetes_version, vpc_id=network.vpc_id,
         private_subnet_ids=network.private_subnet_ids, public_access_cidrs=cfg.endpoint.public_access_cidrs,
@@ -73,7 +73,7 @@ def build(cfg: StackConfig) -> None:
     if cfg.delivery:  # 7. CI: preview/deploy/image roles, their access entries, CodeBuild runners in the VPC
         Delivery("delivery", DeliveryArgs(cfg.stack, cfg.region, cfg.delivery, network.vpc_id, network.private_subnet_ids,
                                           cluster.eks.cluster_security_group_id, cfg.fsx.linked_buckets, retention, logs.arn, [logs.policy], [cluster.eks], tags))
-    teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready, cfg.gpu_pools, cfg.training_image or image.source_image))
+    teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready, cfg.gpu_pools, cfg.training_image or image.source_image, cfg.public_load_balancers))
     if cfg.fsx.enabled:
         LustreFileSystem("lustre", LustreArgs(
             cluster_name=name, settings=cfg.fsx, lustre_version=versions.LUSTRE_VERSION, csi_addon=addons["aws-fsx-csi-driver"],

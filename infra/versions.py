@@ -524,6 +524,24 @@ PROVENANCE["CLOUDWATCH_LOGS_LABELS_ON"] = unverified(
     "--query configurationSchema --output text | jq .properties.containerLogs.properties.fluentBit.properties.config",
 )
 
+
+# --- tenant22: the GPU nodes' container toolkit and the AMI it comes with (issue #22) -----------
+# Not pins of ours: the EKS AL2023 NVIDIA AMI installs nvidia-container-toolkit from NVIDIA's
+# repository at build time (awslabs/amazon-eks-ami:templates/al2023/provisioners/
+# install-nvidia-driver.sh@v20260724, `dnf -y install nvidia-container-toolkit`). The settings
+# components/gpu_pools.py writes (accept-nvidia-visible-devices-envvar-when-unprivileged,
+# accept-nvidia-visible-devices-as-volume-mounts) and `nvidia-ctk config --in-place --set` were
+# read at this toolkit tag; the user data powers the node off if they don't take.
+NVIDIA_CONTAINER_TOOLKIT_READ = "v1.20.0"
+EKS_AMI_READ = "v20260724"
+PROVENANCE["NVIDIA_CONTAINER_TOOLKIT_READ"] = unverified(
+    "NVIDIA/nvidia-container-toolkit:api/config/v1/config.go@v1.20.0 (the AMI's toolkit version is NVIDIA's latest when the AMI was built)",
+    "kubectl debug node/<gpu-node> -it --image=busybox -- chroot /host nvidia-ctk --version")
+PROVENANCE["EKS_AMI_READ"] = verified("awslabs/amazon-eks-ami:templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service@v20260724")
+
+
+
+
 # --- cost25 (issue #25: warm reservations, demand, cold start, Karpenter) -----------------------------
 # The training image's runtime stage (images/training/Dockerfile): PyTorch's -runtime image of the
 # same PyTorch/CUDA/cuDNN as TRAINING_BASE_IMAGE (the build stage), without compilers or CUDA headers.

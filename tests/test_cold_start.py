@@ -72,10 +72,12 @@ def test_the_health_gate_runs_the_image_jobs_run_so_the_job_finds_it_pulled(proj
     image = "123456789012.dkr.ecr.us-east-2.amazonaws.com/llm/efa-train:2026.11"
     root = project_copy("prod", set_key("higgsfield:trainingImage", image))
     plan = record("bad", root=root)
-    (gate,) = [r for r in plan.resources if r.name == "health-gate-daemonset"]
-    spec = gate.inputs["spec"]["template"]["spec"]
-    assert [c["image"] for c in spec["initContainers"]] == [image]
-    assert {c["image"] for c in spec["containers"]} != {image}
+    gates = [r for r in plan.resources if r.name.startswith("health-gate-daemonset-")]  # one per gated pool
+    assert gates
+    for gate in gates:  # the gate runs its own image and pulls the team's in an init container
+        spec = gate.inputs["spec"]["template"]["spec"]
+        assert [c["image"] for c in spec["initContainers"]] == [image]
+        assert {c["image"] for c in spec["containers"]} != {image}
     job = jobs.render("pytorch-ddp", plan.config, pool="h100")[-1]
     assert {t["spec"]["containers"][0]["image"] for t in jobs.pod_templates(job)} == {image}
     assert not image.endswith(":latest")  # IfNotPresent by default (a :latest tag would pull Always)

@@ -31,8 +31,22 @@ def _program(expression: str):
     return _env.program(_env.compile(expression))
 
 
+def _gates(plan) -> dict[str, dict]:
+    """The gate's DaemonSets by pool (one per gated pool)."""
+    return {d.inputs["metadata"]["labels"]["higgsfield.io/pool"]: d.inputs for d in plan.of_type(DAEMONSET)
+            if d.inputs["metadata"]["name"].startswith("health-gate-")}
+
+
 def _gate(plan):
-    return next(d.inputs for d in plan.of_type(DAEMONSET) if d.inputs["metadata"]["name"] == "health-gate")
+    return next(iter(_gates(plan).values()))
+
+
+def _gated_pools(plan):
+    return [p for p in plan.config.gpu_pools if p.health_gate.enabled]
+
+
+def test_every_gated_pool_has_its_own_gate(plan):
+    assert set(_gates(plan)) == {p.name for p in _gated_pools(plan)}
 
 
 def test_every_gpu_node_group_joins_with_the_startup_taint(plan):
@@ -58,21 +72,39 @@ def test_the_autoscaler_node_template_describes_the_startup_taint(plan):
         assert tags["k8s.io/cluster-autoscaler/node-template/label/higgsfield.io/gated"] == "true"
 
 
-def test_the_gate_runs_on_gated_gpu_nodes_only_and_tolerates_every_taint(plan):
-    spec = _gate(plan)["spec"]["template"]["spec"]
-    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true", "higgsfield.io/gated": "true"}
-    assert spec["tolerations"] == [{"operator": "Exists"}]  # the startup taint, nvidia.com/gpu and a pool's own
+def test_the_gate_runs_on_its_pools_gated_gpu_nodes_until_they_pass_and_tolerates_every_taint(plan):
+    for pool, gate in _gates(plan).items():
+        spec = gate["spec"]["template"]["spec"]
+        assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true", "higgsfield.io/gated": "true", "higgsfield.io/pool": pool}
+        assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "higgsfield.io/health", "operator": "NotIn", "values": ["healthy"]}]}]}
+        assert spec["tolerations"] == [{"operator": "Exists"}]  # the startup taint, nvidia.com/gpu and a pool's own
 
 
 def test_the_gate_daemonset_is_a_valid_kubernetes_object(plan):
-    manifest = copy.deepcopy(_gate(plan))
-    manifest["spec"]["template"]["spec"]["containers"][0]["image"] = "123456789012.dkr.ecr.us-east-2.amazonaws.com/x:src-1"
-    kubernetes_validate.validate(manifest, "1.35", strict=True)
+    for gate in _gates(plan).values():
+        manifest = copy.deepcopy(gate)
+        manifest["spec"]["template"]["spec"]["containers"][0]["image"] = "123456789012.dkr.ecr.us-east-2.amazonaws.com/x:src-1"
+        kubernetes_validate.validate(manifest, "1.35", strict=True)
 
 
-def test_the_gate_claims_no_gpu_so_new_nodes_stay_free_for_jobs(plan):
-    (container,) = _gate(plan)["spec"]["template"]["spec"]["containers"]
-    assert set(container["resources"]["requests"]) == {"cpu", "memory"} and set(container["resources"]["limits"]) == {"memory"}
+def test_the_gate_gets_every_gpu_of_its_node_from_the_device_plugin_not_from_an_env_var(plan):
+    pools = {p.name: p for p in _gated_pools(plan)}
+    for pool, gate in _gates(plan).items():
+        (container,) = gate["spec"]["template"]["spec"]["containers"]
+        gpus = str(pools[pool].gpus_per_node)
+        assert container["resources"]["requests"]["nvidia.com/gpu"] == container["resources"]["limits"]["nvidia.com/gpu"] == gpus
+        assert not {e["name"] for e in container["env"]} & {"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}
+
+
+def test_a_new_node_in_the_autoscalers_template_has_passed_so_the_gates_gpus_stay_free_for_jobs(plan):
+    """The template node carries higgsfield.io/health=healthy, which the gate's required node
+    affinity excludes: the autoscaler does not put the gate's pod (all GPUs) on it."""
+    for pool in _gated_pools(plan):
+        group = next(g for g in plan.of_type("aws:eks/nodeGroup:NodeGroup") if g.inputs["labels"].get("higgsfield.io/pool") == pool.name)
+        tags = {t.inputs["tag"]["key"]: t.inputs["tag"]["value"] for t in plan.of_type("aws:autoscaling/tag:Tag") if t.name.startswith(f"{group.name}-asg-")}
+        assert tags["k8s.io/cluster-autoscaler/node-template/label/higgsfield.io/health"] == "healthy"
+        assert "higgsfield.io/health" not in group.inputs["labels"]  # a real node joins without it, so the gate runs there
 
 
 def test_the_gates_cluster_wide_rights_are_get_list_and_patch_on_nodes(plan):
@@ -236,6 +268,8 @@ def test_the_plan_schedules_the_block_pools_actions_on_its_auto_scaling_group(mo
 
 
 def test_with_fsx_the_gate_checks_lustre_in_a_directory_of_its_own(plan):
+    if not _gates(plan):
+        return
     spec = _gate(plan)["spec"]["template"]["spec"]
     claims = {v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes", [])}
     expected = {p.inputs["metadata"]["name"]: json.loads(p.inputs["data"]["expectations.json"]) for p in plan.of_type("kubernetes:core/v1:ConfigMap")

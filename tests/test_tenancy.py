@@ -23,17 +23,44 @@ VISION = tenancy.TeamRules(name="vision", queue="experiments", priority_classes=
 _env = celpy.Environment()
 
 
+class Authorizer:
+    """The `authorizer` of Kubernetes' CEL (k8s.io/apiserver/pkg/cel/library/authz.go):
+    `authorizer.group(g).resource(r)[.namespace(ns)][.name(n)].check(verb).allowed()`, answered by
+    `allow(group, resource, namespace, verb)` - the requester's RBAC rules, evaluated by the test."""
+
+    def __init__(self, allow, path: tuple = ()):
+        self.allow, self.path = allow, dict(path)
+
+    def step(self, key: str, value) -> Authorizer:
+        return Authorizer(self.allow, (*self.path.items(), (key, str(value))))
+
+
+AUTHORIZER_FUNCTIONS = {
+    "group": lambda a, g: a.step("group", g),
+    "resource": lambda a, r: a.step("resource", r),
+    "namespace": lambda a, ns: a.step("namespace", ns),
+    "name": lambda a, n: a.step("name", n),
+    "check": lambda a, verb: a.step("verb", verb),
+    "allowed": lambda a: celtypes.BoolType(a.allow(a.path.get("group", ""), a.path.get("resource", ""), a.path.get("namespace", ""), a.path.get("verb", ""))),
+}
+NOBODY = Authorizer(lambda *_: False)
+
+
 @cache
 def _program(expression: str):
-    return _env.program(_env.compile(expression))
+    return _env.program(_env.compile(expression), functions=AUTHORIZER_FUNCTIONS)
 
 
-def admitted(policy: dict, obj: dict) -> dict[str, bool]:
+def admitted(policy: dict, obj: dict | None, *, operation: str = "CREATE", user: str = "alice@vision", old: dict | None = None,
+             authorizer: Authorizer = NOBODY) -> dict[str, bool]:
     """Each validation's message -> whether `obj` passes it, evaluated as the API server does:
-    the variables in order, then every validation, with `object` the admitted object."""
-    activation: dict = {"object": celpy.json_to_cel(obj)}
+    the variables in order, then every validation, with `object` the admitted object (null on
+    DELETE), `oldObject` what it replaces, `request` the operation and the requester, and
+    `authorizer` the requester's rights."""
+    request = {"operation": operation, "userInfo": {"username": user}}
+    activation: dict = {"object": celpy.json_to_cel(obj), "oldObject": celpy.json_to_cel(old), "request": celpy.json_to_cel(request), "authorizer": authorizer}
     variables: dict = {}
-    for variable in policy["spec"]["variables"]:
+    for variable in policy["spec"].get("variables", []):
         activation["variables"] = celtypes.MapType(variables)
         value = _program(variable["expression"]).evaluate(activation)
         assert not isinstance(value, celpy.CELEvalError), (variable["name"], value)
@@ -47,14 +74,15 @@ def admitted(policy: dict, obj: dict) -> dict[str, bool]:
     return results
 
 
-def denied_by(obj: dict, team: tenancy.TeamRules = VISION) -> list[str]:
-    return [message for message, ok in admitted(tenancy.admission_policy(team), obj).items() if not ok]
+def denied_by(obj: dict, team: tenancy.TeamRules = VISION, **request) -> list[str]:
+    return [message for message, ok in admitted(tenancy.admission_policy(team), obj, **request).items() if not ok]
 
 
 def _pod_spec(uid: int = 20003, **extra) -> dict:
     return {
         "securityContext": {"runAsUser": uid, "runAsGroup": uid, "fsGroup": uid},
-        "containers": [{"name": "pytorch", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}}}],
+        "containers": [{"name": "pytorch", "image": "x", "securityContext": {"allowPrivilegeEscalation": False},
+                        "resources": {"limits": {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}}}],
         **extra,
     }
 
@@ -128,17 +156,17 @@ def test_pod_naming_another_queue_by_annotation_or_label_is_denied():
 
 
 def test_a_cpu_pod_may_use_the_default_scheduler():
-    pod = _pod(schedulerName="default-scheduler", containers=[{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}])
+    pod = _pod(schedulerName="default-scheduler", containers=[{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}, "securityContext": {"allowPrivilegeEscalation": False}}])
     assert denied_by(pod) == []
 
 
 def test_mpi_launcher_with_the_operators_injected_init_container_is_admitted():
     """The operator adds `kubectl-delivery` (no securityContext) to the launcher; the pod-level
     identity covers it (kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4)."""
-    pod = _pod(containers=[{"name": "launcher", "image": "x"}])
+    pod = _pod(containers=[{"name": "launcher", "image": "x", "securityContext": {"allowPrivilegeEscalation": False}}])
     pod["spec"]["initContainers"] = [{"name": "kubectl-delivery", "image": "mpioperator/kubectl-delivery"}]
     pod["metadata"]["labels"] = dict(tenancy.LAUNCHER)
-    assert denied_by(pod) == []
+    assert denied_by(pod, user=tenancy.OPERATOR_USER) == []
 
 
 def test_every_job_kind_is_checked():
@@ -212,7 +240,9 @@ def test_admission_objects_validate_against_the_kubernetes_schema(plan):
 def test_admission_policy_matches_the_kinds_it_checks():
     rules = tenancy.admission_policy(VISION)["spec"]["matchConstraints"]["resourceRules"]
     resources = {(g, res) for rule in rules for g in rule["apiGroups"] for res in rule["resources"]}
-    assert {("", "pods"), ("scheduling.volcano.sh", "podgroups"), *(("kubeflow.org", r) for r in tenancy.JOB_KINDS.values())} == resources
+    workloads = {(g, r) for g, kinds in tenancy.WORKLOADS.items() for r in kinds.values()}
+    assert {("", "pods"), ("", "pods/ephemeralcontainers"), ("", "services"), ("scheduling.volcano.sh", "podgroups"),
+            *(("kubeflow.org", r) for r in tenancy.JOB_KINDS.values()), *workloads} == resources
     assert all(set(rule["operations"]) == {"CREATE", "UPDATE"} for rule in rules)
 
 

@@ -21,7 +21,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
 from infra import versions
-from infra.config.base import DNS_LABEL, NAMESPACE, Cidr, Setting, Str, items, matching
+from infra.config.base import DNS_LABEL, NAMESPACE, Bool, Cidr, Setting, Str, items, matching
 from infra.config.checkpoints import Checkpoints
 from infra.config.cluster import Autoscaler, Endpoint, NodeSizes
 from infra.config.delivery import Delivery
@@ -112,6 +112,8 @@ class StackConfig(Setting):
     """RFC 1918, /16 to /20. Each AZ gets 1/8 of it for nodes and pods; public subnets share the last 1/8."""
     availability_zones: tuple[matching(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$", "is not an availability zone name (us-west-2a)", 32), ...] = items(2, 16)
     """Two or more AZs of aws:region; one private and one public subnet each."""
+    public_load_balancers: Bool = False
+    """Tag the public subnets for internet-facing load balancers (kubernetes.io/role/elb) and let teams given LoadBalancer Services make them; off: teams' load balancers must be internal."""
     endpoint: Endpoint = Endpoint()
     cpu_nodes: NodeSizes
     admins: tuple[Annotated[matching(_ADMIN_ARN, "is not an IAM role or user ARN (arn:aws:iam::123456789012:role/name)", 2048), AfterValidator(access_entry_principal)], ...] = items()
