@@ -87,7 +87,7 @@ def build(cfg: StackConfig) -> None:
         Monitoring("monitoring", MonitoringArgs(
             cluster_name=name, settings=cfg.observability, prometheus_stack=versions.KUBE_PROMETHEUS_STACK,
             dcgm_exporter=versions.DCGM_EXPORTER, prometheus_adapter=versions.PROMETHEUS_ADAPTER,
-            addons=addons, provider=cluster.provider, depends_on=platform_ready, tags=tags))
+            addons=addons, provider=cluster.provider, depends_on=platform_ready, tags=tags, api_server_cidr=cfg.vpc_cidr))
     pulumi.export("clusterName", name)
     pulumi.export("region", cfg.region)
     pulumi.export("kubeconfig", cluster.kubeconfig)

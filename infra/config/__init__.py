@@ -28,6 +28,8 @@ models (`higgsfield schema --write`). Everything public is importable from `infr
 from infra.config.base import (  # noqa: F401
     NAMESPACE,
     ENVIRONMENTS,
+    SYSTEM_TAINT_KEY,
+    SYSTEM_TAINT_EFFECT,
     Setting,
     derived,
     Int,

@@ -18,6 +18,11 @@ from pydantic.alias_generators import to_camel
 
 NAMESPACE = "higgsfield"
 ENVIRONMENTS = ("dev", "staging", "prod")
+# The taint on the system (CPU) node group, `higgsfield.io/system=true:NoSchedule`: only platform
+# components tolerate it (components/cpu_nodes.py SYSTEM_TOLERATION); a team pod may not (its
+# admission policy refuses the toleration). The GPU pools' taint is GPU_TAINT_KEY (gpu_pools.py).
+SYSTEM_TAINT_KEY = "higgsfield.io/system"
+SYSTEM_TAINT_EFFECT = "NoSchedule"
 
 # --- building blocks of settings ------------------------------------------------------------
 
