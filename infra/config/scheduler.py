@@ -8,7 +8,7 @@ from pydantic import (
     model_validator,
 )
 
-from infra.config.base import DnsLabel, Setting, Str, number
+from infra.config.base import DnsLabel, Setting, Str, derived, number
 from infra.config.errors import Problems, _duplicates
 
 _MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for system classes
@@ -69,6 +69,13 @@ RESERVED_NAMESPACE_PREFIXES = ("kube-", "higgsfield-", "volcano-", "aws-", "amaz
 # POSIX ids: below 1000 are the system's, 65534 is nobody; Lustre ids are 32-bit unsigned, but
 # Kubernetes runAsUser is checked against int32 by PSA tooling, so stay below 2^31.
 TEAM_UID_MIN, TEAM_UID_MAX = 1000, 2_147_483_647
+# A team's CPU and memory, when the stack does not say: what its GPUs come with on a p5.48xlarge
+# (192 vCPUs and 2,048 GiB for 8 GPUs: 24 vCPUs and 256 GiB per GPU), and room for CPU-only work
+# (data preparation, evaluation) for a team without GPUs. Upper bounds keep a typo from meaning
+# "unlimited": 1,000,000 vCPUs and 100,000,000 GiB are far above any account's EC2 quota.
+CPU_PER_GPU, MEMORY_GIB_PER_GPU = 24, 256
+MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB = 16, 64
+MAX_CPU_QUOTA, MAX_MEMORY_QUOTA_GIB = 1_000_000, 100_000_000
 
 
 class Team(Setting):
@@ -85,6 +92,14 @@ class Team(Setting):
     """Names from scheduler.priorityClasses the team may use."""
     uid: number(TEAM_UID_MIN, TEAM_UID_MAX, "below 2^31")
     """POSIX UID and GID (the same number) of the team's pods and Lustre directory; unique per team, never reused."""
+    cpu_quota: number(1, MAX_CPU_QUOTA, "a bound against typos") = derived(
+        "vCPUs the namespace's pods may request in all; default 24 per GPU of gpuQuota, at least 16.")
+    memory_quota_gib: number(1, MAX_MEMORY_QUOTA_GIB, "a bound against typos") = derived(
+        "GiB of memory the namespace's pods may request in all; default 256 per GPU of gpuQuota, at least 64.", alias="memoryQuotaGiB")
+    default_cpu_request_millicores: number(10, 64_000) = 500
+    """CPU a container that names none requests (LimitRange defaultRequest), in millicores."""
+    default_memory_request_mib: number(16, 1_048_576) = Field(1024, alias="defaultMemoryRequestMiB")
+    """Memory a container that names none requests (LimitRange defaultRequest), in MiB."""
 
     @field_validator("name")
     @classmethod
@@ -99,6 +114,19 @@ class Team(Setting):
         if uid == 65534:
             raise ValueError("65534 is nobody (Lustre and NFS squash to it); pick another")
         return uid
+
+    @model_validator(mode="after")
+    def _compute_quota(self) -> Team:
+        cpu = self.cpu_quota if self.cpu_quota is not None else max(MIN_CPU_QUOTA, CPU_PER_GPU * self.gpu_quota)
+        memory = self.memory_quota_gib if self.memory_quota_gib is not None else max(MIN_MEMORY_QUOTA_GIB, MEMORY_GIB_PER_GPU * self.gpu_quota)
+        problems = Problems()
+        if self.default_cpu_request_millicores > cpu * 1000:
+            problems.add("defaultCpuRequestMillicores", f"{self.default_cpu_request_millicores}m is above the team's cpuQuota of {cpu} vCPUs")
+        if self.default_memory_request_mib > memory * 1024:
+            problems.add("defaultMemoryRequestMiB", f"{self.default_memory_request_mib} MiB is above the team's memoryQuotaGiB of {memory} GiB")
+        problems.raise_any()
+        self._fill(cpu_quota=cpu, memory_quota_gib=memory)
+        return self
 
 
 
