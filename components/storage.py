@@ -48,7 +48,7 @@ HEALTH_DIR_OWNER, HEALTH_DIR_MODE = NOBODY, "0700"  # the gate runs as root, squ
 # Lustre client (dnf install lustre-client on AL2023: docs.aws.amazon.com/fsx/latest/LustreGuide/
 # install-lustre-client.html), mounts the file system, runs layout_script as root (not squashed:
 # its NID is the only NoSquashNids entry), unmounts and powers off (instance-initiated shutdown:
-# stop). A new layout changes its user data and replaces it (user_data_replace_on_change), which
+# stop; `aws ec2 get-console-output` shows `higgsfield-lustre-layout-done DIGEST`). A new layout changes its user data and replaces it (user_data_replace_on_change), which
 # runs the new layout once. It has no instance profile (it calls no AWS API) and IMDSv2 only.
 LAYOUT_CLIENT_TYPE = "t3.small"
 LAYOUT_TAG = "higgsfield.io/lustre-layout"  # the layout script's digest, on the layout client: which layout ran
@@ -107,12 +107,13 @@ def layout_user_data(script: str, dns_name: str, mount_name: str) -> str:
     return "\n".join([
         "#!/bin/bash",
         "set -euxo pipefail",
+        "trap 'shutdown -h now' EXIT",  # stop whatever happens; the console output says how it went
         "dnf install -y lustre-client",
         f"mkdir -p {MOUNT_PATH}",
         f"mount -t lustre -o relatime,flock {shlex.quote(dns_name)}@tcp:/{shlex.quote(mount_name)} {MOUNT_PATH}",
         f"sh -c {shlex.quote(script)}",
         f"umount {MOUNT_PATH}",
-        "shutdown -h now",
+        f"echo higgsfield-lustre-layout-done {layout_digest(script)}",
     ]) + "\n"
 
 
@@ -408,5 +409,6 @@ class LustreFileSystem(pulumi.ComponentResource):
             user_data_replace_on_change=True,
             instance_initiated_shutdown_behavior="stop",
             tags={**args.tags, "Name": f"{args.cluster_name}-fsx-layout", LAYOUT_TAG: layout_digest(script)},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.file_system, self.layout_reservation, *([link] if link is not None else [])]),
+            # Its replacement takes the same address: the old one goes first.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.file_system, self.layout_reservation, *([link] if link is not None else [])]),
         )

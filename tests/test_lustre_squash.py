@@ -86,7 +86,23 @@ def test_layout_user_data_mounts_lays_out_and_powers_off():
     assert lines[0] == "#!/bin/bash" and "dnf install -y lustre-client" in lines
     assert "mount -t lustre -o relatime,flock fs-0abc.fsx.us-east-2.amazonaws.com@tcp:/abcdefgh /fsx" in lines
     assert lines.index("umount /fsx") > next(i for i, l in enumerate(lines) if l.startswith("sh -c "))
-    assert lines[-1] == "shutdown -h now"
+    assert "trap 'shutdown -h now' EXIT" in lines[:3]  # it stops even when a step fails
+    assert lines[-1].startswith("echo higgsfield-lustre-layout-done ")
+
+
+def test_a_new_layout_client_replaces_the_old_one_first(fsx_plan):
+    """Both would hold the one reserved address (InvalidIPAddress.InUse otherwise)."""
+    (instance,) = fsx_plan.of_type("aws:ec2/instance:Instance")
+    assert instance.delete_before_replace and instance.inputs["userDataReplaceOnChange"] is True
+
+
+def test_kubelet_never_chowns_a_lustre_volume_as_root(fsx_plan):
+    """Root squash would refuse it: the driver's fsGroupPolicy ReadWriteOnceWithFSType
+    (charts/aws-fsx-csi-driver/values.yaml@v1.8.0) applies fsGroup only to RWO volumes with an fsType."""
+    for volume in fsx_plan.of_type("kubernetes:core/v1:PersistentVolume"):
+        spec = volume.inputs["spec"]
+        if spec["csi"]["driver"] == storage.CSI_DRIVER:
+            assert "ReadWriteOnce" not in spec["accessModes"] and "fsType" not in spec["csi"], volume.name
 
 
 # --- who can read what: POSIX permissions on the layout the script makes ----------------------
