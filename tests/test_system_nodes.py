@@ -187,3 +187,26 @@ def test_the_walk_fails_a_chart_whose_tolerations_are_removed(chart):
     """Mutation check: a system workload without its toleration is reported."""
     for _, _, _, role in CHART_WORKLOADS[chart]:
         assert _placed(role, [], SYSTEM_LABELS) is not None
+
+
+def _team_pod_templates():
+    from infra.cli import healthcheck, jobs
+    from tests.conftest import STACKS, plan_of
+
+    for stack in STACKS:
+        cfg = plan_of(stack).config
+        for example in jobs.examples_for(cfg):
+            for t in jobs.pod_templates(jobs.render(example, cfg)[-1]):
+                yield f"{stack} {example}", t["spec"]
+        for pool in cfg.gpu_pools:
+            for obj in healthcheck.render(cfg, pool.name):
+                spec = _pod_spec(obj)
+                if spec is not None:
+                    yield f"{stack} healthcheck {pool.name}", spec
+
+
+def test_no_team_pod_we_render_is_placed_on_the_system_nodes():
+    """The examples and the team health check (the MPI launcher included) run on GPU pools."""
+    for where, spec in _team_pod_templates():
+        assert spec.get("nodeSelector", {}).get("higgsfield.io/role") != "system", where
+        assert not tolerates(spec.get("tolerations", []), SYSTEM_TAINT), where

@@ -153,7 +153,7 @@ def _attach_datasets(template: dict, cfg: StackConfig, team: Team) -> None:
 
 
 # GPU pods per job of `workers` workers: DDP adds a master on the pool; the MPI launcher runs on
-# the system nodes; an elastic job's `workers` is the most it grows to.
+# the pool too but holds no GPU (the system nodes are tainted); an elastic job's `workers` is the most it grows to.
 _GPU_PODS = {"pytorch-ddp": lambda w: w + 1, "pytorch-elastic": lambda w: w, "mpi-nccl-tests": lambda w: w}
 DEFAULT_WORKERS = 2
 
