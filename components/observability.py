@@ -21,7 +21,6 @@ from infra.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
 
 NAMESPACE = "monitoring"
 PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 # Grafana's admin login comes from a Secret of ours with a generated password (GRAFANA_ADMIN_KEYS:
 # the chart's `admin.userKey`/`admin.passwordKey` defaults), never from the chart: with
 # `admin.existingSecret` set the chart renders no admin Secret of its own (grafana-community/
