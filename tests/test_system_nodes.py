@@ -210,3 +210,22 @@ def test_no_team_pod_we_render_is_placed_on_the_system_nodes():
     for where, spec in _team_pod_templates():
         assert spec.get("nodeSelector", {}).get("higgsfield.io/role") != "system", where
         assert not tolerates(spec.get("tolerations", []), SYSTEM_TAINT), where
+
+
+def test_the_mpi_launcher_follows_its_pool_and_holds_no_gpu_or_efa():
+    """Off the system nodes, onto the job's pool: its zone, its taints (a pool's own too), no devices."""
+    from infra.cli import jobs
+    from tests.conftest import STACKS, plan_of
+
+    for stack in STACKS:
+        cfg = plan_of(stack).config
+        if "mpi-nccl-tests" not in jobs.examples_for(cfg):
+            continue
+        job = jobs.render("mpi-nccl-tests", cfg)[-1]
+        launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+        (pool,) = [p for p in cfg.gpu_pools if p.name == launcher["nodeSelector"]["higgsfield.io/pool"]]
+        assert launcher["nodeSelector"]["topology.kubernetes.io/zone"] == pool.availability_zone
+        for taint in [GPU_TAINT, *({"key": t.key, "value": t.value, "effect": t.effect} for t in pool.taints)]:
+            assert tolerates(launcher["tolerations"], taint), (stack, taint)
+        limits = launcher["containers"][0].get("resources", {}).get("limits", {})
+        assert not {"nvidia.com/gpu", "vpc.amazonaws.com/efa", "hugepages-2Mi"} & set(limits), stack

@@ -25,7 +25,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
-from infra.cli.pods import check_image, prepare_gpu_pod, stack_image
+from infra.cli.pods import check_image, prepare_gpu_pod, stack_image, tolerate_pool
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
@@ -77,7 +77,9 @@ def pod_templates(job: dict, named: bool = False) -> Iterator:
 
 
 def _on_gpu_pool(template: dict) -> bool:
-    return "higgsfield.io/pool" in (template["spec"].get("nodeSelector") or {})
+    """A GPU pod: on a pool and holding GPUs (the MPI launcher runs on the pool with none)."""
+    limits = (template["spec"]["containers"][0].get("resources") or {}).get("limits") or {}
+    return "higgsfield.io/pool" in (template["spec"].get("nodeSelector") or {}) and "nvidia.com/gpu" in limits
 
 
 def _attach_lustre(template: dict) -> None:
@@ -266,6 +268,8 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
     job = _load(Template((EXAMPLES_DIR / f"{example}.yaml").read_text()).substitute(values))
     for replica, template in pod_templates(job, named=True):
         if not _on_gpu_pool(template):
+            if "higgsfield.io/pool" in (template["spec"].get("nodeSelector") or {}):
+                tolerate_pool(template["spec"], chosen)  # the MPI launcher
             continue
         prepare_gpu_pod(template["spec"], chosen, image, f"examples/{example}.yaml {replica}")
         if cfg.fsx.enabled and example != "mpi-nccl-tests":
