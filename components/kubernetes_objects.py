@@ -30,3 +30,36 @@ class KubernetesObject(pulumi.CustomResource):
         # Pin the provider plugin to the SDK's version, as the generated classes do.
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version()))
         super().__init__(type_token(manifest["apiVersion"], manifest["kind"]), name, dict(manifest), opts)
+
+
+# The annotation with which a Patch takes over fields another field manager set first (the controller
+# that created the object): "Conflicts will result in an error by default, but can be forced using the
+# `pulumi.com/patchForce` annotation" (pulumi_kubernetes 4.34.2, core/v1/ServiceAccountPatch.py, the
+# docstring of every generated `...Patch` class; pulumi.com/registry/packages/kubernetes/how-to-guides/
+# managing-resources-with-server-side-apply).
+PATCH_FORCE = "pulumi.com/patchForce"
+
+
+def patch_type_token(api_version: str, kind: str) -> str:
+    """The Server-Side Apply patch of a kind: `kubernetes:core/v1:ServiceAccountPatch`, and for a
+    custom resource `kubernetes:scheduling.volcano.sh/v1beta1:QueuePatch` (the token
+    pulumi_kubernetes' apiextensions.CustomResourcePatch registers: f"kubernetes:{api_version}:{kind}Patch")."""
+    return type_token(api_version, kind) + "Patch"
+
+
+class KubernetesPatch(pulumi.CustomResource):
+    """A Server-Side Apply patch of an object that exists before the program runs, because the
+    cluster (the API server, a controller, EKS) creates it itself: the provider applies only the
+    fields in `manifest` under its own field manager and never creates or deletes the object
+    (deleting the patch gives its fields back). `force` takes over fields the creator set first,
+    with the `pulumi.com/patchForce` annotation. components/cluster_created.py lists which objects
+    these are and who creates them."""
+
+    def __init__(self, name: str, manifest: dict[str, Any], force: bool = False, opts: pulumi.ResourceOptions | None = None) -> None:
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version()))
+        manifest = dict(manifest)
+        if force:
+            metadata = dict(manifest.get("metadata") or {})
+            metadata["annotations"] = {**(metadata.get("annotations") or {}), PATCH_FORCE: "true"}
+            manifest["metadata"] = metadata
+        super().__init__(patch_type_token(manifest["apiVersion"], manifest["kind"]), name, manifest, opts)

@@ -5,9 +5,11 @@ master + minReplicas for elastic jobs) and Volcano's `gang` plugin binds all of 
 Differential: no `preempt` or `reclaim` action, gang/drf/proportion not preemptable or
 reclaimable, queues not reclaimable, every PriorityClass `preemptionPolicy: Never` - so a running
 job is never evicted for a newcomer, while `priority` orders the jobs still waiting.
-Scale from zero: no `enqueue` action, so a pending gang's pods are created (and shown to the
-Cluster Autoscaler as unschedulable) instead of waiting for capacity that only they would bring
-(volcano-sh/volcano#3910); `allocate` then binds them all-or-nothing once the nodes are up.
+Demand only from work that can run (components/demand.py, docs/design/autoscaler-demand.md):
+the `enqueue` action keeps a gang's PodGroup Pending - so the operator creates none of its pods
+and the Cluster Autoscaler sees nothing - until its queue can hold the whole gang; each queue
+guarantees its capability, so that holds with the pools at zero (volcano-sh/volcano#3910), and
+`allocate` then binds the gang all-or-nothing once the nodes are up.
 """
 
 from __future__ import annotations
@@ -22,21 +24,39 @@ import yaml
 
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
-from components.kubernetes_objects import KubernetesObject
+from components.demand import queue_spec
+from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from infra.config import PriorityClassSpec, Queue
+from infra import versions
 from infra.versions import Chart
 
 VOLCANO_NAMESPACE = "volcano-system"
 # Volcano's scheduler creates the queue `default` at start, reclaimable (volcano-sh/volcano:
 # pkg/scheduler/cache/cache.go@v1.15.1 newDefaultAndRootQueue), and jobs that name no queue land
-# there. The platform takes it over (Server-Side Apply, forcing the scheduler's fields): never
+# there. The platform takes it over with a Server-Side Apply patch (never a create: the scheduler may
+# have made it first, components/cluster_created.py), forcing the scheduler's fields: never
 # reclaimable, and no GPUs, so nothing runs outside a team's queue. Config may not use the name.
 DEFAULT_QUEUE = "default"
+# Volcano's admission webhooks, as the chart's `custom.enabled_admissions` lists them: the chart's
+# default (values.yaml@v1.15.1) plus `/podgroups/mutate`, which moves a PodGroup created in queue
+# `default` to the queue its namespace's `scheduling.volcano.sh/queue-name` annotation names
+# (createPodGroupPatch, pkg/webhooks/admission/podgroups/mutate/mutate_podgroup.go@v1.15.1). With the
+# path listed the chart renders the MutatingWebhookConfiguration `volcano-admission-service-podgroups-
+# mutate` (templates/webhooks.yaml) and grants the admission service `get` on namespaces
+# (templates/admission.yaml), both keyed on `regexMatch "/podgroups/mutate"`. PodGroups reach it with
+# queue `default` whenever their creator names none: the operator sets "default" itself
+# (kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4), the PodGroup CRD defaults spec.queue to
+# "default" (crd/bases/scheduling.volcano.sh_podgroups.yaml@v1.15.1) for those Volcano's controller
+# makes for plain pods.
+VOLCANO_CHART_ADMISSIONS = ("/jobs/mutate", "/jobs/validate", "/podgroups/validate", "/queues/mutate", "/queues/validate", "/hypernodes/validate", "/cronjobs/validate")
+VOLCANO_ADMISSIONS = (*VOLCANO_CHART_ADMISSIONS, "/podgroups/mutate")
 KUSTOMIZATION = Path(__file__).parent / "kustomize" / "training-operator"
 
 # The actions and plugins of the Volcano scheduler, see the module docstring.
 SCHEDULER_CONFIG = {
-    "actions": "allocate, backfill",
+    # enqueue first (issue #25): PodGroups stay Pending until proportion's queue check admits the
+    # whole gang (volcano-sh/volcano:pkg/scheduler/actions/enqueue/enqueue.go@v1.15.1)
+    "actions": "enqueue, allocate, backfill",
     "tiers": [
         {
             "plugins": [
@@ -76,8 +96,9 @@ class Volcano(pulumi.ComponentResource):
     differential scheduling, the queues (never reclaimable) and the PriorityClasses (never
     preempting) of the stack.
 
-    Creates: the Helm release, one Queue per configured queue, Volcano's own `default` queue
-    taken over (not reclaimable, no GPUs), one PriorityClass per class.
+    Creates: the Helm release (with the PodGroup mutating webhook that applies a namespace's queue
+    annotation), one Queue per configured queue, a Server-Side Apply patch of Volcano's own
+    `default` queue (not reclaimable, no GPUs), one PriorityClass per class.
     Replaced when: a queue or class is renamed (a queue with jobs in it cannot be deleted).
     """
 
@@ -87,30 +108,38 @@ class Volcano(pulumi.ComponentResource):
             name,
             args.chart,
             VOLCANO_NAMESPACE,
-            {"custom": {
-                "scheduler_config_override": scheduler_config_yaml(), "default_ns": SYSTEM_LABELS, "leader_elect_enable": True,
-                # scheduler, controllers, admission and its init Job take `custom.default_tolerations` unless a
-                # per-component key is set (templates/{scheduler,controllers,admission,admission-init}.yaml@v1.15.1)
-                "default_tolerations": [SYSTEM_TOLERATION],
-                # --enable-metrics on both, what the monitoring scrape jobs read (values.yaml@v1.15.1 has them on; kept explicit)
-                "scheduler_metrics_enable": True, "controller_metrics_enable": True,
-            }},
+            {
+                # Every Volcano image at the chart's own tag, explicit (values.yaml@v1.15.1 basic.image_tag_version).
+                "basic": {"image_tag_version": versions.VOLCANO_IMAGE_TAG},
+                "custom": {
+                    "scheduler_config_override": scheduler_config_yaml(), "default_ns": SYSTEM_LABELS, "leader_elect_enable": True,
+                    # scheduler, controllers, admission and its init Job take `custom.default_tolerations` unless a
+                    # per-component key is set (templates/{scheduler,controllers,admission,admission-init}.yaml@v1.15.1)
+                    "default_tolerations": [SYSTEM_TOLERATION],
+                    # --enable-metrics on both, what the monitoring scrape jobs read (values.yaml@v1.15.1 has them on; kept explicit)
+                    "scheduler_metrics_enable": True, "controller_metrics_enable": True,
+                    # The chart's own Prometheus/Grafana stay off: they run grafana/grafana:latest and an
+                    # untagged prom/prometheus (templates/grafana.yaml, prometheus.yaml@v1.15.1).
+                    "metrics_enable": False,
+                    "enabled_admissions": ",".join(VOLCANO_ADMISSIONS),
+                },
+            },
             pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
             create_namespace=True,
         )
         after_crds = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release])
-        managed = [(DEFAULT_QUEUE, 1, 0, {"pulumi.com/patchForce": "true"})] + [(q.name, q.weight, q.gpu_capability, {}) for q in args.queues]
-        for queue_name, weight, gpus, annotations in managed:
-            KubernetesObject(
-                f"{name}-queue-{queue_name}",
-                {
-                    "apiVersion": "scheduling.volcano.sh/v1beta1",
-                    "kind": "Queue",
-                    "metadata": {"name": queue_name, **({"annotations": annotations} if annotations else {})},
-                    "spec": {"weight": weight, "reclaimable": False, "capability": {"nvidia.com/gpu": str(gpus)}},
-                },
-                opts=after_crds,
-            )
+
+        def queue(queue_name: str, weight: int, gpus: int) -> dict:
+            return {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": queue_name},
+                "spec": queue_spec(weight, gpus),  # capability = deserved = guarantee (components/demand.py)
+            }
+
+        KubernetesPatch(f"{name}-queue-{DEFAULT_QUEUE}", queue(DEFAULT_QUEUE, 1, 0), force=True, opts=after_crds)
+        for q in args.queues:
+            KubernetesObject(f"{name}-queue-{q.name}", queue(q.name, q.weight, q.gpu_capability), opts=after_crds)
         for cls in args.priority_classes:
             KubernetesObject(
                 f"{name}-priority-{cls.name}",
@@ -139,8 +168,9 @@ class TrainingOperatorArgs:
 class TrainingOperator(pulumi.ComponentResource):
     """The Kubeflow Training Operator v1 (PyTorchJob, TFJob, MPIJob, XGBoostJob, JAXJob,
     PaddleJob) from the upstream standalone overlay at a pinned ref, through our kustomization
-    (components/kustomize/training-operator: gang scheduler volcano, leader election, system
-    nodes), and metrics-server for the HPA of elastic PyTorchJobs.
+    (components/kustomize/training-operator: gang scheduler volcano, leader election and the Role
+    on its Lease that the upstream ClusterRole lacks, the init/delivery images it puts into team
+    pods pinned, system nodes), and metrics-server for the HPA of elastic PyTorchJobs.
 
     Creates: the kustomize directory (fetched and built at deploy time, so nothing upstream is
     copied here), the metrics-server Helm release. Replaced when: never; upgrades are in place.

@@ -416,3 +416,72 @@ PROVENANCE["GITHUB_ACTIONS"] = verified("actions/checkout:action.yml@v7.0.1 (eac
 PROVENANCE["CODEBUILD_RUNNER_IMAGE"] = unverified(
     "docs.aws.amazon.com/codebuild/latest/userguide/ec2-compute-images.html",
     "aws codebuild list-curated-environment-images (then `python -V` after actions/setup-python in a first runner job)")
+
+
+# --- cost25 (issue #25: warm reservations, demand, cold start, Karpenter) -----------------------------
+# The training image's runtime stage (images/training/Dockerfile): PyTorch's -runtime image of the
+# same PyTorch/CUDA/cuDNN as TRAINING_BASE_IMAGE (the build stage), without compilers or CUDA headers.
+TRAINING_RUNTIME_IMAGE = ImagePart(
+    "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+    unverified("hub.docker.com/r/pytorch/pytorch tags (tag only, digest unverified)",
+               "docker buildx imagetools inspect pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"),
+)
+# Karpenter (a per-pool option for on-demand and spot GPU pools, DESIGN.md decision 17). The
+# release script packages the chart with the tag's version (helm package --version "${version}",
+# hack/release/common.sh@v1.14.1; Chart.yaml at the tag still reads 1.13.0) and pushes it to
+# oci://public.ecr.aws/karpenter. Kubernetes 1.35 needs Karpenter >= 1.9 and 1.36 1.13.x
+# (website/content/en/docs/upgrading/compatibility.md@v1.14.1). CRDs read at
+# pkg/apis/crds/karpenter.sh_nodepools.yaml and karpenter.k8s.aws_ec2nodeclasses.yaml@v1.14.1
+# (both v1), values at charts/karpenter/values.yaml@v1.14.1, IAM and the interruption queue at
+# website/content/en/docs/getting-started/getting-started-with-karpenter/cloudformation.yaml@v1.14.1.
+KARPENTER = Chart(
+    "karpenter", "1.14.1", "oci://public.ecr.aws/karpenter",
+    unverified("aws/karpenter-provider-aws:hack/release/common.sh@v1.14.1 (chart version = release tag)",
+               "helm show chart oci://public.ecr.aws/karpenter/karpenter --version 1.14.1"),
+    KubernetesRange("Karpenter 1.14.1", "1.30", "1.35", "aws/karpenter-provider-aws:website/content/en/docs/upgrading/compatibility.md@v1.14.1"),
+)
+# --- op21: images the controllers pull, chart image pins, the operator's leader election ------------
+# The Training Operator injects two images into team namespaces unless its flags say otherwise
+# (kubeflow/trainer:cmd/training-operator.v1/main.go@v1.9.4 flags --pytorch-init-container-image and
+# --mpi-kubectl-delivery-image; defaults in pkg/config/config.go@v1.9.4: "alpine:3.10", EOL since
+# 2021-05, and "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest"). Our kustomization passes both
+# (components/kustomize/training-operator/kustomization.yaml; a test checks they are these values).
+#
+# PyTorch init container: `sh -c 'for i in $(seq N); do if nslookup MASTER; ...'` (pkg/controller.v1/
+# pytorch/initcontainer.go@v1.9.4), so any Alpine has what it needs. Alpine 3.22 (supported to
+# 2027-05). The index digest is the one independent projects pin for alpine:3.22.2 (e.g. the
+# envoyproxy/ratelimit Dockerfile's `FROM alpine:3.22.2@sha256:4b7ce070...`); not read from the
+# registry here (Docker Hub publishes it; no upstream file does).
+PYTORCH_INIT_CONTAINER_IMAGE = "docker.io/library/alpine:3.22.2@sha256:4b7ce07002c69e8f3d704a9c5d6fd3053be500b7f1c69fc0d80990c2ad8dd412"
+# MPIJob launcher's init container (copies kubectl): built and pushed by the same workflow run as the
+# operator image, tagged `v1-<short sha>` (.github/workflows/publish-core-images.yaml: kubectl-delivery
+# in the matrix; template-publish-image/action.yaml: `type=sha,prefix=v1-`, @v1.9.4). The v1.9.4
+# standalone overlay pins the operator at v1-93c5489 (manifests/overlays/standalone/kustomization.yaml
+# `newTag`), so kubectl-delivery from that same commit. No digest is published upstream.
+MPI_KUBECTL_DELIVERY_IMAGE = "ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489"
+# The operator's own image, as the upstream overlay pins it (a commit tag; no digest upstream).
+TRAINING_OPERATOR_IMAGE = "ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489"
+# controller-runtime leader election at the operator's pinned version (go.mod: controller-runtime
+# v0.24.1): resource lock "leases" by default, in the namespace the pod runs in (the service account's
+# namespace file), named --leader-election-id (main.go default "1ca428e5.training-operator.kubeflow.org").
+# client-go's LeaseLock calls Get, Create and Update (tools/leaderelection/resourcelock/leaselock.go@v0.36.3).
+TRAINING_OPERATOR_NAMESPACE = "kubeflow"  # the standalone overlay's `namespace:` @v1.9.4
+TRAINING_OPERATOR_LEADER_ELECTION_ID = "1ca428e5.training-operator.kubeflow.org"
+# Volcano images: docker.io/volcanosh/vc-{scheduler,controller-manager,webhook-manager} at
+# basic.image_tag_version (values.yaml@v1.15.1: "v1.15.1"); set explicitly so the chart's default can
+# not drift. The chart's grafana (grafana/grafana:latest) and prometheus (prom/prometheus, no tag)
+# render only with custom.metrics_enable (templates/grafana.yaml, prometheus.yaml@v1.15.1), which we
+# keep false.
+VOLCANO_IMAGE_TAG = "v1.15.1"
+PROVENANCE.update({
+    "PYTORCH_INIT_CONTAINER_IMAGE": unverified(
+        "alpine:3.22.2 index digest as pinned by independent Dockerfiles (envoyproxy/ratelimit:Dockerfile)",
+        "docker buildx imagetools inspect docker.io/library/alpine:3.22.2 --format '{{.Manifest.Digest}}'"),
+    "MPI_KUBECTL_DELIVERY_IMAGE": unverified(
+        "kubeflow/trainer:.github/workflows/template-publish-image/action.yaml@v1.9.4 (tag v1-<sha>) + manifests/overlays/standalone/kustomization.yaml@v1.9.4 (v1-93c5489)",
+        "docker buildx imagetools inspect ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489"),
+    "TRAINING_OPERATOR_IMAGE": verified("kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@v1.9.4 (images newTag)"),
+    "TRAINING_OPERATOR_NAMESPACE": verified("kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@v1.9.4"),
+    "TRAINING_OPERATOR_LEADER_ELECTION_ID": verified("kubeflow/trainer:cmd/training-operator.v1/main.go@v1.9.4 (--leader-election-id)"),
+    "VOLCANO_IMAGE_TAG": verified("volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@v1.15.1 (basic.image_tag_version)"),
+})

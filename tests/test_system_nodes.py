@@ -48,6 +48,8 @@ CHART_WORKLOADS: dict[str, list[tuple[str, str, str | None, str]]] = {
     "aws-efa-k8s-device-plugin": [("daemonset", "tolerations", None, "daemon")],
     # NVIDIA/dcgm-exporter:deployment/values.yaml@4.4.1-4.6.0
     "dcgm-exporter": [("daemonset", "tolerations", None, "daemon")],
+    # aws/karpenter-provider-aws:charts/karpenter/values.yaml@v1.14.1
+    "karpenter": [("controller", "tolerations", "nodeSelector", "system")],
     # prometheus-community/helm-charts:charts/prometheus-adapter/values.yaml@prometheus-adapter-5.2.0
     "prometheus-adapter": [("deployment", "tolerations", "nodeSelector", "system")],
     # prometheus-community/helm-charts:charts/kube-prometheus-stack/values.yaml@kube-prometheus-stack-88.5.3

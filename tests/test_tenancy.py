@@ -256,7 +256,7 @@ def test_network_policies_validate_against_the_kubernetes_schema(plan):
 
 
 def test_every_team_default_service_account_mounts_no_token(plan):
-    accounts = {a.inputs["metadata"]["namespace"]: a.inputs for a in plan.of_type("kubernetes:core/v1:ServiceAccount") if a.inputs["metadata"]["name"] == "default"}
+    accounts = {a.inputs["metadata"]["namespace"]: a.inputs for a in plan.of_type("kubernetes:core/v1:ServiceAccountPatch") if a.inputs["metadata"]["name"] == "default"}
     assert set(accounts) >= {t.name for t in plan.config.scheduler.teams}
     assert all(accounts[t.name]["automountServiceAccountToken"] is False for t in plan.config.scheduler.teams)
 

@@ -35,6 +35,8 @@ PLURALS = {
     "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding": "ValidatingAdmissionPolicyBindings",
     "kubernetes:scheduling.k8s.io/v1:PriorityClass": "PriorityClasses",
     "kubernetes:scheduling.volcano.sh/v1beta1:Queue": "Volcano queues",
+    "kubernetes:scheduling.volcano.sh/v1beta1:QueuePatch": "Volcano queues the scheduler creates (patched)",
+    "kubernetes:core/v1:ServiceAccountPatch": "ServiceAccounts the cluster creates (patched)",
     "kubernetes:helm.sh/v3:Release": "Helm releases",
 }
 
