@@ -7,9 +7,11 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
+from components.demand import queue_resources
 from components.teams import compute_quota, container_defaults
 from infra.cli import jobs
 from infra.config import Team
+from infra.config.scheduler import gang_floor
 from tests.conftest import STACKS, assert_plan_rejects, plan_of
 
 QUOTA, LIMITS = "kubernetes:core/v1:ResourceQuota", "kubernetes:core/v1:LimitRange"
@@ -40,12 +42,29 @@ def _team(**fields) -> Team:
     return Team.model_validate({"name": "vision", "queue": "q", "gpuQuota": 8, "priorityClasses": ["batch-low"], "uid": 20003, **fields})
 
 
-def test_quota_defaults_follow_the_gpu_quota():
+def test_quota_defaults_cover_what_the_teams_queue_admits_plus_cpu_only_room():
+    cpu_floor, memory_floor = gang_floor(8)
     team = _team()
-    assert (team.cpu_quota, team.memory_quota_gib) == (8 * 24, 8 * 256)
+    assert (team.cpu_quota, team.memory_quota_gib) == (cpu_floor + 16, memory_floor + 64)
     cpu_only = _team(gpuQuota=0)
     assert (cpu_only.cpu_quota, cpu_only.memory_quota_gib) == (16, 64)
-    assert _team(cpuQuota=40, memoryQuotaGiB=300).cpu_quota == 40
+    assert _team(gpuQuota=0, cpuQuota=40).cpu_quota == 40
+
+
+def test_the_quota_floor_is_the_queues_host_capability():
+    """A ResourceQuota below what the queue admits would refuse part of an admitted gang, and the
+    autoscaler would buy nodes for the rest (DESIGN.md decision 15): the floor is the queue's."""
+    for gpus in (1, 8, 160):
+        held = queue_resources(gpus)
+        cpu, memory_gib = gang_floor(gpus)
+        assert cpu == int(held["cpu"]) and memory_gib * 1024 >= int(held["memory"].removesuffix("Mi"))
+
+
+def test_every_shipped_team_quota_covers_its_queue(plan):
+    for team in plan.config.scheduler.teams:
+        (queue,) = [q for q in plan.config.scheduler.queues if q.name == team.queue]
+        held = queue_resources(queue.gpu_capability)
+        assert team.cpu_quota >= int(held.get("cpu", 0)) and team.memory_quota_gib * 1024 >= int(held.get("memory", "0Mi").removesuffix("Mi"))
 
 
 def _requests(job: dict) -> tuple[float, float]:
@@ -101,9 +120,11 @@ def _teams(**fields):
 
 @pytest.mark.parametrize(("change", "key", "detail"), [
     (_teams(cpuQuota=0), f"{S}.teams[0].cpuQuota", "must be at least 1"),
-    (_teams(memoryQuotaGiB=200_000_000), f"{S}.teams[0].memoryQuotaGiB", "must be at most 100,000,000"),
+    (_teams(cpuQuota=100), f"{S}.teams[0].cpuQuota", "would create part of a gang"),
+    (_teams(memoryQuotaGiB=100), f"{S}.teams[0].memoryQuotaGiB", "would create part of a gang"),
+    (_teams(memoryQuotaGiB=2_000_000_000), f"{S}.teams[0].memoryQuotaGiB", "must be at most 1,000,000,000"),
     (_teams(cpuQuota=1, defaultCpuRequestMillicores=2000), f"{S}.teams[0].defaultCpuRequestMillicores", "above the team's cpuQuota of 1 vCPUs"),
     (_teams(defaultMemoryRequestMiB=8), f"{S}.teams[0].defaultMemoryRequestMiB", "must be at least 16"),
-], ids=["cpu-zero", "memory-huge", "default-above-quota", "default-tiny"])
+], ids=["cpu-zero", "cpu-below-queue", "memory-below-queue", "memory-huge", "default-above-quota", "default-tiny"])
 def test_bad_quota_settings_name_the_key(project_copy, capsys, change, key, detail):
     assert_plan_rejects(project_copy, capsys, "dev", change, key, detail)

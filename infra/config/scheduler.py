@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 from pydantic import (
     Field,
     field_validator,
     model_validator,
 )
 
+from infra.bundled import instance_types
 from infra.config.base import DnsLabel, Setting, Str, derived, number
 from infra.config.errors import Problems, _duplicates
 
@@ -69,13 +72,25 @@ RESERVED_NAMESPACE_PREFIXES = ("kube-", "higgsfield-", "volcano-", "aws-", "amaz
 # POSIX ids: below 1000 are the system's, 65534 is nobody; Lustre ids are 32-bit unsigned, but
 # Kubernetes runAsUser is checked against int32 by PSA tooling, so stay below 2^31.
 TEAM_UID_MIN, TEAM_UID_MAX = 1000, 2_147_483_647
-# A team's CPU and memory, when the stack does not say: what its GPUs come with on a p5.48xlarge
-# (192 vCPUs and 2,048 GiB for 8 GPUs: 24 vCPUs and 256 GiB per GPU), and room for CPU-only work
-# (data preparation, evaluation) for a team without GPUs. Upper bounds keep a typo from meaning
-# "unlimited": 1,000,000 vCPUs and 100,000,000 GiB are far above any account's EC2 quota.
-CPU_PER_GPU, MEMORY_GIB_PER_GPU = 24, 256
+# A team's CPU and memory quota (a ResourceQuota, checked pod by pod) must never refuse a pod of a
+# gang the team's queue has admitted: that is part of a gang, for which the autoscaler would buy
+# nodes (DESIGN.md decision 15; components/demand.py). Its queue admits whole gangs up to its
+# capability, whose host dimensions are the team's GPUs x the largest GPU node AWS sells
+# (components/demand.py queue_resources: vCPUs and MiB of that node). So the quota is at least that
+# floor, and by default the floor plus room for CPU-only work (data preparation, evaluation) -
+# all a team without GPUs gets. Upper bounds keep a typo from meaning "unlimited".
 MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB = 16, 64
-MAX_CPU_QUOTA, MAX_MEMORY_QUOTA_GIB = 1_000_000, 100_000_000
+MAX_CPU_QUOTA, MAX_MEMORY_QUOTA_GIB = 10_000_000, 1_000_000_000
+
+
+@cache
+def gang_floor(gpu_quota: int) -> tuple[int, int]:
+    """(vCPUs, GiB) the team's queue may admit for gangs: as components/demand.py queue_resources
+    (the largest GPU node in AWS's catalog, infra/bundled.py), memory rounded up to GiB."""
+    gpu_types = [t for t in instance_types().values() if t.get("GpuInfo")]
+    cpu = max(t["VCpuInfo"]["DefaultVCpus"] for t in gpu_types)
+    memory_mib = max(t["MemoryInfo"]["SizeInMiB"] for t in gpu_types)
+    return gpu_quota * cpu, -(-gpu_quota * memory_mib // 1024)
 
 
 class Team(Setting):
@@ -93,9 +108,9 @@ class Team(Setting):
     uid: number(TEAM_UID_MIN, TEAM_UID_MAX, "below 2^31")
     """POSIX UID and GID (the same number) of the team's pods and Lustre directory; unique per team, never reused."""
     cpu_quota: number(1, MAX_CPU_QUOTA, "a bound against typos") = derived(
-        "vCPUs the namespace's pods may request in all; default 24 per GPU of gpuQuota, at least 16.")
+        "vCPUs the namespace's pods may request in all; at least what its queue admits for gangs (gpuQuota x the largest GPU node's vCPUs); default that + 16.")
     memory_quota_gib: number(1, MAX_MEMORY_QUOTA_GIB, "a bound against typos") = derived(
-        "GiB of memory the namespace's pods may request in all; default 256 per GPU of gpuQuota, at least 64.", alias="memoryQuotaGiB")
+        "GiB the namespace's pods may request in all; at least what its queue admits for gangs (gpuQuota x the largest GPU node's memory); default that + 64.", alias="memoryQuotaGiB")
     default_cpu_request_millicores: number(10, 64_000) = 500
     """CPU a container that names none requests (LimitRange defaultRequest), in millicores."""
     default_memory_request_mib: number(16, 1_048_576) = Field(1024, alias="defaultMemoryRequestMiB")
@@ -117,9 +132,16 @@ class Team(Setting):
 
     @model_validator(mode="after")
     def _compute_quota(self) -> Team:
-        cpu = self.cpu_quota if self.cpu_quota is not None else max(MIN_CPU_QUOTA, CPU_PER_GPU * self.gpu_quota)
-        memory = self.memory_quota_gib if self.memory_quota_gib is not None else max(MIN_MEMORY_QUOTA_GIB, MEMORY_GIB_PER_GPU * self.gpu_quota)
+        cpu_floor, memory_floor = gang_floor(self.gpu_quota)
+        cpu = self.cpu_quota if self.cpu_quota is not None else cpu_floor + MIN_CPU_QUOTA
+        memory = self.memory_quota_gib if self.memory_quota_gib is not None else memory_floor + MIN_MEMORY_QUOTA_GIB
         problems = Problems()
+        if cpu < cpu_floor:
+            problems.add("cpuQuota", f"{cpu} vCPUs is below the {cpu_floor:,} its queue admits for gangs ({self.gpu_quota} GPUs x the largest GPU node): "
+                         "the quota, checked pod by pod, would create part of a gang; raise it or leave it unset")
+        if memory < memory_floor:
+            problems.add("memoryQuotaGiB", f"{memory} GiB is below the {memory_floor:,} its queue admits for gangs ({self.gpu_quota} GPUs x the largest GPU node): "
+                         "the quota, checked pod by pod, would create part of a gang; raise it or leave it unset")
         if self.default_cpu_request_millicores > cpu * 1000:
             problems.add("defaultCpuRequestMillicores", f"{self.default_cpu_request_millicores}m is above the team's cpuQuota of {cpu} vCPUs")
         if self.default_memory_request_mib > memory * 1024:
