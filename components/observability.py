@@ -274,6 +274,8 @@ class MonitoringArgs:
     depends_on: Sequence[pulumi.Resource]
     tags: Mapping[str, str]
     api_server_cidr: str  # where the private API endpoint's interfaces live (the VPC)
+    log_key_arn: pulumi.Input[str] | None = None  # the stack's CloudWatch Logs key (components/logs.py)
+    log_key_ready: Sequence[pulumi.Resource] = ()  # its key policy (CloudWatch Logs may use the key)
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -293,7 +295,6 @@ class Monitoring(pulumi.ComponentResource):
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:observability:Monitoring", name, None, opts)
         cfg, tags = args.settings, dict(args.tags)
-        child = pulumi.ResourceOptions(parent=self)
 
         def addon(addon_name: str, identity: tuple[aws.iam.Role, str] | None = None, deps: Sequence[pulumi.Resource] = (), configuration: Mapping[str, object] | None = None) -> aws.eks.Addon:
             return managed_addon(
@@ -331,7 +332,7 @@ class Monitoring(pulumi.ComponentResource):
 
         after_namespace = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
         # Grafana's admin password: generated once, kept in the stack's state as a secret.
-        password = random.RandomPassword(f"{name}-grafana-admin", length=GRAFANA_PASSWORD_LENGTH, special=False, opts=child)
+        password = random.RandomPassword(f"{name}-grafana-admin", length=GRAFANA_PASSWORD_LENGTH, special=False, opts=pulumi.ResourceOptions(parent=self))
         admin_secret = KubernetesObject(
             f"{name}-grafana-admin",
             {
@@ -372,15 +373,21 @@ class Monitoring(pulumi.ComponentResource):
         )
 
         # Node and pod logs: Fluent Bit of the CloudWatch Observability add-on, into log groups we
-        # create first so that their retention is ours. Kubernetes metadata (node, namespace, pod,
-        # labels - the operator's training.kubeflow.org/job-name and replica-index) are fields.
+        # create first so that their retention and key are ours (the agent creates
+        # /aws/containerinsights/CLUSTER/application, /host and /dataplane if missing:
+        # docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-setup-logs-FluentBit.html;
+        # and /performance for the metrics' log events: .../Container-Insights-reference.html).
+        # Writers need no KMS rights: CloudWatch Logs encrypts with the key its policy lets it use.
+        # Kubernetes metadata (node, namespace, pod, labels - the operator's
+        # training.kubeflow.org/job-name and replica-index) are fields.
         groups = [
             aws.cloudwatch.LogGroup(
                 f"{name}-logs-{kind}",
                 name=f"/aws/containerinsights/{args.cluster_name}/{kind}",
                 retention_in_days=cfg.log_retention_days,
+                kms_key_id=args.log_key_arn,
                 tags=tags,
-                opts=child,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)),
             )
             for kind in CONTAINER_INSIGHTS_LOGS
         ]

@@ -6,7 +6,7 @@ from components.addons import stack_addons
 from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.cluster import Cluster, ClusterArgs
 from components.cpu_nodes import CpuNodes, CpuNodesArgs
-from components.delivery import Delivery, DeliveryArgs
+from components.delivery import Delivery, DeliveryArgs, bound_every_role
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
 from components.healthgate import HealthGate, HealthGateArgs
@@ -25,7 +25,7 @@ from infra.config import StackConfig, load
 
 def build(cfg: StackConfig) -> None:
     tags, addons, name = cfg.resource_tags, stack_addons(cfg), cfg.name
-
+    bound_every_role(cfg.delivery, cfg.stack)  # with CI: every role under the deploy identity's ceiling
     # 1. Network and control plane, their logs encrypted with a key of ours
     logs = LogKey("logs", LogKeyArgs(cluster_name=name, region=cfg.region, protect=cfg.production, tags=tags))
     retention, log_key = cfg.observability.log_retention_days, dict(log_key_arn=logs.arn, log_key_ready=[logs.policy])
@@ -72,7 +72,7 @@ def build(cfg: StackConfig) -> None:
     # 5. Teams (namespaces, admission, network policies), shared storage
     if cfg.delivery:  # 7. CI: preview/deploy/image roles, their access entries, CodeBuild runners in the VPC
         Delivery("delivery", DeliveryArgs(cfg.stack, cfg.region, cfg.delivery, network.vpc_id, network.private_subnet_ids,
-                                          cluster.eks.cluster_security_group_id, cfg.fsx.linked_buckets, retention, [cluster.eks], tags))
+                                          cluster.eks.cluster_security_group_id, cfg.fsx.linked_buckets, retention, logs.arn, [logs.policy], [cluster.eks], tags))
     teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready, cfg.gpu_pools, cfg.training_image or image.source_image))
     if cfg.fsx.enabled:
         LustreFileSystem("lustre", LustreArgs(
@@ -87,7 +87,7 @@ def build(cfg: StackConfig) -> None:
         Monitoring("monitoring", MonitoringArgs(
             cluster_name=name, settings=cfg.observability, prometheus_stack=versions.KUBE_PROMETHEUS_STACK,
             dcgm_exporter=versions.DCGM_EXPORTER, prometheus_adapter=versions.PROMETHEUS_ADAPTER,
-            addons=addons, provider=cluster.provider, depends_on=platform_ready, tags=tags, api_server_cidr=cfg.vpc_cidr))
+            addons=addons, provider=cluster.provider, depends_on=platform_ready, **log_key, tags=tags, api_server_cidr=cfg.vpc_cidr))
     pulumi.export("clusterName", name)
     pulumi.export("region", cfg.region)
     pulumi.export("kubeconfig", cluster.kubeconfig)

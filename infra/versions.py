@@ -417,6 +417,24 @@ PROVENANCE["CODEBUILD_RUNNER_IMAGE"] = unverified(
     "docs.aws.amazon.com/codebuild/latest/userguide/ec2-compute-images.html",
     "aws codebuild list-curated-environment-images (then `python -V` after actions/setup-python in a first runner job)")
 
+# --- ci22: the deploy job's pinned toolchain ------------------------------------------------------
+# The Pulumi CLI the preview and deploy jobs run: exact (pulumi/actions' `pulumi-version` input,
+# pulumi/actions:src/config.ts@v7.0.0 defaults it to the range '^3'), the same release as the
+# `pulumi` SDK pinned in requirements/deploy.txt (CLI and SDK are released together under one
+# version; tests/test_ci_supply_chain.py keeps them equal). No checksum: the action downloads
+# get.pulumi.com/releases/sdk/pulumi-v<version>-linux-x64.tar.gz with @actions/tool-cache and
+# verifies nothing (pulumi/actions:src/libs/pulumi-cli.ts@v7.0.0 downloadCli), and it has no input
+# for one (pulumi/actions:action.yml@v7.0.0).
+PULUMI_CLI = "3.272.0"
+PROVENANCE["PULUMI_CLI"] = unverified(
+    "pulumi/actions:src/libs/pulumi-cli.ts@v7.0.0 (install path); version = the pulumi SDK in requirements/deploy.txt",
+    "docker run --rm pulumi/pulumi-base:3.272.0 pulumi version (the release exists), then compare sha256sum of the tarball "
+    "the deploy job downloads with https://get.pulumi.com/releases/sdk/pulumi-v3.272.0-checksums.txt")
+# The deploy and preview jobs install exactly this (every wheel by sha256, no dev extras), made by
+# `uv pip compile pyproject.toml --generate-hashes --python-version 3.11 --python-platform
+# x86_64-manylinux_2_28 -o requirements/deploy.txt` (uv 0.13.9, from PyPI, 2026-12-03).
+DEPLOY_LOCK = "requirements/deploy.txt"
+NOT_PINS = (*NOT_PINS, "DEPLOY_LOCK")  # a path, not a pin: the pins are in the file (with hashes)
 
 # --- cost25 (issue #25: warm reservations, demand, cold start, Karpenter) -----------------------------
 # The training image's runtime stage (images/training/Dockerfile): PyTorch's -runtime image of the

@@ -156,13 +156,19 @@ def load_pack_config(path: Path | None) -> dict:
 
 def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
     """The stack's CI settings against the workflows (policies/rules.py delivery_findings): no
-    pull-request job with a deploy identity, no preview/deploy of a private endpoint outside the VPC."""
+    pull-request job with a deploy identity or on a deploy runner, no preview/deploy of a private
+    endpoint outside the VPC; and against the other stacks: no prod sharing an AWS account or a
+    GitHub environment with another environment (account_findings)."""
     import yaml
 
-    from policies.rules import delivery_findings
+    from infra.cli.stacks import stack_matrix
+    from policies.rules import account_findings, delivery_findings
 
     workflows = {p.name: yaml.safe_load(p.read_text()) or {} for p in sorted((root / ".github" / "workflows").glob("*.yml"))}
-    return [Finding("ci-delivery", "mandatory", None, f"{where}: {message}") for where, message in delivery_findings(plan.config, workflows)]
+    found = [Finding("ci-delivery", "mandatory", None, f"{where}: {message}") for where, message in delivery_findings(plan.config, workflows)]
+    # One account (and one GitHub environment) per stack's environment: against the other stack files.
+    return found + [Finding("ci-delivery", level, None, f"{where}: {message}")
+                    for level, where, message in account_findings(plan.config, stack_matrix(root)["include"])]
 
 
 @dataclass(frozen=True)

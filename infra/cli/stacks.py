@@ -28,9 +28,22 @@ def role_name(stack: str, purpose: str) -> str:
     return f"{cluster_name(stack)}-{purpose}"
 
 
-def runner_project(stack: str) -> str:
-    """The CodeBuild project whose webhook runs jobs labelled `codebuild-<project>-<run id>-<attempt>`."""
-    return f"{cluster_name(stack)}-runner"
+def boundary_name(stack: str) -> str:
+    """The IAM managed policy every role of the stack carries as its permissions boundary."""
+    return role_name(stack, "boundary")
+
+
+# The repository's OIDC subject template (PUT /repos/OWNER/REPO/actions/oidc/customization/sub):
+# the default `repo` and `context` (pull_request, environment:ENV, ref:REF), then the workflow file
+# (github/docs:content/actions/reference/security/oidc.md, "Customizing the subject claims").
+SUB_CLAIM_KEYS = ("repo", "context", "job_workflow_ref")
+RUNNER_PURPOSES = ("preview", "deploy")  # one CodeBuild runner project each: a preview's never runs a deploy
+
+
+def runner_project(stack: str, purpose: str) -> str:
+    """The CodeBuild project (`higgsfield-prod-deploy-runner`) whose webhook runs jobs labelled
+    `codebuild-<project>-<run id>-<attempt>`; also the name of its service role."""
+    return f"{cluster_name(stack)}-{purpose}-runner"
 
 
 def _entry(path: Path) -> dict[str, Any]:
@@ -48,7 +61,7 @@ def _entry(path: Path) -> dict[str, Any]:
             "imageRole": f"arn:aws:iam::{account}:role/{role_name(stack, 'image')}",
             "account": str(account),
             "backend": f"s3://{delivery.get('stateBucket')}?region={entry['region']}",
-            "runner": runner_project(stack) if runner.get("enabled", True) else "",
+            **{f"{p}Runner": runner_project(stack, p) if runner.get("enabled", True) else "" for p in RUNNER_PURPOSES},
         })
     return entry
 

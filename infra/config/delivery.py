@@ -11,6 +11,10 @@ from pydantic import (
 from infra.config.base import Bool, Setting, derived, matching
 from infra.config.errors import Problems
 
+# A GitHub account's numeric id (the webhook payload's `sender.id`), as a string: CodeBuild's
+# ACTOR_ACCOUNT_ID filter matches it with a regular expression (botocore codebuild WebhookFilter).
+GitHubAccountId = matching(r"^[1-9][0-9]{0,11}$", "is not a GitHub account id (digits: gh api users/LOGIN --jq .id)")
+
 
 class Runner(Setting):
     """GitHub Actions runners hosted on AWS CodeBuild, in the stack's private subnets, one ephemeral build per job."""
@@ -22,12 +26,22 @@ class Runner(Setting):
     """The CodeConnections connection to GitHub the runner project uses (created once in the console); required when enabled."""
     compute_type: Literal["BUILD_GENERAL1_SMALL", "BUILD_GENERAL1_MEDIUM", "BUILD_GENERAL1_LARGE"] = "BUILD_GENERAL1_MEDIUM"
     """The CodeBuild compute type of a runner (pulumi and the Helm charts need about 4 GB)."""
+    deploy_actors: tuple[GitHubAccountId, ...] = ()
+    """GitHub account ids (numeric, `gh api users/LOGIN --jq .id`) whose deploy jobs may start a deploy runner: the
+    webhook's ACTOR_ACCOUNT_ID filter (the workflow_job event's sender: who merged to main, dispatched or re-ran the
+    deploy). Required when enabled: no one else, and no pull request of anyone else, gets a build in the deploy runner."""
+    preview_actors: tuple[GitHubAccountId, ...] = ()
+    """GitHub account ids whose pull requests may start a preview runner; empty: anyone whose pull request the preview
+    workflow runs for (GitHub's fork-approval setting decides for forks). The preview runner holds no deploy identity."""
 
     @model_validator(mode="after")
     def _connection_when_enabled(self) -> Runner:
         problems = Problems()
         if self.enabled and self.connection_arn is None:
             problems.add("connectionArn", "is required when the runner is enabled: CodeBuild reaches GitHub through a CodeConnections connection")
+        if self.enabled and not self.deploy_actors:
+            problems.add("deployActors", "name the GitHub account ids allowed to start a deploy runner (gh api users/LOGIN --jq .id): "
+                                         "without them any workflow job named deploy, a pull request's included, would get one")
         problems.raise_any()
         return self
 

@@ -303,6 +303,12 @@ class StackConfig(Setting):
 
     @model_validator(mode="after")
     def _deploy_environment_default(self) -> StackConfig:
+        # Every role of a CI-deployed stack is named higgsfield-STACK-... (components/delivery.py
+        # bound_every_role): IAM's name prefix holds at most 38 characters.
+        if self.delivery is not None and len(f"higgsfield-{self.stack}-") > 38:
+            problems = Problems()
+            problems.add(f"{NAMESPACE}:delivery", f"stack name {self.stack!r} is too long for a stack CI deploys: at most 26 characters (its roles are named higgsfield-STACK-...)")
+            problems.raise_any()
         if self.delivery is not None and self.delivery.deploy_environment is None:
             object.__setattr__(self, "delivery", self.delivery.model_copy(update={"deploy_environment": self.stack}))
         return self
