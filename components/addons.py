@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import pulumi
 import pulumi_aws as aws
 
+from components.cpu_nodes import SYSTEM_TOLERATION
 from infra import versions
 from infra.config import StackConfig
 from infra.versions import AddonVersion
@@ -21,6 +22,64 @@ BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 CLUSTER_ADDONS = (*BEFORE_NODES, "coredns")
 OBSERVABILITY_ADDONS = ("aws-ebs-csi-driver", "amazon-cloudwatch-observability", "eks-node-monitoring-agent")
 FSX_ADDONS = ("aws-fsx-csi-driver",)
+
+# The system nodes are tainted (components/cpu_nodes.py), and on a new cluster they are the only
+# nodes (GPU pools start at zero and carry their own taint): an add-on Deployment that does not
+# tolerate the taint never schedules, and CoreDNS' add-on then never turns ACTIVE. Each add-on
+# that runs a Deployment gets the toleration through its configuration values, keeping the
+# chart's own tolerations (a list value replaces the default, it does not extend it):
+# - coredns: `tolerations` (the EKS CoreDNS configuration schema; aws.amazon.com/blogs/containers/
+#   amazon-eks-add-ons-advanced-configuration/; the EKS deployment's own tolerations are
+#   CriticalAddonsOnly and node-role.kubernetes.io/control-plane).
+# - aws-fsx-csi-driver: `controller.tolerations` (kubernetes-sigs/aws-fsx-csi-driver:charts/
+#   aws-fsx-csi-driver/values.yaml@v1.8.0; default CriticalAddonsOnly + NoExecute for 300 s). Its node
+#   DaemonSet tolerates every taint (`node.tolerateAllTaints: true`, templates/node-daemonset.yaml).
+# - aws-ebs-csi-driver: `controller.tolerations`, same defaults; node `tolerateAllTaints: true`
+#   (kubernetes-sigs/aws-ebs-csi-driver:charts/aws-ebs-csi-driver/values.yaml@006340ee).
+# - amazon-cloudwatch-observability: `manager.tolerations` for the operator Deployment; its
+#   default `[]` *replaces* the chart's root `tolerations: [{operator: Exists}]` that the agent and
+#   Fluent Bit DaemonSets keep (aws-observability/helm-charts:charts/amazon-cloudwatch-observability/
+#   values.yaml, templates/_helpers.tpl common.tolerations, templates/operator-deployment.yaml@71a298ff).
+# That each add-on's configuration schema takes these keys is unverified here: EKS validates the
+# values against the schema at create, so a missing key fails the deploy, never silently. Check:
+#   aws eks describe-addon-configuration --addon-name NAME --addon-version VERSION \
+#     --query configurationSchema --output text | jq '.properties | keys'
+# Daemon add-ons (vpc-cni, kube-proxy, eks-pod-identity-agent, eks-node-monitoring-agent) tolerate
+# every taint as shipped (ADDON_DAEMONS), so they need nothing.
+_CONTROLLER_DEFAULTS = [{"key": "CriticalAddonsOnly", "operator": "Exists"}, {"effect": "NoExecute", "operator": "Exists", "tolerationSeconds": 300}]
+SYSTEM_ADDON_CONFIGURATION: dict[str, dict] = {
+    "coredns": {"tolerations": [
+        {"key": "CriticalAddonsOnly", "operator": "Exists"},
+        {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"},
+        SYSTEM_TOLERATION,
+    ]},
+    "aws-fsx-csi-driver": {"controller": {"tolerations": [*_CONTROLLER_DEFAULTS, SYSTEM_TOLERATION]}},
+    "aws-ebs-csi-driver": {"controller": {"tolerations": [*_CONTROLLER_DEFAULTS, SYSTEM_TOLERATION]}},
+    "amazon-cloudwatch-observability": {"manager": {"tolerations": [SYSTEM_TOLERATION]}},
+}
+# Add-ons that run only DaemonSets tolerating every taint, with where that was read. Unverified
+# entries name the command that confirms it on a cluster.
+ADDON_DAEMONS: dict[str, str] = {
+    "vpc-cni": "aws-node DaemonSet `tolerations: [{operator: Exists}]` (aws/eks-charts:stable/aws-vpc-cni/values.yaml@5239609); "
+               "check: kubectl -n kube-system get ds aws-node -o jsonpath='{.spec.template.spec.tolerations}'",
+    "kube-proxy": "unverified; check: kubectl -n kube-system get ds kube-proxy -o jsonpath='{.spec.template.spec.tolerations}'",
+    "eks-pod-identity-agent": "unverified; check: kubectl -n kube-system get ds eks-pod-identity-agent -o jsonpath='{.spec.template.spec.tolerations}'",
+    "eks-node-monitoring-agent": "unverified; check: kubectl -n kube-system get ds eks-node-monitoring-agent -o jsonpath='{.spec.template.spec.tolerations}'",
+}
+
+
+def _merged(base: Mapping[str, object], extra: Mapping[str, object]) -> dict[str, object]:
+    """`base` with `extra` merged in, key by key (nested objects merged, other values replaced)."""
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merged(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) else value
+    return out
+
+
+def addon_configuration(addon_name: str, configuration: Mapping[str, object] | None) -> dict[str, object] | None:
+    """What `addon_name` is configured with: the caller's values and the system-node tolerations."""
+    merged = _merged(SYSTEM_ADDON_CONFIGURATION.get(addon_name, {}), configuration or {})
+    return merged or None
 
 
 def stack_addons(cfg: StackConfig) -> dict[str, AddonVersion]:
@@ -53,7 +112,9 @@ def managed_addon(
     """`addon` at its resolved version. On create it takes over whatever EKS bootstrapped in its
     place (OVERWRITE); on update it keeps settings someone changed in the cluster (PRESERVE).
     `identity` is (role ARN, service account) for a Pod Identity association; `configuration`
-    the add-on's configuration values (its schema: `aws eks describe-addon-configuration`)."""
+    the add-on's configuration values (its schema: `aws eks describe-addon-configuration`), to
+    which the system-node tolerations are added (SYSTEM_ADDON_CONFIGURATION)."""
+    configuration = addon_configuration(addon.name, configuration)
     return aws.eks.Addon(
         name,
         cluster_name=cluster_name,

@@ -11,7 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.charts import helm_release
-from components.cpu_nodes import SYSTEM_LABELS
+from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.identity import pod_identity_role
 from infra.config import Autoscaler, GpuPool, Queue, seconds_of
 from infra.versions import Chart
@@ -192,6 +192,8 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                 "image": {"tag": args.image_tag},
                 "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
                 "nodeSelector": SYSTEM_LABELS,
+                # the chart's `tolerations` (kubernetes/autoscaler:charts/cluster-autoscaler/values.yaml@cluster-autoscaler-chart-9.59.0)
+                "tolerations": [SYSTEM_TOLERATION],
                 "extraArgs": {
                     "balance-similar-node-groups": True,
                     "expander": args.settings.expander,

@@ -9,6 +9,7 @@ import pulumi
 
 from components.charts import helm_release
 
+from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from infra.config import GPU_TAINT_KEY
 from infra.versions import Chart
 
@@ -84,10 +85,14 @@ class DevicePlugins(pulumi.ComponentResource):
                     **GPU_ONLY_INJECTION,
                     "nodeSelector": GPU_NODES,
                     "tolerations": [EVERY_TAINT],  # the device plugin and GFD
-                    # NFD's master and gc run on the system nodes; its workers label GPU nodes.
+                    # NFD's master and gc run on the system nodes (tainted); its workers label GPU nodes.
+                    # `master.tolerations` (also the post-delete prune Job's) and `gc.tolerations` replace the
+                    # chart's control-plane ones (node-feature-discovery chart 0.17.3 values.yaml, templates/
+                    # master.yaml, nfd-gc.yaml, post-delete-job.yaml, bundled in deployments/helm/nvidia-device-plugin/
+                    # charts/@v0.19.0).
                     "nfd": {
-                        "master": {"nodeSelector": {"higgsfield.io/role": "system"}},
-                        "gc": {"nodeSelector": {"higgsfield.io/role": "system"}},
+                        "master": {"nodeSelector": SYSTEM_LABELS, "tolerations": [SYSTEM_TOLERATION]},
+                        "gc": {"nodeSelector": SYSTEM_LABELS, "tolerations": [SYSTEM_TOLERATION]},
                         "worker": {"nodeSelector": GPU_NODES, "tolerations": [EVERY_TAINT]},
                     },
                 },

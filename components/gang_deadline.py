@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.cpu_nodes import SYSTEM_LABELS
+from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.kubernetes_objects import KubernetesObject
 from infra.config import GpuPool, seconds_of
 
@@ -77,7 +77,7 @@ def cron_job(image: pulumi.Input[str], settings: dict) -> dict:
         "spec": {
             "schedule": every, "concurrencyPolicy": "Forbid", "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 3,
             "jobTemplate": {"spec": {"backoffLimit": 0, "activeDeadlineSeconds": 300, "template": {"spec": {
-                "serviceAccountName": SERVICE_ACCOUNT, "restartPolicy": "Never", "nodeSelector": SYSTEM_LABELS,
+                "serviceAccountName": SERVICE_ACCOUNT, "restartPolicy": "Never", "nodeSelector": SYSTEM_LABELS, "tolerations": [SYSTEM_TOLERATION],
                 "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
                 "containers": [{
                     "name": "gang-deadline", "image": image, "command": ["python", "/opt/higgsfield/gang_deadline.py"],

@@ -29,7 +29,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.charts import helm_release
-from components.cpu_nodes import SYSTEM_LABELS
+from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_interfaces_for
 from components.gang_deadline import boot_seconds, gang_deadline_s
 from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, pool_labels, pool_taints
@@ -243,6 +243,9 @@ class Karpenter(pulumi.ComponentResource):
         self.release = helm_release(name, args.chart, NAMESPACE, {
             "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
             "nodeSelector": SYSTEM_LABELS,
+            # the system nodes are tainted; the chart's own CriticalAddonsOnly kept (a list replaces it:
+            # aws/karpenter-provider-aws:charts/karpenter/values.yaml@v1.14.1 `tolerations`)
+            "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, SYSTEM_TOLERATION],
             "settings": {"clusterName": args.cluster_name, "interruptionQueue": queue.name},
         }, pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[association, policy, *args.depends_on]))
         after = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release])

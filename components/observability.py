@@ -8,11 +8,12 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_random as random
 
 from components import container_logs
 from components.addons import managed_addon
 from components.charts import helm_release
-from components.cpu_nodes import SYSTEM_LABELS
+from components.cpu_nodes import ON_SYSTEM_NODES
 from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
@@ -22,6 +23,16 @@ from infra.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
 
 NAMESPACE = "monitoring"
 PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
+# Grafana's admin login comes from a Secret of ours with a generated password (GRAFANA_ADMIN_KEYS:
+# the chart's `admin.userKey`/`admin.passwordKey` defaults), never from the chart: with
+# `admin.existingSecret` set the chart renders no admin Secret of its own (grafana-community/
+# helm-charts:charts/grafana/templates/secret.yaml@grafana-12.11.1, the chart kube-prometheus-stack
+# 88.5.3 depends on). kube-prometheus-stack shipped `prom-operator` as the password until 79.x
+# (charts/kube-prometheus-stack/UPGRADE.md@kube-prometheus-stack-88.5.3, "From 78.x to 79.x").
+GRAFANA_ADMIN_SECRET = "grafana-admin"
+GRAFANA_ADMIN_KEYS = {"userKey": "admin-user", "passwordKey": "admin-password"}
+GRAFANA_ADMIN_USER = "admin"
+GRAFANA_PASSWORD_LENGTH = 40
 GPU_UTILISATION_METRIC = "gpu_utilization"  # what the HPA of an elastic job asks for (custom metrics API)
 CONTAINER_INSIGHTS_LOGS = ("application", "dataplane", "host", "performance")
 EFA_TX, EFA_RX = "node_amazonefa_tx_bytes", "node_amazonefa_rx_bytes"  # images/training/efa_metrics.py
@@ -158,6 +169,113 @@ def _scrape(target: ScrapeTarget) -> dict:
     }
 
 
+# The pods of the monitoring stack, by the labels their controllers put on them (release
+# `kube-prometheus-stack`, components/charts.py names releases after their chart):
+# - Prometheus and Alertmanager pods: `app.kubernetes.io/name: prometheus` / `alertmanager`
+#   (makeSelectorLabels in prometheus-operator/prometheus-operator:pkg/prometheus/server/operator.go
+#   and pkg/alertmanager/operator.go@v0.93.0; the chart's operator is v0.93.1);
+# - Grafana: `app.kubernetes.io/name: grafana` (grafana.selectorLabels, charts/grafana/templates/
+#   _helpers.tpl@grafana-12.11.1);
+# - prometheus-adapter: `app.kubernetes.io/name: prometheus-adapter`, secure port 6443
+#   (prometheus-community/helm-charts:charts/prometheus-adapter/templates/_helpers.tpl, values.yaml
+#   listenPort@prometheus-adapter-5.2.0);
+# - the operator: `app: kube-prometheus-stack-operator`, its admission webhook on container port
+#   10250 (templates/prometheus-operator/deployment.yaml, values.yaml prometheusOperator.tls.
+#   internalPort@kube-prometheus-stack-88.5.3).
+PROMETHEUS_PODS = {"app.kubernetes.io/name": "prometheus"}
+ALERTMANAGER_PODS = {"app.kubernetes.io/name": "alertmanager"}
+GRAFANA_PODS = {"app.kubernetes.io/name": "grafana"}
+ADAPTER_PODS = {"app.kubernetes.io/name": "prometheus-adapter"}
+OPERATOR_PODS = {"app": "kube-prometheus-stack-operator"}
+PROMETHEUS_PORT, ALERTMANAGER_PORT, ALERTMANAGER_CLUSTER_PORT, GRAFANA_PORT = 9090, 9093, 9094, 3000
+OPERATOR_WEBHOOK_PORT, ADAPTER_PORT = 10250, 6443
+
+
+def _tcp(*ports: int) -> list[dict]:
+    return [{"protocol": "TCP", "port": p} for p in ports]
+
+
+def monitoring_network_policies(api_server_cidr: str) -> list[dict]:
+    """Who may reach what in the monitoring namespace: nothing by default; Prometheus scrapes
+    every pod here and sends alerts to Alertmanager; Grafana and prometheus-adapter query
+    Prometheus; Alertmanager replicas gossip; the API server calls the operator's admission
+    webhook and prometheus-adapter's custom metrics API (from its interfaces in the VPC: both
+    endpoints authenticate the caller). No rule admits a pod of another namespace to Prometheus,
+    Alertmanager or Grafana, so no tenant can query, silence or reconfigure them. Traffic from a
+    pod's own node (kubelet probes, `kubectl port-forward`) is not subject to these policies in the
+    VPC CNI (the node IP is always allowed: aws/aws-network-policy-agent#56)."""
+
+    def policy(name: str, pods: Mapping[str, str], ingress: list[dict]) -> dict:
+        return {
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"podSelector": {"matchLabels": dict(pods)} if pods else {}, "policyTypes": ["Ingress"], **({"ingress": ingress} if ingress else {})},
+        }
+
+    from_pods = lambda labels: {"podSelector": {"matchLabels": dict(labels)}}  # noqa: E731 (this namespace only)
+    return [
+        policy("default-deny-ingress", {}, []),
+        policy("allow-scrape-from-prometheus", {}, [{"from": [from_pods(PROMETHEUS_PODS)]}]),
+        policy("allow-queries-to-prometheus", PROMETHEUS_PODS, [{"from": [from_pods(GRAFANA_PODS), from_pods(ADAPTER_PODS)], "ports": _tcp(PROMETHEUS_PORT)}]),
+        policy("allow-alertmanager-cluster", ALERTMANAGER_PODS, [{"from": [from_pods(ALERTMANAGER_PODS)], "ports": [*_tcp(ALERTMANAGER_CLUSTER_PORT), {"protocol": "UDP", "port": ALERTMANAGER_CLUSTER_PORT}]}]),
+        policy("allow-api-server-to-operator-webhook", OPERATOR_PODS, [{"from": [{"ipBlock": {"cidr": api_server_cidr}}], "ports": _tcp(OPERATOR_WEBHOOK_PORT)}]),
+        policy("allow-api-server-to-prometheus-adapter", ADAPTER_PODS, [{"from": [{"ipBlock": {"cidr": api_server_cidr}}], "ports": _tcp(ADAPTER_PORT)}]),
+    ]
+
+
+def prometheus_stack_values(cfg: Observability) -> dict:
+    """kube-prometheus-stack's values (keys read in charts/kube-prometheus-stack/values.yaml@
+    kube-prometheus-stack-88.5.3 and the grafana chart it bundles, charts/grafana/values.yaml@
+    grafana-12.11.1): every part on the (tainted) system nodes, Grafana's admin from our Secret,
+    its sidecars and RBAC in its own namespace only, no Prometheus admin API."""
+    on_system = dict(ON_SYSTEM_NODES)
+    own_namespace = [NAMESPACE]
+    return {
+        # The operator, its admission webhook's certificate Jobs (pre-install hooks: they run on the
+        # first deploy, before anything else here) and the optional webhook Deployment.
+        "prometheusOperator": {**on_system, "admissionWebhooks": {"patch": on_system, "deployment": on_system}},
+        "kube-state-metrics": {**on_system, "metricLabelsAllowlist": KSM_NODE_LABELS},  # the pool label, for the elastic room
+        "alertmanager": {"alertmanagerSpec": on_system},
+        "grafana": {
+            **on_system,
+            "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, **GRAFANA_ADMIN_KEYS},
+            # rbac.namespaced: a Role in the monitoring namespace instead of the ClusterRole that
+            # grants get/watch/list on every ConfigMap and Secret of the cluster whenever a sidecar
+            # is on (templates/clusterrole.yaml vs role.yaml@grafana-12.11.1).
+            "rbac": {"namespaced": True},
+            # The sidecars look only here (searchNamespace: kube-prometheus-stack sets ALL for
+            # dashboards; a list is joined into the sidecar's NAMESPACE: templates/_pod.tpl).
+            "sidecar": {
+                "dashboards": {"enabled": True, "label": "grafana_dashboard", "searchNamespace": own_namespace},
+                "datasources": {"searchNamespace": own_namespace},
+            },
+        },
+        "prometheus-node-exporter": {"tolerations": [EVERY_TAINT]},  # every node, GPU nodes included
+        "prometheus": {
+            "prometheusSpec": {
+                **on_system,
+                # No TSDB admin API (delete series, snapshots): the chart's default, kept explicit
+                # (the operator adds --web.enable-admin-api only when set: pkg/prometheus/server/
+                # statefulset.go@v0.93.0).
+                "enableAdminAPI": False,
+                "retention": f"{cfg.metrics_retention_days}d",
+                "storageSpec": {
+                    "volumeClaimTemplate": {
+                        "spec": {
+                            "storageClassName": "gp3-encrypted",
+                            "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": f"{cfg.metrics_storage_gib}Gi"}},
+                        }
+                    }
+                },
+                # Scrape configs rather than ServiceMonitors: the exporters need not wait for the
+                # operator's CRDs, so they install in parallel with the stack.
+                "additionalScrapeConfigs": [*(_scrape(target) for target in SCRAPE_TARGETS), serving_scrape_job()],
+            }
+        },
+    }
+
+
 @dataclass(frozen=True)
 class MonitoringArgs:
     cluster_name: str
@@ -169,6 +287,7 @@ class MonitoringArgs:
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
     tags: Mapping[str, str]
+    api_server_cidr: str  # where the private API endpoint's interfaces live (the VPC)
     log_key_arn: pulumi.Input[str] | None = None  # the stack's CloudWatch Logs key (components/logs.py)
     log_key_ready: Sequence[pulumi.Resource] = ()  # its key policy (CloudWatch Logs may use the key)
 
@@ -182,7 +301,8 @@ class Monitoring(pulumi.ComponentResource):
     prometheus-adapter exposing `gpu_utilization` to HPAs; our Grafana dashboard as a ConfigMap;
     the CloudWatch Observability add-on (Pod Identity, its own DCGM exporter off: one exporter per
     GPU holds the profiling counters) with its log groups at the configured retention; the EKS
-    node monitoring agent that node auto-repair acts on.
+    node monitoring agent that node auto-repair acts on; Grafana's admin Secret with a generated
+    password; NetworkPolicies that keep every other namespace out of the monitoring namespace.
     Replaced when: the metrics volume size shrinks (PVCs only grow).
     """
 
@@ -224,32 +344,25 @@ class Monitoring(pulumi.ComponentResource):
             opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, namespace, *deps])
             return helm_release(f"{name}-{suffix}", chart, NAMESPACE, values, opts)
 
-        on_system = {"nodeSelector": SYSTEM_LABELS}
-        release("prometheus", args.prometheus_stack, {
-            "prometheusOperator": on_system,
-            "kube-state-metrics": {**on_system, "metricLabelsAllowlist": KSM_NODE_LABELS},  # the pool label, for the elastic room
-            "alertmanager": {"alertmanagerSpec": on_system},
-            "grafana": {**on_system, "sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard", "searchNamespace": "ALL"}}},
-            "prometheus-node-exporter": {"tolerations": [{"operator": "Exists"}]},  # every node, GPU nodes included
-            "prometheus": {
-                "prometheusSpec": {
-                    **on_system,
-                    "retention": f"{cfg.metrics_retention_days}d",
-                    "storageSpec": {
-                        "volumeClaimTemplate": {
-                            "spec": {
-                                "storageClassName": "gp3-encrypted",
-                                "accessModes": ["ReadWriteOnce"],
-                                "resources": {"requests": {"storage": f"{cfg.metrics_storage_gib}Gi"}},
-                            }
-                        }
-                    },
-                    # Scrape configs rather than ServiceMonitors: the exporters need not wait for the
-                    # operator's CRDs, so they install in parallel with the stack.
-                    "additionalScrapeConfigs": [*(_scrape(target) for target in SCRAPE_TARGETS), serving_scrape_job()],
-                }
+        after_namespace = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
+        # Grafana's admin password: generated once, kept in the stack's state as a secret.
+        password = random.RandomPassword(f"{name}-grafana-admin", length=GRAFANA_PASSWORD_LENGTH, special=False, opts=pulumi.ResourceOptions(parent=self))
+        admin_secret = KubernetesObject(
+            f"{name}-grafana-admin",
+            {
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": GRAFANA_ADMIN_SECRET, "namespace": NAMESPACE},
+                "stringData": {GRAFANA_ADMIN_KEYS["userKey"]: GRAFANA_ADMIN_USER, GRAFANA_ADMIN_KEYS["passwordKey"]: password.result},
             },
-        }, deps=[storage_class])
+            opts=pulumi.ResourceOptions.merge(after_namespace, pulumi.ResourceOptions(additional_secret_outputs=["stringData", "data"])),
+        )
+        # The policies exist before anything in the namespace runs.
+        policies = [
+            KubernetesObject(f"{name}-netpol-{p['metadata']['name']}", p, opts=after_namespace)
+            for p in monitoring_network_policies(args.api_server_cidr)
+        ]
+        on_system = dict(ON_SYSTEM_NODES)
+        release("prometheus", args.prometheus_stack, prometheus_stack_values(cfg), deps=[storage_class, admin_secret, *policies])
         release("dcgm-exporter", args.dcgm_exporter, {
             "nodeSelector": GPU_NODES,
             # every taint, as a node-level daemon (NVIDIA/dcgm-exporter:deployment/values.yaml@4.4.1-4.6.0
@@ -258,7 +371,7 @@ class Monitoring(pulumi.ComponentResource):
             "serviceMonitor": {"enabled": False},  # scraped through additionalScrapeConfigs
         })
         release("prometheus-adapter", args.prometheus_adapter, {  # retries until Prometheus answers
-            **on_system,
+            **on_system,  # `nodeSelector`, `tolerations` (charts/prometheus-adapter/values.yaml@prometheus-adapter-5.2.0)
             "prometheus": {"url": PROMETHEUS_URL.rsplit(":", 1)[0], "port": 9090},
             "rules": prometheus_adapter_rules(),
         })

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import ipaddress
 import json
 import shlex
 from collections.abc import Mapping, Sequence
@@ -12,7 +14,6 @@ import pulumi
 import pulumi_aws as aws
 
 from components.addons import managed_addon
-from components.cpu_nodes import SYSTEM_LABELS
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import Fsx
@@ -29,8 +30,29 @@ HEALTH_DIR, HEALTH_CLAIM = "/health", "lustre-health"  # the health gate's scrat
 DATASET_CLAIM = "dataset-{name}"  # the claim of a shared dataset in each of its teams' namespaces
 DATASET_MOUNT = "/datasets/{name}"
 LUSTRE_PATH_ANNOTATION = "higgsfield.io/lustre-path"  # the directory a volume mounts, for people and tests
-PLATFORM_NAMESPACE = "higgsfield-storage"  # where the layout job mounts the whole file system
 TEAM_DIR_MODE, DATASET_DIR_MODE = "2770", "2755"  # setgid: new files keep the directory's group
+TEAMS_DIR_MODE = "0711"  # traverse only: no client but root lists the team names
+# Root squash (FSx API LustreRootSquashConfiguration: RootSquash "UID:GID", NoSquashNids
+# "a.b.c.d@tcp": botocore/data/fsx/2018-03-01/service-2.json@0e6e2404b; pulumi-aws
+# fsx.LustreFileSystemRootSquashConfigurationArgs root_squash, no_squash_nids): root on every
+# client, every node included, is nobody on the file system. The only client exempted is the
+# layout client (LAYOUT_CLIENT_*), the one machine that must chown directories to team UIDs.
+NOBODY = 65534
+ROOT_SQUASH = f"{NOBODY}:{NOBODY}"
+HEALTH_DIR_OWNER, HEALTH_DIR_MODE = NOBODY, "0700"  # the gate runs as root, squashed to nobody
+# The layout client: a small EC2 instance in the file system's subnet at an address held by an
+# explicit subnet CIDR reservation (EC2 assigns addresses from an explicit reservation only when
+# asked by address, so no node or pod ENI - the VPC CNI asks for any free address - gets it:
+# docs.aws.amazon.com/vpc/latest/userguide/subnet-cidr-reservation.html; SubnetCidrReservationType
+# "explicit", botocore/data/ec2/2016-11-15/service-2.json@0e6e2404b). It boots, installs the
+# Lustre client (dnf install lustre-client on AL2023: docs.aws.amazon.com/fsx/latest/LustreGuide/
+# install-lustre-client.html), mounts the file system, runs layout_script as root (not squashed:
+# its NID is the only NoSquashNids entry), unmounts and powers off (instance-initiated shutdown:
+# stop; `aws ec2 get-console-output` shows `higgsfield-lustre-layout-done DIGEST`). A new layout changes its user data and replaces it (user_data_replace_on_change), which
+# runs the new layout once. It has no instance profile (it calls no AWS API) and IMDSv2 only.
+LAYOUT_CLIENT_TYPE = "t3.small"
+LAYOUT_TAG = "higgsfield.io/lustre-layout"  # the layout script's digest, on the layout client: which layout ran
+LAYOUT_CLIENT_AMI = "resolve:ssm:/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"  # docs.aws.amazon.com/linux/al2023/ug/ec2.html
 
 
 def s3_path(dataset: str) -> str:
@@ -51,16 +73,106 @@ def volume_handle(file_system_id: str, path: str | None) -> str:
     return f"{file_system_id}::{path or '/'}"
 
 
+def layout_client_ip(subnet_cidr: str) -> str:
+    """The layout client's address: the subnet's last usable one (AWS reserves the broadcast address)."""
+    return str(ipaddress.ip_network(subnet_cidr)[-2])
+
+
 def layout_script(teams: Mapping[str, int], datasets: Sequence[tuple[str, int]]) -> str:
     """The shell script that makes each team's and dataset's directory with its owner and mode
-    (idempotent; a directory of a team no longer configured is left as it is, data included)."""
-    lines = ["set -eu", f"mkdir -p /fsx{TEAMS_DIR} /fsx{DATASETS_DIR} /fsx{HEALTH_DIR}", f"chmod 0755 /fsx{TEAMS_DIR} /fsx{DATASETS_DIR}", f"chmod 0700 /fsx{HEALTH_DIR}"]
+    (idempotent; a directory of a team no longer configured is left as it is, data included).
+    /teams is traverse-only; a team's directory is its UID's and GID's alone (2770: no access for
+    any other UID, a squashed root included); /health belongs to nobody, which the root-running
+    health gate is squashed to."""
+    lines = [
+        "set -eu",
+        f"mkdir -p /fsx{TEAMS_DIR} /fsx{DATASETS_DIR} /fsx{HEALTH_DIR}",
+        f"chown 0:0 /fsx{TEAMS_DIR} /fsx{DATASETS_DIR} && chmod {TEAMS_DIR_MODE} /fsx{TEAMS_DIR} && chmod 0755 /fsx{DATASETS_DIR}",
+        f"chown {HEALTH_DIR_OWNER}:{HEALTH_DIR_OWNER} /fsx{HEALTH_DIR} && chmod {HEALTH_DIR_MODE} /fsx{HEALTH_DIR}",
+    ]
     entries = [(f"{TEAMS_DIR}/{t}", uid, TEAM_DIR_MODE) for t, uid in sorted(teams.items())]
     entries += [(f"{DATASETS_DIR}/{d}", uid, DATASET_DIR_MODE) for d, uid in sorted(datasets)]
     for path, uid, mode in entries:
         where = shlex.quote(f"/fsx{path}")
         lines.append(f"mkdir -p {where} && chown {uid}:{uid} {where} && chmod {mode} {where}")
     return "\n".join(lines) + "\n"
+
+
+def layout_digest(script: str) -> str:
+    return hashlib.sha256(script.encode()).hexdigest()[:16]
+
+
+def layout_user_data(script: str, dns_name: str, mount_name: str) -> str:
+    """The layout client's boot script: mount as root (exempt from squash), lay out, power off."""
+    return "\n".join([
+        "#!/bin/bash",
+        "set -euxo pipefail",
+        "trap 'shutdown -h now' EXIT",  # stop whatever happens; the console output says how it went
+        "dnf install -y lustre-client",
+        f"mkdir -p {MOUNT_PATH}",
+        f"mount -t lustre -o relatime,flock {shlex.quote(dns_name)}@tcp:/{shlex.quote(mount_name)} {MOUNT_PATH}",
+        f"sh -c {shlex.quote(script)}",
+        f"umount {MOUNT_PATH}",
+        f"echo higgsfield-lustre-layout-done {layout_digest(script)}",
+    ]) + "\n"
+
+
+# The FSx CSI node plugin's ClusterRole grants get and patch on every node (kubernetes-sigs/
+# aws-fsx-csi-driver:charts/aws-fsx-csi-driver/templates/clusterrole-csi-node.yaml@v1.8.0), used for
+# one thing: removing the startup taint fsx.csi.aws.com/agent-not-ready from its own node
+# (removeNotReadyTaint, pkg/driver/node.go: a JSON patch of /spec/taints on CSI_NODE_NAME). The
+# add-on's RBAC is EKS's to manage, so instead of editing the role the admission policy below
+# holds the node plugin's account to that: its own node (the node its pod-bound token was issued
+# for), that taint only, no label, annotation or cordon change.
+CSI_NODE_USER = "system:serviceaccount:kube-system:fsx-csi-node-sa"  # values.yaml node.serviceAccount.name@v1.8.0
+CSI_NOT_READY_TAINT = "fsx.csi.aws.com/agent-not-ready"  # pkg/driver/constants.go@v1.8.0
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"  # see components/healthgate.py
+
+
+def csi_node_policy() -> dict:
+    """A ValidatingAdmissionPolicy: the FSx CSI node plugin may only remove its startup taint
+    from its own node."""
+    old_taints = "(has(oldObject.spec.taints) ? oldObject.spec.taints : [])"
+    new_taints = "(has(object.spec.taints) ? object.spec.taints : [])"
+    meta = lambda obj, field: f"(has({obj}.metadata.{field}) ? {obj}.metadata.{field} : {{}})"  # noqa: E731
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "higgsfield-fsx-csi-node-own-node"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes", "nodes/status"]}]},
+            "matchConditions": [{"name": "fsx-csi-node-only", "expression": f"request.userInfo.username == '{CSI_NODE_USER}'"}],
+            "validations": [
+                {
+                    "expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
+                                  f"request.userInfo.extra['{NODE_NAME_EXTRA}'] == [object.metadata.name]",
+                    "message": "the FSx CSI node plugin may change only the node its pod runs on",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": f"{new_taints} == {old_taints}.filter(t, t.key != '{CSI_NOT_READY_TAINT}')",
+                    "message": f"the FSx CSI node plugin may only remove the taint {CSI_NOT_READY_TAINT}",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": f"{meta('object', 'labels')} == {meta('oldObject', 'labels')} && {meta('object', 'annotations')} == {meta('oldObject', 'annotations')} && "
+                                  "(has(object.spec.unschedulable) && object.spec.unschedulable) == (has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
+                    "message": "the FSx CSI node plugin may not change a node's labels, annotations or cordon it",
+                    "reason": "Forbidden",
+                },
+            ],
+        },
+    }
+
+
+def csi_node_policy_binding() -> dict:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "higgsfield-fsx-csi-node-own-node"},
+        "spec": {"policyName": "higgsfield-fsx-csi-node-own-node", "validationActions": ["Deny"]},
+    }
 
 
 @dataclass(frozen=True)
@@ -71,10 +183,10 @@ class LustreArgs:
     csi_addon: AddonVersion
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
+    subnet_cidr: pulumi.Input[str]  # the layout client's fixed address comes from it
     node_security_group_id: pulumi.Input[str]
     namespaces: Mapping[str, pulumi.Resource]
     team_uids: Mapping[str, int]  # team -> its UID (= GID): owner of its directory
-    layout_image: str
     provider: pulumi.ProviderResource
     addon_depends_on: Sequence[pulumi.Resource]
     protect: bool
@@ -103,9 +215,11 @@ class LustreFileSystem(pulumi.ComponentResource):
     TCP 988 and 1018-1023 only from the node security group and itself, the file system,
     an S3 data repository association (PERSISTENT_2) or import/export paths (SCRATCH_2) with
     versioning enabled on the linked bucket (exports overwrite its objects), the
-    aws-fsx-csi-driver add-on with a Pod Identity role; a one-shot Job in the platform namespace
-    that makes /teams/TEAM (owner: the team's UID/GID, 2770) and /datasets/NAME (owner: the owning
-    team, 2755); per team namespace a static PersistentVolume of *its own directory only* and a
+    aws-fsx-csi-driver add-on with a Pod Identity role; root squash (root on every client is
+    65534:65534) with one exemption, the layout client: an EC2 instance at a reserved address that
+    makes /teams/TEAM (owner: the team's UID/GID, 2770) and /datasets/NAME (owner: the owning
+    team, 2755) and powers off; an admission policy holding the CSI node plugin to its own node's
+    startup taint; per team namespace a static PersistentVolume of *its own directory only* and a
     ReadWriteMany claim `shared-data`, and per shared dataset of the team a volume of that
     directory (read-write for the owner, read-only mount for readers) with claim `dataset-NAME`.
     Isolation is the mount: the CSI driver mounts `dnsname@tcp:/mountname` with the PV's
@@ -130,8 +244,20 @@ class LustreFileSystem(pulumi.ComponentResource):
         group = aws.ec2.SecurityGroup(
             f"{name}-sg", vpc_id=args.vpc_id, description="FSx for Lustre: Lustre ports from cluster nodes only", tags=tags, opts=child
         )
+        # The layout client's address is reserved as soon as the subnet exists, long before any
+        # node asks the subnet for addresses.
+        layout_ip = pulumi.Output.from_input(args.subnet_cidr).apply(layout_client_ip)
+        self.layout_reservation = aws.ec2.SubnetCidrReservation(
+            f"{name}-layout-ip", subnet_id=args.subnet_id, cidr_block=layout_ip.apply(lambda ip: f"{ip}/32"),
+            reservation_type="explicit", description="FSx layout client (the only root-squash exemption)", opts=child,
+        )
+        self.layout_group = aws.ec2.SecurityGroup(
+            f"{name}-layout-sg", vpc_id=args.vpc_id, description="FSx layout client: out to FSx and the package repositories",
+            egress=[aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"], description="Lustre and dnf")],
+            tags=tags, opts=child,
+        )
         for lo, hi in LUSTRE_PORTS:
-            for source, peer in (("self", group.id), ("nodes", args.node_security_group_id)):
+            for source, peer in (("self", group.id), ("nodes", args.node_security_group_id), ("layout", self.layout_group.id)):
                 aws.vpc.SecurityGroupIngressRule(
                     f"{name}-lustre-{lo}-{source}",
                     security_group_id=group.id,
@@ -166,6 +292,9 @@ class LustreFileSystem(pulumi.ComponentResource):
             data_compression_type=fsx.compression,
             automatic_backup_retention_days=fsx.backup_retention_days,
             copy_tags_to_backups=fsx.backup_retention_days > 0,
+            root_squash_configuration=aws.fsx.LustreFileSystemRootSquashConfigurationArgs(
+                root_squash=ROOT_SQUASH, no_squash_nids=[layout_ip.apply(lambda ip: f"{ip}@tcp")],
+            ),
             tags={**tags, "Name": f"{args.cluster_name}-lustre"},
             opts=keep,
             **scratch_link,
@@ -200,13 +329,16 @@ class LustreFileSystem(pulumi.ComponentResource):
                 opts=child,
             )
 
+        # The node plugin's guard is in place before the add-on's DaemonSet can patch a node.
+        guard = KubernetesObject(f"{name}-csi-node-policy", csi_node_policy(), opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.addon_depends_on)))
+        guard_binding = KubernetesObject(f"{name}-csi-node-policy-binding", csi_node_policy_binding(), opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[guard]))
         role, _ = pod_identity_role(f"{name}-csi", tags, self, inline_policy=csi_policy())
-        csi = managed_addon(
+        managed_addon(
             f"{name}-csi", args.cluster_name, args.csi_addon, tags=tags, identity=(role.arn, CSI_CONTROLLER_SA),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.addon_depends_on)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.addon_depends_on, guard_binding]),
         )
 
-        layout = self._layout(name, args, csi_depends=[*args.addon_depends_on, csi], link=link)
+        layout = self._layout(name, args, layout_ip, link=link)
         for team, ns in args.namespaces.items():
             self._volume(name, args, team, "shared", PVC_NAME, f"{TEAMS_DIR}/{team}", ns, layout, read_only=False)
             for dataset in fsx.datasets:
@@ -262,52 +394,36 @@ class LustreFileSystem(pulumi.ComponentResource):
         KubernetesObject(f"{name}-pv-{team}{key}", volume, opts=opts)
         KubernetesObject(f"{name}-pvc-{team}{key}", claim_obj, opts=opts)
 
-    def _layout(self, name: str, args: LustreArgs, csi_depends: Sequence[pulumi.Resource], link: pulumi.Resource | None) -> pulumi.Resource:
-        """The platform namespace, a volume of the whole file system there, and the Job that
-        makes the team and dataset directories with their owners. Its name carries a hash of
-        the layout, so a new team or dataset runs a new Job."""
+    def _layout(self, name: str, args: LustreArgs, layout_ip: pulumi.Output[str], link: pulumi.Resource | None) -> pulumi.Resource:
+        """The layout client (LAYOUT_CLIENT_*): an instance that makes the team and dataset
+        directories with their owners as unsquashed root, then stops. Its user data carries the
+        layout, so a new team or dataset replaces it and the new layout runs once."""
         fsx = args.settings
         datasets = [(d.name, args.team_uids[d.owner]) for d in fsx.datasets]
         script = layout_script(args.team_uids, datasets)
-        digest = hashlib.sha256(script.encode()).hexdigest()[:8]
-        in_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(csi_depends))
-        namespace = KubernetesObject(f"{name}-platform-namespace", {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": PLATFORM_NAMESPACE, "labels": {"pod-security.kubernetes.io/enforce": "baseline"}},
-        }, opts=in_cluster)
-        volume, claim = self._pv_claim(args, f"{args.cluster_name}-fsx-root", PLATFORM_NAMESPACE, "lustre-root", None, read_only=False)
-        after_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
-        KubernetesObject(f"{name}-pv-root", volume, opts=after_ns)
-        root_claim = KubernetesObject(f"{name}-pvc-root", claim, opts=after_ns)
-        job = {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": f"lustre-layout-{digest}", "namespace": PLATFORM_NAMESPACE},
-            "spec": {
-                "backoffLimit": 3,
-                "template": {
-                    "spec": {
-                        "restartPolicy": "OnFailure",
-                        "automountServiceAccountToken": False,
-                        "nodeSelector": dict(SYSTEM_LABELS),
-                        "containers": [{
-                            "name": "layout",
-                            "image": args.layout_image,
-                            "command": ["sh", "-c", script],
-                            # root, for chown; only the two capabilities that needs.
-                            "securityContext": {
-                                "runAsUser": 0, "allowPrivilegeEscalation": False,
-                                "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]},
-                                "seccompProfile": {"type": "RuntimeDefault"},
-                            },
-                            "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
-                            "volumeMounts": [{"name": "lustre", "mountPath": MOUNT_PATH}],
-                        }],
-                        "volumes": [{"name": "lustre", "persistentVolumeClaim": {"claimName": "lustre-root"}}],
-                    }
-                },
-            },
-        }
-        depends = [root_claim, *([link] if link is not None else [])]
-        return KubernetesObject(f"{name}-layout", job, opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=depends, delete_before_replace=True))
+        user_data = pulumi.Output.all(self.file_system.dns_name, self.file_system.mount_name).apply(
+            lambda v: base64.b64encode(layout_user_data(script, v[0], v[1]).encode()).decode())
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-layout",
+            image_id=LAYOUT_CLIENT_AMI,
+            instance_type=LAYOUT_CLIENT_TYPE,
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
+            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name="/dev/xvda", ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(volume_size=8, volume_type="gp3", encrypted="true", delete_on_termination="true"))],
+            tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type="instance", tags={**args.tags, "Name": f"{args.cluster_name}-fsx-layout"})],
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return aws.ec2.Instance(
+            f"{name}-layout",
+            launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            subnet_id=args.subnet_id,
+            private_ip=layout_ip,
+            vpc_security_group_ids=[self.layout_group.id],
+            user_data_base64=user_data,
+            user_data_replace_on_change=True,
+            instance_initiated_shutdown_behavior="stop",
+            tags={**args.tags, "Name": f"{args.cluster_name}-fsx-layout", LAYOUT_TAG: layout_digest(script)},
+            # Its replacement takes the same address: the old one goes first.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.file_system, self.layout_reservation, *([link] if link is not None else [])]),
+        )

@@ -13,6 +13,34 @@ from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from components.tenancy import TeamRules
 from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Team
 
+def compute_quota(team: Team) -> dict:
+    """The namespace's CPU and memory: a ResourceQuota on what its pods request in all. Requests,
+    not limits: a quota on a resource makes the API server refuse a pod that does not state it
+    (kubernetes.io/docs/concepts/policy/resource-quotas/), and training containers rarely set CPU
+    limits; LimitRange's defaultRequest fills in requests for containers that name none."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "compute", "namespace": team.name},
+        "spec": {"hard": {"requests.cpu": str(team.cpu_quota), "requests.memory": f"{team.memory_quota_gib}Gi"}},
+    }
+
+
+def container_defaults(team: Team) -> dict:
+    """LimitRange: what a container (init and sidecar containers included) requests when it
+    names nothing, so every pod is counted by the compute quota instead of refused by it. No
+    default limit: a container that requests more memory than a default limit would be refused
+    (request above limit), and memory above the request is bounded by the node, not the team."""
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "container-defaults", "namespace": team.name},
+        "spec": {"limits": [{
+            "type": "Container",
+            "defaultRequest": {"cpu": f"{team.default_cpu_request_millicores}m", "memory": f"{team.default_memory_request_mib}Mi"},
+        }]},
+    }
+
 
 def rules_of(team: Team, classes: Sequence[PriorityClassSpec] = (), public_load_balancers: bool = False) -> TeamRules:
     """What the team's admission policy allows: its classes, and the platform's default class that
@@ -48,7 +76,8 @@ class Teams(pulumi.ComponentResource):
     Creates per team: a Namespace (Pod Security `baseline` enforced, `restricted` warned; its
     Volcano queue as the default; the queue's capability is the team's GPU quota, whole gangs at a
     time - no ResourceQuota on training GPUs, which would admit part of a gang), a ResourceQuota on
-    the GPUs of its serving classes' pods (servingGpuQuota: serving is no gang), a zero-pod quota
+    the GPUs of its serving classes' pods (servingGpuQuota: serving is no gang), a ResourceQuota on
+    requested CPU and memory with a LimitRange that gives containers default requests, a zero-pod quota
     per priority class the team is *not* given, a ValidatingAdmissionPolicy and its binding to
     the namespace (queue, priority classes, UID/GID, no privilege, no host access, GPUs only
     through the device plugin and Volcano, no nodeName, no system/startup tolerations, Services
@@ -93,6 +122,9 @@ class Teams(pulumi.ComponentResource):
                         "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": list(rules.serving_classes)}]},
                     },
                 })
+            # The LimitRange first: a pod created between the two would be refused by the quota.
+            defaults = obj("limits", container_defaults(team))
+            obj("compute", compute_quota(team), pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, defaults]))
             for cls in args.priority_classes:
                 if cls.name in team.priority_classes:
                     continue

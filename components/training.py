@@ -27,7 +27,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.charts import helm_release
-from components.cpu_nodes import SYSTEM_LABELS
+from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.demand import queue_spec
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from infra.config import DEFAULT_PRIORITY_CLASS, PriorityClassSpec, Queue
@@ -167,6 +167,9 @@ class Volcano(pulumi.ComponentResource):
                 "basic": {"image_tag_version": versions.VOLCANO_IMAGE_TAG},
                 "custom": {
                     "scheduler_config_override": scheduler_config_yaml(), "default_ns": SYSTEM_LABELS, "leader_elect_enable": True,
+                    # scheduler, controllers, admission and its init Job take `custom.default_tolerations` unless a
+                    # per-component key is set (templates/{scheduler,controllers,admission,admission-init}.yaml@v1.15.1)
+                    "default_tolerations": [SYSTEM_TOLERATION],
                     # --enable-metrics on both, what the monitoring scrape jobs read (values.yaml@v1.15.1 has them on; kept explicit)
                     "scheduler_metrics_enable": True, "controller_metrics_enable": True,
                     # The chart's own Prometheus/Grafana stay off: they run grafana/grafana:latest and an
@@ -225,5 +228,5 @@ class TrainingOperator(pulumi.ComponentResource):
         # An absolute path: the provider resolves it whatever its working directory. `higgsfield
         # diff` ignores where the checkout lives when it compares two plans.
         self.manifests = k8s.kustomize.v2.Directory(f"{name}", directory=str(KUSTOMIZATION), opts=after_scheduler)
-        helm_release(f"{name}-metrics-server", args.metrics_server, "kube-system", {"nodeSelector": SYSTEM_LABELS}, in_cluster)
+        helm_release(f"{name}-metrics-server", args.metrics_server, "kube-system", {"nodeSelector": SYSTEM_LABELS, "tolerations": [SYSTEM_TOLERATION]}, in_cluster)  # values.yaml `tolerations`@metrics-server-helm-chart-3.13.0
         self.register_outputs({})

@@ -247,9 +247,8 @@ METRICS_SERVER = Chart(
     verified("kubernetes-sigs/metrics-server:charts/metrics-server/Chart.yaml@metrics-server-helm-chart-3.13.0"),
 )
 
-# The one-shot Job that makes the team and dataset directories on Lustre (mkdir, chown, chmod:
-# busybox has all three). Unverified tag: `docker manifest inspect` it before the first deploy.
-LUSTRE_LAYOUT_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
+# (platform22) The Lustre layout runs on an EC2 layout client, not in a pod (components/storage.py
+# LAYOUT_CLIENT_*: root squash leaves it the only client whose root can chown); no image to pin.
 
 # --- the training image (images/training/Dockerfile, built by .github/workflows/image.yml) -----
 # What every training and health-check pod runs; a test checks that the Dockerfile's ARG defaults
@@ -373,7 +372,6 @@ PROVENANCE: dict[str, Source] = {
     "LUSTRE_VERSION": verified("docs.aws.amazon.com/fsx/latest/LustreGuide/lustre-client-matrix.html"),
     "TRAINING_OPERATOR_REF": verified("kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@v1.9.4"),
     "TRAINING_OPERATOR_OVERLAY": verified("kubeflow/trainer:manifests/overlays/standalone@v1.9.4"),
-    "LUSTRE_LAYOUT_IMAGE": unverified("public.ecr.aws/docker/library/busybox", "docker manifest inspect public.ecr.aws/docker/library/busybox:1.37"),
     "AWS_OFI_NCCL_MIN_NCCL": verified("aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1"),
     "AWS_OFI_NCCL_HAS_TUNER": verified("aws/aws-ofi-nccl:src/Makefile.am@v1.21.1"),
     "CLOUDWATCH_DCGM_OFF": unverified(

@@ -42,7 +42,8 @@ NON_EFA = [r for r in RENDERED if not r[2].efa]
 def _gpu_pods(objects: list[dict]):
     for obj in objects:
         for spec in pods._pod_specs(obj):
-            if "higgsfield.io/pool" in (spec.get("nodeSelector") or {}):
+            limits = (spec["containers"][0].get("resources") or {}).get("limits") or {}
+            if "higgsfield.io/pool" in (spec.get("nodeSelector") or {}) and "nvidia.com/gpu" in limits:  # not the MPI launcher
                 yield spec
 
 

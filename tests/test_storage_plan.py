@@ -6,7 +6,7 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from components.storage import LUSTRE_PATH_ANNOTATION, MOUNT_OPTIONS, PLATFORM_NAMESPACE, PVC_NAME, layout_script, mountname_of, volume_handle
+from components.storage import LAYOUT_TAG, LUSTRE_PATH_ANNOTATION, MOUNT_OPTIONS, PVC_NAME, layout_digest, layout_script, mountname_of, volume_handle
 from infra.cli.main import main
 from infra.cli.manifests import manifests
 from infra.cli.plan import lustre_throughput_mb_s
@@ -57,7 +57,7 @@ def test_file_system_is_encrypted_with_our_rotating_key(fsx_plan):
     assert fs.inputs["deploymentType"] == "PERSISTENT_2"
 
 
-def test_lustre_ports_are_open_only_to_nodes_and_the_file_system_itself(fsx_plan):
+def test_lustre_ports_are_open_only_to_nodes_the_layout_client_and_the_file_system_itself(fsx_plan):
     (fs,) = fsx_plan.of_type(FS)
     (group,) = _deps(fsx_plan, fs, "aws:ec2/securityGroup:SecurityGroup")
     rules = [r for r in fsx_plan.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule") if group.urn in r.dependencies]
@@ -67,6 +67,9 @@ def test_lustre_ports_are_open_only_to_nodes_and_the_file_system_itself(fsx_plan
     sources = {next(iter(set(r.dependencies) - {group.urn}), group.urn) for r in rules}
     assert any(fsx_plan.by_urn(u).type == "eks:index:Cluster" for u in sources)  # the node security group
     assert group.urn in sources  # itself
+    (instance,) = fsx_plan.of_type("aws:ec2/instance:Instance")
+    (layout_group,) = _deps(fsx_plan, instance, "aws:ec2/securityGroup:SecurityGroup")
+    assert sources == {group.urn, layout_group.urn, *(u for u in sources if fsx_plan.by_urn(u).type == "eks:index:Cluster")}
 
 
 def test_file_system_does_not_wait_for_the_cluster(fsx_plan):
@@ -121,10 +124,10 @@ def test_every_team_namespace_gets_a_read_write_many_claim_of_its_own_directory_
         assert volume.inputs["spec"]["mountOptions"] == list(MOUNT_OPTIONS)
 
 
-def test_no_team_namespace_can_claim_the_whole_file_system(fsx_plan):
+def test_no_namespace_can_claim_the_whole_file_system(fsx_plan):
+    """The layout runs outside the cluster, so no volume of the file system root exists at all."""
     whole = [v for v in fsx_plan.of_type("kubernetes:core/v1:PersistentVolume") if v.inputs["metadata"]["annotations"][LUSTRE_PATH_ANNOTATION] == "/"]
-    assert [v.inputs["spec"]["claimRef"]["namespace"] for v in whole] == [PLATFORM_NAMESPACE]
-    assert PLATFORM_NAMESPACE not in _team_namespaces(fsx_plan)
+    assert whole == []
 
 
 def test_subdirectory_mount_names_and_unique_volume_handles():
@@ -152,36 +155,37 @@ def test_prod_dataset_is_read_write_for_its_owner_read_only_for_readers_and_abse
     assert not outsiders or all(claim not in {c.inputs["metadata"]["name"] for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim") if c.inputs["metadata"]["namespace"] == t} for t in outsiders)
 
 
-def test_layout_job_gives_each_team_directory_to_its_uid_before_any_team_volume_exists(fsx_plan):
+def _layout_script(plan: Plan) -> str:
+    """The layout the plan's layout client runs: its user data is unknown offline (it names the
+    file system's DNS name), so the client carries the script's digest, checked here."""
+    cfg = plan.config
+    script = layout_script({t.name: t.uid for t in cfg.scheduler.teams}, [(d.name, next(t.uid for t in cfg.scheduler.teams if t.name == d.owner)) for d in cfg.fsx.datasets])
+    (instance,) = plan.of_type("aws:ec2/instance:Instance")
+    assert instance.inputs["tags"][LAYOUT_TAG] == layout_digest(script)
+    return script
+
+
+def test_layout_client_gives_each_team_directory_to_its_uid_before_any_team_volume_exists(fsx_plan):
     cfg = fsx_plan.config
-    (job,) = fsx_plan.of_type("kubernetes:batch/v1:Job")
-    script = job.inputs["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    (instance,) = fsx_plan.of_type("aws:ec2/instance:Instance")
+    script = _layout_script(fsx_plan)
     for team in cfg.scheduler.teams:
         assert f"chown {team.uid}:{team.uid} /fsx/teams/{team.name} && chmod 2770 /fsx/teams/{team.name}" in script
     for dataset in cfg.fsx.datasets:
         owner = next(t for t in cfg.scheduler.teams if t.name == dataset.owner)
         assert f"chown {owner.uid}:{owner.uid} /fsx/datasets/{dataset.name} && chmod 2755 /fsx/datasets/{dataset.name}" in script
-    assert job.inputs["metadata"]["namespace"] == PLATFORM_NAMESPACE
     for volume in fsx_plan.of_type("kubernetes:core/v1:PersistentVolume"):
-        if volume.inputs["metadata"]["annotations"][LUSTRE_PATH_ANNOTATION] != "/":
-            assert job.urn in volume.dependencies, volume.name
+        assert instance.urn in volume.dependencies, volume.name
     (link,) = fsx_plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
-    assert link.urn in job.dependencies  # the link makes /datasets/NAME; the job then gives it its owner
+    assert link.urn in instance.dependencies  # the link makes /datasets/NAME; the layout then gives it its owner
 
 
-def test_layout_job_runs_as_root_with_only_chown_and_fowner(fsx_plan):
-    (job,) = fsx_plan.of_type("kubernetes:batch/v1:Job")
-    pod = job.inputs["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]}
-    assert container["securityContext"]["allowPrivilegeEscalation"] is False
-    assert pod["automountServiceAccountToken"] is False
-
-
-def test_layout_job_name_changes_with_the_layout():
+def test_a_new_layout_replaces_the_layout_client_so_it_runs_again(fsx_plan):
     a = layout_script({"llm": 20002}, [])
     b = layout_script({"llm": 20002, "vision": 20003}, [])
     assert a != b and "set -eu" in a
+    (instance,) = fsx_plan.of_type("aws:ec2/instance:Instance")
+    assert instance.inputs["userDataReplaceOnChange"] is True
 
 
 def test_rendered_kubernetes_objects_validate_against_the_stack_kubernetes_version(plan, stack_settings):

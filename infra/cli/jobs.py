@@ -25,7 +25,7 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarStri
 
 from components.karpenter import DO_NOT_DISRUPT
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
-from infra.cli.pods import check_image, prepare_gpu_pod, stack_image
+from infra.cli.pods import check_image, prepare_gpu_pod, stack_image, tolerate_pool
 from infra import versions
 from infra.assets import shipped
 from infra.config import ConfigError, GpuPool, StackConfig, Team
@@ -134,7 +134,9 @@ def gpus_at_most(objects: list[dict]) -> int:
 
 
 def _on_gpu_pool(template: dict) -> bool:
-    return "higgsfield.io/pool" in (template["spec"].get("nodeSelector") or {})
+    """A GPU pod: on a pool and holding GPUs (the MPI launcher runs on the pool with none)."""
+    limits = (template["spec"]["containers"][0].get("resources") or {}).get("limits") or {}
+    return "higgsfield.io/pool" in (template["spec"].get("nodeSelector") or {}) and "nvidia.com/gpu" in limits
 
 
 def _attach_lustre(template: dict) -> None:
@@ -215,8 +217,8 @@ def _attach_datasets(template: dict, cfg: StackConfig, team: Team) -> None:
 
 
 # GPU pods per job of `workers` workers: DDP and XGBoost add a master on the pool; the MPI launcher
-# runs on the system nodes; an elastic job's `workers` is the most it grows to, the serving
-# example's its HPA's maxReplicas, the sweep's its parallelism.
+# runs on the pool too but holds no GPU (the system nodes are tainted); an elastic job's `workers`
+# is the most it grows to, the serving example's its HPA's maxReplicas, the sweep's its parallelism.
 _GPU_PODS = {
     "pytorch-ddp": lambda w: w + 1, "pytorch-elastic": lambda w: w, "mpi-nccl-tests": lambda w: w,
     "tf-mnist": lambda w: w, "xgboost-iris": lambda w: w + 1, "serving-classifier": lambda w: w, "eval-sweep": lambda w: w,
@@ -479,14 +481,8 @@ def _model_dir(cfg: StackConfig, team: Team, pool: GpuPool) -> str:
 def _tolerate_pool(template: dict, pool: GpuPool, image: str) -> None:
     """A one-GPU pod on `pool`: its image and the pool's own taints tolerated (prepare_gpu_pod
     does this, and more, for pods that take a whole node)."""
-    spec = template["spec"]
-    spec["containers"][0]["image"] = image
-    tolerations = list(spec.get("tolerations") or [])
-    for taint in pool.taints:
-        toleration = {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
-        if toleration not in tolerations:
-            tolerations.append(toleration)
-    spec["tolerations"] = tolerations
+    template["spec"]["containers"][0]["image"] = image
+    tolerate_pool(template["spec"], pool)
 
 
 def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None, workers: int | None = None,
@@ -538,6 +534,8 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
     job = documents[-1]
     for replica, template in pod_templates(job, named=True):
         if not _on_gpu_pool(template):
+            if "higgsfield.io/pool" in (template["spec"].get("nodeSelector") or {}):
+                tolerate_pool(template["spec"], chosen)  # the MPI launcher
             continue
         if example in ONE_GPU_PODS:
             _tolerate_pool(template, chosen, image)

@@ -102,6 +102,17 @@ def _check_fits(container: dict, pool: GpuPool, where: str) -> None:
         raise ConfigError(f"{where}.resources.limits.{HUGEPAGES}", f"{limits[HUGEPAGES]} is more than the {offer[HUGEPAGES]} of huge pages a {pool.instance.name} node reserves")
 
 
+def tolerate_pool(spec: dict, pool: GpuPool) -> None:
+    """Tolerate the pool's own taints (dedicated=research:NoSchedule, ...): the pod is for this pool.
+    Also for a pod that runs there without GPUs (the MPI launcher: the system nodes are tainted)."""
+    tolerations = list(spec.get("tolerations") or [])
+    for taint in pool.taints:
+        toleration = {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
+        if toleration not in tolerations:
+            tolerations.append(toleration)
+    spec["tolerations"] = tolerations
+
+
 def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str, efa: bool = True) -> None:
     """Fill in the pod spec of a one-pod-per-node job on `pool` (its main container is the
     first): the image, tolerations of the pool's own taints, EFA resources and environment on
@@ -112,12 +123,7 @@ def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str, efa: bool
         _check_fits(container, pool, f"{where}.containers[{i}]")
     main = containers[0]
     main["image"] = image
-    tolerations = list(spec.get("tolerations") or [])
-    for taint in pool.taints:  # the pool's own taints (dedicated=research:NoSchedule, ...): the job is for this pool
-        toleration = {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
-        if toleration not in tolerations:
-            tolerations.append(toleration)
-    spec["tolerations"] = tolerations
+    tolerate_pool(spec, pool)
     limits = main.setdefault("resources", {}).setdefault("limits", {})
     if pool.efa and efa:
         for name, amount in efa_pod_resources(pool.instance).items():

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Literal
 
 from pydantic import (
+    Field,
     field_validator,
     model_validator,
 )
 
-from infra.config.base import DnsLabel, Setting, Str, items, number
+from infra.bundled import instance_types
+from infra.config.base import DnsLabel, Setting, Str, derived, items, number
 from infra.config.errors import Problems, _duplicates
 
 _MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for system classes
@@ -89,6 +92,25 @@ RESERVED_NAMESPACE_PREFIXES = ("kube-", "higgsfield-", "volcano-", "aws-", "amaz
 # POSIX ids: below 1000 are the system's, 65534 is nobody; Lustre ids are 32-bit unsigned, but
 # Kubernetes runAsUser is checked against int32 by PSA tooling, so stay below 2^31.
 TEAM_UID_MIN, TEAM_UID_MAX = 1000, 2_147_483_647
+# A team's CPU and memory quota (a ResourceQuota, checked pod by pod) must never refuse a pod of a
+# gang the team's queue has admitted: that is part of a gang, for which the autoscaler would buy
+# nodes (DESIGN.md decision 15; components/demand.py). Its queue admits whole gangs up to its
+# capability, whose host dimensions are the team's GPUs x the largest GPU node AWS sells
+# (components/demand.py queue_resources: vCPUs and MiB of that node). So the quota is at least that
+# floor, and by default the floor plus room for CPU-only work (data preparation, evaluation) -
+# all a team without GPUs gets. Upper bounds keep a typo from meaning "unlimited".
+MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB = 16, 64
+MAX_CPU_QUOTA, MAX_MEMORY_QUOTA_GIB = 10_000_000, 1_000_000_000
+
+
+@cache
+def gang_floor(gpu_quota: int) -> tuple[int, int]:
+    """(vCPUs, GiB) the team's queue may admit for gangs: as components/demand.py queue_resources
+    (the largest GPU node in AWS's catalog, infra/bundled.py), memory rounded up to GiB."""
+    gpu_types = [t for t in instance_types().values() if t.get("GpuInfo")]
+    cpu = max(t["VCpuInfo"]["DefaultVCpus"] for t in gpu_types)
+    memory_mib = max(t["MemoryInfo"]["SizeInMiB"] for t in gpu_types)
+    return gpu_quota * cpu, -(-gpu_quota * memory_mib // 1024)
 
 
 class Team(Setting):
@@ -109,6 +131,14 @@ class Team(Setting):
     """POSIX UID and GID (the same number) of the team's pods and Lustre directory; unique per team, never reused."""
     serving_gpu_quota: number(0) | None = None
     """GPUs the team's serving-class pods may request at most (a quota of their own, within gpuQuota); required with a serving class."""
+    cpu_quota: number(1, MAX_CPU_QUOTA, "a bound against typos") = derived(
+        "vCPUs the namespace's pods may request in all; at least what its queue admits for gangs (gpuQuota x the largest GPU node's vCPUs); default that + 16.")
+    memory_quota_gib: number(1, MAX_MEMORY_QUOTA_GIB, "a bound against typos") = derived(
+        "GiB the namespace's pods may request in all; at least what its queue admits for gangs (gpuQuota x the largest GPU node's memory); default that + 64.", alias="memoryQuotaGiB")
+    default_cpu_request_millicores: number(10, 64_000) = 500
+    """CPU a container that names none requests (LimitRange defaultRequest), in millicores."""
+    default_memory_request_mib: number(16, 1_048_576) = Field(1024, alias="defaultMemoryRequestMiB")
+    """Memory a container that names none requests (LimitRange defaultRequest), in MiB."""
 
     @field_validator("name")
     @classmethod
@@ -123,6 +153,26 @@ class Team(Setting):
         if uid == 65534:
             raise ValueError("65534 is nobody (Lustre and NFS squash to it); pick another")
         return uid
+
+    @model_validator(mode="after")
+    def _compute_quota(self) -> Team:
+        cpu_floor, memory_floor = gang_floor(self.gpu_quota)
+        cpu = self.cpu_quota if self.cpu_quota is not None else cpu_floor + MIN_CPU_QUOTA
+        memory = self.memory_quota_gib if self.memory_quota_gib is not None else memory_floor + MIN_MEMORY_QUOTA_GIB
+        problems = Problems()
+        if cpu < cpu_floor:
+            problems.add("cpuQuota", f"{cpu} vCPUs is below the {cpu_floor:,} its queue admits for gangs ({self.gpu_quota} GPUs x the largest GPU node): "
+                         "the quota, checked pod by pod, would create part of a gang; raise it or leave it unset")
+        if memory < memory_floor:
+            problems.add("memoryQuotaGiB", f"{memory} GiB is below the {memory_floor:,} its queue admits for gangs ({self.gpu_quota} GPUs x the largest GPU node): "
+                         "the quota, checked pod by pod, would create part of a gang; raise it or leave it unset")
+        if self.default_cpu_request_millicores > cpu * 1000:
+            problems.add("defaultCpuRequestMillicores", f"{self.default_cpu_request_millicores}m is above the team's cpuQuota of {cpu} vCPUs")
+        if self.default_memory_request_mib > memory * 1024:
+            problems.add("defaultMemoryRequestMiB", f"{self.default_memory_request_mib} MiB is above the team's memoryQuotaGiB of {memory} GiB")
+        problems.raise_any()
+        self._fill(cpu_quota=cpu, memory_quota_gib=memory)
+        return self
 
 
 
