@@ -35,7 +35,8 @@ def test_a_template_value_is_data_even_past_the_image_check():
     """Even a value no option checks cannot become structure: filled in as data or refused."""
     text = (jobs.EXAMPLES_DIR / "pytorch-ddp.yaml").read_text()
     values = dict(name="n", namespace="ns", queue="q", priority_class="p", pool="pl", zone="z", gpus=1, workers=1, replicas=2,
-                  backoff_limit=3, total_gpus=1, min_replicas=1, max_replicas=1, image="reg.io/x:1")
+                  backoff_limit=3, total_gpus=1, min_replicas=1, max_replicas=1, image="reg.io/x:1",
+                  image_comment="# Image: reg.io/x:1", resume="resumes")
     for hostile in ("q\nevil: 1", "q # comment", "q}", "[q]", "*alias", "{a: 1}", "q\n  - x"):
         try:
             job = jobs.fill_template(text, {**values, "queue": hostile}, "examples/pytorch-ddp.yaml")

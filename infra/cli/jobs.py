@@ -336,6 +336,9 @@ def image_comment(cfg: StackConfig, image: str) -> str:
             f"#     aws ecr describe-images --region {cfg.region} --repository-name {repository} \\",
             f"#       --image-ids imageTag={tag}",
         ])
+    if image in {own() for own in OWN_IMAGE.values()}:  # an upstream image, pulled from its registry
+        return "\n".join([f"# Image: {image}", *comment("the upstream image itself, pulled from its registry (pinned in infra/versions.py); "
+                                                          f"nothing to build ({image_cli.DOCS} for the training image).")])
     origin = "higgsfield:trainingImage" if image == cfg.training_image else "--image"
     return "\n".join([f"# Image: {image}", *comment(
         f"({origin}) yours to build and push before applying this job; on EFA pools it needs libfabric's efa provider and "
