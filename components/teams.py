@@ -81,7 +81,9 @@ class Teams(pulumi.ComponentResource):
     per priority class the team is *not* given, a ValidatingAdmissionPolicy and its binding to
     the namespace (queue, priority classes, UID/GID, no privilege, no host access, GPUs only
     through the device plugin and Volcano, no nodeName, no system/startup tolerations, Services
-    ClusterIP unless the team is given more), default-deny NetworkPolicies with the allowances jobs
+    ClusterIP unless the team is given more), a Role and RoleBinding that let the team's group
+    (`higgsfield:team:<team>`, named by its people's access entries) submit Kubeflow jobs and read
+    their PodGroups, default-deny NetworkPolicies with the allowances jobs
     need, and a Server-Side Apply patch of the namespace's `default` ServiceAccount (the cluster
     creates it) so that it automounts no token. Once for all teams: the ValidatingAdmissionPolicy
     (+ binding to every team namespace) that refuses NetworkPolicy writes by anyone who may not
@@ -145,6 +147,9 @@ class Teams(pulumi.ComponentResource):
             # creates it (pulumi/pulumi-kubernetes#2194) and the controller then finds it; forced, so that the
             # field is ours even if someone applied it by hand.
             KubernetesPatch(f"{name}-{team.name}-default-sa", tenancy.default_service_account(team.name), force=True, opts=in_ns)
+            # its people submit Kubeflow jobs through this Role (their access entry's group)
+            obj("jobs-role", tenancy.job_submitter_role(team.name))
+            obj("jobs-binding", tenancy.job_submitter_binding(team.name))
             for netpol in tenancy.network_policies(team.name, monitoring_namespace=args.monitoring_namespace, api_server_cidr=args.api_server_cidr):
                 obj(f"netpol-{netpol['metadata']['name']}", netpol)
         if args.image is not None and args.pools and args.teams:

@@ -456,6 +456,39 @@ def namespace(team: TeamRules, kubernetes_version: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": team.name, "labels": labels, "annotations": {QUEUE_ANNOTATION: team.queue}}}
 
 
+# The Kubernetes group a team's people carry: their EKS access entry names it (`aws eks
+# create-access-entry --kubernetes-groups higgsfield:team:<team>`, docs/tasks.md "Add a team").
+def team_group(team: str) -> str:
+    return f"higgsfield:team:{team}"
+
+
+def job_submitter_role(team: str) -> dict:
+    """What AmazonEKSEditPolicy does not give a team: the Kubeflow jobs of its namespace (the EKS
+    access policy lists built-in resources only: awsdocs/amazon-eks-user-guide:latest/ug/manage-access/
+    k8s-access/access-policy-reference.adoc@c88259ae, section AmazonEKSEditPolicy), and read access to
+    the Volcano PodGroups the operator makes for them (to see why a gang waits). Namespaced; the team
+    admission policy still decides every job it creates."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "higgsfield-jobs", "namespace": team},
+        "rules": [
+            {"apiGroups": ["kubeflow.org"], "resources": sorted(JOB_KINDS.values()),
+             "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]},
+            {"apiGroups": ["kubeflow.org"], "resources": sorted(f"{r}/status" for r in JOB_KINDS.values()), "verbs": ["get"]},
+            {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
+        ],
+    }
+
+
+def job_submitter_binding(team: str) -> dict:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "higgsfield-jobs", "namespace": team},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "higgsfield-jobs"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": team_group(team)}],
+    }
+
+
 def default_service_account(team: str) -> dict:
     """Pods that name no service account get no API token (the MPIJob launcher has its own)."""
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": team}, "automountServiceAccountToken": False}
