@@ -46,9 +46,9 @@ def _text() -> str:
 
 
 def _steps() -> list[tuple[int, str, str]]:
-    """(number, heading, body) of each `## N. heading` section."""
-    parts = re.split(r"^## (\d+)\. (.+)$", _text(), flags=re.M)
-    return [(int(parts[i]), parts[i + 1], parts[i + 2]) for i in range(1, len(parts), 3)]
+    """(number, heading, body) of each `## N. heading` section (other `##` sections are not steps)."""
+    sections = (re.match(r"(\d+)\. (.+)\n((?s:.*))", part) for part in re.split(r"^## ", _text(), flags=re.M))
+    return [(int(m[1]), m[2], m[3]) for m in sections if m]
 
 
 @cache
