@@ -131,3 +131,10 @@ def test_a_missing_test_name_would_be_caught():
     assert "test_a_missing_test_name_would_be_caught" in _tests_in("test_journey_doc.py")
     assert "test_no_such_behaviour" not in _tests_in("test_journey_doc.py")
     assert TEST_REF.findall("`tests/test_x.py::test_y[prod]`") == [("test_x.py", "test_y")]
+
+
+def test_the_docs_index_links_the_journey():
+    index = ROOT / "docs" / "README.md"
+    if not index.is_file():
+        pytest.skip("docs/README.md is not on this branch")
+    assert "(day-one-journey.md)" in index.read_text(encoding="utf-8")
