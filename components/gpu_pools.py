@@ -84,6 +84,28 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def held_warm(pool: GpuPool, now: datetime) -> bool:
+    """Whether the pool is held at its reserved count now (DESIGN.md decision 16): a warm ODCR
+    pool always, a warm Capacity Block pool between its start and its drain."""
+    if not pool.capacity.warm:
+        return False
+    if pool.capacity_type == "reservation":
+        return True
+    window, drain = pool.capacity.window, pool.capacity.drain_at
+    return window is not None and drain is not None and window[0] <= now < drain
+
+
+def scaling(pool: GpuPool, now: datetime) -> tuple[int, int, int]:
+    """(minSize, desiredSize, maxSize) of the pool's node group. A warm reservation pool holds
+    its reserved count, taken as maxSize (`higgsfield preflight` compares it with the
+    reservation's TotalInstanceCount): min = desired = max, so the Cluster Autoscaler, which never
+    scales a group below its minimum, cannot remove a node EC2 bills for anyway. The nodes join
+    with the startup taint and pass the health gate at once, before any job arrives."""
+    if held_warm(pool, now):
+        return pool.max_size, pool.max_size, pool.max_size
+    return pool.min_size, pool.min_size, pool.max_size
+
+
 def window_actions(pool: GpuPool, now: datetime) -> list[WindowAction]:
     """What keeps a Capacity Block pool inside its window, from `now` on: before the start, a
     recurring action holds the group at zero (the autoscaler would otherwise keep launching into
@@ -98,7 +120,8 @@ def window_actions(pool: GpuPool, now: datetime) -> list[WindowAction]:
     actions = []
     if now < start:
         actions.append(WindowAction("closed-until-start", 0, 0, 0, end_time=_iso(start), recurrence="*/15 * * * *"))
-        actions.append(WindowAction("open", pool.min_size, pool.max_size, pool.min_size, start_time=_iso(start)))
+        opened = pool.max_size if pool.capacity.warm else pool.min_size  # warm: the whole block runs from its start
+        actions.append(WindowAction("open", opened, pool.max_size, opened, start_time=_iso(start)))
     if now < drain:
         actions.append(WindowAction("drain", 0, 0, 0, start_time=_iso(drain)))
     return actions
@@ -143,7 +166,9 @@ class GpuPoolGroup(pulumi.ComponentResource):
     The node group runs the cluster's Kubernetes version (and the stack's AMI release, if pinned):
     an upgrade updates it in place, MAX_UNAVAILABLE_NODES at a time, each node drained first.
     Capacity Block pools: scheduled actions on the ASG that hold it at zero outside the block's
-    window and drain it drainBefore ahead of the end (window_actions).
+    window, open it at the start (at maxSize when warm) and drain it drainBefore ahead of the end
+    (window_actions). Warm reservation pools (capacity.warm, the default) are held at their
+    reserved count: min = desired = max (scaling).
     Replaced when: instance types, AMI type, capacity type or the subnet (AZ) change.
     """
 
@@ -184,11 +209,14 @@ class GpuPoolGroup(pulumi.ComponentResource):
         template = launch_template(
             f"{name}-lt",
             root_volume_gib=pool.root_volume_gib,
-            user_data=node_user_data(raid0=pool.local_nvme == "raid0", hugepages=EFA_HUGEPAGES_2MI if pool.efa else 0),
+            # FastImagePull: every new node pulls the multi-GB training image before its gate passes (issue #25)
+            user_data=node_user_data(raid0=pool.local_nvme == "raid0", hugepages=EFA_HUGEPAGES_2MI if pool.efa else 0, fast_image_pull=True),
             tags={**tags, "Name": f"{args.cluster_name}-{pool.name}"},
             parent=self,
             **extra,
         )
+        low, desired, high = scaling(pool, clock())
+        fixed = pool.capacity_type == "reservation" and low == high
         self.node_group = aws.eks.NodeGroup(
             name,
             cluster_name=args.cluster_name,
@@ -197,7 +225,7 @@ class GpuPoolGroup(pulumi.ComponentResource):
             instance_types=list(pool.instance_types),
             ami_type=args.ami_type,
             capacity_type=CAPACITY_TYPES[pool.capacity_type],
-            scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=pool.min_size, desired_size=pool.min_size, max_size=pool.max_size),
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=low, desired_size=desired, max_size=high),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=MAX_UNAVAILABLE_NODES),
             **args.version.node_group_args(),
             node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=args.auto_repair),
@@ -205,7 +233,9 @@ class GpuPoolGroup(pulumi.ComponentResource):
             labels=pool_labels(pool),
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=TAINT_EFFECTS[t.effect]) for t in pool_taints(pool)],
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on), ignore_changes=["scalingConfig.desiredSize"]),
+            # desiredSize is the autoscaler's, except on a pool held warm at min = desired = max: there
+            # it is ours, and EKS refuses a minSize above the desiredSize it has (UpdateNodegroupConfig)
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on), ignore_changes=[] if fixed else ["scalingConfig.desiredSize"]),
         )
         asg_name = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
         # the pool on its ASG too: the health gate may mark instances Unhealthy only in groups of replacing pools

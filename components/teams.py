@@ -8,9 +8,10 @@ from dataclasses import dataclass
 import pulumi
 
 from components import tenancy
+from components.gang_deadline import GangDeadline, GangDeadlineArgs
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from components.tenancy import TeamRules
-from infra.config import PriorityClassSpec, Team
+from infra.config import GpuPool, PriorityClassSpec, Team
 
 def rules_of(team: Team) -> TeamRules:
     return TeamRules(name=team.name, queue=team.queue, priority_classes=tuple(team.priority_classes), uid=team.uid)
@@ -25,14 +26,18 @@ class TeamsArgs:
     api_server_cidr: str  # where the private API endpoint's interfaces live (the VPC)
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
+    pools: Sequence[GpuPool] = ()                 # with `image`: the gang deadline for the teams' jobs
+    image: pulumi.Input[str] | None = None        # the training image (it ships images/training/gang_deadline.py)
 
 
 class Teams(pulumi.ComponentResource):
     """One namespace per team with its GPU quota, the priority classes it may use, and the
-    rules that keep it from the others (components/tenancy.py).
+    rules that keep it from the others (components/tenancy.py); with GPU pools and the training
+    image, the gang deadline that gives back what a half-delivered gang holds (components/gang_deadline.py).
 
     Creates per team: a Namespace (Pod Security `baseline` enforced, `restricted` warned; its
-    Volcano queue as the default), a ResourceQuota on `requests.nvidia.com/gpu`, a zero-pod quota
+    Volcano queue as the default; the queue's capability is the team's GPU quota, whole gangs at a
+    time - no ResourceQuota on GPUs, which would admit part of a gang), a zero-pod quota
     per priority class the team is *not* given, a ValidatingAdmissionPolicy and its binding to
     the namespace (queue, priority classes, UID/GID, no privilege, no host access), default-deny
     NetworkPolicies with the allowances jobs need, and a Server-Side Apply patch of the namespace's
@@ -54,12 +59,9 @@ class Teams(pulumi.ComponentResource):
             def obj(suffix: str, manifest: dict, opts: pulumi.ResourceOptions = in_ns) -> KubernetesObject:
                 return KubernetesObject(f"{name}-{team.name}-{suffix}", manifest, opts=opts)
 
-            obj("gpu", {
-                "apiVersion": "v1",
-                "kind": "ResourceQuota",
-                "metadata": {"name": "gpu", "namespace": team.name},
-                "spec": {"hard": {"requests.nvidia.com/gpu": str(team.gpu_quota)}},
-            })
+            # No ResourceQuota on GPUs: it admits pods one at a time, so the operator would create
+            # part of a gang and the autoscaler buy nodes for it. The team's GPU quota is its own
+            # queue's capability, which Volcano's enqueue checks for the whole gang (components/demand.py).
             for cls in args.priority_classes:
                 if cls.name in team.priority_classes:
                     continue
@@ -82,4 +84,9 @@ class Teams(pulumi.ComponentResource):
             KubernetesPatch(f"{name}-{team.name}-default-sa", tenancy.default_service_account(team.name), force=True, opts=in_ns)
             for netpol in tenancy.network_policies(team.name, monitoring_namespace=args.monitoring_namespace, api_server_cidr=args.api_server_cidr):
                 obj(f"netpol-{netpol['metadata']['name']}", netpol)
+        if args.image is not None and args.pools and args.teams:
+            # half-delivered gangs give back the nodes that arrived (components/gang_deadline.py)
+            GangDeadline(f"{name}-gang-deadline", GangDeadlineArgs(args.pools, list(self.namespaces), args.image, args.provider,
+                                                                   [*args.depends_on, *self.namespaces.values()]),
+                         opts=pulumi.ResourceOptions(parent=self))
         self.register_outputs({"namespaces": list(self.namespaces)})

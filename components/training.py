@@ -5,9 +5,11 @@ master + minReplicas for elastic jobs) and Volcano's `gang` plugin binds all of 
 Differential: no `preempt` or `reclaim` action, gang/drf/proportion not preemptable or
 reclaimable, queues not reclaimable, every PriorityClass `preemptionPolicy: Never` - so a running
 job is never evicted for a newcomer, while `priority` orders the jobs still waiting.
-Scale from zero: no `enqueue` action, so a pending gang's pods are created (and shown to the
-Cluster Autoscaler as unschedulable) instead of waiting for capacity that only they would bring
-(volcano-sh/volcano#3910); `allocate` then binds them all-or-nothing once the nodes are up.
+Demand only from work that can run (components/demand.py, docs/design/autoscaler-demand.md):
+the `enqueue` action keeps a gang's PodGroup Pending - so the operator creates none of its pods
+and the Cluster Autoscaler sees nothing - until its queue can hold the whole gang; each queue
+guarantees its capability, so that holds with the pools at zero (volcano-sh/volcano#3910), and
+`allocate` then binds the gang all-or-nothing once the nodes are up.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import yaml
 
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS
+from components.demand import queue_spec
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from infra.config import PriorityClassSpec, Queue
 from infra import versions
@@ -51,7 +54,9 @@ KUSTOMIZATION = Path(__file__).parent / "kustomize" / "training-operator"
 
 # The actions and plugins of the Volcano scheduler, see the module docstring.
 SCHEDULER_CONFIG = {
-    "actions": "allocate, backfill",
+    # enqueue first (issue #25): PodGroups stay Pending until proportion's queue check admits the
+    # whole gang (volcano-sh/volcano:pkg/scheduler/actions/enqueue/enqueue.go@v1.15.1)
+    "actions": "enqueue, allocate, backfill",
     "tiers": [
         {
             "plugins": [
@@ -126,7 +131,7 @@ class Volcano(pulumi.ComponentResource):
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
                 "kind": "Queue",
                 "metadata": {"name": queue_name},
-                "spec": {"weight": weight, "reclaimable": False, "capability": {"nvidia.com/gpu": str(gpus)}},
+                "spec": queue_spec(weight, gpus),  # capability = deserved = guarantee (components/demand.py)
             }
 
         KubernetesPatch(f"{name}-queue-{DEFAULT_QUEUE}", queue(DEFAULT_QUEUE, 1, 0), force=True, opts=after_crds)

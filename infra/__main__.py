@@ -10,6 +10,7 @@ from components.delivery import Delivery, DeliveryArgs
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
 from components.healthgate import HealthGate, HealthGateArgs
+from components.karpenter import karpenter_pools
 from components.logs import LogKey, LogKeyArgs
 from components.network import Network, NetworkArgs
 from components.nodes import NodeRole, NodeVersion
@@ -50,9 +51,9 @@ def build(cfg: StackConfig) -> None:
             vpc_id=network.vpc_id, subnet_id=network.private_subnets[pool.availability_zone].id, version=node_version,
             node_role_arn=node_role.arn, node_security_group_id=cluster.node_security_group_id,
             depends_on=node_prerequisites, tags=tags, auto_repair=cfg.observability.node_auto_repair))
-        for pool in cfg.gpu_pools
+        for pool in cfg.gpu_pools if pool.provisioner == "node-group"
     ]
-
+    karpenter_pools(cfg, network, cluster, node_role, [*node_prerequisites, system_nodes.node_group], tags)  # pools with provisioner: karpenter
     # 3. Platform services in the cluster, on the system nodes
     platform_ready = [system_nodes.node_group, *cluster.addons]
     ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(name, cfg.region, cfg.autoscaler, versions.CLUSTER_AUTOSCALER,
@@ -62,7 +63,6 @@ def build(cfg: StackConfig) -> None:
     gated = [p for p in cfg.gpu_pools if p.health_gate.enabled]  # no job on a GPU node before it passed its checks
     gate = HealthGate("health-gate", HealthGateArgs(name, cfg.region, gated, cfg.observability.health, cfg.fsx.enabled,
                                                     cfg.training_image or image.source_image, cluster.provider, platform_ready, tags)) if gated else None
-
     # 4. Training: the batch scheduler, then the controller that needs its PodGroup CRD
     sched = cfg.scheduler
     volcano = Volcano("volcano", VolcanoArgs(versions.VOLCANO, sched.queues, sched.priority_classes, cluster.provider, platform_ready))
@@ -73,7 +73,7 @@ def build(cfg: StackConfig) -> None:
     if cfg.delivery:  # 7. CI: preview/deploy/image roles, their access entries, CodeBuild runners in the VPC
         Delivery("delivery", DeliveryArgs(cfg.stack, cfg.region, cfg.delivery, network.vpc_id, network.private_subnet_ids,
                                           cluster.eks.cluster_security_group_id, cfg.fsx.linked_buckets, retention, [cluster.eks], tags))
-    teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready))
+    teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready, cfg.gpu_pools, cfg.training_image or image.source_image))
     if cfg.fsx.enabled:
         LustreFileSystem("lustre", LustreArgs(
             cluster_name=name, settings=cfg.fsx, lustre_version=versions.LUSTRE_VERSION, csi_addon=addons["aws-fsx-csi-driver"],

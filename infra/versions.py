@@ -420,6 +420,28 @@ PROVENANCE["CODEBUILD_RUNNER_IMAGE"] = unverified(
     "aws codebuild list-curated-environment-images (then `python -V` after actions/setup-python in a first runner job)")
 
 
+# --- cost25 (issue #25: warm reservations, demand, cold start, Karpenter) -----------------------------
+# The training image's runtime stage (images/training/Dockerfile): PyTorch's -runtime image of the
+# same PyTorch/CUDA/cuDNN as TRAINING_BASE_IMAGE (the build stage), without compilers or CUDA headers.
+TRAINING_RUNTIME_IMAGE = ImagePart(
+    "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+    unverified("hub.docker.com/r/pytorch/pytorch tags (tag only, digest unverified)",
+               "docker buildx imagetools inspect pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"),
+)
+# Karpenter (a per-pool option for on-demand and spot GPU pools, DESIGN.md decision 17). The
+# release script packages the chart with the tag's version (helm package --version "${version}",
+# hack/release/common.sh@v1.14.1; Chart.yaml at the tag still reads 1.13.0) and pushes it to
+# oci://public.ecr.aws/karpenter. Kubernetes 1.35 needs Karpenter >= 1.9 and 1.36 1.13.x
+# (website/content/en/docs/upgrading/compatibility.md@v1.14.1). CRDs read at
+# pkg/apis/crds/karpenter.sh_nodepools.yaml and karpenter.k8s.aws_ec2nodeclasses.yaml@v1.14.1
+# (both v1), values at charts/karpenter/values.yaml@v1.14.1, IAM and the interruption queue at
+# website/content/en/docs/getting-started/getting-started-with-karpenter/cloudformation.yaml@v1.14.1.
+KARPENTER = Chart(
+    "karpenter", "1.14.1", "oci://public.ecr.aws/karpenter",
+    unverified("aws/karpenter-provider-aws:hack/release/common.sh@v1.14.1 (chart version = release tag)",
+               "helm show chart oci://public.ecr.aws/karpenter/karpenter --version 1.14.1"),
+    KubernetesRange("Karpenter 1.14.1", "1.30", "1.35", "aws/karpenter-provider-aws:website/content/en/docs/upgrading/compatibility.md@v1.14.1"),
+)
 # --- op21: images the controllers pull, chart image pins, the operator's leader election ------------
 # The Training Operator injects two images into team namespaces unless its flags say otherwise
 # (kubeflow/trainer:cmd/training-operator.v1/main.go@v1.9.4 flags --pytorch-init-container-image and

@@ -368,17 +368,31 @@ def _gpu_groups(resources: Iterable[Any]) -> list[Any]:
 _MIN_SIZE = PolicyConfigSchema(properties={"exceptions": {"type": "object", "additionalProperties": {"type": "string"}}})
 
 
-@_stack_policy("gpu-node-groups-scale-to-zero", "GPU node groups scale to zero, carry the GPU taint and autoscaler templates, and ignore desiredSize.", schema=_MIN_SIZE)
+def _held_reservation(group: Any, resources: Iterable[Any]) -> bool:
+    """A pool held warm at its reserved count (DESIGN.md decision 16, components/gpu_pools.py
+    scaling): min = desired = max, on a launch template that targets a capacity reservation - it
+    is billed whether its instances run or not, so running them costs nothing more."""
+    sizes = [get(group.props, "scalingConfig", k) for k in ("minSize", "desiredSize", "maxSize")]
+    if len(set(sizes)) != 1 or not sizes[0]:
+        return False
+    feeding = {d.urn for d in group.dependencies or []}
+    return any(r.resource_type == "aws:ec2/launchTemplate:LaunchTemplate" and r.urn in feeding
+               and get(r.props, "capacityReservationSpecification", "capacityReservationTarget", "capacityReservationId", default=None)
+               for r in resources)
+
+
+@_stack_policy("gpu-node-groups-scale-to-zero", "GPU node groups scale to zero (or hold a paid reservation warm), carry the GPU taint and autoscaler templates, and ignore desiredSize.", schema=_MIN_SIZE)
 def gpu_node_groups_scale_to_zero(args: StackValidationArgs, report: ReportViolation) -> None:
     exceptions = args.get_config().get("exceptions") or {}  # node group name -> reason
     for group in _gpu_groups(args.resources):
         pool = get(group.props, "labels", "higgsfield.io/pool", default=group.name)
-        if get(group.props, "scalingConfig", "minSize") != 0 and pool not in exceptions:
+        held = _held_reservation(group, args.resources)
+        if get(group.props, "scalingConfig", "minSize") != 0 and pool not in exceptions and not held:
             report(f"GPU pool {pool} has minSize {get(group.props, 'scalingConfig', 'minSize')}: idle GPUs cost money. Use 0, or add the pool with a reason to this policy's exceptions.", group.urn)
         taints = get(group.props, "taints", default=[])
         if not any(get(t, "key") == GPU_TAINT and get(t, "effect") == "NO_SCHEDULE" for t in taints):
             report(f"GPU pool {pool} lacks the {GPU_TAINT}=true:NoSchedule taint: CPU pods would land on GPU nodes.", group.urn)
-        if "scalingConfig.desiredSize" not in list(group.opts.ignore_changes or []):
+        if "scalingConfig.desiredSize" not in list(group.opts.ignore_changes or []) and not held:
             report(f"GPU pool {pool} does not ignore scalingConfig.desiredSize: every pulumi up would undo the autoscaler.", group.urn)
         tags = [get(t.props, "tag", "key", default="") for t in args.resources if t.resource_type == ASG_TAG and any(d.urn == group.urn for d in t.dependencies or [])]
         needed = [f"{TEMPLATE_TAG}/resources/nvidia.com/gpu", f"{TEMPLATE_TAG}/taint/{GPU_TAINT}"]

@@ -61,12 +61,12 @@ def test_capacity_blocks_are_flagged_prepaid_not_priced():
 def test_idle_total_includes_the_capacity_reservation_billed_whether_used_or_not():
     """EC2 User Guide, "Capacity Reservation pricing and billing": a Capacity Reservation is charged
     at the On-Demand rate whether instances run in it or not. prod's b200-odcr pool (maxSize 4) is
-    at minSize 0 while idle, and its reservation is still billed."""
+    held warm at its 4 nodes, and its reservation is billed either way."""
     est = cost.estimate(plan_of("prod"), PRICES)
     whole = 4 * US_EAST_2["ec2_on_demand_hour"]["p6-b200.48xlarge"]
     (line,) = [line for line in _gpu_ec2_lines(est) if line.resource == "gpu-b200-odcr"]
     assert line.idle_hour == pytest.approx(whole) and line.full_hour == pytest.approx(whole)
-    others = sum(line.idle_hour or 0.0 for line in est.lines if line.resource != "gpu-b200-odcr")
+    others = sum(other.idle_hour or 0.0 for other in est.lines if other is not line)
     assert est.total("idle_hour") == pytest.approx(others + whole)
 
 
@@ -205,4 +205,24 @@ def test_cost_json_on_stdout_has_the_headline_and_per_pool_subtotals(capsys, mon
     pools = {g["group"]: g["subtotal"] for g in data["groups"]}
     assert pools["GPU pool b200-odcr"]["idle_hour"] > 0
     assert sum(g["full_hour"] for g in pools.values()) == pytest.approx(data["total"]["full_hour"])
-    assert data["unpriced"] == ["EC2 p5en.48xlarge Capacity Block x 0..8"]
+    assert data["unpriced"] == ["EC2 p5en.48xlarge Capacity Block x 8 (warm)"]
+
+
+def test_a_reservation_held_warm_is_used_capacity_not_idle_waste():
+    """Issue #25: prod's ODCR pool runs its 4 reserved nodes, so `cost` counts the reservation as
+    capacity in use; only what is idle and not held for jobs is waste."""
+    est = cost.estimate(plan_of("prod"), PRICES)
+    whole = 4 * US_EAST_2["ec2_on_demand_hour"]["p6-b200.48xlarge"]
+    (line,) = [line for line in _gpu_ec2_lines(est) if line.resource == "gpu-b200-odcr"]
+    assert line.reserved_in_use and "(warm)" in line.item
+    assert est.reserved_in_use() == pytest.approx(whole)
+    data = cost.as_json(est)
+    assert data["headline"]["idle_waste_month"] == pytest.approx((est.total("idle_hour") - whole) * 730)
+
+
+def test_a_reservation_not_held_warm_is_reported_as_idle_waste(project_copy):
+    root = project_copy("prod", set_pool(2, capacity={"type": "reservation", "reservationId": "cr-0fedcba9876543210", "warm": False}))
+    est = cost.estimate(record("bad", root=root), PRICES)
+    (line,) = [line for line in _gpu_ec2_lines(est) if line.resource == "gpu-b200-odcr"]
+    assert not line.reserved_in_use and "(idle)" in line.item and "idle waste" in line.note
+    assert est.reserved_in_use() == 0.0

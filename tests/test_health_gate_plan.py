@@ -213,7 +213,7 @@ def test_before_its_window_a_capacity_block_pool_is_held_at_zero_then_opened_the
     assert list(actions) == ["closed-until-start", "open", "drain"]
     closed, opened, drain = actions.values()
     assert (closed.max_size, closed.end_time, closed.recurrence is not None) == (0, "2027-01-04T11:30:00Z", True)
-    assert (opened.min_size, opened.max_size, opened.start_time) == (0, 8, "2027-01-04T11:30:00Z")
+    assert (opened.min_size, opened.desired, opened.max_size, opened.start_time) == (8, 8, 8, "2027-01-04T11:30:00Z")  # warm: the whole block
     assert (drain.min_size, drain.max_size, drain.desired, drain.start_time) == (0, 0, 0, "2027-01-18T10:30:00Z")  # drainBefore 1h
 
 

@@ -71,6 +71,7 @@ def test_an_elastic_job_may_not_grow_beyond_the_teams_quota(capsys, monkeypatch)
 def test_check_fails_a_stack_whose_shipped_examples_do_not_fit(project_copy, capsys):
     def one_gpu_team(config: dict) -> None:
         set_field("higgsfield:scheduler", "teams", [{**config["higgsfield:scheduler"]["teams"][0], "gpuQuota": 1}])(config)
+        set_field("higgsfield:scheduler", "queues", [{**config["higgsfield:scheduler"]["queues"][0], "gpuCapability": 1}])(config)
 
     project_copy("dev", one_gpu_team)
     assert main(["check", "bad"]) == 1

@@ -263,3 +263,24 @@ def test_fsx_policy_flags_a_prod_file_system_missing_its_deployment_type():
 
 def test_prod_rules_apply_when_no_environment_is_configured():
     assert stack_violations("prod-data-protected", [R(rules.KMS_KEY, {})])  # fail closed
+
+
+def _held(reservation: bool) -> list:
+    """A pool at min = desired = max = 4, not ignoring desiredSize; its template targets a
+    capacity reservation or not."""
+    resources = _gpu_group(min_size=4, ignore=False)
+    template = next(r for r in resources if r.resource_type == rules.LAUNCH_TEMPLATE)
+    group = next(r for r in resources if r.resource_type == rules.NODE_GROUP)
+    group.props["__target"]["scalingConfig"]["__target"].update(desiredSize=4, maxSize=4)
+    if reservation:
+        template.props["__target"]["capacityReservationSpecification"] = {"capacityReservationTarget": {"capacityReservationId": "cr-0fedcba9876543210"}}
+    return resources
+
+
+def test_a_reservation_held_warm_at_its_count_passes_the_scale_to_zero_policy():
+    """DESIGN.md decision 16: an ODCR is billed whether its instances run or not."""
+    assert stack_violations("gpu-node-groups-scale-to-zero", _held(reservation=True)) == []
+
+
+def test_a_pool_held_at_max_without_a_reservation_still_violates():
+    assert len(stack_violations("gpu-node-groups-scale-to-zero", _held(reservation=False))) == 2

@@ -45,6 +45,7 @@ def test_dockerfile_is_hadolint_clean():
 def test_dockerfile_builds_from_the_pinned_versions():
     args = _args()
     assert args["BASE_IMAGE"] == versions.TRAINING_BASE_IMAGE.version
+    assert args["RUNTIME_IMAGE"] == versions.TRAINING_RUNTIME_IMAGE.version
     assert args["EFA_INSTALLER_VERSION"] == versions.EFA_INSTALLER.version
     assert args["AWS_OFI_NCCL_VERSION"] == versions.AWS_OFI_NCCL.version
     assert args["AWS_OFI_NCCL_PREFIX"] == versions.AWS_OFI_NCCL_PREFIX
@@ -54,6 +55,19 @@ def test_dockerfile_builds_from_the_pinned_versions():
 
 def test_base_image_is_an_official_devel_image():
     assert re.fullmatch(r"pytorch/pytorch:[\d.]+-cuda[\d.]+-cudnn\d+-devel(@sha256:[0-9a-f]{64})?", versions.TRAINING_BASE_IMAGE.version)
+
+
+def test_the_image_ships_on_the_runtime_image_of_the_same_pytorch_and_cuda_as_its_build_stage():
+    """Issue #25: the image every new node pulls carries no compilers or CUDA toolkit."""
+    build, runtime = versions.TRAINING_BASE_IMAGE.version, versions.TRAINING_RUNTIME_IMAGE.version
+    assert runtime == build.replace("-devel", "-runtime")
+    stages = re.findall(r"^FROM (\S+)(?: AS (\w+))?$", DOCKERFILE.read_text(), re.M)
+    assert stages == [("${BASE_IMAGE}", "build"), ("${RUNTIME_IMAGE}", "")]
+
+
+def test_the_runtime_stage_takes_only_the_built_plugin_and_nccl_tests_from_the_build_stage():
+    copied = re.findall(r"^COPY --from=build (\S+) (\S+)$", DOCKERFILE.read_text(), re.M)
+    assert copied == [("${AWS_OFI_NCCL_PREFIX}", "${AWS_OFI_NCCL_PREFIX}"), ("/opt/nccl-tests/build", "/opt/nccl-tests/build")]
 
 
 def test_efa_installer_installs_user_space_only_as_the_anchors_do():

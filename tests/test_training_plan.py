@@ -72,11 +72,6 @@ def test_scheduler_never_preempts_or_reclaims(plan):
     assert "allocate" in actions
 
 
-def test_scheduler_has_no_enqueue_gate_so_a_pending_gang_reaches_the_autoscaler(plan):
-    actions = [a.strip() for a in _scheduler_config(plan)["actions"].split(",")]
-    assert "enqueue" not in actions
-
-
 def test_gang_binds_all_or_nothing_and_gang_and_drf_are_not_preemptable(plan):
     plugins = {p["name"]: p for tier in _scheduler_config(plan)["tiers"] for p in tier["plugins"]}
     assert "gang" in plugins and "priority" in plugins
@@ -111,10 +106,14 @@ def test_every_priority_class_never_preempts(plan):
         assert cls.inputs["globalDefault"] is False
 
 
-def test_each_team_namespace_has_its_gpu_quota(plan, stack_settings):
-    quotas = {q.inputs["metadata"]["namespace"]: q.inputs for q in plan.of_type("kubernetes:core/v1:ResourceQuota") if q.inputs["metadata"]["name"] == "gpu"}
+def test_each_teams_gpu_quota_is_its_own_queues_capability_not_a_resource_quota(plan, stack_settings):
+    """A ResourceQuota admits pods one by one (part of a gang); the queue admits whole gangs
+    (components/demand.py, tests/test_autoscaler_demand.py)."""
+    hard = [q.inputs["spec"]["hard"] for q in plan.of_type("kubernetes:core/v1:ResourceQuota")]
+    assert not [h for h in hard if any("nvidia.com/gpu" in key for key in h)]
+    queues = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:Queue")}
     for team in stack_settings["higgsfield:scheduler"]["teams"]:
-        assert quotas[team["name"]]["spec"]["hard"] == {"requests.nvidia.com/gpu": str(team["gpuQuota"])}
+        assert queues[team["queue"]]["capability"]["nvidia.com/gpu"] == str(team["gpuQuota"])
 
 
 def test_each_team_can_only_use_the_priority_classes_it_is_given(plan, stack_settings):
@@ -282,7 +281,14 @@ BAD = {
     "duplicate_team": ("staging", _teams(*[{"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}] * 2), f"{S}.teams[1]", "duplicate name 'llm'"),
     "duplicate_queue": ("staging", set_field(S, "queues", [QUEUES[0], QUEUES[0]]), f"{S}.queues[1]", "duplicate name 'research'"),
     "duplicate_class": ("staging", set_field(S, "priorityClasses", [CLASSES[0], CLASSES[0]]), f"{S}.priorityClasses[1]", "duplicate name 'batch-low'"),
-    "capability_beyond_pools": ("staging", set_field(S, "queues", [{"name": "research", "gpuCapability": 64}, QUEUES[1]]), f"{S}.queues[0].gpuCapability", "more than the GPU pools can ever provide (32"),
+    "capability_beyond_pools": ("staging", lambda c: [set_field(S, "queues", [{"name": "research", "gpuCapability": 64}, QUEUES[1]])(c),
+                                                    set_field(S, "teams", [{**c[S]["teams"][0], "gpuQuota": 64}, c[S]["teams"][1]])(c)],
+                                f"{S}.queues[0].gpuCapability", "more than the GPU pools can ever provide (32"),
+    "quota_below_queue_capability": ("staging", set_field(S, "teams", [{"name": "llm", "queue": "research", "gpuQuota": 8, "priorityClasses": ["batch-low"], "uid": 20010}]),
+                                     f"{S}.teams[0].gpuQuota", "is below queue 'research''s capability of 16"),
+    "two_teams_share_a_queue": ("staging", set_field(S, "teams", [{"name": "llm", "queue": "research", "gpuQuota": 16, "priorityClasses": ["batch-low"], "uid": 20010},
+                                                               {"name": "vision", "queue": "research", "gpuQuota": 16, "priorityClasses": ["batch-low"], "uid": 20011}]),
+                                f"{S}.teams[1].queue", "queue 'research' is team 'llm''s"),
     "team_named_like_kube_system": ("staging", _teams({"name": "kube-system", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].name", "namespace Kubernetes or the platform owns"),
     "team_named_monitoring": ("staging", _teams({"name": "monitoring", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].name", "namespace Kubernetes or the platform owns"),
     "team_named_volcano_system": ("staging", _teams({"name": "volcano-system", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].name", "namespace Kubernetes or the platform owns"),

@@ -44,6 +44,7 @@ class Line:
     full_hour: float | None
     note: str = ""
     group: str = "platform"   # the pool (or shared part of the platform) the line is subtotalled under
+    reserved_in_use: bool = False  # a reservation held warm: billed whether used or not, and its nodes run, gated, for jobs
 
 
 @dataclass
@@ -57,6 +58,10 @@ class Estimate:
 
     def total(self, column: str) -> float:
         return sum(getattr(line, column) or 0.0 for line in self.lines)
+
+    def reserved_in_use(self) -> float:
+        """$/hour of reservations held warm: paid for and running, for jobs (inside the idle total)."""
+        return sum(line.idle_hour or 0.0 for line in self.lines if line.reserved_in_use)
 
     @property
     def unpriced(self) -> list[Line]:
@@ -118,10 +123,12 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
                    prices_verified=regional.get("verified", prices["verified"]), hours_per_month=per_month)
 
     def add(item: str, resource: str, idle: float | None, full: float | None, note: str = "", group: str = "platform",
-            missing: str = "") -> None:
+            missing: str = "", in_use: bool = False) -> None:
         if missing and (idle is None or full is None):
             note = f"{note}; {rp.missing(missing)}" if note else rp.missing(missing)
-        est.lines.append(Line(item, resource, idle, full, note, group))
+        est.lines.append(Line(item, resource, idle, full, note, group, in_use))
+
+    pools = {p.name: p for p in cfg.gpu_pools}
 
     from infra.versions import EKS_EXTENDED_SUPPORT
 
@@ -154,18 +161,43 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
             add(f"EC2 {instance} spot x {low}..{high}", group.name, None if low else 0.0, None,
                 f"spot: {NOT_PRICED} (the price moves; see the Spot price history)", pool)
         elif capacity == "CAPACITY_BLOCK":
-            add(f"EC2 {instance} Capacity Block x {low}..{high}", group.name, None, None,
-                f"Capacity Block: prepaid when purchased, {NOT_PRICED} here", pool)
+            setting = pools.get(labels.get("higgsfield.io/pool", ""))
+            warm = setting is not None and setting.capacity.warm
+            add(f"EC2 {instance} Capacity Block x {high if warm else f'{low}..{high}'}" + (" (warm)" if warm else ""), group.name, None, None,
+                f"Capacity Block: prepaid when purchased, {NOT_PRICED} here; "
+                + ("held warm: all its nodes run, gated, from the block's start to drainBefore ahead of its end (used capacity)"
+                   if warm else "capacity.warm is false: the pool scales to zero inside the paid window (idle waste)"), pool,
+                in_use=warm)
         elif reserved:
             whole = _times(high, rate)
-            add(f"EC2 {instance} reservation x {high}", group.name, whole, whole,
-                f"On-Demand Capacity Reservation: billed at the On-Demand rate whether instances run in it or not, "
-                f"so idle too; sized as the pool's maxSize {high} (`higgsfield preflight` shows its real count)", pool, missing=instance)
+            warm = low == high  # held at min = desired = max (components/gpu_pools.py scaling)
+            if warm:
+                add(f"EC2 {instance} reservation x {high} (warm)", group.name, whole, whole,
+                    f"On-Demand Capacity Reservation held warm: its {high} nodes run, gated and ready for jobs, for as long as it is "
+                    f"billed (the On-Demand rate whether instances run or not) - used capacity, not idle waste; sized as the pool's "
+                    f"maxSize (`higgsfield preflight` shows its real count)", pool, missing=instance, in_use=True)
+            else:
+                add(f"EC2 {instance} reservation x {high} (idle)", group.name, whole, whole,
+                    f"On-Demand Capacity Reservation with capacity.warm false: billed at the On-Demand rate whether instances run in it "
+                    f"or not, so idle waste while the pool is at zero; sized as the pool's maxSize {high} (`higgsfield preflight` shows its real count)",
+                    pool, missing=instance)
         else:
             add(f"EC2 {instance} on-demand x {low}..{high}", group.name, _times(low, rate), _times(high, rate),
                 group=pool, missing=instance)
         add(f"EBS gp3 root {root_gib} GiB x {low}..{high}", group.name, _times(low * root_gib, gb_hour),
             _times(high * root_gib, gb_hour), group=pool, missing="EBS gp3")
+
+    for pool in (p for p in cfg.gpu_pools if p.provisioner == "karpenter"):  # no node group: a Karpenter NodePool
+        group, instance = f"GPU pool {pool.name}", pool.instance.name
+        if pool.capacity_type == "spot":
+            add(f"EC2 {instance} spot x 0..{pool.max_size} (Karpenter)", f"karpenter-{pool.name}", 0.0, None,
+                f"spot: {NOT_PRICED} (the price moves; see the Spot price history)", group)
+        else:
+            rate = rp.get("ec2_on_demand_hour", instance)
+            add(f"EC2 {instance} on-demand x 0..{pool.max_size} (Karpenter)", f"karpenter-{pool.name}", 0.0 if rate is not None else None,
+                _times(pool.max_size, rate), "Karpenter NodePool: nodes only for pending pods, removed when empty", group, missing=instance)
+        add(f"EBS gp3 root {pool.root_volume_gib} GiB x 0..{pool.max_size}", f"karpenter-{pool.name}", 0.0 if gb_hour is not None else None,
+            _times(pool.max_size * pool.root_volume_gib, gb_hour), group=group, missing="EBS gp3")
 
     nat_hour, nat_gb = rp.get("nat_gateway_hour"), rp.get("nat_gateway_gb")
     for nat in plan.of_type("aws:ec2/natGateway:NatGateway"):
@@ -209,7 +241,8 @@ def as_json(est: Estimate) -> dict:
         "prices_checked": est.prices_checked,
         "prices_verified": est.prices_verified,
         "hours_per_month": m,
-        "headline": {"idle_month": est.total("idle_hour") * m, "full_hour": est.total("full_hour")},
+        "headline": {"idle_month": est.total("idle_hour") * m, "full_hour": est.total("full_hour"),
+                     "reserved_in_use_month": est.reserved_in_use() * m, "idle_waste_month": (est.total("idle_hour") - est.reserved_in_use()) * m},
         "groups": [{"group": name, "subtotal": totals(lines), "lines": [dict(line.__dict__) for line in lines]}
                    for name, lines in est.groups()],
         "lines": [dict(line.__dict__) for _, lines in est.groups() for line in lines],

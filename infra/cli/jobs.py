@@ -24,6 +24,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
+from components.karpenter import DO_NOT_DISRUPT
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
 from infra.cli.pods import check_image, prepare_gpu_pod, stack_image
 from infra.config import ConfigError, GpuPool, StackConfig, Team
@@ -268,6 +269,9 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         if not _on_gpu_pool(template):
             continue
         prepare_gpu_pod(template["spec"], chosen, image, f"examples/{example}.yaml {replica}")
+        # Karpenter never voluntarily disrupts the node of a pod with this annotation (consolidation,
+        # drift, expiry); harmless on node-group pools (components/karpenter.py, docs/karpenter.md)
+        template.setdefault("metadata", {}).setdefault("annotations", {})[DO_NOT_DISRUPT] = "true"
         if cfg.fsx.enabled and example != "mpi-nccl-tests":
             _attach_lustre(template)
             _attach_datasets(template, cfg, member)

@@ -103,6 +103,11 @@ def _timeline(args: argparse.Namespace) -> int:
     from infra.cli.views import timeline as view
 
     plan = record(args.stack)
+    if args.job is not None:  # a job's cold and warm start on a pool (infra/cli/cold_start.py)
+        from infra.cli import cold_start
+
+        data, text = cold_start.report(plan, args.job, args.nodes)
+        return _report(args.json, data, lambda: text)
     t = timeline.compute(plan)
     if args.mermaid:
         print(view.mermaid(plan, t), end="")
@@ -275,6 +280,8 @@ def parser() -> argparse.ArgumentParser:
     timeline_cmd.add_argument("--json", metavar="PATH", nargs="?", const="-", help=JSON_HELP)
     timeline_cmd.add_argument("--mermaid", action="store_true", help="print the chart as a Mermaid gantt block (for a PR or wiki)")
     timeline_cmd.add_argument("--verbose", action="store_true", help="also list every create time and its source")
+    timeline_cmd.add_argument("--job", metavar="POOL", help="instead: a job's path from submitted to first step on POOL, cold and warm, each step cited")
+    timeline_cmd.add_argument("--nodes", type=int, metavar="N", help="with --job: the gang's nodes (default: the pool's maxSize)")
     timeline_cmd.set_defaults(func=_timeline)
 
     pre = sub.add_parser("preflight", help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx, add-on versions)")

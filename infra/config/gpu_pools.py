@@ -88,6 +88,11 @@ class Capacity(Setting):
     """capacity-block only (required): when the block ends, UTC; EC2 terminates what still runs then."""
     drain_before: Duration = "1h"
     """capacity-block: how long before the end the pool scales to zero (jobs get SIGTERM and flush a checkpoint); more than 30m plus higgsfield:checkpoints.terminationGracePeriod."""
+    warm: Bool = derived(
+        "reservation and capacity-block (default true): hold the reserved count (the pool's maxSize) running while the reservation is billed - "
+        "an ODCR always, a Capacity Block from its start to drainBefore ahead of its end - so its nodes pass the health gate before the first job; "
+        "false lets the pool scale to zero like an on-demand one (the reservation is billed all the same). Not allowed for on-demand and spot."
+    )
 
     @property
     def window(self) -> tuple[datetime, datetime] | None:
@@ -115,6 +120,8 @@ class Capacity(Setting):
                 problems.add(where, f"is required for capacity type capacity-block: the block's {where} time in UTC, from `aws ec2 describe-capacity-reservations`")
             if self.type != "capacity-block" and getattr(self, where) is not None:
                 problems.add(where, f"only capacity type capacity-block has a window, not {self.type}")
+        if self.warm and not self.reserved:
+            problems.add("warm", f"only capacity types capacity-block and reservation are held warm (they are billed whether instances run or not), not {self.type}")
         if self.window and self.drain_at is not None:
             start, end = self.window
             if end <= start:
@@ -122,6 +129,8 @@ class Capacity(Setting):
             elif self.drain_at <= start:
                 problems.add("drainBefore", f"{self.drain_before} before the end leaves no time in the block ({self.start} to {self.end})")
         problems.raise_any()
+        if self.warm is None:
+            self._fill(warm=self.reserved)
         return self
 
 
@@ -192,6 +201,8 @@ class GpuPool(Setting):
     scale_down_unneeded_time: Duration = GPU_SCALE_DOWN_UNNEEDED_DEFAULT
     """How long a node of this pool stays unneeded before the autoscaler removes it (its ASG's autoscaling-options tag); long enough for a gang's last node to boot and join."""
     health_gate: HealthGate = HealthGate()
+    provisioner: Literal["node-group", "karpenter"] = "node-group"
+    """node-group: an EKS managed node group scaled by the Cluster Autoscaler; karpenter (on-demand and spot only): a Karpenter NodePool that never disrupts a running training pod (docs/karpenter.md)."""
     _instance: InstanceFacts | None = PrivateAttr(None)
 
     @property
@@ -216,6 +227,11 @@ class GpuPool(Setting):
         problems = Problems()
         if self.min_size > self.max_size:
             problems.add("minSize", f"{self.min_size} is above maxSize {self.max_size}")
+        if self.provisioner == "karpenter" and self.capacity.reserved:
+            problems.add("provisioner", f"karpenter is for on-demand and spot pools; {self.capacity.type} pools stay on managed node groups "
+                         "until Karpenter selects capacity across several reservations and Capacity Blocks (aws/karpenter-provider-aws#8514)")
+        if self.provisioner == "karpenter" and self.min_size:
+            problems.add("minSize", f"{self.min_size}: a Karpenter NodePool has no minimum (it launches for pending pods only); use 0 or provisioner node-group")
         catalog, region = _catalog(info)
         if catalog is None or not re.fullmatch(re.escape(region) + r"[a-z]", self.availability_zone):
             problems.raise_any()  # the zone itself is reported by the stack (not in its availabilityZones)

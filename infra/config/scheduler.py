@@ -80,7 +80,7 @@ class Team(Setting):
     queue: Str
     """One of scheduler.queues."""
     gpu_quota: number(0)
-    """GPUs the namespace may request at most; no more than its queue's gpuCapability."""
+    """GPUs the namespace may hold at most: equal to its own queue's gpuCapability, which enforces it whole gangs at a time."""
     priority_classes: tuple[Str, ...] = Field(min_length=1)
     """Names from scheduler.priorityClasses the team may use."""
     uid: number(TEAM_UID_MIN, TEAM_UID_MAX, "below 2^31")
@@ -116,12 +116,21 @@ class Scheduler(Setting):
         _duplicates(problems, "priorityClasses", [c.name for c in self.priority_classes])
         by_queue = {q.name: q for q in self.queues}
         class_names = {c.name for c in self.priority_classes}
+        queue_owner: dict[str, str] = {}
         for i, team in enumerate(self.teams):
             queue = by_queue.get(team.queue)
             if queue is None:
                 problems.add(f"teams[{i}].queue", f"unknown queue {team.queue!r}; queues: {', '.join(by_queue) or 'none'}")
             elif team.gpu_quota > queue.gpu_capability:
                 problems.add(f"teams[{i}].gpuQuota", f"{team.gpu_quota} GPUs is above queue {team.queue!r}'s capability of {queue.gpu_capability}")
+            elif team.gpu_quota < queue.gpu_capability:
+                problems.add(f"teams[{i}].gpuQuota", f"{team.gpu_quota} GPUs is below queue {team.queue!r}'s capability of {queue.gpu_capability}: "
+                             "the team's queue is its GPU quota (Volcano admits whole gangs against it; a ResourceQuota would admit part "
+                             "of one), so give the queue the team's quota")
+            if queue is not None and team.queue in queue_owner and queue_owner[team.queue] != team.name:
+                problems.add(f"teams[{i}].queue", f"queue {team.queue!r} is team {queue_owner[team.queue]!r}'s: each team has a queue of its own, "
+                             "which holds its GPU quota whole gangs at a time (docs/design/autoscaler-demand.md)")
+            queue_owner.setdefault(team.queue, team.name)
             for j, cls in enumerate(team.priority_classes):
                 if cls not in class_names:
                     problems.add(f"teams[{i}].priorityClasses[{j}]", f"unknown priority class {cls!r}; classes: {', '.join(sorted(class_names)) or 'none'}")

@@ -13,6 +13,10 @@ def render(est: Estimate) -> str:
     unpriced = est.unpriced
     lines = [f"Cost of {est.stack} ({est.region}): idle {money(idle, m)}/month, full scale {money(full)}/hour"]
     lines.append(f"  full scale {money(full, m)}/month; idle {money(idle)}/hour; month = {m} h")
+    warm = est.reserved_in_use()
+    if warm:
+        lines.append(f"  of idle: reservations held warm {money(warm, m)}/month (used: gated nodes ready for jobs), "
+                     f"idle waste {money(idle - warm, m)}/month")
     if unpriced:
         lines.append(f"  {len(unpriced)} item(s) not priced, excluded from the totals: "
                      + ", ".join(sorted({l.resource for l in unpriced})))

@@ -1,0 +1,155 @@
+"""The gang deadline: half-delivered gangs give back the nodes that arrived (issue #25, docs/capacity.md).
+
+images/training/gang_deadline.py says why the Cluster Autoscaler alone never removes them (it
+packs the gang's pending pods onto them first) and what the CronJob does: suspend the Kubeflow job
+of a gang that waited longer than its pool's deadline while the pool has idle nodes, and resume it
+after `RETRY_AFTER_S`. The bound per pool is infra/cli/cold_start.py `give_back`, shown by
+`higgsfield timeline STACK --job POOL`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+
+from components.cpu_nodes import SYSTEM_LABELS
+from components.kubernetes_objects import KubernetesObject
+from infra.config import GpuPool, seconds_of
+
+NAMESPACE = "higgsfield-capacity"
+SERVICE_ACCOUNT = "gang-deadline"
+# After a give-back, wait out the autoscaler's longest node-group backoff before queueing again
+# (maxNodeGroupBackoffDuration 30m: --max-node-group-backoff-duration, kubernetes/autoscaler:
+# cluster-autoscaler/config/flags/flags.go@cluster-autoscaler-1.35.2).
+RETRY_AFTER_S = 30 * 60
+ESTIMATE = "estimate"
+
+
+def boot_seconds(pool: GpuPool) -> tuple[float, str]:
+    """EC2 launch, boot of the AL2023 NVIDIA AMI, nodeadm (RAID0, huge pages), kubelet joins and
+    the node turns Ready. No AWS figure is published per type: an estimate, longer for the P
+    family (8 GPUs, many EFA cards, a large NVMe array)."""
+    family = pool.instance.name.split(".")[0]
+    if family.startswith("p"):
+        return 420.0, f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name} (P family, 8 GPUs); measure with the ASG activity history and `kubectl get node -w`"
+    return 240.0, f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name}; measure with the ASG activity history and `kubectl get node -w`"
+
+
+GANG_DEADLINE_MARGIN_S = 300.0
+DEADLINE_CHECK_S = 60.0
+
+
+def gang_deadline_s(pool: GpuPool) -> float:
+    """How long a gang waits for its last node: boot + the gate's bound + a margin for EC2
+    delivering a batch late. Beyond it the nodes are not coming (insufficient capacity)."""
+    boot, _ = boot_seconds(pool)
+    gate = seconds_of(pool.health_gate.timeout) if pool.health_gate.enabled else 0
+    return boot + gate + GANG_DEADLINE_MARGIN_S
+
+
+
+KUBEFLOW_JOBS = ["pytorchjobs", "mpijobs", "tfjobs", "xgboostjobs", "jaxjobs", "paddlejobs"]
+
+
+DEADLINE_LABEL = "higgsfield.io/gang-deadline"
+
+
+def settings_of(namespaces: Sequence[str]) -> dict:
+    """The CronJob's settings; each pool's deadline is a ConfigMap of its own (deadline_config_map),
+    so adding a pool adds one and changes nothing else."""
+    return {"retryAfterSeconds": RETRY_AFTER_S, "namespaces": list(namespaces), "deadlineLabel": DEADLINE_LABEL}
+
+
+def deadline_config_map(pool: GpuPool) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": f"gang-deadline-{pool.name}", "namespace": NAMESPACE, "labels": {DEADLINE_LABEL: "true"}},
+            "data": {"pool": pool.name, "deadlineSeconds": str(int(gang_deadline_s(pool)))}}
+
+
+def cron_job(image: pulumi.Input[str], settings: dict) -> dict:
+    every = f"*/{max(int(DEADLINE_CHECK_S // 60), 1)} * * * *"
+    return {
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "gang-deadline", "namespace": NAMESPACE},
+        "spec": {
+            "schedule": every, "concurrencyPolicy": "Forbid", "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {"backoffLimit": 0, "activeDeadlineSeconds": 300, "template": {"spec": {
+                "serviceAccountName": SERVICE_ACCOUNT, "restartPolicy": "Never", "nodeSelector": SYSTEM_LABELS,
+                "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{
+                    "name": "gang-deadline", "image": image, "command": ["python", "/opt/higgsfield/gang_deadline.py"],
+                    "env": [{"name": "GANG_DEADLINE_SETTINGS", "value": json.dumps(settings, sort_keys=True)}],
+                    "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+                    "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+                }],
+            }}}},
+        },
+    }
+
+
+def rules_in_team_namespace() -> list[dict]:
+    """What the CronJob needs in a team's namespace: read PodGroups and pods, and get/list/patch
+    Kubeflow jobs (only `runPolicy.suspend` and its annotation are changed, images/training/gang_deadline.py)."""
+    return [
+        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": ["kubeflow.org"], "resources": KUBEFLOW_JOBS, "verbs": ["list", "patch"]},
+    ]
+
+
+@dataclass(frozen=True)
+class GangDeadlineArgs:
+    pools: Sequence[GpuPool]
+    namespaces: Sequence[str]            # the teams' namespaces (created by the Teams component)
+    image: pulumi.Input[str]             # the training image, which ships gang_deadline.py
+    provider: pulumi.ProviderResource
+    depends_on: Sequence[pulumi.Resource]
+
+
+class GangDeadline(pulumi.ComponentResource):
+    """The CronJob that gives back the nodes of gangs that cannot be whole, with least privilege.
+
+    Creates: the higgsfield-capacity Namespace (Pod Security restricted), its ServiceAccount, a
+    ClusterRole to list nodes and its binding, per team namespace a Role (list PodGroups and pods,
+    list/patch Kubeflow jobs) and RoleBinding, a ConfigMap per pool with its deadline (and a Role
+    to list them), and the CronJob on the system nodes.
+    Replaced when: never; a pool's deadline is a value of the CronJob.
+    """
+
+    def __init__(self, name: str, args: GangDeadlineArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("higgsfield:gang_deadline:GangDeadline", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
+        ns = KubernetesObject(f"{name}-namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": {
+            "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted"}}}, opts=child)
+        in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *args.depends_on])
+        subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
+        KubernetesObject(f"{name}-sa", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE}}, opts=in_ns)
+        KubernetesObject(f"{name}-nodes", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                                           "metadata": {"name": "higgsfield-gang-deadline-nodes"},
+                                           "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]}, opts=child)
+        KubernetesObject(f"{name}-nodes-binding", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                                                   "metadata": {"name": "higgsfield-gang-deadline-nodes"},
+                                                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "higgsfield-gang-deadline-nodes"},
+                                                   "subjects": subject}, opts=child)
+        for team_ns in args.namespaces:
+            KubernetesObject(f"{name}-{team_ns}-role", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                                                        "metadata": {"name": "higgsfield-gang-deadline", "namespace": team_ns},
+                                                        "rules": rules_in_team_namespace()}, opts=child)
+            KubernetesObject(f"{name}-{team_ns}-binding", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                                                           "metadata": {"name": "higgsfield-gang-deadline", "namespace": team_ns},
+                                                           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "higgsfield-gang-deadline"},
+                                                           "subjects": subject}, opts=child)
+        KubernetesObject(f"{name}-config-reader", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                                                   "metadata": {"name": "gang-deadline-config", "namespace": NAMESPACE},
+                                                   "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]}, opts=in_ns)
+        KubernetesObject(f"{name}-config-reader-binding", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                                                           "metadata": {"name": "gang-deadline-config", "namespace": NAMESPACE},
+                                                           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gang-deadline-config"},
+                                                           "subjects": subject}, opts=in_ns)
+        for pool in args.pools:
+            KubernetesObject(f"{name}-{pool.name}", deadline_config_map(pool), opts=in_ns)
+        KubernetesObject(f"{name}-cronjob", cron_job(args.image, settings_of(args.namespaces)), opts=in_ns)
+        self.register_outputs({"namespace": NAMESPACE})

@@ -1,0 +1,270 @@
+"""Karpenter: a per-pool option for on-demand and spot GPU pools (DESIGN.md decision 17, issue #25).
+
+Upstream read at aws/karpenter-provider-aws@v1.14.1 (infra/versions.py KARPENTER): the v1 CRDs
+(pkg/apis/crds/karpenter.sh_nodepools.yaml, karpenter.k8s.aws_ec2nodeclasses.yaml), the chart's
+values (charts/karpenter/values.yaml: settings.clusterName, settings.interruptionQueue,
+serviceAccount.name, nodeSelector) and the getting-started CloudFormation template
+(website/content/en/docs/getting-started/getting-started-with-karpenter/cloudformation.yaml): the
+controller's IAM statements, the SQS interruption queue and its EventBridge rules.
+
+A Karpenter pool gets what a node-group pool gets from its launch template (components/gpu_pools.py,
+components/efa.py): ENA primary + one efa-only interface per network card (EC2NodeClass
+networkInterfaces), a placement group when the pool has one (placementGroupSelector), RAID0 of
+the local NVMe (instanceStorePolicy RAID0), IMDSv2 with hop limit 1 (metadataOptions), an
+encrypted gp3 root, the huge pages script, FastImagePull, and the health gate's startup taint
+(NodePool startupTaints). Its NodePool never disrupts a running training pod: consolidation only
+when a node is empty, after boot + gang fill; no Drifted or Underutilized disruption (budgets of
+0 nodes); `expireAfter: Never`; and every training pod carries `karpenter.sh/do-not-disrupt`
+(infra/cli/jobs.py). Reservation and Capacity Block pools are refused in config (aws/karpenter-
+provider-aws#8514: one NodeClass cannot yet span several blocks).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from components.charts import helm_release
+from components.cpu_nodes import SYSTEM_LABELS
+from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_interfaces_for
+from components.gang_deadline import boot_seconds, gang_deadline_s
+from components.gpu_pools import ACCELERATOR_LABEL, pool_labels, pool_taints
+from components.identity import pod_identity_role
+from components.kubernetes_objects import KubernetesObject
+from infra.config import STARTUP_TAINT_KEY, GpuPool
+from infra.versions import Chart
+
+NAMESPACE = "kube-system"
+SERVICE_ACCOUNT = "karpenter"
+NODEPOOL_TAG = "karpenter.sh/nodepool"
+NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"  # pod annotation: Karpenter never voluntarily disrupts its node
+# The events Karpenter handles from its queue (the EventBridge rules of cloudformation.yaml@v1.14.1).
+INTERRUPTION_EVENTS = {
+    "health": ("aws.health", "AWS Health Event"),
+    "spot": ("aws.ec2", "EC2 Spot Instance Interruption Warning"),
+    "rebalance": ("aws.ec2", "EC2 Instance Rebalance Recommendation"),
+    "state": ("aws.ec2", "EC2 Instance State-change Notification"),
+    "reservation": ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"),
+}
+
+
+def consolidate_after_s(pool: GpuPool) -> int:
+    """How long a node stays empty before Karpenter may remove it: at least the gang deadline
+    (boot + healthGate.timeout + margin), so a gang's first nodes are not taken away while its last
+    ones boot and pass the gate; and no less than the pool's scaleDownUnneededTime."""
+    from infra.config import seconds_of
+
+    return int(max(gang_deadline_s(pool), seconds_of(pool.scale_down_unneeded_time)))
+
+
+def karpenter_policy(cluster_name: str, region: str, account: str, node_role_arn: str, queue_arn: str) -> str:
+    """The controller's permissions, statement by statement as in cloudformation.yaml@v1.14.1:
+    launch only with this cluster's tags, tag and delete only what carries them, pass only the
+    node role, manage only instance profiles it tagged, read the interruption queue, read-only
+    discovery in this region (zonal shift left out: settings.enableZonalShift stays false)."""
+    arn, owned = f"arn:aws:ec2:{region}", {f"aws:ResourceTag/kubernetes.io/cluster/{cluster_name}": "owned"}
+    request = {f"aws:RequestTag/kubernetes.io/cluster/{cluster_name}": "owned", "aws:RequestTag/eks:eks-cluster-name": cluster_name}
+    launched = [f"{arn}:*:{kind}/*" for kind in ("fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request")]
+    profile = f"arn:aws:iam::{account}:instance-profile/*"
+    statements = [
+        {"Sid": "AllowScopedEC2InstanceAccessActions", "Effect": "Allow", "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+         "Resource": [f"{arn}::image/*", f"{arn}::snapshot/*", f"{arn}:*:security-group/*", f"{arn}:*:subnet/*",
+                      f"{arn}:*:capacity-reservation/*", f"{arn}:*:placement-group/*"]},
+        {"Sid": "AllowScopedEC2LaunchTemplateAccessActions", "Effect": "Allow", "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+         "Resource": f"{arn}:*:launch-template/*",
+         "Condition": {"StringEquals": owned, "StringLike": {f"aws:ResourceTag/{NODEPOOL_TAG}": "*"}}},
+        {"Sid": "AllowScopedEC2InstanceActionsWithTags", "Effect": "Allow", "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
+         "Resource": launched, "Condition": {"StringEquals": request, "StringLike": {f"aws:RequestTag/{NODEPOOL_TAG}": "*"}}},
+        {"Sid": "AllowScopedResourceCreationTagging", "Effect": "Allow", "Action": "ec2:CreateTags", "Resource": launched,
+         "Condition": {"StringEquals": {**request, "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"]},
+                       "StringLike": {f"aws:RequestTag/{NODEPOOL_TAG}": "*"}}},
+        {"Sid": "AllowScopedResourceTagging", "Effect": "Allow", "Action": "ec2:CreateTags", "Resource": f"{arn}:*:instance/*",
+         "Condition": {"StringEquals": owned, "StringLike": {f"aws:ResourceTag/{NODEPOOL_TAG}": "*"},
+                       "StringEqualsIfExists": {"aws:RequestTag/eks:eks-cluster-name": cluster_name},
+                       "ForAllValues:StringEquals": {"aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]}}},
+        {"Sid": "AllowScopedDeletion", "Effect": "Allow", "Action": ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
+         "Resource": [f"{arn}:*:instance/*", f"{arn}:*:launch-template/*"],
+         "Condition": {"StringEquals": owned, "StringLike": {f"aws:ResourceTag/{NODEPOOL_TAG}": "*"}}},
+        {"Sid": "AllowRegionalReadActions", "Effect": "Allow", "Resource": "*",
+         "Action": ["ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeInstanceStatus",
+                    "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplates",
+                    "ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"],
+         "Condition": {"StringEquals": {"aws:RequestedRegion": region}}},
+        {"Sid": "AllowSSMReadActions", "Effect": "Allow", "Action": "ssm:GetParameter", "Resource": f"arn:aws:ssm:{region}::parameter/aws/service/*"},
+        {"Sid": "AllowPricingReadActions", "Effect": "Allow", "Action": "pricing:GetProducts", "Resource": "*"},
+        {"Sid": "AllowInterruptionQueueActions", "Effect": "Allow", "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"], "Resource": queue_arn},
+        {"Sid": "AllowPassingInstanceRole", "Effect": "Allow", "Action": "iam:PassRole", "Resource": node_role_arn,
+         "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
+        {"Sid": "AllowScopedInstanceProfileCreationActions", "Effect": "Allow", "Action": ["iam:CreateInstanceProfile"], "Resource": profile,
+         "Condition": {"StringEquals": {**request, "aws:RequestTag/topology.kubernetes.io/region": region},
+                       "StringLike": {f"aws:RequestTag/{NODECLASS_TAG}": "*"}}},
+        {"Sid": "AllowScopedInstanceProfileTagActions", "Effect": "Allow", "Action": ["iam:TagInstanceProfile"], "Resource": profile,
+         "Condition": {"StringEquals": {**owned, "aws:ResourceTag/topology.kubernetes.io/region": region, **request,
+                                        "aws:RequestTag/topology.kubernetes.io/region": region},
+                       "StringLike": {f"aws:ResourceTag/{NODECLASS_TAG}": "*", f"aws:RequestTag/{NODECLASS_TAG}": "*"}}},
+        {"Sid": "AllowScopedInstanceProfileActions", "Effect": "Allow",
+         "Action": ["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"], "Resource": profile,
+         "Condition": {"StringEquals": {**owned, "aws:ResourceTag/topology.kubernetes.io/region": region},
+                       "StringLike": {f"aws:ResourceTag/{NODECLASS_TAG}": "*"}}},
+        {"Sid": "AllowUnscopedInstanceProfileListAction", "Effect": "Allow", "Action": "iam:ListInstanceProfiles", "Resource": "*"},
+        {"Sid": "AllowInstanceProfileReadActions", "Effect": "Allow", "Action": "iam:GetInstanceProfile", "Resource": profile},
+        {"Sid": "AllowAPIServerEndpointDiscovery", "Effect": "Allow", "Action": "eks:DescribeCluster",
+         "Resource": f"arn:aws:eks:{region}:{account}:cluster/{cluster_name}"},
+    ]
+    return json.dumps({"Version": "2012-10-17", "Statement": statements})
+
+
+def node_class_name(pool: GpuPool) -> str:
+    return f"gpu-{pool.name}"
+
+
+def user_data(pool: GpuPool) -> str:
+    """What nodeadm gets beyond Karpenter's own NodeConfig: FastImagePull, and the huge pages of
+    an EFA pool (RAID0 comes from instanceStorePolicy). MIME multipart, as Karpenter merges for
+    AL2023 (EC2NodeClass userData)."""
+    parts = ["Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  featureGates:\n    FastImagePull: true\n"]
+    if pool.efa:
+        parts.append('Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n'
+                     f"echo 'vm.nr_hugepages = {EFA_HUGEPAGES_2MI}' > /etc/sysctl.d/90-efa-hugepages.conf\nsysctl -w vm.nr_hugepages={EFA_HUGEPAGES_2MI}\n")
+    return 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n' + "".join(f"--//\n{p}\n" for p in parts) + "--//--\n"
+
+
+def ec2_node_class(pool: GpuPool, node_role: pulumi.Input[str], subnet_id: pulumi.Input[str], security_group_ids: Sequence[pulumi.Input[str]],
+                   placement_group: pulumi.Input[str] | None, tags: Mapping[str, str]) -> dict:
+    spec: dict = {
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],   # AL2023; Karpenter picks its NVIDIA variant for GPU types
+        "role": node_role,
+        "subnetSelectorTerms": [{"id": subnet_id}],
+        "securityGroupSelectorTerms": [{"id": sg} for sg in security_group_ids],
+        "metadataOptions": {"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled", "httpPutResponseHopLimit": 1, "httpTokens": "required"},
+        "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": f"{pool.root_volume_gib}Gi", "volumeType": "gp3",
+                                                                    "encrypted": True, "deleteOnTermination": True}}],
+        "userData": user_data(pool),
+        "tags": {**tags, "higgsfield.io/pool": pool.name},
+    }
+    if pool.local_nvme == "raid0":
+        spec["instanceStorePolicy"] = "RAID0"
+    if pool.efa:
+        spec["networkInterfaces"] = [
+            {"networkCardIndex": i.network_card, "deviceIndex": i.device_index, "interfaceType": "efa-only" if i.efa_only else "interface"}
+            for i in efa_interfaces_for(pool.instance)
+        ]
+    if placement_group:
+        spec["placementGroupSelector"] = {"name": placement_group}
+    return {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": node_class_name(pool)}, "spec": spec}
+
+
+def node_pool(pool: GpuPool) -> dict:
+    taints = [t for t in pool_taints(pool) if t.key != STARTUP_TAINT_KEY]
+    startup = [t for t in pool_taints(pool) if t.key == STARTUP_TAINT_KEY]
+    capacity = "spot" if pool.capacity_type == "spot" else "on-demand"
+    return {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": f"gpu-{pool.name}"},
+        "spec": {
+            "template": {
+                # the autoscaler's accelerator label is the Cluster Autoscaler's business, not Karpenter's
+                "metadata": {"labels": {k: v for k, v in pool_labels(pool).items() if k != ACCELERATOR_LABEL}},
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class_name(pool)},
+                    "requirements": [
+                        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": list(pool.instance_types)},
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity]},
+                        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [pool.availability_zone]},
+                    ],
+                    "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in taints],
+                    "startupTaints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in startup],
+                    "expireAfter": "Never",
+                },
+            },
+            "disruption": {
+                "consolidationPolicy": "WhenEmpty",
+                "consolidateAfter": f"{consolidate_after_s(pool)}s",
+                # never for drift or underutilisation, whatever the node runs; empty nodes may go
+                "budgets": [{"nodes": "0", "reasons": ["Drifted", "Underutilized"]}],
+            },
+            "limits": {"nvidia.com/gpu": str(pool.max_size * pool.gpus_per_node)},
+        },
+    }
+
+
+@dataclass(frozen=True)
+class KarpenterArgs:
+    cluster_name: str
+    region: str
+    chart: Chart
+    pools: Sequence[GpuPool]
+    vpc_id: pulumi.Input[str]
+    node_role_arn: pulumi.Input[str]
+    subnet_ids: Mapping[str, pulumi.Input[str]]       # availability zone -> private subnet id
+    security_group_ids: Sequence[pulumi.Input[str]]
+    provider: pulumi.ProviderResource
+    depends_on: Sequence[pulumi.Resource]
+    tags: Mapping[str, str]
+
+
+class Karpenter(pulumi.ComponentResource):
+    """Karpenter on the system nodes and one EC2NodeClass + NodePool per Karpenter pool.
+
+    Creates: the SQS interruption queue (5-minute retention, SSE, TLS only) with its policy and five
+    EventBridge rules, the controller's Pod Identity role (karpenter_policy) and association, the
+    Helm release, and per pool an EC2NodeClass (EFA layout, RAID0, IMDSv2 hop 1, gp3 root,
+    FastImagePull, huge pages) and a NodePool (pool labels and taints, the gate's startup taint,
+    never disrupting a running training pod). Replaced when: a pool is renamed.
+    """
+
+    def __init__(self, name: str, args: KarpenterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("higgsfield:karpenter:Karpenter", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        queue = aws.sqs.Queue(f"{name}-interruptions", message_retention_seconds=300, sqs_managed_sse_enabled=True, tags=dict(args.tags), opts=child)
+        aws.sqs.QueuePolicy(f"{name}-interruptions", queue_url=queue.url, policy=queue.arn.apply(lambda arn: json.dumps({
+            "Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]}, "Action": "sqs:SendMessage", "Resource": arn},
+                {"Sid": "DenyHTTP", "Effect": "Deny", "Principal": "*", "Action": "sqs:*", "Resource": arn,
+                 "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]})), opts=child)
+        for event, (source, detail) in INTERRUPTION_EVENTS.items():
+            rule = aws.cloudwatch.EventRule(f"{name}-{event}", event_pattern=json.dumps({"source": [source], "detail-type": [detail]}),
+                                            tags=dict(args.tags), opts=child)
+            aws.cloudwatch.EventTarget(f"{name}-{event}", rule=rule.name, arn=queue.arn, opts=child)
+        # the account from the node role's ARN (arn:aws:iam::ACCOUNT:role/NAME): no extra invoke
+        policy_json = pulumi.Output.all(args.node_role_arn, queue.arn).apply(
+            lambda v: karpenter_policy(args.cluster_name, args.region, v[0].split(":")[4], v[0], v[1]))
+        role, policy = pod_identity_role(f"{name}-role", args.tags, self, inline_policy=policy_json)
+        association = aws.eks.PodIdentityAssociation(f"{name}-identity", cluster_name=args.cluster_name, namespace=NAMESPACE,
+                                                      service_account=SERVICE_ACCOUNT, role_arn=role.arn, tags=dict(args.tags),
+                                                      opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))
+        self.release = helm_release(name, args.chart, NAMESPACE, {
+            "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
+            "nodeSelector": SYSTEM_LABELS,
+            "settings": {"clusterName": args.cluster_name, "interruptionQueue": queue.name},
+        }, pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[association, policy, *args.depends_on]))
+        after = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release])
+        role_name = pulumi.Output.from_input(args.node_role_arn).apply(lambda arn: arn.rsplit("/", 1)[-1])
+        for pool in args.pools:
+            groups, placement = list(args.security_group_ids), None
+            if pool.efa:  # the same fabric as a node-group pool: self-referencing SG, cluster placement group
+                fabric = EfaFabric(f"{name}-{pool.name}-efa", args.vpc_id, pool.placement_group, args.tags, opts=child)
+                groups.append(fabric.security_group_id)
+                placement = fabric.placement_group_name
+            nodeclass = ec2_node_class(pool, role_name, args.subnet_ids[pool.availability_zone], groups, placement, args.tags)
+            KubernetesObject(f"{name}-{pool.name}-nodeclass", nodeclass, opts=after)
+            KubernetesObject(f"{name}-{pool.name}-nodepool", node_pool(pool), opts=after)
+        self.register_outputs({"queue": queue.name})
+
+
+def karpenter_pools(cfg, network, cluster, node_role, depends_on: Sequence[pulumi.Resource], tags: Mapping[str, str]) -> Karpenter | None:
+    """Karpenter and its NodePools for the stack's pools with `provisioner: karpenter`, if any
+    (infra/__main__.py calls it beside the node-group pools)."""
+    from infra import versions
+
+    pools = [p for p in cfg.gpu_pools if p.provisioner == "karpenter"]
+    if not pools:
+        return None
+    return Karpenter("karpenter", KarpenterArgs(
+        cluster_name=cfg.name, region=cfg.region, chart=versions.KARPENTER, pools=pools, vpc_id=network.vpc_id,
+        node_role_arn=node_role.arn, subnet_ids={zone: s.id for zone, s in network.private_subnets.items()},
+        security_group_ids=[cluster.node_security_group_id], provider=cluster.provider, depends_on=depends_on, tags=tags))

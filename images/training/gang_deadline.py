@@ -1,0 +1,170 @@
+"""Gives back the nodes of a gang that cannot be whole (issue #25, docs/capacity.md).
+
+When EC2 delivers 10 of the 16 nodes a gang asked for, Volcano binds none of its pods (gang) and the
+10 wait, idle. The Cluster Autoscaler does not remove them: before it looks for unneeded nodes it
+packs the pending pods onto the nodes there are (filterOutSchedulableByPacking, kubernetes/
+autoscaler:cluster-autoscaler/core/podlistprocessor/filter_out_schedulable.go@cluster-autoscaler-
+1.35.2), so the idle nodes look used for as long as the gang's pods exist. Only removing the pods
+gives them back. This program (a CronJob, components/gang_deadline.py) does that:
+
+- a gang whose PodGroup is Inqueue, none of whose pods is bound, whose oldest pod is older than its
+  pool's deadline (boot + healthGate.timeout + a margin: the nodes are not coming), while its pool
+  has an idle node (one the autoscaler bought and nobody uses), gets its Kubeflow job suspended
+  (`runPolicy.suspend: true`: the operator deletes its pods and PodGroup, kubeflow/trainer:pkg/
+  controller.v1/common/job.go@v1.9.4) and the annotation `higgsfield.io/gave-back-at`; the idle
+  nodes are then unneeded and go after the pool's scaleDownUnneededTime;
+- a job suspended by us longer than `retryAfterSeconds` is resumed (suspend: false, the annotation
+  removed): its PodGroup is created Pending and queues again. A job someone else suspended
+  (no annotation) is never touched.
+
+Standard library only; `decide` is pure and tested (tests/test_gang_deadline.py), `main` talks
+to the API with the pod's service account as health_gate.py does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+GAVE_BACK = "higgsfield.io/gave-back-at"
+POOL_LABEL = "higgsfield.io/pool"
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's pod -> PodGroup link
+# Kubeflow v1 kinds and their resources (kubeflow/trainer:manifests/base/crds@v1.9.4)
+KINDS = {"PyTorchJob": "pytorchjobs", "MPIJob": "mpijobs", "TFJob": "tfjobs", "XGBoostJob": "xgboostjobs",
+         "JAXJob": "jaxjobs", "PaddleJob": "paddlejobs"}
+
+
+@dataclass(frozen=True)
+class Action:
+    verb: str        # "suspend" or "resume"
+    namespace: str
+    kind: str
+    name: str
+    reason: str
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _owner_job(podgroup: dict) -> tuple[str, str] | None:
+    for ref in podgroup["metadata"].get("ownerReferences") or []:
+        if ref.get("apiVersion", "").startswith("kubeflow.org/") and ref.get("kind") in KINDS:
+            return ref["kind"], ref["name"]
+    return None
+
+
+def idle_pools(nodes: list[dict], pods: list[dict]) -> set[str]:
+    """Pools with a node that runs no GPU pod: capacity being paid for and not used."""
+    busy = {p["spec"].get("nodeName") for p in pods if p["spec"].get("nodeName") and _gpus(p) > 0}
+    return {n["metadata"]["labels"][POOL_LABEL] for n in nodes
+            if POOL_LABEL in (n["metadata"].get("labels") or {}) and n["metadata"]["name"] not in busy}
+
+
+def _gpus(pod: dict) -> int:
+    total = 0
+    for c in pod["spec"].get("containers") or []:
+        res = c.get("resources") or {}
+        total += int((res.get("requests") or res.get("limits") or {}).get("nvidia.com/gpu", 0))
+    return total
+
+
+def decide(podgroups: list[dict], pods: list[dict], nodes: list[dict], jobs: list[dict],
+           deadlines: dict[str, float], retry_after_s: float, now: datetime) -> list[Action]:
+    """What to suspend and what to resume, from the cluster's objects and each pool's deadline."""
+    actions: list[Action] = []
+    idle = idle_pools(nodes, pods)
+    by_group: dict[tuple[str, str], list[dict]] = {}
+    for pod in pods:
+        group = (pod["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION)
+        if group:
+            by_group.setdefault((pod["metadata"]["namespace"], group), []).append(pod)
+    for pg in podgroups:
+        if (pg.get("status") or {}).get("phase") != "Inqueue":
+            continue
+        owner = _owner_job(pg)
+        members = by_group.get((pg["metadata"]["namespace"], pg["metadata"]["name"]), [])
+        if owner is None or not members or any(p["spec"].get("nodeName") for p in members):
+            continue
+        pools = {(p["spec"].get("nodeSelector") or {}).get(POOL_LABEL) for p in members} - {None}
+        if len(pools) != 1:
+            continue
+        (pool,) = pools
+        if pool not in deadlines or pool not in idle:
+            continue
+        waited = (now - min(_time(p["metadata"]["creationTimestamp"]) for p in members)).total_seconds()
+        if waited > deadlines[pool]:
+            actions.append(Action("suspend", pg["metadata"]["namespace"], owner[0], owner[1],
+                                  f"gang waited {waited:.0f}s for pool {pool}'s nodes (deadline {deadlines[pool]:.0f}s); "
+                                  "giving back the nodes that arrived"))
+    for job in jobs:
+        gave_back = (job["metadata"].get("annotations") or {}).get(GAVE_BACK)
+        suspended = ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True
+        if gave_back and suspended and (now - _time(gave_back)).total_seconds() > retry_after_s:
+            actions.append(Action("resume", job["metadata"]["namespace"], job["kind"], job["metadata"]["name"],
+                                  f"suspended by the gang deadline at {gave_back}; queueing again"))
+    return actions
+
+
+def patch_for(action: Action, now: datetime) -> dict:
+    """The JSON merge patch of the job for an action."""
+    if action.verb == "suspend":
+        return {"metadata": {"annotations": {GAVE_BACK: now.strftime("%Y-%m-%dT%H:%M:%SZ")}}, "spec": {"runPolicy": {"suspend": True}}}
+    return {"metadata": {"annotations": {GAVE_BACK: None}}, "spec": {"runPolicy": {"suspend": False}}}
+
+
+# --- the API (the pod's service account) ------------------------------------------------------------
+
+class Api:
+    def __init__(self) -> None:
+        sa = "/var/run/secrets/kubernetes.io/serviceaccount"
+        self.base = f"https://{os.environ['KUBERNETES_SERVICE_HOST']}:{os.environ['KUBERNETES_SERVICE_PORT']}"
+        self.token = open(f"{sa}/token").read()
+        self.context = ssl.create_default_context(cafile=f"{sa}/ca.crt")
+
+    def call(self, method: str, path: str, body: dict | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers={
+            "Authorization": f"Bearer {self.token}", "Accept": "application/json",
+            **({"Content-Type": "application/merge-patch+json"} if body is not None else {})})
+        with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
+            return json.load(response)
+
+    def items(self, path: str) -> list[dict]:
+        return self.call("GET", path)["items"]
+
+
+def main() -> int:
+    settings = json.loads(os.environ["GANG_DEADLINE_SETTINGS"])
+    namespaces = settings["namespaces"]
+    api, now = Api(), datetime.now(timezone.utc)
+    podgroups, pods, jobs = [], [], []
+    for ns in namespaces:
+        podgroups += api.items(f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups")
+        pods += api.items(f"/api/v1/namespaces/{ns}/pods")
+        for kind, resource in KINDS.items():
+            try:
+                jobs += [{**j, "kind": kind} for j in api.items(f"/apis/kubeflow.org/v1/namespaces/{ns}/{resource}")]
+            except urllib.error.HTTPError as exc:  # a kind the operator does not serve
+                if exc.code != 404:
+                    raise
+    nodes = api.items(f"/api/v1/nodes?labelSelector={POOL_LABEL}")
+    own = open("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read().strip()
+    maps = api.items(f"/api/v1/namespaces/{own}/configmaps?labelSelector={settings['deadlineLabel']}%3Dtrue")
+    deadlines = {m["data"]["pool"]: float(m["data"]["deadlineSeconds"]) for m in maps}
+    for action in decide(podgroups, pods, nodes, jobs, deadlines, settings["retryAfterSeconds"], now):
+        path = f"/apis/kubeflow.org/v1/namespaces/{action.namespace}/{KINDS[action.kind]}/{action.name}"
+        api.call("PATCH", path, patch_for(action, now))
+        print(f"{action.verb} {action.namespace}/{action.kind}/{action.name}: {action.reason}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
