@@ -11,6 +11,7 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from components.addons import BEFORE_NODES, CLUSTER_ADDONS, managed_addon
+from components.identity import trust_policy
 from infra.versions import AddonVersion
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
@@ -47,8 +48,9 @@ class Cluster(pulumi.ComponentResource):
 
     Creates: a KMS key (rotation on) for envelope encryption of Secrets, the EKS cluster via
     pulumi_eks (authentication mode API, access entries for the admins, all five control-plane
-    log types, private endpoint plus an optional CIDR allow-list, no default node group, an
-    OIDC provider), the control-plane log group (encrypted with our logs key), the vpc-cni
+    log types, private endpoint plus an optional CIDR allow-list, no default node group, no IRSA
+    OIDC provider: pods get AWS roles through Pod Identity), the cluster's service role (ours, with
+    AmazonEKSClusterPolicy, so that it carries the stack's permissions boundary), the control-plane log group (encrypted with our logs key), the vpc-cni
     (NetworkPolicy enforcement on), kube-proxy, coredns and eks-pod-identity-agent managed add-ons
     (EKS's default version for the cluster's Kubernetes version unless pinned), and a Kubernetes
     provider for the components that deploy into the cluster. A new `kubernetes_version` updates
@@ -81,6 +83,14 @@ class Cluster(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)),
         )
+        # The role EKS manages the cluster with. pulumi-eks makes one itself unless given one
+        # (pulumi/pulumi-eks:nodejs/eks/cluster/cluster.ts@v4.3.0, `if (!args.serviceRole)`: a
+        # ServiceRole trusting eks.amazonaws.com with AmazonEKSClusterPolicy); ours is the same,
+        # but registered here, so that bound_every_role (components/delivery.py) reaches it.
+        service_role = aws.iam.Role(f"{name}-service", assume_role_policy=trust_policy("eks.amazonaws.com"), tags=tags,
+                                    opts=pulumi.ResourceOptions(parent=self, protect=args.protect))
+        service_policy = aws.iam.RolePolicyAttachment(f"{name}-service", role=service_role.name, policy_arn="arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",
+                                                      opts=pulumi.ResourceOptions(parent=self))
         public = bool(args.public_access_cidrs)
         self.eks = eks.Cluster(
             f"{name}-eks",
@@ -110,14 +120,18 @@ class Cluster(pulumi.ComponentResource):
             skip_default_node_group=True,
             create_instance_role=False,
             skip_default_security_groups=False,
-            create_oidc_provider=True,
+            service_role=service_role,
+            # No IRSA: every pod role here is a Pod Identity association (components/identity.py),
+            # and nothing reads the provider (pulumi-eks creates it only when asked:
+            # pulumi/pulumi-eks:nodejs/eks/cluster/cluster.ts@v4.3.0 `if (args.createOidcProvider)`).
+            create_oidc_provider=False,
             bootstrap_self_managed_addons=True,
             use_default_vpc_cni=True,
             coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
             kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=False),
             deletion_protection=args.protect,
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, protect=args.protect, depends_on=[control_plane_logs]),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect, depends_on=[control_plane_logs, service_policy]),
         )
 
         self.cluster_name = args.cluster_name

@@ -1,19 +1,31 @@
 """The delivery pipeline's AWS side: who CI is when it looks, when it changes, and where it runs.
 
 GitHub Actions gets AWS credentials only through GitHub's OIDC provider (no long-lived keys). Each
-role's trust policy names one OIDC subject exactly (`StringEquals`, never a pattern), so which
-job may assume which role is decided by how GitHub builds the subject claim
-(docs.github.com/en/actions/reference/security/oidc, "Example subject claims"):
-- preview: `repo:OWNER/REPO:pull_request`: any pull-request job of the repository (forks get no
-  token). It reads: the instance-type catalog the program asks for, the backend's state and lock,
-  the secrets key (decrypt only), and the cluster through an EKS access entry with
+role's trust policy names one OIDC subject, so which job may assume which role is decided by how
+GitHub builds the subject claim. The repository's subject template includes the workflow file
+(`include_claim_keys: [repo, context, job_workflow_ref]`, set once by `higgsfield bootstrap`: AWS
+cannot condition on custom claims such as `job_workflow_ref` itself, "Support for custom claims
+for OIDC is unavailable in AWS": github/docs:data/reusables/actions/oidc-custom-claims-aws-restriction.md,
+included by content/actions/how-tos/secure-your-work/security-harden-deployments/oidc-in-aws.md;
+the combined format is github/docs:content/actions/reference/security/oidc.md, "Example:
+Requiring a reusable workflow and other claims"):
+- preview: `repo:OWNER/REPO:pull_request:job_workflow_ref:OWNER/REPO/.github/workflows/preview.yml@refs/pull/*/merge`
+  (StringLike: the one wildcard is the pull request's number): a pull-request job of preview.yml
+  (forks get no token). It reads: the instance-type catalog the program asks for, the backend's
+  state and lock, the secrets key (decrypt only), and the cluster through an EKS access entry with
   AmazonEKSViewPolicy, which like Kubernetes' `view` role does not read Secrets.
-- deploy: `repo:OWNER/REPO:environment:ENV`: only a job that runs in the stack's GitHub
-  environment (whose protection rules decide who may). It runs `pulumi up` of the whole program,
-  so its permissions are broad by nature (every service the program manages); its trust is what
-  limits it. Cluster access: an access entry with AmazonEKSClusterAdminPolicy.
-- image push: `repo:OWNER/REPO:ref:refs/heads/main`: jobs of main without an environment; may
-  push to the stack's training-image repository only.
+- deploy: `repo:OWNER/REPO:environment:ENV:job_workflow_ref:OWNER/REPO/.github/workflows/deploy.yml@refs/heads/main`:
+  only deploy.yml of main, in the stack's GitHub environment (whose protection rules decide who
+  may). Its ceiling is a permissions boundary (`higgsfield-STACK-boundary`, an IAM managed policy)
+  on it and on every role the stack creates: the deploy role creates and changes only roles named
+  `higgsfield-STACK-*`, only with that boundary attached, never the CI identities themselves (an
+  administrator changes those, `higgsfield bootstrap`), never users, keys or identity providers.
+  Cluster access: an access entry with AmazonEKSClusterAdminPolicy.
+- image push: `repo:OWNER/REPO:ref:refs/heads/main:job_workflow_ref:OWNER/REPO/.github/workflows/image.yml@refs/heads/main`;
+  may push to the stack's training-image repository only.
+Runners: one CodeBuild project for previews and one for deploys, each with its own service role,
+security group and webhook; the deploy project's webhook starts builds only for jobs of the
+workflow named `deploy` sent by the accounts in `runner.deployActors`.
 """
 
 from __future__ import annotations
@@ -27,23 +39,55 @@ import pulumi_aws as aws
 
 from infra import versions
 from components.registry import repository_name
-from infra.cli.stacks import cluster_name, role_name, runner_project
+from infra.cli.stacks import RUNNER_PURPOSES, SUB_CLAIM_KEYS, boundary_name, cluster_name, role_name, runner_project
 from infra.config import Delivery as DeliverySettings
 
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
 AUDIENCE = "sts.amazonaws.com"
 VIEW_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+# Which workflow file assumes which role, and at which ref.
+WORKFLOW_OF = {"preview": ("preview.yml", "refs/pull/*/merge"), "deploy": ("deploy.yml", "refs/heads/main"), "image": ("image.yml", "refs/heads/main")}
 # What a preview asks AWS beyond its own credentials: the program's invokes
 # (infra/catalog.py: ec2:DescribeInstanceTypes, ec2:DescribeInstanceTypeOfferings), the kubeconfig's
 # `aws eks get-token` (eks:DescribeCluster for its endpoint). A preview does not refresh, so it
 # reads no other resource. A missing action shows up as AccessDenied naming it: add it here.
 PREVIEW_ACTIONS = ("ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeAvailabilityZones", "eks:DescribeCluster")
-# Every service the program manages (a test checks each resource type of every shipped plan is
-# covered): `pulumi up` creates, updates and deletes in all of them.
-DEPLOY_SERVICES = ("autoscaling", "codebuild", "ec2", "ecr", "eks", "fsx", "iam", "kms", "logs")
-# What the deploy role never does: make long-lived credentials.
-DEPLOY_DENIED = ("iam:CreateAccessKey", "iam:CreateLoginProfile", "iam:UpdateLoginProfile", "iam:CreateUser")
+# Services `pulumi up` creates, updates and deletes in, on every resource (a test checks each
+# resource type of every shipped plan is covered by these or by SCOPED_SERVICES).
+DEPLOY_SERVICES = ("autoscaling", "codebuild", "ec2", "ecr", "eks", "fsx", "kms", "logs")
+# Services the deploy role reaches only on named resources: IAM (roles of this stack), S3 (the
+# backend's and the linked data buckets).
+SCOPED_SERVICES = ("iam", "s3")
+# The AWS managed policies the program attaches to its roles (a test checks every attachment in
+# every plan is one of these); the deploy role may attach these and no other.
+MANAGED_POLICIES = (
+    "AmazonEKSClusterPolicy", "AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly", "AmazonEKS_CNI_Policy",
+    "service-role/AmazonEBSCSIDriverPolicy", "CloudWatchAgentServerPolicy",
+)
+# The services those managed policies act in, read in each policy's JSON document at
+# docs.aws.amazon.com/aws-managed-policy/latest/reference/<name>.html (2026-12-03): AmazonEKSClusterPolicy
+# autoscaling, ec2, elasticloadbalancing, iam:CreateServiceLinkedRole, kms:CreateGrant/DescribeKey;
+# AmazonEKSWorkerNodePolicy ec2:Describe*, eks:DescribeCluster, eks-auth:AssumeRoleForPodIdentity;
+# AmazonEC2ContainerRegistryReadOnly ecr; AmazonEKS_CNI_Policy ec2; AmazonEBSCSIDriverPolicy ec2;
+# CloudWatchAgentServerPolicy cloudwatch:PutMetricData, ec2:Describe*, logs, xray, ssm:GetParameter.
+MANAGED_POLICY_SERVICES = ("autoscaling", "cloudwatch", "ec2", "ecr", "eks", "eks-auth", "elasticloadbalancing", "iam", "kms", "logs", "ssm", "xray")
+# Service-linked roles AWS creates on a first use in an account (the caller needs
+# iam:CreateServiceLinkedRole): EKS, its managed node groups, FSx and its S3 link, Auto Scaling, ELB.
+SERVICE_LINKED = ("eks.amazonaws.com", "eks-nodegroup.amazonaws.com", "fsx.amazonaws.com", "s3.data-source.lustre.fsx.amazonaws.com",
+                  "autoscaling.amazonaws.com", "elasticloadbalancing.amazonaws.com")
+# FSx for Lustre makes a service-linked role per S3-linked file system
+# (AWSServiceRoleForFSxS3Access_fs-..., docs.aws.amazon.com/fsx/latest/LustreGuide/using-service-linked-roles.html)
+# and needs its caller to be allowed to create it and attach and put its policy. Only FSx can
+# assume a service-linked role, and IAM refuses users' edits to its permissions.
+FSX_S3_LINKED_ROLE = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
+# IAM actions that change a role: the boundary confines them to this stack's roles.
+ROLE_WRITES = (
+    "iam:CreateRole", "iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription", "iam:TagRole", "iam:UntagRole",
+    "iam:PutRolePolicy", "iam:DeleteRolePolicy", "iam:AttachRolePolicy", "iam:DetachRolePolicy", "iam:UpdateAssumeRolePolicy",
+    "iam:PutRolePermissionsBoundary", "iam:DeleteRolePermissionsBoundary",
+)
+POLICY_WRITES = ("iam:CreatePolicyVersion", "iam:DeletePolicyVersion", "iam:SetDefaultPolicyVersion", "iam:DeletePolicy", "iam:TagPolicy", "iam:UntagPolicy")
 ECR_PUSH = (
     "ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:CompleteLayerUpload", "ecr:DescribeImages",
     "ecr:GetDownloadUrlForLayer", "ecr:InitiateLayerUpload", "ecr:PutImage", "ecr:UploadLayerPart",
@@ -51,28 +95,99 @@ ECR_PUSH = (
 
 
 def subjects(repository: str, deploy_environment: str) -> dict[str, str]:
-    """The one OIDC subject each role trusts."""
-    return {
-        "preview": f"repo:{repository}:pull_request",
-        "deploy": f"repo:{repository}:environment:{deploy_environment}",
-        "image": f"repo:{repository}:ref:refs/heads/main",
-    }
+    """The one OIDC subject each role trusts, in the repository's customized format (SUB_CLAIM_KEYS)."""
+    context = {"preview": "pull_request", "deploy": f"environment:{deploy_environment}", "image": "ref:refs/heads/main"}
+    return {purpose: f"repo:{repository}:{context[purpose]}:job_workflow_ref:{repository}/.github/workflows/{file}@{ref}"
+            for purpose, (file, ref) in WORKFLOW_OF.items()}
 
 
 def github_trust(provider_arn: str, subject: str) -> str:
+    """Trust one subject: StringEquals, or StringLike only for the preview's pull-request number."""
+    operator = "StringLike" if "*" in subject else "StringEquals"
+    condition = {"StringEquals": {f"{GITHUB_OIDC_HOST}:aud": AUDIENCE}}
+    condition.setdefault(operator, {})[f"{GITHUB_OIDC_HOST}:sub"] = subject
     return json.dumps({
         "Version": "2012-10-17",
-        "Statement": [{
-            "Effect": "Allow",
-            "Principal": {"Federated": provider_arn},
-            "Action": "sts:AssumeRoleWithWebIdentity",
-            "Condition": {"StringEquals": {f"{GITHUB_OIDC_HOST}:aud": AUDIENCE, f"{GITHUB_OIDC_HOST}:sub": subject}},
-        }],
+        "Statement": [{"Effect": "Allow", "Principal": {"Federated": provider_arn}, "Action": "sts:AssumeRoleWithWebIdentity", "Condition": condition}],
     })
 
 
 def _document(*statements: dict) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
+
+
+def boundary_arn(account: str, stack: str) -> str:
+    """Known before the policy exists (IAM policy ARNs are account + name)."""
+    return f"arn:aws:iam::{account}:policy/{boundary_name(stack)}"
+
+
+def ci_identity_arns(account: str, stack: str) -> list[str]:
+    """The roles CI acts as: only an administrator changes them (the boundary refuses the deploy role)."""
+    return [f"arn:aws:iam::{account}:role/{role_name(stack, p)}" for p in ("preview", "deploy", "image")] + [
+        f"arn:aws:iam::{account}:role/{runner_project(stack, p)}" for p in RUNNER_PURPOSES]
+
+
+def _buckets(named: Sequence[str]) -> list[str]:
+    return [a for b in sorted(set(named)) for a in (f"arn:aws:s3:::{b}", f"arn:aws:s3:::{b}/*")]
+
+
+def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[str]) -> str:
+    """The ceiling of the deploy role and of every role the stack creates (infra/__main__.py
+    attaches it to each aws.iam.Role through bound_every_role). Allows the services the program
+    and its roles act in; denies, whatever an identity policy says: changing this policy, roles
+    without it or outside the stack, the CI identities, passing a role that is not the stack's,
+    users and long-lived keys, identity providers, and assuming other roles."""
+    account = settings.account_id
+    arn = boundary_arn(account, stack)
+    stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
+    fsx_linked = f"arn:aws:iam::{account}:{FSX_S3_LINKED_ROLE}"
+    return _document(
+        {"Sid": "ServicesOfTheProgram", "Effect": "Allow", "Resource": "*",
+         "Action": sorted({f"{s}:*" for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, "codeconnections", "codestar-connections")})},
+        {"Sid": "CallerIdentity", "Effect": "Allow", "Action": ["sts:GetCallerIdentity"], "Resource": "*"},
+        {"Sid": "NamedBuckets", "Effect": "Allow", "Action": ["s3:*"], "Resource": _buckets([settings.state_bucket, *buckets])},
+        {"Sid": "BoundaryIsFixed", "Effect": "Deny", "Action": list(POLICY_WRITES), "Resource": arn},
+        {"Sid": "RolesOnlyWithTheBoundary", "Effect": "Deny", "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"], "Resource": "*",
+         "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": arn}}},
+        {"Sid": "BoundaryStaysAttached", "Effect": "Deny", "Action": ["iam:DeleteRolePermissionsBoundary"], "Resource": "*"},
+        {"Sid": "OnlyTheStacksRoles", "Effect": "Deny", "Action": list(ROLE_WRITES), "NotResource": [stack_roles, fsx_linked]},
+        {"Sid": "CiIdentitiesAreAdministeredByBootstrap", "Effect": "Deny", "Action": list(ROLE_WRITES), "Resource": ci_identity_arns(account, stack)},
+        {"Sid": "OnlyTheProgramsManagedPolicies", "Effect": "Deny", "Action": ["iam:AttachRolePolicy"], "NotResource": fsx_linked,
+         "Condition": {"ArnNotEquals": {"iam:PolicyARN": [f"arn:aws:iam::aws:policy/{p}" for p in MANAGED_POLICIES]}}},
+        {"Sid": "PassOnlyTheStacksRoles", "Effect": "Deny", "Action": ["iam:PassRole"], "NotResource": stack_roles},
+        {"Sid": "NoUsersNoLongLivedKeys", "Effect": "Deny", "Resource": "*",
+         "Action": ["iam:*User*", "iam:*Group*", "iam:*AccessKey*", "iam:*LoginProfile*", "iam:*SSHPublicKey*", "iam:*ServiceSpecificCredential*",
+                    "iam:*MFADevice*", "iam:UploadSigningCertificate", "iam:UpdateSigningCertificate", "iam:CreateInstanceProfile", "iam:AddRoleToInstanceProfile"]},
+        {"Sid": "IdentityProvidersAreFixed", "Effect": "Deny", "Resource": "*",
+         "Action": ["iam:CreateOpenIDConnectProvider", "iam:DeleteOpenIDConnectProvider", "iam:UpdateOpenIDConnectProviderThumbprint",
+                    "iam:AddClientIDToOpenIDConnectProvider", "iam:RemoveClientIDFromOpenIDConnectProvider", "iam:TagOpenIDConnectProvider",
+                    "iam:UntagOpenIDConnectProvider", "iam:CreateSAMLProvider", "iam:UpdateSAMLProvider", "iam:DeleteSAMLProvider",
+                    "iam:UpdateAccountPasswordPolicy", "iam:DeleteAccountPasswordPolicy", "iam:CreateAccountAlias", "iam:DeleteAccountAlias"]},
+        {"Sid": "NoRoleChaining", "Effect": "Deny", "Action": ["sts:AssumeRole", "sts:AssumeRoleWithWebIdentity", "sts:AssumeRoleWithSAML", "sts:GetFederationToken"], "Resource": "*"},
+    )
+
+
+def bound_every_role(settings: DeliverySettings | None, stack: str) -> None:
+    """With delivery settings (a stack CI deploys), attach the permissions boundary to every
+    aws.iam.Role this program registers from here on,
+    and name the unnamed ones `higgsfield-STACK-...` (the boundary lets the deploy role change
+    only those). A stack transformation, so that a role added anywhere later is bounded too;
+    pulumi-eks' own roles are not reached (a remote component): components/cluster.py passes it
+    its service role."""
+    if settings is None:
+        return
+    boundary, prefix = boundary_arn(settings.account_id, stack), role_name(stack, "")
+
+    def transform(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
+        if args.type_ != "aws:iam/role:Role":
+            return None
+        props = dict(args.props)
+        props["permissions_boundary"] = boundary
+        if not props.get("name") and not props.get("name_prefix"):
+            props["name_prefix"] = prefix
+        return pulumi.ResourceTransformationResult(props, args.opts)
+
+    pulumi.runtime.register_stack_transformation(transform)
 
 
 def preview_policy(settings: DeliverySettings) -> str:
@@ -87,17 +202,31 @@ def preview_policy(settings: DeliverySettings) -> str:
     )
 
 
-def deploy_policy(settings: DeliverySettings, buckets: Sequence[str]) -> str:
-    """Every action of every service the program manages; S3 only on the backend's and the data
-    set's buckets; the runner's CodeConnections connection (a project names it as its source)."""
+def deploy_policy(settings: DeliverySettings, stack: str, buckets: Sequence[str]) -> str:
+    """Every action of the services the program manages; IAM only on this stack's roles (created
+    with the boundary, passed to the services that run them); S3 only on the backend's and the
+    data set's buckets; the runner's CodeConnections connection. No `iam:*`: the boundary's
+    denials hold even for what this policy allows."""
+    account = settings.account_id
+    stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
     statements = [
-        {"Effect": "Allow", "Action": [f"{service}:*" for service in DEPLOY_SERVICES], "Resource": "*"},
-        {"Effect": "Deny", "Action": list(DEPLOY_DENIED), "Resource": "*"},
+        {"Sid": "ServicesOfTheProgram", "Effect": "Allow", "Action": [f"{service}:*" for service in DEPLOY_SERVICES], "Resource": "*"},
+        {"Sid": "ReadIam", "Effect": "Allow", "Action": ["iam:GetRole", "iam:GetRolePolicy", "iam:ListRolePolicies", "iam:ListAttachedRolePolicies",
+                                                          "iam:ListInstanceProfilesForRole", "iam:GetPolicy", "iam:GetPolicyVersion",
+                                                          "iam:ListPolicyVersions", "iam:GetOpenIDConnectProvider", "iam:ListOpenIDConnectProviders"],
+         "Resource": "*"},
+        {"Sid": "StackRolesWithTheBoundary", "Effect": "Allow", "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"], "Resource": stack_roles,
+         "Condition": {"StringEquals": {"iam:PermissionsBoundary": boundary_arn(account, stack)}}},
+        {"Sid": "StackRoles", "Effect": "Allow", "Resource": stack_roles,
+         "Action": [a for a in ROLE_WRITES if a not in ("iam:CreateRole", "iam:PutRolePermissionsBoundary", "iam:DeleteRolePermissionsBoundary")] + ["iam:PassRole"]},
+        {"Sid": "ServiceLinkedRoles", "Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"], "Resource": "*",
+         "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}}},
+        {"Sid": "FsxS3LinkedRole", "Effect": "Allow", "Action": ["iam:AttachRolePolicy", "iam:PutRolePolicy"],
+         "Resource": f"arn:aws:iam::{account}:{FSX_S3_LINKED_ROLE}"},
+        {"Sid": "NamedBuckets", "Effect": "Allow", "Action": ["s3:*"], "Resource": _buckets([settings.state_bucket, *buckets])},
     ]
-    named = sorted({settings.state_bucket, *buckets})
-    statements.append({"Effect": "Allow", "Action": ["s3:*"], "Resource": [a for b in named for a in (f"arn:aws:s3:::{b}", f"arn:aws:s3:::{b}/*")]})
     if settings.runner.connection_arn:
-        statements.append({"Effect": "Allow", "Action": ["codeconnections:PassConnection", "codeconnections:UseConnection", "codeconnections:GetConnection"],
+        statements.append({"Sid": "RunnerConnection", "Effect": "Allow", "Action": ["codeconnections:PassConnection", "codeconnections:UseConnection", "codeconnections:GetConnection"],
                            "Resource": settings.runner.connection_arn})
     return _document(*statements)
 
@@ -112,6 +241,8 @@ class DeliveryArgs:
     cluster_security_group_id: pulumi.Input[str]
     data_buckets: Sequence[str]  # S3 buckets the program links (FSx data repository)
     log_retention_days: int
+    log_key_arn: pulumi.Input[str]  # the stack's CloudWatch Logs key (components/logs.py)
+    log_key_ready: Sequence[pulumi.Resource]  # its key policy (CloudWatch Logs may use the key)
     cluster_ready: Sequence[pulumi.Resource]
     tags: Mapping[str, str]
 
@@ -120,14 +251,20 @@ class Delivery(pulumi.ComponentResource):
     """CI identities and runners for one stack.
 
     Creates: GitHub's OIDC provider unless `oidcProviderArn` names the account's existing one;
-    the preview, deploy and image-push roles (named `<cluster>-preview|deploy|image`, each trusting
-    one OIDC subject) with their inline policies; EKS access entries for the preview role
-    (AmazonEKSViewPolicy) and the deploy role (AmazonEKSClusterAdminPolicy), cluster-wide; and,
-    with the runner enabled, a CodeBuild project in the private subnets (its own security group,
-    HTTPS to the API server's security group, a service role that writes its logs and manages its
-    network interfaces only) with a webhook that starts one build per queued workflow job.
+    the permissions boundary `higgsfield-STACK-boundary` (every role of the stack carries it:
+    bound_every_role); the preview, deploy and image-push roles (named `<cluster>-preview|deploy|image`,
+    each trusting one OIDC subject that names its workflow file) with their inline policies; EKS
+    access entries for the preview role (AmazonEKSViewPolicy) and the deploy role
+    (AmazonEKSClusterAdminPolicy), cluster-wide; and, with the runner enabled, two CodeBuild
+    projects in the private subnets, `<cluster>-preview-runner` and `<cluster>-deploy-runner`, each
+    with its own security group (HTTPS out, to the API server's security group), its own service
+    role (writes its own logs and manages its network interfaces, nothing else), its own log group
+    (the stack's logs key) and a webhook that starts one build per queued job of its workflow
+    (the deploy one: only for `runner.deployActors`).
     Replaced when: the repository or deploy environment change (new trust, same role names: an
-    in-place update), the cluster name changes (new role names), the runner's subnets change.
+    in-place update), the cluster name changes (new role names), a runner's subnets change.
+    The boundary and the CI roles change only by an administrator's `pulumi up` (the boundary
+    denies the deploy role): `higgsfield bootstrap` says how.
     """
 
     def __init__(self, name: str, args: DeliveryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -135,13 +272,17 @@ class Delivery(pulumi.ComponentResource):
         settings, tags, child = args.settings, dict(args.tags), pulumi.ResourceOptions(parent=self)
         # GitHub's provider has one ARN per account, known before it exists (so the pack checks the trust at preview).
         provider_arn = settings.oidc_provider_arn or f"arn:aws:iam::{settings.account_id}:oidc-provider/{GITHUB_OIDC_HOST}"
-        role_opts = child
+        depends: list[pulumi.Resource] = []
         if not settings.oidc_provider_arn:
-            provider = aws.iam.OpenIdConnectProvider(f"{name}-github-oidc", url=f"https://{GITHUB_OIDC_HOST}", client_id_lists=[AUDIENCE], tags=tags, opts=child)
-            role_opts = pulumi.ResourceOptions(parent=self, depends_on=[provider])
+            depends.append(aws.iam.OpenIdConnectProvider(
+                f"{name}-github-oidc", url=f"https://{GITHUB_OIDC_HOST}", client_id_lists=[AUDIENCE], tags=tags, opts=child))
+        self.boundary = aws.iam.Policy(
+            f"{name}-boundary", name=boundary_name(args.stack), description=f"The ceiling of every role of {cluster_name(args.stack)} and of its deploy identity",
+            policy=boundary_policy(settings, args.stack, args.data_buckets), tags=tags, opts=child)
+        role_opts = pulumi.ResourceOptions(parent=self, depends_on=[*depends, self.boundary])
         trusted = subjects(settings.repository, settings.deploy_environment or "")
         self.roles: dict[str, aws.iam.Role] = {}
-        policies = {"preview": preview_policy(settings), "deploy": deploy_policy(settings, args.data_buckets)}
+        policies = {"preview": preview_policy(settings), "deploy": deploy_policy(settings, args.stack, args.data_buckets)}
         # The ARN of components/registry.py's repository, known before it exists (so the pack can check it at preview).
         repository = f"arn:aws:ecr:{args.region}:{settings.account_id}:repository/{repository_name(cluster_name(args.stack))}"
         policies["image"] = _document(
@@ -163,35 +304,40 @@ class Delivery(pulumi.ComponentResource):
             aws.eks.AccessPolicyAssociation(
                 f"{name}-{purpose}", cluster_name=cluster_name(args.stack), principal_arn=entry.principal_arn, policy_arn=policy_arn,
                 access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"), opts=child)
+        self.runners: dict[str, aws.codebuild.Project] = {}
         if settings.runner.enabled:
-            self._runner(name, args, tags)
+            for purpose in RUNNER_PURPOSES:
+                self.runners[purpose] = self._runner(name, purpose, args, tags)
         self.register_outputs({f"{p}_role_arn": r.arn for p, r in self.roles.items()})
 
-    def _runner(self, name: str, args: DeliveryArgs, tags: dict[str, str]) -> None:
+    def _runner(self, name: str, purpose: str, args: DeliveryArgs, tags: dict[str, str]) -> aws.codebuild.Project:
         """A CodeBuild project that hosts GitHub Actions runners inside the VPC
         (docs.aws.amazon.com/codebuild/latest/userguide/action-runner-overview.html): each queued
         job whose `runs-on` is `codebuild-<project>-${{ github.run_id }}-${{ github.run_attempt }}`
-        starts one build, which registers an ephemeral runner for that one job."""
+        and that passes the webhook's filters starts one build, which registers an ephemeral
+        runner for that one job."""
         child = pulumi.ResourceOptions(parent=self)
-        project, runner, cluster = runner_project(args.stack), args.settings.runner, cluster_name(args.stack)
+        project, runner, cluster = runner_project(args.stack, purpose), args.settings.runner, cluster_name(args.stack)
+        base = f"{name}-{purpose}-runner"
         group = aws.ec2.SecurityGroup(
-            f"{name}-runner", vpc_id=args.vpc_id, description=f"CodeBuild GitHub Actions runners of {cluster}",
+            base, vpc_id=args.vpc_id, description=f"CodeBuild GitHub Actions {purpose} runners of {cluster}",
             egress=[aws.ec2.SecurityGroupEgressArgs(protocol="tcp", from_port=443, to_port=443, cidr_blocks=["0.0.0.0/0"],
                                                     description="HTTPS: GitHub, PyPI, AWS APIs, the cluster endpoint")],
             tags={**tags, "Name": project}, opts=child)
         aws.vpc.SecurityGroupIngressRule(
-            f"{name}-runner-to-api", security_group_id=args.cluster_security_group_id, referenced_security_group_id=group.id,
-            ip_protocol="tcp", from_port=443, to_port=443, description="The CI runners reach the Kubernetes API", tags=tags, opts=child)
-        logs = aws.cloudwatch.LogGroup(f"{name}-runner", name=f"/aws/codebuild/{project}", retention_in_days=args.log_retention_days, tags=tags, opts=child)
+            f"{base}-to-api", security_group_id=args.cluster_security_group_id, referenced_security_group_id=group.id,
+            ip_protocol="tcp", from_port=443, to_port=443, description=f"The CI {purpose} runners reach the Kubernetes API", tags=tags, opts=child)
+        logs = aws.cloudwatch.LogGroup(base, name=f"/aws/codebuild/{project}", retention_in_days=args.log_retention_days,
+                                       kms_key_id=args.log_key_arn, tags=tags, opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)))
         service_role = aws.iam.Role(
-            f"{name}-runner", name=role_name(args.stack, "runner"),
+            base, name=project,
             assume_role_policy=_document({"Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"}, "Action": "sts:AssumeRole"}),
-            tags=tags, opts=child)
+            tags={**tags, "higgsfield:ci-identity": f"{purpose}-runner"}, opts=child)
         # CodeBuild in a VPC (docs.aws.amazon.com/codebuild/latest/userguide/auth-and-access-control-iam-identity-based-access-control.html,
         # "Allow CodeBuild access to AWS services required to create a VPC network interface").
-        # A job can read these credentials from its container: they write logs and manage ENIs, nothing else.
+        # A job can read these credentials from its container: they write this project's logs and manage ENIs, nothing else.
         account, region = args.settings.account_id, args.region
-        static = aws.iam.RolePolicy(f"{name}-runner", role=service_role.id, policy=_document(
+        static = aws.iam.RolePolicy(base, role=service_role.id, policy=_document(
             {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
              "Resource": f"arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/{project}:*"},
             {"Effect": "Allow", "Action": ["ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:DescribeDhcpOptions",
@@ -201,12 +347,12 @@ class Delivery(pulumi.ComponentResource):
              "Resource": runner.connection_arn},
         ), opts=child)
         # The one statement that needs the subnets' ids (unknown until they exist): its own policy.
-        in_subnets = aws.iam.RolePolicy(f"{name}-runner-eni", role=service_role.id, policy=pulumi.Output.all(*args.private_subnet_ids).apply(lambda ids: _document(
+        in_subnets = aws.iam.RolePolicy(f"{base}-eni", role=service_role.id, policy=pulumi.Output.all(*args.private_subnet_ids).apply(lambda ids: _document(
             {"Effect": "Allow", "Action": ["ec2:CreateNetworkInterfacePermission"], "Resource": f"arn:aws:ec2:{region}:{account}:network-interface/*",
              "Condition": {"StringEquals": {"ec2:AuthorizedService": "codebuild.amazonaws.com",
                                             "ec2:Subnet": [f"arn:aws:ec2:{region}:{account}:subnet/{i}" for i in ids]}}})), opts=child)
-        self.runner = aws.codebuild.Project(
-            f"{name}-runner", name=project, description=f"Ephemeral GitHub Actions runners for {args.settings.repository} inside {cluster}'s VPC",
+        codebuild = aws.codebuild.Project(
+            base, name=project, description=f"Ephemeral GitHub Actions {purpose} runners for {args.settings.repository} inside {cluster}'s VPC",
             service_role=service_role.arn, build_timeout=120,
             artifacts=aws.codebuild.ProjectArtifactsArgs(type="NO_ARTIFACTS"),
             environment=aws.codebuild.ProjectEnvironmentArgs(
@@ -218,10 +364,24 @@ class Delivery(pulumi.ComponentResource):
             vpc_config=aws.codebuild.ProjectVpcConfigArgs(vpc_id=args.vpc_id, subnets=list(args.private_subnet_ids), security_group_ids=[group.id]),
             logs_config=aws.codebuild.ProjectLogsConfigArgs(cloudwatch_logs=aws.codebuild.ProjectLogsConfigCloudwatchLogsArgs(group_name=logs.name)),
             tags=tags, opts=pulumi.ResourceOptions(parent=self, depends_on=[static, in_subnets, logs]))
-        # Only queued workflow jobs of the two workflows that need the VPC start a runner.
-        aws.codebuild.Webhook(
-            f"{name}-runner", project_name=self.runner.name, build_type="BUILD",
-            filter_groups=[aws.codebuild.WebhookFilterGroupArgs(filters=[
-                aws.codebuild.WebhookFilterGroupFilterArgs(type="EVENT", pattern="WORKFLOW_JOB_QUEUED"),
-                aws.codebuild.WebhookFilterGroupFilterArgs(type="WORKFLOW_NAME", pattern="^(preview|deploy)$"),
-            ])], opts=child)
+        aws.codebuild.Webhook(base, project_name=codebuild.name, build_type="BUILD",
+                              filter_groups=[aws.codebuild.WebhookFilterGroupArgs(filters=[
+                                  aws.codebuild.WebhookFilterGroupFilterArgs(type=f["type"], pattern=f["pattern"]) for f in webhook_filters(purpose, runner)])],
+                              opts=child)
+        return codebuild
+
+
+def webhook_filters(purpose: str, runner) -> list[dict[str, str]]:
+    """The one filter group of a runner project's webhook (all must match). For workflow_job
+    events CodeBuild can filter on the workflow's name (WORKFLOW_NAME, "Works with
+    WORKFLOW_JOB_QUEUED events only") and the sender (ACTOR_ACCOUNT_ID: the payload's `sender.id`)
+    but not the branch: HEAD_REF and BASE_REF work with push and pull-request events only
+    (boto/botocore:botocore/data/codebuild/2016-10-06/service-2.json@1.43.67, WebhookFilter.type).
+    So the deploy runner is reached only by a job of the workflow named `deploy` whose run was
+    started by an allowed account; that the run is of main is enforced where the deploy identity
+    is: the GitHub environment's deployment-branch rule and the role's OIDC subject."""
+    filters = [{"type": "EVENT", "pattern": "WORKFLOW_JOB_QUEUED"}, {"type": "WORKFLOW_NAME", "pattern": f"^{purpose}$"}]
+    actors = runner.deploy_actors if purpose == "deploy" else runner.preview_actors
+    if actors:
+        filters.append({"type": "ACTOR_ACCOUNT_ID", "pattern": f"^({'|'.join(actors)})$"})
+    return filters

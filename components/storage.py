@@ -83,12 +83,15 @@ class LustreArgs:
 
 
 def csi_policy() -> str:
-    """The CSI controller only describes and tags file systems: volumes here are static (this
-    stack creates the file system), so it needs no create/delete rights."""
+    """The CSI controller only describes file systems: volumes here are static (this stack creates
+    the file system), so it needs no create, update (expand), delete or tag rights. The driver's
+    whole FSx API is CreateFileSystem, DeleteFileSystem, DescribeFileSystems and UpdateFileSystem
+    (kubernetes-sigs/aws-fsx-csi-driver:pkg/cloud/cloud.go@v1.8.0); it never tags.
+    DescribeFileSystems takes no resource ARN, hence "*"."""
     return json.dumps(
         {
             "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Action": ["fsx:DescribeFileSystems", "fsx:ListTagsForResource", "fsx:TagResource"], "Resource": "*"}],
+            "Statement": [{"Effect": "Allow", "Action": ["fsx:DescribeFileSystems"], "Resource": "*"}],
         }
     )
 
@@ -98,7 +101,8 @@ class LustreFileSystem(pulumi.ComponentResource):
 
     Creates: a KMS key (PERSISTENT_2; SCRATCH_2 uses an AWS key), a security group allowing
     TCP 988 and 1018-1023 only from the node security group and itself, the file system,
-    an S3 data repository association (PERSISTENT_2) or import/export paths (SCRATCH_2), the
+    an S3 data repository association (PERSISTENT_2) or import/export paths (SCRATCH_2) with
+    versioning enabled on the linked bucket (exports overwrite its objects), the
     aws-fsx-csi-driver add-on with a Pod Identity role; a one-shot Job in the platform namespace
     that makes /teams/TEAM (owner: the team's UID/GID, 2770) and /datasets/NAME (owner: the owning
     team, 2755); per team namespace a static PersistentVolume of *its own directory only* and a
@@ -167,6 +171,17 @@ class LustreFileSystem(pulumi.ComponentResource):
             **scratch_link,
         )
         link = None
+        if fsx.s3 and (fsx.deployment_type == "PERSISTENT_2" or fsx.s3.export_path):
+            # The file system writes back into the bucket (NEW and CHANGED files export, over the
+            # S3 copy): the bucket keeps every version, so an overwrite by the dataset's owner team
+            # (or a bad job) is recoverable (`aws s3api list-object-versions`). Retained on
+            # delete: deleting the resource would suspend versioning (pulumi_aws.s3.BucketVersioning
+            # @7.51.1 docstring). Noncurrent versions are kept until the bucket's own lifecycle
+            # rules expire them (ours would replace the owner's whole lifecycle configuration).
+            aws.s3.BucketVersioning(
+                f"{name}-s3-versioning", bucket=fsx.s3.bucket,
+                versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True))
         if fsx.s3 and fsx.deployment_type == "PERSISTENT_2":
             # Deletions on Lustre reach S3 only when the stack asks (export_deletions): an
             # `rm -rf` in a pod must not delete the S3 copy of a dataset.

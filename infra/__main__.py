@@ -3,10 +3,10 @@
 import pulumi
 
 from components.addons import stack_addons
-from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
+from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs, unready_limits
 from components.cluster import Cluster, ClusterArgs
 from components.cpu_nodes import CpuNodes, CpuNodesArgs
-from components.delivery import Delivery, DeliveryArgs
+from components.delivery import Delivery, DeliveryArgs, bound_every_role
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
 from components.healthgate import HealthGate, HealthGateArgs
@@ -25,7 +25,7 @@ from infra.config import StackConfig, load
 
 def build(cfg: StackConfig) -> None:
     tags, addons, name = cfg.resource_tags, stack_addons(cfg), cfg.name
-
+    bound_every_role(cfg.delivery, cfg.stack)  # with CI: every role under the deploy identity's ceiling
     # 1. Network and control plane, their logs encrypted with a key of ours
     logs = LogKey("logs", LogKeyArgs(cluster_name=name, region=cfg.region, protect=cfg.production, tags=tags))
     retention, log_key = cfg.observability.log_retention_days, dict(log_key_arn=logs.arn, log_key_ready=[logs.policy])
@@ -56,13 +56,13 @@ def build(cfg: StackConfig) -> None:
     karpenter_pools(cfg, network, cluster, node_role, [*node_prerequisites, system_nodes.node_group], tags)  # pools with provisioner: karpenter
     # 3. Platform services in the cluster, on the system nodes
     platform_ready = [system_nodes.node_group, *cluster.addons]
-    ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(name, cfg.region, cfg.autoscaler, versions.CLUSTER_AUTOSCALER,
-                                                                 versions.CLUSTER_AUTOSCALER_IMAGE[cfg.kubernetes_version], cluster.provider, platform_ready, tags))
+    ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(name, cfg.region, cfg.autoscaler, versions.CLUSTER_AUTOSCALER, versions.CLUSTER_AUTOSCALER_IMAGE[
+        cfg.kubernetes_version], cluster.provider, platform_ready, tags, unready_limits(cfg.autoscaler, cfg.gpu_pools, cfg.scheduler.queues)))
     DevicePlugins("device-plugins", DevicePluginsArgs(versions.NVIDIA_DEVICE_PLUGIN, versions.EFA_DEVICE_PLUGIN, any(p.efa for p in cfg.gpu_pools), cluster.provider, platform_ready))
     image = TrainingImageRepository("training-image", name, protect=cfg.production, tags=tags)
     gated = [p for p in cfg.gpu_pools if p.health_gate.enabled]  # no job on a GPU node before it passed its checks
-    gate = HealthGate("health-gate", HealthGateArgs(name, cfg.region, gated, cfg.observability.health, cfg.fsx.enabled,
-                                                    cfg.training_image or image.source_image, cluster.provider, platform_ready, tags)) if gated else None
+    gate = HealthGate("health-gate", HealthGateArgs(name, cfg.region, gated, cfg.observability.health, cfg.fsx.enabled, cfg.health_gate_image or image.source_image,
+                                                    cluster.provider, platform_ready, tags, cfg.cuda_version or versions.TRAINING_IMAGE_CUDA, cfg.node_release_version, cfg.training_image)) if gated else None
     # 4. Training: the batch scheduler, then the controller that needs its PodGroup CRD
     sched = cfg.scheduler
     volcano = Volcano("volcano", VolcanoArgs(versions.VOLCANO, sched.queues, sched.priority_classes, cluster.provider, platform_ready))
@@ -72,7 +72,7 @@ def build(cfg: StackConfig) -> None:
     # 5. Teams (namespaces, admission, network policies), shared storage
     if cfg.delivery:  # 7. CI: preview/deploy/image roles, their access entries, CodeBuild runners in the VPC
         Delivery("delivery", DeliveryArgs(cfg.stack, cfg.region, cfg.delivery, network.vpc_id, network.private_subnet_ids,
-                                          cluster.eks.cluster_security_group_id, cfg.fsx.linked_buckets, retention, [cluster.eks], tags))
+                                          cluster.eks.cluster_security_group_id, cfg.fsx.linked_buckets, retention, logs.arn, [logs.policy], [cluster.eks], tags))
     teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready, cfg.gpu_pools, cfg.training_image or image.source_image))
     if cfg.fsx.enabled:
         LustreFileSystem("lustre", LustreArgs(
@@ -87,7 +87,7 @@ def build(cfg: StackConfig) -> None:
         Monitoring("monitoring", MonitoringArgs(
             cluster_name=name, settings=cfg.observability, prometheus_stack=versions.KUBE_PROMETHEUS_STACK,
             dcgm_exporter=versions.DCGM_EXPORTER, prometheus_adapter=versions.PROMETHEUS_ADAPTER,
-            addons=addons, provider=cluster.provider, depends_on=platform_ready, tags=tags))
+            addons=addons, provider=cluster.provider, depends_on=platform_ready, **log_key, tags=tags))
     pulumi.export("clusterName", name)
     pulumi.export("region", cfg.region)
     pulumi.export("kubeconfig", cluster.kubeconfig)

@@ -10,6 +10,7 @@ reads a value.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -276,10 +277,23 @@ _GPU_CHARTS = PolicyConfigSchema(properties={"charts": {"type": "array", "items"
 GPU_CHARTS = ("nvidia-device-plugin", "aws-efa-k8s-device-plugin", "dcgm-exporter")
 
 
-@_policy("helm-release-pinned", "Every Helm release pins a chart version.")
+# Helm reads a chart `version` as a constraint: "This constraint can be a specific tag (e.g. 1.1.1)
+# or it may reference a valid range (e.g. ^2.0.0). If this is not specified, the latest version is
+# used" (helm.sh/docs/helm/helm_install, --version; the ranges are Masterminds/semver constraints:
+# >=, ^, ~, 1.x, *, a - b, ||). Only an exact SemVer 2.0.0 version (semver.org) pins a chart.
+EXACT_CHART_VERSION = re.compile(r"v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?")
+
+
+@_policy("helm-release-pinned", "Every Helm release pins an exact chart version, not a range.")
 def helm_release_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type == HELM_RELEASE and not get(args.props, "version"):
+    if args.resource_type != HELM_RELEASE:
+        return
+    version = get(args.props, "version")
+    if not version:
         report(f"Chart {get(args.props, 'chart')} has no version: pin it in infra/versions.py.")
+    elif not isinstance(version, str) or not EXACT_CHART_VERSION.fullmatch(version.strip()):
+        report(f"Chart {get(args.props, 'chart')} version {version!r} is a range, not a pin (Helm installs the newest chart it matches): "
+               "pin one exact version (1.2.3) in infra/versions.py.")
 
 
 def tolerates(toleration: dict, key: str, value: str, effect: str) -> bool:
@@ -614,18 +628,63 @@ def _github_subjects(trust: Any) -> list[tuple[str, list[str]]]:
     return found
 
 
-@_policy("ci-roles-trust-one-subject", "A role GitHub Actions can assume trusts exact OIDC subjects (StringEquals, no pattern); a deploy role only its GitHub environment's jobs, never a pull request.")
+def _pull_request_number_only(subject: str) -> bool:
+    """A subject pattern whose one wildcard is the pull request's number (`...@refs/pull/*/merge`)."""
+    return "?" not in subject and subject.count("*") == 1 and subject.endswith("@refs/pull/*/merge") and ":pull_request:" in subject
+
+
+@_policy("ci-roles-trust-one-subject", "A role GitHub Actions can assume trusts exact OIDC subjects that name the workflow file (StringEquals; StringLike only for a pull request's number); a deploy role only its GitHub environment's jobs, never a pull request.")
 def ci_roles_trust_one_subject(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != ROLE:
         return
     purpose = _tags(args.props).get(CI_IDENTITY_TAG)
     for operator, subjects in _github_subjects(get(args.props, "assumeRolePolicy", default="{}")):
-        if operator != "StringEquals" or not subjects or any("*" in s or "?" in s for s in subjects):
+        exact = operator == "StringEquals" and subjects and not any("*" in s or "?" in s for s in subjects)
+        numbered = operator == "StringLike" and subjects and all(_pull_request_number_only(s) for s in subjects)
+        if not (exact or numbered):
             report(f"{args.name} trusts GitHub with {operator} {subjects}: any matching job, pull requests included, gets it. Trust exact subjects with StringEquals (components/delivery.py).")
+        elif not all(":job_workflow_ref:" in s for s in subjects):
+            report(f"{args.name} trusts {subjects}, which name no workflow: any workflow of the branch or environment, a pull request's new one included, gets it. "
+                   "Bind the subject to the workflow file (job_workflow_ref, components/delivery.py SUB_CLAIM_KEYS).")
         elif purpose == "deploy" and not all(":environment:" in s for s in subjects):
             report(f"{args.name} is a deploy role trusting {subjects}: only repo:OWNER/REPO:environment:ENV, the stack's protected GitHub environment (higgsfield:delivery.deployEnvironment), may deploy.")
-        elif purpose != "preview" and any(s.endswith(":pull_request") for s in subjects):
+        elif purpose != "preview" and any(":pull_request" in s for s in subjects):
             report(f"{args.name} ({purpose or 'untagged'}) trusts pull requests ({subjects}): only the preview role may.")
+
+
+BOUNDARY_SUFFIX = "-boundary"
+
+
+@_stack_policy("roles-under-the-boundary", "In a stack with a permissions boundary (components/delivery.py), every IAM role carries it: nothing the deploy identity creates exceeds its ceiling.")
+def roles_under_the_boundary(args: StackValidationArgs, report: ReportViolation) -> None:
+    boundaries = [r for r in args.resources if r.resource_type == "aws:iam/policy:Policy" and str(get(r.props, "name", default="")).endswith(BOUNDARY_SUFFIX)]
+    if not boundaries:
+        return
+    arns = {f":policy/{get(b.props, 'name')}" for b in boundaries}
+    for role in (r for r in args.resources if r.resource_type == ROLE):
+        attached = str(get(role.props, "permissionsBoundary", default=""))
+        if not any(attached.endswith(a) for a in arns):
+            report(f"Role {role.name} has permissions boundary {attached or 'none'}: every role of this stack must carry {sorted(arns)[0][1:]} (components/delivery.py bound_every_role).", role.urn)
+
+
+def _bucket_of(url: Any) -> str:
+    return str(url or "").removeprefix("s3://").split("/", 1)[0]
+
+
+@_stack_policy("fsx-export-versioned", "A file system that exports to S3 (NEW, CHANGED) writes into a bucket with versioning Enabled by this stack: an overwrite of the master copy stays recoverable.")
+def fsx_export_versioned(args: StackValidationArgs, report: ReportViolation) -> None:
+    versioned = {str(get(r.props, "bucket")) for r in args.resources
+                 if r.resource_type == "aws:s3/bucketVersioning:BucketVersioning" and get(r.props, "versioningConfiguration", "status") == "Enabled"}
+    for r in args.resources:
+        if r.resource_type == "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation" and get(r.props, "s3", "autoExportPolicy", "events"):
+            bucket = _bucket_of(get(r.props, "dataRepositoryPath"))
+        elif r.resource_type == "aws:fsx/lustreFileSystem:LustreFileSystem" and get(r.props, "exportPath"):
+            bucket = _bucket_of(get(r.props, "exportPath"))
+        else:
+            continue
+        if bucket not in versioned:
+            report(f"{r.name} exports to s3://{bucket}, which this stack does not version: an export overwrites the S3 copy for good. "
+                   "Enable versioning on it (aws.s3.BucketVersioning, components/storage.py).", r.urn)
 
 
 def workflow_triggers(workflow: Mapping[str, Any]) -> set[str]:
@@ -647,16 +706,23 @@ def runs_pulumi(job: Mapping[str, Any]) -> bool:
     return any(str(step.get("uses", "")).startswith("pulumi/actions") for step in job.get("steps") or [])
 
 
+def _runs_on(job: Mapping[str, Any]) -> str:
+    return str(job.get("runs-on", "")).replace(" ", "")
+
+
 def delivery_findings(config: Any, workflows: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """What would hand a pull request a deploy identity, or run a private-endpoint stack's
-    preview/deploy outside its VPC: (setting or workflow job, message). `config` is the typed
-    StackConfig; `workflows` the parsed .github/workflows files by file name."""
+    """What would hand a pull request a deploy identity or a deploy runner, or run a
+    private-endpoint stack's preview/deploy outside its VPC: (setting or workflow job, message).
+    `config` is the typed StackConfig; `workflows` the parsed .github/workflows files by file name."""
     found: list[tuple[str, str]] = []
     delivery = config.delivery
     world_open = any(c.endswith("/0") for c in config.endpoint.public_access_cidrs)
     if delivery is not None and not delivery.runner.enabled and not world_open:
         where = "publicAccessCidrs " + ", ".join(config.endpoint.public_access_cidrs) if config.endpoint.public else "a private endpoint"
         found.append(("higgsfield:delivery.runner.enabled", f"false, but the API server has {where}: GitHub-hosted runners come from anywhere in GitHub's ranges, so preview and deploy could not reach it. Enable the runner (CodeBuild in the private subnets)."))
+    runner = delivery is not None and delivery.runner.enabled
+    if runner and not delivery.runner.deploy_actors:
+        found.append(("higgsfield:delivery.runner.deployActors", "is empty: the deploy runner's webhook would start a build for any job of a workflow named deploy, a pull request's included."))
     for file, workflow in sorted(workflows.items()):
         pull_request = bool(workflow_triggers(workflow) & PULL_REQUEST_EVENTS)
         for job_name, job in (workflow.get("jobs") or {}).items():
@@ -669,8 +735,38 @@ def delivery_findings(config: Any, workflows: Mapping[str, Mapping[str, Any]]) -
                 environment = environment.get("name") if isinstance(environment, Mapping) else environment
                 if environment and delivery is not None and str(environment).replace(" ", "") in ("${{matrix.deployEnvironment}}", delivery.deploy_environment):
                     found.append(("higgsfield:delivery.deployEnvironment", f"{delivery.deploy_environment!r} is the environment of {where}, which runs for pull requests: the deploy role would be a pull request's."))
-            if delivery is not None and delivery.runner.enabled and runs_pulumi(job) and "matrix.runner" not in str(job.get("runs-on", "")):
-                found.append((where, f"runs pulumi on {job.get('runs-on')!r}, outside the VPC of a stack with a CodeBuild runner (higgsfield:delivery.runner): use the codebuild-${{{{ matrix.runner }}}}-... label."))
+                if runner and ("deployRunner" in _runs_on(job) or "-deploy-runner-" in _runs_on(job)):
+                    found.append((where, f"runs for pull requests on the deploy runner ({job.get('runs-on')!r}): a pull request runs on the preview runner only (matrix.previewRunner)."))
+                if runner and str(workflow.get("name", "")) == "deploy":
+                    found.append((f".github/workflows/{file}", "is named deploy and runs for pull requests: the deploy runner's webhook (WORKFLOW_NAME ^deploy$) would take its jobs for any deploy actor. Name it otherwise."))
+            if runner and runs_pulumi(job):
+                label = "deployRunner" if any("deployRole" in r for r in assumed_roles(job)) else "previewRunner"
+                if f"matrix.{label}" not in _runs_on(job):
+                    found.append((where, f"runs pulumi on {job.get('runs-on')!r}, not on the stack's {label.removesuffix('Runner')} runner inside the VPC (higgsfield:delivery.runner): use the codebuild-${{{{ matrix.{label} }}}}-... label."))
+    return found
+
+
+def account_findings(config: Any, stacks: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """(level, setting, message) for a stack that shares its AWS account or its GitHub
+    environment with another (`stacks`: the matrix entries of infra/cli/stacks.py). One account
+    per environment: a deploy role can change any EC2/EKS/FSx resource of its account, so a prod
+    that shares one with dev or staging is as safe as their weakest deploy (refused); two
+    non-prod stacks sharing one is advised against."""
+    delivery = config.delivery
+    if delivery is None:
+        return []
+    found = []
+    for other in stacks:
+        if other.get("stack") == config.stack or "account" not in other:
+            continue
+        if str(other["account"]) == delivery.account_id and other.get("environment") != config.environment:
+            prod = "prod" in (config.environment, other.get("environment"))
+            found.append(("mandatory" if prod else "advisory", "higgsfield:delivery.accountId",
+                          f"{delivery.account_id} is also the account of {other['stack']} ({other.get('environment')}): its deploy role could change this stack's "
+                          f"resources. Use one AWS account per environment{' (required for prod)' if prod else ''}."))
+        if other.get("deployEnvironment") == delivery.deploy_environment:
+            found.append(("mandatory", "higgsfield:delivery.deployEnvironment",
+                          f"{delivery.deploy_environment!r} is also {other['stack']}'s GitHub environment: one environment's protection rules would guard both deploys. Give each stack its own."))
     return found
 
 
@@ -704,4 +800,6 @@ POLICIES = [
     prod_data_protected,
     *TENANCY_POLICIES,
     ci_roles_trust_one_subject,
+    roles_under_the_boundary,
+    fsx_export_versioned,
 ]

@@ -142,6 +142,8 @@ def test_plan_lines_fit_120_columns(plan):
     assert max(map(len, _plan_text(plan.stack))) <= 120
 
 
-def test_plan_of_prod_reads_at_a_glance_in_under_180_lines():
-    # 180: the CI identities and runner (components/delivery.py) add 18 resources to prod.
-    assert len(_plan_text("prod")) < 180 < len(_plan_text("prod", "--verbose"))
+def test_plan_of_prod_reads_at_a_glance_in_under_190_lines():
+    # 180: the CI identities and runner (components/delivery.py) add 18 resources to prod; 190: the
+    # permissions boundary, the cluster's own service role and the linked bucket's versioning (ci22)
+    # add 4 lines more.
+    assert len(_plan_text("prod")) < 190 < len(_plan_text("prod", "--verbose"))

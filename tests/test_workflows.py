@@ -26,7 +26,7 @@ PARSED = {p.name: yaml.safe_load(p.read_text()) for p in WORKFLOWS}
 JOBS = [(file, name, job) for file, workflow in PARSED.items() for name, job in workflow["jobs"].items()]
 # AWS CodeBuild's runner label: `codebuild-<project-name>-${{ github.run_id }}-${{ github.run_attempt }}`
 # (docs.aws.amazon.com/codebuild/latest/userguide/sample-github-action-runners-update-labels.html).
-CODEBUILD_LABEL = "format('codebuild-{0}-{1}-{2}', matrix.runner, github.run_id, github.run_attempt)"
+CODEBUILD_LABEL = "format('codebuild-{0}-{1}-{2}', matrix.%s, github.run_id, github.run_attempt)"
 
 
 def _tool(name: str) -> str | None:
@@ -97,7 +97,7 @@ def test_no_pull_request_job_can_assume_a_deploy_identity():
     for stack in STACKS:
         for r in plan_of(stack).resources:
             if r.type == "aws:iam/role:Role" and f"arn:aws:iam::{_account(stack)}:role/{r.inputs.get('name')}" in preview_roles:
-                assert _subjects(r) == [f"repo:{_repository(stack)}:pull_request"]
+                assert _subjects(r) == [f"repo:{_repository(stack)}:pull_request:job_workflow_ref:{_repository(stack)}/.github/workflows/preview.yml@refs/pull/*/merge"]
 
 
 def test_every_job_that_assumes_a_deploy_role_runs_in_the_stacks_environment_on_main_only():
@@ -111,11 +111,30 @@ def test_every_job_that_assumes_a_deploy_role_runs_in_the_stacks_environment_on_
             assert "environment" in job and (file, name, job) in deploy_jobs, f"{file} jobs.{name} changes a stack outside a deploy job"
 
 
-def test_every_pulumi_job_runs_on_the_stacks_codebuild_runner():
+def test_every_pulumi_job_runs_on_the_stacks_codebuild_runner_of_its_kind():
     pulumi_jobs = [(f, n, j) for f, n, j in JOBS if runs_pulumi(j)]
     assert {f for f, _, _ in pulumi_jobs} >= {"preview.yml", "deploy.yml"}
     for file, name, job in pulumi_jobs:
-        assert CODEBUILD_LABEL in job["runs-on"], f"{file} jobs.{name} runs on {job['runs-on']}"
+        kind = "deployRunner" if any("deployRole" in r for r in assumed_roles(job)) else "previewRunner"
+        assert CODEBUILD_LABEL % kind in job["runs-on"], f"{file} jobs.{name} runs on {job['runs-on']}"
+    assert "deployRunner" in PARSED["deploy.yml"]["jobs"]["deploy"]["runs-on"] and "previewRunner" in PARSED["preview.yml"]["jobs"]["preview"]["runs-on"]
+
+
+def test_check_names_the_job_when_a_pull_request_job_asks_for_the_deploy_runner():
+    changed = copy.deepcopy(PARSED)
+    changed["preview.yml"]["jobs"]["preview"]["runs-on"] = PARSED["deploy.yml"]["jobs"]["deploy"]["runs-on"]
+    found = delivery_findings(plan_of("prod").config, changed)
+    assert ".github/workflows/preview.yml jobs.preview" in [w for w, _ in found] and any("deploy runner" in m for _, m in found), found
+
+
+def test_check_names_the_workflow_when_a_pull_request_workflow_is_named_deploy():
+    """A PR (a fork's included) that adds a workflow named `deploy` triggered by pull_request:
+    the deploy webhook's WORKFLOW_NAME filter would match it; check names the file."""
+    changed = copy.deepcopy(PARSED)
+    changed["fork.yml"] = {"name": "deploy", True: {"pull_request": None}, "permissions": {},
+                           "jobs": {"steal": {"runs-on": "codebuild-higgsfield-prod-deploy-runner-1-1", "permissions": {}, "steps": [{"run": "env"}]}}}
+    found = delivery_findings(plan_of("prod").config, changed)
+    assert [w for w, _ in found] == [".github/workflows/fork.yml jobs.steal", ".github/workflows/fork.yml"], found
 
 
 def test_shipped_stacks_have_no_ci_findings():
@@ -127,7 +146,7 @@ def test_check_names_the_job_when_a_pull_request_job_assumes_the_deploy_role():
     changed = copy.deepcopy(PARSED)
     changed["preview.yml"]["jobs"]["preview"]["steps"][3]["with"]["role-to-assume"] = "${{ matrix.deployRole }}"
     found = delivery_findings(plan_of("prod").config, changed)
-    assert [w for w, _ in found] == [".github/workflows/preview.yml jobs.preview"], found
+    assert {w for w, _ in found} == {".github/workflows/preview.yml jobs.preview"} and any("may assume only the preview role" in m for _, m in found), found
 
 
 def test_check_names_the_setting_when_a_pull_request_job_runs_in_the_deploy_environment():
@@ -154,7 +173,8 @@ def test_adding_a_stack_file_changes_the_matrix_without_editing_a_workflow(tmp_p
     (tmp_path / "stacks" / "Pulumi.research.yaml").write_text(yaml.safe_dump(config))
     before, after = stack_matrix(ROOT)["include"], stack_matrix(tmp_path)["include"]
     added = [e for e in after if e not in before]
-    assert [(e["stack"], e["region"], e["deployEnvironment"], e["runner"]) for e in added] == [("research", "eu-west-1", "research", "higgsfield-research-runner")]
+    assert [(e["stack"], e["region"], e["deployEnvironment"], e["previewRunner"], e["deployRunner"]) for e in added] == [
+        ("research", "eu-west-1", "research", "higgsfield-research-preview-runner", "higgsfield-research-deploy-runner")]
     # The workflows take the matrix from stacks.yml (`higgsfield stacks`) and name no stack or region.
     for path in WORKFLOWS:
         text = "\n".join(line.split("#")[0] for line in path.read_text().splitlines()).replace(".[dev]", "")  # not comments, not the extra
@@ -197,4 +217,4 @@ def _repository(stack: str) -> str:
 
 def _subjects(role) -> list[str]:
     statement = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]
-    return [statement["Condition"]["StringEquals"]["token.actions.githubusercontent.com:sub"]]
+    return [values["token.actions.githubusercontent.com:sub"] for values in statement["Condition"].values() if "token.actions.githubusercontent.com:sub" in values]

@@ -5,26 +5,62 @@ creates, so the first `pulumi up` cannot run in CI: nothing exists yet. It runs 
 operator's machine, as an administrator of the account who is neither the deploy role nor in
 `higgsfield:admins` (EKS keeps the creator's admin access entry, and a second entry for the same
 principal would collide), with the API endpoint opened to that machine's address only for the
-duration. This prints the steps with the stack's own names; it runs nothing.
+duration. This prints the steps with the stack's own names; it runs nothing. Order matters: the
+deploy role's trust (made by the first deploy) never exists before the GitHub environment that
+guards it and its rules (made and checked first).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from infra.cli import stacks
+from infra.cli.stacks import SUB_CLAIM_KEYS, boundary_name
+
+PROJECT = "higgsfield"  # Pulumi.yaml name
+
+
+def image_targets(stack: str) -> list[str]:
+    """The URNs of the training image repository (components/registry.py TrainingImageRepository
+    "training-image" and its two children), for `pulumi up --target`: the engine leaves the root
+    stack's type out of a top-level component's URN."""
+    component = "higgsfield:registry:TrainingImage"
+    return [f"urn:pulumi:{stack}::{PROJECT}::{component}::training-image",
+            f"urn:pulumi:{stack}::{PROJECT}::{component}$aws:ecr/repository:Repository::training-image",
+            f"urn:pulumi:{stack}::{PROJECT}::{component}$aws:ecr/lifecyclePolicy:LifecyclePolicy::training-image-lifecycle"]
+
+
+def image_step(config: Any) -> str:
+    """Before any GPU node can join: the image the health gate pulls exists (docs/training-image.md)."""
+    if config.health_gate_image:
+        return (f"Health gate image: the gate runs higgsfield:healthGateImage {config.health_gate_image}; make sure it exists before the first "
+                f"GPU node joins: docker manifest inspect {config.health_gate_image}")
+    targets = " ".join(f"--target '{urn}'" for urn in image_targets(config.stack))
+    return (f"Training image, before any GPU node can join (the health gate runs it; without it every GPU node keeps its startup taint): "
+            f"pulumi up --stack {config.stack} {targets} creates only the stack's ECR repository; then "
+            f"higgsfield image push {config.stack} builds images/training with Docker and pushes it there under the tag the gate and the jobs name "
+            f"(higgsfield image push {config.stack} --print shows the commands).")
 
 
 def steps(config: Any) -> list[str]:
     """The bootstrap steps for a validated StackConfig with higgsfield:delivery."""
     stack, region, delivery = config.stack, config.region, config.delivery
     if delivery is None:
-        return [f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand (README, 'The real path')."]
+        return [image_step(config),
+                f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand (README, 'The real path')."]
     bucket, key = delivery.state_bucket, delivery.state_key_arn
     entry = next(e for e in stacks.stack_matrix(Path(__file__).resolve().parents[2])["include"] if e["stack"] == stack)
     endpoint = config.endpoint.public_access_cidrs
     restore = f"publicAccessCidrs {list(endpoint)}" if endpoint else "a private endpoint (publicAccessCidrs [])"
+    repo, environment = delivery.repository, entry["deployEnvironment"]
+    reviewed = config.environment != "dev"
+    # PUT /repos/{owner}/{repo}/environments/{name}: deployment branches by custom policy (main
+    # only, added next), required reviewers (a team) who may not approve their own runs.
+    rules: dict = {"deployment_branch_policy": {"protected_branches": False, "custom_branch_policies": True}}
+    if reviewed:
+        rules.update(prevent_self_review=True, reviewers=[{"type": "Team", "id": "TEAM_ID"}])
     return [
         f"Credentials: an administrator of account {delivery.account_id} (region {region}) that is not {entry['deployRole']} "
         f"and not in higgsfield:admins (EKS gives the cluster's creator its own admin access entry).",
@@ -38,17 +74,35 @@ def steps(config: Any) -> list[str]:
         f"GitHub connection (once per account and region): aws codeconnections create-connection --region {region} "
         f"--provider-type GitHub --connection-name higgsfield-{stack}, then finish the handshake in the console "
         f"(Developer Tools > Settings > Connections: status Available); put its ARN in higgsfield:delivery.runner.connectionArn.",
+        # The deploy trust (created by the first deploy below) must never exist before the
+        # environment that guards it: environment, its rules, their check, then the trust.
+        f"GitHub environment {environment!r} BEFORE any deploy trust exists (a repository admin): "
+        f"gh api -X PUT repos/{repo}/environments/{environment} --input - <<< '{json.dumps(rules)}'"
+        f" && gh api -X POST repos/{repo}/environments/{environment}/deployment-branch-policies -f name=main -f type=branch",
+        f"Verify it, and stop here unless it holds: gh api repos/{repo}/environments/{environment}/deployment-branch-policies "
+        f"--jq '[.branch_policies[].name]' prints [\"main\"]"
+        + (f", and gh api repos/{repo}/environments/{environment} --jq '[.protection_rules[].type]' lists required_reviewers" if reviewed else "")
+        + ".",
+        f"OIDC subject template of the repository (once; the roles trust subjects that name the workflow file): "
+        f"gh api -X PUT repos/{repo}/actions/oidc/customization/sub -F use_default=false "
+        + " ".join(f"-f 'include_claim_keys[]={k}'" for k in SUB_CLAIM_KEYS)
+        + f"; verify: gh api repos/{repo}/actions/oidc/customization/sub prints use_default false and the keys {list(SUB_CLAIM_KEYS)}.",
+        f"Fork pull requests wait for a maintainer (their workflow files could ask for a runner): gh api -X PUT "
+        f"repos/{repo}/actions/permissions/fork-pr-contributor-approval -f approval_policy=all_external_contributors; "
+        f"verify: gh api repos/{repo}/actions/permissions/fork-pr-contributor-approval --jq .approval_policy prints all_external_contributors.",
         f"pulumi login '{entry['backend']}' && pulumi stack init {stack} --secrets-provider 'awskms://{key}?region={region}'"
         f" (commit the secretsprovider/encryptedkey lines it adds to stacks/Pulumi.{stack}.yaml).",
-        f"First deploy, from this machine, with the endpoint opened to it only: cp stacks/Pulumi.{stack}.yaml /tmp/Pulumi.{stack}.bootstrap.yaml, "
+        image_step(config),
+        f"First deploy, from this machine, with the endpoint opened to it only (only after the environment check above passed): "
+        f"cp stacks/Pulumi.{stack}.yaml /tmp/Pulumi.{stack}.bootstrap.yaml, "
         f"set higgsfield:endpoint.publicAccessCidrs there to [\"$(curl -s https://checkip.amazonaws.com)/32\"], then "
         f"pulumi up --stack {stack} --config-file /tmp/Pulumi.{stack}.bootstrap.yaml --policy-pack policies --policy-pack-config policies/config/{stack}.json. "
-        f"It creates the VPC, the cluster, the CI roles ({entry['previewRole']}, {entry['deployRole']}, {entry['imageRole']}), "
-        f"their access entries" + (f" and the CodeBuild runner project {entry['runner']}" if entry["runner"] else "") + ".",
-        f"GitHub: create the environment {entry['deployEnvironment']!r} (Settings > Environments) with deployment branches "
-        f"limited to main" + (" and required reviewers" if config.environment != "dev" else "") + "; nothing else: role ARNs, "
-        "region and backend come from the stack file (higgsfield stacks), and no secret is needed.",
-        f"Close the endpoint: merge to main (or re-run deploy): the deploy job, on the runner inside the VPC, applies the "
+        f"It creates the VPC, the cluster, the permissions boundary {boundary_name(stack)}, the CI roles ({entry['previewRole']}, {entry['deployRole']}, {entry['imageRole']}), "
+        f"their access entries"
+        + (f" and the CodeBuild runner projects {entry['previewRunner']} and {entry['deployRunner']}" if entry["deployRunner"] else "") + ". "
+        "Later changes to the boundary or the CI roles are refused to the deploy role: re-run this step (an administrator, the committed stack file).",
+        "Nothing else in GitHub: role ARNs, region and backend come from the stack file (higgsfield stacks), and no secret is needed.",
+        f"Close the endpoint: merge to main (or re-run deploy): the deploy job, on the deploy runner inside the VPC, applies the "
         f"committed stack file, which restores {restore}.",
     ]
 

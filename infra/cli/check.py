@@ -150,19 +150,32 @@ def validate_manifests(plan: Plan) -> list[Finding]:
     return findings
 
 
-def load_pack_config(path: Path | None) -> dict:
-    return json.loads(path.read_text()) if path and path.is_file() else {}
+def load_pack_config(path: Path | None, option: str = "--policy-config") -> dict:
+    """The policy pack config at `path` (a JSON object of policy name -> level or settings); its
+    problems name the option and the file, in one line."""
+    if not path or not path.is_file():
+        return {}
+    from infra.cli.option_files import read_json_object
+
+    return read_json_object(path, option, "a policy pack config (policy name -> level or settings)")
+
 
 
 def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
     """The stack's CI settings against the workflows (policies/rules.py delivery_findings): no
-    pull-request job with a deploy identity, no preview/deploy of a private endpoint outside the VPC."""
+    pull-request job with a deploy identity or on a deploy runner, no preview/deploy of a private
+    endpoint outside the VPC; and against the other stacks: no prod sharing an AWS account or a
+    GitHub environment with another environment (account_findings)."""
     import yaml
 
-    from policies.rules import delivery_findings
+    from infra.cli.stacks import stack_matrix
+    from policies.rules import account_findings, delivery_findings
 
     workflows = {p.name: yaml.safe_load(p.read_text()) or {} for p in sorted((root / ".github" / "workflows").glob("*.yml"))}
-    return [Finding("ci-delivery", "mandatory", None, f"{where}: {message}") for where, message in delivery_findings(plan.config, workflows)]
+    found = [Finding("ci-delivery", "mandatory", None, f"{where}: {message}") for where, message in delivery_findings(plan.config, workflows)]
+    # One account (and one GitHub environment) per stack's environment: against the other stack files.
+    return found + [Finding("ci-delivery", level, None, f"{where}: {message}")
+                    for level, where, message in account_findings(plan.config, stack_matrix(root)["include"])]
 
 
 @dataclass(frozen=True)
@@ -181,13 +194,22 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     """Policies, schemas and example fits over the offline plan of `stack`, with the stack's
     policy pack config (policies/config/STACK.json unless given). A stack without one is refused:
     its policies would run at their defaults, not at the levels the stack is meant to meet."""
+    from infra.cli.offline import stack_file
+
     root = root or project_root()
+    stack_file(root, stack)  # a missing stack is reported as a missing stack, before its policy config
     path = policy_config or root / "policies" / "config" / f"{stack}.json"
     if not path.is_file():
+        if policy_config is not None:
+            raise StackNotFound(f"--policy-config {path}: no such file")
         raise StackNotFound(f"policy config {path} not found: `higgsfield init {stack} --region REGION` writes one, or pass --policy-config FILE")
+    pack_config = load_pack_config(path, "--policy-config" if policy_config is not None else f"the policy config of {stack}")
     plan = record(stack, root)
-    violations, skipped = run_policies(plan, load_pack_config(path))
+    violations, skipped = run_policies(plan, pack_config)
     violations += validate_manifests(plan) + ci_delivery(plan, root)
+    from infra.cli import day_one  # the first real day: gate image, autoscaler limits, resume promises
+
+    violations += [Finding(policy, "mandatory", None, message) for policy, message in day_one.findings(plan.config)]
     return CheckResult(plan, path, violations, skipped)
 
 

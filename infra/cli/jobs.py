@@ -120,12 +120,17 @@ def checkpoint_env(cfg: StackConfig, pool: GpuPool, team: Team, job_name: str) -
     return values
 
 
-def _checkpoint(template: dict, cfg: StackConfig, pool: GpuPool, team: Team, job_name: str) -> None:
+def _checkpoint(template: dict, cfg: StackConfig, pool: GpuPool, team: Team, job_name: str, enabled: bool = True) -> None:
     """The checkpoint settings, and a grace period long enough for the final flush on SIGTERM
-    (Kubernetes' default of 30 s is not: higgsfield:checkpoints.terminationGracePeriod)."""
+    (Kubernetes' default of 30 s is not: higgsfield:checkpoints.terminationGracePeriod). Not
+    `enabled`: CHECKPOINT_EVERY_STEPS=0 (examples/train_ddp.py saves and loads nothing) and no
+    shared directory."""
     spec, main = template["spec"], template["spec"]["containers"][0]
     spec["terminationGracePeriodSeconds"] = cfg.checkpoints.grace_seconds
     values = checkpoint_env(cfg, pool, team, job_name)
+    if not enabled:
+        del values["CHECKPOINT_SHARED_DIR"]
+        values["CHECKPOINT_EVERY_STEPS"] = "0"
     main["env"] = [e for e in main.get("env", []) if e["name"] not in values] + [{"name": k, "value": v} for k, v in values.items()]
 
 
@@ -233,17 +238,163 @@ def _load(text: str) -> Any:
     return job
 
 
+def image_comment(cfg: StackConfig, image: str) -> str:
+    """The YAML comment that says which image a rendered job needs and how to get it."""
+    import textwrap
+
+    from infra.cli import image as image_cli
+
+    def comment(text: str) -> list[str]:
+        return textwrap.wrap(text, 98, initial_indent="#   ", subsequent_indent="#   ", break_on_hyphens=False)
+
+    if image == stack_image(cfg) and not cfg.training_image:
+        tag = image.rsplit(":", 1)[1]
+        repository = image.split("/", 1)[1].rsplit(":", 1)[0]
+        return "\n".join([
+            f"# Image: {image}",
+            "#   built from images/training of this checkout. Not in the registry yet? Build and push it (Docker):",
+            f"#     higgsfield image push {cfg.stack}",
+            f"#   or let the image workflow do it on main ({image_cli.DOCS}). Is it there:",
+            f"#     aws ecr describe-images --region {cfg.region} --repository-name {repository} \\",
+            f"#       --image-ids imageTag={tag}",
+        ])
+    origin = "higgsfield:trainingImage" if image == cfg.training_image else "--image"
+    return "\n".join([f"# Image: {image}", *comment(
+        f"({origin}) yours to build and push before applying this job; on EFA pools it needs libfabric's efa provider and "
+        f"aws-ofi-nccl, as images/training/Dockerfile builds them ({image_cli.DOCS}).")])
+
+
+class ResumeRefused(ConfigError):
+    """A multi-node job with checkpoints on a stack without shared storage: it could never resume."""
+
+
+def _storage(cfg: StackConfig) -> str | None:
+    """Where checkpoints outlive a node, if anywhere: the stack's FSx (with exportToS3, its S3 link)."""
+    if not cfg.fsx.enabled:
+        return None
+    return "FSx, exported to S3" if cfg.checkpoints.export_to_s3 else "FSx"
+
+
+def resume_text(cfg: StackConfig, checkpoints: bool) -> str:
+    """What the job's header comment may promise about resuming."""
+    storage = _storage(cfg)
+    if not checkpoints:
+        return ("starts again at step 0: checkpoints are off\n# (CHECKPOINT_EVERY_STEPS=0): this stack has no shared storage "
+                "for a multi-node job's checkpoints\n# (higgsfield:fsx.enabled is false)")
+    if storage:
+        return f"resumes from the newest complete checkpoint on {storage}"
+    return ("resumes from its newest checkpoint only while its node lives\n# (one pod on its node's disk: "
+            "higgsfield:fsx.enabled is false, no shared storage)")
+
+
+def checkpoints_for(example: str, cfg: StackConfig, pods: int, asked: bool | None) -> bool:
+    """Whether the job checkpoints. A job on more than one node would write each pod's checkpoint
+    to that pod's own disk without shared storage: no checkpoint is ever complete (rank 0 waits for
+    every rank's shard, examples/checkpointing.py), so it could never resume. By default such a job
+    runs without checkpoints (and says so); asked for them explicitly, it is refused."""
+    if not example.startswith("pytorch"):
+        return False
+    resumable = pods <= 1 or _storage(cfg) is not None
+    if asked and not resumable:
+        raise ResumeRefused("higgsfield:fsx.enabled", f"{example} runs on {pods} nodes and its checkpoints would stay on each pod's local disk, so it could never resume "
+                            "after a lost node: enable higgsfield:fsx (shared storage for checkpoints), run it on one node (pytorch-elastic --workers 1), "
+                            "or render it without --checkpoints (a restart starts at step 0)")
+    return resumable if asked is None else asked
+
+
+def resume_promise(job: dict, cfg: StackConfig) -> str | None:
+    """What a rendered job promises that the stack cannot keep: checkpoints of a multi-pod job that
+    are not on a PersistentVolumeClaim (shared storage), while the job says it resumes."""
+    gpu_pods = 0
+    for key, spec in (job.get("spec", {}).get("pytorchReplicaSpecs") or {}).items():
+        gpu_pods += int(job["spec"].get("elasticPolicy", {}).get("maxReplicas", spec.get("replicas", 1)) if key == "Worker" else spec.get("replicas", 1))
+    for replica, template in pod_templates(job, named=True):
+        spec, main = template["spec"], template["spec"]["containers"][0]
+        shared = {e["name"]: e.get("value") for e in main.get("env", [])}.get("CHECKPOINT_SHARED_DIR")
+        claims = {v["name"] for v in spec.get("volumes", []) if "persistentVolumeClaim" in v}
+        mounts = [m["mountPath"] for m in main.get("volumeMounts", []) if m["name"] in claims]
+        if shared and gpu_pods > 1 and not any(shared == m or shared.startswith(m.rstrip("/") + "/") for m in mounts):
+            return (f"{job['metadata']['name']} ({replica}): {gpu_pods} pods keep checkpoints at {shared}, not on shared storage, "
+                    "so a restarted gang cannot resume (higgsfield:fsx.enabled)")
+    return None
+
+
+def fill_template(text: str, values: dict[str, Any], where: str) -> Any:
+    """The template with its ${placeholders} filled in, the values as data, never as YAML text.
+
+    The document is read twice: once with the values in the text (which keeps the template's
+    layout and comment columns), once with a plain token in each placeholder's place and the
+    values put into the parsed scalars afterwards (`_filled_as_data`: a placeholder that is a whole
+    plain scalar takes the value's own type, one inside a string its text), which no value can
+    turn into structure. The two must be the same document; if a value would change the structure
+    (`--image 'x\n  evil: 1'`, refused before as no image reference), rendering is refused."""
+    as_data = _filled_as_data(text, values)
+    try:
+        as_text = _load(Template(text).substitute(values))
+    except Exception:  # noqa: BLE001 - ruamel's parser errors: the values broke the YAML
+        as_text = None
+    if as_text is None or _plain(as_text) != _plain(as_data):
+        changed = [k for k, v in values.items() if isinstance(v, str) and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", v)]
+        raise ConfigError(f"--{changed[0].replace('_', '-')}" if changed else where,
+                          f"{_show_value(values[changed[0]]) if changed else 'a value'} would change the structure of {where}, not fill in a value")
+    return as_text
+
+
+def _plain(document: Any) -> str:
+    import json
+
+    return json.dumps(document, sort_keys=True, default=str)
+
+
+def _show_value(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
+def _filled_as_data(text: str, values: dict[str, Any]) -> Any:
+    tokens = {key: f"hfvalue{i}x" for i, key in enumerate(values)}
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith("#"):  # the template's comments: text for a reader
+            lines.append(Template(line).safe_substitute({k: " ".join(str(v).split()) for k, v in values.items()}))
+        else:
+            lines.append(Template(line).substitute(tokens))
+    by_token = {token: values[key] for key, token in tokens.items()}
+    found = re.compile("|".join(map(re.escape, by_token)))
+
+    def fill(node: Any) -> Any:
+        if isinstance(node, dict):
+            for key in list(node):
+                assert not (isinstance(key, str) and found.search(key)), f"a template placeholder in a key: {key}"  # values only
+                node[key] = fill(node[key])
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                node[i] = fill(item)
+        elif isinstance(node, str) and found.search(node):
+            if node in by_token and type(node) is str:  # a whole plain scalar: the value itself
+                return by_token[node]
+            text = found.sub(lambda m: str(by_token[m.group(0)]), str(node))
+            return type(node)(text) if type(node) is not str else text  # keeps the template's quoting
+        return node
+
+    return fill(_load("".join(lines)))
+
+
 def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None, workers: int | None = None,
-           image: str | None = None) -> list[dict]:
+           image: str | None = None, checkpoints: bool | None = None) -> list[dict]:
     """The Kubernetes objects of `example` for stack `cfg`: the job, and the script's ConfigMap.
-    Every pod runs `image` (default: the stack's training image); `workers` defaults to what fits."""
+    Every pod runs `image` (default: the stack's training image); `workers` defaults to what fits.
+    `checkpoints` (PyTorch examples) None: on where they can resume (`checkpoints_for`); True on a
+    stack where a multi-node job cannot resume: refused (ResumeRefused)."""
     if example not in EXAMPLES:
         raise ConfigError("EXAMPLE", f"unknown example {example!r}; examples: {', '.join(EXAMPLES)}")
     chosen = _pick_pool(cfg, pool, efa_first=example == "mpi-nccl-tests")
     member = _pick_team(cfg, team)
     if example == "mpi-nccl-tests" and not chosen.efa:
         raise ConfigError("--pool", f"pool {chosen.name} has no EFA; the NCCL test is for EFA pools")
-    workers = fit(example, cfg, chosen, member).check(workers)
+    sizes = fit(example, cfg, chosen, member)
+    workers = sizes.check(workers)
+    checkpoints = checkpoints_for(example, cfg, sizes.pods(workers), checkpoints)
     if image is not None:
         check_image(cfg, chosen, image)
     image = image or stack_image(cfg)
@@ -263,8 +414,10 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         "min_replicas": 1,  # elastic: starts with one worker, grows to `workers`
         "max_replicas": workers,
         "image": image,
+        "image_comment": image_comment(cfg, image),
+        "resume": resume_text(cfg, checkpoints),
     }
-    job = _load(Template((EXAMPLES_DIR / f"{example}.yaml").read_text()).substitute(values))
+    job = fill_template((EXAMPLES_DIR / f"{example}.yaml").read_text(), values, f"examples/{example}.yaml")
     for replica, template in pod_templates(job, named=True):
         if not _on_gpu_pool(template):
             continue
@@ -276,9 +429,12 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
             _attach_lustre(template)
             _attach_datasets(template, cfg, member)
         if example.startswith("pytorch"):
-            _checkpoint(template, cfg, chosen, member, name)
+            _checkpoint(template, cfg, chosen, member, name, checkpoints)
     for template in pod_templates(job):
         run_as_team(template, member)
+    promise = resume_promise(job, cfg)
+    if promise:  # the renderer's own guarantee: never print a resume the stack cannot give
+        raise ResumeRefused("higgsfield:fsx.enabled", promise)
     objects: list[dict[str, Any]] = [job]
     if example.startswith("pytorch"):
         objects.insert(0, {

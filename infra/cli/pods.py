@@ -5,11 +5,13 @@ rejected here, naming the setting or template key, before anything is printed.""
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterator
 
 from components.efa import efa_environment, efa_pod_resources, efa_resources
 from components.registry import image_tag, repository_name
-from infra.config import ConfigError, GpuPool, StackConfig
+from infra.config import IMAGE_REFERENCE, ConfigError, GpuPool, StackConfig
 
 EFA = "vpc.amazonaws.com/efa"
 HUGEPAGES = "hugepages-2Mi"
@@ -60,6 +62,10 @@ def check_image(cfg: StackConfig, pool: GpuPool, image: str, key: str = "--image
     and NCCL silently falls back to TCP with them."""
     if not image.strip():
         raise ConfigError(key, "is empty")
+    if len(image) > 512 or not re.fullmatch(IMAGE_REFERENCE, image):  # a value, never YAML structure
+        shown = repr(image) if len(image) <= 80 else f"{image[:80]!r}... ({len(image):,} characters)"
+        raise ConfigError(key, f"{shown} is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:..., "
+                               "e.g. docker.io/library/busybox:1.36)")
     if not pool.efa:
         return
     allowed = {stack_repository(cfg)}

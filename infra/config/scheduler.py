@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from pydantic import (
-    Field,
     field_validator,
     model_validator,
 )
 
-from infra.config.base import DnsLabel, Setting, Str, number
+from infra.config.base import DnsLabel, Setting, Str, items, number
 from infra.config.errors import Problems, _duplicates
 
 _MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for system classes
@@ -26,9 +25,9 @@ class Queue(Setting):
 
     name: DnsLabel
     """Lowercase DNS label, at most 30 characters."""
-    weight: number(1) = 1
+    weight: number(1, 65535, "ours: shares, not counts") = 1
     """Share of the cluster when queues compete (drf)."""
-    gpu_capability: number(0)
+    gpu_capability: number(0, 1_000_000, "ours: a million GPUs")
     """GPUs the queue may hold at most; no more than the pools can provide."""
 
     @field_validator("name")
@@ -79,9 +78,9 @@ class Team(Setting):
     """The team's namespace; lowercase DNS label, at most 30 characters."""
     queue: Str
     """One of scheduler.queues."""
-    gpu_quota: number(0)
+    gpu_quota: number(0, 1_000_000, "ours: a million GPUs")
     """GPUs the namespace may hold at most: equal to its own queue's gpuCapability, which enforces it whole gangs at a time."""
-    priority_classes: tuple[Str, ...] = Field(min_length=1)
+    priority_classes: tuple[Str, ...] = items(1)
     """Names from scheduler.priorityClasses the team may use."""
     uid: number(TEAM_UID_MIN, TEAM_UID_MAX, "below 2^31")
     """POSIX UID and GID (the same number) of the team's pods and Lustre directory; unique per team, never reused."""
@@ -105,9 +104,9 @@ class Team(Setting):
 class Scheduler(Setting):
     """Volcano queues, the priority classes, and the teams that submit to them."""
 
-    queues: tuple[Queue, ...] = ()
-    priority_classes: tuple[PriorityClassSpec, ...] = ()
-    teams: tuple[Team, ...] = ()
+    queues: tuple[Queue, ...] = items()
+    priority_classes: tuple[PriorityClassSpec, ...] = items()
+    teams: tuple[Team, ...] = items()
 
     @model_validator(mode="after")
     def _references(self) -> Scheduler:
