@@ -16,6 +16,7 @@ from components.cpu_nodes import SYSTEM_LABELS
 from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
+from components.workloads import KSM_NODE_LABELS, custom_rules, external_rules, serving_scrape_job
 from infra.config import Observability
 from infra.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
 
@@ -76,8 +77,10 @@ def prometheus_adapter_rules() -> dict:
                 "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
                 "name": {"matches": "^DCGM_FI_DEV_GPU_UTIL$", "as": GPU_UTILISATION_METRIC},
                 "metricsQuery": "avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
-            }
+            },
+            *custom_rules(),  # the serving class's queue depth (components/workloads.py)
         ],
+        "external": external_rules(),  # the elastic jobs' room to grow (components/workloads.py)
     }
 
 
@@ -224,7 +227,7 @@ class Monitoring(pulumi.ComponentResource):
         on_system = {"nodeSelector": SYSTEM_LABELS}
         release("prometheus", args.prometheus_stack, {
             "prometheusOperator": on_system,
-            "kube-state-metrics": on_system,
+            "kube-state-metrics": {**on_system, "metricLabelsAllowlist": KSM_NODE_LABELS},  # the pool label, for the elastic room
             "alertmanager": {"alertmanagerSpec": on_system},
             "grafana": {**on_system, "sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard", "searchNamespace": "ALL"}}},
             "prometheus-node-exporter": {"tolerations": [{"operator": "Exists"}]},  # every node, GPU nodes included
@@ -243,7 +246,7 @@ class Monitoring(pulumi.ComponentResource):
                     },
                     # Scrape configs rather than ServiceMonitors: the exporters need not wait for the
                     # operator's CRDs, so they install in parallel with the stack.
-                    "additionalScrapeConfigs": [_scrape(target) for target in SCRAPE_TARGETS],
+                    "additionalScrapeConfigs": [*(_scrape(target) for target in SCRAPE_TARGETS), serving_scrape_job()],
                 }
             },
         }, deps=[storage_class])

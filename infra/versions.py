@@ -303,6 +303,21 @@ NCCL_TESTS = ImagePart(
     "v2.17.9", verified("aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/nccl-tests.Dockerfile@7217859f"),
 )
 
+# --- classes26: the examples of each class of work (docs/workload-classes.md) ----------------
+# xgboost in the training image, for examples/xgboost-iris.yaml: the version pip installs from PyPI
+# here (2026-12-03); examples/xgboost_iris.py was run with it on CPU, 2 ranks, tracker on rank 0
+# (xgboost 3.2.0: xgboost/tracker.py RabitTracker(n_workers, host_ip, port), collective.py
+# CommunicatorContext(dmlc_tracker_uri, dmlc_tracker_port, dmlc_task_id)).
+XGBOOST = ImagePart("3.2.0", verified("dmlc/xgboost:python-package/xgboost/VERSION@v3.2.0"))
+# TensorFlow's GPU image for examples/tf-mnist.yaml (the TFJob): pinned by tag; tensorflow 2.20.0 is
+# on PyPI (pip index versions tensorflow, 2026-12-03), the image tag is not verifiable from here.
+TENSORFLOW_IMAGE = ImagePart(
+    "tensorflow/tensorflow:2.20.0-gpu",
+    unverified("hub.docker.com/r/tensorflow/tensorflow tags (tag only, digest unverified)",
+               "docker buildx imagetools inspect tensorflow/tensorflow:2.20.0-gpu"),
+)
+
+
 # --- observability ----------------------------------------------------------------------------
 # kube-prometheus-stack 88.6.5 (adfinis/helm-charts#1982, 2026-09-07): newer than the stored
 # prometheus-community/helm-charts snapshot (2026-08-22, newest tag kube-prometheus-stack-88.5.3,

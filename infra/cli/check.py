@@ -9,7 +9,6 @@ environment get it from the typed stack config (`higgsfield:environment`), never
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 from infra.cli.offline import COMPUTED, Plan, StackNotFound, project_root, record
 
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
-CRD_KINDS = {"Queue", "PyTorchJob", "MPIJob"}
+CRD_KINDS = {"Queue", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob"}
 
 
 @dataclass(frozen=True)
@@ -136,7 +135,7 @@ def validate_manifests(plan: Plan) -> list[Finding]:
             findings.append(Finding("example-jobs-fit", "mandatory", None, f"examples/{example}.yaml: {exc}"))
             continue
         for obj in rendered:
-            if obj["kind"] == "ConfigMap":
+            if obj["kind"] not in CRD_KINDS:  # ConfigMaps, and the serving and evaluation examples' built-in kinds
                 objects.append(obj)
                 continue
             for i, template in enumerate(jobs.pod_templates(obj)):
@@ -206,11 +205,19 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     pack_config = load_pack_config(path, "--policy-config" if policy_config is not None else f"the policy config of {stack}")
     plan = record(stack, root)
     violations, skipped = run_policies(plan, pack_config)
-    violations += validate_manifests(plan) + ci_delivery(plan, root)
+    violations += validate_manifests(plan) + ci_delivery(plan, root) + training_minimum_preemptable(plan)
     from infra.cli import day_one  # the first real day: gate image, autoscaler limits, resume promises
 
     violations += [Finding(policy, "mandatory", None, message) for policy, message in day_one.findings(plan.config)]
     return CheckResult(plan, path, violations, skipped)
+
+
+def training_minimum_preemptable(plan: Plan) -> list[Finding]:
+    """The proof of infra/preemption.py: one finding per setting through which something could
+    preempt a training gang's minimum (none: nothing can)."""
+    from infra.preemption import holes_in_plan
+
+    return [Finding("training-minimum-never-preempted", "mandatory", None, f"{h.setting}: {h.message}") for h in holes_in_plan(plan)]
 
 
 def render(result: CheckResult) -> str:

@@ -136,7 +136,7 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
             "metadata": {"name": f"{app}-nccl", "namespace": namespace},
             "spec": {
                 "nprocPerNode": str(pool.gpus_per_node),
-                "runPolicy": {"schedulingPolicy": {"queue": team_spec.queue, "priorityClass": team_spec.priority_classes[0], "minAvailable": count}},
+                "runPolicy": {"schedulingPolicy": {"queue": team_spec.queue, "priorityClass": cfg.scheduler.classes_of(team_spec, "training")[0], "minAvailable": count}},
                 "pytorchReplicaSpecs": {"Worker": worker},
             },
         })

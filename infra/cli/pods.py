@@ -102,10 +102,11 @@ def _check_fits(container: dict, pool: GpuPool, where: str) -> None:
         raise ConfigError(f"{where}.resources.limits.{HUGEPAGES}", f"{limits[HUGEPAGES]} is more than the {offer[HUGEPAGES]} of huge pages a {pool.instance.name} node reserves")
 
 
-def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str) -> None:
+def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str, efa: bool = True) -> None:
     """Fill in the pod spec of a one-pod-per-node job on `pool` (its main container is the
     first): the image, tolerations of the pool's own taints, EFA resources and environment on
-    EFA pools, memory and /dev/shm. Idempotent (replicas may share one template)."""
+    EFA pools (unless `efa` is false: an image without the EFA provider), memory and /dev/shm.
+    Idempotent (replicas may share one template)."""
     containers = spec["containers"]
     for i, container in enumerate(containers):
         _check_fits(container, pool, f"{where}.containers[{i}]")
@@ -118,7 +119,7 @@ def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str) -> None:
             tolerations.append(toleration)
     spec["tolerations"] = tolerations
     limits = main.setdefault("resources", {}).setdefault("limits", {})
-    if pool.efa:
+    if pool.efa and efa:
         for name, amount in efa_pod_resources(pool.instance).items():
             limits.setdefault(name, amount)
         _merge_env(main, efa_environment(pool.instance))
