@@ -167,7 +167,11 @@ def test_json_money_is_rounded_to_cents(recorded, capsys):
 def test_a_failed_check_says_so_on_stderr_and_lists_findings_on_stdout(project_copy, capsys):
     from tests.conftest import set_field
 
-    project_copy("dev", lambda c: set_field("higgsfield:scheduler", "teams", [{**c["higgsfield:scheduler"]["teams"][0], "gpuQuota": 1}])(c))
+    def one_gpu_team(c: dict) -> None:
+        set_field("higgsfield:scheduler", "teams", [{**c["higgsfield:scheduler"]["teams"][0], "gpuQuota": 1, "servingGpuQuota": 1}])(c)
+        set_field("higgsfield:scheduler", "queues", [{**c["higgsfield:scheduler"]["queues"][0], "gpuCapability": 1}])(c)
+
+    project_copy("dev", one_gpu_team)
     assert cli.main(["check", "bad"]) == 1
     out, err = capsys.readouterr()
     assert "example-jobs-fit" in out and "error: check of bad failed: " in err and err.count("\n") == 1

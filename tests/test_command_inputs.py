@@ -39,7 +39,7 @@ def test_a_template_value_is_data_even_past_the_image_check():
                   image_comment="# Image: reg.io/x:1", resume="resumes")
     for hostile in ("q\nevil: 1", "q # comment", "q}", "[q]", "*alias", "{a: 1}", "q\n  - x"):
         try:
-            job = jobs.fill_template(text, {**values, "queue": hostile}, "examples/pytorch-ddp.yaml")
+            (job,) = jobs.fill_template(text, {**values, "queue": hostile}, "examples/pytorch-ddp.yaml")
         except ConfigError as refused:
             assert refused.key == "--queue" and "would change the structure" in str(refused)
         else:  # filled in: then as exactly that text, and nothing else changed

@@ -150,8 +150,8 @@ def test_check_refuses_a_stack_whose_scheduler_could_preempt_a_training_minimum(
     monkeypatch.setattr(training, "SCHEDULER_CONFIG", config)
     project_copy("dev", lambda c: None)
     assert main(["check", "bad"]) == 1
-    (row,) = [line for line in capsys.readouterr().out.splitlines() if "training-minimum-never-preempted" in line]
-    assert "actions: reclaim" in row
+    finding = " ".join(capsys.readouterr().out.split("training-minimum-never-preempted", 1)[1].split())  # wrapped below its policy line
+    assert "actions: reclaim" in finding
 
 
 # --- the team policy: who may carry the preempting class -------------------------------------

@@ -120,9 +120,12 @@ def _apply_choices(config: dict, choices: Choices, result: NewStack, base: str) 
                                     "minSize": p.min_size, "maxSize": p.max_size} for p in choices.pools]
         total = sum(p.max_size * _gpus(p.instance_types[0]) for p in choices.pools)
         for queue in (config.get(f"{G}:scheduler") or {}).get("queues") or []:
-            queue["gpuCapability"] = total  # what the new pools can provide at most
+            queue["gpuCapability"] = min(queue.get("gpuCapability", total), total)  # what the new pools can provide at most
+        capability = {q["name"]: q["gpuCapability"] for q in (config.get(f"{G}:scheduler") or {}).get("queues") or []}
         for team in (config.get(f"{G}:scheduler") or {}).get("teams") or []:
-            team["gpuQuota"] = min(team.get("gpuQuota", total), total)
+            team["gpuQuota"] = capability.get(team.get("queue"), min(team.get("gpuQuota", total), total))  # a team's queue is its quota
+            if "servingGpuQuota" in team:
+                team["servingGpuQuota"] = min(team["servingGpuQuota"], team["gpuQuota"])
     if choices.cpu_types:
         config.setdefault(f"{G}:cpuNodes", {})["instanceTypes"] = list(choices.cpu_types)
     if choices.teams:
@@ -130,11 +133,18 @@ def _apply_choices(config: dict, choices: Choices, result: NewStack, base: str) 
         queues = scheduler.get("queues") or []
         if not queues:
             raise ConfigError("--team", f"{base} has no higgsfield:scheduler.queues for the teams to submit to")
-        queue = queues[0]
-        classes = [c["name"] for c in scheduler.get("priorityClasses") or []]
+        most = sum(p.get("maxSize", 0) * _gpus(p["instanceTypes"][0]) for p in config.get(f"{G}:gpuPools") or [])  # every GPU the pools hold
+        specs = scheduler.get("priorityClasses") or []
+        classes = [c["name"] for c in specs]
+        serving = any(c.get("workload") == "serving" for c in specs)
         first_uid = max([t.get("uid", 20000) for t in scheduler.get("teams") or []] + [20000]) + 1
-        scheduler["teams"] = [{"name": t.name, "queue": queue["name"], "gpuQuota": queue.get("gpuCapability", 0) if t.gpus is None else t.gpus,
-                               "priorityClasses": list(classes), "uid": first_uid + i} for i, t in enumerate(choices.teams)]
+        # Each team a queue of its own: the queue's capability is the team's GPU quota, whole gangs
+        # at a time (docs/design/autoscaler-demand.md); serving classes get a quarter of it.
+        gpus = {t.name: most if t.gpus is None else t.gpus for t in choices.teams}
+        scheduler["queues"] = [{"name": t.name, "weight": 1, "gpuCapability": gpus[t.name]} for t in choices.teams]
+        scheduler["teams"] = [{"name": t.name, "queue": t.name, "gpuQuota": gpus[t.name], "priorityClasses": list(classes), "uid": first_uid + i,
+                               **({"servingGpuQuota": max(1, gpus[t.name] // 4) if gpus[t.name] else 0} if serving else {})}
+                              for i, t in enumerate(choices.teams)]
         owners = {t.name for t in choices.teams}
         fsx = config.get(f"{G}:fsx") or {}
         if any(d.get("owner") not in owners for d in fsx.get("datasets") or []):

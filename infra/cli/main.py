@@ -13,10 +13,10 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from infra.cli.offline import StackNotFound, record
 from infra.cli.option_files import OptionFileError
+from infra.cli.completion import stacks_here
 from infra.cli.output import add_report_options, colour_on, emit, error
 from infra.cli.stack_file import StackFileError, shown as _shown
 
@@ -219,10 +219,10 @@ def _schema(args: argparse.Namespace) -> int:
 
     root = project_root()
     if args.write:
-        print("wrote " + ", ".join(schema.write(root)))
+        print("wrote " + ", ".join(schema.write(root, parser)))
         return 0
     if args.check:
-        stale = schema.stale(root)
+        stale = schema.stale(root, parser)
         for path in stale:
             print(f"error: {path} is stale: run `{schema.REGENERATE}`", file=sys.stderr)
         return 1 if stale else 0
@@ -265,21 +265,14 @@ def _version() -> str:
         return "higgsfield (not installed: pip install -e .)"
 
 
-def _stacks_here(**_kwargs: Any) -> list[str]:
-    """Shell completion of a STACK argument: the stack files of the project here."""
-    from infra.cli.offline import project_root, stack_names
-
-    return stack_names(project_root())
-
-
 def _stack_argument(command: argparse.ArgumentParser, help: str = "the stack: stacks/Pulumi.STACK.yaml") -> None:
-    command.add_argument("stack", metavar="STACK", help=help).completer = _stacks_here  # type: ignore[attr-defined]
+    command.add_argument("stack", metavar="STACK", help=help).completer = stacks_here  # type: ignore[attr-defined]
 
 
 def _completion(args: argparse.Namespace) -> int:
-    import argcomplete
+    from infra.cli import completion
 
-    print(argcomplete.shellcode(["higgsfield"], shell=args.shell), end="")
+    print(completion.script(args.shell), end="")
     return 0
 
 
@@ -342,7 +335,7 @@ def parser() -> argparse.ArgumentParser:
     init = sub.add_parser("init", help="write a new stack (and its policy config) for a region from an existing one")
     init.add_argument("stack", metavar="STACK", help="name of the new stack: stacks/Pulumi.STACK.yaml")
     init.add_argument("--region", required=True, metavar="REGION", help="AWS region of the new stack, e.g. eu-north-1")
-    init.add_argument("--from", dest="source", default="dev", metavar="EXISTING", help="stack to start from (default: dev)").completer = _stacks_here  # type: ignore[attr-defined]
+    init.add_argument("--from", dest="source", default="dev", metavar="EXISTING", help="stack to start from (default: dev)").completer = stacks_here  # type: ignore[attr-defined]
     init.add_argument("--gpu-pool", action="append", metavar="NAME:TYPE[,TYPE]:MIN-MAX",
                       help="an on-demand GPU pool, e.g. h100:p5.48xlarge:0-4 (repeatable; replaces the existing stack's pools)")
     init.add_argument("--cpu-type", action="append", metavar="TYPE", help="instance type of the system nodes (repeatable)")

@@ -41,16 +41,7 @@ class StackNotFound(Exception):
 # --- stack files ---------------------------------------------------------------------------
 
 
-def project_root(start: Path | None = None) -> Path:
-    """The folder holding Pulumi.yaml: the working directory or above, else this checkout."""
-    for folder in [(start or Path.cwd()).resolve(), *(start or Path.cwd()).resolve().parents]:
-        if (folder / "Pulumi.yaml").is_file():
-            return folder
-    return Path(__file__).resolve().parents[2]
-
-
-def stack_names(root: Path) -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (root / "stacks").glob("Pulumi.*.yaml"))
+from infra.project import project_root, stack_names  # noqa: E402,F401 - where the project is (used by every command)
 
 
 def _cli_string(value: Any) -> str:

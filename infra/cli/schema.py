@@ -13,10 +13,12 @@ program pays nothing for them at run time) or a `derived("...")` field's descrip
 
 from __future__ import annotations
 
+import argparse
 import ast
 import inspect
 import json
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -212,12 +214,11 @@ def with_table(page: str) -> str:
 # --- the CLI reference -------------------------------------------------------------------------
 
 
-def cli_reference() -> str:
-    """Every command's `--help`, as argparse prints it at 100 columns, under a heading each."""
-    import argparse
+def cli_reference(parser: Callable[[], argparse.ArgumentParser]) -> str:
+    """Every command's `--help` (of the command line `parser()` builds: infra/cli/main.py's, handed
+    in so that this module need not import the command line), as argparse prints it at 100
+    columns, under a heading each."""
     import os
-
-    from infra.cli.main import parser
 
     previous = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal's width: fixed, so the page is stable
@@ -244,7 +245,7 @@ def cli_reference() -> str:
             os.environ["COLUMNS"] = previous
 
 
-def stale(root: Path) -> list[str]:
+def stale(root: Path, parser: Callable[[], argparse.ArgumentParser]) -> list[str]:
     """The generated files under `root` that differ from what the code generates."""
     found = []
     schema = root / SCHEMA_PATH
@@ -255,15 +256,15 @@ def stale(root: Path) -> list[str]:
     if TABLE_START not in page or TABLE_END not in page or with_table(page) != page:
         found.append(f"{SETTINGS_PATH} (settings table)")
     cli = root / CLI_PATH
-    if not cli.is_file() or cli.read_text() != cli_reference():
+    if not cli.is_file() or cli.read_text() != cli_reference(parser):
         found.append(str(CLI_PATH))
     return found
 
 
-def write(root: Path) -> list[str]:
+def write(root: Path, parser: Callable[[], argparse.ArgumentParser]) -> list[str]:
     (root / SCHEMA_PATH).parent.mkdir(exist_ok=True)
     (root / SCHEMA_PATH).write_text(schema_text())
     settings = root / SETTINGS_PATH
     settings.write_text(with_table(settings.read_text()))
-    (root / CLI_PATH).write_text(cli_reference())
+    (root / CLI_PATH).write_text(cli_reference(parser))
     return [str(SCHEMA_PATH), str(SETTINGS_PATH), str(CLI_PATH)]

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delivered", action="store_true", help="only stacks with higgsfield:delivery (previewed and deployed by CI)")
     parser.add_argument("--root", type=Path, default=None, help="the project (default: the folder holding Pulumi.yaml, from here up)")
     args = parser.parse_args(argv)
-    from infra.cli.offline import project_root
+    from infra.project import project_root
 
     print(json.dumps(stack_matrix(args.root or project_root(), args.delivered), separators=(",", ":")))
     return 0

@@ -51,8 +51,7 @@ def team_resource_names(cfg: StackConfig, team_index: int) -> list[str]:
 def volume_names(cfg: StackConfig) -> list[tuple[str, str, str]]:
     """(setting, resource name, PersistentVolume name) of every volume components/storage.py makes."""
     cluster = f"{NAMESPACE}-{cfg.stack}"
-    found = [(f"{NAMESPACE}:fsx", f"{STORAGE_COMPONENT}-pv-health", f"{cluster}-fsx-health"),
-             (f"{NAMESPACE}:fsx", f"{STORAGE_COMPONENT}-pv-root", f"{cluster}-fsx-root")]
+    found = [(f"{NAMESPACE}:fsx", f"{STORAGE_COMPONENT}-pv-health", f"{cluster}-fsx-health")]  # no root volume: the layout client mounts it
     for i, team in enumerate(cfg.scheduler.teams):
         found.append((f"{NAMESPACE}:scheduler.teams[{i}].name", f"{STORAGE_COMPONENT}-pv-{team.name}", f"{cluster}-fsx-{team.name}"))
         for j, dataset in enumerate(cfg.fsx.datasets):

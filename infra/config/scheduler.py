@@ -125,7 +125,7 @@ class Team(Setting):
     """GPUs the namespace may hold at most: equal to its own queue's gpuCapability, which enforces it whole gangs at a time."""
     priority_classes: tuple[Str, ...] = items(1)
     """Names from scheduler.priorityClasses the team may use."""
-    service_types: tuple[Literal["NodePort", "LoadBalancer"], ...] = ()
+    service_types: tuple[Literal["NodePort", "LoadBalancer"], ...] = items(maximum=2)
     """Service types beyond ClusterIP the team may create (NodePort, LoadBalancer); empty: ClusterIP and headless only. A LoadBalancer is internal unless the stack sets publicLoadBalancers."""
     uid: number(TEAM_UID_MIN, TEAM_UID_MAX, "below 2^31")
     """POSIX UID and GID (the same number) of the team's pods and Lustre directory; unique per team, never reused."""
