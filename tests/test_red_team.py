@@ -1,0 +1,115 @@
+"""Red team of issue #22's boundaries: the paths beside the ones tests/test_ci_identity.py tries.
+
+The deploy identity (components/delivery.py) reaches anything the permissions boundary allows,
+not only what its own policy lists: it may write any inline policy on a role of its stack
+(`StackRoles`), set that role's trust, pass it to CodeBuild and start a build as it (`codebuild:*`).
+So the boundary alone is the ceiling, and these attacks are sent as such a role, bounded and given
+`*` on `*`, evaluated with policies/iam_evaluation.py against the policies the prod plan renders.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from components.delivery import boundary_arn
+from policies.iam_evaluation import Policy, Request, evaluate
+from tests.conftest import plan_of
+
+PROD = plan_of("prod")
+ACCOUNT = PROD.config.delivery.account_id
+REGION = PROD.config.region if hasattr(PROD.config, "region") else "us-east-2"
+STACK_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-lustre-csi-0123"
+BOUNDARY = boundary_arn(ACCOUNT, "prod")
+EVERYTHING = Policy("everything", {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+
+
+def _document(type_: str, name: str) -> Policy:
+    r = next(r for r in PROD.resources if r.type == type_ and r.name == name)
+    return Policy.of(name, r.inputs["policy"])
+
+
+def _boundary() -> Policy:
+    return _document("aws:iam/policy:Policy", "delivery-boundary")
+
+
+def _deploy() -> Policy:
+    return _document("aws:iam/rolePolicy:RolePolicy", "delivery-deploy")
+
+
+# How the deploy role becomes a bounded role with `*`: every step is allowed, by design.
+BECOME_A_STACK_ROLE = [
+    Request("iam:PutRolePolicy", STACK_ROLE),
+    Request("iam:UpdateAssumeRolePolicy", STACK_ROLE),
+    Request("iam:PassRole", STACK_ROLE, {"iam:PassedToService": "codebuild.amazonaws.com"}),
+    Request("codebuild:CreateProject", f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/higgsfield-prod-x"),
+    Request("codebuild:StartBuild", f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/higgsfield-prod-x"),
+]
+
+
+@pytest.mark.parametrize("request_", BECOME_A_STACK_ROLE, ids=lambda r: r.action)
+def test_the_deploy_role_can_act_as_a_stack_role_with_any_inline_policy_so_the_boundary_is_its_ceiling(request_):
+    assert evaluate(request_, [_deploy()], _boundary()).allowed
+
+
+# A customer-managed policy of the account that is not the boundary: an administrator's, the
+# one bootstrap or an account baseline attaches to people. Rewriting it (a new default
+# version) grants its holders, or whoever the attacker then becomes, anything.
+OTHER_POLICY = f"arn:aws:iam::{ACCOUNT}:policy/PlatformAdmins"
+POLICY_REWRITES = [
+    Request("iam:CreatePolicyVersion", OTHER_POLICY),
+    Request("iam:SetDefaultPolicyVersion", OTHER_POLICY),
+    Request("iam:DeletePolicyVersion", OTHER_POLICY),
+    Request("iam:DeletePolicy", OTHER_POLICY),
+]
+
+
+@pytest.mark.parametrize("request_", POLICY_REWRITES, ids=lambda r: r.action)
+def test_a_bounded_role_cannot_rewrite_any_managed_policy_of_the_account(request_):
+    decision = evaluate(request_, [EVERYTHING], _boundary())
+    assert decision.denied_by == ("delivery-boundary", "ManagedPoliciesAreFixed"), decision.reason
+
+
+# SSM: the boundary's services included `ssm:*` for one action two of our roles use
+# (CloudWatchAgentServerPolicy's ssm:GetParameter on AmazonCloudWatch-*, Karpenter's on the
+# public /aws/service/* AMI parameters). With `ssm:*` a bounded role runs a shell on any managed
+# instance of the account (whatever its instance profile) and reads every SecureString.
+INSTANCE = f"arn:aws:ec2:us-east-2:{ACCOUNT}:instance/i-0adminbastion"
+SSM_ESCAPES = [
+    Request("ssm:SendCommand", INSTANCE),
+    Request("ssm:SendCommand", "arn:aws:ssm:us-east-2::document/AWS-RunShellScript"),
+    Request("ssm:StartSession", INSTANCE),
+    Request("ssm:GetParameter", f"arn:aws:ssm:us-east-2:{ACCOUNT}:parameter/prod/database/password"),
+    Request("ssm:GetParametersByPath", f"arn:aws:ssm:us-east-2:{ACCOUNT}:parameter/prod"),
+    Request("ssm:PutParameter", f"arn:aws:ssm:us-east-2:{ACCOUNT}:parameter/AmazonCloudWatch-linux"),
+]
+
+
+@pytest.mark.parametrize("request_", SSM_ESCAPES, ids=lambda r: f"{r.action} {r.resource.rsplit(':', 1)[-1]}")
+def test_a_bounded_role_cannot_run_commands_on_instances_or_read_parameters_through_ssm(request_):
+    decision = evaluate(request_, [EVERYTHING], _boundary())
+    assert not decision.allowed and decision.reason == "not allowed by the permissions boundary delivery-boundary", decision.reason
+
+
+@pytest.mark.parametrize("resource", [
+    "arn:aws:ssm:us-east-2::parameter/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/nvidia/recommended/image_id",
+    f"arn:aws:ssm:us-east-2:{ACCOUNT}:parameter/AmazonCloudWatch-linux",
+])
+def test_the_parameters_our_roles_read_are_still_under_the_boundary(resource):
+    assert evaluate(Request("ssm:GetParameter", resource), [EVERYTHING], _boundary()).allowed
+
+
+# Service-linked roles: the deploy role may create those of the program's services only
+# (ServiceLinkedRoles' condition), a bounded role with `*` any: a service-linked role is
+# the service's, but some carry broad rights that the service then uses on the caller's
+# request (e.g. AWSServiceRoleForSSM lets SSM act on every instance).
+@pytest.mark.parametrize("service", ["ssm.amazonaws.com", "ops.apigateway.amazonaws.com", "organizations.amazonaws.com"])
+def test_a_bounded_role_creates_only_the_service_linked_roles_of_the_programs_services(service):
+    request = Request("iam:CreateServiceLinkedRole", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/{service}/x", {"iam:AWSServiceName": service})
+    decision = evaluate(request, [EVERYTHING], _boundary())
+    assert decision.denied_by == ("delivery-boundary", "OnlyTheProgramsServiceLinkedRoles"), decision.reason
+
+
+def test_the_service_linked_roles_eks_and_fsx_need_are_still_under_the_boundary():
+    for service in ("eks.amazonaws.com", "elasticloadbalancing.amazonaws.com", "s3.data-source.lustre.fsx.amazonaws.com"):
+        request = Request("iam:CreateServiceLinkedRole", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/{service}/x", {"iam:AWSServiceName": service})
+        assert evaluate(request, [EVERYTHING], _boundary()).allowed, service
