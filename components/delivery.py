@@ -81,6 +81,11 @@ SERVICE_LINKED = ("eks.amazonaws.com", "eks-nodegroup.amazonaws.com", "fsx.amazo
 # and needs its caller to be allowed to create it and attach and put its policy. Only FSx can
 # assume a service-linked role, and IAM refuses users' edits to its permissions.
 FSX_S3_LINKED_ROLE = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
+# The SSM parameters our roles read: Karpenter's controller the public AMI aliases
+# (components/karpenter.py, AllowSSMReadActions), CloudWatchAgentServerPolicy its configuration
+# (ssm:GetParameter on arn:aws:ssm:*:*:parameter/AmazonCloudWatch-*, its JSON document at
+# docs.aws.amazon.com/aws-managed-policy/latest/reference/CloudWatchAgentServerPolicy.html).
+SSM_PARAMETERS = ("arn:aws:ssm:*::parameter/aws/service/*", "arn:aws:ssm:*:{account}:parameter/AmazonCloudWatch-*")
 # IAM actions that change a role: the boundary confines them to this stack's roles.
 ROLE_WRITES = (
     "iam:CreateRole", "iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription", "iam:TagRole", "iam:UntagRole",
@@ -143,10 +148,20 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
     fsx_linked = f"arn:aws:iam::{account}:{FSX_S3_LINKED_ROLE}"
     return _document(
         {"Sid": "ServicesOfTheProgram", "Effect": "Allow", "Resource": "*",
-         "Action": sorted({f"{s}:*" for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, "codeconnections", "codestar-connections")})},
+         "Action": sorted({f"{s}:*" for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, "codeconnections", "codestar-connections")} - {"ssm:*"})},
+        # SSM: only the parameters our roles read (SSM_PARAMETERS); `ssm:*` would let a bounded
+        # role run commands on any managed instance of the account and read every SecureString.
+        {"Sid": "ParametersOfThePrograms", "Effect": "Allow", "Action": ["ssm:GetParameter"],
+         "Resource": [p.format(account=account) for p in SSM_PARAMETERS]},
         {"Sid": "CallerIdentity", "Effect": "Allow", "Action": ["sts:GetCallerIdentity"], "Resource": "*"},
         {"Sid": "NamedBuckets", "Effect": "Allow", "Action": ["s3:*"], "Resource": _buckets([settings.state_bucket, *buckets])},
         {"Sid": "BoundaryIsFixed", "Effect": "Deny", "Action": list(POLICY_WRITES), "Resource": arn},
+        # The program creates no managed policy but the boundary (an administrator's): a new
+        # default version of any other one of the account would grant its holders anything.
+        {"Sid": "ManagedPoliciesAreFixed", "Effect": "Deny", "Action": list(POLICY_WRITES), "NotResource": arn},
+        # iam:CreateServiceLinkedRole of the program's services only, as deploy_policy allows it.
+        {"Sid": "OnlyTheProgramsServiceLinkedRoles", "Effect": "Deny", "Action": ["iam:CreateServiceLinkedRole"], "Resource": "*",
+         "Condition": {"StringNotEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}}},
         {"Sid": "RolesOnlyWithTheBoundary", "Effect": "Deny", "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"], "Resource": "*",
          "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": arn}}},
         {"Sid": "BoundaryStaysAttached", "Effect": "Deny", "Action": ["iam:DeleteRolePermissionsBoundary"], "Resource": "*"},
