@@ -113,3 +113,18 @@ def test_the_service_linked_roles_eks_and_fsx_need_are_still_under_the_boundary(
     for service in ("eks.amazonaws.com", "elasticloadbalancing.amazonaws.com", "s3.data-source.lustre.fsx.amazonaws.com"):
         request = Request("iam:CreateServiceLinkedRole", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/{service}/x", {"iam:AWSServiceName": service})
         assert evaluate(request, [EVERYTHING], _boundary()).allowed, service
+
+
+# Role names are prefixes: the boundary's `higgsfield-prod-*` also names every role of a stack
+# called `prod-eu` (or `prod-2`), and two stacks of one environment may share an account
+# (policies/rules.py account_findings refuses only a prod beside another environment). prod's
+# deploy role could then rewrite the trust of prod-eu's CI identities, which its own
+# CiIdentitiesAreAdministeredByBootstrap listed by prod's names only.
+NEIGHBOUR_CI_ROLES = ["higgsfield-prod-eu-deploy", "higgsfield-prod-eu-preview", "higgsfield-prod-eu-image", "higgsfield-prod-eu-deploy-runner"]
+
+
+@pytest.mark.parametrize("action", ["iam:UpdateAssumeRolePolicy", "iam:PutRolePolicy"])
+@pytest.mark.parametrize("role", NEIGHBOUR_CI_ROLES)
+def test_the_deploy_role_cannot_take_over_the_ci_identities_of_a_stack_whose_name_starts_with_its_own(role, action):
+    decision = evaluate(Request(action, f"arn:aws:iam::{ACCOUNT}:role/{role}"), [_deploy()], _boundary())
+    assert decision.denied_by == ("delivery-boundary", "CiIdentitiesAreAdministeredByBootstrap"), decision.reason
