@@ -127,9 +127,13 @@ def boundary_arn(account: str, stack: str) -> str:
 
 
 def ci_identity_arns(account: str, stack: str) -> list[str]:
-    """The roles CI acts as: only an administrator changes them (the boundary refuses the deploy role)."""
-    return [f"arn:aws:iam::{account}:role/{role_name(stack, p)}" for p in ("preview", "deploy", "image")] + [
-        f"arn:aws:iam::{account}:role/{runner_project(stack, p)}" for p in RUNNER_PURPOSES]
+    """The roles CI acts as, of this stack and of every other one in the account (`*` for the
+    stack: `higgsfield-prod-*`, the boundary's stack roles, also names `higgsfield-prod-eu-deploy`):
+    only an administrator changes them (the boundary refuses the deploy role). No other role of
+    ours ends so: the rest are `higgsfield-STACK-` and a generated suffix (bound_every_role)."""
+    del stack  # every stack's, this one's included
+    return [f"arn:aws:iam::{account}:role/{role_name('*', p)}" for p in ("preview", "deploy", "image")] + [
+        f"arn:aws:iam::{account}:role/{runner_project('*', p)}" for p in RUNNER_PURPOSES]
 
 
 def _buckets(named: Sequence[str]) -> list[str]:
