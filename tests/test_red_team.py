@@ -128,3 +128,31 @@ NEIGHBOUR_CI_ROLES = ["higgsfield-prod-eu-deploy", "higgsfield-prod-eu-preview",
 def test_the_deploy_role_cannot_take_over_the_ci_identities_of_a_stack_whose_name_starts_with_its_own(role, action):
     decision = evaluate(Request(action, f"arn:aws:iam::{ACCOUNT}:role/{role}"), [_deploy()], _boundary())
     assert decision.denied_by == ("delivery-boundary", "CiIdentitiesAreAdministeredByBootstrap"), decision.reason
+
+
+# --- the workflows ---------------------------------------------------------------------------------
+
+def test_the_job_whose_matrix_steers_the_deploy_installs_nothing_unpinned():
+    """stacks.yml's matrix names the deploy job's role, account, backend, runner label, GitHub
+    environment and policy config (deploy.yml, `${{ matrix.* }}`): whatever runs in its `list`
+    job decides where prod's deploy goes. A `pip install pyyaml` without a version or hash runs
+    whatever PyPI serves that day there; it gets PyYAML from a hash-locked file instead."""
+    import re
+
+    import yaml
+
+    from tests.conftest import ROOT
+
+    stacks = yaml.safe_load((ROOT / ".github" / "workflows" / "stacks.yml").read_text())
+    deploy = (ROOT / ".github" / "workflows" / "deploy.yml").read_text()
+    assert "uses: ./.github/workflows/stacks.yml" in deploy and "matrix.deployRole" in deploy
+    installs = [line.strip() for step in stacks["jobs"]["list"]["steps"] for line in step.get("run", "").splitlines() if "pip install" in line]
+    assert installs, "the list job installs PyYAML"
+    for line in installs:
+        assert "--require-hashes" in line and "--no-deps" in line and re.search(r"-r requirements/\S+\.txt", line), line
+        lock = (ROOT / re.search(r"-r (requirements/\S+\.txt)", line).group(1)).read_text()
+        entries = re.findall(r"^([A-Za-z0-9._-]+)==", lock, re.MULTILINE)
+        assert entries == ["pyyaml"], entries
+        # the same wheel hashes as the deploy lock: one PyYAML, not two that drift apart
+        block = lambda text: re.search(r"^pyyaml==.*?(?=^\S|\Z)", text, re.MULTILINE | re.DOTALL).group(0).split("# via")[0].strip()  # noqa: E731
+        assert block(lock) == block((ROOT / "requirements" / "deploy.txt").read_text())
