@@ -19,6 +19,8 @@ GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSched
 # a pool with an extra taint (`dedicated=research:NoSchedule`), or a node under the health gate's
 # startup taint, must still advertise its GPUs and EFA interfaces (DESIGN.md decision 11).
 EVERY_TAINT = {"operator": "Exists"}
+# No /dev/infiniband, gdrdrv or nvidia-fs in GPU pods on the NVIDIA plugin's account.
+GPU_ONLY_INJECTION = {"mofedEnabled": False, "gdrcopyEnabled": False, "gdsEnabled": False}
 NAMESPACE = "kube-system"
 
 
@@ -38,7 +40,10 @@ class DevicePlugins(pulumi.ComponentResource):
 
     Chart values at the pinned versions: `tolerations` is used by both the device plugin and
     the GFD DaemonSet, `nfd.worker.tolerations` by the NFD workers (NVIDIA/k8s-device-plugin:
-    deployments/helm/nvidia-device-plugin/values.yaml and templates/daemonset-gfd.yml@v0.19.0);
+    deployments/helm/nvidia-device-plugin/values.yaml and templates/daemonset-gfd.yml@v0.19.3);
+    MOFED, GDRCopy and GDS injection off (`mofedEnabled` etc., rendered as MOFED_ENABLED=false by
+    templates/daemonset-device-plugin.yml@v0.19.3): a GPU pod gets its GPUs, and EFA devices only
+    from the EFA plugin, as many as it asked for (NVIDIA/k8s-device-plugin#1692);
     the EFA chart appends `tolerations` to its own CriticalAddonsOnly one (aws/eks-charts:
     stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml@5239609, chart v0.5.30).
 
@@ -55,6 +60,7 @@ class DevicePlugins(pulumi.ComponentResource):
                 NAMESPACE,
                 {
                     "gfd": {"enabled": True},
+                    **GPU_ONLY_INJECTION,
                     "nodeSelector": GPU_NODES,
                     "tolerations": [EVERY_TAINT],  # the device plugin and GFD
                     # NFD's master and gc run on the system nodes; its workers label GPU nodes.

@@ -10,10 +10,16 @@ still has the taint as not ready yet (FilterOutNodesWithStartupTaints, same file
 core/static_autoscaler.go), so it does not add more nodes for pods that are waiting for the gate.
 
 The gate itself is a DaemonSet on GPU nodes only, tolerating every taint (DESIGN.md decision 11),
-running images/training/health_gate.py in the training image: it runs images/training/node_check.py
+running images/training/health_gate.py in an image built from images/training (higgsfield:
+healthGateImage, else the stack's ECR image at this checkout's source tag, which `higgsfield
+bootstrap` has pushed before the first GPU node joins: docs/training-image.md): it runs images/training/node_check.py
 and on a pass removes the taint and labels the node `higgsfield.io/health=healthy`; on a fail it
 keeps the taint, labels it `unhealthy` with the failed check, records an Event, and for pools
-with `healthGate.onFailure: replace` marks the instance Unhealthy in its Auto Scaling group.
+with `healthGate.onFailure: replace` marks the instance Unhealthy in its Auto Scaling group. The
+driver rule: at least the driver the image's CUDA needs, the same as the pool's healthy nodes on the
+same AMI, exactly the pinned AMI release's where known (node_check.report_driver). Afterwards the pod
+serves its node's EFA counters to Prometheus (images/training/efa_metrics.py). How long a node may
+stay in the gate before the autoscaler counts it unready: components/autoscaler.py unready_limits.
 """
 
 from __future__ import annotations
@@ -56,6 +62,9 @@ NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 # (legacyValidateEvent, kubernetes/kubernetes: pkg/apis/core/validation/events.go): the gate may
 # create Events there and nowhere else.
 EVENTS_NAMESPACE = "default"
+# The gate pod serves its node's EFA counters here (images/training/efa_metrics.py PORT);
+# components/observability.py scrapes the port by its name, "metrics".
+EFA_METRICS_PORT = 9810
 
 
 @dataclass(frozen=True)
@@ -69,15 +78,21 @@ class HealthGateArgs:
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
     tags: Mapping[str, str]
+    cuda: str = versions.TRAINING_IMAGE_CUDA   # what the image's CUDA needs of the driver (higgsfield:cudaVersion)
+    node_release: str | None = None           # higgsfield:nodeReleaseVersion: its driver, where known
+    prepull_image: str | None = None          # higgsfield:trainingImage: pulled by an init container during the gate
 
 
-def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool) -> dict[str, str]:
+def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool, cuda: str = versions.TRAINING_IMAGE_CUDA,
+                 release: str | None = None) -> dict[str, str]:
     """What node_check.py expects of a node of `pool` (its environment variables), and how the
-    gate reacts to a failure there."""
+    gate reacts to a failure there. The driver: at least the branch CUDA `cuda` needs, and exactly
+    the driver of the AMI `release` where the stack pins one we know (infra/versions.py)."""
     return {
         "EXPECTED_GPUS": str(pool.gpus_per_node),
         "EXPECTED_GPU_MODEL": pool.instance.gpu_model or "",
-        "EXPECTED_DRIVER_BRANCH": str(versions.EKS_NVIDIA_DRIVER_BRANCH),
+        "MIN_DRIVER_BRANCH": str(versions.CUDA_MIN_DRIVER_BRANCH[cuda]),
+        "EXPECTED_DRIVER_VERSION": versions.nvidia_driver_of_release(release) or "",
         "EXPECTED_EFA_DEVICES": str(efa_count(efa_interfaces_for(pool.instance)) if pool.efa else 0),
         "MIN_MATMUL_FRACTION": str(thresholds.min_matmul_fraction),
         "MIN_MEMORY_BANDWIDTH_FRACTION": str(thresholds.min_memory_bandwidth_fraction),
@@ -90,8 +105,9 @@ def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool) -> d
 
 
 def gate_role_rules() -> list[dict]:
-    """Read and patch nodes (its own only: the admission policy), nothing else cluster-wide."""
-    return [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    """Read and patch nodes (its own only: the admission policy), list them (its pool's healthy
+    nodes' drivers, by label selector), nothing else cluster-wide."""
+    return [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
 
 
 def own_node_policy() -> dict:
@@ -156,7 +172,16 @@ def replacement_policy(cluster_name: str, pools: Sequence[str]) -> str:
     })
 
 
-def daemonset(image: pulumi.Input[str], lustre: bool = False) -> dict:
+def prepull_container(image: str) -> dict:
+    """An init container that only makes the kubelet pull `image` (a team's higgsfield:trainingImage)
+    while the node is still in its gate, so the first job finds it on the node (IfNotPresent); it
+    runs `sh -c true` and holds nothing."""
+    return {"name": "pull-training-image", "image": image, "command": ["sh", "-c", "true"],
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}}
+
+
+def daemonset(image: pulumi.Input[str], lustre: bool = False, prepull: str | None = None) -> dict:
     """The gate's pods: GPU nodes of gated pools only, every taint tolerated, privileged.
 
     Privileged, and no `nvidia.com/gpu` or EFA request: the checks need every GPU and EFA device
@@ -189,11 +214,14 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False) -> dict:
                     "nodeSelector": {**GPU_NODES, GATED_LABEL: "true"},
                     "tolerations": [EVERY_TAINT],
                     "terminationGracePeriodSeconds": 30,
+                    **({"initContainers": [prepull_container(prepull)]} if prepull else {}),
                     "containers": [{
                         "name": "gate",
                         "image": image,
                         "command": ["python", "/opt/higgsfield/health_gate.py"],
-                        "env": env,
+                        "env": [*env, {"name": "EFA_METRICS_PORT", "value": str(EFA_METRICS_PORT)}],
+                        # the node's EFA hw_counters for the dashboard (images/training/efa_metrics.py)
+                        "ports": [{"name": "metrics", "containerPort": EFA_METRICS_PORT, "protocol": "TCP"}],
                         "securityContext": {"privileged": True},
                         "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "16Gi"}},
                         "volumeMounts": [{"name": "lustre", "mountPath": MOUNT_PATH}] if lustre else [],
@@ -252,14 +280,14 @@ class HealthGate(pulumi.ComponentResource):
         for pool in args.pools:  # not awaited by the DaemonSet (adding a pool changes nothing else); the gate waits for it
             obj(f"expectations-{pool.name}", {
                 "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": expectations_name(pool.name), "namespace": NAMESPACE},
-                "data": {"expectations.json": json.dumps(expectations(pool, args.thresholds, args.lustre), indent=1, sort_keys=True)}})
+                "data": {"expectations.json": json.dumps(expectations(pool, args.thresholds, args.lustre, args.cuda, args.node_release), indent=1, sort_keys=True)}})
         replacing = [p.name for p in args.pools if p.health_gate.on_failure == "replace"]
         if replacing:
             role, role_policy = pod_identity_role(f"{name}-replace", args.tags, self, inline_policy=replacement_policy(args.cluster_name, replacing))
             ready += [role_policy, aws.eks.PodIdentityAssociation(
                 f"{name}-identity", cluster_name=args.cluster_name, namespace=NAMESPACE, service_account=SERVICE_ACCOUNT,
                 role_arn=role.arn, tags=dict(args.tags), opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))]
-        self.daemonset = KubernetesObject(f"{name}-daemonset", daemonset(args.image, args.lustre),
+        self.daemonset = KubernetesObject(f"{name}-daemonset", daemonset(args.image, args.lustre, args.prepull_image),
                                           opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready]))
         self.namespace = (NAMESPACE, ns)  # where the storage component puts the gate's Lustre claim
         self.register_outputs({"namespace": NAMESPACE})

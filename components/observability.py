@@ -9,12 +9,14 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components import container_logs
 from components.addons import managed_addon
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS
 from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
+from components.workloads import KSM_NODE_LABELS, custom_rules, external_rules, serving_scrape_job
 from infra.config import Observability
 from infra.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
 
@@ -22,6 +24,8 @@ NAMESPACE = "monitoring"
 PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
 GPU_UTILISATION_METRIC = "gpu_utilization"  # what the HPA of an elastic job asks for (custom metrics API)
 CONTAINER_INSIGHTS_LOGS = ("application", "dataplane", "host", "performance")
+EFA_TX, EFA_RX = "node_amazonefa_tx_bytes", "node_amazonefa_rx_bytes"  # images/training/efa_metrics.py
+HEALTH_NAMESPACE = "higgsfield-health"  # components/healthgate.py NAMESPACE (a test keeps them equal)
 
 
 def _panel(title: str, expr: str, unit: str, y: int, x: int) -> dict:
@@ -43,8 +47,12 @@ def gpu_dashboard() -> dict:
         ("GPU memory used", "sum by (Hostname, gpu) (DCGM_FI_DEV_FB_USED) * 1024 * 1024", "bytes"),
         ("GPU power", "sum by (Hostname) (DCGM_FI_DEV_POWER_USAGE)", "watt"),
         ("XID errors (last code, 0 = none)", "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS)", "none"),
-        ("EFA transmit (NCCL traffic)", "sum by (instance) (rate(node_infiniband_port_data_transmitted_bytes_total[2m]))", "Bps"),
-        ("EFA receive (NCCL traffic)", "sum by (instance) (rate(node_infiniband_port_data_received_bytes_total[2m]))", "Bps"),
+        # EFA devices have no IB port counters (node_infiniband_port_data_*: node-exporter reads them
+        # from ports/N/counters, which EFA lacks); the health gate pod exports the EFA driver's
+        # hw_counters as node_amazonefa_* (images/training/efa_metrics.py, the names of
+        # aws-samples/awsome-distributed-training:4.validation_and_observability/3.efa-node-exporter@7217859f).
+        ("EFA transmit (NCCL traffic)", f"sum by (Hostname) (rate({EFA_TX}[2m]))", "Bps"),
+        ("EFA receive (NCCL traffic)", f"sum by (Hostname) (rate({EFA_RX}[2m]))", "Bps"),
         ("Pending gangs per queue", "sum by (queue_name) (volcano_queue_pod_group_pending_count)", "none"),
         ("GPU temperature", "max by (Hostname, gpu) (DCGM_FI_DEV_GPU_TEMP)", "celsius"),
     ]
@@ -69,8 +77,10 @@ def prometheus_adapter_rules() -> dict:
                 "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
                 "name": {"matches": "^DCGM_FI_DEV_GPU_UTIL$", "as": GPU_UTILISATION_METRIC},
                 "metricsQuery": "avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
-            }
+            },
+            *custom_rules(),  # the serving class's queue depth (components/workloads.py)
         ],
+        "external": external_rules(),  # the elastic jobs' room to grow (components/workloads.py)
     }
 
 
@@ -99,6 +109,10 @@ class ScrapeTarget:
 # The DCGM exporter's pods carry app.kubernetes.io/name=dcgm-exporter and a container port named
 # "metrics" (NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml and _helpers.tpl@4.4.1-4.6.0).
 SCRAPE_TARGETS = (
+    # The health gate's pods (one per gated GPU node) serve the node's EFA counters on the container
+    # port named "metrics" (components/healthgate.py daemonset, images/training/efa_metrics.py).
+    ScrapeTarget("efa", HEALTH_NAMESPACE, "pod", {"app.kubernetes.io/name": "health-gate"}, "metrics",
+                 "components/healthgate.py (ours); counters: aws-samples/awsome-distributed-training:4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go@7217859f"),
     ScrapeTarget("dcgm-exporter", NAMESPACE, "pod", {"app.kubernetes.io/name": "dcgm-exporter"}, "metrics",
                  "NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml@4.4.1-4.6.0"),
     ScrapeTarget("volcano-scheduler", "volcano-system", "endpoints", {"app": "volcano-scheduler"}, "metrics",
@@ -213,7 +227,7 @@ class Monitoring(pulumi.ComponentResource):
         on_system = {"nodeSelector": SYSTEM_LABELS}
         release("prometheus", args.prometheus_stack, {
             "prometheusOperator": on_system,
-            "kube-state-metrics": on_system,
+            "kube-state-metrics": {**on_system, "metricLabelsAllowlist": KSM_NODE_LABELS},  # the pool label, for the elastic room
             "alertmanager": {"alertmanagerSpec": on_system},
             "grafana": {**on_system, "sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard", "searchNamespace": "ALL"}}},
             "prometheus-node-exporter": {"tolerations": [{"operator": "Exists"}]},  # every node, GPU nodes included
@@ -232,7 +246,7 @@ class Monitoring(pulumi.ComponentResource):
                     },
                     # Scrape configs rather than ServiceMonitors: the exporters need not wait for the
                     # operator's CRDs, so they install in parallel with the stack.
-                    "additionalScrapeConfigs": [_scrape(target) for target in SCRAPE_TARGETS],
+                    "additionalScrapeConfigs": [*(_scrape(target) for target in SCRAPE_TARGETS), serving_scrape_job()],
                 }
             },
         }, deps=[storage_class])
@@ -265,8 +279,8 @@ class Monitoring(pulumi.ComponentResource):
         # docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-setup-logs-FluentBit.html;
         # and /performance for the metrics' log events: .../Container-Insights-reference.html).
         # Writers need no KMS rights: CloudWatch Logs encrypts with the key its policy lets it use.
-        # Kubernetes metadata (node, namespace, pod, labels - the operator's
-        # training.kubeflow.org/job-name and replica-index) are fields.
+        # Kubernetes metadata (node, namespace, pod, and - with our application-log.conf, Labels On -
+        # the operator's job-name, replica-type and replica-index labels) are fields.
         groups = [
             aws.cloudwatch.LogGroup(
                 f"{name}-logs-{kind}",
@@ -279,6 +293,7 @@ class Monitoring(pulumi.ComponentResource):
             for kind in CONTAINER_INSIGHTS_LOGS
         ]
         cloudwatch_role, _ = pod_identity_role(f"{name}-cloudwatch", tags, self, managed_policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy")
-        addon("amazon-cloudwatch-observability", (cloudwatch_role, "cloudwatch-agent"), deps=groups, configuration=CLOUDWATCH_DCGM_OFF)
+        # Container lines carry the pod's labels (job, replica type and index) and node: components/container_logs.py.
+        addon("amazon-cloudwatch-observability", (cloudwatch_role, "cloudwatch-agent"), deps=groups, configuration=container_logs.addon_configuration(CLOUDWATCH_DCGM_OFF))
         addon("eks-node-monitoring-agent")
         self.register_outputs({"grafana_dashboard": "higgsfield-gpus"})

@@ -11,10 +11,17 @@ from components import tenancy
 from components.gang_deadline import GangDeadline, GangDeadlineArgs
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from components.tenancy import TeamRules
-from infra.config import GpuPool, PriorityClassSpec, Team
+from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Team
 
-def rules_of(team: Team) -> TeamRules:
-    return TeamRules(name=team.name, queue=team.queue, priority_classes=tuple(team.priority_classes), uid=team.uid)
+
+def rules_of(team: Team, classes: Sequence[PriorityClassSpec] = ()) -> TeamRules:
+    """What the team's admission policy allows: its classes, and the platform's default class that
+    the API server writes into a pod naming none (components/training.py priority_classes)."""
+    serving = {c.name for c in classes if c.workload == "serving"}
+    return TeamRules(
+        name=team.name, queue=team.queue, priority_classes=(*team.priority_classes, DEFAULT_PRIORITY_CLASS), uid=team.uid,
+        serving_classes=tuple(c for c in team.priority_classes if c in serving),
+    )
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,8 @@ class Teams(pulumi.ComponentResource):
 
     Creates per team: a Namespace (Pod Security `baseline` enforced, `restricted` warned; its
     Volcano queue as the default; the queue's capability is the team's GPU quota, whole gangs at a
-    time - no ResourceQuota on GPUs, which would admit part of a gang), a zero-pod quota
+    time - no ResourceQuota on training GPUs, which would admit part of a gang), a ResourceQuota on
+    the GPUs of its serving classes' pods (servingGpuQuota: serving is no gang), a zero-pod quota
     per priority class the team is *not* given, a ValidatingAdmissionPolicy and its binding to
     the namespace (queue, priority classes, UID/GID, no privilege, no host access), default-deny
     NetworkPolicies with the allowances jobs need, and a Server-Side Apply patch of the namespace's
@@ -51,7 +59,7 @@ class Teams(pulumi.ComponentResource):
         self.namespaces: dict[str, KubernetesObject] = {}
         self.uids = {team.name: team.uid for team in args.teams}  # who owns each team's files
         for team in args.teams:
-            rules = rules_of(team)
+            rules = rules_of(team, args.priority_classes)
             ns = KubernetesObject(f"{name}-{team.name}", tenancy.namespace(rules, args.kubernetes_version), opts=child)
             self.namespaces[team.name] = ns
             in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
@@ -62,6 +70,18 @@ class Teams(pulumi.ComponentResource):
             # No ResourceQuota on GPUs: it admits pods one at a time, so the operator would create
             # part of a gang and the autoscaler buy nodes for it. The team's GPU quota is its own
             # queue's capability, which Volcano's enqueue checks for the whole gang (components/demand.py).
+            if rules.serving_classes:
+                # serving's own quota, scoped to its classes: no gang is cut by it (a Deployment's
+                # replicas are each worth serving), and it caps what serving can take back
+                obj("serving-gpu", {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": "serving-gpu", "namespace": team.name},
+                    "spec": {
+                        "hard": {"requests.nvidia.com/gpu": str(team.serving_gpu_quota)},
+                        "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": list(rules.serving_classes)}]},
+                    },
+                })
             for cls in args.priority_classes:
                 if cls.name in team.priority_classes:
                     continue

@@ -59,8 +59,9 @@ class TeamRules:
 
     name: str
     queue: str
-    priority_classes: tuple[str, ...]
+    priority_classes: tuple[str, ...]  # every class the team may name, the platform's default included
     uid: int
+    serving_classes: tuple[str, ...] = ()  # those of them that preempt (docs/workload-classes.md)
 
     @property
     def gid(self) -> int:
@@ -96,6 +97,7 @@ def cel_variables() -> list[dict]:
 def cel_validations(team: TeamRules) -> list[dict]:
     """Each rule: a CEL expression that is true for an allowed object, and the message shown."""
     queues, classes, uid, gid = _list([team.queue]), _list(team.priority_classes), team.uid, team.gid
+    serving = _list(team.serving_classes)
     sched = "object.spec.runPolicy.schedulingPolicy"
     is_job = f"object.kind in {_list(list(JOB_KINDS))}"
     no_container_runs_as_other = (
@@ -171,6 +173,25 @@ def cel_validations(team: TeamRules) -> list[dict]:
         {
             "expression": f"variables.specs.all(s, !has(s.volumes) || s.volumes.all(v, {' || '.join(f'has(v.{t})' for t in SAFE_VOLUMES)}))",
             "message": f"volumes may be {', '.join(SAFE_VOLUMES)}: no hostPath, no inline csi (storage comes from the namespace's claims)",
+            "reason": "Forbidden",
+        },
+        {
+            # A serving class preempts. Volcano lets it take only what a gang can spare (infra/preemption.py);
+            # kube-scheduler would take any lower-priority pod, gangs' minimums included.
+            "expression": (
+                f"object.kind != 'Pod' || variables.specs.all(s, !has(s.priorityClassName) || !(s.priorityClassName in {serving}) || "
+                f"(has(s.schedulerName) && s.schedulerName == '{SCHEDULER}'))"
+            ),
+            "message": f"pods of a serving class ({', '.join(team.serving_classes) or 'none'}) are scheduled by {SCHEDULER}: set schedulerName: {SCHEDULER}",
+            "reason": "Forbidden",
+        },
+        {
+            # Training never preempts: a job's pods and PodGroup may not carry a class that does.
+            "expression": (
+                f"!({is_job}) || ((!{_field('object', 'spec', 'runPolicy', 'schedulingPolicy', 'priorityClass')} || !({sched}.priorityClass in {serving})) && "
+                f"variables.specs.all(s, !has(s.priorityClassName) || !(s.priorityClassName in {serving})))"
+            ),
+            "message": f"training jobs never preempt: a Kubeflow job may not use a serving class ({', '.join(team.serving_classes) or 'none'}); serve from a Deployment",
             "reason": "Forbidden",
         },
         {

@@ -2,9 +2,13 @@
 
 Gang: the Training Operator creates a Volcano PodGroup per job (minMember = all replicas, or
 master + minReplicas for elastic jobs) and Volcano's `gang` plugin binds all of them or none.
-Differential: no `preempt` or `reclaim` action, gang/drf/proportion not preemptable or
-reclaimable, queues not reclaimable, every PriorityClass `preemptionPolicy: Never` - so a running
-job is never evicted for a newcomer, while `priority` orders the jobs still waiting.
+Differential: no `reclaim` action and queues not reclaimable (nothing crosses a queue), drf and
+proportion neither preemptable nor reclaimable, every training and evaluation PriorityClass
+`preemptionPolicy: Never` and the platform's default class too (pods naming none) - so a training
+job never evicts anything, while `priority` orders the jobs still waiting. The one exception is the
+serving class (docs/workload-classes.md): `preempt` lets a serving pod take, within its queue, what
+the `gang` plugin offers - only pods of a job above its minAvailable - and evaluation pods, lowest
+priority first. `higgsfield check` proves it from this configuration (infra/preemption.py).
 Demand only from work that can run (components/demand.py, docs/design/autoscaler-demand.md):
 the `enqueue` action keeps a gang's PodGroup Pending - so the operator creates none of its pods
 and the Cluster Autoscaler sees nothing - until its queue can hold the whole gang; each queue
@@ -26,7 +30,7 @@ from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS
 from components.demand import queue_spec
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
-from infra.config import PriorityClassSpec, Queue
+from infra.config import DEFAULT_PRIORITY_CLASS, PriorityClassSpec, Queue
 from infra import versions
 from infra.versions import Chart
 
@@ -53,16 +57,24 @@ VOLCANO_ADMISSIONS = (*VOLCANO_CHART_ADMISSIONS, "/podgroups/mutate")
 KUSTOMIZATION = Path(__file__).parent / "kustomize" / "training-operator"
 
 # The actions and plugins of the Volcano scheduler, see the module docstring.
+# `preempt` runs after `allocate` (actions run in the order listed: volcano-sh/volcano:pkg/scheduler/
+# scheduler.go@v1.15.1 runOnce) and only for a pod whose preemptionPolicy is not Never (actions/preempt/
+# preempt.go taskEligibleToPreempt) - the serving class alone - and only against pods of its own queue
+# (preempt.go Execute: `job.Queue == preemptorJob.Queue`). Victims are what the plugins of the first
+# tier that decides agree on (framework/session_plugins.go Preemptable): `gang` offers only pods of a
+# job whose ready pods exceed its minAvailable (plugins/gang/gang.go preemptableFn), so it stays the
+# last preemptable plugin of the only tier that has any (infra/preemption.py says why).
 SCHEDULER_CONFIG = {
     # enqueue first (issue #25): PodGroups stay Pending until proportion's queue check admits the
-    # whole gang (volcano-sh/volcano:pkg/scheduler/actions/enqueue/enqueue.go@v1.15.1)
-    "actions": "enqueue, allocate, backfill",
+    # whole gang (volcano-sh/volcano:pkg/scheduler/actions/enqueue/enqueue.go@v1.15.1); preempt after
+    # allocate, for the serving class only (above)
+    "actions": "enqueue, allocate, preempt, backfill",
     "tiers": [
         {
             "plugins": [
                 {"name": "priority"},
-                {"name": "gang", "enablePreemptable": False, "enableReclaimable": False},
                 {"name": "conformance"},
+                {"name": "gang", "enablePreemptable": True, "enableReclaimable": False},
             ]
         },
         {
@@ -82,6 +94,47 @@ def scheduler_config_yaml() -> str:
     return yaml.safe_dump(SCHEDULER_CONFIG, sort_keys=False)
 
 
+WORKLOAD_LABEL = "higgsfield.io/workload"  # on each PriorityClass: the class of work it is for
+_DESCRIPTIONS = {
+    "training": "Higgsfield training priority {value}: orders queued jobs, never preempts; only what lies above a gang's minimum may be taken back, by serving",
+    "serving": "Higgsfield serving priority {value}: may preempt, in its queue, evaluation pods and what lies above a training gang's minimum",
+    "evaluation": "Higgsfield evaluation (scavenger) priority {value}: runs on idle capacity, never preempts, first to give it back",
+}
+
+
+def priority_classes(classes: Sequence[PriorityClassSpec]) -> list[dict]:
+    """The stack's PriorityClasses, and the platform's default for pods that name none.
+
+    Only a serving class preempts (`PreemptLowerPriority`). The default class exists because the
+    Priority admission plugin gives a pod without priorityClassName the globalDefault class's name,
+    value and preemptionPolicy, or else preemptionPolicy PreemptLowerPriority (kubernetes/kubernetes:
+    plugin/pkg/admission/priority/admission.go admitPod, getDefaultPriority) - and the Training
+    Operator never puts a class on the pods (kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4
+    puts schedulingPolicy.priorityClass on the PodGroup only), so without it every training pod
+    could preempt in Volcano (volcano-sh/volcano:pkg/scheduler/actions/preempt/preempt.go@v1.15.1
+    taskEligibleToPreempt checks only the pod's preemptionPolicy)."""
+    manifests = [{
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": DEFAULT_PRIORITY_CLASS, "labels": {WORKLOAD_LABEL: "default"}},
+        "value": 0,
+        "preemptionPolicy": "Never",
+        "globalDefault": True,
+        "description": "Higgsfield default for pods that name no class: priority 0 (Kubernetes' own default), never preempts",
+    }]
+    for cls in classes:
+        manifests.append({
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": cls.name, "labels": {WORKLOAD_LABEL: cls.workload}},
+            "value": cls.value,
+            "preemptionPolicy": "PreemptLowerPriority" if cls.workload == "serving" else "Never",
+            "globalDefault": False,
+            "description": _DESCRIPTIONS[cls.workload].format(value=cls.value),
+        })
+    return manifests
+
+
 @dataclass(frozen=True)
 class VolcanoArgs:
     chart: Chart
@@ -93,12 +146,13 @@ class VolcanoArgs:
 
 class Volcano(pulumi.ComponentResource):
     """Volcano from its official chart on the system nodes, its scheduler configured for
-    differential scheduling, the queues (never reclaimable) and the PriorityClasses (never
-    preempting) of the stack.
+    differential scheduling (only serving preempts, only above a gang's minimum), the queues (never
+    reclaimable) and the PriorityClasses of the stack.
 
     Creates: the Helm release (with the PodGroup mutating webhook that applies a namespace's queue
     annotation), one Queue per configured queue, a Server-Side Apply patch of Volcano's own
-    `default` queue (not reclaimable, no GPUs), one PriorityClass per class.
+    `default` queue (not reclaimable, no GPUs), one PriorityClass per class (labelled with its class
+    of work; only serving preempts) and the platform's default class for pods that name none.
     Replaced when: a queue or class is renamed (a queue with jobs in it cannot be deleted).
     """
 
@@ -137,18 +191,9 @@ class Volcano(pulumi.ComponentResource):
         KubernetesPatch(f"{name}-queue-{DEFAULT_QUEUE}", queue(DEFAULT_QUEUE, 1, 0), force=True, opts=after_crds)
         for q in args.queues:
             KubernetesObject(f"{name}-queue-{q.name}", queue(q.name, q.weight, q.gpu_capability), opts=after_crds)
-        for cls in args.priority_classes:
+        for manifest in priority_classes(args.priority_classes):
             KubernetesObject(
-                f"{name}-priority-{cls.name}",
-                {
-                    "apiVersion": "scheduling.k8s.io/v1",
-                    "kind": "PriorityClass",
-                    "metadata": {"name": cls.name},
-                    "value": cls.value,
-                    "preemptionPolicy": "Never",
-                    "globalDefault": False,
-                    "description": f"Higgsfield training priority {cls.value}: orders queued jobs, never preempts running ones",
-                },
+                f"{name}-priority-{manifest['metadata']['name']}", manifest,
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
             )
         self.register_outputs({"release": self.release.name})

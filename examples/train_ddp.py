@@ -12,7 +12,9 @@ checkpoint settings (examples/checkpointing.py `settings`):
   FSx with the COMPLETE marker, keeping CHECKPOINT_KEEP_LAST;
 - on SIGTERM (drain, Capacity Block end, preemption) the ranks agree to stop, save once more,
   wait up to CHECKPOINT_FLUSH_SECONDS for the copy, and exit 143 so the job restarts and resumes;
-- on a Capacity Block pool, CHECKPOINT_NOTICE_AT asks for a checkpoint ahead of the drain.
+- on a Capacity Block pool, CHECKPOINT_NOTICE_AT asks for a checkpoint ahead of the drain;
+- CHECKPOINT_EVERY_STEPS=0 turns checkpoints off (no save, no resume): what `jobs render` sets for
+  a multi-node job on a stack without shared storage, where no checkpoint could ever be complete.
 """
 
 import os
@@ -64,7 +66,8 @@ def main() -> int:
         saved[0] = step
 
     start = 0
-    found = store.resume_from()
+    checkpointing = cfg["every"] > 0  # CHECKPOINT_EVERY_STEPS=0: no checkpoints, no resume (a stack without shared storage)
+    found = store.resume_from() if checkpointing else None
     if found is not None:
         state = snapshot(0)
         dcp.load(state, storage_reader=dcp.FileSystemReader(str(found[1])))
@@ -74,7 +77,7 @@ def main() -> int:
         if rank == 0:
             print(f"resumed from {found[1]} (step {found[0]}), continuing at step {start}", flush=True)
     elif rank == 0:
-        print(f"no complete checkpoint in {cfg['shared']}: starting at step 0", flush=True)
+        print(f"no complete checkpoint in {cfg['shared']}: starting at step 0" if checkpointing else "checkpoints off: starting at step 0", flush=True)
 
     def agreed(flag: int) -> int:
         value = torch.tensor([flag], device=device)
@@ -91,6 +94,9 @@ def main() -> int:
         loss.backward()
         optimizer.step()
         request = stop.agree(agreed)
+        if request == "stop" and not checkpointing:
+            dist.destroy_process_group()
+            return EXIT_AFTER_SIGTERM
         if request == "stop":
             began = stop.since or time.monotonic()
             save(step)
@@ -102,11 +108,11 @@ def main() -> int:
                 print(f"SIGTERM: final checkpoint of step {step} {'published' if flushed else 'NOT published in time (the previous one stays the newest)'}", flush=True)
             dist.destroy_process_group()
             return EXIT_AFTER_SIGTERM
-        if request == "notice" or (step + 1) % cfg["every"] == 0:
+        if checkpointing and (request == "notice" or (step + 1) % cfg["every"] == 0):
             save(step)
             if rank == 0:
                 print(f"step {step} loss {loss.item():.4f} world {world} checkpoint{' (Capacity Block notice)' if request == 'notice' else ''}", flush=True)
-    if start < steps:
+    if start < steps and checkpointing:
         save(steps - 1)
     publisher.wait()
     dist.barrier()

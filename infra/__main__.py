@@ -3,7 +3,7 @@
 import pulumi
 
 from components.addons import stack_addons
-from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
+from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs, unready_limits
 from components.cluster import Cluster, ClusterArgs
 from components.cpu_nodes import CpuNodes, CpuNodesArgs
 from components.delivery import Delivery, DeliveryArgs, bound_every_role
@@ -56,13 +56,13 @@ def build(cfg: StackConfig) -> None:
     karpenter_pools(cfg, network, cluster, node_role, [*node_prerequisites, system_nodes.node_group], tags)  # pools with provisioner: karpenter
     # 3. Platform services in the cluster, on the system nodes
     platform_ready = [system_nodes.node_group, *cluster.addons]
-    ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(name, cfg.region, cfg.autoscaler, versions.CLUSTER_AUTOSCALER,
-                                                                 versions.CLUSTER_AUTOSCALER_IMAGE[cfg.kubernetes_version], cluster.provider, platform_ready, tags))
+    ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(name, cfg.region, cfg.autoscaler, versions.CLUSTER_AUTOSCALER, versions.CLUSTER_AUTOSCALER_IMAGE[
+        cfg.kubernetes_version], cluster.provider, platform_ready, tags, unready_limits(cfg.autoscaler, cfg.gpu_pools, cfg.scheduler.queues)))
     DevicePlugins("device-plugins", DevicePluginsArgs(versions.NVIDIA_DEVICE_PLUGIN, versions.EFA_DEVICE_PLUGIN, any(p.efa for p in cfg.gpu_pools), cluster.provider, platform_ready))
     image = TrainingImageRepository("training-image", name, protect=cfg.production, tags=tags)
     gated = [p for p in cfg.gpu_pools if p.health_gate.enabled]  # no job on a GPU node before it passed its checks
-    gate = HealthGate("health-gate", HealthGateArgs(name, cfg.region, gated, cfg.observability.health, cfg.fsx.enabled,
-                                                    cfg.training_image or image.source_image, cluster.provider, platform_ready, tags)) if gated else None
+    gate = HealthGate("health-gate", HealthGateArgs(name, cfg.region, gated, cfg.observability.health, cfg.fsx.enabled, cfg.health_gate_image or image.source_image,
+                                                    cluster.provider, platform_ready, tags, cfg.cuda_version or versions.TRAINING_IMAGE_CUDA, cfg.node_release_version, cfg.training_image)) if gated else None
     # 4. Training: the batch scheduler, then the controller that needs its PodGroup CRD
     sched = cfg.scheduler
     volcano = Volcano("volcano", VolcanoArgs(versions.VOLCANO, sched.queues, sched.priority_classes, cluster.provider, platform_ready))

@@ -176,10 +176,19 @@ CLUSTER_AUTOSCALER_IMAGE_SOURCE = "kubernetes/autoscaler:cluster-autoscaler/vers
 
 # NVIDIA device plugin with GPU feature discovery (driver/CUDA labels). kubeVersion ">= 1.10.0-0"
 # and "Kubernetes version >= 1.10" (device plugin API v1beta1), no upper bound published.
+# 0.19.3, not 0.19.0 (gate21): 0.19.0 turned MOFED, GDRCopy and GDS on by default (#1550), so every
+# GPU pod got every /dev/infiniband/uverbs* - all EFA devices, whatever it asked the EFA plugin for
+# (NVIDIA/k8s-device-plugin#1692); 0.19.3 reverts the defaults (commit 2ffedc34b, #1837:
+# cmd/nvidia-device-plugin/main.go@v0.19.3, the mofed-enabled/gdrcopy-enabled/gds-enabled flags
+# have no Value). The chart's values.yaml is unchanged from v0.19.0 (`git diff --stat v0.19.0
+# v0.19.3 -- deployments/helm/nvidia-device-plugin`: Chart.yaml and the service-account templates
+# only), so every key components/device_plugins.py sets is still read; mofedEnabled, gdrcopyEnabled
+# and gdsEnabled (values.yaml@v0.19.3, rendered as MOFED_ENABLED/... by
+# templates/daemonset-device-plugin.yml when a bool) are set false there as well.
 NVIDIA_DEVICE_PLUGIN = Chart(
-    "nvidia-device-plugin", "0.19.0", "https://nvidia.github.io/k8s-device-plugin",
-    verified("NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v0.19.0"),
-    KubernetesRange("NVIDIA device plugin 0.19.0", "1.10", None, "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v0.19.0 (kubeVersion)"),
+    "nvidia-device-plugin", "0.19.3", "https://nvidia.github.io/k8s-device-plugin",
+    verified("NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v0.19.3"),
+    KubernetesRange("NVIDIA device plugin 0.19.3", "1.10", None, "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v0.19.3 (kubeVersion)"),
 )
 # EKS EFA device plugin chart v0.5.30 = image v0.5.20 (appVersion and values.yaml image.tag),
 # published in the chart index (aws/eks-charts:index.yaml@c7f9ea56, gh-pages). The chart states
@@ -293,6 +302,21 @@ AWS_OFI_NCCL_PREFIX = "/opt/aws-ofi-nccl"
 NCCL_TESTS = ImagePart(
     "v2.17.9", verified("aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/nccl-tests.Dockerfile@7217859f"),
 )
+
+# --- classes26: the examples of each class of work (docs/workload-classes.md) ----------------
+# xgboost in the training image, for examples/xgboost-iris.yaml: the version pip installs from PyPI
+# here (2026-12-03); examples/xgboost_iris.py was run with it on CPU, 2 ranks, tracker on rank 0
+# (xgboost 3.2.0: xgboost/tracker.py RabitTracker(n_workers, host_ip, port), collective.py
+# CommunicatorContext(dmlc_tracker_uri, dmlc_tracker_port, dmlc_task_id)).
+XGBOOST = ImagePart("3.2.0", verified("dmlc/xgboost:python-package/xgboost/VERSION@v3.2.0"))
+# TensorFlow's GPU image for examples/tf-mnist.yaml (the TFJob): pinned by tag; tensorflow 2.20.0 is
+# on PyPI (pip index versions tensorflow, 2026-12-03), the image tag is not verifiable from here.
+TENSORFLOW_IMAGE = ImagePart(
+    "tensorflow/tensorflow:2.20.0-gpu",
+    unverified("hub.docker.com/r/tensorflow/tensorflow tags (tag only, digest unverified)",
+               "docker buildx imagetools inspect tensorflow/tensorflow:2.20.0-gpu"),
+)
+
 
 # --- observability ----------------------------------------------------------------------------
 # kube-prometheus-stack 88.6.5 (adfinis/helm-charts#1982, 2026-09-07): newer than the stored
@@ -437,6 +461,68 @@ PROVENANCE["PULUMI_CLI"] = unverified(
 # x86_64-manylinux_2_28 -o requirements/deploy.txt` (uv 0.13.9, from PyPI, 2026-12-03).
 DEPLOY_LOCK = "requirements/deploy.txt"
 NOT_PINS = (*NOT_PINS, "DEPLOY_LOCK")  # a path, not a pin: the pins are in the file (with hashes)
+
+# --- gate21: the driver the image needs, and the driver each AMI release ships -------------------
+# The CUDA of the training image: TRAINING_BASE_IMAGE's tag (pytorch/pytorch:2.7.1-cuda12.8-...;
+# a test keeps them equal). The health gate wants at least CUDA_MIN_DRIVER_BRANCH of it on every
+# node (NVIDIA's table "CUDA Toolkit and Corresponding Driver Versions" in the CUDA Toolkit release
+# notes), not one branch constant: the AMI moves its branch (570 -> 580 in 2025-10, the table below).
+TRAINING_IMAGE_CUDA = "12.8"
+# kmod-nvidia-latest-dkms of AL2023_x86_64_NVIDIA in each EKS AMI release (its "Release version" per
+# Kubernetes minor), Kubernetes 1.32-1.35, releases v20251023 (the first with 580) to v20260714:
+# awslabs/amazon-eks-ami:CHANGELOG.md@81fec2e8 (2026-07-23), read with a script over its tables.
+# The arm64 NVIDIA AMI ships the same version (its el9 build). A higgsfield:nodeReleaseVersion in
+# this table is cross-checked (its driver against the CUDA's minimum; the gate expects exactly it);
+# a newer release is not known here: `higgsfield check` says so, and the gate still demands the minimum.
+EKS_AMI_NVIDIA_DRIVER = {
+    "1.32.9-20251023": "570.195.03", "1.33.5-20251023": "570.195.03", "1.34.1-20251023": "580.95.05",
+    "1.32.9-20251029": "570.195.03", "1.33.5-20251029": "580.95.05", "1.34.1-20251029": "580.95.05",
+    "1.32.9-20251108": "580.95.05", "1.33.5-20251108": "580.95.05", "1.34.1-20251108": "580.95.05",
+    "1.32.9-20251112": "580.95.05", "1.33.5-20251112": "580.95.05", "1.34.1-20251112": "580.95.05",
+    "1.32.9-20251120": "580.105.08", "1.33.5-20251120": "580.105.08", "1.34.2-20251120": "580.105.08",
+    "1.32.9-20251209": "580.105.08", "1.33.5-20251209": "580.105.08", "1.34.2-20251209": "580.105.08",
+    "1.32.9-20251217": "580.105.08", "1.33.5-20251217": "580.105.08", "1.34.2-20251217": "580.105.08",
+    "1.32.9-20260107": "580.105.08", "1.33.5-20260107": "580.105.08", "1.34.2-20260107": "580.105.08",
+    "1.32.9-20260114": "580.105.08", "1.33.5-20260114": "580.105.08", "1.34.2-20260114": "580.105.08", "1.35.0-20260114": "580.105.08",
+    "1.32.9-20260116": "580.105.08", "1.33.5-20260116": "580.105.08", "1.34.2-20260116": "580.105.08", "1.35.0-20260116": "580.105.08",
+    "1.32.9-20260120": "580.126.09", "1.33.5-20260120": "580.126.09", "1.34.2-20260120": "580.126.09", "1.35.0-20260120": "580.126.09",
+    "1.32.9-20260128": "580.126.09", "1.33.5-20260128": "580.126.09", "1.34.2-20260128": "580.126.09", "1.35.0-20260128": "580.126.09",
+    "1.32.9-20260129": "580.126.09", "1.33.5-20260129": "580.126.09", "1.34.2-20260129": "580.126.09", "1.35.0-20260129": "580.126.09",
+    "1.32.11-20260209": "580.126.09", "1.33.7-20260209": "580.126.09", "1.34.3-20260209": "580.126.09", "1.35.0-20260209": "580.126.09",
+    "1.32.12-20260224": "580.126.09", "1.33.8-20260224": "580.126.09", "1.34.4-20260224": "580.126.09", "1.35.0-20260224": "580.126.09",
+    "1.32.12-20260304": "580.126.09", "1.33.8-20260304": "580.126.09", "1.34.4-20260304": "580.126.09", "1.35.2-20260304": "580.126.09",
+    "1.32.12-20260311": "580.126.09", "1.33.8-20260311": "580.126.09", "1.34.4-20260311": "580.126.09", "1.35.2-20260311": "580.126.09",
+    "1.32.12-20260318": "580.126.09", "1.33.8-20260318": "580.126.09", "1.34.4-20260318": "580.126.09", "1.35.2-20260318": "580.126.09",
+    "1.32.12-20260403": "580.126.09", "1.33.8-20260403": "580.126.09", "1.34.4-20260403": "580.126.09", "1.35.2-20260403": "580.126.09",
+    "1.32.13-20260409": "580.126.09", "1.33.10-20260409": "580.126.09", "1.34.6-20260409": "580.126.09", "1.35.3-20260409": "580.126.09",
+    "1.32.13-20260415": "580.126.09", "1.33.10-20260415": "580.126.09", "1.34.6-20260415": "580.126.09", "1.35.3-20260415": "580.126.09",
+    "1.32.13-20260423": "580.126.09", "1.33.11-20260423": "580.126.09", "1.34.7-20260423": "580.126.09", "1.35.4-20260423": "580.126.09",
+    "1.32.13-20260505": "580.126.09", "1.33.11-20260505": "580.126.09", "1.34.7-20260505": "580.126.09", "1.35.4-20260505": "580.126.09",
+    "1.32.13-20260610": "580.159.03", "1.33.12-20260610": "580.159.03", "1.34.8-20260610": "580.159.03", "1.35.5-20260610": "580.159.03",
+    "1.32.13-20260618": "580.159.03", "1.33.13-20260618": "580.159.03", "1.34.9-20260618": "580.159.03", "1.35.6-20260618": "580.159.03",
+    "1.32.13-20260625": "580.159.03", "1.33.13-20260625": "580.159.03", "1.34.9-20260625": "580.159.03", "1.35.6-20260625": "580.159.03",
+    "1.32.13-20260714": "580.159.03", "1.33.13-20260714": "580.159.03", "1.34.9-20260714": "580.159.03", "1.35.6-20260714": "580.159.03",
+}
+
+
+def nvidia_driver_of_release(release: str | None) -> str | None:
+    """The NVIDIA driver an EKS AL2023 NVIDIA AMI release ships, where this module knows it."""
+    return EKS_AMI_NVIDIA_DRIVER.get(release) if release else None
+
+
+PROVENANCE["TRAINING_IMAGE_CUDA"] = unverified("the tag of TRAINING_BASE_IMAGE (cuda12.8)",
+                                               "docker run --rm pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel nvcc --version")
+PROVENANCE["EKS_AMI_NVIDIA_DRIVER"] = verified("awslabs/amazon-eks-ami:CHANGELOG.md@81fec2e8 (kmod-nvidia-latest-dkms per release)")
+
+# Container logs with pod labels: our own application-log.conf for the add-on's Fluent Bit, given as
+# add-on configuration under this key (components/container_logs.py; the chart's values at
+# aws-observability/helm-charts:charts/amazon-cloudwatch-observability/values.yaml@71a298ff).
+CLOUDWATCH_LOGS_LABELS_ON = "containerLogs.fluentBit.config.extraFiles"
+PROVENANCE["CLOUDWATCH_LOGS_LABELS_ON"] = unverified(
+    "aws-observability/helm-charts:charts/amazon-cloudwatch-observability/values.yaml@71a298ff (containerLogs.fluentBit.config.extraFiles)",
+    "aws eks describe-addon-configuration --addon-name amazon-cloudwatch-observability --addon-version VERSION "
+    "--query configurationSchema --output text | jq .properties.containerLogs.properties.fluentBit.properties.config",
+)
 
 # --- cost25 (issue #25: warm reservations, demand, cold start, Karpenter) -----------------------------
 # The training image's runtime stage (images/training/Dockerfile): PyTorch's -runtime image of the

@@ -10,6 +10,7 @@ reads a value.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -276,10 +277,23 @@ _GPU_CHARTS = PolicyConfigSchema(properties={"charts": {"type": "array", "items"
 GPU_CHARTS = ("nvidia-device-plugin", "aws-efa-k8s-device-plugin", "dcgm-exporter")
 
 
-@_policy("helm-release-pinned", "Every Helm release pins a chart version.")
+# Helm reads a chart `version` as a constraint: "This constraint can be a specific tag (e.g. 1.1.1)
+# or it may reference a valid range (e.g. ^2.0.0). If this is not specified, the latest version is
+# used" (helm.sh/docs/helm/helm_install, --version; the ranges are Masterminds/semver constraints:
+# >=, ^, ~, 1.x, *, a - b, ||). Only an exact SemVer 2.0.0 version (semver.org) pins a chart.
+EXACT_CHART_VERSION = re.compile(r"v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?")
+
+
+@_policy("helm-release-pinned", "Every Helm release pins an exact chart version, not a range.")
 def helm_release_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type == HELM_RELEASE and not get(args.props, "version"):
+    if args.resource_type != HELM_RELEASE:
+        return
+    version = get(args.props, "version")
+    if not version:
         report(f"Chart {get(args.props, 'chart')} has no version: pin it in infra/versions.py.")
+    elif not isinstance(version, str) or not EXACT_CHART_VERSION.fullmatch(version.strip()):
+        report(f"Chart {get(args.props, 'chart')} version {version!r} is a range, not a pin (Helm installs the newest chart it matches): "
+               "pin one exact version (1.2.3) in infra/versions.py.")
 
 
 def tolerates(toleration: dict, key: str, value: str, effect: str) -> bool:

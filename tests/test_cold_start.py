@@ -66,12 +66,16 @@ def test_the_shortened_cold_path_is_shorter_than_the_devel_image_with_default_pu
 
 def test_the_health_gate_runs_the_image_jobs_run_so_the_job_finds_it_pulled(project_copy):
     """The gate's DaemonSet pod pulls the training image on every new node before the taint comes
-    off; a job that names the same image (tag pull policy IfNotPresent) does not pull again."""
+    off; a job that names the same image (tag pull policy IfNotPresent) does not pull again. A
+    team's own trainingImage holds no health gate: the gate runs its own image and an init
+    container pulls the team's (components/healthgate.py prepull_container)."""
     image = "123456789012.dkr.ecr.us-east-2.amazonaws.com/llm/efa-train:2026.11"
     root = project_copy("prod", set_key("higgsfield:trainingImage", image))
     plan = record("bad", root=root)
     (gate,) = [r for r in plan.resources if r.name == "health-gate-daemonset"]
-    assert {c["image"] for c in gate.inputs["spec"]["template"]["spec"]["containers"]} == {image}
+    spec = gate.inputs["spec"]["template"]["spec"]
+    assert [c["image"] for c in spec["initContainers"]] == [image]
+    assert {c["image"] for c in spec["containers"]} != {image}
     job = jobs.render("pytorch-ddp", plan.config, pool="h100")[-1]
     assert {t["spec"]["containers"][0]["image"] for t in jobs.pod_templates(job)} == {image}
     assert not image.endswith(":latest")  # IfNotPresent by default (a :latest tag would pull Always)

@@ -35,7 +35,7 @@ VOLCANO, CA, NDP = "volcano-sh/volcano", "kubernetes/autoscaler", "NVIDIA/k8s-de
 NFD = "kubernetes-sigs/node-feature-discovery"
 CA_CHART = "kubernetes/autoscaler:cluster-autoscaler/charts/cluster-autoscaler/templates"
 VC_CHART = "volcano-sh/volcano:installer/helm/chart/volcano/templates"
-NFD_CHART = "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/charts/node-feature-discovery-chart-0.17.3.tgz@v0.19.0 (node-feature-discovery/templates"
+NFD_CHART = "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/charts/node-feature-discovery-chart-0.17.3.tgz@v0.19.3 (node-feature-discovery/templates"
 NDP_CHART = "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/templates"
 MS_CHART = "kubernetes-sigs/metrics-server:charts/metrics-server/templates"
 
@@ -131,11 +131,11 @@ def device_plugin_needs(plan: Plan) -> list[Need]:
     values, ns = _values(plan, "nvidia-device-plugin"), device_plugins.NAMESPACE
     needs = []
     if values.get("gfd", {}).get("enabled"):
-        gfd = f"{NDP}:internal/lm/output.go@v0.19.0"
-        needs += [Need("gpu-feature-discovery", "gfd.enabled (use-node-feature-api defaults to true: cmd/gpu-feature-discovery/main.go@v0.19.0:101-102)",
+        gfd = f"{NDP}:internal/lm/output.go@v0.19.3"
+        needs += [Need("gpu-feature-discovery", "gfd.enabled (use-node-feature-api defaults to true: cmd/gpu-feature-discovery/main.go@v0.19.3:101-102)",
                        Call(v, "nfd.k8s-sigs.io", "nodefeatures", ns, None if v == "create" else "gpu-node"), f"{gfd}:{line}") for v, line in (("get", 132), ("create", 147), ("update", 166))]
         needs.append(Need("gpu-feature-discovery", "gfd.enabled", Call("get", "", "pods", ns, "gfd-pod"), f"{gfd}:182 (its own pod, owner of the NodeFeature)"))
-        # NFD comes with GFD (Chart.yaml dependency condition nfd.enabled,gfd.enabled @v0.19.0).
+        # NFD comes with GFD (Chart.yaml dependency condition nfd.enabled,gfd.enabled @v0.19.3).
         master = f"{NFD}:pkg/nfd-master/nfd-master.go@v0.17.3"
         needs += [Need("nfd-master", "-enable-leader-election (always: templates/master.yaml:119)", Call(v, "coordination.k8s.io", "leases", ns, None if v == "create" else "nfd-master.nfd.kubernetes.io"),
                        f"{master}:1376 (LeaseLock nfd-master.nfd.kubernetes.io)") for v in ("get", "create", "update")]
@@ -222,9 +222,10 @@ CHART_GRANTS: tuple[Grant, ...] = (
     Grant("cluster-autoscaler", autoscaler.NAMESPACE, _rule([""], ["configmaps"], ["create"]), f"{CA_CHART}/role.yaml@cluster-autoscaler-chart-9.59.0:16-25", lambda v: v.get("rbac", {}).get("create", True)),
     Grant("cluster-autoscaler", autoscaler.NAMESPACE, _rule([""], ["configmaps"], ["delete", "get", "update"], ["cluster-autoscaler-status"]), f"{CA_CHART}/role.yaml@cluster-autoscaler-chart-9.59.0:26-41", lambda v: v.get("rbac", {}).get("create", True)),
     Grant("cluster-autoscaler", autoscaler.NAMESPACE, _rule([""], ["configmaps"], ["list", "watch"]), f"{CA_CHART}/role.yaml@cluster-autoscaler-chart-9.59.0:22-25 (with priorityExpanderEnabled)", _ca_priority),
-    # NVIDIA device plugin 0.19.0 with GFD, and its NFD 0.17.3 subchart.
-    Grant("gpu-feature-discovery", None, _rule(["nfd.k8s-sigs.io"], ["nodefeatures"], ["get", "list", "watch", "create", "update"]), f"{NDP_CHART}/role.yml@v0.19.0:15-17", lambda v: v.get("gfd", {}).get("enabled", False)),
-    Grant("gpu-feature-discovery", None, _rule([""], ["pods"], ["get"]), f"{NDP_CHART}/role.yml@v0.19.0:18-20", lambda v: v.get("gfd", {}).get("enabled", False)),
+    # NVIDIA device plugin 0.19.3 with GFD, and its NFD 0.17.3 subchart (templates unchanged from v0.19.0 but for the
+    # role/binding/service account, now always rendered: `git diff v0.19.0 v0.19.3 -- deployments/helm`).
+    Grant("gpu-feature-discovery", None, _rule(["nfd.k8s-sigs.io"], ["nodefeatures"], ["get", "list", "watch", "create", "update"]), f"{NDP_CHART}/role.yml@v0.19.3:13-15", lambda v: v.get("gfd", {}).get("enabled", False)),
+    Grant("gpu-feature-discovery", None, _rule([""], ["pods"], ["get"]), f"{NDP_CHART}/role.yml@v0.19.3:16-18", lambda v: v.get("gfd", {}).get("enabled", False)),
     Grant("nfd-master", None, _rule(["coordination.k8s.io"], ["leases"], ["create"]), f"{NFD_CHART}/clusterrole.yaml:43-48)"),
     Grant("nfd-master", None, _rule(["coordination.k8s.io"], ["leases"], ["get", "update"], ["nfd-master.nfd.kubernetes.io"]), f"{NFD_CHART}/clusterrole.yaml:49-57)"),
     Grant("nfd-master", None, _rule([""], ["nodes", "nodes/status"], ["get", "patch", "update", "list"]), f"{NFD_CHART}/clusterrole.yaml:16-25)"),

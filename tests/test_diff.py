@@ -64,14 +64,15 @@ def test_changing_fsx_deployment_type_is_refused_without_an_allow(repo, capsys):
 
 def test_an_explicit_allow_lets_the_fsx_replacement_through(repo, capsys):
     _edit_stack(repo, "staging", lambda c: c.update({"higgsfield:fsx": {"enabled": True, "deploymentType": "SCRATCH_2", "storageCapacityGiB": 4800}}))
-    assert main(["diff", "staging", "--base", "HEAD~1", "--allow", "lustre", "--allow", "lustre-key"]) == 0
+    # the new file system has no datasets: their claims go too (refused without an allow, issue #23)
+    assert main(["diff", "staging", "--base", "HEAD~1", "--allow", "lustre", "--allow", "lustre-key", "--allow", "claims"]) == 0
     assert "REFUSED" not in capsys.readouterr().out
 
 
 def test_allow_replace_in_stack_config_lets_the_replacement_through(repo, capsys):
     def change(config):
         config["higgsfield:fsx"] = {"enabled": True, "deploymentType": "SCRATCH_2", "storageCapacityGiB": 4800}
-        config["higgsfield:allowReplace"] = ["lustre", "lustre-key"]
+        config["higgsfield:allowReplace"] = ["lustre", "lustre-key", "claims"]  # its datasets' claims go too
 
     _edit_stack(repo, "staging", change)
     assert main(["diff", "staging", "--base", "HEAD~1"]) == 0

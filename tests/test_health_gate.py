@@ -24,10 +24,12 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from tests.aws_errors import add_wire_error
+
 import health_gate
 from health_gate import ApiError, KubernetesApi
 
-TAINT = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-health"
+TAINT = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-gate"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 PASS = {"node": "n1", "healthy": True, "results": [
     {"check": "GPU count", "value": "8", "expected": "8", "ok": True},
@@ -80,6 +82,13 @@ class FakeApiServer:
 
             def do_GET(self):
                 fake.requests.append(("GET", self.path))
+                if self.path.startswith("/api/v1/nodes?"):  # a list by label selector (equality terms only)
+                    from urllib.parse import parse_qs, urlsplit
+
+                    selector = parse_qs(urlsplit(self.path).query)["labelSelector"][0]
+                    terms = dict(term.split("=", 1) for term in selector.split(","))
+                    items = [n for n in fake.nodes.values() if all(n["metadata"]["labels"].get(k) == v for k, v in terms.items())]
+                    return self._answer(200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"}, "items": copy.deepcopy(items)})
                 parts = self.path.split("/")
                 if self.path.startswith("/api/v1/namespaces/") and parts[5] == "configmaps":
                     found = fake.config_maps.get((parts[4], parts[6]))
@@ -262,7 +271,7 @@ def test_a_failed_node_of_a_replace_pool_is_marked_unhealthy_in_its_auto_scaling
 
 def test_replacement_is_retried_when_auto_scaling_reports_contention():
     client, stub = _stubbed_autoscaling()
-    stub.add_client_error("set_instance_health", "ResourceContentionFault", "You already have a pending update to an Auto Scaling resource", 500, expected_params=SET_HEALTH)
+    add_wire_error(stub, "autoscaling", "set_instance_health", "ResourceContention", "You already have a pending update to an Auto Scaling resource", expected_params=SET_HEALTH)
     stub.add_response("set_instance_health", {}, SET_HEALTH)
     with stub:
         assert "marked Unhealthy" in health_gate.mark_unhealthy(client, "i-0abc123def4567890", pause=0)
@@ -272,10 +281,10 @@ def test_replacement_is_retried_when_auto_scaling_reports_contention():
 def test_a_denied_replacement_is_reported_and_leaves_the_node_tainted(fake, env):
     fake.add_node(pool="h200-block")
     client, stub = _stubbed_autoscaling()
-    stub.add_client_error("set_instance_health", "AccessDeniedException", "not authorized to perform: autoscaling:SetInstanceHealth", 400, expected_params=SET_HEALTH)
+    add_wire_error(stub, "autoscaling", "set_instance_health", "AccessDenied", "User: arn:aws:sts::123456789012:assumed-role/health-gate/x is not authorized to perform: autoscaling:SetInstanceHealth", expected_params=SET_HEALTH)
     with stub:
         outcome = health_gate.gate(fake.api, env, checks=_checks(FAIL), replace=lambda i: health_gate.mark_unhealthy(client, i, pause=0))
-    assert outcome.replacement.startswith("i-0abc123def4567890 not marked Unhealthy: AccessDeniedException")
+    assert outcome.replacement.startswith("i-0abc123def4567890 not marked Unhealthy: AccessDenied:")
     assert TAINT in fake.taint_keys() and fake.labels()["higgsfield.io/health"] == "unhealthy"
 
 

@@ -75,9 +75,11 @@ def test_the_gate_claims_no_gpu_so_new_nodes_stay_free_for_jobs(plan):
     assert set(container["resources"]["requests"]) == {"cpu", "memory"} and set(container["resources"]["limits"]) == {"memory"}
 
 
-def test_the_gates_cluster_wide_rights_are_get_and_patch_on_nodes(plan):
+def test_the_gates_cluster_wide_rights_are_get_list_and_patch_on_nodes(plan):
+    """list: its pool's healthy nodes' drivers (health_gate.pool_drivers); patch stays limited to
+    its own node by the admission policy."""
     (role,) = [r.inputs for r in plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole") if r.inputs["metadata"]["name"] == "higgsfield-health-gate"]
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
     roles = {(r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]): r.inputs["rules"] for r in plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
              if r.inputs["metadata"]["name"].startswith(("health-gate", "higgsfield-health-gate"))}
     assert roles == {

@@ -16,7 +16,7 @@ from tests.conftest import ROOT, plan_of
 SMI = """NVIDIA H100 80GB HBM3, 580.95.05, 81559
 NVIDIA H100 80GB HBM3, 580.95.05, 81559
 """
-EXPECT = Expectations(gpus=2, model="H100", driver_branch=580, efa_devices=32, min_matmul_fraction=0.6,
+EXPECT = Expectations(gpus=2, model="H100", min_driver_branch=570, efa_devices=32, min_matmul_fraction=0.6,
                       min_memory_bandwidth_fraction=0.7, min_lustre_mb_s=200, min_bus_bandwidth_gb_s=50)
 H100 = [Gpu("NVIDIA H100 80GB HBM3", "580.95.05", 81559)] * 2
 
@@ -44,8 +44,8 @@ def test_a_missing_gpu_makes_the_node_unhealthy():
     assert _failed(node_check.evaluate("n1", H100[:1], EXPECT)) == ["GPU count"]
 
 
-def test_a_driver_from_another_branch_fails():
-    gpus = [Gpu("NVIDIA H100 80GB HBM3", "570.86.15", 81559)] * 2
+def test_a_driver_older_than_the_images_cuda_needs_fails():
+    gpus = [Gpu("NVIDIA H100 80GB HBM3", "565.57.01", 81559)] * 2
     assert _failed(node_check.evaluate("n1", gpus, EXPECT)) == ["NVIDIA driver"]
 
 
@@ -98,7 +98,7 @@ def test_report_is_a_table_and_one_json_line():
 
 
 def test_expectations_come_from_the_job_environment():
-    env = {"EXPECTED_GPUS": "8", "EXPECTED_GPU_MODEL": "H100", "EXPECTED_DRIVER_BRANCH": "580", "EXPECTED_EFA_DEVICES": "32",
+    env = {"EXPECTED_GPUS": "8", "EXPECTED_GPU_MODEL": "H100", "MIN_DRIVER_BRANCH": "570", "EXPECTED_EFA_DEVICES": "32",
            "MIN_MATMUL_FRACTION": "0.6", "MIN_MEMORY_BANDWIDTH_FRACTION": "0.7", "MIN_LUSTRE_MBPS": "200", "MIN_BUS_BANDWIDTH_GBPS": "50", "LUSTRE_PATH": ""}
     expected = Expectations.from_env(env)
     assert (expected.gpus, expected.efa_devices, expected.lustre_path) == (8, 32, None)

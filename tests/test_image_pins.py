@@ -53,9 +53,9 @@ CHART_IMAGES: dict[str, Callable[[dict], list[str]]] = {
     "volcano": lambda v: [f"docker.io/volcanosh/{name}:{_get(v, 'basic', 'image_tag_version', default='v1.15.1')}" for name in ("vc-controller-manager", "vc-scheduler", "vc-webhook-manager")]
     + (["grafana/grafana:latest", "prom/prometheus", "docker.io/volcanosh/kube-state-metrics:v2.0.0-beta"] if _get(v, "custom", "metrics_enable", default=False) else [])
     + (["docker.io/volcanosh/vc-agent:<unset>"] if _get(v, "custom", "colocation_enable", default=False) else []),
-    # NVIDIA/k8s-device-plugin values.yaml@v0.19.0 image.repository, tag "" -> v{appVersion} (_helpers.tpl:83-85); NFD subchart
+    # NVIDIA/k8s-device-plugin values.yaml@v0.19.3 image.repository, tag "" -> v{appVersion} (_helpers.tpl:83-85); NFD subchart
     # 0.17.3: registry.k8s.io/nfd/node-feature-discovery, tag | default .Chart.AppVersion v0.17.3 (templates/master.yaml:48, worker.yaml:47).
-    "nvidia-device-plugin": lambda v: [f"nvcr.io/nvidia/k8s-device-plugin:{_get(v, 'image', 'tag') or 'v0.19.0'}"]
+    "nvidia-device-plugin": lambda v: [f"nvcr.io/nvidia/k8s-device-plugin:{_get(v, 'image', 'tag') or 'v0.19.3'}"]
     + ([f"registry.k8s.io/nfd/node-feature-discovery:{_get(v, 'nfd', 'image', 'tag') or 'v0.17.3'}"] if _get(v, "gfd", "enabled") or _get(v, "nfd", "enabled") else []),
     # aws/eks-charts:stable/aws-efa-k8s-device-plugin/values.yaml@5239609 image.repository/tag v0.5.20; templates/daemonset.yaml:66.
     "aws-efa-k8s-device-plugin": lambda v: [f"602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:{_get(v, 'image', 'tag') or 'v0.5.20'}"],

@@ -17,36 +17,28 @@ from tests.conftest import ROOT, STACKS, plan_of, set_field
 SHIPPED = [(s, e) for s in STACKS for e in jobs.examples_for(plan_of(s).config)]
 
 
-def _gpus_at_most(job: dict) -> int:
-    """The most GPUs the job's pods hold at once, read from the rendered job (an elastic
-    job's workers up to maxReplicas)."""
-    total = 0
-    elastic = job["spec"].get("elasticPolicy")
-    for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs"):
-        for replica, spec in (job["spec"].get(key) or {}).items():
-            count = elastic["maxReplicas"] if elastic and replica == "Worker" else spec["replicas"]
-            limits = spec["template"]["spec"]["containers"][0].get("resources", {}).get("limits", {})
-            total += count * int(limits.get("nvidia.com/gpu", 0))
-    return total
-
-
 @pytest.mark.parametrize(("stack", "example"), SHIPPED, ids=["-".join(s) for s in SHIPPED])
 def test_every_shipped_example_fits_every_shipped_stack_by_default(stack, example):
     cfg = plan_of(stack).config
-    job = jobs.render(example, cfg)[-1]
+    objects = jobs.render(example, cfg)
+    job = objects[-1]
     (pool_name,) = {t["spec"]["nodeSelector"]["higgsfield.io/pool"] for t in jobs.pod_templates(job) if "higgsfield.io/pool" in t["spec"]["nodeSelector"]}
     pool = next(p for p in cfg.gpu_pools if p.name == pool_name)
     team = next(t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"])
     queue = next(q for q in cfg.scheduler.queues if q.name == team.queue)
-    gpus = _gpus_at_most(job)
-    assert 0 < gpus <= min(pool.max_size * pool.gpus_per_node, team.gpu_quota, queue.gpu_capability)
+    gpus = jobs.gpus_at_most(objects)
+    limit = min(pool.max_size * pool.gpus_per_node, team.gpu_quota, queue.gpu_capability)
+    if jobs.WORKLOAD[example] == "serving":
+        limit = min(limit, team.serving_gpu_quota)
+    assert 0 < gpus <= limit
 
 
 def test_the_default_ddp_job_of_dev_asks_for_the_two_gpus_dev_has(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert main(["jobs", "render", "dev", "pytorch-ddp"]) == 0
-    job = list(yaml.safe_load_all(capsys.readouterr().out))[-1]
-    assert _gpus_at_most(job) == 2 and job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 2
+    objects = list(yaml.safe_load_all(capsys.readouterr().out))
+    job = objects[-1]
+    assert jobs.gpus_at_most(objects) == 2 and job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 2
 
 
 @pytest.mark.parametrize(("workers", "says"), [
@@ -76,7 +68,7 @@ def test_check_fails_a_stack_whose_shipped_examples_do_not_fit(project_copy, cap
     project_copy("dev", one_gpu_team)
     assert main(["check", "bad"]) == 1
     out = capsys.readouterr().out
-    (row,) = [line for line in out.splitlines() if "example-jobs-fit" in line]
+    (row,) = [line for line in out.splitlines() if "example-jobs-fit" in line and "pytorch-ddp" in line]
     assert "examples/pytorch-ddp.yaml" in row and "team ml's quota of 1 GPUs" in row
 
 

@@ -96,6 +96,16 @@ CASES: dict[str, tuple[str | bytes, str | None, str]] = {
     "aws_access_key_plaintext": (append("  aws:accessKey: AKIAIOSFODNN7EXAMPLE\n"), "aws:accessKey", "pulumi config set --secret"),
     "password_named_key": (append("  higgsfield:grafanaPassword: hunter2\n"), "higgsfield:grafanaPassword", "pulumi config set --secret"),
     "access_key_id_in_a_tag": (replace("    team: ml-platform", "    team: AKIAIOSFODNN7EXAMPLE"), "higgsfield:tags.team", "an AWS access key id"),
+    # YAML 1.1 (this reader) and YAML 1.2 (Pulumi) read these differently: refused, with the spelling that means one thing
+    "octal_uid": (replace("uid: 20001}", "uid: 020001}"), "higgsfield:scheduler.teams[0].uid", "the number 8193 (octal)"),
+    "octal_in_a_tag_value": (replace("    team: ml-platform", "    team: 010"), "higgsfield:tags.team", "quote it, \"010\""),
+    "yes_for_a_switch": (replace("    nodeAutoRepair: true", "    nodeAutoRepair: yes"), "higgsfield:observability.nodeAutoRepair", "write true for a switch"),
+    "off_for_a_string": (replace("    team: ml-platform", "    team: off"), "higgsfield:tags.team", "quote it, \"off\""),
+    "base_60_size": (replace("    maxSize: 4\n", "    maxSize: 1:30\n"), "higgsfield:cpuNodes.maxSize", "(base 60)"),
+    "underscored_size": (replace("    maxSize: 4\n", "    maxSize: 1_0\n"), "higgsfield:cpuNodes.maxSize", "_ separators"),
+    "integer_of_5000_digits": (replace("    maxSize: 4\n", "    maxSize: " + "9" * 5000 + "\n"), "higgsfield:cpuNodes.maxSize", "must be an integer"),
+    "timestamp_with_month_13": (replace("    maxSize: 4\n", "    maxSize: 2027-13-45\n"), "higgsfield:cpuNodes.maxSize", "must be an integer"),
+    "deeply_nested_value": (append("  higgsfield:tags: " + "[" * 60 + "]" * 60 + "\n", replace("  higgsfield:tags:\n    team: ml-platform\n    cost-center: research-dev\n", "")), "higgsfield:tags", "nests deeper than 16"),
     "encrypted_required_setting": (replace("higgsfield:environment: dev", "higgsfield:environment: {secure: v1:abc}"), "higgsfield:environment", "cannot decrypt"),
 }
 

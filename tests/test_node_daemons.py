@@ -24,7 +24,7 @@ def _values(plan, chart: str) -> dict:
 def test_nvidia_device_plugin_and_gpu_feature_discovery_tolerate_every_taint(plan):
     """The chart renders `.Values.tolerations` into both the device-plugin and the GFD DaemonSet
     (NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/templates/daemonset-device-plugin.yml
-    and daemonset-gfd.yml@v0.19.0)."""
+    and daemonset-gfd.yml@v0.19.3)."""
     values = _values(plan, "nvidia-device-plugin")
     assert values["gfd"]["enabled"] is True
     assert EVERY_TAINT in values["tolerations"]
@@ -32,7 +32,7 @@ def test_nvidia_device_plugin_and_gpu_feature_discovery_tolerate_every_taint(pla
 
 def test_feature_discovery_workers_tolerate_every_taint(plan):
     """NFD workers read `nfd.worker.tolerations` (NVIDIA/k8s-device-plugin:deployments/helm/
-    nvidia-device-plugin/values.yaml@v0.19.0), whose default only tolerates nvidia.com/gpu=present."""
+    nvidia-device-plugin/values.yaml@v0.19.3), whose default only tolerates nvidia.com/gpu=present."""
     assert EVERY_TAINT in _values(plan, "nvidia-device-plugin")["nfd"]["worker"]["tolerations"]
 
 

@@ -65,8 +65,8 @@ def test_dcgm_volcano_and_operator_metrics_are_scraped(plan):
 
 
 def test_gpu_utilisation_reaches_the_hpa_through_prometheus_adapter(plan):
-    (rule,) = _release(plan, "prometheus-adapter").inputs["values"]["rules"]["custom"]
-    assert rule["name"]["as"] == "gpu_utilization" and "DCGM_FI_DEV_GPU_UTIL" in rule["seriesQuery"]
+    (rule,) = [r for r in _release(plan, "prometheus-adapter").inputs["values"]["rules"]["custom"] if r["name"]["as"] == "gpu_utilization"]
+    assert "DCGM_FI_DEV_GPU_UTIL" in rule["seriesQuery"]
 
 
 def _dashboard(plan) -> dict:

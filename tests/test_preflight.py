@@ -18,6 +18,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from infra.cli import preflight
+from tests.aws_errors import add_wire_error
 from tests.conftest import ROOT, plan_of
 
 REGION = "us-east-2"
@@ -94,12 +95,12 @@ def _run(quota: int | str = 100_000, reservations: dict | None = None, ami: bool
         for code in ("L-417A185B", "L-1216C47A"):  # P instances, then standard (the CPU nodes)
             expected = {"ServiceCode": "ec2", "QuotaCode": code}
             if isinstance(quota, str):
-                quota_stub.add_client_error("get_service_quota", quota, "User is not authorized to perform: servicequotas:GetServiceQuota", 400, expected_params=expected)
+                add_wire_error(quota_stub, "service-quotas", "get_service_quota", quota, "User is not authorized to perform: servicequotas:GetServiceQuota", expected_params=expected)
             else:
                 quota_stub.add_response("get_service_quota", {"Quota": {"QuotaCode": code, "Value": float(quota)}}, expected)
         for rid, response in (reservations or RESERVATIONS).items():
             if isinstance(response, str):
-                reservation_stub.add_client_error("describe_capacity_reservations", response, f"error for {rid}", 400, expected_params={"CapacityReservationIds": [rid]})
+                add_wire_error(reservation_stub, "ec2", "describe_capacity_reservations", response, f"error for {rid}", expected_params={"CapacityReservationIds": [rid]})
             else:
                 reservation_stub.add_response("describe_capacity_reservations", response, {"CapacityReservationIds": [rid]})
         for name in pins:

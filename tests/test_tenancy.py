@@ -159,8 +159,11 @@ RENDERED = [(s, e, t.name) for s in STACKS for e in jobs.examples_for(plan_of(s)
 @pytest.mark.parametrize(("stack", "example", "team"), RENDERED, ids=["-".join(r) for r in RENDERED])
 def test_every_rendered_example_passes_its_teams_policy_and_fails_anothers(stack, example, team):
     cfg = plan_of(stack).config
-    rules = {t.name: rules_of(t) for t in cfg.scheduler.teams}
-    job = next(o for o in jobs.render(example, cfg, team=team) if o["apiVersion"] == "kubeflow.org/v1")
+    rules = {t.name: rules_of(t, cfg.scheduler.priority_classes) for t in cfg.scheduler.teams}
+    job = jobs.workload_of(jobs.render(example, cfg, team=team))
+    if job["kind"] in ("Deployment", "Job"):  # the policy sees their pods
+        (template,) = jobs.pod_templates(job)
+        job = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": team, **template.get("metadata", {})}, "spec": template["spec"]}
     assert denied_by(job, rules[team]) == []
     for other, other_rules in rules.items():
         if other != team:
@@ -170,10 +173,9 @@ def test_every_rendered_example_passes_its_teams_policy_and_fails_anothers(stack
 def test_rendered_pods_need_no_api_token_except_the_mpi_launcher(stack):
     cfg = plan_of(stack).config
     for example in jobs.examples_for(cfg):
-        job = next(o for o in jobs.render(example, cfg) if o["apiVersion"] == "kubeflow.org/v1")
-        specs = job["spec"].get("pytorchReplicaSpecs") or job["spec"]["mpiReplicaSpecs"]
-        for role, spec in specs.items():
-            assert spec["template"]["spec"].get("automountServiceAccountToken") is (None if role == "Launcher" else False), (example, role)
+        job = jobs.workload_of(jobs.render(example, cfg))
+        for where, template in jobs.pod_templates(job, named=True):
+            assert template["spec"].get("automountServiceAccountToken") is (None if ".Launcher." in where else False), (example, where)
 
 
 # --- the plan ------------------------------------------------------------------------------------
@@ -194,7 +196,7 @@ def test_every_team_has_its_own_admission_policy_bound_to_its_namespace_only(pla
     assert set(policies) == set(bindings) == {tenancy.policy_name(t) for t in teams}
     for name, team in teams.items():
         policy, binding = policies[tenancy.policy_name(name)], bindings[tenancy.policy_name(name)]
-        assert policy.inputs == {**tenancy.admission_policy(rules_of(team)), "metadata": policy.inputs["metadata"]}
+        assert policy.inputs == {**tenancy.admission_policy(rules_of(team, plan.config.scheduler.priority_classes)), "metadata": policy.inputs["metadata"]}
         assert policy.inputs["spec"]["failurePolicy"] == "Fail"
         spec = binding.inputs["spec"]
         assert spec["policyName"] == tenancy.policy_name(name) and spec["validationActions"] == ["Deny"]

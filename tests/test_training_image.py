@@ -51,6 +51,7 @@ def test_dockerfile_builds_from_the_pinned_versions():
     assert args["AWS_OFI_NCCL_PREFIX"] == versions.AWS_OFI_NCCL_PREFIX
     assert args["NCCL_TESTS_VERSION"] == versions.NCCL_TESTS.version
     assert args["BOTO3_VERSION"] == versions.BOTO3.version
+    assert args["XGBOOST_VERSION"] == versions.XGBOOST.version
 
 
 def test_base_image_is_an_official_devel_image():

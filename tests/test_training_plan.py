@@ -66,16 +66,18 @@ def test_volcano_chart_is_pinned(plan):
     assert release.inputs["repositoryOpts"]["repo"] == versions.VOLCANO.repo
 
 
-def test_scheduler_never_preempts_or_reclaims(plan):
+def test_scheduler_never_reclaims_and_preempts_only_after_allocating(plan):
     actions = [a.strip() for a in _scheduler_config(plan)["actions"].split(",")]
-    assert "preempt" not in actions and "reclaim" not in actions
-    assert "allocate" in actions
+    assert "reclaim" not in actions and not {"gangpreempt", "gangreclaim", "shuffle"} & set(actions)
+    assert actions.index("allocate") < actions.index("preempt")  # serving takes back only what allocate could not place
 
 
-def test_gang_binds_all_or_nothing_and_gang_and_drf_are_not_preemptable(plan):
-    plugins = {p["name"]: p for tier in _scheduler_config(plan)["tiers"] for p in tier["plugins"]}
+def test_gang_decides_what_preempt_may_take_and_drf_does_not(plan):
+    tiers = _scheduler_config(plan)["tiers"]
+    plugins = {p["name"]: p for tier in tiers for p in tier["plugins"]}
     assert "gang" in plugins and "priority" in plugins
-    assert plugins["gang"]["enablePreemptable"] is False
+    assert plugins["gang"]["enablePreemptable"] is True and plugins["gang"]["enableReclaimable"] is False
+    assert [p["name"] for p in tiers[0]["plugins"]][-1] == "gang"  # last in its tier: infra/preemption.py rule 3
     assert plugins["drf"]["enablePreemptable"] is False
     assert plugins["proportion"].get("enableReclaimable") is False
 
@@ -98,18 +100,27 @@ def test_volcanos_default_queue_is_taken_over_with_no_gpus_and_never_reclaimable
     assert queue["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}  # the scheduler created it first
 
 
-def test_every_priority_class_never_preempts(plan):
-    classes = plan.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
-    assert classes
-    for cls in classes:
-        assert cls.inputs["preemptionPolicy"] == "Never"
-        assert cls.inputs["globalDefault"] is False
+def test_only_serving_priority_classes_preempt(plan):
+    classes = {c.inputs["metadata"]["name"]: c.inputs for c in plan.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")}
+    kinds = {c.name: c.workload for c in plan.config.scheduler.priority_classes}
+    assert set(classes) == {*kinds, "higgsfield-default"}
+    for name, workload in kinds.items():
+        assert classes[name]["preemptionPolicy"] == ("PreemptLowerPriority" if workload == "serving" else "Never"), name
+        assert classes[name]["globalDefault"] is False
+        assert classes[name]["metadata"]["labels"]["higgsfield.io/workload"] == workload
+
+
+def test_pods_naming_no_class_get_a_default_that_never_preempts(plan):
+    (default,) = [c.inputs for c in plan.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass") if c.inputs["globalDefault"]]
+    assert default["metadata"]["name"] == "higgsfield-default"
+    assert default["preemptionPolicy"] == "Never" and default["value"] == 0  # Kubernetes' own default priority
 
 
 def test_each_teams_gpu_quota_is_its_own_queues_capability_not_a_resource_quota(plan, stack_settings):
     """A ResourceQuota admits pods one by one (part of a gang); the queue admits whole gangs
     (components/demand.py, tests/test_autoscaler_demand.py)."""
-    hard = [q.inputs["spec"]["hard"] for q in plan.of_type("kubernetes:core/v1:ResourceQuota")]
+    # serving's own quota (scoped to its classes: serving is no gang) is test_serving_has_its_own_gpu_quota_within_the_teams
+    hard = [q.inputs["spec"]["hard"] for q in plan.of_type("kubernetes:core/v1:ResourceQuota") if q.inputs["metadata"]["name"] != "serving-gpu"]
     assert not [h for h in hard if any("nvidia.com/gpu" in key for key in h)]
     queues = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:Queue")}
     for team in stack_settings["higgsfield:scheduler"]["teams"]:
@@ -121,7 +132,7 @@ def test_each_team_can_only_use_the_priority_classes_it_is_given(plan, stack_set
     denied = {}
     for q in plan.of_type("kubernetes:core/v1:ResourceQuota"):
         scope = q.inputs["spec"].get("scopeSelector")
-        if scope:
+        if scope and q.inputs["metadata"]["name"] != "serving-gpu":  # serving's own quota: test_serving_has_its_own_gpu_quota
             (expr,) = scope["matchExpressions"]
             assert expr["scopeName"] == "PriorityClass" and expr["operator"] == "In"
             assert q.inputs["spec"]["hard"] == {"pods": "0"}
@@ -129,6 +140,18 @@ def test_each_team_can_only_use_the_priority_classes_it_is_given(plan, stack_set
     every = {c["name"] for c in scheduler["priorityClasses"]}
     for team in scheduler["teams"]:
         assert denied.get(team["name"], set()) == every - set(team["priorityClasses"])
+
+
+def test_serving_has_its_own_gpu_quota_within_the_teams(plan):
+    quotas = {q.inputs["metadata"]["namespace"]: q.inputs for q in plan.of_type("kubernetes:core/v1:ResourceQuota") if q.inputs["metadata"]["name"] == "serving-gpu"}
+    for team in plan.config.scheduler.teams:
+        serving = plan.config.scheduler.classes_of(team, "serving")
+        if not serving:
+            assert team.name not in quotas
+            continue
+        spec = quotas[team.name]["spec"]
+        assert spec["hard"] == {"requests.nvidia.com/gpu": str(team.serving_gpu_quota)} and team.serving_gpu_quota <= team.gpu_quota
+        assert spec["scopeSelector"]["matchExpressions"] == [{"scopeName": "PriorityClass", "operator": "In", "values": list(serving)}]
 
 
 @pytest.mark.parametrize("chart", ["volcano", "metrics-server", "cluster-autoscaler"])
@@ -155,8 +178,7 @@ def rendered(request):
 
 
 def _job(objects: list[dict]) -> dict:
-    (job,) = [o for o in objects if o["apiVersion"] == "kubeflow.org/v1"]
-    return job
+    return jobs.workload_of(objects)  # the Kubeflow job, or the serving Deployment, or the evaluation Job
 
 
 def job_team(cfg, objects: list[dict]):
@@ -165,7 +187,7 @@ def job_team(cfg, objects: list[dict]):
 
 
 def _replica_specs(job: dict) -> dict:
-    return job["spec"].get("pytorchReplicaSpecs") or job["spec"]["mpiReplicaSpecs"]
+    return next(job["spec"][k] for k in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs") if k in job["spec"])
 
 
 def test_example_pod_templates_validate_against_the_kubernetes_schema(rendered):
@@ -178,18 +200,31 @@ def test_example_pod_templates_validate_against_the_kubernetes_schema(rendered):
             kubernetes_validate.validate(obj, cfg.kubernetes_version, strict=True)
 
 
-def test_example_names_a_queue_and_priority_class_its_team_may_use(rendered):
-    cfg, _, objects = rendered
+def test_example_names_a_queue_and_priority_class_of_its_class_of_work_its_team_may_use(rendered):
+    cfg, example, objects = rendered
     job = _job(objects)
-    policy = job["spec"]["runPolicy"]["schedulingPolicy"]
     (team,) = [t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"]]
-    assert policy["queue"] == team.queue
-    assert policy["priorityClass"] in team.priority_classes
+    allowed = cfg.scheduler.classes_of(team, jobs.WORKLOAD[example])
+    for template in jobs.pod_templates(job):
+        assert template["spec"]["priorityClassName"] in allowed
+    if job["apiVersion"] == "kubeflow.org/v1":
+        policy = job["spec"]["runPolicy"]["schedulingPolicy"]
+        assert policy["queue"] == team.queue and policy["priorityClass"] in allowed
+    else:  # Volcano puts the pods' PodGroup in the queue the namespace names
+        assert all(t["spec"]["schedulerName"] == "volcano" for t in jobs.pod_templates(job))
 
 
 def test_example_gang_size_matches_its_replicas(rendered):
     _, example, objects = rendered
     job = _job(objects)
+    if job["kind"] in ("Deployment", "Job"):  # the PodGroup's minMember, from the owner's annotation
+        floor = int(job["metadata"]["annotations"]["scheduling.volcano.sh/group-min-member"])
+        if job["kind"] == "Deployment":
+            (hpa,) = [o for o in objects if o["kind"] == "HorizontalPodAutoscaler"]
+            assert floor == hpa["spec"]["minReplicas"] == job["spec"]["replicas"] >= 1  # the serving floor
+        else:
+            assert floor == 0  # every scavenger pod may be taken back
+        return
     specs = _replica_specs(job)
     min_available = job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"]
     if example == "pytorch-elastic":
@@ -207,7 +242,7 @@ def test_elastic_example_uses_c10d_rendezvous_within_bounds_and_an_hpa_metric(st
 
 
 def test_example_gpu_pods_select_their_pool_zone_and_tolerate_the_taint(rendered):
-    cfg, _, objects = rendered
+    cfg, example, objects = rendered
     pools = {p.name: p for p in cfg.gpu_pools}
     gpu_templates = [t for t in jobs.pod_templates(_job(objects)) if "higgsfield.io/pool" in t["spec"]["nodeSelector"]]
     assert gpu_templates
@@ -217,8 +252,11 @@ def test_example_gpu_pods_select_their_pool_zone_and_tolerate_the_taint(rendered
         assert spec["nodeSelector"]["topology.kubernetes.io/zone"] == pool.availability_zone
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
         limits = spec["containers"][0]["resources"]["limits"]
+        if example in jobs.ONE_GPU_PODS:
+            assert limits["nvidia.com/gpu"] == 1
+            continue
         assert limits["nvidia.com/gpu"] == pool.gpus_per_node
-        if pool.efa:
+        if pool.efa and example not in jobs.WITHOUT_EFA:
             assert limits["vpc.amazonaws.com/efa"] == pool.instance.efa_max_interfaces
 
 

@@ -8,7 +8,8 @@ pool's expectations and then:
           pool asks for it (onFailure: replace) marks the instance Unhealthy in its Auto Scaling
           group, which terminates and replaces it.
 A node without the taint (already passed, or the pod restarted next to a running job) is left
-alone: the checks burn every GPU, and never run next to a job. Then the pod idles.
+alone: the checks burn every GPU, and never run next to a job. Then the pod idles, serving the
+node's EFA counters to Prometheus (efa_metrics.py) when EFA_METRICS_PORT is set.
 
 Standard library only (boto3 only for the replacement); the Kubernetes calls are plain REST with
 the pod's service account, and `decide` / `apply_decision` take any object with the API's three
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -54,6 +56,8 @@ class NodeApi(Protocol):
     def create_event(self, namespace: str, event: dict) -> dict: ...
 
     def get_config_map(self, namespace: str, name: str) -> dict: ...
+
+    def list_nodes(self, label_selector: str) -> dict: ...
 
 
 class KubernetesApi:
@@ -95,6 +99,9 @@ class KubernetesApi:
 
     def get_config_map(self, namespace: str, name: str) -> dict:
         return self._call("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+
+    def list_nodes(self, label_selector: str) -> dict:
+        return self._call("GET", "/api/v1/nodes?" + urllib.parse.urlencode({"labelSelector": label_selector}))
 
 
 @dataclass(frozen=True)
@@ -205,10 +212,13 @@ def apply_decision(api: NodeApi, node_name: str, decision: Decision, taint_key: 
     return outcome
 
 
-# Auto Scaling errors: ResourceContentionFault is the one SetInstanceHealth declares (botocore
-# data/autoscaling/2011-01-01/service-2.json); ValidationError and AccessDeniedException are the
-# common errors of the API (docs.aws.amazon.com/autoscaling/ec2/APIReference/CommonErrors.html).
-RETRYABLE = ("ResourceContentionFault", "Throttling", "ThrottlingException")
+# Auto Scaling errors, by the code on the wire (what ClientError.response["Error"]["Code"] holds),
+# not botocore's shape name: SetInstanceHealth declares the shape ResourceContentionFault, whose
+# code is "ResourceContention", HTTP 500 (botocore data/autoscaling/2011-01-01/service-2.json,
+# shapes.ResourceContentionFault.error). Throttling is the query protocol's throttling code
+# (botocore data/_retry.json, definitions.throttling). A denied call answers AccessDenied (403),
+# which is reported, not retried. tests/aws_errors.py reads these codes from botocore's model.
+RETRYABLE = ("ResourceContention", "Throttling")
 
 
 def mark_unhealthy(client: Any, instance: str, attempts: int = 3, pause: float = 2.0) -> str:
@@ -258,6 +268,37 @@ def pool_expectations(api: NodeApi, namespace: str, pool: str, wait: float, paus
         time.sleep(pause)
 
 
+# The driver GPU feature discovery reads from NVML and labels each GPU node with
+# (NVIDIA/k8s-device-plugin:internal/lm/nvml.go@v0.19.3, "nvidia.com/cuda.driver-version.full").
+DRIVER_LABEL = "nvidia.com/cuda.driver-version.full"
+# The AMI a managed node runs (set by EKS on managed node group nodes; unverified here:
+# `kubectl get nodes -L eks.amazonaws.com/nodegroup-image`); without it, the kubelet's osImage and
+# kernelVersion (status.nodeInfo) tell two AMI releases apart.
+AMI_LABEL = "eks.amazonaws.com/nodegroup-image"
+
+
+def ami_of(node: dict) -> tuple[str, ...]:
+    image = node["metadata"].get("labels", {}).get(AMI_LABEL)
+    info = node.get("status", {}).get("nodeInfo", {})
+    return (image,) if image else (info.get("osImage", ""), info.get("kernelVersion", ""))
+
+
+def pool_drivers(api: NodeApi, node: dict, pool: str) -> dict[str, list[str]]:
+    """driver -> names of the pool's healthy nodes that run the same AMI as `node` (during an AMI
+    update the pool has two; each AMI's nodes must agree among themselves)."""
+    try:
+        peers = api.list_nodes(f"{POOL_LABEL}={pool},{HEALTH_LABEL}=healthy").get("items", [])
+    except ApiError as error:
+        print(f"pool's drivers not compared: {error}", flush=True)
+        return {}
+    found: dict[str, list[str]] = {}
+    for peer in peers:
+        driver = peer["metadata"].get("labels", {}).get(DRIVER_LABEL)
+        if peer["metadata"]["name"] != node["metadata"]["name"] and driver and ami_of(peer) == ami_of(node):
+            found.setdefault(driver, []).append(peer["metadata"]["name"])
+    return found
+
+
 def gate(api: NodeApi, env: dict[str, str], checks: Callable[[dict[str, str], str, float], dict] = run_checks,
          replace: Callable[[str], str] | None = None) -> Outcome | None:
     """One pass of the gate on its node; None when the node has no startup taint (nothing to do)."""
@@ -272,13 +313,19 @@ def gate(api: NodeApi, env: dict[str, str], checks: Callable[[dict[str, str], st
         on_failure = "keep"
     else:
         on_failure = expected.get("ON_FAILURE", "keep")
-        report = checks({k: v for k, v in expected.items() if k != "ON_FAILURE"}, node_name, float(expected.get("CHECK_TIMEOUT_SECONDS", "1200")))
+        wanted = {k: v for k, v in expected.items() if k != "ON_FAILURE"}
+        wanted["POOL_DRIVERS"] = json.dumps(pool_drivers(api, node, pool))
+        report = checks(wanted, node_name, float(expected.get("CHECK_TIMEOUT_SECONDS", "1200")))
     decision = decide(report, on_failure)
     return apply_decision(api, node_name, decision, taint_key, env.get("EVENTS_NAMESPACE", "default"), replace)
 
 
 def main() -> int:
     api = KubernetesApi.in_cluster()
+    if os.environ.get("EFA_METRICS_PORT"):  # the node's EFA counters for the dashboard, for as long as the pod lives
+        import efa_metrics
+
+        efa_metrics.serve(int(os.environ["EFA_METRICS_PORT"]))
 
     def replace(instance: str) -> str:
         import boto3  # only pools with onFailure: replace need it (Pod Identity credentials)

@@ -45,7 +45,7 @@ class Gpu:
 class Expectations:
     gpus: int
     model: str
-    driver_branch: int
+    min_driver_branch: int               # the driver branch the image's CUDA needs, at least
     efa_devices: int
     min_matmul_fraction: float
     min_memory_bandwidth_fraction: float
@@ -54,13 +54,15 @@ class Expectations:
     lustre_path: str | None = None
     nccl_network: str = "any"            # "efa": NCCL must run over aws-ofi-nccl's efa provider
     ofi_plugin_version: str | None = None
+    driver_version: str | None = None    # exactly this driver: the pool's pinned AMI release ships it
+    pool_drivers: dict[str, list[str]] = field(default_factory=dict)  # driver -> healthy nodes of the pool on the same AMI
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> Expectations:
         return cls(
             gpus=int(env["EXPECTED_GPUS"]),
             model=env["EXPECTED_GPU_MODEL"],
-            driver_branch=int(env["EXPECTED_DRIVER_BRANCH"]),
+            min_driver_branch=int(env["MIN_DRIVER_BRANCH"]),
             efa_devices=int(env.get("EXPECTED_EFA_DEVICES", "0")),
             min_matmul_fraction=float(env["MIN_MATMUL_FRACTION"]),
             min_memory_bandwidth_fraction=float(env["MIN_MEMORY_BANDWIDTH_FRACTION"]),
@@ -69,6 +71,8 @@ class Expectations:
             lustre_path=env.get("LUSTRE_PATH") or None,
             nccl_network=env.get("EXPECTED_NCCL_NETWORK", "any"),
             ofi_plugin_version=env.get("EXPECTED_OFI_NCCL_VERSION") or None,
+            driver_version=env.get("EXPECTED_DRIVER_VERSION") or None,
+            pool_drivers=json.loads(env.get("POOL_DRIVERS") or "{}"),
         )
 
 
@@ -256,9 +260,7 @@ def evaluate(node: str, gpus: list[Gpu], expected: Expectations, *, tflops: list
     report.add("GPU count", len(gpus), str(expected.gpus), len(gpus) == expected.gpus)
     models = sorted({model_of(g.name) or g.name for g in gpus})
     report.add("GPU model", ",".join(models) or "none", expected.model, models == [expected.model])
-    drivers = sorted({g.driver for g in gpus})
-    branches = {int(d.split(".")[0]) for d in drivers if d.split(".")[0].isdigit()}
-    report.add("NVIDIA driver", ",".join(drivers) or "none", f"branch {expected.driver_branch}", branches == {expected.driver_branch})
+    report_driver(report, sorted({g.driver for g in gpus}), expected)
     peak = PEAKS.get(expected.model)
     if tflops is not None and peak:
         worst = min(tflops) / peak["bf16_tflops"] if tflops else 0.0
@@ -274,6 +276,21 @@ def evaluate(node: str, gpus: list[Gpu], expected: Expectations, *, tflops: list
         slower = min(lustre)
         report.add("Lustre write/read", f"{lustre[0]:.0f}/{lustre[1]:.0f} MB/s", f">= {expected.min_lustre_mb_s:.0f} MB/s", slower >= expected.min_lustre_mb_s)
     return report
+
+
+def report_driver(report: Report, drivers: list[str], expected: Expectations) -> None:
+    """The driver survives AMI updates: one driver on the node, at least the branch the image's CUDA
+    needs (NVIDIA's table "CUDA Toolkit and Corresponding Driver Versions", infra/versions.py
+    CUDA_MIN_DRIVER_BRANCH) - not one branch constant - and, where known, exactly the driver of the
+    pool's pinned AMI release; then the same driver as the pool's healthy nodes on the same AMI."""
+    branch = int(drivers[0].split(".")[0]) if len(drivers) == 1 and drivers[0].split(".")[0].isdigit() else None
+    wanted = f">= {expected.min_driver_branch}" + (f", = {expected.driver_version} (the pinned AMI release's)" if expected.driver_version else "")
+    ok = branch is not None and branch >= expected.min_driver_branch and (expected.driver_version is None or drivers == [expected.driver_version])
+    report.add("NVIDIA driver", ",".join(drivers) or "none", wanted, ok)
+    others = {d: nodes for d, nodes in expected.pool_drivers.items() if [d] != drivers}
+    if expected.pool_drivers:
+        seen = "; ".join(f"{d} on {', '.join(sorted(nodes)[:3])}" for d, nodes in sorted(others.items()))
+        report.add("driver as the pool's", ",".join(drivers) or "none", f"the driver of the pool's nodes on this AMI{': ' + seen if seen else ''}", not others)
 
 
 def efa_provider_endpoints(fi_info: str) -> int:

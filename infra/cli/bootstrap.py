@@ -19,12 +19,37 @@ from typing import Any
 from infra.cli import stacks
 from infra.cli.stacks import SUB_CLAIM_KEYS, boundary_name
 
+PROJECT = "higgsfield"  # Pulumi.yaml name
+
+
+def image_targets(stack: str) -> list[str]:
+    """The URNs of the training image repository (components/registry.py TrainingImageRepository
+    "training-image" and its two children), for `pulumi up --target`: the engine leaves the root
+    stack's type out of a top-level component's URN."""
+    component = "higgsfield:registry:TrainingImage"
+    return [f"urn:pulumi:{stack}::{PROJECT}::{component}::training-image",
+            f"urn:pulumi:{stack}::{PROJECT}::{component}$aws:ecr/repository:Repository::training-image",
+            f"urn:pulumi:{stack}::{PROJECT}::{component}$aws:ecr/lifecyclePolicy:LifecyclePolicy::training-image-lifecycle"]
+
+
+def image_step(config: Any) -> str:
+    """Before any GPU node can join: the image the health gate pulls exists (docs/training-image.md)."""
+    if config.health_gate_image:
+        return (f"Health gate image: the gate runs higgsfield:healthGateImage {config.health_gate_image}; make sure it exists before the first "
+                f"GPU node joins: docker manifest inspect {config.health_gate_image}")
+    targets = " ".join(f"--target '{urn}'" for urn in image_targets(config.stack))
+    return (f"Training image, before any GPU node can join (the health gate runs it; without it every GPU node keeps its startup taint): "
+            f"pulumi up --stack {config.stack} {targets} creates only the stack's ECR repository; then "
+            f"higgsfield image push {config.stack} builds images/training with Docker and pushes it there under the tag the gate and the jobs name "
+            f"(higgsfield image push {config.stack} --print shows the commands).")
+
 
 def steps(config: Any) -> list[str]:
     """The bootstrap steps for a validated StackConfig with higgsfield:delivery."""
     stack, region, delivery = config.stack, config.region, config.delivery
     if delivery is None:
-        return [f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand (README, 'The real path')."]
+        return [image_step(config),
+                f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand (README, 'The real path')."]
     bucket, key = delivery.state_bucket, delivery.state_key_arn
     entry = next(e for e in stacks.stack_matrix(Path(__file__).resolve().parents[2])["include"] if e["stack"] == stack)
     endpoint = config.endpoint.public_access_cidrs
@@ -67,6 +92,7 @@ def steps(config: Any) -> list[str]:
         f"verify: gh api repos/{repo}/actions/permissions/fork-pr-contributor-approval --jq .approval_policy prints all_external_contributors.",
         f"pulumi login '{entry['backend']}' && pulumi stack init {stack} --secrets-provider 'awskms://{key}?region={region}'"
         f" (commit the secretsprovider/encryptedkey lines it adds to stacks/Pulumi.{stack}.yaml).",
+        image_step(config),
         f"First deploy, from this machine, with the endpoint opened to it only (only after the environment check above passed): "
         f"cp stacks/Pulumi.{stack}.yaml /tmp/Pulumi.{stack}.bootstrap.yaml, "
         f"set higgsfield:endpoint.publicAccessCidrs there to [\"$(curl -s https://checkip.amazonaws.com)/32\"], then "
@@ -74,8 +100,8 @@ def steps(config: Any) -> list[str]:
         f"It creates the VPC, the cluster, the permissions boundary {boundary_name(stack)}, the CI roles ({entry['previewRole']}, {entry['deployRole']}, {entry['imageRole']}), "
         f"their access entries"
         + (f" and the CodeBuild runner projects {entry['previewRunner']} and {entry['deployRunner']}" if entry["deployRunner"] else "") + ". "
-        f"Later changes to the boundary or the CI roles are refused to the deploy role: re-run this step (an administrator, the committed stack file).",
-        f"Nothing else in GitHub: role ARNs, region and backend come from the stack file (higgsfield stacks), and no secret is needed.",
+        "Later changes to the boundary or the CI roles are refused to the deploy role: re-run this step (an administrator, the committed stack file).",
+        "Nothing else in GitHub: role ARNs, region and backend come from the stack file (higgsfield stacks), and no secret is needed.",
         f"Close the endpoint: merge to main (or re-run deploy): the deploy job, on the deploy runner inside the VPC, applies the "
         f"committed stack file, which restores {restore}.",
     ]

@@ -9,7 +9,6 @@ environment get it from the typed stack config (`higgsfield:environment`), never
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 from infra.cli.offline import COMPUTED, Plan, StackNotFound, project_root, record
 
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
-CRD_KINDS = {"Queue", "PyTorchJob", "MPIJob"}
+CRD_KINDS = {"Queue", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob"}
 
 
 @dataclass(frozen=True)
@@ -136,7 +135,7 @@ def validate_manifests(plan: Plan) -> list[Finding]:
             findings.append(Finding("example-jobs-fit", "mandatory", None, f"examples/{example}.yaml: {exc}"))
             continue
         for obj in rendered:
-            if obj["kind"] == "ConfigMap":
+            if obj["kind"] not in CRD_KINDS:  # ConfigMaps, and the serving and evaluation examples' built-in kinds
                 objects.append(obj)
                 continue
             for i, template in enumerate(jobs.pod_templates(obj)):
@@ -150,8 +149,15 @@ def validate_manifests(plan: Plan) -> list[Finding]:
     return findings
 
 
-def load_pack_config(path: Path | None) -> dict:
-    return json.loads(path.read_text()) if path and path.is_file() else {}
+def load_pack_config(path: Path | None, option: str = "--policy-config") -> dict:
+    """The policy pack config at `path` (a JSON object of policy name -> level or settings); its
+    problems name the option and the file, in one line."""
+    if not path or not path.is_file():
+        return {}
+    from infra.cli.option_files import read_json_object
+
+    return read_json_object(path, option, "a policy pack config (policy name -> level or settings)")
+
 
 
 def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
@@ -187,14 +193,31 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     """Policies, schemas and example fits over the offline plan of `stack`, with the stack's
     policy pack config (policies/config/STACK.json unless given). A stack without one is refused:
     its policies would run at their defaults, not at the levels the stack is meant to meet."""
+    from infra.cli.offline import stack_file
+
     root = root or project_root()
+    stack_file(root, stack)  # a missing stack is reported as a missing stack, before its policy config
     path = policy_config or root / "policies" / "config" / f"{stack}.json"
     if not path.is_file():
+        if policy_config is not None:
+            raise StackNotFound(f"--policy-config {path}: no such file")
         raise StackNotFound(f"policy config {path} not found: `higgsfield init {stack} --region REGION` writes one, or pass --policy-config FILE")
+    pack_config = load_pack_config(path, "--policy-config" if policy_config is not None else f"the policy config of {stack}")
     plan = record(stack, root)
-    violations, skipped = run_policies(plan, load_pack_config(path))
-    violations += validate_manifests(plan) + ci_delivery(plan, root)
+    violations, skipped = run_policies(plan, pack_config)
+    violations += validate_manifests(plan) + ci_delivery(plan, root) + training_minimum_preemptable(plan)
+    from infra.cli import day_one  # the first real day: gate image, autoscaler limits, resume promises
+
+    violations += [Finding(policy, "mandatory", None, message) for policy, message in day_one.findings(plan.config)]
     return CheckResult(plan, path, violations, skipped)
+
+
+def training_minimum_preemptable(plan: Plan) -> list[Finding]:
+    """The proof of infra/preemption.py: one finding per setting through which something could
+    preempt a training gang's minimum (none: nothing can)."""
+    from infra.preemption import holes_in_plan
+
+    return [Finding("training-minimum-never-preempted", "mandatory", None, f"{h.setting}: {h.message}") for h in holes_in_plan(plan)]
 
 
 def render(result: CheckResult) -> str:

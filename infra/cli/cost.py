@@ -86,8 +86,14 @@ class PriceError(Exception):
     pass
 
 
-def load_prices(path: Path = PRICE_FILE) -> dict[str, Any]:
-    return json.loads(path.read_text())
+def load_prices(path: Path = PRICE_FILE, option: str = "--prices") -> dict[str, Any]:
+    """The price file; a file that is no JSON object of regions is refused naming the option and the file."""
+    from infra.cli.option_files import OptionFileError, read_json_object
+
+    prices = read_json_object(path, option, "a price file ({\"regions\": {REGION: ...}})")
+    if not isinstance(prices.get("regions"), dict):
+        raise OptionFileError(f"{option} {path}: has no \"regions\" object, so it is no price file (see {PRICE_FILE.name} in infra/cli/data)")
+    return prices
 
 
 class _RegionPrices:

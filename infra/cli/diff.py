@@ -60,6 +60,13 @@ KEPT = {  # data that lives: replacing or deleting it loses data or cuts every w
 KUBERNETES_VERSION_INPUT = {"eks:index:Cluster": "version", "aws:eks/cluster:Cluster": "version"}
 SHRINK_REPLACES = {"aws:fsx/lustreFileSystem:LustreFileSystem": "storageCapacity"}
 ENVIRONMENT_TAG = "higgsfield:environment"
+# "Because Amazon EKS runs a highly available control plane, you can update only one minor version
+# at a time" (docs.aws.amazon.com/eks/latest/userguide/update-cluster.html). What EKS answers for a
+# jump is not checked here: `aws eks update-cluster-version --name C --kubernetes-version 1.35` on 1.33.
+EKS_ONE_MINOR = "docs.aws.amazon.com/eks/latest/userguide/update-cluster.html"
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
 # Which kind of resource a computed input comes from, by its name (a recorded plan keeps only
 # which resources an input set depends on, not which input came from which): an input is blamed on
 # a replaced dependency of that kind only; with no dependency of that kind, on any replaced one.
@@ -154,6 +161,17 @@ def _version(value: Any) -> tuple[int, ...] | None:
     return tuple(int(x) for x in value.split(".")) if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)*", value) else None
 
 
+def _skips_a_minor(old: Any, new: Any) -> bool:
+    """`1.33` -> `1.35`: a forward jump of more than one minor version."""
+    a, b = _version(old), _version(new)
+    return bool(a and b and len(a) >= 2 and len(b) >= 2 and a[0] == b[0] and b[1] - a[1] > 1) or bool(a and b and b[0] > a[0])
+
+
+def _next_minor(version: str) -> str:
+    major, minor = version.split(".")[:2]
+    return f"{major}.{int(minor) + 1}"
+
+
 def _environment(resources: dict[str, dict]) -> str | None:
     for r in resources.values():
         tags = r["inputs"].get("tags")
@@ -203,9 +221,12 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     changes: dict[str, Change] = {}
     refused: list[str] = []
 
-    def refuse(what: str, name: str) -> None:
-        if name not in allowed:
-            refused.append(f"{what} is refused: allow it with --allow {name} or higgsfield:allowReplace")
+    def refuse(what: str, name: str, why: str = "", also: str | None = None) -> None:
+        """Refuse `what` unless `name` (or the umbrella name `also`) is allowed; `why` says what it costs."""
+        if name not in allowed and (also is None or also not in allowed):
+            because = f" ({why})" if why else ""
+            umbrella = f" (or --allow {also} for all of them)" if also else ""
+            refused.append(f"{what} is refused{because}: allow it with --allow {name}{umbrella} or higgsfield:allowReplace")
 
     for urn in sorted(set(before) & set(after)):
         old, new = before[urn], after[urn]
@@ -219,6 +240,17 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
         version = KUBERNETES_VERSION_INPUT.get(new["type"])
         if version and _version(a.get(version)) and _version(b.get(version)) and _version(b[version]) < _version(a[version]):
             refuse(f"downgrade of Kubernetes on {new['name']} ({a[version]} → {b[version]})", "kubernetesVersion")
+        elif version and _skips_a_minor(a.get(version), b.get(version)):
+            refuse(f"upgrade of Kubernetes on {new['name']} from {a[version]} to {b[version]}", "kubernetesVersion",
+                   f"EKS updates a cluster one minor version at a time ({EKS_ONE_MINOR}): go through {_next_minor(a[version])} first, with its add-ons and node groups")
+        for option, words in (("protect", "protect"), ("retain_on_delete", "retain_on_delete")):
+            if old.get(option) and not new.get(option):
+                refuse(f"removing {words} from {new['type']} {new['name']}", new["name"],
+                       f"without it {'`pulumi destroy` or a deleting change goes through' if option == 'protect' else 'a delete removes the resource in AWS too'}; the code no longer keeps it")
+        for option in ("protect", "retain_on_delete"):  # resource options: shown as changes, not only inputs
+            if bool(old.get(option)) != bool(new.get(option)):
+                paths.append(f"({option})")
+                a[f"({option})"], b[f"({option})"] = bool(old.get(option)), bool(new.get(option))
         if set(old["dependencies"]) != set(new["dependencies"]):
             paths.append("(dependencies)")
             # an input known only after deploy that now comes from another resource (a new subnet, key, ...)
@@ -235,6 +267,17 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
         if kind:
             refuse(f"{verb} of {kind} {resource['name']}", resource["name"])
     was, now = _environment(before), _environment(after)
+    for resource in removed:
+        kind = resource["type"]
+        if kind == LOG_GROUP and was == "prod":
+            refuse(f"delete of CloudWatch log group {resource['name']} in prod", resource["name"],
+                   "deleting a log group deletes the logs in it: turning observability or flow logs off loses prod's history", also="log-groups")
+        elif kind == NAMESPACE:
+            refuse(f"delete of namespace {resource['name']}", resource["name"],
+                   "Kubernetes deletes every object in a namespace with it: the team's jobs, claims, secrets and service accounts", also="namespaces")
+        elif kind == CLAIM:
+            refuse(f"delete of claim {resource['name']}", resource["name"],
+                   "the jobs that mount it lose their volume; the claim's binding to its volume is not recreated by a later apply", also="claims")
     if was and now and was != now and any(r.get("protect") for r in before.values()):
         refuse(f"changing the environment of a protected stack ({was} → {now}) drops protect/retain", "environment")
     return Diff(added, removed, changed, refused)

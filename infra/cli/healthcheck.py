@@ -37,7 +37,8 @@ def _env(cfg: StackConfig, pool: GpuPool, image: str) -> list[dict]:
     values = {
         "EXPECTED_GPUS": pool.gpus_per_node,
         "EXPECTED_GPU_MODEL": pool.instance.gpu_model or "",
-        "EXPECTED_DRIVER_BRANCH": versions.EKS_NVIDIA_DRIVER_BRANCH,
+        "MIN_DRIVER_BRANCH": versions.CUDA_MIN_DRIVER_BRANCH[cfg.cuda_version or versions.TRAINING_IMAGE_CUDA],
+        "EXPECTED_DRIVER_VERSION": versions.nvidia_driver_of_release(cfg.node_release_version) or "",
         "EXPECTED_EFA_DEVICES": efa_count(efa_interfaces_for(pool.instance)) if pool.efa else 0,
         "MIN_MATMUL_FRACTION": health.min_matmul_fraction,
         "MIN_MEMORY_BANDWIDTH_FRACTION": health.min_memory_bandwidth_fraction,
@@ -82,6 +83,17 @@ def _pod_spec(cfg: StackConfig, pool: GpuPool, app: str, command: list[str], con
     return spec
 
 
+def _with_image_comment(obj: dict, cfg: StackConfig, image: str) -> dict:
+    """`obj` with the comment that says which image it needs and how to get it (jobs.image_comment)."""
+    from ruamel.yaml.comments import CommentedMap
+
+    from infra.cli.jobs import image_comment
+
+    commented = CommentedMap(obj)
+    commented.yaml_set_start_comment("\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in image_comment(cfg, image).splitlines()))
+    return commented
+
+
 def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: int | None = None, image: str | None = None) -> list[dict]:
     pools = {p.name: p for p in cfg.gpu_pools}
     if pool_name not in pools:
@@ -91,10 +103,10 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
         check_image(cfg, pool, image)
     image = image or stack_image(cfg)
     teams = {t.name: t for t in cfg.scheduler.teams}
-    namespace = team or next(iter(teams), None)
+    namespace = team if team is not None else next(iter(teams), None)  # --team '' is a (wrong) value, not "unset"
     if namespace not in teams:
         raise ConfigError("--team", f"no team {namespace!r} in stack {cfg.stack}; teams: {', '.join(teams) or 'none'}")
-    count = nodes or max(1, min(pool.max_size, 2))
+    count = nodes if nodes is not None else max(1, min(pool.max_size, 2))  # --nodes 0 is a value: refused below
     if not 1 <= count <= pool.max_size:
         raise ConfigError("--nodes", f"{count} is outside 1..{pool.max_size} (the pool's maxSize)")
     app = f"healthcheck-{pool.name}"
@@ -113,6 +125,7 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
             },
         },
     ]
+    objects[1] = _with_image_comment(objects[1], cfg, image)
     if count >= 2:
         team_spec = teams[namespace]
         worker = {"replicas": count, "restartPolicy": "Never", "template": {"metadata": {"labels": {"app": f"{app}-nccl"}},
@@ -123,7 +136,7 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
             "metadata": {"name": f"{app}-nccl", "namespace": namespace},
             "spec": {
                 "nprocPerNode": str(pool.gpus_per_node),
-                "runPolicy": {"schedulingPolicy": {"queue": team_spec.queue, "priorityClass": team_spec.priority_classes[0], "minAvailable": count}},
+                "runPolicy": {"schedulingPolicy": {"queue": team_spec.queue, "priorityClass": cfg.scheduler.classes_of(team_spec, "training")[0], "minAvailable": count}},
                 "pytorchReplicaSpecs": {"Worker": worker},
             },
         })

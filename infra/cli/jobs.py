@@ -27,10 +27,29 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarStri
 from components.karpenter import DO_NOT_DISRUPT
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
 from infra.cli.pods import check_image, prepare_gpu_pod, stack_image
+from infra import versions
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
-EXAMPLES = ("pytorch-ddp", "pytorch-elastic", "mpi-nccl-tests")
+# Each example, its class of work (docs/workload-classes.md) and the scripts its ConfigMap carries.
+WORKLOAD = {
+    "pytorch-ddp": "training", "pytorch-elastic": "training", "mpi-nccl-tests": "training",
+    "tf-mnist": "training", "xgboost-iris": "training",
+    "serving-classifier": "serving", "eval-sweep": "evaluation",
+}
+EXAMPLES = tuple(WORKLOAD)
+SCRIPTS = {
+    "pytorch-ddp": ("train_ddp.py", "checkpointing.py"), "pytorch-elastic": ("train_ddp.py", "checkpointing.py"),
+    "tf-mnist": ("tf_mnist.py",), "xgboost-iris": ("xgboost_iris.py",),
+    "serving-classifier": ("serve.py", "checkpointing.py"), "eval-sweep": ("eval_sweep.py", "serve.py", "checkpointing.py"),
+}
+# Examples whose pods take one GPU each (the others: one pod per node, every GPU of it).
+ONE_GPU_PODS = ("xgboost-iris", "serving-classifier", "eval-sweep")
+# The TensorFlow example runs TensorFlow's own image, not the training image (so no EFA).
+OWN_IMAGE = {"tf-mnist": lambda: versions.TENSORFLOW_IMAGE.version}
+SERVING_FLOOR = 1  # replicas the serving example always keeps (its SLO floor)
+# Examples whose pods use no EFA interface even on an EFA pool (one GPU each, or an image without EFA).
+WITHOUT_EFA = (*ONE_GPU_PODS, *OWN_IMAGE)
 TRAIN_SCRIPT = "train_ddp.py"
 CHECKPOINT_MODULE = "checkpointing.py"  # ships next to the script in its ConfigMap
 LOCAL_CHECKPOINTS = "/local/checkpoints"  # the emptyDir on the node's RAID0 NVMe
@@ -51,30 +70,67 @@ def _pick_pool(cfg: StackConfig, name: str | None, efa_first: bool) -> GpuPool:
     return ranked[0]
 
 
-def _pick_team(cfg: StackConfig, name: str | None) -> Team:
+def _pick_team(cfg: StackConfig, name: str | None, workload: str = "training") -> Team:
+    """The team `name`, or the first team given a class of `workload`; it must have one."""
     teams = cfg.scheduler.teams
     if not teams:
         raise ConfigError("higgsfield:scheduler.teams", f"stack {cfg.stack} has no team namespace to submit to")
     if name is None:
-        return teams[0]
+        given = [t for t in teams if cfg.scheduler.classes_of(t, workload)]
+        if not given:
+            raise ConfigError("higgsfield:scheduler.teams", f"no team of stack {cfg.stack} is given a {workload} priority class")
+        return given[0]
     found = [t for t in teams if t.name == name]
     if not found:
         raise ConfigError("--team", f"no team {name!r} in stack {cfg.stack}; teams: {', '.join(t.name for t in teams)}")
+    if not cfg.scheduler.classes_of(found[0], workload):
+        raise ConfigError("--team", f"team {name} is given no {workload} priority class (higgsfield:scheduler.teams priorityClasses)")
     return found[0]
 
 
 def examples_for(cfg: StackConfig) -> list[str]:
-    """The examples a stack can run: none without GPU pools or teams, the NCCL test only with EFA."""
+    """The examples a stack can run: none without GPU pools or teams, the NCCL test only with EFA,
+    serving and evaluation only where a team is given such a class."""
     if not (cfg.gpu_pools and cfg.scheduler.teams):
         return []
-    return [e for e in EXAMPLES if e != "mpi-nccl-tests" or any(p.efa for p in cfg.gpu_pools)]
+    given = {WORKLOAD[e] for e in EXAMPLES if any(cfg.scheduler.classes_of(t, WORKLOAD[e]) for t in cfg.scheduler.teams)}
+    return [e for e in EXAMPLES if (e != "mpi-nccl-tests" or any(p.efa for p in cfg.gpu_pools)) and WORKLOAD[e] in given]
 
 
 def pod_templates(job: dict, named: bool = False) -> Iterator:
-    """Every replica's pod template of a Kubeflow job (with `named`: (replica key, template))."""
+    """Every pod template of a Kubeflow job's replicas, or of a Deployment or Job (with `named`:
+    (where, template))."""
+    if job.get("kind") in ("Deployment", "Job"):
+        yield ("spec.template.spec", job["spec"]["template"]) if named else job["spec"]["template"]
+        return
     for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs"):
         for replica, spec in (job.get("spec", {}).get(key) or {}).items():
             yield (f"spec.{key}.{replica}.template.spec", spec["template"]) if named else spec["template"]
+
+
+def workload_of(objects: list[dict]) -> dict:
+    """The object of a rendered example that runs the pods: the job, Deployment or Job (the last)."""
+    return objects[-1]
+
+
+def gpus_at_most(objects: list[dict]) -> int:
+    """The most GPUs the rendered example's pods hold at once: an elastic job's workers at
+    maxReplicas, a Deployment at its HPA's maxReplicas, a Job at its parallelism."""
+    job, total = workload_of(objects), 0
+    hpa = next((o for o in objects if o["kind"] == "HorizontalPodAutoscaler"), None)
+    for where, template in pod_templates(job, named=True):
+        gpus = int(template["spec"]["containers"][0].get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0))
+        if job["kind"] == "Deployment":
+            count = hpa["spec"]["maxReplicas"] if hpa else job["spec"]["replicas"]
+        elif job["kind"] == "Job":
+            count = job["spec"]["parallelism"]
+        else:
+            replica = where.split(".")[2]
+            key = where.split(".")[1]
+            elastic = job["spec"].get("elasticPolicy")
+            count = elastic["maxReplicas"] if elastic and replica == "Worker" else job["spec"][key][replica]["replicas"]
+        total += count * gpus
+    return total
 
 
 def _on_gpu_pool(template: dict) -> bool:
@@ -120,12 +176,17 @@ def checkpoint_env(cfg: StackConfig, pool: GpuPool, team: Team, job_name: str) -
     return values
 
 
-def _checkpoint(template: dict, cfg: StackConfig, pool: GpuPool, team: Team, job_name: str) -> None:
+def _checkpoint(template: dict, cfg: StackConfig, pool: GpuPool, team: Team, job_name: str, enabled: bool = True) -> None:
     """The checkpoint settings, and a grace period long enough for the final flush on SIGTERM
-    (Kubernetes' default of 30 s is not: higgsfield:checkpoints.terminationGracePeriod)."""
+    (Kubernetes' default of 30 s is not: higgsfield:checkpoints.terminationGracePeriod). Not
+    `enabled`: CHECKPOINT_EVERY_STEPS=0 (examples/train_ddp.py saves and loads nothing) and no
+    shared directory."""
     spec, main = template["spec"], template["spec"]["containers"][0]
     spec["terminationGracePeriodSeconds"] = cfg.checkpoints.grace_seconds
     values = checkpoint_env(cfg, pool, team, job_name)
+    if not enabled:
+        del values["CHECKPOINT_SHARED_DIR"]
+        values["CHECKPOINT_EVERY_STEPS"] = "0"
     main["env"] = [e for e in main.get("env", []) if e["name"] not in values] + [{"name": k, "value": v} for k, v in values.items()]
 
 
@@ -153,9 +214,13 @@ def _attach_datasets(template: dict, cfg: StackConfig, team: Team) -> None:
         main["volumeMounts"].append({"name": volume, "mountPath": DATASET_MOUNT.format(name=dataset.name), "readOnly": team.name != dataset.owner})
 
 
-# GPU pods per job of `workers` workers: DDP adds a master on the pool; the MPI launcher runs on
-# the system nodes; an elastic job's `workers` is the most it grows to.
-_GPU_PODS = {"pytorch-ddp": lambda w: w + 1, "pytorch-elastic": lambda w: w, "mpi-nccl-tests": lambda w: w}
+# GPU pods per job of `workers` workers: DDP and XGBoost add a master on the pool; the MPI launcher
+# runs on the system nodes; an elastic job's `workers` is the most it grows to, the serving
+# example's its HPA's maxReplicas, the sweep's its parallelism.
+_GPU_PODS = {
+    "pytorch-ddp": lambda w: w + 1, "pytorch-elastic": lambda w: w, "mpi-nccl-tests": lambda w: w,
+    "tf-mnist": lambda w: w, "xgboost-iris": lambda w: w + 1, "serving-classifier": lambda w: w, "eval-sweep": lambda w: w,
+}
 DEFAULT_WORKERS = 2
 
 
@@ -183,7 +248,8 @@ class Fit:
 
     @property
     def default_workers(self) -> int:
-        return self.most_workers if self.example == "pytorch-elastic" else min(DEFAULT_WORKERS, self.most_workers)
+        grows = self.example in ("pytorch-elastic", "serving-classifier")  # to the most that fits
+        return self.most_workers if grows else min(DEFAULT_WORKERS, self.most_workers)
 
     def _exceeded(self, workers: int) -> str:
         return "; ".join(text for gpus, text in self.limits if self.gpus(workers) > gpus)
@@ -204,55 +270,252 @@ class Fit:
 
 
 def fit(example: str, cfg: StackConfig, pool: GpuPool, team: Team) -> Fit:
-    """The size limits of `example` on `pool` for `team`."""
+    """The size limits of `example` on `pool` for `team` (a serving example: its serving quota too)."""
     p, t = cfg.gpu_pools.index(pool), cfg.scheduler.teams.index(team)
     q, queue = next((i, x) for i, x in enumerate(cfg.scheduler.queues) if x.name == team.queue)
-    return Fit(example, pool.gpus_per_node, (
+    limits = [
         (pool.max_size * pool.gpus_per_node, f"pool {pool.name}'s {pool.max_size} nodes x {pool.gpus_per_node} GPUs (higgsfield:gpuPools[{p}].maxSize)"),
         (team.gpu_quota, f"team {team.name}'s quota of {team.gpu_quota} GPUs (higgsfield:scheduler.teams[{t}].gpuQuota)"),
         (queue.gpu_capability, f"queue {queue.name}'s capability of {queue.gpu_capability} GPUs (higgsfield:scheduler.queues[{q}].gpuCapability)"),
-    ))
+    ]
+    if WORKLOAD[example] == "serving" and team.serving_gpu_quota is not None:
+        limits.append((team.serving_gpu_quota, f"team {team.name}'s serving quota of {team.serving_gpu_quota} GPUs (higgsfield:scheduler.teams[{t}].servingGpuQuota)"))
+    return Fit(example, 1 if example in ONE_GPU_PODS else pool.gpus_per_node, tuple(limits))
 
 
 def fits(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None) -> bool:
     """Whether some size of `example` fits the pool (default pool) for the team (default team)."""
     chosen = _pick_pool(cfg, pool, efa_first=example == "mpi-nccl-tests")
-    return fit(example, cfg, chosen, _pick_team(cfg, team)).most_workers >= 1
+    try:
+        member = _pick_team(cfg, team, WORKLOAD[example])
+    except ConfigError:  # the team is given no class of this kind of work
+        return False
+    return fit(example, cfg, chosen, member).most_workers >= 1
+
+
+def _load_all(text: str) -> list:
+    """Every document of a template (see `_load`)."""
+    return [_own_templates(d) for d in round_trip_yaml().load_all(text)]
 
 
 def _load(text: str) -> Any:
     """The template as a round-trip YAML document (comments kept). Replicas that share a pod
     template through a YAML alias get their own copy, so each can be filled in alone."""
-    job = round_trip_yaml().load(text)
+    return _own_templates(round_trip_yaml().load(text))
+
+
+def _own_templates(job: Any) -> Any:
     seen: set[int] = set()
     for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs"):
-        for spec in (job.get("spec", {}).get(key) or {}).values():
+        for spec in ((job.get("spec") or {}).get(key) or {}).values():
             if id(spec["template"]) in seen:
                 spec["template"] = copy.deepcopy(spec["template"])
             seen.add(id(spec["template"]))
     return job
 
 
+def image_comment(cfg: StackConfig, image: str) -> str:
+    """The YAML comment that says which image a rendered job needs and how to get it."""
+    import textwrap
+
+    from infra.cli import image as image_cli
+
+    def comment(text: str) -> list[str]:
+        return textwrap.wrap(text, 98, initial_indent="#   ", subsequent_indent="#   ", break_on_hyphens=False)
+
+    if image == stack_image(cfg) and not cfg.training_image:
+        tag = image.rsplit(":", 1)[1]
+        repository = image.split("/", 1)[1].rsplit(":", 1)[0]
+        return "\n".join([
+            f"# Image: {image}",
+            "#   built from images/training of this checkout. Not in the registry yet? Build and push it (Docker):",
+            f"#     higgsfield image push {cfg.stack}",
+            f"#   or let the image workflow do it on main ({image_cli.DOCS}). Is it there:",
+            f"#     aws ecr describe-images --region {cfg.region} --repository-name {repository} \\",
+            f"#       --image-ids imageTag={tag}",
+        ])
+    origin = "higgsfield:trainingImage" if image == cfg.training_image else "--image"
+    return "\n".join([f"# Image: {image}", *comment(
+        f"({origin}) yours to build and push before applying this job; on EFA pools it needs libfabric's efa provider and "
+        f"aws-ofi-nccl, as images/training/Dockerfile builds them ({image_cli.DOCS}).")])
+
+
+class ResumeRefused(ConfigError):
+    """A multi-node job with checkpoints on a stack without shared storage: it could never resume."""
+
+
+def _storage(cfg: StackConfig) -> str | None:
+    """Where checkpoints outlive a node, if anywhere: the stack's FSx (with exportToS3, its S3 link)."""
+    if not cfg.fsx.enabled:
+        return None
+    return "FSx, exported to S3" if cfg.checkpoints.export_to_s3 else "FSx"
+
+
+def resume_text(cfg: StackConfig, checkpoints: bool) -> str:
+    """What the job's header comment may promise about resuming."""
+    storage = _storage(cfg)
+    if not checkpoints:
+        return ("starts again at step 0: checkpoints are off\n# (CHECKPOINT_EVERY_STEPS=0): this stack has no shared storage "
+                "for a multi-node job's checkpoints\n# (higgsfield:fsx.enabled is false)")
+    if storage:
+        return f"resumes from the newest complete checkpoint on {storage}"
+    return ("resumes from its newest checkpoint only while its node lives\n# (one pod on its node's disk: "
+            "higgsfield:fsx.enabled is false, no shared storage)")
+
+
+def checkpoints_for(example: str, cfg: StackConfig, pods: int, asked: bool | None) -> bool:
+    """Whether the job checkpoints. A job on more than one node would write each pod's checkpoint
+    to that pod's own disk without shared storage: no checkpoint is ever complete (rank 0 waits for
+    every rank's shard, examples/checkpointing.py), so it could never resume. By default such a job
+    runs without checkpoints (and says so); asked for them explicitly, it is refused."""
+    if not example.startswith("pytorch"):
+        return False
+    resumable = pods <= 1 or _storage(cfg) is not None
+    if asked and not resumable:
+        raise ResumeRefused("higgsfield:fsx.enabled", f"{example} runs on {pods} nodes and its checkpoints would stay on each pod's local disk, so it could never resume "
+                            "after a lost node: enable higgsfield:fsx (shared storage for checkpoints), run it on one node (pytorch-elastic --workers 1), "
+                            "or render it without --checkpoints (a restart starts at step 0)")
+    return resumable if asked is None else asked
+
+
+def resume_promise(job: dict, cfg: StackConfig) -> str | None:
+    """What a rendered job promises that the stack cannot keep: checkpoints of a multi-pod job that
+    are not on a PersistentVolumeClaim (shared storage), while the job says it resumes."""
+    gpu_pods = 0
+    for key, spec in (job.get("spec", {}).get("pytorchReplicaSpecs") or {}).items():
+        gpu_pods += int(job["spec"].get("elasticPolicy", {}).get("maxReplicas", spec.get("replicas", 1)) if key == "Worker" else spec.get("replicas", 1))
+    for replica, template in pod_templates(job, named=True):
+        spec, main = template["spec"], template["spec"]["containers"][0]
+        shared = {e["name"]: e.get("value") for e in main.get("env", [])}.get("CHECKPOINT_SHARED_DIR")
+        claims = {v["name"] for v in spec.get("volumes", []) if "persistentVolumeClaim" in v}
+        mounts = [m["mountPath"] for m in main.get("volumeMounts", []) if m["name"] in claims]
+        if shared and gpu_pods > 1 and not any(shared == m or shared.startswith(m.rstrip("/") + "/") for m in mounts):
+            return (f"{job['metadata']['name']} ({replica}): {gpu_pods} pods keep checkpoints at {shared}, not on shared storage, "
+                    "so a restarted gang cannot resume (higgsfield:fsx.enabled)")
+    return None
+
+
+def fill_template(text: str, values: dict[str, Any], where: str) -> list:
+    """The template's documents with their ${placeholders} filled in, the values as data, never as YAML text.
+
+    The document is read twice: once with the values in the text (which keeps the template's
+    layout and comment columns), once with a plain token in each placeholder's place and the
+    values put into the parsed scalars afterwards (`_filled_as_data`: a placeholder that is a whole
+    plain scalar takes the value's own type, one inside a string its text), which no value can
+    turn into structure. The two must be the same document; if a value would change the structure
+    (`--image 'x\n  evil: 1'`, refused before as no image reference), rendering is refused."""
+    as_data = _filled_as_data(text, values)
+    try:
+        as_text = _load_all(Template(text).substitute(values))
+    except Exception:  # noqa: BLE001 - ruamel's parser errors: the values broke the YAML
+        as_text = None
+    if as_text is None or _plain(as_text) != _plain(as_data):
+        changed = [k for k, v in values.items() if isinstance(v, str) and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", v)]
+        raise ConfigError(f"--{changed[0].replace('_', '-')}" if changed else where,
+                          f"{_show_value(values[changed[0]]) if changed else 'a value'} would change the structure of {where}, not fill in a value")
+    return as_text
+
+
+def _plain(document: Any) -> str:
+    import json
+
+    return json.dumps(document, sort_keys=True, default=str)
+
+
+def _show_value(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
+def _comment_block(line: str, values: dict[str, Any]) -> bool:
+    """`line` is a single placeholder (`${image_comment}`) whose value is only YAML comment lines."""
+    match = re.fullmatch(r"\$\{(\w+)\}\n?", line)
+    value = values.get(match[1]) if match else None
+    return isinstance(value, str) and all(part.lstrip().startswith("#") for part in value.splitlines())
+
+
+def _filled_as_data(text: str, values: dict[str, Any]) -> Any:
+    tokens = {key: f"hfvalue{i}x" for i, key in enumerate(values)}
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith("#"):  # the template's comments: text for a reader
+            lines.append(Template(line).safe_substitute({k: " ".join(str(v).split()) for k, v in values.items()}))
+        elif _comment_block(line, values):  # a line that is one placeholder whose value is comment lines (image_comment)
+            lines.append(Template(line).substitute(values))
+        else:
+            lines.append(Template(line).substitute(tokens))
+    by_token = {token: values[key] for key, token in tokens.items()}
+    found = re.compile("|".join(map(re.escape, by_token)))
+
+    def fill(node: Any) -> Any:
+        if isinstance(node, dict):
+            for key in list(node):
+                assert not (isinstance(key, str) and found.search(key)), f"a template placeholder in a key: {key}"  # values only
+                node[key] = fill(node[key])
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                node[i] = fill(item)
+        elif isinstance(node, str) and found.search(node):
+            if node in by_token and type(node) is str:  # a whole plain scalar: the value itself
+                return by_token[node]
+            text = found.sub(lambda m: str(by_token[m.group(0)]), str(node))
+            return type(node)(text) if type(node) is not str else text  # keeps the template's quoting
+        return node
+
+    return fill(_load_all("".join(lines)))
+
+
+def _model_dir(cfg: StackConfig, team: Team, pool: GpuPool) -> str:
+    """Where the serving and evaluation examples find weights: the DDP example's checkpoints on
+    FSx (none without FSx, or where the team cannot read them: random weights, said on start)."""
+    if not cfg.fsx.enabled:
+        return ""
+    try:
+        return checkpoint_path(cfg, team, f"pytorch-ddp-{pool.name}")
+    except ConfigError:
+        return ""
+
+
+def _tolerate_pool(template: dict, pool: GpuPool, image: str) -> None:
+    """A one-GPU pod on `pool`: its image and the pool's own taints tolerated (prepare_gpu_pod
+    does this, and more, for pods that take a whole node)."""
+    spec = template["spec"]
+    spec["containers"][0]["image"] = image
+    tolerations = list(spec.get("tolerations") or [])
+    for taint in pool.taints:
+        toleration = {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
+        if toleration not in tolerations:
+            tolerations.append(toleration)
+    spec["tolerations"] = tolerations
+
+
 def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None, workers: int | None = None,
-           image: str | None = None) -> list[dict]:
-    """The Kubernetes objects of `example` for stack `cfg`: the job, and the script's ConfigMap.
-    Every pod runs `image` (default: the stack's training image); `workers` defaults to what fits."""
+           image: str | None = None, checkpoints: bool | None = None) -> list[dict]:
+    """The Kubernetes objects of `example` for stack `cfg`: its scripts' ConfigMap, what goes with
+    it (a Service, an HPA), and the workload last. Every pod runs `image` (default: the stack's
+    training image, or the example's own); `workers` defaults to what fits. `checkpoints` (PyTorch
+    examples) None: on where they can resume (`checkpoints_for`); True on a stack where a multi-node
+    job cannot resume: refused (ResumeRefused)."""
     if example not in EXAMPLES:
         raise ConfigError("EXAMPLE", f"unknown example {example!r}; examples: {', '.join(EXAMPLES)}")
+    workload = WORKLOAD[example]
     chosen = _pick_pool(cfg, pool, efa_first=example == "mpi-nccl-tests")
-    member = _pick_team(cfg, team)
+    member = _pick_team(cfg, team, workload)
     if example == "mpi-nccl-tests" and not chosen.efa:
         raise ConfigError("--pool", f"pool {chosen.name} has no EFA; the NCCL test is for EFA pools")
-    workers = fit(example, cfg, chosen, member).check(workers)
+    sizes = fit(example, cfg, chosen, member)
+    workers = sizes.check(workers)
+    checkpoints = checkpoints_for(example, cfg, sizes.pods(workers), checkpoints)
     if image is not None:
         check_image(cfg, chosen, image)
-    image = image or stack_image(cfg)
+    image = image or (OWN_IMAGE[example]() if example in OWN_IMAGE else stack_image(cfg))
     name = f"{example}-{chosen.name}"
+    shared = MOUNT_PATH if cfg.fsx.enabled else LOCAL_CHECKPOINTS.rsplit("/", 1)[0]
     values = {
         "name": name,
         "namespace": member.name,
         "queue": member.queue,
-        "priority_class": member.priority_classes[0],
+        "priority_class": cfg.scheduler.classes_of(member, workload)[0],
         "pool": chosen.name,
         "zone": chosen.availability_zone,
         "gpus": chosen.gpus_per_node,
@@ -262,30 +525,47 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         "total_gpus": workers * chosen.gpus_per_node,
         "min_replicas": 1,  # elastic: starts with one worker, grows to `workers`
         "max_replicas": workers,
+        "floor": min(SERVING_FLOOR, workers),
         "image": image,
+        "image_comment": image_comment(cfg, image),
+        "resume": resume_text(cfg, checkpoints),
+        "checkpoint_dir": checkpoint_path(cfg, member, name) if workload == "training" and example not in ("pytorch-ddp", "pytorch-elastic", "mpi-nccl-tests") else "",
+        # what the serving and evaluation examples load: the newest checkpoint of the DDP example, on FSx
+        "model_dir": _model_dir(cfg, member, chosen) if workload != "training" else "",
+        "results_dir": f"{shared}/eval/{name}",
     }
-    job = _load(Template((EXAMPLES_DIR / f"{example}.yaml").read_text()).substitute(values))
+    documents = fill_template((EXAMPLES_DIR / f"{example}.yaml").read_text(), values, f"examples/{example}.yaml")
+    job = documents[-1]
     for replica, template in pod_templates(job, named=True):
         if not _on_gpu_pool(template):
             continue
-        prepare_gpu_pod(template["spec"], chosen, image, f"examples/{example}.yaml {replica}")
-        # Karpenter never voluntarily disrupts the node of a pod with this annotation (consolidation,
-        # drift, expiry); harmless on node-group pools (components/karpenter.py, docs/karpenter.md)
-        template.setdefault("metadata", {}).setdefault("annotations", {})[DO_NOT_DISRUPT] = "true"
+        if example in ONE_GPU_PODS:
+            _tolerate_pool(template, chosen, image)
+        else:
+            # TensorFlow's image has no EFA provider nor aws-ofi-nccl: its pods use the node, not EFA
+            prepare_gpu_pod(template["spec"], chosen, image, f"examples/{example}.yaml {replica}", efa=example not in OWN_IMAGE)
+        if workload == "training":
+            # Karpenter never voluntarily disrupts the node of a pod with this annotation (consolidation,
+            # drift, expiry); harmless on node-group pools (components/karpenter.py, docs/karpenter.md).
+            # Not on serving or evaluation pods: those may move, the scavenger first.
+            template.setdefault("metadata", {}).setdefault("annotations", {})[DO_NOT_DISRUPT] = "true"
         if cfg.fsx.enabled and example != "mpi-nccl-tests":
             _attach_lustre(template)
             _attach_datasets(template, cfg, member)
         if example.startswith("pytorch"):
-            _checkpoint(template, cfg, chosen, member, name)
+            _checkpoint(template, cfg, chosen, member, name, checkpoints)
     for template in pod_templates(job):
         run_as_team(template, member)
-    objects: list[dict[str, Any]] = [job]
-    if example.startswith("pytorch"):
+    promise = resume_promise(job, cfg)
+    if promise:  # the renderer's own guarantee: never print a resume the stack cannot give
+        raise ResumeRefused("higgsfield:fsx.enabled", promise)
+    objects: list[dict[str, Any]] = list(documents)
+    if example in SCRIPTS:
         objects.insert(0, {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": f"{name}-code", "namespace": member.name},
-            "data": {f: (EXAMPLES_DIR / f).read_text() for f in (TRAIN_SCRIPT, CHECKPOINT_MODULE)},
+            "data": {f: (EXAMPLES_DIR / f).read_text() for f in SCRIPTS[example]},
         })
     return objects
 

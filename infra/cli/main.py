@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.cli.offline import StackNotFound, record
+from infra.cli.option_files import OptionFileError
 from infra.cli.stack_file import StackFileError, shown as _shown
 
 # --- commands ---------------------------------------------------------------------------------
@@ -158,7 +159,8 @@ def _jobs_render(args: argparse.Namespace) -> int:
 
     _stack_then(args, "example")
     cfg = load_stack(args.stack)
-    print(jobs.to_yaml(jobs.render(args.example, cfg, pool=args.pool, team=args.team, workers=args.workers, image=args.image)), end="")
+    print(jobs.to_yaml(jobs.render(args.example, cfg, pool=args.pool, team=args.team, workers=args.workers, image=args.image,
+                                      checkpoints=args.checkpoints)), end="")
     return 0
 
 
@@ -191,6 +193,17 @@ def _bootstrap(args: argparse.Namespace) -> int:
 
     print(bootstrap.render(load_stack(args.stack)))
     return 0
+
+
+def _image(args: argparse.Namespace) -> int:
+    from infra.cli import image
+    from infra.cli.offline import load_stack
+
+    cfg = load_stack(args.stack)
+    if args.print:
+        print(image.script(cfg, args.image_command))
+        return 0
+    return image.run(cfg, args.image_command)
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -319,6 +332,8 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("--workers", type=int, help="worker replicas (elastic: the most it grows to); default: 2, or what fits "
                         "the pool's maxSize, the team's gpuQuota and its queue's gpuCapability")
     render.add_argument("--image", help=IMAGE_HELP)
+    render.add_argument("--checkpoints", action=argparse.BooleanOptionalAction, default=None,
+                        help="PyTorch examples: checkpoint and resume (default: where they can resume; a multi-node job needs higgsfield:fsx)")
     render.set_defaults(func=_jobs_render, usage="higgsfield jobs render STACK EXAMPLE")
     stacks_cmd = sub.add_parser("stacks", help="the stack matrix of the workflows (JSON), from stacks/Pulumi.<stack>.yaml")
     stacks_cmd.add_argument("--delivered", action="store_true", help="only stacks with higgsfield:delivery (CI previews and deploys those)")
@@ -326,6 +341,14 @@ def parser() -> argparse.ArgumentParser:
     boot = sub.add_parser("bootstrap", help="print the first-deploy steps of a stack (before CI can deploy it)")
     boot.add_argument("stack")
     boot.set_defaults(func=_bootstrap)
+    image_cmd = sub.add_parser("image", help="build or push the training image (images/training) into the stack's ECR repository, with docker")
+    image_actions = image_cmd.add_subparsers(dest="image_command", required=True)
+    for action, what in (("build", "docker build the image, tagged as the stack's jobs and health gate name it"),
+                         ("push", "build it, log in to the stack's ECR repository and push it (unless the tag is there); print its digest")):
+        step = image_actions.add_parser(action, help=what)
+        step.add_argument("stack")
+        step.add_argument("--print", action="store_true", help="print the commands instead of running them")
+        step.set_defaults(func=_image)
     schema_cmd = sub.add_parser("schema", help="the stack-file JSON Schema and README config table, generated from infra/config/")
     schema_cmd.add_argument("--write", action="store_true", help="write schemas/stack.schema.json and the README table")
     schema_cmd.add_argument("--check", action="store_true", help="exit 1 if either is stale")
@@ -363,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"{_shown(exc.path)}:{exc.line}: {exc.message}", file=sys.stderr)
         return 2
-    except (StackNotFound, UsageError) as exc:
+    except (StackNotFound, UsageError, OptionFileError) as exc:
         if args.debug:
             raise
         print(f"error: {exc}", file=sys.stderr)

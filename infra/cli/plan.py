@@ -79,7 +79,7 @@ def queue_rows(plan: Plan) -> list[dict]:
     quotas = {
         get(q, "metadata", "namespace"): int(get(q, "spec", "hard", f"requests.{GPU_RESOURCE}"))
         for q in _manifests_of_kind(plan, "ResourceQuota")
-        if get(q, "spec", "hard", f"requests.{GPU_RESOURCE}") is not None
+        if get(q, "spec", "hard", f"requests.{GPU_RESOURCE}") is not None and get(q, "spec", "scopeSelector") is None  # not serving's share
     }
     teams: dict[str, list[tuple[str, int | None]]] = {}
     for ns in _manifests_of_kind(plan, "Namespace"):

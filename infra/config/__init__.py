@@ -84,6 +84,8 @@ from infra.config.cluster import (  # noqa: F401
 
 from infra.config.scheduler import (  # noqa: F401
     VOLCANO_QUEUES,
+    DEFAULT_PRIORITY_CLASS,
+    WORKLOADS,
     Queue,
     PriorityClassSpec,
     RESERVED_NAMESPACES,

@@ -49,13 +49,33 @@ def derived(description: str, **kwargs: Any) -> Any:
     return Field(None, description=description, **kwargs)
 
 
+# --- bounds (issue #23): every value a stack file can hold has a size ---------------------------
+# Text, lists and maps carry their bound on the model (maxLength / maxItems / maxProperties in the
+# JSON Schema, checked by pydantic before any pattern or validator runs, so every later check is
+# over a bounded value); the nesting depth is the models' own (unknown keys are refused) and the
+# reader's (infra/cli/stack_file.py MAX_DEPTH). Where AWS or Kubernetes sets the bound, the
+# constant says so; the others are ours, far above any real stack.
+MAX_TEXT = 1024  # free text (a reason, a path); names and ids are bounded by their own patterns
+MAX_ITEMS = 100  # entries of a list or map whose bound is ours (100 GPU pools, teams, datasets)
+MAX_INT = 2_147_483_647  # int32: what Kubernetes and Volcano store counts and quantities in
+
+
+def items(minimum: int = 0, maximum: int = MAX_ITEMS, default: Any = (), **kwargs: Any) -> Any:
+    """A list (or, with `default={}`, map) setting's size bounds, at most MAX_ITEMS entries unless
+    said; with a `minimum` it is required."""
+    if minimum:
+        return Field(min_length=minimum, max_length=maximum, **kwargs)
+    return Field(default, max_length=maximum, **kwargs)
+
+
 Int = Annotated[int, Strict()]
 Bool = Annotated[bool, Strict()]
-Str = Annotated[str, Strict(), Field(min_length=1)]
+Str = Annotated[str, Strict(), Field(min_length=1, max_length=MAX_TEXT)]
 
 
-def number(minimum: int, maximum: int | None = None, why: str = "") -> Any:
-    """An integer setting with bounds; `why` says where an upper bound comes from."""
+def number(minimum: int, maximum: int = MAX_INT, why: str = "") -> Any:
+    """An integer setting with bounds; `why` says where an upper bound comes from (default:
+    int32, what Kubernetes and Volcano store it in)."""
 
     def check(value: int) -> int:
         if value < minimum:
@@ -68,16 +88,22 @@ def number(minimum: int, maximum: int | None = None, why: str = "") -> Any:
     return Annotated[int, Strict(), AfterValidator(check), Field(json_schema_extra=bounds)]
 
 
-def matching(pattern: str, explain: str) -> Any:
-    """A string setting that matches `pattern` (anchored; also written into the JSON Schema)."""
+def matching(pattern: str, explain: str, max_length: int = MAX_TEXT) -> Any:
+    """A string setting that matches `pattern` (anchored; also written into the JSON Schema), of at
+    most `max_length` characters (checked first: the pattern only ever runs on bounded text)."""
     rx = re.compile(pattern)
 
     def check(value: str) -> str:
         if not rx.fullmatch(value):
-            raise ValueError(f"{value!r} {explain}")
+            raise ValueError(f"{shown(value)} {explain}")
         return value
 
-    return Annotated[str, Strict(), AfterValidator(check), Field(json_schema_extra={"pattern": pattern})]
+    return Annotated[str, Strict(), Field(max_length=max_length), AfterValidator(check), Field(json_schema_extra={"pattern": pattern})]
+
+
+def shown(value: str, limit: int = 80) -> str:
+    """`value` quoted for a message, cut to `limit` characters (a message never echoes a megabyte)."""
+    return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value):,} characters)"
 
 
 # Kubernetes object names, label keys and values, as the API server checks them:
@@ -88,7 +114,7 @@ def matching(pattern: str, explain: str) -> Any:
 # (kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateTaints). Our names are
 # DNS labels of at most 30: they are prefixed (higgsfield-<stack>-...) into names of 63.
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$"
-DnsLabel = matching(DNS_LABEL, "must be a lowercase DNS label of at most 30 characters (a-z, 0-9, '-'; starts and ends alphanumeric)")
+DnsLabel = matching(DNS_LABEL, "must be a lowercase DNS label of at most 30 characters (a-z, 0-9, '-'; starts and ends alphanumeric)", 30)
 QUALIFIED_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
 
@@ -96,13 +122,14 @@ LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
 def _qualified_name(value: str) -> str:
     prefix, _, name = value.rpartition("/")
     if not re.fullmatch(QUALIFIED_NAME, value) or len(prefix) > 253 or len(name) > 63:
-        raise ValueError(f"{value!r} is not a Kubernetes qualified name ([prefix/]name: name up to 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric; prefix a DNS subdomain)")
+        raise ValueError(f"{shown(value)} is not a Kubernetes qualified name ([prefix/]name: name up to 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric; prefix a DNS subdomain)")
     return value
 
 
-QualifiedName = Annotated[str, Strict(), AfterValidator(_qualified_name), Field(json_schema_extra={"pattern": QUALIFIED_NAME})]
-LabelValue = matching(LABEL_VALUE, "is not a Kubernetes label value (up to 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric, or empty)")
-InstanceTypeName = matching(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", "is not an EC2 instance type name (family.size, e.g. p5.48xlarge)")
+# A qualified name is at most 253 + 1 + 63 characters; a label value at most 63.
+QualifiedName = Annotated[str, Strict(), Field(max_length=317), AfterValidator(_qualified_name), Field(json_schema_extra={"pattern": QUALIFIED_NAME})]
+LabelValue = matching(LABEL_VALUE, "is not a Kubernetes label value (up to 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric, or empty)", 63)
+InstanceTypeName = matching(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", "is not an EC2 instance type name (family.size, e.g. p5.48xlarge)", 64)
 
 # EKS managed node groups: NodegroupScalingConfig minSize/desiredSize >= 0, maxSize >= 1
 # (botocore/data/eks/2017-11-01/service-2.json shapes ZeroCapacity, Capacity); "Nodes per managed
@@ -119,9 +146,9 @@ def _cidr(value: str) -> str:
     try:
         return str(ipaddress.IPv4Network(value))
     except ValueError as exc:
-        raise ValueError(f"{value!r} is not an IPv4 CIDR ({exc})") from None
+        raise ValueError(f"{shown(value)} is not an IPv4 CIDR ({exc})") from None
 
 
-Cidr = Annotated[str, Strict(), AfterValidator(_cidr)]
+Cidr = Annotated[str, Strict(), Field(max_length=18), AfterValidator(_cidr)]
 
 

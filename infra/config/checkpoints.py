@@ -8,17 +8,17 @@ from pydantic import (
 
 from infra.config.base import Bool, Setting, derived, number
 from infra.config.errors import Problems
-from infra.config.gpu_pools import Duration, seconds_of
+from infra.config.gpu_pools import PositiveDuration, seconds_of
 
 
 class Checkpoints(Setting):
     """How the rendered training jobs checkpoint and resume (examples/checkpointing.py)."""
 
-    keep_last: number(1) = 3
+    keep_last: number(1, 1000, "ours") = 3
     """Complete checkpoints kept on shared storage per job (older ones are deleted once a newer one is complete)."""
-    flush_time: Duration = "10m"
+    flush_time: PositiveDuration = "10m"
     """How long a final checkpoint may take on SIGTERM (write the shards to local NVMe, then publish them to FSx); minutes for a large model."""
-    termination_grace_period: Duration = derived("The pods' terminationGracePeriodSeconds; default flushTime + 2m, never shorter than flushTime.")
+    termination_grace_period: PositiveDuration = derived("The pods' terminationGracePeriodSeconds; default flushTime + 2m, never shorter than flushTime.")
     export_to_s3: Bool = False
     """Write checkpoints under the directory the S3 data repository association exports (higgsfield:fsx.s3.dataset), so they reach S3; only its owner team can."""
 

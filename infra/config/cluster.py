@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     Field,
+    Strict,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -21,9 +23,12 @@ from infra.config.base import (
     NodeCount,
     Setting,
     derived,
+    items,
+    number,
 )
 from infra.config.errors import Problems
-from infra.config.gpu_pools import Duration, _catalog
+from infra.config.gpu_pools import EKS_MAX_INSTANCE_TYPES, Duration, _catalog
+from infra.config.limits import MAX_PUBLIC_CIDRS, public_cidr
 
 
 class Endpoint(Setting):
@@ -31,8 +36,8 @@ class Endpoint(Setting):
 
     private: Bool = True
     """Must be true: nodes reach the API server privately."""
-    public_access_cidrs: tuple[Cidr, ...] = ()
-    """CIDRs allowed to reach the public endpoint; empty keeps the API private (prod: no 0.0.0.0/0)."""
+    public_access_cidrs: tuple[Annotated[Cidr, AfterValidator(public_cidr)], ...] = items(maximum=MAX_PUBLIC_CIDRS)
+    """Public (internet) CIDRs allowed to reach the public endpoint, at most 40 (the EKS quota); empty keeps the API private (prod: no 0.0.0.0/0)."""
 
     @field_validator("private")
     @classmethod
@@ -49,8 +54,8 @@ class Endpoint(Setting):
 class NodeSizes(Setting):
     """The system (CPU) node group."""
 
-    instance_types: tuple[InstanceTypeName, ...] = Field(min_length=1)
-    """EC2 instance types, offered in aws:region, one CPU architecture (x86_64)."""
+    instance_types: tuple[InstanceTypeName, ...] = items(1, EKS_MAX_INSTANCE_TYPES)
+    """EC2 instance types, offered in aws:region, one CPU architecture (x86_64), without GPUs."""
     min_size: NodeCount
     """Nodes the autoscaler never goes below."""
     desired_size: NodeCount = derived("Nodes at creation; default minSize (the autoscaler owns it afterwards).")
@@ -71,6 +76,9 @@ class NodeSizes(Setting):
                     problems.add(f"instanceTypes[{i}]", f"instance type {name!r} is not offered anywhere in {region}; {where_offered(name, region)}")
                 elif "x86_64" not in catalog.describe(name).architectures:
                     problems.add(f"instanceTypes[{i}]", f"{name} is not x86_64; the system nodes run {versions.CPU_AMI_TYPE}")
+                elif catalog.describe(name).gpus:
+                    problems.add(f"instanceTypes[{i}]", f"{name} has {catalog.describe(name).gpus} GPUs: the system nodes run {versions.CPU_AMI_TYPE} without NVIDIA drivers "
+                                 "and untainted, so the GPUs would be paid for and never used; put GPU types in higgsfield:gpuPools")
         problems.raise_any()
         return self
 
@@ -82,5 +90,11 @@ class Autoscaler(Setting):
     """How long a node stays unneeded before it is removed (10m, 600s, 1h)."""
     expander: Literal["least-waste", "most-pods", "priority", "random", "price"] = "least-waste"
     """Which node group grows when several could."""
+    max_node_startup_time: Duration | None = None
+    """--max-node-startup-time; unset: the slowest GPU pool's bootTime plus its healthGate.timeout (a node still in the gate is not yet 'unready'), at least the upstream 15m."""
+    ok_total_unready_count: number(0) | None = None
+    """--ok-total-unready-count; unset: the largest gang's nodes plus the upstream 3, so a gang whose nodes are all still unready never halts the autoscaler."""
+    max_total_unready_percentage: Annotated[float, Strict(), Field(ge=0, le=100)] | None = None
+    """--max-total-unready-percentage; unset: the upstream 45."""
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
+    Field,
+    Strict,
     model_validator,
 )
 
-from infra.config.base import Bool, Setting, derived, matching
+from infra.config.base import Bool, Setting, derived, items, matching
 from infra.config.errors import Problems
+from infra.config.limits import S3_BUCKET_PATTERN, s3_bucket
 
 # A GitHub account's numeric id (the webhook payload's `sender.id`), as a string: CodeBuild's
 # ACTOR_ACCOUNT_ID filter matches it with a regular expression (botocore codebuild WebhookFilter).
@@ -26,11 +30,11 @@ class Runner(Setting):
     """The CodeConnections connection to GitHub the runner project uses (created once in the console); required when enabled."""
     compute_type: Literal["BUILD_GENERAL1_SMALL", "BUILD_GENERAL1_MEDIUM", "BUILD_GENERAL1_LARGE"] = "BUILD_GENERAL1_MEDIUM"
     """The CodeBuild compute type of a runner (pulumi and the Helm charts need about 4 GB)."""
-    deploy_actors: tuple[GitHubAccountId, ...] = ()
+    deploy_actors: tuple[GitHubAccountId, ...] = items()
     """GitHub account ids (numeric, `gh api users/LOGIN --jq .id`) whose deploy jobs may start a deploy runner: the
     webhook's ACTOR_ACCOUNT_ID filter (the workflow_job event's sender: who merged to main, dispatched or re-ran the
     deploy). Required when enabled: no one else, and no pull request of anyone else, gets a build in the deploy runner."""
-    preview_actors: tuple[GitHubAccountId, ...] = ()
+    preview_actors: tuple[GitHubAccountId, ...] = items()
     """GitHub account ids whose pull requests may start a preview runner; empty: anyone whose pull request the preview
     workflow runs for (GitHub's fork-approval setting decides for forks). The preview runner holds no deploy identity."""
 
@@ -58,7 +62,7 @@ class Delivery(Setting):
     """GitHub's OIDC provider in the account, if it exists already (it is one per account); unset: the stack creates it."""
     deploy_environment: matching(r"^[A-Za-z0-9._-]{1,255}$", "is not one GitHub environment name (letters, digits, . _ -; no wildcards)") | None = derived(
         "The GitHub environment whose jobs may assume the deploy role (OIDC subject repo:OWNER/REPO:environment:NAME); default the stack name.")
-    state_bucket: matching(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", "is not an S3 bucket name")
+    state_bucket: Annotated[str, Strict(), Field(max_length=63, json_schema_extra={"pattern": S3_BUCKET_PATTERN}), AfterValidator(s3_bucket)]
     """The S3 bucket (in aws:region) of this stack's Pulumi backend, s3://BUCKET: the workflows log in to it, the preview role may read it and take its lock."""
     state_key_arn: matching(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$", "is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/UUID; IAM grants on an alias ARN do not cover the key)")
     """The KMS key (key ARN, not an alias) of the stack's awskms:// secrets provider: no passphrase in CI; the preview role may decrypt with it."""

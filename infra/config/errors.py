@@ -37,8 +37,12 @@ def key_of(loc: tuple[str | int, ...]) -> str:
         if isinstance(part, int):
             text += f"[{part}]"
         elif part != "[key]":  # pydantic's marker for "the key of this map entry"
-            text += f".{part}" if text else str(part)
+            part = str(part) if len(str(part)) <= KEY_SHOWN else f"{str(part)[:KEY_SHOWN]}...({len(str(part)):,} characters)"
+            text += f".{part}" if text else part
     return text
+
+
+KEY_SHOWN = 100  # a key longer than this is cut in messages (a key of a megabyte is named, not printed)
 
 
 class ConfigError(pulumi.RunError):
@@ -51,13 +55,16 @@ class ConfigError(pulumi.RunError):
         self.key = key
 
 
-def _show(value: Any) -> str:
+def _show(value: Any, limit: int = 80) -> str:
+    """A value for a message, cut to about `limit` characters."""
     if isinstance(value, str):
-        return repr(value)
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
+        text = repr(value)
+    else:
+        try:
+            text = json.dumps(value)
+        except (TypeError, ValueError):
+            text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _parse_where(where: str) -> tuple[str | int, ...]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Annotated, Literal, Protocol
 
 from pydantic import (
@@ -30,25 +30,45 @@ from infra.config.base import (
     Setting,
     Str,
     derived,
+    items,
     matching,
     number,
 )
 from infra.config.errors import Problems
+from infra.config.limits import GPU_TAINT_KEY, STARTUP_TAINT_KEY, pool_label, pool_taint  # noqa: F401
 
 CAPACITY_TYPES = ("on-demand", "spot", "capacity-block", "reservation")
 TAINT_EFFECTS = ("NoSchedule", "NoExecute", "PreferNoSchedule")
 EXPANDERS = ("least-waste", "most-pods", "priority", "random", "price")
-GPU_TAINT_KEY = "nvidia.com/gpu"
-# The health gate's taint on every new node of a gated pool (components/healthgate.py): the Cluster
-# Autoscaler's startup-taint prefix (StartupTaintPrefix, kubernetes/autoscaler:cluster-autoscaler/
-# utils/taints/taints.go@cluster-autoscaler-1.35.0), so scale-from-zero plans ignore it.
-STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-health"
+# GPU_TAINT_KEY and STARTUP_TAINT_KEY (the health gate's taint) are defined with the other
+# reserved keys in infra/config/limits.py and importable from here as before.
+
+
+# EKS node groups: label keys and values 1-63 characters, taint keys 1-63, taint values 0-63
+# (botocore/data/eks/2017-11-01/service-2.json shapes labelKey, labelValue, taintKey, taintValue) --
+# tighter than Kubernetes' qualified names; 0-20 instanceTypes (CreateNodegroupRequest.instanceTypes);
+# "You can apply a maximum of 50 taints to each node group"
+# (docs.aws.amazon.com/eks/latest/userguide/node-taints-managed-node-groups.html).
+EKS_LABEL_LENGTH = 63
+EKS_MAX_INSTANCE_TYPES = 20
+EKS_MAX_TAINTS = 50
+# Each label and taint of a pool is also a Cluster Autoscaler node-template tag on its Auto Scaling
+# group (components/gpu_pools.py autoscaler_template_tags), and "You can add up to 50 tags to each
+# Auto Scaling group" (docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-tagging.html).
+# Already on it: the platform's labels (5), taints (2), extended resources (up to 3), the
+# scale-down time and the pool tag (2), and the tags EKS adds to a managed node group's group
+# (eks:cluster-name, eks:nodegroup-name, and the autoscaler's discovery tags: counted as 5, not
+# checked here -- `aws autoscaling describe-tags --filters Name=auto-scaling-group,Values=ASG`).
+ASG_TAGS_DOC = "docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-tagging.html"
+ASG_TAG_ROOM = 50 - (5 + 2 + 3 + 2 + 5)
+EksLabelKey = Annotated[QualifiedName, Field(max_length=EKS_LABEL_LENGTH)]
+EksLabelValue = Annotated[LabelValue, Field(min_length=1)]
 
 
 class Taint(Setting):
     """A Kubernetes taint on a pool's nodes."""
 
-    key: QualifiedName
+    key: Annotated[QualifiedName, Field(max_length=EKS_LABEL_LENGTH)]
     """A qualified name, e.g. dedicated or example.com/team."""
     value: LabelValue = "true"
     """A label value (up to 63 characters)."""
@@ -57,7 +77,16 @@ class Taint(Setting):
 
 UTC_TIME = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$"
 UtcTime = matching(UTC_TIME, "is not a UTC time like \"2027-01-04T11:30:00Z\" (quote it: unquoted, YAML reads a timestamp)")
-Duration = matching(r"^\d+(s|m|h)$", "is not a duration like 10m, 600s or 1h")
+# At most six digits (999999h is 114 years): the arithmetic on a duration never overflows a datetime.
+Duration = matching(r"^\d{1,6}(s|m|h)$", "is not a duration like 10m, 600s or 1h (at most six digits)", 16)
+# A duration where zero means failure (a health check with no time to run fails every node; a pod
+# with no grace period is killed before its checkpoint).
+PositiveDuration = matching(r"^(?!0+[smh]$)\d{1,6}(s|m|h)$", "is not a duration like 10m, 600s or 1h, above zero (zero leaves no time at all)", 16)
+
+
+def now() -> datetime:
+    """The time Capacity Block windows are checked against (tests may replace it)."""
+    return datetime.now(timezone.utc)
 
 
 def seconds_of(duration: str) -> int:
@@ -80,7 +109,7 @@ class Capacity(Setting):
 
     type: Literal["on-demand", "spot", "capacity-block", "reservation"] = "on-demand"
     """reservation: an On-Demand Capacity Reservation; capacity-block: an EC2 Capacity Block for ML."""
-    reservation_id: Annotated[str, Strict(), AfterValidator(lambda v: _reservation_id(v))] | None = None
+    reservation_id: Annotated[str, Strict(), Field(max_length=20), AfterValidator(lambda v: _reservation_id(v))] | None = None
     """The capacity reservation (cr-0123456789abcdef0); required for capacity-block and reservation, else not allowed."""
     start: UtcTime | None = None
     """capacity-block only (required): when the block begins, UTC ("2027-01-04T11:30:00Z"); the pool's ASG opens then."""
@@ -128,6 +157,12 @@ class Capacity(Setting):
                 problems.add("end", f"{self.end} is not after start {self.start}")
             elif self.drain_at <= start:
                 problems.add("drainBefore", f"{self.drain_before} before the end leaves no time in the block ({self.start} to {self.end})")
+            elif end <= now():
+                # EC2 ends a Capacity Block at its end date and its reservation is "expired"
+                # (docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html): the pool
+                # would be held at zero for ever.
+                problems.add("end", f"{self.end} is in the past: the Capacity Block is over and its reservation expired; "
+                                    "buy a new block and set its id and window, or change the capacity type")
         problems.raise_any()
         if self.warm is None:
             self._fill(warm=self.reserved)
@@ -159,6 +194,10 @@ def _catalog(info: ValidationInfo) -> tuple[Catalog | None, str]:
 # launch, boot the NVIDIA AMI, pass the health gate and join while its first nodes wait idle. Not
 # measured here: a judgement for P-family instances (minutes to boot, capacity arriving in batches).
 GPU_SCALE_DOWN_UNNEEDED_DEFAULT = "30m"
+# From a GPU node's registration to Ready with its GPUs advertised (NVIDIA device plugin up) and the
+# gate's CUDA image pulled: a judgement, not measured here (see docs/autoscaling.md for the command
+# that measures it on a cluster).
+GPU_BOOT_TIME_DEFAULT = "10m"
 
 
 class HealthGate(Setting):
@@ -170,7 +209,7 @@ class HealthGate(Setting):
     """Why the gate is off (required with enabled: false in prod)."""
     on_failure: Literal["keep", "replace"] = "keep"
     """keep: a failed node stays tainted for a person to look at; replace: it is also marked Unhealthy in its Auto Scaling group, which terminates and replaces it."""
-    timeout: Duration = "20m"
+    timeout: PositiveDuration = "20m"
     """How long the checks may take (GPU burn, memory, EFA, Lustre) before the node counts as failed."""
 
 
@@ -180,7 +219,7 @@ class GpuPool(Setting):
 
     name: DnsLabel
     """Nodes carry the label higgsfield.io/pool=NAME."""
-    instance_types: tuple[InstanceTypeName, ...] = Field(min_length=1)
+    instance_types: tuple[InstanceTypeName, ...] = items(1, EKS_MAX_INSTANCE_TYPES)
     """GPU instance types, all with the same GPU count, EFA support and architecture, offered in availabilityZone."""
     availability_zone: Str
     """One of higgsfield:availabilityZones."""
@@ -194,13 +233,15 @@ class GpuPool(Setting):
     root_volume_gib: number(50, GP3_MAX_GIB, "the gp3 maximum") = Field(200, alias="rootVolumeGiB")
     """Root gp3 volume, GiB."""
     local_nvme: Literal["raid0", "none"] = derived("raid0 stripes the local NVMe drives; default raid0 when the type has them, else none.")
-    labels: dict[QualifiedName, LabelValue] = {}
-    """Kubernetes labels on the nodes."""
-    taints: tuple[Taint, ...] = ()
+    labels: dict[EksLabelKey, EksLabelValue] = items(maximum=EKS_MAX_TAINTS, default={})
+    """Kubernetes labels on the nodes (not the platform's: higgsfield.io/*, nvidia.com/gpu.present, ...; not kubernetes.io/* or k8s.io/*, which the kubelet refuses)."""
+    taints: tuple[Taint, ...] = items(maximum=EKS_MAX_TAINTS)
     """Taints in addition to nvidia.com/gpu=true:NoSchedule."""
-    scale_down_unneeded_time: Duration = GPU_SCALE_DOWN_UNNEEDED_DEFAULT
+    scale_down_unneeded_time: PositiveDuration = GPU_SCALE_DOWN_UNNEEDED_DEFAULT
     """How long a node of this pool stays unneeded before the autoscaler removes it (its ASG's autoscaling-options tag); long enough for a gang's last node to boot and join."""
     health_gate: HealthGate = HealthGate()
+    boot_time: Duration = GPU_BOOT_TIME_DEFAULT
+    """How long a node of this pool takes from registering with the cluster to Ready with its GPUs advertised and the health gate's image pulled (the autoscaler's --max-node-startup-time counts from registration; the gate's timeout comes on top)."""
     provisioner: Literal["node-group", "karpenter"] = "node-group"
     """node-group: an EKS managed node group scaled by the Cluster Autoscaler; karpenter (on-demand and spot only): a Karpenter NodePool that never disrupts a running training pod (docs/karpenter.md)."""
     _instance: InstanceFacts | None = PrivateAttr(None)
@@ -225,6 +266,7 @@ class GpuPool(Setting):
     @model_validator(mode="after")
     def _facts(self, info: ValidationInfo) -> GpuPool:
         problems = Problems()
+        self._own_labels_and_taints(problems)
         if self.min_size > self.max_size:
             problems.add("minSize", f"{self.min_size} is above maxSize {self.max_size}")
         if self.provisioner == "karpenter" and self.capacity.reserved:
@@ -258,6 +300,27 @@ class GpuPool(Setting):
         self._fill(efa=efa, placement_group=placement, local_nvme=local_nvme)
         self._instance = facts
         return self
+
+    def _own_labels_and_taints(self, problems: Problems) -> None:
+        """The pool's labels and taints leave the platform's alone, register with the kubelet, and
+        are unique by key and effect as the API server requires ("taints must be unique by key and
+        effect pair": kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateNodeTaints)."""
+        if len(self.labels) + len(self.taints) > ASG_TAG_ROOM:
+            problems.add("labels", f"{len(self.labels)} labels and {len(self.taints)} taints are more than the {ASG_TAG_ROOM} the pool's Auto Scaling group has room for: "
+                                   f"each is an autoscaler node-template tag on it, and an Auto Scaling group takes at most 50 tags ({ASG_TAGS_DOC})")
+        for key in self.labels:
+            why = pool_label(key)
+            if why:
+                problems.add(f"labels.{key}", why)
+        seen: dict[tuple[str, str], int] = {}
+        for i, taint in enumerate(self.taints):
+            why = pool_taint(taint.key)
+            if why:
+                problems.add(f"taints[{i}].key", why)
+            pair = (taint.key, taint.effect)
+            if pair in seen:
+                problems.add(f"taints[{i}]", f"duplicates taints[{seen[pair]}] ({taint.key}:{taint.effect}): the API server refuses a node whose taints repeat a key and effect")
+            seen.setdefault(pair, i)
 
     def _instance_facts(self, catalog: Catalog, region: str, problems: Problems) -> InstanceFacts | None:
         zone, facts = self.availability_zone, []

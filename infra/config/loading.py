@@ -47,8 +47,8 @@ _MESSAGES: dict[str, Callable[[Any, Mapping[str, Any]], str]] = {
     "string_type": lambda v, c: f"must be a string, got {_show(v)}",
     "string_too_short": lambda v, c: "must not be empty",
     "string_too_long": lambda v, c: f"has at most {c.get('max_length')} characters, got {len(v) if isinstance(v, str) else '?'}",
-    "too_short": lambda v, c: f"needs at least {c.get('min_length')} entries, got {c.get('actual_length')}",
-    "too_long": lambda v, c: f"takes at most {c.get('max_length')} entries, got {c.get('actual_length')}",
+    "too_short": lambda v, c: "must not be empty" if isinstance(v, str) and not v else f"needs at least {c.get('min_length')} {'characters' if isinstance(v, str) else 'entries'}, got {c.get('actual_length')}",
+    "too_long": lambda v, c: f"{'has' if isinstance(v, str) else 'takes'} at most {c.get('max_length')} {'characters' if isinstance(v, str) else 'entries'}, got {c.get('actual_length')}",
     "greater_than_equal": lambda v, c: f"must be at least {c.get('ge')}, got {_show(v)}",
     "greater_than": lambda v, c: f"must be more than {c.get('gt')}, got {_show(v)}",
     "less_than_equal": lambda v, c: f"must be at most {c.get('le')}, got {_show(v)}",
@@ -130,13 +130,31 @@ PROVIDER_KEYS = SECRET_ONLY_KEYS
 # offline plan shows it as this and never validates it as if it were the value.
 UNKNOWN_SECRET = "[secret: encrypted in the stack file, unknown offline]"
 _SECRET_NAME = re.compile(r"(secret|passw(or)?d|token|credential|private.?key|api.?key|access.?key)", re.I)
+# Each pattern is searched in time linear in the value's length: no lookahead or nested repetition
+# that rescans the rest of the value from every position. (The AWS secret key's pattern was three
+# lookaheads `(?=[A-Za-z0-9/+]*[0-9])...` searched at every position: quadratic, tens of seconds
+# on a 1 MB value, issue #23.) A secret access key is recognised only as a whole value
+# (`_aws_secret_key`), the others anywhere in one.
 _SECRET_VALUES = (
     (re.compile(r"(AKIA|ASIA)[0-9A-Z]{16}"), "an AWS access key id"),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
-    (re.compile(r"(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36}|github_pat_\w{22,}"), "a GitHub token"),
-    (re.compile(r"xox[abprs]-[A-Za-z0-9-]{10,}"), "a Slack token"),
-    (re.compile(r"(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40}"), "an AWS secret access key"),
+    (re.compile(r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----"), "a private key"),
+    (re.compile(r"(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36}|github_pat_\w{22}"), "a GitHub token"),
+    (re.compile(r"xox[abprs]-[A-Za-z0-9-]{10}"), "a Slack token"),
 )
+_SECRET_KEY_CHARS = re.compile(r"[A-Za-z0-9/+]{40}")
+
+
+def _aws_secret_key(value: str) -> bool:
+    """A whole value of 40 base64 characters with a digit, an upper- and a lowercase letter."""
+    return (len(value) == 40 and _SECRET_KEY_CHARS.fullmatch(value) is not None
+            and any(c.isdigit() for c in value) and any(c.isupper() for c in value) and any(c.islower() for c in value))
+
+
+def _looks_like_a_credential(value: str) -> str | None:
+    """What credential `value` looks like, if any (linear time in its length)."""
+    if _aws_secret_key(value):
+        return "an AWS secret access key"
+    return next((what for rx, what in _SECRET_VALUES if rx.search(value)), None)
 
 
 def _secret_hint(key: str) -> str:
@@ -161,7 +179,7 @@ def credential_problems(config: Mapping[str, Any], secret_keys: frozenset[str] |
             for i, item in enumerate(value):
                 walk((*loc, i), item)
         elif isinstance(value, str):
-            what = next((what for rx, what in _SECRET_VALUES if rx.search(value) if what != "an AWS secret access key" or rx.fullmatch(value)), None)
+            what = _looks_like_a_credential(value)
             if what:
                 found.append(Problem(loc, f"looks like {what} in plaintext; {_secret_hint(key_of(loc[:1]))}"))
 
@@ -178,6 +196,26 @@ def credential_problems(config: Mapping[str, Any], secret_keys: frozenset[str] |
 
 # --- parsing ------------------------------------------------------------------------------
 
+MAX_DEPTH = 16  # lists and maps within a setting; the models nest at most four (gpuPools[0].capacity.start)
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and maps nest in `value` (iteratively: no recursion limit to hit)."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, Mapping):
+            todo += [(v, level + 1) for v in item.values()]
+        elif isinstance(item, (list, tuple)):
+            todo += [(v, level + 1) for v in item]
+        else:
+            deepest = max(deepest, level)
+            continue
+        deepest = max(deepest, level + 1)
+        if deepest > MAX_DEPTH:
+            return deepest
+    return deepest
+
 
 def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = None, secret_keys: frozenset[str] | set[str] = frozenset()) -> StackConfig:
     """Build the typed config from a stack's settings keyed by full key (`aws:region`,
@@ -186,6 +224,10 @@ def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = No
     a typo is reported as the typo and not as what its absence breaks), and every wrong value.
     `secret_keys` were encrypted in the stack file; a value of `UNKNOWN_SECRET` (offline: not
     decryptable) is not checked, and the setting's default stands in for it."""
+    deep = [key for key, value in config.items() if _depth(value) > MAX_DEPTH]
+    if deep:  # before anything recurses into them
+        problems = [Problem((key,), f"nests deeper than {MAX_DEPTH} levels; a setting nests three or four") for key in deep]
+        raise ConfigError(problems[0].key, problems[0].message, problems)
     problems = credential_problems(config, secret_keys)
     unknown = {k for k, v in config.items() if v == UNKNOWN_SECRET and k not in PROVIDER_KEYS}
     fields = {f.alias: f for f in StackConfig.model_fields.values()}

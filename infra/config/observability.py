@@ -17,15 +17,18 @@ LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 
 
 
 def _fraction(value: float) -> float:
-    if not 0 < value <= 1:
+    if not 0 < value <= 1:  # false for nan too
         raise ValueError(f"must be a number in (0, 1], got {value}")
     return value
 
 
 def _positive(value: float) -> float:
-    if value <= 0:
-        raise ValueError(f"must be a positive number, got {value}")
+    if not 0 < value < MAX_THRESHOLD:  # false for nan; .inf (YAML's infinity) would fail every node
+        raise ValueError(f"must be a positive number below {MAX_THRESHOLD:,}, got {value}")
     return value
+
+
+MAX_THRESHOLD = 1_000_000.0  # MB/s or GB/s: far above any node's Lustre or NCCL bandwidth
 
 
 Fraction = Annotated[float, Strict(), AfterValidator(_fraction), Field(json_schema_extra={"exclusiveMinimum": 0, "maximum": 1})]
@@ -50,7 +53,7 @@ class Observability(Setting):
 
     enabled: Bool = True
     """Prometheus, Grafana dashboards, the DCGM exporter."""
-    metrics_retention_days: number(1) = 15
+    metrics_retention_days: number(1, 3650, "ten years") = 15
     """Days Prometheus keeps metrics."""
     metrics_storage_gib: number(10, GP3_MAX_GIB, "the gp3 maximum") = Field(100, alias="metricsStorageGiB")
     """Prometheus's encrypted gp3 volume, GiB."""

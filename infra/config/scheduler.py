@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import (
-    Field,
     field_validator,
     model_validator,
 )
 
-from infra.config.base import DnsLabel, Setting, Str, number
+from infra.config.base import DnsLabel, Setting, Str, items, number
 from infra.config.errors import Problems, _duplicates
 
 _MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for system classes
@@ -26,9 +27,9 @@ class Queue(Setting):
 
     name: DnsLabel
     """Lowercase DNS label, at most 30 characters."""
-    weight: number(1) = 1
+    weight: number(1, 65535, "ours: shares, not counts") = 1
     """Share of the cluster when queues compete (drf)."""
-    gpu_capability: number(0)
+    gpu_capability: number(0, 1_000_000, "ours: a million GPUs")
     """GPUs the queue may hold at most; no more than the pools can provide."""
 
     @field_validator("name")
@@ -39,19 +40,38 @@ class Queue(Setting):
         return name
 
 
+# The three classes of work (DESIGN.md decision 18, docs/workload-classes.md). What each may take
+# from the others is proven by `higgsfield check` from the rendered scheduler configuration
+# (infra/preemption.py): only `serving` preempts, and only what lies above a training gang's
+# minimum or an evaluation pod; `training` and `evaluation` never preempt.
+Workload = Literal["training", "serving", "evaluation"]
+WORKLOADS: tuple[str, ...] = ("training", "serving", "evaluation")
+# The platform's own PriorityClass for pods that name none (globalDefault, preemptionPolicy Never):
+# without it such a pod - every Training Operator pod, whose template names no class - would get
+# preemptionPolicy PreemptLowerPriority and could preempt (infra/preemption.py). Config may not
+# use the name, nor the platform's higgsfield- prefix.
+DEFAULT_PRIORITY_CLASS = "higgsfield-default"
+
+
 class PriorityClassSpec(Setting):
-    """A PriorityClass teams may use (never preempts)."""
+    """A PriorityClass teams may use, for one class of work: `training` and `evaluation` never
+    preempt; `serving` may take back what lies above a training gang's minimum (and evaluation pods)."""
 
     name: DnsLabel
     """Lowercase DNS label, at most 30 characters."""
     value: number(-2_147_483_648)
     """Higher runs first; at most 1,000,000,000 (above is reserved for system classes)."""
+    workload: Workload = "training"
+    """training (gangs, never preempted below their minimum, never preempt), serving (its own quota, may
+    preempt elastic surplus and evaluation), evaluation (the scavenger: lowest, first to give back, never preempts)."""
 
     @field_validator("name")
     @classmethod
     def _not_system(cls, name: str) -> str:
         if name.startswith("system-"):
             raise ValueError(f"{name!r}: Kubernetes reserves the system- prefix for its own priority classes")
+        if name.startswith("higgsfield-"):
+            raise ValueError(f"{name!r}: the higgsfield- prefix is the platform's ({DEFAULT_PRIORITY_CLASS} is the class of pods that name none)")
         return name
 
     @field_validator("value")
@@ -79,12 +99,14 @@ class Team(Setting):
     """The team's namespace; lowercase DNS label, at most 30 characters."""
     queue: Str
     """One of scheduler.queues."""
-    gpu_quota: number(0)
+    gpu_quota: number(0, 1_000_000, "ours: a million GPUs")
     """GPUs the namespace may hold at most: equal to its own queue's gpuCapability, which enforces it whole gangs at a time."""
-    priority_classes: tuple[Str, ...] = Field(min_length=1)
+    priority_classes: tuple[Str, ...] = items(1)
     """Names from scheduler.priorityClasses the team may use."""
     uid: number(TEAM_UID_MIN, TEAM_UID_MAX, "below 2^31")
     """POSIX UID and GID (the same number) of the team's pods and Lustre directory; unique per team, never reused."""
+    serving_gpu_quota: number(0) | None = None
+    """GPUs the team's serving-class pods may request at most (a quota of their own, within gpuQuota); required with a serving class."""
 
     @field_validator("name")
     @classmethod
@@ -105,9 +127,14 @@ class Team(Setting):
 class Scheduler(Setting):
     """Volcano queues, the priority classes, and the teams that submit to them."""
 
-    queues: tuple[Queue, ...] = ()
-    priority_classes: tuple[PriorityClassSpec, ...] = ()
-    teams: tuple[Team, ...] = ()
+    queues: tuple[Queue, ...] = items()
+    priority_classes: tuple[PriorityClassSpec, ...] = items()
+    teams: tuple[Team, ...] = items()
+
+    def classes_of(self, team: Team, workload: str) -> tuple[str, ...]:
+        """The team's priority classes of one class of work, in the team's order."""
+        kinds = {c.name: c.workload for c in self.priority_classes}
+        return tuple(c for c in team.priority_classes if kinds.get(c) == workload)
 
     @model_validator(mode="after")
     def _references(self) -> Scheduler:
@@ -116,6 +143,7 @@ class Scheduler(Setting):
         _duplicates(problems, "priorityClasses", [c.name for c in self.priority_classes])
         by_queue = {q.name: q for q in self.queues}
         class_names = {c.name for c in self.priority_classes}
+        self._class_order(problems)
         queue_owner: dict[str, str] = {}
         for i, team in enumerate(self.teams):
             queue = by_queue.get(team.queue)
@@ -134,6 +162,13 @@ class Scheduler(Setting):
             for j, cls in enumerate(team.priority_classes):
                 if cls not in class_names:
                     problems.add(f"teams[{i}].priorityClasses[{j}]", f"unknown priority class {cls!r}; classes: {', '.join(sorted(class_names)) or 'none'}")
+            if not self.classes_of(team, "training") and all(c in class_names for c in team.priority_classes):
+                problems.add(f"teams[{i}].priorityClasses", f"team {team.name} needs a training class (its training jobs and health checks use the first)")
+            if self.classes_of(team, "serving"):
+                if team.serving_gpu_quota is None:
+                    problems.add(f"teams[{i}].servingGpuQuota", f"team {team.name} is given a serving class: set the GPUs its serving pods may hold (within gpuQuota {team.gpu_quota})")
+                elif team.serving_gpu_quota > team.gpu_quota:
+                    problems.add(f"teams[{i}].servingGpuQuota", f"{team.serving_gpu_quota} GPUs is above the team's gpuQuota of {team.gpu_quota}")
         _duplicates(problems, "teams", [t.name for t in self.teams])
         owners: dict[int, str] = {}
         for i, team in enumerate(self.teams):
@@ -144,3 +179,18 @@ class Scheduler(Setting):
         return self
 
 
+
+    def _class_order(self, problems: Problems) -> None:
+        """serving above every training class, every training class above every evaluation class:
+        Volcano's priority plugin lets a preemptor take only pods of lower-priority jobs, and evicts
+        the lowest first (volcano-sh/volcano:pkg/scheduler/plugins/priority/priority.go@v1.15.1
+        preemptableFn; framework/session_plugins.go BuildVictimsPriorityQueue)."""
+        by_kind = {k: [(i, c) for i, c in enumerate(self.priority_classes) if c.workload == k] for k in WORKLOADS}
+        for higher, lower in (("serving", "training"), ("training", "evaluation")):
+            floor = max((c.value for _, c in by_kind[lower]), default=None)
+            if floor is None:
+                continue
+            for i, c in by_kind[higher]:
+                if c.value <= floor:
+                    below = max((c2 for _, c2 in by_kind[lower]), key=lambda c2: c2.value)
+                    problems.add(f"priorityClasses[{i}].value", f"{higher} class {c.name!r} ({c.value}) must be above every {lower} class ({below.name!r} is {below.value})")

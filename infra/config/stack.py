@@ -21,7 +21,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
 from infra import versions
-from infra.config.base import DNS_LABEL, NAMESPACE, Cidr, Setting, Str, matching
+from infra.config.base import DNS_LABEL, NAMESPACE, Cidr, Setting, Str, items, matching
 from infra.config.checkpoints import Checkpoints
 from infra.config.cluster import Autoscaler, Endpoint, NodeSizes
 from infra.config.delivery import Delivery
@@ -29,6 +29,7 @@ from infra.config.errors import Problems, _duplicates, _suggest
 from infra.config.gpu_pools import CAPACITY_BLOCK_END_MARGIN_S, GpuPool, seconds_of
 from infra.config.observability import Observability
 from infra.config.scheduler import Scheduler
+from infra.config.limits import MAX_TAGS, PROGRAM_TAGS, TAG_KEY_LENGTH, TAG_VALUE_LENGTH, access_entry_principal, tag_key, tag_value
 from infra.config.storage import Fsx
 
 # --- the stack ----------------------------------------------------------------------------
@@ -37,19 +38,8 @@ IMAGE_REFERENCE = r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+(:
 # Images known to lack the EFA provider and aws-ofi-nccl (the stock PyTorch images, issue #11).
 NOT_EFA_READY = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "index.docker.io/pytorch/pytorch")
 _ADMIN_ARN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$"
-_TAG_KEY = re.compile(r"^[\w .:/=+\-@]{1,128}$")
-
-
-def _tag_key(name: str) -> str:
-    if not _TAG_KEY.match(name) or name.lower().startswith("aws:"):
-        raise ValueError(f"{name!r} is not a valid tag key (1-128 chars, not starting with aws:)")
-    if name.lower().startswith(f"{NAMESPACE}:"):
-        raise ValueError(f"{name!r}: {NAMESPACE}:* tags are set by the program (higgsfield:stack, higgsfield:environment), not by config")
-    return name
-
-
-TagKey = Annotated[str, Strict(), AfterValidator(_tag_key)]
-TagValue = Annotated[str, Strict(), Field(max_length=256)]
+TagKey = Annotated[str, Strict(), Field(max_length=TAG_KEY_LENGTH), AfterValidator(tag_key)]
+TagValue = Annotated[str, Strict(), Field(max_length=TAG_VALUE_LENGTH), AfterValidator(tag_value)]
 
 
 @cache
@@ -64,6 +54,17 @@ def eks_regions() -> list[str]:
     data = json.loads(Path(spec.submodule_search_locations[0], "data", "endpoints.json").read_text())
     aws = next(p for p in data["partitions"] if p["partition"] == "aws")
     return sorted(set(aws["services"]["eks"]["endpoints"]) & set(aws["regions"]))
+
+
+_ZONES_SOURCE = "EC2 DescribeInstanceTypeOfferings by availability zone, as bundled with moto"
+
+
+def _zones_of(region: str) -> tuple[str, ...]:
+    """The availability zones of `region` in AWS's offerings catalog (moto's bundled copy, the one
+    the offline plan answers invokes from: infra/bundled.py); empty when the catalog lacks the region."""
+    from infra.bundled import zone_offerings
+
+    return tuple(sorted(zone_offerings(region)))
 
 
 def _root_alias(name: str) -> str:
@@ -103,29 +104,31 @@ class StackConfig(Setting):
     """prod: cluster, FSx and KMS keys protected, a NAT gateway per AZ, VPC interface endpoints."""
     kubernetes_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.KUBERNETES_SUPPORTED)})] = versions.KUBERNETES_DEFAULT
     """EKS Kubernetes minor version (infra/versions.py KUBERNETES_SUPPORTED); quote it: "1.35". Raising it upgrades in place: control plane, add-ons, node groups."""
-    addon_versions: dict[Annotated[str, AfterValidator(_addon_name), Field(json_schema_extra={"enum": list(versions.EKS_ADDONS)})], matching(versions.ADDON_VERSION_PATTERN, "is not an EKS add-on version (v1.20.4-eksbuild.1)")] = {}
+    addon_versions: dict[Annotated[str, AfterValidator(_addon_name), Field(json_schema_extra={"enum": list(versions.EKS_ADDONS)})], matching(versions.ADDON_VERSION_PATTERN, "is not an EKS add-on version (v1.20.4-eksbuild.1)", 64)] = items(maximum=len(versions.EKS_ADDONS), default={})
     """Exact EKS add-on versions by add-on name (vpc-cni: v1.20.4-eksbuild.1); unset add-ons take EKS's default for kubernetesVersion at deploy."""
     node_release_version: matching(r"^\d+\.\d+\.\d+-\d{8}$", "is not an EKS AMI release version (1.35.2-20261120)") | None = None
     """EKS-optimized AMI release for every node group (1.35.2-20261120); unset: the latest for kubernetesVersion when a node group is created or updated."""
     vpc_cidr: Cidr = "10.0.0.0/16"
     """RFC 1918, /16 to /20. Each AZ gets 1/8 of it for nodes and pods; public subnets share the last 1/8."""
-    availability_zones: tuple[Str, ...] = Field(min_length=2)
+    availability_zones: tuple[matching(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$", "is not an availability zone name (us-west-2a)", 32), ...] = items(2, 16)
     """Two or more AZs of aws:region; one private and one public subnet each."""
     endpoint: Endpoint = Endpoint()
     cpu_nodes: NodeSizes
-    admins: tuple[matching(_ADMIN_ARN, "is not an IAM role or user ARN (arn:aws:iam::123456789012:role/name)"), ...] = ()
-    """IAM role/user ARNs granted cluster-admin through EKS access entries."""
-    tags: dict[TagKey, TagValue] = {}
-    """Added to every taggable resource (with higgsfield:stack and higgsfield:environment)."""
-    gpu_pools: tuple[GpuPool, ...] = ()
+    admins: tuple[Annotated[matching(_ADMIN_ARN, "is not an IAM role or user ARN (arn:aws:iam::123456789012:role/name)", 2048), AfterValidator(access_entry_principal)], ...] = items()
+    """IAM role/user ARNs (not STS sessions) granted cluster-admin through EKS access entries; each once."""
+    tags: dict[TagKey, TagValue] = items(maximum=MAX_TAGS - PROGRAM_TAGS, default={})
+    """Added to every taggable resource (with higgsfield:stack and higgsfield:environment); AWS allows 50 tags per resource, the program sets up to 6 itself."""
+    gpu_pools: tuple[GpuPool, ...] = items()
     training_image: matching(IMAGE_REFERENCE, "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)") | None = None
     """Your own EFA-ready image (libfabric's efa provider and aws-ofi-nccl inside), registry/repository:tag or @sha256:..., for every rendered job instead of the one built from images/training/Dockerfile into the stack's ECR repository; stock pytorch/pytorch is refused when the stack has EFA pools."""
+    health_gate_image: matching(IMAGE_REFERENCE, "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)") | None = None
+    """The image the GPU health gate runs: one built from images/training (it holds health_gate.py and node_check.py), best pinned by digest (`higgsfield image push STACK` prints it); unset: the stack's ECR repository at this checkout's images/training tag, which `higgsfield image push` or the image workflow must have pushed before the first GPU node joins."""
     cuda_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.CUDA_MIN_DRIVER_BRANCH)})] | None = None
     """The CUDA version the training images need, e.g. "12.8"; rejected if the GPU AMI's driver is too old."""
     autoscaler: Autoscaler = Autoscaler()
     fsx: Fsx = Field(Fsx(), validate_default=True)
     scheduler: Scheduler = Field(Scheduler(), validate_default=True)
-    allow_replace: tuple[Str, ...] = ()
+    allow_replace: tuple[Str, ...] = items()
     """Resource names (lustre, cluster-secrets, ...) whose replacement or deletion this change intends; read by higgsfield diff."""
     observability: Observability = Observability()
     checkpoints: Checkpoints = Field(Checkpoints(), validate_default=True)
@@ -184,9 +187,12 @@ class StackConfig(Setting):
     @classmethod
     def _zones_of_region(cls, zones: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
         problems, region = Problems(), info.data.get("region")
+        known = _zones_of(region) if region else ()
         for i, zone in enumerate(zones):
             if region and not re.fullmatch(re.escape(region) + r"[a-z]", zone):
                 problems.add(f"[{i}]", f"{zone!r} is not an availability zone of region {region} (e.g. {region}a)")
+            elif known and zone not in known:
+                problems.add(f"[{i}]", f"{zone!r} does not exist in {region}: its zones are {', '.join(known)} ({_ZONES_SOURCE})")
         _duplicates(problems, "", list(zones))
         problems.raise_any()
         return zones
@@ -311,6 +317,19 @@ class StackConfig(Setting):
             problems.raise_any()
         if self.delivery is not None and self.delivery.deploy_environment is None:
             object.__setattr__(self, "delivery", self.delivery.model_copy(update={"deploy_environment": self.stack}))
+        return self
+
+    @model_validator(mode="after")
+    def _derived_names_are_unique(self) -> StackConfig:
+        """No two settings derive the same name (access entry, resource, PV, namespace, ASG tag):
+        a duplicate would be a duplicate URN or object, refused by Pulumi or the API server midway
+        through a deploy (infra/config/names.py)."""
+        from infra.config.names import collisions
+
+        problems = Problems()
+        for where, message in collisions(self):
+            problems.add(where, message)
+        problems.raise_any()
         return self
 
     @property

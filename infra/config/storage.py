@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
+    Strict,
     Field,
     model_validator,
 )
 
-from infra.config.base import Bool, DnsLabel, Setting, Str, derived, matching, number
+from infra.config.base import Bool, DnsLabel, Setting, Str, derived, items, number
 from infra.config.errors import Problems, _duplicates
+from infra.config.limits import S3_BUCKET_PATTERN, s3_bucket
 
 FSX_DEPLOYMENT_TYPES = ("PERSISTENT_2", "SCRATCH_2")
 FSX_THROUGHPUT_PER_TIB = (125, 250, 500, 1000)  # MB/s per TiB, PERSISTENT_2 (SCRATCH_2 is fixed at 200)
@@ -20,13 +23,13 @@ SCRATCH_2_THROUGHPUT_PER_TIB = 200
 # shape StorageCapacity); for SSD Lustre "1200 GiB, 2400 GiB, and increments of 2400 GiB" (same
 # file, CreateFileSystemRequest.StorageCapacity). The account quota on total Lustre storage is lower.
 FSX_MAX_GIB = 2_147_483_647
-S3_BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+S3_BUCKET = S3_BUCKET_PATTERN
 
 
 class S3Link(Setting):
     """An S3 data repository linked to the file system."""
 
-    bucket: matching(S3_BUCKET, "is not an S3 bucket name (3-63 of a-z 0-9 . -)")
+    bucket: Annotated[str, Strict(), Field(max_length=63, json_schema_extra={"pattern": S3_BUCKET}), AfterValidator(s3_bucket)]
     """The S3 bucket holding the data set."""
     import_path: Str = derived("s3://bucket/prefix read into the file system; default s3://BUCKET.")
     export_path: Str = derived("Where changes are written back; default importPath (PERSISTENT_2: must equal it).")
@@ -59,7 +62,7 @@ class Dataset(Setting):
     name: DnsLabel
     owner: DnsLabel
     """The team that writes it (higgsfield:scheduler.teams)."""
-    readers: tuple[DnsLabel, ...] = ()
+    readers: tuple[DnsLabel, ...] = items()
     """Teams that mount it read-only."""
 
 
@@ -79,7 +82,7 @@ class Fsx(Setting):
     s3: S3Link | None = None
     availability_zone: Str = derived("Default: the EFA GPU pools' zone (else the first pool's, else the first AZ); must be the EFA pools' zone.")
     backup_retention_days: number(0, 90, "the FSx maximum") = derived("0-90 days for PERSISTENT_2 (default 7); 0 for SCRATCH_2.")
-    datasets: tuple[Dataset, ...] = ()
+    datasets: tuple[Dataset, ...] = items()
     """Shared directories /datasets/NAME: read-write for the owner team, read-only for the readers, invisible to the rest."""
 
     @model_validator(mode="after")

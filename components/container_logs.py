@@ -1,0 +1,103 @@
+"""Container logs a person can use: every line of a job's containers carries the job, the replica
+type and index, and the node.
+
+The CloudWatch Observability add-on ships Fluent Bit with one config file per log group, given as
+`containerLogs.fluentBit.config.extraFiles` (each key a file of the `fluent-bit-config` ConfigMap,
+and an `@INCLUDE` of it in fluent-bit.conf: templates/linux/fluent-bit-configmap.yaml); its
+`application-log.conf` runs the kubernetes filter with `Labels Off`
+(aws-observability/helm-charts:charts/amazon-cloudwatch-observability/values.yaml@71a298ff, chart
+6.4.0, the source of the add-on), so container lines carry no pod labels. We give our own
+`application-log.conf` under the same key, as add-on configuration values: Helm merges maps key by
+key, so only that file changes; dataplane-log.conf and host-log.conf stay the chart's.
+
+Ours: the containers' logs (tail of /var/log/containers/*.log with the docker and cri multiline
+parsers, the agents' own logs left out as the chart leaves them out), the kubernetes filter with
+`Labels On` (the pod's labels under kubernetes.labels; fluent/fluent-bit documentation, filter
+"Kubernetes", key Labels, default On), and the cloudwatch_logs output to the application log group
+(/aws/containerinsights/CLUSTER/application, which components/observability.py creates with our
+retention), one stream per node and container file. The Training Operator labels each replica's pod
+with its job, replica type (lowercase) and index (kubeflow/trainer:pkg/apis/kubeflow.org/v1/
+common_types.go, pkg/controller.v1/pytorch/pytorchjob_controller.go, pkg/util/labels/labels.go
+@v1.9.4); the kubernetes filter adds the pod's node as kubernetes.host. docs/logs.md has the query.
+Unverified here: that the add-on's configuration schema takes extraFiles (EKS validates it; the
+command is in infra/versions.py PROVENANCE["CLOUDWATCH_LOGS_LABELS_ON"]).
+"""
+
+from __future__ import annotations
+
+# The Training Operator's pod labels (kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go@v1.9.4).
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+APPLICATION_LOG_FILE = "application-log.conf"  # the chart's extraFiles key for container logs
+# Fluent Bit's variables, set in the add-on's DaemonSet environment (the chart's own config uses them).
+_TAG_PREFIX = "application.var.log.containers."
+
+
+def _section(name: str, settings: list[tuple[str, str]]) -> str:
+    return "\n".join([f"[{name}]", *(f"    {key:<20}{value}" for key, value in settings)])
+
+
+def application_log_conf() -> str:
+    """The Fluent Bit config for container logs, with the pods' labels on every line."""
+    return "\n\n".join([
+        _section("INPUT", [
+            ("Name", "tail"),
+            ("Tag", "application.*"),
+            ("Exclude_Path", "/var/log/containers/cloudwatch-agent*, /var/log/containers/fluent-bit*, /var/log/containers/aws-node*, /var/log/containers/kube-proxy*"),
+            ("Path", "/var/log/containers/*.log"),
+            ("multiline.parser", "docker, cri"),
+            ("DB", "/var/fluent-bit/state/flb_container.db"),
+            ("Mem_Buf_Limit", "50MB"),
+            ("Skip_Long_Lines", "On"),
+            ("Refresh_Interval", "10"),
+            ("Rotate_Wait", "30"),
+            ("storage.type", "filesystem"),
+            ("Read_from_Head", "${READ_FROM_HEAD}"),
+        ]),
+        _section("FILTER", [
+            ("Name", "kubernetes"),
+            ("Match", "application.*"),
+            ("Kube_URL", "https://kubernetes.default.svc:443"),
+            ("Kube_Tag_Prefix", _TAG_PREFIX),
+            ("Merge_Log", "On"),
+            ("Merge_Log_Key", "log_processed"),
+            ("K8S-Logging.Parser", "On"),
+            ("K8S-Logging.Exclude", "Off"),
+            ("Labels", "On"),           # job name, replica type and index on every line
+            ("Annotations", "Off"),
+            ("Use_Kubelet", "On"),
+            ("Kubelet_Port", "10250"),
+            ("Buffer_Size", "0"),
+        ]),
+        _section("OUTPUT", [
+            ("Name", "cloudwatch_logs"),
+            ("Match", "application.*"),
+            ("region", "${AWS_REGION}"),
+            ("log_group_name", "/aws/containerinsights/${CLUSTER_NAME}/application"),
+            ("log_stream_prefix", "${HOST_NAME}-"),
+            ("auto_create_group", "true"),  # as the chart's; components/observability.py creates it first, with our retention
+            ("extra_user_agent", "container-insights"),
+        ]),
+    ]) + "\n"
+
+
+def addon_configuration(base: dict) -> dict:
+    """The add-on's configuration values: `base` plus our container-log config."""
+    return {**base, "containerLogs": {"fluentBit": {"config": {"extraFiles": {APPLICATION_LOG_FILE: application_log_conf()}}}}}
+
+
+def parse(conf: str) -> list[tuple[str, dict[str, str]]]:
+    """A classic-mode Fluent Bit config as (section, {key: value}) in order (keys case-insensitive
+    in Fluent Bit; kept as written here)."""
+    sections: list[tuple[str, dict[str, str]]] = []
+    for raw in conf.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            sections.append((line[1:-1], {}))
+            continue
+        key, _, value = line.partition(" ")
+        sections[-1][1][key] = value.strip()
+    return sections

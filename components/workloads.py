@@ -1,0 +1,93 @@
+"""The signals the classes of work scale on (docs/workload-classes.md), as prometheus-adapter
+rules and the scrape job they read. Pure data; components/observability.py installs them.
+
+- `higgsfield_elastic_room{queue_name, pool}` (external metrics API), what an elastic PyTorchJob's
+  HPA scales its workers by: (GPUs the job's queue holds + GPUs on the pool's nodes that no pod
+  requests and no waiting work needs) / GPUs the queue holds, at least 1. The HPA's replicas are ceil(current x room / 1)
+  (kubernetes.io HPA algorithm, target type Value): above 1 the job grows into GPUs nobody is
+  waiting for - shared among the queue's jobs in proportion to what each holds -, at 1 it holds;
+  it never shrinks for it (only the serving class takes back, through Volcano). Inputs: Volcano's
+  own queue accounting, which the proportion plugin exports in milli-units (volcano-sh/volcano:
+  pkg/scheduler/plugins/proportion/proportion.go, metrics/queue.go@v1.15.1: volcano_queue_
+  {allocated,request}_scalar_resources{queue_name, resource}; request = allocated + waiting;
+  api/resource_info.go keeps scalars as MilliValue), and kube-state-metrics' node allocatable
+  and pod requests with the node's pool label (kube_node_status_allocatable, kube_pod_container_
+  resource_requests {resource="nvidia_com_gpu"}, kube_node_labels{label_higgsfield_io_pool}:
+  kubernetes/kube-state-metrics:docs/metrics/cluster/node-metrics.md and workload/pod-metrics.md;
+  resource names and label keys sanitized to [a-z0-9_]).
+- `higgsfield_serving_requests_waiting` (custom metrics API, per pod), what the serving example's
+  HPA scales on: the queue depth examples/serve.py exports, scraped from pods labelled
+  higgsfield.io/workload=serving on their port named `http`.
+
+prometheus-adapter: `rules.custom` and `rules.external` of the chart (prometheus-community/
+helm-charts:charts/prometheus-adapter/values.yaml@prometheus-adapter-5.2.0; the external metrics
+APIService exists only when `rules.external` is set: templates/external-metrics-apiservice.yaml);
+an external rule with `resources: {namespaced: false}` ignores the HPA's namespace, since Volcano's
+series have none (kubernetes-sigs/prometheus-adapter:docs/externalmetrics.md@v0.12.0, the chart's
+appVersion).
+"""
+
+from __future__ import annotations
+
+ELASTIC_ROOM_METRIC = "higgsfield_elastic_room"
+SERVING_METRIC = "higgsfield_serving_requests_waiting"
+SERVING_LABEL = ("higgsfield.io/workload", "serving")
+SERVING_PORT = "http"
+
+POOL_LABEL = "higgsfield.io/pool"  # kube-state-metrics exports it on kube_node_labels (KSM_NODE_LABELS)
+# kube-state-metrics' --metric-labels-allowlist, through the kube-state-metrics chart's
+# metricLabelsAllowlist (prometheus-community/helm-charts:charts/kube-state-metrics/values.yaml and
+# templates/deployment.yaml@kube-state-metrics-8.4.0, the dependency of kube-prometheus-stack 88.5.x).
+KSM_NODE_LABELS = [f"nodes=[{POOL_LABEL}]"]
+
+_GPU = 'resource="nvidia.com/gpu"'
+# The HPA's selector values, one by one: prometheus-adapter's LabelValuesByName (kubernetes-sigs/
+# prometheus-adapter:docs/config.md, pkg/naming/metrics_query.go BuildExternal@v0.12.0).
+_QUEUE = '<<index .LabelValuesByName "queue_name">>'
+_POOL = '<<index .LabelValuesByName "pool">>'
+_IN_POOL = f'* on(node) group_left() kube_node_labels{{label_higgsfield_io_pool="{_POOL}"}}'
+_QUEUE_GPUS = f'sum(volcano_queue_allocated_scalar_resources{{{_GPU},queue_name="{_QUEUE}"}}) / 1000'
+# GPUs of the pool's nodes that no pod there requests, less every GPU any queue is waiting for
+# (pending pods name no node, so all waiting work counts against every pool: growth waits for it).
+_FREE_GPUS = (
+    f'(sum(kube_node_status_allocatable{{resource="nvidia_com_gpu"}} {_IN_POOL})'
+    f' - (sum(kube_pod_container_resource_requests{{resource="nvidia_com_gpu"}} {_IN_POOL}) or vector(0))'
+    f" - (sum(volcano_queue_request_scalar_resources{{{_GPU}}}) - sum(volcano_queue_allocated_scalar_resources{{{_GPU}}})) / 1000)"
+)
+ELASTIC_ROOM_QUERY = f"clamp_min(({_QUEUE_GPUS} + clamp_min({_FREE_GPUS}, 0)) / ({_QUEUE_GPUS}), 1)"
+
+
+def external_rules() -> list[dict]:
+    return [{
+        "seriesQuery": f'volcano_queue_allocated_scalar_resources{{{_GPU},queue_name!=""}}',
+        "resources": {"namespaced": False},
+        "name": {"matches": "^volcano_queue_allocated_scalar_resources$", "as": ELASTIC_ROOM_METRIC},
+        "metricsQuery": ELASTIC_ROOM_QUERY,
+    }]
+
+
+def custom_rules() -> list[dict]:
+    return [{
+        "seriesQuery": f'{SERVING_METRIC}{{namespace!="",pod!=""}}',
+        "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
+        "name": {"matches": f"^{SERVING_METRIC}$", "as": SERVING_METRIC},
+        "metricsQuery": "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
+    }]
+
+
+def serving_scrape_job() -> dict:
+    """Serving pods in any namespace, by their label and named port, with `namespace` and `pod`
+    labels for the adapter (Prometheus' Kubernetes SD meta labels: prometheus.io/docs/prometheus/
+    latest/configuration/configuration/#kubernetes_sd_config, role pod)."""
+    key, value = SERVING_LABEL
+    meta = "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in key)
+    return {
+        "job_name": "serving",
+        "kubernetes_sd_configs": [{"role": "pod"}],
+        "relabel_configs": [
+            {"source_labels": [meta], "regex": value, "action": "keep"},
+            {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": SERVING_PORT, "action": "keep"},
+            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+        ],
+    }

@@ -1,0 +1,73 @@
+"""Every line of a job's containers is findable by job name, replica type and index, and node: the
+CloudWatch add-on's Fluent Bit gets our application-log.conf with the kubernetes filter's Labels On
+(the chart's has Labels Off: aws-observability/helm-charts:charts/amazon-cloudwatch-observability/
+values.yaml@71a298ff), through the add-on's configuration values."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components import container_logs
+from components.observability import CONTAINER_INSIGHTS_LOGS
+from tests.conftest import STACKS, plan_of
+
+ADDON = "aws:eks/addon:Addon"
+
+
+def _configuration(stack: str) -> dict:
+    (addon,) = [r for r in plan_of(stack).of_type(ADDON) if r.inputs["addonName"] == "amazon-cloudwatch-observability"]
+    return json.loads(addon.inputs["configurationValues"])
+
+
+def _sections(conf: str, name: str) -> list[dict]:
+    return [settings for section, settings in container_logs.parse(conf) if section == name]
+
+
+@pytest.mark.parametrize("stack", [s for s in STACKS if plan_of(s).config.observability.enabled])
+def test_the_addon_gets_our_container_log_config_under_the_charts_file_name(stack):
+    config = _configuration(stack)
+    files = config["containerLogs"]["fluentBit"]["config"]["extraFiles"]
+    assert list(files) == ["application-log.conf"]  # only that file is replaced; Helm merges the other keys
+    assert files["application-log.conf"] == container_logs.application_log_conf()
+    assert config["dcgmExporter"] == {"enabled": False}  # the earlier setting kept
+
+
+def test_the_kubernetes_filter_puts_the_pods_labels_on_every_container_line():
+    (kubernetes,) = [f for f in _sections(container_logs.application_log_conf(), "FILTER") if f["Name"] == "kubernetes"]
+    assert kubernetes["Labels"] == "On" and kubernetes["Match"] == "application.*"
+
+
+def test_the_filter_finds_the_pod_of_every_line_the_input_tags():
+    """Kube_Tag_Prefix is the tag prefix plus the tailed path (dots for slashes): what the filter
+    strips to read pod, namespace and container from the file name."""
+    conf = container_logs.application_log_conf()
+    (tail,) = _sections(conf, "INPUT")
+    (kubernetes,) = _sections(conf, "FILTER")
+    assert tail["Tag"] == "application.*" and tail["Path"] == "/var/log/containers/*.log"
+    assert kubernetes["Kube_Tag_Prefix"] == "application." + "/var/log/containers/".strip("/").replace("/", ".") + "."
+
+
+def test_container_lines_go_to_the_application_log_group_we_create_with_our_retention():
+    (output,) = _sections(container_logs.application_log_conf(), "OUTPUT")
+    assert output["Name"] == "cloudwatch_logs" and output["Match"] == "application.*"
+    assert output["log_group_name"] == "/aws/containerinsights/${CLUSTER_NAME}/application" and "application" in CONTAINER_INSIGHTS_LOGS
+    assert output["log_stream_prefix"] == "${HOST_NAME}-"  # the node in the stream's name too
+
+
+def test_the_agents_own_logs_stay_out_of_the_application_group():
+    (tail,) = _sections(container_logs.application_log_conf(), "INPUT")
+    assert "/var/log/containers/fluent-bit*" in tail["Exclude_Path"] and "/var/log/containers/cloudwatch-agent*" in tail["Exclude_Path"]
+
+
+def test_the_config_survives_the_charts_tpl():
+    """The chart renders each extraFiles value with `tpl` (templates/linux/fluent-bit-configmap.yaml):
+    no Go template delimiters in ours."""
+    assert "{{" not in container_logs.application_log_conf()
+
+
+def test_the_label_keys_queried_are_the_ones_the_training_operator_sets():
+    """kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go@v1.9.4."""
+    assert (container_logs.JOB_NAME_LABEL, container_logs.REPLICA_TYPE_LABEL, container_logs.REPLICA_INDEX_LABEL) == (
+        "training.kubeflow.org/job-name", "training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index")
