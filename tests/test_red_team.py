@@ -156,3 +156,46 @@ def test_the_job_whose_matrix_steers_the_deploy_installs_nothing_unpinned():
         # the same wheel hashes as the deploy lock: one PyYAML, not two that drift apart
         block = lambda text: re.search(r"^pyyaml==.*?(?=^\S|\Z)", text, re.MULTILINE | re.DOTALL).group(0).split("# via")[0].strip()  # noqa: E731
         assert block(lock) == block((ROOT / "requirements" / "deploy.txt").read_text())
+
+
+# The backend (state bucket and secrets key) is the administrator's (`higgsfield bootstrap` makes
+# it; the program manages neither). The deploy role needs its objects and the key's
+# encrypt/decrypt; with `s3:*` on the bucket and `kms:*` on `*` it could also open the bucket or
+# the key to another account (a backdoor to every stack secret that outlives the role), suspend
+# versioning and expire the history, or schedule the key's deletion (every secret lost).
+STATE_BUCKET = f"arn:aws:s3:::{PROD.config.delivery.state_bucket}"
+STATE_KEY = PROD.config.delivery.state_key_arn
+BACKEND_TAKEOVERS = [
+    Request("s3:PutBucketPolicy", STATE_BUCKET),
+    Request("s3:DeleteBucketPolicy", STATE_BUCKET),
+    Request("s3:PutBucketAcl", STATE_BUCKET),
+    Request("s3:PutObjectAcl", f"{STATE_BUCKET}/.pulumi/stacks/higgsfield/prod.json"),
+    Request("s3:PutBucketPublicAccessBlock", STATE_BUCKET),
+    Request("s3:PutBucketVersioning", STATE_BUCKET),
+    Request("s3:PutLifecycleConfiguration", STATE_BUCKET),
+    Request("s3:DeleteBucket", STATE_BUCKET),
+    Request("kms:PutKeyPolicy", STATE_KEY),
+    Request("kms:CreateGrant", STATE_KEY),
+    Request("kms:ScheduleKeyDeletion", STATE_KEY),
+    Request("kms:DisableKey", STATE_KEY),
+]
+
+
+@pytest.mark.parametrize("request_", BACKEND_TAKEOVERS, ids=lambda r: r.action)
+@pytest.mark.parametrize("identity", ["deploy", "bounded role with *"])
+def test_neither_the_deploy_role_nor_a_role_it_made_can_open_or_destroy_the_backend(request_, identity):
+    decision = evaluate(request_, [_deploy() if identity == "deploy" else EVERYTHING], _boundary())
+    assert decision.denied_by == ("delivery-boundary", "TheBackendIsTheAdministrators"), decision.reason
+
+
+@pytest.mark.parametrize("request_", [
+    Request("s3:GetObject", f"{STATE_BUCKET}/.pulumi/stacks/higgsfield/prod.json"),
+    Request("s3:PutObject", f"{STATE_BUCKET}/.pulumi/stacks/higgsfield/prod.json"),
+    Request("s3:DeleteObject", f"{STATE_BUCKET}/.pulumi/locks/higgsfield/prod/x.json"),
+    Request("s3:ListBucket", STATE_BUCKET),
+    Request("kms:Encrypt", STATE_KEY),
+    Request("kms:Decrypt", STATE_KEY),
+    Request("kms:GenerateDataKey", STATE_KEY),
+], ids=lambda r: r.action)
+def test_the_deploy_role_still_reads_and_writes_its_state(request_):
+    assert evaluate(request_, [_deploy()], _boundary()).allowed
