@@ -86,6 +86,15 @@ FSX_S3_LINKED_ROLE = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.
 # (ssm:GetParameter on arn:aws:ssm:*:*:parameter/AmazonCloudWatch-*, its JSON document at
 # docs.aws.amazon.com/aws-managed-policy/latest/reference/CloudWatchAgentServerPolicy.html).
 SSM_PARAMETERS = ("arn:aws:ssm:*::parameter/aws/service/*", "arn:aws:ssm:*:{account}:parameter/AmazonCloudWatch-*")
+# What only the administrator does to the backend (state bucket, secrets key): who may reach it,
+# how long its history lives, whether it exists. Objects and Encrypt/Decrypt stay the deploy's.
+BACKEND_ADMINISTRATION = (
+    "s3:PutBucketPolicy", "s3:DeleteBucketPolicy", "s3:PutBucketAcl", "s3:PutObjectAcl", "s3:PutObjectVersionAcl", "s3:PutBucketPublicAccessBlock",
+    "s3:PutBucketOwnershipControls", "s3:PutBucketVersioning", "s3:PutLifecycleConfiguration", "s3:PutBucketObjectLockConfiguration",
+    "s3:PutReplicationConfiguration", "s3:DeleteBucket", "s3:DeleteObjectVersion",
+    "kms:PutKeyPolicy", "kms:CreateGrant", "kms:RetireGrant", "kms:RevokeGrant", "kms:ScheduleKeyDeletion", "kms:DisableKey",
+    "kms:DisableKeyRotation", "kms:ReplicateKey", "kms:UpdatePrimaryRegion",
+)
 # IAM actions that change a role: the boundary confines them to this stack's roles.
 ROLE_WRITES = (
     "iam:CreateRole", "iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription", "iam:TagRole", "iam:UntagRole",
@@ -182,6 +191,10 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
                     "iam:AddClientIDToOpenIDConnectProvider", "iam:RemoveClientIDFromOpenIDConnectProvider", "iam:TagOpenIDConnectProvider",
                     "iam:UntagOpenIDConnectProvider", "iam:CreateSAMLProvider", "iam:UpdateSAMLProvider", "iam:DeleteSAMLProvider",
                     "iam:UpdateAccountPasswordPolicy", "iam:DeleteAccountPasswordPolicy", "iam:CreateAccountAlias", "iam:DeleteAccountAlias"]},
+        # The backend is bootstrap's: its objects and the key's use stay allowed, its access,
+        # history and existence are the administrator's (no backdoor to every secret, no loss).
+        {"Sid": "TheBackendIsTheAdministrators", "Effect": "Deny", "Action": list(BACKEND_ADMINISTRATION),
+         "Resource": [f"arn:aws:s3:::{settings.state_bucket}", f"arn:aws:s3:::{settings.state_bucket}/*", settings.state_key_arn]},
         {"Sid": "NoRoleChaining", "Effect": "Deny", "Action": ["sts:AssumeRole", "sts:AssumeRoleWithWebIdentity", "sts:AssumeRoleWithSAML", "sts:GetFederationToken"], "Resource": "*"},
     )
 
