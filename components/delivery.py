@@ -81,6 +81,20 @@ SERVICE_LINKED = ("eks.amazonaws.com", "eks-nodegroup.amazonaws.com", "fsx.amazo
 # and needs its caller to be allowed to create it and attach and put its policy. Only FSx can
 # assume a service-linked role, and IAM refuses users' edits to its permissions.
 FSX_S3_LINKED_ROLE = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
+# The SSM parameters our roles read: Karpenter's controller the public AMI aliases
+# (components/karpenter.py, AllowSSMReadActions), CloudWatchAgentServerPolicy its configuration
+# (ssm:GetParameter on arn:aws:ssm:*:*:parameter/AmazonCloudWatch-*, its JSON document at
+# docs.aws.amazon.com/aws-managed-policy/latest/reference/CloudWatchAgentServerPolicy.html).
+SSM_PARAMETERS = ("arn:aws:ssm:*::parameter/aws/service/*", "arn:aws:ssm:*:{account}:parameter/AmazonCloudWatch-*")
+# What only the administrator does to the backend (state bucket, secrets key): who may reach it,
+# how long its history lives, whether it exists. Objects and Encrypt/Decrypt stay the deploy's.
+BACKEND_ADMINISTRATION = (
+    "s3:PutBucketPolicy", "s3:DeleteBucketPolicy", "s3:PutBucketAcl", "s3:PutObjectAcl", "s3:PutObjectVersionAcl", "s3:PutBucketPublicAccessBlock",
+    "s3:PutBucketOwnershipControls", "s3:PutBucketVersioning", "s3:PutLifecycleConfiguration", "s3:PutBucketObjectLockConfiguration",
+    "s3:PutReplicationConfiguration", "s3:DeleteBucket", "s3:DeleteObjectVersion",
+    "kms:PutKeyPolicy", "kms:CreateGrant", "kms:RetireGrant", "kms:RevokeGrant", "kms:ScheduleKeyDeletion", "kms:DisableKey",
+    "kms:DisableKeyRotation", "kms:ReplicateKey", "kms:UpdatePrimaryRegion",
+)
 # IAM actions that change a role: the boundary confines them to this stack's roles.
 ROLE_WRITES = (
     "iam:CreateRole", "iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription", "iam:TagRole", "iam:UntagRole",
@@ -122,9 +136,13 @@ def boundary_arn(account: str, stack: str) -> str:
 
 
 def ci_identity_arns(account: str, stack: str) -> list[str]:
-    """The roles CI acts as: only an administrator changes them (the boundary refuses the deploy role)."""
-    return [f"arn:aws:iam::{account}:role/{role_name(stack, p)}" for p in ("preview", "deploy", "image")] + [
-        f"arn:aws:iam::{account}:role/{runner_project(stack, p)}" for p in RUNNER_PURPOSES]
+    """The roles CI acts as, of this stack and of every other one in the account (`*` for the
+    stack: `higgsfield-prod-*`, the boundary's stack roles, also names `higgsfield-prod-eu-deploy`):
+    only an administrator changes them (the boundary refuses the deploy role). No other role of
+    ours ends so: the rest are `higgsfield-STACK-` and a generated suffix (bound_every_role)."""
+    del stack  # every stack's, this one's included
+    return [f"arn:aws:iam::{account}:role/{role_name('*', p)}" for p in ("preview", "deploy", "image")] + [
+        f"arn:aws:iam::{account}:role/{runner_project('*', p)}" for p in RUNNER_PURPOSES]
 
 
 def _buckets(named: Sequence[str]) -> list[str]:
@@ -143,10 +161,20 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
     fsx_linked = f"arn:aws:iam::{account}:{FSX_S3_LINKED_ROLE}"
     return _document(
         {"Sid": "ServicesOfTheProgram", "Effect": "Allow", "Resource": "*",
-         "Action": sorted({f"{s}:*" for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, "codeconnections", "codestar-connections")})},
+         "Action": sorted({f"{s}:*" for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, "codeconnections", "codestar-connections")} - {"ssm:*"})},
+        # SSM: only the parameters our roles read (SSM_PARAMETERS); `ssm:*` would let a bounded
+        # role run commands on any managed instance of the account and read every SecureString.
+        {"Sid": "ParametersOfThePrograms", "Effect": "Allow", "Action": ["ssm:GetParameter"],
+         "Resource": [p.format(account=account) for p in SSM_PARAMETERS]},
         {"Sid": "CallerIdentity", "Effect": "Allow", "Action": ["sts:GetCallerIdentity"], "Resource": "*"},
         {"Sid": "NamedBuckets", "Effect": "Allow", "Action": ["s3:*"], "Resource": _buckets([settings.state_bucket, *buckets])},
         {"Sid": "BoundaryIsFixed", "Effect": "Deny", "Action": list(POLICY_WRITES), "Resource": arn},
+        # The program creates no managed policy but the boundary (an administrator's): a new
+        # default version of any other one of the account would grant its holders anything.
+        {"Sid": "ManagedPoliciesAreFixed", "Effect": "Deny", "Action": list(POLICY_WRITES), "NotResource": arn},
+        # iam:CreateServiceLinkedRole of the program's services only, as deploy_policy allows it.
+        {"Sid": "OnlyTheProgramsServiceLinkedRoles", "Effect": "Deny", "Action": ["iam:CreateServiceLinkedRole"], "Resource": "*",
+         "Condition": {"StringNotEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}}},
         {"Sid": "RolesOnlyWithTheBoundary", "Effect": "Deny", "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"], "Resource": "*",
          "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": arn}}},
         {"Sid": "BoundaryStaysAttached", "Effect": "Deny", "Action": ["iam:DeleteRolePermissionsBoundary"], "Resource": "*"},
@@ -163,6 +191,10 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
                     "iam:AddClientIDToOpenIDConnectProvider", "iam:RemoveClientIDFromOpenIDConnectProvider", "iam:TagOpenIDConnectProvider",
                     "iam:UntagOpenIDConnectProvider", "iam:CreateSAMLProvider", "iam:UpdateSAMLProvider", "iam:DeleteSAMLProvider",
                     "iam:UpdateAccountPasswordPolicy", "iam:DeleteAccountPasswordPolicy", "iam:CreateAccountAlias", "iam:DeleteAccountAlias"]},
+        # The backend is bootstrap's: its objects and the key's use stay allowed, its access,
+        # history and existence are the administrator's (no backdoor to every secret, no loss).
+        {"Sid": "TheBackendIsTheAdministrators", "Effect": "Deny", "Action": list(BACKEND_ADMINISTRATION),
+         "Resource": [f"arn:aws:s3:::{settings.state_bucket}", f"arn:aws:s3:::{settings.state_bucket}/*", settings.state_key_arn]},
         {"Sid": "NoRoleChaining", "Effect": "Deny", "Action": ["sts:AssumeRole", "sts:AssumeRoleWithWebIdentity", "sts:AssumeRoleWithSAML", "sts:GetFederationToken"], "Resource": "*"},
     )
 
