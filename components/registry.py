@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Mapping
-from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
@@ -16,16 +15,18 @@ KEEP_IMAGES = 200
 UNTAGGED_DAYS = 7
 
 
-ROOT = Path(__file__).resolve().parents[1]
 IMAGE_SOURCES = "images/training"
 
 
 def image_tag() -> str:
-    """The tag the image workflow gives the image built from this checkout's image sources:
-    `src-<git tree of images/training at HEAD>` (besides the commit that built it, which need
-    not be this checkout's HEAD: the workflow runs only when the sources change)."""
+    """The tag the image workflow gives the image built from the project's image sources:
+    `src-<git tree of images/training at HEAD>` of the project being deployed (the folder holding
+    Pulumi.yaml: a checkout, or a project of one's own beside an installed wheel), besides the
+    commit that built it, which need not be HEAD: the workflow runs only when the sources change."""
+    from infra.project import project_root
+
     try:
-        done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", f"HEAD:{IMAGE_SOURCES}"], capture_output=True, text=True, timeout=10)
+        done = subprocess.run(["git", "-C", str(project_root()), "rev-parse", f"HEAD:{IMAGE_SOURCES}"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return "<tag>"
     return f"src-{done.stdout.strip()}" if done.returncode == 0 else "<tag>"

@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.registry import IMAGE_SOURCES, ROOT, image_tag, repository_name
+from components.registry import IMAGE_SOURCES, image_tag, repository_name
+from infra.project import project_root
 from infra.cli.pods import _account
 from infra.config import ConfigError, StackConfig
 
@@ -39,8 +40,8 @@ def registry_of(cfg: StackConfig) -> str:
     return f"{account_of(cfg)}.dkr.ecr.{cfg.region}.amazonaws.com"
 
 
-def source_image(cfg: StackConfig, root: Path = ROOT) -> str:
-    """The image built from this checkout's images/training, in the stack's repository."""
+def source_image(cfg: StackConfig) -> str:
+    """The image built from the project's images/training, in the stack's repository."""
     return f"{registry_of(cfg)}/{repository_name(cfg.name)}:{image_tag()}"
 
 
@@ -81,7 +82,7 @@ def _clean_sources(root: Path) -> None:
         raise ConfigError("images/training", f"has uncommitted changes ({changed}): commit them first, the tag {image_tag()} names the committed tree")
 
 
-def steps(cfg: StackConfig, action: str, root: Path = ROOT) -> list[Step]:
+def steps(cfg: StackConfig, action: str, root: Path | None = None) -> list[Step]:
     """The commands of `build` (docker build) or `push` (build, log in to ECR, push unless the
     tag is there)."""
     tag = image_tag()
@@ -103,7 +104,7 @@ def steps(cfg: StackConfig, action: str, root: Path = ROOT) -> list[Step]:
     ]
 
 
-def script(cfg: StackConfig, action: str, root: Path = ROOT) -> str:
+def script(cfg: StackConfig, action: str, root: Path | None = None) -> str:
     """The commands as shell lines (what --print shows), run from the repository root."""
     lines = [step.shell() for step in steps(cfg, action, root)]
     if "${ACCOUNT}" in registry_of(cfg):
@@ -119,7 +120,7 @@ def missing_tools(action: str, which: Callable[[str], str | None] | None = None)
 Runner = Callable[..., subprocess.CompletedProcess]
 
 
-def run(cfg: StackConfig, action: str, root: Path = ROOT, runner: Runner | None = None,
+def run(cfg: StackConfig, action: str, root: Path | None = None, runner: Runner | None = None,
         which: Callable[[str], str | None] | None = None, out: Callable[[str], None] = print) -> int:
     """Run the steps in order; 0 when done, 2 (one line) when a tool is missing, else the failing
     command's exit status."""
@@ -128,6 +129,7 @@ def run(cfg: StackConfig, action: str, root: Path = ROOT, runner: Runner | None 
     if missing:
         raise ConfigError(" ".join(missing), f"not found on PATH: `higgsfield image {action}` runs docker{' and the AWS CLI' if action == 'push' else ''}; "
                           f"install them, or print the commands with --print and run them where Docker is ({DOCS})")
+    root = root or project_root()  # the folder holding Pulumi.yaml: a checkout, or a project of one's own
     _clean_sources(root)
     daemon = runner(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True)
     if daemon.returncode != 0:
