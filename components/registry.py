@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 from collections.abc import Mapping
 
 import pulumi
@@ -25,8 +26,11 @@ def image_tag() -> str:
     commit that built it, which need not be HEAD: the workflow runs only when the sources change."""
     from infra.project import project_root
 
+    root = project_root()
+    if not (root / IMAGE_SOURCES).is_dir():  # a project with stack files only: the sources of the checkout this code is in
+        root = Path(__file__).resolve().parents[1]
     try:
-        done = subprocess.run(["git", "-C", str(project_root()), "rev-parse", f"HEAD:{IMAGE_SOURCES}"], capture_output=True, text=True, timeout=10)
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", f"HEAD:{IMAGE_SOURCES}"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return "<tag>"
     return f"src-{done.stdout.strip()}" if done.returncode == 0 else "<tag>"

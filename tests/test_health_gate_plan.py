@@ -21,6 +21,7 @@ from infra.cli import healthcheck
 from infra.config import STARTUP_TAINT_KEY
 from infra.cli.offline import record
 from tests.conftest import ROOT, plan_of, set_pool
+from tests.node_admission import node_update_denials
 
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 _env = celpy.Environment()
@@ -147,18 +148,7 @@ def _node(labels=None, taints=None) -> dict:
 
 def denied(old: dict, new: dict, node_of_token: str | None = "ip-10-40-1-5.ec2.internal", user: str = healthgate.GATE_USER) -> list[str]:
     """The messages of the validations that deny this update (none if the policy does not match)."""
-    policy = healthgate.own_node_policy()
-    extra = {healthgate.NODE_NAME_EXTRA: [node_of_token]} if node_of_token else {}
-    activation = {"object": celpy.json_to_cel(new), "oldObject": celpy.json_to_cel(old),
-                  "request": celpy.json_to_cel({"userInfo": {"username": user, **({"extra": extra} if extra else {})}, "operation": "UPDATE"})}
-    if not all(bool(_program(c["expression"]).evaluate(activation)) for c in policy["spec"]["matchConditions"]):
-        return []
-    out = []
-    for validation in policy["spec"]["validations"]:
-        value = _program(validation["expression"]).evaluate(activation)
-        if not isinstance(value, celpy.celtypes.BoolType) or not value:  # an evaluation error denies too
-            out.append(validation["message"])
-    return out
+    return node_update_denials(healthgate.own_node_policy(), old, new, user, healthgate.NODE_NAME_EXTRA, node_of_token)
 
 
 def _passed(node: dict) -> dict:

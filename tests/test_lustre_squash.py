@@ -21,6 +21,7 @@ import pytest
 
 from components import storage
 from tests.conftest import STACKS, plan_of
+from tests.node_admission import node_update_denials
 
 FS = "aws:fsx/lustreFileSystem:LustreFileSystem"
 WITH_FSX = [s for s in STACKS if plan_of(s).of_type(FS)]
@@ -226,18 +227,7 @@ def _node(taints=None) -> dict:
 
 
 def csi_denied(old: dict, new: dict, node_of_token: str | None = "ip-10-40-1-5.ec2.internal", user: str = storage.CSI_NODE_USER) -> list[str]:
-    policy = storage.csi_node_policy()
-    extra = {storage.NODE_NAME_EXTRA: [node_of_token]} if node_of_token else {}
-    activation = {"object": celpy.json_to_cel(new), "oldObject": celpy.json_to_cel(old),
-                  "request": celpy.json_to_cel({"userInfo": {"username": user, **({"extra": extra} if extra else {})}, "operation": "UPDATE"})}
-    if not all(bool(_program(c["expression"]).evaluate(activation)) for c in policy["spec"]["matchConditions"]):
-        return []
-    out = []
-    for validation in policy["spec"]["validations"]:
-        value = _program(validation["expression"]).evaluate(activation)
-        if not isinstance(value, celpy.celtypes.BoolType) or not value:
-            out.append(validation["message"])
-    return out
+    return node_update_denials(storage.csi_node_policy(), old, new, user, storage.NODE_NAME_EXTRA, node_of_token)
 
 
 def _ready(node: dict) -> dict:
