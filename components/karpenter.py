@@ -31,7 +31,7 @@ import pulumi_aws as aws
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_interfaces_for
-from components.gang_deadline import boot_seconds, gang_deadline_s
+from components.gang_deadline import gang_deadline_s
 from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, pool_labels, pool_taints
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject

@@ -82,7 +82,7 @@ def scheduler_holes(config: Mapping[str, Any]) -> list[Hole]:
     for t, plugins in enumerate(tiers):
         for p, plugin in enumerate(plugins):
             if plugin.get("name") not in PLUGINS:
-                holes.append(Hole(f"tiers[{t}].plugins[{p}]: {plugin.get('name')}", f"not a plugin of Volcano v1.15.1: whether it picks victims is not known"))
+                holes.append(Hole(f"tiers[{t}].plugins[{p}]: {plugin.get('name')}", "not a plugin of Volcano v1.15.1: whether it picks victims is not known"))
     if "preempt" not in actions:
         return holes
     deciding = [(t, p, plugin["name"]) for t, plugins in enumerate(tiers) for p, plugin in enumerate(plugins)

@@ -8,12 +8,10 @@ would split; and the configuration before this change as the control that shows 
 
 from __future__ import annotations
 
-import re
 
 import pytest
 import yaml
 
-from components import training
 from infra.cli import jobs
 from infra.cli.pods import mebibytes
 from tests.conftest import STACKS, plan_of

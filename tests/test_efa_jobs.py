@@ -135,7 +135,7 @@ def test_health_check_fabric_threshold_is_the_instance_types_on_efa_pools():
 def test_offline_image_is_the_stacks_repository_in_the_stacks_account_and_region():
     cfg = plan_of("staging").config
     image = pods.stack_image(cfg, tag="0123abc")
-    assert image == f"777788889999.dkr.ecr.us-east-1.amazonaws.com/higgsfield-staging/training:0123abc"
+    assert image == "777788889999.dkr.ecr.us-east-1.amazonaws.com/higgsfield-staging/training:0123abc"
 
 
 # --- bad input ---------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ gate image that cannot exist, and rendered jobs naming the image they need."""
 from __future__ import annotations
 
 import subprocess
-from types import SimpleNamespace
 
 import pytest
 

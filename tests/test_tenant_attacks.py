@@ -23,7 +23,7 @@ import json
 
 import pytest
 
-from components import device_plugins, gpu_pools, healthgate, karpenter, tenancy
+from components import device_plugins, gpu_pools, healthgate, tenancy
 from components.tenancy import TeamRules
 from infra.config import STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
 from tests.conftest import STACKS, plan_of

@@ -6,7 +6,6 @@ that builds and pushes it. The image build itself needs Docker and the network: 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
