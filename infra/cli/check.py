@@ -121,7 +121,7 @@ def validate_manifests(plan: Plan) -> list[Finding]:
     not fit the stack (pool, team quota, queue capability) at its default size is a finding too."""
     import kubernetes_validate
 
-    from infra.cli import jobs
+    from infra.cli import jobs, kubernetes_schema
     from infra.cli.manifests import manifests
     from infra.config import ConfigError
 
@@ -142,7 +142,7 @@ def validate_manifests(plan: Plan) -> list[Finding]:
                 objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{obj['metadata']['name']}-{i}"}, "spec": template["spec"]})
     for obj in objects:
         try:
-            kubernetes_validate.validate(obj, version, strict=True)
+            kubernetes_schema.validate(obj, version)
         except kubernetes_validate.ValidationError as exc:
             name = obj.get("metadata", {}).get("name")
             findings.append(Finding("kubernetes-schema", "mandatory", None, f"{obj['kind']} {name}: {exc.message}"))
