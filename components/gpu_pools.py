@@ -12,6 +12,7 @@ import pulumi_aws as aws
 from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_interfaces_for, efa_resources, node_user_data
 from components.nodes import MAX_UNAVAILABLE_NODES, NodeVersion, launch_template
 from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, GpuPool, Taint
+from infra.config import gpu_pools as pool_settings  # now(): the one clock windows are read against
 
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "reservation": "ON_DEMAND", "capacity-block": "CAPACITY_BLOCK"}
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
@@ -171,11 +172,6 @@ def window_actions(pool: GpuPool, now: datetime) -> list[WindowAction]:
     return actions
 
 
-def clock() -> datetime:
-    """Now, in UTC (tests replace it)."""
-    return datetime.now(timezone.utc)
-
-
 def pool_resources(pool: GpuPool) -> dict[str, str]:
     """Extended resources a node of the pool offers, for the autoscaler's node template."""
     resources = {"nvidia.com/gpu": str(pool.gpus_per_node)}
@@ -268,7 +264,7 @@ class GpuPoolGroup(pulumi.ComponentResource):
             parent=self,
             **extra,
         )
-        low, desired, high = scaling(pool, clock())
+        low, desired, high = scaling(pool, pool_settings.now())
         fixed = pool.capacity_type == "reservation" and low == high
         self.node_group = aws.eks.NodeGroup(
             name,
@@ -294,7 +290,7 @@ class GpuPoolGroup(pulumi.ComponentResource):
         # the pool on its ASG too: the health gate may mark instances Unhealthy only in groups of replacing pools
         aws.autoscaling.Tag(f"{name}-asg-pool", autoscaling_group_name=asg_name,
                             tag=aws.autoscaling.TagTagArgs(key=POOL_LABEL, value=pool.name, propagate_at_launch=False), opts=child)
-        for action in window_actions(pool, clock()):
+        for action in window_actions(pool, pool_settings.now()):
             aws.autoscaling.Schedule(
                 f"{name}-{action.name}", scheduled_action_name=f"higgsfield-{action.name}", autoscaling_group_name=asg_name,
                 min_size=action.min_size, max_size=action.max_size, desired_capacity=action.desired,

@@ -1,21 +1,123 @@
-"""Shared fixtures: the recorded offline plan of every shipped stack, and stack variants."""
+"""Shared fixtures: the recorded offline plan of every shipped stack, and stack variants.
+
+Two things hold for the whole session:
+- The clock is pinned (SESSION_NOW): what the program plans depends on the time (a Capacity Block
+  pool is held, opened or drained by its window; a window in the past is refused), and the suite
+  must say the same thing on any day, long after the shipped prod stack's block has ended.
+- The program is evaluated once per input (Memo): evaluating a stack under mocks takes about a
+  second, rendering an example job a tenth, and the suite asks for the same ones hundreds of times,
+  through every command.
+"""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
+import os
+import pickle
 import re
 import shutil
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from infra.cli.offline import Plan, record, stack_names
+from components.registry import image_tag
+from infra.cli import jobs, offline
+from infra.cli.offline import Plan, load_stack, record, stack_names
+from infra.config import StackConfig
+from infra.config import gpu_pools as pool_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = stack_names(ROOT)
 _plans: dict[str, Plan] = {}
+
+# moto's EC2 loads a few thousand public AMIs into each region's backend it creates, which is most
+# of a second per test that starts a mock; nothing here asks EC2 for images (the EKS AMI comes from
+# SSM), so it loads none (moto/ec2/models/amis.py _load_amis, settings.ec2_load_default_amis).
+os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+
+SESSION_NOW = datetime(2026, 12, 3, tzinfo=timezone.utc)  # before prod's Capacity Block (2027-01-04 to 01-18)
+pool_settings.now = lambda: SESSION_NOW
+
+
+class Memo:
+    """A pure function of the program, answered once per input. Every evaluation of the program
+    goes through offline._record_in_fresh_context(stack, config, secret_keys), every example job
+    through jobs.render(example, cfg, **options); what they return depends on those, on the image
+    tag (the git tree of the project's images/training, components/registry.py) and on the clock,
+    pinned above. Answers are kept under that key, in memory and in a folder the xdist workers
+    share, and each caller gets its own copy. While a test has patched anything
+    (monkeypatch.setattr/setitem, below), the code may not be what the key says: then it runs."""
+
+    patched = 0  # attributes and items patched by tests right now
+    folder: Path | None = None
+
+    def __init__(self, name: str, function: Callable[..., Any], key: Callable[..., Any]) -> None:
+        self.name, self.function, self.key, self.memory = name, function, key, {}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if Memo.patched:
+            return self.function(*args, **kwargs)
+        key = hashlib.sha256(json.dumps([self.name, self.key(*args, **kwargs), image_tag()], sort_keys=True).encode()).hexdigest()
+        shared = Memo.folder / key if Memo.folder else None
+        blob = self.memory.get(key) or (shared.read_bytes() if shared and shared.is_file() else None)
+        if blob is None:
+            blob = pickle.dumps(self.function(*args, **kwargs))
+            if shared:
+                partial = shared.with_suffix(f".{os.getpid()}")
+                partial.write_bytes(blob)
+                partial.replace(shared)  # whole or absent, for a worker reading it now
+        self.memory[key] = blob
+        return pickle.loads(blob)
+
+
+offline._record_in_fresh_context = Memo("plan", offline._record_in_fresh_context,
+                                        lambda stack, config, secret_keys=None: [stack, config, sorted(secret_keys or [])])
+jobs.render = Memo("render", jobs.render, lambda example, cfg, **options: [example, cfg.model_dump_json(), options])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _answers_shared_by_workers(tmp_path_factory, worker_id) -> None:
+    """The xdist workers of one run share a folder (their base temp's parent); a run without
+    workers keeps its own."""
+    base = tmp_path_factory.getbasetemp()
+    Memo.folder = (base.parent if worker_id != "master" else base) / "answers"
+    Memo.folder.mkdir(exist_ok=True)
+
+
+class _TrackedMonkeyPatch(pytest.MonkeyPatch):
+    """pytest's monkeypatch, telling Memo while anything is patched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counted = 0
+
+    def setattr(self, *args, **kwargs) -> None:
+        super().setattr(*args, **kwargs)
+        self.counted += 1
+        Memo.patched += 1
+
+    def setitem(self, *args, **kwargs) -> None:
+        super().setitem(*args, **kwargs)
+        self.counted += 1
+        Memo.patched += 1
+
+    def undo(self) -> None:
+        super().undo()
+        Memo.patched -= self.counted
+        self.counted = 0
+
+
+@pytest.fixture
+def monkeypatch():
+    patches = _TrackedMonkeyPatch()
+    yield patches
+    patches.undo()
 
 
 def manual_text() -> str:
@@ -28,6 +130,14 @@ def plan_of(stack: str) -> Plan:
     if stack not in _plans:
         _plans[stack] = record(stack, root=ROOT)
     return _plans[stack]
+
+
+@functools.cache
+def config_of(stack: str) -> StackConfig:
+    """The validated config of a shipped stack, without evaluating the program: what a module
+    needs while it is collected (every xdist worker collects every module), such as the
+    parameters of its tests."""
+    return load_stack(stack, root=ROOT)
 
 
 @pytest.fixture(params=STACKS)
@@ -113,3 +223,9 @@ def assert_plan_rejects(project_copy, capsys, base: str, change, key: str, detai
     assert "Traceback" not in err, err
     line = re.compile(rf"^(error: |\S+:\d+ )?{re.escape(key)}: ")  # `stacks/Pulumi.bad.yaml:12 KEY: message`
     assert any(line.match(text) and detail in text for text in err.splitlines()), err
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first (a fresh install takes a core for some twenty seconds): started
+    last, they would leave one xdist worker running alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("fresh_install") is None)

@@ -12,13 +12,14 @@ from datetime import datetime, timezone
 from functools import cache
 
 import celpy
-import kubernetes_validate
+from infra.cli import kubernetes_schema
 import pytest
 import yaml
 
 from components import gpu_pools, healthgate
 from infra.cli import healthcheck
 from infra.config import STARTUP_TAINT_KEY
+from infra.config import gpu_pools as pool_settings
 from infra.cli.offline import record
 from tests.conftest import ROOT, plan_of, set_pool
 from tests.node_admission import node_update_denials
@@ -86,7 +87,7 @@ def test_the_gate_daemonset_is_a_valid_kubernetes_object(plan):
     for gate in _gates(plan).values():
         manifest = copy.deepcopy(gate)
         manifest["spec"]["template"]["spec"]["containers"][0]["image"] = "123456789012.dkr.ecr.us-east-2.amazonaws.com/x:src-1"
-        kubernetes_validate.validate(manifest, "1.35", strict=True)
+        kubernetes_schema.validate(manifest, "1.35")
 
 
 def test_the_gate_gets_every_gpu_of_its_node_from_the_device_plugin_not_from_an_env_var(plan):
@@ -250,7 +251,7 @@ def test_after_the_drain_nothing_is_scheduled_in_the_past():
 
 
 def test_the_plan_schedules_the_block_pools_actions_on_its_auto_scaling_group(monkeypatch):
-    monkeypatch.setattr(gpu_pools, "clock", lambda: _at("2026-12-03T00:00:00"))
+    monkeypatch.setattr(pool_settings, "now", lambda: _at("2026-12-03T00:00:00"))
     plan = record("prod", root=ROOT)
     schedules = {s.name: s.inputs for s in plan.of_type("aws:autoscaling/schedule:Schedule")}
     assert set(schedules) == {"gpu-h200-block-closed-until-start", "gpu-h200-block-open", "gpu-h200-block-drain"}

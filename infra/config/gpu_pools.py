@@ -85,7 +85,8 @@ PositiveDuration = matching(r"^(?!0+[smh]$)\d{1,6}(s|m|h)$", "is not a duration 
 
 
 def now() -> datetime:
-    """The time Capacity Block windows are checked against (tests may replace it)."""
+    """The one clock of the program: Capacity Block windows are checked against it and the pools'
+    sizes and scheduled actions read from it (components/gpu_pools.py). The test suite pins it."""
     return datetime.now(timezone.utc)
 
 
