@@ -13,11 +13,10 @@ import pytest
 from components.delivery import MANAGED_POLICIES, boundary_arn
 from policies.iam_evaluation import Policy, Request, evaluate
 from policies.rules import account_findings
-from tests.conftest import ROOT, STACKS, plan_of
+from tests.conftest import ROOT, STACKS, config_of, plan_of
 from tests.test_policies import R, stack_violations
 
-PROD = plan_of("prod")
-ACCOUNT = PROD.config.delivery.account_id
+ACCOUNT = config_of("prod").delivery.account_id
 STACK_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-lustre-csi-0123"
 DEPLOY_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-deploy"
 BOUNDARY = boundary_arn(ACCOUNT, "prod")
@@ -29,11 +28,13 @@ def _document(plan, type_: str, name: str) -> Policy:
     return Policy.of(name, r.inputs["policy"])
 
 
-def _boundary(plan=PROD) -> Policy:
+def _boundary(plan=None) -> Policy:
+    plan = plan or plan_of("prod")
     return _document(plan, "aws:iam/policy:Policy", "delivery-boundary")
 
 
-def _deploy(plan=PROD) -> Policy:
+def _deploy(plan=None) -> Policy:
+    plan = plan or plan_of("prod")
     return _document(plan, "aws:iam/rolePolicy:RolePolicy", "delivery-deploy")
 
 
@@ -115,8 +116,8 @@ DEPLOYS = [
     Request("eks:CreateCluster", "arn:aws:eks:us-east-2:444455556666:cluster/higgsfield-prod"),
     Request("ec2:RunInstances", "*"),
     Request("fsx:CreateDataRepositoryAssociation", "*"),
-    Request("s3:PutBucketVersioning", f"arn:aws:s3:::{PROD.config.fsx.s3.bucket}"),
-    Request("s3:PutObject", f"arn:aws:s3:::{PROD.config.delivery.state_bucket}/.pulumi/stacks/higgsfield/prod.json"),
+    Request("s3:PutBucketVersioning", f"arn:aws:s3:::{config_of('prod').fsx.s3.bucket}"),
+    Request("s3:PutObject", f"arn:aws:s3:::{config_of('prod').delivery.state_bucket}/.pulumi/stacks/higgsfield/prod.json"),
     Request("kms:CreateKey", "*"),
     Request("logs:CreateLogGroup", "*"),
 ]
@@ -146,8 +147,8 @@ def test_every_role_of_every_stack_carries_the_boundary():
 def test_no_role_comes_from_inside_pulumi_eks():
     """pulumi-eks makes a cluster role itself unless given one (its roles are out of reach of
     our transformation): the cluster gets ours."""
-    cluster = next(r for r in PROD.resources if r.type == "eks:index:Cluster")
-    service = [r for r in PROD.resources if r.name == "cluster-service"]
+    cluster = next(r for r in plan_of("prod").resources if r.type == "eks:index:Cluster")
+    service = [r for r in plan_of("prod").resources if r.name == "cluster-service"]
     assert cluster.inputs.get("serviceRole") is not None
     assert {r.type for r in service} == {"aws:iam/role:Role", "aws:iam/rolePolicyAttachment:RolePolicyAttachment"}
     assert all(r.urn in cluster.dependencies for r in service)  # the policy is attached before EKS uses the role
@@ -223,7 +224,7 @@ def test_shipped_stacks_each_have_their_own_account_and_environment():
 
 
 def test_check_refuses_a_prod_sharing_its_account_with_staging():
-    found = account_findings(PROD.config, _entries(staging={"account": ACCOUNT}))
+    found = account_findings(config_of("prod"), _entries(staging={"account": ACCOUNT}))
     assert [(level, where) for level, where, _ in found] == [("mandatory", "higgsfield:delivery.accountId")], found
     assert "staging" in found[0][2]
 
@@ -235,7 +236,7 @@ def test_check_advises_against_dev_and_staging_sharing_an_account():
 
 
 def test_check_refuses_a_prod_deploying_in_devs_github_environment():
-    found = account_findings(PROD.config, _entries(dev={"deployEnvironment": "prod"}))
+    found = account_findings(config_of("prod"), _entries(dev={"deployEnvironment": "prod"}))
     assert [(level, where) for level, where, _ in found] == [("mandatory", "higgsfield:delivery.deployEnvironment")]
 
 

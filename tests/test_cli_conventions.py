@@ -87,13 +87,17 @@ def test_debug_keeps_the_exit_status_of_a_bad_stack(capsys, monkeypatch):
     assert cli.main(["plan", "nosuch", "--debug"]) == cli.main(["plan", "nosuch"]) == 2
 
 
+# The console script in a process of its own runs on today's clock, not the suite's pinned one
+# (tests/conftest.py): dev, whose plan does not depend on the date (no Capacity Block window).
+
+
 def test_check_piped_into_a_closed_reader_exits_without_a_traceback():
-    """`higgsfield check prod | head -1`, made deterministic: the reader is gone before the
+    """`higgsfield check dev | head -1`, made deterministic: the reader is gone before the
     command writes anything, so its first write meets EPIPE."""
     read, write = os.pipe()
     os.close(read)
     try:
-        done = subprocess.run([sys.executable, "-m", "infra.cli", "check", "prod"], cwd=ROOT, stdout=write, stderr=subprocess.PIPE,
+        done = subprocess.run([sys.executable, "-m", "infra.cli", "check", "dev"], cwd=ROOT, stdout=write, stderr=subprocess.PIPE,
                               text=True, timeout=120)
     finally:
         os.close(write)
@@ -101,9 +105,9 @@ def test_check_piped_into_a_closed_reader_exits_without_a_traceback():
     assert done.stderr == "" and done.returncode == 128 + 13  # as a filter killed by SIGPIPE
 
 
-def test_check_prod_into_head_prints_the_first_line_only():
-    done = subprocess.run(f"{sys.executable} -m infra.cli check prod | head -1", shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.stdout.startswith("Policy check of higgsfield/prod") and done.stdout.count("\n") == 1
+def test_check_into_head_prints_the_first_line_only():
+    done = subprocess.run(f"{sys.executable} -m infra.cli check dev | head -1", shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.stdout.startswith("Policy check of higgsfield/dev") and done.stdout.count("\n") == 1
     assert "Traceback" not in done.stderr
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from components import container_logs
 from components.observability import CONTAINER_INSIGHTS_LOGS
-from tests.conftest import STACKS, plan_of
+from tests.conftest import STACKS, config_of, plan_of
 
 ADDON = "aws:eks/addon:Addon"
 
@@ -25,7 +25,7 @@ def _sections(conf: str, name: str) -> list[dict]:
     return [settings for section, settings in container_logs.parse(conf) if section == name]
 
 
-@pytest.mark.parametrize("stack", [s for s in STACKS if plan_of(s).config.observability.enabled])
+@pytest.mark.parametrize("stack", [s for s in STACKS if config_of(s).observability.enabled])
 def test_the_addon_gets_our_container_log_config_under_the_charts_file_name(stack):
     config = _configuration(stack)
     files = config["containerLogs"]["fluentBit"]["config"]["extraFiles"]

@@ -15,27 +15,34 @@ from infra.catalog import InstanceFacts
 from infra.cli import healthcheck, jobs, pods
 from infra.cli.pods import mebibytes
 from infra.config import ConfigError
-from tests.conftest import ROOT, STACKS, plan_of
+from tests.conftest import ROOT, STACKS, config_of, plan_of
 
 EFA = "vpc.amazonaws.com/efa"
 STOCK_IMAGE = "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
 
 
-def _rendered(stack: str) -> list[tuple[str, object, list[dict]]]:
-    """(what, pool, objects) of every example on every pool it runs on, and every pool's health check."""
-    cfg = plan_of(stack).config
+def _shipped(stack: str) -> list[tuple[str, object]]:
+    """(what, pool) of every example on every pool it runs on, and every pool's health check."""
+    cfg = config_of(stack)
     out = []
     for pool in cfg.gpu_pools:
         for example in jobs.examples_for(cfg):
             if example == "mpi-nccl-tests" and not pool.efa:
                 continue
-            out.append((f"{example}@{pool.name}", pool, jobs.render(example, cfg, pool=pool.name)))
-        out.append((f"healthcheck@{pool.name}", pool, healthcheck.render(cfg, pool.name)))
+            out.append((f"{example}@{pool.name}", pool))
+        out.append((f"healthcheck@{pool.name}", pool))
     return out
 
 
-RENDERED = [(stack, what, pool, objects) for stack in STACKS for what, pool, objects in _rendered(stack)]
-IDS = [f"{s}-{w}" for s, w, _, _ in RENDERED]
+def _objects(stack: str, what: str) -> list[dict]:
+    """What `what` renders to (rendered when a test asks, not when the module is collected)."""
+    example, pool = what.split("@")
+    cfg = config_of(stack)
+    return healthcheck.render(cfg, pool) if example == "healthcheck" else jobs.render(example, cfg, pool=pool)
+
+
+RENDERED = [(stack, what, pool) for stack in STACKS for what, pool in _shipped(stack)]
+IDS = [f"{s}-{w}" for s, w, _ in RENDERED]
 NON_EFA = [r for r in RENDERED if not r[2].efa]
 
 
@@ -52,11 +59,12 @@ def _env(container: dict) -> dict[str, str]:
 
 
 def test_shipped_stacks_render_efa_jobs_and_non_efa_jobs():
-    assert any(pool.efa for _, _, pool, _ in RENDERED) and any(not pool.efa for _, _, pool, _ in RENDERED)
+    assert any(pool.efa for _, _, pool in RENDERED) and any(not pool.efa for _, _, pool in RENDERED)
 
 
-@pytest.mark.parametrize(("stack", "what", "pool", "objects"), RENDERED, ids=IDS)
-def test_every_container_requesting_efa_runs_the_training_image_with_the_efa_environment(stack, what, pool, objects):
+@pytest.mark.parametrize(("stack", "what", "pool"), RENDERED, ids=IDS)
+def test_every_container_requesting_efa_runs_the_training_image_with_the_efa_environment(stack, what, pool):
+    objects = _objects(stack, what)
     cfg = plan_of(stack).config
     found = list(pods.efa_containers(objects))
     assert bool(found) == (pool.efa and what.split("@")[0] not in jobs.WITHOUT_EFA)
@@ -65,24 +73,27 @@ def test_every_container_requesting_efa_runs_the_training_image_with_the_efa_env
         assert _env(container).items() >= efa_environment(pool.instance).items()
 
 
-@pytest.mark.parametrize(("stack", "what", "pool", "objects"), NON_EFA, ids=[f"{s}-{w}" for s, w, _, _ in NON_EFA])
-def test_no_container_on_a_non_efa_pool_requests_efa_or_carries_its_environment(stack, what, pool, objects):
+@pytest.mark.parametrize(("stack", "what", "pool"), NON_EFA, ids=[f"{s}-{w}" for s, w, _ in NON_EFA])
+def test_no_container_on_a_non_efa_pool_requests_efa_or_carries_its_environment(stack, what, pool):
+    objects = _objects(stack, what)
     for spec in _gpu_pods(objects):
         for container in spec["containers"]:
             assert not set((container.get("resources") or {}).get("limits", {})) & {EFA, "hugepages-2Mi"}
             assert not {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_TUNER_PLUGIN"} & set(_env(container))
 
 
-@pytest.mark.parametrize(("stack", "what", "pool", "objects"), RENDERED, ids=IDS)
-def test_efa_pods_take_every_interface_and_the_anchors_huge_pages_not_the_whole_reservation(stack, what, pool, objects):
+@pytest.mark.parametrize(("stack", "what", "pool"), RENDERED, ids=IDS)
+def test_efa_pods_take_every_interface_and_the_anchors_huge_pages_not_the_whole_reservation(stack, what, pool):
+    objects = _objects(stack, what)
     for _, container in pods.efa_containers(objects):
         limits = container["resources"]["limits"]
         assert limits[EFA] == efa_resources(pool.instance)[EFA]
         assert mebibytes(limits["hugepages-2Mi"]) == EFA_POD_HUGEPAGES_MI < mebibytes(efa_resources(pool.instance)["hugepages-2Mi"])
 
 
-@pytest.mark.parametrize(("stack", "what", "pool", "objects"), RENDERED, ids=IDS)
-def test_every_gpu_pod_mounts_dev_shm_within_its_memory_limit_and_fits_the_node(stack, what, pool, objects):
+@pytest.mark.parametrize(("stack", "what", "pool"), RENDERED, ids=IDS)
+def test_every_gpu_pod_mounts_dev_shm_within_its_memory_limit_and_fits_the_node(stack, what, pool):
+    objects = _objects(stack, what)
     for spec in _gpu_pods(objects):
         main = spec["containers"][0]
         memory = mebibytes(main["resources"]["limits"]["memory"])

@@ -11,7 +11,7 @@ import pytest
 from components.efa import efa_interfaces_for
 from infra import catalog
 from infra.cli.offline import Plan, Resource, instance_types
-from tests.conftest import STACKS, plan_of
+from tests.conftest import STACKS, config_of, plan_of
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -35,8 +35,14 @@ def efa_groups(plan: Plan) -> list[Resource]:
     return [g for g in gpu_groups(plan) if g.inputs["labels"].get("vpc.amazonaws.com/efa.present") == "true"]
 
 
-ALL_GPU_GROUPS = sorted((s, g.name) for s in STACKS for g in gpu_groups(plan_of(s)))
-ALL_EFA_GROUPS = sorted((s, g.name) for s in STACKS for g in efa_groups(plan_of(s)))
+def pool_groups(stack: str, efa_only: bool = False) -> list[str]:
+    """The GPU node groups a stack's settings ask for (named when the module is collected, before
+    any plan): one per pool that managed node groups provision (the others are Karpenter's)."""
+    return [f"gpu-{p.name}" for p in config_of(stack).gpu_pools if p.provisioner == "node-group" and (p.efa or not efa_only)]
+
+
+ALL_GPU_GROUPS = sorted((s, name) for s in STACKS for name in pool_groups(s))
+ALL_EFA_GROUPS = sorted((s, name) for s in STACKS for name in pool_groups(s, efa_only=True))
 
 
 @pytest.fixture(params=ALL_GPU_GROUPS, ids=lambda p: f"{p[0]}-{p[1]}")
@@ -51,6 +57,11 @@ def efa_group(request) -> tuple[Plan, Resource]:
     stack, name = request.param
     plan = plan_of(stack)
     return plan, next(g for g in plan.of_type(NODE_GROUP) if g.name == name)
+
+
+def test_the_plan_has_the_gpu_node_groups_its_pools_ask_for_and_no_other(plan, stack):
+    assert sorted(g.name for g in gpu_groups(plan)) == sorted(pool_groups(stack))
+    assert sorted(g.name for g in efa_groups(plan)) == sorted(pool_groups(stack, efa_only=True))
 
 
 def test_every_stack_ships_gpu_pools_and_staging_and_prod_ship_efa_pools():

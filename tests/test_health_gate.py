@@ -128,7 +128,8 @@ class FakeApiServer:
                 self._answer(201, event)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # polled every 10 ms: shutdown() waits for the next poll (half a second at the default)
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
         self.api = KubernetesApi(f"http://127.0.0.1:{self.server.server_address[1]}", lambda: "token")
 
     def _write(self, name: str, patch: dict) -> dict:

@@ -12,9 +12,9 @@ import yaml
 
 from infra.cli import jobs
 from infra.cli.main import main
-from tests.conftest import ROOT, STACKS, plan_of, set_field
+from tests.conftest import ROOT, STACKS, config_of, plan_of, set_field
 
-SHIPPED = [(s, e) for s in STACKS for e in jobs.examples_for(plan_of(s).config)]
+SHIPPED = [(s, e) for s in STACKS for e in jobs.examples_for(config_of(s))]
 
 
 @pytest.mark.parametrize(("stack", "example"), SHIPPED, ids=["-".join(s) for s in SHIPPED])

@@ -20,11 +20,11 @@ import celpy
 import pytest
 
 from components import storage
-from tests.conftest import STACKS, plan_of
+from tests.conftest import STACKS, config_of, plan_of
 from tests.node_admission import node_update_denials
 
 FS = "aws:fsx/lustreFileSystem:LustreFileSystem"
-WITH_FSX = [s for s in STACKS if plan_of(s).of_type(FS)]
+WITH_FSX = [s for s in STACKS if config_of(s).fsx.enabled]
 # botocore/data/fsx/2018-03-01/service-2.json@0e6e2404b shapes LustreRootSquash, LustreNoSquashNid
 ROOT_SQUASH_PATTERN = r"^([0-9]{1,10}):([0-9]{1,10})$"
 NID_PATTERN = r"^([0-9\[\]\-]*\.){3}([0-9\[\]\-]*)@tcp$"

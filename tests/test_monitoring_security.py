@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import ipaddress
 
-import kubernetes_validate
+from infra.cli import kubernetes_schema
 import pytest
 
 from components import observability as obs
-from tests.conftest import STACKS, plan_of
+from tests.conftest import STACKS, config_of, plan_of
 from tests.scheduling_rules import Endpoint, ingress_allowed
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NETPOL = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
-MONITORED = [s for s in STACKS if plan_of(s).config.observability.enabled]
+MONITORED = [s for s in STACKS if config_of(s).observability.enabled]
 
 
 def _values(plan) -> dict:
@@ -157,4 +157,4 @@ def test_monitoring_policies_exist_before_the_stack_installs(monitored):
 def test_monitoring_policies_validate_against_the_kubernetes_schema(monitored):
     version = monitored.config.kubernetes_version
     for policy in _policies(monitored):
-        kubernetes_validate.validate(policy, version, strict=True)
+        kubernetes_schema.validate(policy, version)

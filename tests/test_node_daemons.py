@@ -10,7 +10,7 @@ import yaml
 from infra.config import GPU_SCALE_DOWN_UNNEEDED_DEFAULT
 from infra.cli.offline import instance_types
 from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_pool
-from tests.test_gpu_pools_plan import ALL_GPU_GROUPS, NODE_GROUP, TEMPLATE_TAG, asg_tags, efa_groups
+from tests.test_gpu_pools_plan import ALL_GPU_GROUPS, NODE_GROUP, TEMPLATE_TAG, asg_tags, pool_groups
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 EVERY_TAINT = {"operator": "Exists"}  # no key: matches every taint (Kubernetes Toleration semantics)
@@ -36,7 +36,7 @@ def test_feature_discovery_workers_tolerate_every_taint(plan):
     assert EVERY_TAINT in _values(plan, "nvidia-device-plugin")["nfd"]["worker"]["tolerations"]
 
 
-@pytest.mark.parametrize("efa_stack", [s for s in STACKS if efa_groups(plan_of(s))])
+@pytest.mark.parametrize("efa_stack", [s for s in STACKS if pool_groups(s, efa_only=True)])
 def test_efa_device_plugin_tolerates_every_taint(efa_stack):
     """`tolerations` is appended after the chart's own CriticalAddonsOnly toleration
     (aws/eks-charts:stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml@5239609, chart v0.5.30)."""

@@ -15,7 +15,7 @@ from infra import preemption
 from infra.cli import jobs
 from infra.cli.main import main
 from infra.config import PriorityClassSpec
-from tests.conftest import plan_of
+from tests.conftest import config_of, plan_of
 from tests.test_tenancy import _job, _pod, denied_by
 
 
@@ -156,7 +156,7 @@ def test_check_refuses_a_stack_whose_scheduler_could_preempt_a_training_minimum(
 
 # --- the team policy: who may carry the preempting class -------------------------------------
 
-SERVING = rules_of(plan_of("staging").config.scheduler.teams[0], plan_of("staging").config.scheduler.priority_classes)
+SERVING = rules_of(config_of("staging").scheduler.teams[0], config_of("staging").scheduler.priority_classes)
 
 
 def test_a_serving_pod_left_to_kube_scheduler_is_denied():

@@ -48,7 +48,9 @@ def _reservation(rid: str, instance_type: str, kind: str, state: str = "active",
 
 @pytest.fixture
 def aws():
-    with mock_aws():
+    # One boto3 session for every test: a new one per test (moto's default) loads the endpoint rules
+    # and service models again, most of what a test here costs.
+    with mock_aws(config={"core": {"reset_boto3_session": False}}):
         yield
 
 

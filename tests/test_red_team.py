@@ -13,18 +13,17 @@ import pytest
 
 from components.delivery import boundary_arn
 from policies.iam_evaluation import Policy, Request, evaluate
-from tests.conftest import plan_of
+from tests.conftest import config_of, plan_of
 
-PROD = plan_of("prod")
-ACCOUNT = PROD.config.delivery.account_id
-REGION = PROD.config.region if hasattr(PROD.config, "region") else "us-east-2"
+ACCOUNT = config_of("prod").delivery.account_id
+REGION = config_of("prod").region if hasattr(config_of("prod"), "region") else "us-east-2"
 STACK_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-lustre-csi-0123"
 BOUNDARY = boundary_arn(ACCOUNT, "prod")
 EVERYTHING = Policy("everything", {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
 
 
 def _document(type_: str, name: str) -> Policy:
-    r = next(r for r in PROD.resources if r.type == type_ and r.name == name)
+    r = next(r for r in plan_of("prod").resources if r.type == type_ and r.name == name)
     return Policy.of(name, r.inputs["policy"])
 
 
@@ -163,8 +162,8 @@ def test_the_job_whose_matrix_steers_the_deploy_installs_nothing_unpinned():
 # encrypt/decrypt; with `s3:*` on the bucket and `kms:*` on `*` it could also open the bucket or
 # the key to another account (a backdoor to every stack secret that outlives the role), suspend
 # versioning and expire the history, or schedule the key's deletion (every secret lost).
-STATE_BUCKET = f"arn:aws:s3:::{PROD.config.delivery.state_bucket}"
-STATE_KEY = PROD.config.delivery.state_key_arn
+STATE_BUCKET = f"arn:aws:s3:::{config_of('prod').delivery.state_bucket}"
+STATE_KEY = config_of("prod").delivery.state_key_arn
 BACKEND_TAKEOVERS = [
     Request("s3:PutBucketPolicy", STATE_BUCKET),
     Request("s3:DeleteBucketPolicy", STATE_BUCKET),

@@ -3,7 +3,7 @@ to S3, and mounted into every team namespace through valid Kubernetes objects.""
 
 from __future__ import annotations
 
-import kubernetes_validate
+from infra.cli import kubernetes_schema
 import pytest
 
 from components.storage import LAYOUT_TAG, LUSTRE_PATH_ANNOTATION, MOUNT_OPTIONS, PVC_NAME, layout_digest, layout_script, mountname_of, volume_handle
@@ -11,11 +11,11 @@ from infra.cli.main import main
 from infra.cli.manifests import manifests
 from infra.cli.plan import lustre_throughput_mb_s
 from infra.cli.offline import Plan, Resource, record
-from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_field, set_key
+from tests.conftest import ROOT, STACKS, assert_plan_rejects, config_of, plan_of, set_field, set_key
 
 FS = "aws:fsx/lustreFileSystem:LustreFileSystem"
 CRD_KINDS = {"Queue", "PyTorchJob", "MPIJob"}
-WITH_FSX = [s for s in STACKS if plan_of(s).of_type(FS)]
+WITH_FSX = [s for s in STACKS if config_of(s).fsx.enabled]
 
 
 @pytest.fixture(params=WITH_FSX)
@@ -194,7 +194,7 @@ def test_rendered_kubernetes_objects_validate_against_the_stack_kubernetes_versi
     for obj in objects:
         if obj["kind"] in CRD_KINDS:
             continue  # no schema in kubernetes-validate; checked field by field in test_training_plan
-        kubernetes_validate.validate(obj, version, strict=True)
+        kubernetes_schema.validate(obj, version)
     if plan.of_type(FS):
         assert {"PersistentVolume", "PersistentVolumeClaim"} <= {o["kind"] for o in objects}
 

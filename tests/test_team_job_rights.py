@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from components import tenancy
-from tests.conftest import STACKS, plan_of
+from tests.conftest import STACKS, config_of, plan_of
 
 JOBS = sorted(tenancy.JOB_KINDS.values())
 
@@ -22,7 +22,7 @@ def _objects(plan, kind: str, namespace: str) -> list[dict]:
     return [r.inputs for r in plan.resources if r.inputs.get("kind") == kind and (r.inputs.get("metadata") or {}).get("namespace") == namespace]
 
 
-TEAMS = [(s, t.name) for s in STACKS for t in plan_of(s).config.scheduler.teams]
+TEAMS = [(s, t.name) for s in STACKS for t in config_of(s).scheduler.teams]
 
 
 @pytest.mark.parametrize("stack, team", TEAMS, ids=lambda v: str(v))

@@ -4,7 +4,7 @@ defaults and bounds; every shipped example still fits its team's quota."""
 
 from __future__ import annotations
 
-import kubernetes_validate
+from infra.cli import kubernetes_schema
 import pytest
 
 from components.demand import queue_resources
@@ -12,7 +12,7 @@ from components.teams import compute_quota, container_defaults
 from infra.cli import jobs
 from infra.config import Team
 from infra.config.scheduler import gang_floor
-from tests.conftest import STACKS, assert_plan_rejects, plan_of
+from tests.conftest import STACKS, assert_plan_rejects, config_of, plan_of
 
 QUOTA, LIMITS = "kubernetes:core/v1:ResourceQuota", "kubernetes:core/v1:LimitRange"
 
@@ -34,8 +34,8 @@ def test_every_team_namespace_has_a_cpu_and_memory_quota_and_default_requests(pl
 def test_quota_objects_validate_against_the_kubernetes_schema(plan):
     version = plan.config.kubernetes_version
     for team in plan.config.scheduler.teams:
-        kubernetes_validate.validate(compute_quota(team), version, strict=True)
-        kubernetes_validate.validate(container_defaults(team), version, strict=True)
+        kubernetes_schema.validate(compute_quota(team), version)
+        kubernetes_schema.validate(container_defaults(team), version)
 
 
 def _team(**fields) -> Team:
@@ -95,7 +95,7 @@ def _gib(value) -> float:
     return float(value) / 1024 ** 3
 
 
-SHIPPED = [(s, e) for s in STACKS for e in jobs.examples_for(plan_of(s).config)]
+SHIPPED = [(s, e) for s in STACKS for e in jobs.examples_for(config_of(s))]
 
 
 @pytest.mark.parametrize(("stack", "example"), SHIPPED, ids=["-".join(s) for s in SHIPPED])

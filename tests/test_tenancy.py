@@ -10,14 +10,14 @@ import json
 from functools import cache
 
 import celpy
-import kubernetes_validate
+from infra.cli import kubernetes_schema
 import pytest
 from celpy import celtypes
 
 from components import tenancy
 from components.teams import rules_of
 from infra.cli import jobs
-from tests.conftest import STACKS, plan_of
+from tests.conftest import STACKS, config_of, plan_of
 
 VISION = tenancy.TeamRules(name="vision", queue="experiments", priority_classes=("batch-low",), uid=20003)
 _env = celpy.Environment()
@@ -180,8 +180,8 @@ def test_every_job_kind_is_checked():
         assert any("no host network" in d for d in denied_by(job)), kind
 
 
-RENDERED = [(s, e, t.name) for s in STACKS for e in jobs.examples_for(plan_of(s).config) for t in plan_of(s).config.scheduler.teams
-            if jobs.fits(e, plan_of(s).config, team=t.name)]  # a team whose quota holds no job of an example renders none
+RENDERED = [(s, e, t.name) for s in STACKS for e in jobs.examples_for(config_of(s)) for t in config_of(s).scheduler.teams
+            if jobs.fits(e, config_of(s), team=t.name)]  # a team whose quota holds no job of an example renders none
 
 
 @pytest.mark.parametrize(("stack", "example", "team"), RENDERED, ids=["-".join(r) for r in RENDERED])
@@ -234,7 +234,7 @@ def test_every_team_has_its_own_admission_policy_bound_to_its_namespace_only(pla
 
 def test_admission_objects_validate_against_the_kubernetes_schema(plan):
     for r in [*plan.of_type(VAP), *plan.of_type(BINDING)]:
-        kubernetes_validate.validate(r.inputs, plan.config.kubernetes_version, strict=True)
+        kubernetes_schema.validate(r.inputs, plan.config.kubernetes_version)
 
 
 def test_admission_policy_matches_the_kinds_it_checks():
@@ -284,7 +284,7 @@ def test_prod_team_namespaces_deny_all_traffic_but_what_jobs_need():
 
 def test_network_policies_validate_against_the_kubernetes_schema(plan):
     for r in plan.of_type(NETPOL):
-        kubernetes_validate.validate(r.inputs, plan.config.kubernetes_version, strict=True)
+        kubernetes_schema.validate(r.inputs, plan.config.kubernetes_version)
 
 
 def test_every_team_default_service_account_mounts_no_token(plan):

@@ -8,7 +8,7 @@ import py_compile
 import re
 from pathlib import Path
 
-import kubernetes_validate
+from infra.cli import kubernetes_schema
 import pytest
 import yaml
 
@@ -16,7 +16,7 @@ from components.training import KUSTOMIZATION
 from infra import versions
 from infra.cli import jobs
 from infra.cli.offline import Plan
-from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_field
+from tests.conftest import ROOT, STACKS, assert_plan_rejects, config_of, plan_of, set_field
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SYSTEM = {"higgsfield.io/role": "system"}
@@ -167,7 +167,7 @@ def test_metrics_server_is_pinned_for_elastic_job_autoscaling(plan):
 
 # --- example jobs --------------------------------------------------------------------------
 
-RENDERED = [(s, e) for s in STACKS for e in jobs.examples_for(plan_of(s).config)]
+RENDERED = [(s, e) for s in STACKS for e in jobs.examples_for(config_of(s))]
 
 
 @pytest.fixture(params=RENDERED, ids=lambda p: f"{p[0]}-{p[1]}")
@@ -194,10 +194,10 @@ def test_example_pod_templates_validate_against_the_kubernetes_schema(rendered):
     cfg, _, objects = rendered
     for template in jobs.pod_templates(_job(objects)):
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": template["spec"]}
-        kubernetes_validate.validate(pod, cfg.kubernetes_version, strict=True)
+        kubernetes_schema.validate(pod, cfg.kubernetes_version)
     for obj in objects:
         if obj["kind"] == "ConfigMap":
-            kubernetes_validate.validate(obj, cfg.kubernetes_version, strict=True)
+            kubernetes_schema.validate(obj, cfg.kubernetes_version)
 
 
 def test_example_names_a_queue_and_priority_class_of_its_class_of_work_its_team_may_use(rendered):
