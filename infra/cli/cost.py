@@ -17,6 +17,7 @@ The text report is `infra/cli/views/cost.py`; this module computes.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -267,16 +268,22 @@ def as_json(est: Estimate) -> dict:
 # --- refreshing prices through the AWS Pricing API ----------------------------------------------------
 
 
-def location_of(region: str) -> str:
-    """The Pricing API's `location` for a region code: the region's description in botocore's
-    endpoint data (e.g. us-east-2 -> "US East (Ohio)", eu-north-1 -> "Europe (Stockholm)")."""
+@functools.cache
+def _region_descriptions() -> dict[str, str]:
+    """Every region botocore's endpoint data knows, with its description (read once: the file is
+    a megabyte, and a refresh asks for a location per price)."""
     import botocore
 
     endpoints = json.loads((Path(botocore.__file__).parent / "data" / "endpoints.json").read_text())
-    for partition in endpoints["partitions"]:
-        if region in partition["regions"]:
-            return partition["regions"][region]["description"]
-    raise PriceError(f"{region} is not a region botocore knows; the Pricing API cannot be asked for it")
+    return {code: region["description"] for partition in endpoints["partitions"] for code, region in partition["regions"].items()}
+
+
+def location_of(region: str) -> str:
+    """The Pricing API's `location` for a region code: the region's description in botocore's
+    endpoint data (e.g. us-east-2 -> "US East (Ohio)", eu-north-1 -> "Europe (Stockholm)")."""
+    if region not in _region_descriptions():
+        raise PriceError(f"{region} is not a region botocore knows; the Pricing API cannot be asked for it")
+    return _region_descriptions()[region]
 
 
 def on_demand_price(client: Any, instance_type: str, region: str) -> float:
