@@ -106,7 +106,7 @@ def test_check_reports_freezing_limits_as_a_mandatory_finding(monkeypatch):
     frozen = dataclasses.replace(plan, config=_with(plan.config, ok_total_unready_count=3))
     monkeypatch.setattr(check, "record", lambda stack, root: frozen)
     monkeypatch.setattr(check, "run_policies", lambda plan, config: ([], []))
-    monkeypatch.setattr(check, "validate_manifests", lambda plan: [])
+    monkeypatch.setattr(check, "validate_manifests", lambda plan, examples=None: [])
     monkeypatch.setattr(check, "ci_delivery", lambda plan, root: [])
     result = check.check_stack("prod")
     assert [f.message.split(":")[1] for f in result.mandatory] == ["autoscaler.okTotalUnreadyCount"]

@@ -115,24 +115,22 @@ def _retained_in_prod(plan: Plan) -> list[Finding]:
     ]
 
 
-def validate_manifests(plan: Plan) -> list[Finding]:
+def validate_manifests(plan: Plan, examples: dict | None = None) -> list[Finding]:
     """Every Kubernetes object the program builds, and the example jobs' pod templates and
     ConfigMaps, against the schema of the stack's Kubernetes version; an example job that does
-    not fit the stack (pool, team quota, queue capability) at its default size is a finding too."""
+    not fit the stack (pool, team quota, queue capability) at its default size is a finding too.
+    `examples`: jobs.render_examples(plan.config), when the caller has it already."""
     import kubernetes_validate
 
     from infra.cli import jobs, kubernetes_schema
     from infra.cli.manifests import manifests
-    from infra.config import ConfigError
 
     version = plan.config.kubernetes_version
     objects = [o for o in manifests(plan) if o["kind"] not in CRD_KINDS]
     findings = []
-    for example in jobs.examples_for(plan.config):
-        try:
-            rendered = jobs.render(example, plan.config)
-        except ConfigError as exc:  # the shipped example cannot run on this stack as configured
-            findings.append(Finding("example-jobs-fit", "mandatory", None, f"examples/{example}.yaml: {exc}"))
+    for example, rendered in (jobs.render_examples(plan.config) if examples is None else examples).items():
+        if isinstance(rendered, Exception):  # the shipped example cannot run on this stack as configured
+            findings.append(Finding("example-jobs-fit", "mandatory", None, f"examples/{example}.yaml: {rendered}"))
             continue
         for obj in rendered:
             if obj["kind"] not in CRD_KINDS:  # ConfigMaps, and the serving and evaluation examples' built-in kinds
@@ -205,10 +203,11 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     pack_config = load_pack_config(path, "--policy-config" if policy_config is not None else f"the policy config of {stack}")
     plan = record(stack, root)
     violations, skipped = run_policies(plan, pack_config)
-    violations += validate_manifests(plan) + ci_delivery(plan, root) + training_minimum_preemptable(plan)
-    from infra.cli import day_one  # the first real day: gate image, autoscaler limits, resume promises
+    from infra.cli import day_one, jobs  # day_one: the first real day (gate image, autoscaler limits, resume promises)
 
-    violations += [Finding(policy, "mandatory", None, message) for policy, message in day_one.findings(plan.config)]
+    examples = jobs.render_examples(plan.config)  # once, for the schemas and the resume promises
+    violations += validate_manifests(plan, examples) + ci_delivery(plan, root) + training_minimum_preemptable(plan)
+    violations += [Finding(policy, "mandatory", None, message) for policy, message in day_one.findings(plan.config, examples)]
     return CheckResult(plan, path, violations, skipped)
 
 

@@ -53,19 +53,15 @@ def autoscaler_findings(cfg: StackConfig) -> list[tuple[str, str]]:
     return found
 
 
-def resume_findings(cfg: StackConfig) -> list[tuple[str, str]]:
+def resume_findings(cfg: StackConfig, examples: dict | None = None) -> list[tuple[str, str]]:
     """No shipped example, rendered as `jobs render` renders it by default, promises a resume the
-    stack cannot give; one the renderer refuses is reported as its refusal."""
+    stack cannot give; one the renderer refuses is reported by validate_manifests (example-jobs-fit).
+    `examples`: jobs.render_examples(cfg), when the caller has it already."""
     from infra.cli import jobs
-    from infra.config import ConfigError
 
     found = []
-    for example in jobs.examples_for(cfg):
-        try:
-            rendered = jobs.render(example, cfg)
-        except ConfigError:  # reported by validate_manifests (example-jobs-fit)
-            continue
-        for obj in rendered:
+    for example, rendered in (jobs.render_examples(cfg) if examples is None else examples).items():
+        for obj in [] if isinstance(rendered, Exception) else rendered:
             promise = jobs.resume_promise(obj, cfg) if obj.get("kind") != "ConfigMap" else None
             if promise:
                 found.append(("jobs-resume-real", f"higgsfield:fsx.enabled: examples/{example}.yaml: {promise}"))
@@ -86,6 +82,7 @@ def driver_findings(cfg: StackConfig) -> list[tuple[str, str]]:
     return []
 
 
-def findings(cfg: StackConfig) -> list[tuple[str, str]]:
-    return gate_image_findings(cfg) + autoscaler_findings(cfg) + resume_findings(cfg) + driver_findings(cfg)
+def findings(cfg: StackConfig, examples: dict | None = None) -> list[tuple[str, str]]:
+    """`examples`: jobs.render_examples(cfg), when the caller has it already."""
+    return gate_image_findings(cfg) + autoscaler_findings(cfg) + resume_findings(cfg, examples) + driver_findings(cfg)
 

@@ -97,6 +97,18 @@ def examples_for(cfg: StackConfig) -> list[str]:
     return [e for e in EXAMPLES if (e != "mpi-nccl-tests" or any(p.efa for p in cfg.gpu_pools)) and WORKLOAD[e] in given]
 
 
+def render_examples(cfg: StackConfig) -> dict[str, list | ConfigError]:
+    """Each example the stack can run, rendered as `jobs render STACK EXAMPLE` renders it by
+    default, or the refusal that rendering gives (the example does not fit the stack)."""
+    rendered: dict[str, list | ConfigError] = {}
+    for example in examples_for(cfg):
+        try:
+            rendered[example] = render(example, cfg)
+        except ConfigError as exc:
+            rendered[example] = exc
+    return rendered
+
+
 def pod_templates(job: dict, named: bool = False) -> Iterator:
     """Every pod template of a Kubeflow job's replicas, or of a Deployment or Job (with `named`:
     (where, template))."""
