@@ -30,6 +30,7 @@ from components.registry import image_tag
 from infra.cli import jobs, offline
 from infra.cli.offline import Plan, load_stack, record, stack_names
 from infra.config import StackConfig
+from infra.project import project_root
 from infra.config import gpu_pools as pool_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +64,7 @@ class Memo:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if Memo.patched:
             return self.function(*args, **kwargs)
-        key = hashlib.sha256(json.dumps([self.name, self.key(*args, **kwargs), image_tag()], sort_keys=True).encode()).hexdigest()
+        key = hashlib.sha256(json.dumps([self.name, self.key(*args, **kwargs), _image_tag()], sort_keys=True).encode()).hexdigest()
         shared = Memo.folder / key if Memo.folder else None
         blob = self.memory.get(key) or (shared.read_bytes() if shared and shared.is_file() else None)
         if blob is None:
@@ -74,6 +75,23 @@ class Memo:
                 partial.replace(shared)  # whole or absent, for a worker reading it now
         self.memory[key] = blob
         return pickle.loads(blob)
+
+
+def _git_stamp(root: Path) -> list:
+    """What moves when a repository's HEAD or index does (a commit, a checkout, an add)."""
+    return [root, *((p.stat().st_mtime_ns if p.exists() else None) for p in (root / ".git" / "HEAD", root / ".git" / "logs" / "HEAD", root / ".git" / "index"))]
+
+
+_tags: dict[str, str] = {}
+
+
+def _image_tag() -> str:
+    """image_tag() (a git process), asked again only when the project's or this checkout's git
+    HEAD or index has moved since."""
+    stamp = repr([_git_stamp(project_root()), _git_stamp(ROOT)])
+    if stamp not in _tags:
+        _tags[stamp] = image_tag()
+    return _tags[stamp]
 
 
 offline._record_in_fresh_context = Memo("plan", offline._record_in_fresh_context,

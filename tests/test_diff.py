@@ -19,19 +19,46 @@ def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True, capture_output=True)
 
 
+# What a project of one's own holds (the program comes from the installed package): enough for
+# every diff whose two commits differ only in stack files.
+PROJECT_FILES = ("Pulumi.yaml", "stacks", "policies/config", "images/training")
+
+
+def _committed_copy(into: Path, names: list[str]) -> Path:
+    for name in names:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, into / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif source.is_file():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, into / name)
+    _git(into, "init", "-q")
+    _git(into, "add", "-A")
+    _git(into, "commit", "-qm", "base")
+    return into
+
+
+@pytest.fixture(scope="module")
+def _project_template(tmp_path_factory) -> Path:
+    return _committed_copy(tmp_path_factory.mktemp("project"), list(PROJECT_FILES))
+
+
 @pytest.fixture
-def repo(tmp_path: Path, monkeypatch) -> Path:
-    """A copy of this project's tracked files as a fresh git repository with one commit."""
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    files += [p for p in subprocess.run(["git", "ls-files", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True).stdout.split()]
-    for name in files:
-        if (ROOT / name).is_file():
-            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(ROOT / name, tmp_path / name)
-    _git(tmp_path, "init", "-q")
-    _git(tmp_path, "add", "-A")
-    _git(tmp_path, "commit", "-qm", "base")
-    monkeypatch.chdir(tmp_path)
+def repo(_project_template: Path, tmp_path: Path, monkeypatch) -> Path:
+    """A project (Pulumi.yaml, stack files, policy config, image sources) as a fresh git
+    repository with one commit, the working directory."""
+    shutil.copytree(_project_template, tmp_path / "repo")
+    monkeypatch.chdir(tmp_path / "repo")
+    return tmp_path / "repo"
+
+
+@pytest.fixture
+def checkout(tmp_path: Path, monkeypatch) -> Path:
+    """A copy of this checkout's files (tracked and not ignored), program included, as a fresh git
+    repository with one commit, the working directory."""
+    listed = [["ls-files"], ["ls-files", "--others", "--exclude-standard"]]
+    files = [name for args in listed for name in subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.split()]
+    monkeypatch.chdir(_committed_copy(tmp_path, [name for name in files if (ROOT / name).is_file()]))
     return tmp_path
 
 
@@ -87,11 +114,11 @@ def test_adding_a_pool_is_an_addition_only(repo, capsys):
     assert "+ aws:eks/nodeGroup:NodeGroup gpu-l40s-big" in out
 
 
-def test_base_with_other_code_is_evaluated_with_its_own_code(repo, capsys):
+def test_base_with_other_code_is_evaluated_with_its_own_code(checkout, capsys):
     """A change to the program between the commits: the base side runs the base's code."""
-    main_py = repo / "infra" / "__main__.py"
+    main_py = checkout / "infra" / "__main__.py"
     main_py.write_text(main_py.read_text().replace('pulumi.export("region", cfg.region)', 'pulumi.export("region", cfg.region)  # touched'))
-    _git(repo, "commit", "-qam", "touch the program")
+    _git(checkout, "commit", "-qam", "touch the program")
     assert main(["diff", "dev", "--base", "HEAD~1"]) == 0
     assert "0 to add, 0 to change (0 replaced), 0 to delete" in capsys.readouterr().out
 
