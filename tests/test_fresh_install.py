@@ -98,7 +98,8 @@ def test_a_wheel_outside_any_checkout_and_an_editable_install_run_every_command(
         "check": ("check", "dev"), "cost": ("cost", "dev"), "timeline": ("timeline", "dev"),
         "jobs": ("jobs", "render", "dev", "pytorch-ddp"), "healthcheck": ("healthcheck", "render", "dev", "l40s"),
         "bootstrap": ("bootstrap", "staging"), "stacks": ("stacks",), "schema": ("schema",),
-        "init": ("init", "eu", "--region", "eu-north-1", "--from", "dev"), "preflight": ("preflight", "dev"),
+        "init": ("init", "eu", "--region", "eu-north-1", "--from", "dev", "--admin", "arn:aws:iam::123456789012:role/PlatformAdmin"),
+        "preflight": ("preflight", "dev"),
     }
     plan = higgsfield(project, "plan", "dev")  # the console script itself (and the first run compiles the venv's modules)
     assert plan.returncode == 0, plan.stderr

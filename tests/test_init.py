@@ -23,12 +23,15 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
+ADMIN = ["--admin", "arn:aws:iam::123456789012:role/PlatformAdmin"]  # asked for, never copied
+
+
 def _config(project, name):
     return yaml.safe_load((project / "stacks" / f"Pulumi.{name}.yaml").read_text())["config"]
 
 
 def test_init_writes_the_region_and_azs_that_offer_the_pools_types(project, capsys):
-    assert main(["init", "mine", "--region", "eu-north-1"]) == 0
+    assert main(["init", *ADMIN, "mine", "--region", "eu-north-1"]) == 0
     config = _config(project, "mine")
     offered = zone_offerings("eu-north-1")
     assert config["aws:region"] == "eu-north-1"
@@ -40,7 +43,7 @@ def test_init_writes_the_region_and_azs_that_offer_the_pools_types(project, caps
 
 
 def test_init_keeps_the_comments_of_the_stack_it_starts_from(project):
-    main(["init", "mine", "--region", "eu-north-1"])
+    main(["init", *ADMIN, "mine", "--region", "eu-north-1"])
     text = (project / "stacks" / "Pulumi.mine.yaml").read_text()
     assert text.startswith("# yaml-language-server: $schema=../schemas/stack.schema.json\n")
     assert "publicAccessCidrs: [203.0.113.0/24]   # replace with your office / VPN egress range" in text
@@ -48,7 +51,7 @@ def test_init_keeps_the_comments_of_the_stack_it_starts_from(project):
 
 def test_a_stack_from_init_plans_checks_and_costs_without_edits(project, capsys):
     """eu-north-1: a region the bundled price file has no prices for, so `cost` marks, not fails."""
-    assert main(["init", "mine", "--region", "eu-north-1"]) == 0
+    assert main(["init", *ADMIN, "mine", "--region", "eu-north-1"]) == 0
     assert main(["plan", "mine"]) == 0
     assert main(["check", "mine"]) == 0
     assert main(["cost", "mine"]) == 0
@@ -56,7 +59,7 @@ def test_a_stack_from_init_plans_checks_and_costs_without_edits(project, capsys)
 
 
 def test_init_from_prod_buys_on_demand_where_prod_had_reservations_and_checks_clean(project, capsys):
-    assert main(["init", "big", "--region", "eu-north-1", "--from", "prod"]) == 0
+    assert main(["init", *ADMIN, "big", "--region", "eu-north-1", "--from", "prod"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # notes wrap within 120 columns
     pools = _config(project, "big")["higgsfield:gpuPools"]
     assert {p.get("capacity", {}).get("type", "on-demand") for p in pools} <= {"on-demand", "spot"}
@@ -65,7 +68,7 @@ def test_init_from_prod_buys_on_demand_where_prod_had_reservations_and_checks_cl
 
 
 def test_init_refuses_a_region_without_the_pools_type_and_says_where_it_is_offered(project, capsys):
-    assert main(["init", "far", "--region", "af-south-1", "--from", "prod"]) == 2
+    assert main(["init", *ADMIN, "far", "--region", "af-south-1", "--from", "prod"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: higgsfield:gpuPools[0].instanceTypes: instance type 'p5.48xlarge' is not offered anywhere in af-south-1; offered in ")
     assert "us-east-1 (a b c d e f)" in err and "AWS's catalog as bundled with moto" in err and "higgsfield preflight" in err
@@ -74,7 +77,7 @@ def test_init_refuses_a_region_without_the_pools_type_and_says_where_it_is_offer
 
 def test_init_never_overwrites_a_stack(project, capsys):
     before = (project / "stacks" / "Pulumi.dev.yaml").read_text()
-    assert main(["init", "dev", "--region", "eu-north-1"]) == 2
+    assert main(["init", *ADMIN, "dev", "--region", "eu-north-1"]) == 2
     assert "stacks/Pulumi.dev.yaml exists already" in capsys.readouterr().err
     assert (project / "stacks" / "Pulumi.dev.yaml").read_text() == before
 
@@ -112,7 +115,7 @@ def test_preflight_says_which_azs_the_account_is_offered_a_missing_type_in():
 
 
 def test_init_flags_set_the_pools_system_types_and_teams_of_the_new_stack(project, capsys):
-    argv = ["init", "eu", "--region", "eu-north-1", "--from", "staging", "--gpu-pool", "h100:p5.48xlarge:0-4",
+    argv = ["init", *ADMIN, "eu", "--region", "eu-north-1", "--from", "staging", "--gpu-pool", "h100:p5.48xlarge:0-4",
             "--gpu-pool", "l4:g6.xlarge:1-3", "--cpu-type", "m7i.xlarge", "--team", "vision:16", "--team", "nlp"]
     assert main(argv) == 0, capsys.readouterr().err
     config = _config(project, "eu")
@@ -125,16 +128,35 @@ def test_init_flags_set_the_pools_system_types_and_teams_of_the_new_stack(projec
 
 
 def test_init_never_copies_the_ci_connection_state_bucket_admins_image_or_s3_link(project, capsys):
-    assert main(["init", "eu", "--region", "eu-north-1", "--from", "prod"]) == 0, capsys.readouterr().err
+    assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", "--from", "prod"]) == 0, capsys.readouterr().err
     config = _config(project, "eu")
     out = " ".join(capsys.readouterr().out.split())  # notes wrap within 120 columns
-    assert "higgsfield:delivery" not in config and "higgsfield:admins" not in config and "s3" not in config["higgsfield:fsx"]
-    for said in ("higgsfield:delivery (CI: account", "higgsfield:admins were prod's", "fsx.s3 linked prod's bucket"):
+    assert "higgsfield:delivery" not in config and "s3" not in config["higgsfield:fsx"]
+    assert config["higgsfield:admins"] == [ADMIN[1]]  # the flag's, none of prod's
+    for said in ("higgsfield:delivery (CI: account", "fsx.s3 linked prod's bucket"):
         assert said in out
 
 
+def test_init_without_an_admin_is_refused_naming_the_flag_and_writes_nothing(project, capsys):
+    assert main(["init", "eu", "--region", "eu-north-1", "--from", "prod"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --admin: the new stack needs the IAM role or user ARN") and "prod's admins are not copied" in err
+    assert not (project / "stacks" / "Pulumi.eu.yaml").exists() and not (project / "policies" / "config" / "eu.json").exists()
+
+
+def test_jobs_for_a_stack_that_names_no_account_are_refused_not_rendered_with_a_placeholder(project_copy, capsys):
+    """No admins and no delivery: `<account>.dkr.ecr...` is no registry a node can pull from."""
+    from tests.conftest import delete_key
+
+    project_copy("dev", lambda config: (delete_key("higgsfield:admins")(config), delete_key("higgsfield:delivery")(config)))
+    assert main(["jobs", "render", "bad", "pytorch-ddp"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: higgsfield:admins: names no AWS account") and "--image" in err
+    assert main(["jobs", "render", "bad", "pytorch-ddp", "--image", "123456789012.dkr.ecr.us-west-2.amazonaws.com/x/training:1"]) == 0
+
+
 def test_init_puts_every_efa_pool_in_one_zone_with_the_file_system(project, capsys):
-    argv = ["init", "eu", "--region", "eu-north-1", "--from", "prod", "--gpu-pool", "a:p5.48xlarge:0-2", "--gpu-pool", "b:p5en.48xlarge:0-2"]
+    argv = ["init", *ADMIN, "eu", "--region", "eu-north-1", "--from", "prod", "--gpu-pool", "a:p5.48xlarge:0-2", "--gpu-pool", "b:p5en.48xlarge:0-2"]
     assert main(argv) == 0, capsys.readouterr().err
     zones = {p["availabilityZone"] for p in _config(project, "eu")["higgsfield:gpuPools"]}
     assert len(zones) == 1 and "availabilityZone" not in _config(project, "eu")["higgsfield:fsx"]  # FSx defaults to the EFA zone
@@ -142,11 +164,11 @@ def test_init_puts_every_efa_pool_in_one_zone_with_the_file_system(project, caps
 
 @pytest.mark.parametrize("flag, value", [("--gpu-pool", "h100"), ("--gpu-pool", "h100:p5.48xlarge:four"), ("--team", "a:b:c")])
 def test_a_malformed_init_flag_is_refused_naming_the_flag(project, capsys, flag, value):
-    assert main(["init", "eu", "--region", "eu-north-1", flag, value]) == 2
+    assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", flag, value]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {flag}: ") and err.count("\n") == 1 and not (project / "stacks" / "Pulumi.eu.yaml").exists()
 
 
 def test_init_output_fits_120_columns(project, capsys):
-    assert main(["init", "eu", "--region", "eu-north-1", "--from", "prod"]) == 0
+    assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", "--from", "prod"]) == 0
     assert max(map(len, capsys.readouterr().out.splitlines())) <= 120

@@ -16,7 +16,7 @@ from components.efa import efa_count, efa_interfaces_for, expected_bus_bandwidth
 from components.storage import MOUNT_PATH, PVC_NAME
 from infra import versions
 from infra.assets import shipped
-from infra.cli.pods import check_image, prepare_gpu_pod, stack_image, stack_repository
+from infra.cli.pods import check_image, default_image, prepare_gpu_pod, stack_repository
 from infra.config import ConfigError, GpuPool, StackConfig
 
 PROGRAM = shipped("images/training/node_check.py")
@@ -101,7 +101,7 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
     pool = pools[pool_name]
     if image is not None:
         check_image(cfg, pool, image)
-    image = image or stack_image(cfg)
+    image = image or default_image(cfg)
     teams = {t.name: t for t in cfg.scheduler.teams}
     namespace = team if team is not None else next(iter(teams), None)  # --team '' is a (wrong) value, not "unset"
     if namespace not in teams:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from components.registry import IMAGE_SOURCES, image_tag, repository_name
 from infra.project import project_root
-from infra.cli.pods import _account
+from infra.cli.pods import stack_account
 from infra.config import ConfigError, StackConfig
 
 DOCS = "docs/training-image.md"
@@ -30,10 +30,7 @@ UNKNOWN_TAG = "<tag>"  # components/registry.py image_tag() outside a git checko
 def account_of(cfg: StackConfig) -> str:
     """The stack's account: higgsfield:delivery.accountId, else its admins' ARNs; `$ACCOUNT` (the
     caller's, asked of STS when the commands run) when neither says."""
-    if cfg.delivery is not None:
-        return cfg.delivery.account_id
-    account = _account(cfg)
-    return account if account != "<account>" else "${ACCOUNT}"
+    return stack_account(cfg) or "${ACCOUNT}"
 
 
 def registry_of(cfg: StackConfig) -> str:

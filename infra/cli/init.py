@@ -10,8 +10,9 @@ teams (`--team NAME[:GPUS]`), the environment and the cluster admins (`--admin A
 
 What belongs to another account, region or CI is never carried over silently: a capacity
 reservation or Capacity Block (one AZ of one account) becomes on-demand; the CI connection, state
-bucket and key (`higgsfield:delivery`), the admins' ARNs, a training image in another region's
-registry and the S3 link are cleared, each with a note saying how to set the new stack's own.
+bucket and key (`higgsfield:delivery`), a training image in another region's registry and the S3
+link are cleared, each with a note saying how to set the new stack's own; the admins are asked for
+(`--admin`, required), never copied.
 The new stack is validated like any other before anything is written.
 """
 
@@ -162,9 +163,9 @@ def _clear_what_is_not_ours(config: dict, result: NewStack, base: str, old_regio
     if delivery is not None:
         result.notes.append(f"higgsfield:delivery (CI: account {delivery.get('accountId')}, state bucket, state key, GitHub connection) is {base}'s: "
                             f"not copied; add the new stack's own, then `higgsfield bootstrap {result.name}` prints the first deploy")
-    if config.get(f"{G}:admins") and not admins_given:
-        del config[f"{G}:admins"]
-        result.notes.append(f"higgsfield:admins were {base}'s IAM principals: not copied; pass --admin ARN (repeatable) or add them")
+    if not admins_given:  # asked for, never copied: they are another account's principals
+        raise ConfigError("--admin", f"the new stack needs the IAM role or user ARN (repeatable) of who administers its cluster; "
+                                     f"{base}'s admins are not copied. Their account also names the registry of the training image")
     image = config.get(f"{G}:trainingImage")
     if image and (f".{old_region}." in str(image) or ".ecr." in str(image)):
         del config[f"{G}:trainingImage"]

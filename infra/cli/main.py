@@ -341,7 +341,7 @@ def parser() -> argparse.ArgumentParser:
     init.add_argument("--cpu-type", action="append", metavar="TYPE", help="instance type of the system nodes (repeatable)")
     init.add_argument("--team", action="append", metavar="NAME[:GPUS]", help="a team on the first queue (repeatable; replaces the teams)")
     init.add_argument("--environment", choices=["dev", "staging", "prod"], help="default: the existing stack's")
-    init.add_argument("--admin", action="append", metavar="ARN", help="IAM role/user ARN with cluster-admin (repeatable; the existing stack's are not copied)")
+    init.add_argument("--admin", action="append", metavar="ARN", help="IAM role/user ARN with cluster-admin (required, repeatable; the existing stack's are not copied: their account names the image registry)")
     init.set_defaults(func=_init)
 
     health = sub.add_parser("healthcheck", help="post-deploy GPU node health check").add_subparsers(dest="health_command", required=True, metavar="ACTION")

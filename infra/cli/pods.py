@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from components.efa import efa_environment, efa_pod_resources, efa_resources
 from components.registry import image_tag, repository_name
-from infra.config import IMAGE_REFERENCE, ConfigError, GpuPool, StackConfig
+from infra.config import IMAGE_REFERENCE, NAMESPACE, ConfigError, GpuPool, StackConfig
 
 EFA = "vpc.amazonaws.com/efa"
 HUGEPAGES = "hugepages-2Mi"
@@ -33,22 +33,38 @@ def mebibytes(quantity: str | int) -> float:
     return float(text) / 2**20
 
 
-def _account(cfg: StackConfig) -> str:
-    """The stack's AWS account as its admins' ARNs name it (`<account>` if they disagree)."""
+UNKNOWN_ACCOUNT = "<account>"
+
+
+def stack_account(cfg: StackConfig) -> str | None:
+    """The stack's AWS account, offline: higgsfield:delivery.accountId, else the one account its
+    admins' ARNs name; None when neither says (no delivery, no admins, or admins of several accounts)."""
+    if cfg.delivery is not None:
+        return cfg.delivery.account_id
     accounts = {arn.split(":")[4] for arn in cfg.admins if arn.count(":") >= 5}
-    return accounts.pop() if len(accounts) == 1 else "<account>"
+    return accounts.pop() if len(accounts) == 1 else None
 
 
 def stack_repository(cfg: StackConfig) -> str:
     """The stack's ECR repository (`pulumi stack output trainingImage` after deploy), offline:
-    account from the stack's admins, region from the stack file."""
-    return f"{_account(cfg)}.dkr.ecr.{cfg.region}.amazonaws.com/{repository_name(cfg.name)}"
+    account from stack_account (`<account>` when unknown), region from the stack file."""
+    return f"{stack_account(cfg) or UNKNOWN_ACCOUNT}.dkr.ecr.{cfg.region}.amazonaws.com/{repository_name(cfg.name)}"
 
 
 def stack_image(cfg: StackConfig, tag: str | None = None) -> str:
     """The image jobs of the stack run: the stack's `trainingImage` setting (a team's own
     EFA-ready image), else the image the workflow built from this checkout's image sources."""
     return cfg.training_image or f"{stack_repository(cfg)}:{tag or image_tag()}"
+
+
+def default_image(cfg: StackConfig) -> str:
+    """stack_image for a pod a user applies: refused when the stack names no account, since
+    `<account>.dkr.ecr...` is no registry a node can pull from."""
+    if not cfg.training_image and stack_account(cfg) is None:
+        raise ConfigError(f"{NAMESPACE}:admins", "names no AWS account (none set, or ARNs of several accounts), so the training image's "
+                          f"registry ({UNKNOWN_ACCOUNT}.dkr.ecr.{cfg.region}.amazonaws.com) is unknown: add the cluster admins' ARNs "
+                          "(higgsfield init --admin ARN), or set higgsfield:trainingImage, or pass --image")
+    return stack_image(cfg)
 
 
 def _repository_of(image: str) -> str:
