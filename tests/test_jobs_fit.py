@@ -87,3 +87,18 @@ def test_rendered_yaml_reads_back_as_the_rendered_objects_in_a_yaml_1_1_reader(s
     """kubectl reads YAML 1.1 (`on`, `yes` are booleans there): what we print means what we built."""
     objects = jobs.render(example, plan_of(stack).config)
     assert list(yaml.safe_load_all(jobs.to_yaml(objects))) == json.loads(json.dumps(objects))
+
+
+def test_check_names_each_other_team_an_example_fits_at_no_size_as_advisory():
+    """staging's vision team (8 GPUs) is given training, but DDP's smallest gang on the H100 pool is
+    16 GPUs: `jobs render staging pytorch-ddp --team vision` refuses, and check says so up front."""
+    from infra.cli import check
+
+    (finding,) = [f for f in check.examples_teams_cannot_run(plan_of("staging")) if "pytorch-ddp" in f.message]
+    assert finding.level == "advisory" and finding.message.startswith("examples/pytorch-ddp.yaml for team vision: pytorch-ddp needs at least 16 GPUs")
+
+
+def test_the_default_team_is_not_named_again_among_the_teams_an_example_does_not_fit():
+    cfg = config_of("staging")
+    default = next(t for t in cfg.scheduler.teams if cfg.scheduler.classes_of(t, "training"))
+    assert all(team != default for example in jobs.examples_for(cfg) for team, _ in jobs.teams_it_does_not_fit(example, cfg))

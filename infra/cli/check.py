@@ -147,6 +147,15 @@ def validate_manifests(plan: Plan, examples: dict | None = None) -> list[Finding
     return findings
 
 
+def examples_teams_cannot_run(plan: Plan) -> list[Finding]:
+    """Advisory: an example a team is given the class of work for, that no size fits in the team's
+    quota or queue (the default team's misfit is mandatory, in validate_manifests)."""
+    from infra.cli import jobs
+
+    return [Finding("example-jobs-fit", "advisory", None, f"examples/{example}.yaml for team {team.name}: {exc.problems[0].message}")
+            for example in jobs.examples_for(plan.config) for team, exc in jobs.teams_it_does_not_fit(example, plan.config)]
+
+
 def load_pack_config(path: Path | None, option: str = "--policy-config") -> dict:
     """The policy pack config at `path` (a JSON object of policy name -> level or settings); its
     problems name the option and the file, in one line."""
@@ -206,7 +215,7 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     from infra.cli import day_one, jobs  # day_one: the first real day (gate image, autoscaler limits, resume promises)
 
     examples = jobs.render_examples(plan.config)  # once, for the schemas and the resume promises
-    violations += validate_manifests(plan, examples) + ci_delivery(plan, root) + training_minimum_preemptable(plan)
+    violations += validate_manifests(plan, examples) + examples_teams_cannot_run(plan) + ci_delivery(plan, root) + training_minimum_preemptable(plan)
     violations += [Finding(policy, "mandatory", None, message) for policy, message in day_one.findings(plan.config, examples)]
     return CheckResult(plan, path, violations, skipped)
 

@@ -25,7 +25,7 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarStri
 
 from components.karpenter import DO_NOT_DISRUPT
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
-from infra.cli.pods import check_image, prepare_gpu_pod, stack_image, tolerate_pool
+from infra.cli.pods import check_image, default_image, prepare_gpu_pod, stack_image, tolerate_pool
 from infra import versions
 from infra.assets import shipped
 from infra.config import ConfigError, GpuPool, StackConfig, Team
@@ -107,6 +107,21 @@ def render_examples(cfg: StackConfig) -> dict[str, list | ConfigError]:
         except ConfigError as exc:
             rendered[example] = exc
     return rendered
+
+
+def teams_it_does_not_fit(example: str, cfg: StackConfig) -> list[tuple[Team, ConfigError]]:
+    """The teams besides the default one (the first given a class of the example's work, which
+    `render` without --team takes) that are given such a class but no size of the example fits
+    on the pool it renders for by default, each with the refusal `jobs render --team` gives."""
+    chosen = _pick_pool(cfg, None, efa_first=example == "mpi-nccl-tests")
+    given = [t for t in cfg.scheduler.teams if cfg.scheduler.classes_of(t, WORKLOAD[example])]
+    misfits = []
+    for team in given[1:]:
+        try:
+            fit(example, cfg, chosen, team).check(None)
+        except ConfigError as exc:
+            misfits.append((team, exc))
+    return misfits
 
 
 def pod_templates(job: dict, named: bool = False) -> Iterator:
@@ -519,7 +534,7 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
     checkpoints = checkpoints_for(example, cfg, sizes.pods(workers), checkpoints)
     if image is not None:
         check_image(cfg, chosen, image)
-    image = image or (OWN_IMAGE[example]() if example in OWN_IMAGE else stack_image(cfg))
+    image = image or (OWN_IMAGE[example]() if example in OWN_IMAGE else default_image(cfg))
     name = f"{example}-{chosen.name}"
     shared = MOUNT_PATH if cfg.fsx.enabled else LOCAL_CHECKPOINTS.rsplit("/", 1)[0]
     values = {
