@@ -108,8 +108,24 @@ def test_a_stack_without_a_known_account_asks_sts_for_it():
     cfg = _cfg("dev", delivery=None, admins=())
     assert image.script(cfg, "build").splitlines() == [
         'ACCOUNT="$(aws sts get-caller-identity --query Account --output text)"',
-        f"docker build --pull --tag '${{ACCOUNT}}.dkr.ecr.us-west-2.amazonaws.com/higgsfield-dev/training:{TAG}' images/training",
+        f'docker build --pull --tag "${{ACCOUNT}}.dkr.ecr.us-west-2.amazonaws.com/higgsfield-dev/training:{TAG}" images/training',
     ]
+
+
+def test_the_printed_push_commands_expand_the_account_when_a_shell_runs_them():
+    """`higgsfield image push dev --print | sh`, with docker and aws as shell functions that echo
+    what they were given (STS answers an account; the tag is not in the repository yet)."""
+    fakes = ('aws() { case "$1 $2" in "sts get-caller-identity") echo 123456789012;;\n'
+             '  "ecr describe-images") case "$*" in *--query*) echo sha256:0;; *) return 1;; esac;; *) echo "aws $*";; esac; }\n'
+             'docker() { echo "docker $*"; }\n')
+    script = image.script(_cfg("dev", delivery=None, admins=()), "push")
+    done = subprocess.run(["bash", "-euc", fakes + script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    registry = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+    assert f"docker build --pull --tag {registry}/higgsfield-dev/training:{TAG} images/training" in done.stdout
+    assert f"docker login --username AWS --password-stdin {registry}" in done.stdout
+    assert f"docker push {registry}/higgsfield-dev/training:{TAG}" in done.stdout
+    assert "ACCOUNT" not in done.stdout and done.stdout.endswith("sha256:0\n")  # the digest, last
 
 
 def test_the_gate_never_runs_a_teams_training_image():

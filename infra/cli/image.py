@@ -11,6 +11,7 @@ there does nothing. The commands are docker and the AWS CLI, run in order (or pr
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -60,12 +61,24 @@ class Step:
     skip_if_ok: tuple[str, ...] | None = None  # run this first; exit 0 means the step is already done
 
     def shell(self) -> str:
-        line = shlex.join(self.argv)
+        line = _join(self.argv)
         if self.stdin_from:
-            line = f"{shlex.join(self.stdin_from)} | {line}"
+            line = f"{_join(self.stdin_from)} | {line}"
         if self.skip_if_ok:
-            line = f"{shlex.join(self.skip_if_ok)} > /dev/null 2>&1 || {line}"
+            line = f"{_join(self.skip_if_ok)} > /dev/null 2>&1 || {line}"
         return line
+
+
+def _join(argv: Sequence[str]) -> str:
+    """A shell line of `argv`, each word quoted, except that `${ACCOUNT}` stays a parameter the
+    shell expands (in double quotes: the rest of such a word is an image reference, no `"`, `$`,
+    backquote or backslash in it)."""
+    def word(arg: str) -> str:
+        if "${ACCOUNT}" in arg and re.fullmatch(r"[A-Za-z0-9._/:@${}-]+", arg) and arg.count("$") == 1:
+            return f'"{arg}"'
+        return shlex.quote(arg)
+
+    return " ".join(word(arg) for arg in argv)
 
 
 def _clean_sources(root: Path) -> None:
