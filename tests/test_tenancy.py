@@ -193,6 +193,24 @@ RENDERED = [(s, e, t.name) for s in STACKS for e in jobs.examples_for(config_of(
             if jobs.fits(e, config_of(s), team=t.name)]  # a team whose quota holds no job of an example renders none
 
 
+HEALTH_CHECKS = [(s, p.name) for s in STACKS for p in config_of(s).gpu_pools]
+
+
+@pytest.mark.parametrize(("stack", "pool"), HEALTH_CHECKS, ids=["-".join(h) for h in HEALTH_CHECKS])
+def test_the_rendered_health_check_passes_its_teams_admission_policy(stack, pool):
+    """`healthcheck render STACK POOL | kubectl apply -f -` goes into a team namespace: every pod
+    it makes (the Job's, and the NCCL PyTorchJob's) must be admitted there."""
+    from infra.cli import healthcheck
+
+    cfg = plan_of(stack).config
+    team = cfg.scheduler.teams[0]
+    for obj in healthcheck.render(cfg, pool, nodes=min(2, next(p for p in cfg.gpu_pools if p.name == pool).max_size)):
+        if obj["kind"] == "Job":  # the policy sees its pods
+            obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": team.name}, "spec": obj["spec"]["template"]["spec"]}
+        if obj["kind"] != "ConfigMap":
+            assert denied_by(obj, rules_of(team, cfg.scheduler.priority_classes)) == [], obj["kind"]
+
+
 @pytest.mark.parametrize(("stack", "example", "team"), RENDERED, ids=["-".join(r) for r in RENDERED])
 def test_every_rendered_example_passes_its_teams_policy_and_fails_anothers(stack, example, team):
     cfg = plan_of(stack).config

@@ -16,7 +16,7 @@ from components.efa import efa_count, efa_interfaces_for, expected_bus_bandwidth
 from components.storage import MOUNT_PATH, PVC_NAME
 from infra import versions
 from infra.assets import shipped
-from infra.cli.pods import check_image, default_image, prepare_gpu_pod, stack_repository
+from infra.cli.pods import check_image, default_image, prepare_gpu_pod, run_as_team, stack_repository
 from infra.config import ConfigError, GpuPool, StackConfig
 
 PROGRAM = shipped("images/training/node_check.py")
@@ -125,11 +125,15 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
             },
         },
     ]
+    team_spec = teams[namespace]
+    check_pods = objects[1]["spec"]["template"]
+    check_pods["spec"]["schedulerName"] = "volcano"  # a GPU pod in a team namespace: Volcano's (the team's queue, by the namespace's annotation)
+    run_as_team(check_pods, team_spec)  # the team's UID and Pod Security restricted, as its admission policy requires
     objects[1] = _with_image_comment(objects[1], cfg, image)
     if count >= 2:
-        team_spec = teams[namespace]
         worker = {"replicas": count, "restartPolicy": "Never", "template": {"metadata": {"labels": {"app": f"{app}-nccl"}},
                   "spec": _pod_spec(cfg, pool, f"{app}-nccl", ["torchrun", "/code/node_check.py", "--allreduce"], "pytorch", image)}}
+        run_as_team(worker["template"], team_spec)
         objects.append({
             "apiVersion": "kubeflow.org/v1",
             "kind": "PyTorchJob",

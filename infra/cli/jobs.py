@@ -25,7 +25,7 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarStri
 
 from components.karpenter import DO_NOT_DISRUPT
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
-from infra.cli.pods import check_image, default_image, prepare_gpu_pod, stack_image, tolerate_pool
+from infra.cli.pods import check_image, default_image, prepare_gpu_pod, run_as_team, stack_image, tolerate_pool
 from infra import versions
 from infra.assets import shipped
 from infra.config import ConfigError, GpuPool, StackConfig, Team
@@ -217,19 +217,6 @@ def _checkpoint(template: dict, cfg: StackConfig, pool: GpuPool, team: Team, job
         del values["CHECKPOINT_SHARED_DIR"]
         values["CHECKPOINT_EVERY_STEPS"] = "0"
     main["env"] = [e for e in main.get("env", []) if e["name"] not in values] + [{"name": k, "value": v} for k, v in values.items()]
-
-
-def run_as_team(template: dict, team: Team) -> None:
-    """The identity the team's admission policy requires (its UID/GID on every pod, files on
-    Lustre owned by it) and, per container, what Pod Security `restricted` asks. Every pod
-    template rendered into a team namespace needs it (the health check's too)."""
-    spec = template["spec"]
-    spec["securityContext"] = {
-        "runAsUser": team.uid, "runAsGroup": team.uid, "fsGroup": team.uid, "runAsNonRoot": True,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-    for container in [*spec.get("initContainers", []), *spec["containers"]]:
-        container["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def _attach_datasets(template: dict, cfg: StackConfig, team: Team) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from components.efa import efa_environment, efa_pod_resources, efa_resources
 from components.registry import image_tag, repository_name
-from infra.config import IMAGE_REFERENCE, NAMESPACE, ConfigError, GpuPool, StackConfig
+from infra.config import IMAGE_REFERENCE, NAMESPACE, ConfigError, GpuPool, StackConfig, Team
 
 EFA = "vpc.amazonaws.com/efa"
 HUGEPAGES = "hugepages-2Mi"
@@ -93,6 +93,19 @@ def check_image(cfg: StackConfig, pool: GpuPool, image: str, key: str = "--image
             f"{image!r} is not an EFA-ready image for EFA pool {pool.name}: use an image of {' or '.join(sorted(allowed))} "
             "(built from images/training/Dockerfile), or declare your own EFA-ready image as higgsfield:trainingImage",
         )
+
+
+def run_as_team(template: dict, team: Team) -> None:
+    """The identity the team's admission policy requires (its UID/GID on every pod, files on
+    Lustre owned by it) and, per container, what Pod Security `restricted` asks. Every pod
+    template rendered into a team namespace needs it (the health check's too)."""
+    spec = template["spec"]
+    spec["securityContext"] = {
+        "runAsUser": team.uid, "runAsGroup": team.uid, "fsGroup": team.uid, "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:
+        container["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def _merge_env(container: dict, values: dict[str, str]) -> None:
