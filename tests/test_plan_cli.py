@@ -120,6 +120,15 @@ def test_plan_summary_gives_gpu_capacity_and_each_queue_against_it(plan):
         assert all(t in rows[queue.name] for t in teams)
 
 
+def test_plan_summary_gives_each_team_its_gpu_quota(plan):
+    lines = _plan_text(plan.stack)
+    header = next(i for i, line in enumerate(lines) if line.startswith("Queues "))
+    rows = " ".join(lines[header + 2: header + 2 + len(plan.config.scheduler.queues)])
+    for team in plan.config.scheduler.teams:
+        assert f"{team.name} {team.gpu_quota}" in rows
+    assert "no quota" not in rows
+
+
 def test_plan_summary_shows_fsx_throughput_before_the_tree():
     lines = _plan_text("prod")
     (fsx,) = [i for i, line in enumerate(lines) if line.startswith("FSx for Lustre")]

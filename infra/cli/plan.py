@@ -75,12 +75,9 @@ def _manifests_of_kind(plan: Plan, kind: str) -> list[dict]:
 
 def queue_rows(plan: Plan) -> list[dict]:
     """Each Volcano queue with its weight and GPU capability, and the teams whose namespace sends
-    jobs to it with their GPU ResourceQuota."""
-    quotas = {
-        get(q, "metadata", "namespace"): int(get(q, "spec", "hard", f"requests.{GPU_RESOURCE}"))
-        for q in _manifests_of_kind(plan, "ResourceQuota")
-        if get(q, "spec", "hard", f"requests.{GPU_RESOURCE}") is not None and get(q, "spec", "scopeSelector") is None  # not serving's share
-    }
+    jobs to it with their GPU quota (higgsfield:scheduler.teams[].gpuQuota: no Kubernetes
+    ResourceQuota holds it, since one would admit part of a gang; tests/test_autoscaler_demand.py)."""
+    quotas = {t.name: t.gpu_quota for t in plan.config.scheduler.teams}
     teams: dict[str, list[tuple[str, int | None]]] = {}
     for ns in _manifests_of_kind(plan, "Namespace"):
         queue = get(ns, "metadata", "annotations", QUEUE_ANNOTATION)
