@@ -4,6 +4,7 @@ traceback only under --debug), --version, and output piped into `head`."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -228,3 +229,22 @@ def test_preflight_without_a_network_is_one_line_not_one_per_check():
     line = preflight.one_cause(down)
     assert line and line.startswith("cannot reach AWS: 3 checks not run") and "\n" not in line
     assert preflight.one_cause(down[:2] + [preflight.Check("AMI", "x", True, "found")]) is None
+
+
+@pytest.mark.parametrize("option", ["--output", "--json"])
+def test_a_report_path_that_cannot_be_written_is_a_usage_error_naming_the_option(option, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    target = tmp_path / "no-such-folder" / "report.txt"
+    assert cli.main(["cost", "dev", option, str(target)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"error: {option} {target}: cannot write it (No such file or directory)\n"
+
+
+def test_schema_write_in_a_project_of_ones_own_writes_the_schema_its_stack_files_name_and_no_manual(tmp_path, capsys, monkeypatch):
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["schema", "--write"]) == 0
+    assert capsys.readouterr().out == "wrote schemas/stack.schema.json\n"
+    assert (tmp_path / "schemas" / "stack.schema.json").is_file() and not (tmp_path / "docs").exists()
+    assert cli.main(["schema", "--check"]) == 0

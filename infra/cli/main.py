@@ -17,7 +17,7 @@ from pathlib import Path
 from infra.cli.offline import StackNotFound, record
 from infra.cli.option_files import OptionFileError
 from infra.cli.completion import stacks_here
-from infra.cli.output import add_report_options, colour_on, emit, error
+from infra.cli.output import UsageError, add_report_options, colour_on, emit, error
 from infra.cli.stack_file import StackFileError, shown as _shown
 
 # --- commands ---------------------------------------------------------------------------------
@@ -228,10 +228,6 @@ def _schema(args: argparse.Namespace) -> int:
         return 1 if stale else 0
     print(schema.schema_text(), end="")
     return 0
-
-
-class UsageError(Exception):
-    """The command line itself is wrong (exit 2, like argparse's own errors)."""
 
 
 class _Parser(argparse.ArgumentParser):

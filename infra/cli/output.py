@@ -22,6 +22,10 @@ JSON_HELP = "print the report as JSON (stable keys, money rounded to cents); --j
 OUTPUT_HELP = "write the report (text, or JSON with --json) to FILE instead of stdout"
 
 
+class UsageError(Exception):
+    """The command line itself is wrong (exit 2, like argparse's own errors)."""
+
+
 def add_report_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--json", metavar="PATH", nargs="?", const="-", help=JSON_HELP)
     command.add_argument("--output", "-o", metavar="FILE", help=OUTPUT_HELP)
@@ -46,15 +50,23 @@ def emit(args: argparse.Namespace, data: Callable[[], Any], text: Callable[[], s
     """Print (or write) one report as the options ask: `data()` is its JSON, `text()` its text."""
     json_target, output = getattr(args, "json", None), getattr(args, "output", None)
     if json_target not in (None, "-"):  # the old form: --json PATH writes the JSON, prints the text
-        Path(json_target).write_text(json_text(data()))
+        write_report("--json", Path(json_target), json_text(data()))
         json_target = None
-        print(f"wrote {args.json}", file=sys.stderr)
     content = json_text(data()) if json_target == "-" else text().rstrip("\n") + "\n"
     if output:
-        Path(output).write_text(content)
-        print(f"wrote {output}", file=sys.stderr)
+        write_report("--output", Path(output), content)
     else:
         sys.stdout.write(content)
+
+
+def write_report(option: str, path: Path, content: str) -> None:
+    """Write a report to the file an option names; a path that cannot be written is a usage error
+    naming the option (exit 2), not a traceback."""
+    try:
+        path.write_text(content)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write it ({exc.strerror or type(exc).__name__})") from None
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def error(message: str) -> None:

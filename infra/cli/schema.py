@@ -251,8 +251,10 @@ def stale(root: Path, parser: Callable[[], argparse.ArgumentParser]) -> list[str
     schema = root / SCHEMA_PATH
     if not schema.is_file() or schema.read_text() != schema_text():
         found.append(str(SCHEMA_PATH))
+    if not has_manual(root):  # a project of one's own: the schema its stack files name, no manual
+        return found
     settings = root / SETTINGS_PATH
-    page = settings.read_text() if settings.is_file() else ""
+    page = settings.read_text()
     if TABLE_START not in page or TABLE_END not in page or with_table(page) != page:
         found.append(f"{SETTINGS_PATH} (settings table)")
     cli = root / CLI_PATH
@@ -261,9 +263,19 @@ def stale(root: Path, parser: Callable[[], argparse.ArgumentParser]) -> list[str
     return found
 
 
+def has_manual(root: Path) -> bool:
+    """Whether `root` is a Higgsfield checkout, with the manual's reference pages (docs/reference/),
+    rather than a project of one's own beside an installed package."""
+    return (root / SETTINGS_PATH).is_file()
+
+
 def write(root: Path, parser: Callable[[], argparse.ArgumentParser]) -> list[str]:
+    """The JSON Schema the stack files name and, in a checkout, the reference pages generated from
+    the code; the paths written."""
     (root / SCHEMA_PATH).parent.mkdir(exist_ok=True)
     (root / SCHEMA_PATH).write_text(schema_text())
+    if not has_manual(root):
+        return [str(SCHEMA_PATH)]
     settings = root / SETTINGS_PATH
     settings.write_text(with_table(settings.read_text()))
     (root / CLI_PATH).write_text(cli_reference(parser))
