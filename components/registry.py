@@ -17,6 +17,7 @@ UNTAGGED_DAYS = 7
 
 
 IMAGE_SOURCES = "images/training"
+UNKNOWN_TAG = "<tag>"  # what image_tag() says without a git tree of the image sources
 
 
 def image_tag() -> str:
@@ -32,8 +33,8 @@ def image_tag() -> str:
     try:
         done = subprocess.run(["git", "-C", str(root), "rev-parse", f"HEAD:{IMAGE_SOURCES}"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
-        return "<tag>"
-    return f"src-{done.stdout.strip()}" if done.returncode == 0 else "<tag>"
+        return UNKNOWN_TAG
+    return f"src-{done.stdout.strip()}" if done.returncode == 0 else UNKNOWN_TAG
 
 
 def repository_name(cluster_name: str) -> str:

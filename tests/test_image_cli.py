@@ -144,6 +144,18 @@ def test_check_refuses_a_gate_image_that_names_no_image_outside_a_git_checkout(m
     assert finding[1].startswith("higgsfield:healthGateImage: unset, and this checkout has no git tree for images/training")
 
 
+def test_a_job_whose_image_tag_is_unknown_is_refused_not_rendered_with_a_placeholder(monkeypatch):
+    """Outside a git repository (an installed package, image sources never committed) the tag is
+    unknown: `...:<tag>` is no image a node can pull."""
+    from infra.cli import pods
+
+    monkeypatch.setattr(pods, "image_tag", lambda: image.UNKNOWN_TAG)
+    with pytest.raises(ConfigError) as refused:
+        jobs.render("pytorch-ddp", _cfg("dev"))
+    assert refused.value.key == "images/training" and "pass --image" in str(refused.value)
+    assert jobs.render("pytorch-ddp", _cfg("dev"), image="123456789012.dkr.ecr.us-west-2.amazonaws.com/x/training:1")
+
+
 def test_check_refuses_a_stock_image_as_the_gate_image():
     (finding,) = day_one.gate_image_findings(_cfg(health_gate_image="docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel"))
     assert finding[1].startswith("higgsfield:healthGateImage: docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel has no health gate")

@@ -19,13 +19,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.registry import IMAGE_SOURCES, image_tag, repository_name
+from components.registry import IMAGE_SOURCES, UNKNOWN_TAG, image_tag, repository_name
 from infra.project import project_root
 from infra.cli.pods import stack_account
 from infra.config import ConfigError, StackConfig
 
 DOCS = "docs/training-image.md"
-UNKNOWN_TAG = "<tag>"  # components/registry.py image_tag() outside a git checkout
 
 
 def account_of(cfg: StackConfig) -> str:

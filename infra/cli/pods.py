@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 
 from components.efa import efa_environment, efa_pod_resources, efa_resources
-from components.registry import image_tag, repository_name
+from components.registry import UNKNOWN_TAG, image_tag, repository_name
 from infra.config import IMAGE_REFERENCE, NAMESPACE, ConfigError, GpuPool, StackConfig, Team
 
 EFA = "vpc.amazonaws.com/efa"
@@ -60,11 +60,17 @@ def stack_image(cfg: StackConfig, tag: str | None = None) -> str:
 def default_image(cfg: StackConfig) -> str:
     """stack_image for a pod a user applies: refused when the stack names no account, since
     `<account>.dkr.ecr...` is no registry a node can pull from."""
-    if not cfg.training_image and stack_account(cfg) is None:
+    if cfg.training_image:
+        return cfg.training_image
+    if stack_account(cfg) is None:
         raise ConfigError(f"{NAMESPACE}:admins", "names no AWS account (none set, or ARNs of several accounts), so the training image's "
                           f"registry ({UNKNOWN_ACCOUNT}.dkr.ecr.{cfg.region}.amazonaws.com) is unknown: add the cluster admins' ARNs "
                           "(higgsfield init --admin ARN), or set higgsfield:trainingImage, or pass --image")
-    return stack_image(cfg)
+    tag = image_tag()
+    if tag == UNKNOWN_TAG:
+        raise ConfigError("images/training", "has no git tree at HEAD (not in a git repository, or not committed), and the training image's tag is "
+                          "that tree: commit the project's images/training in git, or set higgsfield:trainingImage, or pass --image")
+    return stack_image(cfg, tag)
 
 
 def _repository_of(image: str) -> str:
