@@ -101,7 +101,18 @@ def test_cost_of_a_stack_with_an_unpriced_type_succeeds_and_says_not_priced(proj
     out = capsys.readouterr().out
     (row,) = [line for line in out.splitlines() if "EC2 g6e.12xlarge on-demand" in line]
     assert row.split()[-6:] == ["not", "priced"] * 3
-    assert "1 item(s) not priced, excluded from the totals: gpu-l40s" in out
+    assert "1 item(s) not priced, excluded from the totals (marked *): gpu-l40s" in out
+    (subtotal,) = [line for line in out.splitlines() if line.startswith("  GPU pool l40s") and "(subtotal)" in line]
+    assert subtotal.count(" *") == 3  # each sum says it leaves the pool's instances out
+
+
+def test_a_region_without_prices_never_shows_a_dollar_figure(project_copy, capsys):
+    from infra.cli.main import main
+
+    project_copy("dev", _region_without_prices)
+    assert main(["cost", "bad"]) == 0
+    out = capsys.readouterr().out
+    assert "$" not in out.replace("$/month", "").replace("$/hour", "")
 
 
 def _region_without_prices(config: dict) -> None:
@@ -131,8 +142,11 @@ def test_cost_json_of_an_unpriced_region_has_no_headline_figures(project_copy, c
 
     project_copy("dev", _region_without_prices)
     assert main(["cost", "bad", "--json"]) == 0
-    headline = json.loads(capsys.readouterr().out)["headline"]
+    data = json.loads(capsys.readouterr().out)
+    headline = data["headline"]
     assert headline["idle_month"] is None and headline["full_hour"] is None and headline["complete"] is False
+    for total in [data["total"], *(g["subtotal"] for g in data["groups"])]:  # no 0.0 standing for "unknown"
+        assert total["idle_month"] is None and total["full_hour"] is None and total["complete"] is False
 
 
 def test_cost_report_fits_120_columns_with_two_headline_figures_first(stack, capsys, monkeypatch):

@@ -243,9 +243,15 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
 def as_json(est: Estimate) -> dict:
     m = est.hours_per_month
 
-    def totals(lines: list[Line]) -> dict[str, float]:
-        idle, full = (sum(getattr(line, c) or 0.0 for line in lines) for c in ("idle_hour", "full_hour"))
-        return {"idle_hour": idle, "full_hour": full, "idle_month": idle * m, "full_month": full * m}
+    def totals(lines: list[Line]) -> dict[str, Any]:
+        """Sums of the priced lines (null where none is priced), and whether every line was."""
+        def total(field: str) -> float | None:
+            known = [getattr(line, field) for line in lines if getattr(line, field) is not None]
+            return sum(known) if known else None
+
+        idle, full = total("idle_hour"), total("full_hour")
+        return {"idle_hour": idle, "full_hour": full, "idle_month": None if idle is None else idle * m,
+                "full_month": None if full is None else full * m, "complete": not any(line in est.unpriced for line in lines)}
 
     return {
         "stack": est.stack,

@@ -12,8 +12,8 @@ def render(est: Estimate) -> str:
     idle, full = est.total("idle_hour"), est.total("full_hour")
     unpriced = est.unpriced
     if est.nothing_priced:  # never a $0.00 headline for what could not be priced
-        lines = [f"Cost of {est.stack} ({est.region}): not priced: no prices for {est.region} in the price file; "
-                 f"`higgsfield cost {est.stack} --refresh` (AWS credentials) adds them"]
+        lines = wrap(f"Cost of {est.stack} ({est.region}): not priced: no prices for {est.region} in the price file; "
+                     f"`higgsfield cost {est.stack} --refresh` (AWS credentials) adds them", indent=0)
     else:
         excluding = f", excluding {len(unpriced)} item(s) not priced" if unpriced else ""
         lines = [f"Cost of {est.stack} ({est.region}): idle {money(idle, m)}/month, full scale {money(full)}/hour{excluding}"]
@@ -23,8 +23,7 @@ def render(est: Estimate) -> str:
         lines.append(f"  of idle: reservations held warm {money(warm, m)}/month (used: gated nodes ready for jobs), "
                      f"idle waste {money(idle - warm, m)}/month")
     if unpriced:
-        lines.append(f"  {len(unpriced)} item(s) not priced, excluded from the totals: "
-                     + ", ".join(sorted({l.resource for l in unpriced})))
+        lines += wrap(f"{len(unpriced)} item(s) not priced, excluded from the totals (marked *): " + ", ".join(sorted({l.resource for l in unpriced})))
     source = ("EC2 prices from the AWS Pricing API" if est.prices_verified
               else "list prices as last known, unverified until `--refresh`")
     lines.append(f"  prices checked {est.prices_checked}: {source}")
@@ -40,9 +39,14 @@ def render(est: Estimate) -> str:
         return f"  {line.item} [{notes.index(line.note) + 1}]"
 
     def figures(values: list[Line]) -> list[str]:
-        i = sum(l.idle_hour or 0.0 for l in values)
-        f = sum(l.full_hour or 0.0 for l in values)
-        return [money(i, m), money(f), money(f, m)]
+        """A sum over `values`: `not priced` when none of them has a price, marked * when it
+        leaves some out (never a $0.00 that stands for "unknown")."""
+        shown = []
+        for field, factor in (("idle_hour", m), ("full_hour", 1.0), ("full_hour", m)):
+            known = [getattr(l, field) for l in values if getattr(l, field) is not None]
+            partial = " *" if len(known) < len(values) and any(l in unpriced for l in values) else ""
+            shown.append(money(sum(known), factor) + partial if known else "not priced")
+        return shown
 
     rows = []
     for group, members in est.groups():
