@@ -6,6 +6,7 @@ gate image that cannot exist, and rendered jobs naming the image they need."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -186,7 +187,36 @@ def test_bootstrap_pushes_the_image_after_the_repository_exists_and_before_the_f
     (at,) = [i for i, s in enumerate(steps) if s.startswith("Training image")]
     first_up = next(i for i, s in enumerate(steps) if s.startswith("First deploy"))
     assert at < first_up and f"higgsfield image push {stack}" in steps[at]
-    assert all(f"--target '{urn}'" in steps[at] for urn in bootstrap.image_targets(stack))
+    (command,) = [part for part in steps[at].split("`") if part.startswith("urn=")]
+    shell = subprocess.run(["bash", "-c", 'pulumi() { printf "%s\\n" "$@"; }\n' + command], capture_output=True, text=True, timeout=30)
+    argv = shell.stdout.splitlines()  # the arguments pulumi gets, once the shell has expanded them
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--target"] == bootstrap.image_targets(stack)
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_bootstrap_fits_120_columns_and_its_commands_survive_the_wrapping(stack):
+    """Each command, as printed on several lines, is the command of the step (bash joins the
+    backslash-continued lines and the JSON document's lines are whitespace inside its quotes)."""
+    text = bootstrap.render(_cfg(stack))
+    assert max(map(len, text.splitlines())) <= 120
+    for step in bootstrap.steps(_cfg(stack)):
+        for command in step.split("`")[1::2]:
+            printed = bootstrap.command_lines(command, "  ", 120)
+            assert max(map(len, printed)) <= 120
+            assert _as_bash_reads_it("\n".join(printed)) == _as_bash_reads_it(command), command
+
+
+def _as_bash_reads_it(command: str) -> list:
+    """The words bash makes of `command` (each command of an && chain, run by a function that
+    prints its arguments and its stdin), a here-string's JSON parsed."""
+    words = "words() { for w in \"$@\"; do printf '%s\\0' \"$w\"; done; printf 'STDIN\\0'; cat; printf '\\0'; }\n"
+    done = subprocess.run(["bash", "-c", words + "words " + command.replace("&& ", "&& words ")], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    read = []
+    for part in done.stdout.split("\0"):
+        read.append(json.loads(part) if part.strip().startswith("{") else part)
+    return read
 
 
 def test_bootstraps_targets_are_the_repository_the_program_creates():

@@ -13,6 +13,7 @@ guards it and its rules (made and checked first).
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import Any
 
 from infra.cli import stacks
@@ -36,16 +37,19 @@ def image_step(config: Any) -> str:
     """Before any GPU node can join: the image the health gate pulls exists (docs/training-image.md)."""
     if config.health_gate_image:
         return (f"Health gate image: the gate runs higgsfield:healthGateImage {config.health_gate_image}; make sure it exists before the first "
-                f"GPU node joins: docker manifest inspect {config.health_gate_image}")
-    targets = " ".join(f"--target '{urn}'" for urn in image_targets(config.stack))
+                f"GPU node joins: `docker manifest inspect {config.health_gate_image}`")
+    # The URNs share the component's; a shell variable keeps each --target within a line.
+    component = image_targets(config.stack)[0].rsplit("::", 1)[0]
+    targets = " ".join(f'--target "$urn{urn[len(component):]}"'.replace("$aws", "\\$aws") for urn in image_targets(config.stack))
     return (f"Training image, before any GPU node can join (the health gate runs it; without it every GPU node keeps its startup taint): "
-            f"pulumi up --stack {config.stack} {targets} creates only the stack's ECR repository; then "
-            f"higgsfield image push {config.stack} builds images/training with Docker and pushes it there under the tag the gate and the jobs name "
-            f"(higgsfield image push {config.stack} --print shows the commands).")
+            f"`urn='{component}' && pulumi up --stack {config.stack} {targets}` creates only the stack's ECR repository; then "
+            f"`higgsfield image push {config.stack}` builds images/training with Docker and pushes it there under the tag the gate and the jobs name; "
+            f"`higgsfield image push {config.stack} --print` only prints the commands.")
 
 
 def steps(config: Any) -> list[str]:
-    """The bootstrap steps for a validated StackConfig with higgsfield:delivery."""
+    """The bootstrap steps for a validated StackConfig with higgsfield:delivery: prose, with each
+    command to run in backquotes (`render` puts them on lines of their own)."""
     stack, region, delivery = config.stack, config.region, config.delivery
     if delivery is None:
         return [image_step(config),
@@ -64,39 +68,40 @@ def steps(config: Any) -> list[str]:
     return [
         f"Credentials: an administrator of account {delivery.account_id} (region {region}) that is not {entry['deployRole']} "
         f"and not in higgsfield:admins (EKS gives the cluster's creator its own admin access entry).",
-        f"Backend (once per bucket): aws s3api create-bucket --bucket {bucket} --region {region}"
+        f"Backend (once per bucket): `aws s3api create-bucket --bucket {bucket} --region {region}"
         + ("" if region == "us-east-1" else f" --create-bucket-configuration LocationConstraint={region}")
         + f" && aws s3api put-bucket-versioning --bucket {bucket} --versioning-configuration Status=Enabled"
         + f" && aws s3api put-public-access-block --bucket {bucket} --public-access-block-configuration "
-        + "BlockPublicAcls=true,IgnorePublicAcls=true,BlockPublicPolicy=true,RestrictPublicBuckets=true",
-        f"Secrets key (once): aws kms create-key --region {region} --description 'Pulumi secrets of {stack}'; "
-        f"put its key ARN in higgsfield:delivery.stateKeyArn (now {key}).",
-        f"GitHub connection (once per account and region): aws codeconnections create-connection --region {region} "
-        f"--provider-type GitHub --connection-name higgsfield-{stack}, then finish the handshake in the console "
+        + "BlockPublicAcls=true,IgnorePublicAcls=true,BlockPublicPolicy=true,RestrictPublicBuckets=true`",
+        f"Secrets key (once): `aws kms create-key --region {region} --description 'Pulumi secrets of {stack}'` "
+        f"then put its key ARN in higgsfield:delivery.stateKeyArn (now {key}).",
+        f"GitHub connection (once per account and region): `aws codeconnections create-connection --region {region} "
+        f"--provider-type GitHub --connection-name higgsfield-{stack}` then finish the handshake in the console "
         f"(Developer Tools > Settings > Connections: status Available); put its ARN in higgsfield:delivery.runner.connectionArn.",
         # The deploy trust (created by the first deploy below) must never exist before the
         # environment that guards it: environment, its rules, their check, then the trust.
         f"GitHub environment {environment!r} BEFORE any deploy trust exists (a repository admin): "
-        f"gh api -X PUT repos/{repo}/environments/{environment} --input - <<< '{json.dumps(rules)}'"
-        f" && gh api -X POST repos/{repo}/environments/{environment}/deployment-branch-policies -f name=main -f type=branch",
-        f"Verify it, and stop here unless it holds: gh api repos/{repo}/environments/{environment}/deployment-branch-policies "
-        f"--jq '[.branch_policies[].name]' prints [\"main\"]"
-        + (f", and gh api repos/{repo}/environments/{environment} --jq '[.protection_rules[].type]' lists required_reviewers" if reviewed else "")
+        f"`gh api -X PUT repos/{repo}/environments/{environment} --input - <<< '{json.dumps(rules)}'"
+        f" && gh api -X POST repos/{repo}/environments/{environment}/deployment-branch-policies -f name=main -f type=branch`",
+        f"Verify it, and stop here unless it holds: `gh api repos/{repo}/environments/{environment}/deployment-branch-policies "
+        f"--jq '[.branch_policies[].name]'` prints [\"main\"]"
+        + (f", and `gh api repos/{repo}/environments/{environment} --jq '[.protection_rules[].type]'` lists required_reviewers" if reviewed else "")
         + ".",
         f"OIDC subject template of the repository (once; the roles trust subjects that name the workflow file): "
-        f"gh api -X PUT repos/{repo}/actions/oidc/customization/sub -F use_default=false "
+        f"`gh api -X PUT repos/{repo}/actions/oidc/customization/sub -F use_default=false "
         + " ".join(f"-f 'include_claim_keys[]={k}'" for k in SUB_CLAIM_KEYS)
-        + f"; verify: gh api repos/{repo}/actions/oidc/customization/sub prints use_default false and the keys {list(SUB_CLAIM_KEYS)}.",
-        f"Fork pull requests wait for a maintainer (their workflow files could ask for a runner): gh api -X PUT "
-        f"repos/{repo}/actions/permissions/fork-pr-contributor-approval -f approval_policy=all_external_contributors; "
-        f"verify: gh api repos/{repo}/actions/permissions/fork-pr-contributor-approval --jq .approval_policy prints all_external_contributors.",
-        f"pulumi login '{entry['backend']}' && pulumi stack init {stack} --secrets-provider 'awskms://{key}?region={region}'"
+        + f"` then verify: `gh api repos/{repo}/actions/oidc/customization/sub` prints use_default false and the keys {list(SUB_CLAIM_KEYS)}.",
+        f"Fork pull requests wait for a maintainer (their workflow files could ask for a runner): `gh api -X PUT "
+        f"repos/{repo}/actions/permissions/fork-pr-contributor-approval -f approval_policy=all_external_contributors` "
+        f"then verify: `gh api repos/{repo}/actions/permissions/fork-pr-contributor-approval --jq .approval_policy` prints all_external_contributors.",
+        f"State backend and stack: `pulumi login '{entry['backend']}' && pulumi stack init {stack} --secrets-provider 'awskms://{key}?region={region}'`"
         f" (commit the secretsprovider/encryptedkey lines it adds to stacks/Pulumi.{stack}.yaml).",
         image_step(config),
         f"First deploy, from this machine, with the endpoint opened to it only (only after the environment check above passed): "
-        f"cp stacks/Pulumi.{stack}.yaml /tmp/Pulumi.{stack}.bootstrap.yaml, "
-        f"set higgsfield:endpoint.publicAccessCidrs there to [\"$(curl -s https://checkip.amazonaws.com)/32\"], then "
-        f"pulumi up --stack {stack} --config-file /tmp/Pulumi.{stack}.bootstrap.yaml --policy-pack policies --policy-pack-config policies/config/{stack}.json. "
+        f"`cp stacks/Pulumi.{stack}.yaml /tmp/Pulumi.{stack}.bootstrap.yaml` "
+        f"then set higgsfield:endpoint.publicAccessCidrs there to [\"ADDRESS/32\"], ADDRESS being what "
+        f"`curl -s https://checkip.amazonaws.com` prints, and run "
+        f"`pulumi up --stack {stack} --config-file /tmp/Pulumi.{stack}.bootstrap.yaml --policy-pack policies --policy-pack-config policies/config/{stack}.json` "
         f"It creates the VPC, the cluster, the permissions boundary {boundary_name(stack)}, the CI roles ({entry['previewRole']}, {entry['deployRole']}, {entry['imageRole']}), "
         f"their access entries"
         + (f" and the CodeBuild runner projects {entry['previewRunner']} and {entry['deployRunner']}" if entry["deployRunner"] else "") + ". "
@@ -108,4 +113,70 @@ def steps(config: Any) -> list[str]:
 
 
 def render(config: Any) -> str:
-    return "\n".join(f"{i}. {step}" for i, step in enumerate(steps(config), 1))
+    """The numbered steps within 120 columns: the prose wrapped, each command on lines of its own,
+    as a shell takes them when pasted (long ones continued with a backslash)."""
+    from infra.cli.views.table import WIDTH
+
+    lines: list[str] = []
+    for number, step in enumerate(steps(config), 1):
+        lead = f"{number}. "
+        pad = " " * len(lead)
+        for k, part in enumerate(step.split("`")):
+            if k % 2:  # a command
+                lines += command_lines(part, pad + "  ", WIDTH)
+            elif part.strip():
+                text = part.strip()
+                lines += textwrap.wrap(text, WIDTH, initial_indent=lead if k == 0 else pad, subsequent_indent=pad,
+                                       break_long_words=False, break_on_hyphens=False)
+    return "\n".join(lines)
+
+
+def _words(command: str) -> list[str]:
+    """The shell words of `command`, split at spaces outside quotes, each as written."""
+    words, current, quote = [], "", None
+    for char in command:
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == " ":
+            if current:
+                words.append(current)
+            current = ""
+            continue
+        current += char
+    return words + ([current] if current else [])
+
+
+def command_lines(command: str, indent: str, width: int) -> list[str]:
+    """`command` as lines within `width`, continued with ` \\`; `&&` starts a line of its own; a
+    single-quoted JSON document too long for a line is broken after its commas (a newline inside
+    the quotes is JSON whitespace)."""
+    lines, line = [], indent
+    words, units = _words(command), []
+    while words:  # an option stays on the line of its value, where the two fit on one line
+        pair = len(words) > 1 and words[0].startswith("-") and not words[1].startswith("-") and words[1] != "&&"
+        take = 2 if pair and len(indent) + 2 + len(words[0]) + 1 + len(words[1]) + 2 <= width else 1
+        units.append(" ".join(words[:take]))
+        words = words[take:]
+    for word in units:
+        if word == "&&":
+            lines.append(line + " \\")
+            line = indent + "&&"
+            continue
+        if line.strip() and len(line) + 1 + len(word) + 2 > width:
+            lines.append(line + " \\")
+            line = indent + "  "
+        if len(line) + len(word) + 1 > width and word.startswith("'{"):
+            pieces = word.split(", ")
+            current = line + (" " if line.strip() else "") + pieces[0]
+            for piece in pieces[1:]:
+                if len(current) + 2 + len(piece) > width:
+                    lines.append(current + ",")
+                    current = indent + "    " + piece
+                else:
+                    current += ", " + piece
+            line = current
+            continue
+        line += (" " if line.strip() else "") + word
+    return lines + [line]
