@@ -126,10 +126,11 @@ def recorded(monkeypatch):
     monkeypatch.setattr(check, "record", lambda stack, *_a, **_k: plan_of(stack))
 
 
-REPORTS = [["plan", "prod"], ["check", "prod"], ["cost", "prod"], ["timeline", "prod"]]
+REPORTS = [["plan", "prod"], ["check", "prod"], ["cost", "prod"], ["timeline", "prod"], ["timeline", "prod", "--job", "b200-odcr"]]
+IDS = ["plan", "check", "cost", "timeline", "timeline-job"]
 
 
-@pytest.mark.parametrize("argv", REPORTS, ids=lambda a: a[0])
+@pytest.mark.parametrize("argv", REPORTS, ids=IDS)
 def test_every_report_prints_json_on_stdout_with_json(argv, recorded, capsys):
     assert cli.main([*argv, "--json"]) == 0
     import json
@@ -137,7 +138,7 @@ def test_every_report_prints_json_on_stdout_with_json(argv, recorded, capsys):
     assert isinstance(json.loads(capsys.readouterr().out), dict)
 
 
-@pytest.mark.parametrize("argv", REPORTS, ids=lambda a: a[0])
+@pytest.mark.parametrize("argv", REPORTS, ids=IDS)
 def test_every_report_writes_to_output_file_and_nothing_to_stdout(argv, recorded, capsys, tmp_path):
     target = tmp_path / "report.txt"
     assert cli.main([*argv, "--output", str(target)]) == 0
@@ -145,7 +146,7 @@ def test_every_report_writes_to_output_file_and_nothing_to_stdout(argv, recorded
     assert out == "" and err == f"wrote {target}\n" and target.read_text().strip()
 
 
-@pytest.mark.parametrize("argv", REPORTS, ids=lambda a: a[0])
+@pytest.mark.parametrize("argv", REPORTS, ids=IDS)
 def test_every_text_report_fits_120_columns(argv, recorded, capsys):
     cli.main(argv)
     assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= 120
@@ -248,3 +249,10 @@ def test_schema_write_in_a_project_of_ones_own_writes_the_schema_its_stack_files
     assert capsys.readouterr().out == "wrote schemas/stack.schema.json\n"
     assert (tmp_path / "schemas" / "stack.schema.json").is_file() and not (tmp_path / "docs").exists()
     assert cli.main(["schema", "--check"]) == 0
+
+
+def test_an_unknown_region_is_refused_in_a_short_line_with_the_closest_regions(capsys):
+    assert cli.main(["init", "x", "--region", "eu-nort-1", "--admin", "arn:aws:iam::123456789012:role/A"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --region: 'eu-nort-1' is not one of the ") and "did you mean eu-north-1" in err
+    assert err.count("\n") == 1 and len(err) <= 200

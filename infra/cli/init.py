@@ -28,6 +28,7 @@ from infra.bundled import instance_types, source, where_offered, zone_offerings
 from infra.cli.jobs import round_trip_yaml
 from infra.cli.offline import StackNotFound, project_root
 from infra.config import DNS_LABEL, ConfigError, eks_regions
+from infra.config.stack import not_an_eks_region
 
 G = "higgsfield"
 
@@ -194,7 +195,7 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
     if not base_file.is_file():
         raise StackNotFound(f"--from {base}: {base_file.relative_to(root)} not found")
     if region not in eks_regions():
-        raise ConfigError("--region", f"{region!r} is not an AWS region with EKS; known: {', '.join(eks_regions())}")
+        raise ConfigError("--region", not_an_eks_region(region))
     offered = zone_offerings(region)
     if not offered:
         raise ConfigError("--region", f"{source()} has no instance-type offerings for {region}, so no AZs can be chosen offline")

@@ -56,6 +56,16 @@ def eks_regions() -> list[str]:
     return sorted(set(aws["services"]["eks"]["endpoints"]) & set(aws["regions"]))
 
 
+def not_an_eks_region(region: str) -> str:
+    """Why `region` is refused, in one short line: the closest EKS regions, not all of them."""
+    import difflib
+
+    known = eks_regions()
+    close = difflib.get_close_matches(region, known, n=3, cutoff=0.5)
+    hint = f"did you mean {' or '.join(close)}?" if close else f"e.g. {', '.join(known[:3])}, ..."
+    return f"{region!r} is not one of the {len(known)} AWS regions with EKS (botocore's endpoint data); {hint}"
+
+
 _ZONES_SOURCE = "EC2 DescribeInstanceTypeOfferings by availability zone, as bundled with moto"
 
 
@@ -152,7 +162,7 @@ class StackConfig(Setting):
     def _eks_region(cls, region: str) -> str:
         known = eks_regions()
         if region not in known:
-            raise ValueError(f"{region!r} is not an AWS region with EKS; known: {', '.join(known)}")
+            raise ValueError(not_an_eks_region(region))
         return region
 
     @field_validator("kubernetes_version")
