@@ -220,6 +220,8 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
     assert colour_on(Terminal()) and not colour_on(sys.stdout if not sys.stdout.isatty() else open(os.devnull, "w"))
     monkeypatch.setenv("NO_COLOR", "1")
     assert not colour_on(Terminal())
+    monkeypatch.setenv("NO_COLOR", "")  # "present and not an empty string" turns colour off (no-color.org)
+    assert colour_on(Terminal())
 
 
 def test_preflight_without_a_network_is_one_line_not_one_per_check():

@@ -5,7 +5,7 @@
 - `--output FILE` writes what would have been printed (text, or JSON with `--json`) to FILE;
   the old `--json PATH` still writes the JSON to PATH and prints the text;
 - failures and refusals on stderr (`error: ...`), one line each; the exit status says the verdict;
-- colour only on a terminal, never with NO_COLOR set (no-color.org) or TERM=dumb.
+- colour only on a terminal, never with NO_COLOR set to a non-empty value (no-color.org) or TERM=dumb.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ _COLOURS = {"red": "31", "green": "32", "yellow": "33", "bold": "1"}
 
 
 def colour_on(stream: IO[str]) -> bool:
-    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"  # an empty NO_COLOR is unset (no-color.org)
 
 
 def paint(text: str, colour: str, on: bool) -> str:
