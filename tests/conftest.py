@@ -12,6 +12,7 @@ Two things hold for the whole session:
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import json
 import os
@@ -247,3 +248,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest tests first (a fresh install takes a core for some twenty seconds): started
     last, they would leave one xdist worker running alone at the end."""
     items.sort(key=lambda item: item.get_closest_marker("fresh_install") is None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The garbage collector, tuned for a test process as infra/cli/main.py run() is for the CLI:
+    what exists once the tests are collected (the SDKs' modules and types, the stacks' configs)
+    lives to the end, so it is moved out of the collector's sight (gc.freeze), and collections
+    come after 50,000 allocations instead of 700. Each full collection walked every plan and
+    validator the session keeps: 20-30% of the suite's CPU, measured on eight plan-heavy files."""
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 50)
