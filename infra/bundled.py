@@ -74,6 +74,11 @@ def where_offered(instance_type: str, near: str | None = None) -> str:
     found = {r: z for r, z in found.items() if z}
     checked = f"{source()}; `higgsfield preflight STACK` re-checks against your account"
     if not found:
+        if instance_type not in instance_types():  # a typo, not a type nobody offers
+            import difflib
+
+            close = difflib.get_close_matches(instance_type.lower(), list(instance_types()), n=3, cutoff=0.8)
+            return f"no such instance type in {source()}" + (f"; did you mean {' or '.join(close)}?" if close else "")
         return f"it is offered in no region ({checked})"
     area = (near or "").split("-")[0] + "-"
     ordered = sorted(found, key=lambda r: (r != near, not r.startswith(area), r))

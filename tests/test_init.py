@@ -172,3 +172,21 @@ def test_a_malformed_init_flag_is_refused_naming_the_flag(project, capsys, flag,
 def test_init_output_fits_120_columns(project, capsys):
     assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", "--from", "prod"]) == 0
     assert max(map(len, capsys.readouterr().out.splitlines())) <= 120
+
+
+def test_a_pool_flag_the_stack_refuses_is_named_with_its_value_not_a_line_of_an_unwritten_file(project, capsys):
+    assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", "--gpu-pool", "h100:p5.48xlarge:0-99999"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --gpu-pool h100:p5.48xlarge:0-99999: gpuPools[0].maxSize: must be at most 450")
+    assert "Pulumi.eu.yaml" not in err and not (project / "stacks" / "Pulumi.eu.yaml").exists()
+
+
+def test_a_team_flag_the_stack_refuses_is_named_with_its_value(project, capsys):
+    assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", "--team", "Vision:8"]) == 2
+    assert capsys.readouterr().err.startswith("error: --team Vision:8: scheduler.")
+
+
+def test_a_mistyped_instance_type_is_a_typo_with_the_closest_types_not_a_type_offered_nowhere(project, capsys):
+    assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", "--gpu-pool", "h100:P5.48xlarge:0-2"]) == 2
+    err = capsys.readouterr().err
+    assert "no such instance type in AWS's catalog" in err and "did you mean p5.48xlarge" in err

@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from infra.bundled import instance_types, source, where_offered, zone_offerings
 from infra.cli.jobs import round_trip_yaml
 from infra.cli.offline import StackNotFound, project_root
 from infra.config import DNS_LABEL, ConfigError, eks_regions
+from infra.config.errors import Problem
 from infra.config.stack import not_an_eks_region
 
 G = "higgsfield"
@@ -275,6 +277,32 @@ def write(stack: NewStack, root: Path | None = None) -> None:
         stack.stack_file.unlink()
         stack.policy_file.unlink()
         raise
+
+
+def create(name: str, region: str, base: str, root: Path, choices: Choices, flags: Sequence[str] = ()) -> NewStack:
+    """new_stack, then write; a refusal names the flag whose value it is about (`--gpu-pool
+    h100:p5.48xlarge:0-999: maxSize ...`), else the setting of the stack that was not written, and
+    never a line of a file that is not there."""
+    try:
+        stack = new_stack(name, region, base, root, choices)
+        write(stack, root)
+    except ConfigError as exc:
+        problems = []
+        for problem in exc.problems:
+            key = problem.key
+            pool = re.match(rf"{G}:gpuPools\[(\d+)\]", key)
+            team = re.match(rf"{G}:scheduler\.(teams|queues)\[(\d+)\]", key)
+            if pool and choices.pools and int(pool[1]) < len(flags):
+                problems.append(Problem((f"--gpu-pool {flags[int(pool[1])]}",), f"{key[len(G) + 1:]}: {problem.message}"))
+            elif team and choices.teams and int(team[2]) < len(choices.teams):  # one queue per --team, in order
+                spec = choices.teams[int(team[2])]
+                problems.append(Problem((f"--team {spec.name}" + (f":{spec.gpus}" if spec.gpus is not None else ""),), f"{key[len(G) + 1:]}: {problem.message}"))
+            elif key.startswith(f"{G}:") or key.startswith("aws:"):
+                problems.append(Problem((key,), f"{problem.message} (in the stack init would write from {base}; nothing was written)"))
+            else:
+                problems.append(problem)
+        raise ConfigError(problems[0].key, problems[0].message, problems) from None
+    return stack
 
 
 def render(stack: NewStack, root: Path) -> str:

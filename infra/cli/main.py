@@ -176,8 +176,7 @@ def _init(args: argparse.Namespace) -> int:
     choices = init.Choices(pools=tuple(init.PoolSpec.parse(p) for p in args.gpu_pool or ()), cpu_types=tuple(args.cpu_type or ()),
                            teams=tuple(init.TeamSpec.parse(t) for t in args.team or ()), environment=args.environment,
                            admins=tuple(args.admin or ()))
-    stack = init.new_stack(args.stack, args.region, args.source, root, choices)
-    init.write(stack, root)
+    stack = init.create(args.stack, args.region, args.source, root, choices, flags=tuple(args.gpu_pool or ()))
     print(init.render(stack, root))
     return 0
 
