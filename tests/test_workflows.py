@@ -218,3 +218,16 @@ def _repository(stack: str) -> str:
 def _subjects(role) -> list[str]:
     statement = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]
     return [values["token.actions.githubusercontent.com:sub"] for values in statement["Condition"].values() if "token.actions.githubusercontent.com:sub" in values]
+
+
+def test_the_placeholder_repository_is_flagged_by_check_and_first_in_bootstrap():
+    """The shipped stacks name your-org/higgsfield; the CI roles trust whatever repository is named."""
+    from infra.cli import bootstrap, check
+    from tests.conftest import ROOT, plan_of
+
+    plan = plan_of("dev")
+    (finding,) = [f for f in check.ci_delivery(plan, ROOT) if "placeholder" in f.message]
+    assert finding.level == "advisory" and finding.message.startswith("higgsfield:delivery.repository: your-org/higgsfield")
+    assert bootstrap.steps(plan.config)[0].startswith("Repository: higgsfield:delivery.repository is still the placeholder")
+    own = plan.config.model_copy(update={"delivery": plan.config.delivery.model_copy(update={"repository": "acme/ml-platform"})})
+    assert not bootstrap.steps(own)[0].startswith("Repository:")

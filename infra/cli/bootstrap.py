@@ -19,6 +19,7 @@ from typing import Any
 from infra.cli import stacks
 from infra.cli.offline import project_root
 from infra.cli.stacks import SUB_CLAIM_KEYS, boundary_name
+from infra.config.delivery import PLACEHOLDER_REPOSITORY
 
 PROJECT = "higgsfield"  # Pulumi.yaml name
 
@@ -65,7 +66,10 @@ def steps(config: Any) -> list[str]:
     rules: dict = {"deployment_branch_policy": {"protected_branches": False, "custom_branch_policies": True}}
     if reviewed:
         rules.update(prevent_self_review=True, reviewers=[{"type": "Team", "id": "TEAM_ID"}])
-    return [
+    placeholder = ([f"Repository: higgsfield:delivery.repository is still the placeholder {PLACEHOLDER_REPOSITORY}; set it to your repository "
+                    "(owner/name) in the stack file first: the CI roles trust that repository's workflows, and the commands below name it."]
+                   if repo == PLACEHOLDER_REPOSITORY else [])
+    return placeholder + [
         f"Credentials: an administrator of account {delivery.account_id} (region {region}) that is not {entry['deployRole']} "
         f"and not in higgsfield:admins (EKS gives the cluster's creator its own admin access entry).",
         f"Backend (once per bucket): `aws s3api create-bucket --bucket {bucket} --region {region}"

@@ -175,10 +175,14 @@ def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
     import yaml
 
     from infra.cli.stacks import stack_matrix
+    from infra.config.delivery import PLACEHOLDER_REPOSITORY
     from policies.rules import account_findings, delivery_findings
 
     workflows = {p.name: yaml.safe_load(p.read_text()) or {} for p in sorted((root / ".github" / "workflows").glob("*.yml"))}
     found = [Finding("ci-delivery", "mandatory", None, f"{where}: {message}") for where, message in delivery_findings(plan.config, workflows)]
+    if plan.config.delivery is not None and plan.config.delivery.repository == PLACEHOLDER_REPOSITORY:
+        found.append(Finding("ci-delivery", "advisory", None, f"higgsfield:delivery.repository: {PLACEHOLDER_REPOSITORY} is the shipped stacks' placeholder: "
+                             "set your repository (owner/name) before the first deploy, since the CI roles trust the workflows of the repository named here"))
     # One account (and one GitHub environment) per stack's environment: against the other stack files.
     return found + [Finding("ci-delivery", level, None, f"{where}: {message}")
                     for level, where, message in account_findings(plan.config, stack_matrix(root)["include"])]

@@ -20,6 +20,11 @@ from infra.config.limits import S3_BUCKET_PATTERN, s3_bucket
 GitHubAccountId = matching(r"^[1-9][0-9]{0,11}$", "is not a GitHub account id (digits: gh api users/LOGIN --jq .id)")
 
 
+# The shipped stacks' stand-in for the user's own repository. Someone could own it on GitHub, and
+# the CI roles trust the workflows of the repository named here: check and bootstrap say so.
+PLACEHOLDER_REPOSITORY = "your-org/higgsfield"
+
+
 class Runner(Setting):
     """GitHub Actions runners hosted on AWS CodeBuild, in the stack's private subnets, one ephemeral build per job."""
 
