@@ -190,3 +190,14 @@ def test_a_mistyped_instance_type_is_a_typo_with_the_closest_types_not_a_type_of
     assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", "--gpu-pool", "h100:P5.48xlarge:0-2"]) == 2
     err = capsys.readouterr().err
     assert "no such instance type in AWS's catalog" in err and "did you mean p5.48xlarge" in err
+
+
+def test_check_names_one_refusal_once_with_every_example_it_stops(project_copy, capsys):
+    from infra.cli import check, jobs
+    from tests.conftest import delete_key
+
+    project_copy("dev", lambda config: (delete_key("higgsfield:admins")(config), delete_key("higgsfield:delivery")(config)))
+    result = check.check_stack("bad")
+    (finding,) = [f for f in result.mandatory if f.policy == "example-jobs-fit"]
+    assert all(f"examples/{e}.yaml" in finding.message for e in jobs.examples_for(result.plan.config))
+    assert finding.message.count("higgsfield:admins: names no AWS account") == 1

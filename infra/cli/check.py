@@ -128,9 +128,10 @@ def validate_manifests(plan: Plan, examples: dict | None = None) -> list[Finding
     version = plan.config.kubernetes_version
     objects = [o for o in manifests(plan) if o["kind"] not in CRD_KINDS]
     findings = []
+    refused: dict[str, list[str]] = {}  # one finding per refusal, naming every example it stops
     for example, rendered in (jobs.render_examples(plan.config) if examples is None else examples).items():
         if isinstance(rendered, Exception):  # the shipped example cannot run on this stack as configured
-            findings.append(Finding("example-jobs-fit", "mandatory", None, f"examples/{example}.yaml: {rendered}"))
+            refused.setdefault(str(rendered), []).append(f"examples/{example}.yaml")
             continue
         for obj in rendered:
             if obj["kind"] not in CRD_KINDS:  # ConfigMaps, and the serving and evaluation examples' built-in kinds
@@ -138,6 +139,7 @@ def validate_manifests(plan: Plan, examples: dict | None = None) -> list[Finding
                 continue
             for i, template in enumerate(jobs.pod_templates(obj)):
                 objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{obj['metadata']['name']}-{i}"}, "spec": template["spec"]})
+    findings += [Finding("example-jobs-fit", "mandatory", None, f"{', '.join(where)}: {message}") for message, where in refused.items()]
     for obj in objects:
         try:
             kubernetes_schema.validate(obj, version)

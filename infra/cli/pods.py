@@ -63,7 +63,7 @@ def default_image(cfg: StackConfig) -> str:
     if cfg.training_image:
         return cfg.training_image
     if stack_account(cfg) is None:
-        raise ConfigError(f"{NAMESPACE}:admins", "names no AWS account (none set, or ARNs of several accounts), so the training image's "
+        raise ConfigError(f"{NAMESPACE}:admins", "names no AWS account (none set, or ARNs of several accounts; nor is higgsfield:delivery.accountId set), so the training image's "
                           f"registry ({UNKNOWN_ACCOUNT}.dkr.ecr.{cfg.region}.amazonaws.com) is unknown: add the cluster admins' ARNs "
                           "(higgsfield init --admin ARN), or set higgsfield:trainingImage, or pass --image")
     tag = image_tag()
