@@ -127,7 +127,10 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
     ]
     team_spec = teams[namespace]
     check_pods = objects[1]["spec"]["template"]
-    check_pods["spec"]["schedulerName"] = "volcano"  # a GPU pod in a team namespace: Volcano's (the team's queue, by the namespace's annotation)
+    # A GPU pod in a team namespace is Volcano's: its podgroup controller gives each such pod a
+    # PodGroup of its own (volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1
+    # createNormalPodPGIfNotExist), in the team's queue by the namespace's annotation (components/tenancy.py).
+    check_pods["spec"]["schedulerName"] = "volcano"
     run_as_team(check_pods, team_spec)  # the team's UID and Pod Security restricted, as its admission policy requires
     objects[1] = _with_image_comment(objects[1], cfg, image)
     if count >= 2:
