@@ -18,6 +18,7 @@ import node_check
 from components.efa import expected_bus_bandwidth_gb_s
 from infra.catalog import InstanceFacts
 from node_check import Expectations
+from tests.conftest import ROOT
 
 OFI_EFA_LOG = """\
 p5-dy-gpu-3:60823:60823 [2] NCCL INFO NCCL version 2.26.2+cuda12.2
@@ -103,6 +104,38 @@ def test_nccl_debug_files_of_one_process_are_read_back(tmp_path):
     pattern = str(tmp_path / "nccl-%h-%p.log")
     assert node_check.parse_nccl_network(node_check.read_nccl_logs(pattern, 41)).over_efa
     assert not node_check.parse_nccl_network(node_check.read_nccl_logs(pattern, 42)).over_efa
+
+
+# Captured, not written: the NCCL_DEBUG_FILE the rendered check's all-reduce wrote on a bare H200 box
+# (NCCL 2.28.9 in PyTorch 2.11, no EFA; tests/gpu/node_check_here.py, 2026-12-04). Lines kept as NCCL
+# wrote them, the 64 channel lines left out.
+CAPTURED_H200_SOCKET_LOG = """\
+vm:516:516 [0] NCCL INFO NCCL_SOCKET_IFNAME set to ^docker,lo,veth
+vm:516:516 [0] NCCL INFO NCCL version 2.28.9+cuda13.0
+vm:516:516 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so
+vm:516:516 [0] NCCL INFO NET/IB : No device found.
+vm:516:516 [0] NCCL INFO Failed to initialize NET plugin IB
+vm:516:516 [0] NCCL INFO NET/Socket : Using [0]eth0:192.0.2.2<0>
+vm:516:516 [0] NCCL INFO Initialized NET plugin Socket
+vm:516:516 [0] NCCL INFO Assigned NET plugin Socket to comm
+vm:516:516 [0] NCCL INFO Using network Socket
+vm:516:516 [0] NCCL INFO ncclCommInitRankConfig comm 0x17f5c1a0 rank 0 nranks 1 cudaDev 0 nvmlDev 0 busId 60 commId 0x5067e512f72d03db - Init START
+vm:516:516 [0] NCCL INFO TUNER/Plugin: Could not find: ofi libnccl-tuner-ofi.so
+vm:516:516 [0] NCCL INFO ncclCommInitRankConfig comm 0x17f5c1a0 rank 0 nranks 1 cudaDev 0 nvmlDev 0 busId 60 commId 0x5067e512f72d03db - Init COMPLETE
+"""
+
+
+def test_a_real_nccl_log_without_efa_is_read_as_sockets_and_fails_an_efa_pool(tmp_path):
+    (tmp_path / "nccl-vm-516.log").write_text(CAPTURED_H200_SOCKET_LOG)
+    log = node_check.read_nccl_logs(str(tmp_path / "nccl-%h-%p.log"), 516)
+    assert node_check.parse_nccl_network(log) == node_check.NcclNetwork("Socket", None, None)
+    assert _failed(node_check.fabric_verdict("vm", log, 0.0, EFA_POOL, 1)) == ["NCCL network", "aws-ofi-nccl", "NCCL all-reduce busbw"]
+
+
+def test_the_tuner_library_name_ofi_opens_is_the_one_the_image_checks_for():
+    # NCCL_TUNER_PLUGIN=ofi made NCCL look for exactly this file; the image build asserts it exists
+    assert "libnccl-tuner-ofi.so" in CAPTURED_H200_SOCKET_LOG
+    assert 'libnccl-tuner-ofi.so"' in (ROOT / "images/training/Dockerfile").read_text()
 
 
 def _facts(name: str, gbps: float) -> InstanceFacts:
