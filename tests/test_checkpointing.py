@@ -358,22 +358,12 @@ def _torch_python() -> str | None:
 @pytest.mark.skipif(_torch_python() is None, reason="needs PyTorch (set HIGGSFIELD_TORCH_PYTHON to a Python that has it)")
 def test_train_ddp_on_two_cpu_ranks_flushes_on_sigterm_and_resumes_after_it(tmp_path):
     """The real program with torch.distributed.checkpoint on gloo: two ranks, per-rank local shard
-    directories merged on 'FSx', the marker, SIGTERM through the launcher, the resume."""
-    python = _torch_python()
-    torchrun = [python, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(ROOT / "examples" / "train_ddp.py")]
-    env = {**os.environ, "CHECKPOINT_DIR": str(tmp_path / "nvme"), "CHECKPOINT_SHARED_DIR": str(tmp_path / "fsx"),
-           "CHECKPOINT_EVERY_STEPS": "200", "STEPS": "1000000", "OMP_NUM_THREADS": "1", "CHECKPOINT_FLUSH_SECONDS": "60"}
-    first = subprocess.Popen([python, str(ROOT / "examples" / "checkpointing.py"), *torchrun], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    while latest_complete(tmp_path / "fsx") is None and time.monotonic() < deadline:
-        time.sleep(0.5)
-    first.send_signal(signal.SIGTERM)
-    out, _ = first.communicate(timeout=120)
-    assert "SIGTERM: final checkpoint of step" in out and " published" in out, out[-3000:]
-    final = latest_complete(tmp_path / "fsx")[0]
-    second = subprocess.run([python, str(ROOT / "examples" / "checkpointing.py"), *torchrun], env={**env, "STEPS": str(final + 5)},
-                            capture_output=True, text=True, timeout=180)
-    assert f"resumed from {tmp_path / 'fsx'}/step-{final:09d} (step {final}), continuing at step {final + 1}" in second.stdout, second.stdout[-3000:]
+    directories merged on 'FSx', the marker, SIGTERM through the launcher, the resume (on a GPU box:
+    `python3 -m tests.gpu.resume_here`, NCCL on CUDA)."""
+    from tests.gpu.resume_here import broken_promises, sigterm_then_resume
+
+    first, second, final = sigterm_then_resume(_torch_python(), 2, tmp_path)
+    assert broken_promises(first, second, final, tmp_path / "fsx") == [], (first[-3000:], second[-3000:])
 
 
 @pytest.mark.parametrize("stack", STACKS)
