@@ -184,3 +184,12 @@ def test_every_component_uses_a_higgsfield_type_token_and_parents_its_children(p
 
     orphans = [r.name for r in plan.resources if r.custom and parent_type(r) == "pulumi:pulumi:Stack"]
     assert orphans == []
+
+
+def test_check_says_when_the_allow_list_is_still_an_example_range_no_request_comes_from():
+    from infra.cli.check import endpoint_placeholder
+    from tests.conftest import plan_of
+
+    (finding,) = endpoint_placeholder(plan_of("dev"))
+    assert finding.level == "advisory" and finding.message.startswith("higgsfield:endpoint.publicAccessCidrs[0]: 203.0.113.0/24 is a documentation range")
+    assert endpoint_placeholder(plan_of("prod")) == []  # private: nothing to reach from outside

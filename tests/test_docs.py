@@ -59,3 +59,44 @@ def test_every_relative_link_leads_to_a_file_and_heading_that_exist(page):
         elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
             broken.append(target)
     assert not broken, f"{page.relative_to(ROOT)}: {broken}"
+
+
+def _quick_start() -> list[list[str]]:
+    """The README quick start's offline `higgsfield` commands, as argv lists (continuations joined,
+    comments dropped, `a && b` two commands, `a | b` only a)."""
+    import shlex
+
+    text = README.read_text().split("## Quick start", 1)[1]
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0].replace("\\\n", " ")
+    commands = []
+    for line in block.splitlines():
+        words = shlex.split(line, comments=True)
+        while words:
+            command, words = (words[:words.index("&&")], words[words.index("&&") + 1:]) if "&&" in words else (words, [])
+            command = command[:command.index("|")] if "|" in command else command
+            if command[0] == "higgsfield" and command[1] in ("init", "check", "cost", "plan", "jobs"):
+                commands.append(command[1:])
+    return commands
+
+
+def test_the_readme_quick_start_runs_as_written_to_a_rendered_job(tmp_path, monkeypatch, capsys):
+    """Landing page to a first job's YAML for one's own region, types and team, offline."""
+    import shutil
+
+    import yaml
+
+    from infra.cli.main import main
+
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
+    monkeypatch.chdir(tmp_path)
+    commands = _quick_start()
+    assert [c[0] for c in commands] == ["init", "check", "cost", "jobs"]
+    for argv in commands:
+        capsys.readouterr()
+        assert main(argv) == 0, (argv, capsys.readouterr().err)
+    job = next(d for d in yaml.safe_load_all(capsys.readouterr().out) if d and d["kind"] == "PyTorchJob")
+    pod = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert job["metadata"]["namespace"] == "vision" and pod["nodeSelector"]["higgsfield.io/pool"] == "h100"
+    assert pod["containers"][0]["image"].startswith("123456789012.dkr.ecr.eu-north-1.amazonaws.com/")

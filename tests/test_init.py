@@ -46,7 +46,29 @@ def test_init_keeps_the_comments_of_the_stack_it_starts_from(project):
     main(["init", *ADMIN, "mine", "--region", "eu-north-1"])
     text = (project / "stacks" / "Pulumi.mine.yaml").read_text()
     assert text.startswith("# yaml-language-server: $schema=../schemas/stack.schema.json\n")
-    assert "publicAccessCidrs: [203.0.113.0/24]   # replace with your office / VPN egress range" in text
+    assert "instanceTypes: [g6e.xlarge, g6e.2xlarge]   # 1 x L40S each, no EFA" in text
+    assert "publicAccessCidrs: []                 # replace with your office / VPN egress range" in text
+
+
+def test_init_does_not_copy_an_example_allow_list_no_request_comes_from(project, capsys):
+    """dev's 203.0.113.0/24 (RFC 5737) admits no one: the new endpoint is private, and says so."""
+    assert main(["init", *ADMIN, "mine", "--region", "eu-north-1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert _config(project, "mine")["higgsfield:endpoint"]["publicAccessCidrs"] == []
+    assert "203.0.113.0/24 of dev is a documentation range" in out and "--public-access-cidr" in out
+
+
+def test_init_sets_who_reaches_the_api_endpoint_from_its_flag(project, capsys):
+    argv = ["init", *ADMIN, "mine", "--region", "eu-north-1", "--public-access-cidr", "8.8.8.0/24", "--public-access-cidr", "1.1.1.1/32"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert _config(project, "mine")["higgsfield:endpoint"]["publicAccessCidrs"] == ["8.8.8.0/24", "1.1.1.1/32"]
+    assert "documentation range" not in capsys.readouterr().out
+
+
+def test_an_allow_list_flag_the_stack_refuses_is_named_with_its_value(project, capsys):
+    assert main(["init", *ADMIN, "mine", "--region", "eu-north-1", "--public-access-cidr", "10.0.0.0/8"]) == 2
+    assert capsys.readouterr().err.startswith("error: --public-access-cidr 10.0.0.0/8: 10.0.0.0/8 is a private (RFC 1918) range")
+    assert not (project / "stacks" / "Pulumi.mine.yaml").exists()
 
 
 def test_a_stack_from_init_plans_checks_and_costs_without_edits(project, capsys):

@@ -190,6 +190,17 @@ def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
                     for level, where, message in account_findings(plan.config, stack_matrix(root)["include"])]
 
 
+def endpoint_placeholder(plan: Plan) -> list[Finding]:
+    """The shipped stacks' example allow-list, still in place: a documentation range (RFC 5737)
+    sends no request, so the public endpoint would admit no one and kubectl times out."""
+    from infra.config.limits import documentation_range
+
+    return [Finding("endpoint-allow-list", "advisory", None,
+                    f"higgsfield:endpoint.publicAccessCidrs[{i}]: {cidr} is a documentation range (RFC 5737) no request comes from, "
+                    "so kubectl outside the VPC reaches nothing; list your office or VPN egress ranges, or [] for a private endpoint")
+            for i, cidr in enumerate(plan.config.endpoint.public_access_cidrs) if documentation_range(cidr)]
+
+
 @dataclass(frozen=True)
 class CheckResult:
     plan: Plan
@@ -221,7 +232,7 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     from infra.cli import day_one, jobs  # day_one: the first real day (gate image, autoscaler limits, resume promises)
 
     examples = jobs.render_examples(plan.config)  # once, for the schemas and the resume promises
-    violations += validate_manifests(plan, examples) + examples_teams_cannot_run(plan) + ci_delivery(plan, root) + training_minimum_preemptable(plan)
+    violations += validate_manifests(plan, examples) + examples_teams_cannot_run(plan) + ci_delivery(plan, root) + endpoint_placeholder(plan) + training_minimum_preemptable(plan)
     violations += [Finding(policy, "mandatory", None, message) for policy, message in day_one.findings(plan.config, examples)]
     return CheckResult(plan, path, violations, skipped)
 

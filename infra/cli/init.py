@@ -6,7 +6,8 @@ what is regional: aws:region, the availability zones (ones that offer every GPU 
 types and the system nodes' types, per AWS's catalog as bundled with moto), each pool's zone
 (every EFA pool in one zone, the zone FSx then takes by default), and the FSx zone. Flags replace
 the GPU pools (`--gpu-pool NAME:TYPE[,TYPE]:MIN-MAX`), the system nodes' types (`--cpu-type`), the
-teams (`--team NAME[:GPUS]`), the environment and the cluster admins (`--admin ARN`).
+teams (`--team NAME[:GPUS]`), the environment, the cluster admins (`--admin ARN`) and who reaches the
+public API endpoint (`--public-access-cidr CIDR`; the base's documentation ranges are not copied).
 
 What belongs to another account, region or CI is never carried over silently: a capacity
 reservation or Capacity Block (one AZ of one account) becomes on-demand; the CI connection, state
@@ -106,6 +107,7 @@ class Choices:
     teams: tuple[TeamSpec, ...] = ()
     environment: str | None = None
     admins: tuple[str, ...] = ()
+    public_access_cidrs: tuple[str, ...] = ()
 
 
 def _gpus(instance_type: str) -> int:
@@ -160,6 +162,28 @@ def _apply_choices(config: dict, choices: Choices, result: NewStack, base: str) 
         config[f"{G}:admins"] = list(choices.admins)
 
 
+def _endpoint(config: dict, choices: Choices, result: NewStack, base: str) -> None:
+    """The flags' public endpoint allow-list; without them the base's, less its documentation
+    ranges (the shipped stacks' placeholders: no request comes from them)."""
+    from infra.config.limits import documentation_range
+
+    endpoint = config.get(f"{G}:endpoint") or {}
+    cidrs = endpoint.get("publicAccessCidrs")
+    if choices.public_access_cidrs:
+        config[f"{G}:endpoint"] = endpoint
+        if cidrs is None:
+            endpoint["publicAccessCidrs"] = list(choices.public_access_cidrs)
+        else:
+            _replace(cidrs, list(choices.public_access_cidrs))
+        return
+    placeholders = [c for c in cidrs or [] if documentation_range(str(c))]
+    if placeholders:
+        _replace(cidrs, [c for c in cidrs if c not in placeholders])
+        private = "" if cidrs else "; the API endpoint is private: kubectl from the VPC or the VPN"
+        result.notes.append(f"endpoint.publicAccessCidrs {', '.join(map(str, placeholders))} of {base} is a documentation range no request "
+                            f"comes from: not copied{private}; --public-access-cidr YOUR-EGRESS/32 (repeatable) lets kubectl in from there")
+
+
 def _clear_what_is_not_ours(config: dict, result: NewStack, base: str, old_region: str, region: str, admins_given: bool) -> None:
     """Settings bound to the base's account, region or CI are cleared, each with a note."""
     delivery = config.pop(f"{G}:delivery", None)
@@ -210,6 +234,7 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
     config["aws:region"] = region
     _apply_choices(config, choices, result, base)
     _clear_what_is_not_ours(config, result, base, old_region, region, bool(choices.admins))
+    _endpoint(config, choices, result, base)
 
     pools = config.get(f"{G}:gpuPools") or []
     # Every EFA pool in one zone (one that offers all their types), where FSx goes by default:
@@ -292,8 +317,11 @@ def create(name: str, region: str, base: str, root: Path, choices: Choices, flag
             key = problem.key
             pool = re.match(rf"{G}:gpuPools\[(\d+)\]", key)
             team = re.match(rf"{G}:scheduler\.(teams|queues)\[(\d+)\]", key)
+            cidr = re.match(rf"{G}:endpoint\.publicAccessCidrs\[(\d+)\]", key) if choices.public_access_cidrs else None
             if pool and choices.pools and int(pool[1]) < len(flags):
                 problems.append(Problem((f"--gpu-pool {flags[int(pool[1])]}",), f"{key[len(G) + 1:]}: {problem.message}"))
+            elif cidr and int(cidr[1]) < len(choices.public_access_cidrs):
+                problems.append(Problem((f"--public-access-cidr {choices.public_access_cidrs[int(cidr[1])]}",), problem.message))
             elif team and choices.teams and int(team[2]) < len(choices.teams):  # one queue per --team, in order
                 spec = choices.teams[int(team[2])]
                 problems.append(Problem((f"--team {spec.name}" + (f":{spec.gpus}" if spec.gpus is not None else ""),), f"{key[len(G) + 1:]}: {problem.message}"))

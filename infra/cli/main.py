@@ -175,7 +175,7 @@ def _init(args: argparse.Namespace) -> int:
     root = project_root()
     choices = init.Choices(pools=tuple(init.PoolSpec.parse(p) for p in args.gpu_pool or ()), cpu_types=tuple(args.cpu_type or ()),
                            teams=tuple(init.TeamSpec.parse(t) for t in args.team or ()), environment=args.environment,
-                           admins=tuple(args.admin or ()))
+                           admins=tuple(args.admin or ()), public_access_cidrs=tuple(args.public_access_cidr or ()))
     stack = init.create(args.stack, args.region, args.source, root, choices, flags=tuple(args.gpu_pool or ()))
     print(init.render(stack, root))
     return 0
@@ -337,6 +337,8 @@ def parser() -> argparse.ArgumentParser:
     init.add_argument("--team", action="append", metavar="NAME[:GPUS]", help="a team on the first queue (repeatable; replaces the teams)")
     init.add_argument("--environment", choices=["dev", "staging", "prod"], help="default: the existing stack's")
     init.add_argument("--admin", action="append", metavar="ARN", help="IAM role/user ARN with cluster-admin (required, repeatable; the existing stack's are not copied: their account names the image registry)")
+    init.add_argument("--public-access-cidr", action="append", metavar="CIDR",
+                      help="public egress range of your office or VPN that may reach the API endpoint (repeatable; default: the existing stack's, less example ranges)")
     init.set_defaults(func=_init)
 
     health = sub.add_parser("healthcheck", help="post-deploy GPU node health check").add_subparsers(dest="health_command", required=True, metavar="ACTION")

@@ -111,13 +111,26 @@ def access_entry_principal(arn: str) -> str:
 # refuses with that message is not checked here: `aws eks update-cluster-config --name C
 # --resources-vpc-config publicAccessCidrs=10.0.0.0/8`. The ranges: IANA IPv4 Special-Purpose
 # Address Registry (RFC 6890). The documentation ranges (RFC 5737: 192.0.2.0/24, 198.51.100.0/24,
-# 203.0.113.0/24) are left to the prod rules: the example stacks use one as a placeholder.
+# 203.0.113.0/24) are accepted: the example stacks use one as a placeholder, which `check` reports
+# (no request comes from it) and `init` does not copy.
 MAX_PUBLIC_CIDRS = 40
 NOT_ON_THE_INTERNET = {
     "0.0.0.0/8": "'this network'", "10.0.0.0/8": "private (RFC 1918)", "100.64.0.0/10": "shared carrier-grade NAT (RFC 6598)",
     "127.0.0.0/8": "loopback", "169.254.0.0/16": "link-local", "172.16.0.0/12": "private (RFC 1918)",
     "192.168.0.0/16": "private (RFC 1918)", "224.0.0.0/4": "multicast", "240.0.0.0/4": "reserved (and broadcast)",
 }
+
+
+DOCUMENTATION_RANGES = ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")
+
+
+def documentation_range(cidr: str) -> bool:
+    """A range of RFC 5737's, for examples only: no request to the public endpoint comes from it."""
+    try:
+        net = ipaddress.IPv4Network(cidr, strict=False)
+    except ValueError:
+        return False  # not a CIDR at all: the stack's validation names it
+    return any(net.subnet_of(ipaddress.IPv4Network(r)) for r in DOCUMENTATION_RANGES)
 
 
 def public_cidr(cidr: str) -> str:
