@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infra.config import STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
+from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
 
 TEAM_LABEL = "higgsfield.io/team"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server, immutable
@@ -153,9 +153,22 @@ def cel_variables() -> list[dict]:
     ]
 
 
-def _requests_gpu(container: str) -> str:
-    return (f"(has({container}.resources) && ((has({container}.resources.limits) && 'nvidia.com/gpu' in {container}.resources.limits) || "
-            f"(has({container}.resources.requests) && 'nvidia.com/gpu' in {container}.resources.requests)))")
+# What only a GPU node has: its GPUs, its EFA interfaces and huge pages (the EFA pools' user data
+# reserves them), and the GPU taint every GPU node carries (components/gpu_pools.py).
+GPU_NODE_RESOURCES = ("nvidia.com/gpu", "vpc.amazonaws.com/efa")
+
+
+def _takes_a_gpu_node(spec: str) -> str:
+    """A pod spec that can only run on a GPU node, or may be placed on one: it requests a GPU, EFA
+    or huge pages in any container (init, sidecar, ephemeral), or tolerates the GPU taint."""
+    def asks(c: str, field: str) -> str:
+        return (f"(has({c}.resources) && has({c}.resources.{field}) && "
+                f"{c}.resources.{field}.exists(k, k in {_list(GPU_NODE_RESOURCES)} || k.startsWith('hugepages-')))")
+
+    containers = (f"((has({spec}.containers) ? {spec}.containers : []) + (has({spec}.initContainers) ? {spec}.initContainers : []) + "
+                  f"(has({spec}.ephemeralContainers) ? {spec}.ephemeralContainers : []))")
+    return (f"({containers}.exists(c, {asks('c', 'limits')} || {asks('c', 'requests')}) || "
+            f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, has(t.key) && t.key == '{GPU_TAINT_KEY}')))")
 
 
 def gpu_and_node_validations() -> list[dict]:
@@ -164,13 +177,13 @@ def gpu_and_node_validations() -> list[dict]:
     pods = _list(["Pod", *TEMPLATE_KINDS, "CronJob"])
     return [
         {
+            # Not only GPU requests: a pod that asks for EFA or huge pages, or tolerates the GPU taint,
+            # makes the autoscaler buy a GPU node too; through Volcano its queue's capability bounds it.
             "expression": (
-                f"!(object.kind in {pods}) || variables.specs.all(s, (has(s.schedulerName) && s.schedulerName == '{SCHEDULER}') || "
-                "((has(s.containers) ? s.containers : []) + (has(s.initContainers) ? s.initContainers : []) + (has(s.ephemeralContainers) ? s.ephemeralContainers : []))"
-                f".all(c, !{_requests_gpu('c')}))"
+                f"!(object.kind in {pods}) || variables.specs.all(s, (has(s.schedulerName) && s.schedulerName == '{SCHEDULER}') || !{_takes_a_gpu_node('s')})"
             ),
             "message": f"GPU pods are scheduled by {SCHEDULER} (its queues and gangs): set schedulerName: {SCHEDULER}, or submit a Kubeflow job (the operator sets it); "
-                       "every container counts (init, sidecar, ephemeral)",
+                       f"so is any pod that asks for EFA or huge pages or tolerates the {GPU_TAINT_KEY} taint, and every container counts (init, sidecar, ephemeral)",
             "reason": "Forbidden",
         },
         {

@@ -225,6 +225,47 @@ def test_every_rendered_example_passes_its_teams_policy_and_fails_anothers(stack
             assert is_denied(job, other_rules), f"{team}'s job admitted in {other}"
 
 
+def _operator_pod(template: dict, team: str) -> dict:
+    """A replica's pod as the Training Operator creates it: schedulerName volcano where the
+    template names none (VolcanoControl.DecoratePodTemplateSpec, kubeflow/trainer:pkg/controller.v1/
+    control/podgroup_control.go@v1.9.4, for launchers too: mpi/mpijob_controller.go newLauncher)."""
+    spec = copy.deepcopy(template["spec"])
+    spec.setdefault("schedulerName", "volcano")
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": team, **copy.deepcopy(template.get("metadata", {}))}, "spec": spec}
+
+
+def test_the_pods_the_operator_makes_of_every_rendered_job_are_admitted_and_not_outside_volcano(stack):
+    """The MPI launcher asks for no GPU yet tolerates the GPU taint: it runs on a GPU node, through Volcano."""
+    cfg = plan_of(stack).config
+    team = cfg.scheduler.teams[0]
+    rules = rules_of(team, cfg.scheduler.priority_classes)
+    for example in jobs.examples_for(cfg):
+        job = jobs.workload_of(jobs.render(example, cfg, team=team.name))
+        if job["kind"] in ("Deployment", "Job"):
+            continue  # their pods are the templates, checked above
+        for where, template in jobs.pod_templates(job, named=True):
+            pod = _operator_pod(template, team.name)
+            assert denied_by(pod, rules, user=tenancy.OPERATOR_USER) == [], (example, where)
+            pod["spec"]["schedulerName"] = "default-scheduler"  # the template named another scheduler: the operator keeps it
+            assert any("scheduled by volcano" in d for d in denied_by(pod, rules, user=tenancy.OPERATOR_USER)), (example, where)
+
+
+def test_a_health_check_edited_to_hold_efa_without_gpus_outside_volcano_is_denied():
+    """An attacker's edit of `healthcheck render`: no GPU, EFA kept, the default scheduler, on the
+    GPU pool - the autoscaler would buy a p5 for each pod, outside every queue."""
+    from infra.cli import healthcheck
+
+    cfg = plan_of("prod").config
+    team = cfg.scheduler.teams[0]
+    job = next(o for o in healthcheck.render(cfg, "h100", nodes=2) if o["kind"] == "Job")
+    spec = job["spec"]["template"]["spec"]
+    spec["schedulerName"] = "default-scheduler"
+    limits = spec["containers"][0]["resources"]["limits"]
+    del limits["nvidia.com/gpu"]
+    assert limits["vpc.amazonaws.com/efa"] == 32
+    assert any("scheduled by volcano" in d for d in denied_by(job, rules_of(team, cfg.scheduler.priority_classes)))
+
+
 def test_rendered_pods_need_no_api_token_except_the_mpi_launcher(stack):
     cfg = plan_of(stack).config
     for example in jobs.examples_for(cfg):

@@ -99,7 +99,13 @@ def _service(**spec) -> dict:
 def _gpu_env_daemonset(env: dict) -> dict:
     """Every GPU node, every GPU: tolerate the GPU taint, select GPU nodes, ask the runtime by env."""
     pod = _cpu_pod(tolerations=[GPU_TOLERATION], nodeSelector={"nvidia.com/gpu.present": "true"}, containers=[_container(env=[env])])
-    return _workload("DaemonSet", pod)
+    return _workload("DaemonSet", _by_volcano(pod))
+
+
+def _by_volcano(pod: dict) -> dict:
+    """A pod that tolerates the GPU taint goes through Volcano (else that rule refuses it first)."""
+    pod["spec"]["schedulerName"] = "volcano"
+    return pod
 
 
 def _launcher_labelled(pod: dict) -> dict:
@@ -147,6 +153,12 @@ ATTACKS = {
         _cpu_pod(initContainers=[_container("init", resources={"limits": {"nvidia.com/gpu": 8}})]), VOLCANO, VISION, {}),
     "sidecar_gpu_pod_outside_volcano": (
         _cpu_pod(initContainers=[_container("sidecar", restartPolicy="Always", resources={"limits": {"nvidia.com/gpu": 8}})]), VOLCANO, VISION, {}),
+    # GPU nodes bought and held without a GPU: EFA interfaces or huge pages, or only the GPU taint tolerated
+    "efa_pod_outside_volcano": (_cpu_pod(containers=[_container(resources={"limits": {"vpc.amazonaws.com/efa": 32}})]), VOLCANO, VISION, {}),
+    "huge_pages_pod_outside_volcano": (_cpu_pod(containers=[_container(resources={"requests": {"hugepages-2Mi": "5120Mi"}})]), VOLCANO, VISION, {}),
+    "pod_tolerating_the_gpu_taint_outside_volcano": (_cpu_pod(tolerations=[GPU_TOLERATION], nodeSelector={"higgsfield.io/pool": "h100"}), VOLCANO, VISION, {}),
+    "deployment_holding_efa_outside_volcano": (
+        _workload("Deployment", _cpu_pod(tolerations=[GPU_TOLERATION], containers=[_container(resources={"limits": {"vpc.amazonaws.com/efa": 32}})])), VOLCANO, VISION, {}),
     "deployment_of_gpu_pods_outside_volcano": (_workload("Deployment", _cpu_pod(containers=[_container(resources={"limits": {"nvidia.com/gpu": 1}})])), VOLCANO, VISION, {}),
     "pod_requesting_every_gpu_by_cdi_annotation": (
         {**_cpu_pod(), "metadata": {"name": "p", "namespace": "vision", "annotations": {"cdi.k8s.io/gpus": "nvidia.com/gpu=all"}}}, "cdi.k8s.io/* annotations", VISION, {}),
@@ -162,7 +174,7 @@ ATTACKS = {
     "pod_tolerating_every_effect_with_an_empty_key": (_cpu_pod(tolerations=[{"key": "", "operator": "Exists"}]), TOLERATIONS, VISION, {}),
     "pod_tolerating_the_system_nodes": (_cpu_pod(tolerations=[{"key": SYSTEM_TAINT_KEY, "operator": "Exists"}]), TOLERATIONS, VISION, {}),
     "pod_tolerating_the_startup_taint": (
-        _cpu_pod(tolerations=[GPU_TOLERATION, {"key": STARTUP_TAINT_KEY, "operator": "Equal", "value": "pending", "effect": "NoSchedule"}]), TOLERATIONS, VISION, {}),
+        _by_volcano(_cpu_pod(tolerations=[GPU_TOLERATION, {"key": STARTUP_TAINT_KEY, "operator": "Equal", "value": "pending", "effect": "NoSchedule"}])), TOLERATIONS, VISION, {}),
     "pytorchjob_tolerating_everything": (_pytorchjob_with(tolerations=[{"operator": "Exists"}]), TOLERATIONS, VISION, {}),
     # 8. privilege escalation, ephemeral containers
     "container_allowing_privilege_escalation": (_cpu_pod(containers=[_container(securityContext={"allowPrivilegeEscalation": True})]), ESCALATION, VISION, {}),
@@ -280,7 +292,7 @@ def test_env_from_a_config_map_is_out_of_admissions_sight_and_the_gpu_nodes_clos
     CUDA base images set NVIDIA_VISIBLE_DEVICES=all). The policy admits it - honestly - and the GPU
     nodes' container toolkit ignores the variable in unprivileged containers; the device plugin
     hands GPUs over as volume mounts instead."""
-    daemonset = _workload("DaemonSet", _cpu_pod(tolerations=[GPU_TOLERATION], containers=[_container(envFrom=[{"configMapRef": {"name": "gpus"}}])]))
+    daemonset = _workload("DaemonSet", _by_volcano(_cpu_pod(tolerations=[GPU_TOLERATION], containers=[_container(envFrom=[{"configMapRef": {"name": "gpus"}}])])))
     assert _denied(daemonset, VISION) == []
     assert gpu_pools.CONTAINER_TOOLKIT_SETTINGS["accept-nvidia-visible-devices-envvar-when-unprivileged"] == "false"
     assert device_plugins.DEVICE_LIST_STRATEGY == "volume-mounts"
