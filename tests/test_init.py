@@ -159,6 +159,16 @@ def test_init_never_copies_the_ci_connection_state_bucket_admins_image_or_s3_lin
         assert said in out
 
 
+def test_init_never_copies_the_health_gate_image_which_runs_privileged_on_every_gpu_node(project_copy, capsys):
+    from tests.conftest import set_key
+
+    gate = "111122223333.dkr.ecr.us-west-2.amazonaws.com/higgsfield-dev/training:src-abc"
+    project = project_copy("dev", set_key("higgsfield:healthGateImage", gate))
+    assert main(["init", *ADMIN, "mine", "--region", "eu-central-1", "--from", "bad"]) == 0, capsys.readouterr().err
+    assert "higgsfield:healthGateImage" not in _config(project, "mine")
+    assert f"healthGateImage {gate} is bad's: not copied" in " ".join(capsys.readouterr().out.split())
+
+
 def test_init_without_an_admin_is_refused_naming_the_flag_and_writes_nothing(project, capsys):
     assert main(["init", "eu", "--region", "eu-north-1", "--from", "prod"]) == 2
     err = capsys.readouterr().err

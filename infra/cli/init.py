@@ -12,8 +12,9 @@ public API endpoint (`--public-access-cidr CIDR`; the base's documentation range
 What belongs to another account, region or CI is never carried over silently: a capacity
 reservation or Capacity Block (one AZ of one account) becomes on-demand; the CI connection, state
 bucket and key (`higgsfield:delivery`), a training image in another region's registry and the S3
-link are cleared, each with a note saying how to set the new stack's own; the admins are asked for
-(`--admin`, required), never copied.
+link are cleared, each with a note saying how to set the new stack's own, and so is a health gate
+image (the gate runs it privileged on every GPU node); the admins are asked for (`--admin`,
+required), never copied.
 The new stack is validated like any other before anything is written.
 """
 
@@ -198,6 +199,10 @@ def _clear_what_is_not_ours(config: dict, result: NewStack, base: str, old_regio
         del config[f"{G}:trainingImage"]
         result.notes.append(f"trainingImage {image} is in {base}'s registry: not copied; the stack builds its own into its ECR in {region} "
                             f"(`higgsfield image build {result.name}`, docs/training-image.md)")
+    gate = config.pop(f"{G}:healthGateImage", None)
+    if gate:  # it runs privileged on every GPU node: set for a stack on purpose, never inherited
+        result.notes.append(f"healthGateImage {gate} is {base}'s: not copied, since the health gate runs it privileged on every GPU node; "
+                            f"the gate runs the stack's own training image (`higgsfield image build {result.name}`), or set healthGateImage yourself")
     fsx = config.get(f"{G}:fsx")
     if fsx is not None and fsx.get("s3"):
         bucket = fsx.pop("s3").get("bucket")
