@@ -58,14 +58,19 @@ class Runner(Setting):
 class Delivery(Setting):
     """The CI identities and runners of .github/workflows (components/delivery.py): a preview role for pull requests, a deploy role for the stack's GitHub environment, an image-push role for main."""
 
-    repository: matching(r"^[A-Za-z0-9-]+/[A-Za-z0-9._-]+$", "is not a GitHub repository (owner/name)")
+    # GitHub's names: an owner of letters, digits and single inner hyphens, up to 39 ("may only contain
+    # alphanumeric characters or single hyphens, and cannot begin or end with a hyphen"); a repository
+    # of letters, digits, '.', '-', '_' up to 100, not '.' or '..' (the printed `gh api repos/OWNER/NAME`
+    # paths would climb). The OIDC subject names the same repository.
+    repository: matching(r"^[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}/(?!\.{1,2}$)[A-Za-z0-9._-]{1,100}$",
+                         "is not a GitHub repository (owner/name: owner of letters, digits and single inner hyphens; name not . or ..)")
     """The GitHub repository (owner/name) whose workflows may assume the roles."""
     account_id: matching(r"^\d{12}$", "is not a 12-digit AWS account id")
     """The AWS account of this stack; the workflows build the role ARNs from it (higgsfield stacks)."""
     oidc_provider_arn: matching(r"^arn:aws[a-z-]*:iam::\d{12}:oidc-provider/token\.actions\.githubusercontent\.com$",
                                 "is not the ARN of GitHub's OIDC provider (arn:aws:iam::ACCOUNT:oidc-provider/token.actions.githubusercontent.com)") | None = None
     """GitHub's OIDC provider in the account, if it exists already (it is one per account); unset: the stack creates it."""
-    deploy_environment: matching(r"^[A-Za-z0-9._-]{1,255}$", "is not one GitHub environment name (letters, digits, . _ -; no wildcards)") | None = derived(
+    deploy_environment: matching(r"^(?!\.{1,2}$)[A-Za-z0-9._-]{1,255}$", "is not one GitHub environment name (letters, digits, . _ -; not . or ..; no wildcards)") | None = derived(
         "The GitHub environment whose jobs may assume the deploy role (OIDC subject repo:OWNER/REPO:environment:NAME); default the stack name.")
     state_bucket: Annotated[str, Strict(), Field(max_length=63, json_schema_extra={"pattern": S3_BUCKET_PATTERN}), AfterValidator(s3_bucket)]
     """The S3 bucket (in aws:region) of this stack's Pulumi backend, s3://BUCKET: the workflows log in to it, the preview role may read it and take its lock."""
