@@ -100,3 +100,11 @@ def test_the_readme_quick_start_runs_as_written_to_a_rendered_job(tmp_path, monk
     pod = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     assert job["metadata"]["namespace"] == "vision" and pod["nodeSelector"]["higgsfield.io/pool"] == "h100"
     assert pod["containers"][0]["image"].startswith("123456789012.dkr.ecr.eu-north-1.amazonaws.com/")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_shell_line_in_the_manual_ends_a_command_it_means_to_continue(page):
+    """`cmd \\   # comment` is no continuation: bash reads an escaped space, then the comment, and
+    runs the next line as a command of its own."""
+    blocks = re.findall(r"```(?:bash|sh|shell)\n(.*?)```", page.read_text(), re.S)
+    assert not [line for block in blocks for line in block.splitlines() if re.search(r"\\[ \t]+(#|$)", line)]
