@@ -48,6 +48,13 @@ class Line:
     reserved_in_use: bool = False  # a reservation held warm: billed whether used or not, and its nodes run, gated, for jobs
 
 
+def priced_sum(lines: list[Line], column: str) -> float | None:
+    """The sum of `column` over the lines that have a price in it; None when none has (an
+    unknown is never added as $0)."""
+    known = [getattr(line, column) for line in lines if getattr(line, column) is not None]
+    return sum(known) if known else None
+
+
 @dataclass
 class Estimate:
     stack: str
@@ -245,11 +252,7 @@ def as_json(est: Estimate) -> dict:
 
     def totals(lines: list[Line]) -> dict[str, Any]:
         """Sums of the priced lines (null where none is priced), and whether every line was."""
-        def total(field: str) -> float | None:
-            known = [getattr(line, field) for line in lines if getattr(line, field) is not None]
-            return sum(known) if known else None
-
-        idle, full = total("idle_hour"), total("full_hour")
+        idle, full = priced_sum(lines, "idle_hour"), priced_sum(lines, "full_hour")
         return {"idle_hour": idle, "full_hour": full, "idle_month": None if idle is None else idle * m,
                 "full_month": None if full is None else full * m, "complete": not any(line in est.unpriced for line in lines)}
 

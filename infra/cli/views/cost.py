@@ -3,7 +3,7 @@ pool (most expensive first), then the numbered notes the table's rows point to."
 
 from __future__ import annotations
 
-from infra.cli.cost import Estimate, Line
+from infra.cli.cost import Estimate, Line, priced_sum
 from infra.cli.views.table import money, table, wrap
 
 
@@ -43,9 +43,9 @@ def render(est: Estimate) -> str:
         leaves some out (never a $0.00 that stands for "unknown")."""
         shown = []
         for field, factor in (("idle_hour", m), ("full_hour", 1.0), ("full_hour", m)):
-            known = [getattr(l, field) for l in values if getattr(l, field) is not None]
-            partial = " *" if len(known) < len(values) and any(l in unpriced for l in values) else ""
-            shown.append(money(sum(known), factor) + partial if known else "not priced")
+            total = priced_sum(values, field)
+            partial = " *" if any(getattr(l, field) is None for l in values) else ""
+            shown.append("not priced" if total is None else money(total, factor) + partial)
         return shown
 
     rows = []
