@@ -25,7 +25,7 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarStri
 
 from components.karpenter import DO_NOT_DISRUPT
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
-from infra.cli.pods import check_image, default_image, prepare_gpu_pod, run_as_team, stack_image, tolerate_pool
+from infra.cli.pods import check_image, default_image, merge_env, prepare_gpu_pod, run_as_team, stack_image, tolerate_pool
 from infra import versions
 from infra.assets import shipped
 from infra.config import ConfigError, GpuPool, StackConfig, Team
@@ -216,7 +216,7 @@ def _checkpoint(template: dict, cfg: StackConfig, pool: GpuPool, team: Team, job
     if not enabled:
         del values["CHECKPOINT_SHARED_DIR"]
         values["CHECKPOINT_EVERY_STEPS"] = "0"
-    main["env"] = [e for e in main.get("env", []) if e["name"] not in values] + [{"name": k, "value": v} for k, v in values.items()]
+    merge_env(main, values)
 
 
 def _attach_datasets(template: dict, cfg: StackConfig, team: Team) -> None:

@@ -114,7 +114,8 @@ def run_as_team(template: dict, team: Team) -> None:
         container["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def _merge_env(container: dict, values: dict[str, str]) -> None:
+def merge_env(container: dict, values: dict[str, str]) -> None:
+    """Set `values` in the container's env, replacing entries of the same names."""
     env = [e for e in container.get("env", []) if e["name"] not in values]
     container["env"] = env + [{"name": k, "value": v} for k, v in values.items()]
 
@@ -163,7 +164,7 @@ def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str, efa: bool
     if pool.efa and efa:
         for name, amount in efa_pod_resources(pool.instance).items():
             limits.setdefault(name, amount)
-        _merge_env(main, efa_environment(pool.instance))
+        merge_env(main, efa_environment(pool.instance))
     node_mib = pool.instance.memory_mib or 64 * 1024
     memory = mebibytes(limits.setdefault("memory", _gi(node_mib * NODE_MEMORY_SHARE)))
     if memory > node_mib:
