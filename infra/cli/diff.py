@@ -95,6 +95,7 @@ class Diff:
     removed: list[dict]
     changed: list[Change]
     refused: list[str]
+    secrets: dict[str, str] = field(default_factory=dict)  # encrypted setting -> how it changed (by its ciphertext)
 
     @property
     def replaced(self) -> list[Change]:
@@ -280,7 +281,23 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
                    "the jobs that mount it lose their volume; the claim's binding to its volume is not recreated by a later apply", also="claims")
     if was and now and was != now and any(r.get("protect") for r in before.values()):
         refuse(f"changing the environment of a protected stack ({was} → {now}) drops protect/retain", "environment")
-    return Diff(added, removed, changed, refused)
+    return Diff(added, removed, changed, refused, _secret_changes(base.get("secrets"), head.get("secrets")))
+
+
+def _secret_changes(before: dict | None, after: dict | None) -> dict[str, str]:
+    """Encrypted settings whose ciphertext changed: the value did (it is unknown offline, so the
+    resources it reaches cannot be named). A plan of older code, without `secrets`, says nothing."""
+    if before is None or after is None:
+        return {}
+    changes = {}
+    for key in sorted(set(before) | set(after)):
+        if key not in before:
+            changes[key] = "encrypted now (its value is unknown offline)"
+        elif key not in after:
+            changes[key] = "no longer encrypted (or removed)"
+        elif before[key] != after[key]:
+            changes[key] = "encrypted value changed: its ciphertext differs (the value is unknown offline)"
+    return changes
 
 
 # --- the base side ------------------------------------------------------------------------------
@@ -343,6 +360,7 @@ def as_json(stack: str, base_ref: str, diff: Diff) -> dict:
         "delete": [{"type": r["type"], "name": r["name"]} for r in diff.removed],
         "change": [change(c) for c in diff.changed],
         "refused": diff.refused,
+        "secrets_changed": diff.secrets,
     }
 
 
@@ -365,6 +383,7 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
                 lines.append(f"      {path}")
         if len(c.paths) > 12:
             lines.append(f"      ... {len(c.paths) - 12} more")
+    lines += [f"  ~ secret {key}: {how}" for key, how in diff.secrets.items()]
     if diff.refused:
         lines.append(f"{len(diff.refused)} change(s) refused (why: on stderr; --allow NAME or higgsfield:allowReplace lets an intended one through)")
     return "\n".join(lines)

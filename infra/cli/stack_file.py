@@ -9,8 +9,9 @@ PyYAML's constructor, so that
   milliseconds; composing is linear in the file's size, which is bounded too);
 - every value's line is known (`line_of`), and so is the text of an unquoted scalar YAML read as
   a number or a boolean (`kubernetesVersion: 1.30` is the number 1.3), for hints;
-- encrypted values (`key: {secure: ...}`) are recorded as secret: unknown offline, never checked
-  as values; Pulumi ESC imports (`environment: [...]`) are accepted and noted.
+- encrypted values (`key: {secure: ...}`, at the top or inside a setting) are recorded as secret
+  where they are: unknown offline, never checked as values, while everything around them is
+  (infra/stack_values.py); Pulumi ESC imports (`environment: [...]`) are accepted and noted.
 
 The top-level keys of a stack file are Pulumi's (pulumi/pulumi:sdk/go/common/workspace/project.go,
 type ProjectStack: secretsprovider, encryptedkey, encryptionsalt, config, and environment, "an
@@ -27,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from infra.config import UNKNOWN_SECRET, Problem
+from infra.stack_values import Problem, key_of, secret_placeholder
 
 STACK_FILE_KEYS = ("config", "environment", "secretsprovider", "encryptedkey", "encryptionsalt")
 MAX_BYTES = 1 << 20  # a stack file with 100 GPU pools is about 20 KiB
@@ -60,8 +61,9 @@ class StackFile:
     unknown keys); a file that cannot be read at all raises `StackFileError` instead."""
 
     path: Path
-    config: dict[str, Any] = field(default_factory=dict)  # full key -> value; secrets as UNKNOWN_SECRET
-    secret_keys: set[str] = field(default_factory=set)
+    config: dict[str, Any] = field(default_factory=dict)  # full key -> value; secrets as their placeholder
+    secret_keys: set[str] = field(default_factory=set)  # full keys holding an encrypted value (Pulumi's secret keys)
+    secrets: dict[str, str] = field(default_factory=dict)  # where each encrypted value is (key_of) -> its placeholder
     environments: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     lines: dict[tuple, int] = field(default_factory=dict)  # ("config", key, ...) -> line
@@ -94,7 +96,7 @@ class StackFile:
 
     def notes(self) -> list[str]:
         """What the offline plan cannot know about this stack."""
-        notes = [f"{key} is encrypted (secure:): unknown offline, shown as [secret]" for key in sorted(self.secret_keys)]
+        notes = [f"{key} is encrypted (secure:): unknown offline, shown as [secret]" for key in sorted(self.secrets)]
         if self.environments:
             notes.append(f"imports Pulumi ESC environment(s) {', '.join(self.environments)}: the config they set is unknown offline")
         return notes
@@ -231,8 +233,14 @@ class _Reader:
         if node.tag != _MAP:
             self.unsupported(node, loc)
         if len(node.value) == 1 and isinstance(node.value[0][0], yaml.ScalarNode) and node.value[0][0].value == "secure" and loc[:1] == ("config",) and len(loc) > 1:
+            ciphertext = node.value[0][1]
+            if not isinstance(ciphertext, yaml.ScalarNode) or ciphertext.tag != "tag:yaml.org,2002:str" or not ciphertext.value:
+                self.stack.problems.append(Problem(loc[1:], "secure: takes the ciphertext Pulumi wrote (`pulumi config set --secret`), as text",
+                                                   node.start_mark.line + 1))
+            placeholder = secret_placeholder(ciphertext.value if isinstance(ciphertext, yaml.ScalarNode) else "")
             self.stack.secret_keys.add(str(loc[1]))
-            return UNKNOWN_SECRET
+            self.stack.secrets[key_of(loc[1:])] = placeholder
+            return placeholder
         merged: dict[str, Any] = {}
         own: dict[str, Any] = {}
         first_line: dict[str, int] = {}
