@@ -25,7 +25,7 @@ from infra.config.errors import (
 )
 from infra.config.gpu_pools import Catalog
 from infra.config.stack import _HIDDEN, StackConfig, eks_regions
-from infra.stack_values import UNKNOWN_SECRET, as_written, is_secret, key_of, secret_leaves, without_secrets  # noqa: F401
+from infra.stack_values import UNKNOWN_SECRET, as_written, is_secret, secret_leaves, without_secrets  # noqa: F401 - UNKNOWN_SECRET: re-exported
 
 
 def _expected(ctx: Mapping[str, Any]) -> str:
