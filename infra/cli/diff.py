@@ -159,7 +159,7 @@ def deploy_order(resources: list[dict]) -> dict[str, int]:
 
 
 def _version(value: Any) -> tuple[int, ...] | None:
-    return tuple(int(x) for x in value.split(".")) if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)*", value) else None
+    return tuple(int(x) for x in value.split(".")) if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]+)*", value) else None
 
 
 def _skips_a_minor(old: Any, new: Any) -> bool:

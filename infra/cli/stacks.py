@@ -98,7 +98,7 @@ def _checked(entry: dict[str, Any], path: Path) -> dict[str, Any]:
     config model would give it (the model itself runs in `plan`/`check`)."""
     from infra.cli.option_files import OptionFileError
 
-    for key, pattern in (("region", r"[a-z]{2}(-[a-z]+)+-\d"), ("account", r"\d{12}"), ("deployEnvironment", r"[A-Za-z0-9._-]{1,255}")):
+    for key, pattern in (("region", r"[a-z]{2}(-[a-z]+)+-[0-9]"), ("account", r"[0-9]{12}"), ("deployEnvironment", r"[A-Za-z0-9._-]{1,255}")):
         if key in entry and not (isinstance(entry[key], str) and re.fullmatch(pattern, entry[key])):
             raise OptionFileError(f"stacks/{path.name}: {key} {str(entry[key])[:60]!r} is not one CI can use; run `higgsfield plan {entry['stack']}` for the stack's problems")
     return entry

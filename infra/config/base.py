@@ -95,8 +95,10 @@ def number(minimum: int, maximum: int = MAX_INT, why: str = "") -> Any:
 
 def matching(pattern: str, explain: str, max_length: int = MAX_TEXT) -> Any:
     """A string setting that matches `pattern` (anchored; also written into the JSON Schema), of at
-    most `max_length` characters (checked first: the pattern only ever runs on bounded text)."""
-    rx = re.compile(pattern)
+    most `max_length` characters (checked first: the pattern only ever runs on bounded text). ASCII
+    only: `\\d` and `\\w` match ASCII digits and letters alone (re.ASCII), as AWS and Kubernetes
+    read them; Python's Unicode `\\d` takes Arabic-Indic or fullwidth digits that no API accepts."""
+    rx = re.compile(pattern, re.ASCII)
 
     def check(value: str) -> str:
         if not rx.fullmatch(value):
@@ -126,7 +128,7 @@ LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
 
 def _qualified_name(value: str) -> str:
     prefix, _, name = value.rpartition("/")
-    if not re.fullmatch(QUALIFIED_NAME, value) or len(prefix) > 253 or len(name) > 63:
+    if not re.fullmatch(QUALIFIED_NAME, value, re.ASCII) or len(prefix) > 253 or len(name) > 63:
         raise ValueError(f"{shown(value)} is not a Kubernetes qualified name ([prefix/]name: name up to 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric; prefix a DNS subdomain)")
     return value
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 
 from infra.config.base import NAMESPACE, shown
 
@@ -18,9 +19,16 @@ from infra.config.base import NAMESPACE, shown
 # resource; keys 1-128 and values 0-256 Unicode characters; "letters, numbers, and spaces
 # representable in UTF-8, and the following characters: + - = . _ : / @"; the aws: prefix is
 # reserved for AWS's use. (Some services allow fewer characters; EC2 allows all of these.)
+# As a pattern: `^([\p{L}\p{Z}\p{N}_.:/=+\-@]*)$` for TagKey and TagValue
+# (botocore/data/fsx/2018-03-01/service-2.json, the strictest of the services the program tags):
+# Unicode letters, separators (any space, not only ASCII's) and numbers, by general category.
 MAX_TAGS = 50
 TAG_KEY_LENGTH, TAG_VALUE_LENGTH = 128, 256
-_TAG_TEXT = re.compile(r"[\w .:/=+\-@]*")  # \w: Unicode letters and digits (and _)
+_TAG_PUNCTUATION = frozenset("_.:/=+-@")
+
+
+def _tag_character(c: str) -> bool:
+    return c in _TAG_PUNCTUATION or unicodedata.category(c)[0] in "LZN"
 # Tags the program sets itself besides higgsfield:stack / higgsfield:environment: Name, the cluster
 # and load-balancer role tags on subnets (components/network.py), the pool tag on node groups and
 # ASGs (components/gpu_pools.py), the Cluster Autoscaler's (components/autoscaler.py). A config tag
@@ -34,7 +42,7 @@ PROGRAM_TAGS = 6
 
 
 def tag_text(value: str, what: str, limit: int) -> str:
-    if len(value) > limit or not _TAG_TEXT.fullmatch(value):
+    if len(value) > limit or not all(_tag_character(c) for c in value):
         raise ValueError(f"{shown(value)} is not a valid AWS tag {what}: at most {limit} of letters, digits, spaces and + - = . _ : / @ "
                          "(AWS tagging rules, docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html)")
     return value
@@ -74,7 +82,7 @@ def s3_bucket(name: str) -> str:
         raise ValueError(f"{shown(name)} is not an S3 bucket name: 3-63 of a-z 0-9 . -, starting and ending with a letter or digit ({_S3_RULES})")
     if ".." in name:
         raise ValueError(f"{shown(name)} is not an S3 bucket name: no two adjacent periods ({_S3_RULES})")
-    if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", name):
+    if re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+", name):
         raise ValueError(f"{shown(name)} is not an S3 bucket name: it must not be formatted as an IP address ({_S3_RULES})")
     if name.startswith(_BUCKET_PREFIXES) or name.endswith(_BUCKET_SUFFIXES):
         raise ValueError(f"{shown(name)} is not an S3 bucket name: S3 reserves the prefixes {', '.join(_BUCKET_PREFIXES)} and the suffixes {', '.join(_BUCKET_SUFFIXES)} ({_S3_RULES})")
@@ -88,7 +96,7 @@ def s3_bucket(name: str) -> str:
 # the session does (docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html). Not
 # checked here what EKS answers for one: `aws eks create-access-entry --cluster-name C
 # --principal-arn arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION`.
-_ASSUMED_ROLE = re.compile(r"^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([\w+=,.@-]+)/.+$")
+_ASSUMED_ROLE = re.compile(r"^arn:(aws[a-z-]*):sts::([0-9]{12}):assumed-role/([\w+=,.@-]+)/.+$", re.ASCII)
 
 
 def access_entry_principal(arn: str) -> str:

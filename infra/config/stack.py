@@ -86,7 +86,7 @@ def _version_hint(value: str, known: tuple[str, ...] | list[str]) -> str:
     for candidate in (f"{value}0", f"{value}00"):
         if candidate in known:
             return f" (an unquoted {candidate} in YAML is the number {value}: write \"{candidate}\")"
-    if re.fullmatch(r"\d+\.\d", value):
+    if re.fullmatch(r"[0-9]+\.[0-9]", value):
         return f" (if you wrote {value}0: unquoted, YAML reads it as the number {value}; quote versions)"
     return ""
 
