@@ -32,15 +32,28 @@ class Problem:
 
 
 def key_of(loc: tuple[str | int, ...]) -> str:
-    """`("higgsfield:gpuPools", 1, "availabilityZone")` -> `higgsfield:gpuPools[1].availabilityZone`."""
+    """`("higgsfield:gpuPools", 1, "availabilityZone")` -> `higgsfield:gpuPools[1].availabilityZone`;
+    each key cut to KEY_SHOWN characters and its control characters escaped (`terminal_safe`)."""
     text = ""
     for part in loc:
         if isinstance(part, int):
             text += f"[{part}]"
         elif part != "[key]":  # pydantic's marker for "the key of this map entry"
             part = str(part) if len(str(part)) <= KEY_SHOWN else f"{str(part)[:KEY_SHOWN]}...({len(str(part)):,} characters)"
+            part = terminal_safe(part)
             text += f".{part}" if text else part
     return text
+
+
+LINE_SHOWN = 2000  # an error line longer than this is cut (no value is echoed whole)
+
+
+def terminal_safe(text: str, limit: int = LINE_SHOWN) -> str:
+    """`text` fit for a terminal: control and other non-printable characters (an escape sequence, a
+    carriage return, a bidirectional override) written as Python escapes (`\\x1b`), cut to `limit`."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 # What an encrypted (`secure:`) value is to a reader without the stack's secrets provider: the

@@ -19,6 +19,7 @@ from infra.cli.option_files import OptionFileError
 from infra.cli.completion import stacks_here
 from infra.cli.output import UsageError, add_report_options, colour_on, emit, error
 from infra.cli.stack_file import StackFileError, shown as _shown
+from infra.stack_values import terminal_safe
 
 # --- commands ---------------------------------------------------------------------------------
 
@@ -189,7 +190,10 @@ def _stacks(args: argparse.Namespace) -> int:
     from infra.cli.offline import project_root
     from infra.cli.stacks import stack_matrix
 
-    print(json.dumps(stack_matrix(project_root(), args.delivered), separators=(",", ":")))
+    broken: list[str] = []
+    print(json.dumps(stack_matrix(project_root(), args.delivered, broken), separators=(",", ":")))
+    for message in broken:  # listed as broken (so only its own jobs fail), and said here
+        print(f"error: {message} (only this stack's jobs fail on it)", file=sys.stderr)
     return 0
 
 
@@ -413,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             traceback.print_exc(file=sys.stderr)
         for line in lines:
-            print(line, file=sys.stderr)
+            print(terminal_safe(line), file=sys.stderr)
         return code
 
     try:
@@ -449,6 +453,9 @@ def run() -> None:
     - no interpreter teardown of the SDK's module graph and threads (0.6-0.9 s), with nothing to
       flush but stdout and stderr (files are written and closed by then)."""
     gc.disable()
+    if sys.stdout is None:  # started with stdout closed (`>&-`): nothing it prints could go anywhere
+        print("error: standard output is closed: nothing can be printed (use --output FILE, or > /dev/null)", file=sys.stderr)
+        os._exit(2)
     try:
         code = main()
         sys.stdout.flush()

@@ -5,8 +5,11 @@ The YAML is composed into nodes (which keep their line) and turned into values h
 PyYAML's constructor, so that
 - a key written twice in one mapping is an error (PyYAML
   would silently keep the last one, and a prod file would become dev);
-- aliases are followed at most `MAX_VALUES` times in all (an alias bomb is refused in
-  milliseconds; composing is linear in the file's size, which is bounded too);
+- only a regular file is read (not a directory, a FIFO, a device or a symbolic link: a link's
+  target is no stack file, and its text would be echoed in messages), and at most `MAX_BYTES`;
+- aliases are followed at most `MAX_VALUES` times in all, and the values they expand to hold at
+  most `MAX_EXPANDED` characters (one long string aliased 95,000 times is refused in
+  milliseconds, not expanded to gigabytes; composing is linear in the file's size);
 - every value's line is known (`line_of`), and so is the text of an unquoted scalar YAML read as
   a number or a boolean (`kubernetesVersion: 1.30` is the number 1.3), for hints;
 - encrypted values (`key: {secure: ...}`, at the top or inside a setting) are recorded as secret
@@ -21,7 +24,9 @@ optional environment definition or list of environments"; read in the stored cop
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +39,7 @@ STACK_FILE_KEYS = ("config", "environment", "secretsprovider", "encryptedkey", "
 MAX_BYTES = 1 << 20  # a stack file with 100 GPU pools is about 20 KiB
 MAX_VALUES = 100_000  # values after following aliases; 100 GPU pools are about 1,500
 MAX_DEPTH = 64
+MAX_EXPANDED = 4 * MAX_BYTES  # characters of keys and scalars after following aliases; without aliases, at most the file's
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAP, _SEQ, _MERGE = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:merge"
 _BOOLEANS = ("true", "false", "yes", "no", "on", "off", "y", "n")
@@ -116,9 +122,9 @@ class _TooBig(Exception):
 
 def read(path: Path) -> StackFile:
     """Read `path` as a stack file. Raises StackFileError when it cannot be one."""
-    data = path.read_bytes()
+    data = _regular_file_bytes(path)
     if len(data) > MAX_BYTES:
-        raise StackFileError(path, 1, f"is {len(data):,} bytes; a stack file is a few KiB (at most {MAX_BYTES:,} bytes)")
+        raise StackFileError(path, 1, f"is more than {MAX_BYTES:,} bytes; a stack file is a few KiB")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -152,6 +158,32 @@ def read(path: Path) -> StackFile:
     return stack
 
 
+def _regular_file_bytes(path: Path) -> bytes:
+    """At most MAX_BYTES + 1 bytes of `path`, refused unless it is a regular file (checked on the
+    path, without following a link, and on what was opened)."""
+    try:
+        status = path.lstat()
+        if stat.S_ISLNK(status.st_mode):
+            raise StackFileError(path, 1, "is a symbolic link: a stack file is a regular file in stacks/ (copy it there)")
+        if not stat.S_ISREG(status.st_mode):
+            raise StackFileError(path, 1, f"is {_file_kind(status.st_mode)}, not a stack file (a regular file)")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise StackFileError(path, 1, "is not a regular file, so not a stack file")
+            return file.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise StackFileError(path, 1, f"cannot be read ({exc.strerror or type(exc).__name__})") from None
+
+
+def _file_kind(mode: int) -> str:
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
 def _sections(stack: StackFile, document: dict) -> None:
     for key in document:
         if key not in STACK_FILE_KEYS:
@@ -183,12 +215,17 @@ class _Reader:
     """Nodes to plain values, counting every value it makes (aliases included)."""
 
     def __init__(self, loader: Any, stack: StackFile) -> None:
-        self.loader, self.stack, self.count = loader, stack, 0
+        self.loader, self.stack, self.count, self.characters = loader, stack, 0, 0
 
     def value(self, node: yaml.Node, loc: tuple) -> Any:
         self.count += 1
         if self.count > MAX_VALUES:
             raise _TooBig(f"expands to more than {MAX_VALUES:,} values (YAML aliases repeated within each other?); a stack file has a few thousand")
+        if isinstance(node, yaml.ScalarNode):
+            self.characters += len(node.value)
+            if self.characters > MAX_EXPANDED:
+                raise _TooBig(f"expands to more than {MAX_EXPANDED:,} characters (a long value repeated through YAML aliases?); "
+                              "a stack file is a few KiB")
         if len(loc) > MAX_DEPTH:
             raise _TooBig(f"nests deeper than {MAX_DEPTH} levels; a stack file nests four or five")
         self.stack.lines.setdefault(loc, node.start_mark.line + 1)
@@ -259,6 +296,7 @@ class _Reader:
                 self.stack.problems.append(Problem((*loc[1:], "?"), f"a key must be text, got {_kind(key_node)}", line))
                 continue
             key = key_node.value
+            self.characters += len(key)
             if key in own:
                 where = (*loc, key)
                 self.stack.problems.append(Problem(where[1:] if where[:1] == ("config",) else where,
@@ -299,7 +337,7 @@ def _kind_of(value: Any) -> str:
 
 def shown(path: Path) -> str:
     """`path` relative to the working directory when it is below it (as a user typed it)."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
+    try:  # the folder resolved, not the file: a link is named as the link, never as its target
+        return str((path.parent.resolve() / path.name).relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
         return str(path)
