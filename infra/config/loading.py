@@ -127,6 +127,22 @@ def problems_of(error: ValidationError) -> list[Problem]:
 # other aws: key: it names credentials on one machine, and CI deploys with OIDC roles.)
 SECRET_ONLY_KEYS = ("aws:accessKey", "aws:secretKey", "aws:token")
 PROVIDER_KEYS = SECRET_ONLY_KEYS
+# Pulumi's own settings in a stack file, read by the engine and not by the program: which packages
+# get no default provider, a list of package names or "*" (www.pulumi.com/docs/iac/concepts/
+# resources/providers/, "Disabling default providers": `pulumi config set --path
+# 'pulumi:disable-default-providers[0]' aws`). Checked for shape, then left to the engine.
+PULUMI_KEYS = ("pulumi:disable-default-providers",)
+_PACKAGE = re.compile(r"\*|[a-z0-9][a-z0-9-]{0,63}", re.ASCII)
+
+
+def _pulumi_setting_problems(config: Mapping[str, Any]) -> list[Problem]:
+    found = []
+    value = config.get("pulumi:disable-default-providers")
+    if "pulumi:disable-default-providers" in config and not is_secret(value):
+        value = _scalar(value)
+        if not isinstance(value, list) or not all(isinstance(v, str) and _PACKAGE.fullmatch(v) for v in value):
+            found.append(Problem(("pulumi:disable-default-providers",), "must be a list of package names (aws, kubernetes, ...) or [\"*\"] for all"))
+    return found
 _SECRET_NAME = re.compile(r"(secret|passw(or)?d|token|credential|private.?key|api.?key|access.?key)", re.I)
 # Each pattern is searched in time linear in the value's length: no lookahead or nested repetition
 # that rescans the rest of the value from every position. (The AWS secret key's pattern was three
@@ -229,7 +245,8 @@ def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = No
     if deep:  # before anything recurses into them
         problems = [Problem((key,), f"nests deeper than {MAX_DEPTH} levels; a setting nests three or four") for key in deep]
         raise ConfigError(problems[0].key, problems[0].message, problems)
-    problems = credential_problems(config, secret_keys)
+    problems = credential_problems(config, secret_keys) + _pulumi_setting_problems(config)
+    config = {k: v for k, v in config.items() if k not in PULUMI_KEYS}
     unknown = {k for k, v in config.items() if is_secret(v) and k not in PROVIDER_KEYS}
     fields = {f.alias: f for f in StackConfig.model_fields.values()}
     for key in sorted(unknown):
