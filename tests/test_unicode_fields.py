@@ -8,6 +8,7 @@ values, a reason) is the exception, and is accepted."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -87,7 +88,8 @@ def _ascii_only(loc: tuple) -> bool:
 
 
 SETTINGS = [(stack, loc, value) for stack, config in CONFIGS.items() for loc, value in leaves(config) if _ascii_only(loc)]
-PROPERTY = settings(max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=int(os.environ.get("HIGGSFIELD_FUZZ_EXAMPLES", "60")), deadline=None,
+                    derandomize=os.environ.get("HIGGSFIELD_FUZZ_SEED") != "random", database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @PROPERTY
