@@ -77,7 +77,7 @@ def stack_config(root: Path, stack: str, overrides: Mapping[str, Any] | None = N
             values[full] = decl["default"]
         elif isinstance(decl, dict) and "value" in decl:
             values[full] = decl["value"]
-    values.update(source.config)
+    values.update((k, v) for k, v in source.config.items() if v is not None)  # `key: ~` is unset, not the text "None"
     values.update(overrides or {})
     return {k: _cli_string(v) for k, v in values.items()}
 

@@ -43,6 +43,10 @@ MAX_EXPANDED = 4 * MAX_BYTES  # characters of keys and scalars after following a
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAP, _SEQ, _MERGE = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:merge"
 _BOOLEANS = ("true", "false", "yes", "no", "on", "off", "y", "n")
+# Scalars a stack file can hold: text, numbers, switches, null, and the text of a timestamp. Another
+# tag (`!!binary aGk=`) means a value that YAML readers decode differently (PyYAML to bytes, Pulumi's
+# Go reader to the decoded text), so it is refused rather than read as its text.
+_SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "timestamp"))
 # Integers YAML 1.1 reads in a form YAML 1.2 does not: 0-prefixed octal (010 is 8), 0b binary,
 # `_` separators, base 60 (1:30 is 90). (0x hex without `_` is read alike by both.)
 _AMBIGUOUS_INT = re.compile(r"^[-+]?(0[0-9_]+|0b[01_]+|0x[0-9a-fA-F]*_[0-9a-fA-F_]*|[0-9][0-9_]*(:[0-5]?[0-9])+|[0-9]+_[0-9_]*)$")
@@ -120,6 +124,12 @@ class _TooBig(Exception):
     pass
 
 
+class _Malformed(Exception):
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line, self.message = line, message
+
+
 def read(path: Path) -> StackFile:
     """Read `path` as a stack file. Raises StackFileError when it cannot be one."""
     data = _regular_file_bytes(path)
@@ -151,6 +161,8 @@ def read(path: Path) -> StackFile:
         document = reader.value(root, ())
     except _TooBig as exc:
         raise StackFileError(path, 1, str(exc)) from None
+    except _Malformed as exc:
+        raise StackFileError(path, exc.line, exc.message) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise StackFileError(path, mark.line + 1 if mark else 1, _yaml_message(exc)) from None
@@ -235,6 +247,8 @@ class _Reader:
             if node.tag != _SEQ:
                 self.unsupported(node, loc)
             return [self.value(item, (*loc, i)) for i, item in enumerate(node.value)]
+        if node.tag not in _SCALAR_TAGS:
+            self.unsupported(node, loc)
         try:
             value = self.loader.construct_object(node)
         except (ValueError, OverflowError):  # a timestamp with month 13, an integer of 5,000 digits
@@ -297,6 +311,8 @@ class _Reader:
                 continue
             key = key_node.value
             self.characters += len(key)
+            if key in own and not loc:  # a second config: (or other section) would silently replace the first
+                raise _Malformed(line, f"{key}: is a section written twice (first at line {first_line[key]}): YAML would keep only the last one")
             if key in own:
                 where = (*loc, key)
                 self.stack.problems.append(Problem(where[1:] if where[:1] == ("config",) else where,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from typing import Annotated, Any
 
 from pydantic import (
@@ -75,7 +76,20 @@ def items(minimum: int = 0, maximum: int = MAX_ITEMS, default: Any = (), **kwarg
 
 Int = Annotated[int, Strict()]
 Bool = Annotated[bool, Strict()]
-Str = Annotated[str, Strict(), Field(min_length=1, max_length=MAX_TEXT)]
+# Characters no free-text setting may hold: control characters (a NUL, a tab, an escape: AWS and
+# Kubernetes refuse or mangle them, a terminal obeys them) and the bidirectional controls that make
+# text read differently from what it is ("Trojan Source", CVE-2021-42574: U+202A-U+202E, U+2066-U+2069).
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def plain_text(value: str) -> str:
+    bad = next((c for c in value if unicodedata.category(c) == "Cc" or c in _BIDI_CONTROLS), None)
+    if bad is not None:
+        raise ValueError(f"{shown(value)} holds the control character {bad!r}: free text is printable characters only")
+    return value
+
+
+Str = Annotated[str, Strict(), Field(min_length=1, max_length=MAX_TEXT), AfterValidator(plain_text)]
 
 
 def number(minimum: int, maximum: int = MAX_INT, why: str = "") -> Any:
