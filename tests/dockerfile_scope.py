@@ -215,3 +215,25 @@ def _why(name: str, global_args: dict[str, str | None], earlier: list[Stage]) ->
 
 def check(path: Path, base_env: dict[str, frozenset[str]] | None = None) -> list[Finding]:
     return check_text(path.read_text(), base_env)
+
+
+def expanded_runs(text: str) -> list[tuple[int, str]]:
+    """(line, command) of every shell-form RUN, with the ARGs in scope there replaced by their defaults."""
+    runs: list[tuple[int, str]] = []
+    global_args: dict[str, str | None] = {}
+    scope: dict[str, str | None] | None = None
+    for command in dockerfile.parse_string(text):
+        cmd = command.cmd.upper()
+        if cmd == "FROM":
+            scope = {}
+        elif cmd == "ARG":
+            for name, default in _arg_declarations(command.value):
+                if scope is None:
+                    global_args[name] = default
+                else:
+                    scope[name] = global_args.get(name) if default is None else default
+        elif cmd == "RUN" and not command.json and scope is not None:
+            values = scope
+            runs.append((command.start_line, _VARIABLE.sub(
+                lambda m: values.get(m.group(1) or m.group(3) or "") or m.group(0), " ".join(command.value))))
+    return runs
