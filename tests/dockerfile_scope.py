@@ -217,23 +217,46 @@ def check(path: Path, base_env: dict[str, frozenset[str]] | None = None) -> list
     return check_text(path.read_text(), base_env)
 
 
-def expanded_runs(text: str) -> list[tuple[int, str]]:
-    """(line, command) of every shell-form RUN, with the ARGs in scope there replaced by their defaults."""
-    runs: list[tuple[int, str]] = []
+
+@dataclass(frozen=True)
+class Instruction:
+    stage: int
+    line: int
+    cmd: str
+    json: bool
+    value: tuple[str, ...]
+    flags: tuple[str, ...]
+
+
+def expanded(text: str) -> list[Instruction]:
+    """Every instruction after the first FROM, with the ARGs in scope there replaced by their defaults
+    (what a build without --build-arg uses); a variable out of scope is left as written."""
+    found: list[Instruction] = []
     global_args: dict[str, str | None] = {}
     scope: dict[str, str | None] | None = None
+    stage = -1
     for command in dockerfile.parse_string(text):
         cmd = command.cmd.upper()
         if cmd == "FROM":
-            scope = {}
-        elif cmd == "ARG":
+            scope, stage = {}, stage + 1
+        if cmd == "ARG":
             for name, default in _arg_declarations(command.value):
                 if scope is None:
                     global_args[name] = default
                 else:
                     scope[name] = global_args.get(name) if default is None else default
-        elif cmd == "RUN" and not command.json and scope is not None:
-            values = scope
-            runs.append((command.start_line, _VARIABLE.sub(
-                lambda m: values.get(m.group(1) or m.group(3) or "") or m.group(0), " ".join(command.value))))
-    return runs
+        if scope is None:
+            continue
+        values = scope
+
+        def sub(s: str) -> str:
+            return _VARIABLE.sub(lambda m: values.get(m.group(1) or m.group(3) or "") or m.group(0), s)
+
+        found.append(Instruction(stage, command.start_line, cmd, command.json,
+                                 tuple(sub(v) for v in command.value), tuple(sub(f) for f in command.flags)))
+    return found
+
+
+def expanded_runs(text: str) -> list[tuple[int, str]]:
+    """(line, command) of every shell-form RUN, with the ARGs in scope there replaced by their defaults."""
+    return [(i.line, " ".join(i.value)) for i in expanded(text) if i.cmd == "RUN" and not i.json]
