@@ -371,7 +371,8 @@ class Monitoring(pulumi.ComponentResource):
             "serviceMonitor": {"enabled": False},  # scraped through additionalScrapeConfigs
         })
         release("prometheus-adapter", args.prometheus_adapter, {  # retries until Prometheus answers
-            **on_system,  # `nodeSelector`, `tolerations` (charts/prometheus-adapter/values.yaml@prometheus-adapter-5.3.0)
+            # `nodeSelector`, `tolerations` (charts/prometheus-adapter/values.yaml@prometheus-adapter-5.3.0)
+            **on_system,
             "prometheus": {"url": PROMETHEUS_URL.rsplit(":", 1)[0], "port": 9090},
             "rules": prometheus_adapter_rules(),
         })

@@ -301,7 +301,8 @@ TRAINING_BASE_IMAGE = ImagePart(
 # (no page, repository or tarball listing it): check `curl -fsI https://efa-installer.amazonaws.com/
 # aws-efa-installer-1.51.0.tar.gz` and its ChangeLog before moving on.
 EFA_INSTALLER = ImagePart(
-    "1.50.0", verified("docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start-nccl.html (aws-efa-installer-1.50.0.tar.gz, latest stable)"),
+    "1.50.0",
+    verified("docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start-nccl.html (1.50.0, latest stable)"),
 )
 # aws-ofi-nccl, built from its release tarball (aws/aws-ofi-nccl:INSTALL.md@v1.21.1 recommends the
 # tarball) with --enable-platform-aws into AWS_OFI_NCCL_PREFIX. "tested with NCCL v2.31.2-1 while

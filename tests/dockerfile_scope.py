@@ -41,13 +41,18 @@ PROXY_ARGS = frozenset({
 })
 # What a RUN's shell has without any declaration: the runtime sets PATH, HOSTNAME and HOME for every
 # container (PATH from the image, or the default), and the shell its own variables.
-SHELL_VARIABLES = frozenset({"PATH", "HOME", "HOSTNAME", "PWD", "OLDPWD", "IFS", "RANDOM", "LINENO", "SHLVL", "BASH", "UID"})
+SHELL_VARIABLES = frozenset({
+    "PATH", "HOME", "HOSTNAME", "PWD", "OLDPWD", "IFS", "RANDOM", "LINENO", "SHLVL", "BASH", "UID",
+})
 # Instructions whose arguments BuildKit substitutes (reference.md, "Environment replacement").
-EXPANDED = frozenset({"ADD", "COPY", "ENV", "EXPOSE", "FROM", "LABEL", "STOPSIGNAL", "USER", "VOLUME", "WORKDIR", "ONBUILD"})
+EXPANDED = frozenset({
+    "ADD", "COPY", "ENV", "EXPOSE", "FROM", "LABEL", "STOPSIGNAL", "USER", "VOLUME", "WORKDIR", "ONBUILD",
+})
 
 _VARIABLE = re.compile(r"\\\$|\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(:?[-+?][^}]*)?\}|([A-Za-z_][A-Za-z0-9_]*))")
 _ASSIGNED = re.compile(r"(?:^|[\s;&|(`])(?:export\s+|local\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_][A-Za-z0-9_]*)\+?=")
-_LOOP_OR_READ = re.compile(r"\b(?:for|select)\s+([A-Za-z_][A-Za-z0-9_]*)\s+in\b|\bread\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_]*)")
+_LOOP_OR_READ = re.compile(
+    r"\b(?:for|select)\s+([A-Za-z_][A-Za-z0-9_]*)\s+in\b|\bread\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_]*)")
 
 
 @dataclass(frozen=True)
@@ -138,7 +143,10 @@ def check_text(text: str, base_env: dict[str, frozenset[str]] | None = None) -> 
     by_name: dict[str, Stage] = {}
 
     def substitute(value: str, scope: dict[str, str | None]) -> str:
-        return _VARIABLE.sub(lambda m: (scope.get(m.group(1) or m.group(3) or "") or "") if m.group(0) != "\\$" else "$", value)
+        def value_of(m: re.Match[str]) -> str:
+            return "$" if m.group(0) == "\\$" else scope.get(m.group(1) or m.group(3) or "") or ""
+
+        return _VARIABLE.sub(value_of, value)
 
     for command in dockerfile.parse_string(text):
         line, cmd = command.start_line, command.cmd.upper()
@@ -147,10 +155,11 @@ def check_text(text: str, base_env: dict[str, frozenset[str]] | None = None) -> 
             image = words[0]
             for name in variables_used(image) + [v for f in command.flags for v in variables_used(f)]:
                 if name not in global_args and name not in PLATFORM_ARGS:
-                    findings.append(Finding(line, f"FROM uses ${{{name}}}, which no ARG before the first FROM declares"))
+                    findings.append(Finding(
+                        line, f"FROM uses ${{{name}}}, which no ARG before the first FROM declares"))
             resolved = substitute(image, {**{a: None for a in PLATFORM_ARGS}, **global_args})
-            name = words[2].lower() if len(words) >= 3 and words[1].upper() == "AS" else None
-            stage = Stage(len(stages), name)
+            stage_name = words[2].lower() if len(words) >= 3 and words[1].upper() == "AS" else None
+            stage = Stage(len(stages), stage_name)
             parent = by_name.get(resolved.lower())
             if parent is not None:
                 stage.env = set(parent.env)
@@ -158,8 +167,8 @@ def check_text(text: str, base_env: dict[str, frozenset[str]] | None = None) -> 
             else:
                 stage.base_env = frozenset({"PATH"}) | base_env.get(resolved, frozenset())
             stages.append(stage)
-            if name:
-                by_name[name] = stage
+            if stage_name:
+                by_name[stage_name] = stage
             continue
         if not stages:
             if cmd == "ARG":
@@ -192,9 +201,9 @@ def check_text(text: str, base_env: dict[str, frozenset[str]] | None = None) -> 
             values = command.value
             stage.env.update(values[i] for i in range(0, len(values), 2))
         if cmd in ("COPY", "ADD"):
-            source = _stage_flag(command.flags, "from")
-            if source is not None:
-                source = substitute(source, stage.args)
+            flag = _stage_flag(command.flags, "from")
+            if flag is not None:
+                source = substitute(flag, stage.args)
                 known = source.isdigit() and int(source) < stage.index or source.lower() in {
                     s.name for s in stages[:-1] if s.name}
                 looks_like_image = any(c in source for c in "/:@.")
@@ -228,6 +237,10 @@ class Instruction:
     flags: tuple[str, ...]
 
 
+def _defaults(text: str, scope: dict[str, str | None]) -> str:
+    return _VARIABLE.sub(lambda m: scope.get(m.group(1) or m.group(3) or "") or m.group(0), text)
+
+
 def expanded(text: str) -> list[Instruction]:
     """Every instruction after the first FROM, with the ARGs in scope there replaced by their defaults
     (what a build without --build-arg uses); a variable out of scope is left as written."""
@@ -247,13 +260,9 @@ def expanded(text: str) -> list[Instruction]:
                     scope[name] = global_args.get(name) if default is None else default
         if scope is None:
             continue
-        values = scope
-
-        def sub(s: str) -> str:
-            return _VARIABLE.sub(lambda m: values.get(m.group(1) or m.group(3) or "") or m.group(0), s)
-
         found.append(Instruction(stage, command.start_line, cmd, command.json,
-                                 tuple(sub(v) for v in command.value), tuple(sub(f) for f in command.flags)))
+                                 tuple(_defaults(v, scope) for v in command.value),
+                                 tuple(_defaults(f, scope) for f in command.flags)))
     return found
 
 

@@ -31,20 +31,25 @@ class Dynamic:
 def dynamic(data: bytes) -> Dynamic:
     """The DT_SONAME, DT_NEEDED, DT_RPATH and DT_RUNPATH entries of an ELF shared object or executable."""
     elf = ELFFile(io.BytesIO(data))
-    soname, needed, rpath, runpath = None, [], [], []
+    soname: str | None = None
+    needed: list[str] = []
+    rpath: list[str] = []
+    runpath: list[str] = []
     for section in elf.iter_sections():
         if not isinstance(section, DynamicSection):
             continue
         for tag in section.iter_tags():
             kind = tag.entry.d_tag
+            # pyelftools sets the decoded string as an attribute named after the tag (soname, needed, ...)
+            value = str(getattr(tag, kind[3:].lower(), ""))
             if kind == "DT_SONAME":
-                soname = tag.soname
+                soname = value
             elif kind == "DT_NEEDED":
-                needed.append(tag.needed)
+                needed.append(value)
             elif kind == "DT_RPATH":
-                rpath.extend(p for p in tag.rpath.split(":") if p)
+                rpath.extend(p for p in value.split(":") if p)
             elif kind == "DT_RUNPATH":
-                runpath.extend(p for p in tag.runpath.split(":") if p)
+                runpath.extend(p for p in value.split(":") if p)
     return Dynamic(soname, tuple(needed), tuple(rpath), tuple(runpath))
 
 

@@ -39,7 +39,8 @@ def test_an_arg_declared_in_one_stage_is_not_in_the_next():
         FROM alpine
         RUN echo "${V}"
     """)
-    assert found == ["line 6: RUN reads ${V}, which is not declared in stage 1 (an ARG ends with its stage: declare `ARG V` in this stage too)"]
+    assert found == [("line 6: RUN reads ${V}, which is not declared in stage 1"
+                      " (an ARG ends with its stage: declare `ARG V` in this stage too)")]
 
 
 def test_a_global_arg_reaches_from_lines_only_unless_a_stage_declares_it_again():
@@ -49,7 +50,8 @@ def test_a_global_arg_reaches_from_lines_only_unless_a_stage_declares_it_again()
         FROM ${BASE}
         RUN echo ${V}
     """)
-    assert refused == ["line 5: RUN reads ${V}, which is not declared in stage 0 (a global ARG is usable in FROM only: declare `ARG V` in this stage)"]
+    assert refused == [("line 5: RUN reads ${V}, which is not declared in stage 0"
+                        " (a global ARG is usable in FROM only: declare `ARG V` in this stage)")]
     assert _check("""
         ARG BASE=alpine
         ARG V=1
@@ -78,7 +80,8 @@ def test_a_platform_arg_reaches_a_stage_only_through_an_arg_instruction():
         FROM alpine
         RUN echo "${TARGETARCH}"
     """)
-    assert refused == ["line 3: RUN reads ${TARGETARCH}, which is not declared in stage 0 (a platform ARG reaches a stage only through `ARG TARGETARCH`)"]
+    assert refused == [("line 3: RUN reads ${TARGETARCH}, which is not declared in stage 0"
+                        " (a platform ARG reaches a stage only through `ARG TARGETARCH`)")]
     assert _check("""
         FROM alpine
         ARG TARGETARCH
@@ -94,7 +97,8 @@ def test_env_is_inherited_by_a_stage_built_from_the_stage_but_arg_is_not():
         FROM base
         RUN echo "$E" "$A"
     """)
-    assert found == ["line 6: RUN reads ${A}, which is not declared in stage 1 (an ARG ends with its stage: declare `ARG A` in this stage too)"]
+    assert found == [("line 6: RUN reads ${A}, which is not declared in stage 1"
+                      " (an ARG ends with its stage: declare `ARG A` in this stage too)")]
 
 
 def test_copy_from_must_name_an_earlier_stage():

@@ -63,13 +63,16 @@ def cuda_runtime(tmp_path_factory) -> bytes:
             pytest.fail("pypi.org is unreachable from CI: the CUDA runtime wheel cannot be read")
         pytest.skip("pypi.org:443 is unreachable (offline): the link check reads the CUDA runtime wheel in CI")
     into = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "--isolated", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                    "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64",
+    subprocess.run([sys.executable, "-m", "pip", "--isolated", "download", "--quiet", "--no-deps",
+                    "--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64",
                     "--python-version", "3.11", "-d", str(into), CUDA_RUNTIME_WHEEL],
                    check=True, capture_output=True, timeout=120)
     (wheel,) = into.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         return archive.read("nvidia/cuda_runtime/lib/libcudart.so.12")
+
+
+_LD_SO_CONF_WRITE = r"""(?:echo|printf '[^']*')((?:\s+"[^"]+")+)\s*>>?\s*/etc/ld\.so\.conf\.d/"""
 
 
 def _runtime_stage(text: str):
@@ -87,7 +90,7 @@ def loader_configuration(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
             command = " ".join(i.value)
             homes = {var: f"{SITE}/nvidia/{module}"
                      for var, module in re.findall(r"""(\w+)="\$\(python -c 'import nvidia\.(\w+);""", command)}
-            for written in re.findall(r"""(?:echo|printf '[^']*')((?:\s+"[^"]+")+)\s*>>?\s*/etc/ld\.so\.conf\.d/""", command):
+            for written in re.findall(_LD_SO_CONF_WRITE, command):
                 for var, rest in re.findall(r'"\$\{(\w+)\}([^"]*)"', written):
                     conf.append(homes[var] + rest)
         if i.cmd == "ENV":
@@ -111,7 +114,8 @@ def runtime_image(root: Path, text: str, cudart: bytes) -> tuple[Image, dict[str
 
     for name in BASE_LIBRARIES:
         put(f"{MULTIARCH}/{name}")
-    apt = " ".join(" ".join(i.value) for i in _runtime_stage(text) if i.cmd == "RUN" and "apt-get install" in " ".join(i.value))
+    runs = [" ".join(i.value) for i in _runtime_stage(text) if i.cmd == "RUN"]
+    apt = " ".join(r for r in runs if "apt-get install" in r)
     if re.search(r"\blibhwloc15\b", apt):
         put(f"{MULTIARCH}/libhwloc.so.15")
     for directory, names in EFA_LIBRARIES.items():
@@ -126,8 +130,9 @@ def runtime_image(root: Path, text: str, cudart: bytes) -> tuple[Image, dict[str
     for source, target in copied_from_build(text):
         if source.endswith("nccl-tests/build"):
             for name in NCCL_TESTS:
-                binaries[f"{target}/{name}"] = Dynamic(None, (cudart_soname, "libnccl.so.2", "libmpi.so.40", "librt.so.1",
-                                                              "libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libc.so.6"), (), ())
+                needed = (cudart_soname, "libnccl.so.2", "libmpi.so.40", "librt.so.1",
+                          "libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libc.so.6")
+                binaries[f"{target}/{name}"] = Dynamic(None, needed, (), ())
         elif source.endswith("aws-ofi-nccl"):
             for name in ("libnccl-net.so", "libnccl-tuner-ofi.so"):
                 binaries[f"{target}/lib/{name}"] = Dynamic(name, ("libfabric.so.1", "libhwloc.so.15", "libstdc++.so.6",

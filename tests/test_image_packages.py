@@ -90,7 +90,7 @@ def installable(name: str, version: str) -> str | None:
     """The file pip would take for name==version on the image's Python and platform, or None."""
     request = urllib.request.Request(INDEX + canonicalize_name(name) + "/",
                                      headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    with urllib.request.urlopen(request, timeout=20) as response:  # noqa: S310 (a fixed https URL)
+    with urllib.request.urlopen(request, timeout=20) as response:
         files = json.load(response)["files"]
     python = Version(".".join(map(str, PYTHON)))
     for file in files:
