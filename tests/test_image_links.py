@@ -182,4 +182,7 @@ def test_the_image_build_runs_ldd_on_every_copied_binary_and_stops_on_a_missing_
     runs = [" ".join(i.value) for i in _runtime_stage(DOCKERFILE.read_text()) if i.cmd == "RUN"]
     (check,) = [r for r in runs if "ldd " in r]
     assert "ldd /opt/nccl-tests/build/*_perf \"/opt/aws-ofi-nccl\"/lib/*.so" in check
-    assert "if grep 'not found' /tmp/ldd.txt; then exit 1; fi" in check
+    assert "if grep 'not found' /tmp/ldd.txt | grep -v" in check and "then exit 1; fi" in check
+    # only the driver's libraries, which the NVIDIA container runtime mounts on a GPU node, may be missing
+    allowed = re.findall(r"-e '\^\\s\*([\w\\.-]+) '", check)
+    assert [a.replace("\\", "") for a in allowed] == ["libcuda.so.1", "libnvidia-ml.so.1"]
