@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
 import yaml
 
 from tests.conftest import ROOT
@@ -21,8 +22,16 @@ def _check(text: str) -> list[str]:
     return [str(f) for f in check_text(textwrap.dedent(text))]
 
 
-def test_the_training_image_uses_no_variable_outside_its_scope():
-    assert [str(f) for f in check(DOCKERFILE)] == []
+IMAGES = sorted(ROOT.glob("images/*/Dockerfile"))
+
+
+def test_the_training_image_is_among_the_dockerfiles_checked():
+    assert DOCKERFILE in IMAGES
+
+
+@pytest.mark.parametrize("dockerfile", IMAGES, ids=lambda p: p.parent.name)
+def test_every_image_uses_no_variable_outside_its_scope(dockerfile):
+    assert [str(f) for f in check(dockerfile)] == []
 
 
 def test_the_dockerfile_that_pinned_xgboost_in_the_build_stage_only_is_refused():
