@@ -130,7 +130,7 @@ def _iso(moment: datetime) -> str:
 
 
 def held_warm(pool: GpuPool, now: datetime) -> bool:
-    """Whether the pool is held at its reserved count now (DESIGN.md decision 16): a warm ODCR
+    """Whether the pool is held at its reserved count now (docs/design/reserved-capacity.md): a warm ODCR
     pool always, a warm Capacity Block pool between its start and its drain."""
     if not pool.capacity.warm:
         return False

@@ -1,4 +1,4 @@
-"""Karpenter: a per-pool option for on-demand and spot GPU pools (DESIGN.md decision 17, issue #25).
+"""Karpenter: a per-pool option for on-demand and spot GPU pools (docs/design/karpenter.md).
 
 Upstream read at aws/karpenter-provider-aws@v1.14.1 (infra/versions.py KARPENTER): the v1 CRDs
 (pkg/apis/crds/karpenter.sh_nodepools.yaml, karpenter.k8s.aws_ec2nodeclasses.yaml), the chart's

@@ -226,7 +226,7 @@ VOLCANO = Chart(
     KubernetesRange("Volcano 1.15.1", "1.23", "1.35", "volcano-sh/volcano:README.md@v1.15.1 (Kubernetes compatibility)"),
 )
 
-# Kubeflow Training Operator v1 (DESIGN.md decision 4): the upstream standalone overlay at this
+# Kubeflow Training Operator v1 (docs/design/training-operator.md): the upstream standalone overlay at this
 # ref, through components/kustomize/training-operator/kustomization.yaml (a test checks that file
 # names this ref). The repository is kubeflow/trainer (renamed from kubeflow/training-operator; the
 # v1.9.4 tag lives there). Flags --gang-scheduler-name, --leader-elect and --metrics-bind-address
@@ -548,7 +548,7 @@ TRAINING_RUNTIME_IMAGE = ImagePart(
     unverified("hub.docker.com/r/pytorch/pytorch tags (tag only, digest unverified)",
                "docker buildx imagetools inspect pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"),
 )
-# Karpenter (a per-pool option for on-demand and spot GPU pools, DESIGN.md decision 17). The
+# Karpenter (a per-pool option for on-demand and spot GPU pools, docs/design/karpenter.md). The
 # release script packages the chart with the tag's version (helm package --version "${version}",
 # hack/release/common.sh@v1.14.1; Chart.yaml at the tag still reads 1.13.0) and pushes it to
 # oci://public.ecr.aws/karpenter. Kubernetes 1.35 needs Karpenter >= 1.9 and 1.36 1.13.x

@@ -1,4 +1,4 @@
-"""No node for work that can't run (DESIGN.md decision 15, issue #25, docs/design/autoscaler-demand.md).
+"""No node for work that can't run (docs/design/autoscaler-demand.md).
 
 Each upstream rule the mechanism rests on is written here as a small function, next to the file and
 ref it was read in, and run over what we render: the Volcano scheduler configuration and queues of

@@ -1,5 +1,4 @@
-"""Karpenter as a per-pool option for on-demand and spot pools (DESIGN.md decision 17, issue #25
-point 4). The EC2NodeClass and NodePool are checked against the v1 CRD facts read at
+"""Karpenter as a per-pool option for on-demand and spot pools (docs/design/karpenter.md). The EC2NodeClass and NodePool are checked against the v1 CRD facts read at
 aws/karpenter-provider-aws@v1.14.1 (pkg/apis/crds/karpenter.k8s.aws_ec2nodeclasses.yaml,
 karpenter.sh_nodepools.yaml); a cluster check is `kubectl apply --dry-run=server -f` of
 `higgsfield plan --manifests` output once the CRDs are installed (docs/karpenter.md)."""

@@ -1,4 +1,4 @@
-"""Paid reservations run warm (DESIGN.md decision 16, issue #25): an ODCR pool holds its reserved
+"""Paid reservations run warm (docs/design/reserved-capacity.md): an ODCR pool holds its reserved
 count where the Cluster Autoscaler cannot scale it down, a Capacity Block pool opens at its count at
 the block's start and drains before its end, their nodes join gated (so they pass the health gate
 before any job arrives), and each pool can opt out with capacity.warm: false."""
