@@ -14,7 +14,7 @@ Changing a value here is a reviewed, visible change in `higgsfield plan` / `pulu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -150,13 +150,23 @@ CUDA_MIN_DRIVER_BRANCH = {
 @dataclass(frozen=True)
 class Chart:
     """A Helm chart pinned to an exact version, from its official repository, with the
-    Kubernetes range the component supports (None: the chart is not tied to a range)."""
+    Kubernetes range the component supports (None: the chart is not tied to a range).
+    `{version}` in the source and the range's texts is the chart's version: the pin is written once."""
 
     name: str
     version: str
     repo: str
     source: Source
     kubernetes: KubernetesRange | None = None
+
+    def __post_init__(self) -> None:
+        def own(text: str) -> str:
+            return text.replace("{version}", self.version)
+
+        object.__setattr__(self, "source", replace(self.source, where=own(self.source.where), check=own(self.source.check)))
+        if self.kubernetes:
+            object.__setattr__(self, "kubernetes", replace(self.kubernetes, component=own(self.kubernetes.component),
+                                                           source=own(self.kubernetes.source)))
 
 
 # Cluster Autoscaler chart 9.59.0 (appVersion 1.35.0; the newest chart at kubernetes/autoscaler
@@ -165,7 +175,7 @@ class Chart:
 # cluster-autoscaler/README.md@cluster-autoscaler-1.35.2).
 CLUSTER_AUTOSCALER = Chart(
     "cluster-autoscaler", "9.59.0", "https://kubernetes.github.io/autoscaler",
-    verified("kubernetes/autoscaler:cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml@cluster-autoscaler-chart-9.59.0"),
+    verified("kubernetes/autoscaler:cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml@cluster-autoscaler-chart-{version}"),
 )
 # The latest patch of each minor: the newest cluster-autoscaler-1.MINOR.PATCH tags of
 # kubernetes/autoscaler (mirror of 2026-08-22); version/version.go at each tag says the same
@@ -187,8 +197,9 @@ CLUSTER_AUTOSCALER_IMAGE_SOURCE = "kubernetes/autoscaler:cluster-autoscaler/vers
 # templates/daemonset-device-plugin.yml when a bool) are set false there as well.
 NVIDIA_DEVICE_PLUGIN = Chart(
     "nvidia-device-plugin", "0.19.3", "https://nvidia.github.io/k8s-device-plugin",
-    verified("NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v0.19.3"),
-    KubernetesRange("NVIDIA device plugin 0.19.3", "1.10", None, "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v0.19.3 (kubeVersion)"),
+    verified("NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v{version}"),
+    KubernetesRange("NVIDIA device plugin {version}", "1.10", None,
+                    "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v{version} (kubeVersion)"),
 )
 # EKS EFA device plugin chart v0.5.30 = image v0.5.20 (appVersion and values.yaml image.tag),
 # published in the chart index (aws/eks-charts:index.yaml@c7f9ea56, gh-pages). The chart states
@@ -222,8 +233,8 @@ LUSTRE_VERSION = "2.15"
 # observability.py SCRAPE_TARGETS (templates/scheduler.yaml, controllers.yaml@v1.15.1).
 VOLCANO = Chart(
     "volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts",
-    verified("volcano-sh/volcano:installer/helm/chart/volcano/Chart.yaml@v1.15.1"),
-    KubernetesRange("Volcano 1.15.1", "1.23", "1.35", "volcano-sh/volcano:README.md@v1.15.1 (Kubernetes compatibility)"),
+    verified("volcano-sh/volcano:installer/helm/chart/volcano/Chart.yaml@v{version}"),
+    KubernetesRange("Volcano {version}", "1.23", "1.35", "volcano-sh/volcano:README.md@v{version} (Kubernetes compatibility)"),
 )
 
 # Kubeflow Training Operator v1 (docs/design/training-operator.md): the upstream standalone overlay at this
@@ -236,15 +247,15 @@ VOLCANO = Chart(
 TRAINING_OPERATOR_REF = "v1.9.4"
 TRAINING_OPERATOR_OVERLAY = "https://github.com/kubeflow/trainer.git//manifests/overlays/standalone"
 TRAINING_OPERATOR_KUBERNETES = KubernetesRange(
-    "Kubeflow Training Operator v1.9.4", "1.27", "1.35",
-    "kubeflow/trainer:README.md@v1.9.4 (Version Matrix; .github/workflows/integration-tests.yaml: kind 1.34, 1.35)",
+    f"Kubeflow Training Operator {TRAINING_OPERATOR_REF}", "1.27", "1.35",
+    f"kubeflow/trainer:README.md@{TRAINING_OPERATOR_REF} (Version Matrix; .github/workflows/integration-tests.yaml: kind 1.34, 1.35)",
 )
 
 # metrics-server for the HPA the operator creates for elastic PyTorchJobs (chart 3.13.0 =
 # metrics-server 0.8.0).
 METRICS_SERVER = Chart(
     "metrics-server", "3.13.0", "https://kubernetes-sigs.github.io/metrics-server",
-    verified("kubernetes-sigs/metrics-server:charts/metrics-server/Chart.yaml@metrics-server-helm-chart-3.13.0"),
+    verified("kubernetes-sigs/metrics-server:charts/metrics-server/Chart.yaml@metrics-server-helm-chart-{version}"),
 )
 
 # (platform22) The Lustre layout runs on an EC2 layout client, not in a pod (components/storage.py
@@ -324,7 +335,7 @@ TENSORFLOW_IMAGE = ImagePart(
 KUBE_PROMETHEUS_STACK = Chart(
     "kube-prometheus-stack", "88.6.5", "https://prometheus-community.github.io/helm-charts",
     unverified("prometheus-community/helm-charts:charts/kube-prometheus-stack/Chart.yaml (adfinis/helm-charts#1982)",
-               "helm search repo prometheus-community/kube-prometheus-stack --version 88.6.5"),
+               "helm search repo prometheus-community/kube-prometheus-stack --version {version}"),
 )
 # DCGM exporter chart 4.6.0 (image 4.4.1-4.6.0), published at nvidia.github.io/dcgm-exporter/
 # helm-charts (NVIDIA/dcgm-exporter:helm-charts/index.yaml@ecd340dc, gh-pages). Its DaemonSet runs
@@ -337,7 +348,7 @@ DCGM_EXPORTER = Chart(
 )
 PROMETHEUS_ADAPTER = Chart(
     "prometheus-adapter", "5.2.0", "https://prometheus-community.github.io/helm-charts",
-    verified("prometheus-community/helm-charts:charts/prometheus-adapter/Chart.yaml@prometheus-adapter-5.2.0"),
+    verified("prometheus-community/helm-charts:charts/prometheus-adapter/Chart.yaml@prometheus-adapter-{version}"),
 )
 # The CloudWatch Observability add-on (EKS_ADDONS) ships its own DCGM exporter DaemonSet unless
 # `dcgmExporter.enabled` is false (aws-observability/helm-charts:charts/amazon-cloudwatch-observability/
@@ -370,8 +381,8 @@ PROVENANCE: dict[str, Source] = {
     "CUDA_MIN_DRIVER_BRANCH": verified("docs.nvidia.com/cuda/cuda-toolkit-release-notes (CUDA Toolkit and Corresponding Driver Versions)"),
     "CLUSTER_AUTOSCALER_IMAGE": verified(CLUSTER_AUTOSCALER_IMAGE_SOURCE.format(patch="1.35.2") + " (and each minor's newest tag)"),
     "LUSTRE_VERSION": verified("docs.aws.amazon.com/fsx/latest/LustreGuide/lustre-client-matrix.html"),
-    "TRAINING_OPERATOR_REF": verified("kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@v1.9.4"),
-    "TRAINING_OPERATOR_OVERLAY": verified("kubeflow/trainer:manifests/overlays/standalone@v1.9.4"),
+    "TRAINING_OPERATOR_REF": verified(f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF}"),
+    "TRAINING_OPERATOR_OVERLAY": verified(f"kubeflow/trainer:manifests/overlays/standalone@{TRAINING_OPERATOR_REF}"),
     "AWS_OFI_NCCL_MIN_NCCL": verified("aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1"),
     "AWS_OFI_NCCL_HAS_TUNER": verified("aws/aws-ofi-nccl:src/Makefile.am@v1.21.1"),
     "CLOUDWATCH_DCGM_OFF": unverified(
@@ -558,9 +569,10 @@ TRAINING_RUNTIME_IMAGE = ImagePart(
 # website/content/en/docs/getting-started/getting-started-with-karpenter/cloudformation.yaml@v1.14.1.
 KARPENTER = Chart(
     "karpenter", "1.14.1", "oci://public.ecr.aws/karpenter",
-    unverified("aws/karpenter-provider-aws:hack/release/common.sh@v1.14.1 (chart version = release tag)",
-               "helm show chart oci://public.ecr.aws/karpenter/karpenter --version 1.14.1"),
-    KubernetesRange("Karpenter 1.14.1", "1.30", "1.35", "aws/karpenter-provider-aws:website/content/en/docs/upgrading/compatibility.md@v1.14.1"),
+    unverified("aws/karpenter-provider-aws:hack/release/common.sh@v{version} (chart version = release tag)",
+               "helm show chart oci://public.ecr.aws/karpenter/karpenter --version {version}"),
+    KubernetesRange("Karpenter {version}", "1.30", "1.35",
+                    "aws/karpenter-provider-aws:website/content/en/docs/upgrading/compatibility.md@v{version}"),
 )
 # --- op21: images the controllers pull, chart image pins, the operator's leader election ------------
 # The Training Operator injects two images into team namespaces unless its flags say otherwise
@@ -580,9 +592,10 @@ PYTORCH_INIT_CONTAINER_IMAGE = "docker.io/library/alpine:3.22.2@sha256:4b7ce0700
 # in the matrix; template-publish-image/action.yaml: `type=sha,prefix=v1-`, @v1.9.4). The v1.9.4
 # standalone overlay pins the operator at v1-93c5489 (manifests/overlays/standalone/kustomization.yaml
 # `newTag`), so kubectl-delivery from that same commit. No digest is published upstream.
-MPI_KUBECTL_DELIVERY_IMAGE = "ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489"
 # The operator's own image, as the upstream overlay pins it (a commit tag; no digest upstream).
 TRAINING_OPERATOR_IMAGE = "ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489"
+_OPERATOR_TAG = TRAINING_OPERATOR_IMAGE.rpartition(":")[2]
+MPI_KUBECTL_DELIVERY_IMAGE = f"ghcr.io/kubeflow/training-v1/kubectl-delivery:{_OPERATOR_TAG}"
 # controller-runtime leader election at the operator's pinned version (go.mod: controller-runtime
 # v0.24.1): resource lock "leases" by default, in the namespace the pod runs in (the service account's
 # namespace file), named --leader-election-id (main.go default "1ca428e5.training-operator.kubeflow.org").
@@ -594,16 +607,17 @@ TRAINING_OPERATOR_LEADER_ELECTION_ID = "1ca428e5.training-operator.kubeflow.org"
 # not drift. The chart's grafana (grafana/grafana:latest) and prometheus (prom/prometheus, no tag)
 # render only with custom.metrics_enable (templates/grafana.yaml, prometheus.yaml@v1.15.1), which we
 # keep false.
-VOLCANO_IMAGE_TAG = "v1.15.1"
+VOLCANO_IMAGE_TAG = f"v{VOLCANO.version}"
 PROVENANCE.update({
     "PYTORCH_INIT_CONTAINER_IMAGE": unverified(
         "alpine:3.22.2 index digest as pinned by independent Dockerfiles (envoyproxy/ratelimit:Dockerfile)",
         "docker buildx imagetools inspect docker.io/library/alpine:3.22.2 --format '{{.Manifest.Digest}}'"),
     "MPI_KUBECTL_DELIVERY_IMAGE": unverified(
-        "kubeflow/trainer:.github/workflows/template-publish-image/action.yaml@v1.9.4 (tag v1-<sha>) + manifests/overlays/standalone/kustomization.yaml@v1.9.4 (v1-93c5489)",
-        "docker buildx imagetools inspect ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489"),
-    "TRAINING_OPERATOR_IMAGE": verified("kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@v1.9.4 (images newTag)"),
-    "TRAINING_OPERATOR_NAMESPACE": verified("kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@v1.9.4"),
-    "TRAINING_OPERATOR_LEADER_ELECTION_ID": verified("kubeflow/trainer:cmd/training-operator.v1/main.go@v1.9.4 (--leader-election-id)"),
-    "VOLCANO_IMAGE_TAG": verified("volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@v1.15.1 (basic.image_tag_version)"),
+        f"kubeflow/trainer:.github/workflows/template-publish-image/action.yaml@{TRAINING_OPERATOR_REF} (tag v1-<sha>) + "
+        f"manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF} ({_OPERATOR_TAG})",
+        f"docker buildx imagetools inspect {MPI_KUBECTL_DELIVERY_IMAGE}"),
+    "TRAINING_OPERATOR_IMAGE": verified(f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF} (images newTag)"),
+    "TRAINING_OPERATOR_NAMESPACE": verified(f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF}"),
+    "TRAINING_OPERATOR_LEADER_ELECTION_ID": verified(f"kubeflow/trainer:cmd/training-operator.v1/main.go@{TRAINING_OPERATOR_REF} (--leader-election-id)"),
+    "VOLCANO_IMAGE_TAG": verified(f"volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@{VOLCANO_IMAGE_TAG} (basic.image_tag_version)"),
 })
