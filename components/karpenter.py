@@ -132,7 +132,7 @@ def user_data(pool: GpuPool) -> str:
     if pool.efa:
         parts.append('Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n'
                      f"echo 'vm.nr_hugepages = {EFA_HUGEPAGES_2MI}' > /etc/sysctl.d/90-efa-hugepages.conf\nsysctl -w vm.nr_hugepages={EFA_HUGEPAGES_2MI}\n")
-    # The container toolkit ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers, as on the node groups (issue #22)
+    # The container toolkit ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers, as on the node groups
     parts.append('Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n' + container_toolkit_script())
     return 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n' + "".join(f"--//\n{p}\n" for p in parts) + "--//--\n"
 

@@ -65,7 +65,7 @@ KUSTOMIZATION = Path(__file__).parent / "kustomize" / "training-operator"
 # job whose ready pods exceed its minAvailable (plugins/gang/gang.go preemptableFn), so it stays the
 # last preemptable plugin of the only tier that has any (infra/preemption.py says why).
 SCHEDULER_CONFIG = {
-    # enqueue first (issue #25): PodGroups stay Pending until proportion's queue check admits the
+    # enqueue first: PodGroups stay Pending until proportion's queue check admits the
     # whole gang (volcano-sh/volcano:pkg/scheduler/actions/enqueue/enqueue.go@v1.15.1); preempt after
     # allocate, for the serving class only (above)
     "actions": "enqueue, allocate, preempt, backfill",

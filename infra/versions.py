@@ -186,7 +186,7 @@ CLUSTER_AUTOSCALER_IMAGE_SOURCE = "kubernetes/autoscaler:cluster-autoscaler/vers
 
 # NVIDIA device plugin with GPU feature discovery (driver/CUDA labels). kubeVersion ">= 1.10.0-0"
 # and "Kubernetes version >= 1.10" (device plugin API v1beta1), no upper bound published.
-# 0.19.3, not 0.19.0 (gate21): 0.19.0 turned MOFED, GDRCopy and GDS on by default (#1550), so every
+# 0.19.3, not 0.19.0: 0.19.0 turned MOFED, GDRCopy and GDS on by default (#1550), so every
 # GPU pod got every /dev/infiniband/uverbs* - all EFA devices, whatever it asked the EFA plugin for
 # (NVIDIA/k8s-device-plugin#1692); 0.19.3 reverts the defaults (commit 2ffedc34b, #1837:
 # cmd/nvidia-device-plugin/main.go@v0.19.3, the mofed-enabled/gdrcopy-enabled/gds-enabled flags
@@ -258,7 +258,7 @@ METRICS_SERVER = Chart(
     verified("kubernetes-sigs/metrics-server:charts/metrics-server/Chart.yaml@metrics-server-helm-chart-{version}"),
 )
 
-# (platform22) The Lustre layout runs on an EC2 layout client, not in a pod (components/storage.py
+# The Lustre layout runs on an EC2 layout client, not in a pod (components/storage.py
 # LAYOUT_CLIENT_*: root squash leaves it the only client whose root can chown); no image to pin.
 
 # --- the training image (images/training/Dockerfile, built by .github/workflows/image.yml) -----
@@ -313,7 +313,7 @@ NCCL_TESTS = ImagePart(
     "v2.17.9", verified("aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/nccl-tests.Dockerfile@7217859f"),
 )
 
-# --- classes26: the examples of each class of work (docs/workload-classes.md) ----------------
+# --- the examples of each class of work (docs/workload-classes.md) ----------------
 # xgboost in the training image, for examples/xgboost-iris.yaml: the version pip installs from PyPI
 # here (2026-12-03); examples/xgboost_iris.py was run with it on CPU, 2 ranks, tracker on rank 0
 # (xgboost 3.2.0: xgboost/tracker.py RabitTracker(n_workers, host_ip, port), collective.py
@@ -452,7 +452,7 @@ PROVENANCE["CODEBUILD_RUNNER_IMAGE"] = unverified(
     "docs.aws.amazon.com/codebuild/latest/userguide/ec2-compute-images.html",
     "aws codebuild list-curated-environment-images (then `python -V` after actions/setup-python in a first runner job)")
 
-# --- ci22: the deploy job's pinned toolchain ------------------------------------------------------
+# --- the deploy job's pinned toolchain ------------------------------------------------------------
 # The Pulumi CLI the preview and deploy jobs run: exact (pulumi/actions' `pulumi-version` input,
 # pulumi/actions:src/config.ts@v7.0.0 defaults it to the range '^3'), the same release as the
 # `pulumi` SDK pinned in requirements/deploy.txt (CLI and SDK are released together under one
@@ -471,7 +471,7 @@ PROVENANCE["PULUMI_CLI"] = unverified(
 DEPLOY_LOCK = "requirements/deploy.txt"
 NOT_PINS = (*NOT_PINS, "DEPLOY_LOCK")  # a path, not a pin: the pins are in the file (with hashes)
 
-# --- gate21: the driver the image needs, and the driver each AMI release ships -------------------
+# --- the driver the image needs, and the driver each AMI release ships -------------------
 # The CUDA of the training image: TRAINING_BASE_IMAGE's tag (pytorch/pytorch:2.7.1-cuda12.8-...;
 # a test keeps them equal). The health gate wants at least CUDA_MIN_DRIVER_BRANCH of it on every
 # node (NVIDIA's table "CUDA Toolkit and Corresponding Driver Versions" in the CUDA Toolkit release
@@ -534,7 +534,7 @@ PROVENANCE["CLOUDWATCH_LOGS_LABELS_ON"] = unverified(
 )
 
 
-# --- tenant22: the GPU nodes' container toolkit and the AMI it comes with (issue #22) -----------
+# --- the GPU nodes' container toolkit and the AMI it comes with -----------------------------
 # Not pins of ours: the EKS AL2023 NVIDIA AMI installs nvidia-container-toolkit from NVIDIA's
 # repository at build time (awslabs/amazon-eks-ami:templates/al2023/provisioners/
 # install-nvidia-driver.sh@v20260724, `dnf -y install nvidia-container-toolkit`). The settings
@@ -551,7 +551,7 @@ PROVENANCE["EKS_AMI_READ"] = verified("awslabs/amazon-eks-ami:templates/al2023/r
 
 
 
-# --- cost25 (issue #25: warm reservations, demand, cold start, Karpenter) -----------------------------
+# --- the training image's runtime stage, and Karpenter -----------------------------------------
 # The training image's runtime stage (images/training/Dockerfile): PyTorch's -runtime image of the
 # same PyTorch/CUDA/cuDNN as TRAINING_BASE_IMAGE (the build stage), without compilers or CUDA headers.
 TRAINING_RUNTIME_IMAGE = ImagePart(
@@ -574,7 +574,7 @@ KARPENTER = Chart(
     KubernetesRange("Karpenter {version}", "1.30", "1.35",
                     "aws/karpenter-provider-aws:website/content/en/docs/upgrading/compatibility.md@v{version}"),
 )
-# --- op21: images the controllers pull, chart image pins, the operator's leader election ------------
+# --- images the controllers pull, chart image pins, the operator's leader election ------------
 # The Training Operator injects two images into team namespaces unless its flags say otherwise
 # (kubeflow/trainer:cmd/training-operator.v1/main.go@v1.9.4 flags --pytorch-init-container-image and
 # --mpi-kubectl-delivery-image; defaults in pkg/config/config.go@v1.9.4: "alpine:3.10", EOL since

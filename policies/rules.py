@@ -507,7 +507,7 @@ def prod_data_protected(args: StackValidationArgs, report: ReportViolation) -> N
             report(f"{r.resource_type} {r.name} is not protected in prod: set protect=True (and retain_on_delete for data).", r.urn)
 
 
-# --- tenancy and hardening (issue #14): admin policies, world-open ingress, logs ------------------
+# --- tenancy and hardening: admin policies, world-open ingress, logs ------------------
 
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"

@@ -1,4 +1,4 @@
-"""CPU and memory per team (issue #22, point 7): a ResourceQuota on requested CPU and memory and
+"""CPU and memory per team: a ResourceQuota on requested CPU and memory and
 a LimitRange of default requests in every team namespace, from settings on the Team model with
 defaults and bounds; every shipped example still fits its team's quota."""
 
