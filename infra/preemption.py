@@ -77,14 +77,17 @@ def scheduler_holes(config: Mapping[str, Any]) -> list[Hole]:
     actions = [a.strip() for a in str(config.get("actions", "")).split(",") if a.strip()]
     for action in actions:
         if action not in ACTIONS:
-            holes.append(Hole(f"actions: {action}", f"not an action of Volcano v{versions.VOLCANO.version} ({', '.join(ACTIONS)}): what it evicts is not known"))
+            holes.append(Hole(f"actions: {action}", f"not an action of Volcano v{versions.VOLCANO.version}"
+                                                    f" ({', '.join(ACTIONS)}): what it evicts is not known"))
         elif action in EVICTING:
             holes.append(Hole(f"actions: {action}", f"{EVICTING[action]}: it would not be limited to what a gang can spare"))
     tiers = [list(t.get("plugins") or []) for t in config.get("tiers") or []]
     for t, plugins in enumerate(tiers):
         for p, plugin in enumerate(plugins):
             if plugin.get("name") not in PLUGINS:
-                holes.append(Hole(f"tiers[{t}].plugins[{p}]: {plugin.get('name')}", f"not a plugin of Volcano v{versions.VOLCANO.version}: whether it picks victims is not known"))
+                holes.append(Hole(f"tiers[{t}].plugins[{p}]: {plugin.get('name')}",
+                                  f"not a plugin of Volcano v{versions.VOLCANO.version}: "
+                                  "whether it picks victims is not known"))
     if "preempt" not in actions:
         return holes
     deciding = [(t, p, plugin["name"]) for t, plugins in enumerate(tiers) for p, plugin in enumerate(plugins)

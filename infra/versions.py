@@ -163,7 +163,8 @@ class Chart:
         def own(text: str) -> str:
             return text.replace("{version}", self.version)
 
-        object.__setattr__(self, "source", replace(self.source, where=own(self.source.where), check=own(self.source.check)))
+        source = replace(self.source, where=own(self.source.where), check=own(self.source.check))
+        object.__setattr__(self, "source", source)
         if self.kubernetes:
             object.__setattr__(self, "kubernetes", replace(self.kubernetes, component=own(self.kubernetes.component),
                                                            source=own(self.kubernetes.source)))
@@ -175,7 +176,8 @@ class Chart:
 # cluster-autoscaler/README.md@cluster-autoscaler-1.35.2).
 CLUSTER_AUTOSCALER = Chart(
     "cluster-autoscaler", "9.59.0", "https://kubernetes.github.io/autoscaler",
-    verified("kubernetes/autoscaler:cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml@cluster-autoscaler-chart-{version}"),
+    verified("kubernetes/autoscaler:cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml"
+             "@cluster-autoscaler-chart-{version}"),
 )
 # The latest patch of each minor: the newest cluster-autoscaler-1.MINOR.PATCH tags of
 # kubernetes/autoscaler (mirror of 2026-08-22); version/version.go at each tag says the same
@@ -199,7 +201,8 @@ NVIDIA_DEVICE_PLUGIN = Chart(
     "nvidia-device-plugin", "0.19.3", "https://nvidia.github.io/k8s-device-plugin",
     verified("NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v{version}"),
     KubernetesRange("NVIDIA device plugin {version}", "1.10", None,
-                    "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v{version} (kubeVersion)"),
+                    "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v{version}"
+                    " (kubeVersion)"),
 )
 # EKS EFA device plugin chart v0.5.30 = image v0.5.20 (appVersion and values.yaml image.tag),
 # published in the chart index (aws/eks-charts:index.yaml@c7f9ea56, gh-pages). The chart states
@@ -234,7 +237,8 @@ LUSTRE_VERSION = "2.15"
 VOLCANO = Chart(
     "volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts",
     verified("volcano-sh/volcano:installer/helm/chart/volcano/Chart.yaml@v{version}"),
-    KubernetesRange("Volcano {version}", "1.23", "1.35", "volcano-sh/volcano:README.md@v{version} (Kubernetes compatibility)"),
+    KubernetesRange("Volcano {version}", "1.23", "1.35",
+                    "volcano-sh/volcano:README.md@v{version} (Kubernetes compatibility)"),
 )
 
 # Kubeflow Training Operator v1 (docs/design/training-operator.md): the upstream standalone overlay at this
@@ -248,7 +252,8 @@ TRAINING_OPERATOR_REF = "v1.9.4"
 TRAINING_OPERATOR_OVERLAY = "https://github.com/kubeflow/trainer.git//manifests/overlays/standalone"
 TRAINING_OPERATOR_KUBERNETES = KubernetesRange(
     f"Kubeflow Training Operator {TRAINING_OPERATOR_REF}", "1.27", "1.35",
-    f"kubeflow/trainer:README.md@{TRAINING_OPERATOR_REF} (Version Matrix; .github/workflows/integration-tests.yaml: kind 1.34, 1.35)",
+    f"kubeflow/trainer:README.md@{TRAINING_OPERATOR_REF} (Version Matrix; "
+    ".github/workflows/integration-tests.yaml: kind 1.34, 1.35)",
 )
 
 # metrics-server for the HPA the operator creates for elastic PyTorchJobs (chart 3.13.0 =
@@ -381,7 +386,8 @@ PROVENANCE: dict[str, Source] = {
     "CUDA_MIN_DRIVER_BRANCH": verified("docs.nvidia.com/cuda/cuda-toolkit-release-notes (CUDA Toolkit and Corresponding Driver Versions)"),
     "CLUSTER_AUTOSCALER_IMAGE": verified(CLUSTER_AUTOSCALER_IMAGE_SOURCE.format(patch="1.35.2") + " (and each minor's newest tag)"),
     "LUSTRE_VERSION": verified("docs.aws.amazon.com/fsx/latest/LustreGuide/lustre-client-matrix.html"),
-    "TRAINING_OPERATOR_REF": verified(f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF}"),
+    "TRAINING_OPERATOR_REF": verified(
+        f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF}"),
     "TRAINING_OPERATOR_OVERLAY": verified(f"kubeflow/trainer:manifests/overlays/standalone@{TRAINING_OPERATOR_REF}"),
     "AWS_OFI_NCCL_MIN_NCCL": verified("aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1"),
     "AWS_OFI_NCCL_HAS_TUNER": verified("aws/aws-ofi-nccl:src/Makefile.am@v1.21.1"),
@@ -613,11 +619,16 @@ PROVENANCE.update({
         "alpine:3.22.2 index digest as pinned by independent Dockerfiles (envoyproxy/ratelimit:Dockerfile)",
         "docker buildx imagetools inspect docker.io/library/alpine:3.22.2 --format '{{.Manifest.Digest}}'"),
     "MPI_KUBECTL_DELIVERY_IMAGE": unverified(
-        f"kubeflow/trainer:.github/workflows/template-publish-image/action.yaml@{TRAINING_OPERATOR_REF} (tag v1-<sha>) + "
+        f"kubeflow/trainer:.github/workflows/template-publish-image/action.yaml@{TRAINING_OPERATOR_REF}"
+        " (tag v1-<sha>) + "
         f"manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF} ({_OPERATOR_TAG})",
         f"docker buildx imagetools inspect {MPI_KUBECTL_DELIVERY_IMAGE}"),
-    "TRAINING_OPERATOR_IMAGE": verified(f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF} (images newTag)"),
-    "TRAINING_OPERATOR_NAMESPACE": verified(f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF}"),
-    "TRAINING_OPERATOR_LEADER_ELECTION_ID": verified(f"kubeflow/trainer:cmd/training-operator.v1/main.go@{TRAINING_OPERATOR_REF} (--leader-election-id)"),
-    "VOLCANO_IMAGE_TAG": verified(f"volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@{VOLCANO_IMAGE_TAG} (basic.image_tag_version)"),
+    "TRAINING_OPERATOR_IMAGE": verified(
+        f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF} (images newTag)"),
+    "TRAINING_OPERATOR_NAMESPACE": verified(
+        f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF}"),
+    "TRAINING_OPERATOR_LEADER_ELECTION_ID": verified(
+        f"kubeflow/trainer:cmd/training-operator.v1/main.go@{TRAINING_OPERATOR_REF} (--leader-election-id)"),
+    "VOLCANO_IMAGE_TAG": verified(
+        f"volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@{VOLCANO_IMAGE_TAG} (basic.image_tag_version)"),
 })

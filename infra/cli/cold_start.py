@@ -94,7 +94,8 @@ def _admission() -> list[Step]:
     period = Step("Volcano's next session: enqueue admits the gang, its PodGroup turns Inqueue", 1.0,
                   VOLCANO.format(path="cmd/scheduler/app/options/options.go") + " defaultSchedulerPeriod = 1s (--schedule-period)")
     pods = Step("the Training Operator creates the gang's pods (it waited for Inqueue)", 1.0,
-                f"{ESTIMATE}: one reconcile ({TRAINING_OPERATOR.format(path='pkg/controller.v1/common/job.go')} DelayPodCreationDueToPodGroup)")
+                f"{ESTIMATE}: one reconcile ({TRAINING_OPERATOR.format(path='pkg/controller.v1/common/job.go')}"
+                " DelayPodCreationDueToPodGroup)")
     return [period, pods]
 
 
@@ -115,7 +116,8 @@ def _autoscaler_notices() -> list[Step]:
 
 def _karpenter_batch() -> list[Step]:
     return [Step("Karpenter batches the pending pods and launches (CreateFleet)", 10.0,
-                 KARPENTER.format(path="charts/karpenter/values.yaml") + " settings.batchIdleDuration 1s, batchMaxDuration 10s (worst case)")]
+                 KARPENTER.format(path="charts/karpenter/values.yaml")
+                 + " settings.batchIdleDuration 1s, batchMaxDuration 10s (worst case)")]
 
 
 def cold_path(pool: GpuPool, nodes: int, *, shortened: bool = True) -> Path:
