@@ -10,7 +10,7 @@ their arguments), the Queues and the PriorityClasses - against what Volcano v1.1
    gets the globalDefault class's, else PreemptLowerPriority (kubernetes/kubernetes:plugin/pkg/
    admission/priority/admission.go admitPod). So: every class with PreemptLowerPriority is a serving
    class, and a globalDefault class with Never exists (the Training Operator names no class on its
-   pods: kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4 puts it on the PodGroup only).
+   pods: components/training.py priority_classes cites the code).
 2. Actions that evict: `preempt` (within the preemptor's queue: preempt.go Execute), `reclaim`
    (across queues, from queues whose spec.reclaimable is unset or true: reclaim.go reclaimForTask,
    api/queue_info.go Reclaimable), `gangpreempt` and `gangreclaim` (whole-gang eviction, where gang's

@@ -19,9 +19,8 @@ _MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for 
 
 
 # Volcano's scheduler creates the queues `root` and `default` itself at start (default: reclaimable,
-# jobs naming no queue land there): volcano-sh/volcano:pkg/scheduler/cache/cache.go@v1.15.1
-# newDefaultAndRootQueue. The Volcano component manages `default` (never reclaimable, no GPUs); a
-# configured queue may not take either name.
+# jobs naming no queue land there; components/cluster_created.py cites the code). The Volcano
+# component manages `default` (never reclaimable, no GPUs); a configured queue may not take either name.
 VOLCANO_QUEUES = ("root", "default")
 
 
