@@ -5,7 +5,9 @@ A citation names a design file by path (`docs/design/efa.md`, or `design/efa.md`
 
 from __future__ import annotations
 
+import os
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -19,20 +21,24 @@ SKIPPED_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".pytest_cache",
 OUTSIDE_RECORD = re.compile(r"\bDESIGN" + r"(?:\.md\b|\s+decision)")
 DESIGN_PATH = re.compile(r"(?<![\w./-])(?:docs/)?design/([\w.-]+\.md)\b")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s#]+)(?:#[^)]*)?\)")
+# A file of the repository a decision names as evidence (tests by file name: their folder may move).
+NAMED_FILE = re.compile(r"(?<![\w/.-])((?:components|infra|policies|images|examples|docs|schemas|stacks|\.github|tests)/"
+                        r"[\w./-]*(?:\.(?:py|md|ya?ml|json|toml)|/|Dockerfile))(?![\w/-])")
+TEST_FILE = re.compile(r"(?<![\w/.-])(test_\w+\.py)\b")
 
 
 def _name(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
 
 
+@lru_cache(maxsize=1)
 def _text_files() -> list[Path]:
     found = []
-    for path in ROOT.rglob("*"):
-        if SKIPPED_DIRS.intersection(path.relative_to(ROOT).parts[:-1]):
-            continue
-        if path.is_file() and path != Path(__file__) and (path.suffix in TEXT_SUFFIXES or path.name == "Dockerfile"):
-            found.append(path)
-    return found
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.startswith(".venv")]
+        found += [Path(folder) / name for name in files
+                  if Path(name).suffix in TEXT_SUFFIXES or name == "Dockerfile"]
+    return [path for path in found if path != Path(__file__).resolve()]
 
 
 def outside_citations(files: list[Path]) -> list[str]:
@@ -63,6 +69,18 @@ def test_every_cited_design_file_exists():
     assert missing_design_files(_text_files()) == []
 
 
+def missing_evidence(page: Path, root: Path = ROOT) -> list[str]:
+    """Files and test files `page` names as evidence that the repository does not hold."""
+    text = page.read_text()
+    tests = {path.name for path in (root / "tests").rglob("test_*.py")}
+    missing = [name for name in sorted(set(NAMED_FILE.findall(text))) if not (root / name).exists()]
+    return missing + [name for name in sorted(set(TEST_FILE.findall(text))) if name not in tests]
+
+
+def test_every_file_and_test_a_decision_names_exists():
+    assert {page.name: missing for page in DESIGN.glob("*.md") if (missing := missing_evidence(page))} == {}
+
+
 def test_the_index_lists_every_design_file_and_the_manual_links_the_index():
     listed = set(LINK.findall((DESIGN / "README.md").read_text()))
     assert {p.name for p in DESIGN.glob("*.md")} - {"README.md"} <= listed
@@ -88,3 +106,5 @@ def test_the_checks_catch_an_outside_citation_and_a_missing_design_file(tmp_path
     assert missing_design_files([code, design / "efa.md"], design) == [
         "gpu_pools.py: no-such-decision.md", "efa.md: storage.md"]
     assert not DESIGN_PATH.findall("components/design/x.md")
+    (design / "efa.md").write_text("Code: `components/efa.py`, `components/no_such.py`; tests: `test_docs.py`, `test_none.py`.")
+    assert missing_evidence(design / "efa.md") == ["components/no_such.py", "test_none.py"]
