@@ -41,11 +41,16 @@ def _text_files() -> list[Path]:
     return [path for path in found if path != Path(__file__).resolve()]
 
 
+@lru_cache(maxsize=None)
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace")
+
+
 def outside_citations(files: list[Path]) -> list[str]:
     """Lines that cite a design record the repository does not hold."""
     return [f"{_name(path)}:{number}: {line.strip()}"
-            for path in files for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
-            if OUTSIDE_RECORD.search(line)]
+            for path in files if OUTSIDE_RECORD.search(_read(path))
+            for number, line in enumerate(_read(path).splitlines(), 1) if OUTSIDE_RECORD.search(line)]
 
 
 def missing_design_files(files: list[Path], design: Path = DESIGN) -> list[str]:
@@ -53,7 +58,7 @@ def missing_design_files(files: list[Path], design: Path = DESIGN) -> list[str]:
     whose file does not exist."""
     missing = []
     for path in files:
-        text = path.read_text(errors="replace")
+        text = _read(path)
         cited = set(DESIGN_PATH.findall(text))
         if path.parent == design:
             cited |= {Path(link).name for link in LINK.findall(text) if "/" not in link and link.endswith(".md")}
