@@ -1,4 +1,4 @@
-"""System nodes tainted, and every platform workload able to run there (issue #22, point 7).
+"""System nodes tainted, and every platform workload able to run there.
 
 The system node group carries `higgsfield.io/system=true:NoSchedule`. A test walks every
 workload the plan deploys -- each Helm release's pods (by the value keys its chart reads, cited
