@@ -151,8 +151,9 @@ class Teams(pulumi.ComponentResource):
             # its people submit Kubeflow jobs through this Role (their access entry's group)
             obj("jobs-role", tenancy.job_submitter_role(team.name))
             obj("jobs-binding", tenancy.job_submitter_binding(team.name))
-            for netpol in tenancy.network_policies(team.name, monitoring_namespace=args.monitoring_namespace, api_server_cidr=args.api_server_cidr,
-                                                      api_service_ip=args.api_service_ip):
+            for netpol in tenancy.network_policies(team.name, monitoring_namespace=args.monitoring_namespace,
+                                                   api_server_cidr=args.api_server_cidr,
+                                                   api_service_ip=args.api_service_ip):
                 obj(f"netpol-{netpol['metadata']['name']}", netpol)
         if args.image is not None and args.pools and args.teams:
             # half-delivered gangs give back the nodes that arrived (components/gang_deadline.py)

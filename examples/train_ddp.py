@@ -138,7 +138,8 @@ def run() -> int:
     try:
         return report_exit(main())
     except dist.DistError as error:
-        print(f"a peer was lost ({type(error).__name__}: {error}); exiting {EXIT_PEER_LOST} so the job restarts", flush=True)
+        print(f"a peer was lost ({type(error).__name__}: {error}); exiting {EXIT_PEER_LOST} so the job restarts",
+              flush=True)
         return report_exit(EXIT_PEER_LOST)
 
 

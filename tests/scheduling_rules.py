@@ -112,7 +112,8 @@ def ingress_allowed(policies: Iterable[Mapping], source: Endpoint, target: Endpo
     )
 
 
-def egress_allowed(policies: Iterable[Mapping], source: Endpoint, destination: Endpoint, port: int, protocol: str = "TCP") -> bool:
+def egress_allowed(policies: Iterable[Mapping], source: Endpoint, destination: Endpoint, port: int,
+                   protocol: str = "TCP") -> bool:
     selecting = [
         p for p in policies
         if p["metadata"]["namespace"] == source.namespace
@@ -122,7 +123,8 @@ def egress_allowed(policies: Iterable[Mapping], source: Endpoint, destination: E
     if not selecting:
         return True
     return any(
-        any(_peer_matches(peer, p["metadata"]["namespace"], destination) for peer in rule.get("to") or [{"namespaceSelector": {}}])
+        any(_peer_matches(peer, p["metadata"]["namespace"], destination)
+            for peer in rule.get("to") or [{"namespaceSelector": {}}])
         and _port_matches(rule.get("ports"), port, protocol)
         for p in selecting for rule in p["spec"].get("egress") or []
     )

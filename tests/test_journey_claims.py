@@ -16,7 +16,7 @@ COPIED_TO_THE_PODGROUP = {"minAvailable", "queue", "priorityClass", "minResource
 
 
 def _step(number: int) -> str:
-    return re.split(r"^## ", DOC.read_text(encoding="utf-8"), flags=re.M)[number]
+    return re.split(r"^## ", DOC.read_text(encoding="utf-8"), flags=re.MULTILINE)[number]
 
 
 def test_our_jobs_podgroups_take_the_allocate_branch_step_11_cites():

@@ -14,7 +14,7 @@ from tests.conftest import ROOT, plan_of
 from tests.training_operator_rules import Job
 
 sys.path.insert(0, str(ROOT / "examples"))
-import checkpointing  # noqa: E402
+import checkpointing
 
 PYTORCH = ("pytorch-ddp", "pytorch-elastic")
 NODES = 16

@@ -359,7 +359,8 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
         if c.replaces:
             lines.append(f"  +- {c.type} {c.name}  REPLACE because of {', '.join(c.replace_paths)}")
         else:
-            lines.append(f"  ~ {c.type} {c.name}" + ("  ROLLS its nodes (each drained; see !)" if c.consequences else ""))
+            rolling = "  ROLLS its nodes (each drained; see !)" if c.consequences else ""
+            lines.append(f"  ~ {c.type} {c.name}{rolling}")
         for path in c.paths[:12]:
             if path in c.because:
                 lines.append(f"      {path}: computed from replaced {c.because[path]}")

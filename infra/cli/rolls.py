@@ -64,12 +64,15 @@ def consequences(resources: dict[str, dict], group: dict) -> list[str]:
     at_once = update.get("maxUnavailable", 1)
     kind, reservation = _capacity(resources, group)
     minimal = strategy == UPDATE_STRATEGY_NO_SURGE
-    how = (f"{at_once} node at a time drained and terminated before its replacement launches (updateStrategy MINIMAL)"
-           if minimal else f"a replacement launched before each node is drained, {at_once} at a time (updateStrategy DEFAULT)")
+    if minimal:
+        how = f"{at_once} node at a time drained and terminated before its replacement starts (updateStrategy MINIMAL)"
+    else:
+        how = f"a replacement launched before each node is drained, {at_once} at a time (updateStrategy DEFAULT)"
     lines = []
     if kind in ("reservation", "capacity-block") and not minimal:
-        lines.append(f"pool {pool} ({kind} {reservation}): DEFAULT launches a surge instance the reservation has no room for: "
-                     "the update stalls or fails with NodeCreationFailure; reserved pools need updateStrategy MINIMAL")
+        lines.append(f"pool {pool} ({kind} {reservation}): DEFAULT launches a surge instance the reservation has "
+                     "no room for: the update stalls or fails with NodeCreationFailure; "
+                     "reserved pools need updateStrategy MINIMAL")
     if kind == "reservation":
         held = f"{high} nodes held on the reservation" if low == high and high else f"0 to {high} nodes"
         lines.append(f"pool {pool} (reservation {reservation}, {held}): {how}; "
@@ -86,7 +89,7 @@ def consequences(resources: dict[str, dict], group: dict) -> list[str]:
                      f"size of 0 when a Capacity Block group is upgraded ({CAPACITY_BLOCK_UPGRADE}): deploy this "
                      "before the block opens or after its drain")
     else:
-        lines.append(f"pool {pool} ({kind}, {low} to {high} nodes): the nodes running at the deploy are replaced, {how}; "
-                     "an idle pool at 0 has nothing to roll")
+        lines.append(f"pool {pool} ({kind}, {low} to {high} nodes): the nodes running at the deploy are replaced, "
+                     f"{how}; an idle pool at 0 has nothing to roll")
     lines.append(f"running gangs on {pool}: {GANGS}")
     return lines

@@ -31,7 +31,6 @@ from infra.config.errors import Problems
 from infra.config.gpu_pools import EKS_MAX_INSTANCE_TYPES, Duration, _catalog
 from infra.config.limits import MAX_PUBLIC_CIDRS, public_cidr
 
-
 # The cluster's Service range. The program leaves EKS's kubernetesNetworkConfig.serviceIpv4Cidr
 # unset: "You can only specify a custom CIDR block when you create a cluster" (EKS API,
 # KubernetesNetworkConfigRequest), so setting it on a running cluster would replace the cluster
