@@ -40,7 +40,7 @@ PREFIX = "step-"
 # What a rank exits with after its final checkpoint on SIGTERM: 128 + SIGTERM, the code of a
 # process ended by the signal. With restartPolicy ExitCode the Training Operator restarts codes
 # 128-255 and fails the job on 1-127 (kubeflow/trainer: pkg/apis/kubeflow.org/v1/common_types.go,
-# pkg/util/train/train_util.go IsRetryableExitCode@v1.9.4); with OnFailure any non-zero restarts.
+# pkg/util/train/train_util.go IsRetryableExitCode@v1.9.4); the rendered PyTorch jobs use ExitCode.
 EXIT_AFTER_SIGTERM = 128 + signal.SIGTERM
 # What a rank exits with when a collective failed because a peer went away (a lost node, a
 # drained peer's rank gone before the stop was agreed): torch.distributed raises DistError (C++
