@@ -65,3 +65,17 @@ def test_a_reserved_pool_left_on_the_default_strategy_is_named_as_stalling():
     group["inputs"]["updateConfig"].pop("updateStrategy")
     said = "\n".join(rolls.consequences(resources, group))
     assert "NodeCreationFailure" in said and "reserved pools need updateStrategy MINIMAL" in said
+
+
+def test_rolling_a_capacity_block_pool_while_its_block_is_open_is_refused_unless_allowed():
+    base, head = _upgrade_from_1_34()
+    for plan in (base, head):  # the block opened: its opening action is past, only the drain is ahead
+        plan["resources"] = [r for r in plan["resources"] if r["name"] != "gpu-h200-block-open"]
+    (refusal,) = [r for r in compare(base, head, set()).refused if "h200-block" in r]
+    assert "inside its window" in refusal and rolls.CAPACITY_BLOCK_UPGRADE in refusal and "--allow h200-block" in refusal
+    assert not [r for r in compare(base, head, {"h200-block"}).refused if "h200-block" in r]
+
+
+def test_an_upgrade_before_the_block_opens_is_not_refused():
+    base, head = _upgrade_from_1_34()
+    assert not [r for r in compare(base, head, set()).refused if "h200-block" in r]

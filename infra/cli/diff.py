@@ -263,6 +263,12 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     for change in changes.values():
         if change.type == rolls.NODE_GROUP and not change.replaces and rolls.rolls(change.paths):
             change.consequences = rolls.consequences(after, after[change.urn])
+            block = rolls.capacity_block_open(after, after[change.urn])
+            if block:
+                refuse(f"rolling the nodes of Capacity Block pool {block} inside its window", block,
+                       f"AWS asks for a desired size of 0 when a Capacity Block group is upgraded "
+                       f"({rolls.CAPACITY_BLOCK_UPGRADE}); deploy it after the block's drain, or allow it to replace "
+                       "the block's nodes one at a time (MINIMAL)")
     order = deploy_order(head["resources"])
     changed = sorted(changes.values(), key=lambda c: (order.get(c.urn, 0), c.urn))  # in the order the deploy updates them
     added = [after[u] for u in sorted(set(after) - set(before))]

@@ -50,6 +50,17 @@ def _capacity(resources: dict[str, dict], group: dict) -> tuple[str, str | None]
     return ("spot" if kind == "SPOT" else "on-demand"), None
 
 
+def capacity_block_open(resources: dict[str, dict], group: dict) -> str | None:
+    """The pool of a Capacity Block node group whose block is open as the plan was made (its
+    `-open` scheduled action already past, its `-drain` still ahead), else None."""
+    pool = (group["inputs"].get("labels") or {}).get(POOL_LABEL)
+    if not pool or _capacity(resources, group)[0] != "capacity-block":
+        return None
+    opened = _sibling(resources, group, SCHEDULE, "-open")
+    drained = _sibling(resources, group, SCHEDULE, "-drain")
+    return pool if opened is None and drained is not None else None
+
+
 def consequences(resources: dict[str, dict], group: dict) -> list[str]:
     """What rolling `group` (a node group of the head plan, its resources by URN) does, one line each;
     empty for a node group that is not a GPU pool's."""
