@@ -67,11 +67,17 @@ class KubernetesRange:
 # EKS standard support: 14 months, then 12 months extended (docs.aws.amazon.com/eks/latest/
 # userguide/kubernetes-versions.html). 1.35 GA on EKS 2026-01-28 (endoflife.date/amazon-eks,
 # checked 2026-12-02). 1.32 is in extended support until 2027-03; it is accepted so that an
-# existing cluster can be upgraded in place, never offered as a default.
+# existing cluster can be upgraded in place, never offered as a default. 1.34 (GA on EKS 2025-10-02)
+# left standard support on 2026-12-02.
 KUBERNETES_DEFAULT = "1.35"
 KUBERNETES_SUPPORTED = ("1.32", "1.33", "1.34", "1.35")
-# Past 14 months of standard support on 2026-12-02 (extended support is billed at a higher rate).
-EKS_EXTENDED_SUPPORT = ("1.32", "1.33")
+# End of standard support: GA on EKS plus 14 months (the user guide's release calendar; GA 1.32
+# 2025-01-23, 1.33 2025-05-29, 1.34 2025-10-02, 1.35 2026-01-28). A minor whose standard support
+# ended by EKS_SUPPORT_AS_OF is in extended support (billed at a higher rate); a test keeps the
+# tuple equal to the calendar at that date, so moving the date moves the tuple.
+EKS_STANDARD_SUPPORT_END = {"1.32": "2026-03-23", "1.33": "2026-07-29", "1.34": "2026-12-02", "1.35": "2027-03-28"}
+EKS_SUPPORT_AS_OF = "2026-12-04"
+EKS_EXTENDED_SUPPORT = ("1.32", "1.33", "1.34")
 
 
 # --- EKS managed add-ons -----------------------------------------------------------------
@@ -160,9 +166,12 @@ class Chart:
 
 
 # Cluster Autoscaler chart 9.59.0 (appVersion 1.35.0; the newest chart at kubernetes/autoscaler
-# 2026-08-22). The image is set per Kubernetes minor below: the autoscaler's README asks for the
-# autoscaler minor that matches the control plane ("Releases" table, kubernetes/autoscaler:
-# cluster-autoscaler/README.md@cluster-autoscaler-1.35.2).
+# 2026-08-22). The image is set per Kubernetes minor below: the autoscaler's versions "match
+# Kubernetes minor releases exactly", and a cluster should run "the latest Cluster Autoscaler release
+# that corresponds to the minor version of Kubernetes" (the prose of "Releases", kubernetes/autoscaler:
+# cluster-autoscaler/README.md@cluster-autoscaler-1.35.2). Its table stops at 1.34.x (chart 9.51.0+),
+# even at cluster-autoscaler-1.36.1 and on master: 1.35's pairing rests on the prose and on
+# version/version.go, not on that table.
 CLUSTER_AUTOSCALER = Chart(
     "cluster-autoscaler", "9.59.0", "https://kubernetes.github.io/autoscaler",
     verified("kubernetes/autoscaler:cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml@cluster-autoscaler-chart-9.59.0"),
@@ -270,6 +279,12 @@ class ImagePart:
 # stacks' cudaVersion 12.8 runs on the EKS AMI's driver 580, see CUDA_MIN_DRIVER_BRANCH). Pinned by
 # tag only: no upstream file here publishes its digest. Check with
 # `docker buildx imagetools inspect pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel` and pin the digest.
+# Held at 2.7.1 although PyPI has torch 2.15.0 (`pip index versions torch`, 2026-12-04): which CUDA
+# and Python the 2.15.0 images carry is in Docker Hub's tags, not readable here; a CUDA 13 image
+# moves the runtime to libcudart.so.13 in other wheels (the loader configuration and link check of
+# the image name nvidia.cuda_runtime and libcudart.so.12), CUDA 13.1 and later need driver 590 while
+# the EKS AMIs ship 580 (EKS_NVIDIA_DRIVER_BRANCH), and a new Python changes every cp3xx wheel the
+# image pins. The bump is a change of its own, built and run on a GPU node (docs/verified.md).
 TRAINING_BASE_IMAGE = ImagePart(
     "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel",
     unverified("hub.docker.com/r/pytorch/pytorch tags (tag only, digest unverified)",
@@ -278,10 +293,16 @@ TRAINING_BASE_IMAGE = ImagePart(
 # The NCCL the job uses is the one PyTorch's wheel ships (nvidia-nccl-cu12, 2.26.x for torch 2.7.1
 # cu128 - unverified here; the image build prints it, and the Dockerfile fails unless it is at
 # least AWS_OFI_NCCL_MIN_NCCL).
-# EFA user space (libfabric with the efa provider, rdma-core, Open MPI under /opt/amazon): the
-# anchors' pin (nccl-tests.Dockerfile@7217859f: EFA_INSTALLER_VERSION=1.47.0).
+# EFA user space (libfabric with the efa provider, rdma-core, Open MPI 4 in /opt/amazon/openmpi and
+# 5 in /opt/amazon/openmpi5, both by default since 1.30.0): 1.50.0, the installer the EC2 user guide
+# names as the latest stable (efa-start-nccl.html, step 5 "Install the EFA software", read in its
+# zh_cn copy, 2026-12-04; installer ChangeLog 1.50.0 - Aug 2026). The anchors still pin 1.47.0
+# (nccl-tests.Dockerfile@7217859f). 1.51.0 is named upstream of us but was not readable from here
+# (no page, repository or tarball listing it): check `curl -fsI https://efa-installer.amazonaws.com/
+# aws-efa-installer-1.51.0.tar.gz` and its ChangeLog before moving on.
 EFA_INSTALLER = ImagePart(
-    "1.47.0", verified("aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/nccl-tests.Dockerfile@7217859f"),
+    "1.50.0",
+    verified("docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start-nccl.html (1.50.0, latest stable)"),
 )
 # aws-ofi-nccl, built from its release tarball (aws/aws-ofi-nccl:INSTALL.md@v1.21.1 recommends the
 # tarball) with --enable-platform-aws into AWS_OFI_NCCL_PREFIX. "tested with NCCL v2.31.2-1 while
@@ -297,10 +318,12 @@ AWS_OFI_NCCL = ImagePart("1.21.1", verified("aws/aws-ofi-nccl:RELEASENOTES.md@v1
 AWS_OFI_NCCL_MIN_NCCL = (2, 17, 1)
 AWS_OFI_NCCL_HAS_TUNER = True
 AWS_OFI_NCCL_PREFIX = "/opt/aws-ofi-nccl"
-# nccl-tests: the anchors' pin (nccl-tests.Dockerfile@7217859f: NCCL_TESTS_VERSION=v2.17.9).
-NCCL_TESTS = ImagePart(
-    "v2.17.9", verified("aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/nccl-tests.Dockerfile@7217859f"),
-)
+# nccl-tests: the newest tag (NVIDIA/nccl-tests v2.19.6, 2026-07-09; the anchors pin v2.17.9). The
+# link line is unchanged from v2.17.9 (-l$(CUDARTLIB) -lnccl, -lmpi with MPI=1; a static
+# libnccl_test_os.a added: src/Makefile, src/common.mk@v2.19.6), and every use of an NCCL newer than
+# PyTorch's (2.24-2.30 APIs) sits under `NCCL_VERSION_CODE >= NCCL_VERSION(...)` (src/*@v2.19.6), so it
+# builds against the wheel's NCCL; the image build is what proves it (.github/workflows/image.yml).
+NCCL_TESTS = ImagePart("v2.19.6", verified("NVIDIA/nccl-tests:src/Makefile@v2.19.6"))
 
 # --- classes26: the examples of each class of work (docs/workload-classes.md) ----------------
 # xgboost in the training image, for examples/xgboost-iris.yaml: the version pip installs from PyPI
@@ -320,24 +343,37 @@ TENSORFLOW_IMAGE = ImagePart(
 # --- observability ----------------------------------------------------------------------------
 # kube-prometheus-stack 88.6.5 (adfinis/helm-charts#1982, 2026-09-07): newer than the stored
 # prometheus-community/helm-charts snapshot (2026-08-22, newest tag kube-prometheus-stack-88.5.3,
-# kubeVersion ">=1.25.0-0").
+# kubeVersion ">=1.25.0-0"). Held although upstream is at 91.x (91.2.1, 2026-09-13: the release notes
+# in AndreiGavriliu/homelab#7310): three majors, each of which may move the prometheus-operator CRDs
+# (which Helm never upgrades) and rename values; none of 89-91 can be read here, so a bump would be
+# unreviewed. Check: `helm show values prometheus-community/kube-prometheus-stack --version 91.2.1`
+# against prometheus_stack_values (components/observability.py) and the chart's README "Upgrading
+# chart" sections for 89.x-91.x.
 KUBE_PROMETHEUS_STACK = Chart(
     "kube-prometheus-stack", "88.6.5", "https://prometheus-community.github.io/helm-charts",
     unverified("prometheus-community/helm-charts:charts/kube-prometheus-stack/Chart.yaml (adfinis/helm-charts#1982)",
                "helm search repo prometheus-community/kube-prometheus-stack --version 88.6.5"),
 )
-# DCGM exporter chart 4.6.0 (image 4.4.1-4.6.0), published at nvidia.github.io/dcgm-exporter/
-# helm-charts (NVIDIA/dcgm-exporter:helm-charts/index.yaml@ecd340dc, gh-pages). Its DaemonSet runs
-# the exporter with DCGM_EXPORTER_KUBERNETES=true (templates/daemonset.yaml), so every GPU series
-# carries the workload's `pod`, `namespace` and `container` (internal/pkg/transformation/const.go),
-# all @4.4.1-4.6.0; kubeVersion ">= 1.19.0-0".
+# DCGM exporter chart 4.8.2 (image 4.5.3-4.8.2-distroless), the newest in the chart index
+# (NVIDIA/dcgm-exporter:helm-charts/index.yaml on gh-pages, 2026-05-05). Its DaemonSet runs the
+# exporter with DCGM_EXPORTER_KUBERNETES=true (templates/daemonset.yaml), so every GPU series carries
+# the workload's `pod`, `namespace` and `container` (internal/pkg/transformation/const.go), all
+# @4.5.3-4.8.2; kubeVersion ">= 1.19.0-0". From 4.6.0 (`git diff 4.4.1-4.6.0 4.5.3-4.8.2 --
+# deployment`): no value we set was renamed (nodeSelector, tolerations, serviceMonitor.enabled); the
+# default tolerations became the control plane's taint (we replace them), resources gained limits
+# (200m CPU, 512Mi), priorityClassName moved from the template to values (still
+# system-node-critical), the service account token is mounted only for pod labels/UIDs or DRA (the
+# pod attribution reads the kubelet's pod-resources socket, not the API), and the PCIe byte series
+# became gauges (rates) and violation series count ns - neither is read by our rules or dashboard.
 DCGM_EXPORTER = Chart(
-    "dcgm-exporter", "4.6.0", "https://nvidia.github.io/dcgm-exporter/helm-charts",
-    verified("NVIDIA/dcgm-exporter:deployment/Chart.yaml@4.4.1-4.6.0"),
+    "dcgm-exporter", "4.8.2", "https://nvidia.github.io/dcgm-exporter/helm-charts",
+    verified("NVIDIA/dcgm-exporter:deployment/Chart.yaml@4.5.3-4.8.2"),
 )
+# prometheus-adapter 5.3.0 (appVersion v0.12.0, as 5.2.0): values.yaml only adds nameOverride and
+# fullnameOverride; no template changed (`git diff prometheus-adapter-5.2.0 prometheus-adapter-5.3.0`).
 PROMETHEUS_ADAPTER = Chart(
-    "prometheus-adapter", "5.2.0", "https://prometheus-community.github.io/helm-charts",
-    verified("prometheus-community/helm-charts:charts/prometheus-adapter/Chart.yaml@prometheus-adapter-5.2.0"),
+    "prometheus-adapter", "5.3.0", "https://prometheus-community.github.io/helm-charts",
+    verified("prometheus-community/helm-charts:charts/prometheus-adapter/Chart.yaml@prometheus-adapter-5.3.0"),
 )
 # The CloudWatch Observability add-on (EKS_ADDONS) ships its own DCGM exporter DaemonSet unless
 # `dcgmExporter.enabled` is false (aws-observability/helm-charts:charts/amazon-cloudwatch-observability/
@@ -357,6 +393,7 @@ PROVENANCE: dict[str, Source] = {
     "KUBERNETES_DEFAULT": verified(_DOCS + "userguide/kubernetes-versions.html"),
     "KUBERNETES_SUPPORTED": verified(_DOCS + "userguide/kubernetes-versions.html"),
     "EKS_EXTENDED_SUPPORT": verified(_DOCS + "userguide/kubernetes-versions.html"),
+    "EKS_STANDARD_SUPPORT_END": verified(_DOCS + "userguide/kubernetes-versions.html (release calendar)"),
     "EKS_ADDONS": verified(_DOCS + "userguide/workloads-add-ons-available-eks.html"),
     "ADDON_MOST_RECENT": unverified(
         "EKS DescribeAddonVersions compatibilities[].defaultVersion (a default per add-on and Kubernetes version)",
@@ -386,6 +423,7 @@ PROVENANCE: dict[str, Source] = {
 
 # Constants that are our own settings or formats, not upstream pins.
 NOT_PINS = ("ADDON_RESOLVED_AT_DEPLOY", "ADDON_VERSION_PATTERN", "AWS_OFI_NCCL_PREFIX", "CLUSTER_AUTOSCALER_IMAGE_SOURCE", "PROVENANCE", "NOT_PINS")
+NOT_PINS = (*NOT_PINS, "EKS_SUPPORT_AS_OF")  # the date the support calendar was applied, not a pin
 
 
 def sources() -> dict[str, Source]:
