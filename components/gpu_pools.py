@@ -151,6 +151,22 @@ def scaling(pool: GpuPool, now: datetime) -> tuple[int, int, int]:
     return pool.min_size, pool.min_size, pool.max_size
 
 
+# How a managed node group replaces its nodes in an update (a Kubernetes upgrade, a new AMI
+# release). EKS's DEFAULT strategy launches the replacement before it drains the old node; MINIMAL
+# drains and terminates the old node first, "so that total capacity never increases beyond your
+# configured quantity" (NodegroupUpdateConfig.updateStrategy, docs.aws.amazon.com/eks/latest/
+# APIReference/API_NodegroupUpdateConfig.html; the upgrade phase in awsdocs/amazon-eks-user-guide:
+# latest/ug/nodes/managed-node-update-behavior.adoc@0bfeeaf233f2f2df7e207aefc96bea476babe113).
+# A reservation held at its count and a Capacity Block have no room for a surge instance.
+# pulumi-aws 7 takes it as NodeGroupUpdateConfigArgs(update_strategy=...), `updateStrategy`.
+UPDATE_STRATEGY_NO_SURGE = "MINIMAL"
+
+
+def update_strategy(pool: GpuPool) -> str | None:
+    """MINIMAL for pools on reserved capacity (ODCR or Capacity Block), else EKS's DEFAULT (unset)."""
+    return UPDATE_STRATEGY_NO_SURGE if pool.capacity.reserved else None
+
+
 def window_actions(pool: GpuPool, now: datetime) -> list[WindowAction]:
     """What keeps a Capacity Block pool inside its window, from `now` on: before the start, a
     recurring action holds the group at zero (the autoscaler would otherwise keep launching into
@@ -212,7 +228,8 @@ class GpuPoolGroup(pulumi.ComponentResource):
     desiredSize ignored after creation, EKS node auto-repair when asked) and the autoscaler
     node-template tags on its ASG (the accelerator label among them) and its scale-down-unneeded time.
     The node group runs the cluster's Kubernetes version (and the stack's AMI release, if pinned):
-    an upgrade updates it in place, MAX_UNAVAILABLE_NODES at a time, each node drained first.
+    an upgrade updates it in place, MAX_UNAVAILABLE_NODES at a time, each node drained first; on
+    reserved capacity with the MINIMAL strategy (the old node goes before its replacement comes).
     Capacity Block pools: scheduled actions on the ASG that hold it at zero outside the block's
     window, open it at the start (at maxSize when warm) and drain it drainBefore ahead of the end
     (window_actions). Warm reservation pools (capacity.warm, the default) are held at their
@@ -275,7 +292,9 @@ class GpuPoolGroup(pulumi.ComponentResource):
             ami_type=args.ami_type,
             capacity_type=CAPACITY_TYPES[pool.capacity_type],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=low, desired_size=desired, max_size=high),
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=MAX_UNAVAILABLE_NODES),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(
+                max_unavailable=MAX_UNAVAILABLE_NODES, update_strategy=update_strategy(pool)
+            ),
             **args.version.node_group_args(),
             node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=args.auto_repair),
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),

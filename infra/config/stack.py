@@ -23,7 +23,7 @@ from pydantic.json_schema import SkipJsonSchema
 from infra import versions
 from infra.config.base import DNS_LABEL, NAMESPACE, Bool, Cidr, Setting, Str, items, matching
 from infra.config.checkpoints import Checkpoints
-from infra.config.cluster import Autoscaler, Endpoint, NodeSizes
+from infra.config.cluster import Autoscaler, Endpoint, NodeSizes, api_service_ip
 from infra.config.delivery import Delivery
 from infra.config.errors import Problems, _duplicates, _suggest
 from infra.config.gpu_pools import CAPACITY_BLOCK_END_MARGIN_S, GpuPool, seconds_of
@@ -348,6 +348,11 @@ class StackConfig(Setting):
     def total_gpus(self) -> int:
         """The most GPUs the pools can ever provide: every pool at maxSize."""
         return sum(p.max_size * p.gpus_per_node for p in self.gpu_pools)
+
+    @property
+    def api_service_ip(self) -> str:
+        """The `kubernetes` Service's ClusterIP in this stack's cluster (infra/config/cluster.py)."""
+        return api_service_ip(self.vpc_cidr)
 
     @property
     def production(self) -> bool:
