@@ -87,7 +87,8 @@ def build(cfg: StackConfig) -> None:
         Monitoring("monitoring", MonitoringArgs(
             cluster_name=name, settings=cfg.observability, prometheus_stack=versions.KUBE_PROMETHEUS_STACK,
             dcgm_exporter=versions.DCGM_EXPORTER, prometheus_adapter=versions.PROMETHEUS_ADAPTER,
-            addons=addons, provider=cluster.provider, depends_on=platform_ready, **log_key, tags=tags, api_server_cidr=cfg.vpc_cidr))
+            addons=addons, provider=cluster.provider, depends_on=platform_ready, **log_key, tags=tags, api_server_cidr=cfg.vpc_cidr,
+            efa_exporter_image=(cfg.health_gate_image or image.source_image) if any(p.efa for p in cfg.gpu_pools) else None))
     pulumi.export("clusterName", name)
     pulumi.export("region", cfg.region)
     pulumi.export("kubeconfig", cluster.kubeconfig)

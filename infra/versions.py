@@ -628,6 +628,7 @@ PROVENANCE.update({
     # basic.<component>_image_tag_version (it renders registry/name:tag) once read from the registry.
     "VOLCANO_IMAGE_REGISTRY": unverified(
         "volcano-sh/volcano:.github/workflows/release.yaml@v1.15.1 (pushes each tag to ghcr.io/volcano-sh; tag only, digest unverified)",
-        "for c in scheduler controller-manager webhook-manager; do docker buildx imagetools inspect ghcr.io/volcano-sh/vc-$c:v1.15.1; done"),
+        "docker buildx imagetools inspect ghcr.io/volcano-sh/vc-scheduler:v1.15.1 (and vc-controller-manager, vc-webhook-manager)"),
+    "VOLCANO_IMAGE_NAMES": verified("volcano-sh/volcano:Makefile@v1.15.1 (images: ${IMAGE_PREFIX}/vc-<component>) + .github/workflows/release.yaml"),
     "VOLCANO_IMAGE_PULL_POLICY": verified("volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@v1.15.1 (basic.image_pull_policy)"),
 })

@@ -130,8 +130,9 @@ def test_every_container_we_render_runs_a_pinned_image(plan):
             images.append((r.name, c["image"]))
     assert images
     for name, image in images:
-        if image == "<computed>":  # the health gate: the stack's ECR repository at this checkout's image tag
-            assert name.startswith("health-gate-daemonset-") and pinned(f"repo/training:{image_tag()}"), name  # one per gated pool
+        if image == "<computed>":  # the stack's ECR repository at this checkout's image tag
+            # the health gate (one per gated pool) and the EFA counters' exporter run it
+            assert (name.startswith("health-gate-daemonset-") or name == "monitoring-efa-exporter") and pinned(f"repo/training:{image_tag()}"), name
         else:
             assert pinned(image), (name, image)
 
