@@ -37,7 +37,8 @@ EFA_POD_HUGEPAGES_MI = 5120
 # map[string]interface{}, so every number passes through a float64 (util.Merge, nodeadm/internal/
 # util/merge.go@v20260724); 2^64-1 comes out as 18446744073709552000, which overflows the OCI
 # spec's uint64 and containerd would refuse the spec. 10^18 is exact in a float64 and is more
-# memory than any instance has. examples/checkpointing.py refuses to start NCCL below it.
+# memory than any instance has. The health gate fails a node whose containers get less
+# (node_check.py MIN_LOCKED_MEMORY_BYTES), and examples/checkpointing.py refuses to start NCCL below it.
 EFA_LOCKED_MEMORY_BYTES = 10**18
 # The merge replaces a list wholesale (mergo.WithOverride, nodeadm/vendor/dario.cat/mergo/merge.go@
 # v20260724), so our rlimits restate the AMI's RLIMIT_NOFILE (base-runtime-spec.json, same ref).

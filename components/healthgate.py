@@ -32,7 +32,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.device_plugins import EVERY_TAINT, GPU_NODES
-from components.efa import efa_count, efa_interfaces_for
+from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for
 from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 from components.identity import pod_identity_role
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
@@ -91,6 +91,7 @@ def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool, cuda
         "MIN_DRIVER_BRANCH": str(versions.CUDA_MIN_DRIVER_BRANCH[cuda]),
         "EXPECTED_DRIVER_VERSION": versions.nvidia_driver_of_release(release) or "",
         "EXPECTED_EFA_DEVICES": str(efa_count(efa_interfaces_for(pool.instance)) if pool.efa else 0),
+        "MIN_LOCKED_MEMORY_BYTES": str(EFA_LOCKED_MEMORY_BYTES if pool.efa else 0),
         "MIN_MATMUL_FRACTION": str(thresholds.min_matmul_fraction),
         "MIN_MEMORY_BANDWIDTH_FRACTION": str(thresholds.min_memory_bandwidth_fraction),
         "MIN_LUSTRE_MBPS": str(thresholds.min_lustre_mb_s),

@@ -44,12 +44,11 @@ PREFIX = "step-"
 # 128-255 and fails the job on 1-127 (kubeflow/trainer: pkg/apis/kubeflow.org/v1/common_types.go,
 # pkg/util/train/train_util.go IsRetryableExitCode@v1.9.4); with OnFailure any non-zero restarts.
 EXIT_AFTER_SIGTERM = 128 + signal.SIGTERM
-# On EFA pools (the rendered env has FI_PROVIDER=efa) libfabric pins the memory NCCL registers, and
-# the kernel counts it against RLIMIT_MEMLOCK for a process without CAP_IPC_LOCK, as every team pod
-# is. The platform gives every container of an EFA node this much (components/efa.py
-# EFA_LOCKED_MEMORY_BYTES, a test keeps them equal); below it registration fails and NCCL falls back
-# to TCP sockets without an error, so the launcher refuses to start.
-MIN_LOCKED_MEMORY_BYTES = 10**18
+# On EFA pools libfabric pins the memory NCCL registers, and the kernel counts it against
+# RLIMIT_MEMLOCK for a process without CAP_IPC_LOCK, as every team pod is. The platform gives every
+# container of an EFA node a limit (components/efa.py EFA_LOCKED_MEMORY_BYTES) and the rendered job
+# passes it as MIN_LOCKED_MEMORY_BYTES (infra/cli/pods.py); below it registration fails and NCCL
+# falls back to TCP sockets without an error, so the launcher refuses to start.
 # Exit code then: 1-127, which the Training Operator's ExitCode restart policy treats as permanent.
 EXIT_LOCKED_MEMORY = 3
 
@@ -307,17 +306,18 @@ def _alive(pid: int) -> bool:
 
 
 def locked_memory_problem(environ: dict[str, str] | os._Environ, limit: tuple[int, int] | None = None) -> str | None:
-    """One line saying why NCCL over EFA cannot register memory here, or None: only on EFA
-    (FI_PROVIDER=efa), when the soft RLIMIT_MEMLOCK (`limit`, else this process's) is finite and
-    below MIN_LOCKED_MEMORY_BYTES."""
-    if environ.get("FI_PROVIDER") != "efa":
+    """One line saying why NCCL over EFA cannot register memory here, or None: only where the job
+    asks (MIN_LOCKED_MEMORY_BYTES), when the soft RLIMIT_MEMLOCK (`limit`, else this process's) is
+    finite and below it."""
+    wanted = int(environ.get("MIN_LOCKED_MEMORY_BYTES") or 0)
+    if not wanted:
         return None
     soft, _ = limit if limit is not None else resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    if soft == resource.RLIM_INFINITY or soft >= MIN_LOCKED_MEMORY_BYTES:
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
         return None
-    return (f"locked-memory limit (RLIMIT_MEMLOCK) is {soft} bytes, below the {MIN_LOCKED_MEMORY_BYTES} the platform gives "
-            "containers on EFA nodes: libfabric could not register memory and NCCL would fall back to TCP sockets; "
-            "the node lacks the containerd baseRuntimeSpec rlimits of its NodeConfig (components/efa.py node_user_data)")
+    return (f"locked-memory limit (RLIMIT_MEMLOCK) is {soft} bytes, below the {wanted} the platform gives containers "
+            "on EFA nodes: libfabric could not register memory and NCCL would fall back to TCP sockets; the node lacks "
+            "the containerd baseRuntimeSpec rlimits of its NodeConfig (components/efa.py node_user_data)")
 
 
 def launch(argv: list[str], poll_s: float = 0.2) -> int:

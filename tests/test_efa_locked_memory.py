@@ -21,11 +21,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components import efa, karpenter
+from components import efa, healthgate, karpenter
+from infra.cli import jobs
 from tests.conftest import ROOT, STACKS, config_of, plan_of
 
 sys.path.insert(0, str(ROOT / "examples"))
 import checkpointing
+import node_check
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 UINT64_MAX = 2**64 - 1
@@ -103,16 +105,34 @@ def test_karpenter_efa_nodes_get_the_same_limit():
     assert limits["RLIMIT_MEMLOCK"]["soft"] == efa.EFA_LOCKED_MEMORY_BYTES
 
 
-def test_the_launchers_threshold_is_what_the_nodes_give():
-    assert checkpointing.MIN_LOCKED_MEMORY_BYTES == efa.EFA_LOCKED_MEMORY_BYTES
+EFA_JOB = {"MIN_LOCKED_MEMORY_BYTES": str(efa.EFA_LOCKED_MEMORY_BYTES)}
+
+
+@pytest.mark.parametrize("example", ["pytorch-ddp", "pytorch-elastic"])
+def test_jobs_on_efa_pools_ask_for_the_locked_memory_the_nodes_give(example):
+    cfg = config_of("prod")
+    pool = next(p for p in cfg.gpu_pools if p.efa)
+    for template in jobs.pod_templates(jobs.render(example, cfg, pool=pool.name)[-1]):
+        main = template["spec"]["containers"][0]
+        if "nvidia.com/gpu" in main.get("resources", {}).get("limits", {}):
+            assert {e["name"]: e.get("value") for e in main["env"]}["MIN_LOCKED_MEMORY_BYTES"] == str(efa.EFA_LOCKED_MEMORY_BYTES)
+
+
+def test_the_health_gate_fails_an_efa_node_whose_containers_lack_it():
+    pool = next(p for p in config_of("prod").gpu_pools if p.efa)
+    expected = node_check.Expectations.from_env(healthgate.expectations(pool, config_of("prod").observability.health, lustre=False))
+    report = node_check.evaluate("n", [], expected, locked_memory=8 * 2**20)
+    assert [r.check for r in report.results if not r.ok and r.check == "locked memory"] == ["locked memory"]
+    assert all(r.ok for r in node_check.evaluate("n", [], expected, locked_memory=efa.EFA_LOCKED_MEMORY_BYTES).results
+               if r.check == "locked memory")
 
 
 @pytest.mark.parametrize(("environ", "limit", "refused"), [
-    ({"FI_PROVIDER": "efa"}, (64 * 1024, 64 * 1024), True),                      # the kernel's default before 5.16
-    ({"FI_PROVIDER": "efa"}, (8 * 2**20, 8 * 2**20), True),                      # ... and since
-    ({"FI_PROVIDER": "efa"}, (efa.EFA_LOCKED_MEMORY_BYTES,) * 2, False),         # what our nodes give
-    ({"FI_PROVIDER": "efa"}, (resource.RLIM_INFINITY,) * 2, False),
-    ({}, (64 * 1024, 64 * 1024), False),                                         # no EFA: NCCL's sockets or NVLink
+    (EFA_JOB, (64 * 1024, 64 * 1024), True),                      # the kernel's default before 5.16
+    (EFA_JOB, (8 * 2**20, 8 * 2**20), True),                      # ... and since
+    (EFA_JOB, (efa.EFA_LOCKED_MEMORY_BYTES,) * 2, False),         # what our nodes give
+    (EFA_JOB, (resource.RLIM_INFINITY,) * 2, False),
+    ({}, (64 * 1024, 64 * 1024), False),                          # no EFA: NCCL's sockets or NVLink
 ])
 def test_locked_memory_problem(environ, limit, refused):
     assert (checkpointing.locked_memory_problem(environ, limit) is not None) is refused
@@ -121,7 +141,7 @@ def test_locked_memory_problem(environ, limit, refused):
 def _run_launcher(tmp_path: Path, environ: dict[str, str], memlock: int) -> tuple[subprocess.CompletedProcess, Path]:
     """Run `python checkpointing.py <a stand-in for torchrun>` under a locked-memory limit of `memlock`."""
     started = tmp_path / "torchrun-started"
-    env = {k: v for k, v in os.environ.items() if k != "FI_PROVIDER"} | environ
+    env = {k: v for k, v in os.environ.items() if k != "MIN_LOCKED_MEMORY_BYTES"} | environ
 
     def lower() -> None:
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (memlock, memlock))
@@ -132,7 +152,7 @@ def _run_launcher(tmp_path: Path, environ: dict[str, str], memlock: int) -> tupl
 
 
 def test_the_launcher_refuses_to_start_nccl_over_efa_under_a_low_limit(tmp_path):
-    done, started = _run_launcher(tmp_path, {"FI_PROVIDER": "efa"}, 64 * 1024)
+    done, started = _run_launcher(tmp_path, EFA_JOB, 64 * 1024)
     assert done.returncode == 3 and not started.exists()
     (line,) = done.stderr.strip().splitlines()
     assert "RLIMIT_MEMLOCK" in line and "65536 bytes" in line and "TCP" in line
