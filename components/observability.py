@@ -289,7 +289,7 @@ class MonitoringArgs:
     api_server_cidr: str  # where the private API endpoint's interfaces live (the VPC)
     log_key_arn: pulumi.Input[str] | None = None  # the stack's CloudWatch Logs key (components/logs.py)
     log_key_ready: Sequence[pulumi.Resource] = ()  # its key policy (CloudWatch Logs may use the key)
-    efa_exporter_image: pulumi.Input[str] | None = None  # the stack has EFA pools: the image with efa_metrics.py
+    efa_exporter_image: pulumi.Input[str] | None = None  # the image with efa_metrics.py (the gate's); None: no exporter
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -299,7 +299,8 @@ class Monitoring(pulumi.ComponentResource):
     volume; kube-prometheus-stack on the system nodes (persistent, scraping Volcano and the
     Training Operator too); the DCGM exporter on GPU nodes (tolerating every taint);
     prometheus-adapter exposing `gpu_utilization` to HPAs; with `efa_exporter_image`, the EFA
-    counters' DaemonSet on every EFA node (components/efa_exporter.py); our Grafana dashboard as a ConfigMap;
+    counters' DaemonSet, which runs a pod on every EFA node and none elsewhere (components/efa_exporter.py);
+    our Grafana dashboard as a ConfigMap;
     the CloudWatch Observability add-on (Pod Identity, its own DCGM exporter off: one exporter per
     GPU holds the profiling counters) with its log groups at the configured retention; the EKS
     node monitoring agent that node auto-repair acts on; Grafana's admin Secret with a generated

@@ -172,12 +172,6 @@ def test_the_exporter_serves_the_sysfs_it_is_given_from_its_environment(tmp_path
         process.wait(timeout=5)
 
 
-def test_stacks_without_efa_run_no_exporter():
-    for stack in STACKS:
-        if not any(p.efa for p in config_of(stack).gpu_pools):
-            assert not [r for r in plan_of(stack).resources if r.inputs.get("metadata", {}).get("name") == efa_exporter.NAME]
-
-
 @pytest.mark.parametrize("name", sorted(efa_metrics.COUNTERS))
 def test_every_counter_read_is_one_the_efa_driver_exposes(name):
     """class_amazon_efa.go@7217859f lists the EFA driver's hw_counters files."""
