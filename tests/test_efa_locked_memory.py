@@ -161,3 +161,29 @@ def test_the_launcher_refuses_to_start_nccl_over_efa_under_a_low_limit(tmp_path)
 def test_the_launcher_starts_off_efa_whatever_the_limit(tmp_path):
     done, started = _run_launcher(tmp_path, {}, 64 * 1024)
     assert done.returncode == 0 and started.exists(), done.stderr
+
+
+def _mpi_rank_command() -> list[str]:
+    cfg = config_of("prod")
+    job = jobs.render("mpi-nccl-tests", cfg, pool=next(p for p in cfg.gpu_pools if p.efa).name)[-1]
+    command = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    return command[command.index("sh"):]  # what mpirun starts as each rank, in a worker container
+
+
+def _run_rank(environ: dict[str, str], memlock: int) -> subprocess.CompletedProcess:
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (memlock, memlock))
+
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")} | environ
+    return subprocess.run(_mpi_rank_command(), env=env, capture_output=True, text=True, timeout=30, preexec_fn=lower, check=False)
+
+
+def test_each_mpi_rank_refuses_a_low_limit_before_nccl_starts():
+    done = _run_rank(EFA_JOB, 64 * 1024)
+    (line,) = done.stderr.strip().splitlines()
+    assert done.returncode == 3 and "RLIMIT_MEMLOCK" in line and "65536 bytes" in line
+
+
+def test_an_mpi_rank_under_the_nodes_limit_goes_on_to_the_benchmark():
+    done = _run_rank({"MIN_LOCKED_MEMORY_BYTES": str(64 * 1024)}, 64 * 1024)  # here: no nccl-tests, so exec fails
+    assert done.returncode == 127 and "all_reduce_perf" in done.stderr and "RLIMIT_MEMLOCK" not in done.stderr
