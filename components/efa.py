@@ -29,7 +29,8 @@ EFA_POD_HUGEPAGES_MI = 5120
 # whatever containerd's systemd unit gives containerd itself (the AMI adds only `Slice=` to it:
 # templates/al2023/runtime/rootfs/etc/systemd/system/containerd.service.d/00-runtime-slice.conf,
 # same ref), far below what registration needs (the kernel's default is 8 MiB), and NCCL falls back
-# to TCP sockets. nodeadm merges NodeConfig `containerd.baseRuntimeSpec` over its default ("Modifying
+# to TCP sockets. nodeadm merges NodeConfig `containerd.baseRuntimeSpec` (nodeadm/api/v1alpha1/
+# nodeconfig_types.go, same ref) over its default ("Modifying
 # container RLIMITs", nodeadm/doc/examples.md; writeBaseRuntimeSpec, nodeadm/internal/containerd/
 # base_runtime_spec.go, same ref); Bottlerocket raises MEMLOCK the same way on EFA nodes
 # (bottlerocket-os/bottlerocket-core-kit#141).
