@@ -2,8 +2,9 @@
 
 node-exporter has no EFA collector at the version kube-prometheus-stack brings (prometheus-node-
 exporter 4.56.1, node_exporter 1.12.1: prometheus-community/helm-charts:charts/kube-prometheus-stack/
-Chart.yaml and charts/prometheus-node-exporter/Chart.yaml@kube-prometheus-stack-88.5.3; no
-`amazonefa` collector in prometheus/node_exporter:collector/@v1.12.1), and its infiniband collector
+Chart.yaml and charts/prometheus-node-exporter/Chart.yaml@kube-prometheus-stack-88.5.3, the newest
+tag readable here of the pinned 88.x; no `amazonefa` collector in prometheus/node_exporter:collector/
+@v1.12.1, nor on its master at a7dcc3a0, 2026-08-08), and its infiniband collector
 reads the port counters EFA devices lack (images/training/efa_metrics.py says which). So each EFA
 node runs images/training/efa_metrics.py from the training image (the image the health gate runs,
 already on the node once the gate has run there), reading the host's sysfs read-only, non-root,
