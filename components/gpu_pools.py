@@ -276,7 +276,7 @@ class GpuPoolGroup(pulumi.ComponentResource):
             root_volume_gib=pool.root_volume_gib,
             # FastImagePull: every new node pulls the multi-GB training image before its gate passes
             user_data=node_user_data(raid0=pool.local_nvme == "raid0", hugepages=EFA_HUGEPAGES_2MI if pool.efa else 0, fast_image_pull=True,
-                                     scripts=[container_toolkit_script()]),
+                                     scripts=[container_toolkit_script()], locked_memory=pool.efa),
             tags={**tags, "Name": f"{args.cluster_name}-{pool.name}"},
             parent=self,
             **extra,

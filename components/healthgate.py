@@ -18,8 +18,7 @@ and on a pass removes the taint and labels the node `higgsfield.io/health=health
 keeps the taint, labels it `unhealthy` with the failed check, records an Event, and for pools
 with `healthGate.onFailure: replace` marks the instance Unhealthy in its Auto Scaling group. The
 driver rule: at least the driver the image's CUDA needs, the same as the pool's healthy nodes on the
-same AMI, exactly the pinned AMI release's where known (node_check.report_driver). Afterwards the pod
-serves its node's EFA counters to Prometheus (images/training/efa_metrics.py). How long a node may
+same AMI, exactly the pinned AMI release's where known (node_check.report_driver). How long a node may
 stay in the gate before the autoscaler counts it unready: components/autoscaler.py unready_limits.
 """
 
@@ -33,7 +32,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.device_plugins import EVERY_TAINT, GPU_NODES
-from components.efa import efa_count, efa_interfaces_for
+from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for
 from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 from components.identity import pod_identity_role
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
@@ -63,9 +62,6 @@ NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 # (legacyValidateEvent, kubernetes/kubernetes: pkg/apis/core/validation/events.go): the gate may
 # create Events there and nowhere else.
 EVENTS_NAMESPACE = "default"
-# The gate pod serves its node's EFA counters here (images/training/efa_metrics.py PORT);
-# components/observability.py scrapes the port by its name, "metrics".
-EFA_METRICS_PORT = 9810
 
 
 @dataclass(frozen=True)
@@ -95,6 +91,7 @@ def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool, cuda
         "MIN_DRIVER_BRANCH": str(versions.CUDA_MIN_DRIVER_BRANCH[cuda]),
         "EXPECTED_DRIVER_VERSION": versions.nvidia_driver_of_release(release) or "",
         "EXPECTED_EFA_DEVICES": str(efa_count(efa_interfaces_for(pool.instance)) if pool.efa else 0),
+        "MIN_LOCKED_MEMORY_BYTES": str(EFA_LOCKED_MEMORY_BYTES if pool.efa else 0),
         "MIN_MATMUL_FRACTION": str(thresholds.min_matmul_fraction),
         "MIN_MEMORY_BANDWIDTH_FRACTION": str(thresholds.min_memory_bandwidth_fraction),
         "MIN_LUSTRE_MBPS": str(thresholds.min_lustre_mb_s),
@@ -250,9 +247,7 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False, pool: str = "", gp
                         "name": "gate",
                         "image": image,
                         "command": ["python", "/opt/higgsfield/health_gate.py"],
-                        "env": [*env, {"name": "EFA_METRICS_PORT", "value": str(EFA_METRICS_PORT)}],
-                        # the node's EFA hw_counters for the dashboard (images/training/efa_metrics.py)
-                        "ports": [{"name": "metrics", "containerPort": EFA_METRICS_PORT, "protocol": "TCP"}],
+                        "env": env,
                         "securityContext": {"privileged": True},
                         "resources": {"requests": {"cpu": "500m", "memory": "2Gi", **gpu}, "limits": {"memory": "16Gi", **gpu}},
                         "volumeMounts": [{"name": "lustre", "mountPath": MOUNT_PATH}] if lustre else [],

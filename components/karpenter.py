@@ -30,7 +30,7 @@ import pulumi_aws as aws
 
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
-from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_interfaces_for
+from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, container_rlimits_node_config, efa_interfaces_for
 from components.gang_deadline import gang_deadline_s
 from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, pool_labels, pool_taints
 from components.identity import pod_identity_role
@@ -124,11 +124,12 @@ def node_class_name(pool: GpuPool) -> str:
 
 
 def user_data(pool: GpuPool) -> str:
-    """What nodeadm gets beyond Karpenter's own NodeConfig: FastImagePull, the huge pages of
-    an EFA pool (RAID0 comes from instanceStorePolicy), and the NVIDIA container toolkit's
+    """What nodeadm gets beyond Karpenter's own NodeConfig: FastImagePull, the huge pages and
+    containers' locked-memory limit of an EFA pool (RAID0 comes from instanceStorePolicy), and the NVIDIA container toolkit's
     no-envvar settings (components/gpu_pools.py container_toolkit_script). MIME multipart, as Karpenter merges for
     AL2023 (EC2NodeClass userData)."""
-    parts = ["Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  featureGates:\n    FastImagePull: true\n"]
+    node_config = "  featureGates:\n    FastImagePull: true\n" + (container_rlimits_node_config() if pool.efa else "")
+    parts = ["Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n" + node_config]
     if pool.efa:
         parts.append('Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n'
                      f"echo 'vm.nr_hugepages = {EFA_HUGEPAGES_2MI}' > /etc/sysctl.d/90-efa-hugepages.conf\nsysctl -w vm.nr_hugepages={EFA_HUGEPAGES_2MI}\n")

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_random as random
 
-from components import container_logs
+from components import container_logs, efa_exporter
 from components.addons import managed_addon
 from components.charts import helm_release
 from components.cpu_nodes import ON_SYSTEM_NODES
@@ -36,7 +36,6 @@ GRAFANA_PASSWORD_LENGTH = 40
 GPU_UTILISATION_METRIC = "gpu_utilization"  # what the HPA of an elastic job asks for (custom metrics API)
 CONTAINER_INSIGHTS_LOGS = ("application", "dataplane", "host", "performance")
 EFA_TX, EFA_RX = "node_amazonefa_tx_bytes", "node_amazonefa_rx_bytes"  # images/training/efa_metrics.py
-HEALTH_NAMESPACE = "higgsfield-health"  # components/healthgate.py NAMESPACE (a test keeps them equal)
 
 
 def _panel(title: str, expr: str, unit: str, y: int, x: int) -> dict:
@@ -59,7 +58,7 @@ def gpu_dashboard() -> dict:
         ("GPU power", "sum by (Hostname) (DCGM_FI_DEV_POWER_USAGE)", "watt"),
         ("XID errors (last code, 0 = none)", "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS)", "none"),
         # EFA devices have no IB port counters (node_infiniband_port_data_*: node-exporter reads them
-        # from ports/N/counters, which EFA lacks); the health gate pod exports the EFA driver's
+        # from ports/N/counters, which EFA lacks); the efa-exporter DaemonSet exports the EFA driver's
         # hw_counters as node_amazonefa_* (images/training/efa_metrics.py, the names of
         # aws-samples/awsome-distributed-training:4.validation_and_observability/3.efa-node-exporter@7217859f).
         ("EFA transmit (NCCL traffic)", f"sum by (Hostname) (rate({EFA_TX}[2m]))", "Bps"),
@@ -120,10 +119,10 @@ class ScrapeTarget:
 # The DCGM exporter's pods carry app.kubernetes.io/name=dcgm-exporter and a container port named
 # "metrics" (NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml and _helpers.tpl@4.5.3-4.8.2).
 SCRAPE_TARGETS = (
-    # The health gate's pods (one per gated GPU node) serve the node's EFA counters on the container
-    # port named "metrics" (components/healthgate.py daemonset, images/training/efa_metrics.py).
-    ScrapeTarget("efa", HEALTH_NAMESPACE, "pod", {"app.kubernetes.io/name": "health-gate"}, "metrics",
-                 "components/healthgate.py (ours); counters: aws-samples/awsome-distributed-training:4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go@7217859f"),
+    # The efa-exporter pods (one per EFA node, in this namespace) serve the node's EFA counters on the
+    # container port named "metrics" (components/efa_exporter.py, images/training/efa_metrics.py).
+    ScrapeTarget("efa", NAMESPACE, "pod", {"app.kubernetes.io/name": efa_exporter.NAME}, efa_exporter.PORT_NAME,
+                 "components/efa_exporter.py (ours); counters: aws-samples/awsome-distributed-training:4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go@7217859f"),
     ScrapeTarget("dcgm-exporter", NAMESPACE, "pod", {"app.kubernetes.io/name": "dcgm-exporter"}, "metrics",
                  "NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml@4.5.3-4.8.2"),
     ScrapeTarget("volcano-scheduler", "volcano-system", "endpoints", {"app": "volcano-scheduler"}, "metrics",
@@ -290,6 +289,7 @@ class MonitoringArgs:
     api_server_cidr: str  # where the private API endpoint's interfaces live (the VPC)
     log_key_arn: pulumi.Input[str] | None = None  # the stack's CloudWatch Logs key (components/logs.py)
     log_key_ready: Sequence[pulumi.Resource] = ()  # its key policy (CloudWatch Logs may use the key)
+    efa_exporter_image: pulumi.Input[str] | None = None  # the image with efa_metrics.py (the gate's); None: no exporter
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -298,7 +298,9 @@ class Monitoring(pulumi.ComponentResource):
     Creates: the EBS CSI add-on (Pod Identity) and an encrypted gp3 StorageClass for Prometheus'
     volume; kube-prometheus-stack on the system nodes (persistent, scraping Volcano and the
     Training Operator too); the DCGM exporter on GPU nodes (tolerating every taint);
-    prometheus-adapter exposing `gpu_utilization` to HPAs; our Grafana dashboard as a ConfigMap;
+    prometheus-adapter exposing `gpu_utilization` to HPAs; with `efa_exporter_image`, the EFA
+    counters' DaemonSet, which runs a pod on every EFA node and none elsewhere (components/efa_exporter.py);
+    our Grafana dashboard as a ConfigMap;
     the CloudWatch Observability add-on (Pod Identity, its own DCGM exporter off: one exporter per
     GPU holds the profiling counters) with its log groups at the configured retention; the EKS
     node monitoring agent that node auto-repair acts on; Grafana's admin Secret with a generated
@@ -376,6 +378,9 @@ class Monitoring(pulumi.ComponentResource):
             "prometheus": {"url": PROMETHEUS_URL.rsplit(":", 1)[0], "port": 9090},
             "rules": prometheus_adapter_rules(),
         })
+        if args.efa_exporter_image is not None:
+            KubernetesObject(f"{name}-efa-exporter", efa_exporter.daemonset(args.efa_exporter_image, NAMESPACE),
+                             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, namespace, *policies]))
         KubernetesObject(
             f"{name}-dashboard",
             {

@@ -163,8 +163,10 @@ class Volcano(pulumi.ComponentResource):
             args.chart,
             VOLCANO_NAMESPACE,
             {
-                # Every Volcano image at the chart's own tag, explicit (values.yaml@v1.15.1 basic.image_tag_version).
-                "basic": {"image_tag_version": versions.VOLCANO_IMAGE_TAG},
+                # Every Volcano image at the chart's own tag, explicit (values.yaml@v1.15.1 basic.image_tag_version),
+                # from ghcr.io and pulled only when missing (infra/versions.py VOLCANO_IMAGE_REGISTRY).
+                "basic": {"image_tag_version": versions.VOLCANO_IMAGE_TAG, "image_registry": versions.VOLCANO_IMAGE_REGISTRY,
+                          **versions.VOLCANO_IMAGE_NAMES, "image_pull_policy": versions.VOLCANO_IMAGE_PULL_POLICY},
                 "custom": {
                     "scheduler_config_override": scheduler_config_yaml(), "default_ns": SYSTEM_LABELS, "leader_elect_enable": True,
                     # scheduler, controllers, admission and its init Job take `custom.default_tolerations` unless a

@@ -13,6 +13,8 @@ Layout on shared storage (FSx), one directory per job:
 
 `python checkpointing.py torchrun ...` is the rendered jobs' command (see `launch`): the kubelet's
 SIGTERM reaches the workers directly, so a final checkpoint may take longer than torchrun's 30 s.
+On EFA pools it first refuses a locked-memory limit NCCL cannot register memory under
+(locked_memory_problem).
 
 Every file lands by write-to-a-temporary-name + fsync + rename (POSIX rename is atomic within a
 directory, also on Lustre), so a reader sees a whole file or none; COMPLETE is renamed into place
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -53,6 +56,13 @@ EXIT_PEER_LOST = 150
 # (`report_exit`) and `launch` passes it on as the container's exit code, so the operator sees 143
 # or 150, not torchrun's 1.
 EXIT_DIR_ENV = "HIGGSFIELD_EXIT_DIR"
+# On EFA pools libfabric pins the memory NCCL registers, and the kernel counts it against
+# RLIMIT_MEMLOCK for a process without CAP_IPC_LOCK, as every team pod is. The platform gives every
+# container of an EFA node a limit (components/efa.py EFA_LOCKED_MEMORY_BYTES) and the rendered job
+# passes it as MIN_LOCKED_MEMORY_BYTES (infra/cli/pods.py); below it registration fails and NCCL
+# falls back to TCP sockets without an error, so the launcher refuses to start.
+# Exit code then: 1-127, which the Training Operator's ExitCode restart policy treats as permanent.
+EXIT_LOCKED_MEMORY = 3
 
 
 def step_dir(root: Path, step: int) -> Path:
@@ -339,6 +349,21 @@ def reported_exits(directory: Path) -> list[int]:
     return codes
 
 
+def locked_memory_problem(environ: dict[str, str] | os._Environ, limit: tuple[int, int] | None = None) -> str | None:
+    """One line saying why NCCL over EFA cannot register memory here, or None: only where the job
+    asks (MIN_LOCKED_MEMORY_BYTES), when the soft RLIMIT_MEMLOCK (`limit`, else this process's) is
+    finite and below it."""
+    wanted = int(environ.get("MIN_LOCKED_MEMORY_BYTES") or 0)
+    if not wanted:
+        return None
+    soft, _ = limit if limit is not None else resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return None
+    return (f"locked-memory limit (RLIMIT_MEMLOCK) is {soft} bytes, below the {wanted} the platform gives containers "
+            "on EFA nodes: libfabric could not register memory and NCCL would fall back to TCP sockets; the node lacks "
+            "the containerd baseRuntimeSpec rlimits of its NodeConfig (components/efa.py node_user_data)")
+
+
 def launch(argv: list[str], poll_s: float = 0.2) -> int:
     """Run the launcher `argv` (torchrun) as a child and, on SIGTERM, signal its workers instead
     of it: torchrun answers a SIGTERM by signalling the workers and killing them 30 s later
@@ -377,4 +402,7 @@ def launch(argv: list[str], poll_s: float = 0.2) -> int:
 
 
 if __name__ == "__main__":
+    if problem := locked_memory_problem(os.environ):  # before torchrun, and so before NCCL starts
+        print(f"checkpointing.py: {problem}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_LOCKED_MEMORY)
     sys.exit(launch(sys.argv[1:]))

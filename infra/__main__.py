@@ -84,10 +84,10 @@ def build(cfg: StackConfig) -> None:
 
     # 6. Observability
     if cfg.observability.enabled:
-        Monitoring("monitoring", MonitoringArgs(
-            cluster_name=name, settings=cfg.observability, prometheus_stack=versions.KUBE_PROMETHEUS_STACK,
-            dcgm_exporter=versions.DCGM_EXPORTER, prometheus_adapter=versions.PROMETHEUS_ADAPTER,
-            addons=addons, provider=cluster.provider, depends_on=platform_ready, **log_key, tags=tags, api_server_cidr=cfg.vpc_cidr))
+        Monitoring("monitoring", MonitoringArgs(cluster_name=name, settings=cfg.observability, tags=tags, **log_key,
+            prometheus_stack=versions.KUBE_PROMETHEUS_STACK, dcgm_exporter=versions.DCGM_EXPORTER, addons=addons,
+            prometheus_adapter=versions.PROMETHEUS_ADAPTER, provider=cluster.provider, depends_on=platform_ready,
+            api_server_cidr=cfg.vpc_cidr, efa_exporter_image=cfg.health_gate_image or image.source_image))
     pulumi.export("clusterName", name)
     pulumi.export("region", cfg.region)
     pulumi.export("kubeconfig", cluster.kubeconfig)

@@ -646,12 +646,30 @@ MPI_KUBECTL_DELIVERY_IMAGE = f"ghcr.io/kubeflow/training-v1/kubectl-delivery:{_O
 # client-go's LeaseLock calls Get, Create and Update (tools/leaderelection/resourcelock/leaselock.go@v0.36.3).
 TRAINING_OPERATOR_NAMESPACE = "kubeflow"  # the standalone overlay's `namespace:` @v1.9.4
 TRAINING_OPERATOR_LEADER_ELECTION_ID = "1ca428e5.training-operator.kubeflow.org"
-# Volcano images: docker.io/volcanosh/vc-{scheduler,controller-manager,webhook-manager} at
+# Volcano images: vc-{scheduler,controller-manager,webhook-manager} at
 # basic.image_tag_version (values.yaml@v1.15.1: "v1.15.1"); set explicitly so the chart's default can
 # not drift. The chart's grafana (grafana/grafana:latest) and prometheus (prom/prometheus, no tag)
 # render only with custom.metrics_enable (templates/grafana.yaml, prometheus.yaml@v1.15.1), which we
 # keep false.
 VOLCANO_IMAGE_TAG = f"v{VOLCANO.version}"
+# ... pulled from GitHub's registry, not docker.io (anonymous pulls there are rate-limited per
+# source address, and every node of a NAT gateway shares one): Volcano's release workflow pushes
+# every tag's images to ghcr.io/volcano-sh as well as to docker.io/volcanosh (.github/workflows/
+# release.yaml@v1.15.1, "Daily Release to GitHub Container Registry": IMAGE_PREFIX=ghcr.io/<owner>,
+# on `push: tags: v*.*.*`; Makefile `images`: vc-scheduler, vc-controller-manager, vc-webhook-manager,
+# vc-agent, vc-agent-scheduler). The chart joins basic.image_registry, basic.<component>_image_name
+# and the tag (templates/scheduler.yaml, controllers.yaml, admission.yaml, admission-init.yaml@v1.15.1).
+VOLCANO_IMAGE_REGISTRY = "ghcr.io"
+VOLCANO_IMAGE_NAMES = {
+    "scheduler_image_name": "volcano-sh/vc-scheduler",
+    "controller_image_name": "volcano-sh/vc-controller-manager",
+    "admission_image_name": "volcano-sh/vc-webhook-manager",
+    "agent_image_name": "volcano-sh/vc-agent",
+    "agent_scheduler_image_name": "volcano-sh/vc-agent-scheduler",
+}
+# IfNotPresent, not the chart's `Always` (values.yaml@v1.15.1 basic.image_pull_policy): a tag of a
+# release is not rewritten, and with `Always` a registry outage stops a restarted scheduler.
+VOLCANO_IMAGE_PULL_POLICY = "IfNotPresent"
 PROVENANCE.update({
     "PYTORCH_INIT_CONTAINER_IMAGE": unverified(
         "alpine:3.22.2 index digest as pinned by independent Dockerfiles (envoyproxy/ratelimit:Dockerfile)",
@@ -669,4 +687,11 @@ PROVENANCE.update({
         f"kubeflow/trainer:cmd/training-operator.v1/main.go@{TRAINING_OPERATOR_REF} (--leader-election-id)"),
     "VOLCANO_IMAGE_TAG": verified(
         f"volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@{VOLCANO_IMAGE_TAG} (basic.image_tag_version)"),
+    # No digest: none is published in a file upstream; the chart takes one as `<tag>@sha256:...` in
+    # basic.<component>_image_tag_version (it renders registry/name:tag) once read from the registry.
+    "VOLCANO_IMAGE_REGISTRY": unverified(
+        f"volcano-sh/volcano:.github/workflows/release.yaml@{VOLCANO_IMAGE_TAG} (pushes each tag to ghcr.io/volcano-sh; tag only, digest unverified)",
+        f"docker buildx imagetools inspect ghcr.io/volcano-sh/vc-scheduler:{VOLCANO_IMAGE_TAG} (and vc-controller-manager, vc-webhook-manager)"),
+    "VOLCANO_IMAGE_NAMES": verified(f"volcano-sh/volcano:Makefile@{VOLCANO_IMAGE_TAG} (images: ${{IMAGE_PREFIX}}/vc-<component>) + .github/workflows/release.yaml"),
+    "VOLCANO_IMAGE_PULL_POLICY": verified(f"volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@{VOLCANO_IMAGE_TAG} (basic.image_pull_policy)"),
 })
