@@ -10,16 +10,15 @@ still has the taint as not ready yet (FilterOutNodesWithStartupTaints, same file
 core/static_autoscaler.go), so it does not add more nodes for pods that are waiting for the gate.
 
 The gate itself is a DaemonSet per gated pool, on its nodes until they pass, tolerating every taint
-and requesting every GPU of the node from the device plugin (DESIGN.md decision 11, issue #22),
-running images/training/health_gate.py in an image built from images/training (higgsfield:
+and requesting every GPU of the node from the device plugin (none on Karpenter pools: gate_gpus;
+docs/design/health-gate.md), running images/training/health_gate.py in an image built from images/training (higgsfield:
 healthGateImage, else the stack's ECR image at this checkout's source tag, which `higgsfield
 bootstrap` has pushed before the first GPU node joins: docs/training-image.md): it runs images/training/node_check.py
 and on a pass removes the taint and labels the node `higgsfield.io/health=healthy`; on a fail it
 keeps the taint, labels it `unhealthy` with the failed check, records an Event, and for pools
 with `healthGate.onFailure: replace` marks the instance Unhealthy in its Auto Scaling group. The
 driver rule: at least the driver the image's CUDA needs, the same as the pool's healthy nodes on the
-same AMI, exactly the pinned AMI release's where known (node_check.report_driver). Afterwards the pod
-serves its node's EFA counters to Prometheus (images/training/efa_metrics.py). How long a node may
+same AMI, exactly the pinned AMI release's where known (node_check.report_driver). How long a node may
 stay in the gate before the autoscaler counts it unready: components/autoscaler.py unready_limits.
 """
 
@@ -33,7 +32,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.device_plugins import EVERY_TAINT, GPU_NODES
-from components.efa import efa_count, efa_interfaces_for
+from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for
 from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 from components.identity import pod_identity_role
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
@@ -63,9 +62,6 @@ NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 # (legacyValidateEvent, kubernetes/kubernetes: pkg/apis/core/validation/events.go): the gate may
 # create Events there and nowhere else.
 EVENTS_NAMESPACE = "default"
-# The gate pod serves its node's EFA counters here (images/training/efa_metrics.py PORT);
-# components/observability.py scrapes the port by its name, "metrics".
-EFA_METRICS_PORT = 9810
 
 
 @dataclass(frozen=True)
@@ -95,6 +91,7 @@ def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool, cuda
         "MIN_DRIVER_BRANCH": str(versions.CUDA_MIN_DRIVER_BRANCH[cuda]),
         "EXPECTED_DRIVER_VERSION": versions.nvidia_driver_of_release(release) or "",
         "EXPECTED_EFA_DEVICES": str(efa_count(efa_interfaces_for(pool.instance)) if pool.efa else 0),
+        "MIN_LOCKED_MEMORY_BYTES": str(EFA_LOCKED_MEMORY_BYTES if pool.efa else 0),
         "MIN_MATMUL_FRACTION": str(thresholds.min_matmul_fraction),
         "MIN_MEMORY_BANDWIDTH_FRACTION": str(thresholds.min_memory_bandwidth_fraction),
         "MIN_LUSTRE_MBPS": str(thresholds.min_lustre_mb_s),
@@ -201,7 +198,7 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False, pool: str = "", gp
     """The gate's pods for one pool: its gated GPU nodes that have not passed yet, every taint
     tolerated, every GPU of the node requested from the device plugin, privileged.
 
-    GPUs the legitimate way (issue #22): the pod requests the pool's `nvidia.com/gpu` count, so the
+    GPUs the legitimate way: the pod requests the pool's `nvidia.com/gpu` count, so the
     device plugin allocates them (its volume mounts tell the NVIDIA runtime which: no
     NVIDIA_VISIBLE_DEVICES), the scheduler and Volcano see them taken (Volcano tracks bound pods of
     other schedulers too: the pod informer's FilterFunc in volcano-sh/volcano:pkg/scheduler/cache/
@@ -250,9 +247,7 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False, pool: str = "", gp
                         "name": "gate",
                         "image": image,
                         "command": ["python", "/opt/higgsfield/health_gate.py"],
-                        "env": [*env, {"name": "EFA_METRICS_PORT", "value": str(EFA_METRICS_PORT)}],
-                        # the node's EFA hw_counters for the dashboard (images/training/efa_metrics.py)
-                        "ports": [{"name": "metrics", "containerPort": EFA_METRICS_PORT, "protocol": "TCP"}],
+                        "env": env,
                         "securityContext": {"privileged": True},
                         "resources": {"requests": {"cpu": "500m", "memory": "2Gi", **gpu}, "limits": {"memory": "16Gi", **gpu}},
                         "volumeMounts": [{"name": "lustre", "mountPath": MOUNT_PATH}] if lustre else [],
@@ -268,11 +263,12 @@ class HealthGate(pulumi.ComponentResource):
     """The health gate: checks every new node of the gated GPU pools before jobs may use it.
 
     Creates: the `higgsfield-health` namespace (Pod Security privileged: the checks need the
-    devices), the gate's ServiceAccount, a ClusterRole with `get`/`patch` on nodes and its binding,
+    devices), the gate's ServiceAccount, a ClusterRole with `get`/`list`/`patch` on nodes and its binding,
     a Role to create Events in `default` (where Events about nodes live) and its binding, a ValidatingAdmissionPolicy (+
     binding) that limits the account to its own node's startup taint and health labels, one
     ConfigMap of expectations per gated pool (and a Role to read them), one DaemonSet per gated pool
-    requesting the pool's GPUs (with the stack's FSx, it mounts the `lustre-health` claim the
+    requesting the pool's GPUs (none on a Karpenter pool: gate_gpus), pre-pulling
+    `higgsfield:trainingImage` when set (with the stack's FSx, it mounts the `lustre-health` claim the
     storage component makes in its namespace); for pools with `onFailure: replace`, an IAM
     role for EKS Pod Identity allowed `autoscaling:SetInstanceHealth` on those pools' Auto Scaling
     groups, and its association. Replaced when: never by config (objects are updated in place).

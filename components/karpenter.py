@@ -1,4 +1,4 @@
-"""Karpenter: a per-pool option for on-demand and spot GPU pools (DESIGN.md decision 17, issue #25).
+"""Karpenter: a per-pool option for on-demand and spot GPU pools (docs/design/karpenter.md).
 
 Upstream read at aws/karpenter-provider-aws@v1.14.1 (infra/versions.py KARPENTER): the v1 CRDs
 (pkg/apis/crds/karpenter.sh_nodepools.yaml, karpenter.k8s.aws_ec2nodeclasses.yaml), the chart's
@@ -30,7 +30,7 @@ import pulumi_aws as aws
 
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
-from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_interfaces_for
+from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, container_rlimits_node_config, efa_interfaces_for
 from components.gang_deadline import gang_deadline_s
 from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, pool_labels, pool_taints
 from components.identity import pod_identity_role
@@ -124,15 +124,16 @@ def node_class_name(pool: GpuPool) -> str:
 
 
 def user_data(pool: GpuPool) -> str:
-    """What nodeadm gets beyond Karpenter's own NodeConfig: FastImagePull, the huge pages of
-    an EFA pool (RAID0 comes from instanceStorePolicy), and the NVIDIA container toolkit's
+    """What nodeadm gets beyond Karpenter's own NodeConfig: FastImagePull, the huge pages and
+    containers' locked-memory limit of an EFA pool (RAID0 comes from instanceStorePolicy), and the NVIDIA container toolkit's
     no-envvar settings (components/gpu_pools.py container_toolkit_script). MIME multipart, as Karpenter merges for
     AL2023 (EC2NodeClass userData)."""
-    parts = ["Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  featureGates:\n    FastImagePull: true\n"]
+    node_config = "  featureGates:\n    FastImagePull: true\n" + (container_rlimits_node_config() if pool.efa else "")
+    parts = ["Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n" + node_config]
     if pool.efa:
         parts.append('Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n'
                      f"echo 'vm.nr_hugepages = {EFA_HUGEPAGES_2MI}' > /etc/sysctl.d/90-efa-hugepages.conf\nsysctl -w vm.nr_hugepages={EFA_HUGEPAGES_2MI}\n")
-    # The container toolkit ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers, as on the node groups (issue #22)
+    # The container toolkit ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers, as on the node groups
     parts.append('Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n' + container_toolkit_script())
     return 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n' + "".join(f"--//\n{p}\n" for p in parts) + "--//--\n"
 

@@ -73,7 +73,7 @@ def build(cfg: StackConfig) -> None:
     if cfg.delivery:  # 7. CI: preview/deploy/image roles, their access entries, CodeBuild runners in the VPC
         Delivery("delivery", DeliveryArgs(cfg.stack, cfg.region, cfg.delivery, network.vpc_id, network.private_subnet_ids,
                                           cluster.eks.cluster_security_group_id, cfg.fsx.linked_buckets, retention, logs.arn, [logs.policy], [cluster.eks], tags))
-    teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready, cfg.gpu_pools, cfg.training_image or image.source_image, cfg.public_load_balancers))
+    teams = Teams("teams", TeamsArgs(sched.teams, sched.priority_classes, cfg.kubernetes_version, MONITORING_NAMESPACE, cfg.vpc_cidr, cluster.provider, platform_ready, cfg.gpu_pools, cfg.training_image or image.source_image, cfg.public_load_balancers, api_service_ip=cfg.api_service_ip))
     if cfg.fsx.enabled:
         LustreFileSystem("lustre", LustreArgs(
             cluster_name=name, settings=cfg.fsx, lustre_version=versions.LUSTRE_VERSION, csi_addon=addons["aws-fsx-csi-driver"],
@@ -84,10 +84,10 @@ def build(cfg: StackConfig) -> None:
 
     # 6. Observability
     if cfg.observability.enabled:
-        Monitoring("monitoring", MonitoringArgs(
-            cluster_name=name, settings=cfg.observability, prometheus_stack=versions.KUBE_PROMETHEUS_STACK,
-            dcgm_exporter=versions.DCGM_EXPORTER, prometheus_adapter=versions.PROMETHEUS_ADAPTER,
-            addons=addons, provider=cluster.provider, depends_on=platform_ready, **log_key, tags=tags, api_server_cidr=cfg.vpc_cidr))
+        Monitoring("monitoring", MonitoringArgs(cluster_name=name, settings=cfg.observability, tags=tags, **log_key,
+            prometheus_stack=versions.KUBE_PROMETHEUS_STACK, dcgm_exporter=versions.DCGM_EXPORTER, addons=addons,
+            prometheus_adapter=versions.PROMETHEUS_ADAPTER, provider=cluster.provider, depends_on=platform_ready,
+            api_server_cidr=cfg.vpc_cidr, efa_exporter_image=cfg.health_gate_image or image.source_image))
     pulumi.export("clusterName", name)
     pulumi.export("region", cfg.region)
     pulumi.export("kubeconfig", cluster.kubeconfig)

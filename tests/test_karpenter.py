@@ -1,5 +1,5 @@
-"""Karpenter as a per-pool option for on-demand and spot pools (DESIGN.md decision 17, issue #25
-point 4). The EC2NodeClass and NodePool are checked against the v1 CRD facts read at
+"""Karpenter as a per-pool option for on-demand and spot pools (docs/design/karpenter.md). The
+EC2NodeClass and NodePool are checked against the v1 CRD facts read at
 aws/karpenter-provider-aws@v1.14.1 (pkg/apis/crds/karpenter.k8s.aws_ec2nodeclasses.yaml,
 karpenter.sh_nodepools.yaml); a cluster check is `kubectl apply --dry-run=server -f` of
 `higgsfield plan --manifests` output once the CRDs are installed (docs/karpenter.md)."""
@@ -13,6 +13,7 @@ import pytest
 
 from components import karpenter
 from components.efa import efa_interfaces_for
+from infra import versions
 from infra.cli import cold_start, cost, jobs
 from infra.cli.offline import record
 from infra.config import STARTUP_TAINT_KEY
@@ -72,7 +73,8 @@ def test_a_karpenter_pool_has_no_node_group_but_a_nodeclass_and_a_nodepool(karpe
 
 def test_the_karpenter_chart_is_pinned_and_runs_on_the_system_nodes(karpenter_plan):
     (release,) = [r for r in karpenter_plan.of_type("kubernetes:helm.sh/v3:Release") if r.name == "karpenter"]
-    assert (release.inputs["chart"], release.inputs["version"], release.inputs["repositoryOpts"]["repo"]) == ("karpenter", "1.14.1", "oci://public.ecr.aws/karpenter")
+    assert (release.inputs["chart"], release.inputs["version"], release.inputs["repositoryOpts"]["repo"]) == (
+        "karpenter", versions.KARPENTER.version, "oci://public.ecr.aws/karpenter")
     values = release.inputs["values"]
     assert values["settings"]["clusterName"] == karpenter_plan.config.name and values["settings"]["interruptionQueue"]
     assert values["nodeSelector"] == karpenter.SYSTEM_LABELS and values["serviceAccount"]["name"] == karpenter.SERVICE_ACCOUNT

@@ -8,8 +8,7 @@ pool's expectations and then:
           pool asks for it (onFailure: replace) marks the instance Unhealthy in its Auto Scaling
           group, which terminates and replaces it.
 A node without the taint (already passed, or the pod restarted next to a running job) is left
-alone: the checks burn every GPU, and never run next to a job. Then the pod idles, serving the
-node's EFA counters to Prometheus (efa_metrics.py) when EFA_METRICS_PORT is set.
+alone: the checks burn every GPU, and never run next to a job. Then the pod idles.
 
 Standard library only (boto3 only for the replacement); the Kubernetes calls are plain REST with
 the pod's service account, and `decide` / `apply_decision` take any object with the API's three
@@ -322,11 +321,6 @@ def gate(api: NodeApi, env: dict[str, str], checks: Callable[[dict[str, str], st
 
 def main() -> int:
     api = KubernetesApi.in_cluster()
-    if os.environ.get("EFA_METRICS_PORT"):  # the node's EFA counters for the dashboard, for as long as the pod lives
-        import efa_metrics
-
-        efa_metrics.serve(int(os.environ["EFA_METRICS_PORT"]))
-
     def replace(instance: str) -> str:
         import boto3  # only pools with onFailure: replace need it (Pod Identity credentials)
 

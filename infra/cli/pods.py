@@ -9,7 +9,7 @@ import re
 
 from collections.abc import Iterator
 
-from components.efa import efa_environment, efa_pod_resources, efa_resources
+from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_environment, efa_pod_resources, efa_resources
 from components.registry import UNKNOWN_TAG, image_tag, repository_name
 from infra.config import IMAGE_REFERENCE, NAMESPACE, ConfigError, GpuPool, StackConfig, Team
 
@@ -164,7 +164,8 @@ def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str, efa: bool
     if pool.efa and efa:
         for name, amount in efa_pod_resources(pool.instance).items():
             limits.setdefault(name, amount)
-        merge_env(main, efa_environment(pool.instance))
+        # the locked memory the node gives containers, which the launcher checks (examples/checkpointing.py)
+        merge_env(main, {**efa_environment(pool.instance), "MIN_LOCKED_MEMORY_BYTES": str(EFA_LOCKED_MEMORY_BYTES)})
     node_mib = pool.instance.memory_mib or 64 * 1024
     memory = mebibytes(limits.setdefault("memory", _gi(node_mib * NODE_MEMORY_SHARE)))
     if memory > node_mib:

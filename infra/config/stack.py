@@ -23,7 +23,7 @@ from pydantic.json_schema import SkipJsonSchema
 from infra import versions
 from infra.config.base import DNS_LABEL, NAMESPACE, Bool, Cidr, Setting, Str, items, matching
 from infra.config.checkpoints import Checkpoints
-from infra.config.cluster import Autoscaler, Endpoint, NodeSizes
+from infra.config.cluster import Autoscaler, Endpoint, NodeSizes, api_service_ip
 from infra.config.delivery import Delivery
 from infra.config.errors import Problems, _duplicates, _suggest
 from infra.config.gpu_pools import (
@@ -50,7 +50,7 @@ IMAGE_REFERENCE = r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+(:
 # pool and the daemon sets take more, which `kubectl get eniconfig`/the CNI's metrics show on a cluster.
 SUBNET_RESERVED_ADDRESSES = 5
 ADDRESSES_PER_NODE = 2
-# Images known to lack the EFA provider and aws-ofi-nccl (the stock PyTorch images, issue #11).
+# Images known to lack the EFA provider and aws-ofi-nccl (the stock PyTorch images).
 NOT_EFA_READY = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "index.docker.io/pytorch/pytorch")
 _ADMIN_ARN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$"
 TagKey = Annotated[str, Strict(), Field(max_length=TAG_KEY_LENGTH), AfterValidator(tag_key)]
@@ -395,6 +395,11 @@ class StackConfig(Setting):
     def total_gpus(self) -> int:
         """The most GPUs the pools can ever provide: every pool at maxSize."""
         return sum(p.max_size * p.gpus_per_node for p in self.gpu_pools)
+
+    @property
+    def api_service_ip(self) -> str:
+        """The `kubernetes` Service's ClusterIP in this stack's cluster (infra/config/cluster.py)."""
+        return api_service_ip(self.vpc_cidr)
 
     @property
     def production(self) -> bool:
