@@ -94,7 +94,10 @@ def _verdict(capsys, command: str) -> tuple[int, list[str]]:
 def test_a_hostile_stack_file_is_accepted_as_meant_or_refused_in_lines(project, capsys, case):
     text, want = HOSTILE[case]
     project(text)
-    code, lines = _verdict(capsys, "plan")
+    # an accepted file whose settings differ from dev's goes through the reader and the model only
+    # (`bootstrap`): evaluating the program for it would test nothing more about the input
+    same_as_dev = case in ("bom", "crlf", "yaml_12_directive")
+    code, lines = _verdict(capsys, "plan" if want == "refuse" or same_as_dev else "bootstrap")
     if want == "ok":
         assert code == 0, lines
     else:

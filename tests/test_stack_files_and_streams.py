@@ -84,9 +84,13 @@ def test_a_directory_named_like_a_stack_file_is_a_broken_stack_not_a_traceback(p
 
 
 def test_a_broken_sibling_does_not_fail_the_check_of_another_stack(project, capsys):
+    from infra.cli.check import ci_delivery
+    from tests.conftest import plan_of
+
     (project / "stacks" / "Pulumi.broken.yaml").write_text("config:\n  higgsfield:environment: [dev]\n  aws:region: *nope\n")
-    code, _, err = _run(capsys, "check", "dev")
-    assert code == 0, err
+    (project / "stacks" / "Pulumi.Bad;name.yaml").write_text(DEV)
+    shutil.copytree(ROOT / ".github", project / ".github")
+    assert [f for f in ci_delivery(plan_of("dev"), project) if f.level == "mandatory"] == []
     code, _, err = _run(capsys, "check", "broken")
     assert code == 2 and err.startswith("stacks/Pulumi.broken.yaml:3: "), err
 
@@ -125,11 +129,14 @@ ADMIN = init.Choices(admins=("arn:aws:iam::111122223333:role/Admin",))
 def test_an_interrupted_init_leaves_nothing_behind(project, monkeypatch):
     from infra.cli import offline
 
+    class Interrupted(BaseException):  # as Ctrl-C is: not an Exception, so no handler swallows it
+        pass
+
     def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
+        raise Interrupted
 
     monkeypatch.setattr(offline, "load_stack", interrupted)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(Interrupted):
         init.create("mine", "us-west-2", "dev", project, ADMIN)
     assert sorted(p.name for p in (project / "stacks").iterdir() if not p.name.startswith(".init")) == ["Pulumi.dev.yaml", "Pulumi.prod.yaml"]
     assert sorted(p.name for p in (project / "policies" / "config").iterdir()) == ["dev.json", "prod.json"]
@@ -167,11 +174,21 @@ def test_two_inits_of_one_name_at_once_publish_one_stack_whole_and_refuse_the_ot
 
 
 @pytest.mark.parametrize("target", ["stacks/Pulumi.prod.yaml", "policies/config/prod.json", "Pulumi.yaml", "link-to-prod.txt"])
-def test_output_never_writes_over_a_stack_or_policy_file(project, capsys, target):
+def test_a_report_is_never_written_over_a_stack_or_policy_file(project, target):
+    from infra.cli.output import UsageError, write_report
+
     (project / "link-to-prod.txt").symlink_to(project / "stacks" / "Pulumi.prod.yaml")
+    before = (project / target).read_text()
+    with pytest.raises(UsageError, match="one of the project's own files"):
+        write_report("--output", project / target if target != "link-to-prod.txt" else project / target, "report\n")
+    assert (project / target).read_text() == before
+
+
+def test_output_through_a_link_to_a_stack_file_is_refused_by_the_cli(project, capsys):
+    (project / "report.txt").symlink_to(project / "stacks" / "Pulumi.prod.yaml")
     before = (project / "stacks" / "Pulumi.prod.yaml").read_text()
-    code, _, err = _run(capsys, "cost", "dev", "--output", target)
-    assert code == 2 and "one of the project's own files" in err, err
+    code, _, err = _run(capsys, "cost", "dev", "--output", "report.txt")
+    assert code == 2 and "would write over stacks/Pulumi.prod.yaml" in err, err
     assert (project / "stacks" / "Pulumi.prod.yaml").read_text() == before
 
 
