@@ -180,7 +180,7 @@ def test_a_report_is_never_written_over_a_stack_or_policy_file(project, target):
     (project / "link-to-prod.txt").symlink_to(project / "stacks" / "Pulumi.prod.yaml")
     before = (project / target).read_text()
     with pytest.raises(UsageError, match="one of the project's own files"):
-        write_report("--output", project / target if target != "link-to-prod.txt" else project / target, "report\n")
+        write_report("--output", project / target, "report\n")
     assert (project / target).read_text() == before
 
 
@@ -212,7 +212,7 @@ def test_a_fifo_as_an_option_file_is_refused_at_once(project, capsys):
 def test_a_closed_stdout_gives_no_traceback(project, shell):
     env = {"PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"]}
     command = shell.format(cli=f"{sys.executable} -m infra.cli", stacks=f"{sys.executable} -m infra.cli.stacks")
-    done = subprocess.run(["bash", "-c", command + "; exit ${PIPESTATUS[0]}"], cwd=project, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(["bash", "-c", command + "; exit ${PIPESTATUS[0]}"], cwd=project, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
     assert done.returncode in (2, 141) and len(done.stderr.splitlines()) <= 1, (done.returncode, done.stderr)
 

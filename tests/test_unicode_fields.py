@@ -22,7 +22,6 @@ from infra.stack_values import key_of
 from tests.bundled_catalog import BundledCatalog
 from tests.conftest import ROOT, STACKS
 
-
 CATALOG = BundledCatalog()
 CONFIGS = {stack: yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"] for stack in STACKS}
 # Other scripts' digits, by value: Arabic-Indic, fullwidth, Devanagari (each a Unicode `\d`).
