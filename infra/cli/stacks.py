@@ -72,7 +72,7 @@ def _entry(path: Path) -> dict[str, Any]:
     entry: dict[str, Any] = {"stack": stack, "region": config.get("aws:region"), "environment": config.get("higgsfield:environment")}
     if delivery:
         account = delivery.get("accountId")
-        runner = delivery.get("runner") if isinstance(delivery.get("runner"), dict) else {}
+        runner: dict[str, Any] = delivery["runner"] if isinstance(delivery.get("runner"), dict) else {}
         entry.update({
             "deployEnvironment": delivery.get("deployEnvironment") or stack,
             "previewRole": f"arn:aws:iam::{account}:role/{role_name(stack, 'preview')}",
