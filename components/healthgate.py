@@ -137,9 +137,10 @@ def own_nodeclaim_policy() -> dict:
         "metadata": {"name": "higgsfield-health-gate-own-nodeclaim"},
         "spec": {
             "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{"apiGroups": [NODECLAIM_GROUP], "apiVersions": ["v1"], "operations": ["DELETE"],
-                                                    "resources": ["nodeclaims"]}]},
-            "matchConditions": [{"name": "health-gate-only", "expression": f"request.userInfo.username == '{GATE_USER}'"}],
+            "matchConstraints": {"resourceRules": [{"apiGroups": [NODECLAIM_GROUP], "apiVersions": ["v1"],
+                                                    "operations": ["DELETE"], "resources": ["nodeclaims"]}]},
+            "matchConditions": [{"name": "health-gate-only",
+                                 "expression": f"request.userInfo.username == '{GATE_USER}'"}],
             "validations": [{
                 "expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
                               "has(oldObject.status) && has(oldObject.status.nodeName) && "
@@ -334,8 +335,8 @@ class HealthGate(pulumi.ComponentResource):
         subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
         rbac = "rbac.authorization.k8s.io"
         karpenter = any(p.provisioner == "karpenter" for p in args.pools)
-        obj("nodes-role", {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": "higgsfield-health-gate"},
-                           "rules": gate_role_rules(karpenter)}, k8s)
+        obj("nodes-role", {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole",
+                           "metadata": {"name": "higgsfield-health-gate"}, "rules": gate_role_rules(karpenter)}, k8s)
         obj("nodes-binding", {"apiVersion": f"{rbac}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "higgsfield-health-gate"},
                               "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "higgsfield-health-gate"}, "subjects": subject})
         obj("expectations-role", {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": {"name": "health-gate-expectations", "namespace": NAMESPACE},
@@ -365,7 +366,8 @@ class HealthGate(pulumi.ComponentResource):
                 "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": expectations_name(pool.name), "namespace": NAMESPACE},
                 "data": {"expectations.json": json.dumps(expectations(pool, args.thresholds, args.lustre, args.cuda, args.node_release), indent=1, sort_keys=True)}})
         # Auto Scaling replacement for node-group pools only (a Karpenter node's NodeClaim is deleted)
-        replacing = [p.name for p in args.pools if p.health_gate.on_failure == "replace" and p.provisioner != "karpenter"]
+        replacing = [p.name for p in args.pools
+                     if p.health_gate.on_failure == "replace" and p.provisioner != "karpenter"]
         if replacing:
             role, role_policy = pod_identity_role(f"{name}-replace", args.tags, self, inline_policy=replacement_policy(args.cluster_name, replacing))
             ready += [role_policy, aws.eks.PodIdentityAssociation(

@@ -230,8 +230,9 @@ class Karpenter(pulumi.ComponentResource):
     Creates: the SQS interruption queue (5-minute retention, SSE, TLS only) with its policy and five
     EventBridge rules, the controller's Pod Identity role (karpenter_policy) and association, the
     Helm releases of the CRD chart and of the controller (without its crds/), and per pool an
-    EC2NodeClass (EFA layout, RAID0, IMDSv2 hop 1, gp3 root, FastImagePull) and a NodePool (pool labels and taints, the gate's startup taint,
-    never disrupting a running training pod). Replaced when: a pool is renamed.
+    EC2NodeClass (EFA layout, RAID0, IMDSv2 hop 1, gp3 root, FastImagePull) and a NodePool (pool
+    labels and taints, the gate's startup taint, never disrupting a running training pod).
+    Replaced when: a pool is renamed.
     """
 
     def __init__(self, name: str, args: KarpenterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -256,8 +257,8 @@ class Karpenter(pulumi.ComponentResource):
                                                       opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))
         # The CRDs' own chart first, so `pulumi up` with a new pin upgrades them; the controller's
         # chart then skips its crds/ (Helm would only ever install them once).
-        crds = helm_release(f"{name}-crd", args.crd_chart, NAMESPACE, {}, pulumi.ResourceOptions(parent=self, provider=args.provider,
-                                                                                                  depends_on=list(args.depends_on)))
+        crds = helm_release(f"{name}-crd", args.crd_chart, NAMESPACE, {}, pulumi.ResourceOptions(
+            parent=self, provider=args.provider, depends_on=list(args.depends_on)))
         self.release = helm_release(name, args.chart, NAMESPACE, {
             "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
             "nodeSelector": SYSTEM_LABELS,
@@ -265,7 +266,8 @@ class Karpenter(pulumi.ComponentResource):
             # aws/karpenter-provider-aws:charts/karpenter/values.yaml@v1.14.1 `tolerations`)
             "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, SYSTEM_TOLERATION],
             "settings": {"clusterName": args.cluster_name, "interruptionQueue": queue.name},
-        }, pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[crds, association, policy, *args.depends_on]), skip_crds=True)
+        }, pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                  depends_on=[crds, association, policy, *args.depends_on]), skip_crds=True)
         after = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release])
         role_name = pulumi.Output.from_input(args.node_role_arn).apply(lambda arn: arn.rsplit("/", 1)[-1])
         for pool in args.pools:
@@ -289,6 +291,7 @@ def karpenter_pools(cfg, network, cluster, node_role, depends_on: Sequence[pulum
     if not pools:
         return None
     return Karpenter("karpenter", KarpenterArgs(
-        cluster_name=cfg.name, region=cfg.region, chart=versions.KARPENTER, crd_chart=versions.KARPENTER_CRD, pools=pools, vpc_id=network.vpc_id,
-        node_role_arn=node_role.arn, subnet_ids={zone: s.id for zone, s in network.private_subnets.items()},
+        cluster_name=cfg.name, region=cfg.region, chart=versions.KARPENTER, crd_chart=versions.KARPENTER_CRD,
+        pools=pools, vpc_id=network.vpc_id, node_role_arn=node_role.arn,
+        subnet_ids={zone: s.id for zone, s in network.private_subnets.items()},
         security_group_ids=[cluster.node_security_group_id], provider=cluster.provider, depends_on=depends_on, tags=tags))

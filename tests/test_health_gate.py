@@ -310,11 +310,13 @@ def test_a_keep_pool_never_asks_for_a_replacement(fake, env):
 def _karpenter_node(fake, claim: str = "gpu-a100-x7k2p") -> None:
     """A node launched by Karpenter: its NodeClaim owns it (UpdateNodeOwnerReferences, kubernetes-sigs/karpenter)."""
     fake.add_node(pool="a100")
-    fake.nodes["n1"]["metadata"]["ownerReferences"] = [{"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": claim, "uid": "9e1c",
-                                                        "blockOwnerDeletion": True}]
-    fake.nodeclaims[claim] = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": claim}, "status": {"nodeName": "n1"}}
+    fake.nodes["n1"]["metadata"]["ownerReferences"] = [
+        {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": claim, "uid": "9e1c", "blockOwnerDeletion": True}]
+    fake.nodeclaims[claim] = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": claim},
+                              "status": {"nodeName": "n1"}}
     expected = {"EXPECTED_GPUS": "8", "ON_FAILURE": "replace", "CHECK_TIMEOUT_SECONDS": "1200"}
-    fake.config_maps[("higgsfield-health", "health-gate-a100")] = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"expectations.json": json.dumps(expected)}}
+    fake.config_maps[("higgsfield-health", "health-gate-a100")] = {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                   "data": {"expectations.json": json.dumps(expected)}}
 
 
 def test_a_failed_karpenter_node_has_its_nodeclaim_deleted_not_an_auto_scaling_replacement(fake, env):
@@ -325,7 +327,8 @@ def test_a_failed_karpenter_node_has_its_nodeclaim_deleted_not_an_auto_scaling_r
 
     outcome = health_gate.gate(fake.api, env, checks=_checks(FAIL), replace=replace)
     assert fake.nodeclaims == {} and outcome.replacement.startswith("NodeClaim gpu-a100-x7k2p deleted")
-    assert TAINT in fake.taint_keys() and fake.labels()["higgsfield.io/health"] == "unhealthy"  # no job lands while it drains
+    # no job lands while it drains
+    assert TAINT in fake.taint_keys() and fake.labels()["higgsfield.io/health"] == "unhealthy"
 
 
 def test_a_passing_karpenter_node_keeps_its_nodeclaim(fake, env):

@@ -81,13 +81,15 @@ def test_the_karpenter_chart_is_fetched_by_its_oci_reference_not_as_a_repository
     """pulumi-kubernetes downloads index.yaml from repositoryOpts.repo; an OCI chart goes in `chart`
     whole (components/charts.py chart_reference)."""
     release = _release(karpenter_plan, "karpenter")
-    assert (release.inputs["chart"], release.inputs["version"]) == ("oci://public.ecr.aws/karpenter/karpenter", "1.14.1")
+    assert (release.inputs["chart"], release.inputs["version"]) == ("oci://public.ecr.aws/karpenter/karpenter",
+                                                                    "1.14.1")
     assert "repositoryOpts" not in release.inputs
 
 
 def test_the_crds_are_a_release_of_their_own_chart_so_an_upgrade_upgrades_them(karpenter_plan):
     crds, controller = _release(karpenter_plan, "karpenter-crd"), _release(karpenter_plan, "karpenter")
-    assert (crds.inputs["chart"], crds.inputs["version"]) == ("oci://public.ecr.aws/karpenter/karpenter-crd", controller.inputs["version"])
+    assert crds.inputs["chart"] == "oci://public.ecr.aws/karpenter/karpenter-crd"
+    assert crds.inputs["version"] == controller.inputs["version"]
     assert controller.inputs["skipCrds"] is True and crds.urn in controller.dependencies
 
 
@@ -131,7 +133,8 @@ def test_the_nodepool_never_disrupts_a_running_training_pod(karpenter_plan):
     assert re.fullmatch(DURATION, disruption["consolidateAfter"])
     assert int(disruption["consolidateAfter"][:-1]) >= cold_start.gang_deadline_s(pool)  # boot + gate + gang fill
     (budget,) = disruption["budgets"]
-    assert budget["nodes"] == "0" and set(budget["reasons"]) == {"Underutilized"} and set(budget["reasons"]) <= BUDGET_REASONS
+    assert budget["nodes"] == "0" and set(budget["reasons"]) == {"Underutilized"}
+    assert set(budget["reasons"]) <= BUDGET_REASONS
     assert spec["template"]["spec"]["expireAfter"] == "Never"
     # Drift may replace a node only when no training pod holds it: do-not-disrupt blocks drift unless
     # the NodeClaim has a terminationGracePeriod (disruption.md@v1.14.1), which ours never has
@@ -144,7 +147,8 @@ def test_karpenter_nodes_follow_a_kubernetes_upgrade_once_they_run_no_training_p
     (nodeclass,) = _objects(karpenter_plan, "EC2NodeClass")
     assert [t["alias"] for t in nodeclass["spec"]["amiSelectorTerms"]] == ["al2023@latest"]  # no pinned AMI version
     (nodepool,) = _objects(karpenter_plan, "NodePool")
-    assert not [b for b in nodepool["spec"]["disruption"]["budgets"] if b["nodes"] == "0" and "Drifted" in b.get("reasons", ["Drifted"])]
+    budgets = nodepool["spec"]["disruption"]["budgets"]
+    assert not [b for b in budgets if b["nodes"] == "0" and "Drifted" in b.get("reasons", ["Drifted"])]
 
 
 def test_the_nodepool_carries_the_pools_taints_labels_and_the_gates_startup_taint(karpenter_plan):
@@ -233,8 +237,8 @@ def test_a_karpenter_pool_with_a_minimum_is_refused(project_copy, capsys):
 
 # What Karpenter computes for an EC2 instance type (computeCapacity, aws/karpenter-provider-aws:
 # pkg/providers/instancetype/types.go@v1.14.1): a pod asking for anything else gets no node.
-KARPENTER_CAPACITY = {"cpu", "memory", "ephemeral-storage", "pods", "vpc.amazonaws.com/pod-eni", "nvidia.com/gpu", "amd.com/gpu",
-                      "aws.amazon.com/neuron", "aws.amazon.com/neuroncore", "habana.ai/gaudi", "vpc.amazonaws.com/efa"}
+KARPENTER_CAPACITY = {"cpu", "memory", "ephemeral-storage", "pods", "vpc.amazonaws.com/pod-eni", "nvidia.com/gpu",
+                      "amd.com/gpu", "aws.amazon.com/neuron", "aws.amazon.com/neuroncore", "habana.ai/gaudi", "vpc.amazonaws.com/efa"}
 
 
 def _containers(objects):
@@ -249,14 +253,16 @@ def test_efa_jobs_on_a_karpenter_pool_ask_only_for_what_karpenter_instance_types
     pool = cfg.gpu_pools[0]
     assert pool.efa and pool.provisioner == "karpenter"
     containers = list(_containers(jobs.render(example, cfg, pool=pool.name, image=f"{stack_repository(cfg)}:t")))
-    asked = {name for c in containers for part in ("requests", "limits") for name in ((c.get("resources") or {}).get(part) or {})}
+    asked = {name for c in containers for part in ("requests", "limits")
+             for name in ((c.get("resources") or {}).get(part) or {})}
     assert asked <= KARPENTER_CAPACITY, asked - KARPENTER_CAPACITY
     assert any("vpc.amazonaws.com/efa" in (c.get("resources") or {}).get("limits", {}) for c in containers)
 
 
 def test_efa_jobs_on_a_karpenter_pool_tell_libfabric_not_to_use_huge_pages(karpenter_plan):
     cfg = karpenter_plan.config
-    (main, *_) = [c for c in _containers(jobs.render("pytorch-ddp", cfg, pool=cfg.gpu_pools[0].name, image=f"{stack_repository(cfg)}:t"))]
+    rendered = jobs.render("pytorch-ddp", cfg, pool=cfg.gpu_pools[0].name, image=f"{stack_repository(cfg)}:t")
+    (main, *_) = list(_containers(rendered))
     assert {"name": "FI_EFA_USE_HUGE_PAGE", "value": "0"} in main["env"]
 
 
@@ -264,7 +270,8 @@ def test_efa_jobs_on_a_node_group_pool_keep_their_huge_pages():
     cfg = plan_of("prod").config
     pool = next(p for p in cfg.gpu_pools if p.efa and p.provisioner == "node-group")
     (main, *_) = list(_containers(jobs.render("pytorch-ddp", cfg, pool=pool.name, image=f"{stack_repository(cfg)}:t")))
-    assert "hugepages-2Mi" in main["resources"]["limits"] and "FI_EFA_USE_HUGE_PAGE" not in {e["name"] for e in main["env"]}
+    assert "hugepages-2Mi" in main["resources"]["limits"]
+    assert "FI_EFA_USE_HUGE_PAGE" not in {e["name"] for e in main["env"]}
 
 
 def test_a_huge_pages_request_on_a_karpenter_pool_is_refused_naming_the_key(karpenter_plan):
@@ -284,7 +291,8 @@ def test_a_karpenter_node_reserves_no_huge_pages(karpenter_plan):
 def test_a_failed_karpenter_node_is_removed_whatever_the_pools_default(karpenter_plan):
     pool = karpenter_plan.config.gpu_pools[0]
     assert pool.health_gate.on_failure == "keep"  # the default, unset in the stack
-    (config_map,) = [o for o in _objects(karpenter_plan, "ConfigMap") if o["metadata"]["name"] == healthgate.expectations_name(pool.name)]
+    name = healthgate.expectations_name(pool.name)
+    (config_map,) = [o for o in _objects(karpenter_plan, "ConfigMap") if o["metadata"]["name"] == name]
     assert json.loads(config_map["data"]["expectations.json"])["ON_FAILURE"] == "replace"
 
 
@@ -300,22 +308,11 @@ def test_the_gate_may_delete_nodeclaims_only_on_a_stack_with_karpenter_pools(kar
 
 
 def _delete_denials(claim_node: str, token_node: str | None, user: str = healthgate.GATE_USER) -> list[str]:
-    import celpy
+    """What the gate's NodeClaim policy says to `user` deleting the NodeClaim of `claim_node`."""
+    from tests.node_admission import denials
 
-    from tests.node_admission import program
-
-    policy = healthgate.own_nodeclaim_policy()
-    extra = {healthgate.NODE_NAME_EXTRA: [token_node]} if token_node else {}
-    activation = {"object": None, "oldObject": celpy.json_to_cel({"metadata": {"name": "gpu-a100-x7k2p"}, "status": {"nodeName": claim_node}}),
-                  "request": celpy.json_to_cel({"userInfo": {"username": user, **({"extra": extra} if extra else {})}, "operation": "DELETE"})}
-    if not all(bool(program(c["expression"]).evaluate(activation)) for c in policy["spec"]["matchConditions"]):
-        return []
-    out = []
-    for validation in policy["spec"]["validations"]:
-        value = program(validation["expression"]).evaluate(activation)
-        if not isinstance(value, celpy.celtypes.BoolType) or not value:
-            out.append(validation["message"])
-    return out
+    claim = {"metadata": {"name": "gpu-a100-x7k2p"}, "status": {"nodeName": claim_node}}
+    return denials(healthgate.own_nodeclaim_policy(), claim, None, "DELETE", user, healthgate.NODE_NAME_EXTRA, token_node)
 
 
 def test_the_gate_may_delete_the_nodeclaim_of_its_own_node():
@@ -331,7 +328,8 @@ def test_the_nodeclaim_policy_leaves_every_other_user_to_rbac():
 
 
 def test_keep_on_a_karpenter_pool_is_refused_with_the_upstream_reason(project_copy, capsys):
-    assert_plan_rejects(project_copy, capsys, "staging", set_pool(0, provisioner="karpenter", healthGate={"onFailure": "keep"}),
+    keep = set_pool(0, provisioner="karpenter", healthGate={"onFailure": "keep"})
+    assert_plan_rejects(project_copy, capsys, "staging", keep,
                         "higgsfield:gpuPools[0].healthGate.onFailure", "counts it as room")
 
 
@@ -343,7 +341,7 @@ def test_the_nodepool_and_nodeclass_pass_their_crds_schemas(karpenter_plan):
 
 @pytest.mark.parametrize("change", [
     lambda o: o["spec"]["disruption"].update(consolidationPolicy="WhenIdle"),           # not in the enum
-    lambda o: o["spec"]["template"]["spec"].update(startupTaint=[]),                      # a field the CRD does not have
+    lambda o: o["spec"]["template"]["spec"].update(startupTaint=[]),                       # a field the CRD lacks
     lambda o: o["spec"]["template"]["spec"].pop("nodeClassRef"),                          # required
 ])
 def test_the_nodepool_schema_refuses_what_the_api_server_would(karpenter_plan, change):
@@ -362,7 +360,8 @@ def test_the_plan_summary_counts_a_karpenter_pools_gpus(karpenter_plan):
     pool = karpenter_plan.config.gpu_pools[0]
     summary = plan_cli.summarize(karpenter_plan)
     (row,) = [r for r in summary.gpu_pools if r["pool"] == pool.name]
-    assert (row["max"], row["max_gpus"], row["gpus_per_node"]) == (pool.max_size, pool.max_size * pool.gpus_per_node, str(pool.gpus_per_node))
+    assert (row["max"], row["max_gpus"]) == (pool.max_size, pool.max_size * pool.gpus_per_node)
+    assert row["gpus_per_node"] == str(pool.gpus_per_node)
     assert row["efa_interfaces"] == efa_count(efa_interfaces_for(pool.instance)) and "Karpenter" in row["capacity"]
     assert summary.gpu_capacity == sum(p.max_size * p.gpus_per_node for p in karpenter_plan.config.gpu_pools)
 

@@ -6,7 +6,10 @@ infra/cli/data/crds/ with the tag it was read at: the `spec` only, without descr
 this module's `extract` from the CRD file (refresh on a pin bump, from a mirror of the repository):
 
     git show v1.14.1:pkg/apis/crds/karpenter.sh_nodepools.yaml | python -m infra.cli.crd_schemas \
-        aws/karpenter-provider-aws:pkg/apis/crds/karpenter.sh_nodepools.yaml@v1.14.1 > infra/cli/data/crds/NodePool.karpenter.sh.v1.json
+        aws/karpenter-provider-aws:pkg/apis/crds/karpenter.sh_nodepools.yaml@v1.14.1 \
+        > infra/cli/data/crds/NodePool.karpenter.sh.v1.json
+
+(and the same for karpenter.k8s.aws_ec2nodeclasses.yaml into EC2NodeClass.karpenter.k8s.aws.v1.json).
 
 Validation is as strict as the API server with `--validate=strict` on the structural part: types,
 enums, patterns, bounds, required fields, and no field the schema does not declare. The CRD's CEL
@@ -44,8 +47,8 @@ def extract(crd: dict, source: str) -> dict:
     (version,) = [v for v in crd["spec"]["versions"] if v.get("served") and v.get("storage")]
     schema = version["schema"]["openAPIV3Schema"]
     spec = _prune(schema["properties"]["spec"])
-    return {"source": source, "group": crd["spec"]["group"], "version": version["name"], "kind": crd["spec"]["names"]["kind"],
-            "required": schema.get("required", []), "spec": spec}
+    return {"source": source, "group": crd["spec"]["group"], "version": version["name"],
+            "kind": crd["spec"]["names"]["kind"], "required": schema.get("required", []), "spec": spec}
 
 
 def _json_schema(node: Any) -> Any:
@@ -81,8 +84,8 @@ def kept(api_version: str, kind: str) -> dict:
 def _validator(api_version: str, kind: str) -> jsonschema.protocols.Validator:
     data = kept(api_version, kind)
     schema = {"type": "object", "required": ["apiVersion", "kind", "metadata", *data["required"]],
-              "properties": {"apiVersion": {"const": api_version}, "kind": {"const": kind}, "metadata": {"type": "object"},
-                             "spec": _json_schema(data["spec"])},
+              "properties": {"apiVersion": {"const": api_version}, "kind": {"const": kind},
+                             "metadata": {"type": "object"}, "spec": _json_schema(data["spec"])},
               "additionalProperties": False}
     return jsonschema.validators.Draft7Validator(schema)
 

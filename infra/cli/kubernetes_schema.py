@@ -61,7 +61,8 @@ def validate(obj: dict[str, Any], version: str) -> None:
         try:
             crd_schemas.validate(obj)
         except jsonschema.ValidationError as exc:
-            raise kubernetes_validate.ValidationError(exc, version=crd_schemas.kept(obj["apiVersion"], obj["kind"])["source"]) from None
+            source = crd_schemas.kept(obj["apiVersion"], obj["kind"])["source"]
+            raise kubernetes_validate.ValidationError(exc, version=source) from None
         return
     validator = _validator(version, obj["kind"], obj["apiVersion"])
     try:

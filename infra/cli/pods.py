@@ -1,7 +1,8 @@
 """What a pod on a GPU pool needs, for every rendered job (examples and health check): the stack's
 training image, and on EFA pools every EFA interface, the anchors' huge pages (none on a Karpenter
-pool, where libfabric is told not to use them) and the EFA environment; a memory limit the node can hold and a /dev/shm within it. Bad combinations are
-rejected here, naming the setting or template key, before anything is printed."""
+pool, where libfabric is told not to use them) and the EFA environment; a memory limit the node can
+hold and a /dev/shm within it. Bad combinations are rejected here, naming the setting or template
+key, before anything is printed."""
 
 from __future__ import annotations
 
@@ -133,9 +134,11 @@ def _check_fits(container: dict, pool: GpuPool, where: str) -> None:
         return
     offer = efa_resources(pool.instance)
     if HUGEPAGES in limits and pool.provisioner == "karpenter":
-        raise ConfigError(f"{where}.resources.limits.{HUGEPAGES}", f"pool {pool.name} is provisioned by Karpenter, which launches no node for a pod "
-                          "that asks for huge pages (its instance types offer none: aws/karpenter-provider-aws:pkg/providers/instancetype/"
-                          "types.go@v1.14.1 computeCapacity); remove the request (jobs there run with FI_EFA_USE_HUGE_PAGE=0)")
+        raise ConfigError(f"{where}.resources.limits.{HUGEPAGES}",
+                          f"pool {pool.name} is provisioned by Karpenter, which launches no node for a pod that "
+                          "asks for huge pages (its instance types offer none: aws/karpenter-provider-aws:"
+                          "pkg/providers/instancetype/types.go@v1.14.1 computeCapacity); remove the request (jobs "
+                          "there run with FI_EFA_USE_HUGE_PAGE=0)")
     if EFA in limits and int(limits[EFA]) > int(offer[EFA]):
         raise ConfigError(f"{where}.resources.limits.{EFA}", f"{limits[EFA]} is more than the {offer[EFA]} EFA interfaces a {pool.instance.name} node offers")
     if HUGEPAGES in limits and mebibytes(limits[HUGEPAGES]) > mebibytes(offer[HUGEPAGES]):
