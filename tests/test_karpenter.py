@@ -384,3 +384,12 @@ def test_a_stack_with_a_karpenter_pool_plans_checks_and_renders_through_the_cli(
     rendered = [o for o in pyyaml.safe_load_all(capsys.readouterr().out) if o]
     asked = {name for c in _containers(rendered) for name in (c.get("resources") or {}).get("limits", {})}
     assert "vpc.amazonaws.com/efa" in asked and asked <= KARPENTER_CAPACITY
+
+
+def test_the_chart_export_names_an_oci_chart_by_its_reference_and_no_repository(karpenter_plan, tmp_path):
+    """`higgsfield charts` feeds `helm template` in the contracts workflow: "-" there means no --repo."""
+    from infra.cli import charts
+
+    charts.export(karpenter_plan, tmp_path)
+    rows = {r.split("\t")[0]: r.split("\t") for r in (tmp_path / "releases.tsv").read_text().splitlines()}
+    assert rows["karpenter"][1:4] == ["oci://public.ecr.aws/karpenter/karpenter", "1.14.1", "-"]
