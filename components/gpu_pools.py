@@ -32,7 +32,7 @@ ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 # config/const.go@cluster-autoscaler-1.35.0; value in the flag's duration format).
 SCALE_DOWN_UNNEEDED_TAG = f"{AUTOSCALER_TEMPLATE}/autoscaling-options/scaledownunneededtime"
 # The NVIDIA Container Toolkit on every GPU node: a container sees only the GPUs the device plugin
-# allocated to it, never the ones NVIDIA_VISIBLE_DEVICES names (issue #22). The EKS AL2023 NVIDIA
+# allocated to it, never the ones NVIDIA_VISIBLE_DEVICES names. The EKS AL2023 NVIDIA
 # AMI installs nvidia-container-toolkit from NVIDIA's repository and keeps its defaults
 # (awslabs/amazon-eks-ami:templates/al2023/provisioners/install-nvidia-driver.sh@v20260724), and
 # nodeadm makes /usr/bin/nvidia-container-runtime containerd's runtime for every container
@@ -130,7 +130,7 @@ def _iso(moment: datetime) -> str:
 
 
 def held_warm(pool: GpuPool, now: datetime) -> bool:
-    """Whether the pool is held at its reserved count now (DESIGN.md decision 16): a warm ODCR
+    """Whether the pool is held at its reserved count now (docs/design/reserved-capacity.md): a warm ODCR
     pool always, a warm Capacity Block pool between its start and its drain."""
     if not pool.capacity.warm:
         return False
@@ -257,7 +257,7 @@ class GpuPoolGroup(pulumi.ComponentResource):
         template = launch_template(
             f"{name}-lt",
             root_volume_gib=pool.root_volume_gib,
-            # FastImagePull: every new node pulls the multi-GB training image before its gate passes (issue #25)
+            # FastImagePull: every new node pulls the multi-GB training image before its gate passes
             user_data=node_user_data(raid0=pool.local_nvme == "raid0", hugepages=EFA_HUGEPAGES_2MI if pool.efa else 0, fast_image_pull=True,
                                      scripts=[container_toolkit_script()]),
             tags={**tags, "Name": f"{args.cluster_name}-{pool.name}"},

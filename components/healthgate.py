@@ -10,8 +10,8 @@ still has the taint as not ready yet (FilterOutNodesWithStartupTaints, same file
 core/static_autoscaler.go), so it does not add more nodes for pods that are waiting for the gate.
 
 The gate itself is a DaemonSet per gated pool, on its nodes until they pass, tolerating every taint
-and requesting every GPU of the node from the device plugin (DESIGN.md decision 11, issue #22),
-running images/training/health_gate.py in an image built from images/training (higgsfield:
+and requesting every GPU of the node from the device plugin (none on Karpenter pools: gate_gpus;
+docs/design/health-gate.md), running images/training/health_gate.py in an image built from images/training (higgsfield:
 healthGateImage, else the stack's ECR image at this checkout's source tag, which `higgsfield
 bootstrap` has pushed before the first GPU node joins: docs/training-image.md): it runs images/training/node_check.py
 and on a pass removes the taint and labels the node `higgsfield.io/health=healthy`; on a fail it
@@ -242,7 +242,7 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False, pool: str = "", gp
     """The gate's pods for one pool: its gated GPU nodes that have not passed yet, every taint
     tolerated, every GPU of the node requested from the device plugin, privileged.
 
-    GPUs the legitimate way (issue #22): the pod requests the pool's `nvidia.com/gpu` count, so the
+    GPUs the legitimate way: the pod requests the pool's `nvidia.com/gpu` count, so the
     device plugin allocates them (its volume mounts tell the NVIDIA runtime which: no
     NVIDIA_VISIBLE_DEVICES), the scheduler and Volcano see them taken (Volcano tracks bound pods of
     other schedulers too: the pod informer's FilterFunc in volcano-sh/volcano:pkg/scheduler/cache/
@@ -309,13 +309,14 @@ class HealthGate(pulumi.ComponentResource):
     """The health gate: checks every new node of the gated GPU pools before jobs may use it.
 
     Creates: the `higgsfield-health` namespace (Pod Security privileged: the checks need the
-    devices), the gate's ServiceAccount, a ClusterRole with `get`/`patch` on nodes (and, with
+    devices), the gate's ServiceAccount, a ClusterRole with `get`/`list`/`patch` on nodes (and, with
     Karpenter pools, `delete` on NodeClaims, limited to its own node's by a second
     ValidatingAdmissionPolicy + binding) and its binding,
     a Role to create Events in `default` (where Events about nodes live) and its binding, a ValidatingAdmissionPolicy (+
     binding) that limits the account to its own node's startup taint and health labels, one
     ConfigMap of expectations per gated pool (and a Role to read them), one DaemonSet per gated pool
-    requesting the pool's GPUs (with the stack's FSx, it mounts the `lustre-health` claim the
+    requesting the pool's GPUs (none on a Karpenter pool: gate_gpus), pre-pulling
+    `higgsfield:trainingImage` when set (with the stack's FSx, it mounts the `lustre-health` claim the
     storage component makes in its namespace); for pools with `onFailure: replace`, an IAM
     role for EKS Pod Identity allowed `autoscaling:SetInstanceHealth` on those pools' Auto Scaling
     groups, and its association. Replaced when: never by config (objects are updated in place).

@@ -1,4 +1,4 @@
-"""Karpenter: a per-pool option for on-demand and spot GPU pools (DESIGN.md decision 17, issue #25).
+"""Karpenter: a per-pool option for on-demand and spot GPU pools (docs/design/karpenter.md).
 
 Upstream read at aws/karpenter-provider-aws@v1.14.1 (infra/versions.py KARPENTER): the v1 CRDs
 (pkg/apis/crds/karpenter.sh_nodepools.yaml, karpenter.k8s.aws_ec2nodeclasses.yaml), the chart's
@@ -140,7 +140,7 @@ def user_data(pool: GpuPool) -> str:
     for them, and the kubelet caps a pod's hugetlb at what it requests. MIME multipart, as
     Karpenter merges for AL2023 (EC2NodeClass userData)."""
     parts = ["Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  featureGates:\n    FastImagePull: true\n"]
-    # The container toolkit ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers, as on the node groups (issue #22)
+    # The container toolkit ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers, as on the node groups
     parts.append('Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n' + container_toolkit_script())
     return 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n' + "".join(f"--//\n{p}\n" for p in parts) + "--//--\n"
 

@@ -118,14 +118,14 @@ class ScrapeTarget:
 # (label app: training-operator) names it "monitoring-port" (kubeflow/trainer:manifests/base/
 # deployment.yaml and service.yaml@v1.9.4, namespace kubeflow from overlays/standalone).
 # The DCGM exporter's pods carry app.kubernetes.io/name=dcgm-exporter and a container port named
-# "metrics" (NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml and _helpers.tpl@4.4.1-4.6.0).
+# "metrics" (NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml and _helpers.tpl@4.5.3-4.8.2).
 SCRAPE_TARGETS = (
     # The health gate's pods (one per gated GPU node) serve the node's EFA counters on the container
     # port named "metrics" (components/healthgate.py daemonset, images/training/efa_metrics.py).
     ScrapeTarget("efa", HEALTH_NAMESPACE, "pod", {"app.kubernetes.io/name": "health-gate"}, "metrics",
                  "components/healthgate.py (ours); counters: aws-samples/awsome-distributed-training:4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go@7217859f"),
     ScrapeTarget("dcgm-exporter", NAMESPACE, "pod", {"app.kubernetes.io/name": "dcgm-exporter"}, "metrics",
-                 "NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml@4.4.1-4.6.0"),
+                 "NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml@4.5.3-4.8.2"),
     ScrapeTarget("volcano-scheduler", "volcano-system", "endpoints", {"app": "volcano-scheduler"}, "metrics",
                  "volcano-sh/volcano:installer/helm/chart/volcano/templates/scheduler.yaml@v1.15.1"),
     ScrapeTarget("volcano-controller", "volcano-system", "endpoints", {"app": "volcano-controller"}, "metrics",
@@ -135,11 +135,11 @@ SCRAPE_TARGETS = (
 )
 # Jobs whose series describe another pod: the exporter writes the workload's `pod`, `namespace`
 # and `container` itself (DCGM_EXPORTER_KUBERNETES=true in its DaemonSet,
-# internal/pkg/transformation/const.go@4.4.1-4.6.0). honor_labels keeps them as scraped; without
+# internal/pkg/transformation/const.go@4.5.3-4.8.2). honor_labels keeps them as scraped; without
 # it Prometheus renames them exported_pod/exported_namespace and prometheus-adapter would charge
 # the GPU to the exporter (prometheus.io/docs/prometheus/latest/configuration/configuration/
 # #scrape_config, honor_labels). The chart's own ServiceMonitor exposes the same switch
-# (serviceMonitor.honorLabels, deployment/values.yaml@4.4.1-4.6.0).
+# (serviceMonitor.honorLabels, deployment/values.yaml@4.5.3-4.8.2).
 HONOR_LABELS = ("dcgm-exporter",)
 
 
@@ -178,7 +178,7 @@ def _scrape(target: ScrapeTarget) -> dict:
 #   _helpers.tpl@grafana-12.11.1);
 # - prometheus-adapter: `app.kubernetes.io/name: prometheus-adapter`, secure port 6443
 #   (prometheus-community/helm-charts:charts/prometheus-adapter/templates/_helpers.tpl, values.yaml
-#   listenPort@prometheus-adapter-5.2.0);
+#   listenPort@prometheus-adapter-5.3.0);
 # - the operator: `app: kube-prometheus-stack-operator`, its admission webhook on container port
 #   10250 (templates/prometheus-operator/deployment.yaml, values.yaml prometheusOperator.tls.
 #   internalPort@kube-prometheus-stack-88.5.3).
@@ -365,13 +365,14 @@ class Monitoring(pulumi.ComponentResource):
         release("prometheus", args.prometheus_stack, prometheus_stack_values(cfg), deps=[storage_class, admin_secret, *policies])
         release("dcgm-exporter", args.dcgm_exporter, {
             "nodeSelector": GPU_NODES,
-            # every taint, as a node-level daemon (NVIDIA/dcgm-exporter:deployment/values.yaml@4.4.1-4.6.0
+            # every taint, as a node-level daemon (NVIDIA/dcgm-exporter:deployment/values.yaml@4.5.3-4.8.2
             # `tolerations`, rendered by templates/daemonset.yaml)
             "tolerations": [EVERY_TAINT],
             "serviceMonitor": {"enabled": False},  # scraped through additionalScrapeConfigs
         })
         release("prometheus-adapter", args.prometheus_adapter, {  # retries until Prometheus answers
-            **on_system,  # `nodeSelector`, `tolerations` (charts/prometheus-adapter/values.yaml@prometheus-adapter-5.2.0)
+            # `nodeSelector`, `tolerations` (charts/prometheus-adapter/values.yaml@prometheus-adapter-5.3.0)
+            **on_system,
             "prometheus": {"url": PROMETHEUS_URL.rsplit(":", 1)[0], "port": 9090},
             "rules": prometheus_adapter_rules(),
         })

@@ -173,7 +173,7 @@ def _takes_a_gpu_node(spec: str) -> str:
 
 def gpu_and_node_validations() -> list[dict]:
     """GPUs only through the device plugin, Volcano and the quota; no pod placed by hand or onto
-    the system nodes or a node before its health gate (issue #22, point 2)."""
+    the system nodes or a node before its health gate."""
     pods = _list(["Pod", *TEMPLATE_KINDS, "CronJob"])
     return [
         {
@@ -211,7 +211,7 @@ def gpu_and_node_validations() -> list[dict]:
 
 
 def container_hardening_validations() -> list[dict]:
-    """Every container, ephemeral ones included, without privilege escalation (issue #22, point 8)."""
+    """Every container, ephemeral ones included, without privilege escalation."""
     # the operator's container, as the operator created it (later updates of the pod keep it unchanged)
     operator_delivery = (f"(object.kind == 'Pod' && c.name == '{KUBECTL_DELIVERY}' && (request.userInfo.username == '{OPERATOR_USER}' || "
                          "(request.operation == 'UPDATE' && has(oldObject.spec.initContainers) && oldObject.spec.initContainers.exists(o, o == c))))")

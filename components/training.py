@@ -35,11 +35,11 @@ from infra import versions
 from infra.versions import Chart
 
 VOLCANO_NAMESPACE = "volcano-system"
-# Volcano's scheduler creates the queue `default` at start, reclaimable (volcano-sh/volcano:
-# pkg/scheduler/cache/cache.go@v1.15.1 newDefaultAndRootQueue), and jobs that name no queue land
-# there. The platform takes it over with a Server-Side Apply patch (never a create: the scheduler may
-# have made it first, components/cluster_created.py), forcing the scheduler's fields: never
-# reclaimable, and no GPUs, so nothing runs outside a team's queue. Config may not use the name.
+# Volcano's scheduler creates the queue `default` at start, reclaimable, and jobs that name no queue
+# land there (components/cluster_created.py cites the code). The platform takes it over with a
+# Server-Side Apply patch (never a create: the scheduler may have made it first), forcing the
+# scheduler's fields: never reclaimable, and no GPUs, so nothing runs outside a team's queue. Config
+# may not use the name.
 DEFAULT_QUEUE = "default"
 # Volcano's admission webhooks, as the chart's `custom.enabled_admissions` lists them: the chart's
 # default (values.yaml@v1.15.1) plus `/podgroups/mutate`, which moves a PodGroup created in queue
@@ -65,7 +65,7 @@ KUSTOMIZATION = Path(__file__).parent / "kustomize" / "training-operator"
 # job whose ready pods exceed its minAvailable (plugins/gang/gang.go preemptableFn), so it stays the
 # last preemptable plugin of the only tier that has any (infra/preemption.py says why).
 SCHEDULER_CONFIG = {
-    # enqueue first (issue #25): PodGroups stay Pending until proportion's queue check admits the
+    # enqueue first: PodGroups stay Pending until proportion's queue check admits the
     # whole gang (volcano-sh/volcano:pkg/scheduler/actions/enqueue/enqueue.go@v1.15.1); preempt after
     # allocate, for the serving class only (above)
     "actions": "enqueue, allocate, preempt, backfill",

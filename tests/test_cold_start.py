@@ -1,4 +1,4 @@
-"""A job's cold start, modelled and shortened (issue #25 point 5): `higgsfield timeline STACK --job
+"""A job's cold start, modelled and shortened: `higgsfield timeline STACK --job
 POOL` shows "job submitted -> first step" cold and warm, each step with a cited figure or marked
 as an estimate; the image is pulled once per node before the gate passes; GPU nodes pull in
 parallel (nodeadm FastImagePull); the half-delivered-gang bound per pool."""

@@ -63,9 +63,9 @@ CHART_IMAGES: dict[str, Callable[[dict], list[str]]] = {
     # addon-resizer (1.8.23) only with addonResizer.enabled (values.yaml:130-131, default false).
     "metrics-server": lambda v: [f"registry.k8s.io/metrics-server/metrics-server:{_get(v, 'image', 'tag') or 'v0.8.0'}"]
     + (["registry.k8s.io/autoscaling/addon-resizer:1.8.23"] if _get(v, "addonResizer", "enabled") else []),
-    # NVIDIA/dcgm-exporter:deployment/values.yaml@4.4.1-4.6.0:15-20 (tag 4.4.1-4.6.0-ubuntu22.04); templates/daemonset.yaml:114.
-    "dcgm-exporter": lambda v: [f"nvcr.io/nvidia/k8s/dcgm-exporter:{_get(v, 'image', 'tag') or '4.4.1-4.6.0-ubuntu22.04'}"],
-    # prometheus-community/helm-charts:charts/prometheus-adapter/values.yaml@prometheus-adapter-5.2.0:5-8 (tag "" -> appVersion v0.12.0);
+    # NVIDIA/dcgm-exporter:deployment/values.yaml@4.5.3-4.8.2:16-20 (tag 4.5.3-4.8.2-distroless); templates/daemonset.yaml:117.
+    "dcgm-exporter": lambda v: [f"nvcr.io/nvidia/k8s/dcgm-exporter:{_get(v, 'image', 'tag') or '4.5.3-4.8.2-distroless'}"],
+    # prometheus-community/helm-charts:charts/prometheus-adapter/values.yaml@prometheus-adapter-5.3.0:11-14 (tag "" -> appVersion v0.12.0);
     # templates/deployment.yaml:55.
     "prometheus-adapter": lambda v: [f"registry.k8s.io/prometheus-adapter/prometheus-adapter:{_get(v, 'image', 'tag') or 'v0.12.0'}"],
     # kube-prometheus-stack: read at 88.5.3 (the pinned 88.6.5 is newer than the stored snapshot): every image a fixed tag or the

@@ -1,5 +1,5 @@
-"""Karpenter as a per-pool option for on-demand and spot pools (DESIGN.md decision 17, issue #25
-point 4). The EC2NodeClass and NodePool are checked against the v1 CRD facts read at
+"""Karpenter as a per-pool option for on-demand and spot pools (docs/design/karpenter.md). The
+EC2NodeClass and NodePool are checked against the v1 CRD facts read at
 aws/karpenter-provider-aws@v1.14.1 (pkg/apis/crds/karpenter.k8s.aws_ec2nodeclasses.yaml,
 karpenter.sh_nodepools.yaml); a cluster check is `kubectl apply --dry-run=server -f` of
 `higgsfield plan --manifests` output once the CRDs are installed (docs/karpenter.md)."""
@@ -13,6 +13,7 @@ import pytest
 
 from components import healthgate, karpenter
 from components.efa import efa_count, efa_interfaces_for
+from infra import versions
 from infra.cli import cold_start, cost, crd_schemas, jobs, kubernetes_schema, pods
 from infra.cli import plan as plan_cli
 from infra.cli.offline import record
@@ -81,8 +82,8 @@ def test_the_karpenter_chart_is_fetched_by_its_oci_reference_not_as_a_repository
     """pulumi-kubernetes downloads index.yaml from repositoryOpts.repo; an OCI chart goes in `chart`
     whole (components/charts.py chart_reference)."""
     release = _release(karpenter_plan, "karpenter")
-    assert (release.inputs["chart"], release.inputs["version"]) == ("oci://public.ecr.aws/karpenter/karpenter",
-                                                                    "1.14.1")
+    assert release.inputs["chart"] == "oci://public.ecr.aws/karpenter/karpenter"
+    assert release.inputs["version"] == versions.KARPENTER.version
     assert "repositoryOpts" not in release.inputs
 
 
@@ -95,7 +96,7 @@ def test_the_crds_are_a_release_of_their_own_chart_so_an_upgrade_upgrades_them(k
 
 def test_the_karpenter_chart_is_pinned_and_runs_on_the_system_nodes(karpenter_plan):
     release = _release(karpenter_plan, "karpenter")
-    assert release.inputs["version"] == "1.14.1"
+    assert release.inputs["version"] == versions.KARPENTER.version
     values = release.inputs["values"]
     assert values["settings"]["clusterName"] == karpenter_plan.config.name and values["settings"]["interruptionQueue"]
     assert values["nodeSelector"] == karpenter.SYSTEM_LABELS and values["serviceAccount"]["name"] == karpenter.SERVICE_ACCOUNT
@@ -392,4 +393,4 @@ def test_the_chart_export_names_an_oci_chart_by_its_reference_and_no_repository(
 
     charts.export(karpenter_plan, tmp_path)
     rows = {r.split("\t")[0]: r.split("\t") for r in (tmp_path / "releases.tsv").read_text().splitlines()}
-    assert rows["karpenter"][1:4] == ["oci://public.ecr.aws/karpenter/karpenter", "1.14.1", "-"]
+    assert rows["karpenter"][1:4] == ["oci://public.ecr.aws/karpenter/karpenter", versions.KARPENTER.version, "-"]

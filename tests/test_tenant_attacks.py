@@ -1,5 +1,5 @@
 """A tenant's attacks on the platform, written as the objects and requests it would send, run through
-the mechanisms that refuse them (issue #22, points 2-4 and 8).
+the mechanisms that refuse them.
 
 The attacker: a member of one team with EKS's `AmazonEKSEditPolicy` scoped to the team's namespace
 (README "Adding a team"). Its rules are EDIT_POLICY below, from the EKS user guide, "Review access

@@ -35,7 +35,7 @@ from infra.config.storage import Fsx
 # --- the stack ----------------------------------------------------------------------------
 
 IMAGE_REFERENCE = r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$"
-# Images known to lack the EFA provider and aws-ofi-nccl (the stock PyTorch images, issue #11).
+# Images known to lack the EFA provider and aws-ofi-nccl (the stock PyTorch images).
 NOT_EFA_READY = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "index.docker.io/pytorch/pytorch")
 _ADMIN_ARN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$"
 TagKey = Annotated[str, Strict(), Field(max_length=TAG_KEY_LENGTH), AfterValidator(tag_key)]
