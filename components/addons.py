@@ -9,9 +9,9 @@ import pulumi
 import pulumi_aws as aws
 
 from components.cpu_nodes import SYSTEM_TOLERATION
-from infra import versions
+from infra.core import versions
 from infra.config import StackConfig
-from infra.versions import AddonVersion
+from infra.core.versions import AddonVersion
 
 # Add-ons that must run before a node can become Ready (pod network, Service routing, Pod
 # Identity credentials): node groups wait for them, so a Kubernetes upgrade updates them before

@@ -14,7 +14,7 @@ from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.identity import pod_identity_role
 from infra.config import Autoscaler, GpuPool, Queue, seconds_of
-from infra.versions import Chart
+from infra.core.versions import Chart
 
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"

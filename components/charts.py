@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.versions import Chart
+from infra.core.versions import Chart
 
 
 def helm_release(name: str, chart: Chart, namespace: str, values: dict, opts: pulumi.ResourceOptions, create_namespace: bool = False) -> k8s.helm.v3.Release:

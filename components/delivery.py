@@ -37,9 +37,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra import versions
+from infra.core import versions
 from components.registry import repository_name
-from infra.cli.stacks import RUNNER_PURPOSES, boundary_name, cluster_name, role_name, runner_project
+from infra.offline.stacks import RUNNER_PURPOSES, boundary_name, cluster_name, role_name, runner_project
 from infra.config import Delivery as DeliverySettings
 
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"

@@ -34,7 +34,7 @@ from __future__ import annotations
 from functools import cache
 
 from components.efa import EFA_HUGEPAGES_2MI
-from infra.bundled import instance_types
+from infra.core.bundled import instance_types
 
 GPU = "nvidia.com/gpu"
 

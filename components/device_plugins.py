@@ -11,7 +11,7 @@ from components.charts import helm_release
 
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from infra.config import GPU_TAINT_KEY
-from infra.versions import Chart
+from infra.core.versions import Chart
 
 GPU_NODES = {"nvidia.com/gpu.present": "true"}
 EFA_NODES = {"vpc.amazonaws.com/efa.present": "true"}

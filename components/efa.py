@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra import versions
-from infra.catalog import InstanceFacts
+from infra.core import versions
+from infra.core.catalog import InstanceFacts
 
 # 2 MiB huge pages reserved at boot for libfabric/NCCL over EFA (EC2 User Guide, "Get started
 # with EFA and NCCL": vm.nr_hugepages=5128). The node advertises all of them as `hugepages-2Mi`.

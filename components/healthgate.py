@@ -38,7 +38,7 @@ from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 from components.identity import pod_identity_role
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
 from components.kubernetes_objects import KubernetesObject
-from infra import versions
+from infra.core import versions
 from infra.config import STARTUP_TAINT_KEY, GpuPool, HealthThresholds, seconds_of
 
 NAMESPACE = "higgsfield-health"

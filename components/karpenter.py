@@ -36,7 +36,7 @@ from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, po
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import STARTUP_TAINT_KEY, GpuPool
-from infra.versions import Chart
+from infra.core.versions import Chart
 
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "karpenter"
@@ -265,7 +265,7 @@ class Karpenter(pulumi.ComponentResource):
 def karpenter_pools(cfg, network, cluster, node_role, depends_on: Sequence[pulumi.Resource], tags: Mapping[str, str]) -> Karpenter | None:
     """Karpenter and its NodePools for the stack's pools with `provisioner: karpenter`, if any
     (infra/__main__.py calls it beside the node-group pools)."""
-    from infra import versions
+    from infra.core import versions
 
     pools = [p for p in cfg.gpu_pools if p.provisioner == "karpenter"]
     if not pools:

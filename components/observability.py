@@ -19,7 +19,7 @@ from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from components.workloads import KSM_NODE_LABELS, custom_rules, external_rules, serving_scrape_job
 from infra.config import Observability
-from infra.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
+from infra.core.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
 
 NAMESPACE = "monitoring"
 PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"

@@ -25,7 +25,7 @@ def image_tag() -> str:
     `src-<git tree of images/training at HEAD>` of the project being deployed (the folder holding
     Pulumi.yaml: a checkout, or a project of one's own beside an installed wheel), besides the
     commit that built it, which need not be HEAD: the workflow runs only when the sources change."""
-    from infra.project import project_root
+    from infra.core.project import project_root
 
     root = project_root()
     if not (root / IMAGE_SOURCES).is_dir():  # a project with stack files only: the sources of the checkout this code is in

@@ -17,7 +17,7 @@ from components.addons import managed_addon
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import Fsx
-from infra.versions import AddonVersion
+from infra.core.versions import AddonVersion
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))  # docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html
 MOUNT_OPTIONS = ("flock", "noatime")

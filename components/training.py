@@ -31,8 +31,8 @@ from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.demand import queue_spec
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from infra.config import DEFAULT_PRIORITY_CLASS, PriorityClassSpec, Queue
-from infra import versions
-from infra.versions import Chart
+from infra.core import versions
+from infra.core.versions import Chart
 
 VOLCANO_NAMESPACE = "volcano-system"
 # Volcano's scheduler creates the queue `default` at start, reclaimable (volcano-sh/volcano:

@@ -19,7 +19,7 @@ from components.registry import TrainingImageRepository
 from components.storage import LustreArgs, LustreFileSystem
 from components.teams import Teams, TeamsArgs
 from components.training import TrainingOperator, TrainingOperatorArgs, Volcano, VolcanoArgs
-from infra import versions
+from infra.core import versions
 from infra.config import StackConfig, load
 
 

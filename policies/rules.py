@@ -419,7 +419,7 @@ def gpu_node_groups_scale_to_zero(args: StackValidationArgs, report: ReportViola
 def _efa_max_interfaces(instance_type: str) -> int | None:
     """AWS's figure: the catalog bundled with moto when installed (offline), else the EC2 API."""
     try:
-        from infra.bundled import instance_types
+        from infra.core.bundled import instance_types
 
         raw = instance_types().get(instance_type)
         if raw is not None:

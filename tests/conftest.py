@@ -28,10 +28,10 @@ import pytest
 import yaml
 
 from components.registry import image_tag
-from infra.cli import jobs, offline
-from infra.cli.offline import Plan, load_stack, record, stack_names
+from infra.offline import jobs, evaluate as offline
+from infra.offline.evaluate import Plan, load_stack, record, stack_names
 from infra.config import StackConfig
-from infra.project import project_root
+from infra.core.project import project_root
 from infra.config import gpu_pools as pool_settings
 
 ROOT = Path(__file__).resolve().parent.parent

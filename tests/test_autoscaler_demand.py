@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from infra.cli import jobs
-from infra.cli.pods import mebibytes
+from infra.offline import jobs
+from infra.offline.pods import mebibytes
 from tests.conftest import STACKS, plan_of
 
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
@@ -136,7 +136,7 @@ def _queues(plan) -> dict[str, dict]:
 def _system_nodes_only(plan) -> dict[str, float]:
     """What the cluster holds with every GPU pool at zero: the system nodes (their instance type's
     vCPUs and memory from moto's copy of AWS's instance-type catalog; no GPUs, no EFA)."""
-    from infra.bundled import instance_types
+    from infra.core.bundled import instance_types
 
     nodes = plan.config.cpu_nodes
     facts = instance_types()[nodes.instance_types[0]]

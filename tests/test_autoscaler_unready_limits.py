@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from components.autoscaler import UPSTREAM_MAX_NODE_STARTUP_S, largest_gang, startup_seconds, unready_limits
-from infra.cli import day_one
+from infra.offline import day_one
 from infra.config import seconds_of
 from tests.conftest import STACKS, plan_of
 
@@ -100,7 +100,7 @@ def test_check_reports_freezing_limits_as_a_mandatory_finding(monkeypatch):
     own tests cover them, and a second evaluation of prod costs seconds)."""
     import dataclasses
 
-    from infra.cli import check
+    from infra.offline import check
 
     plan = plan_of("prod")
     frozen = dataclasses.replace(plan, config=_with(plan.config, ok_total_unready_count=3))

@@ -8,7 +8,7 @@ import inspect
 
 
 from components.cluster import CONTROL_PLANE_LOG_TYPES
-from infra.cli.offline import Plan, Resource
+from infra.offline.evaluate import Plan, Resource
 
 VPC = "aws:ec2/vpc:Vpc"
 SUBNET = "aws:ec2/subnet:Subnet"
@@ -187,7 +187,7 @@ def test_every_component_uses_a_higgsfield_type_token_and_parents_its_children(p
 
 
 def test_check_says_when_the_allow_list_is_still_an_example_range_no_request_comes_from():
-    from infra.cli.check import endpoint_placeholder
+    from infra.offline.check import endpoint_placeholder
     from tests.conftest import plan_of
 
     (finding,) = endpoint_placeholder(plan_of("dev"))

@@ -214,7 +214,7 @@ def test_the_grace_period_defaults_to_the_flush_time_plus_two_minutes():
 
 # --- the rendered jobs ------------------------------------------------------------------------------
 
-from infra.cli import jobs  # noqa: E402
+from infra.offline import jobs  # noqa: E402
 from tests.conftest import STACKS, plan_of  # noqa: E402
 
 PYTORCH = ("pytorch-ddp", "pytorch-elastic")

@@ -211,7 +211,7 @@ def test_fsx_export_versioned_policy_flags_an_export_into_an_unversioned_bucket(
 
 
 def _entries(**changes):
-    from infra.cli.stacks import stack_matrix
+    from infra.offline.stacks import stack_matrix
 
     entries = stack_matrix(ROOT)["include"]
     return [{**e, **changes.get(e["stack"], {})} for e in entries]

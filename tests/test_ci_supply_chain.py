@@ -8,7 +8,7 @@ import tomllib
 
 import yaml
 
-from infra import versions
+from infra.core import versions
 from tests.conftest import ROOT
 
 LOCK = (ROOT / versions.DEPLOY_LOCK).read_text()

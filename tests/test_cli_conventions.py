@@ -118,7 +118,7 @@ def test_check_into_head_prints_the_first_line_only():
 @pytest.fixture
 def recorded(monkeypatch):
     """The CLI in process, on the session's recorded plans (no stack evaluated twice)."""
-    from infra.cli import check
+    from infra.offline import check
     from tests.conftest import plan_of
 
     monkeypatch.chdir(ROOT)

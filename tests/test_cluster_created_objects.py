@@ -11,7 +11,7 @@ import pytest
 
 from components.cluster_created import CLUSTER_CREATED, creator_of
 from components.kubernetes_objects import PATCH_FORCE, patch_type_token, type_token
-from infra.cli.offline import Plan
+from infra.offline.evaluate import Plan
 
 _NOT_OBJECTS = ("kubernetes:helm.sh/", "kubernetes:kustomize", "kubernetes:yaml", "pulumi:providers:")
 

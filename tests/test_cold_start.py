@@ -11,9 +11,9 @@ import json
 import pytest
 import yaml
 
-from infra.cli import cold_start, jobs
+from infra.offline import cold_start, jobs
 from infra.cli.main import main
-from infra.cli.offline import record
+from infra.offline.evaluate import record
 from tests.conftest import ROOT, STACKS, plan_of, set_key
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"

@@ -10,7 +10,7 @@ import shutil
 import pytest
 import yaml
 
-from infra.cli import jobs
+from infra.offline import jobs
 from infra.cli.main import main
 from infra.config import ConfigError
 from tests.conftest import ROOT, plan_of
@@ -121,7 +121,7 @@ def test_a_stack_file_ci_reads_that_is_no_yaml_is_one_line(capsys, monkeypatch, 
 
 
 def test_the_ci_stack_name_rule_is_the_models():
-    from infra.cli.stacks import STACK_NAME
+    from infra.offline.stacks import STACK_NAME
     from infra.config.base import DNS_LABEL
 
     assert STACK_NAME == DNS_LABEL

@@ -10,7 +10,7 @@ import pytest
 
 from infra.cli.main import main
 from infra.config import ConfigError
-from infra.cli.offline import record
+from infra.offline.evaluate import record
 from tests.conftest import assert_plan_rejects, delete_key, set_field, set_key
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.cli import charts
+from infra.offline import charts
 from tests.conftest import ROOT, plan_of
 
 WORKFLOW = ROOT / ".github" / "workflows" / "contracts.yml"

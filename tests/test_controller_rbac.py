@@ -25,9 +25,9 @@ import yaml
 
 from components import autoscaler, device_plugins, healthgate
 from components.training import KUSTOMIZATION, VOLCANO_NAMESPACE
-from infra import versions
-from infra.cli.offline import Plan
-from infra.cli.rendered import Call, Scoped, allows, rules_for
+from infra.core import versions
+from infra.offline.evaluate import Plan
+from infra.offline.rendered import Call, Scoped, allows, rules_for
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 TRAINER, CR, CG = "kubeflow/trainer", "kubernetes-sigs/controller-runtime", "kubernetes/client-go"

@@ -10,8 +10,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from infra.cli import cost
-from infra.cli.offline import record
+from infra.offline import cost
+from infra.offline.evaluate import record
 from tests.conftest import STACKS, plan_of, set_key, set_pool
 
 PRICES = cost.load_prices()

@@ -9,7 +9,7 @@ import botocore.session
 import pytest
 
 from components.delivery import CLUSTER_ADMIN_POLICY, DEPLOY_SERVICES, SCOPED_SERVICES, VIEW_POLICY, webhook_filters
-from infra.cli.stacks import stack_matrix
+from infra.offline.stacks import stack_matrix
 from tests.conftest import ROOT, STACKS, assert_plan_rejects, manual_text, plan_of, set_key
 
 DOCS = (ROOT / "docs" / "security-ci.md").read_text()

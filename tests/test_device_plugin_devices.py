@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra import versions
+from infra.core import versions
 from tests.conftest import STACKS, plan_of
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from infra.cli.main import main
-from infra.cli.diff import compare
+from infra.offline.diff import compare
 from tests.conftest import ROOT
 
 

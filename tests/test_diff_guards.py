@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from infra.cli.diff import compare, render_diff
+from infra.offline.diff import compare, render_diff
 from policies import rules
 from tests.conftest import plan_of
 

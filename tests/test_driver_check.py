@@ -13,8 +13,8 @@ import pytest
 import health_gate
 import node_check
 from components import healthgate
-from infra import versions
-from infra.cli import day_one
+from infra.core import versions
+from infra.offline import day_one
 from node_check import Expectations, Gpu
 from tests.conftest import plan_of
 from tests.test_health_gate import FakeApiServer

@@ -10,10 +10,10 @@ import shutil
 import pytest
 
 from components.efa import EFA_POD_HUGEPAGES_MI, NCCL_SOCKET_IFNAME, efa_environment, efa_resources
-from infra import versions
-from infra.catalog import InstanceFacts
-from infra.cli import healthcheck, jobs, pods
-from infra.cli.pods import mebibytes
+from infra.core import versions
+from infra.core.catalog import InstanceFacts
+from infra.offline import healthcheck, jobs, pods
+from infra.offline.pods import mebibytes
 from infra.config import ConfigError
 from tests.conftest import ROOT, STACKS, config_of, plan_of
 
@@ -255,7 +255,7 @@ def test_a_stock_image_is_allowed_as_the_training_image_of_a_stack_without_efa(p
 
 def test_jobs_on_a_pool_with_its_own_taint_tolerate_it(project_copy):
     """The README's `dedicated=research` pool: its jobs must still schedule there."""
-    from infra.cli.offline import load_stack
+    from infra.offline.evaluate import load_stack
     from tests.conftest import set_pool
 
     project_copy("staging", set_pool(1, taints=[{"key": "dedicated", "value": "research", "effect": "NoSchedule"}]))

@@ -9,12 +9,12 @@ import copy
 import json
 from datetime import datetime, timedelta, timezone
 
-from infra.cli import kubernetes_schema
+from infra.offline import kubernetes_schema
 import pytest
 
 import gang_deadline
 from components import gang_deadline as component
-from infra.cli import cold_start
+from infra.offline import cold_start
 from tests.conftest import STACKS, plan_of
 
 NOW = datetime(2027, 1, 5, 12, 0, tzinfo=timezone.utc)

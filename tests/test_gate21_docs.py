@@ -8,7 +8,7 @@ import pytest
 
 from components.autoscaler import unready_limits
 from components.registry import image_tag
-from infra.cli import image
+from infra.offline import image
 from tests.conftest import ROOT, STACKS, plan_of
 
 

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from components.efa import efa_interfaces_for
-from infra import catalog
-from infra.cli.offline import Plan, Resource, instance_types
+from infra.core import catalog
+from infra.offline.evaluate import Plan, Resource, instance_types
 from tests.conftest import STACKS, config_of, plan_of
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -195,7 +195,7 @@ def test_all_efa_pools_of_a_stack_share_one_zone(stack):
 
 @pytest.mark.parametrize(("instance_type", "expected"), [("p5.48xlarge", 32), ("p5en.48xlarge", 16), ("p4d.24xlarge", 4), ("p6-b200.48xlarge", 8)])
 def test_efa_interface_count_per_instance_type(instance_type, expected):
-    from infra.cli.offline import _instance_type_result
+    from infra.offline.evaluate import _instance_type_result
 
     raw = _instance_type_result(instance_type)
     facts = catalog.InstanceFacts(

@@ -12,15 +12,15 @@ from datetime import datetime, timezone
 from functools import cache
 
 import celpy
-from infra.cli import kubernetes_schema
+from infra.offline import kubernetes_schema
 import pytest
 import yaml
 
 from components import gpu_pools, healthgate
-from infra.cli import healthcheck
+from infra.offline import healthcheck
 from infra.config import STARTUP_TAINT_KEY
 from infra.config import gpu_pools as pool_settings
-from infra.cli.offline import record
+from infra.offline.evaluate import record
 from tests.conftest import ROOT, plan_of, set_pool
 from tests.node_admission import node_update_denials
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
-from infra.cli import kubernetes_schema
+from infra.offline import kubernetes_schema
 import pytest
 
 import node_check
-from infra.cli import healthcheck
+from infra.offline import healthcheck
 from node_check import Expectations, Gpu
 from tests.conftest import ROOT, plan_of
 

@@ -230,7 +230,7 @@ def test_derived_pool_tag_names_are_the_components_names():
 
 
 def test_derived_ci_role_names_are_the_workflows_role_names():
-    from infra.cli.stacks import role_name
+    from infra.offline.stacks import role_name
     from infra.config.names import role_name as derived
 
     assert all(derived("prod", purpose) == role_name("prod", purpose) for purpose in ("preview", "deploy", "image", "runner"))

@@ -12,7 +12,9 @@ import subprocess
 import pytest
 
 from components.registry import image_tag
-from infra.cli import bootstrap, day_one, image, jobs
+from infra.offline import day_one, jobs
+from infra.offline import image
+from infra.cli import bootstrap
 from infra.cli.main import main
 from infra.config import ConfigError
 from tests.conftest import ROOT, plan_of
@@ -148,7 +150,7 @@ def test_check_refuses_a_gate_image_that_names_no_image_outside_a_git_checkout(m
 def test_a_job_whose_image_tag_is_unknown_is_refused_not_rendered_with_a_placeholder(monkeypatch):
     """Outside a git repository (an installed package, image sources never committed) the tag is
     unknown: `...:<tag>` is no image a node can pull."""
-    from infra.cli import pods
+    from infra.offline import pods
 
     monkeypatch.setattr(pods, "image_tag", lambda: image.UNKNOWN_TAG)
     with pytest.raises(ConfigError) as refused:
@@ -168,7 +170,7 @@ def test_every_shipped_stacks_gate_image_can_exist(stack):
 
 
 def test_the_planned_gate_runs_the_pinned_gate_image_not_the_teams_training_image(project_copy):
-    from infra.cli.offline import record
+    from infra.offline.evaluate import record
 
     pinned = "123456789012.dkr.ecr.us-east-2.amazonaws.com/gate/training@sha256:" + "c" * 64
 
@@ -251,7 +253,7 @@ def test_a_job_on_a_teams_own_image_says_it_is_theirs_to_push():
 
 
 def test_the_rendered_health_check_says_which_image_it_needs_too():
-    from infra.cli import healthcheck
+    from infra.offline import healthcheck
 
     text = jobs.to_yaml(healthcheck.render(_cfg(), "h100"))
     assert f"# Image: {jobs.stack_image(_cfg())}\n" in text and "#     higgsfield image push prod\n" in text

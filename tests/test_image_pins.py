@@ -19,9 +19,9 @@ import yaml
 
 from components.registry import image_tag
 from components.training import KUSTOMIZATION
-from infra import versions
-from infra.cli.offline import Plan
-from infra.cli.rendered import DIGEST, images_of, pinned, problems
+from infra.core import versions
+from infra.offline.evaluate import Plan
+from infra.offline.rendered import DIGEST, images_of, pinned, problems
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 

@@ -8,7 +8,7 @@ import shutil
 import pytest
 import yaml
 
-from infra.bundled import zone_offerings, zones_offering
+from infra.core.bundled import zone_offerings, zones_offering
 from infra.cli.main import main
 from tests.conftest import ROOT, set_pool
 
@@ -225,7 +225,7 @@ def test_a_mistyped_instance_type_is_a_typo_with_the_closest_types_not_a_type_of
 
 
 def test_check_names_one_refusal_once_with_every_example_it_stops(project_copy, capsys):
-    from infra.cli import check, jobs
+    from infra.offline import check, jobs
     from tests.conftest import delete_key
 
     project_copy("dev", lambda config: (delete_key("higgsfield:admins")(config), delete_key("higgsfield:delivery")(config)))

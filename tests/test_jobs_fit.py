@@ -10,7 +10,7 @@ import re
 import pytest
 import yaml
 
-from infra.cli import jobs
+from infra.offline import jobs
 from infra.cli.main import main
 from tests.conftest import ROOT, STACKS, config_of, plan_of, set_field
 
@@ -92,7 +92,7 @@ def test_rendered_yaml_reads_back_as_the_rendered_objects_in_a_yaml_1_1_reader(s
 def test_check_names_each_other_team_an_example_fits_at_no_size_as_advisory():
     """staging's vision team (8 GPUs) is given training, but DDP's smallest gang on the H100 pool is
     16 GPUs: `jobs render staging pytorch-ddp --team vision` refuses, and check says so up front."""
-    from infra.cli import check
+    from infra.offline import check
 
     (finding,) = [f for f in check.examples_teams_cannot_run(plan_of("staging")) if "pytorch-ddp" in f.message]
     assert finding.level == "advisory" and finding.message.startswith("examples/pytorch-ddp.yaml for team vision: pytorch-ddp needs at least 16 GPUs")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import versions
+from infra.core import versions
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "day-one-journey.md"

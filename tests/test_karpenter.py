@@ -13,8 +13,8 @@ import pytest
 
 from components import karpenter
 from components.efa import efa_interfaces_for
-from infra.cli import cold_start, cost, jobs
-from infra.cli.offline import record
+from infra.offline import cold_start, cost, jobs
+from infra.offline.evaluate import record
 from infra.config import STARTUP_TAINT_KEY
 from tests.conftest import assert_plan_rejects, plan_of, set_pool
 
@@ -178,7 +178,7 @@ def test_a_karpenter_pool_passes_the_policy_pack(karpenter_plan):
     """`higgsfield check` runs the same pack: a Karpenter pool plans and checks."""
     from pathlib import Path
 
-    from infra.cli.check import run_policies
+    from infra.offline.check import run_policies
 
     config = json.loads((Path(__file__).resolve().parent.parent / "policies" / "config" / "staging.json").read_text())
     found, _ = run_policies(karpenter_plan, config)

@@ -8,8 +8,8 @@ import copy
 import kubernetes_validate
 import pytest
 
-from infra.cli import kubernetes_schema
-from infra.cli.manifests import manifests
+from infra.offline import kubernetes_schema
+from infra.offline.manifests import manifests
 from tests.conftest import plan_of
 
 SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "n"},

@@ -84,7 +84,7 @@ def test_the_cycle_finder_finds_a_cycle():
 
 
 def test_the_import_graph_sees_lazy_imports_inside_functions():
-    assert "infra.cli.manifests" in import_graph()["infra.cli.check"]
+    assert "infra.offline.manifests" in import_graph()["infra.offline.check"]
 
 
 def test_what_runs_in_a_pod_lives_with_its_image_and_needs_nothing_of_the_program():

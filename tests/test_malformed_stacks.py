@@ -185,7 +185,7 @@ def test_console_script_reports_a_yaml_error_without_a_traceback(stack_text, tmp
 
 
 def test_yaml_merge_keys_work_with_explicit_keys_winning(tmp_path):
-    from infra.cli.stack_file import read
+    from infra.offline.stack_file import read
 
     path = tmp_path / "Pulumi.merge.yaml"
     path.write_text("config:\n  higgsfield:cpuNodes: &cpu {instanceTypes: [m7i.xlarge], minSize: 2, maxSize: 4}\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from infra.cli import kubernetes_schema
+from infra.offline import kubernetes_schema
 import pytest
 
 from components import observability as obs

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from components.tenancy import QUEUE_ANNOTATION
 from components.training import VOLCANO_ADMISSIONS, VOLCANO_CHART_ADMISSIONS
-from infra.cli.offline import Plan
+from infra.offline.evaluate import Plan
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 # values.yaml@v1.15.1:58, the chart's default list (read there; the path we add is not in it).

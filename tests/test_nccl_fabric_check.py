@@ -16,7 +16,7 @@ import pytest
 
 import node_check
 from components.efa import expected_bus_bandwidth_gb_s
-from infra.catalog import InstanceFacts
+from infra.core.catalog import InstanceFacts
 from node_check import Expectations
 from tests.conftest import ROOT
 

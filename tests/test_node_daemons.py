@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from infra.config import GPU_SCALE_DOWN_UNNEEDED_DEFAULT
-from infra.cli.offline import instance_types
+from infra.offline.evaluate import instance_types
 from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_pool
 from tests.test_gpu_pools_plan import ALL_GPU_GROUPS, NODE_GROUP, TEMPLATE_TAG, asg_tags, pool_groups
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from infra import versions
+from infra.core import versions
 from tests.conftest import assert_plan_rejects, set_key
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -129,7 +129,7 @@ def test_bad_observability_setting_names_the_key(case, project_copy, capsys):
 
 
 def test_observability_can_be_switched_off(project_copy):
-    from infra.cli.offline import record
+    from infra.offline.evaluate import record
 
     root = project_copy("dev", set_key(O, {"enabled": False, "nodeAutoRepair": False}))
     plan = record("bad", root=root)

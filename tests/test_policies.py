@@ -18,8 +18,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from infra import versions
-from infra.cli.check import run_policies
+from infra.core import versions
+from infra.offline.check import run_policies
 from policies import rules
 from tests.conftest import STACKS, plan_of
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from infra.cli.check import run_policies
+from infra.offline.check import run_policies
 from policies import rules
 from tests.conftest import plan_of
 from tests.test_policies import EKS, GOOD_CLUSTER, R, stack_violations, violations

@@ -11,8 +11,8 @@ import pytest
 
 from components import training
 from components.teams import rules_of
-from infra import preemption
-from infra.cli import jobs
+from infra.offline import preemption
+from infra.offline import jobs
 from infra.cli.main import main
 from infra.config import PriorityClassSpec
 from tests.conftest import config_of, plan_of

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from components import gpu_pools
-from infra.cli.offline import record
+from infra.offline.evaluate import record
 from tests.conftest import plan_of, set_pool
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from infra.cli import day_one, jobs
+from infra.offline import day_one, jobs
 from infra.cli.main import main
 from tests.conftest import ROOT, STACKS, plan_of
 

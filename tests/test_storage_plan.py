@@ -3,14 +3,14 @@ to S3, and mounted into every team namespace through valid Kubernetes objects.""
 
 from __future__ import annotations
 
-from infra.cli import kubernetes_schema
+from infra.offline import kubernetes_schema
 import pytest
 
 from components.storage import LAYOUT_TAG, LUSTRE_PATH_ANNOTATION, MOUNT_OPTIONS, PVC_NAME, layout_digest, layout_script, mountname_of, volume_handle
 from infra.cli.main import main
-from infra.cli.manifests import manifests
-from infra.cli.plan import lustre_throughput_mb_s
-from infra.cli.offline import Plan, Resource, record
+from infra.offline.manifests import manifests
+from infra.offline.plan import lustre_throughput_mb_s
+from infra.offline.evaluate import Plan, Resource, record
 from tests.conftest import ROOT, STACKS, assert_plan_rejects, config_of, plan_of, set_field, set_key
 
 FS = "aws:fsx/lustreFileSystem:LustreFileSystem"

@@ -192,7 +192,7 @@ def test_the_walk_fails_a_chart_whose_tolerations_are_removed(chart):
 
 
 def _team_pod_templates():
-    from infra.cli import healthcheck, jobs
+    from infra.offline import healthcheck, jobs
     from tests.conftest import STACKS, plan_of
 
     for stack in STACKS:
@@ -216,7 +216,7 @@ def test_no_team_pod_we_render_is_placed_on_the_system_nodes():
 
 def test_the_mpi_launcher_follows_its_pool_and_holds_no_gpu_or_efa():
     """Off the system nodes, onto the job's pool: its zone, its taints (a pool's own too), no devices."""
-    from infra.cli import jobs
+    from infra.offline import jobs
     from tests.conftest import STACKS, plan_of
 
     for stack in STACKS:

@@ -4,12 +4,12 @@ defaults and bounds; every shipped example still fits its team's quota."""
 
 from __future__ import annotations
 
-from infra.cli import kubernetes_schema
+from infra.offline import kubernetes_schema
 import pytest
 
 from components.demand import queue_resources
 from components.teams import compute_quota, container_defaults
-from infra.cli import jobs
+from infra.offline import jobs
 from infra.config import Team
 from infra.config.scheduler import gang_floor
 from tests.conftest import STACKS, assert_plan_rejects, config_of, plan_of

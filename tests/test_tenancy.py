@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from functools import cache
 
 import celpy
-from infra.cli import kubernetes_schema
+from infra.offline import kubernetes_schema
 import pytest
 from celpy import celtypes
 
 from components import tenancy
 from components.teams import rules_of
-from infra.cli import jobs
+from infra.offline import jobs
 from tests.conftest import STACKS, config_of, plan_of
 
 VISION = tenancy.TeamRules(name="vision", queue="experiments", priority_classes=("batch-low",), uid=20003)
@@ -200,7 +200,7 @@ HEALTH_CHECKS = [(s, p.name) for s in STACKS for p in config_of(s).gpu_pools]
 def test_the_rendered_health_check_passes_its_teams_admission_policy(stack, pool):
     """`healthcheck render STACK POOL | kubectl apply -f -` goes into a team namespace: every pod
     it makes (the Job's, and the NCCL PyTorchJob's) must be admitted there."""
-    from infra.cli import healthcheck
+    from infra.offline import healthcheck
 
     cfg = plan_of(stack).config
     team = cfg.scheduler.teams[0]
@@ -253,7 +253,7 @@ def test_the_pods_the_operator_makes_of_every_rendered_job_are_admitted_and_not_
 def test_a_health_check_edited_to_hold_efa_without_gpus_outside_volcano_is_denied():
     """An attacker's edit of `healthcheck render`: no GPU, EFA kept, the default scheduler, on the
     GPU pool - the autoscaler would buy a p5 for each pod, outside every queue."""
-    from infra.cli import healthcheck
+    from infra.offline import healthcheck
 
     cfg = plan_of("prod").config
     team = cfg.scheduler.teams[0]

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from infra.cli import timeline
-from infra.cli.offline import Plan, Resource
+from infra.offline import timeline
+from infra.offline.evaluate import Plan, Resource
 from tests.conftest import STACKS, plan_of
 
 

@@ -17,8 +17,8 @@ import yaml
 
 from components.efa import EFA_LIBRARY_PATH
 from components.registry import KEEP_IMAGES, repository_name
-from infra import versions
-from infra.cli import pods
+from infra.core import versions
+from infra.offline import pods
 from tests.conftest import ROOT, STACKS, plan_of
 
 DOCKERFILE = ROOT / "images" / "training" / "Dockerfile"
@@ -165,7 +165,7 @@ def test_the_push_job_also_tags_the_source_tree_that_jobs_render_names_offline()
 
 
 def test_the_stack_list_and_regions_come_from_the_stack_files():
-    from infra.cli.stacks import stack_matrix
+    from infra.offline.stacks import stack_matrix
 
     assert _workflow()["jobs"]["stacks"] == {"permissions": {"contents": "read"}, "uses": "./.github/workflows/stacks.yml", "with": {"delivered": True}}
     matrix = stack_matrix(ROOT, True)

@@ -8,14 +8,14 @@ import py_compile
 import re
 from pathlib import Path
 
-from infra.cli import kubernetes_schema
+from infra.offline import kubernetes_schema
 import pytest
 import yaml
 
 from components.training import KUSTOMIZATION
-from infra import versions
-from infra.cli import jobs
-from infra.cli.offline import Plan
+from infra.core import versions
+from infra.offline import jobs
+from infra.offline.evaluate import Plan
 from tests.conftest import ROOT, STACKS, assert_plan_rejects, config_of, plan_of, set_field
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

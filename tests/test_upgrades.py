@@ -7,10 +7,10 @@ from __future__ import annotations
 import yaml
 
 from components.addons import stack_addons
-from infra import versions
-from infra.cli.diff import deploy_order
+from infra.core import versions
+from infra.offline.diff import deploy_order
 from infra.cli.main import main
-from infra.cli.offline import record
+from infra.offline.evaluate import record
 from tests.conftest import ROOT, assert_plan_rejects, set_key
 from tests.test_diff import _edit_stack, _git, _project_template, repo  # noqa: F401  (fixtures)
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from components.training import KUSTOMIZATION
-from infra import versions
+from infra.core import versions
 from tests.conftest import assert_plan_rejects, set_key
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra import versions
-from infra.cli.stacks import stack_matrix
+from infra.core import versions
+from infra.offline.stacks import stack_matrix
 from policies.rules import PULL_REQUEST_EVENTS, assumed_roles, delivery_findings, runs_pulumi, workflow_triggers
 from tests.conftest import ROOT, STACKS, plan_of
 
@@ -156,7 +156,7 @@ def test_check_names_the_setting_when_a_pull_request_job_runs_in_the_deploy_envi
 
 
 def test_check_names_the_setting_when_a_private_stack_deploys_without_the_runner():
-    from infra.cli.offline import record
+    from infra.offline.evaluate import record
 
     settings = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())["config"]["higgsfield:delivery"]
     config = record("prod", root=ROOT, overrides={"higgsfield:delivery": {**settings, "runner": {"enabled": False}}}).config
@@ -200,8 +200,8 @@ def test_offline_checks_run_plan_check_and_diff_for_every_stack():
 
 
 def test_stacks_module_runs_with_pyyaml_alone():
-    """The stacks job runs `python -m infra.cli.stacks` with only PyYAML installed."""
-    code = "import sys, runpy; sys.argv=['stacks', '--delivered']; sys.modules['pulumi'] = None; sys.modules['pydantic'] = None; runpy.run_module('infra.cli.stacks', run_name='__main__')"
+    """The stacks job runs `python -m infra.offline.stacks` with only PyYAML installed."""
+    code = "import sys, runpy; sys.argv=['stacks', '--delivered']; sys.modules['pulumi'] = None; sys.modules['pydantic'] = None; runpy.run_module('infra.offline.stacks', run_name='__main__')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == stack_matrix(ROOT, True)
@@ -222,7 +222,8 @@ def _subjects(role) -> list[str]:
 
 def test_the_placeholder_repository_is_flagged_by_check_and_first_in_bootstrap():
     """The shipped stacks name your-org/higgsfield; the CI roles trust whatever repository is named."""
-    from infra.cli import bootstrap, check
+    from infra.offline import check
+    from infra.cli import bootstrap
     from tests.conftest import ROOT, plan_of
 
     plan = plan_of("dev")

@@ -10,12 +10,12 @@ import json
 import py_compile
 import threading
 
-from infra.cli import kubernetes_schema
+from infra.offline import kubernetes_schema
 import pytest
 
 from components import workloads
 from components.observability import prometheus_adapter_rules
-from infra.cli import jobs
+from infra.offline import jobs
 from tests.conftest import STACKS, assert_plan_rejects, config_of, plan_of, set_field
 
 RENDERED = [(s, e) for s in STACKS for e in jobs.examples_for(config_of(s))]

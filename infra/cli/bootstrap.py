@@ -16,9 +16,9 @@ import json
 import textwrap
 from typing import Any
 
-from infra.cli import stacks
-from infra.cli.offline import project_root
-from infra.cli.stacks import SUB_CLAIM_KEYS, boundary_name
+from infra.offline import stacks
+from infra.offline.evaluate import project_root
+from infra.offline.stacks import SUB_CLAIM_KEYS, boundary_name
 from infra.config.delivery import PLACEHOLDER_REPOSITORY
 
 PROJECT = "higgsfield"  # Pulumi.yaml name

@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.bundled import instance_types, source, where_offered, zone_offerings
-from infra.cli.jobs import round_trip_yaml
-from infra.cli.offline import StackNotFound, project_root
+from infra.core.bundled import instance_types, source, where_offered, zone_offerings
+from infra.offline.jobs import round_trip_yaml
+from infra.offline.evaluate import StackNotFound, project_root
 from infra.config import DNS_LABEL, ConfigError, eks_regions
 from infra.config.errors import Problem
 from infra.config.stack import not_an_eks_region
@@ -295,7 +295,7 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
 def write(stack: NewStack, root: Path | None = None) -> None:
     """Write the stack's files, then read the stack back through the config loader; a stack that
     does not validate is removed again and its problems raised."""
-    from infra.cli.offline import load_stack
+    from infra.offline.evaluate import load_stack
 
     root = root or project_root()
     stack.policy_file.parent.mkdir(parents=True, exist_ok=True)

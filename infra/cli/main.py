@@ -14,11 +14,11 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from infra.cli.offline import StackNotFound, record
-from infra.cli.option_files import OptionFileError
+from infra.offline.evaluate import StackNotFound, record
+from infra.offline.option_files import OptionFileError
 from infra.cli.completion import stacks_here
 from infra.cli.output import UsageError, add_report_options, colour_on, emit, error
-from infra.cli.stack_file import StackFileError, shown as _shown
+from infra.offline.stack_file import StackFileError, shown as _shown
 
 # --- commands ---------------------------------------------------------------------------------
 
@@ -29,7 +29,7 @@ def _plan(args: argparse.Namespace) -> int:
     plan = record(args.stack)
     emit(args, plan.as_dict, lambda: render(plan, verbose=args.verbose))
     if args.manifests:
-        from infra.cli.manifests import write_manifests
+        from infra.offline.manifests import write_manifests
 
         written = write_manifests(plan, Path(args.manifests))
         print(f"wrote {len(written)} Kubernetes manifests to {args.manifests}", file=sys.stderr)
@@ -37,7 +37,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from infra.cli import check
+    from infra.offline import check
 
     result = check.check_stack(args.stack, Path(args.policy_config) if args.policy_config else None)
     emit(args, lambda: check.as_json(result), lambda: check.render(result, verbose=args.verbose, colour=args.colour))
@@ -48,8 +48,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from infra.cli.diff import as_json, diff_stack, render_diff
-    from infra.cli.offline import project_root
+    from infra.offline.diff import as_json, diff_stack, render_diff
+    from infra.offline.evaluate import project_root
 
     diff = diff_stack(args.stack, args.base, project_root(), set(args.allow or []))
     emit(args, lambda: as_json(args.stack, args.base, diff), lambda: render_diff(args.stack, args.base, diff))
@@ -59,7 +59,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _cost(args: argparse.Namespace) -> int:
-    from infra.cli import cost
+    from infra.offline import cost
 
     plan = record(args.stack)
     price_file = Path(args.prices) if args.prices else cost.PRICE_FILE
@@ -94,13 +94,13 @@ def _cost(args: argparse.Namespace) -> int:
 
 
 def _timeline(args: argparse.Namespace) -> int:
-    from infra.cli import timeline
+    from infra.offline import timeline
 
     from infra.cli.views import timeline as view
 
     plan = record(args.stack)
     if args.job is not None:  # a job's cold and warm start on a pool (infra/cli/cold_start.py)
-        from infra.cli import cold_start
+        from infra.offline import cold_start
 
         data, text = cold_start.report(plan, args.job, args.nodes)
         emit(args, lambda: data, lambda: text)
@@ -140,7 +140,7 @@ def _preflight(args: argparse.Namespace) -> int:
 
 
 def _charts(args: argparse.Namespace) -> int:
-    from infra.cli import charts
+    from infra.offline import charts
 
     written = charts.export(record(args.stack), Path(args.out))
     print(f"wrote {len(written) - 2} Helm releases' values, releases.tsv and kubernetes-version to {args.out}")
@@ -148,8 +148,8 @@ def _charts(args: argparse.Namespace) -> int:
 
 
 def _healthcheck_render(args: argparse.Namespace) -> int:
-    from infra.cli import healthcheck, jobs
-    from infra.cli.offline import load_stack
+    from infra.offline import healthcheck, jobs
+    from infra.offline.evaluate import load_stack
 
     _stack_then(args, "pool")
     cfg = load_stack(args.stack)
@@ -158,8 +158,8 @@ def _healthcheck_render(args: argparse.Namespace) -> int:
 
 
 def _jobs_render(args: argparse.Namespace) -> int:
-    from infra.cli import jobs
-    from infra.cli.offline import load_stack
+    from infra.offline import jobs
+    from infra.offline.evaluate import load_stack
 
     _stack_then(args, "example")
     cfg = load_stack(args.stack)
@@ -170,7 +170,7 @@ def _jobs_render(args: argparse.Namespace) -> int:
 
 def _init(args: argparse.Namespace) -> int:
     from infra.cli import init
-    from infra.cli.offline import project_root
+    from infra.offline.evaluate import project_root
 
     root = project_root()
     choices = init.Choices(pools=tuple(init.PoolSpec.parse(p) for p in args.gpu_pool or ()), cpu_types=tuple(args.cpu_type or ()),
@@ -186,8 +186,8 @@ IMAGE_HELP = ("image to run (default: the stack's training image, built from ima
 
 
 def _stacks(args: argparse.Namespace) -> int:
-    from infra.cli.offline import project_root
-    from infra.cli.stacks import stack_matrix
+    from infra.offline.evaluate import project_root
+    from infra.offline.stacks import stack_matrix
 
     print(json.dumps(stack_matrix(project_root(), args.delivered), separators=(",", ":")))
     return 0
@@ -195,15 +195,15 @@ def _stacks(args: argparse.Namespace) -> int:
 
 def _bootstrap(args: argparse.Namespace) -> int:
     from infra.cli import bootstrap
-    from infra.cli.offline import load_stack
+    from infra.offline.evaluate import load_stack
 
     print(bootstrap.render(load_stack(args.stack)))
     return 0
 
 
 def _image(args: argparse.Namespace) -> int:
-    from infra.cli import image
-    from infra.cli.offline import load_stack
+    from infra.offline import image
+    from infra.offline.evaluate import load_stack
 
     cfg = load_stack(args.stack)
     if args.print:
@@ -214,7 +214,7 @@ def _image(args: argparse.Namespace) -> int:
 
 def _schema(args: argparse.Namespace) -> int:
     from infra.cli import schema
-    from infra.cli.offline import project_root
+    from infra.offline.evaluate import project_root
 
     root = project_root()
     if args.write:

@@ -175,7 +175,7 @@ def _instance_type(clients: Clients, instance_type: str) -> dict:
 
 def _offered_instead(clients: Clients, instance_type: str, zone: str) -> str:
     """Where the account is offered the type in the region, else where AWS's bundled catalog has it."""
-    from infra.bundled import where_offered
+    from infra.core.bundled import where_offered
 
     rows = clients.ec2.describe_instance_type_offerings(
         LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": [instance_type]}]

@@ -13,8 +13,8 @@ from pydantic import (
     model_validator,
 )
 
-from infra import versions
-from infra.bundled import where_offered
+from infra.core import versions
+from infra.core.bundled import where_offered
 from infra.config.base import (
     Bool,
     Cidr,

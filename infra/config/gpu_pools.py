@@ -15,9 +15,9 @@ from pydantic import (
     model_validator,
 )
 
-from infra import versions
-from infra.bundled import where_offered
-from infra.catalog import InstanceFacts
+from infra.core import versions
+from infra.core.bundled import where_offered
+from infra.core.catalog import InstanceFacts
 from infra.config.base import (
     GP3_MAX_GIB,
     Bool,
@@ -177,7 +177,7 @@ def _reservation_id(value: str) -> str:
 
 
 class Catalog(Protocol):
-    """Where instance-type facts come from: AWS through invokes (the module infra.catalog)."""
+    """Where instance-type facts come from: AWS through invokes (the module infra.core.catalog)."""
 
     def describe(self, instance_type: str) -> InstanceFacts: ...
 

@@ -340,6 +340,6 @@ def load() -> StackConfig:
         if raw is not None:
             values[key] = _decode(raw)
     secret = {k for k in values if pulumi.runtime.config.is_config_secret(k)} | set(pulumi.runtime.config.get_config_secret_keys_env())
-    from infra import catalog
+    from infra.core import catalog
 
     return validate(pulumi.get_stack(), values, catalog=catalog, secret_keys=frozenset(secret))

@@ -11,7 +11,7 @@ from pydantic import (
     model_validator,
 )
 
-from infra.bundled import instance_types
+from infra.core.bundled import instance_types
 from infra.config.base import DnsLabel, Setting, Str, derived, items, number
 from infra.config.errors import Problems, _duplicates
 

@@ -20,7 +20,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
-from infra import versions
+from infra.core import versions
 from infra.config.base import DNS_LABEL, NAMESPACE, Bool, Cidr, Setting, Str, items, matching
 from infra.config.checkpoints import Checkpoints
 from infra.config.cluster import Autoscaler, Endpoint, NodeSizes
@@ -72,7 +72,7 @@ _ZONES_SOURCE = "EC2 DescribeInstanceTypeOfferings by availability zone, as bund
 def _zones_of(region: str) -> tuple[str, ...]:
     """The availability zones of `region` in AWS's offerings catalog (moto's bundled copy, the one
     the offline plan answers invokes from: infra/bundled.py); empty when the catalog lacks the region."""
-    from infra.bundled import zone_offerings
+    from infra.core.bundled import zone_offerings
 
     return tuple(sorted(zone_offerings(region)))
 

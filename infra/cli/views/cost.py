@@ -3,7 +3,7 @@ pool (most expensive first), then the numbered notes the table's rows point to."
 
 from __future__ import annotations
 
-from infra.cli.cost import Estimate, Line, priced_sum
+from infra.offline.cost import Estimate, Line, priced_sum
 from infra.cli.views.table import money, table, wrap
 
 

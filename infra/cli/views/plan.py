@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from infra.cli.offline import COMPUTED, Plan, Resource
-from infra.cli.plan import Summary, get, lustre_throughput_mb_s, summarize
+from infra.offline.evaluate import COMPUTED, Plan, Resource
+from infra.offline.plan import Summary, get, lustre_throughput_mb_s, summarize
 from infra.cli.views.table import table, wrap
 
 COLLAPSE_AT = 2   # this many siblings of one type, none with settings shown, print as one line

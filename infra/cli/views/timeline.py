@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from infra.cli.offline import Plan, Resource
-from infra.cli.timeline import CREATE_MINUTES, DEFAULT_MINUTES, Step, Timeline
+from infra.offline.evaluate import Plan, Resource
+from infra.offline.timeline import CREATE_MINUTES, DEFAULT_MINUTES, Step, Timeline
 from infra.cli.views import WIDTH
 from infra.cli.views.table import wrap
 

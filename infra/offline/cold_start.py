@@ -226,7 +226,7 @@ def render(pool: GpuPool, nodes: int, paths: list[Path], bound: GiveBack) -> str
 
 def report(plan, pool_name: str, nodes: int | None) -> tuple[dict, str]:
     """The `timeline --job` report of a recorded plan: (JSON, text)."""
-    from infra.cli import cost
+    from infra.offline import cost
     from infra.config import ConfigError
 
     cfg = plan.config

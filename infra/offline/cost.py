@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.cli.offline import Plan
+from infra.offline.evaluate import Plan
 
 PRICE_FILE = Path(__file__).resolve().parent / "data" / "prices.json"
 NOT_PRICED = "not priced"
@@ -101,7 +101,7 @@ class PriceError(Exception):
 
 def load_prices(path: Path = PRICE_FILE, option: str = "--prices") -> dict[str, Any]:
     """The price file; a file that is no JSON object of regions is refused naming the option and the file."""
-    from infra.cli.option_files import OptionFileError, read_json_object
+    from infra.offline.option_files import OptionFileError, read_json_object
 
     prices = read_json_object(path, option, "a price file ({\"regions\": {REGION: ...}})")
     if not isinstance(prices.get("regions"), dict):
@@ -149,7 +149,7 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
 
     pools = {p.name: p for p in cfg.gpu_pools}
 
-    from infra.versions import EKS_EXTENDED_SUPPORT
+    from infra.core.versions import EKS_EXTENDED_SUPPORT
 
     extended = cfg.kubernetes_version in EKS_EXTENDED_SUPPORT
     cluster_rate = rp.get("eks_cluster_extended_support_hour" if extended else "eks_cluster_hour")

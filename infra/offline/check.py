@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.cli.offline import COMPUTED, Plan, StackNotFound, project_root, record
+from infra.offline.evaluate import COMPUTED, Plan, StackNotFound, project_root, record
 
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 CRD_KINDS = {"Queue", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob"}
@@ -122,8 +122,8 @@ def validate_manifests(plan: Plan, examples: dict | None = None) -> list[Finding
     `examples`: jobs.render_examples(plan.config), when the caller has it already."""
     import kubernetes_validate
 
-    from infra.cli import jobs, kubernetes_schema
-    from infra.cli.manifests import manifests
+    from infra.offline import jobs, kubernetes_schema
+    from infra.offline.manifests import manifests
 
     version = plan.config.kubernetes_version
     objects = [o for o in manifests(plan) if o["kind"] not in CRD_KINDS]
@@ -152,7 +152,7 @@ def validate_manifests(plan: Plan, examples: dict | None = None) -> list[Finding
 def examples_teams_cannot_run(plan: Plan) -> list[Finding]:
     """Advisory: an example a team is given the class of work for, that no size fits in the team's
     quota or queue (the default team's misfit is mandatory, in validate_manifests)."""
-    from infra.cli import jobs
+    from infra.offline import jobs
 
     return [Finding("example-jobs-fit", "advisory", None, f"examples/{example}.yaml for team {team.name}: {exc.problems[0].message}")
             for example in jobs.examples_for(plan.config) for team, exc in jobs.teams_it_does_not_fit(example, plan.config)]
@@ -163,7 +163,7 @@ def load_pack_config(path: Path | None, option: str = "--policy-config") -> dict
     problems name the option and the file, in one line."""
     if not path or not path.is_file():
         return {}
-    from infra.cli.option_files import read_json_object
+    from infra.offline.option_files import read_json_object
 
     return read_json_object(path, option, "a policy pack config (policy name -> level or settings)")
 
@@ -176,7 +176,7 @@ def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
     GitHub environment with another environment (account_findings)."""
     import yaml
 
-    from infra.cli.stacks import stack_matrix
+    from infra.offline.stacks import stack_matrix
     from infra.config.delivery import PLACEHOLDER_REPOSITORY
     from policies.rules import account_findings, delivery_findings
 
@@ -217,7 +217,7 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     """Policies, schemas and example fits over the offline plan of `stack`, with the stack's
     policy pack config (policies/config/STACK.json unless given). A stack without one is refused:
     its policies would run at their defaults, not at the levels the stack is meant to meet."""
-    from infra.cli.offline import stack_file
+    from infra.offline.evaluate import stack_file
 
     root = root or project_root()
     stack_file(root, stack)  # a missing stack is reported as a missing stack, before its policy config
@@ -229,7 +229,7 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     pack_config = load_pack_config(path, "--policy-config" if policy_config is not None else f"the policy config of {stack}")
     plan = record(stack, root)
     violations, skipped = run_policies(plan, pack_config)
-    from infra.cli import day_one, jobs  # day_one: the first real day (gate image, autoscaler limits, resume promises)
+    from infra.offline import day_one, jobs  # day_one: the first real day (gate image, autoscaler limits, resume promises)
 
     examples = jobs.render_examples(plan.config)  # once, for the schemas and the resume promises
     violations += validate_manifests(plan, examples) + examples_teams_cannot_run(plan) + ci_delivery(plan, root) + endpoint_placeholder(plan) + training_minimum_preemptable(plan)
@@ -240,7 +240,7 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
 def training_minimum_preemptable(plan: Plan) -> list[Finding]:
     """The proof of infra/preemption.py: one finding per setting through which something could
     preempt a training gang's minimum (none: nothing can)."""
-    from infra.preemption import holes_in_plan
+    from infra.offline.preemption import holes_in_plan
 
     return [Finding("training-minimum-never-preempted", "mandatory", None, f"{h.setting}: {h.message}") for h in holes_in_plan(plan)]
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from infra.cli import jobs
-from infra.cli.offline import Plan
+from infra.offline import jobs
+from infra.offline.evaluate import Plan
 
 _NOT_MANIFESTS = ("kubernetes:helm.sh/", "kubernetes:kustomize", "kubernetes:yaml", "pulumi:providers:")
 

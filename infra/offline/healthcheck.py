@@ -14,9 +14,9 @@ from __future__ import annotations
 from components.device_plugins import GPU_TOLERATION
 from components.efa import efa_count, efa_interfaces_for, expected_bus_bandwidth_gb_s
 from components.storage import MOUNT_PATH, PVC_NAME
-from infra import versions
-from infra.assets import shipped
-from infra.cli.pods import check_image, default_image, prepare_gpu_pod, run_as_team, stack_repository
+from infra.core import versions
+from infra.core.assets import shipped
+from infra.offline.pods import check_image, default_image, prepare_gpu_pod, run_as_team, stack_repository
 from infra.config import ConfigError, GpuPool, StackConfig
 
 PROGRAM = shipped("images/training/node_check.py")
@@ -87,7 +87,7 @@ def _with_image_comment(obj: dict, cfg: StackConfig, image: str) -> dict:
     """`obj` with the comment that says which image it needs and how to get it (jobs.image_comment)."""
     from ruamel.yaml.comments import CommentedMap
 
-    from infra.cli.jobs import image_comment
+    from infra.offline.jobs import image_comment
 
     commented = CommentedMap(obj)
     commented.yaml_set_start_comment("\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in image_comment(cfg, image).splitlines()))

@@ -25,9 +25,9 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarStri
 
 from components.karpenter import DO_NOT_DISRUPT
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
-from infra.cli.pods import check_image, default_image, merge_env, prepare_gpu_pod, run_as_team, stack_image, tolerate_pool
-from infra import versions
-from infra.assets import shipped
+from infra.offline.pods import check_image, default_image, merge_env, prepare_gpu_pod, run_as_team, stack_image, tolerate_pool
+from infra.core import versions
+from infra.core.assets import shipped
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 
 EXAMPLES_DIR = shipped("examples")
@@ -334,7 +334,7 @@ def image_comment(cfg: StackConfig, image: str) -> str:
     """The YAML comment that says which image a rendered job needs and how to get it."""
     import textwrap
 
-    from infra.cli import image as image_cli
+    from infra.offline import image as image_cli
 
     def comment(text: str) -> list[str]:
         return textwrap.wrap(text, 98, initial_indent="#   ", subsequent_indent="#   ", break_on_hyphens=False)

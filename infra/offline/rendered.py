@@ -2,7 +2,7 @@
 
 The offline suite can only read the charts' templates (tests/test_controller_rbac.py,
 tests/test_image_pins.py); .github/workflows/contracts.yml renders every chart with the plan's
-values and the operator overlay, then runs `python -m infra.cli.rendered rendered/`: every image
+values and the operator overlay, then runs `python -m infra.offline.rendered rendered/`: every image
 in the rendered objects is pinned (a digest, or a tag that is neither empty nor `latest`), and the
 RBAC the controllers' flags need is there, evaluated as the RBAC authorizer does.
 """
@@ -144,7 +144,7 @@ def problems(objects: Sequence[dict]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m infra.cli.rendered RENDERED_DIR", file=sys.stderr)
+        print("usage: python -m infra.offline.rendered RENDERED_DIR", file=sys.stderr)
         return 2
     found = problems(load(Path(argv[0])))
     for line in found:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from infra.cli.offline import Plan
+from infra.offline.evaluate import Plan
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 

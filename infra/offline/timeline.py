@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
-from infra.cli.offline import Plan, Resource
+from infra.offline.evaluate import Plan, Resource
 
 # Typical minutes to create, per resource type, and where the figure comes from. Figures are
 # planning numbers, not guarantees; none could be measured from this build machine.

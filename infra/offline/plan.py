@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from infra.cli.offline import Plan, Resource
+from infra.offline.evaluate import Plan, Resource
 
 GPU_RESOURCE = "nvidia.com/gpu"
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from components.registry import IMAGE_SOURCES, UNKNOWN_TAG, image_tag, repository_name
-from infra.project import project_root
-from infra.cli.pods import stack_account
+from infra.core.project import project_root
+from infra.offline.pods import stack_account
 from infra.config import ConfigError, StackConfig
 
 DOCS = "docs/training-image.md"

@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
-from infra.cli.stack_file import StackFile, read
+from infra.offline.stack_file import StackFile, read
 from infra.config import UNKNOWN_SECRET, ConfigError
-from infra.bundled import instance_types, zone_offerings
+from infra.core.bundled import instance_types, zone_offerings
 
 COMPUTED = "<computed>"
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's "unknown during preview" sentinel
@@ -41,7 +41,7 @@ class StackNotFound(Exception):
 # --- stack files ---------------------------------------------------------------------------
 
 
-from infra.project import project_root, stack_names  # noqa: E402,F401 - where the project is (used by every command)
+from infra.core.project import project_root, stack_names  # noqa: E402,F401 - where the project is (used by every command)
 
 
 def _cli_string(value: Any) -> str:
@@ -303,7 +303,7 @@ def _make_monitor(mocks: Any, stack: str, resources_out: list[Resource], outputs
 
 def _addon_version_at_deploy(args: dict) -> dict:
     """DescribeAddonVersions needs AWS: the plan says the version is EKS's, picked at deploy."""
-    from infra.versions import ADDON_RESOLVED_AT_DEPLOY
+    from infra.core.versions import ADDON_RESOLVED_AT_DEPLOY
 
     return {**args, "id": args["addonName"], "version": ADDON_RESOLVED_AT_DEPLOY.format(k8s=args["kubernetesVersion"])}
 
