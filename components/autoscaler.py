@@ -21,7 +21,7 @@ SERVICE_ACCOUNT = "cluster-autoscaler"
 
 # --- when the autoscaler stops: unready nodes -------------------------------------------------
 # At the pinned autoscaler (kubernetes/autoscaler:cluster-autoscaler/...@cluster-autoscaler-1.35.2,
-# the image of infra/versions.py CLUSTER_AUTOSCALER_IMAGE["1.35"]):
+# the image of infra/core/versions.py CLUSTER_AUTOSCALER_IMAGE["1.35"]):
 # - A node with a startup taint (our gate's STARTUP_TAINT_KEY) is handed to the cluster state as an
 #   unready copy (taints.FilterOutNodesWithStartupTaints, utils/taints/taints.go, called by
 #   obtainNodeLists in core/static_autoscaler.go).

@@ -20,7 +20,7 @@ with its job, replica type (lowercase) and index (kubeflow/trainer:pkg/apis/kube
 common_types.go, pkg/controller.v1/pytorch/pytorchjob_controller.go, pkg/util/labels/labels.go
 @v1.9.4); the kubernetes filter adds the pod's node as kubernetes.host. docs/logs.md has the query.
 Unverified here: that the add-on's configuration schema takes extraFiles (EKS validates it; the
-command is in infra/versions.py PROVENANCE["CLOUDWATCH_LOGS_LABELS_ON"]).
+command is in infra/core/versions.py PROVENANCE["CLOUDWATCH_LOGS_LABELS_ON"]).
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterA
 # Which workflow file assumes which role, and at which ref.
 WORKFLOW_OF = {"preview": ("preview.yml", "refs/pull/*/merge"), "deploy": ("deploy.yml", "refs/heads/main"), "image": ("image.yml", "refs/heads/main")}
 # What a preview asks AWS beyond its own credentials: the program's invokes
-# (infra/catalog.py: ec2:DescribeInstanceTypes, ec2:DescribeInstanceTypeOfferings), the kubeconfig's
+# (infra/core/catalog.py: ec2:DescribeInstanceTypes, ec2:DescribeInstanceTypeOfferings), the kubeconfig's
 # `aws eks get-token` (eks:DescribeCluster for its endpoint). A preview does not refresh, so it
 # reads no other resource. A missing action shows up as AccessDenied naming it: add it here.
 PREVIEW_ACTIONS = ("ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeAvailabilityZones", "eks:DescribeCluster")

@@ -3,7 +3,7 @@
 images/training/gang_deadline.py says why the Cluster Autoscaler alone never removes them (it
 packs the gang's pending pods onto them first) and what the CronJob does: suspend the Kubeflow job
 of a gang that waited longer than its pool's deadline while the pool has idle nodes, and resume it
-after `RETRY_AFTER_S`. The bound per pool is infra/cli/cold_start.py `give_back`, shown by
+after `RETRY_AFTER_S`. The bound per pool is infra/offline/cold_start.py `give_back`, shown by
 `higgsfield timeline STACK --job POOL`.
 """
 

@@ -57,7 +57,7 @@ HEALTH_LABEL_PREFIX = "higgsfield.io/health"
 # serviceaccount/util.go); the kubelet-issued token carries it with ServiceAccountTokenPodNodeInfo,
 # beta and on by default in 1.30, GA and locked on in 1.32 (pkg/features/versioned_kube_features.go;
 # KEP-4193 "bound service account token improvements") - every Kubernetes version this project
-# supports (infra/versions.py KUBERNETES_SUPPORTED starts at 1.32).
+# supports (infra/core/versions.py KUBERNETES_SUPPORTED starts at 1.32).
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 # An Event about a Node (cluster-scoped: no involvedObject.namespace) must live in `default`
 # (legacyValidateEvent, kubernetes/kubernetes: pkg/apis/core/validation/events.go): the gate may
@@ -88,7 +88,7 @@ def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool, cuda
                  release: str | None = None) -> dict[str, str]:
     """What node_check.py expects of a node of `pool` (its environment variables), and how the
     gate reacts to a failure there. The driver: at least the branch CUDA `cuda` needs, and exactly
-    the driver of the AMI `release` where the stack pins one we know (infra/versions.py)."""
+    the driver of the AMI `release` where the stack pins one we know (infra/core/versions.py)."""
     return {
         "EXPECTED_GPUS": str(pool.gpus_per_node),
         "EXPECTED_GPU_MODEL": pool.instance.gpu_model or "",

@@ -1,6 +1,6 @@
 """Karpenter: a per-pool option for on-demand and spot GPU pools (DESIGN.md decision 17, issue #25).
 
-Upstream read at aws/karpenter-provider-aws@v1.14.1 (infra/versions.py KARPENTER): the v1 CRDs
+Upstream read at aws/karpenter-provider-aws@v1.14.1 (infra/core/versions.py KARPENTER): the v1 CRDs
 (pkg/apis/crds/karpenter.sh_nodepools.yaml, karpenter.k8s.aws_ec2nodeclasses.yaml), the chart's
 values (charts/karpenter/values.yaml: settings.clusterName, settings.interruptionQueue,
 serviceAccount.name, nodeSelector) and the getting-started CloudFormation template
@@ -15,7 +15,7 @@ encrypted gp3 root, the huge pages script, FastImagePull, and the health gate's 
 (NodePool startupTaints). Its NodePool never disrupts a running training pod: consolidation only
 when a node is empty, after boot + gang fill; no Drifted or Underutilized disruption (budgets of
 0 nodes); `expireAfter: Never`; and every training pod carries `karpenter.sh/do-not-disrupt`
-(infra/cli/jobs.py). Reservation and Capacity Block pools are refused in config (aws/karpenter-
+(infra/offline/jobs.py). Reservation and Capacity Block pools are refused in config (aws/karpenter-
 provider-aws#8514: one NodeClass cannot yet span several blocks).
 """
 

@@ -350,7 +350,7 @@ def cel_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
         {
-            # A serving class preempts. Volcano lets it take only what a gang can spare (infra/preemption.py);
+            # A serving class preempts. Volcano lets it take only what a gang can spare (infra/offline/preemption.py);
             # kube-scheduler would take any lower-priority pod, gangs' minimums included.
             "expression": (
                 f"object.kind != 'Pod' || variables.specs.all(s, !has(s.priorityClassName) || !(s.priorityClassName in {serving}) || "

@@ -8,7 +8,7 @@ proportion neither preemptable nor reclaimable, every training and evaluation Pr
 job never evicts anything, while `priority` orders the jobs still waiting. The one exception is the
 serving class (docs/workload-classes.md): `preempt` lets a serving pod take, within its queue, what
 the `gang` plugin offers - only pods of a job above its minAvailable - and evaluation pods, lowest
-priority first. `higgsfield check` proves it from this configuration (infra/preemption.py).
+priority first. `higgsfield check` proves it from this configuration (infra/offline/preemption.py).
 Demand only from work that can run (components/demand.py, docs/design/autoscaler-demand.md):
 the `enqueue` action keeps a gang's PodGroup Pending - so the operator creates none of its pods
 and the Cluster Autoscaler sees nothing - until its queue can hold the whole gang; each queue
@@ -63,7 +63,7 @@ KUSTOMIZATION = Path(__file__).parent / "kustomize" / "training-operator"
 # (preempt.go Execute: `job.Queue == preemptorJob.Queue`). Victims are what the plugins of the first
 # tier that decides agree on (framework/session_plugins.go Preemptable): `gang` offers only pods of a
 # job whose ready pods exceed its minAvailable (plugins/gang/gang.go preemptableFn), so it stays the
-# last preemptable plugin of the only tier that has any (infra/preemption.py says why).
+# last preemptable plugin of the only tier that has any (infra/offline/preemption.py says why).
 SCHEDULER_CONFIG = {
     # enqueue first (issue #25): PodGroups stay Pending until proportion's queue check admits the
     # whole gang (volcano-sh/volcano:pkg/scheduler/actions/enqueue/enqueue.go@v1.15.1); preempt after

@@ -184,7 +184,7 @@ def kms_key_rotation(args: ResourceValidationArgs, report: ReportViolation) -> N
 
 
 _VERSIONS = PolicyConfigSchema(properties={"supported": {"type": "array", "items": {"type": "string"}}})
-SUPPORTED_KUBERNETES = ("1.32", "1.33", "1.34", "1.35")  # keep with infra/versions.py (a test checks)
+SUPPORTED_KUBERNETES = ("1.32", "1.33", "1.34", "1.35")  # keep with infra/core/versions.py (a test checks)
 
 
 @_policy("eks-supported-version", "The Kubernetes version is one EKS supports.", schema=_VERSIONS)
@@ -290,10 +290,10 @@ def helm_release_pinned(args: ResourceValidationArgs, report: ReportViolation) -
         return
     version = get(args.props, "version")
     if not version:
-        report(f"Chart {get(args.props, 'chart')} has no version: pin it in infra/versions.py.")
+        report(f"Chart {get(args.props, 'chart')} has no version: pin it in infra/core/versions.py.")
     elif not isinstance(version, str) or not EXACT_CHART_VERSION.fullmatch(version.strip()):
         report(f"Chart {get(args.props, 'chart')} version {version!r} is a range, not a pin (Helm installs the newest chart it matches): "
-               "pin one exact version (1.2.3) in infra/versions.py.")
+               "pin one exact version (1.2.3) in infra/core/versions.py.")
 
 
 def tolerates(toleration: dict, key: str, value: str, effect: str) -> bool:
@@ -748,7 +748,7 @@ def delivery_findings(config: Any, workflows: Mapping[str, Mapping[str, Any]]) -
 
 def account_findings(config: Any, stacks: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
     """(level, setting, message) for a stack that shares its AWS account or its GitHub
-    environment with another (`stacks`: the matrix entries of infra/cli/stacks.py). One account
+    environment with another (`stacks`: the matrix entries of infra/offline/stacks.py). One account
     per environment: a deploy role can change any EC2/EKS/FSx resource of its account, so a prod
     that shares one with dev or staging is as safe as their weakest deploy (refused); two
     non-prod stacks sharing one is advised against."""

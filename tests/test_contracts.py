@@ -38,7 +38,7 @@ def test_export_writes_every_helm_release_with_the_values_the_program_passes(tmp
 def test_contract_check_runs_on_changes_to_pins_and_components_without_secrets():
     text = WORKFLOW.read_text()
     workflow = yaml.safe_load(text)
-    assert {"infra/versions.py", "components/**"} <= set(workflow[True]["pull_request"]["paths"])  # YAML reads `on` as True
+    assert {"infra/core/versions.py", "components/**"} <= set(workflow[True]["pull_request"]["paths"])  # YAML reads `on` as True
     assert "secrets." not in text
     job = workflow["jobs"]["render"]
     assert job["permissions"] == {"contents": "read"}

@@ -40,7 +40,7 @@ NDP_CHART = "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/temp
 MS_CHART = "kubernetes-sigs/metrics-server:charts/metrics-server/templates"
 
 
-# --- the authorizer: infra/cli/rendered.py (the online contract workflow runs it on what helm renders) ---
+# --- the authorizer: infra/offline/rendered.py (the online contract workflow runs it on what helm renders) ---
 
 
 # --- what each controller's flags imply -----------------------------------------------------------

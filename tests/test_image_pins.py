@@ -5,7 +5,7 @@ The test walks every image reference the plan makes: what each chart renders wit
 pass (the chart's own default, read in its values.yaml/templates at the pinned version and cited
 in CHART_IMAGES, or our override), every container of the objects we render, the images the
 Training Operator injects into team pods (its flags in our kustomization), and every *_IMAGE pin in
-infra/versions.py. What the charts render can only be confirmed with helm itself (no network
+infra/core/versions.py. What the charts render can only be confirmed with helm itself (no network
 here): `helm template <release> <repo>/<chart> --version <v> -f values.json | grep -E 'image:'`.
 """
 

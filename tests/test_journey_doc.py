@@ -1,6 +1,6 @@
 """docs/day-one-journey.md stays true: the tests it names exist, each step cites the upstream code
 or AWS page that decides it, the steps follow the journey, and the upstream refs it cites are the
-ones infra/versions.py pins. Reads files only (ast for the tests): no plan is evaluated."""
+ones infra/core/versions.py pins. Reads files only (ast for the tests): no plan is evaluated."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_every_step_cites_what_decides_it_names_a_test_and_says_what_only_aws_co
 
 
 def _pinned_refs() -> dict[str, str]:
-    """The ref each pinned upstream repository must be cited at (infra/versions.py)."""
+    """The ref each pinned upstream repository must be cited at (infra/core/versions.py)."""
     autoscaler = versions.CLUSTER_AUTOSCALER_IMAGE[versions.KUBERNETES_DEFAULT].lstrip("v")
     efa_chart_commit = versions.EFA_DEVICE_PLUGIN.source.where.rsplit("@", 1)[1]
     return {

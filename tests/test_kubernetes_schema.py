@@ -1,4 +1,4 @@
-"""`check` validates Kubernetes objects with one validator per schema (infra/cli/kubernetes_schema.py):
+"""`check` validates Kubernetes objects with one validator per schema (infra/offline/kubernetes_schema.py):
 it must answer exactly what kubernetes-validate's own validate(strict=True) answers."""
 
 from __future__ import annotations

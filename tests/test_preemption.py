@@ -1,4 +1,4 @@
-"""Nothing can preempt a training gang's minimum: the proof of infra/preemption.py holds for every
+"""Nothing can preempt a training gang's minimum: the proof of infra/offline/preemption.py holds for every
 shipped stack, and fails - naming the setting - for each way the scheduler configuration, a queue or
 a PriorityClass could open the minimum to eviction. The team policy keeps the one preempting class
 (serving) on Volcano and off training jobs; the rendered jobs carry the marks Volcano reads."""

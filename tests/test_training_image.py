@@ -1,4 +1,4 @@
-"""The training image: its Dockerfile (hadolint-clean, pinned to infra/versions.py, installing what
+"""The training image: its Dockerfile (hadolint-clean, pinned to infra/core/versions.py, installing what
 the EFA environment points at), the ECR repository every stack creates for it, and the workflow
 that builds and pushes it. The image build itself needs Docker and the network: it runs in
 .github/workflows/image.yml, not here (README, "Unverified")."""

@@ -77,7 +77,7 @@ def test_gang_decides_what_preempt_may_take_and_drf_does_not(plan):
     plugins = {p["name"]: p for tier in tiers for p in tier["plugins"]}
     assert "gang" in plugins and "priority" in plugins
     assert plugins["gang"]["enablePreemptable"] is True and plugins["gang"]["enableReclaimable"] is False
-    assert [p["name"] for p in tiers[0]["plugins"]][-1] == "gang"  # last in its tier: infra/preemption.py rule 3
+    assert [p["name"] for p in tiers[0]["plugins"]][-1] == "gang"  # last in its tier: infra/offline/preemption.py rule 3
     assert plugins["drf"]["enablePreemptable"] is False
     assert plugins["proportion"].get("enableReclaimable") is False
 

@@ -69,7 +69,7 @@ def test_every_action_is_pinned_to_the_commit_of_its_release_in_versions():
                 continue
             action, _, commit = ref.partition("@")
             pin = versions.GITHUB_ACTIONS.get(action)
-            assert pin is not None, f"{path.name}: {action} is not in infra/versions.py GITHUB_ACTIONS"
+            assert pin is not None, f"{path.name}: {action} is not in infra/core/versions.py GITHUB_ACTIONS"
             assert re.fullmatch(r"[0-9a-f]{40}", commit), f"{path.name}: {ref} is not pinned to a full commit SHA"
             assert (commit, comment) == (pin.commit, pin.version), f"{path.name}: {ref} # {comment} differs from {pin}"
 

@@ -99,7 +99,7 @@ def _timeline(args: argparse.Namespace) -> int:
     from infra.cli.views import timeline as view
 
     plan = record(args.stack)
-    if args.job is not None:  # a job's cold and warm start on a pool (infra/cli/cold_start.py)
+    if args.job is not None:  # a job's cold and warm start on a pool (infra/offline/cold_start.py)
         from infra.offline import cold_start
 
         data, text = cold_start.report(plan, args.job, args.nodes)
@@ -303,7 +303,7 @@ def parser() -> argparse.ArgumentParser:
     cost_cmd = sub.add_parser("cost", help="hourly and monthly cost, idle and at full scale, per resource")
     _stack_argument(cost_cmd)
     add_report_options(cost_cmd)
-    cost_cmd.add_argument("--prices", metavar="FILE", help="price file (default: the one shipped in infra/cli/data)")
+    cost_cmd.add_argument("--prices", metavar="FILE", help="price file (default: the one shipped in infra/offline/data)")
     cost_cmd.add_argument("--refresh", action="store_true", help="update the prices of everything the stack creates from the AWS Pricing API (needs credentials)")
     cost_cmd.add_argument("--strict", action="store_true", help="exit 1 when anything the stack creates is not priced")
     cost_cmd.set_defaults(func=_cost)

@@ -58,7 +58,7 @@ def derived(description: str, **kwargs: Any) -> Any:
 # Text, lists and maps carry their bound on the model (maxLength / maxItems / maxProperties in the
 # JSON Schema, checked by pydantic before any pattern or validator runs, so every later check is
 # over a bounded value); the nesting depth is the models' own (unknown keys are refused) and the
-# reader's (infra/cli/stack_file.py MAX_DEPTH). Where AWS or Kubernetes sets the bound, the
+# reader's (infra/offline/stack_file.py MAX_DEPTH). Where AWS or Kubernetes sets the bound, the
 # constant says so; the others are ours, far above any real stack.
 MAX_TEXT = 1024  # free text (a reason, a path); names and ids are bounded by their own patterns
 MAX_ITEMS = 100  # entries of a list or map whose bound is ours (100 GPU pools, teams, datasets)

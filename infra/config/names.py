@@ -32,7 +32,7 @@ POOL_LABEL, GATED_LABEL = "higgsfield.io/pool", "higgsfield.io/gated"
 
 
 def role_name(stack: str, purpose: str) -> str:
-    """The CI roles' names, as infra/cli/stacks.py role_name gives them (a test checks)."""
+    """The CI roles' names, as infra/offline/stacks.py role_name gives them (a test checks)."""
     return f"{NAMESPACE}-{stack}-{purpose}"
 
 

@@ -45,13 +45,13 @@ class Queue(Setting):
 
 # The three classes of work (DESIGN.md decision 18, docs/workload-classes.md). What each may take
 # from the others is proven by `higgsfield check` from the rendered scheduler configuration
-# (infra/preemption.py): only `serving` preempts, and only what lies above a training gang's
+# (infra/offline/preemption.py): only `serving` preempts, and only what lies above a training gang's
 # minimum or an evaluation pod; `training` and `evaluation` never preempt.
 Workload = Literal["training", "serving", "evaluation"]
 WORKLOADS: tuple[str, ...] = ("training", "serving", "evaluation")
 # The platform's own PriorityClass for pods that name none (globalDefault, preemptionPolicy Never):
 # without it such a pod - every Training Operator pod, whose template names no class - would get
-# preemptionPolicy PreemptLowerPriority and could preempt (infra/preemption.py). Config may not
+# preemptionPolicy PreemptLowerPriority and could preempt (infra/offline/preemption.py). Config may not
 # use the name, nor the platform's higgsfield- prefix.
 DEFAULT_PRIORITY_CLASS = "higgsfield-default"
 
@@ -106,7 +106,7 @@ MAX_CPU_QUOTA, MAX_MEMORY_QUOTA_GIB = 10_000_000, 1_000_000_000
 @cache
 def gang_floor(gpu_quota: int) -> tuple[int, int]:
     """(vCPUs, GiB) the team's queue may admit for gangs: as components/demand.py queue_resources
-    (the largest GPU node in AWS's catalog, infra/bundled.py), memory rounded up to GiB."""
+    (the largest GPU node in AWS's catalog, infra/core/bundled.py), memory rounded up to GiB."""
     gpu_types = [t for t in instance_types().values() if t.get("GpuInfo")]
     cpu = max(t["VCpuInfo"]["DefaultVCpus"] for t in gpu_types)
     memory_mib = max(t["MemoryInfo"]["SizeInMiB"] for t in gpu_types)

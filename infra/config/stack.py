@@ -71,7 +71,7 @@ _ZONES_SOURCE = "EC2 DescribeInstanceTypeOfferings by availability zone, as bund
 
 def _zones_of(region: str) -> tuple[str, ...]:
     """The availability zones of `region` in AWS's offerings catalog (moto's bundled copy, the one
-    the offline plan answers invokes from: infra/bundled.py); empty when the catalog lacks the region."""
+    the offline plan answers invokes from: infra/core/bundled.py); empty when the catalog lacks the region."""
     from infra.core.bundled import zone_offerings
 
     return tuple(sorted(zone_offerings(region)))
@@ -113,7 +113,7 @@ class StackConfig(Setting):
     environment: Literal["dev", "staging", "prod"]
     """prod: cluster, FSx and KMS keys protected, a NAT gateway per AZ, VPC interface endpoints."""
     kubernetes_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.KUBERNETES_SUPPORTED)})] = versions.KUBERNETES_DEFAULT
-    """EKS Kubernetes minor version (infra/versions.py KUBERNETES_SUPPORTED); quote it: "1.35". Raising it upgrades in place: control plane, add-ons, node groups."""
+    """EKS Kubernetes minor version (infra/core/versions.py KUBERNETES_SUPPORTED); quote it: "1.35". Raising it upgrades in place: control plane, add-ons, node groups."""
     addon_versions: dict[Annotated[str, AfterValidator(_addon_name), Field(json_schema_extra={"enum": list(versions.EKS_ADDONS)})], matching(versions.ADDON_VERSION_PATTERN, "is not an EKS add-on version (v1.20.4-eksbuild.1)", 64)] = items(maximum=len(versions.EKS_ADDONS), default={})
     """Exact EKS add-on versions by add-on name (vpc-cni: v1.20.4-eksbuild.1); unset add-ons take EKS's default for kubernetesVersion at deploy."""
     node_release_version: matching(r"^\d+\.\d+\.\d+-\d{8}$", "is not an EKS AMI release version (1.35.2-20261120)") | None = None
@@ -173,7 +173,7 @@ class StackConfig(Setting):
             raise ValueError(f"{version!r} is not supported; use one of: {', '.join(versions.KUBERNETES_SUPPORTED)}{hint}")
         problems = Problems()
         for outside in versions.components_outside(version):
-            problems.add("", f"{version!r} is outside what {outside.component} supports (Kubernetes {outside}, {outside.source}); change the pin in infra/versions.py or the version")
+            problems.add("", f"{version!r} is outside what {outside.component} supports (Kubernetes {outside}, {outside.source}); change the pin in infra/core/versions.py or the version")
         problems.raise_any()
         return version
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_CHECKOUT = Path(__file__).resolve().parents[1]
-_PACKAGED = Path(__file__).resolve().parent / "shipped"
+_CHECKOUT = Path(__file__).resolve().parents[2]
+_PACKAGED = Path(__file__).resolve().parents[1] / "shipped"
 
 
 def shipped(relative: str) -> Path:

@@ -1,5 +1,5 @@
 """Where the project is: the folder holding Pulumi.yaml, and its stacks. No dependency beyond the
-standard library: the workflows' stack matrix (infra/cli/stacks.py) runs with PyYAML alone."""
+standard library: the workflows' stack matrix (infra/offline/stacks.py) runs with PyYAML alone."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ def project_root(start: Path | None = None) -> Path:
     for folder in [(start or Path.cwd()).resolve(), *(start or Path.cwd()).resolve().parents]:
         if (folder / "Pulumi.yaml").is_file():
             return folder
-    return Path(__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[2]
 
 
 def stack_names(root: Path) -> list[str]:

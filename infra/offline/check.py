@@ -238,7 +238,7 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
 
 
 def training_minimum_preemptable(plan: Plan) -> list[Finding]:
-    """The proof of infra/preemption.py: one finding per setting through which something could
+    """The proof of infra/offline/preemption.py: one finding per setting through which something could
     preempt a training gang's minimum (none: nothing can)."""
     from infra.offline.preemption import holes_in_plan
 

@@ -80,7 +80,7 @@ def gate_seconds(pool: GpuPool) -> tuple[float, str]:
 def _pull(gb: float, mb_s: float, fast: bool) -> Step:
     how = "FastImagePull (nodeadm feature gate, parallel pull + unpack)" if fast else "containerd's default pull"
     return Step(f"pull the training image ({gb:g} GB at {mb_s:g} MB/s, {how})", gb * 1000 / mb_s,
-                f"{ESTIMATE}: image bytes and throughput (infra/cli/cold_start.py IMAGE_GB_*, PULL_MB_S_*); "
+                f"{ESTIMATE}: image bytes and throughput (infra/offline/cold_start.py IMAGE_GB_*, PULL_MB_S_*); "
                 + (EKS_AMI.format(path="nodeadm/internal/containerd/snapshotter/soci-snapshotter.config.toml") if fast else "containerd defaults"))
 
 
@@ -237,7 +237,7 @@ def report(plan, pool_name: str, nodes: int | None) -> tuple[dict, str]:
     prices = cost.load_prices()
     rate = prices["regions"].get(cfg.region, {}).get("ec2_on_demand_hour", {}).get(pool.instance.name)
     if pool.capacity_type in ("spot", "capacity-block"):
-        rate = None  # spot moves, a block is prepaid (infra/cli/cost.py)
+        rate = None  # spot moves, a block is prepaid (infra/offline/cost.py)
     paths = [cold_path(pool, count), warm_path(pool, count), cold_path(pool, count, shortened=False)]
     bound = give_back(pool, rate)
     return as_json(pool, count, paths, bound), render(pool, count, paths, bound)

@@ -105,7 +105,7 @@ def load_prices(path: Path = PRICE_FILE, option: str = "--prices") -> dict[str, 
 
     prices = read_json_object(path, option, "a price file ({\"regions\": {REGION: ...}})")
     if not isinstance(prices.get("regions"), dict):
-        raise OptionFileError(f"{option} {path}: has no \"regions\" object, so it is no price file (see {PRICE_FILE.name} in infra/cli/data)")
+        raise OptionFileError(f"{option} {path}: has no \"regions\" object, so it is no price file (see {PRICE_FILE.name} in infra/offline/data)")
     return prices
 
 

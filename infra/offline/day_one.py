@@ -69,7 +69,7 @@ def resume_findings(cfg: StackConfig, examples: dict | None = None) -> list[tupl
 
 
 def driver_findings(cfg: StackConfig) -> list[tuple[str, str]]:
-    """A pinned AMI release whose driver (where infra/versions.py knows it) is older than the
+    """A pinned AMI release whose driver (where infra/core/versions.py knows it) is older than the
     image's CUDA needs: every node of every pool would fail the gate's driver check."""
     from infra.core import versions
 

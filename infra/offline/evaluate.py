@@ -4,7 +4,7 @@ No Pulumi CLI, no credentials, no network. A recording monitor keeps every resou
 program registers (type, name, parent, inputs, options, dependencies); that recording is what
 `higgsfield plan` prints and what the tests assert on. The run is a *preview*: outputs that
 only exist after a deploy (ids, ARNs, kubeconfig) stay unknown and print as `<computed>`.
-Invokes are answered from real data bundled with moto (AWS's instance-type and AZ catalog, infra/bundled.py);
+Invokes are answered from real data bundled with moto (AWS's instance-type and AZ catalog, infra/core/bundled.py);
 an invoke with no bundled answer fails loudly rather than inventing a value.
 """
 

@@ -2,7 +2,7 @@
 
 The templates in examples/ are plain YAML with ${placeholders}; what depends on the stack
 (the training image, EFA interfaces, huge pages and environment, memory and /dev/shm - see
-infra/cli/pods.py -, the Lustre volume, and the checkpoint settings and grace period of
+infra/offline/pods.py -, the Lustre volume, and the checkpoint settings and grace period of
 examples/checkpointing.py) is added here, so the templates stay readable. `higgsfield jobs
 render STACK NAME` prints the result for `kubectl apply -f -` (the template's comments kept,
 scripts as block scalars); `higgsfield plan --manifests` writes them too. A job is sized to fit:
@@ -351,7 +351,7 @@ def image_comment(cfg: StackConfig, image: str) -> str:
             f"#       --image-ids imageTag={tag}",
         ])
     if image in {own() for own in OWN_IMAGE.values()}:  # an upstream image, pulled from its registry
-        return "\n".join([f"# Image: {image}", *comment("the upstream image itself, pulled from its registry (pinned in infra/versions.py); "
+        return "\n".join([f"# Image: {image}", *comment("the upstream image itself, pulled from its registry (pinned in infra/core/versions.py); "
                                                           f"nothing to build ({image_cli.DOCS} for the training image).")])
     origin = "higgsfield:trainingImage" if image == cfg.training_image else "--image"
     return "\n".join([f"# Image: {image}", *comment(
