@@ -7,7 +7,7 @@ platform wants of such an object it applies with a Server-Side Apply patch
 manager, forced where the creator set the same field first.
 
 Each entry names the code (owner/repo:path@ref) or the AWS page that decides that the object
-exists. tests/test_cluster_created_objects.py walks every Kubernetes object in every shipped plan
+exists. tests/components/test_cluster_created_objects.py walks every Kubernetes object in every shipped plan
 against this table; docs/controllers.md explains each.
 """
 

@@ -1,7 +1,7 @@
 """Checkpoints that survive a lost node: written to local NVMe, published to shared storage in the
 background, complete only with a marker, the last N kept, a final one flushed on SIGTERM, and the
 newest complete one loaded on start. Pure Python (no torch): examples/train_ddp.py plugs in
-torch.distributed.checkpoint as the shard writer and reader; tests/test_checkpointing.py runs it
+torch.distributed.checkpoint as the shard writer and reader; tests/offline/test_checkpointing.py runs it
 with real files on CPU.
 
 Layout on shared storage (FSx), one directory per job:

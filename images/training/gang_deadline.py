@@ -17,7 +17,7 @@ gives them back. This program (a CronJob, components/gang_deadline.py) does that
   removed): its PodGroup is created Pending and queues again. A job someone else suspended
   (no annotation) is never touched.
 
-Standard library only; `decide` is pure and tested (tests/test_gang_deadline.py), `main` talks
+Standard library only; `decide` is pure and tested (tests/components/test_gang_deadline.py), `main` talks
 to the API with the pod's service account as health_gate.py does.
 """
 

@@ -29,7 +29,7 @@ PROGRAM_TAG_KEYS = ("Name", "higgsfield.io/pool")
 PROGRAM_TAG_PREFIXES = ("kubernetes.io/", "k8s.io/", "karpenter.sh/", "eks:", "eks.amazonaws.com/")
 # The most tags the program adds to one resource on top of the configured ones (subnets: the two
 # higgsfield:* tags, Name, kubernetes.io/cluster/..., kubernetes.io/role/...); a test checks every
-# resource of every shipped stack's plan against it (tests/test_hostile_inputs.py).
+# resource of every shipped stack's plan against it (tests/config/test_hostile_inputs.py).
 PROGRAM_TAGS = 6
 
 

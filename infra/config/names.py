@@ -7,7 +7,7 @@ docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html).
 
 The names are derived here as the components derive them (components/teams.py Teams,
 components/storage.py LustreFileSystem._volume / _pv_claim, components/gpu_pools.py GpuPoolGroup,
-components/delivery.py); tests/test_hostile_inputs.py checks these functions against the names in
+components/delivery.py); tests/config/test_hostile_inputs.py checks these functions against the names in
 the recorded plans of the shipped stacks, so a component that renames its resources fails a test
 until this module follows.
 """

@@ -4,7 +4,7 @@ From a checkout (or an editable install) they are read where they live, `example
 `images/training/`; a wheel or `pip install .` carries them inside the package as
 `infra/shipped/...` (pyproject.toml maps those package names to the same folders, so the repo
 holds one copy). `higgsfield jobs render`, `healthcheck render` and `check` work either way
-(tests/test_fresh_install.py runs every command from a wheel, outside any checkout).
+(tests/cli/test_fresh_install.py runs every command from a wheel, outside any checkout).
 """
 
 from __future__ import annotations

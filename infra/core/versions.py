@@ -416,7 +416,7 @@ def components_outside(kubernetes_version: str) -> list[KubernetesRange]:
 # --- delivery (.github/workflows, components/delivery.py) ---------------------------------------
 # Every third-party action the workflows use, pinned to the commit its release tag points at
 # (read with `git rev-parse TAG^{commit}` in a clone of the action's repository, 2026-12-03);
-# tests/test_workflows.py checks every `uses:` against this table. Inputs used were read in each
+# tests/delivery/test_workflows.py checks every `uses:` against this table. Inputs used were read in each
 # action.yml at the tag (owner/repo:action.yml@TAG).
 @dataclass(frozen=True)
 class Action:
@@ -445,7 +445,7 @@ PROVENANCE["CODEBUILD_RUNNER_IMAGE"] = unverified(
 # The Pulumi CLI the preview and deploy jobs run: exact (pulumi/actions' `pulumi-version` input,
 # pulumi/actions:src/config.ts@v7.0.0 defaults it to the range '^3'), the same release as the
 # `pulumi` SDK pinned in requirements/deploy.txt (CLI and SDK are released together under one
-# version; tests/test_ci_supply_chain.py keeps them equal). No checksum: the action downloads
+# version; tests/delivery/test_ci_supply_chain.py keeps them equal). No checksum: the action downloads
 # get.pulumi.com/releases/sdk/pulumi-v<version>-linux-x64.tar.gz with @actions/tool-cache and
 # verifies nothing (pulumi/actions:src/libs/pulumi-cli.ts@v7.0.0 downloadCli), and it has no input
 # for one (pulumi/actions:action.yml@v7.0.0).

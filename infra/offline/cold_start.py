@@ -8,7 +8,7 @@ The shortening this issue made is in the model, so the numbers say what it buys:
   (images/training/Dockerfile): fewer bytes per new node;
 - the health gate runs in the training image (components/healthgate.py, already so before this
   issue), so every new node has pulled it before the gate passes, and the job's pull is a cache
-  hit - tests/test_cold_start.py keeps the two images the same;
+  hit - tests/offline/test_cold_start.py keeps the two images the same;
 - GPU nodes turn on nodeadm's FastImagePull feature gate (parallel pull and unpack through the
   SOCI snapshotter; components/efa.py node_user_data), read at awslabs/amazon-eks-ami.
 
@@ -127,7 +127,7 @@ def cold_path(pool: GpuPool, nodes: int, *, shortened: bool = True) -> Path:
     steps += [
         # The gate's DaemonSet pod runs in the training image (components/healthgate.py) and starts
         # when the node is Ready, beside the device plugins: the job's image is on the node before
-        # the gate passes, and the job's own pull is a cache hit (tests/test_cold_start.py).
+        # the gate passes, and the job's own pull is a cache hit (tests/offline/test_cold_start.py).
         Step(f"the health gate pod pulls the training image it runs in, while the device plugins register; {pull.what.removeprefix('pull the training image ')}",
              max(pull.seconds, DEVICE_PLUGINS_S), pull.source),
         Step("health gate checks pass, the startup taint comes off", gate, gate_src),

@@ -76,7 +76,7 @@ def _manifests_of_kind(plan: Plan, kind: str) -> list[dict]:
 def queue_rows(plan: Plan) -> list[dict]:
     """Each Volcano queue with its weight and GPU capability, and the teams whose namespace sends
     jobs to it with their GPU quota (higgsfield:scheduler.teams[].gpuQuota: no Kubernetes
-    ResourceQuota holds it, since one would admit part of a gang; tests/test_autoscaler_demand.py)."""
+    ResourceQuota holds it, since one would admit part of a gang; tests/components/test_autoscaler_demand.py)."""
     quotas = {t.name: t.gpu_quota for t in plan.config.scheduler.teams}
     teams: dict[str, list[tuple[str, int | None]]] = {}
     for ns in _manifests_of_kind(plan, "Namespace"):

@@ -1,7 +1,7 @@
 """Checks of what helm and kustomize really render, for the online contract workflow.
 
-The offline suite can only read the charts' templates (tests/test_controller_rbac.py,
-tests/test_image_pins.py); .github/workflows/contracts.yml renders every chart with the plan's
+The offline suite can only read the charts' templates (tests/components/test_controller_rbac.py,
+tests/core/test_image_pins.py); .github/workflows/contracts.yml renders every chart with the plan's
 values and the operator overlay, then runs `python -m infra.offline.rendered rendered/`: every image
 in the rendered objects is pinned (a digest, or a tag that is neither empty nor `latest`), and the
 RBAC the controllers' flags need is there, evaluated as the RBAC authorizer does.
@@ -107,7 +107,7 @@ def rules_for(objects: Sequence[dict], namespace: str, account: str) -> list[Sco
 
 
 # The calls whose absence would stop a controller, by the ServiceAccount the chart/overlay renders
-# (cited in docs/controllers.md and tests/test_controller_rbac.py). Namespaces and names as we install them.
+# (cited in docs/controllers.md and tests/components/test_controller_rbac.py). Namespaces and names as we install them.
 PROBES: dict[tuple[str, str], list[Call]] = {
     ("kubeflow", "training-operator"): [
         Call("get", "coordination.k8s.io", "leases", "kubeflow", "1ca428e5.training-operator.kubeflow.org"),

@@ -11,7 +11,7 @@ import pytest
 import health_gate
 from tests.aws_errors import add_wire_error, declared_errors, wire_error
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]
 
 
 def test_resource_contention_is_sent_as_its_wire_code_with_http_500():
@@ -48,7 +48,7 @@ def _client_error_calls(tree: ast.AST) -> list[ast.Call]:
 
 def test_no_stub_in_the_suite_types_an_error_code_by_hand():
     """Stubbed errors go through add_wire_error, which reads the code and status from botocore."""
-    offenders = [f"{p.name}:{call.lineno}" for p in sorted(TESTS.glob("*.py")) if p.name != "aws_errors.py"
+    offenders = [f"{p.name}:{call.lineno}" for p in sorted(TESTS.rglob("*.py")) if p.name != "aws_errors.py"
                  for call in _client_error_calls(ast.parse(p.read_text()))]
     assert offenders == []
 

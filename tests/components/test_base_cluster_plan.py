@@ -39,7 +39,7 @@ def test_plan_has_one_vpc_with_the_configured_cidr(plan, stack_settings):
 def test_private_and_public_subnet_in_every_configured_zone(plan, stack_settings):
     zones = stack_settings["higgsfield:availabilityZones"]
     subnets = plan.of_type(SUBNET)
-    for kind in ("private", "public"):  # the ELB role tags: tests/test_tenant_attacks.py
+    for kind in ("private", "public"):  # the ELB role tags: tests/security/test_tenant_attacks.py
         named = sorted(s.inputs["availabilityZone"] for s in subnets if f"-{kind}-" in s.inputs["tags"]["Name"])
         assert named == sorted(zones), kind
 

@@ -15,7 +15,7 @@ import pytest
 import efa_metrics
 from components import healthgate, observability
 from tests.conftest import plan_of
-from tests.test_upstream_contracts import _relabel, _scrape_jobs
+from tests.core.test_upstream_contracts import _relabel, _scrape_jobs
 
 # An EFA device as the EFA driver lays it out in sysfs: hw_counters only, no counters/ directory
 # (file names: aws-samples/awsome-distributed-training:4.validation_and_observability/

@@ -70,7 +70,7 @@ def test_every_stack_ships_gpu_pools_and_staging_and_prod_ship_efa_pools():
 
 
 def _held_warm(plan: Plan, group: Resource) -> bool:
-    """An ODCR pool held at its reserved count (tests/test_reserved_capacity.py)."""
+    """An ODCR pool held at its reserved count (tests/components/test_reserved_capacity.py)."""
     pool = next(p for p in plan.config.gpu_pools if p.name == group.inputs["labels"]["higgsfield.io/pool"])
     return pool.capacity_type == "reservation" and pool.capacity.warm
 
@@ -259,7 +259,7 @@ def test_autoscaler_scale_down_delay_comes_from_config(plan, stack_settings):
 
 @pytest.mark.parametrize("chart", ["nvidia-device-plugin", "aws-efa-k8s-device-plugin"])
 def test_device_plugins_select_gpu_nodes_only(plan, chart):
-    """(Their tolerations: tests/test_node_daemons.py.)"""
+    """(Their tolerations: tests/components/test_node_daemons.py.)"""
     releases = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == chart]
     if chart == "aws-efa-k8s-device-plugin" and not efa_groups(plan):
         assert releases == []

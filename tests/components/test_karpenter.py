@@ -180,7 +180,7 @@ def test_a_karpenter_pool_passes_the_policy_pack(karpenter_plan):
 
     from infra.offline.check import run_policies
 
-    config = json.loads((Path(__file__).resolve().parent.parent / "policies" / "config" / "staging.json").read_text())
+    config = json.loads((Path(__file__).resolve().parents[2] / "policies" / "config" / "staging.json").read_text())
     found, _ = run_policies(karpenter_plan, config)
     assert found == [], [f.message for f in found]
 

@@ -10,7 +10,7 @@ import yaml
 from infra.config import GPU_SCALE_DOWN_UNNEEDED_DEFAULT
 from infra.offline.evaluate import instance_types
 from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_pool
-from tests.test_gpu_pools_plan import ALL_GPU_GROUPS, NODE_GROUP, TEMPLATE_TAG, asg_tags, pool_groups
+from tests.components.test_gpu_pools_plan import ALL_GPU_GROUPS, NODE_GROUP, TEMPLATE_TAG, asg_tags, pool_groups
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 EVERY_TAINT = {"operator": "Exists"}  # no key: matches every taint (Kubernetes Toleration semantics)

@@ -53,7 +53,7 @@ def test_node_exporter_reaches_gpu_nodes_too(plan):
 
 
 def test_dcgm_exporter_runs_on_gpu_nodes(plan):
-    """(Its tolerations: tests/test_node_daemons.py.)"""
+    """(Its tolerations: tests/components/test_node_daemons.py.)"""
     values = _release(plan, "dcgm-exporter").inputs["values"]
     assert values["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
 

@@ -22,7 +22,7 @@ from infra.config import SYSTEM_TAINT_KEY
 from tests.scheduling_rules import tolerates
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 ANY_TAINT = {"key": "example.com/anything", "value": "x", "effect": "NoExecute"}
 

@@ -12,7 +12,7 @@ from infra.offline.diff import deploy_order
 from infra.cli.main import main
 from infra.offline.evaluate import record
 from tests.conftest import ROOT, assert_plan_rejects, set_key
-from tests.test_diff import _edit_stack, _git, _project_template, repo  # noqa: F401  (fixtures)
+from tests.offline.test_diff import _edit_stack, _git, _project_template, repo  # noqa: F401  (fixtures)
 
 ADDON = "aws:eks/addon:Addon"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"

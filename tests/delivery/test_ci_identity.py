@@ -14,7 +14,7 @@ from components.delivery import MANAGED_POLICIES, boundary_arn
 from policies.iam_evaluation import Policy, Request, evaluate
 from policies.rules import account_findings
 from tests.conftest import ROOT, STACKS, config_of, plan_of
-from tests.test_policies import R, stack_violations
+from tests.policies.test_policies import R, stack_violations
 
 ACCOUNT = config_of("prod").delivery.account_id
 STACK_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-lustre-csi-0123"

@@ -1,6 +1,6 @@
 """The online contract check (.github/workflows/contracts.yml) and what it renders from: the Helm
 releases exported from the offline plan. The workflow itself needs the network; here it is linted
-(actionlint in tests/test_workflows.py, zizmor below) and its inputs are checked."""
+(actionlint in tests/delivery/test_workflows.py, zizmor below) and its inputs are checked."""
 
 from __future__ import annotations
 

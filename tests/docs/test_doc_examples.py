@@ -5,7 +5,7 @@ after a marker line
     <!-- output: higgsfield cost prod -->            (the whole output)
     <!-- output: higgsfield plan prod | head -30 --> (its first 30 lines)
 
-`python tests/test_doc_examples.py --write` runs every marked command and rewrites its block;
+`python tests/docs/test_doc_examples.py --write` runs every marked command and rewrites its block;
 the test fails while a block differs from what its command prints now."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import shlex
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
-REGENERATE = "python tests/test_doc_examples.py --write"
+REGENERATE = "python tests/docs/test_doc_examples.py --write"
 MARKER = re.compile(r"^<!-- output: higgsfield (?P<args>[^|>]+?)(?: \| head -(?P<head>\d+))? -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$",
                     re.MULTILINE | re.DOTALL)
 

@@ -13,7 +13,7 @@ import pytest
 
 from infra.core import versions
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "day-one-journey.md"
 
 # The journey (issue #21 point 11), in order: a word or phrase each step's heading must contain.
@@ -35,7 +35,7 @@ JOURNEY = (
     "Kubernetes minor upgrade",
 )
 
-TEST_REF = re.compile(r"tests/(test_\w+\.py)::([\w:]+)(?:\[[^\]]*\])?")
+TEST_REF = re.compile(r"tests/((?:\w+/)*test_\w+\.py)::([\w:]+)(?:\[[^\]]*\])?")
 # owner/repo:path@ref, as the project cites upstream files (a line range may follow the ref)
 UPSTREAM = re.compile(r"\b([A-Za-z0-9][\w.-]*/[\w.-]+):([\w./-]+)@([\w.-]+)")
 AWS_DOC = re.compile(r"https://docs\.aws\.amazon\.com/\S+")
@@ -128,9 +128,9 @@ def test_the_pinned_repositories_are_all_cited():
 
 
 def test_a_missing_test_name_would_be_caught():
-    assert "test_a_missing_test_name_would_be_caught" in _tests_in("test_journey_doc.py")
-    assert "test_no_such_behaviour" not in _tests_in("test_journey_doc.py")
-    assert TEST_REF.findall("`tests/test_x.py::test_y[prod]`") == [("test_x.py", "test_y")]
+    assert "test_a_missing_test_name_would_be_caught" in _tests_in("docs/test_journey_doc.py")
+    assert "test_no_such_behaviour" not in _tests_in("docs/test_journey_doc.py")
+    assert TEST_REF.findall("`tests/cli/test_x.py::test_y[prod]`") == [("cli/test_x.py", "test_y")]
 
 
 def test_the_docs_index_links_the_journey():

@@ -17,7 +17,7 @@ from infra.core import versions
 from infra.offline import day_one
 from node_check import Expectations, Gpu
 from tests.conftest import plan_of
-from tests.test_health_gate import FakeApiServer
+from tests.components.test_health_gate import FakeApiServer
 
 BASE = dict(gpus=2, model="H100", efa_devices=0, min_matmul_fraction=0.6, min_memory_bandwidth_fraction=0.7, min_lustre_mb_s=200, min_bus_bandwidth_gb_s=50)
 
@@ -144,7 +144,7 @@ def _verb(method: str, path: str) -> tuple[str, str, str | None]:
 def test_every_call_the_gate_makes_is_granted_by_the_rbac_the_stack_renders():
     """The calls come from a real gate pass against the fake API server (replacement off); the
     rights from the prod plan's ClusterRole and Roles bound to the gate's account."""
-    from tests.test_health_gate import PASS
+    from tests.components.test_health_gate import PASS
 
     plan = plan_of("prod")
     cluster_rules = [rule for r in plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")

@@ -142,7 +142,7 @@ def test_image_workflow_runs_on_main_only_and_grants_nothing_at_workflow_level()
 
 
 def test_the_push_job_assumes_the_stacks_image_role_through_oidc():
-    # Pinning, permissions and secrets of every workflow: tests/test_workflows.py.
+    # Pinning, permissions and secrets of every workflow: tests/delivery/test_workflows.py.
     job = _workflow()["jobs"]["push"]
     assert "environment" not in job  # the image role trusts repo:OWNER/REPO:ref:refs/heads/main (components/delivery.py)
     assert job["permissions"] == {"contents": "read", "id-token": "write"}

@@ -100,6 +100,6 @@ def test_every_command_has_its_own_module():
     from infra.cli.main import parser
 
     commands = next(a for a in parser()._actions if a.__class__.__name__ == "_SubParsersAction").choices
-    cli = Path(__file__).resolve().parent.parent / "infra" / "cli"
+    cli = Path(__file__).resolve().parents[2] / "infra" / "cli"
     missing = [c for c in commands if not (cli / f"{c.replace('-', '_')}.py").exists()]
     assert missing == [], missing

@@ -16,7 +16,7 @@ from infra.offline import jobs
 from infra.cli.main import main
 from infra.config import PriorityClassSpec
 from tests.conftest import config_of, plan_of
-from tests.test_tenancy import _job, _pod, denied_by
+from tests.security.test_tenancy import _job, _pod, denied_by
 
 
 def _config() -> dict:

@@ -186,7 +186,7 @@ def test_prod_data_protected(protect, env, violates):
 
 def test_every_policy_is_tested_here():
     tested = {c[0] for c in RESOURCE_CASES} | {"gpu-node-groups-scale-to-zero", "efa-pools", "fsx-lustre", "node-role-managed-policies", "prod-data-protected", "vpc-flow-logs", "control-plane-logs-encrypted",
-                                               "roles-under-the-boundary", "fsx-export-versioned"}  # tests/test_ci_identity.py
+                                               "roles-under-the-boundary", "fsx-export-versioned"}  # tests/delivery/test_ci_identity.py
     assert tested == set(BY_NAME)
     assert all(isinstance(p, ResourceValidationPolicy) == (p.name in {c[0] for c in RESOURCE_CASES}) for p in rules.POLICIES)
 
@@ -196,7 +196,7 @@ def test_every_policy_is_tested_here():
 @pytest.mark.parametrize("stack_name", STACKS)
 def test_pack_runs_clean_over_every_shipped_stack(stack_name):
     # with the stack's policy config, as `pulumi preview --policy-pack-config` and the workflows run it
-    pack_config = json.loads((Path(__file__).resolve().parent.parent / "policies" / "config" / f"{stack_name}.json").read_text())
+    pack_config = json.loads((Path(__file__).resolve().parents[2] / "policies" / "config" / f"{stack_name}.json").read_text())
     found, not_run = run_policies(plan_of(stack_name), pack_config)
     assert found == [], [f.message for f in found]
 
@@ -213,7 +213,7 @@ def test_broken_stack_fails_with_the_right_policy_names():
     fs = plan.one(rules.FSX)
     other = next(s for s in plan.of_type(rules.SUBNET) if s.inputs["availabilityZone"] == "us-east-2a" and "kubernetes.io/role/internal-elb" in s.inputs["tags"])
     fs.dependencies = [d for d in fs.dependencies if plan.by_urn(d).type != rules.SUBNET] + [other.urn]
-    found, _ = run_policies(plan, json.loads((Path(__file__).resolve().parent.parent / "policies" / "config" / "prod.json").read_text()))
+    found, _ = run_policies(plan, json.loads((Path(__file__).resolve().parents[2] / "policies" / "config" / "prod.json").read_text()))
     assert {f.policy for f in found} == {"eks-endpoint-restricted", "gpu-node-groups-scale-to-zero", "efa-pools", "fsx-lustre"}
 
 
@@ -242,7 +242,7 @@ def test_check_command_honours_a_stack_policy_config(project_copy, capsys, tmp_p
 
     project_copy("dev", set_pool(0, minSize=1))
     config = tmp_path / "advisory.json"
-    dev = json.loads((Path(__file__).resolve().parent.parent / "policies" / "config" / "dev.json").read_text())
+    dev = json.loads((Path(__file__).resolve().parents[2] / "policies" / "config" / "dev.json").read_text())
     config.write_text(json.dumps({**dev, "gpu-node-groups-scale-to-zero": "advisory"}))
     assert main(["check", "bad", "--policy-config", str(config)]) == 0
     out = capsys.readouterr().out

@@ -13,7 +13,7 @@ import pytest
 from infra.offline.check import run_policies
 from policies import rules
 from tests.conftest import plan_of
-from tests.test_policies import EKS, GOOD_CLUSTER, R, stack_violations, violations
+from tests.policies.test_policies import EKS, GOOD_CLUSTER, R, stack_violations, violations
 
 
 def _policy(*statements: dict) -> dict:

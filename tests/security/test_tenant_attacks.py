@@ -7,7 +7,7 @@ policy permissions" (awsdocs/amazon-eks-user-guide:latest/ug/manage-access/k8s-a
 access-policy-reference.adoc@c88259ae, section AmazonEKSEditPolicy); like Kubernetes' user-facing
 `edit` role it writes pods, workloads, Services and NetworkPolicies in the namespace. So RBAC lets
 each attack through (asserted below) and the admission policies we render must refuse it: they are
-evaluated with cel-python exactly as tests/test_tenancy.py does (same evaluator), and every attack
+evaluated with cel-python exactly as tests/security/test_tenancy.py does (same evaluator), and every attack
 names the validation that refuses it; each `..._is_the_only_thing_refusing_it` test removes that
 validation and shows the attack then passes, so a policy change that drops the rule fails here.
 What admission cannot see (envFrom, an image's ENV) is closed on the GPU nodes, asserted on the
@@ -27,8 +27,8 @@ from components import device_plugins, gpu_pools, healthgate, tenancy
 from components.tenancy import TeamRules
 from infra.config import STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
 from tests.conftest import STACKS, plan_of
-from tests.test_karpenter import karpenter_plan  # noqa: F401 (fixture)
-from tests.test_tenancy import VISION, Authorizer, _job, _pod, admitted
+from tests.components.test_karpenter import karpenter_plan  # noqa: F401 (fixture)
+from tests.security.test_tenancy import VISION, Authorizer, _job, _pod, admitted
 
 # AmazonEKSEditPolicy, one (apiGroups, resources, verbs) per row of the user guide's table (cited above).
 _WRITE = ("create", "delete", "deletecollection", "patch", "update")
@@ -237,8 +237,8 @@ def test_each_attack_passes_once_its_validation_is_removed_so_that_validation_is
 def test_the_edit_policy_lets_the_attacker_send_it_so_admission_is_what_refuses_it(attack):
     obj, _, _, request = ATTACKS[attack]
     group, resource, verb = _rbac_resource(obj, request)
-    if group == "kubeflow.org":  # not in AmazonEKSEditPolicy: the team's own Role grants it (tests/test_team_job_rights.py)
-        from tests.test_team_job_rights import role_allows
+    if group == "kubeflow.org":  # not in AmazonEKSEditPolicy: the team's own Role grants it (tests/security/test_team_job_rights.py)
+        from tests.security.test_team_job_rights import role_allows
 
         assert role_allows(tenancy.job_submitter_role("vision"), group, resource, "vision", verb), (group, resource, verb)
         return
