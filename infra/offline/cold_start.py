@@ -21,6 +21,7 @@ before they are given back.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from components.gang_deadline import DEADLINE_CHECK_S, GANG_DEADLINE_MARGIN_S, boot_seconds, gang_deadline_s
 from infra.config import GpuPool, StackConfig, seconds_of
@@ -198,34 +199,17 @@ def as_json(pool: GpuPool, nodes: int, paths: list[Path], bound: GiveBack) -> di
     }
 
 
-def render(pool: GpuPool, nodes: int, paths: list[Path], bound: GiveBack) -> str:
-    """The two paths step by step, each step's source below it, and the half-delivered gang's
-    bound; within 120 columns (a citation is never broken inside a word)."""
-    from infra.cli.views.table import wrap
+class JobStart(NamedTuple):
+    """A job's start on a pool: the pool, the gang's nodes, the paths and the half-delivered gang's bound."""
 
-    lines = [f"Job submitted -> first step on pool {pool.name} ({nodes} x {pool.instance.name}):"]
-    for path in paths:
-        lines.append(f"  {path.name}: {path.seconds / 60:.1f} min ({path.seconds:.0f} s)")
-    for path in paths:
-        lines.append("")
-        lines.append(f"{path.name}:")
-        at = 0.0
-        for s in path.steps:
-            at += s.seconds
-            mark = " (estimate)" if s.estimate else ""
-            lines += wrap(f"+{s.seconds:6.0f} s  ={at:6.0f} s  {s.what}{mark}", indent=2, hanging=22)
-            lines += wrap(f"source: {s.source}", indent=13, hanging=2)
-    lines.append("")
-    money = "not priced" if bound.usd is None else f"${bound.usd:,.2f}"
-    lines += wrap(f"Half-delivered gang: the nodes that arrived are given back within {bound.seconds / 60:.0f} min "
-                  f"(deadline {bound.deadline_s / 60:.0f} min = boot + healthGate.timeout + {GANG_DEADLINE_MARGIN_S / 60:.0f} min, "
-                  f"+ check {bound.check_s:.0f} s + scaleDownUnneededTime {bound.unneeded_s / 60:.0f} min + one autoscaler loop); "
-                  f"at most {bound.arrived_at_most} node(s): {money}", indent=0)
-    return "\n".join(lines)
+    pool: GpuPool
+    nodes: int
+    paths: list[Path]
+    bound: GiveBack
 
 
-def report(plan, pool_name: str, nodes: int | None) -> tuple[dict, str]:
-    """The `timeline --job` report of a recorded plan: (JSON, text)."""
+def report(plan, pool_name: str, nodes: int | None) -> JobStart:
+    """The `timeline --job` report of a recorded plan (`as_json(*report)` is its JSON)."""
     from infra.offline import cost
     from infra.config import ConfigError
 
@@ -240,4 +224,4 @@ def report(plan, pool_name: str, nodes: int | None) -> tuple[dict, str]:
         rate = None  # spot moves, a block is prepaid (infra/offline/cost.py)
     paths = [cold_path(pool, count), warm_path(pool, count), cold_path(pool, count, shortened=False)]
     bound = give_back(pool, rate)
-    return as_json(pool, count, paths, bound), render(pool, count, paths, bound)
+    return JobStart(pool, count, paths, bound)

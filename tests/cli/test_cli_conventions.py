@@ -70,13 +70,13 @@ def _fails_unforeseen(*_args, **_kwargs):
 
 
 def test_an_unforeseen_failure_is_one_line_pointing_at_debug(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "record", _fails_unforeseen)
+    monkeypatch.setattr("infra.offline.evaluate.record", _fails_unforeseen)
     assert cli.main(["plan", "dev"]) == 1
     assert capsys.readouterr().err == "error: the mocked engine went away (RuntimeError; rerun with --debug for the traceback)\n"
 
 
 def test_debug_adds_the_traceback_and_keeps_the_exit_status(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "record", _fails_unforeseen)
+    monkeypatch.setattr("infra.offline.evaluate.record", _fails_unforeseen)
     assert cli.main(["plan", "dev", "--debug"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("Traceback (most recent call last):") and "RuntimeError: the mocked engine" in err
@@ -122,7 +122,7 @@ def recorded(monkeypatch):
     from tests.conftest import plan_of
 
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(cli, "record", lambda stack, *_a, **_k: plan_of(stack))
+    monkeypatch.setattr("infra.offline.evaluate.record", lambda stack, *_a, **_k: plan_of(stack))
     monkeypatch.setattr(check, "record", lambda stack, *_a, **_k: plan_of(stack))
 
 
