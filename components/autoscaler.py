@@ -15,8 +15,8 @@ from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.identity import pod_identity_role
 from infra.config import Autoscaler, GpuPool, Queue, seconds_of
 from infra.core.versions import Chart
+from infra.core.names import KUBE_SYSTEM as NAMESPACE
 
-NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
 
 # --- when the autoscaler stops: unready nodes -------------------------------------------------

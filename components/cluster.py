@@ -13,9 +13,9 @@ import pulumi_kubernetes as k8s
 from components.addons import BEFORE_NODES, CLUSTER_ADDONS, managed_addon
 from components.identity import trust_policy
 from infra.core.versions import AddonVersion
+from infra.core.names import CLUSTER_ADMIN_POLICY
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
-CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 # Managed add-ons (components/addons.py CLUSTER_ADDONS). EKS bootstraps self-managed vpc-cni,
 # kube-proxy and coredns with the cluster; the managed add-ons adopt them (resolve conflicts:
 # OVERWRITE) at the version EKS resolves for the cluster's Kubernetes version. Node groups wait

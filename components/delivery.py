@@ -39,13 +39,19 @@ import pulumi_aws as aws
 
 from infra.core import versions
 from components.registry import repository_name
-from infra.offline.stacks import RUNNER_PURPOSES, boundary_name, cluster_name, role_name, runner_project
 from infra.config import Delivery as DeliverySettings
+from infra.core.names import (
+    CLUSTER_ADMIN_POLICY,
+    GITHUB_OIDC_HOST,
+    RUNNER_PURPOSES,
+    boundary_name,
+    cluster_name,
+    role_name,
+    runner_project,
+)
 
-GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
 AUDIENCE = "sts.amazonaws.com"
 VIEW_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
-CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 # Which workflow file assumes which role, and at which ref.
 WORKFLOW_OF = {"preview": ("preview.yml", "refs/pull/*/merge"), "deploy": ("deploy.yml", "refs/heads/main"), "image": ("image.yml", "refs/heads/main")}
 # What a preview asks AWS beyond its own credentials: the program's invokes

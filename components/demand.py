@@ -35,8 +35,7 @@ from functools import cache
 
 from components.efa import EFA_HUGEPAGES_2MI
 from infra.core.bundled import instance_types
-
-GPU = "nvidia.com/gpu"
+from infra.core.names import GPU_RESOURCE as GPU
 
 
 @cache

@@ -12,6 +12,7 @@ from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from infra.config import GPU_TAINT_KEY
 from infra.core.versions import Chart
+from infra.core.names import KUBE_SYSTEM as NAMESPACE
 
 GPU_NODES = {"nvidia.com/gpu.present": "true"}
 EFA_NODES = {"vpc.amazonaws.com/efa.present": "true"}
@@ -22,7 +23,6 @@ GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSched
 EVERY_TAINT = {"operator": "Exists"}
 # No /dev/infiniband, gdrdrv or nvidia-fs in GPU pods on the NVIDIA plugin's account.
 GPU_ONLY_INJECTION = {"mofedEnabled": False, "gdrcopyEnabled": False, "gdsEnabled": False}
-NAMESPACE = "kube-system"
 # How the device plugin tells the container runtime which GPUs a container was allocated:
 # `volume-mounts` (the chart value `deviceListStrategy`, passed as DEVICE_LIST_STRATEGY; the choices
 # envvar | volume-mounts | cdi-annotations | cdi-cri in api/config/v1/consts.go; NVIDIA/

@@ -13,15 +13,12 @@ from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_interfaces_for, efa
 from components.nodes import MAX_UNAVAILABLE_NODES, NodeVersion, launch_template
 from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, GpuPool, Taint
 from infra.config import gpu_pools as pool_settings  # now(): the one clock windows are read against
+from infra.core.names import POOL_LABEL, GATED_LABEL, HEALTH_LABEL, AUTOSCALER_TEMPLATE
 
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "reservation": "ON_DEMAND", "capacity-block": "CAPACITY_BLOCK"}
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
-POOL_LABEL = "higgsfield.io/pool"
-GATED_LABEL = "higgsfield.io/gated"
 # The health gate's verdict on a node (images/training/health_gate.py sets it with the taint's
 # removal). The gate's DaemonSet runs only where it is not `healthy` (components/healthgate.py).
-HEALTH_LABEL = "higgsfield.io/health"
-AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 # The Cluster Autoscaler's AWS provider treats a node with this label as a GPU node and waits for
 # its device plugin instead of scaling out again while it initialises (GPULabel in kubernetes/
 # autoscaler:cluster-autoscaler/cloudprovider/aws/aws_cloud_provider.go@cluster-autoscaler-1.35.0;

@@ -40,8 +40,8 @@ from components.storage import HEALTH_CLAIM, MOUNT_PATH
 from components.kubernetes_objects import KubernetesObject
 from infra.core import versions
 from infra.config import STARTUP_TAINT_KEY, GpuPool, HealthThresholds, seconds_of
+from infra.core.names import HEALTH_NAMESPACE as NAMESPACE, HEALTH_LABEL as HEALTH_LABEL_PREFIX, NODE_NAME_EXTRA
 
-NAMESPACE = "higgsfield-health"
 SERVICE_ACCOUNT = "health-gate"
 GATE_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 # GATED_LABEL is on every node of a gated pool (components/gpu_pools.py): the DaemonSet selects on
@@ -51,14 +51,12 @@ GATE_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 def expectations_name(pool: str) -> str:
     """The ConfigMap with a pool's expectations, read by the gate through the API."""
     return f"health-gate-{pool}"
-HEALTH_LABEL_PREFIX = "higgsfield.io/health"
 # The node a pod-bound service account token was issued for, in the user's extra info: the key is
 # serviceaccount.NodeNameKey (kubernetes/kubernetes: staging/src/k8s.io/apiserver/pkg/authentication/
 # serviceaccount/util.go); the kubelet-issued token carries it with ServiceAccountTokenPodNodeInfo,
 # beta and on by default in 1.30, GA and locked on in 1.32 (pkg/features/versioned_kube_features.go;
 # KEP-4193 "bound service account token improvements") - every Kubernetes version this project
 # supports (infra/core/versions.py KUBERNETES_SUPPORTED starts at 1.32).
-NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 # An Event about a Node (cluster-scoped: no involvedObject.namespace) must live in `default`
 # (legacyValidateEvent, kubernetes/kubernetes: pkg/apis/core/validation/events.go): the gate may
 # create Events there and nowhere else.

@@ -37,8 +37,8 @@ from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import STARTUP_TAINT_KEY, GpuPool
 from infra.core.versions import Chart
+from infra.core.names import KUBE_SYSTEM as NAMESPACE
 
-NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "karpenter"
 NODEPOOL_TAG = "karpenter.sh/nodepool"
 NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"

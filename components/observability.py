@@ -20,6 +20,7 @@ from components.kubernetes_objects import KubernetesObject
 from components.workloads import KSM_NODE_LABELS, custom_rules, external_rules, serving_scrape_job
 from infra.config import Observability
 from infra.core.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
+from infra.core.names import HEALTH_NAMESPACE
 
 NAMESPACE = "monitoring"
 PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
@@ -36,7 +37,6 @@ GRAFANA_PASSWORD_LENGTH = 40
 GPU_UTILISATION_METRIC = "gpu_utilization"  # what the HPA of an elastic job asks for (custom metrics API)
 CONTAINER_INSIGHTS_LOGS = ("application", "dataplane", "host", "performance")
 EFA_TX, EFA_RX = "node_amazonefa_tx_bytes", "node_amazonefa_rx_bytes"  # images/training/efa_metrics.py
-HEALTH_NAMESPACE = "higgsfield-health"  # components/healthgate.py NAMESPACE (a test keeps them equal)
 
 
 def _panel(title: str, expr: str, unit: str, y: int, x: int) -> dict:

@@ -18,6 +18,7 @@ from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import Fsx
 from infra.core.versions import AddonVersion
+from infra.core.names import NODE_NAME_EXTRA
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))  # docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html
 MOUNT_OPTIONS = ("flock", "noatime")
@@ -126,7 +127,6 @@ def layout_user_data(script: str, dns_name: str, mount_name: str) -> str:
 # for), that taint only, no label, annotation or cordon change.
 CSI_NODE_USER = "system:serviceaccount:kube-system:fsx-csi-node-sa"  # values.yaml node.serviceAccount.name@v1.8.0
 CSI_NOT_READY_TAINT = "fsx.csi.aws.com/agent-not-ready"  # pkg/driver/constants.go@v1.8.0
-NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"  # see components/healthgate.py
 
 
 def csi_node_policy() -> dict:

@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
+from infra.core.names import QUEUE_ANNOTATION
 
 TEAM_LABEL = "higgsfield.io/team"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server, immutable
-QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 QUEUE_KEY = "volcano.sh/queue-name"
 SCHEDULER = "volcano"
 # Pod Security Admission: `baseline` is enforced, `restricted` warned and audited. GPU and EFA

@@ -33,6 +33,7 @@ from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from infra.config import DEFAULT_PRIORITY_CLASS, PriorityClassSpec, Queue
 from infra.core import versions
 from infra.core.versions import Chart
+from infra.core.names import WORKLOAD_LABEL
 
 VOLCANO_NAMESPACE = "volcano-system"
 # Volcano's scheduler creates the queue `default` at start, reclaimable (volcano-sh/volcano:
@@ -94,7 +95,6 @@ def scheduler_config_yaml() -> str:
     return yaml.safe_dump(SCHEDULER_CONFIG, sort_keys=False)
 
 
-WORKLOAD_LABEL = "higgsfield.io/workload"  # on each PriorityClass: the class of work it is for
 _DESCRIPTIONS = {
     "training": "Higgsfield training priority {value}: orders queued jobs, never preempts; only what lies above a gang's minimum may be taken back, by serving",
     "serving": "Higgsfield serving priority {value}: may preempt, in its queue, evaluation pods and what lies above a training gang's minimum",

@@ -28,13 +28,13 @@ appVersion).
 """
 
 from __future__ import annotations
+from infra.core.names import POOL_LABEL
 
 ELASTIC_ROOM_METRIC = "higgsfield_elastic_room"
 SERVING_METRIC = "higgsfield_serving_requests_waiting"
 SERVING_LABEL = ("higgsfield.io/workload", "serving")
 SERVING_PORT = "http"
 
-POOL_LABEL = "higgsfield.io/pool"  # kube-state-metrics exports it on kube_node_labels (KSM_NODE_LABELS)
 # kube-state-metrics' --metric-labels-allowlist, through the kube-state-metrics chart's
 # metricLabelsAllowlist (prometheus-community/helm-charts:charts/kube-state-metrics/values.yaml and
 # templates/deployment.yaml@kube-state-metrics-8.4.0, the dependency of kube-prometheus-stack 88.5.x).

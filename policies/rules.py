@@ -23,6 +23,9 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+from infra.core.internet import MAX_INTERNET_SHARE, internet_share
+from infra.core.versions import KUBERNETES_SUPPORTED
+from infra.core.names import HELM_RELEASE, AUTOSCALER_TEMPLATE as TEMPLATE_TAG, GPU_RESOURCE as GPU_TAINT, LOG_GROUP, GITHUB_OIDC_HOST as GITHUB_OIDC
 
 MANDATORY = EnforcementLevel.MANDATORY
 ADVISORY = EnforcementLevel.ADVISORY
@@ -37,11 +40,8 @@ SUBNET = "aws:ec2/subnet:Subnet"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 ASG_TAG = "aws:autoscaling/tag:Tag"
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 LUSTRE_PORTS = {(988, 988), (1018, 1023)}
-TEMPLATE_TAG = "k8s.io/cluster-autoscaler/node-template"
-GPU_TAINT = "nvidia.com/gpu"
 NODE_POLICIES = {
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
@@ -111,16 +111,6 @@ def _endpoint(args: ResourceValidationArgs) -> tuple[bool, list[str]]:
 
 
 _ENDPOINT = PolicyConfigSchema(properties={"maxInternetShare": {"type": "number", "minimum": 0, "maximum": 1}})
-# The most of the IPv4 internet an allow-list may cover together: one /16's worth by default.
-MAX_INTERNET_SHARE = 2.0**-16
-
-
-def internet_share(cidrs: Iterable[str]) -> float:
-    """The share of the IPv4 address space the CIDRs cover together (overlaps counted once)."""
-    import ipaddress
-
-    networks = ipaddress.collapse_addresses(ipaddress.IPv4Network(c, strict=False) for c in cidrs)
-    return sum(n.num_addresses for n in networks) / 2**32
 
 
 @_policy("eks-endpoint-restricted", "The EKS API endpoint is private, or public only to an allow-list covering a small share of the internet.", schema=_ENDPOINT)
@@ -184,7 +174,7 @@ def kms_key_rotation(args: ResourceValidationArgs, report: ReportViolation) -> N
 
 
 _VERSIONS = PolicyConfigSchema(properties={"supported": {"type": "array", "items": {"type": "string"}}})
-SUPPORTED_KUBERNETES = ("1.32", "1.33", "1.34", "1.35")  # keep with infra/core/versions.py (a test checks)
+SUPPORTED_KUBERNETES = KUBERNETES_SUPPORTED  # the default of the pack config `supported`
 
 
 @_policy("eks-supported-version", "The Kubernetes version is one EKS supports.", schema=_VERSIONS)
@@ -513,7 +503,6 @@ ROLE = "aws:iam/role:Role"
 ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 POLICY_ATTACHMENT = "aws:iam/policyAttachment:PolicyAttachment"
 SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
-LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 VPC = "aws:ec2/vpc:Vpc"
 FLOW_LOG = "aws:ec2/flowLog:FlowLog"
 WORLD = ("0.0.0.0/0", "::/0")
@@ -609,9 +598,8 @@ def control_plane_logs_encrypted(args: StackValidationArgs, report: ReportViolat
             report(f"Log group {get(group.props, 'name')} is not encrypted with a KMS key of ours: set kmsKeyId to the stack's logs key.", group.urn)
 
 
-# --- CI identities and where CI runs (components/delivery.py, .github/workflows) ---------------------
+# --- CI identities (components/delivery.py) ------------------------------------------------------
 
-GITHUB_OIDC = "token.actions.githubusercontent.com"
 CI_IDENTITY_TAG = "higgsfield:ci-identity"
 
 
@@ -685,89 +673,6 @@ def fsx_export_versioned(args: StackValidationArgs, report: ReportViolation) -> 
         if bucket not in versioned:
             report(f"{r.name} exports to s3://{bucket}, which this stack does not version: an export overwrites the S3 copy for good. "
                    "Enable versioning on it (aws.s3.BucketVersioning, components/storage.py).", r.urn)
-
-
-def workflow_triggers(workflow: Mapping[str, Any]) -> set[str]:
-    """The events a parsed workflow runs on (PyYAML reads the key `on` as True)."""
-    on = workflow.get("on", workflow.get(True))
-    return {on} if isinstance(on, str) else set(on or ())
-
-
-PULL_REQUEST_EVENTS = {"pull_request", "pull_request_target"}
-
-
-def assumed_roles(job: Mapping[str, Any]) -> list[str]:
-    """`role-to-assume` of every configure-aws-credentials step of a job."""
-    return [str(get(step, "with", "role-to-assume", default="")) for step in job.get("steps") or []
-            if str(step.get("uses", "")).startswith("aws-actions/configure-aws-credentials")]
-
-
-def runs_pulumi(job: Mapping[str, Any]) -> bool:
-    return any(str(step.get("uses", "")).startswith("pulumi/actions") for step in job.get("steps") or [])
-
-
-def _runs_on(job: Mapping[str, Any]) -> str:
-    return str(job.get("runs-on", "")).replace(" ", "")
-
-
-def delivery_findings(config: Any, workflows: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """What would hand a pull request a deploy identity or a deploy runner, or run a
-    private-endpoint stack's preview/deploy outside its VPC: (setting or workflow job, message).
-    `config` is the typed StackConfig; `workflows` the parsed .github/workflows files by file name."""
-    found: list[tuple[str, str]] = []
-    delivery = config.delivery
-    world_open = any(c.endswith("/0") for c in config.endpoint.public_access_cidrs)
-    if delivery is not None and not delivery.runner.enabled and not world_open:
-        where = "publicAccessCidrs " + ", ".join(config.endpoint.public_access_cidrs) if config.endpoint.public else "a private endpoint"
-        found.append(("higgsfield:delivery.runner.enabled", f"false, but the API server has {where}: GitHub-hosted runners come from anywhere in GitHub's ranges, so preview and deploy could not reach it. Enable the runner (CodeBuild in the private subnets)."))
-    runner = delivery is not None and delivery.runner.enabled
-    if runner and not delivery.runner.deploy_actors:
-        found.append(("higgsfield:delivery.runner.deployActors", "is empty: the deploy runner's webhook would start a build for any job of a workflow named deploy, a pull request's included."))
-    for file, workflow in sorted(workflows.items()):
-        pull_request = bool(workflow_triggers(workflow) & PULL_REQUEST_EVENTS)
-        for job_name, job in (workflow.get("jobs") or {}).items():
-            where = f".github/workflows/{file} jobs.{job_name}"
-            if pull_request:
-                for role in assumed_roles(job):
-                    if role.replace(" ", "") != "${{matrix.previewRole}}":
-                        found.append((where, f"runs for pull requests and assumes {role!r}: a pull request may assume only the preview role (${{{{ matrix.previewRole }}}})."))
-                environment = job.get("environment")
-                environment = environment.get("name") if isinstance(environment, Mapping) else environment
-                if environment and delivery is not None and str(environment).replace(" ", "") in ("${{matrix.deployEnvironment}}", delivery.deploy_environment):
-                    found.append(("higgsfield:delivery.deployEnvironment", f"{delivery.deploy_environment!r} is the environment of {where}, which runs for pull requests: the deploy role would be a pull request's."))
-                if runner and ("deployRunner" in _runs_on(job) or "-deploy-runner-" in _runs_on(job)):
-                    found.append((where, f"runs for pull requests on the deploy runner ({job.get('runs-on')!r}): a pull request runs on the preview runner only (matrix.previewRunner)."))
-                if runner and str(workflow.get("name", "")) == "deploy":
-                    found.append((f".github/workflows/{file}", "is named deploy and runs for pull requests: the deploy runner's webhook (WORKFLOW_NAME ^deploy$) would take its jobs for any deploy actor. Name it otherwise."))
-            if runner and runs_pulumi(job):
-                label = "deployRunner" if any("deployRole" in r for r in assumed_roles(job)) else "previewRunner"
-                if f"matrix.{label}" not in _runs_on(job):
-                    found.append((where, f"runs pulumi on {job.get('runs-on')!r}, not on the stack's {label.removesuffix('Runner')} runner inside the VPC (higgsfield:delivery.runner): use the codebuild-${{{{ matrix.{label} }}}}-... label."))
-    return found
-
-
-def account_findings(config: Any, stacks: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
-    """(level, setting, message) for a stack that shares its AWS account or its GitHub
-    environment with another (`stacks`: the matrix entries of infra/offline/stacks.py). One account
-    per environment: a deploy role can change any EC2/EKS/FSx resource of its account, so a prod
-    that shares one with dev or staging is as safe as their weakest deploy (refused); two
-    non-prod stacks sharing one is advised against."""
-    delivery = config.delivery
-    if delivery is None:
-        return []
-    found = []
-    for other in stacks:
-        if other.get("stack") == config.stack or "account" not in other:
-            continue
-        if str(other["account"]) == delivery.account_id and other.get("environment") != config.environment:
-            prod = "prod" in (config.environment, other.get("environment"))
-            found.append(("mandatory" if prod else "advisory", "higgsfield:delivery.accountId",
-                          f"{delivery.account_id} is also the account of {other['stack']} ({other.get('environment')}): its deploy role could change this stack's "
-                          f"resources. Use one AWS account per environment{' (required for prod)' if prod else ''}."))
-        if other.get("deployEnvironment") == delivery.deploy_environment:
-            found.append(("mandatory", "higgsfield:delivery.deployEnvironment",
-                          f"{delivery.deploy_environment!r} is also {other['stack']}'s GitHub environment: one environment's protection rules would guard both deploys. Give each stack its own."))
-    return found
 
 
 TENANCY_POLICIES = [

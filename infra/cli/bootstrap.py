@@ -20,8 +20,7 @@ from infra.offline import stacks
 from infra.offline.evaluate import project_root
 from infra.offline.stacks import SUB_CLAIM_KEYS, boundary_name
 from infra.config.delivery import PLACEHOLDER_REPOSITORY
-
-PROJECT = "higgsfield"  # Pulumi.yaml name
+from infra.core.names import NAMESPACE as PROJECT
 
 
 def image_targets(stack: str) -> list[str]:

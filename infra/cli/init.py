@@ -33,8 +33,7 @@ from infra.offline.evaluate import StackNotFound, project_root
 from infra.config import DNS_LABEL, ConfigError, eks_regions
 from infra.config.errors import Problem
 from infra.config.stack import not_an_eks_region
-
-G = "higgsfield"
+from infra.core.names import NAMESPACE as G
 
 
 @dataclass

@@ -15,13 +15,11 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from infra.core.names import NAMESPACE, ENVIRONMENTS, SYSTEM_TAINT_KEY, DNS_LABEL
 
-NAMESPACE = "higgsfield"
-ENVIRONMENTS = ("dev", "staging", "prod")
 # The taint on the system (CPU) node group, `higgsfield.io/system=true:NoSchedule`: only platform
 # components tolerate it (components/cpu_nodes.py SYSTEM_TOLERATION); a team pod may not (its
 # admission policy refuses the toleration). The GPU pools' taint is GPU_TAINT_KEY (gpu_pools.py).
-SYSTEM_TAINT_KEY = "higgsfield.io/system"
 SYSTEM_TAINT_EFFECT = "NoSchedule"
 
 # --- building blocks of settings ------------------------------------------------------------
@@ -118,7 +116,6 @@ def shown(value: str, limit: int = 80) -> str:
 # labelValueFmt, 63). Taint keys are qualified names and taint values label values
 # (kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateTaints). Our names are
 # DNS labels of at most 30: they are prefixed (higgsfield-<stack>-...) into names of 63.
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$"
 DnsLabel = matching(DNS_LABEL, "must be a lowercase DNS label of at most 30 characters (a-z, 0-9, '-'; starts and ends alphanumeric)", 30)
 QUALIFIED_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"

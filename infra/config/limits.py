@@ -11,6 +11,7 @@ import ipaddress
 import re
 
 from infra.config.base import NAMESPACE, shown
+from infra.core.names import GPU_RESOURCE as GPU_TAINT_KEY, STARTUP_TAINT_KEY
 
 # --- tags -------------------------------------------------------------------------------------
 # "Tag naming limits and requirements" (docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html,
@@ -188,14 +189,12 @@ def kubelet_refuses(key: str) -> bool:
 # autoscaler's contract (components/device_plugins.py, components/gpu_pools.py).
 PLATFORM_LABEL_NAMESPACES = ("higgsfield.io",)
 PLATFORM_LABELS = ("nvidia.com/gpu.present", "vpc.amazonaws.com/efa.present", "k8s.amazonaws.com/accelerator")
-GPU_TAINT_KEY = "nvidia.com/gpu"
 # The health gate's taint on every new node of a gated pool (components/healthgate.py): the Cluster
 # Autoscaler's startup-taint prefix (StartupTaintPrefix, kubernetes/autoscaler:cluster-autoscaler/
 # utils/taints/taints.go@cluster-autoscaler-1.35.0), so scale-from-zero plans ignore it. At most 63
 # characters: EKS refuses a node group taint key of more ("Length Constraints: Minimum length of 1.
 # Maximum length of 63", docs.aws.amazon.com/eks/latest/APIReference/API_Taint.html; botocore's
 # eks/2017-11-01 shape taintKey) -- the key was ...kubernetes.io/higgsfield-health, 64 (issue #23).
-STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-gate"
 # The GPU taint, the health gate's startup taint and the system nodes' taint
 # (higgsfield.io/system), by key: a pool's own taint with one of these keys, any value or effect,
 # would replace or shadow the platform's.

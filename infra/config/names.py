@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from infra.config.base import NAMESPACE
+from infra.core.names import AUTOSCALER_TEMPLATE, GATED_LABEL, POOL_LABEL, role_name
 
 StackConfig = Any  # infra.config.stack.StackConfig (which calls `collisions`; not imported back)
 
@@ -27,13 +28,6 @@ STORAGE_COMPONENT = "lustre"  # infra/__main__.py: LustreFileSystem("lustre", ..
 TEAM_NETWORK_POLICIES = ("default-deny", "allow-own-namespace", "allow-dns", "allow-metrics-scrape", "allow-launcher-to-api-server")
 # components/gpu_pools.py: the node-template tags are written onto each pool's ASG as resources
 # named GROUP-asg-<tag key without the template prefix, '/' as '-'>.
-AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
-POOL_LABEL, GATED_LABEL = "higgsfield.io/pool", "higgsfield.io/gated"
-
-
-def role_name(stack: str, purpose: str) -> str:
-    """The CI roles' names, as infra/offline/stacks.py role_name gives them (a test checks)."""
-    return f"{NAMESPACE}-{stack}-{purpose}"
 
 
 def team_resource_names(cfg: StackConfig, team_index: int) -> list[str]:

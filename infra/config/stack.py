@@ -21,6 +21,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
 from infra.core import versions
+from infra.core.internet import MAX_INTERNET_SHARE, internet_share  # the policy pack's rule too
 from infra.config.base import DNS_LABEL, NAMESPACE, Bool, Cidr, Setting, Str, items, matching
 from infra.config.checkpoints import Checkpoints
 from infra.config.cluster import Autoscaler, Endpoint, NodeSizes
@@ -212,11 +213,6 @@ class StackConfig(Setting):
     @field_validator("endpoint")
     @classmethod
     def _not_open_in_prod(cls, endpoint: Endpoint, info: ValidationInfo) -> Endpoint:
-        from policies.rules import (  # the pack's rule, the same numbers
-            MAX_INTERNET_SHARE,
-            internet_share,
-        )
-
         problems = Problems()
         for i, cidr in enumerate(endpoint.public_access_cidrs):
             if ipaddress.IPv4Network(cidr).prefixlen == 0 and info.data.get("environment") == "prod":

@@ -14,8 +14,7 @@ from pathlib import Path
 import yaml
 
 from infra.offline.evaluate import Plan
-
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+from infra.core.names import HELM_RELEASE
 
 
 def export(plan: Plan, out: Path) -> list[Path]:

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.offline.evaluate import COMPUTED, Plan, StackNotFound, project_root, record
+from infra.offline.evaluate import _UNKNOWN, COMPUTED, Plan, StackNotFound, project_root, record
 
-_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 CRD_KINDS = {"Queue", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob"}
 
 
@@ -168,9 +167,8 @@ def load_pack_config(path: Path | None, option: str = "--policy-config") -> dict
     return read_json_object(path, option, "a policy pack config (policy name -> level or settings)")
 
 
-
 def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
-    """The stack's CI settings against the workflows (policies/rules.py delivery_findings): no
+    """The stack's CI settings against the workflows (infra/offline/delivery_checks.py): no
     pull-request job with a deploy identity or on a deploy runner, no preview/deploy of a private
     endpoint outside the VPC; and against the other stacks: no prod sharing an AWS account or a
     GitHub environment with another environment (account_findings)."""
@@ -178,7 +176,7 @@ def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
 
     from infra.offline.stacks import stack_matrix
     from infra.config.delivery import PLACEHOLDER_REPOSITORY
-    from policies.rules import account_findings, delivery_findings
+    from infra.offline.delivery_checks import account_findings, delivery_findings
 
     workflows = {p.name: yaml.safe_load(p.read_text()) or {} for p in sorted((root / ".github" / "workflows").glob("*.yml"))}
     found = [Finding("ci-delivery", "mandatory", None, f"{where}: {message}") for where, message in delivery_findings(plan.config, workflows)]

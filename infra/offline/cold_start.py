@@ -23,13 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from components.gang_deadline import DEADLINE_CHECK_S, GANG_DEADLINE_MARGIN_S, boot_seconds, gang_deadline_s
+from components.gang_deadline import DEADLINE_CHECK_S, ESTIMATE, GANG_DEADLINE_MARGIN_S, boot_seconds, gang_deadline_s
 from infra.config import GpuPool, StackConfig, seconds_of
 
 CA = "kubernetes/autoscaler:cluster-autoscaler/{path}@cluster-autoscaler-1.35.2"
 VOLCANO = "volcano-sh/volcano:{path}@v1.15.1"
 EKS_AMI = "awslabs/amazon-eks-ami:{path}@v20260724"
-ESTIMATE = "estimate"  # components.gang_deadline uses the same word
 
 # Image sizes (compressed, what a node downloads). Estimates: no registry is reachable here.
 # Measure: `crane manifest IMAGE | jq '[.layers[].size] | add'` (or `docker buildx imagetools

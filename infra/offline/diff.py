@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.offline.evaluate import COMPUTED, StackNotFound, record
+from infra.core.names import LOG_GROUP
 
 # Inputs that force a new resource, per type (the Terraform AWS provider's ForceNew attributes,
 # which pulumi-aws inherits; for the pulumi-eks component, the inputs of its aws.eks.Cluster that
@@ -64,7 +65,6 @@ ENVIRONMENT_TAG = "higgsfield:environment"
 # at a time" (docs.aws.amazon.com/eks/latest/userguide/update-cluster.html). What EKS answers for a
 # jump is not checked here: `aws eks update-cluster-version --name C --kubernetes-version 1.35` on 1.33.
 EKS_ONE_MINOR = "docs.aws.amazon.com/eks/latest/userguide/update-cluster.html"
-LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
 # Which kind of resource a computed input comes from, by its name (a recorded plan keeps only

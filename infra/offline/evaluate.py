@@ -31,7 +31,6 @@ _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's "unknown durin
 _SIG = "4dabf18193072939515e22adb298388d"
 _SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 _RESOURCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
-PROJECT = "higgsfield"
 
 
 class StackNotFound(Exception):
@@ -42,6 +41,7 @@ class StackNotFound(Exception):
 
 
 from infra.core.project import project_root, stack_names  # noqa: E402,F401 - where the project is (used by every command)
+from infra.core.names import NAMESPACE as PROJECT
 
 
 def _cli_string(value: Any) -> str:

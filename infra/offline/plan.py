@@ -10,9 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.offline.evaluate import Plan, Resource
-
-GPU_RESOURCE = "nvidia.com/gpu"
-QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+from infra.core.names import GPU_RESOURCE, QUEUE_ANNOTATION
 
 
 def is_component(r: Resource) -> bool:

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from infra.core.names import WORKLOAD_LABEL
 
-WORKLOAD_LABEL = "higgsfield.io/workload"
 # Actions Volcano v1.15.1 registers (pkg/scheduler/actions/factory.go).
 ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim", "gangpreempt", "gangreclaim", "shuffle")
 EVICTING = {

@@ -16,36 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-
-ENVIRONMENT_ORDER = ("dev", "staging", "prod")  # deploy order: dev first, prod last
-
-
-def cluster_name(stack: str) -> str:
-    return f"higgsfield-{stack}"
-
-
-def role_name(stack: str, purpose: str) -> str:
-    """`higgsfield-prod-deploy`: preview, deploy, image, runner."""
-    return f"{cluster_name(stack)}-{purpose}"
-
-
-def boundary_name(stack: str) -> str:
-    """The IAM managed policy every role of the stack carries as its permissions boundary."""
-    return role_name(stack, "boundary")
+from infra.core.names import DNS_LABEL as STACK_NAME
+from infra.core.names import ENVIRONMENTS as ENVIRONMENT_ORDER
+from infra.core.names import RUNNER_PURPOSES, boundary_name, cluster_name, role_name, runner_project
 
 
 # The repository's OIDC subject template (PUT /repos/OWNER/REPO/actions/oidc/customization/sub):
 # the default `repo` and `context` (pull_request, environment:ENV, ref:REF), then the workflow file
 # (github/docs:content/actions/reference/security/oidc.md, "Customizing the subject claims").
 SUB_CLAIM_KEYS = ("repo", "context", "job_workflow_ref")
-RUNNER_PURPOSES = ("preview", "deploy")  # one CodeBuild runner project each: a preview's never runs a deploy
-
-
-def runner_project(stack: str, purpose: str) -> str:
-    """The CodeBuild project (`higgsfield-prod-deploy-runner`) whose webhook runs jobs labelled
-    `codebuild-<project>-<run id>-<attempt>`; also the name of its service role."""
-    return f"{cluster_name(stack)}-{purpose}-runner"
 
 
 def _entry(path: Path) -> dict[str, Any]:
@@ -74,11 +53,6 @@ def _entry(path: Path) -> dict[str, Any]:
             **{f"{p}Runner": runner_project(stack, p) if runner.get("enabled", True) else "" for p in RUNNER_PURPOSES},
         })
     return entry
-
-
-# infra.config.base.DNS_LABEL, the stack names the config model takes (a test checks they are one):
-# repeated here because this module runs in CI with PyYAML alone (no pydantic).
-STACK_NAME = r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$"
 
 
 def checked_stack_name(path: Path) -> str:

@@ -118,10 +118,3 @@ def test_a_stack_file_ci_reads_that_is_no_yaml_is_one_line(capsys, monkeypatch, 
     (project / "stacks" / "Pulumi.broken.yaml").write_text("config: [\n")
     code, out, err = _run(capsys, monkeypatch, "stacks", cwd=project)
     assert code == 2 and "stacks/Pulumi.broken.yaml:" in err and "is not YAML" in err and len(err.splitlines()) == 1, err
-
-
-def test_the_ci_stack_name_rule_is_the_models():
-    from infra.offline.stacks import STACK_NAME
-    from infra.config.base import DNS_LABEL
-
-    assert STACK_NAME == DNS_LABEL

@@ -90,7 +90,6 @@ def test_the_gate_pods_metrics_port_is_scraped_with_its_node_name():
     (container,) = daemonset["spec"]["template"]["spec"]["containers"]
     (port,) = container["ports"]
     assert {e["name"]: e.get("value") for e in container["env"]}["EFA_METRICS_PORT"] == str(port["containerPort"])
-    assert observability.HEALTH_NAMESPACE == healthgate.NAMESPACE
     discovered = {"__meta_kubernetes_pod_label_app_kubernetes_io_name": daemonset["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"],
                   "__meta_kubernetes_pod_container_port_name": port["name"], "__meta_kubernetes_pod_node_name": "ip-10-0-0-1"}
     config = _scrape_jobs(plan_of("prod"))["efa"]

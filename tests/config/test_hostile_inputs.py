@@ -227,10 +227,3 @@ def test_derived_pool_tag_names_are_the_components_names():
         plan = plan_of(stack)
         names = {r.name for r in plan.of_type("aws:autoscaling/tag:Tag")}
         assert {name for _, name in _pool_names(plan.config)} <= names
-
-
-def test_derived_ci_role_names_are_the_workflows_role_names():
-    from infra.offline.stacks import role_name
-    from infra.config.names import role_name as derived
-
-    assert all(derived("prod", purpose) == role_name("prod", purpose) for purpose in ("preview", "deploy", "image", "runner"))

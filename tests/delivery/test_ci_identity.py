@@ -12,7 +12,7 @@ import pytest
 
 from components.delivery import MANAGED_POLICIES, boundary_arn
 from policies.iam_evaluation import Policy, Request, evaluate
-from policies.rules import account_findings
+from infra.offline.delivery_checks import account_findings
 from tests.conftest import ROOT, STACKS, config_of, plan_of
 from tests.policies.test_policies import R, stack_violations
 

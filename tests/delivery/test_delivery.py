@@ -223,7 +223,7 @@ def test_no_runner_role_can_become_a_ci_identity(plan):
 
 
 def test_check_names_the_setting_when_no_one_is_a_deploy_actor():
-    from policies.rules import delivery_findings
+    from infra.offline.delivery_checks import delivery_findings
 
     config = plan_of("prod").config
     runner = config.delivery.runner.model_copy(update={"deploy_actors": ()})

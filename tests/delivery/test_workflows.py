@@ -17,7 +17,7 @@ import yaml
 
 from infra.core import versions
 from infra.offline.stacks import stack_matrix
-from policies.rules import PULL_REQUEST_EVENTS, assumed_roles, delivery_findings, runs_pulumi, workflow_triggers
+from infra.offline.delivery_checks import PULL_REQUEST_EVENTS, assumed_roles, delivery_findings, runs_pulumi, workflow_triggers
 from tests.conftest import ROOT, STACKS, plan_of
 
 WORKFLOW_DIR = ROOT / ".github" / "workflows"

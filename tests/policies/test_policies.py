@@ -108,10 +108,6 @@ def test_resource_policy_reads_its_config():
     assert violations("required-tags", "aws:ec2/vpc:Vpc", {"tags": {"team": "a"}}, {"required": ["team"]}) == []
 
 
-def test_policy_supported_versions_match_infra_versions():
-    assert rules.SUPPORTED_KUBERNETES == versions.KUBERNETES_SUPPORTED
-
-
 # --- stack policies ---------------------------------------------------------------------------------
 
 def _gpu_group(min_size=0, taints=True, ignore=True, tags=True, subnets=1, efa=0, placement=True, sg_self=True, instance="p5.48xlarge"):
