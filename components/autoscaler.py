@@ -146,7 +146,7 @@ def autoscaler_policy(cluster_name: str, region: str) -> str:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClusterAutoscalerArgs:
     cluster_name: str
     region: str

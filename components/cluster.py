@@ -27,7 +27,7 @@ CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager",
 ADDON_CONFIGURATION = {"vpc-cni": {"enableNetworkPolicy": "true"}}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClusterArgs:
     cluster_name: str
     kubernetes_version: str

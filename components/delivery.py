@@ -269,7 +269,7 @@ def deploy_policy(settings: DeliverySettings, stack: str, buckets: Sequence[str]
     return _document(*statements)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DeliveryArgs:
     stack: str
     region: str

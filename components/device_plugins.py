@@ -44,7 +44,7 @@ GPU_ONLY_INJECTION = {"mofedEnabled": False, "gdrcopyEnabled": False, "gdsEnable
 DEVICE_LIST_STRATEGY = "volume-mounts"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DevicePluginsArgs:
     nvidia: Chart
     efa: Chart

@@ -100,7 +100,7 @@ def rules_in_team_namespace() -> list[dict]:
     ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GangDeadlineArgs:
     pools: Sequence[GpuPool]
     namespaces: Sequence[str]            # the teams' namespaces (created by the Teams component)

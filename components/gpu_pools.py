@@ -71,7 +71,7 @@ def container_toolkit_script() -> str:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuPoolArgs:
     cluster_name: str
     pool: GpuPool

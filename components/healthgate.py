@@ -66,7 +66,7 @@ EVENTS_NAMESPACE = "default"
 EFA_METRICS_PORT = 9810
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HealthGateArgs:
     cluster_name: str
     region: str

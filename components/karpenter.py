@@ -195,7 +195,7 @@ def node_pool(pool: GpuPool) -> dict:
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KarpenterArgs:
     cluster_name: str
     region: str
@@ -260,17 +260,3 @@ class Karpenter(pulumi.ComponentResource):
             KubernetesObject(f"{name}-{pool.name}-nodeclass", nodeclass, opts=after)
             KubernetesObject(f"{name}-{pool.name}-nodepool", node_pool(pool), opts=after)
         self.register_outputs({"queue": queue.name})
-
-
-def karpenter_pools(cfg, network, cluster, node_role, depends_on: Sequence[pulumi.Resource], tags: Mapping[str, str]) -> Karpenter | None:
-    """Karpenter and its NodePools for the stack's pools with `provisioner: karpenter`, if any
-    (infra/__main__.py calls it beside the node-group pools)."""
-    from infra.core import versions
-
-    pools = [p for p in cfg.gpu_pools if p.provisioner == "karpenter"]
-    if not pools:
-        return None
-    return Karpenter("karpenter", KarpenterArgs(
-        cluster_name=cfg.name, region=cfg.region, chart=versions.KARPENTER, pools=pools, vpc_id=network.vpc_id,
-        node_role_arn=node_role.arn, subnet_ids={zone: s.id for zone, s in network.private_subnets.items()},
-        security_group_ids=[cluster.node_security_group_id], provider=cluster.provider, depends_on=depends_on, tags=tags))

@@ -276,7 +276,7 @@ def prometheus_stack_values(cfg: Observability) -> dict:
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MonitoringArgs:
     cluster_name: str
     settings: Observability

@@ -175,7 +175,7 @@ def csi_node_policy_binding() -> dict:
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LustreArgs:
     cluster_name: str
     settings: Fsx

@@ -135,7 +135,7 @@ def priority_classes(classes: Sequence[PriorityClassSpec]) -> list[dict]:
     return manifests
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VolcanoArgs:
     chart: Chart
     queues: Sequence[Queue]
@@ -202,7 +202,7 @@ class Volcano(pulumi.ComponentResource):
         self.register_outputs({"release": self.release.name})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainingOperatorArgs:
     metrics_server: Chart
     provider: pulumi.ProviderResource

@@ -22,6 +22,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from infra.core import versions
 from infra.core.internet import MAX_INTERNET_SHARE, internet_share  # the policy pack's rule too
+from infra.core.names import cluster_name
 from infra.config.base import DNS_LABEL, NAMESPACE, Bool, Cidr, Setting, Str, items, matching
 from infra.config.checkpoints import Checkpoints
 from infra.config.cluster import Autoscaler, Endpoint, NodeSizes
@@ -352,7 +353,27 @@ class StackConfig(Setting):
     @property
     def name(self) -> str:
         """The base name of this stack's cloud resources, e.g. `higgsfield-dev`."""
-        return f"{NAMESPACE}-{self.stack}"
+        return cluster_name(self.stack)
+
+    @property
+    def node_group_pools(self) -> tuple[GpuPool, ...]:
+        """The GPU pools EKS managed node groups provide (`provisioner: node-group`)."""
+        return tuple(p for p in self.gpu_pools if p.provisioner == "node-group")
+
+    @property
+    def karpenter_pools(self) -> tuple[GpuPool, ...]:
+        """The GPU pools Karpenter provisions (`provisioner: karpenter`)."""
+        return tuple(p for p in self.gpu_pools if p.provisioner == "karpenter")
+
+    @property
+    def gated_pools(self) -> tuple[GpuPool, ...]:
+        """The GPU pools whose nodes pass the health gate before any job (`healthGate.enabled`)."""
+        return tuple(p for p in self.gpu_pools if p.health_gate.enabled)
+
+    @property
+    def efa_pools(self) -> bool:
+        """Whether any GPU pool has EFA interfaces (the EFA device plugin is installed then)."""
+        return any(p.efa for p in self.gpu_pools)
 
     @property
     def resource_tags(self) -> dict[str, str]:
