@@ -60,11 +60,15 @@ SYSTEM_ADDON_CONFIGURATION: dict[str, dict] = {
 # Add-ons that run only DaemonSets tolerating every taint, with where that was read. Unverified
 # entries name the command that confirms it on a cluster.
 ADDON_DAEMONS: dict[str, str] = {
-    "vpc-cni": "aws-node DaemonSet `tolerations: [{operator: Exists}]` (aws/eks-charts:stable/aws-vpc-cni/values.yaml@5239609); "
+    "vpc-cni": "aws-node DaemonSet `tolerations: [{operator: Exists}]` "
+               "(aws/eks-charts:stable/aws-vpc-cni/values.yaml@5239609); "
                "check: kubectl -n kube-system get ds aws-node -o jsonpath='{.spec.template.spec.tolerations}'",
-    "kube-proxy": "unverified; check: kubectl -n kube-system get ds kube-proxy -o jsonpath='{.spec.template.spec.tolerations}'",
-    "eks-pod-identity-agent": "unverified; check: kubectl -n kube-system get ds eks-pod-identity-agent -o jsonpath='{.spec.template.spec.tolerations}'",
-    "eks-node-monitoring-agent": "unverified; check: kubectl -n kube-system get ds eks-node-monitoring-agent -o jsonpath='{.spec.template.spec.tolerations}'",
+    "kube-proxy": "unverified; check: kubectl -n kube-system get ds kube-proxy -o "
+                  "jsonpath='{.spec.template.spec.tolerations}'",
+    "eks-pod-identity-agent": "unverified; check: kubectl -n kube-system get ds eks-pod-identity-agent -o "
+                              "jsonpath='{.spec.template.spec.tolerations}'",
+    "eks-node-monitoring-agent": "unverified; check: kubectl -n kube-system get ds eks-node-monitoring-agent -o "
+                                 "jsonpath='{.spec.template.spec.tolerations}'",
 }
 
 

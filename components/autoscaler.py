@@ -192,7 +192,8 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                 "image": {"tag": args.image_tag},
                 "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
                 "nodeSelector": SYSTEM_LABELS,
-                # the chart's `tolerations` (kubernetes/autoscaler:charts/cluster-autoscaler/values.yaml@cluster-autoscaler-chart-9.59.0)
+                # the chart's `tolerations` (kubernetes/autoscaler:charts/cluster-autoscaler/values.yaml@cluster-
+                # autoscaler-chart-9.59.0)
                 "tolerations": [SYSTEM_TOLERATION],
                 "extraArgs": {
                     "balance-similar-node-groups": True,

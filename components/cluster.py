@@ -50,7 +50,8 @@ class Cluster(pulumi.ComponentResource):
     pulumi_eks (authentication mode API, access entries for the admins, all five control-plane
     log types, private endpoint plus an optional CIDR allow-list, no default node group, no IRSA
     OIDC provider: pods get AWS roles through Pod Identity), the cluster's service role (ours, with
-    AmazonEKSClusterPolicy, so that it carries the stack's permissions boundary), the control-plane log group (encrypted with our logs key), the vpc-cni
+    AmazonEKSClusterPolicy, so that it carries the stack's permissions boundary), the control-plane log group (encrypted
+    with our logs key), the vpc-cni
     (NetworkPolicy enforcement on), kube-proxy, coredns and eks-pod-identity-agent managed add-ons
     (EKS's default version for the cluster's Kubernetes version unless pinned), and a Kubernetes
     provider for the components that deploy into the cluster. A new `kubernetes_version` updates

@@ -44,7 +44,8 @@ def application_log_conf() -> str:
         _section("INPUT", [
             ("Name", "tail"),
             ("Tag", "application.*"),
-            ("Exclude_Path", "/var/log/containers/cloudwatch-agent*, /var/log/containers/fluent-bit*, /var/log/containers/aws-node*, /var/log/containers/kube-proxy*"),
+            ("Exclude_Path", "/var/log/containers/cloudwatch-agent*, /var/log/containers/fluent-bit*, "
+                             "/var/log/containers/aws-node*, /var/log/containers/kube-proxy*"),
             ("Path", "/var/log/containers/*.log"),
             ("multiline.parser", "docker, cri"),
             ("DB", "/var/fluent-bit/state/flb_container.db"),

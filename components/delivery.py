@@ -371,9 +371,11 @@ class Delivery(pulumi.ComponentResource):
             base, name=project,
             assume_role_policy=_document({"Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"}, "Action": "sts:AssumeRole"}),
             tags={**tags, "higgsfield:ci-identity": f"{purpose}-runner"}, opts=child)
-        # CodeBuild in a VPC (docs.aws.amazon.com/codebuild/latest/userguide/auth-and-access-control-iam-identity-based-access-control.html,
+        # CodeBuild in a VPC (docs.aws.amazon.com/codebuild/latest/userguide/auth-and-access-control-iam-identity-based-
+        # access-control.html,
         # "Allow CodeBuild access to AWS services required to create a VPC network interface").
-        # A job can read these credentials from its container: they write this project's logs and manage ENIs, nothing else.
+        # A job can read these credentials from its container: they write this project's logs and manage ENIs, nothing
+        # else.
         account, region = args.settings.account_id, args.region
         static = aws.iam.RolePolicy(base, role=service_role.id, policy=_document(
             {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
@@ -390,7 +392,8 @@ class Delivery(pulumi.ComponentResource):
              "Condition": {"StringEquals": {"ec2:AuthorizedService": "codebuild.amazonaws.com",
                                             "ec2:Subnet": [f"arn:aws:ec2:{region}:{account}:subnet/{i}" for i in ids]}}})), opts=child)
         codebuild = aws.codebuild.Project(
-            base, name=project, description=f"Ephemeral GitHub Actions {purpose} runners for {args.settings.repository} inside {cluster}'s VPC",
+            base, name=project, description=f"Ephemeral GitHub Actions {purpose} runners for {args.settings.repository} inside "
+                                            f"{cluster}'s VPC",
             service_role=service_role.arn, build_timeout=120,
             artifacts=aws.codebuild.ProjectArtifactsArgs(type="NO_ARTIFACTS"),
             environment=aws.codebuild.ProjectEnvironmentArgs(

@@ -59,7 +59,8 @@ class DevicePlugins(pulumi.ComponentResource):
     (extended resource `vpc.amazonaws.com/efa`) on EFA nodes; both tolerate every taint.
 
     GPUs reach a container only through the plugin's allocation (DEVICE_LIST_STRATEGY), never
-    through an environment variable. Chart values at the pinned versions: `tolerations` is used by both the device plugin and
+    through an environment variable. Chart values at the pinned versions: `tolerations` is used by both the device
+    plugin and
     the GFD DaemonSet, `nfd.worker.tolerations` by the NFD workers (NVIDIA/k8s-device-plugin:
     deployments/helm/nvidia-device-plugin/values.yaml and templates/daemonset-gfd.yml@v0.19.3);
     MOFED, GDRCopy and GDS injection off (`mofedEnabled` etc., rendered as MOFED_ENABLED=false by

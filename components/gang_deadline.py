@@ -34,8 +34,10 @@ def boot_seconds(pool: GpuPool) -> tuple[float, str]:
     family (8 GPUs, many EFA cards, a large NVMe array)."""
     family = pool.instance.name.split(".")[0]
     if family.startswith("p"):
-        return 420.0, f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name} (P family, 8 GPUs); measure with the ASG activity history and `kubectl get node -w`"
-    return 240.0, f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name}; measure with the ASG activity history and `kubectl get node -w`"
+        return 420.0, (f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name} (P family, 8 GPUs); "
+                       "measure with the ASG activity history and `kubectl get node -w`")
+    return 240.0, (f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name}; measure with the ASG activity "
+                   "history and `kubectl get node -w`")
 
 
 GANG_DEADLINE_MARGIN_S = 300.0

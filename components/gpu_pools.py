@@ -61,11 +61,13 @@ def container_toolkit_script() -> str:
     """The user-data script (after the shebang) that sets and checks CONTAINER_TOOLKIT_SETTINGS."""
     sets = " ".join(f"--set {key}={value}" for key, value in CONTAINER_TOOLKIT_SETTINGS.items())
     checks = "\n".join(
-        f"grep -Eq '^[[:space:]]*{key}[[:space:]]*=[[:space:]]*{value}[[:space:]]*$' {CONTAINER_TOOLKIT_CONFIG} || refuse {key}"
+        f"grep -Eq '^[[:space:]]*{key}[[:space:]]*=[[:space:]]*{value}[[:space:]]*$' {CONTAINER_TOOLKIT_CONFIG} || "
+        f"refuse {key}"
         for key, value in CONTAINER_TOOLKIT_SETTINGS.items()
     )
     return (
-        'refuse() { echo "higgsfield: NVIDIA container toolkit setting $1 not in place; powering off" >&2; systemctl poweroff; exit 1; }\n'
+        'refuse() { echo "higgsfield: NVIDIA container toolkit setting $1 not in place; powering off" >&2; systemctl '
+        'poweroff; exit 1; }\n'
         f"nvidia-ctk config --in-place --config {CONTAINER_TOOLKIT_CONFIG} {sets} || refuse nvidia-ctk\n"
         f"{checks}\n"
     )
@@ -204,7 +206,8 @@ class GpuPoolGroup(pulumi.ComponentResource):
     group unless the capacity is reserved) and a launch template with an ENA primary plus one
     EFA-only interface per network card; otherwise a launch template with the node security
     group. Both: IMDSv2 hop limit 1, encrypted gp3 root, RAID0 local NVMe, huge pages and the
-    NVIDIA container toolkit's no-envvar settings via nodeadm user data, capacity reservation targeting for reservations and Capacity Blocks.
+    NVIDIA container toolkit's no-envvar settings via nodeadm user data, capacity reservation targeting for reservations
+    and Capacity Blocks.
     Then the node group (AL2023 NVIDIA AMI, GPU taint, pool labels, minSize as configured,
     desiredSize ignored after creation, EKS node auto-repair when asked) and the autoscaler
     node-template tags on its ASG (the accelerator label among them) and its scale-down-unneeded time.

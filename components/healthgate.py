@@ -133,12 +133,14 @@ def own_node_policy() -> dict:
                     "reason": "Forbidden",
                 },
                 {
-                    "expression": f"{new_taints}.filter(t, t.key != '{STARTUP_TAINT_KEY}') == {old_taints}.filter(t, t.key != '{STARTUP_TAINT_KEY}')",
+                    "expression": f"{new_taints}.filter(t, t.key != '{STARTUP_TAINT_KEY}') == {old_taints}.filter(t, "
+                                  f"t.key != '{STARTUP_TAINT_KEY}')",
                     "message": f"the health gate may add or remove only the taint {STARTUP_TAINT_KEY}",
                     "reason": "Forbidden",
                 },
                 {
-                    "expression": f"{new_labels}.filter(k, {others}).all(k, k in {old_labels} && {old_labels}[k] == {new_labels}[k]) && "
+                    "expression": f"{new_labels}.filter(k, {others}).all(k, k in {old_labels} && {old_labels}[k] == "
+                                  f"{new_labels}[k]) && "
                                   f"{old_labels}.filter(k, {others}).all(k, k in {new_labels})",
                     "message": f"the health gate may change only the {HEALTH_LABEL_PREFIX}* labels",
                     "reason": "Forbidden",
@@ -146,7 +148,8 @@ def own_node_policy() -> dict:
                 {
                     "expression": "(has(object.metadata.annotations) ? object.metadata.annotations : {}) == "
                                   "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}) && "
-                                  "(has(object.spec.unschedulable) && object.spec.unschedulable) == (has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
+                                  "(has(object.spec.unschedulable) && object.spec.unschedulable) == "
+                                  "(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
                     "message": "the health gate may not change a node's annotations or cordon it",
                     "reason": "Forbidden",
                 },

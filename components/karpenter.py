@@ -128,10 +128,12 @@ def user_data(pool: GpuPool) -> str:
     an EFA pool (RAID0 comes from instanceStorePolicy), and the NVIDIA container toolkit's
     no-envvar settings (components/gpu_pools.py container_toolkit_script). MIME multipart, as Karpenter merges for
     AL2023 (EC2NodeClass userData)."""
-    parts = ["Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  featureGates:\n    FastImagePull: true\n"]
+    parts = ["Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  "
+             "featureGates:\n    FastImagePull: true\n"]
     if pool.efa:
         parts.append('Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n'
-                     f"echo 'vm.nr_hugepages = {EFA_HUGEPAGES_2MI}' > /etc/sysctl.d/90-efa-hugepages.conf\nsysctl -w vm.nr_hugepages={EFA_HUGEPAGES_2MI}\n")
+                     f"echo 'vm.nr_hugepages = {EFA_HUGEPAGES_2MI}' > /etc/sysctl.d/90-efa-hugepages.conf\nsysctl -w "
+                     f"vm.nr_hugepages={EFA_HUGEPAGES_2MI}\n")
     # The container toolkit ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers, as on the node groups (issue #22)
     parts.append('Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n' + container_toolkit_script())
     return 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n' + "".join(f"--//\n{p}\n" for p in parts) + "--//--\n"

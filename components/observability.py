@@ -123,7 +123,8 @@ SCRAPE_TARGETS = (
     # The health gate's pods (one per gated GPU node) serve the node's EFA counters on the container
     # port named "metrics" (components/healthgate.py daemonset, images/training/efa_metrics.py).
     ScrapeTarget("efa", HEALTH_NAMESPACE, "pod", {"app.kubernetes.io/name": "health-gate"}, "metrics",
-                 "components/healthgate.py (ours); counters: aws-samples/awsome-distributed-training:4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go@7217859f"),
+                 "components/healthgate.py (ours); counters: aws-samples/awsome-distributed-training:"
+                 "4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go@7217859f"),
     ScrapeTarget("dcgm-exporter", NAMESPACE, "pod", {"app.kubernetes.io/name": "dcgm-exporter"}, "metrics",
                  "NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml@4.4.1-4.6.0"),
     ScrapeTarget("volcano-scheduler", "volcano-system", "endpoints", {"app": "volcano-scheduler"}, "metrics",
@@ -371,7 +372,8 @@ class Monitoring(pulumi.ComponentResource):
             "serviceMonitor": {"enabled": False},  # scraped through additionalScrapeConfigs
         })
         release("prometheus-adapter", args.prometheus_adapter, {  # retries until Prometheus answers
-            **on_system,  # `nodeSelector`, `tolerations` (charts/prometheus-adapter/values.yaml@prometheus-adapter-5.2.0)
+            # `nodeSelector`, `tolerations` (charts/prometheus-adapter/values.yaml@prometheus-adapter-5.2.0)
+            **on_system,
             "prometheus": {"url": PROMETHEUS_URL.rsplit(":", 1)[0], "port": 9090},
             "rules": prometheus_adapter_rules(),
         })

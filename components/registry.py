@@ -64,7 +64,8 @@ class TrainingImageRepository(pulumi.ComponentResource):
     Creates: an ECR repository (immutable tags, scan on push, KMS encryption with the AWS managed
     key, protected and never force-deleted in production) and its lifecycle policy.
     Outputs: `repository_url` (what jobs run), `source_image` (its image built from this checkout's
-    images/training) and `repository_arn` (what the image workflow's push role is allowed to write). Replaced when: the name or the encryption settings change.
+    images/training) and `repository_arn` (what the image workflow's push role is allowed to write). Replaced when: the
+    name or the encryption settings change.
     """
 
     def __init__(self, name: str, cluster_name: str, protect: bool, tags: Mapping[str, str], opts: pulumi.ResourceOptions | None = None) -> None:

@@ -96,9 +96,12 @@ def scheduler_config_yaml() -> str:
 
 
 _DESCRIPTIONS = {
-    "training": "Higgsfield training priority {value}: orders queued jobs, never preempts; only what lies above a gang's minimum may be taken back, by serving",
-    "serving": "Higgsfield serving priority {value}: may preempt, in its queue, evaluation pods and what lies above a training gang's minimum",
-    "evaluation": "Higgsfield evaluation (scavenger) priority {value}: runs on idle capacity, never preempts, first to give it back",
+    "training": "Higgsfield training priority {value}: orders queued jobs, never preempts; only what lies above a "
+                "gang's minimum may be taken back, by serving",
+    "serving": "Higgsfield serving priority {value}: may preempt, in its queue, evaluation pods and what lies above "
+               "a training gang's minimum",
+    "evaluation": "Higgsfield evaluation (scavenger) priority {value}: runs on idle capacity, never preempts, first "
+                  "to give it back",
 }
 
 
@@ -120,7 +123,8 @@ def priority_classes(classes: Sequence[PriorityClassSpec]) -> list[dict]:
         "value": 0,
         "preemptionPolicy": "Never",
         "globalDefault": True,
-        "description": "Higgsfield default for pods that name no class: priority 0 (Kubernetes' own default), never preempts",
+        "description": "Higgsfield default for pods that name no class: priority 0 (Kubernetes' own default), "
+                       "never preempts",
     }]
     for cls in classes:
         manifests.append({
@@ -170,7 +174,8 @@ class Volcano(pulumi.ComponentResource):
                     # scheduler, controllers, admission and its init Job take `custom.default_tolerations` unless a
                     # per-component key is set (templates/{scheduler,controllers,admission,admission-init}.yaml@v1.15.1)
                     "default_tolerations": [SYSTEM_TOLERATION],
-                    # --enable-metrics on both, what the monitoring scrape jobs read (values.yaml@v1.15.1 has them on; kept explicit)
+                    # --enable-metrics on both, what the monitoring scrape jobs read (values.yaml@v1.15.1 has them on;
+                    # kept explicit)
                     "scheduler_metrics_enable": True, "controller_metrics_enable": True,
                     # The chart's own Prometheus/Grafana stay off: they run grafana/grafana:latest and an
                     # untagged prom/prometheus (templates/grafana.yaml, prometheus.yaml@v1.15.1).

@@ -155,7 +155,8 @@ class CheckpointStore:
             if not missing:
                 break
             if time.monotonic() > deadline:
-                raise IncompleteCheckpoint(f"step {step}: ranks {missing} did not publish within {self.wait_for_ranks_s:.0f}s; it will not be loaded")
+                raise IncompleteCheckpoint(f"step {step}: ranks {missing} did not publish within {self.wait_for_ranks_s:.0f}s; it will not "
+                                           "be loaded")
             time.sleep(self.poll_s)
         stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         write_atomically(step_dir(self.shared, step) / COMPLETE, json.dumps({"step": step, "world_size": self.world_size, "completed": stamp}).encode())

@@ -90,7 +90,8 @@ def config_schema() -> dict:
     schema["properties"].pop("stack", None)
     schema["required"] = [k for k in schema.get("required", []) if k != "stack"]
     for key in SECRET_ONLY_KEYS:
-        schema["properties"][key] = {"$ref": "#/$defs/Secure", "description": "AWS provider credential: only encrypted (pulumi config set --secret); prefer AWS_PROFILE or OIDC"}
+        schema["properties"][key] = {"$ref": "#/$defs/Secure", "description": "AWS provider credential: only encrypted (pulumi config set --secret); prefer AWS_PROFILE "
+                                                                              "or OIDC"}
     schema.setdefault("$defs", {})["Secure"] = {
         "type": "object",
         "description": "A value Pulumi encrypted (pulumi config set --secret KEY VALUE)",

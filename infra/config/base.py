@@ -15,7 +15,10 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
-from infra.core.names import NAMESPACE, ENVIRONMENTS, SYSTEM_TAINT_KEY, DNS_LABEL
+from infra.core.names import DNS_LABEL as DNS_LABEL
+from infra.core.names import ENVIRONMENTS as ENVIRONMENTS
+from infra.core.names import NAMESPACE as NAMESPACE
+from infra.core.names import SYSTEM_TAINT_KEY as SYSTEM_TAINT_KEY
 
 # The taint on the system (CPU) node group, `higgsfield.io/system=true:NoSchedule`: only platform
 # components tolerate it (components/cpu_nodes.py SYSTEM_TOLERATION); a team pod may not (its
@@ -117,14 +120,16 @@ def shown(value: str, limit: int = 80) -> str:
 # (kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateTaints). Our names are
 # DNS labels of at most 30: they are prefixed (higgsfield-<stack>-...) into names of 63.
 DnsLabel = matching(DNS_LABEL, "must be a lowercase DNS label of at most 30 characters (a-z, 0-9, '-'; starts and ends alphanumeric)", 30)
-QUALIFIED_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+QUALIFIED_NAME = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"  # an optional DNS prefix
+                  r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
 
 
 def _qualified_name(value: str) -> str:
     prefix, _, name = value.rpartition("/")
     if not re.fullmatch(QUALIFIED_NAME, value) or len(prefix) > 253 or len(name) > 63:
-        raise ValueError(f"{shown(value)} is not a Kubernetes qualified name ([prefix/]name: name up to 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric; prefix a DNS subdomain)")
+        raise ValueError(f"{shown(value)} is not a Kubernetes qualified name ([prefix/]name: name up to 63 of A-Z a-z 0-9 - _ . "
+                         "starting and ending alphanumeric; prefix a DNS subdomain)")
     return value
 
 

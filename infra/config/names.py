@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from infra.config.base import NAMESPACE
-from infra.core.names import AUTOSCALER_TEMPLATE, GATED_LABEL, POOL_LABEL, role_name
+from infra.core.names import AUTOSCALER_TEMPLATE, POOL_LABEL, role_name
 
 StackConfig = Any  # infra.config.stack.StackConfig (which calls `collisions`; not imported back)
 
@@ -81,7 +81,8 @@ def _first_owner(entries: Iterator[tuple[str, str]], what: str) -> list[tuple[st
         if name in owners and owners[name] != where:
             found.append((where, f"derives the {what} {name!r}, which {owners[name]} derives too: rename one"))
         elif name in owners:
-            found.append((where, f"derives the {what} {name!r} twice (two of its labels or taints differ only in '/' and '-'): rename one"))
+            found.append((where, f"derives the {what} {name!r} twice (two of its labels or taints differ only in '/' and '-'): "
+                                 "rename one"))
         owners.setdefault(name, where)
     return found
 
@@ -99,7 +100,9 @@ def collisions(cfg: StackConfig) -> list[tuple[str, str]]:
     for where, arn in principals:
         if arn in seen:
             found.append((where if where.startswith(f"{NAMESPACE}:admins") else seen[arn],
-                          f"{arn} has an access entry already ({seen[arn] if where.startswith(f'{NAMESPACE}:admins') else where}); EKS allows one per principal: remove the duplicate"))
+                          f"{arn} has an access entry already "
+                          f"({seen[arn] if where.startswith(f'{NAMESPACE}:admins') else where}); EKS allows one per "
+                          "principal: remove the duplicate"))
         seen.setdefault(arn, where)
     # team objects (namespace and its objects share one resource type: a name is a URN)
     found += _first_owner(((f"{NAMESPACE}:scheduler.teams[{i}].name", n) for i in range(len(cfg.scheduler.teams)) for n in team_resource_names(cfg, i)),

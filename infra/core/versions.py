@@ -452,7 +452,8 @@ PROVENANCE["CODEBUILD_RUNNER_IMAGE"] = unverified(
 PULUMI_CLI = "3.272.0"
 PROVENANCE["PULUMI_CLI"] = unverified(
     "pulumi/actions:src/libs/pulumi-cli.ts@v7.0.0 (install path); version = the pulumi SDK in requirements/deploy.txt",
-    "docker run --rm pulumi/pulumi-base:3.272.0 pulumi version (the release exists), then compare sha256sum of the tarball "
+    "docker run --rm pulumi/pulumi-base:3.272.0 pulumi version (the release exists), then compare sha256sum of the "
+    "tarball "
     "the deploy job downloads with https://get.pulumi.com/releases/sdk/pulumi-v3.272.0-checksums.txt")
 # The deploy and preview jobs install exactly this (every wheel by sha256, no dev extras), made by
 # `uv pip compile pyproject.toml --generate-hashes --python-version 3.11 --python-platform
@@ -517,7 +518,8 @@ PROVENANCE["EKS_AMI_NVIDIA_DRIVER"] = verified("awslabs/amazon-eks-ami:CHANGELOG
 # aws-observability/helm-charts:charts/amazon-cloudwatch-observability/values.yaml@71a298ff).
 CLOUDWATCH_LOGS_LABELS_ON = "containerLogs.fluentBit.config.extraFiles"
 PROVENANCE["CLOUDWATCH_LOGS_LABELS_ON"] = unverified(
-    "aws-observability/helm-charts:charts/amazon-cloudwatch-observability/values.yaml@71a298ff (containerLogs.fluentBit.config.extraFiles)",
+    "aws-observability/helm-charts:charts/amazon-cloudwatch-observability/values.yaml@71a298ff "
+    "(containerLogs.fluentBit.config.extraFiles)",
     "aws eks describe-addon-configuration --addon-name amazon-cloudwatch-observability --addon-version VERSION "
     "--query configurationSchema --output text | jq .properties.containerLogs.properties.fluentBit.properties.config",
 )
@@ -533,7 +535,8 @@ PROVENANCE["CLOUDWATCH_LOGS_LABELS_ON"] = unverified(
 NVIDIA_CONTAINER_TOOLKIT_READ = "v1.20.0"
 EKS_AMI_READ = "v20260724"
 PROVENANCE["NVIDIA_CONTAINER_TOOLKIT_READ"] = unverified(
-    "NVIDIA/nvidia-container-toolkit:api/config/v1/config.go@v1.20.0 (the AMI's toolkit version is NVIDIA's latest when the AMI was built)",
+    "NVIDIA/nvidia-container-toolkit:api/config/v1/config.go@v1.20.0 (the AMI's toolkit version is NVIDIA's latest "
+    "when the AMI was built)",
     "kubectl debug node/<gpu-node> -it --image=busybox -- chroot /host nvidia-ctk --version")
 PROVENANCE["EKS_AMI_READ"] = verified("awslabs/amazon-eks-ami:templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service@v20260724")
 
@@ -600,7 +603,8 @@ PROVENANCE.update({
         "alpine:3.22.2 index digest as pinned by independent Dockerfiles (envoyproxy/ratelimit:Dockerfile)",
         "docker buildx imagetools inspect docker.io/library/alpine:3.22.2 --format '{{.Manifest.Digest}}'"),
     "MPI_KUBECTL_DELIVERY_IMAGE": unverified(
-        "kubeflow/trainer:.github/workflows/template-publish-image/action.yaml@v1.9.4 (tag v1-<sha>) + manifests/overlays/standalone/kustomization.yaml@v1.9.4 (v1-93c5489)",
+        "kubeflow/trainer:.github/workflows/template-publish-image/action.yaml@v1.9.4 (tag v1-<sha>) + "
+        "manifests/overlays/standalone/kustomization.yaml@v1.9.4 (v1-93c5489)",
         "docker buildx imagetools inspect ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489"),
     "TRAINING_OPERATOR_IMAGE": verified("kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@v1.9.4 (images newTag)"),
     "TRAINING_OPERATOR_NAMESPACE": verified("kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@v1.9.4"),

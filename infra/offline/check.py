@@ -182,7 +182,8 @@ def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
     found = [Finding("ci-delivery", "mandatory", None, f"{where}: {message}") for where, message in delivery_findings(plan.config, workflows)]
     if plan.config.delivery is not None and plan.config.delivery.repository == PLACEHOLDER_REPOSITORY:
         found.append(Finding("ci-delivery", "advisory", None, f"higgsfield:delivery.repository: {PLACEHOLDER_REPOSITORY} is the shipped stacks' placeholder: "
-                             "set your repository (owner/name) before the first deploy, since the CI roles trust the workflows of the repository named here"))
+                             "set your repository (owner/name) before the first deploy, since the CI roles trust the workflows of "
+                             "the repository named here"))
     # One account (and one GitHub environment) per stack's environment: against the other stack files.
     return found + [Finding("ci-delivery", level, None, f"{where}: {message}")
                     for level, where, message in account_findings(plan.config, stack_matrix(root)["include"])]
@@ -194,8 +195,10 @@ def endpoint_placeholder(plan: Plan) -> list[Finding]:
     from infra.config.limits import documentation_range
 
     return [Finding("endpoint-allow-list", "advisory", None,
-                    f"higgsfield:endpoint.publicAccessCidrs[{i}]: {cidr} is a documentation range (RFC 5737) no request comes from, "
-                    "so kubectl outside the VPC reaches nothing; list your office or VPN egress ranges, or [] for a private endpoint")
+                    f"higgsfield:endpoint.publicAccessCidrs[{i}]: {cidr} is a documentation range (RFC 5737) no request "
+                    "comes from, "
+                    "so kubectl outside the VPC reaches nothing; list your office or VPN egress ranges, or [] for a private "
+                    "endpoint")
             for i, cidr in enumerate(plan.config.endpoint.public_access_cidrs) if documentation_range(cidr)]
 
 
@@ -223,7 +226,8 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     if not path.is_file():
         if policy_config is not None:
             raise StackNotFound(f"--policy-config {path}: no such file")
-        raise StackNotFound(f"policy config {path} not found: `higgsfield init {stack} --region REGION` writes one, or pass --policy-config FILE")
+        raise StackNotFound(f"policy config {path} not found: `higgsfield init {stack} --region REGION` writes one, or pass "
+                            "--policy-config FILE")
     pack_config = load_pack_config(path, "--policy-config" if policy_config is not None else f"the policy config of {stack}")
     plan = record(stack, root)
     violations, skipped = run_policies(plan, pack_config)

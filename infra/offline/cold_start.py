@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from components.gang_deadline import DEADLINE_CHECK_S, ESTIMATE, GANG_DEADLINE_MARGIN_S, boot_seconds, gang_deadline_s
+from components.gang_deadline import DEADLINE_CHECK_S, ESTIMATE, boot_seconds, gang_deadline_s
 from infra.config import GpuPool, StackConfig, seconds_of
 
 CA = "kubernetes/autoscaler:cluster-autoscaler/{path}@cluster-autoscaler-1.35.2"
@@ -88,7 +88,8 @@ def _admission() -> list[Step]:
     period = Step("Volcano's next session: enqueue admits the gang, its PodGroup turns Inqueue", 1.0,
                   VOLCANO.format(path="cmd/scheduler/app/options/options.go") + " defaultSchedulerPeriod = 1s (--schedule-period)")
     pods = Step("the Training Operator creates the gang's pods (it waited for Inqueue)", 1.0,
-                f"{ESTIMATE}: one reconcile (kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4 DelayPodCreationDueToPodGroup)")
+                f"{ESTIMATE}: one reconcile (kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4 "
+                "DelayPodCreationDueToPodGroup)")
     return [period, pods]
 
 
@@ -109,7 +110,8 @@ def _autoscaler_notices() -> list[Step]:
 
 def _karpenter_batch() -> list[Step]:
     return [Step("Karpenter batches the pending pods and launches (CreateFleet)", 10.0,
-                 "aws/karpenter-provider-aws:charts/karpenter/values.yaml@v1.14.1 settings.batchIdleDuration 1s, batchMaxDuration 10s (worst case)")]
+                 "aws/karpenter-provider-aws:charts/karpenter/values.yaml@v1.14.1 settings.batchIdleDuration 1s, "
+                 "batchMaxDuration 10s (worst case)")]
 
 
 def cold_path(pool: GpuPool, nodes: int, *, shortened: bool = True) -> Path:
@@ -128,7 +130,8 @@ def cold_path(pool: GpuPool, nodes: int, *, shortened: bool = True) -> Path:
         # The gate's DaemonSet pod runs in the training image (components/healthgate.py) and starts
         # when the node is Ready, beside the device plugins: the job's image is on the node before
         # the gate passes, and the job's own pull is a cache hit (tests/offline/test_cold_start.py).
-        Step(f"the health gate pod pulls the training image it runs in, while the device plugins register; {pull.what.removeprefix('pull the training image ')}",
+        Step("the health gate pod pulls the training image it runs in, while the device plugins register; "
+             f"{pull.what.removeprefix('pull the training image ')}",
              max(pull.seconds, DEVICE_PLUGINS_S), pull.source),
         Step("health gate checks pass, the startup taint comes off", gate, gate_src),
         Step("Volcano binds the whole gang (next session)", 1.0, VOLCANO.format(path="cmd/scheduler/app/options/options.go") + " 1s period"),

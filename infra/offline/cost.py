@@ -105,7 +105,8 @@ def load_prices(path: Path = PRICE_FILE, option: str = "--prices") -> dict[str, 
 
     prices = read_json_object(path, option, "a price file ({\"regions\": {REGION: ...}})")
     if not isinstance(prices.get("regions"), dict):
-        raise OptionFileError(f"{option} {path}: has no \"regions\" object, so it is no price file (see {PRICE_FILE.name} in infra/offline/data)")
+        raise OptionFileError(f"{option} {path}: has no \"regions\" object, so it is no price file "
+                              f"(see {PRICE_FILE.name} in infra/offline/data)")
     return prices
 
 
@@ -184,7 +185,8 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
             warm = setting is not None and setting.capacity.warm
             add(f"EC2 {instance} Capacity Block x {high if warm else f'{low}..{high}'}" + (" (warm)" if warm else ""), group.name, None, None,
                 f"Capacity Block: prepaid when purchased, {NOT_PRICED} here; "
-                + ("held warm: all its nodes run, gated, from the block's start to drainBefore ahead of its end (used capacity)"
+                + ("held warm: all its nodes run, gated, from the block's start to drainBefore ahead of its end "
+                   "(used capacity)"
                    if warm else "capacity.warm is false: the pool scales to zero inside the paid window (idle waste)"), pool,
                 in_use=warm)
         elif reserved:
@@ -192,13 +194,17 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
             warm = low == high  # held at min = desired = max (components/gpu_pools.py scaling)
             if warm:
                 add(f"EC2 {instance} reservation x {high} (warm)", group.name, whole, whole,
-                    f"On-Demand Capacity Reservation held warm: its {high} nodes run, gated and ready for jobs, for as long as it is "
-                    f"billed (the On-Demand rate whether instances run or not) - used capacity, not idle waste; sized as the pool's "
+                    f"On-Demand Capacity Reservation held warm: its {high} nodes run, gated and ready for jobs, for "
+                    "as long as it is "
+                    "billed (the On-Demand rate whether instances run or not) - used capacity, not idle waste; "
+                    "sized as the pool's "
                     f"maxSize (`higgsfield preflight` shows its real count)", pool, missing=instance, in_use=True)
             else:
                 add(f"EC2 {instance} reservation x {high} (idle)", group.name, whole, whole,
-                    f"On-Demand Capacity Reservation with capacity.warm false: billed at the On-Demand rate whether instances run in it "
-                    f"or not, so idle waste while the pool is at zero; sized as the pool's maxSize {high} (`higgsfield preflight` shows its real count)",
+                    "On-Demand Capacity Reservation with capacity.warm false: billed at the On-Demand rate whether "
+                    "instances run in it "
+                    f"or not, so idle waste while the pool is at zero; sized as the pool's maxSize {high} "
+                    "(`higgsfield preflight` shows its real count)",
                     pool, missing=instance)
         else:
             add(f"EC2 {instance} on-demand x {low}..{high}", group.name, _times(low, rate), _times(high, rate),
@@ -402,5 +408,6 @@ def refresh(prices: dict[str, Any], instance_types: list[str], region: str, clie
         else:
             fsx[tier] = price
     regional.update(checked=today, verified=not missing, not_refreshed=missing,
-                    source=f"AWS Pricing API (GetProducts, {location_of(region)}): EC2, EBS, NAT, VPC endpoints, EKS, FSx, KMS, CloudWatch Logs")
+                    source=f"AWS Pricing API (GetProducts, {location_of(region)}): EC2, EBS, NAT, VPC endpoints, EKS, FSx, KMS, "
+                           "CloudWatch Logs")
     return updated

@@ -26,11 +26,15 @@ def gate_image_findings(cfg: StackConfig) -> list[tuple[str, str]]:
     gate, _ = image.gate_image(cfg)
     key = "higgsfield:healthGateImage"
     if cfg.health_gate_image is None and gate.endswith(":" + image.UNKNOWN_TAG):
-        return [("gate-image-exists", f"{key}: unset, and this checkout has no git tree for images/training (installed from a package, or not committed), "
-                 f"so the gate's image {gate} names no image and every GPU node would keep its startup taint; set {key} to an image built "
-                 f"from images/training (`higgsfield image push {cfg.stack}` prints its digest), or run from a git checkout")]
+        return [("gate-image-exists", f"{key}: unset, and this checkout has no git tree for images/training (installed from a package, or "
+                                      "not committed), "
+                 f"so the gate's image {gate} names no image and every GPU node would keep its startup taint; set "
+                 f"{key} to an image built "
+                 f"from images/training (`higgsfield image push {cfg.stack}` prints its digest), or run from a git "
+                 "checkout")]
     if _repository_of(gate) in NOT_GATE_IMAGES:
-        return [("gate-image-exists", f"{key}: {gate} has no health gate in it (images/training/health_gate.py); use an image built from images/training")]
+        return [("gate-image-exists", f"{key}: {gate} has no health gate in it (images/training/health_gate.py); use an image built from "
+                                      "images/training")]
     return []
 
 
@@ -41,14 +45,18 @@ def autoscaler_findings(cfg: StackConfig) -> list[tuple[str, str]]:
     found = []
     if settings.max_node_startup_time is not None and limits.max_node_startup_s < limits.slowest_s:
         found.append(("autoscaler-unready-limits", f"higgsfield:autoscaler.maxNodeStartupTime: {settings.max_node_startup_time} is shorter than pool "
-                      f"{limits.slowest_pool}'s bootTime + healthGate.timeout ({math.ceil(limits.slowest_s / 60)}m): its nodes would count as unready "
+                      f"{limits.slowest_pool}'s bootTime + healthGate.timeout ({math.ceil(limits.slowest_s / 60)}m): its "
+                      "nodes would count as unready "
                       "while still in the gate; unset it (computed) or raise it"))
     if limits.halts_with_gang_unready(cfg.cpu_nodes.min_size):
         gang = limits.gang
         key = "okTotalUnreadyCount" if settings.ok_total_unready_count is not None else "maxTotalUnreadyPercentage"
-        found.append(("autoscaler-unready-limits", f"higgsfield:autoscaler.{key}: the largest gang ({gang.nodes} nodes, {gang.why}) unready at once is more than "
-                      f"--ok-total-unready-count {limits.ok_total_unready_count} and {limits.max_total_unready_percentage:g}% of the "
-                      f"{gang.nodes + cfg.cpu_nodes.min_size} nodes: the autoscaler would stop scaling the whole cluster (IsClusterHealthy); "
+        found.append(("autoscaler-unready-limits", f"higgsfield:autoscaler.{key}: the largest gang ({gang.nodes} nodes, {gang.why}) unready at once is "
+                                                   "more than "
+                      f"--ok-total-unready-count {limits.ok_total_unready_count} and "
+                      f"{limits.max_total_unready_percentage:g}% of the "
+                      f"{gang.nodes + cfg.cpu_nodes.min_size} nodes: the autoscaler would stop scaling the whole cluster "
+                      "(IsClusterHealthy); "
                       f"use at least {gang.nodes} or unset it (computed)"))
     return found
 
@@ -77,8 +85,10 @@ def driver_findings(cfg: StackConfig) -> list[tuple[str, str]]:
     cuda = cfg.cuda_version or versions.TRAINING_IMAGE_CUDA
     needed = versions.CUDA_MIN_DRIVER_BRANCH[cuda]
     if driver and int(driver.split(".")[0]) < needed:
-        return [("driver-fits-cuda", f"higgsfield:nodeReleaseVersion: {cfg.node_release_version} ships NVIDIA driver {driver}, older than the {needed} "
-                 f"CUDA {cuda} needs (higgsfield:cudaVersion / the training image): every GPU node would fail its health gate; pin a newer release")]
+        return [("driver-fits-cuda", f"higgsfield:nodeReleaseVersion: {cfg.node_release_version} ships NVIDIA driver {driver}, older than "
+                                     f"the {needed} "
+                 f"CUDA {cuda} needs (higgsfield:cudaVersion / the training image): every GPU node would fail its "
+                 "health gate; pin a newer release")]
     return []
 
 

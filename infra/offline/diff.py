@@ -57,7 +57,7 @@ KEPT = {  # data that lives: replacing or deleting it loses data or cuts every w
 #   hashicorp/terraform-provider-aws:internal/service/fsx/lustre_file_system.go@06ee53d9fed4877dc55cefbe3ba1423b863eda61
 #   resourceLustreFileSystemSchemaCustomizeDiff (`n < o` -> d.ForceNew("storage_capacity")); the same
 #   file's ForceNew list is the LustreFileSystem row of REPLACE_ON. Not checked against the provider
-#   version pulumi_aws pins here: `git -C <terraform-provider-aws> show <tag>:internal/service/fsx/lustre_file_system.go`.
+# version pulumi_aws pins here: `git -C <terraform-provider-aws> show <tag>:internal/service/fsx/lustre_file_system.go`.
 KUBERNETES_VERSION_INPUT = {"eks:index:Cluster": "version", "aws:eks/cluster:Cluster": "version"}
 SHRINK_REPLACES = {"aws:fsx/lustreFileSystem:LustreFileSystem": "storageCapacity"}
 ENVIRONMENT_TAG = "higgsfield:environment"
@@ -100,6 +100,9 @@ class Diff:
     def replaced(self) -> list[Change]:
         return [c for c in self.changed if c.replaces]
 
+
+# what goes through once a resource loses `protect` (True) or `retainOnDelete` (False)
+_WITHOUT = {True: "`pulumi destroy` or a deleting change goes through", False: "a delete removes the resource in AWS too"}
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict):
@@ -242,11 +245,12 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
             refuse(f"downgrade of Kubernetes on {new['name']} ({a[version]} → {b[version]})", "kubernetesVersion")
         elif version and _skips_a_minor(a.get(version), b.get(version)):
             refuse(f"upgrade of Kubernetes on {new['name']} from {a[version]} to {b[version]}", "kubernetesVersion",
-                   f"EKS updates a cluster one minor version at a time ({EKS_ONE_MINOR}): go through {_next_minor(a[version])} first, with its add-ons and node groups")
+                   f"EKS updates a cluster one minor version at a time ({EKS_ONE_MINOR}): go through "
+                   f"{_next_minor(a[version])} first, with its add-ons and node groups")
         for option, words in (("protect", "protect"), ("retain_on_delete", "retain_on_delete")):
             if old.get(option) and not new.get(option):
                 refuse(f"removing {words} from {new['type']} {new['name']}", new["name"],
-                       f"without it {'`pulumi destroy` or a deleting change goes through' if option == 'protect' else 'a delete removes the resource in AWS too'}; the code no longer keeps it")
+                       f"without it {_WITHOUT[option == 'protect']}; the code no longer keeps it")
         for option in ("protect", "retain_on_delete"):  # resource options: shown as changes, not only inputs
             if bool(old.get(option)) != bool(new.get(option)):
                 paths.append(f"({option})")
@@ -271,13 +275,16 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
         kind = resource["type"]
         if kind == LOG_GROUP and was == "prod":
             refuse(f"delete of CloudWatch log group {resource['name']} in prod", resource["name"],
-                   "deleting a log group deletes the logs in it: turning observability or flow logs off loses prod's history", also="log-groups")
+                   "deleting a log group deletes the logs in it: turning observability or flow logs off loses prod's "
+                   "history", also="log-groups")
         elif kind == NAMESPACE:
             refuse(f"delete of namespace {resource['name']}", resource["name"],
-                   "Kubernetes deletes every object in a namespace with it: the team's jobs, claims, secrets and service accounts", also="namespaces")
+                   "Kubernetes deletes every object in a namespace with it: the team's jobs, claims, secrets and "
+                   "service accounts", also="namespaces")
         elif kind == CLAIM:
             refuse(f"delete of claim {resource['name']}", resource["name"],
-                   "the jobs that mount it lose their volume; the claim's binding to its volume is not recreated by a later apply", also="claims")
+                   "the jobs that mount it lose their volume; the claim's binding to its volume is not recreated by a "
+                   "later apply", also="claims")
     if was and now and was != now and any(r.get("protect") for r in before.values()):
         refuse(f"changing the environment of a protected stack ({was} → {now}) drops protect/retain", "environment")
     return Diff(added, removed, changed, refused)
@@ -312,7 +319,8 @@ def plan_json_at(ref: str, stack: str, root: Path) -> dict:
             env = {**os.environ, "PYTHONPATH": str(worktree)}
             done = subprocess.run([sys.executable, "-m", "infra.cli", "plan", stack, "--json", str(out)], cwd=worktree, env=env, capture_output=True, text=True)
             if done.returncode:
-                raise StackNotFound(f"the plan of {stack} at {ref} failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
+                raise StackNotFound(f"the plan of {stack} at {ref} failed: "
+                                    f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
             return json.loads(out.read_text())
         finally:
             _git(root, "worktree", "remove", "--force", str(worktree))
@@ -347,7 +355,8 @@ def as_json(stack: str, base_ref: str, diff: Diff) -> dict:
 
 
 def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
-    lines = [f"Changes to {stack} since {base_ref}: {len(diff.added)} to add, {len(diff.changed)} to change ({len(diff.replaced)} replaced), {len(diff.removed)} to delete"]
+    lines = [f"Changes to {stack} since {base_ref}: {len(diff.added)} to add, {len(diff.changed)} to change "
+             f"({len(diff.replaced)} replaced), {len(diff.removed)} to delete"]
     lines += [f"  + {r['type']} {r['name']}" for r in diff.added]
     lines += [f"  - {r['type']} {r['name']}" for r in diff.removed]
     for c in diff.changed:
@@ -366,5 +375,6 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
         if len(c.paths) > 12:
             lines.append(f"      ... {len(c.paths) - 12} more")
     if diff.refused:
-        lines.append(f"{len(diff.refused)} change(s) refused (why: on stderr; --allow NAME or higgsfield:allowReplace lets an intended one through)")
+        lines.append(f"{len(diff.refused)} change(s) refused (why: on stderr; --allow NAME or higgsfield:allowReplace lets an "
+                     "intended one through)")
     return "\n".join(lines)

@@ -56,7 +56,8 @@ def _cli_string(value: Any) -> str:
 def stack_file(root: Path, stack: str) -> StackFile:
     """The stack file of `stack`, read safely (raises StackNotFound, StackFileError)."""
     if not stack or len(stack) > 100 or any(c in stack for c in "/\\\0") or stack.startswith(".") or not stack.isprintable():
-        raise StackNotFound(f"{stack[:60]!r} is not a stack name (a lowercase DNS label: stacks/Pulumi.<stack>.yaml); stacks here: {', '.join(stack_names(root)) or 'none'}")
+        raise StackNotFound(f"{stack[:60]!r} is not a stack name (a lowercase DNS label: stacks/Pulumi.<stack>.yaml); stacks here: "
+                            f"{', '.join(stack_names(root)) or 'none'}")
     path = root / "stacks" / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         known = ", ".join(stack_names(root)) or "none"

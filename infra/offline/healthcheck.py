@@ -1,6 +1,7 @@
 """`higgsfield healthcheck render STACK POOL`: the post-deploy health check of a GPU pool
 as Kubernetes objects for `kubectl apply -f -`: a Job with one pod per node running
-images/training/node_check.py (shipped in a ConfigMap) and, for two or more nodes, a PyTorchJob that measures NCCL all-reduce bus bandwidth across them. On EFA pools
+images/training/node_check.py (shipped in a ConfigMap) and, for two or more nodes, a PyTorchJob that measures NCCL
+all-reduce bus bandwidth across them. On EFA pools
 the all-reduce fails unless NCCL's INFO log shows it picked aws-ofi-nccl's efa provider (a TCP
 fallback never passes), and its threshold is the instance type's (components/efa.py).
 

@@ -85,7 +85,8 @@ def _clean_sources(root: Path) -> None:
     put different contents under it (and tags are immutable)."""
     done = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", IMAGE_SOURCES], capture_output=True, text=True, timeout=30)
     if done.returncode != 0:
-        raise ConfigError("images/training", f"is not in a git checkout ({done.stderr.strip() or 'git status failed'}): the image tag is the git tree of images/training")
+        raise ConfigError("images/training", f"is not in a git checkout ({done.stderr.strip() or 'git status failed'}): the image tag is the git tree "
+                                             "of images/training")
     if done.stdout.strip():
         changed = ", ".join(line[3:] for line in done.stdout.splitlines()[:3])
         raise ConfigError("images/training", f"has uncommitted changes ({changed}): commit them first, the tag {image_tag()} names the committed tree")
@@ -136,14 +137,16 @@ def run(cfg: StackConfig, action: str, root: Path | None = None, runner: Runner 
     runner = runner or subprocess.run
     missing = missing_tools(action, which)
     if missing:
-        raise ConfigError(" ".join(missing), f"not found on PATH: `higgsfield image {action}` runs docker{' and the AWS CLI' if action == 'push' else ''}; "
+        raise ConfigError(" ".join(missing), f"not found on PATH: `higgsfield image {action}` runs "
+                                             f"docker{' and the AWS CLI' if action == 'push' else ''}; "
                           f"install them, or print the commands with --print and run them where Docker is ({DOCS})")
     root = root or project_root()  # the folder holding Pulumi.yaml: a checkout, or a project of one's own
     _clean_sources(root)
     daemon = runner(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True)
     if daemon.returncode != 0:
         reason = (daemon.stderr or "").strip().splitlines()[-1:] or ["no answer"]
-        raise ConfigError("docker", f"the Docker daemon does not answer ({reason[0]}): start Docker, or print the commands with --print and run them where Docker is ({DOCS})")
+        raise ConfigError("docker", f"the Docker daemon does not answer ({reason[0]}): start Docker, or print the commands with --print and "
+                                    f"run them where Docker is ({DOCS})")
     account = None
     if "${ACCOUNT}" in registry_of(cfg):
         done = runner(["aws", "sts", "get-caller-identity", "--query", "Account", "--output", "text"], capture_output=True, text=True)

@@ -183,7 +183,8 @@ def checkpoint_path(cfg: StackConfig, team: Team, job_name: str) -> str:
     if cfg.checkpoints.export_to_s3 and cfg.fsx.s3 is not None and cfg.fsx.s3.dataset is not None:
         dataset = next(d for d in cfg.fsx.datasets if d.name == cfg.fsx.s3.dataset)
         if dataset.owner != team.name:
-            raise ConfigError("--team", f"team {team.name} cannot write dataset {dataset.name} (owner {dataset.owner}), the directory higgsfield:fsx.s3 exports; "
+            raise ConfigError("--team", f"team {team.name} cannot write dataset {dataset.name} (owner {dataset.owner}), the directory "
+                                        "higgsfield:fsx.s3 exports; "
                               "submit as its owner or turn off higgsfield:checkpoints.exportToS3")
         return f"{DATASET_MOUNT.format(name=dataset.name)}/checkpoints/{team.name}/{job_name}"
     return f"{MOUNT_PATH}/checkpoints/{job_name}"
@@ -292,10 +293,12 @@ def fit(example: str, cfg: StackConfig, pool: GpuPool, team: Team) -> Fit:
     limits = [
         (pool.max_size * pool.gpus_per_node, f"pool {pool.name}'s {pool.max_size} nodes x {pool.gpus_per_node} GPUs (higgsfield:gpuPools[{p}].maxSize)"),
         (team.gpu_quota, f"team {team.name}'s quota of {team.gpu_quota} GPUs (higgsfield:scheduler.teams[{t}].gpuQuota)"),
-        (queue.gpu_capability, f"queue {queue.name}'s capability of {queue.gpu_capability} GPUs (higgsfield:scheduler.queues[{q}].gpuCapability)"),
+        (queue.gpu_capability, f"queue {queue.name}'s capability of {queue.gpu_capability} GPUs "
+                               f"(higgsfield:scheduler.queues[{q}].gpuCapability)"),
     ]
     if WORKLOAD[example] == "serving" and team.serving_gpu_quota is not None:
-        limits.append((team.serving_gpu_quota, f"team {team.name}'s serving quota of {team.serving_gpu_quota} GPUs (higgsfield:scheduler.teams[{t}].servingGpuQuota)"))
+        limits.append((team.serving_gpu_quota, f"team {team.name}'s serving quota of {team.serving_gpu_quota} GPUs "
+                                               f"(higgsfield:scheduler.teams[{t}].servingGpuQuota)"))
     return Fit(example, 1 if example in ONE_GPU_PODS else pool.gpus_per_node, tuple(limits))
 
 
@@ -355,7 +358,8 @@ def image_comment(cfg: StackConfig, image: str) -> str:
                                                           f"nothing to build ({image_cli.DOCS} for the training image).")])
     origin = "higgsfield:trainingImage" if image == cfg.training_image else "--image"
     return "\n".join([f"# Image: {image}", *comment(
-        f"({origin}) yours to build and push before applying this job; on EFA pools it needs libfabric's efa provider and "
+        f"({origin}) yours to build and push before applying this job; on EFA pools it needs libfabric's efa "
+        "provider and "
         f"aws-ofi-nccl, as images/training/Dockerfile builds them ({image_cli.DOCS}).")])
 
 
@@ -374,7 +378,8 @@ def resume_text(cfg: StackConfig, checkpoints: bool) -> str:
     """What the job's header comment may promise about resuming."""
     storage = _storage(cfg)
     if not checkpoints:
-        return ("starts again at step 0: checkpoints are off\n# (CHECKPOINT_EVERY_STEPS=0): this stack has no shared storage "
+        return ("starts again at step 0: checkpoints are off\n# (CHECKPOINT_EVERY_STEPS=0): this stack has no shared "
+                "storage "
                 "for a multi-node job's checkpoints\n# (higgsfield:fsx.enabled is false)")
     if storage:
         return f"resumes from the newest complete checkpoint on {storage}"
@@ -391,8 +396,10 @@ def checkpoints_for(example: str, cfg: StackConfig, pods: int, asked: bool | Non
         return False
     resumable = pods <= 1 or _storage(cfg) is not None
     if asked and not resumable:
-        raise ResumeRefused("higgsfield:fsx.enabled", f"{example} runs on {pods} nodes and its checkpoints would stay on each pod's local disk, so it could never resume "
-                            "after a lost node: enable higgsfield:fsx (shared storage for checkpoints), run it on one node (pytorch-elastic --workers 1), "
+        raise ResumeRefused("higgsfield:fsx.enabled", f"{example} runs on {pods} nodes and its checkpoints would stay on each pod's local disk, so it could "
+                                                      "never resume "
+                            "after a lost node: enable higgsfield:fsx (shared storage for checkpoints), run it on one node "
+                            "(pytorch-elastic --workers 1), "
                             "or render it without --checkpoints (a restart starts at step 0)")
     return resumable if asked is None else asked
 
@@ -409,7 +416,8 @@ def resume_promise(job: dict, cfg: StackConfig) -> str | None:
         claims = {v["name"] for v in spec.get("volumes", []) if "persistentVolumeClaim" in v}
         mounts = [m["mountPath"] for m in main.get("volumeMounts", []) if m["name"] in claims]
         if shared and gpu_pods > 1 and not any(shared == m or shared.startswith(m.rstrip("/") + "/") for m in mounts):
-            return (f"{job['metadata']['name']} ({replica}): {gpu_pods} pods keep checkpoints at {shared}, not on shared storage, "
+            return (f"{job['metadata']['name']} ({replica}): {gpu_pods} pods keep checkpoints at {shared}, not on shared "
+                    "storage, "
                     "so a restarted gang cannot resume (higgsfield:fsx.enabled)")
     return None
 
@@ -431,7 +439,8 @@ def fill_template(text: str, values: dict[str, Any], where: str) -> list:
     if as_text is None or _plain(as_text) != _plain(as_data):
         changed = [k for k, v in values.items() if isinstance(v, str) and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", v)]
         raise ConfigError(f"--{changed[0].replace('_', '-')}" if changed else where,
-                          f"{_show_value(values[changed[0]]) if changed else 'a value'} would change the structure of {where}, not fill in a value")
+                          f"{_show_value(values[changed[0]]) if changed else 'a value'} would change the structure of {where}, not "
+                          "fill in a value")
     return as_text
 
 

@@ -63,7 +63,8 @@ def default_image(cfg: StackConfig) -> str:
     if cfg.training_image:
         return cfg.training_image
     if stack_account(cfg) is None:
-        raise ConfigError(f"{NAMESPACE}:admins", "names no AWS account (none set, or ARNs of several accounts; nor is higgsfield:delivery.accountId set), so the training image's "
+        raise ConfigError(f"{NAMESPACE}:admins", "names no AWS account (none set, or ARNs of several accounts; nor is higgsfield:delivery.accountId set), "
+                                                 "so the training image's "
                           f"registry ({UNKNOWN_ACCOUNT}.dkr.ecr.{cfg.region}.amazonaws.com) is unknown: add the cluster admins' ARNs "
                           "(higgsfield init --admin ARN), or set higgsfield:trainingImage, or pass --image")
     tag = image_tag()
@@ -86,7 +87,8 @@ def check_image(cfg: StackConfig, pool: GpuPool, image: str, key: str = "--image
         raise ConfigError(key, "is empty")
     if len(image) > 512 or not re.fullmatch(IMAGE_REFERENCE, image):  # a value, never YAML structure
         shown = repr(image) if len(image) <= 80 else f"{image[:80]!r}... ({len(image):,} characters)"
-        raise ConfigError(key, f"{shown} is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:..., "
+        raise ConfigError(key, f"{shown} is not an image reference with a tag or digest (registry/repository:tag or "
+                               "registry/repository@sha256:..., "
                                "e.g. docker.io/library/busybox:1.36)")
     if not pool.efa:
         return
@@ -96,7 +98,8 @@ def check_image(cfg: StackConfig, pool: GpuPool, image: str, key: str = "--image
     if _repository_of(image) not in allowed:
         raise ConfigError(
             key,
-            f"{image!r} is not an EFA-ready image for EFA pool {pool.name}: use an image of {' or '.join(sorted(allowed))} "
+            f"{image!r} is not an EFA-ready image for EFA pool {pool.name}: use an image of "
+            f"{' or '.join(sorted(allowed))} "
             "(built from images/training/Dockerfile), or declare your own EFA-ready image as higgsfield:trainingImage",
         )
 
@@ -135,7 +138,8 @@ def _check_fits(container: dict, pool: GpuPool, where: str) -> None:
     if EFA in limits and int(limits[EFA]) > int(offer[EFA]):
         raise ConfigError(f"{where}.resources.limits.{EFA}", f"{limits[EFA]} is more than the {offer[EFA]} EFA interfaces a {pool.instance.name} node offers")
     if HUGEPAGES in limits and mebibytes(limits[HUGEPAGES]) > mebibytes(offer[HUGEPAGES]):
-        raise ConfigError(f"{where}.resources.limits.{HUGEPAGES}", f"{limits[HUGEPAGES]} is more than the {offer[HUGEPAGES]} of huge pages a {pool.instance.name} node reserves")
+        raise ConfigError(f"{where}.resources.limits.{HUGEPAGES}", f"{limits[HUGEPAGES]} is more than the {offer[HUGEPAGES]} of huge pages a {pool.instance.name} node "
+                                                                   "reserves")
 
 
 def tolerate_pool(spec: dict, pool: GpuPool) -> None:

@@ -42,7 +42,8 @@ ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim", "gangpreempt
 EVICTING = {
     "reclaim": "evicts across queues for a starving job of another queue (actions/reclaim/reclaim.go)",
     "gangpreempt": "evicts whole gangs; gang permits every candidate there (plugins/gang/gang.go AddUnifiedEvictableFn)",
-    "gangreclaim": "evicts whole gangs across queues; gang permits every candidate there (plugins/gang/gang.go AddUnifiedEvictableFn)",
+    "gangreclaim": "evicts whole gangs across queues; gang permits every candidate there (plugins/gang/gang.go "
+                   "AddUnifiedEvictableFn)",
     "shuffle": "evicts what the plugins' victim functions pick (actions/shuffle/shuffle.go)",
 }
 # Plugins Volcano v1.15.1 registers (pkg/scheduler/plugins/factory.go), and those of them that
@@ -91,7 +92,8 @@ def scheduler_holes(config: Mapping[str, Any]) -> list[Hole]:
     if not gangs:
         where = next(((t, p) for t, plugins in enumerate(tiers) for p, plugin in enumerate(plugins) if plugin.get("name") == "gang"), None)
         setting = f"tiers[{where[0]}].plugins[{where[1]}].enablePreemptable" if where else "tiers: gang"
-        holes.append(Hole(setting, "with `preempt`, the gang plugin must be preemptable: it alone keeps victims to pods above a job's minAvailable (gang.go preemptableFn)"))
+        holes.append(Hole(setting, "with `preempt`, the gang plugin must be preemptable: it alone keeps victims to pods above a job's "
+                                   "minAvailable (gang.go preemptableFn)"))
         return holes
     gang_tier, gang_at = gangs[0]
     for t, p, name in deciding:
@@ -99,16 +101,19 @@ def scheduler_holes(config: Mapping[str, Any]) -> list[Hole]:
             continue
         if t != gang_tier:
             holes.append(Hole(f"tiers[{t}].plugins[{p}].enablePreemptable", f"{name} picks victims in tier {t}, where gang (tier {gang_tier}) has no say "
-                              "(session_plugins.go Preemptable: the first tier with an answer decides; an empty one passes to the next): set enablePreemptable: false"))
+                              "(session_plugins.go Preemptable: the first tier with an answer decides; an empty one passes to "
+                              "the next): set enablePreemptable: false"))
         elif p > gang_at:
-            holes.append(Hole(f"tiers[{t}].plugins[{p}]", f"{name} comes after gang in its tier: after an empty intersection its answer would start the victims again "
+            holes.append(Hole(f"tiers[{t}].plugins[{p}]", f"{name} comes after gang in its tier: after an empty intersection its answer would start the "
+                                                          "victims again "
                               "(session_plugins.go Preemptable); put gang last"))
     return holes
 
 
 def queue_holes(queues: Sequence[Mapping[str, Any]]) -> list[Hole]:
     """Rule 2: a queue whose spec.reclaimable is unset or true gives its pods to `reclaim`."""
-    return [Hole(f"Queue {q['metadata']['name']}: spec.reclaimable", "must be false: a reclaimable queue's pods are evicted for other queues once `reclaim` runs (api/queue_info.go Reclaimable: unset is true)")
+    return [Hole(f"Queue {q['metadata']['name']}: spec.reclaimable", "must be false: a reclaimable queue's pods are evicted for other queues once `reclaim` runs "
+                                                                     "(api/queue_info.go Reclaimable: unset is true)")
             for q in queues if (q.get("spec") or {}).get("reclaimable", True) is not False]
 
 
@@ -122,7 +127,8 @@ def priority_class_holes(classes: Sequence[Mapping[str, Any]]) -> list[Hole]:
             holes.append(Hole(f"PriorityClass {name}: preemptionPolicy", f"a {workload} class must be Never: its pods would preempt (preempt.go taskEligibleToPreempt)"))
     defaults = [c for c in classes if c.get("globalDefault")]
     if not defaults:
-        holes.append(Hole("PriorityClass: globalDefault", "no default class: a pod naming no class (every Training Operator pod) gets preemptionPolicy PreemptLowerPriority and could preempt"))
+        holes.append(Hole("PriorityClass: globalDefault", "no default class: a pod naming no class (every Training Operator pod) gets preemptionPolicy "
+                                                          "PreemptLowerPriority and could preempt"))
     elif min(defaults, key=lambda c: c["value"]).get("preemptionPolicy", "PreemptLowerPriority") != "Never":
         holes.append(Hole(f"PriorityClass {min(defaults, key=lambda c: c['value'])['metadata']['name']}: preemptionPolicy", "the default class must be Never: pods naming no class get it"))
     return holes

@@ -134,10 +134,12 @@ def problems(objects: Sequence[dict]) -> list[str]:
         if account not in accounts:
             continue  # that release is not in this stack
         if accounts[account] != namespace:
-            found.append(f"ServiceAccount {account} is rendered in namespace {accounts[account]!r}, the probes expect {namespace!r}")
+            found.append(f"ServiceAccount {account} is rendered in namespace {accounts[account]!r}, the probes expect "
+                         f"{namespace!r}")
             continue
         rules = rules_for(objects, namespace, account)
-        found += [f"ServiceAccount {namespace}/{account} may not {c.verb} {c.group or 'core'}/{c.resource} {c.name or ''} in {c.namespace or 'the cluster'}"
+        found += [f"ServiceAccount {namespace}/{account} may not {c.verb} {c.group or 'core'}/{c.resource} {c.name or ''} "
+                  f"in {c.namespace or 'the cluster'}"
                   for c in calls if not allows(rules, c)]
     return found
 

@@ -84,11 +84,14 @@ class StackFile:
             message = p.message
             raw = self.unquoted.get(("config", *p.loc))
             if raw is not None and message.startswith("must be a string"):
-                message += f" (YAML reads the unquoted {raw} as a {'boolean' if raw.lower() in _BOOLEANS else 'number'}: quote it, \"{raw}\")"
+                read_as = "boolean" if raw.lower() in _BOOLEANS else "number"
+                message += f" (YAML reads the unquoted {raw} as a {read_as}: quote it, \"{raw}\")"
             if raw is not None and " (if you wrote " in message:  # we know what was written
-                message = message[: message.index(" (if you wrote ")] + f" (YAML reads the unquoted {raw} as a number: quote it, \"{raw}\")"
+                message = message[: message.index(" (if you wrote ")]
+                message += f" (YAML reads the unquoted {raw} as a number: quote it, \"{raw}\")"
             if self.environments and message == "is required":
-                message += f" (if ESC environment {', '.join(self.environments)} sets it, the offline plan cannot see it: set it in the stack file)"
+                message += (f" (if ESC environment {', '.join(self.environments)} sets it, the offline plan cannot "
+                            "see it: set it in the stack file)")
             lines.append((line, order, f"{shown(self.path)}:{line} {p.key}: {message}"))
         return [text for _, _, text in sorted(lines)]
 
@@ -96,7 +99,8 @@ class StackFile:
         """What the offline plan cannot know about this stack."""
         notes = [f"{key} is encrypted (secure:): unknown offline, shown as [secret]" for key in sorted(self.secret_keys)]
         if self.environments:
-            notes.append(f"imports Pulumi ESC environment(s) {', '.join(self.environments)}: the config they set is unknown offline")
+            notes.append(f"imports Pulumi ESC environment(s) {', '.join(self.environments)}: the config they set is unknown "
+                         "offline")
         return notes
 
 
@@ -186,7 +190,8 @@ class _Reader:
     def value(self, node: yaml.Node, loc: tuple) -> Any:
         self.count += 1
         if self.count > MAX_VALUES:
-            raise _TooBig(f"expands to more than {MAX_VALUES:,} values (YAML aliases repeated within each other?); a stack file has a few thousand")
+            raise _TooBig(f"expands to more than {MAX_VALUES:,} values (YAML aliases repeated within each other?); a stack "
+                          "file has a few thousand")
         if len(loc) > MAX_DEPTH:
             raise _TooBig(f"nests deeper than {MAX_DEPTH} levels; a stack file nests four or five")
         self.stack.lines.setdefault(loc, node.start_mark.line + 1)
@@ -222,7 +227,8 @@ class _Reader:
             message = (f"YAML 1.1 reads the unquoted {text} as the number {value} ({_int_form(text)}), YAML 1.2 differently: "
                        f"write the number plainly ({value}), or quote it, \"{text}\", for text")
         elif isinstance(value, float) and ("_" in text or ":" in text):
-            message = f"YAML 1.1 reads the unquoted {text} as the number {value}: write {value}, or quote it, \"{text}\", for text"
+            message = (f"YAML 1.1 reads the unquoted {text} as the number {value}: "
+                       f"write {value}, or quote it, \"{text}\", for text")
         else:
             return
         self.stack.problems.append(Problem(where, message, node.start_mark.line + 1))
@@ -254,7 +260,8 @@ class _Reader:
             if key in own:
                 where = (*loc, key)
                 self.stack.problems.append(Problem(where[1:] if where[:1] == ("config",) else where,
-                                                   f"is set twice (first at line {first_line[key]}); YAML would keep one of them silently: remove one", line))
+                                                   f"is set twice (first at line {first_line[key]}); YAML would keep one of them silently: "
+                                                   "remove one", line))
             first_line.setdefault(key, line)
             self.stack.lines[(*loc, key)] = line
             own[key] = self.value(value_node, (*loc, key))

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from infra.core.names import DNS_LABEL as STACK_NAME
 from infra.core.names import ENVIRONMENTS as ENVIRONMENT_ORDER
-from infra.core.names import RUNNER_PURPOSES, boundary_name, cluster_name, role_name, runner_project
+from infra.core.names import RUNNER_PURPOSES, role_name, runner_project
 
 
 # The repository's OIDC subject template (PUT /repos/OWNER/REPO/actions/oidc/customization/sub):
@@ -35,7 +35,8 @@ def _entry(path: Path) -> dict[str, Any]:
         document = yaml.safe_load(path.read_bytes().decode("utf-8", errors="replace"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise OptionFileError(f"stacks/{path.name}:{mark.line + 1 if mark else 1}: is not YAML ({' '.join(str(getattr(exc, 'problem', None) or exc).split())})") from None
+        raise OptionFileError(f"stacks/{path.name}:{mark.line + 1 if mark else 1}: is not YAML "
+                              f"({' '.join(str(getattr(exc, 'problem', None) or exc).split())})") from None
     config = document.get("config") if isinstance(document, dict) else None
     config = config if isinstance(config, dict) else {}
     delivery = config.get("higgsfield:delivery") if isinstance(config.get("higgsfield:delivery"), dict) else {}
@@ -63,7 +64,8 @@ def checked_stack_name(path: Path) -> str:
 
     stack = path.name[len("Pulumi."):-len(".yaml")]
     if not re.fullmatch(STACK_NAME, stack):
-        raise OptionFileError(f"stacks/{path.name}: {stack[:60]!r} is not a stack name (a lowercase DNS label of at most 30: a-z, 0-9, '-'): rename the file")
+        raise OptionFileError(f"stacks/{path.name}: {stack[:60]!r} is not a stack name (a lowercase DNS label of at most 30: a-z, 0-9, "
+                              "'-'): rename the file")
     return stack
 
 
@@ -74,7 +76,8 @@ def _checked(entry: dict[str, Any], path: Path) -> dict[str, Any]:
 
     for key, pattern in (("region", r"[a-z]{2}(-[a-z]+)+-\d"), ("account", r"\d{12}"), ("deployEnvironment", r"[A-Za-z0-9._-]{1,255}")):
         if key in entry and not (isinstance(entry[key], str) and re.fullmatch(pattern, entry[key])):
-            raise OptionFileError(f"stacks/{path.name}: {key} {str(entry[key])[:60]!r} is not one CI can use; run `higgsfield plan {entry['stack']}` for the stack's problems")
+            raise OptionFileError(f"stacks/{path.name}: {key} {str(entry[key])[:60]!r} is not one CI can use; run `higgsfield plan "
+                                  f"{entry['stack']}` for the stack's problems")
     return entry
 
 

@@ -22,8 +22,10 @@ from infra.offline.evaluate import Plan, Resource
 # Typical minutes to create, per resource type, and where the figure comes from. Figures are
 # planning numbers, not guarantees; none could be measured from this build machine.
 CREATE_MINUTES: dict[str, tuple[float, str]] = {
-    "eks:index:Cluster": (12.0, "EKS control plane creation takes about 10 minutes (EKS user guide, 'Create a cluster'), plus pulumi-eks's security groups and OIDC provider"),
-    "aws:eks/nodeGroup:NodeGroup": (5.0, "managed node group: instances launch, join and report Ready; typical 3-6 minutes (operator experience, unverified)"),
+    "eks:index:Cluster": (12.0, "EKS control plane creation takes about 10 minutes (EKS user guide, 'Create a cluster'), plus pulumi-eks's "
+                                "security groups and OIDC provider"),
+    "aws:eks/nodeGroup:NodeGroup": (5.0, "managed node group: instances launch, join and report Ready; typical 3-6 minutes (operator experience, "
+                                         "unverified)"),
     "aws:eks/addon:Addon": (2.0, "managed add-on reaches ACTIVE once its pods run (operator experience, unverified)"),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": (0.2, "API call"),
     "aws:ec2/natGateway:NatGateway": (2.0, "NAT gateway becomes available in a few minutes (VPC user guide, 'NAT gateways')"),

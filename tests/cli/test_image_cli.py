@@ -30,7 +30,8 @@ def _cfg(stack: str = "prod", **update):
 def test_build_is_one_docker_build_of_images_training_tagged_with_its_source_tree():
     assert TAG.startswith("src-")
     assert image.script(_cfg(), "build") == (
-        f"docker build --pull --tag 444455556666.dkr.ecr.us-east-2.amazonaws.com/higgsfield-prod/training:{TAG} images/training")
+        f"docker build --pull --tag 444455556666.dkr.ecr.us-east-2.amazonaws.com/higgsfield-prod/training:{TAG} "
+        "images/training")
 
 
 def test_push_logs_in_to_the_stacks_registry_pushes_unless_the_tag_is_there_and_prints_the_digest():
@@ -111,7 +112,8 @@ def test_a_stack_without_a_known_account_asks_sts_for_it():
     cfg = _cfg("dev", delivery=None, admins=())
     assert image.script(cfg, "build").splitlines() == [
         'ACCOUNT="$(aws sts get-caller-identity --query Account --output text)"',
-        f'docker build --pull --tag "${{ACCOUNT}}.dkr.ecr.us-west-2.amazonaws.com/higgsfield-dev/training:{TAG}" images/training',
+        f'docker build --pull --tag "${{ACCOUNT}}.dkr.ecr.us-west-2.amazonaws.com/higgsfield-dev/training:{TAG}" '
+        'images/training',
     ]
 
 
@@ -119,7 +121,8 @@ def test_the_printed_push_commands_expand_the_account_when_a_shell_runs_them():
     """`higgsfield image push dev --print | sh`, with docker and aws as shell functions that echo
     what they were given (STS answers an account; the tag is not in the repository yet)."""
     fakes = ('aws() { case "$1 $2" in "sts get-caller-identity") echo 123456789012;;\n'
-             '  "ecr describe-images") case "$*" in *--query*) echo sha256:0;; *) return 1;; esac;; *) echo "aws $*";; esac; }\n'
+             '  "ecr describe-images") case "$*" in *--query*) echo sha256:0;; *) return 1;; esac;; *) echo "aws $*";; '
+             'esac; }\n'
              'docker() { echo "docker $*"; }\n')
     script = image.script(_cfg("dev", delivery=None, admins=()), "push")
     done = subprocess.run(["bash", "-euc", fakes + script], capture_output=True, text=True, timeout=30)

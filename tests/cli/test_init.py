@@ -92,7 +92,8 @@ def test_init_from_prod_buys_on_demand_where_prod_had_reservations_and_checks_cl
 def test_init_refuses_a_region_without_the_pools_type_and_says_where_it_is_offered(project, capsys):
     assert main(["init", *ADMIN, "far", "--region", "af-south-1", "--from", "prod"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: higgsfield:gpuPools[0].instanceTypes: instance type 'p5.48xlarge' is not offered anywhere in af-south-1; offered in ")
+    assert err.startswith("error: higgsfield:gpuPools[0].instanceTypes: instance type 'p5.48xlarge' is not offered anywhere in "
+                          "af-south-1; offered in ")
     assert "us-east-1 (a b c d e f)" in err and "AWS's catalog as bundled with moto" in err and "higgsfield preflight" in err
     assert not (project / "stacks" / "Pulumi.far.yaml").exists()
 

@@ -98,7 +98,8 @@ def test_plan_summary_counts_agree_with_the_recorded_plan(plan):
 
     lines = _plan_text(plan.stack)
     custom = [r for r in plan.resources if r.custom]
-    assert lines[1] == f"{len(plan.resources)} resources: {len(custom)} cloud/Kubernetes resources in {len(plan.resources) - len(custom)} components"
+    assert lines[1] == (f"{len(plan.resources)} resources: {len(custom)} cloud/Kubernetes resources in "
+                        f"{len(plan.resources) - len(custom)} components")
     kinds = Counter(r.type for r in custom)  # the plan shows a short name, or the full type where two share it
     by_kind = " ".join(line.strip() for line in lines[2:] if not line.startswith("GPU pools"))
     top_type, top_count = kinds.most_common(1)[0]

@@ -235,7 +235,8 @@ def test_no_quota_in_a_team_namespace_can_create_part_of_a_gang(stack):
     admitted = quota_admits(_pods(job), quotas)
     assert admitted in (0, len(_pods(job)))
     # serving's own quota is scoped to the serving classes, which no gang may carry (the team policy
-    # refuses them on Kubeflow jobs: tests/offline/test_preemption.py test_a_training_job_may_not_carry_the_serving_class)
+    # refuses them on Kubeflow jobs: tests/offline/test_preemption.py
+    # test_a_training_job_may_not_carry_the_serving_class)
     serving = {c.name for c in plan.config.scheduler.priority_classes if c.workload == "serving"}
 
     def serving_only(q: dict) -> bool:

@@ -35,7 +35,8 @@ VOLCANO, CA, NDP = "volcano-sh/volcano", "kubernetes/autoscaler", "NVIDIA/k8s-de
 NFD = "kubernetes-sigs/node-feature-discovery"
 CA_CHART = "kubernetes/autoscaler:cluster-autoscaler/charts/cluster-autoscaler/templates"
 VC_CHART = "volcano-sh/volcano:installer/helm/chart/volcano/templates"
-NFD_CHART = "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/charts/node-feature-discovery-chart-0.17.3.tgz@v0.19.3 (node-feature-discovery/templates"
+NFD_CHART = ("NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/charts/"
+             "node-feature-discovery-chart-0.17.3.tgz@v0.19.3 (node-feature-discovery/templates")
 NDP_CHART = "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/templates"
 MS_CHART = "kubernetes-sigs/metrics-server:charts/metrics-server/templates"
 
@@ -71,7 +72,8 @@ def operator_needs() -> list[Need]:
         lease = _flag(args, "leader-election-id", "1ca428e5.training-operator.kubeflow.org")  # main.go:93 default
         lock = f"{CG}:tools/leaderelection/resourcelock/leaselock.go@v0.36.3"
         needs += [
-            Need(op, "--leader-elect", Call("get", "coordination.k8s.io", "leases", ns, lease), f"{lock}:43 (LeaseLock.Get); lock kind leases: {CR}:pkg/leaderelection/leader_election.go@v0.24.1:75, namespace :86"),
+            Need(op, "--leader-elect", Call("get", "coordination.k8s.io", "leases", ns, lease), f"{lock}:43 (LeaseLock.Get); lock kind leases: "
+                                                                                                f"{CR}:pkg/leaderelection/leader_election.go@v0.24.1:75, namespace :86"),
             Need(op, "--leader-elect", Call("create", "coordination.k8s.io", "leases", ns), f"{lock}:68 (LeaseLock.Create)"),
             Need(op, "--leader-elect", Call("update", "coordination.k8s.io", "leases", ns, lease), f"{lock}:89 (LeaseLock.Update)"),
             Need(op, "--leader-elect", Call("create", "", "events", ns), f"{lock}:99 (RecordEvent on the Lease); {CR}:pkg/leaderelection/leader_election.go@v0.24.1:130"),
@@ -93,7 +95,9 @@ def _values(plan: Plan, chart: str) -> dict:
 def volcano_needs(plan: Plan) -> list[Need]:
     custom, ns = _values(plan, "volcano")["custom"], VOLCANO_NAMESPACE
     needs = []
-    if custom.get("leader_elect_enable"):  # --leader-elect=true --leader-elect-resource-namespace=<release ns>: templates/scheduler.yaml:216-218, controllers.yaml:181-186
+    # --leader-elect=true --leader-elect-resource-namespace=<release ns>: templates/scheduler.yaml:216-218,
+    # controllers.yaml:181-186
+    if custom.get("leader_elect_enable"):
         for component, server in (("volcano-scheduler", "cmd/scheduler/app/server.go@v1.15.1:126"), ("volcano-controllers", "cmd/controller-manager/app/server.go@v1.15.1:106")):
             needs += [Need(component, "custom.leader_elect_enable", Call(v, "coordination.k8s.io", "leases", ns, None if v == "create" else f"{component}-lease"),
                            f"{VOLCANO}:{server} (resourcelock.New, leases: pkg/util/util.go@v1.15.1:77)") for v in ("get", "create", "update")]
@@ -123,7 +127,8 @@ def autoscaler_needs(plan: Plan) -> list[Need]:
         src = f"{CA}:cluster-autoscaler/expander/factory/expander_factory.go@cluster-autoscaler-1.35.2:98"
         needs += [Need(ca, "--expander=priority", Call(v, "", "configmaps", ns), f"{src} (a ConfigMap lister in ConfigNamespace)") for v in ("list", "watch")]
     needs += [Need(ca, "scale-down (always)", Call("create", "", "pods/eviction", "team-ns"), f"{CA}:cluster-autoscaler/core/scaledown/actuation/drain.go@cluster-autoscaler-1.35.2:250 (Pods().Evict)"),
-              Need(ca, "scale-down (always)", Call("update", "", "nodes", "", "gpu-node"), f"{CA}:cluster-autoscaler/utils/taints/taints.go@cluster-autoscaler-1.35.2:223 (ToBeDeletedByClusterAutoscaler taint)")]
+              Need(ca, "scale-down (always)", Call("update", "", "nodes", "", "gpu-node"), f"{CA}:cluster-autoscaler/utils/taints/taints.go@cluster-autoscaler-1.35.2:223 "
+                                                                                           "(ToBeDeletedByClusterAutoscaler taint)")]
     return needs
 
 
@@ -202,7 +207,8 @@ def _ca_priority(v: dict) -> bool:
 
 
 CHART_GRANTS: tuple[Grant, ...] = (
-    # Training Operator: the upstream ClusterRole (kubeflow/trainer:manifests/base/rbac/role.yaml@v1.9.4), the rules the calls above use.
+    # Training Operator: the upstream ClusterRole (kubeflow/trainer:manifests/base/rbac/role.yaml@v1.9.4), the rules the
+    # calls above use.
     Grant("training-operator", None, _rule([""], ["events"], ["create", "delete", "get", "list", "patch", "update", "watch"]), f"{TRAINER}:manifests/base/rbac/role.yaml@v1.9.4:16-27"),
     Grant("training-operator", None, _rule([""], ["secrets"], ["get", "list", "update", "watch"]), f"{TRAINER}:manifests/base/rbac/role.yaml@v1.9.4:46-54"),
     Grant("training-operator", None, _rule(["scheduling.volcano.sh"], ["podgroups"], ["create", "delete", "get", "list", "patch", "update", "watch"]), f"{TRAINER}:manifests/base/rbac/role.yaml@v1.9.4:269-280"),
@@ -305,7 +311,8 @@ def test_upstream_operator_cluster_role_alone_would_never_start_the_controllers(
 
 def test_operator_leader_election_role_is_bound_to_the_upstream_service_account_in_its_namespace():
     (binding,) = [o for o in _operator_objects() if o["kind"] == "RoleBinding"]
-    # manifests/base/rbac/service-account.yaml@v1.9.4 names it training-operator; the standalone overlay's namespace is kubeflow.
+    # manifests/base/rbac/service-account.yaml@v1.9.4 names it training-operator; the standalone overlay's namespace is
+    # kubeflow.
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "training-operator", "namespace": versions.TRAINING_OPERATOR_NAMESPACE}]
     assert all(o["metadata"]["namespace"] == versions.TRAINING_OPERATOR_NAMESPACE for o in _operator_objects())
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import efa_metrics
-from components import healthgate, observability
+from components import healthgate
 from tests.conftest import plan_of
 from tests.core.test_upstream_contracts import _relabel, _scrape_jobs
 

@@ -112,7 +112,8 @@ class FakeApiServer:
                 patch = self._body()
                 wanted = patch.get("metadata", {}).get("resourceVersion")
                 if wanted is not None and wanted != fake.nodes[name]["metadata"]["resourceVersion"]:
-                    return self._status(409, "Conflict", f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; please apply your changes to the latest version and try again')
+                    return self._status(409, "Conflict", f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; please '
+                                                         'apply your changes to the latest version and try again')
                 patch.get("metadata", {}).pop("resourceVersion", None)
                 self._answer(200, fake._write(name, patch))
 
@@ -121,7 +122,8 @@ class FakeApiServer:
                 namespace = self.path.split("/")[4]
                 event = self._body()
                 if not event["involvedObject"].get("namespace") and namespace != "default":
-                    return self._status(422, "Invalid", 'Event "x" is invalid: involvedObject.namespace: Invalid value: "": does not match event.namespace')
+                    return self._status(422, "Invalid", 'Event "x" is invalid: involvedObject.namespace: Invalid value: "": does not match '
+                                                        'event.namespace')
                 event["metadata"]["name"] = event["metadata"].pop("generateName") + f"{len(fake.events):05d}"
                 event["metadata"]["namespace"] = namespace
                 fake.events.append(event)
@@ -282,7 +284,8 @@ def test_replacement_is_retried_when_auto_scaling_reports_contention():
 def test_a_denied_replacement_is_reported_and_leaves_the_node_tainted(fake, env):
     fake.add_node(pool="h200-block")
     client, stub = _stubbed_autoscaling()
-    add_wire_error(stub, "autoscaling", "set_instance_health", "AccessDenied", "User: arn:aws:sts::123456789012:assumed-role/health-gate/x is not authorized to perform: autoscaling:SetInstanceHealth", expected_params=SET_HEALTH)
+    add_wire_error(stub, "autoscaling", "set_instance_health", "AccessDenied", "User: arn:aws:sts::123456789012:assumed-role/health-gate/x is not authorized to perform: "
+                                                                               "autoscaling:SetInstanceHealth", expected_params=SET_HEALTH)
     with stub:
         outcome = health_gate.gate(fake.api, env, checks=_checks(FAIL), replace=lambda i: health_gate.mark_unhealthy(client, i, pause=0))
     assert outcome.replacement.startswith("i-0abc123def4567890 not marked Unhealthy: AccessDenied:")

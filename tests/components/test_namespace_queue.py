@@ -16,7 +16,8 @@ from infra.offline.evaluate import Plan
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 # values.yaml@v1.15.1:58, the chart's default list (read there; the path we add is not in it).
-CHART_DEFAULT = "/jobs/mutate,/jobs/validate,/podgroups/validate,/queues/mutate,/queues/validate,/hypernodes/validate,/cronjobs/validate"
+CHART_DEFAULT = ("/jobs/mutate,/jobs/validate,/podgroups/validate,/queues/mutate,/queues/validate,"
+                 "/hypernodes/validate,/cronjobs/validate")
 
 
 def _volcano(plan: Plan) -> dict:
@@ -26,7 +27,8 @@ def _volcano(plan: Plan) -> dict:
 
 def test_volcano_enables_the_podgroup_mutating_admission_the_namespace_annotation_needs(plan):
     enabled = _volcano(plan)["custom"]["enabled_admissions"].split(",")
-    # templates/webhooks.yaml@v1.15.1:99 renders the MutatingWebhookConfiguration only on regexMatch "/podgroups/mutate".
+    # templates/webhooks.yaml@v1.15.1:99 renders the MutatingWebhookConfiguration only on regexMatch
+    # "/podgroups/mutate".
     assert "/podgroups/mutate" in enabled
 
 

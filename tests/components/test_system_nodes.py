@@ -35,7 +35,8 @@ CHART_WORKLOADS: dict[str, list[tuple[str, str, str | None, str]]] = {
     "cluster-autoscaler": [("deployment", "tolerations", "nodeSelector", "system")],
     # kubernetes-sigs/metrics-server:charts/metrics-server/values.yaml@metrics-server-helm-chart-3.13.0
     "metrics-server": [("deployment", "tolerations", "nodeSelector", "system")],
-    # volcano-sh/volcano:installer/helm/chart/volcano/templates/{scheduler,controllers,admission,admission-init}.yaml@v1.15.1
+    # volcano-sh/volcano:installer/helm/chart/volcano/templates/{scheduler,controllers,admission,admission-
+    # init}.yaml@v1.15.1
     "volcano": [(w, f"{_V}.default_tolerations", f"{_V}.default_ns", "system") for w in ("scheduler", "controllers", "admission", "admission-init")],
     # NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/values.yaml@v0.19.0 and its NFD chart 0.17.3
     "nvidia-device-plugin": [

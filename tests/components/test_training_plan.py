@@ -119,7 +119,8 @@ def test_pods_naming_no_class_get_a_default_that_never_preempts(plan):
 def test_each_teams_gpu_quota_is_its_own_queues_capability_not_a_resource_quota(plan, stack_settings):
     """A ResourceQuota admits pods one by one (part of a gang); the queue admits whole gangs
     (components/demand.py, tests/components/test_autoscaler_demand.py)."""
-    # serving's own quota (scoped to its classes: serving is no gang) is test_serving_has_its_own_gpu_quota_within_the_teams
+    # serving's own quota (scoped to its classes: serving is no gang) is
+    # test_serving_has_its_own_gpu_quota_within_the_teams
     hard = [q.inputs["spec"]["hard"] for q in plan.of_type("kubernetes:core/v1:ResourceQuota") if q.inputs["metadata"]["name"] != "serving-gpu"]
     assert not [h for h in hard if any("nvidia.com/gpu" in key for key in h)]
     queues = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:Queue")}

@@ -96,7 +96,8 @@ CASES: dict[str, tuple[str | bytes, str | None, str]] = {
     "aws_access_key_plaintext": (append("  aws:accessKey: AKIAIOSFODNN7EXAMPLE\n"), "aws:accessKey", "pulumi config set --secret"),
     "password_named_key": (append("  higgsfield:grafanaPassword: hunter2\n"), "higgsfield:grafanaPassword", "pulumi config set --secret"),
     "access_key_id_in_a_tag": (replace("    team: ml-platform", "    team: AKIAIOSFODNN7EXAMPLE"), "higgsfield:tags.team", "an AWS access key id"),
-    # YAML 1.1 (this reader) and YAML 1.2 (Pulumi) read these differently: refused, with the spelling that means one thing
+    # YAML 1.1 (this reader) and YAML 1.2 (Pulumi) read these differently: refused, with the spelling that means one
+    # thing
     "octal_uid": (replace("uid: 20001}", "uid: 020001}"), "higgsfield:scheduler.teams[0].uid", "the number 8193 (octal)"),
     "octal_in_a_tag_value": (replace("    team: ml-platform", "    team: 010"), "higgsfield:tags.team", "quote it, \"010\""),
     "yes_for_a_switch": (replace("    nodeAutoRepair: true", "    nodeAutoRepair: yes"), "higgsfield:observability.nodeAutoRepair", "write true for a switch"),
@@ -189,7 +190,8 @@ def test_yaml_merge_keys_work_with_explicit_keys_winning(tmp_path):
 
     path = tmp_path / "Pulumi.merge.yaml"
     path.write_text("config:\n  higgsfield:cpuNodes: &cpu {instanceTypes: [m7i.xlarge], minSize: 2, maxSize: 4}\n"
-                    "  higgsfield:endpoint: {}\n  higgsfield:autoscaler:\n    <<: {expander: random, scaleDownUnneededTime: 5m}\n    expander: priority\n")
+                    "  higgsfield:endpoint: {}\n  higgsfield:autoscaler:\n    <<: {expander: random, scaleDownUnneededTime: "
+                    "5m}\n    expander: priority\n")
     stack = read(path)
     assert stack.problems == []
     assert stack.config["higgsfield:autoscaler"] == {"expander": "priority", "scaleDownUnneededTime": "5m"}

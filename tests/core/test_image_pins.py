@@ -45,32 +45,45 @@ def _get(values: dict, *path: str, default=None):
 
 # What each chart renders with our values: (images, the upstream lines that decide them).
 CHART_IMAGES: dict[str, Callable[[dict], list[str]]] = {
-    # values.yaml@cluster-autoscaler-chart-9.59.0:302-306 image.repository/tag (default tag v1.35.0); deployment.yaml:63.
+    # values.yaml@cluster-autoscaler-chart-9.59.0:302-306 image.repository/tag (default tag v1.35.0);
+    # deployment.yaml:63.
     "cluster-autoscaler": lambda v: [f"registry.k8s.io/autoscaling/cluster-autoscaler:{_get(v, 'image', 'tag', default='v1.35.0')}"],
-    # volcano values.yaml@v1.15.1:1-22 (docker.io/volcanosh/vc-*, image_tag_version); scheduler.yaml:198, controllers.yaml:174,
-    # admission.yaml:156, admission-init.yaml:110. grafana.yaml:96 grafana/grafana:latest, prometheus.yaml:226 prom/prometheus and
+    # volcano values.yaml@v1.15.1:1-22 (docker.io/volcanosh/vc-*, image_tag_version); scheduler.yaml:198,
+    # controllers.yaml:174,
+    # admission.yaml:156, admission-init.yaml:110. grafana.yaml:96 grafana/grafana:latest, prometheus.yaml:226
+    # prom/prometheus and
     # kubestatemetrics.yaml:175 render only with custom.metrics_enable; agent/agent-scheduler only when enabled.
     "volcano": lambda v: [f"docker.io/volcanosh/{name}:{_get(v, 'basic', 'image_tag_version', default='v1.15.1')}" for name in ("vc-controller-manager", "vc-scheduler", "vc-webhook-manager")]
     + (["grafana/grafana:latest", "prom/prometheus", "docker.io/volcanosh/kube-state-metrics:v2.0.0-beta"] if _get(v, "custom", "metrics_enable", default=False) else [])
     + (["docker.io/volcanosh/vc-agent:<unset>"] if _get(v, "custom", "colocation_enable", default=False) else []),
-    # NVIDIA/k8s-device-plugin values.yaml@v0.19.3 image.repository, tag "" -> v{appVersion} (_helpers.tpl:83-85); NFD subchart
-    # 0.17.3: registry.k8s.io/nfd/node-feature-discovery, tag | default .Chart.AppVersion v0.17.3 (templates/master.yaml:48, worker.yaml:47).
+    # NVIDIA/k8s-device-plugin values.yaml@v0.19.3 image.repository, tag "" -> v{appVersion} (_helpers.tpl:83-85); NFD
+    # subchart
+    # 0.17.3: registry.k8s.io/nfd/node-feature-discovery, tag | default .Chart.AppVersion v0.17.3
+    # (templates/master.yaml:48, worker.yaml:47).
     "nvidia-device-plugin": lambda v: [f"nvcr.io/nvidia/k8s-device-plugin:{_get(v, 'image', 'tag') or 'v0.19.3'}"]
     + ([f"registry.k8s.io/nfd/node-feature-discovery:{_get(v, 'nfd', 'image', 'tag') or 'v0.17.3'}"] if _get(v, "gfd", "enabled") or _get(v, "nfd", "enabled") else []),
-    # aws/eks-charts:stable/aws-efa-k8s-device-plugin/values.yaml@5239609 image.repository/tag v0.5.20; templates/daemonset.yaml:66.
-    "aws-efa-k8s-device-plugin": lambda v: [f"602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:{_get(v, 'image', 'tag') or 'v0.5.20'}"],
-    # metrics-server values.yaml@metrics-server-helm-chart-3.13.0:5-8 (tag "" -> v{appVersion} 0.8.0, _helpers.tpl:70-72);
+    # aws/eks-charts:stable/aws-efa-k8s-device-plugin/values.yaml@5239609 image.repository/tag v0.5.20;
+    # templates/daemonset.yaml:66.
+    "aws-efa-k8s-device-plugin": lambda v: ["602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:"
+                                           + (_get(v, 'image', 'tag') or 'v0.5.20')],
+    # metrics-server values.yaml@metrics-server-helm-chart-3.13.0:5-8 (tag "" -> v{appVersion} 0.8.0,
+    # _helpers.tpl:70-72);
     # addon-resizer (1.8.23) only with addonResizer.enabled (values.yaml:130-131, default false).
     "metrics-server": lambda v: [f"registry.k8s.io/metrics-server/metrics-server:{_get(v, 'image', 'tag') or 'v0.8.0'}"]
     + (["registry.k8s.io/autoscaling/addon-resizer:1.8.23"] if _get(v, "addonResizer", "enabled") else []),
-    # NVIDIA/dcgm-exporter:deployment/values.yaml@4.4.1-4.6.0:15-20 (tag 4.4.1-4.6.0-ubuntu22.04); templates/daemonset.yaml:114.
+    # NVIDIA/dcgm-exporter:deployment/values.yaml@4.4.1-4.6.0:15-20 (tag 4.4.1-4.6.0-ubuntu22.04);
+    # templates/daemonset.yaml:114.
     "dcgm-exporter": lambda v: [f"nvcr.io/nvidia/k8s/dcgm-exporter:{_get(v, 'image', 'tag') or '4.4.1-4.6.0-ubuntu22.04'}"],
-    # prometheus-community/helm-charts:charts/prometheus-adapter/values.yaml@prometheus-adapter-5.2.0:5-8 (tag "" -> appVersion v0.12.0);
+    # prometheus-community/helm-charts:charts/prometheus-adapter/values.yaml@prometheus-adapter-5.2.0:5-8 (tag "" ->
+    # appVersion v0.12.0);
     # templates/deployment.yaml:55.
     "prometheus-adapter": lambda v: [f"registry.k8s.io/prometheus-adapter/prometheus-adapter:{_get(v, 'image', 'tag') or 'v0.12.0'}"],
-    # kube-prometheus-stack: read at 88.5.3 (the pinned 88.6.5 is newer than the stored snapshot): every image a fixed tag or the
-    # chart's appVersion, except crds.upgradeJob's busybox "latest" (values.yaml@kube-prometheus-stack-88.5.3:44-48), rendered only
-    # with crds.upgradeJob.enabled (default false). Its grafana/kube-state-metrics/node-exporter subcharts are not read here.
+    # kube-prometheus-stack: read at 88.5.3 (the pinned 88.6.5 is newer than the stored snapshot): every image a fixed
+    # tag or the
+    # chart's appVersion, except crds.upgradeJob's busybox "latest" (values.yaml@kube-prometheus-stack-88.5.3:44-48),
+    # rendered only
+    # with crds.upgradeJob.enabled (default false). Its grafana/kube-state-metrics/node-exporter subcharts are not read
+    # here.
     "kube-prometheus-stack": lambda v: ["docker.io/busybox:latest"] if _get(v, "crds", "upgradeJob", "enabled") else [],
 }
 

@@ -61,7 +61,8 @@ def test_preview_role_views_and_deploy_role_administers_the_cluster_through_acce
 def test_role_names_are_the_arns_the_workflows_assume(plan):
     entry = next(e for e in stack_matrix(ROOT, True)["include"] if e["stack"] == plan.stack)
     for purpose in ("preview", "deploy", "image"):
-        assert entry[f"{purpose}Role"] == f"arn:aws:iam::{plan.config.delivery.account_id}:role/{_role(plan, f'delivery-{purpose}').inputs['name']}"
+        role = _role(plan, f"delivery-{purpose}").inputs["name"]
+        assert entry[f"{purpose}Role"] == f"arn:aws:iam::{plan.config.delivery.account_id}:role/{role}"
 
 
 def test_preview_role_changes_nothing_but_the_backend_lock(plan):

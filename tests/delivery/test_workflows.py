@@ -201,7 +201,8 @@ def test_offline_checks_run_plan_check_and_diff_for_every_stack():
 
 def test_stacks_module_runs_with_pyyaml_alone():
     """The stacks job runs `python -m infra.offline.stacks` with only PyYAML installed."""
-    code = "import sys, runpy; sys.argv=['stacks', '--delivered']; sys.modules['pulumi'] = None; sys.modules['pydantic'] = None; runpy.run_module('infra.offline.stacks', run_name='__main__')"
+    code = ("import sys, runpy; sys.argv=['stacks', '--delivered']; sys.modules['pulumi'] = None; "
+            "sys.modules['pydantic'] = None; runpy.run_module('infra.offline.stacks', run_name='__main__')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == stack_matrix(ROOT, True)

@@ -175,7 +175,8 @@ def test_cost_rows_are_subtotalled_per_pool_most_expensive_first(stack):
 
 def _price_list(usd: str, **attributes: str) -> str:
     """One Price List product as GetProducts returns it: a JSON string with its attributes and an
-    on-demand term (the shape of every AWS price list, docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/reading-an-offer.html)."""
+    on-demand term (the shape of every AWS price list,
+    docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/reading-an-offer.html)."""
     return json.dumps({"product": {"attributes": attributes}, "terms": {"OnDemand": {"X": {"priceDimensions": {"Y": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}})
 
 

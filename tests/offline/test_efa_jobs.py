@@ -193,7 +193,8 @@ def test_a_template_asking_for_more_efa_interfaces_than_the_node_has_is_rejected
     _edited_examples(tmp_path, monkeypatch, "mpi-nccl-tests", "limits: {nvidia.com/gpu: ${gpus}}", "limits: {nvidia.com/gpu: ${gpus}, vpc.amazonaws.com/efa: 64}")
     with pytest.raises(ConfigError) as failure:
         jobs.render("mpi-nccl-tests", plan_of("prod").config, pool="h100")
-    assert failure.value.key == "examples/mpi-nccl-tests.yaml spec.mpiReplicaSpecs.Worker.template.spec.containers[0].resources.limits.vpc.amazonaws.com/efa"
+    assert failure.value.key == ("examples/mpi-nccl-tests.yaml "
+                                 "spec.mpiReplicaSpecs.Worker.template.spec.containers[0].resources.limits.vpc.amazonaws.com/efa")
     assert "64 is more than the 32 EFA interfaces a p5.48xlarge node offers" in str(failure.value)
 
 

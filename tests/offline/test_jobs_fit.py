@@ -44,7 +44,8 @@ def test_the_default_ddp_job_of_dev_asks_for_the_two_gpus_dev_has(capsys, monkey
 @pytest.mark.parametrize(("workers", "says"), [
     ("-1", "error: --workers: must be at least 1, got -1"),
     ("0", "error: --workers: must be at least 1, got 0"),
-    ("100", "error: --workers: 100 needs 101 GPUs (101 pods x 1), more than pool l40s's 2 nodes x 1 GPUs (higgsfield:gpuPools[0].maxSize); "
+    ("100", "error: --workers: 100 needs 101 GPUs (101 pods x 1), more than pool l40s's 2 nodes x 1 GPUs "
+            "(higgsfield:gpuPools[0].maxSize); "
             "team ml's quota of 2 GPUs (higgsfield:scheduler.teams[0].gpuQuota); queue ml's capability of 2 GPUs "
             "(higgsfield:scheduler.queues[0].gpuCapability); at most --workers 1 fits"),
 ])

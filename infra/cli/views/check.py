@@ -14,7 +14,8 @@ def render(result: CheckResult, verbose: bool = False, colour: bool = False) -> 
     plan = result.plan
     names = {r.urn: f"{r.type.split(':')[-1]} {r.name}" for r in plan.resources}
     tint = {"mandatory": "red", "advisory": "yellow"}
-    lines = [f"Policy check of {plan.project}/{plan.stack}: {len(plan.resources)} resources, policy config {result.policy_config.name}"]
+    lines = [f"Policy check of {plan.project}/{plan.stack}: {len(plan.resources)} resources, policy config "
+             f"{result.policy_config.name}"]
 
     def finding(f: Finding, level: str) -> None:
         shown = paint(f"{level:<10}", tint[level], colour) if level in tint else f"{level:<10}"
