@@ -217,55 +217,87 @@ def _propagate(before: dict, after: dict, changes: dict[str, Change]) -> None:
             grew = True
 
 
+class _Refusals:
+    """The changes `higgsfield diff` refuses unless their name (or an umbrella name) is allowed."""
+
+    def __init__(self, allowed: set[str]) -> None:
+        self.allowed, self.refused = allowed, []
+
+    def __call__(self, what: str, name: str, why: str = "", also: str | None = None) -> None:
+        """Refuse `what` unless `name` (or the umbrella name `also`) is allowed; `why` says what it costs."""
+        if name not in self.allowed and (also is None or also not in self.allowed):
+            because = f" ({why})" if why else ""
+            umbrella = f" (or --allow {also} for all of them)" if also else ""
+            self.refused.append(
+                f"{what} is refused{because}: allow it with --allow {name}{umbrella} or higgsfield:allowReplace"
+            )
+
+
 def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     """Compare two recorded plans (the JSON of `higgsfield plan --json`)."""
     before = {r["urn"]: {**r, "inputs": _portable(r["inputs"], base.get("code_root"))} for r in base["resources"]}
     after = {r["urn"]: {**r, "inputs": _portable(r["inputs"], head.get("code_root"))} for r in head["resources"]}
+    refuse = _Refusals(allowed)
     changes: dict[str, Change] = {}
-    refused: list[str] = []
-
-    def refuse(what: str, name: str, why: str = "", also: str | None = None) -> None:
-        """Refuse `what` unless `name` (or the umbrella name `also`) is allowed; `why` says what it costs."""
-        if name not in allowed and (also is None or also not in allowed):
-            because = f" ({why})" if why else ""
-            umbrella = f" (or --allow {also} for all of them)" if also else ""
-            refused.append(f"{what} is refused{because}: allow it with --allow {name}{umbrella} or higgsfield:allowReplace")
-
     for urn in sorted(set(before) & set(after)):
-        old, new = before[urn], after[urn]
-        a, b = _flatten(old["inputs"]), _flatten(new["inputs"])
-        paths = sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p))
-        replace_on = _replace_inputs(new["type"])
-        replace_paths = [p for p in paths if _under(p, replace_on)]
-        shrunk = SHRINK_REPLACES.get(new["type"])
-        if shrunk and isinstance(a.get(shrunk), int) and isinstance(b.get(shrunk), int) and b[shrunk] < a[shrunk]:
-            replace_paths.append(shrunk)
-        version = KUBERNETES_VERSION_INPUT.get(new["type"])
-        if version and _version(a.get(version)) and _version(b.get(version)) and _version(b[version]) < _version(a[version]):
-            refuse(f"downgrade of Kubernetes on {new['name']} ({a[version]} → {b[version]})", "kubernetesVersion")
-        elif version and _skips_a_minor(a.get(version), b.get(version)):
-            refuse(f"upgrade of Kubernetes on {new['name']} from {a[version]} to {b[version]}", "kubernetesVersion",
-                   f"EKS updates a cluster one minor version at a time ({EKS_ONE_MINOR}): go through "
-                   f"{_next_minor(a[version])} first, with its add-ons and node groups")
-        for option, words in (("protect", "protect"), ("retain_on_delete", "retain_on_delete")):
-            if old.get(option) and not new.get(option):
-                refuse(f"removing {words} from {new['type']} {new['name']}", new["name"],
-                       f"without it {_WITHOUT[option == 'protect']}; the code no longer keeps it")
-        for option in ("protect", "retain_on_delete"):  # resource options: shown as changes, not only inputs
-            if bool(old.get(option)) != bool(new.get(option)):
-                paths.append(f"({option})")
-                a[f"({option})"], b[f"({option})"] = bool(old.get(option)), bool(new.get(option))
-        if set(old["dependencies"]) != set(new["dependencies"]):
-            paths.append("(dependencies)")
-            # an input known only after deploy that now comes from another resource (a new subnet, key, ...)
-            replace_paths += [p for p, v in b.items() if v == COMPUTED and _under(p, replace_on) and p not in replace_paths]
-        if paths:
-            changes[urn] = Change(urn, new["type"], new["name"], paths, sorted(set(replace_paths)), {p: (a.get(p), b.get(p)) for p in paths if p in a or p in b})
+        change = _change(before[urn], after[urn], refuse)
+        if change is not None:
+            changes[urn] = change
     _propagate(before, after, changes)
     order = deploy_order(head["resources"])
     changed = sorted(changes.values(), key=lambda c: (order.get(c.urn, 0), c.urn))  # in the order the deploy updates them
     added = [after[u] for u in sorted(set(after) - set(before))]
     removed = [before[u] for u in sorted(set(before) - set(after))]
+    _refuse_losing_data(before, after, removed, changed, refuse)
+    return Diff(added, removed, changed, refuse.refused)
+
+
+def _change(old: dict, new: dict, refuse: _Refusals) -> Change | None:
+    """What changed in one resource present in both plans, and which of it replaces the resource;
+    refuses Kubernetes downgrades and skipped minors, and protection removed."""
+    a, b = _flatten(old["inputs"]), _flatten(new["inputs"])
+    paths = sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p))
+    replace_on = _replace_inputs(new["type"])
+    replace_paths = [p for p in paths if _under(p, replace_on)]
+    shrunk = SHRINK_REPLACES.get(new["type"])
+    if shrunk and isinstance(a.get(shrunk), int) and isinstance(b.get(shrunk), int) and b[shrunk] < a[shrunk]:
+        replace_paths.append(shrunk)
+    _refuse_kubernetes_version(new, a, b, refuse)
+    for option, words in (("protect", "protect"), ("retain_on_delete", "retain_on_delete")):
+        if old.get(option) and not new.get(option):
+            refuse(f"removing {words} from {new['type']} {new['name']}", new["name"],
+                   f"without it {_WITHOUT[option == 'protect']}; the code no longer keeps it")
+    for option in ("protect", "retain_on_delete"):  # resource options: shown as changes, not only inputs
+        if bool(old.get(option)) != bool(new.get(option)):
+            paths.append(f"({option})")
+            a[f"({option})"], b[f"({option})"] = bool(old.get(option)), bool(new.get(option))
+    if set(old["dependencies"]) != set(new["dependencies"]):
+        paths.append("(dependencies)")
+        # an input known only after deploy that now comes from another resource (a new subnet, key, ...)
+        replace_paths += [p for p, v in b.items() if v == COMPUTED and _under(p, replace_on) and p not in replace_paths]
+    if not paths:
+        return None
+    values = {p: (a.get(p), b.get(p)) for p in paths if p in a or p in b}
+    return Change(new["urn"], new["type"], new["name"], paths, sorted(set(replace_paths)), values)
+
+
+def _refuse_kubernetes_version(new: dict, a: dict, b: dict, refuse: _Refusals) -> None:
+    """A downgrade, or an upgrade that skips a minor version (EKS goes one at a time)."""
+    version = KUBERNETES_VERSION_INPUT.get(new["type"])
+    if not version:
+        return
+    if _version(a.get(version)) and _version(b.get(version)) and _version(b[version]) < _version(a[version]):
+        refuse(f"downgrade of Kubernetes on {new['name']} ({a[version]} → {b[version]})", "kubernetesVersion")
+    elif _skips_a_minor(a.get(version), b.get(version)):
+        refuse(f"upgrade of Kubernetes on {new['name']} from {a[version]} to {b[version]}", "kubernetesVersion",
+               f"EKS updates a cluster one minor version at a time ({EKS_ONE_MINOR}): go through "
+               f"{_next_minor(a[version])} first, with its add-ons and node groups")
+
+
+def _refuse_losing_data(before: dict, after: dict, removed: list[dict], changed: list[Change],
+                        refuse: _Refusals) -> None:
+    """Deleting or replacing what holds data (file systems, volumes, logs in prod, namespaces,
+    claims), and moving a protected stack to another environment."""
     for resource, verb in [(r, "delete") for r in removed] + [(before[c.urn], "replace") for c in changed if c.replaces]:
         kind = KEPT.get(resource["type"])
         if kind:
@@ -287,7 +319,6 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
                    "later apply", also="claims")
     if was and now and was != now and any(r.get("protect") for r in before.values()):
         refuse(f"changing the environment of a protected stack ({was} → {now}) drops protect/retain", "environment")
-    return Diff(added, removed, changed, refused)
 
 
 # --- the base side ------------------------------------------------------------------------------
