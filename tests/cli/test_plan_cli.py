@@ -55,8 +55,19 @@ def test_pulumi_yaml_defaults_are_the_config_defaults():
     assert without == with_defaults
 
 
-def test_program_reads_like_a_map_in_under_100_lines():
-    assert len((ROOT / "infra" / "__main__.py").read_text().splitlines()) < 100
+def test_program_reads_as_a_table_of_contents():
+    """infra/__main__.py: numbered sections in order, components given their args by keyword, and
+    a build() short enough to read at once (counted in statements: the formatter decides the lines)."""
+    import ast
+    import re
+
+    source = (ROOT / "infra" / "__main__.py").read_text()
+    sections = [int(n) for n in re.findall(r"^    # (\d+)\. ", source, re.M)]
+    assert sections == list(range(1, len(sections) + 1)) and len(sections) >= 6
+    build = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "build")
+    args = [c for c in ast.walk(build) if isinstance(c, ast.Call) and getattr(c.func, "id", "").endswith("Args")]
+    assert args and all(not c.args for c in args)
+    assert sum(isinstance(n, ast.stmt) for n in ast.walk(build)) <= 60
 
 
 def test_plan_shows_per_gpu_pool_type_gpus_efa_zone_sizes_and_capacity(capsys, monkeypatch):
