@@ -6,6 +6,8 @@ import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from typing import Any
+
 import pulumi
 import pulumi_aws as aws
 
@@ -188,7 +190,7 @@ class EfaFabric(pulumi.ComponentResource):
     ) -> None:
         super().__init__("higgsfield:efa:EfaFabric", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self_all = {"protocol": "-1", "from_port": 0, "to_port": 0, "self": True}
+        self_all: dict[str, Any] = {"protocol": "-1", "from_port": 0, "to_port": 0, "self": True}
         group = aws.ec2.SecurityGroup(
             f"{name}-sg",
             vpc_id=vpc_id,

@@ -107,7 +107,7 @@ class Teams(pulumi.ComponentResource):
             in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
 
             def obj(suffix: str, manifest: dict, opts: pulumi.ResourceOptions = in_ns) -> KubernetesObject:
-                return KubernetesObject(f"{name}-{team.name}-{suffix}", manifest, opts=opts)
+                return KubernetesObject(f"{name}-{team.name}-{suffix}", manifest, opts=opts)  # noqa: B023 - used in this loop
 
             # No ResourceQuota on GPUs: it admits pods one at a time, so the operator would create
             # part of a gang and the autoscaler buy nodes for it. The team's GPU quota is its own

@@ -2,6 +2,8 @@
 under mocks). Each section is one step of the platform; each component takes its typed arguments by
 keyword, and everything a section computes from the settings lives in the components or the config."""
 
+from typing import Any
+
 import pulumi
 
 from components.addons import stack_addons
@@ -33,7 +35,7 @@ def build(cfg: StackConfig) -> None:
     # 1. Network and control plane, their logs encrypted with a key of ours
     logs = LogKey("logs", LogKeyArgs(cluster_name=name, region=region, protect=protect, tags=tags))
     retention = cfg.observability.log_retention_days
-    log_key = dict(log_key_arn=logs.arn, log_key_ready=[logs.policy])
+    log_key: dict[str, Any] = dict(log_key_arn=logs.arn, log_key_ready=[logs.policy])
     network = Network("network", NetworkArgs(
         cluster_name=name, region=region, cidr=cfg.vpc_cidr, availability_zones=cfg.availability_zones,
         nat_per_zone=protect, interface_endpoints=protect, public_load_balancers=cfg.public_load_balancers,
@@ -69,7 +71,7 @@ def build(cfg: StackConfig) -> None:
             depends_on=[*node_prerequisites, system_nodes.node_group], tags=tags))
 
     # 3. Platform services in the cluster, on the system nodes
-    platform = dict(provider=cluster.provider, depends_on=[system_nodes.node_group, *cluster.addons])
+    platform: dict[str, Any] = dict(provider=cluster.provider, depends_on=[system_nodes.node_group, *cluster.addons])
     ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(
         cluster_name=name, region=region, settings=cfg.autoscaler, chart=versions.CLUSTER_AUTOSCALER,
         image_tag=versions.CLUSTER_AUTOSCALER_IMAGE[cfg.kubernetes_version], **platform, tags=tags,

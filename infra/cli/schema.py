@@ -48,7 +48,7 @@ def field_docs(model: type[BaseModel]) -> dict[str, str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(model)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs = {}
-    for field, doc in zip(body, body[1:]):
+    for field, doc in zip(body, body[1:], strict=False):
         if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name) and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str):
             docs[field.target.id] = " ".join(doc.value.value.split())
     return docs

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from typing import Annotated, Literal, Protocol
 
 from pydantic import (
@@ -87,7 +87,7 @@ PositiveDuration = matching(r"^(?!0+[smh]$)\d{1,6}(s|m|h)$", "is not a duration 
 def now() -> datetime:
     """The one clock of the program: Capacity Block windows are checked against it and the pools'
     sizes and scheduled actions read from it (components/gpu_pools.py). The test suite pins it."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def seconds_of(duration: str) -> int:

@@ -118,7 +118,7 @@ def problems_of(error: ValidationError) -> list[Problem]:
         elif e["type"] == "extra_forbidden":
             found.append(Problem(loc, _unknown(loc)))
         else:
-            message = _MESSAGES.get(e["type"], lambda v, c: e["msg"])(e.get("input"), ctx)
+            message = _MESSAGES.get(e["type"], lambda v, c: e["msg"])(e.get("input"), ctx)  # noqa: B023 - called at once
             found.append(Problem(loc, message))
     return found
 

@@ -36,9 +36,10 @@ def source() -> str:
 
 
 @cache
-def instance_types() -> dict[str, dict]:
+def instance_types() -> dict[str, dict[str, Any]]:
     """AWS's EC2 DescribeInstanceTypes catalog as shipped with moto."""
-    return _moto_json("instance_types.json.gz")
+    catalog: dict[str, dict[str, Any]] = _moto_json("instance_types.json.gz")
+    return catalog
 
 
 @cache

@@ -385,7 +385,7 @@ PROVENANCE: dict[str, Source] = {
 
 
 # Constants that are our own settings or formats, not upstream pins.
-NOT_PINS = ("ADDON_RESOLVED_AT_DEPLOY", "ADDON_VERSION_PATTERN", "AWS_OFI_NCCL_PREFIX", "CLUSTER_AUTOSCALER_IMAGE_SOURCE", "PROVENANCE", "NOT_PINS")
+NOT_PINS: tuple[str, ...] = ("ADDON_RESOLVED_AT_DEPLOY", "ADDON_VERSION_PATTERN", "AWS_OFI_NCCL_PREFIX", "CLUSTER_AUTOSCALER_IMAGE_SOURCE", "PROVENANCE", "NOT_PINS")
 
 
 def sources() -> dict[str, Source]:

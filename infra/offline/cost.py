@@ -91,7 +91,7 @@ class Estimate:
             return -sum(line.full_hour or 0.0 for line in lines)
 
         ordered = sorted(by_group.items(), key=lambda kv: (rank(kv[1]), kv[0]))
-        return [(name, sorted(lines, key=lambda l: (-(l.full_hour or 0.0), -(l.idle_hour or 0.0), l.item, l.resource)))
+        return [(name, sorted(lines, key=lambda e: (-(e.full_hour or 0.0), -(e.idle_hour or 0.0), e.item, e.resource)))
                 for name, lines in ordered]
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from infra.core.names import NAMESPACE as PROJECT
 from infra.offline.stack_file import StackFile, read
 from infra.config import UNKNOWN_SECRET, ConfigError
 from infra.core.bundled import instance_types, zone_offerings
@@ -41,7 +42,6 @@ class StackNotFound(Exception):
 
 
 from infra.core.project import project_root, stack_names  # noqa: E402,F401 - where the project is (used by every command)
-from infra.core.names import NAMESPACE as PROJECT
 
 
 def _cli_string(value: Any) -> str:

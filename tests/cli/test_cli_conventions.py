@@ -217,7 +217,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("TERM", "xterm")
-    assert colour_on(Terminal()) and not colour_on(sys.stdout if not sys.stdout.isatty() else open(os.devnull, "w"))
+    assert colour_on(Terminal()) and not colour_on(sys.stdout if not sys.stdout.isatty() else open(os.devnull, "w"))  # noqa: SIM115
     monkeypatch.setenv("NO_COLOR", "1")
     assert not colour_on(Terminal())
     monkeypatch.setenv("NO_COLOR", "")  # "present and not an empty string" turns colour off (no-color.org)

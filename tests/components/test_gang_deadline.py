@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 from infra.offline import kubernetes_schema
 import pytest
@@ -17,7 +17,7 @@ from components import gang_deadline as component
 from infra.offline import cold_start
 from tests.conftest import STACKS, plan_of
 
-NOW = datetime(2027, 1, 5, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2027, 1, 5, 12, 0, tzinfo=UTC)
 DEADLINE = 1800.0
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from functools import cache
 
 import celpy
@@ -230,7 +230,7 @@ def _block_pool():
 
 
 def _at(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 def test_before_its_window_a_capacity_block_pool_is_held_at_zero_then_opened_then_drained():

@@ -82,7 +82,7 @@ def test_the_nodeclass_uses_only_fields_the_crd_has_with_its_enums(karpenter_pla
     (nodeclass,) = _objects(karpenter_plan, "EC2NodeClass")
     spec = nodeclass["spec"]
     assert nodeclass["apiVersion"] == "karpenter.k8s.aws/v1"
-    assert set(spec) <= NODECLASS_SPEC and NODECLASS_REQUIRED <= set(spec)
+    assert set(spec) <= NODECLASS_SPEC and set(spec) >= NODECLASS_REQUIRED
     assert spec["instanceStorePolicy"] in INSTANCE_STORE_POLICIES
     assert all(spec["metadataOptions"][k] in allowed for k, allowed in METADATA.items())
     assert {i["interfaceType"] for i in spec["networkInterfaces"]} <= INTERFACE_TYPES
@@ -169,7 +169,7 @@ def test_the_interruption_queue_keeps_messages_5_minutes_encrypted_and_refuses_p
 def test_a_karpenter_pool_costs_nothing_idle_and_its_maximum_at_full_scale(karpenter_plan):
     est = cost.estimate(karpenter_plan, cost.load_prices())
     pool = karpenter_plan.config.gpu_pools[0]
-    (line,) = [l for l in est.lines if l.resource == f"karpenter-{pool.name}" and l.item.startswith("EC2")]
+    (line,) = [e for e in est.lines if e.resource == f"karpenter-{pool.name}" and e.item.startswith("EC2")]
     rate = cost.load_prices()["regions"][karpenter_plan.config.region]["ec2_on_demand_hour"][pool.instance.name]
     assert line.idle_hour == 0.0 and line.full_hour == pytest.approx(pool.max_size * rate)
 

@@ -114,12 +114,12 @@ def test_logs_and_volumes_get_aws_access_through_pod_identity(plan):
     assert addons["aws-ebs-csi-driver"].inputs["podIdentityAssociations"][0]["serviceAccount"] == "ebs-csi-controller-sa"
 
 
-O = "higgsfield:observability"
+OBS = "higgsfield:observability"
 BAD = {
-    "retention_not_a_cloudwatch_value": ("dev", set_key(O, {"logRetentionDays": 45}), f"{O}.logRetentionDays", "not a CloudWatch Logs retention"),
-    "threshold_above_one": ("dev", set_key(O, {"healthcheck": {"minMatmulFraction": 1.5}}), f"{O}.healthcheck.minMatmulFraction", "(0, 1]"),
-    "negative_lustre_threshold": ("dev", set_key(O, {"healthcheck": {"minLustreMBps": -1}}), f"{O}.healthcheck.minLustreMBps", "positive"),
-    "typo": ("dev", set_key(O, {"nodeAutoRepare": True}), f"{O}.nodeAutoRepare", "unknown setting"),
+    "retention_not_a_cloudwatch_value": ("dev", set_key(OBS, {"logRetentionDays": 45}), f"{OBS}.logRetentionDays", "not a CloudWatch Logs retention"),
+    "threshold_above_one": ("dev", set_key(OBS, {"healthcheck": {"minMatmulFraction": 1.5}}), f"{OBS}.healthcheck.minMatmulFraction", "(0, 1]"),
+    "negative_lustre_threshold": ("dev", set_key(OBS, {"healthcheck": {"minLustreMBps": -1}}), f"{OBS}.healthcheck.minLustreMBps", "positive"),
+    "typo": ("dev", set_key(OBS, {"nodeAutoRepare": True}), f"{OBS}.nodeAutoRepare", "unknown setting"),
 }
 
 
@@ -131,7 +131,7 @@ def test_bad_observability_setting_names_the_key(case, project_copy, capsys):
 def test_observability_can_be_switched_off(project_copy):
     from infra.offline.evaluate import record
 
-    root = project_copy("dev", set_key(O, {"enabled": False, "nodeAutoRepair": False}))
+    root = project_copy("dev", set_key(OBS, {"enabled": False, "nodeAutoRepair": False}))
     plan = record("bad", root=root)
     assert not [r for r in plan.of_type(RELEASE) if r.inputs["chart"] == "kube-prometheus-stack"]
     assert all(g.inputs["nodeRepairConfig"]["enabled"] is False for g in plan.of_type("aws:eks/nodeGroup:NodeGroup") if "gpu" in g.name)

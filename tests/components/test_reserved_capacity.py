@@ -5,7 +5,7 @@ before any job arrives), and each pool can opt out with capacity.warm: false."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 from components import gpu_pools
 from infra.offline.evaluate import record
@@ -20,7 +20,7 @@ def _group(plan, pool: str):
 
 
 def _at(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 def test_an_odcr_pool_is_held_at_its_reserved_count_the_autoscaler_cannot_go_below():

@@ -146,7 +146,7 @@ def _bounded(schema: dict, where: str, defs: dict) -> list[str]:
         return [] if name in defs.setdefault("_seen", set()) else (defs["_seen"].add(name) or _bounded(defs[name], where, defs))
     missing = []
     for key in ("anyOf", "oneOf", "allOf"):
-        for i, sub in enumerate(schema.get(key, [])):
+        for sub in schema.get(key, []):
             missing += _bounded(sub, where, defs)
     kind = schema.get("type")
     if kind == "string" and not ({"maxLength", "enum", "const"} & set(schema)):

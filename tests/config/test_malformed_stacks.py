@@ -159,7 +159,7 @@ def test_stack_with_five_mistakes_reports_all_five_with_their_lines(stack_text, 
     expected = [f"{FILE}:{line_of('higgsfield:vpcCidr:')} higgsfield:vpcCidr: ", f"{FILE}:{line_of('    maxSize: 4')} higgsfield:cpuNodes.maxSize: ",
                 f"{FILE}:{line_of('expander: least-waste')} higgsfield:autoscaler.expander: ",
                 f"{FILE}:{end + 1} higgsfeld:fsx: ", f"{FILE}:{end + 2} higgsfield:environment: "]
-    assert [line[: len(want)] for line, want in zip(lines, expected)] == expected and len(lines) == 5, lines
+    assert [line[: len(want)] for line, want in zip(lines, expected, strict=False)] == expected and len(lines) == 5, lines
 
 
 def test_stack_name_that_is_not_a_dns_label_is_refused(stack_text, capsys):

@@ -29,7 +29,7 @@ def test_export_writes_every_helm_release_with_the_values_the_program_passes(tmp
     rows = [line.split("\t") for line in (tmp_path / "releases.tsv").read_text().splitlines()]
     releases = plan.of_type(charts.HELM_RELEASE)
     assert [r[0] for r in rows] == [r.name for r in releases]
-    for (name, chart, version, repo, _), release in zip(rows, releases):
+    for (name, chart, version, repo, _), release in zip(rows, releases, strict=False):
         assert (chart, version, repo) == (release.inputs["chart"], release.inputs["version"], release.inputs["repositoryOpts"]["repo"])
         assert yaml.safe_load((tmp_path / f"{name}.values.yaml").read_text()) == release.inputs["values"]
     assert (tmp_path / "kubernetes-version").read_text().strip() == plan.config.kubernetes_version

@@ -54,9 +54,7 @@ def test_every_relative_link_leads_to_a_file_and_heading_that_exist(page):
             continue
         path, _, anchor = target.partition("#")
         resolved = (page.parent / path).resolve() if path else page
-        if not resolved.exists():
-            broken.append(target)
-        elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+        if not resolved.exists() or anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
             broken.append(target)
     assert not broken, f"{page.relative_to(ROOT)}: {broken}"
 

@@ -11,7 +11,7 @@ import sys
 import textwrap
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 import pytest
@@ -133,7 +133,7 @@ def test_sigterm_on_one_rank_stops_every_rank_at_the_same_step():
 
 
 def test_a_capacity_block_notice_asks_for_one_checkpoint():
-    now = datetime(2027, 1, 18, 10, 0, tzinfo=timezone.utc)
+    now = datetime(2027, 1, 18, 10, 0, tzinfo=UTC)
     stop = StopRequest(notice_at=now - timedelta(minutes=1), now=lambda: now)
     assert [stop.agree(), stop.agree()] == ["notice", None]
     assert StopRequest(notice_at=now + timedelta(minutes=1), now=lambda: now).agree() is None

@@ -130,7 +130,7 @@ def test_timeline_mermaid_is_a_well_formed_gantt_block(capsys, monkeypatch):
     sections = [line for line in lines if line.startswith("    section ")]
     assert len(sections) == 1 + len(t.branches)
     tasks = [TASK.match(line) for line in lines[lines.index(sections[0]):] if not line.startswith("    section ")]
-    assert all(tasks), [line for line, m in zip(lines, tasks) if not m]
+    assert all(tasks), [line for line, m in zip(lines, tasks, strict=False) if not m]
     assert [int(m["id"]) for m in tasks] == list(range(1, len(tasks) + 1))
     assert all(_seconds(m["end"]) > _seconds(m["start"]) for m in tasks)
     assert sum(1 for m in tasks if m["crit"]) == len(t.critical_path)

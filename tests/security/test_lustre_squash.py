@@ -86,7 +86,7 @@ def test_layout_user_data_mounts_lays_out_and_powers_off():
     lines = data.splitlines()
     assert lines[0] == "#!/bin/bash" and "dnf install -y lustre-client" in lines
     assert "mount -t lustre -o relatime,flock fs-0abc.fsx.us-east-2.amazonaws.com@tcp:/abcdefgh /fsx" in lines
-    assert lines.index("umount /fsx") > next(i for i, l in enumerate(lines) if l.startswith("sh -c "))
+    assert lines.index("umount /fsx") > next(i for i, text in enumerate(lines) if text.startswith("sh -c "))
     assert "trap 'shutdown -h now' EXIT" in lines[:3]  # it stops even when a step fails
     assert lines[-1].startswith("echo higgsfield-lustre-layout-done ")
 
@@ -177,7 +177,7 @@ def test_another_teams_uid_cannot_read_or_list_a_teams_directory_even_from_a_nod
     """A node-level client (root on a node, or a process there running as team B) presents team
     B's UID and GIDs: mode 2770 with the team's own GID leaves it nothing."""
     tree, uids = _tree(fsx_plan)
-    for team, uid in uids.items():
+    for team in uids:
         for other, other_uid in uids.items():
             if other != team:
                 for want in "rwx":

@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     init.add_argument("--region", required=True, metavar="REGION", help="AWS region of the new stack, e.g. eu-north-1")
     init.add_argument(
         "--from", dest="source", default="dev", metavar="EXISTING", help="stack to start from (default: dev)"
-    ).completer = stacks_here  # type: ignore[attr-defined]
+    ).completer = stacks_here
     init.add_argument(
         "--gpu-pool",
         action="append",
