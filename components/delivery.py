@@ -21,8 +21,8 @@ Requiring a reusable workflow and other claims"):
   `higgsfield-STACK-*`, only with that boundary attached, never the CI identities themselves (an
   administrator changes those, `higgsfield bootstrap`), never users, keys or identity providers.
   Cluster access: an access entry with AmazonEKSClusterAdminPolicy.
-- image push: `repo:OWNER/REPO:ref:refs/heads/main:job_workflow_ref:OWNER/REPO/.github/workflows/image.yml@refs/heads/main`;
-  may push to the stack's training-image repository only.
+- image push: `repo:OWNER/REPO:ref:refs/heads/main:job_workflow_ref:`
+  `OWNER/REPO/.github/workflows/image.yml@refs/heads/main`; may push to the stack's training-image repository only.
 Runners: one CodeBuild project for previews and one for deploys, each with its own service role,
 security group and webhook; the deploy project's webhook starts builds only for jobs of the
 workflow named `deploy` sent by the accounts in `runner.deployActors`.

@@ -114,7 +114,8 @@ def layout_user_data(script: str, dns_name: str, mount_name: str) -> str:
         "trap 'shutdown -h now' EXIT",  # stop whatever happens; the console output says how it went
         "dnf install -y lustre-client",
         f"mkdir -p {MOUNT_PATH}",
-        f"mount -t lustre -o relatime,flock {shlex.quote(dns_name)}@tcp:/{shlex.quote(mount_name)} {MOUNT_PATH}",
+        f"mount -t lustre -o relatime,flock {shlex.quote(dns_name)}@tcp:/{shlex.quote(mount_name)} "
+        f"{MOUNT_PATH}",
         f"sh -c {shlex.quote(script)}",
         f"umount {MOUNT_PATH}",
         f"echo higgsfield-lustre-layout-done {layout_digest(script)}",

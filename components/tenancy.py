@@ -286,8 +286,8 @@ def service_validations(team: TeamRules) -> list[dict]:
                 "&& "
                 f"object.metadata.annotations['{INTERNAL_LB_ANNOTATION}'] != 'false')"
             ),
-            "message": f"load balancers are internal in this stack: annotate the Service {INTERNAL_LB_ANNOTATION}: \"true\" "
-                       "(higgsfield:publicLoadBalancers is off)",
+            "message": "load balancers are internal in this stack: annotate the Service "
+                       f"{INTERNAL_LB_ANNOTATION}: \"true\" (higgsfield:publicLoadBalancers is off)",
             "reason": "Forbidden",
         })
     return rules

@@ -407,7 +407,8 @@ def gpu_node_groups_scale_to_zero(args: StackValidationArgs, report: ReportViola
         if not any(get(t, "key") == GPU_TAINT and get(t, "effect") == "NO_SCHEDULE" for t in taints):
             report(f"GPU pool {pool} lacks the {GPU_TAINT}=true:NoSchedule taint: CPU pods would land on GPU nodes.", group.urn)
         if "scalingConfig.desiredSize" not in list(group.opts.ignore_changes or []) and not held:
-            report(f"GPU pool {pool} does not ignore scalingConfig.desiredSize: every pulumi up would undo the autoscaler.", group.urn)
+            report(f"GPU pool {pool} does not ignore scalingConfig.desiredSize: "
+                   "every pulumi up would undo the autoscaler.", group.urn)
         tags = [get(t.props, "tag", "key", default="") for t in args.resources if t.resource_type == ASG_TAG and any(d.urn == group.urn for d in t.dependencies or [])]
         needed = [f"{TEMPLATE_TAG}/resources/nvidia.com/gpu", f"{TEMPLATE_TAG}/taint/{GPU_TAINT}"]
         needed += [f"{TEMPLATE_TAG}/label/{k}" for k in list(iter(get(group.props, "labels", default={})))]

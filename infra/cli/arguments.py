@@ -30,8 +30,5 @@ def stack_then(args: argparse.Namespace, name: str) -> None:
         raise UsageError(f"{args.usage}: the stack is named twice (first argument and --stack)")
     setattr(args, name, args.stack)
     args.stack = args.old_stack
-    print(
-        f"note: --stack is deprecated: every command names the stack first: {args.usage.replace('STACK', args.stack)}"
-        .replace(name.upper(), getattr(args, name)),
-        file=sys.stderr,
-    )
+    usage = args.usage.replace("STACK", args.stack).replace(name.upper(), getattr(args, name))
+    print(f"note: --stack is deprecated: every command names the stack first: {usage}", file=sys.stderr)

@@ -36,6 +36,7 @@ from infra.config.storage import Fsx
 
 # --- the stack ----------------------------------------------------------------------------
 
+NOT_AN_IMAGE = "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)"
 IMAGE_REFERENCE = (r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+"  # registry[:port]/path
                    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")  # :tag or @digest
 # Images known to lack the EFA provider and aws-ofi-nccl (the stock PyTorch images, issue #11).
@@ -140,11 +141,11 @@ class StackConfig(Setting):
     """Added to every taggable resource (with higgsfield:stack and higgsfield:environment); AWS allows 50 tags per
     resource, the program sets up to 6 itself."""
     gpu_pools: tuple[GpuPool, ...] = items()
-    training_image: matching(IMAGE_REFERENCE, "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)") | None = None
+    training_image: matching(IMAGE_REFERENCE, NOT_AN_IMAGE) | None = None
     """Your own EFA-ready image (libfabric's efa provider and aws-ofi-nccl inside), registry/repository:tag or
     @sha256:..., for every rendered job instead of the one built from images/training/Dockerfile into the stack's ECR
     repository; stock pytorch/pytorch is refused when the stack has EFA pools."""
-    health_gate_image: matching(IMAGE_REFERENCE, "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)") | None = None
+    health_gate_image: matching(IMAGE_REFERENCE, NOT_AN_IMAGE) | None = None
     """The image the GPU health gate runs: one built from images/training (it holds health_gate.py and node_check.py),
     best pinned by digest (`higgsfield image push STACK` prints it); unset: the stack's ECR repository at this
     checkout's images/training tag, which `higgsfield image push` or the image workflow must have pushed before the

@@ -41,7 +41,8 @@ from infra.core.names import WORKLOAD_LABEL
 ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim", "gangpreempt", "gangreclaim", "shuffle")
 EVICTING = {
     "reclaim": "evicts across queues for a starving job of another queue (actions/reclaim/reclaim.go)",
-    "gangpreempt": "evicts whole gangs; gang permits every candidate there (plugins/gang/gang.go AddUnifiedEvictableFn)",
+    "gangpreempt": "evicts whole gangs; gang permits every candidate there "
+                   "(plugins/gang/gang.go AddUnifiedEvictableFn)",
     "gangreclaim": "evicts whole gangs across queues; gang permits every candidate there (plugins/gang/gang.go "
                    "AddUnifiedEvictableFn)",
     "shuffle": "evicts what the plugins' victim functions pick (actions/shuffle/shuffle.go)",

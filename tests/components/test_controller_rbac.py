@@ -137,7 +137,8 @@ def device_plugin_needs(plan: Plan) -> list[Need]:
     needs = []
     if values.get("gfd", {}).get("enabled"):
         gfd = f"{NDP}:internal/lm/output.go@v0.19.3"
-        needs += [Need("gpu-feature-discovery", "gfd.enabled (use-node-feature-api defaults to true: cmd/gpu-feature-discovery/main.go@v0.19.3:101-102)",
+        needs += [Need("gpu-feature-discovery", "gfd.enabled (use-node-feature-api defaults to true: "
+                                                  "cmd/gpu-feature-discovery/main.go@v0.19.3:101-102)",
                        Call(v, "nfd.k8s-sigs.io", "nodefeatures", ns, None if v == "create" else "gpu-node"), f"{gfd}:{line}") for v, line in (("get", 132), ("create", 147), ("update", 166))]
         needs.append(Need("gpu-feature-discovery", "gfd.enabled", Call("get", "", "pods", ns, "gfd-pod"), f"{gfd}:182 (its own pod, owner of the NodeFeature)"))
         # NFD comes with GFD (Chart.yaml dependency condition nfd.enabled,gfd.enabled @v0.19.3).

@@ -72,7 +72,9 @@ def test_deleting_a_dev_log_group_is_not_refused():
 
 def test_removing_a_team_refuses_deleting_its_namespace_and_claims():
     base, head = _prod(), _prod()
-    gone = lambda r: r["name"].startswith("teams-vision") or r["name"].startswith("lustre-pvc-vision") or r["name"].startswith("lustre-pv-vision")  # noqa: E731
+    def gone(r: dict) -> bool:
+        return r["name"].startswith(("teams-vision", "lustre-pvc-vision", "lustre-pv-vision"))
+
     head["resources"] = [r for r in head["resources"] if not gone(r)]
     refused = compare(base, head, set()).refused
     assert any(r.startswith("delete of namespace teams-vision is refused (Kubernetes deletes every object in a namespace") for r in refused), refused

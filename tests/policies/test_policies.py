@@ -77,7 +77,8 @@ RESOURCE_CASES = [
     ("required-tags", "aws:ec2/vpc:Vpc", {"tags": {"higgsfield:stack": "dev", "higgsfield:environment": "dev"}}, {"tags": {"higgsfield:stack": "dev"}}, {}, True),
     ("iam-no-admin-managed-policies", rules.ROLE_POLICY_ATTACHMENT, {"policyArn": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"}, {"policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"}, {}, False),
     ("security-groups-no-world-ingress", rules.INGRESS_RULE, {"cidrIpv4": "10.0.0.0/16", "fromPort": 443}, {"cidrIpv4": "0.0.0.0/0", "fromPort": 443}, {"referencedSecurityGroupId": "sg-1"}, False),
-    ("ci-roles-trust-one-subject", rules.ROLE, {"tags": {rules.CI_IDENTITY_TAG: "deploy"}, "assumeRolePolicy": json.dumps({"Statement": [{"Effect": "Allow", "Principal": {"Federated": "arn:aws:iam::1:oidc-provider/token.actions.githubusercontent.com"}, "Condition": {"StringEquals": {"token.actions.githubusercontent.com:sub": "repo:o/r:environment:prod:job_workflow_ref:"
+    ("ci-roles-trust-one-subject", rules.ROLE, {"tags": {rules.CI_IDENTITY_TAG: "deploy"}, "assumeRolePolicy": json.dumps({"Statement": [{"Effect": "Allow", "Principal": {"Federated": "arn:aws:iam::1:oidc-provider/token.actions.githubusercontent.com"}, "Condition": {"StringEquals": {"token.actions.githubusercontent.com:sub":
+                                    "repo:o/r:environment:prod:job_workflow_ref:"
                                     "o/r/.github/workflows/deploy.yml@refs/heads/main"}}}]})},
      {"tags": {rules.CI_IDENTITY_TAG: "deploy"}, "assumeRolePolicy": json.dumps({"Statement": [{"Effect": "Allow", "Principal": {"Federated": "arn:aws:iam::1:oidc-provider/token.actions.githubusercontent.com"}, "Condition": {"StringLike": {"token.actions.githubusercontent.com:sub": "repo:o/r:*"}}}]})},
      {"tags": {}, "assumeRolePolicy": json.dumps({"Statement": [{"Effect": "Allow", "Principal": {"Federated": "arn:aws:iam::1:oidc-provider/token.actions.githubusercontent.com"}}]})}, True),

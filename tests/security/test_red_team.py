@@ -153,7 +153,9 @@ def test_the_job_whose_matrix_steers_the_deploy_installs_nothing_unpinned():
         entries = re.findall(r"^([A-Za-z0-9._-]+)==", lock, re.MULTILINE)
         assert entries == ["pyyaml"], entries
         # the same wheel hashes as the deploy lock: one PyYAML, not two that drift apart
-        block = lambda text: re.search(r"^pyyaml==.*?(?=^\S|\Z)", text, re.MULTILINE | re.DOTALL).group(0).split("# via")[0].strip()  # noqa: E731
+        def block(text: str) -> str:
+            return re.search(r"^pyyaml==.*?(?=^\S|\Z)", text, re.MULTILINE | re.DOTALL).group(0).split("# via")[0].strip()
+
         assert block(lock) == block((ROOT / "requirements" / "deploy.txt").read_text())
 
 
