@@ -1,7 +1,7 @@
 """Objects the cluster creates by itself, and who creates them.
 
 The platform never *creates* one of these: pulumi-kubernetes >= 4.29 refuses to create an object
-that already exists (DESIGN.md decision 19), and whichever comes first the other fails. What the
+that already exists (docs/design/cluster-created-objects.md), and whichever comes first the other fails. What the
 platform wants of such an object it applies with a Server-Side Apply patch
 (components/kubernetes_objects.KubernetesPatch): only the fields it sets, under its own field
 manager, forced where the creator set the same field first.

@@ -16,16 +16,16 @@ parsers, the agents' own logs left out as the chart leaves them out), the kubern
 "Kubernetes", key Labels, default On), and the cloudwatch_logs output to the application log group
 (/aws/containerinsights/CLUSTER/application, which components/observability.py creates with our
 retention), one stream per node and container file. The Training Operator labels each replica's pod
-with its job, replica type (lowercase) and index (kubeflow/trainer:pkg/apis/kubeflow.org/v1/
-common_types.go, pkg/controller.v1/pytorch/pytorchjob_controller.go, pkg/util/labels/labels.go
-@v1.9.4); the kubernetes filter adds the pod's node as kubernetes.host. docs/logs.md has the query.
+with its job, replica type (lowercase) and index (JOB_NAME_LABEL and the others below); the
+kubernetes filter adds the pod's node as kubernetes.host. docs/logs.md has the query.
 Unverified here: that the add-on's configuration schema takes extraFiles (EKS validates it; the
 command is in infra/core/versions.py PROVENANCE["CLOUDWATCH_LOGS_LABELS_ON"]).
 """
 
 from __future__ import annotations
 
-# The Training Operator's pod labels (kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go@v1.9.4).
+# The Training Operator's pod labels (kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go,
+# set in pkg/controller.v1/pytorch/pytorchjob_controller.go and pkg/util/labels/labels.go, @v1.9.4).
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"

@@ -1,5 +1,5 @@
-"""Autoscaler demand only from work that can run (DESIGN.md decision 15, issue #25;
-docs/design/autoscaler-demand.md has the evidence).
+"""Autoscaler demand only from work that can run (docs/design/autoscaler-demand.md
+has the decision and its evidence).
 
 The rule chain, each link read at the pinned ref:
 1. The Cluster Autoscaler scales up only for pods whose PodScheduled condition is False with

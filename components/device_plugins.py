@@ -19,7 +19,7 @@ EFA_NODES = {"vpc.amazonaws.com/efa.present": "true"}
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 # Node-level daemons tolerate every taint (an empty key with operator Exists matches all taints):
 # a pool with an extra taint (`dedicated=research:NoSchedule`), or a node under the health gate's
-# startup taint, must still advertise its GPUs and EFA interfaces (DESIGN.md decision 11).
+# startup taint, must still advertise its GPUs and EFA interfaces (docs/design/health-gate.md).
 EVERY_TAINT = {"operator": "Exists"}
 # No /dev/infiniband, gdrdrv or nvidia-fs in GPU pods on the NVIDIA plugin's account.
 GPU_ONLY_INJECTION = {"mofedEnabled": False, "gdrcopyEnabled": False, "gdsEnabled": False}

@@ -21,6 +21,49 @@ EFA_HUGEPAGES_2MI = 5128
 # reservation (aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/kubernetes/
 # nccl-tests.yaml@7217859f: `hugepages-2Mi: 5120Mi` beside `vpc.amazonaws.com/efa: 32`).
 EFA_POD_HUGEPAGES_MI = 5120
+# On a Karpenter pool no pod may request huge pages (components/karpenter.py: Karpenter's instance
+# types offer none, so it would launch no node), and the kubelet limits a pod's hugetlb cgroup to 0
+# for every page size it does not request (kubernetes/kubernetes:pkg/kubelet/cm/cgroup_manager_linux.go,
+# "for each page size omitted, limit to 0"). libfabric's EFA provider is told to keep its internal
+# buffers in ordinary pages: FI_EFA_USE_HUGE_PAGE, "Using huge page memory has a small performance
+# advantage, but can cause system to run out of huge page memory" (ofiwg/libfabric:man/fi_efa.7.md
+# @v2.3.1). The cost: that small advantage, on the provider's bounce buffers only (NCCL's data moves
+# through GPU memory registered with GPUDirect RDMA, not through them).
+EFA_WITHOUT_HUGE_PAGES_ENV = {"FI_EFA_USE_HUGE_PAGE": "0"}
+
+# Locked memory for every container on an EFA node. The EFA driver pins the memory libfabric
+# registers for NCCL and counts it against the process's RLIMIT_MEMLOCK unless it has CAP_IPC_LOCK
+# (ib_umem_get, torvalds/linux:drivers/infiniband/core/umem.c); team pods run non-root with every
+# capability dropped (infra/offline/pods.py run_as_team). A container's rlimits are the ones in
+# containerd's base runtime spec, and the AL2023 AMI's sets RLIMIT_NOFILE only (awslabs/amazon-eks-
+# ami:nodeadm/internal/containerd/base-runtime-spec.json@v20260724), so RLIMIT_MEMLOCK would be
+# whatever containerd's systemd unit gives containerd itself (the AMI adds only `Slice=` to it:
+# templates/al2023/runtime/rootfs/etc/systemd/system/containerd.service.d/00-runtime-slice.conf,
+# same ref), far below what registration needs (the kernel's default is 8 MiB), and NCCL falls back
+# to TCP sockets. nodeadm merges NodeConfig `containerd.baseRuntimeSpec` (nodeadm/api/v1alpha1/
+# nodeconfig_types.go, same ref) over its default ("Modifying container RLIMITs", nodeadm/doc/
+# examples.md; writeBaseRuntimeSpec, nodeadm/internal/containerd/base_runtime_spec.go); Bottlerocket raises MEMLOCK the same way on EFA nodes
+# (bottlerocket-os/bottlerocket-core-kit#141).
+# 10^18 bytes, not RLIM_INFINITY (2^64-1): nodeadm merges the spec through Go's encoding/json into
+# map[string]interface{}, so every number passes through a float64 (util.Merge, nodeadm/internal/
+# util/merge.go@v20260724); 2^64-1 comes out as 18446744073709552000, which overflows the OCI
+# spec's uint64 and containerd would refuse the spec. 10^18 is exact in a float64 and is more
+# memory than any instance has. The health gate fails a node whose containers get less
+# (node_check.py MIN_LOCKED_MEMORY_BYTES), and examples/checkpointing.py refuses to start NCCL below it.
+EFA_LOCKED_MEMORY_BYTES = 10**18
+# The merge replaces a list wholesale (mergo.WithOverride, nodeadm/vendor/dario.cat/mergo/merge.go@
+# v20260724), so our rlimits restate the AMI's RLIMIT_NOFILE (base-runtime-spec.json, same ref).
+AMI_CONTAINER_NOFILE = {"soft": 65536, "hard": 1048576}
+
+
+def container_rlimits_node_config() -> str:
+    """The NodeConfig `spec` lines (YAML, two-space indented) that give every container of the
+    node EFA_LOCKED_MEMORY_BYTES of locked memory and keep the AMI's open-files limit."""
+    nofile, memlock = AMI_CONTAINER_NOFILE, EFA_LOCKED_MEMORY_BYTES
+    return ("  containerd:\n    baseRuntimeSpec:\n      process:\n        rlimits:\n"
+            f"          - type: RLIMIT_NOFILE\n            soft: {nofile['soft']}\n            hard: {nofile['hard']}\n"
+            f"          - type: RLIMIT_MEMLOCK\n            soft: {memlock}\n            hard: {memlock}\n")
+
 
 # Instances whose EFA supports RDMA (GPUDirect RDMA reads/writes), from the EC2 User Guide's EFA
 # instance table ("Supported instance types", RDMA read/write columns, docs.aws.amazon.com/AWSEC2/
@@ -137,7 +180,8 @@ def expected_bus_bandwidth_gb_s(instance: InstanceFacts) -> tuple[float, str]:
     return round(line * LINE_RATE_FRACTION, 1), f"{LINE_RATE_FRACTION:.0%} of the {line:.0f} GB/s network line rate (nothing published)"
 
 
-def node_user_data(raid0: bool, hugepages: int, fast_image_pull: bool = False, scripts: Sequence[str] = ()) -> str | None:
+def node_user_data(raid0: bool, hugepages: int, fast_image_pull: bool = False, scripts: Sequence[str] = (),
+                   locked_memory: bool = False) -> str | None:
     """AL2023 user data (MIME multipart, merged by EKS with its own): a nodeadm NodeConfig that
     builds a RAID0 array of the local NVMe drives for kubelet and containerd and, with
     `fast_image_pull`, turns on nodeadm's FastImagePull feature gate (containerd pulls and unpacks
@@ -145,6 +189,7 @@ def node_user_data(raid0: bool, hugepages: int, fast_image_pull: bool = False, s
     UseSOCISnapshotter in awslabs/amazon-eks-ami:nodeadm/internal/containerd/config.go,
     the gate in nodeadm/api/v1alpha1/nodeconfig_types.go, doc/examples.md "Enabling fast image
     pull"@v20260724; the SOCI directory is one of the mounts localStorage moves onto the array);
+    with `locked_memory` (EFA pools), containers' locked-memory limit (container_rlimits_node_config);
     a script that reserves huge pages before kubelet starts so that it can advertise them; and any
     other shell `scripts` (bodies after the shebang) the caller adds."""
     parts = []
@@ -153,6 +198,8 @@ def node_user_data(raid0: bool, hugepages: int, fast_image_pull: bool = False, s
         spec += "  featureGates:\n    FastImagePull: true\n"
     if raid0:
         spec += "  instance:\n    localStorage:\n      strategy: RAID0\n"
+    if locked_memory:
+        spec += container_rlimits_node_config()
     if spec:
         parts.append("Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n" + spec)
     if hugepages:

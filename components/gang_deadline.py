@@ -1,4 +1,5 @@
-"""The gang deadline: half-delivered gangs give back the nodes that arrived (issue #25, docs/capacity.md).
+"""The gang deadline: half-delivered gangs give back the nodes that arrived (docs/capacity.md,
+docs/design/reserved-capacity.md).
 
 images/training/gang_deadline.py says why the Cluster Autoscaler alone never removes them (it
 packs the gang's pending pods onto them first) and what the CronJob does: suspend the Kubeflow job

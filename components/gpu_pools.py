@@ -29,7 +29,7 @@ ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 # config/const.go@cluster-autoscaler-1.35.0; value in the flag's duration format).
 SCALE_DOWN_UNNEEDED_TAG = f"{AUTOSCALER_TEMPLATE}/autoscaling-options/scaledownunneededtime"
 # The NVIDIA Container Toolkit on every GPU node: a container sees only the GPUs the device plugin
-# allocated to it, never the ones NVIDIA_VISIBLE_DEVICES names (issue #22). The EKS AL2023 NVIDIA
+# allocated to it, never the ones NVIDIA_VISIBLE_DEVICES names. The EKS AL2023 NVIDIA
 # AMI installs nvidia-container-toolkit from NVIDIA's repository and keeps its defaults
 # (awslabs/amazon-eks-ami:templates/al2023/provisioners/install-nvidia-driver.sh@v20260724), and
 # nodeadm makes /usr/bin/nvidia-container-runtime containerd's runtime for every container
@@ -129,7 +129,7 @@ def _iso(moment: datetime) -> str:
 
 
 def held_warm(pool: GpuPool, now: datetime) -> bool:
-    """Whether the pool is held at its reserved count now (DESIGN.md decision 16): a warm ODCR
+    """Whether the pool is held at its reserved count now (docs/design/reserved-capacity.md): a warm ODCR
     pool always, a warm Capacity Block pool between its start and its drain."""
     if not pool.capacity.warm:
         return False
@@ -148,6 +148,22 @@ def scaling(pool: GpuPool, now: datetime) -> tuple[int, int, int]:
     if held_warm(pool, now):
         return pool.max_size, pool.max_size, pool.max_size
     return pool.min_size, pool.min_size, pool.max_size
+
+
+# How a managed node group replaces its nodes in an update (a Kubernetes upgrade, a new AMI
+# release). EKS's DEFAULT strategy launches the replacement before it drains the old node; MINIMAL
+# drains and terminates the old node first, "so that total capacity never increases beyond your
+# configured quantity" (NodegroupUpdateConfig.updateStrategy, docs.aws.amazon.com/eks/latest/
+# APIReference/API_NodegroupUpdateConfig.html; the upgrade phase in awsdocs/amazon-eks-user-guide:
+# latest/ug/nodes/managed-node-update-behavior.adoc@0bfeeaf233f2f2df7e207aefc96bea476babe113).
+# A reservation held at its count and a Capacity Block have no room for a surge instance.
+# pulumi-aws 7 takes it as NodeGroupUpdateConfigArgs(update_strategy=...), `updateStrategy`.
+UPDATE_STRATEGY_NO_SURGE = "MINIMAL"
+
+
+def update_strategy(pool: GpuPool) -> str | None:
+    """MINIMAL for pools on reserved capacity (ODCR or Capacity Block), else EKS's DEFAULT (unset)."""
+    return UPDATE_STRATEGY_NO_SURGE if pool.capacity.reserved else None
 
 
 def window_actions(pool: GpuPool, now: datetime) -> list[WindowAction]:
@@ -212,7 +228,8 @@ class GpuPoolGroup(pulumi.ComponentResource):
     desiredSize ignored after creation, EKS node auto-repair when asked) and the autoscaler
     node-template tags on its ASG (the accelerator label among them) and its scale-down-unneeded time.
     The node group runs the cluster's Kubernetes version (and the stack's AMI release, if pinned):
-    an upgrade updates it in place, MAX_UNAVAILABLE_NODES at a time, each node drained first.
+    an upgrade updates it in place, MAX_UNAVAILABLE_NODES at a time, each node drained first; on
+    reserved capacity with the MINIMAL strategy (the old node goes before its replacement comes).
     Capacity Block pools: scheduled actions on the ASG that hold it at zero outside the block's
     window, open it at the start (at maxSize when warm) and drain it drainBefore ahead of the end
     (window_actions). Warm reservation pools (capacity.warm, the default) are held at their
@@ -257,9 +274,9 @@ class GpuPoolGroup(pulumi.ComponentResource):
         template = launch_template(
             f"{name}-lt",
             root_volume_gib=pool.root_volume_gib,
-            # FastImagePull: every new node pulls the multi-GB training image before its gate passes (issue #25)
+            # FastImagePull: every new node pulls the multi-GB training image before its gate passes
             user_data=node_user_data(raid0=pool.local_nvme == "raid0", hugepages=EFA_HUGEPAGES_2MI if pool.efa else 0, fast_image_pull=True,
-                                     scripts=[container_toolkit_script()]),
+                                     scripts=[container_toolkit_script()], locked_memory=pool.efa),
             tags={**tags, "Name": f"{args.cluster_name}-{pool.name}"},
             parent=self,
             **extra,
@@ -275,7 +292,9 @@ class GpuPoolGroup(pulumi.ComponentResource):
             ami_type=args.ami_type,
             capacity_type=CAPACITY_TYPES[pool.capacity_type],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=low, desired_size=desired, max_size=high),
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=MAX_UNAVAILABLE_NODES),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(
+                max_unavailable=MAX_UNAVAILABLE_NODES, update_strategy=update_strategy(pool)
+            ),
             **args.version.node_group_args(),
             node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=args.auto_repair),
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),

@@ -10,16 +10,15 @@ still has the taint as not ready yet (FilterOutNodesWithStartupTaints, same file
 core/static_autoscaler.go), so it does not add more nodes for pods that are waiting for the gate.
 
 The gate itself is a DaemonSet per gated pool, on its nodes until they pass, tolerating every taint
-and requesting every GPU of the node from the device plugin (DESIGN.md decision 11, issue #22),
-running images/training/health_gate.py in an image built from images/training (higgsfield:
+and requesting every GPU of the node from the device plugin (none on Karpenter pools: gate_gpus;
+docs/design/health-gate.md), running images/training/health_gate.py in an image built from images/training (higgsfield:
 healthGateImage, else the stack's ECR image at this checkout's source tag, which `higgsfield
 bootstrap` has pushed before the first GPU node joins: docs/training-image.md): it runs images/training/node_check.py
 and on a pass removes the taint and labels the node `higgsfield.io/health=healthy`; on a fail it
 keeps the taint, labels it `unhealthy` with the failed check, records an Event, and for pools
 with `healthGate.onFailure: replace` marks the instance Unhealthy in its Auto Scaling group. The
 driver rule: at least the driver the image's CUDA needs, the same as the pool's healthy nodes on the
-same AMI, exactly the pinned AMI release's where known (node_check.report_driver). Afterwards the pod
-serves its node's EFA counters to Prometheus (images/training/efa_metrics.py). How long a node may
+same AMI, exactly the pinned AMI release's where known (node_check.report_driver). How long a node may
 stay in the gate before the autoscaler counts it unready: components/autoscaler.py unready_limits.
 """
 
@@ -33,7 +32,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.device_plugins import EVERY_TAINT, GPU_NODES
-from components.efa import efa_count, efa_interfaces_for
+from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for
 from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 from components.identity import pod_identity_role
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
@@ -61,9 +60,6 @@ def expectations_name(pool: str) -> str:
 # (legacyValidateEvent, kubernetes/kubernetes: pkg/apis/core/validation/events.go): the gate may
 # create Events there and nowhere else.
 EVENTS_NAMESPACE = "default"
-# The gate pod serves its node's EFA counters here (images/training/efa_metrics.py PORT);
-# components/observability.py scrapes the port by its name, "metrics".
-EFA_METRICS_PORT = 9810
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,20 +89,62 @@ def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool, cuda
         "MIN_DRIVER_BRANCH": str(versions.CUDA_MIN_DRIVER_BRANCH[cuda]),
         "EXPECTED_DRIVER_VERSION": versions.nvidia_driver_of_release(release) or "",
         "EXPECTED_EFA_DEVICES": str(efa_count(efa_interfaces_for(pool.instance)) if pool.efa else 0),
+        "MIN_LOCKED_MEMORY_BYTES": str(EFA_LOCKED_MEMORY_BYTES if pool.efa else 0),
         "MIN_MATMUL_FRACTION": str(thresholds.min_matmul_fraction),
         "MIN_MEMORY_BANDWIDTH_FRACTION": str(thresholds.min_memory_bandwidth_fraction),
         "MIN_LUSTRE_MBPS": str(thresholds.min_lustre_mb_s),
         "MIN_BUS_BANDWIDTH_GBPS": str(thresholds.min_bus_bandwidth_gb_s),
         "LUSTRE_PATH": MOUNT_PATH if lustre else "",
-        "ON_FAILURE": pool.health_gate.on_failure,
+        "ON_FAILURE": on_failure(pool),
         "CHECK_TIMEOUT_SECONDS": str(seconds_of(pool.health_gate.timeout)),
     }
 
 
-def gate_role_rules() -> list[dict]:
+def on_failure(pool: GpuPool) -> str:
+    """What the gate does with a node of `pool` that fails: the pool's healthGate.onFailure; on a
+    Karpenter pool always `replace`, which there deletes the node's NodeClaim (images/training/
+    health_gate.py nodeclaim_of says why a kept node would hold the gang and be billed for ever;
+    the config refuses `keep` there)."""
+    return "replace" if pool.provisioner == "karpenter" else pool.health_gate.on_failure
+
+
+def gate_role_rules(karpenter: bool = False) -> list[dict]:
     """Read and patch nodes (its own only: the admission policy), list them (its pool's healthy
-    nodes' drivers, by label selector), nothing else cluster-wide."""
-    return [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
+    nodes' drivers, by label selector); with Karpenter pools also delete NodeClaims (its own node's
+    only: own_nodeclaim_policy). Nothing else cluster-wide."""
+    rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
+    if karpenter:
+        rules.append({"apiGroups": [NODECLAIM_GROUP], "resources": ["nodeclaims"], "verbs": ["delete"]})
+    return rules
+
+
+# Karpenter's NodeClaim API group (the v1 CRD karpenter.sh_nodeclaims.yaml, aws/karpenter-provider-aws
+# @v1.14.1); status.nodeName is the node it launched.
+NODECLAIM_GROUP = "karpenter.sh"
+
+
+def own_nodeclaim_policy() -> dict:
+    """A ValidatingAdmissionPolicy: the gate's account may delete only the NodeClaim of the node its
+    pod runs on (the request's oldObject is the NodeClaim being deleted)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "higgsfield-health-gate-own-nodeclaim"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [NODECLAIM_GROUP], "apiVersions": ["v1"],
+                                                    "operations": ["DELETE"], "resources": ["nodeclaims"]}]},
+            "matchConditions": [{"name": "health-gate-only",
+                                 "expression": f"request.userInfo.username == '{GATE_USER}'"}],
+            "validations": [{
+                "expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
+                              "has(oldObject.status) && has(oldObject.status.nodeName) && "
+                              f"request.userInfo.extra['{NODE_NAME_EXTRA}'] == [oldObject.status.nodeName]",
+                "message": "the health gate may delete only the NodeClaim of the node its pod runs on",
+                "reason": "Forbidden",
+            }],
+        },
+    }
 
 
 def own_node_policy() -> dict:
@@ -202,7 +240,7 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False, pool: str = "", gp
     """The gate's pods for one pool: its gated GPU nodes that have not passed yet, every taint
     tolerated, every GPU of the node requested from the device plugin, privileged.
 
-    GPUs the legitimate way (issue #22): the pod requests the pool's `nvidia.com/gpu` count, so the
+    GPUs the legitimate way: the pod requests the pool's `nvidia.com/gpu` count, so the
     device plugin allocates them (its volume mounts tell the NVIDIA runtime which: no
     NVIDIA_VISIBLE_DEVICES), the scheduler and Volcano see them taken (Volcano tracks bound pods of
     other schedulers too: the pod informer's FilterFunc in volcano-sh/volcano:pkg/scheduler/cache/
@@ -251,9 +289,7 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False, pool: str = "", gp
                         "name": "gate",
                         "image": image,
                         "command": ["python", "/opt/higgsfield/health_gate.py"],
-                        "env": [*env, {"name": "EFA_METRICS_PORT", "value": str(EFA_METRICS_PORT)}],
-                        # the node's EFA hw_counters for the dashboard (images/training/efa_metrics.py)
-                        "ports": [{"name": "metrics", "containerPort": EFA_METRICS_PORT, "protocol": "TCP"}],
+                        "env": env,
                         "securityContext": {"privileged": True},
                         "resources": {"requests": {"cpu": "500m", "memory": "2Gi", **gpu}, "limits": {"memory": "16Gi", **gpu}},
                         "volumeMounts": [{"name": "lustre", "mountPath": MOUNT_PATH}] if lustre else [],
@@ -269,11 +305,14 @@ class HealthGate(pulumi.ComponentResource):
     """The health gate: checks every new node of the gated GPU pools before jobs may use it.
 
     Creates: the `higgsfield-health` namespace (Pod Security privileged: the checks need the
-    devices), the gate's ServiceAccount, a ClusterRole with `get`/`patch` on nodes and its binding,
+    devices), the gate's ServiceAccount, a ClusterRole with `get`/`list`/`patch` on nodes (and, with
+    Karpenter pools, `delete` on NodeClaims, limited to its own node's by a second
+    ValidatingAdmissionPolicy + binding) and its binding,
     a Role to create Events in `default` (where Events about nodes live) and its binding, a ValidatingAdmissionPolicy (+
     binding) that limits the account to its own node's startup taint and health labels, one
     ConfigMap of expectations per gated pool (and a Role to read them), one DaemonSet per gated pool
-    requesting the pool's GPUs (with the stack's FSx, it mounts the `lustre-health` claim the
+    requesting the pool's GPUs (none on a Karpenter pool: gate_gpus), pre-pulling
+    `higgsfield:trainingImage` when set (with the stack's FSx, it mounts the `lustre-health` claim the
     storage component makes in its namespace); for pools with `onFailure: replace`, an IAM
     role for EKS Pod Identity allowed `autoscaling:SetInstanceHealth` on those pools' Auto Scaling
     groups, and its association. Replaced when: never by config (objects are updated in place).
@@ -292,7 +331,9 @@ class HealthGate(pulumi.ComponentResource):
         account = obj("account", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE}})
         subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
         rbac = "rbac.authorization.k8s.io"
-        obj("nodes-role", {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": "higgsfield-health-gate"}, "rules": gate_role_rules()}, k8s)
+        karpenter = any(p.provisioner == "karpenter" for p in args.pools)
+        obj("nodes-role", {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole",
+                           "metadata": {"name": "higgsfield-health-gate"}, "rules": gate_role_rules(karpenter)}, k8s)
         obj("nodes-binding", {"apiVersion": f"{rbac}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "higgsfield-health-gate"},
                               "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "higgsfield-health-gate"}, "subjects": subject})
         obj("expectations-role", {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": {"name": "health-gate-expectations", "namespace": NAMESPACE},
@@ -310,11 +351,20 @@ class HealthGate(pulumi.ComponentResource):
             "spec": {"policyName": "higgsfield-health-gate-own-node", "validationActions": ["Deny"]},
         }, pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[policy]))
         ready: list[pulumi.Resource] = [account, policy]
+        if karpenter:
+            claims = obj("own-nodeclaim", own_nodeclaim_policy(), k8s)
+            ready.append(obj("own-nodeclaim-binding", {
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": "higgsfield-health-gate-own-nodeclaim"},
+                "spec": {"policyName": "higgsfield-health-gate-own-nodeclaim", "validationActions": ["Deny"]},
+            }, pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[claims])))
         for pool in args.pools:  # not awaited by the DaemonSet (adding a pool changes nothing else); the gate waits for it
             obj(f"expectations-{pool.name}", {
                 "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": expectations_name(pool.name), "namespace": NAMESPACE},
                 "data": {"expectations.json": json.dumps(expectations(pool, args.thresholds, args.lustre, args.cuda, args.node_release), indent=1, sort_keys=True)}})
-        replacing = [p.name for p in args.pools if p.health_gate.on_failure == "replace"]
+        # Auto Scaling replacement for node-group pools only (a Karpenter node's NodeClaim is deleted)
+        replacing = [p.name for p in args.pools
+                     if p.health_gate.on_failure == "replace" and p.provisioner != "karpenter"]
         if replacing:
             role, role_policy = pod_identity_role(f"{name}-replace", args.tags, self, inline_policy=replacement_policy(args.cluster_name, replacing))
             ready += [role_policy, aws.eks.PodIdentityAssociation(

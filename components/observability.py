@@ -10,7 +10,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_random as random
 
-from components import container_logs
+from components import container_logs, efa_exporter
 from components.addons import managed_addon
 from components.charts import helm_release
 from components.cpu_nodes import ON_SYSTEM_NODES
@@ -20,7 +20,6 @@ from components.kubernetes_objects import KubernetesObject
 from components.workloads import KSM_NODE_LABELS, custom_rules, external_rules, serving_scrape_job
 from infra.config import Observability
 from infra.core.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
-from infra.core.names import HEALTH_NAMESPACE
 
 NAMESPACE = "monitoring"
 PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
@@ -59,7 +58,7 @@ def gpu_dashboard() -> dict:
         ("GPU power", "sum by (Hostname) (DCGM_FI_DEV_POWER_USAGE)", "watt"),
         ("XID errors (last code, 0 = none)", "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS)", "none"),
         # EFA devices have no IB port counters (node_infiniband_port_data_*: node-exporter reads them
-        # from ports/N/counters, which EFA lacks); the health gate pod exports the EFA driver's
+        # from ports/N/counters, which EFA lacks); the efa-exporter DaemonSet exports the EFA driver's
         # hw_counters as node_amazonefa_* (images/training/efa_metrics.py, the names of
         # aws-samples/awsome-distributed-training:4.validation_and_observability/3.efa-node-exporter@7217859f).
         ("EFA transmit (NCCL traffic)", f"sum by (Hostname) (rate({EFA_TX}[2m]))", "Bps"),
@@ -118,15 +117,15 @@ class ScrapeTarget:
 # (label app: training-operator) names it "monitoring-port" (kubeflow/trainer:manifests/base/
 # deployment.yaml and service.yaml@v1.9.4, namespace kubeflow from overlays/standalone).
 # The DCGM exporter's pods carry app.kubernetes.io/name=dcgm-exporter and a container port named
-# "metrics" (NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml and _helpers.tpl@4.4.1-4.6.0).
+# "metrics" (NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml and _helpers.tpl@4.5.3-4.8.2).
 SCRAPE_TARGETS = (
-    # The health gate's pods (one per gated GPU node) serve the node's EFA counters on the container
-    # port named "metrics" (components/healthgate.py daemonset, images/training/efa_metrics.py).
-    ScrapeTarget("efa", HEALTH_NAMESPACE, "pod", {"app.kubernetes.io/name": "health-gate"}, "metrics",
-                 "components/healthgate.py (ours); counters: aws-samples/awsome-distributed-training:"
+    # The efa-exporter pods (one per EFA node, in this namespace) serve the node's EFA counters on the
+    # container port named "metrics" (components/efa_exporter.py, images/training/efa_metrics.py).
+    ScrapeTarget("efa", NAMESPACE, "pod", {"app.kubernetes.io/name": efa_exporter.NAME}, efa_exporter.PORT_NAME,
+                 "components/efa_exporter.py (ours); counters: aws-samples/awsome-distributed-training:"
                  "4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go@7217859f"),
     ScrapeTarget("dcgm-exporter", NAMESPACE, "pod", {"app.kubernetes.io/name": "dcgm-exporter"}, "metrics",
-                 "NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml@4.4.1-4.6.0"),
+                 "NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml@4.5.3-4.8.2"),
     ScrapeTarget("volcano-scheduler", "volcano-system", "endpoints", {"app": "volcano-scheduler"}, "metrics",
                  "volcano-sh/volcano:installer/helm/chart/volcano/templates/scheduler.yaml@v1.15.1"),
     ScrapeTarget("volcano-controller", "volcano-system", "endpoints", {"app": "volcano-controller"}, "metrics",
@@ -136,11 +135,11 @@ SCRAPE_TARGETS = (
 )
 # Jobs whose series describe another pod: the exporter writes the workload's `pod`, `namespace`
 # and `container` itself (DCGM_EXPORTER_KUBERNETES=true in its DaemonSet,
-# internal/pkg/transformation/const.go@4.4.1-4.6.0). honor_labels keeps them as scraped; without
+# internal/pkg/transformation/const.go@4.5.3-4.8.2). honor_labels keeps them as scraped; without
 # it Prometheus renames them exported_pod/exported_namespace and prometheus-adapter would charge
 # the GPU to the exporter (prometheus.io/docs/prometheus/latest/configuration/configuration/
 # #scrape_config, honor_labels). The chart's own ServiceMonitor exposes the same switch
-# (serviceMonitor.honorLabels, deployment/values.yaml@4.4.1-4.6.0).
+# (serviceMonitor.honorLabels, deployment/values.yaml@4.5.3-4.8.2).
 HONOR_LABELS = ("dcgm-exporter",)
 
 
@@ -179,7 +178,7 @@ def _scrape(target: ScrapeTarget) -> dict:
 #   _helpers.tpl@grafana-12.11.1);
 # - prometheus-adapter: `app.kubernetes.io/name: prometheus-adapter`, secure port 6443
 #   (prometheus-community/helm-charts:charts/prometheus-adapter/templates/_helpers.tpl, values.yaml
-#   listenPort@prometheus-adapter-5.2.0);
+#   listenPort@prometheus-adapter-5.3.0);
 # - the operator: `app: kube-prometheus-stack-operator`, its admission webhook on container port
 #   10250 (templates/prometheus-operator/deployment.yaml, values.yaml prometheusOperator.tls.
 #   internalPort@kube-prometheus-stack-88.5.3).
@@ -291,6 +290,7 @@ class MonitoringArgs:
     api_server_cidr: str  # where the private API endpoint's interfaces live (the VPC)
     log_key_arn: pulumi.Input[str] | None = None  # the stack's CloudWatch Logs key (components/logs.py)
     log_key_ready: Sequence[pulumi.Resource] = ()  # its key policy (CloudWatch Logs may use the key)
+    efa_exporter_image: pulumi.Input[str] | None = None  # the image with efa_metrics.py (the gate's); None: no exporter
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -299,7 +299,9 @@ class Monitoring(pulumi.ComponentResource):
     Creates: the EBS CSI add-on (Pod Identity) and an encrypted gp3 StorageClass for Prometheus'
     volume; kube-prometheus-stack on the system nodes (persistent, scraping Volcano and the
     Training Operator too); the DCGM exporter on GPU nodes (tolerating every taint);
-    prometheus-adapter exposing `gpu_utilization` to HPAs; our Grafana dashboard as a ConfigMap;
+    prometheus-adapter exposing `gpu_utilization` to HPAs; with `efa_exporter_image`, the EFA
+    counters' DaemonSet, which runs a pod on every EFA node and none elsewhere (components/efa_exporter.py);
+    our Grafana dashboard as a ConfigMap;
     the CloudWatch Observability add-on (Pod Identity, its own DCGM exporter off: one exporter per
     GPU holds the profiling counters) with its log groups at the configured retention; the EKS
     node monitoring agent that node auto-repair acts on; Grafana's admin Secret with a generated
@@ -366,17 +368,20 @@ class Monitoring(pulumi.ComponentResource):
         release("prometheus", args.prometheus_stack, prometheus_stack_values(cfg), deps=[storage_class, admin_secret, *policies])
         release("dcgm-exporter", args.dcgm_exporter, {
             "nodeSelector": GPU_NODES,
-            # every taint, as a node-level daemon (NVIDIA/dcgm-exporter:deployment/values.yaml@4.4.1-4.6.0
+            # every taint, as a node-level daemon (NVIDIA/dcgm-exporter:deployment/values.yaml@4.5.3-4.8.2
             # `tolerations`, rendered by templates/daemonset.yaml)
             "tolerations": [EVERY_TAINT],
             "serviceMonitor": {"enabled": False},  # scraped through additionalScrapeConfigs
         })
         release("prometheus-adapter", args.prometheus_adapter, {  # retries until Prometheus answers
-            # `nodeSelector`, `tolerations` (charts/prometheus-adapter/values.yaml@prometheus-adapter-5.2.0)
+            # `nodeSelector`, `tolerations` (charts/prometheus-adapter/values.yaml@prometheus-adapter-5.3.0)
             **on_system,
             "prometheus": {"url": PROMETHEUS_URL.rsplit(":", 1)[0], "port": 9090},
             "rules": prometheus_adapter_rules(),
         })
+        if args.efa_exporter_image is not None:
+            KubernetesObject(f"{name}-efa-exporter", efa_exporter.daemonset(args.efa_exporter_image, NAMESPACE),
+                             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, namespace, *policies]))
         KubernetesObject(
             f"{name}-dashboard",
             {

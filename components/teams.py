@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 
@@ -66,6 +66,7 @@ class TeamsArgs:
     pools: Sequence[GpuPool] = ()                 # with `image`: the gang deadline for the teams' jobs
     image: pulumi.Input[str] | None = None        # the training image (it ships images/training/gang_deadline.py)
     public_load_balancers: bool = False  # the stack's higgsfield:publicLoadBalancers
+    api_service_ip: str = field(kw_only=True)  # the `kubernetes` Service's ClusterIP (StackConfig.api_service_ip)
 
 
 class Teams(pulumi.ComponentResource):
@@ -150,7 +151,9 @@ class Teams(pulumi.ComponentResource):
             # its people submit Kubeflow jobs through this Role (their access entry's group)
             obj("jobs-role", tenancy.job_submitter_role(team.name))
             obj("jobs-binding", tenancy.job_submitter_binding(team.name))
-            for netpol in tenancy.network_policies(team.name, monitoring_namespace=args.monitoring_namespace, api_server_cidr=args.api_server_cidr):
+            for netpol in tenancy.network_policies(team.name, monitoring_namespace=args.monitoring_namespace,
+                                                   api_server_cidr=args.api_server_cidr,
+                                                   api_service_ip=args.api_service_ip):
                 obj(f"netpol-{netpol['metadata']['name']}", netpol)
         if args.image is not None and args.pools and args.teams:
             # half-delivered gangs give back the nodes that arrived (components/gang_deadline.py)

@@ -177,7 +177,7 @@ def _takes_a_gpu_node(spec: str) -> str:
 
 def gpu_and_node_validations() -> list[dict]:
     """GPUs only through the device plugin, Volcano and the quota; no pod placed by hand or onto
-    the system nodes or a node before its health gate (issue #22, point 2)."""
+    the system nodes or a node before its health gate."""
     pods = _list(["Pod", *TEMPLATE_KINDS, "CronJob"])
     return [
         {
@@ -226,7 +226,7 @@ def gpu_and_node_validations() -> list[dict]:
 
 
 def container_hardening_validations() -> list[dict]:
-    """Every container, ephemeral ones included, without privilege escalation (issue #22, point 8)."""
+    """Every container, ephemeral ones included, without privilege escalation."""
     # the operator's container, as the operator created it (later updates of the pod keep it unchanged)
     operator_delivery = (f"(object.kind == 'Pod' && c.name == '{KUBECTL_DELIVERY}' && (request.userInfo.username == '{OPERATOR_USER}' "
                          "|| "
@@ -558,10 +558,17 @@ def _netpol(team: str, name: str, spec: dict) -> dict:
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": name, "namespace": team, "labels": {TEAM_LABEL: team}}, "spec": spec}
 
 
-def network_policies(team: str, *, monitoring_namespace: str, api_server_cidr: str) -> list[dict]:
+def network_policies(team: str, *, monitoring_namespace: str, api_server_cidr: str, api_service_ip: str) -> list[dict]:
     """Default deny in and out, then what jobs need: their own namespace (NCCL bootstrap, c10d
     rendezvous, MPI), DNS, the metrics scrape from the monitoring namespace, and the API server
-    for MPIJob launchers (kubectl exec into the workers). Lustre is not here: the file system is
+    for MPIJob launchers (kubectl exec into the workers), TCP 443 only: at the `kubernetes`
+    Service's address `api_service_ip`, which in-cluster clients dial, and in `api_server_cidr`
+    (the VPC), where the endpoint's interfaces behind that Service live. The VPC CNI's network
+    policy agent checks a pod's egress in an eBPF program on the host side of the pod's veth
+    (attachEgressBPFProbe: TCIngressAttach on the host veth, aws/aws-network-policy-agent:
+    pkg/ebpf/bpf_client.go@v1.4.1; the program matches the packet's ip->daddr against the policy's
+    CIDRs, pkg/ebpf/c/tc.v4egress.bpf.c, same ref), before kube-proxy's DNAT in the host's
+    netfilter: what it sees is the Service address, outside the VPC. Lustre is not here: the file system is
     mounted by the node's kernel (the CSI node plugin runs on the host network), so pod policies
     never see its traffic; EFA traffic bypasses the kernel and is limited by the EFA security group."""
     own = {"podSelector": {}}
@@ -577,6 +584,7 @@ def network_policies(team: str, *, monitoring_namespace: str, api_server_cidr: s
         _netpol(team, "allow-metrics-scrape", {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [ns(monitoring_namespace)]}]}),
         _netpol(team, "allow-launcher-to-api-server", {
             "podSelector": {"matchLabels": LAUNCHER}, "policyTypes": ["Egress"],
-            "egress": [{"to": [{"ipBlock": {"cidr": api_server_cidr}}], "ports": [{"protocol": "TCP", "port": 443}]}],
+            "egress": [{"to": [{"ipBlock": {"cidr": f"{api_service_ip}/32"}}, {"ipBlock": {"cidr": api_server_cidr}}],
+                        "ports": [{"protocol": "TCP", "port": 443}]}],
         }),
     ]

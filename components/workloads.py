@@ -21,7 +21,7 @@ rules and the scrape job they read. Pure data; components/observability.py insta
   higgsfield.io/workload=serving on their port named `http`.
 
 prometheus-adapter: `rules.custom` and `rules.external` of the chart (prometheus-community/
-helm-charts:charts/prometheus-adapter/values.yaml@prometheus-adapter-5.2.0; the external metrics
+helm-charts:charts/prometheus-adapter/values.yaml@prometheus-adapter-5.3.0; the external metrics
 APIService exists only when `rules.external` is set: templates/external-metrics-apiservice.yaml);
 an external rule with `resources: {namespaced: false}` ignores the HPA's namespace, since Volcano's
 series have none (kubernetes-sigs/prometheus-adapter:docs/externalmetrics.md@v0.12.0, the chart's

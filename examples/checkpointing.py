@@ -13,6 +13,8 @@ Layout on shared storage (FSx), one directory per job:
 
 `python checkpointing.py torchrun ...` is the rendered jobs' command (see `launch`): the kubelet's
 SIGTERM reaches the workers directly, so a final checkpoint may take longer than torchrun's 30 s.
+On EFA pools it first refuses a locked-memory limit NCCL cannot register memory under
+(locked_memory_problem).
 
 Every file lands by write-to-a-temporary-name + fsync + rename (POSIX rename is atomic within a
 directory, also on Lustre), so a reader sees a whole file or none; COMPLETE is renamed into place
@@ -23,10 +25,12 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -39,8 +43,26 @@ PREFIX = "step-"
 # What a rank exits with after its final checkpoint on SIGTERM: 128 + SIGTERM, the code of a
 # process ended by the signal. With restartPolicy ExitCode the Training Operator restarts codes
 # 128-255 and fails the job on 1-127 (kubeflow/trainer: pkg/apis/kubeflow.org/v1/common_types.go,
-# pkg/util/train/train_util.go IsRetryableExitCode@v1.9.4); with OnFailure any non-zero restarts.
+# pkg/util/train/train_util.go IsRetryableExitCode@v1.9.4); the rendered PyTorch jobs use ExitCode.
 EXIT_AFTER_SIGTERM = 128 + signal.SIGTERM
+# What a rank exits with when a collective failed because a peer went away (a lost node, a
+# drained peer's rank gone before the stop was agreed): torch.distributed raises DistError (C++
+# c10::DistError in c10/util/Exception.h and its DistBackendError, DistNetworkError,
+# DistStoreError) for NCCL, Gloo, network and store failures. Above 127, so ExitCode retries it;
+# ours, not the 128 + N of a signal.
+EXIT_PEER_LOST = 150
+# torchrun exits 1 whenever a worker fails, whatever the worker's code (its elastic agent raises
+# ChildFailedError). A worker that stops for a retryable reason writes its code here
+# (`report_exit`) and `launch` passes it on as the container's exit code, so the operator sees 143
+# or 150, not torchrun's 1.
+EXIT_DIR_ENV = "HIGGSFIELD_EXIT_DIR"
+# On EFA pools libfabric pins the memory NCCL registers, and the kernel counts it against
+# RLIMIT_MEMLOCK for a process without CAP_IPC_LOCK, as every team pod is. The platform gives every
+# container of an EFA node a limit (components/efa.py EFA_LOCKED_MEMORY_BYTES) and the rendered job
+# passes it as MIN_LOCKED_MEMORY_BYTES (infra/offline/pods.py); below it registration fails and NCCL
+# falls back to TCP sockets without an error, so the launcher refuses to start.
+# Exit code then: 1-127, which the Training Operator's ExitCode restart policy treats as permanent.
+EXIT_LOCKED_MEMORY = 3
 
 
 def step_dir(root: Path, step: int) -> Path:
@@ -296,16 +318,67 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def report_exit(code: int, environ: dict[str, str] | None = None) -> int:
+    """A worker's exit `code`, written to EXIT_DIR_ENV's directory (one file per local rank) when it
+    is a retry (>= 128) so that `launch` can pass it on; returns `code`."""
+    environ = dict(os.environ) if environ is None else environ
+    directory = environ.get(EXIT_DIR_ENV)
+    if code >= 128 and directory:
+        write_atomically(Path(directory) / f"rank-{environ.get('LOCAL_RANK', '0')}", str(code).encode())
+    return code
+
+
+def pod_exit_code(launcher: int, signalled: bool, reported: list[int]) -> int:
+    """The container's exit code from torchrun's code, whether this pod got SIGTERM, and the codes
+    its workers reported: a stop or a lost peer is a retry (>= 128: 143 or 150) for the operator's
+    ExitCode policy; anything else (a bug's exit 1) stays below 128 and fails the job."""
+    if launcher == 0:
+        return 0
+    if signalled:
+        return EXIT_AFTER_SIGTERM
+    retries = [code for code in reported if code >= 128]
+    return max(retries) if retries else launcher
+
+
+def reported_exits(directory: Path) -> list[int]:
+    """The codes the workers wrote with `report_exit`."""
+    codes = []
+    for path in sorted(directory.glob("rank-*")) if directory.is_dir() else []:
+        text = path.read_text().strip()
+        if text.isdigit():
+            codes.append(int(text))
+    return codes
+
+
+def locked_memory_problem(environ: dict[str, str] | os._Environ, limit: tuple[int, int] | None = None) -> str | None:
+    """One line saying why NCCL over EFA cannot register memory here, or None: only where the job
+    asks (MIN_LOCKED_MEMORY_BYTES), when the soft RLIMIT_MEMLOCK (`limit`, else this process's) is
+    finite and below it."""
+    wanted = int(environ.get("MIN_LOCKED_MEMORY_BYTES") or 0)
+    if not wanted:
+        return None
+    soft, _ = limit if limit is not None else resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return None
+    return (f"locked-memory limit (RLIMIT_MEMLOCK) is {soft} bytes, below the {wanted} the platform gives containers "
+            "on EFA nodes: libfabric could not register memory and NCCL would fall back to TCP sockets; the node lacks "
+            "the containerd baseRuntimeSpec rlimits of its NodeConfig (components/efa.py node_user_data)")
+
+
 def launch(argv: list[str], poll_s: float = 0.2) -> int:
     """Run the launcher `argv` (torchrun) as a child and, on SIGTERM, signal its workers instead
     of it: torchrun answers a SIGTERM by signalling the workers and killing them 30 s later
     (a fixed timeout until `--shutdown-timeout`, pytorch/pytorch#172596, 2026, newer than the
     image's PyTorch), which cuts a large model's final checkpoint short. The workers flush within
     the pod's grace period; once they are gone, torchrun gets the SIGTERM too (so an elastic agent
-    does not restart them on a node that is going away). Returns torchrun's exit code."""
-    child = subprocess.Popen(argv)
+    does not restart them on a node that is going away). Returns the pod's exit code
+    (`pod_exit_code`): a retry after a stop or a lost peer, torchrun's own code otherwise."""
+    exits = Path(tempfile.mkdtemp(prefix="higgsfield-exit-"))
+    child = subprocess.Popen(argv, env={**os.environ, EXIT_DIR_ENV: str(exits)})
+    signalled = threading.Event()
 
     def forward(signum, frame) -> None:
+        signalled.set()
         workers = children_of(child.pid)
         for pid in workers:
             try:
@@ -322,8 +395,15 @@ def launch(argv: list[str], poll_s: float = 0.2) -> int:
         threading.Thread(target=then_launcher, daemon=True).start()
 
     signal.signal(signal.SIGTERM, forward)
-    return child.wait()
+    code = child.wait()
+    try:
+        return pod_exit_code(code, signalled.is_set(), reported_exits(exits))
+    finally:
+        shutil.rmtree(exits, ignore_errors=True)
 
 
 if __name__ == "__main__":
+    if problem := locked_memory_problem(os.environ):  # before torchrun, and so before NCCL starts
+        print(f"checkpointing.py: {problem}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_LOCKED_MEMORY)
     sys.exit(launch(sys.argv[1:]))

@@ -12,6 +12,8 @@ checkpoint settings (examples/checkpointing.py `settings`):
   FSx with the COMPLETE marker, keeping CHECKPOINT_KEEP_LAST;
 - on SIGTERM (drain, Capacity Block end, preemption) the ranks agree to stop, save once more,
   wait up to CHECKPOINT_FLUSH_SECONDS for the copy, and exit 143 so the job restarts and resumes;
+- a collective that fails because a peer went away (a lost node) exits 150, also a restart;
+  both reach the pod's exit code through checkpointing.py's launcher (restartPolicy ExitCode);
 - on a Capacity Block pool, CHECKPOINT_NOTICE_AT asks for a checkpoint ahead of the drain;
 - CHECKPOINT_EVERY_STEPS=0 turns checkpoints off (no save, no resume): what `jobs render` sets for
   a multi-node job on a stack without shared storage, where no checkpoint could ever be complete.
@@ -29,7 +31,15 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # checkpointing.py ships next to this file
-from checkpointing import EXIT_AFTER_SIGTERM, BackgroundPublisher, CheckpointStore, StopRequest, settings  # noqa: E402
+from checkpointing import (  # noqa: E402
+    EXIT_AFTER_SIGTERM,
+    EXIT_PEER_LOST,
+    BackgroundPublisher,
+    CheckpointStore,
+    StopRequest,
+    report_exit,
+    settings,
+)
 
 
 def main() -> int:
@@ -124,5 +134,16 @@ def main() -> int:
     return 0
 
 
+def run() -> int:
+    """`main`, with a lost peer (a collective that fails: torch.distributed.DistError) as a retry:
+    the job starts again (from its newest complete checkpoint, if any) instead of failing."""
+    try:
+        return report_exit(main())
+    except dist.DistError as error:
+        print(f"a peer was lost ({type(error).__name__}: {error}); exiting {EXIT_PEER_LOST} so the job restarts",
+              flush=True)
+        return report_exit(EXIT_PEER_LOST)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -64,7 +64,8 @@ def build(cfg: StackConfig) -> None:
     ]
     if cfg.karpenter_pools:
         Karpenter("karpenter", KarpenterArgs(
-            cluster_name=name, region=region, chart=versions.KARPENTER, pools=cfg.karpenter_pools,
+            cluster_name=name, region=region, chart=versions.KARPENTER, crd_chart=versions.KARPENTER_CRD,
+            pools=cfg.karpenter_pools,
             vpc_id=network.vpc_id, node_role_arn=node_role.arn,
             subnet_ids={zone: subnet.id for zone, subnet in network.private_subnets.items()},
             security_group_ids=[cluster.node_security_group_id], provider=cluster.provider,
@@ -99,7 +100,7 @@ def build(cfg: StackConfig) -> None:
     teams = Teams("teams", TeamsArgs(
         teams=sched.teams, priority_classes=sched.priority_classes, kubernetes_version=cfg.kubernetes_version,
         monitoring_namespace=MONITORING_NAMESPACE, api_server_cidr=cfg.vpc_cidr, **platform, pools=cfg.gpu_pools,
-        image=training_image, public_load_balancers=cfg.public_load_balancers))
+        image=training_image, public_load_balancers=cfg.public_load_balancers, api_service_ip=cfg.api_service_ip))
     if cfg.fsx.enabled:
         fsx_subnet = network.private_subnets[cfg.fsx.availability_zone]
         LustreFileSystem("lustre", LustreArgs(
@@ -115,7 +116,8 @@ def build(cfg: StackConfig) -> None:
         Monitoring("monitoring", MonitoringArgs(
             cluster_name=name, settings=cfg.observability, prometheus_stack=versions.KUBE_PROMETHEUS_STACK,
             dcgm_exporter=versions.DCGM_EXPORTER, prometheus_adapter=versions.PROMETHEUS_ADAPTER, addons=addons,
-            **platform, **log_key, tags=tags, api_server_cidr=cfg.vpc_cidr))
+            **platform, **log_key, tags=tags, api_server_cidr=cfg.vpc_cidr,
+            efa_exporter_image=cfg.health_gate_image or image.source_image))
 
     # 7. Delivery: CI's preview/deploy/image roles, their access entries, CodeBuild runners in the VPC
     if cfg.delivery:

@@ -381,7 +381,7 @@ _MIN_SIZE = PolicyConfigSchema(properties={"exceptions": {"type": "object", "add
 
 
 def _held_reservation(group: Any, resources: Iterable[Any]) -> bool:
-    """A pool held warm at its reserved count (DESIGN.md decision 16, components/gpu_pools.py
+    """A pool held warm at its reserved count (docs/design/reserved-capacity.md, components/gpu_pools.py
     scaling): min = desired = max, on a launch template that targets a capacity reservation - it
     is billed whether its instances run or not, so running them costs nothing more."""
     sizes = [get(group.props, "scalingConfig", k) for k in ("minSize", "desiredSize", "maxSize")]
@@ -518,7 +518,7 @@ def prod_data_protected(args: StackValidationArgs, report: ReportViolation) -> N
                    "data).", r.urn)
 
 
-# --- tenancy and hardening (issue #14): admin policies, world-open ingress, logs ------------------
+# --- tenancy and hardening: admin policies, world-open ingress, logs ------------------
 
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"

@@ -12,6 +12,9 @@
   peer's IP) and the port (no `ports`: every port). Checked case by case against IBM's
   network-config-analyzer 2.1.0 (`nca --forbids`), which is not a dev dependency: it pins
   networkx==3.2.1, below mermaid-parser-py's >=3.5.
+- `egress_allowed`: the same rules for Egress policies, with the destination as the VPC CNI's
+  policy agent sees it: the address the pod dialled, before kube-proxy translates a Service's
+  ClusterIP (components/tenancy.py network_policies cites the agent's hook).
 """
 
 from __future__ import annotations
@@ -106,4 +109,22 @@ def ingress_allowed(policies: Iterable[Mapping], source: Endpoint, target: Endpo
         any(_peer_matches(peer, p["metadata"]["namespace"], source) for peer in rule.get("from") or [{"namespaceSelector": {}}])
         and _port_matches(rule.get("ports"), port, protocol)
         for p in selecting for rule in p["spec"].get("ingress") or []
+    )
+
+
+def egress_allowed(policies: Iterable[Mapping], source: Endpoint, destination: Endpoint, port: int,
+                   protocol: str = "TCP") -> bool:
+    selecting = [
+        p for p in policies
+        if p["metadata"]["namespace"] == source.namespace
+        and "Egress" in p["spec"].get("policyTypes", [])
+        and _selects(p["spec"].get("podSelector"), source.labels)
+    ]
+    if not selecting:
+        return True
+    return any(
+        any(_peer_matches(peer, p["metadata"]["namespace"], destination)
+            for peer in rule.get("to") or [{"namespaceSelector": {}}])
+        and _port_matches(rule.get("ports"), port, protocol)
+        for p in selecting for rule in p["spec"].get("egress") or []
     )

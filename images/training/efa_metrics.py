@@ -1,4 +1,6 @@
-"""EFA traffic counters of a node, in the Prometheus text format (the health gate serves them).
+"""EFA traffic counters of a node, in the Prometheus text format, served by the `efa-exporter`
+DaemonSet on every EFA node (components/efa_exporter.py: `python efa_metrics.py`, the node's sysfs
+at EFA_SYSFS, the port at EFA_METRICS_PORT).
 
 EFA devices have no IB port counters: the `counters/` directory (port_xmit_data, port_rcv_data) that
 node-exporter's infiniband collector turns into node_infiniband_port_data_*_bytes_total is created
@@ -12,11 +14,13 @@ node-exporter AWS publishes in its samples (aws-samples/awsome-distributed-train
 exports them under that exporter's names, `node_amazonefa_<counter>{device, port}`
 (amazon_efa_linux.go, same ref: subsystem "amazonefa", labels device and port; its README shows
 `node_amazonefa_tx_pkts{device="rdmap113s0",port="1"}`), as counters.
-Standard library only.
+node_exporter has no EFA collector of its own at the version the monitoring stack pins
+(components/efa_exporter.py cites it). Standard library only.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -40,7 +44,7 @@ COUNTERS = {
     "impaired_remote_conn_events": "Number of EFA SRD connections that entered an impaired state",
     "unresponsive_remote_events": "Number of times an SRD connection's remote was unresponsive",
 }
-PORT = 9810  # ours: the gate pod's own network namespace, named "metrics" in its DaemonSet
+PORT = 9810  # ours: the exporter pod's own network namespace, named "metrics" in its DaemonSet
 
 
 def _escape(value: str) -> str:
@@ -92,7 +96,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, *args) -> None:  # scrapes every 30 s: keep the gate's log for the gate
+    def log_message(self, *args) -> None:  # a scrape every 30 s is not worth a log line
         pass
 
 
@@ -102,3 +106,14 @@ def serve(port: int = PORT, sysfs: Path = SYSFS) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("", port), handler)
     threading.Thread(target=server.serve_forever, daemon=True, name="efa-metrics").start()
     return server
+
+
+def main(environ: dict[str, str] | os._Environ = os.environ) -> None:
+    """Serve until the pod stops: the port EFA_METRICS_PORT, the sysfs EFA_SYSFS (the host's,
+    mounted read-only), defaults PORT and SYSFS."""
+    serve(int(environ.get("EFA_METRICS_PORT", PORT)), Path(environ.get("EFA_SYSFS", str(SYSFS))))
+    threading.Event().wait()  # the server's thread is a daemon: this one keeps the process
+
+
+if __name__ == "__main__":
+    main()

@@ -1,4 +1,4 @@
-"""Gives back the nodes of a gang that cannot be whole (issue #25, docs/capacity.md).
+"""Gives back the nodes of a gang that cannot be whole (docs/capacity.md).
 
 When EC2 delivers 10 of the 16 nodes a gang asked for, Volcano binds none of its pods (gang) and the
 10 wait, idle. The Cluster Autoscaler does not remove them: before it looks for unneeded nodes it

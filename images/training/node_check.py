@@ -3,7 +3,9 @@ across nodes as a PyTorchJob). Standard library only, plus PyTorch for the GPU m
 
 On a node it: lists the GPUs (count, model, driver) and compares them with what the pool
 promises; runs a bf16 matmul burn and a device-memory copy and reports the fraction of the GPU's
-peak; counts the EFA devices and asks libfabric for its efa provider; writes and reads a file on the
+peak; counts the EFA devices, asks libfabric for its efa provider and, on EFA pools, checks that
+containers get the locked-memory limit NCCL registers memory under (MIN_LOCKED_MEMORY_BYTES: the
+gate runs privileged, but reads the same RLIMIT_MEMLOCK as a job's non-root pod); writes and reads a file on the
 Lustre mount; prints the report (a table, then one JSON line) and exits non-zero when unhealthy.
 The health gate (health_gate.py) acts on the report: it labels and untaints the node. Expectations and
 thresholds come from the environment (the rendered Job sets them from the stack config).
@@ -15,6 +17,7 @@ import glob
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -56,6 +59,7 @@ class Expectations:
     ofi_plugin_version: str | None = None
     driver_version: str | None = None    # exactly this driver: the pool's pinned AMI release ships it
     pool_drivers: dict[str, list[str]] = field(default_factory=dict)  # driver -> healthy nodes of the pool on the same AMI
+    min_locked_memory: int = 0           # EFA pools: the RLIMIT_MEMLOCK every container of the node gets (components/efa.py)
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> Expectations:
@@ -73,6 +77,7 @@ class Expectations:
             ofi_plugin_version=env.get("EXPECTED_OFI_NCCL_VERSION") or None,
             driver_version=env.get("EXPECTED_DRIVER_VERSION") or None,
             pool_drivers=json.loads(env.get("POOL_DRIVERS") or "{}"),
+            min_locked_memory=int(env.get("MIN_LOCKED_MEMORY_BYTES") or "0"),
         )
 
 
@@ -255,7 +260,7 @@ def memory_gb_s(torch, device, megabytes: int = 2048, iterations: int = 20) -> f
 
 def evaluate(node: str, gpus: list[Gpu], expected: Expectations, *, tflops: list[float] | None = None,
              memory: list[float] | None = None, efa: int | None = None, lustre: tuple[float, float] | None = None,
-             efa_endpoints: int | None = None) -> Report:
+             efa_endpoints: int | None = None, locked_memory: int | None = None) -> Report:
     report = Report(node)
     report.add("GPU count", len(gpus), str(expected.gpus), len(gpus) == expected.gpus)
     models = sorted({model_of(g.name) or g.name for g in gpus})
@@ -272,6 +277,10 @@ def evaluate(node: str, gpus: list[Gpu], expected: Expectations, *, tflops: list
         report.add("EFA devices", efa, str(expected.efa_devices), efa == expected.efa_devices)
     if efa_endpoints is not None:
         report.add("libfabric efa provider", f"{efa_endpoints} endpoints", ">= 1", efa_endpoints >= 1)
+    if locked_memory is not None:  # this container's soft RLIMIT_MEMLOCK, which every container of the node gets
+        unlimited = locked_memory == resource.RLIM_INFINITY
+        report.add("locked memory", "unlimited" if unlimited else f"{locked_memory} bytes", f">= {expected.min_locked_memory} bytes",
+                   unlimited or locked_memory >= expected.min_locked_memory)
     if lustre is not None:
         slower = min(lustre)
         report.add("Lustre write/read", f"{lustre[0]:.0f}/{lustre[1]:.0f} MB/s", f">= {expected.min_lustre_mb_s:.0f} MB/s", slower >= expected.min_lustre_mb_s)
@@ -328,7 +337,8 @@ def check_node(env: dict[str, str]) -> Report:
     lustre = lustre_mb_s(Path(expected.lustre_path)) if expected.lustre_path else None
     return evaluate(node, gpus, expected, tflops=tflops if tflops is not None else [], memory=memory if memory is not None else [],
                     efa=efa_devices() if expected.efa_devices else None, lustre=lustre,
-                    efa_endpoints=efa_provider_endpoints(fi_info_efa()) if expected.efa_devices else None)
+                    efa_endpoints=efa_provider_endpoints(fi_info_efa()) if expected.efa_devices else None,
+                    locked_memory=resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] if expected.min_locked_memory else None)
 
 
 def check_allreduce(env: dict[str, str], megabytes: int = 1024, iterations: int = 20) -> Report:

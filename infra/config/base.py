@@ -55,7 +55,7 @@ def derived(description: str, **kwargs: Any) -> Any:
     return Field(None, description=description, **kwargs)
 
 
-# --- bounds (issue #23): every value a stack file can hold has a size ---------------------------
+# --- bounds: every value a stack file can hold has a size ---------------------------
 # Text, lists and maps carry their bound on the model (maxLength / maxItems / maxProperties in the
 # JSON Schema, checked by pydantic before any pattern or validator runs, so every later check is
 # over a bounded value); the nesting depth is the models' own (unknown keys are refused) and the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -29,6 +30,30 @@ from infra.config.base import (
 from infra.config.errors import Problems
 from infra.config.gpu_pools import EKS_MAX_INSTANCE_TYPES, Duration, _catalog
 from infra.config.limits import MAX_PUBLIC_CIDRS, public_cidr
+
+# The cluster's Service range. The program leaves EKS's kubernetesNetworkConfig.serviceIpv4Cidr
+# unset: "You can only specify a custom CIDR block when you create a cluster" (EKS API,
+# KubernetesNetworkConfigRequest), so setting it on a running cluster would replace the cluster
+# (infra/offline/diff.py refuses that). Unset, EKS "assigns addresses from either the 10.100.0.0/16 or
+# 172.20.0.0/16 CIDR blocks": 172.20.0.0/16 when a VPC IPv4 CIDR block lies in 10.0.0.0/8, else
+# 10.100.0.0/16 - the rule the EKS AMI used to find the cluster DNS address without the range
+# (TEN_RANGE in awslabs/amazon-eks-ami:templates/al2/runtime/bootstrap.sh@v20260304).
+EKS_SERVICE_CIDR_IN_TEN = "172.20.0.0/16"
+EKS_SERVICE_CIDR_ELSEWHERE = "10.100.0.0/16"
+
+
+def eks_service_cidr(vpc_cidr: str) -> str:
+    """The Service range EKS gives a cluster created without one, in a VPC of `vpc_cidr`."""
+    in_ten = ipaddress.IPv4Network(vpc_cidr).subnet_of(ipaddress.IPv4Network("10.0.0.0/8"))
+    return EKS_SERVICE_CIDR_IN_TEN if in_ten else EKS_SERVICE_CIDR_ELSEWHERE
+
+
+def api_service_ip(vpc_cidr: str) -> str:
+    """The ClusterIP of the `kubernetes` Service (default namespace), which in-cluster clients
+    (KUBERNETES_SERVICE_HOST) dial: the first address of the Service range (ServiceIPRange,
+    `GetIndexedIP(&serviceClusterIPRange, 1)`, kubernetes/kubernetes:pkg/controlplane/services.go@
+    9f0f14952c51e7a5622eac05c541ba20b5821627)."""
+    return str(ipaddress.IPv4Network(eks_service_cidr(vpc_cidr)).network_address + 1)
 
 
 class Endpoint(Setting):

@@ -1,4 +1,4 @@
-"""What AWS and Kubernetes refuse, refused here first (issue #23): tags, bucket names, principals,
+"""What AWS and Kubernetes refuse, refused here first: tags, bucket names, principals,
 endpoint CIDRs, node labels and taints. Each rule cites where AWS or Kubernetes states it.
 
 These are plain functions over values (raising ValueError with the message), used as pydantic
@@ -201,7 +201,7 @@ PLATFORM_LABELS = ("nvidia.com/gpu.present", "vpc.amazonaws.com/efa.present", "k
 # utils/taints/taints.go@cluster-autoscaler-1.35.0), so scale-from-zero plans ignore it. At most 63
 # characters: EKS refuses a node group taint key of more ("Length Constraints: Minimum length of 1.
 # Maximum length of 63", docs.aws.amazon.com/eks/latest/APIReference/API_Taint.html; botocore's
-# eks/2017-11-01 shape taintKey) -- the key was ...kubernetes.io/higgsfield-health, 64 (issue #23).
+# eks/2017-11-01 shape taintKey); this one is 62.
 # The GPU taint, the health gate's startup taint and the system nodes' taint
 # (higgsfield.io/system), by key: a pool's own taint with one of these keys, any value or effect,
 # would replace or shadow the platform's.

@@ -135,9 +135,8 @@ PROVIDER_KEYS = SECRET_ONLY_KEYS
 UNKNOWN_SECRET = "[secret: encrypted in the stack file, unknown offline]"
 _SECRET_NAME = re.compile(r"(secret|passw(or)?d|token|credential|private.?key|api.?key|access.?key)", re.I)
 # Each pattern is searched in time linear in the value's length: no lookahead or nested repetition
-# that rescans the rest of the value from every position. (The AWS secret key's pattern was three
-# lookaheads `(?=[A-Za-z0-9/+]*[0-9])...` searched at every position: quadratic, tens of seconds
-# on a 1 MB value, issue #23.) A secret access key is recognised only as a whole value
+# that rescans the rest of the value from every position (lookaheads searched at every position
+# are quadratic: tens of seconds on a 1 MB value). A secret access key is recognised only as a whole value
 # (`_aws_secret_key`), the others anywhere in one.
 _SECRET_VALUES = (
     (re.compile(r"(AKIA|ASIA)[0-9A-Z]{16}"), "an AWS access key id"),

@@ -1,5 +1,5 @@
-"""Names the program derives from settings, checked for collisions before anything is created
-(issue #23). Two teams, datasets or pools whose derived names are equal would be a duplicate URN
+"""Names the program derives from settings, checked for collisions before anything is created.
+Two teams, datasets or pools whose derived names are equal would be a duplicate URN
 (Pulumi stops the deploy midway: "Duplicate resource URN") or two objects with one name (the
 second overwrites the first, or the API server refuses it); two access entries for one principal
 are refused by EKS ("An IAM principal can't be included in more than one access entry",

@@ -19,9 +19,8 @@ _MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for 
 
 
 # Volcano's scheduler creates the queues `root` and `default` itself at start (default: reclaimable,
-# jobs naming no queue land there): volcano-sh/volcano:pkg/scheduler/cache/cache.go@v1.15.1
-# newDefaultAndRootQueue. The Volcano component manages `default` (never reclaimable, no GPUs); a
-# configured queue may not take either name.
+# jobs naming no queue land there; components/cluster_created.py cites the code). The Volcano
+# component manages `default` (never reclaimable, no GPUs); a configured queue may not take either name.
 VOLCANO_QUEUES = ("root", "default")
 
 
@@ -44,7 +43,7 @@ class Queue(Setting):
         return name
 
 
-# The three classes of work (DESIGN.md decision 18, docs/workload-classes.md). What each may take
+# The three classes of work (docs/design/workload-classes.md). What each may take
 # from the others is proven by `higgsfield check` from the rendered scheduler configuration
 # (infra/offline/preemption.py): only `serving` preempts, and only what lies above a training gang's
 # minimum or an evaluation pod; `training` and `evaluation` never preempt.
@@ -96,7 +95,7 @@ RESERVED_NAMESPACE_PREFIXES = ("kube-", "higgsfield-", "volcano-", "aws-", "amaz
 TEAM_UID_MIN, TEAM_UID_MAX = 1000, 2_147_483_647
 # A team's CPU and memory quota (a ResourceQuota, checked pod by pod) must never refuse a pod of a
 # gang the team's queue has admitted: that is part of a gang, for which the autoscaler would buy
-# nodes (DESIGN.md decision 15; components/demand.py). Its queue admits whole gangs up to its
+# nodes (docs/design/autoscaler-demand.md). Its queue admits whole gangs up to its
 # capability, whose host dimensions are the team's GPUs x the largest GPU node AWS sells
 # (components/demand.py queue_resources: vCPUs and MiB of that node). So the quota is at least that
 # floor, and by default the floor plus room for CPU-only work (data preparation, evaluation) -

@@ -25,7 +25,7 @@ from infra.core.internet import MAX_INTERNET_SHARE, internet_share  # the policy
 from infra.core.names import cluster_name
 from infra.config.base import DNS_LABEL, NAMESPACE, Bool, Cidr, Setting, Str, items, matching
 from infra.config.checkpoints import Checkpoints
-from infra.config.cluster import Autoscaler, Endpoint, NodeSizes
+from infra.config.cluster import Autoscaler, Endpoint, NodeSizes, api_service_ip
 from infra.config.delivery import Delivery
 from infra.config.errors import Problems, _duplicates, _suggest
 from infra.config.gpu_pools import CAPACITY_BLOCK_END_MARGIN_S, GpuPool, seconds_of
@@ -39,7 +39,7 @@ from infra.config.storage import Fsx
 NOT_AN_IMAGE = "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)"
 IMAGE_REFERENCE = (r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+"  # registry[:port]/path
                    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")  # :tag or @digest
-# Images known to lack the EFA provider and aws-ofi-nccl (the stock PyTorch images, issue #11).
+# Images known to lack the EFA provider and aws-ofi-nccl (the stock PyTorch images).
 NOT_EFA_READY = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "index.docker.io/pytorch/pytorch")
 _ADMIN_ARN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$"
 TagKey = Annotated[str, Strict(), Field(max_length=TAG_KEY_LENGTH), AfterValidator(tag_key)]
@@ -369,6 +369,11 @@ class StackConfig(Setting):
     def total_gpus(self) -> int:
         """The most GPUs the pools can ever provide: every pool at maxSize."""
         return sum(p.max_size * p.gpus_per_node for p in self.gpu_pools)
+
+    @property
+    def api_service_ip(self) -> str:
+        """The `kubernetes` Service's ClusterIP in this stack's cluster (infra/config/cluster.py)."""
+        return api_service_ip(self.vpc_cidr)
 
     @property
     def production(self) -> bool:

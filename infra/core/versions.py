@@ -14,7 +14,7 @@ Changing a value here is a reviewed, visible change in `higgsfield plan` / `pulu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -67,11 +67,17 @@ class KubernetesRange:
 # EKS standard support: 14 months, then 12 months extended (docs.aws.amazon.com/eks/latest/
 # userguide/kubernetes-versions.html). 1.35 GA on EKS 2026-01-28 (endoflife.date/amazon-eks,
 # checked 2026-12-02). 1.32 is in extended support until 2027-03; it is accepted so that an
-# existing cluster can be upgraded in place, never offered as a default.
+# existing cluster can be upgraded in place, never offered as a default. 1.34 (GA on EKS 2025-10-02)
+# left standard support on 2026-12-02.
 KUBERNETES_DEFAULT = "1.35"
 KUBERNETES_SUPPORTED = ("1.32", "1.33", "1.34", "1.35")
-# Past 14 months of standard support on 2026-12-02 (extended support is billed at a higher rate).
-EKS_EXTENDED_SUPPORT = ("1.32", "1.33")
+# End of standard support: GA on EKS plus 14 months (the user guide's release calendar; GA 1.32
+# 2025-01-23, 1.33 2025-05-29, 1.34 2025-10-02, 1.35 2026-01-28). A minor whose standard support
+# ended by EKS_SUPPORT_AS_OF is in extended support (billed at a higher rate); a test keeps the
+# tuple equal to the calendar at that date, so moving the date moves the tuple.
+EKS_STANDARD_SUPPORT_END = {"1.32": "2026-03-23", "1.33": "2026-07-29", "1.34": "2026-12-02", "1.35": "2027-03-28"}
+EKS_SUPPORT_AS_OF = "2026-12-04"
+EKS_EXTENDED_SUPPORT = ("1.32", "1.33", "1.34")
 
 
 # --- EKS managed add-ons -----------------------------------------------------------------
@@ -150,7 +156,8 @@ CUDA_MIN_DRIVER_BRANCH = {
 @dataclass(frozen=True)
 class Chart:
     """A Helm chart pinned to an exact version, from its official repository, with the
-    Kubernetes range the component supports (None: the chart is not tied to a range)."""
+    Kubernetes range the component supports (None: the chart is not tied to a range).
+    `{version}` in the source and the range's texts is the chart's version: the pin is written once."""
 
     name: str
     version: str
@@ -158,14 +165,28 @@ class Chart:
     source: Source
     kubernetes: KubernetesRange | None = None
 
+    def __post_init__(self) -> None:
+        def own(text: str) -> str:
+            return text.replace("{version}", self.version)
+
+        source = replace(self.source, where=own(self.source.where), check=own(self.source.check))
+        object.__setattr__(self, "source", source)
+        if self.kubernetes:
+            object.__setattr__(self, "kubernetes", replace(self.kubernetes, component=own(self.kubernetes.component),
+                                                           source=own(self.kubernetes.source)))
+
 
 # Cluster Autoscaler chart 9.59.0 (appVersion 1.35.0; the newest chart at kubernetes/autoscaler
-# 2026-08-22). The image is set per Kubernetes minor below: the autoscaler's README asks for the
-# autoscaler minor that matches the control plane ("Releases" table, kubernetes/autoscaler:
-# cluster-autoscaler/README.md@cluster-autoscaler-1.35.2).
+# 2026-08-22). The image is set per Kubernetes minor below: the autoscaler's versions "match
+# Kubernetes minor releases exactly", and a cluster should run "the latest Cluster Autoscaler release
+# that corresponds to the minor version of Kubernetes" (the prose of "Releases", kubernetes/autoscaler:
+# cluster-autoscaler/README.md@cluster-autoscaler-1.35.2). Its table stops at 1.34.x (chart 9.51.0+),
+# even at cluster-autoscaler-1.36.1 and on master: 1.35's pairing rests on the prose and on
+# version/version.go, not on that table.
 CLUSTER_AUTOSCALER = Chart(
     "cluster-autoscaler", "9.59.0", "https://kubernetes.github.io/autoscaler",
-    verified("kubernetes/autoscaler:cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml@cluster-autoscaler-chart-9.59.0"),
+    verified("kubernetes/autoscaler:cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml"
+             "@cluster-autoscaler-chart-{version}"),
 )
 # The latest patch of each minor: the newest cluster-autoscaler-1.MINOR.PATCH tags of
 # kubernetes/autoscaler (mirror of 2026-08-22); version/version.go at each tag says the same
@@ -176,7 +197,7 @@ CLUSTER_AUTOSCALER_IMAGE_SOURCE = "kubernetes/autoscaler:cluster-autoscaler/vers
 
 # NVIDIA device plugin with GPU feature discovery (driver/CUDA labels). kubeVersion ">= 1.10.0-0"
 # and "Kubernetes version >= 1.10" (device plugin API v1beta1), no upper bound published.
-# 0.19.3, not 0.19.0 (gate21): 0.19.0 turned MOFED, GDRCopy and GDS on by default (#1550), so every
+# 0.19.3, not 0.19.0: 0.19.0 turned MOFED, GDRCopy and GDS on by default (#1550), so every
 # GPU pod got every /dev/infiniband/uverbs* - all EFA devices, whatever it asked the EFA plugin for
 # (NVIDIA/k8s-device-plugin#1692); 0.19.3 reverts the defaults (commit 2ffedc34b, #1837:
 # cmd/nvidia-device-plugin/main.go@v0.19.3, the mofed-enabled/gdrcopy-enabled/gds-enabled flags
@@ -187,8 +208,10 @@ CLUSTER_AUTOSCALER_IMAGE_SOURCE = "kubernetes/autoscaler:cluster-autoscaler/vers
 # templates/daemonset-device-plugin.yml when a bool) are set false there as well.
 NVIDIA_DEVICE_PLUGIN = Chart(
     "nvidia-device-plugin", "0.19.3", "https://nvidia.github.io/k8s-device-plugin",
-    verified("NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v0.19.3"),
-    KubernetesRange("NVIDIA device plugin 0.19.3", "1.10", None, "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v0.19.3 (kubeVersion)"),
+    verified("NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v{version}"),
+    KubernetesRange("NVIDIA device plugin {version}", "1.10", None,
+                    "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v{version}"
+                    " (kubeVersion)"),
 )
 # EKS EFA device plugin chart v0.5.30 = image v0.5.20 (appVersion and values.yaml image.tag),
 # published in the chart index (aws/eks-charts:index.yaml@c7f9ea56, gh-pages). The chart states
@@ -222,11 +245,12 @@ LUSTRE_VERSION = "2.15"
 # observability.py SCRAPE_TARGETS (templates/scheduler.yaml, controllers.yaml@v1.15.1).
 VOLCANO = Chart(
     "volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts",
-    verified("volcano-sh/volcano:installer/helm/chart/volcano/Chart.yaml@v1.15.1"),
-    KubernetesRange("Volcano 1.15.1", "1.23", "1.35", "volcano-sh/volcano:README.md@v1.15.1 (Kubernetes compatibility)"),
+    verified("volcano-sh/volcano:installer/helm/chart/volcano/Chart.yaml@v{version}"),
+    KubernetesRange("Volcano {version}", "1.23", "1.35",
+                    "volcano-sh/volcano:README.md@v{version} (Kubernetes compatibility)"),
 )
 
-# Kubeflow Training Operator v1 (DESIGN.md decision 4): the upstream standalone overlay at this
+# Kubeflow Training Operator v1 (docs/design/training-operator.md): the upstream standalone overlay at this
 # ref, through components/kustomize/training-operator/kustomization.yaml (a test checks that file
 # names this ref). The repository is kubeflow/trainer (renamed from kubeflow/training-operator; the
 # v1.9.4 tag lives there). Flags --gang-scheduler-name, --leader-elect and --metrics-bind-address
@@ -236,18 +260,19 @@ VOLCANO = Chart(
 TRAINING_OPERATOR_REF = "v1.9.4"
 TRAINING_OPERATOR_OVERLAY = "https://github.com/kubeflow/trainer.git//manifests/overlays/standalone"
 TRAINING_OPERATOR_KUBERNETES = KubernetesRange(
-    "Kubeflow Training Operator v1.9.4", "1.27", "1.35",
-    "kubeflow/trainer:README.md@v1.9.4 (Version Matrix; .github/workflows/integration-tests.yaml: kind 1.34, 1.35)",
+    f"Kubeflow Training Operator {TRAINING_OPERATOR_REF}", "1.27", "1.35",
+    f"kubeflow/trainer:README.md@{TRAINING_OPERATOR_REF} (Version Matrix; "
+    ".github/workflows/integration-tests.yaml: kind 1.34, 1.35)",
 )
 
 # metrics-server for the HPA the operator creates for elastic PyTorchJobs (chart 3.13.0 =
 # metrics-server 0.8.0).
 METRICS_SERVER = Chart(
     "metrics-server", "3.13.0", "https://kubernetes-sigs.github.io/metrics-server",
-    verified("kubernetes-sigs/metrics-server:charts/metrics-server/Chart.yaml@metrics-server-helm-chart-3.13.0"),
+    verified("kubernetes-sigs/metrics-server:charts/metrics-server/Chart.yaml@metrics-server-helm-chart-{version}"),
 )
 
-# (platform22) The Lustre layout runs on an EC2 layout client, not in a pod (components/storage.py
+# The Lustre layout runs on an EC2 layout client, not in a pod (components/storage.py
 # LAYOUT_CLIENT_*: root squash leaves it the only client whose root can chown); no image to pin.
 
 # --- the training image (images/training/Dockerfile, built by .github/workflows/image.yml) -----
@@ -270,6 +295,12 @@ class ImagePart:
 # stacks' cudaVersion 12.8 runs on the EKS AMI's driver 580, see CUDA_MIN_DRIVER_BRANCH). Pinned by
 # tag only: no upstream file here publishes its digest. Check with
 # `docker buildx imagetools inspect pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel` and pin the digest.
+# Held at 2.7.1 although PyPI has torch 2.15.0 (`pip index versions torch`, 2026-12-04): which CUDA
+# and Python the 2.15.0 images carry is in Docker Hub's tags, not readable here; a CUDA 13 image
+# moves the runtime to libcudart.so.13 in other wheels (the loader configuration and link check of
+# the image name nvidia.cuda_runtime and libcudart.so.12), CUDA 13.1 and later need driver 590 while
+# the EKS AMIs ship 580 (EKS_NVIDIA_DRIVER_BRANCH), and a new Python changes every cp3xx wheel the
+# image pins. The bump is a change of its own, built and run on a GPU node (docs/verified.md).
 TRAINING_BASE_IMAGE = ImagePart(
     "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel",
     unverified("hub.docker.com/r/pytorch/pytorch tags (tag only, digest unverified)",
@@ -278,10 +309,16 @@ TRAINING_BASE_IMAGE = ImagePart(
 # The NCCL the job uses is the one PyTorch's wheel ships (nvidia-nccl-cu12, 2.26.x for torch 2.7.1
 # cu128 - unverified here; the image build prints it, and the Dockerfile fails unless it is at
 # least AWS_OFI_NCCL_MIN_NCCL).
-# EFA user space (libfabric with the efa provider, rdma-core, Open MPI under /opt/amazon): the
-# anchors' pin (nccl-tests.Dockerfile@7217859f: EFA_INSTALLER_VERSION=1.47.0).
+# EFA user space (libfabric with the efa provider, rdma-core, Open MPI 4 in /opt/amazon/openmpi and
+# 5 in /opt/amazon/openmpi5, both by default since 1.30.0): 1.50.0, the installer the EC2 user guide
+# names as the latest stable (efa-start-nccl.html, step 5 "Install the EFA software", read in its
+# zh_cn copy, 2026-12-04; installer ChangeLog 1.50.0 - Aug 2026). The anchors still pin 1.47.0
+# (nccl-tests.Dockerfile@7217859f). 1.51.0 is named upstream of us but was not readable from here
+# (no page, repository or tarball listing it): check `curl -fsI https://efa-installer.amazonaws.com/
+# aws-efa-installer-1.51.0.tar.gz` and its ChangeLog before moving on.
 EFA_INSTALLER = ImagePart(
-    "1.47.0", verified("aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/nccl-tests.Dockerfile@7217859f"),
+    "1.50.0",
+    verified("docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start-nccl.html (1.50.0, latest stable)"),
 )
 # aws-ofi-nccl, built from its release tarball (aws/aws-ofi-nccl:INSTALL.md@v1.21.1 recommends the
 # tarball) with --enable-platform-aws into AWS_OFI_NCCL_PREFIX. "tested with NCCL v2.31.2-1 while
@@ -297,12 +334,14 @@ AWS_OFI_NCCL = ImagePart("1.21.1", verified("aws/aws-ofi-nccl:RELEASENOTES.md@v1
 AWS_OFI_NCCL_MIN_NCCL = (2, 17, 1)
 AWS_OFI_NCCL_HAS_TUNER = True
 AWS_OFI_NCCL_PREFIX = "/opt/aws-ofi-nccl"
-# nccl-tests: the anchors' pin (nccl-tests.Dockerfile@7217859f: NCCL_TESTS_VERSION=v2.17.9).
-NCCL_TESTS = ImagePart(
-    "v2.17.9", verified("aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/nccl-tests.Dockerfile@7217859f"),
-)
+# nccl-tests: the newest tag (NVIDIA/nccl-tests v2.19.6, 2026-07-09; the anchors pin v2.17.9). The
+# link line is unchanged from v2.17.9 (-l$(CUDARTLIB) -lnccl, -lmpi with MPI=1; a static
+# libnccl_test_os.a added: src/Makefile, src/common.mk@v2.19.6), and every use of an NCCL newer than
+# PyTorch's (2.24-2.30 APIs) sits under `NCCL_VERSION_CODE >= NCCL_VERSION(...)` (src/*@v2.19.6), so it
+# builds against the wheel's NCCL; the image build is what proves it (.github/workflows/image.yml).
+NCCL_TESTS = ImagePart("v2.19.6", verified("NVIDIA/nccl-tests:src/Makefile@v2.19.6"))
 
-# --- classes26: the examples of each class of work (docs/workload-classes.md) ----------------
+# --- the examples of each class of work (docs/workload-classes.md) ----------------
 # xgboost in the training image, for examples/xgboost-iris.yaml: the version pip installs from PyPI
 # here (2026-12-03); examples/xgboost_iris.py was run with it on CPU, 2 ranks, tracker on rank 0
 # (xgboost 3.2.0: xgboost/tracker.py RabitTracker(n_workers, host_ip, port), collective.py
@@ -320,24 +359,37 @@ TENSORFLOW_IMAGE = ImagePart(
 # --- observability ----------------------------------------------------------------------------
 # kube-prometheus-stack 88.6.5 (adfinis/helm-charts#1982, 2026-09-07): newer than the stored
 # prometheus-community/helm-charts snapshot (2026-08-22, newest tag kube-prometheus-stack-88.5.3,
-# kubeVersion ">=1.25.0-0").
+# kubeVersion ">=1.25.0-0"). Held although upstream is at 91.x (91.2.1, 2026-09-13: the release notes
+# in AndreiGavriliu/homelab#7310): three majors, each of which may move the prometheus-operator CRDs
+# (which Helm never upgrades) and rename values; none of 89-91 can be read here, so a bump would be
+# unreviewed. Check: `helm show values prometheus-community/kube-prometheus-stack --version 91.2.1`
+# against prometheus_stack_values (components/observability.py) and the chart's README "Upgrading
+# chart" sections for 89.x-91.x.
 KUBE_PROMETHEUS_STACK = Chart(
     "kube-prometheus-stack", "88.6.5", "https://prometheus-community.github.io/helm-charts",
     unverified("prometheus-community/helm-charts:charts/kube-prometheus-stack/Chart.yaml (adfinis/helm-charts#1982)",
-               "helm search repo prometheus-community/kube-prometheus-stack --version 88.6.5"),
+               "helm search repo prometheus-community/kube-prometheus-stack --version {version}"),
 )
-# DCGM exporter chart 4.6.0 (image 4.4.1-4.6.0), published at nvidia.github.io/dcgm-exporter/
-# helm-charts (NVIDIA/dcgm-exporter:helm-charts/index.yaml@ecd340dc, gh-pages). Its DaemonSet runs
-# the exporter with DCGM_EXPORTER_KUBERNETES=true (templates/daemonset.yaml), so every GPU series
-# carries the workload's `pod`, `namespace` and `container` (internal/pkg/transformation/const.go),
-# all @4.4.1-4.6.0; kubeVersion ">= 1.19.0-0".
+# DCGM exporter chart 4.8.2 (image 4.5.3-4.8.2-distroless), the newest in the chart index
+# (NVIDIA/dcgm-exporter:helm-charts/index.yaml on gh-pages, 2026-05-05). Its DaemonSet runs the
+# exporter with DCGM_EXPORTER_KUBERNETES=true (templates/daemonset.yaml), so every GPU series carries
+# the workload's `pod`, `namespace` and `container` (internal/pkg/transformation/const.go), all
+# @4.5.3-4.8.2; kubeVersion ">= 1.19.0-0". From 4.6.0 (`git diff 4.4.1-4.6.0 4.5.3-4.8.2 --
+# deployment`): no value we set was renamed (nodeSelector, tolerations, serviceMonitor.enabled); the
+# default tolerations became the control plane's taint (we replace them), resources gained limits
+# (200m CPU, 512Mi), priorityClassName moved from the template to values (still
+# system-node-critical), the service account token is mounted only for pod labels/UIDs or DRA (the
+# pod attribution reads the kubelet's pod-resources socket, not the API), and the PCIe byte series
+# became gauges (rates) and violation series count ns - neither is read by our rules or dashboard.
 DCGM_EXPORTER = Chart(
-    "dcgm-exporter", "4.6.0", "https://nvidia.github.io/dcgm-exporter/helm-charts",
-    verified("NVIDIA/dcgm-exporter:deployment/Chart.yaml@4.4.1-4.6.0"),
+    "dcgm-exporter", "4.8.2", "https://nvidia.github.io/dcgm-exporter/helm-charts",
+    verified("NVIDIA/dcgm-exporter:deployment/Chart.yaml@4.5.3-4.8.2"),
 )
+# prometheus-adapter 5.3.0 (appVersion v0.12.0, as 5.2.0): values.yaml only adds nameOverride and
+# fullnameOverride; no template changed (`git diff prometheus-adapter-5.2.0 prometheus-adapter-5.3.0`).
 PROMETHEUS_ADAPTER = Chart(
-    "prometheus-adapter", "5.2.0", "https://prometheus-community.github.io/helm-charts",
-    verified("prometheus-community/helm-charts:charts/prometheus-adapter/Chart.yaml@prometheus-adapter-5.2.0"),
+    "prometheus-adapter", "5.3.0", "https://prometheus-community.github.io/helm-charts",
+    verified("prometheus-community/helm-charts:charts/prometheus-adapter/Chart.yaml@prometheus-adapter-{version}"),
 )
 # The CloudWatch Observability add-on (EKS_ADDONS) ships its own DCGM exporter DaemonSet unless
 # `dcgmExporter.enabled` is false (aws-observability/helm-charts:charts/amazon-cloudwatch-observability/
@@ -357,6 +409,7 @@ PROVENANCE: dict[str, Source] = {
     "KUBERNETES_DEFAULT": verified(_DOCS + "userguide/kubernetes-versions.html"),
     "KUBERNETES_SUPPORTED": verified(_DOCS + "userguide/kubernetes-versions.html"),
     "EKS_EXTENDED_SUPPORT": verified(_DOCS + "userguide/kubernetes-versions.html"),
+    "EKS_STANDARD_SUPPORT_END": verified(_DOCS + "userguide/kubernetes-versions.html (release calendar)"),
     "EKS_ADDONS": verified(_DOCS + "userguide/workloads-add-ons-available-eks.html"),
     "ADDON_MOST_RECENT": unverified(
         "EKS DescribeAddonVersions compatibilities[].defaultVersion (a default per add-on and Kubernetes version)",
@@ -370,8 +423,9 @@ PROVENANCE: dict[str, Source] = {
     "CUDA_MIN_DRIVER_BRANCH": verified("docs.nvidia.com/cuda/cuda-toolkit-release-notes (CUDA Toolkit and Corresponding Driver Versions)"),
     "CLUSTER_AUTOSCALER_IMAGE": verified(CLUSTER_AUTOSCALER_IMAGE_SOURCE.format(patch="1.35.2") + " (and each minor's newest tag)"),
     "LUSTRE_VERSION": verified("docs.aws.amazon.com/fsx/latest/LustreGuide/lustre-client-matrix.html"),
-    "TRAINING_OPERATOR_REF": verified("kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@v1.9.4"),
-    "TRAINING_OPERATOR_OVERLAY": verified("kubeflow/trainer:manifests/overlays/standalone@v1.9.4"),
+    "TRAINING_OPERATOR_REF": verified(
+        f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF}"),
+    "TRAINING_OPERATOR_OVERLAY": verified(f"kubeflow/trainer:manifests/overlays/standalone@{TRAINING_OPERATOR_REF}"),
     "AWS_OFI_NCCL_MIN_NCCL": verified("aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1"),
     "AWS_OFI_NCCL_HAS_TUNER": verified("aws/aws-ofi-nccl:src/Makefile.am@v1.21.1"),
     "CLOUDWATCH_DCGM_OFF": unverified(
@@ -386,6 +440,7 @@ PROVENANCE: dict[str, Source] = {
 
 # Constants that are our own settings or formats, not upstream pins.
 NOT_PINS: tuple[str, ...] = ("ADDON_RESOLVED_AT_DEPLOY", "ADDON_VERSION_PATTERN", "AWS_OFI_NCCL_PREFIX", "CLUSTER_AUTOSCALER_IMAGE_SOURCE", "PROVENANCE", "NOT_PINS")
+NOT_PINS = (*NOT_PINS, "EKS_SUPPORT_AS_OF")  # the date the support calendar was applied, not a pin
 
 
 def sources() -> dict[str, Source]:
@@ -441,7 +496,7 @@ PROVENANCE["CODEBUILD_RUNNER_IMAGE"] = unverified(
     "docs.aws.amazon.com/codebuild/latest/userguide/ec2-compute-images.html",
     "aws codebuild list-curated-environment-images (then `python -V` after actions/setup-python in a first runner job)")
 
-# --- ci22: the deploy job's pinned toolchain ------------------------------------------------------
+# --- the deploy job's pinned toolchain ------------------------------------------------------------
 # The Pulumi CLI the preview and deploy jobs run: exact (pulumi/actions' `pulumi-version` input,
 # pulumi/actions:src/config.ts@v7.0.0 defaults it to the range '^3'), the same release as the
 # `pulumi` SDK pinned in requirements/deploy.txt (CLI and SDK are released together under one
@@ -461,7 +516,7 @@ PROVENANCE["PULUMI_CLI"] = unverified(
 DEPLOY_LOCK = "requirements/deploy.txt"
 NOT_PINS = (*NOT_PINS, "DEPLOY_LOCK")  # a path, not a pin: the pins are in the file (with hashes)
 
-# --- gate21: the driver the image needs, and the driver each AMI release ships -------------------
+# --- the driver the image needs, and the driver each AMI release ships -------------------
 # The CUDA of the training image: TRAINING_BASE_IMAGE's tag (pytorch/pytorch:2.7.1-cuda12.8-...;
 # a test keeps them equal). The health gate wants at least CUDA_MIN_DRIVER_BRANCH of it on every
 # node (NVIDIA's table "CUDA Toolkit and Corresponding Driver Versions" in the CUDA Toolkit release
@@ -525,7 +580,7 @@ PROVENANCE["CLOUDWATCH_LOGS_LABELS_ON"] = unverified(
 )
 
 
-# --- tenant22: the GPU nodes' container toolkit and the AMI it comes with (issue #22) -----------
+# --- the GPU nodes' container toolkit and the AMI it comes with -----------------------------
 # Not pins of ours: the EKS AL2023 NVIDIA AMI installs nvidia-container-toolkit from NVIDIA's
 # repository at build time (awslabs/amazon-eks-ami:templates/al2023/provisioners/
 # install-nvidia-driver.sh@v20260724, `dnf -y install nvidia-container-toolkit`). The settings
@@ -543,7 +598,7 @@ PROVENANCE["EKS_AMI_READ"] = verified("awslabs/amazon-eks-ami:templates/al2023/r
 
 
 
-# --- cost25 (issue #25: warm reservations, demand, cold start, Karpenter) -----------------------------
+# --- the training image's runtime stage, and Karpenter -----------------------------------------
 # The training image's runtime stage (images/training/Dockerfile): PyTorch's -runtime image of the
 # same PyTorch/CUDA/cuDNN as TRAINING_BASE_IMAGE (the build stage), without compilers or CUDA headers.
 TRAINING_RUNTIME_IMAGE = ImagePart(
@@ -551,7 +606,7 @@ TRAINING_RUNTIME_IMAGE = ImagePart(
     unverified("hub.docker.com/r/pytorch/pytorch tags (tag only, digest unverified)",
                "docker buildx imagetools inspect pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"),
 )
-# Karpenter (a per-pool option for on-demand and spot GPU pools, DESIGN.md decision 17). The
+# Karpenter (a per-pool option for on-demand and spot GPU pools, docs/design/karpenter.md). The
 # release script packages the chart with the tag's version (helm package --version "${version}",
 # hack/release/common.sh@v1.14.1; Chart.yaml at the tag still reads 1.13.0) and pushes it to
 # oci://public.ecr.aws/karpenter. Kubernetes 1.35 needs Karpenter >= 1.9 and 1.36 1.13.x
@@ -561,11 +616,22 @@ TRAINING_RUNTIME_IMAGE = ImagePart(
 # website/content/en/docs/getting-started/getting-started-with-karpenter/cloudformation.yaml@v1.14.1.
 KARPENTER = Chart(
     "karpenter", "1.14.1", "oci://public.ecr.aws/karpenter",
-    unverified("aws/karpenter-provider-aws:hack/release/common.sh@v1.14.1 (chart version = release tag)",
-               "helm show chart oci://public.ecr.aws/karpenter/karpenter --version 1.14.1"),
-    KubernetesRange("Karpenter 1.14.1", "1.30", "1.35", "aws/karpenter-provider-aws:website/content/en/docs/upgrading/compatibility.md@v1.14.1"),
+    unverified("aws/karpenter-provider-aws:hack/release/common.sh@v{version} (chart version = release tag)",
+               "helm show chart oci://public.ecr.aws/karpenter/karpenter --version {version}"),
+    KubernetesRange("Karpenter {version}", "1.30", "1.35",
+                    "aws/karpenter-provider-aws:website/content/en/docs/upgrading/compatibility.md@v{version}"),
 )
-# --- op21: images the controllers pull, chart image pins, the operator's leader election ------------
+# Karpenter's CRDs as their own chart, released with the same version: Helm installs a chart's crds/
+# only on first install and never upgrades them, so the upgrade guide recommends the karpenter-crd
+# chart for the CRDs' lifecycle (website/content/en/docs/upgrading/upgrade-guide.md@v1.14.1, "CRD
+# Upgrades"; charts/karpenter-crd/templates holds the same five CRDs as charts/karpenter/crds).
+KARPENTER_CRD = Chart(
+    "karpenter-crd", KARPENTER.version, KARPENTER.repo,
+    unverified("aws/karpenter-provider-aws:website/content/en/docs/upgrading/upgrade-guide.md@v{version} (CRD Upgrades)",
+               "helm show chart oci://public.ecr.aws/karpenter/karpenter-crd --version {version}"),
+    KARPENTER.kubernetes,
+)
+# --- images the controllers pull, chart image pins, the operator's leader election ------------
 # The Training Operator injects two images into team namespaces unless its flags say otherwise
 # (kubeflow/trainer:cmd/training-operator.v1/main.go@v1.9.4 flags --pytorch-init-container-image and
 # --mpi-kubectl-delivery-image; defaults in pkg/config/config.go@v1.9.4: "alpine:3.10", EOL since
@@ -583,31 +649,62 @@ PYTORCH_INIT_CONTAINER_IMAGE = "docker.io/library/alpine:3.22.2@sha256:4b7ce0700
 # in the matrix; template-publish-image/action.yaml: `type=sha,prefix=v1-`, @v1.9.4). The v1.9.4
 # standalone overlay pins the operator at v1-93c5489 (manifests/overlays/standalone/kustomization.yaml
 # `newTag`), so kubectl-delivery from that same commit. No digest is published upstream.
-MPI_KUBECTL_DELIVERY_IMAGE = "ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489"
 # The operator's own image, as the upstream overlay pins it (a commit tag; no digest upstream).
 TRAINING_OPERATOR_IMAGE = "ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489"
+_OPERATOR_TAG = TRAINING_OPERATOR_IMAGE.rpartition(":")[2]
+MPI_KUBECTL_DELIVERY_IMAGE = f"ghcr.io/kubeflow/training-v1/kubectl-delivery:{_OPERATOR_TAG}"
 # controller-runtime leader election at the operator's pinned version (go.mod: controller-runtime
 # v0.24.1): resource lock "leases" by default, in the namespace the pod runs in (the service account's
 # namespace file), named --leader-election-id (main.go default "1ca428e5.training-operator.kubeflow.org").
 # client-go's LeaseLock calls Get, Create and Update (tools/leaderelection/resourcelock/leaselock.go@v0.36.3).
 TRAINING_OPERATOR_NAMESPACE = "kubeflow"  # the standalone overlay's `namespace:` @v1.9.4
 TRAINING_OPERATOR_LEADER_ELECTION_ID = "1ca428e5.training-operator.kubeflow.org"
-# Volcano images: docker.io/volcanosh/vc-{scheduler,controller-manager,webhook-manager} at
+# Volcano images: vc-{scheduler,controller-manager,webhook-manager} at
 # basic.image_tag_version (values.yaml@v1.15.1: "v1.15.1"); set explicitly so the chart's default can
 # not drift. The chart's grafana (grafana/grafana:latest) and prometheus (prom/prometheus, no tag)
 # render only with custom.metrics_enable (templates/grafana.yaml, prometheus.yaml@v1.15.1), which we
 # keep false.
-VOLCANO_IMAGE_TAG = "v1.15.1"
+VOLCANO_IMAGE_TAG = f"v{VOLCANO.version}"
+# ... pulled from GitHub's registry, not docker.io (anonymous pulls there are rate-limited per
+# source address, and every node of a NAT gateway shares one): Volcano's release workflow pushes
+# every tag's images to ghcr.io/volcano-sh as well as to docker.io/volcanosh (.github/workflows/
+# release.yaml@v1.15.1, "Daily Release to GitHub Container Registry": IMAGE_PREFIX=ghcr.io/<owner>,
+# on `push: tags: v*.*.*`; Makefile `images`: vc-scheduler, vc-controller-manager, vc-webhook-manager,
+# vc-agent, vc-agent-scheduler). The chart joins basic.image_registry, basic.<component>_image_name
+# and the tag (templates/scheduler.yaml, controllers.yaml, admission.yaml, admission-init.yaml@v1.15.1).
+VOLCANO_IMAGE_REGISTRY = "ghcr.io"
+VOLCANO_IMAGE_NAMES = {
+    "scheduler_image_name": "volcano-sh/vc-scheduler",
+    "controller_image_name": "volcano-sh/vc-controller-manager",
+    "admission_image_name": "volcano-sh/vc-webhook-manager",
+    "agent_image_name": "volcano-sh/vc-agent",
+    "agent_scheduler_image_name": "volcano-sh/vc-agent-scheduler",
+}
+# IfNotPresent, not the chart's `Always` (values.yaml@v1.15.1 basic.image_pull_policy): a tag of a
+# release is not rewritten, and with `Always` a registry outage stops a restarted scheduler.
+VOLCANO_IMAGE_PULL_POLICY = "IfNotPresent"
 PROVENANCE.update({
     "PYTORCH_INIT_CONTAINER_IMAGE": unverified(
         "alpine:3.22.2 index digest as pinned by independent Dockerfiles (envoyproxy/ratelimit:Dockerfile)",
         "docker buildx imagetools inspect docker.io/library/alpine:3.22.2 --format '{{.Manifest.Digest}}'"),
     "MPI_KUBECTL_DELIVERY_IMAGE": unverified(
-        "kubeflow/trainer:.github/workflows/template-publish-image/action.yaml@v1.9.4 (tag v1-<sha>) + "
-        "manifests/overlays/standalone/kustomization.yaml@v1.9.4 (v1-93c5489)",
-        "docker buildx imagetools inspect ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489"),
-    "TRAINING_OPERATOR_IMAGE": verified("kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@v1.9.4 (images newTag)"),
-    "TRAINING_OPERATOR_NAMESPACE": verified("kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@v1.9.4"),
-    "TRAINING_OPERATOR_LEADER_ELECTION_ID": verified("kubeflow/trainer:cmd/training-operator.v1/main.go@v1.9.4 (--leader-election-id)"),
-    "VOLCANO_IMAGE_TAG": verified("volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@v1.15.1 (basic.image_tag_version)"),
+        f"kubeflow/trainer:.github/workflows/template-publish-image/action.yaml@{TRAINING_OPERATOR_REF}"
+        " (tag v1-<sha>) + "
+        f"manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF} ({_OPERATOR_TAG})",
+        f"docker buildx imagetools inspect {MPI_KUBECTL_DELIVERY_IMAGE}"),
+    "TRAINING_OPERATOR_IMAGE": verified(
+        f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF} (images newTag)"),
+    "TRAINING_OPERATOR_NAMESPACE": verified(
+        f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF}"),
+    "TRAINING_OPERATOR_LEADER_ELECTION_ID": verified(
+        f"kubeflow/trainer:cmd/training-operator.v1/main.go@{TRAINING_OPERATOR_REF} (--leader-election-id)"),
+    "VOLCANO_IMAGE_TAG": verified(
+        f"volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@{VOLCANO_IMAGE_TAG} (basic.image_tag_version)"),
+    # No digest: none is published in a file upstream; the chart takes one as `<tag>@sha256:...` in
+    # basic.<component>_image_tag_version (it renders registry/name:tag) once read from the registry.
+    "VOLCANO_IMAGE_REGISTRY": unverified(
+        f"volcano-sh/volcano:.github/workflows/release.yaml@{VOLCANO_IMAGE_TAG} (pushes each tag to ghcr.io/volcano-sh; tag only, digest unverified)",
+        f"docker buildx imagetools inspect ghcr.io/volcano-sh/vc-scheduler:{VOLCANO_IMAGE_TAG} (and vc-controller-manager, vc-webhook-manager)"),
+    "VOLCANO_IMAGE_NAMES": verified(f"volcano-sh/volcano:Makefile@{VOLCANO_IMAGE_TAG} (images: ${{IMAGE_PREFIX}}/vc-<component>) + .github/workflows/release.yaml"),
+    "VOLCANO_IMAGE_PULL_POLICY": verified(f"volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@{VOLCANO_IMAGE_TAG} (basic.image_pull_policy)"),
 })

@@ -3,12 +3,12 @@ cold (no node yet: the autoscaler buys one) and warm (a gated node is up, e.g. a
 warm), each step with its figure and where the figure comes from - a cited default, our config,
 or an estimate (marked so; the command that measures it is in docs/cold-start.md).
 
-The shortening this issue made is in the model, so the numbers say what it buys:
+The model holds what shortens the path, so the numbers say what each buys:
 - the training image is built on PyTorch's *runtime* image in a multi-stage build
   (images/training/Dockerfile): fewer bytes per new node;
-- the health gate runs in the training image (components/healthgate.py, already so before this
-  issue), so every new node has pulled it before the gate passes, and the job's pull is a cache
-  hit - tests/offline/test_cold_start.py keeps the two images the same;
+- the health gate runs in the training image (components/healthgate.py), so every new node has
+  pulled it before the gate passes, and the job's pull is a cache hit - tests/offline/test_cold_start.py
+  keeps the two images the same;
 - GPU nodes turn on nodeadm's FastImagePull feature gate (parallel pull and unpack through the
   SOCI snapshotter; components/efa.py node_user_data), read at awslabs/amazon-eks-ami.
 
@@ -24,11 +24,17 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from components.gang_deadline import DEADLINE_CHECK_S, ESTIMATE, boot_seconds, gang_deadline_s
+from infra.core import versions
 from infra.config import GpuPool, StackConfig, seconds_of
 
-CA = "kubernetes/autoscaler:cluster-autoscaler/{path}@cluster-autoscaler-1.35.2"
-VOLCANO = "volcano-sh/volcano:{path}@v1.15.1"
-EKS_AMI = "awslabs/amazon-eks-ami:{path}@v20260724"
+# Where each cited figure was read: the pinned component's code (the autoscaler of the default
+# Kubernetes minor).
+CA = ("kubernetes/autoscaler:cluster-autoscaler/{path}@cluster-autoscaler-"
+      + versions.CLUSTER_AUTOSCALER_IMAGE[versions.KUBERNETES_DEFAULT].removeprefix("v"))
+VOLCANO = "volcano-sh/volcano:{path}@v" + versions.VOLCANO.version
+EKS_AMI = "awslabs/amazon-eks-ami:{path}@" + versions.EKS_AMI_READ
+TRAINING_OPERATOR = "kubeflow/trainer:{path}@" + versions.TRAINING_OPERATOR_REF
+KARPENTER = "aws/karpenter-provider-aws:{path}@v" + versions.KARPENTER.version
 
 # Image sizes (compressed, what a node downloads). Estimates: no registry is reachable here.
 # Measure: `crane manifest IMAGE | jq '[.layers[].size] | add'` (or `docker buildx imagetools
@@ -88,8 +94,8 @@ def _admission() -> list[Step]:
     period = Step("Volcano's next session: enqueue admits the gang, its PodGroup turns Inqueue", 1.0,
                   VOLCANO.format(path="cmd/scheduler/app/options/options.go") + " defaultSchedulerPeriod = 1s (--schedule-period)")
     pods = Step("the Training Operator creates the gang's pods (it waited for Inqueue)", 1.0,
-                f"{ESTIMATE}: one reconcile (kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4 "
-                "DelayPodCreationDueToPodGroup)")
+                f"{ESTIMATE}: one reconcile ({TRAINING_OPERATOR.format(path='pkg/controller.v1/common/job.go')}"
+                " DelayPodCreationDueToPodGroup)")
     return [period, pods]
 
 
@@ -110,8 +116,8 @@ def _autoscaler_notices() -> list[Step]:
 
 def _karpenter_batch() -> list[Step]:
     return [Step("Karpenter batches the pending pods and launches (CreateFleet)", 10.0,
-                 "aws/karpenter-provider-aws:charts/karpenter/values.yaml@v1.14.1 settings.batchIdleDuration 1s, "
-                 "batchMaxDuration 10s (worst case)")]
+                 KARPENTER.format(path="charts/karpenter/values.yaml")
+                 + " settings.batchIdleDuration 1s, batchMaxDuration 10s (worst case)")]
 
 
 def cold_path(pool: GpuPool, nodes: int, *, shortened: bool = True) -> Path:

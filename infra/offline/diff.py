@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.offline import rolls
 from infra.offline.evaluate import COMPUTED, StackNotFound, record
 from infra.core.names import LOG_GROUP
 
@@ -83,6 +84,7 @@ class Change:
     replace_paths: list[str] = field(default_factory=list)
     values: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # leaf path -> (old, new)
     because: dict[str, str] = field(default_factory=dict)  # computed replace-on path -> replaced resource it is computed from
+    consequences: list[str] = field(default_factory=list)  # what rolling a GPU pool's nodes does (infra/offline/rolls.py)
 
     @property
     def replaces(self) -> bool:
@@ -244,6 +246,15 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
         if change is not None:
             changes[urn] = change
     _propagate(before, after, changes)
+    for change in changes.values():
+        if change.type == rolls.NODE_GROUP and not change.replaces and rolls.rolls(change.paths):
+            change.consequences = rolls.consequences(after, after[change.urn])
+            block = rolls.capacity_block_open(after, after[change.urn])
+            if block:
+                refuse(f"rolling the nodes of Capacity Block pool {block} inside its window", block,
+                       f"AWS asks for a desired size of 0 when a Capacity Block group is upgraded "
+                       f"({rolls.CAPACITY_BLOCK_UPGRADE}); deploy it after the block's drain, or allow it to replace "
+                       "the block's nodes one at a time (MINIMAL)")
     order = deploy_order(head["resources"])
     changed = sorted(changes.values(), key=lambda c: (order.get(c.urn, 0), c.urn))  # in the order the deploy updates them
     added = [after[u] for u in sorted(set(after) - set(before))]
@@ -374,7 +385,7 @@ def as_json(stack: str, base_ref: str, diff: Diff) -> dict:
     def change(c: Change) -> dict:
         return {"type": c.type, "name": c.name, "urn": c.urn, "replace": c.replaces, "replace_because": c.replace_paths,
                 "paths": c.paths, "values": {p: {"old": old, "new": new} for p, (old, new) in c.values.items()},
-                "computed_from_replaced": c.because}
+                "computed_from_replaced": c.because, "consequences": c.consequences}
 
     return {
         "stack": stack, "base": base_ref,
@@ -394,7 +405,8 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
         if c.replaces:
             lines.append(f"  +- {c.type} {c.name}  REPLACE because of {', '.join(c.replace_paths)}")
         else:
-            lines.append(f"  ~ {c.type} {c.name}")
+            rolling = "  ROLLS its nodes (each drained; see !)" if c.consequences else ""
+            lines.append(f"  ~ {c.type} {c.name}{rolling}")
         for path in c.paths[:12]:
             if path in c.because:
                 lines.append(f"      {path}: computed from replaced {c.because[path]}")
@@ -405,6 +417,7 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
                 lines.append(f"      {path}")
         if len(c.paths) > 12:
             lines.append(f"      ... {len(c.paths) - 12} more")
+        lines += [f"      ! {line}" for line in c.consequences]
     if diff.refused:
         lines.append(f"{len(diff.refused)} change(s) refused (why: on stderr; --allow NAME or higgsfield:allowReplace lets an "
                      "intended one through)")

@@ -252,7 +252,7 @@ def _make_monitor(mocks: Any, stack: str, resources_out: list[Resource], outputs
 
     class RecordingMonitor(MockMonitor):
         """MockMonitor that records every registration. It does not advertise resource
-        references (DESIGN.md: that keeps remote components such as eks.Cluster from hanging)."""
+        references (docs/design/offline-evidence.md: that keeps remote components such as eks.Cluster from hanging)."""
 
         def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
             response = super().RegisterResource(request)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 
 from components.device_plugins import GPU_TOLERATION
-from components.efa import efa_count, efa_interfaces_for, expected_bus_bandwidth_gb_s
+from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for, expected_bus_bandwidth_gb_s
 from components.storage import MOUNT_PATH, PVC_NAME
 from infra.core import versions
 from infra.core.assets import shipped
@@ -41,6 +41,7 @@ def _env(cfg: StackConfig, pool: GpuPool, image: str) -> list[dict]:
         "MIN_DRIVER_BRANCH": versions.CUDA_MIN_DRIVER_BRANCH[cfg.cuda_version or versions.TRAINING_IMAGE_CUDA],
         "EXPECTED_DRIVER_VERSION": versions.nvidia_driver_of_release(cfg.node_release_version) or "",
         "EXPECTED_EFA_DEVICES": efa_count(efa_interfaces_for(pool.instance)) if pool.efa else 0,
+        "MIN_LOCKED_MEMORY_BYTES": EFA_LOCKED_MEMORY_BYTES if pool.efa else 0,
         "MIN_MATMUL_FRACTION": health.min_matmul_fraction,
         "MIN_MEMORY_BANDWIDTH_FRACTION": health.min_memory_bandwidth_fraction,
         "MIN_LUSTRE_MBPS": health.min_lustre_mb_s,

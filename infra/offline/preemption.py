@@ -10,7 +10,7 @@ their arguments), the Queues and the PriorityClasses - against what Volcano v1.1
    gets the globalDefault class's, else PreemptLowerPriority (kubernetes/kubernetes:plugin/pkg/
    admission/priority/admission.go admitPod). So: every class with PreemptLowerPriority is a serving
    class, and a globalDefault class with Never exists (the Training Operator names no class on its
-   pods: kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4 puts it on the PodGroup only).
+   pods: components/training.py priority_classes cites the code).
 2. Actions that evict: `preempt` (within the preemptor's queue: preempt.go Execute), `reclaim`
    (across queues, from queues whose spec.reclaimable is unset or true: reclaim.go reclaimForTask,
    api/queue_info.go Reclaimable), `gangpreempt` and `gangreclaim` (whole-gang eviction, where gang's
@@ -36,6 +36,8 @@ from typing import Any
 
 import yaml
 from infra.core.names import WORKLOAD_LABEL
+
+from infra.core import versions
 
 # Actions Volcano v1.15.1 registers (pkg/scheduler/actions/factory.go).
 ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim", "gangpreempt", "gangreclaim", "shuffle")
@@ -77,14 +79,17 @@ def scheduler_holes(config: Mapping[str, Any]) -> list[Hole]:
     actions = [a.strip() for a in str(config.get("actions", "")).split(",") if a.strip()]
     for action in actions:
         if action not in ACTIONS:
-            holes.append(Hole(f"actions: {action}", f"not an action of Volcano v1.15.1 ({', '.join(ACTIONS)}): what it evicts is not known"))
+            holes.append(Hole(f"actions: {action}", f"not an action of Volcano v{versions.VOLCANO.version}"
+                                                    f" ({', '.join(ACTIONS)}): what it evicts is not known"))
         elif action in EVICTING:
             holes.append(Hole(f"actions: {action}", f"{EVICTING[action]}: it would not be limited to what a gang can spare"))
     tiers = [list(t.get("plugins") or []) for t in config.get("tiers") or []]
     for t, plugins in enumerate(tiers):
         for p, plugin in enumerate(plugins):
             if plugin.get("name") not in PLUGINS:
-                holes.append(Hole(f"tiers[{t}].plugins[{p}]: {plugin.get('name')}", "not a plugin of Volcano v1.15.1: whether it picks victims is not known"))
+                holes.append(Hole(f"tiers[{t}].plugins[{p}]: {plugin.get('name')}",
+                                  f"not a plugin of Volcano v{versions.VOLCANO.version}: "
+                                  "whether it picks victims is not known"))
     if "preempt" not in actions:
         return holes
     deciding = [(t, p, plugin["name"]) for t, plugins in enumerate(tiers) for p, plugin in enumerate(plugins)

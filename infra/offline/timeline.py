@@ -4,7 +4,7 @@ and typical create times per resource type.
 Every resource starts when the last thing it depends on has finished (a dependency on a
 component means all of that component's resources). The report gives the critical path, its
 total, and the ratio to the chain no deployment can avoid: VPC -> subnet -> EKS cluster -> the
-add-ons a node needs (DESIGN.md decision 9: node groups follow them, so that upgrades go control
+add-ons a node needs (docs/design/versions.md: node groups follow them, so that upgrades go control
 plane -> add-ons -> node groups) -> a node group -> a device plugin. A ratio well above 1 means
 something waits on what it does not need.
 Beside the critical path it finds the longest chains that leave it (in prod, the storage branch).

@@ -1,4 +1,4 @@
-"""Command lines of a careless user or an attacker (issue #23): values are data in rendered output,
+"""Command lines of a careless user or an attacker: values are data in rendered output,
 never YAML structure; a file option's error names the option and the file; 0 is a value, not
 "unset"; a missing stack is reported as a missing stack; stack names from file names are checked
 before they reach CI. Each refusal is one line, exit 2, no traceback."""

@@ -1,10 +1,10 @@
-"""No node for work that can't run (DESIGN.md decision 15, issue #25, docs/design/autoscaler-demand.md).
+"""No node for work that can't run (docs/design/autoscaler-demand.md).
 
 Each upstream rule the mechanism rests on is written here as a small function, next to the file and
 ref it was read in, and run over what we render: the Volcano scheduler configuration and queues of
 the plan, the teams' ResourceQuotas, and the jobs `higgsfield jobs render` writes. The scenarios:
 a gang over its queue's capability, a gang that fits with every pool at zero, a gang that a quota
-would split; and the configuration before this change as the control that shows the rules bite."""
+would split; and the configuration without `enqueue` as the control that shows the rules bite."""
 
 from __future__ import annotations
 
@@ -198,7 +198,7 @@ def test_a_gang_over_its_queues_capability_creates_no_pods_and_no_demand(stack):
 
 
 def test_control_without_enqueue_the_over_quota_gang_gets_pods_and_buys_nodes():
-    """The configuration before issue #25 (actions "allocate, backfill"): the same gang is
+    """The control, without `enqueue` (actions "allocate, backfill"): the same gang is
     Inqueue at once, its pods exist and are marked Unschedulable - volcano-sh/volcano#4710."""
     phase = podgroup_phase(["allocate", "backfill"], admitted=False)
     assert operator_creates_pods(phase) and autoscaler_demand(4) == 4

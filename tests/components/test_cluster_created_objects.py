@@ -1,6 +1,6 @@
 """Objects the cluster makes itself are patched with Server-Side Apply, never created.
 
-pulumi-kubernetes >= 4.29 refuses to create an object that already exists (DESIGN.md decision 19),
+pulumi-kubernetes >= 4.29 refuses to create an object that already exists (docs/design/cluster-created-objects.md),
 so a plain create of one of them fails the first `pulumi up` whenever the cluster got there
 first. components/cluster_created.py lists who creates what, with the upstream code.
 """

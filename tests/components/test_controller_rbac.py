@@ -237,9 +237,9 @@ CHART_GRANTS: tuple[Grant, ...] = (
     Grant("nfd-master", None, _rule(["coordination.k8s.io"], ["leases"], ["get", "update"], ["nfd-master.nfd.kubernetes.io"]), f"{NFD_CHART}/clusterrole.yaml:49-57)"),
     Grant("nfd-master", None, _rule([""], ["nodes", "nodes/status"], ["get", "patch", "update", "list"]), f"{NFD_CHART}/clusterrole.yaml:16-25)"),
     Grant("nfd-worker", device_plugins.NAMESPACE, _rule(["nfd.k8s-sigs.io"], ["nodefeatures"], ["create", "get", "update", "delete"]), f"{NFD_CHART}/role.yaml:10-18)"),
-    # prometheus-adapter chart 5.2.0.
+    # prometheus-adapter chart 5.3.0.
     Grant("prometheus-adapter", None, _rule([""], ["namespaces", "pods", "services", "configmaps"], ["get", "list", "watch"]),
-          "prometheus-community/helm-charts:charts/prometheus-adapter/templates/cluster-role-resource-reader.yaml@prometheus-adapter-5.2.0:13-23", lambda v: v.get("rbac", {}).get("create", True)),
+          "prometheus-community/helm-charts:charts/prometheus-adapter/templates/cluster-role-resource-reader.yaml@prometheus-adapter-5.3.0:13-23", lambda v: v.get("rbac", {}).get("create", True)),
     # metrics-server chart 3.13.0.
     Grant("metrics-server", None, _rule([""], ["nodes/metrics"], ["get"]), f"{MS_CHART}/clusterrole.yaml@metrics-server-helm-chart-3.13.0:9-14"),
     Grant("metrics-server", None, _rule([""], ["pods", "nodes", "namespaces", "configmaps"], ["get", "list", "watch"]), f"{MS_CHART}/clusterrole.yaml@metrics-server-helm-chart-3.13.0:15-26"),

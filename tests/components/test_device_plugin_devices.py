@@ -30,6 +30,6 @@ def test_every_stack_installs_the_fixed_chart_with_mofed_gdrcopy_and_gds_off(sta
     """values.yaml@v0.19.3 keeps mofedEnabled/gdrcopyEnabled/gdsEnabled (null); the device-plugin
     template sets MOFED_ENABLED etc. only when the value is a bool, so false is explicit."""
     inputs = _nvidia_values(stack)
-    assert inputs["version"] == "0.19.3"
+    assert inputs["version"] == versions.NVIDIA_DEVICE_PLUGIN.version
     assert {k: inputs["values"][k] for k in ("mofedEnabled", "gdrcopyEnabled", "gdsEnabled")} == {
         "mofedEnabled": False, "gdrcopyEnabled": False, "gdsEnabled": False}

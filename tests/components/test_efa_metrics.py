@@ -1,7 +1,8 @@
 """The dashboard's EFA panels read counters EFA devices have: the EFA driver's hw_counters, which
-the health gate pod on each gated GPU node serves (images/training/efa_metrics.py), scraped by the
-`efa` job; not node-exporter's node_infiniband_port_data_* (read from ports/N/counters, which EFA
-devices lack: prometheus/procfs:sysfs/class_infiniband.go@v0.21.1)."""
+the efa-exporter pod on every EFA node serves (components/efa_exporter.py running
+images/training/efa_metrics.py), scraped by the `efa` job, for as long as the node runs jobs; not
+node-exporter's node_infiniband_port_data_* (read from ports/N/counters, which EFA devices lack:
+prometheus/procfs:sysfs/class_infiniband.go@v0.21.1)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from pathlib import Path
 import pytest
 
 import efa_metrics
-from components import healthgate
-from tests.conftest import plan_of
+from components import efa_exporter
+from components.gpu_pools import pool_labels, pool_taints
+from components.healthgate import HEALTH_LABEL
+from tests.conftest import STACKS, config_of, plan_of
 from tests.core.test_upstream_contracts import _relabel, _scrape_jobs
 
 # An EFA device as the EFA driver lays it out in sysfs: hw_counters only, no counters/ directory
@@ -85,16 +88,88 @@ def test_efa_panels_read_only_series_the_exporter_serves(tmp_path):
         assert "node_infiniband" not in expr
 
 
-def test_the_gate_pods_metrics_port_is_scraped_with_its_node_name():
-    daemonset = healthgate.daemonset("registry.example/training:src-abc")
+def _exporter(stack: str) -> dict:
+    (daemonset,) = [r.inputs for r in plan_of(stack).resources if r.inputs.get("kind") == "DaemonSet"
+                    and r.inputs["metadata"]["name"] == efa_exporter.NAME]
+    return daemonset
+
+
+def test_the_exporters_pods_are_scraped_on_their_metrics_port_with_their_node_name():
+    daemonset = _exporter("prod")
     (container,) = daemonset["spec"]["template"]["spec"]["containers"]
     (port,) = container["ports"]
-    assert {e["name"]: e.get("value") for e in container["env"]}["EFA_METRICS_PORT"] == str(port["containerPort"])
+    assert {e["name"]: e.get("value") for e in container["env"]}["EFA_METRICS_PORT"] == str(port["containerPort"]) == str(efa_metrics.PORT)
     discovered = {"__meta_kubernetes_pod_label_app_kubernetes_io_name": daemonset["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"],
                   "__meta_kubernetes_pod_container_port_name": port["name"], "__meta_kubernetes_pod_node_name": "ip-10-0-0-1"}
     config = _scrape_jobs(plan_of("prod"))["efa"]
-    assert config["kubernetes_sd_configs"][0]["namespaces"]["names"] == [healthgate.NAMESPACE]
+    assert config["kubernetes_sd_configs"][0]["namespaces"]["names"] == [daemonset["metadata"]["namespace"]]
     assert _relabel(discovered, config["relabel_configs"])["Hostname"] == "ip-10-0-0-1"
+
+
+def _tolerates(tolerations: list[dict], taint) -> bool:
+    """The Kubernetes rule (k8s.io/api core/v1 toleration.go ToleratesTaint): an empty key with
+    Exists matches every taint; else the key, the effect (empty: any) and the value (Equal) must match."""
+    for t in tolerations:
+        if t.get("effect") and t["effect"] != taint.effect:
+            continue
+        if not t.get("key") and t.get("operator") == "Exists":
+            return True
+        if t.get("key") == taint.key and (t.get("operator") == "Exists" or t.get("value") == taint.value):
+            return True
+    return False
+
+
+EFA_POOLS = [(stack, pool.name) for stack in STACKS for pool in config_of(stack).gpu_pools if pool.efa]
+
+
+@pytest.mark.parametrize(("stack", "pool_name"), EFA_POOLS, ids=[f"{s}-{p}" for s, p in EFA_POOLS])
+def test_the_exporter_runs_on_every_efa_node_before_and_after_it_passes_the_gate(stack, pool_name):
+    """The gate's own pod leaves a node once it is labelled healthy; the exporter must not."""
+    pool = next(p for p in config_of(stack).gpu_pools if p.name == pool_name)
+    spec = _exporter(stack)["spec"]["template"]["spec"]
+    for labels, taints in ((pool_labels(pool), pool_taints(pool)),                                    # joining, in the gate
+                           ({**pool_labels(pool), HEALTH_LABEL: "healthy"}, pool_taints(pool)[:1 + len(pool.taints)])):  # passed
+        assert spec["nodeSelector"].items() <= labels.items()
+        assert "affinity" not in spec
+        assert all(_tolerates(spec["tolerations"], taint) for taint in taints), taints
+
+
+def test_the_exporter_reads_the_hosts_sysfs_read_only_without_privileges():
+    spec = _exporter("prod")["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    (mount,) = container["volumeMounts"]
+    (volume,) = spec["volumes"]
+    assert (volume["hostPath"]["path"], mount["readOnly"]) == ("/sys", True)
+    assert {e["name"]: e.get("value") for e in container["env"]}["EFA_SYSFS"] == f"{mount['mountPath']}/class/infiniband"
+    assert spec["securityContext"]["runAsNonRoot"] and container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert not container["securityContext"].get("privileged") and "priorityClassName" not in spec
+
+
+def test_the_exporter_serves_the_sysfs_it_is_given_from_its_environment(tmp_path):
+    """What the DaemonSet's command runs: `python efa_metrics.py` with EFA_METRICS_PORT and EFA_SYSFS."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {"EFA_METRICS_PORT": str(port), "EFA_SYSFS": str(_efa_sysfs(tmp_path / "sys")), "PATH": "/usr/bin:/bin"}
+    process = subprocess.Popen([sys.executable, efa_metrics.__file__], env=env)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:
+                    assert 'node_amazonefa_rx_bytes{device="rdmap80s0",port="1"} 987654321' in answer.read().decode()
+                    break
+            except OSError:
+                assert time.monotonic() < deadline and process.poll() is None
+                time.sleep(0.05)
+    finally:
+        process.terminate()
+        process.wait(timeout=5)
 
 
 @pytest.mark.parametrize("name", sorted(efa_metrics.COUNTERS))

@@ -1,4 +1,4 @@
-"""Half-delivered gangs cost bounded money (issue #25 point 3): the gang-deadline CronJob suspends
+"""Half-delivered gangs cost bounded money: the gang-deadline CronJob suspends
 the job of a gang that waited past its pool's deadline while the pool has idle nodes (so the
 autoscaler, which packs pending pods onto idle nodes before it looks for unneeded ones, can remove
 them), resumes it later, and has only the rights that takes."""

@@ -1,4 +1,4 @@
-"""Paid reservations run warm (DESIGN.md decision 16, issue #25): an ODCR pool holds its reserved
+"""Paid reservations run warm (docs/design/reserved-capacity.md): an ODCR pool holds its reserved
 count where the Cluster Autoscaler cannot scale it down, a Capacity Block pool opens at its count at
 the block's start and drains before its end, their nodes join gated (so they pass the health gate
 before any job arrives), and each pool can opt out with capacity.warm: false."""
@@ -39,7 +39,8 @@ def test_a_held_odcr_pool_owns_its_desired_size_so_a_later_update_is_accepted():
 
 def test_held_nodes_join_gated_so_they_pass_the_gate_before_any_job():
     taints = {t["key"] for t in _group(plan_of("prod"), "b200-odcr").inputs["taints"]}
-    assert "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-gate" in taints  # EKS takes taint keys of 63 at most (issue 23)
+    # EKS takes taint keys of 63 characters at most
+    assert "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-gate" in taints
 
 
 def test_a_capacity_block_pool_is_held_whole_inside_its_window_only():

@@ -1,4 +1,4 @@
-"""System nodes tainted, and every platform workload able to run there (issue #22, point 7).
+"""System nodes tainted, and every platform workload able to run there.
 
 The system node group carries `higgsfield.io/system=true:NoSchedule`. A test walks every
 workload the plan deploys -- each Helm release's pods (by the value keys its chart reads, cited
@@ -47,11 +47,11 @@ CHART_WORKLOADS: dict[str, list[tuple[str, str, str | None, str]]] = {
     ],
     # aws/eks-charts:stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml@5239609
     "aws-efa-k8s-device-plugin": [("daemonset", "tolerations", None, "daemon")],
-    # NVIDIA/dcgm-exporter:deployment/values.yaml@4.4.1-4.6.0
+    # NVIDIA/dcgm-exporter:deployment/values.yaml@4.5.3-4.8.2
     "dcgm-exporter": [("daemonset", "tolerations", None, "daemon")],
     # aws/karpenter-provider-aws:charts/karpenter/values.yaml@v1.14.1
     "karpenter": [("controller", "tolerations", "nodeSelector", "system")],
-    # prometheus-community/helm-charts:charts/prometheus-adapter/values.yaml@prometheus-adapter-5.2.0
+    # prometheus-community/helm-charts:charts/prometheus-adapter/values.yaml@prometheus-adapter-5.3.0
     "prometheus-adapter": [("deployment", "tolerations", "nodeSelector", "system")],
     # prometheus-community/helm-charts:charts/kube-prometheus-stack/values.yaml@kube-prometheus-stack-88.5.3
     # (crds.upgradeJob and thanosRuler are off by default; grafana: charts/grafana/values.yaml@grafana-12.11.1)

@@ -1,4 +1,4 @@
-"""CPU and memory per team (issue #22, point 7): a ResourceQuota on requested CPU and memory and
+"""CPU and memory per team: a ResourceQuota on requested CPU and memory and
 a LimitRange of default requests in every team namespace, from settings on the Team model with
 defaults and bounds; every shipped example still fits its team's quota."""
 
@@ -53,7 +53,7 @@ def test_quota_defaults_cover_what_the_teams_queue_admits_plus_cpu_only_room():
 
 def test_the_quota_floor_is_the_queues_host_capability():
     """A ResourceQuota below what the queue admits would refuse part of an admitted gang, and the
-    autoscaler would buy nodes for the rest (DESIGN.md decision 15): the floor is the queue's."""
+    autoscaler would buy nodes for the rest (docs/design/autoscaler-demand.md): the floor is the queue's."""
     for gpus in (1, 8, 160):
         held = queue_resources(gpus)
         cpu, memory_gib = gang_floor(gpus)

@@ -1,6 +1,6 @@
 """Hostile and careless stack settings that AWS, the kubelet or the API server would refuse halfway
 through a deploy (or that would quietly break the platform) are refused by `higgsfield plan` first:
-exit 2, one line naming the key, no traceback (issue #23). Also: the bounds are declared on the
+exit 2, one line naming the key, no traceback. Also: the bounds are declared on the
 models, the credential scan is linear in a value's length, and the derived-name rules follow the
 names the components really give."""
 

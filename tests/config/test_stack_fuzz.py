@@ -1,4 +1,4 @@
-"""Fuzzing the stack-file reader and the config model with Hypothesis (issue #23): random and
+"""Fuzzing the stack-file reader and the config model with Hypothesis: random and
 adversarial stack files -- the dev stack with values replaced by huge, deep, mistyped or
 YAML-ambiguous ones, keys added, and plain garbage -- all go through `higgsfield bootstrap STACK`
 (the reader and the full validation, without evaluating the program). Every one exits 2 with

@@ -53,7 +53,10 @@ CHART_IMAGES: dict[str, Callable[[dict], list[str]]] = {
     # admission.yaml:156, admission-init.yaml:110. grafana.yaml:96 grafana/grafana:latest, prometheus.yaml:226
     # prom/prometheus and
     # kubestatemetrics.yaml:175 render only with custom.metrics_enable; agent/agent-scheduler only when enabled.
-    "volcano": lambda v: [f"docker.io/volcanosh/{name}:{_get(v, 'basic', 'image_tag_version', default='v1.15.1')}" for name in ("vc-controller-manager", "vc-scheduler", "vc-webhook-manager")]
+    "volcano": lambda v: [f"{_get(v, 'basic', 'image_registry', default='docker.io')}/{_get(v, 'basic', key, default='volcanosh/' + name)}:"
+                          f"{_get(v, 'basic', 'image_tag_version', default='v1.15.1')}"
+                          for key, name in (("controller_image_name", "vc-controller-manager"), ("scheduler_image_name", "vc-scheduler"),
+                                            ("admission_image_name", "vc-webhook-manager"))]
     + (["grafana/grafana:latest", "prom/prometheus", "docker.io/volcanosh/kube-state-metrics:v2.0.0-beta"] if _get(v, "custom", "metrics_enable", default=False) else [])
     + (["docker.io/volcanosh/vc-agent:<unset>"] if _get(v, "custom", "colocation_enable", default=False) else []),
     # NVIDIA/k8s-device-plugin values.yaml@v0.19.3 image.repository, tag "" -> v{appVersion} (_helpers.tpl:83-85); NFD
@@ -71,11 +74,9 @@ CHART_IMAGES: dict[str, Callable[[dict], list[str]]] = {
     # addon-resizer (1.8.23) only with addonResizer.enabled (values.yaml:130-131, default false).
     "metrics-server": lambda v: [f"registry.k8s.io/metrics-server/metrics-server:{_get(v, 'image', 'tag') or 'v0.8.0'}"]
     + (["registry.k8s.io/autoscaling/addon-resizer:1.8.23"] if _get(v, "addonResizer", "enabled") else []),
-    # NVIDIA/dcgm-exporter:deployment/values.yaml@4.4.1-4.6.0:15-20 (tag 4.4.1-4.6.0-ubuntu22.04);
-    # templates/daemonset.yaml:114.
-    "dcgm-exporter": lambda v: [f"nvcr.io/nvidia/k8s/dcgm-exporter:{_get(v, 'image', 'tag') or '4.4.1-4.6.0-ubuntu22.04'}"],
-    # prometheus-community/helm-charts:charts/prometheus-adapter/values.yaml@prometheus-adapter-5.2.0:5-8 (tag "" ->
-    # appVersion v0.12.0);
+    # NVIDIA/dcgm-exporter:deployment/values.yaml@4.5.3-4.8.2:16-20 (tag 4.5.3-4.8.2-distroless); templates/daemonset.yaml:117.
+    "dcgm-exporter": lambda v: [f"nvcr.io/nvidia/k8s/dcgm-exporter:{_get(v, 'image', 'tag') or '4.5.3-4.8.2-distroless'}"],
+    # prometheus-community/helm-charts:charts/prometheus-adapter/values.yaml@prometheus-adapter-5.3.0:11-14 (tag "" -> appVersion v0.12.0);
     # templates/deployment.yaml:55.
     "prometheus-adapter": lambda v: [f"registry.k8s.io/prometheus-adapter/prometheus-adapter:{_get(v, 'image', 'tag') or 'v0.12.0'}"],
     # kube-prometheus-stack: read at 88.5.3 (the pinned 88.6.5 is newer than the stored snapshot): every image a fixed
@@ -118,6 +119,15 @@ def test_volcano_image_tag_is_the_pinned_one_and_its_own_monitoring_stays_off(pl
     assert values["custom"]["metrics_enable"] is False  # grafana/grafana:latest, prom/prometheus otherwise
 
 
+def test_volcano_images_come_from_ghcr_and_are_pulled_only_when_missing(plan):
+    """docker.io limits anonymous pulls per address (a NAT gateway's nodes share one), and with the
+    chart's `Always` a registry outage keeps a restarted scheduler from starting."""
+    (values,) = [v for c, v in _releases(plan) if c == "volcano"]
+    images = CHART_IMAGES["volcano"](values)
+    assert images and all(i.startswith("ghcr.io/volcano-sh/vc-") for i in images), images
+    assert values["basic"]["image_pull_policy"] == "IfNotPresent"
+
+
 def _containers(spec: dict):
     for key in ("initContainers", "containers", "ephemeralContainers"):
         yield from spec.get(key) or []
@@ -131,8 +141,9 @@ def test_every_container_we_render_runs_a_pinned_image(plan):
             images.append((r.name, c["image"]))
     assert images
     for name, image in images:
-        if image == "<computed>":  # the health gate: the stack's ECR repository at this checkout's image tag
-            assert name.startswith("health-gate-daemonset-") and pinned(f"repo/training:{image_tag()}"), name  # one per gated pool
+        if image == "<computed>":  # the stack's ECR repository at this checkout's image tag
+            # the health gate (one per gated pool) and the EFA counters' exporter run it
+            assert (name.startswith("health-gate-daemonset-") or name == "monitoring-efa-exporter") and pinned(f"repo/training:{image_tag()}"), name
         else:
             assert pinned(image), (name, image)
 

@@ -44,7 +44,7 @@ def _relabel(labels: dict[str, str], rules: list[dict]) -> dict[str, str] | None
 # the training operator's Service (label app: training-operator, ports "monitoring-port" and
 # "webhook-server"): kubeflow/trainer:manifests/base/service.yaml@v1.9.4;
 # the DCGM exporter's pod (app.kubernetes.io/name: dcgm-exporter, container port "metrics"):
-#   NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml, _helpers.tpl@4.4.1-4.6.0.
+#   NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml, _helpers.tpl@4.5.3-4.8.2.
 UPSTREAM_TARGETS = {
     "volcano-scheduler": ("volcano-system", {"__meta_kubernetes_service_label_app": "volcano-scheduler", "__meta_kubernetes_endpoint_port_name": "metrics"}),
     "volcano-controller": ("volcano-system", {"__meta_kubernetes_service_label_app": "volcano-controller", "__meta_kubernetes_endpoint_port_name": "metrics"}),

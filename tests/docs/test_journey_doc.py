@@ -16,7 +16,7 @@ from infra.core import versions
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "day-one-journey.md"
 
-# The journey (issue #21 point 11), in order: a word or phrase each step's heading must contain.
+# The journey, in order: a word or phrase each step's heading must contain.
 JOURNEY = (
     "bootstrap",
     "VPC, EKS control plane, managed add-ons",

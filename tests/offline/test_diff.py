@@ -91,7 +91,7 @@ def test_changing_fsx_deployment_type_is_refused_without_an_allow(repo, capsys):
 
 def test_an_explicit_allow_lets_the_fsx_replacement_through(repo, capsys):
     _edit_stack(repo, "staging", lambda c: c.update({"higgsfield:fsx": {"enabled": True, "deploymentType": "SCRATCH_2", "storageCapacityGiB": 4800}}))
-    # the new file system has no datasets: their claims go too (refused without an allow, issue #23)
+    # the new file system has no datasets: their claims go too (refused without an allow)
     assert main(["diff", "staging", "--base", "HEAD~1", "--allow", "lustre", "--allow", "lustre-key", "--allow", "claims"]) == 0
     assert "refused" not in "".join(capsys.readouterr())
 

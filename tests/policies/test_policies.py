@@ -277,7 +277,7 @@ def _held(reservation: bool) -> list:
 
 
 def test_a_reservation_held_warm_at_its_count_passes_the_scale_to_zero_policy():
-    """DESIGN.md decision 16: an ODCR is billed whether its instances run or not."""
+    """docs/design/reserved-capacity.md: an ODCR is billed whether its instances run or not."""
     assert stack_violations("gpu-node-groups-scale-to-zero", _held(reservation=True)) == []
 
 

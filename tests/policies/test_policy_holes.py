@@ -1,4 +1,4 @@
-"""The holes issue #14 found in the pack, each shown open (the policy flags it) and closed (the
+"""Holes a review found in the pack, each shown open (the policy flags it) and closed (the
 fix passes): the environment from a tag, an allow-list that is the whole internet in two halves,
 NotAction and wildcard patterns, admin managed policies, world-open ingress, short prod logs,
 a VPC without flow logs, control-plane logs without our key."""

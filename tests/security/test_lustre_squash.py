@@ -1,5 +1,5 @@
-"""Lustre per-team data that no other UID reads, root squash on every node (issue #22, point 4,
-FSx part), and the FSx CSI node plugin's node rights narrowed (point 8).
+"""Lustre per-team data that no other UID reads, root squash on every node, and the FSx CSI node
+plugin's node rights narrowed.
 
 The file system squashes root on every client to 65534:65534; the one client exempted is the
 layout client, at an address held by an explicit subnet CIDR reservation. The attacks: another

@@ -1,4 +1,4 @@
-"""The monitoring stack behind authentication (issue #22, point 5): Grafana's admin from a
+"""The monitoring stack behind authentication: Grafana's admin from a
 generated Secret, its sidecars and RBAC confined to the monitoring namespace, no Prometheus admin
 API, and NetworkPolicies that let no tenant reach Prometheus, Alertmanager or Grafana.
 

@@ -1,4 +1,4 @@
-"""Red team of issue #22's boundaries: the paths beside the ones tests/delivery/test_ci_identity.py tries.
+"""Red team of the tenancy and platform boundaries: the paths beside the ones tests/delivery/test_ci_identity.py tries.
 
 The deploy identity (components/delivery.py) reaches anything the permissions boundary allows,
 not only what its own policy lists: it may write any inline policy on a role of its stack

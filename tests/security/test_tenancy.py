@@ -344,7 +344,8 @@ def test_prod_team_namespaces_deny_all_traffic_but_what_jobs_need():
         assert policies["allow-metrics-scrape"]["ingress"] == [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]}]
         api = policies["allow-launcher-to-api-server"]
         assert api["podSelector"] == {"matchLabels": tenancy.LAUNCHER}
-        assert api["egress"] == [{"to": [{"ipBlock": {"cidr": plan.config.vpc_cidr}}], "ports": [{"protocol": "TCP", "port": 443}]}]
+        service, vpc = {"ipBlock": {"cidr": f"{plan.config.api_service_ip}/32"}}, {"ipBlock": {"cidr": plan.config.vpc_cidr}}
+        assert api["egress"] == [{"to": [service, vpc], "ports": [{"protocol": "TCP", "port": 443}]}]
         # nothing reaches another team's namespace: no allowance names a namespace but the system ones
         named = {json.dumps(p) for spec in policies.values() for rule in spec.get("ingress", []) + spec.get("egress", []) for p in rule.get("from", []) + rule.get("to", []) if "namespaceSelector" in p}
         assert all(other.name not in n for n in named for other in plan.config.scheduler.teams)

@@ -1,5 +1,5 @@
 """A tenant's attacks on the platform, written as the objects and requests it would send, run through
-the mechanisms that refuse them (issue #22, points 2-4 and 8).
+the mechanisms that refuse them.
 
 The attacker: a member of one team with EKS's `AmazonEKSEditPolicy` scoped to the team's namespace
 (README "Adding a team"). Its rules are EDIT_POLICY below, from the EKS user guide, "Review access
@@ -308,8 +308,8 @@ def _netpol(name: str = "allow-all-egress") -> dict:
 NETPOL_WRITES = {
     "create_an_allow_all_egress_policy": ("CREATE", _netpol(), None),
     "edit_the_default_deny": ("UPDATE", {**_netpol("default-deny"), "spec": {"podSelector": {"matchLabels": {"nobody": "x"}}, "policyTypes": ["Egress"]}},
-                              tenancy.network_policies("vision", monitoring_namespace="monitoring", api_server_cidr="10.0.0.0/16")[0]),
-    "delete_the_default_deny": ("DELETE", None, tenancy.network_policies("vision", monitoring_namespace="monitoring", api_server_cidr="10.0.0.0/16")[0]),
+                              tenancy.network_policies("vision", monitoring_namespace="monitoring", api_server_cidr="10.0.0.0/16", api_service_ip="172.20.0.1")[0]),
+    "delete_the_default_deny": ("DELETE", None, tenancy.network_policies("vision", monitoring_namespace="monitoring", api_server_cidr="10.0.0.0/16", api_service_ip="172.20.0.1")[0]),
 }
 
 
@@ -378,7 +378,7 @@ def test_no_team_pod_launcher_included_may_reach_a_lustre_port_in_the_vpc(stack)
 
 
 def test_an_allow_all_egress_policy_would_open_lustre_which_is_why_teams_write_none():
-    policies = [*tenancy.network_policies("vision", monitoring_namespace="monitoring", api_server_cidr="10.0.0.0/16"), _netpol()]
+    policies = [*tenancy.network_policies("vision", monitoring_namespace="monitoring", api_server_cidr="10.0.0.0/16", api_service_ip="172.20.0.1"), _netpol()]
     assert _egress_allowed(policies, {}, "10.0.200.10", 988)
 
 

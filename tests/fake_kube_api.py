@@ -1,0 +1,512 @@
+"""A fake Kubernetes API server over HTTP, for clients that speak the real wire protocol (the
+maintained `kubernetes` client, our own small clients).
+
+What it serves, as kube-apiserver does (kubernetes/kubernetes staging/src/k8s.io/apiserver
+pkg/endpoints/handlers and apimachinery pkg/api/errors at v1.35.0):
+- REST paths `/api/v1/...` and `/apis/GROUP/VERSION/...`, namespaced (`namespaces/NS/PLURAL/NAME`)
+  and cluster-scoped (`PLURAL/NAME`), with the `status` and `log` subresources;
+- GET, LIST (`KindList` with `metadata.resourceVersion`; equality `labelSelector` and
+  `fieldSelector` terms), POST, PUT, PATCH (merge, strategic-merge as merge, and server-side
+  apply `application/apply-patch+yaml`, which needs `fieldManager`), DELETE; `dryRun=All` persists
+  nothing;
+- WATCH (`?watch=true`): a chunked stream of `{"type": ..., "object": ...}` lines from the given
+  resourceVersion, ended by `timeoutSeconds`;
+- pod logs (`.../pods/NAME/log`): text, `timestamps=true` prefixes RFC 3339 times, `follow=true`
+  streams lines appended while the request is open;
+- failures as `Status` objects with the real reasons and codes: 404 NotFound, 409 AlreadyExists
+  and Conflict (stale resourceVersion), 403 Forbidden, 422 Invalid, 400 BadRequest, 415.
+
+Admission is pluggable: `admit(verb, obj) -> (code, reason, message) | None` runs on every write
+(dry runs included), as a ValidatingAdmissionPolicy or webhook would.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import yaml
+
+Admit = Callable[[str, dict], "tuple[int, str, str] | None"]
+
+# The kinds the fake knows by their plural (others are taken from the stored objects).
+KINDS = {
+    "pods": "Pod",
+    "nodes": "Node",
+    "namespaces": "Namespace",
+    "events": "Event",
+    "configmaps": "ConfigMap",
+    "services": "Service",
+    "serviceaccounts": "ServiceAccount",
+    "secrets": "Secret",
+    "deployments": "Deployment",
+    "daemonsets": "DaemonSet",
+    "jobs": "Job",
+    "leases": "Lease",
+    "queues": "Queue",
+    "podgroups": "PodGroup",
+    "pytorchjobs": "PyTorchJob",
+    "mpijobs": "MPIJob",
+    "tfjobs": "TFJob",
+    "xgboostjobs": "XGBoostJob",
+    "jaxjobs": "JAXJob",
+    "validatingadmissionpolicies": "ValidatingAdmissionPolicy",
+    "resourcequotas": "ResourceQuota",
+    "persistentvolumeclaims": "PersistentVolumeClaim",
+}
+
+
+def merge(base: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: a null deletes, a mapping merges, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(base) if isinstance(base, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge(out.get(key), value)
+    return out
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Where a request points: API prefix, namespace (or None), plural, name, subresource."""
+
+    prefix: str
+    namespace: str | None
+    plural: str
+    name: str | None = None
+    sub: str | None = None
+
+    @classmethod
+    def parse(cls, path: str) -> Ref:
+        parts = [p for p in path.split("/") if p]
+        take = 2 if parts[0] == "api" else 3
+        prefix, rest = "/".join(parts[:take]), parts[take:]
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        elif len(rest) == 2 and rest[0] == "namespaces":  # a namespace itself
+            return cls(prefix, None, "namespaces", rest[1])
+        return cls(prefix, namespace, rest[0], rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None)
+
+    @property
+    def api_version(self) -> str:
+        return self.prefix.split("/", 1)[1]
+
+
+@dataclass
+class Watcher:
+    ref: Ref
+    events: list[dict] = field(default_factory=list)
+    wake: threading.Condition = field(default_factory=threading.Condition)
+
+
+class FakeKubernetesApi:
+    """An in-memory API server. `url` is its address; `put(obj)` seeds an object; `logs` holds each
+    pod's log lines as (timestamp, text) per container."""
+
+    def __init__(self, admit: Admit | None = None) -> None:
+        self.objects: dict[tuple[str, str | None, str, str], dict] = {}
+        self.logs: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+        self.requests: list[tuple[str, str]] = []
+        self.admit = admit
+        self._version = 0
+        self._history: list[tuple[int, Ref, str, dict]] = []
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                fake._serve(self, "GET")
+
+            def do_POST(self) -> None:
+                fake._serve(self, "POST")
+
+            def do_PUT(self) -> None:
+                fake._serve(self, "PUT")
+
+            def do_PATCH(self) -> None:
+                fake._serve(self, "PATCH")
+
+            def do_DELETE(self) -> None:
+                fake._serve(self, "DELETE")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    # --- seeding and inspection -------------------------------------------------------------
+
+    @staticmethod
+    def path_of(obj: dict) -> str:
+        group_version = obj["apiVersion"]
+        prefix = "api/v1" if group_version == "v1" else f"apis/{group_version}"
+        plural = next((p for p, k in KINDS.items() if k == obj["kind"]), obj["kind"].lower() + "s")
+        namespace = obj["metadata"].get("namespace")
+        return f"/{prefix}" + (f"/namespaces/{namespace}" if namespace else "") + f"/{plural}/{obj['metadata']['name']}"
+
+    def put(self, obj: dict) -> dict:
+        """Store `obj` as if created (a seed: no admission)."""
+        ref = Ref.parse(self.path_of(obj))
+        with self._lock:
+            return self._store(ref, copy.deepcopy(obj), "ADDED")
+
+    def get(self, obj_path: str) -> dict | None:
+        ref = Ref.parse(obj_path)
+        return copy.deepcopy(self.objects.get(self._key(ref)))
+
+    def delete_now(self, obj_path: str) -> None:
+        ref = Ref.parse(obj_path)
+        with self._lock:
+            found = self.objects.pop(self._key(ref), None)
+            if found:
+                self._record(ref, "DELETED", found)
+
+    def log(self, namespace: str, pod: str, text: str, container: str = "", at: str | None = None) -> None:
+        """Append a line to a pod's log (`at`: its RFC 3339 time, default now)."""
+        stamp = at or time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime())
+        with self._lock:
+            self.logs.setdefault((namespace, pod, container), []).append((stamp, text))
+            self._changed.notify_all()
+
+    # --- storage ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _key(ref: Ref) -> tuple[str, str | None, str, str]:
+        return (ref.prefix, ref.namespace, ref.plural, ref.name or "")
+
+    def _record(self, ref: Ref, kind: str, obj: dict) -> None:
+        self._history.append((self._version, ref, kind, copy.deepcopy(obj)))
+        self._changed.notify_all()
+
+    def _store(self, ref: Ref, obj: dict, event: str) -> dict:
+        self._version += 1
+        meta = obj.setdefault("metadata", {})
+        meta["resourceVersion"] = str(self._version)
+        meta.setdefault("uid", f"uid-{self._version}")
+        meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        if ref.namespace:
+            meta["namespace"] = ref.namespace
+        self.objects[self._key(ref)] = obj
+        self._record(ref, event, obj)
+        return copy.deepcopy(obj)
+
+    # --- HTTP -------------------------------------------------------------------------------
+
+    def _serve(self, h: BaseHTTPRequestHandler, verb: str) -> None:
+        url = urlsplit(h.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        self.requests.append((verb, h.path))
+        body = h.rfile.read(int(h.headers.get("Content-Length") or 0))
+        try:
+            ref = Ref.parse(url.path)
+        except (IndexError, ValueError):
+            return _status(h, 404, "NotFound", "the server could not find the requested resource")
+        if ref.sub == "log":
+            return self._serve_log(h, ref, query)
+        if verb == "GET" and ref.name is None:
+            if _true(query.get("watch")):
+                return self._serve_watch(h, ref, query)
+            return self._serve_list(h, ref, query)
+        if verb == "GET":
+            found = self.objects.get(self._key(ref))
+            return _send(h, 200, found) if found else _not_found(h, ref)
+        if verb == "DELETE":
+            return self._serve_delete(h, ref, query)
+        try:
+            incoming = _decode(body, h.headers.get("Content-Type", ""))
+        except ValueError as exc:
+            return _status(h, 400, "BadRequest", str(exc))
+        with self._lock:
+            if verb == "POST":
+                return self._create(h, ref, incoming, query)
+            return self._update(h, ref, verb, incoming, query)
+
+    def _denied(self, h: BaseHTTPRequestHandler, verb: str, obj: dict) -> bool:
+        answer = self.admit(verb, obj) if self.admit else None
+        if answer:
+            _status(h, *answer)
+        return bool(answer)
+
+    def _create(self, h: BaseHTTPRequestHandler, ref: Ref, obj: dict, query: dict) -> None:
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + f"{self._version + 1:05d}"
+        target = Ref(ref.prefix, ref.namespace, ref.plural, meta.get("name"))
+        if not target.name:
+            return _status(
+                h,
+                422,
+                "Invalid",
+                f'{ref.plural} "" is invalid: metadata.name: Required value: name or generateName is required',
+            )
+        if self._key(target) in self.objects:
+            return _status(
+                h,
+                409,
+                "AlreadyExists",
+                f'{ref.plural} "{target.name}" already exists',
+                details={"name": target.name, "kind": ref.plural},
+            )
+        if self._denied(h, "CREATE", obj):
+            return None
+        if query.get("dryRun") == "All":
+            return _send(h, 201, obj)
+        return _send(h, 201, self._store(target, obj, "ADDED"))
+
+    def _update(self, h: BaseHTTPRequestHandler, ref: Ref, verb: str, patch: dict, query: dict) -> None:
+        key, kind = self._key(ref), h.headers.get("Content-Type", "").split(";")[0]
+        current = self.objects.get(key)
+        if kind == "application/apply-patch+yaml":
+            if not query.get("fieldManager"):
+                return _status(
+                    h,
+                    400,
+                    "BadRequest",
+                    'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+                )
+            merged = merge(current or {}, patch)
+            merged.setdefault("metadata", {})["managedFields"] = [
+                {"manager": query["fieldManager"], "operation": "Apply", "apiVersion": patch.get("apiVersion", "")}
+            ]
+        elif current is None:
+            return _not_found(h, ref)
+        elif verb == "PUT" or ref.sub == "status" and verb == "PUT":
+            merged = patch
+        elif kind in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+            merged = merge(current, patch)
+        else:
+            return _status(
+                h,
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - "
+                "accepted media types include: application/json-patch+json, application/merge-patch+json, "
+                "application/apply-patch+yaml",
+            )
+        wanted = (patch.get("metadata") or {}).get("resourceVersion")
+        if current and wanted and wanted != current["metadata"]["resourceVersion"]:
+            return _status(
+                h,
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {ref.plural} "{ref.name}": the object '
+                "has been modified; please apply your changes to the latest version and try again",
+            )
+        if self._denied(h, "UPDATE" if current else "CREATE", merged):
+            return None
+        if query.get("dryRun") == "All":
+            return _send(h, 200, merged)
+        return _send(h, 200 if current else 201, self._store(ref, merged, "MODIFIED" if current else "ADDED"))
+
+    def _serve_delete(self, h: BaseHTTPRequestHandler, ref: Ref, query: dict) -> None:
+        with self._lock:
+            found = self.objects.get(self._key(ref))
+            if found is None:
+                return _not_found(h, ref)
+            if query.get("dryRun") != "All":
+                del self.objects[self._key(ref)]
+                self._version += 1
+                self._record(ref, "DELETED", found)
+        _send(
+            h,
+            200,
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "details": {"name": ref.name, "kind": ref.plural, "uid": found["metadata"].get("uid")},
+            },
+        )
+
+    def _matching(self, ref: Ref, obj_ref: Ref, obj: dict, query: dict) -> bool:
+        if (obj_ref.prefix, obj_ref.plural) != (ref.prefix, ref.plural):
+            return False
+        if ref.namespace and obj_ref.namespace != ref.namespace:
+            return False
+        return _selects(query.get("labelSelector", ""), obj["metadata"].get("labels") or {}) and _fields_select(
+            query.get("fieldSelector", ""), obj
+        )
+
+    def _serve_list(self, h: BaseHTTPRequestHandler, ref: Ref, query: dict) -> None:
+        with self._lock:
+            items = [
+                copy.deepcopy(o)
+                for (prefix, ns, plural, name), o in sorted(self.objects.items(), key=str)
+                if self._matching(ref, Ref(prefix, ns, plural, name), o, query)
+            ]
+            version = str(self._version)
+        kind = KINDS.get(ref.plural) or (items[0]["kind"] if items else ref.plural.capitalize())
+        _send(
+            h,
+            200,
+            {
+                "kind": f"{kind}List",
+                "apiVersion": ref.api_version,
+                "metadata": {"resourceVersion": version},
+                "items": items,
+            },
+        )
+
+    def _serve_watch(self, h: BaseHTTPRequestHandler, ref: Ref, query: dict) -> None:
+        since = int(query.get("resourceVersion") or 0)
+        deadline = time.monotonic() + float(query.get("timeoutSeconds") or 5)
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        sent = 0
+        try:
+            while time.monotonic() < deadline:
+                with self._lock:
+                    pending = [(v, r, k, o) for v, r, k, o in self._history[sent:]]
+                    sent = len(self._history)
+                    if not pending:
+                        self._changed.wait(timeout=min(0.05, max(0.0, deadline - time.monotonic())))
+                        continue
+                for version, obj_ref, kind, obj in pending:
+                    if version >= since and self._matching(ref, obj_ref, obj, query):
+                        _chunk(h, json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+            _chunk(h, b"")
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+    def _serve_log(self, h: BaseHTTPRequestHandler, ref: Ref, query: dict) -> None:
+        pod = self.objects.get(self._key(Ref(ref.prefix, ref.namespace, "pods", ref.name)))
+        if pod is None:
+            return _not_found(h, Ref(ref.prefix, ref.namespace, "pods", ref.name))
+        containers = [c["name"] for c in pod.get("spec", {}).get("containers", [])]
+        container = query.get("container") or (containers[0] if len(containers) == 1 else "")
+        if not container and len(containers) > 1:
+            return _status(
+                h,
+                400,
+                "BadRequest",
+                f"a container name must be specified for pod {ref.name}, choose one of: [{' '.join(containers)}]",
+            )
+        stamps, follow = _true(query.get("timestamps")), _true(query.get("follow"))
+        lines_key = (
+            ref.namespace or "",
+            ref.name or "",
+            container if (ref.namespace, ref.name, container) in {k for k in self.logs} else "",
+        )
+        h.send_response(200)
+        h.send_header("Content-Type", "text/plain")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        sent, deadline = 0, time.monotonic() + float(query.get("timeoutSeconds") or 2)
+        try:
+            while True:
+                with self._lock:
+                    lines = self.logs.get(lines_key, [])[sent:]
+                    sent += len(lines)
+                    if not lines and follow and time.monotonic() < deadline:
+                        self._changed.wait(timeout=0.05)
+                        continue
+                for stamp, text in lines:
+                    _chunk(h, (f"{stamp} {text}\n" if stamps else f"{text}\n").encode())
+                if not follow or time.monotonic() >= deadline:
+                    break
+            _chunk(h, b"")
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+
+def _true(value: str | None) -> bool:
+    """A boolean query parameter as the API server parses it (Go's strconv.ParseBool)."""
+    return value in ("1", "t", "T", "true", "TRUE", "True")
+
+
+def _decode(body: bytes, content_type: str) -> dict:
+    if not body:
+        return {}
+    try:
+        loaded = yaml.safe_load(body) if "yaml" in content_type else json.loads(body)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise ValueError(f"the body of the request could not be decoded: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise ValueError("the body of the request is not an object")
+    return loaded
+
+
+def _selects(selector: str, labels: dict) -> bool:
+    for term in filter(None, selector.split(",")):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if labels.get(key) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def _fields_select(selector: str, obj: dict) -> bool:
+    for term in filter(None, selector.split(",")):
+        key, value = term.split("=", 1)
+        found: Any = obj
+        for part in key.split("."):
+            found = found.get(part) if isinstance(found, dict) else None
+        if str(found) != value:
+            return False
+    return True
+
+
+def _send(h: BaseHTTPRequestHandler, code: int, body: dict) -> None:
+    data = json.dumps(body).encode()
+    h.send_response(code)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(data)))
+    h.end_headers()
+    h.wfile.write(data)
+
+
+def _chunk(h: BaseHTTPRequestHandler, data: bytes) -> None:
+    h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+    h.wfile.flush()
+
+
+def _status(h: BaseHTTPRequestHandler, code: int, reason: str, message: str, details: dict | None = None) -> None:
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    _send(h, code, body)
+
+
+def _not_found(h: BaseHTTPRequestHandler, ref: Ref) -> None:
+    _status(h, 404, "NotFound", f'{ref.plural} "{ref.name}" not found', details={"name": ref.name, "kind": ref.plural})

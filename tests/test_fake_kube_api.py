@@ -1,0 +1,96 @@
+"""The fake API server answers as kube-apiserver does on the wire: Status bodies with the real
+reasons and codes, server-side apply needing a field manager, dry runs that store nothing, watch
+streams and followed logs (tests/fake_kube_api.py cites the handlers it follows)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.fake_kube_api import FakeKubernetesApi
+
+POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "p", "namespace": "team"},
+    "spec": {"containers": [{"name": "c", "image": "i"}]},
+}
+
+
+@pytest.fixture
+def api():
+    fake = FakeKubernetesApi()
+    yield fake
+    fake.close()
+
+
+def call(api, method, path, body=None, content_type="application/json"):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(api.url + path, data=data, method=method, headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_a_missing_object_is_a_not_found_status():
+    fake = FakeKubernetesApi()
+    try:
+        code, body = call(fake, "GET", "/api/v1/namespaces/team/pods/nope")
+        status = json.loads(body)
+        assert code == 404 and (status["kind"], status["reason"], status["code"]) == ("Status", "NotFound", 404)
+        assert status["message"] == 'pods "nope" not found'
+    finally:
+        fake.close()
+
+
+def test_creating_twice_is_already_exists(api):
+    assert call(api, "POST", "/api/v1/namespaces/team/pods", POD)[0] == 201
+    code, body = call(api, "POST", "/api/v1/namespaces/team/pods", POD)
+    assert code == 409 and json.loads(body)["reason"] == "AlreadyExists"
+
+
+def test_a_dry_run_stores_nothing(api):
+    assert call(api, "POST", "/api/v1/namespaces/team/pods?dryRun=All", POD)[0] == 201
+    assert not api.objects
+
+
+def test_server_side_apply_needs_a_field_manager_and_records_it(api):
+    path = "/apis/kubeflow.org/v1/namespaces/team/pytorchjobs/j"
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"}}
+    assert call(api, "PATCH", path, job, "application/apply-patch+yaml")[0] == 400
+    assert call(api, "PATCH", path + "?fieldManager=me", job, "application/apply-patch+yaml")[0] == 201
+    assert api.get(path)["metadata"]["managedFields"][0]["manager"] == "me"
+
+
+def test_a_stale_resource_version_is_a_conflict(api):
+    api.put(POD)
+    stale = {"metadata": {"resourceVersion": "0", "labels": {"a": "b"}}}
+    code, body = call(api, "PATCH", "/api/v1/namespaces/team/pods/p", stale, "application/merge-patch+json")
+    assert code == 409 and json.loads(body)["reason"] == "Conflict"
+
+
+def test_a_watch_streams_changes_as_json_lines(api):
+    threading.Timer(0.1, lambda: api.put(POD)).start()
+    with urllib.request.urlopen(api.url + "/api/v1/namespaces/team/pods?watch=true&timeoutSeconds=1", timeout=5) as s:
+        events = [json.loads(line) for line in s.read().decode().splitlines()]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "p")]
+
+
+def test_a_followed_log_streams_lines_appended_later_with_timestamps(api):
+    api.put(POD)
+    api.log("team", "p", "one", at="2026-12-04T10:00:00.000000000Z")
+    threading.Timer(0.1, lambda: api.log("team", "p", "two", at="2026-12-04T10:00:01.000000000Z")).start()
+    began = time.monotonic()
+    with urllib.request.urlopen(
+        api.url + "/api/v1/namespaces/team/pods/p/log?follow=true&timestamps=true&timeoutSeconds=0.5", timeout=5
+    ) as s:
+        text = s.read().decode()
+    assert text.splitlines() == ["2026-12-04T10:00:00.000000000Z one", "2026-12-04T10:00:01.000000000Z two"]
+    assert time.monotonic() - began < 3
