@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
-from functools import lru_cache, cache
+from functools import cache
 
 from infra.core import versions
 from tests.conftest import ROOT
