@@ -42,7 +42,8 @@ EFA_WITHOUT_HUGE_PAGES_ENV = {"FI_EFA_USE_HUGE_PAGE": "0"}
 # same ref), far below what registration needs (the kernel's default is 8 MiB), and NCCL falls back
 # to TCP sockets. nodeadm merges NodeConfig `containerd.baseRuntimeSpec` (nodeadm/api/v1alpha1/
 # nodeconfig_types.go, same ref) over its default ("Modifying container RLIMITs", nodeadm/doc/
-# examples.md; writeBaseRuntimeSpec, nodeadm/internal/containerd/base_runtime_spec.go); Bottlerocket raises MEMLOCK the same way on EFA nodes
+# examples.md; writeBaseRuntimeSpec, nodeadm/internal/containerd/base_runtime_spec.go); Bottlerocket raises MEMLOCK the
+# same way on EFA nodes
 # (bottlerocket-os/bottlerocket-core-kit#141).
 # 10^18 bytes, not RLIM_INFINITY (2^64-1): nodeadm merges the spec through Go's encoding/json into
 # map[string]interface{}, so every number passes through a float64 (util.Merge, nodeadm/internal/

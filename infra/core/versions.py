@@ -703,8 +703,11 @@ PROVENANCE.update({
     # No digest: none is published in a file upstream; the chart takes one as `<tag>@sha256:...` in
     # basic.<component>_image_tag_version (it renders registry/name:tag) once read from the registry.
     "VOLCANO_IMAGE_REGISTRY": unverified(
-        f"volcano-sh/volcano:.github/workflows/release.yaml@{VOLCANO_IMAGE_TAG} (pushes each tag to ghcr.io/volcano-sh; tag only, digest unverified)",
-        f"docker buildx imagetools inspect ghcr.io/volcano-sh/vc-scheduler:{VOLCANO_IMAGE_TAG} (and vc-controller-manager, vc-webhook-manager)"),
-    "VOLCANO_IMAGE_NAMES": verified(f"volcano-sh/volcano:Makefile@{VOLCANO_IMAGE_TAG} (images: ${{IMAGE_PREFIX}}/vc-<component>) + .github/workflows/release.yaml"),
+        f"volcano-sh/volcano:.github/workflows/release.yaml@{VOLCANO_IMAGE_TAG} (pushes each tag to "
+        "ghcr.io/volcano-sh; tag only, digest unverified)",
+        f"docker buildx imagetools inspect ghcr.io/volcano-sh/vc-scheduler:{VOLCANO_IMAGE_TAG} (and "
+        "vc-controller-manager, vc-webhook-manager)"),
+    "VOLCANO_IMAGE_NAMES": verified(f"volcano-sh/volcano:Makefile@{VOLCANO_IMAGE_TAG} (images: ${{IMAGE_PREFIX}}/vc-<component>) + "
+                                    ".github/workflows/release.yaml"),
     "VOLCANO_IMAGE_PULL_POLICY": verified(f"volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@{VOLCANO_IMAGE_TAG} (basic.image_pull_policy)"),
 })

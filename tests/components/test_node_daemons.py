@@ -44,7 +44,8 @@ def test_efa_device_plugin_tolerates_every_taint(efa_stack):
 
 
 def test_dcgm_exporter_tolerates_every_taint(plan):
-    """`tolerations` (default: the control plane's taint only) is rendered into the DaemonSet (NVIDIA/dcgm-exporter:deployment/
+    """`tolerations` (default: the control plane's taint only) is rendered into the DaemonSet
+    (NVIDIA/dcgm-exporter:deployment/
     values.yaml and templates/daemonset.yaml@4.5.3-4.8.2, the tag of chart 4.8.2)."""
     assert EVERY_TAINT in _values(plan, "dcgm-exporter")["tolerations"]
 

@@ -53,7 +53,8 @@ CHART_IMAGES: dict[str, Callable[[dict], list[str]]] = {
     # admission.yaml:156, admission-init.yaml:110. grafana.yaml:96 grafana/grafana:latest, prometheus.yaml:226
     # prom/prometheus and
     # kubestatemetrics.yaml:175 render only with custom.metrics_enable; agent/agent-scheduler only when enabled.
-    "volcano": lambda v: [f"{_get(v, 'basic', 'image_registry', default='docker.io')}/{_get(v, 'basic', key, default='volcanosh/' + name)}:"
+    "volcano": lambda v: [f"{_get(v, 'basic', 'image_registry', default='docker.io')}/"
+                             f"{_get(v, 'basic', key, default='volcanosh/' + name)}:"
                           f"{_get(v, 'basic', 'image_tag_version', default='v1.15.1')}"
                           for key, name in (("controller_image_name", "vc-controller-manager"), ("scheduler_image_name", "vc-scheduler"),
                                             ("admission_image_name", "vc-webhook-manager"))]
@@ -74,9 +75,11 @@ CHART_IMAGES: dict[str, Callable[[dict], list[str]]] = {
     # addon-resizer (1.8.23) only with addonResizer.enabled (values.yaml:130-131, default false).
     "metrics-server": lambda v: [f"registry.k8s.io/metrics-server/metrics-server:{_get(v, 'image', 'tag') or 'v0.8.0'}"]
     + (["registry.k8s.io/autoscaling/addon-resizer:1.8.23"] if _get(v, "addonResizer", "enabled") else []),
-    # NVIDIA/dcgm-exporter:deployment/values.yaml@4.5.3-4.8.2:16-20 (tag 4.5.3-4.8.2-distroless); templates/daemonset.yaml:117.
+    # NVIDIA/dcgm-exporter:deployment/values.yaml@4.5.3-4.8.2:16-20 (tag 4.5.3-4.8.2-distroless);
+    # templates/daemonset.yaml:117.
     "dcgm-exporter": lambda v: [f"nvcr.io/nvidia/k8s/dcgm-exporter:{_get(v, 'image', 'tag') or '4.5.3-4.8.2-distroless'}"],
-    # prometheus-community/helm-charts:charts/prometheus-adapter/values.yaml@prometheus-adapter-5.3.0:11-14 (tag "" -> appVersion v0.12.0);
+    # prometheus-community/helm-charts:charts/prometheus-adapter/values.yaml@prometheus-adapter-5.3.0:11-14 (tag "" ->
+    # appVersion v0.12.0);
     # templates/deployment.yaml:55.
     "prometheus-adapter": lambda v: [f"registry.k8s.io/prometheus-adapter/prometheus-adapter:{_get(v, 'image', 'tag') or 'v0.12.0'}"],
     # kube-prometheus-stack: read at 88.5.3 (the pinned 88.6.5 is newer than the stored snapshot): every image a fixed

@@ -24,6 +24,8 @@ from tests.conftest import STACKS, plan_of
 
 BY_NAME = {p.name: p for p in rules.POLICIES}
 
+DEPLOY_SUBJECT = "repo:o/r:environment:prod:job_workflow_ref:o/r/.github/workflows/deploy.yml@refs/heads/main"
+
 
 def _opts(protect: bool = False, ignore_changes: list[str] | None = None) -> PolicyResourceOptions:
     return PolicyResourceOptions(protect, ignore_changes or [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
@@ -78,8 +80,7 @@ RESOURCE_CASES = [
     ("iam-no-admin-managed-policies", rules.ROLE_POLICY_ATTACHMENT, {"policyArn": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"}, {"policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"}, {}, False),
     ("security-groups-no-world-ingress", rules.INGRESS_RULE, {"cidrIpv4": "10.0.0.0/16", "fromPort": 443}, {"cidrIpv4": "0.0.0.0/0", "fromPort": 443}, {"referencedSecurityGroupId": "sg-1"}, False),
     ("ci-roles-trust-one-subject", rules.ROLE, {"tags": {rules.CI_IDENTITY_TAG: "deploy"}, "assumeRolePolicy": json.dumps({"Statement": [{"Effect": "Allow", "Principal": {"Federated": "arn:aws:iam::1:oidc-provider/token.actions.githubusercontent.com"}, "Condition": {"StringEquals": {"token.actions.githubusercontent.com:sub":
-                                    "repo:o/r:environment:prod:job_workflow_ref:"
-                                    "o/r/.github/workflows/deploy.yml@refs/heads/main"}}}]})},
+                                    DEPLOY_SUBJECT}}}]})},
      {"tags": {rules.CI_IDENTITY_TAG: "deploy"}, "assumeRolePolicy": json.dumps({"Statement": [{"Effect": "Allow", "Principal": {"Federated": "arn:aws:iam::1:oidc-provider/token.actions.githubusercontent.com"}, "Condition": {"StringLike": {"token.actions.githubusercontent.com:sub": "repo:o/r:*"}}}]})},
      {"tags": {}, "assumeRolePolicy": json.dumps({"Statement": [{"Effect": "Allow", "Principal": {"Federated": "arn:aws:iam::1:oidc-provider/token.actions.githubusercontent.com"}}]})}, True),
     ("log-retention-floor", rules.LOG_GROUP, {"name": "/aws/eks/x/cluster", "retentionInDays": 90}, {"name": "/aws/eks/x/cluster", "retentionInDays": 30}, {"name": "/aws/eks/x/cluster"}, False),
