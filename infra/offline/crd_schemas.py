@@ -77,7 +77,7 @@ def _file(api_version: str, kind: str) -> str:
 
 @functools.cache
 def kept(api_version: str, kind: str) -> dict:
-    return json.loads(resources.files("infra.cli").joinpath(FOLDER, _file(api_version, kind)).read_text())
+    return json.loads(resources.files("infra.offline").joinpath(FOLDER, _file(api_version, kind)).read_text())
 
 
 @functools.cache
