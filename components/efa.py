@@ -19,6 +19,15 @@ EFA_HUGEPAGES_2MI = 5128
 # reservation (aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/kubernetes/
 # nccl-tests.yaml@7217859f: `hugepages-2Mi: 5120Mi` beside `vpc.amazonaws.com/efa: 32`).
 EFA_POD_HUGEPAGES_MI = 5120
+# On a Karpenter pool no pod may request huge pages (components/karpenter.py: Karpenter's instance
+# types offer none, so it would launch no node), and the kubelet limits a pod's hugetlb cgroup to 0
+# for every page size it does not request (kubernetes/kubernetes:pkg/kubelet/cm/cgroup_manager_linux.go,
+# "for each page size omitted, limit to 0"). libfabric's EFA provider is told to keep its internal
+# buffers in ordinary pages: FI_EFA_USE_HUGE_PAGE, "Using huge page memory has a small performance
+# advantage, but can cause system to run out of huge page memory" (ofiwg/libfabric:man/fi_efa.7.md
+# @v2.3.1). The cost: that small advantage, on the provider's bounce buffers only (NCCL's data moves
+# through GPU memory registered with GPUDirect RDMA, not through them).
+EFA_WITHOUT_HUGE_PAGES_ENV = {"FI_EFA_USE_HUGE_PAGE": "0"}
 
 # Locked memory for every container on an EFA node. The EFA driver pins the memory libfabric
 # registers for NCCL and counts it against the process's RLIMIT_MEMLOCK unless it has CAP_IPC_LOCK

@@ -97,15 +97,56 @@ def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool, cuda
         "MIN_LUSTRE_MBPS": str(thresholds.min_lustre_mb_s),
         "MIN_BUS_BANDWIDTH_GBPS": str(thresholds.min_bus_bandwidth_gb_s),
         "LUSTRE_PATH": MOUNT_PATH if lustre else "",
-        "ON_FAILURE": pool.health_gate.on_failure,
+        "ON_FAILURE": on_failure(pool),
         "CHECK_TIMEOUT_SECONDS": str(seconds_of(pool.health_gate.timeout)),
     }
 
 
-def gate_role_rules() -> list[dict]:
+def on_failure(pool: GpuPool) -> str:
+    """What the gate does with a node of `pool` that fails: the pool's healthGate.onFailure; on a
+    Karpenter pool always `replace`, which there deletes the node's NodeClaim (images/training/
+    health_gate.py nodeclaim_of says why a kept node would hold the gang and be billed for ever;
+    the config refuses `keep` there)."""
+    return "replace" if pool.provisioner == "karpenter" else pool.health_gate.on_failure
+
+
+def gate_role_rules(karpenter: bool = False) -> list[dict]:
     """Read and patch nodes (its own only: the admission policy), list them (its pool's healthy
-    nodes' drivers, by label selector), nothing else cluster-wide."""
-    return [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
+    nodes' drivers, by label selector); with Karpenter pools also delete NodeClaims (its own node's
+    only: own_nodeclaim_policy). Nothing else cluster-wide."""
+    rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
+    if karpenter:
+        rules.append({"apiGroups": [NODECLAIM_GROUP], "resources": ["nodeclaims"], "verbs": ["delete"]})
+    return rules
+
+
+# Karpenter's NodeClaim API group (the v1 CRD karpenter.sh_nodeclaims.yaml, aws/karpenter-provider-aws
+# @v1.14.1); status.nodeName is the node it launched.
+NODECLAIM_GROUP = "karpenter.sh"
+
+
+def own_nodeclaim_policy() -> dict:
+    """A ValidatingAdmissionPolicy: the gate's account may delete only the NodeClaim of the node its
+    pod runs on (the request's oldObject is the NodeClaim being deleted)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "higgsfield-health-gate-own-nodeclaim"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [NODECLAIM_GROUP], "apiVersions": ["v1"],
+                                                    "operations": ["DELETE"], "resources": ["nodeclaims"]}]},
+            "matchConditions": [{"name": "health-gate-only",
+                                 "expression": f"request.userInfo.username == '{GATE_USER}'"}],
+            "validations": [{
+                "expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
+                              "has(oldObject.status) && has(oldObject.status.nodeName) && "
+                              f"request.userInfo.extra['{NODE_NAME_EXTRA}'] == [oldObject.status.nodeName]",
+                "message": "the health gate may delete only the NodeClaim of the node its pod runs on",
+                "reason": "Forbidden",
+            }],
+        },
+    }
 
 
 def own_node_policy() -> dict:
@@ -263,7 +304,9 @@ class HealthGate(pulumi.ComponentResource):
     """The health gate: checks every new node of the gated GPU pools before jobs may use it.
 
     Creates: the `higgsfield-health` namespace (Pod Security privileged: the checks need the
-    devices), the gate's ServiceAccount, a ClusterRole with `get`/`list`/`patch` on nodes and its binding,
+    devices), the gate's ServiceAccount, a ClusterRole with `get`/`list`/`patch` on nodes (and, with
+    Karpenter pools, `delete` on NodeClaims, limited to its own node's by a second
+    ValidatingAdmissionPolicy + binding) and its binding,
     a Role to create Events in `default` (where Events about nodes live) and its binding, a ValidatingAdmissionPolicy (+
     binding) that limits the account to its own node's startup taint and health labels, one
     ConfigMap of expectations per gated pool (and a Role to read them), one DaemonSet per gated pool
@@ -287,7 +330,9 @@ class HealthGate(pulumi.ComponentResource):
         account = obj("account", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE}})
         subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
         rbac = "rbac.authorization.k8s.io"
-        obj("nodes-role", {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": "higgsfield-health-gate"}, "rules": gate_role_rules()}, k8s)
+        karpenter = any(p.provisioner == "karpenter" for p in args.pools)
+        obj("nodes-role", {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole",
+                           "metadata": {"name": "higgsfield-health-gate"}, "rules": gate_role_rules(karpenter)}, k8s)
         obj("nodes-binding", {"apiVersion": f"{rbac}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "higgsfield-health-gate"},
                               "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "higgsfield-health-gate"}, "subjects": subject})
         obj("expectations-role", {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": {"name": "health-gate-expectations", "namespace": NAMESPACE},
@@ -305,11 +350,20 @@ class HealthGate(pulumi.ComponentResource):
             "spec": {"policyName": "higgsfield-health-gate-own-node", "validationActions": ["Deny"]},
         }, pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[policy]))
         ready: list[pulumi.Resource] = [account, policy]
+        if karpenter:
+            claims = obj("own-nodeclaim", own_nodeclaim_policy(), k8s)
+            ready.append(obj("own-nodeclaim-binding", {
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": "higgsfield-health-gate-own-nodeclaim"},
+                "spec": {"policyName": "higgsfield-health-gate-own-nodeclaim", "validationActions": ["Deny"]},
+            }, pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[claims])))
         for pool in args.pools:  # not awaited by the DaemonSet (adding a pool changes nothing else); the gate waits for it
             obj(f"expectations-{pool.name}", {
                 "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": expectations_name(pool.name), "namespace": NAMESPACE},
                 "data": {"expectations.json": json.dumps(expectations(pool, args.thresholds, args.lustre, args.cuda, args.node_release), indent=1, sort_keys=True)}})
-        replacing = [p.name for p in args.pools if p.health_gate.on_failure == "replace"]
+        # Auto Scaling replacement for node-group pools only (a Karpenter node's NodeClaim is deleted)
+        replacing = [p.name for p in args.pools
+                     if p.health_gate.on_failure == "replace" and p.provisioner != "karpenter"]
         if replacing:
             role, role_policy = pod_identity_role(f"{name}-replace", args.tags, self, inline_policy=replacement_policy(args.cluster_name, replacing))
             ready += [role_policy, aws.eks.PodIdentityAssociation(

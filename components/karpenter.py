@@ -11,12 +11,22 @@ A Karpenter pool gets what a node-group pool gets from its launch template (comp
 components/efa.py): ENA primary + one efa-only interface per network card (EC2NodeClass
 networkInterfaces), a placement group when the pool has one (placementGroupSelector), RAID0 of
 the local NVMe (instanceStorePolicy RAID0), IMDSv2 with hop limit 1 (metadataOptions), an
-encrypted gp3 root, the huge pages script, FastImagePull, and the health gate's startup taint
-(NodePool startupTaints). Its NodePool never disrupts a running training pod: consolidation only
-when a node is empty, after boot + gang fill; no Drifted or Underutilized disruption (budgets of
-0 nodes); `expireAfter: Never`; and every training pod carries `karpenter.sh/do-not-disrupt`
-(infra/cli/jobs.py). Reservation and Capacity Block pools are refused in config (aws/karpenter-
-provider-aws#8514: one NodeClass cannot yet span several blocks).
+encrypted gp3 root, FastImagePull, and the health gate's startup taint (NodePool startupTaints).
+No huge pages: Karpenter launches only for pods whose requests fit an instance type's capacity, and
+the capacity it computes for an EC2 type has no `hugepages-*` (computeCapacity, pkg/providers/
+instancetype/types.go@v1.14.1), so jobs on a Karpenter pool are rendered without them
+(infra/cli/pods.py, docs/karpenter.md says the cost).
+
+Its NodePool never disrupts a running training pod: consolidation only when a node is empty, after
+boot + gang fill; no Underutilized disruption (a budget of 0 nodes); `expireAfter: Never`; and every
+training pod carries `karpenter.sh/do-not-disrupt` (infra/cli/jobs.py), which also keeps Drift off
+its node while no `terminationGracePeriod` is set (website/content/en/docs/concepts/disruption.md
+@v1.14.1, "Pod-Level Controls"). Drift is allowed otherwise, so the nodes follow the cluster's
+version: the AMI alias resolves against the control plane's Kubernetes version, an upgrade drifts
+every NodeClaim, and each node is replaced once it runs no training pod. The CRDs come from their
+own chart (infra/versions.py KARPENTER_CRD), so they are upgraded with Karpenter. Reservation and
+Capacity Block pools are refused in config (aws/karpenter-provider-aws#8514: one NodeClass cannot
+yet span several blocks).
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ import pulumi_aws as aws
 
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
-from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, container_rlimits_node_config, efa_interfaces_for
+from components.efa import EfaFabric, container_rlimits_node_config, efa_interfaces_for
 from components.gang_deadline import gang_deadline_s
 from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, pool_labels, pool_taints
 from components.identity import pod_identity_role
@@ -124,15 +134,13 @@ def node_class_name(pool: GpuPool) -> str:
 
 
 def user_data(pool: GpuPool) -> str:
-    """What nodeadm gets beyond Karpenter's own NodeConfig: FastImagePull, the huge pages and
-    containers' locked-memory limit of an EFA pool (RAID0 comes from instanceStorePolicy), and the NVIDIA container toolkit's
-    no-envvar settings (components/gpu_pools.py container_toolkit_script). MIME multipart, as Karpenter merges for
-    AL2023 (EC2NodeClass userData)."""
+    """What nodeadm gets beyond Karpenter's own NodeConfig: FastImagePull, the containers' locked-memory
+    limit of an EFA pool, and the NVIDIA container toolkit's no-envvar settings (components/gpu_pools.py
+    container_toolkit_script); RAID0 comes from instanceStorePolicy. No huge pages (the module's
+    docstring): no pod on the node may ask for them, and the kubelet caps a pod's hugetlb at what it
+    requests. MIME multipart, as Karpenter merges for AL2023 (EC2NodeClass userData)."""
     node_config = "  featureGates:\n    FastImagePull: true\n" + (container_rlimits_node_config() if pool.efa else "")
     parts = ["Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n" + node_config]
-    if pool.efa:
-        parts.append('Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n'
-                     f"echo 'vm.nr_hugepages = {EFA_HUGEPAGES_2MI}' > /etc/sysctl.d/90-efa-hugepages.conf\nsysctl -w vm.nr_hugepages={EFA_HUGEPAGES_2MI}\n")
     # The container toolkit ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers, as on the node groups
     parts.append('Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n' + container_toolkit_script())
     return 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n' + "".join(f"--//\n{p}\n" for p in parts) + "--//--\n"
@@ -141,7 +149,11 @@ def user_data(pool: GpuPool) -> str:
 def ec2_node_class(pool: GpuPool, node_role: pulumi.Input[str], subnet_id: pulumi.Input[str], security_group_ids: Sequence[pulumi.Input[str]],
                    placement_group: pulumi.Input[str] | None, tags: Mapping[str, str]) -> dict:
     spec: dict = {
-        "amiSelectorTerms": [{"alias": "al2023@latest"}],   # AL2023; Karpenter picks its NVIDIA variant for GPU types
+        # AL2023, its NVIDIA variant for GPU types, for the control plane's version: the alias is the
+        # SSM path /aws/service/eks/optimized-ami/K8S_VERSION/... (resolvePath, pkg/providers/amifamily/
+        # al2023.go@v1.14.1), so an upgrade changes the image and drifts every NodeClaim (isAMIDrifted,
+        # pkg/cloudprovider/drift.go@v1.14.1); node_pool's budgets say when a drifted node goes
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
         "role": node_role,
         "subnetSelectorTerms": [{"id": subnet_id}],
         "securityGroupSelectorTerms": [{"id": sg} for sg in security_group_ids],
@@ -188,8 +200,9 @@ def node_pool(pool: GpuPool) -> dict:
             "disruption": {
                 "consolidationPolicy": "WhenEmpty",
                 "consolidateAfter": f"{consolidate_after_s(pool)}s",
-                # never for drift or underutilisation, whatever the node runs; empty nodes may go
-                "budgets": [{"nodes": "0", "reasons": ["Drifted", "Underutilized"]}],
+                # never for underutilisation; empty nodes may go, and drifted ones (a new AMI, a
+                # Kubernetes upgrade) once no training pod holds them with do-not-disrupt
+                "budgets": [{"nodes": "0", "reasons": ["Underutilized"]}],
             },
             "limits": {"nvidia.com/gpu": str(pool.max_size * pool.gpus_per_node)},
         },
@@ -201,6 +214,7 @@ class KarpenterArgs:
     cluster_name: str
     region: str
     chart: Chart
+    crd_chart: Chart
     pools: Sequence[GpuPool]
     vpc_id: pulumi.Input[str]
     node_role_arn: pulumi.Input[str]
@@ -216,9 +230,10 @@ class Karpenter(pulumi.ComponentResource):
 
     Creates: the SQS interruption queue (5-minute retention, SSE, TLS only) with its policy and five
     EventBridge rules, the controller's Pod Identity role (karpenter_policy) and association, the
-    Helm release, and per pool an EC2NodeClass (EFA layout, RAID0, IMDSv2 hop 1, gp3 root,
-    FastImagePull, huge pages) and a NodePool (pool labels and taints, the gate's startup taint,
-    never disrupting a running training pod). Replaced when: a pool is renamed.
+    Helm releases of the CRD chart and of the controller (without its crds/), and per pool an
+    EC2NodeClass (EFA layout, RAID0, IMDSv2 hop 1, gp3 root, FastImagePull) and a NodePool (pool
+    labels and taints, the gate's startup taint, never disrupting a running training pod).
+    Replaced when: a pool is renamed.
     """
 
     def __init__(self, name: str, args: KarpenterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -241,6 +256,10 @@ class Karpenter(pulumi.ComponentResource):
         association = aws.eks.PodIdentityAssociation(f"{name}-identity", cluster_name=args.cluster_name, namespace=NAMESPACE,
                                                       service_account=SERVICE_ACCOUNT, role_arn=role.arn, tags=dict(args.tags),
                                                       opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))
+        # The CRDs' own chart first, so `pulumi up` with a new pin upgrades them; the controller's
+        # chart then skips its crds/ (Helm would only ever install them once).
+        crds = helm_release(f"{name}-crd", args.crd_chart, NAMESPACE, {}, pulumi.ResourceOptions(
+            parent=self, provider=args.provider, depends_on=list(args.depends_on)))
         self.release = helm_release(name, args.chart, NAMESPACE, {
             "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
             "nodeSelector": SYSTEM_LABELS,
@@ -248,7 +267,8 @@ class Karpenter(pulumi.ComponentResource):
             # aws/karpenter-provider-aws:charts/karpenter/values.yaml@v1.14.1 `tolerations`)
             "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, SYSTEM_TOLERATION],
             "settings": {"clusterName": args.cluster_name, "interruptionQueue": queue.name},
-        }, pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[association, policy, *args.depends_on]))
+        }, pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                  depends_on=[crds, association, policy, *args.depends_on]), skip_crds=True)
         after = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release])
         role_name = pulumi.Output.from_input(args.node_role_arn).apply(lambda arn: arn.rsplit("/", 1)[-1])
         for pool in args.pools:
@@ -272,6 +292,7 @@ def karpenter_pools(cfg, network, cluster, node_role, depends_on: Sequence[pulum
     if not pools:
         return None
     return Karpenter("karpenter", KarpenterArgs(
-        cluster_name=cfg.name, region=cfg.region, chart=versions.KARPENTER, pools=pools, vpc_id=network.vpc_id,
-        node_role_arn=node_role.arn, subnet_ids={zone: s.id for zone, s in network.private_subnets.items()},
+        cluster_name=cfg.name, region=cfg.region, chart=versions.KARPENTER, crd_chart=versions.KARPENTER_CRD,
+        pools=pools, vpc_id=network.vpc_id, node_role_arn=node_role.arn,
+        subnet_ids={zone: s.id for zone, s in network.private_subnets.items()},
         security_group_ids=[cluster.node_security_group_id], provider=cluster.provider, depends_on=depends_on, tags=tags))

@@ -618,6 +618,16 @@ KARPENTER = Chart(
     KubernetesRange("Karpenter {version}", "1.30", "1.35",
                     "aws/karpenter-provider-aws:website/content/en/docs/upgrading/compatibility.md@v{version}"),
 )
+# Karpenter's CRDs as their own chart, released with the same version: Helm installs a chart's crds/
+# only on first install and never upgrades them, so the upgrade guide recommends the karpenter-crd
+# chart for the CRDs' lifecycle (website/content/en/docs/upgrading/upgrade-guide.md@v1.14.1, "CRD
+# Upgrades"; charts/karpenter-crd/templates holds the same five CRDs as charts/karpenter/crds).
+KARPENTER_CRD = Chart(
+    "karpenter-crd", KARPENTER.version, KARPENTER.repo,
+    unverified("aws/karpenter-provider-aws:website/content/en/docs/upgrading/upgrade-guide.md@v{version} (CRD Upgrades)",
+               "helm show chart oci://public.ecr.aws/karpenter/karpenter-crd --version {version}"),
+    KARPENTER.kubernetes,
+)
 # --- images the controllers pull, chart image pins, the operator's leader election ------------
 # The Training Operator injects two images into team namespaces unless its flags say otherwise
 # (kubeflow/trainer:cmd/training-operator.v1/main.go@v1.9.4 flags --pytorch-init-container-image and

@@ -58,6 +58,7 @@ class FakeApiServer:
         self.nodes: dict[str, dict] = {}
         self.config_maps: dict[tuple[str, str], dict] = {}
         self.events: list[dict] = []
+        self.nodeclaims: dict[str, dict] = {}   # Karpenter's, by name (karpenter.sh/v1, cluster-scoped)
         self.requests: list[tuple[str, str]] = []
         self.race_on_read: int | None = None  # on this read of a node, another writer changes it right after
         fake = self
@@ -115,6 +116,13 @@ class FakeApiServer:
                     return self._status(409, "Conflict", f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; please apply your changes to the latest version and try again')
                 patch.get("metadata", {}).pop("resourceVersion", None)
                 self._answer(200, fake._write(name, patch))
+
+            def do_DELETE(self):
+                fake.requests.append(("DELETE", self.path))
+                name = self.path.rsplit("/", 1)[-1]
+                if not self.path.startswith("/apis/karpenter.sh/v1/nodeclaims/") or name not in fake.nodeclaims:
+                    return self._status(404, "NotFound", f'nodeclaims.karpenter.sh "{name}" not found')
+                self._answer(200, fake.nodeclaims.pop(name))
 
             def do_POST(self):
                 fake.requests.append(("POST", self.path))
@@ -297,6 +305,43 @@ def test_a_keep_pool_never_asks_for_a_replacement(fake, env):
 
     outcome = health_gate.gate(fake.api, env, checks=_checks(FAIL), replace=replace)
     assert outcome.replacement == "not asked"
+
+
+def _karpenter_node(fake, claim: str = "gpu-a100-x7k2p") -> None:
+    """A node launched by Karpenter: its NodeClaim owns it (UpdateNodeOwnerReferences, kubernetes-sigs/karpenter)."""
+    fake.add_node(pool="a100")
+    fake.nodes["n1"]["metadata"]["ownerReferences"] = [
+        {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": claim, "uid": "9e1c", "blockOwnerDeletion": True}]
+    fake.nodeclaims[claim] = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": claim},
+                              "status": {"nodeName": "n1"}}
+    expected = {"EXPECTED_GPUS": "8", "ON_FAILURE": "replace", "CHECK_TIMEOUT_SECONDS": "1200"}
+    fake.config_maps[("higgsfield-health", "health-gate-a100")] = {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                   "data": {"expectations.json": json.dumps(expected)}}
+
+
+def test_a_failed_karpenter_node_has_its_nodeclaim_deleted_not_an_auto_scaling_replacement(fake, env):
+    _karpenter_node(fake)
+
+    def replace(instance):
+        raise AssertionError("a Karpenter node has no Auto Scaling group")
+
+    outcome = health_gate.gate(fake.api, env, checks=_checks(FAIL), replace=replace)
+    assert fake.nodeclaims == {} and outcome.replacement.startswith("NodeClaim gpu-a100-x7k2p deleted")
+    # no job lands while it drains
+    assert TAINT in fake.taint_keys() and fake.labels()["higgsfield.io/health"] == "unhealthy"
+
+
+def test_a_passing_karpenter_node_keeps_its_nodeclaim(fake, env):
+    _karpenter_node(fake)
+    health_gate.gate(fake.api, env, checks=_checks(PASS))
+    assert list(fake.nodeclaims) == ["gpu-a100-x7k2p"] and TAINT not in fake.taint_keys()
+
+
+def test_a_nodeclaim_that_cannot_be_deleted_is_reported_and_the_node_stays_tainted(fake, env):
+    _karpenter_node(fake)
+    fake.nodeclaims.clear()
+    outcome = health_gate.gate(fake.api, env, checks=_checks(FAIL))
+    assert outcome.replacement.startswith("NodeClaim gpu-a100-x7k2p not deleted: 404") and TAINT in fake.taint_keys()
 
 
 def test_failed_check_names_become_label_values():

@@ -11,12 +11,14 @@ import re
 
 import pytest
 
-from components import karpenter
-from components.efa import efa_interfaces_for
+from components import healthgate, karpenter
+from components.efa import efa_count, efa_interfaces_for
 from infra import versions
-from infra.cli import cold_start, cost, jobs
+from infra.cli import cold_start, cost, crd_schemas, jobs, kubernetes_schema, pods
+from infra.cli import plan as plan_cli
 from infra.cli.offline import record
-from infra.config import STARTUP_TAINT_KEY
+from infra.cli.pods import stack_repository
+from infra.config import STARTUP_TAINT_KEY, ConfigError
 from tests.conftest import assert_plan_rejects, plan_of, set_pool
 
 # Facts of the v1 CRDs at the pinned tag (field names, required fields, enums, patterns) - read with
@@ -71,10 +73,30 @@ def test_a_karpenter_pool_has_no_node_group_but_a_nodeclass_and_a_nodepool(karpe
     assert [n["metadata"]["name"] for n in _objects(karpenter_plan, "NodePool")] == [f"gpu-{pool.name}"]
 
 
+def _release(plan, name):
+    (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.name == name]
+    return release
+
+
+def test_the_karpenter_chart_is_fetched_by_its_oci_reference_not_as_a_repository_index(karpenter_plan):
+    """pulumi-kubernetes downloads index.yaml from repositoryOpts.repo; an OCI chart goes in `chart`
+    whole (components/charts.py chart_reference)."""
+    release = _release(karpenter_plan, "karpenter")
+    assert release.inputs["chart"] == "oci://public.ecr.aws/karpenter/karpenter"
+    assert release.inputs["version"] == versions.KARPENTER.version
+    assert "repositoryOpts" not in release.inputs
+
+
+def test_the_crds_are_a_release_of_their_own_chart_so_an_upgrade_upgrades_them(karpenter_plan):
+    crds, controller = _release(karpenter_plan, "karpenter-crd"), _release(karpenter_plan, "karpenter")
+    assert crds.inputs["chart"] == "oci://public.ecr.aws/karpenter/karpenter-crd"
+    assert crds.inputs["version"] == controller.inputs["version"]
+    assert controller.inputs["skipCrds"] is True and crds.urn in controller.dependencies
+
+
 def test_the_karpenter_chart_is_pinned_and_runs_on_the_system_nodes(karpenter_plan):
-    (release,) = [r for r in karpenter_plan.of_type("kubernetes:helm.sh/v3:Release") if r.name == "karpenter"]
-    assert (release.inputs["chart"], release.inputs["version"], release.inputs["repositoryOpts"]["repo"]) == (
-        "karpenter", versions.KARPENTER.version, "oci://public.ecr.aws/karpenter")
+    release = _release(karpenter_plan, "karpenter")
+    assert release.inputs["version"] == versions.KARPENTER.version
     values = release.inputs["values"]
     assert values["settings"]["clusterName"] == karpenter_plan.config.name and values["settings"]["interruptionQueue"]
     assert values["nodeSelector"] == karpenter.SYSTEM_LABELS and values["serviceAccount"]["name"] == karpenter.SERVICE_ACCOUNT
@@ -99,7 +121,7 @@ def test_the_nodeclass_has_the_launch_templates_efa_layout_raid0_and_imds(karpen
     assert spec["instanceStorePolicy"] == "RAID0"
     assert (spec["metadataOptions"]["httpTokens"], spec["metadataOptions"]["httpPutResponseHopLimit"]) == ("required", 1)
     assert spec["blockDeviceMappings"][0]["ebs"]["encrypted"] is True
-    assert "FastImagePull: true" in spec["userData"] and "vm.nr_hugepages" in spec["userData"]
+    assert "FastImagePull: true" in spec["userData"]
 
 
 def test_the_nodepool_never_disrupts_a_running_training_pod(karpenter_plan):
@@ -112,8 +134,22 @@ def test_the_nodepool_never_disrupts_a_running_training_pod(karpenter_plan):
     assert re.fullmatch(DURATION, disruption["consolidateAfter"])
     assert int(disruption["consolidateAfter"][:-1]) >= cold_start.gang_deadline_s(pool)  # boot + gate + gang fill
     (budget,) = disruption["budgets"]
-    assert budget["nodes"] == "0" and set(budget["reasons"]) == {"Drifted", "Underutilized"} and set(budget["reasons"]) <= BUDGET_REASONS
+    assert budget["nodes"] == "0" and set(budget["reasons"]) == {"Underutilized"}
+    assert set(budget["reasons"]) <= BUDGET_REASONS
     assert spec["template"]["spec"]["expireAfter"] == "Never"
+    # Drift may replace a node only when no training pod holds it: do-not-disrupt blocks drift unless
+    # the NodeClaim has a terminationGracePeriod (disruption.md@v1.14.1), which ours never has
+    assert "terminationGracePeriod" not in spec["template"]["spec"]
+
+
+def test_karpenter_nodes_follow_a_kubernetes_upgrade_once_they_run_no_training_pod(karpenter_plan):
+    """The AMI alias resolves for the control plane's version, so an upgrade drifts every NodeClaim;
+    no budget may hold drifted nodes at 0, or they would run the old version for ever."""
+    (nodeclass,) = _objects(karpenter_plan, "EC2NodeClass")
+    assert [t["alias"] for t in nodeclass["spec"]["amiSelectorTerms"]] == ["al2023@latest"]  # no pinned AMI version
+    (nodepool,) = _objects(karpenter_plan, "NodePool")
+    budgets = nodepool["spec"]["disruption"]["budgets"]
+    assert not [b for b in budgets if b["nodes"] == "0" and "Drifted" in b.get("reasons", ["Drifted"])]
 
 
 def test_the_nodepool_carries_the_pools_taints_labels_and_the_gates_startup_taint(karpenter_plan):
@@ -198,3 +234,163 @@ def test_karpenter_is_refused_for_reserved_capacity_with_the_reason(capacity, pr
 def test_a_karpenter_pool_with_a_minimum_is_refused(project_copy, capsys):
     assert_plan_rejects(project_copy, capsys, "staging", set_pool(0, provisioner="karpenter", minSize=1),
                         "higgsfield:gpuPools[0].minSize", "a Karpenter NodePool has no minimum")
+
+
+# What Karpenter computes for an EC2 instance type (computeCapacity, aws/karpenter-provider-aws:
+# pkg/providers/instancetype/types.go@v1.14.1): a pod asking for anything else gets no node.
+KARPENTER_CAPACITY = {"cpu", "memory", "ephemeral-storage", "pods", "vpc.amazonaws.com/pod-eni", "nvidia.com/gpu",
+                      "amd.com/gpu", "aws.amazon.com/neuron", "aws.amazon.com/neuroncore", "habana.ai/gaudi", "vpc.amazonaws.com/efa"}
+
+
+def _containers(objects):
+    for obj in objects:
+        for template in jobs.pod_templates(obj):
+            yield from template["spec"]["containers"]
+
+
+@pytest.mark.parametrize("example", ["pytorch-ddp", "mpi-nccl-tests"])
+def test_efa_jobs_on_a_karpenter_pool_ask_only_for_what_karpenter_instance_types_offer(karpenter_plan, example):
+    cfg = karpenter_plan.config
+    pool = cfg.gpu_pools[0]
+    assert pool.efa and pool.provisioner == "karpenter"
+    containers = list(_containers(jobs.render(example, cfg, pool=pool.name, image=f"{stack_repository(cfg)}:t")))
+    asked = {name for c in containers for part in ("requests", "limits")
+             for name in ((c.get("resources") or {}).get(part) or {})}
+    assert asked <= KARPENTER_CAPACITY, asked - KARPENTER_CAPACITY
+    assert any("vpc.amazonaws.com/efa" in (c.get("resources") or {}).get("limits", {}) for c in containers)
+
+
+def test_efa_jobs_on_a_karpenter_pool_tell_libfabric_not_to_use_huge_pages(karpenter_plan):
+    cfg = karpenter_plan.config
+    rendered = jobs.render("pytorch-ddp", cfg, pool=cfg.gpu_pools[0].name, image=f"{stack_repository(cfg)}:t")
+    (main, *_) = list(_containers(rendered))
+    assert {"name": "FI_EFA_USE_HUGE_PAGE", "value": "0"} in main["env"]
+
+
+def test_efa_jobs_on_a_node_group_pool_keep_their_huge_pages():
+    cfg = plan_of("prod").config
+    pool = next(p for p in cfg.gpu_pools if p.efa and p.provisioner == "node-group")
+    (main, *_) = list(_containers(jobs.render("pytorch-ddp", cfg, pool=pool.name, image=f"{stack_repository(cfg)}:t")))
+    assert "hugepages-2Mi" in main["resources"]["limits"]
+    assert "FI_EFA_USE_HUGE_PAGE" not in {e["name"] for e in main["env"]}
+
+
+def test_a_huge_pages_request_on_a_karpenter_pool_is_refused_naming_the_key(karpenter_plan):
+    pool = karpenter_plan.config.gpu_pools[0]
+    spec = {"containers": [{"name": "main", "resources": {"limits": {"hugepages-2Mi": "2Gi"}}}]}
+    with pytest.raises(ConfigError) as refused:
+        pods.prepare_gpu_pod(spec, pool, "image:t", "my-job")
+    assert refused.value.problems[0].key == "my-job.containers[0].resources.limits.hugepages-2Mi"
+    assert "Karpenter" in refused.value.problems[0].message
+
+
+def test_a_karpenter_node_reserves_no_huge_pages(karpenter_plan):
+    (nodeclass,) = _objects(karpenter_plan, "EC2NodeClass")
+    assert "nr_hugepages" not in nodeclass["spec"]["userData"]
+
+
+def test_a_failed_karpenter_node_is_removed_whatever_the_pools_default(karpenter_plan):
+    pool = karpenter_plan.config.gpu_pools[0]
+    assert pool.health_gate.on_failure == "keep"  # the default, unset in the stack
+    name = healthgate.expectations_name(pool.name)
+    (config_map,) = [o for o in _objects(karpenter_plan, "ConfigMap") if o["metadata"]["name"] == name]
+    assert json.loads(config_map["data"]["expectations.json"])["ON_FAILURE"] == "replace"
+
+
+def test_the_gate_may_delete_nodeclaims_only_on_a_stack_with_karpenter_pools(karpenter_plan):
+    def rules(plan):
+        (role,) = [o for o in _objects(plan, "ClusterRole") if o["metadata"]["name"] == "higgsfield-health-gate"]
+        return role["rules"]
+
+    assert {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["delete"]} in rules(karpenter_plan)
+    assert not [r for r in rules(plan_of("prod")) if "karpenter.sh" in r["apiGroups"]]
+    bindings = [o["spec"]["policyName"] for o in _objects(karpenter_plan, "ValidatingAdmissionPolicyBinding")]
+    assert "higgsfield-health-gate-own-nodeclaim" in bindings
+
+
+def _delete_denials(claim_node: str, token_node: str | None, user: str = healthgate.GATE_USER) -> list[str]:
+    """What the gate's NodeClaim policy says to `user` deleting the NodeClaim of `claim_node`."""
+    from tests.node_admission import denials
+
+    claim = {"metadata": {"name": "gpu-a100-x7k2p"}, "status": {"nodeName": claim_node}}
+    return denials(healthgate.own_nodeclaim_policy(), claim, None, "DELETE", user, healthgate.NODE_NAME_EXTRA, token_node)
+
+
+def test_the_gate_may_delete_the_nodeclaim_of_its_own_node():
+    assert _delete_denials("ip-10-0-1-5", "ip-10-0-1-5") == []
+
+
+def test_the_gate_may_not_delete_another_nodes_nodeclaim_nor_with_a_token_without_a_node():
+    assert _delete_denials("ip-10-0-1-5", "ip-10-0-9-9") and _delete_denials("ip-10-0-1-5", None)
+
+
+def test_the_nodeclaim_policy_leaves_every_other_user_to_rbac():
+    assert _delete_denials("ip-10-0-1-5", None, user="system:serviceaccount:kube-system:karpenter") == []
+
+
+def test_keep_on_a_karpenter_pool_is_refused_with_the_upstream_reason(project_copy, capsys):
+    keep = set_pool(0, provisioner="karpenter", healthGate={"onFailure": "keep"})
+    assert_plan_rejects(project_copy, capsys, "staging", keep,
+                        "higgsfield:gpuPools[0].healthGate.onFailure", "counts it as room")
+
+
+def test_the_nodepool_and_nodeclass_pass_their_crds_schemas(karpenter_plan):
+    for kind in ("NodePool", "EC2NodeClass"):
+        for obj in _objects(karpenter_plan, kind):
+            crd_schemas.validate(obj)
+
+
+@pytest.mark.parametrize("change", [
+    lambda o: o["spec"]["disruption"].update(consolidationPolicy="WhenIdle"),           # not in the enum
+    lambda o: o["spec"]["template"]["spec"].update(startupTaint=[]),                       # a field the CRD lacks
+    lambda o: o["spec"]["template"]["spec"].pop("nodeClassRef"),                          # required
+])
+def test_the_nodepool_schema_refuses_what_the_api_server_would(karpenter_plan, change):
+    import copy
+
+    import kubernetes_validate
+
+    (nodepool,) = _objects(karpenter_plan, "NodePool")
+    bad = copy.deepcopy(nodepool)
+    change(bad)
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_schema.validate(bad, karpenter_plan.config.kubernetes_version)
+
+
+def test_the_plan_summary_counts_a_karpenter_pools_gpus(karpenter_plan):
+    pool = karpenter_plan.config.gpu_pools[0]
+    summary = plan_cli.summarize(karpenter_plan)
+    (row,) = [r for r in summary.gpu_pools if r["pool"] == pool.name]
+    assert (row["max"], row["max_gpus"]) == (pool.max_size, pool.max_size * pool.gpus_per_node)
+    assert row["gpus_per_node"] == str(pool.gpus_per_node)
+    assert row["efa_interfaces"] == efa_count(efa_interfaces_for(pool.instance)) and "Karpenter" in row["capacity"]
+    assert summary.gpu_capacity == sum(p.max_size * p.gpus_per_node for p in karpenter_plan.config.gpu_pools)
+
+
+def test_a_stack_with_a_karpenter_pool_plans_checks_and_renders_through_the_cli(project_copy, capsys):
+    """The one end-to-end run: `higgsfield plan`, `check` and `jobs render` on a staging variant
+    whose EFA pool is provisioned by Karpenter."""
+    import yaml as pyyaml
+
+    from infra.cli.main import main
+    from infra.cli.offline import load_stack
+
+    project_copy("staging", set_pool(0, provisioner="karpenter"))
+    assert main(["plan", "bad"]) == 0
+    assert "(Karpenter)" in capsys.readouterr().out
+    assert main(["check", "bad"]) == 0, capsys.readouterr()
+    capsys.readouterr()
+    image = f"{stack_repository(load_stack('bad'))}:t"
+    assert main(["jobs", "render", "bad", "pytorch-ddp", "--pool", "a100", "--image", image]) == 0
+    rendered = [o for o in pyyaml.safe_load_all(capsys.readouterr().out) if o]
+    asked = {name for c in _containers(rendered) for name in (c.get("resources") or {}).get("limits", {})}
+    assert "vpc.amazonaws.com/efa" in asked and asked <= KARPENTER_CAPACITY
+
+
+def test_the_chart_export_names_an_oci_chart_by_its_reference_and_no_repository(karpenter_plan, tmp_path):
+    """`higgsfield charts` feeds `helm template` in the contracts workflow: "-" there means no --repo."""
+    from infra.cli import charts
+
+    charts.export(karpenter_plan, tmp_path)
+    rows = {r.split("\t")[0]: r.split("\t") for r in (tmp_path / "releases.tsv").read_text().splitlines()}
+    assert rows["karpenter"][1:4] == ["oci://public.ecr.aws/karpenter/karpenter", versions.KARPENTER.version, "-"]

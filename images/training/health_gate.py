@@ -6,7 +6,8 @@ pool's expectations and then:
   fail -> keeps the taint, labels it higgsfield.io/health=unhealthy and
           higgsfield.io/health-failed=<first failed check>, records a Warning Event, and when the
           pool asks for it (onFailure: replace) marks the instance Unhealthy in its Auto Scaling
-          group, which terminates and replaces it.
+          group, which terminates and replaces it; on a Karpenter node (owned by a NodeClaim)
+          it deletes the NodeClaim instead, which Karpenter drains and terminates.
 A node without the taint (already passed, or the pod restarted next to a running job) is left
 alone: the checks burn every GPU, and never run next to a job. Then the pod idles.
 
@@ -58,6 +59,8 @@ class NodeApi(Protocol):
 
     def list_nodes(self, label_selector: str) -> dict: ...
 
+    def delete_nodeclaim(self, name: str) -> dict: ...
+
 
 class KubernetesApi:
     """The three calls the gate makes, over HTTPS with a bearer token (JSON merge patch for nodes:
@@ -102,6 +105,9 @@ class KubernetesApi:
     def list_nodes(self, label_selector: str) -> dict:
         return self._call("GET", "/api/v1/nodes?" + urllib.parse.urlencode({"labelSelector": label_selector}))
 
+    def delete_nodeclaim(self, name: str) -> dict:
+        return self._call("DELETE", f"/apis/{NODECLAIM_GROUP}/v1/nodeclaims/{name}")
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -137,6 +143,25 @@ def decide(report: dict, on_failure: str) -> Decision:
 
 def has_taint(node: dict, key: str) -> bool:
     return any(t.get("key") == key for t in node.get("spec", {}).get("taints") or [])
+
+
+# Karpenter makes the NodeClaim that launched a node the node's owner (UpdateNodeOwnerReferences,
+# kubernetes-sigs/karpenter:pkg/utils/nodeclaim/nodeclaim.go at the core commit aws/karpenter-
+# provider-aws@v1.14.1 pins); deleting the NodeClaim drains the node and terminates the instance
+# (website/content/en/docs/concepts/disruption.md@v1.14.1, "Manual Methods"). Karpenter itself never
+# removes a node whose startup taint stays: it has a registration timeout, none for initialization
+# (pkg/controllers/nodeclaim/lifecycle/liveness.go), and until the node is initialized it ignores the
+# startup taint when it plans (StateNode.Taints, pkg/controllers/state/statenode.go), so it counts
+# the failed node as room for the waiting pods and launches nothing for them.
+NODECLAIM_GROUP = "karpenter.sh"
+
+
+def nodeclaim_of(node: dict) -> str | None:
+    """The name of the Karpenter NodeClaim that owns the node, None for any other node."""
+    for owner in node.get("metadata", {}).get("ownerReferences") or []:
+        if owner.get("kind") == "NodeClaim" and owner.get("apiVersion", "").startswith(f"{NODECLAIM_GROUP}/"):
+            return owner.get("name")
+    return None
 
 
 def instance_id(node: dict) -> str | None:
@@ -205,7 +230,14 @@ def apply_decision(api: NodeApi, node_name: str, decision: Decision, taint_key: 
         outcome.event = True
     except ApiError as error:
         outcome.notes.append(f"event not recorded: {error}")
-    if decision.replace:
+    claim = nodeclaim_of(node)
+    if decision.replace and claim:
+        try:
+            api.delete_nodeclaim(claim)
+            outcome.replacement = f"NodeClaim {claim} deleted: Karpenter drains the node and terminates its instance"
+        except ApiError as error:
+            outcome.replacement = f"NodeClaim {claim} not deleted: {error}"
+    elif decision.replace:
         instance = instance_id(node)
         outcome.replacement = replace(instance) if (replace and instance) else f"no instance id in spec.providerID {node.get('spec', {}).get('providerID')!r}"
     return outcome

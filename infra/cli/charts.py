@@ -25,7 +25,9 @@ def export(plan: Plan, out: Path) -> list[Path]:
         i = release.inputs
         values = out / f"{release.name}.values.yaml"
         values.write_text(yaml.safe_dump(i.get("values") or {}, sort_keys=True))
-        rows.append("\t".join([release.name, i["chart"], i["version"], i["repositoryOpts"]["repo"], i.get("namespace", "default")]))
+        # an OCI chart has its whole reference in `chart` and no repository ("-": components/charts.py)
+        repo = (i.get("repositoryOpts") or {}).get("repo") or "-"
+        rows.append("\t".join([release.name, i["chart"], i["version"], repo, i.get("namespace", "default")]))
         written.append(values)
     (out / "releases.tsv").write_text("\n".join(rows) + "\n")
     (out / "kubernetes-version").write_text(plan.config.kubernetes_version + "\n")

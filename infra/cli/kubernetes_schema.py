@@ -53,7 +53,17 @@ def _validator(version: str, kind: str, api_version: str) -> jsonschema.protocol
 def validate(obj: dict[str, Any], version: str) -> None:
     """Raise kubernetes_validate.ValidationError if `obj` is not a valid object of its kind for a
     cluster of Kubernetes `version` (unknown fields included), SchemaNotFoundError for a kind
-    without a bundled schema."""
+    without a bundled schema. A custom resource whose CRD schema the project keeps (Karpenter's:
+    infra/cli/crd_schemas.py) is validated against that schema instead."""
+    from infra.cli import crd_schemas
+
+    if crd_schemas.has_schema(obj):
+        try:
+            crd_schemas.validate(obj)
+        except jsonschema.ValidationError as exc:
+            source = crd_schemas.kept(obj["apiVersion"], obj["kind"])["source"]
+            raise kubernetes_validate.ValidationError(exc, version=source) from None
+        return
     validator = _validator(version, obj["kind"], obj["apiVersion"])
     try:
         validator.validate(obj)

@@ -36,7 +36,8 @@ def lustre_throughput_mb_s(i: dict) -> float:
 
 
 def gpu_pool_rows(plan: Plan) -> list[dict]:
-    """Per GPU node group, what a reviewer decides by, read back from the recording."""
+    """Per GPU node group, what a reviewer decides by, read back from the recording (Karpenter
+    pools: karpenter_pool_rows)."""
     rows = []
     for group in plan.of_type("aws:eks/nodeGroup:NodeGroup"):
         labels = group.inputs.get("labels") or {}
@@ -67,6 +68,39 @@ def gpu_pool_rows(plan: Plan) -> list[dict]:
             }
         )
     return sorted(rows, key=lambda r: r["pool"])
+
+
+def karpenter_pool_rows(plan: Plan) -> list[dict]:
+    """Per Karpenter NodePool of a GPU pool, the same row as a node group's, read back from the
+    NodePool and its EC2NodeClass: the GPUs per node from the instance catalog, the most nodes
+    from the NodePool's GPU limit (components/karpenter.py: maxSize x GPUs per node)."""
+    from infra.catalog import describe
+
+    classes = {c["metadata"]["name"]: c for c in _manifests_of_kind(plan, "EC2NodeClass")}
+    rows = []
+    for pool in _manifests_of_kind(plan, "NodePool"):
+        template = get(pool, "spec", "template", default={})
+        labels = get(template, "metadata", "labels", default={})
+        if labels.get("nvidia.com/gpu.present") != "true":
+            continue
+        requirements = {r["key"]: r.get("values", []) for r in get(template, "spec", "requirements", default=[])}
+        types = requirements.get("node.kubernetes.io/instance-type", [])
+        gpus = describe(types[0]).gpus if types else 0
+        limit = int(get(pool, "spec", "limits", GPU_RESOURCE, default=0) or 0)
+        nodeclass = classes.get(get(template, "spec", "nodeClassRef", "name", default=""), {})
+        nics = get(nodeclass, "spec", "networkInterfaces", default=[]) or []
+        rows.append({
+            "pool": labels.get("higgsfield.io/pool"),
+            "instance_types": types,
+            "gpus_per_node": str(gpus),
+            "efa_interfaces": sum(1 for n in nics if n.get("interfaceType") == "efa-only"),
+            "availability_zones": sorted(requirements.get("topology.kubernetes.io/zone", [])),
+            "min": 0,
+            "max": limit // gpus if gpus else 0,
+            "max_gpus": limit,
+            "capacity": " ".join(requirements.get("karpenter.sh/capacity-type", [])) + " (Karpenter)",
+        })
+    return rows
 
 
 def _manifests_of_kind(plan: Plan, kind: str) -> list[dict]:
@@ -138,7 +172,7 @@ def summarize(plan: Plan) -> Summary:
         custom=custom,
         components=len(plan.resources) - custom,
         kinds=sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])),
-        gpu_pools=gpu_pool_rows(plan),
+        gpu_pools=sorted(gpu_pool_rows(plan) + karpenter_pool_rows(plan), key=lambda r: r["pool"]),
         queues=queue_rows(plan),
         file_systems=file_system_rows(plan),
     )

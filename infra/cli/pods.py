@@ -1,7 +1,8 @@
 """What a pod on a GPU pool needs, for every rendered job (examples and health check): the stack's
-training image, and on EFA pools every EFA interface, the anchors' huge pages and the EFA
-environment; a memory limit the node can hold and a /dev/shm within it. Bad combinations are
-rejected here, naming the setting or template key, before anything is printed."""
+training image, and on EFA pools every EFA interface, the anchors' huge pages (none on a Karpenter
+pool, where libfabric is told not to use them) and the EFA environment; a memory limit the node can
+hold and a /dev/shm within it. Bad combinations are rejected here, naming the setting or template
+key, before anything is printed."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 
 from collections.abc import Iterator
 
-from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_environment, efa_pod_resources, efa_resources
+from components.efa import EFA_LOCKED_MEMORY_BYTES, EFA_WITHOUT_HUGE_PAGES_ENV, efa_environment, efa_pod_resources, efa_resources
 from components.registry import UNKNOWN_TAG, image_tag, repository_name
 from infra.config import IMAGE_REFERENCE, NAMESPACE, ConfigError, GpuPool, StackConfig, Team
 
@@ -132,6 +133,12 @@ def _check_fits(container: dict, pool: GpuPool, where: str) -> None:
                 raise ConfigError(f"{where}.resources.limits.{name}", f"pool {pool.name} has no EFA (its setting efa is false), so its nodes offer no {name}")
         return
     offer = efa_resources(pool.instance)
+    if HUGEPAGES in limits and pool.provisioner == "karpenter":
+        raise ConfigError(f"{where}.resources.limits.{HUGEPAGES}",
+                          f"pool {pool.name} is provisioned by Karpenter, which launches no node for a pod that "
+                          "asks for huge pages (its instance types offer none: aws/karpenter-provider-aws:"
+                          "pkg/providers/instancetype/types.go@v1.14.1 computeCapacity); remove the request (jobs "
+                          "there run with FI_EFA_USE_HUGE_PAGE=0)")
     if EFA in limits and int(limits[EFA]) > int(offer[EFA]):
         raise ConfigError(f"{where}.resources.limits.{EFA}", f"{limits[EFA]} is more than the {offer[EFA]} EFA interfaces a {pool.instance.name} node offers")
     if HUGEPAGES in limits and mebibytes(limits[HUGEPAGES]) > mebibytes(offer[HUGEPAGES]):
@@ -162,10 +169,13 @@ def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str, efa: bool
     tolerate_pool(spec, pool)
     limits = main.setdefault("resources", {}).setdefault("limits", {})
     if pool.efa and efa:
+        karpenter = pool.provisioner == "karpenter"  # no huge pages there (EFA_WITHOUT_HUGE_PAGES_ENV)
         for name, amount in efa_pod_resources(pool.instance).items():
-            limits.setdefault(name, amount)
+            if not (karpenter and name == HUGEPAGES):
+                limits.setdefault(name, amount)
         # the locked memory the node gives containers, which the launcher checks (examples/checkpointing.py)
-        merge_env(main, {**efa_environment(pool.instance), "MIN_LOCKED_MEMORY_BYTES": str(EFA_LOCKED_MEMORY_BYTES)})
+        merge_env(main, {**efa_environment(pool.instance), **(EFA_WITHOUT_HUGE_PAGES_ENV if karpenter else {}),
+                         "MIN_LOCKED_MEMORY_BYTES": str(EFA_LOCKED_MEMORY_BYTES)})
     node_mib = pool.instance.memory_mib or 64 * 1024
     memory = mebibytes(limits.setdefault("memory", _gi(node_mib * NODE_MEMORY_SHARE)))
     if memory > node_mib:

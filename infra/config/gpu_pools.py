@@ -209,7 +209,9 @@ class HealthGate(Setting):
     reason: Str | None = None
     """Why the gate is off (required with enabled: false in prod)."""
     on_failure: Literal["keep", "replace"] = "keep"
-    """keep: a failed node stays tainted for a person to look at; replace: it is also marked Unhealthy in its Auto Scaling group, which terminates and replaces it."""
+    """keep: a failed node stays tainted for a person to look at; replace: it is also marked Unhealthy in its Auto
+    Scaling group, which terminates and replaces it. On a Karpenter pool a failed node is always removed (its
+    NodeClaim deleted); keep is refused there."""
     timeout: PositiveDuration = "20m"
     """How long the checks may take (GPU burn, memory, EFA, Lustre) before the node counts as failed."""
 
@@ -273,6 +275,13 @@ class GpuPool(Setting):
         if self.provisioner == "karpenter" and self.capacity.reserved:
             problems.add("provisioner", f"karpenter is for on-demand and spot pools; {self.capacity.type} pools stay on managed node groups "
                          "until Karpenter selects capacity across several reservations and Capacity Blocks (aws/karpenter-provider-aws#8514)")
+        kept = self.health_gate.on_failure == "keep" and "on_failure" in self.health_gate.model_fields_set
+        if self.provisioner == "karpenter" and kept:
+            problems.add("healthGate.onFailure", "keep: a failed Karpenter node keeps its startup taint, Karpenter "
+                         "never removes it (no initialization timeout) and counts it as room for the waiting pods "
+                         "(kubernetes-sigs/karpenter: pkg/controllers/state/statenode.go Taints), so the gang waits "
+                         "and the node is billed until someone deletes it; on a Karpenter pool a failed node's "
+                         "NodeClaim is always deleted: leave onFailure unset or use replace")
         if self.provisioner == "karpenter" and self.min_size:
             problems.add("minSize", f"{self.min_size}: a Karpenter NodePool has no minimum (it launches for pending pods only); use 0 or provisioner node-group")
         catalog, region = _catalog(info)
