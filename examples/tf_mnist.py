@@ -58,7 +58,7 @@ def train() -> int:
 def main() -> int:
     try:
         return train()
-    except Exception as error:  # classified and reported: the code says retry or fail
+    except Exception as error:  # noqa: BLE001 - classified and reported: the code says retry or fail
         print(f"tf_mnist: {type(error).__name__}: {error}", file=sys.stderr)
         return exit_code(error)
 

@@ -83,7 +83,7 @@ def run() -> int:
 def main() -> int:
     try:
         return run()
-    except Exception as error:  # classified and reported: the code says retry or fail
+    except Exception as error:  # noqa: BLE001 - classified and reported: the code says retry or fail
         print(f"xgboost_iris: {type(error).__name__}: {error}", file=sys.stderr)
         return exit_code(error)
 

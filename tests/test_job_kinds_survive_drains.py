@@ -20,8 +20,8 @@ from tests.conftest import ROOT, plan_of
 from tests.training_operator_rules import Job
 
 sys.path.insert(0, str(ROOT / "examples"))
-import tf_mnist  # noqa: E402  (no TensorFlow needed: the program imports it in main)
-import xgboost_iris  # noqa: E402
+import tf_mnist  # no TensorFlow needed: the program imports it in main
+import xgboost_iris
 
 NODES = 16
 SIGTERM_EXIT = 143  # a process ended by SIGTERM: 128 + 15, as the container runtime reports it
