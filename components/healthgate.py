@@ -425,7 +425,7 @@ class HealthGate(pulumi.ComponentResource):
             f"{name}-daemonset-{pool.name}", daemonset(args.image, args.lustre, pool.name, gate_gpus(pool), args.prepull_image),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready])) for pool in args.pools}
         if args.pools:
-            KubernetesObject(f"{name}-daemonset-reboot", reboot_daemonset(args.image),
+            KubernetesObject(f"{name}-reboot-check", reboot_daemonset(args.image),
                              opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready]))
         self.namespace = (NAMESPACE, ns)  # where the storage component puts the gate's Lustre claim
         self.register_outputs({"namespace": NAMESPACE})
