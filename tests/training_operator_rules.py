@@ -14,6 +14,16 @@ drains and losses against a rendered job, read at kubeflow/trainer@v1.9.4:
   (pkg/controller.v1/common/job.go, `exceedsBackoffLimit`) compares the work queue's requeues + 1
   with the limit; the controllers' queue is util.FakeWorkQueue, whose NumRequeues is always 0
   (pkg/common/util/fake_workqueue.go), so it fails a job only with backoffLimit 0 and a new failure.
+- `fails_on_a_failed_pod` (the per-kind UpdateJobStatus): an XGBoostJob whose replica has a Failed
+  pod is Failed unless that replica's restartPolicy is ExitCode (pkg/controller.v1/xgboost/
+  xgboostjob_controller.go `if failed > 0`); a TFJob or PyTorchJob restarts (the Restarting
+  condition that ReconcilePods set when it deleted the pod). MPIJobs are not modelled.
+- `node_shuts_down`: the kubelet's graceful node shutdown ends every pod of the node with phase
+  Failed, reason Terminated, whatever its restartPolicy (kubernetes/website:content/en/docs/
+  concepts/cluster-administration/node-shutdown.md: "marked as shutdown", "Reason: Terminated").
+  The EKS AL2023 AMI turns it on from Kubernetes 1.34 with shutdownGracePeriod 2m30s, 30 s of it
+  for critical pods (withVersionToggles, awslabs/amazon-eks-ami:nodeadm/internal/kubelet/config.go
+  @v20260724): a reboot, a spot reclaim or an instance retirement that no drain came before.
 """
 
 from __future__ import annotations
@@ -78,7 +88,7 @@ class Job:
         pod.phase, pod.exit_code = "Failed", code
 
     def fails_on_a_failed_pod(self, pod: Pod) -> bool:
-        return self.kind in ("XGBoostJob", "MPIJob") and pod.policy != "ExitCode"
+        return self.kind == "XGBoostJob" and pod.policy != "ExitCode"
 
     def pod_deleted(self, key: tuple[str, int]) -> None:
         """An eviction (a drain) or the pod garbage collector (a lost node) removes the pod."""
