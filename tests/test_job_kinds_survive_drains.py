@@ -2,7 +2,8 @@
 (tests/test_rolling_update_jobs.py): a 16-node rolling update, each node drained in turn, and a
 node that shuts down with no drain before it (the kubelet's graceful node shutdown marks its pods
 Failed), replayed against the Training Operator's rules (tests/training_operator_rules.py); a
-bug's exit 1 still fails the job at once.
+bug's exit 1 still fails the job at once. The PyTorch examples' node shutdown is replayed here too
+(their drains: tests/test_rolling_update_jobs.py).
 
 What each pod exits with is what the example's program returns for the event (tf_mnist.exit_code,
 xgboost_iris.exit_code): SIGTERM ends a drained pod's process by the signal (143); the peers
@@ -20,6 +21,7 @@ from tests.conftest import ROOT, plan_of
 from tests.training_operator_rules import Job
 
 sys.path.insert(0, str(ROOT / "examples"))
+import checkpointing
 import tf_mnist  # no TensorFlow needed: the program imports it in main
 import xgboost_iris
 
@@ -43,6 +45,7 @@ class XGBoostError(Exception):
 XGBoostError.__module__ = "xgboost.core"
 
 PEER_LOST = {
+    "PyTorchJob": checkpointing.pod_exit_code(1, False, [checkpointing.EXIT_PEER_LOST] * 8),
     "TFJob": tf_mnist.exit_code(UnavailableError("Socket closed")),
     "XGBoostJob": xgboost_iris.exit_code(XGBoostError("[rabit] Connection reset by peer: recv failed")),
 }
@@ -56,6 +59,8 @@ def _job(example: str) -> dict:
     cfg = plan_of("prod").config
     workers = NODES if example == "tf-mnist" else NODES - 1
     (job,) = [o for o in jobs.render(example, cfg, pool="h100", workers=workers) if o["kind"] in PEER_LOST]
+    if example == "pytorch-elastic":  # grown to the whole pool
+        job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = NODES
     return job
 
 
@@ -91,7 +96,7 @@ def test_a_16_node_rolling_update_leaves_the_job_running(example):
     assert set(job.pods) == job.expected and all(p.phase == "Running" for p in job.pods.values())
 
 
-@pytest.mark.parametrize("example", ["tf-mnist", "xgboost-iris"])
+@pytest.mark.parametrize("example", ["tf-mnist", "xgboost-iris", "pytorch-ddp", "pytorch-elastic"])
 def test_a_node_that_shuts_down_without_a_drain_is_a_retry(example):
     job = Job.running(_job(example))
     for key in sorted(job.pods)[:2]:
