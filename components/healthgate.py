@@ -232,6 +232,55 @@ def gate_gpus(pool: GpuPool) -> int:
     return 0 if getattr(pool, "provisioner", "node-group") == "karpenter" else pool.gpus_per_node
 
 
+# A rebooted node keeps its Node object: its `healthy` label stays and the kubelet does not put the
+# startup taint back (images/training/health_gate.py REBOOT). This DaemonSet runs on every gated
+# node that has passed, starts again after each boot, and compares the boot the gate passed with the
+# running one (health_gate.py after_reboot); after a reboot it puts the startup taint back and
+# labels the node `rebooted`, which the gate's DaemonSets select again. Tiny, no GPU: the
+# autoscaler's template node (labelled healthy) counts its requests, which leave a job room.
+REBOOT_DAEMONSET = "health-reboot-check"
+REBOOT_REQUESTS = {"cpu": "10m", "memory": "64Mi"}
+
+
+def reboot_daemonset(image: pulumi.Input[str]) -> dict:
+    """The after-reboot check on every gated node that has passed, every taint tolerated."""
+    labels = {"app.kubernetes.io/name": REBOOT_DAEMONSET, "app.kubernetes.io/part-of": "higgsfield"}
+    healthy = {"key": HEALTH_LABEL, "operator": "In", "values": ["healthy"]}
+    passed = {"nodeSelectorTerms": [{"matchExpressions": [healthy]}]}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": REBOOT_DAEMONSET, "namespace": NAMESPACE, "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": SERVICE_ACCOUNT,
+                    "priorityClassName": "system-node-critical",
+                    "nodeSelector": {**GPU_NODES, GATED_LABEL: "true"},
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": passed}},
+                    "tolerations": [EVERY_TAINT],
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [{
+                        "name": "after-reboot",
+                        "image": image,
+                        "command": ["python", "/opt/higgsfield/health_gate.py", "--after-reboot"],
+                        "env": [
+                            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                            {"name": "EVENTS_NAMESPACE", "value": EVENTS_NAMESPACE},
+                            {"name": "STARTUP_TAINT", "value": STARTUP_TAINT_KEY},
+                        ],
+                        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                            "readOnlyRootFilesystem": True},
+                        "resources": {"requests": REBOOT_REQUESTS, "limits": {"memory": "128Mi"}},
+                    }],
+                },
+            },
+        },
+    }
+
+
 def daemonset_name(pool: str) -> str:
     return f"health-gate-{pool}"
 
@@ -311,7 +360,8 @@ class HealthGate(pulumi.ComponentResource):
     a Role to create Events in `default` (where Events about nodes live) and its binding, a ValidatingAdmissionPolicy (+
     binding) that limits the account to its own node's startup taint and health labels, one
     ConfigMap of expectations per gated pool (and a Role to read them), one DaemonSet per gated pool
-    requesting the pool's GPUs (none on a Karpenter pool: gate_gpus), pre-pulling
+    requesting the pool's GPUs (none on a Karpenter pool: gate_gpus), the health-reboot-check DaemonSet
+    that sends a rebooted node back through the gate (reboot_daemonset), pre-pulling
     `higgsfield:trainingImage` when set (with the stack's FSx, it mounts the `lustre-health` claim the
     storage component makes in its namespace); for pools with `onFailure: replace`, an IAM
     role for EKS Pod Identity allowed `autoscaling:SetInstanceHealth` on those pools' Auto Scaling
@@ -375,5 +425,8 @@ class HealthGate(pulumi.ComponentResource):
         self.daemonsets = {pool.name: KubernetesObject(
             f"{name}-daemonset-{pool.name}", daemonset(args.image, args.lustre, pool.name, gate_gpus(pool), args.prepull_image),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready])) for pool in args.pools}
+        if args.pools:
+            KubernetesObject(f"{name}-reboot-check", reboot_daemonset(args.image),
+                             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready]))
         self.namespace = (NAMESPACE, ns)  # where the storage component puts the gate's Lustre claim
         self.register_outputs({"namespace": NAMESPACE})

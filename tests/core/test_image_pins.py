@@ -145,8 +145,9 @@ def test_every_container_we_render_runs_a_pinned_image(plan):
     assert images
     for name, image in images:
         if image == "<computed>":  # the stack's ECR repository at this checkout's image tag
-            # the health gate (one per gated pool) and the EFA counters' exporter run it
-            assert (name.startswith("health-gate-daemonset-") or name == "monitoring-efa-exporter") and pinned(f"repo/training:{image_tag()}"), name
+            # the health gate (one per gated pool), its reboot check and the EFA counters' exporter run it
+            ours = name.startswith("health-gate-daemonset-") or name in ("health-gate-reboot-check", "monitoring-efa-exporter")
+            assert ours and pinned(f"repo/training:{image_tag()}"), name
         else:
             assert pinned(image), (name, image)
 
