@@ -37,10 +37,10 @@ from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 from components.identity import pod_identity_role
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
 from components.kubernetes_objects import KubernetesObject
-from infra import versions
+from infra.core import versions
 from infra.config import STARTUP_TAINT_KEY, GpuPool, HealthThresholds, seconds_of
+from infra.core.names import HEALTH_NAMESPACE as NAMESPACE, HEALTH_LABEL as HEALTH_LABEL_PREFIX, NODE_NAME_EXTRA
 
-NAMESPACE = "higgsfield-health"
 SERVICE_ACCOUNT = "health-gate"
 GATE_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 # GATED_LABEL is on every node of a gated pool (components/gpu_pools.py): the DaemonSet selects on
@@ -50,21 +50,19 @@ GATE_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 def expectations_name(pool: str) -> str:
     """The ConfigMap with a pool's expectations, read by the gate through the API."""
     return f"health-gate-{pool}"
-HEALTH_LABEL_PREFIX = "higgsfield.io/health"
 # The node a pod-bound service account token was issued for, in the user's extra info: the key is
 # serviceaccount.NodeNameKey (kubernetes/kubernetes: staging/src/k8s.io/apiserver/pkg/authentication/
 # serviceaccount/util.go); the kubelet-issued token carries it with ServiceAccountTokenPodNodeInfo,
 # beta and on by default in 1.30, GA and locked on in 1.32 (pkg/features/versioned_kube_features.go;
 # KEP-4193 "bound service account token improvements") - every Kubernetes version this project
-# supports (infra/versions.py KUBERNETES_SUPPORTED starts at 1.32).
-NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+# supports (infra/core/versions.py KUBERNETES_SUPPORTED starts at 1.32).
 # An Event about a Node (cluster-scoped: no involvedObject.namespace) must live in `default`
 # (legacyValidateEvent, kubernetes/kubernetes: pkg/apis/core/validation/events.go): the gate may
 # create Events there and nowhere else.
 EVENTS_NAMESPACE = "default"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HealthGateArgs:
     cluster_name: str
     region: str
@@ -84,7 +82,7 @@ def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool, cuda
                  release: str | None = None) -> dict[str, str]:
     """What node_check.py expects of a node of `pool` (its environment variables), and how the
     gate reacts to a failure there. The driver: at least the branch CUDA `cuda` needs, and exactly
-    the driver of the AMI `release` where the stack pins one we know (infra/versions.py)."""
+    the driver of the AMI `release` where the stack pins one we know (infra/core/versions.py)."""
     return {
         "EXPECTED_GPUS": str(pool.gpus_per_node),
         "EXPECTED_GPU_MODEL": pool.instance.gpu_model or "",
@@ -173,12 +171,14 @@ def own_node_policy() -> dict:
                     "reason": "Forbidden",
                 },
                 {
-                    "expression": f"{new_taints}.filter(t, t.key != '{STARTUP_TAINT_KEY}') == {old_taints}.filter(t, t.key != '{STARTUP_TAINT_KEY}')",
+                    "expression": f"{new_taints}.filter(t, t.key != '{STARTUP_TAINT_KEY}') == {old_taints}.filter(t, "
+                                  f"t.key != '{STARTUP_TAINT_KEY}')",
                     "message": f"the health gate may add or remove only the taint {STARTUP_TAINT_KEY}",
                     "reason": "Forbidden",
                 },
                 {
-                    "expression": f"{new_labels}.filter(k, {others}).all(k, k in {old_labels} && {old_labels}[k] == {new_labels}[k]) && "
+                    "expression": f"{new_labels}.filter(k, {others}).all(k, k in {old_labels} && {old_labels}[k] == "
+                                  f"{new_labels}[k]) && "
                                   f"{old_labels}.filter(k, {others}).all(k, k in {new_labels})",
                     "message": f"the health gate may change only the {HEALTH_LABEL_PREFIX}* labels",
                     "reason": "Forbidden",
@@ -186,7 +186,8 @@ def own_node_policy() -> dict:
                 {
                     "expression": "(has(object.metadata.annotations) ? object.metadata.annotations : {}) == "
                                   "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}) && "
-                                  "(has(object.spec.unschedulable) && object.spec.unschedulable) == (has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
+                                  "(has(object.spec.unschedulable) && object.spec.unschedulable) == "
+                                  "(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
                     "message": "the health gate may not change a node's annotations or cordon it",
                     "reason": "Forbidden",
                 },

@@ -8,7 +8,7 @@ managed nodes for some GPU faults (AcceleratedHardwareReady: "Replace or Reboot"
 docs.aws.amazon.com/eks/latest/userguide/node-repair.html), and the stacks turn auto-repair on.
 The gate stamps the kernel's boot id when it passes a node; the health-reboot-check DaemonSet
 compares it at each boot and sends a rebooted node back through the gate. Against the fake API
-server of tests/test_health_gate.py and the own-node policy's CEL.
+server of tests/components/test_health_gate.py and the own-node policy's CEL.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import health_gate
 import pytest
 
 from components import healthgate
-from infra.cli import kubernetes_schema
+from infra.offline import kubernetes_schema
 from infra.config import STARTUP_TAINT_KEY
 from tests.node_admission import node_update_denials
-from tests.test_health_gate import PASS, FakeApiServer, _checks
+from tests.components.test_health_gate import PASS, FakeApiServer, _checks
 
 BOOT_1, BOOT_2 = "3c1e6a0e-5b9f-4a4e-9f43-2f0d2b1f6a01", "8e2b7d44-0c6d-4c1b-b7f6-9a3e5d0c4b12"
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from infra.cli import jobs
+from infra.offline import jobs
 from tests.conftest import ROOT, plan_of
 from tests.training_operator_rules import Job
 

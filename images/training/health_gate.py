@@ -19,7 +19,7 @@ node `rebooted`, so the gate's DaemonSet checks it again.
 
 Standard library only (boto3 only for the replacement); the Kubernetes calls are plain REST with
 the pod's service account, and `decide` / `apply_decision` take any object with the API's three
-calls, so the logic is tested against a fake API server (tests/test_health_gate.py).
+calls, so the logic is tested against a fake API server (tests/components/test_health_gate.py).
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-JSON_HELP = "print the report as JSON (stable keys, money rounded to cents); --json PATH also works: writes JSON to PATH, prints the text"
+JSON_HELP = ("print the report as JSON (stable keys, money rounded to cents); --json PATH also works: writes JSON to "
+             "PATH, prints the text")
 OUTPUT_HELP = "write the report (text, or JSON with --json) to FILE instead of stdout"
 
 

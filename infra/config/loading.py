@@ -47,8 +47,10 @@ _MESSAGES: dict[str, Callable[[Any, Mapping[str, Any]], str]] = {
     "string_type": lambda v, c: f"must be a string, got {_show(v)}",
     "string_too_short": lambda v, c: "must not be empty",
     "string_too_long": lambda v, c: f"has at most {c.get('max_length')} characters, got {len(v) if isinstance(v, str) else '?'}",
-    "too_short": lambda v, c: "must not be empty" if isinstance(v, str) and not v else f"needs at least {c.get('min_length')} {'characters' if isinstance(v, str) else 'entries'}, got {c.get('actual_length')}",
-    "too_long": lambda v, c: f"{'has' if isinstance(v, str) else 'takes'} at most {c.get('max_length')} {'characters' if isinstance(v, str) else 'entries'}, got {c.get('actual_length')}",
+    "too_short": lambda v, c: "must not be empty" if isinstance(v, str) and not v else f"needs at least {c.get('min_length')} {'characters' if isinstance(v, str) else 'entries'}, got "
+                                                                                       f"{c.get('actual_length')}",
+    "too_long": lambda v, c: f"{'has' if isinstance(v, str) else 'takes'} at most {c.get('max_length')} "
+                             f"{'characters' if isinstance(v, str) else 'entries'}, got {c.get('actual_length')}",
     "greater_than_equal": lambda v, c: f"must be at least {c.get('ge')}, got {_show(v)}",
     "greater_than": lambda v, c: f"must be more than {c.get('gt')}, got {_show(v)}",
     "less_than_equal": lambda v, c: f"must be at most {c.get('le')}, got {_show(v)}",
@@ -96,9 +98,11 @@ def _unknown(loc: tuple[str | int, ...]) -> str:
         return f"unknown setting{hint} (allowed: {', '.join(allowed)})"
     namespace = name.split(":", 1)[0] if ":" in name else None
     if namespace is None:
-        return f"config keys carry a namespace (NAMESPACE:key){hint or f'; this program reads {NAMESPACE}:* and aws:region'}"
+        return ("config keys carry a namespace "
+                f"(NAMESPACE:key){hint or f'; this program reads {NAMESPACE}:* and aws:region'}")
     if namespace == "aws":
-        return f"not an aws setting this program reads (it reads aws:region, and the provider, encrypted, {', '.join(SECRET_ONLY_KEYS)}; set AWS_PROFILE in your shell){hint}"
+        return ("not an aws setting this program reads (it reads aws:region, and the provider, encrypted, "
+                f"{', '.join(SECRET_ONLY_KEYS)}; set AWS_PROFILE in your shell){hint}")
     if namespace != NAMESPACE:
         return f"unknown config namespace {namespace!r} (this program reads {NAMESPACE}:* and aws:region){hint}"
     return f"unknown setting{hint}"
@@ -114,7 +118,7 @@ def problems_of(error: ValidationError) -> list[Problem]:
         elif e["type"] == "extra_forbidden":
             found.append(Problem(loc, _unknown(loc)))
         else:
-            message = _MESSAGES.get(e["type"], lambda v, c: e["msg"])(e.get("input"), ctx)
+            message = _MESSAGES.get(e["type"], lambda v, c: e["msg"])(e.get("input"), ctx)  # noqa: B023 - called at once
             found.append(Problem(loc, message))
     return found
 
@@ -232,7 +236,8 @@ def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = No
     fields = {f.alias: f for f in StackConfig.model_fields.values()}
     for key in sorted(unknown):
         if key in fields and fields[key].is_required():
-            problems.append(Problem((key,), "is encrypted (secure:) and required: the offline plan cannot decrypt it; keep it in plaintext, it is not a credential"))
+            problems.append(Problem((key,), "is encrypted (secure:) and required: the offline plan cannot decrypt it; keep it in plaintext, "
+                                            "it is not a credential"))
     config = {k: v for k, v in config.items() if k not in PROVIDER_KEYS and k not in unknown}
     region = config.get("aws:region")
     context = {"catalog": catalog, "region": region if isinstance(region, str) and region in eks_regions() else None}
@@ -339,6 +344,6 @@ def load() -> StackConfig:
         if raw is not None:
             values[key] = _decode(raw)
     secret = {k for k in values if pulumi.runtime.config.is_config_secret(k)} | set(pulumi.runtime.config.get_config_secret_keys_env())
-    from infra import catalog
+    from infra.core import catalog
 
     return validate(pulumi.get_stack(), values, catalog=catalog, secret_keys=frozenset(secret))
