@@ -59,7 +59,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--pools", type=int, nargs="*", default=[1, 10, 50, 100])
     args = parser.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; median of {args.runs} runs")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; median of "
+          f"{args.runs} runs")
     print(f"{'stack':<14} {'resources':>9} {'seconds':>8} {'ms/resource':>12}")
     for stack in sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml")):
         resources, seconds = _time_plan(ROOT, stack, args.runs)

@@ -9,9 +9,9 @@ import pulumi
 import pulumi_aws as aws
 
 from components.cpu_nodes import SYSTEM_TOLERATION
-from infra import versions
+from infra.core import versions
 from infra.config import StackConfig
-from infra.versions import AddonVersion
+from infra.core.versions import AddonVersion
 
 # Add-ons that must run before a node can become Ready (pod network, Service routing, Pod
 # Identity credentials): node groups wait for them, so a Kubernetes upgrade updates them before
@@ -60,11 +60,15 @@ SYSTEM_ADDON_CONFIGURATION: dict[str, dict] = {
 # Add-ons that run only DaemonSets tolerating every taint, with where that was read. Unverified
 # entries name the command that confirms it on a cluster.
 ADDON_DAEMONS: dict[str, str] = {
-    "vpc-cni": "aws-node DaemonSet `tolerations: [{operator: Exists}]` (aws/eks-charts:stable/aws-vpc-cni/values.yaml@5239609); "
+    "vpc-cni": "aws-node DaemonSet `tolerations: [{operator: Exists}]` "
+               "(aws/eks-charts:stable/aws-vpc-cni/values.yaml@5239609); "
                "check: kubectl -n kube-system get ds aws-node -o jsonpath='{.spec.template.spec.tolerations}'",
-    "kube-proxy": "unverified; check: kubectl -n kube-system get ds kube-proxy -o jsonpath='{.spec.template.spec.tolerations}'",
-    "eks-pod-identity-agent": "unverified; check: kubectl -n kube-system get ds eks-pod-identity-agent -o jsonpath='{.spec.template.spec.tolerations}'",
-    "eks-node-monitoring-agent": "unverified; check: kubectl -n kube-system get ds eks-node-monitoring-agent -o jsonpath='{.spec.template.spec.tolerations}'",
+    "kube-proxy": "unverified; check: kubectl -n kube-system get ds kube-proxy -o "
+                  "jsonpath='{.spec.template.spec.tolerations}'",
+    "eks-pod-identity-agent": "unverified; check: kubectl -n kube-system get ds eks-pod-identity-agent -o "
+                              "jsonpath='{.spec.template.spec.tolerations}'",
+    "eks-node-monitoring-agent": "unverified; check: kubectl -n kube-system get ds eks-node-monitoring-agent -o "
+                                 "jsonpath='{.spec.template.spec.tolerations}'",
 }
 
 

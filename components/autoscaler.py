@@ -14,14 +14,14 @@ from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.identity import pod_identity_role
 from infra.config import Autoscaler, GpuPool, Queue, seconds_of
-from infra.versions import Chart
+from infra.core.versions import Chart
+from infra.core.names import KUBE_SYSTEM as NAMESPACE
 
-NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
 
 # --- when the autoscaler stops: unready nodes -------------------------------------------------
 # At the pinned autoscaler (kubernetes/autoscaler:cluster-autoscaler/...@cluster-autoscaler-1.35.2,
-# the image of infra/versions.py CLUSTER_AUTOSCALER_IMAGE["1.35"]):
+# the image of infra/core/versions.py CLUSTER_AUTOSCALER_IMAGE["1.35"]):
 # - A node with a startup taint (our gate's STARTUP_TAINT_KEY) is handed to the cluster state as an
 #   unready copy (taints.FilterOutNodesWithStartupTaints, utils/taints/taints.go, called by
 #   obtainNodeLists in core/static_autoscaler.go).
@@ -146,7 +146,7 @@ def autoscaler_policy(cluster_name: str, region: str) -> str:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClusterAutoscalerArgs:
     cluster_name: str
     region: str
@@ -192,7 +192,8 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                 "image": {"tag": args.image_tag},
                 "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
                 "nodeSelector": SYSTEM_LABELS,
-                # the chart's `tolerations` (kubernetes/autoscaler:charts/cluster-autoscaler/values.yaml@cluster-autoscaler-chart-9.59.0)
+                # the chart's `tolerations` (kubernetes/autoscaler:charts/cluster-autoscaler/values.yaml@cluster-
+                # autoscaler-chart-9.59.0)
                 "tolerations": [SYSTEM_TOLERATION],
                 "extraArgs": {
                     "balance-similar-node-groups": True,

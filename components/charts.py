@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.versions import Chart
+from infra.core.versions import Chart
 
 
 def is_oci(chart: Chart) -> bool:

@@ -12,10 +12,10 @@ import pulumi_kubernetes as k8s
 
 from components.addons import BEFORE_NODES, CLUSTER_ADDONS, managed_addon
 from components.identity import trust_policy
-from infra.versions import AddonVersion
+from infra.core.versions import AddonVersion
+from infra.core.names import CLUSTER_ADMIN_POLICY
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
-CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 # Managed add-ons (components/addons.py CLUSTER_ADDONS). EKS bootstraps self-managed vpc-cni,
 # kube-proxy and coredns with the cluster; the managed add-ons adopt them (resolve conflicts:
 # OVERWRITE) at the version EKS resolves for the cluster's Kubernetes version. Node groups wait
@@ -27,7 +27,7 @@ CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterA
 ADDON_CONFIGURATION = {"vpc-cni": {"enableNetworkPolicy": "true"}}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClusterArgs:
     cluster_name: str
     kubernetes_version: str
@@ -50,7 +50,8 @@ class Cluster(pulumi.ComponentResource):
     pulumi_eks (authentication mode API, access entries for the admins, all five control-plane
     log types, private endpoint plus an optional CIDR allow-list, no default node group, no IRSA
     OIDC provider: pods get AWS roles through Pod Identity), the cluster's service role (ours, with
-    AmazonEKSClusterPolicy, so that it carries the stack's permissions boundary), the control-plane log group (encrypted with our logs key), the vpc-cni
+    AmazonEKSClusterPolicy, so that it carries the stack's permissions boundary), the control-plane log group (encrypted
+    with our logs key), the vpc-cni
     (NetworkPolicy enforcement on), kube-proxy, coredns and eks-pod-identity-agent managed add-ons
     (EKS's default version for the cluster's Kubernetes version unless pinned), and a Kubernetes
     provider for the components that deploy into the cluster. A new `kubernetes_version` updates

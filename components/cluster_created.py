@@ -7,7 +7,7 @@ platform wants of such an object it applies with a Server-Side Apply patch
 manager, forced where the creator set the same field first.
 
 Each entry names the code (owner/repo:path@ref) or the AWS page that decides that the object
-exists. tests/test_cluster_created_objects.py walks every Kubernetes object in every shipped plan
+exists. tests/components/test_cluster_created_objects.py walks every Kubernetes object in every shipped plan
 against this table; docs/controllers.md explains each.
 """
 
@@ -38,13 +38,15 @@ CLUSTER_CREATED: tuple[ClusterCreated, ...] = (
     # exist in every namespace" is `default` (DefaultServiceAccountsControllerOptions); syncNamespace
     # creates it in every active namespace, and again whenever it is deleted (serviceAccountDeleted).
     ClusterCreated("v1", "ServiceAccount", None, "default", "kube-controller-manager (serviceaccounts controller)",
-                   f"{_K8S}:pkg/controller/serviceaccount/serviceaccounts_controller.go@003e8629 (DefaultServiceAccountsControllerOptions, syncNamespace)"),
+                   f"{_K8S}:pkg/controller/serviceaccount/serviceaccounts_controller.go@003e8629 "
+                   "(DefaultServiceAccountsControllerOptions, syncNamespace)"),
     # kube-controller-manager's root-ca-cert-publisher writes the cluster CA into every namespace.
     ClusterCreated("v1", "ConfigMap", None, "kube-root-ca.crt", "kube-controller-manager (root-ca-cert-publisher)",
                    f"{_K8S}:pkg/controller/certificates/rootcacertpublisher/publisher.go@e0a566e7 (RootCACertConfigMapName)"),
     # kube-apiserver's system namespaces controller creates the system namespaces every minute if missing.
     *(ClusterCreated("v1", "Namespace", "", ns, "kube-apiserver (system namespaces controller)",
-                     f"{_K8S}:pkg/controlplane/controller/systemnamespaces/system_namespaces_controller.go@200f1257 (createNamespaceIfNeeded)")
+                     f"{_K8S}:pkg/controlplane/controller/systemnamespaces/system_namespaces_controller.go@200f1257 "
+                     "(createNamespaceIfNeeded)")
       for ns in ("default", "kube-system", "kube-public", "kube-node-lease")),
     # kube-apiserver's post-start hook adds the two system PriorityClasses (names reserved: config
     # rejects the system- prefix, infra/config/scheduler.py).
@@ -57,17 +59,20 @@ CLUSTER_CREATED: tuple[ClusterCreated, ...] = (
     # Volcano's scheduler creates `root` and the default queue (--default-queue, "default") at start,
     # the default one reclaimable (newDefaultAndRootQueue, called from newSchedulerCache).
     *(ClusterCreated("scheduling.volcano.sh/v1beta1", "Queue", "", q, "Volcano scheduler (newSchedulerCache at start)",
-                     "volcano-sh/volcano:pkg/scheduler/cache/cache.go@v1.15.1 (newDefaultAndRootQueue; --default-queue in cmd/scheduler/app/options/options.go)")
+                     "volcano-sh/volcano:pkg/scheduler/cache/cache.go@v1.15.1 (newDefaultAndRootQueue; --default-queue in "
+                     "cmd/scheduler/app/options/options.go)")
       for q in ("root", "default")),
     # The Cluster Autoscaler writes its status ConfigMap (--status-config-map-name, in --namespace)
     # and takes its lease (leaderElectionConfiguration: ResourceName cluster-autoscaler).
     ClusterCreated("v1", "ConfigMap", "kube-system", "cluster-autoscaler-status", "Cluster Autoscaler",
-                   "kubernetes/autoscaler:cluster-autoscaler/clusterstate/utils/status.go@cluster-autoscaler-1.35.2 (WriteStatusConfigMap)"),
+                   "kubernetes/autoscaler:cluster-autoscaler/clusterstate/utils/status.go@cluster-autoscaler-1.35.2 "
+                   "(WriteStatusConfigMap)"),
     ClusterCreated("coordination.k8s.io/v1", "Lease", "kube-system", "cluster-autoscaler", "Cluster Autoscaler (leader election)",
                    "kubernetes/autoscaler:cluster-autoscaler/main.go@cluster-autoscaler-1.35.2 (leaderElectionConfiguration)"),
     # The Training Operator's lease (controller-runtime's leader election, --leader-election-id).
     ClusterCreated("coordination.k8s.io/v1", "Lease", "kubeflow", "1ca428e5.training-operator.kubeflow.org", "Training Operator (leader election)",
-                   "kubeflow/trainer:cmd/training-operator.v1/main.go@v1.9.4 (--leader-election-id); kubernetes-sigs/controller-runtime:pkg/leaderelection/leader_election.go@v0.24.1"),
+                   "kubeflow/trainer:cmd/training-operator.v1/main.go@v1.9.4 (--leader-election-id); "
+                   "kubernetes-sigs/controller-runtime:pkg/leaderelection/leader_election.go@v0.24.1"),
     # EKS: the aws-auth ConfigMap exists only with authentication mode CONFIG_MAP or API_AND_CONFIG_MAP
     # (EKS writes node-role entries into it); this platform uses API (components/cluster.py). EKS has
     # also shipped clusters with a `gp2` StorageClass (pulumi/pulumi-eks#510); whether a new cluster

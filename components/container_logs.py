@@ -19,7 +19,7 @@ retention), one stream per node and container file. The Training Operator labels
 with its job, replica type (lowercase) and index (JOB_NAME_LABEL and the others below); the
 kubernetes filter adds the pod's node as kubernetes.host. docs/logs.md has the query.
 Unverified here: that the add-on's configuration schema takes extraFiles (EKS validates it; the
-command is in infra/versions.py PROVENANCE["CLOUDWATCH_LOGS_LABELS_ON"]).
+command is in infra/core/versions.py PROVENANCE["CLOUDWATCH_LOGS_LABELS_ON"]).
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def application_log_conf() -> str:
         _section("INPUT", [
             ("Name", "tail"),
             ("Tag", "application.*"),
-            ("Exclude_Path", "/var/log/containers/cloudwatch-agent*, /var/log/containers/fluent-bit*, /var/log/containers/aws-node*, /var/log/containers/kube-proxy*"),
+            ("Exclude_Path", "/var/log/containers/cloudwatch-agent*, /var/log/containers/fluent-bit*, "
+                             "/var/log/containers/aws-node*, /var/log/containers/kube-proxy*"),
             ("Path", "/var/log/containers/*.log"),
             ("multiline.parser", "docker, cri"),
             ("DB", "/var/fluent-bit/state/flb_container.db"),

@@ -26,7 +26,7 @@ ON_SYSTEM_NODES = {"nodeSelector": SYSTEM_LABELS, "tolerations": [SYSTEM_TOLERAT
 _EKS_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CpuNodesArgs:
     cluster_name: str
     instance_types: Sequence[str]

@@ -21,8 +21,8 @@ Requiring a reusable workflow and other claims"):
   `higgsfield-STACK-*`, only with that boundary attached, never the CI identities themselves (an
   administrator changes those, `higgsfield bootstrap`), never users, keys or identity providers.
   Cluster access: an access entry with AmazonEKSClusterAdminPolicy.
-- image push: `repo:OWNER/REPO:ref:refs/heads/main:job_workflow_ref:OWNER/REPO/.github/workflows/image.yml@refs/heads/main`;
-  may push to the stack's training-image repository only.
+- image push: `repo:OWNER/REPO:ref:refs/heads/main:job_workflow_ref:`
+  `OWNER/REPO/.github/workflows/image.yml@refs/heads/main`; may push to the stack's training-image repository only.
 Runners: one CodeBuild project for previews and one for deploys, each with its own service role,
 security group and webhook; the deploy project's webhook starts builds only for jobs of the
 workflow named `deploy` sent by the accounts in `runner.deployActors`.
@@ -37,19 +37,25 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra import versions
+from infra.core import versions
 from components.registry import repository_name
-from infra.cli.stacks import RUNNER_PURPOSES, boundary_name, cluster_name, role_name, runner_project
 from infra.config import Delivery as DeliverySettings
+from infra.core.names import (
+    CLUSTER_ADMIN_POLICY,
+    GITHUB_OIDC_HOST,
+    RUNNER_PURPOSES,
+    boundary_name,
+    cluster_name,
+    role_name,
+    runner_project,
+)
 
-GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
 AUDIENCE = "sts.amazonaws.com"
 VIEW_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
-CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 # Which workflow file assumes which role, and at which ref.
 WORKFLOW_OF = {"preview": ("preview.yml", "refs/pull/*/merge"), "deploy": ("deploy.yml", "refs/heads/main"), "image": ("image.yml", "refs/heads/main")}
 # What a preview asks AWS beyond its own credentials: the program's invokes
-# (infra/catalog.py: ec2:DescribeInstanceTypes, ec2:DescribeInstanceTypeOfferings), the kubeconfig's
+# (infra/core/catalog.py: ec2:DescribeInstanceTypes, ec2:DescribeInstanceTypeOfferings), the kubeconfig's
 # `aws eks get-token` (eks:DescribeCluster for its endpoint). A preview does not refresh, so it
 # reads no other resource. A missing action shows up as AccessDenied naming it: add it here.
 PREVIEW_ACTIONS = ("ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeAvailabilityZones", "eks:DescribeCluster")
@@ -263,7 +269,7 @@ def deploy_policy(settings: DeliverySettings, stack: str, buckets: Sequence[str]
     return _document(*statements)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DeliveryArgs:
     stack: str
     region: str
@@ -365,9 +371,11 @@ class Delivery(pulumi.ComponentResource):
             base, name=project,
             assume_role_policy=_document({"Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"}, "Action": "sts:AssumeRole"}),
             tags={**tags, "higgsfield:ci-identity": f"{purpose}-runner"}, opts=child)
-        # CodeBuild in a VPC (docs.aws.amazon.com/codebuild/latest/userguide/auth-and-access-control-iam-identity-based-access-control.html,
+        # CodeBuild in a VPC (docs.aws.amazon.com/codebuild/latest/userguide/auth-and-access-control-iam-identity-based-
+        # access-control.html,
         # "Allow CodeBuild access to AWS services required to create a VPC network interface").
-        # A job can read these credentials from its container: they write this project's logs and manage ENIs, nothing else.
+        # A job can read these credentials from its container: they write this project's logs and manage ENIs, nothing
+        # else.
         account, region = args.settings.account_id, args.region
         static = aws.iam.RolePolicy(base, role=service_role.id, policy=_document(
             {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
@@ -384,7 +392,8 @@ class Delivery(pulumi.ComponentResource):
              "Condition": {"StringEquals": {"ec2:AuthorizedService": "codebuild.amazonaws.com",
                                             "ec2:Subnet": [f"arn:aws:ec2:{region}:{account}:subnet/{i}" for i in ids]}}})), opts=child)
         codebuild = aws.codebuild.Project(
-            base, name=project, description=f"Ephemeral GitHub Actions {purpose} runners for {args.settings.repository} inside {cluster}'s VPC",
+            base, name=project, description=f"Ephemeral GitHub Actions {purpose} runners for {args.settings.repository} inside "
+                                            f"{cluster}'s VPC",
             service_role=service_role.arn, build_timeout=120,
             artifacts=aws.codebuild.ProjectArtifactsArgs(type="NO_ARTIFACTS"),
             environment=aws.codebuild.ProjectEnvironmentArgs(

@@ -34,15 +34,14 @@ from __future__ import annotations
 from functools import cache
 
 from components.efa import EFA_HUGEPAGES_2MI
-from infra.bundled import instance_types
-
-GPU = "nvidia.com/gpu"
+from infra.core.bundled import instance_types
+from infra.core.names import GPU_RESOURCE as GPU
 
 
 @cache
 def largest_gpu_node() -> dict[str, int]:
     """The most vCPUs, memory (MiB) and EFA interfaces of any GPU instance type in AWS's catalog
-    (the copy moto ships, infra/bundled.py): a bound that does not move when a pool is added."""
+    (the copy moto ships, infra/core/bundled.py): a bound that does not move when a pool is added."""
     gpu_types = [t for t in instance_types().values() if t.get("GpuInfo")]
     return {
         "cpu": max(t["VCpuInfo"]["DefaultVCpus"] for t in gpu_types),

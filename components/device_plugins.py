@@ -11,7 +11,8 @@ from components.charts import helm_release
 
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from infra.config import GPU_TAINT_KEY
-from infra.versions import Chart
+from infra.core.versions import Chart
+from infra.core.names import KUBE_SYSTEM as NAMESPACE
 
 GPU_NODES = {"nvidia.com/gpu.present": "true"}
 EFA_NODES = {"vpc.amazonaws.com/efa.present": "true"}
@@ -22,7 +23,6 @@ GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSched
 EVERY_TAINT = {"operator": "Exists"}
 # No /dev/infiniband, gdrdrv or nvidia-fs in GPU pods on the NVIDIA plugin's account.
 GPU_ONLY_INJECTION = {"mofedEnabled": False, "gdrcopyEnabled": False, "gdsEnabled": False}
-NAMESPACE = "kube-system"
 # How the device plugin tells the container runtime which GPUs a container was allocated:
 # `volume-mounts` (the chart value `deviceListStrategy`, passed as DEVICE_LIST_STRATEGY; the choices
 # envvar | volume-mounts | cdi-annotations | cdi-cri in api/config/v1/consts.go; NVIDIA/
@@ -44,7 +44,7 @@ NAMESPACE = "kube-system"
 DEVICE_LIST_STRATEGY = "volume-mounts"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DevicePluginsArgs:
     nvidia: Chart
     efa: Chart
@@ -59,7 +59,8 @@ class DevicePlugins(pulumi.ComponentResource):
     (extended resource `vpc.amazonaws.com/efa`) on EFA nodes; both tolerate every taint.
 
     GPUs reach a container only through the plugin's allocation (DEVICE_LIST_STRATEGY), never
-    through an environment variable. Chart values at the pinned versions: `tolerations` is used by both the device plugin and
+    through an environment variable. Chart values at the pinned versions: `tolerations` is used by both the device
+    plugin and
     the GFD DaemonSet, `nfd.worker.tolerations` by the NFD workers (NVIDIA/k8s-device-plugin:
     deployments/helm/nvidia-device-plugin/values.yaml and templates/daemonset-gfd.yml@v0.19.3);
     MOFED, GDRCopy and GDS injection off (`mofedEnabled` etc., rendered as MOFED_ENABLED=false by

@@ -6,11 +6,13 @@ import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from typing import Any
+
 import pulumi
 import pulumi_aws as aws
 
-from infra import versions
-from infra.catalog import InstanceFacts
+from infra.core import versions
+from infra.core.catalog import InstanceFacts
 
 # 2 MiB huge pages reserved at boot for libfabric/NCCL over EFA (EC2 User Guide, "Get started
 # with EFA and NCCL": vm.nr_hugepages=5128). The node advertises all of them as `hugepages-2Mi`.
@@ -32,7 +34,7 @@ EFA_WITHOUT_HUGE_PAGES_ENV = {"FI_EFA_USE_HUGE_PAGE": "0"}
 # Locked memory for every container on an EFA node. The EFA driver pins the memory libfabric
 # registers for NCCL and counts it against the process's RLIMIT_MEMLOCK unless it has CAP_IPC_LOCK
 # (ib_umem_get, torvalds/linux:drivers/infiniband/core/umem.c); team pods run non-root with every
-# capability dropped (infra/cli/pods.py run_as_team). A container's rlimits are the ones in
+# capability dropped (infra/offline/pods.py run_as_team). A container's rlimits are the ones in
 # containerd's base runtime spec, and the AL2023 AMI's sets RLIMIT_NOFILE only (awslabs/amazon-eks-
 # ami:nodeadm/internal/containerd/base-runtime-spec.json@v20260724), so RLIMIT_MEMLOCK would be
 # whatever containerd's systemd unit gives containerd itself (the AMI adds only `Slice=` to it:
@@ -40,7 +42,8 @@ EFA_WITHOUT_HUGE_PAGES_ENV = {"FI_EFA_USE_HUGE_PAGE": "0"}
 # same ref), far below what registration needs (the kernel's default is 8 MiB), and NCCL falls back
 # to TCP sockets. nodeadm merges NodeConfig `containerd.baseRuntimeSpec` (nodeadm/api/v1alpha1/
 # nodeconfig_types.go, same ref) over its default ("Modifying container RLIMITs", nodeadm/doc/
-# examples.md; writeBaseRuntimeSpec, nodeadm/internal/containerd/base_runtime_spec.go); Bottlerocket raises MEMLOCK the same way on EFA nodes
+# examples.md; writeBaseRuntimeSpec, nodeadm/internal/containerd/base_runtime_spec.go); Bottlerocket raises MEMLOCK the
+# same way on EFA nodes
 # (bottlerocket-os/bottlerocket-core-kit#141).
 # 10^18 bytes, not RLIM_INFINITY (2^64-1): nodeadm merges the spec through Go's encoding/json into
 # map[string]interface{}, so every number passes through a float64 (util.Merge, nodeadm/internal/
@@ -235,7 +238,7 @@ class EfaFabric(pulumi.ComponentResource):
     ) -> None:
         super().__init__("higgsfield:efa:EfaFabric", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self_all = {"protocol": "-1", "from_port": 0, "to_port": 0, "self": True}
+        self_all: dict[str, Any] = {"protocol": "-1", "from_port": 0, "to_port": 0, "self": True}
         group = aws.ec2.SecurityGroup(
             f"{name}-sg",
             vpc_id=vpc_id,

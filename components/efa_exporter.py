@@ -12,7 +12,7 @@ with no capability. It tolerates every taint, so it starts while the node is sti
 stays after the node passes (it selects the EFA label, never the health label); the health gate's
 own pod is deleted when the node passes (components/healthgate.py), which is why the counters are
 not served from there. No priority class: it must never preempt a training pod, and it asks for
-little enough (10m CPU, 64Mi) to fit beside one (infra/cli/pods.py leaves a quarter of the memory).
+little enough (10m CPU, 64Mi) to fit beside one (infra/offline/pods.py leaves a quarter of the memory).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ docs/design/reserved-capacity.md).
 images/training/gang_deadline.py says why the Cluster Autoscaler alone never removes them (it
 packs the gang's pending pods onto them first) and what the CronJob does: suspend the Kubeflow job
 of a gang that waited longer than its pool's deadline while the pool has idle nodes, and resume it
-after `RETRY_AFTER_S`. The bound per pool is infra/cli/cold_start.py `give_back`, shown by
+after `RETRY_AFTER_S`. The bound per pool is infra/offline/cold_start.py `give_back`, shown by
 `higgsfield timeline STACK --job POOL`.
 """
 
@@ -35,8 +35,10 @@ def boot_seconds(pool: GpuPool) -> tuple[float, str]:
     family (8 GPUs, many EFA cards, a large NVMe array)."""
     family = pool.instance.name.split(".")[0]
     if family.startswith("p"):
-        return 420.0, f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name} (P family, 8 GPUs); measure with the ASG activity history and `kubectl get node -w`"
-    return 240.0, f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name}; measure with the ASG activity history and `kubectl get node -w`"
+        return 420.0, (f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name} (P family, 8 GPUs); "
+                       "measure with the ASG activity history and `kubectl get node -w`")
+    return 240.0, (f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name}; measure with the ASG activity "
+                   "history and `kubectl get node -w`")
 
 
 GANG_DEADLINE_MARGIN_S = 300.0
@@ -101,7 +103,7 @@ def rules_in_team_namespace() -> list[dict]:
     ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GangDeadlineArgs:
     pools: Sequence[GpuPool]
     namespaces: Sequence[str]            # the teams' namespaces (created by the Teams component)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 import pulumi
 import pulumi_aws as aws
@@ -13,15 +13,12 @@ from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_interfaces_for, efa
 from components.nodes import MAX_UNAVAILABLE_NODES, NodeVersion, launch_template
 from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, GpuPool, Taint
 from infra.config import gpu_pools as pool_settings  # now(): the one clock windows are read against
+from infra.core.names import POOL_LABEL, GATED_LABEL, HEALTH_LABEL, AUTOSCALER_TEMPLATE
 
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "reservation": "ON_DEMAND", "capacity-block": "CAPACITY_BLOCK"}
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
-POOL_LABEL = "higgsfield.io/pool"
-GATED_LABEL = "higgsfield.io/gated"
 # The health gate's verdict on a node (images/training/health_gate.py sets it with the taint's
 # removal). The gate's DaemonSet runs only where it is not `healthy` (components/healthgate.py).
-HEALTH_LABEL = "higgsfield.io/health"
-AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 # The Cluster Autoscaler's AWS provider treats a node with this label as a GPU node and waits for
 # its device plugin instead of scaling out again while it initialises (GPULabel in kubernetes/
 # autoscaler:cluster-autoscaler/cloudprovider/aws/aws_cloud_provider.go@cluster-autoscaler-1.35.0;
@@ -64,17 +61,19 @@ def container_toolkit_script() -> str:
     """The user-data script (after the shebang) that sets and checks CONTAINER_TOOLKIT_SETTINGS."""
     sets = " ".join(f"--set {key}={value}" for key, value in CONTAINER_TOOLKIT_SETTINGS.items())
     checks = "\n".join(
-        f"grep -Eq '^[[:space:]]*{key}[[:space:]]*=[[:space:]]*{value}[[:space:]]*$' {CONTAINER_TOOLKIT_CONFIG} || refuse {key}"
+        f"grep -Eq '^[[:space:]]*{key}[[:space:]]*=[[:space:]]*{value}[[:space:]]*$' {CONTAINER_TOOLKIT_CONFIG} || "
+        f"refuse {key}"
         for key, value in CONTAINER_TOOLKIT_SETTINGS.items()
     )
     return (
-        'refuse() { echo "higgsfield: NVIDIA container toolkit setting $1 not in place; powering off" >&2; systemctl poweroff; exit 1; }\n'
+        'refuse() { echo "higgsfield: NVIDIA container toolkit setting $1 not in place; powering off" >&2; systemctl '
+        'poweroff; exit 1; }\n'
         f"nvidia-ctk config --in-place --config {CONTAINER_TOOLKIT_CONFIG} {sets} || refuse nvidia-ctk\n"
         f"{checks}\n"
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuPoolArgs:
     cluster_name: str
     pool: GpuPool
@@ -126,7 +125,7 @@ class WindowAction:
 
 
 def _iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def held_warm(pool: GpuPool, now: datetime) -> bool:
@@ -223,7 +222,8 @@ class GpuPoolGroup(pulumi.ComponentResource):
     group unless the capacity is reserved) and a launch template with an ENA primary plus one
     EFA-only interface per network card; otherwise a launch template with the node security
     group. Both: IMDSv2 hop limit 1, encrypted gp3 root, RAID0 local NVMe, huge pages and the
-    NVIDIA container toolkit's no-envvar settings via nodeadm user data, capacity reservation targeting for reservations and Capacity Blocks.
+    NVIDIA container toolkit's no-envvar settings via nodeadm user data, capacity reservation targeting for reservations
+    and Capacity Blocks.
     Then the node group (AL2023 NVIDIA AMI, GPU taint, pool labels, minSize as configured,
     desiredSize ignored after creation, EKS node auto-repair when asked) and the autoscaler
     node-template tags on its ASG (the accelerator label among them) and its scale-down-unneeded time.

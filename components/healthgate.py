@@ -37,10 +37,10 @@ from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 from components.identity import pod_identity_role
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
 from components.kubernetes_objects import KubernetesObject
-from infra import versions
+from infra.core import versions
 from infra.config import STARTUP_TAINT_KEY, GpuPool, HealthThresholds, seconds_of
+from infra.core.names import HEALTH_NAMESPACE as NAMESPACE, HEALTH_LABEL as HEALTH_LABEL_PREFIX, NODE_NAME_EXTRA
 
-NAMESPACE = "higgsfield-health"
 SERVICE_ACCOUNT = "health-gate"
 GATE_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 # GATED_LABEL is on every node of a gated pool (components/gpu_pools.py): the DaemonSet selects on
@@ -50,21 +50,19 @@ GATE_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 def expectations_name(pool: str) -> str:
     """The ConfigMap with a pool's expectations, read by the gate through the API."""
     return f"health-gate-{pool}"
-HEALTH_LABEL_PREFIX = "higgsfield.io/health"
 # The node a pod-bound service account token was issued for, in the user's extra info: the key is
 # serviceaccount.NodeNameKey (kubernetes/kubernetes: staging/src/k8s.io/apiserver/pkg/authentication/
 # serviceaccount/util.go); the kubelet-issued token carries it with ServiceAccountTokenPodNodeInfo,
 # beta and on by default in 1.30, GA and locked on in 1.32 (pkg/features/versioned_kube_features.go;
 # KEP-4193 "bound service account token improvements") - every Kubernetes version this project
-# supports (infra/versions.py KUBERNETES_SUPPORTED starts at 1.32).
-NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+# supports (infra/core/versions.py KUBERNETES_SUPPORTED starts at 1.32).
 # An Event about a Node (cluster-scoped: no involvedObject.namespace) must live in `default`
 # (legacyValidateEvent, kubernetes/kubernetes: pkg/apis/core/validation/events.go): the gate may
 # create Events there and nowhere else.
 EVENTS_NAMESPACE = "default"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HealthGateArgs:
     cluster_name: str
     region: str
@@ -84,7 +82,7 @@ def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool, cuda
                  release: str | None = None) -> dict[str, str]:
     """What node_check.py expects of a node of `pool` (its environment variables), and how the
     gate reacts to a failure there. The driver: at least the branch CUDA `cuda` needs, and exactly
-    the driver of the AMI `release` where the stack pins one we know (infra/versions.py)."""
+    the driver of the AMI `release` where the stack pins one we know (infra/core/versions.py)."""
     return {
         "EXPECTED_GPUS": str(pool.gpus_per_node),
         "EXPECTED_GPU_MODEL": pool.instance.gpu_model or "",
@@ -173,12 +171,14 @@ def own_node_policy() -> dict:
                     "reason": "Forbidden",
                 },
                 {
-                    "expression": f"{new_taints}.filter(t, t.key != '{STARTUP_TAINT_KEY}') == {old_taints}.filter(t, t.key != '{STARTUP_TAINT_KEY}')",
+                    "expression": f"{new_taints}.filter(t, t.key != '{STARTUP_TAINT_KEY}') == {old_taints}.filter(t, "
+                                  f"t.key != '{STARTUP_TAINT_KEY}')",
                     "message": f"the health gate may add or remove only the taint {STARTUP_TAINT_KEY}",
                     "reason": "Forbidden",
                 },
                 {
-                    "expression": f"{new_labels}.filter(k, {others}).all(k, k in {old_labels} && {old_labels}[k] == {new_labels}[k]) && "
+                    "expression": f"{new_labels}.filter(k, {others}).all(k, k in {old_labels} && {old_labels}[k] == "
+                                  f"{new_labels}[k]) && "
                                   f"{old_labels}.filter(k, {others}).all(k, k in {new_labels})",
                     "message": f"the health gate may change only the {HEALTH_LABEL_PREFIX}* labels",
                     "reason": "Forbidden",
@@ -186,7 +186,8 @@ def own_node_policy() -> dict:
                 {
                     "expression": "(has(object.metadata.annotations) ? object.metadata.annotations : {}) == "
                                   "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}) && "
-                                  "(has(object.spec.unschedulable) && object.spec.unschedulable) == (has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
+                                  "(has(object.spec.unschedulable) && object.spec.unschedulable) == "
+                                  "(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
                     "message": "the health gate may not change a node's annotations or cordon it",
                     "reason": "Forbidden",
                 },
@@ -229,6 +230,55 @@ def gate_gpus(pool: GpuPool) -> int:
     the GPUs with NVIDIA_VISIBLE_DEVICES, which the toolkit honours in privileged containers only
     (CUDA.VisibleDevices, NVIDIA/nvidia-container-toolkit:internal/config/image/cuda_image.go@v1.20.0)."""
     return 0 if getattr(pool, "provisioner", "node-group") == "karpenter" else pool.gpus_per_node
+
+
+# A rebooted node keeps its Node object: its `healthy` label stays and the kubelet does not put the
+# startup taint back (images/training/health_gate.py REBOOT). This DaemonSet runs on every gated
+# node that has passed, starts again after each boot, and compares the boot the gate passed with the
+# running one (health_gate.py after_reboot); after a reboot it puts the startup taint back and
+# labels the node `rebooted`, which the gate's DaemonSets select again. Tiny, no GPU: the
+# autoscaler's template node (labelled healthy) counts its requests, which leave a job room.
+REBOOT_DAEMONSET = "health-reboot-check"
+REBOOT_REQUESTS = {"cpu": "10m", "memory": "64Mi"}
+
+
+def reboot_daemonset(image: pulumi.Input[str]) -> dict:
+    """The after-reboot check on every gated node that has passed, every taint tolerated."""
+    labels = {"app.kubernetes.io/name": REBOOT_DAEMONSET, "app.kubernetes.io/part-of": "higgsfield"}
+    healthy = {"key": HEALTH_LABEL, "operator": "In", "values": ["healthy"]}
+    passed = {"nodeSelectorTerms": [{"matchExpressions": [healthy]}]}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": REBOOT_DAEMONSET, "namespace": NAMESPACE, "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": SERVICE_ACCOUNT,
+                    "priorityClassName": "system-node-critical",
+                    "nodeSelector": {**GPU_NODES, GATED_LABEL: "true"},
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": passed}},
+                    "tolerations": [EVERY_TAINT],
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [{
+                        "name": "after-reboot",
+                        "image": image,
+                        "command": ["python", "/opt/higgsfield/health_gate.py", "--after-reboot"],
+                        "env": [
+                            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                            {"name": "EVENTS_NAMESPACE", "value": EVENTS_NAMESPACE},
+                            {"name": "STARTUP_TAINT", "value": STARTUP_TAINT_KEY},
+                        ],
+                        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                            "readOnlyRootFilesystem": True},
+                        "resources": {"requests": REBOOT_REQUESTS, "limits": {"memory": "128Mi"}},
+                    }],
+                },
+            },
+        },
+    }
 
 
 def daemonset_name(pool: str) -> str:
@@ -310,7 +360,8 @@ class HealthGate(pulumi.ComponentResource):
     a Role to create Events in `default` (where Events about nodes live) and its binding, a ValidatingAdmissionPolicy (+
     binding) that limits the account to its own node's startup taint and health labels, one
     ConfigMap of expectations per gated pool (and a Role to read them), one DaemonSet per gated pool
-    requesting the pool's GPUs (none on a Karpenter pool: gate_gpus), pre-pulling
+    requesting the pool's GPUs (none on a Karpenter pool: gate_gpus), the health-reboot-check DaemonSet
+    that sends a rebooted node back through the gate (reboot_daemonset), pre-pulling
     `higgsfield:trainingImage` when set (with the stack's FSx, it mounts the `lustre-health` claim the
     storage component makes in its namespace); for pools with `onFailure: replace`, an IAM
     role for EKS Pod Identity allowed `autoscaling:SetInstanceHealth` on those pools' Auto Scaling
@@ -374,5 +425,8 @@ class HealthGate(pulumi.ComponentResource):
         self.daemonsets = {pool.name: KubernetesObject(
             f"{name}-daemonset-{pool.name}", daemonset(args.image, args.lustre, pool.name, gate_gpus(pool), args.prepull_image),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready])) for pool in args.pools}
+        if args.pools:
+            KubernetesObject(f"{name}-reboot-check", reboot_daemonset(args.image),
+                             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready]))
         self.namespace = (NAMESPACE, ns)  # where the storage component puts the gate's Lustre claim
         self.register_outputs({"namespace": NAMESPACE})

@@ -1,6 +1,6 @@
 """Karpenter: a per-pool option for on-demand and spot GPU pools (docs/design/karpenter.md).
 
-Upstream read at aws/karpenter-provider-aws@v1.14.1 (infra/versions.py KARPENTER): the v1 CRDs
+Upstream read at aws/karpenter-provider-aws@v1.14.1 (infra/core/versions.py KARPENTER): the v1 CRDs
 (pkg/apis/crds/karpenter.sh_nodepools.yaml, karpenter.k8s.aws_ec2nodeclasses.yaml), the chart's
 values (charts/karpenter/values.yaml: settings.clusterName, settings.interruptionQueue,
 serviceAccount.name, nodeSelector) and the getting-started CloudFormation template
@@ -15,16 +15,16 @@ encrypted gp3 root, FastImagePull, and the health gate's startup taint (NodePool
 No huge pages: Karpenter launches only for pods whose requests fit an instance type's capacity, and
 the capacity it computes for an EC2 type has no `hugepages-*` (computeCapacity, pkg/providers/
 instancetype/types.go@v1.14.1), so jobs on a Karpenter pool are rendered without them
-(infra/cli/pods.py, docs/karpenter.md says the cost).
+(infra/offline/pods.py, docs/karpenter.md says the cost).
 
 Its NodePool never disrupts a running training pod: consolidation only when a node is empty, after
 boot + gang fill; no Underutilized disruption (a budget of 0 nodes); `expireAfter: Never`; and every
-training pod carries `karpenter.sh/do-not-disrupt` (infra/cli/jobs.py), which also keeps Drift off
+training pod carries `karpenter.sh/do-not-disrupt` (infra/offline/jobs.py), which also keeps Drift off
 its node while no `terminationGracePeriod` is set (website/content/en/docs/concepts/disruption.md
 @v1.14.1, "Pod-Level Controls"). Drift is allowed otherwise, so the nodes follow the cluster's
 version: the AMI alias resolves against the control plane's Kubernetes version, an upgrade drifts
 every NodeClaim, and each node is replaced once it runs no training pod. The CRDs come from their
-own chart (infra/versions.py KARPENTER_CRD), so they are upgraded with Karpenter. Reservation and
+own chart (infra/core/versions.py KARPENTER_CRD), so they are upgraded with Karpenter. Reservation and
 Capacity Block pools are refused in config (aws/karpenter-provider-aws#8514: one NodeClass cannot
 yet span several blocks).
 """
@@ -46,9 +46,9 @@ from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, po
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import STARTUP_TAINT_KEY, GpuPool
-from infra.versions import Chart
+from infra.core.versions import Chart
+from infra.core.names import KUBE_SYSTEM as NAMESPACE
 
-NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "karpenter"
 NODEPOOL_TAG = "karpenter.sh/nodepool"
 NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
@@ -209,7 +209,7 @@ def node_pool(pool: GpuPool) -> dict:
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KarpenterArgs:
     cluster_name: str
     region: str
@@ -281,18 +281,3 @@ class Karpenter(pulumi.ComponentResource):
             KubernetesObject(f"{name}-{pool.name}-nodeclass", nodeclass, opts=after)
             KubernetesObject(f"{name}-{pool.name}-nodepool", node_pool(pool), opts=after)
         self.register_outputs({"queue": queue.name})
-
-
-def karpenter_pools(cfg, network, cluster, node_role, depends_on: Sequence[pulumi.Resource], tags: Mapping[str, str]) -> Karpenter | None:
-    """Karpenter and its NodePools for the stack's pools with `provisioner: karpenter`, if any
-    (infra/__main__.py calls it beside the node-group pools)."""
-    from infra import versions
-
-    pools = [p for p in cfg.gpu_pools if p.provisioner == "karpenter"]
-    if not pools:
-        return None
-    return Karpenter("karpenter", KarpenterArgs(
-        cluster_name=cfg.name, region=cfg.region, chart=versions.KARPENTER, crd_chart=versions.KARPENTER_CRD,
-        pools=pools, vpc_id=network.vpc_id, node_role_arn=node_role.arn,
-        subnet_ids={zone: s.id for zone, s in network.private_subnets.items()},
-        security_group_ids=[cluster.node_security_group_id], provider=cluster.provider, depends_on=depends_on, tags=tags))

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LogKeyArgs:
     cluster_name: str
     region: str

@@ -13,7 +13,7 @@ import pulumi_aws as aws
 from components.identity import trust_policy
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NetworkArgs:
     cluster_name: str
     region: str

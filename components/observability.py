@@ -19,7 +19,7 @@ from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from components.workloads import KSM_NODE_LABELS, custom_rules, external_rules, serving_scrape_job
 from infra.config import Observability
-from infra.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
+from infra.core.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
 
 NAMESPACE = "monitoring"
 PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
@@ -122,7 +122,8 @@ SCRAPE_TARGETS = (
     # The efa-exporter pods (one per EFA node, in this namespace) serve the node's EFA counters on the
     # container port named "metrics" (components/efa_exporter.py, images/training/efa_metrics.py).
     ScrapeTarget("efa", NAMESPACE, "pod", {"app.kubernetes.io/name": efa_exporter.NAME}, efa_exporter.PORT_NAME,
-                 "components/efa_exporter.py (ours); counters: aws-samples/awsome-distributed-training:4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go@7217859f"),
+                 "components/efa_exporter.py (ours); counters: aws-samples/awsome-distributed-training:"
+                 "4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go@7217859f"),
     ScrapeTarget("dcgm-exporter", NAMESPACE, "pod", {"app.kubernetes.io/name": "dcgm-exporter"}, "metrics",
                  "NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml@4.5.3-4.8.2"),
     ScrapeTarget("volcano-scheduler", "volcano-system", "endpoints", {"app": "volcano-scheduler"}, "metrics",
@@ -275,7 +276,7 @@ def prometheus_stack_values(cfg: Observability) -> dict:
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MonitoringArgs:
     cluster_name: str
     settings: Observability

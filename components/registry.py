@@ -25,7 +25,7 @@ def image_tag() -> str:
     `src-<git tree of images/training at HEAD>` of the project being deployed (the folder holding
     Pulumi.yaml: a checkout, or a project of one's own beside an installed wheel), besides the
     commit that built it, which need not be HEAD: the workflow runs only when the sources change."""
-    from infra.project import project_root
+    from infra.core.project import project_root
 
     root = project_root()
     if not (root / IMAGE_SOURCES).is_dir():  # a project with stack files only: the sources of the checkout this code is in
@@ -64,7 +64,8 @@ class TrainingImageRepository(pulumi.ComponentResource):
     Creates: an ECR repository (immutable tags, scan on push, KMS encryption with the AWS managed
     key, protected and never force-deleted in production) and its lifecycle policy.
     Outputs: `repository_url` (what jobs run), `source_image` (its image built from this checkout's
-    images/training) and `repository_arn` (what the image workflow's push role is allowed to write). Replaced when: the name or the encryption settings change.
+    images/training) and `repository_arn` (what the image workflow's push role is allowed to write). Replaced when: the
+    name or the encryption settings change.
     """
 
     def __init__(self, name: str, cluster_name: str, protect: bool, tags: Mapping[str, str], opts: pulumi.ResourceOptions | None = None) -> None:

@@ -17,7 +17,8 @@ from components.addons import managed_addon
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import Fsx
-from infra.versions import AddonVersion
+from infra.core.versions import AddonVersion
+from infra.core.names import NODE_NAME_EXTRA
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))  # docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html
 MOUNT_OPTIONS = ("flock", "noatime")
@@ -48,11 +49,13 @@ HEALTH_DIR_OWNER, HEALTH_DIR_MODE = NOBODY, "0700"  # the gate runs as root, squ
 # Lustre client (dnf install lustre-client on AL2023: docs.aws.amazon.com/fsx/latest/LustreGuide/
 # install-lustre-client.html), mounts the file system, runs layout_script as root (not squashed:
 # its NID is the only NoSquashNids entry), unmounts and powers off (instance-initiated shutdown:
-# stop; `aws ec2 get-console-output` shows `higgsfield-lustre-layout-done DIGEST`). A new layout changes its user data and replaces it (user_data_replace_on_change), which
+# stop; `aws ec2 get-console-output` shows `higgsfield-lustre-layout-done DIGEST`). A new layout changes its user data
+# and replaces it (user_data_replace_on_change), which
 # runs the new layout once. It has no instance profile (it calls no AWS API) and IMDSv2 only.
 LAYOUT_CLIENT_TYPE = "t3.small"
 LAYOUT_TAG = "higgsfield.io/lustre-layout"  # the layout script's digest, on the layout client: which layout ran
-LAYOUT_CLIENT_AMI = "resolve:ssm:/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"  # docs.aws.amazon.com/linux/al2023/ug/ec2.html
+# docs.aws.amazon.com/linux/al2023/ug/ec2.html
+LAYOUT_CLIENT_AMI = "resolve:ssm:/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
 
 
 def s3_path(dataset: str) -> str:
@@ -87,7 +90,8 @@ def layout_script(teams: Mapping[str, int], datasets: Sequence[tuple[str, int]])
     lines = [
         "set -eu",
         f"mkdir -p /fsx{TEAMS_DIR} /fsx{DATASETS_DIR} /fsx{HEALTH_DIR}",
-        f"chown 0:0 /fsx{TEAMS_DIR} /fsx{DATASETS_DIR} && chmod {TEAMS_DIR_MODE} /fsx{TEAMS_DIR} && chmod 0755 /fsx{DATASETS_DIR}",
+        f"chown 0:0 /fsx{TEAMS_DIR} /fsx{DATASETS_DIR} && chmod {TEAMS_DIR_MODE} /fsx{TEAMS_DIR} && chmod 0755 "
+        f"/fsx{DATASETS_DIR}",
         f"chown {HEALTH_DIR_OWNER}:{HEALTH_DIR_OWNER} /fsx{HEALTH_DIR} && chmod {HEALTH_DIR_MODE} /fsx{HEALTH_DIR}",
     ]
     entries = [(f"{TEAMS_DIR}/{t}", uid, TEAM_DIR_MODE) for t, uid in sorted(teams.items())]
@@ -110,7 +114,8 @@ def layout_user_data(script: str, dns_name: str, mount_name: str) -> str:
         "trap 'shutdown -h now' EXIT",  # stop whatever happens; the console output says how it went
         "dnf install -y lustre-client",
         f"mkdir -p {MOUNT_PATH}",
-        f"mount -t lustre -o relatime,flock {shlex.quote(dns_name)}@tcp:/{shlex.quote(mount_name)} {MOUNT_PATH}",
+        f"mount -t lustre -o relatime,flock {shlex.quote(dns_name)}@tcp:/{shlex.quote(mount_name)} "
+        f"{MOUNT_PATH}",
         f"sh -c {shlex.quote(script)}",
         f"umount {MOUNT_PATH}",
         f"echo higgsfield-lustre-layout-done {layout_digest(script)}",
@@ -126,7 +131,6 @@ def layout_user_data(script: str, dns_name: str, mount_name: str) -> str:
 # for), that taint only, no label, annotation or cordon change.
 CSI_NODE_USER = "system:serviceaccount:kube-system:fsx-csi-node-sa"  # values.yaml node.serviceAccount.name@v1.8.0
 CSI_NOT_READY_TAINT = "fsx.csi.aws.com/agent-not-ready"  # pkg/driver/constants.go@v1.8.0
-NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"  # see components/healthgate.py
 
 
 def csi_node_policy() -> dict:
@@ -156,8 +160,10 @@ def csi_node_policy() -> dict:
                     "reason": "Forbidden",
                 },
                 {
-                    "expression": f"{meta('object', 'labels')} == {meta('oldObject', 'labels')} && {meta('object', 'annotations')} == {meta('oldObject', 'annotations')} && "
-                                  "(has(object.spec.unschedulable) && object.spec.unschedulable) == (has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
+                    "expression": f"{meta('object', 'labels')} == {meta('oldObject', 'labels')} && "
+                                  f"{meta('object', 'annotations')} == {meta('oldObject', 'annotations')} && "
+                                  "(has(object.spec.unschedulable) && object.spec.unschedulable) == "
+                                  "(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
                     "message": "the FSx CSI node plugin may not change a node's labels, annotations or cordon it",
                     "reason": "Forbidden",
                 },
@@ -175,7 +181,7 @@ def csi_node_policy_binding() -> dict:
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LustreArgs:
     cluster_name: str
     settings: Fsx

@@ -54,7 +54,7 @@ def rules_of(team: Team, classes: Sequence[PriorityClassSpec] = (), public_load_
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TeamsArgs:
     teams: Sequence[Team]
     priority_classes: Sequence[PriorityClassSpec]
@@ -108,7 +108,7 @@ class Teams(pulumi.ComponentResource):
             in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
 
             def obj(suffix: str, manifest: dict, opts: pulumi.ResourceOptions = in_ns) -> KubernetesObject:
-                return KubernetesObject(f"{name}-{team.name}-{suffix}", manifest, opts=opts)
+                return KubernetesObject(f"{name}-{team.name}-{suffix}", manifest, opts=opts)  # noqa: B023 - used in this loop
 
             # No ResourceQuota on GPUs: it admits pods one at a time, so the operator would create
             # part of a gang and the autoscaler buy nodes for it. The team's GPU quota is its own
@@ -157,7 +157,7 @@ class Teams(pulumi.ComponentResource):
                 obj(f"netpol-{netpol['metadata']['name']}", netpol)
         if args.image is not None and args.pools and args.teams:
             # half-delivered gangs give back the nodes that arrived (components/gang_deadline.py)
-            GangDeadline(f"{name}-gang-deadline", GangDeadlineArgs(args.pools, list(self.namespaces), args.image, args.provider,
-                                                                   [*args.depends_on, *self.namespaces.values()]),
+            GangDeadline(f"{name}-gang-deadline", GangDeadlineArgs(pools=args.pools, namespaces=list(self.namespaces), image=args.image, provider=args.provider,
+                                                                   depends_on=[*args.depends_on, *self.namespaces.values()]),
                          opts=pulumi.ResourceOptions(parent=self))
         self.register_outputs({"namespaces": list(self.namespaces)})

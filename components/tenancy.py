@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
+from infra.core.names import QUEUE_ANNOTATION
 
 TEAM_LABEL = "higgsfield.io/team"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server, immutable
-QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 QUEUE_KEY = "volcano.sh/queue-name"
 SCHEDULER = "volcano"
 # Pod Security Admission: `baseline` is enforced, `restricted` warned and audited. GPU and EFA
@@ -140,16 +140,19 @@ def cel_variables() -> list[dict]:
     replicas = " + ".join(
         f"(has(object.spec.{key}) ? object.spec.{key}.map(r, object.spec.{key}[r].template) : [])" for key in REPLICA_SPECS
     )
-    cron = "(has(object.spec.jobTemplate) && has(object.spec.jobTemplate.spec) && has(object.spec.jobTemplate.spec.template) ? [object.spec.jobTemplate.spec.template] : [])"
+    cron = ("(has(object.spec.jobTemplate) && has(object.spec.jobTemplate.spec) && "
+            "has(object.spec.jobTemplate.spec.template) ? [object.spec.jobTemplate.spec.template] : [])")
     templates = (
-        f"object.kind == 'Pod' ? [object] : (object.kind in {_list(TEMPLATE_KINDS)} ? (has(object.spec.template) ? [object.spec.template] : []) : "
+        f"object.kind == 'Pod' ? [object] : (object.kind in {_list(TEMPLATE_KINDS)} ? (has(object.spec.template) ? "
+        "[object.spec.template] : []) : "
         f"(object.kind == 'CronJob' ? {cron} : (object.kind in {_list(list(JOB_KINDS))} ? {replicas} : [])))"
     )
     return [
         {"name": "templates", "expression": templates},
         {"name": "specs", "expression": "variables.templates.filter(t, has(t.spec)).map(t, t.spec)"},
         {"name": "metas", "expression": "variables.templates.filter(t, has(t.metadata)).map(t, t.metadata)"},
-        {"name": "containers", "expression": "variables.specs.map(s, (has(s.containers) ? s.containers : []) + (has(s.initContainers) ? s.initContainers : []) + (has(s.ephemeralContainers) ? s.ephemeralContainers : []))"},
+        {"name": "containers", "expression": "variables.specs.map(s, (has(s.containers) ? s.containers : []) + (has(s.initContainers) ? "
+                                             "s.initContainers : []) + (has(s.ephemeralContainers) ? s.ephemeralContainers : []))"},
     ]
 
 
@@ -165,7 +168,8 @@ def _takes_a_gpu_node(spec: str) -> str:
         return (f"(has({c}.resources) && has({c}.resources.{field}) && "
                 f"{c}.resources.{field}.exists(k, k in {_list(GPU_NODE_RESOURCES)} || k.startsWith('hugepages-')))")
 
-    containers = (f"((has({spec}.containers) ? {spec}.containers : []) + (has({spec}.initContainers) ? {spec}.initContainers : []) + "
+    containers = (f"((has({spec}.containers) ? {spec}.containers : []) + (has({spec}.initContainers) ? {spec}.initContainers : "
+                  "[]) + "
                   f"(has({spec}.ephemeralContainers) ? {spec}.ephemeralContainers : []))")
     return (f"({containers}.exists(c, {asks('c', 'limits')} || {asks('c', 'requests')}) || "
             f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, has(t.key) && t.key == '{GPU_TAINT_KEY}')))")
@@ -180,31 +184,42 @@ def gpu_and_node_validations() -> list[dict]:
             # Not only GPU requests: a pod that asks for EFA or huge pages, or tolerates the GPU taint,
             # makes the autoscaler buy a GPU node too; through Volcano its queue's capability bounds it.
             "expression": (
-                f"!(object.kind in {pods}) || variables.specs.all(s, (has(s.schedulerName) && s.schedulerName == '{SCHEDULER}') || !{_takes_a_gpu_node('s')})"
+                f"!(object.kind in {pods}) || variables.specs.all(s, (has(s.schedulerName) && s.schedulerName == "
+                f"'{SCHEDULER}') || !{_takes_a_gpu_node('s')})"
             ),
-            "message": f"GPU pods are scheduled by {SCHEDULER} (its queues and gangs): set schedulerName: {SCHEDULER}, or submit a Kubeflow job (the operator sets it); "
-                       f"so is any pod that asks for EFA or huge pages or tolerates the {GPU_TAINT_KEY} taint, and every container counts (init, sidecar, ephemeral)",
+            "message": f"GPU pods are scheduled by {SCHEDULER} (its queues and gangs): set schedulerName: "
+                       f"{SCHEDULER}, or submit a Kubeflow job (the operator sets it); "
+                       f"so is any pod that asks for EFA or huge pages or tolerates the {GPU_TAINT_KEY} taint, and every "
+                       "container counts (init, sidecar, ephemeral)",
             "reason": "Forbidden",
         },
         {
-            "expression": f"variables.containers.all(cs, cs.all(c, !has(c.env) || c.env.all(e, !(e.name in {_list(GPU_DEVICE_ENV)}))))",
-            "message": f"no {', '.join(GPU_DEVICE_ENV)} in a team container (value or valueFrom): GPUs come from the device plugin (resources nvidia.com/gpu)",
+            "expression": "variables.containers.all(cs, cs.all(c, !has(c.env) || c.env.all(e, !(e.name in "
+                          f"{_list(GPU_DEVICE_ENV)}))))",
+            "message": f"no {', '.join(GPU_DEVICE_ENV)} in a team container (value or valueFrom): GPUs come from the "
+                       "device plugin (resources nvidia.com/gpu)",
             "reason": "Forbidden",
         },
         {
-            "expression": f"variables.metas.all(m, !has(m.annotations) || m.annotations.all(k, !k.startsWith('{CDI_ANNOTATION_PREFIX}')))",
-            "message": f"no {CDI_ANNOTATION_PREFIX}* annotations: devices are requested as resources (nvidia.com/gpu), never by name",
+            "expression": "variables.metas.all(m, !has(m.annotations) || m.annotations.all(k, "
+                          f"!k.startsWith('{CDI_ANNOTATION_PREFIX}')))",
+            "message": f"no {CDI_ANNOTATION_PREFIX}* annotations: devices are requested as resources "
+                       "(nvidia.com/gpu), never by name",
             "reason": "Forbidden",
         },
         {
             # The scheduler sets nodeName when it binds (pods/binding); on a pod's later updates it is there already.
-            "expression": "(object.kind == 'Pod' && request.operation != 'CREATE') || variables.specs.all(s, !has(s.nodeName) || size(s.nodeName) == 0)",
-            "message": "no nodeName: the kubelet admits a pod with nodeName without the scheduler (no queue, no quota check by Volcano, taints ignored); select a pool with nodeSelector higgsfield.io/pool",
+            "expression": "(object.kind == 'Pod' && request.operation != 'CREATE') || variables.specs.all(s, "
+                          "!has(s.nodeName) || size(s.nodeName) == 0)",
+            "message": "no nodeName: the kubelet admits a pod with nodeName without the scheduler (no queue, no "
+                       "quota check by Volcano, taints ignored); select a pool with nodeSelector higgsfield.io/pool",
             "reason": "Forbidden",
         },
         {
-            "expression": f"variables.specs.all(s, !has(s.tolerations) || s.tolerations.all(t, has(t.key) && size(t.key) > 0 && !(t.key in {_list(FORBIDDEN_TOLERATIONS)})))",
-            "message": f"tolerations name a taint key (no tolerate-everything), and not {' or '.join(FORBIDDEN_TOLERATIONS)} (system nodes, nodes before their health gate)",
+            "expression": "variables.specs.all(s, !has(s.tolerations) || s.tolerations.all(t, has(t.key) && "
+                          f"size(t.key) > 0 && !(t.key in {_list(FORBIDDEN_TOLERATIONS)})))",
+            "message": "tolerations name a taint key (no tolerate-everything), and not "
+                       f"{' or '.join(FORBIDDEN_TOLERATIONS)} (system nodes, nodes before their health gate)",
             "reason": "Forbidden",
         },
     ]
@@ -213,14 +228,18 @@ def gpu_and_node_validations() -> list[dict]:
 def container_hardening_validations() -> list[dict]:
     """Every container, ephemeral ones included, without privilege escalation."""
     # the operator's container, as the operator created it (later updates of the pod keep it unchanged)
-    operator_delivery = (f"(object.kind == 'Pod' && c.name == '{KUBECTL_DELIVERY}' && (request.userInfo.username == '{OPERATOR_USER}' || "
-                         "(request.operation == 'UPDATE' && has(oldObject.spec.initContainers) && oldObject.spec.initContainers.exists(o, o == c))))")
+    operator_delivery = (f"(object.kind == 'Pod' && c.name == '{KUBECTL_DELIVERY}' && (request.userInfo.username == '{OPERATOR_USER}' "
+                         "|| "
+                         "(request.operation == 'UPDATE' && has(oldObject.spec.initContainers) && "
+                         "oldObject.spec.initContainers.exists(o, o == c))))")
     return [{
         "expression": (
-            "variables.containers.all(cs, cs.all(c, (has(c.securityContext) && has(c.securityContext.allowPrivilegeEscalation) && "
+            "variables.containers.all(cs, cs.all(c, (has(c.securityContext) && "
+            "has(c.securityContext.allowPrivilegeEscalation) && "
             f"c.securityContext.allowPrivilegeEscalation == false) || {operator_delivery}))"
         ),
-        "message": "every container sets securityContext.allowPrivilegeEscalation: false (setuid binaries can't gain privileges)",
+        "message": "every container sets securityContext.allowPrivilegeEscalation: false (setuid binaries can't "
+                   "gain privileges)",
         "reason": "Forbidden",
     }]
 
@@ -232,8 +251,10 @@ def launcher_label_validations() -> list[dict]:
     kept = (f"(request.operation == 'UPDATE' && has(oldObject.metadata.labels) && '{key}' in oldObject.metadata.labels && "
             f"oldObject.metadata.labels['{key}'] == '{value}')")
     return [{
-        "expression": f"object.kind == 'MPIJob' || variables.metas.all(m, !{labelled} || (object.kind == 'Pod' && (request.userInfo.username == '{OPERATOR_USER}' || {kept})))",
-        "message": f"the label {key}={value} (egress to the API server) is the Training Operator's, on the MPIJob launchers it creates: remove it",
+        "expression": f"object.kind == 'MPIJob' || variables.metas.all(m, !{labelled} || (object.kind == 'Pod' "
+                      f"&& (request.userInfo.username == '{OPERATOR_USER}' || {kept})))",
+        "message": f"the label {key}={value} (egress to the API server) is the Training Operator's, on the "
+                   "MPIJob launchers it creates: remove it",
         "reason": "Forbidden",
     }]
 
@@ -250,8 +271,10 @@ def service_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
         {
-            "expression": "object.kind != 'Service' || !has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
-            "message": "no externalIPs on a Service: it would capture traffic the cluster sends to those IPs (CVE-2020-8554)",
+            "expression": "object.kind != 'Service' || !has(object.spec.externalIPs) || "
+                          "size(object.spec.externalIPs) == 0",
+            "message": "no externalIPs on a Service: it would capture traffic the cluster sends to those IPs "
+                       "(CVE-2020-8554)",
             "reason": "Forbidden",
         },
     ]
@@ -259,10 +282,12 @@ def service_validations(team: TeamRules) -> list[dict]:
         rules.append({
             "expression": (
                 "object.kind != 'Service' || !has(object.spec.type) || object.spec.type != 'LoadBalancer' || "
-                f"(has(object.metadata.annotations) && '{INTERNAL_LB_ANNOTATION}' in object.metadata.annotations && "
+                f"(has(object.metadata.annotations) && '{INTERNAL_LB_ANNOTATION}' in object.metadata.annotations "
+                "&& "
                 f"object.metadata.annotations['{INTERNAL_LB_ANNOTATION}'] != 'false')"
             ),
-            "message": f"load balancers are internal in this stack: annotate the Service {INTERNAL_LB_ANNOTATION}: \"true\" (higgsfield:publicLoadBalancers is off)",
+            "message": "load balancers are internal in this stack: annotate the Service "
+                       f"{INTERNAL_LB_ANNOTATION}: \"true\" (higgsfield:publicLoadBalancers is off)",
             "reason": "Forbidden",
         })
     return rules
@@ -281,13 +306,18 @@ def cel_validations(team: TeamRules) -> list[dict]:
     )
     return [
         {
-            "expression": f"!({is_job}) || ({_field('object', 'spec', 'runPolicy', 'schedulingPolicy', 'queue')} && {sched}.queue in {queues})",
-            "message": f"team {team.name} submits to queue {team.queue}: set spec.runPolicy.schedulingPolicy.queue: {team.queue}",
+            "expression": f"!({is_job}) || ({_field('object', 'spec', 'runPolicy', 'schedulingPolicy', 'queue')} "
+                          f"&& {sched}.queue in {queues})",
+            "message": f"team {team.name} submits to queue {team.queue}: set "
+                       f"spec.runPolicy.schedulingPolicy.queue: {team.queue}",
             "reason": "Forbidden",
         },
         {
-            "expression": f"!({is_job}) || !{_field('object', 'spec', 'runPolicy', 'schedulingPolicy', 'priorityClass')} || {sched}.priorityClass in {classes}",
-            "message": f"team {team.name} may use priority classes {', '.join(team.priority_classes)} (spec.runPolicy.schedulingPolicy.priorityClass)",
+            "expression": f"!({is_job}) || "
+                          f"!{_field('object', 'spec', 'runPolicy', 'schedulingPolicy', 'priorityClass')} || "
+                          f"{sched}.priorityClass in {classes}",
+            "message": f"team {team.name} may use priority classes {', '.join(team.priority_classes)} "
+                       "(spec.runPolicy.schedulingPolicy.priorityClass)",
             "reason": "Forbidden",
         },
         {
@@ -296,7 +326,8 @@ def cel_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
         {
-            "expression": f"object.kind != 'PodGroup' || !has(object.spec.priorityClassName) || object.spec.priorityClassName in {classes}",
+            "expression": "object.kind != 'PodGroup' || !has(object.spec.priorityClassName) || "
+                          f"object.spec.priorityClassName in {classes}",
             "message": f"team {team.name}'s PodGroups may use priority classes {', '.join(team.priority_classes)}",
             "reason": "Forbidden",
         },
@@ -307,7 +338,8 @@ def cel_validations(team: TeamRules) -> list[dict]:
         },
         {
             "expression": (
-                f"variables.metas.all(m, (!has(m.annotations) || ((!('{QUEUE_ANNOTATION}' in m.annotations) || m.annotations['{QUEUE_ANNOTATION}'] in {queues}) && "
+                f"variables.metas.all(m, (!has(m.annotations) || ((!('{QUEUE_ANNOTATION}' in m.annotations) || "
+                f"m.annotations['{QUEUE_ANNOTATION}'] in {queues}) && "
                 f"(!('{QUEUE_KEY}' in m.annotations) || m.annotations['{QUEUE_KEY}'] in {queues}))) && "
                 f"(!has(m.labels) || !('{QUEUE_KEY}' in m.labels) || m.labels['{QUEUE_KEY}'] in {queues}))"
             ),
@@ -320,52 +352,65 @@ def cel_validations(team: TeamRules) -> list[dict]:
                 f"has(s.securityContext.runAsUser) && s.securityContext.runAsUser == {uid} && "
                 f"has(s.securityContext.runAsGroup) && s.securityContext.runAsGroup == {gid} && "
                 f"has(s.securityContext.fsGroup) && s.securityContext.fsGroup == {gid} && "
-                f"(!has(s.securityContext.supplementalGroups) || s.securityContext.supplementalGroups.all(g, g == {gid})))"
+                "(!has(s.securityContext.supplementalGroups) || s.securityContext.supplementalGroups.all(g, g "
+                f"== {gid})))"
             ),
-            "message": f"team {team.name}'s pods run as UID {uid} and GID {gid}: set securityContext runAsUser: {uid}, runAsGroup: {gid}, fsGroup: {gid} (no other supplementalGroups)",
+            "message": f"team {team.name}'s pods run as UID {uid} and GID {gid}: set securityContext runAsUser: "
+                       f"{uid}, runAsGroup: {gid}, fsGroup: {gid} (no other supplementalGroups)",
             "reason": "Forbidden",
         },
         {
             "expression": no_container_runs_as_other,
-            "message": f"team {team.name}'s containers run as UID {uid} and GID {gid} (remove the container's runAsUser/runAsGroup, or set them to {uid})",
+            "message": f"team {team.name}'s containers run as UID {uid} and GID {gid} (remove the container's "
+                       f"runAsUser/runAsGroup, or set them to {uid})",
             "reason": "Forbidden",
         },
         {
             "expression": (
                 "variables.containers.all(cs, cs.all(c, !has(c.securityContext) || ("
                 "(!has(c.securityContext.privileged) || c.securityContext.privileged == false) && "
-                "(!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || size(c.securityContext.capabilities.add) == 0))))"
+                "(!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || "
+                "size(c.securityContext.capabilities.add) == 0))))"
             ),
-            "message": "no privileged containers and no added capabilities: GPUs and EFA come from the device plugins (resources nvidia.com/gpu, vpc.amazonaws.com/efa)",
+            "message": "no privileged containers and no added capabilities: GPUs and EFA come from the device "
+                       "plugins (resources nvidia.com/gpu, vpc.amazonaws.com/efa)",
             "reason": "Forbidden",
         },
         {
-            "expression": "variables.specs.all(s, (!has(s.hostNetwork) || s.hostNetwork == false) && (!has(s.hostPID) || s.hostPID == false) && (!has(s.hostIPC) || s.hostIPC == false))",
+            "expression": "variables.specs.all(s, (!has(s.hostNetwork) || s.hostNetwork == false) && "
+                          "(!has(s.hostPID) || s.hostPID == false) && (!has(s.hostIPC) || s.hostIPC == false))",
             "message": "no host network, PID or IPC namespace",
             "reason": "Forbidden",
         },
         {
-            "expression": f"variables.specs.all(s, !has(s.volumes) || s.volumes.all(v, {' || '.join(f'has(v.{t})' for t in SAFE_VOLUMES)}))",
-            "message": f"volumes may be {', '.join(SAFE_VOLUMES)}: no hostPath, no inline csi (storage comes from the namespace's claims)",
+            "expression": "variables.specs.all(s, !has(s.volumes) || s.volumes.all(v, "
+                          f"{' || '.join(f'has(v.{t})' for t in SAFE_VOLUMES)}))",
+            "message": f"volumes may be {', '.join(SAFE_VOLUMES)}: no hostPath, no inline csi (storage comes "
+                       "from the namespace's claims)",
             "reason": "Forbidden",
         },
         {
-            # A serving class preempts. Volcano lets it take only what a gang can spare (infra/preemption.py);
+            # A serving class preempts. Volcano lets it take only what a gang can spare
+            # (infra/offline/preemption.py);
             # kube-scheduler would take any lower-priority pod, gangs' minimums included.
             "expression": (
-                f"object.kind != 'Pod' || variables.specs.all(s, !has(s.priorityClassName) || !(s.priorityClassName in {serving}) || "
+                "object.kind != 'Pod' || variables.specs.all(s, !has(s.priorityClassName) || "
+                f"!(s.priorityClassName in {serving}) || "
                 f"(has(s.schedulerName) && s.schedulerName == '{SCHEDULER}'))"
             ),
-            "message": f"pods of a serving class ({', '.join(team.serving_classes) or 'none'}) are scheduled by {SCHEDULER}: set schedulerName: {SCHEDULER}",
+            "message": f"pods of a serving class ({', '.join(team.serving_classes) or 'none'}) are scheduled by "
+                       f"{SCHEDULER}: set schedulerName: {SCHEDULER}",
             "reason": "Forbidden",
         },
         {
             # Training never preempts: a job's pods and PodGroup may not carry a class that does.
             "expression": (
-                f"!({is_job}) || ((!{_field('object', 'spec', 'runPolicy', 'schedulingPolicy', 'priorityClass')} || !({sched}.priorityClass in {serving})) && "
+                f"!({is_job}) || ((!{_field('object', 'spec', 'runPolicy', 'schedulingPolicy', 'priorityClass')} "
+                f"|| !({sched}.priorityClass in {serving})) && "
                 f"variables.specs.all(s, !has(s.priorityClassName) || !(s.priorityClassName in {serving})))"
             ),
-            "message": f"training jobs never preempt: a Kubeflow job may not use a serving class ({', '.join(team.serving_classes) or 'none'}); serve from a Deployment",
+            "message": "training jobs never preempt: a Kubeflow job may not use a serving class "
+                       f"({', '.join(team.serving_classes) or 'none'}); serve from a Deployment",
             "reason": "Forbidden",
         },
     ] + gpu_and_node_validations() + container_hardening_validations() + launcher_label_validations() + service_validations(team)
@@ -425,7 +470,8 @@ NETWORK_POLICY_GUARD = "higgsfield-tenant-network-policies"
 
 def network_policy_guard() -> dict:
     """The ValidatingAdmissionPolicy that keeps every team namespace's NetworkPolicies the platform's."""
-    may_change_admission = "authorizer.group('admissionregistration.k8s.io').resource('validatingadmissionpolicies').check('update').allowed()"
+    may_change_admission = ("authorizer.group('admissionregistration.k8s.io').resource('validatingadmissionpolicies')"
+                            ".check('update').allowed()")
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
@@ -437,7 +483,8 @@ def network_policy_guard() -> dict:
             }]},
             "validations": [{
                 "expression": may_change_admission,
-                "message": "NetworkPolicies in team namespaces are the platform's (default deny and the allowances jobs need): ask the platform team for an allowance",
+                "message": "NetworkPolicies in team namespaces are the platform's (default deny and the "
+                           "allowances jobs need): ask the platform team for an allowance",
                 "reason": "Forbidden",
             }],
         },

@@ -8,7 +8,7 @@ proportion neither preemptable nor reclaimable, every training and evaluation Pr
 job never evicts anything, while `priority` orders the jobs still waiting. The one exception is the
 serving class (docs/workload-classes.md): `preempt` lets a serving pod take, within its queue, what
 the `gang` plugin offers - only pods of a job above its minAvailable - and evaluation pods, lowest
-priority first. `higgsfield check` proves it from this configuration (infra/preemption.py).
+priority first. `higgsfield check` proves it from this configuration (infra/offline/preemption.py).
 Demand only from work that can run (components/demand.py, docs/design/autoscaler-demand.md):
 the `enqueue` action keeps a gang's PodGroup Pending - so the operator creates none of its pods
 and the Cluster Autoscaler sees nothing - until its queue can hold the whole gang; each queue
@@ -31,8 +31,9 @@ from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.demand import queue_spec
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from infra.config import DEFAULT_PRIORITY_CLASS, PriorityClassSpec, Queue
-from infra import versions
-from infra.versions import Chart
+from infra.core import versions
+from infra.core.versions import Chart
+from infra.core.names import WORKLOAD_LABEL
 
 VOLCANO_NAMESPACE = "volcano-system"
 # Volcano's scheduler creates the queue `default` at start, reclaimable, and jobs that name no queue
@@ -63,7 +64,7 @@ KUSTOMIZATION = Path(__file__).parent / "kustomize" / "training-operator"
 # (preempt.go Execute: `job.Queue == preemptorJob.Queue`). Victims are what the plugins of the first
 # tier that decides agree on (framework/session_plugins.go Preemptable): `gang` offers only pods of a
 # job whose ready pods exceed its minAvailable (plugins/gang/gang.go preemptableFn), so it stays the
-# last preemptable plugin of the only tier that has any (infra/preemption.py says why).
+# last preemptable plugin of the only tier that has any (infra/offline/preemption.py says why).
 SCHEDULER_CONFIG = {
     # enqueue first: PodGroups stay Pending until proportion's queue check admits the
     # whole gang (volcano-sh/volcano:pkg/scheduler/actions/enqueue/enqueue.go@v1.15.1); preempt after
@@ -94,11 +95,13 @@ def scheduler_config_yaml() -> str:
     return yaml.safe_dump(SCHEDULER_CONFIG, sort_keys=False)
 
 
-WORKLOAD_LABEL = "higgsfield.io/workload"  # on each PriorityClass: the class of work it is for
 _DESCRIPTIONS = {
-    "training": "Higgsfield training priority {value}: orders queued jobs, never preempts; only what lies above a gang's minimum may be taken back, by serving",
-    "serving": "Higgsfield serving priority {value}: may preempt, in its queue, evaluation pods and what lies above a training gang's minimum",
-    "evaluation": "Higgsfield evaluation (scavenger) priority {value}: runs on idle capacity, never preempts, first to give it back",
+    "training": "Higgsfield training priority {value}: orders queued jobs, never preempts; only what lies above a "
+                "gang's minimum may be taken back, by serving",
+    "serving": "Higgsfield serving priority {value}: may preempt, in its queue, evaluation pods and what lies above "
+               "a training gang's minimum",
+    "evaluation": "Higgsfield evaluation (scavenger) priority {value}: runs on idle capacity, never preempts, first "
+                  "to give it back",
 }
 
 
@@ -120,7 +123,8 @@ def priority_classes(classes: Sequence[PriorityClassSpec]) -> list[dict]:
         "value": 0,
         "preemptionPolicy": "Never",
         "globalDefault": True,
-        "description": "Higgsfield default for pods that name no class: priority 0 (Kubernetes' own default), never preempts",
+        "description": "Higgsfield default for pods that name no class: priority 0 (Kubernetes' own default), "
+                       "never preempts",
     }]
     for cls in classes:
         manifests.append({
@@ -135,7 +139,7 @@ def priority_classes(classes: Sequence[PriorityClassSpec]) -> list[dict]:
     return manifests
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VolcanoArgs:
     chart: Chart
     queues: Sequence[Queue]
@@ -164,7 +168,7 @@ class Volcano(pulumi.ComponentResource):
             VOLCANO_NAMESPACE,
             {
                 # Every Volcano image at the chart's own tag, explicit (values.yaml@v1.15.1 basic.image_tag_version),
-                # from ghcr.io and pulled only when missing (infra/versions.py VOLCANO_IMAGE_REGISTRY).
+                # from ghcr.io and pulled only when missing (infra/core/versions.py VOLCANO_IMAGE_REGISTRY).
                 "basic": {"image_tag_version": versions.VOLCANO_IMAGE_TAG, "image_registry": versions.VOLCANO_IMAGE_REGISTRY,
                           **versions.VOLCANO_IMAGE_NAMES, "image_pull_policy": versions.VOLCANO_IMAGE_PULL_POLICY},
                 "custom": {
@@ -172,7 +176,8 @@ class Volcano(pulumi.ComponentResource):
                     # scheduler, controllers, admission and its init Job take `custom.default_tolerations` unless a
                     # per-component key is set (templates/{scheduler,controllers,admission,admission-init}.yaml@v1.15.1)
                     "default_tolerations": [SYSTEM_TOLERATION],
-                    # --enable-metrics on both, what the monitoring scrape jobs read (values.yaml@v1.15.1 has them on; kept explicit)
+                    # --enable-metrics on both, what the monitoring scrape jobs read (values.yaml@v1.15.1 has them on;
+                    # kept explicit)
                     "scheduler_metrics_enable": True, "controller_metrics_enable": True,
                     # The chart's own Prometheus/Grafana stay off: they run grafana/grafana:latest and an
                     # untagged prom/prometheus (templates/grafana.yaml, prometheus.yaml@v1.15.1).
@@ -204,7 +209,7 @@ class Volcano(pulumi.ComponentResource):
         self.register_outputs({"release": self.release.name})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainingOperatorArgs:
     metrics_server: Chart
     provider: pulumi.ProviderResource

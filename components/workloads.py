@@ -3,7 +3,8 @@ rules and the scrape job they read. Pure data; components/observability.py insta
 
 - `higgsfield_elastic_room{queue_name, pool}` (external metrics API), what an elastic PyTorchJob's
   HPA scales its workers by: (GPUs the job's queue holds + GPUs on the pool's nodes that no pod
-  requests and no waiting work needs) / GPUs the queue holds, at least 1. The HPA's replicas are ceil(current x room / 1)
+  requests and no waiting work needs) / GPUs the queue holds, at least 1. The HPA's replicas are ceil(current x room /
+1)
   (kubernetes.io HPA algorithm, target type Value): above 1 the job grows into GPUs nobody is
   waiting for - shared among the queue's jobs in proportion to what each holds -, at 1 it holds;
   it never shrinks for it (only the serving class takes back, through Volcano). Inputs: Volcano's
@@ -28,13 +29,13 @@ appVersion).
 """
 
 from __future__ import annotations
+from infra.core.names import POOL_LABEL
 
 ELASTIC_ROOM_METRIC = "higgsfield_elastic_room"
 SERVING_METRIC = "higgsfield_serving_requests_waiting"
 SERVING_LABEL = ("higgsfield.io/workload", "serving")
 SERVING_PORT = "http"
 
-POOL_LABEL = "higgsfield.io/pool"  # kube-state-metrics exports it on kube_node_labels (KSM_NODE_LABELS)
 # kube-state-metrics' --metric-labels-allowlist, through the kube-state-metrics chart's
 # metricLabelsAllowlist (prometheus-community/helm-charts:charts/kube-state-metrics/values.yaml and
 # templates/deployment.yaml@kube-state-metrics-8.4.0, the dependency of kube-prometheus-stack 88.5.x).
@@ -52,7 +53,8 @@ _QUEUE_GPUS = f'sum(volcano_queue_allocated_scalar_resources{{{_GPU},queue_name=
 _FREE_GPUS = (
     f'(sum(kube_node_status_allocatable{{resource="nvidia_com_gpu"}} {_IN_POOL})'
     f' - (sum(kube_pod_container_resource_requests{{resource="nvidia_com_gpu"}} {_IN_POOL}) or vector(0))'
-    f" - (sum(volcano_queue_request_scalar_resources{{{_GPU}}}) - sum(volcano_queue_allocated_scalar_resources{{{_GPU}}})) / 1000)"
+    f" - (sum(volcano_queue_request_scalar_resources{{{_GPU}}}) - "
+    f"sum(volcano_queue_allocated_scalar_resources{{{_GPU}}})) / 1000)"
 )
 ELASTIC_ROOM_QUERY = f"clamp_min(({_QUEUE_GPUS} + clamp_min({_FREE_GPUS}, 0)) / ({_QUEUE_GPUS}), 1)"
 

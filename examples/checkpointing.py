@@ -1,7 +1,7 @@
 """Checkpoints that survive a lost node: written to local NVMe, published to shared storage in the
 background, complete only with a marker, the last N kept, a final one flushed on SIGTERM, and the
 newest complete one loaded on start. Pure Python (no torch): examples/train_ddp.py plugs in
-torch.distributed.checkpoint as the shard writer and reader; tests/test_checkpointing.py runs it
+torch.distributed.checkpoint as the shard writer and reader; tests/offline/test_checkpointing.py runs it
 with real files on CPU.
 
 Layout on shared storage (FSx), one directory per job:
@@ -59,7 +59,7 @@ EXIT_DIR_ENV = "HIGGSFIELD_EXIT_DIR"
 # On EFA pools libfabric pins the memory NCCL registers, and the kernel counts it against
 # RLIMIT_MEMLOCK for a process without CAP_IPC_LOCK, as every team pod is. The platform gives every
 # container of an EFA node a limit (components/efa.py EFA_LOCKED_MEMORY_BYTES) and the rendered job
-# passes it as MIN_LOCKED_MEMORY_BYTES (infra/cli/pods.py); below it registration fails and NCCL
+# passes it as MIN_LOCKED_MEMORY_BYTES (infra/offline/pods.py); below it registration fails and NCCL
 # falls back to TCP sockets without an error, so the launcher refuses to start.
 # Exit code then: 1-127, which the Training Operator's ExitCode restart policy treats as permanent.
 EXIT_LOCKED_MEMORY = 3
@@ -177,7 +177,8 @@ class CheckpointStore:
             if not missing:
                 break
             if time.monotonic() > deadline:
-                raise IncompleteCheckpoint(f"step {step}: ranks {missing} did not publish within {self.wait_for_ranks_s:.0f}s; it will not be loaded")
+                raise IncompleteCheckpoint(f"step {step}: ranks {missing} did not publish within {self.wait_for_ranks_s:.0f}s; it will not "
+                                           "be loaded")
             time.sleep(self.poll_s)
         stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         write_atomically(step_dir(self.shared, step) / COMPLETE, json.dumps({"step": step, "world_size": self.world_size, "completed": stamp}).encode())

@@ -10,7 +10,7 @@ Requests wait in one queue; one thread takes up to MAX_BATCH of them at a time a
 the GPU. The weights come from the newest complete checkpoint under MODEL_DIR (a training job's
 CHECKPOINT_SHARED_DIR, read with torch.distributed.checkpoint), or are random when there is none
 (said on start). Stdlib HTTP, so the training image runs it as is; the queue and the metrics need
-no torch (tests/test_workload_examples.py runs them with a stand-in model).
+no torch (tests/offline/test_workload_examples.py runs them with a stand-in model).
 """
 
 from __future__ import annotations

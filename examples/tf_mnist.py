@@ -3,6 +3,14 @@ Operator lists in TF_CONFIG (kubeflow/trainer:pkg/controller.v1/tensorflow/tenso
 genTFConfigJSONStr), an MNIST-sized classifier on synthetic data, and BackupAndRestore so that a
 gang restarted after a lost node resumes at the epoch it reached (CHECKPOINT_DIR: the team's FSx
 directory when the stack has one, else the node's disk).
+
+How it ends tells the operator what to do (restartPolicy ExitCode, examples/tf-mnist.yaml): a
+retryable code (>= 128) recreates the pod, anything else fails the job (IsRetryableExitCode,
+kubeflow/trainer:pkg/util/train/train_util.go@v1.9.4). A drain's SIGTERM ends the process by the
+signal (143); when a peer goes away (drained, lost, its node shut down) every other worker's
+collective fails with one of PEER_LOST_ERRORS (tensorflow/tensorflow:tensorflow/python/distribute/
+integration_test/mwms_peer_failure_test.py: "All workers should get Unavailable error"), and the
+worker exits EXIT_PEER_LOST; any other exception is a bug: exit 1.
 """
 
 from __future__ import annotations
@@ -11,10 +19,21 @@ import json
 import os
 import sys
 
-import tensorflow as tf
+# The code examples/checkpointing.py uses for the same event: a retry for the operator.
+EXIT_PEER_LOST = 150
+# tf.errors classes a collective raises when a peer or its connection is gone.
+PEER_LOST_ERRORS = ("UnavailableError", "DeadlineExceededError", "AbortedError", "CancelledError")
 
 
-def main() -> int:
+def exit_code(error: BaseException) -> int:
+    """EXIT_PEER_LOST for TensorFlow's errors of a lost peer, 1 for anything else."""
+    lost = type(error).__name__ in PEER_LOST_ERRORS and type(error).__module__.startswith("tensorflow")
+    return EXIT_PEER_LOST if lost else 1
+
+
+def train() -> int:
+    import tensorflow as tf
+
     config = json.loads(os.environ.get("TF_CONFIG", "{}"))
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     workers = len(config.get("cluster", {}).get("worker", [])) or 1
@@ -34,6 +53,14 @@ def main() -> int:
     model.fit(data, epochs=int(os.environ.get("EPOCHS", "3")), steps_per_epoch=int(os.environ.get("STEPS", "200")),
               callbacks=[tf.keras.callbacks.BackupAndRestore(backup_dir=backup)], verbose=2)
     return 0
+
+
+def main() -> int:
+    try:
+        return train()
+    except Exception as error:  # noqa: BLE001 - classified and reported: the code says retry or fail
+        print(f"tf_mnist: {type(error).__name__}: {error}", file=sys.stderr)
+        return exit_code(error)
 
 
 if __name__ == "__main__":

@@ -111,17 +111,19 @@ def main() -> int:
             began = stop.since or time.monotonic()
             save(step)
             def left() -> float:
-                return max(1.0, cfg["flush_s"] - (time.monotonic() - began))
+                return max(1.0, cfg["flush_s"] - (time.monotonic() - began))  # noqa: B023 - called right here
 
             flushed = publisher.wait(left()) and store.wait_complete(step, left())  # every rank leaves together
             if rank == 0:
-                print(f"SIGTERM: final checkpoint of step {step} {'published' if flushed else 'NOT published in time (the previous one stays the newest)'}", flush=True)
+                print(f"SIGTERM: final checkpoint of step {step} "
+                      f"{'published' if flushed else 'NOT published in time (the previous one stays the newest)'}", flush=True)
             dist.destroy_process_group()
             return EXIT_AFTER_SIGTERM
         if checkpointing and (request == "notice" or (step + 1) % cfg["every"] == 0):
             save(step)
             if rank == 0:
-                print(f"step {step} loss {loss.item():.4f} world {world} checkpoint{' (Capacity Block notice)' if request == 'notice' else ''}", flush=True)
+                print(f"step {step} loss {loss.item():.4f} world {world} "
+                      f"checkpoint{' (Capacity Block notice)' if request == 'notice' else ''}", flush=True)
     if start < steps and checkpointing:
         save(steps - 1)
     publisher.wait()

@@ -7,6 +7,14 @@ The Training Operator sets MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK on ever
 and collective.CommunicatorContext (xgboost 3.2: xgboost/tracker.py, xgboost/collective.py) do the
 rest. Runs on the GPU when there is one (device="cuda"), else on CPU. MODEL_DIR: where rank 0
 writes model.json (the team's FSx directory when the stack has one).
+
+How it ends tells the operator what to do (restartPolicy ExitCode, examples/xgboost-iris.yaml): a
+retryable code (>= 128) recreates the pod, anything else fails the job (IsRetryableExitCode,
+kubeflow/trainer:pkg/util/train/train_util.go@v1.9.4). A drain's SIGTERM ends the process by the
+signal (143). The collective cannot take a rank back mid-training, so when a peer goes away
+(drained, lost, its node shut down) the others' sockets fail and xgboost raises XGBoostError with
+the socket's error in its message: such an error exits EXIT_PEER_LOST and the gang starts again;
+any other error (a bad parameter, a bug) exits 1.
 """
 
 from __future__ import annotations
@@ -14,21 +22,34 @@ from __future__ import annotations
 import os
 import sys
 
-import numpy as np
-import xgboost as xgb
-from xgboost import collective
-from xgboost.tracker import RabitTracker
+# The code examples/checkpointing.py uses for the same event: a retry for the operator.
+EXIT_PEER_LOST = 150
+# Words of the socket errors xgboost's collective reports when a peer or its connection is gone.
+PEER_LOST_WORDS = ("socket", "connect", "recv", "send", "timed out", "timeout", "broken pipe", "peer")
 
 
-def shard(rank: int, world: int, rows: int = 3000, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
+def exit_code(error: BaseException) -> int:
+    """EXIT_PEER_LOST for an XGBoostError about a lost peer's socket, 1 for anything else."""
+    kind = type(error)
+    lost = (kind.__name__ == "XGBoostError" and kind.__module__.startswith("xgboost")
+            and any(word in str(error).lower() for word in PEER_LOST_WORDS))
+    return EXIT_PEER_LOST if lost else 1
+
+
+def shard(rank: int, world: int, rows: int = 3000, seed: int = 7):
     """Three Gaussian classes in four features (Iris-sized problem), this rank's rows of them."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, 3, rows)
     features = rng.normal(size=(rows, 4)) + labels[:, None] * np.array([1.5, -1.0, 2.0, 0.5])
     return features[rank::world], labels[rank::world]
 
 
-def train(rank: int, world: int, tracker_host: str, tracker_port: int, device: str, rounds: int = 20) -> xgb.Booster:
+def train(rank: int, world: int, tracker_host: str, tracker_port: int, device: str, rounds: int = 20):
+    import xgboost as xgb
+    from xgboost import collective
+
     with collective.CommunicatorContext(dmlc_communicator="rabit", dmlc_tracker_uri=tracker_host,
                                         dmlc_tracker_port=tracker_port, dmlc_task_id=str(rank)):
         features, labels = shard(rank, world)
@@ -40,7 +61,9 @@ def train(rank: int, world: int, tracker_host: str, tracker_port: int, device: s
         return booster
 
 
-def main() -> int:
+def run() -> int:
+    from xgboost.tracker import RabitTracker
+
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     tracker = None
@@ -55,6 +78,14 @@ def main() -> int:
         booster.save_model(os.path.join(model_dir, "model.json"))
         tracker.wait_for()
     return 0
+
+
+def main() -> int:
+    try:
+        return run()
+    except Exception as error:  # noqa: BLE001 - classified and reported: the code says retry or fail
+        print(f"xgboost_iris: {type(error).__name__}: {error}", file=sys.stderr)
+        return exit_code(error)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+from infra.core.internet import MAX_INTERNET_SHARE, internet_share
+from infra.core.versions import KUBERNETES_SUPPORTED
+from infra.core.names import HELM_RELEASE, AUTOSCALER_TEMPLATE as TEMPLATE_TAG, GPU_RESOURCE as GPU_TAINT, LOG_GROUP, GITHUB_OIDC_HOST as GITHUB_OIDC
 
 MANDATORY = EnforcementLevel.MANDATORY
 ADVISORY = EnforcementLevel.ADVISORY
@@ -37,11 +40,8 @@ SUBNET = "aws:ec2/subnet:Subnet"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 ASG_TAG = "aws:autoscaling/tag:Tag"
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 LUSTRE_PORTS = {(988, 988), (1018, 1023)}
-TEMPLATE_TAG = "k8s.io/cluster-autoscaler/node-template"
-GPU_TAINT = "nvidia.com/gpu"
 NODE_POLICIES = {
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
@@ -111,16 +111,6 @@ def _endpoint(args: ResourceValidationArgs) -> tuple[bool, list[str]]:
 
 
 _ENDPOINT = PolicyConfigSchema(properties={"maxInternetShare": {"type": "number", "minimum": 0, "maximum": 1}})
-# The most of the IPv4 internet an allow-list may cover together: one /16's worth by default.
-MAX_INTERNET_SHARE = 2.0**-16
-
-
-def internet_share(cidrs: Iterable[str]) -> float:
-    """The share of the IPv4 address space the CIDRs cover together (overlaps counted once)."""
-    import ipaddress
-
-    networks = ipaddress.collapse_addresses(ipaddress.IPv4Network(c, strict=False) for c in cidrs)
-    return sum(n.num_addresses for n in networks) / 2**32
 
 
 @_policy("eks-endpoint-restricted", "The EKS API endpoint is private, or public only to an allow-list covering a small share of the internet.", schema=_ENDPOINT)
@@ -138,7 +128,8 @@ def eks_endpoint_restricted(args: ResourceValidationArgs, report: ReportViolatio
         return
     if share > limit:
         report(
-            f"The API server is open to {share:.4%} of the internet (publicAccessCidrs {cidrs or 'unset: 0.0.0.0/0'}; at most {limit:.4%}). "
+            f"The API server is open to {share:.4%} of the internet (publicAccessCidrs "
+            f"{cidrs or 'unset: 0.0.0.0/0'}; at most {limit:.4%}). "
             "Set higgsfield:endpoint.publicAccessCidrs to your VPN/office ranges, or [] to keep it private."
         )
 
@@ -162,7 +153,8 @@ def eks_authentication_api(args: ResourceValidationArgs, report: ReportViolation
     else:
         return
     if mode != "API":
-        report(f"Authentication mode is {mode or 'unset (CONFIG_MAP)'}; set it to API and grant access with access entries.")
+        report(f"Authentication mode is {mode or 'unset (CONFIG_MAP)'}; set it to API and grant access with access "
+               "entries.")
 
 
 @_policy("eks-secrets-encrypted", "Kubernetes Secrets are envelope-encrypted with a customer-managed KMS key.")
@@ -184,7 +176,7 @@ def kms_key_rotation(args: ResourceValidationArgs, report: ReportViolation) -> N
 
 
 _VERSIONS = PolicyConfigSchema(properties={"supported": {"type": "array", "items": {"type": "string"}}})
-SUPPORTED_KUBERNETES = ("1.32", "1.33", "1.34", "1.35")  # keep with infra/versions.py (a test checks)
+SUPPORTED_KUBERNETES = KUBERNETES_SUPPORTED  # the default of the pack config `supported`
 
 
 @_policy("eks-supported-version", "The Kubernetes version is one EKS supports.", schema=_VERSIONS)
@@ -194,7 +186,8 @@ def eks_supported_version(args: ResourceValidationArgs, report: ReportViolation)
     supported = args.get_config().get("supported") or SUPPORTED_KUBERNETES
     version = get(args.props, "version")
     if version not in supported:
-        report(f"Kubernetes {version or '(unset: the newest, unpinned)'} is not on the supported list {', '.join(supported)}; pin one of them.")
+        report(f"Kubernetes {version or '(unset: the newest, unpinned)'} is not on the supported list "
+               f"{', '.join(supported)}; pin one of them.")
 
 
 # --- nodes ----------------------------------------------------------------------------------------
@@ -255,7 +248,8 @@ def _listed(value: Any) -> list[str]:
 _WILDCARD_EXCEPTIONS = PolicyConfigSchema(properties={"exceptions": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}})
 
 
-@_policy("iam-no-wildcard-actions", "Our IAM policies allow named actions only: no wildcard anywhere in an action ('*', 'iam:Pass*', 's3:*Object'), no NotAction or NotResource; a policy allow-listed here by name, with a reason, may use service wildcards.", schema=_WILDCARD_EXCEPTIONS)
+@_policy("iam-no-wildcard-actions", "Our IAM policies allow named actions only: no wildcard anywhere in an action ('*', 'iam:Pass*', 's3:*Object'), "
+                                    "no NotAction or NotResource; a policy allow-listed here by name, with a reason, may use service wildcards.", schema=_WILDCARD_EXCEPTIONS)
 def iam_no_wildcard_actions(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if (args.get_config().get("exceptions") or {}).get(args.name):
         return
@@ -265,7 +259,8 @@ def iam_no_wildcard_actions(args: ResourceValidationArgs, report: ReportViolatio
                 continue  # a Deny may be as broad as it likes
             for negated in ("NotAction", "NotResource"):
                 if negated in statement:
-                    report(f"An Allow statement uses {negated} {statement[negated]!r}: it grants everything not listed. List what the role needs in Action/Resource.")
+                    report(f"An Allow statement uses {negated} {statement[negated]!r}: it grants everything not listed. "
+                           "List what the role needs in Action/Resource.")
             for action in _listed(statement.get("Action")):
                 if "*" in action or "?" in action:
                     report(f"Action {action!r} is a wildcard pattern: list the actions the role needs.")
@@ -290,10 +285,11 @@ def helm_release_pinned(args: ResourceValidationArgs, report: ReportViolation) -
         return
     version = get(args.props, "version")
     if not version:
-        report(f"Chart {get(args.props, 'chart')} has no version: pin it in infra/versions.py.")
+        report(f"Chart {get(args.props, 'chart')} has no version: pin it in infra/core/versions.py.")
     elif not isinstance(version, str) or not EXACT_CHART_VERSION.fullmatch(version.strip()):
-        report(f"Chart {get(args.props, 'chart')} version {version!r} is a range, not a pin (Helm installs the newest chart it matches): "
-               "pin one exact version (1.2.3) in infra/versions.py.")
+        report(f"Chart {get(args.props, 'chart')} version {version!r} is a range, not a pin (Helm installs the newest "
+               "chart it matches): "
+               "pin one exact version (1.2.3) in infra/core/versions.py.")
 
 
 def tolerates(toleration: dict, key: str, value: str, effect: str) -> bool:
@@ -314,7 +310,8 @@ def gpu_workloads_tolerate_gpu_taint(args: ResourceValidationArgs, report: Repor
         return
     tolerations = get(args.props, "values", "tolerations", default=[])
     if not any(tolerates(t, GPU_TAINT, "true", "NoSchedule") for t in tolerations):
-        report(f"{get(args.props, 'chart')} does not tolerate {GPU_TAINT}=true:NoSchedule; it would never run on GPU nodes.")
+        report(f"{get(args.props, 'chart')} does not tolerate {GPU_TAINT}=true:NoSchedule; it would never run on GPU "
+               "nodes.")
 
 
 # --- tags -------------------------------------------------------------------------------------------
@@ -376,7 +373,8 @@ def node_role_managed_policies(args: StackValidationArgs, report: ReportViolatio
         if r.resource_type != "aws:iam/rolePolicyAttachment:RolePolicyAttachment":
             continue
         if any(d.urn in node_roles for d in r.dependencies or []) and get(r.props, "policyArn") not in NODE_POLICIES:
-            report(f"Node role has {get(r.props, 'policyArn')}: nodes get only {', '.join(sorted(NODE_POLICIES))}; give pods their own Pod Identity role.", r.urn)
+            report(f"Node role has {get(r.props, 'policyArn')}: nodes get only {', '.join(sorted(NODE_POLICIES))}; give "
+                   "pods their own Pod Identity role.", r.urn)
 
 
 def _gpu_groups(resources: Iterable[Any]) -> list[Any]:
@@ -399,31 +397,35 @@ def _held_reservation(group: Any, resources: Iterable[Any]) -> bool:
                for r in resources)
 
 
-@_stack_policy("gpu-node-groups-scale-to-zero", "GPU node groups scale to zero (or hold a paid reservation warm), carry the GPU taint and autoscaler templates, and ignore desiredSize.", schema=_MIN_SIZE)
+@_stack_policy("gpu-node-groups-scale-to-zero", "GPU node groups scale to zero (or hold a paid reservation warm), carry the GPU taint and autoscaler templates, "
+                                                "and ignore desiredSize.", schema=_MIN_SIZE)
 def gpu_node_groups_scale_to_zero(args: StackValidationArgs, report: ReportViolation) -> None:
     exceptions = args.get_config().get("exceptions") or {}  # node group name -> reason
     for group in _gpu_groups(args.resources):
         pool = get(group.props, "labels", "higgsfield.io/pool", default=group.name)
         held = _held_reservation(group, args.resources)
         if get(group.props, "scalingConfig", "minSize") != 0 and pool not in exceptions and not held:
-            report(f"GPU pool {pool} has minSize {get(group.props, 'scalingConfig', 'minSize')}: idle GPUs cost money. Use 0, or add the pool with a reason to this policy's exceptions.", group.urn)
+            report(f"GPU pool {pool} has minSize {get(group.props, 'scalingConfig', 'minSize')}: idle GPUs cost money. "
+                   "Use 0, or add the pool with a reason to this policy's exceptions.", group.urn)
         taints = get(group.props, "taints", default=[])
         if not any(get(t, "key") == GPU_TAINT and get(t, "effect") == "NO_SCHEDULE" for t in taints):
             report(f"GPU pool {pool} lacks the {GPU_TAINT}=true:NoSchedule taint: CPU pods would land on GPU nodes.", group.urn)
         if "scalingConfig.desiredSize" not in list(group.opts.ignore_changes or []) and not held:
-            report(f"GPU pool {pool} does not ignore scalingConfig.desiredSize: every pulumi up would undo the autoscaler.", group.urn)
+            report(f"GPU pool {pool} does not ignore scalingConfig.desiredSize: "
+                   "every pulumi up would undo the autoscaler.", group.urn)
         tags = [get(t.props, "tag", "key", default="") for t in args.resources if t.resource_type == ASG_TAG and any(d.urn == group.urn for d in t.dependencies or [])]
         needed = [f"{TEMPLATE_TAG}/resources/nvidia.com/gpu", f"{TEMPLATE_TAG}/taint/{GPU_TAINT}"]
         needed += [f"{TEMPLATE_TAG}/label/{k}" for k in list(iter(get(group.props, "labels", default={})))]
         missing = [n for n in needed if n not in tags]
         if missing:
-            report(f"GPU pool {pool}'s ASG lacks autoscaler node-template tags {', '.join(missing)}: it cannot scale from zero.", group.urn)
+            report(f"GPU pool {pool}'s ASG lacks autoscaler node-template tags {', '.join(missing)}: it cannot scale "
+                   "from zero.", group.urn)
 
 
 def _efa_max_interfaces(instance_type: str) -> int | None:
     """AWS's figure: the catalog bundled with moto when installed (offline), else the EC2 API."""
     try:
-        from infra.bundled import instance_types
+        from infra.core.bundled import instance_types
 
         raw = instance_types().get(instance_type)
         if raw is not None:
@@ -446,7 +448,8 @@ def _self_referencing(sg: Any) -> bool:
     return all_self(get(sg.props, "ingress", default=[])) and all_self(get(sg.props, "egress", default=[]))
 
 
-@_stack_policy("efa-pools", "EFA pools: one subnet, a placement group or reservation, a self-referencing security group, every EFA card attached.")
+@_stack_policy("efa-pools", "EFA pools: one subnet, a placement group or reservation, a self-referencing security group, every EFA card "
+                            "attached.")
 def efa_pools(args: StackValidationArgs, report: ReportViolation) -> None:
     index = _by_urn(args.resources)
     for group in _gpu_groups(args.resources):
@@ -469,12 +472,15 @@ def efa_pools(args: StackValidationArgs, report: ReportViolation) -> None:
         instance_type = (get(group.props, "instanceTypes", default=[None]) or [None])[0]
         expected = _efa_max_interfaces(instance_type) if instance_type else None
         if expected is None:
-            report(f"Cannot verify EFA interfaces of EFA pool {pool} ({instance_type}): no instance-type data (install moto or give AWS credentials).", template.urn)
+            report(f"Cannot verify EFA interfaces of EFA pool {pool} ({instance_type}): no instance-type data (install "
+                   "moto or give AWS credentials).", template.urn)
         elif len(efa) != expected:
-            report(f"EFA pool {pool} attaches {len(efa)} EFA interfaces; {instance_type} has {expected}: attach one per network card.", template.urn)
+            report(f"EFA pool {pool} attaches {len(efa)} EFA interfaces; {instance_type} has {expected}: attach one per "
+                   "network card.", template.urn)
 
 
-@_stack_policy("fsx-lustre", "FSx for Lustre: persistent in prod, KMS-encrypted, Lustre ports only from security groups, in the EFA pools' subnet.", schema=PolicyConfigSchema(properties=_ENVIRONMENT))
+@_stack_policy("fsx-lustre", "FSx for Lustre: persistent in prod, KMS-encrypted, Lustre ports only from security groups, in the EFA pools' "
+                             "subnet.", schema=PolicyConfigSchema(properties=_ENVIRONMENT))
 def fsx_lustre(args: StackValidationArgs, report: ReportViolation) -> None:
     index = _by_urn(args.resources)
     prod = _environment(args.get_config()) == "prod"
@@ -486,7 +492,8 @@ def fsx_lustre(args: StackValidationArgs, report: ReportViolation) -> None:
     for fs in (r for r in args.resources if r.resource_type == FSX):
         kind = str(get(fs.props, "deploymentType", default=""))
         if prod and not kind.startswith("PERSISTENT"):
-            report(f"FSx {fs.name} is {kind or 'SCRATCH'} in prod: scratch file systems lose data on failure; use PERSISTENT_2.", fs.urn)
+            report(f"FSx {fs.name} is {kind or 'SCRATCH'} in prod: scratch file systems lose data on failure; use "
+                   "PERSISTENT_2.", fs.urn)
         if kind.startswith("PERSISTENT") and not has(fs.props, "kmsKeyId"):
             report(f"FSx {fs.name} has no kmsKeyId: encrypt it with a key of ours.", fs.urn)
         subnets = {s.urn for s in _deps(fs, index, SUBNET)}
@@ -496,10 +503,13 @@ def fsx_lustre(args: StackValidationArgs, report: ReportViolation) -> None:
             for rule in (r for r in args.resources if r.resource_type == INGRESS_RULE and any(d.urn == sg.urn for d in r.dependencies or [])):
                 ports = (get(rule.props, "fromPort"), get(rule.props, "toPort"))
                 if ports not in LUSTRE_PORTS or has(rule.props, "cidrIpv4") or has(rule.props, "cidrIpv6"):
-                    report(f"FSx {fs.name} allows {ports} from {get(rule.props, 'cidrIpv4', default='a security group')}: only TCP 988 and 1018-1023 from the node security group.", rule.urn)
+                    report(f"FSx {fs.name} allows {ports} from "
+                           f"{get(rule.props, 'cidrIpv4', default='a security group')}: only TCP 988 and 1018-1023 from "
+                           "the node security group.", rule.urn)
             for inline in get(sg.props, "ingress", default=[]):
                 if get(inline, "cidrBlocks", default=[]):
-                    report(f"FSx security group {sg.name} allows CIDR {get(inline, 'cidrBlocks')}: only the node security group may reach Lustre.", sg.urn)
+                    report(f"FSx security group {sg.name} allows CIDR {get(inline, 'cidrBlocks')}: only the node "
+                           "security group may reach Lustre.", sg.urn)
 
 
 @_stack_policy("prod-data-protected", "In prod the cluster, FSx file systems and KMS keys are protected from deletion.", schema=PolicyConfigSchema(properties=_ENVIRONMENT))
@@ -508,7 +518,8 @@ def prod_data_protected(args: StackValidationArgs, report: ReportViolation) -> N
         return
     for r in args.resources:
         if r.resource_type in (EKS_COMPONENT, EKS_CLUSTER, FSX, KMS_KEY) and not r.opts.protect:
-            report(f"{r.resource_type} {r.name} is not protected in prod: set protect=True (and retain_on_delete for data).", r.urn)
+            report(f"{r.resource_type} {r.name} is not protected in prod: set protect=True (and retain_on_delete for "
+                   "data).", r.urn)
 
 
 # --- tenancy and hardening: admin policies, world-open ingress, logs ------------------
@@ -517,7 +528,6 @@ ROLE = "aws:iam/role:Role"
 ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 POLICY_ATTACHMENT = "aws:iam/policyAttachment:PolicyAttachment"
 SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
-LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 VPC = "aws:ec2/vpc:Vpc"
 FLOW_LOG = "aws:ec2/flowLog:FlowLog"
 WORLD = ("0.0.0.0/0", "::/0")
@@ -574,7 +584,8 @@ def security_groups_no_world_ingress(args: ResourceValidationArgs, report: Repor
         return
     exceptions = args.get_config().get("exceptions") or {}
     if open_ and not exceptions.get(args.name):
-        report(f"{args.name} allows ingress from {', '.join(open_)}: name the sources, or add {args.name!r} with a reason to this policy's exceptions.")
+        report(f"{args.name} allows ingress from {', '.join(open_)}: name the sources, or add {args.name!r} with a "
+               "reason to this policy's exceptions.")
 
 
 _RETENTION = PolicyConfigSchema(properties={**_ENVIRONMENT, "prodMinimumDays": {"type": "integer", "minimum": 1}})
@@ -589,7 +600,8 @@ def log_retention_floor(args: ResourceValidationArgs, report: ReportViolation) -
     floor = config.get("prodMinimumDays") or PROD_MINIMUM_LOG_DAYS
     days = get(args.props, "retentionInDays", default=0)
     if days and days < floor:
-        report(f"Log group {get(args.props, 'name', default=args.name)} keeps {days} days; prod keeps at least {floor} (higgsfield:observability.logRetentionDays).")
+        report(f"Log group {get(args.props, 'name', default=args.name)} keeps {days} days; prod keeps at least {floor} "
+               "(higgsfield:observability.logRetentionDays).")
 
 
 @_stack_policy("vpc-flow-logs", "Every VPC has flow logs.")
@@ -610,12 +622,12 @@ def control_plane_logs_encrypted(args: StackValidationArgs, report: ReportViolat
     index = _by_urn(args.resources)
     for group in (r for r in args.resources if _control_plane_log_group(r)):
         if not has(group.props, "kmsKeyId") or not _deps(group, index, KMS_KEY):
-            report(f"Log group {get(group.props, 'name')} is not encrypted with a KMS key of ours: set kmsKeyId to the stack's logs key.", group.urn)
+            report(f"Log group {get(group.props, 'name')} is not encrypted with a KMS key of ours: set kmsKeyId to the "
+                   "stack's logs key.", group.urn)
 
 
-# --- CI identities and where CI runs (components/delivery.py, .github/workflows) ---------------------
+# --- CI identities (components/delivery.py) ------------------------------------------------------
 
-GITHUB_OIDC = "token.actions.githubusercontent.com"
 CI_IDENTITY_TAG = "higgsfield:ci-identity"
 
 
@@ -637,7 +649,9 @@ def _pull_request_number_only(subject: str) -> bool:
     return "?" not in subject and subject.count("*") == 1 and subject.endswith("@refs/pull/*/merge") and ":pull_request:" in subject
 
 
-@_policy("ci-roles-trust-one-subject", "A role GitHub Actions can assume trusts exact OIDC subjects that name the workflow file (StringEquals; StringLike only for a pull request's number); a deploy role only its GitHub environment's jobs, never a pull request.")
+@_policy("ci-roles-trust-one-subject", "A role GitHub Actions can assume trusts exact OIDC subjects that name the workflow file (StringEquals; "
+                                       "StringLike only for a pull request's number); a deploy role only its GitHub environment's jobs, never a pull "
+                                       "request.")
 def ci_roles_trust_one_subject(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != ROLE:
         return
@@ -646,12 +660,15 @@ def ci_roles_trust_one_subject(args: ResourceValidationArgs, report: ReportViola
         exact = operator == "StringEquals" and subjects and not any("*" in s or "?" in s for s in subjects)
         numbered = operator == "StringLike" and subjects and all(_pull_request_number_only(s) for s in subjects)
         if not (exact or numbered):
-            report(f"{args.name} trusts GitHub with {operator} {subjects}: any matching job, pull requests included, gets it. Trust exact subjects with StringEquals (components/delivery.py).")
+            report(f"{args.name} trusts GitHub with {operator} {subjects}: any matching job, pull requests included, "
+                   "gets it. Trust exact subjects with StringEquals (components/delivery.py).")
         elif not all(":job_workflow_ref:" in s for s in subjects):
-            report(f"{args.name} trusts {subjects}, which name no workflow: any workflow of the branch or environment, a pull request's new one included, gets it. "
+            report(f"{args.name} trusts {subjects}, which name no workflow: any workflow of the branch or environment, "
+                   "a pull request's new one included, gets it. "
                    "Bind the subject to the workflow file (job_workflow_ref, components/delivery.py SUB_CLAIM_KEYS).")
         elif purpose == "deploy" and not all(":environment:" in s for s in subjects):
-            report(f"{args.name} is a deploy role trusting {subjects}: only repo:OWNER/REPO:environment:ENV, the stack's protected GitHub environment (higgsfield:delivery.deployEnvironment), may deploy.")
+            report(f"{args.name} is a deploy role trusting {subjects}: only repo:OWNER/REPO:environment:ENV, the "
+                   "stack's protected GitHub environment (higgsfield:delivery.deployEnvironment), may deploy.")
         elif purpose != "preview" and any(":pull_request" in s for s in subjects):
             report(f"{args.name} ({purpose or 'untagged'}) trusts pull requests ({subjects}): only the preview role may.")
 
@@ -659,7 +676,8 @@ def ci_roles_trust_one_subject(args: ResourceValidationArgs, report: ReportViola
 BOUNDARY_SUFFIX = "-boundary"
 
 
-@_stack_policy("roles-under-the-boundary", "In a stack with a permissions boundary (components/delivery.py), every IAM role carries it: nothing the deploy identity creates exceeds its ceiling.")
+@_stack_policy("roles-under-the-boundary", "In a stack with a permissions boundary (components/delivery.py), every IAM role carries it: nothing the deploy "
+                                           "identity creates exceeds its ceiling.")
 def roles_under_the_boundary(args: StackValidationArgs, report: ReportViolation) -> None:
     boundaries = [r for r in args.resources if r.resource_type == "aws:iam/policy:Policy" and str(get(r.props, "name", default="")).endswith(BOUNDARY_SUFFIX)]
     if not boundaries:
@@ -668,14 +686,16 @@ def roles_under_the_boundary(args: StackValidationArgs, report: ReportViolation)
     for role in (r for r in args.resources if r.resource_type == ROLE):
         attached = str(get(role.props, "permissionsBoundary", default=""))
         if not any(attached.endswith(a) for a in arns):
-            report(f"Role {role.name} has permissions boundary {attached or 'none'}: every role of this stack must carry {sorted(arns)[0][1:]} (components/delivery.py bound_every_role).", role.urn)
+            report(f"Role {role.name} has permissions boundary {attached or 'none'}: every role of this stack must "
+                   f"carry {sorted(arns)[0][1:]} (components/delivery.py bound_every_role).", role.urn)
 
 
 def _bucket_of(url: Any) -> str:
     return str(url or "").removeprefix("s3://").split("/", 1)[0]
 
 
-@_stack_policy("fsx-export-versioned", "A file system that exports to S3 (NEW, CHANGED) writes into a bucket with versioning Enabled by this stack: an overwrite of the master copy stays recoverable.")
+@_stack_policy("fsx-export-versioned", "A file system that exports to S3 (NEW, CHANGED) writes into a bucket with versioning Enabled by this stack: an "
+                                       "overwrite of the master copy stays recoverable.")
 def fsx_export_versioned(args: StackValidationArgs, report: ReportViolation) -> None:
     versioned = {str(get(r.props, "bucket")) for r in args.resources
                  if r.resource_type == "aws:s3/bucketVersioning:BucketVersioning" and get(r.props, "versioningConfiguration", "status") == "Enabled"}
@@ -687,91 +707,9 @@ def fsx_export_versioned(args: StackValidationArgs, report: ReportViolation) -> 
         else:
             continue
         if bucket not in versioned:
-            report(f"{r.name} exports to s3://{bucket}, which this stack does not version: an export overwrites the S3 copy for good. "
+            report(f"{r.name} exports to s3://{bucket}, which this stack does not version: an export overwrites the S3 "
+                   "copy for good. "
                    "Enable versioning on it (aws.s3.BucketVersioning, components/storage.py).", r.urn)
-
-
-def workflow_triggers(workflow: Mapping[str, Any]) -> set[str]:
-    """The events a parsed workflow runs on (PyYAML reads the key `on` as True)."""
-    on = workflow.get("on", workflow.get(True))
-    return {on} if isinstance(on, str) else set(on or ())
-
-
-PULL_REQUEST_EVENTS = {"pull_request", "pull_request_target"}
-
-
-def assumed_roles(job: Mapping[str, Any]) -> list[str]:
-    """`role-to-assume` of every configure-aws-credentials step of a job."""
-    return [str(get(step, "with", "role-to-assume", default="")) for step in job.get("steps") or []
-            if str(step.get("uses", "")).startswith("aws-actions/configure-aws-credentials")]
-
-
-def runs_pulumi(job: Mapping[str, Any]) -> bool:
-    return any(str(step.get("uses", "")).startswith("pulumi/actions") for step in job.get("steps") or [])
-
-
-def _runs_on(job: Mapping[str, Any]) -> str:
-    return str(job.get("runs-on", "")).replace(" ", "")
-
-
-def delivery_findings(config: Any, workflows: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """What would hand a pull request a deploy identity or a deploy runner, or run a
-    private-endpoint stack's preview/deploy outside its VPC: (setting or workflow job, message).
-    `config` is the typed StackConfig; `workflows` the parsed .github/workflows files by file name."""
-    found: list[tuple[str, str]] = []
-    delivery = config.delivery
-    world_open = any(c.endswith("/0") for c in config.endpoint.public_access_cidrs)
-    if delivery is not None and not delivery.runner.enabled and not world_open:
-        where = "publicAccessCidrs " + ", ".join(config.endpoint.public_access_cidrs) if config.endpoint.public else "a private endpoint"
-        found.append(("higgsfield:delivery.runner.enabled", f"false, but the API server has {where}: GitHub-hosted runners come from anywhere in GitHub's ranges, so preview and deploy could not reach it. Enable the runner (CodeBuild in the private subnets)."))
-    runner = delivery is not None and delivery.runner.enabled
-    if runner and not delivery.runner.deploy_actors:
-        found.append(("higgsfield:delivery.runner.deployActors", "is empty: the deploy runner's webhook would start a build for any job of a workflow named deploy, a pull request's included."))
-    for file, workflow in sorted(workflows.items()):
-        pull_request = bool(workflow_triggers(workflow) & PULL_REQUEST_EVENTS)
-        for job_name, job in (workflow.get("jobs") or {}).items():
-            where = f".github/workflows/{file} jobs.{job_name}"
-            if pull_request:
-                for role in assumed_roles(job):
-                    if role.replace(" ", "") != "${{matrix.previewRole}}":
-                        found.append((where, f"runs for pull requests and assumes {role!r}: a pull request may assume only the preview role (${{{{ matrix.previewRole }}}})."))
-                environment = job.get("environment")
-                environment = environment.get("name") if isinstance(environment, Mapping) else environment
-                if environment and delivery is not None and str(environment).replace(" ", "") in ("${{matrix.deployEnvironment}}", delivery.deploy_environment):
-                    found.append(("higgsfield:delivery.deployEnvironment", f"{delivery.deploy_environment!r} is the environment of {where}, which runs for pull requests: the deploy role would be a pull request's."))
-                if runner and ("deployRunner" in _runs_on(job) or "-deploy-runner-" in _runs_on(job)):
-                    found.append((where, f"runs for pull requests on the deploy runner ({job.get('runs-on')!r}): a pull request runs on the preview runner only (matrix.previewRunner)."))
-                if runner and str(workflow.get("name", "")) == "deploy":
-                    found.append((f".github/workflows/{file}", "is named deploy and runs for pull requests: the deploy runner's webhook (WORKFLOW_NAME ^deploy$) would take its jobs for any deploy actor. Name it otherwise."))
-            if runner and runs_pulumi(job):
-                label = "deployRunner" if any("deployRole" in r for r in assumed_roles(job)) else "previewRunner"
-                if f"matrix.{label}" not in _runs_on(job):
-                    found.append((where, f"runs pulumi on {job.get('runs-on')!r}, not on the stack's {label.removesuffix('Runner')} runner inside the VPC (higgsfield:delivery.runner): use the codebuild-${{{{ matrix.{label} }}}}-... label."))
-    return found
-
-
-def account_findings(config: Any, stacks: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
-    """(level, setting, message) for a stack that shares its AWS account or its GitHub
-    environment with another (`stacks`: the matrix entries of infra/cli/stacks.py). One account
-    per environment: a deploy role can change any EC2/EKS/FSx resource of its account, so a prod
-    that shares one with dev or staging is as safe as their weakest deploy (refused); two
-    non-prod stacks sharing one is advised against."""
-    delivery = config.delivery
-    if delivery is None:
-        return []
-    found = []
-    for other in stacks:
-        if other.get("stack") == config.stack or "account" not in other:
-            continue
-        if str(other["account"]) == delivery.account_id and other.get("environment") != config.environment:
-            prod = "prod" in (config.environment, other.get("environment"))
-            found.append(("mandatory" if prod else "advisory", "higgsfield:delivery.accountId",
-                          f"{delivery.account_id} is also the account of {other['stack']} ({other.get('environment')}): its deploy role could change this stack's "
-                          f"resources. Use one AWS account per environment{' (required for prod)' if prod else ''}."))
-        if other.get("deployEnvironment") == delivery.deploy_environment:
-            found.append(("mandatory", "higgsfield:delivery.deployEnvironment",
-                          f"{delivery.deploy_environment!r} is also {other['stack']}'s GitHub environment: one environment's protection rules would guard both deploys. Give each stack its own."))
-    return found
 
 
 TENANCY_POLICIES = [

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from infra.bundled import instance_types, zone_offerings
-from infra.catalog import InstanceFacts
+from infra.core.bundled import instance_types, zone_offerings
+from infra.core.catalog import InstanceFacts
 
 
 class BundledCatalog:

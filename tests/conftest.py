@@ -20,7 +20,7 @@ import pickle
 import re
 import shutil
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,10 @@ import pytest
 import yaml
 
 from components.registry import image_tag
-from infra.cli import jobs, offline
-from infra.cli.offline import Plan, load_stack, record, stack_names
+from infra.offline import jobs, evaluate as offline
+from infra.offline.evaluate import Plan, load_stack, record, stack_names
 from infra.config import StackConfig
-from infra.project import project_root
+from infra.core.project import project_root
 from infra.config import gpu_pools as pool_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +43,7 @@ _plans: dict[str, Plan] = {}
 # SSM), so it loads none (moto/ec2/models/amis.py _load_amis, settings.ec2_load_default_amis).
 os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
 
-SESSION_NOW = datetime(2026, 12, 3, tzinfo=timezone.utc)  # before prod's Capacity Block (2027-01-04 to 01-18)
+SESSION_NOW = datetime(2026, 12, 3, tzinfo=UTC)  # before prod's Capacity Block (2027-01-04 to 01-18)
 pool_settings.now = lambda: SESSION_NOW
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from functools import lru_cache
+from functools import lru_cache, cache
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -41,7 +41,7 @@ def _text_files() -> list[Path]:
     return [path for path in found if path != Path(__file__).resolve()]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(path: Path) -> str:
     return path.read_text(errors="replace")
 

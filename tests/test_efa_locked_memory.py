@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from components import efa, healthgate, karpenter
-from infra.cli import jobs
+from infra.offline import jobs
 from tests.conftest import ROOT, STACKS, config_of, plan_of
 
 sys.path.insert(0, str(ROOT / "examples"))

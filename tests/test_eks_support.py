@@ -1,12 +1,12 @@
 """Which Kubernetes minors are in EKS extended support follows from the support calendar in
-infra/versions.py: a minor whose 14 months of standard support ended by the date the calendar was
+infra/core/versions.py: a minor whose 14 months of standard support ended by the date the calendar was
 applied is billed at the extended rate (`higgsfield cost`) and named so."""
 
 from __future__ import annotations
 
 from datetime import date
 
-from infra import versions
+from infra.core import versions
 
 
 def _extended_at(day: date) -> set[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from infra.cli import healthcheck, jobs
+from infra.offline import healthcheck, jobs
 from tests.conftest import ROOT, plan_of
 
 DOC = ROOT / "docs" / "day-one-journey.md"

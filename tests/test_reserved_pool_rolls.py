@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import copy
 
-from infra.cli import rolls
-from infra.cli.diff import compare, render_diff
+from infra.offline import rolls
+from infra.offline.diff import compare, render_diff
 from tests.conftest import plan_of
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"

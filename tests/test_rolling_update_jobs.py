@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from infra.cli import jobs
+from infra.offline import jobs
 from tests.conftest import ROOT, plan_of
 from tests.training_operator_rules import Job
 

@@ -1,20 +1,20 @@
-"""A version bump is one edit in infra/versions.py: no other module of the program writes a pinned
+"""A version bump is one edit in infra/core/versions.py: no other module of the program writes a pinned
 version as a value.
 
 A pinned version may appear elsewhere only as a citation of what was read at that ref
 (`owner/repo:path@ref`, `owner/repo@ref`) or in a docstring; a value the program uses or prints
 (a chart version, an image tag, a ref in a message or a cited-source template) is taken from
-infra/versions.py. Files other tools read as they are (the Dockerfile's ARG defaults, the
-operator's kustomization, the workflows' `uses:`) cannot import Python: tests/test_image_pins.py,
-tests/test_training_plan.py and tests/test_workflows.py keep them equal to the pins."""
+infra/core/versions.py. Files other tools read as they are (the Dockerfile's ARG defaults, the
+operator's kustomization, the workflows' `uses:`) cannot import Python: tests/core/test_image_pins.py,
+tests/components/test_training_plan.py and tests/delivery/test_workflows.py keep them equal to the pins."""
 
 from __future__ import annotations
 
 import ast
 import re
-from functools import lru_cache
+from functools import cache
 
-from infra import versions
+from infra.core import versions
 from tests.conftest import ROOT
 
 PROGRAM = ("infra", "components", "policies", "images", "examples")
@@ -24,7 +24,7 @@ CITATION = re.compile(r"[\w.-]+/[\w.-]+(?::[^\s@{}()]*)?@[\w.-]*?v?$")
 
 
 def pinned_versions() -> dict[str, str]:
-    """Every version infra/versions.py pins, by a name that says where."""
+    """Every version infra/core/versions.py pins, by a name that says where."""
     pins: dict[str, str] = {}
     for name, value in vars(versions).items():
         if not name.isupper() or name.startswith("_"):
@@ -39,7 +39,7 @@ def pinned_versions() -> dict[str, str]:
     return pins
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pattern(version: str) -> re.Pattern[str]:
     """The version as a whole word (`1.15.1`, `v1.15.1`; not `1.15.10`, nor `1.35.2-20261120`, an AMI
     release that starts like an autoscaler tag)."""
@@ -71,11 +71,11 @@ def test_no_module_of_the_program_writes_a_pinned_version_outside_infra_versions
     pins, found = pinned_versions(), []
     for top in PROGRAM:
         for path in sorted((ROOT / top).rglob("*.py")):
-            if path == ROOT / "infra" / "versions.py":
+            if path == ROOT / "infra" / "core" / "versions.py":
                 continue
             found += [f"{path.relative_to(ROOT)}:{line}: {name} in {text!r}"
                       for line, name, text in literal_pins(path.read_text(), pins)]
-    assert found == [], "take these from infra/versions.py:\n" + "\n".join(found)
+    assert found == [], "take these from infra/core/versions.py:\n" + "\n".join(found)
 
 
 def test_the_check_finds_a_hard_coded_ref_and_lets_a_citation_and_a_docstring_be():

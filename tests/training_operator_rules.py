@@ -14,6 +14,16 @@ drains and losses against a rendered job, read at kubeflow/trainer@v1.9.4:
   (pkg/controller.v1/common/job.go, `exceedsBackoffLimit`) compares the work queue's requeues + 1
   with the limit; the controllers' queue is util.FakeWorkQueue, whose NumRequeues is always 0
   (pkg/common/util/fake_workqueue.go), so it fails a job only with backoffLimit 0 and a new failure.
+- `fails_on_a_failed_pod` (the per-kind UpdateJobStatus): an XGBoostJob whose replica has a Failed
+  pod is Failed unless that replica's restartPolicy is ExitCode (pkg/controller.v1/xgboost/
+  xgboostjob_controller.go `if failed > 0`); a TFJob or PyTorchJob restarts (the Restarting
+  condition that ReconcilePods set when it deleted the pod). MPIJobs are not modelled.
+- `node_shuts_down`: the kubelet's graceful node shutdown ends every pod of the node with phase
+  Failed, reason Terminated, whatever its restartPolicy (kubernetes/website:content/en/docs/
+  concepts/cluster-administration/node-shutdown.md: "marked as shutdown", "Reason: Terminated").
+  The EKS AL2023 AMI turns it on from Kubernetes 1.34 with shutdownGracePeriod 2m30s, 30 s of it
+  for critical pods (withVersionToggles, awslabs/amazon-eks-ami:nodeadm/internal/kubelet/config.go
+  @v20260724): a reboot, a spot reclaim or an instance retirement that no drain came before.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ class Job:
     """A job's pods, one per replica index, and whether it has failed."""
 
     backoff_limit: int | None
+    kind: str
     policies: dict[str, str]  # replica type -> its restartPolicy
     expected: set[tuple[str, int]]  # (replica type, index) of every pod the job should have
     pods: dict[tuple[str, int], Pod] = field(default_factory=dict)
@@ -53,12 +64,12 @@ class Job:
     @classmethod
     def running(cls, job: dict) -> Job:
         """The job with every pod running, as the operator created them."""
-        spec = job["spec"]
+        spec, kind = job["spec"], job["kind"]
         replicas = next(v for k, v in spec.items() if k.endswith("ReplicaSpecs"))
         expected = {(name, i) for name, r in replicas.items() for i in range(r.get("replicas", 1))}
         policies = {name: r["restartPolicy"] for name, r in replicas.items()}
         pods = {key: Pod(key[0], key[1], policies[key[0]]) for key in expected}
-        return cls(spec["runPolicy"].get("backoffLimit"), policies, expected, pods)
+        return cls(spec["runPolicy"].get("backoffLimit"), kind, policies, expected, pods)
 
     def container_exits(self, key: tuple[str, int], code: int) -> None:
         """The pod's main container ends with `code`: the kubelet restarts it in place or the pod
@@ -69,6 +80,15 @@ class Job:
             pod.restarts += 1
         else:
             pod.phase, pod.exit_code = ("Succeeded" if code == 0 else "Failed"), code
+
+    def node_shuts_down(self, key: tuple[str, int], code: int) -> None:
+        """The node of pod `key` shuts down with no drain before: the kubelet stops the container
+        (SIGTERM; `code` is what it exits with) and marks the pod Failed, whatever its policy."""
+        pod = self.pods[key]
+        pod.phase, pod.exit_code = "Failed", code
+
+    def fails_on_a_failed_pod(self, pod: Pod) -> bool:
+        return self.kind == "XGBoostJob" and pod.policy != "ExitCode"
 
     def pod_deleted(self, key: tuple[str, int]) -> None:
         """An eviction (a drain) or the pod garbage collector (a lost node) removes the pod."""
@@ -81,6 +101,9 @@ class Job:
         for key, pod in list(self.pods.items()):
             if pod.phase != "Failed":
                 continue
+            if self.fails_on_a_failed_pod(pod):
+                self.failed = f"{pod.replica} {pod.index} Failed under restartPolicy {pod.policy}"
+                return
             if pod.policy in ("OnFailure", "Always") or (pod.policy == "ExitCode" and retryable(pod.exit_code or 0)):
                 del self.pods[key]
             elif pod.policy == "ExitCode":

@@ -17,7 +17,7 @@ gives them back. This program (a CronJob, components/gang_deadline.py) does that
   removed): its PodGroup is created Pending and queues again. A job someone else suspended
   (no annotation) is never touched.
 
-Standard library only; `decide` is pure and tested (tests/test_gang_deadline.py), `main` talks
+Standard library only; `decide` is pure and tested (tests/components/test_gang_deadline.py), `main` talks
 to the API with the pod's service account as health_gate.py does.
 """
 
@@ -126,7 +126,8 @@ class Api:
     def __init__(self) -> None:
         sa = "/var/run/secrets/kubernetes.io/serviceaccount"
         self.base = f"https://{os.environ['KUBERNETES_SERVICE_HOST']}:{os.environ['KUBERNETES_SERVICE_PORT']}"
-        self.token = open(f"{sa}/token").read()
+        with open(f"{sa}/token") as token:
+            self.token = token.read()
         self.context = ssl.create_default_context(cafile=f"{sa}/ca.crt")
 
     def call(self, method: str, path: str, body: dict | None = None) -> Any:
@@ -156,7 +157,8 @@ def main() -> int:
                 if exc.code != 404:
                     raise
     nodes = api.items(f"/api/v1/nodes?labelSelector={POOL_LABEL}")
-    own = open("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read().strip()
+    with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as namespace:
+        own = namespace.read().strip()
     maps = api.items(f"/api/v1/namespaces/{own}/configmaps?labelSelector={settings['deadlineLabel']}%3Dtrue")
     deadlines = {m["data"]["pool"]: float(m["data"]["deadlineSeconds"]) for m in maps}
     for action in decide(podgroups, pods, nodes, jobs, deadlines, settings["retryAfterSeconds"], now):

@@ -11,9 +11,15 @@ pool's expectations and then:
 A node without the taint (already passed, or the pod restarted next to a running job) is left
 alone: the checks burn every GPU, and never run next to a job. Then the pod idles.
 
+A rebooted node keeps its Node object, so its `healthy` label, and gets no startup taint back
+(REBOOT below). On a pass the gate stamps the running kernel's boot id on the node; with
+`--after-reboot` (the health-reboot-check DaemonSet on every passed gated node) this program compares
+it with the kernel's at its start, and after a reboot puts the startup taint back and labels the
+node `rebooted`, so the gate's DaemonSet checks it again.
+
 Standard library only (boto3 only for the replacement); the Kubernetes calls are plain REST with
 the pod's service account, and `decide` / `apply_decision` take any object with the API's three
-calls, so the logic is tested against a fake API server (tests/test_health_gate.py).
+calls, so the logic is tested against a fake API server (tests/components/test_health_gate.py).
 """
 
 from __future__ import annotations
@@ -38,6 +44,16 @@ FAILED_LABEL = "higgsfield.io/health-failed"
 POOL_LABEL = "higgsfield.io/pool"
 COMPONENT = "higgsfield-health-gate"
 NODE_CHECK = Path(__file__).with_name("node_check.py")
+# REBOOT: the kubelet applies its registration taints (the startup taint, from the node group) and
+# labels only when it creates the Node object; after a reboot the object exists, and the kubelet
+# reconciles only the attach-detach annotation, its default labels and extended/huge-page resources
+# (tryRegisterWithAPIServer, kubernetes/kubernetes:pkg/kubelet/kubelet_node_status.go). A GPU that
+# failed before the reboot (EKS node auto-repair reboots managed nodes for some GPU faults: its
+# AcceleratedHardwareReady action "Replace or Reboot") would come back unchecked. The kernel's boot
+# id changes at every boot and is the same in every container of the node.
+BOOT_LABEL = "higgsfield.io/health-boot"
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+REBOOTED = "rebooted"
 
 
 class ApiError(Exception):
@@ -202,19 +218,27 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
+def boot_id(path: Path = BOOT_ID) -> str:
+    """The running kernel's boot id (a UUID: a valid label value)."""
+    return path.read_text().strip()
+
+
 def apply_decision(api: NodeApi, node_name: str, decision: Decision, taint_key: str, events_namespace: str,
-                   replace: Callable[[str], str] | None = None, attempts: int = 5) -> Outcome:
+                   replace: Callable[[str], str] | None = None, attempts: int = 5, boot: str | None = None) -> Outcome:
     """Patch the node's taints and labels (with its resourceVersion: a 409 Conflict means someone
     else changed the node, so read it again and retry), record the Event, and ask for the
-    replacement. A failed Event or replacement does not undo the labels: the taint decides."""
+    replacement. A failed Event or replacement does not undo the labels: the taint decides. A pass
+    stamps `boot` (the kernel's boot id) as BOOT_LABEL."""
     outcome = Outcome()
     node: dict = {}
+    labels = {**decision.labels, **({BOOT_LABEL: boot} if decision.healthy and boot else {})}
     for _ in range(attempts):
         node = api.get_node(node_name)
         taints = [t for t in node.get("spec", {}).get("taints") or [] if not (decision.remove_taint and t.get("key") == taint_key)]
         if not decision.remove_taint and not has_taint(node, taint_key):
             taints.append({"key": taint_key, "value": "failed", "effect": "NoSchedule"})
-        patch = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"], "labels": decision.labels}, "spec": {"taints": taints}}
+        version = node["metadata"]["resourceVersion"]
+        patch = {"metadata": {"resourceVersion": version, "labels": labels}, "spec": {"taints": taints}}
         try:
             api.patch_node(node_name, patch)
             outcome.patched = True
@@ -331,7 +355,7 @@ def pool_drivers(api: NodeApi, node: dict, pool: str) -> dict[str, list[str]]:
 
 
 def gate(api: NodeApi, env: dict[str, str], checks: Callable[[dict[str, str], str, float], dict] = run_checks,
-         replace: Callable[[str], str] | None = None) -> Outcome | None:
+         replace: Callable[[str], str] | None = None, boot: Callable[[], str] = boot_id) -> Outcome | None:
     """One pass of the gate on its node; None when the node has no startup taint (nothing to do)."""
     node_name, taint_key = env["NODE_NAME"], env["STARTUP_TAINT"]
     node = api.get_node(node_name)
@@ -348,11 +372,54 @@ def gate(api: NodeApi, env: dict[str, str], checks: Callable[[dict[str, str], st
         wanted["POOL_DRIVERS"] = json.dumps(pool_drivers(api, node, pool))
         report = checks(wanted, node_name, float(expected.get("CHECK_TIMEOUT_SECONDS", "1200")))
     decision = decide(report, on_failure)
-    return apply_decision(api, node_name, decision, taint_key, env.get("EVENTS_NAMESPACE", "default"), replace)
+    return apply_decision(api, node_name, decision, taint_key, env.get("EVENTS_NAMESPACE", "default"), replace,
+                          boot=boot() if decision.healthy else None)
+
+
+def after_reboot(api: NodeApi, env: dict[str, str], boot: Callable[[], str] = boot_id, attempts: int = 5) -> str:
+    """On a node that passed: when its BOOT_LABEL is not the running kernel's boot id, the node has
+    rebooted since its checks - put the startup taint back and label it REBOOTED (the gate's
+    DaemonSet then runs there and checks it again) and record an Event. A node passed before the
+    label existed gets the current boot stamped. Returns what it did."""
+    node_name, taint_key, current = env["NODE_NAME"], env["STARTUP_TAINT"], boot()
+    for _ in range(attempts):
+        node = api.get_node(node_name)
+        labels = node["metadata"].get("labels", {})
+        if labels.get(HEALTH_LABEL) != "healthy" or labels.get(BOOT_LABEL) == current:
+            return "nothing to do: not passed, or passed in this boot"
+        version = node["metadata"]["resourceVersion"]
+        if BOOT_LABEL not in labels:
+            patch: dict = {"metadata": {"resourceVersion": version, "labels": {BOOT_LABEL: current}}}
+            done = f"boot {current} stamped (passed before boots were recorded)"
+        else:
+            taints = [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != taint_key]
+            taints.append({"key": taint_key, "value": REBOOTED, "effect": "NoSchedule"})
+            patch = {"metadata": {"resourceVersion": version, "labels": {HEALTH_LABEL: REBOOTED}},
+                     "spec": {"taints": taints}}
+            done = f"rebooted since its checks (boot {labels[BOOT_LABEL]} -> {current}): taint back, checks again"
+        try:
+            api.patch_node(node_name, patch)
+        except ApiError as error:
+            if error.status != 409:
+                raise
+            continue
+        if "spec" in patch:
+            decision = Decision(False, {}, False, "Warning", "RebootedSinceHealthCheck", f"node {done}")
+            namespace = env.get("EVENTS_NAMESPACE", "default")
+            try:
+                api.create_event(namespace, node_event(node, decision, namespace))
+            except ApiError as error:
+                done += f"; event not recorded: {error}"
+        return done
+    raise ApiError(409, "Conflict", f"node {node_name} kept changing over {attempts} attempts")
 
 
 def main() -> int:
     api = KubernetesApi.in_cluster()
+    if "--after-reboot" in sys.argv[1:]:
+        print(f"after reboot: {after_reboot(api, dict(os.environ))}", flush=True)
+        while True:  # the check runs once per boot: the container starts again after a reboot
+            time.sleep(3600)
     def replace(instance: str) -> str:
         import boto3  # only pools with onFailure: replace need it (Pod Identity credentials)
 

@@ -289,7 +289,7 @@ def evaluate(node: str, gpus: list[Gpu], expected: Expectations, *, tflops: list
 
 def report_driver(report: Report, drivers: list[str], expected: Expectations) -> None:
     """The driver survives AMI updates: one driver on the node, at least the branch the image's CUDA
-    needs (NVIDIA's table "CUDA Toolkit and Corresponding Driver Versions", infra/versions.py
+    needs (NVIDIA's table "CUDA Toolkit and Corresponding Driver Versions", infra/core/versions.py
     CUDA_MIN_DRIVER_BRANCH) - not one branch constant - and, where known, exactly the driver of the
     pool's pinned AMI release; then the same driver as the pool's healthy nodes on the same AMI."""
     branch = int(drivers[0].split(".")[0]) if len(drivers) == 1 and drivers[0].split(".")[0].isdigit() else None

@@ -16,12 +16,12 @@ import json
 import textwrap
 from typing import Any
 
-from infra.cli import stacks
-from infra.cli.offline import project_root
-from infra.cli.stacks import SUB_CLAIM_KEYS, boundary_name
+from infra.offline import stacks
+from infra.offline.evaluate import project_root
+from infra.core.names import boundary_name
+from infra.offline.stacks import SUB_CLAIM_KEYS
 from infra.config.delivery import PLACEHOLDER_REPOSITORY
-
-PROJECT = "higgsfield"  # Pulumi.yaml name
+from infra.core.names import NAMESPACE as PROJECT
 
 
 def image_targets(stack: str) -> list[str]:
@@ -37,14 +37,18 @@ def image_targets(stack: str) -> list[str]:
 def image_step(config: Any) -> str:
     """Before any GPU node can join: the image the health gate pulls exists (docs/training-image.md)."""
     if config.health_gate_image:
-        return (f"Health gate image: the gate runs higgsfield:healthGateImage {config.health_gate_image}; make sure it exists before the first "
+        return (f"Health gate image: the gate runs higgsfield:healthGateImage {config.health_gate_image}; make sure it "
+                "exists before the first "
                 f"GPU node joins: `docker manifest inspect {config.health_gate_image}`")
     # The URNs share the component's; a shell variable keeps each --target within a line.
     component = image_targets(config.stack)[0].rsplit("::", 1)[0]
     targets = " ".join(f'--target "$urn{urn[len(component):]}"'.replace("$aws", "\\$aws") for urn in image_targets(config.stack))
-    return (f"Training image, before any GPU node can join (the health gate runs it; without it every GPU node keeps its startup taint): "
-            f"`urn='{component}' && pulumi up --stack {config.stack} {targets}` creates only the stack's ECR repository; then "
-            f"`higgsfield image push {config.stack}` builds images/training with Docker and pushes it there under the tag the gate and the jobs name; "
+    return ("Training image, before any GPU node can join (the health gate runs it; without it every GPU node keeps its "
+            "startup taint): "
+            f"`urn='{component}' && pulumi up --stack {config.stack} {targets}` creates only the stack's ECR repository; "
+            "then "
+            f"`higgsfield image push {config.stack}` builds images/training with Docker and pushes it there under the "
+            "tag the gate and the jobs name; "
             f"`higgsfield image push {config.stack} --print` only prints the commands.")
 
 
@@ -54,7 +58,8 @@ def steps(config: Any) -> list[str]:
     stack, region, delivery = config.stack, config.region, config.delivery
     if delivery is None:
         return [image_step(config),
-                f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand (docs/getting-started.md)."]
+                f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand "
+                "(docs/getting-started.md)."]
     bucket, key = delivery.state_bucket, delivery.state_key_arn
     entry = next(e for e in stacks.stack_matrix(project_root())["include"] if e["stack"] == stack)
     endpoint = config.endpoint.public_access_cidrs
@@ -66,11 +71,14 @@ def steps(config: Any) -> list[str]:
     rules: dict = {"deployment_branch_policy": {"protected_branches": False, "custom_branch_policies": True}}
     if reviewed:
         rules.update(prevent_self_review=True, reviewers=[{"type": "Team", "id": "TEAM_ID"}])
-    placeholder = ([f"Repository: higgsfield:delivery.repository is still the placeholder {PLACEHOLDER_REPOSITORY}; set it to your repository "
-                    "(owner/name) in the stack file first: the CI roles trust that repository's workflows, and the commands below name it."]
+    placeholder = ([f"Repository: higgsfield:delivery.repository is still the placeholder {PLACEHOLDER_REPOSITORY}; set it "
+                    "to your repository "
+                    "(owner/name) in the stack file first: the CI roles trust that repository's workflows, and the commands "
+                    "below name it."]
                    if repo == PLACEHOLDER_REPOSITORY else [])
     return placeholder + [
-        f"Credentials: an administrator of account {delivery.account_id} (region {region}) that is not {entry['deployRole']} "
+        f"Credentials: an administrator of account {delivery.account_id} (region {region}) that is not "
+        f"{entry['deployRole']} "
         f"and not in higgsfield:admins (EKS gives the cluster's creator its own admin access entry).",
         f"Backend (once per bucket): `aws s3api create-bucket --bucket {bucket} --region {region}"
         + ("" if region == "us-east-1" else f" --create-bucket-configuration LocationConstraint={region}")
@@ -81,37 +89,49 @@ def steps(config: Any) -> list[str]:
         f"then put its key ARN in higgsfield:delivery.stateKeyArn (now {key}).",
         f"GitHub connection (once per account and region): `aws codeconnections create-connection --region {region} "
         f"--provider-type GitHub --connection-name higgsfield-{stack}` then finish the handshake in the console "
-        f"(Developer Tools > Settings > Connections: status Available); put its ARN in higgsfield:delivery.runner.connectionArn.",
+        "(Developer Tools > Settings > Connections: status Available); put its ARN in "
+        "higgsfield:delivery.runner.connectionArn.",
         # The deploy trust (created by the first deploy below) must never exist before the
         # environment that guards it: environment, its rules, their check, then the trust.
         f"GitHub environment {environment!r} BEFORE any deploy trust exists (a repository admin): "
         f"`gh api -X PUT repos/{repo}/environments/{environment} --input - <<< '{json.dumps(rules)}'"
-        f" && gh api -X POST repos/{repo}/environments/{environment}/deployment-branch-policies -f name=main -f type=branch`",
-        f"Verify it, and stop here unless it holds: `gh api repos/{repo}/environments/{environment}/deployment-branch-policies "
+        f" && gh api -X POST repos/{repo}/environments/{environment}/deployment-branch-policies -f name=main -f "
+        "type=branch`",
+        "Verify it, and stop here unless it holds: `gh api "
+        f"repos/{repo}/environments/{environment}/deployment-branch-policies "
         f"--jq '[.branch_policies[].name]'` prints [\"main\"]"
-        + (f", and `gh api repos/{repo}/environments/{environment} --jq '[.protection_rules[].type]'` lists required_reviewers" if reviewed else "")
+        + (f", and `gh api repos/{repo}/environments/{environment} --jq '[.protection_rules[].type]'` lists "
+           "required_reviewers" if reviewed else "")
         + ".",
         f"OIDC subject template of the repository (once; the roles trust subjects that name the workflow file): "
         f"`gh api -X PUT repos/{repo}/actions/oidc/customization/sub -F use_default=false "
         + " ".join(f"-f 'include_claim_keys[]={k}'" for k in SUB_CLAIM_KEYS)
-        + f"` then verify: `gh api repos/{repo}/actions/oidc/customization/sub` prints use_default false and the keys {list(SUB_CLAIM_KEYS)}.",
+        + f"` then verify: `gh api repos/{repo}/actions/oidc/customization/sub` prints use_default false and the "
+          f"keys {list(SUB_CLAIM_KEYS)}.",
         f"Fork pull requests wait for a maintainer (their workflow files could ask for a runner): `gh api -X PUT "
         f"repos/{repo}/actions/permissions/fork-pr-contributor-approval -f approval_policy=all_external_contributors` "
-        f"then verify: `gh api repos/{repo}/actions/permissions/fork-pr-contributor-approval --jq .approval_policy` prints all_external_contributors.",
+        f"then verify: `gh api repos/{repo}/actions/permissions/fork-pr-contributor-approval --jq .approval_policy` "
+        "prints all_external_contributors.",
         f"State backend and stack: `pulumi login '{entry['backend']}' && pulumi stack init {stack} --secrets-provider 'awskms://{key}?region={region}'`"
         f" (commit the secretsprovider/encryptedkey lines it adds to stacks/Pulumi.{stack}.yaml).",
         image_step(config),
-        f"First deploy, from this machine, with the endpoint opened to it only (only after the environment check above passed): "
+        "First deploy, from this machine, with the endpoint opened to it only (only after the environment check "
+        "above passed): "
         f"`cp stacks/Pulumi.{stack}.yaml /tmp/Pulumi.{stack}.bootstrap.yaml` "
         f"then set higgsfield:endpoint.publicAccessCidrs there to [\"ADDRESS/32\"], ADDRESS being what "
         f"`curl -s https://checkip.amazonaws.com` prints, and run "
-        f"`pulumi up --stack {stack} --config-file /tmp/Pulumi.{stack}.bootstrap.yaml --policy-pack policies --policy-pack-config policies/config/{stack}.json` "
-        f"It creates the VPC, the cluster, the permissions boundary {boundary_name(stack)}, the CI roles ({entry['previewRole']}, {entry['deployRole']}, {entry['imageRole']}), "
+        f"`pulumi up --stack {stack} --config-file /tmp/Pulumi.{stack}.bootstrap.yaml --policy-pack policies "
+        f"--policy-pack-config policies/config/{stack}.json` "
+        f"It creates the VPC, the cluster, the permissions boundary {boundary_name(stack)}, the CI roles "
+        f"({entry['previewRole']}, {entry['deployRole']}, {entry['imageRole']}), "
         f"their access entries"
         + (f" and the CodeBuild runner projects {entry['previewRunner']} and {entry['deployRunner']}" if entry["deployRunner"] else "") + ". "
-        "Later changes to the boundary or the CI roles are refused to the deploy role: re-run this step (an administrator, the committed stack file).",
-        "Nothing else in GitHub: role ARNs, region and backend come from the stack file (higgsfield stacks), and no secret is needed.",
-        f"Close the endpoint: merge to main (or re-run deploy): the deploy job, on the deploy runner inside the VPC, applies the "
+        "Later changes to the boundary or the CI roles are refused to the deploy role: re-run this step (an "
+        "administrator, the committed stack file).",
+        "Nothing else in GitHub: role ARNs, region and backend come from the stack file (higgsfield stacks), and no "
+        "secret is needed.",
+        "Close the endpoint: merge to main (or re-run deploy): the deploy job, on the deploy runner inside the VPC, "
+        "applies the "
         f"committed stack file, which restores {restore}.",
     ]
 

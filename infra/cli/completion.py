@@ -15,6 +15,6 @@ def script(shell: str) -> str:
 
 def stacks_here(**_kwargs: Any) -> list[str]:
     """Completion of a STACK argument: the stack files of the project here."""
-    from infra.project import project_root, stack_names
+    from infra.core.project import project_root, stack_names
 
     return stack_names(project_root())

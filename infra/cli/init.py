@@ -35,14 +35,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.bundled import instance_types, source, where_offered, zone_offerings
-from infra.cli.jobs import round_trip_yaml
-from infra.cli.offline import StackNotFound, project_root
+from infra.core.bundled import instance_types, source, where_offered, zone_offerings
+from infra.offline.jobs import round_trip_yaml
+from infra.offline.evaluate import StackNotFound, project_root
 from infra.config import DNS_LABEL, ConfigError, eks_regions
 from infra.config.errors import Problem
 from infra.config.stack import not_an_eks_region
-
-G = "higgsfield"
+from infra.core.names import NAMESPACE as G
 
 
 @dataclass
@@ -69,7 +68,8 @@ def _zone_for(types: list[str], region: str, offered: dict[str, frozenset[str]],
         if missing:
             raise ConfigError(key, "; ".join(f"instance type {t!r} is not offered anywhere in {region}; {where_offered(t, region)}" for t in missing))
         per_type = "; ".join(f"{t}: {', '.join(sorted(z for z, have in offered.items() if t in have))}" for t in types)
-        raise ConfigError(key, f"no AZ of {region} offers all of {', '.join(types)} ({per_type}; {source()}): split the pool or drop a type")
+        raise ConfigError(key, f"no AZ of {region} offers all of {', '.join(types)} ({per_type}; {source()}): split the pool or drop a "
+                               "type")
     return next((z for z in prefer if z in zones), zones[0])
 
 
@@ -189,15 +189,18 @@ def _endpoint(config: dict, choices: Choices, result: NewStack, base: str) -> No
     if placeholders:
         _replace(cidrs, [c for c in cidrs if c not in placeholders])
         private = "" if cidrs else "; the API endpoint is private: kubectl from the VPC or the VPN"
-        result.notes.append(f"endpoint.publicAccessCidrs {', '.join(map(str, placeholders))} of {base} is a documentation range no request "
-                            f"comes from: not copied{private}; --public-access-cidr YOUR-EGRESS/32 (repeatable) lets kubectl in from there")
+        result.notes.append(f"endpoint.publicAccessCidrs {', '.join(map(str, placeholders))} of {base} is a documentation range no "
+                            "request "
+                            f"comes from: not copied{private}; --public-access-cidr YOUR-EGRESS/32 (repeatable) lets kubectl in from "
+                            "there")
 
 
 def _clear_what_is_not_ours(config: dict, result: NewStack, base: str, old_region: str, region: str, admins_given: bool) -> None:
     """Settings bound to the base's account, region or CI are cleared, each with a note."""
     delivery = config.pop(f"{G}:delivery", None)
     if delivery is not None:
-        result.notes.append(f"higgsfield:delivery (CI: account {delivery.get('accountId')}, state bucket, state key, GitHub connection) is {base}'s: "
+        result.notes.append(f"higgsfield:delivery (CI: account {delivery.get('accountId')}, state bucket, state key, GitHub "
+                            f"connection) is {base}'s: "
                             f"not copied; add the new stack's own, then `higgsfield bootstrap {result.name}` prints the first deploy")
     if not admins_given:  # asked for, never copied: they are another account's principals
         raise ConfigError("--admin", f"the new stack needs the IAM role or user ARN (repeatable) of who administers its cluster; "
@@ -205,19 +208,23 @@ def _clear_what_is_not_ours(config: dict, result: NewStack, base: str, old_regio
     image = config.get(f"{G}:trainingImage")
     if image and (f".{old_region}." in str(image) or ".ecr." in str(image)):
         del config[f"{G}:trainingImage"]
-        result.notes.append(f"trainingImage {image} is in {base}'s registry: not copied; the stack builds its own into its ECR in {region} "
+        result.notes.append(f"trainingImage {image} is in {base}'s registry: not copied; the stack builds its own into its ECR in "
+                            f"{region} "
                             f"(`higgsfield image build {result.name}`, docs/training-image.md)")
     gate = config.pop(f"{G}:healthGateImage", None)
     if gate:  # it runs privileged on every GPU node: set for a stack on purpose, never inherited
-        result.notes.append(f"healthGateImage {gate} is {base}'s: not copied, since the health gate runs it privileged on every GPU node; "
-                            f"the gate runs the stack's own training image (`higgsfield image build {result.name}`), or set healthGateImage yourself")
+        result.notes.append(f"healthGateImage {gate} is {base}'s: not copied, since the health gate runs it privileged on every GPU "
+                            "node; "
+                            f"the gate runs the stack's own training image (`higgsfield image build {result.name}`), or set "
+                            "healthGateImage yourself")
     fsx = config.get(f"{G}:fsx")
     if fsx is not None and fsx.get("s3"):
         bucket = fsx.pop("s3").get("bucket")
         checkpoints = config.get(f"{G}:checkpoints") or {}
         if checkpoints.get("exportToS3"):
             checkpoints["exportToS3"] = False
-        result.notes.append(f"fsx.s3 linked {base}'s bucket {bucket!r} (in {old_region}): not copied; link a bucket of yours in {region} (fsx.s3)")
+        result.notes.append(f"fsx.s3 linked {base}'s bucket {bucket!r} (in {old_region}): not copied; link a bucket of yours in "
+                            f"{region} (fsx.s3)")
 
 
 def new_stack(name: str, region: str, base: str = "dev", root: Path | None = None, choices: Choices = Choices()) -> NewStack:
@@ -225,7 +232,8 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
     (nothing written yet)."""
     root = root or project_root()
     if not re.fullmatch(DNS_LABEL, name):
-        raise ConfigError("STACK", f"{name!r} is not a valid stack name: a lowercase DNS label of at most 30 characters (it names the cluster, PVs and namespaces)")
+        raise ConfigError("STACK", f"{name!r} is not a valid stack name: a lowercase DNS label of at most 30 characters (it names the "
+                                   "cluster, PVs and namespaces)")
     stack_file, policy_file = root / "stacks" / f"Pulumi.{name}.yaml", root / "policies" / "config" / f"{name}.json"
     for path in (stack_file, policy_file):
         if path.exists():
@@ -239,7 +247,7 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
     if not offered:
         raise ConfigError("--region", f"{source()} has no instance-type offerings for {region}, so no AZs can be chosen offline")
 
-    from infra.cli.stack_file import read
+    from infra.offline.stack_file import read
 
     base_stack = read(base_file)  # the reader's bounds (size, depth, aliases, types) before ruamel reads it
     if base_stack.problems:
@@ -273,7 +281,8 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
         capacity = pool.get("capacity") or {}
         if capacity.get("type") in ("reservation", "capacity-block"):
             result.notes.append(
-                f"gpuPools[{i}] ({pool['name']}): {capacity['type']} {capacity.get('reservationId')} is {base}'s, in {old_region}; "
+                f"gpuPools[{i}] ({pool['name']}): {capacity['type']} {capacity.get('reservationId')} is {base}'s, in "
+                f"{old_region}; "
                 f"the new stack buys on-demand until you set capacity to a reservation of yours in {zone}"
             )
             pool["capacity"] = {"type": "on-demand"}
@@ -289,7 +298,8 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
     others = sorted(z for z, have in offered.items() if z not in pool_zones and set(cpu_types) <= have)
     zones = list(dict.fromkeys(pool_zones)) + others
     if len(zones) < wanted:
-        raise ConfigError(f"{G}:availabilityZones", f"{region} has {len(zones)} AZs that offer the stack's instance types ({source()}); the stack needs {wanted}")
+        raise ConfigError(f"{G}:availabilityZones", f"{region} has {len(zones)} AZs that offer the stack's instance types ({source()}); the stack needs "
+                                                    f"{wanted}")
     _replace(config[f"{G}:availabilityZones"], sorted(zones[:wanted]))
 
     fsx = config.get(f"{G}:fsx")
@@ -312,7 +322,7 @@ def write(stack: NewStack, root: Path | None = None) -> None:
     there), then publish them into the project: under the init lock, each by a hard link from a
     file written whole, which fails when the name exists (another init's stack is never written
     over). A stack that does not validate raises its problems with nothing written."""
-    from infra.cli.offline import load_stack
+    from infra.offline.evaluate import load_stack
 
     root = root or project_root()
     with tempfile.TemporaryDirectory(prefix="higgsfield-init-") as scratch:
@@ -400,7 +410,8 @@ def render(stack: NewStack, root: Path) -> str:
     """What was written, each note wrapped within 120 columns, and the next commands."""
     from infra.cli.views.table import wrap
 
-    lines = [f"wrote {stack.stack_file.relative_to(root)} (from {stack.source}, region {stack.region}) and {stack.policy_file.relative_to(root)}"]
+    lines = [f"wrote {stack.stack_file.relative_to(root)} (from {stack.source}, region {stack.region}) and "
+             f"{stack.policy_file.relative_to(root)}"]
     for note in stack.notes:
         lines += wrap(f"note: {note}", indent=2, hanging=6)
     lines += [f"next: higgsfield plan {stack.name}; higgsfield check {stack.name}; higgsfield cost {stack.name}",

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-JSON_HELP = "print the report as JSON (stable keys, money rounded to cents); --json PATH also works: writes JSON to PATH, prints the text"
+JSON_HELP = ("print the report as JSON (stable keys, money rounded to cents); --json PATH also works: writes JSON to "
+             "PATH, prints the text")
 OUTPUT_HELP = "write the report (text, or JSON with --json) to FILE instead of stdout"
 
 
@@ -66,7 +67,7 @@ PROTECTED = ("Pulumi.yaml", "stacks", "policies")
 
 def protected(path: Path) -> str | None:
     """The project file `path` would write over (after resolving links), or None."""
-    from infra.project import project_root
+    from infra.core.project import project_root
 
     target = path.resolve()
     for root in {project_root(), project_root(path.parent if path.parent.exists() else None)}:

@@ -175,7 +175,7 @@ def _instance_type(clients: Clients, instance_type: str) -> dict:
 
 def _offered_instead(clients: Clients, instance_type: str, zone: str) -> str:
     """Where the account is offered the type in the region, else where AWS's bundled catalog has it."""
-    from infra.bundled import where_offered
+    from infra.core.bundled import where_offered
 
     rows = clients.ec2.describe_instance_type_offerings(
         LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": [instance_type]}]
@@ -231,7 +231,8 @@ def _reservation(clients: Clients, cfg: StackConfig, pool: GpuPool) -> Check:
         if _error_code(exc) != "InvalidCapacityReservationId.NotFound":
             raise
         return Check("reservation", f"{pool.name}: {pool.reservation_id}", False, f"AWS knows no reservation {pool.reservation_id} in {cfg.region} ({_error_code(exc)})",
-                     f"check the id and the region, and that the reservation belongs to or is shared with this account (aws ec2 describe-capacity-reservations --region {cfg.region})")
+                     "check the id and the region, and that the reservation belongs to or is shared with this account (aws "
+                     f"ec2 describe-capacity-reservations --region {cfg.region})")
     problems = []
     if r.get("State") not in ("active", "scheduled"):
         problems.append(f"state {r.get('State')}")
@@ -288,7 +289,8 @@ def _addon(clients: Clients, kubernetes_version: str, name: str, pin: str | None
     marks default (what `higgsfield:addonVersions` leaves unpinned resolves to at deploy), or
     whether the stack's pin is among the versions it offers."""
     target = f"{name} on Kubernetes {kubernetes_version}"
-    # EKS DescribeAddonVersions: addons[].addonVersions[].{addonVersion, compatibilities[].{clusterVersion, defaultVersion}}
+    # EKS DescribeAddonVersions: addons[].addonVersions[].{addonVersion, compatibilities[].{clusterVersion,
+    # defaultVersion}}
     addons = clients.eks.describe_addon_versions(addonName=name, kubernetesVersion=kubernetes_version)["addons"]
     offered = [
         v["addonVersion"]
@@ -352,7 +354,8 @@ def render(stack: str, checks: list[Check], colour: bool = False) -> str:
 def one_cause(checks: list[Check]) -> str | None:
     """When AWS could not be reached at all, that one cause in one line instead of a line per check."""
     if checks and all(c.unreachable for c in checks):
-        return f"cannot reach AWS: {len(checks)} checks not run ({checks[0].detail.removeprefix('not checked: ')}); {checks[0].fix}"
+        return (f"cannot reach AWS: {len(checks)} checks not run ({checks[0].detail.removeprefix('not checked: ')}); "
+                f"{checks[0].fix}")
     return None
 
 

@@ -48,7 +48,7 @@ def field_docs(model: type[BaseModel]) -> dict[str, str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(model)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs = {}
-    for field, doc in zip(body, body[1:]):
+    for field, doc in zip(body, body[1:], strict=False):
         if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name) and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str):
             docs[field.target.id] = " ".join(doc.value.value.split())
     return docs
@@ -90,7 +90,8 @@ def config_schema() -> dict:
     schema["properties"].pop("stack", None)
     schema["required"] = [k for k in schema.get("required", []) if k != "stack"]
     for key in SECRET_ONLY_KEYS:
-        schema["properties"][key] = {"$ref": "#/$defs/Secure", "description": "AWS provider credential: only encrypted (pulumi config set --secret); prefer AWS_PROFILE or OIDC"}
+        schema["properties"][key] = {"$ref": "#/$defs/Secure", "description": "AWS provider credential: only encrypted (pulumi config set --secret); prefer AWS_PROFILE "
+                                                                              "or OIDC"}
     schema.setdefault("$defs", {})["Secure"] = {
         "type": "object",
         "description": "A value Pulumi encrypted (pulumi config set --secret KEY VALUE)",

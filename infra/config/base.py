@@ -16,13 +16,14 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from infra.core.names import DNS_LABEL as DNS_LABEL
+from infra.core.names import ENVIRONMENTS as ENVIRONMENTS
+from infra.core.names import NAMESPACE as NAMESPACE
+from infra.core.names import SYSTEM_TAINT_KEY as SYSTEM_TAINT_KEY
 
-NAMESPACE = "higgsfield"
-ENVIRONMENTS = ("dev", "staging", "prod")
 # The taint on the system (CPU) node group, `higgsfield.io/system=true:NoSchedule`: only platform
 # components tolerate it (components/cpu_nodes.py SYSTEM_TOLERATION); a team pod may not (its
 # admission policy refuses the toleration). The GPU pools' taint is GPU_TAINT_KEY (gpu_pools.py).
-SYSTEM_TAINT_KEY = "higgsfield.io/system"
 SYSTEM_TAINT_EFFECT = "NoSchedule"
 
 # --- building blocks of settings ------------------------------------------------------------
@@ -59,7 +60,7 @@ def derived(description: str, **kwargs: Any) -> Any:
 # Text, lists and maps carry their bound on the model (maxLength / maxItems / maxProperties in the
 # JSON Schema, checked by pydantic before any pattern or validator runs, so every later check is
 # over a bounded value); the nesting depth is the models' own (unknown keys are refused) and the
-# reader's (infra/cli/stack_file.py MAX_DEPTH). Where AWS or Kubernetes sets the bound, the
+# reader's (infra/offline/stack_file.py MAX_DEPTH). Where AWS or Kubernetes sets the bound, the
 # constant says so; the others are ours, far above any real stack.
 MAX_TEXT = 1024  # free text (a reason, a path); names and ids are bounded by their own patterns
 MAX_ITEMS = 100  # entries of a list or map whose bound is ours (100 GPU pools, teams, datasets)
@@ -134,16 +135,17 @@ def shown(value: str, limit: int = 80) -> str:
 # labelValueFmt, 63). Taint keys are qualified names and taint values label values
 # (kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateTaints). Our names are
 # DNS labels of at most 30: they are prefixed (higgsfield-<stack>-...) into names of 63.
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$"
 DnsLabel = matching(DNS_LABEL, "must be a lowercase DNS label of at most 30 characters (a-z, 0-9, '-'; starts and ends alphanumeric)", 30)
-QUALIFIED_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+QUALIFIED_NAME = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"  # an optional DNS prefix
+                  r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
 
 
 def _qualified_name(value: str) -> str:
     prefix, _, name = value.rpartition("/")
     if not re.fullmatch(QUALIFIED_NAME, value, re.ASCII) or len(prefix) > 253 or len(name) > 63:
-        raise ValueError(f"{shown(value)} is not a Kubernetes qualified name ([prefix/]name: name up to 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric; prefix a DNS subdomain)")
+        raise ValueError(f"{shown(value)} is not a Kubernetes qualified name ([prefix/]name: name up to 63 of A-Z a-z 0-9 - _ . "
+                         "starting and ending alphanumeric; prefix a DNS subdomain)")
     return value
 
 

@@ -14,8 +14,8 @@ from pydantic import (
     model_validator,
 )
 
-from infra import versions
-from infra.bundled import where_offered
+from infra.core import versions
+from infra.core.bundled import where_offered
 from infra.config.base import (
     Bool,
     Cidr,
@@ -34,7 +34,7 @@ from infra.config.limits import MAX_PUBLIC_CIDRS, public_cidr
 # The cluster's Service range. The program leaves EKS's kubernetesNetworkConfig.serviceIpv4Cidr
 # unset: "You can only specify a custom CIDR block when you create a cluster" (EKS API,
 # KubernetesNetworkConfigRequest), so setting it on a running cluster would replace the cluster
-# (infra/cli/diff.py refuses that). Unset, EKS "assigns addresses from either the 10.100.0.0/16 or
+# (infra/offline/diff.py refuses that). Unset, EKS "assigns addresses from either the 10.100.0.0/16 or
 # 172.20.0.0/16 CIDR blocks": 172.20.0.0/16 when a VPC IPv4 CIDR block lies in 10.0.0.0/8, else
 # 10.100.0.0/16 - the rule the EKS AMI used to find the cluster DNS address without the range
 # (TEN_RANGE in awslabs/amazon-eks-ami:templates/al2/runtime/bootstrap.sh@v20260304).
@@ -62,7 +62,8 @@ class Endpoint(Setting):
     private: Bool = True
     """Must be true: nodes reach the API server privately."""
     public_access_cidrs: tuple[Annotated[Cidr, AfterValidator(public_cidr)], ...] = items(maximum=MAX_PUBLIC_CIDRS)
-    """Public (internet) CIDRs allowed to reach the public endpoint, at most 40 (the EKS quota); empty keeps the API private (prod: no 0.0.0.0/0)."""
+    """Public (internet) CIDRs allowed to reach the public endpoint, at most 40 (the EKS quota); empty keeps the API
+    private (prod: no 0.0.0.0/0)."""
 
     @field_validator("private")
     @classmethod
@@ -99,10 +100,12 @@ class NodeSizes(Setting):
         if self.desired_size is None:
             self._fill(desired_size=self.min_size)
         if self.min_size < SYSTEM_NODES_MIN:
-            problems.add("minSize", f"{self.min_size}: the system node group runs the Cluster Autoscaler, CoreDNS and the controllers, so at "
-                                    f"zero nothing could ever scale it (or anything else) up again: at least {SYSTEM_NODES_MIN}")
+            problems.add("minSize", f"{self.min_size}: the system node group runs the Cluster Autoscaler, CoreDNS and the "
+                                    f"controllers, so at zero nothing could ever scale it (or anything else) up again: at least "
+                                    f"{SYSTEM_NODES_MIN}")
         elif not self.min_size <= self.desired_size <= self.max_size:
-            problems.add("", f"needs minSize <= desiredSize <= maxSize, got {self.min_size} <= {self.desired_size} <= {self.max_size}")
+            problems.add("", f"needs minSize <= desiredSize <= maxSize, got {self.min_size} <= {self.desired_size} <= "
+                             f"{self.max_size}")
         catalog, region = _catalog(info)
         if catalog is not None:
             for i, name in enumerate(self.instance_types):
@@ -111,8 +114,10 @@ class NodeSizes(Setting):
                 elif "x86_64" not in catalog.describe(name).architectures:
                     problems.add(f"instanceTypes[{i}]", f"{name} is not x86_64; the system nodes run {versions.CPU_AMI_TYPE}")
                 elif catalog.describe(name).gpus:
-                    problems.add(f"instanceTypes[{i}]", f"{name} has {catalog.describe(name).gpus} GPUs: the system nodes run {versions.CPU_AMI_TYPE} without NVIDIA drivers "
-                                 "and untainted, so the GPUs would be paid for and never used; put GPU types in higgsfield:gpuPools")
+                    problems.add(f"instanceTypes[{i}]", f"{name} has {catalog.describe(name).gpus} GPUs: the system nodes run "
+                                                        f"{versions.CPU_AMI_TYPE} without NVIDIA drivers "
+                                 "and untainted, so the GPUs would be paid for and never used; put GPU types in "
+                                 "higgsfield:gpuPools")
         problems.raise_any()
         return self
 
@@ -125,9 +130,11 @@ class Autoscaler(Setting):
     expander: Literal["least-waste", "most-pods", "priority", "random", "price"] = "least-waste"
     """Which node group grows when several could."""
     max_node_startup_time: Duration | None = None
-    """--max-node-startup-time; unset: the slowest GPU pool's bootTime plus its healthGate.timeout (a node still in the gate is not yet 'unready'), at least the upstream 15m."""
+    """--max-node-startup-time; unset: the slowest GPU pool's bootTime plus its healthGate.timeout (a node still in the
+    gate is not yet 'unready'), at least the upstream 15m."""
     ok_total_unready_count: number(0) | None = None
-    """--ok-total-unready-count; unset: the largest gang's nodes plus the upstream 3, so a gang whose nodes are all still unready never halts the autoscaler."""
+    """--ok-total-unready-count; unset: the largest gang's nodes plus the upstream 3, so a gang whose nodes are all
+    still unready never halts the autoscaler."""
     max_total_unready_percentage: Annotated[float, Strict(), Field(ge=0, le=100)] | None = None
     """--max-total-unready-percentage; unset: the upstream 45."""
 

@@ -11,7 +11,7 @@ import pulumi
 from pydantic_core import PydanticCustomError
 
 from infra.config.base import NAMESPACE
-from infra.stack_values import KEY_SHOWN, Problem, key_of  # noqa: F401 - defined in the bottom layer, used from here
+from infra.core.stack_values import KEY_SHOWN, Problem, key_of  # noqa: F401 - defined in the bottom layer, used from here
 
 # --- errors --------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from typing import Annotated, Literal, Protocol
 
 from pydantic import (
@@ -15,9 +15,9 @@ from pydantic import (
     model_validator,
 )
 
-from infra import versions
-from infra.bundled import where_offered
-from infra.catalog import InstanceFacts
+from infra.core import versions
+from infra.core.bundled import where_offered
+from infra.core.catalog import InstanceFacts
 from infra.config.base import (
     GP3_MAX_GIB,
     Bool,
@@ -99,7 +99,7 @@ PositiveDuration = matching(r"^(?!0+[smh]$)\d{1,6}(s|m|h)$", "is not a duration 
 def now() -> datetime:
     """The one clock of the program: Capacity Block windows are checked against it and the pools'
     sizes and scheduled actions read from it (components/gpu_pools.py). The test suite pins it."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def seconds_of(duration: str) -> int:
@@ -135,17 +135,23 @@ class Capacity(Setting):
     type: Literal["on-demand", "spot", "capacity-block", "reservation"] = "on-demand"
     """reservation: an On-Demand Capacity Reservation; capacity-block: an EC2 Capacity Block for ML."""
     reservation_id: Annotated[str, Strict(), Field(max_length=20), AfterValidator(lambda v: _reservation_id(v))] | None = None
-    """The capacity reservation (cr-0123456789abcdef0); required for capacity-block and reservation, else not allowed."""
+    """The capacity reservation (cr-0123456789abcdef0); required for capacity-block and reservation, else not
+    allowed."""
     start: UtcTime | None = None
-    """capacity-block only (required): when the block begins, UTC ("2027-01-04T11:30:00Z"); the pool's ASG opens then."""
+    """capacity-block only (required): when the block begins, UTC ("2027-01-04T11:30:00Z"); the pool's ASG opens
+    then."""
     end: UtcTime | None = None
     """capacity-block only (required): when the block ends, UTC; EC2 terminates what still runs then."""
     drain_before: Duration = "1h"
-    """capacity-block: how long before the end the pool scales to zero (jobs get SIGTERM and flush a checkpoint); more than 30m plus higgsfield:checkpoints.terminationGracePeriod."""
+    """capacity-block: how long before the end the pool scales to zero (jobs get SIGTERM and flush a checkpoint); more
+    than 30m plus higgsfield:checkpoints.terminationGracePeriod."""
     warm: Bool = derived(
-        "reservation and capacity-block (default true): hold the reserved count (the pool's maxSize) running while the reservation is billed - "
-        "an ODCR always, a Capacity Block from its start to drainBefore ahead of its end - so its nodes pass the health gate before the first job; "
-        "false lets the pool scale to zero like an on-demand one (the reservation is billed all the same). Not allowed for on-demand and spot."
+        "reservation and capacity-block (default true): hold the reserved count (the pool's maxSize) running while "
+        "the reservation is billed - "
+        "an ODCR always, a Capacity Block from its start to drainBefore ahead of its end - so its nodes pass the "
+        "health gate before the first job; "
+        "false lets the pool scale to zero like an on-demand one (the reservation is billed all the same). Not "
+        "allowed for on-demand and spot."
     )
 
     @property
@@ -176,11 +182,13 @@ class Capacity(Setting):
             problems.add("reservationId", f"only capacity types capacity-block and reservation take a reservation id, not {self.type}")
         for where in ("start", "end"):
             if self.type == "capacity-block" and getattr(self, where) is None:
-                problems.add(where, f"is required for capacity type capacity-block: the block's {where} time in UTC, from `aws ec2 describe-capacity-reservations`")
+                problems.add(where, f"is required for capacity type capacity-block: the block's {where} time in UTC, from `aws ec2 "
+                                    "describe-capacity-reservations`")
             if self.type != "capacity-block" and getattr(self, where) is not None:
                 problems.add(where, f"only capacity type capacity-block has a window, not {self.type}")
         if self.warm and not self.reserved:
-            problems.add("warm", f"only capacity types capacity-block and reservation are held warm (they are billed whether instances run or not), not {self.type}")
+            problems.add("warm", "only capacity types capacity-block and reservation are held warm (they are billed whether "
+                                 f"instances run or not), not {self.type}")
         if self.type == "capacity-block" and self.window:
             self._block_shape(problems)
         if self.window and self.drain_at is not None:
@@ -224,7 +232,7 @@ def _reservation_id(value: str) -> str:
 
 
 class Catalog(Protocol):
-    """Where instance-type facts come from: AWS through invokes (the module infra.catalog)."""
+    """Where instance-type facts come from: AWS through invokes (the module infra.core.catalog)."""
 
     def describe(self, instance_type: str) -> InstanceFacts: ...
 
@@ -284,16 +292,21 @@ class GpuPool(Setting):
     """Root gp3 volume, GiB."""
     local_nvme: Literal["raid0", "none"] = derived("raid0 stripes the local NVMe drives; default raid0 when the type has them, else none.")
     labels: dict[EksLabelKey, EksLabelValue] = items(maximum=EKS_MAX_TAINTS, default={})
-    """Kubernetes labels on the nodes (not the platform's: higgsfield.io/*, nvidia.com/gpu.present, ...; not kubernetes.io/* or k8s.io/*, which the kubelet refuses)."""
+    """Kubernetes labels on the nodes (not the platform's: higgsfield.io/*, nvidia.com/gpu.present, ...; not
+    kubernetes.io/* or k8s.io/*, which the kubelet refuses)."""
     taints: tuple[Taint, ...] = items(maximum=EKS_MAX_TAINTS)
     """Taints in addition to nvidia.com/gpu=true:NoSchedule."""
     scale_down_unneeded_time: PositiveDuration = GPU_SCALE_DOWN_UNNEEDED_DEFAULT
-    """How long a node of this pool stays unneeded before the autoscaler removes it (its ASG's autoscaling-options tag); long enough for a gang's last node to boot and join."""
+    """How long a node of this pool stays unneeded before the autoscaler removes it (its ASG's autoscaling-options tag);
+    long enough for a gang's last node to boot and join."""
     health_gate: HealthGate = HealthGate()
     boot_time: Duration = GPU_BOOT_TIME_DEFAULT
-    """How long a node of this pool takes from registering with the cluster to Ready with its GPUs advertised and the health gate's image pulled (the autoscaler's --max-node-startup-time counts from registration; the gate's timeout comes on top)."""
+    """How long a node of this pool takes from registering with the cluster to Ready with its GPUs advertised and the
+    health gate's image pulled (the autoscaler's --max-node-startup-time counts from registration; the gate's timeout
+    comes on top)."""
     provisioner: Literal["node-group", "karpenter"] = "node-group"
-    """node-group: an EKS managed node group scaled by the Cluster Autoscaler; karpenter (on-demand and spot only): a Karpenter NodePool that never disrupts a running training pod (docs/karpenter.md)."""
+    """node-group: an EKS managed node group scaled by the Cluster Autoscaler; karpenter (on-demand and spot only): a
+    Karpenter NodePool that never disrupts a running training pod (docs/karpenter.md)."""
     _instance: InstanceFacts | None = PrivateAttr(None)
 
     @property
@@ -321,10 +334,11 @@ class GpuPool(Setting):
             problems.add("minSize", f"{self.min_size} is above maxSize {self.max_size}")
         if self.provisioner == "karpenter" and self.capacity.reserved:
             problems.add("provisioner", f"karpenter is for on-demand and spot pools; {self.capacity.type} pools stay on managed node groups "
-                         "until Karpenter selects capacity across several reservations and Capacity Blocks (aws/karpenter-provider-aws#8514)")
+                         "until Karpenter selects capacity across several reservations and Capacity Blocks "
+                         "(aws/karpenter-provider-aws#8514)")
         if self.capacity.type == "capacity-block" and self.max_size > CAPACITY_BLOCK_MAX_INSTANCES:
-            problems.add("maxSize", f"{self.max_size}: a Capacity Block holds at most {CAPACITY_BLOCK_MAX_INSTANCES} instances ({CAPACITY_BLOCK_DOC}), "
-                                    "and the pool's maxSize is its block's instance count")
+            problems.add("maxSize", f"{self.max_size}: a Capacity Block holds at most {CAPACITY_BLOCK_MAX_INSTANCES} instances "
+                                    f"({CAPACITY_BLOCK_DOC}), and the pool's maxSize is its block's instance count")
         if self.provisioner == "karpenter":
             for key in self.labels:
                 why = karpenter_label(key)
@@ -338,7 +352,8 @@ class GpuPool(Setting):
                          "and the node is billed until someone deletes it; on a Karpenter pool a failed node's "
                          "NodeClaim is always deleted: leave onFailure unset or use replace")
         if self.provisioner == "karpenter" and self.min_size:
-            problems.add("minSize", f"{self.min_size}: a Karpenter NodePool has no minimum (it launches for pending pods only); use 0 or provisioner node-group")
+            problems.add("minSize", f"{self.min_size}: a Karpenter NodePool has no minimum (it launches for pending pods only); use 0 or "
+                                    "provisioner node-group")
         catalog, region = _catalog(info)
         if catalog is None or not re.fullmatch(re.escape(region) + r"[a-z]", self.availability_zone):
             problems.raise_any()  # the zone itself is reported by the stack (not in its availabilityZones)
@@ -371,8 +386,10 @@ class GpuPool(Setting):
         are unique by key and effect as the API server requires ("taints must be unique by key and
         effect pair": kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateNodeTaints)."""
         if len(self.labels) + len(self.taints) > ASG_TAG_ROOM:
-            problems.add("labels", f"{len(self.labels)} labels and {len(self.taints)} taints are more than the {ASG_TAG_ROOM} the pool's Auto Scaling group has room for: "
-                                   f"each is an autoscaler node-template tag on it, and an Auto Scaling group takes at most 50 tags ({ASG_TAGS_DOC})")
+            problems.add("labels", f"{len(self.labels)} labels and {len(self.taints)} taints are more than the {ASG_TAG_ROOM} the "
+                                   "pool's Auto Scaling group has room for: "
+                                   "each is an autoscaler node-template tag on it, and an Auto Scaling group takes at most 50 tags "
+                                   f"({ASG_TAGS_DOC})")
         for key in self.labels:
             why = pool_label(key)
             if why:
@@ -384,7 +401,8 @@ class GpuPool(Setting):
                 problems.add(f"taints[{i}].key", why)
             pair = (taint.key, taint.effect)
             if pair in seen:
-                problems.add(f"taints[{i}]", f"duplicates taints[{seen[pair]}] ({taint.key}:{taint.effect}): the API server refuses a node whose taints repeat a key and effect")
+                problems.add(f"taints[{i}]", f"duplicates taints[{seen[pair]}] ({taint.key}:{taint.effect}): the API server refuses a node "
+                                             "whose taints repeat a key and effect")
             seen.setdefault(pair, i)
 
     def _instance_facts(self, catalog: Catalog, region: str, problems: Problems) -> InstanceFacts | None:
@@ -406,8 +424,10 @@ class GpuPool(Setting):
             if (other.gpus, other.efa_supported, other.efa_max_interfaces) != (first.gpus, first.efa_supported, first.efa_max_interfaces):
                 problems.add(
                     "instanceTypes",
-                    f"{first.name} ({first.gpus} GPUs, {first.efa_max_interfaces} EFA) and {other.name} ({other.gpus} GPUs, "
-                    f"{other.efa_max_interfaces} EFA) differ; one pool holds types with the same GPU count and EFA support",
+                    f"{first.name} ({first.gpus} GPUs, {first.efa_max_interfaces} EFA) and {other.name} "
+                    f"({other.gpus} GPUs, "
+                    f"{other.efa_max_interfaces} EFA) differ; one pool holds types with the same GPU count and EFA "
+                    "support",
                 )
             elif set(other.architectures) != set(first.architectures):
                 problems.add("instanceTypes", f"{first.name} and {other.name} have different CPU architectures")

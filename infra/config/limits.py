@@ -12,6 +12,7 @@ import re
 import unicodedata
 
 from infra.config.base import NAMESPACE, shown
+from infra.core.names import GPU_RESOURCE as GPU_TAINT_KEY, STARTUP_TAINT_KEY
 
 # --- tags -------------------------------------------------------------------------------------
 # "Tag naming limits and requirements" (docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html,
@@ -37,13 +38,14 @@ PROGRAM_TAG_KEYS = ("Name", "higgsfield.io/pool")
 PROGRAM_TAG_PREFIXES = ("kubernetes.io/", "k8s.io/", "karpenter.sh/", "eks:", "eks.amazonaws.com/")
 # The most tags the program adds to one resource on top of the configured ones (subnets: the two
 # higgsfield:* tags, Name, kubernetes.io/cluster/..., kubernetes.io/role/...); a test checks every
-# resource of every shipped stack's plan against it (tests/test_hostile_inputs.py).
+# resource of every shipped stack's plan against it (tests/config/test_hostile_inputs.py).
 PROGRAM_TAGS = 6
 
 
 def tag_text(value: str, what: str, limit: int) -> str:
     if len(value) > limit or not all(_tag_character(c) for c in value):
-        raise ValueError(f"{shown(value)} is not a valid AWS tag {what}: at most {limit} of letters, digits, spaces and + - = . _ : / @ "
+        raise ValueError(f"{shown(value)} is not a valid AWS tag {what}: at most {limit} of letters, digits, spaces and + - = . _ "
+                         ": / @ "
                          "(AWS tagging rules, docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html)")
     return value
 
@@ -55,9 +57,11 @@ def tag_key(name: str) -> str:
     if name.lower().startswith("aws:"):
         raise ValueError(f"{shown(name)}: the aws: prefix is reserved for AWS (AWS tagging rules)")
     if name.lower().startswith(f"{NAMESPACE}:"):
-        raise ValueError(f"{shown(name)}: {NAMESPACE}:* tags are set by the program (higgsfield:stack, higgsfield:environment), not by config")
+        raise ValueError(f"{shown(name)}: {NAMESPACE}:* tags are set by the program (higgsfield:stack, higgsfield:environment), "
+                         "not by config")
     if name in PROGRAM_TAG_KEYS or name.startswith(PROGRAM_TAG_PREFIXES):
-        raise ValueError(f"{shown(name)} is a tag the program sets itself ({', '.join(PROGRAM_TAG_KEYS)}, {', '.join(p + '*' for p in PROGRAM_TAG_PREFIXES)}): it would be overwritten")
+        raise ValueError(f"{shown(name)} is a tag the program sets itself ({', '.join(PROGRAM_TAG_KEYS)}, "
+                         f"{', '.join(p + '*' for p in PROGRAM_TAG_PREFIXES)}): it would be overwritten")
     return name
 
 
@@ -79,13 +83,15 @@ _S3_RULES = "docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.htm
 
 def s3_bucket(name: str) -> str:
     if not re.fullmatch(S3_BUCKET_PATTERN, name):
-        raise ValueError(f"{shown(name)} is not an S3 bucket name: 3-63 of a-z 0-9 . -, starting and ending with a letter or digit ({_S3_RULES})")
+        raise ValueError(f"{shown(name)} is not an S3 bucket name: 3-63 of a-z 0-9 . -, starting and ending with a letter or "
+                         f"digit ({_S3_RULES})")
     if ".." in name:
         raise ValueError(f"{shown(name)} is not an S3 bucket name: no two adjacent periods ({_S3_RULES})")
     if re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+", name):
         raise ValueError(f"{shown(name)} is not an S3 bucket name: it must not be formatted as an IP address ({_S3_RULES})")
     if name.startswith(_BUCKET_PREFIXES) or name.endswith(_BUCKET_SUFFIXES):
-        raise ValueError(f"{shown(name)} is not an S3 bucket name: S3 reserves the prefixes {', '.join(_BUCKET_PREFIXES)} and the suffixes {', '.join(_BUCKET_SUFFIXES)} ({_S3_RULES})")
+        raise ValueError(f"{shown(name)} is not an S3 bucket name: S3 reserves the prefixes {', '.join(_BUCKET_PREFIXES)} and the "
+                         f"suffixes {', '.join(_BUCKET_SUFFIXES)} ({_S3_RULES})")
     return name
 
 
@@ -117,8 +123,10 @@ def access_entry_principal(arn: str) -> str:
     found = _ASSUMED_ROLE.match(arn)
     if found:
         partition, account, role = found.groups()
-        raise ValueError(f"{shown(arn)} is an STS session of role {role}, not an IAM principal: an EKS access entry takes the role's ARN, "
-                         f"arn:{partition}:iam::{account}:role/{role} (with its path, if it has one; `aws iam get-role --role-name {role}`) "
+        raise ValueError(f"{shown(arn)} is an STS session of role {role}, not an IAM principal: an EKS access entry takes the "
+                         "role's ARN, "
+                         f"arn:{partition}:iam::{account}:role/{role} (with its path, if it has one; `aws iam get-role "
+                         f"--role-name {role}`) "
                          "(docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html)")
     parts = arn.split(":", 5)
     if len(parts) != 6:
@@ -226,14 +234,12 @@ def kubelet_refuses(key: str) -> bool:
 # autoscaler's contract (components/device_plugins.py, components/gpu_pools.py).
 PLATFORM_LABEL_NAMESPACES = ("higgsfield.io",)
 PLATFORM_LABELS = ("nvidia.com/gpu.present", "vpc.amazonaws.com/efa.present", "k8s.amazonaws.com/accelerator")
-GPU_TAINT_KEY = "nvidia.com/gpu"
 # The health gate's taint on every new node of a gated pool (components/healthgate.py): the Cluster
 # Autoscaler's startup-taint prefix (StartupTaintPrefix, kubernetes/autoscaler:cluster-autoscaler/
 # utils/taints/taints.go@cluster-autoscaler-1.35.0), so scale-from-zero plans ignore it. At most 63
 # characters: EKS refuses a node group taint key of more ("Length Constraints: Minimum length of 1.
 # Maximum length of 63", docs.aws.amazon.com/eks/latest/APIReference/API_Taint.html; botocore's
 # eks/2017-11-01 shape taintKey); this one is 62.
-STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-gate"
 # The GPU taint, the health gate's startup taint and the system nodes' taint
 # (higgsfield.io/system), by key: a pool's own taint with one of these keys, any value or effect,
 # would replace or shadow the platform's.
@@ -248,20 +254,25 @@ AUTOSCALER_TAINT_PREFIXES = ("startup-taint.cluster-autoscaler.kubernetes.io/", 
 def pool_label(key: str) -> str | None:
     """Why a pool may not set node label `key`, or None."""
     if key in PLATFORM_LABELS or any(_in(_namespace(key), ns) for ns in PLATFORM_LABEL_NAMESPACES):
-        return f"{shown(key)} is the platform's own node label ({', '.join(PLATFORM_LABELS)}, higgsfield.io/*): a pool may not override it"
+        return (f"{shown(key)} is the platform's own node label ({', '.join(PLATFORM_LABELS)}, higgsfield.io/*): a "
+                "pool may not override it")
     if kubelet_refuses(key):
-        return (f"{shown(key)} is in the kubernetes.io/k8s.io namespaces, which the kubelet refuses to register a node with (it would not start: "
+        return (f"{shown(key)} is in the kubernetes.io/k8s.io namespaces, which the kubelet refuses to register a node "
+                "with (it would not start: "
                 f"allowed are {', '.join(KUBELET_LABEL_NAMESPACES)}/* and the kubelet's own labels; kubernetes/kubernetes "
-                "cmd/kubelet/app/options/options.go ValidateKubeletFlags); set node-role and the like after the node joins, or use your own prefix")
+                "cmd/kubelet/app/options/options.go ValidateKubeletFlags); set node-role and the like after the node "
+                "joins, or use your own prefix")
     return None
 
 
 def pool_taint(key: str) -> str | None:
     """Why a pool may not set a taint with `key`, or None."""
     if key in PLATFORM_TAINT_KEYS or _in(_namespace(key), "higgsfield.io"):
-        return f"{shown(key)} is a taint the platform sets ({', '.join(PLATFORM_TAINT_KEYS)}, higgsfield.io/*): a pool may not override or duplicate it"
+        return (f"{shown(key)} is a taint the platform sets ({', '.join(PLATFORM_TAINT_KEYS)}, higgsfield.io/*): a "
+                "pool may not override or duplicate it")
     if key.startswith(AUTOSCALER_TAINT_PREFIXES):
-        return f"{shown(key)} is in a Cluster Autoscaler taint namespace ({', '.join(AUTOSCALER_TAINT_PREFIXES)}): the autoscaler would ignore it when it plans nodes"
+        return (f"{shown(key)} is in a Cluster Autoscaler taint namespace ({', '.join(AUTOSCALER_TAINT_PREFIXES)}): "
+                "the autoscaler would ignore it when it plans nodes")
     return None
 
 

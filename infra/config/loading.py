@@ -25,7 +25,7 @@ from infra.config.errors import (
 )
 from infra.config.gpu_pools import Catalog
 from infra.config.stack import _HIDDEN, StackConfig, eks_regions
-from infra.stack_values import UNKNOWN_SECRET, as_written, is_secret, secret_leaves, without_secrets  # noqa: F401 - UNKNOWN_SECRET: re-exported
+from infra.core.stack_values import UNKNOWN_SECRET, as_written, is_secret, secret_leaves, without_secrets  # noqa: F401 - UNKNOWN_SECRET: re-exported
 
 
 def _expected(ctx: Mapping[str, Any]) -> str:
@@ -48,8 +48,10 @@ _MESSAGES: dict[str, Callable[[Any, Mapping[str, Any]], str]] = {
     "string_type": lambda v, c: f"must be a string, got {_show(v)}",
     "string_too_short": lambda v, c: "must not be empty",
     "string_too_long": lambda v, c: f"has at most {c.get('max_length')} characters, got {len(v) if isinstance(v, str) else '?'}",
-    "too_short": lambda v, c: "must not be empty" if isinstance(v, str) and not v else f"needs at least {c.get('min_length')} {'characters' if isinstance(v, str) else 'entries'}, got {c.get('actual_length')}",
-    "too_long": lambda v, c: f"{'has' if isinstance(v, str) else 'takes'} at most {c.get('max_length')} {'characters' if isinstance(v, str) else 'entries'}, got {c.get('actual_length')}",
+    "too_short": lambda v, c: "must not be empty" if isinstance(v, str) and not v else f"needs at least {c.get('min_length')} {'characters' if isinstance(v, str) else 'entries'}, got "
+                                                                                       f"{c.get('actual_length')}",
+    "too_long": lambda v, c: f"{'has' if isinstance(v, str) else 'takes'} at most {c.get('max_length')} "
+                             f"{'characters' if isinstance(v, str) else 'entries'}, got {c.get('actual_length')}",
     "greater_than_equal": lambda v, c: f"must be at least {c.get('ge')}, got {_show(v)}",
     "greater_than": lambda v, c: f"must be more than {c.get('gt')}, got {_show(v)}",
     "less_than_equal": lambda v, c: f"must be at most {c.get('le')}, got {_show(v)}",
@@ -97,9 +99,11 @@ def _unknown(loc: tuple[str | int, ...]) -> str:
         return f"unknown setting{hint} (allowed: {', '.join(allowed)})"
     namespace = name.split(":", 1)[0] if ":" in name else None
     if namespace is None:
-        return f"config keys carry a namespace (NAMESPACE:key){hint or f'; this program reads {NAMESPACE}:* and aws:region'}"
+        return ("config keys carry a namespace "
+                f"(NAMESPACE:key){hint or f'; this program reads {NAMESPACE}:* and aws:region'}")
     if namespace == "aws":
-        return f"not an aws setting this program reads (it reads aws:region, and the provider, encrypted, {', '.join(SECRET_ONLY_KEYS)}; set AWS_PROFILE in your shell){hint}"
+        return ("not an aws setting this program reads (it reads aws:region, and the provider, encrypted, "
+                f"{', '.join(SECRET_ONLY_KEYS)}; set AWS_PROFILE in your shell){hint}")
     if namespace != NAMESPACE:
         return f"unknown config namespace {namespace!r} (this program reads {NAMESPACE}:* and aws:region){hint}"
     return f"unknown setting{hint}"
@@ -115,7 +119,7 @@ def problems_of(error: ValidationError) -> list[Problem]:
         elif e["type"] == "extra_forbidden":
             found.append(Problem(loc, _unknown(loc)))
         else:
-            message = _MESSAGES.get(e["type"], lambda v, c: e["msg"])(e.get("input"), ctx)
+            message = _MESSAGES.get(e["type"], lambda v, c: e["msg"])(e.get("input"), ctx)  # noqa: B023 - called at once
             found.append(Problem(loc, message))
     return found
 
@@ -238,7 +242,7 @@ def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = No
     credentials, unknown keys (each with its likely meaning, the rest checked as if meant, so
     a typo is reported as the typo and not as what its absence breaks), and every wrong value.
     `secret_keys` were encrypted in the stack file (wholly or in part). Offline, an encrypted value
-    is a placeholder (`infra.stack_values.secret_placeholder`): a whole setting's is not checked
+    is a placeholder (`infra.core.stack_values.secret_placeholder`): a whole setting's is not checked
     and the default stands in; one inside a setting is left out and the rest checked."""
     deep = [key for key, value in config.items() if _depth(value) > MAX_DEPTH]
     if deep:  # before anything recurses into them
@@ -250,7 +254,8 @@ def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = No
     fields = {f.alias: f for f in StackConfig.model_fields.values()}
     for key in sorted(unknown):
         if key in fields and fields[key].is_required():
-            problems.append(Problem((key,), "is encrypted (secure:) and required: the offline plan cannot decrypt it; keep it in plaintext, it is not a credential"))
+            problems.append(Problem((key,), "is encrypted (secure:) and required: the offline plan cannot decrypt it; keep it in plaintext, "
+                                            "it is not a credential"))
     config = {k: v for k, v in config.items() if k not in PROVIDER_KEYS and k not in unknown}
     # An encrypted value inside a setting hides that value only: the setting is checked with it
     # left out (its plaintext neighbours, its shape), and a problem its absence causes says so.
@@ -380,6 +385,6 @@ def load() -> StackConfig:
         if raw is not None:
             values[key] = _decode(raw)
     secret = {k for k in values if pulumi.runtime.config.is_config_secret(k)} | set(pulumi.runtime.config.get_config_secret_keys_env())
-    from infra import catalog
+    from infra.core import catalog
 
     return validate(pulumi.get_stack(), values, catalog=catalog, secret_keys=frozenset(secret))

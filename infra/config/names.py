@@ -7,7 +7,7 @@ docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html).
 
 The names are derived here as the components derive them (components/teams.py Teams,
 components/storage.py LustreFileSystem._volume / _pv_claim, components/gpu_pools.py GpuPoolGroup,
-components/delivery.py); tests/test_hostile_inputs.py checks these functions against the names in
+components/delivery.py); tests/config/test_hostile_inputs.py checks these functions against the names in
 the recorded plans of the shipped stacks, so a component that renames its resources fails a test
 until this module follows.
 """
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from infra.config.base import NAMESPACE
+from infra.core.names import AUTOSCALER_TEMPLATE, POOL_LABEL, role_name
 
 StackConfig = Any  # infra.config.stack.StackConfig (which calls `collisions`; not imported back)
 
@@ -27,13 +28,6 @@ STORAGE_COMPONENT = "lustre"  # infra/__main__.py: LustreFileSystem("lustre", ..
 TEAM_NETWORK_POLICIES = ("default-deny", "allow-own-namespace", "allow-dns", "allow-metrics-scrape", "allow-launcher-to-api-server")
 # components/gpu_pools.py: the node-template tags are written onto each pool's ASG as resources
 # named GROUP-asg-<tag key without the template prefix, '/' as '-'>.
-AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
-POOL_LABEL, GATED_LABEL = "higgsfield.io/pool", "higgsfield.io/gated"
-
-
-def role_name(stack: str, purpose: str) -> str:
-    """The CI roles' names, as infra/cli/stacks.py role_name gives them (a test checks)."""
-    return f"{NAMESPACE}-{stack}-{purpose}"
 
 
 def team_resource_names(cfg: StackConfig, team_index: int) -> list[str]:
@@ -87,7 +81,8 @@ def _first_owner(entries: Iterator[tuple[str, str]], what: str) -> list[tuple[st
         if name in owners and owners[name] != where:
             found.append((where, f"derives the {what} {name!r}, which {owners[name]} derives too: rename one"))
         elif name in owners:
-            found.append((where, f"derives the {what} {name!r} twice (two of its labels or taints differ only in '/' and '-'): rename one"))
+            found.append((where, f"derives the {what} {name!r} twice (two of its labels or taints differ only in '/' and '-'): "
+                                 "rename one"))
         owners.setdefault(name, where)
     return found
 
@@ -105,7 +100,9 @@ def collisions(cfg: StackConfig) -> list[tuple[str, str]]:
     for where, arn in principals:
         if arn in seen:
             found.append((where if where.startswith(f"{NAMESPACE}:admins") else seen[arn],
-                          f"{arn} has an access entry already ({seen[arn] if where.startswith(f'{NAMESPACE}:admins') else where}); EKS allows one per principal: remove the duplicate"))
+                          f"{arn} has an access entry already "
+                          f"({seen[arn] if where.startswith(f'{NAMESPACE}:admins') else where}); EKS allows one per "
+                          "principal: remove the duplicate"))
         seen.setdefault(arn, where)
     # team objects (namespace and its objects share one resource type: a name is a URN)
     found += _first_owner(((f"{NAMESPACE}:scheduler.teams[{i}].name", n) for i in range(len(cfg.scheduler.teams)) for n in team_resource_names(cfg, i)),

@@ -11,7 +11,7 @@ from pydantic import (
     model_validator,
 )
 
-from infra.bundled import instance_types
+from infra.core.bundled import instance_types
 from infra.config.base import DnsLabel, Setting, Str, derived, items, number
 from infra.config.errors import Problems, _duplicates
 
@@ -38,19 +38,20 @@ class Queue(Setting):
     @classmethod
     def _not_volcanos(cls, name: str) -> str:
         if name in VOLCANO_QUEUES:
-            raise ValueError(f"{name!r} is a queue Volcano creates and the platform manages (root, default: no GPUs); name the team's queue")
+            raise ValueError(f"{name!r} is a queue Volcano creates and the platform manages (root, default: no GPUs); name the "
+                             "team's queue")
         return name
 
 
 # The three classes of work (docs/design/workload-classes.md). What each may take
 # from the others is proven by `higgsfield check` from the rendered scheduler configuration
-# (infra/preemption.py): only `serving` preempts, and only what lies above a training gang's
+# (infra/offline/preemption.py): only `serving` preempts, and only what lies above a training gang's
 # minimum or an evaluation pod; `training` and `evaluation` never preempt.
 Workload = Literal["training", "serving", "evaluation"]
 WORKLOADS: tuple[str, ...] = ("training", "serving", "evaluation")
 # The platform's own PriorityClass for pods that name none (globalDefault, preemptionPolicy Never):
 # without it such a pod - every Training Operator pod, whose template names no class - would get
-# preemptionPolicy PreemptLowerPriority and could preempt (infra/preemption.py). Config may not
+# preemptionPolicy PreemptLowerPriority and could preempt (infra/offline/preemption.py). Config may not
 # use the name, nor the platform's higgsfield- prefix.
 DEFAULT_PRIORITY_CLASS = "higgsfield-default"
 
@@ -73,7 +74,8 @@ class PriorityClassSpec(Setting):
         if name.startswith("system-"):
             raise ValueError(f"{name!r}: Kubernetes reserves the system- prefix for its own priority classes")
         if name.startswith("higgsfield-"):
-            raise ValueError(f"{name!r}: the higgsfield- prefix is the platform's ({DEFAULT_PRIORITY_CLASS} is the class of pods that name none)")
+            raise ValueError(f"{name!r}: the higgsfield- prefix is the platform's ({DEFAULT_PRIORITY_CLASS} is the class of pods "
+                             "that name none)")
         return name
 
     @field_validator("value")
@@ -105,7 +107,7 @@ MAX_CPU_QUOTA, MAX_MEMORY_QUOTA_GIB = 10_000_000, 1_000_000_000
 @cache
 def gang_floor(gpu_quota: int) -> tuple[int, int]:
     """(vCPUs, GiB) the team's queue may admit for gangs: as components/demand.py queue_resources
-    (the largest GPU node in AWS's catalog, infra/bundled.py), memory rounded up to GiB."""
+    (the largest GPU node in AWS's catalog, infra/core/bundled.py), memory rounded up to GiB."""
     gpu_types = [t for t in instance_types().values() if t.get("GpuInfo")]
     cpu = max(t["VCpuInfo"]["DefaultVCpus"] for t in gpu_types)
     memory_mib = max(t["MemoryInfo"]["SizeInMiB"] for t in gpu_types)
@@ -121,19 +123,24 @@ class Team(Setting):
     queue: Str
     """One of scheduler.queues."""
     gpu_quota: number(0, 1_000_000, "ours: a million GPUs")
-    """GPUs the namespace may hold at most: equal to its own queue's gpuCapability, which enforces it whole gangs at a time."""
+    """GPUs the namespace may hold at most: equal to its own queue's gpuCapability, which enforces it whole gangs at a
+    time."""
     priority_classes: tuple[Str, ...] = items(1)
     """Names from scheduler.priorityClasses the team may use."""
     service_types: tuple[Literal["NodePort", "LoadBalancer"], ...] = items(maximum=2)
-    """Service types beyond ClusterIP the team may create (NodePort, LoadBalancer); empty: ClusterIP and headless only. A LoadBalancer is internal unless the stack sets publicLoadBalancers."""
+    """Service types beyond ClusterIP the team may create (NodePort, LoadBalancer); empty: ClusterIP and headless only.
+    A LoadBalancer is internal unless the stack sets publicLoadBalancers."""
     uid: number(TEAM_UID_MIN, TEAM_UID_MAX, "below 2^31")
     """POSIX UID and GID (the same number) of the team's pods and Lustre directory; unique per team, never reused."""
     serving_gpu_quota: number(0) | None = None
-    """GPUs the team's serving-class pods may request at most (a quota of their own, within gpuQuota); required with a serving class."""
+    """GPUs the team's serving-class pods may request at most (a quota of their own, within gpuQuota); required with a
+    serving class."""
     cpu_quota: number(1, MAX_CPU_QUOTA, "a bound against typos") = derived(
-        "vCPUs the namespace's pods may request in all; at least what its queue admits for gangs (gpuQuota x the largest GPU node's vCPUs); default that + 16.")
+        "vCPUs the namespace's pods may request in all; at least what its queue admits for gangs (gpuQuota x the "
+        "largest GPU node's vCPUs); default that + 16.")
     memory_quota_gib: number(1, MAX_MEMORY_QUOTA_GIB, "a bound against typos") = derived(
-        "GiB the namespace's pods may request in all; at least what its queue admits for gangs (gpuQuota x the largest GPU node's memory); default that + 64.", alias="memoryQuotaGiB")
+        "GiB the namespace's pods may request in all; at least what its queue admits for gangs (gpuQuota x the "
+        "largest GPU node's memory); default that + 64.", alias="memoryQuotaGiB")
     default_cpu_request_millicores: number(10, 64_000) = 500
     """CPU a container that names none requests (LimitRange defaultRequest), in millicores."""
     default_memory_request_mib: number(16, 1_048_576) = Field(1024, alias="defaultMemoryRequestMiB")
@@ -143,7 +150,8 @@ class Team(Setting):
     @classmethod
     def _not_a_platform_namespace(cls, name: str) -> str:
         if name in RESERVED_NAMESPACES or name.startswith(RESERVED_NAMESPACE_PREFIXES):
-            raise ValueError(f"{name!r} is a namespace Kubernetes or the platform owns ({', '.join(RESERVED_NAMESPACES)}, {', '.join(p + '*' for p in RESERVED_NAMESPACE_PREFIXES)}); pick another team name")
+            raise ValueError(f"{name!r} is a namespace Kubernetes or the platform owns ({', '.join(RESERVED_NAMESPACES)}, "
+                             f"{', '.join(p + '*' for p in RESERVED_NAMESPACE_PREFIXES)}); pick another team name")
         return name
 
     @field_validator("uid")
@@ -160,10 +168,12 @@ class Team(Setting):
         memory = self.memory_quota_gib if self.memory_quota_gib is not None else memory_floor + MIN_MEMORY_QUOTA_GIB
         problems = Problems()
         if cpu < cpu_floor:
-            problems.add("cpuQuota", f"{cpu} vCPUs is below the {cpu_floor:,} its queue admits for gangs ({self.gpu_quota} GPUs x the largest GPU node): "
+            problems.add("cpuQuota", f"{cpu} vCPUs is below the {cpu_floor:,} its queue admits for gangs ({self.gpu_quota} GPUs x the "
+                                     "largest GPU node): "
                          "the quota, checked pod by pod, would create part of a gang; raise it or leave it unset")
         if memory < memory_floor:
-            problems.add("memoryQuotaGiB", f"{memory} GiB is below the {memory_floor:,} its queue admits for gangs ({self.gpu_quota} GPUs x the largest GPU node): "
+            problems.add("memoryQuotaGiB", f"{memory} GiB is below the {memory_floor:,} its queue admits for gangs ({self.gpu_quota} GPUs x the "
+                                           "largest GPU node): "
                          "the quota, checked pod by pod, would create part of a gang; raise it or leave it unset")
         if self.default_cpu_request_millicores > cpu * 1000:
             problems.add("defaultCpuRequestMillicores", f"{self.default_cpu_request_millicores}m is above the team's cpuQuota of {cpu} vCPUs")
@@ -204,7 +214,8 @@ class Scheduler(Setting):
                 problems.add(f"teams[{i}].gpuQuota", f"{team.gpu_quota} GPUs is above queue {team.queue!r}'s capability of {queue.gpu_capability}")
             elif team.gpu_quota < queue.gpu_capability:
                 problems.add(f"teams[{i}].gpuQuota", f"{team.gpu_quota} GPUs is below queue {team.queue!r}'s capability of {queue.gpu_capability}: "
-                             "the team's queue is its GPU quota (Volcano admits whole gangs against it; a ResourceQuota would admit part "
+                             "the team's queue is its GPU quota (Volcano admits whole gangs against it; a ResourceQuota would "
+                             "admit part "
                              "of one), so give the queue the team's quota")
             if queue is not None and team.queue in queue_owner and queue_owner[team.queue] != team.name:
                 problems.add(f"teams[{i}].queue", f"queue {team.queue!r} is team {queue_owner[team.queue]!r}'s: each team has a queue of its own, "
@@ -217,14 +228,16 @@ class Scheduler(Setting):
                 problems.add(f"teams[{i}].priorityClasses", f"team {team.name} needs a training class (its training jobs and health checks use the first)")
             if self.classes_of(team, "serving"):
                 if team.serving_gpu_quota is None:
-                    problems.add(f"teams[{i}].servingGpuQuota", f"team {team.name} is given a serving class: set the GPUs its serving pods may hold (within gpuQuota {team.gpu_quota})")
+                    problems.add(f"teams[{i}].servingGpuQuota", f"team {team.name} is given a serving class: set the GPUs its serving pods may hold (within "
+                                                                f"gpuQuota {team.gpu_quota})")
                 elif team.serving_gpu_quota > team.gpu_quota:
                     problems.add(f"teams[{i}].servingGpuQuota", f"{team.serving_gpu_quota} GPUs is above the team's gpuQuota of {team.gpu_quota}")
         _duplicates(problems, "teams", [t.name for t in self.teams])
         owners: dict[int, str] = {}
         for i, team in enumerate(self.teams):
             if team.uid in owners and owners[team.uid] != team.name:
-                problems.add(f"teams[{i}].uid", f"{team.uid} is team {owners[team.uid]!r}'s: every team needs its own UID (it owns the team's files)")
+                problems.add(f"teams[{i}].uid", f"{team.uid} is team {owners[team.uid]!r}'s: every team needs its own UID (it owns the team's "
+                                                "files)")
             owners.setdefault(team.uid, team.name)
         problems.raise_any()
         return self
@@ -244,4 +257,5 @@ class Scheduler(Setting):
             for i, c in by_kind[higher]:
                 if c.value <= floor:
                     below = max((c2 for _, c2 in by_kind[lower]), key=lambda c2: c2.value)
-                    problems.add(f"priorityClasses[{i}].value", f"{higher} class {c.name!r} ({c.value}) must be above every {lower} class ({below.name!r} is {below.value})")
+                    problems.add(f"priorityClasses[{i}].value", f"{higher} class {c.name!r} ({c.value}) must be above every {lower} class ({below.name!r} is "
+                                                                f"{below.value})")

@@ -20,7 +20,9 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
-from infra import versions
+from infra.core import versions
+from infra.core.internet import MAX_INTERNET_SHARE, internet_share  # the policy pack's rule too
+from infra.core.names import cluster_name
 from infra.config.base import DNS_LABEL, NAMESPACE, Bool, Cidr, Setting, Str, items, matching
 from infra.config.checkpoints import Checkpoints
 from infra.config.cluster import Autoscaler, Endpoint, NodeSizes, api_service_ip
@@ -40,7 +42,9 @@ from infra.config.storage import Fsx
 
 # --- the stack ----------------------------------------------------------------------------
 
-IMAGE_REFERENCE = r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$"
+NOT_AN_IMAGE = "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)"
+IMAGE_REFERENCE = (r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+"  # registry[:port]/path
+                   r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")  # :tag or @digest
 # Addresses in a node subnet: "The first four IP addresses and the last IP address in each subnet CIDR
 # block are not available" (docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html). Each node
 # takes one for its primary (ENA) interface; its EFA interfaces are efa-only (components/efa.py),
@@ -86,8 +90,8 @@ _ZONES_SOURCE = "EC2 DescribeInstanceTypeOfferings by availability zone, as bund
 
 def _zones_of(region: str) -> tuple[str, ...]:
     """The availability zones of `region` in AWS's offerings catalog (moto's bundled copy, the one
-    the offline plan answers invokes from: infra/bundled.py); empty when the catalog lacks the region."""
-    from infra.bundled import zone_offerings
+    the offline plan answers invokes from: infra/core/bundled.py); empty when the catalog lacks the region."""
+    from infra.core.bundled import zone_offerings
 
     return tuple(sorted(zone_offerings(region)))
 
@@ -122,45 +126,58 @@ class StackConfig(Setting):
 
     model_config = ConfigDict(alias_generator=_root_alias)
 
-    stack: SkipJsonSchema[matching(DNS_LABEL, "is not a valid stack name: a lowercase DNS label of at most 30 characters (it names the cluster, PVs and namespaces)")]
+    stack: SkipJsonSchema[matching(DNS_LABEL, "is not a valid stack name: a lowercase DNS label of at most 30 characters (it names the cluster, PVs "
+                                              "and namespaces)")]
     region: Str
     """An AWS region with EKS."""
     environment: Literal["dev", "staging", "prod"]
     """prod: cluster, FSx and KMS keys protected, a NAT gateway per AZ, VPC interface endpoints."""
     kubernetes_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.KUBERNETES_SUPPORTED)})] = versions.KUBERNETES_DEFAULT
-    """EKS Kubernetes minor version (infra/versions.py KUBERNETES_SUPPORTED); quote it: "1.35". Raising it upgrades in place: control plane, add-ons, node groups."""
+    """EKS Kubernetes minor version (infra/core/versions.py KUBERNETES_SUPPORTED); quote it: "1.35". Raising it upgrades
+    in place: control plane, add-ons, node groups."""
     addon_versions: dict[Annotated[str, AfterValidator(_addon_name), Field(json_schema_extra={"enum": list(versions.EKS_ADDONS)})], matching(versions.ADDON_VERSION_PATTERN, "is not an EKS add-on version (v1.20.4-eksbuild.1)", 64)] = items(maximum=len(versions.EKS_ADDONS), default={})
-    """Exact EKS add-on versions by add-on name (vpc-cni: v1.20.4-eksbuild.1); unset add-ons take EKS's default for kubernetesVersion at deploy."""
+    """Exact EKS add-on versions by add-on name (vpc-cni: v1.20.4-eksbuild.1); unset add-ons take EKS's default for
+    kubernetesVersion at deploy."""
     node_release_version: matching(r"^\d+\.\d+\.\d+-\d{8}$", "is not an EKS AMI release version (1.35.2-20261120)") | None = None
-    """EKS-optimized AMI release for every node group (1.35.2-20261120); unset: the latest for kubernetesVersion when a node group is created or updated."""
+    """EKS-optimized AMI release for every node group (1.35.2-20261120); unset: the latest for kubernetesVersion when a
+    node group is created or updated."""
     vpc_cidr: Cidr = "10.0.0.0/16"
     """RFC 1918, /16 to /20. Each AZ gets 1/8 of it for nodes and pods; public subnets share the last 1/8."""
     availability_zones: tuple[matching(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$", "is not an availability zone name (us-west-2a)", 32), ...] = items(2, 16)
     """Two or more AZs of aws:region; one private and one public subnet each."""
     public_load_balancers: Bool = False
-    """Tag the public subnets for internet-facing load balancers (kubernetes.io/role/elb) and let teams given LoadBalancer Services make them; off: teams' load balancers must be internal."""
+    """Tag the public subnets for internet-facing load balancers (kubernetes.io/role/elb) and let teams given
+    LoadBalancer Services make them; off: teams' load balancers must be internal."""
     endpoint: Endpoint = Endpoint()
     cpu_nodes: NodeSizes
     admins: tuple[Annotated[matching(_ADMIN_ARN, "is not an IAM role or user ARN (arn:aws:iam::123456789012:role/name)", 2048), AfterValidator(access_entry_principal)], ...] = items()
     """IAM role/user ARNs (not STS sessions) granted cluster-admin through EKS access entries; each once."""
     tags: dict[TagKey, TagValue] = items(maximum=MAX_TAGS - PROGRAM_TAGS, default={})
-    """Added to every taggable resource (with higgsfield:stack and higgsfield:environment); AWS allows 50 tags per resource, the program sets up to 6 itself."""
+    """Added to every taggable resource (with higgsfield:stack and higgsfield:environment); AWS allows 50 tags per
+    resource, the program sets up to 6 itself."""
     gpu_pools: tuple[GpuPool, ...] = items()
-    training_image: matching(IMAGE_REFERENCE, "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)") | None = None
-    """Your own EFA-ready image (libfabric's efa provider and aws-ofi-nccl inside), registry/repository:tag or @sha256:..., for every rendered job instead of the one built from images/training/Dockerfile into the stack's ECR repository; stock pytorch/pytorch is refused when the stack has EFA pools."""
-    health_gate_image: matching(IMAGE_REFERENCE, "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)") | None = None
-    """The image the GPU health gate runs: one built from images/training (it holds health_gate.py and node_check.py), best pinned by digest (`higgsfield image push STACK` prints it); unset: the stack's ECR repository at this checkout's images/training tag, which `higgsfield image push` or the image workflow must have pushed before the first GPU node joins."""
+    training_image: matching(IMAGE_REFERENCE, NOT_AN_IMAGE) | None = None
+    """Your own EFA-ready image (libfabric's efa provider and aws-ofi-nccl inside), registry/repository:tag or
+    @sha256:..., for every rendered job instead of the one built from images/training/Dockerfile into the stack's ECR
+    repository; stock pytorch/pytorch is refused when the stack has EFA pools."""
+    health_gate_image: matching(IMAGE_REFERENCE, NOT_AN_IMAGE) | None = None
+    """The image the GPU health gate runs: one built from images/training (it holds health_gate.py and node_check.py),
+    best pinned by digest (`higgsfield image push STACK` prints it); unset: the stack's ECR repository at this
+    checkout's images/training tag, which `higgsfield image push` or the image workflow must have pushed before the
+    first GPU node joins."""
     cuda_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.CUDA_MIN_DRIVER_BRANCH)})] | None = None
     """The CUDA version the training images need, e.g. "12.8"; rejected if the GPU AMI's driver is too old."""
     autoscaler: Autoscaler = Autoscaler()
     fsx: Fsx = Field(Fsx(), validate_default=True)
     scheduler: Scheduler = Field(Scheduler(), validate_default=True)
     allow_replace: tuple[Str, ...] = items()
-    """Resource names (lustre, cluster-secrets, ...) whose replacement or deletion this change intends; read by higgsfield diff."""
+    """Resource names (lustre, cluster-secrets, ...) whose replacement or deletion this change intends; read by
+    higgsfield diff."""
     observability: Observability = Observability()
     checkpoints: Checkpoints = Field(Checkpoints(), validate_default=True)
     delivery: Delivery | None = None
-    """CI identities (preview, deploy, image push) and CodeBuild runners; unset: CI neither previews nor deploys this stack."""
+    """CI identities (preview, deploy, image push) and CodeBuild runners; unset: CI neither previews nor deploys this
+    stack."""
 
     @field_validator("training_image")
     @classmethod
@@ -188,7 +205,8 @@ class StackConfig(Setting):
             raise ValueError(f"{version!r} is not supported; use one of: {', '.join(versions.KUBERNETES_SUPPORTED)}{hint}")
         problems = Problems()
         for outside in versions.components_outside(version):
-            problems.add("", f"{version!r} is outside what {outside.component} supports (Kubernetes {outside}, {outside.source}); change the pin in infra/versions.py or the version")
+            problems.add("", f"{version!r} is outside what {outside.component} supports (Kubernetes {outside}, {outside.source}); "
+                             "change the pin in infra/core/versions.py or the version")
         problems.raise_any()
         return version
 
@@ -197,7 +215,8 @@ class StackConfig(Setting):
     def _release_of_the_cluster_minor(cls, release: str | None, info: ValidationInfo) -> str | None:
         cluster = info.data.get("kubernetes_version")
         if release and cluster and not release.startswith(f"{cluster}."):
-            raise ValueError(f"{release!r} is an AMI release for Kubernetes {'.'.join(release.split('.')[:2])}, but higgsfield:kubernetesVersion is {cluster!r}")
+            raise ValueError(f"{release!r} is an AMI release for Kubernetes {'.'.join(release.split('.')[:2])}, but "
+                             f"higgsfield:kubernetesVersion is {cluster!r}")
         return release
 
     @field_validator("vpc_cidr")
@@ -227,18 +246,14 @@ class StackConfig(Setting):
     @field_validator("endpoint")
     @classmethod
     def _not_open_in_prod(cls, endpoint: Endpoint, info: ValidationInfo) -> Endpoint:
-        from policies.rules import (  # the pack's rule, the same numbers
-            MAX_INTERNET_SHARE,
-            internet_share,
-        )
-
         problems = Problems()
         for i, cidr in enumerate(endpoint.public_access_cidrs):
             if ipaddress.IPv4Network(cidr).prefixlen == 0 and info.data.get("environment") == "prod":
                 problems.add(f"publicAccessCidrs[{i}]", "0.0.0.0/0 opens the API server to the internet; prod allows only an allow-list")
         share = internet_share(endpoint.public_access_cidrs)
         if not problems and info.data.get("environment") == "prod" and share > MAX_INTERNET_SHARE:
-            problems.add("publicAccessCidrs", f"together these cover {share:.4%} of the internet (at most {MAX_INTERNET_SHARE:.4%}, a /16's worth): list your VPN/office ranges")
+            problems.add("publicAccessCidrs", f"together these cover {share:.4%} of the internet (at most {MAX_INTERNET_SHARE:.4%}, a /16's "
+                                              "worth): list your VPN/office ranges")
         problems.raise_any()
         return endpoint
 
@@ -298,7 +313,8 @@ class StackConfig(Setting):
         elif fsx.enabled and efa_zones and zone not in efa_zones:
             problems.add(
                 "availabilityZone",
-                f"{zone} differs from the EFA GPU pools' zone {', '.join(efa_zones)}: every read and checkpoint would cross AZs (latency, cost)",
+                f"{zone} differs from the EFA GPU pools' zone {', '.join(efa_zones)}: every read and checkpoint "
+                "would cross AZs (latency, cost)",
             )
         problems.raise_any()
         return fsx.model_copy(update={"availability_zone": zone})
@@ -313,7 +329,8 @@ class StackConfig(Setting):
         problems = Problems()
         for i, queue in enumerate(scheduler.queues):
             if queue.gpu_capability > total:
-                problems.add(f"queues[{i}].gpuCapability", f"{queue.gpu_capability} GPUs is more than the GPU pools can ever provide ({total}: every pool at maxSize)")
+                problems.add(f"queues[{i}].gpuCapability", f"{queue.gpu_capability} GPUs is more than the GPU pools can ever provide ({total}: every pool "
+                                                           "at maxSize)")
         problems.raise_any()
         return scheduler
 
@@ -324,12 +341,15 @@ class StackConfig(Setting):
         problems, pools = Problems(), f"{NAMESPACE}:gpuPools"
         for i, pool in enumerate(self.gpu_pools):
             if self.production and not pool.health_gate.enabled and pool.health_gate.reason is None:
-                problems.add(f"{pools}[{i}].healthGate.enabled", "false in prod needs healthGate.reason: without the gate a node with a bad GPU or EFA link joins and fails every job on it")
+                problems.add(f"{pools}[{i}].healthGate.enabled", "false in prod needs healthGate.reason: without the gate a node with a bad GPU or EFA link joins "
+                                                                 "and fails every job on it")
             drain = seconds_of(pool.capacity.drain_before)
             needed = CAPACITY_BLOCK_END_MARGIN_S + self.checkpoints.grace_seconds
             if pool.capacity.type == "capacity-block" and drain < needed:
-                problems.add(f"{pools}[{i}].capacity.drainBefore", f"{pool.capacity.drain_before} is too short: AWS asks for zero nodes 30m before the end, and pods take up to "
-                             f"{self.checkpoints.termination_grace_period} (higgsfield:checkpoints.terminationGracePeriod) to stop; use at least {needed // 60 + (needed % 60 > 0)}m")
+                problems.add(f"{pools}[{i}].capacity.drainBefore", f"{pool.capacity.drain_before} is too short: AWS asks for zero nodes 30m before the end, and "
+                                                                   "pods take up to "
+                             f"{self.checkpoints.termination_grace_period} (higgsfield:checkpoints.terminationGracePeriod) to "
+                             f"stop; use at least {needed // 60 + (needed % 60 > 0)}m")
         if self.checkpoints.export_to_s3 and (not self.fsx.enabled or self.fsx.s3 is None or self.fsx.s3.dataset is None):
             problems.add(f"{NAMESPACE}:checkpoints.exportToS3", "needs higgsfield:fsx with an s3 link to a dataset (fsx.s3.dataset): that directory is what reaches S3")
         problems.raise_any()
@@ -372,7 +392,8 @@ class StackConfig(Setting):
         # bound_every_role): IAM's name prefix holds at most 38 characters.
         if self.delivery is not None and len(f"higgsfield-{self.stack}-") > 38:
             problems = Problems()
-            problems.add(f"{NAMESPACE}:delivery", f"stack name {self.stack!r} is too long for a stack CI deploys: at most 26 characters (its roles are named higgsfield-STACK-...)")
+            problems.add(f"{NAMESPACE}:delivery", f"stack name {self.stack!r} is too long for a stack CI deploys: at most 26 characters (its roles are "
+                                                  "named higgsfield-STACK-...)")
             problems.raise_any()
         if self.delivery is not None and self.delivery.deploy_environment is None:
             object.__setattr__(self, "delivery", self.delivery.model_copy(update={"deploy_environment": self.stack}))
@@ -408,7 +429,27 @@ class StackConfig(Setting):
     @property
     def name(self) -> str:
         """The base name of this stack's cloud resources, e.g. `higgsfield-dev`."""
-        return f"{NAMESPACE}-{self.stack}"
+        return cluster_name(self.stack)
+
+    @property
+    def node_group_pools(self) -> tuple[GpuPool, ...]:
+        """The GPU pools EKS managed node groups provide (`provisioner: node-group`)."""
+        return tuple(p for p in self.gpu_pools if p.provisioner == "node-group")
+
+    @property
+    def karpenter_pools(self) -> tuple[GpuPool, ...]:
+        """The GPU pools Karpenter provisions (`provisioner: karpenter`)."""
+        return tuple(p for p in self.gpu_pools if p.provisioner == "karpenter")
+
+    @property
+    def gated_pools(self) -> tuple[GpuPool, ...]:
+        """The GPU pools whose nodes pass the health gate before any job (`healthGate.enabled`)."""
+        return tuple(p for p in self.gpu_pools if p.health_gate.enabled)
+
+    @property
+    def efa_pools(self) -> bool:
+        """Whether any GPU pool has EFA interfaces (the EFA device plugin is installed then)."""
+        return any(p.efa for p in self.gpu_pools)
 
     @property
     def resource_tags(self) -> dict[str, str]:

@@ -83,7 +83,8 @@ class Fsx(Setting):
     availability_zone: Str = derived("Default: the EFA GPU pools' zone (else the first pool's, else the first AZ); must be the EFA pools' zone.")
     backup_retention_days: number(0, 90, "the FSx maximum") = derived("0-90 days for PERSISTENT_2 (default 7); 0 for SCRATCH_2.")
     datasets: tuple[Dataset, ...] = items()
-    """Shared directories /datasets/NAME: read-write for the owner team, read-only for the readers, invisible to the rest."""
+    """Shared directories /datasets/NAME: read-write for the owner team, read-only for the readers, invisible to the
+    rest."""
 
     @model_validator(mode="after")
     def _kind(self) -> Fsx:
@@ -91,16 +92,19 @@ class Fsx(Setting):
         _duplicates(problems, "datasets", [d.name for d in self.datasets])
         if self.s3 is not None and self.deployment_type == "PERSISTENT_2":
             if self.s3.dataset is None:
-                problems.add("s3.dataset", "name the dataset (higgsfield:fsx.datasets) the S3 link fills: it appears at /datasets/NAME for that dataset's teams")
+                problems.add("s3.dataset", "name the dataset (higgsfield:fsx.datasets) the S3 link fills: it appears at /datasets/NAME for "
+                                           "that dataset's teams")
             elif self.s3.dataset not in {d.name for d in self.datasets}:
-                problems.add("s3.dataset", f"unknown dataset {self.s3.dataset!r}; datasets: {', '.join(d.name for d in self.datasets) or 'none'}")
+                problems.add("s3.dataset", f"unknown dataset {self.s3.dataset!r}; datasets: "
+                                           f"{', '.join(d.name for d in self.datasets) or 'none'}")
         kind, capacity = self.deployment_type, self.storage_capacity_gib
         if capacity != 1200 and capacity % 2400:
             problems.add("storageCapacityGiB", f"{capacity} is not a valid {kind} size: use 1200 or a multiple of 2400 GiB")
         throughput = self.throughput_per_tib
         if kind == "SCRATCH_2":
             if throughput is not None:
-                problems.add("throughputPerTiB", f"SCRATCH_2 has a fixed {SCRATCH_2_THROUGHPUT_PER_TIB} MB/s per TiB; remove the setting or use PERSISTENT_2")
+                problems.add("throughputPerTiB", f"SCRATCH_2 has a fixed {SCRATCH_2_THROUGHPUT_PER_TIB} MB/s per TiB; remove the setting or use "
+                                                 "PERSISTENT_2")
             throughput = SCRATCH_2_THROUGHPUT_PER_TIB
         backups = self.backup_retention_days
         if backups is None:

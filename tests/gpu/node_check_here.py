@@ -73,7 +73,8 @@ def main(argv: list[str]) -> int:
             command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={gpus}", "--standalone", *args]
         else:
             command = [sys.executable if program.startswith("python") else shutil.which(program) or program, *args]
-        print(f"### {doc['kind']} {doc['metadata']['name']}: {' '.join(command)} as {pod['securityContext']['runAsUser']}", flush=True)
+        user = pod["securityContext"]["runAsUser"]
+        print(f"### {doc['kind']} {doc['metadata']['name']}: {' '.join(command)} as {user}", flush=True)
         done = subprocess.run(command, env=_env(container, overrides), preexec_fn=_as_pod_user(pod["securityContext"]), cwd="/")
         print(f"### exit {done.returncode}", flush=True)
         if done.returncode not in (0, 1):  # 1 is an unhealthy verdict; anything else is a crash

@@ -1,7 +1,7 @@
 """The real training program stopped with SIGTERM and resumed, on this machine's CPUs or GPUs.
 
     python3 -m tests.gpu.resume_here --nproc 1            # on a GPU box: NCCL and CUDA tensors
-    HIGGSFIELD_TORCH_PYTHON=... pytest tests/test_checkpointing.py   # two gloo ranks on CPU
+    HIGGSFIELD_TORCH_PYTHON=... pytest tests/offline/test_checkpointing.py   # two gloo ranks on CPU
 
 examples/checkpointing.py launches torchrun with examples/train_ddp.py (NCCL on CUDA when PyTorch
 sees a GPU, else gloo), with per-rank local shard directories merged on a "shared" directory. Once a

@@ -3,7 +3,7 @@ pool (most expensive first), then the numbered notes the table's rows point to."
 
 from __future__ import annotations
 
-from infra.cli.cost import Estimate, Line, priced_sum
+from infra.offline.cost import Estimate, Line, priced_sum
 from infra.cli.views.table import money, table, wrap
 
 
@@ -23,7 +23,7 @@ def render(est: Estimate) -> str:
         lines.append(f"  of idle: reservations held warm {money(warm, m)}/month (used: gated nodes ready for jobs), "
                      f"idle waste {money(idle - warm, m)}/month")
     if unpriced:
-        lines += wrap(f"{len(unpriced)} item(s) not priced, excluded from the totals (marked *): " + ", ".join(sorted({l.resource for l in unpriced})))
+        lines += wrap(f"{len(unpriced)} item(s) not priced, excluded from the totals (marked *): " + ", ".join(sorted({entry.resource for entry in unpriced})))
     source = ("EC2 prices from the AWS Pricing API" if est.prices_verified
               else "list prices as last known, unverified until `--refresh`")
     lines.append(f"  prices checked {est.prices_checked}: {source}")
@@ -44,7 +44,7 @@ def render(est: Estimate) -> str:
         shown = []
         for field, factor in (("idle_hour", m), ("full_hour", 1.0), ("full_hour", m)):
             total = priced_sum(values, field)
-            partial = " *" if any(getattr(l, field) is None for l in values) else ""
+            partial = " *" if any(getattr(entry, field) is None for entry in values) else ""
             shown.append("not priced" if total is None else money(total, factor) + partial)
         return shown
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from infra.cli.offline import COMPUTED, Plan, Resource
-from infra.cli.plan import Summary, get, lustre_throughput_mb_s, summarize
+from infra.offline.evaluate import COMPUTED, Plan, Resource
+from infra.offline.plan import Summary, get, lustre_throughput_mb_s, summarize
 from infra.cli.views.table import table, wrap
 
 COLLAPSE_AT = 2   # this many siblings of one type, none with settings shown, print as one line
@@ -47,7 +47,8 @@ PLURALS = {
 def _cluster(i: dict) -> str:
     public = ", ".join(i.get("publicAccessCidrs") or []) if i.get("endpointPublicAccess") else "none"
     logs = ",".join(i.get("enabledClusterLogTypes") or [])
-    return f"k8s {i.get('version')}, auth {i.get('authenticationMode')}, endpoint private + public [{public}], logs {logs}, secrets KMS"
+    return (f"k8s {i.get('version')}, auth {i.get('authenticationMode')}, endpoint private + public [{public}], logs "
+            f"{logs}, secrets KMS")
 
 
 def _node_group(i: dict) -> str:
@@ -64,7 +65,8 @@ def _launch_template(i: dict) -> str:
     root = get((i.get("blockDeviceMappings") or [{}])[0], "ebs", default={})
     nics = i.get("networkInterfaces") or []
     efa = sum(1 for n in nics if n.get("interfaceType") in ("efa", "efa-only"))
-    text = f"IMDS tokens {md.get('httpTokens')} hop {md.get('httpPutResponseHopLimit')}, root {root.get('volumeSize')} GiB {root.get('volumeType')} encrypted={root.get('encrypted')}"
+    text = (f"IMDS tokens {md.get('httpTokens')} hop {md.get('httpPutResponseHopLimit')}, root "
+            f"{root.get('volumeSize')} GiB {root.get('volumeType')} encrypted={root.get('encrypted')}")
     return text + (f", {efa} EFA interfaces" if nics else "")
 
 
@@ -73,8 +75,10 @@ def _lustre(i: dict) -> str:
 
     per_tib = i.get("perUnitStorageThroughput") or "200 (fixed)"
     return (
-        f"{i.get('deploymentType')} {i.get('storageCapacity')} GiB x {per_tib} MB/s/TiB = {lustre_throughput_mb_s(i):,.0f} MB/s, "
-        f"{i.get('dataCompressionType')}, backups {i.get('automaticBackupRetentionDays')} d; jobs mount PVC {PVC_NAME} at {MOUNT_PATH}"
+        f"{i.get('deploymentType')} {i.get('storageCapacity')} GiB x {per_tib} MB/s/TiB = "
+        f"{lustre_throughput_mb_s(i):,.0f} MB/s, "
+        f"{i.get('dataCompressionType')}, backups {i.get('automaticBackupRetentionDays')} d; jobs mount PVC "
+        f"{PVC_NAME} at {MOUNT_PATH}"
     )
 
 

@@ -11,10 +11,10 @@ from infra.cli.views import WIDTH
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = (), indent: int = 2) -> list[str]:
     """Lines of a table whose columns are as wide as their widest cell; columns whose index is in
     `right` are right-aligned (figures), the rest left-aligned. The last column is not padded."""
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=False)]
 
     def line(cells: Sequence[str]) -> str:
-        parts = [str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        parts = [str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=False))]
         return (" " * indent + "  ".join(parts)).rstrip()
 
     return [line(headers), *(line(r) for r in rows)]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from infra.cli.offline import Plan, Resource
-from infra.cli.timeline import CREATE_MINUTES, DEFAULT_MINUTES, Step, Timeline
+from infra.offline.evaluate import Plan, Resource
+from infra.offline.timeline import CREATE_MINUTES, DEFAULT_MINUTES, Step, Timeline
 from infra.cli.views import WIDTH
 from infra.cli.views.table import wrap
 
@@ -72,7 +72,8 @@ def sources() -> list[str]:
 
 def render(plan: Plan, t: Timeline, verbose: bool = False) -> str:
     lines = [_title(plan, t),
-             "  (VPC, subnet, cluster, a node group and a chart each wait for the one before: no deploy is faster than those in a row)",
+             "  (VPC, subnet, cluster, a node group and a chart each wait for the one before: no deploy is faster than "
+             "those in a row)",
              "  one row per resource created; --verbose for where each create time comes from", ""]
     lines += gantt(plan, t)
     if verbose:

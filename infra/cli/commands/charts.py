@@ -1,0 +1,26 @@
+"""`higgsfield charts STACK --out DIR`: every Helm release of the plan, for `helm template`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from infra.cli.arguments import stack_argument
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    charts = sub.add_parser(
+        "charts", help="write every Helm release of the plan (chart, repo, version, values) for helm template"
+    )
+    stack_argument(charts)
+    charts.add_argument("--out", required=True, metavar="DIR", help="folder to write into")
+    charts.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from infra.offline import charts
+    from infra.offline.evaluate import record
+
+    written = charts.export(record(args.stack), Path(args.out))
+    print(f"wrote {len(written) - 2} Helm releases' values, releases.tsv and kubernetes-version to {args.out}")
+    return 0

@@ -1,0 +1,60 @@
+"""`higgsfield init STACK --region REGION`: a new stack (and its policy config) from an existing one."""
+
+from __future__ import annotations
+
+import argparse
+
+from infra.cli.completion import stacks_here
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    init = sub.add_parser("init", help="write a new stack (and its policy config) for a region from an existing one")
+    init.add_argument("stack", metavar="STACK", help="name of the new stack: stacks/Pulumi.STACK.yaml")
+    init.add_argument("--region", required=True, metavar="REGION", help="AWS region of the new stack, e.g. eu-north-1")
+    init.add_argument(
+        "--from", dest="source", default="dev", metavar="EXISTING", help="stack to start from (default: dev)"
+    ).completer = stacks_here
+    init.add_argument(
+        "--gpu-pool",
+        action="append",
+        metavar="NAME:TYPE[,TYPE]:MIN-MAX",
+        help="an on-demand GPU pool, e.g. h100:p5.48xlarge:0-4 (repeatable; replaces the existing stack's pools)",
+    )
+    init.add_argument("--cpu-type", action="append", metavar="TYPE", help="instance type of the system nodes (repeatable)")
+    init.add_argument(
+        "--team", action="append", metavar="NAME[:GPUS]", help="a team on the first queue (repeatable; replaces the teams)"
+    )
+    init.add_argument("--environment", choices=["dev", "staging", "prod"], help="default: the existing stack's")
+    init.add_argument(
+        "--admin",
+        action="append",
+        metavar="ARN",
+        help="IAM role/user ARN with cluster-admin (required, repeatable; the existing stack's are not copied: "
+        "their account names the image registry)",
+    )
+    init.add_argument(
+        "--public-access-cidr",
+        action="append",
+        metavar="CIDR",
+        help="public egress range of your office or VPN that may reach the API endpoint "
+        "(repeatable; default: the existing stack's, less example ranges)",
+    )
+    init.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from infra.cli import init
+    from infra.offline.evaluate import project_root
+
+    root = project_root()
+    choices = init.Choices(
+        pools=tuple(init.PoolSpec.parse(p) for p in args.gpu_pool or ()),
+        cpu_types=tuple(args.cpu_type or ()),
+        teams=tuple(init.TeamSpec.parse(t) for t in args.team or ()),
+        environment=args.environment,
+        admins=tuple(args.admin or ()),
+        public_access_cidrs=tuple(args.public_access_cidr or ()),
+    )
+    stack = init.create(args.stack, args.region, args.source, root, choices, flags=tuple(args.gpu_pool or ()))
+    print(init.render(stack, root))
+    return 0

@@ -1,0 +1,55 @@
+"""`higgsfield preflight STACK`: can the AWS account run the stack (needs credentials)."""
+
+from __future__ import annotations
+
+import argparse
+
+from infra.cli.arguments import stack_argument
+from infra.cli.output import add_report_options, emit, error
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    pre = sub.add_parser(
+        "preflight",
+        help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx, add-on versions)",
+    )
+    stack_argument(pre)
+    add_report_options(pre)
+    pre.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from botocore.exceptions import NoRegionError
+
+    from infra.cli import preflight
+    from infra.offline.evaluate import record
+
+    plan = record(args.stack)  # the add-ons the program installs, and their pins
+    cfg = plan.config
+    try:
+        checks = preflight.run(cfg, preflight.Clients.for_region(cfg.region), preflight.addon_pins(plan))
+    except (*preflight.NO_CREDENTIALS, NoRegionError) as exc:
+        error(
+            f"no AWS credentials ({type(exc).__name__}): set AWS_PROFILE (or run `aws configure` / `aws sso login`) "
+            "for the stack's account, then rerun"
+        )
+        return 2
+    except preflight.CredentialsRejected as exc:
+        error(f"{exc}: refresh them (`aws sso login`, or new keys) and rerun")
+        return 2
+    unreachable = preflight.one_cause(checks)
+    if unreachable:
+        error(unreachable)
+        return 2
+    emit(
+        args,
+        lambda: preflight.as_json(args.stack, checks),
+        lambda: preflight.render(args.stack, checks, colour=args.colour),
+    )
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        error(
+            f"preflight of {args.stack}: {sum(c.checked for c in failed)} failed, "
+            f"{sum(not c.checked for c in failed)} not checked (listed above)"
+        )
+    return 0 if not failed else 1

@@ -1,0 +1,58 @@
+"""Names more than one layer uses, each defined here once: the project's prefix, the stack's
+derived names, the labels, taints and annotations the program sets and the jobs and policies read,
+and the resource types the offline reports and the policy pack select on. Standard library only:
+`python3 -m infra.offline.stacks` runs in a workflow with PyYAML alone."""
+
+from __future__ import annotations
+
+# --- the project and its stacks ---------------------------------------------------------------
+NAMESPACE = "higgsfield"  # Pulumi.yaml's project name, the config namespace and every name's prefix
+ENVIRONMENTS = ("dev", "staging", "prod")  # in deploy order: dev first, prod last
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$"  # a stack, team, pool or dataset name
+RUNNER_PURPOSES = ("preview", "deploy")  # one CodeBuild runner project each: a preview's never runs a deploy
+
+
+def cluster_name(stack: str) -> str:
+    """`higgsfield-prod`: the EKS cluster, and the prefix of the stack's AWS names."""
+    return f"{NAMESPACE}-{stack}"
+
+
+def role_name(stack: str, purpose: str) -> str:
+    """`higgsfield-prod-deploy`: preview, deploy, image, runner."""
+    return f"{cluster_name(stack)}-{purpose}"
+
+
+def boundary_name(stack: str) -> str:
+    """The IAM managed policy every role of the stack carries as its permissions boundary."""
+    return role_name(stack, "boundary")
+
+
+def runner_project(stack: str, purpose: str) -> str:
+    """The CodeBuild project (`higgsfield-prod-deploy-runner`) whose webhook runs jobs labelled
+    `codebuild-<project>-<run id>-<attempt>`; also the name of its service role."""
+    return f"{cluster_name(stack)}-{purpose}-runner"
+
+
+# --- labels, taints and annotations -------------------------------------------------------------
+GPU_RESOURCE = "nvidia.com/gpu"  # the extended resource, and the GPU nodes' taint key
+POOL_LABEL = "higgsfield.io/pool"  # the GPU pool a node belongs to
+GATED_LABEL = "higgsfield.io/gated"  # on the nodes of a pool with a health gate
+HEALTH_LABEL = "higgsfield.io/health"  # the gate's verdict on a node (and the prefix of its details)
+WORKLOAD_LABEL = "higgsfield.io/workload"  # on each PriorityClass: the class of work it is for
+SYSTEM_TAINT_KEY = "higgsfield.io/system"  # the system nodes' taint
+STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-gate"  # a gated node's, until it passes
+AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"  # prefix of the ASG tags the autoscaler reads at zero
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # a namespace's (and a job's) Volcano queue
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"  # the node a service-account token was bound to
+
+# --- namespaces ---------------------------------------------------------------------------------
+KUBE_SYSTEM = "kube-system"
+HEALTH_NAMESPACE = "higgsfield-health"  # the health gate's
+
+# --- AWS and GitHub -----------------------------------------------------------------------------
+CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
+
+# --- resource types the reports and the policy pack select on -----------------------------------
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"

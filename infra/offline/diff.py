@@ -1,0 +1,443 @@
+"""`higgsfield diff STACK --base REF`: what a change does to a stack, before any cloud sees it.
+
+Both sides are offline plans (the base evaluated with the base's own code and stack files), so
+the comparison is resource by resource: added, removed, changed inputs, and the changes that
+**replace** a resource because they touch an input the provider cannot update in place.
+Replacing or deleting data that lives (the cluster, an FSx file system, a KMS key) is refused
+unless the change says so: `--allow NAME` or the stack's `higgsfield:allowReplace`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.offline import rolls
+from infra.offline.evaluate import COMPUTED, StackNotFound, record
+from infra.core.names import LOG_GROUP
+
+# Inputs that force a new resource, per type (the Terraform AWS provider's ForceNew attributes,
+# which pulumi-aws inherits; for the pulumi-eks component, the inputs of its aws.eks.Cluster that
+# force one). Deliberately conservative: an input that may only sometimes update in place is here.
+REPLACE_ON: dict[str, tuple[str, ...]] = {
+    "eks:index:Cluster": ("name", "vpcId", "privateSubnetIds", "publicSubnetIds", "subnetIds", "encryptionConfigKeyArn", "serviceRole", "ipFamily", "kubernetesServiceIpAddressRange"),
+    "aws:eks/cluster:Cluster": ("name", "roleArn", "vpcConfig.subnetIds", "encryptionConfig", "kubernetesNetworkConfig"),
+    "aws:eks/nodeGroup:NodeGroup": ("clusterName", "nodeGroupName", "nodeGroupNamePrefix", "nodeRoleArn", "subnetIds", "instanceTypes", "amiType", "capacityType", "diskSize", "remoteAccess"),
+    "aws:eks/addon:Addon": ("clusterName", "addonName"),
+    "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("clusterName", "namespace", "serviceAccount"),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": ("deploymentType", "storageType", "subnetIds", "securityGroupIds", "kmsKeyId", "importPath", "exportPath", "fileSystemTypeVersion", "driveCacheType", "perUnitStorageThroughput", "copyTagsToBackups", "backupId", "importedFileChunkSize"),
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("fileSystemId", "fileSystemPath", "dataRepositoryPath", "batchImportMetaDataOnCreate", "importedFileChunkSize"),
+    "aws:kms/key:Key": ("customerMasterKeySpec", "keyUsage", "multiRegion", "customKeyStoreId", "xksKeyId"),
+    "aws:ec2/vpc:Vpc": ("cidrBlock", "instanceTenancy"),
+    "aws:ec2/subnet:Subnet": ("vpcId", "cidrBlock", "availabilityZone", "availabilityZoneId"),
+    "aws:ec2/securityGroup:SecurityGroup": ("vpcId", "name", "namePrefix", "description"),
+    "aws:ec2/placementGroup:PlacementGroup": ("name", "strategy", "partitionCount", "spreadLevel"),
+    "aws:ec2/natGateway:NatGateway": ("subnetId", "allocationId", "connectivityType"),
+    "aws:ec2/eip:Eip": ("domain",),
+    "aws:iam/role:Role": ("name", "namePrefix", "path"),
+}
+KUBERNETES_REPLACE_ON = ("metadata.name", "metadata.namespace")
+KEPT = {  # data that lives: replacing or deleting it loses data or cuts every workload off
+    "eks:index:Cluster": "cluster",
+    "aws:eks/cluster:Cluster": "cluster",
+    "aws:fsx/lustreFileSystem:LustreFileSystem": "FSx file system",
+    "aws:kms/key:Key": "KMS key",
+}
+# Changes AWS refuses or the provider turns into a replacement although the input updates in place
+# otherwise; refused like a replacement, allowed the same way (--allow NAME / higgsfield:allowReplace).
+# - EKS: UpdateClusterVersion only moves one minor version forward; there is no downgrade.
+# - FSx for Lustre: UpdateFileSystem only increases StorageCapacity, and the Terraform AWS provider
+#   (which pulumi-aws bridges) forces a new file system when it decreases:
+#   hashicorp/terraform-provider-aws:internal/service/fsx/lustre_file_system.go@06ee53d9fed4877dc55cefbe3ba1423b863eda61
+#   resourceLustreFileSystemSchemaCustomizeDiff (`n < o` -> d.ForceNew("storage_capacity")); the same
+#   file's ForceNew list is the LustreFileSystem row of REPLACE_ON. Not checked against the provider
+# version pulumi_aws pins here: `git -C <terraform-provider-aws> show <tag>:internal/service/fsx/lustre_file_system.go`.
+KUBERNETES_VERSION_INPUT = {"eks:index:Cluster": "version", "aws:eks/cluster:Cluster": "version"}
+SHRINK_REPLACES = {"aws:fsx/lustreFileSystem:LustreFileSystem": "storageCapacity"}
+ENVIRONMENT_TAG = "higgsfield:environment"
+# "Because Amazon EKS runs a highly available control plane, you can update only one minor version
+# at a time" (docs.aws.amazon.com/eks/latest/userguide/update-cluster.html). What EKS answers for a
+# jump is not checked here: `aws eks update-cluster-version --name C --kubernetes-version 1.35` on 1.33.
+EKS_ONE_MINOR = "docs.aws.amazon.com/eks/latest/userguide/update-cluster.html"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
+# Which kind of resource a computed input comes from, by its name (a recorded plan keeps only
+# which resources an input set depends on, not which input came from which): an input is blamed on
+# a replaced dependency of that kind only; with no dependency of that kind, on any replaced one.
+COMPUTED_FROM = (("subnet", "aws:ec2/subnet:"), ("securitygroup", "aws:ec2/securityGroup:"), ("vpc", "aws:ec2/vpc:"), ("kms", "aws:kms/key:"), ("keyarn", "aws:kms/key:"), ("role", "aws:iam/role:"), ("filesystem", "aws:fsx/"))
+CODE_PATHS = ("infra", "components", "examples", "policies", "Pulumi.yaml", "pyproject.toml")
+
+
+@dataclass
+class Change:
+    urn: str
+    type: str
+    name: str
+    paths: list[str]
+    replace_paths: list[str] = field(default_factory=list)
+    values: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # leaf path -> (old, new)
+    because: dict[str, str] = field(default_factory=dict)  # computed replace-on path -> replaced resource it is computed from
+    consequences: list[str] = field(default_factory=list)  # what rolling a GPU pool's nodes does (infra/offline/rolls.py)
+
+    @property
+    def replaces(self) -> bool:
+        return bool(self.replace_paths)
+
+
+@dataclass
+class Diff:
+    added: list[dict]
+    removed: list[dict]
+    changed: list[Change]
+    refused: list[str]
+    secrets: dict[str, str] = field(default_factory=dict)  # encrypted setting -> how it changed (by its ciphertext)
+
+    @property
+    def replaced(self) -> list[Change]:
+        return [c for c in self.changed if c.replaces]
+
+
+# what goes through once a resource loses `protect` (True) or `retainOnDelete` (False)
+_WITHOUT = {True: "`pulumi destroy` or a deleting change goes through", False: "a delete removes the resource in AWS too"}
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else k))
+        return out or {prefix: {}}
+    if isinstance(value, list):
+        out = {}
+        for i, v in enumerate(value):
+            out.update(_flatten(v, f"{prefix}[{i}]"))
+        return out or {prefix: []}
+    return {prefix: value}
+
+
+def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(path == p or path.startswith(p + ".") or path.startswith(p + "[") for p in prefixes)
+
+
+def _replace_inputs(type_: str) -> tuple[str, ...]:
+    return KUBERNETES_REPLACE_ON if type_.startswith("kubernetes:") and not type_.startswith("kubernetes:helm") else REPLACE_ON.get(type_, ())
+
+
+def _portable(value: Any, code_root: str | None) -> Any:
+    """Paths into the checkout that built a plan (the operator's kustomization) as <code>/...,
+    so that two checkouts of the same code compare equal."""
+    if code_root and isinstance(value, str) and value.startswith(code_root + os.sep):
+        return "<code>" + value[len(code_root):]
+    if isinstance(value, dict):
+        return {k: _portable(v, code_root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_portable(v, code_root) for v in value]
+    return value
+
+
+def deploy_order(resources: list[dict]) -> dict[str, int]:
+    """Each resource's step in the order Pulumi creates and updates them: one after the last thing
+    it depends on (a dependency on a component waits for all of the component's resources)."""
+    by_urn = {r["urn"]: r for r in resources}
+    children: dict[str, list[str]] = {}
+    for r in resources:
+        if r.get("parent") in by_urn:
+            children.setdefault(r["parent"], []).append(r["urn"])
+    steps: dict[str, int] = {}
+
+    def step(urn: str) -> int:
+        if urn not in steps:
+            steps[urn] = 0  # a cycle (none in a valid plan) ends here
+            steps[urn] = 1 + max((done(d) for d in by_urn[urn]["dependencies"] if d in by_urn), default=0)
+        return steps[urn]
+
+    def done(urn: str) -> int:
+        return max([step(urn), *(done(c) for c in children.get(urn, ()))])
+
+    return {urn: step(urn) for urn in by_urn}
+
+
+def _version(value: Any) -> tuple[int, ...] | None:
+    return tuple(int(x) for x in value.split(".")) if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]+)*", value) else None
+
+
+def _skips_a_minor(old: Any, new: Any) -> bool:
+    """`1.33` -> `1.35`: a forward jump of more than one minor version."""
+    a, b = _version(old), _version(new)
+    return bool(a and b and len(a) >= 2 and len(b) >= 2 and a[0] == b[0] and b[1] - a[1] > 1) or bool(a and b and b[0] > a[0])
+
+
+def _next_minor(version: str) -> str:
+    major, minor = version.split(".")[:2]
+    return f"{major}.{int(minor) + 1}"
+
+
+def _environment(resources: dict[str, dict]) -> str | None:
+    for r in resources.values():
+        tags = r["inputs"].get("tags")
+        if isinstance(tags, dict) and isinstance(tags.get(ENVIRONMENT_TAG), str):
+            return tags[ENVIRONMENT_TAG]
+    return None
+
+
+def _computed_from(path: str, dependencies: list[str], after: dict, replaced: set[str]) -> dict | None:
+    """The replaced resource a computed input `path` is computed from, or None."""
+    kind = next((t for word, t in COMPUTED_FROM if word in path.lower().replace("_", "")), None)
+    of_kind = [d for d in dependencies if kind and d in after and after[d]["type"].startswith(kind)]
+    hit = next((d for d in (of_kind or dependencies) if d in replaced and d in after), None)
+    return after[hit] if hit else None
+
+
+def _propagate(before: dict, after: dict, changes: dict[str, Change]) -> None:
+    """A resource whose replace-on input is `<computed>` and that depends on a replaced (or new)
+    resource gets a new value for that input: it is replaced too, and so on down the chain."""
+    replaced = {u for u, c in changes.items() if c.replaces} | (set(after) - set(before))
+    grew = True
+    while grew:
+        grew = False
+        for urn in sorted(set(before) & set(after)):
+            if urn in replaced:
+                continue
+            new = after[urn]
+            computed = [p for p, v in _flatten(new["inputs"]).items() if v == COMPUTED and _under(p, _replace_inputs(new["type"]))]
+            blamed = {p: c for p in computed if (c := _computed_from(p, new["dependencies"], after, replaced))}
+            if not blamed:
+                continue
+            change = changes.setdefault(urn, Change(urn, new["type"], new["name"], []))
+            computed = sorted(blamed)
+            for p, source in blamed.items():
+                change.because[p] = f"{source['type']} {source['name']}"
+                change.values.setdefault(p, (COMPUTED, COMPUTED))
+            change.paths = sorted(set(change.paths) | set(computed))
+            change.replace_paths = sorted(set(change.replace_paths) | set(computed))
+            replaced.add(urn)
+            grew = True
+
+
+class _Refusals:
+    """The changes `higgsfield diff` refuses unless their name (or an umbrella name) is allowed."""
+
+    def __init__(self, allowed: set[str]) -> None:
+        self.allowed, self.refused = allowed, []
+
+    def __call__(self, what: str, name: str, why: str = "", also: str | None = None) -> None:
+        """Refuse `what` unless `name` (or the umbrella name `also`) is allowed; `why` says what it costs."""
+        if name not in self.allowed and (also is None or also not in self.allowed):
+            because = f" ({why})" if why else ""
+            umbrella = f" (or --allow {also} for all of them)" if also else ""
+            self.refused.append(
+                f"{what} is refused{because}: allow it with --allow {name}{umbrella} or higgsfield:allowReplace"
+            )
+
+
+def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
+    """Compare two recorded plans (the JSON of `higgsfield plan --json`)."""
+    before = {r["urn"]: {**r, "inputs": _portable(r["inputs"], base.get("code_root"))} for r in base["resources"]}
+    after = {r["urn"]: {**r, "inputs": _portable(r["inputs"], head.get("code_root"))} for r in head["resources"]}
+    refuse = _Refusals(allowed)
+    changes: dict[str, Change] = {}
+    for urn in sorted(set(before) & set(after)):
+        change = _change(before[urn], after[urn], refuse)
+        if change is not None:
+            changes[urn] = change
+    _propagate(before, after, changes)
+    for change in changes.values():
+        if change.type == rolls.NODE_GROUP and not change.replaces and rolls.rolls(change.paths):
+            change.consequences = rolls.consequences(after, after[change.urn])
+            block = rolls.capacity_block_open(after, after[change.urn])
+            if block:
+                refuse(f"rolling the nodes of Capacity Block pool {block} inside its window", block,
+                       f"AWS asks for a desired size of 0 when a Capacity Block group is upgraded "
+                       f"({rolls.CAPACITY_BLOCK_UPGRADE}); deploy it after the block's drain, or allow it to replace "
+                       "the block's nodes one at a time (MINIMAL)")
+    order = deploy_order(head["resources"])
+    changed = sorted(changes.values(), key=lambda c: (order.get(c.urn, 0), c.urn))  # in the order the deploy updates them
+    added = [after[u] for u in sorted(set(after) - set(before))]
+    removed = [before[u] for u in sorted(set(before) - set(after))]
+    _refuse_losing_data(before, after, removed, changed, refuse)
+    return Diff(added, removed, changed, refuse.refused, _secret_changes(base.get("secrets"), head.get("secrets")))
+
+
+def _change(old: dict, new: dict, refuse: _Refusals) -> Change | None:
+    """What changed in one resource present in both plans, and which of it replaces the resource;
+    refuses Kubernetes downgrades and skipped minors, and protection removed."""
+    a, b = _flatten(old["inputs"]), _flatten(new["inputs"])
+    paths = sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p))
+    replace_on = _replace_inputs(new["type"])
+    replace_paths = [p for p in paths if _under(p, replace_on)]
+    shrunk = SHRINK_REPLACES.get(new["type"])
+    if shrunk and isinstance(a.get(shrunk), int) and isinstance(b.get(shrunk), int) and b[shrunk] < a[shrunk]:
+        replace_paths.append(shrunk)
+    _refuse_kubernetes_version(new, a, b, refuse)
+    for option, words in (("protect", "protect"), ("retain_on_delete", "retain_on_delete")):
+        if old.get(option) and not new.get(option):
+            refuse(f"removing {words} from {new['type']} {new['name']}", new["name"],
+                   f"without it {_WITHOUT[option == 'protect']}; the code no longer keeps it")
+    for option in ("protect", "retain_on_delete"):  # resource options: shown as changes, not only inputs
+        if bool(old.get(option)) != bool(new.get(option)):
+            paths.append(f"({option})")
+            a[f"({option})"], b[f"({option})"] = bool(old.get(option)), bool(new.get(option))
+    if set(old["dependencies"]) != set(new["dependencies"]):
+        paths.append("(dependencies)")
+        # an input known only after deploy that now comes from another resource (a new subnet, key, ...)
+        replace_paths += [p for p, v in b.items() if v == COMPUTED and _under(p, replace_on) and p not in replace_paths]
+    if not paths:
+        return None
+    values = {p: (a.get(p), b.get(p)) for p in paths if p in a or p in b}
+    return Change(new["urn"], new["type"], new["name"], paths, sorted(set(replace_paths)), values)
+
+
+def _refuse_kubernetes_version(new: dict, a: dict, b: dict, refuse: _Refusals) -> None:
+    """A downgrade, or an upgrade that skips a minor version (EKS goes one at a time)."""
+    version = KUBERNETES_VERSION_INPUT.get(new["type"])
+    if not version:
+        return
+    if _version(a.get(version)) and _version(b.get(version)) and _version(b[version]) < _version(a[version]):
+        refuse(f"downgrade of Kubernetes on {new['name']} ({a[version]} → {b[version]})", "kubernetesVersion")
+    elif _skips_a_minor(a.get(version), b.get(version)):
+        refuse(f"upgrade of Kubernetes on {new['name']} from {a[version]} to {b[version]}", "kubernetesVersion",
+               f"EKS updates a cluster one minor version at a time ({EKS_ONE_MINOR}): go through "
+               f"{_next_minor(a[version])} first, with its add-ons and node groups")
+
+
+def _refuse_losing_data(before: dict, after: dict, removed: list[dict], changed: list[Change],
+                        refuse: _Refusals) -> None:
+    """Deleting or replacing what holds data (file systems, volumes, logs in prod, namespaces,
+    claims), and moving a protected stack to another environment."""
+    for resource, verb in [(r, "delete") for r in removed] + [(before[c.urn], "replace") for c in changed if c.replaces]:
+        kind = KEPT.get(resource["type"])
+        if kind:
+            refuse(f"{verb} of {kind} {resource['name']}", resource["name"])
+    was, now = _environment(before), _environment(after)
+    for resource in removed:
+        kind = resource["type"]
+        if kind == LOG_GROUP and was == "prod":
+            refuse(f"delete of CloudWatch log group {resource['name']} in prod", resource["name"],
+                   "deleting a log group deletes the logs in it: turning observability or flow logs off loses prod's "
+                   "history", also="log-groups")
+        elif kind == NAMESPACE:
+            refuse(f"delete of namespace {resource['name']}", resource["name"],
+                   "Kubernetes deletes every object in a namespace with it: the team's jobs, claims, secrets and "
+                   "service accounts", also="namespaces")
+        elif kind == CLAIM:
+            refuse(f"delete of claim {resource['name']}", resource["name"],
+                   "the jobs that mount it lose their volume; the claim's binding to its volume is not recreated by a "
+                   "later apply", also="claims")
+    if was and now and was != now and any(r.get("protect") for r in before.values()):
+        refuse(f"changing the environment of a protected stack ({was} → {now}) drops protect/retain", "environment")
+
+
+def _secret_changes(before: dict | None, after: dict | None) -> dict[str, str]:
+    """Encrypted settings whose ciphertext changed: the value did (it is unknown offline, so the
+    resources it reaches cannot be named). A plan of older code, without `secrets`, says nothing."""
+    if before is None or after is None:
+        return {}
+    changes = {}
+    for key in sorted(set(before) | set(after)):
+        if key not in before:
+            changes[key] = "encrypted now (its value is unknown offline)"
+        elif key not in after:
+            changes[key] = "no longer encrypted (or removed)"
+        elif before[key] != after[key]:
+            changes[key] = "encrypted value changed: its ciphertext differs (the value is unknown offline)"
+    return changes
+
+
+# --- the base side ------------------------------------------------------------------------------
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+
+
+def plan_json_at(ref: str, stack: str, root: Path) -> dict:
+    """The plan of `stack` at git `ref`, evaluated with that ref's code and stack files."""
+    if _git(root, "rev-parse", "--verify", f"{ref}^{{commit}}").returncode:
+        raise StackNotFound(f"--base {ref!r} is not a commit of this repository")
+    stack_file = f"stacks/Pulumi.{stack}.yaml"
+    if _git(root, "cat-file", "-e", f"{ref}:{stack_file}").returncode:
+        return {"project": "higgsfield", "stack": stack, "resources": [], "outputs": {}}  # a new stack: all additions
+    code_changed = _git(root, "diff", "--quiet", ref, "--", *CODE_PATHS).returncode != 0
+    with tempfile.TemporaryDirectory() as tmp:
+        if not code_changed:
+            # Same code: evaluate the base's config files with the code already loaded here.
+            (Path(tmp) / "stacks").mkdir()
+            for path in ("Pulumi.yaml", stack_file):
+                (Path(tmp) / path).write_text(_git(root, "show", f"{ref}:{path}").stdout)
+            return record(stack, root=Path(tmp)).as_dict()
+        worktree = Path(tmp) / "base"
+        _git(root, "worktree", "add", "--detach", str(worktree), ref).check_returncode()
+        try:
+            out = Path(tmp) / "plan.json"
+            env = {**os.environ, "PYTHONPATH": str(worktree)}
+            done = subprocess.run([sys.executable, "-m", "infra.cli", "plan", stack, "--json", str(out)], cwd=worktree, env=env, capture_output=True, text=True)
+            if done.returncode:
+                raise StackNotFound(f"the plan of {stack} at {ref} failed: "
+                                    f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
+            return json.loads(out.read_text())
+        finally:
+            _git(root, "worktree", "remove", "--force", str(worktree))
+
+
+def diff_stack(stack: str, base_ref: str, root: Path, allow: set[str]) -> Diff:
+    head = record(stack, root=root)
+    allowed = set(allow) | set(getattr(head.config, "allow_replace", ()))
+    return compare(plan_json_at(base_ref, stack, root), head.as_dict(), allowed)
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def as_json(stack: str, base_ref: str, diff: Diff) -> dict:
+    def change(c: Change) -> dict:
+        return {"type": c.type, "name": c.name, "urn": c.urn, "replace": c.replaces, "replace_because": c.replace_paths,
+                "paths": c.paths, "values": {p: {"old": old, "new": new} for p, (old, new) in c.values.items()},
+                "computed_from_replaced": c.because, "consequences": c.consequences}
+
+    return {
+        "stack": stack, "base": base_ref,
+        "add": [{"type": r["type"], "name": r["name"]} for r in diff.added],
+        "delete": [{"type": r["type"], "name": r["name"]} for r in diff.removed],
+        "change": [change(c) for c in diff.changed],
+        "refused": diff.refused,
+        "secrets_changed": diff.secrets,
+    }
+
+
+def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
+    lines = [f"Changes to {stack} since {base_ref}: {len(diff.added)} to add, {len(diff.changed)} to change "
+             f"({len(diff.replaced)} replaced), {len(diff.removed)} to delete"]
+    lines += [f"  + {r['type']} {r['name']}" for r in diff.added]
+    lines += [f"  - {r['type']} {r['name']}" for r in diff.removed]
+    for c in diff.changed:
+        if c.replaces:
+            lines.append(f"  +- {c.type} {c.name}  REPLACE because of {', '.join(c.replace_paths)}")
+        else:
+            rolling = "  ROLLS its nodes (each drained; see !)" if c.consequences else ""
+            lines.append(f"  ~ {c.type} {c.name}{rolling}")
+        for path in c.paths[:12]:
+            if path in c.because:
+                lines.append(f"      {path}: computed from replaced {c.because[path]}")
+            elif path in c.values:
+                old, new = c.values[path]
+                lines.append(f"      {path}: {_show(old)} → {_show(new)}")
+            else:
+                lines.append(f"      {path}")
+        if len(c.paths) > 12:
+            lines.append(f"      ... {len(c.paths) - 12} more")
+        lines += [f"      ! {line}" for line in c.consequences]
+    lines += [f"  ~ secret {key}: {how}" for key, how in diff.secrets.items()]
+    if diff.refused:
+        lines.append(f"{len(diff.refused)} change(s) refused (why: on stderr; --allow NAME or higgsfield:allowReplace lets an "
+                     "intended one through)")
+    return "\n".join(lines)

@@ -1,0 +1,152 @@
+"""`higgsfield healthcheck render STACK POOL`: the post-deploy health check of a GPU pool
+as Kubernetes objects for `kubectl apply -f -`: a Job with one pod per node running
+images/training/node_check.py (shipped in a ConfigMap) and, for two or more nodes, a PyTorchJob that measures NCCL
+all-reduce bus bandwidth across them. On EFA pools
+the all-reduce fails unless NCCL's INFO log shows it picked aws-ofi-nccl's efa provider (a TCP
+fallback never passes), and its threshold is the instance type's (components/efa.py).
+
+It runs in a team namespace with no Kubernetes API access (no token): it reports, and only the
+health gate (components/healthgate.py), from its own namespace, labels and untaints nodes. No
+team service account is bound to a role that can patch nodes."""
+
+from __future__ import annotations
+
+
+from components.device_plugins import GPU_TOLERATION
+from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for, expected_bus_bandwidth_gb_s
+from components.storage import MOUNT_PATH, PVC_NAME
+from infra.core import versions
+from infra.core.assets import shipped
+from infra.offline.pods import check_image, default_image, prepare_gpu_pod, run_as_team, stack_repository
+from infra.config import ConfigError, GpuPool, StackConfig
+
+PROGRAM = shipped("images/training/node_check.py")
+CODE = "higgsfield-healthcheck"  # the ConfigMap holding node_check.py
+# Where NCCL writes its INFO log in the all-reduce pods (one file per process, read back by
+# node_check.py --allreduce).
+NCCL_LOG = "/tmp/nccl-%h-%p.log"
+
+
+def bus_bandwidth_threshold(cfg: StackConfig, pool: GpuPool) -> float:
+    """EFA pools: the instance type's expected all-reduce bus bandwidth (cited table or a
+    fraction of line rate); other pools: the stack's observability.healthcheck threshold."""
+    return expected_bus_bandwidth_gb_s(pool.instance)[0] if pool.efa else cfg.observability.health.min_bus_bandwidth_gb_s
+
+
+def _env(cfg: StackConfig, pool: GpuPool, image: str) -> list[dict]:
+    health = cfg.observability.health
+    values = {
+        "EXPECTED_GPUS": pool.gpus_per_node,
+        "EXPECTED_GPU_MODEL": pool.instance.gpu_model or "",
+        "MIN_DRIVER_BRANCH": versions.CUDA_MIN_DRIVER_BRANCH[cfg.cuda_version or versions.TRAINING_IMAGE_CUDA],
+        "EXPECTED_DRIVER_VERSION": versions.nvidia_driver_of_release(cfg.node_release_version) or "",
+        "EXPECTED_EFA_DEVICES": efa_count(efa_interfaces_for(pool.instance)) if pool.efa else 0,
+        "MIN_LOCKED_MEMORY_BYTES": EFA_LOCKED_MEMORY_BYTES if pool.efa else 0,
+        "MIN_MATMUL_FRACTION": health.min_matmul_fraction,
+        "MIN_MEMORY_BANDWIDTH_FRACTION": health.min_memory_bandwidth_fraction,
+        "MIN_LUSTRE_MBPS": health.min_lustre_mb_s,
+        "MIN_BUS_BANDWIDTH_GBPS": bus_bandwidth_threshold(cfg, pool),
+        "LUSTRE_PATH": MOUNT_PATH if cfg.fsx.enabled else "",
+        "EXPECTED_NCCL_NETWORK": "efa" if pool.efa else "any",
+        # the plugin version is known only for the image built from images/training/Dockerfile
+        "EXPECTED_OFI_NCCL_VERSION": versions.AWS_OFI_NCCL.version if pool.efa and image.startswith(stack_repository(cfg) + ":") else "",
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_SUBSYS": "INIT,NET",
+        "NCCL_DEBUG_FILE": NCCL_LOG,
+    }
+    return [{"name": k, "value": str(v)} for k, v in values.items()] + [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+
+
+def _pod_spec(cfg: StackConfig, pool: GpuPool, app: str, command: list[str], container: str, image: str) -> dict:
+    limits: dict = {"nvidia.com/gpu": pool.gpus_per_node}
+    mounts = [{"name": "code", "mountPath": "/code"}]
+    volumes: list[dict] = [{"name": "code", "configMap": {"name": CODE}}]
+    if cfg.fsx.enabled:
+        mounts.append({"name": "shared", "mountPath": MOUNT_PATH})
+        volumes.append({"name": "shared", "persistentVolumeClaim": {"claimName": PVC_NAME}})
+    spec = {
+        "automountServiceAccountToken": False,  # reports only; the health gate labels nodes
+        "restartPolicy": "Never",
+        "nodeSelector": {"higgsfield.io/pool": pool.name},
+        "tolerations": [GPU_TOLERATION],
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}]}},
+        "containers": [{
+            "name": container,
+            "image": image,
+            "command": command,
+            "env": _env(cfg, pool, image),
+            "resources": {"limits": limits},
+            "volumeMounts": mounts,
+        }],
+        "volumes": volumes,
+    }
+    prepare_gpu_pod(spec, pool, image, f"healthcheck {app}")
+    return spec
+
+
+def _with_image_comment(obj: dict, cfg: StackConfig, image: str) -> dict:
+    """`obj` with the comment that says which image it needs and how to get it (jobs.image_comment)."""
+    from ruamel.yaml.comments import CommentedMap
+
+    from infra.offline.jobs import image_comment
+
+    commented = CommentedMap(obj)
+    commented.yaml_set_start_comment("\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in image_comment(cfg, image).splitlines()))
+    return commented
+
+
+def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: int | None = None, image: str | None = None) -> list[dict]:
+    pools = {p.name: p for p in cfg.gpu_pools}
+    if pool_name not in pools:
+        raise ConfigError("POOL", f"no pool {pool_name!r} in stack {cfg.stack}; pools: {', '.join(pools) or 'none'}")
+    pool = pools[pool_name]
+    if image is not None:
+        check_image(cfg, pool, image)
+    image = image or default_image(cfg)
+    teams = {t.name: t for t in cfg.scheduler.teams}
+    namespace = team if team is not None else next(iter(teams), None)  # --team '' is a (wrong) value, not "unset"
+    if namespace not in teams:
+        raise ConfigError("--team", f"no team {namespace!r} in stack {cfg.stack}; teams: {', '.join(teams) or 'none'}")
+    count = nodes if nodes is not None else max(1, min(pool.max_size, 2))  # --nodes 0 is a value: refused below
+    if not 1 <= count <= pool.max_size:
+        raise ConfigError("--nodes", f"{count} is outside 1..{pool.max_size} (the pool's maxSize)")
+    app = f"healthcheck-{pool.name}"
+    objects: list[dict] = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CODE, "namespace": namespace}, "data": {"node_check.py": PROGRAM.read_text()}},
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": app, "namespace": namespace},
+            "spec": {
+                "completions": count,
+                "parallelism": count,
+                "backoffLimit": 0,
+                "ttlSecondsAfterFinished": 86400,
+                "template": {"metadata": {"labels": {"app": app}}, "spec": _pod_spec(cfg, pool, app, ["python", "/code/node_check.py"], "check", image)},
+            },
+        },
+    ]
+    team_spec = teams[namespace]
+    check_pods = objects[1]["spec"]["template"]
+    # A GPU pod in a team namespace is Volcano's: its podgroup controller gives each such pod a
+    # PodGroup of its own (volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1
+    # createNormalPodPGIfNotExist), in the team's queue by the namespace's annotation (components/tenancy.py).
+    check_pods["spec"]["schedulerName"] = "volcano"
+    run_as_team(check_pods, team_spec)  # the team's UID and Pod Security restricted, as its admission policy requires
+    objects[1] = _with_image_comment(objects[1], cfg, image)
+    if count >= 2:
+        worker = {"replicas": count, "restartPolicy": "Never", "template": {"metadata": {"labels": {"app": f"{app}-nccl"}},
+                  "spec": _pod_spec(cfg, pool, f"{app}-nccl", ["torchrun", "/code/node_check.py", "--allreduce"], "pytorch", image)}}
+        run_as_team(worker["template"], team_spec)
+        objects.append({
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": f"{app}-nccl", "namespace": namespace},
+            "spec": {
+                "nprocPerNode": str(pool.gpus_per_node),
+                "runPolicy": {"schedulingPolicy": {"queue": team_spec.queue, "priorityClass": cfg.scheduler.classes_of(team_spec, "training")[0], "minAvailable": count}},
+                "pytorchReplicaSpecs": {"Worker": worker},
+            },
+        })
+    return objects

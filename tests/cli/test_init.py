@@ -1,0 +1,237 @@
+"""`higgsfield init`: a stack of one's own in another region, that plans, checks and costs as
+written; and "not offered" errors that say where a type is offered, and from which facts."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+
+from infra.core.bundled import zone_offerings, zones_offering
+from infra.cli.main import main
+from tests.conftest import ROOT, set_pool
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A copy of the project's stacks and policy configs, as the working directory."""
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+ADMIN = ["--admin", "arn:aws:iam::123456789012:role/PlatformAdmin"]  # asked for, never copied
+
+
+def _config(project, name):
+    return yaml.safe_load((project / "stacks" / f"Pulumi.{name}.yaml").read_text())["config"]
+
+
+def test_init_writes_the_region_and_azs_that_offer_the_pools_types(project, capsys):
+    assert main(["init", *ADMIN, "mine", "--region", "eu-north-1"]) == 0
+    config = _config(project, "mine")
+    offered = zone_offerings("eu-north-1")
+    assert config["aws:region"] == "eu-north-1"
+    (pool,) = config["higgsfield:gpuPools"]
+    assert pool["availabilityZone"] in config["higgsfield:availabilityZones"]
+    assert set(pool["instanceTypes"]) <= offered[pool["availabilityZone"]]
+    assert all(set(config["higgsfield:cpuNodes"]["instanceTypes"]) <= offered[z] for z in config["higgsfield:availabilityZones"])
+    assert (project / "policies" / "config" / "mine.json").read_text() == (ROOT / "policies" / "config" / "dev.json").read_text()
+
+
+def test_init_keeps_the_comments_of_the_stack_it_starts_from(project):
+    main(["init", *ADMIN, "mine", "--region", "eu-north-1"])
+    text = (project / "stacks" / "Pulumi.mine.yaml").read_text()
+    assert text.startswith("# yaml-language-server: $schema=../schemas/stack.schema.json\n")
+    assert "instanceTypes: [g6e.xlarge, g6e.2xlarge]   # 1 x L40S each, no EFA" in text
+    assert "publicAccessCidrs: []                 # replace with your office / VPN egress range" in text
+
+
+def test_init_does_not_copy_an_example_allow_list_no_request_comes_from(project, capsys):
+    """dev's 203.0.113.0/24 (RFC 5737) admits no one: the new endpoint is private, and says so."""
+    assert main(["init", *ADMIN, "mine", "--region", "eu-north-1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert _config(project, "mine")["higgsfield:endpoint"]["publicAccessCidrs"] == []
+    assert "203.0.113.0/24 of dev is a documentation range" in out and "--public-access-cidr" in out
+
+
+def test_init_sets_who_reaches_the_api_endpoint_from_its_flag(project, capsys):
+    argv = ["init", *ADMIN, "mine", "--region", "eu-north-1", "--public-access-cidr", "8.8.8.0/24", "--public-access-cidr", "1.1.1.1/32"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert _config(project, "mine")["higgsfield:endpoint"]["publicAccessCidrs"] == ["8.8.8.0/24", "1.1.1.1/32"]
+    assert "documentation range" not in capsys.readouterr().out
+
+
+def test_an_allow_list_flag_the_stack_refuses_is_named_with_its_value(project, capsys):
+    assert main(["init", *ADMIN, "mine", "--region", "eu-north-1", "--public-access-cidr", "10.0.0.0/8"]) == 2
+    assert capsys.readouterr().err.startswith("error: --public-access-cidr 10.0.0.0/8: 10.0.0.0/8 is a private (RFC 1918) range")
+    assert not (project / "stacks" / "Pulumi.mine.yaml").exists()
+
+
+def test_a_stack_from_init_plans_checks_and_costs_without_edits(project, capsys):
+    """eu-north-1: a region the bundled price file has no prices for, so `cost` marks, not fails."""
+    assert main(["init", *ADMIN, "mine", "--region", "eu-north-1"]) == 0
+    assert main(["plan", "mine"]) == 0
+    assert main(["check", "mine"]) == 0
+    assert main(["cost", "mine"]) == 0
+    assert "0 mandatory" in capsys.readouterr().out
+
+
+def test_init_from_prod_buys_on_demand_where_prod_had_reservations_and_checks_clean(project, capsys):
+    assert main(["init", *ADMIN, "big", "--region", "eu-north-1", "--from", "prod"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # notes wrap within 120 columns
+    pools = _config(project, "big")["higgsfield:gpuPools"]
+    assert {p.get("capacity", {}).get("type", "on-demand") for p in pools} <= {"on-demand", "spot"}
+    assert "capacity-block cr-0a1b2c3d4e5f60718 is prod's, in us-east-2" in out
+    assert main(["check", "big"]) == 0
+
+
+def test_init_refuses_a_region_without_the_pools_type_and_says_where_it_is_offered(project, capsys):
+    assert main(["init", *ADMIN, "far", "--region", "af-south-1", "--from", "prod"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: higgsfield:gpuPools[0].instanceTypes: instance type 'p5.48xlarge' is not offered anywhere in "
+                          "af-south-1; offered in ")
+    assert "us-east-1 (a b c d e f)" in err and "AWS's catalog as bundled with moto" in err and "higgsfield preflight" in err
+    assert not (project / "stacks" / "Pulumi.far.yaml").exists()
+
+
+def test_init_never_overwrites_a_stack(project, capsys):
+    before = (project / "stacks" / "Pulumi.dev.yaml").read_text()
+    assert main(["init", *ADMIN, "dev", "--region", "eu-north-1"]) == 2
+    assert "stacks/Pulumi.dev.yaml exists already" in capsys.readouterr().err
+    assert (project / "stacks" / "Pulumi.dev.yaml").read_text() == before
+
+
+def test_a_type_not_offered_in_the_pools_zone_names_the_zones_that_offer_it(project_copy, capsys):
+    project_copy("dev", set_pool(0, instanceTypes=["p5en.48xlarge"], availabilityZone="us-west-2b"))
+    assert main(["plan", "bad"]) == 2
+    err = capsys.readouterr().err
+    assert "instance type 'p5en.48xlarge' is not offered in us-west-2b; offered in us-west-2 (" in err
+    assert "(AWS's catalog as bundled with moto" in err
+
+
+def test_check_refuses_a_stack_without_its_policy_config(project, capsys):
+    shutil.copy(project / "stacks" / "Pulumi.dev.yaml", project / "stacks" / "Pulumi.mine.yaml")
+    assert main(["check", "mine"]) == 2
+    assert "policies/config/mine.json not found: `higgsfield init mine --region REGION` writes one" in capsys.readouterr().err
+
+
+def test_preflight_says_which_azs_the_account_is_offered_a_missing_type_in():
+    """moto answers DescribeInstanceTypeOfferings from the same bundled catalog, as the account would."""
+    import boto3
+    from moto import mock_aws
+
+    from infra.cli import preflight
+
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
+        fix = preflight._offered_instead(preflight.Clients(ec2, None, None, None, None), "p5en.48xlarge", "us-west-2b")
+    zones = ", ".join(zones_offering("p5en.48xlarge", "us-west-2"))
+    assert fix == f"this account is offered it in {zones}: set the pool's availabilityZone to one of them"
+
+
+
+# --- a real new stack from flags; nothing bound to another account, region or CI carried over
+
+
+def test_init_flags_set_the_pools_system_types_and_teams_of_the_new_stack(project, capsys):
+    argv = ["init", *ADMIN, "eu", "--region", "eu-north-1", "--from", "staging", "--gpu-pool", "h100:p5.48xlarge:0-4",
+            "--gpu-pool", "l4:g6.xlarge:1-3", "--cpu-type", "m7i.xlarge", "--team", "vision:16", "--team", "nlp"]
+    assert main(argv) == 0, capsys.readouterr().err
+    config = _config(project, "eu")
+    pools = {p["name"]: p for p in config["higgsfield:gpuPools"]}
+    assert pools["h100"]["instanceTypes"] == ["p5.48xlarge"] and (pools["l4"]["minSize"], pools["l4"]["maxSize"]) == (1, 3)
+    assert config["higgsfield:cpuNodes"]["instanceTypes"] == ["m7i.xlarge"]
+    teams = {t["name"]: t for t in config["higgsfield:scheduler"]["teams"]}
+    assert teams["vision"]["gpuQuota"] == 16 and teams["nlp"]["gpuQuota"] == 4 * 8 + 3 * 1  # the new pools' GPUs
+    assert len({t["uid"] for t in teams.values()}) == 2
+
+
+def test_init_never_copies_the_ci_connection_state_bucket_admins_image_or_s3_link(project, capsys):
+    assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", "--from", "prod"]) == 0, capsys.readouterr().err
+    config = _config(project, "eu")
+    out = " ".join(capsys.readouterr().out.split())  # notes wrap within 120 columns
+    assert "higgsfield:delivery" not in config and "s3" not in config["higgsfield:fsx"]
+    assert config["higgsfield:admins"] == [ADMIN[1]]  # the flag's, none of prod's
+    for said in ("higgsfield:delivery (CI: account", "fsx.s3 linked prod's bucket"):
+        assert said in out
+
+
+def test_init_never_copies_the_health_gate_image_which_runs_privileged_on_every_gpu_node(project_copy, capsys):
+    from tests.conftest import set_key
+
+    gate = "111122223333.dkr.ecr.us-west-2.amazonaws.com/higgsfield-dev/training:src-abc"
+    project = project_copy("dev", set_key("higgsfield:healthGateImage", gate))
+    assert main(["init", *ADMIN, "mine", "--region", "eu-central-1", "--from", "bad"]) == 0, capsys.readouterr().err
+    assert "higgsfield:healthGateImage" not in _config(project, "mine")
+    assert f"healthGateImage {gate} is bad's: not copied" in " ".join(capsys.readouterr().out.split())
+
+
+def test_init_without_an_admin_is_refused_naming_the_flag_and_writes_nothing(project, capsys):
+    assert main(["init", "eu", "--region", "eu-north-1", "--from", "prod"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --admin: the new stack needs the IAM role or user ARN") and "prod's admins are not copied" in err
+    assert not (project / "stacks" / "Pulumi.eu.yaml").exists() and not (project / "policies" / "config" / "eu.json").exists()
+
+
+def test_jobs_for_a_stack_that_names_no_account_are_refused_not_rendered_with_a_placeholder(project_copy, capsys):
+    """No admins and no delivery: `<account>.dkr.ecr...` is no registry a node can pull from."""
+    from tests.conftest import delete_key
+
+    project_copy("dev", lambda config: (delete_key("higgsfield:admins")(config), delete_key("higgsfield:delivery")(config)))
+    assert main(["jobs", "render", "bad", "pytorch-ddp"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: higgsfield:admins: names no AWS account") and "--image" in err
+    assert main(["jobs", "render", "bad", "pytorch-ddp", "--image", "123456789012.dkr.ecr.us-west-2.amazonaws.com/x/training:1"]) == 0
+
+
+def test_init_puts_every_efa_pool_in_one_zone_with_the_file_system(project, capsys):
+    argv = ["init", *ADMIN, "eu", "--region", "eu-north-1", "--from", "prod", "--gpu-pool", "a:p5.48xlarge:0-2", "--gpu-pool", "b:p5en.48xlarge:0-2"]
+    assert main(argv) == 0, capsys.readouterr().err
+    zones = {p["availabilityZone"] for p in _config(project, "eu")["higgsfield:gpuPools"]}
+    assert len(zones) == 1 and "availabilityZone" not in _config(project, "eu")["higgsfield:fsx"]  # FSx defaults to the EFA zone
+
+
+@pytest.mark.parametrize("flag, value", [("--gpu-pool", "h100"), ("--gpu-pool", "h100:p5.48xlarge:four"), ("--team", "a:b:c")])
+def test_a_malformed_init_flag_is_refused_naming_the_flag(project, capsys, flag, value):
+    assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", flag, value]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {flag}: ") and err.count("\n") == 1 and not (project / "stacks" / "Pulumi.eu.yaml").exists()
+
+
+def test_init_output_fits_120_columns(project, capsys):
+    assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", "--from", "prod"]) == 0
+    assert max(map(len, capsys.readouterr().out.splitlines())) <= 120
+
+
+def test_a_pool_flag_the_stack_refuses_is_named_with_its_value_not_a_line_of_an_unwritten_file(project, capsys):
+    assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", "--gpu-pool", "h100:p5.48xlarge:0-99999"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --gpu-pool h100:p5.48xlarge:0-99999: gpuPools[0].maxSize: must be at most 450")
+    assert "Pulumi.eu.yaml" not in err and not (project / "stacks" / "Pulumi.eu.yaml").exists()
+
+
+def test_a_team_flag_the_stack_refuses_is_named_with_its_value(project, capsys):
+    assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", "--team", "Vision:8"]) == 2
+    assert capsys.readouterr().err.startswith("error: --team Vision:8: scheduler.")
+
+
+def test_a_mistyped_instance_type_is_a_typo_with_the_closest_types_not_a_type_offered_nowhere(project, capsys):
+    assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", "--gpu-pool", "h100:P5.48xlarge:0-2"]) == 2
+    err = capsys.readouterr().err
+    assert "no such instance type in AWS's catalog" in err and "did you mean p5.48xlarge" in err
+
+
+def test_check_names_one_refusal_once_with_every_example_it_stops(project_copy, capsys):
+    from infra.offline import check, jobs
+    from tests.conftest import delete_key
+
+    project_copy("dev", lambda config: (delete_key("higgsfield:admins")(config), delete_key("higgsfield:delivery")(config)))
+    result = check.check_stack("bad")
+    (finding,) = [f for f in result.mandatory if f.policy == "example-jobs-fit"]
+    needs_ours = [e for e in jobs.examples_for(result.plan.config) if e not in jobs.OWN_IMAGE]  # the others run upstream images
+    assert len(needs_ours) > 1 and all(f"examples/{e}.yaml" in finding.message for e in needs_ours)
+    assert finding.message.count("higgsfield:admins: names no AWS account") == 1

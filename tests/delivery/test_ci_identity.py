@@ -1,0 +1,254 @@
+"""The deploy identity's ceiling (components/delivery.py): a permissions boundary on every role,
+and the ways out of it, written as the requests an attacker holding the deploy role would send,
+evaluated against the policies we render (policies/iam_evaluation.py). Each attack is refused by
+a named boundary statement, and goes through once that statement is gone."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from components.delivery import MANAGED_POLICIES, boundary_arn
+from policies.iam_evaluation import Policy, Request, evaluate
+from infra.offline.delivery_checks import account_findings
+from tests.conftest import ROOT, STACKS, config_of, plan_of
+from tests.policies.test_policies import R, stack_violations
+
+ACCOUNT = config_of("prod").delivery.account_id
+STACK_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-lustre-csi-0123"
+DEPLOY_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-deploy"
+BOUNDARY = boundary_arn(ACCOUNT, "prod")
+ADMIN = "arn:aws:iam::aws:policy/AdministratorAccess"
+
+
+def _document(plan, type_: str, name: str) -> Policy:
+    r = next(r for r in plan.resources if r.type == type_ and r.name == name)
+    return Policy.of(name, r.inputs["policy"])
+
+
+def _boundary(plan=None) -> Policy:
+    plan = plan or plan_of("prod")
+    return _document(plan, "aws:iam/policy:Policy", "delivery-boundary")
+
+
+def _deploy(plan=None) -> Policy:
+    plan = plan or plan_of("prod")
+    return _document(plan, "aws:iam/rolePolicy:RolePolicy", "delivery-deploy")
+
+
+# A role the deploy role made (bounded) and gave `*` on `*`: the boundary alone must hold.
+EVERYTHING = Policy("everything", {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+
+# (attack, request, the boundary statement that refuses it)
+ATTACKS = [
+    ("rewrite the boundary", Request("iam:CreatePolicyVersion", BOUNDARY), "BoundaryIsFixed"),
+    ("make a rewritten boundary the default", Request("iam:SetDefaultPolicyVersion", BOUNDARY), "BoundaryIsFixed"),
+    ("delete the boundary", Request("iam:DeletePolicy", BOUNDARY), "BoundaryIsFixed"),
+    ("grant itself more", Request("iam:PutRolePolicy", DEPLOY_ROLE), "CiIdentitiesAreAdministeredByBootstrap"),
+    ("attach AdministratorAccess to itself", Request("iam:AttachRolePolicy", DEPLOY_ROLE, {"iam:PolicyARN": ADMIN}), "CiIdentitiesAreAdministeredByBootstrap"),
+    ("let a pull request assume it", Request("iam:UpdateAssumeRolePolicy", DEPLOY_ROLE), "CiIdentitiesAreAdministeredByBootstrap"),
+    ("drop its own boundary", Request("iam:DeleteRolePermissionsBoundary", DEPLOY_ROLE), "BoundaryStaysAttached"),
+    ("widen the preview role a pull request holds", Request("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-preview"), "CiIdentitiesAreAdministeredByBootstrap"),
+    ("give the deploy runner's role credentials a PR could read", Request("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-deploy-runner", {"iam:PolicyARN": "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"}), "CiIdentitiesAreAdministeredByBootstrap"),
+    ("create a role without the boundary", Request("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-escape"), "RolesOnlyWithTheBoundary"),
+    ("create a role with a boundary of its own", Request("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-escape", {"iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/higgsfield-prod-open"}), "RolesOnlyWithTheBoundary"),
+    ("swap a role's boundary", Request("iam:PutRolePermissionsBoundary", STACK_ROLE, {"iam:PermissionsBoundary": ADMIN}), "RolesOnlyWithTheBoundary"),
+    ("attach AdministratorAccess to a stack role", Request("iam:AttachRolePolicy", STACK_ROLE, {"iam:PolicyARN": ADMIN}), "OnlyTheProgramsManagedPolicies"),
+    ("create an unbounded role outside the stack's names", Request("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/Escape", {"iam:PermissionsBoundary": BOUNDARY}), "OnlyTheStacksRoles"),
+    ("trust itself from the account's admin role", Request("iam:UpdateAssumeRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/OrganizationAccountAccessRole"), "OnlyTheStacksRoles"),
+    ("grant another stack's role", Request("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-staging-deploy"), "OnlyTheStacksRoles"),
+    ("pass an admin role to an instance, a build or a pod", Request("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/OrganizationAccountAccessRole", {"iam:PassedToService": "ec2.amazonaws.com"}), "PassOnlyTheStacksRoles"),
+    ("assume the account's admin role", Request("sts:AssumeRole", f"arn:aws:iam::{ACCOUNT}:role/OrganizationAccountAccessRole"), "NoRoleChaining"),
+    ("a user of its own", Request("iam:CreateUser", f"arn:aws:iam::{ACCOUNT}:user/backdoor"), "NoUsersNoLongLivedKeys"),
+    ("a long-lived key", Request("iam:CreateAccessKey", f"arn:aws:iam::{ACCOUNT}:user/backdoor"), "NoUsersNoLongLivedKeys"),
+    ("a console password", Request("iam:CreateLoginProfile", f"arn:aws:iam::{ACCOUNT}:user/backdoor"), "NoUsersNoLongLivedKeys"),
+    ("join the admins group", Request("iam:AddUserToGroup", f"arn:aws:iam::{ACCOUNT}:group/Admins"), "NoUsersNoLongLivedKeys"),
+    ("an instance profile for a stack role", Request("iam:AddRoleToInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/x"), "NoUsersNoLongLivedKeys"),
+    ("trust an identity provider of its own", Request("iam:CreateOpenIDConnectProvider", f"arn:aws:iam::{ACCOUNT}:oidc-provider/evil.example.com"), "IdentityProvidersAreFixed"),
+    ("add an audience to GitHub's provider", Request("iam:AddClientIDToOpenIDConnectProvider", f"arn:aws:iam::{ACCOUNT}:oidc-provider/token.actions.githubusercontent.com"), "IdentityProvidersAreFixed"),
+]
+
+
+def _without(policy: Policy, sid: str) -> Policy:
+    document = copy.deepcopy(dict(policy.document))
+    document["Statement"] = [s for s in document["Statement"] if s.get("Sid") != sid]
+    return Policy(policy.name, document)
+
+
+@pytest.mark.parametrize(("attack", "request_", "sid"), ATTACKS, ids=[a[0] for a in ATTACKS])
+def test_the_deploy_role_cannot(attack, request_, sid):
+    decision = evaluate(request_, [_deploy()], _boundary())
+    assert decision.denied_by == ("delivery-boundary", sid), decision.reason
+
+
+@pytest.mark.parametrize(("attack", "request_", "sid"), ATTACKS, ids=[a[0] for a in ATTACKS])
+def test_a_role_it_made_with_every_permission_cannot_either(attack, request_, sid):
+    decision = evaluate(request_, [EVERYTHING], _boundary())
+    assert decision.denied_by == ("delivery-boundary", sid), decision.reason
+
+
+@pytest.mark.parametrize(("attack", "request_", "sid"), ATTACKS, ids=[a[0] for a in ATTACKS])
+def test_each_attack_goes_through_once_its_statement_is_removed(attack, request_, sid):
+    # The named statement is what refuses it: without it, a bounded role with `*` gets through,
+    # or another named denial (never the same) still holds.
+    decision = evaluate(request_, [EVERYTHING], _without(_boundary(), sid))
+    assert decision.denied_by is None or decision.denied_by[1] != sid
+    if sid == "NoRoleChaining":  # defended twice: sts is not among the boundary's services either
+        assert decision.reason == "not allowed by the permissions boundary delivery-boundary"
+    else:
+        assert decision.allowed or decision.denied_by is not None, decision.reason
+
+
+# What `pulumi up` does must still be allowed: the ceiling is not a wall.
+DEPLOYS = [
+    Request("iam:CreateRole", STACK_ROLE, {"iam:PermissionsBoundary": BOUNDARY}),
+    Request("iam:PutRolePolicy", STACK_ROLE),
+    Request("iam:AttachRolePolicy", STACK_ROLE, {"iam:PolicyARN": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"}),
+    Request("iam:UpdateAssumeRolePolicy", STACK_ROLE),
+    Request("iam:PassRole", STACK_ROLE, {"iam:PassedToService": "pods.eks.amazonaws.com"}),
+    Request("iam:DeleteRole", STACK_ROLE),
+    Request("iam:CreateServiceLinkedRole", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks.amazonaws.com/AWSServiceRoleForAmazonEKS", {"iam:AWSServiceName": "eks.amazonaws.com"}),
+    Request("iam:GetRole", DEPLOY_ROLE),
+    Request("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_fs-0123",
+            {"iam:PolicyARN": "arn:aws:iam::aws:policy/aws-service-role/WHICHEVER_FSX_ATTACHES"}),
+    Request("eks:CreateCluster", "arn:aws:eks:us-east-2:444455556666:cluster/higgsfield-prod"),
+    Request("ec2:RunInstances", "*"),
+    Request("fsx:CreateDataRepositoryAssociation", "*"),
+    Request("s3:PutBucketVersioning", f"arn:aws:s3:::{config_of('prod').fsx.s3.bucket}"),
+    Request("s3:PutObject", f"arn:aws:s3:::{config_of('prod').delivery.state_bucket}/.pulumi/stacks/higgsfield/prod.json"),
+    Request("kms:CreateKey", "*"),
+    Request("logs:CreateLogGroup", "*"),
+]
+
+
+@pytest.mark.parametrize("request_", DEPLOYS, ids=lambda r: f"{r.action} {r.resource.rsplit(':', 1)[-1]}")
+def test_the_deploy_role_can_still_do_what_pulumi_up_does(request_):
+    decision = evaluate(request_, [_deploy()], _boundary())
+    assert decision.allowed, decision.reason
+
+
+def test_the_deploy_role_cannot_reach_buckets_it_does_not_name():
+    decision = evaluate(Request("s3:GetObject", "arn:aws:s3:::someone-elses-bucket/secret"), [_deploy()], _boundary())
+    assert not decision.allowed
+
+
+def test_every_role_of_every_stack_carries_the_boundary():
+    for stack in STACKS:
+        plan = plan_of(stack)
+        expected = boundary_arn(plan.config.delivery.account_id, stack)
+        roles = [r for r in plan.resources if r.type == "aws:iam/role:Role"]
+        assert roles and all(r.inputs.get("permissionsBoundary") == expected for r in roles), [r.name for r in roles if r.inputs.get("permissionsBoundary") != expected]
+        # ...and a name the deploy role may manage (the boundary confines it to higgsfield-STACK-*).
+        assert all(str(r.inputs.get("name") or r.inputs.get("namePrefix")).startswith(f"higgsfield-{stack}-") for r in roles)
+
+
+def test_no_role_comes_from_inside_pulumi_eks():
+    """pulumi-eks makes a cluster role itself unless given one (its roles are out of reach of
+    our transformation): the cluster gets ours."""
+    cluster = next(r for r in plan_of("prod").resources if r.type == "eks:index:Cluster")
+    service = [r for r in plan_of("prod").resources if r.name == "cluster-service"]
+    assert cluster.inputs.get("serviceRole") is not None
+    assert {r.type for r in service} == {"aws:iam/role:Role", "aws:iam/rolePolicyAttachment:RolePolicyAttachment"}
+    assert all(r.urn in cluster.dependencies for r in service)  # the policy is attached before EKS uses the role
+
+
+def test_every_managed_policy_the_program_attaches_is_one_the_boundary_lets_it_attach():
+    for stack in STACKS:
+        plan = plan_of(stack)
+        for r in plan.resources:
+            if r.type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment":
+                arn = r.inputs["policyArn"]
+                assert arn.removeprefix("arn:aws:iam::aws:policy/") in MANAGED_POLICIES, arn
+                request = Request("iam:AttachRolePolicy", f"arn:aws:iam::{plan.config.delivery.account_id}:role/higgsfield-{stack}-x", {"iam:PolicyARN": arn})
+                assert evaluate(request, [_deploy(plan)], _boundary(plan)).allowed
+
+
+def test_every_action_our_inline_policies_grant_is_under_the_boundary():
+    """The ceiling must not silently cut what a role of ours needs."""
+    for stack in STACKS:
+        plan = plan_of(stack)
+        boundary = _boundary(plan)
+        for r in plan.resources:
+            if r.type != "aws:iam/rolePolicy:RolePolicy" or not str(r.inputs.get("policy", "")).startswith("{"):
+                continue
+            for statement in json.loads(r.inputs["policy"])["Statement"]:
+                if statement.get("Effect") != "Allow":
+                    continue
+                for action in statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]:
+                    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+                    for resource in resources:
+                        context = {"iam:PermissionsBoundary": boundary_arn(plan.config.delivery.account_id, stack),
+                                   "iam:AWSServiceName": "eks.amazonaws.com", "iam:PolicyARN": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"}
+                        decision = evaluate(Request(action.replace("*", "Anything"), resource.replace("*", "x"), context), [EVERYTHING], boundary)
+                        assert decision.allowed, f"{stack} {r.name}: {action} on {resource}: {decision.reason}"
+
+
+# --- the pack's rules for it ---------------------------------------------------------------------------
+
+
+def test_roles_under_the_boundary_policy_flags_a_role_without_it():
+    boundary = R("aws:iam/policy:Policy", {"name": "higgsfield-prod-boundary"})
+    good = R("aws:iam/role:Role", {"permissionsBoundary": BOUNDARY})
+    assert stack_violations("roles-under-the-boundary", [boundary, good]) == []
+    assert stack_violations("roles-under-the-boundary", [boundary, R("aws:iam/role:Role", {})])
+    assert stack_violations("roles-under-the-boundary", [boundary, R("aws:iam/role:Role", {"permissionsBoundary": ADMIN})])
+    assert stack_violations("roles-under-the-boundary", [R("aws:iam/role:Role", {})]) == []  # no boundary in a stack CI does not deploy
+
+
+def test_fsx_export_versioned_policy_flags_an_export_into_an_unversioned_bucket():
+    link = R("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation", {"dataRepositoryPath": "s3://data/set", "s3": {"autoExportPolicy": {"events": ["NEW", "CHANGED"]}}})
+    versioning = R("aws:s3/bucketVersioning:BucketVersioning", {"bucket": "data", "versioningConfiguration": {"status": "Enabled"}})
+    assert stack_violations("fsx-export-versioned", [link, versioning]) == []
+    assert stack_violations("fsx-export-versioned", [link])
+    assert stack_violations("fsx-export-versioned", [link, R("aws:s3/bucketVersioning:BucketVersioning", {"bucket": "data", "versioningConfiguration": {"status": "Suspended"}})])
+    assert stack_violations("fsx-export-versioned", [R("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation", {"dataRepositoryPath": "s3://data"})]) == []  # no export
+    assert stack_violations("fsx-export-versioned", [R("aws:fsx/lustreFileSystem:LustreFileSystem", {"exportPath": "s3://scratch/out"})])
+
+
+# --- one account, one environment, per stack ---------------------------------------------------------
+
+
+def _entries(**changes):
+    from infra.offline.stacks import stack_matrix
+
+    entries = stack_matrix(ROOT)["include"]
+    return [{**e, **changes.get(e["stack"], {})} for e in entries]
+
+
+def test_shipped_stacks_each_have_their_own_account_and_environment():
+    assert len({plan_of(s).config.delivery.account_id for s in STACKS}) == len(STACKS)
+    for stack in STACKS:
+        assert account_findings(plan_of(stack).config, _entries()) == []
+
+
+def test_check_refuses_a_prod_sharing_its_account_with_staging():
+    found = account_findings(config_of("prod"), _entries(staging={"account": ACCOUNT}))
+    assert [(level, where) for level, where, _ in found] == [("mandatory", "higgsfield:delivery.accountId")], found
+    assert "staging" in found[0][2]
+
+
+def test_check_advises_against_dev_and_staging_sharing_an_account():
+    staging = plan_of("staging").config
+    found = account_findings(staging, _entries(dev={"account": staging.delivery.account_id}))
+    assert [(level, where) for level, where, _ in found] == [("advisory", "higgsfield:delivery.accountId")]
+
+
+def test_check_refuses_a_prod_deploying_in_devs_github_environment():
+    found = account_findings(config_of("prod"), _entries(dev={"deployEnvironment": "prod"}))
+    assert [(level, where) for level, where, _ in found] == [("mandatory", "higgsfield:delivery.deployEnvironment")]
+
+
+def test_check_command_fails_a_prod_stack_sharing_its_account(project_copy, capsys):
+    import yaml
+
+    from infra.cli.main import main
+
+    root = project_copy("prod", lambda config: None)
+    staging = yaml.safe_load((ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
+    staging["config"]["higgsfield:delivery"]["accountId"] = ACCOUNT
+    (root / "stacks" / "Pulumi.staging.yaml").write_text(yaml.safe_dump(staging))
+    assert main(["check", "bad"]) == 1
+    out = capsys.readouterr().out
+    assert "higgsfield:delivery.accountId" in out and "staging" in out

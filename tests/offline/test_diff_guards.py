@@ -1,0 +1,102 @@
+"""Changes that slip the guard, refused by `higgsfield diff` unless allowed, each saying why (issue
+#23): a Kubernetes jump of two minors, removing protect/retain in code, deleting prod's log groups
+(observability off), removing a team (its namespace and claims). And the pinned-chart policy
+refuses version ranges. The plans compared are the recorded prod plan and edits of it."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from infra.offline.diff import compare, render_diff
+from policies import rules
+from tests.conftest import plan_of
+
+
+def _prod() -> dict:
+    return copy.deepcopy(plan_of("prod").as_dict())
+
+
+def _cluster(plan: dict) -> dict:
+    return next(r for r in plan["resources"] if r["type"] == "eks:index:Cluster")
+
+
+def test_a_two_minor_kubernetes_jump_is_refused_saying_eks_goes_one_minor_at_a_time():
+    base, head = _prod(), _prod()
+    _cluster(base)["inputs"]["version"] = "1.33"
+    _cluster(head)["inputs"]["version"] = "1.35"
+    (refusal,) = [r for r in compare(base, head, set()).refused if "Kubernetes" in r]
+    assert "upgrade of Kubernetes on cluster-eks from 1.33 to 1.35 is refused" in refusal
+    assert "one minor version at a time" in refusal and "go through 1.34 first" in refusal
+
+
+def test_a_one_minor_upgrade_goes_through():
+    base, head = _prod(), _prod()
+    _cluster(base)["inputs"]["version"] = "1.34"
+    assert compare(base, head, set()).refused == []
+
+
+def test_an_allow_lets_a_two_minor_jump_through():
+    base, head = _prod(), _prod()
+    _cluster(base)["inputs"]["version"] = "1.33"
+    assert compare(base, head, {"kubernetesVersion"}).refused == []
+
+
+@pytest.mark.parametrize("option", ["protect", "retain_on_delete"])
+def test_removing_protect_or_retain_in_code_is_a_refused_change(option):
+    base, head = _prod(), _prod()
+    kept = next(r for r in head["resources"] if r["type"] == "aws:fsx/lustreFileSystem:LustreFileSystem")
+    assert kept[option]
+    kept[option] = False
+    diff = compare(base, head, set())
+    assert any(r.startswith(f"removing {option} from aws:fsx/lustreFileSystem:LustreFileSystem lustre is refused (") for r in diff.refused), diff.refused
+    assert f"({option}): true → false" in render_diff("prod", "base", diff)  # shown as a change, not "no change"
+
+
+def test_turning_observability_off_in_prod_refuses_deleting_its_log_groups():
+    base, head = _prod(), _prod()
+    head["resources"] = [r for r in head["resources"] if not (r["type"] == "aws:cloudwatch/logGroup:LogGroup" and r["name"].startswith("monitoring-"))]
+    refused = compare(base, head, set()).refused
+    logs = [r for r in refused if "CloudWatch log group" in r]
+    assert len(logs) == 4 and all("deletes the logs in it" in r for r in logs), refused
+    assert compare(base, head, {"log-groups"}).refused == []
+
+
+def test_deleting_a_dev_log_group_is_not_refused():
+    base = copy.deepcopy(plan_of("dev").as_dict())
+    head = copy.deepcopy(base)
+    head["resources"] = [r for r in head["resources"] if r["type"] != "aws:cloudwatch/logGroup:LogGroup"]
+    assert not [r for r in compare(base, head, set()).refused if "log group" in r]
+
+
+def test_removing_a_team_refuses_deleting_its_namespace_and_claims():
+    base, head = _prod(), _prod()
+    def gone(r: dict) -> bool:
+        return r["name"].startswith(("teams-vision", "lustre-pvc-vision", "lustre-pv-vision"))
+
+    head["resources"] = [r for r in head["resources"] if not gone(r)]
+    refused = compare(base, head, set()).refused
+    assert any(r.startswith("delete of namespace teams-vision is refused (Kubernetes deletes every object in a namespace") for r in refused), refused
+    assert any(r.startswith("delete of claim lustre-pvc-vision") for r in refused), refused
+    assert compare(base, head, {"namespaces", "claims"}).refused == []
+
+
+@pytest.mark.parametrize("version", [">=1.0.0", "^1", "~1", "1.x", "*", "1.2 - 1.4", "<2.0.0", "1.0.0 || 2.0.0", "1", "1.2"])
+def test_the_pinned_chart_policy_refuses_version_ranges(version):
+    found: list[str] = []
+    from pulumi_policy import ResourceValidationArgs
+
+    args = ResourceValidationArgs(rules.HELM_RELEASE, {"chart": "volcano", "version": version}, "urn", "volcano", None, None, {})
+    rules.helm_release_pinned.validate(args, lambda message, urn=None: found.append(message))
+    assert found and "is a range, not a pin" in found[0], (version, found)
+
+
+@pytest.mark.parametrize("version", ["1.15.1", "v0.5.30", "88.6.5", "1.0.0-rc.1", "2.1.0+build.5"])
+def test_the_pinned_chart_policy_accepts_exact_versions(version):
+    found: list[str] = []
+    from pulumi_policy import ResourceValidationArgs
+
+    args = ResourceValidationArgs(rules.HELM_RELEASE, {"chart": "volcano", "version": version}, "urn", "volcano", None, None, {})
+    rules.helm_release_pinned.validate(args, lambda message, urn=None: found.append(message))
+    assert found == []
