@@ -14,6 +14,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+Loc = tuple[str | int, ...]  # a path of stack-file keys and list indexes
 KEY_SHOWN = 100  # a key longer than this is cut in messages (a key of a megabyte is named, not printed)
 
 
@@ -88,13 +89,13 @@ def secret_leaves(value: Any, loc: tuple[str | int, ...] = ()) -> dict[tuple[str
     return found
 
 
-def without_secrets(value: Any, loc: tuple[str | int, ...] = ()) -> tuple[Any, dict[tuple, tuple]]:
+def without_secrets(value: Any, loc: tuple[str | int, ...] = ()) -> tuple[Any, dict[Loc, Loc]]:
     """`value` with every encrypted value left out (a map's key dropped: its default stands in; a
     list's item dropped), and where each item of a shortened list was written (its loc in the
     result -> its loc as written), so a problem with a plaintext neighbour names it as written."""
-    moved: dict[tuple, tuple] = {}
+    moved: dict[Loc, Loc] = {}
 
-    def strip(item: Any, new: tuple, written: tuple) -> Any:
+    def strip(item: Any, new: Loc, written: Loc) -> Any:
         if new != written:
             moved[new] = written
         if isinstance(item, dict):
@@ -107,7 +108,7 @@ def without_secrets(value: Any, loc: tuple[str | int, ...] = ()) -> tuple[Any, d
     return strip(value, loc, loc), moved
 
 
-def as_written(loc: tuple[str | int, ...], moved: dict[tuple, tuple]) -> tuple[str | int, ...]:
+def as_written(loc: tuple[str | int, ...], moved: dict[Loc, Loc]) -> tuple[str | int, ...]:
     """A loc in `without_secrets`' result as the stack file wrote it."""
     for n in range(len(loc), 0, -1):
         if loc[:n] in moved:
