@@ -341,10 +341,14 @@ def required_tags(args: ResourceValidationArgs, report: ReportViolation) -> None
     if not taggable(args.resource_type):
         return
     required = args.get_config().get("required") or REQUIRED_TAGS
-    present = list(iter(_tags(args.props)))
+    tags = _tags(args.props)
+    present = list(iter(tags))
     missing = [t for t in required if t not in present]
+    empty = [t for t in required if t in present and isinstance(tags[t], str) and not tags[t].strip()]
     if missing:
         report(f"Missing tags {', '.join(missing)}: pass the stack's resource_tags to this resource.")
+    if empty:  # AWS takes an empty value, but it says nothing: a cost report groups it with the untagged
+        report(f"Required tags {', '.join(empty)} are empty: set a value (higgsfield:tags).")
 
 
 # --- stack-wide: node roles, GPU pools, EFA, FSx, production ------------------------------------------

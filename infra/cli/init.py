@@ -15,15 +15,23 @@ bucket and key (`higgsfield:delivery`), a training image in another region's reg
 link are cleared, each with a note saying how to set the new stack's own, and so is a health gate
 image (the gate runs it privileged on every GPU node); the admins are asked for (`--admin`,
 required), never copied.
-The new stack is validated like any other before anything is written.
+The new stack is validated like any other before anything is written: in a scratch copy of the
+project, so an interrupted or refused init leaves nothing in stacks/. The files are then published
+under a lock (stacks/.init.lock), each by a hard link that fails if the name exists, so two inits
+at once never write over each other's stack, and a reader never sees half a file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
 import json
+import os
 import re
-from collections.abc import Sequence
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -239,6 +247,13 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
     if not offered:
         raise ConfigError("--region", f"{source()} has no instance-type offerings for {region}, so no AZs can be chosen offline")
 
+    from infra.offline.stack_file import read
+
+    base_stack = read(base_file)  # the reader's bounds (size, depth, aliases, types) before ruamel reads it
+    if base_stack.problems:
+        first = base_stack.problems[0]
+        raise StackNotFound(f"--from {base}: {base_file.relative_to(root)}:{first.line or 1} {first.key}: {first.message} "
+                            f"(`higgsfield plan {base}` lists every problem)")
     y = round_trip_yaml()
     doc = y.load(base_file.read_text())
     config = doc["config"]
@@ -303,20 +318,63 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
 
 
 def write(stack: NewStack, root: Path | None = None) -> None:
-    """Write the stack's files, then read the stack back through the config loader; a stack that
-    does not validate is removed again and its problems raised."""
+    """Validate the stack's files in a scratch copy of the project (the config loader reads them
+    there), then publish them into the project: under the init lock, each by a hard link from a
+    file written whole, which fails when the name exists (another init's stack is never written
+    over). A stack that does not validate raises its problems with nothing written."""
     from infra.offline.evaluate import load_stack
 
     root = root or project_root()
-    stack.policy_file.parent.mkdir(parents=True, exist_ok=True)
-    stack.stack_file.write_text(stack.stack_text)
-    stack.policy_file.write_text(stack.policy_text)
+    with tempfile.TemporaryDirectory(prefix="higgsfield-init-") as scratch:
+        copy = Path(scratch)
+        (copy / "stacks").mkdir()
+        shutil.copyfile(root / "Pulumi.yaml", copy / "Pulumi.yaml")
+        written = copy / "stacks" / stack.stack_file.name
+        written.write_text(stack.stack_text)
+        load_stack(stack.name, copy)  # raises ConfigError: nothing was written into the project
+        stack.policy_file.parent.mkdir(parents=True, exist_ok=True)
+        policy = _staged(stack.policy_file, stack.policy_text)
+        staged = _staged(stack.stack_file, stack.stack_text)
+        try:
+            with _init_lock(root):
+                _publish(policy, stack.policy_file, root)
+                try:
+                    _publish(staged, stack.stack_file, root)
+                except BaseException:
+                    stack.policy_file.unlink(missing_ok=True)
+                    raise
+        finally:
+            policy.unlink(missing_ok=True)
+            staged.unlink(missing_ok=True)
+
+
+def _staged(final: Path, text: str) -> Path:
+    """`text` written whole into a hidden file beside `final` (same file system, for the link)."""
+    fd, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
+    with os.fdopen(fd, "w") as file:
+        file.write(text)
+        file.flush()
+        os.fsync(file.fileno())
+    return Path(name)
+
+
+def _publish(staged: Path, final: Path, root: Path) -> None:
     try:
-        load_stack(stack.name, root)
-    except ConfigError:
-        stack.stack_file.unlink()
-        stack.policy_file.unlink()
-        raise
+        os.link(staged, final)
+    except FileExistsError:
+        raise ConfigError("STACK", f"{final.relative_to(root)} exists already (written meanwhile?); pick another name (or delete it)") from None
+
+
+@contextlib.contextmanager
+def _init_lock(root: Path) -> Iterator[None]:
+    """One init at a time publishes into this project (an advisory lock, released on exit)."""
+    (root / "stacks").mkdir(exist_ok=True)
+    with open(root / "stacks" / ".init.lock", "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
 def create(name: str, region: str, base: str, root: Path, choices: Choices, flags: Sequence[str] = ()) -> NewStack:

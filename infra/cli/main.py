@@ -30,6 +30,7 @@ from infra.cli.commands import (
     timeline,
 )
 from infra.cli.output import UsageError, colour_on
+from infra.core.stack_values import terminal_safe
 from infra.offline.evaluate import StackNotFound
 from infra.offline.option_files import OptionFileError
 from infra.offline.stack_file import StackFileError
@@ -95,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             traceback.print_exc(file=sys.stderr)
         for line in lines:
-            print(line, file=sys.stderr)
+            print(terminal_safe(line), file=sys.stderr)
         return code
 
     try:
@@ -131,6 +132,9 @@ def run() -> None:
     - no interpreter teardown of the SDK's module graph and threads (0.6-0.9 s), with nothing to
       flush but stdout and stderr (files are written and closed by then)."""
     gc.disable()
+    if sys.stdout is None:  # started with stdout closed (`>&-`): nothing it prints could go anywhere
+        print("error: standard output is closed: nothing can be printed (use --output FILE, or > /dev/null)", file=sys.stderr)
+        os._exit(2)
     try:
         code = main()
         sys.stdout.flush()

@@ -3,7 +3,8 @@
 - text that fits `views.WIDTH` (120) columns on stdout, or with `--json` stable JSON (sorted keys,
   floats rounded to cents) on stdout;
 - `--output FILE` writes what would have been printed (text, or JSON with `--json`) to FILE;
-  the old `--json PATH` still writes the JSON to PATH and prints the text;
+  the old `--json PATH` still writes the JSON to PATH and prints the text; neither ever writes
+  over the project's own files (Pulumi.yaml, stacks/, policies/), a symbolic link resolved first;
 - failures and refusals on stderr (`error: ...`), one line each; the exit status says the verdict;
 - colour only on a terminal, never with NO_COLOR set to a non-empty value (no-color.org) or TERM=dumb.
 """
@@ -60,9 +61,29 @@ def emit(args: argparse.Namespace, data: Callable[[], Any], text: Callable[[], s
         sys.stdout.write(content)
 
 
+# What a report may never be written over: the stack files, the policy pack and its configs, the project file.
+PROTECTED = ("Pulumi.yaml", "stacks", "policies")
+
+
+def protected(path: Path) -> str | None:
+    """The project file `path` would write over (after resolving links), or None."""
+    from infra.core.project import project_root
+
+    target = path.resolve()
+    for root in {project_root(), project_root(path.parent if path.parent.exists() else None)}:
+        for name in PROTECTED:
+            kept = root / name
+            if target == kept or kept in target.parents:
+                return str(target.relative_to(root))
+    return None
+
+
 def write_report(option: str, path: Path, content: str) -> None:
-    """Write a report to the file an option names; a path that cannot be written is a usage error
-    naming the option (exit 2), not a traceback."""
+    """Write a report to the file an option names; a path that cannot be written, or that is (or
+    links to) one of the project's own files, is a usage error naming the option (exit 2)."""
+    kept = protected(path)
+    if kept is not None:
+        raise UsageError(f"{option} {path}: would write over {kept}, one of the project's own files (Pulumi.yaml, stacks/, policies/): write the report elsewhere")
     try:
         path.write_text(content)
     except OSError as exc:
@@ -78,8 +99,8 @@ def error(message: str) -> None:
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "bold": "1"}
 
 
-def colour_on(stream: IO[str]) -> bool:
-    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"  # an empty NO_COLOR is unset (no-color.org)
+def colour_on(stream: IO[str] | None) -> bool:
+    return stream is not None and stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"  # an empty NO_COLOR is unset (no-color.org)
 
 
 def paint(text: str, colour: str, on: bool) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from typing import Annotated, Any
 
 from pydantic import (
@@ -76,7 +77,20 @@ def items(minimum: int = 0, maximum: int = MAX_ITEMS, default: Any = (), **kwarg
 
 Int = Annotated[int, Strict()]
 Bool = Annotated[bool, Strict()]
-Str = Annotated[str, Strict(), Field(min_length=1, max_length=MAX_TEXT)]
+# Characters no free-text setting may hold: control characters (a NUL, a tab, an escape: AWS and
+# Kubernetes refuse or mangle them, a terminal obeys them) and the bidirectional controls that make
+# text read differently from what it is ("Trojan Source", CVE-2021-42574: U+202A-U+202E, U+2066-U+2069).
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def plain_text(value: str) -> str:
+    bad = next((c for c in value if unicodedata.category(c) == "Cc" or c in _BIDI_CONTROLS), None)
+    if bad is not None:
+        raise ValueError(f"{shown(value)} holds the control character {bad!r}: free text is printable characters only")
+    return value
+
+
+Str = Annotated[str, Strict(), Field(min_length=1, max_length=MAX_TEXT), AfterValidator(plain_text)]
 
 
 def number(minimum: int, maximum: int = MAX_INT, why: str = "") -> Any:
@@ -96,8 +110,10 @@ def number(minimum: int, maximum: int = MAX_INT, why: str = "") -> Any:
 
 def matching(pattern: str, explain: str, max_length: int = MAX_TEXT) -> Any:
     """A string setting that matches `pattern` (anchored; also written into the JSON Schema), of at
-    most `max_length` characters (checked first: the pattern only ever runs on bounded text)."""
-    rx = re.compile(pattern)
+    most `max_length` characters (checked first: the pattern only ever runs on bounded text). ASCII
+    only: `\\d` and `\\w` match ASCII digits and letters alone (re.ASCII), as AWS and Kubernetes
+    read them; Python's Unicode `\\d` takes Arabic-Indic or fullwidth digits that no API accepts."""
+    rx = re.compile(pattern, re.ASCII)
 
     def check(value: str) -> str:
         if not rx.fullmatch(value):
@@ -127,7 +143,7 @@ LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
 
 def _qualified_name(value: str) -> str:
     prefix, _, name = value.rpartition("/")
-    if not re.fullmatch(QUALIFIED_NAME, value) or len(prefix) > 253 or len(name) > 63:
+    if not re.fullmatch(QUALIFIED_NAME, value, re.ASCII) or len(prefix) > 253 or len(name) > 63:
         raise ValueError(f"{shown(value)} is not a Kubernetes qualified name ([prefix/]name: name up to 63 of A-Z a-z 0-9 - _ . "
                          "starting and ending alphanumeric; prefix a DNS subdomain)")
     return value

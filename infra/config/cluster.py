@@ -77,13 +77,19 @@ class Endpoint(Setting):
         return bool(self.public_access_cidrs)
 
 
+# The system nodes run what scales every node group, the system group included (the Cluster
+# Autoscaler, components/autoscaler.py, tolerates only the system taint), and CoreDNS and the
+# controllers: an empty group never grows back, as nothing is left to grow it.
+SYSTEM_NODES_MIN = 1
+
+
 class NodeSizes(Setting):
     """The system (CPU) node group."""
 
     instance_types: tuple[InstanceTypeName, ...] = items(1, EKS_MAX_INSTANCE_TYPES)
     """EC2 instance types, offered in aws:region, one CPU architecture (x86_64), without GPUs."""
     min_size: NodeCount
-    """Nodes the autoscaler never goes below."""
+    """Nodes the autoscaler never goes below; at least 1 (the autoscaler itself runs on them)."""
     desired_size: NodeCount = derived("Nodes at creation; default minSize (the autoscaler owns it afterwards).")
     max_size: MaxNodes
     """Nodes the autoscaler never goes above."""
@@ -93,7 +99,11 @@ class NodeSizes(Setting):
         problems = Problems()
         if self.desired_size is None:
             self._fill(desired_size=self.min_size)
-        if not self.min_size <= self.desired_size <= self.max_size:
+        if self.min_size < SYSTEM_NODES_MIN:
+            problems.add("minSize", f"{self.min_size}: the system node group runs the Cluster Autoscaler, CoreDNS and the "
+                                    f"controllers, so at zero nothing could ever scale it (or anything else) up again: at least "
+                                    f"{SYSTEM_NODES_MIN}")
+        elif not self.min_size <= self.desired_size <= self.max_size:
             problems.add("", f"needs minSize <= desiredSize <= maxSize, got {self.min_size} <= {self.desired_size} <= "
                              f"{self.max_size}")
         catalog, region = _catalog(info)

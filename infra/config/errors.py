@@ -5,44 +5,15 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 from pydantic_core import PydanticCustomError
 
 from infra.config.base import NAMESPACE
+from infra.core.stack_values import KEY_SHOWN, Problem, key_of  # noqa: F401 - defined in the bottom layer, used from here
 
 # --- errors --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One wrong setting: where (`loc`, the path of stack-file keys and list indexes, the first
-    one a full key) and what is wrong."""
-
-    loc: tuple[str | int, ...]
-    message: str
-    line: int | None = None  # where in the stack file, when the reader knows better than the key
-
-    @property
-    def key(self) -> str:
-        return key_of(self.loc)
-
-
-def key_of(loc: tuple[str | int, ...]) -> str:
-    """`("higgsfield:gpuPools", 1, "availabilityZone")` -> `higgsfield:gpuPools[1].availabilityZone`."""
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif part != "[key]":  # pydantic's marker for "the key of this map entry"
-            part = str(part) if len(str(part)) <= KEY_SHOWN else f"{str(part)[:KEY_SHOWN]}...({len(str(part)):,} characters)"
-            text += f".{part}" if text else part
-    return text
-
-
-KEY_SHOWN = 100  # a key longer than this is cut in messages (a key of a megabyte is named, not printed)
 
 
 class ConfigError(pulumi.RunError):

@@ -35,7 +35,7 @@ from infra.config.base import (
     number,
 )
 from infra.config.errors import Problems
-from infra.config.limits import GPU_TAINT_KEY, STARTUP_TAINT_KEY, pool_label, pool_taint  # noqa: F401
+from infra.config.limits import GPU_TAINT_KEY, STARTUP_TAINT_KEY, karpenter_label, pool_label, pool_taint  # noqa: F401
 
 CAPACITY_TYPES = ("on-demand", "spot", "capacity-block", "reservation")
 TAINT_EFFECTS = ("NoSchedule", "NoExecute", "PreferNoSchedule")
@@ -76,7 +76,19 @@ class Taint(Setting):
 
 
 UTC_TIME = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$"
-UtcTime = matching(UTC_TIME, "is not a UTC time like \"2027-01-04T11:30:00Z\" (quote it: unquoted, YAML reads a timestamp)")
+
+
+def _a_real_time(text: str) -> str:
+    """A time the pattern takes may still be no date (2027-02-30, 25:00): refused at its own key."""
+    try:
+        utc(text)
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a real time ({exc})") from None
+    return text
+
+
+UtcTime = Annotated[matching(UTC_TIME, "is not a UTC time like \"2027-01-04T11:30:00Z\" (quote it: unquoted, YAML reads a timestamp)"),
+                    AfterValidator(_a_real_time)]
 # At most six digits (999999h is 114 years): the arithmetic on a duration never overflows a datetime.
 Duration = matching(r"^\d{1,6}(s|m|h)$", "is not a duration like 10m, 600s or 1h (at most six digits)", 16)
 # A duration where zero means failure (a health check with no time to run fails every node; a pod
@@ -103,6 +115,18 @@ def utc(text: str) -> datetime:
 # than 30 minutes before the Capacity Block reservation end time" (EC2 Auto Scaling user guide,
 # launch-template-capacity-blocks, "Operational guidelines"; EKS user guide, capacity-blocks).
 CAPACITY_BLOCK_END_MARGIN_S = 30 * 60
+# What a Capacity Block can be ("Find and purchase Capacity Blocks",
+# docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-purchase.html): "reservation durations
+# in 1-day increments up to 14 days, and in 7-day increments up to 182 days"; "Each Capacity Block
+# can have up to 64 instances, and you can have up to 256 instances across Capacity Blocks"; "All
+# Capacity Blocks end at 11:30AM UTC" (a block bought for today may start at another time, so its
+# length is then no whole number of days). Not checked here what EC2 answers for another:
+# `aws ec2 describe-capacity-block-offerings --instance-type p5.48xlarge --instance-count 3 --capacity-duration-hours 36`.
+CAPACITY_BLOCK_DOC = "docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-purchase.html"
+CAPACITY_BLOCK_END_UTC = (11, 30)
+CAPACITY_BLOCK_DAYS = (*range(1, 15), *range(21, 183, 7))
+CAPACITY_BLOCK_MAX_INSTANCES = 64
+CAPACITY_BLOCKS_MAX_INSTANCES = 256
 
 
 class Capacity(Setting):
@@ -144,6 +168,11 @@ class Capacity(Setting):
     def reserved(self) -> bool:
         return self.type in ("capacity-block", "reservation")
 
+    def _block_shape(self, problems: Problems) -> None:
+        assert self.window is not None
+        for key, why in _block_shape_problems(*self.window):
+            problems.add(key, why)
+
     @model_validator(mode="after")
     def _reservation(self) -> Capacity:
         problems = Problems()
@@ -160,6 +189,8 @@ class Capacity(Setting):
         if self.warm and not self.reserved:
             problems.add("warm", "only capacity types capacity-block and reservation are held warm (they are billed whether "
                                  f"instances run or not), not {self.type}")
+        if self.type == "capacity-block" and self.window:
+            self._block_shape(problems)
         if self.window and self.drain_at is not None:
             start, end = self.window
             if end <= start:
@@ -176,6 +207,22 @@ class Capacity(Setting):
         if self.warm is None:
             self._fill(warm=self.reserved)
         return self
+
+
+def _block_shape_problems(start: datetime, end: datetime) -> list[tuple[str, str]]:
+    """(key, why) for a Capacity Block window EC2 never sells (CAPACITY_BLOCK_DOC)."""
+    found = []
+    if (end.hour, end.minute, end.second) != (*CAPACITY_BLOCK_END_UTC, 0):
+        found.append(("end", (f"{end:%Y-%m-%dT%H:%M:%SZ}: every Capacity Block ends at 11:30 UTC ({CAPACITY_BLOCK_DOC}); "
+                              "copy EndDate from `aws ec2 describe-capacity-reservations`")))
+    elif end > start:
+        days = (end - start).total_seconds() / 86400
+        if days > CAPACITY_BLOCK_DAYS[-1]:
+            found.append(("start", f"the block would last {days:.1f} days: a Capacity Block lasts at most {CAPACITY_BLOCK_DAYS[-1]} days ({CAPACITY_BLOCK_DOC})"))
+        elif (start.hour, start.minute) == CAPACITY_BLOCK_END_UTC and days == int(days) and int(days) not in CAPACITY_BLOCK_DAYS:
+            found.append(("start", (f"the block would last {int(days)} days: Capacity Blocks last 1 to 14 days, or 21 to 182 in whole weeks "
+                                    f"({CAPACITY_BLOCK_DOC}); copy StartDate from `aws ec2 describe-capacity-reservations`")))
+    return found
 
 
 def _reservation_id(value: str) -> str:
@@ -289,6 +336,14 @@ class GpuPool(Setting):
             problems.add("provisioner", f"karpenter is for on-demand and spot pools; {self.capacity.type} pools stay on managed node groups "
                          "until Karpenter selects capacity across several reservations and Capacity Blocks "
                          "(aws/karpenter-provider-aws#8514)")
+        if self.capacity.type == "capacity-block" and self.max_size > CAPACITY_BLOCK_MAX_INSTANCES:
+            problems.add("maxSize", f"{self.max_size}: a Capacity Block holds at most {CAPACITY_BLOCK_MAX_INSTANCES} instances "
+                                    f"({CAPACITY_BLOCK_DOC}), and the pool's maxSize is its block's instance count")
+        if self.provisioner == "karpenter":
+            for key in self.labels:
+                why = karpenter_label(key)
+                if why:
+                    problems.add(f"labels.{key}", why)
         kept = self.health_gate.on_failure == "keep" and "on_failure" in self.health_gate.model_fields_set
         if self.provisioner == "karpenter" and kept:
             problems.add("healthGate.onFailure", "keep: a failed Karpenter node keeps its startup taint, Karpenter "

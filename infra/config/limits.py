@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 
 from infra.config.base import NAMESPACE, shown
 from infra.core.names import GPU_RESOURCE as GPU_TAINT_KEY, STARTUP_TAINT_KEY
@@ -19,9 +20,16 @@ from infra.core.names import GPU_RESOURCE as GPU_TAINT_KEY, STARTUP_TAINT_KEY
 # resource; keys 1-128 and values 0-256 Unicode characters; "letters, numbers, and spaces
 # representable in UTF-8, and the following characters: + - = . _ : / @"; the aws: prefix is
 # reserved for AWS's use. (Some services allow fewer characters; EC2 allows all of these.)
+# As a pattern: `^([\p{L}\p{Z}\p{N}_.:/=+\-@]*)$` for TagKey and TagValue
+# (botocore/data/fsx/2018-03-01/service-2.json, the strictest of the services the program tags):
+# Unicode letters, separators (any space, not only ASCII's) and numbers, by general category.
 MAX_TAGS = 50
 TAG_KEY_LENGTH, TAG_VALUE_LENGTH = 128, 256
-_TAG_TEXT = re.compile(r"[\w .:/=+\-@]*")  # \w: Unicode letters and digits (and _)
+_TAG_PUNCTUATION = frozenset("_.:/=+-@")
+
+
+def _tag_character(c: str) -> bool:
+    return c in _TAG_PUNCTUATION or unicodedata.category(c)[0] in "LZN"
 # Tags the program sets itself besides higgsfield:stack / higgsfield:environment: Name, the cluster
 # and load-balancer role tags on subnets (components/network.py), the pool tag on node groups and
 # ASGs (components/gpu_pools.py), the Cluster Autoscaler's (components/autoscaler.py). A config tag
@@ -35,7 +43,7 @@ PROGRAM_TAGS = 6
 
 
 def tag_text(value: str, what: str, limit: int) -> str:
-    if len(value) > limit or not _TAG_TEXT.fullmatch(value):
+    if len(value) > limit or not all(_tag_character(c) for c in value):
         raise ValueError(f"{shown(value)} is not a valid AWS tag {what}: at most {limit} of letters, digits, spaces and + - = . _ "
                          ": / @ "
                          "(AWS tagging rules, docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html)")
@@ -79,7 +87,7 @@ def s3_bucket(name: str) -> str:
                          f"digit ({_S3_RULES})")
     if ".." in name:
         raise ValueError(f"{shown(name)} is not an S3 bucket name: no two adjacent periods ({_S3_RULES})")
-    if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", name):
+    if re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+", name):
         raise ValueError(f"{shown(name)} is not an S3 bucket name: it must not be formatted as an IP address ({_S3_RULES})")
     if name.startswith(_BUCKET_PREFIXES) or name.endswith(_BUCKET_SUFFIXES):
         raise ValueError(f"{shown(name)} is not an S3 bucket name: S3 reserves the prefixes {', '.join(_BUCKET_PREFIXES)} and the "
@@ -94,10 +102,24 @@ def s3_bucket(name: str) -> str:
 # the session does (docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html). Not
 # checked here what EKS answers for one: `aws eks create-access-entry --cluster-name C
 # --principal-arn arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION`.
-_ASSUMED_ROLE = re.compile(r"^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([\w+=,.@-]+)/.+$")
+_ASSUMED_ROLE = re.compile(r"^arn:(aws[a-z-]*):sts::([0-9]{12}):assumed-role/([\w+=,.@-]+)/.+$", re.ASCII)
+
+
+# IAM's own grammar (botocore/data/iam/2010-05-08/service-2.json): roleNameType and userNameType
+# `[\w+=,.@-]+` of 1-64 characters (AWS's \w: ASCII letters, digits and _), pathType
+# `(\u002F)|(\u002F[\u0021-\u007E]+\u002F)` of 1-512; an IAM ARN has no region. The stack's region
+# is one of the aws partition's (infra/config/stack.py eks_regions), so its cluster's principals
+# are too: an aws-cn or aws-us-gov ARN names an account the cluster's partition cannot reach.
+STACK_PARTITION = "aws"
+IAM_NAME_LENGTH, IAM_PATH_LENGTH = 64, 512
+_IAM_NAME = re.compile(r"[A-Za-z0-9_+=,.@-]{1,64}", re.ASCII)
+_IAM_PATH = re.compile(r"/([\x21-\x7e]+/)?", re.ASCII)
+_IAM_DOC = "botocore/data/iam/2010-05-08/service-2.json roleNameType, userNameType, pathType"
 
 
 def access_entry_principal(arn: str) -> str:
+    """`arn` if an EKS access entry can take it: an IAM role or user of the stack's partition, by
+    IAM's grammar; an STS session, another partition's or another service's ARN is refused."""
     found = _ASSUMED_ROLE.match(arn)
     if found:
         partition, account, role = found.groups()
@@ -106,6 +128,22 @@ def access_entry_principal(arn: str) -> str:
                          f"arn:{partition}:iam::{account}:role/{role} (with its path, if it has one; `aws iam get-role "
                          f"--role-name {role}`) "
                          "(docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html)")
+    parts = arn.split(":", 5)
+    if len(parts) != 6:
+        return arn  # the pattern on the setting names what it is not
+    _, partition, service, region, _, resource = parts
+    if partition != STACK_PARTITION:
+        raise ValueError(f"{shown(arn)} is in partition {partition}, but the stack's region is in {STACK_PARTITION}: "
+                         f"its principals are arn:{STACK_PARTITION}:iam::ACCOUNT:role/NAME")
+    if service != "iam" or region:
+        raise ValueError(f"{shown(arn)} is not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME, no region)")
+    kind, _, rest = resource.partition("/")
+    folder, _, name = rest.rpartition("/")
+    path = f"/{folder}/" if folder else "/"
+    if not _IAM_NAME.fullmatch(name):
+        raise ValueError(f"{shown(arn)}: IAM {kind} names are 1-{IAM_NAME_LENGTH} of A-Z a-z 0-9 and + = , . @ _ - ({_IAM_DOC})")
+    if len(path) > IAM_PATH_LENGTH or not _IAM_PATH.fullmatch(path) or "//" in path:
+        raise ValueError(f"{shown(arn)}: an IAM path is / or /SEGMENTS/ of printable ASCII, at most {IAM_PATH_LENGTH} characters ({_IAM_DOC})")
     return arn
 
 
@@ -235,4 +273,29 @@ def pool_taint(key: str) -> str | None:
     if key.startswith(AUTOSCALER_TAINT_PREFIXES):
         return (f"{shown(key)} is in a Cluster Autoscaler taint namespace ({', '.join(AUTOSCALER_TAINT_PREFIXES)}): "
                 "the autoscaler would ignore it when it plans nodes")
+    return None
+
+
+# --- Karpenter's labels ---------------------------------------------------------------------------
+# A NodePool's template labels may not use Karpenter's own label domains, karpenter.sh and (the AWS
+# provider's) karpenter.k8s.aws, beyond the few well-known labels Karpenter sets itself, nor
+# kubernetes.io/hostname: the NodePool CRD's validations refuse them ("label domain \"karpenter.sh\"
+# is restricted", a test on the key's domain ending in the restricted one) --
+# aws/karpenter-provider-aws:pkg/apis/crds/karpenter.sh_nodepools.yaml@v1.14.1
+# (spec.template.metadata.labels x-kubernetes-validations), from kubernetes-sigs/karpenter:
+# pkg/apis/v1/labels.go@6e7eab7a0f48 (RestrictedLabelDomains = karpenter.sh, RestrictedLabels =
+# kubernetes.io/hostname; the version aws/karpenter-provider-aws's go.mod pins at v1.14.1) and
+# aws/karpenter-provider-aws:pkg/apis/v1/labels.go@v1.14.1 (adds its group, karpenter.k8s.aws).
+# A pool's labels are the NodePool's (components/karpenter.py).
+KARPENTER_RESTRICTED_LABEL_DOMAINS = ("karpenter.sh", "karpenter.k8s.aws")
+KARPENTER_RESTRICTED_LABELS = ("kubernetes.io/hostname",)
+KARPENTER_SOURCE = "aws/karpenter-provider-aws:pkg/apis/crds/karpenter.sh_nodepools.yaml@v1.14.1"
+
+
+def karpenter_label(key: str) -> str | None:
+    """Why a Karpenter pool may not set node label `key`, or None."""
+    domain = _namespace(key)
+    if key in KARPENTER_RESTRICTED_LABELS or any(domain.endswith(d) for d in KARPENTER_RESTRICTED_LABEL_DOMAINS):
+        return (f"{shown(key)}: Karpenter reserves the label domains {', '.join(KARPENTER_RESTRICTED_LABEL_DOMAINS)} and "
+                f"{', '.join(KARPENTER_RESTRICTED_LABELS)} (it sets them itself; the NodePool is refused: {KARPENTER_SOURCE}); use your own prefix")
     return None

@@ -25,6 +25,7 @@ from infra.config.errors import (
 )
 from infra.config.gpu_pools import Catalog
 from infra.config.stack import _HIDDEN, StackConfig, eks_regions
+from infra.core.stack_values import UNKNOWN_SECRET, as_written, is_secret, secret_leaves, without_secrets  # noqa: F401 - UNKNOWN_SECRET: re-exported
 
 
 def _expected(ctx: Mapping[str, Any]) -> str:
@@ -130,9 +131,22 @@ def problems_of(error: ValidationError) -> list[Problem]:
 # other aws: key: it names credentials on one machine, and CI deploys with OIDC roles.)
 SECRET_ONLY_KEYS = ("aws:accessKey", "aws:secretKey", "aws:token")
 PROVIDER_KEYS = SECRET_ONLY_KEYS
-# What an encrypted (`secure:`) value is to a reader without the stack's secrets provider: the
-# offline plan shows it as this and never validates it as if it were the value.
-UNKNOWN_SECRET = "[secret: encrypted in the stack file, unknown offline]"
+# Pulumi's own settings in a stack file, read by the engine and not by the program: which packages
+# get no default provider, a list of package names or "*" (www.pulumi.com/docs/iac/concepts/
+# resources/providers/, "Disabling default providers": `pulumi config set --path
+# 'pulumi:disable-default-providers[0]' aws`). Checked for shape, then left to the engine.
+PULUMI_KEYS = ("pulumi:disable-default-providers",)
+_PACKAGE = re.compile(r"\*|[a-z0-9][a-z0-9-]{0,63}", re.ASCII)
+
+
+def _pulumi_setting_problems(config: Mapping[str, Any]) -> list[Problem]:
+    found = []
+    value = config.get("pulumi:disable-default-providers")
+    if "pulumi:disable-default-providers" in config and not is_secret(value):
+        value = _scalar(value)
+        if not isinstance(value, list) or not all(isinstance(v, str) and _PACKAGE.fullmatch(v) for v in value):
+            found.append(Problem(("pulumi:disable-default-providers",), "must be a list of package names (aws, kubernetes, ...) or [\"*\"] for all"))
+    return found
 _SECRET_NAME = re.compile(r"(secret|passw(or)?d|token|credential|private.?key|api.?key|access.?key)", re.I)
 # Each pattern is searched in time linear in the value's length: no lookahead or nested repetition
 # that rescans the rest of the value from every position (lookaheads searched at every position
@@ -174,6 +188,8 @@ def credential_problems(config: Mapping[str, Any], secret_keys: frozenset[str] |
     def walk(loc: tuple[str | int, ...], value: Any) -> None:
         if isinstance(value, Mapping):
             for name, item in value.items():
+                if is_secret(item):
+                    continue
                 if _SECRET_NAME.search(str(name)) and isinstance(item, (str, int, float)) and str(item):
                     found.append(Problem((*loc, str(name)), f"looks like a credential in plaintext; {_secret_hint(key_of(loc))}"))
                 else:
@@ -187,7 +203,7 @@ def credential_problems(config: Mapping[str, Any], secret_keys: frozenset[str] |
                 found.append(Problem(loc, f"looks like {what} in plaintext; {_secret_hint(key_of(loc[:1]))}"))
 
     for key, value in config.items():
-        if key in secret_keys or value == UNKNOWN_SECRET:
+        if is_secret(value) or (key in secret_keys and not secret_leaves(value)):  # decrypted: Pulumi knows it was encrypted
             continue
         name = key.partition(":")[2] or key
         if key in SECRET_ONLY_KEYS or _SECRET_NAME.search(name):
@@ -225,33 +241,58 @@ def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = No
     `higgsfield:gpuPools`, ...). Raises one ConfigError listing every problem: plaintext
     credentials, unknown keys (each with its likely meaning, the rest checked as if meant, so
     a typo is reported as the typo and not as what its absence breaks), and every wrong value.
-    `secret_keys` were encrypted in the stack file; a value of `UNKNOWN_SECRET` (offline: not
-    decryptable) is not checked, and the setting's default stands in for it."""
+    `secret_keys` were encrypted in the stack file (wholly or in part). Offline, an encrypted value
+    is a placeholder (`infra.core.stack_values.secret_placeholder`): a whole setting's is not checked
+    and the default stands in; one inside a setting is left out and the rest checked."""
     deep = [key for key, value in config.items() if _depth(value) > MAX_DEPTH]
     if deep:  # before anything recurses into them
         problems = [Problem((key,), f"nests deeper than {MAX_DEPTH} levels; a setting nests three or four") for key in deep]
         raise ConfigError(problems[0].key, problems[0].message, problems)
-    problems = credential_problems(config, secret_keys)
-    unknown = {k for k, v in config.items() if v == UNKNOWN_SECRET and k not in PROVIDER_KEYS}
+    problems = credential_problems(config, secret_keys) + _pulumi_setting_problems(config)
+    config = {k: v for k, v in config.items() if k not in PULUMI_KEYS}
+    unknown = {k for k, v in config.items() if is_secret(v) and k not in PROVIDER_KEYS}
     fields = {f.alias: f for f in StackConfig.model_fields.values()}
     for key in sorted(unknown):
         if key in fields and fields[key].is_required():
             problems.append(Problem((key,), "is encrypted (secure:) and required: the offline plan cannot decrypt it; keep it in plaintext, "
                                             "it is not a credential"))
     config = {k: v for k, v in config.items() if k not in PROVIDER_KEYS and k not in unknown}
+    # An encrypted value inside a setting hides that value only: the setting is checked with it
+    # left out (its plaintext neighbours, its shape), and a problem its absence causes says so.
+    hidden: dict[tuple, str] = {}
+    moved: dict[tuple, tuple] = {}
+    for key, value in list(config.items()):
+        leaves = secret_leaves(value, (key,))
+        if leaves:
+            hidden.update(leaves)
+            config[key], more = without_secrets(value, (key,))
+            moved.update(more)
     region = config.get("aws:region")
     context = {"catalog": catalog, "region": region if isinstance(region, str) and region in eks_regions() else None}
     config = {k: _scalar(v) if k in _non_string_keys() else v for k, v in config.items()}
     meant, renamed = _as_meant({**config, "stack": stack}, StackConfig, ())
-    problems += [Problem(written, _unknown(written)) for written in renamed.values()]
+    problems += [Problem(as_written(written, moved), _unknown(written)) for written in renamed.values()]
     try:
         result = StackConfig.model_validate(meant, context=context, by_alias=True, by_name=False)
     except ValidationError as exc:
-        problems += [Problem(_as_written(p.loc, renamed), p.message, p.line) for p in problems_of(exc) if not (p.key in unknown and p.message == "is required")]
+        for p in problems_of(exc):
+            if p.key in unknown and p.message == "is required":
+                continue
+            loc = as_written(_as_written(p.loc, renamed), moved)
+            problems.append(Problem(loc, p.message + _left_out(loc, hidden), p.line))
     else:
         if not problems:
             return result
     raise ConfigError(problems[0].key, problems[0].message, problems)
+
+
+def _left_out(loc: tuple, hidden: dict[tuple, str]) -> str:
+    """Why a problem at `loc` may come from an encrypted value left out of the offline check."""
+    inside = sorted((h for h in hidden if h[: len(loc)] == loc), key=len)
+    if not inside:
+        return ""
+    return (f" (with the encrypted value at {key_of(inside[0])} left out: the offline plan cannot decrypt it; "
+            "keep in plaintext what is not a credential)")
 
 
 def _as_meant(data: Any, model: type[BaseModel] | None, loc: tuple[str | int, ...]) -> tuple[Any, dict[tuple, tuple]]:

@@ -28,7 +28,13 @@ from infra.config.checkpoints import Checkpoints
 from infra.config.cluster import Autoscaler, Endpoint, NodeSizes, api_service_ip
 from infra.config.delivery import Delivery
 from infra.config.errors import Problems, _duplicates, _suggest
-from infra.config.gpu_pools import CAPACITY_BLOCK_END_MARGIN_S, GpuPool, seconds_of
+from infra.config.gpu_pools import (
+    CAPACITY_BLOCK_DOC,
+    CAPACITY_BLOCK_END_MARGIN_S,
+    CAPACITY_BLOCKS_MAX_INSTANCES,
+    GpuPool,
+    seconds_of,
+)
 from infra.config.observability import Observability
 from infra.config.scheduler import Scheduler
 from infra.config.limits import MAX_TAGS, PROGRAM_TAGS, TAG_KEY_LENGTH, TAG_VALUE_LENGTH, access_entry_principal, tag_key, tag_value
@@ -39,6 +45,15 @@ from infra.config.storage import Fsx
 NOT_AN_IMAGE = "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)"
 IMAGE_REFERENCE = (r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+"  # registry[:port]/path
                    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")  # :tag or @digest
+# Addresses in a node subnet: "The first four IP addresses and the last IP address in each subnet CIDR
+# block are not available" (docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html). Each node
+# takes one for its primary (ENA) interface; its EFA interfaces are efa-only (components/efa.py),
+# which take none ("You can't assign an IP address to an EFA-only network interface",
+# docs.aws.amazon.com/AWSEC2/latest/UserGuide/create-efa.html); the VPC CNI gives every pod that is not on
+# the host network an address of its node's subnet, a training pod at least. A floor: the CNI's warm
+# pool and the daemon sets take more, which `kubectl get eniconfig`/the CNI's metrics show on a cluster.
+SUBNET_RESERVED_ADDRESSES = 5
+ADDRESSES_PER_NODE = 2
 # Images known to lack the EFA provider and aws-ofi-nccl (the stock PyTorch images).
 NOT_EFA_READY = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "index.docker.io/pytorch/pytorch")
 _ADMIN_ARN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$"
@@ -90,7 +105,7 @@ def _version_hint(value: str, known: tuple[str, ...] | list[str]) -> str:
     for candidate in (f"{value}0", f"{value}00"):
         if candidate in known:
             return f" (an unquoted {candidate} in YAML is the number {value}: write \"{candidate}\")"
-    if re.fullmatch(r"\d+\.\d", value):
+    if re.fullmatch(r"[0-9]+\.[0-9]", value):
         return f" (if you wrote {value}0: unquoted, YAML reads it as the number {value}; quote versions)"
     return ""
 
@@ -252,6 +267,18 @@ class StackConfig(Setting):
             if zones is not None and pool.availability_zone not in zones:
                 problems.add(f"[{i}].availabilityZone", f"{pool.availability_zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})")
         _duplicates(problems, "", [p.name for p in pools])
+        reserved: dict[str, int] = {}
+        for i, pool in enumerate(pools):
+            rid = pool.capacity.reservation_id
+            if rid is not None and rid in reserved:
+                problems.add(f"[{i}].capacity.reservationId", f"{rid} is gpuPools[{reserved[rid]}]'s reservation too: each pool targets its own "
+                             "(one node group launches into one reservation, and two would each count on all of its instances)")
+            if rid is not None:
+                reserved.setdefault(rid, i)
+        blocks = sum(p.max_size for p in pools if p.capacity.type == "capacity-block")
+        if blocks > CAPACITY_BLOCKS_MAX_INSTANCES:
+            problems.add("", f"the capacity-block pools' maxSize add up to {blocks} instances: an account holds at most {CAPACITY_BLOCKS_MAX_INSTANCES} "
+                             f"across its Capacity Blocks ({CAPACITY_BLOCK_DOC})")
         problems.raise_any()
         return pools
 
@@ -325,6 +352,26 @@ class StackConfig(Setting):
                              f"stop; use at least {needed // 60 + (needed % 60 > 0)}m")
         if self.checkpoints.export_to_s3 and (not self.fsx.enabled or self.fsx.s3 is None or self.fsx.s3.dataset is None):
             problems.add(f"{NAMESPACE}:checkpoints.exportToS3", "needs higgsfield:fsx with an s3 link to a dataset (fsx.s3.dataset): that directory is what reaches S3")
+        problems.raise_any()
+        return self
+
+    @model_validator(mode="after")
+    def _subnets_hold_the_pools(self) -> StackConfig:
+        """Each AZ's private subnet (an eighth of the VPC: components/network.py subnet_plan) has
+        room for the nodes its pools can grow to, and their pods' addresses."""
+        private = ipaddress.IPv4Network(self.vpc_cidr).prefixlen + 3
+        usable = 2 ** (32 - private) - SUBNET_RESERVED_ADDRESSES
+        need = {zone: -(-self.cpu_nodes.max_size // len(self.availability_zones)) for zone in self.availability_zones}
+        for pool in self.gpu_pools:
+            if pool.availability_zone in need:
+                need[pool.availability_zone] += pool.max_size
+        problems = Problems()
+        for zone, nodes in need.items():
+            if nodes * ADDRESSES_PER_NODE > usable:
+                problems.add(f"{NAMESPACE}:vpcCidr", f"{self.vpc_cidr} gives {zone} a /{private} private subnet of {usable} usable addresses "
+                             f"(AWS reserves {SUBNET_RESERVED_ADDRESSES}), but its pools and system nodes can grow to {nodes} nodes, which need at least "
+                             f"{nodes * ADDRESSES_PER_NODE} ({ADDRESSES_PER_NODE} a node: its primary interface and a pod's; EFA-only interfaces take none): "
+                             f"a larger vpcCidr (a /16 gives {2 ** 13 - SUBNET_RESERVED_ADDRESSES}) or smaller maxSize")
         problems.raise_any()
         return self
 

@@ -184,9 +184,11 @@ def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
         found.append(Finding("ci-delivery", "advisory", None, f"higgsfield:delivery.repository: {PLACEHOLDER_REPOSITORY} is the shipped stacks' placeholder: "
                              "set your repository (owner/name) before the first deploy, since the CI roles trust the workflows of "
                              "the repository named here"))
-    # One account (and one GitHub environment) per stack's environment: against the other stack files.
+    # One account (and one GitHub environment) per stack's environment: against the other stack
+    # files that can be read (a broken one fails its own check, not this one's).
+    others = [e for e in stack_matrix(root, skip_bad_names=True)["include"] if "broken" not in e]
     return found + [Finding("ci-delivery", level, None, f"{where}: {message}")
-                    for level, where, message in account_findings(plan.config, stack_matrix(root)["include"])]
+                    for level, where, message in account_findings(plan.config, others)]
 
 
 def endpoint_placeholder(plan: Plan) -> list[Finding]:

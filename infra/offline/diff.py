@@ -97,6 +97,7 @@ class Diff:
     removed: list[dict]
     changed: list[Change]
     refused: list[str]
+    secrets: dict[str, str] = field(default_factory=dict)  # encrypted setting -> how it changed (by its ciphertext)
 
     @property
     def replaced(self) -> list[Change]:
@@ -163,7 +164,7 @@ def deploy_order(resources: list[dict]) -> dict[str, int]:
 
 
 def _version(value: Any) -> tuple[int, ...] | None:
-    return tuple(int(x) for x in value.split(".")) if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)*", value) else None
+    return tuple(int(x) for x in value.split(".")) if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]+)*", value) else None
 
 
 def _skips_a_minor(old: Any, new: Any) -> bool:
@@ -260,7 +261,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     added = [after[u] for u in sorted(set(after) - set(before))]
     removed = [before[u] for u in sorted(set(before) - set(after))]
     _refuse_losing_data(before, after, removed, changed, refuse)
-    return Diff(added, removed, changed, refuse.refused)
+    return Diff(added, removed, changed, refuse.refused, _secret_changes(base.get("secrets"), head.get("secrets")))
 
 
 def _change(old: dict, new: dict, refuse: _Refusals) -> Change | None:
@@ -332,6 +333,22 @@ def _refuse_losing_data(before: dict, after: dict, removed: list[dict], changed:
         refuse(f"changing the environment of a protected stack ({was} → {now}) drops protect/retain", "environment")
 
 
+def _secret_changes(before: dict | None, after: dict | None) -> dict[str, str]:
+    """Encrypted settings whose ciphertext changed: the value did (it is unknown offline, so the
+    resources it reaches cannot be named). A plan of older code, without `secrets`, says nothing."""
+    if before is None or after is None:
+        return {}
+    changes = {}
+    for key in sorted(set(before) | set(after)):
+        if key not in before:
+            changes[key] = "encrypted now (its value is unknown offline)"
+        elif key not in after:
+            changes[key] = "no longer encrypted (or removed)"
+        elif before[key] != after[key]:
+            changes[key] = "encrypted value changed: its ciphertext differs (the value is unknown offline)"
+    return changes
+
+
 # --- the base side ------------------------------------------------------------------------------
 
 
@@ -393,6 +410,7 @@ def as_json(stack: str, base_ref: str, diff: Diff) -> dict:
         "delete": [{"type": r["type"], "name": r["name"]} for r in diff.removed],
         "change": [change(c) for c in diff.changed],
         "refused": diff.refused,
+        "secrets_changed": diff.secrets,
     }
 
 
@@ -418,6 +436,7 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
         if len(c.paths) > 12:
             lines.append(f"      ... {len(c.paths) - 12} more")
         lines += [f"      ! {line}" for line in c.consequences]
+    lines += [f"  ~ secret {key}: {how}" for key, how in diff.secrets.items()]
     if diff.refused:
         lines.append(f"{len(diff.refused)} change(s) refused (why: on stderr; --allow NAME or higgsfield:allowReplace lets an "
                      "intended one through)")

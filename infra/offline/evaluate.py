@@ -24,7 +24,7 @@ import yaml
 
 from infra.core.names import NAMESPACE as PROJECT
 from infra.offline.stack_file import StackFile, read
-from infra.config import UNKNOWN_SECRET, ConfigError
+from infra.config import ConfigError
 from infra.core.bundled import instance_types, zone_offerings
 
 COMPUTED = "<computed>"
@@ -68,7 +68,7 @@ def stack_file(root: Path, stack: str) -> StackFile:
 def stack_config(root: Path, stack: str, overrides: Mapping[str, Any] | None = None, source: StackFile | None = None) -> dict[str, str]:
     """The config the CLI would pass for `stack`: project defaults from Pulumi.yaml, then
     the stack file's `config:`, then `overrides` (full keys), all as CLI strings. Encrypted
-    values are `UNKNOWN_SECRET` (the offline plan has no secrets provider)."""
+    values are placeholders where they stand (the offline plan has no secrets provider)."""
     source = source or stack_file(root, stack)
     project = yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}
     values: dict[str, Any] = {}
@@ -78,8 +78,7 @@ def stack_config(root: Path, stack: str, overrides: Mapping[str, Any] | None = N
             values[full] = decl["default"]
         elif isinstance(decl, dict) and "value" in decl:
             values[full] = decl["value"]
-    values.update(source.config)
-    values.update((key, UNKNOWN_SECRET) for key in source.secret_keys)
+    values.update((k, v) for k, v in source.config.items() if v is not None)  # `key: ~` is unset, not the text "None"
     values.update(overrides or {})
     return {k: _cli_string(v) for k, v in values.items()}
 
@@ -185,6 +184,7 @@ class Plan:
     config: Any = None  # the StackConfig the program was built from
     code_root: str = str(Path(__file__).resolve().parents[2])  # the checkout whose code built it
     notes: list[str] = field(default_factory=list)  # what the offline plan cannot know (secrets, ESC)
+    secrets: dict[str, str] = field(default_factory=dict)  # each encrypted value's key -> its placeholder (a ciphertext digest)
 
     def of_type(self, type_: str) -> list[Resource]:
         return [r for r in self.resources if r.type == type_]
@@ -224,6 +224,7 @@ class Plan:
             "resources": [r.as_dict() for r in self.resources],
             "outputs": self.outputs,
             "code_root": self.code_root,
+            "secrets": self.secrets,
         }
 
 
@@ -348,6 +349,7 @@ def record(stack: str, root: Path | None = None, overrides: Mapping[str, Any] | 
             raise ConfigError(source.problems[0].key, source.problems[0].message, [])
         plan = contextvars.Context().run(_record_in_fresh_context, stack, config, secret)
     plan.notes = source.notes()
+    plan.secrets = dict(source.secrets)
     return plan
 
 

@@ -5,8 +5,12 @@ file (and the line and column of a JSON error), exit 2 -- never a bare parser er
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
+
+MAX_OPTION_FILE = 16 << 20  # a policy config or price list is a few KiB
 
 
 class OptionFileError(Exception):
@@ -14,10 +18,25 @@ class OptionFileError(Exception):
     exit 2, like a wrong command line."""
 
 
+def regular_file_bytes(path: Path, option: str, limit: int = MAX_OPTION_FILE) -> bytes:
+    """The bytes of `path` if it is a regular file (a link to one is fine) of at most `limit`
+    bytes: a FIFO, a device or a directory is refused at once (reading a FIFO would wait for ever)."""
+    if not stat.S_ISREG(path.stat().st_mode):
+        raise OptionFileError(f"{option} {path}: is not a regular file (a FIFO, a device or a directory?)")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):  # swapped since: refused all the same
+            raise OptionFileError(f"{option} {path}: is not a regular file")
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise OptionFileError(f"{option} {path}: is more than {limit:,} bytes")
+    return data
+
+
 def read_json_object(path: Path, option: str, what: str) -> dict[str, Any]:
     """The JSON object in `path`, which `option` named; `what` says what it should be."""
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = json.loads(regular_file_bytes(path, option).decode("utf-8"))
     except OSError as exc:
         raise OptionFileError(f"{option} {path}: cannot be read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:

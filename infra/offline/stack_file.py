@@ -5,12 +5,16 @@ The YAML is composed into nodes (which keep their line) and turned into values h
 PyYAML's constructor, so that
 - a key written twice in one mapping is an error (PyYAML
   would silently keep the last one, and a prod file would become dev);
-- aliases are followed at most `MAX_VALUES` times in all (an alias bomb is refused in
-  milliseconds; composing is linear in the file's size, which is bounded too);
+- only a regular file is read (not a directory, a FIFO, a device or a symbolic link: a link's
+  target is no stack file, and its text would be echoed in messages), and at most `MAX_BYTES`;
+- aliases are followed at most `MAX_VALUES` times in all, and the values they expand to hold at
+  most `MAX_EXPANDED` characters (one long string aliased 95,000 times is refused in
+  milliseconds, not expanded to gigabytes; composing is linear in the file's size);
 - every value's line is known (`line_of`), and so is the text of an unquoted scalar YAML read as
   a number or a boolean (`kubernetesVersion: 1.30` is the number 1.3), for hints;
-- encrypted values (`key: {secure: ...}`) are recorded as secret: unknown offline, never checked
-  as values; Pulumi ESC imports (`environment: [...]`) are accepted and noted.
+- encrypted values (`key: {secure: ...}`, at the top or inside a setting) are recorded as secret
+  where they are: unknown offline, never checked as values, while everything around them is
+  (infra/core/stack_values.py); Pulumi ESC imports (`environment: [...]`) are accepted and noted.
 
 The top-level keys of a stack file are Pulumi's (pulumi/pulumi:sdk/go/common/workspace/project.go,
 type ProjectStack: secretsprovider, encryptedkey, encryptionsalt, config, and environment, "an
@@ -20,22 +24,29 @@ optional environment definition or list of environments"; read in the stored cop
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from infra.config import UNKNOWN_SECRET, Problem
+from infra.core.stack_values import Problem, key_of, secret_placeholder
 
 STACK_FILE_KEYS = ("config", "environment", "secretsprovider", "encryptedkey", "encryptionsalt")
 MAX_BYTES = 1 << 20  # a stack file with 100 GPU pools is about 20 KiB
 MAX_VALUES = 100_000  # values after following aliases; 100 GPU pools are about 1,500
 MAX_DEPTH = 64
+MAX_EXPANDED = 4 * MAX_BYTES  # characters of keys and scalars after following aliases; without aliases, at most the file's
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAP, _SEQ, _MERGE = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:merge"
 _BOOLEANS = ("true", "false", "yes", "no", "on", "off", "y", "n")
+# Scalars a stack file can hold: text, numbers, switches, null, and the text of a timestamp. Another
+# tag (`!!binary aGk=`) means a value that YAML readers decode differently (PyYAML to bytes, Pulumi's
+# Go reader to the decoded text), so it is refused rather than read as its text.
+_SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "timestamp"))
 # Integers YAML 1.1 reads in a form YAML 1.2 does not: 0-prefixed octal (010 is 8), 0b binary,
 # `_` separators, base 60 (1:30 is 90). (0x hex without `_` is read alike by both.)
 _AMBIGUOUS_INT = re.compile(r"^[-+]?(0[0-9_]+|0b[01_]+|0x[0-9a-fA-F]*_[0-9a-fA-F_]*|[0-9][0-9_]*(:[0-5]?[0-9])+|[0-9]+_[0-9_]*)$")
@@ -60,8 +71,9 @@ class StackFile:
     unknown keys); a file that cannot be read at all raises `StackFileError` instead."""
 
     path: Path
-    config: dict[str, Any] = field(default_factory=dict)  # full key -> value; secrets as UNKNOWN_SECRET
-    secret_keys: set[str] = field(default_factory=set)
+    config: dict[str, Any] = field(default_factory=dict)  # full key -> value; secrets as their placeholder
+    secret_keys: set[str] = field(default_factory=set)  # full keys holding an encrypted value (Pulumi's secret keys)
+    secrets: dict[str, str] = field(default_factory=dict)  # where each encrypted value is (key_of) -> its placeholder
     environments: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     lines: dict[tuple, int] = field(default_factory=dict)  # ("config", key, ...) -> line
@@ -97,7 +109,7 @@ class StackFile:
 
     def notes(self) -> list[str]:
         """What the offline plan cannot know about this stack."""
-        notes = [f"{key} is encrypted (secure:): unknown offline, shown as [secret]" for key in sorted(self.secret_keys)]
+        notes = [f"{key} is encrypted (secure:): unknown offline, shown as [secret]" for key in sorted(self.secrets)]
         if self.environments:
             notes.append(f"imports Pulumi ESC environment(s) {', '.join(self.environments)}: the config they set is unknown "
                          "offline")
@@ -116,11 +128,17 @@ class _TooBig(Exception):
     pass
 
 
+class _Malformed(Exception):
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line, self.message = line, message
+
+
 def read(path: Path) -> StackFile:
     """Read `path` as a stack file. Raises StackFileError when it cannot be one."""
-    data = path.read_bytes()
+    data = _regular_file_bytes(path)
     if len(data) > MAX_BYTES:
-        raise StackFileError(path, 1, f"is {len(data):,} bytes; a stack file is a few KiB (at most {MAX_BYTES:,} bytes)")
+        raise StackFileError(path, 1, f"is more than {MAX_BYTES:,} bytes; a stack file is a few KiB")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -147,11 +165,39 @@ def read(path: Path) -> StackFile:
         document = reader.value(root, ())
     except _TooBig as exc:
         raise StackFileError(path, 1, str(exc)) from None
+    except _Malformed as exc:
+        raise StackFileError(path, exc.line, exc.message) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise StackFileError(path, mark.line + 1 if mark else 1, _yaml_message(exc)) from None
     _sections(stack, document)
     return stack
+
+
+def _regular_file_bytes(path: Path) -> bytes:
+    """At most MAX_BYTES + 1 bytes of `path`, refused unless it is a regular file (checked on the
+    path, without following a link, and on what was opened)."""
+    try:
+        status = path.lstat()
+        if stat.S_ISLNK(status.st_mode):
+            raise StackFileError(path, 1, "is a symbolic link: a stack file is a regular file in stacks/ (copy it there)")
+        if not stat.S_ISREG(status.st_mode):
+            raise StackFileError(path, 1, f"is {_file_kind(status.st_mode)}, not a stack file (a regular file)")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise StackFileError(path, 1, "is not a regular file, so not a stack file")
+            return file.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise StackFileError(path, 1, f"cannot be read ({exc.strerror or type(exc).__name__})") from None
+
+
+def _file_kind(mode: int) -> str:
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return what
+    return "not a regular file"
 
 
 def _sections(stack: StackFile, document: dict) -> None:
@@ -185,13 +231,18 @@ class _Reader:
     """Nodes to plain values, counting every value it makes (aliases included)."""
 
     def __init__(self, loader: Any, stack: StackFile) -> None:
-        self.loader, self.stack, self.count = loader, stack, 0
+        self.loader, self.stack, self.count, self.characters = loader, stack, 0, 0
 
     def value(self, node: yaml.Node, loc: tuple) -> Any:
         self.count += 1
         if self.count > MAX_VALUES:
             raise _TooBig(f"expands to more than {MAX_VALUES:,} values (YAML aliases repeated within each other?); a stack "
                           "file has a few thousand")
+        if isinstance(node, yaml.ScalarNode):
+            self.characters += len(node.value)
+            if self.characters > MAX_EXPANDED:
+                raise _TooBig(f"expands to more than {MAX_EXPANDED:,} characters (a long value repeated through YAML aliases?); "
+                              "a stack file is a few KiB")
         if len(loc) > MAX_DEPTH:
             raise _TooBig(f"nests deeper than {MAX_DEPTH} levels; a stack file nests four or five")
         self.stack.lines.setdefault(loc, node.start_mark.line + 1)
@@ -201,6 +252,8 @@ class _Reader:
             if node.tag != _SEQ:
                 self.unsupported(node, loc)
             return [self.value(item, (*loc, i)) for i, item in enumerate(node.value)]
+        if node.tag not in _SCALAR_TAGS:
+            self.unsupported(node, loc)
         try:
             value = self.loader.construct_object(node)
         except (ValueError, OverflowError):  # a timestamp with month 13, an integer of 5,000 digits
@@ -237,8 +290,14 @@ class _Reader:
         if node.tag != _MAP:
             self.unsupported(node, loc)
         if len(node.value) == 1 and isinstance(node.value[0][0], yaml.ScalarNode) and node.value[0][0].value == "secure" and loc[:1] == ("config",) and len(loc) > 1:
+            ciphertext = node.value[0][1]
+            if not isinstance(ciphertext, yaml.ScalarNode) or ciphertext.tag != "tag:yaml.org,2002:str" or not ciphertext.value:
+                self.stack.problems.append(Problem(loc[1:], "secure: takes the ciphertext Pulumi wrote (`pulumi config set --secret`), as text",
+                                                   node.start_mark.line + 1))
+            placeholder = secret_placeholder(ciphertext.value if isinstance(ciphertext, yaml.ScalarNode) else "")
             self.stack.secret_keys.add(str(loc[1]))
-            return UNKNOWN_SECRET
+            self.stack.secrets[key_of(loc[1:])] = placeholder
+            return placeholder
         merged: dict[str, Any] = {}
         own: dict[str, Any] = {}
         first_line: dict[str, int] = {}
@@ -257,6 +316,9 @@ class _Reader:
                 self.stack.problems.append(Problem((*loc[1:], "?"), f"a key must be text, got {_kind(key_node)}", line))
                 continue
             key = key_node.value
+            self.characters += len(key)
+            if key in own and not loc:  # a second config: (or other section) would silently replace the first
+                raise _Malformed(line, f"{key}: is a section written twice (first at line {first_line[key]}): YAML would keep only the last one")
             if key in own:
                 where = (*loc, key)
                 self.stack.problems.append(Problem(where[1:] if where[:1] == ("config",) else where,
@@ -298,7 +360,7 @@ def _kind_of(value: Any) -> str:
 
 def shown(path: Path) -> str:
     """`path` relative to the working directory when it is below it (as a user typed it)."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
+    try:  # the folder resolved, not the file: a link is named as the link, never as its target
+        return str((path.parent.resolve() / path.name).relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
         return str(path)

@@ -5,6 +5,7 @@ before they reach CI. Each refusal is one line, exit 2, no traceback."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -114,7 +115,9 @@ def test_stack_names_derived_from_file_names_are_checked_before_they_reach_ci(ca
     assert code == 2 and out == "" and "is not a stack name" in err and "rename the file" in err, err
 
 
-def test_a_stack_file_ci_reads_that_is_no_yaml_is_one_line(capsys, monkeypatch, project):
+def test_a_stack_file_ci_reads_that_is_no_yaml_is_one_line_and_fails_only_its_own_stack(capsys, monkeypatch, project):
     (project / "stacks" / "Pulumi.broken.yaml").write_text("config: [\n")
     code, out, err = _run(capsys, monkeypatch, "stacks", cwd=project)
-    assert code == 2 and "stacks/Pulumi.broken.yaml:" in err and "is not YAML" in err and len(err.splitlines()) == 1, err
+    assert code == 0 and "stacks/Pulumi.broken.yaml:" in err and "YAML syntax" in err and len(err.splitlines()) == 1, err
+    entries = {e["stack"]: e for e in json.loads(out)["include"]}
+    assert "broken" in entries["broken"] and "broken" not in entries["dev"]

@@ -6,7 +6,8 @@ YAML-ambiguous ones, keys added, and plain garbage -- all go through `higgsfield
 traceback and never the catch-all "error: ... rerun with --debug", each in under a second.
 
 Bounded in time: a fixed number of examples, derandomized (the same examples on every run, so a
-failure reproduces), with Hypothesis's per-example deadline of one second.
+failure reproduces), with Hypothesis's per-example deadline of one second. A release runs more
+(HIGGSFIELD_FUZZ_EXAMPLES, HIGGSFIELD_FUZZ_SEED=random; docs/what-check-and-diff-refuse.md).
 """
 
 from __future__ import annotations
@@ -28,7 +29,11 @@ from tests.conftest import ROOT
 DEV = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
 FILE = "stacks/Pulumi.fuzz.yaml"
 LINE = re.compile(rf"^{re.escape(FILE)}:\d+(: | .+?: )\S")  # file:line: message, or file:line KEY: message
-FUZZ = settings(max_examples=30, deadline=1000, derandomize=True, database=None,
+# The suite runs a few seconds of it; a release runs it longer, with new examples each time
+# (docs/what-check-and-diff-refuse.md, "Fuzzing before a release"): HIGGSFIELD_FUZZ_EXAMPLES=N,
+# and HIGGSFIELD_FUZZ_SEED=random for examples not derandomized.
+EXAMPLES = int(os.environ.get("HIGGSFIELD_FUZZ_EXAMPLES", "30"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=1000, derandomize=os.environ.get("HIGGSFIELD_FUZZ_SEED") != "random", database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
 
 

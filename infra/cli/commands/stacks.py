@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,5 +19,8 @@ def run(args: argparse.Namespace) -> int:
     from infra.offline.evaluate import project_root
     from infra.offline.stacks import stack_matrix
 
-    print(json.dumps(stack_matrix(project_root(), args.delivered), separators=(",", ":")))
+    broken: list[str] = []
+    print(json.dumps(stack_matrix(project_root(), args.delivered, broken), separators=(",", ":")))
+    for message in broken:  # listed as broken (so only its own jobs fail), and said here
+        print(f"error: {message} (only this stack's jobs fail on it)", file=sys.stderr)
     return 0
