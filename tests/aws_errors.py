@@ -34,14 +34,20 @@ COMMON_ERRORS: dict[tuple[str, str], tuple[int, str]] = {
     # (getmoto/moto: moto/core/exceptions.py AccessDeniedError, code 403, "AccessDenied"). Not
     # `AccessDeniedException` (400): that is the JSON-protocol code, which the generic "Common
     # Errors" page of the Auto Scaling API reference lists but the query protocol does not send.
-    ("query", "AccessDenied"): (403, "hashicorp/nomad-autoscaler#952; getmoto/moto:moto/core/exceptions.py AccessDeniedError"),
+    ("query", "AccessDenied"): (
+        403,
+        "hashicorp/nomad-autoscaler#952; getmoto/moto:moto/core/exceptions.py AccessDeniedError",
+    ),
     # Throttling of query services: botocore's retry rules match it on code and status
     # (botocore/data/_retry.json definitions.throttling: Throttling, 400).
     ("query", "Throttling"): (400, "boto/botocore:botocore/data/_retry.json (definitions.throttling)"),
     # EC2's model declares no error shapes; its codes are in the EC2 API reference ("Error codes
     # for the Amazon EC2 API": client errors, HTTP 400), this one as terraform-provider-aws
     # handles it (hashicorp/terraform-provider-aws:internal/service/ec2/errors.go@00081ce4).
-    ("ec2", "InvalidCapacityReservationId.NotFound"): (400, "docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html"),
+    ("ec2", "InvalidCapacityReservationId.NotFound"): (
+        400,
+        "docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html",
+    ),
 }
 
 
@@ -81,7 +87,9 @@ def wire_error(service: str, code: str) -> WireError:
     (naming the wire code when `code` is a shape name)."""
     declared = declared_errors(service)
     if code in declared:
-        return WireError(service, code, declared[code][0], f"botocore {service} service-2.json shape {declared[code][1]}")
+        return WireError(
+            service, code, declared[code][0], f"botocore {service} service-2.json shape {declared[code][1]}"
+        )
     protocol = service_model(service)["metadata"]["protocol"]
     if (protocol, code) in COMMON_ERRORS:
         status, source = COMMON_ERRORS[(protocol, code)]
@@ -89,7 +97,9 @@ def wire_error(service: str, code: str) -> WireError:
     by_shape = {shape: wire for wire, (_, shape) in declared.items()}
     if code in by_shape:
         raise AssertionError(f"{service}: {code!r} is botocore's shape name; AWS sends the code {by_shape[code]!r}")
-    raise AssertionError(f"{service} ({protocol} protocol) never sends {code!r}: not in its model, not a common error we cite")
+    raise AssertionError(
+        f"{service} ({protocol} protocol) never sends {code!r}: not in its model, not a common error we cite"
+    )
 
 
 def add_wire_error(stub: Stubber, service: str, operation: str, code: str, message: str, **kwargs) -> WireError:

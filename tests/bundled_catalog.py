@@ -14,8 +14,11 @@ class BundledCatalog:
         raw = instance_types()[name]
         net, gpus = raw.get("NetworkInfo", {}), raw.get("GpuInfo", {}).get("Gpus", [])
         return InstanceFacts(
-            name=name, gpus=sum(g["Count"] for g in gpus), gpu_model=gpus[0]["Name"] if gpus else None,
-            gpu_memory_mib=raw.get("GpuInfo", {}).get("TotalGpuMemoryInMiB", 0), efa_supported=bool(net.get("EfaSupported")),
+            name=name,
+            gpus=sum(g["Count"] for g in gpus),
+            gpu_model=gpus[0]["Name"] if gpus else None,
+            gpu_memory_mib=raw.get("GpuInfo", {}).get("TotalGpuMemoryInMiB", 0),
+            efa_supported=bool(net.get("EfaSupported")),
             efa_max_interfaces=net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0),
             network_cards=tuple(sorted(c["NetworkCardIndex"] for c in net.get("NetworkCards", []))) or (0,),
             nvme_disks=sum(d["Count"] for d in raw.get("InstanceStorageInfo", {}).get("Disks", [])),

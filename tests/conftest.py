@@ -20,7 +20,7 @@ import pickle
 import re
 import shutil
 from collections.abc import Callable
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,12 @@ import pytest
 import yaml
 
 from components.registry import image_tag
-from infra.offline import jobs, evaluate as offline
-from infra.offline.evaluate import Plan, load_stack, record, stack_names
 from infra.config import StackConfig
-from infra.core.project import project_root
 from infra.config import gpu_pools as pool_settings
+from infra.core.project import project_root
+from infra.offline import evaluate as offline
+from infra.offline import jobs
+from infra.offline.evaluate import Plan, load_stack, record, stack_names
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = stack_names(ROOT)
@@ -65,7 +66,9 @@ class Memo:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if Memo.patched:
             return self.function(*args, **kwargs)
-        key = hashlib.sha256(json.dumps([self.name, self.key(*args, **kwargs), _image_tag()], sort_keys=True).encode()).hexdigest()
+        key = hashlib.sha256(
+            json.dumps([self.name, self.key(*args, **kwargs), _image_tag()], sort_keys=True).encode()
+        ).hexdigest()
         shared = Memo.folder / key if Memo.folder else None
         blob = self.memory.get(key) or (shared.read_bytes() if shared and shared.is_file() else None)
         if blob is None:
@@ -80,7 +83,13 @@ class Memo:
 
 def _git_stamp(root: Path) -> list:
     """What moves when a repository's HEAD or index does (a commit, a checkout, an add)."""
-    return [root, *((p.stat().st_mtime_ns if p.exists() else None) for p in (root / ".git" / "HEAD", root / ".git" / "logs" / "HEAD", root / ".git" / "index"))]
+    return [
+        root,
+        *(
+            (p.stat().st_mtime_ns if p.exists() else None)
+            for p in (root / ".git" / "HEAD", root / ".git" / "logs" / "HEAD", root / ".git" / "index")
+        ),
+    ]
 
 
 _tags: dict[str, str] = {}
@@ -95,8 +104,11 @@ def _image_tag() -> str:
     return _tags[stamp]
 
 
-offline._record_in_fresh_context = Memo("plan", offline._record_in_fresh_context,
-                                        lambda stack, config, secret_keys=None: [stack, config, sorted(secret_keys or [])])
+offline._record_in_fresh_context = Memo(
+    "plan",
+    offline._record_in_fresh_context,
+    lambda stack, config, secret_keys=None: [stack, config, sorted(secret_keys or [])],
+)
 jobs.render = Memo("render", jobs.render, lambda example, cfg, **options: [example, cfg.model_dump_json(), options])
 
 

@@ -30,29 +30,72 @@ from pathlib import Path
 import dockerfile
 
 # moby/buildkit:frontend/dockerfile/docs/reference.md ("Automatic platform ARGs in the global scope").
-PLATFORM_ARGS = frozenset({
-    "TARGETPLATFORM", "TARGETOS", "TARGETARCH", "TARGETVARIANT",
-    "BUILDPLATFORM", "BUILDOS", "BUILDARCH", "BUILDVARIANT",
-})
+PLATFORM_ARGS = frozenset(
+    {
+        "TARGETPLATFORM",
+        "TARGETOS",
+        "TARGETARCH",
+        "TARGETVARIANT",
+        "BUILDPLATFORM",
+        "BUILDOS",
+        "BUILDARCH",
+        "BUILDVARIANT",
+    }
+)
 # The same reference, "Predefined ARGs": passed to RUN without an ARG instruction.
-PROXY_ARGS = frozenset({
-    "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "FTP_PROXY", "ftp_proxy",
-    "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy",
-})
+PROXY_ARGS = frozenset(
+    {
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "FTP_PROXY",
+        "ftp_proxy",
+        "NO_PROXY",
+        "no_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    }
+)
 # What a RUN's shell has without any declaration: the runtime sets PATH, HOSTNAME and HOME for every
 # container (PATH from the image, or the default), and the shell its own variables.
-SHELL_VARIABLES = frozenset({
-    "PATH", "HOME", "HOSTNAME", "PWD", "OLDPWD", "IFS", "RANDOM", "LINENO", "SHLVL", "BASH", "UID",
-})
+SHELL_VARIABLES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "HOSTNAME",
+        "PWD",
+        "OLDPWD",
+        "IFS",
+        "RANDOM",
+        "LINENO",
+        "SHLVL",
+        "BASH",
+        "UID",
+    }
+)
 # Instructions whose arguments BuildKit substitutes (reference.md, "Environment replacement").
-EXPANDED = frozenset({
-    "ADD", "COPY", "ENV", "EXPOSE", "FROM", "LABEL", "STOPSIGNAL", "USER", "VOLUME", "WORKDIR", "ONBUILD",
-})
+EXPANDED = frozenset(
+    {
+        "ADD",
+        "COPY",
+        "ENV",
+        "EXPOSE",
+        "FROM",
+        "LABEL",
+        "STOPSIGNAL",
+        "USER",
+        "VOLUME",
+        "WORKDIR",
+        "ONBUILD",
+    }
+)
 
 _VARIABLE = re.compile(r"\\\$|\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(:?[-+?][^}]*)?\}|([A-Za-z_][A-Za-z0-9_]*))")
 _ASSIGNED = re.compile(r"(?:^|[\s;&|(`])(?:export\s+|local\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_][A-Za-z0-9_]*)\+?=")
 _LOOP_OR_READ = re.compile(
-    r"\b(?:for|select)\s+([A-Za-z_][A-Za-z0-9_]*)\s+in\b|\bread\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_]*)")
+    r"\b(?:for|select)\s+([A-Za-z_][A-Za-z0-9_]*)\s+in\b|\bread\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_]*)"
+)
 
 
 @dataclass(frozen=True)
@@ -68,9 +111,9 @@ class Finding:
 class Stage:
     index: int
     name: str | None
-    args: dict[str, str | None] = field(default_factory=dict)   # in scope now, with defaults
-    env: set[str] = field(default_factory=set)                  # ENV of this stage and its parents
-    base_env: frozenset[str] = frozenset()                      # what the base image's config sets
+    args: dict[str, str | None] = field(default_factory=dict)  # in scope now, with defaults
+    env: set[str] = field(default_factory=set)  # ENV of this stage and its parents
+    base_env: frozenset[str] = frozenset()  # what the base image's config sets
 
 
 def _unquoted_for_shell(command: str) -> str:
@@ -79,7 +122,7 @@ def _unquoted_for_shell(command: str) -> str:
     while i < len(command):
         c = command[i]
         if quote is None and c == "\\" and i + 1 < len(command):
-            out.append(command[i:i + 2])
+            out.append(command[i : i + 2])
             i += 2
             continue
         if c == "'" and quote is None:
@@ -155,8 +198,9 @@ def check_text(text: str, base_env: dict[str, frozenset[str]] | None = None) -> 
             image = words[0]
             for name in variables_used(image) + [v for f in command.flags for v in variables_used(f)]:
                 if name not in global_args and name not in PLATFORM_ARGS:
-                    findings.append(Finding(
-                        line, f"FROM uses ${{{name}}}, which no ARG before the first FROM declares"))
+                    findings.append(
+                        Finding(line, f"FROM uses ${{{name}}}, which no ARG before the first FROM declares")
+                    )
             resolved = substitute(image, {**{a: None for a in PLATFORM_ARGS}, **global_args})
             stage_name = words[2].lower() if len(words) >= 3 and words[1].upper() == "AS" else None
             stage = Stage(len(stages), stage_name)
@@ -189,14 +233,24 @@ def check_text(text: str, base_env: dict[str, frozenset[str]] | None = None) -> 
             texts = list(command.value) + [f for f in command.flags]
             for name in (n for t in texts for n in variables_used(t)):
                 if name not in in_scope:
-                    findings.append(Finding(line, f"{cmd} uses ${{{name}}}, which is not declared in {where}"
-                                            + _why(name, global_args, stages[:-1])))
+                    findings.append(
+                        Finding(
+                            line,
+                            f"{cmd} uses ${{{name}}}, which is not declared in {where}"
+                            + _why(name, global_args, stages[:-1]),
+                        )
+                    )
         elif cmd == "RUN" and not command.json:
             shell = set(in_scope) | PROXY_ARGS | SHELL_VARIABLES
             for name in dict.fromkeys(shell_variables_used(" ".join(command.value))):
                 if name not in shell:
-                    findings.append(Finding(line, f"RUN reads ${{{name}}}, which is not declared in {where}"
-                                            + _why(name, global_args, stages[:-1])))
+                    findings.append(
+                        Finding(
+                            line,
+                            f"RUN reads ${{{name}}}, which is not declared in {where}"
+                            + _why(name, global_args, stages[:-1]),
+                        )
+                    )
         if cmd == "ENV":
             values = command.value
             stage.env.update(values[i] for i in range(0, len(values), 2))
@@ -204,8 +258,11 @@ def check_text(text: str, base_env: dict[str, frozenset[str]] | None = None) -> 
             flag = _stage_flag(command.flags, "from")
             if flag is not None:
                 source = substitute(flag, stage.args)
-                known = source.isdigit() and int(source) < stage.index or source.lower() in {
-                    s.name for s in stages[:-1] if s.name}
+                known = (
+                    source.isdigit()
+                    and int(source) < stage.index
+                    or source.lower() in {s.name for s in stages[:-1] if s.name}
+                )
                 looks_like_image = any(c in source for c in "/:@.")
                 if not known and not looks_like_image:
                     findings.append(Finding(line, f"{cmd} --from={source} names no earlier stage"))
@@ -224,7 +281,6 @@ def _why(name: str, global_args: dict[str, str | None], earlier: list[Stage]) ->
 
 def check(path: Path, base_env: dict[str, frozenset[str]] | None = None) -> list[Finding]:
     return check_text(path.read_text(), base_env)
-
 
 
 @dataclass(frozen=True)
@@ -260,9 +316,16 @@ def expanded(text: str) -> list[Instruction]:
                     scope[name] = global_args.get(name) if default is None else default
         if scope is None:
             continue
-        found.append(Instruction(stage, command.start_line, cmd, command.json,
-                                 tuple(_defaults(v, scope) for v in command.value),
-                                 tuple(_defaults(f, scope) for f in command.flags)))
+        found.append(
+            Instruction(
+                stage,
+                command.start_line,
+                cmd,
+                command.json,
+                tuple(_defaults(v, scope) for v in command.value),
+                tuple(_defaults(f, scope) for f in command.flags),
+            )
+        )
     return found
 
 

@@ -67,14 +67,20 @@ class Endpoint:
 
     @property
     def ns_labels(self) -> Mapping[str, str]:
-        return self.namespace_labels if self.namespace_labels is not None else {"kubernetes.io/metadata.name": self.namespace}
+        return (
+            self.namespace_labels
+            if self.namespace_labels is not None
+            else {"kubernetes.io/metadata.name": self.namespace}
+        )
 
 
 def _peer_matches(peer: Mapping, policy_namespace: str, source: Endpoint) -> bool:
     if "ipBlock" in peer:
         block = peer["ipBlock"]
         ip = ipaddress.ip_address(source.ip)
-        return ip in ipaddress.ip_network(block["cidr"]) and not any(ip in ipaddress.ip_network(c) for c in block.get("except", []))
+        return ip in ipaddress.ip_network(block["cidr"]) and not any(
+            ip in ipaddress.ip_network(c) for c in block.get("except", [])
+        )
     if "namespaceSelector" in peer:
         if not _selects(peer["namespaceSelector"], source.ns_labels):
             return False
@@ -96,9 +102,12 @@ def _port_matches(ports: list[Mapping] | None, port: int, protocol: str) -> bool
     return False
 
 
-def ingress_allowed(policies: Iterable[Mapping], source: Endpoint, target: Endpoint, port: int, protocol: str = "TCP") -> bool:
+def ingress_allowed(
+    policies: Iterable[Mapping], source: Endpoint, target: Endpoint, port: int, protocol: str = "TCP"
+) -> bool:
     selecting = [
-        p for p in policies
+        p
+        for p in policies
         if p["metadata"]["namespace"] == target.namespace
         and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
         and _selects(p["spec"].get("podSelector"), target.labels)
@@ -106,16 +115,22 @@ def ingress_allowed(policies: Iterable[Mapping], source: Endpoint, target: Endpo
     if not selecting:
         return True
     return any(
-        any(_peer_matches(peer, p["metadata"]["namespace"], source) for peer in rule.get("from") or [{"namespaceSelector": {}}])
+        any(
+            _peer_matches(peer, p["metadata"]["namespace"], source)
+            for peer in rule.get("from") or [{"namespaceSelector": {}}]
+        )
         and _port_matches(rule.get("ports"), port, protocol)
-        for p in selecting for rule in p["spec"].get("ingress") or []
+        for p in selecting
+        for rule in p["spec"].get("ingress") or []
     )
 
 
-def egress_allowed(policies: Iterable[Mapping], source: Endpoint, destination: Endpoint, port: int,
-                   protocol: str = "TCP") -> bool:
+def egress_allowed(
+    policies: Iterable[Mapping], source: Endpoint, destination: Endpoint, port: int, protocol: str = "TCP"
+) -> bool:
     selecting = [
-        p for p in policies
+        p
+        for p in policies
         if p["metadata"]["namespace"] == source.namespace
         and "Egress" in p["spec"].get("policyTypes", [])
         and _selects(p["spec"].get("podSelector"), source.labels)
@@ -123,8 +138,11 @@ def egress_allowed(policies: Iterable[Mapping], source: Endpoint, destination: E
     if not selecting:
         return True
     return any(
-        any(_peer_matches(peer, p["metadata"]["namespace"], destination)
-            for peer in rule.get("to") or [{"namespaceSelector": {}}])
+        any(
+            _peer_matches(peer, p["metadata"]["namespace"], destination)
+            for peer in rule.get("to") or [{"namespaceSelector": {}}]
+        )
         and _port_matches(rule.get("ports"), port, protocol)
-        for p in selecting for rule in p["spec"].get("egress") or []
+        for p in selecting
+        for rule in p["spec"].get("egress") or []
     )

@@ -119,6 +119,9 @@ class Job:
     def past_backoff_limit(self) -> bool:
         if self.backoff_limit is None:
             return False
-        counted = sum(p.restarts for p in self.pods.values()
-                      if p.phase == "Running" and p.policy in ("OnFailure", "Always", "ExitCode"))
+        counted = sum(
+            p.restarts
+            for p in self.pods.values()
+            if p.phase == "Running" and p.policy in ("OnFailure", "Always", "ExitCode")
+        )
         return counted > 0 if self.backoff_limit == 0 else counted >= self.backoff_limit

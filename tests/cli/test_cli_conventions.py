@@ -16,7 +16,9 @@ from tests.conftest import ROOT
 
 def _cli(*argv: str, **kwargs) -> subprocess.CompletedProcess:
     """The command as the console script runs it (run(): exit status, flushing, broken pipes)."""
-    return subprocess.run([sys.executable, "-m", "infra.cli", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "infra.cli", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120, **kwargs
+    )
 
 
 def test_version_prints_the_installed_package_version():
@@ -26,10 +28,21 @@ def test_version_prints_the_installed_package_version():
     assert done.returncode == 0 and done.stdout.strip() == f"higgsfield {version('higgsfield')}"
 
 
-@pytest.mark.parametrize("argv", [
-    ["plan", "s"], ["check", "s"], ["diff", "s", "--base", "main"], ["cost", "s"], ["timeline", "s"], ["preflight", "s"],
-    ["init", "s", "--region", "eu-north-1"], ["jobs", "render", "s", "pytorch-ddp"], ["healthcheck", "render", "s", "h100"],
-], ids=lambda argv: " ".join(argv[:2]))
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "s"],
+        ["check", "s"],
+        ["diff", "s", "--base", "main"],
+        ["cost", "s"],
+        ["timeline", "s"],
+        ["preflight", "s"],
+        ["init", "s", "--region", "eu-north-1"],
+        ["jobs", "render", "s", "pytorch-ddp"],
+        ["healthcheck", "render", "s", "h100"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
 def test_every_command_takes_the_stack_as_its_first_argument(argv):
     assert cli.parser().parse_args(argv).stack == "s"
 
@@ -39,7 +52,10 @@ def test_the_old_stack_option_of_jobs_render_still_works_with_a_deprecation_note
     assert cli.main(["jobs", "render", "pytorch-ddp", "--stack", "dev"]) == 0
     captured = capsys.readouterr()
     assert "kind: PyTorchJob" in captured.out
-    assert captured.err == "note: --stack is deprecated: every command names the stack first: higgsfield jobs render dev pytorch-ddp\n"
+    assert (
+        captured.err
+        == "note: --stack is deprecated: every command names the stack first: higgsfield jobs render dev pytorch-ddp\n"
+    )
 
 
 def test_the_old_and_new_forms_of_jobs_render_print_the_same_job(capsys, monkeypatch):
@@ -72,7 +88,10 @@ def _fails_unforeseen(*_args, **_kwargs):
 def test_an_unforeseen_failure_is_one_line_pointing_at_debug(capsys, monkeypatch):
     monkeypatch.setattr("infra.offline.evaluate.record", _fails_unforeseen)
     assert cli.main(["plan", "dev"]) == 1
-    assert capsys.readouterr().err == "error: the mocked engine went away (RuntimeError; rerun with --debug for the traceback)\n"
+    assert (
+        capsys.readouterr().err
+        == "error: the mocked engine went away (RuntimeError; rerun with --debug for the traceback)\n"
+    )
 
 
 def test_debug_adds_the_traceback_and_keeps_the_exit_status(capsys, monkeypatch):
@@ -98,8 +117,14 @@ def test_check_piped_into_a_closed_reader_exits_without_a_traceback():
     read, write = os.pipe()
     os.close(read)
     try:
-        done = subprocess.run([sys.executable, "-m", "infra.cli", "check", "dev"], cwd=ROOT, stdout=write, stderr=subprocess.PIPE,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "infra.cli", "check", "dev"],
+            cwd=ROOT,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
     finally:
         os.close(write)
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
@@ -107,7 +132,14 @@ def test_check_piped_into_a_closed_reader_exits_without_a_traceback():
 
 
 def test_check_into_head_prints_the_first_line_only():
-    done = subprocess.run(f"{sys.executable} -m infra.cli check dev | head -1", shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        f"{sys.executable} -m infra.cli check dev | head -1",
+        shell=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.stdout.startswith("Policy check of higgsfield/dev") and done.stdout.count("\n") == 1
     assert "Traceback" not in done.stderr
 
@@ -126,7 +158,13 @@ def recorded(monkeypatch):
     monkeypatch.setattr(check, "record", lambda stack, *_a, **_k: plan_of(stack))
 
 
-REPORTS = [["plan", "prod"], ["check", "prod"], ["cost", "prod"], ["timeline", "prod"], ["timeline", "prod", "--job", "b200-odcr"]]
+REPORTS = [
+    ["plan", "prod"],
+    ["check", "prod"],
+    ["cost", "prod"],
+    ["timeline", "prod"],
+    ["timeline", "prod", "--job", "b200-odcr"],
+]
 IDS = ["plan", "check", "cost", "timeline", "timeline-job"]
 
 
@@ -174,7 +212,11 @@ def test_a_failed_check_says_so_on_stderr_and_lists_findings_on_stdout(project_c
     from tests.conftest import set_field
 
     def one_gpu_team(c: dict) -> None:
-        set_field("higgsfield:scheduler", "teams", [{**c["higgsfield:scheduler"]["teams"][0], "gpuQuota": 1, "servingGpuQuota": 1}])(c)
+        set_field(
+            "higgsfield:scheduler",
+            "teams",
+            [{**c["higgsfield:scheduler"]["teams"][0], "gpuQuota": 1, "servingGpuQuota": 1}],
+        )(c)
         set_field("higgsfield:scheduler", "queues", [{**c["higgsfield:scheduler"]["queues"][0], "gpuCapability": 1}])(c)
 
     project_copy("dev", one_gpu_team)
@@ -183,13 +225,38 @@ def test_a_failed_check_says_so_on_stderr_and_lists_findings_on_stdout(project_c
     assert "example-jobs-fit" in out and "error: check of bad failed: " in err and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("command", ["plan", "check", "diff", "cost", "timeline", "preflight", "charts", "init", "jobs render",
-                                     "healthcheck render", "bootstrap", "schema", "completion", ""])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "plan",
+        "check",
+        "diff",
+        "cost",
+        "timeline",
+        "preflight",
+        "charts",
+        "init",
+        "jobs render",
+        "healthcheck render",
+        "bootstrap",
+        "schema",
+        "completion",
+        "",
+    ],
+)
 def test_help_names_arguments_as_a_user_writes_them(command, capsys):
     with pytest.raises(SystemExit):
         cli.main([*command.split(), "--help"])
     text = capsys.readouterr().out
-    for internal in ("POLICY_CONFIG", "{render}", "OLD_STACK", "health_command", "jobs_command", "{plan,", "[-h] stack"):
+    for internal in (
+        "POLICY_CONFIG",
+        "{render}",
+        "OLD_STACK",
+        "health_command",
+        "jobs_command",
+        "{plan,",
+        "[-h] stack",
+    ):
         assert internal not in text, internal
     import re
 
@@ -203,7 +270,13 @@ def test_completion_prints_a_shell_script_that_completes_higgsfield():
 
 def test_completion_offers_the_stacks_of_the_project(tmp_path):
     answer = tmp_path / "completions"
-    env = {**os.environ, "_ARGCOMPLETE": "1", "COMP_LINE": "higgsfield plan d", "COMP_POINT": "17", "_ARGCOMPLETE_STDOUT_FILENAME": str(answer)}
+    env = {
+        **os.environ,
+        "_ARGCOMPLETE": "1",
+        "COMP_LINE": "higgsfield plan d",
+        "COMP_POINT": "17",
+        "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
+    }
     _cli(env=env)
     assert "dev" in answer.read_text().split()
 
@@ -227,8 +300,18 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
 def test_preflight_without_a_network_is_one_line_not_one_per_check():
     from infra.cli import preflight
 
-    down = [preflight.Check(c, t, False, "not checked: network failure: Could not connect to the endpoint URL", "check the network path", checked=False, unreachable=True)
-            for c, t in [("offered in AZ", "p5.48xlarge"), ("vCPU quota", "P"), ("AMI", "nvidia")]]
+    down = [
+        preflight.Check(
+            c,
+            t,
+            False,
+            "not checked: network failure: Could not connect to the endpoint URL",
+            "check the network path",
+            checked=False,
+            unreachable=True,
+        )
+        for c, t in [("offered in AZ", "p5.48xlarge"), ("vCPU quota", "P"), ("AMI", "nvidia")]
+    ]
     line = preflight.one_cause(down)
     assert line and line.startswith("cannot reach AWS: 3 checks not run") and "\n" not in line
     assert preflight.one_cause(down[:2] + [preflight.Check("AMI", "x", True, "found")]) is None
@@ -243,7 +326,9 @@ def test_a_report_path_that_cannot_be_written_is_a_usage_error_naming_the_option
     assert captured.err == f"error: {option} {target}: cannot write it (No such file or directory)\n"
 
 
-def test_schema_write_in_a_project_of_ones_own_writes_the_schema_its_stack_files_name_and_no_manual(tmp_path, capsys, monkeypatch):
+def test_schema_write_in_a_project_of_ones_own_writes_the_schema_its_stack_files_name_and_no_manual(
+    tmp_path, capsys, monkeypatch
+):
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
     monkeypatch.chdir(tmp_path)

@@ -26,10 +26,16 @@ def _installer(venv: Path, wheels: Path) -> list[list[str]]:
     there (the same PEP 517 build with setuptools as pip's), else pip and venv."""
     uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
     if Path(uv).exists():
-        return [[uv, "build", "--wheel", "--quiet", "--out-dir", str(wheels), str(ROOT)], [uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
-                [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python")]]
-    return [[sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheels), str(ROOT)], [sys.executable, "-m", "venv", str(venv)],
-            [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]]
+        return [
+            [uv, "build", "--wheel", "--quiet", "--out-dir", str(wheels), str(ROOT)],
+            [uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
+            [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python")],
+        ]
+    return [
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheels), str(ROOT)],
+        [sys.executable, "-m", "venv", str(venv)],
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"],
+    ]
 
 
 def _run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -71,7 +77,9 @@ print(json.dumps(done))
 """
 
 
-def _commands_in_one_process(venv: Path, cwd: Path, env: dict[str, str], commands: dict[str, tuple[str, ...]]) -> dict[str, list]:
+def _commands_in_one_process(
+    venv: Path, cwd: Path, env: dict[str, str], commands: dict[str, tuple[str, ...]]
+) -> dict[str, list]:
     """{name: [exit code, stdout, stderr]} of each command, run by the virtualenv's Python."""
     done = _run([str(venv / "bin" / "python"), "-c", _DRIVER, json.dumps(commands)], cwd=cwd, env=env, timeout=600)
     return json.loads(done.stdout)
@@ -87,21 +95,45 @@ def test_a_wheel_outside_any_checkout_and_an_editable_install_run_every_command(
     home = tmp_path / "home"
     home.mkdir()
     # No credentials anywhere: no environment keys, no ~/.aws, no instance metadata.
-    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(home), "AWS_EC2_METADATA_DISABLED": "true",
-           "AWS_CONFIG_FILE": str(home / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(home / "none"), "LANG": os.environ.get("LANG", "C.UTF-8")}
+    env = {
+        "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
+        "HOME": str(home),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": str(home / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(home / "none"),
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+    }
 
     def higgsfield(cwd: Path, *argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(venv / "bin" / "higgsfield"), *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [str(venv / "bin" / "higgsfield"), *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+        )
 
     project = _project_outside_the_checkout(tmp_path / "project")
     commands = {
-        "check": ("check", "dev"), "cost": ("cost", "dev"), "timeline": ("timeline", "dev"),
-        "jobs": ("jobs", "render", "dev", "pytorch-ddp"), "healthcheck": ("healthcheck", "render", "dev", "l40s"),
-        "bootstrap": ("bootstrap", "staging"), "stacks": ("stacks",), "schema": ("schema",),
-        "init": ("init", "eu", "--region", "eu-north-1", "--from", "dev", "--admin", "arn:aws:iam::123456789012:role/PlatformAdmin"),
+        "check": ("check", "dev"),
+        "cost": ("cost", "dev"),
+        "timeline": ("timeline", "dev"),
+        "jobs": ("jobs", "render", "dev", "pytorch-ddp"),
+        "healthcheck": ("healthcheck", "render", "dev", "l40s"),
+        "bootstrap": ("bootstrap", "staging"),
+        "stacks": ("stacks",),
+        "schema": ("schema",),
+        "init": (
+            "init",
+            "eu",
+            "--region",
+            "eu-north-1",
+            "--from",
+            "dev",
+            "--admin",
+            "arn:aws:iam::123456789012:role/PlatformAdmin",
+        ),
         "preflight": ("preflight", "dev"),
     }
-    plan = higgsfield(project, "plan", "dev")  # the console script itself (and the first run compiles the venv's modules)
+    plan = higgsfield(
+        project, "plan", "dev"
+    )  # the console script itself (and the first run compiles the venv's modules)
     assert plan.returncode == 0, plan.stderr
     assert plan.stdout.startswith("Offline plan of higgsfield/dev")
     done = _commands_in_one_process(venv, project, env, commands)
@@ -114,6 +146,8 @@ def test_a_wheel_outside_any_checkout_and_an_editable_install_run_every_command(
     assert preflight[2].startswith("error: no AWS credentials") and preflight[2].count("\n") == 1, preflight[2]
 
     _run([*install, "--no-deps", "-e", str(ROOT)], timeout=300)  # the same virtualenv, now editable
-    editable = _commands_in_one_process(venv, ROOT, env, {"plan": ("plan", "dev"), "jobs": ("jobs", "render", "dev", "pytorch-ddp")})
+    editable = _commands_in_one_process(
+        venv, ROOT, env, {"plan": ("plan", "dev"), "jobs": ("jobs", "render", "dev", "pytorch-ddp")}
+    )
     for name, (code, _, stderr) in editable.items():
         assert code == 0, f"editable {name}: {stderr}"

@@ -12,11 +12,10 @@ import subprocess
 import pytest
 
 from components.registry import image_tag
-from infra.offline import day_one, jobs
-from infra.offline import image
 from infra.cli import bootstrap
 from infra.cli.main import main
 from infra.config import ConfigError
+from infra.offline import day_one, image, jobs
 from tests.conftest import ROOT, plan_of
 
 TAG = image_tag()
@@ -31,7 +30,8 @@ def test_build_is_one_docker_build_of_images_training_tagged_with_its_source_tre
     assert TAG.startswith("src-")
     assert image.script(_cfg(), "build") == (
         f"docker build --pull --tag 444455556666.dkr.ecr.us-east-2.amazonaws.com/higgsfield-prod/training:{TAG} "
-        "images/training")
+        "images/training"
+    )
 
 
 def test_push_logs_in_to_the_stacks_registry_pushes_unless_the_tag_is_there_and_prints_the_digest():
@@ -53,7 +53,10 @@ def test_the_pushed_image_is_the_one_the_health_gate_and_the_jobs_name():
 
 def test_the_repository_is_the_one_the_image_workflow_pushes_to():
     workflow = (ROOT / ".github" / "workflows" / "image.yml").read_text()
-    assert 'repository="higgsfield-${STACK}/training"' in workflow and 'source_tag="src-$(git rev-parse HEAD:images/training)"' in workflow
+    assert (
+        'repository="higgsfield-${STACK}/training"' in workflow
+        and 'source_tag="src-$(git rev-parse HEAD:images/training)"' in workflow
+    )
     assert "/higgsfield-prod/training:src-" in image.script(_cfg(), "build")
 
 
@@ -67,7 +70,11 @@ def test_without_docker_the_command_refuses_in_one_line_before_running_anything(
 
 
 def test_a_docker_without_a_daemon_is_refused_in_one_line(capsys):
-    answers = {("docker", "info"): subprocess.CompletedProcess([], 1, "", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock.\n")}
+    answers = {
+        ("docker", "info"): subprocess.CompletedProcess(
+            [], 1, "", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock.\n"
+        )
+    }
 
     def runner(argv, **kwargs):
         return answers.get(tuple(argv[:2])) or subprocess.CompletedProcess(argv, 0, "", "")
@@ -103,7 +110,11 @@ def test_a_failed_docker_build_stops_with_its_exit_status():
 
 
 def test_uncommitted_image_sources_are_refused(monkeypatch):
-    monkeypatch.setattr(image.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, " M images/training/Dockerfile\n", ""))
+    monkeypatch.setattr(
+        image.subprocess,
+        "run",
+        lambda *a, **k: subprocess.CompletedProcess(a, 0, " M images/training/Dockerfile\n", ""),
+    )
     with pytest.raises(ConfigError, match="^images/training: has uncommitted changes"):
         image._clean_sources(ROOT)
 
@@ -113,17 +124,19 @@ def test_a_stack_without_a_known_account_asks_sts_for_it():
     assert image.script(cfg, "build").splitlines() == [
         'ACCOUNT="$(aws sts get-caller-identity --query Account --output text)"',
         f'docker build --pull --tag "${{ACCOUNT}}.dkr.ecr.us-west-2.amazonaws.com/higgsfield-dev/training:{TAG}" '
-        'images/training',
+        "images/training",
     ]
 
 
 def test_the_printed_push_commands_expand_the_account_when_a_shell_runs_them():
     """`higgsfield image push dev --print | sh`, with docker and aws as shell functions that echo
     what they were given (STS answers an account; the tag is not in the repository yet)."""
-    fakes = ('aws() { case "$1 $2" in "sts get-caller-identity") echo 123456789012;;\n'
-             '  "ecr describe-images") case "$*" in *--query*) echo sha256:0;; *) return 1;; esac;; *) echo "aws $*";; '
-             'esac; }\n'
-             'docker() { echo "docker $*"; }\n')
+    fakes = (
+        'aws() { case "$1 $2" in "sts get-caller-identity") echo 123456789012;;\n'
+        '  "ecr describe-images") case "$*" in *--query*) echo sha256:0;; *) return 1;; esac;; *) echo "aws $*";; '
+        "esac; }\n"
+        'docker() { echo "docker $*"; }\n'
+    )
     script = image.script(_cfg("dev", delivery=None, admins=()), "push")
     done = subprocess.run(["bash", "-euc", fakes + script], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
@@ -147,7 +160,9 @@ def test_the_gate_runs_the_pinned_gate_image_when_set():
 def test_check_refuses_a_gate_image_that_names_no_image_outside_a_git_checkout(monkeypatch):
     monkeypatch.setattr(image, "image_tag", lambda: image.UNKNOWN_TAG)
     (finding,) = day_one.gate_image_findings(_cfg())
-    assert finding[1].startswith("higgsfield:healthGateImage: unset, and this checkout has no git tree for images/training")
+    assert finding[1].startswith(
+        "higgsfield:healthGateImage: unset, and this checkout has no git tree for images/training"
+    )
 
 
 def test_a_job_whose_image_tag_is_unknown_is_refused_not_rendered_with_a_placeholder(monkeypatch):
@@ -163,8 +178,12 @@ def test_a_job_whose_image_tag_is_unknown_is_refused_not_rendered_with_a_placeho
 
 
 def test_check_refuses_a_stock_image_as_the_gate_image():
-    (finding,) = day_one.gate_image_findings(_cfg(health_gate_image="docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel"))
-    assert finding[1].startswith("higgsfield:healthGateImage: docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel has no health gate")
+    (finding,) = day_one.gate_image_findings(
+        _cfg(health_gate_image="docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel")
+    )
+    assert finding[1].startswith(
+        "higgsfield:healthGateImage: docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel has no health gate"
+    )
 
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
@@ -182,8 +201,12 @@ def test_the_planned_gate_runs_the_pinned_gate_image_not_the_teams_training_imag
         config["higgsfield:trainingImage"] = "123456789012.dkr.ecr.us-east-2.amazonaws.com/team/own:1"
 
     root = project_copy("staging", change)
-    daemonsets = [r for r in record("bad", root).resources if r.name.startswith("health-gate-daemonset-")]  # one per gated pool
-    assert daemonsets and all(d.inputs["spec"]["template"]["spec"]["containers"][0]["image"] == pinned for d in daemonsets)
+    daemonsets = [
+        r for r in record("bad", root).resources if r.name.startswith("health-gate-daemonset-")
+    ]  # one per gated pool
+    assert daemonsets and all(
+        d.inputs["spec"]["template"]["spec"]["containers"][0]["image"] == pinned for d in daemonsets
+    )
 
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
@@ -193,7 +216,9 @@ def test_bootstrap_pushes_the_image_after_the_repository_exists_and_before_the_f
     first_up = next(i for i, s in enumerate(steps) if s.startswith("First deploy"))
     assert at < first_up and f"higgsfield image push {stack}" in steps[at]
     (command,) = [part for part in steps[at].split("`") if part.startswith("urn=")]
-    shell = subprocess.run(["bash", "-c", 'pulumi() { printf "%s\\n" "$@"; }\n' + command], capture_output=True, text=True, timeout=30)
+    shell = subprocess.run(
+        ["bash", "-c", 'pulumi() { printf "%s\\n" "$@"; }\n' + command], capture_output=True, text=True, timeout=30
+    )
     argv = shell.stdout.splitlines()  # the arguments pulumi gets, once the shell has expanded them
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--target"] == bootstrap.image_targets(stack)
 
@@ -215,8 +240,13 @@ def _as_bash_reads_it(command: str) -> list:
     """The words bash makes of `command` (each command of an && chain, run by a function that
     prints its arguments and its stdin), a here-string's JSON parsed."""
     words = "words() { for w in \"$@\"; do printf '%s\\0' \"$w\"; done; printf 'STDIN\\0'; cat; printf '\\0'; }\n"
-    done = subprocess.run(["bash", "-c", words + "words " + command.replace("&& ", "&& words ")], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        ["bash", "-c", words + "words " + command.replace("&& ", "&& words ")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
     read = []
     for part in done.stdout.split("\0"):

@@ -8,8 +8,8 @@ import shutil
 import pytest
 import yaml
 
-from infra.core.bundled import zone_offerings, zones_offering
 from infra.cli.main import main
+from infra.core.bundled import zone_offerings, zones_offering
 from tests.conftest import ROOT, set_pool
 
 
@@ -38,8 +38,13 @@ def test_init_writes_the_region_and_azs_that_offer_the_pools_types(project, caps
     (pool,) = config["higgsfield:gpuPools"]
     assert pool["availabilityZone"] in config["higgsfield:availabilityZones"]
     assert set(pool["instanceTypes"]) <= offered[pool["availabilityZone"]]
-    assert all(set(config["higgsfield:cpuNodes"]["instanceTypes"]) <= offered[z] for z in config["higgsfield:availabilityZones"])
-    assert (project / "policies" / "config" / "mine.json").read_text() == (ROOT / "policies" / "config" / "dev.json").read_text()
+    assert all(
+        set(config["higgsfield:cpuNodes"]["instanceTypes"]) <= offered[z]
+        for z in config["higgsfield:availabilityZones"]
+    )
+    assert (project / "policies" / "config" / "mine.json").read_text() == (
+        ROOT / "policies" / "config" / "dev.json"
+    ).read_text()
 
 
 def test_init_keeps_the_comments_of_the_stack_it_starts_from(project):
@@ -59,7 +64,17 @@ def test_init_does_not_copy_an_example_allow_list_no_request_comes_from(project,
 
 
 def test_init_sets_who_reaches_the_api_endpoint_from_its_flag(project, capsys):
-    argv = ["init", *ADMIN, "mine", "--region", "eu-north-1", "--public-access-cidr", "8.8.8.0/24", "--public-access-cidr", "1.1.1.1/32"]
+    argv = [
+        "init",
+        *ADMIN,
+        "mine",
+        "--region",
+        "eu-north-1",
+        "--public-access-cidr",
+        "8.8.8.0/24",
+        "--public-access-cidr",
+        "1.1.1.1/32",
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     assert _config(project, "mine")["higgsfield:endpoint"]["publicAccessCidrs"] == ["8.8.8.0/24", "1.1.1.1/32"]
     assert "documentation range" not in capsys.readouterr().out
@@ -67,7 +82,9 @@ def test_init_sets_who_reaches_the_api_endpoint_from_its_flag(project, capsys):
 
 def test_an_allow_list_flag_the_stack_refuses_is_named_with_its_value(project, capsys):
     assert main(["init", *ADMIN, "mine", "--region", "eu-north-1", "--public-access-cidr", "10.0.0.0/8"]) == 2
-    assert capsys.readouterr().err.startswith("error: --public-access-cidr 10.0.0.0/8: 10.0.0.0/8 is a private (RFC 1918) range")
+    assert capsys.readouterr().err.startswith(
+        "error: --public-access-cidr 10.0.0.0/8: 10.0.0.0/8 is a private (RFC 1918) range"
+    )
     assert not (project / "stacks" / "Pulumi.mine.yaml").exists()
 
 
@@ -92,9 +109,15 @@ def test_init_from_prod_buys_on_demand_where_prod_had_reservations_and_checks_cl
 def test_init_refuses_a_region_without_the_pools_type_and_says_where_it_is_offered(project, capsys):
     assert main(["init", *ADMIN, "far", "--region", "af-south-1", "--from", "prod"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: higgsfield:gpuPools[0].instanceTypes: instance type 'p5.48xlarge' is not offered anywhere in "
-                          "af-south-1; offered in ")
-    assert "us-east-1 (a b c d e f)" in err and "AWS's catalog as bundled with moto" in err and "higgsfield preflight" in err
+    assert err.startswith(
+        "error: higgsfield:gpuPools[0].instanceTypes: instance type 'p5.48xlarge' is not offered anywhere in "
+        "af-south-1; offered in "
+    )
+    assert (
+        "us-east-1 (a b c d e f)" in err
+        and "AWS's catalog as bundled with moto" in err
+        and "higgsfield preflight" in err
+    )
     assert not (project / "stacks" / "Pulumi.far.yaml").exists()
 
 
@@ -116,7 +139,10 @@ def test_a_type_not_offered_in_the_pools_zone_names_the_zones_that_offer_it(proj
 def test_check_refuses_a_stack_without_its_policy_config(project, capsys):
     shutil.copy(project / "stacks" / "Pulumi.dev.yaml", project / "stacks" / "Pulumi.mine.yaml")
     assert main(["check", "mine"]) == 2
-    assert "policies/config/mine.json not found: `higgsfield init mine --region REGION` writes one" in capsys.readouterr().err
+    assert (
+        "policies/config/mine.json not found: `higgsfield init mine --region REGION` writes one"
+        in capsys.readouterr().err
+    )
 
 
 def test_preflight_says_which_azs_the_account_is_offered_a_missing_type_in():
@@ -133,17 +159,36 @@ def test_preflight_says_which_azs_the_account_is_offered_a_missing_type_in():
     assert fix == f"this account is offered it in {zones}: set the pool's availabilityZone to one of them"
 
 
-
 # --- a real new stack from flags; nothing bound to another account, region or CI carried over
 
 
 def test_init_flags_set_the_pools_system_types_and_teams_of_the_new_stack(project, capsys):
-    argv = ["init", *ADMIN, "eu", "--region", "eu-north-1", "--from", "staging", "--gpu-pool", "h100:p5.48xlarge:0-4",
-            "--gpu-pool", "l4:g6.xlarge:1-3", "--cpu-type", "m7i.xlarge", "--team", "vision:16", "--team", "nlp"]
+    argv = [
+        "init",
+        *ADMIN,
+        "eu",
+        "--region",
+        "eu-north-1",
+        "--from",
+        "staging",
+        "--gpu-pool",
+        "h100:p5.48xlarge:0-4",
+        "--gpu-pool",
+        "l4:g6.xlarge:1-3",
+        "--cpu-type",
+        "m7i.xlarge",
+        "--team",
+        "vision:16",
+        "--team",
+        "nlp",
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     config = _config(project, "eu")
     pools = {p["name"]: p for p in config["higgsfield:gpuPools"]}
-    assert pools["h100"]["instanceTypes"] == ["p5.48xlarge"] and (pools["l4"]["minSize"], pools["l4"]["maxSize"]) == (1, 3)
+    assert pools["h100"]["instanceTypes"] == ["p5.48xlarge"] and (pools["l4"]["minSize"], pools["l4"]["maxSize"]) == (
+        1,
+        3,
+    )
     assert config["higgsfield:cpuNodes"]["instanceTypes"] == ["m7i.xlarge"]
     teams = {t["name"]: t for t in config["higgsfield:scheduler"]["teams"]}
     assert teams["vision"]["gpuQuota"] == 16 and teams["nlp"]["gpuQuota"] == 4 * 8 + 3 * 1  # the new pools' GPUs
@@ -173,33 +218,73 @@ def test_init_never_copies_the_health_gate_image_which_runs_privileged_on_every_
 def test_init_without_an_admin_is_refused_naming_the_flag_and_writes_nothing(project, capsys):
     assert main(["init", "eu", "--region", "eu-north-1", "--from", "prod"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: --admin: the new stack needs the IAM role or user ARN") and "prod's admins are not copied" in err
-    assert not (project / "stacks" / "Pulumi.eu.yaml").exists() and not (project / "policies" / "config" / "eu.json").exists()
+    assert (
+        err.startswith("error: --admin: the new stack needs the IAM role or user ARN")
+        and "prod's admins are not copied" in err
+    )
+    assert (
+        not (project / "stacks" / "Pulumi.eu.yaml").exists()
+        and not (project / "policies" / "config" / "eu.json").exists()
+    )
 
 
 def test_jobs_for_a_stack_that_names_no_account_are_refused_not_rendered_with_a_placeholder(project_copy, capsys):
     """No admins and no delivery: `<account>.dkr.ecr...` is no registry a node can pull from."""
     from tests.conftest import delete_key
 
-    project_copy("dev", lambda config: (delete_key("higgsfield:admins")(config), delete_key("higgsfield:delivery")(config)))
+    project_copy(
+        "dev", lambda config: (delete_key("higgsfield:admins")(config), delete_key("higgsfield:delivery")(config))
+    )
     assert main(["jobs", "render", "bad", "pytorch-ddp"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: higgsfield:admins: names no AWS account") and "--image" in err
-    assert main(["jobs", "render", "bad", "pytorch-ddp", "--image", "123456789012.dkr.ecr.us-west-2.amazonaws.com/x/training:1"]) == 0
+    assert (
+        main(
+            [
+                "jobs",
+                "render",
+                "bad",
+                "pytorch-ddp",
+                "--image",
+                "123456789012.dkr.ecr.us-west-2.amazonaws.com/x/training:1",
+            ]
+        )
+        == 0
+    )
 
 
 def test_init_puts_every_efa_pool_in_one_zone_with_the_file_system(project, capsys):
-    argv = ["init", *ADMIN, "eu", "--region", "eu-north-1", "--from", "prod", "--gpu-pool", "a:p5.48xlarge:0-2", "--gpu-pool", "b:p5en.48xlarge:0-2"]
+    argv = [
+        "init",
+        *ADMIN,
+        "eu",
+        "--region",
+        "eu-north-1",
+        "--from",
+        "prod",
+        "--gpu-pool",
+        "a:p5.48xlarge:0-2",
+        "--gpu-pool",
+        "b:p5en.48xlarge:0-2",
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     zones = {p["availabilityZone"] for p in _config(project, "eu")["higgsfield:gpuPools"]}
-    assert len(zones) == 1 and "availabilityZone" not in _config(project, "eu")["higgsfield:fsx"]  # FSx defaults to the EFA zone
+    assert (
+        len(zones) == 1 and "availabilityZone" not in _config(project, "eu")["higgsfield:fsx"]
+    )  # FSx defaults to the EFA zone
 
 
-@pytest.mark.parametrize("flag, value", [("--gpu-pool", "h100"), ("--gpu-pool", "h100:p5.48xlarge:four"), ("--team", "a:b:c")])
+@pytest.mark.parametrize(
+    "flag, value", [("--gpu-pool", "h100"), ("--gpu-pool", "h100:p5.48xlarge:four"), ("--team", "a:b:c")]
+)
 def test_a_malformed_init_flag_is_refused_naming_the_flag(project, capsys, flag, value):
     assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", flag, value]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {flag}: ") and err.count("\n") == 1 and not (project / "stacks" / "Pulumi.eu.yaml").exists()
+    assert (
+        err.startswith(f"error: {flag}: ")
+        and err.count("\n") == 1
+        and not (project / "stacks" / "Pulumi.eu.yaml").exists()
+    )
 
 
 def test_init_output_fits_120_columns(project, capsys):
@@ -229,9 +314,13 @@ def test_check_names_one_refusal_once_with_every_example_it_stops(project_copy, 
     from infra.offline import check, jobs
     from tests.conftest import delete_key
 
-    project_copy("dev", lambda config: (delete_key("higgsfield:admins")(config), delete_key("higgsfield:delivery")(config)))
+    project_copy(
+        "dev", lambda config: (delete_key("higgsfield:admins")(config), delete_key("higgsfield:delivery")(config))
+    )
     result = check.check_stack("bad")
     (finding,) = [f for f in result.mandatory if f.policy == "example-jobs-fit"]
-    needs_ours = [e for e in jobs.examples_for(result.plan.config) if e not in jobs.OWN_IMAGE]  # the others run upstream images
+    needs_ours = [
+        e for e in jobs.examples_for(result.plan.config) if e not in jobs.OWN_IMAGE
+    ]  # the others run upstream images
     assert len(needs_ours) > 1 and all(f"examples/{e}.yaml" in finding.message for e in needs_ours)
     assert finding.message.count("higgsfield:admins: names no AWS account") == 1

@@ -11,8 +11,19 @@ from infra.config import parse
 from tests.conftest import ROOT
 
 RESOURCE_FIELDS = {
-    "urn", "type", "name", "parent", "custom", "provider", "inputs", "dependencies", "protect",
-    "retain_on_delete", "ignore_changes", "replace_on_changes", "delete_before_replace",
+    "urn",
+    "type",
+    "name",
+    "parent",
+    "custom",
+    "provider",
+    "inputs",
+    "dependencies",
+    "protect",
+    "retain_on_delete",
+    "ignore_changes",
+    "replace_on_changes",
+    "delete_before_replace",
 }
 
 
@@ -49,9 +60,15 @@ def test_pulumi_yaml_defaults_are_the_config_defaults():
     """The CLI applies Pulumi.yaml defaults; infra.config applies its own when a key is absent.
     Both must agree, or `pulumi up` and `higgsfield plan` would build different things."""
     declared = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
-    minimal = {"environment": "dev", "availabilityZones": ["us-west-2a", "us-west-2b"], "cpuNodes": {"instanceTypes": ["m7i.large"], "minSize": 1, "maxSize": 2}}
+    minimal = {
+        "environment": "dev",
+        "availabilityZones": ["us-west-2a", "us-west-2b"],
+        "cpuNodes": {"instanceTypes": ["m7i.large"], "minSize": 1, "maxSize": 2},
+    }
     without = parse("t", "us-west-2", minimal)
-    with_defaults = parse("t", "us-west-2", {**minimal, **{k: d["default"] for k, d in declared.items() if "default" in d}})
+    with_defaults = parse(
+        "t", "us-west-2", {**minimal, **{k: d["default"] for k, d in declared.items() if "default" in d}}
+    )
     assert without == with_defaults
 
 
@@ -109,8 +126,10 @@ def test_plan_summary_counts_agree_with_the_recorded_plan(plan):
 
     lines = _plan_text(plan.stack)
     custom = [r for r in plan.resources if r.custom]
-    assert lines[1] == (f"{len(plan.resources)} resources: {len(custom)} cloud/Kubernetes resources in "
-                        f"{len(plan.resources) - len(custom)} components")
+    assert lines[1] == (
+        f"{len(plan.resources)} resources: {len(custom)} cloud/Kubernetes resources in "
+        f"{len(plan.resources) - len(custom)} components"
+    )
     kinds = Counter(r.type for r in custom)  # the plan shows a short name, or the full type where two share it
     by_kind = " ".join(line.strip() for line in lines[2:] if not line.startswith("GPU pools"))
     top_type, top_count = kinds.most_common(1)[0]
@@ -119,13 +138,19 @@ def test_plan_summary_counts_agree_with_the_recorded_plan(plan):
 
 def test_plan_summary_gives_gpu_capacity_and_each_queue_against_it(plan):
     lines = _plan_text(plan.stack)
-    pools = [g for g in plan.of_type("aws:eks/nodeGroup:NodeGroup") if (g.inputs.get("labels") or {}).get("nvidia.com/gpu.present") == "true"]
+    pools = [
+        g
+        for g in plan.of_type("aws:eks/nodeGroup:NodeGroup")
+        if (g.inputs.get("labels") or {}).get("nvidia.com/gpu.present") == "true"
+    ]
     capacity = sum(int(p.instance.gpus) * p.max_size for p in plan.config.gpu_pools)
     nodes = sum(g.inputs["scalingConfig"]["maxSize"] for g in pools)
     assert f"GPU pools: {len(pools)}, at most {nodes} nodes and {capacity} GPUs at maxSize" in lines
     header = next(i for i, line in enumerate(lines) if line.startswith("Queues "))
     assert lines[header].endswith(f"against {capacity} GPUs:")
-    rows = {line.split()[0]: line.split() for line in lines[header + 2: header + 2 + len(plan.config.scheduler.queues)]}
+    rows = {
+        line.split()[0]: line.split() for line in lines[header + 2 : header + 2 + len(plan.config.scheduler.queues)]
+    }
     for queue in plan.config.scheduler.queues:
         assert rows[queue.name][2] == str(queue.gpu_capability)
         teams = [t.name for t in plan.config.scheduler.teams if t.queue == queue.name]
@@ -135,7 +160,7 @@ def test_plan_summary_gives_gpu_capacity_and_each_queue_against_it(plan):
 def test_plan_summary_gives_each_team_its_gpu_quota(plan):
     lines = _plan_text(plan.stack)
     header = next(i for i, line in enumerate(lines) if line.startswith("Queues "))
-    rows = " ".join(lines[header + 2: header + 2 + len(plan.config.scheduler.queues)])
+    rows = " ".join(lines[header + 2 : header + 2 + len(plan.config.scheduler.queues)])
     for team in plan.config.scheduler.teams:
         assert f"{team.name} {team.gpu_quota}" in rows
     assert "no quota" not in rows
@@ -154,7 +179,9 @@ def test_plan_collapses_repeated_autoscaler_tags_and_verbose_lists_each(plan):
     per_pool = {}
     for t in tags:
         per_pool[t.parent] = per_pool.get(t.parent, 0) + 1
-    assert sorted(int(line.split()[1]) for line in brief if line.endswith("autoscaler template tags")) == sorted(per_pool.values())
+    assert sorted(int(line.split()[1]) for line in brief if line.endswith("autoscaler template tags")) == sorted(
+        per_pool.values()
+    )
     assert not any("aws:autoscaling/tag:Tag" in line for line in brief)
     assert sum(1 for line in verbose if "+ aws:autoscaling/tag:Tag " in line) == len(tags)
 

@@ -43,7 +43,18 @@ def _client(service: str):
 
 
 def _reservation(rid: str, instance_type: str, kind: str, state: str = "active", zone: str = "us-east-2b") -> dict:
-    return {"CapacityReservations": [{"CapacityReservationId": rid, "InstanceType": instance_type, "AvailabilityZone": zone, "State": state, "ReservationType": kind, "TotalInstanceCount": 4}]}
+    return {
+        "CapacityReservations": [
+            {
+                "CapacityReservationId": rid,
+                "InstanceType": instance_type,
+                "AvailabilityZone": zone,
+                "State": state,
+                "ReservationType": kind,
+                "TotalInstanceCount": 4,
+            }
+        ]
+    }
 
 
 @pytest.fixture
@@ -58,14 +69,30 @@ K8S = "1.35"
 ADDON = "vpc-cni"
 
 
-def _addon_versions(name: str = ADDON, default: str | None = "v1.20.4-eksbuild.2", others: tuple[str, ...] = ("v1.20.4-eksbuild.1",)) -> dict:
+def _addon_versions(
+    name: str = ADDON, default: str | None = "v1.20.4-eksbuild.2", others: tuple[str, ...] = ("v1.20.4-eksbuild.1",)
+) -> dict:
     """DescribeAddonVersions' answer (eks 2017-11-01 AddonInfo/AddonVersionInfo/Compatibility)."""
     versions = [(default, True)] if default else []
     versions += [(v, False) for v in others]
-    return {"addons": [{"addonName": name, "type": "networking", "addonVersions": [
-        {"addonVersion": v, "architecture": ["amd64", "arm64"], "compatibilities": [{"clusterVersion": K8S, "platformVersions": ["*"], "defaultVersion": is_default}]}
-        for v, is_default in versions
-    ]}]}
+    return {
+        "addons": [
+            {
+                "addonName": name,
+                "type": "networking",
+                "addonVersions": [
+                    {
+                        "addonVersion": v,
+                        "architecture": ["amd64", "arm64"],
+                        "compatibilities": [
+                            {"clusterVersion": K8S, "platformVersions": ["*"], "defaultVersion": is_default}
+                        ],
+                    }
+                    for v, is_default in versions
+                ],
+            }
+        ]
+    }
 
 
 RESERVATIONS = {
@@ -75,40 +102,87 @@ RESERVATIONS = {
 NOT_FOUND = "InvalidCapacityReservationId.NotFound"
 
 
-def _run(quota: int | str = 100_000, reservations: dict | None = None, ami: bool | str = True, addons: dict | None = None,
-         addon_answer: dict | None = None, **overrides) -> list[preflight.Check]:
+def _run(
+    quota: int | str = 100_000,
+    reservations: dict | None = None,
+    ami: bool | str = True,
+    addons: dict | None = None,
+    addon_answer: dict | None = None,
+    **overrides,
+) -> list[preflight.Check]:
     """The prod stack's preflight. `quota`/`ami` a string: that call fails with this AWS error
     code ("network": the endpoint refuses the connection). A reservation's answer a string: the
     error code AWS answers for it."""
     cfg = plan_of("prod").config
     quotas_client, reservations_client, eks = _client("service-quotas"), _client("ec2"), _client("eks")
     if ami == "network":  # a closed local port: a real connection failure, reported without retries
-        ssm = boto3.client("ssm", region_name=REGION, endpoint_url="http://127.0.0.1:9", aws_access_key_id="x", aws_secret_access_key="x",
-                           config=Config(retries={"total_max_attempts": 1}, connect_timeout=2))
+        ssm = boto3.client(
+            "ssm",
+            region_name=REGION,
+            endpoint_url="http://127.0.0.1:9",
+            aws_access_key_id="x",
+            aws_secret_access_key="x",
+            config=Config(retries={"total_max_attempts": 1}, connect_timeout=2),
+        )
     elif ami:
         ssm = _client("ssm")
         ssm_stub = Stubber(ssm)
-        ssm_stub.add_response("get_parameter", {"Parameter": {"Name": AMI, "Value": "ami-0123456789abcdef0", "Type": "String"}}, {"Name": AMI})
+        ssm_stub.add_response(
+            "get_parameter",
+            {"Parameter": {"Name": AMI, "Value": "ami-0123456789abcdef0", "Type": "String"}},
+            {"Name": AMI},
+        )
         ssm_stub.activate()
     else:
         ssm = boto3.client("ssm", region_name=REGION)  # moto: the public parameter does not exist there
     pins = {ADDON: None} if addons is None else addons
-    with Stubber(quotas_client) as quota_stub, Stubber(reservations_client) as reservation_stub, Stubber(eks) as eks_stub:
+    with (
+        Stubber(quotas_client) as quota_stub,
+        Stubber(reservations_client) as reservation_stub,
+        Stubber(eks) as eks_stub,
+    ):
         for code in ("L-417A185B", "L-1216C47A"):  # P instances, then standard (the CPU nodes)
             expected = {"ServiceCode": "ec2", "QuotaCode": code}
             if isinstance(quota, str):
-                add_wire_error(quota_stub, "service-quotas", "get_service_quota", quota, "User is not authorized to perform: servicequotas:GetServiceQuota", expected_params=expected)
+                add_wire_error(
+                    quota_stub,
+                    "service-quotas",
+                    "get_service_quota",
+                    quota,
+                    "User is not authorized to perform: servicequotas:GetServiceQuota",
+                    expected_params=expected,
+                )
             else:
-                quota_stub.add_response("get_service_quota", {"Quota": {"QuotaCode": code, "Value": float(quota)}}, expected)
+                quota_stub.add_response(
+                    "get_service_quota", {"Quota": {"QuotaCode": code, "Value": float(quota)}}, expected
+                )
         for rid, response in (reservations or RESERVATIONS).items():
             if isinstance(response, str):
-                add_wire_error(reservation_stub, "ec2", "describe_capacity_reservations", response, f"error for {rid}", expected_params={"CapacityReservationIds": [rid]})
+                add_wire_error(
+                    reservation_stub,
+                    "ec2",
+                    "describe_capacity_reservations",
+                    response,
+                    f"error for {rid}",
+                    expected_params={"CapacityReservationIds": [rid]},
+                )
             else:
-                reservation_stub.add_response("describe_capacity_reservations", response, {"CapacityReservationIds": [rid]})
+                reservation_stub.add_response(
+                    "describe_capacity_reservations", response, {"CapacityReservationIds": [rid]}
+                )
         for name in pins:
-            eks_stub.add_response("describe_addon_versions", addon_answer or _addon_versions(name), {"addonName": name, "kubernetesVersion": K8S})
-        clients = preflight.Clients(Ec2(boto3.client("ec2", region_name=REGION), reservations_client, **overrides), quotas_client, ssm,
-                                    boto3.client("fsx", region_name=REGION), eks)
+            eks_stub.add_response(
+                "describe_addon_versions",
+                addon_answer or _addon_versions(name),
+                {"addonName": name, "kubernetesVersion": K8S},
+            )
+        clients = preflight.Clients(
+            Ec2(boto3.client("ec2", region_name=REGION), reservations_client, **overrides),
+            quotas_client,
+            ssm,
+            boto3.client("fsx", region_name=REGION),
+            eks,
+        )
         return preflight.run(cfg, clients, pins)
 
 
@@ -119,7 +193,15 @@ def _failed(checks: list[preflight.Check]) -> list[str]:
 def test_every_check_passes_for_a_ready_account(aws):
     checks = _run()
     assert _failed(checks) == []
-    assert {c.check for c in checks} == {"offered in AZ", "EFA supported", "reservation", "vCPU quota", "EKS NVIDIA AMI", "FSx for Lustre", "EKS add-on"}
+    assert {c.check for c in checks} == {
+        "offered in AZ",
+        "EFA supported",
+        "reservation",
+        "vCPU quota",
+        "EKS NVIDIA AMI",
+        "FSx for Lustre",
+        "EKS add-on",
+    }
 
 
 def test_instance_type_not_offered_in_the_zone_fails(aws):
@@ -129,7 +211,12 @@ def test_instance_type_not_offered_in_the_zone_fails(aws):
 
 def test_efa_not_supported_fails(aws):
     def no_efa(InstanceTypes):
-        return {"InstanceTypes": [{"InstanceType": t, "VCpuInfo": {"DefaultVCpus": 192}, "NetworkInfo": {"EfaSupported": False}} for t in InstanceTypes]}
+        return {
+            "InstanceTypes": [
+                {"InstanceType": t, "VCpuInfo": {"DefaultVCpus": 192}, "NetworkInfo": {"EfaSupported": False}}
+                for t in InstanceTypes
+            ]
+        }
 
     assert "EFA supported" in _failed(_run(describe_instance_types=no_efa))
 
@@ -138,15 +225,21 @@ def test_quota_below_every_pool_at_max_fails_and_says_what_to_request(aws):
     checks = _run(quota=96)
     (p_quota,) = [c for c in checks if c.check == "vCPU quota" and "L-417A185B" in c.target]
     assert not p_quota.ok
-    assert "3840 vCPUs needed" in p_quota.detail  # (h100 16 + b200 4 nodes) x 192 vCPUs; the Capacity Block is bought capacity
+    assert (
+        "3840 vCPUs needed" in p_quota.detail
+    )  # (h100 16 + b200 4 nodes) x 192 vCPUs; the Capacity Block is bought capacity
     assert "request 3840" in p_quota.fix
 
 
 def test_reservation_in_another_zone_or_expired_fails(aws):
-    checks = _run(reservations={
-        "cr-0a1b2c3d4e5f60718": _reservation("cr-0a1b2c3d4e5f60718", "p5en.48xlarge", "capacity-block", "expired"),
-        "cr-0fedcba9876543210": _reservation("cr-0fedcba9876543210", "p6-b200.48xlarge", "default", zone="us-east-2a"),
-    })
+    checks = _run(
+        reservations={
+            "cr-0a1b2c3d4e5f60718": _reservation("cr-0a1b2c3d4e5f60718", "p5en.48xlarge", "capacity-block", "expired"),
+            "cr-0fedcba9876543210": _reservation(
+                "cr-0fedcba9876543210", "p6-b200.48xlarge", "default", zone="us-east-2a"
+            ),
+        }
+    )
     details = [c.detail for c in checks if c.check == "reservation"]
     assert _failed(checks).count("reservation") == 2
     assert any("state expired" in d for d in details) and any("AZ us-east-2a" in d for d in details)
@@ -167,7 +260,15 @@ def test_missing_nvidia_ami_fails(aws):
 def test_no_credentials_is_a_clear_message_not_a_traceback(monkeypatch, capsys, tmp_path):
     from infra.cli.main import main
 
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"):
+    for var in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
@@ -193,24 +294,33 @@ def _line(checks: list[preflight.Check], check: str) -> list[preflight.Check]:
 def test_access_denied_on_service_quotas_marks_only_the_quota_checks_not_checked(aws):
     checks = _run(quota="AccessDeniedException")
     quotas = _line(checks, "vCPU quota")
-    assert len(quotas) == 2 and all(not c.checked and c.detail.startswith("not checked: needs servicequotas:GetServiceQuota") for c in quotas)
+    assert len(quotas) == 2 and all(
+        not c.checked and c.detail.startswith("not checked: needs servicequotas:GetServiceQuota") for c in quotas
+    )
     assert all(c.ok for c in checks if c.check != "vCPU quota")
 
 
 def test_unauthorized_ec2_call_names_the_ec2_action(aws):
     def denied(**_):
-        raise preflight.aws_errors.ClientError({"Error": {"Code": "UnauthorizedOperation", "Message": "You are not authorized"}}, "DescribeInstanceTypeOfferings")
+        raise preflight.aws_errors.ClientError(
+            {"Error": {"Code": "UnauthorizedOperation", "Message": "You are not authorized"}},
+            "DescribeInstanceTypeOfferings",
+        )
 
     checks = _run(describe_instance_type_offerings=denied)
     offered = _line(checks, "offered in AZ")
-    assert offered and all(c.detail == "not checked: needs ec2:DescribeInstanceTypeOfferings (UnauthorizedOperation)" for c in offered)
+    assert offered and all(
+        c.detail == "not checked: needs ec2:DescribeInstanceTypeOfferings (UnauthorizedOperation)" for c in offered
+    )
     assert all(c.ok for c in checks if c.check != "offered in AZ")
 
 
 def test_connection_failure_says_it_is_a_network_failure(aws):
     checks = _run(ami="network")
     (ami,) = _line(checks, "EKS NVIDIA AMI")
-    assert not ami.checked and ami.detail.startswith("not checked: network failure: Could not connect to the endpoint URL")
+    assert not ami.checked and ami.detail.startswith(
+        "not checked: network failure: Could not connect to the endpoint URL"
+    )
     assert all(c.ok for c in checks if c.check != "EKS NVIDIA AMI")
 
 
@@ -225,11 +335,15 @@ def test_unreadable_answer_is_not_checked_with_the_reason(aws):
 
     checks = _run(describe_instance_types=garbage)
     efa = _line(checks, "EFA supported")
-    assert efa and all(not c.checked and c.detail.startswith("not checked: unreadable answer from AWS (ValueError") for c in efa)
+    assert efa and all(
+        not c.checked and c.detail.startswith("not checked: unreadable answer from AWS (ValueError") for c in efa
+    )
 
 
 def test_not_found_access_denied_and_network_failure_each_get_their_own_line_and_the_rest_run(aws, capsys):
-    checks = _run(reservations={**RESERVATIONS, "cr-0fedcba9876543210": NOT_FOUND}, quota="AccessDeniedException", ami="network")
+    checks = _run(
+        reservations={**RESERVATIONS, "cr-0fedcba9876543210": NOT_FOUND}, quota="AccessDeniedException", ami="network"
+    )
     report = preflight.render("prod", checks)
     lines = report.splitlines()
     assert max(map(len, lines)) <= 120
@@ -237,12 +351,22 @@ def test_not_found_access_denied_and_network_failure_each_get_their_own_line_and
     assert sum("needs servicequotas:GetServiceQuota" in line for line in lines) == 2
     assert sum("network failure" in line for line in lines) == 1
     assert all(c.ok for c in checks if c.check in ("offered in AZ", "EFA supported", "FSx for Lustre", "EKS add-on"))
-    assert lines[-1] == f"{sum(c.ok for c in checks)} passed, 1 failed, 3 not checked (n/c)" and "Traceback" not in report
+    assert (
+        lines[-1] == f"{sum(c.ok for c in checks)} passed, 1 failed, 3 not checked (n/c)" and "Traceback" not in report
+    )
 
 
 def test_rejected_credentials_stop_the_run_with_one_message(aws):
     def expired(**_):
-        raise preflight.aws_errors.ClientError({"Error": {"Code": "AuthFailure", "Message": "AWS was not able to validate the provided access credentials"}}, "DescribeInstanceTypeOfferings")
+        raise preflight.aws_errors.ClientError(
+            {
+                "Error": {
+                    "Code": "AuthFailure",
+                    "Message": "AWS was not able to validate the provided access credentials",
+                }
+            },
+            "DescribeInstanceTypeOfferings",
+        )
 
     with pytest.raises(preflight.CredentialsRejected, match="AuthFailure"):
         _run(describe_instance_type_offerings=expired)
@@ -281,7 +405,11 @@ def test_addon_pins_are_the_plan_versions_and_a_placeholder_is_eks_default():
     def at(addon, version):
         return dataclasses.replace(addon, inputs={**addon.inputs, "addonVersion": version})
 
-    resources = [at(first, "<resolved at deploy: EKS default for Kubernetes 1.35>"), at(second, "v1.20.4-eksbuild.1"), *rest]
+    resources = [
+        at(first, "<resolved at deploy: EKS default for Kubernetes 1.35>"),
+        at(second, "v1.20.4-eksbuild.1"),
+        *rest,
+    ]
     pins = preflight.addon_pins(dataclasses.replace(plan, resources=resources))
     assert set(pins) >= {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "aws-fsx-csi-driver"}
     assert pins[first.inputs["addonName"]] is None and pins[second.inputs["addonName"]] == "v1.20.4-eksbuild.1"

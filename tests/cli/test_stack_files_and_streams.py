@@ -54,8 +54,14 @@ def _alias_bomb() -> str:
 
 
 BROKEN = {  # a stack file CI cannot take an entry from -> what its one line says
-    "a_list_for_the_environment": (DEV.replace("higgsfield:environment: dev", "higgsfield:environment: [dev]"), "environment \"['dev']\" is not one CI can use"),
-    "a_map_for_the_region": (DEV.replace("aws:region: us-west-2", "aws:region: {a: 1}"), "region \"{'a': 1}\" is not one CI can use"),
+    "a_list_for_the_environment": (
+        DEV.replace("higgsfield:environment: dev", "higgsfield:environment: [dev]"),
+        "environment \"['dev']\" is not one CI can use",
+    ),
+    "a_map_for_the_region": (
+        DEV.replace("aws:region: us-west-2", "aws:region: {a: 1}"),
+        "region \"{'a': 1}\" is not one CI can use",
+    ),
     "nesting_5000_deep": (_nested(5000), "nesting depth"),
     "nesting_100_deep": (_nested(100), "nests deeper than 64 levels"),
     "bigger_than_a_stack_file": ("config:\n" + "  # padding\n" * 120_000, "is more than 1,048,576 bytes"),
@@ -87,7 +93,9 @@ def test_a_broken_sibling_does_not_fail_the_check_of_another_stack(project, caps
     from infra.offline.check import ci_delivery
     from tests.conftest import plan_of
 
-    (project / "stacks" / "Pulumi.broken.yaml").write_text("config:\n  higgsfield:environment: [dev]\n  aws:region: *nope\n")
+    (project / "stacks" / "Pulumi.broken.yaml").write_text(
+        "config:\n  higgsfield:environment: [dev]\n  aws:region: *nope\n"
+    )
     (project / "stacks" / "Pulumi.Bad;name.yaml").write_text(DEV)
     shutil.copytree(ROOT / ".github", project / ".github")
     assert [f for f in ci_delivery(plan_of("dev"), project) if f.level == "mandatory"] == []
@@ -97,7 +105,17 @@ def test_a_broken_sibling_does_not_fail_the_check_of_another_stack(project, caps
 
 def test_init_reads_its_base_with_the_same_bounds(project, capsys):
     (project / "stacks" / "Pulumi.bomb.yaml").write_text(BROKEN["an_alias_bomb"][0])
-    code, _, err = _run(capsys, "init", "mine", "--region", "us-west-2", "--from", "bomb", "--admin", "arn:aws:iam::111122223333:role/Admin")
+    code, _, err = _run(
+        capsys,
+        "init",
+        "mine",
+        "--region",
+        "us-west-2",
+        "--from",
+        "bomb",
+        "--admin",
+        "arn:aws:iam::111122223333:role/Admin",
+    )
     assert code == 2 and "stacks/Pulumi.bomb.yaml:1: expands to more than" in err and len(err.splitlines()) == 1, err
     assert not (project / "stacks" / "Pulumi.mine.yaml").exists()
 
@@ -138,7 +156,10 @@ def test_an_interrupted_init_leaves_nothing_behind(project, monkeypatch):
     monkeypatch.setattr(offline, "load_stack", interrupted)
     with pytest.raises(Interrupted):
         init.create("mine", "us-west-2", "dev", project, ADMIN)
-    assert sorted(p.name for p in (project / "stacks").iterdir() if not p.name.startswith(".init")) == ["Pulumi.dev.yaml", "Pulumi.prod.yaml"]
+    assert sorted(p.name for p in (project / "stacks").iterdir() if not p.name.startswith(".init")) == [
+        "Pulumi.dev.yaml",
+        "Pulumi.prod.yaml",
+    ]
     assert sorted(p.name for p in (project / "policies" / "config").iterdir()) == ["dev.json", "prod.json"]
 
 
@@ -173,7 +194,9 @@ def test_two_inits_of_one_name_at_once_publish_one_stack_whole_and_refuse_the_ot
 # --- reports, option files, streams ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("target", ["stacks/Pulumi.prod.yaml", "policies/config/prod.json", "Pulumi.yaml", "link-to-prod.txt"])
+@pytest.mark.parametrize(
+    "target", ["stacks/Pulumi.prod.yaml", "policies/config/prod.json", "Pulumi.yaml", "link-to-prod.txt"]
+)
 def test_a_report_is_never_written_over_a_stack_or_policy_file(project, target):
     from infra.cli.output import UsageError, write_report
 
@@ -196,7 +219,9 @@ def test_a_fifo_as_an_option_file_is_refused_at_once(project, capsys):
     fifo = project / "prices.fifo"
     os.mkfifo(fifo)
     result: list = []
-    worker = threading.Thread(target=lambda: result.append(_run(capsys, "cost", "dev", "--prices", str(fifo))), daemon=True)
+    worker = threading.Thread(
+        target=lambda: result.append(_run(capsys, "cost", "dev", "--prices", str(fifo))), daemon=True
+    )
     worker.start()
     worker.join(10)
     if worker.is_alive():  # the old behaviour: blocked opening the FIFO; let it go before failing
@@ -208,23 +233,45 @@ def test_a_fifo_as_an_option_file_is_refused_at_once(project, capsys):
     assert code == 2 and "is not a regular file" in err, err
 
 
-@pytest.mark.parametrize("shell", ["{cli} stacks >&-", "{cli} stacks | head -c 0", "{stacks} | head -c 0", "{stacks} >&-"])
+@pytest.mark.parametrize(
+    "shell", ["{cli} stacks >&-", "{cli} stacks | head -c 0", "{stacks} | head -c 0", "{stacks} >&-"]
+)
 def test_a_closed_stdout_gives_no_traceback(project, shell):
     env = {"PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"]}
     command = shell.format(cli=f"{sys.executable} -m infra.cli", stacks=f"{sys.executable} -m infra.offline.stacks")
-    done = subprocess.run(["bash", "-c", command + "; exit ${PIPESTATUS[0]}"], cwd=project, env=env, capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        ["bash", "-c", command + "; exit ${PIPESTATUS[0]}"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
     assert done.returncode in (2, 141) and len(done.stderr.splitlines()) <= 1, (done.returncode, done.stderr)
 
 
 def test_control_characters_in_a_key_are_escaped_and_a_long_key_is_cut(project, capsys):
     key = "\x1b]0;owned\x07\x1b[2J" + "k" * 500  # a plain key is at most 1024 characters as written
-    (project / "stacks" / "Pulumi.esc.yaml").write_text(DEV.replace("  higgsfield:tags:\n", f"  higgsfield:tags:\n    \"{key.encode('unicode_escape').decode()}\": x\n"))
+    (project / "stacks" / "Pulumi.esc.yaml").write_text(
+        DEV.replace("  higgsfield:tags:\n", f'  higgsfield:tags:\n    "{key.encode("unicode_escape").decode()}": x\n')
+    )
     code, _, err = _run(capsys, "plan", "esc")
     assert code == 2 and "\x1b" not in err and "\x07" not in err and "\\x1b]0;owned\\x07" in err, err
     assert all(len(line) < 2100 for line in err.splitlines())
 
 
 def test_a_long_team_flag_is_not_echoed_whole(project, capsys):
-    code, _, err = _run(capsys, "init", "mine", "--region", "us-west-2", "--admin", "arn:aws:iam::111122223333:role/Admin", "--team", "T" * 100_000)
+    code, _, err = _run(
+        capsys,
+        "init",
+        "mine",
+        "--region",
+        "us-west-2",
+        "--admin",
+        "arn:aws:iam::111122223333:role/Admin",
+        "--team",
+        "T" * 100_000,
+    )
     assert code == 2 and len(err) < 3000, len(err)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import health_gate
 import pytest
 
-import health_gate
 from tests.aws_errors import add_wire_error, declared_errors, wire_error
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -43,13 +43,21 @@ def test_the_health_gate_retries_on_every_retryable_code_that_set_instance_healt
 
 
 def _client_error_calls(tree: ast.AST) -> list[ast.Call]:
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add_client_error"]
+    return [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add_client_error"
+    ]
 
 
 def test_no_stub_in_the_suite_types_an_error_code_by_hand():
     """Stubbed errors go through add_wire_error, which reads the code and status from botocore."""
-    offenders = [f"{p.name}:{call.lineno}" for p in sorted(TESTS.rglob("*.py")) if p.name != "aws_errors.py"
-                 for call in _client_error_calls(ast.parse(p.read_text()))]
+    offenders = [
+        f"{p.name}:{call.lineno}"
+        for p in sorted(TESTS.rglob("*.py"))
+        if p.name != "aws_errors.py"
+        for call in _client_error_calls(ast.parse(p.read_text()))
+    ]
     assert offenders == []
 
 

@@ -8,7 +8,6 @@ would split; and the configuration without `enqueue` as the control that shows t
 
 from __future__ import annotations
 
-
 import pytest
 import yaml
 
@@ -21,6 +20,7 @@ QUOTA = "kubernetes:core/v1:ResourceQuota"
 
 
 # --- the upstream rules -----------------------------------------------------------------------------
+
 
 def _amount(name: str, quantity) -> float:
     """A quantity in the unit Volcano compares: millicores for cpu, MiB for memory and huge pages."""
@@ -46,7 +46,11 @@ def min_resources(job: dict) -> dict[str, float]:
                 left -= 1
                 for container in spec["template"]["spec"]["containers"]:
                     resources = container.get("resources") or {}
-                    counted = resources.get("requests") if resources.get("requests") is not None else resources.get("limits") or {}
+                    counted = (
+                        resources.get("requests")
+                        if resources.get("requests") is not None
+                        else resources.get("limits") or {}
+                    )
                     for name, quantity in counted.items():
                         total[name] = total.get(name, 0.0) + _amount(name, quantity)
     return total
@@ -110,9 +114,14 @@ def quota_admits(pods: list[dict], quotas: list[dict]) -> int:
             for name, q in (res.get("requests") or res.get("limits") or {}).items():
                 wants[f"requests.{name}"] = wants.get(f"requests.{name}", 0.0) + _amount(name, q)
         wants["pods"] = 1.0
-        fits = all(used.get(k, 0.0) + v <= _amount(k.removeprefix("requests."), hard)
-                   for quota in quotas if not quota["spec"].get("scopeSelector")
-                   for k, hard in quota["spec"]["hard"].items() for v in [wants.get(k, 0.0)] if k in wants)
+        fits = all(
+            used.get(k, 0.0) + v <= _amount(k.removeprefix("requests."), hard)
+            for quota in quotas
+            if not quota["spec"].get("scopeSelector")
+            for k, hard in quota["spec"]["hard"].items()
+            for v in [wants.get(k, 0.0)]
+            if k in wants
+        )
         if not fits:
             break
         admitted += 1
@@ -122,6 +131,7 @@ def quota_admits(pods: list[dict], quotas: list[dict]) -> int:
 
 
 # --- what we render ---------------------------------------------------------------------------------
+
 
 def _actions(plan) -> list[str]:
     (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.name == "volcano"]
@@ -140,8 +150,10 @@ def _system_nodes_only(plan) -> dict[str, float]:
 
     nodes = plan.config.cpu_nodes
     facts = instance_types()[nodes.instance_types[0]]
-    return {"cpu": nodes.desired_size * facts["VCpuInfo"]["DefaultVCpus"] * 1000.0,
-            "memory": nodes.desired_size * float(facts["MemoryInfo"]["SizeInMiB"])}
+    return {
+        "cpu": nodes.desired_size * facts["VCpuInfo"]["DefaultVCpus"] * 1000.0,
+        "memory": nodes.desired_size * float(facts["MemoryInfo"]["SizeInMiB"]),
+    }
 
 
 def _gang(stack: str, example: str = "pytorch-ddp", **kw) -> tuple[dict, object]:
@@ -241,7 +253,9 @@ def test_no_quota_in_a_team_namespace_can_create_part_of_a_gang(stack):
 
     def serving_only(q: dict) -> bool:
         scope = (q["spec"].get("scopeSelector") or {}).get("matchExpressions") or []
-        return bool(scope) and all(e["scopeName"] == "PriorityClass" and e["operator"] == "In" and set(e["values"]) <= serving for e in scope)
+        return bool(scope) and all(
+            e["scopeName"] == "PriorityClass" and e["operator"] == "In" and set(e["values"]) <= serving for e in scope
+        )
 
     assert not [q for q in quotas if any("nvidia.com/gpu" in k for k in q["spec"]["hard"]) and not serving_only(q)]
 

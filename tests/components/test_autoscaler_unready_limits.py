@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from components.autoscaler import UPSTREAM_MAX_NODE_STARTUP_S, largest_gang, startup_seconds, unready_limits
-from infra.offline import day_one
 from infra.config import seconds_of
+from infra.offline import day_one
 from tests.conftest import STACKS, plan_of
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -50,7 +50,12 @@ def test_upstream_defaults_would_freeze_prod_on_its_largest_gang():
 def test_the_rendered_limits_keep_the_cluster_healthy_with_its_largest_gang_unready(stack):
     cfg, args = plan_of(stack).config, _extra_args(stack)
     gang = largest_gang(cfg.gpu_pools, cfg.scheduler.queues).nodes
-    assert _is_cluster_healthy(gang, gang + cfg.cpu_nodes.min_size, int(args["ok-total-unready-count"]), float(args["max-total-unready-percentage"]))
+    assert _is_cluster_healthy(
+        gang,
+        gang + cfg.cpu_nodes.min_size,
+        int(args["ok-total-unready-count"]),
+        float(args["max-total-unready-percentage"]),
+    )
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -66,7 +71,9 @@ def test_the_startup_time_follows_the_slowest_pool():
     cfg = plan_of("prod").config
     slow = cfg.gpu_pools[0].model_copy(update={"boot_time": "25m"})
     limits = unready_limits(cfg.autoscaler, [slow, *cfg.gpu_pools[1:]], cfg.scheduler.queues)
-    assert limits.slowest_pool == slow.name and limits.max_node_startup_s == startup_seconds(slow) == 25 * 60 + seconds_of(slow.health_gate.timeout)
+    assert limits.slowest_pool == slow.name and limits.max_node_startup_s == startup_seconds(
+        slow
+    ) == 25 * 60 + seconds_of(slow.health_gate.timeout)
 
 
 def test_a_small_queue_caps_the_gang_below_the_pools_max_size():
@@ -76,9 +83,17 @@ def test_a_small_queue_caps_the_gang_below_the_pools_max_size():
 
 
 def test_the_stacks_own_limits_are_passed_as_set():
-    cfg = _with(plan_of("prod").config, ok_total_unready_count=40, max_total_unready_percentage=60.0, max_node_startup_time="45m")
+    cfg = _with(
+        plan_of("prod").config,
+        ok_total_unready_count=40,
+        max_total_unready_percentage=60.0,
+        max_node_startup_time="45m",
+    )
     assert unready_limits(cfg.autoscaler, cfg.gpu_pools, cfg.scheduler.queues).flags() == {
-        "max-node-startup-time": "45m", "ok-total-unready-count": 40, "max-total-unready-percentage": 60.0}
+        "max-node-startup-time": "45m",
+        "ok-total-unready-count": 40,
+        "max-total-unready-percentage": 60.0,
+    }
 
 
 def test_check_fails_a_stack_whose_unready_count_freezes_on_its_largest_gang():
@@ -92,7 +107,12 @@ def test_check_fails_a_stack_whose_startup_time_ends_inside_the_gate():
 
 
 def test_a_percentage_high_enough_for_the_gang_is_accepted_with_the_upstream_count():
-    assert day_one.autoscaler_findings(_with(plan_of("prod").config, ok_total_unready_count=3, max_total_unready_percentage=90.0)) == []
+    assert (
+        day_one.autoscaler_findings(
+            _with(plan_of("prod").config, ok_total_unready_count=3, max_total_unready_percentage=90.0)
+        )
+        == []
+    )
 
 
 def test_check_reports_freezing_limits_as_a_mandatory_finding(monkeypatch):
@@ -112,19 +132,26 @@ def test_check_reports_freezing_limits_as_a_mandatory_finding(monkeypatch):
     assert [f.message.split(":")[1] for f in result.mandatory] == ["autoscaler.okTotalUnreadyCount"]
 
 
-@pytest.mark.parametrize("change, key, detail", [
-    ("pool", "higgsfield:gpuPools[0].bootTime", "is not a duration"),
-    ("count", "higgsfield:autoscaler.okTotalUnreadyCount", ""),
-    ("percentage", "higgsfield:autoscaler.maxTotalUnreadyPercentage", ""),
-])
+@pytest.mark.parametrize(
+    "change, key, detail",
+    [
+        ("pool", "higgsfield:gpuPools[0].bootTime", "is not a duration"),
+        ("count", "higgsfield:autoscaler.okTotalUnreadyCount", ""),
+        ("percentage", "higgsfield:autoscaler.maxTotalUnreadyPercentage", ""),
+    ],
+)
 def test_a_bad_unready_setting_names_its_key(project_copy, capsys, change, key, detail):
     from tests.conftest import assert_plan_rejects, set_pool
 
     def autoscaler(**values):
         def apply(config):
             config["higgsfield:autoscaler"] = {**config.get("higgsfield:autoscaler", {}), **values}
+
         return apply
 
-    edit = {"pool": set_pool(0, bootTime="ten minutes"), "count": autoscaler(okTotalUnreadyCount=-1),
-            "percentage": autoscaler(maxTotalUnreadyPercentage=140.0)}[change]
+    edit = {
+        "pool": set_pool(0, bootTime="ten minutes"),
+        "count": autoscaler(okTotalUnreadyCount=-1),
+        "percentage": autoscaler(maxTotalUnreadyPercentage=140.0),
+    }[change]
     assert_plan_rejects(project_copy, capsys, "prod", edit, key, detail)

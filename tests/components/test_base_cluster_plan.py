@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import inspect
 
-
 from components.cluster import CONTROL_PLANE_LOG_TYPES
 from infra.offline.evaluate import Plan, Resource
 
@@ -119,7 +118,11 @@ def test_node_groups_wait_for_the_addons_a_node_needs_and_platform_services_for_
     driver ask for credentials)."""
     addons = {a.inputs["addonName"]: a for a in plan.of_type("aws:eks/addon:Addon")}
     for group in plan.of_type("aws:eks/nodeGroup:NodeGroup"):
-        waits_for = {plan.by_urn(u).inputs.get("addonName") for u in group.dependencies if plan.by_urn(u).type == "aws:eks/addon:Addon"}
+        waits_for = {
+            plan.by_urn(u).inputs.get("addonName")
+            for u in group.dependencies
+            if plan.by_urn(u).type == "aws:eks/addon:Addon"
+        }
         assert waits_for == {"vpc-cni", "kube-proxy", "eks-pod-identity-agent"}, group.name
         assert plan.one(CLUSTER).urn in group.dependencies
     for release in plan.of_type("kubernetes:helm.sh/v3:Release"):
@@ -149,7 +152,9 @@ def test_every_taggable_resource_carries_the_configured_tags(plan, stack_setting
 
 def test_dev_has_one_nat_gateway_and_prod_one_per_zone(plan, stack_settings):
     nats = plan.of_type("aws:ec2/natGateway:NatGateway")
-    expected = len(stack_settings["higgsfield:availabilityZones"]) if stack_settings["higgsfield:environment"] == "prod" else 1
+    expected = (
+        len(stack_settings["higgsfield:availabilityZones"]) if stack_settings["higgsfield:environment"] == "prod" else 1
+    )
     assert len(nats) == expected
 
 
@@ -179,6 +184,7 @@ def test_every_component_uses_a_higgsfield_type_token_and_parents_its_children(p
     for c in components:
         assert len(c.type.split(":")) == 3
         assert plan.children(c), f"{c.type} has no children"
+
     def parent_type(r: Resource) -> str:
         return (r.parent or "").split("::")[2].split("$")[-1]
 
@@ -191,5 +197,7 @@ def test_check_says_when_the_allow_list_is_still_an_example_range_no_request_com
     from tests.conftest import plan_of
 
     (finding,) = endpoint_placeholder(plan_of("dev"))
-    assert finding.level == "advisory" and finding.message.startswith("higgsfield:endpoint.publicAccessCidrs[0]: 203.0.113.0/24 is a documentation range")
+    assert finding.level == "advisory" and finding.message.startswith(
+        "higgsfield:endpoint.publicAccessCidrs[0]: 203.0.113.0/24 is a documentation range"
+    )
     assert endpoint_placeholder(plan_of("prod")) == []  # private: nothing to reach from outside

@@ -63,14 +63,17 @@ def test_patches_that_take_fields_the_creator_set_force_them(plan):
     assert queue.inputs["spec"]["reclaimable"] is False
 
 
-@pytest.mark.parametrize("key", [
-    ("v1", "ServiceAccount", "any-team", "default"),
-    ("v1", "ConfigMap", "any-team", "kube-root-ca.crt"),
-    ("v1", "Namespace", "", "kube-system"),
-    ("scheduling.k8s.io/v1", "PriorityClass", "", "system-node-critical"),
-    ("scheduling.volcano.sh/v1beta1", "Queue", "", "default"),
-    ("scheduling.volcano.sh/v1beta1", "Queue", "", "root"),
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        ("v1", "ServiceAccount", "any-team", "default"),
+        ("v1", "ConfigMap", "any-team", "kube-root-ca.crt"),
+        ("v1", "Namespace", "", "kube-system"),
+        ("scheduling.k8s.io/v1", "PriorityClass", "", "system-node-critical"),
+        ("scheduling.volcano.sh/v1beta1", "Queue", "", "default"),
+        ("scheduling.volcano.sh/v1beta1", "Queue", "", "root"),
+    ],
+)
 def test_the_table_knows_the_objects_the_issue_names(key):
     assert creator_of(*key) is not None
 

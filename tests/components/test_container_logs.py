@@ -52,13 +52,19 @@ def test_the_filter_finds_the_pod_of_every_line_the_input_tags():
 def test_container_lines_go_to_the_application_log_group_we_create_with_our_retention():
     (output,) = _sections(container_logs.application_log_conf(), "OUTPUT")
     assert output["Name"] == "cloudwatch_logs" and output["Match"] == "application.*"
-    assert output["log_group_name"] == "/aws/containerinsights/${CLUSTER_NAME}/application" and "application" in CONTAINER_INSIGHTS_LOGS
+    assert (
+        output["log_group_name"] == "/aws/containerinsights/${CLUSTER_NAME}/application"
+        and "application" in CONTAINER_INSIGHTS_LOGS
+    )
     assert output["log_stream_prefix"] == "${HOST_NAME}-"  # the node in the stream's name too
 
 
 def test_the_agents_own_logs_stay_out_of_the_application_group():
     (tail,) = _sections(container_logs.application_log_conf(), "INPUT")
-    assert "/var/log/containers/fluent-bit*" in tail["Exclude_Path"] and "/var/log/containers/cloudwatch-agent*" in tail["Exclude_Path"]
+    assert (
+        "/var/log/containers/fluent-bit*" in tail["Exclude_Path"]
+        and "/var/log/containers/cloudwatch-agent*" in tail["Exclude_Path"]
+    )
 
 
 def test_the_config_survives_the_charts_tpl():
@@ -70,4 +76,7 @@ def test_the_config_survives_the_charts_tpl():
 def test_the_label_keys_queried_are_the_ones_the_training_operator_sets():
     """kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go@v1.9.4."""
     assert (container_logs.JOB_NAME_LABEL, container_logs.REPLICA_TYPE_LABEL, container_logs.REPLICA_INDEX_LABEL) == (
-        "training.kubeflow.org/job-name", "training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index")
+        "training.kubeflow.org/job-name",
+        "training.kubeflow.org/replica-type",
+        "training.kubeflow.org/replica-index",
+    )

@@ -32,4 +32,7 @@ def test_every_stack_installs_the_fixed_chart_with_mofed_gdrcopy_and_gds_off(sta
     inputs = _nvidia_values(stack)
     assert inputs["version"] == versions.NVIDIA_DEVICE_PLUGIN.version
     assert {k: inputs["values"][k] for k in ("mofedEnabled", "gdrcopyEnabled", "gdsEnabled")} == {
-        "mofedEnabled": False, "gdrcopyEnabled": False, "gdsEnabled": False}
+        "mofedEnabled": False,
+        "gdrcopyEnabled": False,
+        "gdsEnabled": False,
+    }

@@ -11,9 +11,9 @@ import re
 import urllib.request
 from pathlib import Path
 
+import efa_metrics
 import pytest
 
-import efa_metrics
 from components import efa_exporter
 from components.gpu_pools import pool_labels, pool_taints
 from components.healthgate import HEALTH_LABEL
@@ -23,7 +23,14 @@ from tests.core.test_upstream_contracts import _relabel, _scrape_jobs
 # An EFA device as the EFA driver lays it out in sysfs: hw_counters only, no counters/ directory
 # (file names: aws-samples/awsome-distributed-training:4.validation_and_observability/
 # 3.efa-node-exporter/class_amazon_efa.go@7217859f).
-EFA_HW_COUNTERS = {"tx_bytes": 123456789, "rx_bytes": 987654321, "tx_pkts": 1664737, "rx_pkts": 1664800, "rdma_write_bytes": 4096, "lifespan": 12}
+EFA_HW_COUNTERS = {
+    "tx_bytes": 123456789,
+    "rx_bytes": 987654321,
+    "tx_pkts": 1664737,
+    "rx_pkts": 1664800,
+    "rdma_write_bytes": 4096,
+    "lifespan": 12,
+}
 
 
 def _efa_sysfs(root: Path, devices=("rdmap79s0", "rdmap80s0")) -> Path:
@@ -73,7 +80,11 @@ def test_the_exporter_answers_over_http(tmp_path):
 
 
 def _dashboard_exprs(stack: str) -> list[str]:
-    (config_map,) = [c for c in plan_of(stack).of_type("kubernetes:core/v1:ConfigMap") if c.inputs["metadata"].get("labels", {}).get("grafana_dashboard") == "1"]
+    (config_map,) = [
+        c
+        for c in plan_of(stack).of_type("kubernetes:core/v1:ConfigMap")
+        if c.inputs["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
+    ]
     (text,) = config_map.inputs["data"].values()
     return [t["expr"] for p in json.loads(text)["panels"] if "efa" in p["title"].lower() for t in p["targets"]]
 
@@ -89,8 +100,11 @@ def test_efa_panels_read_only_series_the_exporter_serves(tmp_path):
 
 
 def _exporter(stack: str) -> dict:
-    (daemonset,) = [r.inputs for r in plan_of(stack).resources if r.inputs.get("kind") == "DaemonSet"
-                    and r.inputs["metadata"]["name"] == efa_exporter.NAME]
+    (daemonset,) = [
+        r.inputs
+        for r in plan_of(stack).resources
+        if r.inputs.get("kind") == "DaemonSet" and r.inputs["metadata"]["name"] == efa_exporter.NAME
+    ]
     return daemonset
 
 
@@ -98,9 +112,18 @@ def test_the_exporters_pods_are_scraped_on_their_metrics_port_with_their_node_na
     daemonset = _exporter("prod")
     (container,) = daemonset["spec"]["template"]["spec"]["containers"]
     (port,) = container["ports"]
-    assert {e["name"]: e.get("value") for e in container["env"]}["EFA_METRICS_PORT"] == str(port["containerPort"]) == str(efa_metrics.PORT)
-    discovered = {"__meta_kubernetes_pod_label_app_kubernetes_io_name": daemonset["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"],
-                  "__meta_kubernetes_pod_container_port_name": port["name"], "__meta_kubernetes_pod_node_name": "ip-10-0-0-1"}
+    assert (
+        {e["name"]: e.get("value") for e in container["env"]}["EFA_METRICS_PORT"]
+        == str(port["containerPort"])
+        == str(efa_metrics.PORT)
+    )
+    discovered = {
+        "__meta_kubernetes_pod_label_app_kubernetes_io_name": daemonset["spec"]["template"]["metadata"]["labels"][
+            "app.kubernetes.io/name"
+        ],
+        "__meta_kubernetes_pod_container_port_name": port["name"],
+        "__meta_kubernetes_pod_node_name": "ip-10-0-0-1",
+    }
     config = _scrape_jobs(plan_of("prod"))["efa"]
     assert config["kubernetes_sd_configs"][0]["namespaces"]["names"] == [daemonset["metadata"]["namespace"]]
     assert _relabel(discovered, config["relabel_configs"])["Hostname"] == "ip-10-0-0-1"
@@ -127,8 +150,10 @@ def test_the_exporter_runs_on_every_efa_node_before_and_after_it_passes_the_gate
     """The gate's own pod leaves a node once it is labelled healthy; the exporter must not."""
     pool = next(p for p in config_of(stack).gpu_pools if p.name == pool_name)
     spec = _exporter(stack)["spec"]["template"]["spec"]
-    for labels, taints in ((pool_labels(pool), pool_taints(pool)),                                    # joining, in the gate
-                           ({**pool_labels(pool), HEALTH_LABEL: "healthy"}, pool_taints(pool)[:1 + len(pool.taints)])):  # passed
+    for labels, taints in (
+        (pool_labels(pool), pool_taints(pool)),  # joining, in the gate
+        ({**pool_labels(pool), HEALTH_LABEL: "healthy"}, pool_taints(pool)[: 1 + len(pool.taints)]),
+    ):  # passed
         assert spec["nodeSelector"].items() <= labels.items()
         assert "affinity" not in spec
         assert all(_tolerates(spec["tolerations"], taint) for taint in taints), taints
@@ -140,7 +165,9 @@ def test_the_exporter_reads_the_hosts_sysfs_read_only_without_privileges():
     (mount,) = container["volumeMounts"]
     (volume,) = spec["volumes"]
     assert (volume["hostPath"]["path"], mount["readOnly"]) == ("/sys", True)
-    assert {e["name"]: e.get("value") for e in container["env"]}["EFA_SYSFS"] == f"{mount['mountPath']}/class/infiniband"
+    assert {e["name"]: e.get("value") for e in container["env"]}[
+        "EFA_SYSFS"
+    ] == f"{mount['mountPath']}/class/infiniband"
     assert spec["securityContext"]["runAsNonRoot"] and container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert not container["securityContext"].get("privileged") and "priorityClassName" not in spec
 
@@ -176,10 +203,40 @@ def test_the_exporter_serves_the_sysfs_it_is_given_from_its_environment(tmp_path
 def test_every_counter_read_is_one_the_efa_driver_exposes(name):
     """class_amazon_efa.go@7217859f lists the EFA driver's hw_counters files."""
     EFA_DRIVER_HW_COUNTERS = {
-        "alloc_pd_err", "alloc_ucontext_err", "cmds_err", "completed_cmds", "create_ah_err", "create_cq_err", "create_qp_err",
-        "keep_alive_rcvd", "impaired_remote_conn_events", "lifespan", "mmap_err", "no_completion_cmds", "rdma_read_bytes",
-        "rdma_read_resp_bytes", "rdma_read_wr_err", "rdma_read_wrs", "rdma_write_bytes", "rdma_write_recv_bytes", "rdma_write_wr_err",
-        "rdma_write_wrs", "recv_bytes", "recv_wrs", "reg_mr_err", "retrans_bytes", "retrans_pkts", "retrans_timeout_events", "rx_bytes",
-        "rx_drops", "rx_pkts", "send_bytes", "send_wrs", "submitted_cmds", "tx_bytes", "tx_pkts", "unresponsive_remote_events",
+        "alloc_pd_err",
+        "alloc_ucontext_err",
+        "cmds_err",
+        "completed_cmds",
+        "create_ah_err",
+        "create_cq_err",
+        "create_qp_err",
+        "keep_alive_rcvd",
+        "impaired_remote_conn_events",
+        "lifespan",
+        "mmap_err",
+        "no_completion_cmds",
+        "rdma_read_bytes",
+        "rdma_read_resp_bytes",
+        "rdma_read_wr_err",
+        "rdma_read_wrs",
+        "rdma_write_bytes",
+        "rdma_write_recv_bytes",
+        "rdma_write_wr_err",
+        "rdma_write_wrs",
+        "recv_bytes",
+        "recv_wrs",
+        "reg_mr_err",
+        "retrans_bytes",
+        "retrans_pkts",
+        "retrans_timeout_events",
+        "rx_bytes",
+        "rx_drops",
+        "rx_pkts",
+        "send_bytes",
+        "send_wrs",
+        "submitted_cmds",
+        "tx_bytes",
+        "tx_pkts",
+        "unresponsive_remote_events",
     }
     assert name in EFA_DRIVER_HW_COUNTERS

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime, timedelta, UTC
-
-from infra.offline import kubernetes_schema
-import pytest
+from datetime import UTC, datetime, timedelta
 
 import gang_deadline
+import pytest
+
 from components import gang_deadline as component
-from infra.offline import cold_start
+from infra.offline import cold_start, kubernetes_schema
 from tests.conftest import STACKS, plan_of
 
 NOW = datetime(2027, 1, 5, 12, 0, tzinfo=UTC)
@@ -26,23 +25,39 @@ def _iso(moment: datetime) -> str:
 
 
 def _pod(name: str, age_s: float, node: str | None = None, pool: str = "h100") -> dict:
-    return {"metadata": {"name": name, "namespace": "llm", "creationTimestamp": _iso(NOW - timedelta(seconds=age_s)),
-                         "annotations": {"scheduling.k8s.io/group-name": "pg-train"}},
-            "spec": {"nodeSelector": {"higgsfield.io/pool": pool}, **({"nodeName": node} if node else {}),
-                     "containers": [{"resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "llm",
+            "creationTimestamp": _iso(NOW - timedelta(seconds=age_s)),
+            "annotations": {"scheduling.k8s.io/group-name": "pg-train"},
+        },
+        "spec": {
+            "nodeSelector": {"higgsfield.io/pool": pool},
+            **({"nodeName": node} if node else {}),
+            "containers": [{"resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+        },
+    }
 
 
 def _podgroup(phase: str = "Inqueue") -> dict:
-    return {"metadata": {"name": "pg-train", "namespace": "llm",
-                         "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "train"}]},
-            "status": {"phase": phase}}
+    return {
+        "metadata": {
+            "name": "pg-train",
+            "namespace": "llm",
+            "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "train"}],
+        },
+        "status": {"phase": phase},
+    }
 
 
 IDLE_NODE = {"metadata": {"name": "ip-10-0-0-1", "labels": {"higgsfield.io/pool": "h100"}}}
 
 
 def _decide(pods, nodes=(IDLE_NODE,), podgroups=None, jobs=()):
-    return gang_deadline.decide(podgroups or [_podgroup()], list(pods), list(nodes), list(jobs), {"h100": DEADLINE}, 1800, NOW)
+    return gang_deadline.decide(
+        podgroups or [_podgroup()], list(pods), list(nodes), list(jobs), {"h100": DEADLINE}, 1800, NOW
+    )
 
 
 def test_a_gang_past_its_deadline_with_idle_nodes_is_suspended():
@@ -70,15 +85,29 @@ def test_only_inqueue_gangs_count(phase):
 
 
 def test_a_job_we_suspended_is_resumed_after_the_autoscalers_backoff():
-    job = {"kind": "PyTorchJob", "metadata": {"name": "train", "namespace": "llm", "annotations": {gang_deadline.GAVE_BACK: _iso(NOW - timedelta(seconds=1801))}},
-           "spec": {"runPolicy": {"suspend": True}}}
+    job = {
+        "kind": "PyTorchJob",
+        "metadata": {
+            "name": "train",
+            "namespace": "llm",
+            "annotations": {gang_deadline.GAVE_BACK: _iso(NOW - timedelta(seconds=1801))},
+        },
+        "spec": {"runPolicy": {"suspend": True}},
+    }
     (action,) = _decide([], jobs=[job])
     assert action.verb == "resume"
-    assert gang_deadline.patch_for(action, NOW) == {"metadata": {"annotations": {gang_deadline.GAVE_BACK: None}}, "spec": {"runPolicy": {"suspend": False}}}
+    assert gang_deadline.patch_for(action, NOW) == {
+        "metadata": {"annotations": {gang_deadline.GAVE_BACK: None}},
+        "spec": {"runPolicy": {"suspend": False}},
+    }
 
 
 def test_a_job_someone_else_suspended_is_never_resumed():
-    job = {"kind": "PyTorchJob", "metadata": {"name": "train", "namespace": "llm"}, "spec": {"runPolicy": {"suspend": True}}}
+    job = {
+        "kind": "PyTorchJob",
+        "metadata": {"name": "train", "namespace": "llm"},
+        "spec": {"runPolicy": {"suspend": True}},
+    }
     assert _decide([], jobs=[job]) == []
 
 
@@ -86,11 +115,16 @@ def test_suspending_sets_the_operators_suspend_and_records_when():
     """runPolicy.suspend makes the operator delete the job's pods (IsJobSuspended ->
     CleanUpResources, kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4)."""
     patch = gang_deadline.patch_for(gang_deadline.Action("suspend", "llm", "PyTorchJob", "train", ""), NOW)
-    assert patch == {"metadata": {"annotations": {gang_deadline.GAVE_BACK: "2027-01-05T12:00:00Z"}}, "spec": {"runPolicy": {"suspend": True}}}
+    assert patch == {
+        "metadata": {"annotations": {gang_deadline.GAVE_BACK: "2027-01-05T12:00:00Z"}},
+        "spec": {"runPolicy": {"suspend": True}},
+    }
 
 
 def _objects(plan, kind: str) -> list[dict]:
-    return [r.inputs for r in plan.resources if r.inputs.get("kind") == kind and r.name.startswith("teams-gang-deadline")]
+    return [
+        r.inputs for r in plan.resources if r.inputs.get("kind") == kind and r.name.startswith("teams-gang-deadline")
+    ]
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -99,7 +133,11 @@ def test_the_cronjob_carries_each_pools_deadline_the_timeline_states(stack):
     (cron,) = _objects(plan, "CronJob")
     env = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
     settings = json.loads(next(e["value"] for e in env if e["name"] == "GANG_DEADLINE_SETTINGS"))
-    maps = [m for m in _objects(plan, "ConfigMap") if (m["metadata"].get("labels") or {}).get(settings["deadlineLabel"]) == "true"]
+    maps = [
+        m
+        for m in _objects(plan, "ConfigMap")
+        if (m["metadata"].get("labels") or {}).get(settings["deadlineLabel"]) == "true"
+    ]
     deadlines = {m["data"]["pool"]: float(m["data"]["deadlineSeconds"]) for m in maps}
     assert deadlines == {p.name: cold_start.give_back(p, None).deadline_s for p in plan.config.gpu_pools}
     assert set(settings["namespaces"]) == {t.name for t in plan.config.scheduler.teams}
@@ -124,7 +162,12 @@ def test_the_cronjob_may_only_list_and_patch_jobs_in_team_namespaces_and_list_no
     assert own["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]
     assert {r["metadata"]["namespace"] for r in roles} == {t.name for t in plan.config.scheduler.teams}
     for role in roles:
-        verbs = {(g, res): set(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"] for res in rule["resources"]}
+        verbs = {
+            (g, res): set(rule["verbs"])
+            for rule in role["rules"]
+            for g in rule["apiGroups"]
+            for res in rule["resources"]
+        }
         assert all(v <= {"list", "patch"} for v in verbs.values())
         assert {k for k, v in verbs.items() if "patch" in v} == {("kubeflow.org", r) for r in component.KUBEFLOW_JOBS}
         assert not any(res in ("secrets", "pods/exec", "*") for _, res in verbs)

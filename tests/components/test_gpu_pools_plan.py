@@ -20,7 +20,9 @@ TEMPLATE_TAG = "k8s.io/cluster-autoscaler/node-template"
 
 
 def gpu_groups(plan: Plan) -> list[Resource]:
-    return [g for g in plan.of_type(NODE_GROUP) if (g.inputs.get("labels") or {}).get("nvidia.com/gpu.present") == "true"]
+    return [
+        g for g in plan.of_type(NODE_GROUP) if (g.inputs.get("labels") or {}).get("nvidia.com/gpu.present") == "true"
+    ]
 
 
 def deps_of(plan: Plan, r: Resource, type_: str) -> list[Resource]:
@@ -28,7 +30,9 @@ def deps_of(plan: Plan, r: Resource, type_: str) -> list[Resource]:
 
 
 def asg_tags(plan: Plan, group: Resource) -> dict[str, str]:
-    return {t.inputs["tag"]["key"]: t.inputs["tag"]["value"] for t in plan.of_type(ASG_TAG) if group.urn in t.dependencies}
+    return {
+        t.inputs["tag"]["key"]: t.inputs["tag"]["value"] for t in plan.of_type(ASG_TAG) if group.urn in t.dependencies
+    }
 
 
 def efa_groups(plan: Plan) -> list[Resource]:
@@ -38,7 +42,9 @@ def efa_groups(plan: Plan) -> list[Resource]:
 def pool_groups(stack: str, efa_only: bool = False) -> list[str]:
     """The GPU node groups a stack's settings ask for (named when the module is collected, before
     any plan): one per pool that managed node groups provision (the others are Karpenter's)."""
-    return [f"gpu-{p.name}" for p in config_of(stack).gpu_pools if p.provisioner == "node-group" and (p.efa or not efa_only)]
+    return [
+        f"gpu-{p.name}" for p in config_of(stack).gpu_pools if p.provisioner == "node-group" and (p.efa or not efa_only)
+    ]
 
 
 ALL_GPU_GROUPS = sorted((s, name) for s in STACKS for name in pool_groups(s))
@@ -135,7 +141,9 @@ def test_efa_pool_advertises_its_efa_interfaces_and_huge_pages_to_the_autoscaler
     plan, group = efa_group
     tags = asg_tags(plan, group)
     (instance_type,) = group.inputs["instanceTypes"][:1]
-    assert tags[f"{TEMPLATE_TAG}/resources/vpc.amazonaws.com/efa"] == str(instance_types()[instance_type]["NetworkInfo"]["EfaInfo"]["MaximumEfaInterfaces"])
+    assert tags[f"{TEMPLATE_TAG}/resources/vpc.amazonaws.com/efa"] == str(
+        instance_types()[instance_type]["NetworkInfo"]["EfaInfo"]["MaximumEfaInterfaces"]
+    )
     assert tags[f"{TEMPLATE_TAG}/resources/hugepages-2Mi"].endswith("Mi")
 
 
@@ -160,7 +168,11 @@ def test_efa_pool_primary_interface_is_ena_at_card_0_device_0(efa_group):
 def test_efa_pool_every_interface_carries_the_self_referencing_security_group(efa_group):
     plan, group = efa_group
     pool = group.inputs["labels"]["higgsfield.io/pool"]
-    (sg,) = [s for s in plan.of_type("aws:ec2/securityGroup:SecurityGroup") if s.inputs.get("tags", {}).get("higgsfield.io/pool") == pool]
+    (sg,) = [
+        s
+        for s in plan.of_type("aws:ec2/securityGroup:SecurityGroup")
+        if s.inputs.get("tags", {}).get("higgsfield.io/pool") == pool
+    ]
     for rule in ("ingress", "egress"):
         assert any(r["self"] is True and r["protocol"] == "-1" for r in sg.inputs[rule]), rule
     (template,) = deps_of(plan, group, TEMPLATE)
@@ -189,19 +201,33 @@ def test_efa_pool_reserves_huge_pages_and_raids_local_nvme(efa_group):
 
 
 def test_all_efa_pools_of_a_stack_share_one_zone(stack):
-    zones = {z for g in efa_groups(plan_of(stack)) for z in (s.inputs["availabilityZone"] for s in deps_of(plan_of(stack), g, "aws:ec2/subnet:Subnet"))}
+    zones = {
+        z
+        for g in efa_groups(plan_of(stack))
+        for z in (s.inputs["availabilityZone"] for s in deps_of(plan_of(stack), g, "aws:ec2/subnet:Subnet"))
+    }
     assert len(zones) <= 1
 
 
-@pytest.mark.parametrize(("instance_type", "expected"), [("p5.48xlarge", 32), ("p5en.48xlarge", 16), ("p4d.24xlarge", 4), ("p6-b200.48xlarge", 8)])
+@pytest.mark.parametrize(
+    ("instance_type", "expected"),
+    [("p5.48xlarge", 32), ("p5en.48xlarge", 16), ("p4d.24xlarge", 4), ("p6-b200.48xlarge", 8)],
+)
 def test_efa_interface_count_per_instance_type(instance_type, expected):
     from infra.offline.evaluate import _instance_type_result
 
     raw = _instance_type_result(instance_type)
     facts = catalog.InstanceFacts(
-        name=instance_type, gpus=8, gpu_model=None, gpu_memory_mib=0, efa_supported=True,
-        efa_max_interfaces=raw["efaMaximumInterfaces"], network_cards=tuple(c["index"] for c in raw["networkCards"]),
-        nvme_disks=8, vcpus=192, architectures=("x86_64",),
+        name=instance_type,
+        gpus=8,
+        gpu_model=None,
+        gpu_memory_mib=0,
+        efa_supported=True,
+        efa_max_interfaces=raw["efaMaximumInterfaces"],
+        network_cards=tuple(c["index"] for c in raw["networkCards"]),
+        nvme_disks=8,
+        vcpus=192,
+        architectures=("x86_64",),
     )
     layout = efa_interfaces_for(facts)
     assert sum(i.efa_only for i in layout) == expected
@@ -221,12 +247,16 @@ def test_capacity_types_spot_on_demand_block_and_reservation_are_each_shipped():
     assert set(capacities) == {"SPOT", "ON_DEMAND", "CAPACITY_BLOCK", "RESERVATION"}
     block_group, block_template = capacities["CAPACITY_BLOCK"]
     assert block_template.inputs["instanceMarketOptions"]["marketType"] == "capacity-block"
-    assert block_template.inputs["capacityReservationSpecification"]["capacityReservationTarget"]["capacityReservationId"].startswith("cr-")
+    assert block_template.inputs["capacityReservationSpecification"]["capacityReservationTarget"][
+        "capacityReservationId"
+    ].startswith("cr-")
     assert len(block_group.inputs["instanceTypes"]) == 1
 
 
 def test_autoscaler_discovers_this_cluster_and_runs_on_system_nodes(plan):
-    release = next(r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "cluster-autoscaler")
+    release = next(
+        r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "cluster-autoscaler"
+    )
     values = release.inputs["values"]
     assert values["autoDiscovery"]["clusterName"] == plan.outputs["clusterName"]
     assert values["nodeSelector"] == {"higgsfield.io/role": "system"}
@@ -246,13 +276,17 @@ def test_autoscaler_role_is_least_privilege_with_describe_nodegroup(plan):
 
 def test_autoscaler_gets_aws_credentials_through_pod_identity(plan):
     (association,) = plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
-    release = next(r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "cluster-autoscaler")
+    release = next(
+        r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "cluster-autoscaler"
+    )
     assert association.inputs["serviceAccount"] == release.inputs["values"]["rbac"]["serviceAccount"]["name"]
     assert association.inputs["namespace"] == release.inputs["namespace"]
 
 
 def test_autoscaler_scale_down_delay_comes_from_config(plan, stack_settings):
-    release = next(r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "cluster-autoscaler")
+    release = next(
+        r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "cluster-autoscaler"
+    )
     wanted = (stack_settings.get("higgsfield:autoscaler") or {}).get("scaleDownUnneededTime", "10m")
     assert release.inputs["values"]["extraArgs"]["scale-down-unneeded-time"] == wanted
 
@@ -272,10 +306,14 @@ def test_device_plugins_select_gpu_nodes_only(plan, chart):
 
 def test_every_gpu_node_matches_the_nvidia_plugin_selector(gpu_group):
     plan, group = gpu_group
-    release = next(r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "nvidia-device-plugin")
+    release = next(
+        r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "nvidia-device-plugin"
+    )
     assert release.inputs["values"]["nodeSelector"].items() <= group.inputs["labels"].items()
 
 
 def test_nvidia_plugin_runs_gpu_feature_discovery_for_driver_and_cuda_labels(plan):
-    release = next(r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "nvidia-device-plugin")
+    release = next(
+        r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "nvidia-device-plugin"
+    )
     assert release.inputs["values"]["gfd"]["enabled"] is True

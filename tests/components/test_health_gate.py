@@ -21,23 +21,32 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import boto3
+import health_gate
 import pytest
 from botocore.stub import Stubber
+from health_gate import ApiError, KubernetesApi
 
 from tests.aws_errors import add_wire_error
 
-import health_gate
-from health_gate import ApiError, KubernetesApi
-
 TAINT = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-gate"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
-PASS = {"node": "n1", "healthy": True, "results": [
-    {"check": "GPU count", "value": "8", "expected": "8", "ok": True},
-    {"check": "EFA devices", "value": "32", "expected": "32", "ok": True}]}
-FAIL = {"node": "n1", "healthy": False, "results": [
-    {"check": "GPU count", "value": "8", "expected": "8", "ok": True},
-    {"check": "EFA devices", "value": "31", "expected": "32", "ok": False},
-    {"check": "bf16 matmul", "value": "400 TFLOP/s (40% of peak)", "expected": ">= 60% of 989", "ok": False}]}
+PASS = {
+    "node": "n1",
+    "healthy": True,
+    "results": [
+        {"check": "GPU count", "value": "8", "expected": "8", "ok": True},
+        {"check": "EFA devices", "value": "32", "expected": "32", "ok": True},
+    ],
+}
+FAIL = {
+    "node": "n1",
+    "healthy": False,
+    "results": [
+        {"check": "GPU count", "value": "8", "expected": "8", "ok": True},
+        {"check": "EFA devices", "value": "31", "expected": "32", "ok": False},
+        {"check": "bf16 matmul", "value": "400 TFLOP/s (40% of peak)", "expected": ">= 60% of 989", "ok": False},
+    ],
+}
 
 
 def merge(target, patch):
@@ -58,7 +67,7 @@ class FakeApiServer:
         self.nodes: dict[str, dict] = {}
         self.config_maps: dict[tuple[str, str], dict] = {}
         self.events: list[dict] = []
-        self.nodeclaims: dict[str, dict] = {}   # Karpenter's, by name (karpenter.sh/v1, cluster-scoped)
+        self.nodeclaims: dict[str, dict] = {}  # Karpenter's, by name (karpenter.sh/v1, cluster-scoped)
         self.requests: list[tuple[str, str]] = []
         self.race_on_read: int | None = None  # on this read of a node, another writer changes it right after
         fake = self
@@ -76,7 +85,17 @@ class FakeApiServer:
                 self.wfile.write(data)
 
             def _status(self, code: int, reason: str, message: str) -> None:
-                self._answer(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "message": message, "code": code})
+                self._answer(
+                    code,
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "status": "Failure",
+                        "reason": reason,
+                        "message": message,
+                        "code": code,
+                    },
+                )
 
             def _body(self) -> dict:
                 return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
@@ -88,12 +107,28 @@ class FakeApiServer:
 
                     selector = parse_qs(urlsplit(self.path).query)["labelSelector"][0]
                     terms = dict(term.split("=", 1) for term in selector.split(","))
-                    items = [n for n in fake.nodes.values() if all(n["metadata"]["labels"].get(k) == v for k, v in terms.items())]
-                    return self._answer(200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"}, "items": copy.deepcopy(items)})
+                    items = [
+                        n
+                        for n in fake.nodes.values()
+                        if all(n["metadata"]["labels"].get(k) == v for k, v in terms.items())
+                    ]
+                    return self._answer(
+                        200,
+                        {
+                            "apiVersion": "v1",
+                            "kind": "NodeList",
+                            "metadata": {"resourceVersion": "1"},
+                            "items": copy.deepcopy(items),
+                        },
+                    )
                 parts = self.path.split("/")
                 if self.path.startswith("/api/v1/namespaces/") and parts[5] == "configmaps":
                     found = fake.config_maps.get((parts[4], parts[6]))
-                    return self._answer(200, found) if found else self._status(404, "NotFound", f'configmaps "{parts[6]}" not found')
+                    return (
+                        self._answer(200, found)
+                        if found
+                        else self._status(404, "NotFound", f'configmaps "{parts[6]}" not found')
+                    )
                 name = parts[-1]
                 if not self.path.startswith("/api/v1/nodes/") or name not in fake.nodes:
                     return self._status(404, "NotFound", f'nodes "{name}" not found')
@@ -113,8 +148,12 @@ class FakeApiServer:
                 patch = self._body()
                 wanted = patch.get("metadata", {}).get("resourceVersion")
                 if wanted is not None and wanted != fake.nodes[name]["metadata"]["resourceVersion"]:
-                    return self._status(409, "Conflict", f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; please '
-                                                         'apply your changes to the latest version and try again')
+                    return self._status(
+                        409,
+                        "Conflict",
+                        f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; please '
+                        "apply your changes to the latest version and try again",
+                    )
                 patch.get("metadata", {}).pop("resourceVersion", None)
                 self._answer(200, fake._write(name, patch))
 
@@ -130,8 +169,12 @@ class FakeApiServer:
                 namespace = self.path.split("/")[4]
                 event = self._body()
                 if not event["involvedObject"].get("namespace") and namespace != "default":
-                    return self._status(422, "Invalid", 'Event "x" is invalid: involvedObject.namespace: Invalid value: "": does not match '
-                                                        'event.namespace')
+                    return self._status(
+                        422,
+                        "Invalid",
+                        'Event "x" is invalid: involvedObject.namespace: Invalid value: "": does not match '
+                        "event.namespace",
+                    )
                 event["metadata"]["name"] = event["metadata"].pop("generateName") + f"{len(fake.events):05d}"
                 event["metadata"]["namespace"] = namespace
                 fake.events.append(event)
@@ -150,10 +193,20 @@ class FakeApiServer:
 
     def add_node(self, name: str = "n1", pool: str = "h100", taints: list[dict] | None = None) -> None:
         self.nodes[name] = {
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "uid": "5d3f", "resourceVersion": "100", "labels": {"higgsfield.io/pool": pool, "kubernetes.io/hostname": name}},
-            "spec": {"providerID": "aws:///us-east-2b/i-0abc123def4567890",
-                     "taints": [GPU_TAINT, {"key": TAINT, "value": "pending", "effect": "NoSchedule"}] if taints is None else taints},
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "uid": "5d3f",
+                "resourceVersion": "100",
+                "labels": {"higgsfield.io/pool": pool, "kubernetes.io/hostname": name},
+            },
+            "spec": {
+                "providerID": "aws:///us-east-2b/i-0abc123def4567890",
+                "taints": [GPU_TAINT, {"key": TAINT, "value": "pending", "effect": "NoSchedule"}]
+                if taints is None
+                else taints,
+            },
         }
 
     def taint_keys(self, name: str = "n1") -> list[str]:
@@ -168,14 +221,24 @@ def fake():
     server = FakeApiServer()
     for pool, on_failure in (("h100", "keep"), ("h200-block", "replace")):
         expected = {"EXPECTED_GPUS": "8", "ON_FAILURE": on_failure, "CHECK_TIMEOUT_SECONDS": "1200"}
-        server.config_maps[("higgsfield-health", f"health-gate-{pool}")] = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"expectations.json": json.dumps(expected)}}
+        server.config_maps[("higgsfield-health", f"health-gate-{pool}")] = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "data": {"expectations.json": json.dumps(expected)},
+        }
     yield server
     server.server.shutdown()
 
 
 @pytest.fixture
 def env():
-    return {"NODE_NAME": "n1", "STARTUP_TAINT": TAINT, "EXPECTATIONS_NAMESPACE": "higgsfield-health", "EVENTS_NAMESPACE": "default", "EXPECTATIONS_WAIT_SECONDS": "0"}
+    return {
+        "NODE_NAME": "n1",
+        "STARTUP_TAINT": TAINT,
+        "EXPECTATIONS_NAMESPACE": "higgsfield-health",
+        "EVENTS_NAMESPACE": "default",
+        "EXPECTATIONS_WAIT_SECONDS": "0",
+    }
 
 
 def _checks(report):
@@ -201,7 +264,12 @@ def test_a_failure_records_a_warning_event_on_the_node_naming_every_failed_check
     fake.add_node()
     health_gate.gate(fake.api, env, checks=_checks(FAIL))
     (event,) = fake.events
-    assert (event["type"], event["reason"], event["involvedObject"]["kind"], event["involvedObject"]["name"]) == ("Warning", "HealthCheckFailed", "Node", "n1")
+    assert (event["type"], event["reason"], event["involvedObject"]["kind"], event["involvedObject"]["name"]) == (
+        "Warning",
+        "HealthCheckFailed",
+        "Node",
+        "n1",
+    )
     assert "EFA devices: 31 (expected 32)" in event["message"] and "bf16 matmul" in event["message"]
 
 
@@ -214,7 +282,13 @@ def test_events_about_nodes_are_refused_outside_the_default_namespace(fake, env)
 
 
 def test_the_other_taints_and_labels_of_the_node_are_kept(fake, env):
-    fake.add_node(taints=[GPU_TAINT, {"key": "dedicated", "value": "research", "effect": "NoSchedule"}, {"key": TAINT, "value": "pending", "effect": "NoSchedule"}])
+    fake.add_node(
+        taints=[
+            GPU_TAINT,
+            {"key": "dedicated", "value": "research", "effect": "NoSchedule"},
+            {"key": TAINT, "value": "pending", "effect": "NoSchedule"},
+        ]
+    )
     health_gate.gate(fake.api, env, checks=_checks(PASS))
     assert fake.taint_keys() == ["nvidia.com/gpu", "dedicated"]
     assert fake.labels()["higgsfield.io/pool"] == "h100"
@@ -274,7 +348,9 @@ def test_a_failed_node_of_a_replace_pool_is_marked_unhealthy_in_its_auto_scaling
     client, stub = _stubbed_autoscaling()
     stub.add_response("set_instance_health", {}, SET_HEALTH)
     with stub:
-        outcome = health_gate.gate(fake.api, env, checks=_checks(FAIL), replace=lambda i: health_gate.mark_unhealthy(client, i))
+        outcome = health_gate.gate(
+            fake.api, env, checks=_checks(FAIL), replace=lambda i: health_gate.mark_unhealthy(client, i)
+        )
     stub.assert_no_pending_responses()
     assert outcome.replacement == "i-0abc123def4567890 marked Unhealthy in its Auto Scaling group"
     assert TAINT in fake.taint_keys()
@@ -282,7 +358,14 @@ def test_a_failed_node_of_a_replace_pool_is_marked_unhealthy_in_its_auto_scaling
 
 def test_replacement_is_retried_when_auto_scaling_reports_contention():
     client, stub = _stubbed_autoscaling()
-    add_wire_error(stub, "autoscaling", "set_instance_health", "ResourceContention", "You already have a pending update to an Auto Scaling resource", expected_params=SET_HEALTH)
+    add_wire_error(
+        stub,
+        "autoscaling",
+        "set_instance_health",
+        "ResourceContention",
+        "You already have a pending update to an Auto Scaling resource",
+        expected_params=SET_HEALTH,
+    )
     stub.add_response("set_instance_health", {}, SET_HEALTH)
     with stub:
         assert "marked Unhealthy" in health_gate.mark_unhealthy(client, "i-0abc123def4567890", pause=0)
@@ -292,10 +375,19 @@ def test_replacement_is_retried_when_auto_scaling_reports_contention():
 def test_a_denied_replacement_is_reported_and_leaves_the_node_tainted(fake, env):
     fake.add_node(pool="h200-block")
     client, stub = _stubbed_autoscaling()
-    add_wire_error(stub, "autoscaling", "set_instance_health", "AccessDenied", "User: arn:aws:sts::123456789012:assumed-role/health-gate/x is not authorized to perform: "
-                                                                               "autoscaling:SetInstanceHealth", expected_params=SET_HEALTH)
+    add_wire_error(
+        stub,
+        "autoscaling",
+        "set_instance_health",
+        "AccessDenied",
+        "User: arn:aws:sts::123456789012:assumed-role/health-gate/x is not authorized to perform: "
+        "autoscaling:SetInstanceHealth",
+        expected_params=SET_HEALTH,
+    )
     with stub:
-        outcome = health_gate.gate(fake.api, env, checks=_checks(FAIL), replace=lambda i: health_gate.mark_unhealthy(client, i, pause=0))
+        outcome = health_gate.gate(
+            fake.api, env, checks=_checks(FAIL), replace=lambda i: health_gate.mark_unhealthy(client, i, pause=0)
+        )
     assert outcome.replacement.startswith("i-0abc123def4567890 not marked Unhealthy: AccessDenied:")
     assert TAINT in fake.taint_keys() and fake.labels()["higgsfield.io/health"] == "unhealthy"
 
@@ -314,12 +406,20 @@ def _karpenter_node(fake, claim: str = "gpu-a100-x7k2p") -> None:
     """A node launched by Karpenter: its NodeClaim owns it (UpdateNodeOwnerReferences, kubernetes-sigs/karpenter)."""
     fake.add_node(pool="a100")
     fake.nodes["n1"]["metadata"]["ownerReferences"] = [
-        {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": claim, "uid": "9e1c", "blockOwnerDeletion": True}]
-    fake.nodeclaims[claim] = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": claim},
-                              "status": {"nodeName": "n1"}}
+        {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": claim, "uid": "9e1c", "blockOwnerDeletion": True}
+    ]
+    fake.nodeclaims[claim] = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": claim},
+        "status": {"nodeName": "n1"},
+    }
     expected = {"EXPECTED_GPUS": "8", "ON_FAILURE": "replace", "CHECK_TIMEOUT_SECONDS": "1200"}
-    fake.config_maps[("higgsfield-health", "health-gate-a100")] = {"apiVersion": "v1", "kind": "ConfigMap",
-                                                                   "data": {"expectations.json": json.dumps(expected)}}
+    fake.config_maps[("higgsfield-health", "health-gate-a100")] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "data": {"expectations.json": json.dumps(expected)},
+    }
 
 
 def test_a_failed_karpenter_node_has_its_nodeclaim_deleted_not_an_auto_scaling_replacement(fake, env):

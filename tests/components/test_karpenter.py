@@ -13,23 +13,46 @@ import pytest
 
 from components import healthgate, karpenter
 from components.efa import efa_count, efa_interfaces_for
+from infra.config import STARTUP_TAINT_KEY, ConfigError
 from infra.core import versions
 from infra.offline import cold_start, cost, crd_schemas, jobs, kubernetes_schema, pods
 from infra.offline import plan as plan_cli
 from infra.offline.evaluate import record
 from infra.offline.pods import stack_repository
-from infra.config import STARTUP_TAINT_KEY, ConfigError
 from tests.conftest import assert_plan_rejects, plan_of, set_pool
 
 # Facts of the v1 CRDs at the pinned tag (field names, required fields, enums, patterns) - read with
 # `git show v1.14.1:pkg/apis/crds/...` and written here, not copied.
-NODECLASS_SPEC = {"amiFamily", "amiSelectorTerms", "associatePublicIPAddress", "blockDeviceMappings", "capacityReservationSelectorTerms",
-                  "connectionTracking", "context", "cpuOptions", "detailedMonitoring", "instanceProfile", "instanceStorePolicy",
-                  "ipPrefixCount", "kubelet", "metadataOptions", "networkInterfaces", "placementGroupSelector", "role",
-                  "securityGroupSelectorTerms", "subnetSelectorTerms", "tags", "userData"}
+NODECLASS_SPEC = {
+    "amiFamily",
+    "amiSelectorTerms",
+    "associatePublicIPAddress",
+    "blockDeviceMappings",
+    "capacityReservationSelectorTerms",
+    "connectionTracking",
+    "context",
+    "cpuOptions",
+    "detailedMonitoring",
+    "instanceProfile",
+    "instanceStorePolicy",
+    "ipPrefixCount",
+    "kubelet",
+    "metadataOptions",
+    "networkInterfaces",
+    "placementGroupSelector",
+    "role",
+    "securityGroupSelectorTerms",
+    "subnetSelectorTerms",
+    "tags",
+    "userData",
+}
 NODECLASS_REQUIRED = {"amiSelectorTerms", "securityGroupSelectorTerms", "subnetSelectorTerms"}
 INSTANCE_STORE_POLICIES = {"RAID0"}
-METADATA = {"httpEndpoint": {"enabled", "disabled"}, "httpProtocolIPv6": {"enabled", "disabled"}, "httpTokens": {"required", "optional"}}
+METADATA = {
+    "httpEndpoint": {"enabled", "disabled"},
+    "httpProtocolIPv6": {"enabled", "disabled"},
+    "httpTokens": {"required", "optional"},
+}
 INTERFACE_TYPES = {"interface", "efa-only"}
 NODEPOOL_SPEC = {"disruption", "limits", "replicas", "template", "weight"}
 TEMPLATE_SPEC = {"expireAfter", "nodeClassRef", "requirements", "startupTaints", "taints", "terminationGracePeriod"}
@@ -48,8 +71,9 @@ def _plan(project_copy, stack="staging", index=0, **fields):
 def karpenter_plan(tmp_path_factory):
     import shutil
 
-    from tests.conftest import ROOT
     import yaml as pyyaml
+
+    from tests.conftest import ROOT
 
     root = tmp_path_factory.mktemp("karpenter")
     for part in ("Pulumi.yaml", "stacks"):
@@ -67,7 +91,11 @@ def _objects(plan, kind):
 
 def test_a_karpenter_pool_has_no_node_group_but_a_nodeclass_and_a_nodepool(karpenter_plan):
     pool = karpenter_plan.config.gpu_pools[0]
-    groups = [g for g in karpenter_plan.of_type("aws:eks/nodeGroup:NodeGroup") if (g.inputs.get("labels") or {}).get("higgsfield.io/pool") == pool.name]
+    groups = [
+        g
+        for g in karpenter_plan.of_type("aws:eks/nodeGroup:NodeGroup")
+        if (g.inputs.get("labels") or {}).get("higgsfield.io/pool") == pool.name
+    ]
     assert groups == []
     assert [n["metadata"]["name"] for n in _objects(karpenter_plan, "EC2NodeClass")] == [f"gpu-{pool.name}"]
     assert [n["metadata"]["name"] for n in _objects(karpenter_plan, "NodePool")] == [f"gpu-{pool.name}"]
@@ -99,7 +127,10 @@ def test_the_karpenter_chart_is_pinned_and_runs_on_the_system_nodes(karpenter_pl
     assert release.inputs["version"] == versions.KARPENTER.version
     values = release.inputs["values"]
     assert values["settings"]["clusterName"] == karpenter_plan.config.name and values["settings"]["interruptionQueue"]
-    assert values["nodeSelector"] == karpenter.SYSTEM_LABELS and values["serviceAccount"]["name"] == karpenter.SERVICE_ACCOUNT
+    assert (
+        values["nodeSelector"] == karpenter.SYSTEM_LABELS
+        and values["serviceAccount"]["name"] == karpenter.SERVICE_ACCOUNT
+    )
 
 
 def test_the_nodeclass_uses_only_fields_the_crd_has_with_its_enums(karpenter_plan):
@@ -116,10 +147,18 @@ def test_the_nodeclass_has_the_launch_templates_efa_layout_raid0_and_imds(karpen
     pool = karpenter_plan.config.gpu_pools[0]
     (nodeclass,) = _objects(karpenter_plan, "EC2NodeClass")
     spec = nodeclass["spec"]
-    expected = [(i.network_card, i.device_index, "efa-only" if i.efa_only else "interface") for i in efa_interfaces_for(pool.instance)]
-    assert [(n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in spec["networkInterfaces"]] == expected
+    expected = [
+        (i.network_card, i.device_index, "efa-only" if i.efa_only else "interface")
+        for i in efa_interfaces_for(pool.instance)
+    ]
+    assert [
+        (n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in spec["networkInterfaces"]
+    ] == expected
     assert spec["instanceStorePolicy"] == "RAID0"
-    assert (spec["metadataOptions"]["httpTokens"], spec["metadataOptions"]["httpPutResponseHopLimit"]) == ("required", 1)
+    assert (spec["metadataOptions"]["httpTokens"], spec["metadataOptions"]["httpPutResponseHopLimit"]) == (
+        "required",
+        1,
+    )
     assert spec["blockDeviceMappings"][0]["ebs"]["encrypted"] is True
     assert "FastImagePull: true" in spec["userData"]
 
@@ -173,25 +212,45 @@ def test_training_pods_carry_the_do_not_disrupt_annotation():
 
 
 def _statements() -> list[dict]:
-    return json.loads(karpenter.karpenter_policy("hf", "us-east-2", "444455556666", "arn:aws:iam::444455556666:role/node", "arn:aws:sqs:us-east-2:444455556666:q"))["Statement"]
+    return json.loads(
+        karpenter.karpenter_policy(
+            "hf",
+            "us-east-2",
+            "444455556666",
+            "arn:aws:iam::444455556666:role/node",
+            "arn:aws:sqs:us-east-2:444455556666:q",
+        )
+    )["Statement"]
 
 
 def test_the_controller_may_launch_tag_and_delete_only_what_carries_this_clusters_tag():
-    mutating = {"ec2:CreateFleet", "ec2:CreateLaunchTemplate", "ec2:TerminateInstances", "ec2:DeleteLaunchTemplate", "ec2:CreateTags"}
+    mutating = {
+        "ec2:CreateFleet",
+        "ec2:CreateLaunchTemplate",
+        "ec2:TerminateInstances",
+        "ec2:DeleteLaunchTemplate",
+        "ec2:CreateTags",
+    }
     for s in _statements():
         actions = {s["Action"]} if isinstance(s["Action"], str) else set(s["Action"])
-        if s["Sid"] == "AllowScopedEC2InstanceAccessActions":  # images, subnets, SGs a launch uses: unconditioned upstream too
+        if (
+            s["Sid"] == "AllowScopedEC2InstanceAccessActions"
+        ):  # images, subnets, SGs a launch uses: unconditioned upstream too
             continue
         if actions & mutating:
             keys = {k for cond in s["Condition"].values() for k in cond}
-            assert {"aws:ResourceTag/kubernetes.io/cluster/hf", "aws:RequestTag/kubernetes.io/cluster/hf"} & keys, s["Sid"]
+            assert {"aws:ResourceTag/kubernetes.io/cluster/hf", "aws:RequestTag/kubernetes.io/cluster/hf"} & keys, s[
+                "Sid"
+            ]
     assert not [s for s in _statements() if "*" in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
 
 
 def test_the_controller_passes_only_the_node_role_to_ec2_and_reads_only_its_queue():
     by_sid = {s["Sid"]: s for s in _statements()}
     assert by_sid["AllowPassingInstanceRole"]["Resource"] == "arn:aws:iam::444455556666:role/node"
-    assert by_sid["AllowPassingInstanceRole"]["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+    assert by_sid["AllowPassingInstanceRole"]["Condition"] == {
+        "StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}
+    }
     assert by_sid["AllowInterruptionQueueActions"]["Resource"] == "arn:aws:sqs:us-east-2:444455556666:q"
 
 
@@ -199,9 +258,20 @@ def test_the_interruption_queue_keeps_messages_5_minutes_encrypted_and_refuses_p
     (queue,) = karpenter_plan.of_type("aws:sqs/queue:Queue")
     assert queue.inputs["messageRetentionSeconds"] == 300 and queue.inputs["sqsManagedSseEnabled"] is True
     rules = karpenter_plan.of_type("aws:cloudwatch/eventRule:EventRule")
-    patterns = {json.loads(r.inputs["eventPattern"])["detail-type"][0] for r in rules if r.name.startswith("karpenter-")}
+    patterns = {
+        json.loads(r.inputs["eventPattern"])["detail-type"][0] for r in rules if r.name.startswith("karpenter-")
+    }
     assert patterns == {detail for _, detail in karpenter.INTERRUPTION_EVENTS.values()}
-    assert len([t for t in karpenter_plan.of_type("aws:cloudwatch/eventTarget:EventTarget") if t.name.startswith("karpenter-")]) == 5
+    assert (
+        len(
+            [
+                t
+                for t in karpenter_plan.of_type("aws:cloudwatch/eventTarget:EventTarget")
+                if t.name.startswith("karpenter-")
+            ]
+        )
+        == 5
+    )
 
 
 def test_a_karpenter_pool_costs_nothing_idle_and_its_maximum_at_full_scale(karpenter_plan):
@@ -223,23 +293,56 @@ def test_a_karpenter_pool_passes_the_policy_pack(karpenter_plan):
     assert found == [], [f.message for f in found]
 
 
-@pytest.mark.parametrize("capacity", [{"type": "reservation", "reservationId": "cr-0fedcba9876543210"},
-                                      {"type": "capacity-block", "reservationId": "cr-0a1b2c3d4e5f60718", "start": "2027-01-04T11:30:00Z", "end": "2027-01-18T11:30:00Z"}])
+@pytest.mark.parametrize(
+    "capacity",
+    [
+        {"type": "reservation", "reservationId": "cr-0fedcba9876543210"},
+        {
+            "type": "capacity-block",
+            "reservationId": "cr-0a1b2c3d4e5f60718",
+            "start": "2027-01-04T11:30:00Z",
+            "end": "2027-01-18T11:30:00Z",
+        },
+    ],
+)
 def test_karpenter_is_refused_for_reserved_capacity_with_the_reason(capacity, project_copy, capsys):
     extra = {"placementGroup": False} if capacity["type"] else {}
-    assert_plan_rejects(project_copy, capsys, "prod", set_pool(0, provisioner="karpenter", capacity=capacity, **extra),
-                        "higgsfield:gpuPools[0].provisioner", "aws/karpenter-provider-aws#8514")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "prod",
+        set_pool(0, provisioner="karpenter", capacity=capacity, **extra),
+        "higgsfield:gpuPools[0].provisioner",
+        "aws/karpenter-provider-aws#8514",
+    )
 
 
 def test_a_karpenter_pool_with_a_minimum_is_refused(project_copy, capsys):
-    assert_plan_rejects(project_copy, capsys, "staging", set_pool(0, provisioner="karpenter", minSize=1),
-                        "higgsfield:gpuPools[0].minSize", "a Karpenter NodePool has no minimum")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "staging",
+        set_pool(0, provisioner="karpenter", minSize=1),
+        "higgsfield:gpuPools[0].minSize",
+        "a Karpenter NodePool has no minimum",
+    )
 
 
 # What Karpenter computes for an EC2 instance type (computeCapacity, aws/karpenter-provider-aws:
 # pkg/providers/instancetype/types.go@v1.14.1): a pod asking for anything else gets no node.
-KARPENTER_CAPACITY = {"cpu", "memory", "ephemeral-storage", "pods", "vpc.amazonaws.com/pod-eni", "nvidia.com/gpu",
-                      "amd.com/gpu", "aws.amazon.com/neuron", "aws.amazon.com/neuroncore", "habana.ai/gaudi", "vpc.amazonaws.com/efa"}
+KARPENTER_CAPACITY = {
+    "cpu",
+    "memory",
+    "ephemeral-storage",
+    "pods",
+    "vpc.amazonaws.com/pod-eni",
+    "nvidia.com/gpu",
+    "amd.com/gpu",
+    "aws.amazon.com/neuron",
+    "aws.amazon.com/neuroncore",
+    "habana.ai/gaudi",
+    "vpc.amazonaws.com/efa",
+}
 
 
 def _containers(objects):
@@ -254,8 +357,12 @@ def test_efa_jobs_on_a_karpenter_pool_ask_only_for_what_karpenter_instance_types
     pool = cfg.gpu_pools[0]
     assert pool.efa and pool.provisioner == "karpenter"
     containers = list(_containers(jobs.render(example, cfg, pool=pool.name, image=f"{stack_repository(cfg)}:t")))
-    asked = {name for c in containers for part in ("requests", "limits")
-             for name in ((c.get("resources") or {}).get(part) or {})}
+    asked = {
+        name
+        for c in containers
+        for part in ("requests", "limits")
+        for name in ((c.get("resources") or {}).get(part) or {})
+    }
     assert asked <= KARPENTER_CAPACITY, asked - KARPENTER_CAPACITY
     assert any("vpc.amazonaws.com/efa" in (c.get("resources") or {}).get("limits", {}) for c in containers)
 
@@ -313,7 +420,9 @@ def _delete_denials(claim_node: str, token_node: str | None, user: str = healthg
     from tests.node_admission import denials
 
     claim = {"metadata": {"name": "gpu-a100-x7k2p"}, "status": {"nodeName": claim_node}}
-    return denials(healthgate.own_nodeclaim_policy(), claim, None, "DELETE", user, healthgate.NODE_NAME_EXTRA, token_node)
+    return denials(
+        healthgate.own_nodeclaim_policy(), claim, None, "DELETE", user, healthgate.NODE_NAME_EXTRA, token_node
+    )
 
 
 def test_the_gate_may_delete_the_nodeclaim_of_its_own_node():
@@ -330,8 +439,9 @@ def test_the_nodeclaim_policy_leaves_every_other_user_to_rbac():
 
 def test_keep_on_a_karpenter_pool_is_refused_with_the_upstream_reason(project_copy, capsys):
     keep = set_pool(0, provisioner="karpenter", healthGate={"onFailure": "keep"})
-    assert_plan_rejects(project_copy, capsys, "staging", keep,
-                        "higgsfield:gpuPools[0].healthGate.onFailure", "counts it as room")
+    assert_plan_rejects(
+        project_copy, capsys, "staging", keep, "higgsfield:gpuPools[0].healthGate.onFailure", "counts it as room"
+    )
 
 
 def test_the_nodepool_and_nodeclass_pass_their_crds_schemas(karpenter_plan):
@@ -340,11 +450,14 @@ def test_the_nodepool_and_nodeclass_pass_their_crds_schemas(karpenter_plan):
             crd_schemas.validate(obj)
 
 
-@pytest.mark.parametrize("change", [
-    lambda o: o["spec"]["disruption"].update(consolidationPolicy="WhenIdle"),           # not in the enum
-    lambda o: o["spec"]["template"]["spec"].update(startupTaint=[]),                       # a field the CRD lacks
-    lambda o: o["spec"]["template"]["spec"].pop("nodeClassRef"),                          # required
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda o: o["spec"]["disruption"].update(consolidationPolicy="WhenIdle"),  # not in the enum
+        lambda o: o["spec"]["template"]["spec"].update(startupTaint=[]),  # a field the CRD lacks
+        lambda o: o["spec"]["template"]["spec"].pop("nodeClassRef"),  # required
+    ],
+)
 def test_the_nodepool_schema_refuses_what_the_api_server_would(karpenter_plan, change):
     import copy
 

@@ -16,8 +16,10 @@ from infra.offline.evaluate import Plan
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 # values.yaml@v1.15.1:58, the chart's default list (read there; the path we add is not in it).
-CHART_DEFAULT = ("/jobs/mutate,/jobs/validate,/podgroups/validate,/queues/mutate,/queues/validate,"
-                 "/hypernodes/validate,/cronjobs/validate")
+CHART_DEFAULT = (
+    "/jobs/mutate,/jobs/validate,/podgroups/validate,/queues/mutate,/queues/validate,"
+    "/hypernodes/validate,/cronjobs/validate"
+)
 
 
 def _volcano(plan: Plan) -> dict:
@@ -38,7 +40,9 @@ def test_volcano_keeps_every_admission_the_chart_enables_by_default(plan):
     enabled = _volcano(plan)["custom"]["enabled_admissions"].split(",")
     assert tuple(CHART_DEFAULT.split(",")) == VOLCANO_CHART_ADMISSIONS
     assert set(VOLCANO_CHART_ADMISSIONS) <= set(enabled)
-    assert tuple(enabled) == VOLCANO_ADMISSIONS and set(enabled) - set(VOLCANO_CHART_ADMISSIONS) == {"/podgroups/mutate"}
+    assert tuple(enabled) == VOLCANO_ADMISSIONS and set(enabled) - set(VOLCANO_CHART_ADMISSIONS) == {
+        "/podgroups/mutate"
+    }
 
 
 def test_volcano_admission_is_on(plan):

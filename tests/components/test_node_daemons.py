@@ -9,8 +9,8 @@ import yaml
 
 from infra.config import GPU_SCALE_DOWN_UNNEEDED_DEFAULT
 from infra.offline.evaluate import instance_types
-from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_pool
 from tests.components.test_gpu_pools_plan import ALL_GPU_GROUPS, NODE_GROUP, TEMPLATE_TAG, asg_tags, pool_groups
+from tests.conftest import ROOT, STACKS, assert_plan_rejects, plan_of, set_pool
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 EVERY_TAINT = {"operator": "Exists"}  # no key: matches every taint (Kubernetes Toleration semantics)
@@ -71,7 +71,9 @@ def test_gpu_pool_scale_down_unneeded_time_is_set_on_its_asg(gpu_group):
     cloudprovider/aws/aws_manager.go optionsTagsPrefix + config/const.go
     DefaultScaleDownUnneededTimeKey@cluster-autoscaler-1.35.0)."""
     plan, group = gpu_group
-    settings = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{plan.stack}.yaml").read_text())["config"]["higgsfield:gpuPools"]
+    settings = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{plan.stack}.yaml").read_text())["config"][
+        "higgsfield:gpuPools"
+    ]
     (pool,) = [p for p in settings if f"gpu-{p['name']}" == group.name]
     wanted = pool.get("scaleDownUnneededTime", GPU_SCALE_DOWN_UNNEEDED_DEFAULT)
     assert asg_tags(plan, group)[f"{TEMPLATE_TAG}/autoscaling-options/scaledownunneededtime"] == wanted
@@ -84,5 +86,11 @@ def test_a_shipped_pool_sets_its_own_scale_down_time():
 
 
 def test_a_bad_pool_scale_down_time_names_its_key(project_copy, capsys):
-    assert_plan_rejects(project_copy, capsys, "prod", set_pool(0, scaleDownUnneededTime="half an hour"),
-                        "higgsfield:gpuPools[0].scaleDownUnneededTime", "is not a duration like 10m, 600s or 1h")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "prod",
+        set_pool(0, scaleDownUnneededTime="half an hour"),
+        "higgsfield:gpuPools[0].scaleDownUnneededTime",
+        "is not a duration like 10m, 600s or 1h",
+    )

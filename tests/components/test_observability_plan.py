@@ -15,11 +15,24 @@ SYSTEM = {"higgsfield.io/role": "system"}
 
 # Fields exported by dcgm-exporter's default counters (NVIDIA/dcgm-exporter etc/default-counters.csv).
 DCGM_DEFAULT_FIELDS = {
-    "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_GPU_TEMP",
-    "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-    "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL",
-    "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-    "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_SM_CLOCK",
+    "DCGM_FI_DEV_MEM_CLOCK",
+    "DCGM_FI_DEV_MEMORY_TEMP",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_MEM_COPY_UTIL",
+    "DCGM_FI_DEV_ENC_UTIL",
+    "DCGM_FI_DEV_DEC_UTIL",
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
     "DCGM_FI_DEV_ROW_REMAP_FAILURE",
 }
 
@@ -29,9 +42,14 @@ def _release(plan, chart):
     return release
 
 
-@pytest.mark.parametrize(("chart", "pinned"), [
-    ("kube-prometheus-stack", versions.KUBE_PROMETHEUS_STACK), ("dcgm-exporter", versions.DCGM_EXPORTER), ("prometheus-adapter", versions.PROMETHEUS_ADAPTER),
-])
+@pytest.mark.parametrize(
+    ("chart", "pinned"),
+    [
+        ("kube-prometheus-stack", versions.KUBE_PROMETHEUS_STACK),
+        ("dcgm-exporter", versions.DCGM_EXPORTER),
+        ("prometheus-adapter", versions.PROMETHEUS_ADAPTER),
+    ],
+)
 def test_monitoring_charts_are_pinned(plan, chart, pinned):
     release = _release(plan, chart)
     assert release.inputs["version"] == pinned.version and release.inputs["repositoryOpts"]["repo"] == pinned.repo
@@ -49,7 +67,9 @@ def test_prometheus_stack_runs_on_system_nodes_with_persistent_storage(plan):
 
 
 def test_node_exporter_reaches_gpu_nodes_too(plan):
-    assert {"operator": "Exists"} in _release(plan, "kube-prometheus-stack").inputs["values"]["prometheus-node-exporter"]["tolerations"]
+    assert {"operator": "Exists"} in _release(plan, "kube-prometheus-stack").inputs["values"][
+        "prometheus-node-exporter"
+    ]["tolerations"]
 
 
 def test_dcgm_exporter_runs_on_gpu_nodes(plan):
@@ -59,18 +79,31 @@ def test_dcgm_exporter_runs_on_gpu_nodes(plan):
 
 
 def test_dcgm_volcano_and_operator_metrics_are_scraped(plan):
-    jobs = {c["job_name"]: c for c in _release(plan, "kube-prometheus-stack").inputs["values"]["prometheus"]["prometheusSpec"]["additionalScrapeConfigs"]}
+    jobs = {
+        c["job_name"]: c
+        for c in _release(plan, "kube-prometheus-stack").inputs["values"]["prometheus"]["prometheusSpec"][
+            "additionalScrapeConfigs"
+        ]
+    }
     assert {"dcgm-exporter", "volcano-scheduler", "volcano-controller", "training-operator"} <= set(jobs)
     assert jobs["volcano-controller"]["kubernetes_sd_configs"][0]["namespaces"]["names"] == ["volcano-system"]
 
 
 def test_gpu_utilisation_reaches_the_hpa_through_prometheus_adapter(plan):
-    (rule,) = [r for r in _release(plan, "prometheus-adapter").inputs["values"]["rules"]["custom"] if r["name"]["as"] == "gpu_utilization"]
+    (rule,) = [
+        r
+        for r in _release(plan, "prometheus-adapter").inputs["values"]["rules"]["custom"]
+        if r["name"]["as"] == "gpu_utilization"
+    ]
     assert "DCGM_FI_DEV_GPU_UTIL" in rule["seriesQuery"]
 
 
 def _dashboard(plan) -> dict:
-    (config_map,) = [c for c in plan.of_type("kubernetes:core/v1:ConfigMap") if c.inputs["metadata"].get("labels", {}).get("grafana_dashboard") == "1"]
+    (config_map,) = [
+        c
+        for c in plan.of_type("kubernetes:core/v1:ConfigMap")
+        if c.inputs["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
+    ]
     (text,) = config_map.inputs["data"].values()
     return json.loads(text)
 
@@ -103,22 +136,46 @@ def test_control_plane_log_group_exists_before_the_cluster(plan):
 
 
 def test_node_auto_repair_is_on_for_gpu_pools_with_the_monitoring_agent(plan):
-    groups = [g for g in plan.of_type("aws:eks/nodeGroup:NodeGroup") if g.inputs["labels"].get("nvidia.com/gpu.present") == "true"]
+    groups = [
+        g
+        for g in plan.of_type("aws:eks/nodeGroup:NodeGroup")
+        if g.inputs["labels"].get("nvidia.com/gpu.present") == "true"
+    ]
     assert groups and all(g.inputs["nodeRepairConfig"]["enabled"] is True for g in groups)
     assert "eks-node-monitoring-agent" in {a.inputs["addonName"] for a in plan.of_type("aws:eks/addon:Addon")}
 
 
 def test_logs_and_volumes_get_aws_access_through_pod_identity(plan):
     addons = {a.inputs["addonName"]: a for a in plan.of_type("aws:eks/addon:Addon")}
-    assert addons["amazon-cloudwatch-observability"].inputs["podIdentityAssociations"][0]["serviceAccount"] == "cloudwatch-agent"
-    assert addons["aws-ebs-csi-driver"].inputs["podIdentityAssociations"][0]["serviceAccount"] == "ebs-csi-controller-sa"
+    assert (
+        addons["amazon-cloudwatch-observability"].inputs["podIdentityAssociations"][0]["serviceAccount"]
+        == "cloudwatch-agent"
+    )
+    assert (
+        addons["aws-ebs-csi-driver"].inputs["podIdentityAssociations"][0]["serviceAccount"] == "ebs-csi-controller-sa"
+    )
 
 
 OBS = "higgsfield:observability"
 BAD = {
-    "retention_not_a_cloudwatch_value": ("dev", set_key(OBS, {"logRetentionDays": 45}), f"{OBS}.logRetentionDays", "not a CloudWatch Logs retention"),
-    "threshold_above_one": ("dev", set_key(OBS, {"healthcheck": {"minMatmulFraction": 1.5}}), f"{OBS}.healthcheck.minMatmulFraction", "(0, 1]"),
-    "negative_lustre_threshold": ("dev", set_key(OBS, {"healthcheck": {"minLustreMBps": -1}}), f"{OBS}.healthcheck.minLustreMBps", "positive"),
+    "retention_not_a_cloudwatch_value": (
+        "dev",
+        set_key(OBS, {"logRetentionDays": 45}),
+        f"{OBS}.logRetentionDays",
+        "not a CloudWatch Logs retention",
+    ),
+    "threshold_above_one": (
+        "dev",
+        set_key(OBS, {"healthcheck": {"minMatmulFraction": 1.5}}),
+        f"{OBS}.healthcheck.minMatmulFraction",
+        "(0, 1]",
+    ),
+    "negative_lustre_threshold": (
+        "dev",
+        set_key(OBS, {"healthcheck": {"minLustreMBps": -1}}),
+        f"{OBS}.healthcheck.minLustreMBps",
+        "positive",
+    ),
     "typo": ("dev", set_key(OBS, {"nodeAutoRepare": True}), f"{OBS}.nodeAutoRepare", "unknown setting"),
 }
 
@@ -134,5 +191,8 @@ def test_observability_can_be_switched_off(project_copy):
     root = project_copy("dev", set_key(OBS, {"enabled": False, "nodeAutoRepair": False}))
     plan = record("bad", root=root)
     assert not [r for r in plan.of_type(RELEASE) if r.inputs["chart"] == "kube-prometheus-stack"]
-    assert all(g.inputs["nodeRepairConfig"]["enabled"] is False for g in plan.of_type("aws:eks/nodeGroup:NodeGroup") if "gpu" in g.name)
-
+    assert all(
+        g.inputs["nodeRepairConfig"]["enabled"] is False
+        for g in plan.of_type("aws:eks/nodeGroup:NodeGroup")
+        if "gpu" in g.name
+    )

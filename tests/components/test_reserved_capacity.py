@@ -5,7 +5,7 @@ before any job arrives), and each pool can opt out with capacity.warm: false."""
 
 from __future__ import annotations
 
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 
 from components import gpu_pools
 from infra.offline.evaluate import record
@@ -45,9 +45,9 @@ def test_held_nodes_join_gated_so_they_pass_the_gate_before_any_job():
 
 def test_a_capacity_block_pool_is_held_whole_inside_its_window_only():
     pool = next(p for p in plan_of("prod").config.gpu_pools if p.capacity_type == "capacity-block")
-    assert gpu_pools.scaling(pool, _at("2026-12-03T00:00:00")) == (0, 0, 8)     # before: the closed action holds it at 0
-    assert gpu_pools.scaling(pool, _at("2027-01-10T00:00:00")) == (8, 8, 8)     # inside the block
-    assert gpu_pools.scaling(pool, _at("2027-01-18T10:30:00")) == (0, 0, 8)     # from the drain on
+    assert gpu_pools.scaling(pool, _at("2026-12-03T00:00:00")) == (0, 0, 8)  # before: the closed action holds it at 0
+    assert gpu_pools.scaling(pool, _at("2027-01-10T00:00:00")) == (8, 8, 8)  # inside the block
+    assert gpu_pools.scaling(pool, _at("2027-01-18T10:30:00")) == (0, 0, 8)  # from the drain on
 
 
 def test_a_pool_opts_out_of_warm_and_scales_to_zero_again(project_copy):
@@ -60,5 +60,11 @@ def test_a_pool_opts_out_of_warm_and_scales_to_zero_again(project_copy):
 def test_warm_on_an_on_demand_pool_names_the_key(project_copy, capsys):
     from tests.conftest import assert_plan_rejects
 
-    assert_plan_rejects(project_copy, capsys, "prod", set_pool(0, capacity={"type": "on-demand", "warm": True}),
-                        "higgsfield:gpuPools[0].capacity.warm", "only capacity types capacity-block and reservation")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "prod",
+        set_pool(0, capacity={"type": "on-demand", "warm": True}),
+        "higgsfield:gpuPools[0].capacity.warm",
+        "only capacity types capacity-block and reservation",
+    )

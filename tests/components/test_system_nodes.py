@@ -37,7 +37,10 @@ CHART_WORKLOADS: dict[str, list[tuple[str, str, str | None, str]]] = {
     "metrics-server": [("deployment", "tolerations", "nodeSelector", "system")],
     # volcano-sh/volcano:installer/helm/chart/volcano/templates/{scheduler,controllers,admission,admission-
     # init}.yaml@v1.15.1
-    "volcano": [(w, f"{_V}.default_tolerations", f"{_V}.default_ns", "system") for w in ("scheduler", "controllers", "admission", "admission-init")],
+    "volcano": [
+        (w, f"{_V}.default_tolerations", f"{_V}.default_ns", "system")
+        for w in ("scheduler", "controllers", "admission", "admission-init")
+    ],
     # NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/values.yaml@v0.19.0 and its NFD chart 0.17.3
     "nvidia-device-plugin": [
         ("device-plugin + gfd", "tolerations", None, "daemon"),
@@ -57,10 +60,25 @@ CHART_WORKLOADS: dict[str, list[tuple[str, str, str | None, str]]] = {
     # (crds.upgradeJob and thanosRuler are off by default; grafana: charts/grafana/values.yaml@grafana-12.11.1)
     "kube-prometheus-stack": [
         ("operator", "prometheusOperator.tolerations", "prometheusOperator.nodeSelector", "system"),
-        ("admission webhook patch Jobs", "prometheusOperator.admissionWebhooks.patch.tolerations", "prometheusOperator.admissionWebhooks.patch.nodeSelector", "system"),
-        ("admission webhook deployment", "prometheusOperator.admissionWebhooks.deployment.tolerations", "prometheusOperator.admissionWebhooks.deployment.nodeSelector", "system"),
+        (
+            "admission webhook patch Jobs",
+            "prometheusOperator.admissionWebhooks.patch.tolerations",
+            "prometheusOperator.admissionWebhooks.patch.nodeSelector",
+            "system",
+        ),
+        (
+            "admission webhook deployment",
+            "prometheusOperator.admissionWebhooks.deployment.tolerations",
+            "prometheusOperator.admissionWebhooks.deployment.nodeSelector",
+            "system",
+        ),
         ("kube-state-metrics", "kube-state-metrics.tolerations", "kube-state-metrics.nodeSelector", "system"),
-        ("alertmanager", "alertmanager.alertmanagerSpec.tolerations", "alertmanager.alertmanagerSpec.nodeSelector", "system"),
+        (
+            "alertmanager",
+            "alertmanager.alertmanagerSpec.tolerations",
+            "alertmanager.alertmanagerSpec.nodeSelector",
+            "system",
+        ),
         ("prometheus", "prometheus.prometheusSpec.tolerations", "prometheus.prometheusSpec.nodeSelector", "system"),
         ("grafana", "grafana.tolerations", "grafana.nodeSelector", "system"),
         ("node-exporter", "prometheus-node-exporter.tolerations", None, "daemon"),
@@ -81,7 +99,11 @@ def _placed(role: str, tolerations, node_selector) -> str | None:
     """Why a workload would not run where it must (None: it would)."""
     tolerations = tolerations or []
     if role == "daemon":
-        return None if tolerates(tolerations, ANY_TAINT) and tolerates(tolerations, SYSTEM_TAINT) else "a node daemon must tolerate every taint"
+        return (
+            None
+            if tolerates(tolerations, ANY_TAINT) and tolerates(tolerations, SYSTEM_TAINT)
+            else "a node daemon must tolerate every taint"
+        )
     if not tolerates(tolerations, SYSTEM_TAINT):
         return f"does not tolerate {SYSTEM_TAINT_KEY}"
     if node_selector != SYSTEM_LABELS:
@@ -105,9 +127,15 @@ def test_every_chart_workload_tolerates_the_system_taint_or_every_taint(plan):
     problems = []
     for release in plan.of_type(RELEASE):
         chart = release.inputs["chart"]
-        assert chart in CHART_WORKLOADS, f"release of {chart}: say where its pods run (CHART_WORKLOADS, read in its values.yaml)"
+        assert chart in CHART_WORKLOADS, (
+            f"release of {chart}: say where its pods run (CHART_WORKLOADS, read in its values.yaml)"
+        )
         for workload, tolerations, selector, role in CHART_WORKLOADS[chart]:
-            why = _placed(role, _at(release.inputs["values"], tolerations), _at(release.inputs["values"], selector) if selector else None)
+            why = _placed(
+                role,
+                _at(release.inputs["values"], tolerations),
+                _at(release.inputs["values"], selector) if selector else None,
+            )
             if why:
                 problems.append(f"{chart} {workload}: {why}")
     assert not problems, problems
@@ -141,7 +169,9 @@ def test_training_operator_tolerates_the_system_taint():
     """The kustomization's strategic-merge patch of the upstream Deployment (kubeflow/trainer:
     manifests/base/deployment.yaml@v1.9.4 sets no tolerations, so ours are the pod's)."""
     kustomization = yaml.safe_load((ROOT / "components/kustomize/training-operator/kustomization.yaml").read_text())
-    (patch,) = [yaml.safe_load(p["patch"]) for p in kustomization["patches"] if p["target"]["name"] == "training-operator"]
+    (patch,) = [
+        yaml.safe_load(p["patch"]) for p in kustomization["patches"] if p["target"]["name"] == "training-operator"
+    ]
     spec = patch["spec"]["template"]["spec"]
     assert _placed("system", spec.get("tolerations"), spec.get("nodeSelector")) is None
 
@@ -154,9 +184,15 @@ def test_every_addon_deployment_tolerates_the_system_taint_through_its_configura
         name = addon.inputs["addonName"]
         if name in addons.ADDON_DAEMONS:
             continue
-        assert name in addons.SYSTEM_ADDON_CONFIGURATION, f"add-on {name}: give its Deployments the system toleration, or list it as a daemon"
+        assert name in addons.SYSTEM_ADDON_CONFIGURATION, (
+            f"add-on {name}: give its Deployments the system toleration, or list it as a daemon"
+        )
         values = json.loads(addon.inputs.get("configurationValues") or "{}")
-        path = "tolerations" if name == "coredns" else ("manager.tolerations" if name == "amazon-cloudwatch-observability" else "controller.tolerations")
+        path = (
+            "tolerations"
+            if name == "coredns"
+            else ("manager.tolerations" if name == "amazon-cloudwatch-observability" else "controller.tolerations")
+        )
         if not tolerates(_at(values, path) or [], SYSTEM_TAINT):
             problems.append(f"{name}: {path} does not tolerate {SYSTEM_TAINT_KEY}")
     assert not problems, problems

@@ -4,14 +4,13 @@ defaults and bounds; every shipped example still fits its team's quota."""
 
 from __future__ import annotations
 
-from infra.offline import kubernetes_schema
 import pytest
 
 from components.demand import queue_resources
 from components.teams import compute_quota, container_defaults
-from infra.offline import jobs
 from infra.config import Team
 from infra.config.scheduler import gang_floor
+from infra.offline import jobs, kubernetes_schema
 from tests.conftest import STACKS, assert_plan_rejects, config_of, plan_of
 
 QUOTA, LIMITS = "kubernetes:core/v1:ResourceQuota", "kubernetes:core/v1:LimitRange"
@@ -24,11 +23,19 @@ def _by_namespace(plan, type_, name):
 def test_every_team_namespace_has_a_cpu_and_memory_quota_and_default_requests(plan):
     quotas, defaults = _by_namespace(plan, QUOTA, "compute"), _by_namespace(plan, LIMITS, "container-defaults")
     for team in plan.config.scheduler.teams:
-        assert quotas[team.name].inputs["spec"]["hard"] == {"requests.cpu": str(team.cpu_quota), "requests.memory": f"{team.memory_quota_gib}Gi"}
+        assert quotas[team.name].inputs["spec"]["hard"] == {
+            "requests.cpu": str(team.cpu_quota),
+            "requests.memory": f"{team.memory_quota_gib}Gi",
+        }
         (limit,) = defaults[team.name].inputs["spec"]["limits"]
         assert limit["type"] == "Container"
-        assert limit["defaultRequest"] == {"cpu": f"{team.default_cpu_request_millicores}m", "memory": f"{team.default_memory_request_mib}Mi"}
-        assert defaults[team.name].urn in quotas[team.name].dependencies  # defaults first, or pods in between are refused
+        assert limit["defaultRequest"] == {
+            "cpu": f"{team.default_cpu_request_millicores}m",
+            "memory": f"{team.default_memory_request_mib}Mi",
+        }
+        assert (
+            defaults[team.name].urn in quotas[team.name].dependencies
+        )  # defaults first, or pods in between are refused
 
 
 def test_quota_objects_validate_against_the_kubernetes_schema(plan):
@@ -39,7 +46,9 @@ def test_quota_objects_validate_against_the_kubernetes_schema(plan):
 
 
 def _team(**fields) -> Team:
-    return Team.model_validate({"name": "vision", "queue": "q", "gpuQuota": 8, "priorityClasses": ["batch-low"], "uid": 20003, **fields})
+    return Team.model_validate(
+        {"name": "vision", "queue": "q", "gpuQuota": 8, "priorityClasses": ["batch-low"], "uid": 20003, **fields}
+    )
 
 
 def test_quota_defaults_cover_what_the_teams_queue_admits_plus_cpu_only_room():
@@ -64,7 +73,9 @@ def test_every_shipped_team_quota_covers_its_queue(plan):
     for team in plan.config.scheduler.teams:
         (queue,) = [q for q in plan.config.scheduler.queues if q.name == team.queue]
         held = queue_resources(queue.gpu_capability)
-        assert team.cpu_quota >= int(held.get("cpu", 0)) and team.memory_quota_gib * 1024 >= int(held.get("memory", "0Mi").removesuffix("Mi"))
+        assert team.cpu_quota >= int(held.get("cpu", 0)) and team.memory_quota_gib * 1024 >= int(
+            held.get("memory", "0Mi").removesuffix("Mi")
+        )
 
 
 def _requests(job: dict) -> tuple[float, float]:
@@ -89,10 +100,10 @@ def _cpu(value) -> float:
 
 def _gib(value) -> float:
     value = str(value)
-    for suffix, factor in (("Ti", 1024), ("Gi", 1), ("Mi", 1 / 1024), ("Ki", 1 / 1024 ** 2)):
+    for suffix, factor in (("Ti", 1024), ("Gi", 1), ("Mi", 1 / 1024), ("Ki", 1 / 1024**2)):
         if value.endswith(suffix):
             return float(value[: -len(suffix)]) * factor
-    return float(value) / 1024 ** 3
+    return float(value) / 1024**3
 
 
 SHIPPED = [(s, e) for s in STACKS for e in jobs.examples_for(config_of(s))]
@@ -104,7 +115,12 @@ def test_every_shipped_example_fits_its_teams_cpu_and_memory_quota(stack, exampl
     job = jobs.render(example, cfg)[-1]
     team = next(t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"])
     cpu, memory = _requests(job)
-    assert cpu <= team.cpu_quota and memory <= team.memory_quota_gib, (cpu, memory, team.cpu_quota, team.memory_quota_gib)
+    assert cpu <= team.cpu_quota and memory <= team.memory_quota_gib, (
+        cpu,
+        memory,
+        team.cpu_quota,
+        team.memory_quota_gib,
+    )
 
 
 S = "higgsfield:scheduler"
@@ -115,16 +131,25 @@ def _teams(**fields):
         teams = [dict(t) for t in config[S]["teams"]]
         teams[0].update(fields)
         config[S] = {**config[S], "teams": teams}
+
     return change
 
 
-@pytest.mark.parametrize(("change", "key", "detail"), [
-    (_teams(cpuQuota=0), f"{S}.teams[0].cpuQuota", "must be at least 1"),
-    (_teams(cpuQuota=100), f"{S}.teams[0].cpuQuota", "would create part of a gang"),
-    (_teams(memoryQuotaGiB=100), f"{S}.teams[0].memoryQuotaGiB", "would create part of a gang"),
-    (_teams(memoryQuotaGiB=2_000_000_000), f"{S}.teams[0].memoryQuotaGiB", "must be at most 1,000,000,000"),
-    (_teams(cpuQuota=1, defaultCpuRequestMillicores=2000), f"{S}.teams[0].defaultCpuRequestMillicores", "above the team's cpuQuota of 1 vCPUs"),
-    (_teams(defaultMemoryRequestMiB=8), f"{S}.teams[0].defaultMemoryRequestMiB", "must be at least 16"),
-], ids=["cpu-zero", "cpu-below-queue", "memory-below-queue", "memory-huge", "default-above-quota", "default-tiny"])
+@pytest.mark.parametrize(
+    ("change", "key", "detail"),
+    [
+        (_teams(cpuQuota=0), f"{S}.teams[0].cpuQuota", "must be at least 1"),
+        (_teams(cpuQuota=100), f"{S}.teams[0].cpuQuota", "would create part of a gang"),
+        (_teams(memoryQuotaGiB=100), f"{S}.teams[0].memoryQuotaGiB", "would create part of a gang"),
+        (_teams(memoryQuotaGiB=2_000_000_000), f"{S}.teams[0].memoryQuotaGiB", "must be at most 1,000,000,000"),
+        (
+            _teams(cpuQuota=1, defaultCpuRequestMillicores=2000),
+            f"{S}.teams[0].defaultCpuRequestMillicores",
+            "above the team's cpuQuota of 1 vCPUs",
+        ),
+        (_teams(defaultMemoryRequestMiB=8), f"{S}.teams[0].defaultMemoryRequestMiB", "must be at least 16"),
+    ],
+    ids=["cpu-zero", "cpu-below-queue", "memory-below-queue", "memory-huge", "default-above-quota", "default-tiny"],
+)
 def test_bad_quota_settings_name_the_key(project_copy, capsys, change, key, detail):
     assert_plan_rejects(project_copy, capsys, "dev", change, key, detail)

@@ -8,13 +8,12 @@ import py_compile
 import re
 from pathlib import Path
 
-from infra.offline import kubernetes_schema
 import pytest
 import yaml
 
 from components.training import KUSTOMIZATION
 from infra.core import versions
-from infra.offline import jobs
+from infra.offline import jobs, kubernetes_schema
 from infra.offline.evaluate import Plan
 from tests.conftest import ROOT, STACKS, assert_plan_rejects, config_of, plan_of, set_field
 
@@ -77,14 +76,18 @@ def test_gang_decides_what_preempt_may_take_and_drf_does_not(plan):
     plugins = {p["name"]: p for tier in tiers for p in tier["plugins"]}
     assert "gang" in plugins and "priority" in plugins
     assert plugins["gang"]["enablePreemptable"] is True and plugins["gang"]["enableReclaimable"] is False
-    assert [p["name"] for p in tiers[0]["plugins"]][-1] == "gang"  # last in its tier: infra/offline/preemption.py rule 3
+    assert [p["name"] for p in tiers[0]["plugins"]][
+        -1
+    ] == "gang"  # last in its tier: infra/offline/preemption.py rule 3
     assert plugins["drf"]["enablePreemptable"] is False
     assert plugins["proportion"].get("enableReclaimable") is False
 
 
 def test_every_queue_is_not_reclaimable_and_capped_as_configured(plan, stack_settings):
     wanted = {q["name"]: q for q in stack_settings["higgsfield:scheduler"]["queues"]}
-    queues = {q.inputs["metadata"]["name"]: q.inputs for q in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:Queue")}
+    queues = {
+        q.inputs["metadata"]["name"]: q.inputs for q in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:Queue")
+    }
     assert "default" not in queues  # Volcano's own, patched: test_volcanos_default_queue_is_taken_over_with_no_gpus
     assert set(queues) == set(wanted)
     for name, queue in queues.items():
@@ -94,14 +97,20 @@ def test_every_queue_is_not_reclaimable_and_capped_as_configured(plan, stack_set
 
 
 def test_volcanos_default_queue_is_taken_over_with_no_gpus_and_never_reclaimable(plan):
-    (queue,) = [q.inputs for q in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:QueuePatch") if q.inputs["metadata"]["name"] == "default"]
+    (queue,) = [
+        q.inputs
+        for q in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:QueuePatch")
+        if q.inputs["metadata"]["name"] == "default"
+    ]
     assert queue["spec"]["reclaimable"] is False
     assert queue["spec"]["capability"] == {"nvidia.com/gpu": "0"}
     assert queue["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}  # the scheduler created it first
 
 
 def test_only_serving_priority_classes_preempt(plan):
-    classes = {c.inputs["metadata"]["name"]: c.inputs for c in plan.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")}
+    classes = {
+        c.inputs["metadata"]["name"]: c.inputs for c in plan.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
+    }
     kinds = {c.name: c.workload for c in plan.config.scheduler.priority_classes}
     assert set(classes) == {*kinds, "higgsfield-default"}
     for name, workload in kinds.items():
@@ -111,7 +120,9 @@ def test_only_serving_priority_classes_preempt(plan):
 
 
 def test_pods_naming_no_class_get_a_default_that_never_preempts(plan):
-    (default,) = [c.inputs for c in plan.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass") if c.inputs["globalDefault"]]
+    (default,) = [
+        c.inputs for c in plan.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass") if c.inputs["globalDefault"]
+    ]
     assert default["metadata"]["name"] == "higgsfield-default"
     assert default["preemptionPolicy"] == "Never" and default["value"] == 0  # Kubernetes' own default priority
 
@@ -121,9 +132,16 @@ def test_each_teams_gpu_quota_is_its_own_queues_capability_not_a_resource_quota(
     (components/demand.py, tests/components/test_autoscaler_demand.py)."""
     # serving's own quota (scoped to its classes: serving is no gang) is
     # test_serving_has_its_own_gpu_quota_within_the_teams
-    hard = [q.inputs["spec"]["hard"] for q in plan.of_type("kubernetes:core/v1:ResourceQuota") if q.inputs["metadata"]["name"] != "serving-gpu"]
+    hard = [
+        q.inputs["spec"]["hard"]
+        for q in plan.of_type("kubernetes:core/v1:ResourceQuota")
+        if q.inputs["metadata"]["name"] != "serving-gpu"
+    ]
     assert not [h for h in hard if any("nvidia.com/gpu" in key for key in h)]
-    queues = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:Queue")}
+    queues = {
+        q.inputs["metadata"]["name"]: q.inputs["spec"]
+        for q in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:Queue")
+    }
     for team in stack_settings["higgsfield:scheduler"]["teams"]:
         assert queues[team["queue"]]["capability"]["nvidia.com/gpu"] == str(team["gpuQuota"])
 
@@ -133,7 +151,9 @@ def test_each_team_can_only_use_the_priority_classes_it_is_given(plan, stack_set
     denied = {}
     for q in plan.of_type("kubernetes:core/v1:ResourceQuota"):
         scope = q.inputs["spec"].get("scopeSelector")
-        if scope and q.inputs["metadata"]["name"] != "serving-gpu":  # serving's own quota: test_serving_has_its_own_gpu_quota
+        if (
+            scope and q.inputs["metadata"]["name"] != "serving-gpu"
+        ):  # serving's own quota: test_serving_has_its_own_gpu_quota
             (expr,) = scope["matchExpressions"]
             assert expr["scopeName"] == "PriorityClass" and expr["operator"] == "In"
             assert q.inputs["spec"]["hard"] == {"pods": "0"}
@@ -144,15 +164,24 @@ def test_each_team_can_only_use_the_priority_classes_it_is_given(plan, stack_set
 
 
 def test_serving_has_its_own_gpu_quota_within_the_teams(plan):
-    quotas = {q.inputs["metadata"]["namespace"]: q.inputs for q in plan.of_type("kubernetes:core/v1:ResourceQuota") if q.inputs["metadata"]["name"] == "serving-gpu"}
+    quotas = {
+        q.inputs["metadata"]["namespace"]: q.inputs
+        for q in plan.of_type("kubernetes:core/v1:ResourceQuota")
+        if q.inputs["metadata"]["name"] == "serving-gpu"
+    }
     for team in plan.config.scheduler.teams:
         serving = plan.config.scheduler.classes_of(team, "serving")
         if not serving:
             assert team.name not in quotas
             continue
         spec = quotas[team.name]["spec"]
-        assert spec["hard"] == {"requests.nvidia.com/gpu": str(team.serving_gpu_quota)} and team.serving_gpu_quota <= team.gpu_quota
-        assert spec["scopeSelector"]["matchExpressions"] == [{"scopeName": "PriorityClass", "operator": "In", "values": list(serving)}]
+        assert (
+            spec["hard"] == {"requests.nvidia.com/gpu": str(team.serving_gpu_quota)}
+            and team.serving_gpu_quota <= team.gpu_quota
+        )
+        assert spec["scopeSelector"]["matchExpressions"] == [
+            {"scopeName": "PriorityClass", "operator": "In", "values": list(serving)}
+        ]
 
 
 @pytest.mark.parametrize("chart", ["volcano", "metrics-server", "cluster-autoscaler"])
@@ -188,7 +217,11 @@ def job_team(cfg, objects: list[dict]):
 
 
 def _replica_specs(job: dict) -> dict:
-    return next(job["spec"][k] for k in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs") if k in job["spec"])
+    return next(
+        job["spec"][k]
+        for k in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs")
+        if k in job["spec"]
+    )
 
 
 def test_example_pod_templates_validate_against_the_kubernetes_schema(rendered):
@@ -269,7 +302,9 @@ def test_example_mounts_the_team_volume_when_the_stack_has_fsx(rendered):
     for template in jobs.pod_templates(_job(objects)):
         if "higgsfield.io/pool" not in template["spec"]["nodeSelector"] or example == "mpi-nccl-tests":
             continue
-        claims = [v["persistentVolumeClaim"]["claimName"] for v in template["spec"]["volumes"] if "persistentVolumeClaim" in v]
+        claims = [
+            v["persistentVolumeClaim"]["claimName"] for v in template["spec"]["volumes"] if "persistentVolumeClaim" in v
+        ]
         team = job_team(cfg, objects)
         datasets = [f"dataset-{d.name}" for d in cfg.fsx.datasets if team.name == d.owner or team.name in d.readers]
         assert claims == (["shared-data", *datasets] if cfg.fsx.enabled else [])
@@ -294,7 +329,9 @@ def test_jobs_render_prints_yaml_for_kubectl(capsys, monkeypatch):
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     job = docs[-1]
     assert job["kind"] == "PyTorchJob" and job["metadata"]["namespace"] == "vision"
-    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"]["higgsfield.io/pool"] == "h100"
+    assert (
+        job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"]["higgsfield.io/pool"] == "h100"
+    )
 
 
 def test_jobs_render_rejects_an_unknown_pool_naming_the_option(capsys, monkeypatch):
@@ -308,7 +345,10 @@ def test_jobs_render_rejects_an_unknown_pool_naming_the_option(capsys, monkeypat
 # --- bad scheduler settings -------------------------------------------------------------------
 
 S = "higgsfield:scheduler"
-QUEUES = [{"name": "research", "weight": 2, "gpuCapability": 16}, {"name": "experiments", "weight": 1, "gpuCapability": 8}]
+QUEUES = [
+    {"name": "research", "weight": 2, "gpuCapability": 16},
+    {"name": "experiments", "weight": 1, "gpuCapability": 8},
+]
 CLASSES = [{"name": "batch-low", "value": 1000}, {"name": "batch-high", "value": 100000}]
 
 
@@ -317,32 +357,171 @@ def _teams(*teams):
 
 
 BAD = {
-    "team_with_unknown_queue": ("staging", _teams({"name": "llm", "queue": "nope", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].queue", "unknown queue 'nope'"),
-    "team_with_unknown_class": ("staging", _teams({"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["urgent"], "uid": 20010}), f"{S}.teams[0].priorityClasses[0]", "unknown priority class 'urgent'"),
-    "quota_above_queue_capability": ("staging", _teams({"name": "llm", "queue": "experiments", "gpuQuota": 9, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].gpuQuota", "above queue 'experiments'"),
-    "duplicate_team": ("staging", _teams(*[{"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}] * 2), f"{S}.teams[1]", "duplicate name 'llm'"),
-    "duplicate_queue": ("staging", set_field(S, "queues", [QUEUES[0], QUEUES[0]]), f"{S}.queues[1]", "duplicate name 'research'"),
-    "duplicate_class": ("staging", set_field(S, "priorityClasses", [CLASSES[0], CLASSES[0]]), f"{S}.priorityClasses[1]", "duplicate name 'batch-low'"),
-    "capability_beyond_pools": ("staging", lambda c: [set_field(S, "queues", [{"name": "research", "gpuCapability": 64}, QUEUES[1]])(c),
-                                                    set_field(S, "teams", [{**c[S]["teams"][0], "gpuQuota": 64}, c[S]["teams"][1]])(c)],
-                                f"{S}.queues[0].gpuCapability", "more than the GPU pools can ever provide (32"),
-    "quota_below_queue_capability": ("staging", set_field(S, "teams", [{"name": "llm", "queue": "research", "gpuQuota": 8, "priorityClasses": ["batch-low"], "uid": 20010}]),
-                                     f"{S}.teams[0].gpuQuota", "is below queue 'research''s capability of 16"),
-    "two_teams_share_a_queue": ("staging", set_field(S, "teams", [{"name": "llm", "queue": "research", "gpuQuota": 16, "priorityClasses": ["batch-low"], "uid": 20010},
-                                                               {"name": "vision", "queue": "research", "gpuQuota": 16, "priorityClasses": ["batch-low"], "uid": 20011}]),
-                                f"{S}.teams[1].queue", "queue 'research' is team 'llm''s"),
-    "team_named_like_kube_system": ("staging", _teams({"name": "kube-system", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].name", "namespace Kubernetes or the platform owns"),
-    "team_named_monitoring": ("staging", _teams({"name": "monitoring", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].name", "namespace Kubernetes or the platform owns"),
-    "team_named_volcano_system": ("staging", _teams({"name": "volcano-system", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].name", "namespace Kubernetes or the platform owns"),
-    "team_named_like_a_platform_namespace": ("staging", _teams({"name": "higgsfield-storage", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].name", "namespace Kubernetes or the platform owns"),
-    "team_named_default": ("staging", _teams({"name": "default", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[0].name", "namespace Kubernetes or the platform owns"),
-    "team_with_another_teams_uid": ("staging", _teams({"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}, {"name": "vision", "queue": "experiments", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}), f"{S}.teams[1].uid", "20010 is team 'llm'"),
-    "team_with_a_system_uid": ("staging", _teams({"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 0}), f"{S}.teams[0].uid", "at least 1000"),
-    "team_without_a_uid": ("staging", _teams({"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"]}), f"{S}.teams[0].uid", "is required"),
-    "class_with_the_system_prefix": ("staging", set_field(S, "priorityClasses", [{"name": "system-urgent", "value": 1000}, CLASSES[1]]), f"{S}.priorityClasses[0].name", "reserves the system- prefix"),
-    "queue_named_default": ("staging", set_field(S, "queues", [{"name": "default", "gpuCapability": 8}, QUEUES[1]]), f"{S}.queues[0].name", "a queue Volcano creates"),
-    "queue_named_root": ("staging", set_field(S, "queues", [{"name": "root", "gpuCapability": 8}, QUEUES[1]]), f"{S}.queues[0].name", "a queue Volcano creates"),
-    "class_in_system_range": ("staging", set_field(S, "priorityClasses", [{"name": "batch-low", "value": 2000000000}, CLASSES[1]]), f"{S}.priorityClasses[0].value", "reserves for system classes"),
+    "team_with_unknown_queue": (
+        "staging",
+        _teams({"name": "llm", "queue": "nope", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}),
+        f"{S}.teams[0].queue",
+        "unknown queue 'nope'",
+    ),
+    "team_with_unknown_class": (
+        "staging",
+        _teams({"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["urgent"], "uid": 20010}),
+        f"{S}.teams[0].priorityClasses[0]",
+        "unknown priority class 'urgent'",
+    ),
+    "quota_above_queue_capability": (
+        "staging",
+        _teams({"name": "llm", "queue": "experiments", "gpuQuota": 9, "priorityClasses": ["batch-low"], "uid": 20010}),
+        f"{S}.teams[0].gpuQuota",
+        "above queue 'experiments'",
+    ),
+    "duplicate_team": (
+        "staging",
+        _teams(
+            *[{"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}] * 2
+        ),
+        f"{S}.teams[1]",
+        "duplicate name 'llm'",
+    ),
+    "duplicate_queue": (
+        "staging",
+        set_field(S, "queues", [QUEUES[0], QUEUES[0]]),
+        f"{S}.queues[1]",
+        "duplicate name 'research'",
+    ),
+    "duplicate_class": (
+        "staging",
+        set_field(S, "priorityClasses", [CLASSES[0], CLASSES[0]]),
+        f"{S}.priorityClasses[1]",
+        "duplicate name 'batch-low'",
+    ),
+    "capability_beyond_pools": (
+        "staging",
+        lambda c: [
+            set_field(S, "queues", [{"name": "research", "gpuCapability": 64}, QUEUES[1]])(c),
+            set_field(S, "teams", [{**c[S]["teams"][0], "gpuQuota": 64}, c[S]["teams"][1]])(c),
+        ],
+        f"{S}.queues[0].gpuCapability",
+        "more than the GPU pools can ever provide (32",
+    ),
+    "quota_below_queue_capability": (
+        "staging",
+        set_field(
+            S,
+            "teams",
+            [{"name": "llm", "queue": "research", "gpuQuota": 8, "priorityClasses": ["batch-low"], "uid": 20010}],
+        ),
+        f"{S}.teams[0].gpuQuota",
+        "is below queue 'research''s capability of 16",
+    ),
+    "two_teams_share_a_queue": (
+        "staging",
+        set_field(
+            S,
+            "teams",
+            [
+                {"name": "llm", "queue": "research", "gpuQuota": 16, "priorityClasses": ["batch-low"], "uid": 20010},
+                {"name": "vision", "queue": "research", "gpuQuota": 16, "priorityClasses": ["batch-low"], "uid": 20011},
+            ],
+        ),
+        f"{S}.teams[1].queue",
+        "queue 'research' is team 'llm''s",
+    ),
+    "team_named_like_kube_system": (
+        "staging",
+        _teams(
+            {"name": "kube-system", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}
+        ),
+        f"{S}.teams[0].name",
+        "namespace Kubernetes or the platform owns",
+    ),
+    "team_named_monitoring": (
+        "staging",
+        _teams(
+            {"name": "monitoring", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}
+        ),
+        f"{S}.teams[0].name",
+        "namespace Kubernetes or the platform owns",
+    ),
+    "team_named_volcano_system": (
+        "staging",
+        _teams(
+            {
+                "name": "volcano-system",
+                "queue": "research",
+                "gpuQuota": 1,
+                "priorityClasses": ["batch-low"],
+                "uid": 20010,
+            }
+        ),
+        f"{S}.teams[0].name",
+        "namespace Kubernetes or the platform owns",
+    ),
+    "team_named_like_a_platform_namespace": (
+        "staging",
+        _teams(
+            {
+                "name": "higgsfield-storage",
+                "queue": "research",
+                "gpuQuota": 1,
+                "priorityClasses": ["batch-low"],
+                "uid": 20010,
+            }
+        ),
+        f"{S}.teams[0].name",
+        "namespace Kubernetes or the platform owns",
+    ),
+    "team_named_default": (
+        "staging",
+        _teams({"name": "default", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010}),
+        f"{S}.teams[0].name",
+        "namespace Kubernetes or the platform owns",
+    ),
+    "team_with_another_teams_uid": (
+        "staging",
+        _teams(
+            {"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010},
+            {"name": "vision", "queue": "experiments", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 20010},
+        ),
+        f"{S}.teams[1].uid",
+        "20010 is team 'llm'",
+    ),
+    "team_with_a_system_uid": (
+        "staging",
+        _teams({"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"], "uid": 0}),
+        f"{S}.teams[0].uid",
+        "at least 1000",
+    ),
+    "team_without_a_uid": (
+        "staging",
+        _teams({"name": "llm", "queue": "research", "gpuQuota": 1, "priorityClasses": ["batch-low"]}),
+        f"{S}.teams[0].uid",
+        "is required",
+    ),
+    "class_with_the_system_prefix": (
+        "staging",
+        set_field(S, "priorityClasses", [{"name": "system-urgent", "value": 1000}, CLASSES[1]]),
+        f"{S}.priorityClasses[0].name",
+        "reserves the system- prefix",
+    ),
+    "queue_named_default": (
+        "staging",
+        set_field(S, "queues", [{"name": "default", "gpuCapability": 8}, QUEUES[1]]),
+        f"{S}.queues[0].name",
+        "a queue Volcano creates",
+    ),
+    "queue_named_root": (
+        "staging",
+        set_field(S, "queues", [{"name": "root", "gpuCapability": 8}, QUEUES[1]]),
+        f"{S}.queues[0].name",
+        "a queue Volcano creates",
+    ),
+    "class_in_system_range": (
+        "staging",
+        set_field(S, "priorityClasses", [{"name": "batch-low", "value": 2000000000}, CLASSES[1]]),
+        f"{S}.priorityClasses[0].value",
+        "reserves for system classes",
+    ),
 }
 
 

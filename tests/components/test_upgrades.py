@@ -7,9 +7,9 @@ from __future__ import annotations
 import yaml
 
 from components.addons import stack_addons
+from infra.cli.main import main
 from infra.core import versions
 from infra.offline.diff import deploy_order
-from infra.cli.main import main
 from infra.offline.evaluate import record
 from tests.conftest import ROOT, assert_plan_rejects, set_key
 from tests.offline.test_diff import _edit_stack, _git, _project_template, repo  # noqa: F401  (fixtures)
@@ -26,8 +26,12 @@ def test_addon_versions_are_resolved_by_eks_for_the_stacks_kubernetes_version(pl
     version = stack_settings["higgsfield:kubernetesVersion"]
     asked = [args for token, args in plan.invokes if token == "aws:eks/getAddonVersion:getAddonVersion"]
     assert {a["addonName"] for a in asked} == set(_addons(plan))
-    assert all(a["kubernetesVersion"] == version and a.get("mostRecent", False) is versions.ADDON_MOST_RECENT for a in asked)
-    assert all(v["addonVersion"] == versions.ADDON_RESOLVED_AT_DEPLOY.format(k8s=version) for v in _addons(plan).values())
+    assert all(
+        a["kubernetesVersion"] == version and a.get("mostRecent", False) is versions.ADDON_MOST_RECENT for a in asked
+    )
+    assert all(
+        v["addonVersion"] == versions.ADDON_RESOLVED_AT_DEPLOY.format(k8s=version) for v in _addons(plan).values()
+    )
 
 
 def test_a_pinned_addon_version_is_used_and_not_asked_for(project_copy):
@@ -46,13 +50,25 @@ def test_stack_addons_lists_what_the_stack_installs_with_its_pins(plan):
 
 
 def test_pin_for_an_addon_the_platform_does_not_install_names_the_key(project_copy, capsys):
-    assert_plan_rejects(project_copy, capsys, "dev", set_key("higgsfield:addonVersions", {"vpc-cnii": "v1.20.4-eksbuild.1"}),
-                        "higgsfield:addonVersions.vpc-cnii", "did you mean 'vpc-cni'")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "dev",
+        set_key("higgsfield:addonVersions", {"vpc-cnii": "v1.20.4-eksbuild.1"}),
+        "higgsfield:addonVersions.vpc-cnii",
+        "did you mean 'vpc-cni'",
+    )
 
 
 def test_malformed_addon_pin_names_the_key(project_copy, capsys):
-    assert_plan_rejects(project_copy, capsys, "dev", set_key("higgsfield:addonVersions", {"coredns": "1.12"}),
-                        "higgsfield:addonVersions.coredns", "not an EKS add-on version")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "dev",
+        set_key("higgsfield:addonVersions", {"coredns": "1.12"}),
+        "higgsfield:addonVersions.coredns",
+        "not an EKS add-on version",
+    )
 
 
 def test_node_groups_run_the_cluster_version(plan, stack_settings):
@@ -67,8 +83,14 @@ def test_a_pinned_ami_release_reaches_every_node_group(project_copy):
 
 
 def test_an_ami_release_of_another_minor_is_rejected(project_copy, capsys):
-    assert_plan_rejects(project_copy, capsys, "dev", set_key("higgsfield:nodeReleaseVersion", "1.34.2-20261120"),
-                        "higgsfield:nodeReleaseVersion", "is an AMI release for Kubernetes 1.34")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "dev",
+        set_key("higgsfield:nodeReleaseVersion", "1.34.2-20261120"),
+        "higgsfield:nodeReleaseVersion",
+        "is an AMI release for Kubernetes 1.34",
+    )
 
 
 def test_minor_upgrade_updates_in_place_control_plane_then_addons_then_node_groups(repo, capsys):

@@ -17,13 +17,27 @@ from tests.conftest import ROOT, assert_plan_rejects, set_field
 @pytest.mark.parametrize(("minimum", "desired", "maximum"), [(0, 0, 1), (0, 0, 4)])
 def test_an_empty_system_node_group_is_refused_naming_min_size(project_copy, capsys, minimum, desired, maximum):
     def change(config: dict) -> None:
-        config["higgsfield:cpuNodes"] = {**config["higgsfield:cpuNodes"], "minSize": minimum, "desiredSize": desired, "maxSize": maximum}
+        config["higgsfield:cpuNodes"] = {
+            **config["higgsfield:cpuNodes"],
+            "minSize": minimum,
+            "desiredSize": desired,
+            "maxSize": maximum,
+        }
 
-    assert_plan_rejects(project_copy, capsys, "dev", change, "higgsfield:cpuNodes.minSize", "nothing could ever scale it")
+    assert_plan_rejects(
+        project_copy, capsys, "dev", change, "higgsfield:cpuNodes.minSize", "nothing could ever scale it"
+    )
 
 
 def test_a_system_node_group_of_zero_nodes_in_all_is_refused(project_copy, capsys):
-    assert_plan_rejects(project_copy, capsys, "dev", set_field("higgsfield:cpuNodes", "maxSize", 0), "higgsfield:cpuNodes.maxSize", "at least 1")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "dev",
+        set_field("higgsfield:cpuNodes", "maxSize", 0),
+        "higgsfield:cpuNodes.maxSize",
+        "at least 1",
+    )
 
 
 # --- validated directly (the model with the offline plan's catalog): one rule each ---------------
@@ -57,30 +71,106 @@ def _admins(*arns):
 
 REFUSED = {
     # Capacity Blocks (docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-purchase.html)
-    "block_date_that_does_not_exist": ("prod", _block(start="2027-02-30T11:30:00Z"), "higgsfield:gpuPools[1].capacity.start", "not a real time"),
-    "block_ending_at_another_time": ("prod", _block(end="2027-01-18T12:00:00Z"), "higgsfield:gpuPools[1].capacity.end", "ends at 11:30 UTC"),
-    "block_of_16_days": ("prod", _block(end="2027-01-20T11:30:00Z"), "higgsfield:gpuPools[1].capacity.start", "1 to 14 days, or 21 to 182"),
-    "block_longer_than_182_days": ("prod", _block(end="2027-08-04T11:30:00Z"), "higgsfield:gpuPools[1].capacity.start", "at most 182 days"),
-    "block_of_more_than_64_instances": ("prod", _pool(1, maxSize=65), "higgsfield:gpuPools[1].maxSize", "at most 64 instances"),
-    "two_pools_one_reservation": ("prod", lambda c: c["higgsfield:gpuPools"][2]["capacity"].update(reservationId="cr-0a1b2c3d4e5f60718"),
-                                  "higgsfield:gpuPools[2].capacity.reservationId", "gpuPools[1]'s reservation too"),
+    "block_date_that_does_not_exist": (
+        "prod",
+        _block(start="2027-02-30T11:30:00Z"),
+        "higgsfield:gpuPools[1].capacity.start",
+        "not a real time",
+    ),
+    "block_ending_at_another_time": (
+        "prod",
+        _block(end="2027-01-18T12:00:00Z"),
+        "higgsfield:gpuPools[1].capacity.end",
+        "ends at 11:30 UTC",
+    ),
+    "block_of_16_days": (
+        "prod",
+        _block(end="2027-01-20T11:30:00Z"),
+        "higgsfield:gpuPools[1].capacity.start",
+        "1 to 14 days, or 21 to 182",
+    ),
+    "block_longer_than_182_days": (
+        "prod",
+        _block(end="2027-08-04T11:30:00Z"),
+        "higgsfield:gpuPools[1].capacity.start",
+        "at most 182 days",
+    ),
+    "block_of_more_than_64_instances": (
+        "prod",
+        _pool(1, maxSize=65),
+        "higgsfield:gpuPools[1].maxSize",
+        "at most 64 instances",
+    ),
+    "two_pools_one_reservation": (
+        "prod",
+        lambda c: c["higgsfield:gpuPools"][2]["capacity"].update(reservationId="cr-0a1b2c3d4e5f60718"),
+        "higgsfield:gpuPools[2].capacity.reservationId",
+        "gpuPools[1]'s reservation too",
+    ),
     # subnet room (docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html)
-    "vpc_too_small_for_the_pools": ("dev", lambda c: (c.update({"higgsfield:vpcCidr": "10.20.0.0/20"}), c["higgsfield:gpuPools"][0].update(maxSize=300)),
-                                    "higgsfield:vpcCidr", "302 nodes"),
+    "vpc_too_small_for_the_pools": (
+        "dev",
+        lambda c: (c.update({"higgsfield:vpcCidr": "10.20.0.0/20"}), c["higgsfield:gpuPools"][0].update(maxSize=300)),
+        "higgsfield:vpcCidr",
+        "302 nodes",
+    ),
     # admins: IAM role/user ARNs of the stack's partition, by IAM's grammar
-    "admin_of_another_partition": ("dev", _admins("arn:aws-cn:iam::111122223333:role/Admin"), "higgsfield:admins[0]", "partition aws-cn"),
-    "admin_of_another_service": ("dev", _admins("arn:aws:s3::111122223333:role/Admin"), "higgsfield:admins[0]", "not an IAM role or user ARN"),
-    "admin_role_name_iam_refuses": ("dev", _admins("arn:aws:iam::111122223333:role/" + "a" * 65), "higgsfield:admins[0]", "1-64 of"),
-    "admin_with_an_empty_path_segment": ("dev", _admins("arn:aws:iam::111122223333:role/ops//Admin"), "higgsfield:admins[0]", "IAM path"),
-    "admin_sts_assumed_role": ("dev", _admins("arn:aws:sts::111122223333:assumed-role/Admin/alice"), "higgsfield:admins[0]", "STS session"),
-    # Karpenter's restricted label domains (aws/karpenter-provider-aws:pkg/apis/crds/karpenter.sh_nodepools.yaml@v1.14.1)
-    "karpenter_pool_label_in_karpenter_sh": ("dev", _pool(0, provisioner="karpenter", labels={"karpenter.sh/capacity-type": "spot"}),
-                                             "higgsfield:gpuPools[0].labels.karpenter.sh/capacity-type", "Karpenter reserves"),
-    "karpenter_pool_label_in_the_aws_domain": ("dev", _pool(0, provisioner="karpenter", labels={"team.karpenter.k8s.aws/x": "y"}),
-                                               "higgsfield:gpuPools[0].labels.team.karpenter.k8s.aws/x", "Karpenter reserves"),
-    "karpenter_pool_hostname_label": ("dev", _pool(0, provisioner="karpenter", labels={"kubernetes.io/hostname": "n1"}),
-                                      "higgsfield:gpuPools[0].labels.kubernetes.io/hostname", "Karpenter reserves"),
-    "malformed_default_provider_list": ("dev", lambda c: c.update({"pulumi:disable-default-providers": "aws"}), "pulumi:disable-default-providers", "list of package names"),
+    "admin_of_another_partition": (
+        "dev",
+        _admins("arn:aws-cn:iam::111122223333:role/Admin"),
+        "higgsfield:admins[0]",
+        "partition aws-cn",
+    ),
+    "admin_of_another_service": (
+        "dev",
+        _admins("arn:aws:s3::111122223333:role/Admin"),
+        "higgsfield:admins[0]",
+        "not an IAM role or user ARN",
+    ),
+    "admin_role_name_iam_refuses": (
+        "dev",
+        _admins("arn:aws:iam::111122223333:role/" + "a" * 65),
+        "higgsfield:admins[0]",
+        "1-64 of",
+    ),
+    "admin_with_an_empty_path_segment": (
+        "dev",
+        _admins("arn:aws:iam::111122223333:role/ops//Admin"),
+        "higgsfield:admins[0]",
+        "IAM path",
+    ),
+    "admin_sts_assumed_role": (
+        "dev",
+        _admins("arn:aws:sts::111122223333:assumed-role/Admin/alice"),
+        "higgsfield:admins[0]",
+        "STS session",
+    ),
+    # Karpenter's restricted label domains
+    # (aws/karpenter-provider-aws:pkg/apis/crds/karpenter.sh_nodepools.yaml@v1.14.1)
+    "karpenter_pool_label_in_karpenter_sh": (
+        "dev",
+        _pool(0, provisioner="karpenter", labels={"karpenter.sh/capacity-type": "spot"}),
+        "higgsfield:gpuPools[0].labels.karpenter.sh/capacity-type",
+        "Karpenter reserves",
+    ),
+    "karpenter_pool_label_in_the_aws_domain": (
+        "dev",
+        _pool(0, provisioner="karpenter", labels={"team.karpenter.k8s.aws/x": "y"}),
+        "higgsfield:gpuPools[0].labels.team.karpenter.k8s.aws/x",
+        "Karpenter reserves",
+    ),
+    "karpenter_pool_hostname_label": (
+        "dev",
+        _pool(0, provisioner="karpenter", labels={"kubernetes.io/hostname": "n1"}),
+        "higgsfield:gpuPools[0].labels.kubernetes.io/hostname",
+        "Karpenter reserves",
+    ),
+    "malformed_default_provider_list": (
+        "dev",
+        lambda c: c.update({"pulumi:disable-default-providers": "aws"}),
+        "pulumi:disable-default-providers",
+        "list of package names",
+    ),
 }
 
 
@@ -95,10 +185,16 @@ ACCEPTED = {
     "a_block_bought_today_starting_at_another_time": ("prod", _block(start="2027-01-04T04:55:00Z")),
     "a_block_of_four_weeks": ("prod", _block(end="2027-02-01T11:30:00Z")),
     "an_admin_role_with_a_path": ("dev", _admins("arn:aws:iam::111122223333:role/platform/ops/Admin+1=x,y.z@w_v-u")),
-    "a_karpenter_pool_with_its_own_label": ("dev", _pool(0, provisioner="karpenter", labels={"example.com/team": "ml"})),
+    "a_karpenter_pool_with_its_own_label": (
+        "dev",
+        _pool(0, provisioner="karpenter", labels={"example.com/team": "ml"}),
+    ),
     "a_node_group_pool_labelled_like_karpenter": ("dev", _pool(0, labels={"karpenter.sh/discovery": "x"})),
     "pulumi_disable_default_providers": ("dev", lambda c: c.update({"pulumi:disable-default-providers": ["*"]})),
-    "pulumi_disable_default_providers_by_package": ("dev", lambda c: c.update({"pulumi:disable-default-providers": '["aws", "kubernetes"]'})),
+    "pulumi_disable_default_providers_by_package": (
+        "dev",
+        lambda c: c.update({"pulumi:disable-default-providers": '["aws", "kubernetes"]'}),
+    ),
     "a_tag_value_with_a_no_break_space": ("prod", lambda c: c["higgsfield:tags"].update(team="ml\u00a0platform")),
 }
 
@@ -112,5 +208,10 @@ def test_valid_inputs_are_accepted(case):
 def test_an_empty_required_tag_fails_the_policy():
     from tests.policies.test_policies import violations
 
-    found = violations("required-tags", "aws:ec2/vpc:Vpc", {"tags": {"team": " ", "cost-center": "x"}}, {"required": ["team", "cost-center"]})
+    found = violations(
+        "required-tags",
+        "aws:ec2/vpc:Vpc",
+        {"tags": {"team": " ", "cost-center": "x"}},
+        {"required": ["team", "cost-center"]},
+    )
     assert found and "team" in found[0] and "empty" in found[0], found

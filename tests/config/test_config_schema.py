@@ -22,7 +22,9 @@ def validator() -> jsonschema.Draft202012Validator:
 
 
 def test_committed_schema_is_generated_from_the_models():
-    assert (ROOT / schema.SCHEMA_PATH).read_text() == schema.schema_text(), f"schemas/stack.schema.json is stale: run `{schema.REGENERATE}`"
+    assert (ROOT / schema.SCHEMA_PATH).read_text() == schema.schema_text(), (
+        f"schemas/stack.schema.json is stale: run `{schema.REGENERATE}`"
+    )
 
 
 def test_settings_reference_table_is_generated_from_the_models():
@@ -31,7 +33,9 @@ def test_settings_reference_table_is_generated_from_the_models():
 
 
 def test_cli_reference_is_generated_from_the_command_line():
-    assert (ROOT / schema.CLI_PATH).read_text() == schema.cli_reference(parser), f"docs/reference/cli.md is stale: run `{schema.REGENERATE}`"
+    assert (ROOT / schema.CLI_PATH).read_text() == schema.cli_reference(parser), (
+        f"docs/reference/cli.md is stale: run `{schema.REGENERATE}`"
+    )
 
 
 def test_schema_check_command_names_the_stale_file_and_the_fix(tmp_path, monkeypatch, capsys):

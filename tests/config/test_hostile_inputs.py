@@ -50,58 +50,306 @@ LONG_KEY = "a" * 40 + ".example.com/" + "b" * 20
 SESSION = "arn:aws:sts::111122223333:assumed-role/PlatformAdmin/alice@example.com"
 CASES = {
     # --- reserved labels and taints (the platform's, the kubelet's, the API server's) ---
-    "label_overrides_pool_label": ("dev", set_pool(0, labels={"higgsfield.io/pool": "other"}), "higgsfield:gpuPools[0].labels.higgsfield.io/pool", "platform's own node label"),
-    "label_overrides_gpu_present": ("dev", set_pool(0, labels={"nvidia.com/gpu.present": "false"}), "higgsfield:gpuPools[0].labels.nvidia.com/gpu.present", "platform's own node label"),
-    "label_overrides_efa_present": ("dev", set_pool(0, labels={"vpc.amazonaws.com/efa.present": "true"}), "higgsfield:gpuPools[0].labels.vpc.amazonaws.com/efa.present", "platform's own node label"),
-    "label_kubernetes_io_role": ("dev", set_pool(0, labels={"kubernetes.io/role": "gpu"}), "higgsfield:gpuPools[0].labels.kubernetes.io/role", "kubelet refuses"),
-    "label_node_role": ("dev", set_pool(0, labels={"node-role.kubernetes.io/gpu": "x"}), "higgsfield:gpuPools[0].labels.node-role.kubernetes.io/gpu", "kubelet refuses"),
-    "label_k8s_io": ("dev", set_pool(0, labels={"example.k8s.io/x": "y"}), "higgsfield:gpuPools[0].labels.example.k8s.io/x", "kubelet refuses"),
-    "label_key_over_eks_limit": ("dev", set_pool(0, labels={LONG_KEY: "x"}), f"higgsfield:gpuPools[0].labels.{LONG_KEY}", "at most 63"),
-    "label_value_empty_eks_refuses": ("dev", set_pool(0, labels={"team": ""}), "higgsfield:gpuPools[0].labels.team", "must not be empty"),
-    "taint_replaces_gpu_taint": ("dev", set_pool(0, taints=[{"key": "nvidia.com/gpu", "value": "false", "effect": "PreferNoSchedule"}]), "higgsfield:gpuPools[0].taints[0].key", "taint the platform sets"),
-    "taint_duplicates_startup_taint": ("dev", set_pool(0, taints=[{"key": STARTUP_TAINT_KEY, "value": "x"}]), "higgsfield:gpuPools[0].taints[0].key", "taint the platform sets"),
-    "taint_system_key": ("dev", set_pool(0, taints=[{"key": "higgsfield.io/system", "value": "true"}]), "higgsfield:gpuPools[0].taints[0].key", "taint the platform sets"),
-    "taint_autoscaler_prefix": ("dev", set_pool(0, taints=[{"key": "ignore-taint.cluster-autoscaler.kubernetes.io/x"}]), "higgsfield:gpuPools[0].taints[0].key", "Cluster Autoscaler"),
-    "taint_duplicate_key_and_effect": ("dev", set_pool(0, taints=[{"key": "dedicated", "value": "a"}, {"key": "dedicated", "value": "b"}]), "higgsfield:gpuPools[0].taints[1]", "duplicates taints[0]"),
-    "taint_key_over_eks_limit": ("dev", set_pool(0, taints=[{"key": "a" * 50 + ".io/" + "b" * 20}]), "higgsfield:gpuPools[0].taints[0].key", "at most 63"),
-    "labels_and_taints_beyond_the_asgs_50_tags": ("dev", set_pool(0, labels={f"l{i}": "x" for i in range(20)}, taints=[{"key": f"t{i}"} for i in range(14)]), "higgsfield:gpuPools[0].labels", "at most 50 tags"),
-    "too_many_taints": ("dev", set_pool(0, taints=[{"key": f"t{i}"} for i in range(51)]), "higgsfield:gpuPools[0].taints", "at most 50"),
+    "label_overrides_pool_label": (
+        "dev",
+        set_pool(0, labels={"higgsfield.io/pool": "other"}),
+        "higgsfield:gpuPools[0].labels.higgsfield.io/pool",
+        "platform's own node label",
+    ),
+    "label_overrides_gpu_present": (
+        "dev",
+        set_pool(0, labels={"nvidia.com/gpu.present": "false"}),
+        "higgsfield:gpuPools[0].labels.nvidia.com/gpu.present",
+        "platform's own node label",
+    ),
+    "label_overrides_efa_present": (
+        "dev",
+        set_pool(0, labels={"vpc.amazonaws.com/efa.present": "true"}),
+        "higgsfield:gpuPools[0].labels.vpc.amazonaws.com/efa.present",
+        "platform's own node label",
+    ),
+    "label_kubernetes_io_role": (
+        "dev",
+        set_pool(0, labels={"kubernetes.io/role": "gpu"}),
+        "higgsfield:gpuPools[0].labels.kubernetes.io/role",
+        "kubelet refuses",
+    ),
+    "label_node_role": (
+        "dev",
+        set_pool(0, labels={"node-role.kubernetes.io/gpu": "x"}),
+        "higgsfield:gpuPools[0].labels.node-role.kubernetes.io/gpu",
+        "kubelet refuses",
+    ),
+    "label_k8s_io": (
+        "dev",
+        set_pool(0, labels={"example.k8s.io/x": "y"}),
+        "higgsfield:gpuPools[0].labels.example.k8s.io/x",
+        "kubelet refuses",
+    ),
+    "label_key_over_eks_limit": (
+        "dev",
+        set_pool(0, labels={LONG_KEY: "x"}),
+        f"higgsfield:gpuPools[0].labels.{LONG_KEY}",
+        "at most 63",
+    ),
+    "label_value_empty_eks_refuses": (
+        "dev",
+        set_pool(0, labels={"team": ""}),
+        "higgsfield:gpuPools[0].labels.team",
+        "must not be empty",
+    ),
+    "taint_replaces_gpu_taint": (
+        "dev",
+        set_pool(0, taints=[{"key": "nvidia.com/gpu", "value": "false", "effect": "PreferNoSchedule"}]),
+        "higgsfield:gpuPools[0].taints[0].key",
+        "taint the platform sets",
+    ),
+    "taint_duplicates_startup_taint": (
+        "dev",
+        set_pool(0, taints=[{"key": STARTUP_TAINT_KEY, "value": "x"}]),
+        "higgsfield:gpuPools[0].taints[0].key",
+        "taint the platform sets",
+    ),
+    "taint_system_key": (
+        "dev",
+        set_pool(0, taints=[{"key": "higgsfield.io/system", "value": "true"}]),
+        "higgsfield:gpuPools[0].taints[0].key",
+        "taint the platform sets",
+    ),
+    "taint_autoscaler_prefix": (
+        "dev",
+        set_pool(0, taints=[{"key": "ignore-taint.cluster-autoscaler.kubernetes.io/x"}]),
+        "higgsfield:gpuPools[0].taints[0].key",
+        "Cluster Autoscaler",
+    ),
+    "taint_duplicate_key_and_effect": (
+        "dev",
+        set_pool(0, taints=[{"key": "dedicated", "value": "a"}, {"key": "dedicated", "value": "b"}]),
+        "higgsfield:gpuPools[0].taints[1]",
+        "duplicates taints[0]",
+    ),
+    "taint_key_over_eks_limit": (
+        "dev",
+        set_pool(0, taints=[{"key": "a" * 50 + ".io/" + "b" * 20}]),
+        "higgsfield:gpuPools[0].taints[0].key",
+        "at most 63",
+    ),
+    "labels_and_taints_beyond_the_asgs_50_tags": (
+        "dev",
+        set_pool(0, labels={f"l{i}": "x" for i in range(20)}, taints=[{"key": f"t{i}"} for i in range(14)]),
+        "higgsfield:gpuPools[0].labels",
+        "at most 50 tags",
+    ),
+    "too_many_taints": (
+        "dev",
+        set_pool(0, taints=[{"key": f"t{i}"} for i in range(51)]),
+        "higgsfield:gpuPools[0].taints",
+        "at most 50",
+    ),
     # --- names that collide after derivation ---
-    "team_named_like_another_teams_policy_binding": ("dev", add_team(_team("ml-admission-binding", 20002)), "higgsfield:scheduler.teams[1].name", "teams-ml-admission-binding"),
-    "team_named_like_another_teams_policy": ("dev", add_team(_team("ml-admission", 20002)), "higgsfield:scheduler.teams[1].name", "teams-ml-admission"),
-    "team_named_health_collides_with_the_health_volume": ("staging", add_team(_team("health", 20999)), "higgsfield:scheduler.teams[2].name", "lustre-pv-health"),
-    "team_and_dataset_derive_one_volume": ("staging", add_dataset_and_team, "higgsfield:scheduler.teams[2].name", "lustre-pv-llm-ds-b"),
-    "duplicated_admin": ("dev", set_key("higgsfield:admins", ["arn:aws:iam::111122223333:role/PlatformAdmin"] * 2), "higgsfield:admins[1]", "one per principal"),
-    "admin_is_the_ci_deploy_role": ("dev", set_key("higgsfield:admins", ["arn:aws:iam::111122223333:role/higgsfield-bad-deploy"]), "higgsfield:admins[0]", "one per principal"),
-    "pool_labels_that_derive_one_autoscaler_tag": ("dev", set_pool(0, labels={"example.com/x": "1", "example.com-x": "2"}), "higgsfield:gpuPools[0]", "twice"),
+    "team_named_like_another_teams_policy_binding": (
+        "dev",
+        add_team(_team("ml-admission-binding", 20002)),
+        "higgsfield:scheduler.teams[1].name",
+        "teams-ml-admission-binding",
+    ),
+    "team_named_like_another_teams_policy": (
+        "dev",
+        add_team(_team("ml-admission", 20002)),
+        "higgsfield:scheduler.teams[1].name",
+        "teams-ml-admission",
+    ),
+    "team_named_health_collides_with_the_health_volume": (
+        "staging",
+        add_team(_team("health", 20999)),
+        "higgsfield:scheduler.teams[2].name",
+        "lustre-pv-health",
+    ),
+    "team_and_dataset_derive_one_volume": (
+        "staging",
+        add_dataset_and_team,
+        "higgsfield:scheduler.teams[2].name",
+        "lustre-pv-llm-ds-b",
+    ),
+    "duplicated_admin": (
+        "dev",
+        set_key("higgsfield:admins", ["arn:aws:iam::111122223333:role/PlatformAdmin"] * 2),
+        "higgsfield:admins[1]",
+        "one per principal",
+    ),
+    "admin_is_the_ci_deploy_role": (
+        "dev",
+        set_key("higgsfield:admins", ["arn:aws:iam::111122223333:role/higgsfield-bad-deploy"]),
+        "higgsfield:admins[0]",
+        "one per principal",
+    ),
+    "pool_labels_that_derive_one_autoscaler_tag": (
+        "dev",
+        set_pool(0, labels={"example.com/x": "1", "example.com-x": "2"}),
+        "higgsfield:gpuPools[0]",
+        "twice",
+    ),
     # --- AWS's limits and formats ---
-    "tag_value_with_characters_aws_refuses": ("dev", set_field("higgsfield:tags", "team", "ml<platform>"), "higgsfield:tags.team", "not a valid AWS tag value"),
-    "tag_key_with_characters_aws_refuses": ("dev", set_field("higgsfield:tags", "team#1", "x"), "higgsfield:tags.team#1", "not a valid AWS tag key"),
-    "tag_key_the_program_sets": ("dev", set_field("higgsfield:tags", "Name", "x"), "higgsfield:tags.Name", "program sets itself"),
-    "too_many_tags_counting_ours": ("dev", set_key("higgsfield:tags", {f"k{i}": "v" for i in range(45)}), "higgsfield:tags", "at most 44"),
-    "bucket_with_adjacent_periods": ("staging", set_field("higgsfield:fsx", "s3", {"bucket": "my..bucket", "dataset": "train"}), "higgsfield:fsx.s3.bucket", "adjacent periods"),
-    "bucket_formatted_as_ip": ("staging", set_field("higgsfield:fsx", "s3", {"bucket": "192.168.5.4", "dataset": "train"}), "higgsfield:fsx.s3.bucket", "IP address"),
-    "bucket_with_reserved_prefix": ("staging", set_field("higgsfield:fsx", "s3", {"bucket": "xn--data", "dataset": "train"}), "higgsfield:fsx.s3.bucket", "reserves the prefixes"),
-    "repository_named_dot_dot": ("dev", set_field("higgsfield:delivery", "repository", "acme/.."), "higgsfield:delivery.repository", "not . or .."),
-    "repository_owner_with_a_leading_hyphen": ("dev", set_field("higgsfield:delivery", "repository", "-acme/ml"), "higgsfield:delivery.repository", "single inner hyphens"),
-    "environment_named_dot_dot": ("dev", set_field("higgsfield:delivery", "deployEnvironment", ".."), "higgsfield:delivery.deployEnvironment", "not . or .."),
-    "state_bucket_with_reserved_suffix": ("dev", set_field("higgsfield:delivery", "stateBucket", "state-s3alias"), "higgsfield:delivery.stateBucket", "suffixes"),
-    "zone_that_does_not_exist": ("dev", set_key("higgsfield:availabilityZones", ["us-west-2a", "us-west-2z"]), "higgsfield:availabilityZones[1]", "does not exist in us-west-2"),
-    "sts_session_as_admin": ("dev", set_key("higgsfield:admins", [SESSION]), "higgsfield:admins[0]", "arn:aws:iam::111122223333:role/PlatformAdmin"),
-    "private_range_as_public_cidr": ("dev", set_field("higgsfield:endpoint", "publicAccessCidrs", ["10.0.0.0/8"]), "higgsfield:endpoint.publicAccessCidrs[0]", "private (RFC 1918)"),
-    "loopback_as_public_cidr": ("dev", set_field("higgsfield:endpoint", "publicAccessCidrs", ["127.0.0.1/32"]), "higgsfield:endpoint.publicAccessCidrs[0]", "loopback"),
-    "too_many_public_cidrs": ("dev", set_field("higgsfield:endpoint", "publicAccessCidrs", [f"198.{i}.0.0/16" for i in range(41)]), "higgsfield:endpoint.publicAccessCidrs", "at most 40"),
-    "system_nodes_on_gpu_instances": ("dev", set_field("higgsfield:cpuNodes", "instanceTypes", ["g6e.xlarge"]), "higgsfield:cpuNodes.instanceTypes[0]", "GPUs"),
-    "capacity_block_in_the_past": ("prod", set_pool(1, capacity={"type": "capacity-block", "reservationId": "cr-0a1b2c3d4e5f60718", "start": "2020-01-04T11:30:00Z",
-                                                                  "end": "2020-01-18T11:30:00Z", "drainBefore": "1h"}), "higgsfield:gpuPools[1].capacity.end", "in the past"),
-    "health_gate_timeout_zero": ("dev", set_pool(0, healthGate={"timeout": "0m"}), "higgsfield:gpuPools[0].healthGate.timeout", "above zero"),
-    "flush_time_zero": ("dev", set_key("higgsfield:checkpoints", {"flushTime": "0s"}), "higgsfield:checkpoints.flushTime", "above zero"),
-    "duration_that_overflows": ("dev", set_pool(0, scaleDownUnneededTime="99999999999999h"), "higgsfield:gpuPools[0].scaleDownUnneededTime", "is not a duration"),
-    "infinite_threshold": ("dev", set_key("higgsfield:observability", {"healthcheck": {"minLustreMBps": float("inf")}}), "higgsfield:observability.healthcheck.minLustreMBps", "positive number below"),
+    "tag_value_with_characters_aws_refuses": (
+        "dev",
+        set_field("higgsfield:tags", "team", "ml<platform>"),
+        "higgsfield:tags.team",
+        "not a valid AWS tag value",
+    ),
+    "tag_key_with_characters_aws_refuses": (
+        "dev",
+        set_field("higgsfield:tags", "team#1", "x"),
+        "higgsfield:tags.team#1",
+        "not a valid AWS tag key",
+    ),
+    "tag_key_the_program_sets": (
+        "dev",
+        set_field("higgsfield:tags", "Name", "x"),
+        "higgsfield:tags.Name",
+        "program sets itself",
+    ),
+    "too_many_tags_counting_ours": (
+        "dev",
+        set_key("higgsfield:tags", {f"k{i}": "v" for i in range(45)}),
+        "higgsfield:tags",
+        "at most 44",
+    ),
+    "bucket_with_adjacent_periods": (
+        "staging",
+        set_field("higgsfield:fsx", "s3", {"bucket": "my..bucket", "dataset": "train"}),
+        "higgsfield:fsx.s3.bucket",
+        "adjacent periods",
+    ),
+    "bucket_formatted_as_ip": (
+        "staging",
+        set_field("higgsfield:fsx", "s3", {"bucket": "192.168.5.4", "dataset": "train"}),
+        "higgsfield:fsx.s3.bucket",
+        "IP address",
+    ),
+    "bucket_with_reserved_prefix": (
+        "staging",
+        set_field("higgsfield:fsx", "s3", {"bucket": "xn--data", "dataset": "train"}),
+        "higgsfield:fsx.s3.bucket",
+        "reserves the prefixes",
+    ),
+    "repository_named_dot_dot": (
+        "dev",
+        set_field("higgsfield:delivery", "repository", "acme/.."),
+        "higgsfield:delivery.repository",
+        "not . or ..",
+    ),
+    "repository_owner_with_a_leading_hyphen": (
+        "dev",
+        set_field("higgsfield:delivery", "repository", "-acme/ml"),
+        "higgsfield:delivery.repository",
+        "single inner hyphens",
+    ),
+    "environment_named_dot_dot": (
+        "dev",
+        set_field("higgsfield:delivery", "deployEnvironment", ".."),
+        "higgsfield:delivery.deployEnvironment",
+        "not . or ..",
+    ),
+    "state_bucket_with_reserved_suffix": (
+        "dev",
+        set_field("higgsfield:delivery", "stateBucket", "state-s3alias"),
+        "higgsfield:delivery.stateBucket",
+        "suffixes",
+    ),
+    "zone_that_does_not_exist": (
+        "dev",
+        set_key("higgsfield:availabilityZones", ["us-west-2a", "us-west-2z"]),
+        "higgsfield:availabilityZones[1]",
+        "does not exist in us-west-2",
+    ),
+    "sts_session_as_admin": (
+        "dev",
+        set_key("higgsfield:admins", [SESSION]),
+        "higgsfield:admins[0]",
+        "arn:aws:iam::111122223333:role/PlatformAdmin",
+    ),
+    "private_range_as_public_cidr": (
+        "dev",
+        set_field("higgsfield:endpoint", "publicAccessCidrs", ["10.0.0.0/8"]),
+        "higgsfield:endpoint.publicAccessCidrs[0]",
+        "private (RFC 1918)",
+    ),
+    "loopback_as_public_cidr": (
+        "dev",
+        set_field("higgsfield:endpoint", "publicAccessCidrs", ["127.0.0.1/32"]),
+        "higgsfield:endpoint.publicAccessCidrs[0]",
+        "loopback",
+    ),
+    "too_many_public_cidrs": (
+        "dev",
+        set_field("higgsfield:endpoint", "publicAccessCidrs", [f"198.{i}.0.0/16" for i in range(41)]),
+        "higgsfield:endpoint.publicAccessCidrs",
+        "at most 40",
+    ),
+    "system_nodes_on_gpu_instances": (
+        "dev",
+        set_field("higgsfield:cpuNodes", "instanceTypes", ["g6e.xlarge"]),
+        "higgsfield:cpuNodes.instanceTypes[0]",
+        "GPUs",
+    ),
+    "capacity_block_in_the_past": (
+        "prod",
+        set_pool(
+            1,
+            capacity={
+                "type": "capacity-block",
+                "reservationId": "cr-0a1b2c3d4e5f60718",
+                "start": "2020-01-04T11:30:00Z",
+                "end": "2020-01-18T11:30:00Z",
+                "drainBefore": "1h",
+            },
+        ),
+        "higgsfield:gpuPools[1].capacity.end",
+        "in the past",
+    ),
+    "health_gate_timeout_zero": (
+        "dev",
+        set_pool(0, healthGate={"timeout": "0m"}),
+        "higgsfield:gpuPools[0].healthGate.timeout",
+        "above zero",
+    ),
+    "flush_time_zero": (
+        "dev",
+        set_key("higgsfield:checkpoints", {"flushTime": "0s"}),
+        "higgsfield:checkpoints.flushTime",
+        "above zero",
+    ),
+    "duration_that_overflows": (
+        "dev",
+        set_pool(0, scaleDownUnneededTime="99999999999999h"),
+        "higgsfield:gpuPools[0].scaleDownUnneededTime",
+        "is not a duration",
+    ),
+    "infinite_threshold": (
+        "dev",
+        set_key("higgsfield:observability", {"healthcheck": {"minLustreMBps": float("inf")}}),
+        "higgsfield:observability.healthcheck.minLustreMBps",
+        "positive number below",
+    ),
     # --- bounds on size ---
-    "megabyte_reason": ("dev", set_pool(0, healthGate={"enabled": False, "reason": "x" * 1_000_000}), "higgsfield:gpuPools[0].healthGate.reason", "at most 1024 characters"),
-    "huge_weight": ("dev", set_field("higgsfield:scheduler", "queues", [{"name": "ml", "weight": 10**30, "gpuCapability": 2}]), "higgsfield:scheduler.queues[0].weight", "at most"),
-    "too_many_pools": ("dev", lambda c: c.update({"higgsfield:gpuPools": c["higgsfield:gpuPools"] * 101}), "higgsfield:gpuPools", "at most 100"),
+    "megabyte_reason": (
+        "dev",
+        set_pool(0, healthGate={"enabled": False, "reason": "x" * 1_000_000}),
+        "higgsfield:gpuPools[0].healthGate.reason",
+        "at most 1024 characters",
+    ),
+    "huge_weight": (
+        "dev",
+        set_field("higgsfield:scheduler", "queues", [{"name": "ml", "weight": 10**30, "gpuCapability": 2}]),
+        "higgsfield:scheduler.queues[0].weight",
+        "at most",
+    ),
+    "too_many_pools": (
+        "dev",
+        lambda c: c.update({"higgsfield:gpuPools": c["higgsfield:gpuPools"] * 101}),
+        "higgsfield:gpuPools",
+        "at most 100",
+    ),
 }
 
 
@@ -143,7 +391,11 @@ def _bounded(schema: dict, where: str, defs: dict) -> list[str]:
     """Paths in a JSON Schema whose strings, arrays or maps have no size bound."""
     if "$ref" in schema:
         name = schema["$ref"].rsplit("/", 1)[-1]
-        return [] if name in defs.setdefault("_seen", set()) else (defs["_seen"].add(name) or _bounded(defs[name], where, defs))
+        return (
+            []
+            if name in defs.setdefault("_seen", set())
+            else (defs["_seen"].add(name) or _bounded(defs[name], where, defs))
+        )
     missing = []
     for key in ("anyOf", "oneOf", "allOf"):
         for sub in schema.get(key, []):
@@ -173,11 +425,20 @@ def test_every_string_list_and_map_of_a_stack_file_has_a_declared_bound():
     assert _bounded(schema, "config", defs) == []
 
 
-@pytest.mark.parametrize("key, refused", [
-    ("kubernetes.io/role", True), ("node-role.kubernetes.io/worker", True), ("app.kubernetes.io/name", True), ("k8s.io/x", True),
-    ("node.kubernetes.io/instance-type", False), ("kubelet.kubernetes.io/x", False), ("topology.kubernetes.io/zone", False),
-    ("example.com/x", False), ("team", False),
-])
+@pytest.mark.parametrize(
+    "key, refused",
+    [
+        ("kubernetes.io/role", True),
+        ("node-role.kubernetes.io/worker", True),
+        ("app.kubernetes.io/name", True),
+        ("k8s.io/x", True),
+        ("node.kubernetes.io/instance-type", False),
+        ("kubelet.kubernetes.io/x", False),
+        ("topology.kubernetes.io/zone", False),
+        ("example.com/x", False),
+        ("team", False),
+    ],
+)
 def test_kubelet_label_rule_matches_the_kubelets(key, refused):
     assert kubelet_refuses(key) is refused
 
@@ -206,7 +467,11 @@ def test_derived_team_and_volume_names_are_the_components_names():
     for i in range(len(plan.config.scheduler.teams)):
         assert set(team_resource_names(plan.config, i)) <= names
     assert {resource for _, resource, _ in volume_names(plan.config)} <= names
-    pvs = {r.inputs["metadata"]["name"] for r in plan.resources if isinstance(r.inputs.get("metadata"), dict) and r.inputs.get("kind") == "PersistentVolume"}
+    pvs = {
+        r.inputs["metadata"]["name"]
+        for r in plan.resources
+        if isinstance(r.inputs.get("metadata"), dict) and r.inputs.get("kind") == "PersistentVolume"
+    }
     assert {pv for _, _, pv in volume_names(plan.config)} <= pvs
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from infra.offline.diff import compare, render_diff
 from infra.cli.main import main
-from infra.offline.evaluate import record
 from infra.core.stack_values import is_secret, secret_placeholder, without_secrets
+from infra.offline.diff import compare, render_diff
+from infra.offline.evaluate import record
 from tests.conftest import ROOT, assert_plan_rejects, set_field
 
 OPEN = "0.0.0.0/0"
@@ -18,14 +18,26 @@ OPEN = "0.0.0.0/0"
 
 def test_prod_endpoint_open_to_the_world_beside_an_encrypted_entry_is_refused(project_copy, capsys):
     endpoint = {"private": True, "publicAccessCidrs": [OPEN, {"secure": "v1:AAAA"}]}
-    assert_plan_rejects(project_copy, capsys, "prod", set_field("higgsfield:endpoint", "publicAccessCidrs", endpoint["publicAccessCidrs"]),
-                        "higgsfield:endpoint.publicAccessCidrs[0]", "opens the API server to the internet")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "prod",
+        set_field("higgsfield:endpoint", "publicAccessCidrs", endpoint["publicAccessCidrs"]),
+        "higgsfield:endpoint.publicAccessCidrs[0]",
+        "opens the API server to the internet",
+    )
 
 
 def test_a_neighbour_after_an_encrypted_list_item_is_named_at_its_written_index(project_copy, capsys):
     cidrs = [{"secure": "v1:AAAA"}, OPEN]
-    assert_plan_rejects(project_copy, capsys, "prod", set_field("higgsfield:endpoint", "publicAccessCidrs", cidrs),
-                        "higgsfield:endpoint.publicAccessCidrs[1]", "opens the API server to the internet")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "prod",
+        set_field("higgsfield:endpoint", "publicAccessCidrs", cidrs),
+        "higgsfield:endpoint.publicAccessCidrs[1]",
+        "opens the API server to the internet",
+    )
 
 
 def test_check_fails_prod_with_an_open_endpoint_beside_an_encrypted_entry(project_copy, capsys):
@@ -35,8 +47,14 @@ def test_check_fails_prod_with_an_open_endpoint_beside_an_encrypted_entry(projec
 
 
 def test_a_required_setting_left_out_as_encrypted_says_so(project_copy, capsys):
-    assert_plan_rejects(project_copy, capsys, "dev", set_field("higgsfield:cpuNodes", "maxSize", {"secure": "v1:AAAA"}),
-                        "higgsfield:cpuNodes.maxSize", "encrypted value at higgsfield:cpuNodes.maxSize left out")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "dev",
+        set_field("higgsfield:cpuNodes", "maxSize", {"secure": "v1:AAAA"}),
+        "higgsfield:cpuNodes.maxSize",
+        "encrypted value at higgsfield:cpuNodes.maxSize left out",
+    )
 
 
 def test_an_encrypted_value_whose_key_names_a_password_is_not_a_plaintext_credential():
@@ -78,16 +96,22 @@ def secret_beside_fsx_change(tmp_path_factory):
 
     def head(config: dict) -> None:
         base(config)
-        config["higgsfield:fsx"].update(deploymentType="SCRATCH_2", compression={"secure": "v1:NEWCIPHERTEXT"}, backupRetentionDays=0)
+        config["higgsfield:fsx"].update(
+            deploymentType="SCRATCH_2", compression={"secure": "v1:NEWCIPHERTEXT"}, backupRetentionDays=0
+        )
         config["higgsfield:fsx"].pop("throughputPerTiB")
 
     return compare(_prod_with(tmp, "base", base), _prod_with(tmp, "head", head), set())
 
 
 def test_diff_refuses_replacing_prods_file_system_beside_an_encrypted_value(secret_beside_fsx_change):
-    assert any(r.startswith("replace of FSx file system lustre is refused") for r in secret_beside_fsx_change.refused), secret_beside_fsx_change.refused
+    assert any(
+        r.startswith("replace of FSx file system lustre is refused") for r in secret_beside_fsx_change.refused
+    ), secret_beside_fsx_change.refused
 
 
 def test_diff_names_a_changed_ciphertext_as_a_changed_encrypted_value(secret_beside_fsx_change):
     assert list(secret_beside_fsx_change.secrets) == ["higgsfield:fsx.compression"]
-    assert "~ secret higgsfield:fsx.compression: encrypted value changed: its ciphertext differs" in render_diff("prod", "base", secret_beside_fsx_change)
+    assert "~ secret higgsfield:fsx.compression: encrypted value changed: its ciphertext differs" in render_diff(
+        "prod", "base", secret_beside_fsx_change
+    )

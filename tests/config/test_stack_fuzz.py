@@ -33,8 +33,13 @@ LINE = re.compile(rf"^{re.escape(FILE)}:\d+(: | .+?: )\S")  # file:line: message
 # (docs/what-check-and-diff-refuse.md, "Fuzzing before a release"): HIGGSFIELD_FUZZ_EXAMPLES=N,
 # and HIGGSFIELD_FUZZ_SEED=random for examples not derandomized.
 EXAMPLES = int(os.environ.get("HIGGSFIELD_FUZZ_EXAMPLES", "30"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=1000, derandomize=os.environ.get("HIGGSFIELD_FUZZ_SEED") != "random", database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=1000,
+    derandomize=os.environ.get("HIGGSFIELD_FUZZ_SEED") != "random",
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 
 
 def _paths(value, prefix=()):
@@ -50,15 +55,61 @@ def _paths(value, prefix=()):
 
 PATHS = [p for p in _paths(DEV["config"]) if p]
 # Plain scalars YAML 1.1 and 1.2 read differently, or that are no plain value at all.
-RAW = ["010", "0o17", "yes", "No", "off", "1:30", "0x1F", "1_000", ".inf", "-.nan", "~", "2027-13-45T00:00:00Z", "9" * 5000,
-       "!!binary aGk=", "!!python/object:os.system x", "*nope", "&a x", "'unterminated", "{", "[1, [2, [3", "- a", "? x", "@at", "%TAG"]
+RAW = [
+    "010",
+    "0o17",
+    "yes",
+    "No",
+    "off",
+    "1:30",
+    "0x1F",
+    "1_000",
+    ".inf",
+    "-.nan",
+    "~",
+    "2027-13-45T00:00:00Z",
+    "9" * 5000,
+    "!!binary aGk=",
+    "!!python/object:os.system x",
+    "*nope",
+    "&a x",
+    "'unterminated",
+    "{",
+    "[1, [2, [3",
+    "- a",
+    "? x",
+    "@at",
+    "%TAG",
+]
 
 leaf = st.one_of(
-    st.text(max_size=40), st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
-    st.sampled_from(["x" * 100_000, "A" * 40, "AKIA" + "A" * 16, "ab/" * 30_000, "é" * 2000, "\u202e\u0000bad", "arn:aws:sts::111122223333:assumed-role/r/s"]),
+    st.text(max_size=40),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.sampled_from(
+        [
+            "x" * 100_000,
+            "A" * 40,
+            "AKIA" + "A" * 16,
+            "ab/" * 30_000,
+            "é" * 2000,
+            "\u202e\u0000bad",
+            "arn:aws:sts::111122223333:assumed-role/r/s",
+        ]
+    ),
     st.sampled_from([f"__RAW{i}__" for i in range(len(RAW))]),
 )
-value = st.recursive(leaf, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(min_size=1, max_size=12), inner, max_size=4)), max_leaves=30)
+value = st.recursive(
+    leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(min_size=1, max_size=12), inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
 def _nest(n: int, as_list: bool):
     out = 1
     for _ in range(n):
@@ -122,7 +173,9 @@ def project(tmp_path_factory):
 
 def _refused_cleanly(project: Path, text: str | bytes, capsys) -> None:
     path = project / FILE
-    path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    path.write_bytes(text) if isinstance(text, bytes) else path.write_text(
+        text, encoding="utf-8", errors="surrogatepass"
+    )
     capsys.readouterr()
     start = time.process_time()  # this process's CPU time: the machine's load is not the reader's
     rc = main(["bootstrap", "fuzz"])
@@ -145,6 +198,6 @@ def test_fuzzed_stack_files_exit_2_naming_a_key(project, capsys, text):
 @FUZZ
 @given(data=st.one_of(st.binary(max_size=2000), st.text(max_size=2000).map(lambda t: "config:\n" + t)))
 def test_random_bytes_exit_2_naming_the_file_and_line(project, capsys, data):
-    if isinstance(data, str) and data.startswith("config:\n") and not data[len("config:\n"):].strip():
+    if isinstance(data, str) and data.startswith("config:\n") and not data[len("config:\n") :].strip():
         data += "  higgsfield:fuzz: 1\n"  # an empty config: section would be missing settings, also refused, named
     _refused_cleanly(project, data, capsys)

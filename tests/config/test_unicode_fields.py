@@ -57,9 +57,12 @@ def substitute(value: str, kind: str, which: int, script: int) -> str | None:
     if kind == "digit":
         other = chr(DIGITS[script % len(DIGITS)] + int(c))
     else:
-        choices = [chr(0xFF21 + ord(c.upper()) - ord("A")) if c.isupper() else chr(0xFF41 + ord(c) - ord("a")), *LOOKALIKES.get(c, "")]
+        choices = [
+            chr(0xFF21 + ord(c.upper()) - ord("A")) if c.isupper() else chr(0xFF41 + ord(c) - ord("a")),
+            *LOOKALIKES.get(c, ""),
+        ]
         other = choices[script % len(choices)]
-    return value[:at] + other + value[at + 1:]
+    return value[:at] + other + value[at + 1 :]
 
 
 def _set(config: dict, loc: tuple, value: Any) -> dict:
@@ -77,7 +80,11 @@ def rejects(stack: str, config: dict, loc: tuple, value: str) -> bool | str:
         validate(stack, _set(config, loc, value), catalog=CATALOG)
     except ConfigError as exc:
         keys = [p.key for p in exc.problems]
-        return True if any(k == key_of(loc) or k.startswith(key_of(loc) + ".") for k in keys) else f"refused, naming {keys}"
+        return (
+            True
+            if any(k == key_of(loc) or k.startswith(key_of(loc) + ".") for k in keys)
+            else f"refused, naming {keys}"
+        )
     return "accepted"
 
 
@@ -86,13 +93,25 @@ def _ascii_only(loc: tuple) -> bool:
     return not any(key.startswith(f) or f in key for f in FREE_TEXT)
 
 
-SETTINGS = [(stack, loc, value) for stack, config in CONFIGS.items() for loc, value in leaves(config) if _ascii_only(loc)]
-PROPERTY = settings(max_examples=int(os.environ.get("HIGGSFIELD_FUZZ_EXAMPLES", "60")), deadline=None,
-                    derandomize=os.environ.get("HIGGSFIELD_FUZZ_SEED") != "random", database=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = [
+    (stack, loc, value) for stack, config in CONFIGS.items() for loc, value in leaves(config) if _ascii_only(loc)
+]
+PROPERTY = settings(
+    max_examples=int(os.environ.get("HIGGSFIELD_FUZZ_EXAMPLES", "60")),
+    deadline=None,
+    derandomize=os.environ.get("HIGGSFIELD_FUZZ_SEED") != "random",
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @PROPERTY
-@given(setting=st.sampled_from(SETTINGS), kind=st.sampled_from(["digit", "letter"]), which=st.integers(0, 40), script=st.integers(0, 5))
+@given(
+    setting=st.sampled_from(SETTINGS),
+    kind=st.sampled_from(["digit", "letter"]),
+    which=st.integers(0, 40),
+    script=st.integers(0, 5),
+)
 def test_another_scripts_digit_or_letter_in_an_ascii_setting_is_refused_naming_the_key(setting, kind, which, script):
     stack, loc, value = setting
     changed = substitute(value, kind, which, script)
@@ -101,12 +120,15 @@ def test_another_scripts_digit_or_letter_in_an_ascii_setting_is_refused_naming_t
     assert rejects(stack, CONFIGS[stack], loc, changed) is True, (key_of(loc), changed)
 
 
-@pytest.mark.parametrize(("loc", "value"), [
-    (("higgsfield:gpuPools", 1, "capacity", "drainBefore"), "\u0661h"),  # Arabic-Indic 1
-    (("higgsfield:delivery", "accountId"), "４４４４５５５５６６６６"),  # fullwidth
-    (("higgsfield:admins", 0), "arn:aws:iam::४४४४५५५५६६६६:role/PlatformAdmin"),  # Devanagari
-    (("higgsfield:addonVersions", "vpc-cni"), "v1.\u0662\u0660.4-eksbuild.1"),
-])
+@pytest.mark.parametrize(
+    ("loc", "value"),
+    [
+        (("higgsfield:gpuPools", 1, "capacity", "drainBefore"), "\u0661h"),  # Arabic-Indic 1
+        (("higgsfield:delivery", "accountId"), "４４４４５５５５６６６６"),  # fullwidth
+        (("higgsfield:admins", 0), "arn:aws:iam::४४४४५५५५६६६६:role/PlatformAdmin"),  # Devanagari
+        (("higgsfield:addonVersions", "vpc-cni"), "v1.\u0662\u0660.4-eksbuild.1"),
+    ],
+)
 def test_named_unicode_digits_are_refused(loc, value):
     assert rejects("prod", CONFIGS["prod"], loc, value) is True
 

@@ -19,7 +19,9 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 
 def _scrape_jobs(plan) -> dict[str, dict]:
     (release,) = [r for r in plan.of_type(RELEASE) if r.inputs["chart"] == "kube-prometheus-stack"]
-    return {c["job_name"]: c for c in release.inputs["values"]["prometheus"]["prometheusSpec"]["additionalScrapeConfigs"]}
+    return {
+        c["job_name"]: c for c in release.inputs["values"]["prometheus"]["prometheusSpec"]["additionalScrapeConfigs"]
+    }
 
 
 def _relabel(labels: dict[str, str], rules: list[dict]) -> dict[str, str] | None:
@@ -46,10 +48,31 @@ def _relabel(labels: dict[str, str], rules: list[dict]) -> dict[str, str] | None
 # the DCGM exporter's pod (app.kubernetes.io/name: dcgm-exporter, container port "metrics"):
 #   NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml, _helpers.tpl@4.5.3-4.8.2.
 UPSTREAM_TARGETS = {
-    "volcano-scheduler": ("volcano-system", {"__meta_kubernetes_service_label_app": "volcano-scheduler", "__meta_kubernetes_endpoint_port_name": "metrics"}),
-    "volcano-controller": ("volcano-system", {"__meta_kubernetes_service_label_app": "volcano-controller", "__meta_kubernetes_endpoint_port_name": "metrics"}),
-    "training-operator": ("kubeflow", {"__meta_kubernetes_service_label_app": "training-operator", "__meta_kubernetes_endpoint_port_name": "monitoring-port"}),
-    "dcgm-exporter": ("monitoring", {"__meta_kubernetes_pod_label_app_kubernetes_io_name": "dcgm-exporter", "__meta_kubernetes_pod_container_port_name": "metrics"}),
+    "volcano-scheduler": (
+        "volcano-system",
+        {"__meta_kubernetes_service_label_app": "volcano-scheduler", "__meta_kubernetes_endpoint_port_name": "metrics"},
+    ),
+    "volcano-controller": (
+        "volcano-system",
+        {
+            "__meta_kubernetes_service_label_app": "volcano-controller",
+            "__meta_kubernetes_endpoint_port_name": "metrics",
+        },
+    ),
+    "training-operator": (
+        "kubeflow",
+        {
+            "__meta_kubernetes_service_label_app": "training-operator",
+            "__meta_kubernetes_endpoint_port_name": "monitoring-port",
+        },
+    ),
+    "dcgm-exporter": (
+        "monitoring",
+        {
+            "__meta_kubernetes_pod_label_app_kubernetes_io_name": "dcgm-exporter",
+            "__meta_kubernetes_pod_container_port_name": "metrics",
+        },
+    ),
 }
 
 
@@ -106,7 +129,9 @@ def test_only_one_dcgm_exporter_holds_the_profiling_counters(plan):
 
 
 def test_operator_kustomization_points_at_kubeflow_trainer_at_the_pinned_tag():
-    (resource,) = [r for r in yaml.safe_load((KUSTOMIZATION / "kustomization.yaml").read_text())["resources"] if "://" in r]
+    (resource,) = [
+        r for r in yaml.safe_load((KUSTOMIZATION / "kustomization.yaml").read_text())["resources"] if "://" in r
+    ]
     assert resource.startswith("https://github.com/kubeflow/trainer.git//manifests/overlays/standalone?")
     assert resource.endswith(f"?ref={versions.TRAINING_OPERATOR_REF}")
 
@@ -123,14 +148,36 @@ def test_every_pinned_component_supports_every_version_the_config_accepts():
 
 def test_kubernetes_version_outside_a_components_range_is_rejected_naming_it(project_copy, capsys, monkeypatch):
     """Volcano v1.13 stops at Kubernetes 1.33 (volcano-sh/volcano:README.md@v1.15.1, row v1.13)."""
-    old = replace(versions.VOLCANO, version="1.13.0", kubernetes=versions.KubernetesRange("Volcano 1.13.0", "1.23", "1.33", "volcano-sh/volcano:README.md@v1.15.1"))
+    old = replace(
+        versions.VOLCANO,
+        version="1.13.0",
+        kubernetes=versions.KubernetesRange("Volcano 1.13.0", "1.23", "1.33", "volcano-sh/volcano:README.md@v1.15.1"),
+    )
     monkeypatch.setattr(versions, "VOLCANO", old)
-    assert_plan_rejects(project_copy, capsys, "dev", set_key("higgsfield:kubernetesVersion", "1.35"), "higgsfield:kubernetesVersion", "Volcano 1.13.0 supports")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "dev",
+        set_key("higgsfield:kubernetesVersion", "1.35"),
+        "higgsfield:kubernetesVersion",
+        "Volcano 1.13.0 supports",
+    )
 
 
 def test_a_minor_without_an_autoscaler_image_is_rejected_naming_the_autoscaler(project_copy, capsys, monkeypatch):
-    monkeypatch.setattr(versions, "CLUSTER_AUTOSCALER_IMAGE", {k: v for k, v in versions.CLUSTER_AUTOSCALER_IMAGE.items() if k != "1.34"})
-    assert_plan_rejects(project_copy, capsys, "dev", set_key("higgsfield:kubernetesVersion", "1.34"), "higgsfield:kubernetesVersion", "Cluster Autoscaler")
+    monkeypatch.setattr(
+        versions,
+        "CLUSTER_AUTOSCALER_IMAGE",
+        {k: v for k, v in versions.CLUSTER_AUTOSCALER_IMAGE.items() if k != "1.34"},
+    )
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "dev",
+        set_key("higgsfield:kubernetesVersion", "1.34"),
+        "higgsfield:kubernetesVersion",
+        "Cluster Autoscaler",
+    )
 
 
 def test_autoscaler_image_matches_each_kubernetes_minor():
@@ -151,8 +198,18 @@ def test_efa_device_plugin_chart_is_the_one_that_ships_image_v0_5_20():
 REF = re.compile(r"^[\w.-]+/[\w.-]+:[^@\s]+@[\w.-]+")  # owner/repo:path@ref
 DOCS = re.compile(r"^docs\.(aws\.amazon|nvidia)\.com/")
 # Pins this issue (#16) fixed: each must be verified in the upstream file.
-FIXED = ("VOLCANO", "TRAINING_OPERATOR_REF", "TRAINING_OPERATOR_OVERLAY", "TRAINING_OPERATOR_KUBERNETES", "EFA_DEVICE_PLUGIN",
-         "CLUSTER_AUTOSCALER", "CLUSTER_AUTOSCALER_IMAGE", "DCGM_EXPORTER", "NVIDIA_DEVICE_PLUGIN", "EKS_ADDONS")
+FIXED = (
+    "VOLCANO",
+    "TRAINING_OPERATOR_REF",
+    "TRAINING_OPERATOR_OVERLAY",
+    "TRAINING_OPERATOR_KUBERNETES",
+    "EFA_DEVICE_PLUGIN",
+    "CLUSTER_AUTOSCALER",
+    "CLUSTER_AUTOSCALER_IMAGE",
+    "DCGM_EXPORTER",
+    "NVIDIA_DEVICE_PLUGIN",
+    "EKS_ADDONS",
+)
 
 
 def test_every_constant_in_versions_has_a_source():

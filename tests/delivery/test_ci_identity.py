@@ -11,8 +11,8 @@ import json
 import pytest
 
 from components.delivery import MANAGED_POLICIES, boundary_arn
-from policies.iam_evaluation import Policy, Request, evaluate
 from infra.offline.delivery_checks import account_findings
+from policies.iam_evaluation import Policy, Request, evaluate
 from tests.conftest import ROOT, STACKS, config_of, plan_of
 from tests.policies.test_policies import R, stack_violations
 
@@ -47,27 +47,118 @@ ATTACKS = [
     ("make a rewritten boundary the default", Request("iam:SetDefaultPolicyVersion", BOUNDARY), "BoundaryIsFixed"),
     ("delete the boundary", Request("iam:DeletePolicy", BOUNDARY), "BoundaryIsFixed"),
     ("grant itself more", Request("iam:PutRolePolicy", DEPLOY_ROLE), "CiIdentitiesAreAdministeredByBootstrap"),
-    ("attach AdministratorAccess to itself", Request("iam:AttachRolePolicy", DEPLOY_ROLE, {"iam:PolicyARN": ADMIN}), "CiIdentitiesAreAdministeredByBootstrap"),
-    ("let a pull request assume it", Request("iam:UpdateAssumeRolePolicy", DEPLOY_ROLE), "CiIdentitiesAreAdministeredByBootstrap"),
+    (
+        "attach AdministratorAccess to itself",
+        Request("iam:AttachRolePolicy", DEPLOY_ROLE, {"iam:PolicyARN": ADMIN}),
+        "CiIdentitiesAreAdministeredByBootstrap",
+    ),
+    (
+        "let a pull request assume it",
+        Request("iam:UpdateAssumeRolePolicy", DEPLOY_ROLE),
+        "CiIdentitiesAreAdministeredByBootstrap",
+    ),
     ("drop its own boundary", Request("iam:DeleteRolePermissionsBoundary", DEPLOY_ROLE), "BoundaryStaysAttached"),
-    ("widen the preview role a pull request holds", Request("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-preview"), "CiIdentitiesAreAdministeredByBootstrap"),
-    ("give the deploy runner's role credentials a PR could read", Request("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-deploy-runner", {"iam:PolicyARN": "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"}), "CiIdentitiesAreAdministeredByBootstrap"),
-    ("create a role without the boundary", Request("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-escape"), "RolesOnlyWithTheBoundary"),
-    ("create a role with a boundary of its own", Request("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-escape", {"iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/higgsfield-prod-open"}), "RolesOnlyWithTheBoundary"),
-    ("swap a role's boundary", Request("iam:PutRolePermissionsBoundary", STACK_ROLE, {"iam:PermissionsBoundary": ADMIN}), "RolesOnlyWithTheBoundary"),
-    ("attach AdministratorAccess to a stack role", Request("iam:AttachRolePolicy", STACK_ROLE, {"iam:PolicyARN": ADMIN}), "OnlyTheProgramsManagedPolicies"),
-    ("create an unbounded role outside the stack's names", Request("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/Escape", {"iam:PermissionsBoundary": BOUNDARY}), "OnlyTheStacksRoles"),
-    ("trust itself from the account's admin role", Request("iam:UpdateAssumeRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/OrganizationAccountAccessRole"), "OnlyTheStacksRoles"),
-    ("grant another stack's role", Request("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-staging-deploy"), "OnlyTheStacksRoles"),
-    ("pass an admin role to an instance, a build or a pod", Request("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/OrganizationAccountAccessRole", {"iam:PassedToService": "ec2.amazonaws.com"}), "PassOnlyTheStacksRoles"),
-    ("assume the account's admin role", Request("sts:AssumeRole", f"arn:aws:iam::{ACCOUNT}:role/OrganizationAccountAccessRole"), "NoRoleChaining"),
+    (
+        "widen the preview role a pull request holds",
+        Request("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-preview"),
+        "CiIdentitiesAreAdministeredByBootstrap",
+    ),
+    (
+        "give the deploy runner's role credentials a PR could read",
+        Request(
+            "iam:AttachRolePolicy",
+            f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-deploy-runner",
+            {"iam:PolicyARN": "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"},
+        ),
+        "CiIdentitiesAreAdministeredByBootstrap",
+    ),
+    (
+        "create a role without the boundary",
+        Request("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-escape"),
+        "RolesOnlyWithTheBoundary",
+    ),
+    (
+        "create a role with a boundary of its own",
+        Request(
+            "iam:CreateRole",
+            f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-escape",
+            {"iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/higgsfield-prod-open"},
+        ),
+        "RolesOnlyWithTheBoundary",
+    ),
+    (
+        "swap a role's boundary",
+        Request("iam:PutRolePermissionsBoundary", STACK_ROLE, {"iam:PermissionsBoundary": ADMIN}),
+        "RolesOnlyWithTheBoundary",
+    ),
+    (
+        "attach AdministratorAccess to a stack role",
+        Request("iam:AttachRolePolicy", STACK_ROLE, {"iam:PolicyARN": ADMIN}),
+        "OnlyTheProgramsManagedPolicies",
+    ),
+    (
+        "create an unbounded role outside the stack's names",
+        Request("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/Escape", {"iam:PermissionsBoundary": BOUNDARY}),
+        "OnlyTheStacksRoles",
+    ),
+    (
+        "trust itself from the account's admin role",
+        Request("iam:UpdateAssumeRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/OrganizationAccountAccessRole"),
+        "OnlyTheStacksRoles",
+    ),
+    (
+        "grant another stack's role",
+        Request("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-staging-deploy"),
+        "OnlyTheStacksRoles",
+    ),
+    (
+        "pass an admin role to an instance, a build or a pod",
+        Request(
+            "iam:PassRole",
+            f"arn:aws:iam::{ACCOUNT}:role/OrganizationAccountAccessRole",
+            {"iam:PassedToService": "ec2.amazonaws.com"},
+        ),
+        "PassOnlyTheStacksRoles",
+    ),
+    (
+        "assume the account's admin role",
+        Request("sts:AssumeRole", f"arn:aws:iam::{ACCOUNT}:role/OrganizationAccountAccessRole"),
+        "NoRoleChaining",
+    ),
     ("a user of its own", Request("iam:CreateUser", f"arn:aws:iam::{ACCOUNT}:user/backdoor"), "NoUsersNoLongLivedKeys"),
-    ("a long-lived key", Request("iam:CreateAccessKey", f"arn:aws:iam::{ACCOUNT}:user/backdoor"), "NoUsersNoLongLivedKeys"),
-    ("a console password", Request("iam:CreateLoginProfile", f"arn:aws:iam::{ACCOUNT}:user/backdoor"), "NoUsersNoLongLivedKeys"),
-    ("join the admins group", Request("iam:AddUserToGroup", f"arn:aws:iam::{ACCOUNT}:group/Admins"), "NoUsersNoLongLivedKeys"),
-    ("an instance profile for a stack role", Request("iam:AddRoleToInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/x"), "NoUsersNoLongLivedKeys"),
-    ("trust an identity provider of its own", Request("iam:CreateOpenIDConnectProvider", f"arn:aws:iam::{ACCOUNT}:oidc-provider/evil.example.com"), "IdentityProvidersAreFixed"),
-    ("add an audience to GitHub's provider", Request("iam:AddClientIDToOpenIDConnectProvider", f"arn:aws:iam::{ACCOUNT}:oidc-provider/token.actions.githubusercontent.com"), "IdentityProvidersAreFixed"),
+    (
+        "a long-lived key",
+        Request("iam:CreateAccessKey", f"arn:aws:iam::{ACCOUNT}:user/backdoor"),
+        "NoUsersNoLongLivedKeys",
+    ),
+    (
+        "a console password",
+        Request("iam:CreateLoginProfile", f"arn:aws:iam::{ACCOUNT}:user/backdoor"),
+        "NoUsersNoLongLivedKeys",
+    ),
+    (
+        "join the admins group",
+        Request("iam:AddUserToGroup", f"arn:aws:iam::{ACCOUNT}:group/Admins"),
+        "NoUsersNoLongLivedKeys",
+    ),
+    (
+        "an instance profile for a stack role",
+        Request("iam:AddRoleToInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/x"),
+        "NoUsersNoLongLivedKeys",
+    ),
+    (
+        "trust an identity provider of its own",
+        Request("iam:CreateOpenIDConnectProvider", f"arn:aws:iam::{ACCOUNT}:oidc-provider/evil.example.com"),
+        "IdentityProvidersAreFixed",
+    ),
+    (
+        "add an audience to GitHub's provider",
+        Request(
+            "iam:AddClientIDToOpenIDConnectProvider",
+            f"arn:aws:iam::{ACCOUNT}:oidc-provider/token.actions.githubusercontent.com",
+        ),
+        "IdentityProvidersAreFixed",
+    ),
 ]
 
 
@@ -109,15 +200,24 @@ DEPLOYS = [
     Request("iam:UpdateAssumeRolePolicy", STACK_ROLE),
     Request("iam:PassRole", STACK_ROLE, {"iam:PassedToService": "pods.eks.amazonaws.com"}),
     Request("iam:DeleteRole", STACK_ROLE),
-    Request("iam:CreateServiceLinkedRole", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks.amazonaws.com/AWSServiceRoleForAmazonEKS", {"iam:AWSServiceName": "eks.amazonaws.com"}),
+    Request(
+        "iam:CreateServiceLinkedRole",
+        f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks.amazonaws.com/AWSServiceRoleForAmazonEKS",
+        {"iam:AWSServiceName": "eks.amazonaws.com"},
+    ),
     Request("iam:GetRole", DEPLOY_ROLE),
-    Request("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_fs-0123",
-            {"iam:PolicyARN": "arn:aws:iam::aws:policy/aws-service-role/WHICHEVER_FSX_ATTACHES"}),
+    Request(
+        "iam:AttachRolePolicy",
+        f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_fs-0123",
+        {"iam:PolicyARN": "arn:aws:iam::aws:policy/aws-service-role/WHICHEVER_FSX_ATTACHES"},
+    ),
     Request("eks:CreateCluster", "arn:aws:eks:us-east-2:444455556666:cluster/higgsfield-prod"),
     Request("ec2:RunInstances", "*"),
     Request("fsx:CreateDataRepositoryAssociation", "*"),
     Request("s3:PutBucketVersioning", f"arn:aws:s3:::{config_of('prod').fsx.s3.bucket}"),
-    Request("s3:PutObject", f"arn:aws:s3:::{config_of('prod').delivery.state_bucket}/.pulumi/stacks/higgsfield/prod.json"),
+    Request(
+        "s3:PutObject", f"arn:aws:s3:::{config_of('prod').delivery.state_bucket}/.pulumi/stacks/higgsfield/prod.json"
+    ),
     Request("kms:CreateKey", "*"),
     Request("logs:CreateLogGroup", "*"),
 ]
@@ -139,9 +239,13 @@ def test_every_role_of_every_stack_carries_the_boundary():
         plan = plan_of(stack)
         expected = boundary_arn(plan.config.delivery.account_id, stack)
         roles = [r for r in plan.resources if r.type == "aws:iam/role:Role"]
-        assert roles and all(r.inputs.get("permissionsBoundary") == expected for r in roles), [r.name for r in roles if r.inputs.get("permissionsBoundary") != expected]
+        assert roles and all(r.inputs.get("permissionsBoundary") == expected for r in roles), [
+            r.name for r in roles if r.inputs.get("permissionsBoundary") != expected
+        ]
         # ...and a name the deploy role may manage (the boundary confines it to higgsfield-STACK-*).
-        assert all(str(r.inputs.get("name") or r.inputs.get("namePrefix")).startswith(f"higgsfield-{stack}-") for r in roles)
+        assert all(
+            str(r.inputs.get("name") or r.inputs.get("namePrefix")).startswith(f"higgsfield-{stack}-") for r in roles
+        )
 
 
 def test_no_role_comes_from_inside_pulumi_eks():
@@ -161,7 +265,11 @@ def test_every_managed_policy_the_program_attaches_is_one_the_boundary_lets_it_a
             if r.type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment":
                 arn = r.inputs["policyArn"]
                 assert arn.removeprefix("arn:aws:iam::aws:policy/") in MANAGED_POLICIES, arn
-                request = Request("iam:AttachRolePolicy", f"arn:aws:iam::{plan.config.delivery.account_id}:role/higgsfield-{stack}-x", {"iam:PolicyARN": arn})
+                request = Request(
+                    "iam:AttachRolePolicy",
+                    f"arn:aws:iam::{plan.config.delivery.account_id}:role/higgsfield-{stack}-x",
+                    {"iam:PolicyARN": arn},
+                )
                 assert evaluate(request, [_deploy(plan)], _boundary(plan)).allowed
 
 
@@ -177,11 +285,20 @@ def test_every_action_our_inline_policies_grant_is_under_the_boundary():
                 if statement.get("Effect") != "Allow":
                     continue
                 for action in statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]:
-                    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+                    resources = (
+                        statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+                    )
                     for resource in resources:
-                        context = {"iam:PermissionsBoundary": boundary_arn(plan.config.delivery.account_id, stack),
-                                   "iam:AWSServiceName": "eks.amazonaws.com", "iam:PolicyARN": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"}
-                        decision = evaluate(Request(action.replace("*", "Anything"), resource.replace("*", "x"), context), [EVERYTHING], boundary)
+                        context = {
+                            "iam:PermissionsBoundary": boundary_arn(plan.config.delivery.account_id, stack),
+                            "iam:AWSServiceName": "eks.amazonaws.com",
+                            "iam:PolicyARN": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+                        }
+                        decision = evaluate(
+                            Request(action.replace("*", "Anything"), resource.replace("*", "x"), context),
+                            [EVERYTHING],
+                            boundary,
+                        )
                         assert decision.allowed, f"{stack} {r.name}: {action} on {resource}: {decision.reason}"
 
 
@@ -193,18 +310,44 @@ def test_roles_under_the_boundary_policy_flags_a_role_without_it():
     good = R("aws:iam/role:Role", {"permissionsBoundary": BOUNDARY})
     assert stack_violations("roles-under-the-boundary", [boundary, good]) == []
     assert stack_violations("roles-under-the-boundary", [boundary, R("aws:iam/role:Role", {})])
-    assert stack_violations("roles-under-the-boundary", [boundary, R("aws:iam/role:Role", {"permissionsBoundary": ADMIN})])
-    assert stack_violations("roles-under-the-boundary", [R("aws:iam/role:Role", {})]) == []  # no boundary in a stack CI does not deploy
+    assert stack_violations(
+        "roles-under-the-boundary", [boundary, R("aws:iam/role:Role", {"permissionsBoundary": ADMIN})]
+    )
+    assert (
+        stack_violations("roles-under-the-boundary", [R("aws:iam/role:Role", {})]) == []
+    )  # no boundary in a stack CI does not deploy
 
 
 def test_fsx_export_versioned_policy_flags_an_export_into_an_unversioned_bucket():
-    link = R("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation", {"dataRepositoryPath": "s3://data/set", "s3": {"autoExportPolicy": {"events": ["NEW", "CHANGED"]}}})
-    versioning = R("aws:s3/bucketVersioning:BucketVersioning", {"bucket": "data", "versioningConfiguration": {"status": "Enabled"}})
+    link = R(
+        "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation",
+        {"dataRepositoryPath": "s3://data/set", "s3": {"autoExportPolicy": {"events": ["NEW", "CHANGED"]}}},
+    )
+    versioning = R(
+        "aws:s3/bucketVersioning:BucketVersioning", {"bucket": "data", "versioningConfiguration": {"status": "Enabled"}}
+    )
     assert stack_violations("fsx-export-versioned", [link, versioning]) == []
     assert stack_violations("fsx-export-versioned", [link])
-    assert stack_violations("fsx-export-versioned", [link, R("aws:s3/bucketVersioning:BucketVersioning", {"bucket": "data", "versioningConfiguration": {"status": "Suspended"}})])
-    assert stack_violations("fsx-export-versioned", [R("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation", {"dataRepositoryPath": "s3://data"})]) == []  # no export
-    assert stack_violations("fsx-export-versioned", [R("aws:fsx/lustreFileSystem:LustreFileSystem", {"exportPath": "s3://scratch/out"})])
+    assert stack_violations(
+        "fsx-export-versioned",
+        [
+            link,
+            R(
+                "aws:s3/bucketVersioning:BucketVersioning",
+                {"bucket": "data", "versioningConfiguration": {"status": "Suspended"}},
+            ),
+        ],
+    )
+    assert (
+        stack_violations(
+            "fsx-export-versioned",
+            [R("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation", {"dataRepositoryPath": "s3://data"})],
+        )
+        == []
+    )  # no export
+    assert stack_violations(
+        "fsx-export-versioned", [R("aws:fsx/lustreFileSystem:LustreFileSystem", {"exportPath": "s3://scratch/out"})]
+    )
 
 
 # --- one account, one environment, per stack ---------------------------------------------------------

@@ -37,13 +37,18 @@ def test_every_log_group_of_ours_is_encrypted_with_the_stacks_logs_key():
         key_policy = _named(plan, "aws:kms/keyPolicy:KeyPolicy", "logs")
         for group in (r for r in plan.resources if r.type == "aws:cloudwatch/logGroup:LogGroup"):
             assert group.inputs.get("kmsKeyId"), f"{stack}: {group.inputs['name']}"
-            assert key_policy.urn in group.dependencies, f"{stack}: {group.inputs['name']} is created before CloudWatch Logs may use the key"
+            assert key_policy.urn in group.dependencies, (
+                f"{stack}: {group.inputs['name']} is created before CloudWatch Logs may use the key"
+            )
 
 
 def test_container_insights_groups_are_the_ones_the_agent_writes():
     plan = plan_of("prod")
     names = {r.inputs["name"] for r in plan.resources if r.type == "aws:cloudwatch/logGroup:LogGroup"}
-    assert {f"/aws/containerinsights/{plan.config.name}/{kind}" for kind in ("application", "dataplane", "host", "performance")} <= names
+    assert {
+        f"/aws/containerinsights/{plan.config.name}/{kind}"
+        for kind in ("application", "dataplane", "host", "performance")
+    } <= names
 
 
 def test_no_irsa_oidc_provider_and_no_role_trusts_one():
@@ -54,7 +59,9 @@ def test_no_irsa_oidc_provider_and_no_role_trusts_one():
         for role in (r for r in plan.resources if r.type == "aws:iam/role:Role"):
             for statement in json.loads(role.inputs["assumeRolePolicy"])["Statement"]:
                 federated = str(statement["Principal"].get("Federated", ""))
-                assert not federated or federated.endswith("oidc-provider/token.actions.githubusercontent.com"), role.name
+                assert not federated or federated.endswith("oidc-provider/token.actions.githubusercontent.com"), (
+                    role.name
+                )
 
 
 def test_bootstrap_makes_and_checks_the_github_environment_before_any_deploy_trust():
@@ -63,7 +70,13 @@ def test_bootstrap_makes_and_checks_the_github_environment_before_any_deploy_tru
         environment = next(i for i, s in enumerate(steps) if s.startswith("GitHub environment"))
         verified = next(i for i, s in enumerate(steps) if s.startswith("Verify it"))
         subject = next(i for i, s in enumerate(steps) if "oidc/customization/sub" in s)
-        trust = next(i for i, s in enumerate(steps) if plan_of(stack).config.delivery.deploy_environment and "higgsfield-" + stack + "-deploy" in s and "pulumi up" in s)
+        trust = next(
+            i
+            for i, s in enumerate(steps)
+            if plan_of(stack).config.delivery.deploy_environment
+            and "higgsfield-" + stack + "-deploy" in s
+            and "pulumi up" in s
+        )
         assert environment < verified < trust and subject < trust, steps
         assert "deployment-branch-policies -f name=main" in steps[environment]
         assert ("required_reviewers" in steps[verified]) == (plan_of(stack).config.environment != "dev")
@@ -71,4 +84,8 @@ def test_bootstrap_makes_and_checks_the_github_environment_before_any_deploy_tru
 
 def test_bootstrap_sets_the_subject_template_the_roles_trust():
     steps = bootstrap.render(plan_of("prod").config)
-    assert "include_claim_keys[]=repo" in steps and "include_claim_keys[]=context" in steps and "include_claim_keys[]=job_workflow_ref" in steps
+    assert (
+        "include_claim_keys[]=repo" in steps
+        and "include_claim_keys[]=context" in steps
+        and "include_claim_keys[]=job_workflow_ref" in steps
+    )

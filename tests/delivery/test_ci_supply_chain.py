@@ -13,7 +13,9 @@ from tests.conftest import ROOT
 
 LOCK = (ROOT / versions.DEPLOY_LOCK).read_text()
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-WORKFLOWS = {name: yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text()) for name in ("deploy.yml", "preview.yml")}
+WORKFLOWS = {
+    name: yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text()) for name in ("deploy.yml", "preview.yml")
+}
 JOBS = {"deploy.yml": "deploy", "preview.yml": "preview"}
 
 
@@ -27,7 +29,10 @@ def _pins() -> dict[str, tuple[str, list[str]]]:
     for block in re.split(r"\n(?=[A-Za-z0-9])", LOCK):
         found = re.match(r"([A-Za-z0-9._-]+)==(\S+)", block)
         if found:
-            pins[found.group(1).lower().replace("_", "-").replace(".", "-")] = (found.group(2), re.findall(r"--hash=sha256:([0-9a-f]{64})", block))
+            pins[found.group(1).lower().replace("_", "-").replace(".", "-")] = (
+                found.group(2),
+                re.findall(r"--hash=sha256:([0-9a-f]{64})", block),
+            )
     return pins
 
 
@@ -37,7 +42,9 @@ def _run_steps(job: dict) -> str:
 
 def test_preview_and_deploy_install_the_lock_with_hashes_required_and_nothing_else():
     for file, job_name in JOBS.items():
-        commands = [line.strip() for line in _run_steps(WORKFLOWS[file]["jobs"][job_name]).splitlines() if "pip install" in line]
+        commands = [
+            line.strip() for line in _run_steps(WORKFLOWS[file]["jobs"][job_name]).splitlines() if "pip install" in line
+        ]
         assert commands == [
             f".venv/bin/pip install --require-hashes --no-deps --only-binary :all: -r {versions.DEPLOY_LOCK}",
             ".venv/bin/pip install --no-deps --no-build-isolation --no-index -e .",
@@ -60,7 +67,10 @@ def test_the_lock_pins_every_runtime_dependency_with_hashes():
 
 def test_the_lock_holds_no_test_or_lint_tool():
     pins = _pins()
-    dev_only = {_name(r) for r in PYPROJECT["project"]["optional-dependencies"]["dev"]} - {"moto", "jsonschema"}  # moto, jsonschema: runtime too
+    dev_only = {_name(r) for r in PYPROJECT["project"]["optional-dependencies"]["dev"]} - {
+        "moto",
+        "jsonschema",
+    }  # moto, jsonschema: runtime too
     assert not dev_only & set(pins), dev_only & set(pins)
 
 
@@ -68,7 +78,9 @@ def test_the_pulumi_cli_is_pinned_exactly_to_the_locked_sdk():
     assert re.fullmatch(r"\d+\.\d+\.\d+", versions.PULUMI_CLI)
     assert _pins()["pulumi"][0] == versions.PULUMI_CLI
     for file, job_name in JOBS.items():
-        (step,) = [s for s in WORKFLOWS[file]["jobs"][job_name]["steps"] if str(s.get("uses", "")).startswith("pulumi/actions")]
+        (step,) = [
+            s for s in WORKFLOWS[file]["jobs"][job_name]["steps"] if str(s.get("uses", "")).startswith("pulumi/actions")
+        ]
         assert str(step["with"]["pulumi-version"]) == versions.PULUMI_CLI, file
 
 

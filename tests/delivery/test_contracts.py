@@ -30,7 +30,11 @@ def test_export_writes_every_helm_release_with_the_values_the_program_passes(tmp
     releases = plan.of_type(charts.HELM_RELEASE)
     assert [r[0] for r in rows] == [r.name for r in releases]
     for (name, chart, version, repo, _), release in zip(rows, releases, strict=False):
-        assert (chart, version, repo) == (release.inputs["chart"], release.inputs["version"], release.inputs["repositoryOpts"]["repo"])
+        assert (chart, version, repo) == (
+            release.inputs["chart"],
+            release.inputs["version"],
+            release.inputs["repositoryOpts"]["repo"],
+        )
         assert yaml.safe_load((tmp_path / f"{name}.values.yaml").read_text()) == release.inputs["values"]
     assert (tmp_path / "kubernetes-version").read_text().strip() == plan.config.kubernetes_version
 
@@ -38,13 +42,23 @@ def test_export_writes_every_helm_release_with_the_values_the_program_passes(tmp
 def test_contract_check_runs_on_changes_to_pins_and_components_without_secrets():
     text = WORKFLOW.read_text()
     workflow = yaml.safe_load(text)
-    assert {"infra/core/versions.py", "components/**"} <= set(workflow[True]["pull_request"]["paths"])  # YAML reads `on` as True
+    assert {"infra/core/versions.py", "components/**"} <= set(
+        workflow[True]["pull_request"]["paths"]
+    )  # YAML reads `on` as True
     assert "secrets." not in text
     job = workflow["jobs"]["render"]
     assert job["permissions"] == {"contents": "read"}
     assert job["strategy"]["matrix"] == "${{ fromJSON(needs.stacks.outputs.matrix) }}"  # every stack file (stacks.yml)
     commands = " ".join(step.get("run", "") for step in job["steps"])
-    assert all(tool in commands for tool in ("higgsfield charts", "helm template", "kustomize build components/kustomize/training-operator", "kubeconform -strict"))
+    assert all(
+        tool in commands
+        for tool in (
+            "higgsfield charts",
+            "helm template",
+            "kustomize build components/kustomize/training-operator",
+            "kubeconform -strict",
+        )
+    )
 
 
 def test_contract_check_pins_every_action_to_a_commit():

@@ -44,9 +44,11 @@ def test_ci_roles_trust_exactly_the_subjects_the_docs_name(plan):
         assert condition["StringEquals"][f"{OIDC}:aud"] == "sts.amazonaws.com"
         assert condition[operator][f"{OIDC}:sub"] == f"repo:{repository}:{tail}"
         assert _trust(_role(plan, name))["Principal"]["Federated"].endswith(f":oidc-provider/{OIDC}")
-    for said in ("`repo:OWNER/REPO:pull_request:job_workflow_ref:OWNER/REPO/.github/workflows/preview.yml@refs/pull/*/merge`",
-                 "`repo:OWNER/REPO:environment:ENV:job_workflow_ref:OWNER/REPO/.github/workflows/deploy.yml@refs/heads/main`",
-                 "`repo:OWNER/REPO:ref:refs/heads/main:job_workflow_ref:OWNER/REPO/.github/workflows/image.yml@refs/heads/main`"):
+    for said in (
+        "`repo:OWNER/REPO:pull_request:job_workflow_ref:OWNER/REPO/.github/workflows/preview.yml@refs/pull/*/merge`",
+        "`repo:OWNER/REPO:environment:ENV:job_workflow_ref:OWNER/REPO/.github/workflows/deploy.yml@refs/heads/main`",
+        "`repo:OWNER/REPO:ref:refs/heads/main:job_workflow_ref:OWNER/REPO/.github/workflows/image.yml@refs/heads/main`",
+    ):
         assert said in DOCS
 
 
@@ -86,7 +88,9 @@ def test_deploy_role_covers_every_service_the_program_manages():
 
 
 def test_deploy_role_holds_no_iam_or_s3_wildcard_on_every_resource(plan):
-    statements = json.loads(_named(plan, "aws:iam/rolePolicy:RolePolicy", "delivery-deploy").inputs["policy"])["Statement"]
+    statements = json.loads(_named(plan, "aws:iam/rolePolicy:RolePolicy", "delivery-deploy").inputs["policy"])[
+        "Statement"
+    ]
     for statement in statements:
         if statement["Resource"] == "*":
             assert not any(a.startswith(("iam:", "s3:")) and "*" in a for a in statement["Action"]), statement
@@ -98,7 +102,9 @@ def test_image_role_pushes_to_the_stacks_repository_only(plan):
     statements = json.loads(policy.inputs["policy"])["Statement"]
     scoped = [s for s in statements if s["Resource"] != "*"]
     assert [s["Action"] for s in statements if s["Resource"] == "*"] == [["ecr:GetAuthorizationToken"]]
-    assert [s["Resource"] for s in scoped] == [f"arn:aws:ecr:{plan.config.region}:{plan.config.delivery.account_id}:repository/higgsfield-{plan.stack}/training"]
+    assert [s["Resource"] for s in scoped] == [
+        f"arn:aws:ecr:{plan.config.region}:{plan.config.delivery.account_id}:repository/higgsfield-{plan.stack}/training"
+    ]
 
 
 # --- runners -----------------------------------------------------------------------------------------
@@ -111,14 +117,22 @@ def _webhook(plan, purpose: str):
 def test_preview_and_deploy_have_separate_runner_projects_in_the_private_subnets(plan):
     projects = {r.inputs["name"]: r for r in plan.resources if r.type == "aws:codebuild/project:Project"}
     assert set(projects) == {f"higgsfield-{plan.stack}-preview-runner", f"higgsfield-{plan.stack}-deploy-runner"}
-    private = {r.urn for r in plan.resources if r.type == "aws:ec2/subnet:Subnet" and "kubernetes.io/role/internal-elb" in (r.inputs.get("tags") or {})}
+    private = {
+        r.urn
+        for r in plan.resources
+        if r.type == "aws:ec2/subnet:Subnet" and "kubernetes.io/role/internal-elb" in (r.inputs.get("tags") or {})
+    }
     for project in projects.values():
         assert project.inputs["vpcConfig"] and private and private <= set(project.dependencies)
         assert project.inputs["source"]["auth"]["type"] == "CODECONNECTIONS"
 
 
 def test_runners_share_no_service_role_security_group_or_log_group(plan):
-    for type_, key in (("aws:iam/role:Role", "name"), ("aws:ec2/securityGroup:SecurityGroup", "description"), ("aws:cloudwatch/logGroup:LogGroup", "name")):
+    for type_, key in (
+        ("aws:iam/role:Role", "name"),
+        ("aws:ec2/securityGroup:SecurityGroup", "description"),
+        ("aws:cloudwatch/logGroup:LogGroup", "name"),
+    ):
         preview, deploy = (_named(plan, type_, f"delivery-{p}-runner") for p in ("preview", "deploy"))
         assert preview.urn != deploy.urn and preview.inputs[key] != deploy.inputs[key]
 
@@ -145,13 +159,20 @@ def test_webhook_filter_types_are_ones_codebuild_accepts_for_workflow_job_events
     for stack in STACKS:
         for purpose in ("preview", "deploy"):
             types = [f["type"] for f in _webhook(plan_of(stack), purpose).inputs["filterGroups"][0]["filters"]]
-            assert set(types) <= accepted and not {"HEAD_REF", "BASE_REF", "FILE_PATH", "COMMIT_MESSAGE"} & set(types), types
+            assert set(types) <= accepted and not {"HEAD_REF", "BASE_REF", "FILE_PATH", "COMMIT_MESSAGE"} & set(
+                types
+            ), types
 
 
 def _starts(filters: list[dict], event: dict) -> bool:
     """CodeBuild's filter group: every filter matches (EVENT by name, the rest by regex)."""
     values = {"EVENT": event["event"], "WORKFLOW_NAME": event["workflow"], "ACTOR_ACCOUNT_ID": event["sender"]}
-    return all((f["pattern"] == values["EVENT"]) if f["type"] == "EVENT" else re.search(f["pattern"], values[f["type"]]) is not None for f in filters)
+    return all(
+        (f["pattern"] == values["EVENT"])
+        if f["type"] == "EVENT"
+        else re.search(f["pattern"], values[f["type"]]) is not None
+        for f in filters
+    )
 
 
 @pytest.mark.parametrize("who", ["fork pull request", "branch pull request of a collaborator"])
@@ -167,7 +188,10 @@ def test_a_pull_requests_workflow_named_deploy_gets_no_deploy_runner(who):
 
 def test_a_deploy_of_an_allowed_actor_gets_the_deploy_runner():
     runner = plan_of("prod").config.delivery.runner
-    assert _starts(webhook_filters("deploy", runner), {"event": "WORKFLOW_JOB_QUEUED", "workflow": "deploy", "sender": runner.deploy_actors[0]})
+    assert _starts(
+        webhook_filters("deploy", runner),
+        {"event": "WORKFLOW_JOB_QUEUED", "workflow": "deploy", "sender": runner.deploy_actors[0]},
+    )
 
 
 def test_a_workflow_renamed_preview_cannot_start_the_deploy_runner():
@@ -179,7 +203,9 @@ def test_a_workflow_renamed_preview_cannot_start_the_deploy_runner():
 def test_runner_roles_write_their_own_logs_and_manage_network_interfaces_only(plan):
     for purpose in ("preview", "deploy"):
         project = f"higgsfield-{plan.stack}-{purpose}-runner"
-        statements = json.loads(_named(plan, "aws:iam/rolePolicy:RolePolicy", f"delivery-{purpose}-runner").inputs["policy"])["Statement"]
+        statements = json.loads(
+            _named(plan, "aws:iam/rolePolicy:RolePolicy", f"delivery-{purpose}-runner").inputs["policy"]
+        )["Statement"]
         actions = {a for s in statements for a in s["Action"]}
         assert {a.split(":")[0] for a in actions} == {"logs", "ec2", "codeconnections"}
         (logs,) = [s for s in statements if s["Action"][0].startswith("logs:")]
@@ -197,19 +223,40 @@ def test_runner_log_groups_are_encrypted_with_the_stacks_logs_key(plan):
 def test_an_enabled_runner_without_a_connection_names_the_key(project_copy, capsys):
     delivery = dict(plan_of("dev").config.delivery.model_dump(by_alias=True, exclude_none=True))
     delivery["runner"] = {"enabled": True, "deployActors": ["1"]}
-    assert_plan_rejects(project_copy, capsys, "dev", set_key("higgsfield:delivery", delivery), "higgsfield:delivery.runner.connectionArn", "is required when the runner is enabled")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "dev",
+        set_key("higgsfield:delivery", delivery),
+        "higgsfield:delivery.runner.connectionArn",
+        "is required when the runner is enabled",
+    )
 
 
 def test_an_enabled_runner_without_deploy_actors_names_the_key(project_copy, capsys):
     delivery = dict(plan_of("dev").config.delivery.model_dump(by_alias=True, exclude_none=True))
     delivery["runner"] = {**delivery["runner"], "deployActors": []}
-    assert_plan_rejects(project_copy, capsys, "dev", set_key("higgsfield:delivery", delivery), "higgsfield:delivery.runner.deployActors", "name the GitHub account ids")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "dev",
+        set_key("higgsfield:delivery", delivery),
+        "higgsfield:delivery.runner.deployActors",
+        "name the GitHub account ids",
+    )
 
 
 def test_a_deploy_actor_that_is_a_login_not_an_id_names_the_key(project_copy, capsys):
     delivery = dict(plan_of("dev").config.delivery.model_dump(by_alias=True, exclude_none=True))
     delivery["runner"] = {**delivery["runner"], "deployActors": ["octocat"]}
-    assert_plan_rejects(project_copy, capsys, "dev", set_key("higgsfield:delivery", delivery), "higgsfield:delivery.runner.deployActors[0]", "is not a GitHub account id")
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "dev",
+        set_key("higgsfield:delivery", delivery),
+        "higgsfield:delivery.runner.deployActors[0]",
+        "is not a GitHub account id",
+    )
 
 
 def test_no_runner_role_can_become_a_ci_identity(plan):

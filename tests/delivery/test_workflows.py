@@ -16,8 +16,14 @@ import pytest
 import yaml
 
 from infra.core import versions
+from infra.offline.delivery_checks import (
+    PULL_REQUEST_EVENTS,
+    assumed_roles,
+    delivery_findings,
+    runs_pulumi,
+    workflow_triggers,
+)
 from infra.offline.stacks import stack_matrix
-from infra.offline.delivery_checks import PULL_REQUEST_EVENTS, assumed_roles, delivery_findings, runs_pulumi, workflow_triggers
 from tests.conftest import ROOT, STACKS, plan_of
 
 WORKFLOW_DIR = ROOT / ".github" / "workflows"
@@ -43,11 +49,18 @@ def test_workflows_pass_actionlint():
 @pytest.mark.skipif(_tool("zizmor") is None, reason="zizmor comes with the dev extra")
 def test_workflows_have_no_medium_or_high_zizmor_findings():
     # --offline: no GitHub API (no network here); auditor persona: every audit, not only the defaults.
-    done = subprocess.run([_tool("zizmor"), "--offline", "--persona=auditor", "--format=json", str(WORKFLOW_DIR)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [_tool("zizmor"), "--offline", "--persona=auditor", "--format=json", str(WORKFLOW_DIR)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     findings = json.loads(done.stdout or "[]")
-    serious = [(f["ident"], f["determinations"]["severity"], f["locations"][0]["symbolic"]["key"]) for f in findings
-               if f["determinations"]["severity"] in ("Medium", "High")]
+    serious = [
+        (f["ident"], f["determinations"]["severity"], f["locations"][0]["symbolic"]["key"])
+        for f in findings
+        if f["determinations"]["severity"] in ("Medium", "High")
+    ]
     assert done.returncode in (0, 10, 11, 12) and findings is not None, done.stderr  # 10-14: findings of some severity
     assert serious == [], serious
 
@@ -96,8 +109,13 @@ def test_no_pull_request_job_can_assume_a_deploy_identity():
     # ...and every role the matrix calls a preview role is one the plan trusts for pull requests only.
     for stack in STACKS:
         for r in plan_of(stack).resources:
-            if r.type == "aws:iam/role:Role" and f"arn:aws:iam::{_account(stack)}:role/{r.inputs.get('name')}" in preview_roles:
-                assert _subjects(r) == [f"repo:{_repository(stack)}:pull_request:job_workflow_ref:{_repository(stack)}/.github/workflows/preview.yml@refs/pull/*/merge"]
+            if (
+                r.type == "aws:iam/role:Role"
+                and f"arn:aws:iam::{_account(stack)}:role/{r.inputs.get('name')}" in preview_roles
+            ):
+                assert _subjects(r) == [
+                    f"repo:{_repository(stack)}:pull_request:job_workflow_ref:{_repository(stack)}/.github/workflows/preview.yml@refs/pull/*/merge"
+                ]
 
 
 def test_every_job_that_assumes_a_deploy_role_runs_in_the_stacks_environment_on_main_only():
@@ -107,8 +125,14 @@ def test_every_job_that_assumes_a_deploy_role_runs_in_the_stacks_environment_on_
         assert job.get("environment") == "${{ matrix.deployEnvironment }}", f"{file} jobs.{name}"
         assert not workflow_triggers(PARSED[file]) & PULL_REQUEST_EVENTS, file
     for file, name, job in JOBS:  # every job that changes a stack is a deploy job
-        if any(s.get("with", {}).get("command") in ("up", "destroy", "refresh") for s in job.get("steps") or [] if "pulumi/actions" in s.get("uses", "")):
-            assert "environment" in job and (file, name, job) in deploy_jobs, f"{file} jobs.{name} changes a stack outside a deploy job"
+        if any(
+            s.get("with", {}).get("command") in ("up", "destroy", "refresh")
+            for s in job.get("steps") or []
+            if "pulumi/actions" in s.get("uses", "")
+        ):
+            assert "environment" in job and (file, name, job) in deploy_jobs, (
+                f"{file} jobs.{name} changes a stack outside a deploy job"
+            )
 
 
 def test_every_pulumi_job_runs_on_the_stacks_codebuild_runner_of_its_kind():
@@ -117,22 +141,37 @@ def test_every_pulumi_job_runs_on_the_stacks_codebuild_runner_of_its_kind():
     for file, name, job in pulumi_jobs:
         kind = "deployRunner" if any("deployRole" in r for r in assumed_roles(job)) else "previewRunner"
         assert CODEBUILD_LABEL % kind in job["runs-on"], f"{file} jobs.{name} runs on {job['runs-on']}"
-    assert "deployRunner" in PARSED["deploy.yml"]["jobs"]["deploy"]["runs-on"] and "previewRunner" in PARSED["preview.yml"]["jobs"]["preview"]["runs-on"]
+    assert (
+        "deployRunner" in PARSED["deploy.yml"]["jobs"]["deploy"]["runs-on"]
+        and "previewRunner" in PARSED["preview.yml"]["jobs"]["preview"]["runs-on"]
+    )
 
 
 def test_check_names_the_job_when_a_pull_request_job_asks_for_the_deploy_runner():
     changed = copy.deepcopy(PARSED)
     changed["preview.yml"]["jobs"]["preview"]["runs-on"] = PARSED["deploy.yml"]["jobs"]["deploy"]["runs-on"]
     found = delivery_findings(plan_of("prod").config, changed)
-    assert ".github/workflows/preview.yml jobs.preview" in [w for w, _ in found] and any("deploy runner" in m for _, m in found), found
+    assert ".github/workflows/preview.yml jobs.preview" in [w for w, _ in found] and any(
+        "deploy runner" in m for _, m in found
+    ), found
 
 
 def test_check_names_the_workflow_when_a_pull_request_workflow_is_named_deploy():
     """A PR (a fork's included) that adds a workflow named `deploy` triggered by pull_request:
     the deploy webhook's WORKFLOW_NAME filter would match it; check names the file."""
     changed = copy.deepcopy(PARSED)
-    changed["fork.yml"] = {"name": "deploy", True: {"pull_request": None}, "permissions": {},
-                           "jobs": {"steal": {"runs-on": "codebuild-higgsfield-prod-deploy-runner-1-1", "permissions": {}, "steps": [{"run": "env"}]}}}
+    changed["fork.yml"] = {
+        "name": "deploy",
+        True: {"pull_request": None},
+        "permissions": {},
+        "jobs": {
+            "steal": {
+                "runs-on": "codebuild-higgsfield-prod-deploy-runner-1-1",
+                "permissions": {},
+                "steps": [{"run": "env"}],
+            }
+        },
+    }
     found = delivery_findings(plan_of("prod").config, changed)
     assert [w for w, _ in found] == [".github/workflows/fork.yml jobs.steal", ".github/workflows/fork.yml"], found
 
@@ -146,22 +185,30 @@ def test_check_names_the_job_when_a_pull_request_job_assumes_the_deploy_role():
     changed = copy.deepcopy(PARSED)
     changed["preview.yml"]["jobs"]["preview"]["steps"][3]["with"]["role-to-assume"] = "${{ matrix.deployRole }}"
     found = delivery_findings(plan_of("prod").config, changed)
-    assert {w for w, _ in found} == {".github/workflows/preview.yml jobs.preview"} and any("may assume only the preview role" in m for _, m in found), found
+    assert {w for w, _ in found} == {".github/workflows/preview.yml jobs.preview"} and any(
+        "may assume only the preview role" in m for _, m in found
+    ), found
 
 
 def test_check_names_the_setting_when_a_pull_request_job_runs_in_the_deploy_environment():
     changed = copy.deepcopy(PARSED)
     changed["preview.yml"]["jobs"]["preview"]["environment"] = "prod"
-    assert [w for w, _ in delivery_findings(plan_of("prod").config, changed)] == ["higgsfield:delivery.deployEnvironment"]
+    assert [w for w, _ in delivery_findings(plan_of("prod").config, changed)] == [
+        "higgsfield:delivery.deployEnvironment"
+    ]
 
 
 def test_check_names_the_setting_when_a_private_stack_deploys_without_the_runner():
     from infra.offline.evaluate import record
 
     settings = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())["config"]["higgsfield:delivery"]
-    config = record("prod", root=ROOT, overrides={"higgsfield:delivery": {**settings, "runner": {"enabled": False}}}).config
+    config = record(
+        "prod", root=ROOT, overrides={"higgsfield:delivery": {**settings, "runner": {"enabled": False}}}
+    ).config
     found = delivery_findings(config, PARSED)
-    assert ("higgsfield:delivery.runner.enabled" in [w for w, _ in found]) and any("matrix.runner" not in m and "private endpoint" in m for _, m in found), found
+    assert ("higgsfield:delivery.runner.enabled" in [w for w, _ in found]) and any(
+        "matrix.runner" not in m and "private endpoint" in m for _, m in found
+    ), found
 
 
 def test_adding_a_stack_file_changes_the_matrix_without_editing_a_workflow(tmp_path):
@@ -173,13 +220,20 @@ def test_adding_a_stack_file_changes_the_matrix_without_editing_a_workflow(tmp_p
     (tmp_path / "stacks" / "Pulumi.research.yaml").write_text(yaml.safe_dump(config))
     before, after = stack_matrix(ROOT)["include"], stack_matrix(tmp_path)["include"]
     added = [e for e in after if e not in before]
-    assert [(e["stack"], e["region"], e["deployEnvironment"], e["previewRunner"], e["deployRunner"]) for e in added] == [
-        ("research", "eu-west-1", "research", "higgsfield-research-preview-runner", "higgsfield-research-deploy-runner")]
+    assert [
+        (e["stack"], e["region"], e["deployEnvironment"], e["previewRunner"], e["deployRunner"]) for e in added
+    ] == [
+        ("research", "eu-west-1", "research", "higgsfield-research-preview-runner", "higgsfield-research-deploy-runner")
+    ]
     # The workflows take the matrix from stacks.yml (`higgsfield stacks`) and name no stack or region.
     for path in WORKFLOWS:
-        text = "\n".join(line.split("#")[0] for line in path.read_text().splitlines()).replace(".[dev]", "")  # not comments, not the extra
+        text = "\n".join(line.split("#")[0] for line in path.read_text().splitlines()).replace(
+            ".[dev]", ""
+        )  # not comments, not the extra
         for entry in before:
-            assert not re.search(rf"(?<![/\w-])({entry['stack']}|{entry['region']})(?![\w-])", text), f"{path.name} names {entry['stack']}/{entry['region']}"
+            assert not re.search(rf"(?<![/\w-])({entry['stack']}|{entry['region']})(?![\w-])", text), (
+                f"{path.name} names {entry['stack']}/{entry['region']}"
+            )
     for file, name, job in JOBS:
         if "strategy" in job:
             assert job["strategy"]["matrix"] == "${{ fromJSON(needs.stacks.outputs.matrix) }}", f"{file} jobs.{name}"
@@ -196,13 +250,17 @@ def test_deploys_run_one_stack_at_a_time_dev_first_prod_last():
 def test_offline_checks_run_plan_check_and_diff_for_every_stack():
     commands = " ".join(step.get("run", "") for step in PARSED["checks.yml"]["jobs"]["plan"]["steps"])
     assert "higgsfield check" in commands and "higgsfield diff" in commands
-    assert [e["stack"] for e in stack_matrix(ROOT)["include"]] and {e["stack"] for e in stack_matrix(ROOT)["include"]} == set(STACKS)
+    assert [e["stack"] for e in stack_matrix(ROOT)["include"]] and {
+        e["stack"] for e in stack_matrix(ROOT)["include"]
+    } == set(STACKS)
 
 
 def test_stacks_module_runs_with_pyyaml_alone():
     """The stacks job runs `python -m infra.offline.stacks` with only PyYAML installed."""
-    code = ("import sys, runpy; sys.argv=['stacks', '--delivered']; sys.modules['pulumi'] = None; "
-            "sys.modules['pydantic'] = None; runpy.run_module('infra.offline.stacks', run_name='__main__')")
+    code = (
+        "import sys, runpy; sys.argv=['stacks', '--delivered']; sys.modules['pulumi'] = None; "
+        "sys.modules['pydantic'] = None; runpy.run_module('infra.offline.stacks', run_name='__main__')"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == stack_matrix(ROOT, True)
@@ -218,18 +276,28 @@ def _repository(stack: str) -> str:
 
 def _subjects(role) -> list[str]:
     statement = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]
-    return [values["token.actions.githubusercontent.com:sub"] for values in statement["Condition"].values() if "token.actions.githubusercontent.com:sub" in values]
+    return [
+        values["token.actions.githubusercontent.com:sub"]
+        for values in statement["Condition"].values()
+        if "token.actions.githubusercontent.com:sub" in values
+    ]
 
 
 def test_the_placeholder_repository_is_flagged_by_check_and_first_in_bootstrap():
     """The shipped stacks name your-org/higgsfield; the CI roles trust whatever repository is named."""
-    from infra.offline import check
     from infra.cli import bootstrap
+    from infra.offline import check
     from tests.conftest import ROOT, plan_of
 
     plan = plan_of("dev")
     (finding,) = [f for f in check.ci_delivery(plan, ROOT) if "placeholder" in f.message]
-    assert finding.level == "advisory" and finding.message.startswith("higgsfield:delivery.repository: your-org/higgsfield")
-    assert bootstrap.steps(plan.config)[0].startswith("Repository: higgsfield:delivery.repository is still the placeholder")
-    own = plan.config.model_copy(update={"delivery": plan.config.delivery.model_copy(update={"repository": "acme/ml-platform"})})
+    assert finding.level == "advisory" and finding.message.startswith(
+        "higgsfield:delivery.repository: your-org/higgsfield"
+    )
+    assert bootstrap.steps(plan.config)[0].startswith(
+        "Repository: higgsfield:delivery.repository is still the placeholder"
+    )
+    own = plan.config.model_copy(
+        update={"delivery": plan.config.delivery.model_copy(update={"repository": "acme/ml-platform"})}
+    )
     assert not bootstrap.steps(own)[0].startswith("Repository:")

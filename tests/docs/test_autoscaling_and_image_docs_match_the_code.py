@@ -17,10 +17,16 @@ def test_the_autoscaling_table_is_what_each_stack_gets(stack):
     cfg = plan_of(stack).config
     limits = unready_limits(cfg.autoscaler, cfg.gpu_pools, cfg.scheduler.queues)
     flags = limits.flags()
-    row = next(line for line in (ROOT / "docs" / "autoscaling.md").read_text().splitlines() if line.startswith(f"| {stack} |"))
+    row = next(
+        line for line in (ROOT / "docs" / "autoscaling.md").read_text().splitlines() if line.startswith(f"| {stack} |")
+    )
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1].startswith(f"{limits.gang.nodes} nodes ({limits.gang.pool}")
-    assert cells[2:] == [flags["max-node-startup-time"], str(flags["ok-total-unready-count"]), f"{flags['max-total-unready-percentage']:g}"]
+    assert cells[2:] == [
+        flags["max-node-startup-time"],
+        str(flags["ok-total-unready-count"]),
+        f"{flags['max-total-unready-percentage']:g}",
+    ]
 
 
 def test_the_documented_push_commands_are_the_ones_printed():

@@ -22,8 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 REGENERATE = "python tests/docs/test_doc_examples.py --write"
-MARKER = re.compile(r"^<!-- output: higgsfield (?P<args>[^|>]+?)(?: \| head -(?P<head>\d+))? -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$",
-                    re.MULTILINE | re.DOTALL)
+MARKER = re.compile(
+    r"^<!-- output: higgsfield (?P<args>[^|>]+?)(?: \| head -(?P<head>\d+))? -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 def command_output(args: str, head: str | None) -> str:
@@ -50,7 +52,9 @@ def examples(text: str) -> list[re.Match]:
 def regenerated(text: str) -> str:
     def fill(m: re.Match) -> str:
         head = f" | head -{m['head']}" if m["head"] else ""
-        return f"<!-- output: higgsfield {m['args']}{head} -->\n```{m['lang']}\n{command_output(m['args'], m['head'])}```"
+        return (
+            f"<!-- output: higgsfield {m['args']}{head} -->\n```{m['lang']}\n{command_output(m['args'], m['head'])}```"
+        )
 
     return MARKER.sub(fill, text)
 
@@ -61,8 +65,12 @@ def test_the_manual_shows_plan_cost_and_timeline_examples():
 
 
 def test_the_manuals_examples_are_the_real_output_of_the_shipped_stacks():
-    stale = [f"{page.relative_to(ROOT)}: higgsfield {m['args']}" for page in PAGES for m in examples(page.read_text())
-             if m["body"] != command_output(m["args"], m["head"])]
+    stale = [
+        f"{page.relative_to(ROOT)}: higgsfield {m['args']}"
+        for page in PAGES
+        for m in examples(page.read_text())
+        if m["body"] != command_output(m["args"], m["head"])
+    ]
     assert not stale, f"examples out of date: {', '.join(stale)}; run `{REGENERATE}`"
 
 

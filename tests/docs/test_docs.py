@@ -40,8 +40,20 @@ def test_readme_names_what_a_user_needs_and_the_two_commands():
     assert "higgsfield plan dev" in text and "python -m pytest -q -n auto" in text
 
 
-@pytest.mark.parametrize("page", ["getting-started.md", "tasks.md", "troubleshooting.md", "security.md", "verified.md",
-                                  "reference/settings.md", "reference/cli.md", "concepts/training-jobs.md", "performance.md"])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "getting-started.md",
+        "tasks.md",
+        "troubleshooting.md",
+        "security.md",
+        "verified.md",
+        "reference/settings.md",
+        "reference/cli.md",
+        "concepts/training-jobs.md",
+        "performance.md",
+    ],
+)
 def test_the_manual_has_a_page_for_each_purpose(page):
     assert (ROOT / "docs" / page).is_file()
 
@@ -70,8 +82,10 @@ def _quick_start() -> list[list[str]]:
     for line in block.splitlines():
         words = shlex.split(line, comments=True)
         while words:
-            command, words = (words[:words.index("&&")], words[words.index("&&") + 1:]) if "&&" in words else (words, [])
-            command = command[:command.index("|")] if "|" in command else command
+            command, words = (
+                (words[: words.index("&&")], words[words.index("&&") + 1 :]) if "&&" in words else (words, [])
+            )
+            command = command[: command.index("|")] if "|" in command else command
             if command[0] == "higgsfield" and command[1] in ("init", "check", "cost", "plan", "jobs"):
                 commands.append(command[1:])
     return commands

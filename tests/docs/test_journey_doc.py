@@ -61,8 +61,11 @@ def _tests_in(file: str) -> frozenset[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
             found.add(node.name)
         elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
-            found |= {f"{node.name}::{m.name}" for m in node.body
-                      if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name.startswith("test")}
+            found |= {
+                f"{node.name}::{m.name}"
+                for m in node.body
+                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name.startswith("test")
+            }
     return frozenset(found)
 
 
@@ -90,10 +93,14 @@ def test_the_steps_follow_the_journey_in_order():
 def test_every_step_cites_what_decides_it_names_a_test_and_says_what_only_aws_confirms(step):
     _, heading, body = _steps()[step - 1]
     decided = next((line for line in body.split("\n- ") if line.startswith("Decided by:")), "")
-    assert UPSTREAM.search(decided) or AWS_DOC.search(decided), f"step {step} ({heading}) cites no owner/repo:path@ref nor AWS page"
+    assert UPSTREAM.search(decided) or AWS_DOC.search(decided), (
+        f"step {step} ({heading}) cites no owner/repo:path@ref nor AWS page"
+    )
     assert TEST_REF.search(body), f"step {step} ({heading}) names no test"
     confirms = re.search(r"^- Only (AWS|a cluster) confirms: (.*(\n  .*)*)", body, flags=re.M)
-    assert confirms and "`" in confirms.group(2), f"step {step} ({heading}) does not say, with a command, what only AWS or a cluster confirms"
+    assert confirms and "`" in confirms.group(2), (
+        f"step {step} ({heading}) does not say, with a command, what only AWS or a cluster confirms"
+    )
 
 
 def _pinned_refs() -> dict[str, str]:

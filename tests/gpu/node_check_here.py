@@ -43,6 +43,7 @@ def _as_pod_user(security: dict):
         os.setgroups([])
         os.setgid(security["runAsGroup"])
         os.setuid(security["runAsUser"])
+
     return switch
 
 
@@ -75,7 +76,9 @@ def main(argv: list[str]) -> int:
             command = [sys.executable if program.startswith("python") else shutil.which(program) or program, *args]
         user = pod["securityContext"]["runAsUser"]
         print(f"### {doc['kind']} {doc['metadata']['name']}: {' '.join(command)} as {user}", flush=True)
-        done = subprocess.run(command, env=_env(container, overrides), preexec_fn=_as_pod_user(pod["securityContext"]), cwd="/")
+        done = subprocess.run(
+            command, env=_env(container, overrides), preexec_fn=_as_pod_user(pod["securityContext"]), cwd="/"
+        )
         print(f"### exit {done.returncode}", flush=True)
         if done.returncode not in (0, 1):  # 1 is an unhealthy verdict; anything else is a crash
             return done.returncode

@@ -28,10 +28,24 @@ from checkpointing import latest_complete  # noqa: E402
 
 def sigterm_then_resume(python: str, nproc: int, workdir: Path) -> tuple[str, str, int]:
     """(first run's output, second run's output, the final step the first run published)."""
-    torchrun = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), str(ROOT / "examples" / "train_ddp.py")]
+    torchrun = [
+        python,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        str(nproc),
+        str(ROOT / "examples" / "train_ddp.py"),
+    ]
     launcher = [python, str(ROOT / "examples" / "checkpointing.py"), *torchrun]
-    env = {**os.environ, "CHECKPOINT_DIR": str(workdir / "nvme"), "CHECKPOINT_SHARED_DIR": str(workdir / "fsx"),
-           "CHECKPOINT_EVERY_STEPS": "200", "STEPS": "1000000", "OMP_NUM_THREADS": "1", "CHECKPOINT_FLUSH_SECONDS": "60"}
+    env = {
+        **os.environ,
+        "CHECKPOINT_DIR": str(workdir / "nvme"),
+        "CHECKPOINT_SHARED_DIR": str(workdir / "fsx"),
+        "CHECKPOINT_EVERY_STEPS": "200",
+        "STEPS": "1000000",
+        "OMP_NUM_THREADS": "1",
+        "CHECKPOINT_FLUSH_SECONDS": "60",
+    }
     first = subprocess.Popen(launcher, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120
     while latest_complete(workdir / "fsx") is None and time.monotonic() < deadline:

@@ -8,18 +8,26 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import health_gate
 import node_check
+import pytest
+from node_check import Expectations, Gpu
+
 from components import healthgate
 from infra.core import versions
 from infra.offline import day_one
-from node_check import Expectations, Gpu
-from tests.conftest import plan_of
 from tests.components.test_health_gate import FakeApiServer
+from tests.conftest import plan_of
 
-BASE = dict(gpus=2, model="H100", efa_devices=0, min_matmul_fraction=0.6, min_memory_bandwidth_fraction=0.7, min_lustre_mb_s=200, min_bus_bandwidth_gb_s=50)
+BASE = dict(
+    gpus=2,
+    model="H100",
+    efa_devices=0,
+    min_matmul_fraction=0.6,
+    min_memory_bandwidth_fraction=0.7,
+    min_lustre_mb_s=200,
+    min_bus_bandwidth_gb_s=50,
+)
 
 
 def _gpus(driver: str, n: int = 2) -> list[Gpu]:
@@ -61,7 +69,9 @@ def test_a_node_whose_driver_differs_from_its_pools_nodes_on_the_same_ami_fails(
 
 
 def test_a_node_with_its_pools_driver_passes():
-    assert _driver_checks(_gpus("580.95.05"), pool_drivers={"580.95.05": ["ip-10-0-0-2", "ip-10-0-0-3"]})["driver as the pool's"]
+    assert _driver_checks(_gpus("580.95.05"), pool_drivers={"580.95.05": ["ip-10-0-0-2", "ip-10-0-0-3"]})[
+        "driver as the pool's"
+    ]
 
 
 def test_a_pinned_release_expects_exactly_its_driver():
@@ -75,7 +85,9 @@ def test_a_pinned_release_expects_exactly_its_driver():
 def test_check_refuses_a_pinned_release_whose_driver_is_too_old_for_the_cuda():
     cfg = plan_of("prod").config.model_copy(update={"node_release_version": "1.32.9-20251023", "cuda_version": "13.0"})
     (finding,) = day_one.driver_findings(cfg)
-    assert finding[1].startswith("higgsfield:nodeReleaseVersion: 1.32.9-20251023 ships NVIDIA driver 570.195.03, older than the 580")
+    assert finding[1].startswith(
+        "higgsfield:nodeReleaseVersion: 1.32.9-20251023 ships NVIDIA driver 570.195.03, older than the 580"
+    )
 
 
 def test_a_known_release_new_enough_is_accepted():
@@ -85,7 +97,9 @@ def test_a_known_release_new_enough_is_accepted():
 
 def _node(fake, name, driver, ami="ami-1", health="healthy", pool="h100"):
     fake.add_node(name, pool=pool)
-    fake.nodes[name]["metadata"]["labels"].update({health_gate.DRIVER_LABEL: driver, health_gate.AMI_LABEL: ami, "higgsfield.io/health": health})
+    fake.nodes[name]["metadata"]["labels"].update(
+        {health_gate.DRIVER_LABEL: driver, health_gate.AMI_LABEL: ami, "higgsfield.io/health": health}
+    )
 
 
 def test_the_gate_compares_with_the_pools_healthy_nodes_on_its_own_ami_only():
@@ -93,7 +107,7 @@ def test_the_gate_compares_with_the_pools_healthy_nodes_on_its_own_ami_only():
     try:
         fake.add_node("new", pool="h100")
         fake.nodes["new"]["metadata"]["labels"][health_gate.AMI_LABEL] = "ami-2"
-        _node(fake, "old", "580.126.09", ami="ami-1")          # the previous AMI during a node group update
+        _node(fake, "old", "580.126.09", ami="ami-1")  # the previous AMI during a node group update
         _node(fake, "peer", "580.159.03", ami="ami-2")
         _node(fake, "bad", "580.95.05", ami="ami-2", health="unhealthy")
         _node(fake, "other-pool", "570.1.1", ami="ami-2", pool="h200-block")
@@ -108,14 +122,25 @@ def test_the_gate_hands_the_pools_drivers_to_the_node_check(monkeypatch):
         fake.add_node("n1", pool="h100")
         _node(fake, "peer", "580.159.03", ami="")  # no AMI label: status.nodeInfo decides (equal here)
         fake.nodes["n1"]["metadata"]["labels"][health_gate.AMI_LABEL] = ""
-        fake.config_maps[("higgsfield-health", "health-gate-h100")] = {"data": {"expectations.json": json.dumps({"EXPECTED_GPUS": "8"})}}
+        fake.config_maps[("higgsfield-health", "health-gate-h100")] = {
+            "data": {"expectations.json": json.dumps({"EXPECTED_GPUS": "8"})}
+        }
         seen = {}
 
         def checks(expected, node, timeout):
             seen.update(expected)
-            return {"node": node, "healthy": True, "results": [{"check": "GPU count", "value": "8", "expected": "8", "ok": True}]}
+            return {
+                "node": node,
+                "healthy": True,
+                "results": [{"check": "GPU count", "value": "8", "expected": "8", "ok": True}],
+            }
 
-        env = {"NODE_NAME": "n1", "STARTUP_TAINT": health_gate_taint(), "EXPECTATIONS_NAMESPACE": "higgsfield-health", "EXPECTATIONS_WAIT_SECONDS": "0"}
+        env = {
+            "NODE_NAME": "n1",
+            "STARTUP_TAINT": health_gate_taint(),
+            "EXPECTATIONS_NAMESPACE": "higgsfield-health",
+            "EXPECTATIONS_WAIT_SECONDS": "0",
+        }
         health_gate.gate(fake.api, env, checks=checks)
         assert json.loads(seen["POOL_DRIVERS"]) == {"580.159.03": ["peer"]}
     finally:
@@ -137,7 +162,9 @@ def _verb(method: str, path: str) -> tuple[str, str, str | None]:
     if parts[0] == "namespaces":
         namespace, parts = parts[1], parts[2:]
     named = len(parts) > 1
-    verb = {"GET": "get" if named else "list", "PATCH": "patch", "POST": "create", "PUT": "update", "DELETE": "delete"}[method]
+    verb = {"GET": "get" if named else "list", "PATCH": "patch", "POST": "create", "PUT": "update", "DELETE": "delete"}[
+        method
+    ]
     return verb, parts[0], namespace
 
 
@@ -147,8 +174,12 @@ def test_every_call_the_gate_makes_is_granted_by_the_rbac_the_stack_renders():
     from tests.components.test_health_gate import PASS
 
     plan = plan_of("prod")
-    cluster_rules = [rule for r in plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
-                     if r.inputs["metadata"]["name"] == "higgsfield-health-gate" for rule in r.inputs["rules"]]
+    cluster_rules = [
+        rule
+        for r in plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+        if r.inputs["metadata"]["name"] == "higgsfield-health-gate"
+        for rule in r.inputs["rules"]
+    ]
     namespaced = {}
     for r in plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role"):
         if r.inputs["metadata"]["name"] in ("health-gate-expectations", "higgsfield-health-gate-events"):
@@ -156,14 +187,23 @@ def test_every_call_the_gate_makes_is_granted_by_the_rbac_the_stack_renders():
 
     def allowed(verb, resource, namespace):
         rules = cluster_rules + namespaced.get(namespace, [])
-        return any(verb in rule["verbs"] and resource in rule["resources"] and "" in rule["apiGroups"] for rule in rules)
+        return any(
+            verb in rule["verbs"] and resource in rule["resources"] and "" in rule["apiGroups"] for rule in rules
+        )
 
     fake = FakeApiServer()
     try:
         fake.add_node("n1", pool="h100")
-        fake.config_maps[("higgsfield-health", "health-gate-h100")] = {"data": {"expectations.json": json.dumps({"EXPECTED_GPUS": "8"})}}
-        env = {"NODE_NAME": "n1", "STARTUP_TAINT": health_gate_taint(), "EXPECTATIONS_NAMESPACE": "higgsfield-health", "EVENTS_NAMESPACE": "default",
-               "EXPECTATIONS_WAIT_SECONDS": "0"}
+        fake.config_maps[("higgsfield-health", "health-gate-h100")] = {
+            "data": {"expectations.json": json.dumps({"EXPECTED_GPUS": "8"})}
+        }
+        env = {
+            "NODE_NAME": "n1",
+            "STARTUP_TAINT": health_gate_taint(),
+            "EXPECTATIONS_NAMESPACE": "higgsfield-health",
+            "EVENTS_NAMESPACE": "default",
+            "EXPECTATIONS_WAIT_SECONDS": "0",
+        }
         health_gate.gate(fake.api, env, checks=lambda expected, node, timeout: PASS)
         calls = {_verb(m, p) for m, p in fake.requests}
     finally:

@@ -12,12 +12,12 @@ and net name "Libfabric" (src/nccl_ofi_interface_nvidia.cpp@v1.21.1)."""
 
 from __future__ import annotations
 
-import pytest
-
 import node_check
+import pytest
+from node_check import Expectations
+
 from components.efa import expected_bus_bandwidth_gb_s
 from infra.core.catalog import InstanceFacts
-from node_check import Expectations
 from tests.conftest import ROOT
 
 OFI_EFA_LOG = """\
@@ -41,11 +41,23 @@ p5-dy-gpu-3:60823:61204 [2] NCCL INFO ncclCommInitRank comm 0x55d1c5a0 rank 2 nr
 """
 
 # The plugin loads but libfabric offers only TCP (no EFA device in the pod): still not EFA.
-OFI_TCP_LOG = OFI_EFA_LOG.replace("Selected provider is efa, fabric is efa (found 32 nics)", "Selected provider is tcp, fabric is 10.40.0.0/16 (found 1 nics)")
+OFI_TCP_LOG = OFI_EFA_LOG.replace(
+    "Selected provider is efa, fabric is efa (found 32 nics)",
+    "Selected provider is tcp, fabric is 10.40.0.0/16 (found 1 nics)",
+)
 
-EFA_POOL = Expectations(gpus=8, model="H100", min_driver_branch=570, efa_devices=32, min_matmul_fraction=0.6,
-                        min_memory_bandwidth_fraction=0.7, min_lustre_mb_s=200, min_bus_bandwidth_gb_s=349.6,
-                        nccl_network="efa", ofi_plugin_version="1.21.1")
+EFA_POOL = Expectations(
+    gpus=8,
+    model="H100",
+    min_driver_branch=570,
+    efa_devices=32,
+    min_matmul_fraction=0.6,
+    min_memory_bandwidth_fraction=0.7,
+    min_lustre_mb_s=200,
+    min_bus_bandwidth_gb_s=349.6,
+    nccl_network="efa",
+    ofi_plugin_version="1.21.1",
+)
 
 
 def _failed(report) -> list[str]:
@@ -81,12 +93,17 @@ def test_efa_at_the_expected_bandwidth_passes():
 
 
 def test_efa_below_the_instance_types_threshold_fails_on_bandwidth_only():
-    assert _failed(node_check.fabric_verdict("n1", OFI_EFA_LOG, busbw=120.0, expected=EFA_POOL, ranks=16)) == ["NCCL all-reduce busbw"]
+    assert _failed(node_check.fabric_verdict("n1", OFI_EFA_LOG, busbw=120.0, expected=EFA_POOL, ranks=16)) == [
+        "NCCL all-reduce busbw"
+    ]
 
 
 def test_another_plugin_version_than_the_image_pins_fails():
     log = OFI_EFA_LOG.replace("aws-ofi-nccl 1.21.1", "aws-ofi-nccl 1.13.2-aws")
-    assert _failed(node_check.fabric_verdict("n1", log, 437.0, EFA_POOL, 16)) == ["aws-ofi-nccl", "NCCL all-reduce busbw"]
+    assert _failed(node_check.fabric_verdict("n1", log, 437.0, EFA_POOL, 16)) == [
+        "aws-ofi-nccl",
+        "NCCL all-reduce busbw",
+    ]
 
 
 def test_no_nccl_log_at_all_is_a_failure_not_a_pass():
@@ -94,7 +111,9 @@ def test_no_nccl_log_at_all_is_a_failure_not_a_pass():
 
 
 def test_a_pool_without_efa_accepts_sockets():
-    plain = Expectations(**{**EFA_POOL.__dict__, "nccl_network": "any", "ofi_plugin_version": None, "min_bus_bandwidth_gb_s": 5})
+    plain = Expectations(
+        **{**EFA_POOL.__dict__, "nccl_network": "any", "ofi_plugin_version": None, "min_bus_bandwidth_gb_s": 5}
+    )
     assert node_check.fabric_verdict("n1", SOCKET_LOG, 10.0, plain, 2).healthy
 
 
@@ -129,7 +148,11 @@ def test_a_real_nccl_log_without_efa_is_read_as_sockets_and_fails_an_efa_pool(tm
     (tmp_path / "nccl-vm-516.log").write_text(CAPTURED_H200_SOCKET_LOG)
     log = node_check.read_nccl_logs(str(tmp_path / "nccl-%h-%p.log"), 516)
     assert node_check.parse_nccl_network(log) == node_check.NcclNetwork("Socket", None, None)
-    assert _failed(node_check.fabric_verdict("vm", log, 0.0, EFA_POOL, 1)) == ["NCCL network", "aws-ofi-nccl", "NCCL all-reduce busbw"]
+    assert _failed(node_check.fabric_verdict("vm", log, 0.0, EFA_POOL, 1)) == [
+        "NCCL network",
+        "aws-ofi-nccl",
+        "NCCL all-reduce busbw",
+    ]
 
 
 def test_the_tuner_library_name_ofi_opens_is_the_one_the_image_checks_for():
@@ -139,11 +162,24 @@ def test_the_tuner_library_name_ofi_opens_is_the_one_the_image_checks_for():
 
 
 def _facts(name: str, gbps: float) -> InstanceFacts:
-    return InstanceFacts(name=name, gpus=8, gpu_model="H100", gpu_memory_mib=0, efa_supported=True, efa_max_interfaces=32,
-                         network_cards=(0,), nvme_disks=8, vcpus=192, architectures=("x86_64",), network_gbps=gbps)
+    return InstanceFacts(
+        name=name,
+        gpus=8,
+        gpu_model="H100",
+        gpu_memory_mib=0,
+        efa_supported=True,
+        efa_max_interfaces=32,
+        network_cards=(0,),
+        nvme_disks=8,
+        vcpus=192,
+        architectures=("x86_64",),
+        network_gbps=gbps,
+    )
 
 
-@pytest.mark.parametrize(("instance_type", "published"), [("p5.48xlarge", 436.95), ("p4d.24xlarge", 76.79), ("p4de.24xlarge", 76.79)])
+@pytest.mark.parametrize(
+    ("instance_type", "published"), [("p5.48xlarge", 436.95), ("p4d.24xlarge", 76.79), ("p4de.24xlarge", 76.79)]
+)
 def test_threshold_is_a_fraction_of_the_anchors_published_busbw(instance_type, published):
     threshold, source = expected_bus_bandwidth_gb_s(_facts(instance_type, 3200))
     assert threshold == pytest.approx(published * 0.8, abs=0.1)

@@ -54,7 +54,9 @@ def test_dockerfile_builds_from_the_pinned_versions():
 
 
 def test_base_image_is_an_official_devel_image():
-    assert re.fullmatch(r"pytorch/pytorch:[\d.]+-cuda[\d.]+-cudnn\d+-devel(@sha256:[0-9a-f]{64})?", versions.TRAINING_BASE_IMAGE.version)
+    assert re.fullmatch(
+        r"pytorch/pytorch:[\d.]+-cuda[\d.]+-cudnn\d+-devel(@sha256:[0-9a-f]{64})?", versions.TRAINING_BASE_IMAGE.version
+    )
 
 
 def test_the_image_ships_on_the_runtime_image_of_the_same_pytorch_and_cuda_as_its_build_stage():
@@ -67,7 +69,10 @@ def test_the_image_ships_on_the_runtime_image_of_the_same_pytorch_and_cuda_as_it
 
 def test_the_runtime_stage_takes_only_the_built_plugin_and_nccl_tests_from_the_build_stage():
     copied = re.findall(r"^COPY --from=build (\S+) (\S+)$", DOCKERFILE.read_text(), re.M)
-    assert copied == [("${AWS_OFI_NCCL_PREFIX}", "${AWS_OFI_NCCL_PREFIX}"), ("/opt/nccl-tests/build", "/opt/nccl-tests/build")]
+    assert copied == [
+        ("${AWS_OFI_NCCL_PREFIX}", "${AWS_OFI_NCCL_PREFIX}"),
+        ("/opt/nccl-tests/build", "/opt/nccl-tests/build"),
+    ]
 
 
 def test_efa_installer_installs_user_space_only_as_the_anchors_do():
@@ -77,9 +82,11 @@ def test_efa_installer_installs_user_space_only_as_the_anchors_do():
 
 def test_the_plugin_is_installed_where_the_efa_environment_looks_first():
     text = DOCKERFILE.read_text()
-    assert '--prefix="${AWS_OFI_NCCL_PREFIX}"' in text and '--enable-platform-aws' in text
+    assert '--prefix="${AWS_OFI_NCCL_PREFIX}"' in text and "--enable-platform-aws" in text
     assert 'test -e "${AWS_OFI_NCCL_PREFIX}/lib/libnccl-tuner-ofi.so"' in text  # NCCL_TUNER_PLUGIN=ofi
-    assert EFA_LIBRARY_PATH.split(":")[0] == "${AWS_OFI_NCCL_PREFIX}/lib".replace("${AWS_OFI_NCCL_PREFIX}", _args()["AWS_OFI_NCCL_PREFIX"])
+    assert EFA_LIBRARY_PATH.split(":")[0] == "${AWS_OFI_NCCL_PREFIX}/lib".replace(
+        "${AWS_OFI_NCCL_PREFIX}", _args()["AWS_OFI_NCCL_PREFIX"]
+    )
 
 
 def test_nccl_tests_are_built_where_the_mpi_example_runs_them():
@@ -92,6 +99,7 @@ def test_image_carries_every_python_file_of_its_directory_not_a_fixed_list():
 
 
 # --- the repository --------------------------------------------------------------------------
+
 
 def _repository(stack: str):
     (repo,) = plan_of(stack).of_type(REPOSITORY)
@@ -128,6 +136,7 @@ def test_repository_url_and_arn_are_stack_outputs(stack):
 
 # --- the workflow ----------------------------------------------------------------------------
 
+
 def _workflow() -> dict:
     return yaml.safe_load(WORKFLOW.read_text())
 
@@ -144,10 +153,16 @@ def test_image_workflow_runs_on_main_only_and_grants_nothing_at_workflow_level()
 def test_the_push_job_assumes_the_stacks_image_role_through_oidc():
     # Pinning, permissions and secrets of every workflow: tests/delivery/test_workflows.py.
     job = _workflow()["jobs"]["push"]
-    assert "environment" not in job  # the image role trusts repo:OWNER/REPO:ref:refs/heads/main (components/delivery.py)
+    assert (
+        "environment" not in job
+    )  # the image role trusts repo:OWNER/REPO:ref:refs/heads/main (components/delivery.py)
     assert job["permissions"] == {"contents": "read", "id-token": "write"}
     aws = next(s for s in job["steps"] if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
-    assert aws["with"] == {"role-to-assume": "${{ matrix.imageRole }}", "aws-region": "${{ matrix.region }}", "allowed-account-ids": "${{ matrix.account }}"}
+    assert aws["with"] == {
+        "role-to-assume": "${{ matrix.imageRole }}",
+        "aws-region": "${{ matrix.region }}",
+        "allowed-account-ids": "${{ matrix.account }}",
+    }
 
 
 def test_the_push_job_tags_with_the_commit_and_pushes_to_the_stacks_repository():
@@ -160,13 +175,19 @@ def test_the_push_job_also_tags_the_source_tree_that_jobs_render_names_offline()
     script = _workflow()["jobs"]["push"]["steps"][-1]["run"]
     assert 'source_tag="src-$(git rev-parse HEAD:images/training)"' in script
     assert 'docker push "${registry}/${repository}:${source_tag}"' in script
-    tree = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD:images/training"], capture_output=True, text=True, check=True).stdout.strip()
+    tree = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD:images/training"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert pods.image_tag() == f"src-{tree}"
 
 
 def test_the_stack_list_and_regions_come_from_the_stack_files():
     from infra.offline.stacks import stack_matrix
 
-    assert _workflow()["jobs"]["stacks"] == {"permissions": {"contents": "read"}, "uses": "./.github/workflows/stacks.yml", "with": {"delivered": True}}
+    assert _workflow()["jobs"]["stacks"] == {
+        "permissions": {"contents": "read"},
+        "uses": "./.github/workflows/stacks.yml",
+        "with": {"delivered": True},
+    }
     matrix = stack_matrix(ROOT, True)
     assert {(i["stack"], i["region"]) for i in matrix["include"]} == {(s, plan_of(s).config.region) for s in STACKS}

@@ -33,7 +33,9 @@ def test_no_import_runs_up_a_layer(capsys):
 def test_every_package_of_the_project_sits_in_a_layer():
     packages = {p.name for p in (ROOT / "infra").iterdir() if (p / "__init__.py").is_file()} - {"shipped"}
     layered = {name.removeprefix("infra.") for name in _layers() if name.startswith("infra.")}
-    assert packages <= layered, f"put infra/{sorted(packages - layered)} in a layer of pyproject.toml [tool.importlinter]"
+    assert packages <= layered, (
+        f"put infra/{sorted(packages - layered)} in a layer of pyproject.toml [tool.importlinter]"
+    )
     assert {"components", "policies", "infra.__main__"} <= set(_layers())
 
 

@@ -11,7 +11,7 @@ import sys
 import textwrap
 import threading
 import time
-from datetime import datetime, timedelta, UTC
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,11 +20,21 @@ from tests.conftest import ROOT, assert_plan_rejects, set_key
 
 sys.path.insert(0, str(ROOT / "examples"))
 import checkpointing  # noqa: E402
-from checkpointing import COMPLETE, BackgroundPublisher, CheckpointStore, IncompleteCheckpoint, StopRequest, latest_complete, step_dir  # noqa: E402
+from checkpointing import (  # noqa: E402
+    COMPLETE,
+    BackgroundPublisher,
+    CheckpointStore,
+    IncompleteCheckpoint,
+    StopRequest,
+    latest_complete,
+    step_dir,
+)
 
 
 def _store(tmp_path: Path, rank: int = 0, world: int = 1, keep: int = 3, wait: float = 5.0) -> CheckpointStore:
-    return CheckpointStore(tmp_path / f"node-{rank}", tmp_path / "fsx", rank, world, keep, wait_for_ranks_s=wait, poll_s=0.01)
+    return CheckpointStore(
+        tmp_path / f"node-{rank}", tmp_path / "fsx", rank, world, keep, wait_for_ranks_s=wait, poll_s=0.01
+    )
 
 
 def _save(store: CheckpointStore, step: int, payload: bytes = b"weights") -> None:
@@ -38,7 +48,11 @@ def test_a_published_checkpoint_is_complete_and_holds_every_file(tmp_path):
     store = _store(tmp_path)
     _save(store, 100)
     shared = step_dir(tmp_path / "fsx", 100)
-    assert (shared / COMPLETE).is_file() and (shared / "__0_0.distcp").read_bytes() == b"weights" and (shared / ".metadata").is_file()
+    assert (
+        (shared / COMPLETE).is_file()
+        and (shared / "__0_0.distcp").read_bytes() == b"weights"
+        and (shared / ".metadata").is_file()
+    )
     assert not [p for p in shared.iterdir() if ".tmp-" in p.name]  # every file was renamed into place
 
 
@@ -169,11 +183,19 @@ LOOP = textwrap.dedent("""
 
 
 def _run_loop(tmp_path: Path) -> subprocess.Popen:
-    env = {**os.environ, "CHECKPOINT_DIR": str(tmp_path / "nvme"), "CHECKPOINT_SHARED_DIR": str(tmp_path / "fsx"),
-           "CHECKPOINT_KEEP_LAST": "2", "CHECKPOINT_EVERY_STEPS": "5", "CHECKPOINT_FLUSH_SECONDS": "30"}
+    env = {
+        **os.environ,
+        "CHECKPOINT_DIR": str(tmp_path / "nvme"),
+        "CHECKPOINT_SHARED_DIR": str(tmp_path / "fsx"),
+        "CHECKPOINT_KEEP_LAST": "2",
+        "CHECKPOINT_EVERY_STEPS": "5",
+        "CHECKPOINT_FLUSH_SECONDS": "30",
+    }
     script = tmp_path / "loop.py"
     script.write_text(LOOP)
-    return subprocess.Popen([sys.executable, str(script), str(ROOT / "examples")], env=env, stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), str(ROOT / "examples")], env=env, stdout=subprocess.PIPE, text=True
+    )
 
 
 def test_sigterm_flushes_a_final_checkpoint_and_the_next_start_resumes_after_it(tmp_path):
@@ -196,11 +218,19 @@ def test_sigterm_flushes_a_final_checkpoint_and_the_next_start_resumes_after_it(
 C = "higgsfield:checkpoints"
 
 
-@pytest.mark.parametrize("change, key, detail", [
-    (set_key(C, {"keepLast": 0}), f"{C}.keepLast", "must be at least 1"),
-    (set_key(C, {"flushTime": "15m", "terminationGracePeriod": "10m"}), f"{C}.terminationGracePeriod", "shorter than flushTime 15m"),
-    (set_key(C, {"exportToS3": True}), f"{C}.exportToS3", "needs higgsfield:fsx with an s3 link"),
-], ids=["retention_zero", "grace_shorter_than_flush", "s3_export_without_link"])
+@pytest.mark.parametrize(
+    "change, key, detail",
+    [
+        (set_key(C, {"keepLast": 0}), f"{C}.keepLast", "must be at least 1"),
+        (
+            set_key(C, {"flushTime": "15m", "terminationGracePeriod": "10m"}),
+            f"{C}.terminationGracePeriod",
+            "shorter than flushTime 15m",
+        ),
+        (set_key(C, {"exportToS3": True}), f"{C}.exportToS3", "needs higgsfield:fsx with an s3 link"),
+    ],
+    ids=["retention_zero", "grace_shorter_than_flush", "s3_export_without_link"],
+)
 def test_bad_checkpoint_settings_exit_2_and_name_the_key(project_copy, capsys, change, key, detail):
     assert_plan_rejects(project_copy, capsys, "dev", change, key, detail)
 
@@ -236,14 +266,18 @@ def test_every_training_pod_has_the_grace_period_its_final_checkpoint_needs(stac
         for pool in cfg.gpu_pools:
             _, specs = _pods(jobs.render(example, cfg, pool=pool.name))
             for spec in specs:
-                assert spec["terminationGracePeriodSeconds"] == cfg.checkpoints.grace_seconds >= cfg.checkpoints.flush_seconds
+                assert (
+                    spec["terminationGracePeriodSeconds"]
+                    == cfg.checkpoints.grace_seconds
+                    >= cfg.checkpoints.flush_seconds
+                )
                 assert _env(spec)["CHECKPOINT_FLUSH_SECONDS"] == str(cfg.checkpoints.flush_seconds)
 
 
 @pytest.mark.parametrize("example", PYTORCH)
 def test_a_node_failure_restarts_the_gang_instead_of_failing_the_job(example):
     """ExitCode: 143 (a drain) and 150 (a lost peer) recreate the pods, a bug's 1 fails the job;
-    tests/test_rolling_update_jobs.py replays a whole rolling update against the operator's rules."""
+    tests/components/test_rolling_update_jobs.py replays a whole rolling update against the operator's rules."""
     cfg = plan_of("prod").config
     job, _ = _pods(jobs.render(example, cfg, pool="h100", workers=3))
     assert {r["restartPolicy"] for r in job["spec"]["pytorchReplicaSpecs"].values()} == {"ExitCode"}
@@ -253,7 +287,11 @@ def test_checkpoints_are_published_to_the_teams_fsx_directory():
     cfg = plan_of("prod").config
     _, specs = _pods(jobs.render("pytorch-ddp", cfg, pool="h100", team="llm"))
     env = _env(specs[0])
-    assert (env["CHECKPOINT_DIR"], env["CHECKPOINT_SHARED_DIR"], env["CHECKPOINT_KEEP_LAST"]) == ("/local/checkpoints", "/fsx/checkpoints/pytorch-ddp-h100", "3")
+    assert (env["CHECKPOINT_DIR"], env["CHECKPOINT_SHARED_DIR"], env["CHECKPOINT_KEEP_LAST"]) == (
+        "/local/checkpoints",
+        "/fsx/checkpoints/pytorch-ddp-h100",
+        "3",
+    )
     assert not specs[0].get("initContainers")  # the program publishes itself; no copying sidecar
 
 
@@ -262,7 +300,9 @@ def test_with_s3_export_checkpoints_go_under_the_directory_the_data_repository_a
     cfg = cfg.model_copy(update={"checkpoints": cfg.checkpoints.model_copy(update={"export_to_s3": True})})
     _, specs = _pods(jobs.render("pytorch-ddp", cfg, pool="h100", team="foundation"))
     assert _env(specs[0])["CHECKPOINT_SHARED_DIR"] == "/datasets/train/checkpoints/foundation/pytorch-ddp-h100"
-    assert {"name": "dataset-train", "mountPath": "/datasets/train", "readOnly": False} in specs[0]["containers"][0]["volumeMounts"]
+    assert {"name": "dataset-train", "mountPath": "/datasets/train", "readOnly": False} in specs[0]["containers"][0][
+        "volumeMounts"
+    ]
 
 
 def test_s3_export_for_a_team_that_cannot_write_the_exported_dataset_names_the_team():
@@ -344,7 +384,9 @@ def test_the_jobs_command_lets_the_workers_finish_their_final_checkpoint(tmp_pat
 def test_every_training_job_starts_through_the_checkpoint_launcher():
     for example in PYTORCH:
         _, specs = _pods(jobs.render(example, plan_of("prod").config, pool="h100"))
-        assert {tuple(s["containers"][0]["command"][:3]) for s in specs} == {("python", "/code/checkpointing.py", "torchrun")}
+        assert {tuple(s["containers"][0]["command"][:3]) for s in specs} == {
+            ("python", "/code/checkpointing.py", "torchrun")
+        }
 
 
 def _torch_python() -> str | None:
@@ -354,7 +396,9 @@ def _torch_python() -> str | None:
     return candidate if found.returncode == 0 else None
 
 
-@pytest.mark.skipif(_torch_python() is None, reason="needs PyTorch (set HIGGSFIELD_TORCH_PYTHON to a Python that has it)")
+@pytest.mark.skipif(
+    _torch_python() is None, reason="needs PyTorch (set HIGGSFIELD_TORCH_PYTHON to a Python that has it)"
+)
 def test_train_ddp_on_two_cpu_ranks_flushes_on_sigterm_and_resumes_after_it(tmp_path):
     """The real program with torch.distributed.checkpoint on gloo: two ranks, per-rank local shard
     directories merged on 'FSx', the marker, SIGTERM through the launcher, the resume (on a GPU box:
@@ -374,7 +418,9 @@ def test_no_rendered_job_tolerates_the_health_gates_taint(stack):
         for pool in cfg.gpu_pools:
             if example == "mpi-nccl-tests" and not pool.efa:
                 continue
-            for template in jobs.pod_templates(next(o for o in jobs.render(example, cfg, pool=pool.name) if o["kind"] != "ConfigMap")):
+            for template in jobs.pod_templates(
+                next(o for o in jobs.render(example, cfg, pool=pool.name) if o["kind"] != "ConfigMap")
+            ):
                 for toleration in template["spec"].get("tolerations", []):
                     assert toleration.get("key") not in (STARTUP_TAINT_KEY, None), (example, pool.name, toleration)
 

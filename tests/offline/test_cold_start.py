@@ -11,8 +11,8 @@ import json
 import pytest
 import yaml
 
-from infra.offline import cold_start, jobs
 from infra.cli.main import main
+from infra.offline import cold_start, jobs
 from infra.offline.evaluate import record
 from tests.conftest import ROOT, STACKS, plan_of, set_key
 
@@ -104,7 +104,10 @@ def test_gpu_nodes_turn_on_nodeadms_fast_image_pull(stack):
 def test_the_raid0_and_the_feature_gate_share_one_node_config():
     template = next(t for t in plan_of("prod").of_type(LAUNCH_TEMPLATE) if t.name == "gpu-h100-lt")
     spec = _node_config(template)["spec"]
-    assert (spec["featureGates"], spec["instance"]) == ({"FastImagePull": True}, {"localStorage": {"strategy": "RAID0"}})
+    assert (spec["featureGates"], spec["instance"]) == (
+        {"FastImagePull": True},
+        {"localStorage": {"strategy": "RAID0"}},
+    )
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -112,7 +115,10 @@ def test_each_pool_states_its_half_delivered_gang_bound(stack):
     for pool in plan_of(stack).config.gpu_pools:
         bound = cold_start.give_back(pool, 1.0)
         assert bound.deadline_s == cold_start.gang_deadline_s(pool)
-        assert bound.seconds == bound.deadline_s + bound.check_s + cold_start.seconds_of(pool.scale_down_unneeded_time) + 10.0
+        assert (
+            bound.seconds
+            == bound.deadline_s + bound.check_s + cold_start.seconds_of(pool.scale_down_unneeded_time) + 10.0
+        )
         assert bound.usd == pytest.approx(max(pool.max_size - 1, 0) * bound.seconds / 3600)
 
 
@@ -124,10 +130,16 @@ def test_timeline_job_json_has_both_paths_and_the_bound(capsys, monkeypatch):
     assert data["half_delivered_gang"]["nodes_at_most"] == 3
 
 
-@pytest.mark.parametrize(("argv", "says"), [
-    (["timeline", "dev", "--job", "nope"], "error: --job: no GPU pool 'nope' in stack dev; pools: l40s"),
-    (["timeline", "dev", "--job", "l40s", "--nodes", "9"], "error: --nodes: must be between 1 and pool l40s's maxSize 2, got 9"),
-])
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["timeline", "dev", "--job", "nope"], "error: --job: no GPU pool 'nope' in stack dev; pools: l40s"),
+        (
+            ["timeline", "dev", "--job", "l40s", "--nodes", "9"],
+            "error: --nodes: must be between 1 and pool l40s's maxSize 2, got 9",
+        ),
+    ],
+)
 def test_a_bad_job_pool_or_size_names_the_option(argv, says, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert main(argv) == 2

@@ -27,7 +27,9 @@ def test_small_stack_total_matches_a_hand_computed_figure(project_copy):
     root = project_copy("dev", set_pool(0, instanceTypes=["g6e.xlarge"], capacity={"type": "on-demand"}))
     est = cost.estimate(record("bad", root=root), PRICES)
     h = 730
-    idle = 0.10 + 2 * 0.2016 + 2 * 50 * 0.08 / h + (0.045 + 100 * 0.045 / h) + 2 * 1.0 / h + 50 * 0.50 / h  # two KMS keys: Secrets, logs
+    idle = (
+        0.10 + 2 * 0.2016 + 2 * 50 * 0.08 / h + (0.045 + 100 * 0.045 / h) + 2 * 1.0 / h + 50 * 0.50 / h
+    )  # two KMS keys: Secrets, logs
     full = idle + 2 * 1.861 + 2 * 150 * 0.08 / h
     assert est.total("idle_hour") == pytest.approx(idle)
     assert est.total("full_hour") == pytest.approx(full)
@@ -78,7 +80,9 @@ def test_fsx_is_priced_by_capacity_and_throughput_tier():
 
 def test_extended_support_versions_pay_the_extended_control_plane_rate(project_copy):
     root = project_copy("dev", set_key("higgsfield:kubernetesVersion", "1.32"))
-    (line,) = [line for line in cost.estimate(record("bad", root=root), PRICES).lines if line.item == "EKS control plane"]
+    (line,) = [
+        line for line in cost.estimate(record("bad", root=root), PRICES).lines if line.item == "EKS control plane"
+    ]
     assert line.idle_hour == 0.60
 
 
@@ -116,7 +120,14 @@ def test_a_region_without_prices_never_shows_a_dollar_figure(project_copy, capsy
 
 
 def _region_without_prices(config: dict) -> None:
-    config.update({"aws:region": "eu-north-1", "higgsfield:availabilityZones": ["eu-north-1a", "eu-north-1b"], "higgsfield:gpuPools": [], "higgsfield:scheduler": {}})
+    config.update(
+        {
+            "aws:region": "eu-north-1",
+            "higgsfield:availabilityZones": ["eu-north-1a", "eu-north-1b"],
+            "higgsfield:gpuPools": [],
+            "higgsfield:scheduler": {},
+        }
+    )
 
 
 def test_a_region_without_prices_headlines_not_priced_never_zero_dollars(project_copy, capsys):
@@ -125,7 +136,10 @@ def test_a_region_without_prices_headlines_not_priced_never_zero_dollars(project
     project_copy("dev", _region_without_prices)
     assert main(["cost", "bad"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].startswith("Cost of bad (eu-north-1): not priced: no prices for eu-north-1") and "$0.00" not in out.splitlines()[0]
+    assert (
+        out.splitlines()[0].startswith("Cost of bad (eu-north-1): not priced: no prices for eu-north-1")
+        and "$0.00" not in out.splitlines()[0]
+    )
     assert "--refresh" in out.splitlines()[0] and "the price file has no prices for eu-north-1" in out
 
 
@@ -177,7 +191,12 @@ def _price_list(usd: str, **attributes: str) -> str:
     """One Price List product as GetProducts returns it: a JSON string with its attributes and an
     on-demand term (the shape of every AWS price list,
     docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/reading-an-offer.html)."""
-    return json.dumps({"product": {"attributes": attributes}, "terms": {"OnDemand": {"X": {"priceDimensions": {"Y": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}})
+    return json.dumps(
+        {
+            "product": {"attributes": attributes},
+            "terms": {"OnDemand": {"X": {"priceDimensions": {"Y": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}},
+        }
+    )
 
 
 def _expect_services(stub: Stubber, location: str, prefix: str, skip: tuple[str, ...] = ()) -> None:
@@ -187,23 +206,47 @@ def _expect_services(stub: Stubber, location: str, prefix: str, skip: tuple[str,
         products = [_price_list("9.99", usagetype=f"{prefix}-Other-Usage")]
         if key not in skip:
             products.append(_price_list("0.123", usagetype=f"{prefix}-{usage}"))
-        stub.add_response("get_products", {"PriceList": products, "FormatVersion": "aws_v1"},
-                          {"ServiceCode": service, "Filters": [{"Type": "TERM_MATCH", "Field": "location", "Value": location}]})
+        stub.add_response(
+            "get_products",
+            {"PriceList": products, "FormatVersion": "aws_v1"},
+            {"ServiceCode": service, "Filters": [{"Type": "TERM_MATCH", "Field": "location", "Value": location}]},
+        )
     for deployment, throughput in cost.FSX_TIERS.values():
-        stub.add_response("get_products", {"PriceList": [_price_list("0.2", deploymentOption=deployment, throughputCapacity=throughput)], "FormatVersion": "aws_v1"},
-                          {"ServiceCode": "AmazonFSx", "Filters": [{"Type": "TERM_MATCH", "Field": "location", "Value": location},
-                                                                   {"Type": "TERM_MATCH", "Field": "fileSystemType", "Value": "Lustre"}]})
+        stub.add_response(
+            "get_products",
+            {
+                "PriceList": [_price_list("0.2", deploymentOption=deployment, throughputCapacity=throughput)],
+                "FormatVersion": "aws_v1",
+            },
+            {
+                "ServiceCode": "AmazonFSx",
+                "Filters": [
+                    {"Type": "TERM_MATCH", "Field": "location", "Value": location},
+                    {"Type": "TERM_MATCH", "Field": "fileSystemType", "Value": "Lustre"},
+                ],
+            },
+        )
 
 
 def _expect_price(stub: Stubber, instance_type: str, location: str, usd: str) -> None:
     """The GetProducts call refresh makes for one Linux on-demand price, answered with `usd`."""
-    filters = {"instanceType": instance_type, "location": location, "operatingSystem": "Linux", "tenancy": "Shared",
-               "preInstalledSw": "NA", "capacitystatus": "Used"}
-    stub.add_response("get_products", {"PriceList": [_price_list(usd)], "FormatVersion": "aws_v1"}, {
-        "ServiceCode": "AmazonEC2",
-        "Filters": [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in filters.items()],
-        "MaxResults": 10,
-    })
+    filters = {
+        "instanceType": instance_type,
+        "location": location,
+        "operatingSystem": "Linux",
+        "tenancy": "Shared",
+        "preInstalledSw": "NA",
+        "capacitystatus": "Used",
+    }
+    stub.add_response(
+        "get_products",
+        {"PriceList": [_price_list(usd)], "FormatVersion": "aws_v1"},
+        {
+            "ServiceCode": "AmazonEC2",
+            "Filters": [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in filters.items()],
+            "MaxResults": 10,
+        },
+    )
 
 
 def test_refresh_takes_ec2_prices_from_the_pricing_api():
@@ -292,7 +335,9 @@ def test_a_reservation_held_warm_is_used_capacity_not_idle_waste():
 
 
 def test_a_reservation_not_held_warm_is_reported_as_idle_waste(project_copy):
-    root = project_copy("prod", set_pool(2, capacity={"type": "reservation", "reservationId": "cr-0fedcba9876543210", "warm": False}))
+    root = project_copy(
+        "prod", set_pool(2, capacity={"type": "reservation", "reservationId": "cr-0fedcba9876543210", "warm": False})
+    )
     est = cost.estimate(record("bad", root=root), PRICES)
     (line,) = [line for line in _gpu_ec2_lines(est) if line.resource == "gpu-b200-odcr"]
     assert not line.reserved_in_use and "(idle)" in line.item and "idle waste" in line.note

@@ -16,7 +16,9 @@ from tests.conftest import ROOT
 
 
 def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True, capture_output=True
+    )
 
 
 # What a project of one's own holds (the program comes from the installed package): enough for
@@ -57,7 +59,11 @@ def checkout(tmp_path: Path, monkeypatch) -> Path:
     """A copy of this checkout's files (tracked and not ignored), program included, as a fresh git
     repository with one commit, the working directory."""
     listed = [["ls-files"], ["ls-files", "--others", "--exclude-standard"]]
-    files = [name for args in listed for name in subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.split()]
+    files = [
+        name
+        for args in listed
+        for name in subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    ]
     monkeypatch.chdir(_committed_copy(tmp_path, [name for name in files if (ROOT / name).is_file()]))
     return tmp_path
 
@@ -84,15 +90,28 @@ def test_changing_fsx_deployment_type_is_refused_without_an_allow(repo, capsys):
     _edit_stack(repo, "staging", to_scratch)
     assert main(["diff", "staging", "--base", "HEAD~1"]) == 1
     out, err = capsys.readouterr()
-    (replace,) = [line for line in out.splitlines() if line.startswith("  +- aws:fsx/lustreFileSystem:LustreFileSystem lustre  REPLACE because of")]
+    (replace,) = [
+        line
+        for line in out.splitlines()
+        if line.startswith("  +- aws:fsx/lustreFileSystem:LustreFileSystem lustre  REPLACE because of")
+    ]
     assert "deploymentType" in replace
     assert "error: refused: replace of FSx file system lustre" in err
 
 
 def test_an_explicit_allow_lets_the_fsx_replacement_through(repo, capsys):
-    _edit_stack(repo, "staging", lambda c: c.update({"higgsfield:fsx": {"enabled": True, "deploymentType": "SCRATCH_2", "storageCapacityGiB": 4800}}))
+    _edit_stack(
+        repo,
+        "staging",
+        lambda c: c.update(
+            {"higgsfield:fsx": {"enabled": True, "deploymentType": "SCRATCH_2", "storageCapacityGiB": 4800}}
+        ),
+    )
     # the new file system has no datasets: their claims go too (refused without an allow)
-    assert main(["diff", "staging", "--base", "HEAD~1", "--allow", "lustre", "--allow", "lustre-key", "--allow", "claims"]) == 0
+    assert (
+        main(["diff", "staging", "--base", "HEAD~1", "--allow", "lustre", "--allow", "lustre-key", "--allow", "claims"])
+        == 0
+    )
     assert "refused" not in "".join(capsys.readouterr())
 
 
@@ -126,11 +145,19 @@ def test_base_with_other_code_is_evaluated_with_its_own_code(checkout, capsys):
 def test_deleting_the_cluster_key_is_refused():
     key = {"urn": "u1", "type": "aws:kms/key:Key", "name": "cluster-secrets", "inputs": {}, "dependencies": []}
     diff = compare({"resources": [key]}, {"resources": []}, allowed=set())
-    assert diff.refused == ["delete of KMS key cluster-secrets is refused: allow it with --allow cluster-secrets or higgsfield:allowReplace"]
+    assert diff.refused == [
+        "delete of KMS key cluster-secrets is refused: allow it with --allow cluster-secrets or higgsfield:allowReplace"
+    ]
 
 
 def test_moving_a_node_group_to_another_subnet_is_a_replacement_even_when_ids_are_unknown():
-    group = {"urn": "g", "type": "aws:eks/nodeGroup:NodeGroup", "name": "gpu", "inputs": {"subnetIds": ["<computed>"]}, "dependencies": ["subnet-a"]}
+    group = {
+        "urn": "g",
+        "type": "aws:eks/nodeGroup:NodeGroup",
+        "name": "gpu",
+        "inputs": {"subnetIds": ["<computed>"]},
+        "dependencies": ["subnet-a"],
+    }
     moved = {**group, "dependencies": ["subnet-b"]}
     (change,) = compare({"resources": [group]}, {"resources": [moved]}, set()).changed
     assert change.replace_paths == ["subnetIds[0]"]
@@ -158,7 +185,9 @@ def test_changing_vpc_cidr_refuses_replacing_the_cluster_fsx_and_node_groups(rep
 
 
 def test_reordering_availability_zones_refuses_replacing_the_cluster(repo, capsys):
-    rc, out = _diff(repo, capsys, "dev", lambda c: c.update({"higgsfield:availabilityZones": ["us-west-2b", "us-west-2a"]}))
+    rc, out = _diff(
+        repo, capsys, "dev", lambda c: c.update({"higgsfield:availabilityZones": ["us-west-2b", "us-west-2a"]})
+    )
     assert rc == 1
     assert "error: refused: replace of cluster" in out
     assert "cidrBlock: 10.20.0.0/19 → 10.20.32.0/19" in out
@@ -172,7 +201,14 @@ def test_downgrading_kubernetes_is_refused(repo, capsys):
 
 
 def test_an_allow_lets_the_kubernetes_downgrade_through(repo, capsys):
-    rc, out = _diff(repo, capsys, "dev", lambda c: c.update({"higgsfield:kubernetesVersion": "1.34"}), "--allow", "kubernetesVersion")
+    rc, out = _diff(
+        repo,
+        capsys,
+        "dev",
+        lambda c: c.update({"higgsfield:kubernetesVersion": "1.34"}),
+        "--allow",
+        "kubernetesVersion",
+    )
     assert rc == 0
     assert "version: 1.35 → 1.34" in out
 
@@ -191,20 +227,39 @@ def test_changing_a_prod_stacks_environment_is_refused(repo, capsys):
 
 
 def test_a_tag_change_only_updates_in_place(repo, capsys):
-    rc, out = _diff(repo, capsys, "dev", lambda c: c.update({"higgsfield:tags": {**c.get("higgsfield:tags", {}), "team": "research"}}))
+    rc, out = _diff(
+        repo,
+        capsys,
+        "dev",
+        lambda c: c.update({"higgsfield:tags": {**c.get("higgsfield:tags", {}), "team": "research"}}),
+    )
     assert rc == 0
     assert "(0 replaced)" in out
     assert "tags.team: ml-platform → research" in out
 
 
 def test_unchanged_computed_inputs_are_not_blamed():
-    subnet = {"urn": "s", "type": "aws:ec2/subnet:Subnet", "name": "a", "inputs": {"tags": {"x": "1"}}, "dependencies": []}
-    group = {"urn": "g", "type": "aws:eks/nodeGroup:NodeGroup", "name": "gpu", "inputs": {"subnetIds": ["<computed>"]}, "dependencies": ["s"]}
+    subnet = {
+        "urn": "s",
+        "type": "aws:ec2/subnet:Subnet",
+        "name": "a",
+        "inputs": {"tags": {"x": "1"}},
+        "dependencies": [],
+    }
+    group = {
+        "urn": "g",
+        "type": "aws:eks/nodeGroup:NodeGroup",
+        "name": "gpu",
+        "inputs": {"subnetIds": ["<computed>"]},
+        "dependencies": ["s"],
+    }
     retagged = {**subnet, "inputs": {"tags": {"x": "2"}}}
     diff = compare({"resources": [subnet, group]}, {"resources": [retagged, group]}, set())
     assert [c.name for c in diff.changed] == ["a"] and not diff.replaced
 
 
 def test_a_cascade_does_not_blame_inputs_computed_from_resources_that_stay(repo, capsys):
-    _, out = _diff(repo, capsys, "dev", lambda c: c.update({"higgsfield:availabilityZones": ["us-west-2b", "us-west-2a"]}))
+    _, out = _diff(
+        repo, capsys, "dev", lambda c: c.update({"higgsfield:availabilityZones": ["us-west-2b", "us-west-2a"]})
+    )
     assert "nodeRoleArn: computed from" not in out and "encryptionConfigKeyArn: computed from" not in out

@@ -50,13 +50,20 @@ def test_removing_protect_or_retain_in_code_is_a_refused_change(option):
     assert kept[option]
     kept[option] = False
     diff = compare(base, head, set())
-    assert any(r.startswith(f"removing {option} from aws:fsx/lustreFileSystem:LustreFileSystem lustre is refused (") for r in diff.refused), diff.refused
+    assert any(
+        r.startswith(f"removing {option} from aws:fsx/lustreFileSystem:LustreFileSystem lustre is refused (")
+        for r in diff.refused
+    ), diff.refused
     assert f"({option}): true → false" in render_diff("prod", "base", diff)  # shown as a change, not "no change"
 
 
 def test_turning_observability_off_in_prod_refuses_deleting_its_log_groups():
     base, head = _prod(), _prod()
-    head["resources"] = [r for r in head["resources"] if not (r["type"] == "aws:cloudwatch/logGroup:LogGroup" and r["name"].startswith("monitoring-"))]
+    head["resources"] = [
+        r
+        for r in head["resources"]
+        if not (r["type"] == "aws:cloudwatch/logGroup:LogGroup" and r["name"].startswith("monitoring-"))
+    ]
     refused = compare(base, head, set()).refused
     logs = [r for r in refused if "CloudWatch log group" in r]
     assert len(logs) == 4 and all("deletes the logs in it" in r for r in logs), refused
@@ -72,22 +79,30 @@ def test_deleting_a_dev_log_group_is_not_refused():
 
 def test_removing_a_team_refuses_deleting_its_namespace_and_claims():
     base, head = _prod(), _prod()
+
     def gone(r: dict) -> bool:
         return r["name"].startswith(("teams-vision", "lustre-pvc-vision", "lustre-pv-vision"))
 
     head["resources"] = [r for r in head["resources"] if not gone(r)]
     refused = compare(base, head, set()).refused
-    assert any(r.startswith("delete of namespace teams-vision is refused (Kubernetes deletes every object in a namespace") for r in refused), refused
+    assert any(
+        r.startswith("delete of namespace teams-vision is refused (Kubernetes deletes every object in a namespace")
+        for r in refused
+    ), refused
     assert any(r.startswith("delete of claim lustre-pvc-vision") for r in refused), refused
     assert compare(base, head, {"namespaces", "claims"}).refused == []
 
 
-@pytest.mark.parametrize("version", [">=1.0.0", "^1", "~1", "1.x", "*", "1.2 - 1.4", "<2.0.0", "1.0.0 || 2.0.0", "1", "1.2"])
+@pytest.mark.parametrize(
+    "version", [">=1.0.0", "^1", "~1", "1.x", "*", "1.2 - 1.4", "<2.0.0", "1.0.0 || 2.0.0", "1", "1.2"]
+)
 def test_the_pinned_chart_policy_refuses_version_ranges(version):
     found: list[str] = []
     from pulumi_policy import ResourceValidationArgs
 
-    args = ResourceValidationArgs(rules.HELM_RELEASE, {"chart": "volcano", "version": version}, "urn", "volcano", None, None, {})
+    args = ResourceValidationArgs(
+        rules.HELM_RELEASE, {"chart": "volcano", "version": version}, "urn", "volcano", None, None, {}
+    )
     rules.helm_release_pinned.validate(args, lambda message, urn=None: found.append(message))
     assert found and "is a range, not a pin" in found[0], (version, found)
 
@@ -97,6 +112,8 @@ def test_the_pinned_chart_policy_accepts_exact_versions(version):
     found: list[str] = []
     from pulumi_policy import ResourceValidationArgs
 
-    args = ResourceValidationArgs(rules.HELM_RELEASE, {"chart": "volcano", "version": version}, "urn", "volcano", None, None, {})
+    args = ResourceValidationArgs(
+        rules.HELM_RELEASE, {"chart": "volcano", "version": version}, "urn", "volcano", None, None, {}
+    )
     rules.helm_release_pinned.validate(args, lambda message, urn=None: found.append(message))
     assert found == []

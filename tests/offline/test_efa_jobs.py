@@ -10,11 +10,11 @@ import shutil
 import pytest
 
 from components.efa import EFA_POD_HUGEPAGES_MI, NCCL_SOCKET_IFNAME, efa_environment, efa_resources
+from infra.config import ConfigError
 from infra.core import versions
 from infra.core.catalog import InstanceFacts
 from infra.offline import healthcheck, jobs, pods
 from infra.offline.pods import mebibytes
-from infra.config import ConfigError
 from tests.conftest import ROOT, STACKS, config_of, plan_of
 
 EFA = "vpc.amazonaws.com/efa"
@@ -50,7 +50,9 @@ def _gpu_pods(objects: list[dict]):
     for obj in objects:
         for spec in pods._pod_specs(obj):
             limits = (spec["containers"][0].get("resources") or {}).get("limits") or {}
-            if "higgsfield.io/pool" in (spec.get("nodeSelector") or {}) and "nvidia.com/gpu" in limits:  # not the MPI launcher
+            if (
+                "higgsfield.io/pool" in (spec.get("nodeSelector") or {}) and "nvidia.com/gpu" in limits
+            ):  # not the MPI launcher
                 yield spec
 
 
@@ -88,7 +90,11 @@ def test_efa_pods_take_every_interface_and_the_anchors_huge_pages_not_the_whole_
     for _, container in pods.efa_containers(objects):
         limits = container["resources"]["limits"]
         assert limits[EFA] == efa_resources(pool.instance)[EFA]
-        assert mebibytes(limits["hugepages-2Mi"]) == EFA_POD_HUGEPAGES_MI < mebibytes(efa_resources(pool.instance)["hugepages-2Mi"])
+        assert (
+            mebibytes(limits["hugepages-2Mi"])
+            == EFA_POD_HUGEPAGES_MI
+            < mebibytes(efa_resources(pool.instance)["hugepages-2Mi"])
+        )
 
 
 @pytest.mark.parametrize(("stack", "what", "pool"), RENDERED, ids=IDS)
@@ -106,8 +112,18 @@ def test_every_gpu_pod_mounts_dev_shm_within_its_memory_limit_and_fits_the_node(
 
 
 def _facts(name: str, efa: bool = True) -> InstanceFacts:
-    return InstanceFacts(name=name, gpus=8, gpu_model="H100", gpu_memory_mib=0, efa_supported=efa, efa_max_interfaces=4,
-                         network_cards=(0,), nvme_disks=0, vcpus=32, architectures=("x86_64",))
+    return InstanceFacts(
+        name=name,
+        gpus=8,
+        gpu_model="H100",
+        gpu_memory_mib=0,
+        efa_supported=efa,
+        efa_max_interfaces=4,
+        network_cards=(0,),
+        nvme_disks=0,
+        vcpus=32,
+        architectures=("x86_64",),
+    )
 
 
 @pytest.mark.parametrize("instance_type", ["p4d.24xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"])
@@ -151,6 +167,7 @@ def test_offline_image_is_the_stacks_repository_in_the_stacks_account_and_region
 
 # --- bad input ---------------------------------------------------------------------------------
 
+
 def _main(capsys, monkeypatch, *argv: str) -> tuple[int, str]:
     from infra.cli.main import main
 
@@ -159,12 +176,15 @@ def _main(capsys, monkeypatch, *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [("jobs", "render", "prod", "pytorch-ddp", "--pool", "h100"),
-                                     ("healthcheck", "render", "prod", "h100")])
+@pytest.mark.parametrize(
+    "command", [("jobs", "render", "prod", "pytorch-ddp", "--pool", "h100"), ("healthcheck", "render", "prod", "h100")]
+)
 def test_a_stock_image_on_an_efa_pool_is_rejected_naming_the_option(command, capsys, monkeypatch):
     code, err = _main(capsys, monkeypatch, *command, "--image", STOCK_IMAGE)
     assert code == 2
-    assert err.startswith("error: --image: 'pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime' is not an EFA-ready image for EFA pool h100")
+    assert err.startswith(
+        "error: --image: 'pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime' is not an EFA-ready image for EFA pool h100"
+    )
     assert "Traceback" not in err
 
 
@@ -190,23 +210,43 @@ def _edited_examples(tmp_path, monkeypatch, example: str, old: str, new: str) ->
 
 
 def test_a_template_asking_for_more_efa_interfaces_than_the_node_has_is_rejected_naming_the_key(tmp_path, monkeypatch):
-    _edited_examples(tmp_path, monkeypatch, "mpi-nccl-tests", "limits: {nvidia.com/gpu: ${gpus}}", "limits: {nvidia.com/gpu: ${gpus}, vpc.amazonaws.com/efa: 64}")
+    _edited_examples(
+        tmp_path,
+        monkeypatch,
+        "mpi-nccl-tests",
+        "limits: {nvidia.com/gpu: ${gpus}}",
+        "limits: {nvidia.com/gpu: ${gpus}, vpc.amazonaws.com/efa: 64}",
+    )
     with pytest.raises(ConfigError) as failure:
         jobs.render("mpi-nccl-tests", plan_of("prod").config, pool="h100")
-    assert failure.value.key == ("examples/mpi-nccl-tests.yaml "
-                                 "spec.mpiReplicaSpecs.Worker.template.spec.containers[0].resources.limits.vpc.amazonaws.com/efa")
+    assert failure.value.key == (
+        "examples/mpi-nccl-tests.yaml "
+        "spec.mpiReplicaSpecs.Worker.template.spec.containers[0].resources.limits.vpc.amazonaws.com/efa"
+    )
     assert "64 is more than the 32 EFA interfaces a p5.48xlarge node offers" in str(failure.value)
 
 
 def test_a_template_asking_for_more_huge_pages_than_the_node_reserves_is_rejected(tmp_path, monkeypatch):
-    _edited_examples(tmp_path, monkeypatch, "mpi-nccl-tests", "limits: {nvidia.com/gpu: ${gpus}}", "limits: {nvidia.com/gpu: ${gpus}, hugepages-2Mi: 20Gi}")
+    _edited_examples(
+        tmp_path,
+        monkeypatch,
+        "mpi-nccl-tests",
+        "limits: {nvidia.com/gpu: ${gpus}}",
+        "limits: {nvidia.com/gpu: ${gpus}, hugepages-2Mi: 20Gi}",
+    )
     with pytest.raises(ConfigError) as failure:
         jobs.render("mpi-nccl-tests", plan_of("prod").config, pool="h100")
     assert failure.value.key.endswith("containers[0].resources.limits.hugepages-2Mi")
 
 
 def test_a_template_asking_for_efa_on_a_pool_without_efa_is_rejected(tmp_path, monkeypatch):
-    _edited_examples(tmp_path, monkeypatch, "pytorch-ddp", "limits: {nvidia.com/gpu: ${gpus}}", "limits: {nvidia.com/gpu: ${gpus}, vpc.amazonaws.com/efa: 1}")
+    _edited_examples(
+        tmp_path,
+        monkeypatch,
+        "pytorch-ddp",
+        "limits: {nvidia.com/gpu: ${gpus}}",
+        "limits: {nvidia.com/gpu: ${gpus}, vpc.amazonaws.com/efa: 1}",
+    )
     with pytest.raises(ConfigError) as failure:
         jobs.render("pytorch-ddp", plan_of("dev").config)
     assert failure.value.key.endswith("containers[0].resources.limits.vpc.amazonaws.com/efa")
@@ -226,7 +266,9 @@ def test_the_stacks_own_image_setting_replaces_the_built_one_everywhere():
     cfg = _with_own_image("prod")
     objects = jobs.render("pytorch-ddp", cfg, pool="h100") + healthcheck.render(cfg, "h100")
     assert {c["image"] for _, c in pods.efa_containers(objects)} == {OWN_IMAGE}
-    assert all(_env(c).items() >= efa_environment(cfg.gpu_pools[0].instance).items() for _, c in pods.efa_containers(objects))
+    assert all(
+        _env(c).items() >= efa_environment(cfg.gpu_pools[0].instance).items() for _, c in pods.efa_containers(objects)
+    )
 
 
 def test_other_tags_of_the_stacks_own_image_are_accepted_on_efa_pools():
@@ -235,15 +277,20 @@ def test_other_tags_of_the_stacks_own_image_are_accepted_on_efa_pools():
     assert {c["image"] for _, c in pods.efa_containers(objects)} == {OWN_IMAGE.replace("2026.11", "2026.12")}
 
 
-@pytest.mark.parametrize(("value", "detail"), [
-    ("efa-train", "is not an image reference with a tag or digest"),
-    ("registry.example.com/efa-train", "is not an image reference with a tag or digest"),
-    ("pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime", "has no EFA provider and no aws-ofi-nccl"),
-])
+@pytest.mark.parametrize(
+    ("value", "detail"),
+    [
+        ("efa-train", "is not an image reference with a tag or digest"),
+        ("registry.example.com/efa-train", "is not an image reference with a tag or digest"),
+        ("pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime", "has no EFA provider and no aws-ofi-nccl"),
+    ],
+)
 def test_a_bad_training_image_setting_names_its_key(value, detail, project_copy, capsys):
     from tests.conftest import assert_plan_rejects, set_key
 
-    assert_plan_rejects(project_copy, capsys, "prod", set_key("higgsfield:trainingImage", value), "higgsfield:trainingImage", detail)
+    assert_plan_rejects(
+        project_copy, capsys, "prod", set_key("higgsfield:trainingImage", value), "higgsfield:trainingImage", detail
+    )
 
 
 def test_a_stock_image_is_allowed_as_the_training_image_of_a_stack_without_efa(project_copy, capsys):
@@ -263,13 +310,20 @@ def test_jobs_on_a_pool_with_its_own_taint_tolerate_it(project_copy):
     cfg = load_stack("bad")
     for objects in (jobs.render("pytorch-ddp", cfg, pool="h100"), healthcheck.render(cfg, "h100")):
         for spec in _gpu_pods(objects):
-            assert {"key": "dedicated", "operator": "Equal", "value": "research", "effect": "NoSchedule"} in spec["tolerations"]
+            assert {"key": "dedicated", "operator": "Equal", "value": "research", "effect": "NoSchedule"} in spec[
+                "tolerations"
+            ]
 
 
 def test_the_efa_variables_are_written_in_one_place_only():
     """Examples, the health check and the CLI take them from efa_environment (the Dockerfile's
     image defaults aside): no other source file spells them out."""
     names = ("FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_TUNER_PLUGIN", "NCCL_SOCKET_IFNAME")
-    sources = [p for d in ("components", "infra", "examples", "images", "policies") for p in (ROOT / d).rglob("*") if p.suffix in (".py", ".yaml", ".yml")]
+    sources = [
+        p
+        for d in ("components", "infra", "examples", "images", "policies")
+        for p in (ROOT / d).rglob("*")
+        if p.suffix in (".py", ".yaml", ".yml")
+    ]
     spelled = sorted(str(p.relative_to(ROOT)) for p in sources if any(n in p.read_text() for n in names))
     assert spelled == ["components/efa.py"]

@@ -5,19 +5,26 @@ from __future__ import annotations
 
 import json
 
-from infra.offline import kubernetes_schema
-import pytest
-
 import node_check
-from infra.offline import healthcheck
+import pytest
 from node_check import Expectations, Gpu
+
+from infra.offline import healthcheck, kubernetes_schema
 from tests.conftest import ROOT, plan_of
 
 SMI = """NVIDIA H100 80GB HBM3, 580.95.05, 81559
 NVIDIA H100 80GB HBM3, 580.95.05, 81559
 """
-EXPECT = Expectations(gpus=2, model="H100", min_driver_branch=570, efa_devices=32, min_matmul_fraction=0.6,
-                      min_memory_bandwidth_fraction=0.7, min_lustre_mb_s=200, min_bus_bandwidth_gb_s=50)
+EXPECT = Expectations(
+    gpus=2,
+    model="H100",
+    min_driver_branch=570,
+    efa_devices=32,
+    min_matmul_fraction=0.6,
+    min_memory_bandwidth_fraction=0.7,
+    min_lustre_mb_s=200,
+    min_bus_bandwidth_gb_s=50,
+)
 H100 = [Gpu("NVIDIA H100 80GB HBM3", "580.95.05", 81559)] * 2
 
 
@@ -61,7 +68,10 @@ def test_memory_bandwidth_threshold_is_a_fraction_of_the_model_peak():
 
 
 def test_no_gpu_measurements_at_all_is_unhealthy_not_skipped():
-    assert set(_failed(node_check.evaluate("n1", H100, EXPECT, tflops=[], memory=[]))) == {"bf16 matmul", "memory bandwidth"}
+    assert set(_failed(node_check.evaluate("n1", H100, EXPECT, tflops=[], memory=[]))) == {
+        "bf16 matmul",
+        "memory bandwidth",
+    }
 
 
 def test_fewer_efa_devices_than_the_pool_promises_fails():
@@ -98,13 +108,23 @@ def test_report_is_a_table_and_one_json_line():
 
 
 def test_expectations_come_from_the_job_environment():
-    env = {"EXPECTED_GPUS": "8", "EXPECTED_GPU_MODEL": "H100", "MIN_DRIVER_BRANCH": "570", "EXPECTED_EFA_DEVICES": "32",
-           "MIN_MATMUL_FRACTION": "0.6", "MIN_MEMORY_BANDWIDTH_FRACTION": "0.7", "MIN_LUSTRE_MBPS": "200", "MIN_BUS_BANDWIDTH_GBPS": "50", "LUSTRE_PATH": ""}
+    env = {
+        "EXPECTED_GPUS": "8",
+        "EXPECTED_GPU_MODEL": "H100",
+        "MIN_DRIVER_BRANCH": "570",
+        "EXPECTED_EFA_DEVICES": "32",
+        "MIN_MATMUL_FRACTION": "0.6",
+        "MIN_MEMORY_BANDWIDTH_FRACTION": "0.7",
+        "MIN_LUSTRE_MBPS": "200",
+        "MIN_BUS_BANDWIDTH_GBPS": "50",
+        "LUSTRE_PATH": "",
+    }
     expected = Expectations.from_env(env)
     assert (expected.gpus, expected.efa_devices, expected.lustre_path) == (8, 32, None)
 
 
 # --- rendered objects ---------------------------------------------------------------------------
+
 
 @pytest.fixture(params=[("prod", "h100"), ("staging", "a100"), ("dev", "l40s")], ids=lambda p: f"{p[0]}-{p[1]}")
 def rendered(request):
@@ -126,7 +146,10 @@ def test_one_check_pod_per_node_of_the_pool_with_all_its_gpus(rendered):
     pod = job["spec"]["template"]["spec"]
     (pool,) = [p for p in cfg.gpu_pools if p.name == pool_name]
     assert pod["nodeSelector"] == {"higgsfield.io/pool": pool_name}
-    assert pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == "kubernetes.io/hostname"
+    assert (
+        pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"]
+        == "kubernetes.io/hostname"
+    )
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == pool.gpus_per_node
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
 

@@ -10,8 +10,8 @@ import re
 import pytest
 import yaml
 
-from infra.offline import jobs
 from infra.cli.main import main
+from infra.offline import jobs
 from tests.conftest import ROOT, STACKS, config_of, plan_of, set_field
 
 SHIPPED = [(s, e) for s in STACKS for e in jobs.examples_for(config_of(s))]
@@ -22,7 +22,11 @@ def test_every_shipped_example_fits_every_shipped_stack_by_default(stack, exampl
     cfg = plan_of(stack).config
     objects = jobs.render(example, cfg)
     job = objects[-1]
-    (pool_name,) = {t["spec"]["nodeSelector"]["higgsfield.io/pool"] for t in jobs.pod_templates(job) if "higgsfield.io/pool" in t["spec"]["nodeSelector"]}
+    (pool_name,) = {
+        t["spec"]["nodeSelector"]["higgsfield.io/pool"]
+        for t in jobs.pod_templates(job)
+        if "higgsfield.io/pool" in t["spec"]["nodeSelector"]
+    }
     pool = next(p for p in cfg.gpu_pools if p.name == pool_name)
     team = next(t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"])
     queue = next(q for q in cfg.scheduler.queues if q.name == team.queue)
@@ -41,14 +45,20 @@ def test_the_default_ddp_job_of_dev_asks_for_the_two_gpus_dev_has(capsys, monkey
     assert jobs.gpus_at_most(objects) == 2 and job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 2
 
 
-@pytest.mark.parametrize(("workers", "says"), [
-    ("-1", "error: --workers: must be at least 1, got -1"),
-    ("0", "error: --workers: must be at least 1, got 0"),
-    ("100", "error: --workers: 100 needs 101 GPUs (101 pods x 1), more than pool l40s's 2 nodes x 1 GPUs "
+@pytest.mark.parametrize(
+    ("workers", "says"),
+    [
+        ("-1", "error: --workers: must be at least 1, got -1"),
+        ("0", "error: --workers: must be at least 1, got 0"),
+        (
+            "100",
+            "error: --workers: 100 needs 101 GPUs (101 pods x 1), more than pool l40s's 2 nodes x 1 GPUs "
             "(higgsfield:gpuPools[0].maxSize); "
             "team ml's quota of 2 GPUs (higgsfield:scheduler.teams[0].gpuQuota); queue ml's capability of 2 GPUs "
-            "(higgsfield:scheduler.queues[0].gpuCapability); at most --workers 1 fits"),
-])
+            "(higgsfield:scheduler.queues[0].gpuCapability); at most --workers 1 fits",
+        ),
+    ],
+)
 def test_a_job_size_that_does_not_fit_is_refused_naming_the_limit(workers, says, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert main(["jobs", "render", "dev", "pytorch-ddp", "--workers", workers]) == 2
@@ -63,13 +73,19 @@ def test_an_elastic_job_may_not_grow_beyond_the_teams_quota(capsys, monkeypatch)
 
 def test_check_fails_a_stack_whose_shipped_examples_do_not_fit(project_copy, capsys):
     def one_gpu_team(config: dict) -> None:
-        set_field("higgsfield:scheduler", "teams", [{**config["higgsfield:scheduler"]["teams"][0], "gpuQuota": 1}])(config)
-        set_field("higgsfield:scheduler", "queues", [{**config["higgsfield:scheduler"]["queues"][0], "gpuCapability": 1}])(config)
+        set_field("higgsfield:scheduler", "teams", [{**config["higgsfield:scheduler"]["teams"][0], "gpuQuota": 1}])(
+            config
+        )
+        set_field(
+            "higgsfield:scheduler", "queues", [{**config["higgsfield:scheduler"]["queues"][0], "gpuCapability": 1}]
+        )(config)
 
     project_copy("dev", one_gpu_team)
     assert main(["check", "bad"]) == 1
     out = capsys.readouterr().out
-    findings = [" ".join(part.split()) for part in out.split("example-jobs-fit")[1:]]  # each message is wrapped below its policy line
+    findings = [
+        " ".join(part.split()) for part in out.split("example-jobs-fit")[1:]
+    ]  # each message is wrapped below its policy line
     (finding,) = [f for f in findings if "examples/pytorch-ddp.yaml" in f]
     assert "team ml's quota of 1 GPUs" in finding
 
@@ -96,10 +112,14 @@ def test_check_names_each_other_team_an_example_fits_at_no_size_as_advisory():
     from infra.offline import check
 
     (finding,) = [f for f in check.examples_teams_cannot_run(plan_of("staging")) if "pytorch-ddp" in f.message]
-    assert finding.level == "advisory" and finding.message.startswith("examples/pytorch-ddp.yaml for team vision: pytorch-ddp needs at least 16 GPUs")
+    assert finding.level == "advisory" and finding.message.startswith(
+        "examples/pytorch-ddp.yaml for team vision: pytorch-ddp needs at least 16 GPUs"
+    )
 
 
 def test_the_default_team_is_not_named_again_among_the_teams_an_example_does_not_fit():
     cfg = config_of("staging")
     default = next(t for t in cfg.scheduler.teams if cfg.scheduler.classes_of(t, "training"))
-    assert all(team != default for example in jobs.examples_for(cfg) for team, _ in jobs.teams_it_does_not_fit(example, cfg))
+    assert all(
+        team != default for example in jobs.examples_for(cfg) for team, _ in jobs.teams_it_does_not_fit(example, cfg)
+    )

@@ -12,8 +12,12 @@ from infra.offline import kubernetes_schema
 from infra.offline.manifests import manifests
 from tests.conftest import plan_of
 
-SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "n"},
-           "spec": {"ports": [{"port": 80, "targetPort": 8080}], "selector": {"app": "a"}}}
+SERVICE = {
+    "apiVersion": "v1",
+    "kind": "Service",
+    "metadata": {"name": "s", "namespace": "n"},
+    "spec": {"ports": [{"port": 80, "targetPort": 8080}], "selector": {"app": "a"}},
+}
 
 
 def _answer(validate, obj: dict, version: str):
@@ -35,10 +39,14 @@ def _variants(obj: dict) -> list[dict]:
 
 @pytest.mark.parametrize("version", ["1.33", "1.35.2", "v1.37"])
 def test_a_service_and_its_broken_copies_get_the_librarys_answers(version):
-    for obj in [*_variants(SERVICE), {**SERVICE, "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy"},
-                {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j"}}]:
+    for obj in [
+        *_variants(SERVICE),
+        {**SERVICE, "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy"},
+        {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j"}},
+    ]:
         assert _answer(kubernetes_schema.validate, obj, version) == _answer(
-            lambda o, v: kubernetes_validate.validate(o, v, strict=True), obj, version)
+            lambda o, v: kubernetes_validate.validate(o, v, strict=True), obj, version
+        )
 
 
 def test_every_object_of_the_dev_plan_and_its_broken_copies_get_the_librarys_answers():
@@ -46,7 +54,8 @@ def test_every_object_of_the_dev_plan_and_its_broken_copies_get_the_librarys_ans
     for obj in manifests(plan_of("dev"))[::3]:
         for variant in _variants(obj):
             assert _answer(kubernetes_schema.validate, variant, version) == _answer(
-                lambda o, v: kubernetes_validate.validate(o, v, strict=True), variant, version), variant["kind"]
+                lambda o, v: kubernetes_validate.validate(o, v, strict=True), variant, version
+            ), variant["kind"]
 
 
 def test_a_version_newer_than_any_bundled_schema_is_not_supported():

@@ -11,10 +11,9 @@ import pytest
 
 from components import training
 from components.teams import rules_of
-from infra.offline import preemption
-from infra.offline import jobs
 from infra.cli.main import main
 from infra.config import PriorityClassSpec
+from infra.offline import jobs, preemption
 from tests.conftest import config_of, plan_of
 from tests.security.test_tenancy import _job, _pod, denied_by
 
@@ -24,11 +23,13 @@ def _config() -> dict:
 
 
 def _classes() -> list[dict]:
-    return training.priority_classes([
-        PriorityClassSpec(name="batch-low", value=1000),
-        PriorityClassSpec(name="serving", value=2_000_000, workload="serving"),
-        PriorityClassSpec(name="evaluation", value=100, workload="evaluation"),
-    ])
+    return training.priority_classes(
+        [
+            PriorityClassSpec(name="batch-low", value=1000),
+            PriorityClassSpec(name="serving", value=2_000_000, workload="serving"),
+            PriorityClassSpec(name="evaluation", value=100, workload="evaluation"),
+        ]
+    )
 
 
 QUEUE = {"metadata": {"name": "research"}, "spec": {"reclaimable": False}}
@@ -61,18 +62,21 @@ def _plugin(config: dict, name: str) -> dict:
 def _with_actions(actions: str):
     def change(config):
         config["actions"] = actions
+
     return change
 
 
 def _set(name: str, **flags):
     def change(config):
         _plugin(config, name).update(flags)
+
     return change
 
 
 def _drop(key: str):
     def change(config):
         _plugin(config, "drf").pop(key)
+
     return change
 
 
@@ -132,7 +136,9 @@ def test_a_training_or_evaluation_class_that_preempts_fails_the_proof_naming_it(
 
 def test_a_class_without_a_preemption_policy_preempts_and_fails_the_proof():
     classes = _classes()
-    del next(c for c in classes if c["metadata"]["name"] == "batch-low")["preemptionPolicy"]  # the API default: PreemptLowerPriority
+    del next(c for c in classes if c["metadata"]["name"] == "batch-low")[
+        "preemptionPolicy"
+    ]  # the API default: PreemptLowerPriority
     assert "PriorityClass batch-low: preemptionPolicy" in _settings(classes=classes)
 
 
@@ -150,7 +156,9 @@ def test_check_refuses_a_stack_whose_scheduler_could_preempt_a_training_minimum(
     monkeypatch.setattr(training, "SCHEDULER_CONFIG", config)
     project_copy("dev", lambda c: None)
     assert main(["check", "bad"]) == 1
-    finding = " ".join(capsys.readouterr().out.split("training-minimum-never-preempted", 1)[1].split())  # wrapped below its policy line
+    finding = " ".join(
+        capsys.readouterr().out.split("training-minimum-never-preempted", 1)[1].split()
+    )  # wrapped below its policy line
     assert "actions: reclaim" in finding
 
 
@@ -163,7 +171,9 @@ def test_a_serving_pod_left_to_kube_scheduler_is_denied():
     pod = _pod(uid=SERVING.uid, priorityClassName="serving")
     pod["metadata"]["namespace"] = SERVING.name
     pod["spec"]["schedulerName"] = "default-scheduler"
-    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}  # not even a GPU: kube-scheduler would still preempt for it
+    pod["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "1"}
+    }  # not even a GPU: kube-scheduler would still preempt for it
     assert any("scheduled by volcano" in m for m in denied_by(pod, SERVING))
     pod["spec"]["schedulerName"] = "volcano"
     assert denied_by(pod, SERVING) == []
@@ -198,7 +208,8 @@ def test_the_elastic_jobs_minimum_is_its_gang_and_only_its_workers_above_it_may_
     # Volcano reads the pod's mark (api/pod_info.go GetPodPreemptable); gang keeps minAvailable of them
     assert worker["template"]["metadata"]["annotations"]["volcano.sh/preemptable"] == "true"
     assert worker["template"]["spec"]["priorityClassName"] in cfg.scheduler.classes_of(
-        next(t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"]), "training")
+        next(t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"]), "training"
+    )
 
 
 @pytest.mark.parametrize("example", ["pytorch-ddp", "mpi-nccl-tests", "tf-mnist", "xgboost-iris"])

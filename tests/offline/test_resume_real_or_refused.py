@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from infra.offline import day_one, jobs
 from infra.cli.main import main
+from infra.offline import day_one, jobs
 from tests.conftest import ROOT, STACKS, plan_of
 
 
@@ -96,14 +96,33 @@ def test_check_fails_a_stack_whose_example_would_promise_a_resume(monkeypatch):
 
 def _torch_python() -> str | None:
     candidate = os.environ.get("HIGGSFIELD_TORCH_PYTHON", sys.executable)
-    return candidate if subprocess.run([candidate, "-c", "import torch, numpy"], capture_output=True).returncode == 0 else None
+    return (
+        candidate
+        if subprocess.run([candidate, "-c", "import torch, numpy"], capture_output=True).returncode == 0
+        else None
+    )
 
 
-@pytest.mark.skipif(_torch_python() is None, reason="needs PyTorch (set HIGGSFIELD_TORCH_PYTHON to a Python that has it)")
+@pytest.mark.skipif(
+    _torch_python() is None, reason="needs PyTorch (set HIGGSFIELD_TORCH_PYTHON to a Python that has it)"
+)
 def test_train_ddp_with_checkpoints_off_neither_saves_nor_resumes(tmp_path):
     python = _torch_python()
-    env = {**os.environ, "CHECKPOINT_DIR": str(tmp_path / "nvme"), "CHECKPOINT_EVERY_STEPS": "0", "STEPS": "20", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(ROOT / "examples" / "train_ddp.py")],
-                          env=env, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0 and "checkpoints off: starting at step 0" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+    env = {
+        **os.environ,
+        "CHECKPOINT_DIR": str(tmp_path / "nvme"),
+        "CHECKPOINT_EVERY_STEPS": "0",
+        "STEPS": "20",
+        "OMP_NUM_THREADS": "1",
+    }
+    done = subprocess.run(
+        [python, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(ROOT / "examples" / "train_ddp.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0 and "checkpoints off: starting at step 0" in done.stdout, (
+        done.stdout[-2000:] + done.stderr[-2000:]
+    )
     assert not (tmp_path / "nvme").exists() or not any((tmp_path / "nvme").iterdir())

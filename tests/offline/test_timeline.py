@@ -27,7 +27,11 @@ def _chain_plan(fsx_after_cluster: bool) -> Plan:
         _r("cni", "aws:eks/addon:Addon", ["cluster"]),
         _r("nodes", "aws:eks/nodeGroup:NodeGroup", ["cni"]),
         _r("plugin", "kubernetes:helm.sh/v3:Release", ["nodes"]),
-        _r("fsx", "aws:fsx/lustreFileSystem:LustreFileSystem", ["subnet", "cluster"] if fsx_after_cluster else ["subnet"]),
+        _r(
+            "fsx",
+            "aws:fsx/lustreFileSystem:LustreFileSystem",
+            ["subnet", "cluster"] if fsx_after_cluster else ["subnet"],
+        ),
     ]
     return Plan("higgsfield", "t", resources, {})
 
@@ -99,7 +103,9 @@ def test_timeline_json_parses_and_carries_the_critical_path_and_branches(capsys,
     t = timeline.compute(plan_of("prod"))
     assert [s["name"] for s in data["critical_path"]] == [r.name for r in t.critical_path]
     # JSON rounds every figure to a hundredth (stable output)
-    assert data["total_minutes"] == pytest.approx(t.total, abs=0.005) and data["ratio"] == pytest.approx(t.ratio, abs=0.005)
+    assert data["total_minutes"] == pytest.approx(t.total, abs=0.005) and data["ratio"] == pytest.approx(
+        t.ratio, abs=0.005
+    )
     assert len(data["branches"]) == len(t.branches) and all(b["slack_minutes"] >= 0 for b in data["branches"])
     assert all(entry["source"] for entry in data["create_minutes"].values())
 
@@ -108,12 +114,17 @@ def test_timeline_is_a_gantt_chart_within_120_columns_and_sources_only_when_verb
     brief = _timeline_out(capsys, monkeypatch, stack).splitlines()
     verbose = _timeline_out(capsys, monkeypatch, stack, "--verbose").splitlines()
     assert max(map(len, brief + verbose)) <= 120
-    assert "Create times (minutes) and their sources:" in verbose and "Create times (minutes) and their sources:" not in brief
+    assert (
+        "Create times (minutes) and their sources:" in verbose
+        and "Create times (minutes) and their sources:" not in brief
+    )
     (cluster,) = [line for line in brief if line.strip().startswith("Cluster cluster-eks")]
     assert cluster.rstrip().endswith("#" * 30)  # 12 of ~22 minutes drawn as a bar
 
 
-TASK = re.compile(r"^    (?P<name>[^:#;]+?) :(?P<crit>crit, )?t(?P<id>\d+), (?P<start>\d\d:\d\d:\d\d), (?P<end>\d\d:\d\d:\d\d)$")
+TASK = re.compile(
+    r"^    (?P<name>[^:#;]+?) :(?P<crit>crit, )?t(?P<id>\d+), (?P<start>\d\d:\d\d:\d\d), (?P<end>\d\d:\d\d:\d\d)$"
+)
 
 
 def _seconds(clock: str) -> int:
@@ -129,7 +140,7 @@ def test_timeline_mermaid_is_a_well_formed_gantt_block(capsys, monkeypatch):
     assert lines[0] == "gantt" and "    dateFormat HH:mm:ss" in lines
     sections = [line for line in lines if line.startswith("    section ")]
     assert len(sections) == 1 + len(t.branches)
-    tasks = [TASK.match(line) for line in lines[lines.index(sections[0]):] if not line.startswith("    section ")]
+    tasks = [TASK.match(line) for line in lines[lines.index(sections[0]) :] if not line.startswith("    section ")]
     assert all(tasks), [line for line, m in zip(lines, tasks, strict=False) if not m]
     assert [int(m["id"]) for m in tasks] == list(range(1, len(tasks) + 1))
     assert all(_seconds(m["end"]) > _seconds(m["start"]) for m in tasks)
@@ -144,12 +155,19 @@ def test_timeline_mermaid_is_accepted_by_mermaids_own_parser(capsys, monkeypatch
     (tmp_path / "t.mmd").write_text(text)
     (tmp_path / "broken.mmd").write_text("gantt\n    dateFormat HH:mm:ss\n    section A\n    bad line without colon\n")
     # One child for both files (starting SpiderMonkey is most of its time): the graph type of each, or its error.
-    script = ("import json, sys\nfrom mermaid_parser import MermaidParser\nparser, out = MermaidParser(), []\n"
-              "for path in sys.argv[1:]:\n"
-              "    try:\n        out.append(parser.parse(open(path).read())['graph_type'])\n"
-              "    except Exception as exc:\n        out.append('error: ' + str(exc))\n"
-              "print(json.dumps(out))\n")
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "t.mmd"), str(tmp_path / "broken.mmd")], capture_output=True, text=True, timeout=60)
+    script = (
+        "import json, sys\nfrom mermaid_parser import MermaidParser\nparser, out = MermaidParser(), []\n"
+        "for path in sys.argv[1:]:\n"
+        "    try:\n        out.append(parser.parse(open(path).read())['graph_type'])\n"
+        "    except Exception as exc:\n        out.append('error: ' + str(exc))\n"
+        "print(json.dumps(out))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "t.mmd"), str(tmp_path / "broken.mmd")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     ok, broken = json.loads(done.stdout.strip().splitlines()[-1])
     assert ok == "gantt"

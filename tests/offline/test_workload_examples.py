@@ -10,12 +10,11 @@ import json
 import py_compile
 import threading
 
-from infra.offline import kubernetes_schema
 import pytest
 
 from components import workloads
 from components.observability import prometheus_adapter_rules
-from infra.offline import jobs
+from infra.offline import jobs, kubernetes_schema
 from tests.conftest import STACKS, assert_plan_rejects, config_of, plan_of, set_field
 
 RENDERED = [(s, e) for s in STACKS for e in jobs.examples_for(config_of(s))]
@@ -25,14 +24,49 @@ RENDERED = [(s, e) for s in STACKS for e in jobs.examples_for(config_of(s))]
 # schedulingPolicy properties) and what the webhooks accept (pkg/webhooks/{pytorch,tensorflow,xgboost}/
 # *_webhook.go@v1.9.4: replica types, a container with the default name, XGBoost's Master: exactly 1).
 CRD = {
-    "PyTorchJob": ("pytorchReplicaSpecs", {"elasticPolicy", "nprocPerNode", "pytorchReplicaSpecs", "runPolicy"}, {"Master", "Worker"}, "pytorch"),
-    "TFJob": ("tfReplicaSpecs", {"enableDynamicWorker", "runPolicy", "successPolicy", "tfReplicaSpecs"}, {"Chief", "Master", "PS", "Worker", "Evaluator"}, "tensorflow"),
+    "PyTorchJob": (
+        "pytorchReplicaSpecs",
+        {"elasticPolicy", "nprocPerNode", "pytorchReplicaSpecs", "runPolicy"},
+        {"Master", "Worker"},
+        "pytorch",
+    ),
+    "TFJob": (
+        "tfReplicaSpecs",
+        {"enableDynamicWorker", "runPolicy", "successPolicy", "tfReplicaSpecs"},
+        {"Chief", "Master", "PS", "Worker", "Evaluator"},
+        "tensorflow",
+    ),
     "XGBoostJob": ("xgbReplicaSpecs", {"runPolicy", "xgbReplicaSpecs"}, {"Master", "Worker"}, "xgboost"),
-    "MPIJob": ("mpiReplicaSpecs", {"cleanPodPolicy", "mainContainer", "mpiReplicaSpecs", "runPolicy", "slotsPerWorker"}, {"Launcher", "Worker"}, None),
+    "MPIJob": (
+        "mpiReplicaSpecs",
+        {"cleanPodPolicy", "mainContainer", "mpiReplicaSpecs", "runPolicy", "slotsPerWorker"},
+        {"Launcher", "Worker"},
+        None,
+    ),
 }
-RUN_POLICY = {"activeDeadlineSeconds", "backoffLimit", "cleanPodPolicy", "managedBy", "schedulingPolicy", "suspend", "ttlSecondsAfterFinished"}
+RUN_POLICY = {
+    "activeDeadlineSeconds",
+    "backoffLimit",
+    "cleanPodPolicy",
+    "managedBy",
+    "schedulingPolicy",
+    "suspend",
+    "ttlSecondsAfterFinished",
+}
 SCHEDULING_POLICY = {"minAvailable", "minResources", "priorityClass", "queue", "scheduleTimeoutSeconds"}
-ELASTIC_POLICY = {"maxReplicas", "maxRestarts", "metrics", "minReplicas", "nProcPerNode", "rdzvBackend", "rdzvConf", "rdzvHost", "rdzvId", "rdzvPort", "standalone"}
+ELASTIC_POLICY = {
+    "maxReplicas",
+    "maxRestarts",
+    "metrics",
+    "minReplicas",
+    "nProcPerNode",
+    "rdzvBackend",
+    "rdzvConf",
+    "rdzvHost",
+    "rdzvId",
+    "rdzvPort",
+    "standalone",
+}
 
 
 def _objects(stack: str, example: str) -> list[dict]:
@@ -46,7 +80,10 @@ def test_kubeflow_examples_use_only_what_the_pinned_crds_and_webhooks_accept(sta
         pytest.skip("not a Kubeflow job")
     key, spec_fields, replica_types, container = CRD[job["kind"]]
     assert set(job["spec"]) <= spec_fields
-    assert set(job["spec"]["runPolicy"]) <= RUN_POLICY and set(job["spec"]["runPolicy"]["schedulingPolicy"]) <= SCHEDULING_POLICY
+    assert (
+        set(job["spec"]["runPolicy"]) <= RUN_POLICY
+        and set(job["spec"]["runPolicy"]["schedulingPolicy"]) <= SCHEDULING_POLICY
+    )
     assert set(job["spec"].get("elasticPolicy", {})) <= ELASTIC_POLICY
     for replica, spec in job["spec"][key].items():
         assert replica in replica_types and set(spec) <= {"replicas", "restartPolicy", "template"}
@@ -82,7 +119,11 @@ def test_serving_scales_on_the_queue_depth_prometheus_adapter_serves(stack):
     (metric,) = hpa["spec"]["metrics"]
     assert metric["type"] == "Pods" and metric["pods"]["metric"]["name"] == workloads.SERVING_METRIC
     assert any(r["name"]["as"] == workloads.SERVING_METRIC for r in prometheus_adapter_rules()["custom"])
-    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"]}
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": deployment["metadata"]["name"],
+    }
 
 
 def test_the_serving_scrape_job_keeps_the_serving_examples_pods(stack):
@@ -92,7 +133,11 @@ def test_the_serving_scrape_job_keeps_the_serving_examples_pods(stack):
     assert template["metadata"]["labels"][key] == value
     assert workloads.SERVING_PORT in [p["name"] for p in template["spec"]["containers"][0]["ports"]]
     job = workloads.serving_scrape_job()
-    assert {"source_labels": ["__meta_kubernetes_pod_label_higgsfield_io_workload"], "regex": value, "action": "keep"} in job["relabel_configs"]
+    assert {
+        "source_labels": ["__meta_kubernetes_pod_label_higgsfield_io_workload"],
+        "regex": value,
+        "action": "keep",
+    } in job["relabel_configs"]
     assert service["spec"]["selector"].items() <= template["metadata"]["labels"].items()
 
 
@@ -109,7 +154,9 @@ def test_the_elastic_jobs_hpa_asks_for_the_room_metric_the_adapter_serves(stack)
     (metric,) = job["spec"]["elasticPolicy"]["metrics"]
     assert metric["type"] == "External" and metric["external"]["metric"]["name"] == workloads.ELASTIC_ROOM_METRIC
     pool = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"]["higgsfield.io/pool"]
-    assert metric["external"]["metric"]["selector"] == {"matchLabels": {"queue_name": job["spec"]["runPolicy"]["schedulingPolicy"]["queue"], "pool": pool}}
+    assert metric["external"]["metric"]["selector"] == {
+        "matchLabels": {"queue_name": job["spec"]["runPolicy"]["schedulingPolicy"]["queue"], "pool": pool}
+    }
     assert metric["external"]["target"] == {"type": "Value", "value": "1"}
     (rule,) = prometheus_adapter_rules()["external"]
     assert rule["name"]["as"] == workloads.ELASTIC_ROOM_METRIC and rule["resources"] == {"namespaced": False}
@@ -126,7 +173,9 @@ def test_room_counts_only_the_jobs_pool_whose_label_kube_state_metrics_exports(p
     query = workloads.ELASTIC_ROOM_QUERY
     assert 'kube_node_labels{label_higgsfield_io_pool="<<index .LabelValuesByName "pool">>"}' in query
     assert "<<.LabelMatchers>>" not in query  # the selector's pool label is not on Volcano's series
-    (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "kube-prometheus-stack"]
+    (release,) = [
+        r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "kube-prometheus-stack"
+    ]
     assert release.inputs["values"]["kube-state-metrics"]["metricLabelsAllowlist"] == ["nodes=[higgsfield.io/pool]"]
 
 
@@ -136,7 +185,9 @@ def test_the_scavenger_gives_back_every_pod_and_does_not_count_a_taken_pod_as_fa
     assert job["metadata"]["annotations"]["scheduling.volcano.sh/group-min-member"] == "0"
     assert template["metadata"]["annotations"]["volcano.sh/preemptable"] == "true"
     assert template["spec"]["restartPolicy"] == "Never"
-    assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]} in job["spec"]["podFailurePolicy"]["rules"]
+    assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]} in job["spec"]["podFailurePolicy"][
+        "rules"
+    ]
     cfg = plan_of(stack).config
     team = next(t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"])
     assert template["spec"]["priorityClassName"] in cfg.scheduler.classes_of(team, "evaluation")
@@ -164,7 +215,9 @@ def test_the_model_server_answers_in_batches_and_counts_what_waits():
     calls: list[int] = []
     batcher = serve.Batcher(lambda rows: (calls.append(len(rows)), [sum(r) for r in rows])[1], max_batch=4)
     answers: dict[int, list] = {}
-    threads = [threading.Thread(target=lambda i=i: answers.__setitem__(i, batcher.submit([[i, i], [i, 1]]))) for i in range(3)]
+    threads = [
+        threading.Thread(target=lambda i=i: answers.__setitem__(i, batcher.submit([[i, i], [i, 1]]))) for i in range(3)
+    ]
     for t in threads:
         t.start()
     while batcher.queue.qsize() < 3:
@@ -219,10 +272,26 @@ def _classes(*extra):
 
 
 BAD = {
-    "serving_below_training": (_classes({"name": "serving", "value": 500, "workload": "serving"}), f"{S}.priorityClasses[2].value", "must be above every training class"),
-    "evaluation_above_training": (_classes({"name": "evaluation", "value": 5000, "workload": "evaluation"}), f"{S}.priorityClasses[0].value", "must be above every evaluation class"),
-    "unknown_workload": (_classes({"name": "x", "value": 5, "workload": "batch"}), f"{S}.priorityClasses[2].workload", "training"),
-    "platform_prefix": (_classes({"name": "higgsfield-default", "value": 5}), f"{S}.priorityClasses[2].name", "platform's"),
+    "serving_below_training": (
+        _classes({"name": "serving", "value": 500, "workload": "serving"}),
+        f"{S}.priorityClasses[2].value",
+        "must be above every training class",
+    ),
+    "evaluation_above_training": (
+        _classes({"name": "evaluation", "value": 5000, "workload": "evaluation"}),
+        f"{S}.priorityClasses[0].value",
+        "must be above every evaluation class",
+    ),
+    "unknown_workload": (
+        _classes({"name": "x", "value": 5, "workload": "batch"}),
+        f"{S}.priorityClasses[2].workload",
+        "training",
+    ),
+    "platform_prefix": (
+        _classes({"name": "higgsfield-default", "value": 5}),
+        f"{S}.priorityClasses[2].name",
+        "platform's",
+    ),
 }
 
 
@@ -236,10 +305,16 @@ def test_a_team_given_a_serving_class_needs_its_serving_quota(project_copy, caps
     def no_quota(config):
         teams = config[S]["teams"]
         teams[0] = {k: v for k, v in teams[0].items() if k != "servingGpuQuota"}
-    assert_plan_rejects(project_copy, capsys, "staging", no_quota, f"{S}.teams[0].servingGpuQuota", "given a serving class")
+
+    assert_plan_rejects(
+        project_copy, capsys, "staging", no_quota, f"{S}.teams[0].servingGpuQuota", "given a serving class"
+    )
 
 
 def test_a_serving_quota_above_the_teams_quota_is_refused(project_copy, capsys):
     def too_much(config):
         config[S]["teams"][0]["servingGpuQuota"] = 17
-    assert_plan_rejects(project_copy, capsys, "staging", too_much, f"{S}.teams[0].servingGpuQuota", "above the team's gpuQuota of 16")
+
+    assert_plan_rejects(
+        project_copy, capsys, "staging", too_much, f"{S}.teams[0].servingGpuQuota", "above the team's gpuQuota of 16"
+    )

@@ -33,7 +33,9 @@ def _opts(protect: bool = False, ignore_changes: list[str] | None = None) -> Pol
 
 def violations(policy: str, type_: str, props: dict, config: dict | None = None) -> list[str]:
     found: list[str] = []
-    args = ResourceValidationArgs(type_, unknown_checking_proxy(props), f"urn:x::{type_}::r", "r", _opts(), None, config or {})
+    args = ResourceValidationArgs(
+        type_, unknown_checking_proxy(props), f"urn:x::{type_}::r", "r", _opts(), None, config or {}
+    )
     BY_NAME[policy].validate(args, lambda message, urn=None: found.append(message))
     return found
 
@@ -43,47 +45,232 @@ class R:
 
     count = 0
 
-    def __new__(cls, type_: str, props: dict, deps: list | None = None, protect: bool = False, ignore: list[str] | None = None):
+    def __new__(
+        cls, type_: str, props: dict, deps: list | None = None, protect: bool = False, ignore: list[str] | None = None
+    ):
         R.count += 1
-        return PolicyResource(type_, unknown_checking_proxy(props), f"urn:{R.count}", f"r{R.count}", _opts(protect, ignore), None, None, deps or [], {})
+        return PolicyResource(
+            type_,
+            unknown_checking_proxy(props),
+            f"urn:{R.count}",
+            f"r{R.count}",
+            _opts(protect, ignore),
+            None,
+            None,
+            deps or [],
+            {},
+        )
 
 
 def stack_violations(policy: str, resources: list, config: dict | None = None) -> list[str]:
     found: list[str] = []
-    BY_NAME[policy].validate(StackValidationArgs(resources, config or {}), lambda message, urn=None: found.append(message))
+    BY_NAME[policy].validate(
+        StackValidationArgs(resources, config or {}), lambda message, urn=None: found.append(message)
+    )
     return found
 
 
 EKS = rules.EKS_COMPONENT
 GOOD_CLUSTER = {
-    "endpointPrivateAccess": True, "endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"],
-    "enabledClusterLogTypes": list(rules.LOG_TYPES), "authenticationMode": "API", "encryptionConfigKeyArn": "arn:kms",
-    "version": "1.35", "nodeAssociatePublicIpAddress": False,
+    "endpointPrivateAccess": True,
+    "endpointPublicAccess": True,
+    "publicAccessCidrs": ["203.0.113.0/24"],
+    "enabledClusterLogTypes": list(rules.LOG_TYPES),
+    "authenticationMode": "API",
+    "encryptionConfigKeyArn": "arn:kms",
+    "version": "1.35",
+    "nodeAssociatePublicIpAddress": False,
 }
 
 # (policy, type, compliant props, violating props, props missing the property, does missing violate?)
 RESOURCE_CASES = [
-    ("eks-endpoint-restricted", EKS, GOOD_CLUSTER, {**GOOD_CLUSTER, "publicAccessCidrs": ["0.0.0.0/0"]}, {k: v for k, v in GOOD_CLUSTER.items() if k not in ("endpointPublicAccess", "publicAccessCidrs")}, True),
-    ("eks-control-plane-logs", EKS, GOOD_CLUSTER, {**GOOD_CLUSTER, "enabledClusterLogTypes": ["api"]}, {k: v for k, v in GOOD_CLUSTER.items() if k != "enabledClusterLogTypes"}, True),
-    ("eks-authentication-api", EKS, GOOD_CLUSTER, {**GOOD_CLUSTER, "authenticationMode": "CONFIG_MAP"}, {k: v for k, v in GOOD_CLUSTER.items() if k != "authenticationMode"}, True),
-    ("eks-secrets-encrypted", rules.EKS_CLUSTER, {"encryptionConfig": {"resources": ["secrets"], "provider": {"keyArn": "k"}}}, {"encryptionConfig": {"resources": [], "provider": {"keyArn": "k"}}}, {}, True),
+    (
+        "eks-endpoint-restricted",
+        EKS,
+        GOOD_CLUSTER,
+        {**GOOD_CLUSTER, "publicAccessCidrs": ["0.0.0.0/0"]},
+        {k: v for k, v in GOOD_CLUSTER.items() if k not in ("endpointPublicAccess", "publicAccessCidrs")},
+        True,
+    ),
+    (
+        "eks-control-plane-logs",
+        EKS,
+        GOOD_CLUSTER,
+        {**GOOD_CLUSTER, "enabledClusterLogTypes": ["api"]},
+        {k: v for k, v in GOOD_CLUSTER.items() if k != "enabledClusterLogTypes"},
+        True,
+    ),
+    (
+        "eks-authentication-api",
+        EKS,
+        GOOD_CLUSTER,
+        {**GOOD_CLUSTER, "authenticationMode": "CONFIG_MAP"},
+        {k: v for k, v in GOOD_CLUSTER.items() if k != "authenticationMode"},
+        True,
+    ),
+    (
+        "eks-secrets-encrypted",
+        rules.EKS_CLUSTER,
+        {"encryptionConfig": {"resources": ["secrets"], "provider": {"keyArn": "k"}}},
+        {"encryptionConfig": {"resources": [], "provider": {"keyArn": "k"}}},
+        {},
+        True,
+    ),
     ("kms-key-rotation", rules.KMS_KEY, {"enableKeyRotation": True}, {"enableKeyRotation": False}, {}, True),
-    ("eks-supported-version", EKS, GOOD_CLUSTER, {**GOOD_CLUSTER, "version": "1.27"}, {k: v for k, v in GOOD_CLUSTER.items() if k != "version"}, True),
-    ("launch-template-imdsv2", rules.LAUNCH_TEMPLATE, {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1}}, {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 2}}, {}, True),
-    ("launch-template-encrypted-volumes", rules.LAUNCH_TEMPLATE, {"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true"}}]}, {"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "false"}}]}, {"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {}}]}, True),
-    ("nodes-without-public-ips", rules.SUBNET, {"mapPublicIpOnLaunch": False}, {"mapPublicIpOnLaunch": True}, {}, False),
-    ("iam-no-wildcard-actions", "aws:iam/rolePolicy:RolePolicy", {"policy": json.dumps({"Statement": [{"Action": ["s3:GetObject"]}]})}, {"policy": json.dumps({"Statement": [{"Action": "ec2:*"}]})}, {}, False),
-    ("helm-release-pinned", rules.HELM_RELEASE, {"chart": "volcano", "version": "1.13.0"}, {"chart": "volcano", "version": ""}, {"chart": "volcano"}, True),
-    ("gpu-workloads-tolerate-gpu-taint", rules.HELM_RELEASE, {"chart": "nvidia-device-plugin", "values": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}, {"chart": "nvidia-device-plugin", "values": {"tolerations": [{"key": "other"}]}}, {"chart": "nvidia-device-plugin"}, True),
-    ("gpu-workloads-tolerate-gpu-taint", rules.HELM_RELEASE, {"chart": "dcgm-exporter", "values": {"tolerations": [{"operator": "Exists"}]}}, {"chart": "dcgm-exporter", "values": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}]}}, {"chart": "dcgm-exporter"}, True),
-    ("required-tags", "aws:ec2/vpc:Vpc", {"tags": {"higgsfield:stack": "dev", "higgsfield:environment": "dev"}}, {"tags": {"higgsfield:stack": "dev"}}, {}, True),
-    ("iam-no-admin-managed-policies", rules.ROLE_POLICY_ATTACHMENT, {"policyArn": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"}, {"policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"}, {}, False),
-    ("security-groups-no-world-ingress", rules.INGRESS_RULE, {"cidrIpv4": "10.0.0.0/16", "fromPort": 443}, {"cidrIpv4": "0.0.0.0/0", "fromPort": 443}, {"referencedSecurityGroupId": "sg-1"}, False),
-    ("ci-roles-trust-one-subject", rules.ROLE, {"tags": {rules.CI_IDENTITY_TAG: "deploy"}, "assumeRolePolicy": json.dumps({"Statement": [{"Effect": "Allow", "Principal": {"Federated": "arn:aws:iam::1:oidc-provider/token.actions.githubusercontent.com"}, "Condition": {"StringEquals": {"token.actions.githubusercontent.com:sub":
-                                    DEPLOY_SUBJECT}}}]})},
-     {"tags": {rules.CI_IDENTITY_TAG: "deploy"}, "assumeRolePolicy": json.dumps({"Statement": [{"Effect": "Allow", "Principal": {"Federated": "arn:aws:iam::1:oidc-provider/token.actions.githubusercontent.com"}, "Condition": {"StringLike": {"token.actions.githubusercontent.com:sub": "repo:o/r:*"}}}]})},
-     {"tags": {}, "assumeRolePolicy": json.dumps({"Statement": [{"Effect": "Allow", "Principal": {"Federated": "arn:aws:iam::1:oidc-provider/token.actions.githubusercontent.com"}}]})}, True),
-    ("log-retention-floor", rules.LOG_GROUP, {"name": "/aws/eks/x/cluster", "retentionInDays": 90}, {"name": "/aws/eks/x/cluster", "retentionInDays": 30}, {"name": "/aws/eks/x/cluster"}, False),
+    (
+        "eks-supported-version",
+        EKS,
+        GOOD_CLUSTER,
+        {**GOOD_CLUSTER, "version": "1.27"},
+        {k: v for k, v in GOOD_CLUSTER.items() if k != "version"},
+        True,
+    ),
+    (
+        "launch-template-imdsv2",
+        rules.LAUNCH_TEMPLATE,
+        {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1}},
+        {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 2}},
+        {},
+        True,
+    ),
+    (
+        "launch-template-encrypted-volumes",
+        rules.LAUNCH_TEMPLATE,
+        {"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true"}}]},
+        {"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "false"}}]},
+        {"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {}}]},
+        True,
+    ),
+    (
+        "nodes-without-public-ips",
+        rules.SUBNET,
+        {"mapPublicIpOnLaunch": False},
+        {"mapPublicIpOnLaunch": True},
+        {},
+        False,
+    ),
+    (
+        "iam-no-wildcard-actions",
+        "aws:iam/rolePolicy:RolePolicy",
+        {"policy": json.dumps({"Statement": [{"Action": ["s3:GetObject"]}]})},
+        {"policy": json.dumps({"Statement": [{"Action": "ec2:*"}]})},
+        {},
+        False,
+    ),
+    (
+        "helm-release-pinned",
+        rules.HELM_RELEASE,
+        {"chart": "volcano", "version": "1.13.0"},
+        {"chart": "volcano", "version": ""},
+        {"chart": "volcano"},
+        True,
+    ),
+    (
+        "gpu-workloads-tolerate-gpu-taint",
+        rules.HELM_RELEASE,
+        {
+            "chart": "nvidia-device-plugin",
+            "values": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+        },
+        {"chart": "nvidia-device-plugin", "values": {"tolerations": [{"key": "other"}]}},
+        {"chart": "nvidia-device-plugin"},
+        True,
+    ),
+    (
+        "gpu-workloads-tolerate-gpu-taint",
+        rules.HELM_RELEASE,
+        {"chart": "dcgm-exporter", "values": {"tolerations": [{"operator": "Exists"}]}},
+        {
+            "chart": "dcgm-exporter",
+            "values": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}]},
+        },
+        {"chart": "dcgm-exporter"},
+        True,
+    ),
+    (
+        "required-tags",
+        "aws:ec2/vpc:Vpc",
+        {"tags": {"higgsfield:stack": "dev", "higgsfield:environment": "dev"}},
+        {"tags": {"higgsfield:stack": "dev"}},
+        {},
+        True,
+    ),
+    (
+        "iam-no-admin-managed-policies",
+        rules.ROLE_POLICY_ATTACHMENT,
+        {"policyArn": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"},
+        {"policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"},
+        {},
+        False,
+    ),
+    (
+        "security-groups-no-world-ingress",
+        rules.INGRESS_RULE,
+        {"cidrIpv4": "10.0.0.0/16", "fromPort": 443},
+        {"cidrIpv4": "0.0.0.0/0", "fromPort": 443},
+        {"referencedSecurityGroupId": "sg-1"},
+        False,
+    ),
+    (
+        "ci-roles-trust-one-subject",
+        rules.ROLE,
+        {
+            "tags": {rules.CI_IDENTITY_TAG: "deploy"},
+            "assumeRolePolicy": json.dumps(
+                {
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {
+                                "Federated": "arn:aws:iam::1:oidc-provider/token.actions.githubusercontent.com"
+                            },
+                            "Condition": {"StringEquals": {"token.actions.githubusercontent.com:sub": DEPLOY_SUBJECT}},
+                        }
+                    ]
+                }
+            ),
+        },
+        {
+            "tags": {rules.CI_IDENTITY_TAG: "deploy"},
+            "assumeRolePolicy": json.dumps(
+                {
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {
+                                "Federated": "arn:aws:iam::1:oidc-provider/token.actions.githubusercontent.com"
+                            },
+                            "Condition": {"StringLike": {"token.actions.githubusercontent.com:sub": "repo:o/r:*"}},
+                        }
+                    ]
+                }
+            ),
+        },
+        {
+            "tags": {},
+            "assumeRolePolicy": json.dumps(
+                {
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {
+                                "Federated": "arn:aws:iam::1:oidc-provider/token.actions.githubusercontent.com"
+                            },
+                        }
+                    ]
+                }
+            ),
+        },
+        True,
+    ),
+    (
+        "log-retention-floor",
+        rules.LOG_GROUP,
+        {"name": "/aws/eks/x/cluster", "retentionInDays": 90},
+        {"name": "/aws/eks/x/cluster", "retentionInDays": 30},
+        {"name": "/aws/eks/x/cluster"},
+        False,
+    ),
 ]
 
 
@@ -112,28 +299,74 @@ def test_resource_policy_reads_its_config():
 
 # --- stack policies ---------------------------------------------------------------------------------
 
-def _gpu_group(min_size=0, taints=True, ignore=True, tags=True, subnets=1, efa=0, placement=True, sg_self=True, instance="p5.48xlarge"):
+
+def _gpu_group(
+    min_size=0,
+    taints=True,
+    ignore=True,
+    tags=True,
+    subnets=1,
+    efa=0,
+    placement=True,
+    sg_self=True,
+    instance="p5.48xlarge",
+):
     subnet = R(rules.SUBNET, {"availabilityZone": "us-east-2b"})
-    sg = R(rules.SECURITY_GROUP, {"ingress": [{"self": sg_self, "protocol": "-1"}], "egress": [{"self": True, "protocol": "-1"}]})
-    nics = [{"deviceIndex": 0, "networkCardIndex": 0}] + [{"interfaceType": "efa-only", "networkCardIndex": i} for i in range(efa)]
-    template = R(rules.LAUNCH_TEMPLATE, {"networkInterfaces": nics, **({"placement": {"groupName": "pg"}} if placement else {})}, deps=[sg])
-    group = R(rules.NODE_GROUP, {
-        "amiType": "AL2023_x86_64_NVIDIA", "instanceTypes": [instance], "subnetIds": ["s"] * subnets,
-        "scalingConfig": {"minSize": min_size, "maxSize": 4}, "labels": {"higgsfield.io/pool": "h100"},
-        "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}] if taints else [],
-    }, deps=[template, subnet], ignore=["scalingConfig.desiredSize"] if ignore else [])
-    keys = [f"{rules.TEMPLATE_TAG}/resources/nvidia.com/gpu", f"{rules.TEMPLATE_TAG}/taint/nvidia.com/gpu", f"{rules.TEMPLATE_TAG}/label/higgsfield.io/pool"]
+    sg = R(
+        rules.SECURITY_GROUP,
+        {"ingress": [{"self": sg_self, "protocol": "-1"}], "egress": [{"self": True, "protocol": "-1"}]},
+    )
+    nics = [{"deviceIndex": 0, "networkCardIndex": 0}] + [
+        {"interfaceType": "efa-only", "networkCardIndex": i} for i in range(efa)
+    ]
+    template = R(
+        rules.LAUNCH_TEMPLATE,
+        {"networkInterfaces": nics, **({"placement": {"groupName": "pg"}} if placement else {})},
+        deps=[sg],
+    )
+    group = R(
+        rules.NODE_GROUP,
+        {
+            "amiType": "AL2023_x86_64_NVIDIA",
+            "instanceTypes": [instance],
+            "subnetIds": ["s"] * subnets,
+            "scalingConfig": {"minSize": min_size, "maxSize": 4},
+            "labels": {"higgsfield.io/pool": "h100"},
+            "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}] if taints else [],
+        },
+        deps=[template, subnet],
+        ignore=["scalingConfig.desiredSize"] if ignore else [],
+    )
+    keys = [
+        f"{rules.TEMPLATE_TAG}/resources/nvidia.com/gpu",
+        f"{rules.TEMPLATE_TAG}/taint/nvidia.com/gpu",
+        f"{rules.TEMPLATE_TAG}/label/higgsfield.io/pool",
+    ]
     asg_tags = [R(rules.ASG_TAG, {"tag": {"key": k}}, deps=[group]) for k in (keys if tags else keys[:1])]
     return [subnet, sg, template, group, *asg_tags]
 
 
-@pytest.mark.parametrize(("change", "violates"), [({}, False), ({"min_size": 2}, True), ({"taints": False}, True), ({"ignore": False}, True), ({"tags": False}, True)])
+@pytest.mark.parametrize(
+    ("change", "violates"),
+    [
+        ({}, False),
+        ({"min_size": 2}, True),
+        ({"taints": False}, True),
+        ({"ignore": False}, True),
+        ({"tags": False}, True),
+    ],
+)
 def test_gpu_node_groups_scale_to_zero(change, violates):
     assert bool(stack_violations("gpu-node-groups-scale-to-zero", _gpu_group(**change))) is violates
 
 
 def test_gpu_min_size_exception_needs_the_pool_in_config():
-    assert stack_violations("gpu-node-groups-scale-to-zero", _gpu_group(min_size=1), {"exceptions": {"h100": "serving warm pool"}}) == []
+    assert (
+        stack_violations(
+            "gpu-node-groups-scale-to-zero", _gpu_group(min_size=1), {"exceptions": {"h100": "serving warm pool"}}
+        )
+        == []
+    )
 
 
 def test_gpu_policy_with_missing_scaling_config_flags_the_pool():
@@ -143,7 +376,16 @@ def test_gpu_policy_with_missing_scaling_config_flags_the_pool():
     assert stack_violations("gpu-node-groups-scale-to-zero", resources)
 
 
-@pytest.mark.parametrize(("change", "violates"), [({"efa": 32}, False), ({"efa": 1}, True), ({"efa": 32, "subnets": 2}, True), ({"efa": 32, "placement": False}, True), ({"efa": 32, "sg_self": False}, True)])
+@pytest.mark.parametrize(
+    ("change", "violates"),
+    [
+        ({"efa": 32}, False),
+        ({"efa": 1}, True),
+        ({"efa": 32, "subnets": 2}, True),
+        ({"efa": 32, "placement": False}, True),
+        ({"efa": 32, "sg_self": False}, True),
+    ],
+)
 def test_efa_pools(change, violates):
     assert bool(stack_violations("efa-pools", _gpu_group(**change))) is violates
 
@@ -156,12 +398,30 @@ def _fsx(kind="PERSISTENT_2", kms=True, same_subnet=True, cidr_rule=False):
     group_parts = _gpu_group(efa=32)
     subnet = group_parts[0] if same_subnet else R(rules.SUBNET, {"availabilityZone": "us-east-2a"})
     sg = R(rules.SECURITY_GROUP, {})
-    rule = R(rules.INGRESS_RULE, {"fromPort": 988, "toPort": 988, **({"cidrIpv4": "0.0.0.0/0"} if cidr_rule else {"referencedSecurityGroupId": "sg-n"})}, deps=[sg])
+    rule = R(
+        rules.INGRESS_RULE,
+        {
+            "fromPort": 988,
+            "toPort": 988,
+            **({"cidrIpv4": "0.0.0.0/0"} if cidr_rule else {"referencedSecurityGroupId": "sg-n"}),
+        },
+        deps=[sg],
+    )
     fs = R(rules.FSX, {"deploymentType": kind, **({"kmsKeyId": "arn:k"} if kms else {})}, deps=[subnet, sg])
     return [*group_parts, *([] if same_subnet else [subnet]), sg, rule, fs]
 
 
-@pytest.mark.parametrize(("change", "env", "violates"), [({}, "prod", False), ({"kind": "SCRATCH_2", "kms": False}, "prod", True), ({"kms": False}, "prod", True), ({"same_subnet": False}, "prod", True), ({"cidr_rule": True}, "prod", True), ({"kind": "SCRATCH_2", "kms": False}, "dev", False)])
+@pytest.mark.parametrize(
+    ("change", "env", "violates"),
+    [
+        ({}, "prod", False),
+        ({"kind": "SCRATCH_2", "kms": False}, "prod", True),
+        ({"kms": False}, "prod", True),
+        ({"same_subnet": False}, "prod", True),
+        ({"cidr_rule": True}, "prod", True),
+        ({"kind": "SCRATCH_2", "kms": False}, "dev", False),
+    ],
+)
 def test_fsx_lustre(change, env, violates):
     assert bool(stack_violations("fsx-lustre", _fsx(**change), {"environment": env})) is violates
 
@@ -169,32 +429,58 @@ def test_fsx_lustre(change, env, violates):
 def test_node_role_may_only_hold_node_policies():
     trust = json.dumps({"Statement": [{"Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
     role = R("aws:iam/role:Role", {"assumeRolePolicy": trust})
-    good = R("aws:iam/rolePolicyAttachment:RolePolicyAttachment", {"policyArn": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"}, deps=[role])
-    bad = R("aws:iam/rolePolicyAttachment:RolePolicyAttachment", {"policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"}, deps=[role])
+    good = R(
+        "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+        {"policyArn": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"},
+        deps=[role],
+    )
+    bad = R(
+        "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+        {"policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"},
+        deps=[role],
+    )
     assert stack_violations("node-role-managed-policies", [role, good]) == []
     assert stack_violations("node-role-managed-policies", [role, good, bad])
-    assert stack_violations("node-role-managed-policies", [R("aws:iam/role:Role", {}), bad]) == []  # no trust policy: not a node role
+    assert (
+        stack_violations("node-role-managed-policies", [R("aws:iam/role:Role", {}), bad]) == []
+    )  # no trust policy: not a node role
 
 
-@pytest.mark.parametrize(("protect", "env", "violates"), [(True, "prod", False), (False, "prod", True), (False, "dev", False)])
+@pytest.mark.parametrize(
+    ("protect", "env", "violates"), [(True, "prod", False), (False, "prod", True), (False, "dev", False)]
+)
 def test_prod_data_protected(protect, env, violates):
     resources = [R(rules.KMS_KEY, {}, protect=protect)]
     assert bool(stack_violations("prod-data-protected", resources, {"environment": env})) is violates
 
 
 def test_every_policy_is_tested_here():
-    tested = {c[0] for c in RESOURCE_CASES} | {"gpu-node-groups-scale-to-zero", "efa-pools", "fsx-lustre", "node-role-managed-policies", "prod-data-protected", "vpc-flow-logs", "control-plane-logs-encrypted",
-                                               "roles-under-the-boundary", "fsx-export-versioned"}  # tests/delivery/test_ci_identity.py
+    tested = {c[0] for c in RESOURCE_CASES} | {
+        "gpu-node-groups-scale-to-zero",
+        "efa-pools",
+        "fsx-lustre",
+        "node-role-managed-policies",
+        "prod-data-protected",
+        "vpc-flow-logs",
+        "control-plane-logs-encrypted",
+        "roles-under-the-boundary",
+        "fsx-export-versioned",
+    }  # tests/delivery/test_ci_identity.py
     assert tested == set(BY_NAME)
-    assert all(isinstance(p, ResourceValidationPolicy) == (p.name in {c[0] for c in RESOURCE_CASES}) for p in rules.POLICIES)
+    assert all(
+        isinstance(p, ResourceValidationPolicy) == (p.name in {c[0] for c in RESOURCE_CASES}) for p in rules.POLICIES
+    )
 
 
 # --- the pack over real plans -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("stack_name", STACKS)
 def test_pack_runs_clean_over_every_shipped_stack(stack_name):
     # with the stack's policy config, as `pulumi preview --policy-pack-config` and the workflows run it
-    pack_config = json.loads((Path(__file__).resolve().parents[2] / "policies" / "config" / f"{stack_name}.json").read_text())
+    pack_config = json.loads(
+        (Path(__file__).resolve().parents[2] / "policies" / "config" / f"{stack_name}.json").read_text()
+    )
     found, not_run = run_policies(plan_of(stack_name), pack_config)
     assert found == [], [f.message for f in found]
 
@@ -209,10 +495,21 @@ def test_broken_stack_fails_with_the_right_policy_names():
     (template,) = plan.dependencies_of(h100, rules.LAUNCH_TEMPLATE)
     template.inputs["networkInterfaces"] = template.inputs["networkInterfaces"][:2]  # ENA + 1 EFA of 32
     fs = plan.one(rules.FSX)
-    other = next(s for s in plan.of_type(rules.SUBNET) if s.inputs["availabilityZone"] == "us-east-2a" and "kubernetes.io/role/internal-elb" in s.inputs["tags"])
+    other = next(
+        s
+        for s in plan.of_type(rules.SUBNET)
+        if s.inputs["availabilityZone"] == "us-east-2a" and "kubernetes.io/role/internal-elb" in s.inputs["tags"]
+    )
     fs.dependencies = [d for d in fs.dependencies if plan.by_urn(d).type != rules.SUBNET] + [other.urn]
-    found, _ = run_policies(plan, json.loads((Path(__file__).resolve().parents[2] / "policies" / "config" / "prod.json").read_text()))
-    assert {f.policy for f in found} == {"eks-endpoint-restricted", "gpu-node-groups-scale-to-zero", "efa-pools", "fsx-lustre"}
+    found, _ = run_policies(
+        plan, json.loads((Path(__file__).resolve().parents[2] / "policies" / "config" / "prod.json").read_text())
+    )
+    assert {f.policy for f in found} == {
+        "eks-endpoint-restricted",
+        "gpu-node-groups-scale-to-zero",
+        "efa-pools",
+        "fsx-lustre",
+    }
 
 
 def test_check_command_passes_a_shipped_stack(capsys, monkeypatch):
@@ -273,7 +570,9 @@ def _held(reservation: bool) -> list:
     group = next(r for r in resources if r.resource_type == rules.NODE_GROUP)
     group.props["__target"]["scalingConfig"]["__target"].update(desiredSize=4, maxSize=4)
     if reservation:
-        template.props["__target"]["capacityReservationSpecification"] = {"capacityReservationTarget": {"capacityReservationId": "cr-0fedcba9876543210"}}
+        template.props["__target"]["capacityReservationSpecification"] = {
+            "capacityReservationTarget": {"capacityReservationId": "cr-0fedcba9876543210"}
+        }
     return resources
 
 

@@ -22,6 +22,7 @@ def _policy(*statements: dict) -> dict:
 
 # --- the environment ------------------------------------------------------------------------
 
+
 def _prod_tagged_dev():
     """The prod plan with `higgsfield:tags: {higgsfield:environment: dev}` on every resource,
     a SCRATCH_2 file system and an unprotected cluster."""
@@ -40,7 +41,9 @@ def test_a_dev_tag_on_prod_does_not_switch_off_prod_rules():
 
 
 def test_check_takes_the_environment_from_the_typed_stack_config_over_the_pack_file():
-    found, _ = run_policies(_prod_tagged_dev(), {"fsx-lustre": {"environment": "dev"}, "prod-data-protected": {"environment": "dev"}})
+    found, _ = run_policies(
+        _prod_tagged_dev(), {"fsx-lustre": {"environment": "dev"}, "prod-data-protected": {"environment": "dev"}}
+    )
     assert {"fsx-lustre", "prod-data-protected"} <= {f.policy for f in found}
 
 
@@ -60,20 +63,32 @@ def rules_root():
 
 # --- the endpoint allow-list ------------------------------------------------------------------
 
-@pytest.mark.parametrize(("cidrs", "violates"), [
-    (["0.0.0.0/1", "128.0.0.0/1"], True),       # the whole internet in two halves
-    (["0.0.0.0/0"], True),
-    ([f"{i}.0.0.0/8" for i in range(1, 3)], True),  # two /8s: far above a /16's worth
-    (["203.0.113.0/24", "198.51.100.0/24"], False),
-    (["10.1.0.0/16"], False),                   # exactly the default share
-    (["10.1.0.0/16", "10.1.0.0/17"], False),     # overlaps count once
-])
+
+@pytest.mark.parametrize(
+    ("cidrs", "violates"),
+    [
+        (["0.0.0.0/1", "128.0.0.0/1"], True),  # the whole internet in two halves
+        (["0.0.0.0/0"], True),
+        ([f"{i}.0.0.0/8" for i in range(1, 3)], True),  # two /8s: far above a /16's worth
+        (["203.0.113.0/24", "198.51.100.0/24"], False),
+        (["10.1.0.0/16"], False),  # exactly the default share
+        (["10.1.0.0/16", "10.1.0.0/17"], False),  # overlaps count once
+    ],
+)
 def test_endpoint_allow_list_may_cover_only_a_small_share_of_the_internet(cidrs, violates):
     assert bool(violations("eks-endpoint-restricted", EKS, {**GOOD_CLUSTER, "publicAccessCidrs": cidrs})) is violates
 
 
 def test_endpoint_share_is_configurable():
-    assert violations("eks-endpoint-restricted", EKS, {**GOOD_CLUSTER, "publicAccessCidrs": ["10.0.0.0/8"]}, {"maxInternetShare": 1 / 256}) == []
+    assert (
+        violations(
+            "eks-endpoint-restricted",
+            EKS,
+            {**GOOD_CLUSTER, "publicAccessCidrs": ["10.0.0.0/8"]},
+            {"maxInternetShare": 1 / 256},
+        )
+        == []
+    )
 
 
 def test_endpoint_allow_list_that_is_not_cidrs_is_a_violation():
@@ -82,43 +97,75 @@ def test_endpoint_allow_list_that_is_not_cidrs_is_a_violation():
 
 # --- IAM ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("statement", [
-    {"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"},
-    {"Effect": "Allow", "Action": "s3:GetObject", "NotResource": "arn:aws:s3:::secret/*"},
-    {"Effect": "Allow", "Action": "iam:Pass*", "Resource": "*"},
-    {"Effect": "Allow", "Action": "*:*", "Resource": "*"},
-    {"Effect": "Allow", "Action": ["s3:GetObject", "s3:*Object"], "Resource": "*"},
-    {"Action": "ec2:Describe?nstances", "Resource": "*"},  # Effect defaults to Allow
-])
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        {"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"},
+        {"Effect": "Allow", "Action": "s3:GetObject", "NotResource": "arn:aws:s3:::secret/*"},
+        {"Effect": "Allow", "Action": "iam:Pass*", "Resource": "*"},
+        {"Effect": "Allow", "Action": "*:*", "Resource": "*"},
+        {"Effect": "Allow", "Action": ["s3:GetObject", "s3:*Object"], "Resource": "*"},
+        {"Action": "ec2:Describe?nstances", "Resource": "*"},  # Effect defaults to Allow
+    ],
+)
 def test_iam_policy_with_a_negation_or_wildcard_pattern_is_flagged(statement):
     assert violations("iam-no-wildcard-actions", "aws:iam/rolePolicy:RolePolicy", _policy(statement))
 
 
 def test_iam_deny_statements_may_use_wildcards():
     deny = {"Effect": "Deny", "NotAction": "s3:GetObject", "Resource": "*"}
-    assert violations("iam-no-wildcard-actions", "aws:iam/policy:Policy", _policy(deny, {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"})) == []
+    assert (
+        violations(
+            "iam-no-wildcard-actions",
+            "aws:iam/policy:Policy",
+            _policy(deny, {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}),
+        )
+        == []
+    )
 
 
 def test_iam_wildcards_in_a_role_inline_policy_are_flagged():
     inline = {"inlinePolicies": [{"name": "x", **_policy({"Effect": "Allow", "Action": "iam:Pass*", "Resource": "*"})}]}
     assert violations("iam-no-wildcard-actions", rules.ROLE, inline)
-    assert violations("iam-no-wildcard-actions", rules.ROLE, {"inlinePolicies": [{"name": "x", **_policy({"Action": "iam:PassRole", "Resource": "*"})}]}) == []
+    assert (
+        violations(
+            "iam-no-wildcard-actions",
+            rules.ROLE,
+            {"inlinePolicies": [{"name": "x", **_policy({"Action": "iam:PassRole", "Resource": "*"})}]},
+        )
+        == []
+    )
 
 
-@pytest.mark.parametrize("arn", [
-    "arn:aws:iam::aws:policy/AdministratorAccess",
-    "arn:aws:iam::aws:policy/PowerUserAccess",
-    "arn:aws:iam::aws:policy/IAMFullAccess",
-    "arn:aws-us-gov:iam::aws:policy/AdministratorAccess",
-    "arn:aws:iam::aws:policy/job-function/SystemAdministrator",
-])
+@pytest.mark.parametrize(
+    "arn",
+    [
+        "arn:aws:iam::aws:policy/AdministratorAccess",
+        "arn:aws:iam::aws:policy/PowerUserAccess",
+        "arn:aws:iam::aws:policy/IAMFullAccess",
+        "arn:aws-us-gov:iam::aws:policy/AdministratorAccess",
+        "arn:aws:iam::aws:policy/job-function/SystemAdministrator",
+    ],
+)
 def test_admin_managed_policy_on_a_pod_identity_role_is_flagged(arn):
     assert violations("iam-no-admin-managed-policies", rules.ROLE_POLICY_ATTACHMENT, {"policyArn": arn})
 
 
 def test_admin_managed_policy_in_a_role_managed_policy_arns_is_flagged():
-    assert violations("iam-no-admin-managed-policies", rules.ROLE, {"managedPolicyArns": ["arn:aws:iam::aws:policy/AdministratorAccess"]})
-    assert violations("iam-no-admin-managed-policies", rules.ROLE, {"managedPolicyArns": ["arn:aws:iam::111122223333:policy/AdministratorAccess"]}) == []  # ours: read by the other checks
+    assert violations(
+        "iam-no-admin-managed-policies",
+        rules.ROLE,
+        {"managedPolicyArns": ["arn:aws:iam::aws:policy/AdministratorAccess"]},
+    )
+    assert (
+        violations(
+            "iam-no-admin-managed-policies",
+            rules.ROLE,
+            {"managedPolicyArns": ["arn:aws:iam::111122223333:policy/AdministratorAccess"]},
+        )
+        == []
+    )  # ours: read by the other checks
 
 
 def test_every_role_the_shipped_stacks_create_is_checked(stack):
@@ -130,37 +177,78 @@ def test_every_role_the_shipped_stacks_create_is_checked(stack):
 
 # --- security groups ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("type_", "props"), [
-    (rules.SECURITY_GROUP, {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["0.0.0.0/0"]}]}),
-    (rules.SECURITY_GROUP, {"ingress": [{"protocol": "-1", "ipv6CidrBlocks": ["::/0"]}]}),
-    (rules.INGRESS_RULE, {"cidrIpv6": "::/0", "ipProtocol": "tcp", "fromPort": 8080, "toPort": 8080}),
-    (rules.SECURITY_GROUP_RULE, {"type": "ingress", "cidrBlocks": ["0.0.0.0/0"], "fromPort": 0, "toPort": 65535}),
-])
+
+@pytest.mark.parametrize(
+    ("type_", "props"),
+    [
+        (
+            rules.SECURITY_GROUP,
+            {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["0.0.0.0/0"]}]},
+        ),
+        (rules.SECURITY_GROUP, {"ingress": [{"protocol": "-1", "ipv6CidrBlocks": ["::/0"]}]}),
+        (rules.INGRESS_RULE, {"cidrIpv6": "::/0", "ipProtocol": "tcp", "fromPort": 8080, "toPort": 8080}),
+        (rules.SECURITY_GROUP_RULE, {"type": "ingress", "cidrBlocks": ["0.0.0.0/0"], "fromPort": 0, "toPort": 65535}),
+    ],
+)
 def test_security_group_open_to_the_world_on_any_port_is_flagged(type_, props):
     assert violations("security-groups-no-world-ingress", type_, props)
 
 
 def test_world_open_egress_is_not_ingress():
-    assert violations("security-groups-no-world-ingress", rules.SECURITY_GROUP_RULE, {"type": "egress", "cidrBlocks": ["0.0.0.0/0"]}) == []
+    assert (
+        violations(
+            "security-groups-no-world-ingress",
+            rules.SECURITY_GROUP_RULE,
+            {"type": "egress", "cidrBlocks": ["0.0.0.0/0"]},
+        )
+        == []
+    )
 
 
 def test_world_open_ingress_passes_only_when_allow_listed_with_a_reason():
     props = {"cidrIpv4": "0.0.0.0/0", "fromPort": 443}
-    assert violations("security-groups-no-world-ingress", rules.INGRESS_RULE, props, {"exceptions": {"r": "public load balancer"}}) == []
+    assert (
+        violations(
+            "security-groups-no-world-ingress", rules.INGRESS_RULE, props, {"exceptions": {"r": "public load balancer"}}
+        )
+        == []
+    )
     assert violations("security-groups-no-world-ingress", rules.INGRESS_RULE, props, {"exceptions": {"r": ""}})
     assert violations("security-groups-no-world-ingress", rules.INGRESS_RULE, props, {"exceptions": {"other": "why"}})
 
 
 # --- logs -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("env", "days", "violates"), [("prod", 30, True), ("prod", 90, False), ("prod", 365, False), ("dev", 7, False), (None, 30, True)])
+
+@pytest.mark.parametrize(
+    ("env", "days", "violates"),
+    [("prod", 30, True), ("prod", 90, False), ("prod", 365, False), ("dev", 7, False), (None, 30, True)],
+)
 def test_prod_log_retention_has_a_floor(env, days, violates):
     config = {"environment": env} if env else {}
-    assert bool(violations("log-retention-floor", rules.LOG_GROUP, {"name": "/aws/vpc/x/flow-logs", "retentionInDays": days}, config)) is violates
+    assert (
+        bool(
+            violations(
+                "log-retention-floor",
+                rules.LOG_GROUP,
+                {"name": "/aws/vpc/x/flow-logs", "retentionInDays": days},
+                config,
+            )
+        )
+        is violates
+    )
 
 
 def test_log_retention_floor_is_configurable():
-    assert violations("log-retention-floor", rules.LOG_GROUP, {"retentionInDays": 30}, {"environment": "prod", "prodMinimumDays": 30}) == []
+    assert (
+        violations(
+            "log-retention-floor",
+            rules.LOG_GROUP,
+            {"retentionInDays": 30},
+            {"environment": "prod", "prodMinimumDays": 30},
+        )
+        == []
+    )
 
 
 def test_vpc_without_flow_logs_is_flagged():
@@ -173,12 +261,26 @@ def test_control_plane_log_group_without_our_key_is_flagged():
     key = R(rules.KMS_KEY, {"enableKeyRotation": True})
     name = {"name": "/aws/eks/higgsfield-prod/cluster"}
     assert stack_violations("control-plane-logs-encrypted", [R(rules.LOG_GROUP, name)])
-    assert stack_violations("control-plane-logs-encrypted", [R(rules.LOG_GROUP, {**name, "kmsKeyId": "arn:aws:kms:us-east-2:1:key/aws-owned"})])
-    assert stack_violations("control-plane-logs-encrypted", [key, R(rules.LOG_GROUP, {**name, "kmsKeyId": "k"}, deps=[key])]) == []
-    assert stack_violations("control-plane-logs-encrypted", [R(rules.LOG_GROUP, {"name": "/aws/containerinsights/x/host"})]) == []
+    assert stack_violations(
+        "control-plane-logs-encrypted",
+        [R(rules.LOG_GROUP, {**name, "kmsKeyId": "arn:aws:kms:us-east-2:1:key/aws-owned"})],
+    )
+    assert (
+        stack_violations(
+            "control-plane-logs-encrypted", [key, R(rules.LOG_GROUP, {**name, "kmsKeyId": "k"}, deps=[key])]
+        )
+        == []
+    )
+    assert (
+        stack_violations(
+            "control-plane-logs-encrypted", [R(rules.LOG_GROUP, {"name": "/aws/containerinsights/x/host"})]
+        )
+        == []
+    )
 
 
 # --- the shipped plans close each hole ------------------------------------------------------------
+
 
 def test_every_shipped_vpc_has_flow_logs_into_an_encrypted_group_with_the_stack_retention(plan):
     (vpc,) = plan.of_type(rules.VPC)
@@ -203,5 +305,8 @@ def test_logs_key_lets_cloudwatch_logs_of_the_region_encrypt_this_account_only()
     admin, logs = policy["Statement"]
     assert admin["Principal"] == {"AWS": "arn:aws:iam::444455556666:root"}
     assert logs["Principal"] == {"Service": "logs.us-east-2.amazonaws.com"}
-    assert logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"] == "arn:aws:logs:us-east-2:444455556666:log-group:*"
+    assert (
+        logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"]
+        == "arn:aws:logs:us-east-2:444455556666:log-group:*"
+    )
     assert not any("*" in a for a in logs["Action"])

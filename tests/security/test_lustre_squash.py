@@ -37,6 +37,7 @@ def fsx_plan(request):
 
 # --- root squash and its one exemption --------------------------------------------------------
 
+
 def test_root_is_squashed_to_nobody_on_every_client_but_the_layout_client(fsx_plan):
     (fs,) = fsx_plan.of_type(FS)
     squash = fs.inputs["rootSquashConfiguration"]
@@ -56,7 +57,9 @@ def test_the_exempt_address_is_reserved_so_no_node_or_pod_can_hold_it(fsx_plan):
     subnets = {s.urn: s for s in fsx_plan.of_type("aws:ec2/subnet:Subnet")}
     (fs_subnet,) = [u for u in fs.dependencies if u in subnets]
     assert fs_subnet in reservation.dependencies and fs_subnet in instance.dependencies
-    assert ipaddress.ip_address(instance.inputs["privateIp"]) in ipaddress.ip_network(subnets[fs_subnet].inputs["cidrBlock"])
+    assert ipaddress.ip_address(instance.inputs["privateIp"]) in ipaddress.ip_network(
+        subnets[fs_subnet].inputs["cidrBlock"]
+    )
 
 
 def test_the_reservation_does_not_wait_for_the_cluster(fsx_plan):
@@ -73,7 +76,9 @@ def test_the_reservation_does_not_wait_for_the_cluster(fsx_plan):
 
 def test_layout_client_has_no_aws_identity_imdsv2_only_and_stops_when_done(fsx_plan):
     (instance,) = fsx_plan.of_type("aws:ec2/instance:Instance")
-    (template,) = [t for t in fsx_plan.of_type("aws:ec2/launchTemplate:LaunchTemplate") if t.urn in instance.dependencies]
+    (template,) = [
+        t for t in fsx_plan.of_type("aws:ec2/launchTemplate:LaunchTemplate") if t.urn in instance.dependencies
+    ]
     assert "iamInstanceProfile" not in instance.inputs and "iamInstanceProfile" not in template.inputs
     assert template.inputs["metadataOptions"]["httpTokens"] == "required"
     assert template.inputs["blockDeviceMappings"][0]["ebs"]["encrypted"] == "true"
@@ -82,7 +87,9 @@ def test_layout_client_has_no_aws_identity_imdsv2_only_and_stops_when_done(fsx_p
 
 
 def test_layout_user_data_mounts_lays_out_and_powers_off():
-    data = storage.layout_user_data(storage.layout_script({"llm": 20002}, []), "fs-0abc.fsx.us-east-2.amazonaws.com", "abcdefgh")
+    data = storage.layout_user_data(
+        storage.layout_script({"llm": 20002}, []), "fs-0abc.fsx.us-east-2.amazonaws.com", "abcdefgh"
+    )
     lines = data.splitlines()
     assert lines[0] == "#!/bin/bash" and "dnf install -y lustre-client" in lines
     assert "mount -t lustre -o relatime,flock fs-0abc.fsx.us-east-2.amazonaws.com@tcp:/abcdefgh /fsx" in lines
@@ -107,6 +114,7 @@ def test_kubelet_never_chowns_a_lustre_volume_as_root(fsx_plan):
 
 
 # --- who can read what: POSIX permissions on the layout the script makes ----------------------
+
 
 @dataclass(frozen=True)
 class Inode:
@@ -209,10 +217,13 @@ def test_datasets_are_readable_by_every_uid_and_writable_by_their_owner_only():
     readers' pods carry only their own GID (the admission policy), so a group would not reach them."""
     tree = laid_out(storage.layout_script({"llm": 20002, "vision": 20003}, [("corpus", 20002)]))
     assert may(tree, "/fsx/datasets/corpus", "w", 20002, (20002,))
-    assert may(tree, "/fsx/datasets/corpus", "r", 20003, (20003,)) and not may(tree, "/fsx/datasets/corpus", "w", 20003, (20003,))
+    assert may(tree, "/fsx/datasets/corpus", "r", 20003, (20003,)) and not may(
+        tree, "/fsx/datasets/corpus", "w", 20003, (20003,)
+    )
 
 
 # --- the FSx CSI node plugin patches only its own node's startup taint ---------------------------
+
 
 @cache
 def _program(expression: str):
@@ -221,12 +232,22 @@ def _program(expression: str):
 
 
 def _node(taints=None) -> dict:
-    return {"metadata": {"name": "ip-10-40-1-5.ec2.internal", "labels": {"higgsfield.io/pool": "h100"}},
-            "spec": {"taints": taints if taints is not None else
-                     [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}, {"key": storage.CSI_NOT_READY_TAINT, "effect": "NoExecute"}]}}
+    return {
+        "metadata": {"name": "ip-10-40-1-5.ec2.internal", "labels": {"higgsfield.io/pool": "h100"}},
+        "spec": {
+            "taints": taints
+            if taints is not None
+            else [
+                {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+                {"key": storage.CSI_NOT_READY_TAINT, "effect": "NoExecute"},
+            ]
+        },
+    }
 
 
-def csi_denied(old: dict, new: dict, node_of_token: str | None = "ip-10-40-1-5.ec2.internal", user: str = storage.CSI_NODE_USER) -> list[str]:
+def csi_denied(
+    old: dict, new: dict, node_of_token: str | None = "ip-10-40-1-5.ec2.internal", user: str = storage.CSI_NODE_USER
+) -> list[str]:
     return node_update_denials(storage.csi_node_policy(), old, new, user, storage.NODE_NAME_EXTRA, node_of_token)
 
 
@@ -242,7 +263,9 @@ def test_csi_node_plugin_may_remove_its_startup_taint_from_its_own_node():
 
 
 def test_csi_node_plugin_may_not_patch_another_node():
-    assert csi_denied(_node(), _ready(_node()), node_of_token="ip-10-40-9-9.ec2.internal") == ["the FSx CSI node plugin may change only the node its pod runs on"]
+    assert csi_denied(_node(), _ready(_node()), node_of_token="ip-10-40-9-9.ec2.internal") == [
+        "the FSx CSI node plugin may change only the node its pod runs on"
+    ]
 
 
 @pytest.mark.parametrize("attack", ["remove the GPU taint", "add a taint", "relabel", "cordon"])
@@ -265,8 +288,15 @@ def test_csi_node_policy_applies_to_the_csi_node_account_only():
 
 
 def test_csi_node_policy_and_binding_are_in_the_plan_before_the_add_on(fsx_plan):
-    policies = {p.inputs["metadata"]["name"]: p for p in fsx_plan.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")}
-    (binding,) = [b for b in fsx_plan.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding") if b.inputs["spec"]["policyName"] == "higgsfield-fsx-csi-node-own-node"]
+    policies = {
+        p.inputs["metadata"]["name"]: p
+        for p in fsx_plan.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
+    }
+    (binding,) = [
+        b
+        for b in fsx_plan.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
+        if b.inputs["spec"]["policyName"] == "higgsfield-fsx-csi-node-own-node"
+    ]
     assert "higgsfield-fsx-csi-node-own-node" in policies and binding.inputs["spec"]["validationActions"] == ["Deny"]
     (addon,) = [a for a in fsx_plan.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "aws-fsx-csi-driver"]
     assert binding.urn in addon.dependencies

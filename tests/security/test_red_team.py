@@ -86,13 +86,18 @@ SSM_ESCAPES = [
 @pytest.mark.parametrize("request_", SSM_ESCAPES, ids=lambda r: f"{r.action} {r.resource.rsplit(':', 1)[-1]}")
 def test_a_bounded_role_cannot_run_commands_on_instances_or_read_parameters_through_ssm(request_):
     decision = evaluate(request_, [EVERYTHING], _boundary())
-    assert not decision.allowed and decision.reason == "not allowed by the permissions boundary delivery-boundary", decision.reason
+    assert not decision.allowed and decision.reason == "not allowed by the permissions boundary delivery-boundary", (
+        decision.reason
+    )
 
 
-@pytest.mark.parametrize("resource", [
-    "arn:aws:ssm:us-east-2::parameter/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/nvidia/recommended/image_id",
-    f"arn:aws:ssm:us-east-2:{ACCOUNT}:parameter/AmazonCloudWatch-linux",
-])
+@pytest.mark.parametrize(
+    "resource",
+    [
+        "arn:aws:ssm:us-east-2::parameter/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/nvidia/recommended/image_id",
+        f"arn:aws:ssm:us-east-2:{ACCOUNT}:parameter/AmazonCloudWatch-linux",
+    ],
+)
 def test_the_parameters_our_roles_read_are_still_under_the_boundary(resource):
     assert evaluate(Request("ssm:GetParameter", resource), [EVERYTHING], _boundary()).allowed
 
@@ -101,16 +106,30 @@ def test_the_parameters_our_roles_read_are_still_under_the_boundary(resource):
 # (ServiceLinkedRoles' condition), a bounded role with `*` any: a service-linked role is
 # the service's, but some carry broad rights that the service then uses on the caller's
 # request (e.g. AWSServiceRoleForSSM lets SSM act on every instance).
-@pytest.mark.parametrize("service", ["ssm.amazonaws.com", "ops.apigateway.amazonaws.com", "organizations.amazonaws.com"])
+@pytest.mark.parametrize(
+    "service", ["ssm.amazonaws.com", "ops.apigateway.amazonaws.com", "organizations.amazonaws.com"]
+)
 def test_a_bounded_role_creates_only_the_service_linked_roles_of_the_programs_services(service):
-    request = Request("iam:CreateServiceLinkedRole", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/{service}/x", {"iam:AWSServiceName": service})
+    request = Request(
+        "iam:CreateServiceLinkedRole",
+        f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/{service}/x",
+        {"iam:AWSServiceName": service},
+    )
     decision = evaluate(request, [EVERYTHING], _boundary())
     assert decision.denied_by == ("delivery-boundary", "OnlyTheProgramsServiceLinkedRoles"), decision.reason
 
 
 def test_the_service_linked_roles_eks_and_fsx_need_are_still_under_the_boundary():
-    for service in ("eks.amazonaws.com", "elasticloadbalancing.amazonaws.com", "s3.data-source.lustre.fsx.amazonaws.com"):
-        request = Request("iam:CreateServiceLinkedRole", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/{service}/x", {"iam:AWSServiceName": service})
+    for service in (
+        "eks.amazonaws.com",
+        "elasticloadbalancing.amazonaws.com",
+        "s3.data-source.lustre.fsx.amazonaws.com",
+    ):
+        request = Request(
+            "iam:CreateServiceLinkedRole",
+            f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/{service}/x",
+            {"iam:AWSServiceName": service},
+        )
         assert evaluate(request, [EVERYTHING], _boundary()).allowed, service
 
 
@@ -119,7 +138,12 @@ def test_the_service_linked_roles_eks_and_fsx_need_are_still_under_the_boundary(
 # (policies/rules.py account_findings refuses only a prod beside another environment). prod's
 # deploy role could then rewrite the trust of prod-eu's CI identities, which its own
 # CiIdentitiesAreAdministeredByBootstrap listed by prod's names only.
-NEIGHBOUR_CI_ROLES = ["higgsfield-prod-eu-deploy", "higgsfield-prod-eu-preview", "higgsfield-prod-eu-image", "higgsfield-prod-eu-deploy-runner"]
+NEIGHBOUR_CI_ROLES = [
+    "higgsfield-prod-eu-deploy",
+    "higgsfield-prod-eu-preview",
+    "higgsfield-prod-eu-image",
+    "higgsfield-prod-eu-deploy-runner",
+]
 
 
 @pytest.mark.parametrize("action", ["iam:UpdateAssumeRolePolicy", "iam:PutRolePolicy"])
@@ -130,6 +154,7 @@ def test_the_deploy_role_cannot_take_over_the_ci_identities_of_a_stack_whose_nam
 
 
 # --- the workflows ---------------------------------------------------------------------------------
+
 
 def test_the_job_whose_matrix_steers_the_deploy_installs_nothing_unpinned():
     """stacks.yml's matrix names the deploy job's role, account, backend, runner label, GitHub
@@ -145,16 +170,24 @@ def test_the_job_whose_matrix_steers_the_deploy_installs_nothing_unpinned():
     stacks = yaml.safe_load((ROOT / ".github" / "workflows" / "stacks.yml").read_text())
     deploy = (ROOT / ".github" / "workflows" / "deploy.yml").read_text()
     assert "uses: ./.github/workflows/stacks.yml" in deploy and "matrix.deployRole" in deploy
-    installs = [line.strip() for step in stacks["jobs"]["list"]["steps"] for line in step.get("run", "").splitlines() if "pip install" in line]
+    installs = [
+        line.strip()
+        for step in stacks["jobs"]["list"]["steps"]
+        for line in step.get("run", "").splitlines()
+        if "pip install" in line
+    ]
     assert installs, "the list job installs PyYAML"
     for line in installs:
         assert "--require-hashes" in line and "--no-deps" in line and re.search(r"-r requirements/\S+\.txt", line), line
         lock = (ROOT / re.search(r"-r (requirements/\S+\.txt)", line).group(1)).read_text()
         entries = re.findall(r"^([A-Za-z0-9._-]+)==", lock, re.MULTILINE)
         assert entries == ["pyyaml"], entries
+
         # the same wheel hashes as the deploy lock: one PyYAML, not two that drift apart
         def block(text: str) -> str:
-            return re.search(r"^pyyaml==.*?(?=^\S|\Z)", text, re.MULTILINE | re.DOTALL).group(0).split("# via")[0].strip()
+            return (
+                re.search(r"^pyyaml==.*?(?=^\S|\Z)", text, re.MULTILINE | re.DOTALL).group(0).split("# via")[0].strip()
+            )
 
         assert block(lock) == block((ROOT / "requirements" / "deploy.txt").read_text())
 
@@ -189,14 +222,18 @@ def test_neither_the_deploy_role_nor_a_role_it_made_can_open_or_destroy_the_back
     assert decision.denied_by == ("delivery-boundary", "TheBackendIsTheAdministrators"), decision.reason
 
 
-@pytest.mark.parametrize("request_", [
-    Request("s3:GetObject", f"{STATE_BUCKET}/.pulumi/stacks/higgsfield/prod.json"),
-    Request("s3:PutObject", f"{STATE_BUCKET}/.pulumi/stacks/higgsfield/prod.json"),
-    Request("s3:DeleteObject", f"{STATE_BUCKET}/.pulumi/locks/higgsfield/prod/x.json"),
-    Request("s3:ListBucket", STATE_BUCKET),
-    Request("kms:Encrypt", STATE_KEY),
-    Request("kms:Decrypt", STATE_KEY),
-    Request("kms:GenerateDataKey", STATE_KEY),
-], ids=lambda r: r.action)
+@pytest.mark.parametrize(
+    "request_",
+    [
+        Request("s3:GetObject", f"{STATE_BUCKET}/.pulumi/stacks/higgsfield/prod.json"),
+        Request("s3:PutObject", f"{STATE_BUCKET}/.pulumi/stacks/higgsfield/prod.json"),
+        Request("s3:DeleteObject", f"{STATE_BUCKET}/.pulumi/locks/higgsfield/prod/x.json"),
+        Request("s3:ListBucket", STATE_BUCKET),
+        Request("kms:Encrypt", STATE_KEY),
+        Request("kms:Decrypt", STATE_KEY),
+        Request("kms:GenerateDataKey", STATE_KEY),
+    ],
+    ids=lambda r: r.action,
+)
 def test_the_deploy_role_still_reads_and_writes_its_state(request_):
     assert evaluate(request_, [_deploy()], _boundary()).allowed

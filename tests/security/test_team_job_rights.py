@@ -15,11 +15,16 @@ JOBS = sorted(tenancy.JOB_KINDS.values())
 def role_allows(role: dict, group: str, resource: str, namespace: str, verb: str) -> bool:
     """RBAC evaluation of one namespaced Role: its rules hold in its own namespace only."""
     return namespace == role["metadata"]["namespace"] and any(
-        group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"] for rule in role["rules"])
+        group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"] for rule in role["rules"]
+    )
 
 
 def _objects(plan, kind: str, namespace: str) -> list[dict]:
-    return [r.inputs for r in plan.resources if r.inputs.get("kind") == kind and (r.inputs.get("metadata") or {}).get("namespace") == namespace]
+    return [
+        r.inputs
+        for r in plan.resources
+        if r.inputs.get("kind") == kind and (r.inputs.get("metadata") or {}).get("namespace") == namespace
+    ]
 
 
 TEAMS = [(s, t.name) for s in STACKS for t in config_of(s).scheduler.teams]
@@ -36,17 +41,30 @@ def test_every_team_may_submit_and_watch_every_kubeflow_job_kind_in_its_namespac
 
 @pytest.mark.parametrize("stack, team", TEAMS, ids=lambda v: str(v))
 def test_the_job_role_is_bound_to_the_teams_group_only(stack, team):
-    (binding,) = [b for b in _objects(plan_of(stack), "RoleBinding", team) if b["metadata"]["name"] == "higgsfield-jobs"]
-    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"higgsfield:team:{team}"}]
+    (binding,) = [
+        b for b in _objects(plan_of(stack), "RoleBinding", team) if b["metadata"]["name"] == "higgsfield-jobs"
+    ]
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"higgsfield:team:{team}"}
+    ]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "higgsfield-jobs"}
 
 
-@pytest.mark.parametrize("request_", [
-    ("kubeflow.org", "pytorchjobs", "llm", "create"),            # another team's namespace
-    ("scheduling.volcano.sh", "podgroups", "vision", "update"),  # its gang's PodGroup: read only (the operator owns it)
-    ("scheduling.volcano.sh", "queues", "vision", "update"),     # the queues are the platform's
-    ("rbac.authorization.k8s.io", "rolebindings", "vision", "create"),
-    ("", "pods/exec", "vision", "create"),                       # nothing beyond the jobs
-], ids=lambda r: "-".join(r))
+@pytest.mark.parametrize(
+    "request_",
+    [
+        ("kubeflow.org", "pytorchjobs", "llm", "create"),  # another team's namespace
+        (
+            "scheduling.volcano.sh",
+            "podgroups",
+            "vision",
+            "update",
+        ),  # its gang's PodGroup: read only (the operator owns it)
+        ("scheduling.volcano.sh", "queues", "vision", "update"),  # the queues are the platform's
+        ("rbac.authorization.k8s.io", "rolebindings", "vision", "create"),
+        ("", "pods/exec", "vision", "create"),  # nothing beyond the jobs
+    ],
+    ids=lambda r: "-".join(r),
+)
 def test_the_job_role_grants_nothing_else(request_):
     assert not role_allows(tenancy.job_submitter_role("vision"), *request_)

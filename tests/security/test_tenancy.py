@@ -11,13 +11,12 @@ from collections.abc import Iterator
 from functools import cache
 
 import celpy
-from infra.offline import kubernetes_schema
 import pytest
 from celpy import celtypes
 
 from components import tenancy
 from components.teams import rules_of
-from infra.offline import jobs
+from infra.offline import jobs, kubernetes_schema
 from tests.conftest import STACKS, config_of, plan_of
 
 VISION = tenancy.TeamRules(name="vision", queue="experiments", priority_classes=("batch-low",), uid=20003)
@@ -42,7 +41,11 @@ AUTHORIZER_FUNCTIONS = {
     "namespace": lambda a, ns: a.step("namespace", ns),
     "name": lambda a, n: a.step("name", n),
     "check": lambda a, verb: a.step("verb", verb),
-    "allowed": lambda a: celtypes.BoolType(a.allow(a.path.get("group", ""), a.path.get("resource", ""), a.path.get("namespace", ""), a.path.get("verb", ""))),
+    "allowed": lambda a: celtypes.BoolType(
+        a.allow(
+            a.path.get("group", ""), a.path.get("resource", ""), a.path.get("namespace", ""), a.path.get("verb", "")
+        )
+    ),
 }
 NOBODY = Authorizer(lambda *_: False)
 
@@ -52,14 +55,26 @@ def _program(expression: str):
     return _env.program(_env.compile(expression), functions=AUTHORIZER_FUNCTIONS)
 
 
-def verdicts(policy: dict, obj: dict | None, *, operation: str = "CREATE", user: str = "alice@vision", old: dict | None = None,
-             authorizer: Authorizer = NOBODY) -> Iterator[tuple[str, bool]]:
+def verdicts(
+    policy: dict,
+    obj: dict | None,
+    *,
+    operation: str = "CREATE",
+    user: str = "alice@vision",
+    old: dict | None = None,
+    authorizer: Authorizer = NOBODY,
+) -> Iterator[tuple[str, bool]]:
     """(message, whether `obj` passes it) of each validation in turn, evaluated as the API server
     does: the variables in order, then the validations, with `object` the admitted object (null on
     DELETE), `oldObject` what it replaces, `request` the operation and the requester, and
     `authorizer` the requester's rights."""
     request = {"operation": operation, "userInfo": {"username": user}}
-    activation: dict = {"object": celpy.json_to_cel(obj), "oldObject": celpy.json_to_cel(old), "request": celpy.json_to_cel(request), "authorizer": authorizer}
+    activation: dict = {
+        "object": celpy.json_to_cel(obj),
+        "oldObject": celpy.json_to_cel(old),
+        "request": celpy.json_to_cel(request),
+        "authorizer": authorizer,
+    }
     variables: dict = {}
     for variable in policy["spec"].get("variables", []):
         activation["variables"] = celtypes.MapType(variables)
@@ -69,7 +84,10 @@ def verdicts(policy: dict, obj: dict | None, *, operation: str = "CREATE", user:
     activation["variables"] = celtypes.MapType(variables)
     for validation in policy["spec"]["validations"]:
         value = _program(validation["expression"]).evaluate(activation)
-        assert isinstance(value, celtypes.BoolType), (validation["message"], value)  # an evaluation error is a denial too
+        assert isinstance(value, celtypes.BoolType), (
+            validation["message"],
+            value,
+        )  # an evaluation error is a denial too
         yield validation["message"], bool(value)
 
 
@@ -90,8 +108,14 @@ def is_denied(obj: dict, team: tenancy.TeamRules, **request) -> bool:
 def _pod_spec(uid: int = 20003, **extra) -> dict:
     return {
         "securityContext": {"runAsUser": uid, "runAsGroup": uid, "fsGroup": uid},
-        "containers": [{"name": "pytorch", "image": "x", "securityContext": {"allowPrivilegeEscalation": False},
-                        "resources": {"limits": {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}}}],
+        "containers": [
+            {
+                "name": "pytorch",
+                "image": "x",
+                "securityContext": {"allowPrivilegeEscalation": False},
+                "resources": {"limits": {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}},
+            }
+        ],
         **extra,
     }
 
@@ -100,23 +124,50 @@ def _job(queue: str | None = "experiments", priority: str | None = "batch-low", 
     policy = {k: v for k, v in {"queue": queue, "priorityClass": priority, "minAvailable": 2}.items() if v is not None}
     template = {"spec": _pod_spec(**spec_changes)}
     return {
-        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "vision"},
-        "spec": {"runPolicy": {"schedulingPolicy": policy}, "pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template}, "Worker": {"replicas": 1, "template": copy.deepcopy(template)}}},
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "j", "namespace": "vision"},
+        "spec": {
+            "runPolicy": {"schedulingPolicy": policy},
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": template},
+                "Worker": {"replicas": 1, "template": copy.deepcopy(template)},
+            },
+        },
     }
 
 
 def _pod(**spec_changes) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "vision"}, "spec": {"schedulerName": "volcano", **_pod_spec(**spec_changes)}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "vision"},
+        "spec": {"schedulerName": "volcano", **_pod_spec(**spec_changes)},
+    }
 
 
 def _podgroup(queue: str | None = "experiments", priority: str | None = None) -> dict:
-    spec = {"minMember": 2, **({"queue": queue} if queue else {}), **({"priorityClassName": priority} if priority else {})}
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "g", "namespace": "vision"}, "spec": spec}
+    spec = {
+        "minMember": 2,
+        **({"queue": queue} if queue else {}),
+        **({"priorityClassName": priority} if priority else {}),
+    }
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "vision"},
+        "spec": spec,
+    }
 
 
 # --- the CEL on sample objects ---------------------------------------------------------------
 
-@pytest.mark.parametrize("obj", [_job(), _job(priority=None), _pod(), _podgroup(), _podgroup(priority="batch-low")], ids=["job", "job-no-class", "pod", "podgroup", "podgroup-class"])
+
+@pytest.mark.parametrize(
+    "obj",
+    [_job(), _job(priority=None), _pod(), _podgroup(), _podgroup(priority="batch-low")],
+    ids=["job", "job-no-class", "pod", "podgroup", "podgroup-class"],
+)
 def test_a_compliant_object_passes_every_rule(obj):
     assert denied_by(obj) == []
 
@@ -127,16 +178,33 @@ VIOLATIONS = {
     "job_jumping_to_production_critical": (_job(priority="production-critical"), "may use priority classes"),
     "podgroup_in_another_queue": (_podgroup(queue="production"), "PodGroups go to queue"),
     "podgroup_without_a_queue": (_podgroup(queue=None), "PodGroups go to queue"),
-    "podgroup_with_a_forbidden_class": (_podgroup(priority="production-critical"), "PodGroups may use priority classes"),
+    "podgroup_with_a_forbidden_class": (
+        _podgroup(priority="production-critical"),
+        "PodGroups may use priority classes",
+    ),
     "pod_with_a_forbidden_class": (_pod(priorityClassName="production-critical"), "pods may use priority classes"),
     "job_template_with_a_forbidden_class": (_job(priorityClassName="batch-high"), "pods may use priority classes"),
     "pod_as_another_teams_uid": (_pod(uid=20001), "run as UID 20003"),
     "job_without_an_identity": (_job(securityContext={}), "run as UID 20003"),
-    "pod_joining_another_teams_group": (_pod(securityContext={"runAsUser": 20003, "runAsGroup": 20003, "fsGroup": 20003, "supplementalGroups": [20001]}), "no other supplementalGroups"),
-    "privileged_container": (_pod(containers=[{"name": "c", "image": "x", "securityContext": {"privileged": True}}]), "no privileged containers"),
-    "added_capability": (_pod(containers=[{"name": "c", "image": "x", "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}]), "no privileged containers"),
+    "pod_joining_another_teams_group": (
+        _pod(
+            securityContext={"runAsUser": 20003, "runAsGroup": 20003, "fsGroup": 20003, "supplementalGroups": [20001]}
+        ),
+        "no other supplementalGroups",
+    ),
+    "privileged_container": (
+        _pod(containers=[{"name": "c", "image": "x", "securityContext": {"privileged": True}}]),
+        "no privileged containers",
+    ),
+    "added_capability": (
+        _pod(containers=[{"name": "c", "image": "x", "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}]),
+        "no privileged containers",
+    ),
     "host_path_volume": (_pod(volumes=[{"name": "root", "hostPath": {"path": "/"}}]), "no hostPath"),
-    "inline_csi_volume_of_the_file_system_root": (_pod(volumes=[{"name": "fsx", "csi": {"driver": "fsx.csi.aws.com", "volumeAttributes": {"mountname": "abc"}}}]), "no hostPath"),
+    "inline_csi_volume_of_the_file_system_root": (
+        _pod(volumes=[{"name": "fsx", "csi": {"driver": "fsx.csi.aws.com", "volumeAttributes": {"mountname": "abc"}}}]),
+        "no hostPath",
+    ),
     "host_network": (_pod(hostNetwork=True), "no host network"),
     "gpu_pod_outside_volcano": (_pod(schedulerName="default-scheduler"), "GPU pods are scheduled by volcano"),
 }
@@ -156,7 +224,11 @@ def test_a_container_running_as_another_uid_is_denied():
 
 
 def test_pod_naming_another_queue_by_annotation_or_label_is_denied():
-    for where, key in (("annotations", "scheduling.volcano.sh/queue-name"), ("annotations", "volcano.sh/queue-name"), ("labels", "volcano.sh/queue-name")):
+    for where, key in (
+        ("annotations", "scheduling.volcano.sh/queue-name"),
+        ("annotations", "volcano.sh/queue-name"),
+        ("labels", "volcano.sh/queue-name"),
+    ):
         pod = _pod()
         pod["metadata"][where] = {key: "production"}
         assert any("may name only queue" in d for d in denied_by(pod)), (where, key)
@@ -165,7 +237,17 @@ def test_pod_naming_another_queue_by_annotation_or_label_is_denied():
 
 
 def test_a_cpu_pod_may_use_the_default_scheduler():
-    pod = _pod(schedulerName="default-scheduler", containers=[{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}, "securityContext": {"allowPrivilegeEscalation": False}}])
+    pod = _pod(
+        schedulerName="default-scheduler",
+        containers=[
+            {
+                "name": "c",
+                "image": "x",
+                "resources": {"requests": {"cpu": "1"}},
+                "securityContext": {"allowPrivilegeEscalation": False},
+            }
+        ],
+    )
     assert denied_by(pod) == []
 
 
@@ -189,8 +271,13 @@ def test_every_job_kind_is_checked():
         assert any("no host network" in d for d in denied_by(job)), kind
 
 
-RENDERED = [(s, e, t.name) for s in STACKS for e in jobs.examples_for(config_of(s)) for t in config_of(s).scheduler.teams
-            if jobs.fits(e, config_of(s), team=t.name)]  # a team whose quota holds no job of an example renders none
+RENDERED = [
+    (s, e, t.name)
+    for s in STACKS
+    for e in jobs.examples_for(config_of(s))
+    for t in config_of(s).scheduler.teams
+    if jobs.fits(e, config_of(s), team=t.name)
+]  # a team whose quota holds no job of an example renders none
 
 
 HEALTH_CHECKS = [(s, p.name) for s in STACKS for p in config_of(s).gpu_pools]
@@ -206,7 +293,12 @@ def test_the_rendered_health_check_passes_its_teams_admission_policy(stack, pool
     team = cfg.scheduler.teams[0]
     for obj in healthcheck.render(cfg, pool, nodes=min(2, next(p for p in cfg.gpu_pools if p.name == pool).max_size)):
         if obj["kind"] == "Job":  # the policy sees its pods
-            obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": team.name}, "spec": obj["spec"]["template"]["spec"]}
+            obj = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": team.name},
+                "spec": obj["spec"]["template"]["spec"],
+            }
         if obj["kind"] != "ConfigMap":
             assert denied_by(obj, rules_of(team, cfg.scheduler.priority_classes)) == [], obj["kind"]
 
@@ -218,7 +310,12 @@ def test_every_rendered_example_passes_its_teams_policy_and_fails_anothers(stack
     job = jobs.workload_of(jobs.render(example, cfg, team=team))
     if job["kind"] in ("Deployment", "Job"):  # the policy sees their pods
         (template,) = jobs.pod_templates(job)
-        job = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": team, **template.get("metadata", {})}, "spec": template["spec"]}
+        job = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": team, **template.get("metadata", {})},
+            "spec": template["spec"],
+        }
     assert denied_by(job, rules[team]) == []
     for other, other_rules in rules.items():
         if other != team:
@@ -231,7 +328,12 @@ def _operator_pod(template: dict, team: str) -> dict:
     control/podgroup_control.go@v1.9.4, for launchers too: mpi/mpijob_controller.go newLauncher)."""
     spec = copy.deepcopy(template["spec"])
     spec.setdefault("schedulerName", "volcano")
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": team, **copy.deepcopy(template.get("metadata", {}))}, "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": team, **copy.deepcopy(template.get("metadata", {}))},
+        "spec": spec,
+    }
 
 
 def test_the_pods_the_operator_makes_of_every_rendered_job_are_admitted_and_not_outside_volcano(stack):
@@ -246,8 +348,13 @@ def test_the_pods_the_operator_makes_of_every_rendered_job_are_admitted_and_not_
         for where, template in jobs.pod_templates(job, named=True):
             pod = _operator_pod(template, team.name)
             assert denied_by(pod, rules, user=tenancy.OPERATOR_USER) == [], (example, where)
-            pod["spec"]["schedulerName"] = "default-scheduler"  # the template named another scheduler: the operator keeps it
-            assert any("scheduled by volcano" in d for d in denied_by(pod, rules, user=tenancy.OPERATOR_USER)), (example, where)
+            pod["spec"]["schedulerName"] = (
+                "default-scheduler"  # the template named another scheduler: the operator keeps it
+            )
+            assert any("scheduled by volcano" in d for d in denied_by(pod, rules, user=tenancy.OPERATOR_USER)), (
+                example,
+                where,
+            )
 
 
 def test_a_health_check_edited_to_hold_efa_without_gpus_outside_volcano_is_denied():
@@ -271,7 +378,10 @@ def test_rendered_pods_need_no_api_token_except_the_mpi_launcher(stack):
     for example in jobs.examples_for(cfg):
         job = jobs.workload_of(jobs.render(example, cfg))
         for where, template in jobs.pod_templates(job, named=True):
-            assert template["spec"].get("automountServiceAccountToken") is (None if ".Launcher." in where else False), (example, where)
+            assert template["spec"].get("automountServiceAccountToken") is (None if ".Launcher." in where else False), (
+                example,
+                where,
+            )
 
 
 # --- the plan ------------------------------------------------------------------------------------
@@ -282,17 +392,32 @@ NETPOL = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 
 
 def _namespaces(plan) -> dict[str, dict]:
-    return {n.inputs["metadata"]["name"]: n.inputs for n in plan.of_type("kubernetes:core/v1:Namespace") if tenancy.TEAM_LABEL in n.inputs["metadata"].get("labels", {})}
+    return {
+        n.inputs["metadata"]["name"]: n.inputs
+        for n in plan.of_type("kubernetes:core/v1:Namespace")
+        if tenancy.TEAM_LABEL in n.inputs["metadata"].get("labels", {})
+    }
 
 
 def test_every_team_has_its_own_admission_policy_bound_to_its_namespace_only(plan):
     teams = {t.name: t for t in plan.config.scheduler.teams}
-    policies = {p.inputs["metadata"]["name"]: p for p in plan.of_type(VAP) if p.inputs["metadata"]["name"].startswith("higgsfield-team-")}
-    bindings = {b.inputs["metadata"]["name"]: b for b in plan.of_type(BINDING) if b.inputs["metadata"]["name"].startswith("higgsfield-team-")}
+    policies = {
+        p.inputs["metadata"]["name"]: p
+        for p in plan.of_type(VAP)
+        if p.inputs["metadata"]["name"].startswith("higgsfield-team-")
+    }
+    bindings = {
+        b.inputs["metadata"]["name"]: b
+        for b in plan.of_type(BINDING)
+        if b.inputs["metadata"]["name"].startswith("higgsfield-team-")
+    }
     assert set(policies) == set(bindings) == {tenancy.policy_name(t) for t in teams}
     for name, team in teams.items():
         policy, binding = policies[tenancy.policy_name(name)], bindings[tenancy.policy_name(name)]
-        assert policy.inputs == {**tenancy.admission_policy(rules_of(team, plan.config.scheduler.priority_classes)), "metadata": policy.inputs["metadata"]}
+        assert policy.inputs == {
+            **tenancy.admission_policy(rules_of(team, plan.config.scheduler.priority_classes)),
+            "metadata": policy.inputs["metadata"],
+        }
         assert policy.inputs["spec"]["failurePolicy"] == "Fail"
         spec = binding.inputs["spec"]
         assert spec["policyName"] == tenancy.policy_name(name) and spec["validationActions"] == ["Deny"]
@@ -309,8 +434,14 @@ def test_admission_policy_matches_the_kinds_it_checks():
     rules = tenancy.admission_policy(VISION)["spec"]["matchConstraints"]["resourceRules"]
     resources = {(g, res) for rule in rules for g in rule["apiGroups"] for res in rule["resources"]}
     workloads = {(g, r) for g, kinds in tenancy.WORKLOADS.items() for r in kinds.values()}
-    assert {("", "pods"), ("", "pods/ephemeralcontainers"), ("", "services"), ("scheduling.volcano.sh", "podgroups"),
-            *(("kubeflow.org", r) for r in tenancy.JOB_KINDS.values()), *workloads} == resources
+    assert {
+        ("", "pods"),
+        ("", "pods/ephemeralcontainers"),
+        ("", "services"),
+        ("scheduling.volcano.sh", "podgroups"),
+        *(("kubeflow.org", r) for r in tenancy.JOB_KINDS.values()),
+        *workloads,
+    } == resources
     assert all(set(rule["operations"]) == {"CREATE", "UPDATE"} for rule in rules)
 
 
@@ -328,26 +459,48 @@ def test_prod_team_namespaces_enforce_baseline_warn_restricted_at_the_cluster_ve
 
 def test_a_pod_that_names_no_queue_lands_in_its_teams_queue(plan):
     for team in plan.config.scheduler.teams:
-        assert _namespaces(plan)[team.name]["metadata"]["annotations"] == {"scheduling.volcano.sh/queue-name": team.queue}
+        assert _namespaces(plan)[team.name]["metadata"]["annotations"] == {
+            "scheduling.volcano.sh/queue-name": team.queue
+        }
 
 
 def test_prod_team_namespaces_deny_all_traffic_but_what_jobs_need():
     plan = plan_of("prod")
     for team in plan.config.scheduler.teams:
-        policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in plan.of_type(NETPOL) if p.inputs["metadata"]["namespace"] == team.name}
+        policies = {
+            p.inputs["metadata"]["name"]: p.inputs["spec"]
+            for p in plan.of_type(NETPOL)
+            if p.inputs["metadata"]["namespace"] == team.name
+        }
         assert policies["default-deny"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
         own = policies["allow-own-namespace"]
         assert own["ingress"] == [{"from": [{"podSelector": {}}]}] and own["egress"] == [{"to": [{"podSelector": {}}]}]
         (dns,) = policies["allow-dns"]["egress"]
-        assert dns["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+        assert dns["to"] == [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+            }
+        ]
         assert {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}
-        assert policies["allow-metrics-scrape"]["ingress"] == [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]}]
+        assert policies["allow-metrics-scrape"]["ingress"] == [
+            {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]}
+        ]
         api = policies["allow-launcher-to-api-server"]
         assert api["podSelector"] == {"matchLabels": tenancy.LAUNCHER}
-        service, vpc = {"ipBlock": {"cidr": f"{plan.config.api_service_ip}/32"}}, {"ipBlock": {"cidr": plan.config.vpc_cidr}}
+        service, vpc = (
+            {"ipBlock": {"cidr": f"{plan.config.api_service_ip}/32"}},
+            {"ipBlock": {"cidr": plan.config.vpc_cidr}},
+        )
         assert api["egress"] == [{"to": [service, vpc], "ports": [{"protocol": "TCP", "port": 443}]}]
         # nothing reaches another team's namespace: no allowance names a namespace but the system ones
-        named = {json.dumps(p) for spec in policies.values() for rule in spec.get("ingress", []) + spec.get("egress", []) for p in rule.get("from", []) + rule.get("to", []) if "namespaceSelector" in p}
+        named = {
+            json.dumps(p)
+            for spec in policies.values()
+            for rule in spec.get("ingress", []) + spec.get("egress", [])
+            for p in rule.get("from", []) + rule.get("to", [])
+            if "namespaceSelector" in p
+        }
         assert all(other.name not in n for n in named for other in plan.config.scheduler.teams)
 
 
@@ -357,7 +510,11 @@ def test_network_policies_validate_against_the_kubernetes_schema(plan):
 
 
 def test_every_team_default_service_account_mounts_no_token(plan):
-    accounts = {a.inputs["metadata"]["namespace"]: a.inputs for a in plan.of_type("kubernetes:core/v1:ServiceAccountPatch") if a.inputs["metadata"]["name"] == "default"}
+    accounts = {
+        a.inputs["metadata"]["namespace"]: a.inputs
+        for a in plan.of_type("kubernetes:core/v1:ServiceAccountPatch")
+        if a.inputs["metadata"]["name"] == "default"
+    }
     assert set(accounts) >= {t.name for t in plan.config.scheduler.teams}
     assert all(accounts[t.name]["automountServiceAccountToken"] is False for t in plan.config.scheduler.teams)
 

@@ -26,24 +26,66 @@ import pytest
 from components import device_plugins, gpu_pools, healthgate, tenancy
 from components.tenancy import TeamRules
 from infra.config import STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
-from tests.conftest import STACKS, plan_of
 from tests.components.test_karpenter import karpenter_plan  # noqa: F401 (fixture)
+from tests.conftest import STACKS, plan_of
 from tests.security.test_tenancy import VISION, Authorizer, _job, _pod, admitted
 
 # AmazonEKSEditPolicy, one (apiGroups, resources, verbs) per row of the user guide's table (cited above).
 _WRITE = ("create", "delete", "deletecollection", "patch", "update")
 _READ = ("get", "list", "watch")
 EDIT_POLICY = [
-    (("apps",), ("daemonsets", "deployments", "deployments/rollback", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale"), _WRITE),
-    (("apps",), ("controllerrevisions", "daemonsets", "daemonsets/status", "deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
-                 "replicasets/status", "statefulsets", "statefulsets/scale", "statefulsets/status"), _READ),
+    (
+        ("apps",),
+        (
+            "daemonsets",
+            "deployments",
+            "deployments/rollback",
+            "deployments/scale",
+            "replicasets",
+            "replicasets/scale",
+            "statefulsets",
+            "statefulsets/scale",
+        ),
+        _WRITE,
+    ),
+    (
+        ("apps",),
+        (
+            "controllerrevisions",
+            "daemonsets",
+            "daemonsets/status",
+            "deployments",
+            "deployments/scale",
+            "deployments/status",
+            "replicasets",
+            "replicasets/scale",
+            "replicasets/status",
+            "statefulsets",
+            "statefulsets/scale",
+            "statefulsets/status",
+        ),
+        _READ,
+    ),
     (("autoscaling",), ("horizontalpodautoscalers", "horizontalpodautoscalers/status"), _READ),
     (("autoscaling",), ("horizontalpodautoscalers",), _WRITE),
     (("batch",), ("cronjobs", "jobs"), _WRITE),
     (("batch",), ("cronjobs", "cronjobs/status", "jobs", "jobs/status"), _READ),
     (("discovery.k8s.io",), ("endpointslices",), _READ),
-    (("extensions",), ("daemonsets", "deployments", "deployments/rollback", "deployments/scale", "ingresses", "networkpolicies", "replicasets", "replicasets/scale",
-                       "replicationcontrollers/scale"), _WRITE),
+    (
+        ("extensions",),
+        (
+            "daemonsets",
+            "deployments",
+            "deployments/rollback",
+            "deployments/scale",
+            "ingresses",
+            "networkpolicies",
+            "replicasets",
+            "replicasets/scale",
+            "replicationcontrollers/scale",
+        ),
+        _WRITE,
+    ),
     (("networking.k8s.io",), ("ingresses", "networkpolicies"), _WRITE),
     (("networking.k8s.io",), ("ingresses", "ingresses/status", "networkpolicies"), _READ),
     (("policy",), ("poddisruptionbudgets",), _WRITE),
@@ -52,19 +94,61 @@ EDIT_POLICY = [
     (("",), ("pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets", "services/proxy"), _READ),
     (("",), ("serviceaccounts",), ("impersonate",)),
     (("",), ("pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"), _WRITE),
-    (("",), ("configmaps", "events", "persistentvolumeclaims", "replicationcontrollers", "replicationcontrollers/scale", "secrets", "serviceaccounts", "services",
-             "services/proxy"), _WRITE),
-    (("",), ("configmaps", "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status", "pods", "replicationcontrollers", "replicationcontrollers/scale",
-             "serviceaccounts", "services", "services/status"), _READ),
-    (("",), ("bindings", "events", "limitranges", "namespaces/status", "pods/log", "pods/status", "replicationcontrollers/status", "resourcequotas",
-             "resourcequotas/status"), _READ),
+    (
+        ("",),
+        (
+            "configmaps",
+            "events",
+            "persistentvolumeclaims",
+            "replicationcontrollers",
+            "replicationcontrollers/scale",
+            "secrets",
+            "serviceaccounts",
+            "services",
+            "services/proxy",
+        ),
+        _WRITE,
+    ),
+    (
+        ("",),
+        (
+            "configmaps",
+            "endpoints",
+            "persistentvolumeclaims",
+            "persistentvolumeclaims/status",
+            "pods",
+            "replicationcontrollers",
+            "replicationcontrollers/scale",
+            "serviceaccounts",
+            "services",
+            "services/status",
+        ),
+        _READ,
+    ),
+    (
+        ("",),
+        (
+            "bindings",
+            "events",
+            "limitranges",
+            "namespaces/status",
+            "pods/log",
+            "pods/status",
+            "replicationcontrollers/status",
+            "resourcequotas",
+            "resourcequotas/status",
+        ),
+        _READ,
+    ),
 ]
 
 
 def edit_allows(group: str, resource: str, namespace: str, verb: str, scope: str = VISION.name) -> bool:
     """RBAC evaluation of AmazonEKSEditPolicy associated with access scope type=namespace, `scope`:
     its rules hold in that namespace only (a cluster-scoped resource has no namespace)."""
-    return namespace == scope and any(group in groups and resource in resources and verb in verbs for groups, resources, verbs in EDIT_POLICY)
+    return namespace == scope and any(
+        group in groups and resource in resources and verb in verbs for groups, resources, verbs in EDIT_POLICY
+    )
 
 
 TEAM = Authorizer(lambda group, resource, namespace, verb: edit_allows(group, resource, namespace, verb))
@@ -72,7 +156,9 @@ CLUSTER_ADMIN = Authorizer(lambda *_: True)  # AmazonEKSClusterAdminPolicy: * on
 MALLORY = "arn:aws:sts::123456789012:assumed-role/vision-dev/mallory"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 NO_ESCALATION = {"allowPrivilegeEscalation": False}
-LB_TEAM = TeamRules(name="vision", queue="experiments", priority_classes=("batch-low",), uid=20003, service_types=("LoadBalancer",))
+LB_TEAM = TeamRules(
+    name="vision", queue="experiments", priority_classes=("batch-low",), uid=20003, service_types=("LoadBalancer",)
+)
 
 
 def _container(name: str = "c", **fields) -> dict:
@@ -87,18 +173,35 @@ def _cpu_pod(**spec) -> dict:
 
 
 def _workload(kind: str, pod: dict) -> dict:
-    template = {"metadata": pod["metadata"].get("labels") and {"labels": pod["metadata"]["labels"]} or {}, "spec": pod["spec"]}
+    template = {
+        "metadata": pod["metadata"].get("labels") and {"labels": pod["metadata"]["labels"]} or {},
+        "spec": pod["spec"],
+    }
     group = {"DaemonSet": "apps/v1", "Deployment": "apps/v1", "Job": "batch/v1"}[kind]
-    return {"apiVersion": group, "kind": kind, "metadata": {"name": "w", "namespace": "vision"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": template}}
+    return {
+        "apiVersion": group,
+        "kind": kind,
+        "metadata": {"name": "w", "namespace": "vision"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": template},
+    }
 
 
 def _service(**spec) -> dict:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "vision"}, "spec": {"selector": {"app": "x"}, "ports": [{"port": 80}], **spec}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "s", "namespace": "vision"},
+        "spec": {"selector": {"app": "x"}, "ports": [{"port": 80}], **spec},
+    }
 
 
 def _gpu_env_daemonset(env: dict) -> dict:
     """Every GPU node, every GPU: tolerate the GPU taint, select GPU nodes, ask the runtime by env."""
-    pod = _cpu_pod(tolerations=[GPU_TOLERATION], nodeSelector={"nvidia.com/gpu.present": "true"}, containers=[_container(env=[env])])
+    pod = _cpu_pod(
+        tolerations=[GPU_TOLERATION],
+        nodeSelector={"nvidia.com/gpu.present": "true"},
+        containers=[_container(env=[env])],
+    )
     return _workload("DaemonSet", _by_volcano(pod))
 
 
@@ -116,7 +219,9 @@ def _launcher_labelled(pod: dict) -> dict:
 def _with_ephemeral(container: dict) -> dict:
     """What `kubectl debug` sends: the whole running Pod (nodeName set) with one more ephemeral container."""
     pod = _cpu_pod(nodeName="ip-10-0-1-5.ec2.internal")
-    pod["spec"]["ephemeralContainers"] = [{"name": "debug", "image": "busybox", "targetContainerName": "c", **container}]
+    pod["spec"]["ephemeralContainers"] = [
+        {"name": "debug", "image": "busybox", "targetContainerName": "c", **container}
+    ]
     return pod
 
 
@@ -140,62 +245,257 @@ INTERNAL_LB = "load balancers are internal in this stack"
 # name -> (object, the validation that refuses it, the team's rules, the request)
 ATTACKS = {
     # 2. GPUs outside the device plugin, Volcano and the quota
-    "daemonset_with_nvidia_visible_devices_all": (_gpu_env_daemonset({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}), ENV, VISION, {}),
+    "daemonset_with_nvidia_visible_devices_all": (
+        _gpu_env_daemonset({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}),
+        ENV,
+        VISION,
+        {},
+    ),
     "pod_with_nvidia_visible_devices_from_a_config_map_key": (
-        _cpu_pod(containers=[_container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"configMapKeyRef": {"name": "gpus", "key": "all"}}}])]), ENV, VISION, {}),
-    "pod_with_nvidia_driver_capabilities": (_cpu_pod(containers=[_container(env=[{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}])]), ENV, VISION, {}),
+        _cpu_pod(
+            containers=[
+                _container(
+                    env=[
+                        {
+                            "name": "NVIDIA_VISIBLE_DEVICES",
+                            "valueFrom": {"configMapKeyRef": {"name": "gpus", "key": "all"}},
+                        }
+                    ]
+                )
+            ]
+        ),
+        ENV,
+        VISION,
+        {},
+    ),
+    "pod_with_nvidia_driver_capabilities": (
+        _cpu_pod(containers=[_container(env=[{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}])]),
+        ENV,
+        VISION,
+        {},
+    ),
     "init_container_with_nvidia_visible_devices": (
-        _cpu_pod(initContainers=[_container("init", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])]), ENV, VISION, {}),
+        _cpu_pod(initContainers=[_container("init", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])]),
+        ENV,
+        VISION,
+        {},
+    ),
     "pod_created_by_a_deployments_replicaset_with_the_env": (
-        _cpu_pod(containers=[_container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])]), ENV, VISION,
-        {"user": "system:serviceaccount:kube-system:replicaset-controller"}),
+        _cpu_pod(containers=[_container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])]),
+        ENV,
+        VISION,
+        {"user": "system:serviceaccount:kube-system:replicaset-controller"},
+    ),
     "init_container_gpu_pod_outside_volcano": (
-        _cpu_pod(initContainers=[_container("init", resources={"limits": {"nvidia.com/gpu": 8}})]), VOLCANO, VISION, {}),
+        _cpu_pod(initContainers=[_container("init", resources={"limits": {"nvidia.com/gpu": 8}})]),
+        VOLCANO,
+        VISION,
+        {},
+    ),
     "sidecar_gpu_pod_outside_volcano": (
-        _cpu_pod(initContainers=[_container("sidecar", restartPolicy="Always", resources={"limits": {"nvidia.com/gpu": 8}})]), VOLCANO, VISION, {}),
+        _cpu_pod(
+            initContainers=[_container("sidecar", restartPolicy="Always", resources={"limits": {"nvidia.com/gpu": 8}})]
+        ),
+        VOLCANO,
+        VISION,
+        {},
+    ),
     # GPU nodes bought and held without a GPU: EFA interfaces or huge pages, or only the GPU taint tolerated
-    "efa_pod_outside_volcano": (_cpu_pod(containers=[_container(resources={"limits": {"vpc.amazonaws.com/efa": 32}})]), VOLCANO, VISION, {}),
-    "huge_pages_pod_outside_volcano": (_cpu_pod(containers=[_container(resources={"requests": {"hugepages-2Mi": "5120Mi"}})]), VOLCANO, VISION, {}),
-    "pod_tolerating_the_gpu_taint_outside_volcano": (_cpu_pod(tolerations=[GPU_TOLERATION], nodeSelector={"higgsfield.io/pool": "h100"}), VOLCANO, VISION, {}),
+    "efa_pod_outside_volcano": (
+        _cpu_pod(containers=[_container(resources={"limits": {"vpc.amazonaws.com/efa": 32}})]),
+        VOLCANO,
+        VISION,
+        {},
+    ),
+    "huge_pages_pod_outside_volcano": (
+        _cpu_pod(containers=[_container(resources={"requests": {"hugepages-2Mi": "5120Mi"}})]),
+        VOLCANO,
+        VISION,
+        {},
+    ),
+    "pod_tolerating_the_gpu_taint_outside_volcano": (
+        _cpu_pod(tolerations=[GPU_TOLERATION], nodeSelector={"higgsfield.io/pool": "h100"}),
+        VOLCANO,
+        VISION,
+        {},
+    ),
     "deployment_holding_efa_outside_volcano": (
-        _workload("Deployment", _cpu_pod(tolerations=[GPU_TOLERATION], containers=[_container(resources={"limits": {"vpc.amazonaws.com/efa": 32}})])), VOLCANO, VISION, {}),
-    "deployment_of_gpu_pods_outside_volcano": (_workload("Deployment", _cpu_pod(containers=[_container(resources={"limits": {"nvidia.com/gpu": 1}})])), VOLCANO, VISION, {}),
+        _workload(
+            "Deployment",
+            _cpu_pod(
+                tolerations=[GPU_TOLERATION],
+                containers=[_container(resources={"limits": {"vpc.amazonaws.com/efa": 32}})],
+            ),
+        ),
+        VOLCANO,
+        VISION,
+        {},
+    ),
+    "deployment_of_gpu_pods_outside_volcano": (
+        _workload("Deployment", _cpu_pod(containers=[_container(resources={"limits": {"nvidia.com/gpu": 1}})])),
+        VOLCANO,
+        VISION,
+        {},
+    ),
     "pod_requesting_every_gpu_by_cdi_annotation": (
-        {**_cpu_pod(), "metadata": {"name": "p", "namespace": "vision", "annotations": {"cdi.k8s.io/gpus": "nvidia.com/gpu=all"}}}, "cdi.k8s.io/* annotations", VISION, {}),
+        {
+            **_cpu_pod(),
+            "metadata": {"name": "p", "namespace": "vision", "annotations": {"cdi.k8s.io/gpus": "nvidia.com/gpu=all"}},
+        },
+        "cdi.k8s.io/* annotations",
+        VISION,
+        {},
+    ),
     "cronjob_with_nvidia_visible_devices": (
-        {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c", "namespace": "vision"},
-         "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": _cpu_pod(containers=[_container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])])["spec"]}}}}},
-        ENV, VISION, {}),
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "c", "namespace": "vision"},
+            "spec": {
+                "schedule": "* * * * *",
+                "jobTemplate": {
+                    "spec": {
+                        "template": {
+                            "spec": _cpu_pod(
+                                containers=[_container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])]
+                            )["spec"]
+                        }
+                    }
+                },
+            },
+        },
+        ENV,
+        VISION,
+        {},
+    ),
     "pod_with_node_name": (_cpu_pod(nodeName="ip-10-0-1-5.ec2.internal"), NODE_NAME, VISION, {}),
-    "deployment_template_with_node_name": (_workload("Deployment", _cpu_pod(nodeName="ip-10-0-1-5.ec2.internal")), NODE_NAME, VISION, {}),
-    "job_template_with_node_name": (_workload("Job", _cpu_pod(nodeName="ip-10-0-1-5.ec2.internal")), NODE_NAME, VISION, {}),
-    "pytorchjob_template_with_node_name": (_pytorchjob_with(nodeName="ip-10-0-1-5.ec2.internal"), NODE_NAME, VISION, {}),
+    "deployment_template_with_node_name": (
+        _workload("Deployment", _cpu_pod(nodeName="ip-10-0-1-5.ec2.internal")),
+        NODE_NAME,
+        VISION,
+        {},
+    ),
+    "job_template_with_node_name": (
+        _workload("Job", _cpu_pod(nodeName="ip-10-0-1-5.ec2.internal")),
+        NODE_NAME,
+        VISION,
+        {},
+    ),
+    "pytorchjob_template_with_node_name": (
+        _pytorchjob_with(nodeName="ip-10-0-1-5.ec2.internal"),
+        NODE_NAME,
+        VISION,
+        {},
+    ),
     "pod_tolerating_everything": (_cpu_pod(tolerations=[{"operator": "Exists"}]), TOLERATIONS, VISION, {}),
-    "pod_tolerating_every_effect_with_an_empty_key": (_cpu_pod(tolerations=[{"key": "", "operator": "Exists"}]), TOLERATIONS, VISION, {}),
-    "pod_tolerating_the_system_nodes": (_cpu_pod(tolerations=[{"key": SYSTEM_TAINT_KEY, "operator": "Exists"}]), TOLERATIONS, VISION, {}),
+    "pod_tolerating_every_effect_with_an_empty_key": (
+        _cpu_pod(tolerations=[{"key": "", "operator": "Exists"}]),
+        TOLERATIONS,
+        VISION,
+        {},
+    ),
+    "pod_tolerating_the_system_nodes": (
+        _cpu_pod(tolerations=[{"key": SYSTEM_TAINT_KEY, "operator": "Exists"}]),
+        TOLERATIONS,
+        VISION,
+        {},
+    ),
     "pod_tolerating_the_startup_taint": (
-        _by_volcano(_cpu_pod(tolerations=[GPU_TOLERATION, {"key": STARTUP_TAINT_KEY, "operator": "Equal", "value": "pending", "effect": "NoSchedule"}])), TOLERATIONS, VISION, {}),
-    "pytorchjob_tolerating_everything": (_pytorchjob_with(tolerations=[{"operator": "Exists"}]), TOLERATIONS, VISION, {}),
+        _by_volcano(
+            _cpu_pod(
+                tolerations=[
+                    GPU_TOLERATION,
+                    {"key": STARTUP_TAINT_KEY, "operator": "Equal", "value": "pending", "effect": "NoSchedule"},
+                ]
+            )
+        ),
+        TOLERATIONS,
+        VISION,
+        {},
+    ),
+    "pytorchjob_tolerating_everything": (
+        _pytorchjob_with(tolerations=[{"operator": "Exists"}]),
+        TOLERATIONS,
+        VISION,
+        {},
+    ),
     # 8. privilege escalation, ephemeral containers
-    "container_allowing_privilege_escalation": (_cpu_pod(containers=[_container(securityContext={"allowPrivilegeEscalation": True})]), ESCALATION, VISION, {}),
-    "container_leaving_privilege_escalation_unset": (_cpu_pod(containers=[{"name": "c", "image": "x"}]), ESCALATION, VISION, {}),
-    "init_container_named_like_the_operators_in_a_tenant_pod": (_cpu_pod(initContainers=[{"name": tenancy.KUBECTL_DELIVERY, "image": "x"}]), ESCALATION, VISION, {}),
-    "ephemeral_container_with_privilege_escalation": (_with_ephemeral({"securityContext": {"allowPrivilegeEscalation": True}}), ESCALATION, VISION, {"operation": "UPDATE"}),
+    "container_allowing_privilege_escalation": (
+        _cpu_pod(containers=[_container(securityContext={"allowPrivilegeEscalation": True})]),
+        ESCALATION,
+        VISION,
+        {},
+    ),
+    "container_leaving_privilege_escalation_unset": (
+        _cpu_pod(containers=[{"name": "c", "image": "x"}]),
+        ESCALATION,
+        VISION,
+        {},
+    ),
+    "init_container_named_like_the_operators_in_a_tenant_pod": (
+        _cpu_pod(initContainers=[{"name": tenancy.KUBECTL_DELIVERY, "image": "x"}]),
+        ESCALATION,
+        VISION,
+        {},
+    ),
+    "ephemeral_container_with_privilege_escalation": (
+        _with_ephemeral({"securityContext": {"allowPrivilegeEscalation": True}}),
+        ESCALATION,
+        VISION,
+        {"operation": "UPDATE"},
+    ),
     "ephemeral_container_with_nvidia_visible_devices": (
-        _with_ephemeral({"securityContext": dict(NO_ESCALATION), "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}), ENV, VISION, {"operation": "UPDATE"}),
+        _with_ephemeral(
+            {"securityContext": dict(NO_ESCALATION), "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}
+        ),
+        ENV,
+        VISION,
+        {"operation": "UPDATE"},
+    ),
     # 4. the launcher's allowance (TCP 443 to the VPC) on a tenant's pod
     "tenant_pod_with_the_launcher_label": (_launcher_labelled(_cpu_pod()), LAUNCHER, VISION, {}),
-    "tenant_deployment_with_the_launcher_label": (_workload("Deployment", _launcher_labelled(_cpu_pod())), LAUNCHER, VISION, {}),
-    "tenant_relabelling_a_running_pod_as_launcher": (_launcher_labelled(_cpu_pod(nodeName="n")), LAUNCHER, VISION, {"operation": "UPDATE", "old": _cpu_pod(nodeName="n")}),
+    "tenant_deployment_with_the_launcher_label": (
+        _workload("Deployment", _launcher_labelled(_cpu_pod())),
+        LAUNCHER,
+        VISION,
+        {},
+    ),
+    "tenant_relabelling_a_running_pod_as_launcher": (
+        _launcher_labelled(_cpu_pod(nodeName="n")),
+        LAUNCHER,
+        VISION,
+        {"operation": "UPDATE", "old": _cpu_pod(nodeName="n")},
+    ),
     # 3. Services
     "service_with_external_ips": (_service(externalIPs=["10.0.0.2"]), EXTERNAL_IPS, VISION, {}),
     "load_balancer_service": (_service(type="LoadBalancer"), SERVICE_TYPE, VISION, {}),
     "node_port_service": (_service(type="NodePort"), SERVICE_TYPE, VISION, {}),
-    "external_name_service": ({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "vision"},
-                               "spec": {"type": "ExternalName", "externalName": "vision-fsx.internal"}}, SERVICE_TYPE, VISION, {}),
-    "internet_facing_load_balancer_of_a_team_given_internal_ones": (_service(type="LoadBalancer"), INTERNAL_LB, LB_TEAM, {}),
+    "external_name_service": (
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "s", "namespace": "vision"},
+            "spec": {"type": "ExternalName", "externalName": "vision-fsx.internal"},
+        },
+        SERVICE_TYPE,
+        VISION,
+        {},
+    ),
+    "internet_facing_load_balancer_of_a_team_given_internal_ones": (
+        _service(type="LoadBalancer"),
+        INTERNAL_LB,
+        LB_TEAM,
+        {},
+    ),
     "load_balancer_annotated_internal_false": (
-        {**_service(type="LoadBalancer"), "metadata": {"name": "s", "namespace": "vision", "annotations": {tenancy.INTERNAL_LB_ANNOTATION: "false"}}}, INTERNAL_LB, LB_TEAM, {}),
+        {
+            **_service(type="LoadBalancer"),
+            "metadata": {"name": "s", "namespace": "vision", "annotations": {tenancy.INTERNAL_LB_ANNOTATION: "false"}},
+        },
+        INTERNAL_LB,
+        LB_TEAM,
+        {},
+    ),
 }
 
 
@@ -214,7 +514,15 @@ def _without(policy: dict, fragment: str) -> dict:
 def _rbac_resource(obj: dict, request: dict) -> tuple[str, str, str]:
     kind = obj["kind"]
     group = obj["apiVersion"].rpartition("/")[0]
-    resource = {"Pod": "pods", "Service": "services", "DaemonSet": "daemonsets", "Deployment": "deployments", "Job": "jobs", "CronJob": "cronjobs", "PyTorchJob": "pytorchjobs"}[kind]
+    resource = {
+        "Pod": "pods",
+        "Service": "services",
+        "DaemonSet": "daemonsets",
+        "Deployment": "deployments",
+        "Job": "jobs",
+        "CronJob": "cronjobs",
+        "PyTorchJob": "pytorchjobs",
+    }[kind]
     if kind == "Pod" and obj["spec"].get("ephemeralContainers"):
         resource = "pods/ephemeralcontainers"
     return group, resource, "update" if request.get("operation") == "UPDATE" else "create"
@@ -237,10 +545,16 @@ def test_each_attack_passes_once_its_validation_is_removed_so_that_validation_is
 def test_the_edit_policy_lets_the_attacker_send_it_so_admission_is_what_refuses_it(attack):
     obj, _, _, request = ATTACKS[attack]
     group, resource, verb = _rbac_resource(obj, request)
-    if group == "kubeflow.org":  # not in AmazonEKSEditPolicy: the team's own Role grants it (tests/security/test_team_job_rights.py)
+    if (
+        group == "kubeflow.org"
+    ):  # not in AmazonEKSEditPolicy: the team's own Role grants it (tests/security/test_team_job_rights.py)
         from tests.security.test_team_job_rights import role_allows
 
-        assert role_allows(tenancy.job_submitter_role("vision"), group, resource, "vision", verb), (group, resource, verb)
+        assert role_allows(tenancy.job_submitter_role("vision"), group, resource, "vision", verb), (
+            group,
+            resource,
+            verb,
+        )
         return
     if resource == "pods/ephemeralcontainers":
         # Neither AmazonEKSEditPolicy nor AmazonEKSAdminPolicy lists the subresource: RBAC refuses
@@ -253,19 +567,32 @@ def test_the_edit_policy_lets_the_attacker_send_it_so_admission_is_what_refuses_
 def test_the_team_policy_sees_ephemeral_containers_services_and_workloads():
     """Without these resources in matchConstraints the API server would not ask the policy at all."""
     rules = tenancy.admission_policy(VISION)["spec"]["matchConstraints"]["resourceRules"]
-    matched = {(g, r, op) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for op in rule["operations"]}
-    for needed in [("", "pods/ephemeralcontainers", "UPDATE"), ("", "services", "CREATE"), ("", "services", "UPDATE"), ("apps", "daemonsets", "CREATE"),
-                   ("apps", "deployments", "UPDATE"), ("batch", "jobs", "CREATE"), ("batch", "cronjobs", "CREATE"), ("", "replicationcontrollers", "CREATE")]:
+    matched = {
+        (g, r, op) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for op in rule["operations"]
+    }
+    for needed in [
+        ("", "pods/ephemeralcontainers", "UPDATE"),
+        ("", "services", "CREATE"),
+        ("", "services", "UPDATE"),
+        ("apps", "daemonsets", "CREATE"),
+        ("apps", "deployments", "UPDATE"),
+        ("batch", "jobs", "CREATE"),
+        ("batch", "cronjobs", "CREATE"),
+        ("", "replicationcontrollers", "CREATE"),
+    ]:
         assert needed in matched, needed
 
 
 # --- what the attacks must not break ------------------------------------------------------------
 
+
 def test_the_operators_mpi_launcher_keeps_its_label_and_its_injected_init_container():
     pod = _launcher_labelled(_pod(containers=[_container("launcher")]))
     pod["spec"]["initContainers"] = [{"name": tenancy.KUBECTL_DELIVERY, "image": "mpioperator/kubectl-delivery"}]
     assert _denied(pod, VISION, user=tenancy.OPERATOR_USER) == []
-    assert _denied(pod, VISION, user=MALLORY, operation="UPDATE", old=copy.deepcopy(pod)) == []  # a tenant may still annotate it
+    assert (
+        _denied(pod, VISION, user=MALLORY, operation="UPDATE", old=copy.deepcopy(pod)) == []
+    )  # a tenant may still annotate it
 
 
 def test_a_bound_pods_later_updates_and_its_ephemeral_debug_container_are_admitted():
@@ -279,12 +606,21 @@ def test_a_gpu_pod_that_tolerates_the_gpu_taint_and_asks_volcano_is_admitted():
 
 
 def test_cluster_ip_and_headless_services_are_admitted_and_a_team_given_load_balancers_gets_internal_ones():
-    assert _denied(_service(), VISION) == [] and _denied(_service(clusterIP="None"), VISION) == [] and _denied(_service(type="ClusterIP"), VISION) == []
-    internal = {**_service(type="LoadBalancer"), "metadata": {"name": "s", "namespace": "vision", "annotations": {tenancy.INTERNAL_LB_ANNOTATION: "true"}}}
+    assert (
+        _denied(_service(), VISION) == []
+        and _denied(_service(clusterIP="None"), VISION) == []
+        and _denied(_service(type="ClusterIP"), VISION) == []
+    )
+    internal = {
+        **_service(type="LoadBalancer"),
+        "metadata": {"name": "s", "namespace": "vision", "annotations": {tenancy.INTERNAL_LB_ANNOTATION: "true"}},
+    }
     assert _denied(internal, LB_TEAM) == []
     public_stack = TeamRules(**{**LB_TEAM.__dict__, "public_load_balancers": True})
     assert _denied(_service(type="LoadBalancer"), public_stack) == []
-    assert any(SERVICE_TYPE in d for d in _denied(_service(type="NodePort"), LB_TEAM))  # LoadBalancer given, NodePort not
+    assert any(
+        SERVICE_TYPE in d for d in _denied(_service(type="NodePort"), LB_TEAM)
+    )  # LoadBalancer given, NodePort not
 
 
 def test_env_from_a_config_map_is_out_of_admissions_sight_and_the_gpu_nodes_close_it():
@@ -292,7 +628,14 @@ def test_env_from_a_config_map_is_out_of_admissions_sight_and_the_gpu_nodes_clos
     CUDA base images set NVIDIA_VISIBLE_DEVICES=all). The policy admits it - honestly - and the GPU
     nodes' container toolkit ignores the variable in unprivileged containers; the device plugin
     hands GPUs over as volume mounts instead."""
-    daemonset = _workload("DaemonSet", _by_volcano(_cpu_pod(tolerations=[GPU_TOLERATION], containers=[_container(envFrom=[{"configMapRef": {"name": "gpus"}}])])))
+    daemonset = _workload(
+        "DaemonSet",
+        _by_volcano(
+            _cpu_pod(
+                tolerations=[GPU_TOLERATION], containers=[_container(envFrom=[{"configMapRef": {"name": "gpus"}}])]
+            )
+        ),
+    )
     assert _denied(daemonset, VISION) == []
     assert gpu_pools.CONTAINER_TOOLKIT_SETTINGS["accept-nvidia-visible-devices-envvar-when-unprivileged"] == "false"
     assert device_plugins.DEVICE_LIST_STRATEGY == "volume-mounts"
@@ -300,16 +643,35 @@ def test_env_from_a_config_map_is_out_of_admissions_sight_and_the_gpu_nodes_clos
 
 # --- NetworkPolicies: out of the team's reach ------------------------------------------------------
 
+
 def _netpol(name: str = "allow-all-egress") -> dict:
-    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": name, "namespace": "vision"},
-            "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{}]}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": "vision"},
+        "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{}]},
+    }
 
 
 NETPOL_WRITES = {
     "create_an_allow_all_egress_policy": ("CREATE", _netpol(), None),
-    "edit_the_default_deny": ("UPDATE", {**_netpol("default-deny"), "spec": {"podSelector": {"matchLabels": {"nobody": "x"}}, "policyTypes": ["Egress"]}},
-                              tenancy.network_policies("vision", monitoring_namespace="monitoring", api_server_cidr="10.0.0.0/16", api_service_ip="172.20.0.1")[0]),
-    "delete_the_default_deny": ("DELETE", None, tenancy.network_policies("vision", monitoring_namespace="monitoring", api_server_cidr="10.0.0.0/16", api_service_ip="172.20.0.1")[0]),
+    "edit_the_default_deny": (
+        "UPDATE",
+        {
+            **_netpol("default-deny"),
+            "spec": {"podSelector": {"matchLabels": {"nobody": "x"}}, "policyTypes": ["Egress"]},
+        },
+        tenancy.network_policies(
+            "vision", monitoring_namespace="monitoring", api_server_cidr="10.0.0.0/16", api_service_ip="172.20.0.1"
+        )[0],
+    ),
+    "delete_the_default_deny": (
+        "DELETE",
+        None,
+        tenancy.network_policies(
+            "vision", monitoring_namespace="monitoring", api_server_cidr="10.0.0.0/16", api_service_ip="172.20.0.1"
+        )[0],
+    ),
 }
 
 
@@ -321,7 +683,11 @@ def test_a_team_member_may_not_write_network_policies_though_the_edit_policy_all
     guard = tenancy.network_policy_guard()
     result = admitted(guard, obj, operation=operation, old=old, user=MALLORY, authorizer=TEAM)
     assert result == {guard["spec"]["validations"][0]["message"]: False}
-    assert all(admitted({**guard, "spec": {**guard["spec"], "validations": []}}, obj, operation=operation, old=old, authorizer=TEAM).values())  # removed: nothing refuses it
+    assert all(
+        admitted(
+            {**guard, "spec": {**guard["spec"], "validations": []}}, obj, operation=operation, old=old, authorizer=TEAM
+        ).values()
+    )  # removed: nothing refuses it
 
 
 def test_the_platform_identity_still_writes_network_policies():
@@ -330,34 +696,53 @@ def test_the_platform_identity_still_writes_network_policies():
 
 def test_the_guard_covers_every_team_namespace_and_every_write():
     (rule,) = tenancy.network_policy_guard()["spec"]["matchConstraints"]["resourceRules"]
-    assert rule["apiGroups"] == ["networking.k8s.io"] and rule["resources"] == ["networkpolicies"] and set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+    assert (
+        rule["apiGroups"] == ["networking.k8s.io"]
+        and rule["resources"] == ["networkpolicies"]
+        and set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+    )
     binding = tenancy.network_policy_guard_binding()["spec"]
     assert binding["validationActions"] == ["Deny"]
-    assert binding["matchResources"]["namespaceSelector"] == {"matchExpressions": [{"key": tenancy.TEAM_LABEL, "operator": "Exists"}]}
+    assert binding["matchResources"]["namespaceSelector"] == {
+        "matchExpressions": [{"key": tenancy.TEAM_LABEL, "operator": "Exists"}]
+    }
     assert not edit_allows("", "namespaces", "vision", "patch")  # a team cannot relabel its namespace out of the guard
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_stack_with_teams_renders_the_guard_and_its_binding(stack):
     plan = plan_of(stack)
-    names = {r.inputs["metadata"]["name"] for t in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-             for r in plan.of_type(f"kubernetes:admissionregistration.k8s.io/v1:{t}")}
+    names = {
+        r.inputs["metadata"]["name"]
+        for t in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+        for r in plan.of_type(f"kubernetes:admissionregistration.k8s.io/v1:{t}")
+    }
     assert (tenancy.NETWORK_POLICY_GUARD in names) == bool(plan.config.scheduler.teams)
 
 
 # --- Lustre: no pod reaches the file system's interfaces ------------------------------------------
 
+
 def _egress_allowed(policies: list[dict], pod_labels: dict, ip: str, port: int, protocol: str = "TCP") -> bool:
     """NetworkPolicy egress semantics for a destination that is not a pod (an FSx interface): a pod
     selected by any Egress policy may send only what some selecting policy's rule allows."""
-    selecting = [p["spec"] for p in policies if "Egress" in p["spec"]["policyTypes"]
-                 and all(pod_labels.get(k) == v for k, v in p["spec"]["podSelector"].get("matchLabels", {}).items())]
+    selecting = [
+        p["spec"]
+        for p in policies
+        if "Egress" in p["spec"]["policyTypes"]
+        and all(pod_labels.get(k) == v for k, v in p["spec"]["podSelector"].get("matchLabels", {}).items())
+    ]
     if not selecting:
         return True
     for spec in selecting:
         for rule in spec.get("egress", []):
-            ports_ok = "ports" not in rule or any(p.get("protocol", "TCP") == protocol and p["port"] == port for p in rule["ports"])
-            to_ok = "to" not in rule or any("ipBlock" in peer and ipaddress.ip_address(ip) in ipaddress.ip_network(peer["ipBlock"]["cidr"]) for peer in rule["to"])
+            ports_ok = "ports" not in rule or any(
+                p.get("protocol", "TCP") == protocol and p["port"] == port for p in rule["ports"]
+            )
+            to_ok = "to" not in rule or any(
+                "ipBlock" in peer and ipaddress.ip_address(ip) in ipaddress.ip_network(peer["ipBlock"]["cidr"])
+                for peer in rule["to"]
+            )
             if ports_ok and to_ok:
                 return True
     return False
@@ -369,20 +754,35 @@ LUSTRE_PORTS = (988, *range(1018, 1024))
 @pytest.mark.parametrize("stack", STACKS)
 def test_no_team_pod_launcher_included_may_reach_a_lustre_port_in_the_vpc(stack):
     plan = plan_of(stack)
-    fsx_ip = str(next(iter(ipaddress.ip_network(plan.config.vpc_cidr).hosts())))  # any VPC address: the FSx interface's is known only at deploy
+    fsx_ip = str(
+        next(iter(ipaddress.ip_network(plan.config.vpc_cidr).hosts()))
+    )  # any VPC address: the FSx interface's is known only at deploy
     for team in plan.config.scheduler.teams:
-        policies = [p.inputs for p in plan.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy") if p.inputs["metadata"]["namespace"] == team.name]
+        policies = [
+            p.inputs
+            for p in plan.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+            if p.inputs["metadata"]["namespace"] == team.name
+        ]
         for labels in ({}, dict(tenancy.LAUNCHER)):
-            assert not any(_egress_allowed(policies, labels, fsx_ip, port) for port in LUSTRE_PORTS), (team.name, labels)
+            assert not any(_egress_allowed(policies, labels, fsx_ip, port) for port in LUSTRE_PORTS), (
+                team.name,
+                labels,
+            )
         assert _egress_allowed(policies, dict(tenancy.LAUNCHER), fsx_ip, 443)  # the launcher's allowance is 443 only
 
 
 def test_an_allow_all_egress_policy_would_open_lustre_which_is_why_teams_write_none():
-    policies = [*tenancy.network_policies("vision", monitoring_namespace="monitoring", api_server_cidr="10.0.0.0/16", api_service_ip="172.20.0.1"), _netpol()]
+    policies = [
+        *tenancy.network_policies(
+            "vision", monitoring_namespace="monitoring", api_server_cidr="10.0.0.0/16", api_service_ip="172.20.0.1"
+        ),
+        _netpol(),
+    ]
     assert _egress_allowed(policies, {}, "10.0.200.10", 988)
 
 
 # --- the GPU nodes and the device plugin, in every stack's plan -------------------------------------
+
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_gpu_launch_template_turns_off_the_env_var_path_of_the_container_toolkit(stack):
@@ -398,13 +798,18 @@ def test_every_gpu_launch_template_turns_off_the_env_var_path_of_the_container_t
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_nvidia_device_plugin_passes_gpus_as_volume_mounts_not_as_an_env_var(stack):
-    (release,) = [r for r in plan_of(stack).of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "nvidia-device-plugin"]
+    (release,) = [
+        r
+        for r in plan_of(stack).of_type("kubernetes:helm.sh/v3:Release")
+        if r.inputs["chart"] == "nvidia-device-plugin"
+    ]
     values = release.inputs["values"]
     values = json.loads(values) if isinstance(values, str) else values
     assert values["deviceListStrategy"] == "volume-mounts"
 
 
 # --- Services: public subnets tagged for ELB only when the stack wants public load balancers ---------
+
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_public_subnets_carry_the_elb_role_tag_only_with_public_load_balancers(stack):

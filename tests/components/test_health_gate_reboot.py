@@ -19,10 +19,10 @@ import health_gate
 import pytest
 
 from components import healthgate
-from infra.offline import kubernetes_schema
 from infra.config import STARTUP_TAINT_KEY
-from tests.node_admission import node_update_denials
+from infra.offline import kubernetes_schema
 from tests.components.test_health_gate import PASS, FakeApiServer, _checks
+from tests.node_admission import node_update_denials
 
 BOOT_1, BOOT_2 = "3c1e6a0e-5b9f-4a4e-9f43-2f0d2b1f6a01", "8e2b7d44-0c6d-4c1b-b7f6-9a3e5d0c4b12"
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
@@ -32,28 +32,40 @@ DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 def fake():
     server = FakeApiServer()
     server.config_maps[("higgsfield-health", "health-gate-h100")] = {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "data": {"expectations.json": '{"EXPECTED_GPUS": "8", "ON_FAILURE": "keep"}'}}
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "data": {"expectations.json": '{"EXPECTED_GPUS": "8", "ON_FAILURE": "keep"}'},
+    }
     yield server
     server.server.shutdown()
 
 
 @pytest.fixture
 def env():
-    return {"NODE_NAME": "n1", "STARTUP_TAINT": STARTUP_TAINT_KEY, "EXPECTATIONS_NAMESPACE": "higgsfield-health",
-            "EVENTS_NAMESPACE": "default", "EXPECTATIONS_WAIT_SECONDS": "0"}
+    return {
+        "NODE_NAME": "n1",
+        "STARTUP_TAINT": STARTUP_TAINT_KEY,
+        "EXPECTATIONS_NAMESPACE": "higgsfield-health",
+        "EVENTS_NAMESPACE": "default",
+        "EXPECTATIONS_WAIT_SECONDS": "0",
+    }
 
 
 def _passed_in(fake, env, boot: str) -> None:
-    fake.add_node(taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
-                          {"key": STARTUP_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
+    fake.add_node(
+        taints=[
+            {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+            {"key": STARTUP_TAINT_KEY, "value": "pending", "effect": "NoSchedule"},
+        ]
+    )
     health_gate.gate(fake.api, env, checks=_checks(PASS), boot=lambda: boot)
 
 
 def _gate_runs_on(labels: dict) -> bool:
     """The gate DaemonSet's required node affinity (components/healthgate.py daemonset)."""
     (term,) = healthgate.daemonset("img", pool="h100", gpus=8)["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
     (expr,) = term["matchExpressions"]
     assert expr["operator"] == "NotIn"
     return labels.get(expr["key"]) not in expr["values"]
@@ -94,14 +106,27 @@ def test_a_node_passed_before_boots_were_recorded_is_stamped_not_rechecked(fake,
 
 
 def test_the_own_node_policy_admits_the_reboot_checks_patch():
-    old = {"metadata": {"name": "ip-10-40-1-5.ec2.internal", "labels": {
-        "higgsfield.io/pool": "h100", "higgsfield.io/health": "healthy", health_gate.BOOT_LABEL: BOOT_1}},
-        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]}}
+    old = {
+        "metadata": {
+            "name": "ip-10-40-1-5.ec2.internal",
+            "labels": {"higgsfield.io/pool": "h100", "higgsfield.io/health": "healthy", health_gate.BOOT_LABEL: BOOT_1},
+        },
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]},
+    }
     new = copy.deepcopy(old)
     new["metadata"]["labels"]["higgsfield.io/health"] = health_gate.REBOOTED
     new["spec"]["taints"].append({"key": STARTUP_TAINT_KEY, "value": health_gate.REBOOTED, "effect": "NoSchedule"})
-    assert node_update_denials(healthgate.own_node_policy(), old, new, healthgate.GATE_USER, healthgate.NODE_NAME_EXTRA,
-                               "ip-10-40-1-5.ec2.internal") == []
+    assert (
+        node_update_denials(
+            healthgate.own_node_policy(),
+            old,
+            new,
+            healthgate.GATE_USER,
+            healthgate.NODE_NAME_EXTRA,
+            "ip-10-40-1-5.ec2.internal",
+        )
+        == []
+    )
 
 
 def test_every_stack_with_a_gate_runs_the_reboot_check_on_passed_gated_nodes(plan):
@@ -114,7 +139,8 @@ def test_every_stack_with_a_gate_runs_the_reboot_check_on_passed_gated_nodes(pla
     assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true", "higgsfield.io/gated": "true"}
     healthy = {"key": "higgsfield.io/health", "operator": "In", "values": ["healthy"]}
     assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
-        "nodeSelectorTerms": [{"matchExpressions": [healthy]}]}
+        "nodeSelectorTerms": [{"matchExpressions": [healthy]}]
+    }
     assert spec["tolerations"] == [{"operator": "Exists"}] and spec["serviceAccountName"] == healthgate.SERVICE_ACCOUNT
     (container,) = spec["containers"]
     assert container["command"][-1] == "--after-reboot"

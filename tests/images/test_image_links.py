@@ -47,8 +47,16 @@ SITE = "/opt/conda/lib/python3.11/site-packages"
 MULTIARCH = "/usr/lib/x86_64-linux-gnu"
 # The CUDA runtime wheel of PyTorch's CUDA 12.8 builds (12.8.x; the SONAME is the same for every 12.x).
 CUDA_RUNTIME_WHEEL = "nvidia-cuda-runtime-cu12==12.8.90"
-BASE_LIBRARIES = ("libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "libgcc_s.so.1",
-                  "libstdc++.so.6", "ld-linux-x86-64.so.2")
+BASE_LIBRARIES = (
+    "libc.so.6",
+    "libm.so.6",
+    "libdl.so.2",
+    "libpthread.so.0",
+    "librt.so.1",
+    "libgcc_s.so.1",
+    "libstdc++.so.6",
+    "ld-linux-x86-64.so.2",
+)
 EFA_LIBRARIES = {"/opt/amazon/efa/lib": ("libfabric.so.1",), "/opt/amazon/openmpi/lib": ("libmpi.so.40",)}
 NCCL_TESTS = ("all_reduce_perf", "all_gather_perf", "alltoall_perf", "sendrecv_perf")
 
@@ -63,10 +71,30 @@ def cuda_runtime(tmp_path_factory) -> bytes:
             pytest.fail("pypi.org is unreachable from CI: the CUDA runtime wheel cannot be read")
         pytest.skip("pypi.org:443 is unreachable (offline): the link check reads the CUDA runtime wheel in CI")
     into = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "--isolated", "download", "--quiet", "--no-deps",
-                    "--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64",
-                    "--python-version", "3.11", "-d", str(into), CUDA_RUNTIME_WHEEL],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--isolated",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            "manylinux_2_28_x86_64",
+            "--platform",
+            "manylinux2014_x86_64",
+            "--python-version",
+            "3.11",
+            "-d",
+            str(into),
+            CUDA_RUNTIME_WHEEL,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     (wheel,) = into.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         return archive.read("nvidia/cuda_runtime/lib/libcudart.so.12")
@@ -88,8 +116,10 @@ def loader_configuration(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     for i in _runtime_stage(text):
         if i.cmd == "RUN":
             command = " ".join(i.value)
-            homes = {var: f"{SITE}/nvidia/{module}"
-                     for var, module in re.findall(r"""(\w+)="\$\(python -c 'import nvidia\.(\w+);""", command)}
+            homes = {
+                var: f"{SITE}/nvidia/{module}"
+                for var, module in re.findall(r"""(\w+)="\$\(python -c 'import nvidia\.(\w+);""", command)
+            }
             for written in re.findall(_LD_SO_CONF_WRITE, command):
                 for var, rest in re.findall(r'"\$\{(\w+)\}([^"]*)"', written):
                     conf.append(homes[var] + rest)
@@ -101,12 +131,16 @@ def loader_configuration(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def copied_from_build(text: str) -> list[tuple[str, str]]:
-    return [(i.value[0], i.value[-1]) for i in _runtime_stage(text)
-            if i.cmd == "COPY" and any(f == "--from=build" for f in i.flags)]
+    return [
+        (i.value[0], i.value[-1])
+        for i in _runtime_stage(text)
+        if i.cmd == "COPY" and any(f == "--from=build" for f in i.flags)
+    ]
 
 
 def runtime_image(root: Path, text: str, cudart: bytes) -> tuple[Image, dict[str, Dynamic]]:
     """The runtime image's libraries under `root`, and the copied binaries with what they link."""
+
     def put(at: str, data: bytes = b"") -> None:
         file = root / at.lstrip("/")
         file.parent.mkdir(parents=True, exist_ok=True)
@@ -130,13 +164,25 @@ def runtime_image(root: Path, text: str, cudart: bytes) -> tuple[Image, dict[str
     for source, target in copied_from_build(text):
         if source.endswith("nccl-tests/build"):
             for name in NCCL_TESTS:
-                needed = (cudart_soname, "libnccl.so.2", "libmpi.so.40", "librt.so.1",
-                          "libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libc.so.6")
+                needed = (
+                    cudart_soname,
+                    "libnccl.so.2",
+                    "libmpi.so.40",
+                    "librt.so.1",
+                    "libstdc++.so.6",
+                    "libm.so.6",
+                    "libgcc_s.so.1",
+                    "libc.so.6",
+                )
                 binaries[f"{target}/{name}"] = Dynamic(None, needed, (), ())
         elif source.endswith("aws-ofi-nccl"):
             for name in ("libnccl-net.so", "libnccl-tuner-ofi.so"):
-                binaries[f"{target}/lib/{name}"] = Dynamic(name, ("libfabric.so.1", "libhwloc.so.15", "libstdc++.so.6",
-                                                                  "libm.so.6", "libgcc_s.so.1", "libc.so.6"), (), ())
+                binaries[f"{target}/lib/{name}"] = Dynamic(
+                    name,
+                    ("libfabric.so.1", "libhwloc.so.15", "libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libc.so.6"),
+                    (),
+                    (),
+                )
     for at in binaries:
         put(at)
     return Image(root, ld_library_path, conf), binaries
@@ -155,8 +201,10 @@ def _not_found(image: Image, binaries: dict[str, Dynamic]) -> list[str]:
 
 
 def test_the_runtime_stage_copies_nccl_tests_and_the_plugin_from_the_build_stage():
-    assert copied_from_build(DOCKERFILE.read_text()) == [("/opt/aws-ofi-nccl", "/opt/aws-ofi-nccl"),
-                                                          ("/opt/nccl-tests/build", "/opt/nccl-tests/build")]
+    assert copied_from_build(DOCKERFILE.read_text()) == [
+        ("/opt/aws-ofi-nccl", "/opt/aws-ofi-nccl"),
+        ("/opt/nccl-tests/build", "/opt/nccl-tests/build"),
+    ]
 
 
 def test_every_copied_binary_finds_every_library_it_links_in_the_runtime_image(tmp_path, cuda_runtime):
@@ -181,7 +229,7 @@ def test_the_cuda_runtime_wheel_links_only_the_c_library_the_base_image_has(cuda
 def test_the_image_build_runs_ldd_on_every_copied_binary_and_stops_on_a_missing_library():
     runs = [" ".join(i.value) for i in _runtime_stage(DOCKERFILE.read_text()) if i.cmd == "RUN"]
     (check,) = [r for r in runs if "ldd " in r]
-    assert "ldd /opt/nccl-tests/build/*_perf \"/opt/aws-ofi-nccl\"/lib/*.so" in check
+    assert 'ldd /opt/nccl-tests/build/*_perf "/opt/aws-ofi-nccl"/lib/*.so' in check
     assert "if grep 'not found' /tmp/ldd.txt | grep -v" in check and "then exit 1; fi" in check
     # only the driver's libraries, which the NVIDIA container runtime mounts on a GPU node, may be missing
     allowed = re.findall(r"-e '\^\\s\*([\w\\.-]+) '", check)

@@ -27,8 +27,11 @@ def test_our_jobs_podgroups_take_the_allocate_branch_step_11_cites():
         if policy is None:
             continue  # not a Kubeflow job: no PodGroup from the operator
         assert set(policy) <= COPIED_TO_THE_PODGROUP, (example, policy)
-        assert not any("network-topology" in key for t in jobs.pod_templates(job)
-                       for key in (t.get("metadata", {}).get("annotations") or {})), example
+        assert not any(
+            "network-topology" in key
+            for t in jobs.pod_templates(job)
+            for key in (t.get("metadata", {}).get("annotations") or {})
+        ), example
     step = _step(11)
     cited = re.search(r"allocate/allocate\.go@v1\.15\.1` lines (\d+)-(\d+)", step)
     # the default branch (no hard topology, no sub-job policy) is lines 324-357 at v1.15.1

@@ -1,9 +1,9 @@
 """The TensorFlow and XGBoost examples live through what the PyTorch ones do
-(tests/test_rolling_update_jobs.py): a 16-node rolling update, each node drained in turn, and a
+(tests/components/test_rolling_update_jobs.py): a 16-node rolling update, each node drained in turn, and a
 node that shuts down with no drain before it (the kubelet's graceful node shutdown marks its pods
 Failed), replayed against the Training Operator's rules (tests/training_operator_rules.py); a
 bug's exit 1 still fails the job at once. The PyTorch examples' node shutdown is replayed here too
-(their drains: tests/test_rolling_update_jobs.py).
+(their drains: tests/components/test_rolling_update_jobs.py).
 
 What each pod exits with is what the example's program returns for the event (tf_mnist.exit_code,
 xgboost_iris.exit_code): SIGTERM ends a drained pod's process by the signal (143); the peers

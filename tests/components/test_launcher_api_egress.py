@@ -21,11 +21,14 @@ def _launcher(team: str) -> Endpoint:
     return Endpoint(team, dict(tenancy.LAUNCHER), ip="10.40.3.7")
 
 
-@pytest.mark.parametrize(("vpc", "service", "address"), [
-    ("10.40.0.0/16", "172.20.0.0/16", "172.20.0.1"),
-    ("172.31.0.0/16", "10.100.0.0/16", "10.100.0.1"),
-    ("192.168.0.0/18", "10.100.0.0/16", "10.100.0.1"),
-])
+@pytest.mark.parametrize(
+    ("vpc", "service", "address"),
+    [
+        ("10.40.0.0/16", "172.20.0.0/16", "172.20.0.1"),
+        ("172.31.0.0/16", "10.100.0.0/16", "10.100.0.1"),
+        ("192.168.0.0/18", "10.100.0.0/16", "10.100.0.1"),
+    ],
+)
 def test_the_api_service_address_is_the_first_of_the_range_eks_picks_for_the_vpc(vpc, service, address):
     assert eks_service_cidr(vpc) == service and api_service_ip(vpc) == address
 

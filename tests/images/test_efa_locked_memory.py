@@ -79,8 +79,10 @@ def test_the_amis_open_files_limit_is_kept_beside_it():
 
 
 def test_every_rlimit_reaches_containerd_as_written_and_fits_the_oci_specs_uint64():
-    config = _node_config("Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
-                          + efa.container_rlimits_node_config())
+    config = _node_config(
+        "Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
+        + efa.container_rlimits_node_config()
+    )
     for limit in config["spec"]["containerd"]["baseRuntimeSpec"]["process"]["rlimits"]:
         for key in ("soft", "hard"):
             assert _go_float_roundtrip(limit[key]) == limit[key] <= UINT64_MAX, limit
@@ -96,7 +98,10 @@ def test_pools_without_efa_keep_the_amis_container_limits():
         plain = {f"gpu-{p.name}-lt" for p in config_of(stack).gpu_pools if not p.efa and p.provisioner == "node-group"}
         for template in plan_of(stack).of_type(LAUNCH_TEMPLATE):
             if template.name in plain and template.inputs.get("userData"):
-                assert "RLIMIT_MEMLOCK" not in base64.b64decode(template.inputs["userData"]).decode(), (stack, template.name)
+                assert "RLIMIT_MEMLOCK" not in base64.b64decode(template.inputs["userData"]).decode(), (
+                    stack,
+                    template.name,
+                )
 
 
 def test_karpenter_efa_nodes_get_the_same_limit():
@@ -115,25 +120,35 @@ def test_jobs_on_efa_pools_ask_for_the_locked_memory_the_nodes_give(example):
     for template in jobs.pod_templates(jobs.render(example, cfg, pool=pool.name)[-1]):
         main = template["spec"]["containers"][0]
         if "nvidia.com/gpu" in main.get("resources", {}).get("limits", {}):
-            assert {e["name"]: e.get("value") for e in main["env"]}["MIN_LOCKED_MEMORY_BYTES"] == str(efa.EFA_LOCKED_MEMORY_BYTES)
+            assert {e["name"]: e.get("value") for e in main["env"]}["MIN_LOCKED_MEMORY_BYTES"] == str(
+                efa.EFA_LOCKED_MEMORY_BYTES
+            )
 
 
 def test_the_health_gate_fails_an_efa_node_whose_containers_lack_it():
     pool = next(p for p in config_of("prod").gpu_pools if p.efa)
-    expected = node_check.Expectations.from_env(healthgate.expectations(pool, config_of("prod").observability.health, lustre=False))
+    expected = node_check.Expectations.from_env(
+        healthgate.expectations(pool, config_of("prod").observability.health, lustre=False)
+    )
     report = node_check.evaluate("n", [], expected, locked_memory=8 * 2**20)
     assert [r.check for r in report.results if not r.ok and r.check == "locked memory"] == ["locked memory"]
-    assert all(r.ok for r in node_check.evaluate("n", [], expected, locked_memory=efa.EFA_LOCKED_MEMORY_BYTES).results
-               if r.check == "locked memory")
+    assert all(
+        r.ok
+        for r in node_check.evaluate("n", [], expected, locked_memory=efa.EFA_LOCKED_MEMORY_BYTES).results
+        if r.check == "locked memory"
+    )
 
 
-@pytest.mark.parametrize(("environ", "limit", "refused"), [
-    (EFA_JOB, (64 * 1024, 64 * 1024), True),                      # the kernel's default before 5.16
-    (EFA_JOB, (8 * 2**20, 8 * 2**20), True),                      # ... and since
-    (EFA_JOB, (efa.EFA_LOCKED_MEMORY_BYTES,) * 2, False),         # what our nodes give
-    (EFA_JOB, (resource.RLIM_INFINITY,) * 2, False),
-    ({}, (64 * 1024, 64 * 1024), False),                          # no EFA: NCCL's sockets or NVLink
-])
+@pytest.mark.parametrize(
+    ("environ", "limit", "refused"),
+    [
+        (EFA_JOB, (64 * 1024, 64 * 1024), True),  # the kernel's default before 5.16
+        (EFA_JOB, (8 * 2**20, 8 * 2**20), True),  # ... and since
+        (EFA_JOB, (efa.EFA_LOCKED_MEMORY_BYTES,) * 2, False),  # what our nodes give
+        (EFA_JOB, (resource.RLIM_INFINITY,) * 2, False),
+        ({}, (64 * 1024, 64 * 1024), False),  # no EFA: NCCL's sockets or NVLink
+    ],
+)
 def test_locked_memory_problem(environ, limit, refused):
     assert (checkpointing.locked_memory_problem(environ, limit) is not None) is refused
 
@@ -146,8 +161,15 @@ def _run_launcher(tmp_path: Path, environ: dict[str, str], memlock: int) -> tupl
     def lower() -> None:
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (memlock, memlock))
 
-    done = subprocess.run([sys.executable, str(CHECKPOINTING), sys.executable, "-c", f"open({str(started)!r}, 'w').close()"],
-                          env=env, capture_output=True, text=True, timeout=30, preexec_fn=lower, check=False)
+    done = subprocess.run(
+        [sys.executable, str(CHECKPOINTING), sys.executable, "-c", f"open({str(started)!r}, 'w').close()"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        preexec_fn=lower,
+        check=False,
+    )
     return done, started
 
 
@@ -167,7 +189,7 @@ def _mpi_rank_command() -> list[str]:
     cfg = config_of("prod")
     job = jobs.render("mpi-nccl-tests", cfg, pool=next(p for p in cfg.gpu_pools if p.efa).name)[-1]
     command = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
-    return command[command.index("sh"):]  # what mpirun starts as each rank, in a worker container
+    return command[command.index("sh") :]  # what mpirun starts as each rank, in a worker container
 
 
 def _run_rank(environ: dict[str, str], memlock: int) -> subprocess.CompletedProcess:
@@ -175,7 +197,9 @@ def _run_rank(environ: dict[str, str], memlock: int) -> subprocess.CompletedProc
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (memlock, memlock))
 
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")} | environ
-    return subprocess.run(_mpi_rank_command(), env=env, capture_output=True, text=True, timeout=30, preexec_fn=lower, check=False)
+    return subprocess.run(
+        _mpi_rank_command(), env=env, capture_output=True, text=True, timeout=30, preexec_fn=lower, check=False
+    )
 
 
 def test_each_mpi_rank_refuses_a_low_limit_before_nccl_starts():

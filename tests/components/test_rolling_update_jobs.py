@@ -96,13 +96,15 @@ def test_a_bug_fails_the_job_at_its_first_exit():
 
 def _run_launcher(tmp_path, worker: str) -> int:
     script = tmp_path / "worker.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, {str(ROOT / 'examples')!r})
+        sys.path.insert(0, {str(ROOT / "examples")!r})
         from checkpointing import report_exit
         {worker}
         sys.exit(1)  # torchrun's exit whenever a worker failed
-    """))
+    """)
+    )
     return checkpointing.launch([sys.executable, str(script)])
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from functools import lru_cache, cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -22,8 +22,10 @@ OUTSIDE_RECORD = re.compile(r"\bDESIGN" + r"(?:\.md\b|\s+decision)")
 DESIGN_PATH = re.compile(r"(?<![\w./-])(?:docs/)?design/([\w.-]+\.md)\b")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s#]+)(?:#[^)]*)?\)")
 # A file of the repository a decision names as evidence (tests by file name: their folder may move).
-NAMED_FILE = re.compile(r"(?<![\w/.-])((?:components|infra|policies|images|examples|docs|schemas|stacks|\.github|tests)/"
-                        r"[\w./-]*(?:\.(?:py|md|ya?ml|json|toml)|/|Dockerfile))(?![\w/-])")
+NAMED_FILE = re.compile(
+    r"(?<![\w/.-])((?:components|infra|policies|images|examples|docs|schemas|stacks|\.github|tests)/"
+    r"[\w./-]*(?:\.(?:py|md|ya?ml|json|toml)|/|Dockerfile))(?![\w/-])"
+)
 TEST_FILE = re.compile(r"(?<![\w/.-])(test_\w+\.py)\b")
 
 
@@ -36,8 +38,7 @@ def _text_files() -> list[Path]:
     found = []
     for folder, dirs, files in os.walk(ROOT):
         dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.startswith(".venv")]
-        found += [Path(folder) / name for name in files
-                  if Path(name).suffix in TEXT_SUFFIXES or name == "Dockerfile"]
+        found += [Path(folder) / name for name in files if Path(name).suffix in TEXT_SUFFIXES or name == "Dockerfile"]
     return [path for path in found if path != Path(__file__).resolve()]
 
 
@@ -48,9 +49,13 @@ def _read(path: Path) -> str:
 
 def outside_citations(files: list[Path]) -> list[str]:
     """Lines that cite a design record the repository does not hold."""
-    return [f"{_name(path)}:{number}: {line.strip()}"
-            for path in files if OUTSIDE_RECORD.search(_read(path))
-            for number, line in enumerate(_read(path).splitlines(), 1) if OUTSIDE_RECORD.search(line)]
+    return [
+        f"{_name(path)}:{number}: {line.strip()}"
+        for path in files
+        if OUTSIDE_RECORD.search(_read(path))
+        for number, line in enumerate(_read(path).splitlines(), 1)
+        if OUTSIDE_RECORD.search(line)
+    ]
 
 
 def missing_design_files(files: list[Path], design: Path = DESIGN) -> list[str]:
@@ -105,11 +110,17 @@ def test_the_checks_catch_an_outside_citation_and_a_missing_design_file(tmp_path
     design.mkdir()
     (design / "efa.md").write_text("# EFA\n\nSee [storage](storage.md).\n")
     code = tmp_path / "gpu_pools.py"
-    code.write_text("# one interface per card (" + "DESIGN" + ".md decision 3; docs/design/efa.md)\n"
-                    "# the gate: docs/design/no-such-decision.md\n")
+    code.write_text(
+        "# one interface per card (" + "DESIGN" + ".md decision 3; docs/design/efa.md)\n"
+        "# the gate: docs/design/no-such-decision.md\n"
+    )
     assert outside_citations([code]) == [f"gpu_pools.py:1: {code.read_text().splitlines()[0]}"]
     assert missing_design_files([code, design / "efa.md"], design) == [
-        "gpu_pools.py: no-such-decision.md", "efa.md: storage.md"]
+        "gpu_pools.py: no-such-decision.md",
+        "efa.md: storage.md",
+    ]
     assert not DESIGN_PATH.findall("components/design/x.md")
-    (design / "efa.md").write_text("Code: `components/efa.py`, `components/no_such.py`; tests: `test_docs.py`, `test_none.py`.")
+    (design / "efa.md").write_text(
+        "Code: `components/efa.py`, `components/no_such.py`; tests: `test_docs.py`, `test_none.py`."
+    )
     assert missing_evidence(design / "efa.md") == ["components/no_such.py", "test_none.py"]

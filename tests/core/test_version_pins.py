@@ -33,8 +33,16 @@ def pinned_versions() -> dict[str, str]:
             pins[name] = value.version
     pins.update({f"CLUSTER_AUTOSCALER_IMAGE[{minor}]": tag for minor, tag in versions.CLUSTER_AUTOSCALER_IMAGE.items()})
     pins.update({f"GITHUB_ACTIONS[{action}]": pin.commit for action, pin in versions.GITHUB_ACTIONS.items()})
-    for name in ("TRAINING_OPERATOR_REF", "TRAINING_OPERATOR_IMAGE", "MPI_KUBECTL_DELIVERY_IMAGE", "VOLCANO_IMAGE_TAG",
-                 "PYTORCH_INIT_CONTAINER_IMAGE", "PULUMI_CLI", "EKS_AMI_READ", "NVIDIA_CONTAINER_TOOLKIT_READ"):
+    for name in (
+        "TRAINING_OPERATOR_REF",
+        "TRAINING_OPERATOR_IMAGE",
+        "MPI_KUBECTL_DELIVERY_IMAGE",
+        "VOLCANO_IMAGE_TAG",
+        "PYTORCH_INIT_CONTAINER_IMAGE",
+        "PULUMI_CLI",
+        "EKS_AMI_READ",
+        "NVIDIA_CONTAINER_TOOLKIT_READ",
+    ):
         pins[name] = getattr(versions, name)
     return pins
 
@@ -53,16 +61,21 @@ def literal_pins(source: str, pins: dict[str, str]) -> list[tuple[int, str, str]
     if not pins:
         return []
     tree = ast.parse(source)
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
     found = []
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in docstrings:
             continue
         for name, version in pins.items():
             for match in _pattern(version).finditer(node.value):
-                if not CITATION.search(node.value[:match.start()]):
+                if not CITATION.search(node.value[: match.start()]):
                     found.append((node.lineno, name, node.value))
     return found
 
@@ -73,8 +86,10 @@ def test_no_module_of_the_program_writes_a_pinned_version_outside_infra_versions
         for path in sorted((ROOT / top).rglob("*.py")):
             if path == ROOT / "infra" / "core" / "versions.py":
                 continue
-            found += [f"{path.relative_to(ROOT)}:{line}: {name} in {text!r}"
-                      for line, name, text in literal_pins(path.read_text(), pins)]
+            found += [
+                f"{path.relative_to(ROOT)}:{line}: {name} in {text!r}"
+                for line, name, text in literal_pins(path.read_text(), pins)
+            ]
     assert found == [], "take these from infra/core/versions.py:\n" + "\n".join(found)
 
 

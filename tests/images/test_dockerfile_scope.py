@@ -37,7 +37,7 @@ def test_every_image_uses_no_variable_outside_its_scope(dockerfile):
 def test_the_dockerfile_that_pinned_xgboost_in_the_build_stage_only_is_refused():
     (finding,) = check(UNSCOPED)
     assert "XGBOOST_VERSION" in finding.message and "an ARG ends with its stage" in finding.message
-    assert 'xgboost==${XGBOOST_VERSION}' in UNSCOPED.read_text().splitlines()[finding.line - 1]
+    assert "xgboost==${XGBOOST_VERSION}" in UNSCOPED.read_text().splitlines()[finding.line - 1]
 
 
 def test_an_arg_declared_in_one_stage_is_not_in_the_next():
@@ -48,8 +48,12 @@ def test_an_arg_declared_in_one_stage_is_not_in_the_next():
         FROM alpine
         RUN echo "${V}"
     """)
-    assert found == [("line 6: RUN reads ${V}, which is not declared in stage 1"
-                      " (an ARG ends with its stage: declare `ARG V` in this stage too)")]
+    assert found == [
+        (
+            "line 6: RUN reads ${V}, which is not declared in stage 1"
+            " (an ARG ends with its stage: declare `ARG V` in this stage too)"
+        )
+    ]
 
 
 def test_a_global_arg_reaches_from_lines_only_unless_a_stage_declares_it_again():
@@ -59,15 +63,22 @@ def test_a_global_arg_reaches_from_lines_only_unless_a_stage_declares_it_again()
         FROM ${BASE}
         RUN echo ${V}
     """)
-    assert refused == [("line 5: RUN reads ${V}, which is not declared in stage 0"
-                        " (a global ARG is usable in FROM only: declare `ARG V` in this stage)")]
-    assert _check("""
+    assert refused == [
+        (
+            "line 5: RUN reads ${V}, which is not declared in stage 0"
+            " (a global ARG is usable in FROM only: declare `ARG V` in this stage)"
+        )
+    ]
+    assert (
+        _check("""
         ARG BASE=alpine
         ARG V=1
         FROM ${BASE}
         ARG V
         RUN echo ${V}
-    """) == []
+    """)
+        == []
+    )
 
 
 def test_an_arg_is_in_scope_only_after_its_declaration():
@@ -89,13 +100,20 @@ def test_a_platform_arg_reaches_a_stage_only_through_an_arg_instruction():
         FROM alpine
         RUN echo "${TARGETARCH}"
     """)
-    assert refused == [("line 3: RUN reads ${TARGETARCH}, which is not declared in stage 0"
-                        " (a platform ARG reaches a stage only through `ARG TARGETARCH`)")]
-    assert _check("""
+    assert refused == [
+        (
+            "line 3: RUN reads ${TARGETARCH}, which is not declared in stage 0"
+            " (a platform ARG reaches a stage only through `ARG TARGETARCH`)"
+        )
+    ]
+    assert (
+        _check("""
         FROM alpine
         ARG TARGETARCH
         RUN echo "${TARGETARCH}"
-    """) == []
+    """)
+        == []
+    )
 
 
 def test_env_is_inherited_by_a_stage_built_from_the_stage_but_arg_is_not():
@@ -106,8 +124,12 @@ def test_env_is_inherited_by_a_stage_built_from_the_stage_but_arg_is_not():
         FROM base
         RUN echo "$E" "$A"
     """)
-    assert found == [("line 6: RUN reads ${A}, which is not declared in stage 1"
-                      " (an ARG ends with its stage: declare `ARG A` in this stage too)")]
+    assert found == [
+        (
+            "line 6: RUN reads ${A}, which is not declared in stage 1"
+            " (an ARG ends with its stage: declare `ARG A` in this stage too)"
+        )
+    ]
 
 
 def test_copy_from_must_name_an_earlier_stage():
@@ -128,10 +150,13 @@ def test_the_shell_reads_what_a_run_does_not_assign_and_nothing_in_single_quotes
 
 
 def test_exec_form_run_is_not_expanded_by_a_shell():
-    assert _check("""
+    assert (
+        _check("""
         FROM alpine
         RUN ["echo", "$NOT_A_SHELL"]
-    """) == []
+    """)
+        == []
+    )
 
 
 def test_the_image_workflow_runs_buildkits_own_checks_before_building():

@@ -39,7 +39,8 @@ def _platforms() -> list[str]:
 
 
 SUPPORTED: frozenset[Tag] = frozenset(
-    [*cpython_tags(PYTHON, platforms=_platforms()), *compatible_tags(PYTHON, "cp311", platforms=_platforms())])
+    [*cpython_tags(PYTHON, platforms=_platforms()), *compatible_tags(PYTHON, "cp311", platforms=_platforms())]
+)
 
 
 def pip_requirements(text: str) -> list[tuple[int, str]]:
@@ -50,7 +51,7 @@ def pip_requirements(text: str) -> list[tuple[int, str]]:
             words = shlex.split(part)
             if "pip" not in [w.rsplit("/", 1)[-1] for w in words[:3]] or "install" not in words:
                 continue
-            after = words[words.index("install") + 1:]
+            after = words[words.index("install") + 1 :]
             found.extend((line, w) for w in after if not w.startswith("-"))
     return found
 
@@ -88,8 +89,9 @@ def _reachable() -> bool:
 
 def installable(name: str, version: str) -> str | None:
     """The file pip would take for name==version on the image's Python and platform, or None."""
-    request = urllib.request.Request(INDEX + canonicalize_name(name) + "/",
-                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    request = urllib.request.Request(
+        INDEX + canonicalize_name(name) + "/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
     with urllib.request.urlopen(request, timeout=20) as response:
         files = json.load(response)["files"]
     python = Version(".".join(map(str, PYTHON)))
