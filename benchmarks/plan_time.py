@@ -31,8 +31,13 @@ def _time_plan(project: Path, stack: str, runs: int) -> tuple[int, float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "infra.cli", "plan", stack, "--json", str(out)], cwd=project, check=True, capture_output=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+        subprocess.run(
+            [sys.executable, "-m", "infra.cli", "plan", stack, "--json", str(out)],
+            cwd=project,
+            check=True,
+            capture_output=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         times.append(time.perf_counter() - start)
     resources = len(json.loads(out.read_text())["resources"])
     shutil.rmtree(out.parent)
@@ -47,7 +52,8 @@ def _generated_project(tmp: Path, pools: int) -> Path:
     doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
     config = doc["config"]
     config["higgsfield:gpuPools"] = [
-        {"name": f"pool-{i}", "instanceTypes": ["g6e.xlarge"], "availabilityZone": "us-west-2a", "maxSize": 2} for i in range(pools)
+        {"name": f"pool-{i}", "instanceTypes": ["g6e.xlarge"], "availabilityZone": "us-west-2a", "maxSize": 2}
+        for i in range(pools)
     ]
     config["higgsfield:scheduler"]["queues"][0]["gpuCapability"] = 2 * pools
     (project / "stacks" / "Pulumi.gen.yaml").write_text(yaml.safe_dump(doc))
@@ -59,10 +65,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--pools", type=int, nargs="*", default=[1, 10, 50, 100])
     args = parser.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; median of "
-          f"{args.runs} runs")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; median of "
+        f"{args.runs} runs"
+    )
     print(f"{'stack':<14} {'resources':>9} {'seconds':>8} {'ms/resource':>12}")
-    for stack in sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml")):
+    for stack in sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml")):
         resources, seconds = _time_plan(ROOT, stack, args.runs)
         print(f"{stack:<14} {resources:>9} {seconds:>8.2f} {1000 * seconds / resources:>12.1f}")
     with tempfile.TemporaryDirectory() as tmp:

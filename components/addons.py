@@ -9,8 +9,8 @@ import pulumi
 import pulumi_aws as aws
 
 from components.cpu_nodes import SYSTEM_TOLERATION
-from infra.core import versions
 from infra.config import StackConfig
+from infra.core import versions
 from infra.core.versions import AddonVersion
 
 # Add-ons that must run before a node can become Ready (pod network, Service routing, Pod
@@ -46,13 +46,18 @@ FSX_ADDONS = ("aws-fsx-csi-driver",)
 #     --query configurationSchema --output text | jq '.properties | keys'
 # Daemon add-ons (vpc-cni, kube-proxy, eks-pod-identity-agent, eks-node-monitoring-agent) tolerate
 # every taint as shipped (ADDON_DAEMONS), so they need nothing.
-_CONTROLLER_DEFAULTS = [{"key": "CriticalAddonsOnly", "operator": "Exists"}, {"effect": "NoExecute", "operator": "Exists", "tolerationSeconds": 300}]
+_CONTROLLER_DEFAULTS = [
+    {"key": "CriticalAddonsOnly", "operator": "Exists"},
+    {"effect": "NoExecute", "operator": "Exists", "tolerationSeconds": 300},
+]
 SYSTEM_ADDON_CONFIGURATION: dict[str, dict] = {
-    "coredns": {"tolerations": [
-        {"key": "CriticalAddonsOnly", "operator": "Exists"},
-        {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"},
-        SYSTEM_TOLERATION,
-    ]},
+    "coredns": {
+        "tolerations": [
+            {"key": "CriticalAddonsOnly", "operator": "Exists"},
+            {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"},
+            SYSTEM_TOLERATION,
+        ]
+    },
     "aws-fsx-csi-driver": {"controller": {"tolerations": [*_CONTROLLER_DEFAULTS, SYSTEM_TOLERATION]}},
     "aws-ebs-csi-driver": {"controller": {"tolerations": [*_CONTROLLER_DEFAULTS, SYSTEM_TOLERATION]}},
     "amazon-cloudwatch-observability": {"manager": {"tolerations": [SYSTEM_TOLERATION]}},
@@ -61,14 +66,14 @@ SYSTEM_ADDON_CONFIGURATION: dict[str, dict] = {
 # entries name the command that confirms it on a cluster.
 ADDON_DAEMONS: dict[str, str] = {
     "vpc-cni": "aws-node DaemonSet `tolerations: [{operator: Exists}]` "
-               "(aws/eks-charts:stable/aws-vpc-cni/values.yaml@5239609); "
-               "check: kubectl -n kube-system get ds aws-node -o jsonpath='{.spec.template.spec.tolerations}'",
+    "(aws/eks-charts:stable/aws-vpc-cni/values.yaml@5239609); "
+    "check: kubectl -n kube-system get ds aws-node -o jsonpath='{.spec.template.spec.tolerations}'",
     "kube-proxy": "unverified; check: kubectl -n kube-system get ds kube-proxy -o "
-                  "jsonpath='{.spec.template.spec.tolerations}'",
+    "jsonpath='{.spec.template.spec.tolerations}'",
     "eks-pod-identity-agent": "unverified; check: kubectl -n kube-system get ds eks-pod-identity-agent -o "
-                              "jsonpath='{.spec.template.spec.tolerations}'",
+    "jsonpath='{.spec.template.spec.tolerations}'",
     "eks-node-monitoring-agent": "unverified; check: kubectl -n kube-system get ds eks-node-monitoring-agent -o "
-                                 "jsonpath='{.spec.template.spec.tolerations}'",
+    "jsonpath='{.spec.template.spec.tolerations}'",
 }
 
 
@@ -76,7 +81,9 @@ def _merged(base: Mapping[str, object], extra: Mapping[str, object]) -> dict[str
     """`base` with `extra` merged in, key by key (nested objects merged, other values replaced)."""
     out = dict(base)
     for key, value in extra.items():
-        out[key] = _merged(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) else value
+        out[key] = (
+            _merged(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) else value
+        )
     return out
 
 
@@ -89,7 +96,11 @@ def addon_configuration(addon_name: str, configuration: Mapping[str, object] | N
 def stack_addons(cfg: StackConfig) -> dict[str, AddonVersion]:
     """The managed add-ons `cfg` installs, each with the stack's pin (`higgsfield:addonVersions`)
     or None: EKS's default for `cfg.kubernetes_version`, resolved at deploy."""
-    names = [*CLUSTER_ADDONS, *(FSX_ADDONS if cfg.fsx.enabled else ()), *(OBSERVABILITY_ADDONS if cfg.observability.enabled else ())]
+    names = [
+        *CLUSTER_ADDONS,
+        *(FSX_ADDONS if cfg.fsx.enabled else ()),
+        *(OBSERVABILITY_ADDONS if cfg.observability.enabled else ()),
+    ]
     return versions.addon_versions(cfg.kubernetes_version, dict(cfg.addon_versions), tuple(names))
 
 
@@ -124,7 +135,11 @@ def managed_addon(
         cluster_name=cluster_name,
         addon_name=addon.name,
         addon_version=addon_version(addon),
-        pod_identity_associations=[aws.eks.AddonPodIdentityAssociationArgs(role_arn=identity[0], service_account=identity[1])] if identity else None,
+        pod_identity_associations=[
+            aws.eks.AddonPodIdentityAssociationArgs(role_arn=identity[0], service_account=identity[1])
+        ]
+        if identity
+        else None,
         configuration_values=json.dumps(configuration) if configuration else None,
         resolve_conflicts_on_create="OVERWRITE",
         resolve_conflicts_on_update="PRESERVE",

@@ -14,8 +14,8 @@ from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.identity import pod_identity_role
 from infra.config import Autoscaler, GpuPool, Queue, seconds_of
-from infra.core.versions import Chart
 from infra.core.names import KUBE_SYSTEM as NAMESPACE
+from infra.core.versions import Chart
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
 
@@ -58,8 +58,11 @@ def largest_gang(pools: Sequence[GpuPool], queues: Sequence[Queue]) -> Gang | No
     for i, pool in enumerate(pools):
         by_queue = math.ceil(capability / pool.gpus_per_node) if capability is not None else pool.max_size
         nodes = min(pool.max_size, by_queue)
-        why = (f"pool {pool.name}: maxSize {pool.max_size} (higgsfield:gpuPools[{i}].maxSize)"
-               + (f", the largest queue's {capability} GPUs = {by_queue} nodes of {pool.gpus_per_node}" if capability is not None else ""))
+        why = f"pool {pool.name}: maxSize {pool.max_size} (higgsfield:gpuPools[{i}].maxSize)" + (
+            f", the largest queue's {capability} GPUs = {by_queue} nodes of {pool.gpus_per_node}"
+            if capability is not None
+            else ""
+        )
         if best is None or nodes > best.nodes:
             best = Gang(pool.name, nodes, why)
     return best
@@ -83,8 +86,11 @@ class UnreadyLimits:
 
     def flags(self) -> dict[str, str | int | float]:
         minutes = math.ceil(self.max_node_startup_s / 60)
-        return {"max-node-startup-time": f"{minutes}m", "ok-total-unready-count": self.ok_total_unready_count,
-                "max-total-unready-percentage": self.max_total_unready_percentage}
+        return {
+            "max-node-startup-time": f"{minutes}m",
+            "ok-total-unready-count": self.ok_total_unready_count,
+            "max-total-unready-percentage": self.max_total_unready_percentage,
+        }
 
     def halts_with_gang_unready(self, other_nodes: int) -> bool:
         """IsClusterHealthy with every node of the largest gang Unready and `other_nodes` more
@@ -92,7 +98,9 @@ class UnreadyLimits:
         if self.gang is None:
             return False
         unready, registered = self.gang.nodes, self.gang.nodes + other_nodes
-        return unready > self.ok_total_unready_count and unready > self.max_total_unready_percentage / 100.0 * registered
+        return (
+            unready > self.ok_total_unready_count and unready > self.max_total_unready_percentage / 100.0 * registered
+        )
 
 
 def unready_limits(settings: Autoscaler, pools: Sequence[GpuPool], queues: Sequence[Queue]) -> UnreadyLimits:
@@ -100,9 +108,21 @@ def unready_limits(settings: Autoscaler, pools: Sequence[GpuPool], queues: Seque
     gang = largest_gang(pools, queues)
     slowest = max(pools, key=startup_seconds, default=None)
     slowest_s = startup_seconds(slowest) if slowest else 0
-    startup = seconds_of(settings.max_node_startup_time) if settings.max_node_startup_time else max(UPSTREAM_MAX_NODE_STARTUP_S, slowest_s)
-    count = settings.ok_total_unready_count if settings.ok_total_unready_count is not None else (gang.nodes if gang else 0) + UPSTREAM_OK_TOTAL_UNREADY_COUNT
-    percentage = settings.max_total_unready_percentage if settings.max_total_unready_percentage is not None else UPSTREAM_MAX_TOTAL_UNREADY_PERCENTAGE
+    startup = (
+        seconds_of(settings.max_node_startup_time)
+        if settings.max_node_startup_time
+        else max(UPSTREAM_MAX_NODE_STARTUP_S, slowest_s)
+    )
+    count = (
+        settings.ok_total_unready_count
+        if settings.ok_total_unready_count is not None
+        else (gang.nodes if gang else 0) + UPSTREAM_OK_TOTAL_UNREADY_COUNT
+    )
+    percentage = (
+        settings.max_total_unready_percentage
+        if settings.max_total_unready_percentage is not None
+        else UPSTREAM_MAX_TOTAL_UNREADY_PERCENTAGE
+    )
     return UnreadyLimits(startup, count, percentage, gang, slowest.name if slowest else None, slowest_s)
 
 
@@ -139,7 +159,9 @@ def autoscaler_policy(cluster_name: str, region: str) -> str:
                     "Effect": "Allow",
                     "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
                     "Resource": "*",
-                    "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}},
+                    "Condition": {
+                        "StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}
+                    },
                 },
             ],
         }
@@ -171,7 +193,9 @@ class ClusterAutoscaler(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:autoscaler:ClusterAutoscaler", name, None, opts)
-        role, policy = pod_identity_role(f"{name}-role", args.tags, self, inline_policy=autoscaler_policy(args.cluster_name, args.region))
+        role, policy = pod_identity_role(
+            f"{name}-role", args.tags, self, inline_policy=autoscaler_policy(args.cluster_name, args.region)
+        )
         association = aws.eks.PodIdentityAssociation(
             f"{name}-identity",
             cluster_name=args.cluster_name,
@@ -207,6 +231,8 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                     **(args.limits.flags() if args.limits else {}),
                 },
             },
-            pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[association, policy, *args.depends_on]),
+            pulumi.ResourceOptions(
+                parent=self, provider=args.provider, depends_on=[association, policy, *args.depends_on]
+            ),
         )
         self.register_outputs({"role_arn": role.arn})

@@ -23,8 +23,15 @@ def chart_reference(chart: Chart) -> str:
     return f"{chart.repo.rstrip('/')}/{chart.name}" if is_oci(chart) else chart.name
 
 
-def helm_release(name: str, chart: Chart, namespace: str, values: dict, opts: pulumi.ResourceOptions,
-                 create_namespace: bool = False, skip_crds: bool = False) -> k8s.helm.v3.Release:
+def helm_release(
+    name: str,
+    chart: Chart,
+    namespace: str,
+    values: dict,
+    opts: pulumi.ResourceOptions,
+    create_namespace: bool = False,
+    skip_crds: bool = False,
+) -> k8s.helm.v3.Release:
     """A release of `chart` at its pinned version from its official repository (an OCI chart by its
     reference, with no repository: chart_reference). The release is named after the chart, so the
     services it creates have predictable names. `skip_crds`: the chart's crds/ directory is left

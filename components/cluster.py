@@ -12,8 +12,8 @@ import pulumi_kubernetes as k8s
 
 from components.addons import BEFORE_NODES, CLUSTER_ADDONS, managed_addon
 from components.identity import trust_policy
-from infra.core.versions import AddonVersion
 from infra.core.names import CLUSTER_ADMIN_POLICY
+from infra.core.versions import AddonVersion
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 # Managed add-ons (components/addons.py CLUSTER_ADDONS). EKS bootstraps self-managed vpc-cni,
@@ -73,7 +73,12 @@ class Cluster(pulumi.ComponentResource):
             tags=tags,
             opts=keep,
         )
-        aws.kms.Alias(f"{name}-secrets", name=f"alias/{args.cluster_name}-secrets", target_key_id=key.key_id, opts=pulumi.ResourceOptions(parent=self))
+        aws.kms.Alias(
+            f"{name}-secrets",
+            name=f"alias/{args.cluster_name}-secrets",
+            target_key_id=key.key_id,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
         # EKS writes control-plane logs here; creating the group first makes its retention ours.
         control_plane_logs = aws.cloudwatch.LogGroup(
@@ -88,10 +93,18 @@ class Cluster(pulumi.ComponentResource):
         # (pulumi/pulumi-eks:nodejs/eks/cluster/cluster.ts@v4.3.0, `if (!args.serviceRole)`: a
         # ServiceRole trusting eks.amazonaws.com with AmazonEKSClusterPolicy); ours is the same,
         # but registered here, so that bound_every_role (components/delivery.py) reaches it.
-        service_role = aws.iam.Role(f"{name}-service", assume_role_policy=trust_policy("eks.amazonaws.com"), tags=tags,
-                                    opts=pulumi.ResourceOptions(parent=self, protect=args.protect))
-        service_policy = aws.iam.RolePolicyAttachment(f"{name}-service", role=service_role.name, policy_arn="arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",
-                                                      opts=pulumi.ResourceOptions(parent=self))
+        service_role = aws.iam.Role(
+            f"{name}-service",
+            assume_role_policy=trust_policy("eks.amazonaws.com"),
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+        )
+        service_policy = aws.iam.RolePolicyAttachment(
+            f"{name}-service",
+            role=service_role.name,
+            policy_arn="arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         public = bool(args.public_access_cidrs)
         self.eks = eks.Cluster(
             f"{name}-eks",
@@ -132,14 +145,20 @@ class Cluster(pulumi.ComponentResource):
             kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=False),
             deletion_protection=args.protect,
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, protect=args.protect, depends_on=[control_plane_logs, service_policy]),
+            opts=pulumi.ResourceOptions(
+                parent=self, protect=args.protect, depends_on=[control_plane_logs, service_policy]
+            ),
         )
 
         self.cluster_name = args.cluster_name
         self.node_security_group_id = self.eks.node_security_group_id
         addons = {
             addon: managed_addon(
-                f"{name}-{addon}", args.cluster_name, args.addons[addon], tags=tags, configuration=ADDON_CONFIGURATION.get(addon),
+                f"{name}-{addon}",
+                args.cluster_name,
+                args.addons[addon],
+                tags=tags,
+                configuration=ADDON_CONFIGURATION.get(addon),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.eks]),
             )
             for addon in CLUSTER_ADDONS
@@ -155,4 +174,3 @@ class Cluster(pulumi.ComponentResource):
         )
         self.kubeconfig = pulumi.Output.secret(self.eks.kubeconfig_json)
         self.register_outputs({"cluster_name": self.cluster_name, "kubeconfig": self.kubeconfig})
-

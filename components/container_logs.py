@@ -40,52 +40,75 @@ def _section(name: str, settings: list[tuple[str, str]]) -> str:
 
 def application_log_conf() -> str:
     """The Fluent Bit config for container logs, with the pods' labels on every line."""
-    return "\n\n".join([
-        _section("INPUT", [
-            ("Name", "tail"),
-            ("Tag", "application.*"),
-            ("Exclude_Path", "/var/log/containers/cloudwatch-agent*, /var/log/containers/fluent-bit*, "
-                             "/var/log/containers/aws-node*, /var/log/containers/kube-proxy*"),
-            ("Path", "/var/log/containers/*.log"),
-            ("multiline.parser", "docker, cri"),
-            ("DB", "/var/fluent-bit/state/flb_container.db"),
-            ("Mem_Buf_Limit", "50MB"),
-            ("Skip_Long_Lines", "On"),
-            ("Refresh_Interval", "10"),
-            ("Rotate_Wait", "30"),
-            ("storage.type", "filesystem"),
-            ("Read_from_Head", "${READ_FROM_HEAD}"),
-        ]),
-        _section("FILTER", [
-            ("Name", "kubernetes"),
-            ("Match", "application.*"),
-            ("Kube_URL", "https://kubernetes.default.svc:443"),
-            ("Kube_Tag_Prefix", _TAG_PREFIX),
-            ("Merge_Log", "On"),
-            ("Merge_Log_Key", "log_processed"),
-            ("K8S-Logging.Parser", "On"),
-            ("K8S-Logging.Exclude", "Off"),
-            ("Labels", "On"),           # job name, replica type and index on every line
-            ("Annotations", "Off"),
-            ("Use_Kubelet", "On"),
-            ("Kubelet_Port", "10250"),
-            ("Buffer_Size", "0"),
-        ]),
-        _section("OUTPUT", [
-            ("Name", "cloudwatch_logs"),
-            ("Match", "application.*"),
-            ("region", "${AWS_REGION}"),
-            ("log_group_name", "/aws/containerinsights/${CLUSTER_NAME}/application"),
-            ("log_stream_prefix", "${HOST_NAME}-"),
-            ("auto_create_group", "true"),  # as the chart's; components/observability.py creates it first, with our retention
-            ("extra_user_agent", "container-insights"),
-        ]),
-    ]) + "\n"
+    return (
+        "\n\n".join(
+            [
+                _section(
+                    "INPUT",
+                    [
+                        ("Name", "tail"),
+                        ("Tag", "application.*"),
+                        (
+                            "Exclude_Path",
+                            "/var/log/containers/cloudwatch-agent*, /var/log/containers/fluent-bit*, "
+                            "/var/log/containers/aws-node*, /var/log/containers/kube-proxy*",
+                        ),
+                        ("Path", "/var/log/containers/*.log"),
+                        ("multiline.parser", "docker, cri"),
+                        ("DB", "/var/fluent-bit/state/flb_container.db"),
+                        ("Mem_Buf_Limit", "50MB"),
+                        ("Skip_Long_Lines", "On"),
+                        ("Refresh_Interval", "10"),
+                        ("Rotate_Wait", "30"),
+                        ("storage.type", "filesystem"),
+                        ("Read_from_Head", "${READ_FROM_HEAD}"),
+                    ],
+                ),
+                _section(
+                    "FILTER",
+                    [
+                        ("Name", "kubernetes"),
+                        ("Match", "application.*"),
+                        ("Kube_URL", "https://kubernetes.default.svc:443"),
+                        ("Kube_Tag_Prefix", _TAG_PREFIX),
+                        ("Merge_Log", "On"),
+                        ("Merge_Log_Key", "log_processed"),
+                        ("K8S-Logging.Parser", "On"),
+                        ("K8S-Logging.Exclude", "Off"),
+                        ("Labels", "On"),  # job name, replica type and index on every line
+                        ("Annotations", "Off"),
+                        ("Use_Kubelet", "On"),
+                        ("Kubelet_Port", "10250"),
+                        ("Buffer_Size", "0"),
+                    ],
+                ),
+                _section(
+                    "OUTPUT",
+                    [
+                        ("Name", "cloudwatch_logs"),
+                        ("Match", "application.*"),
+                        ("region", "${AWS_REGION}"),
+                        ("log_group_name", "/aws/containerinsights/${CLUSTER_NAME}/application"),
+                        ("log_stream_prefix", "${HOST_NAME}-"),
+                        (
+                            "auto_create_group",
+                            "true",
+                        ),  # as the chart's; components/observability.py creates it first, with our retention
+                        ("extra_user_agent", "container-insights"),
+                    ],
+                ),
+            ]
+        )
+        + "\n"
+    )
 
 
 def addon_configuration(base: dict) -> dict:
     """The add-on's configuration values: `base` plus our container-log config."""
-    return {**base, "containerLogs": {"fluentBit": {"config": {"extraFiles": {APPLICATION_LOG_FILE: application_log_conf()}}}}}
+    return {
+        **base,
+        "containerLogs": {"fluentBit": {"config": {"extraFiles": {APPLICATION_LOG_FILE: application_log_conf()}}}},
+    }
 
 
 def parse(conf: str) -> list[tuple[str, dict[str, str]]]:

@@ -76,10 +76,16 @@ class CpuNodes(pulumi.ComponentResource):
                 min_size=args.min_size, desired_size=args.desired_size, max_size=args.max_size
             ),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=MAX_UNAVAILABLE_NODES),
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=template.id, version=template.latest_version.apply(str)
+            ),
             **args.version.node_group_args(),
             labels=SYSTEM_LABELS,
-            taints=[aws.eks.NodeGroupTaintArgs(key=SYSTEM_TAINT["key"], value=SYSTEM_TAINT["value"], effect=_EKS_EFFECT[SYSTEM_TAINT["effect"]])],
+            taints=[
+                aws.eks.NodeGroupTaintArgs(
+                    key=SYSTEM_TAINT["key"], value=SYSTEM_TAINT["value"], effect=_EKS_EFFECT[SYSTEM_TAINT["effect"]]
+                )
+            ],
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=list(args.depends_on), ignore_changes=["scalingConfig.desiredSize"]

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra.core import versions
 from components.registry import repository_name
 from infra.config import Delivery as DeliverySettings
+from infra.core import versions
 from infra.core.names import (
     CLUSTER_ADMIN_POLICY,
     GITHUB_OIDC_HOST,
@@ -53,12 +53,21 @@ from infra.core.names import (
 AUDIENCE = "sts.amazonaws.com"
 VIEW_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
 # Which workflow file assumes which role, and at which ref.
-WORKFLOW_OF = {"preview": ("preview.yml", "refs/pull/*/merge"), "deploy": ("deploy.yml", "refs/heads/main"), "image": ("image.yml", "refs/heads/main")}
+WORKFLOW_OF = {
+    "preview": ("preview.yml", "refs/pull/*/merge"),
+    "deploy": ("deploy.yml", "refs/heads/main"),
+    "image": ("image.yml", "refs/heads/main"),
+}
 # What a preview asks AWS beyond its own credentials: the program's invokes
 # (infra/core/catalog.py: ec2:DescribeInstanceTypes, ec2:DescribeInstanceTypeOfferings), the kubeconfig's
 # `aws eks get-token` (eks:DescribeCluster for its endpoint). A preview does not refresh, so it
 # reads no other resource. A missing action shows up as AccessDenied naming it: add it here.
-PREVIEW_ACTIONS = ("ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeAvailabilityZones", "eks:DescribeCluster")
+PREVIEW_ACTIONS = (
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeInstanceTypeOfferings",
+    "ec2:DescribeAvailabilityZones",
+    "eks:DescribeCluster",
+)
 # Services `pulumi up` creates, updates and deletes in, on every resource (a test checks each
 # resource type of every shipped plan is covered by these or by SCOPED_SERVICES).
 DEPLOY_SERVICES = ("autoscaling", "codebuild", "ec2", "ecr", "eks", "fsx", "kms", "logs")
@@ -68,8 +77,12 @@ SCOPED_SERVICES = ("iam", "s3")
 # The AWS managed policies the program attaches to its roles (a test checks every attachment in
 # every plan is one of these); the deploy role may attach these and no other.
 MANAGED_POLICIES = (
-    "AmazonEKSClusterPolicy", "AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly", "AmazonEKS_CNI_Policy",
-    "service-role/AmazonEBSCSIDriverPolicy", "CloudWatchAgentServerPolicy",
+    "AmazonEKSClusterPolicy",
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEC2ContainerRegistryReadOnly",
+    "AmazonEKS_CNI_Policy",
+    "service-role/AmazonEBSCSIDriverPolicy",
+    "CloudWatchAgentServerPolicy",
 )
 # The services those managed policies act in, read in each policy's JSON document at
 # docs.aws.amazon.com/aws-managed-policy/latest/reference/<name>.html (2026-12-03): AmazonEKSClusterPolicy
@@ -77,11 +90,30 @@ MANAGED_POLICIES = (
 # AmazonEKSWorkerNodePolicy ec2:Describe*, eks:DescribeCluster, eks-auth:AssumeRoleForPodIdentity;
 # AmazonEC2ContainerRegistryReadOnly ecr; AmazonEKS_CNI_Policy ec2; AmazonEBSCSIDriverPolicy ec2;
 # CloudWatchAgentServerPolicy cloudwatch:PutMetricData, ec2:Describe*, logs, xray, ssm:GetParameter.
-MANAGED_POLICY_SERVICES = ("autoscaling", "cloudwatch", "ec2", "ecr", "eks", "eks-auth", "elasticloadbalancing", "iam", "kms", "logs", "ssm", "xray")
+MANAGED_POLICY_SERVICES = (
+    "autoscaling",
+    "cloudwatch",
+    "ec2",
+    "ecr",
+    "eks",
+    "eks-auth",
+    "elasticloadbalancing",
+    "iam",
+    "kms",
+    "logs",
+    "ssm",
+    "xray",
+)
 # Service-linked roles AWS creates on a first use in an account (the caller needs
 # iam:CreateServiceLinkedRole): EKS, its managed node groups, FSx and its S3 link, Auto Scaling, ELB.
-SERVICE_LINKED = ("eks.amazonaws.com", "eks-nodegroup.amazonaws.com", "fsx.amazonaws.com", "s3.data-source.lustre.fsx.amazonaws.com",
-                  "autoscaling.amazonaws.com", "elasticloadbalancing.amazonaws.com")
+SERVICE_LINKED = (
+    "eks.amazonaws.com",
+    "eks-nodegroup.amazonaws.com",
+    "fsx.amazonaws.com",
+    "s3.data-source.lustre.fsx.amazonaws.com",
+    "autoscaling.amazonaws.com",
+    "elasticloadbalancing.amazonaws.com",
+)
 # FSx for Lustre makes a service-linked role per S3-linked file system
 # (AWSServiceRoleForFSxS3Access_fs-..., docs.aws.amazon.com/fsx/latest/LustreGuide/using-service-linked-roles.html)
 # and needs its caller to be allowed to create it and attach and put its policy. Only FSx can
@@ -95,30 +127,72 @@ SSM_PARAMETERS = ("arn:aws:ssm:*::parameter/aws/service/*", "arn:aws:ssm:*:{acco
 # What only the administrator does to the backend (state bucket, secrets key): who may reach it,
 # how long its history lives, whether it exists. Objects and Encrypt/Decrypt stay the deploy's.
 BACKEND_ADMINISTRATION = (
-    "s3:PutBucketPolicy", "s3:DeleteBucketPolicy", "s3:PutBucketAcl", "s3:PutObjectAcl", "s3:PutObjectVersionAcl", "s3:PutBucketPublicAccessBlock",
-    "s3:PutBucketOwnershipControls", "s3:PutBucketVersioning", "s3:PutLifecycleConfiguration", "s3:PutBucketObjectLockConfiguration",
-    "s3:PutReplicationConfiguration", "s3:DeleteBucket", "s3:DeleteObjectVersion",
-    "kms:PutKeyPolicy", "kms:CreateGrant", "kms:RetireGrant", "kms:RevokeGrant", "kms:ScheduleKeyDeletion", "kms:DisableKey",
-    "kms:DisableKeyRotation", "kms:ReplicateKey", "kms:UpdatePrimaryRegion",
+    "s3:PutBucketPolicy",
+    "s3:DeleteBucketPolicy",
+    "s3:PutBucketAcl",
+    "s3:PutObjectAcl",
+    "s3:PutObjectVersionAcl",
+    "s3:PutBucketPublicAccessBlock",
+    "s3:PutBucketOwnershipControls",
+    "s3:PutBucketVersioning",
+    "s3:PutLifecycleConfiguration",
+    "s3:PutBucketObjectLockConfiguration",
+    "s3:PutReplicationConfiguration",
+    "s3:DeleteBucket",
+    "s3:DeleteObjectVersion",
+    "kms:PutKeyPolicy",
+    "kms:CreateGrant",
+    "kms:RetireGrant",
+    "kms:RevokeGrant",
+    "kms:ScheduleKeyDeletion",
+    "kms:DisableKey",
+    "kms:DisableKeyRotation",
+    "kms:ReplicateKey",
+    "kms:UpdatePrimaryRegion",
 )
 # IAM actions that change a role: the boundary confines them to this stack's roles.
 ROLE_WRITES = (
-    "iam:CreateRole", "iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription", "iam:TagRole", "iam:UntagRole",
-    "iam:PutRolePolicy", "iam:DeleteRolePolicy", "iam:AttachRolePolicy", "iam:DetachRolePolicy", "iam:UpdateAssumeRolePolicy",
-    "iam:PutRolePermissionsBoundary", "iam:DeleteRolePermissionsBoundary",
+    "iam:CreateRole",
+    "iam:DeleteRole",
+    "iam:UpdateRole",
+    "iam:UpdateRoleDescription",
+    "iam:TagRole",
+    "iam:UntagRole",
+    "iam:PutRolePolicy",
+    "iam:DeleteRolePolicy",
+    "iam:AttachRolePolicy",
+    "iam:DetachRolePolicy",
+    "iam:UpdateAssumeRolePolicy",
+    "iam:PutRolePermissionsBoundary",
+    "iam:DeleteRolePermissionsBoundary",
 )
-POLICY_WRITES = ("iam:CreatePolicyVersion", "iam:DeletePolicyVersion", "iam:SetDefaultPolicyVersion", "iam:DeletePolicy", "iam:TagPolicy", "iam:UntagPolicy")
+POLICY_WRITES = (
+    "iam:CreatePolicyVersion",
+    "iam:DeletePolicyVersion",
+    "iam:SetDefaultPolicyVersion",
+    "iam:DeletePolicy",
+    "iam:TagPolicy",
+    "iam:UntagPolicy",
+)
 ECR_PUSH = (
-    "ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:CompleteLayerUpload", "ecr:DescribeImages",
-    "ecr:GetDownloadUrlForLayer", "ecr:InitiateLayerUpload", "ecr:PutImage", "ecr:UploadLayerPart",
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:BatchGetImage",
+    "ecr:CompleteLayerUpload",
+    "ecr:DescribeImages",
+    "ecr:GetDownloadUrlForLayer",
+    "ecr:InitiateLayerUpload",
+    "ecr:PutImage",
+    "ecr:UploadLayerPart",
 )
 
 
 def subjects(repository: str, deploy_environment: str) -> dict[str, str]:
     """The one OIDC subject each role trusts, in the repository's customized format (SUB_CLAIM_KEYS)."""
     context = {"preview": "pull_request", "deploy": f"environment:{deploy_environment}", "image": "ref:refs/heads/main"}
-    return {purpose: f"repo:{repository}:{context[purpose]}:job_workflow_ref:{repository}/.github/workflows/{file}@{ref}"
-            for purpose, (file, ref) in WORKFLOW_OF.items()}
+    return {
+        purpose: f"repo:{repository}:{context[purpose]}:job_workflow_ref:{repository}/.github/workflows/{file}@{ref}"
+        for purpose, (file, ref) in WORKFLOW_OF.items()
+    }
 
 
 def github_trust(provider_arn: str, subject: str) -> str:
@@ -126,10 +200,19 @@ def github_trust(provider_arn: str, subject: str) -> str:
     operator = "StringLike" if "*" in subject else "StringEquals"
     condition = {"StringEquals": {f"{GITHUB_OIDC_HOST}:aud": AUDIENCE}}
     condition.setdefault(operator, {})[f"{GITHUB_OIDC_HOST}:sub"] = subject
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Principal": {"Federated": provider_arn}, "Action": "sts:AssumeRoleWithWebIdentity", "Condition": condition}],
-    })
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Federated": provider_arn},
+                    "Action": "sts:AssumeRoleWithWebIdentity",
+                    "Condition": condition,
+                }
+            ],
+        }
+    )
 
 
 def _document(*statements: dict) -> str:
@@ -148,7 +231,8 @@ def ci_identity_arns(account: str, stack: str) -> list[str]:
     ours ends so: the rest are `higgsfield-STACK-` and a generated suffix (bound_every_role)."""
     del stack  # every stack's, this one's included
     return [f"arn:aws:iam::{account}:role/{role_name('*', p)}" for p in ("preview", "deploy", "image")] + [
-        f"arn:aws:iam::{account}:role/{runner_project('*', p)}" for p in RUNNER_PURPOSES]
+        f"arn:aws:iam::{account}:role/{runner_project('*', p)}" for p in RUNNER_PURPOSES
+    ]
 
 
 def _buckets(named: Sequence[str]) -> list[str]:
@@ -166,42 +250,142 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
     fsx_linked = f"arn:aws:iam::{account}:{FSX_S3_LINKED_ROLE}"
     return _document(
-        {"Sid": "ServicesOfTheProgram", "Effect": "Allow", "Resource": "*",
-         "Action": sorted({f"{s}:*" for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, "codeconnections", "codestar-connections")} - {"ssm:*"})},
+        {
+            "Sid": "ServicesOfTheProgram",
+            "Effect": "Allow",
+            "Resource": "*",
+            "Action": sorted(
+                {
+                    f"{s}:*"
+                    for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, "codeconnections", "codestar-connections")
+                }
+                - {"ssm:*"}
+            ),
+        },
         # SSM: only the parameters our roles read (SSM_PARAMETERS); `ssm:*` would let a bounded
         # role run commands on any managed instance of the account and read every SecureString.
-        {"Sid": "ParametersOfThePrograms", "Effect": "Allow", "Action": ["ssm:GetParameter"],
-         "Resource": [p.format(account=account) for p in SSM_PARAMETERS]},
+        {
+            "Sid": "ParametersOfThePrograms",
+            "Effect": "Allow",
+            "Action": ["ssm:GetParameter"],
+            "Resource": [p.format(account=account) for p in SSM_PARAMETERS],
+        },
         {"Sid": "CallerIdentity", "Effect": "Allow", "Action": ["sts:GetCallerIdentity"], "Resource": "*"},
-        {"Sid": "NamedBuckets", "Effect": "Allow", "Action": ["s3:*"], "Resource": _buckets([settings.state_bucket, *buckets])},
+        {
+            "Sid": "NamedBuckets",
+            "Effect": "Allow",
+            "Action": ["s3:*"],
+            "Resource": _buckets([settings.state_bucket, *buckets]),
+        },
         {"Sid": "BoundaryIsFixed", "Effect": "Deny", "Action": list(POLICY_WRITES), "Resource": arn},
         # The program creates no managed policy but the boundary (an administrator's): a new
         # default version of any other one of the account would grant its holders anything.
         {"Sid": "ManagedPoliciesAreFixed", "Effect": "Deny", "Action": list(POLICY_WRITES), "NotResource": arn},
         # iam:CreateServiceLinkedRole of the program's services only, as deploy_policy allows it.
-        {"Sid": "OnlyTheProgramsServiceLinkedRoles", "Effect": "Deny", "Action": ["iam:CreateServiceLinkedRole"], "Resource": "*",
-         "Condition": {"StringNotEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}}},
-        {"Sid": "RolesOnlyWithTheBoundary", "Effect": "Deny", "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"], "Resource": "*",
-         "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": arn}}},
-        {"Sid": "BoundaryStaysAttached", "Effect": "Deny", "Action": ["iam:DeleteRolePermissionsBoundary"], "Resource": "*"},
-        {"Sid": "OnlyTheStacksRoles", "Effect": "Deny", "Action": list(ROLE_WRITES), "NotResource": [stack_roles, fsx_linked]},
-        {"Sid": "CiIdentitiesAreAdministeredByBootstrap", "Effect": "Deny", "Action": list(ROLE_WRITES), "Resource": ci_identity_arns(account, stack)},
-        {"Sid": "OnlyTheProgramsManagedPolicies", "Effect": "Deny", "Action": ["iam:AttachRolePolicy"], "NotResource": fsx_linked,
-         "Condition": {"ArnNotEquals": {"iam:PolicyARN": [f"arn:aws:iam::aws:policy/{p}" for p in MANAGED_POLICIES]}}},
+        {
+            "Sid": "OnlyTheProgramsServiceLinkedRoles",
+            "Effect": "Deny",
+            "Action": ["iam:CreateServiceLinkedRole"],
+            "Resource": "*",
+            "Condition": {"StringNotEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}},
+        },
+        {
+            "Sid": "RolesOnlyWithTheBoundary",
+            "Effect": "Deny",
+            "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"],
+            "Resource": "*",
+            "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": arn}},
+        },
+        {
+            "Sid": "BoundaryStaysAttached",
+            "Effect": "Deny",
+            "Action": ["iam:DeleteRolePermissionsBoundary"],
+            "Resource": "*",
+        },
+        {
+            "Sid": "OnlyTheStacksRoles",
+            "Effect": "Deny",
+            "Action": list(ROLE_WRITES),
+            "NotResource": [stack_roles, fsx_linked],
+        },
+        {
+            "Sid": "CiIdentitiesAreAdministeredByBootstrap",
+            "Effect": "Deny",
+            "Action": list(ROLE_WRITES),
+            "Resource": ci_identity_arns(account, stack),
+        },
+        {
+            "Sid": "OnlyTheProgramsManagedPolicies",
+            "Effect": "Deny",
+            "Action": ["iam:AttachRolePolicy"],
+            "NotResource": fsx_linked,
+            "Condition": {
+                "ArnNotEquals": {"iam:PolicyARN": [f"arn:aws:iam::aws:policy/{p}" for p in MANAGED_POLICIES]}
+            },
+        },
         {"Sid": "PassOnlyTheStacksRoles", "Effect": "Deny", "Action": ["iam:PassRole"], "NotResource": stack_roles},
-        {"Sid": "NoUsersNoLongLivedKeys", "Effect": "Deny", "Resource": "*",
-         "Action": ["iam:*User*", "iam:*Group*", "iam:*AccessKey*", "iam:*LoginProfile*", "iam:*SSHPublicKey*", "iam:*ServiceSpecificCredential*",
-                    "iam:*MFADevice*", "iam:UploadSigningCertificate", "iam:UpdateSigningCertificate", "iam:CreateInstanceProfile", "iam:AddRoleToInstanceProfile"]},
-        {"Sid": "IdentityProvidersAreFixed", "Effect": "Deny", "Resource": "*",
-         "Action": ["iam:CreateOpenIDConnectProvider", "iam:DeleteOpenIDConnectProvider", "iam:UpdateOpenIDConnectProviderThumbprint",
-                    "iam:AddClientIDToOpenIDConnectProvider", "iam:RemoveClientIDFromOpenIDConnectProvider", "iam:TagOpenIDConnectProvider",
-                    "iam:UntagOpenIDConnectProvider", "iam:CreateSAMLProvider", "iam:UpdateSAMLProvider", "iam:DeleteSAMLProvider",
-                    "iam:UpdateAccountPasswordPolicy", "iam:DeleteAccountPasswordPolicy", "iam:CreateAccountAlias", "iam:DeleteAccountAlias"]},
+        {
+            "Sid": "NoUsersNoLongLivedKeys",
+            "Effect": "Deny",
+            "Resource": "*",
+            "Action": [
+                "iam:*User*",
+                "iam:*Group*",
+                "iam:*AccessKey*",
+                "iam:*LoginProfile*",
+                "iam:*SSHPublicKey*",
+                "iam:*ServiceSpecificCredential*",
+                "iam:*MFADevice*",
+                "iam:UploadSigningCertificate",
+                "iam:UpdateSigningCertificate",
+                "iam:CreateInstanceProfile",
+                "iam:AddRoleToInstanceProfile",
+            ],
+        },
+        {
+            "Sid": "IdentityProvidersAreFixed",
+            "Effect": "Deny",
+            "Resource": "*",
+            "Action": [
+                "iam:CreateOpenIDConnectProvider",
+                "iam:DeleteOpenIDConnectProvider",
+                "iam:UpdateOpenIDConnectProviderThumbprint",
+                "iam:AddClientIDToOpenIDConnectProvider",
+                "iam:RemoveClientIDFromOpenIDConnectProvider",
+                "iam:TagOpenIDConnectProvider",
+                "iam:UntagOpenIDConnectProvider",
+                "iam:CreateSAMLProvider",
+                "iam:UpdateSAMLProvider",
+                "iam:DeleteSAMLProvider",
+                "iam:UpdateAccountPasswordPolicy",
+                "iam:DeleteAccountPasswordPolicy",
+                "iam:CreateAccountAlias",
+                "iam:DeleteAccountAlias",
+            ],
+        },
         # The backend is bootstrap's: its objects and the key's use stay allowed, its access,
         # history and existence are the administrator's (no backdoor to every secret, no loss).
-        {"Sid": "TheBackendIsTheAdministrators", "Effect": "Deny", "Action": list(BACKEND_ADMINISTRATION),
-         "Resource": [f"arn:aws:s3:::{settings.state_bucket}", f"arn:aws:s3:::{settings.state_bucket}/*", settings.state_key_arn]},
-        {"Sid": "NoRoleChaining", "Effect": "Deny", "Action": ["sts:AssumeRole", "sts:AssumeRoleWithWebIdentity", "sts:AssumeRoleWithSAML", "sts:GetFederationToken"], "Resource": "*"},
+        {
+            "Sid": "TheBackendIsTheAdministrators",
+            "Effect": "Deny",
+            "Action": list(BACKEND_ADMINISTRATION),
+            "Resource": [
+                f"arn:aws:s3:::{settings.state_bucket}",
+                f"arn:aws:s3:::{settings.state_bucket}/*",
+                settings.state_key_arn,
+            ],
+        },
+        {
+            "Sid": "NoRoleChaining",
+            "Effect": "Deny",
+            "Action": [
+                "sts:AssumeRole",
+                "sts:AssumeRoleWithWebIdentity",
+                "sts:AssumeRoleWithSAML",
+                "sts:GetFederationToken",
+            ],
+            "Resource": "*",
+        },
     )
 
 
@@ -248,24 +432,80 @@ def deploy_policy(settings: DeliverySettings, stack: str, buckets: Sequence[str]
     account = settings.account_id
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
     statements = [
-        {"Sid": "ServicesOfTheProgram", "Effect": "Allow", "Action": [f"{service}:*" for service in DEPLOY_SERVICES], "Resource": "*"},
-        {"Sid": "ReadIam", "Effect": "Allow", "Action": ["iam:GetRole", "iam:GetRolePolicy", "iam:ListRolePolicies", "iam:ListAttachedRolePolicies",
-                                                          "iam:ListInstanceProfilesForRole", "iam:GetPolicy", "iam:GetPolicyVersion",
-                                                          "iam:ListPolicyVersions", "iam:GetOpenIDConnectProvider", "iam:ListOpenIDConnectProviders"],
-         "Resource": "*"},
-        {"Sid": "StackRolesWithTheBoundary", "Effect": "Allow", "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"], "Resource": stack_roles,
-         "Condition": {"StringEquals": {"iam:PermissionsBoundary": boundary_arn(account, stack)}}},
-        {"Sid": "StackRoles", "Effect": "Allow", "Resource": stack_roles,
-         "Action": [a for a in ROLE_WRITES if a not in ("iam:CreateRole", "iam:PutRolePermissionsBoundary", "iam:DeleteRolePermissionsBoundary")] + ["iam:PassRole"]},
-        {"Sid": "ServiceLinkedRoles", "Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"], "Resource": "*",
-         "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}}},
-        {"Sid": "FsxS3LinkedRole", "Effect": "Allow", "Action": ["iam:AttachRolePolicy", "iam:PutRolePolicy"],
-         "Resource": f"arn:aws:iam::{account}:{FSX_S3_LINKED_ROLE}"},
-        {"Sid": "NamedBuckets", "Effect": "Allow", "Action": ["s3:*"], "Resource": _buckets([settings.state_bucket, *buckets])},
+        {
+            "Sid": "ServicesOfTheProgram",
+            "Effect": "Allow",
+            "Action": [f"{service}:*" for service in DEPLOY_SERVICES],
+            "Resource": "*",
+        },
+        {
+            "Sid": "ReadIam",
+            "Effect": "Allow",
+            "Action": [
+                "iam:GetRole",
+                "iam:GetRolePolicy",
+                "iam:ListRolePolicies",
+                "iam:ListAttachedRolePolicies",
+                "iam:ListInstanceProfilesForRole",
+                "iam:GetPolicy",
+                "iam:GetPolicyVersion",
+                "iam:ListPolicyVersions",
+                "iam:GetOpenIDConnectProvider",
+                "iam:ListOpenIDConnectProviders",
+            ],
+            "Resource": "*",
+        },
+        {
+            "Sid": "StackRolesWithTheBoundary",
+            "Effect": "Allow",
+            "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"],
+            "Resource": stack_roles,
+            "Condition": {"StringEquals": {"iam:PermissionsBoundary": boundary_arn(account, stack)}},
+        },
+        {
+            "Sid": "StackRoles",
+            "Effect": "Allow",
+            "Resource": stack_roles,
+            "Action": [
+                a
+                for a in ROLE_WRITES
+                if a not in ("iam:CreateRole", "iam:PutRolePermissionsBoundary", "iam:DeleteRolePermissionsBoundary")
+            ]
+            + ["iam:PassRole"],
+        },
+        {
+            "Sid": "ServiceLinkedRoles",
+            "Effect": "Allow",
+            "Action": ["iam:CreateServiceLinkedRole"],
+            "Resource": "*",
+            "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}},
+        },
+        {
+            "Sid": "FsxS3LinkedRole",
+            "Effect": "Allow",
+            "Action": ["iam:AttachRolePolicy", "iam:PutRolePolicy"],
+            "Resource": f"arn:aws:iam::{account}:{FSX_S3_LINKED_ROLE}",
+        },
+        {
+            "Sid": "NamedBuckets",
+            "Effect": "Allow",
+            "Action": ["s3:*"],
+            "Resource": _buckets([settings.state_bucket, *buckets]),
+        },
     ]
     if settings.runner.connection_arn:
-        statements.append({"Sid": "RunnerConnection", "Effect": "Allow", "Action": ["codeconnections:PassConnection", "codeconnections:UseConnection", "codeconnections:GetConnection"],
-                           "Resource": settings.runner.connection_arn})
+        statements.append(
+            {
+                "Sid": "RunnerConnection",
+                "Effect": "Allow",
+                "Action": [
+                    "codeconnections:PassConnection",
+                    "codeconnections:UseConnection",
+                    "codeconnections:GetConnection",
+                ],
+                "Resource": settings.runner.connection_arn,
+            }
+        )
     return _document(*statements)
 
 
@@ -309,39 +549,71 @@ class Delivery(pulumi.ComponentResource):
         super().__init__("higgsfield:delivery:Delivery", name, None, opts)
         settings, tags, child = args.settings, dict(args.tags), pulumi.ResourceOptions(parent=self)
         # GitHub's provider has one ARN per account, known before it exists (so the pack checks the trust at preview).
-        provider_arn = settings.oidc_provider_arn or f"arn:aws:iam::{settings.account_id}:oidc-provider/{GITHUB_OIDC_HOST}"
+        provider_arn = (
+            settings.oidc_provider_arn or f"arn:aws:iam::{settings.account_id}:oidc-provider/{GITHUB_OIDC_HOST}"
+        )
         depends: list[pulumi.Resource] = []
         if not settings.oidc_provider_arn:
-            depends.append(aws.iam.OpenIdConnectProvider(
-                f"{name}-github-oidc", url=f"https://{GITHUB_OIDC_HOST}", client_id_lists=[AUDIENCE], tags=tags, opts=child))
+            depends.append(
+                aws.iam.OpenIdConnectProvider(
+                    f"{name}-github-oidc",
+                    url=f"https://{GITHUB_OIDC_HOST}",
+                    client_id_lists=[AUDIENCE],
+                    tags=tags,
+                    opts=child,
+                )
+            )
         self.boundary = aws.iam.Policy(
-            f"{name}-boundary", name=boundary_name(args.stack), description=f"The ceiling of every role of {cluster_name(args.stack)} and of its deploy identity",
-            policy=boundary_policy(settings, args.stack, args.data_buckets), tags=tags, opts=child)
+            f"{name}-boundary",
+            name=boundary_name(args.stack),
+            description=f"The ceiling of every role of {cluster_name(args.stack)} and of its deploy identity",
+            policy=boundary_policy(settings, args.stack, args.data_buckets),
+            tags=tags,
+            opts=child,
+        )
         role_opts = pulumi.ResourceOptions(parent=self, depends_on=[*depends, self.boundary])
         trusted = subjects(settings.repository, settings.deploy_environment or "")
         self.roles: dict[str, aws.iam.Role] = {}
-        policies = {"preview": preview_policy(settings), "deploy": deploy_policy(settings, args.stack, args.data_buckets)}
+        policies = {
+            "preview": preview_policy(settings),
+            "deploy": deploy_policy(settings, args.stack, args.data_buckets),
+        }
         # The ARN of components/registry.py's repository, known before it exists (so the pack can check it at preview).
-        repository = f"arn:aws:ecr:{args.region}:{settings.account_id}:repository/{repository_name(cluster_name(args.stack))}"
+        repository = (
+            f"arn:aws:ecr:{args.region}:{settings.account_id}:repository/{repository_name(cluster_name(args.stack))}"
+        )
         policies["image"] = _document(
             {"Effect": "Allow", "Action": ["ecr:GetAuthorizationToken"], "Resource": "*"},
             {"Effect": "Allow", "Action": list(ECR_PUSH), "Resource": repository},
         )
         for purpose, subject in trusted.items():
             role = aws.iam.Role(
-                f"{name}-{purpose}", name=role_name(args.stack, purpose),
+                f"{name}-{purpose}",
+                name=role_name(args.stack, purpose),
                 assume_role_policy=github_trust(provider_arn, subject),
                 max_session_duration=3600 if purpose != "deploy" else 4 * 3600,  # a first prod deploy runs long
-                tags={**tags, "higgsfield:ci-identity": purpose}, opts=role_opts)
+                tags={**tags, "higgsfield:ci-identity": purpose},
+                opts=role_opts,
+            )
             aws.iam.RolePolicy(f"{name}-{purpose}", role=role.id, policy=policies[purpose], opts=child)
             self.roles[purpose] = role
         for purpose, policy_arn in (("preview", VIEW_POLICY), ("deploy", CLUSTER_ADMIN_POLICY)):
             entry = aws.eks.AccessEntry(
-                f"{name}-{purpose}", cluster_name=cluster_name(args.stack), principal_arn=self.roles[purpose].arn, type="STANDARD",
-                tags=tags, opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.cluster_ready)))
+                f"{name}-{purpose}",
+                cluster_name=cluster_name(args.stack),
+                principal_arn=self.roles[purpose].arn,
+                type="STANDARD",
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.cluster_ready)),
+            )
             aws.eks.AccessPolicyAssociation(
-                f"{name}-{purpose}", cluster_name=cluster_name(args.stack), principal_arn=entry.principal_arn, policy_arn=policy_arn,
-                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"), opts=child)
+                f"{name}-{purpose}",
+                cluster_name=cluster_name(args.stack),
+                principal_arn=entry.principal_arn,
+                policy_arn=policy_arn,
+                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                opts=child,
+            )
         self.runners: dict[str, aws.codebuild.Project] = {}
         if settings.runner.enabled:
             for purpose in RUNNER_PURPOSES:
@@ -358,57 +630,153 @@ class Delivery(pulumi.ComponentResource):
         project, runner, cluster = runner_project(args.stack, purpose), args.settings.runner, cluster_name(args.stack)
         base = f"{name}-{purpose}-runner"
         group = aws.ec2.SecurityGroup(
-            base, vpc_id=args.vpc_id, description=f"CodeBuild GitHub Actions {purpose} runners of {cluster}",
-            egress=[aws.ec2.SecurityGroupEgressArgs(protocol="tcp", from_port=443, to_port=443, cidr_blocks=["0.0.0.0/0"],
-                                                    description="HTTPS: GitHub, PyPI, AWS APIs, the cluster endpoint")],
-            tags={**tags, "Name": project}, opts=child)
+            base,
+            vpc_id=args.vpc_id,
+            description=f"CodeBuild GitHub Actions {purpose} runners of {cluster}",
+            egress=[
+                aws.ec2.SecurityGroupEgressArgs(
+                    protocol="tcp",
+                    from_port=443,
+                    to_port=443,
+                    cidr_blocks=["0.0.0.0/0"],
+                    description="HTTPS: GitHub, PyPI, AWS APIs, the cluster endpoint",
+                )
+            ],
+            tags={**tags, "Name": project},
+            opts=child,
+        )
         aws.vpc.SecurityGroupIngressRule(
-            f"{base}-to-api", security_group_id=args.cluster_security_group_id, referenced_security_group_id=group.id,
-            ip_protocol="tcp", from_port=443, to_port=443, description=f"The CI {purpose} runners reach the Kubernetes API", tags=tags, opts=child)
-        logs = aws.cloudwatch.LogGroup(base, name=f"/aws/codebuild/{project}", retention_in_days=args.log_retention_days,
-                                       kms_key_id=args.log_key_arn, tags=tags, opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)))
+            f"{base}-to-api",
+            security_group_id=args.cluster_security_group_id,
+            referenced_security_group_id=group.id,
+            ip_protocol="tcp",
+            from_port=443,
+            to_port=443,
+            description=f"The CI {purpose} runners reach the Kubernetes API",
+            tags=tags,
+            opts=child,
+        )
+        logs = aws.cloudwatch.LogGroup(
+            base,
+            name=f"/aws/codebuild/{project}",
+            retention_in_days=args.log_retention_days,
+            kms_key_id=args.log_key_arn,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)),
+        )
         service_role = aws.iam.Role(
-            base, name=project,
-            assume_role_policy=_document({"Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"}, "Action": "sts:AssumeRole"}),
-            tags={**tags, "higgsfield:ci-identity": f"{purpose}-runner"}, opts=child)
+            base,
+            name=project,
+            assume_role_policy=_document(
+                {"Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"}, "Action": "sts:AssumeRole"}
+            ),
+            tags={**tags, "higgsfield:ci-identity": f"{purpose}-runner"},
+            opts=child,
+        )
         # CodeBuild in a VPC (docs.aws.amazon.com/codebuild/latest/userguide/auth-and-access-control-iam-identity-based-
         # access-control.html,
         # "Allow CodeBuild access to AWS services required to create a VPC network interface").
         # A job can read these credentials from its container: they write this project's logs and manage ENIs, nothing
         # else.
         account, region = args.settings.account_id, args.region
-        static = aws.iam.RolePolicy(base, role=service_role.id, policy=_document(
-            {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-             "Resource": f"arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/{project}:*"},
-            {"Effect": "Allow", "Action": ["ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:DescribeDhcpOptions",
-                                           "ec2:DescribeNetworkInterfaces", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs"],
-             "Resource": "*"},
-            {"Effect": "Allow", "Action": ["codeconnections:GetConnectionToken", "codeconnections:GetConnection", "codeconnections:UseConnection"],
-             "Resource": runner.connection_arn},
-        ), opts=child)
+        static = aws.iam.RolePolicy(
+            base,
+            role=service_role.id,
+            policy=_document(
+                {
+                    "Effect": "Allow",
+                    "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+                    "Resource": f"arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/{project}:*",
+                },
+                {
+                    "Effect": "Allow",
+                    "Action": [
+                        "ec2:CreateNetworkInterface",
+                        "ec2:DeleteNetworkInterface",
+                        "ec2:DescribeDhcpOptions",
+                        "ec2:DescribeNetworkInterfaces",
+                        "ec2:DescribeSecurityGroups",
+                        "ec2:DescribeSubnets",
+                        "ec2:DescribeVpcs",
+                    ],
+                    "Resource": "*",
+                },
+                {
+                    "Effect": "Allow",
+                    "Action": [
+                        "codeconnections:GetConnectionToken",
+                        "codeconnections:GetConnection",
+                        "codeconnections:UseConnection",
+                    ],
+                    "Resource": runner.connection_arn,
+                },
+            ),
+            opts=child,
+        )
         # The one statement that needs the subnets' ids (unknown until they exist): its own policy.
-        in_subnets = aws.iam.RolePolicy(f"{base}-eni", role=service_role.id, policy=pulumi.Output.all(*args.private_subnet_ids).apply(lambda ids: _document(
-            {"Effect": "Allow", "Action": ["ec2:CreateNetworkInterfacePermission"], "Resource": f"arn:aws:ec2:{region}:{account}:network-interface/*",
-             "Condition": {"StringEquals": {"ec2:AuthorizedService": "codebuild.amazonaws.com",
-                                            "ec2:Subnet": [f"arn:aws:ec2:{region}:{account}:subnet/{i}" for i in ids]}}})), opts=child)
+        in_subnets = aws.iam.RolePolicy(
+            f"{base}-eni",
+            role=service_role.id,
+            policy=pulumi.Output.all(*args.private_subnet_ids).apply(
+                lambda ids: _document(
+                    {
+                        "Effect": "Allow",
+                        "Action": ["ec2:CreateNetworkInterfacePermission"],
+                        "Resource": f"arn:aws:ec2:{region}:{account}:network-interface/*",
+                        "Condition": {
+                            "StringEquals": {
+                                "ec2:AuthorizedService": "codebuild.amazonaws.com",
+                                "ec2:Subnet": [f"arn:aws:ec2:{region}:{account}:subnet/{i}" for i in ids],
+                            }
+                        },
+                    }
+                )
+            ),
+            opts=child,
+        )
         codebuild = aws.codebuild.Project(
-            base, name=project, description=f"Ephemeral GitHub Actions {purpose} runners for {args.settings.repository} inside "
-                                            f"{cluster}'s VPC",
-            service_role=service_role.arn, build_timeout=120,
+            base,
+            name=project,
+            description=f"Ephemeral GitHub Actions {purpose} runners for {args.settings.repository} inside "
+            f"{cluster}'s VPC",
+            service_role=service_role.arn,
+            build_timeout=120,
             artifacts=aws.codebuild.ProjectArtifactsArgs(type="NO_ARTIFACTS"),
             environment=aws.codebuild.ProjectEnvironmentArgs(
-                type="LINUX_CONTAINER", compute_type=runner.compute_type, image=versions.CODEBUILD_RUNNER_IMAGE,
-                image_pull_credentials_type="CODEBUILD", privileged_mode=False),
+                type="LINUX_CONTAINER",
+                compute_type=runner.compute_type,
+                image=versions.CODEBUILD_RUNNER_IMAGE,
+                image_pull_credentials_type="CODEBUILD",
+                privileged_mode=False,
+            ),
             source=aws.codebuild.ProjectSourceArgs(
-                type="GITHUB", location=f"https://github.com/{args.settings.repository}.git",
-                auth=aws.codebuild.ProjectSourceAuthArgs(type="CODECONNECTIONS", resource=runner.connection_arn)),
-            vpc_config=aws.codebuild.ProjectVpcConfigArgs(vpc_id=args.vpc_id, subnets=list(args.private_subnet_ids), security_group_ids=[group.id]),
-            logs_config=aws.codebuild.ProjectLogsConfigArgs(cloudwatch_logs=aws.codebuild.ProjectLogsConfigCloudwatchLogsArgs(group_name=logs.name)),
-            tags=tags, opts=pulumi.ResourceOptions(parent=self, depends_on=[static, in_subnets, logs]))
-        aws.codebuild.Webhook(base, project_name=codebuild.name, build_type="BUILD",
-                              filter_groups=[aws.codebuild.WebhookFilterGroupArgs(filters=[
-                                  aws.codebuild.WebhookFilterGroupFilterArgs(type=f["type"], pattern=f["pattern"]) for f in webhook_filters(purpose, runner)])],
-                              opts=child)
+                type="GITHUB",
+                location=f"https://github.com/{args.settings.repository}.git",
+                auth=aws.codebuild.ProjectSourceAuthArgs(type="CODECONNECTIONS", resource=runner.connection_arn),
+            ),
+            vpc_config=aws.codebuild.ProjectVpcConfigArgs(
+                vpc_id=args.vpc_id, subnets=list(args.private_subnet_ids), security_group_ids=[group.id]
+            ),
+            logs_config=aws.codebuild.ProjectLogsConfigArgs(
+                cloudwatch_logs=aws.codebuild.ProjectLogsConfigCloudwatchLogsArgs(group_name=logs.name)
+            ),
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[static, in_subnets, logs]),
+        )
+        aws.codebuild.Webhook(
+            base,
+            project_name=codebuild.name,
+            build_type="BUILD",
+            filter_groups=[
+                aws.codebuild.WebhookFilterGroupArgs(
+                    filters=[
+                        aws.codebuild.WebhookFilterGroupFilterArgs(type=f["type"], pattern=f["pattern"])
+                        for f in webhook_filters(purpose, runner)
+                    ]
+                )
+            ],
+            opts=child,
+        )
         return codebuild
 
 
@@ -421,7 +789,10 @@ def webhook_filters(purpose: str, runner) -> list[dict[str, str]]:
     So the deploy runner is reached only by a job of the workflow named `deploy` whose run was
     started by an allowed account; that the run is of main is enforced where the deploy identity
     is: the GitHub environment's deployment-branch rule and the role's OIDC subject."""
-    filters = [{"type": "EVENT", "pattern": "WORKFLOW_JOB_QUEUED"}, {"type": "WORKFLOW_NAME", "pattern": f"^{purpose}$"}]
+    filters = [
+        {"type": "EVENT", "pattern": "WORKFLOW_JOB_QUEUED"},
+        {"type": "WORKFLOW_NAME", "pattern": f"^{purpose}$"},
+    ]
     actors = runner.deploy_actors if purpose == "deploy" else runner.preview_actors
     if actors:
         filters.append({"type": "ACTOR_ACCOUNT_ID", "pattern": f"^({'|'.join(actors)})$"})

@@ -46,7 +46,9 @@ def largest_gpu_node() -> dict[str, int]:
     return {
         "cpu": max(t["VCpuInfo"]["DefaultVCpus"] for t in gpu_types),
         "memory": max(t["MemoryInfo"]["SizeInMiB"] for t in gpu_types),
-        "efa": max(((t.get("NetworkInfo") or {}).get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0) for t in gpu_types),
+        "efa": max(
+            ((t.get("NetworkInfo") or {}).get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0) for t in gpu_types
+        ),
     }
 
 

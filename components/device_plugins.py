@@ -8,11 +8,10 @@ from dataclasses import dataclass
 import pulumi
 
 from components.charts import helm_release
-
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from infra.config import GPU_TAINT_KEY
-from infra.core.versions import Chart
 from infra.core.names import KUBE_SYSTEM as NAMESPACE
+from infra.core.versions import Chart
 
 GPU_NODES = {"nvidia.com/gpu.present": "true"}
 EFA_NODES = {"vpc.amazonaws.com/efa.present": "true"}
@@ -102,6 +101,12 @@ class DevicePlugins(pulumi.ComponentResource):
         ]
         if args.efa_pools:
             self.releases.append(
-                helm_release(f"{name}-efa", args.efa, NAMESPACE, {"nodeSelector": EFA_NODES, "tolerations": [EVERY_TAINT]}, release_opts)
+                helm_release(
+                    f"{name}-efa",
+                    args.efa,
+                    NAMESPACE,
+                    {"nodeSelector": EFA_NODES, "tolerations": [EVERY_TAINT]},
+                    release_opts,
+                )
             )
         self.register_outputs({"releases": [r.name for r in self.releases]})

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
 from typing import Any
 
 import pulumi
@@ -61,9 +60,11 @@ def container_rlimits_node_config() -> str:
     """The NodeConfig `spec` lines (YAML, two-space indented) that give every container of the
     node EFA_LOCKED_MEMORY_BYTES of locked memory and keep the AMI's open-files limit."""
     nofile, memlock = AMI_CONTAINER_NOFILE, EFA_LOCKED_MEMORY_BYTES
-    return ("  containerd:\n    baseRuntimeSpec:\n      process:\n        rlimits:\n"
-            f"          - type: RLIMIT_NOFILE\n            soft: {nofile['soft']}\n            hard: {nofile['hard']}\n"
-            f"          - type: RLIMIT_MEMLOCK\n            soft: {memlock}\n            hard: {memlock}\n")
+    return (
+        "  containerd:\n    baseRuntimeSpec:\n      process:\n        rlimits:\n"
+        f"          - type: RLIMIT_NOFILE\n            soft: {nofile['soft']}\n            hard: {nofile['hard']}\n"
+        f"          - type: RLIMIT_MEMLOCK\n            soft: {memlock}\n            hard: {memlock}\n"
+    )
 
 
 # Instances whose EFA supports RDMA (GPUDirect RDMA reads/writes), from the EC2 User Guide's EFA
@@ -79,15 +80,17 @@ NCCL_SOCKET_IFNAME = "^docker,lo,veth"
 # then the EFA installer's libfabric and Open MPI, the installer's own plugin directories (so an
 # installer-based image brought by a team still finds a plugin), and the NVIDIA runtime's
 # libraries. A pod's LD_LIBRARY_PATH replaces the image's, so this is the whole path.
-EFA_LIBRARY_PATH = ":".join((
-    f"{versions.AWS_OFI_NCCL_PREFIX}/lib",
-    "/opt/amazon/efa/lib",
-    "/opt/amazon/openmpi/lib",
-    "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu",
-    "/opt/amazon/ofi-nccl/lib",
-    "/usr/local/nvidia/lib",
-    "/usr/local/nvidia/lib64",
-))
+EFA_LIBRARY_PATH = ":".join(
+    (
+        f"{versions.AWS_OFI_NCCL_PREFIX}/lib",
+        "/opt/amazon/efa/lib",
+        "/opt/amazon/openmpi/lib",
+        "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu",
+        "/opt/amazon/ofi-nccl/lib",
+        "/usr/local/nvidia/lib",
+        "/usr/local/nvidia/lib64",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -117,13 +120,19 @@ def efa_count(layout: list[Interface]) -> int:
 def efa_resources(instance: InstanceFacts) -> dict[str, int | str]:
     """What an EFA node offers: every EFA interface of the instance, and the huge pages reserved
     at boot (the autoscaler's node template)."""
-    return {"vpc.amazonaws.com/efa": efa_count(efa_interfaces_for(instance)), "hugepages-2Mi": f"{EFA_HUGEPAGES_2MI * 2}Mi"}
+    return {
+        "vpc.amazonaws.com/efa": efa_count(efa_interfaces_for(instance)),
+        "hugepages-2Mi": f"{EFA_HUGEPAGES_2MI * 2}Mi",
+    }
 
 
 def efa_pod_resources(instance: InstanceFacts) -> dict[str, int | str]:
     """What one EFA pod per node asks for: every EFA interface, and the anchors' 5120Mi of huge
     pages - less than the node's reservation, which leaves slack for the node's own use."""
-    return {"vpc.amazonaws.com/efa": efa_count(efa_interfaces_for(instance)), "hugepages-2Mi": f"{EFA_POD_HUGEPAGES_MI}Mi"}
+    return {
+        "vpc.amazonaws.com/efa": efa_count(efa_interfaces_for(instance)),
+        "hugepages-2Mi": f"{EFA_POD_HUGEPAGES_MI}Mi",
+    }
 
 
 def supports_rdma(instance: InstanceFacts) -> bool:
@@ -176,13 +185,18 @@ def expected_bus_bandwidth_gb_s(instance: InstanceFacts) -> tuple[float, str]:
     family = instance.name.split(".")[0]
     published = PUBLISHED_ALLREDUCE_BUSBW_GB_S.get(family)
     if published is not None:
-        return round(published * PUBLISHED_BUSBW_FRACTION, 1), f"{PUBLISHED_BUSBW_FRACTION:.0%} of the anchors' published {published} GB/s"
+        return round(
+            published * PUBLISHED_BUSBW_FRACTION, 1
+        ), f"{PUBLISHED_BUSBW_FRACTION:.0%} of the anchors' published {published} GB/s"
     line = instance.network_gbps / 8
-    return round(line * LINE_RATE_FRACTION, 1), f"{LINE_RATE_FRACTION:.0%} of the {line:.0f} GB/s network line rate (nothing published)"
+    return round(
+        line * LINE_RATE_FRACTION, 1
+    ), f"{LINE_RATE_FRACTION:.0%} of the {line:.0f} GB/s network line rate (nothing published)"
 
 
-def node_user_data(raid0: bool, hugepages: int, fast_image_pull: bool = False, scripts: Sequence[str] = (),
-                   locked_memory: bool = False) -> str | None:
+def node_user_data(
+    raid0: bool, hugepages: int, fast_image_pull: bool = False, scripts: Sequence[str] = (), locked_memory: bool = False
+) -> str | None:
     """AL2023 user data (MIME multipart, merged by EKS with its own): a nodeadm NodeConfig that
     builds a RAID0 array of the local NVMe drives for kubelet and containerd and, with
     `fast_image_pull`, turns on nodeadm's FastImagePull feature gate (containerd pulls and unpacks
@@ -202,7 +216,10 @@ def node_user_data(raid0: bool, hugepages: int, fast_image_pull: bool = False, s
     if locked_memory:
         spec += container_rlimits_node_config()
     if spec:
-        parts.append("Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n" + spec)
+        parts.append(
+            "Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
+            + spec
+        )
     if hugepages:
         parts.append(
             'Content-Type: text/x-shellscript; charset="us-ascii"\n\n'
@@ -211,7 +228,9 @@ def node_user_data(raid0: bool, hugepages: int, fast_image_pull: bool = False, s
             f"sysctl -w vm.nr_hugepages={hugepages}\n"
         )
     for script in scripts:
-        parts.append('Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n' + script)
+        parts.append(
+            'Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n' + script
+        )
     if not parts:
         return None
     body = 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n'

@@ -44,21 +44,32 @@ def daemonset(image: pulumi.Input[str], namespace: str) -> dict:
                     "nodeSelector": dict(EFA_NODES),
                     "tolerations": [EVERY_TAINT],
                     "automountServiceAccountToken": False,  # reads sysfs, talks to no API
-                    "securityContext": {"runAsUser": NOBODY, "runAsGroup": NOBODY, "runAsNonRoot": True,
-                                        "seccompProfile": {"type": "RuntimeDefault"}},
-                    "containers": [{
-                        "name": "exporter",
-                        "image": image,
-                        "command": ["python", "/opt/higgsfield/efa_metrics.py"],
-                        "env": [{"name": "EFA_METRICS_PORT", "value": str(PORT)},
+                    "securityContext": {
+                        "runAsUser": NOBODY,
+                        "runAsGroup": NOBODY,
+                        "runAsNonRoot": True,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [
+                        {
+                            "name": "exporter",
+                            "image": image,
+                            "command": ["python", "/opt/higgsfield/efa_metrics.py"],
+                            "env": [
+                                {"name": "EFA_METRICS_PORT", "value": str(PORT)},
                                 {"name": "EFA_SYSFS", "value": f"{HOST_SYS}/class/infiniband"},
-                                {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
-                        "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
-                        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                            "capabilities": {"drop": ["ALL"]}},
-                        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "64Mi"}},
-                        "volumeMounts": [{"name": "sys", "mountPath": HOST_SYS, "readOnly": True}],
-                    }],
+                                {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+                            ],
+                            "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "64Mi"}},
+                            "volumeMounts": [{"name": "sys", "mountPath": HOST_SYS, "readOnly": True}],
+                        }
+                    ],
                     "volumes": [{"name": "sys", "hostPath": {"path": "/sys", "type": "Directory"}}],
                 },
             },

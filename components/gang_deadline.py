@@ -35,10 +35,14 @@ def boot_seconds(pool: GpuPool) -> tuple[float, str]:
     family (8 GPUs, many EFA cards, a large NVMe array)."""
     family = pool.instance.name.split(".")[0]
     if family.startswith("p"):
-        return 420.0, (f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name} (P family, 8 GPUs); "
-                       "measure with the ASG activity history and `kubectl get node -w`")
-    return 240.0, (f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name}; measure with the ASG activity "
-                   "history and `kubectl get node -w`")
+        return 420.0, (
+            f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name} (P family, 8 GPUs); "
+            "measure with the ASG activity history and `kubectl get node -w`"
+        )
+    return 240.0, (
+        f"{ESTIMATE}: EC2 launch + boot + join to node Ready for {pool.instance.name}; measure with the ASG activity "
+        "history and `kubectl get node -w`"
+    )
 
 
 GANG_DEADLINE_MARGIN_S = 300.0
@@ -51,7 +55,6 @@ def gang_deadline_s(pool: GpuPool) -> float:
     boot, _ = boot_seconds(pool)
     gate = seconds_of(pool.health_gate.timeout) if pool.health_gate.enabled else 0
     return boot + gate + GANG_DEADLINE_MARGIN_S
-
 
 
 KUBEFLOW_JOBS = ["pytorchjobs", "mpijobs", "tfjobs", "xgboostjobs", "jaxjobs", "paddlejobs"]
@@ -67,28 +70,66 @@ def settings_of(namespaces: Sequence[str]) -> dict:
 
 
 def deadline_config_map(pool: GpuPool) -> dict:
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": f"gang-deadline-{pool.name}", "namespace": NAMESPACE, "labels": {DEADLINE_LABEL: "true"}},
-            "data": {"pool": pool.name, "deadlineSeconds": str(int(gang_deadline_s(pool)))}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"gang-deadline-{pool.name}", "namespace": NAMESPACE, "labels": {DEADLINE_LABEL: "true"}},
+        "data": {"pool": pool.name, "deadlineSeconds": str(int(gang_deadline_s(pool)))},
+    }
 
 
 def cron_job(image: pulumi.Input[str], settings: dict) -> dict:
     every = f"*/{max(int(DEADLINE_CHECK_S // 60), 1)} * * * *"
     return {
-        "apiVersion": "batch/v1", "kind": "CronJob",
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
         "metadata": {"name": "gang-deadline", "namespace": NAMESPACE},
         "spec": {
-            "schedule": every, "concurrencyPolicy": "Forbid", "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": {"backoffLimit": 0, "activeDeadlineSeconds": 300, "template": {"spec": {
-                "serviceAccountName": SERVICE_ACCOUNT, "restartPolicy": "Never", "nodeSelector": SYSTEM_LABELS, "tolerations": [SYSTEM_TOLERATION],
-                "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
-                "containers": [{
-                    "name": "gang-deadline", "image": image, "command": ["python", "/opt/higgsfield/gang_deadline.py"],
-                    "env": [{"name": "GANG_DEADLINE_SETTINGS", "value": json.dumps(settings, sort_keys=True)}],
-                    "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
-                    "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
-                }],
-            }}}},
+            "schedule": every,
+            "concurrencyPolicy": "Forbid",
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 0,
+                    "activeDeadlineSeconds": 300,
+                    "template": {
+                        "spec": {
+                            "serviceAccountName": SERVICE_ACCOUNT,
+                            "restartPolicy": "Never",
+                            "nodeSelector": SYSTEM_LABELS,
+                            "tolerations": [SYSTEM_TOLERATION],
+                            "securityContext": {
+                                "runAsNonRoot": True,
+                                "runAsUser": 65532,
+                                "seccompProfile": {"type": "RuntimeDefault"},
+                            },
+                            "containers": [
+                                {
+                                    "name": "gang-deadline",
+                                    "image": image,
+                                    "command": ["python", "/opt/higgsfield/gang_deadline.py"],
+                                    "env": [
+                                        {
+                                            "name": "GANG_DEADLINE_SETTINGS",
+                                            "value": json.dumps(settings, sort_keys=True),
+                                        }
+                                    ],
+                                    "resources": {
+                                        "requests": {"cpu": "50m", "memory": "64Mi"},
+                                        "limits": {"memory": "128Mi"},
+                                    },
+                                    "securityContext": {
+                                        "allowPrivilegeEscalation": False,
+                                        "readOnlyRootFilesystem": True,
+                                        "capabilities": {"drop": ["ALL"]},
+                                    },
+                                }
+                            ],
+                        }
+                    },
+                }
+            },
         },
     }
 
@@ -106,8 +147,8 @@ def rules_in_team_namespace() -> list[dict]:
 @dataclass(frozen=True, kw_only=True)
 class GangDeadlineArgs:
     pools: Sequence[GpuPool]
-    namespaces: Sequence[str]            # the teams' namespaces (created by the Teams component)
-    image: pulumi.Input[str]             # the training image, which ships gang_deadline.py
+    namespaces: Sequence[str]  # the teams' namespaces (created by the Teams component)
+    image: pulumi.Input[str]  # the training image, which ships gang_deadline.py
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
 
@@ -125,33 +166,104 @@ class GangDeadline(pulumi.ComponentResource):
     def __init__(self, name: str, args: GangDeadlineArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:gang_deadline:GangDeadline", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
-        ns = KubernetesObject(f"{name}-namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": {
-            "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted"}}}, opts=child)
+        ns = KubernetesObject(
+            f"{name}-namespace",
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": NAMESPACE,
+                    "labels": {
+                        "pod-security.kubernetes.io/enforce": "restricted",
+                        "pod-security.kubernetes.io/warn": "restricted",
+                    },
+                },
+            },
+            opts=child,
+        )
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *args.depends_on])
         subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
-        KubernetesObject(f"{name}-sa", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE}}, opts=in_ns)
-        KubernetesObject(f"{name}-nodes", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                                           "metadata": {"name": "higgsfield-gang-deadline-nodes"},
-                                           "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]}, opts=child)
-        KubernetesObject(f"{name}-nodes-binding", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                                                   "metadata": {"name": "higgsfield-gang-deadline-nodes"},
-                                                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "higgsfield-gang-deadline-nodes"},
-                                                   "subjects": subject}, opts=child)
+        KubernetesObject(
+            f"{name}-sa",
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE},
+            },
+            opts=in_ns,
+        )
+        KubernetesObject(
+            f"{name}-nodes",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "higgsfield-gang-deadline-nodes"},
+                "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}],
+            },
+            opts=child,
+        )
+        KubernetesObject(
+            f"{name}-nodes-binding",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "higgsfield-gang-deadline-nodes"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "higgsfield-gang-deadline-nodes",
+                },
+                "subjects": subject,
+            },
+            opts=child,
+        )
         for team_ns in args.namespaces:
-            KubernetesObject(f"{name}-{team_ns}-role", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                                                        "metadata": {"name": "higgsfield-gang-deadline", "namespace": team_ns},
-                                                        "rules": rules_in_team_namespace()}, opts=child)
-            KubernetesObject(f"{name}-{team_ns}-binding", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                                                           "metadata": {"name": "higgsfield-gang-deadline", "namespace": team_ns},
-                                                           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "higgsfield-gang-deadline"},
-                                                           "subjects": subject}, opts=child)
-        KubernetesObject(f"{name}-config-reader", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                                                   "metadata": {"name": "gang-deadline-config", "namespace": NAMESPACE},
-                                                   "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]}, opts=in_ns)
-        KubernetesObject(f"{name}-config-reader-binding", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                                                           "metadata": {"name": "gang-deadline-config", "namespace": NAMESPACE},
-                                                           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gang-deadline-config"},
-                                                           "subjects": subject}, opts=in_ns)
+            KubernetesObject(
+                f"{name}-{team_ns}-role",
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "Role",
+                    "metadata": {"name": "higgsfield-gang-deadline", "namespace": team_ns},
+                    "rules": rules_in_team_namespace(),
+                },
+                opts=child,
+            )
+            KubernetesObject(
+                f"{name}-{team_ns}-binding",
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "RoleBinding",
+                    "metadata": {"name": "higgsfield-gang-deadline", "namespace": team_ns},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "Role",
+                        "name": "higgsfield-gang-deadline",
+                    },
+                    "subjects": subject,
+                },
+                opts=child,
+            )
+        KubernetesObject(
+            f"{name}-config-reader",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": "gang-deadline-config", "namespace": NAMESPACE},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}],
+            },
+            opts=in_ns,
+        )
+        KubernetesObject(
+            f"{name}-config-reader-binding",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "gang-deadline-config", "namespace": NAMESPACE},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gang-deadline-config"},
+                "subjects": subject,
+            },
+            opts=in_ns,
+        )
         for pool in args.pools:
             KubernetesObject(f"{name}-{pool.name}", deadline_config_map(pool), opts=in_ns)
         KubernetesObject(f"{name}-cronjob", cron_job(args.image, settings_of(args.namespaces)), opts=in_ns)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 
 import pulumi
 import pulumi_aws as aws
@@ -13,9 +13,14 @@ from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_interfaces_for, efa
 from components.nodes import MAX_UNAVAILABLE_NODES, NodeVersion, launch_template
 from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, GpuPool, Taint
 from infra.config import gpu_pools as pool_settings  # now(): the one clock windows are read against
-from infra.core.names import POOL_LABEL, GATED_LABEL, HEALTH_LABEL, AUTOSCALER_TEMPLATE
+from infra.core.names import AUTOSCALER_TEMPLATE, GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 
-CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "reservation": "ON_DEMAND", "capacity-block": "CAPACITY_BLOCK"}
+CAPACITY_TYPES = {
+    "on-demand": "ON_DEMAND",
+    "spot": "SPOT",
+    "reservation": "ON_DEMAND",
+    "capacity-block": "CAPACITY_BLOCK",
+}
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 # The health gate's verdict on a node (images/training/health_gate.py sets it with the taint's
 # removal). The gate's DaemonSet runs only where it is not `healthy` (components/healthgate.py).
@@ -67,7 +72,7 @@ def container_toolkit_script() -> str:
     )
     return (
         'refuse() { echo "higgsfield: NVIDIA container toolkit setting $1 not in place; powering off" >&2; systemctl '
-        'poweroff; exit 1; }\n'
+        "poweroff; exit 1; }\n"
         f"nvidia-ctk config --in-place --config {CONTAINER_TOOLKIT_CONFIG} {sets} || refuse nvidia-ctk\n"
         f"{checks}\n"
     )
@@ -95,7 +100,12 @@ def accelerator(pool: GpuPool) -> str:
 
 def pool_labels(pool: GpuPool) -> dict[str, str]:
     """The labels every node of the pool carries (a job selects its pool with POOL_LABEL)."""
-    labels = {"nvidia.com/gpu.present": "true", ACCELERATOR_LABEL: accelerator(pool), POOL_LABEL: pool.name, **pool.labels}
+    labels = {
+        "nvidia.com/gpu.present": "true",
+        ACCELERATOR_LABEL: accelerator(pool),
+        POOL_LABEL: pool.name,
+        **pool.labels,
+    }
     if pool.efa:
         labels["vpc.amazonaws.com/efa.present"] = "true"
     if pool.health_gate.enabled:
@@ -269,14 +279,21 @@ class GpuPoolGroup(pulumi.ComponentResource):
                 )
             )
         if pool.capacity_type == "capacity-block":
-            extra["instance_market_options"] = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+            extra["instance_market_options"] = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+                market_type="capacity-block"
+            )
 
         template = launch_template(
             f"{name}-lt",
             root_volume_gib=pool.root_volume_gib,
             # FastImagePull: every new node pulls the multi-GB training image before its gate passes
-            user_data=node_user_data(raid0=pool.local_nvme == "raid0", hugepages=EFA_HUGEPAGES_2MI if pool.efa else 0, fast_image_pull=True,
-                                     scripts=[container_toolkit_script()], locked_memory=pool.efa),
+            user_data=node_user_data(
+                raid0=pool.local_nvme == "raid0",
+                hugepages=EFA_HUGEPAGES_2MI if pool.efa else 0,
+                fast_image_pull=True,
+                scripts=[container_toolkit_script()],
+                locked_memory=pool.efa,
+            ),
             tags={**tags, "Name": f"{args.cluster_name}-{pool.name}"},
             parent=self,
             **extra,
@@ -297,23 +314,43 @@ class GpuPoolGroup(pulumi.ComponentResource):
             ),
             **args.version.node_group_args(),
             node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=args.auto_repair),
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=template.id, version=template.latest_version.apply(str)
+            ),
             labels=pool_labels(pool),
-            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=TAINT_EFFECTS[t.effect]) for t in pool_taints(pool)],
+            taints=[
+                aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=TAINT_EFFECTS[t.effect])
+                for t in pool_taints(pool)
+            ],
             tags=tags,
             # desiredSize is the autoscaler's, except on a pool held warm at min = desired = max: there
             # it is ours, and EKS refuses a minSize above the desiredSize it has (UpdateNodegroupConfig)
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on), ignore_changes=[] if fixed else ["scalingConfig.desiredSize"]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=list(args.depends_on),
+                ignore_changes=[] if fixed else ["scalingConfig.desiredSize"],
+            ),
         )
         asg_name = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
         # the pool on its ASG too: the health gate may mark instances Unhealthy only in groups of replacing pools
-        aws.autoscaling.Tag(f"{name}-asg-pool", autoscaling_group_name=asg_name,
-                            tag=aws.autoscaling.TagTagArgs(key=POOL_LABEL, value=pool.name, propagate_at_launch=False), opts=child)
+        aws.autoscaling.Tag(
+            f"{name}-asg-pool",
+            autoscaling_group_name=asg_name,
+            tag=aws.autoscaling.TagTagArgs(key=POOL_LABEL, value=pool.name, propagate_at_launch=False),
+            opts=child,
+        )
         for action in window_actions(pool, pool_settings.now()):
             aws.autoscaling.Schedule(
-                f"{name}-{action.name}", scheduled_action_name=f"higgsfield-{action.name}", autoscaling_group_name=asg_name,
-                min_size=action.min_size, max_size=action.max_size, desired_capacity=action.desired,
-                start_time=action.start_time, end_time=action.end_time, recurrence=action.recurrence, opts=child,
+                f"{name}-{action.name}",
+                scheduled_action_name=f"higgsfield-{action.name}",
+                autoscaling_group_name=asg_name,
+                min_size=action.min_size,
+                max_size=action.max_size,
+                desired_capacity=action.desired,
+                start_time=action.start_time,
+                end_time=action.end_time,
+                recurrence=action.recurrence,
+                opts=child,
             )
         for key, value in autoscaler_template_tags(pool).items():
             aws.autoscaling.Tag(

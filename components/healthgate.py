@@ -35,11 +35,13 @@ from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for
 from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 from components.identity import pod_identity_role
-from components.storage import HEALTH_CLAIM, MOUNT_PATH
 from components.kubernetes_objects import KubernetesObject
-from infra.core import versions
+from components.storage import HEALTH_CLAIM, MOUNT_PATH
 from infra.config import STARTUP_TAINT_KEY, GpuPool, HealthThresholds, seconds_of
-from infra.core.names import HEALTH_NAMESPACE as NAMESPACE, HEALTH_LABEL as HEALTH_LABEL_PREFIX, NODE_NAME_EXTRA
+from infra.core import versions
+from infra.core.names import HEALTH_LABEL as HEALTH_LABEL_PREFIX
+from infra.core.names import HEALTH_NAMESPACE as NAMESPACE
+from infra.core.names import NODE_NAME_EXTRA
 
 SERVICE_ACCOUNT = "health-gate"
 GATE_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
@@ -50,6 +52,8 @@ GATE_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 def expectations_name(pool: str) -> str:
     """The ConfigMap with a pool's expectations, read by the gate through the API."""
     return f"health-gate-{pool}"
+
+
 # The node a pod-bound service account token was issued for, in the user's extra info: the key is
 # serviceaccount.NodeNameKey (kubernetes/kubernetes: staging/src/k8s.io/apiserver/pkg/authentication/
 # serviceaccount/util.go); the kubelet-issued token carries it with ServiceAccountTokenPodNodeInfo,
@@ -66,20 +70,25 @@ EVENTS_NAMESPACE = "default"
 class HealthGateArgs:
     cluster_name: str
     region: str
-    pools: Sequence[GpuPool]          # the gated pools (healthGate.enabled)
+    pools: Sequence[GpuPool]  # the gated pools (healthGate.enabled)
     thresholds: HealthThresholds
-    lustre: bool                      # the stack has FSx: the gate checks it through HEALTH_CLAIM
+    lustre: bool  # the stack has FSx: the gate checks it through HEALTH_CLAIM
     image: pulumi.Input[str]
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
     tags: Mapping[str, str]
-    cuda: str = versions.TRAINING_IMAGE_CUDA   # what the image's CUDA needs of the driver (higgsfield:cudaVersion)
-    node_release: str | None = None           # higgsfield:nodeReleaseVersion: its driver, where known
-    prepull_image: str | None = None          # higgsfield:trainingImage: pulled by an init container during the gate
+    cuda: str = versions.TRAINING_IMAGE_CUDA  # what the image's CUDA needs of the driver (higgsfield:cudaVersion)
+    node_release: str | None = None  # higgsfield:nodeReleaseVersion: its driver, where known
+    prepull_image: str | None = None  # higgsfield:trainingImage: pulled by an init container during the gate
 
 
-def expectations(pool: GpuPool, thresholds: HealthThresholds, lustre: bool, cuda: str = versions.TRAINING_IMAGE_CUDA,
-                 release: str | None = None) -> dict[str, str]:
+def expectations(
+    pool: GpuPool,
+    thresholds: HealthThresholds,
+    lustre: bool,
+    cuda: str = versions.TRAINING_IMAGE_CUDA,
+    release: str | None = None,
+) -> dict[str, str]:
     """What node_check.py expects of a node of `pool` (its environment variables), and how the
     gate reacts to a failure there. The driver: at least the branch CUDA `cuda` needs, and exactly
     the driver of the AMI `release` where the stack pins one we know (infra/core/versions.py)."""
@@ -132,17 +141,28 @@ def own_nodeclaim_policy() -> dict:
         "metadata": {"name": "higgsfield-health-gate-own-nodeclaim"},
         "spec": {
             "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{"apiGroups": [NODECLAIM_GROUP], "apiVersions": ["v1"],
-                                                    "operations": ["DELETE"], "resources": ["nodeclaims"]}]},
-            "matchConditions": [{"name": "health-gate-only",
-                                 "expression": f"request.userInfo.username == '{GATE_USER}'"}],
-            "validations": [{
-                "expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
-                              "has(oldObject.status) && has(oldObject.status.nodeName) && "
-                              f"request.userInfo.extra['{NODE_NAME_EXTRA}'] == [oldObject.status.nodeName]",
-                "message": "the health gate may delete only the NodeClaim of the node its pod runs on",
-                "reason": "Forbidden",
-            }],
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [NODECLAIM_GROUP],
+                        "apiVersions": ["v1"],
+                        "operations": ["DELETE"],
+                        "resources": ["nodeclaims"],
+                    }
+                ]
+            },
+            "matchConditions": [
+                {"name": "health-gate-only", "expression": f"request.userInfo.username == '{GATE_USER}'"}
+            ],
+            "validations": [
+                {
+                    "expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
+                    "has(oldObject.status) && has(oldObject.status.nodeName) && "
+                    f"request.userInfo.extra['{NODE_NAME_EXTRA}'] == [oldObject.status.nodeName]",
+                    "message": "the health gate may delete only the NodeClaim of the node its pod runs on",
+                    "reason": "Forbidden",
+                }
+            ],
         },
     }
 
@@ -161,33 +181,39 @@ def own_node_policy() -> dict:
         "metadata": {"name": "higgsfield-health-gate-own-node"},
         "spec": {
             "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}]},
-            "matchConditions": [{"name": "health-gate-only", "expression": f"request.userInfo.username == '{GATE_USER}'"}],
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
+                ]
+            },
+            "matchConditions": [
+                {"name": "health-gate-only", "expression": f"request.userInfo.username == '{GATE_USER}'"}
+            ],
             "validations": [
                 {
                     "expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
-                                  f"request.userInfo.extra['{NODE_NAME_EXTRA}'] == [object.metadata.name]",
+                    f"request.userInfo.extra['{NODE_NAME_EXTRA}'] == [object.metadata.name]",
                     "message": "the health gate may change only the node its pod runs on",
                     "reason": "Forbidden",
                 },
                 {
                     "expression": f"{new_taints}.filter(t, t.key != '{STARTUP_TAINT_KEY}') == {old_taints}.filter(t, "
-                                  f"t.key != '{STARTUP_TAINT_KEY}')",
+                    f"t.key != '{STARTUP_TAINT_KEY}')",
                     "message": f"the health gate may add or remove only the taint {STARTUP_TAINT_KEY}",
                     "reason": "Forbidden",
                 },
                 {
                     "expression": f"{new_labels}.filter(k, {others}).all(k, k in {old_labels} && {old_labels}[k] == "
-                                  f"{new_labels}[k]) && "
-                                  f"{old_labels}.filter(k, {others}).all(k, k in {new_labels})",
+                    f"{new_labels}[k]) && "
+                    f"{old_labels}.filter(k, {others}).all(k, k in {new_labels})",
                     "message": f"the health gate may change only the {HEALTH_LABEL_PREFIX}* labels",
                     "reason": "Forbidden",
                 },
                 {
                     "expression": "(has(object.metadata.annotations) ? object.metadata.annotations : {}) == "
-                                  "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}) && "
-                                  "(has(object.spec.unschedulable) && object.spec.unschedulable) == "
-                                  "(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
+                    "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}) && "
+                    "(has(object.spec.unschedulable) && object.spec.unschedulable) == "
+                    "(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
                     "message": "the health gate may not change a node's annotations or cordon it",
                     "reason": "Forbidden",
                 },
@@ -201,24 +227,37 @@ def replacement_policy(cluster_name: str, pools: Sequence[str]) -> str:
     for it: SetInstanceHealth is authorized on the group, with aws:ResourceTag conditions (service
     authorization reference for EC2 Auto Scaling); the groups carry `higgsfield.io/pool` and the
     autoscaler's ownership tag (components/gpu_pools.py writes both)."""
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{
-            "Effect": "Allow",
-            "Action": ["autoscaling:SetInstanceHealth"],
-            "Resource": "*",
-            "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned", f"aws:ResourceTag/{POOL_LABEL}": sorted(pools)}},
-        }],
-    })
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Action": ["autoscaling:SetInstanceHealth"],
+                    "Resource": "*",
+                    "Condition": {
+                        "StringEquals": {
+                            f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned",
+                            f"aws:ResourceTag/{POOL_LABEL}": sorted(pools),
+                        }
+                    },
+                }
+            ],
+        }
+    )
 
 
 def prepull_container(image: str) -> dict:
     """An init container that only makes the kubelet pull `image` (a team's higgsfield:trainingImage)
     while the node is still in its gate, so the first job finds it on the node (IfNotPresent); it
     runs `sh -c true` and holds nothing."""
-    return {"name": "pull-training-image", "image": image, "command": ["sh", "-c", "true"],
-            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}}
+    return {
+        "name": "pull-training-image",
+        "image": image,
+        "command": ["sh", "-c", "true"],
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+    }
 
 
 def gate_gpus(pool: GpuPool) -> int:
@@ -262,19 +301,24 @@ def reboot_daemonset(image: pulumi.Input[str]) -> dict:
                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": passed}},
                     "tolerations": [EVERY_TAINT],
                     "terminationGracePeriodSeconds": 5,
-                    "containers": [{
-                        "name": "after-reboot",
-                        "image": image,
-                        "command": ["python", "/opt/higgsfield/health_gate.py", "--after-reboot"],
-                        "env": [
-                            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                            {"name": "EVENTS_NAMESPACE", "value": EVENTS_NAMESPACE},
-                            {"name": "STARTUP_TAINT", "value": STARTUP_TAINT_KEY},
-                        ],
-                        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                                            "readOnlyRootFilesystem": True},
-                        "resources": {"requests": REBOOT_REQUESTS, "limits": {"memory": "128Mi"}},
-                    }],
+                    "containers": [
+                        {
+                            "name": "after-reboot",
+                            "image": image,
+                            "command": ["python", "/opt/higgsfield/health_gate.py", "--after-reboot"],
+                            "env": [
+                                {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                                {"name": "EVENTS_NAMESPACE", "value": EVENTS_NAMESPACE},
+                                {"name": "STARTUP_TAINT", "value": STARTUP_TAINT_KEY},
+                            ],
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"]},
+                                "readOnlyRootFilesystem": True,
+                            },
+                            "resources": {"requests": REBOOT_REQUESTS, "limits": {"memory": "128Mi"}},
+                        }
+                    ],
                 },
             },
         },
@@ -285,7 +329,9 @@ def daemonset_name(pool: str) -> str:
     return f"health-gate-{pool}"
 
 
-def daemonset(image: pulumi.Input[str], lustre: bool = False, pool: str = "", gpus: int = 0, prepull: str | None = None) -> dict:
+def daemonset(
+    image: pulumi.Input[str], lustre: bool = False, pool: str = "", gpus: int = 0, prepull: str | None = None
+) -> dict:
     """The gate's pods for one pool: its gated GPU nodes that have not passed yet, every taint
     tolerated, every GPU of the node requested from the device plugin, privileged.
 
@@ -306,7 +352,11 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False, pool: str = "", gp
     advertises fewer GPUs than the pool's count cannot run the pod (Insufficient nvidia.com/gpu):
     it stays tainted, unlabelled (docs/security-tenancy.md says how to find it).
     Privileged for the rest of the checks (EFA devices, the fabric); the namespace is the platform's."""
-    labels = {"app.kubernetes.io/name": "health-gate", "app.kubernetes.io/part-of": "higgsfield", **({POOL_LABEL: pool} if pool else {})}
+    labels = {
+        "app.kubernetes.io/name": "health-gate",
+        "app.kubernetes.io/part-of": "higgsfield",
+        **({POOL_LABEL: pool} if pool else {}),
+    }
     env = [
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         {"name": "EVENTS_NAMESPACE", "value": EVENTS_NAMESPACE},
@@ -314,9 +364,14 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False, pool: str = "", gp
         {"name": "EXPECTATIONS_NAMESPACE", "value": NAMESPACE},
     ]
     if not gpus:  # a Karpenter pool (gate_gpus): privileged, so the toolkit honours the variable
-        env += [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]
+        env += [
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+        ]
     gpu = {"nvidia.com/gpu": str(gpus)} if gpus else {}
-    not_passed = {"nodeSelectorTerms": [{"matchExpressions": [{"key": HEALTH_LABEL, "operator": "NotIn", "values": ["healthy"]}]}]}
+    not_passed = {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": HEALTH_LABEL, "operator": "NotIn", "values": ["healthy"]}]}]
+    }
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -334,16 +389,23 @@ def daemonset(image: pulumi.Input[str], lustre: bool = False, pool: str = "", gp
                     "tolerations": [EVERY_TAINT],
                     "terminationGracePeriodSeconds": 30,
                     **({"initContainers": [prepull_container(prepull)]} if prepull else {}),
-                    "containers": [{
-                        "name": "gate",
-                        "image": image,
-                        "command": ["python", "/opt/higgsfield/health_gate.py"],
-                        "env": env,
-                        "securityContext": {"privileged": True},
-                        "resources": {"requests": {"cpu": "500m", "memory": "2Gi", **gpu}, "limits": {"memory": "16Gi", **gpu}},
-                        "volumeMounts": [{"name": "lustre", "mountPath": MOUNT_PATH}] if lustre else [],
-                    }],
-                    "volumes": [{"name": "lustre", "persistentVolumeClaim": {"claimName": HEALTH_CLAIM}}] if lustre else [],
+                    "containers": [
+                        {
+                            "name": "gate",
+                            "image": image,
+                            "command": ["python", "/opt/higgsfield/health_gate.py"],
+                            "env": env,
+                            "securityContext": {"privileged": True},
+                            "resources": {
+                                "requests": {"cpu": "500m", "memory": "2Gi", **gpu},
+                                "limits": {"memory": "16Gi", **gpu},
+                            },
+                            "volumeMounts": [{"name": "lustre", "mountPath": MOUNT_PATH}] if lustre else [],
+                        }
+                    ],
+                    "volumes": [{"name": "lustre", "persistentVolumeClaim": {"claimName": HEALTH_CLAIM}}]
+                    if lustre
+                    else [],
                 },
             },
         },
@@ -371,62 +433,174 @@ class HealthGate(pulumi.ComponentResource):
     def __init__(self, name: str, args: HealthGateArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:health:HealthGate", name, None, opts)
         k8s = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
-        ns = KubernetesObject(f"{name}-namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": {
-            "pod-security.kubernetes.io/enforce": "privileged", "app.kubernetes.io/part-of": "higgsfield"}}}, opts=k8s)
+        ns = KubernetesObject(
+            f"{name}-namespace",
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": NAMESPACE,
+                    "labels": {
+                        "pod-security.kubernetes.io/enforce": "privileged",
+                        "app.kubernetes.io/part-of": "higgsfield",
+                    },
+                },
+            },
+            opts=k8s,
+        )
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
 
         def obj(suffix: str, manifest: dict, opts: pulumi.ResourceOptions = in_ns) -> KubernetesObject:
             return KubernetesObject(f"{name}-{suffix}", manifest, opts=opts)
 
-        account = obj("account", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE}})
+        account = obj(
+            "account",
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE},
+            },
+        )
         subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
         rbac = "rbac.authorization.k8s.io"
         karpenter = any(p.provisioner == "karpenter" for p in args.pools)
-        obj("nodes-role", {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole",
-                           "metadata": {"name": "higgsfield-health-gate"}, "rules": gate_role_rules(karpenter)}, k8s)
-        obj("nodes-binding", {"apiVersion": f"{rbac}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "higgsfield-health-gate"},
-                              "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "higgsfield-health-gate"}, "subjects": subject})
-        obj("expectations-role", {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": {"name": "health-gate-expectations", "namespace": NAMESPACE},
-                                  "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]})
-        obj("expectations-binding", {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding", "metadata": {"name": "health-gate-expectations", "namespace": NAMESPACE},
-                                     "roleRef": {"apiGroup": rbac, "kind": "Role", "name": "health-gate-expectations"}, "subjects": subject})
-        obj("events-role", {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": {"name": "higgsfield-health-gate-events", "namespace": EVENTS_NAMESPACE},
-                            "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]})
-        obj("events-binding", {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding", "metadata": {"name": "higgsfield-health-gate-events", "namespace": EVENTS_NAMESPACE},
-                               "roleRef": {"apiGroup": rbac, "kind": "Role", "name": "higgsfield-health-gate-events"}, "subjects": subject})
+        obj(
+            "nodes-role",
+            {
+                "apiVersion": f"{rbac}/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "higgsfield-health-gate"},
+                "rules": gate_role_rules(karpenter),
+            },
+            k8s,
+        )
+        obj(
+            "nodes-binding",
+            {
+                "apiVersion": f"{rbac}/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "higgsfield-health-gate"},
+                "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "higgsfield-health-gate"},
+                "subjects": subject,
+            },
+        )
+        obj(
+            "expectations-role",
+            {
+                "apiVersion": f"{rbac}/v1",
+                "kind": "Role",
+                "metadata": {"name": "health-gate-expectations", "namespace": NAMESPACE},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+            },
+        )
+        obj(
+            "expectations-binding",
+            {
+                "apiVersion": f"{rbac}/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "health-gate-expectations", "namespace": NAMESPACE},
+                "roleRef": {"apiGroup": rbac, "kind": "Role", "name": "health-gate-expectations"},
+                "subjects": subject,
+            },
+        )
+        obj(
+            "events-role",
+            {
+                "apiVersion": f"{rbac}/v1",
+                "kind": "Role",
+                "metadata": {"name": "higgsfield-health-gate-events", "namespace": EVENTS_NAMESPACE},
+                "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}],
+            },
+        )
+        obj(
+            "events-binding",
+            {
+                "apiVersion": f"{rbac}/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "higgsfield-health-gate-events", "namespace": EVENTS_NAMESPACE},
+                "roleRef": {"apiGroup": rbac, "kind": "Role", "name": "higgsfield-health-gate-events"},
+                "subjects": subject,
+            },
+        )
         policy = obj("own-node", own_node_policy(), k8s)
-        obj("own-node-binding", {
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": "higgsfield-health-gate-own-node"},
-            "spec": {"policyName": "higgsfield-health-gate-own-node", "validationActions": ["Deny"]},
-        }, pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[policy]))
+        obj(
+            "own-node-binding",
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": "higgsfield-health-gate-own-node"},
+                "spec": {"policyName": "higgsfield-health-gate-own-node", "validationActions": ["Deny"]},
+            },
+            pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[policy]),
+        )
         ready: list[pulumi.Resource] = [account, policy]
         if karpenter:
             claims = obj("own-nodeclaim", own_nodeclaim_policy(), k8s)
-            ready.append(obj("own-nodeclaim-binding", {
-                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-                "metadata": {"name": "higgsfield-health-gate-own-nodeclaim"},
-                "spec": {"policyName": "higgsfield-health-gate-own-nodeclaim", "validationActions": ["Deny"]},
-            }, pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[claims])))
-        for pool in args.pools:  # not awaited by the DaemonSet (adding a pool changes nothing else); the gate waits for it
-            obj(f"expectations-{pool.name}", {
-                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": expectations_name(pool.name), "namespace": NAMESPACE},
-                "data": {"expectations.json": json.dumps(expectations(pool, args.thresholds, args.lustre, args.cuda, args.node_release), indent=1, sort_keys=True)}})
+            ready.append(
+                obj(
+                    "own-nodeclaim-binding",
+                    {
+                        "apiVersion": "admissionregistration.k8s.io/v1",
+                        "kind": "ValidatingAdmissionPolicyBinding",
+                        "metadata": {"name": "higgsfield-health-gate-own-nodeclaim"},
+                        "spec": {"policyName": "higgsfield-health-gate-own-nodeclaim", "validationActions": ["Deny"]},
+                    },
+                    pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[claims]),
+                )
+            )
+        for (
+            pool
+        ) in args.pools:  # not awaited by the DaemonSet (adding a pool changes nothing else); the gate waits for it
+            obj(
+                f"expectations-{pool.name}",
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": expectations_name(pool.name), "namespace": NAMESPACE},
+                    "data": {
+                        "expectations.json": json.dumps(
+                            expectations(pool, args.thresholds, args.lustre, args.cuda, args.node_release),
+                            indent=1,
+                            sort_keys=True,
+                        )
+                    },
+                },
+            )
         # Auto Scaling replacement for node-group pools only (a Karpenter node's NodeClaim is deleted)
-        replacing = [p.name for p in args.pools
-                     if p.health_gate.on_failure == "replace" and p.provisioner != "karpenter"]
+        replacing = [
+            p.name for p in args.pools if p.health_gate.on_failure == "replace" and p.provisioner != "karpenter"
+        ]
         if replacing:
-            role, role_policy = pod_identity_role(f"{name}-replace", args.tags, self, inline_policy=replacement_policy(args.cluster_name, replacing))
-            ready += [role_policy, aws.eks.PodIdentityAssociation(
-                f"{name}-identity", cluster_name=args.cluster_name, namespace=NAMESPACE, service_account=SERVICE_ACCOUNT,
-                role_arn=role.arn, tags=dict(args.tags), opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))]
+            role, role_policy = pod_identity_role(
+                f"{name}-replace", args.tags, self, inline_policy=replacement_policy(args.cluster_name, replacing)
+            )
+            ready += [
+                role_policy,
+                aws.eks.PodIdentityAssociation(
+                    f"{name}-identity",
+                    cluster_name=args.cluster_name,
+                    namespace=NAMESPACE,
+                    service_account=SERVICE_ACCOUNT,
+                    role_arn=role.arn,
+                    tags=dict(args.tags),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+                ),
+            ]
         # One DaemonSet per gated pool: each requests its pool's GPU count (daemonset()), except on
         # Karpenter pools (gate_gpus).
-        self.daemonsets = {pool.name: KubernetesObject(
-            f"{name}-daemonset-{pool.name}", daemonset(args.image, args.lustre, pool.name, gate_gpus(pool), args.prepull_image),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready])) for pool in args.pools}
+        self.daemonsets = {
+            pool.name: KubernetesObject(
+                f"{name}-daemonset-{pool.name}",
+                daemonset(args.image, args.lustre, pool.name, gate_gpus(pool), args.prepull_image),
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready]),
+            )
+            for pool in args.pools
+        }
         if args.pools:
-            KubernetesObject(f"{name}-reboot-check", reboot_daemonset(args.image),
-                             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready]))
+            KubernetesObject(
+                f"{name}-reboot-check",
+                reboot_daemonset(args.image),
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *ready]),
+            )
         self.namespace = (NAMESPACE, ns)  # where the storage component puts the gate's Lustre claim
         self.register_outputs({"namespace": NAMESPACE})

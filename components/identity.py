@@ -14,7 +14,9 @@ def trust_policy(service: str, *actions: str) -> str:
     return json.dumps(
         {
             "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": list(actions) or "sts:AssumeRole"}],
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": service}, "Action": list(actions) or "sts:AssumeRole"}
+            ],
         }
     )
 
@@ -34,7 +36,9 @@ def pod_identity_role(
 ) -> tuple[aws.iam.Role, pulumi.Resource]:
     """A role pods can assume through Pod Identity, with either our inline policy or one AWS
     managed policy. Returns the role and its policy resource (wait for both before use)."""
-    role = aws.iam.Role(name, assume_role_policy=pod_identity_trust(), tags=dict(tags), opts=pulumi.ResourceOptions(parent=parent))
+    role = aws.iam.Role(
+        name, assume_role_policy=pod_identity_trust(), tags=dict(tags), opts=pulumi.ResourceOptions(parent=parent)
+    )
     child = pulumi.ResourceOptions(parent=parent)
     if inline_policy is not None:
         policy: pulumi.Resource = aws.iam.RolePolicy(name, role=role.id, policy=inline_policy, opts=child)

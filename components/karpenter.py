@@ -46,8 +46,8 @@ from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, po
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import STARTUP_TAINT_KEY, GpuPool
-from infra.core.versions import Chart
 from infra.core.names import KUBE_SYSTEM as NAMESPACE
+from infra.core.versions import Chart
 
 SERVICE_ACCOUNT = "karpenter"
 NODEPOOL_TAG = "karpenter.sh/nodepool"
@@ -78,53 +78,173 @@ def karpenter_policy(cluster_name: str, region: str, account: str, node_role_arn
     node role, manage only instance profiles it tagged, read the interruption queue, read-only
     discovery in this region (zonal shift left out: settings.enableZonalShift stays false)."""
     arn, owned = f"arn:aws:ec2:{region}", {f"aws:ResourceTag/kubernetes.io/cluster/{cluster_name}": "owned"}
-    request = {f"aws:RequestTag/kubernetes.io/cluster/{cluster_name}": "owned", "aws:RequestTag/eks:eks-cluster-name": cluster_name}
-    launched = [f"{arn}:*:{kind}/*" for kind in ("fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request")]
+    request = {
+        f"aws:RequestTag/kubernetes.io/cluster/{cluster_name}": "owned",
+        "aws:RequestTag/eks:eks-cluster-name": cluster_name,
+    }
+    launched = [
+        f"{arn}:*:{kind}/*"
+        for kind in ("fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request")
+    ]
     profile = f"arn:aws:iam::{account}:instance-profile/*"
     statements = [
-        {"Sid": "AllowScopedEC2InstanceAccessActions", "Effect": "Allow", "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
-         "Resource": [f"{arn}::image/*", f"{arn}::snapshot/*", f"{arn}:*:security-group/*", f"{arn}:*:subnet/*",
-                      f"{arn}:*:capacity-reservation/*", f"{arn}:*:placement-group/*"]},
-        {"Sid": "AllowScopedEC2LaunchTemplateAccessActions", "Effect": "Allow", "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
-         "Resource": f"{arn}:*:launch-template/*",
-         "Condition": {"StringEquals": owned, "StringLike": {f"aws:ResourceTag/{NODEPOOL_TAG}": "*"}}},
-        {"Sid": "AllowScopedEC2InstanceActionsWithTags", "Effect": "Allow", "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
-         "Resource": launched, "Condition": {"StringEquals": request, "StringLike": {f"aws:RequestTag/{NODEPOOL_TAG}": "*"}}},
-        {"Sid": "AllowScopedResourceCreationTagging", "Effect": "Allow", "Action": "ec2:CreateTags", "Resource": launched,
-         "Condition": {"StringEquals": {**request, "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"]},
-                       "StringLike": {f"aws:RequestTag/{NODEPOOL_TAG}": "*"}}},
-        {"Sid": "AllowScopedResourceTagging", "Effect": "Allow", "Action": "ec2:CreateTags", "Resource": f"{arn}:*:instance/*",
-         "Condition": {"StringEquals": owned, "StringLike": {f"aws:ResourceTag/{NODEPOOL_TAG}": "*"},
-                       "StringEqualsIfExists": {"aws:RequestTag/eks:eks-cluster-name": cluster_name},
-                       "ForAllValues:StringEquals": {"aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]}}},
-        {"Sid": "AllowScopedDeletion", "Effect": "Allow", "Action": ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
-         "Resource": [f"{arn}:*:instance/*", f"{arn}:*:launch-template/*"],
-         "Condition": {"StringEquals": owned, "StringLike": {f"aws:ResourceTag/{NODEPOOL_TAG}": "*"}}},
-        {"Sid": "AllowRegionalReadActions", "Effect": "Allow", "Resource": "*",
-         "Action": ["ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeInstanceStatus",
-                    "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplates",
-                    "ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"],
-         "Condition": {"StringEquals": {"aws:RequestedRegion": region}}},
-        {"Sid": "AllowSSMReadActions", "Effect": "Allow", "Action": "ssm:GetParameter", "Resource": f"arn:aws:ssm:{region}::parameter/aws/service/*"},
+        {
+            "Sid": "AllowScopedEC2InstanceAccessActions",
+            "Effect": "Allow",
+            "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+            "Resource": [
+                f"{arn}::image/*",
+                f"{arn}::snapshot/*",
+                f"{arn}:*:security-group/*",
+                f"{arn}:*:subnet/*",
+                f"{arn}:*:capacity-reservation/*",
+                f"{arn}:*:placement-group/*",
+            ],
+        },
+        {
+            "Sid": "AllowScopedEC2LaunchTemplateAccessActions",
+            "Effect": "Allow",
+            "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+            "Resource": f"{arn}:*:launch-template/*",
+            "Condition": {"StringEquals": owned, "StringLike": {f"aws:ResourceTag/{NODEPOOL_TAG}": "*"}},
+        },
+        {
+            "Sid": "AllowScopedEC2InstanceActionsWithTags",
+            "Effect": "Allow",
+            "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
+            "Resource": launched,
+            "Condition": {"StringEquals": request, "StringLike": {f"aws:RequestTag/{NODEPOOL_TAG}": "*"}},
+        },
+        {
+            "Sid": "AllowScopedResourceCreationTagging",
+            "Effect": "Allow",
+            "Action": "ec2:CreateTags",
+            "Resource": launched,
+            "Condition": {
+                "StringEquals": {
+                    **request,
+                    "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+                },
+                "StringLike": {f"aws:RequestTag/{NODEPOOL_TAG}": "*"},
+            },
+        },
+        {
+            "Sid": "AllowScopedResourceTagging",
+            "Effect": "Allow",
+            "Action": "ec2:CreateTags",
+            "Resource": f"{arn}:*:instance/*",
+            "Condition": {
+                "StringEquals": owned,
+                "StringLike": {f"aws:ResourceTag/{NODEPOOL_TAG}": "*"},
+                "StringEqualsIfExists": {"aws:RequestTag/eks:eks-cluster-name": cluster_name},
+                "ForAllValues:StringEquals": {
+                    "aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]
+                },
+            },
+        },
+        {
+            "Sid": "AllowScopedDeletion",
+            "Effect": "Allow",
+            "Action": ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
+            "Resource": [f"{arn}:*:instance/*", f"{arn}:*:launch-template/*"],
+            "Condition": {"StringEquals": owned, "StringLike": {f"aws:ResourceTag/{NODEPOOL_TAG}": "*"}},
+        },
+        {
+            "Sid": "AllowRegionalReadActions",
+            "Effect": "Allow",
+            "Resource": "*",
+            "Action": [
+                "ec2:DescribeCapacityReservations",
+                "ec2:DescribeImages",
+                "ec2:DescribeInstances",
+                "ec2:DescribeInstanceStatus",
+                "ec2:DescribeInstanceTypeOfferings",
+                "ec2:DescribeInstanceTypes",
+                "ec2:DescribeLaunchTemplates",
+                "ec2:DescribePlacementGroups",
+                "ec2:DescribeSecurityGroups",
+                "ec2:DescribeSpotPriceHistory",
+                "ec2:DescribeSubnets",
+            ],
+            "Condition": {"StringEquals": {"aws:RequestedRegion": region}},
+        },
+        {
+            "Sid": "AllowSSMReadActions",
+            "Effect": "Allow",
+            "Action": "ssm:GetParameter",
+            "Resource": f"arn:aws:ssm:{region}::parameter/aws/service/*",
+        },
         {"Sid": "AllowPricingReadActions", "Effect": "Allow", "Action": "pricing:GetProducts", "Resource": "*"},
-        {"Sid": "AllowInterruptionQueueActions", "Effect": "Allow", "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"], "Resource": queue_arn},
-        {"Sid": "AllowPassingInstanceRole", "Effect": "Allow", "Action": "iam:PassRole", "Resource": node_role_arn,
-         "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
-        {"Sid": "AllowScopedInstanceProfileCreationActions", "Effect": "Allow", "Action": ["iam:CreateInstanceProfile"], "Resource": profile,
-         "Condition": {"StringEquals": {**request, "aws:RequestTag/topology.kubernetes.io/region": region},
-                       "StringLike": {f"aws:RequestTag/{NODECLASS_TAG}": "*"}}},
-        {"Sid": "AllowScopedInstanceProfileTagActions", "Effect": "Allow", "Action": ["iam:TagInstanceProfile"], "Resource": profile,
-         "Condition": {"StringEquals": {**owned, "aws:ResourceTag/topology.kubernetes.io/region": region, **request,
-                                        "aws:RequestTag/topology.kubernetes.io/region": region},
-                       "StringLike": {f"aws:ResourceTag/{NODECLASS_TAG}": "*", f"aws:RequestTag/{NODECLASS_TAG}": "*"}}},
-        {"Sid": "AllowScopedInstanceProfileActions", "Effect": "Allow",
-         "Action": ["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"], "Resource": profile,
-         "Condition": {"StringEquals": {**owned, "aws:ResourceTag/topology.kubernetes.io/region": region},
-                       "StringLike": {f"aws:ResourceTag/{NODECLASS_TAG}": "*"}}},
-        {"Sid": "AllowUnscopedInstanceProfileListAction", "Effect": "Allow", "Action": "iam:ListInstanceProfiles", "Resource": "*"},
-        {"Sid": "AllowInstanceProfileReadActions", "Effect": "Allow", "Action": "iam:GetInstanceProfile", "Resource": profile},
-        {"Sid": "AllowAPIServerEndpointDiscovery", "Effect": "Allow", "Action": "eks:DescribeCluster",
-         "Resource": f"arn:aws:eks:{region}:{account}:cluster/{cluster_name}"},
+        {
+            "Sid": "AllowInterruptionQueueActions",
+            "Effect": "Allow",
+            "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"],
+            "Resource": queue_arn,
+        },
+        {
+            "Sid": "AllowPassingInstanceRole",
+            "Effect": "Allow",
+            "Action": "iam:PassRole",
+            "Resource": node_role_arn,
+            "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+        },
+        {
+            "Sid": "AllowScopedInstanceProfileCreationActions",
+            "Effect": "Allow",
+            "Action": ["iam:CreateInstanceProfile"],
+            "Resource": profile,
+            "Condition": {
+                "StringEquals": {**request, "aws:RequestTag/topology.kubernetes.io/region": region},
+                "StringLike": {f"aws:RequestTag/{NODECLASS_TAG}": "*"},
+            },
+        },
+        {
+            "Sid": "AllowScopedInstanceProfileTagActions",
+            "Effect": "Allow",
+            "Action": ["iam:TagInstanceProfile"],
+            "Resource": profile,
+            "Condition": {
+                "StringEquals": {
+                    **owned,
+                    "aws:ResourceTag/topology.kubernetes.io/region": region,
+                    **request,
+                    "aws:RequestTag/topology.kubernetes.io/region": region,
+                },
+                "StringLike": {f"aws:ResourceTag/{NODECLASS_TAG}": "*", f"aws:RequestTag/{NODECLASS_TAG}": "*"},
+            },
+        },
+        {
+            "Sid": "AllowScopedInstanceProfileActions",
+            "Effect": "Allow",
+            "Action": [
+                "iam:AddRoleToInstanceProfile",
+                "iam:RemoveRoleFromInstanceProfile",
+                "iam:DeleteInstanceProfile",
+            ],
+            "Resource": profile,
+            "Condition": {
+                "StringEquals": {**owned, "aws:ResourceTag/topology.kubernetes.io/region": region},
+                "StringLike": {f"aws:ResourceTag/{NODECLASS_TAG}": "*"},
+            },
+        },
+        {
+            "Sid": "AllowUnscopedInstanceProfileListAction",
+            "Effect": "Allow",
+            "Action": "iam:ListInstanceProfiles",
+            "Resource": "*",
+        },
+        {
+            "Sid": "AllowInstanceProfileReadActions",
+            "Effect": "Allow",
+            "Action": "iam:GetInstanceProfile",
+            "Resource": profile,
+        },
+        {
+            "Sid": "AllowAPIServerEndpointDiscovery",
+            "Effect": "Allow",
+            "Action": "eks:DescribeCluster",
+            "Resource": f"arn:aws:eks:{region}:{account}:cluster/{cluster_name}",
+        },
     ]
     return json.dumps({"Version": "2012-10-17", "Statement": statements})
 
@@ -140,14 +260,30 @@ def user_data(pool: GpuPool) -> str:
     docstring): no pod on the node may ask for them, and the kubelet caps a pod's hugetlb at what it
     requests. MIME multipart, as Karpenter merges for AL2023 (EC2NodeClass userData)."""
     node_config = "  featureGates:\n    FastImagePull: true\n" + (container_rlimits_node_config() if pool.efa else "")
-    parts = ["Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n" + node_config]
+    parts = [
+        "Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
+        + node_config
+    ]
     # The container toolkit ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers, as on the node groups
-    parts.append('Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n' + container_toolkit_script())
-    return 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n' + "".join(f"--//\n{p}\n" for p in parts) + "--//--\n"
+    parts.append(
+        'Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n'
+        + container_toolkit_script()
+    )
+    return (
+        'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n'
+        + "".join(f"--//\n{p}\n" for p in parts)
+        + "--//--\n"
+    )
 
 
-def ec2_node_class(pool: GpuPool, node_role: pulumi.Input[str], subnet_id: pulumi.Input[str], security_group_ids: Sequence[pulumi.Input[str]],
-                   placement_group: pulumi.Input[str] | None, tags: Mapping[str, str]) -> dict:
+def ec2_node_class(
+    pool: GpuPool,
+    node_role: pulumi.Input[str],
+    subnet_id: pulumi.Input[str],
+    security_group_ids: Sequence[pulumi.Input[str]],
+    placement_group: pulumi.Input[str] | None,
+    tags: Mapping[str, str],
+) -> dict:
     spec: dict = {
         # AL2023, its NVIDIA variant for GPU types, for the control plane's version: the alias is the
         # SSM path /aws/service/eks/optimized-ami/K8S_VERSION/... (resolvePath, pkg/providers/amifamily/
@@ -157,9 +293,23 @@ def ec2_node_class(pool: GpuPool, node_role: pulumi.Input[str], subnet_id: pulum
         "role": node_role,
         "subnetSelectorTerms": [{"id": subnet_id}],
         "securityGroupSelectorTerms": [{"id": sg} for sg in security_group_ids],
-        "metadataOptions": {"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled", "httpPutResponseHopLimit": 1, "httpTokens": "required"},
-        "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": f"{pool.root_volume_gib}Gi", "volumeType": "gp3",
-                                                                    "encrypted": True, "deleteOnTermination": True}}],
+        "metadataOptions": {
+            "httpEndpoint": "enabled",
+            "httpProtocolIPv6": "disabled",
+            "httpPutResponseHopLimit": 1,
+            "httpTokens": "required",
+        },
+        "blockDeviceMappings": [
+            {
+                "deviceName": "/dev/xvda",
+                "ebs": {
+                    "volumeSize": f"{pool.root_volume_gib}Gi",
+                    "volumeType": "gp3",
+                    "encrypted": True,
+                    "deleteOnTermination": True,
+                },
+            }
+        ],
         "userData": user_data(pool),
         "tags": {**tags, "higgsfield.io/pool": pool.name},
     }
@@ -167,12 +317,21 @@ def ec2_node_class(pool: GpuPool, node_role: pulumi.Input[str], subnet_id: pulum
         spec["instanceStorePolicy"] = "RAID0"
     if pool.efa:
         spec["networkInterfaces"] = [
-            {"networkCardIndex": i.network_card, "deviceIndex": i.device_index, "interfaceType": "efa-only" if i.efa_only else "interface"}
+            {
+                "networkCardIndex": i.network_card,
+                "deviceIndex": i.device_index,
+                "interfaceType": "efa-only" if i.efa_only else "interface",
+            }
             for i in efa_interfaces_for(pool.instance)
         ]
     if placement_group:
         spec["placementGroupSelector"] = {"name": placement_group}
-    return {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": node_class_name(pool)}, "spec": spec}
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": node_class_name(pool)},
+        "spec": spec,
+    }
 
 
 def node_pool(pool: GpuPool) -> dict:
@@ -180,15 +339,25 @@ def node_pool(pool: GpuPool) -> dict:
     startup = [t for t in pool_taints(pool) if t.key == STARTUP_TAINT_KEY]
     capacity = "spot" if pool.capacity_type == "spot" else "on-demand"
     return {
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": f"gpu-{pool.name}"},
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": f"gpu-{pool.name}"},
         "spec": {
             "template": {
                 # the autoscaler's accelerator label is the Cluster Autoscaler's business, not Karpenter's
                 "metadata": {"labels": {k: v for k, v in pool_labels(pool).items() if k != ACCELERATOR_LABEL}},
                 "spec": {
-                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class_name(pool)},
+                    "nodeClassRef": {
+                        "group": "karpenter.k8s.aws",
+                        "kind": "EC2NodeClass",
+                        "name": node_class_name(pool),
+                    },
                     "requirements": [
-                        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": list(pool.instance_types)},
+                        {
+                            "key": "node.kubernetes.io/instance-type",
+                            "operator": "In",
+                            "values": list(pool.instance_types),
+                        },
                         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity]},
                         {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [pool.availability_zone]},
                     ],
@@ -218,7 +387,7 @@ class KarpenterArgs:
     pools: Sequence[GpuPool]
     vpc_id: pulumi.Input[str]
     node_role_arn: pulumi.Input[str]
-    subnet_ids: Mapping[str, pulumi.Input[str]]       # availability zone -> private subnet id
+    subnet_ids: Mapping[str, pulumi.Input[str]]  # availability zone -> private subnet id
     security_group_ids: Sequence[pulumi.Input[str]]
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
@@ -239,36 +408,89 @@ class Karpenter(pulumi.ComponentResource):
     def __init__(self, name: str, args: KarpenterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:karpenter:Karpenter", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        queue = aws.sqs.Queue(f"{name}-interruptions", message_retention_seconds=300, sqs_managed_sse_enabled=True, tags=dict(args.tags), opts=child)
-        aws.sqs.QueuePolicy(f"{name}-interruptions", queue_url=queue.url, policy=queue.arn.apply(lambda arn: json.dumps({
-            "Version": "2012-10-17", "Statement": [
-                {"Effect": "Allow", "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]}, "Action": "sqs:SendMessage", "Resource": arn},
-                {"Sid": "DenyHTTP", "Effect": "Deny", "Principal": "*", "Action": "sqs:*", "Resource": arn,
-                 "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]})), opts=child)
+        queue = aws.sqs.Queue(
+            f"{name}-interruptions",
+            message_retention_seconds=300,
+            sqs_managed_sse_enabled=True,
+            tags=dict(args.tags),
+            opts=child,
+        )
+        aws.sqs.QueuePolicy(
+            f"{name}-interruptions",
+            queue_url=queue.url,
+            policy=queue.arn.apply(
+                lambda arn: json.dumps(
+                    {
+                        "Version": "2012-10-17",
+                        "Statement": [
+                            {
+                                "Effect": "Allow",
+                                "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]},
+                                "Action": "sqs:SendMessage",
+                                "Resource": arn,
+                            },
+                            {
+                                "Sid": "DenyHTTP",
+                                "Effect": "Deny",
+                                "Principal": "*",
+                                "Action": "sqs:*",
+                                "Resource": arn,
+                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                            },
+                        ],
+                    }
+                )
+            ),
+            opts=child,
+        )
         for event, (source, detail) in INTERRUPTION_EVENTS.items():
-            rule = aws.cloudwatch.EventRule(f"{name}-{event}", event_pattern=json.dumps({"source": [source], "detail-type": [detail]}),
-                                            tags=dict(args.tags), opts=child)
+            rule = aws.cloudwatch.EventRule(
+                f"{name}-{event}",
+                event_pattern=json.dumps({"source": [source], "detail-type": [detail]}),
+                tags=dict(args.tags),
+                opts=child,
+            )
             aws.cloudwatch.EventTarget(f"{name}-{event}", rule=rule.name, arn=queue.arn, opts=child)
         # the account from the node role's ARN (arn:aws:iam::ACCOUNT:role/NAME): no extra invoke
         policy_json = pulumi.Output.all(args.node_role_arn, queue.arn).apply(
-            lambda v: karpenter_policy(args.cluster_name, args.region, v[0].split(":")[4], v[0], v[1]))
+            lambda v: karpenter_policy(args.cluster_name, args.region, v[0].split(":")[4], v[0], v[1])
+        )
         role, policy = pod_identity_role(f"{name}-role", args.tags, self, inline_policy=policy_json)
-        association = aws.eks.PodIdentityAssociation(f"{name}-identity", cluster_name=args.cluster_name, namespace=NAMESPACE,
-                                                      service_account=SERVICE_ACCOUNT, role_arn=role.arn, tags=dict(args.tags),
-                                                      opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))
+        association = aws.eks.PodIdentityAssociation(
+            f"{name}-identity",
+            cluster_name=args.cluster_name,
+            namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT,
+            role_arn=role.arn,
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+        )
         # The CRDs' own chart first, so `pulumi up` with a new pin upgrades them; the controller's
         # chart then skips its crds/ (Helm would only ever install them once).
-        crds = helm_release(f"{name}-crd", args.crd_chart, NAMESPACE, {}, pulumi.ResourceOptions(
-            parent=self, provider=args.provider, depends_on=list(args.depends_on)))
-        self.release = helm_release(name, args.chart, NAMESPACE, {
-            "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
-            "nodeSelector": SYSTEM_LABELS,
-            # the system nodes are tainted; the chart's own CriticalAddonsOnly kept (a list replaces it:
-            # aws/karpenter-provider-aws:charts/karpenter/values.yaml@v1.14.1 `tolerations`)
-            "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, SYSTEM_TOLERATION],
-            "settings": {"clusterName": args.cluster_name, "interruptionQueue": queue.name},
-        }, pulumi.ResourceOptions(parent=self, provider=args.provider,
-                                  depends_on=[crds, association, policy, *args.depends_on]), skip_crds=True)
+        crds = helm_release(
+            f"{name}-crd",
+            args.crd_chart,
+            NAMESPACE,
+            {},
+            pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
+        )
+        self.release = helm_release(
+            name,
+            args.chart,
+            NAMESPACE,
+            {
+                "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
+                "nodeSelector": SYSTEM_LABELS,
+                # the system nodes are tainted; the chart's own CriticalAddonsOnly kept (a list replaces it:
+                # aws/karpenter-provider-aws:charts/karpenter/values.yaml@v1.14.1 `tolerations`)
+                "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, SYSTEM_TOLERATION],
+                "settings": {"clusterName": args.cluster_name, "interruptionQueue": queue.name},
+            },
+            pulumi.ResourceOptions(
+                parent=self, provider=args.provider, depends_on=[crds, association, policy, *args.depends_on]
+            ),
+            skip_crds=True,
+        )
         after = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release])
         role_name = pulumi.Output.from_input(args.node_role_arn).apply(lambda arn: arn.rsplit("/", 1)[-1])
         for pool in args.pools:
@@ -277,7 +499,9 @@ class Karpenter(pulumi.ComponentResource):
                 fabric = EfaFabric(f"{name}-{pool.name}-efa", args.vpc_id, pool.placement_group, args.tags, opts=child)
                 groups.append(fabric.security_group_id)
                 placement = fabric.placement_group_name
-            nodeclass = ec2_node_class(pool, role_name, args.subnet_ids[pool.availability_zone], groups, placement, args.tags)
+            nodeclass = ec2_node_class(
+                pool, role_name, args.subnet_ids[pool.availability_zone], groups, placement, args.tags
+            )
             KubernetesObject(f"{name}-{pool.name}-nodeclass", nodeclass, opts=after)
             KubernetesObject(f"{name}-{pool.name}-nodepool", node_pool(pool), opts=after)
         self.register_outputs({"queue": queue.name})

@@ -55,7 +55,9 @@ class KubernetesPatch(pulumi.CustomResource):
     with the `pulumi.com/patchForce` annotation. components/cluster_created.py lists which objects
     these are and who creates them."""
 
-    def __init__(self, name: str, manifest: dict[str, Any], force: bool = False, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, manifest: dict[str, Any], force: bool = False, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version()))
         manifest = dict(manifest)
         if force:

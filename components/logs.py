@@ -28,14 +28,32 @@ def log_key_policy(key_arn: str, region: str) -> str:
         {
             "Version": "2012-10-17",
             "Statement": [
-                {"Sid": "AccountAdministers", "Effect": "Allow", "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"}, "Action": "kms:*", "Resource": "*"},
+                {
+                    "Sid": "AccountAdministers",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
+                    "Action": "kms:*",
+                    "Resource": "*",
+                },
                 {
                     "Sid": "CloudWatchLogsEncrypts",
                     "Effect": "Allow",
                     "Principal": {"Service": f"logs.{region}.amazonaws.com"},
-                    "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ReEncryptFrom", "kms:ReEncryptTo", "kms:GenerateDataKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:DescribeKey"],
+                    "Action": [
+                        "kms:Encrypt",
+                        "kms:Decrypt",
+                        "kms:ReEncryptFrom",
+                        "kms:ReEncryptTo",
+                        "kms:GenerateDataKey",
+                        "kms:GenerateDataKeyWithoutPlaintext",
+                        "kms:DescribeKey",
+                    ],
                     "Resource": "*",
-                    "Condition": {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:{partition}:logs:{region}:{account}:log-group:*"}},
+                    "Condition": {
+                        "ArnLike": {
+                            "kms:EncryptionContext:aws:logs:arn": f"arn:{partition}:logs:{region}:{account}:log-group:*"
+                        }
+                    },
                 },
             ],
         }
@@ -54,11 +72,24 @@ class LogKey(pulumi.ComponentResource):
         super().__init__("higgsfield:logs:LogKey", name, None, opts)
         keep = pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect)
         self.key = aws.kms.Key(
-            name, description=f"CloudWatch Logs of {args.cluster_name}", enable_key_rotation=True, deletion_window_in_days=30, tags=dict(args.tags), opts=keep
+            name,
+            description=f"CloudWatch Logs of {args.cluster_name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            tags=dict(args.tags),
+            opts=keep,
         )
         self.policy = aws.kms.KeyPolicy(
-            name, key_id=self.key.key_id, policy=self.key.arn.apply(lambda arn: log_key_policy(arn, args.region)), opts=pulumi.ResourceOptions(parent=self)
+            name,
+            key_id=self.key.key_id,
+            policy=self.key.arn.apply(lambda arn: log_key_policy(arn, args.region)),
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        aws.kms.Alias(name, name=f"alias/{args.cluster_name}-logs", target_key_id=self.key.key_id, opts=pulumi.ResourceOptions(parent=self))
+        aws.kms.Alias(
+            name,
+            name=f"alias/{args.cluster_name}-logs",
+            target_key_id=self.key.key_id,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         self.arn = self.key.arn
         self.register_outputs({"arn": self.arn})

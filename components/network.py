@@ -67,7 +67,9 @@ class Network(pulumi.ComponentResource):
             tags={**tags, "Name": args.cluster_name},
             opts=child,
         )
-        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={**tags, "Name": args.cluster_name}, opts=child)
+        igw = aws.ec2.InternetGateway(
+            f"{name}-igw", vpc_id=vpc.id, tags={**tags, "Name": args.cluster_name}, opts=child
+        )
         public_rt = aws.ec2.RouteTable(
             f"{name}-public",
             vpc_id=vpc.id,
@@ -104,9 +106,16 @@ class Network(pulumi.ComponentResource):
 
         for zone, private_cidr, public_cidr in zip(args.availability_zones, private_cidrs, public_cidrs, strict=True):
             public = subnet("public", zone, public_cidr, "elb" if args.public_load_balancers else None)
-            aws.ec2.RouteTableAssociation(f"{name}-public-{zone}", subnet_id=public.id, route_table_id=public_rt.id, opts=child)
+            aws.ec2.RouteTableAssociation(
+                f"{name}-public-{zone}", subnet_id=public.id, route_table_id=public_rt.id, opts=child
+            )
             if nat is None or args.nat_per_zone:
-                eip = aws.ec2.Eip(f"{name}-nat-{zone}", domain="vpc", tags={**tags, "Name": f"{args.cluster_name}-nat-{zone}"}, opts=child)
+                eip = aws.ec2.Eip(
+                    f"{name}-nat-{zone}",
+                    domain="vpc",
+                    tags={**tags, "Name": f"{args.cluster_name}-nat-{zone}"},
+                    opts=child,
+                )
                 nat = aws.ec2.NatGateway(
                     f"{name}-nat-{zone}",
                     allocation_id=eip.id,
@@ -122,7 +131,9 @@ class Network(pulumi.ComponentResource):
                 tags={**tags, "Name": f"{args.cluster_name}-private-{zone}"},
                 opts=child,
             )
-            aws.ec2.RouteTableAssociation(f"{name}-private-{zone}", subnet_id=private.id, route_table_id=route_table.id, opts=child)
+            aws.ec2.RouteTableAssociation(
+                f"{name}-private-{zone}", subnet_id=private.id, route_table_id=route_table.id, opts=child
+            )
             self.private_subnets[zone] = private
             private_route_tables.append(route_table)
 
@@ -140,7 +151,11 @@ class Network(pulumi.ComponentResource):
                 f"{name}-endpoints",
                 vpc_id=vpc.id,
                 description="HTTPS from inside the VPC to AWS interface endpoints",
-                ingress=[aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=443, to_port=443, cidr_blocks=[args.cidr])],
+                ingress=[
+                    aws.ec2.SecurityGroupIngressArgs(
+                        protocol="tcp", from_port=443, to_port=443, cidr_blocks=[args.cidr]
+                    )
+                ],
                 tags={**tags, "Name": f"{args.cluster_name}-endpoints"},
                 opts=child,
             )
@@ -174,17 +189,27 @@ class Network(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)),
         )
-        role = aws.iam.Role(f"{name}-flow-logs", assume_role_policy=trust_policy("vpc-flow-logs.amazonaws.com"), tags=tags, opts=child)
+        role = aws.iam.Role(
+            f"{name}-flow-logs", assume_role_policy=trust_policy("vpc-flow-logs.amazonaws.com"), tags=tags, opts=child
+        )
         # docs.aws.amazon.com/vpc/latest/userguide/flow-logs-iam-role.html, on this group only (by
         # name, so the policy is known at preview and the pack can read it).
         arn = f"arn:aws:logs:{args.region}:*:log-group:{group_name}"
         policy = aws.iam.RolePolicy(
             f"{name}-flow-logs",
             role=role.id,
-            policy=json.dumps({
-                "Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"], "Resource": [arn, f"{arn}:*"]}],
-            }),
+            policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                            "Resource": [arn, f"{arn}:*"],
+                        }
+                    ],
+                }
+            ),
             opts=child,
         )
         aws.ec2.FlowLog(

@@ -52,7 +52,9 @@ class NodeRole(pulumi.ComponentResource):
     def __init__(self, name: str, tags: Mapping[str, str], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:nodes:NodeRole", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        role = aws.iam.Role(f"{name}", assume_role_policy=trust_policy("ec2.amazonaws.com"), tags=dict(tags), opts=child)
+        role = aws.iam.Role(
+            f"{name}", assume_role_policy=trust_policy("ec2.amazonaws.com"), tags=dict(tags), opts=child
+        )
         attachments = [
             aws.iam.RolePolicyAttachment(f"{name}-{arn.rsplit('/', 1)[1]}", role=role.name, policy_arn=arn, opts=child)
             for arn in NODE_POLICIES
@@ -98,7 +100,8 @@ def launch_template(
         network_interfaces=list(network_interfaces) if network_interfaces is not None else None,
         user_data=user_data,
         tag_specifications=[
-            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=dict(tags)) for kind in ("instance", "volume", "network-interface")
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=dict(tags))
+            for kind in ("instance", "volume", "network-interface")
         ],
         tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=parent),

@@ -121,17 +121,47 @@ class ScrapeTarget:
 SCRAPE_TARGETS = (
     # The efa-exporter pods (one per EFA node, in this namespace) serve the node's EFA counters on the
     # container port named "metrics" (components/efa_exporter.py, images/training/efa_metrics.py).
-    ScrapeTarget("efa", NAMESPACE, "pod", {"app.kubernetes.io/name": efa_exporter.NAME}, efa_exporter.PORT_NAME,
-                 "components/efa_exporter.py (ours); counters: aws-samples/awsome-distributed-training:"
-                 "4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go@7217859f"),
-    ScrapeTarget("dcgm-exporter", NAMESPACE, "pod", {"app.kubernetes.io/name": "dcgm-exporter"}, "metrics",
-                 "NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml@4.5.3-4.8.2"),
-    ScrapeTarget("volcano-scheduler", "volcano-system", "endpoints", {"app": "volcano-scheduler"}, "metrics",
-                 "volcano-sh/volcano:installer/helm/chart/volcano/templates/scheduler.yaml@v1.15.1"),
-    ScrapeTarget("volcano-controller", "volcano-system", "endpoints", {"app": "volcano-controller"}, "metrics",
-                 "volcano-sh/volcano:installer/helm/chart/volcano/templates/controllers.yaml@v1.15.1"),
-    ScrapeTarget("training-operator", "kubeflow", "endpoints", {"app": "training-operator"}, "monitoring-port",
-                 "kubeflow/trainer:manifests/base/service.yaml@v1.9.4"),
+    ScrapeTarget(
+        "efa",
+        NAMESPACE,
+        "pod",
+        {"app.kubernetes.io/name": efa_exporter.NAME},
+        efa_exporter.PORT_NAME,
+        "components/efa_exporter.py (ours); counters: aws-samples/awsome-distributed-training:"
+        "4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go@7217859f",
+    ),
+    ScrapeTarget(
+        "dcgm-exporter",
+        NAMESPACE,
+        "pod",
+        {"app.kubernetes.io/name": "dcgm-exporter"},
+        "metrics",
+        "NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml@4.5.3-4.8.2",
+    ),
+    ScrapeTarget(
+        "volcano-scheduler",
+        "volcano-system",
+        "endpoints",
+        {"app": "volcano-scheduler"},
+        "metrics",
+        "volcano-sh/volcano:installer/helm/chart/volcano/templates/scheduler.yaml@v1.15.1",
+    ),
+    ScrapeTarget(
+        "volcano-controller",
+        "volcano-system",
+        "endpoints",
+        {"app": "volcano-controller"},
+        "metrics",
+        "volcano-sh/volcano:installer/helm/chart/volcano/templates/controllers.yaml@v1.15.1",
+    ),
+    ScrapeTarget(
+        "training-operator",
+        "kubeflow",
+        "endpoints",
+        {"app": "training-operator"},
+        "monitoring-port",
+        "kubeflow/trainer:manifests/base/service.yaml@v1.9.4",
+    ),
 )
 # Jobs whose series describe another pod: the exporter writes the workload's `pod`, `namespace`
 # and `container` itself (DCGM_EXPORTER_KUBERNETES=true in its DaemonSet,
@@ -151,8 +181,12 @@ def _meta_label(role: str, name: str) -> str:
 
 def _scrape(target: ScrapeTarget) -> dict:
     """A scrape job keeping exactly what `target` declares: its labels and its named port."""
-    port = "__meta_kubernetes_pod_container_port_name" if target.role == "pod" else "__meta_kubernetes_endpoint_port_name"
-    keep = [{"source_labels": [_meta_label(target.role, k)], "regex": v, "action": "keep"} for k, v in target.labels.items()]
+    port = (
+        "__meta_kubernetes_pod_container_port_name" if target.role == "pod" else "__meta_kubernetes_endpoint_port_name"
+    )
+    keep = [
+        {"source_labels": [_meta_label(target.role, k)], "regex": v, "action": "keep"} for k, v in target.labels.items()
+    ]
     honor = target.job in HONOR_LABELS
     # The scraping pod is `instance`-level metadata; for honor_labels jobs it must not take `pod`.
     own_pod = [] if honor else [{"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"}]
@@ -207,19 +241,45 @@ def monitoring_network_policies(api_server_cidr: str) -> list[dict]:
 
     def policy(name: str, pods: Mapping[str, str], ingress: list[dict]) -> dict:
         return {
-            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
             "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"podSelector": {"matchLabels": dict(pods)} if pods else {}, "policyTypes": ["Ingress"], **({"ingress": ingress} if ingress else {})},
+            "spec": {
+                "podSelector": {"matchLabels": dict(pods)} if pods else {},
+                "policyTypes": ["Ingress"],
+                **({"ingress": ingress} if ingress else {}),
+            },
         }
 
     from_pods = lambda labels: {"podSelector": {"matchLabels": dict(labels)}}  # noqa: E731 (this namespace only)
     return [
         policy("default-deny-ingress", {}, []),
         policy("allow-scrape-from-prometheus", {}, [{"from": [from_pods(PROMETHEUS_PODS)]}]),
-        policy("allow-queries-to-prometheus", PROMETHEUS_PODS, [{"from": [from_pods(GRAFANA_PODS), from_pods(ADAPTER_PODS)], "ports": _tcp(PROMETHEUS_PORT)}]),
-        policy("allow-alertmanager-cluster", ALERTMANAGER_PODS, [{"from": [from_pods(ALERTMANAGER_PODS)], "ports": [*_tcp(ALERTMANAGER_CLUSTER_PORT), {"protocol": "UDP", "port": ALERTMANAGER_CLUSTER_PORT}]}]),
-        policy("allow-api-server-to-operator-webhook", OPERATOR_PODS, [{"from": [{"ipBlock": {"cidr": api_server_cidr}}], "ports": _tcp(OPERATOR_WEBHOOK_PORT)}]),
-        policy("allow-api-server-to-prometheus-adapter", ADAPTER_PODS, [{"from": [{"ipBlock": {"cidr": api_server_cidr}}], "ports": _tcp(ADAPTER_PORT)}]),
+        policy(
+            "allow-queries-to-prometheus",
+            PROMETHEUS_PODS,
+            [{"from": [from_pods(GRAFANA_PODS), from_pods(ADAPTER_PODS)], "ports": _tcp(PROMETHEUS_PORT)}],
+        ),
+        policy(
+            "allow-alertmanager-cluster",
+            ALERTMANAGER_PODS,
+            [
+                {
+                    "from": [from_pods(ALERTMANAGER_PODS)],
+                    "ports": [*_tcp(ALERTMANAGER_CLUSTER_PORT), {"protocol": "UDP", "port": ALERTMANAGER_CLUSTER_PORT}],
+                }
+            ],
+        ),
+        policy(
+            "allow-api-server-to-operator-webhook",
+            OPERATOR_PODS,
+            [{"from": [{"ipBlock": {"cidr": api_server_cidr}}], "ports": _tcp(OPERATOR_WEBHOOK_PORT)}],
+        ),
+        policy(
+            "allow-api-server-to-prometheus-adapter",
+            ADAPTER_PODS,
+            [{"from": [{"ipBlock": {"cidr": api_server_cidr}}], "ports": _tcp(ADAPTER_PORT)}],
+        ),
     ]
 
 
@@ -234,7 +294,10 @@ def prometheus_stack_values(cfg: Observability) -> dict:
         # The operator, its admission webhook's certificate Jobs (pre-install hooks: they run on the
         # first deploy, before anything else here) and the optional webhook Deployment.
         "prometheusOperator": {**on_system, "admissionWebhooks": {"patch": on_system, "deployment": on_system}},
-        "kube-state-metrics": {**on_system, "metricLabelsAllowlist": KSM_NODE_LABELS},  # the pool label, for the elastic room
+        "kube-state-metrics": {
+            **on_system,
+            "metricLabelsAllowlist": KSM_NODE_LABELS,
+        },  # the pool label, for the elastic room
         "alertmanager": {"alertmanagerSpec": on_system},
         "grafana": {
             **on_system,
@@ -313,14 +376,28 @@ class Monitoring(pulumi.ComponentResource):
         super().__init__("higgsfield:observability:Monitoring", name, None, opts)
         cfg, tags = args.settings, dict(args.tags)
 
-        def addon(addon_name: str, identity: tuple[aws.iam.Role, str] | None = None, deps: Sequence[pulumi.Resource] = (), configuration: Mapping[str, object] | None = None) -> aws.eks.Addon:
+        def addon(
+            addon_name: str,
+            identity: tuple[aws.iam.Role, str] | None = None,
+            deps: Sequence[pulumi.Resource] = (),
+            configuration: Mapping[str, object] | None = None,
+        ) -> aws.eks.Addon:
             return managed_addon(
-                f"{name}-{addon_name}", args.cluster_name, args.addons[addon_name], tags=tags,
-                identity=(identity[0].arn, identity[1]) if identity else None, configuration=configuration,
+                f"{name}-{addon_name}",
+                args.cluster_name,
+                args.addons[addon_name],
+                tags=tags,
+                identity=(identity[0].arn, identity[1]) if identity else None,
+                configuration=configuration,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *deps]),
             )
 
-        ebs_role, _ = pod_identity_role(f"{name}-ebs-csi", tags, self, managed_policy_arn="arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy")
+        ebs_role, _ = pod_identity_role(
+            f"{name}-ebs-csi",
+            tags,
+            self,
+            managed_policy_arn="arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",
+        )
         ebs = addon("aws-ebs-csi-driver", (ebs_role, "ebs-csi-controller-sa"))
         in_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, ebs])
         storage_class = KubernetesObject(
@@ -339,25 +416,40 @@ class Monitoring(pulumi.ComponentResource):
         )
 
         namespace = KubernetesObject(
-            f"{name}-namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            f"{name}-namespace",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
         )
 
         def release(suffix: str, chart: Chart, values: dict, deps: Sequence[pulumi.Resource] = ()) -> pulumi.Resource:
-            opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, namespace, *deps])
+            opts = pulumi.ResourceOptions(
+                parent=self, provider=args.provider, depends_on=[*args.depends_on, namespace, *deps]
+            )
             return helm_release(f"{name}-{suffix}", chart, NAMESPACE, values, opts)
 
         after_namespace = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
         # Grafana's admin password: generated once, kept in the stack's state as a secret.
-        password = random.RandomPassword(f"{name}-grafana-admin", length=GRAFANA_PASSWORD_LENGTH, special=False, opts=pulumi.ResourceOptions(parent=self))
+        password = random.RandomPassword(
+            f"{name}-grafana-admin",
+            length=GRAFANA_PASSWORD_LENGTH,
+            special=False,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         admin_secret = KubernetesObject(
             f"{name}-grafana-admin",
             {
-                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
                 "metadata": {"name": GRAFANA_ADMIN_SECRET, "namespace": NAMESPACE},
-                "stringData": {GRAFANA_ADMIN_KEYS["userKey"]: GRAFANA_ADMIN_USER, GRAFANA_ADMIN_KEYS["passwordKey"]: password.result},
+                "stringData": {
+                    GRAFANA_ADMIN_KEYS["userKey"]: GRAFANA_ADMIN_USER,
+                    GRAFANA_ADMIN_KEYS["passwordKey"]: password.result,
+                },
             },
-            opts=pulumi.ResourceOptions.merge(after_namespace, pulumi.ResourceOptions(additional_secret_outputs=["stringData", "data"])),
+            opts=pulumi.ResourceOptions.merge(
+                after_namespace, pulumi.ResourceOptions(additional_secret_outputs=["stringData", "data"])
+            ),
         )
         # The policies exist before anything in the namespace runs.
         policies = [
@@ -365,29 +457,51 @@ class Monitoring(pulumi.ComponentResource):
             for p in monitoring_network_policies(args.api_server_cidr)
         ]
         on_system = dict(ON_SYSTEM_NODES)
-        release("prometheus", args.prometheus_stack, prometheus_stack_values(cfg), deps=[storage_class, admin_secret, *policies])
-        release("dcgm-exporter", args.dcgm_exporter, {
-            "nodeSelector": GPU_NODES,
-            # every taint, as a node-level daemon (NVIDIA/dcgm-exporter:deployment/values.yaml@4.5.3-4.8.2
-            # `tolerations`, rendered by templates/daemonset.yaml)
-            "tolerations": [EVERY_TAINT],
-            "serviceMonitor": {"enabled": False},  # scraped through additionalScrapeConfigs
-        })
-        release("prometheus-adapter", args.prometheus_adapter, {  # retries until Prometheus answers
-            # `nodeSelector`, `tolerations` (charts/prometheus-adapter/values.yaml@prometheus-adapter-5.3.0)
-            **on_system,
-            "prometheus": {"url": PROMETHEUS_URL.rsplit(":", 1)[0], "port": 9090},
-            "rules": prometheus_adapter_rules(),
-        })
+        release(
+            "prometheus",
+            args.prometheus_stack,
+            prometheus_stack_values(cfg),
+            deps=[storage_class, admin_secret, *policies],
+        )
+        release(
+            "dcgm-exporter",
+            args.dcgm_exporter,
+            {
+                "nodeSelector": GPU_NODES,
+                # every taint, as a node-level daemon (NVIDIA/dcgm-exporter:deployment/values.yaml@4.5.3-4.8.2
+                # `tolerations`, rendered by templates/daemonset.yaml)
+                "tolerations": [EVERY_TAINT],
+                "serviceMonitor": {"enabled": False},  # scraped through additionalScrapeConfigs
+            },
+        )
+        release(
+            "prometheus-adapter",
+            args.prometheus_adapter,
+            {  # retries until Prometheus answers
+                # `nodeSelector`, `tolerations` (charts/prometheus-adapter/values.yaml@prometheus-adapter-5.3.0)
+                **on_system,
+                "prometheus": {"url": PROMETHEUS_URL.rsplit(":", 1)[0], "port": 9090},
+                "rules": prometheus_adapter_rules(),
+            },
+        )
         if args.efa_exporter_image is not None:
-            KubernetesObject(f"{name}-efa-exporter", efa_exporter.daemonset(args.efa_exporter_image, NAMESPACE),
-                             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, namespace, *policies]))
+            KubernetesObject(
+                f"{name}-efa-exporter",
+                efa_exporter.daemonset(args.efa_exporter_image, NAMESPACE),
+                opts=pulumi.ResourceOptions(
+                    parent=self, provider=args.provider, depends_on=[*args.depends_on, namespace, *policies]
+                ),
+            )
         KubernetesObject(
             f"{name}-dashboard",
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
-                "metadata": {"name": "higgsfield-gpu-dashboard", "namespace": NAMESPACE, "labels": {"grafana_dashboard": "1"}},
+                "metadata": {
+                    "name": "higgsfield-gpu-dashboard",
+                    "namespace": NAMESPACE,
+                    "labels": {"grafana_dashboard": "1"},
+                },
                 "data": {"higgsfield-gpus.json": json.dumps(gpu_dashboard(), indent=1)},
             },
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace]),
@@ -412,8 +526,15 @@ class Monitoring(pulumi.ComponentResource):
             )
             for kind in CONTAINER_INSIGHTS_LOGS
         ]
-        cloudwatch_role, _ = pod_identity_role(f"{name}-cloudwatch", tags, self, managed_policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy")
+        cloudwatch_role, _ = pod_identity_role(
+            f"{name}-cloudwatch", tags, self, managed_policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy"
+        )
         # Container lines carry the pod's labels (job, replica type and index) and node: components/container_logs.py.
-        addon("amazon-cloudwatch-observability", (cloudwatch_role, "cloudwatch-agent"), deps=groups, configuration=container_logs.addon_configuration(CLOUDWATCH_DCGM_OFF))
+        addon(
+            "amazon-cloudwatch-observability",
+            (cloudwatch_role, "cloudwatch-agent"),
+            deps=groups,
+            configuration=container_logs.addon_configuration(CLOUDWATCH_DCGM_OFF),
+        )
         addon("eks-node-monitoring-agent")
         self.register_outputs({"grafana_dashboard": "higgsfield-gpus"})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
@@ -28,10 +28,14 @@ def image_tag() -> str:
     from infra.core.project import project_root
 
     root = project_root()
-    if not (root / IMAGE_SOURCES).is_dir():  # a project with stack files only: the sources of the checkout this code is in
+    if not (
+        root / IMAGE_SOURCES
+    ).is_dir():  # a project with stack files only: the sources of the checkout this code is in
         root = Path(__file__).resolve().parents[1]
     try:
-        done = subprocess.run(["git", "-C", str(root), "rev-parse", f"HEAD:{IMAGE_SOURCES}"], capture_output=True, text=True, timeout=10)
+        done = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", f"HEAD:{IMAGE_SOURCES}"], capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return UNKNOWN_TAG
     return f"src-{done.stdout.strip()}" if done.returncode == 0 else UNKNOWN_TAG
@@ -46,16 +50,29 @@ def lifecycle_policy() -> str:
     """Expire untagged layers after a week; keep the newest KEEP_IMAGES images (ECR lifecycle
     policy rules: docs.aws.amazon.com/AmazonECR/latest/userguide/LifecyclePolicies.html; the rule
     with tagStatus `any` must have the highest priority number)."""
-    return json.dumps({
-        "rules": [
-            {"rulePriority": 1, "description": f"untagged images after {UNTAGGED_DAYS} days",
-             "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed", "countUnit": "days", "countNumber": UNTAGGED_DAYS},
-             "action": {"type": "expire"}},
-            {"rulePriority": 2, "description": f"all but the newest {KEEP_IMAGES} images",
-             "selection": {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": KEEP_IMAGES},
-             "action": {"type": "expire"}},
-        ]
-    })
+    return json.dumps(
+        {
+            "rules": [
+                {
+                    "rulePriority": 1,
+                    "description": f"untagged images after {UNTAGGED_DAYS} days",
+                    "selection": {
+                        "tagStatus": "untagged",
+                        "countType": "sinceImagePushed",
+                        "countUnit": "days",
+                        "countNumber": UNTAGGED_DAYS,
+                    },
+                    "action": {"type": "expire"},
+                },
+                {
+                    "rulePriority": 2,
+                    "description": f"all but the newest {KEEP_IMAGES} images",
+                    "selection": {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": KEEP_IMAGES},
+                    "action": {"type": "expire"},
+                },
+            ]
+        }
+    )
 
 
 class TrainingImageRepository(pulumi.ComponentResource):
@@ -68,7 +85,14 @@ class TrainingImageRepository(pulumi.ComponentResource):
     name or the encryption settings change.
     """
 
-    def __init__(self, name: str, cluster_name: str, protect: bool, tags: Mapping[str, str], opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        cluster_name: str,
+        protect: bool,
+        tags: Mapping[str, str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("higgsfield:registry:TrainingImage", name, None, opts)
         repository = aws.ecr.Repository(
             name,
@@ -80,8 +104,15 @@ class TrainingImageRepository(pulumi.ComponentResource):
             tags=dict(tags),
             opts=pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect),
         )
-        aws.ecr.LifecyclePolicy(f"{name}-lifecycle", repository=repository.name, policy=lifecycle_policy(), opts=pulumi.ResourceOptions(parent=self))
+        aws.ecr.LifecyclePolicy(
+            f"{name}-lifecycle",
+            repository=repository.name,
+            policy=lifecycle_policy(),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         self.repository_url = repository.repository_url
         self.repository_arn = repository.arn
-        self.source_image = repository.repository_url.apply(lambda url: f"{url}:{image_tag()}")  # what the health gate runs
+        self.source_image = repository.repository_url.apply(
+            lambda url: f"{url}:{image_tag()}"
+        )  # what the health gate runs
         self.register_outputs({"repository_url": self.repository_url, "repository_arn": self.repository_arn})

@@ -17,10 +17,13 @@ from components.addons import managed_addon
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import Fsx
-from infra.core.versions import AddonVersion
 from infra.core.names import NODE_NAME_EXTRA
+from infra.core.versions import AddonVersion
 
-LUSTRE_PORTS = ((988, 988), (1018, 1023))  # docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html
+LUSTRE_PORTS = (
+    (988, 988),
+    (1018, 1023),
+)  # docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html
 MOUNT_OPTIONS = ("flock", "noatime")
 PVC_NAME = "shared-data"
 MOUNT_PATH = "/fsx"
@@ -108,18 +111,23 @@ def layout_digest(script: str) -> str:
 
 def layout_user_data(script: str, dns_name: str, mount_name: str) -> str:
     """The layout client's boot script: mount as root (exempt from squash), lay out, power off."""
-    return "\n".join([
-        "#!/bin/bash",
-        "set -euxo pipefail",
-        "trap 'shutdown -h now' EXIT",  # stop whatever happens; the console output says how it went
-        "dnf install -y lustre-client",
-        f"mkdir -p {MOUNT_PATH}",
-        f"mount -t lustre -o relatime,flock {shlex.quote(dns_name)}@tcp:/{shlex.quote(mount_name)} "
-        f"{MOUNT_PATH}",
-        f"sh -c {shlex.quote(script)}",
-        f"umount {MOUNT_PATH}",
-        f"echo higgsfield-lustre-layout-done {layout_digest(script)}",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "#!/bin/bash",
+                "set -euxo pipefail",
+                "trap 'shutdown -h now' EXIT",  # stop whatever happens; the console output says how it went
+                "dnf install -y lustre-client",
+                f"mkdir -p {MOUNT_PATH}",
+                f"mount -t lustre -o relatime,flock {shlex.quote(dns_name)}@tcp:/{shlex.quote(mount_name)} "
+                f"{MOUNT_PATH}",
+                f"sh -c {shlex.quote(script)}",
+                f"umount {MOUNT_PATH}",
+                f"echo higgsfield-lustre-layout-done {layout_digest(script)}",
+            ]
+        )
+        + "\n"
+    )
 
 
 # The FSx CSI node plugin's ClusterRole grants get and patch on every node (kubernetes-sigs/
@@ -145,12 +153,23 @@ def csi_node_policy() -> dict:
         "metadata": {"name": "higgsfield-fsx-csi-node-own-node"},
         "spec": {
             "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes", "nodes/status"]}]},
-            "matchConditions": [{"name": "fsx-csi-node-only", "expression": f"request.userInfo.username == '{CSI_NODE_USER}'"}],
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["UPDATE"],
+                        "resources": ["nodes", "nodes/status"],
+                    }
+                ]
+            },
+            "matchConditions": [
+                {"name": "fsx-csi-node-only", "expression": f"request.userInfo.username == '{CSI_NODE_USER}'"}
+            ],
             "validations": [
                 {
                     "expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
-                                  f"request.userInfo.extra['{NODE_NAME_EXTRA}'] == [object.metadata.name]",
+                    f"request.userInfo.extra['{NODE_NAME_EXTRA}'] == [object.metadata.name]",
                     "message": "the FSx CSI node plugin may change only the node its pod runs on",
                     "reason": "Forbidden",
                 },
@@ -161,9 +180,9 @@ def csi_node_policy() -> dict:
                 },
                 {
                     "expression": f"{meta('object', 'labels')} == {meta('oldObject', 'labels')} && "
-                                  f"{meta('object', 'annotations')} == {meta('oldObject', 'annotations')} && "
-                                  "(has(object.spec.unschedulable) && object.spec.unschedulable) == "
-                                  "(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
+                    f"{meta('object', 'annotations')} == {meta('oldObject', 'annotations')} && "
+                    "(has(object.spec.unschedulable) && object.spec.unschedulable) == "
+                    "(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
                     "message": "the FSx CSI node plugin may not change a node's labels, annotations or cordon it",
                     "reason": "Forbidden",
                 },
@@ -244,26 +263,52 @@ class LustreFileSystem(pulumi.ComponentResource):
 
         key = None
         if fsx.deployment_type == "PERSISTENT_2":
-            key = aws.kms.Key(f"{name}-key", description=f"FSx for Lustre of {args.cluster_name}", enable_key_rotation=True, deletion_window_in_days=30, tags=tags, opts=keep)
+            key = aws.kms.Key(
+                f"{name}-key",
+                description=f"FSx for Lustre of {args.cluster_name}",
+                enable_key_rotation=True,
+                deletion_window_in_days=30,
+                tags=tags,
+                opts=keep,
+            )
         # The group exists before the cluster does, so the file system (the slowest resource)
         # starts right after the VPC; the rule naming the node group comes once the cluster is up.
         group = aws.ec2.SecurityGroup(
-            f"{name}-sg", vpc_id=args.vpc_id, description="FSx for Lustre: Lustre ports from cluster nodes only", tags=tags, opts=child
+            f"{name}-sg",
+            vpc_id=args.vpc_id,
+            description="FSx for Lustre: Lustre ports from cluster nodes only",
+            tags=tags,
+            opts=child,
         )
         # The layout client's address is reserved as soon as the subnet exists, long before any
         # node asks the subnet for addresses.
         layout_ip = pulumi.Output.from_input(args.subnet_cidr).apply(layout_client_ip)
         self.layout_reservation = aws.ec2.SubnetCidrReservation(
-            f"{name}-layout-ip", subnet_id=args.subnet_id, cidr_block=layout_ip.apply(lambda ip: f"{ip}/32"),
-            reservation_type="explicit", description="FSx layout client (the only root-squash exemption)", opts=child,
+            f"{name}-layout-ip",
+            subnet_id=args.subnet_id,
+            cidr_block=layout_ip.apply(lambda ip: f"{ip}/32"),
+            reservation_type="explicit",
+            description="FSx layout client (the only root-squash exemption)",
+            opts=child,
         )
         self.layout_group = aws.ec2.SecurityGroup(
-            f"{name}-layout-sg", vpc_id=args.vpc_id, description="FSx layout client: out to FSx and the package repositories",
-            egress=[aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"], description="Lustre and dnf")],
-            tags=tags, opts=child,
+            f"{name}-layout-sg",
+            vpc_id=args.vpc_id,
+            description="FSx layout client: out to FSx and the package repositories",
+            egress=[
+                aws.ec2.SecurityGroupEgressArgs(
+                    protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"], description="Lustre and dnf"
+                )
+            ],
+            tags=tags,
+            opts=child,
         )
         for lo, hi in LUSTRE_PORTS:
-            for source, peer in (("self", group.id), ("nodes", args.node_security_group_id), ("layout", self.layout_group.id)):
+            for source, peer in (
+                ("self", group.id),
+                ("nodes", args.node_security_group_id),
+                ("layout", self.layout_group.id),
+            ):
                 aws.vpc.SecurityGroupIngressRule(
                     f"{name}-lustre-{lo}-{source}",
                     security_group_id=group.id,
@@ -276,7 +321,13 @@ class LustreFileSystem(pulumi.ComponentResource):
                     opts=child,
                 )
         aws.vpc.SecurityGroupEgressRule(
-            f"{name}-egress", security_group_id=group.id, ip_protocol="-1", cidr_ipv4="0.0.0.0/0", description="replies and S3", tags=tags, opts=child
+            f"{name}-egress",
+            security_group_id=group.id,
+            ip_protocol="-1",
+            cidr_ipv4="0.0.0.0/0",
+            description="replies and S3",
+            tags=tags,
+            opts=child,
         )
         scratch_link = {}
         if fsx.s3 and fsx.deployment_type == "SCRATCH_2":
@@ -299,7 +350,8 @@ class LustreFileSystem(pulumi.ComponentResource):
             automatic_backup_retention_days=fsx.backup_retention_days,
             copy_tags_to_backups=fsx.backup_retention_days > 0,
             root_squash_configuration=aws.fsx.LustreFileSystemRootSquashConfigurationArgs(
-                root_squash=ROOT_SQUASH, no_squash_nids=[layout_ip.apply(lambda ip: f"{ip}@tcp")],
+                root_squash=ROOT_SQUASH,
+                no_squash_nids=[layout_ip.apply(lambda ip: f"{ip}@tcp")],
             ),
             tags={**tags, "Name": f"{args.cluster_name}-lustre"},
             opts=keep,
@@ -314,9 +366,11 @@ class LustreFileSystem(pulumi.ComponentResource):
             # @7.51.1 docstring). Noncurrent versions are kept until the bucket's own lifecycle
             # rules expire them (ours would replace the owner's whole lifecycle configuration).
             aws.s3.BucketVersioning(
-                f"{name}-s3-versioning", bucket=fsx.s3.bucket,
+                f"{name}-s3-versioning",
+                bucket=fsx.s3.bucket,
                 versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
-                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True))
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+            )
         if fsx.s3 and fsx.deployment_type == "PERSISTENT_2":
             # Deletions on Lustre reach S3 only when the stack asks (export_deletions): an
             # `rm -rf` in a pod must not delete the S3 copy of a dataset.
@@ -328,7 +382,11 @@ class LustreFileSystem(pulumi.ComponentResource):
                 file_system_path=s3_path(fsx.s3.dataset),
                 batch_import_meta_data_on_create=True,
                 s3=aws.fsx.DataRepositoryAssociationS3Args(
-                    auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(events=["NEW", "CHANGED", "DELETED"]) if fsx.s3.auto_import else None,
+                    auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(
+                        events=["NEW", "CHANGED", "DELETED"]
+                    )
+                    if fsx.s3.auto_import
+                    else None,
                     auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=exported),
                 ),
                 tags=tags,
@@ -336,11 +394,23 @@ class LustreFileSystem(pulumi.ComponentResource):
             )
 
         # The node plugin's guard is in place before the add-on's DaemonSet can patch a node.
-        guard = KubernetesObject(f"{name}-csi-node-policy", csi_node_policy(), opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.addon_depends_on)))
-        guard_binding = KubernetesObject(f"{name}-csi-node-policy-binding", csi_node_policy_binding(), opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[guard]))
+        guard = KubernetesObject(
+            f"{name}-csi-node-policy",
+            csi_node_policy(),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.addon_depends_on)),
+        )
+        guard_binding = KubernetesObject(
+            f"{name}-csi-node-policy-binding",
+            csi_node_policy_binding(),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[guard]),
+        )
         role, _ = pod_identity_role(f"{name}-csi", tags, self, inline_policy=csi_policy())
         managed_addon(
-            f"{name}-csi", args.cluster_name, args.csi_addon, tags=tags, identity=(role.arn, CSI_CONTROLLER_SA),
+            f"{name}-csi",
+            args.cluster_name,
+            args.csi_addon,
+            tags=tags,
+            identity=(role.arn, CSI_CONTROLLER_SA),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.addon_depends_on, guard_binding]),
         )
 
@@ -350,23 +420,41 @@ class LustreFileSystem(pulumi.ComponentResource):
             for dataset in fsx.datasets:
                 if team == dataset.owner or team in dataset.readers:
                     claim = DATASET_CLAIM.format(name=dataset.name)
-                    self._volume(name, args, team, f"ds-{dataset.name}", claim, f"{DATASETS_DIR}/{dataset.name}", ns, layout, read_only=team != dataset.owner)
+                    self._volume(
+                        name,
+                        args,
+                        team,
+                        f"ds-{dataset.name}",
+                        claim,
+                        f"{DATASETS_DIR}/{dataset.name}",
+                        ns,
+                        layout,
+                        read_only=team != dataset.owner,
+                    )
         if args.health_namespace is not None:  # the gate writes and reads a file here on every new node
             namespace, ns = args.health_namespace
-            volume, claim_obj = self._pv_claim(args, f"{args.cluster_name}-fsx-health", namespace, HEALTH_CLAIM, HEALTH_DIR, read_only=False)
+            volume, claim_obj = self._pv_claim(
+                args, f"{args.cluster_name}-fsx-health", namespace, HEALTH_CLAIM, HEALTH_DIR, read_only=False
+            )
             opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, layout])
             KubernetesObject(f"{name}-pv-health", volume, opts=opts)
             KubernetesObject(f"{name}-pvc-health", claim_obj, opts=opts)
         self.register_outputs({"file_system_id": self.file_system.id, "dns_name": self.file_system.dns_name})
 
-    def _pv_claim(self, args: LustreArgs, pv_name: str, namespace: str, claim: str, subpath: str | None, read_only: bool) -> tuple[dict, dict]:
+    def _pv_claim(
+        self, args: LustreArgs, pv_name: str, namespace: str, claim: str, subpath: str | None, read_only: bool
+    ) -> tuple[dict, dict]:
         fsx = args.settings
         access = ["ReadOnlyMany"] if read_only else ["ReadWriteMany"]
         mountname = self.file_system.mount_name.apply(lambda m: mountname_of(m, subpath))
         volume = {
             "apiVersion": "v1",
             "kind": "PersistentVolume",
-            "metadata": {"name": pv_name, "labels": {"higgsfield.io/storage": "fsx"}, "annotations": {LUSTRE_PATH_ANNOTATION: subpath or "/"}},
+            "metadata": {
+                "name": pv_name,
+                "labels": {"higgsfield.io/storage": "fsx"},
+                "annotations": {LUSTRE_PATH_ANNOTATION: subpath or "/"},
+            },
             "spec": {
                 "capacity": {"storage": f"{fsx.storage_capacity_gib}Gi"},
                 "volumeMode": "Filesystem",
@@ -387,20 +475,41 @@ class LustreFileSystem(pulumi.ComponentResource):
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
             "metadata": {"name": claim, "namespace": namespace},
-            "spec": {"accessModes": access, "storageClassName": "", "volumeName": pv_name, "resources": {"requests": {"storage": f"{fsx.storage_capacity_gib}Gi"}}},
+            "spec": {
+                "accessModes": access,
+                "storageClassName": "",
+                "volumeName": pv_name,
+                "resources": {"requests": {"storage": f"{fsx.storage_capacity_gib}Gi"}},
+            },
         }
         return volume, claim_obj
 
-    def _volume(self, name: str, args: LustreArgs, team: str, suffix: str, claim: str, subpath: str, ns: pulumi.Resource, layout: pulumi.Resource, *, read_only: bool) -> None:
+    def _volume(
+        self,
+        name: str,
+        args: LustreArgs,
+        team: str,
+        suffix: str,
+        claim: str,
+        subpath: str,
+        ns: pulumi.Resource,
+        layout: pulumi.Resource,
+        *,
+        read_only: bool,
+    ) -> None:
         """A team's volume of one directory (and its claim), once the directory exists."""
-        pv_name = f"{args.cluster_name}-fsx-{team}" if suffix == "shared" else f"{args.cluster_name}-fsx-{team}-{suffix}"
+        pv_name = (
+            f"{args.cluster_name}-fsx-{team}" if suffix == "shared" else f"{args.cluster_name}-fsx-{team}-{suffix}"
+        )
         volume, claim_obj = self._pv_claim(args, pv_name, team, claim, subpath, read_only)
         key = "" if suffix == "shared" else f"-{suffix}"
         opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, layout])
         KubernetesObject(f"{name}-pv-{team}{key}", volume, opts=opts)
         KubernetesObject(f"{name}-pvc-{team}{key}", claim_obj, opts=opts)
 
-    def _layout(self, name: str, args: LustreArgs, layout_ip: pulumi.Output[str], link: pulumi.Resource | None) -> pulumi.Resource:
+    def _layout(
+        self, name: str, args: LustreArgs, layout_ip: pulumi.Output[str], link: pulumi.Resource | None
+    ) -> pulumi.Resource:
         """The layout client (LAYOUT_CLIENT_*): an instance that makes the team and dataset
         directories with their owners as unsquashed root, then stops. Its user data carries the
         layout, so a new team or dataset replaces it and the new layout runs once."""
@@ -408,21 +517,36 @@ class LustreFileSystem(pulumi.ComponentResource):
         datasets = [(d.name, args.team_uids[d.owner]) for d in fsx.datasets]
         script = layout_script(args.team_uids, datasets)
         user_data = pulumi.Output.all(self.file_system.dns_name, self.file_system.mount_name).apply(
-            lambda v: base64.b64encode(layout_user_data(script, v[0], v[1]).encode()).decode())
+            lambda v: base64.b64encode(layout_user_data(script, v[0], v[1]).encode()).decode()
+        )
         template = aws.ec2.LaunchTemplate(
             f"{name}-layout",
             image_id=LAYOUT_CLIENT_AMI,
             instance_type=LAYOUT_CLIENT_TYPE,
-            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
-            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                device_name="/dev/xvda", ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(volume_size=8, volume_type="gp3", encrypted="true", delete_on_termination="true"))],
-            tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type="instance", tags={**args.tags, "Name": f"{args.cluster_name}-fsx-layout"})],
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
+            ),
+            block_device_mappings=[
+                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                    device_name="/dev/xvda",
+                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                        volume_size=8, volume_type="gp3", encrypted="true", delete_on_termination="true"
+                    ),
+                )
+            ],
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(
+                    resource_type="instance", tags={**args.tags, "Name": f"{args.cluster_name}-fsx-layout"}
+                )
+            ],
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self),
         )
         return aws.ec2.Instance(
             f"{name}-layout",
-            launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            launch_template=aws.ec2.InstanceLaunchTemplateArgs(
+                id=template.id, version=template.latest_version.apply(str)
+            ),
             subnet_id=args.subnet_id,
             private_ip=layout_ip,
             vpc_security_group_ids=[self.layout_group.id],
@@ -431,5 +555,9 @@ class LustreFileSystem(pulumi.ComponentResource):
             instance_initiated_shutdown_behavior="stop",
             tags={**args.tags, "Name": f"{args.cluster_name}-fsx-layout", LAYOUT_TAG: layout_digest(script)},
             # Its replacement takes the same address: the old one goes first.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.file_system, self.layout_reservation, *([link] if link is not None else [])]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                delete_before_replace=True,
+                depends_on=[self.file_system, self.layout_reservation, *([link] if link is not None else [])],
+            ),
         )

@@ -13,6 +13,7 @@ from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from components.tenancy import TeamRules
 from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Team
 
+
 def compute_quota(team: Team) -> dict:
     """The namespace's CPU and memory: a ResourceQuota on what its pods request in all. Requests,
     not limits: a quota on a resource makes the API server refuse a pod that does not state it
@@ -35,10 +36,17 @@ def container_defaults(team: Team) -> dict:
         "apiVersion": "v1",
         "kind": "LimitRange",
         "metadata": {"name": "container-defaults", "namespace": team.name},
-        "spec": {"limits": [{
-            "type": "Container",
-            "defaultRequest": {"cpu": f"{team.default_cpu_request_millicores}m", "memory": f"{team.default_memory_request_mib}Mi"},
-        }]},
+        "spec": {
+            "limits": [
+                {
+                    "type": "Container",
+                    "defaultRequest": {
+                        "cpu": f"{team.default_cpu_request_millicores}m",
+                        "memory": f"{team.default_memory_request_mib}Mi",
+                    },
+                }
+            ]
+        },
     }
 
 
@@ -48,9 +56,13 @@ def rules_of(team: Team, classes: Sequence[PriorityClassSpec] = (), public_load_
     Service types it is given; whether the stack has public load balancers."""
     serving = {c.name for c in classes if c.workload == "serving"}
     return TeamRules(
-        name=team.name, queue=team.queue, priority_classes=(*team.priority_classes, DEFAULT_PRIORITY_CLASS), uid=team.uid,
+        name=team.name,
+        queue=team.queue,
+        priority_classes=(*team.priority_classes, DEFAULT_PRIORITY_CLASS),
+        uid=team.uid,
         serving_classes=tuple(c for c in team.priority_classes if c in serving),
-        service_types=tuple(team.service_types), public_load_balancers=public_load_balancers,
+        service_types=tuple(team.service_types),
+        public_load_balancers=public_load_balancers,
     )
 
 
@@ -63,8 +75,8 @@ class TeamsArgs:
     api_server_cidr: str  # where the private API endpoint's interfaces live (the VPC)
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
-    pools: Sequence[GpuPool] = ()                 # with `image`: the gang deadline for the teams' jobs
-    image: pulumi.Input[str] | None = None        # the training image (it ships images/training/gang_deadline.py)
+    pools: Sequence[GpuPool] = ()  # with `image`: the gang deadline for the teams' jobs
+    image: pulumi.Input[str] | None = None  # the training image (it ships images/training/gang_deadline.py)
     public_load_balancers: bool = False  # the stack's higgsfield:publicLoadBalancers
     api_service_ip: str = field(kw_only=True)  # the `kubernetes` Service's ClusterIP (StackConfig.api_service_ip)
 
@@ -99,8 +111,11 @@ class Teams(pulumi.ComponentResource):
         self.uids = {team.name: team.uid for team in args.teams}  # who owns each team's files
         if args.teams:
             guard = KubernetesObject(f"{name}-netpol-guard", tenancy.network_policy_guard(), opts=child)
-            KubernetesObject(f"{name}-netpol-guard-binding", tenancy.network_policy_guard_binding(),
-                             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[guard]))
+            KubernetesObject(
+                f"{name}-netpol-guard-binding",
+                tenancy.network_policy_guard_binding(),
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[guard]),
+            )
         for team in args.teams:
             rules = rules_of(team, args.priority_classes, args.public_load_balancers)
             ns = KubernetesObject(f"{name}-{team.name}", tenancy.namespace(rules, args.kubernetes_version), opts=child)
@@ -116,48 +131,87 @@ class Teams(pulumi.ComponentResource):
             if rules.serving_classes:
                 # serving's own quota, scoped to its classes: no gang is cut by it (a Deployment's
                 # replicas are each worth serving), and it caps what serving can take back
-                obj("serving-gpu", {
-                    "apiVersion": "v1",
-                    "kind": "ResourceQuota",
-                    "metadata": {"name": "serving-gpu", "namespace": team.name},
-                    "spec": {
-                        "hard": {"requests.nvidia.com/gpu": str(team.serving_gpu_quota)},
-                        "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": list(rules.serving_classes)}]},
+                obj(
+                    "serving-gpu",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ResourceQuota",
+                        "metadata": {"name": "serving-gpu", "namespace": team.name},
+                        "spec": {
+                            "hard": {"requests.nvidia.com/gpu": str(team.serving_gpu_quota)},
+                            "scopeSelector": {
+                                "matchExpressions": [
+                                    {
+                                        "scopeName": "PriorityClass",
+                                        "operator": "In",
+                                        "values": list(rules.serving_classes),
+                                    }
+                                ]
+                            },
+                        },
                     },
-                })
+                )
             # The LimitRange first: a pod created between the two would be refused by the quota.
             defaults = obj("limits", container_defaults(team))
-            obj("compute", compute_quota(team), pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, defaults]))
+            obj(
+                "compute",
+                compute_quota(team),
+                pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, defaults]),
+            )
             for cls in args.priority_classes:
                 if cls.name in team.priority_classes:
                     continue
-                obj(f"deny-{cls.name}", {
-                    "apiVersion": "v1",
-                    "kind": "ResourceQuota",
-                    "metadata": {"name": f"deny-{cls.name}", "namespace": team.name},
-                    "spec": {
-                        "hard": {"pods": "0"},
-                        "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": [cls.name]}]},
+                obj(
+                    f"deny-{cls.name}",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ResourceQuota",
+                        "metadata": {"name": f"deny-{cls.name}", "namespace": team.name},
+                        "spec": {
+                            "hard": {"pods": "0"},
+                            "scopeSelector": {
+                                "matchExpressions": [
+                                    {"scopeName": "PriorityClass", "operator": "In", "values": [cls.name]}
+                                ]
+                            },
+                        },
                     },
-                })
+                )
             # The policy exists before its binding, and both before anything runs in the namespace.
             policy = obj("admission", tenancy.admission_policy(rules), child)
-            obj("admission-binding", tenancy.admission_binding(rules), pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[policy, ns]))
+            obj(
+                "admission-binding",
+                tenancy.admission_binding(rules),
+                pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[policy, ns]),
+            )
             # kube-controller-manager creates `default` in every new namespace (components/cluster_created.py):
             # patched, never created. Whichever comes first works: a Server-Side Apply of a missing object
             # creates it (pulumi/pulumi-kubernetes#2194) and the controller then finds it; forced, so that the
             # field is ours even if someone applied it by hand.
-            KubernetesPatch(f"{name}-{team.name}-default-sa", tenancy.default_service_account(team.name), force=True, opts=in_ns)
+            KubernetesPatch(
+                f"{name}-{team.name}-default-sa", tenancy.default_service_account(team.name), force=True, opts=in_ns
+            )
             # its people submit Kubeflow jobs through this Role (their access entry's group)
             obj("jobs-role", tenancy.job_submitter_role(team.name))
             obj("jobs-binding", tenancy.job_submitter_binding(team.name))
-            for netpol in tenancy.network_policies(team.name, monitoring_namespace=args.monitoring_namespace,
-                                                   api_server_cidr=args.api_server_cidr,
-                                                   api_service_ip=args.api_service_ip):
+            for netpol in tenancy.network_policies(
+                team.name,
+                monitoring_namespace=args.monitoring_namespace,
+                api_server_cidr=args.api_server_cidr,
+                api_service_ip=args.api_service_ip,
+            ):
                 obj(f"netpol-{netpol['metadata']['name']}", netpol)
         if args.image is not None and args.pools and args.teams:
             # half-delivered gangs give back the nodes that arrived (components/gang_deadline.py)
-            GangDeadline(f"{name}-gang-deadline", GangDeadlineArgs(pools=args.pools, namespaces=list(self.namespaces), image=args.image, provider=args.provider,
-                                                                   depends_on=[*args.depends_on, *self.namespaces.values()]),
-                         opts=pulumi.ResourceOptions(parent=self))
+            GangDeadline(
+                f"{name}-gang-deadline",
+                GangDeadlineArgs(
+                    pools=args.pools,
+                    namespaces=list(self.namespaces),
+                    image=args.image,
+                    provider=args.provider,
+                    depends_on=[*args.depends_on, *self.namespaces.values()],
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         self.register_outputs({"namespaces": list(self.namespaces)})

@@ -43,10 +43,21 @@ SCHEDULER = "volcano"
 # no volume types beyond the safe ones.
 PSA_ENFORCE, PSA_WARN = "baseline", "restricted"
 JOB_KINDS = {
-    "PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs",
-    "XGBoostJob": "xgboostjobs", "JAXJob": "jaxjobs", "PaddleJob": "paddlejobs",
+    "PyTorchJob": "pytorchjobs",
+    "TFJob": "tfjobs",
+    "MPIJob": "mpijobs",
+    "XGBoostJob": "xgboostjobs",
+    "JAXJob": "jaxjobs",
+    "PaddleJob": "paddlejobs",
 }
-REPLICA_SPECS = ("pytorchReplicaSpecs", "tfReplicaSpecs", "mpiReplicaSpecs", "xgbReplicaSpecs", "jaxReplicaSpecs", "paddleReplicaSpecs")
+REPLICA_SPECS = (
+    "pytorchReplicaSpecs",
+    "tfReplicaSpecs",
+    "mpiReplicaSpecs",
+    "xgbReplicaSpecs",
+    "jaxReplicaSpecs",
+    "paddleReplicaSpecs",
+)
 # Volume types a team pod may use: none reaches the node or mounts storage the platform did not
 # bind to the namespace (no hostPath, no inline csi: a csi volume could name the file system root).
 SAFE_VOLUMES = ("configMap", "secret", "emptyDir", "persistentVolumeClaim", "projected", "downwardAPI")
@@ -71,7 +82,13 @@ KUBECTL_DELIVERY = "kubectl-delivery"
 # them (value or valueFrom). envFrom and the image's own ENV (every CUDA base image sets
 # NVIDIA_VISIBLE_DEVICES=all) are out of admission's sight: the GPU nodes' toolkit ignores the
 # variable in unprivileged containers (components/gpu_pools.py), which is what closes those.
-GPU_DEVICE_ENV = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", "NVIDIA_IMEX_CHANNELS")
+GPU_DEVICE_ENV = (
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "NVIDIA_MIG_CONFIG_DEVICES",
+    "NVIDIA_MIG_MONITOR_DEVICES",
+    "NVIDIA_IMEX_CHANNELS",
+)
 # Taints no team pod may tolerate: the system nodes' and the health gate's (a pod tolerating the
 # startup taint would land on a node before it passed its checks). A toleration with no key and
 # operator Exists tolerates every taint, these two included.
@@ -87,7 +104,12 @@ CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
 # controllers create are checked again as Pods): group -> kind -> resource, the `edit` rights of
 # AmazonEKSEditPolicy (apps, batch and core workloads; EKS user guide, access-policy-permissions).
 WORKLOADS = {
-    "apps": {"Deployment": "deployments", "ReplicaSet": "replicasets", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets"},
+    "apps": {
+        "Deployment": "deployments",
+        "ReplicaSet": "replicasets",
+        "StatefulSet": "statefulsets",
+        "DaemonSet": "daemonsets",
+    },
     "batch": {"Job": "jobs", "CronJob": "cronjobs"},
     "": {"ReplicationController": "replicationcontrollers"},
 }
@@ -125,7 +147,7 @@ def _list(values: Sequence[str]) -> str:
 
 def _field(obj: str, *path: str) -> str:
     """`has()` guards for a nested optional field: `has(a.b) && has(a.b.c)`."""
-    return "(" + " && ".join(f"has({obj}.{'.'.join(path[:i + 1])})" for i in range(len(path))) + ")"
+    return "(" + " && ".join(f"has({obj}.{'.'.join(path[: i + 1])})" for i in range(len(path))) + ")"
 
 
 def policy_name(team: str) -> str:
@@ -138,10 +160,13 @@ def cel_variables() -> list[dict]:
     containers, init containers (sidecars are init containers with restartPolicy Always) and
     ephemeral containers."""
     replicas = " + ".join(
-        f"(has(object.spec.{key}) ? object.spec.{key}.map(r, object.spec.{key}[r].template) : [])" for key in REPLICA_SPECS
+        f"(has(object.spec.{key}) ? object.spec.{key}.map(r, object.spec.{key}[r].template) : [])"
+        for key in REPLICA_SPECS
     )
-    cron = ("(has(object.spec.jobTemplate) && has(object.spec.jobTemplate.spec) && "
-            "has(object.spec.jobTemplate.spec.template) ? [object.spec.jobTemplate.spec.template] : [])")
+    cron = (
+        "(has(object.spec.jobTemplate) && has(object.spec.jobTemplate.spec) && "
+        "has(object.spec.jobTemplate.spec.template) ? [object.spec.jobTemplate.spec.template] : [])"
+    )
     templates = (
         f"object.kind == 'Pod' ? [object] : (object.kind in {_list(TEMPLATE_KINDS)} ? (has(object.spec.template) ? "
         "[object.spec.template] : []) : "
@@ -151,8 +176,11 @@ def cel_variables() -> list[dict]:
         {"name": "templates", "expression": templates},
         {"name": "specs", "expression": "variables.templates.filter(t, has(t.spec)).map(t, t.spec)"},
         {"name": "metas", "expression": "variables.templates.filter(t, has(t.metadata)).map(t, t.metadata)"},
-        {"name": "containers", "expression": "variables.specs.map(s, (has(s.containers) ? s.containers : []) + (has(s.initContainers) ? "
-                                             "s.initContainers : []) + (has(s.ephemeralContainers) ? s.ephemeralContainers : []))"},
+        {
+            "name": "containers",
+            "expression": "variables.specs.map(s, (has(s.containers) ? s.containers : []) + (has(s.initContainers) ? "
+            "s.initContainers : []) + (has(s.ephemeralContainers) ? s.ephemeralContainers : []))",
+        },
     ]
 
 
@@ -164,15 +192,22 @@ GPU_NODE_RESOURCES = ("nvidia.com/gpu", "vpc.amazonaws.com/efa")
 def _takes_a_gpu_node(spec: str) -> str:
     """A pod spec that can only run on a GPU node, or may be placed on one: it requests a GPU, EFA
     or huge pages in any container (init, sidecar, ephemeral), or tolerates the GPU taint."""
-    def asks(c: str, field: str) -> str:
-        return (f"(has({c}.resources) && has({c}.resources.{field}) && "
-                f"{c}.resources.{field}.exists(k, k in {_list(GPU_NODE_RESOURCES)} || k.startsWith('hugepages-')))")
 
-    containers = (f"((has({spec}.containers) ? {spec}.containers : []) + (has({spec}.initContainers) ? {spec}.initContainers : "
-                  "[]) + "
-                  f"(has({spec}.ephemeralContainers) ? {spec}.ephemeralContainers : []))")
-    return (f"({containers}.exists(c, {asks('c', 'limits')} || {asks('c', 'requests')}) || "
-            f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, has(t.key) && t.key == '{GPU_TAINT_KEY}')))")
+    def asks(c: str, field: str) -> str:
+        return (
+            f"(has({c}.resources) && has({c}.resources.{field}) && "
+            f"{c}.resources.{field}.exists(k, k in {_list(GPU_NODE_RESOURCES)} || k.startsWith('hugepages-')))"
+        )
+
+    containers = (
+        f"((has({spec}.containers) ? {spec}.containers : []) + (has({spec}.initContainers) ? {spec}.initContainers : "
+        "[]) + "
+        f"(has({spec}.ephemeralContainers) ? {spec}.ephemeralContainers : []))"
+    )
+    return (
+        f"({containers}.exists(c, {asks('c', 'limits')} || {asks('c', 'requests')}) || "
+        f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, has(t.key) && t.key == '{GPU_TAINT_KEY}')))"
+    )
 
 
 def gpu_and_node_validations() -> list[dict]:
@@ -188,38 +223,38 @@ def gpu_and_node_validations() -> list[dict]:
                 f"'{SCHEDULER}') || !{_takes_a_gpu_node('s')})"
             ),
             "message": f"GPU pods are scheduled by {SCHEDULER} (its queues and gangs): set schedulerName: "
-                       f"{SCHEDULER}, or submit a Kubeflow job (the operator sets it); "
-                       f"so is any pod that asks for EFA or huge pages or tolerates the {GPU_TAINT_KEY} taint, and every "
-                       "container counts (init, sidecar, ephemeral)",
+            f"{SCHEDULER}, or submit a Kubeflow job (the operator sets it); "
+            f"so is any pod that asks for EFA or huge pages or tolerates the {GPU_TAINT_KEY} taint, and every "
+            "container counts (init, sidecar, ephemeral)",
             "reason": "Forbidden",
         },
         {
             "expression": "variables.containers.all(cs, cs.all(c, !has(c.env) || c.env.all(e, !(e.name in "
-                          f"{_list(GPU_DEVICE_ENV)}))))",
+            f"{_list(GPU_DEVICE_ENV)}))))",
             "message": f"no {', '.join(GPU_DEVICE_ENV)} in a team container (value or valueFrom): GPUs come from the "
-                       "device plugin (resources nvidia.com/gpu)",
+            "device plugin (resources nvidia.com/gpu)",
             "reason": "Forbidden",
         },
         {
             "expression": "variables.metas.all(m, !has(m.annotations) || m.annotations.all(k, "
-                          f"!k.startsWith('{CDI_ANNOTATION_PREFIX}')))",
+            f"!k.startsWith('{CDI_ANNOTATION_PREFIX}')))",
             "message": f"no {CDI_ANNOTATION_PREFIX}* annotations: devices are requested as resources "
-                       "(nvidia.com/gpu), never by name",
+            "(nvidia.com/gpu), never by name",
             "reason": "Forbidden",
         },
         {
             # The scheduler sets nodeName when it binds (pods/binding); on a pod's later updates it is there already.
             "expression": "(object.kind == 'Pod' && request.operation != 'CREATE') || variables.specs.all(s, "
-                          "!has(s.nodeName) || size(s.nodeName) == 0)",
+            "!has(s.nodeName) || size(s.nodeName) == 0)",
             "message": "no nodeName: the kubelet admits a pod with nodeName without the scheduler (no queue, no "
-                       "quota check by Volcano, taints ignored); select a pool with nodeSelector higgsfield.io/pool",
+            "quota check by Volcano, taints ignored); select a pool with nodeSelector higgsfield.io/pool",
             "reason": "Forbidden",
         },
         {
             "expression": "variables.specs.all(s, !has(s.tolerations) || s.tolerations.all(t, has(t.key) && "
-                          f"size(t.key) > 0 && !(t.key in {_list(FORBIDDEN_TOLERATIONS)})))",
+            f"size(t.key) > 0 && !(t.key in {_list(FORBIDDEN_TOLERATIONS)})))",
             "message": "tolerations name a taint key (no tolerate-everything), and not "
-                       f"{' or '.join(FORBIDDEN_TOLERATIONS)} (system nodes, nodes before their health gate)",
+            f"{' or '.join(FORBIDDEN_TOLERATIONS)} (system nodes, nodes before their health gate)",
             "reason": "Forbidden",
         },
     ]
@@ -228,35 +263,43 @@ def gpu_and_node_validations() -> list[dict]:
 def container_hardening_validations() -> list[dict]:
     """Every container, ephemeral ones included, without privilege escalation."""
     # the operator's container, as the operator created it (later updates of the pod keep it unchanged)
-    operator_delivery = (f"(object.kind == 'Pod' && c.name == '{KUBECTL_DELIVERY}' && (request.userInfo.username == '{OPERATOR_USER}' "
-                         "|| "
-                         "(request.operation == 'UPDATE' && has(oldObject.spec.initContainers) && "
-                         "oldObject.spec.initContainers.exists(o, o == c))))")
-    return [{
-        "expression": (
-            "variables.containers.all(cs, cs.all(c, (has(c.securityContext) && "
-            "has(c.securityContext.allowPrivilegeEscalation) && "
-            f"c.securityContext.allowPrivilegeEscalation == false) || {operator_delivery}))"
-        ),
-        "message": "every container sets securityContext.allowPrivilegeEscalation: false (setuid binaries can't "
-                   "gain privileges)",
-        "reason": "Forbidden",
-    }]
+    operator_delivery = (
+        f"(object.kind == 'Pod' && c.name == '{KUBECTL_DELIVERY}' && (request.userInfo.username == '{OPERATOR_USER}' "
+        "|| "
+        "(request.operation == 'UPDATE' && has(oldObject.spec.initContainers) && "
+        "oldObject.spec.initContainers.exists(o, o == c))))"
+    )
+    return [
+        {
+            "expression": (
+                "variables.containers.all(cs, cs.all(c, (has(c.securityContext) && "
+                "has(c.securityContext.allowPrivilegeEscalation) && "
+                f"c.securityContext.allowPrivilegeEscalation == false) || {operator_delivery}))"
+            ),
+            "message": "every container sets securityContext.allowPrivilegeEscalation: false (setuid binaries can't "
+            "gain privileges)",
+            "reason": "Forbidden",
+        }
+    ]
 
 
 def launcher_label_validations() -> list[dict]:
     """Only the operator's MPIJob launchers carry the launcher label (and so its API egress)."""
     key, value = next(iter(LAUNCHER.items()))
     labelled = f"(has(m.labels) && '{key}' in m.labels && m.labels['{key}'] == '{value}')"
-    kept = (f"(request.operation == 'UPDATE' && has(oldObject.metadata.labels) && '{key}' in oldObject.metadata.labels && "
-            f"oldObject.metadata.labels['{key}'] == '{value}')")
-    return [{
-        "expression": f"object.kind == 'MPIJob' || variables.metas.all(m, !{labelled} || (object.kind == 'Pod' "
-                      f"&& (request.userInfo.username == '{OPERATOR_USER}' || {kept})))",
-        "message": f"the label {key}={value} (egress to the API server) is the Training Operator's, on the "
-                   "MPIJob launchers it creates: remove it",
-        "reason": "Forbidden",
-    }]
+    kept = (
+        f"(request.operation == 'UPDATE' && has(oldObject.metadata.labels) && '{key}' in oldObject.metadata.labels && "
+        f"oldObject.metadata.labels['{key}'] == '{value}')"
+    )
+    return [
+        {
+            "expression": f"object.kind == 'MPIJob' || variables.metas.all(m, !{labelled} || (object.kind == 'Pod' "
+            f"&& (request.userInfo.username == '{OPERATOR_USER}' || {kept})))",
+            "message": f"the label {key}={value} (egress to the API server) is the Training Operator's, on the "
+            "MPIJob launchers it creates: remove it",
+            "reason": "Forbidden",
+        }
+    ]
 
 
 def service_validations(team: TeamRules) -> list[dict]:
@@ -266,30 +309,33 @@ def service_validations(team: TeamRules) -> list[dict]:
         {
             "expression": f"object.kind != 'Service' || !has(object.spec.type) || object.spec.type in {_list(allowed)}",
             "message": f"team {team.name}'s Services may be of type {', '.join(allowed)} (no ExternalName"
-                       + ("" if "NodePort" in allowed else ", NodePort") + ("" if "LoadBalancer" in allowed else ", LoadBalancer")
-                       + "): higgsfield:scheduler.teams[].serviceTypes",
+            + ("" if "NodePort" in allowed else ", NodePort")
+            + ("" if "LoadBalancer" in allowed else ", LoadBalancer")
+            + "): higgsfield:scheduler.teams[].serviceTypes",
             "reason": "Forbidden",
         },
         {
             "expression": "object.kind != 'Service' || !has(object.spec.externalIPs) || "
-                          "size(object.spec.externalIPs) == 0",
+            "size(object.spec.externalIPs) == 0",
             "message": "no externalIPs on a Service: it would capture traffic the cluster sends to those IPs "
-                       "(CVE-2020-8554)",
+            "(CVE-2020-8554)",
             "reason": "Forbidden",
         },
     ]
     if "LoadBalancer" in team.service_types and not team.public_load_balancers:
-        rules.append({
-            "expression": (
-                "object.kind != 'Service' || !has(object.spec.type) || object.spec.type != 'LoadBalancer' || "
-                f"(has(object.metadata.annotations) && '{INTERNAL_LB_ANNOTATION}' in object.metadata.annotations "
-                "&& "
-                f"object.metadata.annotations['{INTERNAL_LB_ANNOTATION}'] != 'false')"
-            ),
-            "message": "load balancers are internal in this stack: annotate the Service "
-                       f"{INTERNAL_LB_ANNOTATION}: \"true\" (higgsfield:publicLoadBalancers is off)",
-            "reason": "Forbidden",
-        })
+        rules.append(
+            {
+                "expression": (
+                    "object.kind != 'Service' || !has(object.spec.type) || object.spec.type != 'LoadBalancer' || "
+                    f"(has(object.metadata.annotations) && '{INTERNAL_LB_ANNOTATION}' in object.metadata.annotations "
+                    "&& "
+                    f"object.metadata.annotations['{INTERNAL_LB_ANNOTATION}'] != 'false')"
+                ),
+                "message": "load balancers are internal in this stack: annotate the Service "
+                f'{INTERNAL_LB_ANNOTATION}: "true" (higgsfield:publicLoadBalancers is off)',
+                "reason": "Forbidden",
+            }
+        )
     return rules
 
 
@@ -304,116 +350,122 @@ def cel_validations(team: TeamRules) -> list[dict]:
         f"(!has(c.securityContext.runAsUser) || c.securityContext.runAsUser == {uid}) && "
         f"(!has(c.securityContext.runAsGroup) || c.securityContext.runAsGroup == {gid}))))"
     )
-    return [
-        {
-            "expression": f"!({is_job}) || ({_field('object', 'spec', 'runPolicy', 'schedulingPolicy', 'queue')} "
-                          f"&& {sched}.queue in {queues})",
-            "message": f"team {team.name} submits to queue {team.queue}: set "
-                       f"spec.runPolicy.schedulingPolicy.queue: {team.queue}",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": f"!({is_job}) || "
-                          f"!{_field('object', 'spec', 'runPolicy', 'schedulingPolicy', 'priorityClass')} || "
-                          f"{sched}.priorityClass in {classes}",
-            "message": f"team {team.name} may use priority classes {', '.join(team.priority_classes)} "
-                       "(spec.runPolicy.schedulingPolicy.priorityClass)",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": f"object.kind != 'PodGroup' || (has(object.spec.queue) && object.spec.queue in {queues})",
-            "message": f"team {team.name}'s PodGroups go to queue {team.queue}",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": "object.kind != 'PodGroup' || !has(object.spec.priorityClassName) || "
-                          f"object.spec.priorityClassName in {classes}",
-            "message": f"team {team.name}'s PodGroups may use priority classes {', '.join(team.priority_classes)}",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": f"variables.specs.all(s, !has(s.priorityClassName) || s.priorityClassName in {classes})",
-            "message": f"team {team.name}'s pods may use priority classes {', '.join(team.priority_classes)}",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": (
-                f"variables.metas.all(m, (!has(m.annotations) || ((!('{QUEUE_ANNOTATION}' in m.annotations) || "
-                f"m.annotations['{QUEUE_ANNOTATION}'] in {queues}) && "
-                f"(!('{QUEUE_KEY}' in m.annotations) || m.annotations['{QUEUE_KEY}'] in {queues}))) && "
-                f"(!has(m.labels) || !('{QUEUE_KEY}' in m.labels) || m.labels['{QUEUE_KEY}'] in {queues}))"
-            ),
-            "message": f"team {team.name}'s pods may name only queue {team.queue}",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": (
-                "variables.specs.all(s, has(s.securityContext) && "
-                f"has(s.securityContext.runAsUser) && s.securityContext.runAsUser == {uid} && "
-                f"has(s.securityContext.runAsGroup) && s.securityContext.runAsGroup == {gid} && "
-                f"has(s.securityContext.fsGroup) && s.securityContext.fsGroup == {gid} && "
-                "(!has(s.securityContext.supplementalGroups) || s.securityContext.supplementalGroups.all(g, g "
-                f"== {gid})))"
-            ),
-            "message": f"team {team.name}'s pods run as UID {uid} and GID {gid}: set securityContext runAsUser: "
-                       f"{uid}, runAsGroup: {gid}, fsGroup: {gid} (no other supplementalGroups)",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": no_container_runs_as_other,
-            "message": f"team {team.name}'s containers run as UID {uid} and GID {gid} (remove the container's "
-                       f"runAsUser/runAsGroup, or set them to {uid})",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": (
-                "variables.containers.all(cs, cs.all(c, !has(c.securityContext) || ("
-                "(!has(c.securityContext.privileged) || c.securityContext.privileged == false) && "
-                "(!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || "
-                "size(c.securityContext.capabilities.add) == 0))))"
-            ),
-            "message": "no privileged containers and no added capabilities: GPUs and EFA come from the device "
-                       "plugins (resources nvidia.com/gpu, vpc.amazonaws.com/efa)",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": "variables.specs.all(s, (!has(s.hostNetwork) || s.hostNetwork == false) && "
-                          "(!has(s.hostPID) || s.hostPID == false) && (!has(s.hostIPC) || s.hostIPC == false))",
-            "message": "no host network, PID or IPC namespace",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": "variables.specs.all(s, !has(s.volumes) || s.volumes.all(v, "
-                          f"{' || '.join(f'has(v.{t})' for t in SAFE_VOLUMES)}))",
-            "message": f"volumes may be {', '.join(SAFE_VOLUMES)}: no hostPath, no inline csi (storage comes "
-                       "from the namespace's claims)",
-            "reason": "Forbidden",
-        },
-        {
-            # A serving class preempts. Volcano lets it take only what a gang can spare
-            # (infra/offline/preemption.py);
-            # kube-scheduler would take any lower-priority pod, gangs' minimums included.
-            "expression": (
-                "object.kind != 'Pod' || variables.specs.all(s, !has(s.priorityClassName) || "
-                f"!(s.priorityClassName in {serving}) || "
-                f"(has(s.schedulerName) && s.schedulerName == '{SCHEDULER}'))"
-            ),
-            "message": f"pods of a serving class ({', '.join(team.serving_classes) or 'none'}) are scheduled by "
-                       f"{SCHEDULER}: set schedulerName: {SCHEDULER}",
-            "reason": "Forbidden",
-        },
-        {
-            # Training never preempts: a job's pods and PodGroup may not carry a class that does.
-            "expression": (
-                f"!({is_job}) || ((!{_field('object', 'spec', 'runPolicy', 'schedulingPolicy', 'priorityClass')} "
-                f"|| !({sched}.priorityClass in {serving})) && "
-                f"variables.specs.all(s, !has(s.priorityClassName) || !(s.priorityClassName in {serving})))"
-            ),
-            "message": "training jobs never preempt: a Kubeflow job may not use a serving class "
-                       f"({', '.join(team.serving_classes) or 'none'}); serve from a Deployment",
-            "reason": "Forbidden",
-        },
-    ] + gpu_and_node_validations() + container_hardening_validations() + launcher_label_validations() + service_validations(team)
+    return (
+        [
+            {
+                "expression": f"!({is_job}) || ({_field('object', 'spec', 'runPolicy', 'schedulingPolicy', 'queue')} "
+                f"&& {sched}.queue in {queues})",
+                "message": f"team {team.name} submits to queue {team.queue}: set "
+                f"spec.runPolicy.schedulingPolicy.queue: {team.queue}",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": f"!({is_job}) || "
+                f"!{_field('object', 'spec', 'runPolicy', 'schedulingPolicy', 'priorityClass')} || "
+                f"{sched}.priorityClass in {classes}",
+                "message": f"team {team.name} may use priority classes {', '.join(team.priority_classes)} "
+                "(spec.runPolicy.schedulingPolicy.priorityClass)",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": f"object.kind != 'PodGroup' || (has(object.spec.queue) && object.spec.queue in {queues})",
+                "message": f"team {team.name}'s PodGroups go to queue {team.queue}",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": "object.kind != 'PodGroup' || !has(object.spec.priorityClassName) || "
+                f"object.spec.priorityClassName in {classes}",
+                "message": f"team {team.name}'s PodGroups may use priority classes {', '.join(team.priority_classes)}",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": f"variables.specs.all(s, !has(s.priorityClassName) || s.priorityClassName in {classes})",
+                "message": f"team {team.name}'s pods may use priority classes {', '.join(team.priority_classes)}",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": (
+                    f"variables.metas.all(m, (!has(m.annotations) || ((!('{QUEUE_ANNOTATION}' in m.annotations) || "
+                    f"m.annotations['{QUEUE_ANNOTATION}'] in {queues}) && "
+                    f"(!('{QUEUE_KEY}' in m.annotations) || m.annotations['{QUEUE_KEY}'] in {queues}))) && "
+                    f"(!has(m.labels) || !('{QUEUE_KEY}' in m.labels) || m.labels['{QUEUE_KEY}'] in {queues}))"
+                ),
+                "message": f"team {team.name}'s pods may name only queue {team.queue}",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": (
+                    "variables.specs.all(s, has(s.securityContext) && "
+                    f"has(s.securityContext.runAsUser) && s.securityContext.runAsUser == {uid} && "
+                    f"has(s.securityContext.runAsGroup) && s.securityContext.runAsGroup == {gid} && "
+                    f"has(s.securityContext.fsGroup) && s.securityContext.fsGroup == {gid} && "
+                    "(!has(s.securityContext.supplementalGroups) || s.securityContext.supplementalGroups.all(g, g "
+                    f"== {gid})))"
+                ),
+                "message": f"team {team.name}'s pods run as UID {uid} and GID {gid}: set securityContext runAsUser: "
+                f"{uid}, runAsGroup: {gid}, fsGroup: {gid} (no other supplementalGroups)",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": no_container_runs_as_other,
+                "message": f"team {team.name}'s containers run as UID {uid} and GID {gid} (remove the container's "
+                f"runAsUser/runAsGroup, or set them to {uid})",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": (
+                    "variables.containers.all(cs, cs.all(c, !has(c.securityContext) || ("
+                    "(!has(c.securityContext.privileged) || c.securityContext.privileged == false) && "
+                    "(!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || "
+                    "size(c.securityContext.capabilities.add) == 0))))"
+                ),
+                "message": "no privileged containers and no added capabilities: GPUs and EFA come from the device "
+                "plugins (resources nvidia.com/gpu, vpc.amazonaws.com/efa)",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": "variables.specs.all(s, (!has(s.hostNetwork) || s.hostNetwork == false) && "
+                "(!has(s.hostPID) || s.hostPID == false) && (!has(s.hostIPC) || s.hostIPC == false))",
+                "message": "no host network, PID or IPC namespace",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": "variables.specs.all(s, !has(s.volumes) || s.volumes.all(v, "
+                f"{' || '.join(f'has(v.{t})' for t in SAFE_VOLUMES)}))",
+                "message": f"volumes may be {', '.join(SAFE_VOLUMES)}: no hostPath, no inline csi (storage comes "
+                "from the namespace's claims)",
+                "reason": "Forbidden",
+            },
+            {
+                # A serving class preempts. Volcano lets it take only what a gang can spare
+                # (infra/offline/preemption.py);
+                # kube-scheduler would take any lower-priority pod, gangs' minimums included.
+                "expression": (
+                    "object.kind != 'Pod' || variables.specs.all(s, !has(s.priorityClassName) || "
+                    f"!(s.priorityClassName in {serving}) || "
+                    f"(has(s.schedulerName) && s.schedulerName == '{SCHEDULER}'))"
+                ),
+                "message": f"pods of a serving class ({', '.join(team.serving_classes) or 'none'}) are scheduled by "
+                f"{SCHEDULER}: set schedulerName: {SCHEDULER}",
+                "reason": "Forbidden",
+            },
+            {
+                # Training never preempts: a job's pods and PodGroup may not carry a class that does.
+                "expression": (
+                    f"!({is_job}) || ((!{_field('object', 'spec', 'runPolicy', 'schedulingPolicy', 'priorityClass')} "
+                    f"|| !({sched}.priorityClass in {serving})) && "
+                    f"variables.specs.all(s, !has(s.priorityClassName) || !(s.priorityClassName in {serving})))"
+                ),
+                "message": "training jobs never preempt: a Kubeflow job may not use a serving class "
+                f"({', '.join(team.serving_classes) or 'none'}); serve from a Deployment",
+                "reason": "Forbidden",
+            },
+        ]
+        + gpu_and_node_validations()
+        + container_hardening_validations()
+        + launcher_label_validations()
+        + service_validations(team)
+    )
 
 
 def admission_policy(team: TeamRules) -> dict:
@@ -424,10 +476,28 @@ def admission_policy(team: TeamRules) -> dict:
     core = ["pods", "pods/ephemeralcontainers", "services", *WORKLOADS[""].values()]
     rules = [
         {"apiGroups": [""], "apiVersions": ["v1"], "resources": core, "operations": ["CREATE", "UPDATE"]},
-        *({"apiGroups": [group], "apiVersions": ["v1"], "resources": sorted(kinds.values()), "operations": ["CREATE", "UPDATE"]}
-          for group, kinds in WORKLOADS.items() if group),
-        {"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "resources": sorted(JOB_KINDS.values()), "operations": ["CREATE", "UPDATE"]},
-        {"apiGroups": ["scheduling.volcano.sh"], "apiVersions": ["v1beta1"], "resources": ["podgroups"], "operations": ["CREATE", "UPDATE"]},
+        *(
+            {
+                "apiGroups": [group],
+                "apiVersions": ["v1"],
+                "resources": sorted(kinds.values()),
+                "operations": ["CREATE", "UPDATE"],
+            }
+            for group, kinds in WORKLOADS.items()
+            if group
+        ),
+        {
+            "apiGroups": ["kubeflow.org"],
+            "apiVersions": ["v1"],
+            "resources": sorted(JOB_KINDS.values()),
+            "operations": ["CREATE", "UPDATE"],
+        },
+        {
+            "apiGroups": ["scheduling.volcano.sh"],
+            "apiVersions": ["v1beta1"],
+            "resources": ["podgroups"],
+            "operations": ["CREATE", "UPDATE"],
+        },
     ]
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -470,23 +540,34 @@ NETWORK_POLICY_GUARD = "higgsfield-tenant-network-policies"
 
 def network_policy_guard() -> dict:
     """The ValidatingAdmissionPolicy that keeps every team namespace's NetworkPolicies the platform's."""
-    may_change_admission = ("authorizer.group('admissionregistration.k8s.io').resource('validatingadmissionpolicies')"
-                            ".check('update').allowed()")
+    may_change_admission = (
+        "authorizer.group('admissionregistration.k8s.io').resource('validatingadmissionpolicies')"
+        ".check('update').allowed()"
+    )
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": NETWORK_POLICY_GUARD},
         "spec": {
             "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "resources": ["networkpolicies"], "operations": ["CREATE", "UPDATE", "DELETE"],
-            }]},
-            "validations": [{
-                "expression": may_change_admission,
-                "message": "NetworkPolicies in team namespaces are the platform's (default deny and the "
-                           "allowances jobs need): ask the platform team for an allowance",
-                "reason": "Forbidden",
-            }],
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["networking.k8s.io"],
+                        "apiVersions": ["v1"],
+                        "resources": ["networkpolicies"],
+                        "operations": ["CREATE", "UPDATE", "DELETE"],
+                    }
+                ]
+            },
+            "validations": [
+                {
+                    "expression": may_change_admission,
+                    "message": "NetworkPolicies in team namespaces are the platform's (default deny and the "
+                    "allowances jobs need): ask the platform team for an allowance",
+                    "reason": "Forbidden",
+                }
+            ],
         },
     }
 
@@ -513,7 +594,11 @@ def namespace(team: TeamRules, kubernetes_version: str) -> dict:
     for mode, level in (("enforce", PSA_ENFORCE), ("warn", PSA_WARN), ("audit", PSA_WARN)):
         labels[f"pod-security.kubernetes.io/{mode}"] = level
         labels[f"pod-security.kubernetes.io/{mode}-version"] = version
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": team.name, "labels": labels, "annotations": {QUEUE_ANNOTATION: team.queue}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": team.name, "labels": labels, "annotations": {QUEUE_ANNOTATION: team.queue}},
+    }
 
 
 # The Kubernetes group a team's people carry: their EKS access entry names it (`aws eks
@@ -529,12 +614,20 @@ def job_submitter_role(team: str) -> dict:
     the Volcano PodGroups the operator makes for them (to see why a gang waits). Namespaced; the team
     admission policy still decides every job it creates."""
     return {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
         "metadata": {"name": "higgsfield-jobs", "namespace": team},
         "rules": [
-            {"apiGroups": ["kubeflow.org"], "resources": sorted(JOB_KINDS.values()),
-             "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]},
-            {"apiGroups": ["kubeflow.org"], "resources": sorted(f"{r}/status" for r in JOB_KINDS.values()), "verbs": ["get"]},
+            {
+                "apiGroups": ["kubeflow.org"],
+                "resources": sorted(JOB_KINDS.values()),
+                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+            },
+            {
+                "apiGroups": ["kubeflow.org"],
+                "resources": sorted(f"{r}/status" for r in JOB_KINDS.values()),
+                "verbs": ["get"],
+            },
             {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
         ],
     }
@@ -542,7 +635,8 @@ def job_submitter_role(team: str) -> dict:
 
 def job_submitter_binding(team: str) -> dict:
     return {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
         "metadata": {"name": "higgsfield-jobs", "namespace": team},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "higgsfield-jobs"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": team_group(team)}],
@@ -551,11 +645,21 @@ def job_submitter_binding(team: str) -> dict:
 
 def default_service_account(team: str) -> dict:
     """Pods that name no service account get no API token (the MPIJob launcher has its own)."""
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": team}, "automountServiceAccountToken": False}
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": team},
+        "automountServiceAccountToken": False,
+    }
 
 
 def _netpol(team: str, name: str, spec: dict) -> dict:
-    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": name, "namespace": team, "labels": {TEAM_LABEL: team}}, "spec": spec}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": team, "labels": {TEAM_LABEL: team}},
+        "spec": spec,
+    }
 
 
 def network_policies(team: str, *, monitoring_namespace: str, api_server_cidr: str, api_service_ip: str) -> list[dict]:
@@ -576,15 +680,42 @@ def network_policies(team: str, *, monitoring_namespace: str, api_server_cidr: s
     dns = {**ns(DNS["namespace"]), "podSelector": {"matchLabels": DNS["pod"]}}
     return [
         _netpol(team, "default-deny", {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}),
-        _netpol(team, "allow-own-namespace", {"podSelector": {}, "policyTypes": ["Ingress", "Egress"], "ingress": [{"from": [own]}], "egress": [{"to": [own]}]}),
-        _netpol(team, "allow-dns", {
-            "podSelector": {}, "policyTypes": ["Egress"],
-            "egress": [{"to": [dns], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}],
-        }),
-        _netpol(team, "allow-metrics-scrape", {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [ns(monitoring_namespace)]}]}),
-        _netpol(team, "allow-launcher-to-api-server", {
-            "podSelector": {"matchLabels": LAUNCHER}, "policyTypes": ["Egress"],
-            "egress": [{"to": [{"ipBlock": {"cidr": f"{api_service_ip}/32"}}, {"ipBlock": {"cidr": api_server_cidr}}],
-                        "ports": [{"protocol": "TCP", "port": 443}]}],
-        }),
+        _netpol(
+            team,
+            "allow-own-namespace",
+            {
+                "podSelector": {},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{"from": [own]}],
+                "egress": [{"to": [own]}],
+            },
+        ),
+        _netpol(
+            team,
+            "allow-dns",
+            {
+                "podSelector": {},
+                "policyTypes": ["Egress"],
+                "egress": [{"to": [dns], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}],
+            },
+        ),
+        _netpol(
+            team,
+            "allow-metrics-scrape",
+            {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [ns(monitoring_namespace)]}]},
+        ),
+        _netpol(
+            team,
+            "allow-launcher-to-api-server",
+            {
+                "podSelector": {"matchLabels": LAUNCHER},
+                "policyTypes": ["Egress"],
+                "egress": [
+                    {
+                        "to": [{"ipBlock": {"cidr": f"{api_service_ip}/32"}}, {"ipBlock": {"cidr": api_server_cidr}}],
+                        "ports": [{"protocol": "TCP", "port": 443}],
+                    }
+                ],
+            },
+        ),
     ]

@@ -32,8 +32,8 @@ from components.demand import queue_spec
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from infra.config import DEFAULT_PRIORITY_CLASS, PriorityClassSpec, Queue
 from infra.core import versions
-from infra.core.versions import Chart
 from infra.core.names import WORKLOAD_LABEL
+from infra.core.versions import Chart
 
 VOLCANO_NAMESPACE = "volcano-system"
 # Volcano's scheduler creates the queue `default` at start, reclaimable, and jobs that name no queue
@@ -53,7 +53,15 @@ DEFAULT_QUEUE = "default"
 # (kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4), the PodGroup CRD defaults spec.queue to
 # "default" (crd/bases/scheduling.volcano.sh_podgroups.yaml@v1.15.1) for those Volcano's controller
 # makes for plain pods.
-VOLCANO_CHART_ADMISSIONS = ("/jobs/mutate", "/jobs/validate", "/podgroups/validate", "/queues/mutate", "/queues/validate", "/hypernodes/validate", "/cronjobs/validate")
+VOLCANO_CHART_ADMISSIONS = (
+    "/jobs/mutate",
+    "/jobs/validate",
+    "/podgroups/validate",
+    "/queues/mutate",
+    "/queues/validate",
+    "/hypernodes/validate",
+    "/cronjobs/validate",
+)
 VOLCANO_ADMISSIONS = (*VOLCANO_CHART_ADMISSIONS, "/podgroups/mutate")
 KUSTOMIZATION = Path(__file__).parent / "kustomize" / "training-operator"
 
@@ -97,11 +105,11 @@ def scheduler_config_yaml() -> str:
 
 _DESCRIPTIONS = {
     "training": "Higgsfield training priority {value}: orders queued jobs, never preempts; only what lies above a "
-                "gang's minimum may be taken back, by serving",
+    "gang's minimum may be taken back, by serving",
     "serving": "Higgsfield serving priority {value}: may preempt, in its queue, evaluation pods and what lies above "
-               "a training gang's minimum",
+    "a training gang's minimum",
     "evaluation": "Higgsfield evaluation (scavenger) priority {value}: runs on idle capacity, never preempts, first "
-                  "to give it back",
+    "to give it back",
 }
 
 
@@ -116,26 +124,30 @@ def priority_classes(classes: Sequence[PriorityClassSpec]) -> list[dict]:
     puts schedulingPolicy.priorityClass on the PodGroup only), so without it every training pod
     could preempt in Volcano (volcano-sh/volcano:pkg/scheduler/actions/preempt/preempt.go@v1.15.1
     taskEligibleToPreempt checks only the pod's preemptionPolicy)."""
-    manifests = [{
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": DEFAULT_PRIORITY_CLASS, "labels": {WORKLOAD_LABEL: "default"}},
-        "value": 0,
-        "preemptionPolicy": "Never",
-        "globalDefault": True,
-        "description": "Higgsfield default for pods that name no class: priority 0 (Kubernetes' own default), "
-                       "never preempts",
-    }]
-    for cls in classes:
-        manifests.append({
+    manifests = [
+        {
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
-            "metadata": {"name": cls.name, "labels": {WORKLOAD_LABEL: cls.workload}},
-            "value": cls.value,
-            "preemptionPolicy": "PreemptLowerPriority" if cls.workload == "serving" else "Never",
-            "globalDefault": False,
-            "description": _DESCRIPTIONS[cls.workload].format(value=cls.value),
-        })
+            "metadata": {"name": DEFAULT_PRIORITY_CLASS, "labels": {WORKLOAD_LABEL: "default"}},
+            "value": 0,
+            "preemptionPolicy": "Never",
+            "globalDefault": True,
+            "description": "Higgsfield default for pods that name no class: priority 0 (Kubernetes' own default), "
+            "never preempts",
+        }
+    ]
+    for cls in classes:
+        manifests.append(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": cls.name, "labels": {WORKLOAD_LABEL: cls.workload}},
+                "value": cls.value,
+                "preemptionPolicy": "PreemptLowerPriority" if cls.workload == "serving" else "Never",
+                "globalDefault": False,
+                "description": _DESCRIPTIONS[cls.workload].format(value=cls.value),
+            }
+        )
     return manifests
 
 
@@ -169,16 +181,23 @@ class Volcano(pulumi.ComponentResource):
             {
                 # Every Volcano image at the chart's own tag, explicit (values.yaml@v1.15.1 basic.image_tag_version),
                 # from ghcr.io and pulled only when missing (infra/core/versions.py VOLCANO_IMAGE_REGISTRY).
-                "basic": {"image_tag_version": versions.VOLCANO_IMAGE_TAG, "image_registry": versions.VOLCANO_IMAGE_REGISTRY,
-                          **versions.VOLCANO_IMAGE_NAMES, "image_pull_policy": versions.VOLCANO_IMAGE_PULL_POLICY},
+                "basic": {
+                    "image_tag_version": versions.VOLCANO_IMAGE_TAG,
+                    "image_registry": versions.VOLCANO_IMAGE_REGISTRY,
+                    **versions.VOLCANO_IMAGE_NAMES,
+                    "image_pull_policy": versions.VOLCANO_IMAGE_PULL_POLICY,
+                },
                 "custom": {
-                    "scheduler_config_override": scheduler_config_yaml(), "default_ns": SYSTEM_LABELS, "leader_elect_enable": True,
+                    "scheduler_config_override": scheduler_config_yaml(),
+                    "default_ns": SYSTEM_LABELS,
+                    "leader_elect_enable": True,
                     # scheduler, controllers, admission and its init Job take `custom.default_tolerations` unless a
                     # per-component key is set (templates/{scheduler,controllers,admission,admission-init}.yaml@v1.15.1)
                     "default_tolerations": [SYSTEM_TOLERATION],
                     # --enable-metrics on both, what the monitoring scrape jobs read (values.yaml@v1.15.1 has them on;
                     # kept explicit)
-                    "scheduler_metrics_enable": True, "controller_metrics_enable": True,
+                    "scheduler_metrics_enable": True,
+                    "controller_metrics_enable": True,
                     # The chart's own Prometheus/Grafana stay off: they run grafana/grafana:latest and an
                     # untagged prom/prometheus (templates/grafana.yaml, prometheus.yaml@v1.15.1).
                     "metrics_enable": False,
@@ -203,7 +222,8 @@ class Volcano(pulumi.ComponentResource):
             KubernetesObject(f"{name}-queue-{q.name}", queue(q.name, q.weight, q.gpu_capability), opts=after_crds)
         for manifest in priority_classes(args.priority_classes):
             KubernetesObject(
-                f"{name}-priority-{manifest['metadata']['name']}", manifest,
+                f"{name}-priority-{manifest['metadata']['name']}",
+                manifest,
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
             )
         self.register_outputs({"release": self.release.name})
@@ -231,9 +251,17 @@ class TrainingOperator(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:training:TrainingOperator", name, None, opts)
         in_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
-        after_scheduler = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, args.scheduler])
+        after_scheduler = pulumi.ResourceOptions(
+            parent=self, provider=args.provider, depends_on=[*args.depends_on, args.scheduler]
+        )
         # An absolute path: the provider resolves it whatever its working directory. `higgsfield
         # diff` ignores where the checkout lives when it compares two plans.
         self.manifests = k8s.kustomize.v2.Directory(f"{name}", directory=str(KUSTOMIZATION), opts=after_scheduler)
-        helm_release(f"{name}-metrics-server", args.metrics_server, "kube-system", {"nodeSelector": SYSTEM_LABELS, "tolerations": [SYSTEM_TOLERATION]}, in_cluster)  # values.yaml `tolerations`@metrics-server-helm-chart-3.13.0
+        helm_release(
+            f"{name}-metrics-server",
+            args.metrics_server,
+            "kube-system",
+            {"nodeSelector": SYSTEM_LABELS, "tolerations": [SYSTEM_TOLERATION]},
+            in_cluster,
+        )  # values.yaml `tolerations`@metrics-server-helm-chart-3.13.0
         self.register_outputs({})

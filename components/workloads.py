@@ -29,6 +29,7 @@ appVersion).
 """
 
 from __future__ import annotations
+
 from infra.core.names import POOL_LABEL
 
 ELASTIC_ROOM_METRIC = "higgsfield_elastic_room"
@@ -60,21 +61,25 @@ ELASTIC_ROOM_QUERY = f"clamp_min(({_QUEUE_GPUS} + clamp_min({_FREE_GPUS}, 0)) / 
 
 
 def external_rules() -> list[dict]:
-    return [{
-        "seriesQuery": f'volcano_queue_allocated_scalar_resources{{{_GPU},queue_name!=""}}',
-        "resources": {"namespaced": False},
-        "name": {"matches": "^volcano_queue_allocated_scalar_resources$", "as": ELASTIC_ROOM_METRIC},
-        "metricsQuery": ELASTIC_ROOM_QUERY,
-    }]
+    return [
+        {
+            "seriesQuery": f'volcano_queue_allocated_scalar_resources{{{_GPU},queue_name!=""}}',
+            "resources": {"namespaced": False},
+            "name": {"matches": "^volcano_queue_allocated_scalar_resources$", "as": ELASTIC_ROOM_METRIC},
+            "metricsQuery": ELASTIC_ROOM_QUERY,
+        }
+    ]
 
 
 def custom_rules() -> list[dict]:
-    return [{
-        "seriesQuery": f'{SERVING_METRIC}{{namespace!="",pod!=""}}',
-        "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
-        "name": {"matches": f"^{SERVING_METRIC}$", "as": SERVING_METRIC},
-        "metricsQuery": "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
-    }]
+    return [
+        {
+            "seriesQuery": f'{SERVING_METRIC}{{namespace!="",pod!=""}}',
+            "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
+            "name": {"matches": f"^{SERVING_METRIC}$", "as": SERVING_METRIC},
+            "metricsQuery": "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
+        }
+    ]
 
 
 def serving_scrape_job() -> dict:

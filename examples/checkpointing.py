@@ -71,7 +71,7 @@ def step_dir(root: Path, step: int) -> Path:
 
 def step_of(path: Path) -> int | None:
     name = path.name
-    return int(name[len(PREFIX):]) if name.startswith(PREFIX) and name[len(PREFIX):].isdigit() else None
+    return int(name[len(PREFIX) :]) if name.startswith(PREFIX) and name[len(PREFIX) :].isdigit() else None
 
 
 def checkpoints(root: Path) -> list[tuple[int, Path]]:
@@ -139,7 +139,9 @@ class CheckpointStore:
 
     def __post_init__(self) -> None:
         if self.keep_last < 1:
-            raise ValueError(f"keep_last must be at least 1, got {self.keep_last}")  # config rejects 0 too (checkpoints.keepLast)
+            raise ValueError(
+                f"keep_last must be at least 1, got {self.keep_last}"
+            )  # config rejects 0 too (checkpoints.keepLast)
 
     def local_dir(self, step: int) -> Path:
         """Where this rank writes its shard of `step` (a directory of its own: ranks of a node share the disk)."""
@@ -162,7 +164,9 @@ class CheckpointStore:
             destination.parent.mkdir(parents=True, exist_ok=True)
             copy_atomically(path, destination)
         _fsync_dir(target)
-        write_atomically(self._marker(step, self.rank), json.dumps({"files": [str(p.relative_to(source)) for p in files]}).encode())
+        write_atomically(
+            self._marker(step, self.rank), json.dumps({"files": [str(p.relative_to(source)) for p in files]}).encode()
+        )
         if self.rank == 0:
             self._complete(step)
             self.prune()
@@ -177,11 +181,16 @@ class CheckpointStore:
             if not missing:
                 break
             if time.monotonic() > deadline:
-                raise IncompleteCheckpoint(f"step {step}: ranks {missing} did not publish within {self.wait_for_ranks_s:.0f}s; it will not "
-                                           "be loaded")
+                raise IncompleteCheckpoint(
+                    f"step {step}: ranks {missing} did not publish within {self.wait_for_ranks_s:.0f}s; it will not "
+                    "be loaded"
+                )
             time.sleep(self.poll_s)
         stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        write_atomically(step_dir(self.shared, step) / COMPLETE, json.dumps({"step": step, "world_size": self.world_size, "completed": stamp}).encode())
+        write_atomically(
+            step_dir(self.shared, step) / COMPLETE,
+            json.dumps({"step": step, "world_size": self.world_size, "completed": stamp}).encode(),
+        )
 
     def prune(self) -> list[Path]:
         """Keep the newest `keep_last` complete checkpoints; delete older complete ones and any
@@ -192,7 +201,7 @@ class CheckpointStore:
         if not complete:
             return []
         newest = step_of(complete[-1]) or 0
-        doomed = complete[:-self.keep_last] + [p for step, p in found if not is_complete(p) and step < newest]
+        doomed = complete[: -self.keep_last] + [p for step, p in found if not is_complete(p) and step < newest]
         for path in doomed:
             # the marker goes first, so a half-deleted directory is never mistaken for a checkpoint
             (path / COMPLETE).unlink(missing_ok=True)
@@ -260,7 +269,9 @@ class StopRequest:
     asks for one checkpoint ahead of the drain. Ranks agree on both through `reduce` (an
     all-reduce MAX), so every rank saves at the same step."""
 
-    def __init__(self, notice_at: datetime | None = None, now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+    def __init__(
+        self, notice_at: datetime | None = None, now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+    ) -> None:
         self.signalled = threading.Event()
         self.notice_at, self._now = notice_at, now
         self.noticed = False
@@ -276,7 +287,13 @@ class StopRequest:
 
     def agree(self, reduce: Callable[[int], int] = lambda flag: flag) -> str | None:
         """`stop` (SIGTERM on any rank), `notice` (the notice time passed, once), or None."""
-        local = 2 if self.signalled.is_set() else 1 if (self.notice_at is not None and not self.noticed and self._now() >= self.notice_at) else 0
+        local = (
+            2
+            if self.signalled.is_set()
+            else 1
+            if (self.notice_at is not None and not self.noticed and self._now() >= self.notice_at)
+            else 0
+        )
         agreed = reduce(local)
         if agreed == 2:
             return "stop"
@@ -291,7 +308,9 @@ def settings(environ: dict[str, str]) -> dict:
     notice = environ.get("CHECKPOINT_NOTICE_AT")
     return {
         "local": Path(environ.get("CHECKPOINT_DIR", "/tmp/checkpoints")),
-        "shared": Path(environ.get("CHECKPOINT_SHARED_DIR", environ.get("CHECKPOINT_DIR", "/tmp/checkpoints") + "-shared")),
+        "shared": Path(
+            environ.get("CHECKPOINT_SHARED_DIR", environ.get("CHECKPOINT_DIR", "/tmp/checkpoints") + "-shared")
+        ),
         "keep_last": int(environ.get("CHECKPOINT_KEEP_LAST", "3")),
         "every": int(environ.get("CHECKPOINT_EVERY_STEPS", "100")),
         "flush_s": float(environ.get("CHECKPOINT_FLUSH_SECONDS", "600")),
@@ -360,9 +379,11 @@ def locked_memory_problem(environ: dict[str, str] | os._Environ, limit: tuple[in
     soft, _ = limit if limit is not None else resource.getrlimit(resource.RLIMIT_MEMLOCK)
     if soft == resource.RLIM_INFINITY or soft >= wanted:
         return None
-    return (f"locked-memory limit (RLIMIT_MEMLOCK) is {soft} bytes, below the {wanted} the platform gives containers "
-            "on EFA nodes: libfabric could not register memory and NCCL would fall back to TCP sockets; the node lacks "
-            "the containerd baseRuntimeSpec rlimits of its NodeConfig (components/efa.py node_user_data)")
+    return (
+        f"locked-memory limit (RLIMIT_MEMLOCK) is {soft} bytes, below the {wanted} the platform gives containers "
+        "on EFA nodes: libfabric could not register memory and NCCL would fall back to TCP sockets; the node lacks "
+        "the containerd baseRuntimeSpec rlimits of its NodeConfig (components/efa.py node_user_data)"
+    )
 
 
 def launch(argv: list[str], poll_s: float = 0.2) -> int:

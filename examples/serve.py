@@ -69,7 +69,7 @@ class Batcher:
             answers = self.model([r for item in batch for r in item[0]])
             at = 0
             for item_rows, box, _ in batch:
-                box["answer"], at = answers[at:at + len(item_rows)], at + len(item_rows)
+                box["answer"], at = answers[at : at + len(item_rows)], at + len(item_rows)
         except Exception as exc:  # every waiting request hears of it
             for _, box, _ in batch:
                 box["error"] = exc
@@ -80,8 +80,10 @@ class Batcher:
     def metrics(self) -> str:
         with self.lock:
             waiting, total = self.waiting, self.total
-        return (f"# HELP {WAITING} Requests queued or running.\n# TYPE {WAITING} gauge\n{WAITING} {waiting}\n"
-                f"# HELP {TOTAL} Requests received.\n# TYPE {TOTAL} counter\n{TOTAL} {total}\n")
+        return (
+            f"# HELP {WAITING} Requests queued or running.\n# TYPE {WAITING} gauge\n{WAITING} {waiting}\n"
+            f"# HELP {TOTAL} Requests received.\n# TYPE {TOTAL} counter\n{TOTAL} {total}\n"
+        )
 
 
 def handler(batcher: Batcher, ready: threading.Event) -> type[BaseHTTPRequestHandler]:
@@ -145,7 +147,9 @@ def load_model(model_dir: str | None) -> Callable[[list], list]:
 
     def classify(rows: list) -> list:
         with torch.no_grad():
-            return model(torch.tensor(rows, dtype=torch.float32, device=device).view(-1, 1, 28, 28)).argmax(dim=1).tolist()
+            return (
+                model(torch.tensor(rows, dtype=torch.float32, device=device).view(-1, 1, 28, 28)).argmax(dim=1).tolist()
+            )
 
     return classify
 

@@ -43,15 +43,27 @@ def train() -> int:
     labels = tf.cast(rng.uniform((60_000,), maxval=10, dtype=tf.int32), tf.int64)
     data = tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(10_000, seed=7).batch(batch).repeat()
     with strategy.scope():
-        model = tf.keras.Sequential([
-            tf.keras.layers.Input((28, 28)), tf.keras.layers.Flatten(),
-            tf.keras.layers.Dense(512, activation="relu"), tf.keras.layers.Dense(10),
-        ])
-        model.compile(optimizer=tf.keras.optimizers.SGD(0.05, momentum=0.9),
-                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+        model = tf.keras.Sequential(
+            [
+                tf.keras.layers.Input((28, 28)),
+                tf.keras.layers.Flatten(),
+                tf.keras.layers.Dense(512, activation="relu"),
+                tf.keras.layers.Dense(10),
+            ]
+        )
+        model.compile(
+            optimizer=tf.keras.optimizers.SGD(0.05, momentum=0.9),
+            loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
     backup = os.path.join(os.environ.get("CHECKPOINT_DIR", "/tmp/tf-backup"), "backup")
-    model.fit(data, epochs=int(os.environ.get("EPOCHS", "3")), steps_per_epoch=int(os.environ.get("STEPS", "200")),
-              callbacks=[tf.keras.callbacks.BackupAndRestore(backup_dir=backup)], verbose=2)
+    model.fit(
+        data,
+        epochs=int(os.environ.get("EPOCHS", "3")),
+        steps_per_epoch=int(os.environ.get("STEPS", "200")),
+        callbacks=[tf.keras.callbacks.BackupAndRestore(backup_dir=backup)],
+        verbose=2,
+    )
     return 0
 
 

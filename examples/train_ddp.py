@@ -76,7 +76,9 @@ def main() -> int:
         saved[0] = step
 
     start = 0
-    checkpointing = cfg["every"] > 0  # CHECKPOINT_EVERY_STEPS=0: no checkpoints, no resume (a stack without shared storage)
+    checkpointing = (
+        cfg["every"] > 0
+    )  # CHECKPOINT_EVERY_STEPS=0: no checkpoints, no resume (a stack without shared storage)
     found = store.resume_from() if checkpointing else None
     if found is not None:
         state = snapshot(0)
@@ -87,7 +89,12 @@ def main() -> int:
         if rank == 0:
             print(f"resumed from {found[1]} (step {found[0]}), continuing at step {start}", flush=True)
     elif rank == 0:
-        print(f"no complete checkpoint in {cfg['shared']}: starting at step 0" if checkpointing else "checkpoints off: starting at step 0", flush=True)
+        print(
+            f"no complete checkpoint in {cfg['shared']}: starting at step 0"
+            if checkpointing
+            else "checkpoints off: starting at step 0",
+            flush=True,
+        )
 
     def agreed(flag: int) -> int:
         value = torch.tensor([flag], device=device)
@@ -110,20 +117,27 @@ def main() -> int:
         if request == "stop":
             began = stop.since or time.monotonic()
             save(step)
+
             def left() -> float:
                 return max(1.0, cfg["flush_s"] - (time.monotonic() - began))  # noqa: B023 - called right here
 
             flushed = publisher.wait(left()) and store.wait_complete(step, left())  # every rank leaves together
             if rank == 0:
-                print(f"SIGTERM: final checkpoint of step {step} "
-                      f"{'published' if flushed else 'NOT published in time (the previous one stays the newest)'}", flush=True)
+                print(
+                    f"SIGTERM: final checkpoint of step {step} "
+                    f"{'published' if flushed else 'NOT published in time (the previous one stays the newest)'}",
+                    flush=True,
+                )
             dist.destroy_process_group()
             return EXIT_AFTER_SIGTERM
         if checkpointing and (request == "notice" or (step + 1) % cfg["every"] == 0):
             save(step)
             if rank == 0:
-                print(f"step {step} loss {loss.item():.4f} world {world} "
-                      f"checkpoint{' (Capacity Block notice)' if request == 'notice' else ''}", flush=True)
+                print(
+                    f"step {step} loss {loss.item():.4f} world {world} "
+                    f"checkpoint{' (Capacity Block notice)' if request == 'notice' else ''}",
+                    flush=True,
+                )
     if start < steps and checkpointing:
         save(steps - 1)
     publisher.wait()
@@ -140,8 +154,10 @@ def run() -> int:
     try:
         return report_exit(main())
     except dist.DistError as error:
-        print(f"a peer was lost ({type(error).__name__}: {error}); exiting {EXIT_PEER_LOST} so the job restarts",
-              flush=True)
+        print(
+            f"a peer was lost ({type(error).__name__}: {error}); exiting {EXIT_PEER_LOST} so the job restarts",
+            flush=True,
+        )
         return report_exit(EXIT_PEER_LOST)
 
 

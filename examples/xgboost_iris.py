@@ -31,8 +31,11 @@ PEER_LOST_WORDS = ("socket", "connect", "recv", "send", "timed out", "timeout", 
 def exit_code(error: BaseException) -> int:
     """EXIT_PEER_LOST for an XGBoostError about a lost peer's socket, 1 for anything else."""
     kind = type(error)
-    lost = (kind.__name__ == "XGBoostError" and kind.__module__.startswith("xgboost")
-            and any(word in str(error).lower() for word in PEER_LOST_WORDS))
+    lost = (
+        kind.__name__ == "XGBoostError"
+        and kind.__module__.startswith("xgboost")
+        and any(word in str(error).lower() for word in PEER_LOST_WORDS)
+    )
     return EXIT_PEER_LOST if lost else 1
 
 
@@ -50,8 +53,9 @@ def train(rank: int, world: int, tracker_host: str, tracker_port: int, device: s
     import xgboost as xgb
     from xgboost import collective
 
-    with collective.CommunicatorContext(dmlc_communicator="rabit", dmlc_tracker_uri=tracker_host,
-                                        dmlc_tracker_port=tracker_port, dmlc_task_id=str(rank)):
+    with collective.CommunicatorContext(
+        dmlc_communicator="rabit", dmlc_tracker_uri=tracker_host, dmlc_tracker_port=tracker_port, dmlc_task_id=str(rank)
+    ):
         features, labels = shard(rank, world)
         dtrain = xgb.DMatrix(features, label=labels)
         params = {"objective": "multi:softmax", "num_class": 3, "tree_method": "hist", "device": device, "max_depth": 4}

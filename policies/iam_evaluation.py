@@ -117,7 +117,11 @@ def _conditions_hold(statement: Mapping[str, Any], context: Mapping[str, Any]) -
 
 
 def _applies(statement: Mapping[str, Any], request: Request) -> bool:
-    return _action_matches(statement, request.action) and _resource_matches(statement, request.resource) and _conditions_hold(statement, request.context)
+    return (
+        _action_matches(statement, request.action)
+        and _resource_matches(statement, request.resource)
+        and _conditions_hold(statement, request.context)
+    )
 
 
 def _statements(policy: Policy) -> list[Mapping[str, Any]]:
@@ -132,9 +136,13 @@ def evaluate(request: Request, identity: Sequence[Policy], boundary: Policy | No
             if statement.get("Effect") == "Deny" and _applies(statement, request):
                 sid = statement.get("Sid", f"#{i}")
                 return Decision(False, f"denied by {policy.name}:{sid}", (policy.name, sid))
-    if boundary is not None and not any(s.get("Effect") == "Allow" and _applies(s, request) for s in _statements(boundary)):
+    if boundary is not None and not any(
+        s.get("Effect") == "Allow" and _applies(s, request) for s in _statements(boundary)
+    ):
         return Decision(False, f"not allowed by the permissions boundary {boundary.name}")
-    allowing = [p.name for p in identity if any(s.get("Effect") == "Allow" and _applies(s, request) for s in _statements(p))]
+    allowing = [
+        p.name for p in identity if any(s.get("Effect") == "Allow" and _applies(s, request) for s in _statements(p))
+    ]
     if not allowing:
         return Decision(False, "no identity policy allows it")
     return Decision(True, f"allowed by {', '.join(allowing)}")
@@ -143,8 +151,13 @@ def evaluate(request: Request, identity: Sequence[Policy], boundary: Policy | No
 def actions_of(document: str | Mapping[str, Any]) -> list[tuple[str, str]]:
     """(action, resource) of every Allow statement, for checking a policy against a ceiling."""
     doc = json.loads(document) if isinstance(document, str) else document
-    return [(a, r) for s in _listed(doc.get("Statement", [])) if s.get("Effect") == "Allow"
-            for a in _listed(s.get("Action", [])) for r in _listed(s.get("Resource", "*"))]
+    return [
+        (a, r)
+        for s in _listed(doc.get("Statement", []))
+        if s.get("Effect") == "Allow"
+        for a in _listed(s.get("Action", []))
+        for r in _listed(s.get("Resource", "*"))
+    ]
 
 
 __all__ = ["Decision", "Policy", "Request", "actions_of", "evaluate"]

@@ -23,9 +23,13 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+
 from infra.core.internet import MAX_INTERNET_SHARE, internet_share
+from infra.core.names import AUTOSCALER_TEMPLATE as TEMPLATE_TAG
+from infra.core.names import GITHUB_OIDC_HOST as GITHUB_OIDC
+from infra.core.names import GPU_RESOURCE as GPU_TAINT
+from infra.core.names import HELM_RELEASE, LOG_GROUP
 from infra.core.versions import KUBERNETES_SUPPORTED
-from infra.core.names import HELM_RELEASE, AUTOSCALER_TEMPLATE as TEMPLATE_TAG, GPU_RESOURCE as GPU_TAINT, LOG_GROUP, GITHUB_OIDC_HOST as GITHUB_OIDC
 
 MANDATORY = EnforcementLevel.MANDATORY
 ADVISORY = EnforcementLevel.ADVISORY
@@ -87,14 +91,20 @@ def _policy(name: str, description: str, level: EnforcementLevel = MANDATORY, sc
     """Decorator: a ResourceValidationPolicy from a `check(args, report)` function."""
 
     def make(check) -> ResourceValidationPolicy:
-        return ResourceValidationPolicy(name=name, description=description, validate=check, enforcement_level=level, config_schema=schema)
+        return ResourceValidationPolicy(
+            name=name, description=description, validate=check, enforcement_level=level, config_schema=schema
+        )
 
     return make
 
 
-def _stack_policy(name: str, description: str, level: EnforcementLevel = MANDATORY, schema: PolicyConfigSchema | None = None):
+def _stack_policy(
+    name: str, description: str, level: EnforcementLevel = MANDATORY, schema: PolicyConfigSchema | None = None
+):
     def make(check) -> StackValidationPolicy:
-        return StackValidationPolicy(name=name, description=description, validate=check, enforcement_level=level, config_schema=schema)
+        return StackValidationPolicy(
+            name=name, description=description, validate=check, enforcement_level=level, config_schema=schema
+        )
 
     return make
 
@@ -113,7 +123,11 @@ def _endpoint(args: ResourceValidationArgs) -> tuple[bool, list[str]]:
 _ENDPOINT = PolicyConfigSchema(properties={"maxInternetShare": {"type": "number", "minimum": 0, "maximum": 1}})
 
 
-@_policy("eks-endpoint-restricted", "The EKS API endpoint is private, or public only to an allow-list covering a small share of the internet.", schema=_ENDPOINT)
+@_policy(
+    "eks-endpoint-restricted",
+    "The EKS API endpoint is private, or public only to an allow-list covering a small share of the internet.",
+    schema=_ENDPOINT,
+)
 def eks_endpoint_restricted(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type not in (EKS_COMPONENT, EKS_CLUSTER):
         return
@@ -144,7 +158,10 @@ def eks_control_plane_logs(args: ResourceValidationArgs, report: ReportViolation
         report(f"Control-plane log types missing: {', '.join(missing)}. Enable all of {', '.join(LOG_TYPES)}.")
 
 
-@_policy("eks-authentication-api", "EKS authenticates through access entries (authentication mode API), not the aws-auth ConfigMap.")
+@_policy(
+    "eks-authentication-api",
+    "EKS authenticates through access entries (authentication mode API), not the aws-auth ConfigMap.",
+)
 def eks_authentication_api(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type == EKS_COMPONENT:
         mode = get(args.props, "authenticationMode")
@@ -153,8 +170,10 @@ def eks_authentication_api(args: ResourceValidationArgs, report: ReportViolation
     else:
         return
     if mode != "API":
-        report(f"Authentication mode is {mode or 'unset (CONFIG_MAP)'}; set it to API and grant access with access "
-               "entries.")
+        report(
+            f"Authentication mode is {mode or 'unset (CONFIG_MAP)'}; set it to API and grant access with access "
+            "entries."
+        )
 
 
 @_policy("eks-secrets-encrypted", "Kubernetes Secrets are envelope-encrypted with a customer-managed KMS key.")
@@ -186,14 +205,18 @@ def eks_supported_version(args: ResourceValidationArgs, report: ReportViolation)
     supported = args.get_config().get("supported") or SUPPORTED_KUBERNETES
     version = get(args.props, "version")
     if version not in supported:
-        report(f"Kubernetes {version or '(unset: the newest, unpinned)'} is not on the supported list "
-               f"{', '.join(supported)}; pin one of them.")
+        report(
+            f"Kubernetes {version or '(unset: the newest, unpinned)'} is not on the supported list "
+            f"{', '.join(supported)}; pin one of them."
+        )
 
 
 # --- nodes ----------------------------------------------------------------------------------------
 
 
-@_policy("launch-template-imdsv2", "Launch templates require IMDSv2 with hop limit 1, so pods cannot reach node credentials.")
+@_policy(
+    "launch-template-imdsv2", "Launch templates require IMDSv2 with hop limit 1, so pods cannot reach node credentials."
+)
 def launch_template_imdsv2(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != LAUNCH_TEMPLATE:
         return
@@ -201,7 +224,9 @@ def launch_template_imdsv2(args: ResourceValidationArgs, report: ReportViolation
     if get(metadata, "httpTokens") != "required":
         report("metadataOptions.httpTokens must be 'required' (IMDSv2 only).")
     if get(metadata, "httpPutResponseHopLimit") != 1:
-        report("metadataOptions.httpPutResponseHopLimit must be 1: containers must not reach the instance's credentials.")
+        report(
+            "metadataOptions.httpPutResponseHopLimit must be 1: containers must not reach the instance's credentials."
+        )
 
 
 @_policy("launch-template-encrypted-volumes", "Every EBS volume of a launch template is encrypted.")
@@ -234,7 +259,12 @@ def _statements(document: Any) -> list[Mapping]:
 
 def _policy_documents(args: ResourceValidationArgs) -> list[Any]:
     """Every permission policy document a resource carries: a policy's own, or a role's inline ones."""
-    if args.resource_type in ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy", "aws:iam/userPolicy:UserPolicy", "aws:iam/groupPolicy:GroupPolicy"):
+    if args.resource_type in (
+        "aws:iam/rolePolicy:RolePolicy",
+        "aws:iam/policy:Policy",
+        "aws:iam/userPolicy:UserPolicy",
+        "aws:iam/groupPolicy:GroupPolicy",
+    ):
         return [get(args.props, "policy", default="{}")]
     if args.resource_type == "aws:iam/role:Role":
         return [get(p, "policy", default="{}") for p in get(args.props, "inlinePolicies", default=[])]
@@ -245,11 +275,17 @@ def _listed(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else list(value or [])
 
 
-_WILDCARD_EXCEPTIONS = PolicyConfigSchema(properties={"exceptions": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}})
+_WILDCARD_EXCEPTIONS = PolicyConfigSchema(
+    properties={"exceptions": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}}
+)
 
 
-@_policy("iam-no-wildcard-actions", "Our IAM policies allow named actions only: no wildcard anywhere in an action ('*', 'iam:Pass*', 's3:*Object'), "
-                                    "no NotAction or NotResource; a policy allow-listed here by name, with a reason, may use service wildcards.", schema=_WILDCARD_EXCEPTIONS)
+@_policy(
+    "iam-no-wildcard-actions",
+    "Our IAM policies allow named actions only: no wildcard anywhere in an action ('*', 'iam:Pass*', 's3:*Object'), "
+    "no NotAction or NotResource; a policy allow-listed here by name, with a reason, may use service wildcards.",
+    schema=_WILDCARD_EXCEPTIONS,
+)
 def iam_no_wildcard_actions(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if (args.get_config().get("exceptions") or {}).get(args.name):
         return
@@ -259,8 +295,10 @@ def iam_no_wildcard_actions(args: ResourceValidationArgs, report: ReportViolatio
                 continue  # a Deny may be as broad as it likes
             for negated in ("NotAction", "NotResource"):
                 if negated in statement:
-                    report(f"An Allow statement uses {negated} {statement[negated]!r}: it grants everything not listed. "
-                           "List what the role needs in Action/Resource.")
+                    report(
+                        f"An Allow statement uses {negated} {statement[negated]!r}: it grants everything not listed. "
+                        "List what the role needs in Action/Resource."
+                    )
             for action in _listed(statement.get("Action")):
                 if "*" in action or "?" in action:
                     report(f"Action {action!r} is a wildcard pattern: list the actions the role needs.")
@@ -287,9 +325,11 @@ def helm_release_pinned(args: ResourceValidationArgs, report: ReportViolation) -
     if not version:
         report(f"Chart {get(args.props, 'chart')} has no version: pin it in infra/core/versions.py.")
     elif not isinstance(version, str) or not EXACT_CHART_VERSION.fullmatch(version.strip()):
-        report(f"Chart {get(args.props, 'chart')} version {version!r} is a range, not a pin (Helm installs the newest "
-               "chart it matches): "
-               "pin one exact version (1.2.3) in infra/core/versions.py.")
+        report(
+            f"Chart {get(args.props, 'chart')} version {version!r} is a range, not a pin (Helm installs the newest "
+            "chart it matches): "
+            "pin one exact version (1.2.3) in infra/core/versions.py."
+        )
 
 
 def tolerates(toleration: dict, key: str, value: str, effect: str) -> bool:
@@ -301,7 +341,11 @@ def tolerates(toleration: dict, key: str, value: str, effect: str) -> bool:
     return key_ok and value_ok and get(toleration, "effect") in (effect, None, "")
 
 
-@_policy("gpu-workloads-tolerate-gpu-taint", "Workloads that must run on GPU nodes tolerate the nvidia.com/gpu taint.", schema=_GPU_CHARTS)
+@_policy(
+    "gpu-workloads-tolerate-gpu-taint",
+    "Workloads that must run on GPU nodes tolerate the nvidia.com/gpu taint.",
+    schema=_GPU_CHARTS,
+)
 def gpu_workloads_tolerate_gpu_taint(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != HELM_RELEASE:
         return
@@ -310,8 +354,10 @@ def gpu_workloads_tolerate_gpu_taint(args: ResourceValidationArgs, report: Repor
         return
     tolerations = get(args.props, "values", "tolerations", default=[])
     if not any(tolerates(t, GPU_TAINT, "true", "NoSchedule") for t in tolerations):
-        report(f"{get(args.props, 'chart')} does not tolerate {GPU_TAINT}=true:NoSchedule; it would never run on GPU "
-               "nodes.")
+        report(
+            f"{get(args.props, 'chart')} does not tolerate {GPU_TAINT}=true:NoSchedule; it would never run on GPU "
+            "nodes."
+        )
 
 
 # --- tags -------------------------------------------------------------------------------------------
@@ -330,7 +376,9 @@ def taggable(resource_type: str) -> bool:
     module_path, class_name = resource_type.split(":", 1)[1].split(":")
     module = module_path.split("/")[0]
     try:
-        cls = getattr(importlib.import_module("pulumi_aws" if module == "index" else f"pulumi_aws.{module}"), class_name)
+        cls = getattr(
+            importlib.import_module("pulumi_aws" if module == "index" else f"pulumi_aws.{module}"), class_name
+        )
     except (ImportError, AttributeError):
         return False
     return "tags" in inspect.signature(cls._internal_init).parameters
@@ -362,26 +410,36 @@ def _deps(r: Any, index: Mapping[str, Any], type_: str) -> list[Any]:
     return [index[d.urn] for d in (r.dependencies or []) if d.urn in index and index[d.urn].resource_type == type_]
 
 
-@_stack_policy("node-role-managed-policies", "Node roles carry only the worker, ECR read-only and CNI managed policies.")
+@_stack_policy(
+    "node-role-managed-policies", "Node roles carry only the worker, ECR read-only and CNI managed policies."
+)
 def node_role_managed_policies(args: StackValidationArgs, report: ReportViolation) -> None:
     node_roles = {
         r.urn
         for r in args.resources
-        if r.resource_type == "aws:iam/role:Role" and "ec2.amazonaws.com" in json.dumps(json.loads(get(r.props, "assumeRolePolicy", default="{}")))
+        if r.resource_type == "aws:iam/role:Role"
+        and "ec2.amazonaws.com" in json.dumps(json.loads(get(r.props, "assumeRolePolicy", default="{}")))
     }
     for r in args.resources:
         if r.resource_type != "aws:iam/rolePolicyAttachment:RolePolicyAttachment":
             continue
         if any(d.urn in node_roles for d in r.dependencies or []) and get(r.props, "policyArn") not in NODE_POLICIES:
-            report(f"Node role has {get(r.props, 'policyArn')}: nodes get only {', '.join(sorted(NODE_POLICIES))}; give "
-                   "pods their own Pod Identity role.", r.urn)
+            report(
+                f"Node role has {get(r.props, 'policyArn')}: nodes get only {', '.join(sorted(NODE_POLICIES))}; give "
+                "pods their own Pod Identity role.",
+                r.urn,
+            )
 
 
 def _gpu_groups(resources: Iterable[Any]) -> list[Any]:
-    return [r for r in resources if r.resource_type == NODE_GROUP and "NVIDIA" in str(get(r.props, "amiType", default=""))]
+    return [
+        r for r in resources if r.resource_type == NODE_GROUP and "NVIDIA" in str(get(r.props, "amiType", default=""))
+    ]
 
 
-_MIN_SIZE = PolicyConfigSchema(properties={"exceptions": {"type": "object", "additionalProperties": {"type": "string"}}})
+_MIN_SIZE = PolicyConfigSchema(
+    properties={"exceptions": {"type": "object", "additionalProperties": {"type": "string"}}}
+)
 
 
 def _held_reservation(group: Any, resources: Iterable[Any]) -> bool:
@@ -392,34 +450,63 @@ def _held_reservation(group: Any, resources: Iterable[Any]) -> bool:
     if len(set(sizes)) != 1 or not sizes[0]:
         return False
     feeding = {d.urn for d in group.dependencies or []}
-    return any(r.resource_type == "aws:ec2/launchTemplate:LaunchTemplate" and r.urn in feeding
-               and get(r.props, "capacityReservationSpecification", "capacityReservationTarget", "capacityReservationId", default=None)
-               for r in resources)
+    return any(
+        r.resource_type == "aws:ec2/launchTemplate:LaunchTemplate"
+        and r.urn in feeding
+        and get(
+            r.props,
+            "capacityReservationSpecification",
+            "capacityReservationTarget",
+            "capacityReservationId",
+            default=None,
+        )
+        for r in resources
+    )
 
 
-@_stack_policy("gpu-node-groups-scale-to-zero", "GPU node groups scale to zero (or hold a paid reservation warm), carry the GPU taint and autoscaler templates, "
-                                                "and ignore desiredSize.", schema=_MIN_SIZE)
+@_stack_policy(
+    "gpu-node-groups-scale-to-zero",
+    "GPU node groups scale to zero (or hold a paid reservation warm), carry the GPU taint and autoscaler templates, "
+    "and ignore desiredSize.",
+    schema=_MIN_SIZE,
+)
 def gpu_node_groups_scale_to_zero(args: StackValidationArgs, report: ReportViolation) -> None:
     exceptions = args.get_config().get("exceptions") or {}  # node group name -> reason
     for group in _gpu_groups(args.resources):
         pool = get(group.props, "labels", "higgsfield.io/pool", default=group.name)
         held = _held_reservation(group, args.resources)
         if get(group.props, "scalingConfig", "minSize") != 0 and pool not in exceptions and not held:
-            report(f"GPU pool {pool} has minSize {get(group.props, 'scalingConfig', 'minSize')}: idle GPUs cost money. "
-                   "Use 0, or add the pool with a reason to this policy's exceptions.", group.urn)
+            report(
+                f"GPU pool {pool} has minSize {get(group.props, 'scalingConfig', 'minSize')}: idle GPUs cost money. "
+                "Use 0, or add the pool with a reason to this policy's exceptions.",
+                group.urn,
+            )
         taints = get(group.props, "taints", default=[])
         if not any(get(t, "key") == GPU_TAINT and get(t, "effect") == "NO_SCHEDULE" for t in taints):
-            report(f"GPU pool {pool} lacks the {GPU_TAINT}=true:NoSchedule taint: CPU pods would land on GPU nodes.", group.urn)
+            report(
+                f"GPU pool {pool} lacks the {GPU_TAINT}=true:NoSchedule taint: CPU pods would land on GPU nodes.",
+                group.urn,
+            )
         if "scalingConfig.desiredSize" not in list(group.opts.ignore_changes or []) and not held:
-            report(f"GPU pool {pool} does not ignore scalingConfig.desiredSize: "
-                   "every pulumi up would undo the autoscaler.", group.urn)
-        tags = [get(t.props, "tag", "key", default="") for t in args.resources if t.resource_type == ASG_TAG and any(d.urn == group.urn for d in t.dependencies or [])]
+            report(
+                f"GPU pool {pool} does not ignore scalingConfig.desiredSize: "
+                "every pulumi up would undo the autoscaler.",
+                group.urn,
+            )
+        tags = [
+            get(t.props, "tag", "key", default="")
+            for t in args.resources
+            if t.resource_type == ASG_TAG and any(d.urn == group.urn for d in t.dependencies or [])
+        ]
         needed = [f"{TEMPLATE_TAG}/resources/nvidia.com/gpu", f"{TEMPLATE_TAG}/taint/{GPU_TAINT}"]
         needed += [f"{TEMPLATE_TAG}/label/{k}" for k in list(iter(get(group.props, "labels", default={})))]
         missing = [n for n in needed if n not in tags]
         if missing:
-            report(f"GPU pool {pool}'s ASG lacks autoscaler node-template tags {', '.join(missing)}: it cannot scale "
-                   "from zero.", group.urn)
+            report(
+                f"GPU pool {pool}'s ASG lacks autoscaler node-template tags {', '.join(missing)}: it cannot scale "
+                "from zero.",
+                group.urn,
+            )
 
 
 def _efa_max_interfaces(instance_type: str) -> int | None:
@@ -448,8 +535,11 @@ def _self_referencing(sg: Any) -> bool:
     return all_self(get(sg.props, "ingress", default=[])) and all_self(get(sg.props, "egress", default=[]))
 
 
-@_stack_policy("efa-pools", "EFA pools: one subnet, a placement group or reservation, a self-referencing security group, every EFA card "
-                            "attached.")
+@_stack_policy(
+    "efa-pools",
+    "EFA pools: one subnet, a placement group or reservation, a self-referencing security group, every EFA card "
+    "attached.",
+)
 def efa_pools(args: StackValidationArgs, report: ReportViolation) -> None:
     index = _by_urn(args.resources)
     for group in _gpu_groups(args.resources):
@@ -463,63 +553,106 @@ def efa_pools(args: StackValidationArgs, report: ReportViolation) -> None:
             continue
         pool = get(group.props, "labels", "higgsfield.io/pool", default=group.name)
         if len(get(group.props, "subnetIds", default=[])) != 1:
-            report(f"EFA pool {pool} spans several subnets: EFA traffic stays within one AZ; use one subnet.", group.urn)
+            report(
+                f"EFA pool {pool} spans several subnets: EFA traffic stays within one AZ; use one subnet.", group.urn
+            )
         if not has(template.props, "placement") and not has(template.props, "capacityReservationSpecification"):
-            report(f"EFA pool {pool} has no cluster placement group (nor a reservation that brings placement).", template.urn)
+            report(
+                f"EFA pool {pool} has no cluster placement group (nor a reservation that brings placement).",
+                template.urn,
+            )
         groups = _deps(template, index, SECURITY_GROUP)
         if not any(_self_referencing(sg) for sg in groups):
-            report(f"EFA pool {pool}'s interfaces lack a security group allowing all traffic to and from itself.", template.urn)
+            report(
+                f"EFA pool {pool}'s interfaces lack a security group allowing all traffic to and from itself.",
+                template.urn,
+            )
         instance_type = (get(group.props, "instanceTypes", default=[None]) or [None])[0]
         expected = _efa_max_interfaces(instance_type) if instance_type else None
         if expected is None:
-            report(f"Cannot verify EFA interfaces of EFA pool {pool} ({instance_type}): no instance-type data (install "
-                   "moto or give AWS credentials).", template.urn)
+            report(
+                f"Cannot verify EFA interfaces of EFA pool {pool} ({instance_type}): no instance-type data (install "
+                "moto or give AWS credentials).",
+                template.urn,
+            )
         elif len(efa) != expected:
-            report(f"EFA pool {pool} attaches {len(efa)} EFA interfaces; {instance_type} has {expected}: attach one per "
-                   "network card.", template.urn)
+            report(
+                f"EFA pool {pool} attaches {len(efa)} EFA interfaces; {instance_type} has {expected}: attach one per "
+                "network card.",
+                template.urn,
+            )
 
 
-@_stack_policy("fsx-lustre", "FSx for Lustre: persistent in prod, KMS-encrypted, Lustre ports only from security groups, in the EFA pools' "
-                             "subnet.", schema=PolicyConfigSchema(properties=_ENVIRONMENT))
+@_stack_policy(
+    "fsx-lustre",
+    "FSx for Lustre: persistent in prod, KMS-encrypted, Lustre ports only from security groups, in the EFA pools' "
+    "subnet.",
+    schema=PolicyConfigSchema(properties=_ENVIRONMENT),
+)
 def fsx_lustre(args: StackValidationArgs, report: ReportViolation) -> None:
     index = _by_urn(args.resources)
     prod = _environment(args.get_config()) == "prod"
     efa_subnets = set()
     for group in _gpu_groups(args.resources):
         templates = _deps(group, index, LAUNCH_TEMPLATE)
-        if templates and any(get(n, "interfaceType") == "efa-only" for n in get(templates[0].props, "networkInterfaces", default=[])):
+        if templates and any(
+            get(n, "interfaceType") == "efa-only" for n in get(templates[0].props, "networkInterfaces", default=[])
+        ):
             efa_subnets.update(s.urn for s in _deps(group, index, SUBNET))
     for fs in (r for r in args.resources if r.resource_type == FSX):
         kind = str(get(fs.props, "deploymentType", default=""))
         if prod and not kind.startswith("PERSISTENT"):
-            report(f"FSx {fs.name} is {kind or 'SCRATCH'} in prod: scratch file systems lose data on failure; use "
-                   "PERSISTENT_2.", fs.urn)
+            report(
+                f"FSx {fs.name} is {kind or 'SCRATCH'} in prod: scratch file systems lose data on failure; use "
+                "PERSISTENT_2.",
+                fs.urn,
+            )
         if kind.startswith("PERSISTENT") and not has(fs.props, "kmsKeyId"):
             report(f"FSx {fs.name} has no kmsKeyId: encrypt it with a key of ours.", fs.urn)
         subnets = {s.urn for s in _deps(fs, index, SUBNET)}
         if efa_subnets and not subnets <= efa_subnets:
-            report(f"FSx {fs.name} is not in the EFA pools' subnet: every read crosses AZs. Put it in the EFA pools' AZ.", fs.urn)
+            report(
+                f"FSx {fs.name} is not in the EFA pools' subnet: every read crosses AZs. Put it in the EFA pools' AZ.",
+                fs.urn,
+            )
         for sg in _deps(fs, index, SECURITY_GROUP):
-            for rule in (r for r in args.resources if r.resource_type == INGRESS_RULE and any(d.urn == sg.urn for d in r.dependencies or [])):
+            for rule in (
+                r
+                for r in args.resources
+                if r.resource_type == INGRESS_RULE and any(d.urn == sg.urn for d in r.dependencies or [])
+            ):
                 ports = (get(rule.props, "fromPort"), get(rule.props, "toPort"))
                 if ports not in LUSTRE_PORTS or has(rule.props, "cidrIpv4") or has(rule.props, "cidrIpv6"):
-                    report(f"FSx {fs.name} allows {ports} from "
-                           f"{get(rule.props, 'cidrIpv4', default='a security group')}: only TCP 988 and 1018-1023 from "
-                           "the node security group.", rule.urn)
+                    report(
+                        f"FSx {fs.name} allows {ports} from "
+                        f"{get(rule.props, 'cidrIpv4', default='a security group')}: only TCP 988 and 1018-1023 from "
+                        "the node security group.",
+                        rule.urn,
+                    )
             for inline in get(sg.props, "ingress", default=[]):
                 if get(inline, "cidrBlocks", default=[]):
-                    report(f"FSx security group {sg.name} allows CIDR {get(inline, 'cidrBlocks')}: only the node "
-                           "security group may reach Lustre.", sg.urn)
+                    report(
+                        f"FSx security group {sg.name} allows CIDR {get(inline, 'cidrBlocks')}: only the node "
+                        "security group may reach Lustre.",
+                        sg.urn,
+                    )
 
 
-@_stack_policy("prod-data-protected", "In prod the cluster, FSx file systems and KMS keys are protected from deletion.", schema=PolicyConfigSchema(properties=_ENVIRONMENT))
+@_stack_policy(
+    "prod-data-protected",
+    "In prod the cluster, FSx file systems and KMS keys are protected from deletion.",
+    schema=PolicyConfigSchema(properties=_ENVIRONMENT),
+)
 def prod_data_protected(args: StackValidationArgs, report: ReportViolation) -> None:
     if _environment(args.get_config()) != "prod":
         return
     for r in args.resources:
         if r.resource_type in (EKS_COMPONENT, EKS_CLUSTER, FSX, KMS_KEY) and not r.opts.protect:
-            report(f"{r.resource_type} {r.name} is not protected in prod: set protect=True (and retain_on_delete for "
-                   "data).", r.urn)
+            report(
+                f"{r.resource_type} {r.name} is not protected in prod: set protect=True (and retain_on_delete for "
+                "data).",
+                r.urn,
+            )
 
 
 # --- tenancy and hardening: admin policies, world-open ingress, logs ------------------
@@ -533,9 +666,15 @@ FLOW_LOG = "aws:ec2/flowLog:FlowLog"
 WORLD = ("0.0.0.0/0", "::/0")
 # AWS managed policies that amount to administering the account (or IAM, which is the same).
 ADMIN_POLICIES = (
-    "AdministratorAccess", "PowerUserAccess", "IAMFullAccess", "AdministratorAccess-Amplify",
-    "AdministratorAccess-AWSElasticBeanstalk", "AWSOrganizationsFullAccess", "job-function/SystemAdministrator",
-    "job-function/NetworkAdministrator", "job-function/DatabaseAdministrator",
+    "AdministratorAccess",
+    "PowerUserAccess",
+    "IAMFullAccess",
+    "AdministratorAccess-Amplify",
+    "AdministratorAccess-AWSElasticBeanstalk",
+    "AWSOrganizationsFullAccess",
+    "job-function/SystemAdministrator",
+    "job-function/NetworkAdministrator",
+    "job-function/DatabaseAdministrator",
 )
 
 _ADMIN = PolicyConfigSchema(properties={"denied": {"type": "array", "items": {"type": "string"}}})
@@ -545,12 +684,22 @@ def _managed_policy_name(arn: str) -> str | None:
     """`arn:aws:iam::aws:policy/job-function/SystemAdministrator` -> `job-function/SystemAdministrator`,
     for AWS managed policies in any partition; None for policies of an account."""
     parts = arn.split(":", 5)
-    if len(parts) == 6 and parts[0] == "arn" and parts[2] == "iam" and parts[4] == "aws" and parts[5].startswith("policy/"):
-        return parts[5][len("policy/"):]
+    if (
+        len(parts) == 6
+        and parts[0] == "arn"
+        and parts[2] == "iam"
+        and parts[4] == "aws"
+        and parts[5].startswith("policy/")
+    ):
+        return parts[5][len("policy/") :]
     return None
 
 
-@_policy("iam-no-admin-managed-policies", "No role we create holds an AWS managed admin policy (AdministratorAccess, PowerUserAccess, IAMFullAccess, ...).", schema=_ADMIN)
+@_policy(
+    "iam-no-admin-managed-policies",
+    "No role we create holds an AWS managed admin policy (AdministratorAccess, PowerUserAccess, IAMFullAccess, ...).",
+    schema=_ADMIN,
+)
 def iam_no_admin_managed_policies(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type in (ROLE_POLICY_ATTACHMENT, POLICY_ATTACHMENT):
         arns = [get(args.props, "policyArn", default="")]
@@ -564,18 +713,28 @@ def iam_no_admin_managed_policies(args: ResourceValidationArgs, report: ReportVi
             report(f"{arn} administers the account: give the role an inline policy with the actions it needs.")
 
 
-_WORLD_INGRESS = PolicyConfigSchema(properties={"exceptions": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}})
+_WORLD_INGRESS = PolicyConfigSchema(
+    properties={"exceptions": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}}
+)
 
 
 def _world_cidrs(*values: Any) -> list[str]:
     return [c for v in values for c in _listed(v) if c in WORLD]
 
 
-@_policy("security-groups-no-world-ingress", "No security group takes ingress from 0.0.0.0/0 or ::/0, unless allow-listed here with a reason.", schema=_WORLD_INGRESS)
+@_policy(
+    "security-groups-no-world-ingress",
+    "No security group takes ingress from 0.0.0.0/0 or ::/0, unless allow-listed here with a reason.",
+    schema=_WORLD_INGRESS,
+)
 def security_groups_no_world_ingress(args: ResourceValidationArgs, report: ReportViolation) -> None:
     props = args.props
     if args.resource_type == SECURITY_GROUP:
-        open_ = [c for rule in get(props, "ingress", default=[]) for c in _world_cidrs(get(rule, "cidrBlocks"), get(rule, "ipv6CidrBlocks"))]
+        open_ = [
+            c
+            for rule in get(props, "ingress", default=[])
+            for c in _world_cidrs(get(rule, "cidrBlocks"), get(rule, "ipv6CidrBlocks"))
+        ]
     elif args.resource_type == INGRESS_RULE:
         open_ = _world_cidrs(get(props, "cidrIpv4"), get(props, "cidrIpv6"))
     elif args.resource_type == SECURITY_GROUP_RULE and get(props, "type") == "ingress":
@@ -584,15 +743,21 @@ def security_groups_no_world_ingress(args: ResourceValidationArgs, report: Repor
         return
     exceptions = args.get_config().get("exceptions") or {}
     if open_ and not exceptions.get(args.name):
-        report(f"{args.name} allows ingress from {', '.join(open_)}: name the sources, or add {args.name!r} with a "
-               "reason to this policy's exceptions.")
+        report(
+            f"{args.name} allows ingress from {', '.join(open_)}: name the sources, or add {args.name!r} with a "
+            "reason to this policy's exceptions."
+        )
 
 
 _RETENTION = PolicyConfigSchema(properties={**_ENVIRONMENT, "prodMinimumDays": {"type": "integer", "minimum": 1}})
 PROD_MINIMUM_LOG_DAYS = 90
 
 
-@_policy("log-retention-floor", "In prod every CloudWatch log group keeps its events at least the configured days (never-expire is fine).", schema=_RETENTION)
+@_policy(
+    "log-retention-floor",
+    "In prod every CloudWatch log group keeps its events at least the configured days (never-expire is fine).",
+    schema=_RETENTION,
+)
 def log_retention_floor(args: ResourceValidationArgs, report: ReportViolation) -> None:
     config = args.get_config()
     if args.resource_type != LOG_GROUP or _environment(config) != "prod":
@@ -600,8 +765,10 @@ def log_retention_floor(args: ResourceValidationArgs, report: ReportViolation) -
     floor = config.get("prodMinimumDays") or PROD_MINIMUM_LOG_DAYS
     days = get(args.props, "retentionInDays", default=0)
     if days and days < floor:
-        report(f"Log group {get(args.props, 'name', default=args.name)} keeps {days} days; prod keeps at least {floor} "
-               "(higgsfield:observability.logRetentionDays).")
+        report(
+            f"Log group {get(args.props, 'name', default=args.name)} keeps {days} days; prod keeps at least {floor} "
+            "(higgsfield:observability.logRetentionDays)."
+        )
 
 
 @_stack_policy("vpc-flow-logs", "Every VPC has flow logs.")
@@ -617,13 +784,18 @@ def _control_plane_log_group(r: Any) -> bool:
     return r.resource_type == LOG_GROUP and name.startswith("/aws/eks/") and name.endswith("/cluster")
 
 
-@_stack_policy("control-plane-logs-encrypted", "EKS control-plane log groups are encrypted with a KMS key of this stack.")
+@_stack_policy(
+    "control-plane-logs-encrypted", "EKS control-plane log groups are encrypted with a KMS key of this stack."
+)
 def control_plane_logs_encrypted(args: StackValidationArgs, report: ReportViolation) -> None:
     index = _by_urn(args.resources)
     for group in (r for r in args.resources if _control_plane_log_group(r)):
         if not has(group.props, "kmsKeyId") or not _deps(group, index, KMS_KEY):
-            report(f"Log group {get(group.props, 'name')} is not encrypted with a KMS key of ours: set kmsKeyId to the "
-                   "stack's logs key.", group.urn)
+            report(
+                f"Log group {get(group.props, 'name')} is not encrypted with a KMS key of ours: set kmsKeyId to the "
+                "stack's logs key.",
+                group.urn,
+            )
 
 
 # --- CI identities (components/delivery.py) ------------------------------------------------------
@@ -636,22 +808,36 @@ def _github_subjects(trust: Any) -> list[tuple[str, list[str]]]:
     found = []
     for statement in _statements(trust):
         federated = _listed(get(statement, "Principal", "Federated"))
-        if statement.get("Effect", "Allow") != "Allow" or not any(str(f).endswith(f"oidc-provider/{GITHUB_OIDC}") for f in federated):
+        if statement.get("Effect", "Allow") != "Allow" or not any(
+            str(f).endswith(f"oidc-provider/{GITHUB_OIDC}") for f in federated
+        ):
             continue
         conditions = statement.get("Condition") or {}
-        operators = [(op, _listed(values.get(f"{GITHUB_OIDC}:sub"))) for op, values in conditions.items() if f"{GITHUB_OIDC}:sub" in values]
+        operators = [
+            (op, _listed(values.get(f"{GITHUB_OIDC}:sub")))
+            for op, values in conditions.items()
+            if f"{GITHUB_OIDC}:sub" in values
+        ]
         found += operators or [("none", [])]
     return found
 
 
 def _pull_request_number_only(subject: str) -> bool:
     """A subject pattern whose one wildcard is the pull request's number (`...@refs/pull/*/merge`)."""
-    return "?" not in subject and subject.count("*") == 1 and subject.endswith("@refs/pull/*/merge") and ":pull_request:" in subject
+    return (
+        "?" not in subject
+        and subject.count("*") == 1
+        and subject.endswith("@refs/pull/*/merge")
+        and ":pull_request:" in subject
+    )
 
 
-@_policy("ci-roles-trust-one-subject", "A role GitHub Actions can assume trusts exact OIDC subjects that name the workflow file (StringEquals; "
-                                       "StringLike only for a pull request's number); a deploy role only its GitHub environment's jobs, never a pull "
-                                       "request.")
+@_policy(
+    "ci-roles-trust-one-subject",
+    "A role GitHub Actions can assume trusts exact OIDC subjects that name the workflow file (StringEquals; "
+    "StringLike only for a pull request's number); a deploy role only its GitHub environment's jobs, never a pull "
+    "request.",
+)
 def ci_roles_trust_one_subject(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != ROLE:
         return
@@ -660,56 +846,87 @@ def ci_roles_trust_one_subject(args: ResourceValidationArgs, report: ReportViola
         exact = operator == "StringEquals" and subjects and not any("*" in s or "?" in s for s in subjects)
         numbered = operator == "StringLike" and subjects and all(_pull_request_number_only(s) for s in subjects)
         if not (exact or numbered):
-            report(f"{args.name} trusts GitHub with {operator} {subjects}: any matching job, pull requests included, "
-                   "gets it. Trust exact subjects with StringEquals (components/delivery.py).")
+            report(
+                f"{args.name} trusts GitHub with {operator} {subjects}: any matching job, pull requests included, "
+                "gets it. Trust exact subjects with StringEquals (components/delivery.py)."
+            )
         elif not all(":job_workflow_ref:" in s for s in subjects):
-            report(f"{args.name} trusts {subjects}, which name no workflow: any workflow of the branch or environment, "
-                   "a pull request's new one included, gets it. "
-                   "Bind the subject to the workflow file (job_workflow_ref, components/delivery.py SUB_CLAIM_KEYS).")
+            report(
+                f"{args.name} trusts {subjects}, which name no workflow: any workflow of the branch or environment, "
+                "a pull request's new one included, gets it. "
+                "Bind the subject to the workflow file (job_workflow_ref, components/delivery.py SUB_CLAIM_KEYS)."
+            )
         elif purpose == "deploy" and not all(":environment:" in s for s in subjects):
-            report(f"{args.name} is a deploy role trusting {subjects}: only repo:OWNER/REPO:environment:ENV, the "
-                   "stack's protected GitHub environment (higgsfield:delivery.deployEnvironment), may deploy.")
+            report(
+                f"{args.name} is a deploy role trusting {subjects}: only repo:OWNER/REPO:environment:ENV, the "
+                "stack's protected GitHub environment (higgsfield:delivery.deployEnvironment), may deploy."
+            )
         elif purpose != "preview" and any(":pull_request" in s for s in subjects):
-            report(f"{args.name} ({purpose or 'untagged'}) trusts pull requests ({subjects}): only the preview role may.")
+            report(
+                f"{args.name} ({purpose or 'untagged'}) trusts pull requests ({subjects}): only the preview role may."
+            )
 
 
 BOUNDARY_SUFFIX = "-boundary"
 
 
-@_stack_policy("roles-under-the-boundary", "In a stack with a permissions boundary (components/delivery.py), every IAM role carries it: nothing the deploy "
-                                           "identity creates exceeds its ceiling.")
+@_stack_policy(
+    "roles-under-the-boundary",
+    "In a stack with a permissions boundary (components/delivery.py), every IAM role carries it: nothing the deploy "
+    "identity creates exceeds its ceiling.",
+)
 def roles_under_the_boundary(args: StackValidationArgs, report: ReportViolation) -> None:
-    boundaries = [r for r in args.resources if r.resource_type == "aws:iam/policy:Policy" and str(get(r.props, "name", default="")).endswith(BOUNDARY_SUFFIX)]
+    boundaries = [
+        r
+        for r in args.resources
+        if r.resource_type == "aws:iam/policy:Policy"
+        and str(get(r.props, "name", default="")).endswith(BOUNDARY_SUFFIX)
+    ]
     if not boundaries:
         return
     arns = {f":policy/{get(b.props, 'name')}" for b in boundaries}
     for role in (r for r in args.resources if r.resource_type == ROLE):
         attached = str(get(role.props, "permissionsBoundary", default=""))
         if not any(attached.endswith(a) for a in arns):
-            report(f"Role {role.name} has permissions boundary {attached or 'none'}: every role of this stack must "
-                   f"carry {sorted(arns)[0][1:]} (components/delivery.py bound_every_role).", role.urn)
+            report(
+                f"Role {role.name} has permissions boundary {attached or 'none'}: every role of this stack must "
+                f"carry {sorted(arns)[0][1:]} (components/delivery.py bound_every_role).",
+                role.urn,
+            )
 
 
 def _bucket_of(url: Any) -> str:
     return str(url or "").removeprefix("s3://").split("/", 1)[0]
 
 
-@_stack_policy("fsx-export-versioned", "A file system that exports to S3 (NEW, CHANGED) writes into a bucket with versioning Enabled by this stack: an "
-                                       "overwrite of the master copy stays recoverable.")
+@_stack_policy(
+    "fsx-export-versioned",
+    "A file system that exports to S3 (NEW, CHANGED) writes into a bucket with versioning Enabled by this stack: an "
+    "overwrite of the master copy stays recoverable.",
+)
 def fsx_export_versioned(args: StackValidationArgs, report: ReportViolation) -> None:
-    versioned = {str(get(r.props, "bucket")) for r in args.resources
-                 if r.resource_type == "aws:s3/bucketVersioning:BucketVersioning" and get(r.props, "versioningConfiguration", "status") == "Enabled"}
+    versioned = {
+        str(get(r.props, "bucket"))
+        for r in args.resources
+        if r.resource_type == "aws:s3/bucketVersioning:BucketVersioning"
+        and get(r.props, "versioningConfiguration", "status") == "Enabled"
+    }
     for r in args.resources:
-        if r.resource_type == "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation" and get(r.props, "s3", "autoExportPolicy", "events"):
+        if r.resource_type == "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation" and get(
+            r.props, "s3", "autoExportPolicy", "events"
+        ):
             bucket = _bucket_of(get(r.props, "dataRepositoryPath"))
         elif r.resource_type == "aws:fsx/lustreFileSystem:LustreFileSystem" and get(r.props, "exportPath"):
             bucket = _bucket_of(get(r.props, "exportPath"))
         else:
             continue
         if bucket not in versioned:
-            report(f"{r.name} exports to s3://{bucket}, which this stack does not version: an export overwrites the S3 "
-                   "copy for good. "
-                   "Enable versioning on it (aws.s3.BucketVersioning, components/storage.py).", r.urn)
+            report(
+                f"{r.name} exports to s3://{bucket}, which this stack does not version: an export overwrites the S3 "
+                "copy for good. "
+                "Enable versioning on it (aws.s3.BucketVersioning, components/storage.py).",
+                r.urn,
+            )
 
 
 TENANCY_POLICIES = [

@@ -37,13 +37,19 @@ GAVE_BACK = "higgsfield.io/gave-back-at"
 POOL_LABEL = "higgsfield.io/pool"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's pod -> PodGroup link
 # Kubeflow v1 kinds and their resources (kubeflow/trainer:manifests/base/crds@v1.9.4)
-KINDS = {"PyTorchJob": "pytorchjobs", "MPIJob": "mpijobs", "TFJob": "tfjobs", "XGBoostJob": "xgboostjobs",
-         "JAXJob": "jaxjobs", "PaddleJob": "paddlejobs"}
+KINDS = {
+    "PyTorchJob": "pytorchjobs",
+    "MPIJob": "mpijobs",
+    "TFJob": "tfjobs",
+    "XGBoostJob": "xgboostjobs",
+    "JAXJob": "jaxjobs",
+    "PaddleJob": "paddlejobs",
+}
 
 
 @dataclass(frozen=True)
 class Action:
-    verb: str        # "suspend" or "resume"
+    verb: str  # "suspend" or "resume"
     namespace: str
     kind: str
     name: str
@@ -64,8 +70,11 @@ def _owner_job(podgroup: dict) -> tuple[str, str] | None:
 def idle_pools(nodes: list[dict], pods: list[dict]) -> set[str]:
     """Pools with a node that runs no GPU pod: capacity being paid for and not used."""
     busy = {p["spec"].get("nodeName") for p in pods if p["spec"].get("nodeName") and _gpus(p) > 0}
-    return {n["metadata"]["labels"][POOL_LABEL] for n in nodes
-            if POOL_LABEL in (n["metadata"].get("labels") or {}) and n["metadata"]["name"] not in busy}
+    return {
+        n["metadata"]["labels"][POOL_LABEL]
+        for n in nodes
+        if POOL_LABEL in (n["metadata"].get("labels") or {}) and n["metadata"]["name"] not in busy
+    }
 
 
 def _gpus(pod: dict) -> int:
@@ -76,8 +85,15 @@ def _gpus(pod: dict) -> int:
     return total
 
 
-def decide(podgroups: list[dict], pods: list[dict], nodes: list[dict], jobs: list[dict],
-           deadlines: dict[str, float], retry_after_s: float, now: datetime) -> list[Action]:
+def decide(
+    podgroups: list[dict],
+    pods: list[dict],
+    nodes: list[dict],
+    jobs: list[dict],
+    deadlines: dict[str, float],
+    retry_after_s: float,
+    now: datetime,
+) -> list[Action]:
     """What to suspend and what to resume, from the cluster's objects and each pool's deadline."""
     actions: list[Action] = []
     idle = idle_pools(nodes, pods)
@@ -101,26 +117,44 @@ def decide(podgroups: list[dict], pods: list[dict], nodes: list[dict], jobs: lis
             continue
         waited = (now - min(_time(p["metadata"]["creationTimestamp"]) for p in members)).total_seconds()
         if waited > deadlines[pool]:
-            actions.append(Action("suspend", pg["metadata"]["namespace"], owner[0], owner[1],
-                                  f"gang waited {waited:.0f}s for pool {pool}'s nodes (deadline {deadlines[pool]:.0f}s); "
-                                  "giving back the nodes that arrived"))
+            actions.append(
+                Action(
+                    "suspend",
+                    pg["metadata"]["namespace"],
+                    owner[0],
+                    owner[1],
+                    f"gang waited {waited:.0f}s for pool {pool}'s nodes (deadline {deadlines[pool]:.0f}s); "
+                    "giving back the nodes that arrived",
+                )
+            )
     for job in jobs:
         gave_back = (job["metadata"].get("annotations") or {}).get(GAVE_BACK)
         suspended = ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True
         if gave_back and suspended and (now - _time(gave_back)).total_seconds() > retry_after_s:
-            actions.append(Action("resume", job["metadata"]["namespace"], job["kind"], job["metadata"]["name"],
-                                  f"suspended by the gang deadline at {gave_back}; queueing again"))
+            actions.append(
+                Action(
+                    "resume",
+                    job["metadata"]["namespace"],
+                    job["kind"],
+                    job["metadata"]["name"],
+                    f"suspended by the gang deadline at {gave_back}; queueing again",
+                )
+            )
     return actions
 
 
 def patch_for(action: Action, now: datetime) -> dict:
     """The JSON merge patch of the job for an action."""
     if action.verb == "suspend":
-        return {"metadata": {"annotations": {GAVE_BACK: now.strftime("%Y-%m-%dT%H:%M:%SZ")}}, "spec": {"runPolicy": {"suspend": True}}}
+        return {
+            "metadata": {"annotations": {GAVE_BACK: now.strftime("%Y-%m-%dT%H:%M:%SZ")}},
+            "spec": {"runPolicy": {"suspend": True}},
+        }
     return {"metadata": {"annotations": {GAVE_BACK: None}}, "spec": {"runPolicy": {"suspend": False}}}
 
 
 # --- the API (the pod's service account) ------------------------------------------------------------
+
 
 class Api:
     def __init__(self) -> None:
@@ -132,9 +166,16 @@ class Api:
 
     def call(self, method: str, path: str, body: dict | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.base + path, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Accept": "application/json",
-            **({"Content-Type": "application/merge-patch+json"} if body is not None else {})})
+        request = urllib.request.Request(
+            self.base + path,
+            data=data,
+            method=method,
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Accept": "application/json",
+                **({"Content-Type": "application/merge-patch+json"} if body is not None else {}),
+            },
+        )
         with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
             return json.load(response)
 

@@ -90,12 +90,24 @@ class KubernetesApi:
         account = Path("/var/run/secrets/kubernetes.io/serviceaccount")
         host = f"https://{os.environ['KUBERNETES_SERVICE_HOST']}:{os.environ.get('KUBERNETES_SERVICE_PORT', '443')}"
         # the projected token is rotated by the kubelet: read it for every call
-        return cls(host, lambda: (account / "token").read_text().strip(), ssl.create_default_context(cafile=str(account / "ca.crt")))
+        return cls(
+            host,
+            lambda: (account / "token").read_text().strip(),
+            ssl.create_default_context(cafile=str(account / "ca.crt")),
+        )
 
     def _call(self, method: str, path: str, body: dict | None = None, content_type: str = "application/json") -> dict:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(f"{self.base_url}{path}", data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token()}", "Content-Type": content_type, "Accept": "application/json"})
+        request = urllib.request.Request(
+            f"{self.base_url}{path}",
+            data=data,
+            method=method,
+            headers={
+                "Authorization": f"Bearer {self.token()}",
+                "Content-Type": content_type,
+                "Accept": "application/json",
+            },
+        )
         try:
             with urllib.request.urlopen(request, context=self.context, timeout=30) as answer:
                 return json.loads(answer.read() or b"{}")
@@ -132,7 +144,7 @@ class Decision:
     healthy: bool
     labels: dict[str, str | None]
     remove_taint: bool
-    event_type: str          # Normal | Warning
+    event_type: str  # Normal | Warning
     event_reason: str
     message: str
     replace: bool = False
@@ -149,12 +161,32 @@ def decide(report: dict, on_failure: str) -> Decision:
     failed = [r for r in report.get("results", []) if not r["ok"]]
     if report.get("healthy") and not failed and report.get("results"):
         checks = ", ".join(r["check"] for r in report["results"])
-        return Decision(True, {HEALTH_LABEL: "healthy", FAILED_LABEL: None}, True, "Normal", "HealthCheckPassed", f"passed: {checks}")
+        return Decision(
+            True,
+            {HEALTH_LABEL: "healthy", FAILED_LABEL: None},
+            True,
+            "Normal",
+            "HealthCheckPassed",
+            f"passed: {checks}",
+        )
     first = failed[0]["check"] if failed else "no checks ran"
-    detail = "; ".join(f"{r['check']}: {r['value']} (expected {r['expected']})" for r in failed) or "the node check reported nothing"
+    detail = (
+        "; ".join(f"{r['check']}: {r['value']} (expected {r['expected']})" for r in failed)
+        or "the node check reported nothing"
+    )
     replace = on_failure == "replace"
-    message = f"failed {detail}; the node keeps its startup taint" + ("; marking the instance Unhealthy for replacement" if replace else "")
-    return Decision(False, {HEALTH_LABEL: "unhealthy", FAILED_LABEL: label_value(first)}, False, "Warning", "HealthCheckFailed", message, replace)
+    message = f"failed {detail}; the node keeps its startup taint" + (
+        "; marking the instance Unhealthy for replacement" if replace else ""
+    )
+    return Decision(
+        False,
+        {HEALTH_LABEL: "unhealthy", FAILED_LABEL: label_value(first)},
+        False,
+        "Warning",
+        "HealthCheckFailed",
+        message,
+        replace,
+    )
 
 
 def has_taint(node: dict, key: str) -> bool:
@@ -223,8 +255,16 @@ def boot_id(path: Path = BOOT_ID) -> str:
     return path.read_text().strip()
 
 
-def apply_decision(api: NodeApi, node_name: str, decision: Decision, taint_key: str, events_namespace: str,
-                   replace: Callable[[str], str] | None = None, attempts: int = 5, boot: str | None = None) -> Outcome:
+def apply_decision(
+    api: NodeApi,
+    node_name: str,
+    decision: Decision,
+    taint_key: str,
+    events_namespace: str,
+    replace: Callable[[str], str] | None = None,
+    attempts: int = 5,
+    boot: str | None = None,
+) -> Outcome:
     """Patch the node's taints and labels (with its resourceVersion: a 409 Conflict means someone
     else changed the node, so read it again and retry), record the Event, and ask for the
     replacement. A failed Event or replacement does not undo the labels: the taint decides. A pass
@@ -234,7 +274,11 @@ def apply_decision(api: NodeApi, node_name: str, decision: Decision, taint_key: 
     labels = {**decision.labels, **({BOOT_LABEL: boot} if decision.healthy and boot else {})}
     for _ in range(attempts):
         node = api.get_node(node_name)
-        taints = [t for t in node.get("spec", {}).get("taints") or [] if not (decision.remove_taint and t.get("key") == taint_key)]
+        taints = [
+            t
+            for t in node.get("spec", {}).get("taints") or []
+            if not (decision.remove_taint and t.get("key") == taint_key)
+        ]
         if not decision.remove_taint and not has_taint(node, taint_key):
             taints.append({"key": taint_key, "value": "failed", "effect": "NoSchedule"})
         version = node["metadata"]["resourceVersion"]
@@ -263,7 +307,11 @@ def apply_decision(api: NodeApi, node_name: str, decision: Decision, taint_key: 
             outcome.replacement = f"NodeClaim {claim} not deleted: {error}"
     elif decision.replace:
         instance = instance_id(node)
-        outcome.replacement = replace(instance) if (replace and instance) else f"no instance id in spec.providerID {node.get('spec', {}).get('providerID')!r}"
+        outcome.replacement = (
+            replace(instance)
+            if (replace and instance)
+            else f"no instance id in spec.providerID {node.get('spec', {}).get('providerID')!r}"
+        )
     return outcome
 
 
@@ -298,14 +346,28 @@ def run_checks(expected: dict[str, str], node_name: str, timeout: float) -> dict
     """node_check.py in a child process with the pool's expectations; a hang or a crash is a failure."""
     env = {**os.environ, **expected, "NODE_NAME": node_name}
     try:
-        done = subprocess.run([sys.executable, str(NODE_CHECK)], env=env, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            [sys.executable, str(NODE_CHECK)], env=env, capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
-        return {"node": node_name, "healthy": False, "results": [{"check": "timeout", "value": f"over {timeout:.0f}s", "expected": "checks finish", "ok": False}]}
+        return {
+            "node": node_name,
+            "healthy": False,
+            "results": [
+                {"check": "timeout", "value": f"over {timeout:.0f}s", "expected": "checks finish", "ok": False}
+            ],
+        }
     print(done.stdout, done.stderr, sep="\n", flush=True)
     for line in reversed(done.stdout.strip().splitlines()):
         if line.startswith("{"):
             return json.loads(line)
-    return {"node": node_name, "healthy": False, "results": [{"check": "node check crashed", "value": f"exit {done.returncode}", "expected": "a report", "ok": False}]}
+    return {
+        "node": node_name,
+        "healthy": False,
+        "results": [
+            {"check": "node check crashed", "value": f"exit {done.returncode}", "expected": "a report", "ok": False}
+        ],
+    }
 
 
 def pool_expectations(api: NodeApi, namespace: str, pool: str, wait: float, pause: float = 15.0) -> dict | None:
@@ -354,17 +416,28 @@ def pool_drivers(api: NodeApi, node: dict, pool: str) -> dict[str, list[str]]:
     return found
 
 
-def gate(api: NodeApi, env: dict[str, str], checks: Callable[[dict[str, str], str, float], dict] = run_checks,
-         replace: Callable[[str], str] | None = None, boot: Callable[[], str] = boot_id) -> Outcome | None:
+def gate(
+    api: NodeApi,
+    env: dict[str, str],
+    checks: Callable[[dict[str, str], str, float], dict] = run_checks,
+    replace: Callable[[str], str] | None = None,
+    boot: Callable[[], str] = boot_id,
+) -> Outcome | None:
     """One pass of the gate on its node; None when the node has no startup taint (nothing to do)."""
     node_name, taint_key = env["NODE_NAME"], env["STARTUP_TAINT"]
     node = api.get_node(node_name)
     if not has_taint(node, taint_key):
         return None
     pool = node["metadata"].get("labels", {}).get(POOL_LABEL, "")
-    expected = pool_expectations(api, env["EXPECTATIONS_NAMESPACE"], pool, float(env.get("EXPECTATIONS_WAIT_SECONDS", "300")))
+    expected = pool_expectations(
+        api, env["EXPECTATIONS_NAMESPACE"], pool, float(env.get("EXPECTATIONS_WAIT_SECONDS", "300"))
+    )
     if expected is None:
-        report = {"node": node_name, "healthy": False, "results": [{"check": "pool", "value": pool or "none", "expected": "a gated pool", "ok": False}]}
+        report = {
+            "node": node_name,
+            "healthy": False,
+            "results": [{"check": "pool", "value": pool or "none", "expected": "a gated pool", "ok": False}],
+        }
         on_failure = "keep"
     else:
         on_failure = expected.get("ON_FAILURE", "keep")
@@ -372,8 +445,15 @@ def gate(api: NodeApi, env: dict[str, str], checks: Callable[[dict[str, str], st
         wanted["POOL_DRIVERS"] = json.dumps(pool_drivers(api, node, pool))
         report = checks(wanted, node_name, float(expected.get("CHECK_TIMEOUT_SECONDS", "1200")))
     decision = decide(report, on_failure)
-    return apply_decision(api, node_name, decision, taint_key, env.get("EVENTS_NAMESPACE", "default"), replace,
-                          boot=boot() if decision.healthy else None)
+    return apply_decision(
+        api,
+        node_name,
+        decision,
+        taint_key,
+        env.get("EVENTS_NAMESPACE", "default"),
+        replace,
+        boot=boot() if decision.healthy else None,
+    )
 
 
 def after_reboot(api: NodeApi, env: dict[str, str], boot: Callable[[], str] = boot_id, attempts: int = 5) -> str:
@@ -394,8 +474,10 @@ def after_reboot(api: NodeApi, env: dict[str, str], boot: Callable[[], str] = bo
         else:
             taints = [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != taint_key]
             taints.append({"key": taint_key, "value": REBOOTED, "effect": "NoSchedule"})
-            patch = {"metadata": {"resourceVersion": version, "labels": {HEALTH_LABEL: REBOOTED}},
-                     "spec": {"taints": taints}}
+            patch = {
+                "metadata": {"resourceVersion": version, "labels": {HEALTH_LABEL: REBOOTED}},
+                "spec": {"taints": taints},
+            }
             done = f"rebooted since its checks (boot {labels[BOOT_LABEL]} -> {current}): taint back, checks again"
         try:
             api.patch_node(node_name, patch)
@@ -420,13 +502,17 @@ def main() -> int:
         print(f"after reboot: {after_reboot(api, dict(os.environ))}", flush=True)
         while True:  # the check runs once per boot: the container starts again after a reboot
             time.sleep(3600)
+
     def replace(instance: str) -> str:
         import boto3  # only pools with onFailure: replace need it (Pod Identity credentials)
 
         return mark_unhealthy(boto3.client("autoscaling"), instance)
 
     outcome = gate(api, dict(os.environ), replace=replace)
-    print("node already passed its checks (no startup taint): nothing to do" if outcome is None else f"gate: {outcome}", flush=True)
+    print(
+        "node already passed its checks (no startup taint): nothing to do" if outcome is None else f"gate: {outcome}",
+        flush=True,
+    )
     while True:  # a DaemonSet pod does not end; it holds nothing (no GPU request) while it waits
         time.sleep(3600)
 

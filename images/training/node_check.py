@@ -48,18 +48,20 @@ class Gpu:
 class Expectations:
     gpus: int
     model: str
-    min_driver_branch: int               # the driver branch the image's CUDA needs, at least
+    min_driver_branch: int  # the driver branch the image's CUDA needs, at least
     efa_devices: int
     min_matmul_fraction: float
     min_memory_bandwidth_fraction: float
     min_lustre_mb_s: float
     min_bus_bandwidth_gb_s: float
     lustre_path: str | None = None
-    nccl_network: str = "any"            # "efa": NCCL must run over aws-ofi-nccl's efa provider
+    nccl_network: str = "any"  # "efa": NCCL must run over aws-ofi-nccl's efa provider
     ofi_plugin_version: str | None = None
-    driver_version: str | None = None    # exactly this driver: the pool's pinned AMI release ships it
-    pool_drivers: dict[str, list[str]] = field(default_factory=dict)  # driver -> healthy nodes of the pool on the same AMI
-    min_locked_memory: int = 0           # EFA pools: the RLIMIT_MEMLOCK every container of the node gets (components/efa.py)
+    driver_version: str | None = None  # exactly this driver: the pool's pinned AMI release ships it
+    pool_drivers: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # driver -> healthy nodes of the pool on the same AMI
+    min_locked_memory: int = 0  # EFA pools: the RLIMIT_MEMLOCK every container of the node gets (components/efa.py)
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> Expectations:
@@ -103,7 +105,9 @@ class Report:
 
     def table(self) -> str:
         lines = [f"node {self.node}: {'HEALTHY' if self.healthy else 'UNHEALTHY'}"]
-        lines += [f"  {'ok' if r.ok else 'FAIL':<4} {r.check:<22} {r.value:<28} expected {r.expected}" for r in self.results]
+        lines += [
+            f"  {'ok' if r.ok else 'FAIL':<4} {r.check:<22} {r.value:<28} expected {r.expected}" for r in self.results
+        ]
         return "\n".join(lines)
 
     def json(self) -> str:
@@ -163,9 +167,9 @@ def bus_bandwidth_gb_s(message_bytes: int, seconds: float, ranks: int) -> float:
 class NcclNetwork:
     """What NCCL's INFO log says it communicates over between nodes."""
 
-    network: str | None          # "Using network <name>": Socket, IB, or the plugin's (Libfabric)
-    provider: str | None         # aws-ofi-nccl: "Selected provider is <prov>, fabric is ..."
-    plugin_version: str | None   # aws-ofi-nccl: "Initializing aws-ofi-nccl <version>"
+    network: str | None  # "Using network <name>": Socket, IB, or the plugin's (Libfabric)
+    provider: str | None  # aws-ofi-nccl: "Selected provider is <prov>, fabric is ..."
+    plugin_version: str | None  # aws-ofi-nccl: "Initializing aws-ofi-nccl <version>"
 
     @property
     def over_efa(self) -> bool:
@@ -212,7 +216,12 @@ def fabric_verdict(node: str, log: str, busbw: float | None, expected: Expectati
         report.add("NCCL all-reduce busbw", "not compared", "the expected network first", False)
         return report
     value = f"{busbw:.0f} GB/s over {ranks} ranks" if busbw is not None else "none"
-    report.add("NCCL all-reduce busbw", value, f">= {expected.min_bus_bandwidth_gb_s:.0f} GB/s", busbw is not None and busbw >= expected.min_bus_bandwidth_gb_s)
+    report.add(
+        "NCCL all-reduce busbw",
+        value,
+        f">= {expected.min_bus_bandwidth_gb_s:.0f} GB/s",
+        busbw is not None and busbw >= expected.min_bus_bandwidth_gb_s,
+    )
     return report
 
 
@@ -258,9 +267,18 @@ def memory_gb_s(torch, device, megabytes: int = 2048, iterations: int = 20) -> f
 # --- the verdict -----------------------------------------------------------------------------------
 
 
-def evaluate(node: str, gpus: list[Gpu], expected: Expectations, *, tflops: list[float] | None = None,
-             memory: list[float] | None = None, efa: int | None = None, lustre: tuple[float, float] | None = None,
-             efa_endpoints: int | None = None, locked_memory: int | None = None) -> Report:
+def evaluate(
+    node: str,
+    gpus: list[Gpu],
+    expected: Expectations,
+    *,
+    tflops: list[float] | None = None,
+    memory: list[float] | None = None,
+    efa: int | None = None,
+    lustre: tuple[float, float] | None = None,
+    efa_endpoints: int | None = None,
+    locked_memory: int | None = None,
+) -> Report:
     report = Report(node)
     report.add("GPU count", len(gpus), str(expected.gpus), len(gpus) == expected.gpus)
     models = sorted({model_of(g.name) or g.name for g in gpus})
@@ -269,21 +287,40 @@ def evaluate(node: str, gpus: list[Gpu], expected: Expectations, *, tflops: list
     peak = PEAKS.get(expected.model)
     if tflops is not None and peak:
         worst = min(tflops) / peak["bf16_tflops"] if tflops else 0.0
-        report.add("bf16 matmul", f"{min(tflops, default=0):.0f} TFLOP/s ({worst:.0%} of peak)", f">= {expected.min_matmul_fraction:.0%} of {peak['bf16_tflops']:.0f}", worst >= expected.min_matmul_fraction)
+        report.add(
+            "bf16 matmul",
+            f"{min(tflops, default=0):.0f} TFLOP/s ({worst:.0%} of peak)",
+            f">= {expected.min_matmul_fraction:.0%} of {peak['bf16_tflops']:.0f}",
+            worst >= expected.min_matmul_fraction,
+        )
     if memory is not None and peak:
         worst = min(memory) / peak["memory_gb_s"] if memory else 0.0
-        report.add("memory bandwidth", f"{min(memory, default=0):.0f} GB/s ({worst:.0%} of peak)", f">= {expected.min_memory_bandwidth_fraction:.0%} of {peak['memory_gb_s']:.0f}", worst >= expected.min_memory_bandwidth_fraction)
+        report.add(
+            "memory bandwidth",
+            f"{min(memory, default=0):.0f} GB/s ({worst:.0%} of peak)",
+            f">= {expected.min_memory_bandwidth_fraction:.0%} of {peak['memory_gb_s']:.0f}",
+            worst >= expected.min_memory_bandwidth_fraction,
+        )
     if efa is not None:
         report.add("EFA devices", efa, str(expected.efa_devices), efa == expected.efa_devices)
     if efa_endpoints is not None:
         report.add("libfabric efa provider", f"{efa_endpoints} endpoints", ">= 1", efa_endpoints >= 1)
     if locked_memory is not None:  # this container's soft RLIMIT_MEMLOCK, which every container of the node gets
         unlimited = locked_memory == resource.RLIM_INFINITY
-        report.add("locked memory", "unlimited" if unlimited else f"{locked_memory} bytes", f">= {expected.min_locked_memory} bytes",
-                   unlimited or locked_memory >= expected.min_locked_memory)
+        report.add(
+            "locked memory",
+            "unlimited" if unlimited else f"{locked_memory} bytes",
+            f">= {expected.min_locked_memory} bytes",
+            unlimited or locked_memory >= expected.min_locked_memory,
+        )
     if lustre is not None:
         slower = min(lustre)
-        report.add("Lustre write/read", f"{lustre[0]:.0f}/{lustre[1]:.0f} MB/s", f">= {expected.min_lustre_mb_s:.0f} MB/s", slower >= expected.min_lustre_mb_s)
+        report.add(
+            "Lustre write/read",
+            f"{lustre[0]:.0f}/{lustre[1]:.0f} MB/s",
+            f">= {expected.min_lustre_mb_s:.0f} MB/s",
+            slower >= expected.min_lustre_mb_s,
+        )
     return report
 
 
@@ -293,13 +330,24 @@ def report_driver(report: Report, drivers: list[str], expected: Expectations) ->
     CUDA_MIN_DRIVER_BRANCH) - not one branch constant - and, where known, exactly the driver of the
     pool's pinned AMI release; then the same driver as the pool's healthy nodes on the same AMI."""
     branch = int(drivers[0].split(".")[0]) if len(drivers) == 1 and drivers[0].split(".")[0].isdigit() else None
-    wanted = f">= {expected.min_driver_branch}" + (f", = {expected.driver_version} (the pinned AMI release's)" if expected.driver_version else "")
-    ok = branch is not None and branch >= expected.min_driver_branch and (expected.driver_version is None or drivers == [expected.driver_version])
+    wanted = f">= {expected.min_driver_branch}" + (
+        f", = {expected.driver_version} (the pinned AMI release's)" if expected.driver_version else ""
+    )
+    ok = (
+        branch is not None
+        and branch >= expected.min_driver_branch
+        and (expected.driver_version is None or drivers == [expected.driver_version])
+    )
     report.add("NVIDIA driver", ",".join(drivers) or "none", wanted, ok)
     others = {d: nodes for d, nodes in expected.pool_drivers.items() if [d] != drivers}
     if expected.pool_drivers:
         seen = "; ".join(f"{d} on {', '.join(sorted(nodes)[:3])}" for d, nodes in sorted(others.items()))
-        report.add("driver as the pool's", ",".join(drivers) or "none", f"the driver of the pool's nodes on this AMI{': ' + seen if seen else ''}", not others)
+        report.add(
+            "driver as the pool's",
+            ",".join(drivers) or "none",
+            f"the driver of the pool's nodes on this AMI{': ' + seen if seen else ''}",
+            not others,
+        )
 
 
 def efa_provider_endpoints(fi_info: str) -> int:
@@ -322,7 +370,16 @@ def check_node(env: dict[str, str]) -> Report:
     expected = Expectations.from_env(env)
     node = env.get("NODE_NAME", "unknown")
     smi = shutil.which("nvidia-smi")
-    out = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader,nounits"], capture_output=True, text=True, check=True).stdout if smi else ""
+    out = (
+        subprocess.run(
+            [smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        if smi
+        else ""
+    )
     gpus = parse_nvidia_smi(out) if out.strip() else []
     tflops = memory = None
     try:
@@ -335,10 +392,17 @@ def check_node(env: dict[str, str]) -> Report:
     except ImportError:
         pass
     lustre = lustre_mb_s(Path(expected.lustre_path)) if expected.lustre_path else None
-    return evaluate(node, gpus, expected, tflops=tflops if tflops is not None else [], memory=memory if memory is not None else [],
-                    efa=efa_devices() if expected.efa_devices else None, lustre=lustre,
-                    efa_endpoints=efa_provider_endpoints(fi_info_efa()) if expected.efa_devices else None,
-                    locked_memory=resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] if expected.min_locked_memory else None)
+    return evaluate(
+        node,
+        gpus,
+        expected,
+        tflops=tflops if tflops is not None else [],
+        memory=memory if memory is not None else [],
+        efa=efa_devices() if expected.efa_devices else None,
+        lustre=lustre,
+        efa_endpoints=efa_provider_endpoints(fi_info_efa()) if expected.efa_devices else None,
+        locked_memory=resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] if expected.min_locked_memory else None,
+    )
 
 
 def check_allreduce(env: dict[str, str], megabytes: int = 1024, iterations: int = 20) -> Report:

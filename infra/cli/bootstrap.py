@@ -16,12 +16,12 @@ import json
 import textwrap
 from typing import Any
 
-from infra.offline import stacks
-from infra.offline.evaluate import project_root
-from infra.core.names import boundary_name
-from infra.offline.stacks import SUB_CLAIM_KEYS
 from infra.config.delivery import PLACEHOLDER_REPOSITORY
 from infra.core.names import NAMESPACE as PROJECT
+from infra.core.names import boundary_name
+from infra.offline import stacks
+from infra.offline.evaluate import project_root
+from infra.offline.stacks import SUB_CLAIM_KEYS
 
 
 def image_targets(stack: str) -> list[str]:
@@ -29,27 +29,35 @@ def image_targets(stack: str) -> list[str]:
     "training-image" and its two children), for `pulumi up --target`: the engine leaves the root
     stack's type out of a top-level component's URN."""
     component = "higgsfield:registry:TrainingImage"
-    return [f"urn:pulumi:{stack}::{PROJECT}::{component}::training-image",
-            f"urn:pulumi:{stack}::{PROJECT}::{component}$aws:ecr/repository:Repository::training-image",
-            f"urn:pulumi:{stack}::{PROJECT}::{component}$aws:ecr/lifecyclePolicy:LifecyclePolicy::training-image-lifecycle"]
+    return [
+        f"urn:pulumi:{stack}::{PROJECT}::{component}::training-image",
+        f"urn:pulumi:{stack}::{PROJECT}::{component}$aws:ecr/repository:Repository::training-image",
+        f"urn:pulumi:{stack}::{PROJECT}::{component}$aws:ecr/lifecyclePolicy:LifecyclePolicy::training-image-lifecycle",
+    ]
 
 
 def image_step(config: Any) -> str:
     """Before any GPU node can join: the image the health gate pulls exists (docs/training-image.md)."""
     if config.health_gate_image:
-        return (f"Health gate image: the gate runs higgsfield:healthGateImage {config.health_gate_image}; make sure it "
-                "exists before the first "
-                f"GPU node joins: `docker manifest inspect {config.health_gate_image}`")
+        return (
+            f"Health gate image: the gate runs higgsfield:healthGateImage {config.health_gate_image}; make sure it "
+            "exists before the first "
+            f"GPU node joins: `docker manifest inspect {config.health_gate_image}`"
+        )
     # The URNs share the component's; a shell variable keeps each --target within a line.
     component = image_targets(config.stack)[0].rsplit("::", 1)[0]
-    targets = " ".join(f'--target "$urn{urn[len(component):]}"'.replace("$aws", "\\$aws") for urn in image_targets(config.stack))
-    return ("Training image, before any GPU node can join (the health gate runs it; without it every GPU node keeps its "
-            "startup taint): "
-            f"`urn='{component}' && pulumi up --stack {config.stack} {targets}` creates only the stack's ECR repository; "
-            "then "
-            f"`higgsfield image push {config.stack}` builds images/training with Docker and pushes it there under the "
-            "tag the gate and the jobs name; "
-            f"`higgsfield image push {config.stack} --print` only prints the commands.")
+    targets = " ".join(
+        f'--target "$urn{urn[len(component) :]}"'.replace("$aws", "\\$aws") for urn in image_targets(config.stack)
+    )
+    return (
+        "Training image, before any GPU node can join (the health gate runs it; without it every GPU node keeps its "
+        "startup taint): "
+        f"`urn='{component}' && pulumi up --stack {config.stack} {targets}` creates only the stack's ECR repository; "
+        "then "
+        f"`higgsfield image push {config.stack}` builds images/training with Docker and pushes it there under the "
+        "tag the gate and the jobs name; "
+        f"`higgsfield image push {config.stack} --print` only prints the commands."
+    )
 
 
 def steps(config: Any) -> list[str]:
@@ -57,9 +65,11 @@ def steps(config: Any) -> list[str]:
     command to run in backquotes (`render` puts them on lines of their own)."""
     stack, region, delivery = config.stack, config.region, config.delivery
     if delivery is None:
-        return [image_step(config),
-                f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand "
-                "(docs/getting-started.md)."]
+        return [
+            image_step(config),
+            f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand "
+            "(docs/getting-started.md).",
+        ]
     bucket, key = delivery.state_bucket, delivery.state_key_arn
     entry = next(e for e in stacks.stack_matrix(project_root())["include"] if e["stack"] == stack)
     endpoint = config.endpoint.public_access_cidrs
@@ -71,11 +81,16 @@ def steps(config: Any) -> list[str]:
     rules: dict = {"deployment_branch_policy": {"protected_branches": False, "custom_branch_policies": True}}
     if reviewed:
         rules.update(prevent_self_review=True, reviewers=[{"type": "Team", "id": "TEAM_ID"}])
-    placeholder = ([f"Repository: higgsfield:delivery.repository is still the placeholder {PLACEHOLDER_REPOSITORY}; set it "
-                    "to your repository "
-                    "(owner/name) in the stack file first: the CI roles trust that repository's workflows, and the commands "
-                    "below name it."]
-                   if repo == PLACEHOLDER_REPOSITORY else [])
+    placeholder = (
+        [
+            f"Repository: higgsfield:delivery.repository is still the placeholder {PLACEHOLDER_REPOSITORY}; set it "
+            "to your repository "
+            "(owner/name) in the stack file first: the CI roles trust that repository's workflows, and the commands "
+            "below name it."
+        ]
+        if repo == PLACEHOLDER_REPOSITORY
+        else []
+    )
     return placeholder + [
         f"Credentials: an administrator of account {delivery.account_id} (region {region}) that is not "
         f"{entry['deployRole']} "
@@ -100,14 +115,18 @@ def steps(config: Any) -> list[str]:
         "Verify it, and stop here unless it holds: `gh api "
         f"repos/{repo}/environments/{environment}/deployment-branch-policies "
         f"--jq '[.branch_policies[].name]'` prints [\"main\"]"
-        + (f", and `gh api repos/{repo}/environments/{environment} --jq '[.protection_rules[].type]'` lists "
-           "required_reviewers" if reviewed else "")
+        + (
+            f", and `gh api repos/{repo}/environments/{environment} --jq '[.protection_rules[].type]'` lists "
+            "required_reviewers"
+            if reviewed
+            else ""
+        )
         + ".",
         f"OIDC subject template of the repository (once; the roles trust subjects that name the workflow file): "
         f"`gh api -X PUT repos/{repo}/actions/oidc/customization/sub -F use_default=false "
         + " ".join(f"-f 'include_claim_keys[]={k}'" for k in SUB_CLAIM_KEYS)
         + f"` then verify: `gh api repos/{repo}/actions/oidc/customization/sub` prints use_default false and the "
-          f"keys {list(SUB_CLAIM_KEYS)}.",
+        f"keys {list(SUB_CLAIM_KEYS)}.",
         f"Fork pull requests wait for a maintainer (their workflow files could ask for a runner): `gh api -X PUT "
         f"repos/{repo}/actions/permissions/fork-pr-contributor-approval -f approval_policy=all_external_contributors` "
         f"then verify: `gh api repos/{repo}/actions/permissions/fork-pr-contributor-approval --jq .approval_policy` "
@@ -118,14 +137,19 @@ def steps(config: Any) -> list[str]:
         "First deploy, from this machine, with the endpoint opened to it only (only after the environment check "
         "above passed): "
         f"`cp stacks/Pulumi.{stack}.yaml /tmp/Pulumi.{stack}.bootstrap.yaml` "
-        f"then set higgsfield:endpoint.publicAccessCidrs there to [\"ADDRESS/32\"], ADDRESS being what "
+        f'then set higgsfield:endpoint.publicAccessCidrs there to ["ADDRESS/32"], ADDRESS being what '
         f"`curl -s https://checkip.amazonaws.com` prints, and run "
         f"`pulumi up --stack {stack} --config-file /tmp/Pulumi.{stack}.bootstrap.yaml --policy-pack policies "
         f"--policy-pack-config policies/config/{stack}.json` "
         f"It creates the VPC, the cluster, the permissions boundary {boundary_name(stack)}, the CI roles "
         f"({entry['previewRole']}, {entry['deployRole']}, {entry['imageRole']}), "
         f"their access entries"
-        + (f" and the CodeBuild runner projects {entry['previewRunner']} and {entry['deployRunner']}" if entry["deployRunner"] else "") + ". "
+        + (
+            f" and the CodeBuild runner projects {entry['previewRunner']} and {entry['deployRunner']}"
+            if entry["deployRunner"]
+            else ""
+        )
+        + ". "
         "Later changes to the boundary or the CI roles are refused to the deploy role: re-run this step (an "
         "administrator, the committed stack file).",
         "Nothing else in GitHub: role ARNs, region and backend come from the stack file (higgsfield stacks), and no "
@@ -150,8 +174,14 @@ def render(config: Any) -> str:
                 lines += command_lines(part, pad + "  ", WIDTH)
             elif part.strip():
                 text = part.strip()
-                lines += textwrap.wrap(text, WIDTH, initial_indent=lead if k == 0 else pad, subsequent_indent=pad,
-                                       break_long_words=False, break_on_hyphens=False)
+                lines += textwrap.wrap(
+                    text,
+                    WIDTH,
+                    initial_indent=lead if k == 0 else pad,
+                    subsequent_indent=pad,
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
     return "\n".join(lines)
 
 

@@ -35,13 +35,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.core.bundled import instance_types, source, where_offered, zone_offerings
-from infra.offline.jobs import round_trip_yaml
-from infra.offline.evaluate import StackNotFound, project_root
 from infra.config import DNS_LABEL, ConfigError, eks_regions
 from infra.config.errors import Problem
 from infra.config.stack import not_an_eks_region
+from infra.core.bundled import instance_types, source, where_offered, zone_offerings
 from infra.core.names import NAMESPACE as G
+from infra.offline.evaluate import StackNotFound, project_root
+from infra.offline.jobs import round_trip_yaml
 
 
 @dataclass
@@ -66,10 +66,19 @@ def _zone_for(types: list[str], region: str, offered: dict[str, frozenset[str]],
     if not zones:
         missing = [t for t in types if not any(t in have for have in offered.values())]
         if missing:
-            raise ConfigError(key, "; ".join(f"instance type {t!r} is not offered anywhere in {region}; {where_offered(t, region)}" for t in missing))
+            raise ConfigError(
+                key,
+                "; ".join(
+                    f"instance type {t!r} is not offered anywhere in {region}; {where_offered(t, region)}"
+                    for t in missing
+                ),
+            )
         per_type = "; ".join(f"{t}: {', '.join(sorted(z for z, have in offered.items() if t in have))}" for t in types)
-        raise ConfigError(key, f"no AZ of {region} offers all of {', '.join(types)} ({per_type}; {source()}): split the pool or drop a "
-                               "type")
+        raise ConfigError(
+            key,
+            f"no AZ of {region} offers all of {', '.join(types)} ({per_type}; {source()}): split the pool or drop a "
+            "type",
+        )
     return next((z for z in prefer if z in zones), zones[0])
 
 
@@ -87,7 +96,9 @@ class PoolSpec:
         parts = text.split(":")
         sizes = re.fullmatch(r"(\d+)-(\d+)", parts[2]) if len(parts) == 3 else None
         if len(parts) not in (2, 3) or not parts[0] or not parts[1] or (len(parts) == 3 and not sizes):
-            raise ConfigError("--gpu-pool", f"{text!r} is not NAME:TYPE[,TYPE...][:MIN-MAX] (e.g. h100:p5.48xlarge:0-4)")
+            raise ConfigError(
+                "--gpu-pool", f"{text!r} is not NAME:TYPE[,TYPE...][:MIN-MAX] (e.g. h100:p5.48xlarge:0-4)"
+            )
         low, high = (int(sizes[1]), int(sizes[2])) if sizes else (0, 2)
         return cls(parts[0], tuple(parts[1].split(",")), low, high)
 
@@ -131,14 +142,26 @@ def _efa(instance_type: str) -> bool:
 def _apply_choices(config: dict, choices: Choices, result: NewStack, base: str) -> None:
     """The flags' pools, system-node types, teams, environment and admins, in the copied config."""
     if choices.pools:
-        config[f"{G}:gpuPools"] = [{"name": p.name, "instanceTypes": list(p.instance_types), "availabilityZone": "",
-                                    "minSize": p.min_size, "maxSize": p.max_size} for p in choices.pools]
+        config[f"{G}:gpuPools"] = [
+            {
+                "name": p.name,
+                "instanceTypes": list(p.instance_types),
+                "availabilityZone": "",
+                "minSize": p.min_size,
+                "maxSize": p.max_size,
+            }
+            for p in choices.pools
+        ]
         total = sum(p.max_size * _gpus(p.instance_types[0]) for p in choices.pools)
         for queue in (config.get(f"{G}:scheduler") or {}).get("queues") or []:
-            queue["gpuCapability"] = min(queue.get("gpuCapability", total), total)  # what the new pools can provide at most
+            queue["gpuCapability"] = min(
+                queue.get("gpuCapability", total), total
+            )  # what the new pools can provide at most
         capability = {q["name"]: q["gpuCapability"] for q in (config.get(f"{G}:scheduler") or {}).get("queues") or []}
         for team in (config.get(f"{G}:scheduler") or {}).get("teams") or []:
-            team["gpuQuota"] = capability.get(team.get("queue"), min(team.get("gpuQuota", total), total))  # a team's queue is its quota
+            team["gpuQuota"] = capability.get(
+                team.get("queue"), min(team.get("gpuQuota", total), total)
+            )  # a team's queue is its quota
             if "servingGpuQuota" in team:
                 team["servingGpuQuota"] = min(team["servingGpuQuota"], team["gpuQuota"])
     if choices.cpu_types:
@@ -148,7 +171,9 @@ def _apply_choices(config: dict, choices: Choices, result: NewStack, base: str) 
         queues = scheduler.get("queues") or []
         if not queues:
             raise ConfigError("--team", f"{base} has no higgsfield:scheduler.queues for the teams to submit to")
-        most = sum(p.get("maxSize", 0) * _gpus(p["instanceTypes"][0]) for p in config.get(f"{G}:gpuPools") or [])  # every GPU the pools hold
+        most = sum(
+            p.get("maxSize", 0) * _gpus(p["instanceTypes"][0]) for p in config.get(f"{G}:gpuPools") or []
+        )  # every GPU the pools hold
         specs = scheduler.get("priorityClasses") or []
         classes = [c["name"] for c in specs]
         serving = any(c.get("workload") == "serving" for c in specs)
@@ -157,9 +182,17 @@ def _apply_choices(config: dict, choices: Choices, result: NewStack, base: str) 
         # at a time (docs/design/autoscaler-demand.md); serving classes get a quarter of it.
         gpus = {t.name: most if t.gpus is None else t.gpus for t in choices.teams}
         scheduler["queues"] = [{"name": t.name, "weight": 1, "gpuCapability": gpus[t.name]} for t in choices.teams]
-        scheduler["teams"] = [{"name": t.name, "queue": t.name, "gpuQuota": gpus[t.name], "priorityClasses": list(classes), "uid": first_uid + i,
-                               **({"servingGpuQuota": max(1, gpus[t.name] // 4) if gpus[t.name] else 0} if serving else {})}
-                              for i, t in enumerate(choices.teams)]
+        scheduler["teams"] = [
+            {
+                "name": t.name,
+                "queue": t.name,
+                "gpuQuota": gpus[t.name],
+                "priorityClasses": list(classes),
+                "uid": first_uid + i,
+                **({"servingGpuQuota": max(1, gpus[t.name] // 4) if gpus[t.name] else 0} if serving else {}),
+            }
+            for i, t in enumerate(choices.teams)
+        ]
         owners = {t.name for t in choices.teams}
         fsx = config.get(f"{G}:fsx") or {}
         if any(d.get("owner") not in owners for d in fsx.get("datasets") or []):
@@ -189,51 +222,71 @@ def _endpoint(config: dict, choices: Choices, result: NewStack, base: str) -> No
     if placeholders:
         _replace(cidrs, [c for c in cidrs if c not in placeholders])
         private = "" if cidrs else "; the API endpoint is private: kubectl from the VPC or the VPN"
-        result.notes.append(f"endpoint.publicAccessCidrs {', '.join(map(str, placeholders))} of {base} is a documentation range no "
-                            "request "
-                            f"comes from: not copied{private}; --public-access-cidr YOUR-EGRESS/32 (repeatable) lets kubectl in from "
-                            "there")
+        result.notes.append(
+            f"endpoint.publicAccessCidrs {', '.join(map(str, placeholders))} of {base} is a documentation range no "
+            "request "
+            f"comes from: not copied{private}; --public-access-cidr YOUR-EGRESS/32 (repeatable) lets kubectl in from "
+            "there"
+        )
 
 
-def _clear_what_is_not_ours(config: dict, result: NewStack, base: str, old_region: str, region: str, admins_given: bool) -> None:
+def _clear_what_is_not_ours(
+    config: dict, result: NewStack, base: str, old_region: str, region: str, admins_given: bool
+) -> None:
     """Settings bound to the base's account, region or CI are cleared, each with a note."""
     delivery = config.pop(f"{G}:delivery", None)
     if delivery is not None:
-        result.notes.append(f"higgsfield:delivery (CI: account {delivery.get('accountId')}, state bucket, state key, GitHub "
-                            f"connection) is {base}'s: "
-                            f"not copied; add the new stack's own, then `higgsfield bootstrap {result.name}` prints the first deploy")
+        result.notes.append(
+            f"higgsfield:delivery (CI: account {delivery.get('accountId')}, state bucket, state key, GitHub "
+            f"connection) is {base}'s: "
+            f"not copied; add the new stack's own, then `higgsfield bootstrap {result.name}` prints the first deploy"
+        )
     if not admins_given:  # asked for, never copied: they are another account's principals
-        raise ConfigError("--admin", f"the new stack needs the IAM role or user ARN (repeatable) of who administers its cluster; "
-                                     f"{base}'s admins are not copied. Their account also names the registry of the training image")
+        raise ConfigError(
+            "--admin",
+            f"the new stack needs the IAM role or user ARN (repeatable) of who administers its cluster; "
+            f"{base}'s admins are not copied. Their account also names the registry of the training image",
+        )
     image = config.get(f"{G}:trainingImage")
     if image and (f".{old_region}." in str(image) or ".ecr." in str(image)):
         del config[f"{G}:trainingImage"]
-        result.notes.append(f"trainingImage {image} is in {base}'s registry: not copied; the stack builds its own into its ECR in "
-                            f"{region} "
-                            f"(`higgsfield image build {result.name}`, docs/training-image.md)")
+        result.notes.append(
+            f"trainingImage {image} is in {base}'s registry: not copied; the stack builds its own into its ECR in "
+            f"{region} "
+            f"(`higgsfield image build {result.name}`, docs/training-image.md)"
+        )
     gate = config.pop(f"{G}:healthGateImage", None)
     if gate:  # it runs privileged on every GPU node: set for a stack on purpose, never inherited
-        result.notes.append(f"healthGateImage {gate} is {base}'s: not copied, since the health gate runs it privileged on every GPU "
-                            "node; "
-                            f"the gate runs the stack's own training image (`higgsfield image build {result.name}`), or set "
-                            "healthGateImage yourself")
+        result.notes.append(
+            f"healthGateImage {gate} is {base}'s: not copied, since the health gate runs it privileged on every GPU "
+            "node; "
+            f"the gate runs the stack's own training image (`higgsfield image build {result.name}`), or set "
+            "healthGateImage yourself"
+        )
     fsx = config.get(f"{G}:fsx")
     if fsx is not None and fsx.get("s3"):
         bucket = fsx.pop("s3").get("bucket")
         checkpoints = config.get(f"{G}:checkpoints") or {}
         if checkpoints.get("exportToS3"):
             checkpoints["exportToS3"] = False
-        result.notes.append(f"fsx.s3 linked {base}'s bucket {bucket!r} (in {old_region}): not copied; link a bucket of yours in "
-                            f"{region} (fsx.s3)")
+        result.notes.append(
+            f"fsx.s3 linked {base}'s bucket {bucket!r} (in {old_region}): not copied; link a bucket of yours in "
+            f"{region} (fsx.s3)"
+        )
 
 
-def new_stack(name: str, region: str, base: str = "dev", root: Path | None = None, choices: Choices = Choices()) -> NewStack:
+def new_stack(
+    name: str, region: str, base: str = "dev", root: Path | None = None, choices: Choices = Choices()
+) -> NewStack:
     """The files of stack `name` in `region`, made from stack `base` and the flags' `choices`
     (nothing written yet)."""
     root = root or project_root()
     if not re.fullmatch(DNS_LABEL, name):
-        raise ConfigError("STACK", f"{name!r} is not a valid stack name: a lowercase DNS label of at most 30 characters (it names the "
-                                   "cluster, PVs and namespaces)")
+        raise ConfigError(
+            "STACK",
+            f"{name!r} is not a valid stack name: a lowercase DNS label of at most 30 characters (it names the "
+            "cluster, PVs and namespaces)",
+        )
     stack_file, policy_file = root / "stacks" / f"Pulumi.{name}.yaml", root / "policies" / "config" / f"{name}.json"
     for path in (stack_file, policy_file):
         if path.exists():
@@ -245,15 +298,19 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
         raise ConfigError("--region", not_an_eks_region(region))
     offered = zone_offerings(region)
     if not offered:
-        raise ConfigError("--region", f"{source()} has no instance-type offerings for {region}, so no AZs can be chosen offline")
+        raise ConfigError(
+            "--region", f"{source()} has no instance-type offerings for {region}, so no AZs can be chosen offline"
+        )
 
     from infra.offline.stack_file import read
 
     base_stack = read(base_file)  # the reader's bounds (size, depth, aliases, types) before ruamel reads it
     if base_stack.problems:
         first = base_stack.problems[0]
-        raise StackNotFound(f"--from {base}: {base_file.relative_to(root)}:{first.line or 1} {first.key}: {first.message} "
-                            f"(`higgsfield plan {base}` lists every problem)")
+        raise StackNotFound(
+            f"--from {base}: {base_file.relative_to(root)}:{first.line or 1} {first.key}: {first.message} "
+            f"(`higgsfield plan {base}` lists every problem)"
+        )
     y = round_trip_yaml()
     doc = y.load(base_file.read_text())
     config = doc["config"]
@@ -272,8 +329,10 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
     shared = sorted(z for z, have in offered.items() if efa_types and efa_types <= have)
     pool_zones: list[str] = shared[:1]
     if len(efa_pools) > 1 and not shared:
-        result.notes.append(f"no AZ of {region} offers every EFA pool's types ({', '.join(sorted(efa_types))}): the EFA pools are in "
-                            "different AZs and FSx is in the first one's, so the others read and checkpoint across AZs")
+        result.notes.append(
+            f"no AZ of {region} offers every EFA pool's types ({', '.join(sorted(efa_types))}): the EFA pools are in "
+            "different AZs and FSx is in the first one's, so the others read and checkpoint across AZs"
+        )
     for i, pool in enumerate(pools):
         zone = _zone_for(list(pool["instanceTypes"]), region, offered, pool_zones, f"{G}:gpuPools[{i}].instanceTypes")
         pool["availabilityZone"] = zone
@@ -292,14 +351,20 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
     cpu_types = list((config.get(f"{G}:cpuNodes") or {}).get("instanceTypes") or [])
     for t in cpu_types:
         if not any(t in have for have in offered.values()):
-            raise ConfigError(f"{G}:cpuNodes.instanceTypes", f"instance type {t!r} is not offered anywhere in {region}; {where_offered(t, region)}")
+            raise ConfigError(
+                f"{G}:cpuNodes.instanceTypes",
+                f"instance type {t!r} is not offered anywhere in {region}; {where_offered(t, region)}",
+            )
     # The pools' zones first, then others that offer the system nodes' types, as many as the base had.
     wanted = max(2, len(config.get(f"{G}:availabilityZones") or []), len(set(pool_zones)))
     others = sorted(z for z, have in offered.items() if z not in pool_zones and set(cpu_types) <= have)
     zones = list(dict.fromkeys(pool_zones)) + others
     if len(zones) < wanted:
-        raise ConfigError(f"{G}:availabilityZones", f"{region} has {len(zones)} AZs that offer the stack's instance types ({source()}); the stack needs "
-                                                    f"{wanted}")
+        raise ConfigError(
+            f"{G}:availabilityZones",
+            f"{region} has {len(zones)} AZs that offer the stack's instance types ({source()}); the stack needs "
+            f"{wanted}",
+        )
     _replace(config[f"{G}:availabilityZones"], sorted(zones[:wanted]))
 
     fsx = config.get(f"{G}:fsx")
@@ -313,7 +378,9 @@ def new_stack(name: str, region: str, base: str = "dev", root: Path | None = Non
     base_policy = root / "policies" / "config" / f"{base}.json"
     result.policy_text = base_policy.read_text() if base_policy.is_file() else json.dumps({}, indent=2) + "\n"
     if not base_policy.is_file():
-        result.notes.append(f"{base} has no policy config: {policy_file.relative_to(root)} runs every policy at its default level")
+        result.notes.append(
+            f"{base} has no policy config: {policy_file.relative_to(root)} runs every policy at its default level"
+        )
     return result
 
 
@@ -362,7 +429,9 @@ def _publish(staged: Path, final: Path, root: Path) -> None:
     try:
         os.link(staged, final)
     except FileExistsError:
-        raise ConfigError("STACK", f"{final.relative_to(root)} exists already (written meanwhile?); pick another name (or delete it)") from None
+        raise ConfigError(
+            "STACK", f"{final.relative_to(root)} exists already (written meanwhile?); pick another name (or delete it)"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -392,14 +461,27 @@ def create(name: str, region: str, base: str, root: Path, choices: Choices, flag
             team = re.match(rf"{G}:scheduler\.(teams|queues)\[(\d+)\]", key)
             cidr = re.match(rf"{G}:endpoint\.publicAccessCidrs\[(\d+)\]", key) if choices.public_access_cidrs else None
             if pool and choices.pools and int(pool[1]) < len(flags):
-                problems.append(Problem((f"--gpu-pool {flags[int(pool[1])]}",), f"{key[len(G) + 1:]}: {problem.message}"))
+                problems.append(
+                    Problem((f"--gpu-pool {flags[int(pool[1])]}",), f"{key[len(G) + 1 :]}: {problem.message}")
+                )
             elif cidr and int(cidr[1]) < len(choices.public_access_cidrs):
-                problems.append(Problem((f"--public-access-cidr {choices.public_access_cidrs[int(cidr[1])]}",), problem.message))
+                problems.append(
+                    Problem((f"--public-access-cidr {choices.public_access_cidrs[int(cidr[1])]}",), problem.message)
+                )
             elif team and choices.teams and int(team[2]) < len(choices.teams):  # one queue per --team, in order
                 spec = choices.teams[int(team[2])]
-                problems.append(Problem((f"--team {spec.name}" + (f":{spec.gpus}" if spec.gpus is not None else ""),), f"{key[len(G) + 1:]}: {problem.message}"))
+                problems.append(
+                    Problem(
+                        (f"--team {spec.name}" + (f":{spec.gpus}" if spec.gpus is not None else ""),),
+                        f"{key[len(G) + 1 :]}: {problem.message}",
+                    )
+                )
             elif key.startswith(f"{G}:") or key.startswith("aws:"):
-                problems.append(Problem((key,), f"{problem.message} (in the stack init would write from {base}; nothing was written)"))
+                problems.append(
+                    Problem(
+                        (key,), f"{problem.message} (in the stack init would write from {base}; nothing was written)"
+                    )
+                )
             else:
                 problems.append(problem)
         raise ConfigError(problems[0].key, problems[0].message, problems) from None
@@ -410,10 +492,14 @@ def render(stack: NewStack, root: Path) -> str:
     """What was written, each note wrapped within 120 columns, and the next commands."""
     from infra.cli.views.table import wrap
 
-    lines = [f"wrote {stack.stack_file.relative_to(root)} (from {stack.source}, region {stack.region}) and "
-             f"{stack.policy_file.relative_to(root)}"]
+    lines = [
+        f"wrote {stack.stack_file.relative_to(root)} (from {stack.source}, region {stack.region}) and "
+        f"{stack.policy_file.relative_to(root)}"
+    ]
     for note in stack.notes:
         lines += wrap(f"note: {note}", indent=2, hanging=6)
-    lines += [f"next: higgsfield plan {stack.name}; higgsfield check {stack.name}; higgsfield cost {stack.name}",
-              f"      with credentials for the account: higgsfield preflight {stack.name}"]
+    lines += [
+        f"next: higgsfield plan {stack.name}; higgsfield check {stack.name}; higgsfield cost {stack.name}",
+        f"      with credentials for the account: higgsfield preflight {stack.name}",
+    ]
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """`higgsfield`: offline tools around the Pulumi program (no CLI, no credentials needed).
 
-    higgsfield COMMAND STACK ...   (`higgsfield --help` lists the commands; docs/reference/cli.md)
+higgsfield COMMAND STACK ...   (`higgsfield --help` lists the commands; docs/reference/cli.md)
 """
 
 from __future__ import annotations
@@ -37,8 +37,23 @@ from infra.offline.stack_file import StackFileError
 from infra.offline.stack_file import shown as _shown
 
 # The commands in the order `higgsfield --help` lists them; each module holds its options and its run.
-COMMANDS = (plan, check, diff, cost, timeline, preflight, charts, init, healthcheck, jobs, stacks, bootstrap, image,
-            schema, completion)
+COMMANDS = (
+    plan,
+    check,
+    diff,
+    cost,
+    timeline,
+    preflight,
+    charts,
+    init,
+    healthcheck,
+    jobs,
+    stacks,
+    bootstrap,
+    image,
+    schema,
+    completion,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,12 +73,19 @@ def _version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="higgsfield", description="Offline tools for the Higgsfield Pulumi program: no cloud, no credentials "
-                "(except preflight and cost --refresh). Every command names the stack first.",
-                epilog="Reports take --json (stable JSON on stdout) and --output FILE; failures are one line on stderr "
-                "(exit 2: the stack or command line is wrong, 1: a check failed). Completion: higgsfield completion bash.")
+    p = _Parser(
+        prog="higgsfield",
+        description="Offline tools for the Higgsfield Pulumi program: no cloud, no credentials "
+        "(except preflight and cost --refresh). Every command names the stack first.",
+        epilog="Reports take --json (stable JSON on stdout) and --output FILE; failures are one line on stderr "
+        "(exit 2: the stack or command line is wrong, 1: a check failed). Completion: higgsfield completion bash.",
+    )
     p.add_argument("--version", action="version", version=_version())
-    p.add_argument("--debug", action="store_true", help="also print the traceback of a failure (anywhere on the command line; same exit status)")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="also print the traceback of a failure (anywhere on the command line; same exit status)",
+    )
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
     for command in COMMANDS:
         command.register(sub)
@@ -105,7 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     except ConfigError as exc:
         source = getattr(exc, "source", None)
-        return failed(2, *(source.report(exc.problems) if source else [f"error: {p.key}: {p.message}" for p in exc.problems]))
+        return failed(
+            2, *(source.report(exc.problems) if source else [f"error: {p.key}: {p.message}" for p in exc.problems])
+        )
     except StackFileError as exc:
         return failed(2, f"{_shown(exc.path)}:{exc.line}: {exc.message}")
     except (StackNotFound, UsageError, OptionFileError) as exc:
@@ -133,7 +157,10 @@ def run() -> None:
       flush but stdout and stderr (files are written and closed by then)."""
     gc.disable()
     if sys.stdout is None:  # started with stdout closed (`>&-`): nothing it prints could go anywhere
-        print("error: standard output is closed: nothing can be printed (use --output FILE, or > /dev/null)", file=sys.stderr)
+        print(
+            "error: standard output is closed: nothing can be printed (use --output FILE, or > /dev/null)",
+            file=sys.stderr,
+        )
         os._exit(2)
     try:
         code = main()

@@ -19,8 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-JSON_HELP = ("print the report as JSON (stable keys, money rounded to cents); --json PATH also works: writes JSON to "
-             "PATH, prints the text")
+JSON_HELP = (
+    "print the report as JSON (stable keys, money rounded to cents); --json PATH also works: writes JSON to "
+    "PATH, prints the text"
+)
 OUTPUT_HELP = "write the report (text, or JSON with --json) to FILE instead of stdout"
 
 
@@ -83,7 +85,10 @@ def write_report(option: str, path: Path, content: str) -> None:
     links to) one of the project's own files, is a usage error naming the option (exit 2)."""
     kept = protected(path)
     if kept is not None:
-        raise UsageError(f"{option} {path}: would write over {kept}, one of the project's own files (Pulumi.yaml, stacks/, policies/): write the report elsewhere")
+        raise UsageError(
+            f"{option} {path}: would write over {kept}, one of the project's own files "
+            "(Pulumi.yaml, stacks/, policies/): write the report elsewhere"
+        )
     try:
         path.write_text(content)
     except OSError as exc:
@@ -100,7 +105,9 @@ _COLOURS = {"red": "31", "green": "32", "yellow": "33", "bold": "1"}
 
 
 def colour_on(stream: IO[str] | None) -> bool:
-    return stream is not None and stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"  # an empty NO_COLOR is unset (no-color.org)
+    return (
+        stream is not None and stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    )  # an empty NO_COLOR is unset (no-color.org)
 
 
 def paint(text: str, colour: str, on: bool) -> str:

@@ -58,12 +58,26 @@ PERMISSIONS = tuple(sorted(set(IAM_ACTIONS.values())))
 # The caller may not do this (EC2: UnauthorizedOperation; JSON services: AccessDeniedException).
 _DENIED = {"UnauthorizedOperation", "Client.UnauthorizedOperation", "AccessDenied", "AccessDeniedException"}
 # The credentials themselves were refused: every other call would fail alike, so the run stops.
-_REJECTED = {"AuthFailure", "InvalidClientTokenId", "UnrecognizedClientException", "ExpiredToken",
-             "ExpiredTokenException", "RequestExpired", "SignatureDoesNotMatch", "MissingAuthenticationToken"}
+_REJECTED = {
+    "AuthFailure",
+    "InvalidClientTokenId",
+    "UnrecognizedClientException",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "RequestExpired",
+    "SignatureDoesNotMatch",
+    "MissingAuthenticationToken",
+}
 _THROTTLED = {"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException"}
 # No credentials could be found or refreshed (profile, SSO session, container or instance role).
-NO_CREDENTIALS = (aws_errors.NoCredentialsError, aws_errors.PartialCredentialsError, aws_errors.CredentialRetrievalError,
-                  aws_errors.TokenRetrievalError, aws_errors.SSOError, aws_errors.ProfileNotFound)
+NO_CREDENTIALS = (
+    aws_errors.NoCredentialsError,
+    aws_errors.PartialCredentialsError,
+    aws_errors.CredentialRetrievalError,
+    aws_errors.TokenRetrievalError,
+    aws_errors.SSOError,
+    aws_errors.ProfileNotFound,
+)
 _NETWORK = (aws_errors.ConnectionError, aws_errors.HTTPClientError)
 
 
@@ -119,14 +133,37 @@ def _not_checked(check: str, target: str, exc: Exception) -> Check:
             raise CredentialsRejected(f"AWS rejected the credentials ({code}: {message})") from exc
         action = IAM_ACTIONS.get(operation, operation)
         if code in _DENIED:
-            return Check(check, target, False, f"not checked: needs {action} ({code})", f"allow {action} to the identity running preflight", checked=False)
+            return Check(
+                check,
+                target,
+                False,
+                f"not checked: needs {action} ({code})",
+                f"allow {action} to the identity running preflight",
+                checked=False,
+            )
         if code in _THROTTLED:
-            return Check(check, target, False, f"not checked: AWS throttled {operation} ({code}) after retries", "rerun preflight in a minute", checked=False)
+            return Check(
+                check,
+                target,
+                False,
+                f"not checked: AWS throttled {operation} ({code}) after retries",
+                "rerun preflight in a minute",
+                checked=False,
+            )
         return Check(check, target, False, f"not checked: {operation} failed: {code}: {message}", checked=False)
     if isinstance(exc, _NETWORK):
-        return Check(check, target, False, f"not checked: network failure: {exc}",
-                     "check the network path to AWS (DNS, proxy, firewall, VPC endpoints), then rerun", checked=False, unreachable=True)
-    return Check(check, target, False, f"not checked: unreadable answer from AWS ({type(exc).__name__}: {exc})", checked=False)
+        return Check(
+            check,
+            target,
+            False,
+            f"not checked: network failure: {exc}",
+            "check the network path to AWS (DNS, proxy, firewall, VPC endpoints), then rerun",
+            checked=False,
+            unreachable=True,
+        )
+    return Check(
+        check, target, False, f"not checked: unreadable answer from AWS ({type(exc).__name__}: {exc})", checked=False
+    )
 
 
 def _checked(check: str, target: str, ask: Callable[[], Check]) -> Check:
@@ -160,10 +197,18 @@ def _offered(clients: Clients, pool: GpuPool) -> Iterable[Check]:
         def ask(instance_type: str = instance_type, target: str = target) -> Check:
             found = clients.ec2.describe_instance_type_offerings(
                 LocationType="availability-zone",
-                Filters=[{"Name": "instance-type", "Values": [instance_type]}, {"Name": "location", "Values": [pool.availability_zone]}],
+                Filters=[
+                    {"Name": "instance-type", "Values": [instance_type]},
+                    {"Name": "location", "Values": [pool.availability_zone]},
+                ],
             )["InstanceTypeOfferings"]
-            return Check("offered in AZ", target, bool(found), "offered" if found else "not offered",
-                         "" if found else _offered_instead(clients, instance_type, pool.availability_zone))
+            return Check(
+                "offered in AZ",
+                target,
+                bool(found),
+                "offered" if found else "not offered",
+                "" if found else _offered_instead(clients, instance_type, pool.availability_zone),
+            )
 
         yield _checked("offered in AZ", target, ask)
 
@@ -194,8 +239,13 @@ def _efa(clients: Clients, pool: GpuPool) -> Iterable[Check]:
 
         def ask(instance_type: str = instance_type, target: str = target) -> Check:
             supported = bool(_instance_type(clients, instance_type).get("NetworkInfo", {}).get("EfaSupported"))
-            return Check("EFA supported", target, supported, "EFA supported" if supported else "no EFA",
-                         "" if supported else "set efa: false or use an EFA type")
+            return Check(
+                "EFA supported",
+                target,
+                supported,
+                "EFA supported" if supported else "no EFA",
+                "" if supported else "set efa: false or use an EFA type",
+            )
 
         yield _checked("EFA supported", target, ask)
 
@@ -218,21 +268,33 @@ def _quotas(clients: Clients, cfg: StackConfig) -> Iterable[Check]:
             vcpus = sum(nodes * int(_instance_type(clients, t)["VCpuInfo"]["DefaultVCpus"]) for t, nodes in groups)
             quota = int(clients.service_quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
             ok = quota >= vcpus
-            return Check("vCPU quota", target, ok, f"{vcpus} vCPUs needed at maxSize, quota {quota}",
-                         "" if ok else f"request {vcpus} in Service Quotas (ec2 {code}) or lower maxSize")
+            return Check(
+                "vCPU quota",
+                target,
+                ok,
+                f"{vcpus} vCPUs needed at maxSize, quota {quota}",
+                "" if ok else f"request {vcpus} in Service Quotas (ec2 {code}) or lower maxSize",
+            )
 
         yield _checked("vCPU quota", target, ask)
 
 
 def _reservation(clients: Clients, cfg: StackConfig, pool: GpuPool) -> Check:
     try:
-        (r,) = clients.ec2.describe_capacity_reservations(CapacityReservationIds=[pool.reservation_id])["CapacityReservations"]
+        (r,) = clients.ec2.describe_capacity_reservations(CapacityReservationIds=[pool.reservation_id])[
+            "CapacityReservations"
+        ]
     except aws_errors.ClientError as exc:
         if _error_code(exc) != "InvalidCapacityReservationId.NotFound":
             raise
-        return Check("reservation", f"{pool.name}: {pool.reservation_id}", False, f"AWS knows no reservation {pool.reservation_id} in {cfg.region} ({_error_code(exc)})",
-                     "check the id and the region, and that the reservation belongs to or is shared with this account (aws "
-                     f"ec2 describe-capacity-reservations --region {cfg.region})")
+        return Check(
+            "reservation",
+            f"{pool.name}: {pool.reservation_id}",
+            False,
+            f"AWS knows no reservation {pool.reservation_id} in {cfg.region} ({_error_code(exc)})",
+            "check the id and the region, and that the reservation belongs to or is shared with this account (aws "
+            f"ec2 describe-capacity-reservations --region {cfg.region})",
+        )
     problems = []
     if r.get("State") not in ("active", "scheduled"):
         problems.append(f"state {r.get('State')}")
@@ -243,9 +305,14 @@ def _reservation(clients: Clients, cfg: StackConfig, pool: GpuPool) -> Check:
     kind = "capacity-block" if pool.capacity_type == "capacity-block" else "default"
     if (r.get("ReservationType") or "default") != kind:
         problems.append(f"reservation type {r.get('ReservationType')} (pool expects {kind})")
-    return Check("reservation", f"{pool.name}: {pool.reservation_id}", not problems,
-                 "; ".join(problems) or f"{r['State']} {r['InstanceType']} x{r.get('TotalInstanceCount')} in {r['AvailabilityZone']}",
-                 "" if not problems else "point the pool at a matching active/scheduled reservation")
+    return Check(
+        "reservation",
+        f"{pool.name}: {pool.reservation_id}",
+        not problems,
+        "; ".join(problems)
+        or f"{r['State']} {r['InstanceType']} x{r.get('TotalInstanceCount')} in {r['AvailabilityZone']}",
+        "" if not problems else "point the pool at a matching active/scheduled reservation",
+    )
 
 
 def _reservations(clients: Clients, cfg: StackConfig, pool: GpuPool) -> Iterable[Check]:
@@ -263,7 +330,13 @@ def _ami(clients: Clients, cfg: StackConfig) -> Iterable[Check]:
             try:
                 image = clients.ssm.get_parameter(Name=name)["Parameter"]["Value"]
             except clients.ssm.exceptions.ParameterNotFound:
-                return Check("EKS NVIDIA AMI", target, False, f"{name} not found", "use a Kubernetes version with an AL2023 NVIDIA AMI in this region")
+                return Check(
+                    "EKS NVIDIA AMI",
+                    target,
+                    False,
+                    f"{name} not found",
+                    "use a Kubernetes version with an AL2023 NVIDIA AMI in this region",
+                )
             return Check("EKS NVIDIA AMI", target, True, image)
 
         yield _checked("EKS NVIDIA AMI", target, ask)
@@ -277,9 +350,17 @@ def _fsx(clients: Clients, cfg: StackConfig) -> Iterable[Check]:
     def ask() -> Check:
         zones = clients.ec2.describe_availability_zones(ZoneNames=[zone])["AvailabilityZones"]
         available = bool(zones) and zones[0].get("State") == "available"
-        clients.fsx.describe_file_systems(MaxResults=1)  # the FSx API answers in the region (an endpoint that isn't there is a network failure)
+        clients.fsx.describe_file_systems(
+            MaxResults=1
+        )  # the FSx API answers in the region (an endpoint that isn't there is a network failure)
         detail = f"AZ {'available' if available else 'not available'}, FSx API reachable in {cfg.region}"
-        return Check("FSx for Lustre", zone, available, detail, "" if available else "choose an AZ that is available for FSx for Lustre")
+        return Check(
+            "FSx for Lustre",
+            zone,
+            available,
+            detail,
+            "" if available else "choose an AZ that is available for FSx for Lustre",
+        )
 
     yield _checked("FSx for Lustre", zone, ask)
 
@@ -298,30 +379,55 @@ def _addon(clients: Clients, kubernetes_version: str, name: str, pin: str | None
         for v in a.get("addonVersions", [])
         if any(c.get("clusterVersion") == kubernetes_version for c in v.get("compatibilities", []))
     ]
-    default = next((
-        v["addonVersion"]
-        for a in addons
-        for v in a.get("addonVersions", [])
-        if any(c.get("clusterVersion") == kubernetes_version and c.get("defaultVersion") for c in v.get("compatibilities", []))
-    ), None)
+    default = next(
+        (
+            v["addonVersion"]
+            for a in addons
+            for v in a.get("addonVersions", [])
+            if any(
+                c.get("clusterVersion") == kubernetes_version and c.get("defaultVersion")
+                for c in v.get("compatibilities", [])
+            )
+        ),
+        None,
+    )
     listed = ", ".join(offered[:5]) + (f" and {len(offered) - 5} more" if len(offered) > 5 else "")
     key = f"higgsfield:addonVersions.{name}"
     if not offered:
-        return Check("EKS add-on", target, False, f"EKS offers no version of {name} for Kubernetes {kubernetes_version}",
-                     f"choose a kubernetesVersion {name} supports (aws eks describe-addon-versions --addon-name {name})")
+        return Check(
+            "EKS add-on",
+            target,
+            False,
+            f"EKS offers no version of {name} for Kubernetes {kubernetes_version}",
+            f"choose a kubernetesVersion {name} supports (aws eks describe-addon-versions --addon-name {name})",
+        )
     if pin:
         ok = pin in offered
-        return Check("EKS add-on", target, ok, f"pinned {pin} {'is offered' if ok else 'is not offered'}; AWS would pick {default or 'no default'}",
-                     "" if ok else f"set {key} to an offered version ({listed}) or remove the pin")
+        return Check(
+            "EKS add-on",
+            target,
+            ok,
+            f"pinned {pin} {'is offered' if ok else 'is not offered'}; AWS would pick {default or 'no default'}",
+            "" if ok else f"set {key} to an offered version ({listed}) or remove the pin",
+        )
     if default is None:
-        return Check("EKS add-on", target, False, f"EKS marks no default version (offered: {listed}); the deploy-time lookup would fail",
-                     f"pin one in {key}")
+        return Check(
+            "EKS add-on",
+            target,
+            False,
+            f"EKS marks no default version (offered: {listed}); the deploy-time lookup would fail",
+            f"pin one in {key}",
+        )
     return Check("EKS add-on", target, True, f"AWS would pick {default} (its default for {kubernetes_version})")
 
 
 def _addons(clients: Clients, kubernetes_version: str, pins: Mapping[str, str | None]) -> Iterable[Check]:
     for name, pin in pins.items():
-        yield _checked("EKS add-on", f"{name} on Kubernetes {kubernetes_version}", lambda name=name, pin=pin: _addon(clients, kubernetes_version, name, pin))
+        yield _checked(
+            "EKS add-on",
+            f"{name} on Kubernetes {kubernetes_version}",
+            lambda name=name, pin=pin: _addon(clients, kubernetes_version, name, pin),
+        )
 
 
 def run(cfg: StackConfig, clients: Clients, addons: Mapping[str, str | None]) -> list[Check]:
@@ -330,7 +436,12 @@ def run(cfg: StackConfig, clients: Clients, addons: Mapping[str, str | None]) ->
     checks: list[Check] = []
     for pool in cfg.gpu_pools:
         checks += [*_offered(clients, pool), *_efa(clients, pool), *_reservations(clients, cfg, pool)]
-    checks += [*_quotas(clients, cfg), *_ami(clients, cfg), *_fsx(clients, cfg), *_addons(clients, cfg.kubernetes_version, addons)]
+    checks += [
+        *_quotas(clients, cfg),
+        *_ami(clients, cfg),
+        *_fsx(clients, cfg),
+        *_addons(clients, cfg.kubernetes_version, addons),
+    ]
     return checks
 
 
@@ -354,16 +465,26 @@ def render(stack: str, checks: list[Check], colour: bool = False) -> str:
 def one_cause(checks: list[Check]) -> str | None:
     """When AWS could not be reached at all, that one cause in one line instead of a line per check."""
     if checks and all(c.unreachable for c in checks):
-        return (f"cannot reach AWS: {len(checks)} checks not run ({checks[0].detail.removeprefix('not checked: ')}); "
-                f"{checks[0].fix}")
+        return (
+            f"cannot reach AWS: {len(checks)} checks not run ({checks[0].detail.removeprefix('not checked: ')}); "
+            f"{checks[0].fix}"
+        )
     return None
 
 
 def as_json(stack: str, checks: list[Check]) -> dict:
     return {
         "stack": stack,
-        "checks": [{"check": c.check, "target": c.target, "status": {"ok": "ok", "FAIL": "failed", "n/c": "not_checked"}[c.status],
-                    "detail": c.detail, "fix": c.fix} for c in checks],
+        "checks": [
+            {
+                "check": c.check,
+                "target": c.target,
+                "status": {"ok": "ok", "FAIL": "failed", "n/c": "not_checked"}[c.status],
+                "detail": c.detail,
+                "fix": c.fix,
+            }
+            for c in checks
+        ],
         "passed": all(c.ok for c in checks),
     }
 

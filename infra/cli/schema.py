@@ -40,7 +40,11 @@ DERIVED = "default derived from other settings"
 
 
 def _models() -> list[type[BaseModel]]:
-    return [v for v in vars(config).values() if isinstance(v, type) and issubclass(v, config.Setting) and v is not config.Setting]
+    return [
+        v
+        for v in vars(config).values()
+        if isinstance(v, type) and issubclass(v, config.Setting) and v is not config.Setting
+    ]
 
 
 def field_docs(model: type[BaseModel]) -> dict[str, str]:
@@ -49,7 +53,13 @@ def field_docs(model: type[BaseModel]) -> dict[str, str]:
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs = {}
     for field, doc in zip(body, body[1:], strict=False):
-        if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name) and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(doc, ast.Expr)
+            and isinstance(doc.value, ast.Constant)
+            and isinstance(doc.value.value, str)
+        ):
             docs[field.target.id] = " ".join(doc.value.value.split())
     return docs
 
@@ -90,8 +100,11 @@ def config_schema() -> dict:
     schema["properties"].pop("stack", None)
     schema["required"] = [k for k in schema.get("required", []) if k != "stack"]
     for key in SECRET_ONLY_KEYS:
-        schema["properties"][key] = {"$ref": "#/$defs/Secure", "description": "AWS provider credential: only encrypted (pulumi config set --secret); prefer AWS_PROFILE "
-                                                                              "or OIDC"}
+        schema["properties"][key] = {
+            "$ref": "#/$defs/Secure",
+            "description": "AWS provider credential: only encrypted (pulumi config set --secret); prefer AWS_PROFILE "
+            "or OIDC",
+        }
     schema.setdefault("$defs", {})["Secure"] = {
         "type": "object",
         "description": "A value Pulumi encrypted (pulumi config set --secret KEY VALUE)",
@@ -119,9 +132,18 @@ def stack_file_schema() -> dict:
                 "type": "array",
                 "items": {"type": "string", "minLength": 1},
             },
-            "secretsprovider": {"type": "string", "description": "Set by Pulumi: how this stack's secrets are encrypted"},
-            "encryptedkey": {"type": "string", "description": "Set by Pulumi: the stack's data key, encrypted by the secrets provider"},
-            "encryptionsalt": {"type": "string", "description": "Set by Pulumi: the passphrase secrets provider's salt"},
+            "secretsprovider": {
+                "type": "string",
+                "description": "Set by Pulumi: how this stack's secrets are encrypted",
+            },
+            "encryptedkey": {
+                "type": "string",
+                "description": "Set by Pulumi: the stack's data key, encrypted by the secrets provider",
+            },
+            "encryptionsalt": {
+                "type": "string",
+                "description": "Set by Pulumi: the passphrase secrets provider's salt",
+            },
         },
         "required": ["config"],
         "additionalProperties": False,
@@ -157,7 +179,11 @@ def _type_of(prop: dict, defs: dict) -> str:
 def _limits(prop: dict) -> str:
     parts = []
     if "minimum" in prop or "exclusiveMinimum" in prop or "maximum" in prop:
-        low = f">= {prop['minimum']:,}" if "minimum" in prop else (f"> {prop['exclusiveMinimum']}" if "exclusiveMinimum" in prop else "")
+        low = (
+            f">= {prop['minimum']:,}"
+            if "minimum" in prop
+            else (f"> {prop['exclusiveMinimum']}" if "exclusiveMinimum" in prop else "")
+        )
         high = f"<= {prop['maximum']:,}" if "maximum" in prop else ""
         parts.append(", ".join(p for p in (low, high) if p))
     if "minItems" in prop:
@@ -187,12 +213,23 @@ def table_rows() -> list[tuple[str, str, str, str]]:
             else:
                 default = f"`{json.dumps(prop['default'])}`"
             limits = _limits(target)
-            meaning = " ".join(p for p in (prop.get("description") or (defs[ref.split("/")[-1]].get("description", "") if ref else ""), f"({limits})" if limits else "") if p)
+            meaning = " ".join(
+                p
+                for p in (
+                    prop.get("description") or (defs[ref.split("/")[-1]].get("description", "") if ref else ""),
+                    f"({limits})" if limits else "",
+                )
+                if p
+            )
             rows.append((full, _type_of(prop, defs), default, meaning))
             if ref:
                 sub = defs[ref.split("/")[-1]]
                 if sub.get("type") == "object" and "properties" in sub:
-                    walk(sub["properties"], sub.get("required", []), f"{full}[]." if prop.get("type") == "array" else f"{full}.")
+                    walk(
+                        sub["properties"],
+                        sub.get("required", []),
+                        f"{full}[]." if prop.get("type") == "array" else f"{full}.",
+                    )
 
     walk(schema["properties"], schema.get("required", []), "")
     return rows
@@ -234,8 +271,10 @@ def cli_reference(parser: Callable[[], argparse.ArgumentParser]) -> str:
                         sections += [(f"higgsfield {name} {sub}", c) for sub, c in nested[0].choices.items()]
                     else:
                         sections.append((f"higgsfield {name}", command))
-        parts = [f"# CLI reference\n\nGenerated from `infra/cli/main.py` by `{REGENERATE}`; do not edit. "
-                 "Exit status: 0 ok, 1 a check failed (or an unforeseen error), 2 the stack or the command line is wrong.\n"]
+        parts = [
+            f"# CLI reference\n\nGenerated from `infra/cli/main.py` by `{REGENERATE}`; do not edit. "
+            "Exit status: 0 ok, 1 a check failed (or an unforeseen error), 2 the stack or the command line is wrong.\n"
+        ]
         for title, command in sections:
             parts.append(f"## `{title}`\n\n```text\n{command.format_help().rstrip()}\n```\n")
         return "\n".join(parts)

@@ -26,121 +26,111 @@ models (`higgsfield schema --write`). Everything public is importable from `infr
 """
 
 from infra.config.base import (  # noqa: F401
-    NAMESPACE,
-    ENVIRONMENTS,
-    SYSTEM_TAINT_KEY,
-    SYSTEM_TAINT_EFFECT,
-    Setting,
-    derived,
-    Int,
-    Bool,
-    Str,
-    number,
-    matching,
     DNS_LABEL,
-    DnsLabel,
-    QUALIFIED_NAME,
-    LABEL_VALUE,
-    QualifiedName,
-    LabelValue,
-    InstanceTypeName,
-    NODES_PER_GROUP,
-    NodeCount,
-    MaxNodes,
+    ENVIRONMENTS,
     GP3_MAX_GIB,
+    LABEL_VALUE,
+    NAMESPACE,
+    NODES_PER_GROUP,
+    QUALIFIED_NAME,
+    SYSTEM_TAINT_EFFECT,
+    SYSTEM_TAINT_KEY,
+    Bool,
     Cidr,
+    DnsLabel,
+    InstanceTypeName,
+    Int,
+    LabelValue,
+    MaxNodes,
+    NodeCount,
+    QualifiedName,
+    Setting,
+    Str,
+    derived,
+    matching,
+    number,
 )
-
-from infra.config.errors import (  # noqa: F401
-    Problem,
-    key_of,
-    ConfigError,
-    Problems,
-)
-
-from infra.config.gpu_pools import (  # noqa: F401
-    CAPACITY_TYPES,
-    TAINT_EFFECTS,
-    EXPANDERS,
-    GPU_TAINT_KEY,
-    STARTUP_TAINT_KEY,
-    Taint,
-    UTC_TIME,
-    UtcTime,
-    Duration,
-    seconds_of,
-    utc,
-    CAPACITY_BLOCK_END_MARGIN_S,
-    Capacity,
-    Catalog,
-    GPU_SCALE_DOWN_UNNEEDED_DEFAULT,
-    HealthGate,
-    GpuPool,
-)
-
-from infra.config.cluster import (  # noqa: F401
-    Endpoint,
-    NodeSizes,
-    Autoscaler,
-)
-
-from infra.config.scheduler import (  # noqa: F401
-    VOLCANO_QUEUES,
-    DEFAULT_PRIORITY_CLASS,
-    WORKLOADS,
-    Queue,
-    PriorityClassSpec,
-    RESERVED_NAMESPACES,
-    RESERVED_NAMESPACE_PREFIXES,
-    Team,
-    Scheduler,
-)
-
-from infra.config.storage import (  # noqa: F401
-    FSX_DEPLOYMENT_TYPES,
-    FSX_THROUGHPUT_PER_TIB,
-    SCRATCH_2_THROUGHPUT_PER_TIB,
-    FSX_MAX_GIB,
-    S3_BUCKET,
-    S3Link,
-    Dataset,
-    Fsx,
-    lustre_throughput_mb_s,
-)
-
-from infra.config.observability import (  # noqa: F401
-    LOG_RETENTION_DAYS,
-    Fraction,
-    Positive,
-    HealthThresholds,
-    Observability,
-)
-
 from infra.config.checkpoints import (  # noqa: F401
     Checkpoints,
 )
-
-from infra.config.delivery import (  # noqa: F401
-    Runner,
-    Delivery,
+from infra.config.cluster import (  # noqa: F401
+    Autoscaler,
+    Endpoint,
+    NodeSizes,
 )
-
+from infra.config.delivery import (  # noqa: F401
+    Delivery,
+    Runner,
+)
+from infra.config.errors import (  # noqa: F401
+    ConfigError,
+    Problem,
+    Problems,
+    key_of,
+)
+from infra.config.gpu_pools import (  # noqa: F401
+    CAPACITY_BLOCK_END_MARGIN_S,
+    CAPACITY_TYPES,
+    EXPANDERS,
+    GPU_SCALE_DOWN_UNNEEDED_DEFAULT,
+    GPU_TAINT_KEY,
+    STARTUP_TAINT_KEY,
+    TAINT_EFFECTS,
+    UTC_TIME,
+    Capacity,
+    Catalog,
+    Duration,
+    GpuPool,
+    HealthGate,
+    Taint,
+    UtcTime,
+    seconds_of,
+    utc,
+)
+from infra.config.loading import (  # noqa: F401
+    PROVIDER_KEYS,
+    SECRET_ONLY_KEYS,
+    UNKNOWN_SECRET,
+    credential_problems,
+    load,
+    parse,
+    problems_of,
+    validate,
+)
+from infra.config.observability import (  # noqa: F401
+    LOG_RETENTION_DAYS,
+    Fraction,
+    HealthThresholds,
+    Observability,
+    Positive,
+)
+from infra.config.scheduler import (  # noqa: F401
+    DEFAULT_PRIORITY_CLASS,
+    RESERVED_NAMESPACE_PREFIXES,
+    RESERVED_NAMESPACES,
+    VOLCANO_QUEUES,
+    WORKLOADS,
+    PriorityClassSpec,
+    Queue,
+    Scheduler,
+    Team,
+)
 from infra.config.stack import (  # noqa: F401
     IMAGE_REFERENCE,
     NOT_EFA_READY,
+    StackConfig,
     TagKey,
     TagValue,
     eks_regions,
-    StackConfig,
 )
-
-from infra.config.loading import (  # noqa: F401
-    problems_of,
-    SECRET_ONLY_KEYS,
-    PROVIDER_KEYS,
-    UNKNOWN_SECRET,
-    credential_problems,
-    validate,
-    parse,
-    load,
+from infra.config.storage import (  # noqa: F401
+    FSX_DEPLOYMENT_TYPES,
+    FSX_MAX_GIB,
+    FSX_THROUGHPUT_PER_TIB,
+    S3_BUCKET,
+    SCRATCH_2_THROUGHPUT_PER_TIB,
+    Dataset,
+    Fsx,
+    S3Link,
+    lustre_throughput_mb_s,
 )

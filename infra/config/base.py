@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+
 from infra.core.names import DNS_LABEL as DNS_LABEL
 from infra.core.names import ENVIRONMENTS as ENVIRONMENTS
 from infra.core.names import NAMESPACE as NAMESPACE
@@ -36,7 +37,11 @@ class Setting(BaseModel):
     (no `__init__` override: pydantic would then validate twice, the second time without context)."""
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, validate_by_name=True, validate_by_alias=True,
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
     )
 
     @model_validator(mode="before")
@@ -120,7 +125,13 @@ def matching(pattern: str, explain: str, max_length: int = MAX_TEXT) -> Any:
             raise ValueError(f"{shown(value)} {explain}")
         return value
 
-    return Annotated[str, Strict(), Field(max_length=max_length), AfterValidator(check), Field(json_schema_extra={"pattern": pattern})]
+    return Annotated[
+        str,
+        Strict(),
+        Field(max_length=max_length),
+        AfterValidator(check),
+        Field(json_schema_extra={"pattern": pattern}),
+    ]
 
 
 def shown(value: str, limit: int = 80) -> str:
@@ -135,24 +146,44 @@ def shown(value: str, limit: int = 80) -> str:
 # labelValueFmt, 63). Taint keys are qualified names and taint values label values
 # (kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateTaints). Our names are
 # DNS labels of at most 30: they are prefixed (higgsfield-<stack>-...) into names of 63.
-DnsLabel = matching(DNS_LABEL, "must be a lowercase DNS label of at most 30 characters (a-z, 0-9, '-'; starts and ends alphanumeric)", 30)
-QUALIFIED_NAME = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"  # an optional DNS prefix
-                  r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+DnsLabel = matching(
+    DNS_LABEL,
+    "must be a lowercase DNS label of at most 30 characters (a-z, 0-9, '-'; starts and ends alphanumeric)",
+    30,
+)
+QUALIFIED_NAME = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"  # an optional DNS prefix
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
 
 
 def _qualified_name(value: str) -> str:
     prefix, _, name = value.rpartition("/")
     if not re.fullmatch(QUALIFIED_NAME, value, re.ASCII) or len(prefix) > 253 or len(name) > 63:
-        raise ValueError(f"{shown(value)} is not a Kubernetes qualified name ([prefix/]name: name up to 63 of A-Z a-z 0-9 - _ . "
-                         "starting and ending alphanumeric; prefix a DNS subdomain)")
+        raise ValueError(
+            f"{shown(value)} is not a Kubernetes qualified name ([prefix/]name: name up to 63 of A-Z a-z 0-9 - _ . "
+            "starting and ending alphanumeric; prefix a DNS subdomain)"
+        )
     return value
 
 
 # A qualified name is at most 253 + 1 + 63 characters; a label value at most 63.
-QualifiedName = Annotated[str, Strict(), Field(max_length=317), AfterValidator(_qualified_name), Field(json_schema_extra={"pattern": QUALIFIED_NAME})]
-LabelValue = matching(LABEL_VALUE, "is not a Kubernetes label value (up to 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric, or empty)", 63)
-InstanceTypeName = matching(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", "is not an EC2 instance type name (family.size, e.g. p5.48xlarge)", 64)
+QualifiedName = Annotated[
+    str,
+    Strict(),
+    Field(max_length=317),
+    AfterValidator(_qualified_name),
+    Field(json_schema_extra={"pattern": QUALIFIED_NAME}),
+]
+LabelValue = matching(
+    LABEL_VALUE,
+    "is not a Kubernetes label value (up to 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric, or empty)",
+    63,
+)
+InstanceTypeName = matching(
+    r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", "is not an EC2 instance type name (family.size, e.g. p5.48xlarge)", 64
+)
 
 # EKS managed node groups: NodegroupScalingConfig minSize/desiredSize >= 0, maxSize >= 1
 # (botocore/data/eks/2017-11-01/service-2.json shapes ZeroCapacity, Capacity); "Nodes per managed
@@ -173,5 +204,3 @@ def _cidr(value: str) -> str:
 
 
 Cidr = Annotated[str, Strict(), Field(max_length=18), AfterValidator(_cidr)]
-
-

@@ -19,7 +19,9 @@ class Checkpoints(Setting):
     flush_time: PositiveDuration = "10m"
     """How long a final checkpoint may take on SIGTERM (write the shards to local NVMe, then publish them to FSx);
     minutes for a large model."""
-    termination_grace_period: PositiveDuration = derived("The pods' terminationGracePeriodSeconds; default flushTime + 2m, never shorter than flushTime.")
+    termination_grace_period: PositiveDuration = derived(
+        "The pods' terminationGracePeriodSeconds; default flushTime + 2m, never shorter than flushTime."
+    )
     export_to_s3: Bool = False
     """Write checkpoints under the directory the S3 data repository association exports (higgsfield:fsx.s3.dataset), so
     they reach S3; only its owner team can."""
@@ -30,8 +32,11 @@ class Checkpoints(Setting):
         if self.termination_grace_period is None:
             self._fill(termination_grace_period=f"{seconds_of(self.flush_time) + 120}s")
         elif seconds_of(self.termination_grace_period) < seconds_of(self.flush_time):
-            problems.add("terminationGracePeriod", f"{self.termination_grace_period} is shorter than flushTime {self.flush_time}: the kubelet would "
-                                                   "kill a pod before its final checkpoint is written")
+            problems.add(
+                "terminationGracePeriod",
+                f"{self.termination_grace_period} is shorter than flushTime {self.flush_time}: the kubelet would "
+                "kill a pod before its final checkpoint is written",
+            )
         problems.raise_any()
         return self
 
@@ -42,5 +47,3 @@ class Checkpoints(Setting):
     @property
     def flush_seconds(self) -> int:
         return seconds_of(self.flush_time)
-
-

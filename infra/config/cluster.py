@@ -14,8 +14,6 @@ from pydantic import (
     model_validator,
 )
 
-from infra.core import versions
-from infra.core.bundled import where_offered
 from infra.config.base import (
     Bool,
     Cidr,
@@ -30,6 +28,8 @@ from infra.config.base import (
 from infra.config.errors import Problems
 from infra.config.gpu_pools import EKS_MAX_INSTANCE_TYPES, Duration, _catalog
 from infra.config.limits import MAX_PUBLIC_CIDRS, public_cidr
+from infra.core import versions
+from infra.core.bundled import where_offered
 
 # The cluster's Service range. The program leaves EKS's kubernetesNetworkConfig.serviceIpv4Cidr
 # unset: "You can only specify a custom CIDR block when you create a cluster" (EKS API,
@@ -100,24 +100,38 @@ class NodeSizes(Setting):
         if self.desired_size is None:
             self._fill(desired_size=self.min_size)
         if self.min_size < SYSTEM_NODES_MIN:
-            problems.add("minSize", f"{self.min_size}: the system node group runs the Cluster Autoscaler, CoreDNS and the "
-                                    f"controllers, so at zero nothing could ever scale it (or anything else) up again: at least "
-                                    f"{SYSTEM_NODES_MIN}")
+            problems.add(
+                "minSize",
+                f"{self.min_size}: the system node group runs the Cluster Autoscaler, CoreDNS and the "
+                f"controllers, so at zero nothing could ever scale it (or anything else) up again: at least "
+                f"{SYSTEM_NODES_MIN}",
+            )
         elif not self.min_size <= self.desired_size <= self.max_size:
-            problems.add("", f"needs minSize <= desiredSize <= maxSize, got {self.min_size} <= {self.desired_size} <= "
-                             f"{self.max_size}")
+            problems.add(
+                "",
+                f"needs minSize <= desiredSize <= maxSize, got {self.min_size} <= {self.desired_size} <= "
+                f"{self.max_size}",
+            )
         catalog, region = _catalog(info)
         if catalog is not None:
             for i, name in enumerate(self.instance_types):
                 if not catalog.offered_in(name, region, "region"):
-                    problems.add(f"instanceTypes[{i}]", f"instance type {name!r} is not offered anywhere in {region}; {where_offered(name, region)}")
+                    problems.add(
+                        f"instanceTypes[{i}]",
+                        f"instance type {name!r} is not offered anywhere in {region}; {where_offered(name, region)}",
+                    )
                 elif "x86_64" not in catalog.describe(name).architectures:
-                    problems.add(f"instanceTypes[{i}]", f"{name} is not x86_64; the system nodes run {versions.CPU_AMI_TYPE}")
+                    problems.add(
+                        f"instanceTypes[{i}]", f"{name} is not x86_64; the system nodes run {versions.CPU_AMI_TYPE}"
+                    )
                 elif catalog.describe(name).gpus:
-                    problems.add(f"instanceTypes[{i}]", f"{name} has {catalog.describe(name).gpus} GPUs: the system nodes run "
-                                                        f"{versions.CPU_AMI_TYPE} without NVIDIA drivers "
-                                 "and untainted, so the GPUs would be paid for and never used; put GPU types in "
-                                 "higgsfield:gpuPools")
+                    problems.add(
+                        f"instanceTypes[{i}]",
+                        f"{name} has {catalog.describe(name).gpus} GPUs: the system nodes run "
+                        f"{versions.CPU_AMI_TYPE} without NVIDIA drivers "
+                        "and untainted, so the GPUs would be paid for and never used; put GPU types in "
+                        "higgsfield:gpuPools",
+                    )
         problems.raise_any()
         return self
 
@@ -137,5 +151,3 @@ class Autoscaler(Setting):
     still unready never halts the autoscaler."""
     max_total_unready_percentage: Annotated[float, Strict(), Field(ge=0, le=100)] | None = None
     """--max-total-unready-percentage; unset: the upstream 45."""
-
-

@@ -31,11 +31,18 @@ class Runner(Setting):
     enabled: Bool = True
     """Previews and deploys run inside the VPC (required unless the endpoint is open to 0.0.0.0/0, which prod
     refuses)."""
-    connection_arn: matching(r"^arn:aws[a-z-]*:(codeconnections|codestar-connections):[a-z0-9-]+:\d{12}:connection/[0-9a-f-]{36}$",
-                             "is not an AWS CodeConnections connection ARN (arn:aws:codeconnections:REGION:ACCOUNT:connection/UUID)") | None = None
+    connection_arn: (
+        matching(
+            r"^arn:aws[a-z-]*:(codeconnections|codestar-connections):[a-z0-9-]+:\d{12}:connection/[0-9a-f-]{36}$",
+            "is not an AWS CodeConnections connection ARN (arn:aws:codeconnections:REGION:ACCOUNT:connection/UUID)",
+        )
+        | None
+    ) = None
     """The CodeConnections connection to GitHub the runner project uses (created once in the console); required when
     enabled."""
-    compute_type: Literal["BUILD_GENERAL1_SMALL", "BUILD_GENERAL1_MEDIUM", "BUILD_GENERAL1_LARGE"] = "BUILD_GENERAL1_MEDIUM"
+    compute_type: Literal["BUILD_GENERAL1_SMALL", "BUILD_GENERAL1_MEDIUM", "BUILD_GENERAL1_LARGE"] = (
+        "BUILD_GENERAL1_MEDIUM"
+    )
     """The CodeBuild compute type of a runner (pulumi and the Helm charts need about 4 GB)."""
     deploy_actors: tuple[GitHubAccountId, ...] = items()
     """GitHub account ids (numeric, `gh api users/LOGIN --jq .id`) whose deploy jobs may start a deploy runner: the
@@ -51,10 +58,16 @@ class Runner(Setting):
     def _connection_when_enabled(self) -> Runner:
         problems = Problems()
         if self.enabled and self.connection_arn is None:
-            problems.add("connectionArn", "is required when the runner is enabled: CodeBuild reaches GitHub through a CodeConnections connection")
+            problems.add(
+                "connectionArn",
+                "is required when the runner is enabled: CodeBuild reaches GitHub through a CodeConnections connection",
+            )
         if self.enabled and not self.deploy_actors:
-            problems.add("deployActors", "name the GitHub account ids allowed to start a deploy runner (gh api users/LOGIN --jq .id): "
-                                         "without them any workflow job named deploy, a pull request's included, would get one")
+            problems.add(
+                "deployActors",
+                "name the GitHub account ids allowed to start a deploy runner (gh api users/LOGIN --jq .id): "
+                "without them any workflow job named deploy, a pull request's included, would get one",
+            )
         problems.raise_any()
         return self
 
@@ -67,27 +80,44 @@ class Delivery(Setting):
     # alphanumeric characters or single hyphens, and cannot begin or end with a hyphen"); a repository
     # of letters, digits, '.', '-', '_' up to 100, not '.' or '..' (the printed `gh api repos/OWNER/NAME`
     # paths would climb). The OIDC subject names the same repository.
-    repository: matching(r"^[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}/(?!\.{1,2}$)[A-Za-z0-9._-]{1,100}$",
-                         "is not a GitHub repository (owner/name: owner of letters, digits and single inner hyphens; name not . or ..)")
+    repository: matching(
+        r"^[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}/(?!\.{1,2}$)[A-Za-z0-9._-]{1,100}$",
+        "is not a GitHub repository (owner/name: owner of letters, digits and single inner hyphens; name not . or ..)",
+    )
     """The GitHub repository (owner/name) whose workflows may assume the roles."""
     account_id: matching(r"^\d{12}$", "is not a 12-digit AWS account id")
     """The AWS account of this stack; the workflows build the role ARNs from it (higgsfield stacks)."""
-    oidc_provider_arn: matching(r"^arn:aws[a-z-]*:iam::\d{12}:oidc-provider/token\.actions\.githubusercontent\.com$",
-                                "is not the ARN of GitHub's OIDC provider "
-                                "(arn:aws:iam::ACCOUNT:oidc-provider/token.actions.githubusercontent.com)") | None = None
+    oidc_provider_arn: (
+        matching(
+            r"^arn:aws[a-z-]*:iam::\d{12}:oidc-provider/token\.actions\.githubusercontent\.com$",
+            "is not the ARN of GitHub's OIDC provider "
+            "(arn:aws:iam::ACCOUNT:oidc-provider/token.actions.githubusercontent.com)",
+        )
+        | None
+    ) = None
     """GitHub's OIDC provider in the account, if it exists already (it is one per account); unset: the stack creates
     it."""
-    deploy_environment: matching(r"^(?!\.{1,2}$)[A-Za-z0-9._-]{1,255}$", "is not one GitHub environment name (letters, digits, . _ -; not . or ..; no wildcards)") | None = derived(
+    deploy_environment: (
+        matching(
+            r"^(?!\.{1,2}$)[A-Za-z0-9._-]{1,255}$",
+            "is not one GitHub environment name (letters, digits, . _ -; not . or ..; no wildcards)",
+        )
+        | None
+    ) = derived(
         "The GitHub environment whose jobs may assume the deploy role (OIDC subject "
-        "repo:OWNER/REPO:environment:NAME); default the stack name.")
-    state_bucket: Annotated[str, Strict(), Field(max_length=63, json_schema_extra={"pattern": S3_BUCKET_PATTERN}), AfterValidator(s3_bucket)]
+        "repo:OWNER/REPO:environment:NAME); default the stack name."
+    )
+    state_bucket: Annotated[
+        str, Strict(), Field(max_length=63, json_schema_extra={"pattern": S3_BUCKET_PATTERN}), AfterValidator(s3_bucket)
+    ]
     """The S3 bucket (in aws:region) of this stack's Pulumi backend, s3://BUCKET: the workflows log in to it, the
     preview role may read it and take its lock."""
-    state_key_arn: matching(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$", "is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/UUID; IAM grants on an alias ARN do not cover the key)")
+    state_key_arn: matching(
+        r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$",
+        "is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/UUID; IAM grants on an alias ARN do not cover the key)",
+    )
     """The KMS key (key ARN, not an alias) of the stack's awskms:// secrets provider: no passphrase in CI; the preview
     role may decrypt with it."""
     runner: Runner
     """Where previews and deploys run: `connectionArn` for CodeBuild runners in the VPC, or `enabled: false` (only for
     an endpoint open to 0.0.0.0/0)."""
-
-

@@ -62,7 +62,9 @@ class Problems:
 
     def raise_any(self) -> None:
         if self.found:
-            raise PydanticCustomError("higgsfield", "{text}", {"text": "; ".join(m for _, m in self.found), "problems": list(self.found)})
+            raise PydanticCustomError(
+                "higgsfield", "{text}", {"text": "; ".join(m for _, m in self.found), "problems": list(self.found)}
+            )
 
 
 def _suggest(name: str, allowed: list[str]) -> str | None:
@@ -83,4 +85,3 @@ def _duplicates(problems: Problems, where: str, names: list[str]) -> None:
         if name in seen:
             problems.add(f"{where}[{i}]", f"duplicate name {name!r}")
         seen.add(name)
-

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, UTC
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal, Protocol
 
 from pydantic import (
@@ -15,9 +15,6 @@ from pydantic import (
     model_validator,
 )
 
-from infra.core import versions
-from infra.core.bundled import where_offered
-from infra.core.catalog import InstanceFacts
 from infra.config.base import (
     GP3_MAX_GIB,
     Bool,
@@ -36,6 +33,9 @@ from infra.config.base import (
 )
 from infra.config.errors import Problems
 from infra.config.limits import GPU_TAINT_KEY, STARTUP_TAINT_KEY, karpenter_label, pool_label, pool_taint  # noqa: F401
+from infra.core import versions
+from infra.core.bundled import where_offered
+from infra.core.catalog import InstanceFacts
 
 CAPACITY_TYPES = ("on-demand", "spot", "capacity-block", "reservation")
 TAINT_EFFECTS = ("NoSchedule", "NoExecute", "PreferNoSchedule")
@@ -87,13 +87,19 @@ def _a_real_time(text: str) -> str:
     return text
 
 
-UtcTime = Annotated[matching(UTC_TIME, "is not a UTC time like \"2027-01-04T11:30:00Z\" (quote it: unquoted, YAML reads a timestamp)"),
-                    AfterValidator(_a_real_time)]
+UtcTime = Annotated[
+    matching(UTC_TIME, 'is not a UTC time like "2027-01-04T11:30:00Z" (quote it: unquoted, YAML reads a timestamp)'),
+    AfterValidator(_a_real_time),
+]
 # At most six digits (999999h is 114 years): the arithmetic on a duration never overflows a datetime.
 Duration = matching(r"^\d{1,6}(s|m|h)$", "is not a duration like 10m, 600s or 1h (at most six digits)", 16)
 # A duration where zero means failure (a health check with no time to run fails every node; a pod
 # with no grace period is killed before its checkpoint).
-PositiveDuration = matching(r"^(?!0+[smh]$)\d{1,6}(s|m|h)$", "is not a duration like 10m, 600s or 1h, above zero (zero leaves no time at all)", 16)
+PositiveDuration = matching(
+    r"^(?!0+[smh]$)\d{1,6}(s|m|h)$",
+    "is not a duration like 10m, 600s or 1h, above zero (zero leaves no time at all)",
+    16,
+)
 
 
 def now() -> datetime:
@@ -121,7 +127,8 @@ CAPACITY_BLOCK_END_MARGIN_S = 30 * 60
 # can have up to 64 instances, and you can have up to 256 instances across Capacity Blocks"; "All
 # Capacity Blocks end at 11:30AM UTC" (a block bought for today may start at another time, so its
 # length is then no whole number of days). Not checked here what EC2 answers for another:
-# `aws ec2 describe-capacity-block-offerings --instance-type p5.48xlarge --instance-count 3 --capacity-duration-hours 36`.
+# `aws ec2 describe-capacity-block-offerings --instance-type p5.48xlarge --instance-count 3
+#  --capacity-duration-hours 36`.
 CAPACITY_BLOCK_DOC = "docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-purchase.html"
 CAPACITY_BLOCK_END_UTC = (11, 30)
 CAPACITY_BLOCK_DAYS = (*range(1, 15), *range(21, 183, 7))
@@ -134,7 +141,9 @@ class Capacity(Setting):
 
     type: Literal["on-demand", "spot", "capacity-block", "reservation"] = "on-demand"
     """reservation: an On-Demand Capacity Reservation; capacity-block: an EC2 Capacity Block for ML."""
-    reservation_id: Annotated[str, Strict(), Field(max_length=20), AfterValidator(lambda v: _reservation_id(v))] | None = None
+    reservation_id: (
+        Annotated[str, Strict(), Field(max_length=20), AfterValidator(lambda v: _reservation_id(v))] | None
+    ) = None
     """The capacity reservation (cr-0123456789abcdef0); required for capacity-block and reservation, else not
     allowed."""
     start: UtcTime | None = None
@@ -177,18 +186,30 @@ class Capacity(Setting):
     def _reservation(self) -> Capacity:
         problems = Problems()
         if self.reserved and self.reservation_id is None:
-            problems.add("reservationId", f"is required for capacity type {self.type}: the capacity reservation id (cr-0123456789abcdef0)")
+            problems.add(
+                "reservationId",
+                f"is required for capacity type {self.type}: the capacity reservation id (cr-0123456789abcdef0)",
+            )
         if not self.reserved and self.reservation_id is not None:
-            problems.add("reservationId", f"only capacity types capacity-block and reservation take a reservation id, not {self.type}")
+            problems.add(
+                "reservationId",
+                f"only capacity types capacity-block and reservation take a reservation id, not {self.type}",
+            )
         for where in ("start", "end"):
             if self.type == "capacity-block" and getattr(self, where) is None:
-                problems.add(where, f"is required for capacity type capacity-block: the block's {where} time in UTC, from `aws ec2 "
-                                    "describe-capacity-reservations`")
+                problems.add(
+                    where,
+                    f"is required for capacity type capacity-block: the block's {where} time in UTC, from `aws ec2 "
+                    "describe-capacity-reservations`",
+                )
             if self.type != "capacity-block" and getattr(self, where) is not None:
                 problems.add(where, f"only capacity type capacity-block has a window, not {self.type}")
         if self.warm and not self.reserved:
-            problems.add("warm", "only capacity types capacity-block and reservation are held warm (they are billed whether "
-                                 f"instances run or not), not {self.type}")
+            problems.add(
+                "warm",
+                "only capacity types capacity-block and reservation are held warm (they are billed whether "
+                f"instances run or not), not {self.type}",
+            )
         if self.type == "capacity-block" and self.window:
             self._block_shape(problems)
         if self.window and self.drain_at is not None:
@@ -196,13 +217,19 @@ class Capacity(Setting):
             if end <= start:
                 problems.add("end", f"{self.end} is not after start {self.start}")
             elif self.drain_at <= start:
-                problems.add("drainBefore", f"{self.drain_before} before the end leaves no time in the block ({self.start} to {self.end})")
+                problems.add(
+                    "drainBefore",
+                    f"{self.drain_before} before the end leaves no time in the block ({self.start} to {self.end})",
+                )
             elif end <= now():
                 # EC2 ends a Capacity Block at its end date and its reservation is "expired"
                 # (docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html): the pool
                 # would be held at zero for ever.
-                problems.add("end", f"{self.end} is in the past: the Capacity Block is over and its reservation expired; "
-                                    "buy a new block and set its id and window, or change the capacity type")
+                problems.add(
+                    "end",
+                    f"{self.end} is in the past: the Capacity Block is over and its reservation expired; "
+                    "buy a new block and set its id and window, or change the capacity type",
+                )
         problems.raise_any()
         if self.warm is None:
             self._fill(warm=self.reserved)
@@ -213,15 +240,40 @@ def _block_shape_problems(start: datetime, end: datetime) -> list[tuple[str, str
     """(key, why) for a Capacity Block window EC2 never sells (CAPACITY_BLOCK_DOC)."""
     found = []
     if (end.hour, end.minute, end.second) != (*CAPACITY_BLOCK_END_UTC, 0):
-        found.append(("end", (f"{end:%Y-%m-%dT%H:%M:%SZ}: every Capacity Block ends at 11:30 UTC ({CAPACITY_BLOCK_DOC}); "
-                              "copy EndDate from `aws ec2 describe-capacity-reservations`")))
+        found.append(
+            (
+                "end",
+                (
+                    f"{end:%Y-%m-%dT%H:%M:%SZ}: every Capacity Block ends at 11:30 UTC ({CAPACITY_BLOCK_DOC}); "
+                    "copy EndDate from `aws ec2 describe-capacity-reservations`"
+                ),
+            )
+        )
     elif end > start:
         days = (end - start).total_seconds() / 86400
         if days > CAPACITY_BLOCK_DAYS[-1]:
-            found.append(("start", f"the block would last {days:.1f} days: a Capacity Block lasts at most {CAPACITY_BLOCK_DAYS[-1]} days ({CAPACITY_BLOCK_DOC})"))
-        elif (start.hour, start.minute) == CAPACITY_BLOCK_END_UTC and days == int(days) and int(days) not in CAPACITY_BLOCK_DAYS:
-            found.append(("start", (f"the block would last {int(days)} days: Capacity Blocks last 1 to 14 days, or 21 to 182 in whole weeks "
-                                    f"({CAPACITY_BLOCK_DOC}); copy StartDate from `aws ec2 describe-capacity-reservations`")))
+            found.append(
+                (
+                    "start",
+                    f"the block would last {days:.1f} days: a Capacity Block lasts at most "
+                    f"{CAPACITY_BLOCK_DAYS[-1]} days ({CAPACITY_BLOCK_DOC})",
+                )
+            )
+        elif (
+            (start.hour, start.minute) == CAPACITY_BLOCK_END_UTC
+            and days == int(days)
+            and int(days) not in CAPACITY_BLOCK_DAYS
+        ):
+            found.append(
+                (
+                    "start",
+                    (
+                        f"the block would last {int(days)} days: Capacity Blocks last 1 to 14 days, "
+                        "or 21 to 182 in whole weeks "
+                        f"({CAPACITY_BLOCK_DOC}); copy StartDate from `aws ec2 describe-capacity-reservations`"
+                    ),
+                )
+            )
     return found
 
 
@@ -287,10 +339,14 @@ class GpuPool(Setting):
     """The most nodes the autoscaler adds."""
     capacity: Capacity = Capacity()
     efa: Bool = derived("Attach every EFA card; default true when the type supports EFA.")
-    placement_group: Bool = derived("Cluster placement group; default true with EFA, must be false for reservation / capacity-block.")
+    placement_group: Bool = derived(
+        "Cluster placement group; default true with EFA, must be false for reservation / capacity-block."
+    )
     root_volume_gib: number(50, GP3_MAX_GIB, "the gp3 maximum") = Field(200, alias="rootVolumeGiB")
     """Root gp3 volume, GiB."""
-    local_nvme: Literal["raid0", "none"] = derived("raid0 stripes the local NVMe drives; default raid0 when the type has them, else none.")
+    local_nvme: Literal["raid0", "none"] = derived(
+        "raid0 stripes the local NVMe drives; default raid0 when the type has them, else none."
+    )
     labels: dict[EksLabelKey, EksLabelValue] = items(maximum=EKS_MAX_TAINTS, default={})
     """Kubernetes labels on the nodes (not the platform's: higgsfield.io/*, nvidia.com/gpu.present, ...; not
     kubernetes.io/* or k8s.io/*, which the kubelet refuses)."""
@@ -326,19 +382,15 @@ class GpuPool(Setting):
     def reservation_id(self) -> str | None:
         return self.capacity.reservation_id
 
-    @model_validator(mode="after")
-    def _facts(self, info: ValidationInfo) -> GpuPool:
-        problems = Problems()
-        self._own_labels_and_taints(problems)
-        if self.min_size > self.max_size:
-            problems.add("minSize", f"{self.min_size} is above maxSize {self.max_size}")
+    def _karpenter_rules(self, problems: Problems) -> None:
+        """What a Karpenter pool cannot be: reserved, with its restricted labels, kept on failure, or held warm."""
         if self.provisioner == "karpenter" and self.capacity.reserved:
-            problems.add("provisioner", f"karpenter is for on-demand and spot pools; {self.capacity.type} pools stay on managed node groups "
-                         "until Karpenter selects capacity across several reservations and Capacity Blocks "
-                         "(aws/karpenter-provider-aws#8514)")
-        if self.capacity.type == "capacity-block" and self.max_size > CAPACITY_BLOCK_MAX_INSTANCES:
-            problems.add("maxSize", f"{self.max_size}: a Capacity Block holds at most {CAPACITY_BLOCK_MAX_INSTANCES} instances "
-                                    f"({CAPACITY_BLOCK_DOC}), and the pool's maxSize is its block's instance count")
+            problems.add(
+                "provisioner",
+                f"karpenter is for on-demand and spot pools; {self.capacity.type} pools stay on managed node groups "
+                "until Karpenter selects capacity across several reservations and Capacity Blocks "
+                "(aws/karpenter-provider-aws#8514)",
+            )
         if self.provisioner == "karpenter":
             for key in self.labels:
                 why = karpenter_label(key)
@@ -346,14 +398,34 @@ class GpuPool(Setting):
                     problems.add(f"labels.{key}", why)
         kept = self.health_gate.on_failure == "keep" and "on_failure" in self.health_gate.model_fields_set
         if self.provisioner == "karpenter" and kept:
-            problems.add("healthGate.onFailure", "keep: a failed Karpenter node keeps its startup taint, Karpenter "
-                         "never removes it (no initialization timeout) and counts it as room for the waiting pods "
-                         "(kubernetes-sigs/karpenter: pkg/controllers/state/statenode.go Taints), so the gang waits "
-                         "and the node is billed until someone deletes it; on a Karpenter pool a failed node's "
-                         "NodeClaim is always deleted: leave onFailure unset or use replace")
+            problems.add(
+                "healthGate.onFailure",
+                "keep: a failed Karpenter node keeps its startup taint, Karpenter "
+                "never removes it (no initialization timeout) and counts it as room for the waiting pods "
+                "(kubernetes-sigs/karpenter: pkg/controllers/state/statenode.go Taints), so the gang waits "
+                "and the node is billed until someone deletes it; on a Karpenter pool a failed node's "
+                "NodeClaim is always deleted: leave onFailure unset or use replace",
+            )
         if self.provisioner == "karpenter" and self.min_size:
-            problems.add("minSize", f"{self.min_size}: a Karpenter NodePool has no minimum (it launches for pending pods only); use 0 or "
-                                    "provisioner node-group")
+            problems.add(
+                "minSize",
+                f"{self.min_size}: a Karpenter NodePool has no minimum (it launches for pending pods only); use 0 or "
+                "provisioner node-group",
+            )
+
+    @model_validator(mode="after")
+    def _facts(self, info: ValidationInfo) -> GpuPool:
+        problems = Problems()
+        self._own_labels_and_taints(problems)
+        if self.min_size > self.max_size:
+            problems.add("minSize", f"{self.min_size} is above maxSize {self.max_size}")
+        if self.capacity.type == "capacity-block" and self.max_size > CAPACITY_BLOCK_MAX_INSTANCES:
+            problems.add(
+                "maxSize",
+                f"{self.max_size}: a Capacity Block holds at most {CAPACITY_BLOCK_MAX_INSTANCES} instances "
+                f"({CAPACITY_BLOCK_DOC}), and the pool's maxSize is its block's instance count",
+            )
+        self._karpenter_rules(problems)
         catalog, region = _catalog(info)
         if catalog is None or not re.fullmatch(re.escape(region) + r"[a-z]", self.availability_zone):
             problems.raise_any()  # the zone itself is reported by the stack (not in its availabilityZones)
@@ -370,12 +442,17 @@ class GpuPool(Setting):
             problems.add("efa", f"{facts.name} does not support EFA")
         placement = (efa and not reserved) if self.placement_group is None else self.placement_group
         if placement and reserved:
-            problems.add("placementGroup", f"must be false for capacity type {self.capacity.type}: the reservation brings its own placement")
+            problems.add(
+                "placementGroup",
+                f"must be false for capacity type {self.capacity.type}: the reservation brings its own placement",
+            )
         local_nvme = ("raid0" if facts.nvme_disks else "none") if self.local_nvme is None else self.local_nvme
         if local_nvme == "raid0" and not facts.nvme_disks:
             problems.add("localNvme", f"{facts.name} has no local NVMe drives")
         if not set(facts.architectures) & set(versions.GPU_AMI_TYPES):
-            problems.add("instanceTypes", f"{facts.name} has no EKS AL2023 NVIDIA AMI for {', '.join(facts.architectures)}")
+            problems.add(
+                "instanceTypes", f"{facts.name} has no EKS AL2023 NVIDIA AMI for {', '.join(facts.architectures)}"
+            )
         problems.raise_any()
         self._fill(efa=efa, placement_group=placement, local_nvme=local_nvme)
         self._instance = facts
@@ -386,10 +463,13 @@ class GpuPool(Setting):
         are unique by key and effect as the API server requires ("taints must be unique by key and
         effect pair": kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateNodeTaints)."""
         if len(self.labels) + len(self.taints) > ASG_TAG_ROOM:
-            problems.add("labels", f"{len(self.labels)} labels and {len(self.taints)} taints are more than the {ASG_TAG_ROOM} the "
-                                   "pool's Auto Scaling group has room for: "
-                                   "each is an autoscaler node-template tag on it, and an Auto Scaling group takes at most 50 tags "
-                                   f"({ASG_TAGS_DOC})")
+            problems.add(
+                "labels",
+                f"{len(self.labels)} labels and {len(self.taints)} taints are more than the {ASG_TAG_ROOM} the "
+                "pool's Auto Scaling group has room for: "
+                "each is an autoscaler node-template tag on it, and an Auto Scaling group takes at most 50 tags "
+                f"({ASG_TAGS_DOC})",
+            )
         for key in self.labels:
             why = pool_label(key)
             if why:
@@ -401,8 +481,11 @@ class GpuPool(Setting):
                 problems.add(f"taints[{i}].key", why)
             pair = (taint.key, taint.effect)
             if pair in seen:
-                problems.add(f"taints[{i}]", f"duplicates taints[{seen[pair]}] ({taint.key}:{taint.effect}): the API server refuses a node "
-                                             "whose taints repeat a key and effect")
+                problems.add(
+                    f"taints[{i}]",
+                    f"duplicates taints[{seen[pair]}] ({taint.key}:{taint.effect}): the API server refuses a node "
+                    "whose taints repeat a key and effect",
+                )
             seen.setdefault(pair, i)
 
     def _instance_facts(self, catalog: Catalog, region: str, problems: Problems) -> InstanceFacts | None:
@@ -410,18 +493,27 @@ class GpuPool(Setting):
         for i, name in enumerate(self.instance_types):
             if not catalog.offered_in(name, zone):
                 where = f"anywhere in {region}" if not catalog.offered_in(name, region, "region") else f"in {zone}"
-                problems.add(f"instanceTypes[{i}]", f"instance type {name!r} is not offered {where}; {where_offered(name, region)}")
+                problems.add(
+                    f"instanceTypes[{i}]",
+                    f"instance type {name!r} is not offered {where}; {where_offered(name, region)}",
+                )
                 continue
             found = catalog.describe(name)
             if found.gpus == 0:
-                problems.add(f"instanceTypes[{i}]", f"{name} has no GPU; GPU pools need GPU instance types (g6e, p4d, p5, ...)")
+                problems.add(
+                    f"instanceTypes[{i}]", f"{name} has no GPU; GPU pools need GPU instance types (g6e, p4d, p5, ...)"
+                )
                 continue
             facts.append(found)
         if problems or not facts:
             return None
         first = facts[0]
         for other in facts[1:]:
-            if (other.gpus, other.efa_supported, other.efa_max_interfaces) != (first.gpus, first.efa_supported, first.efa_max_interfaces):
+            if (other.gpus, other.efa_supported, other.efa_max_interfaces) != (
+                first.gpus,
+                first.efa_supported,
+                first.efa_max_interfaces,
+            ):
                 problems.add(
                     "instanceTypes",
                     f"{first.name} ({first.gpus} GPUs, {first.efa_max_interfaces} EFA) and {other.name} "
@@ -432,5 +524,3 @@ class GpuPool(Setting):
             elif set(other.architectures) != set(first.architectures):
                 problems.add("instanceTypes", f"{first.name} and {other.name} have different CPU architectures")
         return None if problems else first
-
-

@@ -12,7 +12,8 @@ import re
 import unicodedata
 
 from infra.config.base import NAMESPACE, shown
-from infra.core.names import GPU_RESOURCE as GPU_TAINT_KEY, STARTUP_TAINT_KEY
+from infra.core.names import GPU_RESOURCE as GPU_TAINT_KEY
+from infra.core.names import STARTUP_TAINT_KEY
 
 # --- tags -------------------------------------------------------------------------------------
 # "Tag naming limits and requirements" (docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html,
@@ -30,6 +31,8 @@ _TAG_PUNCTUATION = frozenset("_.:/=+-@")
 
 def _tag_character(c: str) -> bool:
     return c in _TAG_PUNCTUATION or unicodedata.category(c)[0] in "LZN"
+
+
 # Tags the program sets itself besides higgsfield:stack / higgsfield:environment: Name, the cluster
 # and load-balancer role tags on subnets (components/network.py), the pool tag on node groups and
 # ASGs (components/gpu_pools.py), the Cluster Autoscaler's (components/autoscaler.py). A config tag
@@ -44,9 +47,11 @@ PROGRAM_TAGS = 6
 
 def tag_text(value: str, what: str, limit: int) -> str:
     if len(value) > limit or not all(_tag_character(c) for c in value):
-        raise ValueError(f"{shown(value)} is not a valid AWS tag {what}: at most {limit} of letters, digits, spaces and + - = . _ "
-                         ": / @ "
-                         "(AWS tagging rules, docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html)")
+        raise ValueError(
+            f"{shown(value)} is not a valid AWS tag {what}: at most {limit} of letters, digits, spaces and + - = . _ "
+            ": / @ "
+            "(AWS tagging rules, docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html)"
+        )
     return value
 
 
@@ -57,11 +62,15 @@ def tag_key(name: str) -> str:
     if name.lower().startswith("aws:"):
         raise ValueError(f"{shown(name)}: the aws: prefix is reserved for AWS (AWS tagging rules)")
     if name.lower().startswith(f"{NAMESPACE}:"):
-        raise ValueError(f"{shown(name)}: {NAMESPACE}:* tags are set by the program (higgsfield:stack, higgsfield:environment), "
-                         "not by config")
+        raise ValueError(
+            f"{shown(name)}: {NAMESPACE}:* tags are set by the program (higgsfield:stack, higgsfield:environment), "
+            "not by config"
+        )
     if name in PROGRAM_TAG_KEYS or name.startswith(PROGRAM_TAG_PREFIXES):
-        raise ValueError(f"{shown(name)} is a tag the program sets itself ({', '.join(PROGRAM_TAG_KEYS)}, "
-                         f"{', '.join(p + '*' for p in PROGRAM_TAG_PREFIXES)}): it would be overwritten")
+        raise ValueError(
+            f"{shown(name)} is a tag the program sets itself ({', '.join(PROGRAM_TAG_KEYS)}, "
+            f"{', '.join(p + '*' for p in PROGRAM_TAG_PREFIXES)}): it would be overwritten"
+        )
     return name
 
 
@@ -83,15 +92,21 @@ _S3_RULES = "docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.htm
 
 def s3_bucket(name: str) -> str:
     if not re.fullmatch(S3_BUCKET_PATTERN, name):
-        raise ValueError(f"{shown(name)} is not an S3 bucket name: 3-63 of a-z 0-9 . -, starting and ending with a letter or "
-                         f"digit ({_S3_RULES})")
+        raise ValueError(
+            f"{shown(name)} is not an S3 bucket name: 3-63 of a-z 0-9 . -, starting and ending with a letter or "
+            f"digit ({_S3_RULES})"
+        )
     if ".." in name:
         raise ValueError(f"{shown(name)} is not an S3 bucket name: no two adjacent periods ({_S3_RULES})")
     if re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+", name):
-        raise ValueError(f"{shown(name)} is not an S3 bucket name: it must not be formatted as an IP address ({_S3_RULES})")
+        raise ValueError(
+            f"{shown(name)} is not an S3 bucket name: it must not be formatted as an IP address ({_S3_RULES})"
+        )
     if name.startswith(_BUCKET_PREFIXES) or name.endswith(_BUCKET_SUFFIXES):
-        raise ValueError(f"{shown(name)} is not an S3 bucket name: S3 reserves the prefixes {', '.join(_BUCKET_PREFIXES)} and the "
-                         f"suffixes {', '.join(_BUCKET_SUFFIXES)} ({_S3_RULES})")
+        raise ValueError(
+            f"{shown(name)} is not an S3 bucket name: S3 reserves the prefixes {', '.join(_BUCKET_PREFIXES)} and the "
+            f"suffixes {', '.join(_BUCKET_SUFFIXES)} ({_S3_RULES})"
+        )
     return name
 
 
@@ -123,27 +138,36 @@ def access_entry_principal(arn: str) -> str:
     found = _ASSUMED_ROLE.match(arn)
     if found:
         partition, account, role = found.groups()
-        raise ValueError(f"{shown(arn)} is an STS session of role {role}, not an IAM principal: an EKS access entry takes the "
-                         "role's ARN, "
-                         f"arn:{partition}:iam::{account}:role/{role} (with its path, if it has one; `aws iam get-role "
-                         f"--role-name {role}`) "
-                         "(docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html)")
+        raise ValueError(
+            f"{shown(arn)} is an STS session of role {role}, not an IAM principal: an EKS access entry takes the "
+            "role's ARN, "
+            f"arn:{partition}:iam::{account}:role/{role} (with its path, if it has one; `aws iam get-role "
+            f"--role-name {role}`) "
+            "(docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html)"
+        )
     parts = arn.split(":", 5)
     if len(parts) != 6:
         return arn  # the pattern on the setting names what it is not
     _, partition, service, region, _, resource = parts
     if partition != STACK_PARTITION:
-        raise ValueError(f"{shown(arn)} is in partition {partition}, but the stack's region is in {STACK_PARTITION}: "
-                         f"its principals are arn:{STACK_PARTITION}:iam::ACCOUNT:role/NAME")
+        raise ValueError(
+            f"{shown(arn)} is in partition {partition}, but the stack's region is in {STACK_PARTITION}: "
+            f"its principals are arn:{STACK_PARTITION}:iam::ACCOUNT:role/NAME"
+        )
     if service != "iam" or region:
         raise ValueError(f"{shown(arn)} is not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME, no region)")
     kind, _, rest = resource.partition("/")
     folder, _, name = rest.rpartition("/")
     path = f"/{folder}/" if folder else "/"
     if not _IAM_NAME.fullmatch(name):
-        raise ValueError(f"{shown(arn)}: IAM {kind} names are 1-{IAM_NAME_LENGTH} of A-Z a-z 0-9 and + = , . @ _ - ({_IAM_DOC})")
+        raise ValueError(
+            f"{shown(arn)}: IAM {kind} names are 1-{IAM_NAME_LENGTH} of A-Z a-z 0-9 and + = , . @ _ - ({_IAM_DOC})"
+        )
     if len(path) > IAM_PATH_LENGTH or not _IAM_PATH.fullmatch(path) or "//" in path:
-        raise ValueError(f"{shown(arn)}: an IAM path is / or /SEGMENTS/ of printable ASCII, at most {IAM_PATH_LENGTH} characters ({_IAM_DOC})")
+        raise ValueError(
+            f"{shown(arn)}: an IAM path is / or /SEGMENTS/ of printable ASCII, "
+            f"at most {IAM_PATH_LENGTH} characters ({_IAM_DOC})"
+        )
     return arn
 
 
@@ -161,9 +185,15 @@ def access_entry_principal(arn: str) -> str:
 # (no request comes from it) and `init` does not copy.
 MAX_PUBLIC_CIDRS = 40
 NOT_ON_THE_INTERNET = {
-    "0.0.0.0/8": "'this network'", "10.0.0.0/8": "private (RFC 1918)", "100.64.0.0/10": "shared carrier-grade NAT (RFC 6598)",
-    "127.0.0.0/8": "loopback", "169.254.0.0/16": "link-local", "172.16.0.0/12": "private (RFC 1918)",
-    "192.168.0.0/16": "private (RFC 1918)", "224.0.0.0/4": "multicast", "240.0.0.0/4": "reserved (and broadcast)",
+    "0.0.0.0/8": "'this network'",
+    "10.0.0.0/8": "private (RFC 1918)",
+    "100.64.0.0/10": "shared carrier-grade NAT (RFC 6598)",
+    "127.0.0.0/8": "loopback",
+    "169.254.0.0/16": "link-local",
+    "172.16.0.0/12": "private (RFC 1918)",
+    "192.168.0.0/16": "private (RFC 1918)",
+    "224.0.0.0/4": "multicast",
+    "240.0.0.0/4": "reserved (and broadcast)",
 }
 
 
@@ -185,8 +215,10 @@ def public_cidr(cidr: str) -> str:
         return cidr  # the whole internet: allowed outside prod (the stack's rule)
     for special, what in NOT_ON_THE_INTERNET.items():
         if net.subnet_of(ipaddress.IPv4Network(special)):
-            raise ValueError(f"{net} is a {what} range: requests to the public endpoint never come from it (the VPC reaches the "
-                             "private endpoint); list the public egress ranges of your office or VPN")
+            raise ValueError(
+                f"{net} is a {what} range: requests to the public endpoint never come from it (the VPC reaches the "
+                "private endpoint); list the public egress ranges of your office or VPN"
+            )
     return cidr
 
 
@@ -203,10 +235,20 @@ def public_cidr(cidr: str) -> str:
 # node-role.kubernetes.io/* is refused too. Not re-read at the v1.35 tag here (the repository is
 # too large to fetch): `git -C kubernetes show v1.35.0:pkg/kubelet/apis/well_known_labels.go`.
 KUBELET_LABELS = (
-    "kubernetes.io/hostname", "kubernetes.io/arch", "kubernetes.io/os", "beta.kubernetes.io/arch", "beta.kubernetes.io/os",
-    "beta.kubernetes.io/instance-type", "node.kubernetes.io/instance-type", "failure-domain.beta.kubernetes.io/region",
-    "failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.io/region", "topology.kubernetes.io/zone",
-    "failure-domain.kubernetes.io/zone", "failure-domain.kubernetes.io/region", "kubernetes.io/instance-type",
+    "kubernetes.io/hostname",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+    "failure-domain.kubernetes.io/zone",
+    "failure-domain.kubernetes.io/region",
+    "kubernetes.io/instance-type",
 )
 KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
 
@@ -247,32 +289,43 @@ PLATFORM_TAINT_KEYS = (GPU_TAINT_KEY, STARTUP_TAINT_KEY, "higgsfield.io/system")
 # Taint keys the Cluster Autoscaler reads as startup/status taints of its own (it ignores them when it
 # plans a node: kubernetes/autoscaler:cluster-autoscaler/utils/taints/taints.go@cluster-autoscaler-1.35.0,
 # StartupTaintPrefix / StatusTaintPrefix / IgnoreTaintPrefix).
-AUTOSCALER_TAINT_PREFIXES = ("startup-taint.cluster-autoscaler.kubernetes.io/", "status-taint.cluster-autoscaler.kubernetes.io/",
-                             "ignore-taint.cluster-autoscaler.kubernetes.io/")
+AUTOSCALER_TAINT_PREFIXES = (
+    "startup-taint.cluster-autoscaler.kubernetes.io/",
+    "status-taint.cluster-autoscaler.kubernetes.io/",
+    "ignore-taint.cluster-autoscaler.kubernetes.io/",
+)
 
 
 def pool_label(key: str) -> str | None:
     """Why a pool may not set node label `key`, or None."""
     if key in PLATFORM_LABELS or any(_in(_namespace(key), ns) for ns in PLATFORM_LABEL_NAMESPACES):
-        return (f"{shown(key)} is the platform's own node label ({', '.join(PLATFORM_LABELS)}, higgsfield.io/*): a "
-                "pool may not override it")
+        return (
+            f"{shown(key)} is the platform's own node label ({', '.join(PLATFORM_LABELS)}, higgsfield.io/*): a "
+            "pool may not override it"
+        )
     if kubelet_refuses(key):
-        return (f"{shown(key)} is in the kubernetes.io/k8s.io namespaces, which the kubelet refuses to register a node "
-                "with (it would not start: "
-                f"allowed are {', '.join(KUBELET_LABEL_NAMESPACES)}/* and the kubelet's own labels; kubernetes/kubernetes "
-                "cmd/kubelet/app/options/options.go ValidateKubeletFlags); set node-role and the like after the node "
-                "joins, or use your own prefix")
+        return (
+            f"{shown(key)} is in the kubernetes.io/k8s.io namespaces, which the kubelet refuses to register a node "
+            "with (it would not start: "
+            f"allowed are {', '.join(KUBELET_LABEL_NAMESPACES)}/* and the kubelet's own labels; kubernetes/kubernetes "
+            "cmd/kubelet/app/options/options.go ValidateKubeletFlags); set node-role and the like after the node "
+            "joins, or use your own prefix"
+        )
     return None
 
 
 def pool_taint(key: str) -> str | None:
     """Why a pool may not set a taint with `key`, or None."""
     if key in PLATFORM_TAINT_KEYS or _in(_namespace(key), "higgsfield.io"):
-        return (f"{shown(key)} is a taint the platform sets ({', '.join(PLATFORM_TAINT_KEYS)}, higgsfield.io/*): a "
-                "pool may not override or duplicate it")
+        return (
+            f"{shown(key)} is a taint the platform sets ({', '.join(PLATFORM_TAINT_KEYS)}, higgsfield.io/*): a "
+            "pool may not override or duplicate it"
+        )
     if key.startswith(AUTOSCALER_TAINT_PREFIXES):
-        return (f"{shown(key)} is in a Cluster Autoscaler taint namespace ({', '.join(AUTOSCALER_TAINT_PREFIXES)}): "
-                "the autoscaler would ignore it when it plans nodes")
+        return (
+            f"{shown(key)} is in a Cluster Autoscaler taint namespace ({', '.join(AUTOSCALER_TAINT_PREFIXES)}): "
+            "the autoscaler would ignore it when it plans nodes"
+        )
     return None
 
 
@@ -296,6 +349,9 @@ def karpenter_label(key: str) -> str | None:
     """Why a Karpenter pool may not set node label `key`, or None."""
     domain = _namespace(key)
     if key in KARPENTER_RESTRICTED_LABELS or any(domain.endswith(d) for d in KARPENTER_RESTRICTED_LABEL_DOMAINS):
-        return (f"{shown(key)}: Karpenter reserves the label domains {', '.join(KARPENTER_RESTRICTED_LABEL_DOMAINS)} and "
-                f"{', '.join(KARPENTER_RESTRICTED_LABELS)} (it sets them itself; the NodePool is refused: {KARPENTER_SOURCE}); use your own prefix")
+        return (
+            f"{shown(key)}: Karpenter reserves the label domains {', '.join(KARPENTER_RESTRICTED_LABEL_DOMAINS)} and "
+            f"{', '.join(KARPENTER_RESTRICTED_LABELS)} (it sets them itself; "
+            f"the NodePool is refused: {KARPENTER_SOURCE}); use your own prefix"
+        )
     return None

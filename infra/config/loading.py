@@ -47,11 +47,19 @@ _MESSAGES: dict[str, Callable[[Any, Mapping[str, Any]], str]] = {
     "float_parsing": lambda v, c: f"must be a number, got {_show(v)}",
     "string_type": lambda v, c: f"must be a string, got {_show(v)}",
     "string_too_short": lambda v, c: "must not be empty",
-    "string_too_long": lambda v, c: f"has at most {c.get('max_length')} characters, got {len(v) if isinstance(v, str) else '?'}",
-    "too_short": lambda v, c: "must not be empty" if isinstance(v, str) and not v else f"needs at least {c.get('min_length')} {'characters' if isinstance(v, str) else 'entries'}, got "
-                                                                                       f"{c.get('actual_length')}",
-    "too_long": lambda v, c: f"{'has' if isinstance(v, str) else 'takes'} at most {c.get('max_length')} "
-                             f"{'characters' if isinstance(v, str) else 'entries'}, got {c.get('actual_length')}",
+    "string_too_long": lambda v, c: (
+        f"has at most {c.get('max_length')} characters, got {len(v) if isinstance(v, str) else '?'}"
+    ),
+    "too_short": lambda v, c: (
+        "must not be empty"
+        if isinstance(v, str) and not v
+        else f"needs at least {c.get('min_length')} {'characters' if isinstance(v, str) else 'entries'}, got "
+        f"{c.get('actual_length')}"
+    ),
+    "too_long": lambda v, c: (
+        f"{'has' if isinstance(v, str) else 'takes'} at most {c.get('max_length')} "
+        f"{'characters' if isinstance(v, str) else 'entries'}, got {c.get('actual_length')}"
+    ),
     "greater_than_equal": lambda v, c: f"must be at least {c.get('ge')}, got {_show(v)}",
     "greater_than": lambda v, c: f"must be more than {c.get('gt')}, got {_show(v)}",
     "less_than_equal": lambda v, c: f"must be at most {c.get('le')}, got {_show(v)}",
@@ -99,11 +107,15 @@ def _unknown(loc: tuple[str | int, ...]) -> str:
         return f"unknown setting{hint} (allowed: {', '.join(allowed)})"
     namespace = name.split(":", 1)[0] if ":" in name else None
     if namespace is None:
-        return ("config keys carry a namespace "
-                f"(NAMESPACE:key){hint or f'; this program reads {NAMESPACE}:* and aws:region'}")
+        return (
+            "config keys carry a namespace "
+            f"(NAMESPACE:key){hint or f'; this program reads {NAMESPACE}:* and aws:region'}"
+        )
     if namespace == "aws":
-        return ("not an aws setting this program reads (it reads aws:region, and the provider, encrypted, "
-                f"{', '.join(SECRET_ONLY_KEYS)}; set AWS_PROFILE in your shell){hint}")
+        return (
+            "not an aws setting this program reads (it reads aws:region, and the provider, encrypted, "
+            f"{', '.join(SECRET_ONLY_KEYS)}; set AWS_PROFILE in your shell){hint}"
+        )
     if namespace != NAMESPACE:
         return f"unknown config namespace {namespace!r} (this program reads {NAMESPACE}:* and aws:region){hint}"
     return f"unknown setting{hint}"
@@ -145,8 +157,15 @@ def _pulumi_setting_problems(config: Mapping[str, Any]) -> list[Problem]:
     if "pulumi:disable-default-providers" in config and not is_secret(value):
         value = _scalar(value)
         if not isinstance(value, list) or not all(isinstance(v, str) and _PACKAGE.fullmatch(v) for v in value):
-            found.append(Problem(("pulumi:disable-default-providers",), "must be a list of package names (aws, kubernetes, ...) or [\"*\"] for all"))
+            found.append(
+                Problem(
+                    ("pulumi:disable-default-providers",),
+                    'must be a list of package names (aws, kubernetes, ...) or ["*"] for all',
+                )
+            )
     return found
+
+
 _SECRET_NAME = re.compile(r"(secret|passw(or)?d|token|credential|private.?key|api.?key|access.?key)", re.I)
 # Each pattern is searched in time linear in the value's length: no lookahead or nested repetition
 # that rescans the rest of the value from every position (lookaheads searched at every position
@@ -163,8 +182,13 @@ _SECRET_KEY_CHARS = re.compile(r"[A-Za-z0-9/+]{40}")
 
 def _aws_secret_key(value: str) -> bool:
     """A whole value of 40 base64 characters with a digit, an upper- and a lowercase letter."""
-    return (len(value) == 40 and _SECRET_KEY_CHARS.fullmatch(value) is not None
-            and any(c.isdigit() for c in value) and any(c.isupper() for c in value) and any(c.islower() for c in value))
+    return (
+        len(value) == 40
+        and _SECRET_KEY_CHARS.fullmatch(value) is not None
+        and any(c.isdigit() for c in value)
+        and any(c.isupper() for c in value)
+        and any(c.islower() for c in value)
+    )
 
 
 def _looks_like_a_credential(value: str) -> str | None:
@@ -175,11 +199,15 @@ def _looks_like_a_credential(value: str) -> str | None:
 
 
 def _secret_hint(key: str) -> str:
-    return (f"store it encrypted: `pulumi config set --secret {key} ...` (and rotate it: the plaintext is in "
-            "the file's history); for AWS, prefer AWS_PROFILE or the CI's OIDC role over keys in config")
+    return (
+        f"store it encrypted: `pulumi config set --secret {key} ...` (and rotate it: the plaintext is in "
+        "the file's history); for AWS, prefer AWS_PROFILE or the CI's OIDC role over keys in config"
+    )
 
 
-def credential_problems(config: Mapping[str, Any], secret_keys: frozenset[str] | set[str] = frozenset()) -> list[Problem]:
+def credential_problems(
+    config: Mapping[str, Any], secret_keys: frozenset[str] | set[str] = frozenset()
+) -> list[Problem]:
     """Plaintext credentials among the stack's settings: a credential key (aws:secretKey, anything
     named like a password, token or secret) or a value that looks like one (an AWS key, a private
     key, a GitHub or Slack token). Encrypted values (`secret_keys`) are fine."""
@@ -191,7 +219,9 @@ def credential_problems(config: Mapping[str, Any], secret_keys: frozenset[str] |
                 if is_secret(item):
                     continue
                 if _SECRET_NAME.search(str(name)) and isinstance(item, (str, int, float)) and str(item):
-                    found.append(Problem((*loc, str(name)), f"looks like a credential in plaintext; {_secret_hint(key_of(loc))}"))
+                    found.append(
+                        Problem((*loc, str(name)), f"looks like a credential in plaintext; {_secret_hint(key_of(loc))}")
+                    )
                 else:
                     walk((*loc, str(name)), item)
         elif isinstance(value, (list, tuple)):
@@ -203,7 +233,9 @@ def credential_problems(config: Mapping[str, Any], secret_keys: frozenset[str] |
                 found.append(Problem(loc, f"looks like {what} in plaintext; {_secret_hint(key_of(loc[:1]))}"))
 
     for key, value in config.items():
-        if is_secret(value) or (key in secret_keys and not secret_leaves(value)):  # decrypted: Pulumi knows it was encrypted
+        if is_secret(value) or (
+            key in secret_keys and not secret_leaves(value)
+        ):  # decrypted: Pulumi knows it was encrypted
             continue
         name = key.partition(":")[2] or key
         if key in SECRET_ONLY_KEYS or _SECRET_NAME.search(name):
@@ -236,7 +268,12 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = None, secret_keys: frozenset[str] | set[str] = frozenset()) -> StackConfig:
+def validate(
+    stack: str,
+    config: Mapping[str, Any],
+    catalog: Catalog | None = None,
+    secret_keys: frozenset[str] | set[str] = frozenset(),
+) -> StackConfig:
     """Build the typed config from a stack's settings keyed by full key (`aws:region`,
     `higgsfield:gpuPools`, ...). Raises one ConfigError listing every problem: plaintext
     credentials, unknown keys (each with its likely meaning, the rest checked as if meant, so
@@ -246,7 +283,9 @@ def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = No
     and the default stands in; one inside a setting is left out and the rest checked."""
     deep = [key for key, value in config.items() if _depth(value) > MAX_DEPTH]
     if deep:  # before anything recurses into them
-        problems = [Problem((key,), f"nests deeper than {MAX_DEPTH} levels; a setting nests three or four") for key in deep]
+        problems = [
+            Problem((key,), f"nests deeper than {MAX_DEPTH} levels; a setting nests three or four") for key in deep
+        ]
         raise ConfigError(problems[0].key, problems[0].message, problems)
     problems = credential_problems(config, secret_keys) + _pulumi_setting_problems(config)
     config = {k: v for k, v in config.items() if k not in PULUMI_KEYS}
@@ -254,8 +293,13 @@ def validate(stack: str, config: Mapping[str, Any], catalog: Catalog | None = No
     fields = {f.alias: f for f in StackConfig.model_fields.values()}
     for key in sorted(unknown):
         if key in fields and fields[key].is_required():
-            problems.append(Problem((key,), "is encrypted (secure:) and required: the offline plan cannot decrypt it; keep it in plaintext, "
-                                            "it is not a credential"))
+            problems.append(
+                Problem(
+                    (key,),
+                    "is encrypted (secure:) and required: the offline plan cannot decrypt it; keep it in plaintext, "
+                    "it is not a credential",
+                )
+            )
     config = {k: v for k, v in config.items() if k not in PROVIDER_KEYS and k not in unknown}
     # An encrypted value inside a setting hides that value only: the setting is checked with it
     # left out (its plaintext neighbours, its shape), and a problem its absence causes says so.
@@ -291,8 +335,10 @@ def _left_out(loc: tuple, hidden: dict[tuple, str]) -> str:
     inside = sorted((h for h in hidden if h[: len(loc)] == loc), key=len)
     if not inside:
         return ""
-    return (f" (with the encrypted value at {key_of(inside[0])} left out: the offline plan cannot decrypt it; "
-            "keep in plaintext what is not a credential)")
+    return (
+        f" (with the encrypted value at {key_of(inside[0])} left out: the offline plan cannot decrypt it; "
+        "keep in plaintext what is not a credential)"
+    )
 
 
 def _as_meant(data: Any, model: type[BaseModel] | None, loc: tuple[str | int, ...]) -> tuple[Any, dict[tuple, tuple]]:
@@ -346,7 +392,9 @@ def _non_string_keys() -> frozenset[str]:
     def scalar(annotation: Any) -> bool:
         if annotation in (int, float, bool):
             return True
-        return get_origin(annotation) is not tuple and any(scalar(a) for a in get_args(annotation) if a is not type(None))
+        return get_origin(annotation) is not tuple and any(
+            scalar(a) for a in get_args(annotation) if a is not type(None)
+        )
 
     return frozenset(f.alias for f in StackConfig.model_fields.values() if f.alias and scalar(f.annotation))
 
@@ -381,10 +429,14 @@ def load() -> StackConfig:
     values = {}
     for key in sorted(every_key):
         namespace, _, name = key.partition(":")
-        raw = pulumi.Config(namespace).get(name) if name else pulumi.runtime.config.get_config(key)  # unnamespaced: reported
+        raw = (
+            pulumi.Config(namespace).get(name) if name else pulumi.runtime.config.get_config(key)
+        )  # unnamespaced: reported
         if raw is not None:
             values[key] = _decode(raw)
-    secret = {k for k in values if pulumi.runtime.config.is_config_secret(k)} | set(pulumi.runtime.config.get_config_secret_keys_env())
+    secret = {k for k in values if pulumi.runtime.config.is_config_secret(k)} | set(
+        pulumi.runtime.config.get_config_secret_keys_env()
+    )
     from infra.core import catalog
 
     return validate(pulumi.get_stack(), values, catalog=catalog, secret_keys=frozenset(secret))

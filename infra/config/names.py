@@ -25,7 +25,13 @@ StackConfig = Any  # infra.config.stack.StackConfig (which calls `collisions`; n
 TEAMS_COMPONENT = "teams"  # infra/__main__.py: Teams("teams", ...)
 STORAGE_COMPONENT = "lustre"  # infra/__main__.py: LustreFileSystem("lustre", ...)
 # components/tenancy.py network_policies: the NetworkPolicies of every team namespace (by name).
-TEAM_NETWORK_POLICIES = ("default-deny", "allow-own-namespace", "allow-dns", "allow-metrics-scrape", "allow-launcher-to-api-server")
+TEAM_NETWORK_POLICIES = (
+    "default-deny",
+    "allow-own-namespace",
+    "allow-dns",
+    "allow-metrics-scrape",
+    "allow-launcher-to-api-server",
+)
 # components/gpu_pools.py: the node-template tags are written onto each pool's ASG as resources
 # named GROUP-asg-<tag key without the template prefix, '/' as '-'>.
 
@@ -45,19 +51,36 @@ def team_resource_names(cfg: StackConfig, team_index: int) -> list[str]:
 def volume_names(cfg: StackConfig) -> list[tuple[str, str, str]]:
     """(setting, resource name, PersistentVolume name) of every volume components/storage.py makes."""
     cluster = f"{NAMESPACE}-{cfg.stack}"
-    found = [(f"{NAMESPACE}:fsx", f"{STORAGE_COMPONENT}-pv-health", f"{cluster}-fsx-health")]  # no root volume: the layout client mounts it
+    found = [
+        (f"{NAMESPACE}:fsx", f"{STORAGE_COMPONENT}-pv-health", f"{cluster}-fsx-health")
+    ]  # no root volume: the layout client mounts it
     for i, team in enumerate(cfg.scheduler.teams):
-        found.append((f"{NAMESPACE}:scheduler.teams[{i}].name", f"{STORAGE_COMPONENT}-pv-{team.name}", f"{cluster}-fsx-{team.name}"))
+        found.append(
+            (
+                f"{NAMESPACE}:scheduler.teams[{i}].name",
+                f"{STORAGE_COMPONENT}-pv-{team.name}",
+                f"{cluster}-fsx-{team.name}",
+            )
+        )
         for j, dataset in enumerate(cfg.fsx.datasets):
             if team.name == dataset.owner or team.name in dataset.readers:
                 suffix = f"ds-{dataset.name}"
-                found.append((f"{NAMESPACE}:fsx.datasets[{j}].name", f"{STORAGE_COMPONENT}-pv-{team.name}-{suffix}", f"{cluster}-fsx-{team.name}-{suffix}"))
+                found.append(
+                    (
+                        f"{NAMESPACE}:fsx.datasets[{j}].name",
+                        f"{STORAGE_COMPONENT}-pv-{team.name}-{suffix}",
+                        f"{cluster}-fsx-{team.name}-{suffix}",
+                    )
+                )
     return found
 
 
 def pool_tag_resource_names(group: str, template_tags: list[str]) -> list[str]:
     """The aws.autoscaling.Tag resource names of GPU pool group `group` (components/gpu_pools.py)."""
-    return [f"{group}-asg-pool", *(f"{group}-asg-{key.removeprefix(AUTOSCALER_TEMPLATE + '/').replace('/', '-')}" for key in template_tags)]
+    return [
+        f"{group}-asg-pool",
+        *(f"{group}-asg-{key.removeprefix(AUTOSCALER_TEMPLATE + '/').replace('/', '-')}" for key in template_tags),
+    ]
 
 
 def _pool_names(cfg: StackConfig) -> Iterator[tuple[str, str]]:
@@ -67,8 +90,14 @@ def _pool_names(cfg: StackConfig) -> Iterator[tuple[str, str]]:
 
     for i, pool in enumerate(cfg.gpu_pools):
         labels = [*PLATFORM_LABELS[:1], POOL_LABEL, *pool.labels]  # nvidia.com/gpu.present, the pool, the pool's own
-        taints = [GPU_TAINT_KEY, *(t.key for t in pool.taints), *([STARTUP_TAINT_KEY] if pool.health_gate.enabled else [])]
-        keys = [f"{AUTOSCALER_TEMPLATE}/label/{k}" for k in dict.fromkeys(labels)] + [f"{AUTOSCALER_TEMPLATE}/taint/{k}" for k in dict.fromkeys(taints)]
+        taints = [
+            GPU_TAINT_KEY,
+            *(t.key for t in pool.taints),
+            *([STARTUP_TAINT_KEY] if pool.health_gate.enabled else []),
+        ]
+        keys = [f"{AUTOSCALER_TEMPLATE}/label/{k}" for k in dict.fromkeys(labels)] + [
+            f"{AUTOSCALER_TEMPLATE}/taint/{k}" for k in dict.fromkeys(taints)
+        ]
         for name in pool_tag_resource_names(f"gpu-{pool.name}", keys):
             yield f"{NAMESPACE}:gpuPools[{i}]", name
 
@@ -81,8 +110,13 @@ def _first_owner(entries: Iterator[tuple[str, str]], what: str) -> list[tuple[st
         if name in owners and owners[name] != where:
             found.append((where, f"derives the {what} {name!r}, which {owners[name]} derives too: rename one"))
         elif name in owners:
-            found.append((where, f"derives the {what} {name!r} twice (two of its labels or taints differ only in '/' and '-'): "
-                                 "rename one"))
+            found.append(
+                (
+                    where,
+                    f"derives the {what} {name!r} twice (two of its labels or taints differ only in '/' and '-'): "
+                    "rename one",
+                )
+            )
         owners.setdefault(name, where)
     return found
 
@@ -93,20 +127,37 @@ def collisions(cfg: StackConfig) -> list[tuple[str, str]]:
     # access entries: the admins, and the CI roles' entries (components/delivery.py)
     principals: list[tuple[str, str]] = [(f"{NAMESPACE}:admins[{i}]", arn) for i, arn in enumerate(cfg.admins)]
     if cfg.delivery is not None:
-        partition = "aws-cn" if cfg.region.startswith("cn-") else "aws-us-gov" if cfg.region.startswith("us-gov-") else "aws"
-        principals += [(f"{NAMESPACE}:delivery (its {purpose} role)", f"arn:{partition}:iam::{cfg.delivery.account_id}:role/{role_name(cfg.stack, purpose)}")
-                       for purpose in ("preview", "deploy")]
+        partition = (
+            "aws-cn" if cfg.region.startswith("cn-") else "aws-us-gov" if cfg.region.startswith("us-gov-") else "aws"
+        )
+        principals += [
+            (
+                f"{NAMESPACE}:delivery (its {purpose} role)",
+                f"arn:{partition}:iam::{cfg.delivery.account_id}:role/{role_name(cfg.stack, purpose)}",
+            )
+            for purpose in ("preview", "deploy")
+        ]
     seen: dict[str, str] = {}
     for where, arn in principals:
         if arn in seen:
-            found.append((where if where.startswith(f"{NAMESPACE}:admins") else seen[arn],
-                          f"{arn} has an access entry already "
-                          f"({seen[arn] if where.startswith(f'{NAMESPACE}:admins') else where}); EKS allows one per "
-                          "principal: remove the duplicate"))
+            found.append(
+                (
+                    where if where.startswith(f"{NAMESPACE}:admins") else seen[arn],
+                    f"{arn} has an access entry already "
+                    f"({seen[arn] if where.startswith(f'{NAMESPACE}:admins') else where}); EKS allows one per "
+                    "principal: remove the duplicate",
+                )
+            )
         seen.setdefault(arn, where)
     # team objects (namespace and its objects share one resource type: a name is a URN)
-    found += _first_owner(((f"{NAMESPACE}:scheduler.teams[{i}].name", n) for i in range(len(cfg.scheduler.teams)) for n in team_resource_names(cfg, i)),
-                          "resource name")
+    found += _first_owner(
+        (
+            (f"{NAMESPACE}:scheduler.teams[{i}].name", n)
+            for i in range(len(cfg.scheduler.teams))
+            for n in team_resource_names(cfg, i)
+        ),
+        "resource name",
+    )
     if cfg.fsx.enabled:
         # resource names and PersistentVolume names correspond one to one: one check covers both
         found += _first_owner(((w, r) for w, r, _ in volume_names(cfg)), "volume (resource and PersistentVolume) name")

@@ -13,7 +13,30 @@ from pydantic import (
 
 from infra.config.base import GP3_MAX_GIB, Bool, Int, Setting, number
 
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
 
 
 def _fraction(value: float) -> float:
@@ -31,7 +54,9 @@ def _positive(value: float) -> float:
 MAX_THRESHOLD = 1_000_000.0  # MB/s or GB/s: far above any node's Lustre or NCCL bandwidth
 
 
-Fraction = Annotated[float, Strict(), AfterValidator(_fraction), Field(json_schema_extra={"exclusiveMinimum": 0, "maximum": 1})]
+Fraction = Annotated[
+    float, Strict(), AfterValidator(_fraction), Field(json_schema_extra={"exclusiveMinimum": 0, "maximum": 1})
+]
 Positive = Annotated[float, Strict(), AfterValidator(_positive), Field(json_schema_extra={"exclusiveMinimum": 0})]
 
 
@@ -67,7 +92,7 @@ class Observability(Setting):
     @classmethod
     def _cloudwatch_retention(cls, value: int) -> int:
         if value not in LOG_RETENTION_DAYS:
-            raise ValueError(f"{value} is not a CloudWatch Logs retention; use one of: {', '.join(map(str, LOG_RETENTION_DAYS))}")
+            raise ValueError(
+                f"{value} is not a CloudWatch Logs retention; use one of: {', '.join(map(str, LOG_RETENTION_DAYS))}"
+            )
         return value
-
-

@@ -11,9 +11,9 @@ from pydantic import (
     model_validator,
 )
 
-from infra.core.bundled import instance_types
 from infra.config.base import DnsLabel, Setting, Str, derived, items, number
 from infra.config.errors import Problems, _duplicates
+from infra.core.bundled import instance_types
 
 _MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for system classes
 
@@ -38,8 +38,10 @@ class Queue(Setting):
     @classmethod
     def _not_volcanos(cls, name: str) -> str:
         if name in VOLCANO_QUEUES:
-            raise ValueError(f"{name!r} is a queue Volcano creates and the platform manages (root, default: no GPUs); name the "
-                             "team's queue")
+            raise ValueError(
+                f"{name!r} is a queue Volcano creates and the platform manages (root, default: no GPUs); name the "
+                "team's queue"
+            )
         return name
 
 
@@ -74,8 +76,10 @@ class PriorityClassSpec(Setting):
         if name.startswith("system-"):
             raise ValueError(f"{name!r}: Kubernetes reserves the system- prefix for its own priority classes")
         if name.startswith("higgsfield-"):
-            raise ValueError(f"{name!r}: the higgsfield- prefix is the platform's ({DEFAULT_PRIORITY_CLASS} is the class of pods "
-                             "that name none)")
+            raise ValueError(
+                f"{name!r}: the higgsfield- prefix is the platform's ({DEFAULT_PRIORITY_CLASS} is the class of pods "
+                "that name none)"
+            )
         return name
 
     @field_validator("value")
@@ -137,10 +141,13 @@ class Team(Setting):
     serving class."""
     cpu_quota: number(1, MAX_CPU_QUOTA, "a bound against typos") = derived(
         "vCPUs the namespace's pods may request in all; at least what its queue admits for gangs (gpuQuota x the "
-        "largest GPU node's vCPUs); default that + 16.")
+        "largest GPU node's vCPUs); default that + 16."
+    )
     memory_quota_gib: number(1, MAX_MEMORY_QUOTA_GIB, "a bound against typos") = derived(
         "GiB the namespace's pods may request in all; at least what its queue admits for gangs (gpuQuota x the "
-        "largest GPU node's memory); default that + 64.", alias="memoryQuotaGiB")
+        "largest GPU node's memory); default that + 64.",
+        alias="memoryQuotaGiB",
+    )
     default_cpu_request_millicores: number(10, 64_000) = 500
     """CPU a container that names none requests (LimitRange defaultRequest), in millicores."""
     default_memory_request_mib: number(16, 1_048_576) = Field(1024, alias="defaultMemoryRequestMiB")
@@ -150,8 +157,10 @@ class Team(Setting):
     @classmethod
     def _not_a_platform_namespace(cls, name: str) -> str:
         if name in RESERVED_NAMESPACES or name.startswith(RESERVED_NAMESPACE_PREFIXES):
-            raise ValueError(f"{name!r} is a namespace Kubernetes or the platform owns ({', '.join(RESERVED_NAMESPACES)}, "
-                             f"{', '.join(p + '*' for p in RESERVED_NAMESPACE_PREFIXES)}); pick another team name")
+            raise ValueError(
+                f"{name!r} is a namespace Kubernetes or the platform owns ({', '.join(RESERVED_NAMESPACES)}, "
+                f"{', '.join(p + '*' for p in RESERVED_NAMESPACE_PREFIXES)}); pick another team name"
+            )
         return name
 
     @field_validator("uid")
@@ -168,21 +177,32 @@ class Team(Setting):
         memory = self.memory_quota_gib if self.memory_quota_gib is not None else memory_floor + MIN_MEMORY_QUOTA_GIB
         problems = Problems()
         if cpu < cpu_floor:
-            problems.add("cpuQuota", f"{cpu} vCPUs is below the {cpu_floor:,} its queue admits for gangs ({self.gpu_quota} GPUs x the "
-                                     "largest GPU node): "
-                         "the quota, checked pod by pod, would create part of a gang; raise it or leave it unset")
+            problems.add(
+                "cpuQuota",
+                f"{cpu} vCPUs is below the {cpu_floor:,} its queue admits for gangs ({self.gpu_quota} GPUs x the "
+                "largest GPU node): "
+                "the quota, checked pod by pod, would create part of a gang; raise it or leave it unset",
+            )
         if memory < memory_floor:
-            problems.add("memoryQuotaGiB", f"{memory} GiB is below the {memory_floor:,} its queue admits for gangs ({self.gpu_quota} GPUs x the "
-                                           "largest GPU node): "
-                         "the quota, checked pod by pod, would create part of a gang; raise it or leave it unset")
+            problems.add(
+                "memoryQuotaGiB",
+                f"{memory} GiB is below the {memory_floor:,} its queue admits for gangs ({self.gpu_quota} GPUs x the "
+                "largest GPU node): "
+                "the quota, checked pod by pod, would create part of a gang; raise it or leave it unset",
+            )
         if self.default_cpu_request_millicores > cpu * 1000:
-            problems.add("defaultCpuRequestMillicores", f"{self.default_cpu_request_millicores}m is above the team's cpuQuota of {cpu} vCPUs")
+            problems.add(
+                "defaultCpuRequestMillicores",
+                f"{self.default_cpu_request_millicores}m is above the team's cpuQuota of {cpu} vCPUs",
+            )
         if self.default_memory_request_mib > memory * 1024:
-            problems.add("defaultMemoryRequestMiB", f"{self.default_memory_request_mib} MiB is above the team's memoryQuotaGiB of {memory} GiB")
+            problems.add(
+                "defaultMemoryRequestMiB",
+                f"{self.default_memory_request_mib} MiB is above the team's memoryQuotaGiB of {memory} GiB",
+            )
         problems.raise_any()
         self._fill(cpu_quota=cpu, memory_quota_gib=memory)
         return self
-
 
 
 class Scheduler(Setting):
@@ -209,40 +229,64 @@ class Scheduler(Setting):
         for i, team in enumerate(self.teams):
             queue = by_queue.get(team.queue)
             if queue is None:
-                problems.add(f"teams[{i}].queue", f"unknown queue {team.queue!r}; queues: {', '.join(by_queue) or 'none'}")
+                problems.add(
+                    f"teams[{i}].queue", f"unknown queue {team.queue!r}; queues: {', '.join(by_queue) or 'none'}"
+                )
             elif team.gpu_quota > queue.gpu_capability:
-                problems.add(f"teams[{i}].gpuQuota", f"{team.gpu_quota} GPUs is above queue {team.queue!r}'s capability of {queue.gpu_capability}")
+                problems.add(
+                    f"teams[{i}].gpuQuota",
+                    f"{team.gpu_quota} GPUs is above queue {team.queue!r}'s capability of {queue.gpu_capability}",
+                )
             elif team.gpu_quota < queue.gpu_capability:
-                problems.add(f"teams[{i}].gpuQuota", f"{team.gpu_quota} GPUs is below queue {team.queue!r}'s capability of {queue.gpu_capability}: "
-                             "the team's queue is its GPU quota (Volcano admits whole gangs against it; a ResourceQuota would "
-                             "admit part "
-                             "of one), so give the queue the team's quota")
+                problems.add(
+                    f"teams[{i}].gpuQuota",
+                    f"{team.gpu_quota} GPUs is below queue {team.queue!r}'s capability of {queue.gpu_capability}: "
+                    "the team's queue is its GPU quota (Volcano admits whole gangs against it; a ResourceQuota would "
+                    "admit part "
+                    "of one), so give the queue the team's quota",
+                )
             if queue is not None and team.queue in queue_owner and queue_owner[team.queue] != team.name:
-                problems.add(f"teams[{i}].queue", f"queue {team.queue!r} is team {queue_owner[team.queue]!r}'s: each team has a queue of its own, "
-                             "which holds its GPU quota whole gangs at a time (docs/design/autoscaler-demand.md)")
+                problems.add(
+                    f"teams[{i}].queue",
+                    f"queue {team.queue!r} is team {queue_owner[team.queue]!r}'s: each team has a queue of its own, "
+                    "which holds its GPU quota whole gangs at a time (docs/design/autoscaler-demand.md)",
+                )
             queue_owner.setdefault(team.queue, team.name)
             for j, cls in enumerate(team.priority_classes):
                 if cls not in class_names:
-                    problems.add(f"teams[{i}].priorityClasses[{j}]", f"unknown priority class {cls!r}; classes: {', '.join(sorted(class_names)) or 'none'}")
+                    problems.add(
+                        f"teams[{i}].priorityClasses[{j}]",
+                        f"unknown priority class {cls!r}; classes: {', '.join(sorted(class_names)) or 'none'}",
+                    )
             if not self.classes_of(team, "training") and all(c in class_names for c in team.priority_classes):
-                problems.add(f"teams[{i}].priorityClasses", f"team {team.name} needs a training class (its training jobs and health checks use the first)")
+                problems.add(
+                    f"teams[{i}].priorityClasses",
+                    f"team {team.name} needs a training class (its training jobs and health checks use the first)",
+                )
             if self.classes_of(team, "serving"):
                 if team.serving_gpu_quota is None:
-                    problems.add(f"teams[{i}].servingGpuQuota", f"team {team.name} is given a serving class: set the GPUs its serving pods may hold (within "
-                                                                f"gpuQuota {team.gpu_quota})")
+                    problems.add(
+                        f"teams[{i}].servingGpuQuota",
+                        f"team {team.name} is given a serving class: set the GPUs its serving pods may hold (within "
+                        f"gpuQuota {team.gpu_quota})",
+                    )
                 elif team.serving_gpu_quota > team.gpu_quota:
-                    problems.add(f"teams[{i}].servingGpuQuota", f"{team.serving_gpu_quota} GPUs is above the team's gpuQuota of {team.gpu_quota}")
+                    problems.add(
+                        f"teams[{i}].servingGpuQuota",
+                        f"{team.serving_gpu_quota} GPUs is above the team's gpuQuota of {team.gpu_quota}",
+                    )
         _duplicates(problems, "teams", [t.name for t in self.teams])
         owners: dict[int, str] = {}
         for i, team in enumerate(self.teams):
             if team.uid in owners and owners[team.uid] != team.name:
-                problems.add(f"teams[{i}].uid", f"{team.uid} is team {owners[team.uid]!r}'s: every team needs its own UID (it owns the team's "
-                                                "files)")
+                problems.add(
+                    f"teams[{i}].uid",
+                    f"{team.uid} is team {owners[team.uid]!r}'s: every team needs its own UID (it owns the team's "
+                    "files)",
+                )
             owners.setdefault(team.uid, team.name)
         problems.raise_any()
         return self
-
-
 
     def _class_order(self, problems: Problems) -> None:
         """serving above every training class, every training class above every evaluation class:
@@ -257,5 +301,8 @@ class Scheduler(Setting):
             for i, c in by_kind[higher]:
                 if c.value <= floor:
                     below = max((c2 for _, c2 in by_kind[lower]), key=lambda c2: c2.value)
-                    problems.add(f"priorityClasses[{i}].value", f"{higher} class {c.name!r} ({c.value}) must be above every {lower} class ({below.name!r} is "
-                                                                f"{below.value})")
+                    problems.add(
+                        f"priorityClasses[{i}].value",
+                        f"{higher} class {c.name!r} ({c.value}) must be above every {lower} class ({below.name!r} is "
+                        f"{below.value})",
+                    )

@@ -20,9 +20,6 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
-from infra.core import versions
-from infra.core.internet import MAX_INTERNET_SHARE, internet_share  # the policy pack's rule too
-from infra.core.names import cluster_name
 from infra.config.base import DNS_LABEL, NAMESPACE, Bool, Cidr, Setting, Str, items, matching
 from infra.config.checkpoints import Checkpoints
 from infra.config.cluster import Autoscaler, Endpoint, NodeSizes, api_service_ip
@@ -35,16 +32,31 @@ from infra.config.gpu_pools import (
     GpuPool,
     seconds_of,
 )
+from infra.config.limits import (
+    MAX_TAGS,
+    PROGRAM_TAGS,
+    TAG_KEY_LENGTH,
+    TAG_VALUE_LENGTH,
+    access_entry_principal,
+    tag_key,
+    tag_value,
+)
 from infra.config.observability import Observability
 from infra.config.scheduler import Scheduler
-from infra.config.limits import MAX_TAGS, PROGRAM_TAGS, TAG_KEY_LENGTH, TAG_VALUE_LENGTH, access_entry_principal, tag_key, tag_value
 from infra.config.storage import Fsx
+from infra.core import versions
+from infra.core.internet import MAX_INTERNET_SHARE, internet_share  # the policy pack's rule too
+from infra.core.names import cluster_name
 
 # --- the stack ----------------------------------------------------------------------------
 
-NOT_AN_IMAGE = "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)"
-IMAGE_REFERENCE = (r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+"  # registry[:port]/path
-                   r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")  # :tag or @digest
+NOT_AN_IMAGE = (
+    "is not an image reference with a tag or digest (registry/repository:tag or registry/repository@sha256:...)"
+)
+IMAGE_REFERENCE = (
+    r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+"  # registry[:port]/path
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$"
+)  # :tag or @digest
 # Addresses in a node subnet: "The first four IP addresses and the last IP address in each subnet CIDR
 # block are not available" (docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html). Each node
 # takes one for its primary (ENA) interface; its EFA interfaces are efa-only (components/efa.py),
@@ -104,7 +116,7 @@ def _version_hint(value: str, known: tuple[str, ...] | list[str]) -> str:
     """`1.3` for a version YAML read as a number (1.30): say so."""
     for candidate in (f"{value}0", f"{value}00"):
         if candidate in known:
-            return f" (an unquoted {candidate} in YAML is the number {value}: write \"{candidate}\")"
+            return f' (an unquoted {candidate} in YAML is the number {value}: write "{candidate}")'
     if re.fullmatch(r"[0-9]+\.[0-9]", value):
         return f" (if you wrote {value}0: unquoted, YAML reads it as the number {value}; quote versions)"
     return ""
@@ -114,7 +126,9 @@ def _addon_name(name: str) -> str:
     if name not in versions.EKS_ADDONS:
         suggestion = _suggest(name, list(versions.EKS_ADDONS))
         hint = f" (did you mean {suggestion!r}?)" if suggestion else ""
-        raise ValueError(f"{name!r} is not an add-on this platform installs{hint}; add-ons: {', '.join(versions.EKS_ADDONS)}")
+        raise ValueError(
+            f"{name!r} is not an add-on this platform installs{hint}; add-ons: {', '.join(versions.EKS_ADDONS)}"
+        )
     return name
 
 
@@ -126,31 +140,51 @@ class StackConfig(Setting):
 
     model_config = ConfigDict(alias_generator=_root_alias)
 
-    stack: SkipJsonSchema[matching(DNS_LABEL, "is not a valid stack name: a lowercase DNS label of at most 30 characters (it names the cluster, PVs "
-                                              "and namespaces)")]
+    stack: SkipJsonSchema[
+        matching(
+            DNS_LABEL,
+            "is not a valid stack name: a lowercase DNS label of at most 30 characters (it names the cluster, PVs "
+            "and namespaces)",
+        )
+    ]
     region: Str
     """An AWS region with EKS."""
     environment: Literal["dev", "staging", "prod"]
     """prod: cluster, FSx and KMS keys protected, a NAT gateway per AZ, VPC interface endpoints."""
-    kubernetes_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.KUBERNETES_SUPPORTED)})] = versions.KUBERNETES_DEFAULT
+    kubernetes_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.KUBERNETES_SUPPORTED)})] = (
+        versions.KUBERNETES_DEFAULT
+    )
     """EKS Kubernetes minor version (infra/core/versions.py KUBERNETES_SUPPORTED); quote it: "1.35". Raising it upgrades
     in place: control plane, add-ons, node groups."""
-    addon_versions: dict[Annotated[str, AfterValidator(_addon_name), Field(json_schema_extra={"enum": list(versions.EKS_ADDONS)})], matching(versions.ADDON_VERSION_PATTERN, "is not an EKS add-on version (v1.20.4-eksbuild.1)", 64)] = items(maximum=len(versions.EKS_ADDONS), default={})
+    addon_versions: dict[
+        Annotated[str, AfterValidator(_addon_name), Field(json_schema_extra={"enum": list(versions.EKS_ADDONS)})],
+        matching(versions.ADDON_VERSION_PATTERN, "is not an EKS add-on version (v1.20.4-eksbuild.1)", 64),
+    ] = items(maximum=len(versions.EKS_ADDONS), default={})
     """Exact EKS add-on versions by add-on name (vpc-cni: v1.20.4-eksbuild.1); unset add-ons take EKS's default for
     kubernetesVersion at deploy."""
-    node_release_version: matching(r"^\d+\.\d+\.\d+-\d{8}$", "is not an EKS AMI release version (1.35.2-20261120)") | None = None
+    node_release_version: (
+        matching(r"^\d+\.\d+\.\d+-\d{8}$", "is not an EKS AMI release version (1.35.2-20261120)") | None
+    ) = None
     """EKS-optimized AMI release for every node group (1.35.2-20261120); unset: the latest for kubernetesVersion when a
     node group is created or updated."""
     vpc_cidr: Cidr = "10.0.0.0/16"
     """RFC 1918, /16 to /20. Each AZ gets 1/8 of it for nodes and pods; public subnets share the last 1/8."""
-    availability_zones: tuple[matching(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$", "is not an availability zone name (us-west-2a)", 32), ...] = items(2, 16)
+    availability_zones: tuple[
+        matching(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$", "is not an availability zone name (us-west-2a)", 32), ...
+    ] = items(2, 16)
     """Two or more AZs of aws:region; one private and one public subnet each."""
     public_load_balancers: Bool = False
     """Tag the public subnets for internet-facing load balancers (kubernetes.io/role/elb) and let teams given
     LoadBalancer Services make them; off: teams' load balancers must be internal."""
     endpoint: Endpoint = Endpoint()
     cpu_nodes: NodeSizes
-    admins: tuple[Annotated[matching(_ADMIN_ARN, "is not an IAM role or user ARN (arn:aws:iam::123456789012:role/name)", 2048), AfterValidator(access_entry_principal)], ...] = items()
+    admins: tuple[
+        Annotated[
+            matching(_ADMIN_ARN, "is not an IAM role or user ARN (arn:aws:iam::123456789012:role/name)", 2048),
+            AfterValidator(access_entry_principal),
+        ],
+        ...,
+    ] = items()
     """IAM role/user ARNs (not STS sessions) granted cluster-admin through EKS access entries; each once."""
     tags: dict[TagKey, TagValue] = items(maximum=MAX_TAGS - PROGRAM_TAGS, default={})
     """Added to every taggable resource (with higgsfield:stack and higgsfield:environment); AWS allows 50 tags per
@@ -185,8 +219,10 @@ class StackConfig(Setting):
         pools = info.data.get("gpu_pools") or ()
         repository = re.split(r"[:@]", image.rsplit("/", 1)[-1])[0] if image else ""
         if image and any(p.efa for p in pools) and f"{image.rsplit('/', 1)[0]}/{repository}" in NOT_EFA_READY:
-            raise ValueError(f"{image!r} has no EFA provider and no aws-ofi-nccl, so NCCL would fall back to TCP on the EFA pools; "
-                             "leave it unset for the image built from images/training/Dockerfile")
+            raise ValueError(
+                f"{image!r} has no EFA provider and no aws-ofi-nccl, so NCCL would fall back to TCP on the EFA pools; "
+                "leave it unset for the image built from images/training/Dockerfile"
+            )
         return image
 
     @field_validator("region")
@@ -202,11 +238,16 @@ class StackConfig(Setting):
     def _supported(cls, version: str) -> str:
         if version not in versions.KUBERNETES_SUPPORTED:
             hint = _version_hint(version, versions.KUBERNETES_SUPPORTED)
-            raise ValueError(f"{version!r} is not supported; use one of: {', '.join(versions.KUBERNETES_SUPPORTED)}{hint}")
+            raise ValueError(
+                f"{version!r} is not supported; use one of: {', '.join(versions.KUBERNETES_SUPPORTED)}{hint}"
+            )
         problems = Problems()
         for outside in versions.components_outside(version):
-            problems.add("", f"{version!r} is outside what {outside.component} supports (Kubernetes {outside}, {outside.source}); "
-                             "change the pin in infra/core/versions.py or the version")
+            problems.add(
+                "",
+                f"{version!r} is outside what {outside.component} supports (Kubernetes {outside}, {outside.source}); "
+                "change the pin in infra/core/versions.py or the version",
+            )
         problems.raise_any()
         return version
 
@@ -215,15 +256,19 @@ class StackConfig(Setting):
     def _release_of_the_cluster_minor(cls, release: str | None, info: ValidationInfo) -> str | None:
         cluster = info.data.get("kubernetes_version")
         if release and cluster and not release.startswith(f"{cluster}."):
-            raise ValueError(f"{release!r} is an AMI release for Kubernetes {'.'.join(release.split('.')[:2])}, but "
-                             f"higgsfield:kubernetesVersion is {cluster!r}")
+            raise ValueError(
+                f"{release!r} is an AMI release for Kubernetes {'.'.join(release.split('.')[:2])}, but "
+                f"higgsfield:kubernetesVersion is {cluster!r}"
+            )
         return release
 
     @field_validator("vpc_cidr")
     @classmethod
     def _private_range(cls, cidr: str) -> str:
         net = ipaddress.IPv4Network(cidr)
-        if not net.is_private or not any(net.subnet_of(ipaddress.IPv4Network(p)) for p in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")):
+        if not net.is_private or not any(
+            net.subnet_of(ipaddress.IPv4Network(p)) for p in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+        ):
             raise ValueError(f"{net} is not inside an RFC 1918 range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16)")
         if not 16 <= net.prefixlen <= 20:
             raise ValueError(f"{net} must be a /16 to /20 so every AZ gets room for pods")
@@ -238,7 +283,9 @@ class StackConfig(Setting):
             if region and not re.fullmatch(re.escape(region) + r"[a-z]", zone):
                 problems.add(f"[{i}]", f"{zone!r} is not an availability zone of region {region} (e.g. {region}a)")
             elif known and zone not in known:
-                problems.add(f"[{i}]", f"{zone!r} does not exist in {region}: its zones are {', '.join(known)} ({_ZONES_SOURCE})")
+                problems.add(
+                    f"[{i}]", f"{zone!r} does not exist in {region}: its zones are {', '.join(known)} ({_ZONES_SOURCE})"
+                )
         _duplicates(problems, "", list(zones))
         problems.raise_any()
         return zones
@@ -249,11 +296,17 @@ class StackConfig(Setting):
         problems = Problems()
         for i, cidr in enumerate(endpoint.public_access_cidrs):
             if ipaddress.IPv4Network(cidr).prefixlen == 0 and info.data.get("environment") == "prod":
-                problems.add(f"publicAccessCidrs[{i}]", "0.0.0.0/0 opens the API server to the internet; prod allows only an allow-list")
+                problems.add(
+                    f"publicAccessCidrs[{i}]",
+                    "0.0.0.0/0 opens the API server to the internet; prod allows only an allow-list",
+                )
         share = internet_share(endpoint.public_access_cidrs)
         if not problems and info.data.get("environment") == "prod" and share > MAX_INTERNET_SHARE:
-            problems.add("publicAccessCidrs", f"together these cover {share:.4%} of the internet (at most {MAX_INTERNET_SHARE:.4%}, a /16's "
-                                              "worth): list your VPN/office ranges")
+            problems.add(
+                "publicAccessCidrs",
+                f"together these cover {share:.4%} of the internet (at most {MAX_INTERNET_SHARE:.4%}, a /16's "
+                "worth): list your VPN/office ranges",
+            )
         problems.raise_any()
         return endpoint
 
@@ -265,20 +318,30 @@ class StackConfig(Setting):
             problems.add("", "GPU pools need an instance-type catalog to be validated")
         for i, pool in enumerate(pools):
             if zones is not None and pool.availability_zone not in zones:
-                problems.add(f"[{i}].availabilityZone", f"{pool.availability_zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})")
+                problems.add(
+                    f"[{i}].availabilityZone",
+                    f"{pool.availability_zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})",
+                )
         _duplicates(problems, "", [p.name for p in pools])
         reserved: dict[str, int] = {}
         for i, pool in enumerate(pools):
             rid = pool.capacity.reservation_id
             if rid is not None and rid in reserved:
-                problems.add(f"[{i}].capacity.reservationId", f"{rid} is gpuPools[{reserved[rid]}]'s reservation too: each pool targets its own "
-                             "(one node group launches into one reservation, and two would each count on all of its instances)")
+                problems.add(
+                    f"[{i}].capacity.reservationId",
+                    f"{rid} is gpuPools[{reserved[rid]}]'s reservation too: each pool targets its own "
+                    "(one node group launches into one reservation, and two would each count on all of its instances)",
+                )
             if rid is not None:
                 reserved.setdefault(rid, i)
         blocks = sum(p.max_size for p in pools if p.capacity.type == "capacity-block")
         if blocks > CAPACITY_BLOCKS_MAX_INSTANCES:
-            problems.add("", f"the capacity-block pools' maxSize add up to {blocks} instances: an account holds at most {CAPACITY_BLOCKS_MAX_INSTANCES} "
-                             f"across its Capacity Blocks ({CAPACITY_BLOCK_DOC})")
+            problems.add(
+                "",
+                f"the capacity-block pools' maxSize add up to {blocks} instances: "
+                f"an account holds at most {CAPACITY_BLOCKS_MAX_INSTANCES} "
+                f"across its Capacity Blocks ({CAPACITY_BLOCK_DOC})",
+            )
         problems.raise_any()
         return pools
 
@@ -290,9 +353,14 @@ class StackConfig(Setting):
         needed = versions.CUDA_MIN_DRIVER_BRANCH.get(cuda)
         if needed is None:
             hint = _version_hint(cuda, list(versions.CUDA_MIN_DRIVER_BRANCH))
-            raise ValueError(f"unknown CUDA version {cuda!r}; known: {', '.join(versions.CUDA_MIN_DRIVER_BRANCH)}{hint}")
+            raise ValueError(
+                f"unknown CUDA version {cuda!r}; known: {', '.join(versions.CUDA_MIN_DRIVER_BRANCH)}{hint}"
+            )
         if needed > versions.EKS_NVIDIA_DRIVER_BRANCH:
-            newest = max((c for c, d in versions.CUDA_MIN_DRIVER_BRANCH.items() if d <= versions.EKS_NVIDIA_DRIVER_BRANCH), key=lambda c: tuple(map(int, c.split("."))))
+            newest = max(
+                (c for c, d in versions.CUDA_MIN_DRIVER_BRANCH.items() if d <= versions.EKS_NVIDIA_DRIVER_BRANCH),
+                key=lambda c: tuple(map(int, c.split("."))),
+            )
             raise ValueError(
                 f"CUDA {cuda} needs NVIDIA driver {needed} or newer, but the EKS AL2023 NVIDIA AMI ships driver "
                 f"{versions.EKS_NVIDIA_DRIVER_BRANCH} (supports up to CUDA {newest})"
@@ -307,9 +375,13 @@ class StackConfig(Setting):
             return fsx  # what it depends on is wrong, and reported
         problems = Problems()
         efa_zones = sorted({p.availability_zone for p in pools if p.efa})
-        zone = fsx.availability_zone or (efa_zones[0] if efa_zones else (pools[0].availability_zone if pools else zones[0]))
+        zone = fsx.availability_zone or (
+            efa_zones[0] if efa_zones else (pools[0].availability_zone if pools else zones[0])
+        )
         if zone not in zones:
-            problems.add("availabilityZone", f"{zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})")
+            problems.add(
+                "availabilityZone", f"{zone!r} is not one of higgsfield:availabilityZones ({', '.join(zones)})"
+            )
         elif fsx.enabled and efa_zones and zone not in efa_zones:
             problems.add(
                 "availabilityZone",
@@ -329,8 +401,11 @@ class StackConfig(Setting):
         problems = Problems()
         for i, queue in enumerate(scheduler.queues):
             if queue.gpu_capability > total:
-                problems.add(f"queues[{i}].gpuCapability", f"{queue.gpu_capability} GPUs is more than the GPU pools can ever provide ({total}: every pool "
-                                                           "at maxSize)")
+                problems.add(
+                    f"queues[{i}].gpuCapability",
+                    f"{queue.gpu_capability} GPUs is more than the GPU pools can ever provide ({total}: every pool "
+                    "at maxSize)",
+                )
         problems.raise_any()
         return scheduler
 
@@ -341,17 +416,28 @@ class StackConfig(Setting):
         problems, pools = Problems(), f"{NAMESPACE}:gpuPools"
         for i, pool in enumerate(self.gpu_pools):
             if self.production and not pool.health_gate.enabled and pool.health_gate.reason is None:
-                problems.add(f"{pools}[{i}].healthGate.enabled", "false in prod needs healthGate.reason: without the gate a node with a bad GPU or EFA link joins "
-                                                                 "and fails every job on it")
+                problems.add(
+                    f"{pools}[{i}].healthGate.enabled",
+                    "false in prod needs healthGate.reason: without the gate a node with a bad GPU or EFA link joins "
+                    "and fails every job on it",
+                )
             drain = seconds_of(pool.capacity.drain_before)
             needed = CAPACITY_BLOCK_END_MARGIN_S + self.checkpoints.grace_seconds
             if pool.capacity.type == "capacity-block" and drain < needed:
-                problems.add(f"{pools}[{i}].capacity.drainBefore", f"{pool.capacity.drain_before} is too short: AWS asks for zero nodes 30m before the end, and "
-                                                                   "pods take up to "
-                             f"{self.checkpoints.termination_grace_period} (higgsfield:checkpoints.terminationGracePeriod) to "
-                             f"stop; use at least {needed // 60 + (needed % 60 > 0)}m")
-        if self.checkpoints.export_to_s3 and (not self.fsx.enabled or self.fsx.s3 is None or self.fsx.s3.dataset is None):
-            problems.add(f"{NAMESPACE}:checkpoints.exportToS3", "needs higgsfield:fsx with an s3 link to a dataset (fsx.s3.dataset): that directory is what reaches S3")
+                problems.add(
+                    f"{pools}[{i}].capacity.drainBefore",
+                    f"{pool.capacity.drain_before} is too short: AWS asks for zero nodes 30m before the end, and "
+                    "pods take up to "
+                    f"{self.checkpoints.termination_grace_period} (higgsfield:checkpoints.terminationGracePeriod) to "
+                    f"stop; use at least {needed // 60 + (needed % 60 > 0)}m",
+                )
+        if self.checkpoints.export_to_s3 and (
+            not self.fsx.enabled or self.fsx.s3 is None or self.fsx.s3.dataset is None
+        ):
+            problems.add(
+                f"{NAMESPACE}:checkpoints.exportToS3",
+                "needs higgsfield:fsx with an s3 link to a dataset (fsx.s3.dataset): that directory is what reaches S3",
+            )
         problems.raise_any()
         return self
 
@@ -368,10 +454,15 @@ class StackConfig(Setting):
         problems = Problems()
         for zone, nodes in need.items():
             if nodes * ADDRESSES_PER_NODE > usable:
-                problems.add(f"{NAMESPACE}:vpcCidr", f"{self.vpc_cidr} gives {zone} a /{private} private subnet of {usable} usable addresses "
-                             f"(AWS reserves {SUBNET_RESERVED_ADDRESSES}), but its pools and system nodes can grow to {nodes} nodes, which need at least "
-                             f"{nodes * ADDRESSES_PER_NODE} ({ADDRESSES_PER_NODE} a node: its primary interface and a pod's; EFA-only interfaces take none): "
-                             f"a larger vpcCidr (a /16 gives {2 ** 13 - SUBNET_RESERVED_ADDRESSES}) or smaller maxSize")
+                problems.add(
+                    f"{NAMESPACE}:vpcCidr",
+                    f"{self.vpc_cidr} gives {zone} a /{private} private subnet of {usable} usable addresses "
+                    f"(AWS reserves {SUBNET_RESERVED_ADDRESSES}), but its pools and system nodes can grow to "
+                    f"{nodes} nodes, which need at least "
+                    f"{nodes * ADDRESSES_PER_NODE} ({ADDRESSES_PER_NODE} a node: its primary interface and a pod's; "
+                    "EFA-only interfaces take none): "
+                    f"a larger vpcCidr (a /16 gives {2**13 - SUBNET_RESERVED_ADDRESSES}) or smaller maxSize",
+                )
         problems.raise_any()
         return self
 
@@ -382,7 +473,9 @@ class StackConfig(Setting):
         for i, dataset in enumerate(self.fsx.datasets):
             for key, team in [("owner", dataset.owner), *((f"readers[{j}]", r) for j, r in enumerate(dataset.readers))]:
                 if team not in teams:
-                    problems.add(f"{where}[{i}].{key}", f"unknown team {team!r}; teams: {', '.join(sorted(teams)) or 'none'}")
+                    problems.add(
+                        f"{where}[{i}].{key}", f"unknown team {team!r}; teams: {', '.join(sorted(teams)) or 'none'}"
+                    )
         problems.raise_any()
         return self
 
@@ -392,8 +485,11 @@ class StackConfig(Setting):
         # bound_every_role): IAM's name prefix holds at most 38 characters.
         if self.delivery is not None and len(f"higgsfield-{self.stack}-") > 38:
             problems = Problems()
-            problems.add(f"{NAMESPACE}:delivery", f"stack name {self.stack!r} is too long for a stack CI deploys: at most 26 characters (its roles are "
-                                                  "named higgsfield-STACK-...)")
+            problems.add(
+                f"{NAMESPACE}:delivery",
+                f"stack name {self.stack!r} is too long for a stack CI deploys: at most 26 characters (its roles are "
+                "named higgsfield-STACK-...)",
+            )
             problems.raise_any()
         if self.delivery is not None and self.delivery.deploy_environment is None:
             object.__setattr__(self, "delivery", self.delivery.model_copy(update={"deploy_environment": self.stack}))
@@ -455,5 +551,3 @@ class StackConfig(Setting):
     def resource_tags(self) -> dict[str, str]:
         """Tags on every taggable resource: the configured ones plus where it comes from."""
         return {**self.tags, "higgsfield:stack": self.stack, "higgsfield:environment": self.environment}
-
-

@@ -83,4 +83,8 @@ def where_offered(instance_type: str, near: str | None = None) -> str:
         return f"it is offered in no region ({checked})"
     area = (near or "").split("-")[0] + "-"
     ordered = sorted(found, key=lambda r: (r != near, not r.startswith(area), r))
-    return "offered in " + ", ".join(f"{r} ({' '.join(z.removeprefix(r) for z in found[r])})" for r in ordered) + f" ({checked})"
+    return (
+        "offered in "
+        + ", ".join(f"{r} ({' '.join(z.removeprefix(r) for z in found[r])})" for r in ordered)
+        + f" ({checked})"
+    )

@@ -40,8 +40,14 @@ def key_of(loc: tuple[str | int, ...]) -> str:
         if isinstance(part, int):
             text += f"[{part}]"
         elif part != "[key]":  # pydantic's marker for "the key of this map entry"
-            part = str(part) if len(str(part)) <= KEY_SHOWN else f"{str(part)[:KEY_SHOWN]}...({len(str(part)):,} characters)"
-            part = terminal_safe(part) if part.strip() == part and part else repr(part)  # an empty or spaced key, visibly
+            part = (
+                str(part)
+                if len(str(part)) <= KEY_SHOWN
+                else f"{str(part)[:KEY_SHOWN]}...({len(str(part)):,} characters)"
+            )
+            part = (
+                terminal_safe(part) if part.strip() == part and part else repr(part)
+            )  # an empty or spaced key, visibly
             text += f".{part}" if text else part
     return text
 

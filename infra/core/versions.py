@@ -119,9 +119,12 @@ class AddonVersion:
     pin: str | None = None
 
 
-def addon_versions(kubernetes_version: str, pins: dict[str, str], names: tuple[str, ...] = tuple(EKS_ADDONS)) -> dict[str, AddonVersion]:
+def addon_versions(
+    kubernetes_version: str, pins: dict[str, str], names: tuple[str, ...] = tuple(EKS_ADDONS)
+) -> dict[str, AddonVersion]:
     """The add-ons `names` for a cluster of `kubernetes_version`, with the stack's pins."""
     return {name: AddonVersion(name, kubernetes_version, pins.get(name)) for name in names}
+
 
 # --- Node images ------------------------------------------------------------------------
 # Managed node groups pick the latest EKS-optimized AMI of this type for the cluster version
@@ -138,6 +141,7 @@ def gpu_ami_type(architectures: tuple[str, ...]) -> str:
     """The EKS AL2023 NVIDIA AMI type for an instance's CPU architecture (x86_64 preferred)."""
     return next(GPU_AMI_TYPES[a] for a in ("x86_64", "arm64") if a in architectures)
 
+
 # NVIDIA driver branch in the EKS-optimized AL2023 NVIDIA AMIs: 580 ("The EKS-optimized
 # accelerated AMIs currently include NVIDIA driver version 580", EKS user guide, quoted in
 # NVIDIA/aicr#2743, 2026; AMI v20260917 adds 595 for G7 only, awslabs/amazon-eks-ami#2768).
@@ -148,8 +152,17 @@ EKS_NVIDIA_DRIVER_BRANCH = 580
 # Minor-version compatibility can run newer 12.x on older 12.x drivers with limits; we hold
 # the stricter "toolkit driver" line so that every CUDA feature works.
 CUDA_MIN_DRIVER_BRANCH = {
-    "12.0": 525, "12.1": 530, "12.2": 535, "12.3": 545, "12.4": 550, "12.5": 555,
-    "12.6": 560, "12.8": 570, "12.9": 575, "13.0": 580, "13.1": 590,
+    "12.0": 525,
+    "12.1": 530,
+    "12.2": 535,
+    "12.3": 545,
+    "12.4": 550,
+    "12.5": 555,
+    "12.6": 560,
+    "12.8": 570,
+    "12.9": 575,
+    "13.0": 580,
+    "13.1": 590,
 }
 
 
@@ -172,8 +185,11 @@ class Chart:
         source = replace(self.source, where=own(self.source.where), check=own(self.source.check))
         object.__setattr__(self, "source", source)
         if self.kubernetes:
-            object.__setattr__(self, "kubernetes", replace(self.kubernetes, component=own(self.kubernetes.component),
-                                                           source=own(self.kubernetes.source)))
+            object.__setattr__(
+                self,
+                "kubernetes",
+                replace(self.kubernetes, component=own(self.kubernetes.component), source=own(self.kubernetes.source)),
+            )
 
 
 # Cluster Autoscaler chart 9.59.0 (appVersion 1.35.0; the newest chart at kubernetes/autoscaler
@@ -184,16 +200,22 @@ class Chart:
 # even at cluster-autoscaler-1.36.1 and on master: 1.35's pairing rests on the prose and on
 # version/version.go, not on that table.
 CLUSTER_AUTOSCALER = Chart(
-    "cluster-autoscaler", "9.59.0", "https://kubernetes.github.io/autoscaler",
-    verified("kubernetes/autoscaler:cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml"
-             "@cluster-autoscaler-chart-{version}"),
+    "cluster-autoscaler",
+    "9.59.0",
+    "https://kubernetes.github.io/autoscaler",
+    verified(
+        "kubernetes/autoscaler:cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml"
+        "@cluster-autoscaler-chart-{version}"
+    ),
 )
 # The latest patch of each minor: the newest cluster-autoscaler-1.MINOR.PATCH tags of
 # kubernetes/autoscaler (mirror of 2026-08-22); version/version.go at each tag says the same
 # (e.g. ClusterAutoscalerVersion = "1.35.2" at cluster-autoscaler-1.35.2). Each image supports
 # exactly its own minor (the README's Releases table).
 CLUSTER_AUTOSCALER_IMAGE = {"1.32": "v1.32.7", "1.33": "v1.33.6", "1.34": "v1.34.5", "1.35": "v1.35.2"}
-CLUSTER_AUTOSCALER_IMAGE_SOURCE = "kubernetes/autoscaler:cluster-autoscaler/version/version.go@cluster-autoscaler-{patch}"
+CLUSTER_AUTOSCALER_IMAGE_SOURCE = (
+    "kubernetes/autoscaler:cluster-autoscaler/version/version.go@cluster-autoscaler-{patch}"
+)
 
 # NVIDIA device plugin with GPU feature discovery (driver/CUDA labels). kubeVersion ">= 1.10.0-0"
 # and "Kubernetes version >= 1.10" (device plugin API v1beta1), no upper bound published.
@@ -207,20 +229,32 @@ CLUSTER_AUTOSCALER_IMAGE_SOURCE = "kubernetes/autoscaler:cluster-autoscaler/vers
 # and gdsEnabled (values.yaml@v0.19.3, rendered as MOFED_ENABLED/... by
 # templates/daemonset-device-plugin.yml when a bool) are set false there as well.
 NVIDIA_DEVICE_PLUGIN = Chart(
-    "nvidia-device-plugin", "0.19.3", "https://nvidia.github.io/k8s-device-plugin",
+    "nvidia-device-plugin",
+    "0.19.3",
+    "https://nvidia.github.io/k8s-device-plugin",
     verified("NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v{version}"),
-    KubernetesRange("NVIDIA device plugin {version}", "1.10", None,
-                    "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v{version}"
-                    " (kubeVersion)"),
+    KubernetesRange(
+        "NVIDIA device plugin {version}",
+        "1.10",
+        None,
+        "NVIDIA/k8s-device-plugin:deployments/helm/nvidia-device-plugin/Chart.yaml@v{version} (kubeVersion)",
+    ),
 )
 # EKS EFA device plugin chart v0.5.30 = image v0.5.20 (appVersion and values.yaml image.tag),
 # published in the chart index (aws/eks-charts:index.yaml@c7f9ea56, gh-pages). The chart states
 # no Kubernetes range (no kubeVersion, README: "Helm v3" only); it serves the device plugin API
 # v1beta1 that every supported Kubernetes has.
 EFA_DEVICE_PLUGIN = Chart(
-    "aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts",
+    "aws-efa-k8s-device-plugin",
+    "v0.5.30",
+    "https://aws.github.io/eks-charts",
     verified("aws/eks-charts:stable/aws-efa-k8s-device-plugin/Chart.yaml@5239609242f3430be50fb0b714a24d3ef2b47983"),
-    KubernetesRange("EFA device plugin v0.5.20", "1.10", None, "the device plugin API v1beta1 (Kubernetes 1.10+); aws/eks-charts states no kubeVersion"),
+    KubernetesRange(
+        "EFA device plugin v0.5.20",
+        "1.10",
+        None,
+        "the device plugin API v1beta1 (Kubernetes 1.10+); aws/eks-charts states no kubeVersion",
+    ),
 )
 
 # Lustre client/server version of new file systems (FSx API FileSystemTypeVersion; 2.15 is the
@@ -244,10 +278,13 @@ LUSTRE_VERSION = "2.15"
 # ports its scheduler and controller declare, which the scrape jobs select: components/
 # observability.py SCRAPE_TARGETS (templates/scheduler.yaml, controllers.yaml@v1.15.1).
 VOLCANO = Chart(
-    "volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts",
+    "volcano",
+    "1.15.1",
+    "https://volcano-sh.github.io/helm-charts",
     verified("volcano-sh/volcano:installer/helm/chart/volcano/Chart.yaml@v{version}"),
-    KubernetesRange("Volcano {version}", "1.23", "1.35",
-                    "volcano-sh/volcano:README.md@v{version} (Kubernetes compatibility)"),
+    KubernetesRange(
+        "Volcano {version}", "1.23", "1.35", "volcano-sh/volcano:README.md@v{version} (Kubernetes compatibility)"
+    ),
 )
 
 # Kubeflow Training Operator v1 (docs/design/training-operator.md): the upstream standalone overlay at this
@@ -260,7 +297,9 @@ VOLCANO = Chart(
 TRAINING_OPERATOR_REF = "v1.9.4"
 TRAINING_OPERATOR_OVERLAY = "https://github.com/kubeflow/trainer.git//manifests/overlays/standalone"
 TRAINING_OPERATOR_KUBERNETES = KubernetesRange(
-    f"Kubeflow Training Operator {TRAINING_OPERATOR_REF}", "1.27", "1.35",
+    f"Kubeflow Training Operator {TRAINING_OPERATOR_REF}",
+    "1.27",
+    "1.35",
     f"kubeflow/trainer:README.md@{TRAINING_OPERATOR_REF} (Version Matrix; "
     ".github/workflows/integration-tests.yaml: kind 1.34, 1.35)",
 )
@@ -268,7 +307,9 @@ TRAINING_OPERATOR_KUBERNETES = KubernetesRange(
 # metrics-server for the HPA the operator creates for elastic PyTorchJobs (chart 3.13.0 =
 # metrics-server 0.8.0).
 METRICS_SERVER = Chart(
-    "metrics-server", "3.13.0", "https://kubernetes-sigs.github.io/metrics-server",
+    "metrics-server",
+    "3.13.0",
+    "https://kubernetes-sigs.github.io/metrics-server",
     verified("kubernetes-sigs/metrics-server:charts/metrics-server/Chart.yaml@metrics-server-helm-chart-{version}"),
 )
 
@@ -303,8 +344,10 @@ class ImagePart:
 # image pins. The bump is a change of its own, built and run on a GPU node (docs/verified.md).
 TRAINING_BASE_IMAGE = ImagePart(
     "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel",
-    unverified("hub.docker.com/r/pytorch/pytorch tags (tag only, digest unverified)",
-               "docker buildx imagetools inspect pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel"),
+    unverified(
+        "hub.docker.com/r/pytorch/pytorch tags (tag only, digest unverified)",
+        "docker buildx imagetools inspect pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel",
+    ),
 )
 # The NCCL the job uses is the one PyTorch's wheel ships (nvidia-nccl-cu12, 2.26.x for torch 2.7.1
 # cu128 - unverified here; the image build prints it, and the Dockerfile fails unless it is at
@@ -329,7 +372,9 @@ EFA_INSTALLER = ImagePart(
 # boto3 in the image, for the health gate's SetInstanceHealth (images/training/health_gate.py); EKS
 # Pod Identity credentials need a 2023-11 or newer SDK. The version the dev environment installs
 # from PyPI (pip, 2026-12-03).
-BOTO3 = ImagePart("1.44.8", verified("boto/boto3:boto3/__init__.py@1.44.8"))  # __version__, read in the wheel pip installed here from PyPI
+BOTO3 = ImagePart(
+    "1.44.8", verified("boto/boto3:boto3/__init__.py@1.44.8")
+)  # __version__, read in the wheel pip installed here from PyPI
 AWS_OFI_NCCL = ImagePart("1.21.1", verified("aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1"))
 AWS_OFI_NCCL_MIN_NCCL = (2, 17, 1)
 AWS_OFI_NCCL_HAS_TUNER = True
@@ -351,8 +396,10 @@ XGBOOST = ImagePart("3.2.0", verified("dmlc/xgboost:python-package/xgboost/VERSI
 # on PyPI (pip index versions tensorflow, 2026-12-03), the image tag is not verifiable from here.
 TENSORFLOW_IMAGE = ImagePart(
     "tensorflow/tensorflow:2.20.0-gpu",
-    unverified("hub.docker.com/r/tensorflow/tensorflow tags (tag only, digest unverified)",
-               "docker buildx imagetools inspect tensorflow/tensorflow:2.20.0-gpu"),
+    unverified(
+        "hub.docker.com/r/tensorflow/tensorflow tags (tag only, digest unverified)",
+        "docker buildx imagetools inspect tensorflow/tensorflow:2.20.0-gpu",
+    ),
 )
 
 
@@ -366,9 +413,13 @@ TENSORFLOW_IMAGE = ImagePart(
 # against prometheus_stack_values (components/observability.py) and the chart's README "Upgrading
 # chart" sections for 89.x-91.x.
 KUBE_PROMETHEUS_STACK = Chart(
-    "kube-prometheus-stack", "88.6.5", "https://prometheus-community.github.io/helm-charts",
-    unverified("prometheus-community/helm-charts:charts/kube-prometheus-stack/Chart.yaml (adfinis/helm-charts#1982)",
-               "helm search repo prometheus-community/kube-prometheus-stack --version {version}"),
+    "kube-prometheus-stack",
+    "88.6.5",
+    "https://prometheus-community.github.io/helm-charts",
+    unverified(
+        "prometheus-community/helm-charts:charts/kube-prometheus-stack/Chart.yaml (adfinis/helm-charts#1982)",
+        "helm search repo prometheus-community/kube-prometheus-stack --version {version}",
+    ),
 )
 # DCGM exporter chart 4.8.2 (image 4.5.3-4.8.2-distroless), the newest in the chart index
 # (NVIDIA/dcgm-exporter:helm-charts/index.yaml on gh-pages, 2026-05-05). Its DaemonSet runs the
@@ -382,13 +433,17 @@ KUBE_PROMETHEUS_STACK = Chart(
 # pod attribution reads the kubelet's pod-resources socket, not the API), and the PCIe byte series
 # became gauges (rates) and violation series count ns - neither is read by our rules or dashboard.
 DCGM_EXPORTER = Chart(
-    "dcgm-exporter", "4.8.2", "https://nvidia.github.io/dcgm-exporter/helm-charts",
+    "dcgm-exporter",
+    "4.8.2",
+    "https://nvidia.github.io/dcgm-exporter/helm-charts",
     verified("NVIDIA/dcgm-exporter:deployment/Chart.yaml@4.5.3-4.8.2"),
 )
 # prometheus-adapter 5.3.0 (appVersion v0.12.0, as 5.2.0): values.yaml only adds nameOverride and
 # fullnameOverride; no template changed (`git diff prometheus-adapter-5.2.0 prometheus-adapter-5.3.0`).
 PROMETHEUS_ADAPTER = Chart(
-    "prometheus-adapter", "5.3.0", "https://prometheus-community.github.io/helm-charts",
+    "prometheus-adapter",
+    "5.3.0",
+    "https://prometheus-community.github.io/helm-charts",
     verified("prometheus-community/helm-charts:charts/prometheus-adapter/Chart.yaml@prometheus-adapter-{version}"),
 )
 # The CloudWatch Observability add-on (EKS_ADDONS) ships its own DCGM exporter DaemonSet unless
@@ -418,13 +473,20 @@ PROVENANCE: dict[str, Source] = {
     ),
     "CPU_AMI_TYPE": verified(_DOCS + "APIReference/API_Nodegroup.html"),
     "GPU_AMI_TYPES": verified(_DOCS + "APIReference/API_Nodegroup.html"),
-    "EKS_NVIDIA_DRIVER_BRANCH": unverified("EKS user guide, quoted in NVIDIA/aicr#2743",
-                                           "kubectl get nodes -L nvidia.com/cuda.driver.major (GPU feature discovery label)"),
-    "CUDA_MIN_DRIVER_BRANCH": verified("docs.nvidia.com/cuda/cuda-toolkit-release-notes (CUDA Toolkit and Corresponding Driver Versions)"),
-    "CLUSTER_AUTOSCALER_IMAGE": verified(CLUSTER_AUTOSCALER_IMAGE_SOURCE.format(patch="1.35.2") + " (and each minor's newest tag)"),
+    "EKS_NVIDIA_DRIVER_BRANCH": unverified(
+        "EKS user guide, quoted in NVIDIA/aicr#2743",
+        "kubectl get nodes -L nvidia.com/cuda.driver.major (GPU feature discovery label)",
+    ),
+    "CUDA_MIN_DRIVER_BRANCH": verified(
+        "docs.nvidia.com/cuda/cuda-toolkit-release-notes (CUDA Toolkit and Corresponding Driver Versions)"
+    ),
+    "CLUSTER_AUTOSCALER_IMAGE": verified(
+        CLUSTER_AUTOSCALER_IMAGE_SOURCE.format(patch="1.35.2") + " (and each minor's newest tag)"
+    ),
     "LUSTRE_VERSION": verified("docs.aws.amazon.com/fsx/latest/LustreGuide/lustre-client-matrix.html"),
     "TRAINING_OPERATOR_REF": verified(
-        f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF}"),
+        f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF}"
+    ),
     "TRAINING_OPERATOR_OVERLAY": verified(f"kubeflow/trainer:manifests/overlays/standalone@{TRAINING_OPERATOR_REF}"),
     "AWS_OFI_NCCL_MIN_NCCL": verified("aws/aws-ofi-nccl:RELEASENOTES.md@v1.21.1"),
     "AWS_OFI_NCCL_HAS_TUNER": verified("aws/aws-ofi-nccl:src/Makefile.am@v1.21.1"),
@@ -439,7 +501,14 @@ PROVENANCE: dict[str, Source] = {
 
 
 # Constants that are our own settings or formats, not upstream pins.
-NOT_PINS: tuple[str, ...] = ("ADDON_RESOLVED_AT_DEPLOY", "ADDON_VERSION_PATTERN", "AWS_OFI_NCCL_PREFIX", "CLUSTER_AUTOSCALER_IMAGE_SOURCE", "PROVENANCE", "NOT_PINS")
+NOT_PINS: tuple[str, ...] = (
+    "ADDON_RESOLVED_AT_DEPLOY",
+    "ADDON_VERSION_PATTERN",
+    "AWS_OFI_NCCL_PREFIX",
+    "CLUSTER_AUTOSCALER_IMAGE_SOURCE",
+    "PROVENANCE",
+    "NOT_PINS",
+)
 NOT_PINS = (*NOT_PINS, "EKS_SUPPORT_AS_OF")  # the date the support calendar was applied, not a pin
 
 
@@ -459,7 +528,13 @@ def kubernetes_ranges() -> list[KubernetesRange]:
     (the Cluster Autoscaler: exactly the minors it has an image for)."""
     ranges = [c.kubernetes for c in (VOLCANO, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN) if c.kubernetes]
     pinned = tuple(sorted(CLUSTER_AUTOSCALER_IMAGE, key=_minor))
-    autoscaler = KubernetesRange("Cluster Autoscaler (an image per minor)", pinned[0], pinned[-1], CLUSTER_AUTOSCALER_IMAGE_SOURCE.format(patch="1.MINOR.PATCH"), only=pinned)
+    autoscaler = KubernetesRange(
+        "Cluster Autoscaler (an image per minor)",
+        pinned[0],
+        pinned[-1],
+        CLUSTER_AUTOSCALER_IMAGE_SOURCE.format(patch="1.MINOR.PATCH"),
+        only=pinned,
+    )
     return [*ranges, TRAINING_OPERATOR_KUBERNETES, autoscaler]
 
 
@@ -481,9 +556,15 @@ class Action:
 
 
 GITHUB_ACTIONS = {
-    "actions/checkout": Action("v7.0.1", "3d3c42e5aac5ba805825da76410c181273ba90b1", "actions/checkout:action.yml@v7.0.1"),
-    "actions/setup-python": Action("v7.0.0", "5fda3b95a4ea91299a34e894583c3862153e4b97", "actions/setup-python:action.yml@v7.0.0"),
-    "aws-actions/configure-aws-credentials": Action("v6.2.3", "e6de054238d6b7531b4efff3b6587d9aade6a06c", "aws-actions/configure-aws-credentials:action.yml@v6.2.3"),
+    "actions/checkout": Action(
+        "v7.0.1", "3d3c42e5aac5ba805825da76410c181273ba90b1", "actions/checkout:action.yml@v7.0.1"
+    ),
+    "actions/setup-python": Action(
+        "v7.0.0", "5fda3b95a4ea91299a34e894583c3862153e4b97", "actions/setup-python:action.yml@v7.0.0"
+    ),
+    "aws-actions/configure-aws-credentials": Action(
+        "v6.2.3", "e6de054238d6b7531b4efff3b6587d9aade6a06c", "aws-actions/configure-aws-credentials:action.yml@v6.2.3"
+    ),
     # pulumi/actions v7 installs the Pulumi CLI itself (pulumi-version input) and runs on node24.
     "pulumi/actions": Action("v7.0.0", "8e5e406f4007fca908480587cb9893c07090f58d", "pulumi/actions:action.yml@v7.0.0"),
 }
@@ -491,10 +572,13 @@ GITHUB_ACTIONS = {
 # (docs.aws.amazon.com/codebuild/latest/userguide/ec2-compute-images.html). Unverified here:
 # that actions/setup-python finds a Python 3.11 build for it (`python -V` in a first runner job).
 CODEBUILD_RUNNER_IMAGE = "aws/codebuild/standard:7.0"
-PROVENANCE["GITHUB_ACTIONS"] = verified("actions/checkout:action.yml@v7.0.1 (each action's action.yml at its tag; commits by git rev-parse TAG^{commit})")
+PROVENANCE["GITHUB_ACTIONS"] = verified(
+    "actions/checkout:action.yml@v7.0.1 (each action's action.yml at its tag; commits by git rev-parse TAG^{commit})"
+)
 PROVENANCE["CODEBUILD_RUNNER_IMAGE"] = unverified(
     "docs.aws.amazon.com/codebuild/latest/userguide/ec2-compute-images.html",
-    "aws codebuild list-curated-environment-images (then `python -V` after actions/setup-python in a first runner job)")
+    "aws codebuild list-curated-environment-images (then `python -V` after actions/setup-python in a first runner job)",
+)
 
 # --- the deploy job's pinned toolchain ------------------------------------------------------------
 # The Pulumi CLI the preview and deploy jobs run: exact (pulumi/actions' `pulumi-version` input,
@@ -509,7 +593,8 @@ PROVENANCE["PULUMI_CLI"] = unverified(
     "pulumi/actions:src/libs/pulumi-cli.ts@v7.0.0 (install path); version = the pulumi SDK in requirements/deploy.txt",
     "docker run --rm pulumi/pulumi-base:3.272.0 pulumi version (the release exists), then compare sha256sum of the "
     "tarball "
-    "the deploy job downloads with https://get.pulumi.com/releases/sdk/pulumi-v3.272.0-checksums.txt")
+    "the deploy job downloads with https://get.pulumi.com/releases/sdk/pulumi-v3.272.0-checksums.txt",
+)
 # The deploy and preview jobs install exactly this (every wheel by sha256, no dev extras), made by
 # `uv pip compile pyproject.toml --generate-hashes --python-version 3.11 --python-platform
 # x86_64-manylinux_2_28 -o requirements/deploy.txt` (uv 0.13.9, from PyPI, 2026-12-03).
@@ -529,33 +614,106 @@ TRAINING_IMAGE_CUDA = "12.8"
 # this table is cross-checked (its driver against the CUDA's minimum; the gate expects exactly it);
 # a newer release is not known here: `higgsfield check` says so, and the gate still demands the minimum.
 EKS_AMI_NVIDIA_DRIVER = {
-    "1.32.9-20251023": "570.195.03", "1.33.5-20251023": "570.195.03", "1.34.1-20251023": "580.95.05",
-    "1.32.9-20251029": "570.195.03", "1.33.5-20251029": "580.95.05", "1.34.1-20251029": "580.95.05",
-    "1.32.9-20251108": "580.95.05", "1.33.5-20251108": "580.95.05", "1.34.1-20251108": "580.95.05",
-    "1.32.9-20251112": "580.95.05", "1.33.5-20251112": "580.95.05", "1.34.1-20251112": "580.95.05",
-    "1.32.9-20251120": "580.105.08", "1.33.5-20251120": "580.105.08", "1.34.2-20251120": "580.105.08",
-    "1.32.9-20251209": "580.105.08", "1.33.5-20251209": "580.105.08", "1.34.2-20251209": "580.105.08",
-    "1.32.9-20251217": "580.105.08", "1.33.5-20251217": "580.105.08", "1.34.2-20251217": "580.105.08",
-    "1.32.9-20260107": "580.105.08", "1.33.5-20260107": "580.105.08", "1.34.2-20260107": "580.105.08",
-    "1.32.9-20260114": "580.105.08", "1.33.5-20260114": "580.105.08", "1.34.2-20260114": "580.105.08", "1.35.0-20260114": "580.105.08",
-    "1.32.9-20260116": "580.105.08", "1.33.5-20260116": "580.105.08", "1.34.2-20260116": "580.105.08", "1.35.0-20260116": "580.105.08",
-    "1.32.9-20260120": "580.126.09", "1.33.5-20260120": "580.126.09", "1.34.2-20260120": "580.126.09", "1.35.0-20260120": "580.126.09",
-    "1.32.9-20260128": "580.126.09", "1.33.5-20260128": "580.126.09", "1.34.2-20260128": "580.126.09", "1.35.0-20260128": "580.126.09",
-    "1.32.9-20260129": "580.126.09", "1.33.5-20260129": "580.126.09", "1.34.2-20260129": "580.126.09", "1.35.0-20260129": "580.126.09",
-    "1.32.11-20260209": "580.126.09", "1.33.7-20260209": "580.126.09", "1.34.3-20260209": "580.126.09", "1.35.0-20260209": "580.126.09",
-    "1.32.12-20260224": "580.126.09", "1.33.8-20260224": "580.126.09", "1.34.4-20260224": "580.126.09", "1.35.0-20260224": "580.126.09",
-    "1.32.12-20260304": "580.126.09", "1.33.8-20260304": "580.126.09", "1.34.4-20260304": "580.126.09", "1.35.2-20260304": "580.126.09",
-    "1.32.12-20260311": "580.126.09", "1.33.8-20260311": "580.126.09", "1.34.4-20260311": "580.126.09", "1.35.2-20260311": "580.126.09",
-    "1.32.12-20260318": "580.126.09", "1.33.8-20260318": "580.126.09", "1.34.4-20260318": "580.126.09", "1.35.2-20260318": "580.126.09",
-    "1.32.12-20260403": "580.126.09", "1.33.8-20260403": "580.126.09", "1.34.4-20260403": "580.126.09", "1.35.2-20260403": "580.126.09",
-    "1.32.13-20260409": "580.126.09", "1.33.10-20260409": "580.126.09", "1.34.6-20260409": "580.126.09", "1.35.3-20260409": "580.126.09",
-    "1.32.13-20260415": "580.126.09", "1.33.10-20260415": "580.126.09", "1.34.6-20260415": "580.126.09", "1.35.3-20260415": "580.126.09",
-    "1.32.13-20260423": "580.126.09", "1.33.11-20260423": "580.126.09", "1.34.7-20260423": "580.126.09", "1.35.4-20260423": "580.126.09",
-    "1.32.13-20260505": "580.126.09", "1.33.11-20260505": "580.126.09", "1.34.7-20260505": "580.126.09", "1.35.4-20260505": "580.126.09",
-    "1.32.13-20260610": "580.159.03", "1.33.12-20260610": "580.159.03", "1.34.8-20260610": "580.159.03", "1.35.5-20260610": "580.159.03",
-    "1.32.13-20260618": "580.159.03", "1.33.13-20260618": "580.159.03", "1.34.9-20260618": "580.159.03", "1.35.6-20260618": "580.159.03",
-    "1.32.13-20260625": "580.159.03", "1.33.13-20260625": "580.159.03", "1.34.9-20260625": "580.159.03", "1.35.6-20260625": "580.159.03",
-    "1.32.13-20260714": "580.159.03", "1.33.13-20260714": "580.159.03", "1.34.9-20260714": "580.159.03", "1.35.6-20260714": "580.159.03",
+    "1.32.9-20251023": "570.195.03",
+    "1.33.5-20251023": "570.195.03",
+    "1.34.1-20251023": "580.95.05",
+    "1.32.9-20251029": "570.195.03",
+    "1.33.5-20251029": "580.95.05",
+    "1.34.1-20251029": "580.95.05",
+    "1.32.9-20251108": "580.95.05",
+    "1.33.5-20251108": "580.95.05",
+    "1.34.1-20251108": "580.95.05",
+    "1.32.9-20251112": "580.95.05",
+    "1.33.5-20251112": "580.95.05",
+    "1.34.1-20251112": "580.95.05",
+    "1.32.9-20251120": "580.105.08",
+    "1.33.5-20251120": "580.105.08",
+    "1.34.2-20251120": "580.105.08",
+    "1.32.9-20251209": "580.105.08",
+    "1.33.5-20251209": "580.105.08",
+    "1.34.2-20251209": "580.105.08",
+    "1.32.9-20251217": "580.105.08",
+    "1.33.5-20251217": "580.105.08",
+    "1.34.2-20251217": "580.105.08",
+    "1.32.9-20260107": "580.105.08",
+    "1.33.5-20260107": "580.105.08",
+    "1.34.2-20260107": "580.105.08",
+    "1.32.9-20260114": "580.105.08",
+    "1.33.5-20260114": "580.105.08",
+    "1.34.2-20260114": "580.105.08",
+    "1.35.0-20260114": "580.105.08",
+    "1.32.9-20260116": "580.105.08",
+    "1.33.5-20260116": "580.105.08",
+    "1.34.2-20260116": "580.105.08",
+    "1.35.0-20260116": "580.105.08",
+    "1.32.9-20260120": "580.126.09",
+    "1.33.5-20260120": "580.126.09",
+    "1.34.2-20260120": "580.126.09",
+    "1.35.0-20260120": "580.126.09",
+    "1.32.9-20260128": "580.126.09",
+    "1.33.5-20260128": "580.126.09",
+    "1.34.2-20260128": "580.126.09",
+    "1.35.0-20260128": "580.126.09",
+    "1.32.9-20260129": "580.126.09",
+    "1.33.5-20260129": "580.126.09",
+    "1.34.2-20260129": "580.126.09",
+    "1.35.0-20260129": "580.126.09",
+    "1.32.11-20260209": "580.126.09",
+    "1.33.7-20260209": "580.126.09",
+    "1.34.3-20260209": "580.126.09",
+    "1.35.0-20260209": "580.126.09",
+    "1.32.12-20260224": "580.126.09",
+    "1.33.8-20260224": "580.126.09",
+    "1.34.4-20260224": "580.126.09",
+    "1.35.0-20260224": "580.126.09",
+    "1.32.12-20260304": "580.126.09",
+    "1.33.8-20260304": "580.126.09",
+    "1.34.4-20260304": "580.126.09",
+    "1.35.2-20260304": "580.126.09",
+    "1.32.12-20260311": "580.126.09",
+    "1.33.8-20260311": "580.126.09",
+    "1.34.4-20260311": "580.126.09",
+    "1.35.2-20260311": "580.126.09",
+    "1.32.12-20260318": "580.126.09",
+    "1.33.8-20260318": "580.126.09",
+    "1.34.4-20260318": "580.126.09",
+    "1.35.2-20260318": "580.126.09",
+    "1.32.12-20260403": "580.126.09",
+    "1.33.8-20260403": "580.126.09",
+    "1.34.4-20260403": "580.126.09",
+    "1.35.2-20260403": "580.126.09",
+    "1.32.13-20260409": "580.126.09",
+    "1.33.10-20260409": "580.126.09",
+    "1.34.6-20260409": "580.126.09",
+    "1.35.3-20260409": "580.126.09",
+    "1.32.13-20260415": "580.126.09",
+    "1.33.10-20260415": "580.126.09",
+    "1.34.6-20260415": "580.126.09",
+    "1.35.3-20260415": "580.126.09",
+    "1.32.13-20260423": "580.126.09",
+    "1.33.11-20260423": "580.126.09",
+    "1.34.7-20260423": "580.126.09",
+    "1.35.4-20260423": "580.126.09",
+    "1.32.13-20260505": "580.126.09",
+    "1.33.11-20260505": "580.126.09",
+    "1.34.7-20260505": "580.126.09",
+    "1.35.4-20260505": "580.126.09",
+    "1.32.13-20260610": "580.159.03",
+    "1.33.12-20260610": "580.159.03",
+    "1.34.8-20260610": "580.159.03",
+    "1.35.5-20260610": "580.159.03",
+    "1.32.13-20260618": "580.159.03",
+    "1.33.13-20260618": "580.159.03",
+    "1.34.9-20260618": "580.159.03",
+    "1.35.6-20260618": "580.159.03",
+    "1.32.13-20260625": "580.159.03",
+    "1.33.13-20260625": "580.159.03",
+    "1.34.9-20260625": "580.159.03",
+    "1.35.6-20260625": "580.159.03",
+    "1.32.13-20260714": "580.159.03",
+    "1.33.13-20260714": "580.159.03",
+    "1.34.9-20260714": "580.159.03",
+    "1.35.6-20260714": "580.159.03",
 }
 
 
@@ -564,9 +722,13 @@ def nvidia_driver_of_release(release: str | None) -> str | None:
     return EKS_AMI_NVIDIA_DRIVER.get(release) if release else None
 
 
-PROVENANCE["TRAINING_IMAGE_CUDA"] = unverified("the tag of TRAINING_BASE_IMAGE (cuda12.8)",
-                                               "docker run --rm pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel nvcc --version")
-PROVENANCE["EKS_AMI_NVIDIA_DRIVER"] = verified("awslabs/amazon-eks-ami:CHANGELOG.md@81fec2e8 (kmod-nvidia-latest-dkms per release)")
+PROVENANCE["TRAINING_IMAGE_CUDA"] = unverified(
+    "the tag of TRAINING_BASE_IMAGE (cuda12.8)",
+    "docker run --rm pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel nvcc --version",
+)
+PROVENANCE["EKS_AMI_NVIDIA_DRIVER"] = verified(
+    "awslabs/amazon-eks-ami:CHANGELOG.md@81fec2e8 (kmod-nvidia-latest-dkms per release)"
+)
 
 # Container logs with pod labels: our own application-log.conf for the add-on's Fluent Bit, given as
 # add-on configuration under this key (components/container_logs.py; the chart's values at
@@ -592,10 +754,11 @@ EKS_AMI_READ = "v20260724"
 PROVENANCE["NVIDIA_CONTAINER_TOOLKIT_READ"] = unverified(
     "NVIDIA/nvidia-container-toolkit:api/config/v1/config.go@v1.20.0 (the AMI's toolkit version is NVIDIA's latest "
     "when the AMI was built)",
-    "kubectl debug node/<gpu-node> -it --image=busybox -- chroot /host nvidia-ctk --version")
-PROVENANCE["EKS_AMI_READ"] = verified("awslabs/amazon-eks-ami:templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service@v20260724")
-
-
+    "kubectl debug node/<gpu-node> -it --image=busybox -- chroot /host nvidia-ctk --version",
+)
+PROVENANCE["EKS_AMI_READ"] = verified(
+    "awslabs/amazon-eks-ami:templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service@v20260724"
+)
 
 
 # --- the training image's runtime stage, and Karpenter -----------------------------------------
@@ -603,8 +766,10 @@ PROVENANCE["EKS_AMI_READ"] = verified("awslabs/amazon-eks-ami:templates/al2023/r
 # same PyTorch/CUDA/cuDNN as TRAINING_BASE_IMAGE (the build stage), without compilers or CUDA headers.
 TRAINING_RUNTIME_IMAGE = ImagePart(
     "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
-    unverified("hub.docker.com/r/pytorch/pytorch tags (tag only, digest unverified)",
-               "docker buildx imagetools inspect pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"),
+    unverified(
+        "hub.docker.com/r/pytorch/pytorch tags (tag only, digest unverified)",
+        "docker buildx imagetools inspect pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+    ),
 )
 # Karpenter (a per-pool option for on-demand and spot GPU pools, docs/design/karpenter.md). The
 # release script packages the chart with the tag's version (helm package --version "${version}",
@@ -615,20 +780,32 @@ TRAINING_RUNTIME_IMAGE = ImagePart(
 # (both v1), values at charts/karpenter/values.yaml@v1.14.1, IAM and the interruption queue at
 # website/content/en/docs/getting-started/getting-started-with-karpenter/cloudformation.yaml@v1.14.1.
 KARPENTER = Chart(
-    "karpenter", "1.14.1", "oci://public.ecr.aws/karpenter",
-    unverified("aws/karpenter-provider-aws:hack/release/common.sh@v{version} (chart version = release tag)",
-               "helm show chart oci://public.ecr.aws/karpenter/karpenter --version {version}"),
-    KubernetesRange("Karpenter {version}", "1.30", "1.35",
-                    "aws/karpenter-provider-aws:website/content/en/docs/upgrading/compatibility.md@v{version}"),
+    "karpenter",
+    "1.14.1",
+    "oci://public.ecr.aws/karpenter",
+    unverified(
+        "aws/karpenter-provider-aws:hack/release/common.sh@v{version} (chart version = release tag)",
+        "helm show chart oci://public.ecr.aws/karpenter/karpenter --version {version}",
+    ),
+    KubernetesRange(
+        "Karpenter {version}",
+        "1.30",
+        "1.35",
+        "aws/karpenter-provider-aws:website/content/en/docs/upgrading/compatibility.md@v{version}",
+    ),
 )
 # Karpenter's CRDs as their own chart, released with the same version: Helm installs a chart's crds/
 # only on first install and never upgrades them, so the upgrade guide recommends the karpenter-crd
 # chart for the CRDs' lifecycle (website/content/en/docs/upgrading/upgrade-guide.md@v1.14.1, "CRD
 # Upgrades"; charts/karpenter-crd/templates holds the same five CRDs as charts/karpenter/crds).
 KARPENTER_CRD = Chart(
-    "karpenter-crd", KARPENTER.version, KARPENTER.repo,
-    unverified("aws/karpenter-provider-aws:website/content/en/docs/upgrading/upgrade-guide.md@v{version} (CRD Upgrades)",
-               "helm show chart oci://public.ecr.aws/karpenter/karpenter-crd --version {version}"),
+    "karpenter-crd",
+    KARPENTER.version,
+    KARPENTER.repo,
+    unverified(
+        "aws/karpenter-provider-aws:website/content/en/docs/upgrading/upgrade-guide.md@v{version} (CRD Upgrades)",
+        "helm show chart oci://public.ecr.aws/karpenter/karpenter-crd --version {version}",
+    ),
     KARPENTER.kubernetes,
 )
 # --- images the controllers pull, chart image pins, the operator's leader election ------------
@@ -643,7 +820,9 @@ KARPENTER_CRD = Chart(
 # 2027-05). The index digest is the one independent projects pin for alpine:3.22.2 (e.g. the
 # envoyproxy/ratelimit Dockerfile's `FROM alpine:3.22.2@sha256:4b7ce070...`); not read from the
 # registry here (Docker Hub publishes it; no upstream file does).
-PYTORCH_INIT_CONTAINER_IMAGE = "docker.io/library/alpine:3.22.2@sha256:4b7ce07002c69e8f3d704a9c5d6fd3053be500b7f1c69fc0d80990c2ad8dd412"
+PYTORCH_INIT_CONTAINER_IMAGE = (
+    "docker.io/library/alpine:3.22.2@sha256:4b7ce07002c69e8f3d704a9c5d6fd3053be500b7f1c69fc0d80990c2ad8dd412"
+)
 # MPIJob launcher's init container (copies kubectl): built and pushed by the same workflow run as the
 # operator image, tagged `v1-<short sha>` (.github/workflows/publish-core-images.yaml: kubectl-delivery
 # in the matrix; template-publish-image/action.yaml: `type=sha,prefix=v1-`, @v1.9.4). The v1.9.4
@@ -683,31 +862,44 @@ VOLCANO_IMAGE_NAMES = {
 # IfNotPresent, not the chart's `Always` (values.yaml@v1.15.1 basic.image_pull_policy): a tag of a
 # release is not rewritten, and with `Always` a registry outage stops a restarted scheduler.
 VOLCANO_IMAGE_PULL_POLICY = "IfNotPresent"
-PROVENANCE.update({
-    "PYTORCH_INIT_CONTAINER_IMAGE": unverified(
-        "alpine:3.22.2 index digest as pinned by independent Dockerfiles (envoyproxy/ratelimit:Dockerfile)",
-        "docker buildx imagetools inspect docker.io/library/alpine:3.22.2 --format '{{.Manifest.Digest}}'"),
-    "MPI_KUBECTL_DELIVERY_IMAGE": unverified(
-        f"kubeflow/trainer:.github/workflows/template-publish-image/action.yaml@{TRAINING_OPERATOR_REF}"
-        " (tag v1-<sha>) + "
-        f"manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF} ({_OPERATOR_TAG})",
-        f"docker buildx imagetools inspect {MPI_KUBECTL_DELIVERY_IMAGE}"),
-    "TRAINING_OPERATOR_IMAGE": verified(
-        f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF} (images newTag)"),
-    "TRAINING_OPERATOR_NAMESPACE": verified(
-        f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF}"),
-    "TRAINING_OPERATOR_LEADER_ELECTION_ID": verified(
-        f"kubeflow/trainer:cmd/training-operator.v1/main.go@{TRAINING_OPERATOR_REF} (--leader-election-id)"),
-    "VOLCANO_IMAGE_TAG": verified(
-        f"volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@{VOLCANO_IMAGE_TAG} (basic.image_tag_version)"),
-    # No digest: none is published in a file upstream; the chart takes one as `<tag>@sha256:...` in
-    # basic.<component>_image_tag_version (it renders registry/name:tag) once read from the registry.
-    "VOLCANO_IMAGE_REGISTRY": unverified(
-        f"volcano-sh/volcano:.github/workflows/release.yaml@{VOLCANO_IMAGE_TAG} (pushes each tag to "
-        "ghcr.io/volcano-sh; tag only, digest unverified)",
-        f"docker buildx imagetools inspect ghcr.io/volcano-sh/vc-scheduler:{VOLCANO_IMAGE_TAG} (and "
-        "vc-controller-manager, vc-webhook-manager)"),
-    "VOLCANO_IMAGE_NAMES": verified(f"volcano-sh/volcano:Makefile@{VOLCANO_IMAGE_TAG} (images: ${{IMAGE_PREFIX}}/vc-<component>) + "
-                                    ".github/workflows/release.yaml"),
-    "VOLCANO_IMAGE_PULL_POLICY": verified(f"volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@{VOLCANO_IMAGE_TAG} (basic.image_pull_policy)"),
-})
+PROVENANCE.update(
+    {
+        "PYTORCH_INIT_CONTAINER_IMAGE": unverified(
+            "alpine:3.22.2 index digest as pinned by independent Dockerfiles (envoyproxy/ratelimit:Dockerfile)",
+            "docker buildx imagetools inspect docker.io/library/alpine:3.22.2 --format '{{.Manifest.Digest}}'",
+        ),
+        "MPI_KUBECTL_DELIVERY_IMAGE": unverified(
+            f"kubeflow/trainer:.github/workflows/template-publish-image/action.yaml@{TRAINING_OPERATOR_REF}"
+            " (tag v1-<sha>) + "
+            f"manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF} ({_OPERATOR_TAG})",
+            f"docker buildx imagetools inspect {MPI_KUBECTL_DELIVERY_IMAGE}",
+        ),
+        "TRAINING_OPERATOR_IMAGE": verified(
+            f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF} (images newTag)"
+        ),
+        "TRAINING_OPERATOR_NAMESPACE": verified(
+            f"kubeflow/trainer:manifests/overlays/standalone/kustomization.yaml@{TRAINING_OPERATOR_REF}"
+        ),
+        "TRAINING_OPERATOR_LEADER_ELECTION_ID": verified(
+            f"kubeflow/trainer:cmd/training-operator.v1/main.go@{TRAINING_OPERATOR_REF} (--leader-election-id)"
+        ),
+        "VOLCANO_IMAGE_TAG": verified(
+            f"volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@{VOLCANO_IMAGE_TAG} (basic.image_tag_version)"
+        ),
+        # No digest: none is published in a file upstream; the chart takes one as `<tag>@sha256:...` in
+        # basic.<component>_image_tag_version (it renders registry/name:tag) once read from the registry.
+        "VOLCANO_IMAGE_REGISTRY": unverified(
+            f"volcano-sh/volcano:.github/workflows/release.yaml@{VOLCANO_IMAGE_TAG} (pushes each tag to "
+            "ghcr.io/volcano-sh; tag only, digest unverified)",
+            f"docker buildx imagetools inspect ghcr.io/volcano-sh/vc-scheduler:{VOLCANO_IMAGE_TAG} (and "
+            "vc-controller-manager, vc-webhook-manager)",
+        ),
+        "VOLCANO_IMAGE_NAMES": verified(
+            f"volcano-sh/volcano:Makefile@{VOLCANO_IMAGE_TAG} (images: ${{IMAGE_PREFIX}}/vc-<component>) + "
+            ".github/workflows/release.yaml"
+        ),
+        "VOLCANO_IMAGE_PULL_POLICY": verified(
+            f"volcano-sh/volcano:installer/helm/chart/volcano/values.yaml@{VOLCANO_IMAGE_TAG} (basic.image_pull_policy)"
+        ),
+    }
+)

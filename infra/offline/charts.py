@@ -13,8 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from infra.offline.evaluate import Plan
 from infra.core.names import HELM_RELEASE
+from infra.offline.evaluate import Plan
 
 
 def export(plan: Plan, out: Path) -> list[Path]:

@@ -65,12 +65,16 @@ def run_policies(plan: Plan, pack_config: Mapping[str, Any] | None = None) -> tu
 
     pack_config = pack_config or {}
     options = {
-        r.urn: PolicyResourceOptions(r.protect, list(r.ignore_changes), r.delete_before_replace, [], PolicyCustomTimeouts(0, 0, 0), [], r.parent)
+        r.urn: PolicyResourceOptions(
+            r.protect, list(r.ignore_changes), r.delete_before_replace, [], PolicyCustomTimeouts(0, 0, 0), [], r.parent
+        )
         for r in plan.resources
     }
     resources: dict[str, Any] = {}
     for r in plan.resources:
-        resources[r.urn] = PolicyResource(r.type, unknown_checking_proxy(_unknowns(r.inputs)), r.urn, r.name, options[r.urn], None, None, [], {})
+        resources[r.urn] = PolicyResource(
+            r.type, unknown_checking_proxy(_unknowns(r.inputs)), r.urn, r.name, options[r.urn], None, None, [], {}
+        )
     for r in plan.resources:
         resources[r.urn].dependencies = [resources[d] for d in r.dependencies if d in resources]
         resources[r.urn].parent = resources.get(r.parent or "")
@@ -81,7 +85,9 @@ def run_policies(plan: Plan, pack_config: Mapping[str, Any] | None = None) -> tu
         level, config = _level_and_config(policy, pack_config)
         if level == "disabled":
             continue
-        if plan.config is not None and "environment" in (policy.config_schema.properties if policy.config_schema else {}):
+        if plan.config is not None and "environment" in (
+            policy.config_schema.properties if policy.config_schema else {}
+        ):
             config["environment"] = plan.config.environment  # the typed stack config, not the file or a tag
 
         def reporter(default_urn: str | None, name: str = policy.name, at: str = level):
@@ -89,7 +95,9 @@ def run_policies(plan: Plan, pack_config: Mapping[str, Any] | None = None) -> tu
 
         if isinstance(policy, ResourceValidationPolicy):
             for r in plan.resources:
-                args = ResourceValidationArgs(r.type, resources[r.urn].props, r.urn, r.name, options[r.urn], None, config)
+                args = ResourceValidationArgs(
+                    r.type, resources[r.urn].props, r.urn, r.name, options[r.urn], None, config
+                )
                 try:
                     policy.validate(args, reporter(r.urn))
                 except UnknownValueError as exc:
@@ -108,7 +116,12 @@ def _retained_in_prod(plan: Plan) -> list[Finding]:
         return []
     kept = ("aws:fsx/lustreFileSystem:LustreFileSystem", "aws:kms/key:Key")
     return [
-        Finding("prod-data-retained", "mandatory", r.urn, f"{r.type} {r.name} is not retained on delete in prod: set retain_on_delete=True.")
+        Finding(
+            "prod-data-retained",
+            "mandatory",
+            r.urn,
+            f"{r.type} {r.name} is not retained on delete in prod: set retain_on_delete=True.",
+        )
         for r in plan.resources
         if r.type in kept and not r.retain_on_delete
     ]
@@ -137,8 +150,18 @@ def validate_manifests(plan: Plan, examples: dict | None = None) -> list[Finding
                 objects.append(obj)
                 continue
             for i, template in enumerate(jobs.pod_templates(obj)):
-                objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{obj['metadata']['name']}-{i}"}, "spec": template["spec"]})
-    findings += [Finding("example-jobs-fit", "mandatory", None, f"{', '.join(where)}: {message}") for message, where in refused.items()]
+                objects.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {"name": f"{obj['metadata']['name']}-{i}"},
+                        "spec": template["spec"],
+                    }
+                )
+    findings += [
+        Finding("example-jobs-fit", "mandatory", None, f"{', '.join(where)}: {message}")
+        for message, where in refused.items()
+    ]
     for obj in objects:
         try:
             kubernetes_schema.validate(obj, version)
@@ -153,8 +176,16 @@ def examples_teams_cannot_run(plan: Plan) -> list[Finding]:
     quota or queue (the default team's misfit is mandatory, in validate_manifests)."""
     from infra.offline import jobs
 
-    return [Finding("example-jobs-fit", "advisory", None, f"examples/{example}.yaml for team {team.name}: {exc.problems[0].message}")
-            for example in jobs.examples_for(plan.config) for team, exc in jobs.teams_it_does_not_fit(example, plan.config)]
+    return [
+        Finding(
+            "example-jobs-fit",
+            "advisory",
+            None,
+            f"examples/{example}.yaml for team {team.name}: {exc.problems[0].message}",
+        )
+        for example in jobs.examples_for(plan.config)
+        for team, exc in jobs.teams_it_does_not_fit(example, plan.config)
+    ]
 
 
 def load_pack_config(path: Path | None, option: str = "--policy-config") -> dict:
@@ -174,21 +205,35 @@ def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
     GitHub environment with another environment (account_findings)."""
     import yaml
 
-    from infra.offline.stacks import stack_matrix
     from infra.config.delivery import PLACEHOLDER_REPOSITORY
     from infra.offline.delivery_checks import account_findings, delivery_findings
+    from infra.offline.stacks import stack_matrix
 
-    workflows = {p.name: yaml.safe_load(p.read_text()) or {} for p in sorted((root / ".github" / "workflows").glob("*.yml"))}
-    found = [Finding("ci-delivery", "mandatory", None, f"{where}: {message}") for where, message in delivery_findings(plan.config, workflows)]
+    workflows = {
+        p.name: yaml.safe_load(p.read_text()) or {} for p in sorted((root / ".github" / "workflows").glob("*.yml"))
+    }
+    found = [
+        Finding("ci-delivery", "mandatory", None, f"{where}: {message}")
+        for where, message in delivery_findings(plan.config, workflows)
+    ]
     if plan.config.delivery is not None and plan.config.delivery.repository == PLACEHOLDER_REPOSITORY:
-        found.append(Finding("ci-delivery", "advisory", None, f"higgsfield:delivery.repository: {PLACEHOLDER_REPOSITORY} is the shipped stacks' placeholder: "
-                             "set your repository (owner/name) before the first deploy, since the CI roles trust the workflows of "
-                             "the repository named here"))
+        found.append(
+            Finding(
+                "ci-delivery",
+                "advisory",
+                None,
+                f"higgsfield:delivery.repository: {PLACEHOLDER_REPOSITORY} is the shipped stacks' placeholder: "
+                "set your repository (owner/name) before the first deploy, since the CI roles trust the workflows of "
+                "the repository named here",
+            )
+        )
     # One account (and one GitHub environment) per stack's environment: against the other stack
     # files that can be read (a broken one fails its own check, not this one's).
     others = [e for e in stack_matrix(root, skip_bad_names=True)["include"] if "broken" not in e]
-    return found + [Finding("ci-delivery", level, None, f"{where}: {message}")
-                    for level, where, message in account_findings(plan.config, others)]
+    return found + [
+        Finding("ci-delivery", level, None, f"{where}: {message}")
+        for level, where, message in account_findings(plan.config, others)
+    ]
 
 
 def endpoint_placeholder(plan: Plan) -> list[Finding]:
@@ -196,12 +241,19 @@ def endpoint_placeholder(plan: Plan) -> list[Finding]:
     sends no request, so the public endpoint would admit no one and kubectl times out."""
     from infra.config.limits import documentation_range
 
-    return [Finding("endpoint-allow-list", "advisory", None,
-                    f"higgsfield:endpoint.publicAccessCidrs[{i}]: {cidr} is a documentation range (RFC 5737) no request "
-                    "comes from, "
-                    "so kubectl outside the VPC reaches nothing; list your office or VPN egress ranges, or [] for a private "
-                    "endpoint")
-            for i, cidr in enumerate(plan.config.endpoint.public_access_cidrs) if documentation_range(cidr)]
+    return [
+        Finding(
+            "endpoint-allow-list",
+            "advisory",
+            None,
+            f"higgsfield:endpoint.publicAccessCidrs[{i}]: {cidr} is a documentation range (RFC 5737) no request "
+            "comes from, "
+            "so kubectl outside the VPC reaches nothing; list your office or VPN egress ranges, or [] for a private "
+            "endpoint",
+        )
+        for i, cidr in enumerate(plan.config.endpoint.public_access_cidrs)
+        if documentation_range(cidr)
+    ]
 
 
 @dataclass(frozen=True)
@@ -228,16 +280,31 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     if not path.is_file():
         if policy_config is not None:
             raise StackNotFound(f"--policy-config {path}: no such file")
-        raise StackNotFound(f"policy config {path} not found: `higgsfield init {stack} --region REGION` writes one, or pass "
-                            "--policy-config FILE")
-    pack_config = load_pack_config(path, "--policy-config" if policy_config is not None else f"the policy config of {stack}")
+        raise StackNotFound(
+            f"policy config {path} not found: `higgsfield init {stack} --region REGION` writes one, or pass "
+            "--policy-config FILE"
+        )
+    pack_config = load_pack_config(
+        path, "--policy-config" if policy_config is not None else f"the policy config of {stack}"
+    )
     plan = record(stack, root)
     violations, skipped = run_policies(plan, pack_config)
-    from infra.offline import day_one, jobs  # day_one: the first real day (gate image, autoscaler limits, resume promises)
+    from infra.offline import (  # day_one: the first real day (gate image, autoscaler limits, resume promises)
+        day_one,
+        jobs,
+    )
 
     examples = jobs.render_examples(plan.config)  # once, for the schemas and the resume promises
-    violations += validate_manifests(plan, examples) + examples_teams_cannot_run(plan) + ci_delivery(plan, root) + endpoint_placeholder(plan) + training_minimum_preemptable(plan)
-    violations += [Finding(policy, "mandatory", None, message) for policy, message in day_one.findings(plan.config, examples)]
+    violations += (
+        validate_manifests(plan, examples)
+        + examples_teams_cannot_run(plan)
+        + ci_delivery(plan, root)
+        + endpoint_placeholder(plan)
+        + training_minimum_preemptable(plan)
+    )
+    violations += [
+        Finding(policy, "mandatory", None, message) for policy, message in day_one.findings(plan.config, examples)
+    ]
     return CheckResult(plan, path, violations, skipped)
 
 
@@ -246,7 +313,10 @@ def training_minimum_preemptable(plan: Plan) -> list[Finding]:
     preempt a training gang's minimum (none: nothing can)."""
     from infra.offline.preemption import holes_in_plan
 
-    return [Finding("training-minimum-never-preempted", "mandatory", None, f"{h.setting}: {h.message}") for h in holes_in_plan(plan)]
+    return [
+        Finding("training-minimum-never-preempted", "mandatory", None, f"{h.setting}: {h.message}")
+        for h in holes_in_plan(plan)
+    ]
 
 
 def as_json(result: CheckResult) -> dict:

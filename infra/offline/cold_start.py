@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from components.gang_deadline import DEADLINE_CHECK_S, ESTIMATE, boot_seconds, gang_deadline_s
-from infra.core import versions
 from infra.config import GpuPool, StackConfig, seconds_of
+from infra.core import versions
 
 # Where each cited figure was read: the pinned component's code (the autoscaler of the default
 # Kubernetes minor).
-CA = ("kubernetes/autoscaler:cluster-autoscaler/{path}@cluster-autoscaler-"
-      + versions.CLUSTER_AUTOSCALER_IMAGE[versions.KUBERNETES_DEFAULT].removeprefix("v"))
+CA = "kubernetes/autoscaler:cluster-autoscaler/{path}@cluster-autoscaler-" + versions.CLUSTER_AUTOSCALER_IMAGE[
+    versions.KUBERNETES_DEFAULT
+].removeprefix("v")
 VOLCANO = "volcano-sh/volcano:{path}@v" + versions.VOLCANO.version
 EKS_AMI = "awslabs/amazon-eks-ami:{path}@" + versions.EKS_AMI_READ
 TRAINING_OPERATOR = "kubeflow/trainer:{path}@" + versions.TRAINING_OPERATOR_REF
@@ -39,8 +40,8 @@ KARPENTER = "aws/karpenter-provider-aws:{path}@v" + versions.KARPENTER.version
 # Image sizes (compressed, what a node downloads). Estimates: no registry is reachable here.
 # Measure: `crane manifest IMAGE | jq '[.layers[].size] | add'` (or `docker buildx imagetools
 # inspect --raw`) on the image the workflow pushed.
-IMAGE_GB_DEVEL = 10.0    # pytorch/pytorch:*-devel (CUDA toolkit, compilers) + EFA + build tools
-IMAGE_GB_RUNTIME = 4.5   # pytorch/pytorch:*-runtime + EFA user space + the built plugin and nccl-tests
+IMAGE_GB_DEVEL = 10.0  # pytorch/pytorch:*-devel (CUDA toolkit, compilers) + EFA + build tools
+IMAGE_GB_RUNTIME = 4.5  # pytorch/pytorch:*-runtime + EFA user space + the built plugin and nccl-tests
 # Pull and unpack throughput per node (MB/s). containerd's default pull downloads 3 layers at a time
 # and unpacks serially; FastImagePull downloads up to 20 chunks per image and unpacks 12 layers at
 # once with unpigz (max_concurrent_downloads_per_image, max_concurrent_unpacks_per_image,
@@ -53,7 +54,7 @@ PULL_MB_S_FAST = 300.0
 class Step:
     what: str
     seconds: float
-    source: str          # a cited file, "config: key", or "estimate: ..."
+    source: str  # a cited file, "config: key", or "estimate: ..."
 
     @property
     def estimate(self) -> bool:
@@ -62,7 +63,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Path:
-    name: str            # "cold" or "warm"
+    name: str  # "cold" or "warm"
     steps: tuple[Step, ...]
 
     @property
@@ -79,45 +80,77 @@ def gate_seconds(pool: GpuPool) -> tuple[float, str]:
     if not pool.health_gate.enabled:
         return 0.0, "config: healthGate.enabled is false (no gate)"
     bound = seconds_of(pool.health_gate.timeout)
-    return min(GATE_TYPICAL_S, bound), (f"{ESTIMATE}: typical run of images/training/node_check.py; at most "
-                                       f"config healthGate.timeout = {pool.health_gate.timeout}")
+    return min(GATE_TYPICAL_S, bound), (
+        f"{ESTIMATE}: typical run of images/training/node_check.py; at most "
+        f"config healthGate.timeout = {pool.health_gate.timeout}"
+    )
 
 
 def _pull(gb: float, mb_s: float, fast: bool) -> Step:
     how = "FastImagePull (nodeadm feature gate, parallel pull + unpack)" if fast else "containerd's default pull"
-    return Step(f"pull the training image ({gb:g} GB at {mb_s:g} MB/s, {how})", gb * 1000 / mb_s,
-                f"{ESTIMATE}: image bytes and throughput (infra/offline/cold_start.py IMAGE_GB_*, PULL_MB_S_*); "
-                + (EKS_AMI.format(path="nodeadm/internal/containerd/snapshotter/soci-snapshotter.config.toml") if fast else "containerd defaults"))
+    return Step(
+        f"pull the training image ({gb:g} GB at {mb_s:g} MB/s, {how})",
+        gb * 1000 / mb_s,
+        f"{ESTIMATE}: image bytes and throughput (infra/offline/cold_start.py IMAGE_GB_*, PULL_MB_S_*); "
+        + (
+            EKS_AMI.format(path="nodeadm/internal/containerd/snapshotter/soci-snapshotter.config.toml")
+            if fast
+            else "containerd defaults"
+        ),
+    )
 
 
 def _admission() -> list[Step]:
-    period = Step("Volcano's next session: enqueue admits the gang, its PodGroup turns Inqueue", 1.0,
-                  VOLCANO.format(path="cmd/scheduler/app/options/options.go") + " defaultSchedulerPeriod = 1s (--schedule-period)")
-    pods = Step("the Training Operator creates the gang's pods (it waited for Inqueue)", 1.0,
-                f"{ESTIMATE}: one reconcile ({TRAINING_OPERATOR.format(path='pkg/controller.v1/common/job.go')}"
-                " DelayPodCreationDueToPodGroup)")
+    period = Step(
+        "Volcano's next session: enqueue admits the gang, its PodGroup turns Inqueue",
+        1.0,
+        VOLCANO.format(path="cmd/scheduler/app/options/options.go")
+        + " defaultSchedulerPeriod = 1s (--schedule-period)",
+    )
+    pods = Step(
+        "the Training Operator creates the gang's pods (it waited for Inqueue)",
+        1.0,
+        f"{ESTIMATE}: one reconcile ({TRAINING_OPERATOR.format(path='pkg/controller.v1/common/job.go')}"
+        " DelayPodCreationDueToPodGroup)",
+    )
     return [period, pods]
 
 
 def _first_step(nodes: int) -> list[Step]:
     return [
         Step("containers start (image already on the node)", 5.0, f"{ESTIMATE}: kubelet + containerd start, no pull"),
-        Step(f"torchrun rendezvous + NCCL init over EFA ({nodes} node(s))", 30.0 + 1.0 * nodes,
-             f"{ESTIMATE}: NCCL communicator init and the first all-reduce; measure with NCCL_DEBUG=INFO timestamps"),
+        Step(
+            f"torchrun rendezvous + NCCL init over EFA ({nodes} node(s))",
+            30.0 + 1.0 * nodes,
+            f"{ESTIMATE}: NCCL communicator init and the first all-reduce; measure with NCCL_DEBUG=INFO timestamps",
+        ),
     ]
 
 
 def _autoscaler_notices() -> list[Step]:
-    return [Step("the autoscaler waits until the oldest GPU pod is 30 s old", 30.0,
-                 CA.format(path="core/static_autoscaler.go") + " unschedulablePodWithGpuTimeBuffer = 30s"),
-            Step("the autoscaler's next loop sees them and scales the ASG up", 10.0,
-                 CA.format(path="config/const.go") + " DefaultScanInterval = 10s (--scan-interval, worst case)")]
+    return [
+        Step(
+            "the autoscaler waits until the oldest GPU pod is 30 s old",
+            30.0,
+            CA.format(path="core/static_autoscaler.go") + " unschedulablePodWithGpuTimeBuffer = 30s",
+        ),
+        Step(
+            "the autoscaler's next loop sees them and scales the ASG up",
+            10.0,
+            CA.format(path="config/const.go") + " DefaultScanInterval = 10s (--scan-interval, worst case)",
+        ),
+    ]
 
 
 def _karpenter_batch() -> list[Step]:
-    return [Step("Karpenter batches the pending pods and launches (CreateFleet)", 10.0,
-                 KARPENTER.format(path="charts/karpenter/values.yaml")
-                 + " settings.batchIdleDuration 1s, batchMaxDuration 10s (worst case)")]
+    return [
+        Step(
+            "Karpenter batches the pending pods and launches (CreateFleet)",
+            10.0,
+            KARPENTER.format(path="charts/karpenter/values.yaml")
+            + " settings.batchIdleDuration 1s, batchMaxDuration 10s (worst case)",
+        )
+    ]
 
 
 def cold_path(pool: GpuPool, nodes: int, *, shortened: bool = True) -> Path:
@@ -126,8 +159,11 @@ def cold_path(pool: GpuPool, nodes: int, *, shortened: bool = True) -> Path:
     gate, gate_src = gate_seconds(pool)
     gb = IMAGE_GB_RUNTIME if shortened else IMAGE_GB_DEVEL
     steps = _admission() + [
-        Step("Volcano marks the pods Unschedulable (next session)", 1.0,
-             VOLCANO.format(path="pkg/scheduler/cache/cache.go") + " RecordJobStatusEvent; session every 1s"),
+        Step(
+            "Volcano marks the pods Unschedulable (next session)",
+            1.0,
+            VOLCANO.format(path="pkg/scheduler/cache/cache.go") + " RecordJobStatusEvent; session every 1s",
+        ),
         *(_karpenter_batch() if pool.provisioner == "karpenter" else _autoscaler_notices()),
         Step("EC2 launch, boot, join, node Ready", boot, boot_src),
     ]
@@ -136,34 +172,47 @@ def cold_path(pool: GpuPool, nodes: int, *, shortened: bool = True) -> Path:
         # The gate's DaemonSet pod runs in the training image (components/healthgate.py) and starts
         # when the node is Ready, beside the device plugins: the job's image is on the node before
         # the gate passes, and the job's own pull is a cache hit (tests/offline/test_cold_start.py).
-        Step("the health gate pod pulls the training image it runs in, while the device plugins register; "
-             f"{pull.what.removeprefix('pull the training image ')}",
-             max(pull.seconds, DEVICE_PLUGINS_S), pull.source),
+        Step(
+            "the health gate pod pulls the training image it runs in, while the device plugins register; "
+            f"{pull.what.removeprefix('pull the training image ')}",
+            max(pull.seconds, DEVICE_PLUGINS_S),
+            pull.source,
+        ),
         Step("health gate checks pass, the startup taint comes off", gate, gate_src),
-        Step("Volcano binds the whole gang (next session)", 1.0, VOLCANO.format(path="cmd/scheduler/app/options/options.go") + " 1s period"),
+        Step(
+            "Volcano binds the whole gang (next session)",
+            1.0,
+            VOLCANO.format(path="cmd/scheduler/app/options/options.go") + " 1s period",
+        ),
     ]
     return Path("cold" if shortened else "cold, devel image + default pull", tuple(steps + _first_step(nodes)))
 
 
 def warm_path(pool: GpuPool, nodes: int) -> Path:
     """Gated nodes are up and idle (a reservation held warm, or nodes not yet scaled down)."""
-    steps = _admission() + [Step("Volcano binds the whole gang (next session)", 1.0,
-                                 VOLCANO.format(path="cmd/scheduler/app/options/options.go") + " 1s period")]
+    steps = _admission() + [
+        Step(
+            "Volcano binds the whole gang (next session)",
+            1.0,
+            VOLCANO.format(path="cmd/scheduler/app/options/options.go") + " 1s period",
+        )
+    ]
     return Path("warm", tuple(steps + _first_step(nodes)))
 
 
 # --- the bound of a half-delivered gang ------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class GiveBack:
     """How long the nodes that arrived for a gang that cannot be whole are paid for (docs/capacity.md)."""
 
-    deadline_s: float        # the gang waits this long for its last node: boot + gate bound + margin
-    check_s: float           # the gang-deadline CronJob's period
-    unneeded_s: float        # the pool's scaleDownUnneededTime, once the gang's pods are gone
-    scan_s: float            # one autoscaler loop
+    deadline_s: float  # the gang waits this long for its last node: boot + gate bound + margin
+    check_s: float  # the gang-deadline CronJob's period
+    unneeded_s: float  # the pool's scaleDownUnneededTime, once the gang's pods are gone
+    scan_s: float  # one autoscaler loop
     node_hour_usd: float | None
-    arrived_at_most: int     # nodes: maxSize - 1 (one short of a whole gang of the pool)
+    arrived_at_most: int  # nodes: maxSize - 1 (one short of a whole gang of the pool)
 
     @property
     def seconds(self) -> float:
@@ -192,18 +241,37 @@ def pool_of(cfg: StackConfig, name: str) -> GpuPool:
     for pool in cfg.gpu_pools:
         if pool.name == name:
             return pool
-    raise ConfigError("--job", f"no GPU pool {name!r} in stack {cfg.stack}; pools: {', '.join(p.name for p in cfg.gpu_pools) or 'none'}")
+    raise ConfigError(
+        "--job",
+        f"no GPU pool {name!r} in stack {cfg.stack}; pools: {', '.join(p.name for p in cfg.gpu_pools) or 'none'}",
+    )
 
 
 def as_json(pool: GpuPool, nodes: int, paths: list[Path], bound: GiveBack) -> dict:
     return {
-        "pool": pool.name, "instance_type": pool.instance.name, "nodes": nodes,
-        "paths": [{"path": p.name, "seconds": round(p.seconds, 1),
-                   "steps": [{"what": s.what, "seconds": round(s.seconds, 1), "source": s.source, "estimate": s.estimate} for s in p.steps]}
-                  for p in paths],
-        "half_delivered_gang": {"deadline_s": bound.deadline_s, "check_s": bound.check_s, "scale_down_unneeded_s": bound.unneeded_s,
-                                "scan_s": bound.scan_s, "bound_s": bound.seconds, "nodes_at_most": bound.arrived_at_most,
-                                "usd_at_most": None if bound.usd is None else round(bound.usd, 2)},
+        "pool": pool.name,
+        "instance_type": pool.instance.name,
+        "nodes": nodes,
+        "paths": [
+            {
+                "path": p.name,
+                "seconds": round(p.seconds, 1),
+                "steps": [
+                    {"what": s.what, "seconds": round(s.seconds, 1), "source": s.source, "estimate": s.estimate}
+                    for s in p.steps
+                ],
+            }
+            for p in paths
+        ],
+        "half_delivered_gang": {
+            "deadline_s": bound.deadline_s,
+            "check_s": bound.check_s,
+            "scale_down_unneeded_s": bound.unneeded_s,
+            "scan_s": bound.scan_s,
+            "bound_s": bound.seconds,
+            "nodes_at_most": bound.arrived_at_most,
+            "usd_at_most": None if bound.usd is None else round(bound.usd, 2),
+        },
     }
 
 
@@ -218,8 +286,8 @@ class JobStart(NamedTuple):
 
 def report(plan, pool_name: str, nodes: int | None) -> JobStart:
     """The `timeline --job` report of a recorded plan (`as_json(*report)` is its JSON)."""
-    from infra.offline import cost
     from infra.config import ConfigError
+    from infra.offline import cost
 
     cfg = plan.config
     pool = pool_of(cfg, pool_name)

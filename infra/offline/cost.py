@@ -33,7 +33,7 @@ NOT_PRICED = "not priced"
 class Assumptions:
     """Usage that no plan can know; each shows up in the report."""
 
-    nat_gb_per_month: float = 100.0          # traffic through each NAT gateway (image pulls, S3 outside the gateway endpoint)
+    nat_gb_per_month: float = 100.0  # traffic through each NAT gateway (image pulls, S3 outside the gateway endpoint)
     control_plane_log_gb_per_month: float = 50.0  # all five control-plane log types of a busy cluster
 
 
@@ -44,8 +44,10 @@ class Line:
     idle_hour: float | None
     full_hour: float | None
     note: str = ""
-    group: str = "platform"   # the pool (or shared part of the platform) the line is subtotalled under
-    reserved_in_use: bool = False  # a reservation held warm: billed whether used or not, and its nodes run, gated, for jobs
+    group: str = "platform"  # the pool (or shared part of the platform) the line is subtotalled under
+    reserved_in_use: bool = (
+        False  # a reservation held warm: billed whether used or not, and its nodes run, gated, for jobs
+    )
 
 
 def priced_sum(lines: list[Line], column: str) -> float | None:
@@ -91,8 +93,10 @@ class Estimate:
             return -sum(line.full_hour or 0.0 for line in lines)
 
         ordered = sorted(by_group.items(), key=lambda kv: (rank(kv[1]), kv[0]))
-        return [(name, sorted(lines, key=lambda e: (-(e.full_hour or 0.0), -(e.idle_hour or 0.0), e.item, e.resource)))
-                for name, lines in ordered]
+        return [
+            (name, sorted(lines, key=lambda e: (-(e.full_hour or 0.0), -(e.idle_hour or 0.0), e.item, e.resource)))
+            for name, lines in ordered
+        ]
 
 
 class PriceError(Exception):
@@ -103,10 +107,12 @@ def load_prices(path: Path = PRICE_FILE, option: str = "--prices") -> dict[str, 
     """The price file; a file that is no JSON object of regions is refused naming the option and the file."""
     from infra.offline.option_files import OptionFileError, read_json_object
 
-    prices = read_json_object(path, option, "a price file ({\"regions\": {REGION: ...}})")
+    prices = read_json_object(path, option, 'a price file ({"regions": {REGION: ...}})')
     if not isinstance(prices.get("regions"), dict):
-        raise OptionFileError(f"{option} {path}: has no \"regions\" object, so it is no price file "
-                              f"(see {PRICE_FILE.name} in infra/offline/data)")
+        raise OptionFileError(
+            f'{option} {path}: has no "regions" object, so it is no price file '
+            f"(see {PRICE_FILE.name} in infra/offline/data)"
+        )
     return prices
 
 
@@ -139,11 +145,24 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
     rp = _RegionPrices(prices, cfg.region)
     per_month = prices["hours_per_month"]
     regional = prices["regions"].get(cfg.region, {})
-    est = Estimate(plan.stack, cfg.region, prices_checked=regional.get("checked", prices["checked"]),
-                   prices_verified=regional.get("verified", prices["verified"]), hours_per_month=per_month)
+    est = Estimate(
+        plan.stack,
+        cfg.region,
+        prices_checked=regional.get("checked", prices["checked"]),
+        prices_verified=regional.get("verified", prices["verified"]),
+        hours_per_month=per_month,
+    )
 
-    def add(item: str, resource: str, idle: float | None, full: float | None, note: str = "", group: str = "platform",
-            missing: str = "", in_use: bool = False) -> None:
+    def add(
+        item: str,
+        resource: str,
+        idle: float | None,
+        full: float | None,
+        note: str = "",
+        group: str = "platform",
+        missing: str = "",
+        in_use: bool = False,
+    ) -> None:
         if missing and (idle is None or full is None):
             note = f"{note}; {rp.missing(missing)}" if note else rp.missing(missing)
         est.lines.append(Line(item, resource, idle, full, note, group, in_use))
@@ -154,8 +173,14 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
 
     extended = cfg.kubernetes_version in EKS_EXTENDED_SUPPORT
     cluster_rate = rp.get("eks_cluster_extended_support_hour" if extended else "eks_cluster_hour")
-    add("EKS control plane", cfg.name, cluster_rate, cluster_rate,
-        f"Kubernetes {cfg.kubernetes_version}" + (" (extended support)" if extended else ""), missing="the EKS control plane")
+    add(
+        "EKS control plane",
+        cfg.name,
+        cluster_rate,
+        cluster_rate,
+        f"Kubernetes {cfg.kubernetes_version}" + (" (extended support)" if extended else ""),
+        missing="the EKS control plane",
+    )
 
     gb_month = rp.get("ebs_gp3_gb_month")
     gb_hour = None if gb_month is None else gb_month / per_month
@@ -168,8 +193,15 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         rate = rp.get("ec2_on_demand_hour", instance)
         if labels.get("nvidia.com/gpu.present") != "true":  # the system nodes run all the time
             nodes = scaling["desiredSize"]
-            add(f"EC2 {instance} on-demand x {nodes}", group.name, _times(nodes, rate), _times(nodes, rate),
-                "system nodes at desiredSize", "system nodes", missing=instance)
+            add(
+                f"EC2 {instance} on-demand x {nodes}",
+                group.name,
+                _times(nodes, rate),
+                _times(nodes, rate),
+                "system nodes at desiredSize",
+                "system nodes",
+                missing=instance,
+            )
             ebs = _times(nodes * root_gib, gb_hour)
             add(f"EBS gp3 root {root_gib} GiB x {nodes}", group.name, ebs, ebs, group="system nodes", missing="EBS gp3")
             continue
@@ -178,78 +210,166 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         reserved = "capacityReservationSpecification" in template.inputs
         pool = f"GPU pool {labels.get('higgsfield.io/pool', group.name)}"
         if capacity == "SPOT":
-            add(f"EC2 {instance} spot x {low}..{high}", group.name, None if low else 0.0, None,
-                f"spot: {NOT_PRICED} (the price moves; see the Spot price history)", pool)
+            add(
+                f"EC2 {instance} spot x {low}..{high}",
+                group.name,
+                None if low else 0.0,
+                None,
+                f"spot: {NOT_PRICED} (the price moves; see the Spot price history)",
+                pool,
+            )
         elif capacity == "CAPACITY_BLOCK":
             setting = pools.get(labels.get("higgsfield.io/pool", ""))
             warm = setting is not None and setting.capacity.warm
-            add(f"EC2 {instance} Capacity Block x {high if warm else f'{low}..{high}'}" + (" (warm)" if warm else ""), group.name, None, None,
+            add(
+                f"EC2 {instance} Capacity Block x {high if warm else f'{low}..{high}'}" + (" (warm)" if warm else ""),
+                group.name,
+                None,
+                None,
                 f"Capacity Block: prepaid when purchased, {NOT_PRICED} here; "
-                + ("held warm: all its nodes run, gated, from the block's start to drainBefore ahead of its end "
-                   "(used capacity)"
-                   if warm else "capacity.warm is false: the pool scales to zero inside the paid window (idle waste)"), pool,
-                in_use=warm)
+                + (
+                    "held warm: all its nodes run, gated, from the block's start to drainBefore ahead of its end "
+                    "(used capacity)"
+                    if warm
+                    else "capacity.warm is false: the pool scales to zero inside the paid window (idle waste)"
+                ),
+                pool,
+                in_use=warm,
+            )
         elif reserved:
             whole = _times(high, rate)
             warm = low == high  # held at min = desired = max (components/gpu_pools.py scaling)
             if warm:
-                add(f"EC2 {instance} reservation x {high} (warm)", group.name, whole, whole,
+                add(
+                    f"EC2 {instance} reservation x {high} (warm)",
+                    group.name,
+                    whole,
+                    whole,
                     f"On-Demand Capacity Reservation held warm: its {high} nodes run, gated and ready for jobs, for "
                     "as long as it is "
                     "billed (the On-Demand rate whether instances run or not) - used capacity, not idle waste; "
                     "sized as the pool's "
-                    f"maxSize (`higgsfield preflight` shows its real count)", pool, missing=instance, in_use=True)
+                    f"maxSize (`higgsfield preflight` shows its real count)",
+                    pool,
+                    missing=instance,
+                    in_use=True,
+                )
             else:
-                add(f"EC2 {instance} reservation x {high} (idle)", group.name, whole, whole,
+                add(
+                    f"EC2 {instance} reservation x {high} (idle)",
+                    group.name,
+                    whole,
+                    whole,
                     "On-Demand Capacity Reservation with capacity.warm false: billed at the On-Demand rate whether "
                     "instances run in it "
                     f"or not, so idle waste while the pool is at zero; sized as the pool's maxSize {high} "
                     "(`higgsfield preflight` shows its real count)",
-                    pool, missing=instance)
+                    pool,
+                    missing=instance,
+                )
         else:
-            add(f"EC2 {instance} on-demand x {low}..{high}", group.name, _times(low, rate), _times(high, rate),
-                group=pool, missing=instance)
-        add(f"EBS gp3 root {root_gib} GiB x {low}..{high}", group.name, _times(low * root_gib, gb_hour),
-            _times(high * root_gib, gb_hour), group=pool, missing="EBS gp3")
+            add(
+                f"EC2 {instance} on-demand x {low}..{high}",
+                group.name,
+                _times(low, rate),
+                _times(high, rate),
+                group=pool,
+                missing=instance,
+            )
+        add(
+            f"EBS gp3 root {root_gib} GiB x {low}..{high}",
+            group.name,
+            _times(low * root_gib, gb_hour),
+            _times(high * root_gib, gb_hour),
+            group=pool,
+            missing="EBS gp3",
+        )
 
     for pool in (p for p in cfg.gpu_pools if p.provisioner == "karpenter"):  # no node group: a Karpenter NodePool
         group, instance = f"GPU pool {pool.name}", pool.instance.name
         if pool.capacity_type == "spot":
-            add(f"EC2 {instance} spot x 0..{pool.max_size} (Karpenter)", f"karpenter-{pool.name}", 0.0, None,
-                f"spot: {NOT_PRICED} (the price moves; see the Spot price history)", group)
+            add(
+                f"EC2 {instance} spot x 0..{pool.max_size} (Karpenter)",
+                f"karpenter-{pool.name}",
+                0.0,
+                None,
+                f"spot: {NOT_PRICED} (the price moves; see the Spot price history)",
+                group,
+            )
         else:
             rate = rp.get("ec2_on_demand_hour", instance)
-            add(f"EC2 {instance} on-demand x 0..{pool.max_size} (Karpenter)", f"karpenter-{pool.name}", 0.0 if rate is not None else None,
-                _times(pool.max_size, rate), "Karpenter NodePool: nodes only for pending pods, removed when empty", group, missing=instance)
-        add(f"EBS gp3 root {pool.root_volume_gib} GiB x 0..{pool.max_size}", f"karpenter-{pool.name}", 0.0 if gb_hour is not None else None,
-            _times(pool.max_size * pool.root_volume_gib, gb_hour), group=group, missing="EBS gp3")
+            add(
+                f"EC2 {instance} on-demand x 0..{pool.max_size} (Karpenter)",
+                f"karpenter-{pool.name}",
+                0.0 if rate is not None else None,
+                _times(pool.max_size, rate),
+                "Karpenter NodePool: nodes only for pending pods, removed when empty",
+                group,
+                missing=instance,
+            )
+        add(
+            f"EBS gp3 root {pool.root_volume_gib} GiB x 0..{pool.max_size}",
+            f"karpenter-{pool.name}",
+            0.0 if gb_hour is not None else None,
+            _times(pool.max_size * pool.root_volume_gib, gb_hour),
+            group=group,
+            missing="EBS gp3",
+        )
 
     nat_hour, nat_gb = rp.get("nat_gateway_hour"), rp.get("nat_gateway_gb")
     for nat in plan.of_type("aws:ec2/natGateway:NatGateway"):
-        rate = None if nat_hour is None or nat_gb is None else nat_hour + assumptions.nat_gb_per_month * nat_gb / per_month
-        add("NAT gateway", nat.name, rate, rate, f"incl. {assumptions.nat_gb_per_month:g} GB/month processed (assumption)",
-            "network", missing="NAT gateways")
+        rate = (
+            None if nat_hour is None or nat_gb is None else nat_hour + assumptions.nat_gb_per_month * nat_gb / per_month
+        )
+        add(
+            "NAT gateway",
+            nat.name,
+            rate,
+            rate,
+            f"incl. {assumptions.nat_gb_per_month:g} GB/month processed (assumption)",
+            "network",
+            missing="NAT gateways",
+        )
     for endpoint in plan.of_type("aws:ec2/vpcEndpoint:VpcEndpoint"):
         if endpoint.inputs.get("vpcEndpointType") == "Interface":
             zones = len(cfg.availability_zones)
             rate = _times(zones, rp.get("vpc_interface_endpoint_az_hour"))
-            add(f"VPC interface endpoint x {zones} AZs", endpoint.name, rate, rate, group="network",
-                missing="interface endpoints")
+            add(
+                f"VPC interface endpoint x {zones} AZs",
+                endpoint.name,
+                rate,
+                rate,
+                group="network",
+                missing="interface endpoints",
+            )
     for fs in plan.of_type("aws:fsx/lustreFileSystem:LustreFileSystem"):
         kind = fs.inputs["deploymentType"]
         tier = kind if kind == "SCRATCH_2" else f"{kind}/{fs.inputs['perUnitStorageThroughput']}"
         tier_month = rp.get("fsx_lustre_gb_month", tier)
         rate = None if tier_month is None else fs.inputs["storageCapacity"] * tier_month / per_month
-        add(f"FSx Lustre {tier} {fs.inputs['storageCapacity']} GiB", fs.name, rate, rate, "backups not included",
-            "storage", missing=f"FSx for Lustre {tier}")
+        add(
+            f"FSx Lustre {tier} {fs.inputs['storageCapacity']} GiB",
+            fs.name,
+            rate,
+            rate,
+            "backups not included",
+            "storage",
+            missing=f"FSx for Lustre {tier}",
+        )
     key_month = rp.get("kms_key_month")
     for key in plan.of_type("aws:kms/key:Key"):
         rate = None if key_month is None else key_month / per_month
         add("KMS key", key.name, rate, rate, missing="KMS keys")
     ingest = rp.get("cloudwatch_logs_ingest_gb")
     logs = None if ingest is None else assumptions.control_plane_log_gb_per_month * ingest / per_month
-    add("CloudWatch Logs ingestion", "control plane", logs, logs,
-        f"{assumptions.control_plane_log_gb_per_month:g} GB/month (assumption)", missing="CloudWatch Logs")
+    add(
+        "CloudWatch Logs ingestion",
+        "control plane",
+        logs,
+        logs,
+        f"{assumptions.control_plane_log_gb_per_month:g} GB/month (assumption)",
+        missing="CloudWatch Logs",
+    )
     return est
 
 
@@ -259,8 +379,13 @@ def as_json(est: Estimate) -> dict:
     def totals(lines: list[Line]) -> dict[str, Any]:
         """Sums of the priced lines (null where none is priced), and whether every line was."""
         idle, full = priced_sum(lines, "idle_hour"), priced_sum(lines, "full_hour")
-        return {"idle_hour": idle, "full_hour": full, "idle_month": None if idle is None else idle * m,
-                "full_month": None if full is None else full * m, "complete": not any(line in est.unpriced for line in lines)}
+        return {
+            "idle_hour": idle,
+            "full_hour": full,
+            "idle_month": None if idle is None else idle * m,
+            "full_month": None if full is None else full * m,
+            "complete": not any(line in est.unpriced for line in lines),
+        }
 
     return {
         "stack": est.stack,
@@ -268,12 +393,18 @@ def as_json(est: Estimate) -> dict:
         "prices_checked": est.prices_checked,
         "prices_verified": est.prices_verified,
         "hours_per_month": m,
-        "headline": {"idle_month": None if est.nothing_priced else est.total("idle_hour") * m,
-                     "full_hour": None if est.nothing_priced else est.total("full_hour"),
-                     "reserved_in_use_month": est.reserved_in_use() * m, "idle_waste_month": (est.total("idle_hour") - est.reserved_in_use()) * m,
-                     "complete": not est.unpriced, "not_priced": len(est.unpriced)},
-        "groups": [{"group": name, "subtotal": totals(lines), "lines": [dict(line.__dict__) for line in lines]}
-                   for name, lines in est.groups()],
+        "headline": {
+            "idle_month": None if est.nothing_priced else est.total("idle_hour") * m,
+            "full_hour": None if est.nothing_priced else est.total("full_hour"),
+            "reserved_in_use_month": est.reserved_in_use() * m,
+            "idle_waste_month": (est.total("idle_hour") - est.reserved_in_use()) * m,
+            "complete": not est.unpriced,
+            "not_priced": len(est.unpriced),
+        },
+        "groups": [
+            {"group": name, "subtotal": totals(lines), "lines": [dict(line.__dict__) for line in lines]}
+            for name, lines in est.groups()
+        ],
         "lines": [dict(line.__dict__) for _, lines in est.groups() for line in lines],
         "total": totals(est.lines),
         "unpriced": [line.item for line in est.unpriced],
@@ -290,7 +421,11 @@ def _region_descriptions() -> dict[str, str]:
     import botocore
 
     endpoints = json.loads((Path(botocore.__file__).parent / "data" / "endpoints.json").read_text())
-    return {code: region["description"] for partition in endpoints["partitions"] for code, region in partition["regions"].items()}
+    return {
+        code: region["description"]
+        for partition in endpoints["partitions"]
+        for code, region in partition["regions"].items()
+    }
 
 
 def location_of(region: str) -> str:
@@ -343,8 +478,13 @@ SERVICE_PRICES = (
 )
 # FSx for Lustre tiers (the price file's keys) by the Price List's deploymentOption and throughput
 # attributes; a tier no product matches keeps the file's figure and is named in the refresh note.
-FSX_TIERS = {"PERSISTENT_2/125": ("Persistent 2", "125"), "PERSISTENT_2/250": ("Persistent 2", "250"),
-             "PERSISTENT_2/500": ("Persistent 2", "500"), "PERSISTENT_2/1000": ("Persistent 2", "1000"), "SCRATCH_2": ("Scratch 2", "200")}
+FSX_TIERS = {
+    "PERSISTENT_2/125": ("Persistent 2", "125"),
+    "PERSISTENT_2/250": ("Persistent 2", "250"),
+    "PERSISTENT_2/500": ("Persistent 2", "500"),
+    "PERSISTENT_2/1000": ("Persistent 2", "1000"),
+    "SCRATCH_2": ("Scratch 2", "200"),
+}
 
 
 def _usd(product: dict) -> float | None:
@@ -357,7 +497,10 @@ def _usd(product: dict) -> float | None:
 
 
 def _products(client: Any, service: str, region: str, **attributes: str) -> Any:
-    filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in {"location": location_of(region), **attributes}.items()]
+    filters = [
+        {"Type": "TERM_MATCH", "Field": k, "Value": v}
+        for k, v in {"location": location_of(region), **attributes}.items()
+    ]
     for page in client.get_paginator("get_products").paginate(ServiceCode=service, Filters=filters):
         for raw in page["PriceList"]:
             yield json.loads(raw) if isinstance(raw, str) else raw
@@ -407,7 +550,11 @@ def refresh(prices: dict[str, Any], instance_types: list[str], region: str, clie
             missing.append(f"fsx_lustre_gb_month.{tier}")
         else:
             fsx[tier] = price
-    regional.update(checked=today, verified=not missing, not_refreshed=missing,
-                    source=f"AWS Pricing API (GetProducts, {location_of(region)}): EC2, EBS, NAT, VPC endpoints, EKS, FSx, KMS, "
-                           "CloudWatch Logs")
+    regional.update(
+        checked=today,
+        verified=not missing,
+        not_refreshed=missing,
+        source=f"AWS Pricing API (GetProducts, {location_of(region)}): EC2, EBS, NAT, VPC endpoints, EKS, FSx, KMS, "
+        "CloudWatch Logs",
+    )
     return updated

@@ -47,8 +47,14 @@ def extract(crd: dict, source: str) -> dict:
     (version,) = [v for v in crd["spec"]["versions"] if v.get("served") and v.get("storage")]
     schema = version["schema"]["openAPIV3Schema"]
     spec = _prune(schema["properties"]["spec"])
-    return {"source": source, "group": crd["spec"]["group"], "version": version["name"],
-            "kind": crd["spec"]["names"]["kind"], "required": schema.get("required", []), "spec": spec}
+    return {
+        "source": source,
+        "group": crd["spec"]["group"],
+        "version": version["name"],
+        "kind": crd["spec"]["names"]["kind"],
+        "required": schema.get("required", []),
+        "spec": spec,
+    }
 
 
 def _json_schema(node: Any) -> Any:
@@ -62,8 +68,12 @@ def _json_schema(node: Any) -> Any:
     if node.get("x-kubernetes-int-or-string"):
         out.pop("type", None)
         out.setdefault("anyOf", [{"type": "integer"}, {"type": "string"}])
-    if node.get("type") == "object" and "properties" in node and "additionalProperties" not in node \
-            and not node.get("x-kubernetes-preserve-unknown-fields"):
+    if (
+        node.get("type") == "object"
+        and "properties" in node
+        and "additionalProperties" not in node
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+    ):
         out["additionalProperties"] = False
     if node.get("nullable") and "type" in out:
         out["type"] = [out["type"], "null"]
@@ -83,10 +93,17 @@ def kept(api_version: str, kind: str) -> dict:
 @functools.cache
 def _validator(api_version: str, kind: str) -> jsonschema.protocols.Validator:
     data = kept(api_version, kind)
-    schema = {"type": "object", "required": ["apiVersion", "kind", "metadata", *data["required"]],
-              "properties": {"apiVersion": {"const": api_version}, "kind": {"const": kind},
-                             "metadata": {"type": "object"}, "spec": _json_schema(data["spec"])},
-              "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", *data["required"]],
+        "properties": {
+            "apiVersion": {"const": api_version},
+            "kind": {"const": kind},
+            "metadata": {"type": "object"},
+            "spec": _json_schema(data["spec"]),
+        },
+        "additionalProperties": False,
+    }
     return jsonschema.validators.Draft7Validator(schema)
 
 

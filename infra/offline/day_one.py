@@ -13,7 +13,12 @@ from infra.config import StackConfig
 
 # Images that exist but hold no health gate (images/training/health_gate.py): the stock framework
 # images (infra/config/stack.py NOT_EFA_READY and NVIDIA's NGC PyTorch).
-NOT_GATE_IMAGES = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "index.docker.io/pytorch/pytorch", "nvcr.io/nvidia/pytorch")
+NOT_GATE_IMAGES = (
+    "pytorch/pytorch",
+    "docker.io/pytorch/pytorch",
+    "index.docker.io/pytorch/pytorch",
+    "nvcr.io/nvidia/pytorch",
+)
 
 
 def gate_image_findings(cfg: StackConfig) -> list[tuple[str, str]]:
@@ -26,15 +31,25 @@ def gate_image_findings(cfg: StackConfig) -> list[tuple[str, str]]:
     gate, _ = image.gate_image(cfg)
     key = "higgsfield:healthGateImage"
     if cfg.health_gate_image is None and gate.endswith(":" + image.UNKNOWN_TAG):
-        return [("gate-image-exists", f"{key}: unset, and this checkout has no git tree for images/training (installed from a package, or "
-                                      "not committed), "
-                 f"so the gate's image {gate} names no image and every GPU node would keep its startup taint; set "
-                 f"{key} to an image built "
-                 f"from images/training (`higgsfield image push {cfg.stack}` prints its digest), or run from a git "
-                 "checkout")]
+        return [
+            (
+                "gate-image-exists",
+                f"{key}: unset, and this checkout has no git tree for images/training (installed from a package, or "
+                "not committed), "
+                f"so the gate's image {gate} names no image and every GPU node would keep its startup taint; set "
+                f"{key} to an image built "
+                f"from images/training (`higgsfield image push {cfg.stack}` prints its digest), or run from a git "
+                "checkout",
+            )
+        ]
     if _repository_of(gate) in NOT_GATE_IMAGES:
-        return [("gate-image-exists", f"{key}: {gate} has no health gate in it (images/training/health_gate.py); use an image built from "
-                                      "images/training")]
+        return [
+            (
+                "gate-image-exists",
+                f"{key}: {gate} has no health gate in it (images/training/health_gate.py); use an image built from "
+                "images/training",
+            )
+        ]
     return []
 
 
@@ -44,20 +59,30 @@ def autoscaler_findings(cfg: StackConfig) -> list[tuple[str, str]]:
     limits = unready_limits(settings, cfg.gpu_pools, cfg.scheduler.queues)
     found = []
     if settings.max_node_startup_time is not None and limits.max_node_startup_s < limits.slowest_s:
-        found.append(("autoscaler-unready-limits", f"higgsfield:autoscaler.maxNodeStartupTime: {settings.max_node_startup_time} is shorter than pool "
-                      f"{limits.slowest_pool}'s bootTime + healthGate.timeout ({math.ceil(limits.slowest_s / 60)}m): its "
-                      "nodes would count as unready "
-                      "while still in the gate; unset it (computed) or raise it"))
+        found.append(
+            (
+                "autoscaler-unready-limits",
+                f"higgsfield:autoscaler.maxNodeStartupTime: {settings.max_node_startup_time} is shorter than pool "
+                f"{limits.slowest_pool}'s bootTime + healthGate.timeout ({math.ceil(limits.slowest_s / 60)}m): its "
+                "nodes would count as unready "
+                "while still in the gate; unset it (computed) or raise it",
+            )
+        )
     if limits.halts_with_gang_unready(cfg.cpu_nodes.min_size):
         gang = limits.gang
         key = "okTotalUnreadyCount" if settings.ok_total_unready_count is not None else "maxTotalUnreadyPercentage"
-        found.append(("autoscaler-unready-limits", f"higgsfield:autoscaler.{key}: the largest gang ({gang.nodes} nodes, {gang.why}) unready at once is "
-                                                   "more than "
-                      f"--ok-total-unready-count {limits.ok_total_unready_count} and "
-                      f"{limits.max_total_unready_percentage:g}% of the "
-                      f"{gang.nodes + cfg.cpu_nodes.min_size} nodes: the autoscaler would stop scaling the whole cluster "
-                      "(IsClusterHealthy); "
-                      f"use at least {gang.nodes} or unset it (computed)"))
+        found.append(
+            (
+                "autoscaler-unready-limits",
+                f"higgsfield:autoscaler.{key}: the largest gang ({gang.nodes} nodes, {gang.why}) unready at once is "
+                "more than "
+                f"--ok-total-unready-count {limits.ok_total_unready_count} and "
+                f"{limits.max_total_unready_percentage:g}% of the "
+                f"{gang.nodes + cfg.cpu_nodes.min_size} nodes: the autoscaler would stop scaling the whole cluster "
+                "(IsClusterHealthy); "
+                f"use at least {gang.nodes} or unset it (computed)",
+            )
+        )
     return found
 
 
@@ -85,14 +110,18 @@ def driver_findings(cfg: StackConfig) -> list[tuple[str, str]]:
     cuda = cfg.cuda_version or versions.TRAINING_IMAGE_CUDA
     needed = versions.CUDA_MIN_DRIVER_BRANCH[cuda]
     if driver and int(driver.split(".")[0]) < needed:
-        return [("driver-fits-cuda", f"higgsfield:nodeReleaseVersion: {cfg.node_release_version} ships NVIDIA driver {driver}, older than "
-                                     f"the {needed} "
-                 f"CUDA {cuda} needs (higgsfield:cudaVersion / the training image): every GPU node would fail its "
-                 "health gate; pin a newer release")]
+        return [
+            (
+                "driver-fits-cuda",
+                f"higgsfield:nodeReleaseVersion: {cfg.node_release_version} ships NVIDIA driver {driver}, older than "
+                f"the {needed} "
+                f"CUDA {cuda} needs (higgsfield:cudaVersion / the training image): every GPU node would fail its "
+                "health gate; pin a newer release",
+            )
+        ]
     return []
 
 
 def findings(cfg: StackConfig, examples: dict | None = None) -> list[tuple[str, str]]:
     """`examples`: jobs.render_examples(cfg), when the caller has it already."""
     return gate_image_findings(cfg) + autoscaler_findings(cfg) + resume_findings(cfg, examples) + driver_findings(cfg)
-

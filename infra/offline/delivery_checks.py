@@ -22,8 +22,11 @@ PULL_REQUEST_EVENTS = {"pull_request", "pull_request_target"}
 
 def assumed_roles(job: Mapping[str, Any]) -> list[str]:
     """`role-to-assume` of every configure-aws-credentials step of a job."""
-    return [str(get(step, "with", "role-to-assume", default="")) for step in job.get("steps") or []
-            if str(step.get("uses", "")).startswith("aws-actions/configure-aws-credentials")]
+    return [
+        str(get(step, "with", "role-to-assume", default=""))
+        for step in job.get("steps") or []
+        if str(step.get("uses", "")).startswith("aws-actions/configure-aws-credentials")
+    ]
 
 
 def runs_pulumi(job: Mapping[str, Any]) -> bool:
@@ -42,14 +45,28 @@ def delivery_findings(config: Any, workflows: Mapping[str, Mapping[str, Any]]) -
     delivery = config.delivery
     world_open = any(c.endswith("/0") for c in config.endpoint.public_access_cidrs)
     if delivery is not None and not delivery.runner.enabled and not world_open:
-        where = "publicAccessCidrs " + ", ".join(config.endpoint.public_access_cidrs) if config.endpoint.public else "a private endpoint"
-        found.append(("higgsfield:delivery.runner.enabled", f"false, but the API server has {where}: GitHub-hosted runners come from anywhere in GitHub's "
-                                                            "ranges, so preview and deploy could not reach it. Enable the runner (CodeBuild in the private "
-                                                            "subnets)."))
+        where = (
+            "publicAccessCidrs " + ", ".join(config.endpoint.public_access_cidrs)
+            if config.endpoint.public
+            else "a private endpoint"
+        )
+        found.append(
+            (
+                "higgsfield:delivery.runner.enabled",
+                f"false, but the API server has {where}: GitHub-hosted runners come from anywhere in GitHub's "
+                "ranges, so preview and deploy could not reach it. Enable the runner (CodeBuild in the private "
+                "subnets).",
+            )
+        )
     runner = delivery is not None and delivery.runner.enabled
     if runner and not delivery.runner.deploy_actors:
-        found.append(("higgsfield:delivery.runner.deployActors", "is empty: the deploy runner's webhook would start a build for any job of a workflow named deploy, a "
-                                                                 "pull request's included."))
+        found.append(
+            (
+                "higgsfield:delivery.runner.deployActors",
+                "is empty: the deploy runner's webhook would start a build for any job of a workflow named deploy, a "
+                "pull request's included.",
+            )
+        )
     for file, workflow in sorted(workflows.items()):
         pull_request = bool(workflow_triggers(workflow) & PULL_REQUEST_EVENTS)
         for job_name, job in (workflow.get("jobs") or {}).items():
@@ -57,25 +74,55 @@ def delivery_findings(config: Any, workflows: Mapping[str, Mapping[str, Any]]) -
             if pull_request:
                 for role in assumed_roles(job):
                     if role.replace(" ", "") != "${{matrix.previewRole}}":
-                        found.append((where, f"runs for pull requests and assumes {role!r}: a pull request may assume only the "
-                                             f"preview role (${{{{ matrix.previewRole }}}})."))
+                        found.append(
+                            (
+                                where,
+                                f"runs for pull requests and assumes {role!r}: a pull request may assume only the "
+                                f"preview role (${{{{ matrix.previewRole }}}}).",
+                            )
+                        )
                 environment = job.get("environment")
                 environment = environment.get("name") if isinstance(environment, Mapping) else environment
-                if environment and delivery is not None and str(environment).replace(" ", "") in ("${{matrix.deployEnvironment}}", delivery.deploy_environment):
-                    found.append(("higgsfield:delivery.deployEnvironment", f"{delivery.deploy_environment!r} is the environment of {where}, which runs for pull "
-                                                                           "requests: the deploy role would be a pull request's."))
+                if (
+                    environment
+                    and delivery is not None
+                    and str(environment).replace(" ", "")
+                    in ("${{matrix.deployEnvironment}}", delivery.deploy_environment)
+                ):
+                    found.append(
+                        (
+                            "higgsfield:delivery.deployEnvironment",
+                            f"{delivery.deploy_environment!r} is the environment of {where}, which runs for pull "
+                            "requests: the deploy role would be a pull request's.",
+                        )
+                    )
                 if runner and ("deployRunner" in _runs_on(job) or "-deploy-runner-" in _runs_on(job)):
-                    found.append((where, f"runs for pull requests on the deploy runner ({job.get('runs-on')!r}): a pull request "
-                                         "runs on the preview runner only (matrix.previewRunner)."))
+                    found.append(
+                        (
+                            where,
+                            f"runs for pull requests on the deploy runner ({job.get('runs-on')!r}): a pull request "
+                            "runs on the preview runner only (matrix.previewRunner).",
+                        )
+                    )
                 if runner and str(workflow.get("name", "")) == "deploy":
-                    found.append((f".github/workflows/{file}", "is named deploy and runs for pull requests: the deploy runner's webhook (WORKFLOW_NAME "
-                                                               "^deploy$) would take its jobs for any deploy actor. Name it otherwise."))
+                    found.append(
+                        (
+                            f".github/workflows/{file}",
+                            "is named deploy and runs for pull requests: the deploy runner's webhook (WORKFLOW_NAME "
+                            "^deploy$) would take its jobs for any deploy actor. Name it otherwise.",
+                        )
+                    )
             if runner and runs_pulumi(job):
                 label = "deployRunner" if any("deployRole" in r for r in assumed_roles(job)) else "previewRunner"
                 if f"matrix.{label}" not in _runs_on(job):
-                    found.append((where, f"runs pulumi on {job.get('runs-on')!r}, not on the stack's "
-                                         f"{label.removesuffix('Runner')} runner inside the VPC (higgsfield:delivery.runner): use "
-                                         f"the codebuild-${{{{ matrix.{label} }}}}-... label."))
+                    found.append(
+                        (
+                            where,
+                            f"runs pulumi on {job.get('runs-on')!r}, not on the stack's "
+                            f"{label.removesuffix('Runner')} runner inside the VPC (higgsfield:delivery.runner): use "
+                            f"the codebuild-${{{{ matrix.{label} }}}}-... label.",
+                        )
+                    )
     return found
 
 
@@ -94,12 +141,22 @@ def account_findings(config: Any, stacks: Iterable[Mapping[str, Any]]) -> list[t
             continue
         if str(other["account"]) == delivery.account_id and other.get("environment") != config.environment:
             prod = "prod" in (config.environment, other.get("environment"))
-            found.append(("mandatory" if prod else "advisory", "higgsfield:delivery.accountId",
-                          f"{delivery.account_id} is also the account of {other['stack']} ({other.get('environment')}): "
-                          "its deploy role could change this stack's "
-                          f"resources. Use one AWS account per environment{' (required for prod)' if prod else ''}."))
+            found.append(
+                (
+                    "mandatory" if prod else "advisory",
+                    "higgsfield:delivery.accountId",
+                    f"{delivery.account_id} is also the account of {other['stack']} ({other.get('environment')}): "
+                    "its deploy role could change this stack's "
+                    f"resources. Use one AWS account per environment{' (required for prod)' if prod else ''}.",
+                )
+            )
         if other.get("deployEnvironment") == delivery.deploy_environment:
-            found.append(("mandatory", "higgsfield:delivery.deployEnvironment",
-                          f"{delivery.deploy_environment!r} is also {other['stack']}'s GitHub environment: one "
-                          "environment's protection rules would guard both deploys. Give each stack its own."))
+            found.append(
+                (
+                    "mandatory",
+                    "higgsfield:delivery.deployEnvironment",
+                    f"{delivery.deploy_environment!r} is also {other['stack']}'s GitHub environment: one "
+                    "environment's protection rules would guard both deploys. Give each stack its own.",
+                )
+            )
     return found

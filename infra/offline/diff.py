@@ -19,21 +19,68 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.core.names import LOG_GROUP
 from infra.offline import rolls
 from infra.offline.evaluate import COMPUTED, StackNotFound, record
-from infra.core.names import LOG_GROUP
 
 # Inputs that force a new resource, per type (the Terraform AWS provider's ForceNew attributes,
 # which pulumi-aws inherits; for the pulumi-eks component, the inputs of its aws.eks.Cluster that
 # force one). Deliberately conservative: an input that may only sometimes update in place is here.
 REPLACE_ON: dict[str, tuple[str, ...]] = {
-    "eks:index:Cluster": ("name", "vpcId", "privateSubnetIds", "publicSubnetIds", "subnetIds", "encryptionConfigKeyArn", "serviceRole", "ipFamily", "kubernetesServiceIpAddressRange"),
-    "aws:eks/cluster:Cluster": ("name", "roleArn", "vpcConfig.subnetIds", "encryptionConfig", "kubernetesNetworkConfig"),
-    "aws:eks/nodeGroup:NodeGroup": ("clusterName", "nodeGroupName", "nodeGroupNamePrefix", "nodeRoleArn", "subnetIds", "instanceTypes", "amiType", "capacityType", "diskSize", "remoteAccess"),
+    "eks:index:Cluster": (
+        "name",
+        "vpcId",
+        "privateSubnetIds",
+        "publicSubnetIds",
+        "subnetIds",
+        "encryptionConfigKeyArn",
+        "serviceRole",
+        "ipFamily",
+        "kubernetesServiceIpAddressRange",
+    ),
+    "aws:eks/cluster:Cluster": (
+        "name",
+        "roleArn",
+        "vpcConfig.subnetIds",
+        "encryptionConfig",
+        "kubernetesNetworkConfig",
+    ),
+    "aws:eks/nodeGroup:NodeGroup": (
+        "clusterName",
+        "nodeGroupName",
+        "nodeGroupNamePrefix",
+        "nodeRoleArn",
+        "subnetIds",
+        "instanceTypes",
+        "amiType",
+        "capacityType",
+        "diskSize",
+        "remoteAccess",
+    ),
     "aws:eks/addon:Addon": ("clusterName", "addonName"),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("clusterName", "namespace", "serviceAccount"),
-    "aws:fsx/lustreFileSystem:LustreFileSystem": ("deploymentType", "storageType", "subnetIds", "securityGroupIds", "kmsKeyId", "importPath", "exportPath", "fileSystemTypeVersion", "driveCacheType", "perUnitStorageThroughput", "copyTagsToBackups", "backupId", "importedFileChunkSize"),
-    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("fileSystemId", "fileSystemPath", "dataRepositoryPath", "batchImportMetaDataOnCreate", "importedFileChunkSize"),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": (
+        "deploymentType",
+        "storageType",
+        "subnetIds",
+        "securityGroupIds",
+        "kmsKeyId",
+        "importPath",
+        "exportPath",
+        "fileSystemTypeVersion",
+        "driveCacheType",
+        "perUnitStorageThroughput",
+        "copyTagsToBackups",
+        "backupId",
+        "importedFileChunkSize",
+    ),
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": (
+        "fileSystemId",
+        "fileSystemPath",
+        "dataRepositoryPath",
+        "batchImportMetaDataOnCreate",
+        "importedFileChunkSize",
+    ),
     "aws:kms/key:Key": ("customerMasterKeySpec", "keyUsage", "multiRegion", "customKeyStoreId", "xksKeyId"),
     "aws:ec2/vpc:Vpc": ("cidrBlock", "instanceTenancy"),
     "aws:ec2/subnet:Subnet": ("vpcId", "cidrBlock", "availabilityZone", "availabilityZoneId"),
@@ -71,7 +118,15 @@ CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
 # Which kind of resource a computed input comes from, by its name (a recorded plan keeps only
 # which resources an input set depends on, not which input came from which): an input is blamed on
 # a replaced dependency of that kind only; with no dependency of that kind, on any replaced one.
-COMPUTED_FROM = (("subnet", "aws:ec2/subnet:"), ("securitygroup", "aws:ec2/securityGroup:"), ("vpc", "aws:ec2/vpc:"), ("kms", "aws:kms/key:"), ("keyarn", "aws:kms/key:"), ("role", "aws:iam/role:"), ("filesystem", "aws:fsx/"))
+COMPUTED_FROM = (
+    ("subnet", "aws:ec2/subnet:"),
+    ("securitygroup", "aws:ec2/securityGroup:"),
+    ("vpc", "aws:ec2/vpc:"),
+    ("kms", "aws:kms/key:"),
+    ("keyarn", "aws:kms/key:"),
+    ("role", "aws:iam/role:"),
+    ("filesystem", "aws:fsx/"),
+)
 CODE_PATHS = ("infra", "components", "examples", "policies", "Pulumi.yaml", "pyproject.toml")
 
 
@@ -83,8 +138,12 @@ class Change:
     paths: list[str]
     replace_paths: list[str] = field(default_factory=list)
     values: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # leaf path -> (old, new)
-    because: dict[str, str] = field(default_factory=dict)  # computed replace-on path -> replaced resource it is computed from
-    consequences: list[str] = field(default_factory=list)  # what rolling a GPU pool's nodes does (infra/offline/rolls.py)
+    because: dict[str, str] = field(
+        default_factory=dict
+    )  # computed replace-on path -> replaced resource it is computed from
+    consequences: list[str] = field(
+        default_factory=list
+    )  # what rolling a GPU pool's nodes does (infra/offline/rolls.py)
 
     @property
     def replaces(self) -> bool:
@@ -105,7 +164,11 @@ class Diff:
 
 
 # what goes through once a resource loses `protect` (True) or `retainOnDelete` (False)
-_WITHOUT = {True: "`pulumi destroy` or a deleting change goes through", False: "a delete removes the resource in AWS too"}
+_WITHOUT = {
+    True: "`pulumi destroy` or a deleting change goes through",
+    False: "a delete removes the resource in AWS too",
+}
+
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict):
@@ -126,14 +189,18 @@ def _under(path: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def _replace_inputs(type_: str) -> tuple[str, ...]:
-    return KUBERNETES_REPLACE_ON if type_.startswith("kubernetes:") and not type_.startswith("kubernetes:helm") else REPLACE_ON.get(type_, ())
+    return (
+        KUBERNETES_REPLACE_ON
+        if type_.startswith("kubernetes:") and not type_.startswith("kubernetes:helm")
+        else REPLACE_ON.get(type_, ())
+    )
 
 
 def _portable(value: Any, code_root: str | None) -> Any:
     """Paths into the checkout that built a plan (the operator's kustomization) as <code>/...,
     so that two checkouts of the same code compare equal."""
     if code_root and isinstance(value, str) and value.startswith(code_root + os.sep):
-        return "<code>" + value[len(code_root):]
+        return "<code>" + value[len(code_root) :]
     if isinstance(value, dict):
         return {k: _portable(v, code_root) for k, v in value.items()}
     if isinstance(value, list):
@@ -164,13 +231,19 @@ def deploy_order(resources: list[dict]) -> dict[str, int]:
 
 
 def _version(value: Any) -> tuple[int, ...] | None:
-    return tuple(int(x) for x in value.split(".")) if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]+)*", value) else None
+    return (
+        tuple(int(x) for x in value.split("."))
+        if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]+)*", value)
+        else None
+    )
 
 
 def _skips_a_minor(old: Any, new: Any) -> bool:
     """`1.33` -> `1.35`: a forward jump of more than one minor version."""
     a, b = _version(old), _version(new)
-    return bool(a and b and len(a) >= 2 and len(b) >= 2 and a[0] == b[0] and b[1] - a[1] > 1) or bool(a and b and b[0] > a[0])
+    return bool(a and b and len(a) >= 2 and len(b) >= 2 and a[0] == b[0] and b[1] - a[1] > 1) or bool(
+        a and b and b[0] > a[0]
+    )
 
 
 def _next_minor(version: str) -> str:
@@ -205,7 +278,11 @@ def _propagate(before: dict, after: dict, changes: dict[str, Change]) -> None:
             if urn in replaced:
                 continue
             new = after[urn]
-            computed = [p for p, v in _flatten(new["inputs"]).items() if v == COMPUTED and _under(p, _replace_inputs(new["type"]))]
+            computed = [
+                p
+                for p, v in _flatten(new["inputs"]).items()
+                if v == COMPUTED and _under(p, _replace_inputs(new["type"]))
+            ]
             blamed = {p: c for p in computed if (c := _computed_from(p, new["dependencies"], after, replaced))}
             if not blamed:
                 continue
@@ -252,12 +329,17 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
             change.consequences = rolls.consequences(after, after[change.urn])
             block = rolls.capacity_block_open(after, after[change.urn])
             if block:
-                refuse(f"rolling the nodes of Capacity Block pool {block} inside its window", block,
-                       f"AWS asks for a desired size of 0 when a Capacity Block group is upgraded "
-                       f"({rolls.CAPACITY_BLOCK_UPGRADE}); deploy it after the block's drain, or allow it to replace "
-                       "the block's nodes one at a time (MINIMAL)")
+                refuse(
+                    f"rolling the nodes of Capacity Block pool {block} inside its window",
+                    block,
+                    f"AWS asks for a desired size of 0 when a Capacity Block group is upgraded "
+                    f"({rolls.CAPACITY_BLOCK_UPGRADE}); deploy it after the block's drain, or allow it to replace "
+                    "the block's nodes one at a time (MINIMAL)",
+                )
     order = deploy_order(head["resources"])
-    changed = sorted(changes.values(), key=lambda c: (order.get(c.urn, 0), c.urn))  # in the order the deploy updates them
+    changed = sorted(
+        changes.values(), key=lambda c: (order.get(c.urn, 0), c.urn)
+    )  # in the order the deploy updates them
     added = [after[u] for u in sorted(set(after) - set(before))]
     removed = [before[u] for u in sorted(set(before) - set(after))]
     _refuse_losing_data(before, after, removed, changed, refuse)
@@ -277,8 +359,11 @@ def _change(old: dict, new: dict, refuse: _Refusals) -> Change | None:
     _refuse_kubernetes_version(new, a, b, refuse)
     for option, words in (("protect", "protect"), ("retain_on_delete", "retain_on_delete")):
         if old.get(option) and not new.get(option):
-            refuse(f"removing {words} from {new['type']} {new['name']}", new["name"],
-                   f"without it {_WITHOUT[option == 'protect']}; the code no longer keeps it")
+            refuse(
+                f"removing {words} from {new['type']} {new['name']}",
+                new["name"],
+                f"without it {_WITHOUT[option == 'protect']}; the code no longer keeps it",
+            )
     for option in ("protect", "retain_on_delete"):  # resource options: shown as changes, not only inputs
         if bool(old.get(option)) != bool(new.get(option)):
             paths.append(f"({option})")
@@ -301,16 +386,22 @@ def _refuse_kubernetes_version(new: dict, a: dict, b: dict, refuse: _Refusals) -
     if _version(a.get(version)) and _version(b.get(version)) and _version(b[version]) < _version(a[version]):
         refuse(f"downgrade of Kubernetes on {new['name']} ({a[version]} → {b[version]})", "kubernetesVersion")
     elif _skips_a_minor(a.get(version), b.get(version)):
-        refuse(f"upgrade of Kubernetes on {new['name']} from {a[version]} to {b[version]}", "kubernetesVersion",
-               f"EKS updates a cluster one minor version at a time ({EKS_ONE_MINOR}): go through "
-               f"{_next_minor(a[version])} first, with its add-ons and node groups")
+        refuse(
+            f"upgrade of Kubernetes on {new['name']} from {a[version]} to {b[version]}",
+            "kubernetesVersion",
+            f"EKS updates a cluster one minor version at a time ({EKS_ONE_MINOR}): go through "
+            f"{_next_minor(a[version])} first, with its add-ons and node groups",
+        )
 
 
-def _refuse_losing_data(before: dict, after: dict, removed: list[dict], changed: list[Change],
-                        refuse: _Refusals) -> None:
+def _refuse_losing_data(
+    before: dict, after: dict, removed: list[dict], changed: list[Change], refuse: _Refusals
+) -> None:
     """Deleting or replacing what holds data (file systems, volumes, logs in prod, namespaces,
     claims), and moving a protected stack to another environment."""
-    for resource, verb in [(r, "delete") for r in removed] + [(before[c.urn], "replace") for c in changed if c.replaces]:
+    for resource, verb in [(r, "delete") for r in removed] + [
+        (before[c.urn], "replace") for c in changed if c.replaces
+    ]:
         kind = KEPT.get(resource["type"])
         if kind:
             refuse(f"{verb} of {kind} {resource['name']}", resource["name"])
@@ -318,17 +409,29 @@ def _refuse_losing_data(before: dict, after: dict, removed: list[dict], changed:
     for resource in removed:
         kind = resource["type"]
         if kind == LOG_GROUP and was == "prod":
-            refuse(f"delete of CloudWatch log group {resource['name']} in prod", resource["name"],
-                   "deleting a log group deletes the logs in it: turning observability or flow logs off loses prod's "
-                   "history", also="log-groups")
+            refuse(
+                f"delete of CloudWatch log group {resource['name']} in prod",
+                resource["name"],
+                "deleting a log group deletes the logs in it: turning observability or flow logs off loses prod's "
+                "history",
+                also="log-groups",
+            )
         elif kind == NAMESPACE:
-            refuse(f"delete of namespace {resource['name']}", resource["name"],
-                   "Kubernetes deletes every object in a namespace with it: the team's jobs, claims, secrets and "
-                   "service accounts", also="namespaces")
+            refuse(
+                f"delete of namespace {resource['name']}",
+                resource["name"],
+                "Kubernetes deletes every object in a namespace with it: the team's jobs, claims, secrets and "
+                "service accounts",
+                also="namespaces",
+            )
         elif kind == CLAIM:
-            refuse(f"delete of claim {resource['name']}", resource["name"],
-                   "the jobs that mount it lose their volume; the claim's binding to its volume is not recreated by a "
-                   "later apply", also="claims")
+            refuse(
+                f"delete of claim {resource['name']}",
+                resource["name"],
+                "the jobs that mount it lose their volume; the claim's binding to its volume is not recreated by a "
+                "later apply",
+                also="claims",
+            )
     if was and now and was != now and any(r.get("protect") for r in before.values()):
         refuse(f"changing the environment of a protected stack ({was} → {now}) drops protect/retain", "environment")
 
@@ -376,10 +479,18 @@ def plan_json_at(ref: str, stack: str, root: Path) -> dict:
         try:
             out = Path(tmp) / "plan.json"
             env = {**os.environ, "PYTHONPATH": str(worktree)}
-            done = subprocess.run([sys.executable, "-m", "infra.cli", "plan", stack, "--json", str(out)], cwd=worktree, env=env, capture_output=True, text=True)
+            done = subprocess.run(
+                [sys.executable, "-m", "infra.cli", "plan", stack, "--json", str(out)],
+                cwd=worktree,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             if done.returncode:
-                raise StackNotFound(f"the plan of {stack} at {ref} failed: "
-                                    f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
+                raise StackNotFound(
+                    f"the plan of {stack} at {ref} failed: "
+                    f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
+                )
             return json.loads(out.read_text())
         finally:
             _git(root, "worktree", "remove", "--force", str(worktree))
@@ -400,12 +511,21 @@ def _show(value: Any) -> str:
 
 def as_json(stack: str, base_ref: str, diff: Diff) -> dict:
     def change(c: Change) -> dict:
-        return {"type": c.type, "name": c.name, "urn": c.urn, "replace": c.replaces, "replace_because": c.replace_paths,
-                "paths": c.paths, "values": {p: {"old": old, "new": new} for p, (old, new) in c.values.items()},
-                "computed_from_replaced": c.because, "consequences": c.consequences}
+        return {
+            "type": c.type,
+            "name": c.name,
+            "urn": c.urn,
+            "replace": c.replaces,
+            "replace_because": c.replace_paths,
+            "paths": c.paths,
+            "values": {p: {"old": old, "new": new} for p, (old, new) in c.values.items()},
+            "computed_from_replaced": c.because,
+            "consequences": c.consequences,
+        }
 
     return {
-        "stack": stack, "base": base_ref,
+        "stack": stack,
+        "base": base_ref,
         "add": [{"type": r["type"], "name": r["name"]} for r in diff.added],
         "delete": [{"type": r["type"], "name": r["name"]} for r in diff.removed],
         "change": [change(c) for c in diff.changed],
@@ -415,8 +535,10 @@ def as_json(stack: str, base_ref: str, diff: Diff) -> dict:
 
 
 def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
-    lines = [f"Changes to {stack} since {base_ref}: {len(diff.added)} to add, {len(diff.changed)} to change "
-             f"({len(diff.replaced)} replaced), {len(diff.removed)} to delete"]
+    lines = [
+        f"Changes to {stack} since {base_ref}: {len(diff.added)} to add, {len(diff.changed)} to change "
+        f"({len(diff.replaced)} replaced), {len(diff.removed)} to delete"
+    ]
     lines += [f"  + {r['type']} {r['name']}" for r in diff.added]
     lines += [f"  - {r['type']} {r['name']}" for r in diff.removed]
     for c in diff.changed:
@@ -438,6 +560,8 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
         lines += [f"      ! {line}" for line in c.consequences]
     lines += [f"  ~ secret {key}: {how}" for key, how in diff.secrets.items()]
     if diff.refused:
-        lines.append(f"{len(diff.refused)} change(s) refused (why: on stderr; --allow NAME or higgsfield:allowReplace lets an "
-                     "intended one through)")
+        lines.append(
+            f"{len(diff.refused)} change(s) refused (why: on stderr; --allow NAME or higgsfield:allowReplace lets an "
+            "intended one through)"
+        )
     return "\n".join(lines)

@@ -22,10 +22,10 @@ from typing import Any
 
 import yaml
 
-from infra.core.names import NAMESPACE as PROJECT
-from infra.offline.stack_file import StackFile, read
 from infra.config import ConfigError
 from infra.core.bundled import instance_types, zone_offerings
+from infra.core.names import NAMESPACE as PROJECT
+from infra.offline.stack_file import StackFile, read
 
 COMPUTED = "<computed>"
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's "unknown during preview" sentinel
@@ -55,9 +55,17 @@ def _cli_string(value: Any) -> str:
 
 def stack_file(root: Path, stack: str) -> StackFile:
     """The stack file of `stack`, read safely (raises StackNotFound, StackFileError)."""
-    if not stack or len(stack) > 100 or any(c in stack for c in "/\\\0") or stack.startswith(".") or not stack.isprintable():
-        raise StackNotFound(f"{stack[:60]!r} is not a stack name (a lowercase DNS label: stacks/Pulumi.<stack>.yaml); stacks here: "
-                            f"{', '.join(stack_names(root)) or 'none'}")
+    if (
+        not stack
+        or len(stack) > 100
+        or any(c in stack for c in "/\\\0")
+        or stack.startswith(".")
+        or not stack.isprintable()
+    ):
+        raise StackNotFound(
+            f"{stack[:60]!r} is not a stack name (a lowercase DNS label: stacks/Pulumi.<stack>.yaml); stacks here: "
+            f"{', '.join(stack_names(root)) or 'none'}"
+        )
     path = root / "stacks" / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         known = ", ".join(stack_names(root)) or "none"
@@ -65,7 +73,9 @@ def stack_file(root: Path, stack: str) -> StackFile:
     return read(path)
 
 
-def stack_config(root: Path, stack: str, overrides: Mapping[str, Any] | None = None, source: StackFile | None = None) -> dict[str, str]:
+def stack_config(
+    root: Path, stack: str, overrides: Mapping[str, Any] | None = None, source: StackFile | None = None
+) -> dict[str, str]:
     """The config the CLI would pass for `stack`: project defaults from Pulumi.yaml, then
     the stack file's `config:`, then `overrides` (full keys), all as CLI strings. Encrypted
     values are placeholders where they stand (the offline plan has no secrets provider)."""
@@ -101,7 +111,12 @@ def _instance_type_result(name: str) -> dict:
         "memorySize": raw.get("MemoryInfo", {}).get("SizeInMiB"),
         "supportedArchitectures": raw.get("ProcessorInfo", {}).get("SupportedArchitectures", []),
         "gpuses": [
-            {"count": g["Count"], "manufacturer": g["Manufacturer"], "name": g["Name"], "memorySize": g["MemoryInfo"]["SizeInMiB"]}
+            {
+                "count": g["Count"],
+                "manufacturer": g["Manufacturer"],
+                "name": g["Name"],
+                "memorySize": g["MemoryInfo"]["SizeInMiB"],
+            }
             for g in gpus
         ],
         "totalGpuMemory": raw.get("GpuInfo", {}).get("TotalGpuMemoryInMiB", 0),
@@ -123,7 +138,9 @@ def _instance_type_result(name: str) -> dict:
         ],
         "instanceStorageSupported": bool(storage),
         "totalInstanceStorage": storage.get("TotalSizeInGB", 0),
-        "instanceDisks": [{"count": d["Count"], "size": d["SizeInGB"], "type": d["Type"]} for d in storage.get("Disks", [])],
+        "instanceDisks": [
+            {"count": d["Count"], "size": d["SizeInGB"], "type": d["Type"]} for d in storage.get("Disks", [])
+        ],
         "ebsNvmeSupport": raw.get("EbsInfo", {}).get("NvmeSupport"),
         "supportedPlacementStrategies": raw.get("PlacementGroupInfo", {}).get("SupportedStrategies", []),
     }
@@ -138,7 +155,12 @@ def _instance_type_offerings(args: dict, region: str) -> dict:
         offered = {region: frozenset().union(*offered.values())}
     locations = filters.get("location", set(offered))
     wanted = filters.get("instance-type")
-    rows = [(where, t) for where in sorted(locations) for t in sorted(offered.get(where, ())) if wanted is None or t in wanted]
+    rows = [
+        (where, t)
+        for where in sorted(locations)
+        for t in sorted(offered.get(where, ()))
+        if wanted is None or t in wanted
+    ]
     return {
         "id": region,
         "instanceTypes": [t for _, t in rows],
@@ -184,7 +206,9 @@ class Plan:
     config: Any = None  # the StackConfig the program was built from
     code_root: str = str(Path(__file__).resolve().parents[2])  # the checkout whose code built it
     notes: list[str] = field(default_factory=list)  # what the offline plan cannot know (secrets, ESC)
-    secrets: dict[str, str] = field(default_factory=dict)  # each encrypted value's key -> its placeholder (a ciphertext digest)
+    secrets: dict[str, str] = field(
+        default_factory=dict
+    )  # each encrypted value's key -> its placeholder (a ciphertext digest)
 
     def of_type(self, type_: str) -> list[Resource]:
         return [r for r in self.resources if r.type == type_]
@@ -321,12 +345,16 @@ def _make_mocks(region: str) -> Any:
         def call(self, args):
             handlers: dict[str, Callable[[dict], dict]] = {
                 "aws:ec2/getInstanceType:getInstanceType": lambda a: _instance_type_result(a["instanceType"]),
-                "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": lambda a: _instance_type_offerings(a, region),
+                "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": lambda a: _instance_type_offerings(
+                    a, region
+                ),
                 "aws:eks/getAddonVersion:getAddonVersion": _addon_version_at_deploy,
             }
             handler = handlers.get(args.token)
             if handler is None:
-                raise UnansweredInvoke(f"{args.token} has no offline answer; it is only known against a real AWS account")
+                raise UnansweredInvoke(
+                    f"{args.token} has no offline answer; it is only known against a real AWS account"
+                )
             return handler(args.args)
 
     return OfflineMocks()
@@ -380,14 +408,28 @@ def _located(source: StackFile) -> Iterator[None]:
         raise located from None
 
 
-def _start_runtime(stack: str, config: dict[str, str], resources_out: list, outputs_out: dict, invokes_out: list, secret_keys: list[str] | None = None) -> None:
+def _start_runtime(
+    stack: str,
+    config: dict[str, str],
+    resources_out: list,
+    outputs_out: dict,
+    invokes_out: list,
+    secret_keys: list[str] | None = None,
+) -> None:
     """Point the Pulumi SDK of the current (fresh) context at our mocks, as a preview."""
     import pulumi
 
     mocks = _make_mocks(config.get("aws:region", ""))
     monitor = _make_monitor(mocks, stack, resources_out, outputs_out, invokes_out)
     pulumi.runtime.set_all_config(config, secret_keys or [])
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor, logger=logging.getLogger("higgsfield.offline"))
+    pulumi.runtime.set_mocks(
+        mocks,
+        project=PROJECT,
+        stack=stack,
+        preview=True,
+        monitor=monitor,
+        logger=logging.getLogger("higgsfield.offline"),
+    )
 
 
 def _load_in_fresh_context(stack: str, config: dict[str, str], secret_keys: list[str] | None = None) -> Any:
@@ -431,4 +473,3 @@ def _record_in_fresh_context(stack: str, config: dict[str, str], secret_keys: li
     root_stack._finish()
     _sync_await(run_pulumi_func(lambda: None))
     return Plan(PROJECT, stack, resources_out, outputs_out, invokes_out, config=loaded[0])
-

@@ -11,14 +11,13 @@ team service account is bound to a role that can patch nodes."""
 
 from __future__ import annotations
 
-
 from components.device_plugins import GPU_TOLERATION
 from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for, expected_bus_bandwidth_gb_s
 from components.storage import MOUNT_PATH, PVC_NAME
+from infra.config import ConfigError, GpuPool, StackConfig
 from infra.core import versions
 from infra.core.assets import shipped
 from infra.offline.pods import check_image, default_image, prepare_gpu_pod, run_as_team, stack_repository
-from infra.config import ConfigError, GpuPool, StackConfig
 
 PROGRAM = shipped("images/training/node_check.py")
 CODE = "higgsfield-healthcheck"  # the ConfigMap holding node_check.py
@@ -30,7 +29,9 @@ NCCL_LOG = "/tmp/nccl-%h-%p.log"
 def bus_bandwidth_threshold(cfg: StackConfig, pool: GpuPool) -> float:
     """EFA pools: the instance type's expected all-reduce bus bandwidth (cited table or a
     fraction of line rate); other pools: the stack's observability.healthcheck threshold."""
-    return expected_bus_bandwidth_gb_s(pool.instance)[0] if pool.efa else cfg.observability.health.min_bus_bandwidth_gb_s
+    return (
+        expected_bus_bandwidth_gb_s(pool.instance)[0] if pool.efa else cfg.observability.health.min_bus_bandwidth_gb_s
+    )
 
 
 def _env(cfg: StackConfig, pool: GpuPool, image: str) -> list[dict]:
@@ -49,12 +50,16 @@ def _env(cfg: StackConfig, pool: GpuPool, image: str) -> list[dict]:
         "LUSTRE_PATH": MOUNT_PATH if cfg.fsx.enabled else "",
         "EXPECTED_NCCL_NETWORK": "efa" if pool.efa else "any",
         # the plugin version is known only for the image built from images/training/Dockerfile
-        "EXPECTED_OFI_NCCL_VERSION": versions.AWS_OFI_NCCL.version if pool.efa and image.startswith(stack_repository(cfg) + ":") else "",
+        "EXPECTED_OFI_NCCL_VERSION": versions.AWS_OFI_NCCL.version
+        if pool.efa and image.startswith(stack_repository(cfg) + ":")
+        else "",
         "NCCL_DEBUG": "INFO",
         "NCCL_DEBUG_SUBSYS": "INIT,NET",
         "NCCL_DEBUG_FILE": NCCL_LOG,
     }
-    return [{"name": k, "value": str(v)} for k, v in values.items()] + [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    return [{"name": k, "value": str(v)} for k, v in values.items()] + [
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+    ]
 
 
 def _pod_spec(cfg: StackConfig, pool: GpuPool, app: str, command: list[str], container: str, image: str) -> dict:
@@ -69,16 +74,23 @@ def _pod_spec(cfg: StackConfig, pool: GpuPool, app: str, command: list[str], con
         "restartPolicy": "Never",
         "nodeSelector": {"higgsfield.io/pool": pool.name},
         "tolerations": [GPU_TOLERATION],
-        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}]}},
-        "containers": [{
-            "name": container,
-            "image": image,
-            "command": command,
-            "env": _env(cfg, pool, image),
-            "resources": {"limits": limits},
-            "volumeMounts": mounts,
-        }],
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        },
+        "containers": [
+            {
+                "name": container,
+                "image": image,
+                "command": command,
+                "env": _env(cfg, pool, image),
+                "resources": {"limits": limits},
+                "volumeMounts": mounts,
+            }
+        ],
         "volumes": volumes,
     }
     prepare_gpu_pod(spec, pool, image, f"healthcheck {app}")
@@ -92,11 +104,17 @@ def _with_image_comment(obj: dict, cfg: StackConfig, image: str) -> dict:
     from infra.offline.jobs import image_comment
 
     commented = CommentedMap(obj)
-    commented.yaml_set_start_comment("\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in image_comment(cfg, image).splitlines()))
+    commented.yaml_set_start_comment(
+        "\n".join(
+            line[2:] if line.startswith("# ") else line.lstrip("#") for line in image_comment(cfg, image).splitlines()
+        )
+    )
     return commented
 
 
-def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: int | None = None, image: str | None = None) -> list[dict]:
+def render(
+    cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: int | None = None, image: str | None = None
+) -> list[dict]:
     pools = {p.name: p for p in cfg.gpu_pools}
     if pool_name not in pools:
         raise ConfigError("POOL", f"no pool {pool_name!r} in stack {cfg.stack}; pools: {', '.join(pools) or 'none'}")
@@ -113,7 +131,12 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
         raise ConfigError("--nodes", f"{count} is outside 1..{pool.max_size} (the pool's maxSize)")
     app = f"healthcheck-{pool.name}"
     objects: list[dict] = [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CODE, "namespace": namespace}, "data": {"node_check.py": PROGRAM.read_text()}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": CODE, "namespace": namespace},
+            "data": {"node_check.py": PROGRAM.read_text()},
+        },
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -123,7 +146,10 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
                 "parallelism": count,
                 "backoffLimit": 0,
                 "ttlSecondsAfterFinished": 86400,
-                "template": {"metadata": {"labels": {"app": app}}, "spec": _pod_spec(cfg, pool, app, ["python", "/code/node_check.py"], "check", image)},
+                "template": {
+                    "metadata": {"labels": {"app": app}},
+                    "spec": _pod_spec(cfg, pool, app, ["python", "/code/node_check.py"], "check", image),
+                },
             },
         },
     ]
@@ -136,17 +162,33 @@ def render(cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: 
     run_as_team(check_pods, team_spec)  # the team's UID and Pod Security restricted, as its admission policy requires
     objects[1] = _with_image_comment(objects[1], cfg, image)
     if count >= 2:
-        worker = {"replicas": count, "restartPolicy": "Never", "template": {"metadata": {"labels": {"app": f"{app}-nccl"}},
-                  "spec": _pod_spec(cfg, pool, f"{app}-nccl", ["torchrun", "/code/node_check.py", "--allreduce"], "pytorch", image)}}
-        run_as_team(worker["template"], team_spec)
-        objects.append({
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "PyTorchJob",
-            "metadata": {"name": f"{app}-nccl", "namespace": namespace},
-            "spec": {
-                "nprocPerNode": str(pool.gpus_per_node),
-                "runPolicy": {"schedulingPolicy": {"queue": team_spec.queue, "priorityClass": cfg.scheduler.classes_of(team_spec, "training")[0], "minAvailable": count}},
-                "pytorchReplicaSpecs": {"Worker": worker},
+        worker = {
+            "replicas": count,
+            "restartPolicy": "Never",
+            "template": {
+                "metadata": {"labels": {"app": f"{app}-nccl"}},
+                "spec": _pod_spec(
+                    cfg, pool, f"{app}-nccl", ["torchrun", "/code/node_check.py", "--allreduce"], "pytorch", image
+                ),
             },
-        })
+        }
+        run_as_team(worker["template"], team_spec)
+        objects.append(
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "PyTorchJob",
+                "metadata": {"name": f"{app}-nccl", "namespace": namespace},
+                "spec": {
+                    "nprocPerNode": str(pool.gpus_per_node),
+                    "runPolicy": {
+                        "schedulingPolicy": {
+                            "queue": team_spec.queue,
+                            "priorityClass": cfg.scheduler.classes_of(team_spec, "training")[0],
+                            "minAvailable": count,
+                        }
+                    },
+                    "pytorchReplicaSpecs": {"Worker": worker},
+                },
+            }
+        )
     return objects

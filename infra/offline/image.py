@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from components.registry import IMAGE_SOURCES, UNKNOWN_TAG, image_tag, repository_name
+from infra.config import ConfigError, StackConfig
 from infra.core.project import project_root
 from infra.offline.pods import stack_account
-from infra.config import ConfigError, StackConfig
 
 DOCS = "docs/training-image.md"
 
@@ -48,7 +48,9 @@ def gate_image(cfg: StackConfig) -> tuple[str, str]:
     images/training/health_gate.py, which only an image built from images/training holds."""
     if cfg.health_gate_image:
         return cfg.health_gate_image, "higgsfield:healthGateImage"
-    return source_image(cfg), "higgsfield:healthGateImage (unset: the stack's ECR repository at this checkout's images/training tag)"
+    return source_image(
+        cfg
+    ), "higgsfield:healthGateImage (unset: the stack's ECR repository at this checkout's images/training tag)"
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ def _join(argv: Sequence[str]) -> str:
     """A shell line of `argv`, each word quoted, except that `${ACCOUNT}` stays a parameter the
     shell expands (in double quotes: the rest of such a word is an image reference, no `"`, `$`,
     backquote or backslash in it)."""
+
     def word(arg: str) -> str:
         if "${ACCOUNT}" in arg and re.fullmatch(r"[A-Za-z0-9._/:@${}-]+", arg) and arg.count("$") == 1:
             return f'"{arg}"'
@@ -83,13 +86,24 @@ def _join(argv: Sequence[str]) -> str:
 def _clean_sources(root: Path) -> None:
     """The tag names the committed tree of images/training: a build of uncommitted changes would
     put different contents under it (and tags are immutable)."""
-    done = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", IMAGE_SOURCES], capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain", "--", IMAGE_SOURCES],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if done.returncode != 0:
-        raise ConfigError("images/training", f"is not in a git checkout ({done.stderr.strip() or 'git status failed'}): the image tag is the git tree "
-                                             "of images/training")
+        raise ConfigError(
+            "images/training",
+            f"is not in a git checkout ({done.stderr.strip() or 'git status failed'}): the image tag is the git tree "
+            "of images/training",
+        )
     if done.stdout.strip():
         changed = ", ".join(line[3:] for line in done.stdout.splitlines()[:3])
-        raise ConfigError("images/training", f"has uncommitted changes ({changed}): commit them first, the tag {image_tag()} names the committed tree")
+        raise ConfigError(
+            "images/training",
+            f"has uncommitted changes ({changed}): commit them first, the tag {image_tag()} names the committed tree",
+        )
 
 
 def steps(cfg: StackConfig, action: str, root: Path | None = None) -> list[Step]:
@@ -97,20 +111,49 @@ def steps(cfg: StackConfig, action: str, root: Path | None = None) -> list[Step]
     tag is there)."""
     tag = image_tag()
     if tag == UNKNOWN_TAG:
-        raise ConfigError("images/training", "has no git tree at HEAD (not a git checkout, or not committed): the image tag is that tree")
+        raise ConfigError(
+            "images/training",
+            "has no git tree at HEAD (not a git checkout, or not committed): the image tag is that tree",
+        )
     repository = repository_name(cfg.name)
     image = f"{registry_of(cfg)}/{repository}:{tag}"
     build = Step(("docker", "build", "--pull", "--tag", image, IMAGE_SOURCES))  # from the repository root
     if action == "build":
         return [build]
     region = ("--region", cfg.region)
-    exists = ("aws", "ecr", "describe-images", *region, "--repository-name", repository, "--image-ids", f"imageTag={tag}")
+    exists = (
+        "aws",
+        "ecr",
+        "describe-images",
+        *region,
+        "--repository-name",
+        repository,
+        "--image-ids",
+        f"imageTag={tag}",
+    )
     return [
         build,
-        Step(("docker", "login", "--username", "AWS", "--password-stdin", registry_of(cfg)), stdin_from=("aws", "ecr", "get-login-password", *region)),
+        Step(
+            ("docker", "login", "--username", "AWS", "--password-stdin", registry_of(cfg)),
+            stdin_from=("aws", "ecr", "get-login-password", *region),
+        ),
         Step(("docker", "push", image), skip_if_ok=exists),
-        Step(("aws", "ecr", "describe-images", *region, "--repository-name", repository, "--image-ids", f"imageTag={tag}",
-              "--query", "imageDetails[0].imageDigest", "--output", "text")),
+        Step(
+            (
+                "aws",
+                "ecr",
+                "describe-images",
+                *region,
+                "--repository-name",
+                repository,
+                "--image-ids",
+                f"imageTag={tag}",
+                "--query",
+                "imageDetails[0].imageDigest",
+                "--output",
+                "text",
+            )
+        ),
     ]
 
 
@@ -130,26 +173,42 @@ def missing_tools(action: str, which: Callable[[str], str | None] | None = None)
 Runner = Callable[..., subprocess.CompletedProcess]
 
 
-def run(cfg: StackConfig, action: str, root: Path | None = None, runner: Runner | None = None,
-        which: Callable[[str], str | None] | None = None, out: Callable[[str], None] = print) -> int:
+def run(
+    cfg: StackConfig,
+    action: str,
+    root: Path | None = None,
+    runner: Runner | None = None,
+    which: Callable[[str], str | None] | None = None,
+    out: Callable[[str], None] = print,
+) -> int:
     """Run the steps in order; 0 when done, 2 (one line) when a tool is missing, else the failing
     command's exit status."""
     runner = runner or subprocess.run
     missing = missing_tools(action, which)
     if missing:
-        raise ConfigError(" ".join(missing), f"not found on PATH: `higgsfield image {action}` runs "
-                                             f"docker{' and the AWS CLI' if action == 'push' else ''}; "
-                          f"install them, or print the commands with --print and run them where Docker is ({DOCS})")
+        raise ConfigError(
+            " ".join(missing),
+            f"not found on PATH: `higgsfield image {action}` runs "
+            f"docker{' and the AWS CLI' if action == 'push' else ''}; "
+            f"install them, or print the commands with --print and run them where Docker is ({DOCS})",
+        )
     root = root or project_root()  # the folder holding Pulumi.yaml: a checkout, or a project of one's own
     _clean_sources(root)
     daemon = runner(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True)
     if daemon.returncode != 0:
         reason = (daemon.stderr or "").strip().splitlines()[-1:] or ["no answer"]
-        raise ConfigError("docker", f"the Docker daemon does not answer ({reason[0]}): start Docker, or print the commands with --print and "
-                                    f"run them where Docker is ({DOCS})")
+        raise ConfigError(
+            "docker",
+            f"the Docker daemon does not answer ({reason[0]}): start Docker, or print the commands with --print and "
+            f"run them where Docker is ({DOCS})",
+        )
     account = None
     if "${ACCOUNT}" in registry_of(cfg):
-        done = runner(["aws", "sts", "get-caller-identity", "--query", "Account", "--output", "text"], capture_output=True, text=True)
+        done = runner(
+            ["aws", "sts", "get-caller-identity", "--query", "Account", "--output", "text"],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             return done.returncode
         account = done.stdout.strip()

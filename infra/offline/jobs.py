@@ -15,8 +15,8 @@ import copy
 import io
 import re
 from collections.abc import Iterator
-from datetime import timedelta
 from dataclasses import dataclass
+from datetime import timedelta
 from string import Template
 from typing import Any
 
@@ -25,23 +25,38 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarStri
 
 from components.karpenter import DO_NOT_DISRUPT
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
-from infra.offline.pods import check_image, default_image, merge_env, prepare_gpu_pod, run_as_team, stack_image, tolerate_pool
+from infra.config import ConfigError, GpuPool, StackConfig, Team
 from infra.core import versions
 from infra.core.assets import shipped
-from infra.config import ConfigError, GpuPool, StackConfig, Team
+from infra.offline.pods import (
+    check_image,
+    default_image,
+    merge_env,
+    prepare_gpu_pod,
+    run_as_team,
+    stack_image,
+    tolerate_pool,
+)
 
 EXAMPLES_DIR = shipped("examples")
 # Each example, its class of work (docs/workload-classes.md) and the scripts its ConfigMap carries.
 WORKLOAD = {
-    "pytorch-ddp": "training", "pytorch-elastic": "training", "mpi-nccl-tests": "training",
-    "tf-mnist": "training", "xgboost-iris": "training",
-    "serving-classifier": "serving", "eval-sweep": "evaluation",
+    "pytorch-ddp": "training",
+    "pytorch-elastic": "training",
+    "mpi-nccl-tests": "training",
+    "tf-mnist": "training",
+    "xgboost-iris": "training",
+    "serving-classifier": "serving",
+    "eval-sweep": "evaluation",
 }
 EXAMPLES = tuple(WORKLOAD)
 SCRIPTS = {
-    "pytorch-ddp": ("train_ddp.py", "checkpointing.py"), "pytorch-elastic": ("train_ddp.py", "checkpointing.py"),
-    "tf-mnist": ("tf_mnist.py",), "xgboost-iris": ("xgboost_iris.py",),
-    "serving-classifier": ("serve.py", "checkpointing.py"), "eval-sweep": ("eval_sweep.py", "serve.py", "checkpointing.py"),
+    "pytorch-ddp": ("train_ddp.py", "checkpointing.py"),
+    "pytorch-elastic": ("train_ddp.py", "checkpointing.py"),
+    "tf-mnist": ("tf_mnist.py",),
+    "xgboost-iris": ("xgboost_iris.py",),
+    "serving-classifier": ("serve.py", "checkpointing.py"),
+    "eval-sweep": ("eval_sweep.py", "serve.py", "checkpointing.py"),
 }
 # Examples whose pods take one GPU each (the others: one pod per node, every GPU of it).
 ONE_GPU_PODS = ("xgboost-iris", "serving-classifier", "eval-sweep")
@@ -64,7 +79,9 @@ def _pick_pool(cfg: StackConfig, name: str | None, efa_first: bool) -> GpuPool:
     if name is not None:
         found = [p for p in cfg.gpu_pools if p.name == name]
         if not found:
-            raise ConfigError("--pool", f"no pool {name!r} in stack {cfg.stack}; pools: {', '.join(p.name for p in cfg.gpu_pools)}")
+            raise ConfigError(
+                "--pool", f"no pool {name!r} in stack {cfg.stack}; pools: {', '.join(p.name for p in cfg.gpu_pools)}"
+            )
         return found[0]
     ranked = sorted(cfg.gpu_pools, key=lambda p: (not p.efa if efa_first else False, p.capacity_type != "on-demand"))
     return ranked[0]
@@ -78,13 +95,17 @@ def _pick_team(cfg: StackConfig, name: str | None, workload: str = "training") -
     if name is None:
         given = [t for t in teams if cfg.scheduler.classes_of(t, workload)]
         if not given:
-            raise ConfigError("higgsfield:scheduler.teams", f"no team of stack {cfg.stack} is given a {workload} priority class")
+            raise ConfigError(
+                "higgsfield:scheduler.teams", f"no team of stack {cfg.stack} is given a {workload} priority class"
+            )
         return given[0]
     found = [t for t in teams if t.name == name]
     if not found:
         raise ConfigError("--team", f"no team {name!r} in stack {cfg.stack}; teams: {', '.join(t.name for t in teams)}")
     if not cfg.scheduler.classes_of(found[0], workload):
-        raise ConfigError("--team", f"team {name} is given no {workload} priority class (higgsfield:scheduler.teams priorityClasses)")
+        raise ConfigError(
+            "--team", f"team {name} is given no {workload} priority class (higgsfield:scheduler.teams priorityClasses)"
+        )
     return found[0]
 
 
@@ -93,8 +114,12 @@ def examples_for(cfg: StackConfig) -> list[str]:
     serving and evaluation only where a team is given such a class."""
     if not (cfg.gpu_pools and cfg.scheduler.teams):
         return []
-    given = {WORKLOAD[e] for e in EXAMPLES if any(cfg.scheduler.classes_of(t, WORKLOAD[e]) for t in cfg.scheduler.teams)}
-    return [e for e in EXAMPLES if (e != "mpi-nccl-tests" or any(p.efa for p in cfg.gpu_pools)) and WORKLOAD[e] in given]
+    given = {
+        WORKLOAD[e] for e in EXAMPLES if any(cfg.scheduler.classes_of(t, WORKLOAD[e]) for t in cfg.scheduler.teams)
+    }
+    return [
+        e for e in EXAMPLES if (e != "mpi-nccl-tests" or any(p.efa for p in cfg.gpu_pools)) and WORKLOAD[e] in given
+    ]
 
 
 def render_examples(cfg: StackConfig) -> dict[str, list | ConfigError]:
@@ -183,9 +208,12 @@ def checkpoint_path(cfg: StackConfig, team: Team, job_name: str) -> str:
     if cfg.checkpoints.export_to_s3 and cfg.fsx.s3 is not None and cfg.fsx.s3.dataset is not None:
         dataset = next(d for d in cfg.fsx.datasets if d.name == cfg.fsx.s3.dataset)
         if dataset.owner != team.name:
-            raise ConfigError("--team", f"team {team.name} cannot write dataset {dataset.name} (owner {dataset.owner}), the directory "
-                                        "higgsfield:fsx.s3 exports; "
-                              "submit as its owner or turn off higgsfield:checkpoints.exportToS3")
+            raise ConfigError(
+                "--team",
+                f"team {team.name} cannot write dataset {dataset.name} (owner {dataset.owner}), the directory "
+                "higgsfield:fsx.s3 exports; "
+                "submit as its owner or turn off higgsfield:checkpoints.exportToS3",
+            )
         return f"{DATASET_MOUNT.format(name=dataset.name)}/checkpoints/{team.name}/{job_name}"
     return f"{MOUNT_PATH}/checkpoints/{job_name}"
 
@@ -206,7 +234,9 @@ def checkpoint_env(cfg: StackConfig, pool: GpuPool, team: Team, job_name: str) -
     return values
 
 
-def _checkpoint(template: dict, cfg: StackConfig, pool: GpuPool, team: Team, job_name: str, enabled: bool = True) -> None:
+def _checkpoint(
+    template: dict, cfg: StackConfig, pool: GpuPool, team: Team, job_name: str, enabled: bool = True
+) -> None:
     """The checkpoint settings, and a grace period long enough for the final flush on SIGTERM
     (Kubernetes' default of 30 s is not: higgsfield:checkpoints.terminationGracePeriod). Not
     `enabled`: CHECKPOINT_EVERY_STEPS=0 (examples/train_ddp.py saves and loads nothing) and no
@@ -227,16 +257,35 @@ def _attach_datasets(template: dict, cfg: StackConfig, team: Team) -> None:
         if team.name != dataset.owner and team.name not in dataset.readers:
             continue
         volume = f"dataset-{dataset.name}"
-        spec["volumes"].append({"name": volume, "persistentVolumeClaim": {"claimName": DATASET_CLAIM.format(name=dataset.name), "readOnly": team.name != dataset.owner}})
-        main["volumeMounts"].append({"name": volume, "mountPath": DATASET_MOUNT.format(name=dataset.name), "readOnly": team.name != dataset.owner})
+        spec["volumes"].append(
+            {
+                "name": volume,
+                "persistentVolumeClaim": {
+                    "claimName": DATASET_CLAIM.format(name=dataset.name),
+                    "readOnly": team.name != dataset.owner,
+                },
+            }
+        )
+        main["volumeMounts"].append(
+            {
+                "name": volume,
+                "mountPath": DATASET_MOUNT.format(name=dataset.name),
+                "readOnly": team.name != dataset.owner,
+            }
+        )
 
 
 # GPU pods per job of `workers` workers: DDP and XGBoost add a master on the pool; the MPI launcher
 # runs on the pool too but holds no GPU (the system nodes are tainted); an elastic job's `workers`
 # is the most it grows to, the serving example's its HPA's maxReplicas, the sweep's its parallelism.
 _GPU_PODS = {
-    "pytorch-ddp": lambda w: w + 1, "pytorch-elastic": lambda w: w, "mpi-nccl-tests": lambda w: w,
-    "tf-mnist": lambda w: w, "xgboost-iris": lambda w: w + 1, "serving-classifier": lambda w: w, "eval-sweep": lambda w: w,
+    "pytorch-ddp": lambda w: w + 1,
+    "pytorch-elastic": lambda w: w,
+    "mpi-nccl-tests": lambda w: w,
+    "tf-mnist": lambda w: w,
+    "xgboost-iris": lambda w: w + 1,
+    "serving-classifier": lambda w: w,
+    "eval-sweep": lambda w: w,
 }
 DEFAULT_WORKERS = 2
 
@@ -274,15 +323,21 @@ class Fit:
     def check(self, workers: int | None) -> int:
         """`workers`, or the default, if the job fits; else a ConfigError naming the limits."""
         if self.most_workers < 1:
-            raise ConfigError("--workers" if workers is not None else "EXAMPLE", f"{self.example} needs at least {self.gpus(1)} GPUs ({self.pods(1)} pods x {self.gpus_per_node}), "
-                              f"more than {self._exceeded(1)}: no size of it fits")
+            raise ConfigError(
+                "--workers" if workers is not None else "EXAMPLE",
+                f"{self.example} needs at least {self.gpus(1)} GPUs ({self.pods(1)} pods x {self.gpus_per_node}), "
+                f"more than {self._exceeded(1)}: no size of it fits",
+            )
         if workers is None:
             return self.default_workers
         if workers < 1:
             raise ConfigError("--workers", f"must be at least 1, got {workers}")
         if workers > self.most_workers:
-            raise ConfigError("--workers", f"{workers} needs {self.gpus(workers)} GPUs ({self.pods(workers)} pods x {self.gpus_per_node}), "
-                              f"more than {self._exceeded(workers)}; at most --workers {self.most_workers} fits")
+            raise ConfigError(
+                "--workers",
+                f"{workers} needs {self.gpus(workers)} GPUs ({self.pods(workers)} pods x {self.gpus_per_node}), "
+                f"more than {self._exceeded(workers)}; at most --workers {self.most_workers} fits",
+            )
         return workers
 
 
@@ -291,14 +346,28 @@ def fit(example: str, cfg: StackConfig, pool: GpuPool, team: Team) -> Fit:
     p, t = cfg.gpu_pools.index(pool), cfg.scheduler.teams.index(team)
     q, queue = next((i, x) for i, x in enumerate(cfg.scheduler.queues) if x.name == team.queue)
     limits = [
-        (pool.max_size * pool.gpus_per_node, f"pool {pool.name}'s {pool.max_size} nodes x {pool.gpus_per_node} GPUs (higgsfield:gpuPools[{p}].maxSize)"),
-        (team.gpu_quota, f"team {team.name}'s quota of {team.gpu_quota} GPUs (higgsfield:scheduler.teams[{t}].gpuQuota)"),
-        (queue.gpu_capability, f"queue {queue.name}'s capability of {queue.gpu_capability} GPUs "
-                               f"(higgsfield:scheduler.queues[{q}].gpuCapability)"),
+        (
+            pool.max_size * pool.gpus_per_node,
+            f"pool {pool.name}'s {pool.max_size} nodes x {pool.gpus_per_node} GPUs (higgsfield:gpuPools[{p}].maxSize)",
+        ),
+        (
+            team.gpu_quota,
+            f"team {team.name}'s quota of {team.gpu_quota} GPUs (higgsfield:scheduler.teams[{t}].gpuQuota)",
+        ),
+        (
+            queue.gpu_capability,
+            f"queue {queue.name}'s capability of {queue.gpu_capability} GPUs "
+            f"(higgsfield:scheduler.queues[{q}].gpuCapability)",
+        ),
     ]
     if WORKLOAD[example] == "serving" and team.serving_gpu_quota is not None:
-        limits.append((team.serving_gpu_quota, f"team {team.name}'s serving quota of {team.serving_gpu_quota} GPUs "
-                                               f"(higgsfield:scheduler.teams[{t}].servingGpuQuota)"))
+        limits.append(
+            (
+                team.serving_gpu_quota,
+                f"team {team.name}'s serving quota of {team.serving_gpu_quota} GPUs "
+                f"(higgsfield:scheduler.teams[{t}].servingGpuQuota)",
+            )
+        )
     return Fit(example, 1 if example in ONE_GPU_PODS else pool.gpus_per_node, tuple(limits))
 
 
@@ -345,22 +414,37 @@ def image_comment(cfg: StackConfig, image: str) -> str:
     if image == stack_image(cfg) and not cfg.training_image:
         tag = image.rsplit(":", 1)[1]
         repository = image.split("/", 1)[1].rsplit(":", 1)[0]
-        return "\n".join([
-            f"# Image: {image}",
-            "#   built from images/training of this checkout. Not in the registry yet? Build and push it (Docker):",
-            f"#     higgsfield image push {cfg.stack}",
-            f"#   or let the image workflow do it on main ({image_cli.DOCS}). Is it there:",
-            f"#     aws ecr describe-images --region {cfg.region} --repository-name {repository} \\",
-            f"#       --image-ids imageTag={tag}",
-        ])
+        return "\n".join(
+            [
+                f"# Image: {image}",
+                "#   built from images/training of this checkout. Not in the registry yet? Build and push it (Docker):",
+                f"#     higgsfield image push {cfg.stack}",
+                f"#   or let the image workflow do it on main ({image_cli.DOCS}). Is it there:",
+                f"#     aws ecr describe-images --region {cfg.region} --repository-name {repository} \\",
+                f"#       --image-ids imageTag={tag}",
+            ]
+        )
     if image in {own() for own in OWN_IMAGE.values()}:  # an upstream image, pulled from its registry
-        return "\n".join([f"# Image: {image}", *comment("the upstream image itself, pulled from its registry (pinned in infra/core/versions.py); "
-                                                          f"nothing to build ({image_cli.DOCS} for the training image).")])
+        return "\n".join(
+            [
+                f"# Image: {image}",
+                *comment(
+                    "the upstream image itself, pulled from its registry (pinned in infra/core/versions.py); "
+                    f"nothing to build ({image_cli.DOCS} for the training image)."
+                ),
+            ]
+        )
     origin = "higgsfield:trainingImage" if image == cfg.training_image else "--image"
-    return "\n".join([f"# Image: {image}", *comment(
-        f"({origin}) yours to build and push before applying this job; on EFA pools it needs libfabric's efa "
-        "provider and "
-        f"aws-ofi-nccl, as images/training/Dockerfile builds them ({image_cli.DOCS}).")])
+    return "\n".join(
+        [
+            f"# Image: {image}",
+            *comment(
+                f"({origin}) yours to build and push before applying this job; on EFA pools it needs libfabric's efa "
+                "provider and "
+                f"aws-ofi-nccl, as images/training/Dockerfile builds them ({image_cli.DOCS})."
+            ),
+        ]
+    )
 
 
 class ResumeRefused(ConfigError):
@@ -378,13 +462,17 @@ def resume_text(cfg: StackConfig, checkpoints: bool) -> str:
     """What the job's header comment may promise about resuming."""
     storage = _storage(cfg)
     if not checkpoints:
-        return ("starts again at step 0: checkpoints are off\n# (CHECKPOINT_EVERY_STEPS=0): this stack has no shared "
-                "storage "
-                "for a multi-node job's checkpoints\n# (higgsfield:fsx.enabled is false)")
+        return (
+            "starts again at step 0: checkpoints are off\n# (CHECKPOINT_EVERY_STEPS=0): this stack has no shared "
+            "storage "
+            "for a multi-node job's checkpoints\n# (higgsfield:fsx.enabled is false)"
+        )
     if storage:
         return f"resumes from the newest complete checkpoint on {storage}"
-    return ("resumes from its newest checkpoint only while its node lives\n# (one pod on its node's disk: "
-            "higgsfield:fsx.enabled is false, no shared storage)")
+    return (
+        "resumes from its newest checkpoint only while its node lives\n# (one pod on its node's disk: "
+        "higgsfield:fsx.enabled is false, no shared storage)"
+    )
 
 
 def checkpoints_for(example: str, cfg: StackConfig, pods: int, asked: bool | None) -> bool:
@@ -396,11 +484,14 @@ def checkpoints_for(example: str, cfg: StackConfig, pods: int, asked: bool | Non
         return False
     resumable = pods <= 1 or _storage(cfg) is not None
     if asked and not resumable:
-        raise ResumeRefused("higgsfield:fsx.enabled", f"{example} runs on {pods} nodes and its checkpoints would stay on each pod's local disk, so it could "
-                                                      "never resume "
-                            "after a lost node: enable higgsfield:fsx (shared storage for checkpoints), run it on one node "
-                            "(pytorch-elastic --workers 1), "
-                            "or render it without --checkpoints (a restart starts at step 0)")
+        raise ResumeRefused(
+            "higgsfield:fsx.enabled",
+            f"{example} runs on {pods} nodes and its checkpoints would stay on each pod's local disk, so it could "
+            "never resume "
+            "after a lost node: enable higgsfield:fsx (shared storage for checkpoints), run it on one node "
+            "(pytorch-elastic --workers 1), "
+            "or render it without --checkpoints (a restart starts at step 0)",
+        )
     return resumable if asked is None else asked
 
 
@@ -409,16 +500,22 @@ def resume_promise(job: dict, cfg: StackConfig) -> str | None:
     are not on a PersistentVolumeClaim (shared storage), while the job says it resumes."""
     gpu_pods = 0
     for key, spec in (job.get("spec", {}).get("pytorchReplicaSpecs") or {}).items():
-        gpu_pods += int(job["spec"].get("elasticPolicy", {}).get("maxReplicas", spec.get("replicas", 1)) if key == "Worker" else spec.get("replicas", 1))
+        gpu_pods += int(
+            job["spec"].get("elasticPolicy", {}).get("maxReplicas", spec.get("replicas", 1))
+            if key == "Worker"
+            else spec.get("replicas", 1)
+        )
     for replica, template in pod_templates(job, named=True):
         spec, main = template["spec"], template["spec"]["containers"][0]
         shared = {e["name"]: e.get("value") for e in main.get("env", [])}.get("CHECKPOINT_SHARED_DIR")
         claims = {v["name"] for v in spec.get("volumes", []) if "persistentVolumeClaim" in v}
         mounts = [m["mountPath"] for m in main.get("volumeMounts", []) if m["name"] in claims]
         if shared and gpu_pods > 1 and not any(shared == m or shared.startswith(m.rstrip("/") + "/") for m in mounts):
-            return (f"{job['metadata']['name']} ({replica}): {gpu_pods} pods keep checkpoints at {shared}, not on shared "
-                    "storage, "
-                    "so a restarted gang cannot resume (higgsfield:fsx.enabled)")
+            return (
+                f"{job['metadata']['name']} ({replica}): {gpu_pods} pods keep checkpoints at {shared}, not on shared "
+                "storage, "
+                "so a restarted gang cannot resume (higgsfield:fsx.enabled)"
+            )
     return None
 
 
@@ -437,10 +534,14 @@ def fill_template(text: str, values: dict[str, Any], where: str) -> list:
     except Exception:  # noqa: BLE001 - ruamel's parser errors: the values broke the YAML
         as_text = None
     if as_text is None or _plain(as_text) != _plain(as_data):
-        changed = [k for k, v in values.items() if isinstance(v, str) and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", v)]
-        raise ConfigError(f"--{changed[0].replace('_', '-')}" if changed else where,
-                          f"{_show_value(values[changed[0]]) if changed else 'a value'} would change the structure of {where}, not "
-                          "fill in a value")
+        changed = [
+            k for k, v in values.items() if isinstance(v, str) and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", v)
+        ]
+        raise ConfigError(
+            f"--{changed[0].replace('_', '-')}" if changed else where,
+            f"{_show_value(values[changed[0]]) if changed else 'a value'} would change the structure of {where}, not "
+            "fill in a value",
+        )
     return as_text
 
 
@@ -468,7 +569,9 @@ def _filled_as_data(text: str, values: dict[str, Any]) -> Any:
     for line in text.splitlines(keepends=True):
         if line.lstrip().startswith("#"):  # the template's comments: text for a reader
             lines.append(Template(line).safe_substitute({k: " ".join(str(v).split()) for k, v in values.items()}))
-        elif _comment_block(line, values):  # a line that is one placeholder whose value is comment lines (image_comment)
+        elif _comment_block(
+            line, values
+        ):  # a line that is one placeholder whose value is comment lines (image_comment)
             lines.append(Template(line).substitute(values))
         else:
             lines.append(Template(line).substitute(tokens))
@@ -478,7 +581,9 @@ def _filled_as_data(text: str, values: dict[str, Any]) -> Any:
     def fill(node: Any) -> Any:
         if isinstance(node, dict):
             for key in list(node):
-                assert not (isinstance(key, str) and found.search(key)), f"a template placeholder in a key: {key}"  # values only
+                assert not (isinstance(key, str) and found.search(key)), (
+                    f"a template placeholder in a key: {key}"
+                )  # values only
                 node[key] = fill(node[key])
         elif isinstance(node, list):
             for i, item in enumerate(node):
@@ -511,8 +616,16 @@ def _tolerate_pool(template: dict, pool: GpuPool, image: str) -> None:
     tolerate_pool(template["spec"], pool)
 
 
-def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None, workers: int | None = None,
-           image: str | None = None, checkpoints: bool | None = None) -> list[dict]:
+def render(
+    example: str,
+    cfg: StackConfig,
+    *,
+    pool: str | None = None,
+    team: str | None = None,
+    workers: int | None = None,
+    image: str | None = None,
+    checkpoints: bool | None = None,
+) -> list[dict]:
     """The Kubernetes objects of `example` for stack `cfg`: its scripts' ConfigMap, what goes with
     it (a Service, an HPA), and the workload last. Every pod runs `image` (default: the stack's
     training image, or the example's own); `workers` defaults to what fits. `checkpoints` (PyTorch
@@ -551,7 +664,9 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         "image": image,
         "image_comment": image_comment(cfg, image),
         "resume": resume_text(cfg, checkpoints),
-        "checkpoint_dir": checkpoint_path(cfg, member, name) if workload == "training" and example not in ("pytorch-ddp", "pytorch-elastic", "mpi-nccl-tests") else "",
+        "checkpoint_dir": checkpoint_path(cfg, member, name)
+        if workload == "training" and example not in ("pytorch-ddp", "pytorch-elastic", "mpi-nccl-tests")
+        else "",
         # what the serving and evaluation examples load: the newest checkpoint of the DDP example, on FSx
         "model_dir": _model_dir(cfg, member, chosen) if workload != "training" else "",
         "results_dir": f"{shared}/eval/{name}",
@@ -567,7 +682,9 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
             _tolerate_pool(template, chosen, image)
         else:
             # TensorFlow's image has no EFA provider nor aws-ofi-nccl: its pods use the node, not EFA
-            prepare_gpu_pod(template["spec"], chosen, image, f"examples/{example}.yaml {replica}", efa=example not in OWN_IMAGE)
+            prepare_gpu_pod(
+                template["spec"], chosen, image, f"examples/{example}.yaml {replica}", efa=example not in OWN_IMAGE
+            )
         if workload == "training":
             # Karpenter never voluntarily disrupts the node of a pod with this annotation (consolidation,
             # drift, expiry); harmless on node-group pools (components/karpenter.py, docs/karpenter.md).
@@ -585,12 +702,15 @@ def render(example: str, cfg: StackConfig, *, pool: str | None = None, team: str
         raise ResumeRefused("higgsfield:fsx.enabled", promise)
     objects: list[dict[str, Any]] = list(documents)
     if example in SCRIPTS:
-        objects.insert(0, {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": f"{name}-code", "namespace": member.name},
-            "data": {f: (EXAMPLES_DIR / f).read_text() for f in SCRIPTS[example]},
-        })
+        objects.insert(
+            0,
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"{name}-code", "namespace": member.name},
+                "data": {f: (EXAMPLES_DIR / f).read_text() for f in SCRIPTS[example]},
+            },
+        )
     return objects
 
 

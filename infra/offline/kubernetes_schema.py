@@ -45,7 +45,9 @@ def _validator(version: str, kind: str, api_version: str) -> jsonschema.protocol
     try:
         schema = utils.schema_contents(f"kubernetes-json-schema/{folder}/{kind.lower()}-{group}.json", version)
     except FileNotFoundError:
-        raise kubernetes_validate.SchemaNotFoundError(version=utils.major_minor(version.removeprefix("v")), kind=kind, api_version=api_version) from None
+        raise kubernetes_validate.SchemaNotFoundError(
+            version=utils.major_minor(version.removeprefix("v")), kind=kind, api_version=api_version
+        ) from None
     registry = _definitions(folder, version) @ (Resource.from_contents(schema) @ Registry())
     return jsonschema.validators.Draft202012Validator(schema, registry=registry)
 

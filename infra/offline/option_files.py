@@ -42,7 +42,9 @@ def read_json_object(path: Path, option: str, what: str) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise OptionFileError(f"{option} {path}: is not UTF-8 text, so not {what} in JSON") from None
     except json.JSONDecodeError as exc:
-        raise OptionFileError(f"{option} {path}:{exc.lineno}:{exc.colno}: is not JSON ({exc.msg}); expected {what}") from None
+        raise OptionFileError(
+            f"{option} {path}:{exc.lineno}:{exc.colno}: is not JSON ({exc.msg}); expected {what}"
+        ) from None
     except RecursionError:
         raise OptionFileError(f"{option} {path}: nests too deeply to be {what}") from None
     if not isinstance(data, dict):

@@ -9,8 +9,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from infra.offline.evaluate import Plan, Resource
 from infra.core.names import GPU_RESOURCE, QUEUE_ANNOTATION
+from infra.offline.evaluate import Plan, Resource
 
 
 def is_component(r: Resource) -> bool:
@@ -50,7 +50,9 @@ def gpu_pool_rows(plan: Plan) -> list[dict]:
         }
         nics = template.inputs.get("networkInterfaces") or []
         scaling = group.inputs.get("scalingConfig") or {}
-        reservation = get(template.inputs, "capacityReservationSpecification", "capacityReservationTarget", "capacityReservationId")
+        reservation = get(
+            template.inputs, "capacityReservationSpecification", "capacityReservationTarget", "capacityReservationId"
+        )
         gpus = tags.get("gpu")
         rows.append(
             {
@@ -87,17 +89,19 @@ def karpenter_pool_rows(plan: Plan) -> list[dict]:
         limit = int(get(pool, "spec", "limits", GPU_RESOURCE, default=0) or 0)
         nodeclass = classes.get(get(template, "spec", "nodeClassRef", "name", default=""), {})
         nics = get(nodeclass, "spec", "networkInterfaces", default=[]) or []
-        rows.append({
-            "pool": labels.get("higgsfield.io/pool"),
-            "instance_types": types,
-            "gpus_per_node": str(gpus),
-            "efa_interfaces": sum(1 for n in nics if n.get("interfaceType") == "efa-only"),
-            "availability_zones": sorted(requirements.get("topology.kubernetes.io/zone", [])),
-            "min": 0,
-            "max": limit // gpus if gpus else 0,
-            "max_gpus": limit,
-            "capacity": " ".join(requirements.get("karpenter.sh/capacity-type", [])) + " (Karpenter)",
-        })
+        rows.append(
+            {
+                "pool": labels.get("higgsfield.io/pool"),
+                "instance_types": types,
+                "gpus_per_node": str(gpus),
+                "efa_interfaces": sum(1 for n in nics if n.get("interfaceType") == "efa-only"),
+                "availability_zones": sorted(requirements.get("topology.kubernetes.io/zone", [])),
+                "min": 0,
+                "max": limit // gpus if gpus else 0,
+                "max_gpus": limit,
+                "capacity": " ".join(requirements.get("karpenter.sh/capacity-type", [])) + " (Karpenter)",
+            }
+        )
     return rows
 
 
@@ -119,12 +123,14 @@ def queue_rows(plan: Plan) -> list[dict]:
     rows = []
     for q in _manifests_of_kind(plan, "Queue"):
         name = get(q, "metadata", "name")
-        rows.append({
-            "queue": name,
-            "weight": get(q, "spec", "weight"),
-            "gpu_capability": int(get(q, "spec", "capability", GPU_RESOURCE, default=0)),
-            "teams": [{"team": t, "gpu_quota": quota} for t, quota in sorted(teams.get(name, []))],
-        })
+        rows.append(
+            {
+                "queue": name,
+                "weight": get(q, "spec", "weight"),
+                "gpu_capability": int(get(q, "spec", "capability", GPU_RESOURCE, default=0)),
+                "teams": [{"team": t, "gpu_quota": quota} for t, quota in sorted(teams.get(name, []))],
+            }
+        )
     return sorted(rows, key=lambda r: (-r["gpu_capability"], r["queue"]))
 
 
@@ -136,7 +142,9 @@ def file_system_rows(plan: Plan) -> list[dict]:
             "storage_gib": fs.inputs.get("storageCapacity"),
             "per_tib_mb_s": fs.inputs.get("perUnitStorageThroughput"),
             "throughput_mb_s": lustre_throughput_mb_s(fs.inputs),
-            "availability_zones": sorted({s.inputs.get("availabilityZone") for s in plan.dependencies_of(fs, "aws:ec2/subnet:Subnet")}),
+            "availability_zones": sorted(
+                {s.inputs.get("availabilityZone") for s in plan.dependencies_of(fs, "aws:ec2/subnet:Subnet")}
+            ),
         }
         for fs in plan.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")
     ]
@@ -147,7 +155,7 @@ class Summary:
     resources: int
     custom: int
     components: int
-    kinds: list[tuple[str, int]]   # cloud/Kubernetes resource type -> count, most numerous first
+    kinds: list[tuple[str, int]]  # cloud/Kubernetes resource type -> count, most numerous first
     gpu_pools: list[dict]
     queues: list[dict]
     file_systems: list[dict]

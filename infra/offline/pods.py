@@ -7,10 +7,15 @@ key, before anything is printed."""
 from __future__ import annotations
 
 import re
-
 from collections.abc import Iterator
 
-from components.efa import EFA_LOCKED_MEMORY_BYTES, EFA_WITHOUT_HUGE_PAGES_ENV, efa_environment, efa_pod_resources, efa_resources
+from components.efa import (
+    EFA_LOCKED_MEMORY_BYTES,
+    EFA_WITHOUT_HUGE_PAGES_ENV,
+    efa_environment,
+    efa_pod_resources,
+    efa_resources,
+)
 from components.registry import UNKNOWN_TAG, image_tag, repository_name
 from infra.config import IMAGE_REFERENCE, NAMESPACE, ConfigError, GpuPool, StackConfig, Team
 
@@ -27,7 +32,16 @@ def mebibytes(quantity: str | int) -> float:
     suffixes of k8s.io/apimachinery resource.Quantity; the Kubernetes Python client that parses
     them would be a large dependency for these lines)."""
     text = str(quantity)
-    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024**2, "k": 1000 / 2**20, "M": 1e6 / 2**20, "G": 1e9 / 2**20, "T": 1e12 / 2**20}
+    units = {
+        "Ki": 1 / 1024,
+        "Mi": 1,
+        "Gi": 1024,
+        "Ti": 1024**2,
+        "k": 1000 / 2**20,
+        "M": 1e6 / 2**20,
+        "G": 1e9 / 2**20,
+        "T": 1e12 / 2**20,
+    }
     for suffix, factor in units.items():
         if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
             return float(text[: -len(suffix)]) * factor
@@ -64,14 +78,20 @@ def default_image(cfg: StackConfig) -> str:
     if cfg.training_image:
         return cfg.training_image
     if stack_account(cfg) is None:
-        raise ConfigError(f"{NAMESPACE}:admins", "names no AWS account (none set, or ARNs of several accounts; nor is higgsfield:delivery.accountId set), "
-                                                 "so the training image's "
-                          f"registry ({UNKNOWN_ACCOUNT}.dkr.ecr.{cfg.region}.amazonaws.com) is unknown: add the cluster admins' ARNs "
-                          "(higgsfield init --admin ARN), or set higgsfield:trainingImage, or pass --image")
+        raise ConfigError(
+            f"{NAMESPACE}:admins",
+            "names no AWS account (none set, or ARNs of several accounts; nor is higgsfield:delivery.accountId set), "
+            "so the training image's "
+            f"registry ({UNKNOWN_ACCOUNT}.dkr.ecr.{cfg.region}.amazonaws.com) is unknown: add the cluster admins' ARNs "
+            "(higgsfield init --admin ARN), or set higgsfield:trainingImage, or pass --image",
+        )
     tag = image_tag()
     if tag == UNKNOWN_TAG:
-        raise ConfigError("images/training", "has no git tree at HEAD (not in a git repository, or not committed), and the training image's tag is "
-                          "that tree: commit the project's images/training in git, or set higgsfield:trainingImage, or pass --image")
+        raise ConfigError(
+            "images/training",
+            "has no git tree at HEAD (not in a git repository, or not committed), and the training image's tag is "
+            "that tree: commit the project's images/training in git, or set higgsfield:trainingImage, or pass --image",
+        )
     return stack_image(cfg, tag)
 
 
@@ -88,9 +108,12 @@ def check_image(cfg: StackConfig, pool: GpuPool, image: str, key: str = "--image
         raise ConfigError(key, "is empty")
     if len(image) > 512 or not re.fullmatch(IMAGE_REFERENCE, image):  # a value, never YAML structure
         shown = repr(image) if len(image) <= 80 else f"{image[:80]!r}... ({len(image):,} characters)"
-        raise ConfigError(key, f"{shown} is not an image reference with a tag or digest (registry/repository:tag or "
-                               "registry/repository@sha256:..., "
-                               "e.g. docker.io/library/busybox:1.36)")
+        raise ConfigError(
+            key,
+            f"{shown} is not an image reference with a tag or digest (registry/repository:tag or "
+            "registry/repository@sha256:..., "
+            "e.g. docker.io/library/busybox:1.36)",
+        )
     if not pool.efa:
         return
     allowed = {stack_repository(cfg)}
@@ -111,7 +134,10 @@ def run_as_team(template: dict, team: Team) -> None:
     template rendered into a team namespace needs it (the health check's too)."""
     spec = template["spec"]
     spec["securityContext"] = {
-        "runAsUser": team.uid, "runAsGroup": team.uid, "fsGroup": team.uid, "runAsNonRoot": True,
+        "runAsUser": team.uid,
+        "runAsGroup": team.uid,
+        "fsGroup": team.uid,
+        "runAsNonRoot": True,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     for container in [*spec.get("initContainers", []), *spec["containers"]]:
@@ -133,20 +159,31 @@ def _check_fits(container: dict, pool: GpuPool, where: str) -> None:
     if not pool.efa:
         for name in (EFA, HUGEPAGES):
             if name in limits:
-                raise ConfigError(f"{where}.resources.limits.{name}", f"pool {pool.name} has no EFA (its setting efa is false), so its nodes offer no {name}")
+                raise ConfigError(
+                    f"{where}.resources.limits.{name}",
+                    f"pool {pool.name} has no EFA (its setting efa is false), so its nodes offer no {name}",
+                )
         return
     offer = efa_resources(pool.instance)
     if HUGEPAGES in limits and pool.provisioner == "karpenter":
-        raise ConfigError(f"{where}.resources.limits.{HUGEPAGES}",
-                          f"pool {pool.name} is provisioned by Karpenter, which launches no node for a pod that "
-                          "asks for huge pages (its instance types offer none: aws/karpenter-provider-aws:"
-                          "pkg/providers/instancetype/types.go@v1.14.1 computeCapacity); remove the request (jobs "
-                          "there run with FI_EFA_USE_HUGE_PAGE=0)")
+        raise ConfigError(
+            f"{where}.resources.limits.{HUGEPAGES}",
+            f"pool {pool.name} is provisioned by Karpenter, which launches no node for a pod that "
+            "asks for huge pages (its instance types offer none: aws/karpenter-provider-aws:"
+            "pkg/providers/instancetype/types.go@v1.14.1 computeCapacity); remove the request (jobs "
+            "there run with FI_EFA_USE_HUGE_PAGE=0)",
+        )
     if EFA in limits and int(limits[EFA]) > int(offer[EFA]):
-        raise ConfigError(f"{where}.resources.limits.{EFA}", f"{limits[EFA]} is more than the {offer[EFA]} EFA interfaces a {pool.instance.name} node offers")
+        raise ConfigError(
+            f"{where}.resources.limits.{EFA}",
+            f"{limits[EFA]} is more than the {offer[EFA]} EFA interfaces a {pool.instance.name} node offers",
+        )
     if HUGEPAGES in limits and mebibytes(limits[HUGEPAGES]) > mebibytes(offer[HUGEPAGES]):
-        raise ConfigError(f"{where}.resources.limits.{HUGEPAGES}", f"{limits[HUGEPAGES]} is more than the {offer[HUGEPAGES]} of huge pages a {pool.instance.name} node "
-                                                                   "reserves")
+        raise ConfigError(
+            f"{where}.resources.limits.{HUGEPAGES}",
+            f"{limits[HUGEPAGES]} is more than the {offer[HUGEPAGES]} of huge pages a {pool.instance.name} node "
+            "reserves",
+        )
 
 
 def tolerate_pool(spec: dict, pool: GpuPool) -> None:
@@ -178,12 +215,21 @@ def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str, efa: bool
             if not (karpenter and name == HUGEPAGES):
                 limits.setdefault(name, amount)
         # the locked memory the node gives containers, which the launcher checks (examples/checkpointing.py)
-        merge_env(main, {**efa_environment(pool.instance), **(EFA_WITHOUT_HUGE_PAGES_ENV if karpenter else {}),
-                         "MIN_LOCKED_MEMORY_BYTES": str(EFA_LOCKED_MEMORY_BYTES)})
+        merge_env(
+            main,
+            {
+                **efa_environment(pool.instance),
+                **(EFA_WITHOUT_HUGE_PAGES_ENV if karpenter else {}),
+                "MIN_LOCKED_MEMORY_BYTES": str(EFA_LOCKED_MEMORY_BYTES),
+            },
+        )
     node_mib = pool.instance.memory_mib or 64 * 1024
     memory = mebibytes(limits.setdefault("memory", _gi(node_mib * NODE_MEMORY_SHARE)))
     if memory > node_mib:
-        raise ConfigError(f"{where}.containers[0].resources.limits.memory", f"{limits['memory']} is more than a {pool.instance.name} node's {_gi(node_mib)}")
+        raise ConfigError(
+            f"{where}.containers[0].resources.limits.memory",
+            f"{limits['memory']} is more than a {pool.instance.name} node's {_gi(node_mib)}",
+        )
     shm = {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": _gi(memory * SHM_SHARE)}}
     spec["volumes"] = [v for v in spec.get("volumes", []) if v["name"] != "shm"] + [shm]
     mounts = [m for m in main.get("volumeMounts", []) if m["mountPath"] != "/dev/shm"]

@@ -35,26 +35,47 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from infra.core.names import WORKLOAD_LABEL
 
 from infra.core import versions
+from infra.core.names import WORKLOAD_LABEL
 
 # Actions Volcano v1.15.1 registers (pkg/scheduler/actions/factory.go).
 ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim", "gangpreempt", "gangreclaim", "shuffle")
 EVICTING = {
     "reclaim": "evicts across queues for a starving job of another queue (actions/reclaim/reclaim.go)",
     "gangpreempt": "evicts whole gangs; gang permits every candidate there "
-                   "(plugins/gang/gang.go AddUnifiedEvictableFn)",
+    "(plugins/gang/gang.go AddUnifiedEvictableFn)",
     "gangreclaim": "evicts whole gangs across queues; gang permits every candidate there (plugins/gang/gang.go "
-                   "AddUnifiedEvictableFn)",
+    "AddUnifiedEvictableFn)",
     "shuffle": "evicts what the plugins' victim functions pick (actions/shuffle/shuffle.go)",
 }
 # Plugins Volcano v1.15.1 registers (pkg/scheduler/plugins/factory.go), and those of them that
 # register a preemptable function (AddPreemptableFn in plugins/*/*.go).
 PLUGINS = (
-    "drf", "gang", "deviceshare", "predicates", "priority", "nodeorder", "conformance", "binpack", "resource-strategy-fit",
-    "tdm", "overcommit", "sla", "task-topology", "numa-aware", "cdp", "rescheduling", "usage", "pdb", "nodegroup",
-    "network-topology-aware", "proportion", "capacity", "extender", "resourcequota",
+    "drf",
+    "gang",
+    "deviceshare",
+    "predicates",
+    "priority",
+    "nodeorder",
+    "conformance",
+    "binpack",
+    "resource-strategy-fit",
+    "tdm",
+    "overcommit",
+    "sla",
+    "task-topology",
+    "numa-aware",
+    "cdp",
+    "rescheduling",
+    "usage",
+    "pdb",
+    "nodegroup",
+    "network-topology-aware",
+    "proportion",
+    "capacity",
+    "extender",
+    "resourcequota",
 )
 PREEMPTABLE_PLUGINS = ("priority", "gang", "conformance", "drf", "extender", "pdb", "tdm", "cdp")
 
@@ -79,48 +100,91 @@ def scheduler_holes(config: Mapping[str, Any]) -> list[Hole]:
     actions = [a.strip() for a in str(config.get("actions", "")).split(",") if a.strip()]
     for action in actions:
         if action not in ACTIONS:
-            holes.append(Hole(f"actions: {action}", f"not an action of Volcano v{versions.VOLCANO.version}"
-                                                    f" ({', '.join(ACTIONS)}): what it evicts is not known"))
+            holes.append(
+                Hole(
+                    f"actions: {action}",
+                    f"not an action of Volcano v{versions.VOLCANO.version}"
+                    f" ({', '.join(ACTIONS)}): what it evicts is not known",
+                )
+            )
         elif action in EVICTING:
-            holes.append(Hole(f"actions: {action}", f"{EVICTING[action]}: it would not be limited to what a gang can spare"))
+            holes.append(
+                Hole(f"actions: {action}", f"{EVICTING[action]}: it would not be limited to what a gang can spare")
+            )
     tiers = [list(t.get("plugins") or []) for t in config.get("tiers") or []]
     for t, plugins in enumerate(tiers):
         for p, plugin in enumerate(plugins):
             if plugin.get("name") not in PLUGINS:
-                holes.append(Hole(f"tiers[{t}].plugins[{p}]: {plugin.get('name')}",
-                                  f"not a plugin of Volcano v{versions.VOLCANO.version}: "
-                                  "whether it picks victims is not known"))
+                holes.append(
+                    Hole(
+                        f"tiers[{t}].plugins[{p}]: {plugin.get('name')}",
+                        f"not a plugin of Volcano v{versions.VOLCANO.version}: whether it picks victims is not known",
+                    )
+                )
     if "preempt" not in actions:
         return holes
-    deciding = [(t, p, plugin["name"]) for t, plugins in enumerate(tiers) for p, plugin in enumerate(plugins)
-                if plugin.get("name") in PREEMPTABLE_PLUGINS and _enabled(plugin, "enablePreemptable")]
+    deciding = [
+        (t, p, plugin["name"])
+        for t, plugins in enumerate(tiers)
+        for p, plugin in enumerate(plugins)
+        if plugin.get("name") in PREEMPTABLE_PLUGINS and _enabled(plugin, "enablePreemptable")
+    ]
     gangs = [(t, p) for t, p, name in deciding if name == "gang"]
     if not gangs:
-        where = next(((t, p) for t, plugins in enumerate(tiers) for p, plugin in enumerate(plugins) if plugin.get("name") == "gang"), None)
+        where = next(
+            (
+                (t, p)
+                for t, plugins in enumerate(tiers)
+                for p, plugin in enumerate(plugins)
+                if plugin.get("name") == "gang"
+            ),
+            None,
+        )
         setting = f"tiers[{where[0]}].plugins[{where[1]}].enablePreemptable" if where else "tiers: gang"
-        holes.append(Hole(setting, "with `preempt`, the gang plugin must be preemptable: it alone keeps victims to pods above a job's "
-                                   "minAvailable (gang.go preemptableFn)"))
+        holes.append(
+            Hole(
+                setting,
+                "with `preempt`, the gang plugin must be preemptable: it alone keeps victims to pods above a job's "
+                "minAvailable (gang.go preemptableFn)",
+            )
+        )
         return holes
     gang_tier, gang_at = gangs[0]
     for t, p, name in deciding:
         if name == "gang":
             continue
         if t != gang_tier:
-            holes.append(Hole(f"tiers[{t}].plugins[{p}].enablePreemptable", f"{name} picks victims in tier {t}, where gang (tier {gang_tier}) has no say "
-                              "(session_plugins.go Preemptable: the first tier with an answer decides; an empty one passes to "
-                              "the next): set enablePreemptable: false"))
+            holes.append(
+                Hole(
+                    f"tiers[{t}].plugins[{p}].enablePreemptable",
+                    f"{name} picks victims in tier {t}, where gang (tier {gang_tier}) has no say "
+                    "(session_plugins.go Preemptable: the first tier with an answer decides; an empty one passes to "
+                    "the next): set enablePreemptable: false",
+                )
+            )
         elif p > gang_at:
-            holes.append(Hole(f"tiers[{t}].plugins[{p}]", f"{name} comes after gang in its tier: after an empty intersection its answer would start the "
-                                                          "victims again "
-                              "(session_plugins.go Preemptable); put gang last"))
+            holes.append(
+                Hole(
+                    f"tiers[{t}].plugins[{p}]",
+                    f"{name} comes after gang in its tier: after an empty intersection its answer would start the "
+                    "victims again "
+                    "(session_plugins.go Preemptable); put gang last",
+                )
+            )
     return holes
 
 
 def queue_holes(queues: Sequence[Mapping[str, Any]]) -> list[Hole]:
     """Rule 2: a queue whose spec.reclaimable is unset or true gives its pods to `reclaim`."""
-    return [Hole(f"Queue {q['metadata']['name']}: spec.reclaimable", "must be false: a reclaimable queue's pods are evicted for other queues once `reclaim` runs "
-                                                                     "(api/queue_info.go Reclaimable: unset is true)")
-            for q in queues if (q.get("spec") or {}).get("reclaimable", True) is not False]
+    return [
+        Hole(
+            f"Queue {q['metadata']['name']}: spec.reclaimable",
+            "must be false: a reclaimable queue's pods are evicted for other queues once `reclaim` runs "
+            "(api/queue_info.go Reclaimable: unset is true)",
+        )
+        for q in queues
+        if (q.get("spec") or {}).get("reclaimable", True) is not False
+    ]
 
 
 def priority_class_holes(classes: Sequence[Mapping[str, Any]]) -> list[Hole]:
@@ -130,17 +194,34 @@ def priority_class_holes(classes: Sequence[Mapping[str, Any]]) -> list[Hole]:
         name = cls["metadata"]["name"]
         workload = (cls["metadata"].get("labels") or {}).get(WORKLOAD_LABEL, "training")
         if cls.get("preemptionPolicy", "PreemptLowerPriority") != "Never" and workload != "serving":
-            holes.append(Hole(f"PriorityClass {name}: preemptionPolicy", f"a {workload} class must be Never: its pods would preempt (preempt.go taskEligibleToPreempt)"))
+            holes.append(
+                Hole(
+                    f"PriorityClass {name}: preemptionPolicy",
+                    f"a {workload} class must be Never: its pods would preempt (preempt.go taskEligibleToPreempt)",
+                )
+            )
     defaults = [c for c in classes if c.get("globalDefault")]
     if not defaults:
-        holes.append(Hole("PriorityClass: globalDefault", "no default class: a pod naming no class (every Training Operator pod) gets preemptionPolicy "
-                                                          "PreemptLowerPriority and could preempt"))
+        holes.append(
+            Hole(
+                "PriorityClass: globalDefault",
+                "no default class: a pod naming no class (every Training Operator pod) gets preemptionPolicy "
+                "PreemptLowerPriority and could preempt",
+            )
+        )
     elif min(defaults, key=lambda c: c["value"]).get("preemptionPolicy", "PreemptLowerPriority") != "Never":
-        holes.append(Hole(f"PriorityClass {min(defaults, key=lambda c: c['value'])['metadata']['name']}: preemptionPolicy", "the default class must be Never: pods naming no class get it"))
+        holes.append(
+            Hole(
+                f"PriorityClass {min(defaults, key=lambda c: c['value'])['metadata']['name']}: preemptionPolicy",
+                "the default class must be Never: pods naming no class get it",
+            )
+        )
     return holes
 
 
-def holes(scheduler_config: Mapping[str, Any], queues: Sequence[Mapping[str, Any]], classes: Sequence[Mapping[str, Any]]) -> list[Hole]:
+def holes(
+    scheduler_config: Mapping[str, Any], queues: Sequence[Mapping[str, Any]], classes: Sequence[Mapping[str, Any]]
+) -> list[Hole]:
     """Every setting through which a training gang's minimum could be preempted; none: the proof holds."""
     return scheduler_holes(scheduler_config) + queue_holes(queues) + priority_class_holes(classes)
 
@@ -151,6 +232,8 @@ def holes_in_plan(plan: Any) -> list[Hole]:
     (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs.get("chart") == "volcano"]
     config = yaml.safe_load(release.inputs["values"]["custom"]["scheduler_config_override"])
     # Volcano's own `default` queue is a Server-Side Apply patch (QueuePatch), the others objects
-    queues = [r.inputs for t in ("Queue", "QueuePatch") for r in plan.of_type(f"kubernetes:scheduling.volcano.sh/v1beta1:{t}")]
+    queues = [
+        r.inputs for t in ("Queue", "QueuePatch") for r in plan.of_type(f"kubernetes:scheduling.volcano.sh/v1beta1:{t}")
+    ]
     classes = [r.inputs for r in plan.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")]
     return holes(config, queues, classes)

@@ -82,8 +82,12 @@ def rule_allows(rule: dict, call: Call) -> bool:
         return "*" in values or value in values
 
     names = rule.get("resourceNames") or []
-    return (has("apiGroups", call.group) and has("resources", call.resource) and has("verbs", call.verb)
-            and (not names or (call.name is not None and call.name in names)))
+    return (
+        has("apiGroups", call.group)
+        and has("resources", call.resource)
+        and has("verbs", call.verb)
+        and (not names or (call.name is not None and call.name in names))
+    )
 
 
 def allows(rules: Iterable[Scoped], call: Call) -> bool:
@@ -93,12 +97,22 @@ def allows(rules: Iterable[Scoped], call: Call) -> bool:
 def rules_for(objects: Sequence[dict], namespace: str, account: str) -> list[Scoped]:
     """The rules bound to ServiceAccount namespace/account by the RBAC objects among `objects`
     (a RoleBinding to a ClusterRole applies in the binding's namespace only)."""
-    roles = {(o["kind"], (o.get("metadata") or {}).get("namespace", "") if o["kind"] == "Role" else "", o["metadata"]["name"]): o.get("rules") or []
-             for o in objects if o.get("kind") in ("Role", "ClusterRole")}
+    roles = {
+        (
+            o["kind"],
+            (o.get("metadata") or {}).get("namespace", "") if o["kind"] == "Role" else "",
+            o["metadata"]["name"],
+        ): o.get("rules") or []
+        for o in objects
+        if o.get("kind") in ("Role", "ClusterRole")
+    }
     found = []
     for binding in (o for o in objects if o.get("kind") in ("RoleBinding", "ClusterRoleBinding")):
         subjects = binding.get("subjects") or []
-        if not any(s.get("kind") == "ServiceAccount" and s.get("name") == account and s.get("namespace") == namespace for s in subjects):
+        if not any(
+            s.get("kind") == "ServiceAccount" and s.get("name") == account and s.get("namespace") == namespace
+            for s in subjects
+        ):
             continue
         ref, where = binding["roleRef"], (binding.get("metadata") or {}).get("namespace", "")
         rules = roles.get((ref["kind"], where if ref["kind"] == "Role" else "", ref["name"]), [])
@@ -115,7 +129,10 @@ PROBES: dict[tuple[str, str], list[Call]] = {
         Call("create", "coordination.k8s.io", "leases", "kubeflow"),
     ],
     ("volcano-system", "volcano-admission"): [Call("get", "", "namespaces", "", "any-team")],
-    ("volcano-system", "volcano-scheduler"): [Call("create", "coordination.k8s.io", "leases", "volcano-system"), Call("create", "scheduling.volcano.sh", "queues", "")],
+    ("volcano-system", "volcano-scheduler"): [
+        Call("create", "coordination.k8s.io", "leases", "volcano-system"),
+        Call("create", "scheduling.volcano.sh", "queues", ""),
+    ],
     ("kube-system", "cluster-autoscaler"): [
         Call("update", "coordination.k8s.io", "leases", "kube-system", "cluster-autoscaler"),
         Call("update", "", "configmaps", "kube-system", "cluster-autoscaler-status"),
@@ -124,23 +141,41 @@ PROBES: dict[tuple[str, str], list[Call]] = {
 
 
 def load(folder: Path) -> list[dict]:
-    return [o for path in sorted(folder.glob("*.yaml")) for o in yaml.safe_load_all(path.read_text()) if isinstance(o, dict) and "kind" in o]
+    return [
+        o
+        for path in sorted(folder.glob("*.yaml"))
+        for o in yaml.safe_load_all(path.read_text())
+        if isinstance(o, dict) and "kind" in o
+    ]
 
 
 def problems(objects: Sequence[dict]) -> list[str]:
-    found = [f"{where}: image {image!r} is not pinned (digest, or a tag other than latest)" for where, image in images_of(objects) if not pinned(image)]
-    accounts = {o["metadata"]["name"]: (o.get("metadata") or {}).get("namespace", "") for o in objects if o.get("kind") == "ServiceAccount"}
+    found = [
+        f"{where}: image {image!r} is not pinned (digest, or a tag other than latest)"
+        for where, image in images_of(objects)
+        if not pinned(image)
+    ]
+    accounts = {
+        o["metadata"]["name"]: (o.get("metadata") or {}).get("namespace", "")
+        for o in objects
+        if o.get("kind") == "ServiceAccount"
+    }
     for (namespace, account), calls in PROBES.items():
         if account not in accounts:
             continue  # that release is not in this stack
         if accounts[account] != namespace:
-            found.append(f"ServiceAccount {account} is rendered in namespace {accounts[account]!r}, the probes expect "
-                         f"{namespace!r}")
+            found.append(
+                f"ServiceAccount {account} is rendered in namespace {accounts[account]!r}, the probes expect "
+                f"{namespace!r}"
+            )
             continue
         rules = rules_for(objects, namespace, account)
-        found += [f"ServiceAccount {namespace}/{account} may not {c.verb} {c.group or 'core'}/{c.resource} {c.name or ''} "
-                  f"in {c.namespace or 'the cluster'}"
-                  for c in calls if not allows(rules, c)]
+        found += [
+            f"ServiceAccount {namespace}/{account} may not {c.verb} {c.group or 'core'}/{c.resource} {c.name or ''} "
+            f"in {c.namespace or 'the cluster'}"
+            for c in calls
+            if not allows(rules, c)
+        ]
     return found
 
 

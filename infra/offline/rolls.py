@@ -20,9 +20,11 @@ ROLLING_INPUTS = ("version", "releaseVersion")
 # node group is set to 0" (awsdocs/amazon-eks-user-guide:latest/ug/ml/capacity-blocks-mng.adoc@
 # 0a7189e931ca51de88c9f104637bb84fcfab2353, Considerations).
 CAPACITY_BLOCK_UPGRADE = "docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html"
-GANGS = ("each drain sends SIGTERM to the gang on that node: every rank takes its final checkpoint and exits 143, "
-         "which rendered jobs retry (restartPolicy ExitCode) without counting it against backoffLimit; "
-         "the gang runs again once the replacement node passes the health gate (docs/upgrading.md)")
+GANGS = (
+    "each drain sends SIGTERM to the gang on that node: every rank takes its final checkpoint and exits 143, "
+    "which rendered jobs retry (restartPolicy ExitCode) without counting it against backoffLimit; "
+    "the gang runs again once the replacement node passes the health gate (docs/upgrading.md)"
+)
 
 
 def rolls(change_paths: list[str]) -> bool:
@@ -33,14 +35,20 @@ def rolls(change_paths: list[str]) -> bool:
 def _sibling(resources: dict[str, dict], group: dict, type_: str, suffix: str) -> dict | None:
     """The resource of `type_` named `<group name><suffix>` under the same component."""
     name = f"{group['name']}{suffix}"
-    return next((r for r in resources.values() if r["type"] == type_ and r["name"] == name
-                 and r.get("parent") == group.get("parent")), None)
+    return next(
+        (
+            r
+            for r in resources.values()
+            if r["type"] == type_ and r["name"] == name and r.get("parent") == group.get("parent")
+        ),
+        None,
+    )
 
 
 def _capacity(resources: dict[str, dict], group: dict) -> tuple[str, str | None]:
     """('capacity-block' | 'reservation' | 'on-demand' | 'spot', the reservation id if any)."""
     template = _sibling(resources, group, LAUNCH_TEMPLATE, "-lt") or {"inputs": {}}
-    target = ((template["inputs"].get("capacityReservationSpecification") or {}).get("capacityReservationTarget") or {})
+    target = (template["inputs"].get("capacityReservationSpecification") or {}).get("capacityReservationTarget") or {}
     reservation = target.get("capacityReservationId")
     kind = group["inputs"].get("capacityType")
     if kind == "CAPACITY_BLOCK":
@@ -81,26 +89,34 @@ def consequences(resources: dict[str, dict], group: dict) -> list[str]:
         how = f"a replacement launched before each node is drained, {at_once} at a time (updateStrategy DEFAULT)"
     lines = []
     if kind in ("reservation", "capacity-block") and not minimal:
-        lines.append(f"pool {pool} ({kind} {reservation}): DEFAULT launches a surge instance the reservation has "
-                     "no room for: the update stalls or fails with NodeCreationFailure; "
-                     "reserved pools need updateStrategy MINIMAL")
+        lines.append(
+            f"pool {pool} ({kind} {reservation}): DEFAULT launches a surge instance the reservation has "
+            "no room for: the update stalls or fails with NodeCreationFailure; "
+            "reserved pools need updateStrategy MINIMAL"
+        )
     if kind == "reservation":
         held = f"{high} nodes held on the reservation" if low == high and high else f"0 to {high} nodes"
-        lines.append(f"pool {pool} (reservation {reservation}, {held}): {how}; "
-                     f"the pool runs {max(high - at_once, 0)} of {high} nodes during each step, and a gang that needs "
-                     f"the whole reservation waits for each replacement: up to {high} restarts from its checkpoint")
+        lines.append(
+            f"pool {pool} (reservation {reservation}, {held}): {how}; "
+            f"the pool runs {max(high - at_once, 0)} of {high} nodes during each step, and a gang that needs "
+            f"the whole reservation waits for each replacement: up to {high} restarts from its checkpoint"
+        )
     elif kind == "capacity-block":
         opened = _sibling(resources, group, SCHEDULE, "-open")
         drained = _sibling(resources, group, SCHEDULE, "-drain")
         start = opened["inputs"].get("startTime") if opened else None
         end = drained["inputs"].get("startTime") if drained else None
         window = (f"open from {start}" if start else "inside its window") + (f", drained from {end}" if end else "")
-        lines.append(f"pool {pool} (Capacity Block {reservation}, {window}): outside the block the group is at 0 "
-                     f"and updates at once; inside it up to {high} nodes are replaced, {how}. AWS asks for a desired "
-                     f"size of 0 when a Capacity Block group is upgraded ({CAPACITY_BLOCK_UPGRADE}): deploy this "
-                     "before the block opens or after its drain")
+        lines.append(
+            f"pool {pool} (Capacity Block {reservation}, {window}): outside the block the group is at 0 "
+            f"and updates at once; inside it up to {high} nodes are replaced, {how}. AWS asks for a desired "
+            f"size of 0 when a Capacity Block group is upgraded ({CAPACITY_BLOCK_UPGRADE}): deploy this "
+            "before the block opens or after its drain"
+        )
     else:
-        lines.append(f"pool {pool} ({kind}, {low} to {high} nodes): the nodes running at the deploy are replaced, "
-                     f"{how}; an idle pool at 0 has nothing to roll")
+        lines.append(
+            f"pool {pool} ({kind}, {low} to {high} nodes): the nodes running at the deploy are replaced, "
+            f"{how}; an idle pool at 0 has nothing to roll"
+        )
     lines.append(f"running gangs on {pool}: {GANGS}")
     return lines

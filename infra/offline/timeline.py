@@ -22,21 +22,52 @@ from infra.offline.evaluate import Plan, Resource
 # Typical minutes to create, per resource type, and where the figure comes from. Figures are
 # planning numbers, not guarantees; none could be measured from this build machine.
 CREATE_MINUTES: dict[str, tuple[float, str]] = {
-    "eks:index:Cluster": (12.0, "EKS control plane creation takes about 10 minutes (EKS user guide, 'Create a cluster'), plus pulumi-eks's "
-                                "security groups and OIDC provider"),
-    "aws:eks/nodeGroup:NodeGroup": (5.0, "managed node group: instances launch, join and report Ready; typical 3-6 minutes (operator experience, "
-                                         "unverified)"),
+    "eks:index:Cluster": (
+        12.0,
+        "EKS control plane creation takes about 10 minutes (EKS user guide, 'Create a cluster'), plus pulumi-eks's "
+        "security groups and OIDC provider",
+    ),
+    "aws:eks/nodeGroup:NodeGroup": (
+        5.0,
+        "managed node group: instances launch, join and report Ready; typical 3-6 minutes (operator experience, "
+        "unverified)",
+    ),
     "aws:eks/addon:Addon": (2.0, "managed add-on reaches ACTIVE once its pods run (operator experience, unverified)"),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": (0.2, "API call"),
-    "aws:ec2/natGateway:NatGateway": (2.0, "NAT gateway becomes available in a few minutes (VPC user guide, 'NAT gateways')"),
-    "aws:ec2/vpcEndpoint:VpcEndpoint": (2.0, "interface endpoint ENIs become available in about 2 minutes (operator experience, unverified)"),
-    "aws:fsx/lustreFileSystem:LustreFileSystem": (15.0, "FSx for Lustre creation: 10-20 minutes depending on size (operator experience, unverified)"),
-    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": (5.0, "metadata import on create (operator experience, unverified)"),
-    "kubernetes:helm.sh/v3:Release": (2.0, "chart install waiting for its pods to be ready (operator experience, unverified)"),
-    "kubernetes:kustomize/v2:Directory": (1.0, "fetch the upstream overlay and apply it (operator experience, unverified)"),
+    "aws:ec2/natGateway:NatGateway": (
+        2.0,
+        "NAT gateway becomes available in a few minutes (VPC user guide, 'NAT gateways')",
+    ),
+    "aws:ec2/vpcEndpoint:VpcEndpoint": (
+        2.0,
+        "interface endpoint ENIs become available in about 2 minutes (operator experience, unverified)",
+    ),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": (
+        15.0,
+        "FSx for Lustre creation: 10-20 minutes depending on size (operator experience, unverified)",
+    ),
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": (
+        5.0,
+        "metadata import on create (operator experience, unverified)",
+    ),
+    "kubernetes:helm.sh/v3:Release": (
+        2.0,
+        "chart install waiting for its pods to be ready (operator experience, unverified)",
+    ),
+    "kubernetes:kustomize/v2:Directory": (
+        1.0,
+        "fetch the upstream overlay and apply it (operator experience, unverified)",
+    ),
 }
 DEFAULT_MINUTES = (0.2, "a single API call")
-CHAIN = ("aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet", "eks:index:Cluster", "aws:eks/addon:Addon", "aws:eks/nodeGroup:NodeGroup", "kubernetes:helm.sh/v3:Release")
+CHAIN = (
+    "aws:ec2/vpc:Vpc",
+    "aws:ec2/subnet:Subnet",
+    "eks:index:Cluster",
+    "aws:eks/addon:Addon",
+    "aws:eks/nodeGroup:NodeGroup",
+    "kubernetes:helm.sh/v3:Release",
+)
 
 
 def minutes(type_: str, custom: bool = True) -> float:
@@ -48,7 +79,7 @@ def minutes(type_: str, custom: bool = True) -> float:
 @dataclass(frozen=True)
 class Step:
     resource: Resource
-    start: float    # minutes from the start of the deployment
+    start: float  # minutes from the start of the deployment
     finish: float
 
     @property
@@ -71,11 +102,11 @@ class Branch:
 
 @dataclass(frozen=True)
 class Timeline:
-    finish: Mapping[str, float]        # URN -> earliest finish (minutes)
+    finish: Mapping[str, float]  # URN -> earliest finish (minutes)
     critical_path: list[Resource]
     total: float
     unavoidable: float
-    steps: tuple[Step, ...] = ()       # the critical path with start and finish
+    steps: tuple[Step, ...] = ()  # the critical path with start and finish
     branches: tuple[Branch, ...] = ()  # the longest other chains, longest first
 
     @property
@@ -154,8 +185,13 @@ def source_of(type_: str) -> tuple[float, str]:
 
 def as_json(plan: Plan, t: Timeline) -> dict:
     def step(s: Step) -> dict:
-        return {"type": s.resource.type, "name": s.resource.name, "start": round(s.start, 3),
-                "finish": round(s.finish, 3), "minutes": round(s.minutes, 3)}
+        return {
+            "type": s.resource.type,
+            "name": s.resource.name,
+            "start": round(s.start, 3),
+            "finish": round(s.finish, 3),
+            "minutes": round(s.minutes, 3),
+        }
 
     return {
         "stack": plan.stack,
@@ -164,10 +200,16 @@ def as_json(plan: Plan, t: Timeline) -> dict:
         "ratio": round(t.ratio, 4),
         "critical_path": [step(s) for s in t.steps],
         "branches": [
-            {"after": None if b.after is None else {"type": b.after.type, "name": b.after.name},
-             "finish": round(b.finish, 3), "slack_minutes": round(t.total - b.finish, 3), "steps": [step(s) for s in b.steps]}
+            {
+                "after": None if b.after is None else {"type": b.after.type, "name": b.after.name},
+                "finish": round(b.finish, 3),
+                "slack_minutes": round(t.total - b.finish, 3),
+                "steps": [step(s) for s in b.steps],
+            }
             for b in t.branches
         ],
-        "create_minutes": {type_: {"minutes": m, "source": src} for type_, (m, src) in
-                           [*CREATE_MINUTES.items(), ("*", DEFAULT_MINUTES)]},
+        "create_minutes": {
+            type_: {"minutes": m, "source": src}
+            for type_, (m, src) in [*CREATE_MINUTES.items(), ("*", DEFAULT_MINUTES)]
+        },
     }

@@ -15,9 +15,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "check", help="run the policy pack, the Kubernetes schema and the example jobs' fit over the offline plan"
     )
     stack_argument(check)
-    check.add_argument("--policy-config", metavar="FILE", help="policy pack config JSON (default: policies/config/STACK.json)")
     check.add_argument(
-        "--verbose", action="store_true", help="also list the policies that cannot run offline (values known only at deploy)"
+        "--policy-config", metavar="FILE", help="policy pack config JSON (default: policies/config/STACK.json)"
+    )
+    check.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also list the policies that cannot run offline (values known only at deploy)",
     )
     add_report_options(check)
     check.set_defaults(func=run)

@@ -9,10 +9,14 @@ from infra.cli.output import add_report_options, emit, error
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    diff = sub.add_parser("diff", help="compare the offline plan at a git ref with the working tree; refuse destroying data")
+    diff = sub.add_parser(
+        "diff", help="compare the offline plan at a git ref with the working tree; refuse destroying data"
+    )
     stack_argument(diff)
     diff.add_argument("--base", required=True, metavar="REF", help="git ref to compare with, e.g. origin/main")
-    diff.add_argument("--allow", action="append", metavar="NAME", help="allow replacing/deleting this resource (repeatable)")
+    diff.add_argument(
+        "--allow", action="append", metavar="NAME", help="allow replacing/deleting this resource (repeatable)"
+    )
     add_report_options(diff)
     diff.set_defaults(func=run)
 

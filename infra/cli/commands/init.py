@@ -20,9 +20,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NAME:TYPE[,TYPE]:MIN-MAX",
         help="an on-demand GPU pool, e.g. h100:p5.48xlarge:0-4 (repeatable; replaces the existing stack's pools)",
     )
-    init.add_argument("--cpu-type", action="append", metavar="TYPE", help="instance type of the system nodes (repeatable)")
     init.add_argument(
-        "--team", action="append", metavar="NAME[:GPUS]", help="a team on the first queue (repeatable; replaces the teams)"
+        "--cpu-type", action="append", metavar="TYPE", help="instance type of the system nodes (repeatable)"
+    )
+    init.add_argument(
+        "--team",
+        action="append",
+        metavar="NAME[:GPUS]",
+        help="a team on the first queue (repeatable; replaces the teams)",
     )
     init.add_argument("--environment", choices=["dev", "staging", "prod"], help="default: the existing stack's")
     init.add_argument(

@@ -15,7 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     stack_argument(plan)
     add_report_options(plan)
     plan.add_argument("--manifests", metavar="DIR", help="write each Kubernetes object the program builds as YAML")
-    plan.add_argument("--verbose", action="store_true", help="list every resource (repeated ones are collapsed by default)")
+    plan.add_argument(
+        "--verbose", action="store_true", help="list every resource (repeated ones are collapsed by default)"
+    )
     plan.set_defaults(func=run)
 
 

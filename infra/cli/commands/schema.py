@@ -10,7 +10,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     schema = sub.add_parser(
         "schema", help="the stack-file JSON Schema and the settings reference, generated from infra/config/"
     )
-    schema.add_argument("--write", action="store_true", help="write schemas/stack.schema.json and the settings reference")
+    schema.add_argument(
+        "--write", action="store_true", help="write schemas/stack.schema.json and the settings reference"
+    )
     schema.add_argument("--check", action="store_true", help="exit 1 if either is stale")
     schema.set_defaults(func=run)
 

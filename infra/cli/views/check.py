@@ -14,8 +14,10 @@ def render(result: CheckResult, verbose: bool = False, colour: bool = False) -> 
     plan = result.plan
     names = {r.urn: f"{r.type.split(':')[-1]} {r.name}" for r in plan.resources}
     tint = {"mandatory": "red", "advisory": "yellow"}
-    lines = [f"Policy check of {plan.project}/{plan.stack}: {len(plan.resources)} resources, policy config "
-             f"{result.policy_config.name}"]
+    lines = [
+        f"Policy check of {plan.project}/{plan.stack}: {len(plan.resources)} resources, policy config "
+        f"{result.policy_config.name}"
+    ]
 
     def finding(f: Finding, level: str) -> None:
         shown = paint(f"{level:<10}", tint[level], colour) if level in tint else f"{level:<10}"
@@ -30,7 +32,9 @@ def render(result: CheckResult, verbose: bool = False, colour: bool = False) -> 
     mandatory = len(result.mandatory)
     summary = f"{mandatory} mandatory, {len(result.violations) - mandatory} advisory violations"
     if result.skipped:
-        summary += (f"; {len(result.skipped)} not run offline (values known only at deploy; "
-                    f"{'listed above' if verbose else '--verbose lists them'})")
+        summary += (
+            f"; {len(result.skipped)} not run offline (values known only at deploy; "
+            f"{'listed above' if verbose else '--verbose lists them'})"
+        )
     lines.append(summary)
     return "\n".join(lines)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from infra.cli.views.table import wrap
 from components.gang_deadline import GANG_DEADLINE_MARGIN_S
-from infra.offline.cold_start import GiveBack, Path
+from infra.cli.views.table import wrap
 from infra.config import GpuPool
+from infra.offline.cold_start import GiveBack, Path
 
 
 def render(pool: GpuPool, nodes: int, paths: list[Path], bound: GiveBack) -> str:
@@ -25,10 +25,13 @@ def render(pool: GpuPool, nodes: int, paths: list[Path], bound: GiveBack) -> str
             lines += wrap(f"source: {s.source}", indent=13, hanging=2)
     lines.append("")
     money = "not priced" if bound.usd is None else f"${bound.usd:,.2f}"
-    lines += wrap(f"Half-delivered gang: the nodes that arrived are given back within {bound.seconds / 60:.0f} min "
-                  f"(deadline {bound.deadline_s / 60:.0f} min = boot + healthGate.timeout + {GANG_DEADLINE_MARGIN_S / 60:.0f} "
-                  "min, "
-                  f"+ check {bound.check_s:.0f} s + scaleDownUnneededTime {bound.unneeded_s / 60:.0f} min + one autoscaler "
-                  "loop); "
-                  f"at most {bound.arrived_at_most} node(s): {money}", indent=0)
+    lines += wrap(
+        f"Half-delivered gang: the nodes that arrived are given back within {bound.seconds / 60:.0f} min "
+        f"(deadline {bound.deadline_s / 60:.0f} min = boot + healthGate.timeout + {GANG_DEADLINE_MARGIN_S / 60:.0f} "
+        "min, "
+        f"+ check {bound.check_s:.0f} s + scaleDownUnneededTime {bound.unneeded_s / 60:.0f} min + one autoscaler "
+        "loop); "
+        f"at most {bound.arrived_at_most} node(s): {money}",
+        indent=0,
+    )
     return "\n".join(lines)

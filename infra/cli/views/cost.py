@@ -3,8 +3,8 @@ pool (most expensive first), then the numbered notes the table's rows point to."
 
 from __future__ import annotations
 
-from infra.offline.cost import Estimate, Line, priced_sum
 from infra.cli.views.table import money, table, wrap
+from infra.offline.cost import Estimate, Line, priced_sum
 
 
 def render(est: Estimate) -> str:
@@ -12,20 +12,33 @@ def render(est: Estimate) -> str:
     idle, full = est.total("idle_hour"), est.total("full_hour")
     unpriced = est.unpriced
     if est.nothing_priced:  # never a $0.00 headline for what could not be priced
-        lines = wrap(f"Cost of {est.stack} ({est.region}): not priced: no prices for {est.region} in the price file; "
-                     f"`higgsfield cost {est.stack} --refresh` (AWS credentials) adds them", indent=0)
+        lines = wrap(
+            f"Cost of {est.stack} ({est.region}): not priced: no prices for {est.region} in the price file; "
+            f"`higgsfield cost {est.stack} --refresh` (AWS credentials) adds them",
+            indent=0,
+        )
     else:
         excluding = f", excluding {len(unpriced)} item(s) not priced" if unpriced else ""
-        lines = [f"Cost of {est.stack} ({est.region}): idle {money(idle, m)}/month, full scale {money(full)}/hour{excluding}"]
+        lines = [
+            f"Cost of {est.stack} ({est.region}): idle {money(idle, m)}/month, full scale {money(full)}/hour{excluding}"
+        ]
         lines.append(f"  full scale {money(full, m)}/month; idle {money(idle)}/hour; month = {m} h")
     warm = est.reserved_in_use()
     if warm and not est.nothing_priced:
-        lines.append(f"  of idle: reservations held warm {money(warm, m)}/month (used: gated nodes ready for jobs), "
-                     f"idle waste {money(idle - warm, m)}/month")
+        lines.append(
+            f"  of idle: reservations held warm {money(warm, m)}/month (used: gated nodes ready for jobs), "
+            f"idle waste {money(idle - warm, m)}/month"
+        )
     if unpriced:
-        lines += wrap(f"{len(unpriced)} item(s) not priced, excluded from the totals (marked *): " + ", ".join(sorted({entry.resource for entry in unpriced})))
-    source = ("EC2 prices from the AWS Pricing API" if est.prices_verified
-              else "list prices as last known, unverified until `--refresh`")
+        lines += wrap(
+            f"{len(unpriced)} item(s) not priced, excluded from the totals (marked *): "
+            + ", ".join(sorted({entry.resource for entry in unpriced}))
+        )
+    source = (
+        "EC2 prices from the AWS Pricing API"
+        if est.prices_verified
+        else "list prices as last known, unverified until `--refresh`"
+    )
     lines.append(f"  prices checked {est.prices_checked}: {source}")
     lines.append("")
 
@@ -52,7 +65,9 @@ def render(est: Estimate) -> str:
     for group, members in est.groups():
         rows.append([group, "(subtotal)", *figures(members)])
         for line in members:
-            rows.append([item(line), line.resource, money(line.idle_hour, m), money(line.full_hour), money(line.full_hour, m)])
+            rows.append(
+                [item(line), line.resource, money(line.idle_hour, m), money(line.full_hour), money(line.full_hour, m)]
+            )
     rows.append(["TOTAL (priced items)", "", *figures(est.lines)])
     lines += table(["item", "resource", "idle $/month", "full $/hour", "full $/month"], rows, right=(2, 3, 4))
     if notes:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from infra.cli.views.table import table, wrap
 from infra.offline.evaluate import COMPUTED, Plan, Resource
 from infra.offline.plan import Summary, get, lustre_throughput_mb_s, summarize
-from infra.cli.views.table import table, wrap
 
-COLLAPSE_AT = 2   # this many siblings of one type, none with settings shown, print as one line
+COLLAPSE_AT = 2  # this many siblings of one type, none with settings shown, print as one line
 KINDS_SHOWN = 12  # the most numerous kinds named in the summary; the rest are counted
 
 # What a group of collapsed siblings is called; other types print as "N × TYPE".
@@ -47,8 +47,10 @@ PLURALS = {
 def _cluster(i: dict) -> str:
     public = ", ".join(i.get("publicAccessCidrs") or []) if i.get("endpointPublicAccess") else "none"
     logs = ",".join(i.get("enabledClusterLogTypes") or [])
-    return (f"k8s {i.get('version')}, auth {i.get('authenticationMode')}, endpoint private + public [{public}], logs "
-            f"{logs}, secrets KMS")
+    return (
+        f"k8s {i.get('version')}, auth {i.get('authenticationMode')}, endpoint private + public [{public}], logs "
+        f"{logs}, secrets KMS"
+    )
 
 
 def _node_group(i: dict) -> str:
@@ -65,8 +67,10 @@ def _launch_template(i: dict) -> str:
     root = get((i.get("blockDeviceMappings") or [{}])[0], "ebs", default={})
     nics = i.get("networkInterfaces") or []
     efa = sum(1 for n in nics if n.get("interfaceType") in ("efa", "efa-only"))
-    text = (f"IMDS tokens {md.get('httpTokens')} hop {md.get('httpPutResponseHopLimit')}, root "
-            f"{root.get('volumeSize')} GiB {root.get('volumeType')} encrypted={root.get('encrypted')}")
+    text = (
+        f"IMDS tokens {md.get('httpTokens')} hop {md.get('httpPutResponseHopLimit')}, root "
+        f"{root.get('volumeSize')} GiB {root.get('volumeType')} encrypted={root.get('encrypted')}"
+    )
     return text + (f", {efa} EFA interfaces" if nics else "")
 
 
@@ -87,7 +91,9 @@ SUMMARIES: dict[str, Callable[[dict], str]] = {
     "aws:ec2/vpc:Vpc": lambda i: f"cidr {i.get('cidrBlock')}",
     "aws:ec2/subnet:Subnet": lambda i: f"{i.get('availabilityZone')} {i.get('cidrBlock')}",
     "aws:ec2/vpcEndpoint:VpcEndpoint": lambda i: f"{i.get('vpcEndpointType')} {i.get('serviceName')}",
-    "aws:kms/key:Key": lambda i: f"rotation {i.get('enableKeyRotation')}, deletion window {i.get('deletionWindowInDays')} days",
+    "aws:kms/key:Key": lambda i: (
+        f"rotation {i.get('enableKeyRotation')}, deletion window {i.get('deletionWindowInDays')} days"
+    ),
     "aws:eks/addon:Addon": lambda i: f"{i.get('addonName')} {i.get('addonVersion')}",
     "aws:eks/nodeGroup:NodeGroup": _node_group,
     "aws:ec2/launchTemplate:LaunchTemplate": _launch_template,
@@ -132,9 +138,20 @@ def summary_lines(s: Summary) -> list[str]:
         lines.append(f"GPU pools: {len(s.gpu_pools)}, at most {s.gpu_nodes} nodes and {s.gpu_capacity} GPUs at maxSize")
         lines += table(
             ["pool", "instance types", "GPUs", "EFA", "AZ", "min", "max", "max GPUs", "capacity"],
-            [[p["pool"], ",".join(p["instance_types"]), str(p["gpus_per_node"]), str(p["efa_interfaces"]),
-              ",".join(p["availability_zones"]), str(p["min"]), str(p["max"]), str(p["max_gpus"]), p["capacity"]]
-             for p in s.gpu_pools],
+            [
+                [
+                    p["pool"],
+                    ",".join(p["instance_types"]),
+                    str(p["gpus_per_node"]),
+                    str(p["efa_interfaces"]),
+                    ",".join(p["availability_zones"]),
+                    str(p["min"]),
+                    str(p["max"]),
+                    str(p["max_gpus"]),
+                    p["capacity"],
+                ]
+                for p in s.gpu_pools
+            ],
             right=(2, 3, 5, 6, 7),
         )
     if s.queues:
@@ -145,15 +162,28 @@ def summary_lines(s: Summary) -> list[str]:
 
         lines += table(
             ["queue", "weight", "GPUs", "of capacity", "teams"],
-            [[q["queue"], str(q["weight"]), str(q["gpu_capability"]), share(q["gpu_capability"]),
-              ", ".join(f"{t['team']} {t['gpu_quota'] if t['gpu_quota'] is not None else 'no quota'}" for t in q["teams"]) or "-"]
-             for q in s.queues],
+            [
+                [
+                    q["queue"],
+                    str(q["weight"]),
+                    str(q["gpu_capability"]),
+                    share(q["gpu_capability"]),
+                    ", ".join(
+                        f"{t['team']} {t['gpu_quota'] if t['gpu_quota'] is not None else 'no quota'}"
+                        for t in q["teams"]
+                    )
+                    or "-",
+                ]
+                for q in s.queues
+            ],
             right=(1, 2, 3),
         )
     for fs in s.file_systems:
         per_tib = fs["per_tib_mb_s"] or "200 (fixed)"
-        lines.append(f"FSx for Lustre {fs['name']}: {fs['deployment_type']} {fs['storage_gib']:,} GiB x {per_tib} MB/s/TiB "
-                     f"= {fs['throughput_mb_s']:,.0f} MB/s in {','.join(fs['availability_zones'])}")
+        lines.append(
+            f"FSx for Lustre {fs['name']}: {fs['deployment_type']} {fs['storage_gib']:,} GiB x {per_tib} MB/s/TiB "
+            f"= {fs['throughput_mb_s']:,.0f} MB/s in {','.join(fs['availability_zones'])}"
+        )
     return lines
 
 
@@ -200,10 +230,14 @@ def _sorted(value: object) -> object:
 def render(plan: Plan, verbose: bool = False) -> str:
     """The summary block, then the tree (collapsed unless `verbose`), then the outputs."""
     where = f" in {plan.config.region}" if plan.config is not None else ""
-    lines = [f"Offline plan of {plan.project}/{plan.stack}{where} (preview under mocks; {COMPUTED} = known after deploy)"]
+    lines = [
+        f"Offline plan of {plan.project}/{plan.stack}{where} (preview under mocks; {COMPUTED} = known after deploy)"
+    ]
     lines += [f"note: {note}" for note in plan.notes]
     lines += summary_lines(summarize(plan))
-    lines.append("Resources by component" + (":" if verbose else " (repeated resources collapsed; --verbose lists each):"))
+    lines.append(
+        "Resources by component" + (":" if verbose else " (repeated resources collapsed; --verbose lists each):")
+    )
     lines += _tree_lines(plan, verbose)
     lines += wrap("Outputs: " + ", ".join(f"{k}={_sorted(v)}" for k, v in sorted(plan.outputs.items())), indent=0)
     return "\n".join(lines)

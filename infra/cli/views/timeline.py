@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import re
 
-from infra.offline.evaluate import Plan, Resource
-from infra.offline.timeline import CREATE_MINUTES, DEFAULT_MINUTES, Step, Timeline
 from infra.cli.views import WIDTH
 from infra.cli.views.table import wrap
+from infra.offline.evaluate import Plan, Resource
+from infra.offline.timeline import CREATE_MINUTES, DEFAULT_MINUTES, Step, Timeline
 
-LABEL = 44   # characters of the step column
-TIMES = 13   # "  12.6  17.8 "
+LABEL = 44  # characters of the step column
+TIMES = 13  # "  12.6  17.8 "
 
 
 def label(r: Resource) -> str:
@@ -22,21 +22,25 @@ def label(r: Resource) -> str:
 
 
 def _title(plan: Plan, t: Timeline) -> str:
-    return (f"Deployment timeline of {plan.stack}: {t.total:.1f} min on the critical path; "
-            f"no deploy is faster than {t.unavoidable:.1f} min (x{t.ratio:.2f})")
+    return (
+        f"Deployment timeline of {plan.stack}: {t.total:.1f} min on the critical path; "
+        f"no deploy is faster than {t.unavoidable:.1f} min (x{t.ratio:.2f})"
+    )
 
 
 def _branch_title(t: Timeline, index: int) -> str:
     b = t.branches[index]
     longest = max(b.steps, key=lambda s: s.minutes)
     where = f"after {label(b.after)}" if b.after is not None else "from the start"
-    return (f"branch {index + 1}: {label(longest.resource)}, {where}; ends at {b.finish:.1f} min, "
-            f"{t.total - b.finish:.1f} min of slack")
+    return (
+        f"branch {index + 1}: {label(longest.resource)}, {where}; ends at {b.finish:.1f} min, "
+        f"{t.total - b.finish:.1f} min of slack"
+    )
 
 
 def gantt(plan: Plan, t: Timeline) -> list[str]:
     bar_width = WIDTH - 2 - LABEL - TIMES
-    scale = max(t.total, 1e-9) / bar_width          # minutes per column
+    scale = max(t.total, 1e-9) / bar_width  # minutes per column
     tick = next(m for m in (1, 2, 5, 10, 15, 30, 60, 120) if m / scale >= 6)
 
     def bar(s: Step, mark: str) -> str:
@@ -48,8 +52,8 @@ def gantt(plan: Plan, t: Timeline) -> list[str]:
     for minute in range(0, int(t.total) + 1, tick):
         text = str(minute)
         at = int(minute / scale)
-        if at + len(text) <= bar_width and all(c == " " for c in axis[max(0, at - 1): at + len(text)]):
-            axis[at: at + len(text)] = text
+        if at + len(text) <= bar_width and all(c == " " for c in axis[max(0, at - 1) : at + len(text)]):
+            axis[at : at + len(text)] = text
     lines = [f"  {'step':<{LABEL - 2}}{'start':>6}{'end':>6} " + "".join(axis).rstrip() + " min"]
 
     def rows(title: str, steps: list[Step], mark: str) -> None:
@@ -71,10 +75,13 @@ def sources() -> list[str]:
 
 
 def render(plan: Plan, t: Timeline, verbose: bool = False) -> str:
-    lines = [_title(plan, t),
-             "  (VPC, subnet, cluster, a node group and a chart each wait for the one before: no deploy is faster than "
-             "those in a row)",
-             "  one row per resource created; --verbose for where each create time comes from", ""]
+    lines = [
+        _title(plan, t),
+        "  (VPC, subnet, cluster, a node group and a chart each wait for the one before: no deploy is faster than "
+        "those in a row)",
+        "  one row per resource created; --verbose for where each create time comes from",
+        "",
+    ]
     lines += gantt(plan, t)
     if verbose:
         lines += ["", *sources()]
@@ -83,7 +90,7 @@ def render(plan: Plan, t: Timeline, verbose: bool = False) -> str:
 
 # --- Mermaid ----------------------------------------------------------------------------------
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9 ,()._/-]")   # ':' ends a task name, '#' and ';' start entities and statements
+_UNSAFE = re.compile(r"[^A-Za-z0-9 ,()._/-]")  # ':' ends a task name, '#' and ';' start entities and statements
 
 
 def _text(text: str) -> str:
@@ -106,6 +113,6 @@ def mermaid(plan: Plan, t: Timeline) -> str:
         lines.append(f"    section {_text(title)}")
         for s in steps:
             number += 1
-            end = max(s.finish, s.start + 1 / 60)   # a task lasts at least a second
+            end = max(s.finish, s.start + 1 / 60)  # a task lasts at least a second
             lines.append(f"    {_text(label(s.resource))} :{tag}t{number}, {_clock(s.start)}, {_clock(end)}")
     return "\n".join(lines) + "\n"
