@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Mapping
-from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
@@ -16,29 +14,20 @@ KEEP_IMAGES = 200
 UNTAGGED_DAYS = 7
 
 
-IMAGE_SOURCES = "images/training"
-UNKNOWN_TAG = "<tag>"  # what image_tag() says without a git tree of the image sources
+UNKNOWN_TAG = "<tag>"  # what image_tag() says when no image sources are found at all
 
 
 def image_tag() -> str:
-    """The tag the image workflow gives the image built from the project's image sources:
-    `src-<git tree of images/training at HEAD>` of the project being deployed (the folder holding
-    Pulumi.yaml: a checkout, or a project of one's own beside an installed wheel), besides the
-    commit that built it, which need not be HEAD: the workflow runs only when the sources change."""
+    """The tag the training image built from the project's image sources carries: `src-<content
+    hash of images/training>` (infra/core/assets.py source_tag), of the project being deployed (the
+    folder holding Pulumi.yaml: a checkout, or a project of one's own, whose sources are its own
+    images/training or the installed package's). The image workflow hashes the same files in a
+    shell, so CI, a build by hand and `higgsfield jobs render` name the same tag without git."""
+    from infra.core.assets import image_sources, source_tag
     from infra.core.project import project_root
 
-    root = project_root()
-    if not (
-        root / IMAGE_SOURCES
-    ).is_dir():  # a project with stack files only: the sources of the checkout this code is in
-        root = Path(__file__).resolve().parents[1]
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", f"HEAD:{IMAGE_SOURCES}"], capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return UNKNOWN_TAG
-    return f"src-{done.stdout.strip()}" if done.returncode == 0 else UNKNOWN_TAG
+    sources = image_sources(project_root())
+    return source_tag(sources) if (sources / "Dockerfile").is_file() else UNKNOWN_TAG
 
 
 def repository_name(cluster_name: str) -> str:

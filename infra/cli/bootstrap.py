@@ -60,15 +60,75 @@ def image_step(config: Any) -> str:
     )
 
 
+def state_bucket(config: Any) -> str:
+    """The state bucket of a stack CI does not deploy: one per account and region (bucket names are
+    global, so the account is in it; `${ACCOUNT}` where the stack names no account)."""
+    from infra.offline.pods import stack_account
+
+    return f"higgsfield-state-{stack_account(config) or '${ACCOUNT}'}-{config.region}"
+
+
+def _backend_steps(config: Any, bucket: str, key: str | None) -> list[str]:
+    """The state bucket and the secrets key, once: the same for a stack CI deploys and one it does not."""
+    stack, region = config.stack, config.region
+    create_key = f"`aws kms create-key --region {region} --description 'Pulumi secrets of {stack}'"
+    return [
+        f"Backend (once per bucket): `aws s3api create-bucket --bucket {bucket} --region {region}"
+        + ("" if region == "us-east-1" else f" --create-bucket-configuration LocationConstraint={region}")
+        + f" && aws s3api put-bucket-versioning --bucket {bucket} --versioning-configuration Status=Enabled"
+        + f" && aws s3api put-public-access-block --bucket {bucket} --public-access-block-configuration "
+        + "BlockPublicAcls=true,IgnorePublicAcls=true,BlockPublicPolicy=true,RestrictPublicBuckets=true`",
+        (
+            f"Secrets key (once): {create_key}` then put its key ARN in higgsfield:delivery.stateKeyArn (now {key})."
+            if key
+            else f"Secrets key (once): {create_key} --query KeyMetadata.Arn --output text` prints the key's ARN, "
+            "KEY-ARN in the next step."
+        ),
+    ]
+
+
+def _stack_step(config: Any, backend: str, key: str) -> str:
+    stack, region = config.stack, config.region
+    return (
+        f"State backend and stack: `pulumi login '{backend}' && pulumi stack init {stack} --secrets-provider "
+        f"'awskms://{key}?region={region}'` (commit the secretsprovider/encryptedkey lines it adds to "
+        f"stacks/Pulumi.{stack}.yaml)."
+    )
+
+
+def _deploy_command(stack: str, config_file: str = "") -> str:
+    policy = f"--policy-pack policies --policy-pack-config policies/config/{stack}.json"
+    return f"pulumi up --stack {stack}{config_file} {policy}"
+
+
 def steps(config: Any) -> list[str]:
-    """The bootstrap steps for a validated StackConfig with higgsfield:delivery: prose, with each
-    command to run in backquotes (`render` puts them on lines of their own)."""
+    """The bootstrap steps for a validated StackConfig: prose, with each command to run in
+    backquotes (`render` puts them on lines of their own). Every stack gets the whole first deploy
+    in the order that works: credentials, state bucket, secrets key, `pulumi login` and `stack
+    init`, the image's repository and the image, then the first full `pulumi up`; a stack CI
+    deploys (higgsfield:delivery) also gets its GitHub and CI steps, before any deploy trust exists."""
     stack, region, delivery = config.stack, config.region, config.delivery
     if delivery is None:
+        from infra.offline.pods import stack_account
+
+        bucket = state_bucket(config)
+        account = stack_account(config)
         return [
+            f"Credentials: an administrator of account {account or 'the stack is for'} (region {region}) that is "
+            "not in higgsfield:admins (EKS gives the cluster's creator its own admin access entry)."
+            + (
+                ""
+                if account
+                else ' Its account, for the names below: `ACCOUNT="$(aws sts get-caller-identity '
+                '--query Account --output text)"`'
+            ),
+            *_backend_steps(config, bucket, None),
+            _stack_step(config, f"s3://{bucket}?region={region}", "KEY-ARN"),
             image_step(config),
-            f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; deploy it by hand "
-            "(docs/getting-started.md).",
+            f"First full deploy (cluster, pools, the gate): `{_deploy_command(stack)}`",
+            f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; later changes are the "
+            "same pulumi up as the first full deploy (docs/getting-started.md). Add higgsfield:delivery to let CI "
+            f"deploy it, then run `higgsfield bootstrap {stack}` again for the CI steps.",
         ]
     bucket, key = delivery.state_bucket, delivery.state_key_arn
     entry = next(e for e in stacks.stack_matrix(project_root())["include"] if e["stack"] == stack)
@@ -95,13 +155,7 @@ def steps(config: Any) -> list[str]:
         f"Credentials: an administrator of account {delivery.account_id} (region {region}) that is not "
         f"{entry['deployRole']} "
         f"and not in higgsfield:admins (EKS gives the cluster's creator its own admin access entry).",
-        f"Backend (once per bucket): `aws s3api create-bucket --bucket {bucket} --region {region}"
-        + ("" if region == "us-east-1" else f" --create-bucket-configuration LocationConstraint={region}")
-        + f" && aws s3api put-bucket-versioning --bucket {bucket} --versioning-configuration Status=Enabled"
-        + f" && aws s3api put-public-access-block --bucket {bucket} --public-access-block-configuration "
-        + "BlockPublicAcls=true,IgnorePublicAcls=true,BlockPublicPolicy=true,RestrictPublicBuckets=true`",
-        f"Secrets key (once): `aws kms create-key --region {region} --description 'Pulumi secrets of {stack}'` "
-        f"then put its key ARN in higgsfield:delivery.stateKeyArn (now {key}).",
+        *_backend_steps(config, bucket, key),
         f"GitHub connection (once per account and region): `aws codeconnections create-connection --region {region} "
         f"--provider-type GitHub --connection-name higgsfield-{stack}` then finish the handshake in the console "
         "(Developer Tools > Settings > Connections: status Available); put its ARN in "
@@ -131,16 +185,14 @@ def steps(config: Any) -> list[str]:
         f"repos/{repo}/actions/permissions/fork-pr-contributor-approval -f approval_policy=all_external_contributors` "
         f"then verify: `gh api repos/{repo}/actions/permissions/fork-pr-contributor-approval --jq .approval_policy` "
         "prints all_external_contributors.",
-        f"State backend and stack: `pulumi login '{entry['backend']}' && pulumi stack init {stack} --secrets-provider 'awskms://{key}?region={region}'`"
-        f" (commit the secretsprovider/encryptedkey lines it adds to stacks/Pulumi.{stack}.yaml).",
+        _stack_step(config, entry["backend"], key),
         image_step(config),
         "First deploy, from this machine, with the endpoint opened to it only (only after the environment check "
         "above passed): "
         f"`cp stacks/Pulumi.{stack}.yaml /tmp/Pulumi.{stack}.bootstrap.yaml` "
         f'then set higgsfield:endpoint.publicAccessCidrs there to ["ADDRESS/32"], ADDRESS being what '
         f"`curl -s https://checkip.amazonaws.com` prints, and run "
-        f"`pulumi up --stack {stack} --config-file /tmp/Pulumi.{stack}.bootstrap.yaml --policy-pack policies "
-        f"--policy-pack-config policies/config/{stack}.json` "
+        f"`{_deploy_command(stack, f' --config-file /tmp/Pulumi.{stack}.bootstrap.yaml')}` "
         f"It creates the VPC, the cluster, the permissions boundary {boundary_name(stack)}, the CI roles "
         f"({entry['previewRole']}, {entry['deployRole']}, {entry['imageRole']}), "
         f"their access entries"

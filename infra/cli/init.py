@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,9 +39,10 @@ from pathlib import Path
 from infra.config import DNS_LABEL, ConfigError, eks_regions
 from infra.config.errors import Problem
 from infra.config.stack import not_an_eks_region
+from infra.core.assets import shipped
 from infra.core.bundled import instance_types, source, where_offered, zone_offerings
 from infra.core.names import NAMESPACE as G
-from infra.offline.evaluate import StackNotFound, project_root
+from infra.offline.evaluate import StackNotFound, project_root, stack_names
 from infra.offline.jobs import round_trip_yaml
 
 
@@ -54,6 +56,7 @@ class NewStack:
     stack_text: str
     policy_text: str
     notes: list[str] = field(default_factory=list)
+    project_files: list[Path] = field(default_factory=list)  # what init wrote besides the stack (a new project)
 
 
 def _replace(seq: list, values: list) -> None:
@@ -291,9 +294,12 @@ def new_stack(
     for path in (stack_file, policy_file):
         if path.exists():
             raise ConfigError("STACK", f"{path.relative_to(root)} exists already; pick another name (or delete it)")
-    base_file = root / "stacks" / f"Pulumi.{base}.yaml"
+    base_file = base_stack_file(root, base)
     if not base_file.is_file():
-        raise StackNotFound(f"--from {base}: {base_file.relative_to(root)} not found")
+        raise StackNotFound(
+            f"--from {base}: stacks/Pulumi.{base}.yaml not found in {root} nor among the shipped stacks "
+            f"({', '.join(stack_names(shipped('')))})"
+        )
     if region not in eks_regions():
         raise ConfigError("--region", not_an_eks_region(region))
     offered = zone_offerings(region)
@@ -308,7 +314,7 @@ def new_stack(
     if base_stack.problems:
         first = base_stack.problems[0]
         raise StackNotFound(
-            f"--from {base}: {base_file.relative_to(root)}:{first.line or 1} {first.key}: {first.message} "
+            f"--from {base}: {base_file}:{first.line or 1} {first.key}: {first.message} "
             f"(`higgsfield plan {base}` lists every problem)"
         )
     y = round_trip_yaml()
@@ -375,7 +381,7 @@ def new_stack(
     text = io.StringIO()
     y.dump(doc, text)
     result.stack_text = text.getvalue()
-    base_policy = root / "policies" / "config" / f"{base}.json"
+    base_policy = base_file.parents[1] / "policies" / "config" / f"{base}.json"
     result.policy_text = base_policy.read_text() if base_policy.is_file() else json.dumps({}, indent=2) + "\n"
     if not base_policy.is_file():
         result.notes.append(
@@ -384,7 +390,82 @@ def new_stack(
     return result
 
 
-def write(stack: NewStack, root: Path | None = None) -> None:
+def base_stack_file(root: Path, base: str) -> Path:
+    """The stack `--from` names: the project's own, else the shipped one of that name (a project
+    made by init in an empty folder starts from the shipped dev, staging or prod)."""
+    own = root / "stacks" / f"Pulumi.{base}.yaml"
+    return own if own.is_file() else shipped(f"stacks/Pulumi.{base}.yaml")
+
+
+# What a project made in an empty folder holds besides its stacks: the project file, whose program
+# and policy pack are the installed package's, run through two small entry points. Pulumi's Python
+# host runs the project's `main` (the project folder by default) with runpy.run_path, which runs a
+# folder's __main__.py
+# (pulumi/pulumi:sdk/python/cmd/pulumi-language-python-exec@0491e0d1a5054b2977f1c119c04ccd34920556a4).
+_PROGRAM = '''"""This project's Pulumi program: the installed higgsfield package's (infra/__main__.py)."""
+
+import runpy
+
+runpy.run_module("infra", run_name="__main__", alter_sys=True)
+'''
+_POLICY_PACK = '''"""This project's policy pack (`pulumi up --policy-pack policies`): the installed higgsfield
+package's (policies/rules.py)."""
+
+import runpy
+
+runpy.run_module("policies", run_name="__main__", alter_sys=True)
+'''
+
+
+def _virtualenv() -> str | None:
+    """The virtualenv this CLI runs in (where the package is installed), for the project's runtime."""
+    return sys.prefix if sys.prefix != sys.base_prefix else None
+
+
+def project_files() -> dict[str, str]:
+    """{path in the project: text} of a new project: Pulumi.yaml (the shipped project file, its
+    program the installed package's, in the virtualenv the package is installed in), the program's
+    and the policy pack's entry points and the policy pack's project file."""
+    y = round_trip_yaml()
+    project = y.load(shipped("Pulumi.yaml").read_text())
+    project.pop("main", None)  # the project folder: its __main__.py runs the installed program
+    options = project["runtime"]["options"]
+    policy = y.load(_packaged_policy().read_text())
+    venv = _virtualenv()
+    for runtime_options in (options, (policy.get("runtime") or {}).get("options") or {}):
+        if venv:
+            runtime_options["virtualenv"] = venv
+        else:
+            runtime_options.pop("virtualenv", None)
+    texts = {}
+    for name, doc in (("Pulumi.yaml", project), ("policies/PulumiPolicy.yaml", policy)):
+        out = io.StringIO()
+        y.dump(doc, out)
+        texts[name] = out.getvalue()
+    texts["__main__.py"] = _PROGRAM
+    texts["policies/__main__.py"] = _POLICY_PACK
+    return texts
+
+
+def _packaged_policy() -> Path:
+    import policies
+
+    return Path(policies.__file__).resolve().parent / "PulumiPolicy.yaml"
+
+
+def start_project(root: Path) -> list[Path]:
+    """Write a new project's files into `root` (none of them there yet); the paths written."""
+    written = []
+    for name, text in project_files().items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "x") as file:  # never over a file of the user's
+            file.write(text)
+        written.append(path)
+    return written
+
+
+def write(stack: NewStack, root: Path | None = None, publish: bool = True) -> None:
     """Validate the stack's files in a scratch copy of the project (the config loader reads them
     there), then publish them into the project: under the init lock, each by a hard link from a
     file written whole, which fails when the name exists (another init's stack is never written
@@ -395,11 +476,15 @@ def write(stack: NewStack, root: Path | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="higgsfield-init-") as scratch:
         copy = Path(scratch)
         (copy / "stacks").mkdir()
-        shutil.copyfile(root / "Pulumi.yaml", copy / "Pulumi.yaml")
+        project_file = root / "Pulumi.yaml"
+        shutil.copyfile(project_file if project_file.is_file() else shipped("Pulumi.yaml"), copy / "Pulumi.yaml")
         written = copy / "stacks" / stack.stack_file.name
         written.write_text(stack.stack_text)
         load_stack(stack.name, copy)  # raises ConfigError: nothing was written into the project
+        if not publish:
+            return
         stack.policy_file.parent.mkdir(parents=True, exist_ok=True)
+        stack.stack_file.parent.mkdir(parents=True, exist_ok=True)
         policy = _staged(stack.policy_file, stack.policy_text)
         staged = _staged(stack.stack_file, stack.stack_text)
         try:
@@ -446,12 +531,23 @@ def _init_lock(root: Path) -> Iterator[None]:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
-def create(name: str, region: str, base: str, root: Path, choices: Choices, flags: Sequence[str] = ()) -> NewStack:
+def create(
+    name: str,
+    region: str,
+    base: str,
+    root: Path,
+    choices: Choices,
+    flags: Sequence[str] = (),
+    new_project: bool = False,
+) -> NewStack:
     """new_stack, then write; a refusal names the flag whose value it is about (`--gpu-pool
     h100:p5.48xlarge:0-999: maxSize ...`), else the setting of the stack that was not written, and
     never a line of a file that is not there."""
     try:
         stack = new_stack(name, region, base, root, choices)
+        if new_project:  # validated in a scratch copy first: a refused init leaves the folder as it was
+            write(stack, root, publish=False)
+            stack.project_files = [p.relative_to(root) for p in start_project(root)]
         write(stack, root)
     except ConfigError as exc:
         problems = []
@@ -492,14 +588,22 @@ def render(stack: NewStack, root: Path) -> str:
     """What was written, each note wrapped within 120 columns, and the next commands."""
     from infra.cli.views.table import wrap
 
-    lines = [
+    lines = []
+    if stack.project_files:
+        lines.append(
+            f"new project in {root}: {', '.join(map(str, stack.project_files))} (the program and the policy pack are "
+            "the installed higgsfield package's; the training image is built from its images/training unless you "
+            "copy them here)"
+        )
+    lines.append(
         f"wrote {stack.stack_file.relative_to(root)} (from {stack.source}, region {stack.region}) and "
         f"{stack.policy_file.relative_to(root)}"
-    ]
+    )
     for note in stack.notes:
         lines += wrap(f"note: {note}", indent=2, hanging=6)
     lines += [
         f"next: higgsfield plan {stack.name}; higgsfield check {stack.name}; higgsfield cost {stack.name}",
-        f"      with credentials for the account: higgsfield preflight {stack.name}",
+        f"      with credentials for the account: higgsfield preflight {stack.name}; the first deploy: higgsfield "
+        f"bootstrap {stack.name}",
     ]
     return "\n".join(lines)

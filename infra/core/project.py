@@ -6,12 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def find_project(start: Path | None = None) -> Path | None:
+    """The folder holding Pulumi.yaml, the working directory or above; None where there is none."""
+    here = (start or Path.cwd()).resolve()
+    return next((folder for folder in [here, *here.parents] if (folder / "Pulumi.yaml").is_file()), None)
+
+
 def project_root(start: Path | None = None) -> Path:
-    """The folder holding Pulumi.yaml: the working directory or above, else this checkout."""
-    for folder in [(start or Path.cwd()).resolve(), *(start or Path.cwd()).resolve().parents]:
-        if (folder / "Pulumi.yaml").is_file():
-            return folder
-    return Path(__file__).resolve().parents[2]
+    """The folder holding Pulumi.yaml: the working directory or above, else this checkout (when this
+    code runs from one), else the working directory (an installed package outside any project: the
+    commands then say that `higgsfield init` makes one here)."""
+    found = find_project(start)
+    if found is not None:
+        return found
+    checkout = Path(__file__).resolve().parents[2]
+    return checkout if (checkout / "Pulumi.yaml").is_file() else (start or Path.cwd()).resolve()
 
 
 def stack_names(root: Path) -> list[str]:

@@ -34,12 +34,12 @@ def gate_image_findings(cfg: StackConfig) -> list[tuple[str, str]]:
         return [
             (
                 "gate-image-exists",
-                f"{key}: unset, and this checkout has no git tree for images/training (installed from a package, or "
-                "not committed), "
+                f"{key}: unset, and no images/training is found (neither the project's nor the installed "
+                "package's), "
                 f"so the gate's image {gate} names no image and every GPU node would keep its startup taint; set "
                 f"{key} to an image built "
-                f"from images/training (`higgsfield image push {cfg.stack}` prints its digest), or run from a git "
-                "checkout",
+                f"from images/training (`higgsfield image push {cfg.stack}` prints its digest), or restore the "
+                "image sources",
             )
         ]
     if _repository_of(gate) in NOT_GATE_IMAGES:

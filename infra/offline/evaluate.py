@@ -67,6 +67,11 @@ def stack_file(root: Path, stack: str) -> StackFile:
             f"{', '.join(stack_names(root)) or 'none'}"
         )
     path = root / "stacks" / f"Pulumi.{stack}.yaml"
+    if not (root / "Pulumi.yaml").is_file():
+        raise StackNotFound(
+            f"no Pulumi.yaml in {root} or above: not a project; `higgsfield init STACK --region REGION --admin ARN` "
+            "makes one here"
+        )
     if not path.is_file():
         known = ", ".join(stack_names(root)) or "none"
         raise StackNotFound(f"stack {stack!r}: {path.relative_to(root)} not found; stacks here: {known}")

@@ -2,11 +2,13 @@
 without the GitHub image workflow (.github/workflows/image.yml does the same in CI).
 
 The image is built from images/training into the stack's ECR repository (components/registry.py,
-`higgsfield-STACK/training`), tagged `src-<git tree of images/training at HEAD>`: the tag the health
-gate and `higgsfield jobs render` name offline, so a build of the same sources by CI or by hand
-lands on the same tag. Tags are immutable in that repository, so a push of a tag that is already
-there does nothing. The commands are docker and the AWS CLI, run in order (or printed with
---print); without docker this refuses in one line before running anything.
+`higgsfield-STACK/training`), tagged `src-<content hash of images/training>` (infra/core/assets.py):
+the tag the health gate and `higgsfield jobs render` name offline, so a build of the same sources by
+CI or by hand, from a checkout, a copy without git or an installed package, lands on the same tag;
+a changed file gives another tag, never different contents under the same one. Tags are immutable
+in that repository, so a push of a tag that is already there does nothing. The commands are docker
+and the AWS CLI, run in order (or printed with --print); without docker this refuses in one line
+before running anything.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.registry import IMAGE_SOURCES, UNKNOWN_TAG, image_tag, repository_name
+from components.registry import UNKNOWN_TAG, image_tag, repository_name
 from infra.config import ConfigError, StackConfig
+from infra.core.assets import IMAGE_SOURCES, image_sources, source_manifest
 from infra.core.project import project_root
 from infra.offline.pods import stack_account
 
@@ -83,41 +86,28 @@ def _join(argv: Sequence[str]) -> str:
     return " ".join(word(arg) for arg in argv)
 
 
-def _clean_sources(root: Path) -> None:
-    """The tag names the committed tree of images/training: a build of uncommitted changes would
-    put different contents under it (and tags are immutable)."""
-    done = subprocess.run(
-        ["git", "-C", str(root), "status", "--porcelain", "--", IMAGE_SOURCES],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    if done.returncode != 0:
-        raise ConfigError(
-            "images/training",
-            f"is not in a git checkout ({done.stderr.strip() or 'git status failed'}): the image tag is the git tree "
-            "of images/training",
-        )
-    if done.stdout.strip():
-        changed = ", ".join(line[3:] for line in done.stdout.splitlines()[:3])
-        raise ConfigError(
-            "images/training",
-            f"has uncommitted changes ({changed}): commit them first, the tag {image_tag()} names the committed tree",
-        )
+def context(root: Path) -> str:
+    """The build context: the project's images/training (relative: the commands run from the
+    project), else the installed package's copy (an absolute path)."""
+    sources = image_sources(root)
+    try:
+        return str(sources.relative_to(root))
+    except ValueError:
+        return str(sources)
 
 
 def steps(cfg: StackConfig, action: str, root: Path | None = None) -> list[Step]:
     """The commands of `build` (docker build) or `push` (build, log in to ECR, push unless the
     tag is there)."""
+    root = root or project_root()
     tag = image_tag()
     if tag == UNKNOWN_TAG:
         raise ConfigError(
-            "images/training",
-            "has no git tree at HEAD (not a git checkout, or not committed): the image tag is that tree",
+            IMAGE_SOURCES, f"not found in {root} nor in the installed package: the image is built from them"
         )
     repository = repository_name(cfg.name)
     image = f"{registry_of(cfg)}/{repository}:{tag}"
-    build = Step(("docker", "build", "--pull", "--tag", image, IMAGE_SOURCES))  # from the repository root
+    build = Step(("docker", "build", "--pull", "--tag", image, context(root)))  # from the project's folder
     if action == "build":
         return [build]
     region = ("--region", cfg.region)
@@ -158,8 +148,14 @@ def steps(cfg: StackConfig, action: str, root: Path | None = None) -> list[Step]
 
 
 def script(cfg: StackConfig, action: str, root: Path | None = None) -> str:
-    """The commands as shell lines (what --print shows), run from the repository root."""
+    """The commands as shell lines (what --print shows), run from the project's folder, after a
+    comment naming the files the tag is the hash of."""
+    root = root or project_root()
     lines = [step.shell() for step in steps(cfg, action, root)]
+    manifest = source_manifest(image_sources(root)).splitlines()
+    lines[:0] = [f"# {image_tag()}: sha256 of this list of `sha256sum Dockerfile *.py` in {context(root)}"] + [
+        f"#   {line}" for line in manifest
+    ]
     if "${ACCOUNT}" in registry_of(cfg):
         lines.insert(0, 'ACCOUNT="$(aws sts get-caller-identity --query Account --output text)"')
     return "\n".join(lines)
@@ -193,7 +189,6 @@ def run(
             f"install them, or print the commands with --print and run them where Docker is ({DOCS})",
         )
     root = root or project_root()  # the folder holding Pulumi.yaml: a checkout, or a project of one's own
-    _clean_sources(root)
     daemon = runner(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True)
     if daemon.returncode != 0:
         reason = (daemon.stderr or "").strip().splitlines()[-1:] or ["no answer"]

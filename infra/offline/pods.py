@@ -89,8 +89,8 @@ def default_image(cfg: StackConfig) -> str:
     if tag == UNKNOWN_TAG:
         raise ConfigError(
             "images/training",
-            "has no git tree at HEAD (not in a git repository, or not committed), and the training image's tag is "
-            "that tree: commit the project's images/training in git, or set higgsfield:trainingImage, or pass --image",
+            "not found (neither the project's nor the installed package's), and the training image's tag is their "
+            "content hash: restore them, or set higgsfield:trainingImage, or pass --image",
         )
     return stack_image(cfg, tag)
 

@@ -45,17 +45,13 @@ def _run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 
 def _project_outside_the_checkout(folder: Path) -> Path:
-    """What a user's own project holds: Pulumi.yaml, the stack files and their policy config, and
-    the training image's sources they build the gate's image from (committed: the image's tag is
-    their git tree, components/registry.py)."""
+    """What a user's own project may hold: Pulumi.yaml, the stack files and their policy config, and
+    a copy of the training image's sources (the image's tag is their content hash, no git needed)."""
     folder.mkdir()
     shutil.copy(ROOT / "Pulumi.yaml", folder / "Pulumi.yaml")
     shutil.copytree(ROOT / "stacks", folder / "stacks")
     shutil.copytree(ROOT / "policies" / "config", folder / "policies" / "config")
     shutil.copytree(ROOT / "images" / "training", folder / "images" / "training")
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "a project of its own"]):
-        _run([*git, *argv], cwd=folder, timeout=60)
     return folder
 
 

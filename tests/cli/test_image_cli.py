@@ -21,6 +21,11 @@ from tests.conftest import ROOT, plan_of
 TAG = image_tag()
 
 
+def _commands(script: str) -> str:
+    """The printed commands without the leading comment that lists the files the tag hashes."""
+    return "\n".join(line for line in script.splitlines() if not line.startswith("#"))
+
+
 def _cfg(stack: str = "prod", **update):
     cfg = plan_of(stack).config
     return cfg.model_copy(update=update) if update else cfg
@@ -28,7 +33,7 @@ def _cfg(stack: str = "prod", **update):
 
 def test_build_is_one_docker_build_of_images_training_tagged_with_its_source_tree():
     assert TAG.startswith("src-")
-    assert image.script(_cfg(), "build") == (
+    assert _commands(image.script(_cfg(), "build")) == (
         f"docker build --pull --tag 444455556666.dkr.ecr.us-east-2.amazonaws.com/higgsfield-prod/training:{TAG} "
         "images/training"
     )
@@ -37,7 +42,7 @@ def test_build_is_one_docker_build_of_images_training_tagged_with_its_source_tre
 def test_push_logs_in_to_the_stacks_registry_pushes_unless_the_tag_is_there_and_prints_the_digest():
     registry, repo = "444455556666.dkr.ecr.us-east-2.amazonaws.com", "higgsfield-prod/training"
     exists = f"aws ecr describe-images --region us-east-2 --repository-name {repo} --image-ids imageTag={TAG}"
-    assert image.script(_cfg(), "push").splitlines() == [
+    assert _commands(image.script(_cfg(), "push")).splitlines() == [
         f"docker build --pull --tag {registry}/{repo}:{TAG} images/training",
         f"aws ecr get-login-password --region us-east-2 | docker login --username AWS --password-stdin {registry}",
         f"{exists} > /dev/null 2>&1 || docker push {registry}/{repo}:{TAG}",
@@ -55,7 +60,8 @@ def test_the_repository_is_the_one_the_image_workflow_pushes_to():
     workflow = (ROOT / ".github" / "workflows" / "image.yml").read_text()
     assert (
         'repository="higgsfield-${STACK}/training"' in workflow
-        and 'source_tag="src-$(git rev-parse HEAD:images/training)"' in workflow
+        and 'source_tag="src-$(cd images/training && LC_ALL=C sha256sum Dockerfile *.py | sha256sum | cut -c1-32)"'
+        in workflow
     )
     assert "/higgsfield-prod/training:src-" in image.script(_cfg(), "build")
 
@@ -63,7 +69,7 @@ def test_the_repository_is_the_one_the_image_workflow_pushes_to():
 def test_without_docker_the_command_refuses_in_one_line_before_running_anything(capsys, monkeypatch):
     monkeypatch.setattr(image.shutil, "which", lambda tool: None)
     ran = []
-    monkeypatch.setattr(image, "_clean_sources", lambda root: ran.append("git status"))  # the first thing run() runs
+    monkeypatch.setattr(image.subprocess, "run", lambda argv, **kwargs: ran.append(argv))
     assert main(["image", "push", "prod"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: docker aws: not found on PATH") and err.count("\n") == 1 and not ran
@@ -109,19 +115,52 @@ def test_a_failed_docker_build_stops_with_its_exit_status():
     assert image.run(_cfg(), "push", runner=runner, which=lambda tool: f"/usr/bin/{tool}", out=lambda line: None) == 17
 
 
-def test_uncommitted_image_sources_are_refused(monkeypatch):
-    monkeypatch.setattr(
-        image.subprocess,
-        "run",
-        lambda *a, **k: subprocess.CompletedProcess(a, 0, " M images/training/Dockerfile\n", ""),
+def _sources_copy(tmp_path):
+    import shutil
+
+    copy = tmp_path / "images" / "training"
+    shutil.copytree(ROOT / "images" / "training", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def test_the_tag_is_the_hash_the_image_workflow_computes_in_a_shell_without_git(tmp_path):
+    from infra.core.assets import source_tag
+
+    copy = _sources_copy(tmp_path)  # no .git anywhere above tmp_path
+    workflow = (ROOT / ".github" / "workflows" / "image.yml").read_text()
+    recipe = next(line.strip() for line in workflow.splitlines() if line.strip().startswith("source_tag="))
+    done = subprocess.run(
+        ["bash", "-ec", f'{recipe}; echo "$source_tag"'],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
-    with pytest.raises(ConfigError, match="^images/training: has uncommitted changes"):
-        image._clean_sources(ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == source_tag(copy) == TAG
+
+
+def test_a_changed_image_source_gets_another_tag_committed_or_not(tmp_path):
+    from infra.core.assets import source_tag
+
+    copy = _sources_copy(tmp_path)
+    before = source_tag(copy)
+    (copy / "node_check.py").write_text((copy / "node_check.py").read_text() + "\n# local change\n")
+    assert source_tag(copy) != before
+
+
+def test_the_printed_commands_say_which_files_made_the_tag():
+    comment = [line for line in image.script(_cfg(), "build").splitlines() if line.startswith("#")]
+    assert comment[0].startswith(f"# {TAG}: sha256 of this list of `sha256sum Dockerfile *.py`")
+    assert [line.split()[-1] for line in comment[1:]] == [
+        "Dockerfile",
+        *sorted(p.name for p in (ROOT / "images" / "training").glob("*.py")),
+    ]
 
 
 def test_a_stack_without_a_known_account_asks_sts_for_it():
     cfg = _cfg("dev", delivery=None, admins=())
-    assert image.script(cfg, "build").splitlines() == [
+    assert _commands(image.script(cfg, "build")).splitlines() == [
         'ACCOUNT="$(aws sts get-caller-identity --query Account --output text)"',
         f'docker build --pull --tag "${{ACCOUNT}}.dkr.ecr.us-west-2.amazonaws.com/higgsfield-dev/training:{TAG}" '
         "images/training",
@@ -157,17 +196,14 @@ def test_the_gate_runs_the_pinned_gate_image_when_set():
     assert image.gate_image(_cfg("staging", health_gate_image=pinned)) == (pinned, "higgsfield:healthGateImage")
 
 
-def test_check_refuses_a_gate_image_that_names_no_image_outside_a_git_checkout(monkeypatch):
+def test_check_refuses_a_gate_image_that_names_no_image_without_image_sources(monkeypatch):
     monkeypatch.setattr(image, "image_tag", lambda: image.UNKNOWN_TAG)
     (finding,) = day_one.gate_image_findings(_cfg())
-    assert finding[1].startswith(
-        "higgsfield:healthGateImage: unset, and this checkout has no git tree for images/training"
-    )
+    assert finding[1].startswith("higgsfield:healthGateImage: unset, and no images/training is found")
 
 
 def test_a_job_whose_image_tag_is_unknown_is_refused_not_rendered_with_a_placeholder(monkeypatch):
-    """Outside a git repository (an installed package, image sources never committed) the tag is
-    unknown: `...:<tag>` is no image a node can pull."""
+    """Without image sources the tag is unknown: `...:<tag>` is no image a node can pull."""
     from infra.offline import pods
 
     monkeypatch.setattr(pods, "image_tag", lambda: image.UNKNOWN_TAG)

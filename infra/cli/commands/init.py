@@ -48,10 +48,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from infra.cli import init
-    from infra.offline.evaluate import project_root
+    from pathlib import Path
 
-    root = project_root()
+    from infra.cli import init
+    from infra.core.project import find_project
+
+    found = find_project()
+    root = found or Path.cwd()  # no project here or above: this folder becomes one
     choices = init.Choices(
         pools=tuple(init.PoolSpec.parse(p) for p in args.gpu_pool or ()),
         cpu_types=tuple(args.cpu_type or ()),
@@ -60,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
         admins=tuple(args.admin or ()),
         public_access_cidrs=tuple(args.public_access_cidr or ()),
     )
-    stack = init.create(args.stack, args.region, args.source, root, choices, flags=tuple(args.gpu_pool or ()))
+    stack = init.create(
+        args.stack, args.region, args.source, root, choices, flags=tuple(args.gpu_pool or ()), new_project=found is None
+    )
     print(init.render(stack, root))
     return 0
