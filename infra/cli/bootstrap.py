@@ -212,6 +212,16 @@ def steps(config: Any) -> list[str]:
     ]
 
 
+def as_json(config: Any) -> dict:
+    """The steps as data: each step's prose (commands as `...`) and its commands, in order."""
+    return {
+        "stack": config.stack,
+        "steps": [
+            {"number": n, "text": step, "commands": step.split("`")[1::2]} for n, step in enumerate(steps(config), 1)
+        ],
+    }
+
+
 def render(config: Any) -> str:
     """The numbered steps within 120 columns: the prose wrapped, each command on lines of its own,
     as a shell takes them when pasted (long ones continued with a backslash)."""

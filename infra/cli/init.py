@@ -584,6 +584,21 @@ def create(
     return stack
 
 
+def as_json(stack: NewStack, root: Path) -> dict:
+    """What init wrote, as data."""
+    return {
+        "stack": stack.name,
+        "region": stack.region,
+        "from": stack.source,
+        "project": str(root),
+        "new_project_files": [str(p) for p in stack.project_files],
+        "stack_file": str(stack.stack_file.relative_to(root)),
+        "policy_file": str(stack.policy_file.relative_to(root)),
+        "notes": stack.notes,
+        "next": [f"higgsfield {c} {stack.name}" for c in ("plan", "check", "cost", "preflight", "bootstrap")],
+    }
+
+
 def render(stack: NewStack, root: Path) -> str:
     """What was written, each note wrapped within 120 columns, and the next commands."""
     from infra.cli.views.table import wrap

@@ -2,7 +2,8 @@
 
 - text that fits `views.WIDTH` (120) columns on stdout, or with `--json` stable JSON (sorted keys,
   floats rounded to cents) on stdout;
-- `--output FILE` writes what would have been printed (text, or JSON with `--json`) to FILE;
+- `-o json|yaml|text` prints the report in that format (kubectl's `-o`); `--output FILE` (or `-o`
+  with any other value) writes what would have been printed (text, or JSON with `--json`) to FILE;
   the old `--json PATH` still writes the JSON to PATH and prints the text; neither ever writes
   over the project's own files (Pulumi.yaml, stacks/, policies/), a symbolic link resolved first;
 - failures and refusals on stderr (`error: ...`), one line each; the exit status says the verdict;
@@ -23,7 +24,11 @@ JSON_HELP = (
     "print the report as JSON (stable keys, money rounded to cents); --json PATH also works: writes JSON to "
     "PATH, prints the text"
 )
-OUTPUT_HELP = "write the report (text, or JSON with --json) to FILE instead of stdout"
+OUTPUT_HELP = (
+    "-o json|yaml|text: the report in that format on stdout (kubectl's -o); any other value is a FILE the report "
+    "(text, or JSON with --json) is written to instead of stdout (a file named json: -o ./json)"
+)
+FORMATS = ("json", "yaml", "text")  # `-o FORMAT`, kubectl's way; anything else after -o is a file
 
 
 class UsageError(Exception):
@@ -32,7 +37,12 @@ class UsageError(Exception):
 
 def add_report_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--json", metavar="PATH", nargs="?", const="-", help=JSON_HELP)
-    command.add_argument("--output", "-o", metavar="FILE", help=OUTPUT_HELP)
+    command.add_argument("--output", "-o", metavar="FORMAT|FILE", help=OUTPUT_HELP)
+
+
+def add_json_option(command: argparse.ArgumentParser, what: str) -> None:
+    """`--json` alone, for a command that writes files and reports what it wrote (init, charts)."""
+    command.add_argument("--json", action="store_const", const="-", help=f"print {what} as JSON")
 
 
 def stable(value: Any) -> Any:
@@ -53,6 +63,15 @@ def json_text(data: Any) -> str:
 def emit(args: argparse.Namespace, data: Callable[[], Any], text: Callable[[], str]) -> None:
     """Print (or write) one report as the options ask: `data()` is its JSON, `text()` its text."""
     json_target, output = getattr(args, "json", None), getattr(args, "output", None)
+    if output in FORMATS:  # `-o json|yaml|text`: a format on stdout, not a file of that name
+        fmt, output = output, None
+        if fmt == "yaml":
+            import yaml
+
+            plain = json.loads(json_text(data()))  # the JSON's values, whatever types the report holds
+            sys.stdout.write(yaml.safe_dump(plain, sort_keys=True, allow_unicode=True, width=1000))
+            return
+        json_target = "-" if fmt == "json" else None
     if json_target not in (None, "-"):  # the old form: --json PATH writes the JSON, prints the text
         write_report("--json", Path(json_target), json_text(data()))
         json_target = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.config import ConfigError
 from infra.core.names import LOG_GROUP
 from infra.offline import rolls
 from infra.offline.evaluate import COMPUTED, StackNotFound, record
@@ -157,6 +159,8 @@ class Diff:
     changed: list[Change]
     refused: list[str]
     secrets: dict[str, str] = field(default_factory=dict)  # encrypted setting -> how it changed (by its ciphertext)
+    allowed: list[str] = field(default_factory=list)  # what an allow let through, each with the name that did
+    new_stack: bool = False  # the stack has no file at the base ref: everything is an addition
 
     @property
     def replaced(self) -> list[Change]:
@@ -301,11 +305,14 @@ class _Refusals:
     """The changes `higgsfield diff` refuses unless their name (or an umbrella name) is allowed."""
 
     def __init__(self, allowed: set[str]) -> None:
-        self.allowed, self.refused = allowed, []
+        self.allowed, self.refused, self.let_through = allowed, [], []
 
     def __call__(self, what: str, name: str, why: str = "", also: str | None = None) -> None:
         """Refuse `what` unless `name` (or the umbrella name `also`) is allowed; `why` says what it costs."""
-        if name not in self.allowed and (also is None or also not in self.allowed):
+        by = name if name in self.allowed else also if also is not None and also in self.allowed else None
+        if by is not None:
+            self.let_through.append(f"{what} (allowed by {by})")
+        else:
             because = f" ({why})" if why else ""
             umbrella = f" (or --allow {also} for all of them)" if also else ""
             self.refused.append(
@@ -343,7 +350,26 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     added = [after[u] for u in sorted(set(after) - set(before))]
     removed = [before[u] for u in sorted(set(before) - set(after))]
     _refuse_losing_data(before, after, removed, changed, refuse)
-    return Diff(added, removed, changed, refuse.refused, _secret_changes(base.get("secrets"), head.get("secrets")))
+    return Diff(
+        added,
+        removed,
+        changed,
+        refuse.refused,
+        _secret_changes(base.get("secrets"), head.get("secrets")),
+        refuse.let_through,
+        bool(base.get("new_stack")),
+    )
+
+
+# The names an allow may use besides a resource's own: umbrella names of the refusals above.
+UMBRELLA_NAMES = ("kubernetesVersion", "log-groups", "namespaces", "claims", "environment")
+
+
+def unknown_allow_names(names: set[str], base: dict, head: dict) -> list[str]:
+    """The --allow names that name no resource of either plan and no umbrella name: a typo, which
+    would otherwise let nothing through silently."""
+    known = {r["name"] for plan in (base, head) for r in plan["resources"]} | set(UMBRELLA_NAMES)
+    return sorted(names - known)
 
 
 def _change(old: dict, new: dict, refuse: _Refusals) -> Change | None:
@@ -368,14 +394,55 @@ def _change(old: dict, new: dict, refuse: _Refusals) -> Change | None:
         if bool(old.get(option)) != bool(new.get(option)):
             paths.append(f"({option})")
             a[f"({option})"], b[f"({option})"] = bool(old.get(option)), bool(new.get(option))
+    because: dict[str, str] = {}
     if set(old["dependencies"]) != set(new["dependencies"]):
         paths.append("(dependencies)")
         # an input known only after deploy that now comes from another resource (a new subnet, key, ...)
-        replace_paths += [p for p, v in b.items() if v == COMPUTED and _under(p, replace_on) and p not in replace_paths]
+        for p, v in b.items():
+            if v == COMPUTED and _under(p, replace_on) and p not in replace_paths:
+                source = _new_source(p, old["dependencies"], new["dependencies"])
+                if source is not False:
+                    replace_paths.append(p)
+                if isinstance(source, str):
+                    because[p] = source
+                    paths.append(p)
     if not paths:
         return None
     values = {p: (a.get(p), b.get(p)) for p in paths if p in a or p in b}
-    return Change(new["urn"], new["type"], new["name"], paths, sorted(set(replace_paths)), values)
+    change = Change(new["urn"], new["type"], new["name"], paths, sorted(set(replace_paths)), values)
+    change.because.update(because)
+    return change
+
+
+def _urn_type(urn: str) -> str:
+    """The resource type in a URN (`urn:pulumi:STACK::PROJECT::PARENT$TYPE::NAME`); "" for another id."""
+    parts = urn.split("::")
+    return parts[-2].rsplit("$", 1)[-1] if len(parts) >= 3 else ""
+
+
+def _new_source(path: str, old: list[str], new: list[str]) -> str | bool:
+    """Which new dependency a computed input `path` now comes from (`type name`); False when the
+    dependencies of its kind are the same as before (the input is not new: a list's unchanged
+    entries stay, e.g. the subnet of an AZ that stays), True when its kind is not known (it may
+    have changed). A list entry `x[i]` is the i-th dependency of its kind, in the order the
+    program passed them (the order the plan records them in)."""
+    kind = next((t for word, t in COMPUTED_FROM if word in path.lower().replace("_", "")), None)
+    if kind is None:
+        return True
+    before = [d for d in old if _urn_type(d).startswith(kind)]
+    after = [d for d in new if _urn_type(d).startswith(kind)]
+    if not before and not after:  # no dependency of its kind is known: it may have changed
+        return True
+    index = re.search(r"\[(\d+)\]$", path)
+    if index and len(before) == len(after):
+        i = int(index[1])
+        if i >= len(after) or before[i] == after[i]:
+            return False
+        return f"{_urn_type(after[i])} {after[i].rsplit('::', 1)[-1]}"
+    if set(before) == set(after):
+        return False
+    added = [d for d in after if d not in before]
+    return f"{_urn_type(added[0])} {added[0].rsplit('::', 1)[-1]}" if added else True
 
 
 def _refuse_kubernetes_version(new: dict, a: dict, b: dict, refuse: _Refusals) -> None:
@@ -461,11 +528,17 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 def plan_json_at(ref: str, stack: str, root: Path) -> dict:
     """The plan of `stack` at git `ref`, evaluated with that ref's code and stack files."""
+    if shutil.which("git") is None:
+        raise StackNotFound(
+            f"--base {ref!r}: `higgsfield diff` compares with a git ref and git is not on PATH; without git, compare "
+            f"two `higgsfield plan {stack} --json` outputs"
+        )
     if _git(root, "rev-parse", "--verify", f"{ref}^{{commit}}").returncode:
         raise StackNotFound(f"--base {ref!r} is not a commit of this repository")
     stack_file = f"stacks/Pulumi.{stack}.yaml"
     if _git(root, "cat-file", "-e", f"{ref}:{stack_file}").returncode:
-        return {"project": "higgsfield", "stack": stack, "resources": [], "outputs": {}}  # a new stack: all additions
+        # a new stack: all additions
+        return {"project": "higgsfield", "stack": stack, "resources": [], "outputs": {}, "new_stack": True}
     code_changed = _git(root, "diff", "--quiet", ref, "--", *CODE_PATHS).returncode != 0
     with tempfile.TemporaryDirectory() as tmp:
         if not code_changed:
@@ -497,9 +570,19 @@ def plan_json_at(ref: str, stack: str, root: Path) -> dict:
 
 
 def diff_stack(stack: str, base_ref: str, root: Path, allow: set[str]) -> Diff:
+    """The diff; a `--allow` name that names nothing of either plan is refused (ConfigError)."""
     head = record(stack, root=root)
+    base, after = plan_json_at(base_ref, stack, root), head.as_dict()
+    unknown = unknown_allow_names(set(allow), base, after)
+    if unknown:
+        raise ConfigError(
+            "--allow",
+            f"{', '.join(unknown)} names no resource of {stack} (at {base_ref} or now) and no umbrella name "
+            f"({', '.join(UMBRELLA_NAMES)}): nothing would be allowed; the names are those `higgsfield plan {stack}` "
+            "lists and a refusal says",
+        )
     allowed = set(allow) | set(getattr(head.config, "allow_replace", ()))
-    return compare(plan_json_at(base_ref, stack, root), head.as_dict(), allowed)
+    return compare(base, after, allowed)
 
 
 def _show(value: Any) -> str:
@@ -530,6 +613,8 @@ def as_json(stack: str, base_ref: str, diff: Diff) -> dict:
         "delete": [{"type": r["type"], "name": r["name"]} for r in diff.removed],
         "change": [change(c) for c in diff.changed],
         "refused": diff.refused,
+        "allowed": diff.allowed,
+        "new_stack": diff.new_stack,
         "secrets_changed": diff.secrets,
     }
 
@@ -539,6 +624,10 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
         f"Changes to {stack} since {base_ref}: {len(diff.added)} to add, {len(diff.changed)} to change "
         f"({len(diff.replaced)} replaced), {len(diff.removed)} to delete"
     ]
+    if diff.new_stack:
+        lines.append(
+            f"note: a new stack: stacks/Pulumi.{stack}.yaml is not at {base_ref}, so every resource is an addition"
+        )
     lines += [f"  + {r['type']} {r['name']}" for r in diff.added]
     lines += [f"  - {r['type']} {r['name']}" for r in diff.removed]
     for c in diff.changed:
@@ -559,6 +648,7 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
             lines.append(f"      ... {len(c.paths) - 12} more")
         lines += [f"      ! {line}" for line in c.consequences]
     lines += [f"  ~ secret {key}: {how}" for key, how in diff.secrets.items()]
+    lines += [f"allowed: {what}" for what in diff.allowed]
     if diff.refused:
         lines.append(
             f"{len(diff.refused)} change(s) refused (why: on stderr; --allow NAME or higgsfield:allowReplace lets an "

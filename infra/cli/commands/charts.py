@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from infra.cli.arguments import stack_argument
+from infra.cli.output import add_json_option, emit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,6 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     stack_argument(charts)
     charts.add_argument("--out", required=True, metavar="DIR", help="folder to write into")
+    add_json_option(charts, "the files written")
     charts.set_defaults(func=run)
 
 
@@ -22,5 +24,9 @@ def run(args: argparse.Namespace) -> int:
     from infra.offline.evaluate import record
 
     written = charts.export(record(args.stack), Path(args.out))
-    print(f"wrote {len(written) - 2} Helm releases' values, releases.tsv and kubernetes-version to {args.out}")
+    emit(
+        args,
+        lambda: {"stack": args.stack, "out": args.out, "written": [str(p) for p in written]},
+        lambda: f"wrote {len(written) - 2} Helm releases' values, releases.tsv and kubernetes-version to {args.out}",
+    )
     return 0

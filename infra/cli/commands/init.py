@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from infra.cli.completion import stacks_here
+from infra.cli.output import add_json_option, emit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="public egress range of your office or VPN that may reach the API endpoint "
         "(repeatable; default: the existing stack's, less example ranges)",
     )
+    add_json_option(init, "what was written (files, notes, next commands)")
     init.set_defaults(func=run)
 
 
@@ -66,5 +68,5 @@ def run(args: argparse.Namespace) -> int:
     stack = init.create(
         args.stack, args.region, args.source, root, choices, flags=tuple(args.gpu_pool or ()), new_project=found is None
     )
-    print(init.render(stack, root))
+    emit(args, lambda: init.as_json(stack, root), lambda: init.render(stack, root))
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from infra.cli.arguments import IMAGE_HELP, stack_argument, stack_then
+from infra.cli.output import add_report_options, emit
+from infra.core.assets import shipped
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -12,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = jobs.add_subparsers(dest="jobs_command", required=True, metavar="ACTION")
     render = actions.add_parser("render", help="print an example job filled in for a stack, for kubectl apply -f -")
     stack_argument(render)
-    render.add_argument("example", nargs="?", metavar="EXAMPLE", help="pytorch-ddp | pytorch-elastic | mpi-nccl-tests")
+    examples = " | ".join(sorted(p.stem for p in shipped("examples").glob("*.yaml")))  # every shipped example
+    render.add_argument("example", nargs="?", metavar="EXAMPLE", help=examples)
     render.add_argument("--stack", dest="old_stack", help=argparse.SUPPRESS)  # the old form: EXAMPLE --stack STACK
     render.add_argument(
         "--pool", metavar="POOL", help="GPU pool (default: the first on-demand pool; EFA pools first for NCCL tests)"
@@ -33,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="PyTorch examples: checkpoint and resume (default: where they can resume; a multi-node job needs "
         "higgsfield:fsx)",
     )
+    add_report_options(render)
     render.set_defaults(func=run, usage="higgsfield jobs render STACK EXAMPLE")
 
 
@@ -51,5 +55,8 @@ def run(args: argparse.Namespace) -> int:
         image=args.image,
         checkpoints=args.checkpoints,
     )
-    print(jobs.to_yaml(objects), end="")
+    if args.output == "yaml":  # the text is YAML already, comments and all
+        args.output = None
+    # JSON as a List, which kubectl apply -f takes like the YAML documents
+    emit(args, lambda: {"apiVersion": "v1", "kind": "List", "items": objects}, lambda: jobs.to_yaml(objects))
     return 0

@@ -1,0 +1,114 @@
+"""The habits a user brings to the CLI: `-o json`/`-o yaml` as kubectl reads them, a `diff --allow`
+that says what it let through and refuses a name that matches nothing, the help listing every
+example job, `--json` on the commands that were without it, a diff that names the subnet an input
+now comes from, and a note for a stack that is new since the base."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from infra.cli.main import main
+from infra.offline import diff as offline_diff
+from infra.offline import jobs
+from infra.offline.evaluate import record
+from tests.conftest import ROOT, plan_of
+
+
+def test_dash_o_json_prints_json_instead_of_writing_a_file_named_json(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # no project here: the commands use this checkout's
+    assert main(["cost", "dev", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stack"] == "dev"
+    assert not (tmp_path / "json").exists()
+
+
+def test_dash_o_yaml_prints_the_same_report_as_yaml(capsys):
+    assert main(["cost", "dev", "--json"]) == 0
+    as_json = json.loads(capsys.readouterr().out)
+    assert main(["cost", "dev", "-o", "yaml"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == as_json
+
+
+def test_dash_o_with_a_path_still_writes_the_file(tmp_path, capsys):
+    target = tmp_path / "cost.txt"
+    assert main(["cost", "dev", "-o", str(target)]) == 0
+    assert target.read_text().startswith("Cost of dev") and capsys.readouterr().out == ""
+
+
+def test_a_diff_allow_name_that_matches_nothing_is_refused_in_one_line(monkeypatch, capsys):
+    monkeypatch.setattr(offline_diff, "plan_json_at", lambda ref, stack, root: record("dev").as_dict())
+    assert main(["diff", "dev", "--base", "HEAD", "--allow", "lustre-typo"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --allow: lustre-typo names no resource of dev") and err.count("\n") == 1
+
+
+def test_a_matching_allow_is_acknowledged():
+    base = record("dev").as_dict()
+    kept = next(r for r in base["resources"] if r["type"] in offline_diff.KEPT)
+    head = {**base, "resources": [r for r in base["resources"] if r["urn"] != kept["urn"]]}
+    refused = offline_diff.compare(base, head, set())
+    assert refused.refused and not refused.allowed
+    allowed = offline_diff.compare(base, head, {kept["name"]})
+    assert not allowed.refused
+    assert allowed.allowed == [
+        f"delete of {offline_diff.KEPT[kept['type']]} {kept['name']} (allowed by {kept['name']})"
+    ]
+    assert f"allowed: delete of {offline_diff.KEPT[kept['type']]} {kept['name']}" in offline_diff.render_diff(
+        "dev", "main", allowed
+    )
+
+
+def test_jobs_render_help_lists_every_example(capsys):
+    with pytest.raises(SystemExit):
+        main(["jobs", "render", "--help"])
+    listed = "".join(capsys.readouterr().out.split())  # argparse wraps at hyphens
+    assert all(example in listed for example in jobs.EXAMPLES) and len(jobs.EXAMPLES) == 7
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["bootstrap", "dev"], ["jobs", "render", "dev", "pytorch-ddp"], ["charts", "dev", "--out", "{tmp}"]],
+    ids=["bootstrap", "jobs", "charts"],
+)
+def test_commands_that_had_no_json_print_json(argv, tmp_path, capsys):
+    assert main([a.replace("{tmp}", str(tmp_path / "charts")) for a in argv] + ["--json"]) == 0
+    assert isinstance(json.loads(capsys.readouterr().out), dict)
+
+
+def test_rendered_jobs_as_json_are_a_list_kubectl_applies(capsys):
+    assert main(["jobs", "render", "dev", "pytorch-ddp", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["kind"] == "List" and {o["kind"] for o in document["items"]} >= {"PyTorchJob"}
+
+
+def test_init_says_what_it_wrote_as_json(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # an empty folder: init makes a project here
+    admin = "arn:aws:iam::123456789012:role/PlatformAdmin"
+    assert main(["init", "oslo", "--region", "eu-north-1", "--admin", admin, "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["stack_file"] == "stacks/Pulumi.oslo.yaml" and "Pulumi.yaml" in said["new_project_files"]
+    assert (tmp_path / said["stack_file"]).is_file()
+
+
+def test_a_private_subnet_change_names_the_subnet_of_the_az_that_changed():
+    base = plan_of("dev").as_dict()
+    head = record("dev", overrides={"higgsfield:availabilityZones": '["us-west-2a", "us-west-2c"]'}).as_dict()
+    changed = {c.name: c for c in offline_diff.compare(base, head, {"cluster-eks"}).changed}
+    cluster = changed["cluster-eks"]
+    assert cluster.replace_paths == ["privateSubnetIds[1]"]  # [0] is us-west-2a's, which stays
+    assert cluster.because == {"privateSubnetIds[1]": "aws:ec2/subnet:Subnet network-private-us-west-2c"}
+
+
+def test_a_stack_new_since_the_base_gets_a_new_stack_note():
+    base = {"project": "higgsfield", "stack": "dev", "resources": [], "outputs": {}, "new_stack": True}
+    found = offline_diff.compare(base, plan_of("dev").as_dict(), set())
+    assert found.new_stack
+    assert "note: a new stack: stacks/Pulumi.dev.yaml is not at main" in offline_diff.render_diff("dev", "main", found)
+
+
+def test_the_docs_name_the_bus_bandwidth_setting_as_the_config_reads_it():
+    written = set(re.findall(r"minBusBandwidthGB\w*", "".join(p.read_text() for p in (ROOT / "docs").rglob("*.md"))))
+    assert written == {"minBusBandwidthGBps"}
