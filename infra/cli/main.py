@@ -28,6 +28,7 @@ from infra.cli.commands import (
     schema,
     stacks,
     timeline,
+    types,
 )
 from infra.cli.output import UsageError, colour_on
 from infra.core.stack_values import terminal_safe
@@ -46,6 +47,7 @@ COMMANDS = (
     preflight,
     charts,
     init,
+    types,
     healthcheck,
     jobs,
     stacks,

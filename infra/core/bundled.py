@@ -83,8 +83,14 @@ def where_offered(instance_type: str, near: str | None = None) -> str:
         return f"it is offered in no region ({checked})"
     area = (near or "").split("-")[0] + "-"
     ordered = sorted(found, key=lambda r: (r != near, not r.startswith(area), r))
+    shown = ordered[:SHOWN_REGIONS]  # the nearest; a line, not a catalog
+    more = f" and {len(ordered) - len(shown)} more regions" if len(ordered) > len(shown) else ""
+    here = f"; `higgsfield types {near}` lists the GPU types each AZ of {near} offers" if near in regions() else ""
     return (
         "offered in "
-        + ", ".join(f"{r} ({' '.join(z.removeprefix(r) for z in found[r])})" for r in ordered)
-        + f" ({checked})"
+        + ", ".join(f"{r} ({' '.join(z.removeprefix(r) for z in found[r])})" for r in shown)
+        + f"{more} ({checked}){here}"
     )
+
+
+SHOWN_REGIONS = 4  # regions a "not offered" message names (the stack's own and its area's first)

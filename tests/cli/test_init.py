@@ -114,9 +114,10 @@ def test_init_refuses_a_region_without_the_pools_type_and_says_where_it_is_offer
         "af-south-1; offered in "
     )
     assert (
-        "us-east-1 (a b c d e f)" in err
+        "more regions" in err
         and "AWS's catalog as bundled with moto" in err
         and "higgsfield preflight" in err
+        and "`higgsfield types af-south-1` lists the GPU types each AZ of af-south-1 offers" in err
     )
     assert not (project / "stacks" / "Pulumi.far.yaml").exists()
 
