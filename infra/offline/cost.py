@@ -65,6 +65,7 @@ class Estimate:
     prices_checked: str = ""
     prices_verified: bool = False
     hours_per_month: int = 730
+    region_listed: bool = True  # the price file has a price list for the region
 
     def total(self, column: str) -> float:
         return sum(getattr(line, column) or 0.0 for line in self.lines)
@@ -79,8 +80,9 @@ class Estimate:
 
     @property
     def nothing_priced(self) -> bool:
-        """No line has a price (a region the price file does not list): there is no total to show."""
-        return all(line.idle_hour is None and line.full_hour is None for line in self.lines)
+        """A region the price file does not list, or no line with a price: there is no total to show
+        (the free items alone would headline $0.00)."""
+        return not self.region_listed or all(line.idle_hour is None and line.full_hour is None for line in self.lines)
 
     def groups(self) -> list[tuple[str, list[Line]]]:
         """Lines per group, the most expensive group (at full scale) first, and within a group the
@@ -97,6 +99,11 @@ class Estimate:
             (name, sorted(lines, key=lambda e: (-(e.full_hour or 0.0), -(e.idle_hour or 0.0), e.item, e.resource)))
             for name, lines in ordered
         ]
+
+
+def priced_regions(path: Path = PRICE_FILE) -> list[str]:
+    """The regions the bundled price file has a price list for."""
+    return sorted(load_prices(path)["regions"])
 
 
 class PriceError(Exception):
@@ -151,6 +158,7 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         prices_checked=regional.get("checked", prices["checked"]),
         prices_verified=regional.get("verified", prices["verified"]),
         hours_per_month=per_month,
+        region_listed=rp.listed,
     )
 
     def add(

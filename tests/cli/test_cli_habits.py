@@ -112,3 +112,20 @@ def test_a_stack_new_since_the_base_gets_a_new_stack_note():
 def test_the_docs_name_the_bus_bandwidth_setting_as_the_config_reads_it():
     written = set(re.findall(r"minBusBandwidthGB\w*", "".join(p.read_text() for p in (ROOT / "docs").rglob("*.md"))))
     assert written == {"minBusBandwidthGBps"}
+
+
+def test_a_stack_in_a_region_without_prices_never_headlines_zero_dollars(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "paris", "--region", "eu-north-1", "--admin", "arn:aws:iam::123456789012:role/A"]) == 0
+    capsys.readouterr()
+    assert main(["cost", "paris"]) == 0
+    headline = capsys.readouterr().out.splitlines()[0]
+    assert "not priced in eu-north-1" in headline and "$0.00" not in headline
+
+
+def test_the_docs_list_the_priced_regions():
+    from infra.offline.cost import priced_regions
+
+    text = (ROOT / "docs" / "reference" / "reports.md").read_text()
+    listed = re.search(r"The bundled price file lists only \*\*(.*?)\*\*", text)[1]
+    assert listed.replace(" and ", ", ").split(", ") == priced_regions()

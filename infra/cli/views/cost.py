@@ -4,7 +4,7 @@ pool (most expensive first), then the numbered notes the table's rows point to."
 from __future__ import annotations
 
 from infra.cli.views.table import money, table, wrap
-from infra.offline.cost import Estimate, Line, priced_sum
+from infra.offline.cost import Estimate, Line, priced_regions, priced_sum
 
 
 def render(est: Estimate) -> str:
@@ -13,8 +13,9 @@ def render(est: Estimate) -> str:
     unpriced = est.unpriced
     if est.nothing_priced:  # never a $0.00 headline for what could not be priced
         lines = wrap(
-            f"Cost of {est.stack} ({est.region}): not priced: no prices for {est.region} in the price file; "
-            f"`higgsfield cost {est.stack} --refresh` (AWS credentials) adds them",
+            f"Cost of {est.stack} ({est.region}): not priced in {est.region}: the bundled price file lists "
+            f"{', '.join(priced_regions())} (docs/reference/reports.md); `higgsfield cost {est.stack} --refresh` "
+            "(AWS credentials) takes the EC2 prices from the Pricing API",
             indent=0,
         )
     else:
