@@ -30,7 +30,6 @@ import yaml
 from components.registry import image_tag
 from infra.config import StackConfig
 from infra.config import gpu_pools as pool_settings
-from infra.core.project import project_root
 from infra.offline import evaluate as offline
 from infra.offline import jobs
 from infra.offline.evaluate import Plan, load_stack, record, stack_names
@@ -52,7 +51,7 @@ class Memo:
     """A pure function of the program, answered once per input. Every evaluation of the program
     goes through offline._record_in_fresh_context(stack, config, secret_keys), every example job
     through jobs.render(example, cfg, **options); what they return depends on those, on the image
-    tag (the git tree of the project's images/training, components/registry.py) and on the clock,
+    tag (a content hash of the project's images/training, components/registry.py) and on the clock,
     pinned above. Answers are kept under that key, in memory and in a folder the xdist workers
     share, and each caller gets its own copy. While a test has patched anything
     (monkeypatch.setattr/setitem, below), the code may not be what the key says: then it runs."""
@@ -81,27 +80,10 @@ class Memo:
         return pickle.loads(blob)
 
 
-def _git_stamp(root: Path) -> list:
-    """What moves when a repository's HEAD or index does (a commit, a checkout, an add)."""
-    return [
-        root,
-        *(
-            (p.stat().st_mtime_ns if p.exists() else None)
-            for p in (root / ".git" / "HEAD", root / ".git" / "logs" / "HEAD", root / ".git" / "index")
-        ),
-    ]
-
-
-_tags: dict[str, str] = {}
-
-
 def _image_tag() -> str:
-    """image_tag() (a git process), asked again only when the project's or this checkout's git
-    HEAD or index has moved since."""
-    stamp = repr([_git_stamp(project_root()), _git_stamp(ROOT)])
-    if stamp not in _tags:
-        _tags[stamp] = image_tag()
-    return _tags[stamp]
+    """image_tag(): a content hash of a few files (well under a millisecond), asked each time, so
+    an uncommitted change of the image sources is seen too."""
+    return image_tag()
 
 
 offline._record_in_fresh_context = Memo(
