@@ -51,6 +51,8 @@ COMMANDS = {
     "stacks": ["stacks"],
     "schema": ["schema"],
     "second-init": ["init", "oslo", "--region", "eu-north-1", "--from", "paris", "--admin", ADMIN],
+    "shipped-base": ["init", "bergen", "--region", "eu-north-1", "--from", "prod", "--admin", ADMIN],
+    "types": ["types", "eu-north-1"],
 }
 
 
@@ -106,6 +108,8 @@ def own_project(tmp_path_factory):
     )
     driver = [str(venv / "bin" / "python"), "-c", _DRIVER, json.dumps(COMMANDS)]
     done = json.loads(_run(driver, cwd=project, env=env, timeout=600).stdout)
+    driver = [str(venv / "bin" / "python"), "-c", _DRIVER, json.dumps({"diff": ["diff", "paris", "--base", "main"]})]
+    done["diff"] = json.loads(_run(driver, cwd=project, env=env, timeout=300).stdout)["diff"]
     outside = tmp / "elsewhere"
     outside.mkdir()
     driver = [str(venv / "bin" / "python"), "-c", _DRIVER, json.dumps({"plan": ["plan", "paris"]})]
@@ -121,8 +125,10 @@ def test_init_in_an_empty_folder_makes_a_complete_project(own_project):
         "__main__.py",
         "policies/PulumiPolicy.yaml",
         "policies/__main__.py",
+        "policies/config/bergen.json",
         "policies/config/oslo.json",
         "policies/config/paris.json",
+        "stacks/Pulumi.bergen.yaml",
         "stacks/Pulumi.oslo.yaml",
         "stacks/Pulumi.paris.yaml",
     ]
@@ -158,3 +164,13 @@ def test_a_stack_command_outside_any_project_says_init_makes_one(own_project):
     code, _, err = own_project[2]["outside"]
     assert code == 2 and err.count("\n") == 1
     assert "no Pulumi.yaml in" in err and "`higgsfield init STACK --region REGION --admin ARN` makes one here" in err
+
+
+def test_init_in_the_project_starts_from_a_shipped_stack_the_project_lacks(own_project):
+    code, out, err = own_project[2]["shipped-base"]
+    assert code == 0 and "wrote stacks/Pulumi.bergen.yaml (from prod, region eu-north-1)" in out
+
+
+def test_diff_without_git_says_it_needs_git_in_one_line(own_project):
+    code, _, err = own_project[2]["diff"]
+    assert code == 2 and err.count("\n") == 1 and "git is not on PATH" in err
