@@ -454,9 +454,19 @@ def _packaged_policy() -> Path:
 
 
 def start_project(root: Path) -> list[Path]:
-    """Write a new project's files into `root` (none of them there yet); the paths written."""
+    """Write a new project's files into `root` (none of them there yet); the paths written. A file
+    of that name already there (a folder that is no project yet, but not empty) is refused before
+    anything is written."""
+    files = project_files()
+    taken = [name for name in files if (root / name).exists()]
+    if taken:
+        raise ConfigError(
+            taken[0],
+            f"exists already in {root}, which has no Pulumi.yaml: init would make a project here and never writes "
+            "over your files; run it in an empty folder (or move the file away)",
+        )
     written = []
-    for name, text in project_files().items():
+    for name, text in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "x") as file:  # never over a file of the user's

@@ -129,3 +129,13 @@ def test_the_docs_list_the_priced_regions():
     text = (ROOT / "docs" / "reference" / "reports.md").read_text()
     listed = re.search(r"The bundled price file lists only \*\*(.*?)\*\*", text)[1]
     assert listed.replace(" and ", ", ").split(", ") == priced_regions()
+
+
+def test_init_never_writes_over_a_file_in_a_folder_that_is_no_project(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "__main__.py").write_text("print('mine')\n")
+    assert main(["init", "oslo", "--region", "eu-north-1", "--admin", "arn:aws:iam::123456789012:role/A"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: __main__.py: exists already in") and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["__main__.py"]
+    assert (tmp_path / "__main__.py").read_text() == "print('mine')\n"
