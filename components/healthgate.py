@@ -12,7 +12,7 @@ core/static_autoscaler.go), so it does not add more nodes for pods that are wait
 The gate itself is a DaemonSet per gated pool, on its nodes until they pass, tolerating every taint
 and requesting every GPU of the node from the device plugin (none on Karpenter pools: gate_gpus;
 docs/design/health-gate.md), running images/training/health_gate.py in an image built from images/training (higgsfield:
-healthGateImage, else the stack's ECR image at this checkout's source tag, which `higgsfield
+healthGateImage, else the stack's ECR image at the project's source tag, which `higgsfield
 bootstrap` has pushed before the first GPU node joins: docs/training-image.md): it runs images/training/node_check.py
 and on a pass removes the taint and labels the node `higgsfield.io/health=healthy`; on a fail it
 keeps the taint, labels it `unhealthy` with the failed check, records an Event, and for pools

@@ -69,7 +69,7 @@ class TrainingImageRepository(pulumi.ComponentResource):
 
     Creates: an ECR repository (immutable tags, scan on push, KMS encryption with the AWS managed
     key, protected and never force-deleted in production) and its lifecycle policy.
-    Outputs: `repository_url` (what jobs run), `source_image` (its image built from this checkout's
+    Outputs: `repository_url` (what jobs run), `source_image` (its image built from the project's
     images/training) and `repository_arn` (what the image workflow's push role is allowed to write). Replaced when: the
     name or the encryption settings change.
     """

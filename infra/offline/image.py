@@ -47,13 +47,13 @@ def source_image(cfg: StackConfig) -> str:
 
 def gate_image(cfg: StackConfig) -> tuple[str, str]:
     """(image, the setting it comes from) of the health gate: higgsfield:healthGateImage, else the
-    stack's repository at this checkout's source tag. Never higgsfield:trainingImage: the gate runs
+    stack's repository at the project's source tag. Never higgsfield:trainingImage: the gate runs
     images/training/health_gate.py, which only an image built from images/training holds."""
     if cfg.health_gate_image:
         return cfg.health_gate_image, "higgsfield:healthGateImage"
     return source_image(
         cfg
-    ), "higgsfield:healthGateImage (unset: the stack's ECR repository at this checkout's images/training tag)"
+    ), "higgsfield:healthGateImage (unset: the stack's ECR repository at the project's images/training tag)"
 
 
 @dataclass(frozen=True)

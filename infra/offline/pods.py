@@ -68,7 +68,7 @@ def stack_repository(cfg: StackConfig) -> str:
 
 def stack_image(cfg: StackConfig, tag: str | None = None) -> str:
     """The image jobs of the stack run: the stack's `trainingImage` setting (a team's own
-    EFA-ready image), else the image the workflow built from this checkout's image sources."""
+    EFA-ready image), else the image the workflow built from the project's image sources."""
     return cfg.training_image or f"{stack_repository(cfg)}:{tag or image_tag()}"
 
 
