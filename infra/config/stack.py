@@ -197,7 +197,7 @@ class StackConfig(Setting):
     health_gate_image: matching(IMAGE_REFERENCE, NOT_AN_IMAGE) | None = None
     """The image the GPU health gate runs: one built from images/training (it holds health_gate.py and node_check.py),
     best pinned by digest (`higgsfield image push STACK` prints it); unset: the stack's ECR repository at this
-    checkout's images/training tag, which `higgsfield image push` or the image workflow must have pushed before the
+    project's images/training tag, which `higgsfield image push` or the image workflow must have pushed before the
     first GPU node joins."""
     cuda_version: Annotated[str, Field(json_schema_extra={"enum": list(versions.CUDA_MIN_DRIVER_BRANCH)})] | None = None
     """The CUDA version the training images need, e.g. "12.8"; rejected if the GPU AMI's driver is too old."""
