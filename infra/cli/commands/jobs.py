@@ -1,4 +1,5 @@
-"""`higgsfield jobs render STACK EXAMPLE`: an example training job filled in for a stack."""
+"""`higgsfield jobs render STACK EXAMPLE | -f JOB.yaml`: an example, or a team's own job file, filled in for a
+stack."""
 
 from __future__ import annotations
 
@@ -13,6 +14,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     render = actions.add_parser("render", help="print an example job filled in for a stack, for kubectl apply -f -")
     stack_argument(render)
     render.add_argument("example", nargs="?", metavar="EXAMPLE", help="pytorch-ddp | pytorch-elastic | mpi-nccl-tests")
+    render.add_argument(
+        "-f",
+        "--filename",
+        metavar="JOB.yaml",
+        help="a team's own job file (docs/reference/job-file.md; - reads standard input) instead of an example",
+    )
     render.add_argument("--stack", dest="old_stack", help=argparse.SUPPRESS)  # the old form: EXAMPLE --stack STACK
     render.add_argument(
         "--pool", metavar="POOL", help="GPU pool (default: the first on-demand pool; EFA pools first for NCCL tests)"
@@ -40,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     from infra.offline import jobs
     from infra.offline.evaluate import load_stack
 
+    if args.filename is not None:
+        return _render_file(args)
     stack_then(args, "example")
     cfg = load_stack(args.stack)
     objects = jobs.render(
@@ -52,4 +61,20 @@ def run(args: argparse.Namespace) -> int:
         checkpoints=args.checkpoints,
     )
     print(jobs.to_yaml(objects), end="")
+    return 0
+
+
+def _render_file(args: argparse.Namespace) -> int:
+    from infra.cli.output import UsageError
+    from infra.offline import team_job
+    from infra.offline.evaluate import load_stack
+
+    if args.example is not None or args.old_stack is not None:
+        raise UsageError("higgsfield jobs render STACK -f JOB.yaml: a job file or an example, not both")
+    for option in ("pool", "team", "workers", "image", "checkpoints"):
+        if getattr(args, option) is not None:
+            raise UsageError(f"--{option} is for examples; a job file says what it needs (docs/reference/job-file.md)")
+    cfg = load_stack(args.stack)
+    job, objects, placed = team_job.render_file(args.filename, cfg)
+    print(team_job.to_yaml(job, cfg, objects, placed), end="")
     return 0
