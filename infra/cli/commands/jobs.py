@@ -1,5 +1,5 @@
 """`higgsfield jobs render STACK EXAMPLE | -f JOB.yaml`: an example, or a team's own job file, filled in for a
-stack."""
+stack; `jobs submit/status/logs/cancel` (infra/cli/client.py) run a job file on the stack's cluster."""
 
 from __future__ import annotations
 
@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "higgsfield:fsx)",
     )
     render.set_defaults(func=run, usage="higgsfield jobs render STACK EXAMPLE")
+    from infra.cli.commands import job_actions
+
+    job_actions.register(actions)
 
 
 def run(args: argparse.Namespace) -> int:
