@@ -232,3 +232,14 @@ def test_the_python_api_submits_reports_and_cancels_the_same_job(api, kubeconfig
     assert [str(line) for line in job.logs()] == ["node-a master-0 [rank 0] hello"]
     job.cancel()
     assert api.get(JOB_PATH) is None
+
+
+def test_the_notebook_example_in_the_manual_runs_as_written(api, kubeconfig, capsys):
+    page = (ROOT / "docs" / "concepts" / "training-jobs.md").read_text()
+    code = page.split("### From a notebook: the Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    api.put(_pod("Master", 0, "node-a"))  # what the operator would create once the job is applied
+    api.log("llm", "llama-ft-master-0", "[rank 0] hello", at="2026-01-01T00:00:00Z")
+    exec(compile(code, "training-jobs.md", "exec"), {})  # noqa: S102 - the manual's own example
+    out = capsys.readouterr().out
+    assert "PyTorchJob llm/llama-ft: Submitted" in out and "node-a master-0 [rank 0] hello" in out
+    assert api.get(JOB_PATH) is None  # it ends by cancelling
