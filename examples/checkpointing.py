@@ -439,7 +439,10 @@ def prefix_ranks(argv: list[str]) -> int:
     eight ranks writes lines a reader (`higgsfield jobs logs`, a CloudWatch query for `[rank 3]`)
     can tell apart. SIGTERM goes on to the worker, whose exit code is this process's."""
     tag = rank_tag(os.environ).encode() + b" "
-    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # a Python worker writing to a pipe buffers its output in blocks: unbuffered, each line comes when written
+    child = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
     signal.signal(signal.SIGTERM, lambda signum, frame: child.send_signal(signal.SIGTERM))
 
     def copy(source, target) -> None:

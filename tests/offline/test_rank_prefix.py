@@ -6,6 +6,7 @@ PyTorch is installed (HIGGSFIELD_TORCH_PYTHON), and alone without it."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -67,3 +68,36 @@ def test_a_pod_of_eight_torchrun_ranks_writes_each_line_with_its_rank():
     assert done.returncode == 0, done.stderr
     lines = sorted(line for line in done.stdout.splitlines() if "step 1" in line)
     assert lines == [f"[rank {r}] step 1 on local rank {r}" for r in range(8)]
+
+
+def test_every_pytorch_example_runs_each_worker_behind_the_rank_prefixer():
+    from infra.offline import jobs
+    from tests.conftest import config_of
+
+    for example in ("pytorch-ddp", "pytorch-elastic"):
+        for template in jobs.pod_templates(jobs.render(example, config_of("prod"), pool="h100")[-1]):
+            command = template["spec"]["containers"][0]["command"]
+            torchrun = command.index("torchrun")
+            assert command[torchrun + 1 : torchrun + 5] == [
+                "--no-python",
+                "python",
+                "/code/checkpointing.py",
+                "--rank-prefix",
+            ]
+
+
+def test_a_python_workers_lines_come_through_as_written_not_when_its_buffer_fills():
+    worker = "import time; print('first'); time.sleep(30)"
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as in a pod
+    proc = subprocess.Popen(
+        [sys.executable, LAUNCHER, "--rank-prefix", sys.executable, "-c", worker],
+        env={**environ, "RANK": "1"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 10)  # long before the worker's exit, 30 s on
+        assert ready and proc.stdout.readline() == "[rank 1] first\n"
+    finally:
+        proc.terminate()  # on to the worker
+        proc.wait(timeout=10)
