@@ -52,7 +52,7 @@ class ApiError(Exception):
     """The API server refused: its Status in one line (`404 NotFound: pytorchjobs "x" not found`)."""
 
     def __init__(self, code: int, reason: str, message: str) -> None:
-        super().__init__(f"{code} {reason}: {message}")
+        super().__init__(f"{code} {reason}: {message}" if code else message)  # 0: no answer from a server
         self.code, self.reason, self.message = code, reason, message
 
 

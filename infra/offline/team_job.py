@@ -9,7 +9,7 @@ discovery publishes (names.DRIVER_MAJOR_LABEL). Then every rule the examples fol
 the same builders (infra/offline/jobs.py and pods.py): the team's queue and priority class, the
 pool's taints, EFA interfaces, huge pages and environment, memory and /dev/shm, the checkpoint
 settings and grace period, the team's FSx directory and datasets, do-not-disrupt on training pods,
-and the team's UID/GID. The team writes none of it.
+and the team's UID/GID. The team writes none of it (docs/design/job-files.md).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.karpenter import DO_NOT_DISRUPT
+from components.workloads import ELASTIC_ROOM_METRIC
 from infra.config import FRAMEWORKS, ConfigError, GpuPool, JobFile, StackConfig, Team
 from infra.core import versions
 from infra.core.assets import shipped
@@ -370,6 +371,20 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
             "minReplicas": placed.min_pods,
             "maxReplicas": placed.pods,
             "maxRestarts": 10,
+            # grows into GPUs nobody waits for, as examples/pytorch-elastic.yaml does (docs/design/elastic.md):
+            # the operator's HPA on the room of the job's queue on its pool, never on utilisation
+            "metrics": [
+                {
+                    "type": "External",
+                    "external": {
+                        "metric": {
+                            "name": ELASTIC_ROOM_METRIC,
+                            "selector": {"matchLabels": {"queue_name": team.queue, "pool": pool.name}},
+                        },
+                        "target": {"type": "Value", "value": "1"},
+                    },
+                }
+            ],
         }
     code = {
         "apiVersion": "v1",

@@ -8,6 +8,8 @@ import json
 import jsonschema
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infra.config import ConfigError, load_job
 from tests.conftest import ROOT
@@ -74,3 +76,27 @@ def test_only_a_pytorch_job_is_elastic():
 def test_an_elastic_minimum_above_the_jobs_gpus_is_refused():
     problems = _problems({**EXAMPLE, "elastic": {"minGpus": 32}})
     assert "more than resources.gpus 16" in problems["job.yaml: elastic.minGpus"]
+
+
+# Any value YAML can hold, in place of any key of the example: a ConfigError naming keys, never another exception.
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=50),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=1000, derandomize=True, database=None)
+@given(
+    st.sampled_from(["name", "team", "command", "image", "framework", "class", "elastic", "data", "env", "priority"])
+    | st.sampled_from(["resources.gpus", "resources.gpuType", "resources.gpuMemoryGiB", "resources.cudaDriver"]),
+    _VALUES,
+)
+def test_any_value_in_any_key_is_accepted_or_refused_naming_keys_never_crashing(key, value):
+    data = json.loads(json.dumps(EXAMPLE))
+    outer, _, inner = key.partition(".")
+    (data[outer] if inner else data)[inner or outer] = value
+    try:
+        load_job(data, "job.yaml")
+    except ConfigError as refused:
+        assert all(p.key.startswith("job.yaml") and p.message for p in refused.problems)

@@ -217,6 +217,11 @@ def test_an_elastic_job_starts_at_its_minimum_and_grows_to_its_gpus():
     assert list(job["spec"]["pytorchReplicaSpecs"]) == ["Worker"]
     assert job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 1
     assert placed.pods == 4
+    (metric,) = job["spec"]["elasticPolicy"]["metrics"]  # grows by the room of its queue on its pool, as the example
+    example = jobs.render("pytorch-elastic", config_of("prod"), pool="h100", team="llm")[-1]
+    assert metric == example["spec"]["elasticPolicy"]["metrics"][0]
+    templates = _templates(objects)
+    assert {t["metadata"]["annotations"]["volcano.sh/preemptable"] for _, t in templates} == {"true"}
 
 
 @pytest.mark.parametrize(
