@@ -366,10 +366,31 @@ def logs(api: Any, name: str, namespace: str, container: str | None = None) -> l
     return sorted(lines)
 
 
-def follow(api: Any, name: str, namespace: str, container: str | None = None) -> Iterator[LogLine]:
-    """Every pod's log as it is written (`follow=true`, one stream per pod), lines as they come."""
-    core = _kubernetes().client.CoreV1Api(api)
-    pods, lines, done = _job_pods(api, name, namespace), queue.Queue(), object()  # type: ignore[var-annotated]
+# Pod phases in which a pod's container has started, so the kubelet has a log to stream.
+_STARTED = ("Running", "Succeeded", "Failed")
+_ENDED = ("Succeeded", "Failed")
+
+
+def follow(
+    api: Any,
+    name: str,
+    namespace: str,
+    kind: str = "PyTorchJob",
+    container: str | None = None,
+    watch_seconds: int | None = None,
+) -> Iterator[LogLine]:
+    """Every pod's log as it is written (`follow=true`, one stream per pod), lines as they come. A
+    watch on the job's pods starts a stream for each pod that starts later too: the gang's other
+    replicas, and every pod the operator recreates after a restart. Ends once every pod it
+    followed has ended and the watch has (`watch_seconds`, or when every pod of the job has). The
+    job must exist (404 NotFound at once, not a wait for pods that never come)."""
+    kubernetes = _kubernetes()
+    core = kubernetes.client.CoreV1Api(api)
+    lines: queue.Queue = queue.Queue()
+    done, streams = object(), set()
+    _call(
+        kubernetes.client.CustomObjectsApi(api).get_namespaced_custom_object, *KUBEFLOW, namespace, _plural(kind), name
+    )
 
     def read(pod: dict) -> None:
         try:
@@ -389,16 +410,43 @@ def follow(api: Any, name: str, namespace: str, container: str | None = None) ->
                 for raw in whole:
                     stamp, body = _split(raw.decode(errors="replace"))
                     lines.put(LogLine(_when(stamp), stamp, pod["spec"].get("nodeName") or "-", _replica(pod), body))
+        except ApiError as exc:
+            lines.put(exc)
         finally:
             lines.put(done)
 
-    for pod in pods:
-        threading.Thread(target=read, args=(pod,), daemon=True).start()
-    ended = 0
-    while ended < len(pods):
+    def watch() -> None:
+        phases: dict[str, str] = {}
+        try:
+            options = {"timeout_seconds": watch_seconds} if watch_seconds else {}
+            watcher = kubernetes.watch.Watch()
+            for event in watcher.stream(
+                core.list_namespaced_pod, namespace, label_selector=f"{JOB_NAME_LABEL}={name}", **options
+            ):
+                pod = api.sanitize_for_serialization(event["object"])
+                uid, phase = pod["metadata"].get("uid"), (pod.get("status") or {}).get("phase", "Pending")
+                phases[uid] = "Deleted" if event["type"] == "DELETED" else phase
+                if event["type"] != "DELETED" and phase in _STARTED and uid not in streams:
+                    streams.add(uid)
+                    lines.put(("start", pod))
+                if phases and all(p in (*_ENDED, "Deleted") for p in phases.values()):
+                    watcher.stop()
+        except kubernetes.client.ApiException as exc:
+            lines.put(_refused(exc))
+        finally:
+            lines.put(done)
+
+    threading.Thread(target=watch, daemon=True).start()
+    running = 1  # the watch, and each stream it starts
+    while running:
         item = lines.get()
         if item is done:
-            ended += 1
+            running -= 1
+        elif isinstance(item, ApiError):
+            raise item
+        elif isinstance(item, tuple):
+            running += 1
+            threading.Thread(target=read, args=(item[1],), daemon=True).start()
         else:
             yield item
 
@@ -457,7 +505,7 @@ class Job:
 
     def logs(self, follow_: bool = False) -> Iterator[LogLine]:
         if follow_:
-            return follow(self.api, self.spec.name, self.spec.team)
+            return follow(self.api, self.spec.name, self.spec.team, self.spec.kind)
         return iter(logs(self.api, self.spec.name, self.spec.team))
 
     def cancel(self) -> None:

@@ -85,6 +85,7 @@ def _pod(replica: str, index: int, node: str | None, phase: str = "Running") -> 
         "metadata": {
             "name": f"llama-ft-{replica.lower()}-{index}",
             "namespace": "llm",
+            "uid": f"uid-{replica.lower()}-{index}",  # one pod: its uid stays as its status changes
             "labels": {JOB_NAME_LABEL: "llama-ft", REPLICA_TYPE_LABEL: replica, REPLICA_INDEX_LABEL: str(index)},
         },
         "spec": {"containers": [{"name": "pytorch", "image": "i"}], **({"nodeName": node} if node else {})},
@@ -195,15 +196,29 @@ def test_logs_merge_every_ranks_lines_by_time_each_prefixed_with_node_and_replic
     ]
 
 
-def test_logs_follow_streams_the_lines_written_while_it_runs(api, kubeconfig, capsys):
+def test_logs_follow_streams_the_lines_written_while_it_runs_from_pods_that_start_later(api, kubeconfig, capsys):
+    api.put(_job())
     api.put(_pod("Master", 0, "node-a"))
     api.log("llm", "llama-ft-master-0", "[rank 0] started")
-    threading.Timer(0.3, lambda: api.log("llm", "llama-ft-master-0", "[rank 0] step 1")).start()
-    assert main(["jobs", "logs", "prod", "llama-ft", "-n", "llm", "--follow"]) == 0  # the fake ends the stream
-    assert capsys.readouterr().out.splitlines() == [
+    steps = [
+        (0.3, lambda: api.log("llm", "llama-ft-master-0", "[rank 0] step 1")),
+        (0.5, lambda: api.put(_pod("Worker", 0, "node-b"))),  # the gang's other pod, or one the operator recreated
+        (0.7, lambda: api.log("llm", "llama-ft-worker-0", "[rank 8] step 1")),
+        (1.0, lambda: [api.put(_pod(r, 0, n, "Succeeded")) for r, n in (("Master", "node-a"), ("Worker", "node-b"))]),
+    ]
+    for delay, step in steps:
+        threading.Timer(delay, step).start()
+    assert main(["jobs", "logs", "prod", "llama-ft", "-n", "llm", "--follow"]) == 0  # ends when every pod has
+    assert sorted(capsys.readouterr().out.splitlines()) == [
         "node-a master-0 [rank 0] started",
         "node-a master-0 [rank 0] step 1",
+        "node-b worker-0 [rank 8] step 1",
     ]
+
+
+def test_logs_follow_of_a_job_that_does_not_exist_is_not_found_at_once(api, kubeconfig, capsys):
+    assert main(["jobs", "logs", "prod", "nope", "-n", "llm", "--follow"]) == 2
+    assert capsys.readouterr().err == 'error: 404 NotFound: pytorchjobs "nope" not found\n'
 
 
 def test_cancel_deletes_the_job_and_cancelling_again_is_not_found(api, kubeconfig, capsys):

@@ -43,7 +43,11 @@ def register(actions: argparse._SubParsersAction) -> None:
     status.set_defaults(func=run_status)
     logs = actions.add_parser("logs", help="every rank's log merged by time, each line prefixed with node and rank")
     _job(logs)
-    logs.add_argument("--follow", action="store_true", help="stream the lines as they are written")
+    logs.add_argument(
+        "--follow",
+        action="store_true",
+        help="stream the lines as they are written, from every pod that starts (restarts too), until all have ended",
+    )
     logs.add_argument("--timestamps", action="store_true", help="each line's time first")
     logs.set_defaults(func=run_logs)
     cancel = actions.add_parser("cancel", help="delete the job (its pods, Service and PodGroup go with it)")
@@ -117,10 +121,10 @@ def run_status(args: argparse.Namespace) -> int:
 def run_logs(args: argparse.Namespace) -> int:
     from infra.cli import client
 
-    name, team, _ = _which(args)
+    name, team, kind = _which(args)
     try:
         api = _api(args)
-        lines = client.follow(api, name, team) if args.follow else iter(client.logs(api, name, team))
+        lines = client.follow(api, name, team, kind) if args.follow else iter(client.logs(api, name, team))
         for line in lines:
             print(f"{line.stamp} {line}" if args.timestamps else str(line), flush=args.follow)
     except client.ApiError as exc:
