@@ -124,7 +124,8 @@ class JobFile(Setting):
     framework: Literal["pytorch", "mpi", "tensorflow", "xgboost", "jax", "paddle"] = "pytorch"
     """The Kubeflow Training Operator job kind: PyTorchJob, MPIJob, TFJob, XGBoostJob, JAXJob or PaddleJob."""
     class_: Literal["training", "evaluation", "serving"] = Field("training", alias="class")
-    """training, evaluation or serving: the team's priority classes of that kind (docs/workload-classes.md)."""
+    """training, evaluation or serving: the team's priority classes of that kind (docs/workload-classes.md). Serving is
+    refused for a job file: it runs as a Deployment (the serving-classifier example)."""
     resources: JobResources
     elastic: Elastic | None = None
     checkpoints: Literal["shared", "off"] = "shared"
@@ -137,6 +138,15 @@ class JobFile(Setting):
     settings, PYTHONPATH)."""
     priority: DnsLabel | None = None
     """One of the team's priority classes of the job's class; default: the first."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_11_words(cls, data: Any) -> Any:
+        """`checkpoints: off` unquoted is the boolean false to a YAML 1.1 reader (PyYAML, kubectl's):
+        read as the word it was written as."""
+        if isinstance(data, dict) and isinstance(data.get("checkpoints"), bool):
+            return {**data, "checkpoints": "shared" if data["checkpoints"] else "off"}
+        return data
 
     @model_validator(mode="after")
     def _elastic_fits(self) -> JobFile:

@@ -122,14 +122,6 @@ def _limits(job: JobFile, cfg: StackConfig, team: Team) -> None:
             f"(higgsfield:scheduler.queues[{q}].gpuCapability)",
         ),
     ]
-    if job.class_ == "serving" and team.serving_gpu_quota is not None:
-        limits.append(
-            (
-                team.serving_gpu_quota,
-                f"team {team.name}'s serving quota of {team.serving_gpu_quota} GPUs "
-                f"(higgsfield:scheduler.teams[{t}].servingGpuQuota)",
-            )
-        )
     over = [text for limit, text in limits if gpus > limit]
     if over:
         raise ConfigError("resources.gpus", f"{gpus} GPUs is more than {'; '.join(over)}")
@@ -266,7 +258,11 @@ def _pod(job: JobFile, cfg: StackConfig, placed: Placement, priority: str, image
     affinity = _driver_affinity(job, pool)
     if affinity and gpus:
         spec["affinity"] = affinity
-    return {"metadata": {"annotations": {"volcano.sh/preemptable": "true" if job.elastic else "false"}}, "spec": spec}
+    # What Volcano may take back (docs/design/workload-classes.md): an elastic job's workers above its
+    # minimum and evaluation, the scavenger; never a training gang nor serving. Volcano's gang plugin
+    # still takes no pod of a job at its minAvailable.
+    preemptable = job.elastic is not None or job.class_ == "evaluation"
+    return {"metadata": {"annotations": {"volcano.sh/preemptable": str(preemptable).lower()}}, "spec": spec}
 
 
 def _share_of_node(template: dict, pool: GpuPool, image: str, gpus: int) -> None:
@@ -306,6 +302,14 @@ def _overridden(template: dict, job: JobFile) -> list[str]:
 def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
     """The Kubernetes objects of the team's job on stack `cfg`: the launcher's ConfigMap and the
     Kubeflow job (last), and where it was placed. Refusals are ConfigErrors naming the job-file key."""
+    if job.class_ == "serving":
+        # the team's admission policy refuses a Kubeflow job of a serving class (training never preempts:
+        # components/tenancy.py); serving runs as a Deployment, as examples/serving-classifier.yaml does
+        raise ConfigError(
+            "class",
+            "serving is served from a Deployment (higgsfield jobs render STACK serving-classifier), not a Kubeflow "
+            "job: the team's admission policy refuses a job of a serving class",
+        )
     team, priority = _team(cfg, job)
     placed = place(job, cfg, team)
     pool = placed.pool

@@ -68,6 +68,11 @@ def test_the_schema_refuses_what_the_model_refuses():
         jsonschema.Draft202012Validator(SCHEMA).validate(bad)
 
 
+def test_checkpoints_off_written_unquoted_is_off_not_a_boolean():
+    data = yaml.safe_load("name: j\nteam: llm\ncommand: [python, t.py]\nresources: {gpus: 1}\ncheckpoints: off\n")
+    assert data["checkpoints"] is False and load_job(data).checkpoints == "off"
+
+
 def test_only_a_pytorch_job_is_elastic():
     problems = _problems({**EXAMPLE, "framework": "mpi", "elastic": {"minGpus": 8}})
     assert problems == {"job.yaml: elastic": "only PyTorch jobs are elastic (the operator's elasticPolicy), not mpi"}

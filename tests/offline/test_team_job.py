@@ -133,9 +133,10 @@ def test_every_platform_rule_applies_without_the_team_writing_it():
     assert placed.pool.name == "h100"
 
 
-def test_the_rendered_job_passes_its_teams_admission_policy_and_no_other_teams():
+@pytest.mark.parametrize("kind", ["training", "evaluation"])
+def test_the_rendered_job_passes_its_teams_admission_policy_and_no_other_teams(kind):
     cfg = config_of("prod")
-    _, objects, _ = _render()
+    _, objects, _ = _render(**{"class": kind})
     rules = {t.name: rules_of(t, cfg.scheduler.priority_classes) for t in cfg.scheduler.teams}
     assert denied_by(objects[-1], rules["llm"]) == []
     for _, template in _templates(objects):
@@ -184,6 +185,7 @@ def test_the_teams_python_command_runs_under_torchrun_behind_the_launcher_and_it
         ("data[0].dataset", {"data": [{"dataset": "medical"}]}, "no dataset 'medical'"),
         ("env.FI_PROVIDER", {"env": {"FI_PROVIDER": "tcp"}}, "set by the platform"),
         ("image", {"image": "docker.io/pytorch/pytorch:2.7.0"}, "not an EFA-ready image"),
+        ("class", {"class": "serving"}, "served from a Deployment"),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )
@@ -208,6 +210,14 @@ def test_a_job_smaller_than_a_node_takes_a_share_of_it_without_efa():
     assert not rest and (placed.pods, placed.gpus_per_pod) == (1, 2)
     assert limits["nvidia.com/gpu"] == 2 and "vpc.amazonaws.com/efa" not in limits
     assert limits["memory"] == f"{int(placed.pool.instance.memory_mib * 0.75 * 2 / 8 // 1024)}Gi"
+
+
+def test_an_evaluation_job_is_preemptable_and_never_holds_its_nodes():
+    _, objects, _ = _render(**{"class": "evaluation"})
+    for _, template in _templates(objects):
+        annotations = template["metadata"]["annotations"]
+        assert annotations["volcano.sh/preemptable"] == "true" and DO_NOT_DISRUPT not in annotations
+        assert template["spec"]["priorityClassName"] == "evaluation"
 
 
 def test_an_elastic_job_starts_at_its_minimum_and_grows_to_its_gpus():
