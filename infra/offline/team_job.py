@@ -293,6 +293,19 @@ def _replicas(job: JobFile, placed: Placement) -> list[tuple[str, int, bool]]:
     return [(types[0], 1, True)] + ([("Worker", placed.pods - 1, True)] if placed.pods > 1 else [])
 
 
+def _mpi_replica(template: dict, replica: str, job: JobFile) -> None:
+    """An MPIJob's replicas (examples/mpi-nccl-tests.yaml): the launcher runs the team's command
+    (mpirun ...) itself and keeps its service-account token (the operator's launcher reaches the
+    workers with kubectl exec: kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4);
+    a worker runs no command of its own (the operator makes it wait for the launcher's ranks)."""
+    spec, main = template["spec"], template["spec"]["containers"][0]
+    if replica == "Launcher":
+        main["command"] = list(job.command)
+        spec.pop("automountServiceAccountToken", None)
+    else:
+        main.pop("command", None)
+
+
 def _overridden(template: dict, job: JobFile) -> list[str]:
     """The job's env settings the platform replaced (EFA, checkpoints, the launcher's PYTHONPATH)."""
     final = {e["name"]: e.get("value") for e in template["spec"]["containers"][0].get("env", [])}
@@ -348,7 +361,12 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
         clash = _overridden(template, job)
         if clash:
             raise ConfigError(f"env.{clash[0]}", "is set by the platform for this job; leave it out of env")
-        specs[replica] = {"replicas": count, "restartPolicy": "ExitCode", "template": template}
+        mpi = job.framework == "mpi"
+        if mpi:
+            _mpi_replica(template, replica, job)
+        # ExitCode: 143 (a drain) and 150 (a lost peer) from the launcher retry, a bug's 1 fails
+        # (examples/pytorch-ddp.yaml); mpirun's codes are its own, so MPI restarts on failure as the NCCL test does
+        specs[replica] = {"replicas": count, "restartPolicy": "OnFailure" if mpi else "ExitCode", "template": template}
     workload: dict[str, Any] = {
         "apiVersion": "kubeflow.org/v1",
         "kind": kind,
@@ -369,6 +387,8 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
     }
     if job.framework == "pytorch":
         workload["spec"]["nprocPerNode"] = str(placed.gpus_per_pod)
+    if job.framework == "mpi":
+        workload["spec"]["slotsPerWorker"] = placed.gpus_per_pod  # mpirun's ranks per worker: one per GPU
     if job.elastic is not None:
         workload["spec"]["elasticPolicy"] = {
             "rdzvBackend": "c10d",

@@ -212,6 +212,20 @@ def test_a_job_smaller_than_a_node_takes_a_share_of_it_without_efa():
     assert limits["memory"] == f"{int(placed.pool.instance.memory_mib * 0.75 * 2 / 8 // 1024)}Gi"
 
 
+def test_an_mpi_job_runs_the_teams_mpirun_on_its_launcher_which_alone_keeps_its_api_token():
+    cfg = config_of("prod")
+    command = ["mpirun", "-np", "16", "python", "train.py"]
+    _, objects, _ = _render(framework="mpi", command=command)
+    job, rules = (
+        objects[-1],
+        rules_of(next(t for t in cfg.scheduler.teams if t.name == "llm"), cfg.scheduler.priority_classes),
+    )
+    launcher, worker = (job["spec"]["mpiReplicaSpecs"][r]["template"]["spec"] for r in ("Launcher", "Worker"))
+    assert launcher["containers"][0]["command"] == command and "automountServiceAccountToken" not in launcher
+    assert "command" not in worker["containers"][0] and worker["automountServiceAccountToken"] is False
+    assert job["spec"]["slotsPerWorker"] == 8 and denied_by(job, rules) == []
+
+
 def test_an_evaluation_job_is_preemptable_and_never_holds_its_nodes():
     _, objects, _ = _render(**{"class": "evaluation"})
     for _, template in _templates(objects):
@@ -278,3 +292,21 @@ def test_the_cli_refuses_a_job_file_in_one_line_naming_file_and_key(tmp_path, ca
     assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {path}: resources.gpuType: B100: no GPU pool of stack prod has it")
+
+
+@pytest.mark.parametrize("framework", ["pytorch", "mpi", "tensorflow", "xgboost"])
+@pytest.mark.parametrize("elastic", [False, True])
+def test_the_job_uses_only_what_the_pinned_crds_and_webhooks_accept(framework, elastic):
+    from tests.offline.test_workload_examples import CRD, ELASTIC_POLICY, RUN_POLICY, SCHEDULING_POLICY
+
+    if elastic and framework != "pytorch":
+        pytest.skip("only PyTorch jobs are elastic")
+    _, objects, _ = _render(framework=framework, **({"elastic": {"minGpus": 8}} if elastic else {}))
+    job = objects[-1]
+    key, spec_fields, replica_types, container = CRD[job["kind"]]
+    assert set(job["spec"]) <= spec_fields and set(job["spec"].get("elasticPolicy", {})) <= ELASTIC_POLICY
+    assert set(job["spec"]["runPolicy"]) <= RUN_POLICY
+    assert set(job["spec"]["runPolicy"]["schedulingPolicy"]) <= SCHEDULING_POLICY
+    for replica, spec in job["spec"][key].items():
+        assert replica in replica_types and set(spec) <= {"replicas", "restartPolicy", "template"}
+        assert container is None or spec["template"]["spec"]["containers"][0]["name"] == container
