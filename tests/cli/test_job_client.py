@@ -165,6 +165,29 @@ def test_status_of_an_admitted_gang_names_capacity_and_the_nodes_in_their_health
     assert lines[2] == "  waits: gate: 1 node(s) of pool h100 are in their health check: ip-10-40-1-1"
 
 
+def test_status_as_a_team_member_says_what_it_can_without_the_cluster_scoped_reads_it_may_not_make(
+    api, kubeconfig, capsys
+):
+    """A team's people may read their namespace (EKS's edit policy, the higgsfield-jobs Role), not
+    nodes nor other namespaces' PodGroups: no queue position, no gate, still the wait for quota."""
+    api.allow = lambda verb, group, resource, namespace: namespace == "llm"
+    api.put(_job())
+    api.put(_podgroup("llama-ft", "llm", "Pending", "2026-01-01T00:05:00Z"))
+    assert main(["jobs", "status", "prod", "-f", JOB_FILE, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["position"] is None and [w.split(":")[0] for w in status["waiting"]] == ["quota"]
+
+
+def test_a_job_the_user_may_not_read_is_the_apis_forbidden(api, kubeconfig, capsys):
+    api.allow = lambda verb, group, resource, namespace: namespace == "vision"
+    assert main(["jobs", "cancel", "prod", "-f", JOB_FILE]) == 2
+    assert capsys.readouterr().err == (
+        'error: 403 Forbidden: pytorchjobs.kubeflow.org "llama-ft" is forbidden: User "me" cannot delete resource '
+        '"pytorchjobs" '
+        'in API group "kubeflow.org" in the namespace "llm"\n'
+    )
+
+
 def test_status_of_a_running_job_lists_its_pods_and_nodes_and_no_wait(api, kubeconfig, capsys):
     api.put(_job(conditions=("Created", "Running")))
     api.put(_podgroup("llama-ft", "llm", "Running", "2026-01-01T00:00:00Z"))
