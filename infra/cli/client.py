@@ -2,7 +2,7 @@
 
     from infra.cli.client import Job
 
-    job = Job.from_file("llama-ft.yaml", stack="prod")      # or Job(stack="prod", name=..., team=..., ...)
+    job = Job.from_file("llama-ft.yaml", stack="prod")      # or Job("prod", name=..., team=..., ...)
     job.submit()                                            # server-side apply with your kubeconfig
     print(job.status())                                     # the gang: state, why it waits, its nodes
     for line in job.logs():                                 # every rank's lines, merged by time
@@ -252,7 +252,7 @@ def _why(group: dict | None, pods: list[dict], nodes: list[dict] | None, pool: s
     return reasons
 
 
-def status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob") -> Status:
+def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob") -> Status:
     """The job's state, its gang's, why it waits and where its pods run."""
     kubernetes = _kubernetes()
     custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
@@ -352,7 +352,7 @@ def _job_pods(api: Any, name: str, namespace: str) -> list[dict]:
     return sorted(pods, key=lambda p: p["metadata"]["name"])
 
 
-def logs(api: Any, name: str, namespace: str, container: str | None = None) -> list[LogLine]:
+def read_logs(api: Any, name: str, namespace: str, container: str | None = None) -> list[LogLine]:
     """Every pod's log of the job, each line with its node and replica, merged by time."""
     core = _kubernetes().client.CoreV1Api(api)
     lines = []
@@ -371,7 +371,7 @@ _STARTED = ("Running", "Succeeded", "Failed")
 _ENDED = ("Succeeded", "Failed")
 
 
-def follow(
+def follow_logs(
     api: Any,
     name: str,
     namespace: str,
@@ -451,7 +451,7 @@ def follow(
             yield item
 
 
-def cancel(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", dry_run: bool = False) -> None:
+def delete(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", dry_run: bool = False) -> None:
     """Delete the job; the operator's owner references take its pods, Service and PodGroup with it."""
     custom = _kubernetes().client.CustomObjectsApi(api)
     options = {"dry_run": "All"} if dry_run else {}
@@ -501,17 +501,32 @@ class Job:
         return apply(self.api, self.render(), dry_run=dry_run)
 
     def status(self) -> Status:
-        return status(self.api, self.spec.name, self.spec.team, self.spec.kind)
+        return read_status(self.api, self.spec.name, self.spec.team, self.spec.kind)
 
-    def logs(self, follow_: bool = False) -> Iterator[LogLine]:
-        if follow_:
-            return follow(self.api, self.spec.name, self.spec.team, self.spec.kind)
-        return iter(logs(self.api, self.spec.name, self.spec.team))
+    def logs(self, follow: bool = False) -> Iterator[LogLine]:
+        """Every rank's lines merged by time; with `follow`, as they are written, until every pod has ended."""
+        if follow:
+            return follow_logs(self.api, self.spec.name, self.spec.team, self.spec.kind)
+        return iter(read_logs(self.api, self.spec.name, self.spec.team))
 
-    def cancel(self) -> None:
-        cancel(self.api, self.spec.name, self.spec.team, self.spec.kind)
+    def cancel(self, dry_run: bool = False) -> None:
+        delete(self.api, self.spec.name, self.spec.team, self.spec.kind, dry_run=dry_run)
+
+
+# The same as functions of a Job, for those who prefer `submit(job)` to `job.submit()`.
 
 
 def submit(job: Job, dry_run: bool = False) -> list[dict]:
-    """`job.submit()`, as a function."""
     return job.submit(dry_run=dry_run)
+
+
+def status(job: Job) -> Status:
+    return job.status()
+
+
+def logs(job: Job, follow: bool = False) -> Iterator[LogLine]:
+    return job.logs(follow=follow)
+
+
+def cancel(job: Job, dry_run: bool = False) -> None:
+    job.cancel(dry_run=dry_run)

@@ -281,3 +281,17 @@ def test_the_notebook_example_in_the_manual_runs_as_written(api, kubeconfig, cap
     out = capsys.readouterr().out
     assert "PyTorchJob llm/llama-ft: Submitted" in out and "node-a master-0 [rank 0] hello" in out
     assert api.get(JOB_PATH) is None  # it ends by cancelling
+
+
+def test_the_python_functions_take_a_job_and_follow_its_logs(api, kubeconfig):
+    from infra.cli.client import Job, cancel, logs, status, submit
+
+    job = Job.from_file(JOB_FILE, "prod")
+    submit(job)
+    api.put(_pod("Master", 0, "node-a"))
+    api.log("llm", "llama-ft-master-0", "[rank 0] step 1", at="2026-01-01T00:00:00Z")
+    threading.Timer(0.3, lambda: api.put(_pod("Master", 0, "node-a", "Succeeded"))).start()
+    assert [str(line) for line in logs(job, follow=True)] == ["node-a master-0 [rank 0] step 1"]
+    assert status(job).pods == [("llama-ft-master-0", "Succeeded", "node-a")]
+    cancel(job)
+    assert api.get(JOB_PATH) is None

@@ -111,7 +111,7 @@ def run_status(args: argparse.Namespace) -> int:
 
     name, team, kind = _which(args)
     try:
-        found = client.status(_api(args), name, team, kind)
+        found = client.read_status(_api(args), name, team, kind)
     except client.ApiError as exc:
         return _refused(exc)
     print(json.dumps(found.as_dict(), indent=2) if args.json else "\n".join(found.lines()))
@@ -124,7 +124,7 @@ def run_logs(args: argparse.Namespace) -> int:
     name, team, kind = _which(args)
     try:
         api = _api(args)
-        lines = client.follow(api, name, team, kind) if args.follow else iter(client.logs(api, name, team))
+        lines = client.follow_logs(api, name, team, kind) if args.follow else iter(client.read_logs(api, name, team))
         for line in lines:
             print(f"{line.stamp} {line}" if args.timestamps else str(line), flush=args.follow)
     except client.ApiError as exc:
@@ -137,7 +137,7 @@ def run_cancel(args: argparse.Namespace) -> int:
 
     name, team, kind = _which(args)
     try:
-        client.cancel(_api(args), name, team, kind, dry_run=args.dry_run)
+        client.delete(_api(args), name, team, kind, dry_run=args.dry_run)
     except client.ApiError as exc:
         return _refused(exc)
     print(f"{kind.lower()}/{name} deleted" + (" (server dry run)" if args.dry_run else ""))
