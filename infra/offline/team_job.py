@@ -210,12 +210,11 @@ def command_of(job: JobFile) -> list[str]:
     return [*launcher, *command]
 
 
-def _driver_affinity(job: JobFile, pool: GpuPool) -> dict | None:
-    """Node affinity on the driver branch GPU feature discovery labels the node with. Not on a
-    Karpenter pool: Karpenter launches nodes only for labels its NodePool defines (the AMI check
-    in `check_driver` holds there)."""
+def _driver_affinity(job: JobFile) -> dict | None:
+    """Node affinity on the driver branch GPU feature discovery labels the node with (which a pool at
+    zero offers too: the autoscaler's node-template tag, the Karpenter NodePool's label)."""
     wanted = job.resources.driver_wanted()
-    if wanted is None or pool.provisioner == "karpenter":
+    if wanted is None:
         return None
     operator, branch = wanted
     term = (
@@ -255,7 +254,7 @@ def _pod(job: JobFile, cfg: StackConfig, placed: Placement, priority: str, image
             {"name": "local", "emptyDir": {}},  # the node's RAID0 NVMe
         ],
     }
-    affinity = _driver_affinity(job, pool)
+    affinity = _driver_affinity(job)
     if affinity and gpus:
         spec["affinity"] = affinity
     # What Volcano may take back (docs/design/workload-classes.md): an elastic job's workers above its
@@ -438,12 +437,10 @@ def header(job: JobFile, cfg: StackConfig, placed: Placement, objects: list[dict
         lines.append(f"# Also fitted: {', '.join(placed.others)} (on-demand pools first, then the stack file's order).")
     if job.resources.cuda_driver:
         branch = versions.EKS_NVIDIA_DRIVER_BRANCH
-        where = (
-            f"required of the nodes by {DRIVER_MAJOR_LABEL}"
-            if pool.provisioner != "karpenter"
-            else "checked offline only (Karpenter launches nodes only for labels its NodePool defines)"
+        lines.append(
+            f"# cudaDriver {job.resources.cuda_driver}: the AMI's driver branch is {branch}; required of the nodes "
+            f"by {DRIVER_MAJOR_LABEL}."
         )
-        lines.append(f"# cudaDriver {job.resources.cuda_driver}: the AMI's driver branch is {branch}; {where}.")
     return "\n".join([*lines, jobs.image_comment(cfg, workload_image(workload)), ""])
 
 

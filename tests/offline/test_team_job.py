@@ -111,6 +111,16 @@ def test_a_pool_scaled_to_zero_still_offers_the_driver_label_to_the_autoscaler()
     assert tags[f"{AUTOSCALER_TEMPLATE}/label/{DRIVER_MAJOR_LABEL}"] == str(versions.EKS_NVIDIA_DRIVER_BRANCH)
 
 
+def test_a_karpenter_pool_defines_the_driver_label_so_karpenter_launches_for_the_jobs_affinity():
+    from components.karpenter import node_pool
+
+    pool = next(p for p in config_of("prod").gpu_pools if p.name == "h100").model_copy(
+        update={"provisioner": "karpenter"}
+    )
+    labels = node_pool(pool)["spec"]["template"]["metadata"]["labels"]
+    assert labels[DRIVER_MAJOR_LABEL] == str(versions.EKS_NVIDIA_DRIVER_BRANCH)
+
+
 def test_every_platform_rule_applies_without_the_team_writing_it():
     cfg = config_of("prod")
     _, objects, placed = _render()
