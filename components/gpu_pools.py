@@ -13,7 +13,8 @@ from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_interfaces_for, efa
 from components.nodes import MAX_UNAVAILABLE_NODES, NodeVersion, launch_template
 from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, GpuPool, Taint
 from infra.config import gpu_pools as pool_settings  # now(): the one clock windows are read against
-from infra.core.names import AUTOSCALER_TEMPLATE, GATED_LABEL, HEALTH_LABEL, POOL_LABEL
+from infra.core import versions
+from infra.core.names import AUTOSCALER_TEMPLATE, DRIVER_MAJOR_LABEL, GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 
 CAPACITY_TYPES = {
     "on-demand": "ON_DEMAND",
@@ -221,6 +222,10 @@ def autoscaler_template_tags(pool: GpuPool) -> dict[str, str]:
         # podsExpectedOnFreshNode in simulator/node_info_utils.go@cluster-autoscaler-1.35.0, for a
         # system-node-critical pod); the label keeps the gate off it, so a job still fits a new node.
         tags[f"{AUTOSCALER_TEMPLATE}/label/{HEALTH_LABEL}"] = "healthy"
+    # The driver branch GPU feature discovery will label the node with once it runs: a job that
+    # requires a driver (the job file's cudaDriver, infra/offline/team_job.py) must still fit the
+    # template node, or the autoscaler never scales the pool up from zero for it.
+    tags[f"{AUTOSCALER_TEMPLATE}/label/{DRIVER_MAJOR_LABEL}"] = str(versions.EKS_NVIDIA_DRIVER_BRANCH)
     tags[SCALE_DOWN_UNNEEDED_TAG] = pool.scale_down_unneeded_time  # higgsfield:gpuPools[i].scaleDownUnneededTime
     return tags
 

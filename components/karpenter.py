@@ -46,6 +46,8 @@ from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, po
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import STARTUP_TAINT_KEY, GpuPool
+from infra.core import versions
+from infra.core.names import DRIVER_MAJOR_LABEL
 from infra.core.names import KUBE_SYSTEM as NAMESPACE
 from infra.core.versions import Chart
 
@@ -344,8 +346,16 @@ def node_pool(pool: GpuPool) -> dict:
         "metadata": {"name": f"gpu-{pool.name}"},
         "spec": {
             "template": {
-                # the autoscaler's accelerator label is the Cluster Autoscaler's business, not Karpenter's
-                "metadata": {"labels": {k: v for k, v in pool_labels(pool).items() if k != ACCELERATOR_LABEL}},
+                # the autoscaler's accelerator label is the Cluster Autoscaler's business, not Karpenter's.
+                # The driver branch: Karpenter launches a node for a pod only if the NodePool defines every
+                # label the pod requires, and a job file's cudaDriver requires this one (infra/offline/
+                # team_job.py); GPU feature discovery writes the same value once it runs on the node.
+                "metadata": {
+                    "labels": {
+                        **{k: v for k, v in pool_labels(pool).items() if k != ACCELERATOR_LABEL},
+                        DRIVER_MAJOR_LABEL: str(versions.EKS_NVIDIA_DRIVER_BRANCH),
+                    }
+                },
                 "spec": {
                     "nodeClassRef": {
                         "group": "karpenter.k8s.aws",

@@ -423,7 +423,48 @@ def launch(argv: list[str], poll_s: float = 0.2) -> int:
         shutil.rmtree(exits, ignore_errors=True)
 
 
+RANK_PREFIX = "--rank-prefix"
+
+
+def rank_tag(environ: dict[str, str] | os._Environ) -> str:
+    """`[rank 3]`: the global rank torchrun gives each worker (RANK), else the pod's own (the
+    operator's RANK, or the replica index of a job without torchrun)."""
+    rank = environ.get("RANK") or environ.get("PET_NODE_RANK") or "?"
+    return f"[rank {rank}]"
+
+
+def prefix_ranks(argv: list[str]) -> int:
+    """Run `argv` (one worker: `torchrun --no-python python checkpointing.py --rank-prefix python
+    train.py`) with every line it writes to stdout and stderr prefixed with its rank, so a pod of
+    eight ranks writes lines a reader (`higgsfield jobs logs`, a CloudWatch query for `[rank 3]`)
+    can tell apart. SIGTERM goes on to the worker, whose exit code is this process's."""
+    tag = rank_tag(os.environ).encode() + b" "
+    # a Python worker writing to a pipe buffers its output in blocks: unbuffered, each line comes when written
+    child = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    signal.signal(signal.SIGTERM, lambda signum, frame: child.send_signal(signal.SIGTERM))
+
+    def copy(source, target) -> None:
+        for line in iter(source.readline, b""):
+            target.write(tag + line)
+            target.flush()
+
+    copies = [
+        threading.Thread(target=copy, args=(child.stdout, sys.stdout.buffer), daemon=True),
+        threading.Thread(target=copy, args=(child.stderr, sys.stderr.buffer), daemon=True),
+    ]
+    for thread in copies:
+        thread.start()
+    code = child.wait()
+    for thread in copies:
+        thread.join()
+    return code if code >= 0 else 128 - code  # a worker ended by a signal: 128 + N, as a shell reports it
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == [RANK_PREFIX]:
+        sys.exit(prefix_ranks(sys.argv[2:]))
     if problem := locked_memory_problem(os.environ):  # before torchrun, and so before NCCL starts
         print(f"checkpointing.py: {problem}", file=sys.stderr, flush=True)
         sys.exit(EXIT_LOCKED_MEMORY)

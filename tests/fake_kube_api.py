@@ -17,7 +17,11 @@ pkg/endpoints/handlers and apimachinery pkg/api/errors at v1.35.0):
   and Conflict (stale resourceVersion), 403 Forbidden, 422 Invalid, 400 BadRequest, 415.
 
 Admission is pluggable: `admit(verb, obj) -> (code, reason, message) | None` runs on every write
-(dry runs included), as a ValidatingAdmissionPolicy or webhook would.
+(dry runs included), as a ValidatingAdmissionPolicy or webhook would. So is authorization:
+`allow(verb, group, resource, namespace) -> bool` (the Kubernetes verbs get, list, watch, create,
+patch, update, delete; namespace None at the cluster scope) runs first on every request, a refusal
+being the 403 Forbidden Status the authorization filter answers with (the negotiated Forbidden and
+forbiddenMessage in staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 Admit = Callable[[str, dict], "tuple[int, str, str] | None"]
+Allow = Callable[[str, str, str, "str | None"], bool]
 
 # The kinds the fake knows by their plural (others are taken from the stored objects).
 KINDS = {
@@ -114,11 +119,12 @@ class FakeKubernetesApi:
     """An in-memory API server. `url` is its address; `put(obj)` seeds an object; `logs` holds each
     pod's log lines as (timestamp, text) per container."""
 
-    def __init__(self, admit: Admit | None = None) -> None:
+    def __init__(self, admit: Admit | None = None, allow: Allow | None = None) -> None:
         self.objects: dict[tuple[str, str | None, str, str], dict] = {}
         self.logs: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
         self.requests: list[tuple[str, str]] = []
         self.admit = admit
+        self.allow = allow
         self._version = 0
         self._history: list[tuple[int, Ref, str, dict]] = []
         self._lock = threading.RLock()
@@ -222,6 +228,8 @@ class FakeKubernetesApi:
             ref = Ref.parse(url.path)
         except (IndexError, ValueError):
             return _status(h, 404, "NotFound", "the server could not find the requested resource")
+        if self._forbidden(h, verb, ref, query):
+            return None
         if ref.sub == "log":
             return self._serve_log(h, ref, query)
         if verb == "GET" and ref.name is None:
@@ -241,6 +249,31 @@ class FakeKubernetesApi:
             if verb == "POST":
                 return self._create(h, ref, incoming, query)
             return self._update(h, ref, verb, incoming, query)
+
+    def _forbidden(self, h: BaseHTTPRequestHandler, verb: str, ref: Ref, query: dict) -> bool:
+        if self.allow is None:
+            return False
+        action = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(verb, "get")
+        if verb == "GET" and ref.name is None:
+            action = "watch" if _true(query.get("watch")) else "list"
+        group = "" if ref.prefix == "api/v1" else ref.prefix.split("/")[1]
+        resource = f"{ref.plural}/{ref.sub}" if ref.sub else ref.plural
+        if self.allow(action, group, resource, ref.namespace):
+            return False
+        # apimachinery's NewForbidden(GroupResource, name, forbiddenMessage): `pytorchjobs.kubeflow.org "x" is
+        # forbidden: User "me" cannot delete resource "pytorchjobs" in API group "kubeflow.org" in the namespace "t"`
+        where = f'in the namespace "{ref.namespace}"' if ref.namespace else "at the cluster scope"
+        qualified = f"{ref.plural}.{group}" if group else ref.plural
+        named = f'"{ref.name}" ' if ref.name else ""
+        _status(
+            h,
+            403,
+            "Forbidden",
+            f'{qualified} {named}is forbidden: User "me" cannot {action} resource "{resource}" in API group '
+            f'"{group}" {where}',
+            details={"name": ref.name, "group": group, "kind": ref.plural},
+        )
+        return True
 
     def _denied(self, h: BaseHTTPRequestHandler, verb: str, obj: dict) -> bool:
         answer = self.admit(verb, obj) if self.admit else None

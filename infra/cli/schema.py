@@ -30,16 +30,20 @@ from infra import config
 SCHEMA_PATH = Path("schemas") / "stack.schema.json"
 SETTINGS_PATH = Path("docs") / "reference" / "settings.md"
 CLI_PATH = Path("docs") / "reference" / "cli.md"
+JOB_SCHEMA_PATH = Path("schemas") / "job.schema.json"
+JOB_REFERENCE_PATH = Path("docs") / "reference" / "job-file.md"
 TABLE_START = "<!-- config-table:start: generated from infra/config/ by `higgsfield schema --write`; do not edit -->"
 TABLE_END = "<!-- config-table:end -->"
 REGENERATE = "python -m infra.cli schema --write"
 SCHEMA_ID = "https://github.com/higgsfield/higgsfield/schemas/stack.schema.json"
+JOB_SCHEMA_ID = "https://github.com/higgsfield/higgsfield/schemas/job.schema.json"
 # Provider credentials Pulumi reads from stack config: accepted only encrypted (`pulumi config set --secret`).
 SECRET_ONLY_KEYS = config.SECRET_ONLY_KEYS
 DERIVED = "default derived from other settings"
 
 
 def _models() -> list[type[BaseModel]]:
+    """Every settings model: the stack file's and the job file's."""
     return [
         v
         for v in vars(config).values()
@@ -191,9 +195,10 @@ def _limits(prop: dict) -> str:
     return "; ".join(parts)
 
 
-def table_rows() -> list[tuple[str, str, str, str]]:
-    """(key, type, default, meaning) for every setting, nested ones as `key.sub` / `key[].sub`."""
-    schema = config_schema()
+def table_rows(schema: dict | None = None) -> list[tuple[str, str, str, str]]:
+    """(key, type, default, meaning) for every setting (of the stack file, or of `schema`), nested
+    ones as `key.sub` / `key[].sub`."""
+    schema = schema or config_schema()
     defs = schema["$defs"]
     rows: list[tuple[str, str, str, str]] = []
 
@@ -235,9 +240,9 @@ def table_rows() -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def settings_table() -> str:
+def settings_table(schema: dict | None = None) -> str:
     lines = [TABLE_START, "", "| key | type | default | meaning |", "|---|---|---|---|"]
-    for key, kind, default, meaning in table_rows():
+    for key, kind, default, meaning in table_rows(schema):
         escaped = meaning.replace("|", "\\|")
         lines.append(f"| `{key}` | {kind} | {default} | {escaped} |")
     lines += ["", TABLE_END]
@@ -247,6 +252,62 @@ def settings_table() -> str:
 def with_table(page: str) -> str:
     start, end = page.index(TABLE_START), page.index(TABLE_END) + len(TABLE_END)
     return page[:start] + settings_table() + page[end:]
+
+
+# --- the job file -------------------------------------------------------------------------------
+
+
+def job_schema() -> dict:
+    """The JSON Schema of a team's job file (infra/config/job.py)."""
+    schema = config.JobFile.model_json_schema(by_alias=True, mode="validation", schema_generator=_Schema)
+    by_name = {m.__name__: m for m in _models()}
+    for name, sub in schema.get("$defs", {}).items():
+        if name in by_name:
+            _describe(sub, by_name[name])
+    _describe(schema, config.JobFile)
+    resources = schema["$defs"]["JobResources"]["properties"]
+    listed = resources["gpuType"]  # one name or a list of names (JobResources._one_type)
+    resources["gpuType"] = {
+        "anyOf": [listed["items"], {k: v for k, v in listed.items() if k not in ("default", "description")}],
+        "default": listed["default"],
+        "description": listed["description"],
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": JOB_SCHEMA_ID,
+        "title": "Higgsfield job file (higgsfield jobs render STACK -f JOB.yaml)",
+        **{k: v for k, v in schema.items() if k != "description"},
+        "description": f"{schema.get('description', '')} Generated from infra/config/job.py by `{REGENERATE}`; "
+        "do not edit.",
+    }
+
+
+def job_schema_text() -> str:
+    return json.dumps(job_schema(), indent=2) + "\n"
+
+
+def job_reference() -> str:
+    """docs/reference/job-file.md: what a job file may say, generated from its model."""
+    example = (Path(__file__).resolve().parents[2] / "examples" / "llama-ft.job.yaml").read_text()
+    body = "\n".join(line for line in example.splitlines() if not line.startswith("#"))
+    return "\n".join(
+        [
+            "# Job file reference",
+            "",
+            f"Generated from `infra/config/job.py` by `{REGENERATE}`; do not edit. A team's job says what it needs;",
+            "`higgsfield jobs render STACK -f JOB.yaml` places it on the stack's pools and applies every platform rule",
+            "(docs/concepts/training-jobs.md), `higgsfield jobs submit STACK -f JOB.yaml` runs it. Editors check",
+            "job files with `schemas/job.schema.json` (their first line:",
+            "`# yaml-language-server: $schema=schemas/job.schema.json`).",
+            "",
+            "```yaml",
+            body,
+            "```",
+            "",
+            settings_table(job_schema()),
+            "",
+        ]
+    )
 
 
 # --- the CLI reference -------------------------------------------------------------------------
@@ -291,6 +352,9 @@ def stale(root: Path, parser: Callable[[], argparse.ArgumentParser]) -> list[str
     schema = root / SCHEMA_PATH
     if not schema.is_file() or schema.read_text() != schema_text():
         found.append(str(SCHEMA_PATH))
+    job = root / JOB_SCHEMA_PATH
+    if not job.is_file() or job.read_text() != job_schema_text():
+        found.append(str(JOB_SCHEMA_PATH))
     if not has_manual(root):  # a project of one's own: the schema its stack files name, no manual
         return found
     settings = root / SETTINGS_PATH
@@ -300,6 +364,9 @@ def stale(root: Path, parser: Callable[[], argparse.ArgumentParser]) -> list[str
     cli = root / CLI_PATH
     if not cli.is_file() or cli.read_text() != cli_reference(parser):
         found.append(str(CLI_PATH))
+    reference = root / JOB_REFERENCE_PATH
+    if not reference.is_file() or reference.read_text() != job_reference():
+        found.append(str(JOB_REFERENCE_PATH))
     return found
 
 
@@ -314,9 +381,11 @@ def write(root: Path, parser: Callable[[], argparse.ArgumentParser]) -> list[str
     the code; the paths written."""
     (root / SCHEMA_PATH).parent.mkdir(exist_ok=True)
     (root / SCHEMA_PATH).write_text(schema_text())
+    (root / JOB_SCHEMA_PATH).write_text(job_schema_text())
     if not has_manual(root):
-        return [str(SCHEMA_PATH)]
+        return [str(SCHEMA_PATH), str(JOB_SCHEMA_PATH)]
     settings = root / SETTINGS_PATH
     settings.write_text(with_table(settings.read_text()))
     (root / CLI_PATH).write_text(cli_reference(parser))
-    return [str(SCHEMA_PATH), str(SETTINGS_PATH), str(CLI_PATH)]
+    (root / JOB_REFERENCE_PATH).write_text(job_reference())
+    return [str(SCHEMA_PATH), str(JOB_SCHEMA_PATH), str(SETTINGS_PATH), str(CLI_PATH), str(JOB_REFERENCE_PATH)]

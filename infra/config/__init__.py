@@ -87,6 +87,14 @@ from infra.config.gpu_pools import (  # noqa: F401
     seconds_of,
     utc,
 )
+from infra.config.job import (  # noqa: F401
+    FRAMEWORKS,
+    DataMount,
+    Elastic,
+    JobFile,
+    JobResources,
+    load_job,
+)
 from infra.config.loading import (  # noqa: F401
     PROVIDER_KEYS,
     SECRET_ONLY_KEYS,

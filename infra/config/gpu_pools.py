@@ -55,12 +55,12 @@ EKS_MAX_TAINTS = 50
 # Each label and taint of a pool is also a Cluster Autoscaler node-template tag on its Auto Scaling
 # group (components/gpu_pools.py autoscaler_template_tags), and "You can add up to 50 tags to each
 # Auto Scaling group" (docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-tagging.html).
-# Already on it: the platform's labels (5), taints (2), extended resources (up to 3), the
+# Already on it: the platform's labels (5, and the driver branch's), taints (2), extended resources (up to 3), the
 # scale-down time and the pool tag (2), and the tags EKS adds to a managed node group's group
 # (eks:cluster-name, eks:nodegroup-name, and the autoscaler's discovery tags: counted as 5, not
 # checked here -- `aws autoscaling describe-tags --filters Name=auto-scaling-group,Values=ASG`).
 ASG_TAGS_DOC = "docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-tagging.html"
-ASG_TAG_ROOM = 50 - (5 + 2 + 3 + 2 + 5)
+ASG_TAG_ROOM = 50 - (6 + 2 + 3 + 2 + 5)
 EksLabelKey = Annotated[QualifiedName, Field(max_length=EKS_LABEL_LENGTH)]
 EksLabelValue = Annotated[LabelValue, Field(min_length=1)]
 

@@ -44,6 +44,15 @@ STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-g
 AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"  # prefix of the ASG tags the autoscaler reads at zero
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # a namespace's (and a job's) Volcano queue
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"  # the node a service-account token was bound to
+# The NVIDIA driver's major branch (580) on a GPU node, published by GPU feature discovery
+# (newVersionLabeler in NVIDIA/k8s-device-plugin:internal/lm/nvml.go@v0.19.3, versions.NVIDIA_DEVICE_PLUGIN;
+# `nvidia.com/cuda.driver.major` is the deprecated name of the same value there).
+DRIVER_MAJOR_LABEL = "nvidia.com/cuda.driver-version.major"
+# What the Training Operator labels every pod of a job with (kubeflow/trainer:pkg/apis/kubeflow.org/v1/
+# common_types.go@v1.9.4 JobNameLabel, ReplicaTypeLabel, ReplicaIndexLabel).
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 
 # --- namespaces ---------------------------------------------------------------------------------
 KUBE_SYSTEM = "kube-system"

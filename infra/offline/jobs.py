@@ -149,13 +149,16 @@ def teams_it_does_not_fit(example: str, cfg: StackConfig) -> list[tuple[Team, Co
     return misfits
 
 
+_MORE_SPECS = ("jaxReplicaSpecs", "paddleReplicaSpecs")  # no example, but a team's job file may be either
+
+
 def pod_templates(job: dict, named: bool = False) -> Iterator:
     """Every pod template of a Kubeflow job's replicas, or of a Deployment or Job (with `named`:
     (where, template))."""
     if job.get("kind") in ("Deployment", "Job"):
         yield ("spec.template.spec", job["spec"]["template"]) if named else job["spec"]["template"]
         return
-    for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs"):
+    for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs", *_MORE_SPECS):
         for replica, spec in (job.get("spec", {}).get(key) or {}).items():
             yield (f"spec.{key}.{replica}.template.spec", spec["template"]) if named else spec["template"]
 
@@ -250,11 +253,25 @@ def _checkpoint(
     merge_env(main, values)
 
 
-def _attach_datasets(template: dict, cfg: StackConfig, team: Team) -> None:
-    """The shared datasets the team may use, read-only unless it owns them."""
+def _attach_datasets(template: dict, cfg: StackConfig, team: Team, only: tuple[str, ...] | None = None) -> None:
+    """The shared datasets the team may use (of them, those named in `only`), read-only unless it owns them;
+    a dataset in `only` the team may not use, or the stack does not have, is refused (the job file's `data`)."""
     spec, main = template["spec"], template["spec"]["containers"][0]
+    known = {d.name: d for d in cfg.fsx.datasets}
+    for i, name in enumerate(only or ()):
+        if name not in known:
+            raise ConfigError(
+                f"data[{i}].dataset",
+                f"stack {cfg.stack} has no dataset {name!r} (higgsfield:fsx.datasets: {', '.join(known) or 'none'})",
+            )
+        if team.name != known[name].owner and team.name not in known[name].readers:
+            raise ConfigError(
+                f"data[{i}].dataset", f"team {team.name} may not read dataset {name} (owner {known[name].owner})"
+            )
     for dataset in cfg.fsx.datasets:
         if team.name != dataset.owner and team.name not in dataset.readers:
+            continue
+        if only is not None and dataset.name not in only:
             continue
         volume = f"dataset-{dataset.name}"
         spec["volumes"].append(

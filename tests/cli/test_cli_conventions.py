@@ -333,7 +333,9 @@ def test_schema_write_in_a_project_of_ones_own_writes_the_schema_its_stack_files
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
     monkeypatch.chdir(tmp_path)
     assert cli.main(["schema", "--write"]) == 0
-    assert capsys.readouterr().out == "wrote schemas/stack.schema.json\n"
+    assert (
+        capsys.readouterr().out == "wrote schemas/stack.schema.json, schemas/job.schema.json\n"
+    )  # its teams write job files
     assert (tmp_path / "schemas" / "stack.schema.json").is_file() and not (tmp_path / "docs").exists()
     assert cli.main(["schema", "--check"]) == 0
 

@@ -94,3 +94,17 @@ def test_a_followed_log_streams_lines_appended_later_with_timestamps(api):
         text = s.read().decode()
     assert text.splitlines() == ["2026-12-04T10:00:00.000000000Z one", "2026-12-04T10:00:01.000000000Z two"]
     assert time.monotonic() - began < 3
+
+
+def test_a_request_the_authorizer_refuses_is_a_forbidden_status_naming_verb_resource_and_scope():
+    fake = FakeKubernetesApi(allow=lambda verb, group, resource, namespace: namespace is not None)
+    try:
+        code, body = call(fake, "GET", "/api/v1/nodes")
+        status = json.loads(body)
+        assert (code, status["reason"]) == (403, "Forbidden")
+        assert status["message"] == (
+            'nodes is forbidden: User "me" cannot list resource "nodes" in API group "" at the cluster scope'
+        )
+        assert call(fake, "GET", "/api/v1/namespaces/team/pods")[0] == 200
+    finally:
+        fake.close()

@@ -1,4 +1,5 @@
-"""`higgsfield jobs render STACK EXAMPLE`: an example training job filled in for a stack."""
+"""`higgsfield jobs render STACK EXAMPLE | -f JOB.yaml`: an example, or a team's own job file, filled in for a
+stack; `jobs submit/status/logs/cancel` (infra/cli/client.py) run a job file on the stack's cluster."""
 
 from __future__ import annotations
 
@@ -14,8 +15,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = jobs.add_subparsers(dest="jobs_command", required=True, metavar="ACTION")
     render = actions.add_parser("render", help="print an example job filled in for a stack, for kubectl apply -f -")
     stack_argument(render)
-    examples = " | ".join(sorted(p.stem for p in shipped("examples").glob("*.yaml")))  # every shipped example
+    # every shipped example (a team's own job file, *.job.yaml, goes with -f)
+    examples = " | ".join(sorted(p.stem for p in shipped("examples").glob("*.yaml") if not p.stem.endswith(".job")))
     render.add_argument("example", nargs="?", metavar="EXAMPLE", help=examples)
+    render.add_argument(
+        "-f",
+        "--filename",
+        metavar="JOB.yaml",
+        help="a team's own job file (docs/reference/job-file.md; - reads standard input) instead of an example",
+    )
     render.add_argument("--stack", dest="old_stack", help=argparse.SUPPRESS)  # the old form: EXAMPLE --stack STACK
     render.add_argument(
         "--pool", metavar="POOL", help="GPU pool (default: the first on-demand pool; EFA pools first for NCCL tests)"
@@ -38,12 +46,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_report_options(render)
     render.set_defaults(func=run, usage="higgsfield jobs render STACK EXAMPLE")
+    from infra.cli.commands import job_actions
+
+    job_actions.register(actions)
 
 
 def run(args: argparse.Namespace) -> int:
     from infra.offline import jobs
     from infra.offline.evaluate import load_stack
 
+    if args.filename is not None:
+        return _render_file(args)
     stack_then(args, "example")
     cfg = load_stack(args.stack)
     objects = jobs.render(
@@ -59,4 +72,26 @@ def run(args: argparse.Namespace) -> int:
         args.output = None
     # JSON as a List, which kubectl apply -f takes like the YAML documents
     emit(args, lambda: {"apiVersion": "v1", "kind": "List", "items": objects}, lambda: jobs.to_yaml(objects))
+    return 0
+
+
+def _render_file(args: argparse.Namespace) -> int:
+    from infra.cli.output import UsageError
+    from infra.offline import team_job
+    from infra.offline.evaluate import load_stack
+
+    if args.example is not None or args.old_stack is not None:
+        raise UsageError("higgsfield jobs render STACK -f JOB.yaml: a job file or an example, not both")
+    for option in ("pool", "team", "workers", "image", "checkpoints"):
+        if getattr(args, option) is not None:
+            raise UsageError(f"--{option} is for examples; a job file says what it needs (docs/reference/job-file.md)")
+    cfg = load_stack(args.stack)
+    job, objects, placed = team_job.render_file(args.filename, cfg)
+    if args.output == "yaml":
+        args.output = None
+    emit(
+        args,
+        lambda: {"apiVersion": "v1", "kind": "List", "items": objects},
+        lambda: team_job.to_yaml(job, cfg, objects, placed),
+    )
     return 0

@@ -1,0 +1,532 @@
+"""The job client: a team's job file run on a stack's cluster, from a notebook or `higgsfield jobs`.
+
+    from infra.cli.client import Job
+
+    job = Job.from_file("llama-ft.yaml", stack="prod")      # or Job("prod", name=..., team=..., ...)
+    job.submit()                                            # server-side apply with your kubeconfig
+    print(job.status())                                     # the gang: state, why it waits, its nodes
+    for line in job.logs():                                 # every rank's lines, merged by time
+        print(line)
+    job.cancel()
+
+It talks to the Kubernetes API with the maintained client (`pip install 'higgsfield[client]'`,
+the `kubernetes` package) and the user's kubeconfig (its current context, or `context=`), as
+kubectl would: objects are applied server-side (field manager `higgsfield`, `--dry-run` asks the
+server to check everything and store nothing), failures are the API's own Status (404 NotFound,
+409 Conflict, 422 Invalid, 403 Forbidden) in one line. Upstream contracts, read at the pins:
+- the Training Operator names a job's Volcano PodGroup after the job (VolcanoControl in
+  kubeflow/trainer:pkg/controller.v1/control/podgroup_control.go@v1.9.4) and labels its pods with
+  names.JOB_NAME_LABEL, REPLICA_TYPE_LABEL and REPLICA_INDEX_LABEL;
+- a PodGroup's `status.phase` is Pending until Volcano admits the whole gang into its queue
+  (the queue's capability: quota), then Inqueue until its pods are bound, then Running; an
+  `Unschedulable` condition says why its pods do not fit (PodGroupPhase and PodGroupConditionType
+  in volcano-sh/apis:pkg/apis/scheduling/v1beta1/types.go, Volcano v1.15.1).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from infra.config import JobFile, load_job
+from infra.core.names import (
+    JOB_NAME_LABEL,
+    POOL_LABEL,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+    STARTUP_TAINT_KEY,
+)
+
+FIELD_MANAGER = "higgsfield"
+KUBEFLOW = ("kubeflow.org", "v1")
+PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+INSTALL = "pip install 'higgsfield[client]' (the kubernetes package)"
+
+
+class ApiError(Exception):
+    """The API server refused: its Status in one line (`404 NotFound: pytorchjobs "x" not found`)."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(f"{code} {reason}: {message}" if code else message)  # 0: no answer from a server
+        self.code, self.reason, self.message = code, reason, message
+
+
+def _kubernetes() -> Any:
+    try:
+        import kubernetes
+    except ImportError:
+        raise ApiError(0, "NoClient", f"the Kubernetes client is not installed: {INSTALL}") from None
+    return kubernetes
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """An API client from the kubeconfig (default: $KUBECONFIG or ~/.kube/config) and context."""
+    import os
+
+    kubernetes = _kubernetes()
+    # read now, not when the client was imported (its default is fixed at import time); a list of
+    # files separated by ':' is merged, as kubectl merges them
+    files = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    try:
+        return kubernetes.config.new_client_from_config(config_file=files, context=context)
+    except kubernetes.config.ConfigException as exc:
+        raise ApiError(0, "NoKubeconfig", f"{exc} (aws eks update-kubeconfig --name CLUSTER writes one)") from None
+
+
+def _refused(exc: Any) -> ApiError:
+    """The API's Status body of a failed call as an ApiError."""
+    try:
+        status = json.loads(exc.body or "{}")
+    except (TypeError, ValueError):
+        status = {}
+    return ApiError(
+        int(status.get("code") or exc.status or 0),
+        str(status.get("reason") or exc.reason or "Error"),
+        str(status.get("message") or exc.body or exc.reason),
+    )
+
+
+def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
+    kubernetes = _kubernetes()
+    try:
+        return function(*args, **kwargs)
+    except kubernetes.client.ApiException as exc:
+        raise _refused(exc) from None
+
+
+def _plural(kind: str) -> str:
+    return kind.lower() + "s"
+
+
+def apply(api: Any, objects: list[dict], dry_run: bool = False) -> list[dict]:
+    """Server-side apply of each object (`kubectl apply --server-side --field-manager=higgsfield`),
+    in order; with `dry_run` the server admits and validates each, and stores nothing."""
+    kubernetes = _kubernetes()
+    custom, done = kubernetes.client.CustomObjectsApi(api), []
+    options = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": "application/apply-patch+yaml"}
+    if dry_run:
+        options["dry_run"] = "All"
+    for obj in objects:
+        meta = obj["metadata"]
+        if obj["apiVersion"] == "v1":
+            core = kubernetes.client.CoreV1Api(api)
+            patch = getattr(core, f"patch_namespaced_{_snake(obj['kind'])}")
+            answer = _call(patch, meta["name"], meta["namespace"], obj, **options)
+            done.append(api.sanitize_for_serialization(answer) if answer is not None else obj)
+        else:
+            group, version = obj["apiVersion"].split("/")
+            plural = _plural(obj["kind"])
+            answer = _call(
+                custom.patch_namespaced_custom_object,
+                group,
+                version,
+                meta["namespace"],
+                plural,
+                meta["name"],
+                obj,
+                **options,
+            )
+            # the API answers an apply that creates with 201 Created, whose body this client's
+            # generated method does not read (its response types list 200 only: patch_namespaced_custom_object in
+            # kubernetes-client/python:kubernetes/client/api/custom_objects_api.py@v37.0.2): the object sent then
+            done.append(answer if answer is not None else obj)
+    return done
+
+
+def _snake(kind: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in kind).lstrip("_")
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Status:
+    """What `jobs status` shows: the job's state, its gang, why it waits, its pods and nodes."""
+
+    name: str
+    namespace: str
+    kind: str
+    state: str  # the operator's newest true condition: Created, Running, Restarting, Succeeded, Failed
+    gang: str  # the PodGroup's phase: Pending (waits for quota), Inqueue (for nodes), Running
+    queue: str | None
+    position: int | None  # among the queue's gangs that wait (oldest first), where the user may list them
+    waiting: list[str] = field(default_factory=list)  # why, each "quota: ...", "capacity: ...", "gate: ..."
+    pods: list[tuple[str, str, str]] = field(default_factory=list)  # (pod, phase, node)
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted({node for _, _, node in self.pods if node})
+
+    def lines(self) -> list[str]:
+        where = f"queue {self.queue}" + (f", position {self.position}" if self.position else "")
+        out = [f"{self.kind} {self.namespace}/{self.name}: {self.state}; gang {self.gang} ({where})"]
+        out += [f"  waits: {why}" for why in self.waiting]
+        out += [f"  {pod}: {phase}" + (f" on {node}" if node else "") for pod, phase, node in self.pods]
+        return out
+
+    def as_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "namespace": self.namespace,
+            "kind": self.kind,
+            "state": self.state,
+            "gang": self.gang,
+            "queue": self.queue,
+            "position": self.position,
+            "waiting": self.waiting,
+            "pods": [{"name": p, "phase": ph, "node": n} for p, ph, n in self.pods],
+            "nodes": self.nodes,
+        }
+
+
+def _state(job: dict) -> str:
+    true = [c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+    return str(true[-1]["type"]) if true else "Submitted"
+
+
+def _optional(function: Any, *args: Any, **kwargs: Any) -> Any:
+    """A read the user's role may not allow (cluster-scoped nodes, other namespaces): None if forbidden."""
+    try:
+        return _call(function, *args, **kwargs)
+    except ApiError as exc:
+        if exc.code in (403, 404):
+            return None
+        raise
+
+
+def _position(custom: Any, group: dict) -> int | None:
+    """The gang's place among the PodGroups of its queue that wait to be admitted, oldest first."""
+    name, queue_name = group["metadata"]["name"], (group.get("spec") or {}).get("queue")
+    found = _optional(custom.list_cluster_custom_object, *PODGROUPS)
+    if found is None or not queue_name:
+        return None
+    waiting = sorted(
+        (
+            g
+            for g in found.get("items", [])
+            if (g.get("spec") or {}).get("queue") == queue_name and (g.get("status") or {}).get("phase") == "Pending"
+        ),
+        key=lambda g: g["metadata"].get("creationTimestamp", ""),
+    )
+    keys = [(g["metadata"].get("namespace"), g["metadata"]["name"]) for g in waiting]
+    here = (group["metadata"].get("namespace"), name)
+    return keys.index(here) + 1 if here in keys else None
+
+
+def _why(group: dict | None, pods: list[dict], nodes: list[dict] | None, pool: str | None) -> list[str]:
+    """Why the gang waits: its queue has no room (quota), no nodes fit it (capacity), or nodes of
+    its pool are still in their health check (gate)."""
+    if group is None:
+        return ["the operator has not created the job's PodGroup yet (is the Training Operator running?)"]
+    status = group.get("status") or {}
+    phase, reasons = status.get("phase", "Pending"), []
+    unschedulable = [c for c in status.get("conditions") or [] if c.get("type") == "Unschedulable"]
+    said = (unschedulable[-1].get("message") or unschedulable[-1].get("reason")) if unschedulable else None
+    if phase == "Pending":
+        reasons.append(
+            f"quota: Volcano has not admitted the gang into queue {(group.get('spec') or {}).get('queue')}: "
+            "the queue's "
+            "capability (the team's gpuQuota) has no room for all of it yet" + (f" ({said})" if said else "")
+        )
+    pending = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
+    if phase == "Inqueue" or (phase != "Pending" and pending):
+        reasons.append(
+            f"capacity: {len(pending) or 'its'} pod(s) wait for nodes"
+            + (f" of pool {pool}" if pool else "")
+            + " (the autoscaler adds them; a reservation or Capacity Block only in its window)"
+            + (f": {said}" if said else "")
+        )
+    gated = [
+        n["metadata"]["name"]
+        for n in nodes or []
+        if any(t.get("key") == STARTUP_TAINT_KEY for t in (n.get("spec") or {}).get("taints") or [])
+    ]
+    if gated and (phase != "Running" or pending):
+        reasons.append(f"gate: {len(gated)} node(s) of pool {pool} are in their health check: {', '.join(gated)}")
+    return reasons
+
+
+def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob") -> Status:
+    """The job's state, its gang's, why it waits and where its pods run."""
+    kubernetes = _kubernetes()
+    custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
+    job = _call(custom.get_namespaced_custom_object, *KUBEFLOW, namespace, _plural(kind), name)
+    group = _optional(custom.get_namespaced_custom_object, PODGROUPS[0], PODGROUPS[1], namespace, PODGROUPS[2], name)
+    pods = [
+        api.sanitize_for_serialization(p)
+        for p in _call(core.list_namespaced_pod, namespace, label_selector=f"{JOB_NAME_LABEL}={name}").items
+    ]
+    pool = _pool_of(job)
+    nodes = None
+    if pool is not None:
+        listed = _optional(core.list_node, label_selector=f"{POOL_LABEL}={pool}")
+        nodes = [api.sanitize_for_serialization(n) for n in listed.items] if listed is not None else None
+    phase = ((group or {}).get("status") or {}).get("phase", "Pending" if group else "none")
+    return Status(
+        name=name,
+        namespace=namespace,
+        kind=kind,
+        state=_state(job),
+        gang=phase,
+        queue=((group or {}).get("spec") or {}).get("queue")
+        or job["spec"].get("runPolicy", {}).get("schedulingPolicy", {}).get("queue"),
+        position=_position(custom, group) if group and phase == "Pending" else None,
+        waiting=_why(group, pods, nodes, pool) if phase != "Running" or _unplaced(pods) else [],
+        pods=sorted(
+            (
+                p["metadata"]["name"],
+                (p.get("status") or {}).get("phase", "Pending"),
+                (p.get("spec") or {}).get("nodeName", ""),
+            )
+            for p in pods
+        ),
+    )
+
+
+def _unplaced(pods: list[dict]) -> bool:
+    return any(not (p.get("spec") or {}).get("nodeName") for p in pods)
+
+
+def _pool_of(job: dict) -> str | None:
+    """The pool the job's replicas select (higgsfield.io/pool), if any."""
+    for key, replicas in (job.get("spec") or {}).items():
+        if not key.endswith("ReplicaSpecs"):
+            continue
+        for replica in (replicas or {}).values():
+            selector = ((replica.get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
+            if POOL_LABEL in selector:
+                return str(selector[POOL_LABEL])
+    return None
+
+
+# --- logs --------------------------------------------------------------------------------------
+
+
+def _when(stamp: str) -> tuple[datetime, int]:
+    """An RFC 3339 time as the kubelet writes it (RFC3339Nano: trailing zeros of the fraction
+    dropped), sortable to the nanosecond."""
+    whole, _, rest = stamp.partition(".")
+    fraction = rest.rstrip("Z").split("+")[0] if rest else "0"
+    base = datetime.fromisoformat(whole.rstrip("Z") + "+00:00")
+    return base, int((fraction + "000000000")[:9])
+
+
+@dataclass(frozen=True, order=True)
+class LogLine:
+    """One line of one rank's log: when, the pod's node and replica, the text."""
+
+    at: tuple[datetime, int]
+    stamp: str
+    node: str
+    replica: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.node} {self.replica} {self.text}"
+
+
+def _split(line: str) -> tuple[str, str]:
+    stamp, _, text = line.partition(" ")
+    return stamp, text
+
+
+def _replica(pod: dict) -> str:
+    labels = pod["metadata"].get("labels") or {}
+    if REPLICA_TYPE_LABEL in labels:
+        return f"{labels[REPLICA_TYPE_LABEL].lower()}-{labels.get(REPLICA_INDEX_LABEL, '0')}"
+    return str(pod["metadata"]["name"])
+
+
+def _job_pods(api: Any, name: str, namespace: str) -> list[dict]:
+    core = _kubernetes().client.CoreV1Api(api)
+    found = _call(core.list_namespaced_pod, namespace, label_selector=f"{JOB_NAME_LABEL}={name}")
+    pods = [api.sanitize_for_serialization(p) for p in found.items]
+    if not pods:
+        raise ApiError(404, "NotFound", f"no pods of job {name} in namespace {namespace} (yet: see jobs status)")
+    return sorted(pods, key=lambda p: p["metadata"]["name"])
+
+
+def read_logs(api: Any, name: str, namespace: str, container: str | None = None) -> list[LogLine]:
+    """Every pod's log of the job, each line with its node and replica, merged by time."""
+    core = _kubernetes().client.CoreV1Api(api)
+    lines = []
+    for pod in _job_pods(api, name, namespace):
+        text = _call(
+            core.read_namespaced_pod_log, pod["metadata"]["name"], namespace, timestamps=True, container=container
+        )
+        for line in (text or "").splitlines():
+            stamp, body = _split(line)
+            lines.append(LogLine(_when(stamp), stamp, pod["spec"].get("nodeName") or "-", _replica(pod), body))
+    return sorted(lines)
+
+
+# Pod phases in which a pod's container has started, so the kubelet has a log to stream.
+_STARTED = ("Running", "Succeeded", "Failed")
+_ENDED = ("Succeeded", "Failed")
+
+
+def follow_logs(
+    api: Any,
+    name: str,
+    namespace: str,
+    kind: str = "PyTorchJob",
+    container: str | None = None,
+    watch_seconds: int | None = None,
+) -> Iterator[LogLine]:
+    """Every pod's log as it is written (`follow=true`, one stream per pod), lines as they come. A
+    watch on the job's pods starts a stream for each pod that starts later too: the gang's other
+    replicas, and every pod the operator recreates after a restart. Ends once every pod it
+    followed has ended and the watch has (`watch_seconds`, or when every pod of the job has). The
+    job must exist (404 NotFound at once, not a wait for pods that never come)."""
+    kubernetes = _kubernetes()
+    core = kubernetes.client.CoreV1Api(api)
+    lines: queue.Queue = queue.Queue()
+    done, streams = object(), set()
+    _call(
+        kubernetes.client.CustomObjectsApi(api).get_namespaced_custom_object, *KUBEFLOW, namespace, _plural(kind), name
+    )
+
+    def read(pod: dict) -> None:
+        try:
+            stream = _call(
+                core.read_namespaced_pod_log,
+                pod["metadata"]["name"],
+                namespace,
+                timestamps=True,
+                follow=True,
+                container=container,
+                _preload_content=False,
+            )
+            pending = b""
+            for chunk in stream.stream():
+                pending += chunk
+                *whole, pending = pending.split(b"\n")
+                for raw in whole:
+                    stamp, body = _split(raw.decode(errors="replace"))
+                    lines.put(LogLine(_when(stamp), stamp, pod["spec"].get("nodeName") or "-", _replica(pod), body))
+        except ApiError as exc:
+            lines.put(exc)
+        finally:
+            lines.put(done)
+
+    def watch() -> None:
+        phases: dict[str, str] = {}
+        try:
+            options = {"timeout_seconds": watch_seconds} if watch_seconds else {}
+            watcher = kubernetes.watch.Watch()
+            for event in watcher.stream(
+                core.list_namespaced_pod, namespace, label_selector=f"{JOB_NAME_LABEL}={name}", **options
+            ):
+                pod = api.sanitize_for_serialization(event["object"])
+                uid, phase = pod["metadata"].get("uid"), (pod.get("status") or {}).get("phase", "Pending")
+                phases[uid] = "Deleted" if event["type"] == "DELETED" else phase
+                if event["type"] != "DELETED" and phase in _STARTED and uid not in streams:
+                    streams.add(uid)
+                    lines.put(("start", pod))
+                if phases and all(p in (*_ENDED, "Deleted") for p in phases.values()):
+                    watcher.stop()
+        except kubernetes.client.ApiException as exc:
+            lines.put(_refused(exc))
+        finally:
+            lines.put(done)
+
+    threading.Thread(target=watch, daemon=True).start()
+    running = 1  # the watch, and each stream it starts
+    while running:
+        item = lines.get()
+        if item is done:
+            running -= 1
+        elif isinstance(item, ApiError):
+            raise item
+        elif isinstance(item, tuple):
+            running += 1
+            threading.Thread(target=read, args=(item[1],), daemon=True).start()
+        else:
+            yield item
+
+
+def delete(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", dry_run: bool = False) -> None:
+    """Delete the job; the operator's owner references take its pods, Service and PodGroup with it."""
+    custom = _kubernetes().client.CustomObjectsApi(api)
+    options = {"dry_run": "All"} if dry_run else {}
+    _call(custom.delete_namespaced_custom_object, *KUBEFLOW, namespace, _plural(kind), name, **options)
+
+
+# --- the Python API ------------------------------------------------------------------------------
+
+
+class Job:
+    """A team's job on a stack, for a notebook: `Job(stack="prod", name=..., team=..., command=[...],
+    resources={...})` takes the job file's keys (docs/reference/job-file.md); `Job.from_file`
+    reads one. `render()` gives the objects `submit()` applies."""
+
+    def __init__(
+        self,
+        stack: str,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        spec: JobFile | None = None,
+        **settings: Any,
+    ) -> None:
+        self.stack, self.kubeconfig, self.context = stack, kubeconfig, context
+        self.spec: JobFile = spec if spec is not None else load_job(settings, "Job")
+        self._api: Any = None
+
+    @classmethod
+    def from_file(cls, path: str, stack: str, kubeconfig: str | None = None, context: str | None = None) -> Job:
+        from infra.offline.team_job import read_job_file
+
+        return cls(stack, kubeconfig=kubeconfig, context=context, spec=read_job_file(path))
+
+    @property
+    def api(self) -> Any:
+        if self._api is None:
+            self._api = connect(self.kubeconfig, self.context)
+        return self._api
+
+    def render(self) -> list[dict]:
+        from infra.offline import team_job
+        from infra.offline.evaluate import load_stack
+
+        return team_job.render(self.spec, load_stack(self.stack))[0]
+
+    def submit(self, dry_run: bool = False) -> list[dict]:
+        return apply(self.api, self.render(), dry_run=dry_run)
+
+    def status(self) -> Status:
+        return read_status(self.api, self.spec.name, self.spec.team, self.spec.kind)
+
+    def logs(self, follow: bool = False) -> Iterator[LogLine]:
+        """Every rank's lines merged by time; with `follow`, as they are written, until every pod has ended."""
+        if follow:
+            return follow_logs(self.api, self.spec.name, self.spec.team, self.spec.kind)
+        return iter(read_logs(self.api, self.spec.name, self.spec.team))
+
+    def cancel(self, dry_run: bool = False) -> None:
+        delete(self.api, self.spec.name, self.spec.team, self.spec.kind, dry_run=dry_run)
+
+
+# The same as functions of a Job, for those who prefer `submit(job)` to `job.submit()`.
+
+
+def submit(job: Job, dry_run: bool = False) -> list[dict]:
+    return job.submit(dry_run=dry_run)
+
+
+def status(job: Job) -> Status:
+    return job.status()
+
+
+def logs(job: Job, follow: bool = False) -> Iterator[LogLine]:
+    return job.logs(follow=follow)
+
+
+def cancel(job: Job, dry_run: bool = False) -> None:
+    job.cancel(dry_run=dry_run)

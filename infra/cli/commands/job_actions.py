@@ -1,0 +1,144 @@
+"""`higgsfield jobs submit|status|logs|cancel STACK ...`: a team's job file run on the stack's cluster
+with the user's kubeconfig (infra/cli/client.py), kubectl's way: server-side apply, `--dry-run`,
+`-f JOB.yaml` or the job's NAME with `-n TEAM`, `logs -f` to follow."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from infra.cli.arguments import stack_argument
+
+
+def _cluster(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    command.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current context)")
+
+
+def _job(command: argparse.ArgumentParser) -> None:
+    """The job by its file (`-f JOB.yaml`) or by NAME and namespace (`-n TEAM`)."""
+    stack_argument(command)
+    command.add_argument("name", nargs="?", metavar="NAME", help="the job's name (or -f JOB.yaml)")
+    command.add_argument("-f", "--filename", metavar="JOB.yaml", help="the job file (its name, team and framework)")
+    command.add_argument("-n", "--namespace", "--team", dest="team", metavar="TEAM", help="the job's team namespace")
+    command.add_argument(
+        "--kind", default="PyTorchJob", help="the job's kind with NAME (default: PyTorchJob; -f knows it)"
+    )
+    _cluster(command)
+
+
+def register(actions: argparse._SubParsersAction) -> None:
+    submit = actions.add_parser("submit", help="apply a job file to the stack's cluster (server-side apply)")
+    stack_argument(submit)
+    submit.add_argument("-f", "--filename", metavar="JOB.yaml", required=True, help="the team's job file")
+    submit.add_argument(
+        "--dry-run", action="store_true", help="the API server admits and validates everything, stores nothing"
+    )
+    _cluster(submit)
+    submit.set_defaults(func=run_submit)
+    status = actions.add_parser("status", help="the job's gang: state, queue position, why it waits, its nodes")
+    _job(status)
+    status.add_argument("--json", action="store_true", help="the status as JSON on stdout")
+    status.set_defaults(func=run_status)
+    logs = actions.add_parser("logs", help="every rank's log merged by time, each line prefixed with node and rank")
+    _job(logs)
+    logs.add_argument(
+        "--follow",
+        action="store_true",
+        help="stream the lines as they are written, from every pod that starts (restarts too), until all have ended",
+    )
+    logs.add_argument("--timestamps", action="store_true", help="each line's time first")
+    logs.set_defaults(func=run_logs)
+    cancel = actions.add_parser("cancel", help="delete the job (its pods, Service and PodGroup go with it)")
+    _job(cancel)
+    cancel.add_argument("--dry-run", action="store_true", help="ask the API server, delete nothing")
+    cancel.set_defaults(func=run_cancel)
+
+
+def _which(args: argparse.Namespace) -> tuple[str, str, str]:
+    """(name, namespace, kind) from -f or NAME -n TEAM."""
+    from infra.cli.output import UsageError
+    from infra.config import FRAMEWORKS
+
+    if args.filename is not None:
+        if args.name is not None:
+            raise UsageError("name the job by -f JOB.yaml or by NAME, not both")
+        from infra.offline.team_job import read_job_file
+
+        job = read_job_file(args.filename)
+        return job.name, job.team, FRAMEWORKS[job.framework][0]
+    if args.name is None or args.team is None:
+        raise UsageError(f"higgsfield jobs {args.jobs_command} STACK NAME -n TEAM (or -f JOB.yaml)")
+    return args.name, args.team, args.kind
+
+
+def _api(args: argparse.Namespace):  # noqa: ANN202 - the kubernetes client's ApiClient
+    from infra.cli import client
+
+    return client.connect(args.kubeconfig, args.context)
+
+
+def _refused(exc: Exception) -> int:
+    print(f"error: {exc}", file=sys.stderr)
+    return 2 if getattr(exc, "code", 0) in (0, 400, 403, 404, 409, 422) else 1
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    from infra.cli import client
+    from infra.offline import team_job
+    from infra.offline.evaluate import load_stack
+
+    cfg = load_stack(args.stack)
+    job, objects, placed = team_job.render_file(args.filename, cfg)
+    try:
+        applied = client.apply(_api(args), objects, dry_run=args.dry_run)
+    except client.ApiError as exc:
+        return _refused(exc)
+    suffix = " (server dry run)" if args.dry_run else ""
+    for obj in applied:
+        print(f"{obj['kind'].lower()}/{obj['metadata']['name']} serverside-applied{suffix}")
+    print(
+        f"{job.name}: {placed.pods} pod(s) on pool {placed.pool.name}, team {job.team}; "
+        f"higgsfield jobs status {args.stack} -f {args.filename}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from infra.cli import client
+
+    name, team, kind = _which(args)
+    try:
+        found = client.read_status(_api(args), name, team, kind)
+    except client.ApiError as exc:
+        return _refused(exc)
+    print(json.dumps(found.as_dict(), indent=2) if args.json else "\n".join(found.lines()))
+    return 0
+
+
+def run_logs(args: argparse.Namespace) -> int:
+    from infra.cli import client
+
+    name, team, kind = _which(args)
+    try:
+        api = _api(args)
+        lines = client.follow_logs(api, name, team, kind) if args.follow else iter(client.read_logs(api, name, team))
+        for line in lines:
+            print(f"{line.stamp} {line}" if args.timestamps else str(line), flush=args.follow)
+    except client.ApiError as exc:
+        return _refused(exc)
+    return 0
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    from infra.cli import client
+
+    name, team, kind = _which(args)
+    try:
+        client.delete(_api(args), name, team, kind, dry_run=args.dry_run)
+    except client.ApiError as exc:
+        return _refused(exc)
+    print(f"{kind.lower()}/{name} deleted" + (" (server dry run)" if args.dry_run else ""))
+    return 0

@@ -1,0 +1,189 @@
+"""A team's job file (`higgsfield jobs render STACK -f JOB.yaml`): what the job needs, not where it runs.
+
+    name: llama-ft
+    team: llm
+    command: [python, train.py, --epochs, "3"]
+    resources:
+      gpus: 16                 # total; the platform picks nodes x GPUs per node
+      gpuType: [H100, H200]    # any of
+      gpuMemoryGiB: 80         # at least
+      interconnect: efa        # efa | any
+      cudaDriver: ">=570"
+    checkpoints: shared        # shared | off
+
+The file is typed like a stack file: every key bounded, unknown keys refused, one line per problem
+naming the key (`load_job`). What the job needs is matched against a stack's pools by
+infra/offline/team_job.py, which also applies every platform rule the examples follow. The JSON
+Schema editors check job files with (`schemas/job.schema.json`) and the reference page
+(docs/reference/job-file.md) are generated from these models (`higgsfield schema --write`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from infra.config.base import DnsLabel, Setting, Str, items, matching, number
+from infra.config.errors import ConfigError, Problem, Problems, key_of
+from infra.config.stack import IMAGE_REFERENCE, NOT_AN_IMAGE
+
+# The job kinds the pinned Kubeflow Training Operator (versions.TRAINING_OPERATOR_REF, v1.9.4)
+# reconciles, each with its replica types (the leader first, if any) and the container name the
+# operator looks for in the pod template (<Kind>DefaultContainerName and <Kind>ReplicaType* in
+# kubeflow/trainer:pkg/apis/kubeflow.org/v1/{pytorch,mpi,tensorflow,xgboost,jax,paddlepaddle}_types.go@v1.9.4).
+FRAMEWORKS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
+    # framework: (kind, replica specs key, (leader, worker) replica types, container)
+    "pytorch": ("PyTorchJob", "pytorchReplicaSpecs", ("Master", "Worker"), "pytorch"),
+    "mpi": ("MPIJob", "mpiReplicaSpecs", ("Launcher", "Worker"), "mpi"),
+    "tensorflow": ("TFJob", "tfReplicaSpecs", ("Chief", "Worker"), "tensorflow"),
+    "xgboost": ("XGBoostJob", "xgbReplicaSpecs", ("Master", "Worker"), "xgboost"),
+    "jax": ("JAXJob", "jaxReplicaSpecs", ("Worker",), "jax"),
+    "paddle": ("PaddleJob", "paddleReplicaSpecs", ("Master", "Worker"), "paddle"),
+}
+# The operator names pods `<job>-<replica type>-<index>` and a headless Service per pod, which must be a
+# DNS label (63): a job name of 40 leaves room for `-launcher-0` and indexes to 9999.
+JOB_NAME_LENGTH = 40
+MAX_GPUS = 10_000  # ours: far above any pool (450 nodes x 8 GPUs is 3,600)
+# An environment variable name as Kubernetes accepts it (kubernetes/apimachinery:pkg/util/validation/
+# validation.go@v0.35.7 IsEnvVarName: envVarNameFmt), kept to the C identifiers a shell can read.
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# A CUDA driver requirement: at least a major branch (">=570") or exactly one ("580").
+CUDA_DRIVER = r"^(>=)?[1-9][0-9]{2,3}$"
+# GPU model names as AWS's instance-type catalog gives them (`aws ec2 describe-instance-types
+# --query InstanceTypes[].GpuInfo.Gpus[].Name`: H100, H200, B200, A100, A10G, L4, L40S, ...).
+GPU_MODEL = r"^[A-Za-z0-9][A-Za-z0-9 -]{0,31}$"
+GpuModel = matching(GPU_MODEL, "is not a GPU model name as AWS's catalog writes it (H100, H200, A100, L40S, ...)", 32)
+EnvName = matching(ENV_NAME, "is not an environment variable name (letters, digits, '_'; not starting with a digit)")
+REFERENCE = "docs/reference/job-file.md"
+Text = Annotated[str, Field(max_length=32_768)]
+Gpus = number(1, MAX_GPUS, "ours")
+
+
+class JobResources(Setting):
+    """What the job's pods need from their nodes; the platform picks the pool and the nodes x GPUs."""
+
+    gpus: Gpus
+    """GPUs in total (for an elastic job: the most it grows to). More than a node has: whole nodes, a multiple of the
+    chosen pool's GPUs per node."""
+    gpu_type: tuple[GpuModel, ...] = items(maximum=20)
+    """Any of these GPU models (a list, or one name); empty: any."""
+    gpu_memory_gib: number(1, 4096, "ours") | None = Field(None, alias="gpuMemoryGiB")
+    """At least this much memory per GPU, GiB."""
+    interconnect: Literal["efa", "any"] = "any"
+    """efa: only pools with EFA (the job's pods get every EFA interface of their nodes); any: any pool."""
+    cuda_driver: matching(CUDA_DRIVER, 'is not a driver requirement (">=570", or a branch: "580")', 8) | None = None
+    """The NVIDIA driver branch the job needs: ">=570" (at least) or "580" (exactly). Checked against the EKS AMI's
+    driver branch, and required of the nodes through the driver labels GPU feature discovery publishes."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_type(cls, data: Any) -> Any:
+        """`gpuType: H100` is `gpuType: [H100]`."""
+        if isinstance(data, dict) and isinstance(data.get("gpuType"), str):
+            return {**data, "gpuType": [data["gpuType"]]}
+        return data
+
+    def driver_wanted(self) -> tuple[str, int] | None:
+        """(">=" or "==", the branch) of cudaDriver, if set."""
+        if self.cuda_driver is None:
+            return None
+        return (">=" if self.cuda_driver.startswith(">=") else "==", int(self.cuda_driver.removeprefix(">=")))
+
+
+class Elastic(Setting):
+    """An elastic PyTorch job: it starts once minGpus fit and grows to resources.gpus (docs/workload-classes.md)."""
+
+    min_gpus: Gpus
+    """The fewest GPUs it runs on (its gang: never preempted); a multiple of the pool's GPUs per node."""
+
+
+class DataMount(Setting):
+    """A shared dataset of the stack (higgsfield:fsx.datasets) mounted at /datasets/NAME."""
+
+    dataset: DnsLabel
+    """The dataset's name; read-only unless the job's team owns it."""
+
+
+class JobFile(Setting):
+    """A team's job: what it runs and what it needs; the stack decides where and how."""
+
+    name: matching(
+        r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        f"must be a lowercase DNS label of at most {JOB_NAME_LENGTH} characters (a-z, 0-9, '-')",
+        JOB_NAME_LENGTH,
+    )
+    """The job's name in its team's namespace (pods are NAME-worker-0, ...)."""
+    team: DnsLabel
+    """The team (higgsfield:scheduler.teams) whose namespace, queue, quota and UID the job runs with."""
+    command: tuple[Annotated[Str, Field(max_length=4096)], ...] = items(1, 1000)
+    """What each rank runs. PyTorch: `python SCRIPT ARGS` runs under torchrun, one process per GPU."""
+    image: matching(IMAGE_REFERENCE, NOT_AN_IMAGE, 512) | None = None
+    """The container image (registry/repository:tag or @sha256:...); default: the stack's training image. On EFA pools
+    only an EFA-ready image (the stack's repository or higgsfield:trainingImage)."""
+    framework: Literal["pytorch", "mpi", "tensorflow", "xgboost", "jax", "paddle"] = "pytorch"
+    """The Kubeflow Training Operator job kind: PyTorchJob, MPIJob, TFJob, XGBoostJob, JAXJob or PaddleJob."""
+    class_: Literal["training", "evaluation", "serving"] = Field("training", alias="class")
+    """training, evaluation or serving: the team's priority classes of that kind (docs/workload-classes.md). Serving is
+    refused for a job file: it runs as a Deployment (the serving-classifier example)."""
+    resources: JobResources
+    elastic: Elastic | None = None
+    checkpoints: Literal["shared", "off"] = "shared"
+    """shared: save and resume through examples/checkpointing.py on the team's FSx (refused without shared storage on
+    more than one node); off: a restart starts at step 0."""
+    data: tuple[DataMount, ...] = items(maximum=100)
+    """Shared datasets to mount; empty: every dataset the team may read."""
+    env: dict[EnvName, Text] = items(maximum=200, default={})
+    """Environment of every rank (not what the platform sets: the checkpoint settings, EFA's libfabric and NCCL
+    settings, PYTHONPATH)."""
+    priority: DnsLabel | None = None
+    """One of the team's priority classes of the job's class; default: the first."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_11_words(cls, data: Any) -> Any:
+        """`checkpoints: off` unquoted is the boolean false to a YAML 1.1 reader (PyYAML, kubectl's):
+        read as the word it was written as."""
+        if isinstance(data, dict) and isinstance(data.get("checkpoints"), bool):
+            return {**data, "checkpoints": "shared" if data["checkpoints"] else "off"}
+        return data
+
+    @model_validator(mode="after")
+    def _elastic_fits(self) -> JobFile:
+        problems = Problems()
+        if self.elastic is not None and self.framework != "pytorch":
+            problems.add(
+                "elastic", f"only PyTorch jobs are elastic (the operator's elasticPolicy), not {self.framework}"
+            )
+        elif self.elastic is not None and int(self.elastic.min_gpus) > int(self.resources.gpus):
+            problems.add(
+                "elastic.minGpus",
+                f"{self.elastic.min_gpus} is more than resources.gpus {self.resources.gpus}, the most the job grows to",
+            )
+        problems.raise_any()
+        return self
+
+    @property
+    def kind(self) -> str:
+        return FRAMEWORKS[self.framework][0]
+
+
+def load_job(data: Any, source: str = "job file") -> JobFile:
+    """The job file's mapping validated: a ConfigError with one line per problem, each naming its key
+    (`JOB.yaml: resources.gpuType[0]`)."""
+    from infra.config.loading import problems_of
+
+    if not isinstance(data, dict):
+        raise ConfigError(source, "must be a mapping of settings (name, team, command, resources, ...)")
+    try:
+        return JobFile.model_validate(data)
+    except ValidationError as exc:
+        unknown = {tuple(e["loc"]) for e in exc.errors() if e["type"] == "extra_forbidden"}
+        problems = [
+            Problem(
+                (f"{source}: {key_of(p.loc)}" if p.loc else source,),
+                f"is not a job file setting ({REFERENCE})" if p.loc in unknown else p.message,
+            )
+            for p in problems_of(exc)
+        ]
+        raise ConfigError(problems[0].key, problems[0].message, problems) from None

@@ -1,0 +1,501 @@
+"""A team's own job file (infra/config/job.py) placed on a stack and rendered:
+`higgsfield jobs render STACK -f JOB.yaml`.
+
+What the job needs chooses among the stack's GPU pools (`place`): the GPU model and memory per GPU,
+EFA, whole nodes of GPUs within the pool's maxSize, the team's quota and its queue's capability;
+each refusal names the job-file key no pool can satisfy. The CUDA driver it asks for is checked
+against the EKS AMI's driver branch, and required of the nodes through the label GPU feature
+discovery publishes (names.DRIVER_MAJOR_LABEL). Then every rule the examples follow is applied by
+the same builders (infra/offline/jobs.py and pods.py): the team's queue and priority class, the
+pool's taints, EFA interfaces, huge pages and environment, memory and /dev/shm, the checkpoint
+settings and grace period, the team's FSx directory and datasets, do-not-disrupt on training pods,
+and the team's UID/GID. The team writes none of it (docs/design/job-files.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from components.karpenter import DO_NOT_DISRUPT
+from components.workloads import ELASTIC_ROOM_METRIC
+from infra.config import FRAMEWORKS, ConfigError, GpuPool, JobFile, StackConfig, Team
+from infra.core import versions
+from infra.core.assets import shipped
+from infra.core.names import DRIVER_MAJOR_LABEL, GPU_RESOURCE, POOL_LABEL
+from infra.offline import jobs
+from infra.offline.pods import (
+    NODE_MEMORY_SHARE,
+    SHM_SHARE,
+    check_image,
+    default_image,
+    merge_env,
+    prepare_gpu_pod,
+    run_as_team,
+    tolerate_pool,
+)
+
+LAUNCHER = "checkpointing.py"  # examples/checkpointing.py: SIGTERM to the workers, rank-prefixed lines
+CODE_MOUNT = "/code"
+# A lost node's pods are evicted after 60 s instead of Kubernetes' default 300 s (examples/pytorch-ddp.yaml).
+TOLERATIONS: list[dict[str, Any]] = [
+    {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60},
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60},
+]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a job runs: `pods` pods of `gpus_per_pod` GPUs on `pool` (an elastic job: from
+    `min_pods`), and the other pools that would have fitted."""
+
+    pool: GpuPool
+    pods: int
+    gpus_per_pod: int
+    min_pods: int
+    others: tuple[str, ...]
+
+    @property
+    def whole_nodes(self) -> bool:
+        return self.gpus_per_pod == self.pool.gpus_per_node
+
+
+def _gib_per_gpu(pool: GpuPool) -> int:
+    return pool.instance.gpu_memory_mib // max(1, pool.gpus_per_node) // 1024
+
+
+def _shown(pool: GpuPool) -> str:
+    efa = ", EFA" if pool.efa else ""
+    return f"{pool.name} ({pool.gpus_per_node} x {pool.instance.gpu_model} {_gib_per_gpu(pool)} GiB{efa})"
+
+
+def _narrow(
+    pools: list[GpuPool], cfg: StackConfig, key: str, wanted: str, keep: Any, had: list[GpuPool]
+) -> list[GpuPool]:
+    """The pools `keep` accepts, or a refusal naming `key` and what the stack's pools offer."""
+    kept = [p for p in pools if keep(p)]
+    if not kept:
+        offered = "; ".join(_shown(p) for p in had)
+        raise ConfigError(key, f"{wanted}: no GPU pool of stack {cfg.stack} has it (its pools: {offered})")
+    return kept
+
+
+def check_driver(job: JobFile) -> None:
+    """cudaDriver against the driver branch of the EKS AL2023 NVIDIA AMI every GPU pool runs
+    (versions.EKS_NVIDIA_DRIVER_BRANCH), offline: a job that needs another never starts."""
+    wanted = job.resources.driver_wanted()
+    if wanted is None:
+        return
+    operator, branch = wanted
+    have = versions.EKS_NVIDIA_DRIVER_BRANCH
+    if (operator == ">=" and have < branch) or (operator == "==" and have != branch):
+        raise ConfigError(
+            "resources.cudaDriver",
+            f"{job.resources.cuda_driver!r}: the GPU nodes run the EKS AL2023 NVIDIA AMI, whose NVIDIA driver is "
+            f"branch {have} (infra/core/versions.py EKS_NVIDIA_DRIVER_BRANCH); ask for >={have} or less",
+        )
+
+
+def _shape(job: JobFile, pool: GpuPool) -> tuple[int, int] | None:
+    """(pods, GPUs per pod) of `gpus` on `pool`: one pod of fewer GPUs than a node, or whole nodes."""
+    gpus, per_node = int(job.resources.gpus), pool.gpus_per_node
+    if gpus <= per_node:
+        return 1, gpus
+    if gpus % per_node or gpus // per_node > pool.max_size:
+        return None
+    return gpus // per_node, per_node
+
+
+def _limits(job: JobFile, cfg: StackConfig, team: Team) -> None:
+    """The team's quota and its queue's capability hold the whole job (at its largest)."""
+    gpus, t = int(job.resources.gpus), cfg.scheduler.teams.index(team)
+    q, queue = next((i, x) for i, x in enumerate(cfg.scheduler.queues) if x.name == team.queue)
+    limits = [
+        (
+            team.gpu_quota,
+            f"team {team.name}'s quota of {team.gpu_quota} GPUs (higgsfield:scheduler.teams[{t}].gpuQuota)",
+        ),
+        (
+            queue.gpu_capability,
+            f"queue {queue.name}'s capability of {queue.gpu_capability} GPUs "
+            f"(higgsfield:scheduler.queues[{q}].gpuCapability)",
+        ),
+    ]
+    over = [text for limit, text in limits if gpus > limit]
+    if over:
+        raise ConfigError("resources.gpus", f"{gpus} GPUs is more than {'; '.join(over)}")
+
+
+def place(job: JobFile, cfg: StackConfig, team: Team) -> Placement:
+    """The pool the job runs on: of the pools with its GPU model, memory and interconnect, those
+    where its GPUs are one pod or whole nodes within maxSize; on-demand pools first, then the
+    stack file's order (a reservation or Capacity Block only when nothing else fits)."""
+    if not cfg.gpu_pools:
+        raise ConfigError("higgsfield:gpuPools", f"stack {cfg.stack} has no GPU pool to run a job on")
+    res, every = job.resources, list(cfg.gpu_pools)
+    pools = every
+    if res.gpu_type:
+        wanted = {str(t).lower() for t in res.gpu_type}
+        pools = _narrow(
+            pools,
+            cfg,
+            "resources.gpuType",
+            " or ".join(res.gpu_type),
+            lambda p: (p.instance.gpu_model or "").lower() in wanted,
+            every,
+        )
+    if res.gpu_memory_gib is not None:
+        memory = int(res.gpu_memory_gib)
+        pools = _narrow(
+            pools,
+            cfg,
+            "resources.gpuMemoryGiB",
+            f"{memory} GiB per GPU",
+            lambda p: _gib_per_gpu(p) >= memory,
+            pools,
+        )
+    if res.interconnect == "efa":
+        pools = _narrow(pools, cfg, "resources.interconnect", "efa", lambda p: p.efa, pools)
+    check_driver(job)
+    _limits(job, cfg, team)
+    shaped = [(p, s) for p in pools if (s := _shape(job, p)) is not None]
+    if not shaped:
+        sizes = "; ".join(f"{p.name}: {p.gpus_per_node} per node, at most {p.max_size} nodes" for p in pools)
+        raise ConfigError(
+            "resources.gpus",
+            f"{res.gpus} GPUs is neither one node's share nor whole nodes within maxSize of any pool that fits "
+            f"({sizes})",
+        )
+    shaped.sort(key=lambda ps: ps[0].capacity.reserved)
+    (pool, (pods, per_pod)), others = shaped[0], tuple(p.name for p, _ in shaped[1:])
+    min_pods = pods
+    if job.elastic is not None:
+        least = int(job.elastic.min_gpus)
+        if per_pod != pool.gpus_per_node or least % per_pod:
+            raise ConfigError(
+                "elastic.minGpus",
+                f"{least} is not whole nodes of pool {pool.name} ({pool.gpus_per_node} GPUs each); "
+                "an elastic job grows and shrinks by nodes",
+            )
+        min_pods = least // per_pod
+    return Placement(pool, pods, per_pod, min_pods, others)
+
+
+def _team(cfg: StackConfig, job: JobFile) -> tuple[Team, str]:
+    """The job's team and priority class (the first of the team's classes of the job's class)."""
+    found = [t for t in cfg.scheduler.teams if t.name == job.team]
+    if not found:
+        teams = ", ".join(t.name for t in cfg.scheduler.teams) or "none"
+        raise ConfigError("team", f"no team {job.team!r} in stack {cfg.stack} (higgsfield:scheduler.teams: {teams})")
+    classes = cfg.scheduler.classes_of(found[0], job.class_)
+    if not classes:
+        raise ConfigError("class", f"team {job.team} is given no {job.class_} priority class in stack {cfg.stack}")
+    if job.priority is not None and job.priority not in classes:
+        raise ConfigError(
+            "priority", f"{job.priority!r} is not one of team {job.team}'s {job.class_} classes: {', '.join(classes)}"
+        )
+    return found[0], job.priority or classes[0]
+
+
+def command_of(job: JobFile) -> list[str]:
+    """What the main container runs: the launcher (examples/checkpointing.py: SIGTERM to the
+    workers, each line prefixed with its rank) in front of the team's command; a PyTorch job's
+    `python SCRIPT ARGS` under torchrun (one process per GPU, from the PET_* settings the operator
+    injects), every worker through the launcher's line prefixer."""
+    launcher = ["python", f"{CODE_MOUNT}/{LAUNCHER}"]
+    command = list(job.command)
+    if job.framework == "pytorch" and command[0] in ("python", "python3"):
+        return [*launcher, "torchrun", "--no-python", *launcher, "--rank-prefix", *command]
+    return [*launcher, *command]
+
+
+def _driver_affinity(job: JobFile) -> dict | None:
+    """Node affinity on the driver branch GPU feature discovery labels the node with (which a pool at
+    zero offers too: the autoscaler's node-template tag, the Karpenter NodePool's label)."""
+    wanted = job.resources.driver_wanted()
+    if wanted is None:
+        return None
+    operator, branch = wanted
+    term = (
+        {"key": DRIVER_MAJOR_LABEL, "operator": "Gt", "values": [str(branch - 1)]}
+        if operator == ">="
+        else {"key": DRIVER_MAJOR_LABEL, "operator": "In", "values": [str(branch)]}
+    )
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [term]}]}
+        }
+    }
+
+
+def _pod(job: JobFile, cfg: StackConfig, placed: Placement, priority: str, image: str, gpus: int) -> dict:
+    pool, container = placed.pool, FRAMEWORKS[job.framework][3]
+    spec: dict[str, Any] = {
+        "priorityClassName": priority,
+        "automountServiceAccountToken": False,  # training needs no Kubernetes API
+        "nodeSelector": {POOL_LABEL: pool.name, "topology.kubernetes.io/zone": pool.availability_zone},
+        "tolerations": [dict(t) for t in TOLERATIONS],
+        "containers": [
+            {
+                "name": container,
+                "image": image,
+                "command": command_of(job),
+                "env": [{"name": k, "value": v} for k, v in job.env.items()],
+                "resources": {"limits": {GPU_RESOURCE: gpus}} if gpus else {},
+                "volumeMounts": [
+                    {"name": "code", "mountPath": CODE_MOUNT},
+                    {"name": "local", "mountPath": "/local"},
+                ],
+            }
+        ],
+        "volumes": [
+            {"name": "code", "configMap": {"name": f"{job.name}-launcher"}},
+            {"name": "local", "emptyDir": {}},  # the node's RAID0 NVMe
+        ],
+    }
+    affinity = _driver_affinity(job)
+    if affinity and gpus:
+        spec["affinity"] = affinity
+    # What Volcano may take back (docs/design/workload-classes.md): an elastic job's workers above its
+    # minimum and evaluation, the scavenger; never a training gang nor serving. Volcano's gang plugin
+    # still takes no pod of a job at its minAvailable.
+    preemptable = job.elastic is not None or job.class_ == "evaluation"
+    return {"metadata": {"annotations": {"volcano.sh/preemptable": str(preemptable).lower()}}, "spec": spec}
+
+
+def _share_of_node(template: dict, pool: GpuPool, image: str, gpus: int) -> None:
+    """A pod of fewer GPUs than its node: the pool's taints tolerated, its share of the node's
+    memory, half of it as /dev/shm; no EFA (one node needs no network between its GPUs)."""
+    spec, main = template["spec"], template["spec"]["containers"][0]
+    main["image"] = image
+    tolerate_pool(spec, pool)
+    node_mib = pool.instance.memory_mib or 64 * 1024
+    memory = node_mib * NODE_MEMORY_SHARE * gpus / pool.gpus_per_node
+    main["resources"]["limits"]["memory"] = f"{int(memory // 1024)}Gi"
+    spec["volumes"].append(
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{int(memory * SHM_SHARE // 1024)}Gi"}}
+    )
+    main["volumeMounts"].append({"name": "shm", "mountPath": "/dev/shm"})
+
+
+def _replicas(job: JobFile, placed: Placement) -> list[tuple[str, int, bool]]:
+    """(replica type, replicas, holds GPUs) of the job: a leader and the workers as the framework
+    has them; an elastic PyTorch job only workers (the c10d rendezvous needs no master)."""
+    types = FRAMEWORKS[job.framework][2]
+    if job.elastic is not None:
+        return [("Worker", placed.min_pods, True)]
+    if job.framework == "mpi":  # the launcher runs mpirun: on the pool, without GPUs
+        return [("Launcher", 1, False), ("Worker", placed.pods, True)]
+    if len(types) == 1:
+        return [(types[0], placed.pods, True)]
+    return [(types[0], 1, True)] + ([("Worker", placed.pods - 1, True)] if placed.pods > 1 else [])
+
+
+def _mpi_replica(template: dict, replica: str, job: JobFile) -> None:
+    """An MPIJob's replicas (examples/mpi-nccl-tests.yaml): the launcher runs the team's command
+    (mpirun ...) itself and keeps its service-account token (the operator's launcher reaches the
+    workers with kubectl exec: kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4);
+    a worker runs no command of its own (the operator makes it wait for the launcher's ranks)."""
+    spec, main = template["spec"], template["spec"]["containers"][0]
+    if replica == "Launcher":
+        main["command"] = list(job.command)
+        spec.pop("automountServiceAccountToken", None)
+    else:
+        main.pop("command", None)
+
+
+def _overridden(template: dict, job: JobFile) -> list[str]:
+    """The job's env settings the platform replaced (EFA, checkpoints, the launcher's PYTHONPATH)."""
+    final = {e["name"]: e.get("value") for e in template["spec"]["containers"][0].get("env", [])}
+    return sorted(k for k, v in job.env.items() if final.get(k) != v)
+
+
+def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
+    """The Kubernetes objects of the team's job on stack `cfg`: the launcher's ConfigMap and the
+    Kubeflow job (last), and where it was placed. Refusals are ConfigErrors naming the job-file key."""
+    if job.class_ == "serving":
+        # the team's admission policy refuses a Kubeflow job of a serving class (training never preempts:
+        # components/tenancy.py); serving runs as a Deployment, as examples/serving-classifier.yaml does
+        raise ConfigError(
+            "class",
+            "serving is served from a Deployment (higgsfield jobs render STACK serving-classifier), not a Kubeflow "
+            "job: the team's admission policy refuses a job of a serving class",
+        )
+    team, priority = _team(cfg, job)
+    placed = place(job, cfg, team)
+    pool = placed.pool
+    if job.image is not None:
+        check_image(cfg, pool, job.image, key="image")
+    image = job.image or default_image(cfg)
+    checkpoints = job.checkpoints == "shared"
+    if checkpoints and placed.pods > 1 and not cfg.fsx.enabled:
+        raise ConfigError(
+            "checkpoints",
+            f"shared: {placed.pods} nodes would keep their checkpoints on their own disks (stack {cfg.stack} has no "
+            "FSx, higgsfield:fsx.enabled), so the job could never resume after a lost node; "
+            "use checkpoints: off or one node",
+        )
+    kind, key, _, _ = FRAMEWORKS[job.framework]
+    specs = {}
+    for replica, count, gpus in _replicas(job, placed):
+        template = _pod(job, cfg, placed, priority, image, placed.gpus_per_pod if gpus else 0)
+        merge_env(template["spec"]["containers"][0], {"PYTHONPATH": CODE_MOUNT})  # the job may import checkpointing
+        if not gpus:
+            tolerate_pool(template["spec"], pool)  # on the pool (the system nodes are tainted), no GPU
+            template["spec"]["containers"][0].pop("resources")
+        elif placed.whole_nodes:
+            prepare_gpu_pod(template["spec"], pool, image, f"{kind} {replica}", efa=True)
+        else:
+            _share_of_node(template, pool, image, placed.gpus_per_pod)
+        if gpus and job.class_ == "training":
+            # Karpenter never voluntarily disrupts the node of a training pod (components/karpenter.py)
+            template["metadata"]["annotations"][DO_NOT_DISRUPT] = "true"
+        if gpus and cfg.fsx.enabled:
+            jobs._attach_lustre(template)
+            jobs._attach_datasets(template, cfg, team, only=tuple(d.dataset for d in job.data) or None)
+        if gpus:
+            jobs._checkpoint(template, cfg, pool, team, job.name, enabled=checkpoints)
+        run_as_team(template, team)
+        clash = _overridden(template, job)
+        if clash:
+            raise ConfigError(f"env.{clash[0]}", "is set by the platform for this job; leave it out of env")
+        mpi = job.framework == "mpi"
+        if mpi:
+            _mpi_replica(template, replica, job)
+        # ExitCode: 143 (a drain) and 150 (a lost peer) from the launcher retry, a bug's 1 fails
+        # (examples/pytorch-ddp.yaml); mpirun's codes are its own, so MPI restarts on failure as the NCCL test does
+        specs[replica] = {"replicas": count, "restartPolicy": "OnFailure" if mpi else "ExitCode", "template": template}
+    workload: dict[str, Any] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": kind,
+        "metadata": {"name": job.name, "namespace": team.name, "labels": {"higgsfield.io/job-file": "true"}},
+        "spec": {
+            "runPolicy": {
+                "cleanPodPolicy": "None",
+                # counts restarts in place only, which ExitCode pods never have (examples/pytorch-ddp.yaml)
+                "backoffLimit": 3 * max(placed.pods, pool.max_size) + 1,
+                "schedulingPolicy": {
+                    "queue": team.queue,
+                    "priorityClass": priority,
+                    "minAvailable": sum(c for _, c, _ in _replicas(job, placed)),
+                },
+            },
+            key: specs,
+        },
+    }
+    if job.framework == "pytorch":
+        workload["spec"]["nprocPerNode"] = str(placed.gpus_per_pod)
+    if job.framework == "mpi":
+        workload["spec"]["slotsPerWorker"] = placed.gpus_per_pod  # mpirun's ranks per worker: one per GPU
+    if job.elastic is not None:
+        workload["spec"]["elasticPolicy"] = {
+            "rdzvBackend": "c10d",
+            "minReplicas": placed.min_pods,
+            "maxReplicas": placed.pods,
+            "maxRestarts": 10,
+            # grows into GPUs nobody waits for, as examples/pytorch-elastic.yaml does (docs/design/elastic.md):
+            # the operator's HPA on the room of the job's queue on its pool, never on utilisation
+            "metrics": [
+                {
+                    "type": "External",
+                    "external": {
+                        "metric": {
+                            "name": ELASTIC_ROOM_METRIC,
+                            "selector": {"matchLabels": {"queue_name": team.queue, "pool": pool.name}},
+                        },
+                        "target": {"type": "Value", "value": "1"},
+                    },
+                }
+            ],
+        }
+    code = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{job.name}-launcher", "namespace": team.name},
+        "data": {LAUNCHER: (shipped("examples") / LAUNCHER).read_text()},
+    }
+    return [code, workload], placed
+
+
+def header(job: JobFile, cfg: StackConfig, placed: Placement, objects: list[dict]) -> str:
+    """The YAML comment on top of a rendered job file: where it was placed and why."""
+    pool, workload = placed.pool, objects[-1]
+    policy = workload["spec"]["runPolicy"]["schedulingPolicy"]
+    size = (
+        f"{placed.pods} node(s) x {placed.gpus_per_pod} GPUs" if placed.whole_nodes else f"{placed.gpus_per_pod} GPUs"
+    )
+    if job.elastic is not None:
+        size = f"{placed.min_pods} to {placed.pods} node(s) x {placed.gpus_per_pod} GPUs"
+    lines = [
+        f"# {job.name} ({workload['kind']}) for stack {cfg.stack}, rendered from a job file by higgsfield jobs render",
+        f"# Placed on pool {_shown(pool)}: {size}, {pool.capacity_type}.",
+        f"# Team {job.team}: queue {policy['queue']}, priority class {policy['priorityClass']}, "
+        f"UID/GID {workload_uid(workload)}.",
+    ]
+    if placed.others:
+        lines.append(f"# Also fitted: {', '.join(placed.others)} (on-demand pools first, then the stack file's order).")
+    if job.resources.cuda_driver:
+        branch = versions.EKS_NVIDIA_DRIVER_BRANCH
+        lines.append(
+            f"# cudaDriver {job.resources.cuda_driver}: the AMI's driver branch is {branch}; required of the nodes "
+            f"by {DRIVER_MAJOR_LABEL}."
+        )
+    return "\n".join([*lines, jobs.image_comment(cfg, workload_image(workload)), ""])
+
+
+def _main_containers(workload: dict) -> list[dict]:
+    return [t["spec"]["containers"][0] for t in jobs.pod_templates(workload)]
+
+
+def workload_image(workload: dict) -> str:
+    return str(_main_containers(workload)[0]["image"])
+
+
+def workload_uid(workload: dict) -> int:
+    return int(next(iter(jobs.pod_templates(workload)))["spec"]["securityContext"]["runAsUser"])
+
+
+def to_yaml(job: JobFile, cfg: StackConfig, objects: list[dict], placed: Placement) -> str:
+    """The rendered job for `kubectl apply -f -`, its header comment first."""
+    return header(job, cfg, placed, objects) + jobs.to_yaml(objects)
+
+
+MAX_JOB_FILE = 1 << 20  # a job file is a screenful; a megabyte is a mistake
+
+
+def read_job_file(path: str) -> JobFile:
+    """The job file at `path` (`-`: standard input), validated; errors name the file and the key."""
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    from infra.config import load_job
+
+    shown = "<stdin>" if path == "-" else path
+    try:
+        text = sys.stdin.read(MAX_JOB_FILE + 1) if path == "-" else Path(path).read_text()[: MAX_JOB_FILE + 1]
+    except OSError as exc:
+        raise ConfigError(shown, f"cannot be read: {exc.strerror or exc}") from None
+    if len(text) > MAX_JOB_FILE:
+        raise ConfigError(shown, f"is larger than {MAX_JOB_FILE:,} characters: not a job file")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError(shown, f"is not YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    return load_job(data, shown)
+
+
+def render_file(path: str, cfg: StackConfig) -> tuple[JobFile, list[dict], Placement]:
+    """`read_job_file` then `render`, a refusal's key prefixed with the file (`llama.yaml: resources.gpus`)."""
+    job = read_job_file(path)
+    try:
+        objects, placed = render(job, cfg)
+    except ConfigError as exc:
+        shown = "<stdin>" if path == "-" else path
+        key = exc.key if exc.key.startswith(("higgsfield:", "images/")) else f"{shown}: {exc.key}"
+        raise ConfigError(key, exc.problems[0].message) from None
+    return job, objects, placed

@@ -1,0 +1,297 @@
+"""`higgsfield jobs submit/status/logs/cancel` and the Python API, through the maintained Kubernetes
+client against the fake API server (tests/fake_kube_api.py: the real wire formats, Status objects
+with the real codes, watch and followed logs): server-side apply with a field manager, dry runs
+that store nothing, the gang's state and why it waits, every rank's log merged by time."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+import yaml
+
+from infra.cli.main import main
+from infra.core.names import JOB_NAME_LABEL, POOL_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL, STARTUP_TAINT_KEY
+from tests.conftest import ROOT
+from tests.fake_kube_api import FakeKubernetesApi
+
+pytest.importorskip("kubernetes", reason="the job client needs the kubernetes package (pip install -e '.[client]')")
+
+JOB_FILE = str(ROOT / "examples" / "llama-ft.job.yaml")
+JOB_PATH = "/apis/kubeflow.org/v1/namespaces/llm/pytorchjobs/llama-ft"
+
+
+@pytest.fixture
+def api():
+    fake = FakeKubernetesApi()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def kubeconfig(api, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "prod", "cluster": {"server": api.url}}],
+                "users": [{"name": "me", "user": {"token": "t"}}],
+                "contexts": [{"name": "prod", "context": {"cluster": "prod", "user": "me"}}],
+                "current-context": "prod",
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    return str(path)
+
+
+def _job(phase: str | None = None, conditions: tuple[str, ...] = ("Created",)) -> dict:
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "llama-ft", "namespace": "llm"},
+        "spec": {
+            "runPolicy": {"schedulingPolicy": {"queue": "research"}},
+            "pytorchReplicaSpecs": {"Master": {"template": {"spec": {"nodeSelector": {POOL_LABEL: "h100"}}}}},
+        },
+        "status": {"conditions": [{"type": c, "status": "True"} for c in conditions]},
+    }
+    return job
+
+
+def _podgroup(name: str, namespace: str, phase: str, created: str, message: str | None = None) -> dict:
+    status: dict = {"phase": phase}
+    if message:
+        status["conditions"] = [
+            {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources", "message": message}
+        ]
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created},
+        "spec": {"queue": "research", "minMember": 2},
+        "status": status,
+    }
+
+
+def _pod(replica: str, index: int, node: str | None, phase: str = "Running") -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"llama-ft-{replica.lower()}-{index}",
+            "namespace": "llm",
+            "uid": f"uid-{replica.lower()}-{index}",  # one pod: its uid stays as its status changes
+            "labels": {JOB_NAME_LABEL: "llama-ft", REPLICA_TYPE_LABEL: replica, REPLICA_INDEX_LABEL: str(index)},
+        },
+        "spec": {"containers": [{"name": "pytorch", "image": "i"}], **({"nodeName": node} if node else {})},
+        "status": {"phase": phase},
+    }
+
+
+def _node(name: str, gated: bool = False) -> dict:
+    taints = [{"key": STARTUP_TAINT_KEY, "value": "true", "effect": "NoSchedule"}] if gated else []
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {POOL_LABEL: "h100"}},
+        "spec": {"taints": taints},
+    }
+
+
+def test_submit_applies_the_rendered_job_server_side_with_the_higgsfield_field_manager(api, kubeconfig, capsys):
+    assert main(["jobs", "submit", "prod", "-f", JOB_FILE]) == 0
+    stored = api.get(JOB_PATH)
+    assert stored["metadata"]["managedFields"][0]["manager"] == "higgsfield"
+    assert stored["spec"]["runPolicy"]["schedulingPolicy"]["queue"] == "research"
+    assert api.get("/api/v1/namespaces/llm/configmaps/llama-ft-launcher") is not None
+    assert capsys.readouterr().out.splitlines() == [
+        "configmap/llama-ft-launcher serverside-applied",
+        "pytorchjob/llama-ft serverside-applied",
+    ]
+
+
+def test_a_dry_run_submit_is_checked_by_the_server_and_stores_nothing(api, kubeconfig, capsys):
+    assert main(["jobs", "submit", "prod", "-f", JOB_FILE, "--dry-run"]) == 0
+    assert not api.objects
+    assert all("dryRun=All" in path for verb, path in api.requests if verb == "PATCH")
+    assert "(server dry run)" in capsys.readouterr().out
+
+
+def test_a_job_the_admission_policy_refuses_is_one_line_with_the_apis_code_and_reason(api, kubeconfig, capsys):
+    def admit(verb, obj):
+        if obj.get("kind") == "PyTorchJob":
+            return 422, "Invalid", 'pytorchjobs.kubeflow.org "llama-ft" is forbidden: a job names its team\'s queue'
+        return None
+
+    api.admit = admit
+    assert main(["jobs", "submit", "prod", "-f", JOB_FILE]) == 2
+    assert capsys.readouterr().err == (
+        'error: 422 Invalid: pytorchjobs.kubeflow.org "llama-ft" is forbidden: a job names its team\'s queue\n'
+    )
+
+
+def test_status_of_a_gang_waiting_for_quota_says_so_with_its_place_in_the_queue(api, kubeconfig, capsys):
+    api.put(_job())
+    api.put(_podgroup("older", "vision", "Pending", "2026-01-01T00:00:00Z"))
+    api.put(_podgroup("llama-ft", "llm", "Pending", "2026-01-01T00:05:00Z", "queue resource quota insufficient"))
+    assert main(["jobs", "status", "prod", "-f", JOB_FILE, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert (status["state"], status["gang"], status["queue"], status["position"]) == (
+        "Created",
+        "Pending",
+        "research",
+        2,
+    )
+    (why,) = status["waiting"]
+    assert why.startswith("quota: Volcano has not admitted the gang into queue research")
+    assert "queue resource quota insufficient" in why
+
+
+def test_status_of_an_admitted_gang_names_capacity_and_the_nodes_in_their_health_check(api, kubeconfig, capsys):
+    api.put(_job())
+    api.put(_podgroup("llama-ft", "llm", "Inqueue", "2026-01-01T00:00:00Z", "1/2 tasks in gang unschedulable"))
+    api.put(_pod("Master", 0, None, "Pending"))
+    api.put(_pod("Worker", 0, None, "Pending"))
+    api.put(_node("ip-10-40-1-1", gated=True))
+    assert main(["jobs", "status", "prod", "llama-ft", "-n", "llm"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "PyTorchJob llm/llama-ft: Created; gang Inqueue (queue research)"
+    assert lines[1].startswith("  waits: capacity: 2 pod(s) wait for nodes of pool h100")
+    assert lines[2] == "  waits: gate: 1 node(s) of pool h100 are in their health check: ip-10-40-1-1"
+
+
+def test_status_as_a_team_member_says_what_it_can_without_the_cluster_scoped_reads_it_may_not_make(
+    api, kubeconfig, capsys
+):
+    """A team's people may read their namespace (EKS's edit policy, the higgsfield-jobs Role), not
+    nodes nor other namespaces' PodGroups: no queue position, no gate, still the wait for quota."""
+    api.allow = lambda verb, group, resource, namespace: namespace == "llm"
+    api.put(_job())
+    api.put(_podgroup("llama-ft", "llm", "Pending", "2026-01-01T00:05:00Z"))
+    assert main(["jobs", "status", "prod", "-f", JOB_FILE, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["position"] is None and [w.split(":")[0] for w in status["waiting"]] == ["quota"]
+
+
+def test_a_job_the_user_may_not_read_is_the_apis_forbidden(api, kubeconfig, capsys):
+    api.allow = lambda verb, group, resource, namespace: namespace == "vision"
+    assert main(["jobs", "cancel", "prod", "-f", JOB_FILE]) == 2
+    assert capsys.readouterr().err == (
+        'error: 403 Forbidden: pytorchjobs.kubeflow.org "llama-ft" is forbidden: User "me" cannot delete resource '
+        '"pytorchjobs" '
+        'in API group "kubeflow.org" in the namespace "llm"\n'
+    )
+
+
+def test_status_of_a_running_job_lists_its_pods_and_nodes_and_no_wait(api, kubeconfig, capsys):
+    api.put(_job(conditions=("Created", "Running")))
+    api.put(_podgroup("llama-ft", "llm", "Running", "2026-01-01T00:00:00Z"))
+    api.put(_pod("Master", 0, "node-a"))
+    api.put(_pod("Worker", 0, "node-b"))
+    assert main(["jobs", "status", "prod", "-f", JOB_FILE, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert (status["state"], status["waiting"], status["nodes"]) == ("Running", [], ["node-a", "node-b"])
+
+
+def test_status_of_a_job_that_does_not_exist_is_the_apis_not_found(api, kubeconfig, capsys):
+    assert main(["jobs", "status", "prod", "nope", "-n", "llm"]) == 2
+    assert capsys.readouterr().err == 'error: 404 NotFound: pytorchjobs "nope" not found\n'
+
+
+def test_logs_merge_every_ranks_lines_by_time_each_prefixed_with_node_and_replica(api, kubeconfig, capsys):
+    api.put(_pod("Master", 0, "node-a"))
+    api.put(_pod("Worker", 0, "node-b"))
+    api.log("llm", "llama-ft-master-0", "[rank 0] step 1", at="2026-01-01T00:00:01.5Z")
+    api.log("llm", "llama-ft-worker-0", "[rank 8] step 1", at="2026-01-01T00:00:01.25Z")
+    api.log("llm", "llama-ft-master-0", "[rank 3] step 2", at="2026-01-01T00:00:02.000000001Z")
+    api.log("llm", "llama-ft-worker-0", "[rank 9] step 2", at="2026-01-01T00:00:02Z")
+    assert main(["jobs", "logs", "prod", "-f", JOB_FILE]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "node-b worker-0 [rank 8] step 1",
+        "node-a master-0 [rank 0] step 1",
+        "node-b worker-0 [rank 9] step 2",
+        "node-a master-0 [rank 3] step 2",
+    ]
+
+
+def test_logs_follow_streams_the_lines_written_while_it_runs_from_pods_that_start_later(api, kubeconfig, capsys):
+    api.put(_job())
+    api.put(_pod("Master", 0, "node-a"))
+    api.log("llm", "llama-ft-master-0", "[rank 0] started")
+    steps = [
+        (0.3, lambda: api.log("llm", "llama-ft-master-0", "[rank 0] step 1")),
+        (0.5, lambda: api.put(_pod("Worker", 0, "node-b"))),  # the gang's other pod, or one the operator recreated
+        (0.7, lambda: api.log("llm", "llama-ft-worker-0", "[rank 8] step 1")),
+        (1.0, lambda: [api.put(_pod(r, 0, n, "Succeeded")) for r, n in (("Master", "node-a"), ("Worker", "node-b"))]),
+    ]
+    for delay, step in steps:
+        threading.Timer(delay, step).start()
+    assert main(["jobs", "logs", "prod", "llama-ft", "-n", "llm", "--follow"]) == 0  # ends when every pod has
+    assert sorted(capsys.readouterr().out.splitlines()) == [
+        "node-a master-0 [rank 0] started",
+        "node-a master-0 [rank 0] step 1",
+        "node-b worker-0 [rank 8] step 1",
+    ]
+
+
+def test_logs_follow_of_a_job_that_does_not_exist_is_not_found_at_once(api, kubeconfig, capsys):
+    assert main(["jobs", "logs", "prod", "nope", "-n", "llm", "--follow"]) == 2
+    assert capsys.readouterr().err == 'error: 404 NotFound: pytorchjobs "nope" not found\n'
+
+
+def test_cancel_deletes_the_job_and_cancelling_again_is_not_found(api, kubeconfig, capsys):
+    api.put(_job())
+    assert main(["jobs", "cancel", "prod", "-f", JOB_FILE]) == 0
+    assert api.get(JOB_PATH) is None and capsys.readouterr().out == "pytorchjob/llama-ft deleted\n"
+    assert main(["jobs", "cancel", "prod", "-f", JOB_FILE]) == 2
+    assert capsys.readouterr().err == 'error: 404 NotFound: pytorchjobs "llama-ft" not found\n'
+
+
+def test_the_python_api_submits_reports_and_cancels_the_same_job(api, kubeconfig):
+    from infra.cli.client import Job
+
+    job = Job(
+        "prod",
+        name="llama-ft",
+        team="llm",
+        command=["python", "train.py"],
+        resources={"gpus": 16, "gpuType": ["H100", "H200"], "interconnect": "efa", "cudaDriver": ">=570"},
+    )
+    assert [o["kind"] for o in job.submit(dry_run=True)] == ["ConfigMap", "PyTorchJob"] and not api.objects
+    job.submit()
+    api.put(_pod("Master", 0, "node-a"))
+    api.log("llm", "llama-ft-master-0", "[rank 0] hello", at="2026-01-01T00:00:00Z")
+    assert job.status().state == "Submitted" and job.status().pods == [("llama-ft-master-0", "Running", "node-a")]
+    assert [str(line) for line in job.logs()] == ["node-a master-0 [rank 0] hello"]
+    job.cancel()
+    assert api.get(JOB_PATH) is None
+
+
+def test_the_notebook_example_in_the_manual_runs_as_written(api, kubeconfig, capsys):
+    page = (ROOT / "docs" / "concepts" / "training-jobs.md").read_text()
+    code = page.split("### From a notebook: the Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    api.put(_pod("Master", 0, "node-a"))  # what the operator would create once the job is applied
+    api.log("llm", "llama-ft-master-0", "[rank 0] hello", at="2026-01-01T00:00:00Z")
+    exec(compile(code, "training-jobs.md", "exec"), {})  # noqa: S102 - the manual's own example
+    out = capsys.readouterr().out
+    assert "PyTorchJob llm/llama-ft: Submitted" in out and "node-a master-0 [rank 0] hello" in out
+    assert api.get(JOB_PATH) is None  # it ends by cancelling
+
+
+def test_the_python_functions_take_a_job_and_follow_its_logs(api, kubeconfig):
+    from infra.cli.client import Job, cancel, logs, status, submit
+
+    job = Job.from_file(JOB_FILE, "prod")
+    submit(job)
+    api.put(_pod("Master", 0, "node-a"))
+    api.log("llm", "llama-ft-master-0", "[rank 0] step 1", at="2026-01-01T00:00:00Z")
+    threading.Timer(0.3, lambda: api.put(_pod("Master", 0, "node-a", "Succeeded"))).start()
+    assert [str(line) for line in logs(job, follow=True)] == ["node-a master-0 [rank 0] step 1"]
+    assert status(job).pods == [("llama-ft-master-0", "Succeeded", "node-a")]
+    cancel(job)
+    assert api.get(JOB_PATH) is None

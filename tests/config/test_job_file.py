@@ -1,0 +1,107 @@
+"""A team's job file is typed like a stack file: the issue's example validates as written, against
+the model and against the generated JSON Schema editors use; every bad key is one line naming it."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infra.config import ConfigError, load_job
+from tests.conftest import ROOT
+
+EXAMPLE = yaml.safe_load((ROOT / "examples" / "llama-ft.job.yaml").read_text())
+SCHEMA = json.loads((ROOT / "schemas" / "job.schema.json").read_text())
+
+
+def _problems(data: dict) -> dict[str, str]:
+    with pytest.raises(ConfigError) as refused:
+        load_job(data, "job.yaml")
+    return {p.key: p.message for p in refused.value.problems}
+
+
+def test_the_issues_example_validates_against_the_model_and_the_schema():
+    job = load_job(EXAMPLE)
+    assert (job.resources.gpus, job.resources.gpu_type, job.resources.driver_wanted()) == (
+        16,
+        ("H100", "H200"),
+        (">=", 570),
+    )
+    jsonschema.Draft202012Validator(SCHEMA).validate(EXAMPLE)
+
+
+def test_one_gpu_type_may_be_written_without_a_list_in_the_model_and_the_schema():
+    data = {**EXAMPLE, "resources": {**EXAMPLE["resources"], "gpuType": "H100"}}
+    assert load_job(data).resources.gpu_type == ("H100",)
+    jsonschema.Draft202012Validator(SCHEMA).validate(data)
+
+
+def test_every_wrong_key_is_named_in_one_line_each():
+    problems = _problems(
+        {
+            "name": "Llama_FT",
+            "team": "llm",
+            "command": [],
+            "resources": {"gpus": 0, "interconnect": "infiniband", "cudaDriver": "570.86"},
+            "checkpoint": "shared",
+        }
+    )
+    assert set(problems) == {
+        "job.yaml: name",
+        "job.yaml: command",
+        "job.yaml: resources.gpus",
+        "job.yaml: resources.interconnect",
+        "job.yaml: resources.cudaDriver",
+        "job.yaml: checkpoint",
+    }
+    assert problems["job.yaml: checkpoint"] == "is not a job file setting (docs/reference/job-file.md)"
+    assert "'infiniband' is not one of: efa, any" in problems["job.yaml: resources.interconnect"]
+
+
+def test_the_schema_refuses_what_the_model_refuses():
+    bad = {**EXAMPLE, "resources": {**EXAMPLE["resources"], "interconnect": "infiniband"}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(SCHEMA).validate(bad)
+
+
+def test_checkpoints_off_written_unquoted_is_off_not_a_boolean():
+    data = yaml.safe_load("name: j\nteam: llm\ncommand: [python, t.py]\nresources: {gpus: 1}\ncheckpoints: off\n")
+    assert data["checkpoints"] is False and load_job(data).checkpoints == "off"
+
+
+def test_only_a_pytorch_job_is_elastic():
+    problems = _problems({**EXAMPLE, "framework": "mpi", "elastic": {"minGpus": 8}})
+    assert problems == {"job.yaml: elastic": "only PyTorch jobs are elastic (the operator's elasticPolicy), not mpi"}
+
+
+def test_an_elastic_minimum_above_the_jobs_gpus_is_refused():
+    problems = _problems({**EXAMPLE, "elastic": {"minGpus": 32}})
+    assert "more than resources.gpus 16" in problems["job.yaml: elastic.minGpus"]
+
+
+# Any value YAML can hold, in place of any key of the example: a ConfigError naming keys, never another exception.
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=50),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=1000, derandomize=True, database=None)
+@given(
+    st.sampled_from(["name", "team", "command", "image", "framework", "class", "elastic", "data", "env", "priority"])
+    | st.sampled_from(["resources.gpus", "resources.gpuType", "resources.gpuMemoryGiB", "resources.cudaDriver"]),
+    _VALUES,
+)
+def test_any_value_in_any_key_is_accepted_or_refused_naming_keys_never_crashing(key, value):
+    data = json.loads(json.dumps(EXAMPLE))
+    outer, _, inner = key.partition(".")
+    (data[outer] if inner else data)[inner or outer] = value
+    try:
+        load_job(data, "job.yaml")
+    except ConfigError as refused:
+        assert all(p.key.startswith("job.yaml") and p.message for p in refused.problems)
