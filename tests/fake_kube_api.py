@@ -17,7 +17,12 @@ pkg/endpoints/handlers and apimachinery pkg/api/errors at v1.35.0):
   and Conflict (stale resourceVersion), 403 Forbidden, 422 Invalid, 400 BadRequest, 415.
 
 Admission is pluggable: `admit(verb, obj) -> (code, reason, message) | None` runs on every write
-(dry runs included), as a ValidatingAdmissionPolicy or webhook would.
+(dry runs included), as a ValidatingAdmissionPolicy or webhook would. So is authorization:
+`forbid(verb, ref) -> bool` answers 403 Forbidden with RBAC's message (staging/src/k8s.io/apiserver/
+pkg/endpoints/handlers/responsewriters/errors.go `forbiddenMessage`: `PLURAL.GROUP "NAME" is
+forbidden: User "U" cannot VERB resource "PLURAL" in API group "GROUP" in the namespace "NS"`).
+`GET /version` answers `version` (the version.Info JSON). Deleting a namespace deletes what it
+holds (the namespace controller's work, done at once here).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 Admit = Callable[[str, dict], "tuple[int, str, str] | None"]
+Forbid = Callable[[str, "Ref"], bool]
+USER = "arn:aws:iam::123456789012:user/verifier"  # the user the fake says it refused
 
 # The kinds the fake knows by their plural (others are taken from the stored objects).
 KINDS = {
@@ -114,7 +121,9 @@ class FakeKubernetesApi:
     """An in-memory API server. `url` is its address; `put(obj)` seeds an object; `logs` holds each
     pod's log lines as (timestamp, text) per container."""
 
-    def __init__(self, admit: Admit | None = None) -> None:
+    def __init__(self, admit: Admit | None = None, forbid: Forbid | None = None) -> None:
+        self.forbid = forbid
+        self.version = {"major": "1", "minor": "35", "gitVersion": "v1.35.0-eks-4096722", "platform": "linux/amd64"}
         self.objects: dict[tuple[str, str | None, str, str], dict] = {}
         self.logs: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
         self.requests: list[tuple[str, str]] = []
@@ -218,10 +227,14 @@ class FakeKubernetesApi:
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         self.requests.append((verb, h.path))
         body = h.rfile.read(int(h.headers.get("Content-Length") or 0))
+        if url.path.rstrip("/") == "/version":
+            return _send(h, 200, self.version)
         try:
             ref = Ref.parse(url.path)
         except (IndexError, ValueError):
             return _status(h, 404, "NotFound", "the server could not find the requested resource")
+        if self.forbid and self.forbid(verb, ref):
+            return _forbidden(h, verb, ref)
         if ref.sub == "log":
             return self._serve_log(h, ref, query)
         if verb == "GET" and ref.name is None:
@@ -328,6 +341,9 @@ class FakeKubernetesApi:
                 del self.objects[self._key(ref)]
                 self._version += 1
                 self._record(ref, "DELETED", found)
+                if ref.plural == "namespaces" and ref.namespace is None:
+                    for key in [k for k in self.objects if k[1] == ref.name]:
+                        self._record(Ref(key[0], key[1], key[2], key[3]), "DELETED", self.objects.pop(key))
         _send(
             h,
             200,
@@ -506,6 +522,23 @@ def _status(h: BaseHTTPRequestHandler, code: int, reason: str, message: str, det
     if details:
         body["details"] = details
     _send(h, code, body)
+
+
+def _forbidden(h: BaseHTTPRequestHandler, verb: str, ref: Ref) -> None:
+    group = ref.prefix.split("/")[1] if ref.prefix.startswith("apis/") else ""
+    resource = f"{ref.plural}.{group}" if group else ref.plural
+    action = {"GET": "get" if ref.name else "list", "POST": "create", "PUT": "update", "PATCH": "patch"}.get(
+        verb, "delete"
+    )
+    where = f' in the namespace "{ref.namespace}"' if ref.namespace else " at the cluster scope"
+    _status(
+        h,
+        403,
+        "Forbidden",
+        f'{resource} "{ref.name or ""}" is forbidden: User "{USER}" cannot {action} resource "{ref.plural}" '
+        f'in API group "{group}"{where}',
+        details={"name": ref.name or "", "group": group, "kind": ref.plural},
+    )
 
 
 def _not_found(h: BaseHTTPRequestHandler, ref: Ref) -> None:

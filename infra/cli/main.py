@@ -28,6 +28,7 @@ from infra.cli.commands import (
     schema,
     stacks,
     timeline,
+    verify,
 )
 from infra.cli.output import UsageError, colour_on
 from infra.core.stack_values import terminal_safe
@@ -44,6 +45,7 @@ COMMANDS = (
     cost,
     timeline,
     preflight,
+    verify,
     charts,
     init,
     healthcheck,
