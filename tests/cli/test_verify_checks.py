@@ -9,6 +9,7 @@ The state seeded is a healthy prod cluster as docs/day-one-journey.md describes 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -46,8 +47,8 @@ def plan():
     return plan_of(STACK)
 
 
-@pytest.fixture
-def aws(plan, monkeypatch):
+@contextlib.contextmanager
+def deployed_account(plan, monkeypatch):
     """moto holding the stack's cluster, node groups (Pulumi-named NAME-xxxxxxx), their Auto Scaling
     groups and the Capacity Block's scheduled actions, as the first `pulumi up` leaves them."""
     for var, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
@@ -62,37 +63,47 @@ def aws(plan, monkeypatch):
         )
         ec2 = session.client("ec2")
         ec2.create_launch_template(LaunchTemplateName="gpu-nodes", LaunchTemplateData={"ImageId": "ami-12c6146b"})
-        autoscaling = session.client("autoscaling")
         for group in plan.of_type(checks.NODE_GROUP):
-            cfg = group.inputs["scalingConfig"]
-            made = eks.create_nodegroup(
-                clusterName=CLUSTER,
-                nodegroupName=f"{group.name}-1a2b3c4",
-                nodeRole=role,
-                subnets=["subnet-1"],
-                scalingConfig=cfg,
-                taints=_api_taints(group.inputs.get("taints") or []),
-            )["nodegroup"]
-            asg = made["resources"]["autoScalingGroups"][0]["name"]
-            autoscaling.create_auto_scaling_group(
+            _node_group(session, plan, group, role)
+        yield session
+
+
+def _node_group(session, plan, group, role: str) -> None:
+    cfg = group.inputs["scalingConfig"]
+    made = session.client("eks").create_nodegroup(
+        clusterName=CLUSTER,
+        nodegroupName=f"{group.name}-1a2b3c4",
+        nodeRole=role,
+        subnets=["subnet-1"],
+        scalingConfig=cfg,
+        taints=_api_taints(group.inputs.get("taints") or []),
+    )["nodegroup"]
+    asg = made["resources"]["autoScalingGroups"][0]["name"]
+    autoscaling = session.client("autoscaling")
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName=asg,
+        LaunchTemplate={"LaunchTemplateName": "gpu-nodes"},
+        MinSize=cfg["minSize"],
+        MaxSize=cfg["maxSize"],
+        AvailabilityZones=[f"{REGION}a"],
+    )
+    for action in plan.of_type(checks.SCHEDULE):
+        if action.parent == group.parent:
+            a = action.inputs
+            autoscaling.put_scheduled_update_group_action(
                 AutoScalingGroupName=asg,
-                LaunchTemplate={"LaunchTemplateName": "gpu-nodes"},
-                MinSize=cfg["minSize"],
-                MaxSize=cfg["maxSize"],
-                AvailabilityZones=[f"{REGION}a"],
+                ScheduledActionName=a["scheduledActionName"],
+                MinSize=a["minSize"],
+                MaxSize=a["maxSize"],
+                DesiredCapacity=a["desiredCapacity"],
+                **({"StartTime": datetime.datetime.fromisoformat(a["startTime"])} if "startTime" in a else {}),
+                **({"Recurrence": a["recurrence"]} if "recurrence" in a else {}),
             )
-            for action in plan.of_type(checks.SCHEDULE):
-                if action.parent == group.parent:
-                    a = action.inputs
-                    autoscaling.put_scheduled_update_group_action(
-                        AutoScalingGroupName=asg,
-                        ScheduledActionName=a["scheduledActionName"],
-                        MinSize=a["minSize"],
-                        MaxSize=a["maxSize"],
-                        DesiredCapacity=a["desiredCapacity"],
-                        **({"StartTime": datetime.datetime.fromisoformat(a["startTime"])} if "startTime" in a else {}),
-                        **({"Recurrence": a["recurrence"]} if "recurrence" in a else {}),
-                    )
+
+
+@pytest.fixture
+def aws(plan, monkeypatch):
+    with deployed_account(plan, monkeypatch) as session:
         yield session
 
 

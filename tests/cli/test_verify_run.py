@@ -31,6 +31,12 @@ AWS_VARS = (
 )
 
 
+@pytest.fixture(autouse=True)
+def recorded_once(monkeypatch):
+    """The command records the stack's plan; here the session's one recording (tests/conftest.py)."""
+    monkeypatch.setattr("infra.offline.evaluate.record", lambda stack, *a, **k: plan_of(stack))
+
+
 @pytest.fixture
 def nothing(monkeypatch, tmp_path):
     """No AWS credentials anywhere, no kubeconfig."""
@@ -285,3 +291,85 @@ def test_allow_cost_prints_the_trials_estimate_before_it_starts(cluster, monkeyp
 def test_save_without_a_trial_says_nothing_was_measured(cluster, capsys, tmp_path):
     assert main(["verify", STACK, "--only", "kube.api", "--save", str(tmp_path / "m.json")]) == 0
     assert "nothing was measured" in capsys.readouterr().err and not (tmp_path / "m.json").exists()
+
+
+def test_a_trial_on_a_node_already_up_measures_no_cold_start(cluster, trial_ctx):
+    """A pool that was not at zero: the first step is reported, nothing is saved as a cold start."""
+    warm = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "ip-10-0-9-0",
+            "labels": {names.POOL_LABEL: "h100"},
+            "creationTimestamp": "2026-12-01T00:00:00Z",
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-01T00:05:00Z"}]},
+    }
+    cluster.put(warm)
+
+    def bind():
+        while not [k for k in cluster.objects if k[2] == "pods"]:
+            time.sleep(0.02)
+        pod = next(o for k, o in cluster.objects.items() if k[2] == "pods")
+        cluster.log(pod["metadata"]["namespace"], pod["metadata"]["name"], trial.FIRST_STEP)
+        cluster.put({**pod, "spec": {**pod["spec"], "nodeName": "ip-10-0-9-0"}})
+
+    threading.Thread(target=bind, daemon=True).start()
+    outcome = trial.run(trial_ctx)
+    assert outcome.status == "PASS" and "a node was already up" in outcome.evidence
+    assert "timings" not in trial_ctx.found
+
+
+def test_an_api_server_that_does_not_answer_is_a_network_failure(nothing, tmp_path, monkeypatch):
+    import socket
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: connection refused
+    monkeypatch.setenv("KUBECONFIG", kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{port}"))
+    ctx = connect.Context(STACK, plan_of(STACK), None, connect.kube_client(None))
+    (spec,) = [s for s in verify_checks() if s.id == "kube.api"]
+    (result,) = verify.run([spec], ctx, describe_error=connect.describe_error)
+    assert result.outcome.status == "FAIL" and result.outcome.evidence.startswith("network failure")
+
+
+def verify_checks():
+    from infra.cli.verify.checks import specs
+
+    return specs()
+
+
+def test_rejected_credentials_refuse_the_run_in_one_line():
+    def expired():
+        raise connect.aws_errors.ClientError(
+            {"Error": {"Code": "ExpiredToken", "Message": "The security token included in the request is expired"}},
+            "GetCallerIdentity",
+        )
+
+    sts = type("Sts", (), {"get_caller_identity": staticmethod(expired)})()
+    session = type("Session", (), {"client": lambda self, name, config=None: sts})()
+    with pytest.raises(connect.Refused, match=r"^AWS rejected the credentials \(ExpiredToken: "):
+        connect.caller(session)
+
+
+def test_a_healthy_stack_passes_every_read_only_check(cluster, monkeypatch, capsys):
+    """The whole read-only run as the deploy workflow runs it: the account in moto (its cluster's
+    endpoint the fake API server's address), the cluster in the fake API server; reservations left
+    out (moto has no capacity reservations; tests/cli/test_verify_checks.py stubs them)."""
+    from moto.backends import get_backend
+
+    from tests.cli import test_verify_checks as fixtures
+
+    plan = plan_of(STACK)
+    with fixtures.deployed_account(plan, monkeypatch) as session:
+        get_backend("eks")["123456789012"]["us-east-2"].clusters[fixtures.CLUSTER].endpoint = cluster.url
+        labels = {fixtures.checks.JOB_LABEL: "pytorch-ddp-h100", fixtures.checks.REPLICA_LABEL: "worker"}
+        fixtures._log(session, {"log": "step 1", "kubernetes": {"host": "ip-10-0-1-5", "labels": labels}})
+        code = main(["verify", STACK, "--skip", "aws.reservations", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0, [c for c in report["checks"] if c["status"] == "FAIL"]
+    statuses = {c["id"]: c["status"] for c in report["checks"]}
+    assert [k for k, v in statuses.items() if v == "SKIP"] == [
+        "kube.gpu-nodes", "trial.gang", "manual.nccl-efa", "manual.node-loss", "manual.upgrade"
+    ]  # fmt: skip

@@ -6,9 +6,13 @@ import argparse
 import datetime
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infra.cli.arguments import stack_argument
 from infra.cli.output import UsageError, add_report_options, emit, error, protected
+
+if TYPE_CHECKING:
+    from infra.cli.verify import connect
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,7 +74,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     stream = args.json is None and not args.output
     if stream:
-        print(f"verify {args.stack}: {len(specs)} check(s)" + ("" if args.allow_cost else " (read-only)"))
+        who = ctx.found.get("identity")
+        print(
+            f"verify {args.stack}: {len(specs)} check(s)"
+            + ("" if args.allow_cost else " (read-only)")
+            + (f" as {who}" if who else "")
+            + (f", cluster {ctx.kube.host}" if ctx.kube else "")
+        )
     results = verify.run(
         specs,
         ctx,
@@ -93,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if counts["FAIL"] else 0
 
 
-def _context(args: argparse.Namespace, specs: list) -> object | None:
+def _context(args: argparse.Namespace, specs: list) -> connect.Context | None:
     """The checks' context, or None after one line saying why nothing can be checked."""
     from infra.cli.verify import connect, trial
     from infra.offline.evaluate import record
@@ -104,11 +114,13 @@ def _context(args: argparse.Namespace, specs: list) -> object | None:
     try:
         session = connect.aws_session(plan.config.region) if "aws" in needs else None
         kube = connect.kube_client(args.context) if "kube" in needs else None
+        identity = connect.caller(session) if session else None
     except connect.Refused as exc:
         error(f"verify {args.stack}: {exc}")
         return None
     ctx = connect.Context(args.stack, plan, session, kube)
     ctx.found["keep"] = args.keep
+    ctx.found["identity"] = identity
     if args.allow_cost and any(s.costs for s in runs):
         chosen = trial.choose(plan.config, args.pool, args.nodes)
         ctx.found["trial"] = chosen
@@ -116,10 +128,10 @@ def _context(args: argparse.Namespace, specs: list) -> object | None:
     return ctx
 
 
-def _save(args: argparse.Namespace, ctx: object) -> None:
+def _save(args: argparse.Namespace, ctx: connect.Context) -> None:
     from infra.offline import measured
 
-    found = getattr(ctx, "found", {}).get("timings")
+    found = ctx.found.get("timings")
     if not found:
         error(f"--save {args.save}: nothing was measured (the trial runs only with --allow-cost, and it must pass)")
         return

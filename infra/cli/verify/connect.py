@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from botocore import exceptions as aws_errors
 
 from infra.cli.verify import Outcome, Spec, failed
@@ -152,6 +153,30 @@ def aws_session(region: str) -> Any:
     return session
 
 
+def caller(session: Any) -> str:
+    """Who the credentials are (sts:GetCallerIdentity, allowed to every identity); Refused when AWS
+    rejects them (expired, unknown), since every check would fail alike."""
+    from botocore.config import Config
+
+    from infra.cli.preflight import NO_CREDENTIALS, REJECTED
+
+    config = Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=5, read_timeout=10)
+    try:
+        return str(session.client("sts", config=config).get_caller_identity()["Arn"])
+    except (aws_errors.ConnectionError, aws_errors.HTTPClientError):
+        return "an identity STS could not be asked about"  # the checks say what the network does
+    except NO_CREDENTIALS as exc:
+        raise Refused(f"no AWS credentials ({type(exc).__name__}: {exc})") from exc
+    except aws_errors.ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") in REJECTED:
+            raise Refused(
+                f"AWS rejected the credentials ({error.get('Code')}: {error.get('Message')}): refresh them "
+                "(`aws sso login`, or new keys) and rerun"
+            ) from exc
+        raise
+
+
 def kube_client(context: str | None) -> Kube:
     """A client from the user's kubeconfig ($KUBECONFIG, else ~/.kube/config), else Refused."""
     from kubernetes import config
@@ -192,6 +217,6 @@ def describe_error(spec: Spec, exc: Exception) -> Outcome:
         if exc.status in (401, 403):
             return failed(f"the API server refused ({exc.status} {reason}): {message}", f"grant: {spec.rights}")
         return failed(f"the API server answered {exc.status} {reason}: {message}", "")
-    if isinstance(exc, (aws_errors.ConnectionError, aws_errors.HTTPClientError, OSError)):
+    if isinstance(exc, (aws_errors.ConnectionError, aws_errors.HTTPClientError, OSError, urllib3.exceptions.HTTPError)):
         return failed(f"network failure: {exc}", "check the network path (VPN, endpoint access), then rerun")
     return failed(f"{type(exc).__name__}: {exc}", "rerun with --debug and report it")
