@@ -33,6 +33,17 @@ NOW = datetime.datetime(2026, 12, 5, 9, 0, tzinfo=datetime.UTC)
 CLUSTER = names.cluster_name(STACK)
 
 
+# The status the autoscaler writes (YAML, clusterstate/api/types.go's ClusterAutoscalerStatus), trimmed.
+AUTOSCALER_STATUS_YAML = """time: 2026-12-05 08:59:50.1 +0000 UTC
+autoscalerStatus: Running
+clusterWide:
+  health:
+    status: Healthy
+    nodeCounts:
+      registered: {total: 3, ready: 3}
+"""
+
+
 def _micro(at: datetime.datetime) -> str:
     """A MicroTime as the API server writes it (Lease renewTime)."""
     return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -152,6 +163,21 @@ def seed(fake: FakeKubernetesApi, plan) -> None:
                 "spec": {"holderIdentity": f"{name}-7d9f_1234", **lease},
             }
         )
+    fake.put(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cluster-autoscaler-status", "namespace": "kube-system"},
+            "data": {"status": AUTOSCALER_STATUS_YAML},
+        }
+    )
+    fake.put(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": checks.PODGROUP_WEBHOOK},
+        }
+    )
     queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue"}
     fake.put({**queue, "metadata": {"name": "default"}, "spec": {"reclaimable": False}, "status": {"state": "Open"}})
     for team in cfg.scheduler.teams:
@@ -172,7 +198,10 @@ def seed(fake: FakeKubernetesApi, plan) -> None:
                 "metadata": {
                     "name": "default",
                     "namespace": team.name,
-                    "managedFields": [{"manager": "kube-controller-manager"}, {"manager": "pulumi-kubernetes"}],
+                    "managedFields": [
+                        {"manager": "kube-controller-manager"},
+                        {"manager": "pulumi-kubernetes-4f2a9c1e"},
+                    ],
                 },
                 "automountServiceAccountToken": False,
             }
@@ -451,6 +480,37 @@ def test_a_team_default_service_account_mounting_a_token_fails(ctx, cluster):
     cluster.put(sa)
     outcome = one("kube.cluster-made", ctx)
     assert outcome.status == "FAIL" and "vision/default mounts a token" in outcome.evidence
+
+
+def test_a_team_default_service_account_pulumi_never_patched_fails(ctx, cluster):
+    sa = cluster.get("/api/v1/namespaces/llm/serviceaccounts/default")
+    sa["metadata"]["managedFields"] = [{"manager": "kube-controller-manager"}]
+    cluster.put(sa)
+    outcome = one("kube.cluster-made", ctx)
+    assert outcome.status == "FAIL" and "llm/default has no pulumi-kubernetes field manager" in outcome.evidence
+
+
+def test_a_healthy_autoscaler_status_passes(ctx):
+    assert one("kube.autoscaler-status", ctx).evidence == "kube-system/cluster-autoscaler-status: Healthy"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [AUTOSCALER_STATUS_YAML.replace("status: Healthy", "status: Unhealthy"), "Cluster-wide:\n  Health:      Unhealthy"],
+    ids=["yaml", "text"],
+)
+def test_an_unhealthy_autoscaler_fails(ctx, cluster, text):
+    cm = cluster.get("/api/v1/namespaces/kube-system/configmaps/cluster-autoscaler-status")
+    cm["data"]["status"] = text
+    cluster.put(cm)
+    outcome = one("kube.autoscaler-status", ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.endswith("cluster-wide health Unhealthy")
+
+
+def test_without_the_podgroup_webhook_the_queues_check_fails(ctx, cluster):
+    cluster.delete_now(f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{checks.PODGROUP_WEBHOOK}")
+    outcome = one("kube.queues", ctx)
+    assert outcome.status == "FAIL" and "PodGroups keep queue default" in outcome.evidence
 
 
 def test_open_team_queues_pass(ctx):

@@ -143,8 +143,8 @@ def cluster(nothing, tmp_path, monkeypatch):
 def test_cluster_checks_alone_need_no_aws_credentials_and_report_json(cluster, capsys):
     assert main(["verify", STACK, "--only", "kube.", "--skip", "kube.leases", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["counts"] == {"FAIL": 0, "PASS": 6, "SKIP": 1}  # no GPU node up: skipped
-    assert [c["id"] for c in report["checks"]][:2] == ["kube.api", "kube.cluster-made"]
+    assert report["counts"] == {"FAIL": 0, "PASS": 7, "SKIP": 1}  # no GPU node up: skipped
+    assert [c["id"] for c in report["checks"]][:2] == ["kube.api", "kube.autoscaler-status"]
 
 
 def test_a_failed_check_exits_1_with_its_fix_in_the_report(cluster, capsys):

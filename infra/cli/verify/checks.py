@@ -31,11 +31,22 @@ LEASES = (
     (names.KUBE_SYSTEM, "cluster-autoscaler", "the Cluster Autoscaler"),
 )
 VOLCANO_NAMESPACE, VOLCANO_LEASES = "volcano-system", 2
+# The webhook that moves a PodGroup to its namespace's queue (components/training.py enables
+# /podgroups/mutate; docs/day-one-journey.md step 6 names the configuration).
+PODGROUP_WEBHOOK = "volcano-admission-service-podgroups-mutate"
+# The Cluster Autoscaler's status ConfigMap (kube-system, `--status-config-map-name` default) and its
+# health condition's values Healthy/Unhealthy (kubernetes/autoscaler:cluster-autoscaler/clusterstate/
+# api/types.go, a stored version, not the pinned tag): written as YAML (`clusterWide.health.status`)
+# by newer releases, as text (`Health: Healthy`) by older ones; both are read.
+AUTOSCALER_STATUS = "cluster-autoscaler-status"
 
 # The Training Operator's pod labels (kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go@v1.9.4),
 # kept on every log record by our Fluent Bit config (docs/logs.md, components/container_logs.py).
 JOB_LABEL = "training.kubeflow.org/job-name"
 REPLICA_LABEL = "training.kubeflow.org/replica-type"
+# Pulumi's Server-Side Apply field manager, `pulumi-kubernetes-<random suffix>` (pulumi/pulumi-kubernetes#2271):
+# beside the creator's, it shows the plan's patch took its fields over.
+PULUMI_MANAGER = "pulumi-kubernetes"
 LOG_DAYS, LOG_PAGES = 7, 20  # how far back a job's records are looked for, and how many pages at most
 
 
@@ -248,6 +259,10 @@ def cluster_made(ctx: Any) -> Outcome:
         managers = sorted({m.get("manager", "?") for m in sa["metadata"].get("managedFields") or []})
         if sa.get("automountServiceAccountToken") is not False:
             problems.append(f"{team.name}/default mounts a token (managers: {', '.join(managers) or 'none'})")
+        elif not any(m.startswith(PULUMI_MANAGER) for m in managers):
+            problems.append(
+                f"{team.name}/default has no {PULUMI_MANAGER} field manager (managers: {', '.join(managers)})"
+            )
         else:
             seen.append(f"{team.name}/default tokenless")
     if problems:
@@ -256,7 +271,15 @@ def cluster_made(ctx: Any) -> Outcome:
 
 
 def queues(ctx: Any) -> Outcome:
+    from kubernetes.client.exceptions import ApiException
+
     problems, seen = [], []
+    try:
+        ctx.kube.mutating_webhook(PODGROUP_WEBHOOK)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        problems.append(f"no MutatingWebhookConfiguration {PODGROUP_WEBHOOK}: PodGroups keep queue default")
     for team in ctx.config.scheduler.teams:
         queue = ctx.kube.cluster_object(VOLCANO_GROUP, VOLCANO_VERSION, "queues", team.queue)
         state = (queue.get("status") or {}).get("state", "?")
@@ -268,6 +291,36 @@ def queues(ctx: Any) -> Outcome:
     if problems:
         return failed("; ".join(problems), "`kubectl get queue -o wide`; rerun `pulumi up`")
     return passed("; ".join(seen))
+
+
+def _autoscaler_health(text: str) -> str:
+    import re
+
+    import yaml
+
+    try:
+        status = yaml.safe_load(text)
+    except yaml.YAMLError:
+        status = None
+    if isinstance(status, dict) and "clusterWide" in status:
+        return str(((status.get("clusterWide") or {}).get("health") or {}).get("status", "?"))
+    found = re.search(r"Health:\s+(\w+)", text)
+    return found.group(1) if found else "?"
+
+
+def autoscaler_status(ctx: Any) -> Outcome:
+    """The autoscaler reconciles: its status ConfigMap says the cluster is Healthy (journey step 8)."""
+    if not ctx.plan.of_type(AUTOSCALER):
+        return skipped("no Cluster Autoscaler in this stack")
+    status = ctx.kube.config_map(names.KUBE_SYSTEM, AUTOSCALER_STATUS)
+    health = _autoscaler_health((status.get("data") or {}).get("status", ""))
+    if health != "Healthy":
+        return failed(
+            f"{names.KUBE_SYSTEM}/{AUTOSCALER_STATUS}: cluster-wide health {health}",
+            f"`kubectl -n {names.KUBE_SYSTEM} get configmap {AUTOSCALER_STATUS} -o yaml` names the unready node "
+            "groups; docs/autoscaling.md",
+        )
+    return passed(f"{names.KUBE_SYSTEM}/{AUTOSCALER_STATUS}: Healthy")
 
 
 def admission_policies(ctx: Any) -> Outcome:
@@ -418,10 +471,12 @@ def specs() -> list[Spec]:
              kube_api, "kube", "none (GET /version is public to authenticated users)"),
         Spec("kube.leases", "the Training Operator, Volcano and the autoscaler hold fresh leader Leases",
              leases, "kube", "get/list leases in kubeflow, kube-system, volcano-system", after=(KUBE_API,)),
+        Spec("kube.autoscaler-status", "the Cluster Autoscaler reconciles: its status ConfigMap says Healthy",
+             autoscaler_status, "kube", "get configmaps in kube-system", after=(KUBE_API,)),
         Spec("kube.cluster-made", "objects the cluster made (default queue, teams' default SAs) carry our fields",
              cluster_made, "kube", "get queues; get serviceaccounts in team namespaces", after=(KUBE_API,)),
-        Spec("kube.queues", "every team's queue is Open and its namespace names it",
-             queues, "kube", "get queues, namespaces", after=(KUBE_API,)),
+        Spec("kube.queues", "every team's queue is Open, its namespace names it, PodGroups are moved to it",
+             queues, "kube", "get queues, namespaces, mutatingwebhookconfigurations", after=(KUBE_API,)),
         Spec("kube.admission-policies", "every planned ValidatingAdmissionPolicy is present, without CEL warnings",
              admission_policies, "kube", "list validatingadmissionpolicies", after=(KUBE_API,)),
         Spec("kube.tenant-attacks", "admission refuses a team's PodGroup in another team's queue (dry run)",

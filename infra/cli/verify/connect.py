@@ -77,6 +77,12 @@ class Kube:
     def daemon_set(self, namespace: str, name: str) -> dict:
         return self._call(self.apps.read_namespaced_daemon_set, name, namespace)
 
+    def config_map(self, namespace: str, name: str) -> dict:
+        return self._call(self.core.read_namespaced_config_map, name, namespace)
+
+    def mutating_webhook(self, name: str) -> dict:
+        return self._call(self.admission.read_mutating_webhook_configuration, name)
+
     def admission_policies(self) -> list[dict]:
         return self._call(self.admission.list_validating_admission_policy)["items"]
 
