@@ -18,6 +18,7 @@ SCHEDULE = "aws:autoscaling/schedule:Schedule"
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 AUTOSCALER = "higgsfield:autoscaler:ClusterAutoscaler"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"  # the EFA device plugin's resource (infra/offline/pods.py EFA)
 VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
 
 # The controllers' leader-election Leases (docs/controllers.md cites each at its pinned ref): the
@@ -398,6 +399,7 @@ def daemon_sets(ctx: Any) -> Outcome:
 
 def gpu_nodes(ctx: Any) -> Outcome:
     gated = {p.name for p in ctx.config.gpu_pools if p.health_gate.enabled}
+    efa = {p.name for p in ctx.config.gpu_pools if p.efa}
     nodes = ctx.kube.nodes(names.POOL_LABEL)
     if not nodes:
         return skipped("no GPU node is up (pools at zero): the trial (--allow-cost) brings one up")
@@ -406,13 +408,16 @@ def gpu_nodes(ctx: Any) -> Outcome:
         meta, pool = node["metadata"], node["metadata"]["labels"].get(names.POOL_LABEL)
         taints = {t["key"] for t in (node.get("spec") or {}).get("taints") or []}
         health = meta["labels"].get(names.HEALTH_LABEL)
-        gpus = (node.get("status") or {}).get("allocatable", {}).get(names.GPU_RESOURCE, "0")
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        gpus = allocatable.get(names.GPU_RESOURCE, "0")
         if pool in gated and (health != "healthy") != (names.STARTUP_TAINT_KEY in taints):
             problems.append(
                 f"{meta['name']}: health {health!r} but startup taint {'on' if health == 'healthy' else 'off'}"
             )
         elif health == "healthy" and gpus in ("0", 0):
             problems.append(f"{meta['name']}: healthy with no {names.GPU_RESOURCE} allocatable")
+        elif health == "healthy" and pool in efa and allocatable.get(EFA_RESOURCE, "0") in ("0", 0):
+            problems.append(f"{meta['name']}: healthy on an EFA pool with no {EFA_RESOURCE} allocatable")
         else:
             seen.append(f"{meta['name']} ({pool}): {health or 'not gated'}, {gpus} GPU")
     if problems:
@@ -483,7 +488,7 @@ def specs() -> list[Spec]:
              tenant_attacks, "kube", "create podgroups (dryRun) in team namespaces", after=(KUBE_API,)),
         Spec("kube.daemon-sets", "the health gate and node DaemonSets are ready on every node they select",
              daemon_sets, "kube", "get daemonsets", after=(KUBE_API,)),
-        Spec("kube.gpu-nodes", "GPU nodes: the gate's label agrees with the startup taint; healthy ones offer GPUs",
+        Spec("kube.gpu-nodes", "GPU nodes: the gate's label agrees with the startup taint; healthy ones offer GPUs/EFA",
              gpu_nodes, "kube", "list nodes", after=(KUBE_API,)),
         Spec("aws.container-logs", "training pods' log records carry job, replica and node (CloudWatch)",
              container_logs, "aws", "logs:FilterLogEvents"),
