@@ -228,7 +228,7 @@ class Cloud:
 def trial_ctx(cluster):
     plan = plan_of(STACK)
     ctx = connect.Context(STACK, plan, None, connect.kube_client(None), poll_s=0.05, trial_timeout_s=10)
-    ctx.found["trial"] = trial.Plan(plan.config.gpu_pools[0], 1, "example.com/train:1", 98.32, 3000.0)
+    ctx.found["trial"] = trial.Plan(plan.config.gpu_pools[0], 1, "example.com/train:1", "production", 98.32, 3000.0)
     return ctx
 
 
@@ -254,7 +254,7 @@ def test_the_trial_times_each_step_of_a_pool_from_zero_and_deletes_its_namespace
 
 def test_the_trial_pods_wait_for_the_gate_and_go_to_the_pool_as_a_gang(trial_ctx):
     ns, group, pods = trial.objects(trial_ctx.found["trial"], "higgsfield-verify-x")
-    assert group["spec"] == {"minMember": 1, "queue": "default"}
+    assert group["spec"] == {"minMember": 1, "queue": "production"}  # a queue with GPUs: default has none
     spec = pods[0]["spec"]
     assert spec["schedulerName"] == "volcano" and spec["nodeSelector"] == {names.POOL_LABEL: "h100"}
     assert names.STARTUP_TAINT_KEY not in {t.get("key") for t in spec["tolerations"]}
@@ -282,7 +282,7 @@ def test_allow_cost_prints_the_trials_estimate_before_it_starts(cluster, monkeyp
     monkeypatch.setattr("infra.offline.pods.image_tag", lambda: "abc123")
     saved = tmp_path / "measured.json"
     assert main(["verify", STACK, "--only", "trial.gang", "--allow-cost", "--save", str(saved)]) == 0
-    assert seen[0].startswith("verify prod: trial gang on pool h100: 1 x p5.48xlarge for about ")
+    assert seen[0].startswith("verify prod: trial gang on pool h100 (queue production): 1 x p5.48xlarge for about ")
     assert "about $" in seen[0]
     data = json.loads(saved.read_text())
     assert data["stack"] == STACK and data["pools"]["h100"]["first_step_s"] == 540.0

@@ -3,10 +3,12 @@ its own, timed from "submitted" to "first step" by what the API server recorded,
 its namespace whatever happened. Its cost is estimated (infra/offline/cost.py prices, the pool's
 cold start and scale-down time) and printed before anything is created.
 
-The gang: a Volcano PodGroup (minMember = the nodes) in Volcano's `default` queue and one pod per
-node that asks for all the node's GPUs, tolerates the pool's taints but not the gate's startup
-taint (so it binds only once the gate passed the node), runs the training image the gate runs
-(a cache hit, as a job's) and prints one line: its first step."""
+The gang: a Volcano PodGroup (minMember = the nodes) in the first queue whose GPU capability holds
+it (Volcano's `default` queue holds no GPUs: components/training.py; no admission policy binds a
+queue outside the team namespaces, components/tenancy.py), and one pod per node that asks for
+all the node's GPUs, tolerates the pool's taints but not the gate's startup taint (so it binds
+only once the gate passed the node), runs the training image the gate runs (a cache hit, as a
+job's) and prints one line: its first step."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ class Plan:
     pool: Any
     nodes: int
     image: str
+    queue: str
     rate_usd_h: float | None
     seconds: float  # the cold start (estimated) plus the pool's scale-down time: how long nodes are paid for
 
@@ -41,8 +44,8 @@ class Plan:
     def describe(self) -> str:
         money = f"about ${self.usd:,.2f}" if self.usd is not None else "not priced (spot or Capacity Block)"
         return (
-            f"trial gang on pool {self.pool.name}: {self.nodes} x {self.pool.instance.name} for about "
-            f"{self.seconds / 60:.0f} min (cold start + scale-down), {money}"
+            f"trial gang on pool {self.pool.name} (queue {self.queue}): {self.nodes} x {self.pool.instance.name} "
+            f"for about {self.seconds / 60:.0f} min (cold start + scale-down), {money}"
         )
 
 
@@ -63,8 +66,12 @@ def choose(cfg: Any, pool_name: str | None, nodes: int) -> Plan:
     rate = cost.load_prices()["regions"].get(cfg.region, {}).get("ec2_on_demand_hour", {}).get(pool.instance.name)
     if pool.capacity_type in ("spot", "capacity-block"):
         rate = None
+    gpus = pool.gpus_per_node * nodes
+    queue = next((q.name for q in cfg.scheduler.queues if (q.gpu_capability or 0) >= gpus), None)
+    if queue is None:
+        raise ConfigError("--nodes", f"no queue of the stack holds {gpus} GPUs (higgsfield:scheduler.queues)")
     cold = cold_start.cold_path(pool, nodes).seconds
-    return Plan(pool, nodes, default_image(cfg), rate, cold + seconds_of(pool.scale_down_unneeded_time))
+    return Plan(pool, nodes, default_image(cfg), queue, rate, cold + seconds_of(pool.scale_down_unneeded_time))
 
 
 def objects(plan: Plan, namespace: str) -> tuple[dict, dict, list[dict]]:
@@ -77,7 +84,7 @@ def objects(plan: Plan, namespace: str) -> tuple[dict, dict, list[dict]]:
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
         "metadata": {"name": "trial", "namespace": namespace},
-        "spec": {"minMember": plan.nodes, "queue": "default"},
+        "spec": {"minMember": plan.nodes, "queue": plan.queue},
     }
     pods = []
     for i in range(plan.nodes):
