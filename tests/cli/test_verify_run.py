@@ -371,5 +371,84 @@ def test_a_healthy_stack_passes_every_read_only_check(cluster, monkeypatch, caps
     assert code == 0, [c for c in report["checks"] if c["status"] == "FAIL"]
     statuses = {c["id"]: c["status"] for c in report["checks"]}
     assert [k for k, v in statuses.items() if v == "SKIP"] == [
-        "kube.gpu-nodes", "trial.gang", "manual.nccl-efa", "manual.node-loss", "manual.upgrade"
+        "kube.gpu-nodes", "trial.gang", "trial.nccl", "manual.node-loss", "manual.upgrade"
     ]  # fmt: skip
+
+
+# --- NCCL across the trial's nodes -----------------------------------------------------------------
+
+
+def _report(node: str, network: str, busbw: str, ok: bool) -> str:
+    """A rank's report line as images/training/node_check.py prints it (Report.json)."""
+    results = [
+        {"check": "NCCL network", "value": network, "expected": "Libfabric / provider efa", "ok": ok},
+        {"check": "NCCL all-reduce busbw", "value": busbw, "expected": ">= 300 GB/s", "ok": ok},
+    ]
+    return json.dumps({"node": node, "healthy": ok, "results": results})
+
+
+def operator(fake: FakeKubernetesApi, healthy: bool) -> threading.Event:
+    """The Training Operator and the ranks: the PyTorchJob's pods appear and log their verdicts."""
+    stop = threading.Event()
+
+    def loop():
+        while not stop.wait(0.02):
+            jobs = [o for k, o in list(fake.objects.items()) if k[2] == "pytorchjobs"]
+            for job in jobs:
+                ns, app = job["metadata"]["namespace"], job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+                for i in range(job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"]):
+                    name = f"{job['metadata']['name']}-worker-{i}"
+                    if fake.get(f"/api/v1/namespaces/{ns}/pods/{name}"):
+                        continue
+                    fake.put({"apiVersion": "v1", "kind": "Pod",
+                              "metadata": {"name": name, "namespace": ns, "labels": app["metadata"]["labels"]},
+                              "spec": {"containers": [{"name": "pytorch", "image": "i"}]}})  # fmt: skip
+                    network = "Libfabric / provider efa" if healthy else "Socket"
+                    fake.log(ns, name, f"node ip-10-0-9-{i}: HEALTHY")
+                    fake.log(ns, name, _report(f"ip-10-0-9-{i}", network, "352 GB/s over 16 ranks", healthy))
+
+    threading.Thread(target=loop, daemon=True).start()
+    return stop
+
+
+@pytest.fixture
+def fabric_ctx(trial_ctx):
+    from infra.offline.pods import stack_image
+
+    plan = trial_ctx.found["trial"]
+    image = stack_image(trial_ctx.config, "abc123")  # the stack's own image: EFA pools take no other
+    trial_ctx.found["trial"] = trial.Plan(plan.pool, 2, image, "production", plan.rate_usd_h, plan.seconds)
+    return trial_ctx
+
+
+def test_nccl_over_efa_at_the_pools_bandwidth_passes_and_the_check_is_deleted(cluster, fabric_ctx):
+    from infra.cli.verify import fabric
+
+    stop = operator(cluster, healthy=True)
+    try:
+        outcome = fabric.run(fabric_ctx)
+    finally:
+        stop.set()
+    assert outcome.status == "PASS"
+    assert "NCCL network Libfabric / provider efa, all-reduce bus bandwidth 352 GB/s" in outcome.evidence
+    assert fabric_ctx.found["fabric_deleted"] == ["higgsfield-healthcheck", "healthcheck-h100", "healthcheck-h100-nccl"]
+    assert not [k for k in cluster.objects if k[1] == "foundation" and k[2] in ("configmaps", "jobs", "pytorchjobs")]
+
+
+def test_nccl_falling_back_to_sockets_fails_with_what_the_ranks_saw(cluster, fabric_ctx):
+    from infra.cli.verify import fabric
+
+    stop = operator(cluster, healthy=False)
+    try:
+        outcome = fabric.run(fabric_ctx)
+    finally:
+        stop.set()
+    assert outcome.status == "FAIL" and "NCCL network Socket (expected Libfabric / provider efa)" in outcome.evidence
+    assert not [k for k in cluster.objects if k[2] == "pytorchjobs"]
+
+
+def test_nccl_needs_a_trial_of_two_nodes(trial_ctx):
+    from infra.cli.verify import fabric
+
+    outcome = fabric.run(trial_ctx)
+    assert outcome.status == "SKIP" and outcome.fix == "rerun with --allow-cost --nodes 2"

@@ -461,7 +461,7 @@ KUBE_API = "kube.api"
 
 def specs() -> list[Spec]:
     """Every check, in order (`higgsfield verify STACK --list`)."""
-    from infra.cli.verify import trial
+    from infra.cli.verify import fabric, trial
 
     return [
         Spec("aws.cluster", "the EKS cluster is ACTIVE at the stack's Kubernetes version, API authentication",
@@ -493,9 +493,7 @@ def specs() -> list[Spec]:
         Spec("aws.container-logs", "training pods' log records carry job, replica and node (CloudWatch)",
              container_logs, "aws", "logs:FilterLogEvents"),
         *trial.specs(),
-        Spec("manual.nccl-efa", "NCCL selects EFA and reaches the pool's bus bandwidth across nodes",
-             cluster, "kube", "create pytorchjobs in a team namespace",
-             manual="higgsfield healthcheck render STACK POOL | kubectl apply -f - (docs/day-one-journey.md 12)"),
+        *fabric.specs(),
         Spec("manual.node-loss", "a job resumes from its checkpoint after one of its nodes is terminated",
              cluster, "aws+kube", "ec2:StopInstances",
              manual="aws ec2 stop-instances --instance-ids ID under a running job (docs/day-one-journey.md 13-14)"),

@@ -38,6 +38,7 @@ class Kube:
         self.host: str = api_client.configuration.host
         self.core = client.CoreV1Api(api_client)
         self.apps = client.AppsV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
         self.admission = client.AdmissionregistrationV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
@@ -101,6 +102,28 @@ class Kube:
     def delete_namespace(self, name: str) -> dict:
         return self._call(self.core.delete_namespace, name)
 
+    def create(self, obj: dict) -> dict:
+        """Create a rendered object: a ConfigMap, a batch Job or a custom resource (kubeflow.org, ...)."""
+        obj = _quantities_as_text(obj)
+        namespace, kind = obj["metadata"]["namespace"], obj["kind"]
+        if kind == "ConfigMap":
+            return self._call(self.core.create_namespaced_config_map, namespace, obj)
+        if kind == "Job":
+            return self._call(self.batch.create_namespaced_job, namespace, obj)
+        group, version = obj["apiVersion"].split("/")
+        return self.create_namespaced(group, version, namespace, kind.lower() + "s", obj, dry_run=False)
+
+    def delete(self, obj: dict) -> None:
+        """Delete what `create` made, its dependents in the background (a Job's pods)."""
+        namespace, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
+        if kind == "ConfigMap":
+            self._call(self.core.delete_namespaced_config_map, name, namespace)
+        elif kind == "Job":
+            self._call(self.batch.delete_namespaced_job, name, namespace, propagation_policy="Background")
+        else:
+            group, version = obj["apiVersion"].split("/")
+            self._call(self.custom.delete_namespaced_custom_object, group, version, namespace, kind.lower() + "s", name)
+
     def create_pod(self, namespace: str, body: dict) -> dict:
         return self._call(self.core.create_namespaced_pod, namespace, body)
 
@@ -110,6 +133,20 @@ class Kube:
         )
         data: bytes = answer.data  # type: ignore[attr-defined]  # _preload_content=False: the urllib3 response
         return data.decode()
+
+
+def _quantities_as_text(value: Any, key: str = "") -> Any:
+    """Resource quantities written as numbers (`nvidia.com/gpu: 8` in rendered YAML, which the API
+    server takes) as the strings the client's typed models require ("8": the same quantity)."""
+    if isinstance(value, dict):
+        if key in ("limits", "requests"):
+            return {
+                k: str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for k, v in value.items()
+            }
+        return {k: _quantities_as_text(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_quantities_as_text(v) for v in value]
+    return value
 
 
 @dataclass
