@@ -111,6 +111,13 @@ def test_list_works_offline_and_in_order(nothing, capsys):
     assert all(c["rights"] for c in listed)
 
 
+def test_list_says_how_to_check_by_hand_what_is_not_automated_within_120_columns(nothing, capsys):
+    assert main(["verify", STACK, "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "[by hand: aws ec2 stop-instances" in " ".join(out.split())
+    assert max(len(line) for line in out.splitlines()) <= 120
+
+
 def test_without_credentials_the_run_refuses_in_one_line(nothing, capsys):
     assert main(["verify", STACK]) == 2
     out, err = capsys.readouterr()

@@ -147,7 +147,7 @@ def listing(specs: Sequence[Spec], width: int = 120) -> str:
 
     rows = [f"{'check':<26} {'needs':<9} {'timeout':>7}  what it proves"]
     for s in specs:
-        flag = " [--allow-cost]" if s.costs else (" [by hand]" if s.manual else "")
+        flag = " [--allow-cost]" if s.costs else (f" [by hand: {s.manual}]" if s.manual else "")
         head = f"{s.id:<26} {s.needs:<9} {s.timeout_s:>6g}s  "
         rows += textwrap.wrap(s.title + flag, width, initial_indent=head, subsequent_indent=" " * len(head))
     return "\n".join(rows)
