@@ -85,6 +85,27 @@ def test_a_check_that_raises_is_its_own_failed_line():
     assert [r.outcome.status for r in results] == ["FAIL", "PASS"] and "unreadable" in results[0].outcome.evidence
 
 
+def test_ctrl_c_lets_the_running_check_clean_up_before_the_run_stops(monkeypatch):
+    """A trial left behind keeps paying for its nodes: Ctrl-C asks it to stop and waits for its cleanup."""
+    events = []
+
+    def costly(ctx):
+        ctx.cancel.wait(5)
+        time.sleep(0.1)
+        events.append("cleaned up")
+        return verify.failed("stopped", "")
+
+    def interrupted(future, timeout):
+        time.sleep(0.05)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(verify, "_result", interrupted)
+    ctx = connect.Context(STACK, None, None, None)
+    with pytest.raises(KeyboardInterrupt):
+        verify.run([spec("trial.x", run=costly, costs=True)], ctx, allow_cost=True)
+    assert events == ["cleaned up"] and not ctx.cancel.is_set()
+
+
 def test_checks_that_cost_are_skipped_without_the_flag():
     ran = []
     costly = spec("trial.x", run=lambda ctx: ran.append(1) or verify.passed(""), costs=True)
@@ -266,6 +287,13 @@ def test_the_trial_pods_wait_for_the_gate_and_go_to_the_pool_as_a_gang(trial_ctx
     assert spec["schedulerName"] == "volcano" and spec["nodeSelector"] == {names.POOL_LABEL: "h100"}
     assert names.STARTUP_TAINT_KEY not in {t.get("key") for t in spec["tolerations"]}
     assert ns["metadata"]["labels"] == {trial.VERIFY_LABEL: "true"}
+
+
+def test_a_trial_asked_to_stop_deletes_its_namespace(cluster, trial_ctx):
+    threading.Timer(0.3, trial_ctx.cancel.set).start()
+    outcome = trial.run(trial_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.startswith("stopped before a first step")
+    assert cluster.get(f"/api/v1/namespaces/{trial_ctx.found['deleted']}") is None
 
 
 def test_a_trial_that_never_starts_fails_and_still_deletes_its_namespace(cluster, trial_ctx):

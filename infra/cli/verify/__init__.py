@@ -82,18 +82,39 @@ def select(specs: Sequence[Spec], only: Iterable[str] = (), skip: Iterable[str] 
     return [s for s in specs if (not only or named(s, only)) and not named(s, skip)]
 
 
+CLEANUP_S = 120.0  # how long an interrupted or timed-out check is given to delete what it created
+
+
+def _result(future: concurrent.futures.Future, timeout: float) -> Outcome:
+    return future.result(timeout=timeout)
+
+
+def _stop(ctx: Any, future: concurrent.futures.Future) -> None:
+    """Ask a running check to stop (`ctx.cancel`, which the trial's loops watch) and give it
+    CLEANUP_S to delete what it created: a trial left behind keeps paying for its nodes."""
+    cancel = getattr(ctx, "cancel", None)
+    if cancel is not None and not future.done():
+        cancel.set()
+        concurrent.futures.wait([future], timeout=CLEANUP_S)
+        cancel.clear()
+
+
 def _bounded(spec: Spec, ctx: Any) -> Outcome:
-    """The check in a thread of its own, given up after its timeout (the thread is left to end:
-    every client call under it has its own socket timeout)."""
+    """The check in a thread of its own, given up after its timeout; on Ctrl-C or the timeout it is
+    asked to stop and clean up first (its client calls have their own socket timeouts)."""
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"verify-{spec.id}")
     future = pool.submit(spec.run, ctx)
     try:
-        return future.result(timeout=spec.timeout_s)
+        return _result(future, spec.timeout_s)
     except concurrent.futures.TimeoutError:
+        _stop(ctx, future)
         return failed(
             f"no answer within {spec.timeout_s:g} s",
             "check the network path to the API (VPN, endpoint access), then rerun this check with --only " + spec.id,
         )
+    except KeyboardInterrupt:
+        _stop(ctx, future)
+        raise
     finally:
         pool.shutdown(wait=False)
 

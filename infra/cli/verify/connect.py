@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,6 +162,7 @@ class Context:
     found: dict[str, Any] = field(default_factory=dict)
     clients: dict[str, Any] = field(default_factory=dict)  # made once per service (tests put stubs here)
     poll_s: float = 10.0  # the trial's polling period (tests shorten it)
+    cancel: threading.Event = field(default_factory=threading.Event)  # set: the trial stops and cleans up
     trial_timeout_s: float = 3600.0
 
     @property

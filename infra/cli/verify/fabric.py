@@ -54,14 +54,16 @@ def run(ctx: Any) -> Outcome:
         for obj in objects:
             ctx.kube.create(obj)
             created.append(obj)
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not ctx.cancel.is_set():
             pods = ctx.kube.pods(team, f"app={app}")
             found = [r for p in pods for r in reports(ctx.kube.pod_log(team, p["metadata"]["name"]))]
             if len(found) >= plan.nodes:
                 return _verdict(found, plan)
-            time.sleep(ctx.poll_s)
+            ctx.cancel.wait(ctx.poll_s)
         return failed(
-            f"no NCCL report from {plan.nodes} pod(s) within {ctx.trial_timeout_s:.0f} s",
+            "stopped before the ranks reported (interrupted, or out of time)"
+            if ctx.cancel.is_set()
+            else f"no NCCL report from {plan.nodes} pod(s) within {ctx.trial_timeout_s:.0f} s",
             f"`kubectl -n {team} get pytorchjob {app}` and its pods' logs (docs/day-one-journey.md 12)",
         )
     finally:

@@ -216,7 +216,7 @@ def run(ctx: Any) -> Outcome:
         kube.create_namespaced("scheduling.volcano.sh", "v1beta1", namespace, "podgroups", group, dry_run=False)
         for pod in pods:
             kube.create_pod(namespace, pod)
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not ctx.cancel.is_set():
             watch.observe(kube.nodes(names.POOL_LABEL), ctx.now())
             measured = timings(kube, namespace, watch)
             if measured is not None:
@@ -225,9 +225,11 @@ def run(ctx: Any) -> Outcome:
                     entry = {"instance_type": plan.pool.instance.name, "nodes": plan.nodes, **measured}
                     ctx.found["timings"] = {plan.pool.name: entry}
                 return Outcome("PASS", _said(plan, measured, warm), timings=measured)
-            time.sleep(ctx.poll_s)
+            ctx.cancel.wait(ctx.poll_s)
         return failed(
-            f"no first step within {ctx.trial_timeout_s:.0f} s",
+            "stopped before a first step (interrupted, or out of time)"
+            if ctx.cancel.is_set()
+            else f"no first step within {ctx.trial_timeout_s:.0f} s",
             f"`kubectl -n {namespace} get podgroup,pods -o wide`, `kubectl -n kube-system get configmap "
             "cluster-autoscaler-status -o yaml` (rerun with --keep to look before it is deleted)",
         )
