@@ -324,24 +324,25 @@ def autoscaler_status(ctx: Any) -> Outcome:
     return passed(f"{names.KUBE_SYSTEM}/{AUTOSCALER_STATUS}: Healthy")
 
 
+def _warnings(policy: dict) -> list[str]:
+    """The API server's type-checking warnings of a policy's CEL (status.typeChecking.expressionWarnings)."""
+    checked = ((policy.get("status") or {}).get("typeChecking") or {}).get("expressionWarnings") or []
+    return [w.get("warning", "") for w in checked]
+
+
 def admission_policies(ctx: Any) -> Outcome:
     want = {r.inputs["metadata"]["name"] for r in ctx.plan.of_type(VAP)}
     live = {p["metadata"]["name"]: p for p in ctx.kube.admission_policies()}
-    missing = sorted(want - set(live))
-    warned = {
-        name: [
-            w.get("warning", "")
-            for w in ((live[name].get("status") or {}).get("typeChecking") or {}).get("expressionWarnings") or []
-        ]
-        for name in want & set(live)
-    }
-    warned = {k: v for k, v in warned.items() if v}
-    if missing or warned:
-        evidence = "; ".join(
-            [f"missing: {', '.join(missing)}"] * bool(missing)
-            + [f"{k}: type-checking warning {v[0]}" for k, v in sorted(warned.items())]
+    problems = [f"missing: {name}" for name in sorted(want - set(live))]
+    problems += [
+        f"{name}: type-checking warning {_warnings(live[name])[0]}"
+        for name in sorted(want & set(live))
+        if _warnings(live[name])
+    ]
+    if problems:
+        return failed(
+            "; ".join(problems), "rerun `pulumi up`; a warning means a CEL expression reads a field the schema lacks"
         )
-        return failed(evidence, "rerun `pulumi up`; a warning means a CEL expression reads a field the schema lacks")
     return passed(f"{len(want)} ValidatingAdmissionPolicies present, type-checked without warnings")
 
 

@@ -252,6 +252,11 @@ def describe_error(spec: Spec, exc: Exception) -> Outcome:
         code, message = error.get("Code", "?"), error.get("Message", "")
         if code in _DENIED:
             return failed(f"AWS refused {exc.operation_name} ({code})", f"allow the caller: {spec.rights}")
+        if code.endswith("NotFoundException") or code.endswith(".NotFound"):
+            return failed(
+                f"{exc.operation_name} failed: {code}: {message}",
+                "is AWS_PROFILE the stack's account and region? else the stack is not deployed: `pulumi up`",
+            )
         return failed(f"{exc.operation_name} failed: {code}: {message}", "")
     if isinstance(exc, ApiException):
         try:
