@@ -564,6 +564,12 @@ def test_a_tenant_attack_admitted_fails(ctx, cluster):
     assert not [k for k in cluster.objects if k[2] == "podgroups"]  # a dry run even when admitted
 
 
+def test_a_stack_with_one_team_queue_skips_the_attack(ctx, plan):
+    only = plan.config.scheduler.model_copy(update={"teams": plan.config.scheduler.teams[:1]})
+    ctx.plan = types.SimpleNamespace(config=plan.config.model_copy(update={"scheduler": only}), of_type=plan.of_type)
+    assert one("kube.tenant-attacks", ctx).status == "SKIP"
+
+
 def test_ready_daemon_sets_pass(ctx):
     assert one("kube.daemon-sets", ctx).status == "PASS"
 
