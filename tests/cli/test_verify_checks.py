@@ -322,6 +322,18 @@ def test_a_node_group_without_the_startup_taint_fails(aws_ctx, aws):
     assert outcome.status == "FAIL" and f"gpu-h100: without taint {names.STARTUP_TAINT_KEY}" in outcome.evidence
 
 
+def test_a_group_whose_name_extends_a_pools_is_not_taken_for_it(aws_ctx, aws):
+    eks = aws.client("eks")
+    group = next(g for g in eks.list_nodegroups(clusterName=CLUSTER)["nodegroups"] if g.startswith("gpu-h100-"))
+    eks.delete_nodegroup(clusterName=CLUSTER, nodegroupName=group)
+    role = "arn:aws:iam::123456789012:role/eks"
+    eks.create_nodegroup(
+        clusterName=CLUSTER, nodegroupName="gpu-h100-odcr-9f8e7d6", nodeRole=role, subnets=["subnet-1"]
+    )
+    outcome = one("aws.node-groups", aws_ctx)
+    assert outcome.status == "FAIL" and "gpu-h100: missing" in outcome.evidence
+
+
 def test_capacity_block_schedules_on_their_group_pass(aws_ctx):
     assert one("aws.node-groups", aws_ctx).status == "PASS"  # finds the groups the schedules are on
     outcome = one("aws.capacity-schedules", aws_ctx)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from typing import Any
 
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
@@ -83,7 +84,9 @@ def _live_groups(ctx: Any) -> dict[str, dict]:
     live = eks.list_nodegroups(clusterName=name)["nodegroups"]
     found: dict[str, dict] = {}
     for planned in ctx.plan.of_type(NODE_GROUP):
-        match = [g for g in live if g == planned.name or g.startswith(planned.name + "-")]
+        # Pulumi's auto-name: the resource name, a dash, 7 random hex digits (`gpu-h100-1a2b3c4`), so
+        # that pool h100 never takes pool h100-odcr's group
+        match = [g for g in live if g == planned.name or re.fullmatch(re.escape(planned.name) + "-[0-9a-f]{7}", g)]
         if match:
             found[planned.name] = eks.describe_nodegroup(clusterName=name, nodegroupName=match[0])["nodegroup"]
     ctx.found["node_groups"] = found
