@@ -94,3 +94,27 @@ def test_a_followed_log_streams_lines_appended_later_with_timestamps(api):
         text = s.read().decode()
     assert text.splitlines() == ["2026-12-04T10:00:00.000000000Z one", "2026-12-04T10:00:01.000000000Z two"]
     assert time.monotonic() - began < 3
+
+
+def test_version_answers_the_version_info(api):
+    code, body = call(api, "GET", "/version/")
+    assert code == 200 and json.loads(body)["gitVersion"].startswith("v1.35.")
+
+
+def test_a_forbidden_request_is_rbacs_403_status(api):
+    api.forbid = lambda verb, ref: ref.plural == "leases"
+    code, body = call(api, "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/cluster-autoscaler")
+    status = json.loads(body)
+    assert code == 403 and (status["reason"], status["code"]) == ("Forbidden", 403)
+    assert status["message"].startswith('leases.coordination.k8s.io "cluster-autoscaler" is forbidden: User "')
+    assert (
+        'cannot get resource "leases" in API group "coordination.k8s.io" in the namespace "kube-system"'
+        in (status["message"])
+    )
+
+
+def test_deleting_a_namespace_deletes_what_it_holds(api):
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    assert call(api, "POST", "/api/v1/namespaces/team/pods", POD)[0] == 201
+    assert call(api, "DELETE", "/api/v1/namespaces/team")[0] == 200
+    assert api.get("/api/v1/namespaces/team/pods/p") is None
