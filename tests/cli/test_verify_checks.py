@@ -277,6 +277,55 @@ def stack_pinning(plan, **changes):
 # --- the account -----------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def bootstrapped(aws_ctx, aws, plan):
+    """What `higgsfield bootstrap` has the administrator make: the versioned state bucket, the secrets
+    key (moto), the GitHub connection (a Stubber: moto has no CodeConnections), AVAILABLE by default."""
+    delivery = plan.config.delivery
+    s3 = aws.client("s3")
+    s3.create_bucket(Bucket=delivery.state_bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    s3.put_bucket_versioning(Bucket=delivery.state_bucket, VersioningConfiguration={"Status": "Enabled"})
+    key = aws.client("kms").create_key()["KeyMetadata"]["Arn"]
+    aws_ctx.plan = stack_pinning(plan, delivery=delivery.model_copy(update={"state_key_arn": key}))
+    client = boto3.client("codeconnections", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.activate()
+    aws_ctx.clients[f"codeconnections@{REGION}"] = client
+
+    def connection(status: str) -> None:
+        arn = delivery.runner.connection_arn
+        stub.add_response(
+            "get_connection",
+            {"Connection": {"ConnectionName": "github", "ConnectionArn": arn, "ConnectionStatus": status}},
+            {"ConnectionArn": arn},
+        )
+
+    return connection
+
+
+def test_a_bootstrapped_account_passes(aws_ctx, bootstrapped):
+    bootstrapped("AVAILABLE")
+    outcome = one("aws.bootstrap", aws_ctx)
+    assert outcome.status == "PASS" and "versioning Enabled; secrets key: Enabled; GitHub connection: AVAILABLE" in (
+        outcome.evidence
+    )
+
+
+def test_a_github_connection_never_completed_in_the_console_fails(aws_ctx, bootstrapped):
+    bootstrapped("PENDING")
+    outcome = one("aws.bootstrap", aws_ctx)
+    assert outcome.status == "FAIL" and "GitHub connection: PENDING" in outcome.evidence
+    assert "Update pending connection" in outcome.fix
+
+
+def test_a_state_bucket_without_versioning_fails(aws_ctx, aws, bootstrapped):
+    bootstrapped("AVAILABLE")
+    bucket = plan_of(STACK).config.delivery.state_bucket
+    aws.client("s3").put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Suspended"})
+    outcome = one("aws.bootstrap", aws_ctx)
+    assert outcome.status == "FAIL" and f"state bucket {bucket}: versioning Suspended" in outcome.evidence
+
+
 def test_the_cluster_at_the_pinned_version_passes(aws_ctx):
     outcome = one("aws.cluster", aws_ctx)
     assert outcome.status == "PASS" and f"{CLUSTER}: ACTIVE, Kubernetes 1.35" in outcome.evidence

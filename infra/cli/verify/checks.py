@@ -59,6 +59,40 @@ def _iso(text: str) -> datetime.datetime:
 # --- the account -----------------------------------------------------------------------------------
 
 
+def _region_of(arn: str) -> str:
+    return arn.split(":")[3]
+
+
+def bootstrap(ctx: Any) -> Outcome:
+    """What `higgsfield bootstrap` had an administrator make (journey step 1): the state bucket
+    versioned, the secrets key enabled, the runners' GitHub connection completed in the console."""
+    delivery = ctx.config.delivery
+    if delivery is None:
+        return skipped("no higgsfield:delivery: CI does not deploy this stack")
+    problems: list[str] = []
+    seen: list[str] = []
+    versioning = ctx.client("s3").get_bucket_versioning(Bucket=delivery.state_bucket).get("Status", "never enabled")
+    (seen if versioning == "Enabled" else problems).append(
+        f"state bucket {delivery.state_bucket}: versioning {versioning}"
+    )
+    if delivery.state_key_arn:
+        kms = ctx.client("kms", _region_of(delivery.state_key_arn))
+        state = kms.describe_key(KeyId=delivery.state_key_arn)["KeyMetadata"]["KeyState"]
+        (seen if state == "Enabled" else problems).append(f"secrets key: {state}")
+    runner = delivery.runner
+    if runner.enabled and runner.connection_arn:
+        connections = ctx.client("codeconnections", _region_of(runner.connection_arn))
+        status = connections.get_connection(ConnectionArn=runner.connection_arn)["Connection"]["ConnectionStatus"]
+        (seen if status == "AVAILABLE" else problems).append(f"GitHub connection: {status}")
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "`higgsfield bootstrap STACK` prints each step; a PENDING connection is completed in the console "
+            "(Developer Tools > Connections > Update pending connection)",
+        )
+    return passed("; ".join(seen))
+
+
 def cluster(ctx: Any) -> Outcome:
     cfg = ctx.config
     name = names.cluster_name(cfg.stack)
@@ -470,6 +504,8 @@ def specs() -> list[Spec]:
     from infra.cli.verify import fabric, trial
 
     return [
+        Spec("aws.bootstrap", "the state bucket is versioned, the secrets key enabled, the GitHub connection AVAILABLE",
+             bootstrap, "aws", "s3:GetBucketVersioning, kms:DescribeKey, codeconnections:GetConnection"),
         Spec("aws.cluster", "the EKS cluster is ACTIVE at the stack's Kubernetes version, API authentication",
              cluster, "aws", EKS_READ),
         Spec("aws.node-groups", "every planned node group is ACTIVE with the planned min/max and taints",

@@ -169,14 +169,16 @@ class Context:
     def config(self) -> Any:
         return self.plan.config
 
-    def client(self, service: str) -> Any:
+    def client(self, service: str, region: str | None = None) -> Any:
+        """A client of the stack's region (or `region`: the state key's, the connection's), made once."""
         from botocore.config import Config
 
-        if service not in self.clients:
+        key = service if region is None else f"{service}@{region}"
+        if key not in self.clients:
             # standard retries (throttling, connection errors), bounded so a check ends within its timeout
             config = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=5, read_timeout=20)
-            self.clients[service] = self.aws.client(service, config=config)
-        return self.clients[service]
+            self.clients[key] = self.aws.client(service, config=config, **({"region_name": region} if region else {}))
+        return self.clients[key]
 
 
 def aws_session(region: str) -> Any:
