@@ -172,6 +172,7 @@ def test_cluster_checks_alone_need_no_aws_credentials_and_report_json(cluster, c
     assert main(["verify", STACK, "--only", "kube.", "--skip", "kube.leases", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["counts"] == {"FAIL": 0, "PASS": 7, "SKIP": 1}  # no GPU node up: skipped
+    assert report["identity"] is None and report["cluster"] == cluster.url
     assert [c["id"] for c in report["checks"]][:2] == ["kube.api", "kube.autoscaler-status"]
 
 
@@ -405,6 +406,7 @@ def test_a_healthy_stack_passes_every_read_only_check(cluster, monkeypatch, caps
         code = main(["verify", STACK, "--skip", "aws.reservations", "--skip", "aws.bootstrap", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0, [c for c in report["checks"] if c["status"] == "FAIL"]
+    assert report["identity"].startswith("arn:aws:")  # who ran it (sts:GetCallerIdentity)
     statuses = {c["id"]: c["status"] for c in report["checks"]}
     assert [k for k, v in statuses.items() if v == "SKIP"] == [
         "kube.gpu-nodes", "trial.gang", "trial.nccl", "manual.node-loss", "manual.upgrade"

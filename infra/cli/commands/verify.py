@@ -95,7 +95,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         emit(
             args,
-            lambda: verify.as_json(args.stack, results),
+            lambda: {
+                **verify.as_json(args.stack, results),
+                "identity": ctx.found.get("identity"),
+                "cluster": ctx.kube.host if ctx.kube else None,
+            },
             lambda: "\n".join(map(verify.line, results)) + "\n" + summary,
         )
     if args.save:
