@@ -22,6 +22,8 @@ Admission is pluggable: `admit(verb, obj) -> (code, reason, message) | None` run
 patch, update, delete; namespace None at the cluster scope) runs first on every request, a refusal
 being the 403 Forbidden Status the authorization filter answers with (the negotiated Forbidden and
 forbiddenMessage in staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go).
+`GET /version` answers `version` (the version.Info JSON). Deleting a namespace deletes what it
+holds (the namespace controller's work, done at once here).
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ class FakeKubernetesApi:
     pod's log lines as (timestamp, text) per container."""
 
     def __init__(self, admit: Admit | None = None, allow: Allow | None = None) -> None:
+        self.version = {"major": "1", "minor": "35", "gitVersion": "v1.35.0-eks-4096722", "platform": "linux/amd64"}
         self.objects: dict[tuple[str, str | None, str, str], dict] = {}
         self.logs: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
         self.requests: list[tuple[str, str]] = []
@@ -224,6 +227,8 @@ class FakeKubernetesApi:
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         self.requests.append((verb, h.path))
         body = h.rfile.read(int(h.headers.get("Content-Length") or 0))
+        if url.path.rstrip("/") == "/version":
+            return _send(h, 200, self.version)
         try:
             ref = Ref.parse(url.path)
         except (IndexError, ValueError):
@@ -361,6 +366,9 @@ class FakeKubernetesApi:
                 del self.objects[self._key(ref)]
                 self._version += 1
                 self._record(ref, "DELETED", found)
+                if ref.plural == "namespaces" and ref.namespace is None:
+                    for key in [k for k in self.objects if k[1] == ref.name]:
+                        self._record(Ref(key[0], key[1], key[2], key[3]), "DELETED", self.objects.pop(key))
         _send(
             h,
             200,

@@ -9,9 +9,8 @@
         print(line)
     job.cancel()
 
-It talks to the Kubernetes API with the maintained client (`pip install 'higgsfield[client]'`,
-the `kubernetes` package) and the user's kubeconfig (its current context, or `context=`), as
-kubectl would: objects are applied server-side (field manager `higgsfield`, `--dry-run` asks the
+It talks to the Kubernetes API with the maintained client (the `kubernetes` package, a dependency)
+and the user's kubeconfig (its current context, or `context=`), as kubectl would: objects are applied server-side (field manager `higgsfield`, `--dry-run` asks the
 server to check everything and store nothing), failures are the API's own Status (404 NotFound,
 409 Conflict, 422 Invalid, 403 Forbidden) in one line. Upstream contracts, read at the pins:
 - the Training Operator names a job's Volcano PodGroup after the job (VolcanoControl in
@@ -45,7 +44,7 @@ from infra.core.names import (
 FIELD_MANAGER = "higgsfield"
 KUBEFLOW = ("kubeflow.org", "v1")
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
-INSTALL = "pip install 'higgsfield[client]' (the kubernetes package)"
+INSTALL = "pip install higgsfield (the kubernetes package is one of its dependencies)"
 
 
 class ApiError(Exception):

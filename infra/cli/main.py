@@ -29,6 +29,7 @@ from infra.cli.commands import (
     stacks,
     timeline,
     types,
+    verify,
 )
 from infra.cli.output import UsageError, colour_on
 from infra.core.stack_values import terminal_safe
@@ -45,6 +46,7 @@ COMMANDS = (
     cost,
     timeline,
     preflight,
+    verify,
     charts,
     init,
     types,

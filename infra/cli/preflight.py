@@ -58,7 +58,7 @@ PERMISSIONS = tuple(sorted(set(IAM_ACTIONS.values())))
 # The caller may not do this (EC2: UnauthorizedOperation; JSON services: AccessDeniedException).
 _DENIED = {"UnauthorizedOperation", "Client.UnauthorizedOperation", "AccessDenied", "AccessDeniedException"}
 # The credentials themselves were refused: every other call would fail alike, so the run stops.
-_REJECTED = {
+REJECTED = {
     "AuthFailure",
     "InvalidClientTokenId",
     "UnrecognizedClientException",
@@ -129,7 +129,7 @@ def _not_checked(check: str, target: str, exc: Exception) -> Check:
     if isinstance(exc, aws_errors.ClientError):
         error = exc.response.get("Error", {})
         code, message, operation = error.get("Code", "?"), error.get("Message", ""), exc.operation_name
-        if code in _REJECTED:
+        if code in REJECTED:
             raise CredentialsRejected(f"AWS rejected the credentials ({code}: {message})") from exc
         action = IAM_ACTIONS.get(operation, operation)
         if code in _DENIED:

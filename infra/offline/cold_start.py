@@ -26,6 +26,7 @@ from typing import NamedTuple
 from components.gang_deadline import DEADLINE_CHECK_S, ESTIMATE, boot_seconds, gang_deadline_s
 from infra.config import GpuPool, StackConfig, seconds_of
 from infra.core import versions
+from infra.offline.measured import Measured, PoolTimings
 
 # Where each cited figure was read: the pinned component's code (the autoscaler of the default
 # Kubernetes minor).
@@ -188,6 +189,23 @@ def cold_path(pool: GpuPool, nodes: int, *, shortened: bool = True) -> Path:
     return Path("cold" if shortened else "cold, devel image + default pull", tuple(steps + _first_step(nodes)))
 
 
+def measured_path(timings: PoolTimings, source: str) -> Path:
+    """The cold path as `higgsfield verify --allow-cost` measured it on the live cluster
+    (infra/offline/measured.py): each step between two moments the API server recorded."""
+    where = f"measured: {source}"
+    steps = (
+        Step("pods created -> node registered (Volcano, the autoscaler, EC2 launch)", timings.scale_up_s, where),
+        Step("node registered -> Ready (boot, nodeadm, kubelet)", timings.node_boot_s, where),
+        Step("Ready -> the gate passed, startup taint off (its image pull and checks)", timings.gate_s, where),
+        Step("the job's own image pull (a cache hit after the gate's)", timings.image_pull_s, where),
+    )
+    rest = timings.first_step_s - sum(s.seconds for s in steps)
+    return Path(
+        f"cold, measured ({timings.nodes} x {timings.instance_type})",
+        (*steps, Step("bind, containers start -> first step", max(rest, 0.0), where)),
+    )
+
+
 def warm_path(pool: GpuPool, nodes: int) -> Path:
     """Gated nodes are up and idle (a reservation held warm, or nodes not yet scaled down)."""
     steps = _admission() + [
@@ -284,8 +302,9 @@ class JobStart(NamedTuple):
     bound: GiveBack
 
 
-def report(plan, pool_name: str, nodes: int | None) -> JobStart:
-    """The `timeline --job` report of a recorded plan (`as_json(*report)` is its JSON)."""
+def report(plan, pool_name: str, nodes: int | None, measured: Measured | None = None) -> JobStart:
+    """The `timeline --job` report of a recorded plan (`as_json(*report)` is its JSON); with
+    `measured` timings of the pool, the measured cold path comes first, the estimates after it."""
     from infra.config import ConfigError
     from infra.offline import cost
 
@@ -299,5 +318,8 @@ def report(plan, pool_name: str, nodes: int | None) -> JobStart:
     if pool.capacity_type in ("spot", "capacity-block"):
         rate = None  # spot moves, a block is prepaid (infra/offline/cost.py)
     paths = [cold_path(pool, count), warm_path(pool, count), cold_path(pool, count, shortened=False)]
+    timings = measured.pools.get(pool.name) if measured else None
+    if measured and timings:
+        paths.insert(0, measured_path(timings, f"{measured.source} ({measured.measured_at})"))
     bound = give_back(pool, rate)
     return JobStart(pool, count, paths, bound)

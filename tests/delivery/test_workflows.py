@@ -301,3 +301,35 @@ def test_the_placeholder_repository_is_flagged_by_check_and_first_in_bootstrap()
         update={"delivery": plan.config.delivery.model_copy(update={"repository": "acme/ml-platform"})}
     )
     assert not bootstrap.steps(own)[0].startswith("Repository:")
+
+
+def _deploy_steps() -> list[dict]:
+    return PARSED["deploy.yml"]["jobs"]["deploy"]["steps"]
+
+
+def test_every_deploy_is_verified_read_only_after_pulumi_up():
+    """docs/verify.md: the deploy job runs `higgsfield verify STACK` on the cluster it just updated,
+    never the checks that create or cost (--allow-cost), nor the administrator's bootstrap."""
+    steps = _deploy_steps()
+    up = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("pulumi/actions@"))
+    (verify_at,) = [i for i, s in enumerate(steps) if "higgsfield verify" in s.get("run", "")]
+    run = steps[verify_at]["run"]
+    assert verify_at > up and '.venv/bin/higgsfield verify "$STACK"' in run and "--allow-cost" not in run
+    assert steps[verify_at]["env"]["STACK"] == "${{ matrix.stack }}"
+    # the kubeconfig of the stack's own cluster (infra/core/names.py cluster_name), read by verify
+    assert 'aws eks update-kubeconfig --name "higgsfield-$STACK"' in run and "KUBECONFIG=" in run
+
+
+def test_the_deploy_role_may_make_every_call_verify_makes():
+    from components.delivery import DEPLOY_SERVICES
+    from infra.cli.verify.checks import specs
+
+    run = next(s["run"] for s in _deploy_steps() if "higgsfield verify" in s.get("run", ""))
+    left_out = set(re.findall(r"--skip (\S+)", run))
+    actions = {
+        a
+        for s in specs()
+        if not s.costs and not s.manual and s.id not in left_out
+        for a in re.findall(r"\b([a-z-]+):[A-Z]\w+", s.rights)
+    }
+    assert actions and actions <= set(DEPLOY_SERVICES), actions - set(DEPLOY_SERVICES)

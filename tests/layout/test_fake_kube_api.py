@@ -108,3 +108,27 @@ def test_a_request_the_authorizer_refuses_is_a_forbidden_status_naming_verb_reso
         assert call(fake, "GET", "/api/v1/namespaces/team/pods")[0] == 200
     finally:
         fake.close()
+
+
+def test_version_answers_the_version_info(api):
+    code, body = call(api, "GET", "/version/")
+    assert code == 200 and json.loads(body)["gitVersion"].startswith("v1.35.")
+
+
+def test_a_forbidden_request_is_rbacs_403_status(api):
+    api.allow = lambda verb, group, resource, namespace: resource != "leases"
+    code, body = call(api, "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/cluster-autoscaler")
+    status = json.loads(body)
+    assert code == 403 and (status["reason"], status["code"]) == ("Forbidden", 403)
+    assert status["message"].startswith('leases.coordination.k8s.io "cluster-autoscaler" is forbidden: User "')
+    assert (
+        'cannot get resource "leases" in API group "coordination.k8s.io" in the namespace "kube-system"'
+        in (status["message"])
+    )
+
+
+def test_deleting_a_namespace_deletes_what_it_holds(api):
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    assert call(api, "POST", "/api/v1/namespaces/team/pods", POD)[0] == 201
+    assert call(api, "DELETE", "/api/v1/namespaces/team")[0] == 200
+    assert api.get("/api/v1/namespaces/team/pods/p") is None

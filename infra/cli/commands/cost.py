@@ -21,6 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="update the prices of everything the stack creates from the AWS Pricing API (needs credentials)",
     )
+    cost.add_argument(
+        "--measured",
+        metavar="FILE",
+        help="also price each cold start as `higgsfield verify STACK --allow-cost --save FILE` measured it",
+    )
     cost.add_argument("--strict", action="store_true", help="exit 1 when anything the stack creates is not priced")
     cost.set_defaults(func=run)
 
@@ -39,7 +44,11 @@ def run(args: argparse.Namespace) -> int:
             return 2
         prices = refreshed
     est = cost.estimate(plan, prices)
-    emit(args, lambda: cost.as_json(est), lambda: render(est))
+    starts = _cold_starts(args, plan, prices)
+    if starts is None:
+        emit(args, lambda: cost.as_json(est), lambda: render(est))
+    else:
+        emit(args, lambda: {**cost.as_json(est), "cold_starts": starts[0]}, lambda: render(est) + "\n" + starts[1])
     if args.strict and est.unpriced:
         unpriced = ", ".join(sorted({line.resource for line in est.unpriced}))
         error(f"cost of {args.stack}: {len(est.unpriced)} item(s) not priced (--strict): {unpriced}")
@@ -74,3 +83,35 @@ def _refresh(plan, prices: dict, price_file: Path) -> dict | None:
         file=sys.stderr,
     )
     return prices
+
+
+def _cold_starts(args: argparse.Namespace, plan, prices: dict) -> tuple[list[dict], str] | None:
+    """--measured: each measured cold start's cost (JSON rows, text), or None without the option."""
+    from infra.cli.output import UsageError
+    from infra.offline import measured
+
+    if not args.measured:
+        return None
+    try:
+        found = measured.for_stack(measured.load(Path(args.measured)), args.stack)
+    except measured.MeasuredError as exc:
+        raise UsageError(str(exc)) from None
+    assert found is not None
+    hourly = prices["regions"].get(plan.config.region, {}).get("ec2_on_demand_hour", {})
+    pools = {p.name: p for p in plan.config.gpu_pools}
+    rates = {
+        name: None
+        if name not in pools or pools[name].capacity_type in ("spot", "capacity-block")
+        else hourly.get(t.instance_type)
+        for name, t in found.pools.items()
+    }
+    rows = measured.cold_start_costs(found, rates)
+    lines = [f"Cold starts, measured ({found.source}, {found.measured_at}): paid from launch to the first step"]
+    for r in rows:
+        money = "not priced" if r.usd is None else f"${r.usd:,.2f}"
+        lines.append(f"  {r.pool}: {r.nodes} x {r.instance_type}, {r.seconds / 60:.1f} min: {money} per cold start")
+    data = [
+        {"pool": r.pool, "nodes": r.nodes, "instance_type": r.instance_type, "seconds": r.seconds, "usd": r.usd}
+        for r in rows
+    ]
+    return data, "\n".join(lines)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from infra.cli.arguments import stack_argument
-from infra.cli.output import add_report_options, emit
+from infra.cli.output import UsageError, add_report_options, emit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     timeline.add_argument(
         "--nodes", type=int, metavar="N", help="with --job: the gang's nodes (default: the pool's maxSize)"
     )
+    timeline.add_argument(
+        "--measured",
+        metavar="FILE",
+        help="with --job: timings `higgsfield verify STACK --allow-cost --save FILE` measured, before the estimates",
+    )
     timeline.set_defaults(func=run)
 
 
@@ -37,11 +43,17 @@ def run(args: argparse.Namespace) -> int:
     plan = record(args.stack)
     if args.job is not None:  # a job's cold and warm start on a pool (infra/offline/cold_start.py)
         from infra.cli.views.cold_start import render
-        from infra.offline import cold_start
+        from infra.offline import cold_start, measured
 
-        start = cold_start.report(plan, args.job, args.nodes)
+        try:
+            timings = measured.for_stack(measured.load(Path(args.measured)), args.stack) if args.measured else None
+        except measured.MeasuredError as exc:
+            raise UsageError(str(exc)) from None
+        start = cold_start.report(plan, args.job, args.nodes, timings)
         emit(args, lambda: cold_start.as_json(*start), lambda: render(*start))
         return 0
+    if args.measured:
+        raise UsageError("--measured goes with --job POOL (a job's start on a pool)")
     t = timeline.compute(plan)
     if args.mermaid:
         emit(args, lambda: timeline.as_json(plan, t), lambda: view.mermaid(plan, t))

@@ -1,0 +1,148 @@
+"""`higgsfield verify STACK`: check the live account and cluster of a stack (read-only unless --allow-cost)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from infra.cli.arguments import stack_argument
+from infra.cli.output import UsageError, add_report_options, emit, error, protected
+
+if TYPE_CHECKING:
+    from infra.cli.verify import connect
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    verify = sub.add_parser(
+        "verify",
+        help="check the live account and cluster of a stack: PASS/FAIL/SKIP per check, read-only by default",
+        description="Ordered checks against the stack's AWS account (boto3, your AWS credentials) and cluster "
+        "(your kubeconfig): each with a timeout, the evidence it saw and what to do on failure (docs/verify.md). "
+        "Read-only unless --allow-cost.",
+    )
+    stack_argument(verify)
+    add_report_options(verify)
+    verify.add_argument("--list", action="store_true", help="list the checks, what each proves and needs (offline)")
+    verify.add_argument(
+        "--only", action="append", default=[], metavar="ID", help="run only these checks (ids or prefixes: kube.)"
+    )
+    verify.add_argument("--skip", action="append", default=[], metavar="ID", help="leave these checks out")
+    verify.add_argument(
+        "--allow-cost",
+        action="store_true",
+        help="also run the checks that create and cost (a trial gang on a pool at zero, estimated before it starts)",
+    )
+    verify.add_argument("--pool", help="with --allow-cost: the trial's pool (default: the first that scales from zero)")
+    verify.add_argument("--nodes", type=int, default=1, metavar="N", help="with --allow-cost: the trial's nodes (1)")
+    verify.add_argument(
+        "--save",
+        metavar="FILE",
+        help="write the trial's measured timings (JSON) for timeline --job and cost --measured",
+    )
+    verify.add_argument("--context", help="the kubeconfig context (default: the current one)")
+    verify.add_argument("--keep", action="store_true", help="keep the trial's namespace for a look (delete it after)")
+    verify.set_defaults(func=run)
+
+
+def _split(values: list[str]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def run(args: argparse.Namespace) -> int:
+    from infra.cli import verify
+    from infra.cli.verify import checks, connect
+    from infra.core.project import project_root
+    from infra.offline.evaluate import stack_file
+
+    stack_file(project_root(), args.stack)  # StackNotFound before anything else
+    try:
+        specs = verify.select(checks.specs(), _split(args.only), _split(args.skip))
+    except verify.Selection as exc:
+        raise UsageError(f"--only/--skip: {exc}") from None
+    if args.save and protected(Path(args.save)):
+        raise UsageError(
+            f"--save {args.save}: would write over {protected(Path(args.save))}, one of the project's files"
+        )
+    if args.list:
+        emit(args, lambda: verify.listing_json(specs), lambda: verify.listing(specs))
+        return 0
+    ctx = _context(args, specs)
+    if ctx is None:
+        return 2
+    stream = args.json is None and not args.output
+    if stream:
+        who = ctx.found.get("identity")
+        print(
+            f"verify {args.stack}: {len(specs)} check(s)"
+            + ("" if args.allow_cost else " (read-only)")
+            + (f" as {who}" if who else "")
+            + (f", cluster {ctx.kube.host}" if ctx.kube else "")
+        )
+    results = verify.run(
+        specs,
+        ctx,
+        allow_cost=args.allow_cost,
+        on_result=(lambda r: print(verify.line(r), flush=True)) if stream else None,
+        describe_error=connect.describe_error,
+    )
+    counts = verify.as_json(args.stack, results)["counts"]
+    summary = f"verify {args.stack}: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped"
+    if stream:
+        print(summary)
+    else:
+        emit(
+            args,
+            lambda: {
+                **verify.as_json(args.stack, results),
+                "identity": ctx.found.get("identity"),
+                "cluster": ctx.kube.host if ctx.kube else None,
+            },
+            lambda: "\n".join(map(verify.line, results)) + "\n" + summary,
+        )
+    if args.save:
+        _save(args, ctx)
+    return 1 if counts["FAIL"] else 0
+
+
+def _context(args: argparse.Namespace, specs: list) -> connect.Context | None:
+    """The checks' context, or None after one line saying why nothing can be checked."""
+    from infra.cli.verify import connect, trial
+    from infra.offline.evaluate import record
+
+    runs = [s for s in specs if not s.manual and (args.allow_cost or not s.costs)]
+    needs = {part for s in runs for part in s.needs.split("+")}
+    plan = record(args.stack)
+    try:
+        session = connect.aws_session(plan.config.region) if "aws" in needs else None
+        kube = connect.kube_client(args.context) if "kube" in needs else None
+        identity = connect.caller(session) if session else None
+    except connect.Refused as exc:
+        error(f"verify {args.stack}: {exc}")
+        return None
+    ctx = connect.Context(args.stack, plan, session, kube)
+    ctx.found["keep"] = args.keep
+    ctx.found["identity"] = identity
+    if args.allow_cost and any(s.costs for s in runs):
+        chosen = trial.choose(plan.config, args.pool, args.nodes)
+        ctx.found["trial"] = chosen
+        print(f"verify {args.stack}: {chosen.describe()}", file=sys.stderr)
+    return ctx
+
+
+def _save(args: argparse.Namespace, ctx: connect.Context) -> None:
+    from infra.offline import measured
+
+    found = ctx.found.get("timings")
+    if not found:
+        error(f"--save {args.save}: nothing was measured (the trial runs only with --allow-cost, and it must pass)")
+        return
+    pools = {
+        name: measured.PoolTimings(t["instance_type"], t["nodes"], *(t[f] for f in measured.FIELDS))
+        for name, t in found.items()
+    }
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    measured.save(Path(args.save), measured.Measured(args.stack, now, pools))
+    print(f"wrote {args.save}", file=sys.stderr)

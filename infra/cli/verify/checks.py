@@ -1,0 +1,545 @@
+"""The checks of `higgsfield verify`, in the order of the day-one journey (docs/day-one-journey.md):
+the account's cluster and node groups, then the cluster's controllers, the objects the cluster made,
+queues, admission, the health gate, GPU nodes and logs, then the trial (with --allow-cost), then
+what is not automated, each with its command. docs/verify.md says what each proves and the rights
+it needs."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from typing import Any
+
+from infra.cli.verify import Outcome, Spec, failed, passed, skipped
+from infra.core import names
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+SCHEDULE = "aws:autoscaling/schedule:Schedule"
+VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
+AUTOSCALER = "higgsfield:autoscaler:ClusterAutoscaler"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"  # the EFA device plugin's resource (infra/offline/pods.py EFA)
+VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
+
+# The controllers' leader-election Leases (docs/controllers.md cites each at its pinned ref): the
+# Training Operator's (kubeflow/trainer:cmd/training-operator.v1/main.go@v1.9.4 --leader-election-id
+# default), the Cluster Autoscaler's (kubernetes/autoscaler:cluster-autoscaler/main.go@
+# cluster-autoscaler-1.35.2, name `cluster-autoscaler` in the release namespace). Volcano's scheduler
+# and controllers lock in volcano-system (installer/helm/chart/volcano/templates/scheduler.yaml@v1.15.1
+# --leader-elect-resource-namespace): every Lease there must be held and fresh, and there are two.
+LEASES = (
+    ("kubeflow", "1ca428e5.training-operator.kubeflow.org", "the Training Operator"),
+    (names.KUBE_SYSTEM, "cluster-autoscaler", "the Cluster Autoscaler"),
+)
+VOLCANO_NAMESPACE, VOLCANO_LEASES = "volcano-system", 2
+# The webhook that moves a PodGroup to its namespace's queue (components/training.py enables
+# /podgroups/mutate; docs/day-one-journey.md step 6 names the configuration).
+PODGROUP_WEBHOOK = "volcano-admission-service-podgroups-mutate"
+# The Cluster Autoscaler's status ConfigMap (kube-system, `--status-config-map-name` default) and its
+# health condition's values Healthy/Unhealthy (kubernetes/autoscaler:cluster-autoscaler/clusterstate/
+# api/types.go, a stored version, not the pinned tag): written as YAML (`clusterWide.health.status`)
+# by newer releases, as text (`Health: Healthy`) by older ones; both are read.
+AUTOSCALER_STATUS = "cluster-autoscaler-status"
+
+# The Training Operator's pod labels (kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go@v1.9.4),
+# kept on every log record by our Fluent Bit config (docs/logs.md, components/container_logs.py).
+JOB_LABEL = "training.kubeflow.org/job-name"
+REPLICA_LABEL = "training.kubeflow.org/replica-type"
+# Pulumi's Server-Side Apply field manager, `pulumi-kubernetes-<random suffix>` (pulumi/pulumi-kubernetes#2271):
+# beside the creator's, it shows the plan's patch took its fields over.
+PULUMI_MANAGER = "pulumi-kubernetes"
+LOG_DAYS, LOG_PAGES = 7, 20  # how far back a job's records are looked for, and how many pages at most
+
+
+def _iso(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+# --- the account -----------------------------------------------------------------------------------
+
+
+def _region_of(arn: str) -> str:
+    return arn.split(":")[3]
+
+
+def bootstrap(ctx: Any) -> Outcome:
+    """What `higgsfield bootstrap` had an administrator make (journey step 1): the state bucket
+    versioned, the secrets key enabled, the runners' GitHub connection completed in the console."""
+    delivery = ctx.config.delivery
+    if delivery is None:
+        return skipped("no higgsfield:delivery: CI does not deploy this stack")
+    problems: list[str] = []
+    seen: list[str] = []
+    versioning = ctx.client("s3").get_bucket_versioning(Bucket=delivery.state_bucket).get("Status", "never enabled")
+    (seen if versioning == "Enabled" else problems).append(
+        f"state bucket {delivery.state_bucket}: versioning {versioning}"
+    )
+    if delivery.state_key_arn:
+        kms = ctx.client("kms", _region_of(delivery.state_key_arn))
+        state = kms.describe_key(KeyId=delivery.state_key_arn)["KeyMetadata"]["KeyState"]
+        (seen if state == "Enabled" else problems).append(f"secrets key: {state}")
+    runner = delivery.runner
+    if runner.enabled and runner.connection_arn:
+        connections = ctx.client("codeconnections", _region_of(runner.connection_arn))
+        status = connections.get_connection(ConnectionArn=runner.connection_arn)["Connection"]["ConnectionStatus"]
+        (seen if status == "AVAILABLE" else problems).append(f"GitHub connection: {status}")
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "`higgsfield bootstrap STACK` prints each step; a PENDING connection is completed in the console "
+            "(Developer Tools > Connections > Update pending connection)",
+        )
+    return passed("; ".join(seen))
+
+
+def cluster(ctx: Any) -> Outcome:
+    cfg = ctx.config
+    name = names.cluster_name(cfg.stack)
+    info = ctx.client("eks").describe_cluster(name=name)["cluster"]
+    ctx.found["endpoint"] = info.get("endpoint", "")
+    seen = f"{name}: {info.get('status')}, Kubernetes {info.get('version')}"
+    mode = (info.get("accessConfig") or {}).get("authenticationMode", "?")
+    if info.get("status") != "ACTIVE":
+        return failed(seen, f"wait for ACTIVE (`aws eks describe-cluster --name {name}`), or rerun `pulumi up`")
+    if info.get("version") != cfg.kubernetes_version:
+        return failed(
+            f"{seen}; the stack pins {cfg.kubernetes_version}",
+            "run `pulumi up` (docs/upgrading.md: one minor at a time)",
+        )
+    if mode not in ("API", "?"):
+        return failed(f"{seen}, authentication mode {mode}", "the stack uses API mode: rerun `pulumi up`")
+    return passed(f"{seen}, authentication {mode}")
+
+
+def _live_groups(ctx: Any) -> dict[str, dict]:
+    """The cluster's node groups by the plan's resource name (Pulumi auto-names them NAME-xxxxxxx)."""
+    eks, name = ctx.client("eks"), names.cluster_name(ctx.config.stack)
+    live = eks.list_nodegroups(clusterName=name)["nodegroups"]
+    found: dict[str, dict] = {}
+    for planned in ctx.plan.of_type(NODE_GROUP):
+        # Pulumi's auto-name: the resource name, a dash, 7 random hex digits (`gpu-h100-1a2b3c4`), so
+        # that pool h100 never takes pool h100-odcr's group
+        match = [g for g in live if g == planned.name or re.fullmatch(re.escape(planned.name) + "-[0-9a-f]{7}", g)]
+        if match:
+            found[planned.name] = eks.describe_nodegroup(clusterName=name, nodegroupName=match[0])["nodegroup"]
+    ctx.found["node_groups"] = found
+    return found
+
+
+def _taints(items: list[dict] | None) -> set[tuple[str, str]]:
+    """(key, effect) of node group taints, as the plan and the EKS API both write them (NO_SCHEDULE)."""
+    return {(t["key"], t["effect"]) for t in items or []}
+
+
+def node_groups(ctx: Any) -> Outcome:
+    found, problems = _live_groups(ctx), []
+    for planned in ctx.plan.of_type(NODE_GROUP):
+        live = found.get(planned.name)
+        if live is None:
+            problems.append(f"{planned.name}: missing")
+            continue
+        want, got = planned.inputs["scalingConfig"], live.get("scalingConfig", {})
+        if live.get("status") != "ACTIVE":
+            problems.append(f"{planned.name}: {live.get('status')}")
+        if (got.get("minSize"), got.get("maxSize")) != (want["minSize"], want["maxSize"]):
+            problems.append(
+                f"{planned.name}: min/max {got.get('minSize')}/{got.get('maxSize')}, "
+                f"planned {want['minSize']}/{want['maxSize']}"
+            )
+        missing = _taints(planned.inputs.get("taints")) - _taints(live.get("taints"))
+        if missing:
+            problems.append(f"{planned.name}: without taint {', '.join(k for k, _ in sorted(missing))}")
+    count = len(ctx.plan.of_type(NODE_GROUP))
+    if problems:
+        return failed("; ".join(problems), "run `pulumi up` (a console edit drifts from the plan: `pulumi refresh`)")
+    return passed(f"{count} node group(s) ACTIVE with the planned sizes and taints")
+
+
+def _group_of_pool(ctx: Any, parent: str | None) -> dict | None:
+    for planned in ctx.plan.of_type(NODE_GROUP):
+        if planned.parent == parent:
+            return ctx.found.get("node_groups", {}).get(planned.name)
+    return None
+
+
+def capacity_schedules(ctx: Any) -> Outcome:
+    planned = ctx.plan.of_type(SCHEDULE)
+    if not planned:
+        return skipped("no Capacity Block pool: no scheduled actions planned")
+    autoscaling, problems = ctx.client("autoscaling"), []
+    for action in planned:
+        group = _group_of_pool(ctx, action.parent)
+        asgs = [a["name"] for a in ((group or {}).get("resources") or {}).get("autoScalingGroups", [])]
+        if not asgs:
+            problems.append(f"{action.name}: no Auto Scaling group found for its pool")
+            continue
+        live = autoscaling.describe_scheduled_actions(
+            AutoScalingGroupName=asgs[0], ScheduledActionNames=[action.inputs["scheduledActionName"]]
+        )["ScheduledUpdateGroupActions"]
+        want = action.inputs
+        if not live:
+            problems.append(f"{action.name}: missing on {asgs[0]}")
+            continue
+        got = live[0]
+        sizes = (got.get("MinSize"), got.get("MaxSize"), got.get("DesiredCapacity"))
+        if sizes != (want.get("minSize"), want.get("maxSize"), want.get("desiredCapacity")):
+            problems.append(
+                f"{action.name}: min/max/desired {sizes}, planned {want.get('minSize')}/{want.get('maxSize')}"
+            )
+    if problems:
+        return failed("; ".join(problems), "run `pulumi up`; a window already past is removed by the next `pulumi up`")
+    return passed(f"{len(planned)} scheduled action(s) on their Auto Scaling groups as planned")
+
+
+def reservations(ctx: Any) -> Outcome:
+    pools = [p for p in ctx.config.gpu_pools if p.capacity.reservation_id and p.provisioner == "node-group"]
+    if not pools:
+        return skipped("no reservation or Capacity Block pool")
+    ids = sorted({p.capacity.reservation_id for p in pools})
+    found = ctx.client("ec2").describe_capacity_reservations(CapacityReservationIds=ids)["CapacityReservations"]
+    by_id = {r["CapacityReservationId"]: r for r in found}
+    problems, seen = [], []
+    for pool in pools:
+        r = by_id.get(pool.capacity.reservation_id)
+        if r is None:
+            problems.append(f"{pool.name}: {pool.capacity.reservation_id} not found")
+            continue
+        seen.append(f"{pool.name}: {r['State']} {r.get('InstanceType')} x{r.get('TotalInstanceCount')}")
+        live_ok = r["State"] in ("active", "scheduled", "payment-pending")
+        if not live_ok or r.get("InstanceType") not in pool.instance_types:
+            problems.append(f"{pool.name}: {r['State']} {r.get('InstanceType')}, planned {pool.instance.name}")
+    if problems:
+        return failed(
+            "; ".join(problems), "renew or fix higgsfield:gpuPools[].capacity.reservationId, then `pulumi up`"
+        )
+    return passed("; ".join(seen))
+
+
+# --- the cluster -----------------------------------------------------------------------------------
+
+
+def kube_api(ctx: Any) -> Outcome:
+    version = ctx.kube.version()
+    seen = f"{ctx.kube.host} answers {version.get('gitVersion')}"
+    minor = f"{version.get('major')}.{str(version.get('minor', '')).rstrip('+')}"
+    endpoint = ctx.found.get("endpoint")
+    if endpoint and endpoint.rstrip("/") != ctx.kube.host.rstrip("/"):
+        return failed(
+            f"the kubeconfig's context points at {ctx.kube.host}, the stack's cluster is at {endpoint}",
+            f"aws eks update-kubeconfig --name {names.cluster_name(ctx.config.stack)} --region {ctx.config.region}",
+        )
+    if minor != ctx.config.kubernetes_version:
+        return failed(f"{seen}; the stack pins {ctx.config.kubernetes_version}", "run `pulumi up` (docs/upgrading.md)")
+    return passed(seen)
+
+
+def _fresh(lease: dict, now: datetime.datetime) -> str | None:
+    """Why a Lease is not held by a live leader, or None."""
+    spec = lease.get("spec") or {}
+    if not spec.get("holderIdentity"):
+        return "held by nobody"
+    renewed = spec.get("renewTime") or spec.get("acquireTime")
+    if not renewed:
+        return "never renewed"
+    age = (now - _iso(renewed)).total_seconds()
+    if age > float(spec.get("leaseDurationSeconds") or 15) * 2:
+        return f"last renewed {age:.0f} s ago"
+    return None
+
+
+def leases(ctx: Any) -> Outcome:
+    from kubernetes.client.exceptions import ApiException
+
+    now = ctx.now()
+    problems: list[str] = []
+    held: list[str] = []
+    autoscaler = bool(ctx.plan.of_type(AUTOSCALER))  # a stack of Karpenter pools only runs none
+    for namespace, name, who in LEASES:
+        if name == "cluster-autoscaler" and not autoscaler:
+            continue
+        try:
+            lease = ctx.kube.lease(namespace, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            problems.append(f"{who}: no Lease {namespace}/{name}")
+            continue
+        why = _fresh(lease, now)
+        (problems if why else held).append(f"{who} ({namespace}/{name}): {why or lease['spec']['holderIdentity']}")
+    volcano = ctx.kube.leases(VOLCANO_NAMESPACE)
+    stale = [f"{lease['metadata']['name']} {why}" for lease in volcano if (why := _fresh(lease, now))]
+    if len(volcano) < VOLCANO_LEASES or stale:
+        problems.append(
+            f"Volcano: {len(volcano)} Lease(s) in {VOLCANO_NAMESPACE}" + (f", {'; '.join(stale)}" if stale else "")
+        )
+    else:
+        held.append(f"Volcano: {len(volcano)} Leases held")
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "a controller without its Lease does nothing: `kubectl -n NS logs deploy/NAME` and "
+            "`kubectl auth can-i update leases/NAME -n NS --as system:serviceaccount:NS:SA` (docs/controllers.md)",
+        )
+    return passed("; ".join(held))
+
+
+def cluster_made(ctx: Any) -> Outcome:
+    """Objects the cluster creates itself carry our fields after the first apply (docs/day-one-journey.md 5)."""
+    problems, seen = [], []
+    queue = ctx.kube.cluster_object(VOLCANO_GROUP, VOLCANO_VERSION, "queues", "default")
+    if (queue.get("spec") or {}).get("reclaimable") is not False:
+        problems.append(f"Volcano's default queue: reclaimable {queue.get('spec', {}).get('reclaimable')!r}")
+    else:
+        seen.append("default queue not reclaimable")
+    for team in ctx.config.scheduler.teams:
+        sa = ctx.kube.service_account(team.name, "default")
+        managers = sorted({m.get("manager", "?") for m in sa["metadata"].get("managedFields") or []})
+        if sa.get("automountServiceAccountToken") is not False:
+            problems.append(f"{team.name}/default mounts a token (managers: {', '.join(managers) or 'none'})")
+        elif not any(m.startswith(PULUMI_MANAGER) for m in managers):
+            problems.append(
+                f"{team.name}/default has no {PULUMI_MANAGER} field manager (managers: {', '.join(managers)})"
+            )
+        else:
+            seen.append(f"{team.name}/default tokenless")
+    if problems:
+        return failed("; ".join(problems), "rerun `pulumi up`: the Server-Side Apply patches take these fields over")
+    return passed("; ".join(seen))
+
+
+def queues(ctx: Any) -> Outcome:
+    from kubernetes.client.exceptions import ApiException
+
+    problems, seen = [], []
+    try:
+        ctx.kube.mutating_webhook(PODGROUP_WEBHOOK)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        problems.append(f"no MutatingWebhookConfiguration {PODGROUP_WEBHOOK}: PodGroups keep queue default")
+    for team in ctx.config.scheduler.teams:
+        queue = ctx.kube.cluster_object(VOLCANO_GROUP, VOLCANO_VERSION, "queues", team.queue)
+        state = (queue.get("status") or {}).get("state", "?")
+        annotation = (ctx.kube.namespace(team.name)["metadata"].get("annotations") or {}).get(names.QUEUE_ANNOTATION)
+        if state != "Open" or annotation != team.queue:
+            problems.append(f"{team.name}: queue {team.queue} {state}, namespace annotation {annotation!r}")
+        else:
+            seen.append(f"{team.name} -> {team.queue} Open")
+    if problems:
+        return failed("; ".join(problems), "`kubectl get queue -o wide`; rerun `pulumi up`")
+    return passed("; ".join(seen))
+
+
+def _autoscaler_health(text: str) -> str:
+    import re
+
+    import yaml
+
+    try:
+        status = yaml.safe_load(text)
+    except yaml.YAMLError:
+        status = None
+    if isinstance(status, dict) and "clusterWide" in status:
+        return str(((status.get("clusterWide") or {}).get("health") or {}).get("status", "?"))
+    found = re.search(r"Health:\s+(\w+)", text)
+    return found.group(1) if found else "?"
+
+
+def autoscaler_status(ctx: Any) -> Outcome:
+    """The autoscaler reconciles: its status ConfigMap says the cluster is Healthy (journey step 8)."""
+    if not ctx.plan.of_type(AUTOSCALER):
+        return skipped("no Cluster Autoscaler in this stack")
+    status = ctx.kube.config_map(names.KUBE_SYSTEM, AUTOSCALER_STATUS)
+    health = _autoscaler_health((status.get("data") or {}).get("status", ""))
+    if health != "Healthy":
+        return failed(
+            f"{names.KUBE_SYSTEM}/{AUTOSCALER_STATUS}: cluster-wide health {health}",
+            f"`kubectl -n {names.KUBE_SYSTEM} get configmap {AUTOSCALER_STATUS} -o yaml` names the unready node "
+            "groups; docs/autoscaling.md",
+        )
+    return passed(f"{names.KUBE_SYSTEM}/{AUTOSCALER_STATUS}: Healthy")
+
+
+def _warnings(policy: dict) -> list[str]:
+    """The API server's type-checking warnings of a policy's CEL (status.typeChecking.expressionWarnings)."""
+    checked = ((policy.get("status") or {}).get("typeChecking") or {}).get("expressionWarnings") or []
+    return [w.get("warning", "") for w in checked]
+
+
+def admission_policies(ctx: Any) -> Outcome:
+    want = {r.inputs["metadata"]["name"] for r in ctx.plan.of_type(VAP)}
+    live = {p["metadata"]["name"]: p for p in ctx.kube.admission_policies()}
+    problems = [f"missing: {name}" for name in sorted(want - set(live))]
+    problems += [
+        f"{name}: type-checking warning {_warnings(live[name])[0]}"
+        for name in sorted(want & set(live))
+        if _warnings(live[name])
+    ]
+    if problems:
+        return failed(
+            "; ".join(problems), "rerun `pulumi up`; a warning means a CEL expression reads a field the schema lacks"
+        )
+    return passed(f"{len(want)} ValidatingAdmissionPolicies present, type-checked without warnings")
+
+
+def _attack(team: Any, other_queue: str) -> dict:
+    return {
+        "apiVersion": f"{VOLCANO_GROUP}/{VOLCANO_VERSION}",
+        "kind": "PodGroup",
+        "metadata": {"name": "higgsfield-verify-attack", "namespace": team.name},
+        "spec": {"minMember": 1, "queue": other_queue},
+    }
+
+
+def tenant_attacks(ctx: Any) -> Outcome:
+    """Each team submits a PodGroup to a queue not its own, as a dry run: the API server must refuse."""
+    from kubernetes.client.exceptions import ApiException
+
+    teams = ctx.config.scheduler.teams
+    if len({t.queue for t in teams}) < 2:
+        # Volcano's /podgroups/mutate moves a PodGroup in queue `default` to its namespace's queue
+        # (components/training.py): with one queue there is no other team's queue to try.
+        return skipped("fewer than two team queues: no other team's queue to submit to")
+    problems, seen = [], []
+    for team in teams:
+        other = next(t.queue for t in teams if t.queue != team.queue)
+        try:
+            ctx.kube.create_namespaced(
+                VOLCANO_GROUP, VOLCANO_VERSION, team.name, "podgroups", _attack(team, other), dry_run=True
+            )
+        except ApiException as exc:
+            message = (json.loads(exc.body or "{}") or {}).get("message", "")
+            if exc.status in (403, 422) and "ValidatingAdmissionPolicy" in message:
+                seen.append(f"{team.name}: refused ({exc.status})")
+                continue
+            raise
+        problems.append(f"{team.name}: a PodGroup in queue {other} was admitted (dry run)")
+    if problems:
+        return failed(
+            "; ".join(problems), "check the team's ValidatingAdmissionPolicyBinding (docs/security-tenancy.md)"
+        )
+    return passed("another queue refused by admission: " + "; ".join(seen))
+
+
+def daemon_sets(ctx: Any) -> Outcome:
+    problems, seen = [], []
+    for planned in ctx.plan.of_type(DAEMON_SET):
+        meta = planned.inputs["metadata"]
+        status = ctx.kube.daemon_set(meta["namespace"], meta["name"]).get("status") or {}
+        want, ready = status.get("desiredNumberScheduled", 0), status.get("numberReady", 0)
+        if ready < want:
+            problems.append(f"{meta['namespace']}/{meta['name']}: {ready}/{want} ready")
+        else:
+            seen.append(f"{meta['name']} {ready}/{want}")
+    if problems:
+        return failed("; ".join(problems), "`kubectl -n NS describe ds NAME` (ImagePullBackOff: push the image first)")
+    return passed("; ".join(seen) or "no DaemonSet planned")
+
+
+def gpu_nodes(ctx: Any) -> Outcome:
+    gated = {p.name for p in ctx.config.gpu_pools if p.health_gate.enabled}
+    efa = {p.name for p in ctx.config.gpu_pools if p.efa}
+    nodes = ctx.kube.nodes(names.POOL_LABEL)
+    if not nodes:
+        return skipped("no GPU node is up (pools at zero): the trial (--allow-cost) brings one up")
+    problems, seen = [], []
+    for node in nodes:
+        meta, pool = node["metadata"], node["metadata"]["labels"].get(names.POOL_LABEL)
+        taints = {t["key"] for t in (node.get("spec") or {}).get("taints") or []}
+        health = meta["labels"].get(names.HEALTH_LABEL)
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        gpus = allocatable.get(names.GPU_RESOURCE, "0")
+        if pool in gated and (health != "healthy") != (names.STARTUP_TAINT_KEY in taints):
+            problems.append(
+                f"{meta['name']}: health {health!r} but startup taint {'on' if health == 'healthy' else 'off'}"
+            )
+        elif health == "healthy" and gpus in ("0", 0):
+            problems.append(f"{meta['name']}: healthy with no {names.GPU_RESOURCE} allocatable")
+        elif health == "healthy" and pool in efa and allocatable.get(EFA_RESOURCE, "0") in ("0", 0):
+            problems.append(f"{meta['name']}: healthy on an EFA pool with no {EFA_RESOURCE} allocatable")
+        else:
+            seen.append(f"{meta['name']} ({pool}): {health or 'not gated'}, {gpus} GPU")
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "`kubectl -n higgsfield-health logs ds/health-gate-POOL` on the node (docs/troubleshooting.md)",
+        )
+    return passed("; ".join(seen))
+
+
+def container_logs(ctx: Any) -> Outcome:
+    """A training pod's log records in CloudWatch carry its job, replica and node (docs/logs.md)."""
+    group = f"/aws/containerinsights/{names.cluster_name(ctx.config.stack)}/application"
+    events = ctx.client("logs").filter_log_events(logGroupName=group, filterPattern=f'"{JOB_LABEL}"', limit=50)[
+        "events"
+    ]
+    records = []
+    for event in events:
+        try:
+            records.append(json.loads(event["message"]))
+        except ValueError:
+            continue
+    if not records:
+        return skipped(f"no training job has logged to {group} yet", "rerun after a job (or with --allow-cost)")
+    for record in records:
+        k8s = record.get("kubernetes") or {}
+        labels = k8s.get("labels") or {}
+        if labels.get(JOB_LABEL) and labels.get(REPLICA_LABEL) and k8s.get("host"):
+            return passed(f"{group}: job {labels[JOB_LABEL]}, replica {labels[REPLICA_LABEL]}, node {k8s['host']}")
+    return failed(
+        f"{len(records)} record(s) in {group} without the job, replica and node together",
+        "the Fluent Bit config must keep pod labels (`Labels On`, components/container_logs.py)",
+    )
+
+
+# --- the table -------------------------------------------------------------------------------------
+
+EKS_READ = "eks:DescribeCluster"
+KUBE_API = "kube.api"
+
+
+def specs() -> list[Spec]:
+    """Every check, in order (`higgsfield verify STACK --list`)."""
+    from infra.cli.verify import fabric, trial
+
+    return [
+        Spec("aws.bootstrap", "the state bucket is versioned, the secrets key enabled, the GitHub connection AVAILABLE",
+             bootstrap, "aws", "s3:GetBucketVersioning, kms:DescribeKey, codeconnections:GetConnection"),
+        Spec("aws.cluster", "the EKS cluster is ACTIVE at the stack's Kubernetes version, API authentication",
+             cluster, "aws", EKS_READ),
+        Spec("aws.node-groups", "every planned node group is ACTIVE with the planned min/max and taints",
+             node_groups, "aws", "eks:ListNodegroups, eks:DescribeNodegroup", after=("aws.cluster",)),
+        Spec("aws.capacity-schedules", "Capacity Block windows: the scheduled actions are on the pool's group",
+             capacity_schedules, "aws", "autoscaling:DescribeScheduledActions", after=("aws.node-groups",)),
+        Spec("aws.reservations", "reservation and Capacity Block pools: the reservation is live, of the pool's type",
+             reservations, "aws", "ec2:DescribeCapacityReservations"),
+        Spec(KUBE_API, "the kubeconfig's context is the stack's cluster and answers at its version",
+             kube_api, "kube", "none (GET /version is public to authenticated users)"),
+        Spec("kube.leases", "the Training Operator, Volcano and the autoscaler hold fresh leader Leases",
+             leases, "kube", "get/list leases in kubeflow, kube-system, volcano-system", after=(KUBE_API,)),
+        Spec("kube.autoscaler-status", "the Cluster Autoscaler reconciles: its status ConfigMap says Healthy",
+             autoscaler_status, "kube", "get configmaps in kube-system", after=(KUBE_API,)),
+        Spec("kube.cluster-made", "objects the cluster made (default queue, teams' default SAs) carry our fields",
+             cluster_made, "kube", "get queues; get serviceaccounts in team namespaces", after=(KUBE_API,)),
+        Spec("kube.queues", "every team's queue is Open, its namespace names it, PodGroups are moved to it",
+             queues, "kube", "get queues, namespaces, mutatingwebhookconfigurations", after=(KUBE_API,)),
+        Spec("kube.admission-policies", "every planned ValidatingAdmissionPolicy is present, without CEL warnings",
+             admission_policies, "kube", "list validatingadmissionpolicies", after=(KUBE_API,)),
+        Spec("kube.tenant-attacks", "admission refuses a team's PodGroup in another team's queue (dry run)",
+             tenant_attacks, "kube", "create podgroups (dryRun) in team namespaces", after=(KUBE_API,)),
+        Spec("kube.daemon-sets", "the health gate and node DaemonSets are ready on every node they select",
+             daemon_sets, "kube", "get daemonsets", after=(KUBE_API,)),
+        Spec("kube.gpu-nodes", "GPU nodes: the gate's label agrees with the startup taint; healthy ones offer GPUs/EFA",
+             gpu_nodes, "kube", "list nodes", after=(KUBE_API,)),
+        Spec("aws.container-logs", "training pods' log records carry job, replica and node (CloudWatch)",
+             container_logs, "aws", "logs:FilterLogEvents"),
+        *trial.specs(),
+        *fabric.specs(),
+        Spec("manual.node-loss", "a job resumes from its checkpoint after one of its nodes is terminated",
+             cluster, "aws+kube", "ec2:StopInstances",
+             manual="aws ec2 stop-instances --instance-ids ID under a running job (docs/day-one-journey.md 13-14)"),
+        Spec("manual.upgrade", "a Kubernetes minor upgrade on an idle pool: control plane, add-ons, node groups",
+             cluster, "aws+kube", "the deploy role",
+             manual="pulumi preview, then pulumi up with the next minor (docs/upgrading.md)"),
+    ]  # fmt: skip

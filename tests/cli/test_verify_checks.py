@@ -1,0 +1,694 @@
+"""Each check of `higgsfield verify` passing and failing: the account against moto (EKS, Auto Scaling,
+CloudWatch Logs) and a botocore Stubber where moto has no coverage (EC2 capacity reservations,
+answered with AWS's wire codes), the cluster against the fake API server over HTTP through the
+maintained `kubernetes` client and a real kubeconfig file (tests/fake_kube_api.py: Status objects
+with the real reasons and codes, 403 RBAC refusals, dry runs that store nothing).
+
+The state seeded is a healthy prod cluster as docs/day-one-journey.md describes it after the first
+`pulumi up`; each failing test breaks one thing of it."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import json
+import types
+
+import boto3
+import pytest
+import yaml
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from infra.cli import verify
+from infra.cli.verify import checks, connect
+from infra.core import names
+from tests.aws_errors import add_wire_error
+from tests.conftest import plan_of
+from tests.fake_kube_api import FakeKubernetesApi
+
+STACK, REGION = "prod", "us-east-2"
+NOW = datetime.datetime(2026, 12, 5, 9, 0, tzinfo=datetime.UTC)
+CLUSTER = names.cluster_name(STACK)
+
+
+# The status the autoscaler writes (YAML, clusterstate/api/types.go's ClusterAutoscalerStatus), trimmed.
+AUTOSCALER_STATUS_YAML = """time: 2026-12-05 08:59:50.1 +0000 UTC
+autoscalerStatus: Running
+clusterWide:
+  health:
+    status: Healthy
+    nodeCounts:
+      registered: {total: 3, ready: 3}
+"""
+
+
+def _micro(at: datetime.datetime) -> str:
+    """A MicroTime as the API server writes it (Lease renewTime)."""
+    return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _api_taints(taints: list[dict]) -> list[dict]:
+    return [{"key": t["key"], "value": t.get("value"), "effect": t["effect"]} for t in taints]
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return plan_of(STACK)
+
+
+@contextlib.contextmanager
+def deployed_account(plan, monkeypatch):
+    """moto holding the stack's cluster, node groups (Pulumi-named NAME-xxxxxxx), their Auto Scaling
+    groups and the Capacity Block's scheduled actions, as the first `pulumi up` leaves them."""
+    for var, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        monkeypatch.setenv(var, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    with mock_aws():
+        session = boto3.Session(region_name=REGION)
+        eks = session.client("eks")
+        role = "arn:aws:iam::123456789012:role/eks"
+        eks.create_cluster(
+            name=CLUSTER, version=plan.config.kubernetes_version, roleArn=role, resourcesVpcConfig={"subnetIds": []}
+        )
+        ec2 = session.client("ec2")
+        ec2.create_launch_template(LaunchTemplateName="gpu-nodes", LaunchTemplateData={"ImageId": "ami-12c6146b"})
+        for group in plan.of_type(checks.NODE_GROUP):
+            _node_group(session, plan, group, role)
+        yield session
+
+
+def _node_group(session, plan, group, role: str) -> None:
+    cfg = group.inputs["scalingConfig"]
+    made = session.client("eks").create_nodegroup(
+        clusterName=CLUSTER,
+        nodegroupName=f"{group.name}-1a2b3c4",
+        nodeRole=role,
+        subnets=["subnet-1"],
+        scalingConfig=cfg,
+        taints=_api_taints(group.inputs.get("taints") or []),
+    )["nodegroup"]
+    asg = made["resources"]["autoScalingGroups"][0]["name"]
+    autoscaling = session.client("autoscaling")
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName=asg,
+        LaunchTemplate={"LaunchTemplateName": "gpu-nodes"},
+        MinSize=cfg["minSize"],
+        MaxSize=cfg["maxSize"],
+        AvailabilityZones=[f"{REGION}a"],
+    )
+    for action in plan.of_type(checks.SCHEDULE):
+        if action.parent == group.parent:
+            a = action.inputs
+            autoscaling.put_scheduled_update_group_action(
+                AutoScalingGroupName=asg,
+                ScheduledActionName=a["scheduledActionName"],
+                MinSize=a["minSize"],
+                MaxSize=a["maxSize"],
+                DesiredCapacity=a["desiredCapacity"],
+                **({"StartTime": datetime.datetime.fromisoformat(a["startTime"])} if "startTime" in a else {}),
+                **({"Recurrence": a["recurrence"]} if "recurrence" in a else {}),
+            )
+
+
+@pytest.fixture
+def aws(plan, monkeypatch):
+    with deployed_account(plan, monkeypatch) as session:
+        yield session
+
+
+def _vap_denial(team: str) -> tuple[int, str, str]:
+    """What the API server answers a denied request (staging/src/k8s.io/apiserver/pkg/admission/plugin/
+    policy/validating/dispatcher.go: "ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s";
+    our policies set reason Forbidden, components/tenancy.py)."""
+    policy = f"higgsfield-team-{team}"
+    return (
+        403,
+        "Forbidden",
+        f'podgroups.scheduling.volcano.sh "higgsfield-verify-attack" is forbidden: ValidatingAdmissionPolicy '
+        f"'{policy}' with binding '{policy}' denied request: team {team}'s PodGroups go to queue ...",
+    )
+
+
+def team_admission(cfg):
+    """Each team's PodGroups only in its own queue, as its ValidatingAdmissionPolicy rules (the CEL is
+    evaluated with cel-python in tests/security/test_tenancy.py; here only its answer on the wire)."""
+    queues = {t.name: t.queue for t in cfg.scheduler.teams}
+
+    def admit(verb, obj):
+        namespace = obj.get("metadata", {}).get("namespace")
+        if obj.get("kind") == "PodGroup" and namespace in queues and obj["spec"].get("queue") != queues[namespace]:
+            return _vap_denial(namespace)
+        return None
+
+    return admit
+
+
+def seed(fake: FakeKubernetesApi, plan) -> None:
+    """A healthy cluster after the first `pulumi up`, GPU pools at zero."""
+    cfg = plan.config
+    lease = {"leaseDurationSeconds": 15, "renewTime": _micro(NOW - datetime.timedelta(seconds=3))}
+    for namespace, name in [
+        ("kubeflow", "1ca428e5.training-operator.kubeflow.org"),
+        ("kube-system", "cluster-autoscaler"),
+        ("volcano-system", "vc-scheduler"),
+        ("volcano-system", "vc-controller-manager"),
+    ]:
+        fake.put(
+            {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"holderIdentity": f"{name}-7d9f_1234", **lease},
+            }
+        )
+    fake.put(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cluster-autoscaler-status", "namespace": "kube-system"},
+            "data": {"status": AUTOSCALER_STATUS_YAML},
+        }
+    )
+    fake.put(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": checks.PODGROUP_WEBHOOK},
+        }
+    )
+    queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue"}
+    fake.put({**queue, "metadata": {"name": "default"}, "spec": {"reclaimable": False}, "status": {"state": "Open"}})
+    for team in cfg.scheduler.teams:
+        fake.put(
+            {**queue, "metadata": {"name": team.queue}, "spec": {"reclaimable": False}, "status": {"state": "Open"}}
+        )
+        fake.put(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": team.name, "annotations": {names.QUEUE_ANNOTATION: team.queue}},
+            }
+        )
+        fake.put(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {
+                    "name": "default",
+                    "namespace": team.name,
+                    "managedFields": [
+                        {"manager": "kube-controller-manager"},
+                        {"manager": "pulumi-kubernetes-4f2a9c1e"},
+                    ],
+                },
+                "automountServiceAccountToken": False,
+            }
+        )
+    for vap in plan.of_type(checks.VAP):
+        fake.put(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": vap.inputs["metadata"]["name"]},
+                "status": {"observedGeneration": 1, "typeChecking": {}},
+            }
+        )
+    for ds in plan.of_type(checks.DAEMON_SET):
+        meta = ds.inputs["metadata"]
+        fake.put(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                "status": {"desiredNumberScheduled": 0, "numberReady": 0},
+            }
+        )
+
+
+def kubeconfig(path, server: str) -> str:
+    """A kubeconfig as `aws eks update-kubeconfig` writes one (a token stands in for its exec plugin)."""
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": CLUSTER, "cluster": {"server": server}}],
+                "users": [{"name": "me", "user": {"token": "t"}}],
+                "contexts": [{"name": CLUSTER, "context": {"cluster": CLUSTER, "user": "me"}}],
+                "current-context": CLUSTER,
+            }
+        )
+    )
+    return str(path)
+
+
+@pytest.fixture
+def cluster(plan, tmp_path, monkeypatch):
+    fake = FakeKubernetesApi(admit=team_admission(plan.config))
+    seed(fake, plan)
+    monkeypatch.setenv("KUBECONFIG", kubeconfig(tmp_path / "kubeconfig", fake.url))
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def ctx(plan, cluster):
+    return connect.Context(STACK, plan, None, connect.kube_client(None), now=lambda: NOW)
+
+
+@pytest.fixture
+def aws_ctx(plan, aws):
+    return connect.Context(STACK, plan, aws, None, now=lambda: NOW)
+
+
+def one(spec_id: str, ctx) -> verify.Outcome:
+    """Run one check as the command does (its timeout, its errors described)."""
+    (spec,) = [dataclasses.replace(s, after=()) for s in checks.specs() if s.id == spec_id]
+    return verify.run([spec], ctx, describe_error=connect.describe_error)[0].outcome
+
+
+def stack_pinning(plan, **changes):
+    """The plan of a stack whose settings differ (`kubernetes_version`, `stack`) from what was deployed."""
+    return types.SimpleNamespace(config=plan.config.model_copy(update=changes), of_type=plan.of_type)
+
+
+# --- the account -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bootstrapped(aws_ctx, aws, plan):
+    """What `higgsfield bootstrap` has the administrator make: the versioned state bucket, the secrets
+    key (moto), the GitHub connection (a Stubber: moto has no CodeConnections), AVAILABLE by default."""
+    delivery = plan.config.delivery
+    s3 = aws.client("s3")
+    s3.create_bucket(Bucket=delivery.state_bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    s3.put_bucket_versioning(Bucket=delivery.state_bucket, VersioningConfiguration={"Status": "Enabled"})
+    key = aws.client("kms").create_key()["KeyMetadata"]["Arn"]
+    aws_ctx.plan = stack_pinning(plan, delivery=delivery.model_copy(update={"state_key_arn": key}))
+    client = boto3.client("codeconnections", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.activate()
+    aws_ctx.clients[f"codeconnections@{REGION}"] = client
+
+    def connection(status: str) -> None:
+        arn = delivery.runner.connection_arn
+        stub.add_response(
+            "get_connection",
+            {"Connection": {"ConnectionName": "github", "ConnectionArn": arn, "ConnectionStatus": status}},
+            {"ConnectionArn": arn},
+        )
+
+    return connection
+
+
+def test_a_bootstrapped_account_passes(aws_ctx, bootstrapped):
+    bootstrapped("AVAILABLE")
+    outcome = one("aws.bootstrap", aws_ctx)
+    assert outcome.status == "PASS" and "versioning Enabled; secrets key: Enabled; GitHub connection: AVAILABLE" in (
+        outcome.evidence
+    )
+
+
+def test_a_github_connection_never_completed_in_the_console_fails(aws_ctx, bootstrapped):
+    bootstrapped("PENDING")
+    outcome = one("aws.bootstrap", aws_ctx)
+    assert outcome.status == "FAIL" and "GitHub connection: PENDING" in outcome.evidence
+    assert "Update pending connection" in outcome.fix
+
+
+def test_a_state_bucket_without_versioning_fails(aws_ctx, aws, bootstrapped):
+    bootstrapped("AVAILABLE")
+    bucket = plan_of(STACK).config.delivery.state_bucket
+    aws.client("s3").put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Suspended"})
+    outcome = one("aws.bootstrap", aws_ctx)
+    assert outcome.status == "FAIL" and f"state bucket {bucket}: versioning Suspended" in outcome.evidence
+
+
+def test_the_cluster_at_the_pinned_version_passes(aws_ctx):
+    outcome = one("aws.cluster", aws_ctx)
+    assert outcome.status == "PASS" and f"{CLUSTER}: ACTIVE, Kubernetes 1.35" in outcome.evidence
+
+
+def test_a_cluster_at_another_version_than_the_stack_pins_fails_naming_both(aws_ctx, plan):
+    aws_ctx.plan = stack_pinning(plan, kubernetes_version="1.36")
+    outcome = one("aws.cluster", aws_ctx)
+    assert outcome.status == "FAIL" and "Kubernetes 1.35" in outcome.evidence and "pins 1.36" in outcome.evidence
+
+
+def test_a_missing_cluster_fails_with_aws_answer(aws_ctx, plan):
+    aws_ctx.plan = stack_pinning(plan, stack="staging")
+    outcome = one("aws.cluster", aws_ctx)
+    assert outcome.status == "FAIL" and "ResourceNotFoundException" in outcome.evidence
+    assert "the stack's account and region" in outcome.fix
+
+
+def test_node_groups_as_planned_pass(aws_ctx):
+    outcome = one("aws.node-groups", aws_ctx)
+    assert outcome.status == "PASS" and "4 node group(s) ACTIVE" in outcome.evidence
+
+
+def test_a_node_group_resized_by_hand_fails_with_both_sizes(aws_ctx, aws):
+    eks = aws.client("eks")
+    group = next(g for g in eks.list_nodegroups(clusterName=CLUSTER)["nodegroups"] if g.startswith("gpu-h100-"))
+    eks.update_nodegroup_config(
+        clusterName=CLUSTER, nodegroupName=group, scalingConfig={"minSize": 0, "maxSize": 4, "desiredSize": 0}
+    )
+    outcome = one("aws.node-groups", aws_ctx)
+    assert outcome.status == "FAIL" and "gpu-h100: min/max 0/4, planned 0/16" in outcome.evidence
+
+
+def test_a_node_group_without_the_startup_taint_fails(aws_ctx, aws):
+    eks = aws.client("eks")
+    group = next(g for g in eks.list_nodegroups(clusterName=CLUSTER)["nodegroups"] if g.startswith("gpu-h100-"))
+    eks.update_nodegroup_config(
+        clusterName=CLUSTER,
+        nodegroupName=group,
+        taints={"removeTaints": [{"key": names.STARTUP_TAINT_KEY, "value": "pending", "effect": "NO_SCHEDULE"}]},
+    )
+    outcome = one("aws.node-groups", aws_ctx)
+    assert outcome.status == "FAIL" and f"gpu-h100: without taint {names.STARTUP_TAINT_KEY}" in outcome.evidence
+
+
+def test_a_group_whose_name_extends_a_pools_is_not_taken_for_it(aws_ctx, aws):
+    eks = aws.client("eks")
+    group = next(g for g in eks.list_nodegroups(clusterName=CLUSTER)["nodegroups"] if g.startswith("gpu-h100-"))
+    eks.delete_nodegroup(clusterName=CLUSTER, nodegroupName=group)
+    role = "arn:aws:iam::123456789012:role/eks"
+    eks.create_nodegroup(
+        clusterName=CLUSTER, nodegroupName="gpu-h100-odcr-9f8e7d6", nodeRole=role, subnets=["subnet-1"]
+    )
+    outcome = one("aws.node-groups", aws_ctx)
+    assert outcome.status == "FAIL" and "gpu-h100: missing" in outcome.evidence
+
+
+def test_capacity_block_schedules_on_their_group_pass(aws_ctx):
+    assert one("aws.node-groups", aws_ctx).status == "PASS"  # finds the groups the schedules are on
+    outcome = one("aws.capacity-schedules", aws_ctx)
+    assert outcome.status == "PASS" and "3 scheduled action(s)" in outcome.evidence
+
+
+def test_a_missing_scheduled_action_fails(aws_ctx, aws):
+    one("aws.node-groups", aws_ctx)
+    asg = aws_ctx.found["node_groups"]["gpu-h200-block"]["resources"]["autoScalingGroups"][0]["name"]
+    aws.client("autoscaling").delete_scheduled_action(AutoScalingGroupName=asg, ScheduledActionName="higgsfield-open")
+    outcome = one("aws.capacity-schedules", aws_ctx)
+    assert outcome.status == "FAIL" and "gpu-h200-block-open: missing" in outcome.evidence
+
+
+def _reservations(state: str) -> dict:
+    return {
+        "CapacityReservations": [
+            {"CapacityReservationId": rid, "InstanceType": itype, "State": state, "TotalInstanceCount": 4}
+            for rid, itype in (("cr-0a1b2c3d4e5f60718", "p5en.48xlarge"), ("cr-0fedcba9876543210", "p6-b200.48xlarge"))
+        ]
+    }
+
+
+def _stubbed_ec2(aws_ctx, answer: dict | None = None, code: str | None = None) -> Stubber:
+    client = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    if code:
+        add_wire_error(stub, "ec2", "describe_capacity_reservations", code, "not found")
+    else:
+        stub.add_response("describe_capacity_reservations", answer)
+    stub.activate()
+    aws_ctx.clients["ec2"] = client
+    return stub
+
+
+def test_live_reservations_of_the_pools_type_pass(aws_ctx):
+    _stubbed_ec2(aws_ctx, _reservations("active"))
+    outcome = one("aws.reservations", aws_ctx)
+    assert outcome.status == "PASS" and "b200-odcr: active p6-b200.48xlarge x4" in outcome.evidence
+
+
+def test_an_expired_reservation_fails(aws_ctx):
+    _stubbed_ec2(aws_ctx, _reservations("expired"))
+    outcome = one("aws.reservations", aws_ctx)
+    assert outcome.status == "FAIL" and "b200-odcr: expired" in outcome.evidence and "reservationId" in outcome.fix
+
+
+def test_a_reservation_aws_does_not_know_fails_with_its_code(aws_ctx):
+    _stubbed_ec2(aws_ctx, code="InvalidCapacityReservationId.NotFound")
+    outcome = one("aws.reservations", aws_ctx)
+    assert outcome.status == "FAIL" and "InvalidCapacityReservationId.NotFound" in outcome.evidence
+
+
+def test_access_denied_names_the_iam_action_to_allow(aws_ctx):
+    def denied(**_):  # EC2's code, from the EC2 API reference's error codes (not in botocore's model)
+        raise connect.aws_errors.ClientError(
+            {"Error": {"Code": "UnauthorizedOperation", "Message": "You are not authorized"}},
+            "DescribeCapacityReservations",
+        )
+
+    aws_ctx.clients["ec2"] = types.SimpleNamespace(describe_capacity_reservations=denied)
+    outcome = one("aws.reservations", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.fix == "allow the caller: ec2:DescribeCapacityReservations"
+
+
+def _log(aws, record: dict) -> None:
+    logs = aws.client("logs")
+    group = f"/aws/containerinsights/{CLUSTER}/application"
+    logs.create_log_group(logGroupName=group)
+    logs.create_log_stream(logGroupName=group, logStreamName="ip-10-0-1-5-application")
+    logs.put_log_events(
+        logGroupName=group,
+        logStreamName="ip-10-0-1-5-application",
+        logEvents=[{"timestamp": int(NOW.timestamp() * 1000), "message": json.dumps(record)}],
+    )
+
+
+def test_log_records_with_job_replica_and_node_pass(aws_ctx, aws):
+    labels = {checks.JOB_LABEL: "pytorch-ddp-h100", checks.REPLICA_LABEL: "worker"}
+    _log(aws, {"log": "step 1", "kubernetes": {"host": "ip-10-0-1-5", "labels": labels}})
+    outcome = one("aws.container-logs", aws_ctx)
+    assert outcome.status == "PASS" and "job pytorch-ddp-h100, replica worker, node ip-10-0-1-5" in outcome.evidence
+
+
+def test_log_records_without_the_replica_fail(aws_ctx, aws):
+    _log(aws, {"log": "step 1", "kubernetes": {"host": "n", "labels": {checks.JOB_LABEL: "j"}}})
+    outcome = one("aws.container-logs", aws_ctx)
+    assert outcome.status == "FAIL" and "Labels On" in outcome.fix
+
+
+def test_logs_before_any_job_skip(aws_ctx, aws):
+    _log(aws, {"log": "system pod", "kubernetes": {"host": "n"}})
+    assert one("aws.container-logs", aws_ctx).status == "SKIP"
+
+
+# --- the cluster -----------------------------------------------------------------------------------
+
+
+def test_the_api_at_the_stacks_version_passes(ctx, cluster):
+    outcome = one("kube.api", ctx)
+    assert outcome.status == "PASS" and "v1.35.0-eks" in outcome.evidence
+
+
+def test_a_kubeconfig_on_another_cluster_fails_with_the_update_command(ctx):
+    ctx.found["endpoint"] = "https://ABC.gr7.us-east-2.eks.amazonaws.com"
+    outcome = one("kube.api", ctx)
+    assert outcome.status == "FAIL" and outcome.fix == f"aws eks update-kubeconfig --name {CLUSTER} --region {REGION}"
+
+
+def test_an_api_at_another_minor_fails(ctx, cluster):
+    cluster.version = {"major": "1", "minor": "34+", "gitVersion": "v1.34.2-eks-1"}
+    outcome = one("kube.api", ctx)
+    assert outcome.status == "FAIL" and "pins 1.35" in outcome.evidence
+
+
+def test_fresh_leases_pass(ctx):
+    outcome = one("kube.leases", ctx)
+    assert outcome.status == "PASS" and "Volcano: 2 Leases held" in outcome.evidence
+
+
+def test_a_lease_not_renewed_fails_with_its_age(ctx, cluster):
+    path = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/cluster-autoscaler"
+    lease = cluster.get(path)
+    lease["spec"]["renewTime"] = _micro(NOW - datetime.timedelta(minutes=5))
+    cluster.put(lease)
+    outcome = one("kube.leases", ctx)
+    assert (
+        outcome.status == "FAIL"
+        and "the Cluster Autoscaler (kube-system/cluster-autoscaler): last renewed 300 s" in (outcome.evidence)
+    )
+
+
+def test_a_missing_operator_lease_fails(ctx, cluster):
+    cluster.delete_now(
+        "/apis/coordination.k8s.io/v1/namespaces/kubeflow/leases/1ca428e5.training-operator.kubeflow.org"
+    )
+    outcome = one("kube.leases", ctx)
+    assert outcome.status == "FAIL" and "the Training Operator: no Lease" in outcome.evidence
+
+
+def test_rbac_refusal_fails_naming_the_rights_needed(ctx, cluster):
+    cluster.allow = lambda verb, group, resource, namespace: resource != "leases"
+    outcome = one("kube.leases", ctx)
+    assert (
+        outcome.status == "FAIL" and "403 Forbidden" in outcome.evidence and "cannot get resource" in outcome.evidence
+    )
+    assert outcome.fix.startswith("grant: get/list leases")
+
+
+def test_cluster_made_objects_with_our_fields_pass(ctx):
+    assert one("kube.cluster-made", ctx).status == "PASS"
+
+
+def test_a_team_default_service_account_mounting_a_token_fails(ctx, cluster):
+    sa = cluster.get("/api/v1/namespaces/vision/serviceaccounts/default")
+    sa.pop("automountServiceAccountToken")
+    cluster.put(sa)
+    outcome = one("kube.cluster-made", ctx)
+    assert outcome.status == "FAIL" and "vision/default mounts a token" in outcome.evidence
+
+
+def test_a_team_default_service_account_pulumi_never_patched_fails(ctx, cluster):
+    sa = cluster.get("/api/v1/namespaces/llm/serviceaccounts/default")
+    sa["metadata"]["managedFields"] = [{"manager": "kube-controller-manager"}]
+    cluster.put(sa)
+    outcome = one("kube.cluster-made", ctx)
+    assert outcome.status == "FAIL" and "llm/default has no pulumi-kubernetes field manager" in outcome.evidence
+
+
+def test_a_healthy_autoscaler_status_passes(ctx):
+    assert one("kube.autoscaler-status", ctx).evidence == "kube-system/cluster-autoscaler-status: Healthy"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [AUTOSCALER_STATUS_YAML.replace("status: Healthy", "status: Unhealthy"), "Cluster-wide:\n  Health:      Unhealthy"],
+    ids=["yaml", "text"],
+)
+def test_an_unhealthy_autoscaler_fails(ctx, cluster, text):
+    cm = cluster.get("/api/v1/namespaces/kube-system/configmaps/cluster-autoscaler-status")
+    cm["data"]["status"] = text
+    cluster.put(cm)
+    outcome = one("kube.autoscaler-status", ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.endswith("cluster-wide health Unhealthy")
+
+
+def test_without_the_podgroup_webhook_the_queues_check_fails(ctx, cluster):
+    cluster.delete_now(f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{checks.PODGROUP_WEBHOOK}")
+    outcome = one("kube.queues", ctx)
+    assert outcome.status == "FAIL" and "PodGroups keep queue default" in outcome.evidence
+
+
+def test_open_team_queues_pass(ctx):
+    assert one("kube.queues", ctx).status == "PASS"
+
+
+def test_a_closed_queue_fails(ctx, cluster):
+    queue = cluster.get("/apis/scheduling.volcano.sh/v1beta1/queues/research")
+    queue["status"]["state"] = "Closed"
+    cluster.put(queue)
+    outcome = one("kube.queues", ctx)
+    assert outcome.status == "FAIL" and "llm: queue research Closed" in outcome.evidence
+
+
+def test_planned_admission_policies_present_pass(ctx):
+    outcome = one("kube.admission-policies", ctx)
+    assert outcome.status == "PASS" and "6 ValidatingAdmissionPolicies" in outcome.evidence
+
+
+def test_a_missing_admission_policy_fails(ctx, cluster):
+    cluster.delete_now("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/higgsfield-team-llm")
+    outcome = one("kube.admission-policies", ctx)
+    assert outcome.status == "FAIL" and "missing: higgsfield-team-llm" in outcome.evidence
+
+
+def test_an_admission_policy_with_a_type_checking_warning_fails(ctx, cluster):
+    path = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/higgsfield-team-vision"
+    vap = cluster.get(path)
+    vap["status"]["typeChecking"] = {
+        "expressionWarnings": [{"fieldRef": "spec.validations[0].expression", "warning": "undefined field 'queu'"}]
+    }
+    cluster.put(vap)
+    outcome = one("kube.admission-policies", ctx)
+    assert (
+        outcome.status == "FAIL" and "higgsfield-team-vision: type-checking warning undefined field" in outcome.evidence
+    )
+
+
+def test_tenant_attacks_refused_by_admission_pass_and_store_nothing(ctx, cluster):
+    outcome = one("kube.tenant-attacks", ctx)
+    assert outcome.status == "PASS" and "foundation: refused (403)" in outcome.evidence
+    assert ("POST", "/apis/scheduling.volcano.sh/v1beta1/namespaces/llm/podgroups?dryRun=All") in cluster.requests
+    assert not [k for k in cluster.objects if k[2] == "podgroups"]
+
+
+def test_a_tenant_attack_admitted_fails(ctx, cluster):
+    cluster.admit = None  # no binding in force
+    outcome = one("kube.tenant-attacks", ctx)
+    assert outcome.status == "FAIL" and "a PodGroup in queue" in outcome.evidence
+    assert not [k for k in cluster.objects if k[2] == "podgroups"]  # a dry run even when admitted
+
+
+def test_a_stack_with_one_team_queue_skips_the_attack(ctx, plan):
+    only = plan.config.scheduler.model_copy(update={"teams": plan.config.scheduler.teams[:1]})
+    ctx.plan = types.SimpleNamespace(config=plan.config.model_copy(update={"scheduler": only}), of_type=plan.of_type)
+    assert one("kube.tenant-attacks", ctx).status == "SKIP"
+
+
+def test_ready_daemon_sets_pass(ctx):
+    assert one("kube.daemon-sets", ctx).status == "PASS"
+
+
+def test_a_health_gate_not_ready_fails(ctx, cluster):
+    ds = cluster.get("/apis/apps/v1/namespaces/higgsfield-health/daemonsets/health-gate-h100")
+    ds["status"] = {"desiredNumberScheduled": 2, "numberReady": 1}
+    cluster.put(ds)
+    outcome = one("kube.daemon-sets", ctx)
+    assert outcome.status == "FAIL" and "higgsfield-health/health-gate-h100: 1/2 ready" in outcome.evidence
+
+
+def gpu_node(name: str, health: str | None, tainted: bool, gpus: str = "8") -> dict:
+    labels = {names.POOL_LABEL: "h100", **({names.HEALTH_LABEL: health} if health else {})}
+    taints = [{"key": names.GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}]
+    if tainted:
+        taints.append({"key": names.STARTUP_TAINT_KEY, "value": "pending", "effect": "NoSchedule"})
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"taints": taints},
+        "status": {"allocatable": {names.GPU_RESOURCE: gpus, checks.EFA_RESOURCE: "32"}},
+    }
+
+
+def test_a_healthy_node_of_an_efa_pool_without_efa_devices_fails(ctx, cluster):
+    node = gpu_node("ip-10-0-1-5", "healthy", tainted=False)  # every pool of prod is an EFA pool
+    del node["status"]["allocatable"][checks.EFA_RESOURCE]
+    cluster.put(node)
+    outcome = one("kube.gpu-nodes", ctx)
+    assert outcome.status == "FAIL" and "no vpc.amazonaws.com/efa allocatable" in outcome.evidence
+
+
+def test_no_gpu_node_up_skips(ctx):
+    assert one("kube.gpu-nodes", ctx).status == "SKIP"
+
+
+def test_gated_nodes_healthy_and_untainted_or_failed_and_tainted_pass(ctx, cluster):
+    cluster.put(gpu_node("ip-10-0-1-5", "healthy", tainted=False))
+    cluster.put(gpu_node("ip-10-0-1-6", "unhealthy", tainted=True))
+    outcome = one("kube.gpu-nodes", ctx)
+    assert outcome.status == "PASS" and "ip-10-0-1-5 (h100): healthy, 8 GPU" in outcome.evidence
+
+
+def test_a_healthy_node_still_tainted_fails(ctx, cluster):
+    cluster.put(gpu_node("ip-10-0-1-5", "healthy", tainted=True))
+    outcome = one("kube.gpu-nodes", ctx)
+    assert outcome.status == "FAIL" and "health 'healthy' but startup taint on" in outcome.evidence
+
+
+def test_a_failed_node_without_the_taint_fails(ctx, cluster):
+    cluster.put(gpu_node("ip-10-0-1-5", "unhealthy", tainted=False))
+    outcome = one("kube.gpu-nodes", ctx)
+    assert outcome.status == "FAIL" and "startup taint off" in outcome.evidence
+
+
+def test_a_healthy_node_without_gpus_fails(ctx, cluster):
+    cluster.put(gpu_node("ip-10-0-1-5", "healthy", tainted=False, gpus="0"))
+    outcome = one("kube.gpu-nodes", ctx)
+    assert outcome.status == "FAIL" and "no nvidia.com/gpu allocatable" in outcome.evidence
