@@ -16,7 +16,6 @@ from infra.core.names import JOB_NAME_LABEL, POOL_LABEL, REPLICA_INDEX_LABEL, RE
 from tests.conftest import ROOT
 from tests.fake_kube_api import FakeKubernetesApi
 
-
 JOB_FILE = str(ROOT / "examples" / "llama-ft.job.yaml")
 JOB_PATH = "/apis/kubeflow.org/v1/namespaces/llm/pytorchjobs/llama-ft"
 
