@@ -11,8 +11,9 @@
 
 It talks to the Kubernetes API with the maintained client (the `kubernetes` package, a dependency)
 and the user's kubeconfig (its current context, or `context=`), as kubectl would: objects are applied
-server-side (field manager `higgsfield`, `--dry-run` asks the server to check everything and store nothing), failures are the API's own Status (404 NotFound,
-409 Conflict, 422 Invalid, 403 Forbidden) in one line. Upstream contracts, read at the pins:
+server-side (field manager `higgsfield`, `--dry-run` asks the server to check everything and store
+nothing), failures are the API's own Status (404 NotFound, 409 Conflict, 422 Invalid, 403 Forbidden)
+in one line. Upstream contracts, read at the pins:
 - the Training Operator names a job's Volcano PodGroup after the job (VolcanoControl in
   kubeflow/trainer:pkg/controller.v1/control/podgroup_control.go@v1.9.4) and labels its pods with
   names.JOB_NAME_LABEL, REPLICA_TYPE_LABEL and REPLICA_INDEX_LABEL;
