@@ -145,10 +145,10 @@ def team_admission(cfg):
     return admit
 
 
-def seed(fake: FakeKubernetesApi, plan) -> None:
-    """A healthy cluster after the first `pulumi up`, GPU pools at zero."""
+def seed(fake: FakeKubernetesApi, plan, now: datetime.datetime = NOW) -> None:
+    """A healthy cluster after the first `pulumi up`, GPU pools at zero; its leaders renewed just before `now`."""
     cfg = plan.config
-    lease = {"leaseDurationSeconds": 15, "renewTime": _micro(NOW - datetime.timedelta(seconds=3))}
+    lease = {"leaseDurationSeconds": 15, "renewTime": _micro(now - datetime.timedelta(seconds=3))}
     for namespace, name in [
         ("kubeflow", "1ca428e5.training-operator.kubeflow.org"),
         ("kube-system", "cluster-autoscaler"),

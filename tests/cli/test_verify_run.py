@@ -162,7 +162,7 @@ def test_an_unknown_check_is_a_usage_error(nothing, capsys):
 def cluster(nothing, tmp_path, monkeypatch):
     plan = plan_of(STACK)
     fake = FakeKubernetesApi(admit=team_admission(plan.config))
-    seed(fake, plan)
+    seed(fake, plan, now=datetime.datetime.now(datetime.UTC))  # a whole run reads the real clock
     monkeypatch.setenv("KUBECONFIG", kubeconfig(tmp_path / "kubeconfig", fake.url))
     yield fake
     fake.close()
