@@ -22,6 +22,7 @@ from typing import Any
 from infra.core.names import LOG_GROUP
 from infra.offline import rolls
 from infra.offline.evaluate import COMPUTED, StackNotFound, record
+from infra.offline.stack_file import StackFileError
 
 # Inputs that force a new resource, per type (the Terraform AWS provider's ForceNew attributes,
 # which pulumi-aws inherits; for the pulumi-eks component, the inputs of its aws.eks.Cluster that
@@ -471,9 +472,13 @@ def plan_json_at(ref: str, stack: str, root: Path) -> dict:
         if not code_changed:
             # Same code: evaluate the base's config files with the code already loaded here.
             (Path(tmp) / "stacks").mkdir()
-            for path in ("Pulumi.yaml", stack_file):
-                (Path(tmp) / path).write_text(_git(root, "show", f"{ref}:{path}").stdout)
-            return record(stack, root=Path(tmp)).as_dict()
+            for path in ("Pulumi.yaml", stack_file):  # as committed, bytes and all: the reader judges them
+                shown = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=root, capture_output=True)
+                (Path(tmp) / path).write_bytes(shown.stdout)
+            try:
+                return record(stack, root=Path(tmp)).as_dict()
+            except StackFileError as exc:  # named as the ref's file, not the copy's
+                raise StackFileError(Path(f"{ref}:{exc.path.relative_to(tmp)}"), exc.line, exc.message) from None
         worktree = Path(tmp) / "base"
         _git(root, "worktree", "add", "--detach", str(worktree), ref).check_returncode()
         try:

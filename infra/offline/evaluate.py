@@ -20,12 +20,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from infra.config import ConfigError
 from infra.core.bundled import instance_types, zone_offerings
 from infra.core.names import NAMESPACE as PROJECT
-from infra.offline.stack_file import StackFile, read
+from infra.offline.stack_file import StackFile, read, read_project
 
 COMPUTED = "<computed>"
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's "unknown during preview" sentinel
@@ -80,7 +78,7 @@ def stack_config(
     the stack file's `config:`, then `overrides` (full keys), all as CLI strings. Encrypted
     values are placeholders where they stand (the offline plan has no secrets provider)."""
     source = source or stack_file(root, stack)
-    project = yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}
+    project = read_project(root / "Pulumi.yaml")
     values: dict[str, Any] = {}
     for key, decl in (project.get("config") or {}).items():
         full = key if ":" in key else f"{project['name']}:{key}"
@@ -374,7 +372,7 @@ def record(stack: str, root: Path | None = None, overrides: Mapping[str, Any] | 
     with _located(source):
         if source.problems:  # the file's own mistakes, with the settings' (without running the program)
             contextvars.Context().run(_load_in_fresh_context, stack, config, secret)
-            raise ConfigError(source.problems[0].key, source.problems[0].message, [])
+            raise ConfigError(source.problems[0].key, source.problems[0].message, list(source.problems))
         plan = contextvars.Context().run(_record_in_fresh_context, stack, config, secret)
     plan.notes = source.notes()
     plan.secrets = dict(source.secrets)
@@ -390,7 +388,7 @@ def load_stack(stack: str, root: Path | None = None) -> Any:
     with _located(source):
         loaded = contextvars.Context().run(_load_in_fresh_context, stack, config, sorted(source.secret_keys))
         if source.problems:
-            raise ConfigError(source.problems[0].key, source.problems[0].message, [])
+            raise ConfigError(source.problems[0].key, source.problems[0].message, list(source.problems))
     return loaded
 
 
@@ -440,7 +438,7 @@ def _load_in_fresh_context(stack: str, config: dict[str, str], secret_keys: list
 
     _start_runtime(stack, config, [], {}, [], secret_keys)
     loaded: list = []
-    _sync_await(run_pulumi_func(lambda: loaded.append(load())))
+    _sync_await(run_pulumi_func(lambda: loaded.append(load(from_environment=False))))
     return loaded[0]
 
 
@@ -460,7 +458,7 @@ def _record_in_fresh_context(stack: str, config: dict[str, str], secret_keys: li
     loaded: list = []
 
     def program() -> None:
-        loaded.append(load())
+        loaded.append(load(from_environment=False))
         build(loaded[0])
 
     try:
