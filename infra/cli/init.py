@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import io
+import ipaddress
 import json
 import os
 import re
@@ -94,7 +95,7 @@ class PoolSpec:
     @classmethod
     def parse(cls, text: str) -> PoolSpec:
         parts = text.split(":")
-        sizes = re.fullmatch(r"(\d+)-(\d+)", parts[2]) if len(parts) == 3 else None
+        sizes = re.fullmatch(r"([0-9]{1,9})-([0-9]{1,9})", parts[2]) if len(parts) == 3 else None
         if len(parts) not in (2, 3) or not parts[0] or not parts[1] or (len(parts) == 3 and not sizes):
             raise ConfigError(
                 "--gpu-pool", f"{text!r} is not NAME:TYPE[,TYPE...][:MIN-MAX] (e.g. h100:p5.48xlarge:0-4)"
@@ -112,7 +113,7 @@ class TeamSpec:
 
     @classmethod
     def parse(cls, text: str) -> TeamSpec:
-        match = re.fullmatch(r"([^:]+)(?::(\d+))?", text)
+        match = re.fullmatch(r"([^:]+)(?::([0-9]{1,9}))?", text)
         if not match:
             raise ConfigError("--team", f"{text!r} is not NAME[:GPUS] (e.g. vision:8)")
         return cls(match[1], int(match[2]) if match[2] is not None else None)
@@ -296,6 +297,11 @@ def new_stack(
         raise StackNotFound(f"--from {base}: {base_file.relative_to(root)} not found")
     if region not in eks_regions():
         raise ConfigError("--region", not_an_eks_region(region))
+    for cidr in choices.public_access_cidrs:  # before it is written: `::/0` would not even be YAML in a flow list
+        try:
+            ipaddress.IPv4Network(cidr)
+        except ValueError as exc:
+            raise ConfigError(f"--public-access-cidr {cidr}", f"{cidr!r} is not an IPv4 CIDR ({exc})") from None
     offered = zone_offerings(region)
     if not offered:
         raise ConfigError(
@@ -390,6 +396,7 @@ def write(stack: NewStack, root: Path | None = None) -> None:
     file written whole, which fails when the name exists (another init's stack is never written
     over). A stack that does not validate raises its problems with nothing written."""
     from infra.offline.evaluate import load_stack
+    from infra.offline.stack_file import StackFileError
 
     root = root or project_root()
     with tempfile.TemporaryDirectory(prefix="higgsfield-init-") as scratch:
@@ -398,7 +405,13 @@ def write(stack: NewStack, root: Path | None = None) -> None:
         shutil.copyfile(root / "Pulumi.yaml", copy / "Pulumi.yaml")
         written = copy / "stacks" / stack.stack_file.name
         written.write_text(stack.stack_text)
-        load_stack(stack.name, copy)  # raises ConfigError: nothing was written into the project
+        try:
+            load_stack(stack.name, copy)  # raises ConfigError: nothing was written into the project
+        except StackFileError as exc:  # what init wrote does not read back: never name the scratch copy
+            raise ConfigError(
+                "STACK",
+                f"the stack init would write does not read back (line {exc.line}: {exc.message}); nothing was written",
+            ) from None
         stack.policy_file.parent.mkdir(parents=True, exist_ok=True)
         policy = _staged(stack.policy_file, stack.policy_text)
         staged = _staged(stack.stack_file, stack.stack_text)

@@ -59,7 +59,8 @@ COMMANDS = (
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         """argparse's usage errors in one line, like every other failure."""
-        print(f"error: {self.prog}: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        # the message echoes what was typed: its control characters escaped, a long value cut
+        print(terminal_safe(f"error: {self.prog}: {message} (see `{self.prog} --help`)", 500), file=sys.stderr)
         raise SystemExit(2)
 
 

@@ -96,6 +96,25 @@ def write_report(option: str, path: Path, content: str) -> None:
     print(f"wrote {path}", file=sys.stderr)
 
 
+def report_folder(option: str, path: Path) -> Path:
+    """The folder an option names for files to be written into (`charts --out`, `plan --manifests`),
+    made if missing; a file, or a folder among the project's own (Pulumi.yaml, stacks/, policies/,
+    after resolving links), is a usage error naming the option (exit 2), before anything is written."""
+    kept = protected(path / "_")
+    if kept is not None:
+        raise UsageError(
+            f"{option} {path}: is {kept.rsplit('/', 1)[0]}, among the project's own files "
+            "(Pulumi.yaml, stacks/, policies/): write into another folder"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"{option} {path}: is a file, not a folder to write into") from None
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot make it ({exc.strerror or type(exc).__name__})") from None
+    return path
+
+
 def error(message: str) -> None:
     """A failure or refusal: one line on stderr."""
     print(f"{paint('error:', 'red', colour_on(sys.stderr))} {message}", file=sys.stderr)

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from infra.cli.arguments import stack_argument
+from infra.cli.output import report_folder
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
     from infra.offline import charts
     from infra.offline.evaluate import record
 
-    written = charts.export(record(args.stack), Path(args.out))
+    out = report_folder("--out", Path(args.out))
+    written = charts.export(record(args.stack), out)
     print(f"wrote {len(written) - 2} Helm releases' values, releases.tsv and kubernetes-version to {args.out}")
     return 0
