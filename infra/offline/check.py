@@ -9,6 +9,7 @@ environment get it from the typed stack config (`higgsfield:environment`), never
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,9 +194,19 @@ def load_pack_config(path: Path | None, option: str = "--policy-config") -> dict
     problems name the option and the file, in one line."""
     if not path or not path.is_file():
         return {}
-    from infra.offline.option_files import read_json_object
+    from pulumi_policy import EnforcementLevel
 
-    return read_json_object(path, option, "a policy pack config (policy name -> level or settings)")
+    from infra.offline.option_files import OptionFileError, read_json_object
+
+    levels = [level.value for level in EnforcementLevel]  # CrossGuard's: advisory, mandatory, remediate, disabled
+    config = read_json_object(path, option, "a policy pack config (policy name -> level or settings)")
+    for name, entry in config.items():
+        level = entry.get("enforcementLevel", "advisory") if isinstance(entry, dict) else entry
+        if not isinstance(level, str) or level not in levels:  # a typo would leave a mandatory policy unenforced
+            raise OptionFileError(
+                f"{option} {path}: {name}: {json.dumps(level)[:40]} is not an enforcement level ({', '.join(levels)})"
+            )
+    return config
 
 
 def ci_delivery(plan: Plan, root: Path) -> list[Finding]:

@@ -456,8 +456,11 @@ def _secret_changes(before: dict | None, after: dict | None) -> dict[str, str]:
 # --- the base side ------------------------------------------------------------------------------
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+def _git(root: Path, *args: str, text: bool = True) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=text)
+    except FileNotFoundError:
+        raise StackNotFound("--base: diff reads the base from git, and there is no git on PATH") from None
 
 
 def plan_json_at(ref: str, stack: str, root: Path) -> dict:
@@ -473,8 +476,7 @@ def plan_json_at(ref: str, stack: str, root: Path) -> dict:
             # Same code: evaluate the base's config files with the code already loaded here.
             (Path(tmp) / "stacks").mkdir()
             for path in ("Pulumi.yaml", stack_file):  # as committed, bytes and all: the reader judges them
-                shown = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=root, capture_output=True)
-                (Path(tmp) / path).write_bytes(shown.stdout)
+                (Path(tmp) / path).write_bytes(_git(root, "show", f"{ref}:{path}", text=False).stdout)
             try:
                 return record(stack, root=Path(tmp)).as_dict()
             except StackFileError as exc:  # named as the ref's file, not the copy's

@@ -98,3 +98,55 @@ def test_init_refuses_a_public_access_cidr_that_is_no_ipv4_range_naming_the_flag
     line = _refused(capsys, ["init", "x", "--region", "us-east-1", *ADMIN, "--public-access-cidr", "::/0"])
     assert line.startswith("error: --public-access-cidr ::/0: '::/0' is not an IPv4 CIDR"), line
     assert not (project / "stacks" / "Pulumi.x.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ['"mandtory"', '"Mandatory"', '{"enforcementLevel": "fatal"}', "5"],
+    ids=["a_typo", "capitalised", "in_settings", "a_number"],
+)
+def test_a_policy_level_crossguard_does_not_have_is_refused_naming_the_policy(project, capsys, entry):
+    (project / "p.json").write_text(f'{{"efa-pools": {entry}}}')
+    line = _refused(capsys, ["check", "dev", "--policy-config", "p.json"])
+    assert line.startswith("error: --policy-config p.json: efa-pools: ") and "is not an enforcement level" in line, line
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"hours_per_month": "730"}, '"hours_per_month" must be a number of hours above zero, got "730"'),
+        ({"hours_per_month": float("nan")}, "got NaN"),
+        ({"regions": {"us-west-2": []}}, "regions.us-west-2 must be an object of prices"),
+        ({"regions": {"us-west-2": {"eks_cluster_hour": -0.1}}}, "regions.us-west-2.eks_cluster_hour must be a price"),
+        ({"regions": {"us-west-2": {"ec2_on_demand_hour": {"m7i.xlarge": "x"}}}}, "ec2_on_demand_hour.m7i.xlarge"),
+    ],
+    ids=["hours_as_text", "hours_nan", "a_region_list", "a_negative_price", "an_instance_price_as_text"],
+)
+def test_a_price_file_whose_figures_are_no_prices_is_refused_naming_the_figure(project, capsys, change, says):
+    import json
+
+    prices = json.loads((ROOT / "infra" / "offline" / "data" / "prices.json").read_text())
+    (project / "p.json").write_text(json.dumps({**prices, **change}))
+    line = _refused(capsys, ["cost", "dev", "--prices", "p.json"])
+    assert line.startswith("error: --prices p.json: ") and says in line, line
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [{"AWS_CONFIG_FILE": "aws-config", "AWS_PROFILE": "x"}, {"AWS_ENDPOINT_URL": "::::"}, {"AWS_DEFAULTS_MODE": "x"}],
+    ids=["a_config_file_botocore_cannot_parse", "an_endpoint_that_is_no_url", "an_unknown_defaults_mode"],
+)
+def test_preflight_with_an_unusable_aws_configuration_says_so_in_one_line(project, capsys, monkeypatch, variables):
+    (project / "aws-config").write_text("[profile x\nregion =\n")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    line = _refused(capsys, ["preflight", "dev"])
+    assert line.startswith("error: the AWS configuration cannot be used ("), line
+
+
+def test_diff_without_git_on_path_says_so_in_one_line(project, capsys, monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("PATH", str(tmp_path_factory.mktemp("empty")))
+    line = _refused(capsys, ["diff", "dev", "--base", "HEAD"])
+    assert line == "error: --base: diff reads the base from git, and there is no git on PATH", line
