@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from infra.offline.option_files import replace_file
+
 JSON_HELP = (
     "print the report as JSON (stable keys, money rounded to cents); --json PATH also works: writes JSON to "
     "PATH, prints the text"
@@ -90,7 +92,10 @@ def write_report(option: str, path: Path, content: str) -> None:
             "(Pulumi.yaml, stacks/, policies/): write the report elsewhere"
         )
     try:
-        path.write_text(content)
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            path.write_text(content)  # a device or a FIFO (`--output >(gzip > r.gz)`), or a link checked above
+        else:
+            replace_file(path, content)  # a hard link to a stack file keeps the stack's text
     except OSError as exc:
         raise UsageError(f"{option} {path}: cannot write it ({exc.strerror or type(exc).__name__})") from None
     print(f"wrote {path}", file=sys.stderr)

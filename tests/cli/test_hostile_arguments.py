@@ -150,3 +150,32 @@ def test_diff_without_git_on_path_says_so_in_one_line(project, capsys, monkeypat
     monkeypatch.setenv("PATH", str(tmp_path_factory.mktemp("empty")))
     line = _refused(capsys, ["diff", "dev", "--base", "HEAD"])
     assert line == "error: --base: diff reads the base from git, and there is no git on PATH", line
+
+
+STACK = "stacks/Pulumi.dev.yaml"
+
+
+def test_a_link_planted_in_the_charts_folder_is_replaced_not_written_through(project, capsys):
+    (project / "out").mkdir()
+    (project / "out" / "releases.tsv").symlink_to(f"../{STACK}")
+    before = (project / STACK).read_text()
+    assert main(["charts", "dev", "--out", "out"]) == 0
+    assert (project / STACK).read_text() == before
+    assert not (project / "out" / "releases.tsv").is_symlink()
+
+
+def test_a_link_planted_in_the_manifests_folder_is_replaced_not_written_through(project, capsys):
+    (project / "m").mkdir()
+    (project / "m" / "namespace-ml.yaml").symlink_to(f"../{STACK}")
+    before = (project / STACK).read_text()
+    assert main(["plan", "dev", "--manifests", "m", "--output", "plan.txt"]) == 0
+    assert (project / STACK).read_text() == before
+    assert "kind: Namespace" in (project / "m" / "namespace-ml.yaml").read_text()
+
+
+def test_a_report_over_a_hard_link_to_a_stack_file_leaves_the_stack_as_it_was(project, capsys):
+    (project / "report.txt").hardlink_to(project / STACK)
+    before = (project / STACK).read_text()
+    assert main(["bootstrap", "dev"]) == 0 and main(["plan", "dev", "--output", "report.txt"]) == 0
+    assert (project / STACK).read_text() == before
+    assert "report.txt" in capsys.readouterr().err and (project / "report.txt").read_text() != before
