@@ -141,3 +141,13 @@ def test_diff_names_a_base_stack_file_that_is_no_utf8_as_the_refs_file(project, 
     assert code == 2 and lines == [
         "HEAD:stacks/Pulumi.h.yaml:1: is not UTF-8 text, so not a map with a config: section"
     ]
+
+
+@pytest.mark.parametrize("value", ["aws:ml", "AWS:ml", "Aws:platform"])
+def test_a_tag_value_with_the_reserved_aws_prefix_is_refused_naming_the_tag(project, capsys, value):
+    (project / "stacks" / "Pulumi.h.yaml").write_text(DEV.replace("    team: ml-platform", f'    team: "{value}"'))
+    code, lines = _verdict(capsys, "bootstrap", "h")
+    assert code == 2 and len(lines) == 1, lines
+    assert (
+        lines[0].startswith("stacks/Pulumi.h.yaml:19 higgsfield:tags.team: ") and "aws: prefix is reserved" in lines[0]
+    )
