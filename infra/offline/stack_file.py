@@ -28,7 +28,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
@@ -43,6 +43,9 @@ MAX_DEPTH = 64
 MAX_EXPANDED = (
     4 * MAX_BYTES
 )  # characters of keys and scalars after following aliases; without aliases, at most the file's
+# "Environment names ... may only contain alphanumeric characters, hyphens, underscores, and periods"
+# (pulumi.com/docs/esc/environments/); an import names [org/][project/]env, at a version or tag (@3, @stable).
+ESC_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}(/[A-Za-z0-9._-]{1,100}){0,2}(@[A-Za-z0-9._-]{1,100})?", re.ASCII)
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAP, _SEQ, _MERGE = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:merge"
 _BOOLEANS = ("true", "false", "yes", "no", "on", "off", "y", "n")
@@ -169,6 +172,17 @@ def read_project(path: Path) -> dict[str, Any]:
             f"name: is {'missing' if name is None else repr(name)}, but the program reads its settings as "
             f"{NAMESPACE}:* (Pulumi names the keys Pulumi.yaml declares after the project): keep name: {NAMESPACE}",
         )
+    where = document.get("stackConfigDir")
+    if not isinstance(where, str) or PurePosixPath(where) != PurePosixPath("stacks"):
+        # "StackConfigDir indicates where to store the Pulumi.<stack-name>.yaml files, combined with the
+        # folder Pulumi.yaml is in" (pulumi/pulumi:sdk/go/common/workspace/project.go, type Project)
+        raise StackFileError(
+            path,
+            project.lines.get(("stackConfigDir",), 1),
+            f"stackConfigDir: is {'missing' if where is None else repr(where)[:60]}, but these tools read the stack "
+            "files in stacks/: Pulumi would deploy other files than the ones planned and checked; keep "
+            "stackConfigDir: stacks",
+        )
     if config is not None and not isinstance(config, dict):
         raise StackFileError(
             path,
@@ -275,6 +289,20 @@ def _sections(stack: StackFile, document: dict) -> None:
         )
     stack.config = config
     environments = document.get("environment")
+    names = environments.get("imports") if isinstance(environments, dict) else environments
+    for i, name in enumerate(names if isinstance(names, list) else []):
+        if isinstance(name, str) and name and not ESC_NAME.fullmatch(name):  # echoed in notes: never raw
+            loc: tuple[str | int, ...] = (
+                ("environment", "imports", i) if isinstance(environments, dict) else ("environment", i)
+            )
+            stack.problems.append(
+                Problem(
+                    loc,
+                    f"{name[:60]!r} is not a Pulumi ESC environment name ([org/][project/]env[@version], each part "
+                    "letters, digits, - _ .)",
+                    stack.lines.get(loc, stack.lines.get(("environment",), 1)),
+                )
+            )
     if environments is not None:
         if isinstance(environments, dict):  # an inline definition; its imports, if any, by name
             imports = environments.get("imports")

@@ -53,6 +53,11 @@ HOSTILE_PROJECT_FILES = {  # Pulumi.yaml -> what its one line says
     "name_twice": (PROJECT + "name: other\n", "name: is a section written twice"),
     "an_alias_bomb": (_alias_bomb(), "expands to more than 100,000 values"),
     "config_a_list": (PROJECT.replace("config:\n  environment:", "config: [a]\nc:\n  environment:"), "config: must be"),
+    "stack_files_elsewhere": (
+        PROJECT.replace("stackConfigDir: stacks", "stackConfigDir: ../other"),
+        "stackConfigDir: is '../other', but these tools read the stack files in stacks/",
+    ),
+    "stack_files_beside_it": (PROJECT.replace("stackConfigDir: stacks\n", ""), "stackConfigDir: is missing"),
 }
 
 
@@ -151,3 +156,25 @@ def test_a_tag_value_with_the_reserved_aws_prefix_is_refused_naming_the_tag(proj
     assert (
         lines[0].startswith("stacks/Pulumi.h.yaml:19 higgsfield:tags.team: ") and "aws: prefix is reserved" in lines[0]
     )
+
+
+@pytest.mark.parametrize(
+    "section, where",
+    [
+        ('environment: ["team/\\e[2Jprod"]\n', "environment[0]"),
+        ('environment:\n  imports: ["team/\\e]0;owned\\a"]\n', "environment.imports[0]"),
+        ('environment: ["' + "a" * 100_000 + '"]\n', "environment[0]"),
+    ],
+    ids=["an_escape_code", "an_escape_code_in_an_inline_import", "a_name_of_100000_characters"],
+)
+def test_an_esc_environment_that_is_no_esc_name_is_refused_not_echoed(project, capsys, section, where):
+    (project / "stacks" / "Pulumi.h.yaml").write_text(DEV + section)
+    code, lines = _verdict(capsys, "plan", "h")
+    assert code == 2 and len(lines) == 1 and len(lines[0]) < 300, lines
+    assert re.match(rf"stacks/Pulumi\.h\.yaml:6[23] {re.escape(where)}: ", lines[0]) and "\x1b" not in lines[0], lines
+
+
+@pytest.mark.parametrize("name", ["team/prod", "myorg/team/prod@stable", "prod@3", "a.b_c-d"])
+def test_an_esc_environment_name_esc_takes_is_accepted_and_noted(project, capsys, name):
+    (project / "stacks" / "Pulumi.h.yaml").write_text(DEV + f"environment: [{name}]\n")
+    assert _verdict(capsys, "bootstrap", "h")[0] == 0
