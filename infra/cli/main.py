@@ -123,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
     try:
+        os.getcwd()
+    except FileNotFoundError:  # every command looks for Pulumi.yaml from here
+        return failed(2, "error: the working directory no longer exists (deleted since the shell entered it): cd again")
+    try:
         return args.func(args)
     except (BrokenPipeError, KeyboardInterrupt):
         raise
@@ -157,6 +161,8 @@ def run() -> None:
     - no interpreter teardown of the SDK's module graph and threads (0.6-0.9 s), with nothing to
       flush but stdout and stderr (files are written and closed by then)."""
     gc.disable()
+    if sys.stderr is None:  # started with stderr closed (`2>&-`): failures are said by the exit status alone
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
     if sys.stdout is None:  # started with stdout closed (`>&-`): nothing it prints could go anywhere
         print(
             "error: standard output is closed: nothing can be printed (use --output FILE, or > /dev/null)",

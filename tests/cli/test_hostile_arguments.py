@@ -5,7 +5,10 @@ the option, exit 2, never a traceback, and nothing is written."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -179,3 +182,24 @@ def test_a_report_over_a_hard_link_to_a_stack_file_leaves_the_stack_as_it_was(pr
     assert main(["bootstrap", "dev"]) == 0 and main(["plan", "dev", "--output", "report.txt"]) == 0
     assert (project / STACK).read_text() == before
     assert "report.txt" in capsys.readouterr().err and (project / "report.txt").read_text() != before
+
+
+def _shell(project, command: str) -> subprocess.CompletedProcess:
+    env = {"PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"]}
+    cli = f"{sys.executable} -m infra.cli"
+    return subprocess.run(
+        ["bash", "-c", command.format(cli=cli)], cwd=project, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize("command, status", [("{cli} bootstrap dev 2>&-", 0), ("{cli} plan nosuch --json 2>&-", 2)])
+def test_a_closed_stderr_changes_neither_stdout_nor_the_exit_status(project, command, status):
+    done = _shell(project, command)
+    assert done.returncode == status and "error:" not in done.stdout, (done.returncode, done.stdout[-300:])
+
+
+def test_a_working_directory_deleted_under_the_shell_is_one_line(project):
+    done = _shell(project, "mkdir gone && cd gone && rmdir ../gone && {cli} plan dev")
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: the working directory no longer exists (deleted since the shell entered it): cd again"
+    ], done.stderr
