@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from infra.core.bundled import instance_types, source, where_offered, zone_offer
 from infra.core.names import NAMESPACE as G
 from infra.offline.evaluate import StackNotFound, project_root
 from infra.offline.jobs import round_trip_yaml
+from infra.offline.stack_file import read_project
 
 
 @dataclass
@@ -282,6 +284,7 @@ def new_stack(
     """The files of stack `name` in `region`, made from stack `base` and the flags' `choices`
     (nothing written yet)."""
     root = root or project_root()
+    read_project(root / "Pulumi.yaml")  # the project init writes into, refused in one line if it is none
     if not re.fullmatch(DNS_LABEL, name):
         raise ConfigError(
             "STACK",
@@ -412,7 +415,13 @@ def write(stack: NewStack, root: Path | None = None) -> None:
                 "STACK",
                 f"the stack init would write does not read back (line {exc.line}: {exc.message}); nothing was written",
             ) from None
-        stack.policy_file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            stack.policy_file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            folder = stack.policy_file.parent.relative_to(root)
+            raise ConfigError(
+                "STACK", f"{folder} cannot hold the policy config ({exc.strerror}); nothing was written"
+            ) from None
         policy = _staged(stack.policy_file, stack.policy_text)
         staged = _staged(stack.stack_file, stack.stack_text)
         try:
@@ -451,7 +460,16 @@ def _publish(staged: Path, final: Path, root: Path) -> None:
 def _init_lock(root: Path) -> Iterator[None]:
     """One init at a time publishes into this project (an advisory lock, released on exit)."""
     (root / "stacks").mkdir(exist_ok=True)
-    with open(root / "stacks" / ".init.lock", "a") as lock:
+    path = root / "stacks" / ".init.lock"
+    try:  # a regular file only: a FIFO would block the open, a link would lock (and create) its target
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except OSError as exc:
+        raise ConfigError(
+            "STACK", f"{path.relative_to(root)} cannot be the lock of init ({exc.strerror}): delete it"
+        ) from None
+    with os.fdopen(fd, "w") as lock:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError("STACK", f"{path.relative_to(root)} is not a regular file, so no lock of init: delete it")
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
             yield

@@ -203,3 +203,30 @@ def test_a_working_directory_deleted_under_the_shell_is_one_line(project):
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "error: the working directory no longer exists (deleted since the shell entered it): cd again"
     ], done.stderr
+
+
+INIT = "{cli} init x --region us-east-1 --admin arn:aws:iam::111122223333:role/PlatformAdmin"
+
+
+@pytest.mark.parametrize(
+    "setup, says",
+    [
+        ("mkfifo stacks/.init.lock", "stacks/.init.lock cannot be the lock of init"),
+        ("mkdir stacks/.init.lock", "stacks/.init.lock cannot be the lock of init (Is a directory)"),
+        ("ln -s Pulumi.dev.yaml stacks/.init.lock", "stacks/.init.lock cannot be the lock of init"),
+        ("rm -r policies/config && touch policies/config", "policies/config cannot hold the policy config"),
+    ],
+    ids=["a_fifo_for_the_lock", "a_folder_for_the_lock", "a_link_for_the_lock", "a_file_for_the_policy_folder"],
+)
+def test_init_in_a_project_of_odd_files_is_one_line_and_writes_nothing(project, setup, says):
+    done = _shell(project, f"{setup} && {INIT}")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and says in lines[0], (done.returncode, lines)
+    assert not (project / "stacks" / "Pulumi.x.yaml").exists()
+
+
+def test_a_pulumi_yaml_that_cannot_be_read_is_refused_not_skipped_for_another_project(project, capsys):
+    (project / "Pulumi.yaml").unlink()
+    (project / "Pulumi.yaml").symlink_to("Pulumi.yaml")  # a loop: the checkout's project must not stand in
+    line = _refused(capsys, ["bootstrap", "dev"])
+    assert line == "Pulumi.yaml:1: cannot be read (Too many levels of symbolic links)", line
