@@ -230,3 +230,17 @@ def test_a_pulumi_yaml_that_cannot_be_read_is_refused_not_skipped_for_another_pr
     (project / "Pulumi.yaml").symlink_to("Pulumi.yaml")  # a loop: the checkout's project must not stand in
     line = _refused(capsys, ["bootstrap", "dev"])
     assert line == "Pulumi.yaml:1: cannot be read (Too many levels of symbolic links)", line
+
+
+@pytest.mark.parametrize("root", ["/nonexistent", "Pulumi.yaml", "stacks"])
+def test_the_ci_stack_list_of_a_folder_that_is_no_project_fails_instead_of_listing_nothing(project, root):
+    done = _shell(project, f"{sys.executable} -m infra.offline.stacks --root {root}")
+    assert done.returncode == 2 and done.stdout == "", (done.returncode, done.stdout)
+    assert done.stderr.strip().endswith(
+        "is no folder of stack files; is " + root + " the project (the folder holding Pulumi.yaml)?"
+    ), done.stderr
+
+
+def test_the_ci_stack_lists_usage_error_escapes_what_was_typed(project):
+    done = _shell(project, f"{sys.executable} -m infra.offline.stacks --bogus $'\\e[2J'")
+    assert done.returncode == 2 and "\x1b" not in done.stderr and "\\x1b[2J" in done.stderr, done.stderr
