@@ -10,6 +10,7 @@ environment get it from the typed stack config (`higgsfield:environment`), never
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -284,10 +285,14 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     policy pack config (policies/config/STACK.json unless given). A stack without one is refused:
     its policies would run at their defaults, not at the levels the stack is meant to meet."""
     from infra.offline.evaluate import stack_file
+    from infra.offline.option_files import OptionFileError
 
     root = root or project_root()
     stack_file(root, stack)  # a missing stack is reported as a missing stack, before its policy config
     path = policy_config or root / "policies" / "config" / f"{stack}.json"
+    option = "--policy-config" if policy_config is not None else f"the policy config of {stack}"
+    if os.path.lexists(path) and not path.is_file():  # there, but no file to read: not "not found"
+        raise OptionFileError(f"{option} {path}: is not a regular file (a FIFO, a device, a folder or a broken link)")
     if not path.is_file():
         if policy_config is not None:
             raise StackNotFound(f"--policy-config {path}: no such file")
@@ -295,9 +300,7 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
             f"policy config {path} not found: `higgsfield init {stack} --region REGION` writes one, or pass "
             "--policy-config FILE"
         )
-    pack_config = load_pack_config(
-        path, "--policy-config" if policy_config is not None else f"the policy config of {stack}"
-    )
+    pack_config = load_pack_config(path, option)
     plan = record(stack, root)
     violations, skipped = run_policies(plan, pack_config)
     from infra.offline import (  # day_one: the first real day (gate image, autoscaler limits, resume promises)

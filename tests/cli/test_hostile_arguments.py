@@ -244,3 +244,20 @@ def test_the_ci_stack_list_of_a_folder_that_is_no_project_fails_instead_of_listi
 def test_the_ci_stack_lists_usage_error_escapes_what_was_typed(project):
     done = _shell(project, f"{sys.executable} -m infra.offline.stacks --bogus $'\\e[2J'")
     assert done.returncode == 2 and "\x1b" not in done.stderr and "\\x1b[2J" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "make, argv",
+    [
+        (lambda p: os.mkfifo(p / "policies" / "config" / "dev.json"), ["check", "dev"]),
+        (lambda p: os.symlink("loop.json", p / "loop.json"), ["check", "dev", "--policy-config", "loop.json"]),
+        (lambda p: None, ["check", "dev", "--policy-config", "/dev/null"]),
+    ],
+    ids=["a_fifo_for_the_stacks_own", "a_link_loop", "a_device"],
+)
+def test_a_policy_config_that_is_there_but_no_file_is_not_said_to_be_missing(project, capsys, make, argv):
+    if argv == ["check", "dev"]:
+        (project / "policies" / "config" / "dev.json").unlink()
+    make(project)
+    line = _refused(capsys, argv)
+    assert line.endswith("is not a regular file (a FIFO, a device, a folder or a broken link)"), line
