@@ -261,3 +261,12 @@ def test_a_policy_config_that_is_there_but_no_file_is_not_said_to_be_missing(pro
     make(project)
     line = _refused(capsys, argv)
     assert line.endswith("is not a regular file (a FIFO, a device, a folder or a broken link)"), line
+
+
+def test_schema_write_replaces_a_link_planted_at_the_schema_instead_of_writing_through_it(project, capsys):
+    (project / "schemas").mkdir()
+    (project / "schemas" / "stack.schema.json").symlink_to(f"../{STACK}")
+    before = (project / STACK).read_text()
+    assert main(["schema", "--write"]) == 0
+    assert (project / STACK).read_text() == before
+    assert not (project / "schemas" / "stack.schema.json").is_symlink()
