@@ -163,6 +163,8 @@ def run() -> None:
     gc.disable()
     if sys.stderr is None:  # started with stderr closed (`2>&-`): failures are said by the exit status alone
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
+    if hasattr(sys.stdout, "reconfigure"):  # an ASCII terminal (PYTHONIOENCODING=ascii, a Latin-1 locale): a
+        sys.stdout.reconfigure(errors="backslashreplace")  # character it lacks is escaped (▸ as \u25b8), never fatal
     if sys.stdout is None:  # started with stdout closed (`>&-`): nothing it prints could go anywhere
         print(
             "error: standard output is closed: nothing can be printed (use --output FILE, or > /dev/null)",

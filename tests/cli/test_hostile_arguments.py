@@ -270,3 +270,8 @@ def test_schema_write_replaces_a_link_planted_at_the_schema_instead_of_writing_t
     assert main(["schema", "--write"]) == 0
     assert (project / STACK).read_text() == before
     assert not (project / "schemas" / "stack.schema.json").is_symlink()
+
+
+def test_a_terminal_that_takes_only_ascii_gets_escapes_not_a_traceback(project):
+    done = _shell(project, "PYTHONIOENCODING=ascii {cli} plan dev")
+    assert done.returncode == 0 and "\\u25b8 " in done.stdout, (done.returncode, done.stderr[-300:])
