@@ -78,14 +78,16 @@ def stack_config(
     the stack file's `config:`, then `overrides` (full keys), all as CLI strings. Encrypted
     values are placeholders where they stand (the offline plan has no secrets provider)."""
     source = source or stack_file(root, stack)
-    project = read_project(root / "Pulumi.yaml")
+    lines: dict[tuple, int] = {}
+    project = read_project(root / "Pulumi.yaml", lines)
     values: dict[str, Any] = {}
     for key, decl in (project.get("config") or {}).items():
         full = key if ":" in key else f"{project['name']}:{key}"
-        if isinstance(decl, dict) and "default" in decl:
-            values[full] = decl["default"]
-        elif isinstance(decl, dict) and "value" in decl:
-            values[full] = decl["value"]
+        for given in ("default", "value"):
+            if isinstance(decl, dict) and given in decl:
+                values[full] = decl[given]
+                source.defaults[full] = (root / "Pulumi.yaml", lines.get(("config", key, given), 1))
+                break
     values.update((k, v) for k, v in source.config.items() if v is not None)  # `key: ~` is unset, not the text "None"
     values.update(overrides or {})
     return {k: _cli_string(v) for k, v in values.items()}

@@ -86,6 +86,7 @@ class StackFile:
     problems: list[Problem] = field(default_factory=list)
     lines: dict[tuple, int] = field(default_factory=dict)  # ("config", key, ...) -> line
     unquoted: dict[tuple, str] = field(default_factory=dict)  # same locs: text YAML read as a number/boolean
+    defaults: dict[str, tuple[Path, int]] = field(default_factory=dict)  # full key -> where Pulumi.yaml sets it
 
     def line_of(self, loc: tuple[str | int, ...]) -> int:
         """The line of the setting at `loc` (a config loc), or of what holds it."""
@@ -114,6 +115,11 @@ class StackFile:
                     f" (if ESC environment {', '.join(self.environments)} sets it, the offline plan cannot "
                     "see it: set it in the stack file)"
                 )
+            default = self.defaults.get(str(p.loc[0])) if p.loc and p.line is None else None
+            if default is not None and p.loc[0] not in self.config:  # the value is Pulumi.yaml's: say so, there
+                message += " (Pulumi.yaml's default: this stack file does not set it)"
+                lines.append((line, order, f"{shown(default[0])}:{default[1]} {p.key}: {message}"))
+                continue
             lines.append((line, order, f"{shown(self.path)}:{line} {p.key}: {message}"))
         return [text for _, _, text in sorted(lines)]
 
@@ -154,13 +160,16 @@ def read(path: Path) -> StackFile:
     return stack
 
 
-def read_project(path: Path) -> dict[str, Any]:
+def read_project(path: Path, lines: dict[tuple, int] | None = None) -> dict[str, Any]:
     """Read `path` as the project file (Pulumi.yaml) with a stack file's bounds: a map whose
     `name` is the config namespace the program reads (infra/core/names.py NAMESPACE: Pulumi
     namespaces the keys Pulumi.yaml declares with it) and whose `config:`, if any, is a map.
-    A link to a Pulumi.yaml is fine (a project may share one). Raises StackFileError."""
+    A link to a Pulumi.yaml is fine (a project may share one). Raises StackFileError; `lines`, if
+    given, gets the line of each value (("config", KEY, "default") -> line)."""
     project = StackFile(path)
     document = _document(path, project, "a map naming the project (name: higgsfield)", follow=True)
+    if lines is not None:
+        lines.update(project.lines)
     if project.problems:
         first = project.problems[0]
         raise StackFileError(path, first.line or 1, f"{first.key}: {first.message}")

@@ -178,3 +178,14 @@ def test_an_esc_environment_that_is_no_esc_name_is_refused_not_echoed(project, c
 def test_an_esc_environment_name_esc_takes_is_accepted_and_noted(project, capsys, name):
     (project / "stacks" / "Pulumi.h.yaml").write_text(DEV + f"environment: [{name}]\n")
     assert _verdict(capsys, "bootstrap", "h")[0] == 0
+
+
+def test_a_wrong_default_in_pulumi_yaml_is_named_at_its_line_there_not_in_the_stack_file(project, capsys):
+    at = PROJECT.index("    default: []", PROJECT.index("  allowReplace:"))
+    (project / "Pulumi.yaml").write_text(PROJECT[:at] + "    default: [1]" + PROJECT[at + len("    default: []") :])
+    line = PROJECT[:at].count("\n") + 1
+    code, lines = _verdict(capsys, "bootstrap", "h")
+    assert code == 2 and lines == [
+        f"Pulumi.yaml:{line} higgsfield:allowReplace[0]: must be a string, got 1 (Pulumi.yaml's default: this stack "
+        "file does not set it)"
+    ], lines
