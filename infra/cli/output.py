@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from infra.core.stack_values import terminal_safe
 from infra.offline.option_files import replace_file
 
 JSON_HELP = (
@@ -98,7 +99,7 @@ def write_report(option: str, path: Path, content: str) -> None:
             replace_file(path, content)  # a hard link to a stack file keeps the stack's text
     except OSError as exc:
         raise UsageError(f"{option} {path}: cannot write it ({exc.strerror or type(exc).__name__})") from None
-    print(f"wrote {path}", file=sys.stderr)
+    print(f"wrote {terminal_safe(str(path))}", file=sys.stderr)
 
 
 def report_folder(option: str, path: Path) -> Path:

@@ -275,3 +275,19 @@ def test_schema_write_replaces_a_link_planted_at_the_schema_instead_of_writing_t
 def test_a_terminal_that_takes_only_ascii_gets_escapes_not_a_traceback(project):
     done = _shell(project, "PYTHONIOENCODING=ascii {cli} plan dev")
     assert done.returncode == 0 and "\\u25b8 " in done.stdout, (done.returncode, done.stderr[-300:])
+
+
+@pytest.mark.parametrize(
+    "argv, stream",
+    [
+        (["cost", "dev", "--output", "r\x1b[2J.txt"], "err"),
+        (["charts", "dev", "--out", "c\x1b[2J"], "out"),
+        (["plan", "dev", "--manifests", "m\x1b[2J", "--output", "plan.txt"], "err"),
+    ],
+    ids=["output", "charts_out", "plan_manifests"],
+)
+def test_a_path_with_control_characters_is_escaped_where_it_is_echoed(project, capsys, argv, stream):
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    echoed = out if stream == "out" else err
+    assert "\x1b" not in out + err and "\\x1b[2J" in echoed, (out[-200:], err)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from infra.cli.arguments import stack_argument
 from infra.cli.output import report_folder
+from infra.core.stack_values import terminal_safe
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,5 +25,6 @@ def run(args: argparse.Namespace) -> int:
 
     out = report_folder("--out", Path(args.out))
     written = charts.export(record(args.stack), out)
-    print(f"wrote {len(written) - 2} Helm releases' values, releases.tsv and kubernetes-version to {args.out}")
+    where = terminal_safe(args.out)
+    print(f"wrote {len(written) - 2} Helm releases' values, releases.tsv and kubernetes-version to {where}")
     return 0

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from infra.cli.arguments import stack_argument
 from infra.cli.output import add_report_options, emit, report_folder
+from infra.core.stack_values import terminal_safe
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,5 +33,5 @@ def run(args: argparse.Namespace) -> int:
         from infra.offline.manifests import write_manifests
 
         written = write_manifests(plan, folder)
-        print(f"wrote {len(written)} Kubernetes manifests to {args.manifests}", file=sys.stderr)
+        print(f"wrote {len(written)} Kubernetes manifests to {terminal_safe(args.manifests)}", file=sys.stderr)
     return 0
