@@ -278,6 +278,44 @@ def _clear_what_is_not_ours(
         )
 
 
+def _drop_secrets(doc: dict, result: NewStack, base: str) -> None:
+    """The base's encrypted values and its secrets provider, key and salt are not copied: the
+    ciphertexts are the base stack's (Pulumi re-encrypts a copied secret with the new stack's key,
+    which needs the value; offline it is unknown), and a shared salt or data key would let the new
+    stack's passphrase or KMS key open the base's secrets. Each dropped value is noted."""
+    dropped = [key for key in ("secretsprovider", "encryptedkey", "encryptionsalt") if doc.pop(key, None) is not None]
+    where: list[str] = []
+
+    def secret(value: object) -> bool:
+        return isinstance(value, dict) and list(value) == ["secure"]
+
+    def strip(value: object, loc: str) -> None:
+        if isinstance(value, dict):
+            for key in [k for k, v in value.items() if secret(v)]:
+                del value[key]
+                where.append(f"{loc}.{key}" if loc else str(key))
+            for key, item in value.items():
+                strip(item, f"{loc}.{key}" if loc else str(key))
+        elif isinstance(value, list):
+            for i in [i for i, v in enumerate(value) if secret(v)][::-1]:
+                del value[i]
+                where.append(f"{loc}[{i}]")
+            for i, item in enumerate(value):
+                strip(item, f"{loc}[{i}]")
+
+    strip(doc["config"], "")
+    if where:
+        result.notes.append(
+            f"{', '.join(sorted(where))}: encrypted with {base}'s key: not copied; set each for {result.name} with "
+            f"`pulumi config set --secret KEY ...` (--path for one inside a setting)"
+        )
+    if dropped:
+        result.notes.append(
+            f"{', '.join(dropped)} of {base}: not copied (its keys); `pulumi stack init {result.name} "
+            "--secrets-provider ...` makes the new stack's own"
+        )
+
+
 def new_stack(
     name: str, region: str, base: str = "dev", root: Path | None = None, choices: Choices = Choices()
 ) -> NewStack:
@@ -328,6 +366,7 @@ def new_stack(
     config["aws:region"] = region
     _apply_choices(config, choices, result, base)
     _clear_what_is_not_ours(config, result, base, old_region, region, bool(choices.admins))
+    _drop_secrets(doc, result, base)
     _endpoint(config, choices, result, base)
 
     pools = config.get(f"{G}:gpuPools") or []

@@ -291,3 +291,16 @@ def test_a_path_with_control_characters_is_escaped_where_it_is_echoed(project, c
     out, err = capsys.readouterr()
     echoed = out if stream == "out" else err
     assert "\x1b" not in out + err and "\\x1b[2J" in echoed, (out[-200:], err)
+
+
+def test_init_copies_neither_the_base_stacks_ciphertexts_nor_its_key_material(project, capsys):
+    base = project / STACK
+    base.write_text(
+        base.read_text().replace("    team: ml-platform", "    team: {secure: v1:abcdefgh}")
+        + "  aws:secretKey: {secure: v1:zzzz}\nencryptionsalt: v1:salt\n"
+    )
+    assert main(["init", "x", "--region", "us-east-1", *ADMIN]) == 0
+    out = capsys.readouterr().out
+    written = (project / "stacks" / "Pulumi.x.yaml").read_text()
+    assert "secure" not in written and "encryptionsalt" not in written and "aws:secretKey" not in written, written
+    assert "aws:secretKey, higgsfield:tags.team: encrypted with dev's key: not copied" in " ".join(out.split()), out
