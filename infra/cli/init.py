@@ -26,10 +26,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import io
+import ipaddress
 import json
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -44,6 +46,7 @@ from infra.core.bundled import instance_types, source, where_offered, zone_offer
 from infra.core.names import NAMESPACE as G
 from infra.offline.evaluate import StackNotFound, project_root, stack_names
 from infra.offline.jobs import round_trip_yaml
+from infra.offline.stack_file import read_project
 
 
 @dataclass
@@ -97,7 +100,7 @@ class PoolSpec:
     @classmethod
     def parse(cls, text: str) -> PoolSpec:
         parts = text.split(":")
-        sizes = re.fullmatch(r"(\d+)-(\d+)", parts[2]) if len(parts) == 3 else None
+        sizes = re.fullmatch(r"([0-9]{1,9})-([0-9]{1,9})", parts[2]) if len(parts) == 3 else None
         if len(parts) not in (2, 3) or not parts[0] or not parts[1] or (len(parts) == 3 and not sizes):
             raise ConfigError(
                 "--gpu-pool", f"{text!r} is not NAME:TYPE[,TYPE...][:MIN-MAX] (e.g. h100:p5.48xlarge:0-4)"
@@ -115,7 +118,7 @@ class TeamSpec:
 
     @classmethod
     def parse(cls, text: str) -> TeamSpec:
-        match = re.fullmatch(r"([^:]+)(?::(\d+))?", text)
+        match = re.fullmatch(r"([^:]+)(?::([0-9]{1,9}))?", text)
         if not match:
             raise ConfigError("--team", f"{text!r} is not NAME[:GPUS] (e.g. vision:8)")
         return cls(match[1], int(match[2]) if match[2] is not None else None)
@@ -278,12 +281,51 @@ def _clear_what_is_not_ours(
         )
 
 
+def _drop_secrets(doc: dict, result: NewStack, base: str) -> None:
+    """The base's encrypted values and its secrets provider, key and salt are not copied: the
+    ciphertexts are the base stack's (Pulumi re-encrypts a copied secret with the new stack's key,
+    which needs the value; offline it is unknown), and a shared salt or data key would let the new
+    stack's passphrase or KMS key open the base's secrets. Each dropped value is noted."""
+    dropped = [key for key in ("secretsprovider", "encryptedkey", "encryptionsalt") if doc.pop(key, None) is not None]
+    where: list[str] = []
+
+    def secret(value: object) -> bool:
+        return isinstance(value, dict) and list(value) == ["secure"]
+
+    def strip(value: object, loc: str) -> None:
+        if isinstance(value, dict):
+            for key in [k for k, v in value.items() if secret(v)]:
+                del value[key]
+                where.append(f"{loc}.{key}" if loc else str(key))
+            for key, item in value.items():
+                strip(item, f"{loc}.{key}" if loc else str(key))
+        elif isinstance(value, list):
+            for i in [i for i, v in enumerate(value) if secret(v)][::-1]:
+                del value[i]
+                where.append(f"{loc}[{i}]")
+            for i, item in enumerate(value):
+                strip(item, f"{loc}[{i}]")
+
+    strip(doc["config"], "")
+    if where:
+        result.notes.append(
+            f"{', '.join(sorted(where))}: encrypted with {base}'s key: not copied; set each for {result.name} with "
+            f"`pulumi config set --secret KEY ...` (--path for one inside a setting)"
+        )
+    if dropped:
+        result.notes.append(
+            f"{', '.join(dropped)} of {base}: not copied (its keys); `pulumi stack init {result.name} "
+            "--secrets-provider ...` makes the new stack's own"
+        )
+
+
 def new_stack(
     name: str, region: str, base: str = "dev", root: Path | None = None, choices: Choices = Choices()
 ) -> NewStack:
     """The files of stack `name` in `region`, made from stack `base` and the flags' `choices`
     (nothing written yet)."""
     root = root or project_root()
+    read_project(root / "Pulumi.yaml")  # the project init writes into, refused in one line if it is none
     if not re.fullmatch(DNS_LABEL, name):
         raise ConfigError(
             "STACK",
@@ -302,6 +344,11 @@ def new_stack(
         )
     if region not in eks_regions():
         raise ConfigError("--region", not_an_eks_region(region))
+    for cidr in choices.public_access_cidrs:  # before it is written: `::/0` would not even be YAML in a flow list
+        try:
+            ipaddress.IPv4Network(cidr)
+        except ValueError as exc:
+            raise ConfigError(f"--public-access-cidr {cidr}", f"{cidr!r} is not an IPv4 CIDR ({exc})") from None
     offered = zone_offerings(region)
     if not offered:
         raise ConfigError(
@@ -325,6 +372,7 @@ def new_stack(
     config["aws:region"] = region
     _apply_choices(config, choices, result, base)
     _clear_what_is_not_ours(config, result, base, old_region, region, bool(choices.admins))
+    _drop_secrets(doc, result, base)
     _endpoint(config, choices, result, base)
 
     pools = config.get(f"{G}:gpuPools") or []
@@ -481,6 +529,7 @@ def write(stack: NewStack, root: Path | None = None, publish: bool = True) -> No
     file written whole, which fails when the name exists (another init's stack is never written
     over). A stack that does not validate raises its problems with nothing written."""
     from infra.offline.evaluate import load_stack
+    from infra.offline.stack_file import StackFileError
 
     root = root or project_root()
     with tempfile.TemporaryDirectory(prefix="higgsfield-init-") as scratch:
@@ -490,10 +539,22 @@ def write(stack: NewStack, root: Path | None = None, publish: bool = True) -> No
         shutil.copyfile(project_file if project_file.is_file() else shipped("Pulumi.yaml"), copy / "Pulumi.yaml")
         written = copy / "stacks" / stack.stack_file.name
         written.write_text(stack.stack_text)
-        load_stack(stack.name, copy)  # raises ConfigError: nothing was written into the project
+        try:
+            load_stack(stack.name, copy)  # raises ConfigError: nothing was written into the project
+        except StackFileError as exc:  # what init wrote does not read back: never name the scratch copy
+            raise ConfigError(
+                "STACK",
+                f"the stack init would write does not read back (line {exc.line}: {exc.message}); nothing was written",
+            ) from None
         if not publish:
             return
-        stack.policy_file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            stack.policy_file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            folder = stack.policy_file.parent.relative_to(root)
+            raise ConfigError(
+                "STACK", f"{folder} cannot hold the policy config ({exc.strerror}); nothing was written"
+            ) from None
         stack.stack_file.parent.mkdir(parents=True, exist_ok=True)
         policy = _staged(stack.policy_file, stack.policy_text)
         staged = _staged(stack.stack_file, stack.stack_text)
@@ -533,7 +594,16 @@ def _publish(staged: Path, final: Path, root: Path) -> None:
 def _init_lock(root: Path) -> Iterator[None]:
     """One init at a time publishes into this project (an advisory lock, released on exit)."""
     (root / "stacks").mkdir(exist_ok=True)
-    with open(root / "stacks" / ".init.lock", "a") as lock:
+    path = root / "stacks" / ".init.lock"
+    try:  # a regular file only: a FIFO would block the open, a link would lock (and create) its target
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except OSError as exc:
+        raise ConfigError(
+            "STACK", f"{path.relative_to(root)} cannot be the lock of init ({exc.strerror}): delete it"
+        ) from None
+    with os.fdopen(fd, "w") as lock:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError("STACK", f"{path.relative_to(root)} is not a regular file, so no lock of init: delete it")
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
             yield

@@ -63,7 +63,8 @@ COMMANDS = (
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         """argparse's usage errors in one line, like every other failure."""
-        print(f"error: {self.prog}: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        # the message echoes what was typed: its control characters escaped, a long value cut
+        print(terminal_safe(f"error: {self.prog}: {message} (see `{self.prog} --help`)", 500), file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -126,6 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
     try:
+        os.getcwd()
+    except FileNotFoundError:  # every command looks for Pulumi.yaml from here
+        return failed(2, "error: the working directory no longer exists (deleted since the shell entered it): cd again")
+    try:
         return args.func(args)
     except (BrokenPipeError, KeyboardInterrupt):
         raise
@@ -160,6 +165,10 @@ def run() -> None:
     - no interpreter teardown of the SDK's module graph and threads (0.6-0.9 s), with nothing to
       flush but stdout and stderr (files are written and closed by then)."""
     gc.disable()
+    if sys.stderr is None:  # started with stderr closed (`2>&-`): failures are said by the exit status alone
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
+    if hasattr(sys.stdout, "reconfigure"):  # an ASCII terminal (PYTHONIOENCODING=ascii, a Latin-1 locale): a
+        sys.stdout.reconfigure(errors="backslashreplace")  # character it lacks is escaped (▸ as \u25b8), never fatal
     if sys.stdout is None:  # started with stdout closed (`>&-`): nothing it prints could go anywhere
         print(
             "error: standard output is closed: nothing can be printed (use --output FILE, or > /dev/null)",

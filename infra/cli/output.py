@@ -20,6 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from infra.core.stack_values import terminal_safe
+from infra.offline.option_files import replace_file
+
 JSON_HELP = (
     "print the report as JSON (stable keys, money rounded to cents); --json PATH also works: writes JSON to "
     "PATH, prints the text"
@@ -109,10 +112,32 @@ def write_report(option: str, path: Path, content: str) -> None:
             "(Pulumi.yaml, stacks/, policies/): write the report elsewhere"
         )
     try:
-        path.write_text(content)
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            path.write_text(content)  # a device or a FIFO (`--output >(gzip > r.gz)`), or a link checked above
+        else:
+            replace_file(path, content)  # a hard link to a stack file keeps the stack's text
     except OSError as exc:
         raise UsageError(f"{option} {path}: cannot write it ({exc.strerror or type(exc).__name__})") from None
-    print(f"wrote {path}", file=sys.stderr)
+    print(f"wrote {terminal_safe(str(path))}", file=sys.stderr)
+
+
+def report_folder(option: str, path: Path) -> Path:
+    """The folder an option names for files to be written into (`charts --out`, `plan --manifests`),
+    made if missing; a file, or a folder among the project's own (Pulumi.yaml, stacks/, policies/,
+    after resolving links), is a usage error naming the option (exit 2), before anything is written."""
+    kept = protected(path / "_")
+    if kept is not None:
+        raise UsageError(
+            f"{option} {path}: is {kept.rsplit('/', 1)[0]}, among the project's own files "
+            "(Pulumi.yaml, stacks/, policies/): write into another folder"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"{option} {path}: is a file, not a folder to write into") from None
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot make it ({exc.strerror or type(exc).__name__})") from None
+    return path
 
 
 def error(message: str) -> None:

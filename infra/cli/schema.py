@@ -379,13 +379,15 @@ def has_manual(root: Path) -> bool:
 def write(root: Path, parser: Callable[[], argparse.ArgumentParser]) -> list[str]:
     """The JSON Schema the stack files name and, in a checkout, the reference pages generated from
     the code; the paths written."""
+    from infra.offline.option_files import replace_file  # a link found there is replaced, never written through
+
     (root / SCHEMA_PATH).parent.mkdir(exist_ok=True)
-    (root / SCHEMA_PATH).write_text(schema_text())
-    (root / JOB_SCHEMA_PATH).write_text(job_schema_text())
+    replace_file(root / SCHEMA_PATH, schema_text())
+    replace_file(root / JOB_SCHEMA_PATH, job_schema_text())
     if not has_manual(root):
         return [str(SCHEMA_PATH), str(JOB_SCHEMA_PATH)]
     settings = root / SETTINGS_PATH
-    settings.write_text(with_table(settings.read_text()))
-    (root / CLI_PATH).write_text(cli_reference(parser))
-    (root / JOB_REFERENCE_PATH).write_text(job_reference())
+    replace_file(settings, with_table(settings.read_text()))
+    replace_file(root / CLI_PATH, cli_reference(parser))
+    replace_file(root / JOB_REFERENCE_PATH, job_reference())
     return [str(SCHEMA_PATH), str(JOB_SCHEMA_PATH), str(SETTINGS_PATH), str(CLI_PATH), str(JOB_REFERENCE_PATH)]

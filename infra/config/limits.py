@@ -75,7 +75,12 @@ def tag_key(name: str) -> str:
 
 
 def tag_value(value: str) -> str:
-    return tag_text(value, "value", TAG_VALUE_LENGTH)
+    tag_text(value, "value", TAG_VALUE_LENGTH)
+    # "Don't use aws:, AWS:, or any upper or lowercase combination of such as a prefix for either
+    # keys or values" (docs.aws.amazon.com/batch/latest/userguide/tag-restrictions.html)
+    if value.lower().startswith("aws:"):
+        raise ValueError(f"{shown(value)}: the aws: prefix is reserved for AWS, in tag values too (AWS tagging rules)")
+    return value
 
 
 # --- S3 bucket names ----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from infra.config.errors import (
 )
 from infra.config.gpu_pools import Catalog
 from infra.config.stack import _HIDDEN, StackConfig, eks_regions
-from infra.core.stack_values import UNKNOWN_SECRET, as_written, is_secret, secret_leaves, without_secrets  # noqa: F401 - UNKNOWN_SECRET: re-exported
+from infra.core.stack_values import UNKNOWN_SECRET, as_written, credential_in, is_secret, secret_leaves, without_secrets  # noqa: F401 - UNKNOWN_SECRET: re-exported
 
 
 def _expected(ctx: Mapping[str, Any]) -> str:
@@ -171,12 +171,6 @@ _SECRET_NAME = re.compile(r"(secret|passw(or)?d|token|credential|private.?key|ap
 # that rescans the rest of the value from every position (lookaheads searched at every position
 # are quadratic: tens of seconds on a 1 MB value). A secret access key is recognised only as a whole value
 # (`_aws_secret_key`), the others anywhere in one.
-_SECRET_VALUES = (
-    (re.compile(r"(AKIA|ASIA)[0-9A-Z]{16}"), "an AWS access key id"),
-    (re.compile(r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----"), "a private key"),
-    (re.compile(r"(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36}|github_pat_\w{22}"), "a GitHub token"),
-    (re.compile(r"xox[abprs]-[A-Za-z0-9-]{10}"), "a Slack token"),
-)
 _SECRET_KEY_CHARS = re.compile(r"[A-Za-z0-9/+]{40}")
 
 
@@ -195,7 +189,7 @@ def _looks_like_a_credential(value: str) -> str | None:
     """What credential `value` looks like, if any (linear time in its length)."""
     if _aws_secret_key(value):
         return "an AWS secret access key"
-    return next((what for rx, what in _SECRET_VALUES if rx.search(value)), None)
+    return credential_in(value)
 
 
 def _secret_hint(key: str) -> str:
@@ -422,10 +416,15 @@ def _decode(raw: str) -> Any:
     return value if isinstance(value, (dict, list)) else raw
 
 
-def load() -> StackConfig:
-    """Read this stack's config through `pulumi.Config` and validate it."""
+def load(from_environment: bool = True) -> StackConfig:
+    """Read this stack's config through `pulumi.Config` and validate it. The offline plan reads
+    the stack file only (`from_environment=False`): a PULUMI_CONFIG left in the shell is not the
+    stack's, and neither are its keys nor PULUMI_CONFIG_SECRET_KEYS."""
     # The SDK has no "list keys" call: the engine hands config over as set_all_config or PULUMI_CONFIG.
-    every_key = {*pulumi.runtime.config.CONFIG.get(), *pulumi.runtime.config.get_config_env()}
+    every_key = {
+        *pulumi.runtime.config.CONFIG.get(),
+        *(pulumi.runtime.config.get_config_env() if from_environment else ()),
+    }
     values = {}
     for key in sorted(every_key):
         namespace, _, name = key.partition(":")
@@ -435,7 +434,7 @@ def load() -> StackConfig:
         if raw is not None:
             values[key] = _decode(raw)
     secret = {k for k in values if pulumi.runtime.config.is_config_secret(k)} | set(
-        pulumi.runtime.config.get_config_secret_keys_env()
+        pulumi.runtime.config.get_config_secret_keys_env() if from_environment else ()
     )
     from infra.core import catalog
 

@@ -3,13 +3,15 @@ standard library: the workflows' stack matrix (infra/offline/stacks.py) runs wit
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
 def find_project(start: Path | None = None) -> Path | None:
     """The folder holding Pulumi.yaml, the working directory or above; None where there is none."""
     here = (start or Path.cwd()).resolve()
-    return next((folder for folder in [here, *here.parents] if (folder / "Pulumi.yaml").is_file()), None)
+    # whatever Pulumi.yaml is there (a broken link, a folder): it is refused when read, never skipped
+    return next((folder for folder in [here, *here.parents] if os.path.lexists(folder / "Pulumi.yaml")), None)
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -20,7 +22,7 @@ def project_root(start: Path | None = None) -> Path:
     if found is not None:
         return found
     checkout = Path(__file__).resolve().parents[2]
-    return checkout if (checkout / "Pulumi.yaml").is_file() else (start or Path.cwd()).resolve()
+    return checkout if os.path.lexists(checkout / "Pulumi.yaml") else (start or Path.cwd()).resolve()
 
 
 def stack_names(root: Path) -> list[str]:

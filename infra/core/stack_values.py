@@ -11,6 +11,7 @@ placeholder, and a changed ciphertext (`pulumi config set --secret` again) shows
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,3 +121,20 @@ def as_written(loc: tuple[str | int, ...], moved: dict[Loc, Loc]) -> tuple[str |
         if loc[:n] in moved:
             return moved[loc[:n]] + loc[n:]
     return loc
+
+
+# Credentials recognisable in any text (an AWS access key id, a private key, a GitHub or Slack
+# token), each searched in time linear in the text's length (no lookahead or nested repetition).
+# Neither the config model's plaintext check nor the reader's check of a `secure:` value (a
+# ciphertext is never one of these) may miss them.
+CREDENTIAL_PATTERNS = (
+    (re.compile(r"(AKIA|ASIA)[0-9A-Z]{16}"), "an AWS access key id"),
+    (re.compile(r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----"), "a private key"),
+    (re.compile(r"(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36}|github_pat_\w{22}"), "a GitHub token"),
+    (re.compile(r"xox[abprs]-[A-Za-z0-9-]{10}"), "a Slack token"),
+)
+
+
+def credential_in(text: str) -> str | None:
+    """What credential `text` holds in plaintext, if it holds one of CREDENTIAL_PATTERNS."""
+    return next((what for rx, what in CREDENTIAL_PATTERNS if rx.search(text)), None)

@@ -15,6 +15,7 @@ import yaml
 
 from infra.core.names import HELM_RELEASE
 from infra.offline.evaluate import Plan
+from infra.offline.option_files import replace_file
 
 
 def export(plan: Plan, out: Path) -> list[Path]:
@@ -23,11 +24,11 @@ def export(plan: Plan, out: Path) -> list[Path]:
     for release in plan.of_type(HELM_RELEASE):
         i = release.inputs
         values = out / f"{release.name}.values.yaml"
-        values.write_text(yaml.safe_dump(i.get("values") or {}, sort_keys=True))
+        replace_file(values, yaml.safe_dump(i.get("values") or {}, sort_keys=True))
         # an OCI chart has its whole reference in `chart` and no repository ("-": components/charts.py)
         repo = (i.get("repositoryOpts") or {}).get("repo") or "-"
         rows.append("\t".join([release.name, i["chart"], i["version"], repo, i.get("namespace", "default")]))
         written.append(values)
-    (out / "releases.tsv").write_text("\n".join(rows) + "\n")
-    (out / "kubernetes-version").write_text(plan.config.kubernetes_version + "\n")
+    replace_file(out / "releases.tsv", "\n".join(rows) + "\n")
+    replace_file(out / "kubernetes-version", plan.config.kubernetes_version + "\n")
     return [*written, out / "releases.tsv", out / "kubernetes-version"]

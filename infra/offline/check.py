@@ -9,6 +9,8 @@ environment get it from the typed stack config (`higgsfield:environment`), never
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,9 +195,19 @@ def load_pack_config(path: Path | None, option: str = "--policy-config") -> dict
     problems name the option and the file, in one line."""
     if not path or not path.is_file():
         return {}
-    from infra.offline.option_files import read_json_object
+    from pulumi_policy import EnforcementLevel
 
-    return read_json_object(path, option, "a policy pack config (policy name -> level or settings)")
+    from infra.offline.option_files import OptionFileError, read_json_object
+
+    levels = [level.value for level in EnforcementLevel]  # CrossGuard's: advisory, mandatory, remediate, disabled
+    config = read_json_object(path, option, "a policy pack config (policy name -> level or settings)")
+    for name, entry in config.items():
+        level = entry.get("enforcementLevel", "advisory") if isinstance(entry, dict) else entry
+        if not isinstance(level, str) or level not in levels:  # a typo would leave a mandatory policy unenforced
+            raise OptionFileError(
+                f"{option} {path}: {name}: {json.dumps(level)[:40]} is not an enforcement level ({', '.join(levels)})"
+            )
+    return config
 
 
 def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
@@ -273,10 +285,14 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     policy pack config (policies/config/STACK.json unless given). A stack without one is refused:
     its policies would run at their defaults, not at the levels the stack is meant to meet."""
     from infra.offline.evaluate import stack_file
+    from infra.offline.option_files import OptionFileError
 
     root = root or project_root()
     stack_file(root, stack)  # a missing stack is reported as a missing stack, before its policy config
     path = policy_config or root / "policies" / "config" / f"{stack}.json"
+    option = "--policy-config" if policy_config is not None else f"the policy config of {stack}"
+    if os.path.lexists(path) and not path.is_file():  # there, but no file to read: not "not found"
+        raise OptionFileError(f"{option} {path}: is not a regular file (a FIFO, a device, a folder or a broken link)")
     if not path.is_file():
         if policy_config is not None:
             raise StackNotFound(f"--policy-config {path}: no such file")
@@ -284,9 +300,7 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
             f"policy config {path} not found: `higgsfield init {stack} --region REGION` writes one, or pass "
             "--policy-config FILE"
         )
-    pack_config = load_pack_config(
-        path, "--policy-config" if policy_config is not None else f"the policy config of {stack}"
-    )
+    pack_config = load_pack_config(path, option)
     plan = record(stack, root)
     violations, skipped = run_policies(plan, pack_config)
     from infra.offline import (  # day_one: the first real day (gate image, autoscaler limits, resume promises)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,7 +121,44 @@ def load_prices(path: Path = PRICE_FILE, option: str = "--prices") -> dict[str, 
             f'{option} {path}: has no "regions" object, so it is no price file '
             f"(see {PRICE_FILE.name} in infra/offline/data)"
         )
+    wrong = _price_file_problem(prices)
+    if wrong:
+        raise OptionFileError(f"{option} {path}: {wrong} (see {PRICE_FILE.name} in infra/offline/data)")
     return prices
+
+
+# What a region of a price file holds besides prices: when and whether it was refreshed.
+_REGION_NOTES = {"checked": str, "verified": bool, "not_refreshed": list}
+
+
+def _price(value: Any) -> bool:
+    """A price: a finite number of dollars, not below zero (JSON also reads NaN and Infinity)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _price_file_problem(prices: dict[str, Any]) -> str | None:
+    """What makes `prices` no price file (the first thing found), or None: every figure a price,
+    per key or per instance type / tier, so the estimate never meets text, a list or NaN."""
+    hours = prices.get("hours_per_month")
+    if not (_price(hours) and hours):
+        return f'"hours_per_month" must be a number of hours above zero, got {json.dumps(hours)[:40]}'
+    for key, kind in (("checked", str), ("verified", bool)):
+        if not isinstance(prices.get(key), kind):
+            return f'"{key}" must be {"text" if kind is str else "true or false"}'
+    for region, figures in prices["regions"].items():
+        if not isinstance(figures, dict):
+            return f"regions.{region} must be an object of prices, got {json.dumps(figures)[:40]}"
+        for key, value in figures.items():
+            if key in _REGION_NOTES:
+                if not isinstance(value, _REGION_NOTES[key]):
+                    return f"regions.{region}.{key} is not what a refresh writes there"
+                continue
+            each = value.items() if isinstance(value, dict) else [(None, value)]
+            for sub, figure in each:
+                if not _price(figure):
+                    where = f"regions.{region}.{key}" + (f".{sub}" if sub is not None else "")
+                    return f"{where} must be a price (a number, 0 or more), got {json.dumps(figure)[:40]}"
+    return None
 
 
 class _RegionPrices:

@@ -24,6 +24,7 @@ from infra.config import ConfigError
 from infra.core.names import LOG_GROUP
 from infra.offline import rolls
 from infra.offline.evaluate import COMPUTED, StackNotFound, record
+from infra.offline.stack_file import StackFileError
 
 # Inputs that force a new resource, per type (the Terraform AWS provider's ForceNew attributes,
 # which pulumi-aws inherits; for the pulumi-eks component, the inputs of its aws.eks.Cluster that
@@ -522,8 +523,11 @@ def _secret_changes(before: dict | None, after: dict | None) -> dict[str, str]:
 # --- the base side ------------------------------------------------------------------------------
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+def _git(root: Path, *args: str, text: bool = True) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=text)
+    except FileNotFoundError:
+        raise StackNotFound("--base: diff reads the base from git, and there is no git on PATH") from None
 
 
 def plan_json_at(ref: str, stack: str, root: Path) -> dict:
@@ -544,9 +548,12 @@ def plan_json_at(ref: str, stack: str, root: Path) -> dict:
         if not code_changed:
             # Same code: evaluate the base's config files with the code already loaded here.
             (Path(tmp) / "stacks").mkdir()
-            for path in ("Pulumi.yaml", stack_file):
-                (Path(tmp) / path).write_text(_git(root, "show", f"{ref}:{path}").stdout)
-            return record(stack, root=Path(tmp)).as_dict()
+            for path in ("Pulumi.yaml", stack_file):  # as committed, bytes and all: the reader judges them
+                (Path(tmp) / path).write_bytes(_git(root, "show", f"{ref}:{path}", text=False).stdout)
+            try:
+                return record(stack, root=Path(tmp)).as_dict()
+            except StackFileError as exc:  # named as the ref's file, not the copy's
+                raise StackFileError(Path(f"{ref}:{exc.path.relative_to(tmp)}"), exc.line, exc.message) from None
         worktree = Path(tmp) / "base"
         _git(root, "worktree", "add", "--detach", str(worktree), ref).check_returncode()
         try:

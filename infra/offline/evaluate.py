@@ -20,12 +20,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from infra.config import ConfigError
 from infra.core.bundled import instance_types, zone_offerings
 from infra.core.names import NAMESPACE as PROJECT
-from infra.offline.stack_file import StackFile, read
+from infra.offline.stack_file import StackFile, read, read_project
 
 COMPUTED = "<computed>"
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's "unknown during preview" sentinel
@@ -85,14 +83,16 @@ def stack_config(
     the stack file's `config:`, then `overrides` (full keys), all as CLI strings. Encrypted
     values are placeholders where they stand (the offline plan has no secrets provider)."""
     source = source or stack_file(root, stack)
-    project = yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}
+    lines: dict[tuple, int] = {}
+    project = read_project(root / "Pulumi.yaml", lines)
     values: dict[str, Any] = {}
     for key, decl in (project.get("config") or {}).items():
         full = key if ":" in key else f"{project['name']}:{key}"
-        if isinstance(decl, dict) and "default" in decl:
-            values[full] = decl["default"]
-        elif isinstance(decl, dict) and "value" in decl:
-            values[full] = decl["value"]
+        for given in ("default", "value"):
+            if isinstance(decl, dict) and given in decl:
+                values[full] = decl[given]
+                source.defaults[full] = (root / "Pulumi.yaml", lines.get(("config", key, given), 1))
+                break
     values.update((k, v) for k, v in source.config.items() if v is not None)  # `key: ~` is unset, not the text "None"
     values.update(overrides or {})
     return {k: _cli_string(v) for k, v in values.items()}
@@ -379,7 +379,7 @@ def record(stack: str, root: Path | None = None, overrides: Mapping[str, Any] | 
     with _located(source):
         if source.problems:  # the file's own mistakes, with the settings' (without running the program)
             contextvars.Context().run(_load_in_fresh_context, stack, config, secret)
-            raise ConfigError(source.problems[0].key, source.problems[0].message, [])
+            raise ConfigError(source.problems[0].key, source.problems[0].message, list(source.problems))
         plan = contextvars.Context().run(_record_in_fresh_context, stack, config, secret)
     plan.notes = source.notes()
     plan.secrets = dict(source.secrets)
@@ -395,7 +395,7 @@ def load_stack(stack: str, root: Path | None = None) -> Any:
     with _located(source):
         loaded = contextvars.Context().run(_load_in_fresh_context, stack, config, sorted(source.secret_keys))
         if source.problems:
-            raise ConfigError(source.problems[0].key, source.problems[0].message, [])
+            raise ConfigError(source.problems[0].key, source.problems[0].message, list(source.problems))
     return loaded
 
 
@@ -445,7 +445,7 @@ def _load_in_fresh_context(stack: str, config: dict[str, str], secret_keys: list
 
     _start_runtime(stack, config, [], {}, [], secret_keys)
     loaded: list = []
-    _sync_await(run_pulumi_func(lambda: loaded.append(load())))
+    _sync_await(run_pulumi_func(lambda: loaded.append(load(from_environment=False))))
     return loaded[0]
 
 
@@ -465,7 +465,7 @@ def _record_in_fresh_context(stack: str, config: dict[str, str], secret_keys: li
     loaded: list = []
 
     def program() -> None:
-        loaded.append(load())
+        loaded.append(load(from_environment=False))
         build(loaded[0])
 
     try:

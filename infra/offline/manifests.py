@@ -9,6 +9,7 @@ import yaml
 
 from infra.offline import jobs
 from infra.offline.evaluate import Plan
+from infra.offline.option_files import replace_file
 
 _NOT_MANIFESTS = ("kubernetes:helm.sh/", "kubernetes:kustomize", "kubernetes:yaml", "pulumi:providers:")
 
@@ -30,12 +31,12 @@ def write_manifests(plan: Plan, folder: Path) -> list[Path]:
     for example in jobs.examples_for(plan.config):
         (folder / "examples").mkdir(exist_ok=True)
         path = folder / "examples" / f"{example}.yaml"
-        path.write_text(jobs.to_yaml(jobs.render(example, plan.config)))
+        replace_file(path, jobs.to_yaml(jobs.render(example, plan.config)))
         written.append(path)
     for obj in manifests(plan):
         meta = obj.get("metadata") or {}
         name = "-".join(p for p in (obj.get("kind", "object").lower(), meta.get("namespace"), meta.get("name")) if p)
         path = folder / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(obj, sort_keys=False))  # apiVersion and kind first, as kubectl users expect
+        replace_file(path, yaml.safe_dump(obj, sort_keys=False))  # apiVersion and kind first, as kubectl users expect
         written.append(path)
     return written

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import stat
 from pathlib import Path
 from typing import Any
@@ -50,3 +51,19 @@ def read_json_object(path: Path, option: str, what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise OptionFileError(f"{option} {path}: is a JSON {type(data).__name__}, expected {what} (a JSON object)")
     return data
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write `text` as the file `path` names: into a new file beside it, then renamed over it, so
+    a link found there (symbolic or hard) is replaced, never written through: a link planted in a
+    folder of reports, or a hard link to a stack file, cannot turn a report into an overwrite of
+    the file it points at."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for any new file
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise

@@ -28,12 +28,13 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
-from infra.core.stack_values import Problem, key_of, secret_placeholder
+from infra.core.names import NAMESPACE
+from infra.core.stack_values import UNKNOWN_SECRET, Problem, credential_in, is_secret, key_of, secret_placeholder
 
 STACK_FILE_KEYS = ("config", "environment", "secretsprovider", "encryptedkey", "encryptionsalt")
 MAX_BYTES = 1 << 20  # a stack file with 100 GPU pools is about 20 KiB
@@ -42,6 +43,9 @@ MAX_DEPTH = 64
 MAX_EXPANDED = (
     4 * MAX_BYTES
 )  # characters of keys and scalars after following aliases; without aliases, at most the file's
+# "Environment names ... may only contain alphanumeric characters, hyphens, underscores, and periods"
+# (pulumi.com/docs/esc/environments/); an import names [org/][project/]env, at a version or tag (@3, @stable).
+ESC_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}(/[A-Za-z0-9._-]{1,100}){0,2}(@[A-Za-z0-9._-]{1,100})?", re.ASCII)
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAP, _SEQ, _MERGE = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:merge"
 _BOOLEANS = ("true", "false", "yes", "no", "on", "off", "y", "n")
@@ -82,6 +86,7 @@ class StackFile:
     problems: list[Problem] = field(default_factory=list)
     lines: dict[tuple, int] = field(default_factory=dict)  # ("config", key, ...) -> line
     unquoted: dict[tuple, str] = field(default_factory=dict)  # same locs: text YAML read as a number/boolean
+    defaults: dict[str, tuple[Path, int]] = field(default_factory=dict)  # full key -> where Pulumi.yaml sets it
 
     def line_of(self, loc: tuple[str | int, ...]) -> int:
         """The line of the setting at `loc` (a config loc), or of what holds it."""
@@ -110,6 +115,11 @@ class StackFile:
                     f" (if ESC environment {', '.join(self.environments)} sets it, the offline plan cannot "
                     "see it: set it in the stack file)"
                 )
+            default = self.defaults.get(str(p.loc[0])) if p.loc and p.line is None else None
+            if default is not None and p.loc[0] not in self.config:  # the value is Pulumi.yaml's: say so, there
+                message += " (Pulumi.yaml's default: this stack file does not set it)"
+                lines.append((line, order, f"{shown(default[0])}:{default[1]} {p.key}: {message}"))
+                continue
             lines.append((line, order, f"{shown(self.path)}:{line} {p.key}: {message}"))
         return [text for _, _, text in sorted(lines)]
 
@@ -144,14 +154,63 @@ class _Malformed(Exception):
 
 def read(path: Path) -> StackFile:
     """Read `path` as a stack file. Raises StackFileError when it cannot be one."""
-    data = _regular_file_bytes(path)
+    stack = StackFile(path)
+    document = _document(path, stack, "a map with a config: section", follow=False)
+    _sections(stack, document)
+    return stack
+
+
+def read_project(path: Path, lines: dict[tuple, int] | None = None) -> dict[str, Any]:
+    """Read `path` as the project file (Pulumi.yaml) with a stack file's bounds: a map whose
+    `name` is the config namespace the program reads (infra/core/names.py NAMESPACE: Pulumi
+    namespaces the keys Pulumi.yaml declares with it) and whose `config:`, if any, is a map.
+    A link to a Pulumi.yaml is fine (a project may share one). Raises StackFileError; `lines`, if
+    given, gets the line of each value (("config", KEY, "default") -> line)."""
+    project = StackFile(path)
+    document = _document(path, project, "a map naming the project (name: higgsfield)", follow=True)
+    if lines is not None:
+        lines.update(project.lines)
+    if project.problems:
+        first = project.problems[0]
+        raise StackFileError(path, first.line or 1, f"{first.key}: {first.message}")
+    name, config = document.get("name"), document.get("config")
+    if name != NAMESPACE:
+        raise StackFileError(
+            path,
+            project.lines.get(("name",), 1),
+            f"name: is {'missing' if name is None else repr(name)}, but the program reads its settings as "
+            f"{NAMESPACE}:* (Pulumi names the keys Pulumi.yaml declares after the project): keep name: {NAMESPACE}",
+        )
+    where = document.get("stackConfigDir")
+    if not isinstance(where, str) or PurePosixPath(where) != PurePosixPath("stacks"):
+        # "StackConfigDir indicates where to store the Pulumi.<stack-name>.yaml files, combined with the
+        # folder Pulumi.yaml is in" (pulumi/pulumi:sdk/go/common/workspace/project.go, type Project)
+        raise StackFileError(
+            path,
+            project.lines.get(("stackConfigDir",), 1),
+            f"stackConfigDir: is {'missing' if where is None else repr(where)[:60]}, but these tools read the stack "
+            "files in stacks/: Pulumi would deploy other files than the ones planned and checked; keep "
+            "stackConfigDir: stacks",
+        )
+    if config is not None and not isinstance(config, dict):
+        raise StackFileError(
+            path,
+            project.lines.get(("config",), 1),
+            f"config: must be a map of declared settings, got {_kind_of(config)}",
+        )
+    return document
+
+
+def _document(path: Path, stack: StackFile, what: str, follow: bool) -> dict:
+    """The map a stack or project file holds, its keys' lines and its problems kept in `stack`."""
+    data = _regular_file_bytes(path, follow)
     if len(data) > MAX_BYTES:
         raise StackFileError(path, 1, f"is more than {MAX_BYTES:,} bytes; a stack file is a few KiB")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise StackFileError(path, line, "is not UTF-8 text: is this a stack file?") from None
+        raise StackFileError(path, line, f"is not UTF-8 text, so not {what}") from None
     loader = _Loader(text)
     try:
         root = loader.get_single_node()
@@ -166,10 +225,9 @@ def read(path: Path) -> StackFile:
     finally:
         loader.dispose()
     if root is None:
-        raise StackFileError(path, 1, "is empty; a stack file is a map with a config: section")
+        raise StackFileError(path, 1, f"is empty; it should be {what}")
     if not isinstance(root, yaml.MappingNode) or root.tag != _MAP:
-        raise StackFileError(path, root.start_mark.line + 1, f"is {_kind(root)}, not a map with a config: section")
-    stack = StackFile(path)
+        raise StackFileError(path, root.start_mark.line + 1, f"is {_kind(root)}, not {what}")
     reader = _Reader(_Loader(""), stack)
     try:
         document = reader.value(root, ())
@@ -180,22 +238,22 @@ def read(path: Path) -> StackFile:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise StackFileError(path, mark.line + 1 if mark else 1, _yaml_message(exc)) from None
-    _sections(stack, document)
-    return stack
+    return document
 
 
-def _regular_file_bytes(path: Path) -> bytes:
+def _regular_file_bytes(path: Path, follow: bool = False) -> bytes:
     """At most MAX_BYTES + 1 bytes of `path`, refused unless it is a regular file (checked on the
-    path, without following a link, and on what was opened)."""
+    path, without following a link unless `follow`, and on what was opened)."""
     try:
-        status = path.lstat()
+        status = path.stat() if follow else path.lstat()
         if stat.S_ISLNK(status.st_mode):
             raise StackFileError(
                 path, 1, "is a symbolic link: a stack file is a regular file in stacks/ (copy it there)"
             )
         if not stat.S_ISREG(status.st_mode):
             raise StackFileError(path, 1, f"is {_file_kind(status.st_mode)}, not a stack file (a regular file)")
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        nofollow = 0 if follow else getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(path, os.O_RDONLY | nofollow | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as file:
             if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
                 raise StackFileError(path, 1, "is not a regular file, so not a stack file")
@@ -240,6 +298,20 @@ def _sections(stack: StackFile, document: dict) -> None:
         )
     stack.config = config
     environments = document.get("environment")
+    names = environments.get("imports") if isinstance(environments, dict) else environments
+    for i, name in enumerate(names if isinstance(names, list) else []):
+        if isinstance(name, str) and name and not ESC_NAME.fullmatch(name):  # echoed in notes: never raw
+            loc: tuple[str | int, ...] = (
+                ("environment", "imports", i) if isinstance(environments, dict) else ("environment", i)
+            )
+            stack.problems.append(
+                Problem(
+                    loc,
+                    f"{name[:60]!r} is not a Pulumi ESC environment name ([org/][project/]env[@version], each part "
+                    "letters, digits, - _ .)",
+                    stack.lines.get(loc, stack.lines.get(("environment",), 1)),
+                )
+            )
     if environments is not None:
         if isinstance(environments, dict):  # an inline definition; its imports, if any, by name
             imports = environments.get("imports")
@@ -299,6 +371,17 @@ class _Reader:
             return node.value  # the text, as Pulumi passes it; the setting's type says what is wrong
         if not isinstance(value, (str, int, float, bool, type(None))):
             return node.value  # timestamps and the like: the text, as Pulumi passes it
+        if is_secret(value):  # plaintext spelled like an encrypted value's stand-in would be taken for one
+            self.stack.problems.append(
+                Problem(
+                    loc[1:] if loc[:1] == ("config",) else loc,
+                    f"is plaintext that reads like the offline stand-in of an encrypted value "
+                    f"({UNKNOWN_SECRET[:8]}...): "
+                    "the offline checks would skip it; write the value itself, or encrypt it with "
+                    "`pulumi config set --secret`",
+                    node.start_mark.line + 1,
+                )
+            )
         if not node.style and not isinstance(value, str) and value is not None:  # plain (unquoted)
             self.stack.unquoted[loc] = node.value
             self.read_differently(node, value, loc)
@@ -351,6 +434,16 @@ class _Reader:
                     Problem(
                         loc[1:],
                         "secure: takes the ciphertext Pulumi wrote (`pulumi config set --secret`), as text",
+                        node.start_mark.line + 1,
+                    )
+                )
+            elif credential_in(ciphertext.value):  # typed in by hand: a ciphertext never reads like one
+                self.stack.problems.append(
+                    Problem(
+                        loc[1:],
+                        f"secure: holds {credential_in(ciphertext.value)} in plaintext, not a ciphertext: "
+                        f"`pulumi config set --secret {loc[1]} ...` writes the ciphertext (and rotate it: the "
+                        "plaintext is in the file's history)",
                         node.start_mark.line + 1,
                     )
                 )

@@ -18,11 +18,12 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from infra.core.names import DNS_LABEL as STACK_NAME
 from infra.core.names import ENVIRONMENTS as ENVIRONMENT_ORDER
 from infra.core.names import RUNNER_PURPOSES, role_name, runner_project
+from infra.core.stack_values import terminal_safe
 
 # The repository's OIDC subject template (PUT /repos/OWNER/REPO/actions/oidc/customization/sub):
 # the default `repo` and `context` (pull_request, environment:ENV, ref:REF), then the workflow file
@@ -118,6 +119,11 @@ def stack_matrix(
     left out (the other stacks' checks against their siblings)."""
     from infra.offline.option_files import OptionFileError
 
+    if not (root / "stacks").is_dir():  # an empty matrix would run no CI job, and pass
+        where = terminal_safe(str(root), 200)
+        raise OptionFileError(
+            f"{where}/stacks: is no folder of stack files; is {where} the project (the folder holding Pulumi.yaml)?"
+        )
     entries = []
     for path in sorted((root / "stacks").glob("Pulumi.*.yaml")):
         try:
@@ -139,8 +145,15 @@ def stack_matrix(
     return {"include": sorted(entries, key=lambda e: (rank.get(e["environment"], len(rank)), e["stack"]))}
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """A usage error in one line, what was typed escaped and cut (it lands in CI logs)."""
+        print(terminal_safe(f"error: {self.prog}: {message} (see `{self.prog} --help`)", 500), file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="higgsfield stacks", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="higgsfield stacks", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--delivered", action="store_true", help="only stacks with higgsfield:delivery (previewed and deployed by CI)"
     )

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from infra.cli.arguments import stack_argument
-from infra.cli.output import add_json_option, emit
+from infra.cli.output import add_json_option, emit, report_folder
+from infra.core.stack_values import terminal_safe
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,10 +24,12 @@ def run(args: argparse.Namespace) -> int:
     from infra.offline import charts
     from infra.offline.evaluate import record
 
-    written = charts.export(record(args.stack), Path(args.out))
+    out = report_folder("--out", Path(args.out))
+    written = charts.export(record(args.stack), out)
+    where = terminal_safe(args.out)
     emit(
         args,
         lambda: {"stack": args.stack, "out": args.out, "written": [str(p) for p in written]},
-        lambda: f"wrote {len(written) - 2} Helm releases' values, releases.tsv and kubernetes-version to {args.out}",
+        lambda: f"wrote {len(written) - 2} Helm releases' values, releases.tsv and kubernetes-version to {where}",
     )
     return 0

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from infra.cli.arguments import stack_argument
-from infra.cli.output import add_report_options, emit
+from infra.cli.output import add_report_options, emit, report_folder
+from infra.core.stack_values import terminal_safe
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,11 +26,12 @@ def run(args: argparse.Namespace) -> int:
     from infra.cli.views.plan import render
     from infra.offline.evaluate import record
 
+    folder = report_folder("--manifests", Path(args.manifests)) if args.manifests else None
     plan = record(args.stack)
     emit(args, plan.as_dict, lambda: render(plan, verbose=args.verbose))
-    if args.manifests:
+    if folder is not None:
         from infra.offline.manifests import write_manifests
 
-        written = write_manifests(plan, Path(args.manifests))
-        print(f"wrote {len(written)} Kubernetes manifests to {args.manifests}", file=sys.stderr)
+        written = write_manifests(plan, folder)
+        print(f"wrote {len(written)} Kubernetes manifests to {terminal_safe(args.manifests)}", file=sys.stderr)
     return 0

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from botocore.exceptions import NoRegionError
+    from botocore.exceptions import BotoCoreError, NoRegionError
 
     from infra.cli import preflight
     from infra.offline.evaluate import record
@@ -27,7 +27,8 @@ def run(args: argparse.Namespace) -> int:
     plan = record(args.stack)  # the add-ons the program installs, and their pins
     cfg = plan.config
     try:
-        checks = preflight.run(cfg, preflight.Clients.for_region(cfg.region), preflight.addon_pins(plan))
+        clients = preflight.Clients.for_region(cfg.region)  # reads ~/.aws/config and the AWS_* variables
+        checks = preflight.run(cfg, clients, preflight.addon_pins(plan))
     except (*preflight.NO_CREDENTIALS, NoRegionError) as exc:
         error(
             f"no AWS credentials ({type(exc).__name__}): set AWS_PROFILE (or run `aws configure` / `aws sso login`) "
@@ -36,6 +37,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except preflight.CredentialsRejected as exc:
         error(f"{exc}: refresh them (`aws sso login`, or new keys) and rerun")
+        return 2
+    except (BotoCoreError, ValueError) as exc:  # each check catches its own: these come from making the clients
+        error(
+            f"the AWS configuration cannot be used ({type(exc).__name__}: {exc}): fix ~/.aws/config (or the file "
+            "AWS_CONFIG_FILE names) and the AWS_* variables, then rerun"
+        )
         return 2
     unreachable = preflight.one_cause(checks)
     if unreachable:
