@@ -325,7 +325,8 @@ def new_stack(
     """The files of stack `name` in `region`, made from stack `base` and the flags' `choices`
     (nothing written yet)."""
     root = root or project_root()
-    read_project(root / "Pulumi.yaml")  # the project init writes into, refused in one line if it is none
+    if os.path.lexists(root / "Pulumi.yaml"):  # the project init writes into, refused in one line if it is none
+        read_project(root / "Pulumi.yaml")  # (no Pulumi.yaml at all: init makes the project, start_project)
     if not re.fullmatch(DNS_LABEL, name):
         raise ConfigError(
             "STACK",

@@ -14,6 +14,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -65,7 +66,7 @@ def stack_file(root: Path, stack: str) -> StackFile:
             f"{', '.join(stack_names(root)) or 'none'}"
         )
     path = root / "stacks" / f"Pulumi.{stack}.yaml"
-    if not (root / "Pulumi.yaml").is_file():
+    if not os.path.lexists(root / "Pulumi.yaml"):  # one there in any form is read, and refused if broken
         raise StackNotFound(
             f"no Pulumi.yaml in {root} or above: not a project; `higgsfield init STACK --region REGION --admin ARN` "
             "makes one here"

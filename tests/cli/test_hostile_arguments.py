@@ -149,12 +149,6 @@ def test_preflight_with_an_unusable_aws_configuration_says_so_in_one_line(projec
     assert line.startswith("error: the AWS configuration cannot be used ("), line
 
 
-def test_diff_without_git_on_path_says_so_in_one_line(project, capsys, monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("PATH", str(tmp_path_factory.mktemp("empty")))
-    line = _refused(capsys, ["diff", "dev", "--base", "HEAD"])
-    assert line == "error: --base: diff reads the base from git, and there is no git on PATH", line
-
-
 STACK = "stacks/Pulumi.dev.yaml"
 
 
