@@ -250,6 +250,44 @@ def _checkpoint(
     merge_env(main, values)
 
 
+# The pre-flight gang check (images/training/preflight.py) before the training command of the
+# PyTorch examples: shipped in their ConfigMap with node_check.py, which it imports, so it runs in
+# any image with PyTorch (a team's own too). A team skips it for one job with HIGGSFIELD_PREFLIGHT=skip.
+PREFLIGHT_FILES = ("preflight.py", "node_check.py")
+PREFLIGHT_TIMEOUT_S = 300
+# What one node writes to the checkpoint directory before training: a shard of this size (a team
+# sets PREFLIGHT_CHECKPOINT_BYTES to its own shard's size; the example's model is far smaller).
+PREFLIGHT_CHECKPOINT_BYTES = 1 << 30
+
+
+def preflight_env(cfg: StackConfig, pool: GpuPool, checkpoints: bool) -> dict[str, str]:
+    """What preflight.py compares against. Its all-reduce runs one process, so one GPU, per node:
+    the floor is the pool's node-to-node figure (infra/offline/healthcheck.py, all GPUs) over the
+    GPUs of a node, the share of the fabric one GPU drives (aws-ofi-nccl gives each GPU its nearest
+    EFA cards); an estimate, measured by `python3 -m tests.gpu.preflight_here` on a GPU box."""
+    from infra.offline.healthcheck import bus_bandwidth_threshold
+
+    return {
+        "HIGGSFIELD_PREFLIGHT": "run",
+        "PREFLIGHT_TIMEOUT_SECONDS": str(PREFLIGHT_TIMEOUT_S),
+        "PREFLIGHT_MIN_BUS_BANDWIDTH_GBPS": f"{bus_bandwidth_threshold(cfg, pool) / pool.gpus_per_node:.1f}",
+        "PREFLIGHT_NCCL_NETWORK": "efa" if pool.efa else "any",
+        "PREFLIGHT_CHECKPOINT_BYTES": str(PREFLIGHT_CHECKPOINT_BYTES if checkpoints else 0),
+    }
+
+
+def add_preflight(template: dict, cfg: StackConfig, pool: GpuPool, checkpoints: bool) -> None:
+    """Run the pre-flight before the container's command (`python /code/preflight.py -- COMMAND`),
+    with its settings and the node's name (the downward API): the verdict names nodes."""
+    main = template["spec"]["containers"][0]
+    wrapper = ["python", "/code/preflight.py", "--"]
+    if main["command"][: len(wrapper)] != wrapper:  # Master and Worker may share one template (a YAML alias)
+        main["command"] = [*wrapper, *main["command"]]
+    merge_env(main, preflight_env(cfg, pool, checkpoints))
+    main["env"] = [e for e in main["env"] if e["name"] != "NODE_NAME"]
+    main["env"].append({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
+
+
 def _attach_datasets(template: dict, cfg: StackConfig, team: Team) -> None:
     """The shared datasets the team may use, read-only unless it owns them."""
     spec, main = template["spec"], template["spec"]["containers"][0]
@@ -695,6 +733,7 @@ def render(
             _attach_datasets(template, cfg, member)
         if example.startswith("pytorch"):
             _checkpoint(template, cfg, chosen, member, name, checkpoints)
+            add_preflight(template, cfg, chosen, checkpoints)
     for template in pod_templates(job):
         run_as_team(template, member)
     promise = resume_promise(job, cfg)
@@ -708,7 +747,14 @@ def render(
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "metadata": {"name": f"{name}-code", "namespace": member.name},
-                "data": {f: (EXAMPLES_DIR / f).read_text() for f in SCRIPTS[example]},
+                "data": {
+                    **{f: (EXAMPLES_DIR / f).read_text() for f in SCRIPTS[example]},
+                    **(
+                        {f: shipped(f"images/training/{f}").read_text() for f in PREFLIGHT_FILES}
+                        if example.startswith("pytorch")
+                        else {}
+                    ),
+                },
             },
         )
     return objects
