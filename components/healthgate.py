@@ -419,8 +419,9 @@ class HealthGate(pulumi.ComponentResource):
     devices), the gate's ServiceAccount, a ClusterRole with `get`/`list`/`patch` on nodes (and, with
     Karpenter pools, `delete` on NodeClaims, limited to its own node's by a second
     ValidatingAdmissionPolicy + binding) and its binding,
-    a Role to create Events in `default` (where Events about nodes live) and its binding, a ValidatingAdmissionPolicy (+
-    binding) that limits the account to its own node's startup taint and health labels, one
+    a Role to create and list Events in `default` (where Events about nodes live: the gate's own, and
+    the job watchdog's re-check requests, which the reboot check acts on) and its binding, a
+    ValidatingAdmissionPolicy (+ binding) that limits the account to its own node's startup taint and health labels, one
     ConfigMap of expectations per gated pool (and a Role to read them), one DaemonSet per gated pool
     requesting the pool's GPUs (none on a Karpenter pool: gate_gpus), the health-reboot-check DaemonSet
     that sends a rebooted node back through the gate (reboot_daemonset), pre-pulling
@@ -509,7 +510,8 @@ class HealthGate(pulumi.ComponentResource):
                 "apiVersion": f"{rbac}/v1",
                 "kind": "Role",
                 "metadata": {"name": "higgsfield-health-gate-events", "namespace": EVENTS_NAMESPACE},
-                "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}],
+                # list: the re-check requests about its node (images/training/health_gate.py recheck)
+                "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]}],
             },
         )
         obj(

@@ -36,6 +36,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -46,6 +47,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # node_check.py ships next to this file
 from node_check import bus_bandwidth_gb_s, parse_nccl_network, read_nccl_logs  # noqa: E402
+from progress import PORT_ENV, serve, suspects_text  # noqa: E402
 
 # A node of the gang is bad: above 127, so ExitCode retries (the pod is recreated); 143 and 150
 # are examples/checkpointing.py's, this one is the pre-flight's own.
@@ -575,8 +577,28 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         print(f"preflight: the check did not end within {timeout:.0f}s", flush=True)
         return EXIT_RETRY
     if code.returncode != 0:
+        linger(env)
         return code.returncode if code.returncode > 0 else EXIT_RETRY  # killed by a signal: retried
     return _run(command, env)
+
+
+def linger(env: dict[str, str]) -> None:
+    """After a failure that named nodes, serve them as higgsfield_preflight_suspect on the progress
+    port for PREFLIGHT_LINGER_SECONDS (two scrapes and more), so the watchdog learns them before the
+    pod exits and the operator deletes it (its termination message goes with it)."""
+    port, seconds = env.get(PORT_ENV), float(env.get("PREFLIGHT_LINGER_SECONDS") or 75)
+    path = Path(env.get("PREFLIGHT_TERMINATION_LOG") or TERMINATION_LOG)
+    try:
+        suspects = list(json.loads(path.read_text())["preflight"].get("suspects", {}))
+    except (OSError, ValueError, KeyError):
+        return
+    if not (port and suspects and seconds > 0):
+        return
+    directory = Path(tempfile.mkdtemp(prefix="preflight-"))
+    (directory / "preflight.prom").write_text(suspects_text(suspects))
+    server = serve(directory, int(port))
+    time.sleep(seconds)
+    server.shutdown()
 
 
 def _run(command: list[str], env: dict[str, str]) -> int:

@@ -44,6 +44,13 @@ STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-g
 AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"  # prefix of the ASG tags the autoscaler reads at zero
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # a namespace's (and a job's) Volcano queue
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"  # the node a service-account token was bound to
+# Training progress: each PyTorch job pod serves its ranks' progress on this named container port
+# (images/training/progress.py), which Prometheus scrapes; the job's name is the operator's pod label
+# (JobNameLabel, kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go@v1.9.4).
+PROGRESS_PORT_NAME = "progress"
+PROGRESS_PORT = 9464
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+RECHECK_REASON = "NodeRecheckRequested"  # the Event (in `default`) that sends a node back to the health gate
 
 # --- namespaces ---------------------------------------------------------------------------------
 KUBE_SYSTEM = "kube-system"

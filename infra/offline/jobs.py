@@ -28,6 +28,7 @@ from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAM
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 from infra.core import versions
 from infra.core.assets import shipped
+from infra.core.names import PROGRESS_PORT, PROGRESS_PORT_NAME
 from infra.offline.pods import (
     check_image,
     default_image,
@@ -251,9 +252,10 @@ def _checkpoint(
 
 
 # The pre-flight gang check (images/training/preflight.py) before the training command of the
-# PyTorch examples: shipped in their ConfigMap with node_check.py, which it imports, so it runs in
-# any image with PyTorch (a team's own too). A team skips it for one job with HIGGSFIELD_PREFLIGHT=skip.
-PREFLIGHT_FILES = ("preflight.py", "node_check.py")
+# PyTorch examples: shipped in their ConfigMap with node_check.py and progress.py, which it and the
+# training script import, so it runs in any image with PyTorch (a team's own too). A team skips it
+# for one job with HIGGSFIELD_PREFLIGHT=skip.
+PREFLIGHT_FILES = ("preflight.py", "node_check.py", "progress.py")
 PREFLIGHT_TIMEOUT_S = 300
 # What one node writes to the checkpoint directory before training: a shard of this size (a team
 # sets PREFLIGHT_CHECKPOINT_BYTES to its own shard's size; the example's model is far smaller).
@@ -286,6 +288,34 @@ def add_preflight(template: dict, cfg: StackConfig, pool: GpuPool, checkpoints: 
     merge_env(main, preflight_env(cfg, pool, checkpoints))
     main["env"] = [e for e in main["env"] if e["name"] != "NODE_NAME"]
     main["env"].append({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
+
+
+# PyTorch's own NCCL watchdog, tuned (the variables of torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp
+# at the image's PyTorch, pytorch/pytorch@v2.7.1): a collective that waits past its timeout tears the
+# process down (TORCH_NCCL_ASYNC_ERROR_HANDLING 1, TearDown) instead of hanging, so the pod exits
+# (150 from train_ddp.py, or 134 from the abort: both retried by ExitCode). The timeout is
+# COLLECTIVE_TIMEOUT_S, which train_ddp.py passes to init_process_group, half of PyTorch's 10 minutes
+# (kProcessGroupNCCLDefaultTimeout, same file): a gang restarts sooner. The heartbeat monitor
+# (TORCH_NCCL_ENABLE_MONITORING) aborts a process whose NCCL watchdog thread itself is stuck (a CUDA
+# or NCCL call that never returns) after TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC: a minute past the
+# collective timeout, so the watchdog's own timeout acts first.
+COLLECTIVE_TIMEOUT_S = 300
+NCCL_WATCHDOG_ENV = {
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    "TORCH_NCCL_ENABLE_MONITORING": "1",
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": str(COLLECTIVE_TIMEOUT_S + 60),
+    "HIGGSFIELD_COLLECTIVE_TIMEOUT_SECONDS": str(COLLECTIVE_TIMEOUT_S),
+}
+
+
+def add_progress(template: dict) -> None:
+    """Publish the ranks' progress on the `progress` port (images/training/progress.py, served by
+    examples/checkpointing.py), which Prometheus scrapes and the job watchdog reads; and the NCCL
+    watchdog settings above."""
+    main = template["spec"]["containers"][0]
+    merge_env(main, {"HIGGSFIELD_PROGRESS_PORT": str(PROGRESS_PORT), **NCCL_WATCHDOG_ENV})
+    ports = [p for p in main.get("ports", []) if p.get("name") != PROGRESS_PORT_NAME]
+    main["ports"] = [*ports, {"name": PROGRESS_PORT_NAME, "containerPort": PROGRESS_PORT, "protocol": "TCP"}]
 
 
 def _attach_datasets(template: dict, cfg: StackConfig, team: Team) -> None:
@@ -734,6 +764,7 @@ def render(
         if example.startswith("pytorch"):
             _checkpoint(template, cfg, chosen, member, name, checkpoints)
             add_preflight(template, cfg, chosen, checkpoints)
+            add_progress(template)
     for template in pod_templates(job):
         run_as_team(template, member)
     promise = resume_promise(job, cfg)

@@ -325,7 +325,7 @@ def test_jobs_on_a_capacity_block_get_a_checkpoint_notice_ahead_of_the_drain():
 
 def test_the_job_ships_the_checkpoint_module_next_to_the_script():
     (code,) = [o for o in jobs.render("pytorch-ddp", plan_of("prod").config, pool="h100") if o["kind"] == "ConfigMap"]
-    assert set(code["data"]) == {"train_ddp.py", "checkpointing.py", "preflight.py", "node_check.py"}
+    assert set(code["data"]) == {"train_ddp.py", "checkpointing.py", "preflight.py", "node_check.py", "progress.py"}
     assert code["data"]["checkpointing.py"] == (ROOT / "examples" / "checkpointing.py").read_text()
 
 
