@@ -30,6 +30,7 @@ from infra.core import versions
 from infra.core.assets import shipped
 from infra.core.names import PROGRESS_PORT, PROGRESS_PORT_NAME
 from infra.offline.pods import (
+    bus_bandwidth_threshold,
     check_image,
     default_image,
     merge_env,
@@ -264,11 +265,9 @@ PREFLIGHT_CHECKPOINT_BYTES = 1 << 30
 
 def preflight_env(cfg: StackConfig, pool: GpuPool, checkpoints: bool) -> dict[str, str]:
     """What preflight.py compares against. Its all-reduce runs one process, so one GPU, per node:
-    the floor is the pool's node-to-node figure (infra/offline/healthcheck.py, all GPUs) over the
+    the floor is the pool's node-to-node figure (pods.bus_bandwidth_threshold, all GPUs) over the
     GPUs of a node, the share of the fabric one GPU drives (aws-ofi-nccl gives each GPU its nearest
     EFA cards); an estimate, measured by `python3 -m tests.gpu.preflight_here` on a GPU box."""
-    from infra.offline.healthcheck import bus_bandwidth_threshold
-
     return {
         "HIGGSFIELD_PREFLIGHT": "run",
         "PREFLIGHT_TIMEOUT_SECONDS": str(PREFLIGHT_TIMEOUT_S),
