@@ -41,20 +41,32 @@ CONTAINER_INSIGHTS_LOGS = ("application", "dataplane", "host", "performance")
 EFA_TX, EFA_RX = "node_amazonefa_tx_bytes", "node_amazonefa_rx_bytes"  # images/training/efa_metrics.py
 
 
-def _panel(title: str, expr: str, unit: str, y: int, x: int) -> dict:
+def _panel(title: str, expr: str, unit: str, y: int, x: int, legend: str = "{{Hostname}} {{gpu}}") -> dict:
     return {
         "type": "timeseries",
         "title": title,
         "datasource": {"type": "prometheus", "uid": "prometheus"},
         "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
         "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-        "targets": [{"expr": expr, "refId": "A", "legendFormat": "{{Hostname}} {{gpu}}"}],
+        "targets": [{"expr": expr, "refId": "A", "legendFormat": legend}],
     }
+
+
+# Goodput as the dashboard sees it: the share of the last hour each job made steps (a step within the
+# last minute counts), from its progress series (images/training/progress.py). It sees a job only
+# while its pods run, so waiting for capacity and the gate are outside it; infra/offline/goodput.py
+# keeps the whole account, phase by phase.
+TRAINING_SHARE_EXPR = (
+    "avg_over_time(((time() - max by (namespace, job_name) "
+    "(higgsfield_training_progress_timestamp_seconds)) < bool 60)[1h:1m])"
+)
+TEAM_TRAINING_SHARE_EXPR = f"avg by (namespace) ({TRAINING_SHARE_EXPR})"
 
 
 def gpu_dashboard() -> dict:
     """Higgsfield's Grafana dashboard: GPU utilisation, memory, power, XID errors, EFA traffic
-    (the network NCCL runs over) and pending gangs per Volcano queue."""
+    (the network NCCL runs over), pending gangs per Volcano queue, and training goodput per job and
+    per team."""
     panels = [
         ("GPU utilisation", "avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL)", "percent"),
         ("GPU memory used", "sum by (Hostname, gpu) (DCGM_FI_DEV_FB_USED) * 1024 * 1024", "bytes"),
@@ -75,7 +87,25 @@ def gpu_dashboard() -> dict:
         "schemaVersion": 39,
         "time": {"from": "now-6h", "to": "now"},
         "tags": ["higgsfield", "gpu"],
-        "panels": [_panel(t, e, u, 8 * (i // 2), 12 * (i % 2)) for i, (t, e, u) in enumerate(panels)],
+        "panels": [
+            *(_panel(t, e, u, 8 * (i // 2), 12 * (i % 2)) for i, (t, e, u) in enumerate(panels)),
+            _panel(
+                "Training goodput per job (share of the last hour stepping)",
+                TRAINING_SHARE_EXPR,
+                "percentunit",
+                8 * ((len(panels) + 1) // 2),
+                0,
+                "{{namespace}}/{{job_name}}",
+            ),
+            _panel(
+                "Training goodput per team",
+                TEAM_TRAINING_SHARE_EXPR,
+                "percentunit",
+                8 * ((len(panels) + 1) // 2),
+                12,
+                "{{namespace}}",
+            ),
+        ],
     }
 
 
