@@ -82,6 +82,12 @@ class HealthGateArgs:
     prepull_image: str | None = None  # higgsfield:trainingImage: pulled by an init container during the gate
 
 
+# DCGM's diagnostics level at a node's join: 0 (not run) while images/training/Dockerfile installs no
+# DCGM; with dcgmi in the image, 1 (deployment checks, seconds) fits the gate's timeout, and a deeper
+# level (2, about two minutes) belongs to a re-check (node_check.py report_dcgm).
+DCGM_DIAG_LEVEL_AT_JOIN = 0
+
+
 def expectations(
     pool: GpuPool,
     thresholds: HealthThresholds,
@@ -106,6 +112,10 @@ def expectations(
         "LUSTRE_PATH": MOUNT_PATH if lustre else "",
         "ON_FAILURE": on_failure(pool),
         "CHECK_TIMEOUT_SECONDS": str(seconds_of(pool.health_gate.timeout)),
+        # the gate runs privileged: the kernel log's XIDs must be readable (node_check.py report_xids)
+        "REQUIRE_KERNEL_LOG": "1",
+        # DCGM diagnostics: off until the image ships dcgmi (docs/design/health-gate.md)
+        "DCGM_DIAG_LEVEL": str(DCGM_DIAG_LEVEL_AT_JOIN),
     }
 
 
