@@ -146,7 +146,11 @@ def plan(ranks: list[Rank], suspects: list[dict], now: float, settings: Settings
     for suspect in suspects:
         labels = suspect["metric"]
         namespace, job, node = labels.get("namespace", ""), labels.get("job_name", ""), labels.get("node", "")
-        own_nodes = {s["metric"].get("Hostname") for s in suspects if s["metric"].get("job_name") == job}
+        own_nodes = {
+            s["metric"].get("Hostname")
+            for s in suspects
+            if (s["metric"].get("namespace"), s["metric"].get("job_name")) == (namespace, job)
+        }
         if node and node in own_nodes:
             reason = f"the pre-flight of {namespace}/{job} named it: its all-reduce was slow or failed"
             actions.append(Action("recheck", namespace, job, reason, node=node))

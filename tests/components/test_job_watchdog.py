@@ -195,3 +195,13 @@ def test_the_preflights_suspect_goes_to_the_gate_but_a_node_outside_the_job_does
     }
     tick(api, _query(prometheus), NOW, SETTINGS)
     assert [e["involvedObject"]["name"] for e in _events(kube, "default")] == ["node-3"]
+
+
+def test_another_teams_job_of_the_same_name_cannot_vouch_for_a_node(cluster):
+    kube, prometheus, api = cluster
+    theirs = _series(1, 0, node="node-9")  # named by llm's job of this name...
+    vouching = _series(1, 0, node="node-elsewhere")
+    vouching["metric"] = {**vouching["metric"], "namespace": "vision", "Hostname": "node-9"}  # ...vision's ran there
+    prometheus.vectors = {job_watchdog.SUSPECTS: [theirs, vouching]}
+    tick(api, _query(prometheus), NOW, SETTINGS)
+    assert _events(kube, "default") == []
