@@ -60,6 +60,7 @@ TERMINATION_LOG = Path("/dev/termination-log")
 MESSAGE_LIMIT = 4000
 NCCL_LOG = "/tmp/preflight-nccl-%h-%p.log"
 CHUNK = 8 << 20
+REPORT_MARGIN_S = 15.0  # past a probe's timeout, how long rank 0 waits for a member's report
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class Settings:
     timeout_s: float = 300.0
     min_busbw_gb_s: float = 0.0
     message_mb: float = 256.0
+    probe_timeout_s: float = 60.0  # one probe: a dead or hung member costs its group this, not the time box
     nccl_network: str = "any"
     min_locked_bytes: int = 0
     min_gpu_free_fraction: float = 0.9
@@ -96,6 +98,7 @@ class Settings:
             timeout_s=float(env.get("PREFLIGHT_TIMEOUT_SECONDS") or 300),
             min_busbw_gb_s=float(env.get("PREFLIGHT_MIN_BUS_BANDWIDTH_GBPS") or 0),
             message_mb=float(env.get("PREFLIGHT_MESSAGE_MB") or 256),
+            probe_timeout_s=float(env.get("PREFLIGHT_PROBE_TIMEOUT_SECONDS") or 60),
             nccl_network=env.get("PREFLIGHT_NCCL_NETWORK") or "any",
             min_locked_bytes=int(env.get("MIN_LOCKED_MEMORY_BYTES") or 0),
             min_gpu_free_fraction=float(env.get("PREFLIGHT_MIN_GPU_FREE_FRACTION") or 0.9),
@@ -297,6 +300,21 @@ def run_probe(torch: Any, store: Any, name: str, group: Group, rank: int, settin
     return Probe(True, busbw, network or "gloo")
 
 
+def bounded_probe(
+    torch: Any, store: Any, name: str, group: Group, rank: int, settings: Settings, timeout: float
+) -> Probe:
+    """`run_probe`, but this rank reports by `timeout` whatever happens: a peer that never joins can
+    hold a process group's rendezvous past its own timeout (the store retries), and rank 0 would then
+    count this healthy rank as silent. The late probe is left to end on its own (a daemon thread)."""
+    done: list[Probe] = []
+    worker = threading.Thread(
+        target=lambda: done.append(run_probe(torch, store, name, group, rank, settings, timeout)), daemon=True
+    )
+    worker.start()
+    worker.join(timeout + 2)
+    return done[0] if done else Probe(False, error=f"no result within {timeout:.0f}s")
+
+
 class Gang:
     """The job's TCPStore (rank 0 serves it on the master pod) and the pre-flight's keys in it."""
 
@@ -342,9 +360,11 @@ class Coordinator:
         k = self.round
         self.round += 1
         self.gang.put(f"plan/{k}", [list(g) for g in groups])
+        started = time.monotonic()
         outcomes = []
         for index, group in enumerate(groups):
-            reports = [self.gang.get(f"result/{k}/{rank}", self.deadline) for rank in group]
+            until = min(self.deadline, started + self.settings.probe_timeout_s + REPORT_MARGIN_S)
+            reports = [self.gang.get(f"result/{k}/{rank}", until) for rank in group]
             self.silent.update(rank for rank, r in zip(group, reports, strict=True) if r is None)
             self.reports[k * 1000 + index] = reports
             outcomes.append(group_ok(reports, self.settings.min_busbw_gb_s, self.settings.nccl_network))
@@ -360,8 +380,8 @@ def follow(gang: Gang, settings: Settings, torch: Any, store: Any, deadline: flo
             return mine
         for index, group in enumerate(plan):
             if gang.rank in group:
-                remaining = max(deadline - time.monotonic(), 1.0)
-                probe = run_probe(torch, store, f"probe/{k}/{index}/", tuple(group), gang.rank, settings, remaining)
+                remaining = max(min(deadline - time.monotonic(), settings.probe_timeout_s), 1.0)
+                probe = bounded_probe(torch, store, f"probe/{k}/{index}", tuple(group), gang.rank, settings, remaining)
                 mine.append(probe)
                 gang.put(f"result/{k}/{gang.rank}", probe.__dict__)
         k += 1

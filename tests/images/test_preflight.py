@@ -154,6 +154,14 @@ RANK = textwrap.dedent(
                 time.sleep(0.4)
                 return self.group.allreduce(tensors)
         dist.ProcessGroupGloo = Slow
+    if os.environ["NODE_NAME"] == os.environ.get("FAILING_NODE"):
+        Real = dist.ProcessGroupGloo
+        class Failing:  # it joins, then its collectives fail, as on a node whose NIC or GPU errors
+            def __init__(self, *args):
+                self.group = Real(*args)
+            def allreduce(self, tensors):
+                raise RuntimeError("injected: the collective failed on this node")
+        dist.ProcessGroupGloo = Failing
     import preflight
     sys.exit(preflight.main(sys.argv[2:]))
     """
@@ -166,7 +174,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _gang(tmp_path: Path, nodes: int, slow: str | None, args: list[str]) -> list[tuple[int, str, dict | None]]:
+def _gang(
+    tmp_path: Path, nodes: int, slow: str | None, args: list[str], failing: str = ""
+) -> list[tuple[int, str, dict | None]]:
     script = tmp_path / "rank.py"
     script.write_text(RANK)
     port = _free_port()
@@ -182,6 +192,8 @@ def _gang(tmp_path: Path, nodes: int, slow: str | None, args: list[str]) -> list
             "MASTER_PORT": str(port),
             "NODE_NAME": f"node-{rank}",
             "SLOW_NODE": slow or "",
+            "FAILING_NODE": failing,
+            "PREFLIGHT_PROBE_TIMEOUT_SECONDS": "5",
             "PREFLIGHT_MESSAGE_MB": "1",
             "PREFLIGHT_MIN_BUS_BANDWIDTH_GBPS": "0.01",
             "PREFLIGHT_TIMEOUT_SECONDS": "90",
@@ -211,6 +223,13 @@ def test_a_slow_rank_among_four_gloo_ranks_is_named_and_every_rank_exits_for_a_r
         lines = [line for line in out.splitlines() if line.startswith("preflight rank")]
         assert len(lines) == 1, out  # one line per rank
     assert "BAD NODE" in results[2][1] and "gang: bad nodes node-2" in results[0][1]
+
+
+@needs_torch
+def test_a_rank_whose_collectives_fail_is_named_within_the_time_box(tmp_path):
+    results = _gang(tmp_path, 4, None, ["--check"], failing="node-1")
+    for code, out, message in results:
+        assert code == EXIT_RETRY and message is not None and list(message["suspects"]) == ["node-1"], out
 
 
 @needs_torch
