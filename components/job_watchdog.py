@@ -6,7 +6,7 @@ restarts a hung gang (deletes its quiet pods; the operator recreates them; an Ev
 asks the health gate to check a straggler's node, or one the pre-flight named, again (an Event about
 the node, which the gate's own per-node program acts on: images/training/health_gate.py recheck).
 `alert_rules` are the PrometheusRule groups for hangs, stragglers, gangs waiting past their deadline,
-nodes the pre-flight named, and GPU XID errors.
+nodes the pre-flight named, and GPU XID errors. The decisions: docs/design/job-health.md.
 """
 
 from __future__ import annotations
