@@ -50,3 +50,68 @@ def test_every_rendered_pytorch_pod_publishes_progress_on_its_named_port(example
         assert env["HIGGSFIELD_PROGRESS_PORT"] == str(PROGRESS_PORT)
         assert int(env["TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"]) > int(env["HIGGSFIELD_COLLECTIVE_TIMEOUT_SECONDS"])
         assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _scrape(port: int, wanted: str, seconds: float = 20.0) -> str:
+    import time
+
+    deadline, body = time.monotonic() + seconds, ""
+    while time.monotonic() < deadline:
+        try:
+            body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+            if wanted in body:
+                return body
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return body
+
+
+def test_the_jobs_launcher_serves_its_ranks_progress_on_the_port(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    port = _free_port()
+    rank = "import progress, time; progress.from_env(0).record(7, 0.3, 0.1); time.sleep(10)"
+    env = {**os.environ, "HIGGSFIELD_PROGRESS_PORT": str(port), "PYTHONPATH": str(ROOT / "images" / "training")}
+    launcher = subprocess.Popen(
+        [sys.executable, str(ROOT / "examples" / "checkpointing.py"), sys.executable, "-c", rank], env=env
+    )
+    try:
+        assert 'higgsfield_training_step{rank="0"} 7' in _scrape(port, "higgsfield_training_step{")
+    finally:
+        launcher.kill()
+        launcher.wait()
+
+
+def test_a_failed_preflight_serves_its_suspects_before_the_pod_exits(tmp_path):
+    import json
+    import threading
+
+    import preflight
+
+    port = _free_port()
+    log = tmp_path / "termination-log"
+    log.write_text(json.dumps({"preflight": {"ok": False, "code": 151, "suspects": {"node-7": "slow"}}}))
+    env = {
+        "HIGGSFIELD_PROGRESS_PORT": str(port),
+        "PREFLIGHT_LINGER_SECONDS": "3",
+        "PREFLIGHT_TERMINATION_LOG": str(log),
+    }
+    lingering = threading.Thread(target=preflight.linger, args=(env,))
+    lingering.start()
+    try:
+        assert 'higgsfield_preflight_suspect{node="node-7"} 1' in _scrape(port, "suspect", 3)
+    finally:
+        lingering.join()
