@@ -192,7 +192,9 @@ def alert_rules(pools: Sequence[GpuPool]) -> list[dict]:
 @dataclass(frozen=True, kw_only=True)
 class JobWatchdogArgs:
     namespaces: Sequence[str]  # the teams' namespaces (created by the Teams component)
-    image: pulumi.Input[str]  # the training image, which ships job_watchdog.py
+    image: pulumi.Input[
+        str
+    ]  # the platform's image built from images/training (the gate's), which ships job_watchdog.py
     prometheus_url: str
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]

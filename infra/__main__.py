@@ -245,7 +245,8 @@ def build(cfg: StackConfig) -> None:
                 "job-watchdog",
                 JobWatchdogArgs(
                     namespaces=list(teams.namespaces),
-                    image=training_image,
+                    # the platform's image (the gate's), which ships job_watchdog.py: never a team's own
+                    image=cfg.health_gate_image or image.source_image,
                     prometheus_url=PROMETHEUS_URL,
                     provider=platform["provider"],
                     depends_on=[*platform["depends_on"], *teams.namespaces.values()],
