@@ -82,6 +82,12 @@ class HealthGateArgs:
     prepull_image: str | None = None  # higgsfield:trainingImage: pulled by an init container during the gate
 
 
+# DCGM's diagnostics level at a node's join: 0 (not run) while images/training/Dockerfile installs no
+# DCGM; with dcgmi in the image, 1 (deployment checks, seconds) fits the gate's timeout, and a deeper
+# level (2, about two minutes) belongs to a re-check (node_check.py report_dcgm).
+DCGM_DIAG_LEVEL_AT_JOIN = 0
+
+
 def expectations(
     pool: GpuPool,
     thresholds: HealthThresholds,
@@ -106,6 +112,10 @@ def expectations(
         "LUSTRE_PATH": MOUNT_PATH if lustre else "",
         "ON_FAILURE": on_failure(pool),
         "CHECK_TIMEOUT_SECONDS": str(seconds_of(pool.health_gate.timeout)),
+        # the gate runs privileged: the kernel log's XIDs must be readable (node_check.py report_xids)
+        "REQUIRE_KERNEL_LOG": "1",
+        # DCGM diagnostics: off until the image ships dcgmi (docs/design/health-gate.md)
+        "DCGM_DIAG_LEVEL": str(DCGM_DIAG_LEVEL_AT_JOIN),
     }
 
 
@@ -419,8 +429,9 @@ class HealthGate(pulumi.ComponentResource):
     devices), the gate's ServiceAccount, a ClusterRole with `get`/`list`/`patch` on nodes (and, with
     Karpenter pools, `delete` on NodeClaims, limited to its own node's by a second
     ValidatingAdmissionPolicy + binding) and its binding,
-    a Role to create Events in `default` (where Events about nodes live) and its binding, a ValidatingAdmissionPolicy (+
-    binding) that limits the account to its own node's startup taint and health labels, one
+    a Role to create and list Events in `default` (where Events about nodes live: the gate's own, and
+    the job watchdog's re-check requests, which the reboot check acts on) and its binding, a
+    ValidatingAdmissionPolicy (+ binding) that limits the account to its own node's startup taint and health labels, one
     ConfigMap of expectations per gated pool (and a Role to read them), one DaemonSet per gated pool
     requesting the pool's GPUs (none on a Karpenter pool: gate_gpus), the health-reboot-check DaemonSet
     that sends a rebooted node back through the gate (reboot_daemonset), pre-pulling
@@ -509,7 +520,8 @@ class HealthGate(pulumi.ComponentResource):
                 "apiVersion": f"{rbac}/v1",
                 "kind": "Role",
                 "metadata": {"name": "higgsfield-health-gate-events", "namespace": EVENTS_NAMESPACE},
-                "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}],
+                # list: the re-check requests about its node (images/training/health_gate.py recheck)
+                "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]}],
             },
         )
         obj(

@@ -16,9 +16,12 @@ from components.charts import helm_release
 from components.cpu_nodes import ON_SYSTEM_NODES
 from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.identity import pod_identity_role
+from components.job_watchdog import APP_LABELS as WATCHDOG_PODS
+from components.job_watchdog import NAMESPACE as WATCHDOG_NAMESPACE
 from components.kubernetes_objects import KubernetesObject
 from components.workloads import KSM_NODE_LABELS, custom_rules, external_rules, serving_scrape_job
 from infra.config import Observability
+from infra.core.names import JOB_NAME_LABEL, PROGRESS_PORT_NAME
 from infra.core.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
 
 NAMESPACE = "monitoring"
@@ -38,20 +41,32 @@ CONTAINER_INSIGHTS_LOGS = ("application", "dataplane", "host", "performance")
 EFA_TX, EFA_RX = "node_amazonefa_tx_bytes", "node_amazonefa_rx_bytes"  # images/training/efa_metrics.py
 
 
-def _panel(title: str, expr: str, unit: str, y: int, x: int) -> dict:
+def _panel(title: str, expr: str, unit: str, y: int, x: int, legend: str = "{{Hostname}} {{gpu}}") -> dict:
     return {
         "type": "timeseries",
         "title": title,
         "datasource": {"type": "prometheus", "uid": "prometheus"},
         "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
         "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-        "targets": [{"expr": expr, "refId": "A", "legendFormat": "{{Hostname}} {{gpu}}"}],
+        "targets": [{"expr": expr, "refId": "A", "legendFormat": legend}],
     }
+
+
+# Goodput as the dashboard sees it: the share of the last hour each job made steps (a step within the
+# last minute counts), from its progress series (images/training/progress.py). It sees a job only
+# while its pods run, so waiting for capacity and the gate are outside it; infra/offline/goodput.py
+# keeps the whole account, phase by phase.
+TRAINING_SHARE_EXPR = (
+    "avg_over_time(((time() - max by (namespace, job_name) "
+    "(higgsfield_training_progress_timestamp_seconds)) < bool 60)[1h:1m])"
+)
+TEAM_TRAINING_SHARE_EXPR = f"avg by (namespace) ({TRAINING_SHARE_EXPR})"
 
 
 def gpu_dashboard() -> dict:
     """Higgsfield's Grafana dashboard: GPU utilisation, memory, power, XID errors, EFA traffic
-    (the network NCCL runs over) and pending gangs per Volcano queue."""
+    (the network NCCL runs over), pending gangs per Volcano queue, and training goodput per job and
+    per team."""
     panels = [
         ("GPU utilisation", "avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL)", "percent"),
         ("GPU memory used", "sum by (Hostname, gpu) (DCGM_FI_DEV_FB_USED) * 1024 * 1024", "bytes"),
@@ -72,7 +87,25 @@ def gpu_dashboard() -> dict:
         "schemaVersion": 39,
         "time": {"from": "now-6h", "to": "now"},
         "tags": ["higgsfield", "gpu"],
-        "panels": [_panel(t, e, u, 8 * (i // 2), 12 * (i % 2)) for i, (t, e, u) in enumerate(panels)],
+        "panels": [
+            *(_panel(t, e, u, 8 * (i // 2), 12 * (i % 2)) for i, (t, e, u) in enumerate(panels)),
+            _panel(
+                "Training goodput per job (share of the last hour stepping)",
+                TRAINING_SHARE_EXPR,
+                "percentunit",
+                8 * ((len(panels) + 1) // 2),
+                0,
+                "{{namespace}}/{{job_name}}",
+            ),
+            _panel(
+                "Training goodput per team",
+                TEAM_TRAINING_SHARE_EXPR,
+                "percentunit",
+                8 * ((len(panels) + 1) // 2),
+                12,
+                "{{namespace}}",
+            ),
+        ],
     }
 
 
@@ -229,6 +262,41 @@ def _tcp(*ports: int) -> list[dict]:
     return [{"protocol": "TCP", "port": p} for p in ports]
 
 
+# The job watchdog (components/job_watchdog.py) reads the ranks' progress from Prometheus: its pods,
+# in its own namespace (by the namespace's immutable kubernetes.io/metadata.name label).
+WATCHDOG_PEER = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": WATCHDOG_NAMESPACE}},
+    "podSelector": {"matchLabels": dict(WATCHDOG_PODS)},
+}
+
+
+def training_progress_scrape_job() -> dict:
+    """Every PyTorch job pod's progress (images/training/progress.py) on its container port named
+    `progress`, in any namespace, labelled with what the job watchdog joins on: the namespace, the
+    Kubeflow job's name (the operator's pod label), the pod, its uid (a recreated pod has the same
+    name), and the node (`Hostname`, as the GPU series have it) - all from Prometheus' Kubernetes SD
+    meta labels (prometheus.io/docs/prometheus/latest/configuration/configuration/#kubernetes_sd_config,
+    role pod), never from the pod's own text."""
+    job_label = "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in JOB_NAME_LABEL)
+    return {
+        "job_name": "training-progress",
+        "kubernetes_sd_configs": [{"role": "pod"}],
+        "relabel_configs": [
+            {
+                "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                "regex": PROGRESS_PORT_NAME,
+                "action": "keep",
+            },
+            {"source_labels": [job_label], "regex": ".+", "action": "keep"},
+            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+            {"source_labels": [job_label], "target_label": "job_name"},
+            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+            {"source_labels": ["__meta_kubernetes_pod_uid"], "target_label": "pod_uid"},
+            {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "Hostname"},
+        ],
+    }
+
+
 def monitoring_network_policies(api_server_cidr: str) -> list[dict]:
     """Who may reach what in the monitoring namespace: nothing by default; Prometheus scrapes
     every pod here and sends alerts to Alertmanager; Grafana and prometheus-adapter query
@@ -258,7 +326,12 @@ def monitoring_network_policies(api_server_cidr: str) -> list[dict]:
         policy(
             "allow-queries-to-prometheus",
             PROMETHEUS_PODS,
-            [{"from": [from_pods(GRAFANA_PODS), from_pods(ADAPTER_PODS)], "ports": _tcp(PROMETHEUS_PORT)}],
+            [
+                {
+                    "from": [from_pods(GRAFANA_PODS), from_pods(ADAPTER_PODS), WATCHDOG_PEER],
+                    "ports": _tcp(PROMETHEUS_PORT),
+                }
+            ],
         ),
         policy(
             "allow-alertmanager-cluster",
@@ -283,7 +356,7 @@ def monitoring_network_policies(api_server_cidr: str) -> list[dict]:
     ]
 
 
-def prometheus_stack_values(cfg: Observability) -> dict:
+def prometheus_stack_values(cfg: Observability, rules: Sequence[dict] = ()) -> dict:
     """kube-prometheus-stack's values (keys read in charts/kube-prometheus-stack/values.yaml@
     kube-prometheus-stack-88.5.3 and the grafana chart it bundles, charts/grafana/values.yaml@
     grafana-12.11.1): every part on the (tainted) system nodes, Grafana's admin from our Secret,
@@ -333,9 +406,18 @@ def prometheus_stack_values(cfg: Observability) -> dict:
                 },
                 # Scrape configs rather than ServiceMonitors: the exporters need not wait for the
                 # operator's CRDs, so they install in parallel with the stack.
-                "additionalScrapeConfigs": [*(_scrape(target) for target in SCRAPE_TARGETS), serving_scrape_job()],
+                "additionalScrapeConfigs": [
+                    *(_scrape(target) for target in SCRAPE_TARGETS),
+                    serving_scrape_job(),
+                    training_progress_scrape_job(),
+                ],
             }
         },
+        # Our alerts as PrometheusRules the chart creates with its release labels, which its own
+        # Prometheus selects (templates/prometheus/additionalPrometheusRules.yaml, prometheus-community/
+        # helm-charts:charts/kube-prometheus-stack; check: `helm template` of the pinned chart with these
+        # values lists PrometheusRule kube-prometheus-stack-higgsfield-training).
+        **({"additionalPrometheusRulesMap": {"higgsfield-training": {"groups": list(rules)}}} if rules else {}),
     }
 
 
@@ -354,6 +436,7 @@ class MonitoringArgs:
     log_key_arn: pulumi.Input[str] | None = None  # the stack's CloudWatch Logs key (components/logs.py)
     log_key_ready: Sequence[pulumi.Resource] = ()  # its key policy (CloudWatch Logs may use the key)
     efa_exporter_image: pulumi.Input[str] | None = None  # the image with efa_metrics.py (the gate's); None: no exporter
+    alert_rules: Sequence[dict] = ()  # PrometheusRule groups (components/job_watchdog.py alert_rules)
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -460,7 +543,7 @@ class Monitoring(pulumi.ComponentResource):
         release(
             "prometheus",
             args.prometheus_stack,
-            prometheus_stack_values(cfg),
+            prometheus_stack_values(cfg, args.alert_rules),
             deps=[storage_class, admin_secret, *policies],
         )
         release(

@@ -65,6 +65,48 @@ VOLCANO_CHART_ADMISSIONS = (
 VOLCANO_ADMISSIONS = (*VOLCANO_CHART_ADMISSIONS, "/podgroups/mutate")
 KUSTOMIZATION = Path(__file__).parent / "kustomize" / "training-operator"
 
+# Gangs placed by network topology. EKS labels each node with its place in the AWS network, layer 1
+# the top (broadest) to layer 3 the bottom for most instance types, nodes sharing a layer-3 value
+# being physically closest; types with four layers add layer 4 below it (docs.aws.amazon.com/eks/
+# latest/userguide/ml-workload-topology.html, "The network topology labels"). Volcano's controller
+# turns node labels into HyperNodes: for each topology type, the first label is tier 1 (its members
+# the nodes), each next one a tier above (its members the tier below), and a node without a label
+# stops there (generateHyperNodeInfo, volcano-sh/volcano:pkg/controllers/hypernode/discovery/label/
+# label.go@v1.15.1; the config's shape: pkg/controllers/hypernode/api/example.yaml, same ref). Layer 3
+# to layer 1 covers every labelled type (layer 4, on some types only, would leave the others out).
+# The chart writes `custom.controller_config_override` into the controller's ConfigMap with toYaml
+# (installer/helm/chart/volcano/templates/controllers.yaml@v1.15.1): a mapping, not a string.
+EKS_TOPOLOGY_LABELS = tuple(f"topology.k8s.aws/network-node-layer-{n}" for n in (3, 2, 1))
+HYPERNODE_DISCOVERY = {
+    "networkTopologyDiscovery": [
+        {
+            "source": "label",
+            "enabled": True,
+            "config": {"networkTopologyTypes": {"eks": [{"nodeLabel": label} for label in EKS_TOPOLOGY_LABELS]}},
+        }
+    ]
+}
+# The scheduler's network-topology-aware plugin scores nodes for pods of jobs with no network topology
+# of their own by how full their HyperNodes are, tier by tier (batchNodeOrderFnForNormalPods,
+# pkg/scheduler/plugins/network-topology-aware/network_topology_aware.go@v1.15.1; on by default,
+# `hypernode.binpack.normal-pod.enable`, tiers fading by 0.8): a gang's pods gather in the
+# HyperNode its first pods filled, so an EFA gang lands on the nearest nodes the fabric offers - on
+# reservations and Capacity Blocks too, which run without a placement group. Only this soft form
+# reaches a PyTorchJob: the Training Operator writes the PodGroup's spec whole, with no
+# networkTopology (kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4, lines 292-297), and
+# Volcano reads the volcano.sh/network-topology-* pod annotations only for pods without a PodGroup
+# (parseNetworkTopologyFromPod, pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1), so a
+# hard tier limit is for Volcano Jobs. The GPUs weigh in the packing; CPU and memory as by default.
+NETWORK_TOPOLOGY_PLUGIN = {
+    "name": "network-topology-aware",
+    "arguments": {
+        "hypernode.binpack.normal-pod.enable": True,
+        "hypernode.binpack.normal-pod.fading": 0.8,
+        "hypernode.binpack.resources": "nvidia.com/gpu",
+        "hypernode.binpack.resources.nvidia.com/gpu": 10,
+    },
+}
+
 # The actions and plugins of the Volcano scheduler, see the module docstring.
 # `preempt` runs after `allocate` (actions run in the order listed: volcano-sh/volcano:pkg/scheduler/
 # scheduler.go@v1.15.1 runOnce) and only for a pod whose preemptionPolicy is not Never (actions/preempt/
@@ -93,6 +135,7 @@ SCHEDULER_CONFIG = {
                 {"name": "proportion", "enableReclaimable": False},
                 {"name": "nodeorder"},
                 {"name": "binpack"},
+                NETWORK_TOPOLOGY_PLUGIN,
             ]
         },
     ],
@@ -189,6 +232,7 @@ class Volcano(pulumi.ComponentResource):
                 },
                 "custom": {
                     "scheduler_config_override": scheduler_config_yaml(),
+                    "controller_config_override": HYPERNODE_DISCOVERY,  # HyperNodes from EKS's topology labels
                     "default_ns": SYSTEM_LABELS,
                     "leader_elect_enable": True,
                     # scheduler, controllers, admission and its init Job take `custom.default_tolerations` unless a

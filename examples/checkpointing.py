@@ -386,6 +386,19 @@ def locked_memory_problem(environ: dict[str, str] | os._Environ, limit: tuple[in
     )
 
 
+def serve_progress() -> dict[str, str]:
+    """With HIGGSFIELD_PROGRESS_PORT (the rendered job sets it), serve the ranks' progress files on
+    it (progress.py, shipped next to this file) and tell the ranks where to write them."""
+    port = os.environ.get("HIGGSFIELD_PROGRESS_PORT")
+    if not port:
+        return {}
+    import progress
+
+    directory = Path(tempfile.mkdtemp(prefix="higgsfield-progress-"))
+    progress.serve(directory, int(port))
+    return {progress.DIR_ENV: str(directory)}
+
+
 def launch(argv: list[str], poll_s: float = 0.2) -> int:
     """Run the launcher `argv` (torchrun) as a child and, on SIGTERM, signal its workers instead
     of it: torchrun answers a SIGTERM by signalling the workers and killing them 30 s later
@@ -395,7 +408,7 @@ def launch(argv: list[str], poll_s: float = 0.2) -> int:
     does not restart them on a node that is going away). Returns the pod's exit code
     (`pod_exit_code`): a retry after a stop or a lost peer, torchrun's own code otherwise."""
     exits = Path(tempfile.mkdtemp(prefix="higgsfield-exit-"))
-    child = subprocess.Popen(argv, env={**os.environ, EXIT_DIR_ENV: str(exits)})
+    child = subprocess.Popen(argv, env={**os.environ, EXIT_DIR_ENV: str(exits), **serve_progress()})
     signalled = threading.Event()
 
     def forward(signum, frame) -> None:

@@ -22,6 +22,7 @@ checkpoint settings (examples/checkpointing.py `settings`):
 import os
 import sys
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -40,13 +41,16 @@ from checkpointing import (  # noqa: E402
     report_exit,
     settings,
 )
+from progress import from_env as rank_progress  # noqa: E402 - ships next to this file too
 
 
 def main() -> int:
     cfg = settings(dict(os.environ))
     stop = StopRequest(cfg["notice_at"]).install()  # before anything slow: a SIGTERM from now on is honoured
     backend = "nccl" if torch.cuda.is_available() else "gloo"
-    dist.init_process_group(backend=backend)
+    # the collective timeout `jobs render` sets (infra/offline/jobs.py COLLECTIVE_TIMEOUT_S), else PyTorch's
+    timeout = os.environ.get("HIGGSFIELD_COLLECTIVE_TIMEOUT_SECONDS")
+    dist.init_process_group(backend=backend, **({"timeout": timedelta(seconds=float(timeout))} if timeout else {}))
     rank, world = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
@@ -102,14 +106,18 @@ def main() -> int:
         return int(value.item())
 
     steps = int(os.environ.get("STEPS", "500"))
+    progress = rank_progress(rank)  # what the watchdog and the alerts read (progress.py)
     for step in range(start, steps):
+        began_step = time.monotonic()
         generator = torch.Generator().manual_seed(1234 + 100003 * step + rank)  # the same data after a resume
         images = torch.rand(64, 1, 28, 28, generator=generator).to(device)
         labels = torch.randint(0, 10, (64,), generator=generator).to(device)
         optimizer.zero_grad()
         loss = loss_fn(model(images), labels)
+        computed = time.monotonic() - began_step  # the forward pass: no collective in it
         loss.backward()
         optimizer.step()
+        progress.record(step, time.monotonic() - began_step, computed)
         request = stop.agree(agreed)
         if request == "stop" and not checkpointing:
             dist.destroy_process_group()

@@ -14,12 +14,13 @@ from components.delivery import Delivery, DeliveryArgs, bound_every_role
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
 from components.healthgate import HealthGate, HealthGateArgs
+from components.job_watchdog import JobWatchdog, JobWatchdogArgs, alert_rules
 from components.karpenter import Karpenter, KarpenterArgs
 from components.logs import LogKey, LogKeyArgs
 from components.network import Network, NetworkArgs
 from components.nodes import NodeRole, NodeVersion
 from components.observability import NAMESPACE as MONITORING_NAMESPACE
-from components.observability import Monitoring, MonitoringArgs
+from components.observability import PROMETHEUS_URL, Monitoring, MonitoringArgs
 from components.registry import TrainingImageRepository
 from components.storage import LustreArgs, LustreFileSystem
 from components.teams import Teams, TeamsArgs
@@ -235,8 +236,22 @@ def build(cfg: StackConfig) -> None:
                 tags=tags,
                 api_server_cidr=cfg.vpc_cidr,
                 efa_exporter_image=cfg.health_gate_image or image.source_image,
+                alert_rules=alert_rules(cfg.gpu_pools),
             ),
         )
+        if cfg.gpu_pools and sched.teams:
+            # hung gangs restarted, stragglers and pre-flight suspects sent back to the gate
+            JobWatchdog(
+                "job-watchdog",
+                JobWatchdogArgs(
+                    namespaces=list(teams.namespaces),
+                    # the platform's image (the gate's), which ships job_watchdog.py: never a team's own
+                    image=cfg.health_gate_image or image.source_image,
+                    prometheus_url=PROMETHEUS_URL,
+                    provider=platform["provider"],
+                    depends_on=[*platform["depends_on"], *teams.namespaces.values()],
+                ),
+            )
 
     # 7. Delivery: CI's preview/deploy/image roles, their access entries, CodeBuild runners in the VPC
     if cfg.delivery:

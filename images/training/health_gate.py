@@ -54,6 +54,15 @@ NODE_CHECK = Path(__file__).with_name("node_check.py")
 BOOT_LABEL = "higgsfield.io/health-boot"
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 REBOOTED = "rebooted"
+# RECHECK: the job watchdog (job_watchdog.py) asks for a node to be checked again - the pre-flight
+# named it, or it is a persistent straggler - with an Event about the node, reason RECHECK_REASON.
+# This program, on the node (--after-reboot), acts on the newest one it has not acted on (its uid in
+# RECHECK_LABEL): the startup taint back, the node labelled `recheck`, so the gate's DaemonSet runs
+# there again (it waits for the node's GPUs while a job still holds them) and no new pod lands on it.
+RECHECK = "recheck"
+RECHECK_REASON = "NodeRecheckRequested"
+RECHECK_LABEL = "higgsfield.io/health-recheck"
+RECHECK_POLL_SECONDS = 30.0
 
 
 class ApiError(Exception):
@@ -76,6 +85,8 @@ class NodeApi(Protocol):
     def list_nodes(self, label_selector: str) -> dict: ...
 
     def delete_nodeclaim(self, name: str) -> dict: ...
+
+    def list_events(self, namespace: str, field_selector: str) -> dict: ...
 
 
 class KubernetesApi:
@@ -135,6 +146,10 @@ class KubernetesApi:
 
     def delete_nodeclaim(self, name: str) -> dict:
         return self._call("DELETE", f"/apis/{NODECLAIM_GROUP}/v1/nodeclaims/{name}")
+
+    def list_events(self, namespace: str, field_selector: str) -> dict:
+        query = urllib.parse.urlencode({"fieldSelector": field_selector})
+        return self._call("GET", f"/api/v1/namespaces/{namespace}/events?{query}")
 
 
 @dataclass(frozen=True)
@@ -496,12 +511,60 @@ def after_reboot(api: NodeApi, env: dict[str, str], boot: Callable[[], str] = bo
     raise ApiError(409, "Conflict", f"node {node_name} kept changing over {attempts} attempts")
 
 
+def recheck(api: NodeApi, env: dict[str, str], attempts: int = 5) -> str | None:
+    """On a node that passed: act on the newest re-check request about it not acted on yet (RECHECK
+    above); None when there is none."""
+    node_name, taint_key = env["NODE_NAME"], env["STARTUP_TAINT"]
+    namespace = env.get("EVENTS_NAMESPACE", "default")
+    selector = f"involvedObject.kind=Node,involvedObject.name={node_name},reason={RECHECK_REASON}"
+    requests = api.list_events(namespace, selector).get("items", [])
+    if not requests:
+        return None
+    newest = max(requests, key=lambda e: (e.get("lastTimestamp") or "", e["metadata"].get("name", "")))
+    handled = newest["metadata"].get("uid") or newest["metadata"]["name"]
+    for _ in range(attempts):
+        node = api.get_node(node_name)
+        labels = node["metadata"].get("labels", {})
+        if labels.get(HEALTH_LABEL) != "healthy" or labels.get(RECHECK_LABEL) == label_value(handled):
+            return None
+        taints = [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != taint_key]
+        taints.append({"key": taint_key, "value": RECHECK, "effect": "NoSchedule"})
+        patch = {
+            "metadata": {
+                "resourceVersion": node["metadata"]["resourceVersion"],
+                "labels": {HEALTH_LABEL: RECHECK, RECHECK_LABEL: label_value(handled)},
+            },
+            "spec": {"taints": taints},
+        }
+        try:
+            api.patch_node(node_name, patch)
+        except ApiError as error:
+            if error.status != 409:
+                raise
+            continue
+        done = f"re-check asked ({newest.get('message', '')}): startup taint back, the gate checks the node again"
+        decision = Decision(False, {}, False, "Warning", "HealthRecheck", f"node {done}")
+        try:
+            api.create_event(namespace, node_event(node, decision, namespace))
+        except ApiError as error:
+            done += f"; event not recorded: {error}"
+        return done
+    raise ApiError(409, "Conflict", f"node {node_name} kept changing over {attempts} attempts")
+
+
 def main() -> int:
     api = KubernetesApi.in_cluster()
     if "--after-reboot" in sys.argv[1:]:
-        print(f"after reboot: {after_reboot(api, dict(os.environ))}", flush=True)
-        while True:  # the check runs once per boot: the container starts again after a reboot
-            time.sleep(3600)
+        env = dict(os.environ)
+        print(f"after reboot: {after_reboot(api, env)}", flush=True)
+        while True:  # once per boot the reboot check; then the re-check requests, as they come
+            try:
+                done = recheck(api, env)
+                if done:
+                    print(done, flush=True)
+            except (ApiError, OSError) as error:
+                print(f"re-check requests not read: {error}", flush=True)
+            time.sleep(RECHECK_POLL_SECONDS)
 
     def replace(instance: str) -> str:
         import boto3  # only pools with onFailure: replace need it (Pod Identity credentials)

@@ -366,6 +366,135 @@ def fi_info_efa() -> str:
         return ""
 
 
+# --- deeper checks: XIDs in the kernel log, an EFA loopback, DCGM diagnostics ----------------------
+
+# The NVIDIA driver logs each XID to the kernel log as `NVRM: Xid (PCI:0000:53:00): 79, pid=..., ...`.
+# Severity (NVIDIA's XID catalog, docs.nvidia.com/deploy/xid-errors; unverified from here: check the
+# page for the AMI's driver branch): these mean failing hardware, and the node must not run jobs.
+# components/job_watchdog.py CRITICAL_XIDS alerts on the same codes (a test keeps them equal).
+CRITICAL_XIDS = {
+    48: "double-bit ECC error",
+    63: "row remapping recorded (ECC page retirement)",
+    64: "row remapping failed",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+}
+_XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+)")
+
+
+def xid_events(kernel_log: str) -> list[tuple[str, int]]:
+    """(PCI address, XID) of every XID the driver logged since boot."""
+    return [(pci, int(code)) for pci, code in _XID.findall(kernel_log)]
+
+
+def report_xids(report: Report, events: list[tuple[str, int]] | None, required: bool = True) -> None:
+    """A critical XID since boot fails the node; any other XID is listed but passes (an application's
+    fault, such as 13 or 31, is not the node's). An unreadable kernel log fails only where it is
+    `required` (the privileged gate); an unprivileged check reports it."""
+    if events is None:
+        report.add("XID errors", "kernel log not readable", "readable (privileged)", not required)
+        return
+    critical = sorted({f"{code} {CRITICAL_XIDS[code]} on {pci}" for pci, code in events if code in CRITICAL_XIDS})
+    others = sorted({str(code) for _, code in events if code not in CRITICAL_XIDS})
+    value = "; ".join(critical) or ("none" if not others else f"only non-critical: {', '.join(others)}")
+    report.add("XID errors", value, f"no critical XID ({', '.join(map(str, CRITICAL_XIDS))})", not critical)
+
+
+def kernel_log() -> str | None:
+    """The kernel's ring buffer (`dmesg`: the gate's privileged container may read it)."""
+    try:
+        done = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def efa_loopback(devices: list[str], timeout: float = 20.0) -> dict[str, str]:
+    """Each EFA device talks to itself: libfabric's fi_pingpong server and client over the efa
+    provider on this node, shared-memory transfer off so the bytes cross the device (what the EFA
+    installer's own efa_test.sh runs; unverified from here: `tar -xOf aws-efa-installer-1.50.0.tar.gz
+    aws-efa-installer/efa_test.sh`). The domain of device D is `D-rdm` (fi_info -p efa). Returns the
+    failure per device (empty: every device passed)."""
+    tool = shutil.which("fi_pingpong") or "/opt/amazon/efa/bin/fi_pingpong"
+    env = {**os.environ, "FI_EFA_ENABLE_SHM_TRANSFER": "0"}
+    failures = {}
+    for port, device in enumerate(devices, start=47592):
+        args = [tool, "-e", "rdm", "-p", "efa", "-d", f"{device}-rdm", "-B", str(port), "-P", str(port)]
+        try:
+            server = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except OSError as error:
+            failures[device] = f"fi_pingpong: {error}"
+            continue
+        try:
+            time.sleep(0.5)
+            client = subprocess.run([*args, "localhost"], env=env, capture_output=True, text=True, timeout=timeout)
+            if client.returncode != 0:
+                failures[device] = f"exit {client.returncode}: {(client.stderr or client.stdout).strip()[-200:]}"
+        except subprocess.TimeoutExpired:
+            failures[device] = f"no answer within {timeout:.0f}s"
+        finally:
+            server.kill()
+            server.wait()
+    return failures
+
+
+def efa_device_names(sysfs: Path = Path("/sys/class/infiniband")) -> list[str]:
+    return sorted(p.name for p in sysfs.iterdir()) if sysfs.is_dir() else []
+
+
+def dcgm_failures(diag_json: str) -> list[str]:
+    """The tests `dcgmi diag -j` reports as failed (any result whose status is Fail), by name and GPU."""
+    found: list[str] = []
+
+    def walk(node: object, test: str) -> None:
+        if isinstance(node, dict):
+            name = str(node.get("test_name") or node.get("name") or test)
+            status = str(node.get("status") or node.get("result") or "")
+            if status.lower() == "fail":
+                found.append(f"{name}" + (f" (GPU {node['gpu_id']})" if "gpu_id" in node else ""))
+            for value in node.values():
+                walk(value, name)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, test)
+
+    walk(json.loads(diag_json or "{}"), "")
+    return sorted(set(found))
+
+
+def report_dcgm(report: Report, level: int) -> None:
+    """DCGM's diagnostics at `level` (1: deployment checks in seconds; 2: adds short stress tests,
+    about two minutes; 3: long stress tests, about half an hour - `dcgmi diag -r`). Level 0: not run."""
+    if level <= 0:
+        return
+    tool = shutil.which("dcgmi")
+    if not tool:
+        report.add("DCGM diagnostics", "dcgmi not in the image", f"level {level} passes", False)
+        return
+    try:
+        done = subprocess.run([tool, "diag", "-r", str(level), "-j"], capture_output=True, text=True, timeout=3600)
+        failed = dcgm_failures(done.stdout)
+    except (OSError, subprocess.TimeoutExpired, ValueError) as error:
+        report.add("DCGM diagnostics", f"did not run: {error}", f"level {level} passes", False)
+        return
+    report.add("DCGM diagnostics", "; ".join(failed) or f"level {level} passed", f"level {level} passes", not failed)
+
+
+def deeper_checks(report: Report, env: dict[str, str], efa: bool) -> None:
+    """The XID scan always; the EFA loopback on EFA pools; DCGM at DCGM_DIAG_LEVEL."""
+    events = kernel_log()
+    report_xids(report, xid_events(events) if events is not None else None, env.get("REQUIRE_KERNEL_LOG") == "1")
+    if efa:
+        failures = efa_loopback(efa_device_names())
+        value = "; ".join(f"{d}: {why}" for d, why in sorted(failures.items())) or "every device"
+        report.add("EFA loopback", value, "every device answers itself", not failures)
+    report_dcgm(report, int(env.get("DCGM_DIAG_LEVEL") or 0))
+
+
 def check_node(env: dict[str, str]) -> Report:
     expected = Expectations.from_env(env)
     node = env.get("NODE_NAME", "unknown")
@@ -392,7 +521,7 @@ def check_node(env: dict[str, str]) -> Report:
     except ImportError:
         pass
     lustre = lustre_mb_s(Path(expected.lustre_path)) if expected.lustre_path else None
-    return evaluate(
+    report = evaluate(
         node,
         gpus,
         expected,
@@ -403,6 +532,9 @@ def check_node(env: dict[str, str]) -> Report:
         efa_endpoints=efa_provider_endpoints(fi_info_efa()) if expected.efa_devices else None,
         locked_memory=resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] if expected.min_locked_memory else None,
     )
+    if env.get("DEEPER_CHECKS", "1") != "0":
+        deeper_checks(report, env, efa=bool(expected.efa_devices))
+    return report
 
 
 def check_allreduce(env: dict[str, str], megabytes: int = 1024, iterations: int = 20) -> Report:

@@ -53,6 +53,12 @@ DRIVER_MAJOR_LABEL = "nvidia.com/cuda.driver-version.major"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+# Training progress: each PyTorch job pod serves its ranks' progress on this named container port
+# (images/training/progress.py), which Prometheus scrapes; the job's name is the operator's pod label
+# (JOB_NAME_LABEL above).
+PROGRESS_PORT_NAME = "progress"
+PROGRESS_PORT = 9464
+RECHECK_REASON = "NodeRecheckRequested"  # the Event (in `default`) that sends a node back to the health gate
 
 # --- namespaces ---------------------------------------------------------------------------------
 KUBE_SYSTEM = "kube-system"

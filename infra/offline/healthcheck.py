@@ -12,26 +12,25 @@ team service account is bound to a role that can patch nodes."""
 from __future__ import annotations
 
 from components.device_plugins import GPU_TOLERATION
-from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for, expected_bus_bandwidth_gb_s
+from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for
 from components.storage import MOUNT_PATH, PVC_NAME
 from infra.config import ConfigError, GpuPool, StackConfig
 from infra.core import versions
 from infra.core.assets import shipped
-from infra.offline.pods import check_image, default_image, prepare_gpu_pod, run_as_team, stack_repository
+from infra.offline.pods import (
+    bus_bandwidth_threshold,
+    check_image,
+    default_image,
+    prepare_gpu_pod,
+    run_as_team,
+    stack_repository,
+)
 
 PROGRAM = shipped("images/training/node_check.py")
 CODE = "higgsfield-healthcheck"  # the ConfigMap holding node_check.py
 # Where NCCL writes its INFO log in the all-reduce pods (one file per process, read back by
 # node_check.py --allreduce).
 NCCL_LOG = "/tmp/nccl-%h-%p.log"
-
-
-def bus_bandwidth_threshold(cfg: StackConfig, pool: GpuPool) -> float:
-    """EFA pools: the instance type's expected all-reduce bus bandwidth (cited table or a
-    fraction of line rate); other pools: the stack's observability.healthcheck threshold."""
-    return (
-        expected_bus_bandwidth_gb_s(pool.instance)[0] if pool.efa else cfg.observability.health.min_bus_bandwidth_gb_s
-    )
 
 
 def _env(cfg: StackConfig, pool: GpuPool, image: str) -> list[dict]:

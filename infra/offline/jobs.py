@@ -28,7 +28,9 @@ from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAM
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 from infra.core import versions
 from infra.core.assets import shipped
+from infra.core.names import PROGRESS_PORT, PROGRESS_PORT_NAME
 from infra.offline.pods import (
+    bus_bandwidth_threshold,
     check_image,
     default_image,
     merge_env,
@@ -251,6 +253,71 @@ def _checkpoint(
         del values["CHECKPOINT_SHARED_DIR"]
         values["CHECKPOINT_EVERY_STEPS"] = "0"
     merge_env(main, values)
+
+
+# The pre-flight gang check (images/training/preflight.py) before the training command of the
+# PyTorch examples: shipped in their ConfigMap with node_check.py and progress.py, which it and the
+# training script import, so it runs in any image with PyTorch (a team's own too). A team skips it
+# for one job with HIGGSFIELD_PREFLIGHT=skip.
+PREFLIGHT_FILES = ("preflight.py", "node_check.py", "progress.py")
+PREFLIGHT_TIMEOUT_S = 300
+# What one node writes to the checkpoint directory before training: a shard of this size (a team
+# sets PREFLIGHT_CHECKPOINT_BYTES to its own shard's size; the example's model is far smaller).
+PREFLIGHT_CHECKPOINT_BYTES = 1 << 30
+
+
+def preflight_env(cfg: StackConfig, pool: GpuPool, checkpoints: bool) -> dict[str, str]:
+    """What preflight.py compares against. Its all-reduce runs one process, so one GPU, per node:
+    the floor is the pool's node-to-node figure (pods.bus_bandwidth_threshold, all GPUs) over the
+    GPUs of a node, the share of the fabric one GPU drives (aws-ofi-nccl gives each GPU its nearest
+    EFA cards); an estimate, measured by `python3 -m tests.gpu.preflight_here` on a GPU box."""
+    return {
+        "HIGGSFIELD_PREFLIGHT": "run",
+        "PREFLIGHT_TIMEOUT_SECONDS": str(PREFLIGHT_TIMEOUT_S),
+        "PREFLIGHT_MIN_BUS_BANDWIDTH_GBPS": f"{bus_bandwidth_threshold(cfg, pool) / pool.gpus_per_node:.1f}",
+        "PREFLIGHT_NCCL_NETWORK": "efa" if pool.efa else "any",
+        "PREFLIGHT_CHECKPOINT_BYTES": str(PREFLIGHT_CHECKPOINT_BYTES if checkpoints else 0),
+    }
+
+
+def add_preflight(template: dict, cfg: StackConfig, pool: GpuPool, checkpoints: bool) -> None:
+    """Run the pre-flight before the container's command (`python /code/preflight.py -- COMMAND`),
+    with its settings and the node's name (the downward API): the verdict names nodes."""
+    main = template["spec"]["containers"][0]
+    wrapper = ["python", "/code/preflight.py", "--"]
+    if main["command"][: len(wrapper)] != wrapper:  # Master and Worker may share one template (a YAML alias)
+        main["command"] = [*wrapper, *main["command"]]
+    merge_env(main, preflight_env(cfg, pool, checkpoints))
+    main["env"] = [e for e in main["env"] if e["name"] != "NODE_NAME"]
+    main["env"].append({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
+
+
+# PyTorch's own NCCL watchdog, tuned (the variables of torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp
+# at the image's PyTorch, pytorch/pytorch@v2.7.1): a collective that waits past its timeout tears the
+# process down (TORCH_NCCL_ASYNC_ERROR_HANDLING 1, TearDown) instead of hanging, so the pod exits
+# (150 from train_ddp.py, or 134 from the abort: both retried by ExitCode). The timeout is
+# COLLECTIVE_TIMEOUT_S, which train_ddp.py passes to init_process_group, half of PyTorch's 10 minutes
+# (kProcessGroupNCCLDefaultTimeout, same file): a gang restarts sooner. The heartbeat monitor
+# (TORCH_NCCL_ENABLE_MONITORING) aborts a process whose NCCL watchdog thread itself is stuck (a CUDA
+# or NCCL call that never returns) after TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC: a minute past the
+# collective timeout, so the watchdog's own timeout acts first.
+COLLECTIVE_TIMEOUT_S = 300
+NCCL_WATCHDOG_ENV = {
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    "TORCH_NCCL_ENABLE_MONITORING": "1",
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": str(COLLECTIVE_TIMEOUT_S + 60),
+    "HIGGSFIELD_COLLECTIVE_TIMEOUT_SECONDS": str(COLLECTIVE_TIMEOUT_S),
+}
+
+
+def add_progress(template: dict) -> None:
+    """Publish the ranks' progress on the `progress` port (images/training/progress.py, served by
+    examples/checkpointing.py), which Prometheus scrapes and the job watchdog reads; and the NCCL
+    watchdog settings above."""
+    main = template["spec"]["containers"][0]
+    merge_env(main, {"HIGGSFIELD_PROGRESS_PORT": str(PROGRESS_PORT), **NCCL_WATCHDOG_ENV})
+    ports = [p for p in main.get("ports", []) if p.get("name") != PROGRESS_PORT_NAME]
+    main["ports"] = [*ports, {"name": PROGRESS_PORT_NAME, "containerPort": PROGRESS_PORT, "protocol": "TCP"}]
 
 
 def _attach_datasets(template: dict, cfg: StackConfig, team: Team, only: tuple[str, ...] | None = None) -> None:
@@ -712,6 +779,8 @@ def render(
             _attach_datasets(template, cfg, member)
         if example.startswith("pytorch"):
             _checkpoint(template, cfg, chosen, member, name, checkpoints)
+            add_preflight(template, cfg, chosen, checkpoints)
+            add_progress(template)
     for template in pod_templates(job):
         run_as_team(template, member)
     promise = resume_promise(job, cfg)
@@ -725,7 +794,14 @@ def render(
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "metadata": {"name": f"{name}-code", "namespace": member.name},
-                "data": {f: (EXAMPLES_DIR / f).read_text() for f in SCRIPTS[example]},
+                "data": {
+                    **{f: (EXAMPLES_DIR / f).read_text() for f in SCRIPTS[example]},
+                    **(
+                        {f: shipped(f"images/training/{f}").read_text() for f in PREFLIGHT_FILES}
+                        if example.startswith("pytorch")
+                        else {}
+                    ),
+                },
             },
         )
     return objects

@@ -15,6 +15,7 @@ from components.efa import (
     efa_environment,
     efa_pod_resources,
     efa_resources,
+    expected_bus_bandwidth_gb_s,
 )
 from components.registry import UNKNOWN_TAG, image_tag, repository_name
 from infra.config import IMAGE_REFERENCE, NAMESPACE, ConfigError, GpuPool, StackConfig, Team
@@ -252,3 +253,11 @@ def _pod_specs(obj: dict) -> Iterator[dict]:
     for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs", "tfReplicaSpecs", "xgbReplicaSpecs"):
         for replica in (spec.get(key) or {}).values():
             yield replica["template"]["spec"]
+
+
+def bus_bandwidth_threshold(cfg: StackConfig, pool: GpuPool) -> float:
+    """EFA pools: the instance type's expected all-reduce bus bandwidth (cited table or a
+    fraction of line rate); other pools: the stack's observability.healthcheck threshold."""
+    return (
+        expected_bus_bandwidth_gb_s(pool.instance)[0] if pool.efa else cfg.observability.health.min_bus_bandwidth_gb_s
+    )

@@ -155,8 +155,8 @@ def test_the_gates_cluster_wide_rights_are_get_list_and_patch_on_nodes(plan):
         if r.inputs["metadata"]["name"].startswith(("health-gate", "higgsfield-health-gate"))
     }
     assert roles == {
-        ("default", "higgsfield-health-gate-events"): [
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
+        ("default", "higgsfield-health-gate-events"): [  # list: the re-check requests (health_gate.recheck)
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]}
         ],
         ("higgsfield-health", "health-gate-expectations"): [
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}

@@ -191,10 +191,12 @@ def test_every_container_we_render_runs_a_pinned_image(plan):
     assert images
     for name, image in images:
         if image == "<computed>":  # the stack's ECR repository at this checkout's image tag
-            # the health gate (one per gated pool), its reboot check and the EFA counters' exporter run it
+            # the health gate (one per gated pool), its reboot check, the EFA counters' exporter and the
+            # job watchdog run it
             ours = name.startswith("health-gate-daemonset-") or name in (
                 "health-gate-reboot-check",
                 "monitoring-efa-exporter",
+                "job-watchdog-deployment",
             )
             assert ours and pinned(f"repo/training:{image_tag()}"), name
         else:

@@ -45,6 +45,8 @@ def sigterm_then_resume(python: str, nproc: int, workdir: Path) -> tuple[str, st
         "STEPS": "1000000",
         "OMP_NUM_THREADS": "1",
         "CHECKPOINT_FLUSH_SECONDS": "60",
+        # progress.py ships next to the script in the job's ConfigMap; here it is the image's
+        "PYTHONPATH": str(ROOT / "images" / "training"),
     }
     first = subprocess.Popen(launcher, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120

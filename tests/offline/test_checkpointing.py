@@ -325,7 +325,7 @@ def test_jobs_on_a_capacity_block_get_a_checkpoint_notice_ahead_of_the_drain():
 
 def test_the_job_ships_the_checkpoint_module_next_to_the_script():
     (code,) = [o for o in jobs.render("pytorch-ddp", plan_of("prod").config, pool="h100") if o["kind"] == "ConfigMap"]
-    assert set(code["data"]) == {"train_ddp.py", "checkpointing.py"}
+    assert set(code["data"]) == {"train_ddp.py", "checkpointing.py", "preflight.py", "node_check.py", "progress.py"}
     assert code["data"]["checkpointing.py"] == (ROOT / "examples" / "checkpointing.py").read_text()
 
 
@@ -381,11 +381,11 @@ def test_the_jobs_command_lets_the_workers_finish_their_final_checkpoint(tmp_pat
     assert (tmp_path / "flushed").read_text() == "flushed"
 
 
-def test_every_training_job_starts_through_the_checkpoint_launcher():
+def test_every_training_job_starts_through_the_checkpoint_launcher_after_the_preflight():
     for example in PYTORCH:
         _, specs = _pods(jobs.render(example, plan_of("prod").config, pool="h100"))
-        assert {tuple(s["containers"][0]["command"][:3]) for s in specs} == {
-            ("python", "/code/checkpointing.py", "torchrun")
+        assert {tuple(s["containers"][0]["command"][:6]) for s in specs} == {
+            ("python", "/code/preflight.py", "--", "python", "/code/checkpointing.py", "torchrun")
         }
 
 

@@ -103,7 +103,10 @@ SCHEDULER_MUTATIONS = {
     "gang_removed": (_without_gang, "tiers: gang"),
     "drf_preemptable": (_set("drf", enablePreemptable=True), "tiers[1].plugins[0].enablePreemptable"),
     "drf_preemptable_by_default": (_drop("enablePreemptable"), "tiers[1].plugins[0].enablePreemptable"),
-    "a_preemptable_plugin_after_gangs_tier": (_preemptable_in_tier_two, "tiers[1].plugins[5].enablePreemptable"),
+    "a_preemptable_plugin_after_gangs_tier": (
+        _preemptable_in_tier_two,
+        f"tiers[1].plugins[{len(training.SCHEDULER_CONFIG['tiers'][1]['plugins'])}].enablePreemptable",
+    ),
     "a_preemptable_plugin_after_gang_in_its_tier": (_gang_first, "tiers[0].plugins[2]"),
 }
 
@@ -119,7 +122,8 @@ def test_a_scheduler_setting_that_opens_the_minimum_fails_the_proof_naming_it(mu
 def test_an_unknown_plugin_fails_the_proof_naming_it():
     config = _config()
     config["tiers"][1]["plugins"].append({"name": "evictor-3000", "enablePreemptable": False})
-    assert "tiers[1].plugins[5]: evictor-3000" in _settings(config=config)
+    appended = len(config["tiers"][1]["plugins"]) - 1
+    assert f"tiers[1].plugins[{appended}]: evictor-3000" in _settings(config=config)
 
 
 @pytest.mark.parametrize("spec", [{"reclaimable": True}, {}], ids=["reclaimable", "reclaimable_unset"])

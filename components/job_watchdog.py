@@ -1,0 +1,288 @@
+"""The job watchdog and the training alerts: no job hangs silently, no slow node drags a gang for ever.
+
+images/training/job_watchdog.py says what the watchdog does: from the ranks' progress in Prometheus
+(images/training/progress.py, scraped as `training-progress`: components/observability.py), it
+restarts a hung gang (deletes its quiet pods; the operator recreates them; an Event on the job) and
+asks the health gate to check a straggler's node, or one the pre-flight named, again (an Event about
+the node, which the gate's own per-node program acts on: images/training/health_gate.py recheck).
+`alert_rules` are the PrometheusRule groups for hangs, stragglers, gangs waiting past their deadline,
+nodes the pre-flight named, and GPU XID errors. The decisions: docs/design/job-health.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+
+from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
+from components.gang_deadline import gang_deadline_s
+from components.kubernetes_objects import KubernetesObject
+from infra.config import GpuPool
+from infra.core.names import RECHECK_REASON
+
+NAMESPACE = "higgsfield-watchdog"
+SERVICE_ACCOUNT = "job-watchdog"
+APP_LABELS = {"app.kubernetes.io/name": "job-watchdog", "app.kubernetes.io/part-of": "higgsfield"}
+EVENTS_NAMESPACE = "default"  # where Events about nodes live (components/healthgate.py)
+# A job is hung when its newest step is older than HANG_STEP_MULTIPLE x its normal step time, and
+# never sooner than HANG_FLOOR_S: longer than PyTorch's NCCL watchdog (5 minutes, infra/offline/jobs.py
+# COLLECTIVE_TIMEOUT_S), which ends a stuck collective itself, so this one catches what that cannot
+# (a rank stuck in its data loader or on storage, a process that never reaches its next collective),
+# and longer than a synchronous checkpoint save.
+HANG_STEP_MULTIPLE = 10
+HANG_FLOOR_S = 900
+STRAGGLER_FACTOR = 1.5  # a rank's forward pass over 1.5 x its peers', averaged over 10 minutes
+RECHECK_QUIET_S = 3600  # a node is sent back to the gate at most once an hour
+CHECK_S = 30
+
+
+def settings_env(prometheus_url: str) -> list[dict]:
+    values = {
+        "PROMETHEUS_URL": prometheus_url,
+        "HANG_STEP_MULTIPLE": HANG_STEP_MULTIPLE,
+        "HANG_FLOOR_SECONDS": HANG_FLOOR_S,
+        "STRAGGLER_FACTOR": STRAGGLER_FACTOR,
+        "RECHECK_QUIET_SECONDS": RECHECK_QUIET_S,
+        "CHECK_SECONDS": CHECK_S,
+    }
+    return [{"name": k, "value": str(v)} for k, v in values.items()]
+
+
+def rules_in_team_namespace() -> list[dict]:
+    """In a team's namespace: list and delete pods (a hung job's, by uid), read its PyTorchJobs (the
+    Event's object), and record Events there. Nothing else, nowhere else."""
+    return [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
+        {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    ]
+
+
+def rules_for_node_events() -> list[dict]:
+    """In `default`: ask for a node's re-check (an Event) and see whether one was asked lately."""
+    return [{"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]}]
+
+
+def deployment(image: pulumi.Input[str], prometheus_url: str) -> dict:
+    """One replica on the system nodes, restricted, no GPU, no host access."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "job-watchdog", "namespace": NAMESPACE, "labels": APP_LABELS},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": APP_LABELS},
+            "template": {
+                "metadata": {"labels": APP_LABELS},
+                "spec": {
+                    "serviceAccountName": SERVICE_ACCOUNT,
+                    "nodeSelector": SYSTEM_LABELS,
+                    "tolerations": [SYSTEM_TOLERATION],
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 65532,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [
+                        {
+                            "name": "watchdog",
+                            "image": image,
+                            "command": ["python", "/opt/higgsfield/job_watchdog.py"],
+                            "env": settings_env(prometheus_url),
+                            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+# GPU XID severity (NVIDIA's XID catalog, docs.nvidia.com/deploy/xid-errors; unverified from here:
+# check the page for the driver branch the AMI runs): these mean the GPU or its memory is failing
+# and the node must leave service - 48 double-bit ECC, 63/64 row remapping recorded/failed, 74 NVLink
+# error, 79 fallen off the bus, 94/95 contained/uncontained ECC error, 119/120 GSP RPC timeout/error.
+# Any other XID (13 graphics engine exception, 31 memory page fault, 43 a stopped channel: usually
+# the application's own fault) is a warning.
+CRITICAL_XIDS = (48, 63, 64, 74, 79, 94, 95, 119, 120)
+XID = "DCGM_FI_DEV_XID_ERRORS"  # the dcgm-exporter's last XID per GPU, 0 = none (the GPU dashboard's too)
+
+
+def alert_rules(pools: Sequence[GpuPool]) -> list[dict]:
+    """PrometheusRule groups (the chart's additionalPrometheusRulesMap: components/observability.py)."""
+    progress_age = "time() - max by (namespace, job_name) (higgsfield_training_progress_timestamp_seconds)"
+    normal_step = "quantile by (namespace, job_name) (0.5, higgsfield_training_step_seconds)"
+    compute = "avg_over_time(higgsfield_training_compute_seconds[10m])"
+    critical = " or ".join(f"{XID} == {code}" for code in CRITICAL_XIDS)
+    # the longest a gang may wait for its nodes on any pool, then the gang-deadline CronJob gives them back
+    deadline = max((gang_deadline_s(p) for p in pools), default=1800.0)
+    rules = [
+        {
+            "alert": "TrainingJobHung",
+            "expr": f"({progress_age}) > on (namespace, job_name) "
+            f"clamp_min({HANG_STEP_MULTIPLE} * {normal_step}, {HANG_FLOOR_S})",
+            "for": "1m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "{{ $labels.namespace }}/{{ $labels.job_name }} has made no training step for "
+                "{{ $value | humanizeDuration }}",
+                "description": "The job watchdog restarts the gang from its newest complete checkpoint "
+                "(Event TrainingHung on the job).",
+            },
+        },
+        {
+            "alert": "TrainingStraggler",
+            "expr": f"{compute} > on (namespace, job_name) group_left "
+            f"{STRAGGLER_FACTOR} * quantile by (namespace, job_name) (0.5, {compute})",
+            "for": "15m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "rank {{ $labels.rank }} of {{ $labels.namespace }}/{{ $labels.job_name }} on "
+                "{{ $labels.Hostname }} is slower than its peers",
+                "description": f"The job watchdog asks the health gate to check the node again ({RECHECK_REASON}).",
+            },
+        },
+        {
+            "alert": "PreflightNamedNode",
+            "expr": "max by (namespace, job_name, node) (higgsfield_preflight_suspect) > 0",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "the pre-flight of {{ $labels.namespace }}/{{ $labels.job_name }} named node "
+                "{{ $labels.node }}; the gang is recreated without it",
+            },
+        },
+        {
+            "alert": "GangWaitingPastDeadline",
+            "expr": "max by (queue_name) (volcano_queue_pod_group_inqueue_count) > 0",
+            "for": f"{int(deadline)}s",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "queue {{ $labels.queue_name }} has had a gang waiting for its nodes longer than any "
+                "pool's gang deadline",
+                "description": "The pool lacks capacity; the gang-deadline CronJob gives back half-delivered gangs' "
+                "nodes (docs/capacity.md).",
+            },
+        },
+        {
+            "alert": "GpuXidCritical",
+            "expr": f"max by (Hostname, gpu) ({critical}) > 0",
+            "labels": {"severity": "critical"},
+            "annotations": {"summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported a critical XID"},
+        },
+        {
+            "alert": "GpuXidError",
+            "expr": f"max by (Hostname, gpu) ({XID}) > 0",
+            "for": "5m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}",
+            },
+        },
+    ]
+    return [{"name": "higgsfield-training", "rules": rules}]
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobWatchdogArgs:
+    namespaces: Sequence[str]  # the teams' namespaces (created by the Teams component)
+    image: pulumi.Input[
+        str
+    ]  # the platform's image built from images/training (the gate's), which ships job_watchdog.py
+    prometheus_url: str
+    provider: pulumi.ProviderResource
+    depends_on: Sequence[pulumi.Resource]
+
+
+class JobWatchdog(pulumi.ComponentResource):
+    """The job watchdog, with least privilege.
+
+    Creates: the higgsfield-watchdog Namespace (Pod Security restricted), its ServiceAccount, a
+    ClusterRole of what it may do in a team namespace (list/delete pods, get PyTorchJobs, create
+    Events) bound by a RoleBinding in each team namespace (nothing cluster-wide), a Role and
+    RoleBinding in `default` (create/list Events: the re-check requests about nodes), and the
+    Deployment on the system nodes. It never writes a node.
+    Replaced when: never; settings are values of the Deployment.
+    """
+
+    def __init__(self, name: str, args: JobWatchdogArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("higgsfield:job_watchdog:JobWatchdog", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
+        ns = KubernetesObject(
+            f"{name}-namespace",
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": NAMESPACE,
+                    "labels": {
+                        "pod-security.kubernetes.io/enforce": "restricted",
+                        "pod-security.kubernetes.io/warn": "restricted",
+                    },
+                },
+            },
+            opts=child,
+        )
+        in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *args.depends_on])
+        rbac = "rbac.authorization.k8s.io"
+        subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
+
+        def obj(suffix: str, manifest: dict) -> KubernetesObject:
+            return KubernetesObject(f"{name}-{suffix}", manifest, opts=in_ns)
+
+        obj(
+            "sa",
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE},
+            },
+        )
+        team_role = "higgsfield-job-watchdog"
+        obj(
+            "team-role",
+            {
+                "apiVersion": f"{rbac}/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": team_role},
+                "rules": rules_in_team_namespace(),
+            },
+        )
+        for namespace in args.namespaces:
+            obj(
+                f"binding-{namespace}",
+                {
+                    "apiVersion": f"{rbac}/v1",
+                    "kind": "RoleBinding",
+                    "metadata": {"name": team_role, "namespace": namespace},
+                    "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": team_role},
+                    "subjects": subject,
+                },
+            )
+        obj(
+            "node-events-role",
+            {
+                "apiVersion": f"{rbac}/v1",
+                "kind": "Role",
+                "metadata": {"name": "higgsfield-job-watchdog-node-events", "namespace": EVENTS_NAMESPACE},
+                "rules": rules_for_node_events(),
+            },
+        )
+        obj(
+            "node-events-binding",
+            {
+                "apiVersion": f"{rbac}/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "higgsfield-job-watchdog-node-events", "namespace": EVENTS_NAMESPACE},
+                "roleRef": {"apiGroup": rbac, "kind": "Role", "name": "higgsfield-job-watchdog-node-events"},
+                "subjects": subject,
+            },
+        )
+        obj("deployment", deployment(args.image, args.prometheus_url))
+        self.register_outputs({"namespace": NAMESPACE})

@@ -1,0 +1,314 @@
+"""The job watchdog (components/job_watchdog.py runs it on the system nodes): no training job hangs
+silently, no slow node drags a gang for ever, and a node the pre-flight named goes back to the gate.
+
+Every CHECK_SECONDS it reads the ranks' progress from Prometheus (images/training/progress.py; the
+scrape job `training-progress` labels each series with the job, its pod and pod uid, and the node)
+and for each job:
+- hung: its newest step is older than max(k x its normal step time, the floor) - k HANG_STEP_MULTIPLE,
+  the normal step time the median of its ranks' last step times, the floor HANG_FLOOR_SECONDS (longer
+  than a checkpoint save, so a save is never a hang) - it deletes the job's pods that published
+  those series (by uid, so pods already recreated are never touched) and records an Event on the job
+  (`TrainingHung`) saying why. The Training Operator recreates deleted pods (ReconcilePods creates a
+  pod for every replica index that has none, kubeflow/trainer:pkg/controller.v1/common/pod.go@v1.9.4),
+  and the ranks resume from the newest complete checkpoint (examples/checkpointing.py);
+- straggler: a rank whose forward pass, averaged over the last 10 minutes, is slower than
+  STRAGGLER_FACTOR x the median of the job's other ranks: its node is asked for a re-check;
+- pre-flight suspects (higgsfield_preflight_suspect, served by preflight.py while it lingers): each
+  named node is asked for a re-check - only a node one of the job's own pods ran on (the series'
+  node label comes from Prometheus' service discovery, not from the pod), so a team can only send
+  back nodes it was given.
+A re-check request is an Event about the node, in `default` (where Events about nodes live), reason
+NodeRecheckRequested; the health gate's per-node program (health_gate.py --after-reboot) acts on it
+with its own RBAC: it puts the startup taint back and labels the node `recheck`, so the gate checks it
+again and no gang is placed there meanwhile. A node is asked at most once per RECHECK_QUIET_SECONDS.
+The watchdog never touches a node itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from health_gate import ApiError, KubernetesApi  # noqa: E402
+
+RECHECK_REASON = "NodeRecheckRequested"
+HUNG_REASON = "TrainingHung"
+COMPONENT = "higgsfield-job-watchdog"
+JOB_LABEL = "training.kubeflow.org/job-name"
+# What the scrape job `training-progress` writes on every series (components/observability.py).
+QUERIES = {
+    "at": "higgsfield_training_progress_timestamp_seconds",
+    "step_s": "higgsfield_training_step_seconds",
+    "compute_s": "avg_over_time(higgsfield_training_compute_seconds[10m])",
+}
+SUSPECTS = "max_over_time(higgsfield_preflight_suspect[10m])"
+
+
+@dataclass(frozen=True)
+class Settings:
+    hang_multiple: float = 10.0
+    hang_floor_s: float = 900.0
+    straggler_factor: float = 1.5
+    recheck_quiet_s: float = 3600.0
+
+    @classmethod
+    def from_env(cls, env: dict[str, str]) -> Settings:
+        return cls(
+            float(env.get("HANG_STEP_MULTIPLE") or 10),
+            float(env.get("HANG_FLOOR_SECONDS") or 900),
+            float(env.get("STRAGGLER_FACTOR") or 1.5),
+            float(env.get("RECHECK_QUIET_SECONDS") or 3600),
+        )
+
+
+@dataclass(frozen=True)
+class Rank:
+    """One rank's latest progress, as Prometheus has it."""
+
+    namespace: str
+    job: str
+    pod: str
+    pod_uid: str
+    node: str
+    rank: str
+    at: float
+    step_s: float
+    compute_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str  # "restart" | "recheck"
+    namespace: str
+    job: str
+    reason: str
+    pods: tuple[str, ...] = ()  # uids of the pods to delete (restart)
+    node: str = ""  # the node to re-check
+
+
+def hung(ranks: list[Rank], now: float, settings: Settings) -> str | None:
+    """Why the job counts as hung, or None: no rank has finished a step for longer than
+    max(k x the median step time, the floor)."""
+    last = max(r.at for r in ranks)
+    normal = statistics.median(r.step_s for r in ranks)
+    limit = max(settings.hang_multiple * normal, settings.hang_floor_s)
+    if now - last <= limit:
+        return None
+    return (
+        f"no training step for {now - last:.0f}s, over {limit:.0f}s (the larger of {settings.hang_multiple:g} x its "
+        f"normal step time {normal:.2f}s and {settings.hang_floor_s:.0f}s); restarting the gang from its newest "
+        "complete checkpoint"
+    )
+
+
+def stragglers(ranks: list[Rank], factor: float) -> list[tuple[Rank, str]]:
+    """Ranks whose average forward pass is over `factor` x the median of the job's other ranks."""
+    found = []
+    for rank in ranks:
+        others = [r.compute_s for r in ranks if r is not rank and r.compute_s]
+        if rank.compute_s is None or not others:
+            continue
+        typical = statistics.median(others)
+        if typical > 0 and rank.compute_s > factor * typical:
+            found.append(
+                (
+                    rank,
+                    f"rank {rank.rank} ({rank.pod}) of {rank.namespace}/{rank.job} computes in {rank.compute_s:.3f}s, "
+                    f"{rank.compute_s / typical:.1f} x its peers' {typical:.3f}s over 10 minutes: a straggler",
+                )
+            )
+    return found
+
+
+def plan(ranks: list[Rank], suspects: list[dict], now: float, settings: Settings) -> list[Action]:
+    """What to do: restart hung jobs; re-check stragglers' nodes and the pre-flight's suspects."""
+    by_job: dict[tuple[str, str], list[Rank]] = {}
+    for rank in ranks:
+        by_job.setdefault((rank.namespace, rank.job), []).append(rank)
+    actions = []
+    for (namespace, job), members in sorted(by_job.items()):
+        why = hung(members, now, settings)
+        if why:
+            actions.append(Action("restart", namespace, job, why, pods=tuple(sorted({r.pod_uid for r in members}))))
+            continue
+        for rank, reason in stragglers(members, settings.straggler_factor):
+            actions.append(Action("recheck", namespace, job, reason, node=rank.node))
+    for suspect in suspects:
+        labels = suspect["metric"]
+        namespace, job, node = labels.get("namespace", ""), labels.get("job_name", ""), labels.get("node", "")
+        own_nodes = {
+            s["metric"].get("Hostname")
+            for s in suspects
+            if (s["metric"].get("namespace"), s["metric"].get("job_name")) == (namespace, job)
+        }
+        if node and node in own_nodes:
+            reason = f"the pre-flight of {namespace}/{job} named it: its all-reduce was slow or failed"
+            actions.append(Action("recheck", namespace, job, reason, node=node))
+    unique: dict[tuple[str, str], Action] = {}
+    for action in actions:
+        unique.setdefault((action.kind, action.node or f"{action.namespace}/{action.job}"), action)
+    return list(unique.values())
+
+
+# --- Prometheus ------------------------------------------------------------------------------------
+
+
+def query(base_url: str, expr: str) -> list[dict]:
+    """An instant query's vector (Prometheus HTTP API /api/v1/query)."""
+    url = f"{base_url.rstrip('/')}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        body = json.loads(answer.read())
+    return body["data"]["result"] if body.get("status") == "success" else []
+
+
+def ranks_from(results: dict[str, list[dict]]) -> list[Rank]:
+    """Join the queries' series by (namespace, pod uid, rank)."""
+    values: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for name, vector in results.items():
+        for series in vector:
+            m = series["metric"]
+            key = (m.get("namespace", ""), m.get("pod_uid", ""), m.get("rank", ""))
+            entry = values.setdefault(key, {"metric": m})
+            entry[name] = float(series["value"][1])
+    return [
+        Rank(
+            e["metric"].get("namespace", ""),
+            e["metric"].get("job_name", ""),
+            e["metric"].get("pod", ""),
+            e["metric"].get("pod_uid", ""),
+            e["metric"].get("Hostname", ""),
+            e["metric"].get("rank", ""),
+            e["at"],
+            e.get("step_s", 0.0),
+            e.get("compute_s"),
+        )
+        for e in values.values()
+        if "at" in e and e["metric"].get("job_name")
+    ]
+
+
+# --- Kubernetes ------------------------------------------------------------------------------------
+
+
+class WatchdogApi(KubernetesApi):
+    """The calls the watchdog makes (its RBAC: components/job_watchdog.py rules)."""
+
+    def list_pods(self, namespace: str, selector: str) -> list[dict]:
+        query_string = urllib.parse.urlencode({"labelSelector": selector})
+        return self._call("GET", f"/api/v1/namespaces/{namespace}/pods?{query_string}").get("items", [])
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> dict:
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+        return self._call("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body)
+
+    def get_job(self, namespace: str, name: str) -> dict:
+        return self._call("GET", f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs/{name}")
+
+    def list_events(self, namespace: str, field_selector: str) -> list[dict]:
+        query_string = urllib.parse.urlencode({"fieldSelector": field_selector})
+        return self._call("GET", f"/api/v1/namespaces/{namespace}/events?{query_string}").get("items", [])
+
+
+def _stamp(now: float) -> str:
+    return datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _event(involved: dict, namespace: str, reason: str, message: str, now: float, kind: str = "Warning") -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{involved['name']}.watchdog-", "namespace": namespace},
+        "involvedObject": involved,
+        "type": kind,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": COMPONENT},
+        "firstTimestamp": _stamp(now),
+        "lastTimestamp": _stamp(now),
+        "count": 1,
+    }
+
+
+def restart(api: WatchdogApi, action: Action, now: float) -> str:
+    """Delete the hung pods (those whose series went quiet, by uid) and say why on the job."""
+    deleted = []
+    for pod in api.list_pods(action.namespace, f"{JOB_LABEL}={action.job}"):
+        meta = pod["metadata"]
+        if meta.get("uid") in action.pods:
+            try:
+                api.delete_pod(action.namespace, meta["name"], meta["uid"])
+                deleted.append(meta["name"])
+            except ApiError as error:
+                if error.status not in (404, 409):  # gone already, or already recreated
+                    raise
+    if not deleted:
+        return f"{action.namespace}/{action.job}: its hung pods are gone already"
+    job = api.get_job(action.namespace, action.job)
+    involved = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "name": action.job,
+        "namespace": action.namespace,
+        "uid": job["metadata"].get("uid", ""),
+    }
+    message = f"{action.reason} (pods deleted: {', '.join(deleted)})"
+    api.create_event(action.namespace, _event(involved, action.namespace, HUNG_REASON, message, now))
+    return f"{action.namespace}/{action.job}: {message}"
+
+
+def request_recheck(api: WatchdogApi, action: Action, now: float, settings: Settings) -> str:
+    """An Event asking the health gate to check `action.node` again, unless one was asked recently."""
+    recent = api.list_events("default", f"involvedObject.name={action.node},reason={RECHECK_REASON}")
+    if any(_age(e, now) < settings.recheck_quiet_s for e in recent):
+        return f"{action.node}: a re-check was asked within {settings.recheck_quiet_s:.0f}s"
+    involved = {"apiVersion": "v1", "kind": "Node", "name": action.node}
+    api.create_event("default", _event(involved, "default", RECHECK_REASON, action.reason, now))
+    return f"{action.node}: re-check asked ({action.reason})"
+
+
+def _age(event: dict, now: float) -> float:
+    stamp = event.get("lastTimestamp") or event.get("firstTimestamp") or ""
+    try:
+        return now - datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return float("inf")
+
+
+def tick(api: WatchdogApi, prometheus: Callable[[str], list[dict]], now: float, settings: Settings) -> list[str]:
+    """One pass: read progress, decide, act; returns what it did, one line each."""
+    ranks = ranks_from({name: prometheus(expr) for name, expr in QUERIES.items()})
+    done = []
+    for action in plan(ranks, prometheus(SUSPECTS), now, settings):
+        if action.kind == "restart":
+            done.append(restart(api, action, now))
+        else:
+            done.append(request_recheck(api, action, now, settings))
+    return done
+
+
+def main() -> int:
+    env = dict(os.environ)
+    settings, url = Settings.from_env(env), env["PROMETHEUS_URL"]
+    api = WatchdogApi.in_cluster()
+    every = float(env.get("CHECK_SECONDS") or 30)
+    while True:
+        try:
+            for line in tick(api, lambda expr: query(url, expr), time.time(), settings):
+                print(line, flush=True)
+        except (OSError, ApiError, ValueError, KeyError) as error:  # Prometheus or the API away: next pass
+            print(f"watchdog pass failed: {error}", flush=True)
+        time.sleep(every)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

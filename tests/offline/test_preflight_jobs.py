@@ -1,0 +1,67 @@
+"""Every rendered PyTorch training job runs the pre-flight gang check (images/training/preflight.py)
+before its training command, with the pool's expectations (infra/offline/jobs.py add_preflight)."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.config import ConfigError
+from infra.offline import jobs
+from tests.conftest import ROOT, STACKS, plan_of
+
+PYTORCH = ("pytorch-ddp", "pytorch-elastic")
+
+
+def _rendered(stack: str):
+    cfg = plan_of(stack).config
+    for example in jobs.examples_for(cfg):
+        if example not in PYTORCH:
+            continue
+        for pool in cfg.gpu_pools:
+            try:
+                objects = jobs.render(example, cfg, pool=pool.name)
+            except ConfigError:  # an example that does not fit this pool: nothing to run
+                continue
+            yield example, pool, objects
+
+
+def _env(container: dict) -> dict:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_rendered_pytorch_job_runs_the_preflight_before_training(stack):
+    for example, pool, objects in _rendered(stack):
+        for template in jobs.pod_templates(jobs.workload_of(objects)):
+            container = template["spec"]["containers"][0]
+            assert container["command"][:3] == ["python", "/code/preflight.py", "--"], (example, pool.name)
+            assert "/code/checkpointing.py" in container["command"][3:], (example, pool.name)
+            env = _env(container)
+            assert env["HIGGSFIELD_PREFLIGHT"] == "run"
+            assert env["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+            assert env["PREFLIGHT_NCCL_NETWORK"] == ("efa" if pool.efa else "any")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_job_ships_the_preflight_and_the_node_check_it_imports(stack):
+    for example, _pool, objects in _rendered(stack):
+        (code,) = [o for o in objects if o["kind"] == "ConfigMap"]
+        for name in jobs.PREFLIGHT_FILES:
+            assert code["data"][name] == (ROOT / "images" / "training" / name).read_text(), (example, name)
+
+
+def test_the_preflight_floor_is_one_gpus_share_of_the_pools_fabric():
+    from infra.offline.healthcheck import bus_bandwidth_threshold
+
+    cfg = plan_of("prod").config
+    pool = next(p for p in cfg.gpu_pools if p.efa)
+    env = jobs.preflight_env(cfg, pool, checkpoints=True)
+    expected = bus_bandwidth_threshold(cfg, pool) / pool.gpus_per_node
+    assert float(env["PREFLIGHT_MIN_BUS_BANDWIDTH_GBPS"]) == pytest.approx(expected, abs=0.05)
+
+
+def test_the_checkpoint_write_is_asked_only_of_a_job_that_checkpoints():
+    cfg = plan_of("prod").config
+    pool = cfg.gpu_pools[0]
+    assert jobs.preflight_env(cfg, pool, checkpoints=False)["PREFLIGHT_CHECKPOINT_BYTES"] == "0"
+    assert int(jobs.preflight_env(cfg, pool, checkpoints=True)["PREFLIGHT_CHECKPOINT_BYTES"]) > 0
