@@ -311,6 +311,43 @@ def _overridden(template: dict, job: JobFile) -> list[str]:
     return sorted(k for k, v in job.env.items() if final.get(k) != v)
 
 
+def _replica_template(
+    job: JobFile, cfg: StackConfig, placed: Placement, team: Team, priority: str, image: str, replica: str, gpus: bool
+) -> dict:
+    """One replica's pod template: on its pool, with every platform rule, the pre-flight and progress
+    for a PyTorch training job; an env key the platform sets is refused."""
+    pool, checkpoints = placed.pool, job.checkpoints == "shared"
+    template = _pod(job, cfg, placed, priority, image, placed.gpus_per_pod if gpus else 0)
+    merge_env(template["spec"]["containers"][0], {"PYTHONPATH": CODE_MOUNT})  # the job may import checkpointing
+    if not gpus:
+        tolerate_pool(template["spec"], pool)  # on the pool (the system nodes are tainted), no GPU
+        template["spec"]["containers"][0].pop("resources")
+    elif placed.whole_nodes:
+        prepare_gpu_pod(template["spec"], pool, image, f"{FRAMEWORKS[job.framework][0]} {replica}", efa=True)
+    else:
+        _share_of_node(template, pool, image, placed.gpus_per_pod)
+    if gpus and job.class_ == "training":
+        # Karpenter never voluntarily disrupts the node of a training pod (components/karpenter.py)
+        template["metadata"]["annotations"][DO_NOT_DISRUPT] = "true"
+    if gpus and cfg.fsx.enabled:
+        jobs._attach_lustre(template)
+        jobs._attach_datasets(template, cfg, team, only=tuple(d.dataset for d in job.data) or None)
+    if gpus:
+        jobs._checkpoint(template, cfg, pool, team, job.name, enabled=checkpoints)
+    if gpus and job.framework == "pytorch" and job.class_ == "training":
+        # the pre-flight gang check before the team's command, and the ranks' progress for the job
+        # watchdog, as the PyTorch examples have them (infra/offline/jobs.py add_preflight)
+        jobs.add_preflight(template, cfg, pool, checkpoints)
+        jobs.add_progress(template)
+    run_as_team(template, team)
+    clash = _overridden(template, job)
+    if clash:
+        raise ConfigError(f"env.{clash[0]}", "is set by the platform for this job; leave it out of env")
+    if job.framework == "mpi":
+        _mpi_replica(template, replica, job)
+    return template
+
+
 def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
     """The Kubernetes objects of the team's job on stack `cfg`: the launcher's ConfigMap and the
     Kubeflow job (last), and where it was placed. Refusals are ConfigErrors naming the job-file key."""
@@ -339,30 +376,8 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
     kind, key, _, _ = FRAMEWORKS[job.framework]
     specs = {}
     for replica, count, gpus in _replicas(job, placed):
-        template = _pod(job, cfg, placed, priority, image, placed.gpus_per_pod if gpus else 0)
-        merge_env(template["spec"]["containers"][0], {"PYTHONPATH": CODE_MOUNT})  # the job may import checkpointing
-        if not gpus:
-            tolerate_pool(template["spec"], pool)  # on the pool (the system nodes are tainted), no GPU
-            template["spec"]["containers"][0].pop("resources")
-        elif placed.whole_nodes:
-            prepare_gpu_pod(template["spec"], pool, image, f"{kind} {replica}", efa=True)
-        else:
-            _share_of_node(template, pool, image, placed.gpus_per_pod)
-        if gpus and job.class_ == "training":
-            # Karpenter never voluntarily disrupts the node of a training pod (components/karpenter.py)
-            template["metadata"]["annotations"][DO_NOT_DISRUPT] = "true"
-        if gpus and cfg.fsx.enabled:
-            jobs._attach_lustre(template)
-            jobs._attach_datasets(template, cfg, team, only=tuple(d.dataset for d in job.data) or None)
-        if gpus:
-            jobs._checkpoint(template, cfg, pool, team, job.name, enabled=checkpoints)
-        run_as_team(template, team)
-        clash = _overridden(template, job)
-        if clash:
-            raise ConfigError(f"env.{clash[0]}", "is set by the platform for this job; leave it out of env")
+        template = _replica_template(job, cfg, placed, team, priority, image, replica, gpus)
         mpi = job.framework == "mpi"
-        if mpi:
-            _mpi_replica(template, replica, job)
         # ExitCode: 143 (a drain) and 150 (a lost peer) from the launcher retry, a bug's 1 fails
         # (examples/pytorch-ddp.yaml); mpirun's codes are its own, so MPI restarts on failure as the NCCL test does
         specs[replica] = {"replicas": count, "restartPolicy": "OnFailure" if mpi else "ExitCode", "template": template}
@@ -413,7 +428,14 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": f"{job.name}-launcher", "namespace": team.name},
-        "data": {LAUNCHER: (shipped("examples") / LAUNCHER).read_text()},
+        "data": {
+            LAUNCHER: (shipped("examples") / LAUNCHER).read_text(),
+            **(
+                {f: shipped(f"images/training/{f}").read_text() for f in jobs.PREFLIGHT_FILES}
+                if job.framework == "pytorch" and job.class_ == "training"
+                else {}
+            ),
+        },
     }
     return [code, workload], placed
 

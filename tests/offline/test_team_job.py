@@ -51,7 +51,7 @@ def _templates(objects):
 
 
 def _env(template) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in template["spec"]["containers"][0]["env"]}
+    return {e["name"]: e.get("value") for e in template["spec"]["containers"][0]["env"]}  # valueFrom: None
 
 
 def test_the_issues_example_is_the_shipped_job_file_as_written():
@@ -166,7 +166,7 @@ def test_the_pods_and_the_configmap_validate_against_the_kubernetes_schema():
 def test_the_teams_python_command_runs_under_torchrun_behind_the_launcher_and_its_rank_prefixer():
     _, objects, _ = _render()
     (_, template), *_ = _templates(objects)
-    assert template["spec"]["containers"][0]["command"] == [
+    assert template["spec"]["containers"][0]["command"][3:] == [  # behind the pre-flight (python preflight.py --)
         "python",
         "/code/checkpointing.py",
         "torchrun",
@@ -320,3 +320,24 @@ def test_the_job_uses_only_what_the_pinned_crds_and_webhooks_accept(framework, e
     for replica, spec in job["spec"][key].items():
         assert replica in replica_types and set(spec) <= {"replicas", "restartPolicy", "template"}
         assert container is None or spec["template"]["spec"]["containers"][0]["name"] == container
+
+
+def test_a_teams_pytorch_job_runs_the_gang_preflight_before_its_own_command():
+    _, objects, _ = _render()
+    for _, template in _templates(objects):
+        command = template["spec"]["containers"][0]["command"]
+        assert command[:3] == ["python", "/code/preflight.py", "--"] and command[-4:] == [
+            "python",
+            "train.py",
+            "--epochs",
+            "3",
+        ]
+        assert _env(template)["HIGGSFIELD_PREFLIGHT"] == "run" and _env(template)["PREFLIGHT_NCCL_NETWORK"] == "efa"
+    assert set(jobs.PREFLIGHT_FILES) <= set(objects[0]["data"])  # shipped beside the launcher in /code
+
+
+def test_a_teams_pytorch_job_publishes_its_ranks_progress_for_the_watchdog():
+    _, objects, _ = _render()
+    for _, template in _templates(objects):
+        ports = template["spec"]["containers"][0]["ports"]
+        assert {"name": "progress", "containerPort": jobs.PROGRESS_PORT, "protocol": "TCP"} in ports
