@@ -114,6 +114,8 @@ def test_train_ddp_with_checkpoints_off_neither_saves_nor_resumes(tmp_path):
         "CHECKPOINT_EVERY_STEPS": "0",
         "STEPS": "20",
         "OMP_NUM_THREADS": "1",
+        # progress.py ships next to the script in the job's ConfigMap; here it is the image's
+        "PYTHONPATH": str(ROOT / "images" / "training"),
     }
     done = subprocess.run(
         [python, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(ROOT / "examples" / "train_ddp.py")],
