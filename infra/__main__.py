@@ -173,7 +173,13 @@ def build(cfg: StackConfig) -> None:
     sched = cfg.scheduler
     volcano = Volcano(
         "volcano",
-        VolcanoArgs(chart=versions.VOLCANO, queues=sched.queues, priority_classes=sched.priority_classes, **platform),
+        VolcanoArgs(
+            chart=versions.VOLCANO,
+            queues=sched.queues,
+            priority_classes=sched.priority_classes,
+            pools=cfg.gpu_pools,
+            **platform,
+        ),
     )
     TrainingOperator(
         "training-operator",
