@@ -52,7 +52,6 @@ from infra.core.versions import Chart
 SERVICE_ACCOUNT = "karpenter"
 NODEPOOL_TAG = "karpenter.sh/nodepool"
 NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"  # pod annotation: Karpenter never voluntarily disrupts its node
 # The events Karpenter handles from its queue (the EventBridge rules of cloudformation.yaml@v1.14.1).
 INTERRUPTION_EVENTS = {
     "health": ("aws.health", "AWS Health Event"),

@@ -71,10 +71,15 @@ def container_defaults(team: Team) -> dict:
     }
 
 
-def rules_of(team: Team, classes: Sequence[PriorityClassSpec] = (), public_load_balancers: bool = False) -> TeamRules:
+def rules_of(
+    team: Team,
+    classes: Sequence[PriorityClassSpec] = (),
+    public_load_balancers: bool = False,
+    pools: Sequence[GpuPool] = (),
+) -> TeamRules:
     """What the team's admission policy allows: its classes, and the platform's default class that
     the API server writes into a pod naming none (components/training.py priority_classes); the
-    Service types it is given; whether the stack has public load balancers."""
+    Service types it is given; whether the stack has public load balancers; the GPUs of each pool's nodes."""
     serving = {c.name for c in classes if c.workload == "serving"}
     return TeamRules(
         name=team.name,
@@ -84,6 +89,7 @@ def rules_of(team: Team, classes: Sequence[PriorityClassSpec] = (), public_load_
         serving_classes=tuple(c for c in team.priority_classes if c in serving),
         service_types=tuple(team.service_types),
         public_load_balancers=public_load_balancers,
+        node_gpus=tuple((p.name, p.gpus_per_node) for p in pools),
     )
 
 
@@ -138,7 +144,7 @@ class Teams(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[guard]),
             )
         for team in args.teams:
-            rules = rules_of(team, args.priority_classes, args.public_load_balancers)
+            rules = rules_of(team, args.priority_classes, args.public_load_balancers, args.pools)
             ns = KubernetesObject(f"{name}-{team.name}", tenancy.namespace(rules, args.kubernetes_version), opts=child)
             self.namespaces[team.name] = ns
             in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])

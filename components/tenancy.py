@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
-from infra.core.names import QUEUE_ANNOTATION
+from infra.core.names import DO_NOT_DISRUPT, GPU_RESOURCE, POOL_LABEL, QUEUE_ANNOTATION, SAFE_TO_EVICT
 
 TEAM_LABEL = "higgsfield.io/team"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server, immutable
@@ -135,6 +135,7 @@ class TeamRules:
     serving_classes: tuple[str, ...] = ()  # those of them that preempt (docs/workload-classes.md)
     service_types: tuple[str, ...] = ()  # beyond ClusterIP: NodePort, LoadBalancer
     public_load_balancers: bool = False  # the stack tags its public subnets for internet-facing load balancers
+    node_gpus: tuple[tuple[str, int], ...] = ()  # (pool, GPUs of its nodes): a pod asking all of them may spread
 
     @property
     def gid(self) -> int:
@@ -208,6 +209,97 @@ def _takes_a_gpu_node(spec: str) -> str:
         f"({containers}.exists(c, {asks('c', 'limits')} || {asks('c', 'requests')}) || "
         f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, has(t.key) && t.key == '{GPU_TAINT_KEY}')))"
     )
+
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+# The annotation values that keep a pod's node from being emptied (infra/core/names.py). Only a pod
+# with GPUs may carry them: it holds its node by its GPUs already, within its team's queue; a pod
+# without a GPU would pin a GPU node that its team's GPUs do not pay for. The platform gives every
+# training pod do-not-disrupt (infra/offline/jobs.py), never the MPI launcher.
+NODE_PINS = {DO_NOT_DISRUPT: "true", SAFE_TO_EVICT: "false"}
+
+
+def _asks_gpus(spec: str) -> str:
+    """A pod spec whose containers request (or limit) at least one GPU."""
+
+    def asks(field: str) -> str:
+        return (
+            f"(has(c.resources) && has(c.resources.{field}) && '{GPU_RESOURCE}' in c.resources.{field} && "
+            f"!(string(c.resources.{field}['{GPU_RESOURCE}']) in ['0', '0m']))"
+        )
+
+    return f"(has({spec}.containers) && {spec}.containers.exists(c, {asks('limits')} || {asks('requests')}))"
+
+
+def _spreads(spec: str) -> str:
+    """A pod spec that spreads its pods over nodes or picks its node by name: topology spread, pod
+    anti-affinity, or the hostname label (or a node field) in its node selector or affinity."""
+    terms = (
+        "(!has(t.matchFields) || size(t.matchFields) == 0) && (!has(t.matchExpressions) || "
+        f"t.matchExpressions.all(e, e.key != '{HOSTNAME_LABEL}'))"
+    )
+    node = f"{spec}.affinity.nodeAffinity"
+    required = f"{node}.requiredDuringSchedulingIgnoredDuringExecution"
+    preferred = f"{node}.preferredDuringSchedulingIgnoredDuringExecution"
+    by_required = (
+        f"(has({required}) && has({required}.nodeSelectorTerms) && !{required}.nodeSelectorTerms.all(t, {terms}))"
+    )
+    by_preferred = f"(has({preferred}) && !{preferred}.all(p, !has(p.preference) || [p.preference].all(t, {terms})))"
+    by_affinity = (
+        f"(has({spec}.affinity) && (has({spec}.affinity.podAntiAffinity) || "
+        f"(has({node}) && ({by_required} || {by_preferred}))))"
+    )
+    return (
+        f"((has({spec}.topologySpreadConstraints) && size({spec}.topologySpreadConstraints) > 0) || "
+        f"(has({spec}.nodeSelector) && '{HOSTNAME_LABEL}' in {spec}.nodeSelector) || {by_affinity})"
+    )
+
+
+def _whole_node(spec: str, node_gpus: Sequence[tuple[str, int]]) -> str:
+    """A pod spec with a container that asks for every GPU of its pool's nodes (of the largest
+    pool's, when it names no pool): one such pod is a node, so spreading it costs no node."""
+    if not node_gpus:
+        return "false"
+    by_pool = "{" + ", ".join(f"'{pool}': {gpus}" for pool, gpus in node_gpus) + "}"
+    pool = f"{spec}.nodeSelector['{POOL_LABEL}']"
+    named = f"(has({spec}.nodeSelector) && '{POOL_LABEL}' in {spec}.nodeSelector && {pool} in {by_pool})"
+    needed = f"({named} ? {by_pool}[{pool}] : {max(g for _, g in node_gpus)})"
+    gpus = f"int(c.resources.{{0}}['{GPU_RESOURCE}'])"
+    asks = " || ".join(
+        f"(has(c.resources) && has(c.resources.{f}) && '{GPU_RESOURCE}' in c.resources.{f} && "
+        f"{gpus.format(f)} >= {needed})"
+        for f in ("limits", "requests")
+    )
+    return f"(has({spec}.containers) && {spec}.containers.exists(c, {asks}))"
+
+
+def node_share_validations(team: TeamRules) -> list[dict]:
+    """A team holds no more GPU nodes than its GPUs: its pods on GPU nodes are packed, never spread
+    one to a node or pinned to a node by name (unless each asks for a whole node's GPUs, as the
+    health check's do), and only its GPU pods may keep a node from being emptied."""
+    pins = " || ".join(
+        f"(('{k}' in t.metadata.annotations) && t.metadata.annotations['{k}'] == '{v}')" for k, v in NODE_PINS.items()
+    )
+    return [
+        {
+            # Volcano's binpack and the autoscaler's packing put such pods on the fewest nodes; spread
+            # one per node, 32 one-GPU pods would hold 32 eight-GPU nodes
+            "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || !{_spreads('s')} || "
+            f"{_whole_node('s', team.node_gpus)})",
+            "message": "pods on GPU nodes are packed by the scheduler: no topologySpreadConstraints, no "
+            f"podAntiAffinity, no {HOSTNAME_LABEL} (or node field) in nodeSelector or nodeAffinity: spread one to "
+            "a node, a team's pods would hold more GPU nodes than its GPUs (a pod that asks for all of its pool's "
+            "GPUs may)",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": "variables.templates.all(t, !has(t.metadata) || !has(t.metadata.annotations) || "
+            f"!({pins}) || (has(t.spec) && {_asks_gpus('t.spec')}))",
+            "message": f'only a pod with GPUs may keep its node from being emptied ({DO_NOT_DISRUPT}: "true", '
+            f'{SAFE_TO_EVICT}: "false"): without a GPU it would pin a GPU node its team\'s GPUs do not pay for',
+            "reason": "Forbidden",
+        },
+    ]
 
 
 def gpu_and_node_validations() -> list[dict]:
@@ -462,6 +554,7 @@ def cel_validations(team: TeamRules) -> list[dict]:
             },
         ]
         + gpu_and_node_validations()
+        + node_share_validations(team)
         + container_hardening_validations()
         + launcher_label_validations()
         + service_validations(team)

@@ -23,11 +23,11 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
-from components.karpenter import DO_NOT_DISRUPT
 from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 from infra.core import versions
 from infra.core.assets import shipped
+from infra.core.names import DO_NOT_DISRUPT
 from infra.offline.pods import (
     check_image,
     default_image,

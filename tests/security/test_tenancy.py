@@ -300,7 +300,9 @@ def test_the_rendered_health_check_passes_its_teams_admission_policy(stack, pool
                 "spec": obj["spec"]["template"]["spec"],
             }
         if obj["kind"] != "ConfigMap":
-            assert denied_by(obj, rules_of(team, cfg.scheduler.priority_classes)) == [], obj["kind"]
+            assert denied_by(obj, rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)) == [], obj[
+                "kind"
+            ]
 
 
 @pytest.mark.parametrize(("stack", "example", "team"), RENDERED, ids=["-".join(r) for r in RENDERED])
@@ -415,7 +417,14 @@ def test_every_team_has_its_own_admission_policy_bound_to_its_namespace_only(pla
     for name, team in teams.items():
         policy, binding = policies[tenancy.policy_name(name)], bindings[tenancy.policy_name(name)]
         assert policy.inputs == {
-            **tenancy.admission_policy(rules_of(team, plan.config.scheduler.priority_classes)),
+            **tenancy.admission_policy(
+                rules_of(
+                    team,
+                    plan.config.scheduler.priority_classes,
+                    plan.config.public_load_balancers,
+                    plan.config.gpu_pools,
+                )
+            ),
             "metadata": policy.inputs["metadata"],
         }
         assert policy.inputs["spec"]["failurePolicy"] == "Fail"

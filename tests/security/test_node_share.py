@@ -1,0 +1,131 @@
+"""A team holds no more GPU nodes than its GPUs (issue 34, point 1): its pods on GPU nodes may not
+spread themselves one to a node or pick a node by name, and only its GPU pods may keep a node from
+being emptied. The team admission policy's CEL evaluated with cel-python, as tests/security/test_tenancy.py does."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.security.test_tenancy import _job, _pod, denied_by
+
+ONE_GPU = [
+    {
+        "name": "c",
+        "image": "x",
+        "securityContext": {"allowPrivilegeEscalation": False},
+        "resources": {"limits": {"nvidia.com/gpu": 1}},
+    }
+]
+NO_GPU = [
+    {
+        "name": "c",
+        "image": "x",
+        "securityContext": {"allowPrivilegeEscalation": False},
+        "resources": {"requests": {"cpu": "1"}},
+    }
+]
+GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+HOST = "kubernetes.io/hostname"
+ANTI = {
+    "requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": HOST}
+    ]
+}
+SPREADING = {
+    "topology_spread": {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": HOST,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "x"}},
+            }
+        ]
+    },
+    "pod_anti_affinity": {"affinity": {"podAntiAffinity": ANTI}},
+    "hostname_selector": {"nodeSelector": {HOST: "ip-10-0-0-7"}},
+    "hostname_affinity": {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": HOST, "operator": "In", "values": ["a", "b"]}]}]
+                }
+            }
+        }
+    },
+    "node_field_affinity": {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a"]}]}
+                    ]
+                }
+            }
+        }
+    },
+    "preferred_hostname": {
+        "affinity": {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 1,
+                        "preference": {"matchExpressions": [{"key": HOST, "operator": "NotIn", "values": ["a"]}]},
+                    }
+                ]
+            }
+        }
+    },
+}
+PACKED = "pods on GPU nodes are packed"
+PINS = "only a pod with GPUs may keep its node"
+
+
+@pytest.mark.parametrize("spread", sorted(SPREADING))
+def test_one_gpu_pods_spread_one_to_a_node_are_denied(spread):
+    assert any(m.startswith(PACKED) for m in denied_by(_pod(containers=ONE_GPU, **SPREADING[spread])))
+
+
+@pytest.mark.parametrize("spread", sorted(SPREADING))
+def test_a_job_whose_workers_spread_one_to_a_node_is_denied(spread):
+    assert any(m.startswith(PACKED) for m in denied_by(_job(containers=ONE_GPU, **SPREADING[spread])))
+
+
+def test_a_gpu_less_pod_tolerating_the_gpu_taint_may_not_spread_either():
+    pod = _pod(containers=NO_GPU, tolerations=GPU_TOLERATION, **SPREADING["pod_anti_affinity"])
+    assert any(m.startswith(PACKED) for m in denied_by(pod))
+
+
+def test_pods_off_the_gpu_nodes_and_gpu_pods_choosing_a_zone_or_pool_are_admitted():
+    assert (
+        denied_by(
+            _pod(containers=NO_GPU, **SPREADING["pod_anti_affinity"]),
+        )
+        == []
+    )
+    zone = {"nodeSelector": {"topology.kubernetes.io/zone": "us-east-2a", "higgsfield.io/pool": "h100"}}
+    assert denied_by(_pod(containers=ONE_GPU, **zone)) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("karpenter.sh/do-not-disrupt", "true"), ("cluster-autoscaler.kubernetes.io/safe-to-evict", "false")],
+)
+def test_a_pod_without_gpus_on_a_gpu_node_may_not_pin_it(key, value):
+    pod = _pod(containers=NO_GPU, tolerations=GPU_TOLERATION)
+    pod["metadata"]["annotations"] = {key: value}
+    assert any(m.startswith(PINS) for m in denied_by(pod))
+    zero = _pod(containers=[{**NO_GPU[0], "resources": {"limits": {"nvidia.com/gpu": 0}}}])
+    zero["metadata"]["annotations"] = {key: value}
+    assert any(m.startswith(PINS) for m in denied_by(zero))
+
+
+def test_a_gpu_pod_keeps_the_do_not_disrupt_the_platform_gives_training_pods():
+    pod = _pod(containers=ONE_GPU)
+    pod["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+    assert denied_by(pod) == []
+    job = _job(containers=NO_GPU, tolerations=GPU_TOLERATION)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"] = {
+        "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    }
+    assert any(m.startswith(PINS) for m in denied_by(job))
