@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from components.workloads import ELASTIC_ROOM_METRIC
 from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
 from infra.core.names import DO_NOT_DISRUPT, GPU_RESOURCE, POOL_LABEL, QUEUE_ANNOTATION, SAFE_TO_EVICT
 
@@ -302,6 +303,87 @@ def node_share_validations(team: TeamRules) -> list[dict]:
     ]
 
 
+def _replicas(key: str) -> str:
+    """The replicas of one replica-spec map of a Kubeflow job, summed (1 where unset: the operator's
+    default). `sum()` is Kubernetes' CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go,
+    kubernetes/kubernetes@v1.35.0)."""
+    specs = f"object.spec.{key}"
+    return f"(has({specs}) ? {specs}.map(r, has({specs}[r].replicas) ? int({specs}[r].replicas) : 1).sum() : 0)"
+
+
+def gang_validations(team: TeamRules) -> list[dict]:
+    """The gang is the job's: the operator makes the PodGroup's minMember the job's
+    `schedulingPolicy.minAvailable` (else all its replicas) and its minResources the job's
+    `schedulingPolicy.minResources` (else the requests of minMember pods: CalcPGMinResources)
+    (kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4 ReconcileJobs). A tenant's own values
+    would let a 128-GPU job pass its queue's enqueue check as 1 CPU or 1 pod, and the autoscaler buy
+    nodes for pods that can never all run. So minResources is never the tenant's, minAvailable is
+    all the replicas (an elastic PyTorchJob's: its minReplicas workers and the other replicas), an
+    elastic job is created at its minimum and grows only by its HPA (the /scale subresource, which
+    no team may call), and the HPA's only metric is the platform's room (components/workloads.py)."""
+    sched = "object.spec.runPolicy.schedulingPolicy"
+    is_job = f"object.kind in {_list(list(JOB_KINDS))}"
+    total = " + ".join(_replicas(k) for k in REPLICA_SPECS)
+    elastic = "(object.kind == 'PyTorchJob' && has(object.spec.elasticPolicy))"
+    worker = "object.spec.pytorchReplicaSpecs.Worker"
+    workers = (
+        f"(has(object.spec.pytorchReplicaSpecs) && 'Worker' in object.spec.pytorchReplicaSpecs ? "
+        f"(has({worker}.replicas) ? int({worker}.replicas) : 1) : 0)"
+    )
+    old_workers = workers.replace("object.", "oldObject.")
+    min_replicas = (
+        f"(has(object.spec.elasticPolicy.minReplicas) ? int(object.spec.elasticPolicy.minReplicas) : {workers})"
+    )
+    gang = f"({elastic} ? ({total}) - {workers} + {min_replicas} : ({total}))"
+    policy = "object.spec.elasticPolicy"
+    pool = f"{worker}.template.spec.nodeSelector['{POOL_LABEL}']"
+    has_pool = (
+        f"(has(object.spec.pytorchReplicaSpecs) && 'Worker' in object.spec.pytorchReplicaSpecs && "
+        f"has({worker}.template) && has({worker}.template.spec) && has({worker}.template.spec.nodeSelector) && "
+        f"'{POOL_LABEL}' in {worker}.template.spec.nodeSelector)"
+    )
+    room = (
+        f"m.type == 'External' && has(m.external) && has(m.external.metric) && m.external.metric.name == "
+        f"'{ELASTIC_ROOM_METRIC}' && has(m.external.metric.selector) && "
+        "!has(m.external.metric.selector.matchExpressions) && has(m.external.metric.selector.matchLabels) && "
+        "size(m.external.metric.selector.matchLabels) == 2 && "
+        f"m.external.metric.selector.matchLabels.queue_name == '{team.queue}' && "
+        f"'pool' in m.external.metric.selector.matchLabels && {has_pool} && "
+        f"m.external.metric.selector.matchLabels.pool == {pool} && has(m.external.target) && "
+        "m.external.target.type == 'Value' && has(m.external.target.value) && string(m.external.target.value) == '1'"
+    )
+    return [
+        {
+            "expression": f"!({is_job}) || !{_field('object', *sched.split('.')[1:], 'minResources')}",
+            "message": "a gang's minResources is the platform's (the requests of its pods): remove "
+            "spec.runPolicy.schedulingPolicy.minResources",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"!({is_job}) || !{_field('object', *sched.split('.')[1:], 'minAvailable')} || "
+            f"int({sched}.minAvailable) == {gang}",
+            "message": "spec.runPolicy.schedulingPolicy.minAvailable is every replica of the job (an elastic "
+            "PyTorchJob's: elasticPolicy.minReplicas workers and the other replicas); leave it unset or make it so",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"!{elastic} || {workers} == {min_replicas} || "
+            f"(request.operation == 'UPDATE' && oldObject.kind == 'PyTorchJob' && {workers} == {old_workers})",
+            "message": "an elastic PyTorchJob starts with its Worker replicas at elasticPolicy.minReplicas and grows "
+            f"only by its HPA ({ELASTIC_ROOM_METRIC})",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"!{elastic} || !has({policy}.metrics) || (size({policy}.metrics) == 1 && "
+            f"{policy}.metrics.all(m, {room}))",
+            "message": "an elastic job scales on the platform's metric only: one External metric "
+            f"{ELASTIC_ROOM_METRIC} with matchLabels {{queue_name: {team.queue}, pool: <its Worker's pool>}} "
+            "and target Value 1",
+            "reason": "Forbidden",
+        },
+    ]
+
+
 def gpu_and_node_validations() -> list[dict]:
     """GPUs only through the device plugin, Volcano and the quota; no pod placed by hand or onto
     the system nodes or a node before its health gate."""
@@ -555,6 +637,7 @@ def cel_validations(team: TeamRules) -> list[dict]:
         ]
         + gpu_and_node_validations()
         + node_share_validations(team)
+        + gang_validations(team)
         + container_hardening_validations()
         + launcher_label_validations()
         + service_validations(team)

@@ -47,12 +47,14 @@ AUTHORIZER_FUNCTIONS = {
         )
     ),
 }
+# Kubernetes' CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go): `list.sum()`.
+LIST_FUNCTIONS = {"sum": lambda values: celtypes.IntType(sum(int(v) for v in values))}
 NOBODY = Authorizer(lambda *_: False)
 
 
 @cache
 def _program(expression: str):
-    return _env.program(_env.compile(expression), functions=AUTHORIZER_FUNCTIONS)
+    return _env.program(_env.compile(expression), functions={**AUTHORIZER_FUNCTIONS, **LIST_FUNCTIONS})
 
 
 def verdicts(
