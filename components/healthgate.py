@@ -175,6 +175,9 @@ def own_node_policy() -> dict:
     old_labels = "(has(oldObject.metadata.labels) ? oldObject.metadata.labels : {})"
     new_labels = "(has(object.metadata.labels) ? object.metadata.labels : {})"
     others = f"!k.startsWith('{HEALTH_LABEL_PREFIX}')"
+    # A field the gate never changes: present in both or neither, and equal (a Node is a typed object
+    # to the API server's CEL, so each field is named: no macro runs over an object's keys).
+    same = lambda f: f"(has(object.{f}) == has(oldObject.{f}) && (!has(object.{f}) || object.{f} == oldObject.{f}))"  # noqa: E731
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
@@ -200,6 +203,31 @@ def own_node_policy() -> dict:
                     "expression": f"{new_taints}.filter(t, t.key != '{STARTUP_TAINT_KEY}') == {old_taints}.filter(t, "
                     f"t.key != '{STARTUP_TAINT_KEY}')",
                     "message": f"the health gate may add or remove only the taint {STARTUP_TAINT_KEY}",
+                    "reason": "Forbidden",
+                },
+                {
+                    # it removes the taint on a pass and puts it back, NoSchedule, on a failure or after a
+                    # reboot (images/training/health_gate.py); NoExecute would evict every pod of the node
+                    "expression": f"{new_taints}.filter(t, t.key == '{STARTUP_TAINT_KEY}').all(t, has(t.effect) && "
+                    "t.effect == 'NoSchedule')",
+                    "message": f"the health gate's taint {STARTUP_TAINT_KEY} is NoSchedule (never NoExecute)",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": " && ".join(
+                        same(f)
+                        for f in (
+                            "metadata.finalizers",
+                            "metadata.ownerReferences",
+                            "spec.providerID",
+                            "spec.podCIDR",
+                            "spec.podCIDRs",
+                            "spec.configSource",
+                            "spec.externalID",
+                        )
+                    ),
+                    "message": "the health gate may change only its taint and health labels: not a node's finalizers, "
+                    "owner references, providerID, pod CIDRs or config source",
                     "reason": "Forbidden",
                 },
                 {
