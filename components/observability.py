@@ -17,7 +17,16 @@ from components.cpu_nodes import ON_SYSTEM_NODES
 from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
-from components.workloads import KSM_NODE_LABELS, custom_rules, external_rules, serving_scrape_job
+from components.workloads import (
+    DCGM_JOB,
+    EFA_JOB,
+    KSM_NODE_LABELS,
+    VOLCANO_CONTROLLER_JOB,
+    VOLCANO_SCHEDULER_JOB,
+    custom_rules,
+    external_rules,
+    serving_scrape_job,
+)
 from infra.config import Observability
 from infra.core.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
 
@@ -51,20 +60,22 @@ def _panel(title: str, expr: str, unit: str, y: int, x: int) -> dict:
 
 def gpu_dashboard() -> dict:
     """Higgsfield's Grafana dashboard: GPU utilisation, memory, power, XID errors, EFA traffic
-    (the network NCCL runs over) and pending gangs per Volcano queue."""
+    (the network NCCL runs over) and pending gangs per Volcano queue; each series of the exporter
+    meant (its `job`, components/workloads.py), never a tenant's of the same name."""
+    dcgm, efa, volcano = (f'{{job="{j}"}}' for j in (DCGM_JOB, EFA_JOB, VOLCANO_CONTROLLER_JOB))
     panels = [
-        ("GPU utilisation", "avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL)", "percent"),
-        ("GPU memory used", "sum by (Hostname, gpu) (DCGM_FI_DEV_FB_USED) * 1024 * 1024", "bytes"),
-        ("GPU power", "sum by (Hostname) (DCGM_FI_DEV_POWER_USAGE)", "watt"),
-        ("XID errors (last code, 0 = none)", "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS)", "none"),
+        ("GPU utilisation", f"avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL{dcgm})", "percent"),
+        ("GPU memory used", f"sum by (Hostname, gpu) (DCGM_FI_DEV_FB_USED{dcgm}) * 1024 * 1024", "bytes"),
+        ("GPU power", f"sum by (Hostname) (DCGM_FI_DEV_POWER_USAGE{dcgm})", "watt"),
+        ("XID errors (last code, 0 = none)", f"max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS{dcgm})", "none"),
         # EFA devices have no IB port counters (node_infiniband_port_data_*: node-exporter reads them
         # from ports/N/counters, which EFA lacks); the efa-exporter DaemonSet exports the EFA driver's
         # hw_counters as node_amazonefa_* (images/training/efa_metrics.py, the names of
         # aws-samples/awsome-distributed-training:4.validation_and_observability/3.efa-node-exporter@7217859f).
-        ("EFA transmit (NCCL traffic)", f"sum by (Hostname) (rate({EFA_TX}[2m]))", "Bps"),
-        ("EFA receive (NCCL traffic)", f"sum by (Hostname) (rate({EFA_RX}[2m]))", "Bps"),
-        ("Pending gangs per queue", "sum by (queue_name) (volcano_queue_pod_group_pending_count)", "none"),
-        ("GPU temperature", "max by (Hostname, gpu) (DCGM_FI_DEV_GPU_TEMP)", "celsius"),
+        ("EFA transmit (NCCL traffic)", f"sum by (Hostname) (rate({EFA_TX}{efa}[2m]))", "Bps"),
+        ("EFA receive (NCCL traffic)", f"sum by (Hostname) (rate({EFA_RX}{efa}[2m]))", "Bps"),
+        ("Pending gangs per queue", f"sum by (queue_name) (volcano_queue_pod_group_pending_count{volcano})", "none"),
+        ("GPU temperature", f"max by (Hostname, gpu) (DCGM_FI_DEV_GPU_TEMP{dcgm})", "celsius"),
     ]
     return {
         "title": "Higgsfield GPUs",
@@ -83,10 +94,10 @@ def prometheus_adapter_rules() -> dict:
         "default": False,
         "custom": [
             {
-                "seriesQuery": 'DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}',
+                "seriesQuery": f'DCGM_FI_DEV_GPU_UTIL{{job="{DCGM_JOB}",namespace!="",pod!=""}}',
                 "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
                 "name": {"matches": "^DCGM_FI_DEV_GPU_UTIL$", "as": GPU_UTILISATION_METRIC},
-                "metricsQuery": "avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
+                "metricsQuery": f'avg(<<.Series>>{{job="{DCGM_JOB}",<<.LabelMatchers>>}}) by (<<.GroupBy>>)',
             },
             *custom_rules(),  # the serving class's queue depth (components/workloads.py)
         ],
@@ -122,7 +133,7 @@ SCRAPE_TARGETS = (
     # The efa-exporter pods (one per EFA node, in this namespace) serve the node's EFA counters on the
     # container port named "metrics" (components/efa_exporter.py, images/training/efa_metrics.py).
     ScrapeTarget(
-        "efa",
+        EFA_JOB,
         NAMESPACE,
         "pod",
         {"app.kubernetes.io/name": efa_exporter.NAME},
@@ -131,7 +142,7 @@ SCRAPE_TARGETS = (
         "4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go@7217859f",
     ),
     ScrapeTarget(
-        "dcgm-exporter",
+        DCGM_JOB,
         NAMESPACE,
         "pod",
         {"app.kubernetes.io/name": "dcgm-exporter"},
@@ -139,7 +150,7 @@ SCRAPE_TARGETS = (
         "NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml@4.5.3-4.8.2",
     ),
     ScrapeTarget(
-        "volcano-scheduler",
+        VOLCANO_SCHEDULER_JOB,
         "volcano-system",
         "endpoints",
         {"app": "volcano-scheduler"},
@@ -147,7 +158,7 @@ SCRAPE_TARGETS = (
         "volcano-sh/volcano:installer/helm/chart/volcano/templates/scheduler.yaml@v1.15.1",
     ),
     ScrapeTarget(
-        "volcano-controller",
+        VOLCANO_CONTROLLER_JOB,
         "volcano-system",
         "endpoints",
         {"app": "volcano-controller"},
@@ -170,7 +181,7 @@ SCRAPE_TARGETS = (
 # the GPU to the exporter (prometheus.io/docs/prometheus/latest/configuration/configuration/
 # #scrape_config, honor_labels). The chart's own ServiceMonitor exposes the same switch
 # (serviceMonitor.honorLabels, deployment/values.yaml@4.5.3-4.8.2).
-HONOR_LABELS = ("dcgm-exporter",)
+HONOR_LABELS = (DCGM_JOB,)
 
 
 def _meta_label(role: str, name: str) -> str:
