@@ -35,6 +35,10 @@ DATASET_CLAIM = "dataset-{name}"  # the claim of a shared dataset in each of its
 DATASET_MOUNT = "/datasets/{name}"
 LUSTRE_PATH_ANNOTATION = "higgsfield.io/lustre-path"  # the directory a volume mounts, for people and tests
 TEAM_DIR_MODE, DATASET_DIR_MODE = "2770", "2755"  # setgid: new files keep the directory's group
+# Inside each dataset, the owner's checkpoints (higgsfield:checkpoints.exportToS3 writes there, so the
+# S3 link exports them): the owner's UID and GID alone, like a team directory - the dataset itself is
+# world-readable (2755) for its reader teams, and model weights are not theirs to read.
+DATASET_CHECKPOINTS = "checkpoints"
 TEAMS_DIR_MODE = "0711"  # traverse only: no client but root lists the team names
 # Root squash (FSx API LustreRootSquashConfiguration: RootSquash "UID:GID", NoSquashNids
 # "a.b.c.d@tcp": botocore/data/fsx/2018-03-01/service-2.json@0e6e2404b; pulumi-aws
@@ -89,7 +93,8 @@ def layout_script(teams: Mapping[str, int], datasets: Sequence[tuple[str, int]])
     (idempotent; a directory of a team no longer configured is left as it is, data included).
     /teams is traverse-only; a team's directory is its UID's and GID's alone (2770: no access for
     any other UID, a squashed root included); /health belongs to nobody, which the root-running
-    health gate is squashed to."""
+    health gate is squashed to. Each dataset is readable by its reader teams (2755) but for its
+    `checkpoints` directory, its owner's alone (2770)."""
     lines = [
         "set -eu",
         f"mkdir -p /fsx{TEAMS_DIR} /fsx{DATASETS_DIR} /fsx{HEALTH_DIR}",
@@ -98,7 +103,11 @@ def layout_script(teams: Mapping[str, int], datasets: Sequence[tuple[str, int]])
         f"chown {HEALTH_DIR_OWNER}:{HEALTH_DIR_OWNER} /fsx{HEALTH_DIR} && chmod {HEALTH_DIR_MODE} /fsx{HEALTH_DIR}",
     ]
     entries = [(f"{TEAMS_DIR}/{t}", uid, TEAM_DIR_MODE) for t, uid in sorted(teams.items())]
-    entries += [(f"{DATASETS_DIR}/{d}", uid, DATASET_DIR_MODE) for d, uid in sorted(datasets)]
+    for d, uid in sorted(datasets):
+        entries += [
+            (f"{DATASETS_DIR}/{d}", uid, DATASET_DIR_MODE),
+            (f"{DATASETS_DIR}/{d}/{DATASET_CHECKPOINTS}", uid, TEAM_DIR_MODE),
+        ]
     for path, uid, mode in entries:
         where = shlex.quote(f"/fsx{path}")
         lines.append(f"mkdir -p {where} && chown {uid}:{uid} {where} && chmod {mode} {where}")

@@ -23,7 +23,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
-from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
+from components.storage import DATASET_CHECKPOINTS, DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 from infra.core import versions
 from infra.core.assets import shipped
@@ -214,7 +214,9 @@ def checkpoint_path(cfg: StackConfig, team: Team, job_name: str) -> str:
                 "higgsfield:fsx.s3 exports; "
                 "submit as its owner or turn off higgsfield:checkpoints.exportToS3",
             )
-        return f"{DATASET_MOUNT.format(name=dataset.name)}/checkpoints/{team.name}/{job_name}"
+        # the dataset's owner-only directory (components/storage.py DATASET_CHECKPOINTS): its readers mount the
+        # dataset, never this
+        return f"{DATASET_MOUNT.format(name=dataset.name)}/{DATASET_CHECKPOINTS}/{team.name}/{job_name}"
     return f"{MOUNT_PATH}/checkpoints/{job_name}"
 
 
