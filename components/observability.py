@@ -365,6 +365,7 @@ class MonitoringArgs:
     log_key_arn: pulumi.Input[str] | None = None  # the stack's CloudWatch Logs key (components/logs.py)
     log_key_ready: Sequence[pulumi.Resource] = ()  # its key policy (CloudWatch Logs may use the key)
     efa_exporter_image: pulumi.Input[str] | None = None  # the image with efa_metrics.py (the gate's); None: no exporter
+    teams: Sequence[str] = ()  # team namespaces: each one's container lines in a log group of its own
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -537,6 +538,26 @@ class Monitoring(pulumi.ComponentResource):
             )
             for kind in CONTAINER_INSIGHTS_LOGS
         ]
+        # Each team's container lines in a group of its own (components/container_logs.py), and a managed
+        # policy that reads that group and no other, for the team's AWS role (docs/logs.md).
+        for team in args.teams:
+            group = aws.cloudwatch.LogGroup(
+                f"{name}-logs-team-{team}",
+                name=container_logs.team_log_group(args.cluster_name, team),
+                retention_in_days=cfg.log_retention_days,
+                kms_key_id=args.log_key_arn,
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)),
+            )
+            groups.append(group)
+            aws.iam.Policy(
+                f"{name}-logs-team-{team}-reader",
+                name=f"{args.cluster_name}-logs-{team}",
+                description=f"Read team {team}'s container logs in {args.cluster_name}, and no other team's",
+                policy=group.arn.apply(container_logs.team_log_reader_policy),
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         cloudwatch_role, _ = pod_identity_role(
             f"{name}-cloudwatch", tags, self, managed_policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy"
         )
@@ -545,7 +566,7 @@ class Monitoring(pulumi.ComponentResource):
             "amazon-cloudwatch-observability",
             (cloudwatch_role, "cloudwatch-agent"),
             deps=groups,
-            configuration=container_logs.addon_configuration(CLOUDWATCH_DCGM_OFF),
+            configuration=container_logs.addon_configuration(CLOUDWATCH_DCGM_OFF, args.teams),
         )
         addon("eks-node-monitoring-agent")
         self.register_outputs({"grafana_dashboard": "higgsfield-gpus"})

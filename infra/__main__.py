@@ -241,6 +241,7 @@ def build(cfg: StackConfig) -> None:
                 tags=tags,
                 api_server_cidr=cfg.vpc_cidr,
                 efa_exporter_image=cfg.health_gate_image or image.source_image,
+                teams=[t.name for t in sched.teams],
             ),
         )
 
