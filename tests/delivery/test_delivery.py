@@ -246,6 +246,29 @@ def test_an_enabled_runner_without_deploy_actors_names_the_key(project_copy, cap
     )
 
 
+def test_an_enabled_runner_without_preview_actors_names_the_key(project_copy, capsys):
+    """Any pull request's workflow named preview, a fork's once approved, got a build inside the VPC (issue 34)."""
+    delivery = dict(plan_of("dev").config.delivery.model_dump(by_alias=True, exclude_none=True))
+    delivery["runner"] = {**delivery["runner"], "previewActors": []}
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "dev",
+        set_key("higgsfield:delivery", delivery),
+        "higgsfield:delivery.runner.previewActors",
+        "name the GitHub account ids",
+    )
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_preview_runner_admits_only_the_listed_actors(stack):
+    runner = plan_of(stack).config.delivery.runner
+    filters = _webhook(plan_of(stack), "preview").inputs["filterGroups"][0]["filters"]
+    fork = {"event": "WORKFLOW_JOB_QUEUED", "workflow": "preview", "sender": "987654321"}
+    assert runner.preview_actors and not _starts(filters, fork)
+    assert _starts(filters, {**fork, "sender": runner.preview_actors[0]})
+
+
 def test_a_deploy_actor_that_is_a_login_not_an_id_names_the_key(project_copy, capsys):
     delivery = dict(plan_of("dev").config.delivery.model_dump(by_alias=True, exclude_none=True))
     delivery["runner"] = {**delivery["runner"], "deployActors": ["octocat"]}
