@@ -219,6 +219,36 @@ def _document(*statements: dict) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
 
 
+# Writes that open data to another account, none of which the program makes (see boundary_policy).
+CROSS_ACCOUNT_OPENINGS = (
+    "ecr:SetRepositoryPolicy",
+    "ecr:PutRegistryPolicy",
+    "ecr:PutReplicationConfiguration",
+    "s3:PutBucketPolicy",
+    "s3:PutBucketAcl",
+    "s3:PutObjectAcl",
+    "s3:PutBucketOwnershipControls",
+    "s3:PutReplicationConfiguration",
+    "s3:PutLifecycleConfiguration",
+    "s3:PutBucketPublicAccessBlock",
+    "s3:DeleteBucketPublicAccessBlock",
+    "s3:CreateAccessPoint",
+    "s3:PutAccessPointPolicy",
+    "logs:PutSubscriptionFilter",
+    "logs:PutDestination",
+    "logs:PutDestinationPolicy",
+    "logs:PutResourcePolicy",
+    "logs:PutAccountPolicy",
+    "logs:PutDeliveryDestination",
+    "logs:PutDeliveryDestinationPolicy",
+    "ec2:CreateVpcPeeringConnection",
+    "ec2:AcceptVpcPeeringConnection",
+    "ec2:ModifySnapshotAttribute",
+    "ec2:ModifyImageAttribute",
+    "ec2:ModifyInstanceAttribute",
+)
+
+
 def boundary_arn(account: str, stack: str) -> str:
     """Known before the policy exists (IAM policy ARNs are account + name)."""
     return f"arn:aws:iam::{account}:policy/{boundary_name(stack)}"
@@ -373,6 +403,36 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
                 f"arn:aws:s3:::{settings.state_bucket}",
                 f"arn:aws:s3:::{settings.state_bucket}/*",
                 settings.state_key_arn,
+            ],
+        },
+        # Nothing the program does opens the account's data to another account, so no role under the
+        # boundary may: resource policies and replication of the images, the buckets and the logs; peering;
+        # shared snapshots and images; KMS grants but those AWS services make for their own resources
+        # (kms:GrantIsForAWSResource: EBS, FSx); the user data of the layout client, which mounts Lustre
+        # unsquashed (components/storage.py). IAM has no condition key on a resource policy's principals, so
+        # each write is refused whole.
+        {
+            "Sid": "NoCrossAccountOpenings",
+            "Effect": "Deny",
+            "Resource": "*",
+            "Action": list(CROSS_ACCOUNT_OPENINGS),
+        },
+        {
+            "Sid": "KmsGrantsOnlyForAwsResources",
+            "Effect": "Deny",
+            "Action": ["kms:CreateGrant"],
+            "Resource": "*",
+            "Condition": {"Bool": {"kms:GrantIsForAWSResource": "false"}},
+        },
+        # The audit trail (the control plane's and the VPC's flow logs) outlives any deploy: no deploy
+        # deletes it or shortens it; an administrator does (docs/security-ci.md).
+        {
+            "Sid": "AuditLogsStay",
+            "Effect": "Deny",
+            "Action": ["logs:DeleteLogGroup", "logs:DeleteLogStream", "logs:DeleteRetentionPolicy"],
+            "Resource": [
+                f"arn:aws:logs:*:{account}:log-group:/aws/eks/{cluster_name(stack)}/cluster*",
+                f"arn:aws:logs:*:{account}:log-group:/aws/vpc/{cluster_name(stack)}/flow-logs*",
             ],
         },
         {

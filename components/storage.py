@@ -16,6 +16,7 @@ import pulumi_aws as aws
 from components.addons import managed_addon
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
+from components.logs import account_key_policy
 from infra.config import Fsx
 from infra.core.names import NODE_NAME_EXTRA
 from infra.core.versions import AddonVersion
@@ -280,6 +281,7 @@ class LustreFileSystem(pulumi.ComponentResource):
                 tags=tags,
                 opts=keep,
             )
+            aws.kms.KeyPolicy(f"{name}-key", key_id=key.key_id, policy=key.arn.apply(account_key_policy), opts=child)
         # The group exists before the cluster does, so the file system (the slowest resource)
         # starts right after the VPC; the rule naming the node group comes once the cluster is up.
         group = aws.ec2.SecurityGroup(
