@@ -751,8 +751,6 @@ class Delivery(pulumi.ComponentResource):
                 {
                     "Effect": "Allow",
                     "Action": [
-                        "ec2:CreateNetworkInterface",
-                        "ec2:DeleteNetworkInterface",
                         "ec2:DescribeDhcpOptions",
                         "ec2:DescribeNetworkInterfaces",
                         "ec2:DescribeSecurityGroups",
@@ -777,8 +775,9 @@ class Delivery(pulumi.ComponentResource):
         in_subnets = aws.iam.RolePolicy(
             f"{base}-eni",
             role=service_role.id,
-            policy=pulumi.Output.all(*args.private_subnet_ids).apply(
-                lambda ids: _document(
+            policy=pulumi.Output.all(args.vpc_id, *args.private_subnet_ids).apply(
+                lambda v: _document(
+                    *runner_interface_statements(region, account, v[0], v[1:]),
                     {
                         "Effect": "Allow",
                         "Action": ["ec2:CreateNetworkInterfacePermission"],
@@ -786,10 +785,10 @@ class Delivery(pulumi.ComponentResource):
                         "Condition": {
                             "StringEquals": {
                                 "ec2:AuthorizedService": "codebuild.amazonaws.com",
-                                "ec2:Subnet": [f"arn:aws:ec2:{region}:{account}:subnet/{i}" for i in ids],
+                                "ec2:Subnet": [f"arn:aws:ec2:{region}:{account}:subnet/{i}" for i in v[1:]],
                             }
                         },
-                    }
+                    },
                 )
             ),
             opts=child,
@@ -838,6 +837,36 @@ class Delivery(pulumi.ComponentResource):
             opts=child,
         )
         return codebuild
+
+
+def runner_interface_statements(region: str, account: str, vpc: str, subnets: Sequence[str]) -> list[dict]:
+    """A runner's network interfaces: created only in the stack's private subnets and deleted only
+    in its VPC, not anywhere in the account (the conditions of CodeBuild's VPC documentation,
+    docs.aws.amazon.com/codebuild/latest/userguide/auth-and-access-control-iam-identity-based-access-
+    control.html "Allow CodeBuild access to AWS services required to create a VPC network interface",
+    narrowed from `*` to the resources and ec2:Subnet / ec2:Vpc keys of the EC2 service authorization
+    reference for CreateNetworkInterface and DeleteNetworkInterface)."""
+    arn = f"arn:aws:ec2:{region}:{account}"
+    in_subnets = [f"{arn}:subnet/{s}" for s in subnets]
+    return [
+        {
+            "Effect": "Allow",
+            "Action": ["ec2:CreateNetworkInterface"],
+            "Resource": f"{arn}:network-interface/*",
+            "Condition": {"StringEquals": {"ec2:Subnet": in_subnets}},
+        },
+        {
+            "Effect": "Allow",
+            "Action": ["ec2:CreateNetworkInterface"],
+            "Resource": [*in_subnets, f"{arn}:security-group/*"],
+        },
+        {
+            "Effect": "Allow",
+            "Action": ["ec2:DeleteNetworkInterface"],
+            "Resource": f"{arn}:network-interface/*",
+            "Condition": {"StringEquals": {"ec2:Vpc": f"{arn}:vpc/{vpc}"}},
+        },
+    ]
 
 
 def webhook_filters(purpose: str, runner) -> list[dict[str, str]]:

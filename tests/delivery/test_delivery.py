@@ -8,8 +8,16 @@ import re
 import botocore.session
 import pytest
 
-from components.delivery import CLUSTER_ADMIN_POLICY, DEPLOY_SERVICES, SCOPED_SERVICES, VIEW_POLICY, webhook_filters
+from components.delivery import (
+    CLUSTER_ADMIN_POLICY,
+    DEPLOY_SERVICES,
+    SCOPED_SERVICES,
+    VIEW_POLICY,
+    runner_interface_statements,
+    webhook_filters,
+)
 from infra.offline.stacks import stack_matrix
+from policies.iam_evaluation import Policy, Request, evaluate
 from tests.conftest import ROOT, STACKS, assert_plan_rejects, manual_text, plan_of, set_key
 
 DOCS = (ROOT / "docs" / "security-ci.md").read_text()
@@ -300,3 +308,49 @@ def test_check_names_the_setting_when_no_one_is_a_deploy_actor():
     runner = config.delivery.runner.model_copy(update={"deploy_actors": ()})
     changed = config.model_copy(update={"delivery": config.delivery.model_copy(update={"runner": runner})})
     assert "higgsfield:delivery.runner.deployActors" in [w for w, _ in delivery_findings(changed, {})]
+
+
+RUNNER_VPC, RUNNER_SUBNETS = "vpc-0runner", ["subnet-0a", "subnet-0b"]
+EC2 = "arn:aws:ec2:us-east-2:444455556666"
+
+
+def _runner_interfaces() -> Policy:
+    statements = runner_interface_statements("us-east-2", "444455556666", RUNNER_VPC, RUNNER_SUBNETS)
+    return Policy("runner-eni", {"Statement": statements})
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        Request(
+            "ec2:CreateNetworkInterface", f"{EC2}:network-interface/*", {"ec2:Subnet": f"{EC2}:subnet/subnet-0other"}
+        ),
+        Request("ec2:CreateNetworkInterface", f"{EC2}:subnet/subnet-0other"),
+        Request("ec2:DeleteNetworkInterface", f"{EC2}:network-interface/eni-0db", {"ec2:Vpc": f"{EC2}:vpc/vpc-0data"}),
+    ],
+    ids=["interface-in-another-subnet", "another-subnet", "delete-anothers-interface"],
+)
+def test_a_runner_cannot_create_or_delete_network_interfaces_outside_its_subnets_and_vpc(request_):
+    """Issue 34: both runner roles created and deleted network interfaces anywhere in the account."""
+    assert not evaluate(request_, [_runner_interfaces()]).allowed
+
+
+def test_a_runner_still_creates_and_deletes_its_own_interfaces():
+    for request_ in (
+        Request("ec2:CreateNetworkInterface", f"{EC2}:network-interface/*", {"ec2:Subnet": f"{EC2}:subnet/subnet-0a"}),
+        Request("ec2:CreateNetworkInterface", f"{EC2}:subnet/subnet-0b"),
+        Request("ec2:CreateNetworkInterface", f"{EC2}:security-group/sg-0runner"),
+        Request(
+            "ec2:DeleteNetworkInterface", f"{EC2}:network-interface/eni-0r", {"ec2:Vpc": f"{EC2}:vpc/{RUNNER_VPC}"}
+        ),
+    ):
+        assert evaluate(request_, [_runner_interfaces()]).allowed, request_
+
+
+def test_the_runner_roles_static_policy_grants_no_interface_writes(plan):
+    for purpose in ("preview", "deploy"):
+        statements = json.loads(
+            _named(plan, "aws:iam/rolePolicy:RolePolicy", f"delivery-{purpose}-runner").inputs["policy"]
+        )["Statement"]
+        actions = {a for st in statements for a in st["Action"]}
+        assert not {"ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface"} & actions
