@@ -727,9 +727,7 @@ class Delivery(pulumi.ComponentResource):
         service_role = aws.iam.Role(
             base,
             name=project,
-            assume_role_policy=_document(
-                {"Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"}, "Action": "sts:AssumeRole"}
-            ),
+            assume_role_policy=runner_trust(args.region, args.settings.account_id, project),
             tags={**tags, "higgsfield:ci-identity": f"{purpose}-runner"},
             opts=child,
         )
@@ -837,6 +835,23 @@ class Delivery(pulumi.ComponentResource):
             opts=child,
         )
         return codebuild
+
+
+def runner_trust(region: str, account: str, project: str) -> str:
+    """CodeBuild may assume a runner's role for that one project of this account only (the confused
+    deputy conditions of docs.aws.amazon.com/codebuild/latest/userguide/cross-service-confused-deputy-
+    prevention.html: aws:SourceAccount and aws:SourceArn)."""
+    return _document(
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "codebuild.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+            "Condition": {
+                "StringEquals": {"aws:SourceAccount": account},
+                "ArnLike": {"aws:SourceArn": f"arn:aws:codebuild:{region}:{account}:project/{project}"},
+            },
+        }
+    )
 
 
 def runner_interface_statements(region: str, account: str, vpc: str, subnets: Sequence[str]) -> list[dict]:

@@ -600,7 +600,13 @@ class HealthGate(pulumi.ComponentResource):
         ]
         if replacing:
             role, role_policy = pod_identity_role(
-                f"{name}-replace", args.tags, self, inline_policy=replacement_policy(args.cluster_name, replacing)
+                f"{name}-replace",
+                args.tags,
+                self,
+                cluster=args.cluster_name,
+                namespace=NAMESPACE,
+                service_account=SERVICE_ACCOUNT,
+                inline_policy=replacement_policy(args.cluster_name, replacing),
             )
             ready += [
                 role_policy,

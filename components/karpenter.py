@@ -454,7 +454,15 @@ class Karpenter(pulumi.ComponentResource):
         policy_json = pulumi.Output.all(args.node_role_arn, queue.arn).apply(
             lambda v: karpenter_policy(args.cluster_name, args.region, v[0].split(":")[4], v[0], v[1])
         )
-        role, policy = pod_identity_role(f"{name}-role", args.tags, self, inline_policy=policy_json)
+        role, policy = pod_identity_role(
+            f"{name}-role",
+            args.tags,
+            self,
+            cluster=args.cluster_name,
+            namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT,
+            inline_policy=policy_json,
+        )
         association = aws.eks.PodIdentityAssociation(
             f"{name}-identity",
             cluster_name=args.cluster_name,

@@ -28,6 +28,7 @@ from components.workloads import (
     serving_scrape_job,
 )
 from infra.config import Observability
+from infra.core.names import KUBE_SYSTEM
 from infra.core.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
 
 NAMESPACE = "monitoring"
@@ -408,6 +409,9 @@ class Monitoring(pulumi.ComponentResource):
             f"{name}-ebs-csi",
             tags,
             self,
+            cluster=args.cluster_name,
+            namespace=KUBE_SYSTEM,  # the add-on's namespace
+            service_account="ebs-csi-controller-sa",
             managed_policy_arn="arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",
         )
         ebs = addon("aws-ebs-csi-driver", (ebs_role, "ebs-csi-controller-sa"))
@@ -559,7 +563,13 @@ class Monitoring(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
         cloudwatch_role, _ = pod_identity_role(
-            f"{name}-cloudwatch", tags, self, managed_policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy"
+            f"{name}-cloudwatch",
+            tags,
+            self,
+            cluster=args.cluster_name,
+            namespace="amazon-cloudwatch",  # the add-on's namespace
+            service_account="cloudwatch-agent",
+            managed_policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy",
         )
         # Container lines carry the pod's labels (job, replica type and index) and node: components/container_logs.py.
         addon(

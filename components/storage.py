@@ -18,7 +18,7 @@ from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from components.logs import account_key_policy
 from infra.config import Fsx
-from infra.core.names import NODE_NAME_EXTRA
+from infra.core.names import KUBE_SYSTEM, NODE_NAME_EXTRA
 from infra.core.versions import AddonVersion
 
 LUSTRE_PORTS = (
@@ -415,7 +415,15 @@ class LustreFileSystem(pulumi.ComponentResource):
             csi_node_policy_binding(),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[guard]),
         )
-        role, _ = pod_identity_role(f"{name}-csi", tags, self, inline_policy=csi_policy())
+        role, _ = pod_identity_role(
+            f"{name}-csi",
+            tags,
+            self,
+            cluster=args.cluster_name,
+            namespace=KUBE_SYSTEM,  # the add-on's namespace
+            service_account=CSI_CONTROLLER_SA,
+            inline_policy=csi_policy(),
+        )
         managed_addon(
             f"{name}-csi",
             args.cluster_name,

@@ -473,3 +473,45 @@ def test_every_key_of_every_stack_has_a_key_policy_of_ours():
             k.urn for k in plan.of_type("aws:kms/key:Key") if k.inputs.get("policy")
         }
         assert keys and keys <= covered, (stack, keys - covered)
+
+
+def _pod_roles(plan) -> dict[str, dict]:
+    """Each role Pod Identity may assume: urn -> its trust statement."""
+    roles = {}
+    for role in plan.of_type("aws:iam/role:Role"):
+        (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+        if statement["Principal"].get("Service") == "pods.eks.amazonaws.com":
+            roles[role.urn] = statement
+    return roles
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_pod_identity_role_trusts_one_service_account_of_its_own_cluster(stack):
+    """Issue 34: Pod Identity trust policies named no source: any association of the account (another
+    cluster, a team namespace) could be given the role. Each now names the session tags EKS puts on it."""
+    plan = plan_of(stack)
+    roles = _pod_roles(plan)
+    assert roles
+    for urn, statement in roles.items():
+        tags = statement["Condition"]["StringEquals"]
+        assert tags["aws:RequestTag/eks-cluster-name"] == f"higgsfield-{stack}", urn
+        assert tags["aws:RequestTag/kubernetes-namespace"] and tags["aws:RequestTag/kubernetes-service-account"]
+    for association in plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation"):
+        (role,) = [u for u in association.dependencies if u in roles]
+        tags = roles[role]["Condition"]["StringEquals"]
+        assert (tags["aws:RequestTag/kubernetes-namespace"], tags["aws:RequestTag/kubernetes-service-account"]) == (
+            association.inputs["namespace"],
+            association.inputs["serviceAccount"],
+        )
+
+
+def test_a_team_namespaces_association_cannot_assume_a_platform_role():
+    plan = plan_of("prod")
+    statement = next(iter(_pod_roles(plan).values()))
+    trust = Policy(
+        "trust", {"Statement": [{k: v for k, v in statement.items() if k != "Principal"} | {"Resource": "*"}]}
+    )
+    own = {f"aws:RequestTag/{k.split('/')[-1]}": v for k, v in statement["Condition"]["StringEquals"].items()}
+    assert evaluate(Request("sts:AssumeRole", "*", own), [trust]).allowed
+    stolen = {**own, "aws:RequestTag/kubernetes-namespace": "vision"}
+    assert not evaluate(Request("sts:AssumeRole", "*", stolen), [trust]).allowed

@@ -354,3 +354,14 @@ def test_the_runner_roles_static_policy_grants_no_interface_writes(plan):
         )["Statement"]
         actions = {a for st in statements for a in st["Action"]}
         assert not {"ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface"} & actions
+
+
+def test_codebuild_may_assume_a_runners_role_only_for_its_own_project_and_account(plan):
+    """Issue 34: the runners' trust policies named no source (the confused deputy)."""
+    account = plan.config.delivery.account_id
+    for purpose in ("preview", "deploy"):
+        project = f"higgsfield-{plan.stack}-{purpose}-runner"
+        role = _named(plan, "aws:iam/role:Role", f"delivery-{purpose}-runner")
+        (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+        assert statement["Condition"]["StringEquals"] == {"aws:SourceAccount": account}
+        assert statement["Condition"]["ArnLike"]["aws:SourceArn"].endswith(f":{account}:project/{project}")
