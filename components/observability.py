@@ -48,6 +48,10 @@ CONTAINER_INSIGHTS_LOGS = ("application", "dataplane", "host", "performance")
 EFA_TX, EFA_RX = "node_amazonefa_tx_bytes", "node_amazonefa_rx_bytes"  # images/training/efa_metrics.py
 
 
+# The EBS class the monitoring stack's volumes use; no team namespace may claim from it (components/teams.py).
+EBS_STORAGE_CLASS = "gp3-encrypted"
+
+
 def _panel(title: str, expr: str, unit: str, y: int, x: int) -> dict:
     return {
         "type": "timeseries",
@@ -421,7 +425,7 @@ class Monitoring(pulumi.ComponentResource):
             {
                 "apiVersion": "storage.k8s.io/v1",
                 "kind": "StorageClass",
-                "metadata": {"name": "gp3-encrypted"},
+                "metadata": {"name": EBS_STORAGE_CLASS},
                 "provisioner": "ebs.csi.aws.com",
                 "parameters": {"type": "gp3", "encrypted": "true"},
                 "volumeBindingMode": "WaitForFirstConsumer",

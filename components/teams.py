@@ -12,9 +12,16 @@ from components import tenancy
 from components.demand import EFA, HUGEPAGES, gpu_node_share
 from components.gang_deadline import GangDeadline, GangDeadlineArgs
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
+from components.observability import EBS_STORAGE_CLASS
 from components.tenancy import TeamRules
 from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Team
 
+# Objects a team namespace may hold at most (ours: far above what jobs make, far below what fills
+# etcd); and no volume of the cluster's EBS classes: a team's storage is the platform's Lustre claims
+# (components/storage.py), and an EBS claim would buy volumes outside every quota. `gp2` is the class
+# some EKS versions ship (components/cluster_created.py).
+OBJECT_COUNTS = {"configmaps": 500, "secrets": 200, "services": 100, "persistentvolumeclaims": 50}
+EBS_CLASSES = (EBS_STORAGE_CLASS, "gp2")
 # Pods of CPU-only work a team may run beside its gangs (data preparation, evaluation), within its
 # cpuQuota's room (infra/config/scheduler.py MIN_CPU_QUOTA).
 CPU_ONLY_PODS = 16
@@ -39,6 +46,8 @@ def compute_quota(team: Team, pools: Sequence[GpuPool]) -> dict:
         f"requests.{HUGEPAGES}": f"{floor(team.gpu_quota * share[HUGEPAGES])}Mi",
         "pods": str(ceil(team.gpu_quota * share["pods"]) + CPU_ONLY_PODS),
         "count/poddisruptionbudgets.policy": "0",
+        **{f"count/{kind}": str(n) for kind, n in OBJECT_COUNTS.items()},
+        **{f"{c}.storageclass.storage.k8s.io/requests.storage": "0" for c in EBS_CLASSES},
     }
     return {
         "apiVersion": "v1",

@@ -97,6 +97,14 @@ def test_no_team_may_create_a_pod_disruption_budget(plan):
         assert quota.inputs["spec"]["hard"]["count/poddisruptionbudgets.policy"] == "0"
 
 
+def test_no_team_claims_ebs_volumes_and_object_counts_are_bounded(plan):
+    for quota in _by_namespace(plan, QUOTA, "compute").values():
+        hard = quota.inputs["spec"]["hard"]
+        assert hard["gp3-encrypted.storageclass.storage.k8s.io/requests.storage"] == "0"
+        assert hard["gp2.storageclass.storage.k8s.io/requests.storage"] == "0"
+        assert all(int(hard[f"count/{kind}"]) > 0 for kind in ("configmaps", "secrets", "services"))
+
+
 def _team(**fields) -> Team:
     return Team.model_validate(
         {"name": "vision", "queue": "q", "gpuQuota": 8, "priorityClasses": ["batch-low"], "uid": 20003, **fields}
