@@ -36,6 +36,7 @@ from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_fo
 from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
+from components.node_admission import FIXED_NODE_FIELDS_MESSAGE, fixed_node_fields_unchanged
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
 from infra.config import STARTUP_TAINT_KEY, GpuPool, HealthThresholds, seconds_of
 from infra.core import versions
@@ -175,9 +176,6 @@ def own_node_policy() -> dict:
     old_labels = "(has(oldObject.metadata.labels) ? oldObject.metadata.labels : {})"
     new_labels = "(has(object.metadata.labels) ? object.metadata.labels : {})"
     others = f"!k.startsWith('{HEALTH_LABEL_PREFIX}')"
-    # A field the gate never changes: present in both or neither, and equal (a Node is a typed object
-    # to the API server's CEL, so each field is named: no macro runs over an object's keys).
-    same = lambda f: f"(has(object.{f}) == has(oldObject.{f}) && (!has(object.{f}) || object.{f} == oldObject.{f}))"  # noqa: E731
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
@@ -214,20 +212,9 @@ def own_node_policy() -> dict:
                     "reason": "Forbidden",
                 },
                 {
-                    "expression": " && ".join(
-                        same(f)
-                        for f in (
-                            "metadata.finalizers",
-                            "metadata.ownerReferences",
-                            "spec.providerID",
-                            "spec.podCIDR",
-                            "spec.podCIDRs",
-                            "spec.configSource",
-                            "spec.externalID",
-                        )
-                    ),
-                    "message": "the health gate may change only its taint and health labels: not a node's finalizers, "
-                    "owner references, providerID, pod CIDRs or config source",
+                    "expression": fixed_node_fields_unchanged(),
+                    "message": "the health gate may change only its taint and health labels: not a node's "
+                    f"{FIXED_NODE_FIELDS_MESSAGE}",
                     "reason": "Forbidden",
                 },
                 {

@@ -17,6 +17,7 @@ from components.addons import managed_addon
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from components.logs import account_key_policy
+from components.node_admission import FIXED_NODE_FIELDS_MESSAGE, fixed_node_fields_unchanged
 from infra.config import Fsx
 from infra.core.names import KUBE_SYSTEM, NODE_NAME_EXTRA
 from infra.core.versions import AddonVersion
@@ -194,6 +195,11 @@ def csi_node_policy() -> dict:
                     "(has(object.spec.unschedulable) && object.spec.unschedulable) == "
                     "(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
                     "message": "the FSx CSI node plugin may not change a node's labels, annotations or cordon it",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": fixed_node_fields_unchanged(),
+                    "message": f"the FSx CSI node plugin may not change a node's {FIXED_NODE_FIELDS_MESSAGE}",
                     "reason": "Forbidden",
                 },
             ],
