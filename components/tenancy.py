@@ -191,6 +191,14 @@ def cel_variables() -> list[dict]:
 GPU_NODE_RESOURCES = ("nvidia.com/gpu", "vpc.amazonaws.com/efa")
 
 
+def _containers(spec: str) -> str:
+    """Every container of a pod spec: containers, init containers (sidecars too), ephemeral containers."""
+    return (
+        f"((has({spec}.containers) ? {spec}.containers : []) + (has({spec}.initContainers) ? {spec}.initContainers "
+        f": []) + (has({spec}.ephemeralContainers) ? {spec}.ephemeralContainers : []))"
+    )
+
+
 def _takes_a_gpu_node(spec: str) -> str:
     """A pod spec that can only run on a GPU node, or may be placed on one: it requests a GPU, EFA
     or huge pages in any container (init, sidecar, ephemeral), or tolerates the GPU taint."""
@@ -220,6 +228,32 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 NODE_PINS = {DO_NOT_DISRUPT: "true", SAFE_TO_EVICT: "false"}
 
 
+# What a pod on a GPU node may ask for: what the team's queue and quota hold in its GPUs' share
+# (components/demand.py). Any other resource (ephemeral-storage, hugepages-1Gi, another extended
+# resource) has no share: a pod asking more than half a node's of it holds a node alone, and a
+# team's pods quota of them would hold that many nodes.
+GPU_NODE_POD_RESOURCES = ("cpu", "memory", *GPU_NODE_RESOURCES, "hugepages-2Mi")
+# The node labels a pod on a GPU node may select on: its pool, zone and region, and what every node of
+# a pool shares. A label unique to a node (kubernetes.io/hostname, the gate's boot id) would pin it.
+NODE_SELECTOR_KEYS = (
+    POOL_LABEL,
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "node.kubernetes.io/instance-type",
+)
+
+
+def _asks_only(obj: str) -> str:
+    """`obj` (a container, or a pod spec's pod-level `resources`) requests and limits only GPU_NODE_POD_RESOURCES."""
+    allowed = _list(GPU_NODE_POD_RESOURCES)
+    return (
+        f"(!has({obj}.resources) || ((!has({obj}.resources.requests) || {obj}.resources.requests.all(k, k in "
+        f"{allowed})) && (!has({obj}.resources.limits) || {obj}.resources.limits.all(k, k in {allowed}))))"
+    )
+
+
 def _asks_gpus(spec: str) -> str:
     """A pod spec whose containers request (or limit) at least one GPU."""
 
@@ -233,11 +267,13 @@ def _asks_gpus(spec: str) -> str:
 
 
 def _spreads(spec: str) -> str:
-    """A pod spec that spreads its pods over nodes or picks its node by name: topology spread, pod
-    anti-affinity, or the hostname label (or a node field) in its node selector or affinity."""
+    """A pod spec that spreads its pods over nodes or picks its node: topology spread, pod
+    anti-affinity, or a node label beyond NODE_SELECTOR_KEYS (the hostname, the gate's boot id) or a
+    node field in its node selector or affinity."""
+    keys = _list(NODE_SELECTOR_KEYS)
     terms = (
         "(!has(t.matchFields) || size(t.matchFields) == 0) && (!has(t.matchExpressions) || "
-        f"t.matchExpressions.all(e, e.key != '{HOSTNAME_LABEL}'))"
+        f"t.matchExpressions.all(e, e.key in {keys}))"
     )
     node = f"{spec}.affinity.nodeAffinity"
     required = f"{node}.requiredDuringSchedulingIgnoredDuringExecution"
@@ -252,7 +288,7 @@ def _spreads(spec: str) -> str:
     )
     return (
         f"((has({spec}.topologySpreadConstraints) && size({spec}.topologySpreadConstraints) > 0) || "
-        f"(has({spec}.nodeSelector) && '{HOSTNAME_LABEL}' in {spec}.nodeSelector) || {by_affinity})"
+        f"(has({spec}.nodeSelector) && !{spec}.nodeSelector.all(k, k in {keys})) || {by_affinity})"
     )
 
 
@@ -288,9 +324,27 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || !{_spreads('s')} || "
             f"{_whole_node('s', team.node_gpus)})",
             "message": "pods on GPU nodes are packed by the scheduler: no topologySpreadConstraints, no "
-            f"podAntiAffinity, no {HOSTNAME_LABEL} (or node field) in nodeSelector or nodeAffinity: spread one to "
+            f"podAntiAffinity, nodeSelector and nodeAffinity on {', '.join(NODE_SELECTOR_KEYS)} only (not "
+            f"{HOSTNAME_LABEL}, no node field): spread one to "
             "a node, a team's pods would hold more GPU nodes than its GPUs (a pod that asks for all of its pool's "
             "GPUs may)",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({_asks_only('s')} && "
+            f"{_containers('s')}.all(c, {_asks_only('c')})))",
+            "message": f"pods on GPU nodes ask for {', '.join(GPU_NODE_POD_RESOURCES)} only (what the team's "
+            "queue and quota hold in its GPUs' share): no ephemeral-storage, hugepages-1Gi or other resource",
+            "reason": "Forbidden",
+        },
+        {
+            # The Cluster Autoscaler never removes the node of a pod no controller owns (drain.go, the
+            # "not replicated" blocking reason); the garbage collector removes a pod whose owner is not there.
+            "expression": "object.kind != 'Pod' || request.operation != 'CREATE' || "
+            f"!{_takes_a_gpu_node('object.spec')} || (has(object.metadata.ownerReferences) && "
+            "object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller == true))",
+            "message": "a pod on a GPU node is made by a controller (a Job, a Deployment, a Kubeflow job): a bare "
+            "pod would keep the autoscaler from ever removing its node",
             "reason": "Forbidden",
         },
         {

@@ -129,3 +129,42 @@ def test_a_gpu_pod_keeps_the_do_not_disrupt_the_platform_gives_training_pods():
         "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
     }
     assert any(m.startswith(PINS) for m in denied_by(job))
+
+
+def test_a_pod_pinned_by_a_label_unique_to_its_node_is_denied():
+    """Beside the hostname: the health gate stamps each node with its kernel's boot id."""
+    pod = _pod(containers=ONE_GPU, nodeSelector={"higgsfield.io/health-boot": "6f1c0e2a-1b2c-4d5e-8f90-123456789abc"})
+    assert any(m.startswith(PACKED) for m in denied_by(pod))
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "higgsfield.io/health-boot", "operator": "In", "values": ["x"]}]}
+                ]
+            }
+        }
+    }
+    assert any(m.startswith(PACKED) for m in denied_by(_pod(containers=ONE_GPU, affinity=affinity)))
+
+
+RESOURCES = "pods on GPU nodes ask for"
+
+
+@pytest.mark.parametrize("resource", ["ephemeral-storage", "hugepages-1Gi", "vpc.amazonaws.com/pod-eni"])
+def test_a_pod_on_a_gpu_node_asking_a_resource_no_quota_shares_is_denied(resource):
+    """A GPU-less pod asking most of a node's disk holds a node alone: a team's pods quota of them held
+    that many GPU nodes."""
+    container = {**NO_GPU[0], "resources": {"requests": {"cpu": "1", resource: "3000Gi"}}}
+    assert any(m.startswith(RESOURCES) for m in denied_by(_pod(containers=[container], tolerations=GPU_TOLERATION)))
+    init = {**NO_GPU[0], "name": "init", "resources": {"limits": {resource: "3000Gi"}}}
+    pod = _pod(containers=ONE_GPU, initContainers=[init])
+    assert any(m.startswith(RESOURCES) for m in denied_by(pod))
+
+
+def test_a_bare_pod_on_a_gpu_node_is_denied_and_a_controllers_pod_admitted():
+    """The Cluster Autoscaler never removes the node of a pod no controller owns."""
+    pod = _pod(containers=NO_GPU, tolerations=GPU_TOLERATION)
+    assert denied_by(pod) == []
+    del pod["metadata"]["ownerReferences"]
+    assert any(m.startswith("a pod on a GPU node is made by a controller") for m in denied_by(pod))
+    assert denied_by(_pod(containers=NO_GPU) | {"metadata": {"name": "cpu", "namespace": "vision"}}) == []

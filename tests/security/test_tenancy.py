@@ -139,11 +139,16 @@ def _job(queue: str | None = "experiments", priority: str | None = "batch-low", 
     }
 
 
+# The pods controllers make carry their controller's reference (a pod on a GPU node must: tenancy's
+# node_share_validations); the API server's garbage collector removes one whose owner is not there.
+OWNED_BY = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u-1", "controller": True}]
+
+
 def _pod(**spec_changes) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "vision"},
+        "metadata": {"name": "p", "namespace": "vision", "ownerReferences": copy.deepcopy(OWNED_BY)},
         "spec": {"schedulerName": "volcano", **_pod_spec(**spec_changes)},
     }
 
@@ -298,7 +303,7 @@ def test_the_rendered_health_check_passes_its_teams_admission_policy(stack, pool
             obj = {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": "p", "namespace": team.name},
+                "metadata": {"name": "p", "namespace": team.name, "ownerReferences": copy.deepcopy(OWNED_BY)},
                 "spec": obj["spec"]["template"]["spec"],
             }
         if obj["kind"] != "ConfigMap":
@@ -317,7 +322,12 @@ def test_every_rendered_example_passes_its_teams_policy_and_fails_anothers(stack
         job = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": "p", "namespace": team, **template.get("metadata", {})},
+            "metadata": {
+                "name": "p",
+                "namespace": team,
+                "ownerReferences": copy.deepcopy(OWNED_BY),
+                **template.get("metadata", {}),
+            },
             "spec": template["spec"],
         }
     assert denied_by(job, rules[team]) == []
@@ -335,7 +345,14 @@ def _operator_pod(template: dict, team: str) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "p", "namespace": team, **copy.deepcopy(template.get("metadata", {}))},
+        "metadata": {
+            "name": "p",
+            "namespace": team,
+            "ownerReferences": [
+                {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "j", "uid": "u-2", "controller": True}
+            ],
+            **copy.deepcopy(template.get("metadata", {})),
+        },
         "spec": spec,
     }
 
