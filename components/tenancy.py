@@ -406,7 +406,20 @@ def gang_validations(team: TeamRules) -> list[dict]:
         f"m.external.metric.selector.matchLabels.pool == {pool} && has(m.external.target) && "
         "m.external.target.type == 'Value' && has(m.external.target.value) && string(m.external.target.value) == '1'"
     )
+    hpa_on_a_job = (
+        f"object.kind == 'HorizontalPodAutoscaler' && has(object.spec.scaleTargetRef) && "
+        f"object.spec.scaleTargetRef.kind in {_list(list(JOB_KINDS))}"
+    )
     return [
+        {
+            # The operator makes each elastic job's HPA from its elasticPolicy (pkg/controller.v1/pytorch/hpa.go@
+            # v1.9.4); an HPA of the team's own on the job's /scale would grow it on any metric (the HPA controller
+            # may scale every resource with a scale subresource).
+            "expression": f"!({hpa_on_a_job}) || request.userInfo.username == '{OPERATOR_USER}'",
+            "message": "a Kubeflow job's HorizontalPodAutoscaler is the Training Operator's (from elasticPolicy): "
+            "a team may not create or change one",
+            "reason": "Forbidden",
+        },
         {
             "expression": f"!({is_job}) || !{_field('object', *sched.split('.')[1:], 'minResources')}",
             "message": "a gang's minResources is the platform's (the requests of its pods): remove "
@@ -726,6 +739,12 @@ def admission_policy(team: TeamRules) -> dict:
             "apiGroups": ["scheduling.volcano.sh"],
             "apiVersions": ["v1beta1"],
             "resources": ["podgroups"],
+            "operations": ["CREATE", "UPDATE"],
+        },
+        {
+            "apiGroups": ["autoscaling"],
+            "apiVersions": ["v1", "v2"],
+            "resources": ["horizontalpodautoscalers"],
             "operations": ["CREATE", "UPDATE"],
         },
     ]

@@ -141,3 +141,43 @@ METRICS = {
 @pytest.mark.parametrize("metrics", sorted(METRICS))
 def test_an_elastic_job_scaling_on_anything_but_the_platforms_room_is_denied(metrics):
     assert _denied(_elastic(metrics=METRICS[metrics]), METRIC)
+
+
+def _hpa(kind: str = "PyTorchJob") -> dict:
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "grow", "namespace": "vision"},
+        "spec": {
+            "scaleTargetRef": {
+                "apiVersion": "kubeflow.org/v1" if kind != "Deployment" else "apps/v1",
+                "kind": kind,
+                "name": "j",
+            },
+            "minReplicas": 1,
+            "maxReplicas": 64,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 1}},
+                }
+            ],
+        },
+    }
+
+
+HPA = "a Kubeflow job's HorizontalPodAutoscaler is the Training Operator's"
+
+
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+def test_a_team_hpa_on_its_elastic_job_is_denied(operation):
+    """Beside the elasticPolicy: an HPA of the team's own on the job's /scale subresource, which the HPA
+    controller may scale, would grow it on any metric."""
+    assert _denied(_hpa(), HPA, operation=operation, old=_hpa() if operation == "UPDATE" else None)
+
+
+def test_the_operators_hpa_and_a_teams_serving_hpa_are_admitted():
+    from components.tenancy import OPERATOR_USER
+
+    assert not _denied(_hpa(), HPA, user=OPERATOR_USER)
+    assert denied_by(_hpa("Deployment")) == []

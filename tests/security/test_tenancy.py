@@ -467,6 +467,7 @@ def test_admission_policy_matches_the_kinds_it_checks():
         ("", "pods/ephemeralcontainers"),
         ("", "services"),
         ("scheduling.volcano.sh", "podgroups"),
+        ("autoscaling", "horizontalpodautoscalers"),
         *(("kubeflow.org", r) for r in tenancy.JOB_KINDS.values()),
         *workloads,
     } == resources
