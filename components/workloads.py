@@ -46,6 +46,7 @@ VOLCANO_SCHEDULER_JOB, VOLCANO_CONTROLLER_JOB = "volcano-scheduler", "volcano-co
 KSM_JOB, DCGM_JOB, EFA_JOB, SERVING_JOB = "kube-state-metrics", "dcgm-exporter", "efa", "serving"
 SERVING_LABEL = ("higgsfield.io/workload", "serving")
 SERVING_PORT = "http"
+SERVING_SCRAPE_LIMITS = {"sample_limit": 100, "label_limit": 30, "body_size_limit": "1MB"}  # ours: one gauge per pod
 
 # kube-state-metrics' --metric-labels-allowlist, through the kube-state-metrics chart's
 # metricLabelsAllowlist (prometheus-community/helm-charts:charts/kube-state-metrics/values.yaml and
@@ -103,6 +104,12 @@ def serving_scrape_job() -> dict:
     meta = "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in key)
     return {
         "job_name": SERVING_JOB,
+        # A tenant's endpoint is scraped by the platform's Prometheus: at most this much per pod, or the
+        # scrape fails (sample_limit, label_limit, body_size_limit: prometheus.io/docs/prometheus/latest/
+        # configuration/configuration/#scrape_config), so no team exhausts Prometheus for the others.
+        "sample_limit": SERVING_SCRAPE_LIMITS["sample_limit"],
+        "label_limit": SERVING_SCRAPE_LIMITS["label_limit"],
+        "body_size_limit": SERVING_SCRAPE_LIMITS["body_size_limit"],
         "kubernetes_sd_configs": [{"role": "pod"}],
         "relabel_configs": [
             {"source_labels": [meta], "regex": value, "action": "keep"},

@@ -48,6 +48,13 @@ def test_the_serving_scrape_keeps_only_the_serving_metric():
     ]
 
 
+def test_a_tenants_scraped_endpoint_cannot_flood_prometheus():
+    """Beside the forged names: a serving pod answering with millions of series would exhaust the
+    Prometheus every team's HPA and dashboard read."""
+    job = workloads.serving_scrape_job()
+    assert 0 < job["sample_limit"] <= 1000 and 0 < job["label_limit"] <= 64 and job["body_size_limit"]
+
+
 def _room(queue: str, pool: str) -> str:
     """The elastic room as prometheus-adapter sends it for an HPA selecting {queue_name, pool}."""
     return workloads.ELASTIC_ROOM_QUERY.replace('<<index .LabelValuesByName "queue_name">>', queue).replace(
