@@ -246,6 +246,14 @@ CROSS_ACCOUNT_OPENINGS = (
     "ec2:ModifySnapshotAttribute",
     "ec2:ModifyImageAttribute",
     "ec2:ModifyInstanceAttribute",
+    "ec2:CreateVpcEndpointServiceConfiguration",
+    "ec2:ModifyVpcEndpointServicePermissions",
+    "ec2:AcceptVpcEndpointConnections",
+    "ec2:CreateTransitGatewayVpcAttachment",
+    "ec2:AcceptTransitGatewayVpcAttachment",
+    "ec2:CreateVpnConnection",
+    "ec2:AttachVpnGateway",
+    "ec2:CreateClientVpnEndpoint",
 )
 
 
@@ -426,6 +434,16 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
         },
         # The audit trail (the control plane's and the VPC's flow logs) outlives any deploy: no deploy
         # deletes it or shortens it; an administrator does (docs/security-ci.md).
+        # Cluster access for this account's principals only (eks:principalArn, the principal an access entry
+        # names: service authorization reference, Amazon EKS condition keys); another account's role made
+        # cluster admin would read every Secret.
+        {
+            "Sid": "ClusterAccessStaysInTheAccount",
+            "Effect": "Deny",
+            "Action": ["eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy"],
+            "Resource": "*",
+            "Condition": {"ArnNotLike": {"eks:principalArn": f"arn:aws:iam::{account}:*"}},
+        },
         {
             "Sid": "AuditLogsStay",
             "Effect": "Deny",

@@ -222,6 +222,26 @@ ATTACKS += [
     ("expire the data", Request("s3:PutLifecycleConfiguration", DATA_BUCKET), "NoCrossAccountOpenings"),
     ("make the data public", Request("s3:DeleteBucketPublicAccessBlock", DATA_BUCKET), "NoCrossAccountOpenings"),
     ("an access point for another account", Request("s3:CreateAccessPoint", DATA_BUCKET), "NoCrossAccountOpenings"),
+    (
+        "offer the VPC's services to another account",
+        Request("ec2:ModifyVpcEndpointServicePermissions", "*"),
+        "NoCrossAccountOpenings",
+    ),
+    (
+        "attach the VPC to another account's transit gateway",
+        Request("ec2:CreateTransitGatewayVpcAttachment", "*"),
+        "NoCrossAccountOpenings",
+    ),
+    ("a VPN to another network", Request("ec2:CreateVpnConnection", "*"), "NoCrossAccountOpenings"),
+    (
+        "make another account's role a cluster admin",
+        Request(
+            "eks:CreateAccessEntry",
+            "arn:aws:eks:us-east-2:444455556666:cluster/higgsfield-prod",
+            {"eks:principalArn": "arn:aws:iam::999999999999:role/attacker"},
+        ),
+        "ClusterAccessStaysInTheAccount",
+    ),
 ]
 
 
@@ -283,6 +303,11 @@ DEPLOYS = [
     ),
     Request("kms:CreateKey", "*"),
     Request("kms:CreateGrant", "*", {"kms:GrantIsForAWSResource": "true"}),  # EBS and FSx, for their volumes
+    Request(
+        "eks:CreateAccessEntry",
+        "arn:aws:eks:us-east-2:444455556666:cluster/higgsfield-prod",
+        {"eks:principalArn": f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-deploy"},
+    ),
     Request("kms:PutKeyPolicy", f"arn:aws:kms:us-east-2:{ACCOUNT}:key/logs"),  # the keys' policies (components/logs.py)
     Request("logs:DeleteLogGroup", f"arn:aws:logs:us-east-2:{ACCOUNT}:log-group:/aws/codebuild/x"),
     Request("logs:CreateLogGroup", "*"),
@@ -515,3 +540,13 @@ def test_a_team_namespaces_association_cannot_assume_a_platform_role():
     assert evaluate(Request("sts:AssumeRole", "*", own), [trust]).allowed
     stolen = {**own, "aws:RequestTag/kubernetes-namespace": "vision"}
     assert not evaluate(Request("sts:AssumeRole", "*", stolen), [trust]).allowed
+
+
+def test_check_names_an_admin_of_another_account_the_boundary_would_refuse():
+    from infra.offline.delivery_checks import delivery_findings
+
+    cfg = config_of("prod")
+    assert not [w for w, _ in delivery_findings(cfg, {}) if w.startswith("higgsfield:admins")]
+    other = cfg.model_copy(update={"admins": (*cfg.admins, "arn:aws:iam::999999999999:role/CentralAdmin")})
+    (finding,) = [(w, m) for w, m in delivery_findings(other, {}) if w.startswith("higgsfield:admins")]
+    assert finding[0] == f"higgsfield:admins[{len(cfg.admins)}]" and "ClusterAccessStaysInTheAccount" in finding[1]
