@@ -99,7 +99,16 @@ def rules_of(
         service_types=tuple(team.service_types),
         public_load_balancers=public_load_balancers,
         node_gpus=tuple((p.name, p.gpus_per_node) for p in pools),
+        gpu_share=_cpu_and_memory_share(pools),
     )
+
+
+def _cpu_and_memory_share(pools: Sequence[GpuPool]) -> tuple[float, float] | None:
+    """One GPU's share of the pools' nodes in vCPUs and bytes of memory (the most of any type), or None."""
+    if not pools:
+        return None
+    share = gpu_node_share(pools)
+    return float(share["cpu"]), float(share["memory"] * 2**20)
 
 
 @dataclass(frozen=True, kw_only=True)

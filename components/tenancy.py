@@ -137,6 +137,7 @@ class TeamRules:
     service_types: tuple[str, ...] = ()  # beyond ClusterIP: NodePort, LoadBalancer
     public_load_balancers: bool = False  # the stack tags its public subnets for internet-facing load balancers
     node_gpus: tuple[tuple[str, int], ...] = ()  # (pool, GPUs of its nodes): a pod asking all of them may spread
+    gpu_share: tuple[float, float] | None = None  # one GPU's share of the pools' nodes: (vCPUs, bytes of memory)
 
     @property
     def gid(self) -> int:
@@ -308,6 +309,53 @@ def _whole_node(spec: str, node_gpus: Sequence[tuple[str, int]]) -> str:
         for f in ("limits", "requests")
     )
     return f"(has({spec}.containers) && {spec}.containers.exists(c, {asks}))"
+
+
+def _request_sum(containers: str, resource: str) -> str:
+    """The containers' requests of `resource` (their limits where they state no request), summed as
+    numbers. quantity() and sum() are Kubernetes' CEL libraries (k8s.io/apiserver/pkg/cel/library/
+    quantity.go and lists.go, kubernetes/kubernetes@v1.35.0)."""
+
+    def of(field: str) -> str:
+        return f"quantity(string(c.resources.{field}['{resource}'])).asApproximateFloat()"
+
+    asked = (
+        f"has(c.resources) && has(c.resources.requests) && '{resource}' in c.resources.requests ? {of('requests')} : "
+        f"(has(c.resources) && has(c.resources.limits) && '{resource}' in c.resources.limits ? {of('limits')} : 0.0)"
+    )
+    return f"{containers}.map(c, {asked}).sum()"
+
+
+def share_cap_validations(team: TeamRules) -> list[dict]:
+    """No pod on a GPU node asks more CPU or memory than its GPUs' share of the pools' nodes (one GPU's
+    share for a pod without GPUs): the team's quota then covers no more nodes than its GPUs in those
+    dimensions either, for a pod asking more than half a node's CPU or memory holds the node alone."""
+    if team.gpu_share is None:
+        return []
+    cpu, memory = team.gpu_share
+
+    def gpus(containers: str) -> str:
+        asked = (
+            f"has(c.resources) && has(c.resources.limits) && '{GPU_RESOURCE}' in c.resources.limits ? "
+            f"int(c.resources.limits['{GPU_RESOURCE}']) : 0"
+        )
+        return f"{containers}.map(c, {asked}).sum()"
+
+    main = "(has(s.containers) ? s.containers : [])"
+    share = f"double({gpus(main)} > 0 ? {gpus(main)} : 1)"
+    inits = "(has(s.initContainers) ? s.initContainers : [])"
+    within = " && ".join(
+        f"{_request_sum(main, r)} <= {share} * {most} && {inits}.all(i, {_request_sum('[i]', r)} <= {share} * {most})"
+        for r, most in (("cpu", float(cpu)), ("memory", float(memory)))
+    )
+    return [
+        {
+            "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({within}))",
+            "message": f"a pod on a GPU node asks at most its GPUs' share of the node ({cpu:g} vCPUs and "
+            f"{memory / 2**30:g} GiB per GPU; a pod without GPUs one GPU's): a bigger one would hold a node alone",
+            "reason": "Forbidden",
+        }
+    ]
 
 
 def node_share_validations(team: TeamRules) -> list[dict]:
@@ -704,6 +752,7 @@ def cel_validations(team: TeamRules) -> list[dict]:
         ]
         + gpu_and_node_validations()
         + node_share_validations(team)
+        + share_cap_validations(team)
         + gang_validations(team)
         + container_hardening_validations()
         + launcher_label_validations()

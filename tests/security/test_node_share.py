@@ -4,9 +4,11 @@ being emptied. The team admission policy's CEL evaluated with cel-python, as tes
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from tests.security.test_tenancy import _job, _pod, denied_by
+from tests.security.test_tenancy import VISION, _job, _pod, denied_by
 
 ONE_GPU = [
     {
@@ -168,3 +170,47 @@ def test_a_bare_pod_on_a_gpu_node_is_denied_and_a_controllers_pod_admitted():
     del pod["metadata"]["ownerReferences"]
     assert any(m.startswith("a pod on a GPU node is made by a controller") for m in denied_by(pod))
     assert denied_by(_pod(containers=NO_GPU) | {"metadata": {"name": "cpu", "namespace": "vision"}}) == []
+
+
+# prod's p5.48xlarge: 192 vCPUs and 2,048 GiB for 8 GPUs
+P5_SHARE = dataclasses.replace(VISION, gpu_share=(24.0, 256.0 * 2**30))
+CAP = "a pod on a GPU node asks at most its GPUs' share"
+
+
+def _asking(gpus: int, *requests: dict, init: dict | None = None) -> dict:
+    containers = [
+        {
+            **NO_GPU[0],
+            "name": f"c{i}",
+            "resources": {"requests": r, **({"limits": {"nvidia.com/gpu": gpus}} if gpus and i == 0 else {})},
+        }
+        for i, r in enumerate(requests)
+    ]
+    extra = {"initContainers": [{**NO_GPU[0], "name": "init", "resources": {"requests": init}}]} if init else {}
+    return _pod(containers=containers, tolerations=GPU_TOLERATION, **extra)
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        _asking(0, {"cpu": "188", "memory": "1Gi"}),
+        _asking(0, {"cpu": "1", "memory": "1025Gi"}),
+        _asking(0, {"cpu": "20"}, {"cpu": 20}),
+        _asking(1, {"cpu": "100"}),
+        _asking(0, {"cpu": "1"}, init={"memory": "1800Gi"}),
+    ],
+    ids=["gpu-less-188-vcpus", "gpu-less-1025-gib", "two-containers-40-vcpus", "one-gpu-100-vcpus", "init-1800-gib"],
+)
+def test_a_pod_asking_more_than_its_gpus_share_of_a_node_is_denied(pod):
+    """Issue 34: pods just above half a node's CPU or memory each held a node alone, so a team's quota
+    covered twice the nodes its GPUs would."""
+    assert any(m.startswith(CAP) for m in denied_by(pod, P5_SHARE))
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [_asking(0, {"cpu": "24", "memory": "256Gi"}), _asking(8, {"cpu": "188", "memory": "1800Gi"}), _asking(0, {})],
+    ids=["gpu-less-one-share", "eight-gpus-almost-a-node", "no-requests"],
+)
+def test_a_pod_within_its_gpus_share_is_admitted(pod):
+    assert not any(m.startswith(CAP) for m in denied_by(pod, P5_SHARE))

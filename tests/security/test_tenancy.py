@@ -47,8 +47,44 @@ AUTHORIZER_FUNCTIONS = {
         )
     ),
 }
-# Kubernetes' CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go): `list.sum()`.
-LIST_FUNCTIONS = {"sum": lambda values: celtypes.IntType(sum(int(v) for v in values))}
+_SUFFIXES = {
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+}
+
+
+def _quantity(text) -> float:
+    """A Kubernetes quantity's value (k8s.io/apimachinery/pkg/api/resource: decimal and binary suffixes, exponents)."""
+    text = str(text)
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(text[: -len(suffix)]) * _SUFFIXES[suffix]
+    return float(text)
+
+
+def _sum(values):
+    values = list(values)
+    if any(isinstance(v, celtypes.DoubleType) for v in values):
+        return celtypes.DoubleType(sum(float(v) for v in values))
+    return celtypes.IntType(sum(int(v) for v in values))
+
+
+# Kubernetes' CEL libraries (k8s.io/apiserver/pkg/cel/library): lists.go `list.sum()`, quantity.go
+# `quantity(s)` and its asApproximateFloat().
+LIST_FUNCTIONS = {
+    "sum": _sum,
+    "quantity": lambda text: ("quantity", _quantity(text)),
+    "asApproximateFloat": lambda q: celtypes.DoubleType(q[1]),
+}
 NOBODY = Authorizer(lambda *_: False)
 
 
@@ -315,7 +351,7 @@ def test_the_rendered_health_check_passes_its_teams_admission_policy(stack, pool
 @pytest.mark.parametrize(("stack", "example", "team"), RENDERED, ids=["-".join(r) for r in RENDERED])
 def test_every_rendered_example_passes_its_teams_policy_and_fails_anothers(stack, example, team):
     cfg = plan_of(stack).config
-    rules = {t.name: rules_of(t, cfg.scheduler.priority_classes) for t in cfg.scheduler.teams}
+    rules = {t.name: rules_of(t, cfg.scheduler.priority_classes, pools=cfg.gpu_pools) for t in cfg.scheduler.teams}
     job = jobs.workload_of(jobs.render(example, cfg, team=team))
     if job["kind"] in ("Deployment", "Job"):  # the policy sees their pods
         (template,) = jobs.pod_templates(job)
@@ -361,7 +397,7 @@ def test_the_pods_the_operator_makes_of_every_rendered_job_are_admitted_and_not_
     """The MPI launcher asks for no GPU yet tolerates the GPU taint: it runs on a GPU node, through Volcano."""
     cfg = plan_of(stack).config
     team = cfg.scheduler.teams[0]
-    rules = rules_of(team, cfg.scheduler.priority_classes)
+    rules = rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)
     for example in jobs.examples_for(cfg):
         job = jobs.workload_of(jobs.render(example, cfg, team=team.name))
         if job["kind"] in ("Deployment", "Job"):
