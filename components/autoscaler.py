@@ -194,7 +194,13 @@ class ClusterAutoscaler(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:autoscaler:ClusterAutoscaler", name, None, opts)
         role, policy = pod_identity_role(
-            f"{name}-role", args.tags, self, inline_policy=autoscaler_policy(args.cluster_name, args.region)
+            f"{name}-role",
+            args.tags,
+            self,
+            cluster=args.cluster_name,
+            namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT,
+            inline_policy=autoscaler_policy(args.cluster_name, args.region),
         )
         association = aws.eks.PodIdentityAssociation(
             f"{name}-identity",

@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components.addons import BEFORE_NODES, CLUSTER_ADDONS, managed_addon
 from components.identity import trust_policy
+from components.logs import account_key_policy
 from infra.core.names import CLUSTER_ADMIN_POLICY
 from infra.core.versions import AddonVersion
 
@@ -72,6 +73,12 @@ class Cluster(pulumi.ComponentResource):
             deletion_window_in_days=30,
             tags=tags,
             opts=keep,
+        )
+        aws.kms.KeyPolicy(
+            f"{name}-secrets",
+            key_id=key.key_id,
+            policy=key.arn.apply(account_key_policy),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         aws.kms.Alias(
             f"{name}-secrets",

@@ -18,11 +18,23 @@ parsers, the agents' own logs left out as the chart leaves them out), the kubern
 retention), one stream per node and container file. The Training Operator labels each replica's pod
 with its job, replica type (lowercase) and index (JOB_NAME_LABEL and the others below); the
 kubernetes filter adds the pod's node as kubernetes.host. docs/logs.md has the query.
+Per team: each team namespace's containers go to a log group of their own,
+/aws/containerinsights/CLUSTER/teams/TEAM (team_log_group), which components/observability.py creates
+with a managed policy that reads it and nothing else; the application group keeps the platform's
+namespaces only. An output picks its lines by tag with `Match_Regex` (fluent/fluent-bit documentation,
+"Configuration File", Match_Regex: any output; Onigmo syntax). The tag ends in the file's name,
+POD_NAMESPACE_CONTAINER-ID.log (kubelet's /var/log/containers naming); pod, namespace and
+container names are DNS names without `_`, so `_TEAM_` in it is the namespace and nothing a pod
+can set - not its labels, which any team writes.
 Unverified here: that the add-on's configuration schema takes extraFiles (EKS validates it; the
 command is in infra/core/versions.py PROVENANCE["CLOUDWATCH_LOGS_LABELS_ON"]).
 """
 
 from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
 
 # The Training Operator's pod labels (kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go,
 # set in pkg/controller.v1/pytorch/pytorchjob_controller.go and pkg/util/labels/labels.go, @v1.9.4).
@@ -38,8 +50,78 @@ def _section(name: str, settings: list[tuple[str, str]]) -> str:
     return "\n".join([f"[{name}]", *(f"    {key:<20}{value}" for key, value in settings)])
 
 
-def application_log_conf() -> str:
-    """The Fluent Bit config for container logs, with the pods' labels on every line."""
+def team_log_group(cluster: str, team: str) -> str:
+    """The log group of one team's container lines (`cluster` may be Fluent Bit's ${CLUSTER_NAME})."""
+    return f"/aws/containerinsights/{cluster}/teams/{team}"
+
+
+# What reading a log group takes (service authorization reference, Amazon CloudWatch Logs: these
+# actions take a log-group resource; GetQueryResults and DescribeLogGroups take none, and name no
+# group's contents: a query's results need its random id, DescribeLogGroups lists names and settings).
+LOG_READ_ACTIONS = (
+    "logs:DescribeLogStreams",
+    "logs:FilterLogEvents",
+    "logs:GetLogEvents",
+    "logs:GetLogGroupFields",
+    "logs:StartQuery",
+)
+
+
+def team_log_reader_policy(group_arn: str) -> str:
+    """An IAM policy document that reads one log group (its streams and events) and nothing else."""
+    arn = group_arn.removesuffix(":*")
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ReadTheTeamsLogs",
+                    "Effect": "Allow",
+                    "Action": list(LOG_READ_ACTIONS),
+                    "Resource": [arn, f"{arn}:*"],
+                },
+                {
+                    "Sid": "QueryResultsAndGroupNames",
+                    "Effect": "Allow",
+                    "Action": ["logs:GetQueryResults", "logs:DescribeLogGroups"],
+                    "Resource": "*",
+                },
+            ],
+        }
+    )
+
+
+def _namespace_tags(namespaces: Sequence[str]) -> str:
+    """The part of a container file's tag after the prefix: a pod, one of `namespaces`, a container."""
+    return "[^_]+_(" + "|".join(re.escape(n) for n in namespaces) + ")_[^_]+"
+
+
+def _output(match: tuple[str, str], group: str, create: bool) -> str:
+    return _section(
+        "OUTPUT",
+        [
+            ("Name", "cloudwatch_logs"),
+            match,
+            ("region", "${AWS_REGION}"),
+            ("log_group_name", group),
+            ("log_stream_prefix", "${HOST_NAME}-"),
+            # the chart's is true; components/observability.py creates every group first, with our retention
+            ("auto_create_group", "true" if create else "false"),
+            ("extra_user_agent", "container-insights"),
+        ],
+    )
+
+
+def application_log_conf(teams: Sequence[str] = ()) -> str:
+    """The Fluent Bit config for container logs, with the pods' labels on every line: each team
+    namespace's lines to its own log group, the rest (the platform's) to the application group."""
+    prefix, log = "^" + re.escape(_TAG_PREFIX), r"\.log$"
+    outputs = [
+        _output(("Match_Regex", f"{prefix}{_namespace_tags([t])}{log}"), team_log_group("${CLUSTER_NAME}", t), False)
+        for t in teams
+    ]
+    rest = ("Match_Regex", f"{prefix}(?!{_namespace_tags(teams)}{log}).+$") if teams else ("Match", "application.*")
+    outputs.append(_output(rest, "/aws/containerinsights/${CLUSTER_NAME}/application", True))
     return (
         "\n\n".join(
             [
@@ -82,33 +164,17 @@ def application_log_conf() -> str:
                         ("Buffer_Size", "0"),
                     ],
                 ),
-                _section(
-                    "OUTPUT",
-                    [
-                        ("Name", "cloudwatch_logs"),
-                        ("Match", "application.*"),
-                        ("region", "${AWS_REGION}"),
-                        ("log_group_name", "/aws/containerinsights/${CLUSTER_NAME}/application"),
-                        ("log_stream_prefix", "${HOST_NAME}-"),
-                        (
-                            "auto_create_group",
-                            "true",
-                        ),  # as the chart's; components/observability.py creates it first, with our retention
-                        ("extra_user_agent", "container-insights"),
-                    ],
-                ),
+                *outputs,
             ]
         )
         + "\n"
     )
 
 
-def addon_configuration(base: dict) -> dict:
+def addon_configuration(base: dict, teams: Sequence[str] = ()) -> dict:
     """The add-on's configuration values: `base` plus our container-log config."""
-    return {
-        **base,
-        "containerLogs": {"fluentBit": {"config": {"extraFiles": {APPLICATION_LOG_FILE: application_log_conf()}}}},
-    }
+    conf = application_log_conf(teams)
+    return {**base, "containerLogs": {"fluentBit": {"config": {"extraFiles": {APPLICATION_LOG_FILE: conf}}}}}
 
 
 def parse(conf: str) -> list[tuple[str, dict[str, str]]]:

@@ -219,6 +219,44 @@ def _document(*statements: dict) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
 
 
+# Writes that open data to another account, none of which the program makes (see boundary_policy).
+CROSS_ACCOUNT_OPENINGS = (
+    "ecr:SetRepositoryPolicy",
+    "ecr:PutRegistryPolicy",
+    "ecr:PutReplicationConfiguration",
+    "s3:PutBucketPolicy",
+    "s3:PutBucketAcl",
+    "s3:PutObjectAcl",
+    "s3:PutBucketOwnershipControls",
+    "s3:PutReplicationConfiguration",
+    "s3:PutLifecycleConfiguration",
+    "s3:PutBucketPublicAccessBlock",
+    "s3:DeleteBucketPublicAccessBlock",
+    "s3:CreateAccessPoint",
+    "s3:PutAccessPointPolicy",
+    "logs:PutSubscriptionFilter",
+    "logs:PutDestination",
+    "logs:PutDestinationPolicy",
+    "logs:PutResourcePolicy",
+    "logs:PutAccountPolicy",
+    "logs:PutDeliveryDestination",
+    "logs:PutDeliveryDestinationPolicy",
+    "ec2:CreateVpcPeeringConnection",
+    "ec2:AcceptVpcPeeringConnection",
+    "ec2:ModifySnapshotAttribute",
+    "ec2:ModifyImageAttribute",
+    "ec2:ModifyInstanceAttribute",
+    "ec2:CreateVpcEndpointServiceConfiguration",
+    "ec2:ModifyVpcEndpointServicePermissions",
+    "ec2:AcceptVpcEndpointConnections",
+    "ec2:CreateTransitGatewayVpcAttachment",
+    "ec2:AcceptTransitGatewayVpcAttachment",
+    "ec2:CreateVpnConnection",
+    "ec2:AttachVpnGateway",
+    "ec2:CreateClientVpnEndpoint",
+)
+
+
 def boundary_arn(account: str, stack: str) -> str:
     """Known before the policy exists (IAM policy ARNs are account + name)."""
     return f"arn:aws:iam::{account}:policy/{boundary_name(stack)}"
@@ -373,6 +411,46 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
                 f"arn:aws:s3:::{settings.state_bucket}",
                 f"arn:aws:s3:::{settings.state_bucket}/*",
                 settings.state_key_arn,
+            ],
+        },
+        # Nothing the program does opens the account's data to another account, so no role under the
+        # boundary may: resource policies and replication of the images, the buckets and the logs; peering;
+        # shared snapshots and images; KMS grants but those AWS services make for their own resources
+        # (kms:GrantIsForAWSResource: EBS, FSx); the user data of the layout client, which mounts Lustre
+        # unsquashed (components/storage.py). IAM has no condition key on a resource policy's principals, so
+        # each write is refused whole.
+        {
+            "Sid": "NoCrossAccountOpenings",
+            "Effect": "Deny",
+            "Resource": "*",
+            "Action": list(CROSS_ACCOUNT_OPENINGS),
+        },
+        {
+            "Sid": "KmsGrantsOnlyForAwsResources",
+            "Effect": "Deny",
+            "Action": ["kms:CreateGrant"],
+            "Resource": "*",
+            "Condition": {"Bool": {"kms:GrantIsForAWSResource": "false"}},
+        },
+        # The audit trail (the control plane's and the VPC's flow logs) outlives any deploy: no deploy
+        # deletes it or shortens it; an administrator does (docs/security-ci.md).
+        # Cluster access for this account's principals only (eks:principalArn, the principal an access entry
+        # names: service authorization reference, Amazon EKS condition keys); another account's role made
+        # cluster admin would read every Secret.
+        {
+            "Sid": "ClusterAccessStaysInTheAccount",
+            "Effect": "Deny",
+            "Action": ["eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy"],
+            "Resource": "*",
+            "Condition": {"ArnNotLike": {"eks:principalArn": f"arn:aws:iam::{account}:*"}},
+        },
+        {
+            "Sid": "AuditLogsStay",
+            "Effect": "Deny",
+            "Action": ["logs:DeleteLogGroup", "logs:DeleteLogStream", "logs:DeleteRetentionPolicy"],
+            "Resource": [
+                f"arn:aws:logs:*:{account}:log-group:/aws/eks/{cluster_name(stack)}/cluster*",
+                f"arn:aws:logs:*:{account}:log-group:/aws/vpc/{cluster_name(stack)}/flow-logs*",
             ],
         },
         {
@@ -667,9 +745,7 @@ class Delivery(pulumi.ComponentResource):
         service_role = aws.iam.Role(
             base,
             name=project,
-            assume_role_policy=_document(
-                {"Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"}, "Action": "sts:AssumeRole"}
-            ),
+            assume_role_policy=runner_trust(args.region, args.settings.account_id, project),
             tags={**tags, "higgsfield:ci-identity": f"{purpose}-runner"},
             opts=child,
         )
@@ -691,8 +767,6 @@ class Delivery(pulumi.ComponentResource):
                 {
                     "Effect": "Allow",
                     "Action": [
-                        "ec2:CreateNetworkInterface",
-                        "ec2:DeleteNetworkInterface",
                         "ec2:DescribeDhcpOptions",
                         "ec2:DescribeNetworkInterfaces",
                         "ec2:DescribeSecurityGroups",
@@ -717,8 +791,9 @@ class Delivery(pulumi.ComponentResource):
         in_subnets = aws.iam.RolePolicy(
             f"{base}-eni",
             role=service_role.id,
-            policy=pulumi.Output.all(*args.private_subnet_ids).apply(
-                lambda ids: _document(
+            policy=pulumi.Output.all(args.vpc_id, *args.private_subnet_ids).apply(
+                lambda v: _document(
+                    *runner_interface_statements(region, account, v[0], v[1:]),
                     {
                         "Effect": "Allow",
                         "Action": ["ec2:CreateNetworkInterfacePermission"],
@@ -726,10 +801,10 @@ class Delivery(pulumi.ComponentResource):
                         "Condition": {
                             "StringEquals": {
                                 "ec2:AuthorizedService": "codebuild.amazonaws.com",
-                                "ec2:Subnet": [f"arn:aws:ec2:{region}:{account}:subnet/{i}" for i in ids],
+                                "ec2:Subnet": [f"arn:aws:ec2:{region}:{account}:subnet/{i}" for i in v[1:]],
                             }
                         },
-                    }
+                    },
                 )
             ),
             opts=child,
@@ -778,6 +853,53 @@ class Delivery(pulumi.ComponentResource):
             opts=child,
         )
         return codebuild
+
+
+def runner_trust(region: str, account: str, project: str) -> str:
+    """CodeBuild may assume a runner's role for that one project of this account only (the confused
+    deputy conditions of docs.aws.amazon.com/codebuild/latest/userguide/cross-service-confused-deputy-
+    prevention.html: aws:SourceAccount and aws:SourceArn)."""
+    return _document(
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "codebuild.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+            "Condition": {
+                "StringEquals": {"aws:SourceAccount": account},
+                "ArnLike": {"aws:SourceArn": f"arn:aws:codebuild:{region}:{account}:project/{project}"},
+            },
+        }
+    )
+
+
+def runner_interface_statements(region: str, account: str, vpc: str, subnets: Sequence[str]) -> list[dict]:
+    """A runner's network interfaces: created only in the stack's private subnets and deleted only
+    in its VPC, not anywhere in the account (the conditions of CodeBuild's VPC documentation,
+    docs.aws.amazon.com/codebuild/latest/userguide/auth-and-access-control-iam-identity-based-access-
+    control.html "Allow CodeBuild access to AWS services required to create a VPC network interface",
+    narrowed from `*` to the resources and ec2:Subnet / ec2:Vpc keys of the EC2 service authorization
+    reference for CreateNetworkInterface and DeleteNetworkInterface)."""
+    arn = f"arn:aws:ec2:{region}:{account}"
+    in_subnets = [f"{arn}:subnet/{s}" for s in subnets]
+    return [
+        {
+            "Effect": "Allow",
+            "Action": ["ec2:CreateNetworkInterface"],
+            "Resource": f"{arn}:network-interface/*",
+            "Condition": {"StringEquals": {"ec2:Subnet": in_subnets}},
+        },
+        {
+            "Effect": "Allow",
+            "Action": ["ec2:CreateNetworkInterface"],
+            "Resource": [*in_subnets, f"{arn}:security-group/*"],
+        },
+        {
+            "Effect": "Allow",
+            "Action": ["ec2:DeleteNetworkInterface"],
+            "Resource": f"{arn}:network-interface/*",
+            "Condition": {"StringEquals": {"ec2:Vpc": f"{arn}:vpc/{vpc}"}},
+        },
+    ]
 
 
 def webhook_filters(purpose: str, runner) -> list[dict[str, str]]:

@@ -31,50 +31,58 @@ The rule chain, each link read at the pinned ref:
 
 from __future__ import annotations
 
-from functools import cache
+from collections.abc import Sequence
+from fractions import Fraction
+from math import ceil, floor
 
-from components.efa import EFA_HUGEPAGES_2MI
-from infra.core.bundled import instance_types
+from components.efa import EFA_HUGEPAGES_2MI, efa_resources
+from infra.config import GpuPool
+from infra.config.gpu_pools import gpu_share
 from infra.core.names import GPU_RESOURCE as GPU
 
+EFA, HUGEPAGES = "vpc.amazonaws.com/efa", "hugepages-2Mi"
 
-@cache
-def largest_gpu_node() -> dict[str, int]:
-    """The most vCPUs, memory (MiB) and EFA interfaces of any GPU instance type in AWS's catalog
-    (the copy moto ships, infra/core/bundled.py): a bound that does not move when a pool is added."""
-    gpu_types = [t for t in instance_types().values() if t.get("GpuInfo")]
+
+def gpu_node_share(pools: Sequence[GpuPool]) -> dict[str, Fraction]:
+    """What one GPU brings of its node, the most over the pools' instance types, in every dimension
+    a pod can ask of a GPU node: vCPUs, memory (MiB), EFA interfaces and huge pages (MiB, what the
+    EFA pools' user data reserves), and pods (`pods`: one per GPU, the finest a gang splits, and
+    one per node, the MPIJob launcher beside its workers). infra/config/gpu_pools.py gpu_share."""
+    share = gpu_share(pools)
+    efa = [p for p in pools if p.efa]
+    node_efa = {p.name: efa_resources(p.instance) for p in efa}
     return {
-        "cpu": max(t["VCpuInfo"]["DefaultVCpus"] for t in gpu_types),
-        "memory": max(t["MemoryInfo"]["SizeInMiB"] for t in gpu_types),
-        "efa": max(
-            ((t.get("NetworkInfo") or {}).get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0) for t in gpu_types
-        ),
+        "cpu": share["cpu"],
+        "memory": share["memory"],
+        EFA: max((Fraction(int(node_efa[p.name][EFA]), p.gpus_per_node) for p in efa), default=Fraction(0)),
+        HUGEPAGES: max((Fraction(EFA_HUGEPAGES_2MI * 2, p.gpus_per_node) for p in efa), default=Fraction(0)),
+        "pods": 1 + share["nodes"],
     }
 
 
-def queue_resources(gpu_capability: int) -> dict[str, str]:
+def queue_resources(gpu_capability: int, pools: Sequence[GpuPool]) -> dict[str, str]:
     """What a queue of `gpu_capability` GPUs may hold, in every dimension a gang's pods request:
-    the GPUs, and host resources (CPU, memory, EFA interfaces, huge pages) for as many of the
-    largest GPU nodes AWS sells as it has GPUs (one GPU pod per node is the most nodes its GPUs can
-    occupy). The GPUs bind first; the host dimensions only keep `proportion` from comparing a
-    gang's memory with the memory of the system nodes while the GPU pools are at zero. Rendered
+    the GPUs, and its GPUs' share of the pools' nodes in CPU, memory, EFA interfaces and huge
+    pages (gpu_node_share): no mix of requests covers more nodes than its GPUs would. Rendered
     as the queue's capability, deserved and guarantee alike (Volcano's queue webhook wants
     guarantee <= deserved <= capability: validateResourceQuantityOfQueue, pkg/webhooks/admission/
     queues/validate/validate_queue.go@v1.15.1)."""
     resources = {GPU: str(gpu_capability)}
     if gpu_capability == 0:
         return resources
-    node = largest_gpu_node()
-    resources["cpu"] = str(gpu_capability * node["cpu"])
-    resources["memory"] = f"{gpu_capability * node['memory']}Mi"
-    resources["vpc.amazonaws.com/efa"] = str(gpu_capability * node["efa"])
-    resources["hugepages-2Mi"] = f"{gpu_capability * EFA_HUGEPAGES_2MI * 2}Mi"
+    share = gpu_node_share(pools)
+    resources["cpu"] = str(ceil(gpu_capability * share["cpu"]))
+    resources["memory"] = f"{ceil(gpu_capability * share['memory'])}Mi"
+    for name in (EFA, HUGEPAGES):
+        if share[name]:
+            amount = floor(gpu_capability * share[name])
+            resources[name] = f"{amount}Mi" if name == HUGEPAGES else str(amount)
     return resources
 
 
-def queue_spec(weight: int, gpu_capability: int) -> dict:
+def queue_spec(weight: int, gpu_capability: int, pools: Sequence[GpuPool]) -> dict:
     """A Volcano Queue's spec: never reclaimable, and capability = deserved = guarantee."""
-    held = queue_resources(gpu_capability)
+    held = queue_resources(gpu_capability, pools)
     spec: dict = {"weight": weight, "reclaimable": False, "capability": held}
     if len(held) > 1:  # a queue that may hold GPUs guarantees them (Volcano's `default` holds none)
         spec["deserved"] = dict(held)

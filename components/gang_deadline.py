@@ -134,12 +134,15 @@ def cron_job(image: pulumi.Input[str], settings: dict) -> dict:
     }
 
 
+# Nodes, and the pods bound to them in every namespace: what tells an idle node from a held one.
+CLUSTER_RULES = [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]}]
+
+
 def rules_in_team_namespace() -> list[dict]:
-    """What the CronJob needs in a team's namespace: read PodGroups and pods, and get/list/patch
-    Kubeflow jobs (only `runPolicy.suspend` and its annotation are changed, images/training/gang_deadline.py)."""
+    """What the CronJob needs in a team's namespace: read PodGroups, and list/patch Kubeflow jobs
+    (only `runPolicy.suspend` and its annotation are changed, images/training/gang_deadline.py)."""
     return [
         {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": ["list"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": ["kubeflow.org"], "resources": KUBEFLOW_JOBS, "verbs": ["list", "patch"]},
     ]
 
@@ -157,8 +160,9 @@ class GangDeadline(pulumi.ComponentResource):
     """The CronJob that gives back the nodes of gangs that cannot be whole, with least privilege.
 
     Creates: the higgsfield-capacity Namespace (Pod Security restricted), its ServiceAccount, a
-    ClusterRole to list nodes and its binding, per team namespace a Role (list PodGroups and pods,
-    list/patch Kubeflow jobs) and RoleBinding, a ConfigMap per pool with its deadline (and a Role
+    ClusterRole to list nodes and pods (every namespace's: a node is idle only when no pod of any
+    namespace holds it) and its binding, per team namespace a Role (list PodGroups, list/patch
+    Kubeflow jobs) and RoleBinding, a ConfigMap per pool with its deadline (and a Role
     to list them), and the CronJob on the system nodes.
     Replaced when: never; a pool's deadline is a value of the CronJob.
     """
@@ -198,7 +202,7 @@ class GangDeadline(pulumi.ComponentResource):
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRole",
                 "metadata": {"name": "higgsfield-gang-deadline-nodes"},
-                "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}],
+                "rules": CLUSTER_RULES,
             },
             opts=child,
         )

@@ -36,6 +36,7 @@ from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_fo
 from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
+from components.node_admission import FIXED_NODE_FIELDS_MESSAGE, fixed_node_fields_unchanged
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
 from infra.config import STARTUP_TAINT_KEY, GpuPool, HealthThresholds, seconds_of
 from infra.core import versions
@@ -210,6 +211,20 @@ def own_node_policy() -> dict:
                     "expression": f"{new_taints}.filter(t, t.key != '{STARTUP_TAINT_KEY}') == {old_taints}.filter(t, "
                     f"t.key != '{STARTUP_TAINT_KEY}')",
                     "message": f"the health gate may add or remove only the taint {STARTUP_TAINT_KEY}",
+                    "reason": "Forbidden",
+                },
+                {
+                    # it removes the taint on a pass and puts it back, NoSchedule, on a failure or after a
+                    # reboot (images/training/health_gate.py); NoExecute would evict every pod of the node
+                    "expression": f"{new_taints}.filter(t, t.key == '{STARTUP_TAINT_KEY}').all(t, has(t.effect) && "
+                    "t.effect == 'NoSchedule')",
+                    "message": f"the health gate's taint {STARTUP_TAINT_KEY} is NoSchedule (never NoExecute)",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": fixed_node_fields_unchanged(),
+                    "message": "the health gate may change only its taint and health labels: not a node's "
+                    f"{FIXED_NODE_FIELDS_MESSAGE}",
                     "reason": "Forbidden",
                 },
                 {
@@ -584,7 +599,13 @@ class HealthGate(pulumi.ComponentResource):
         ]
         if replacing:
             role, role_policy = pod_identity_role(
-                f"{name}-replace", args.tags, self, inline_policy=replacement_policy(args.cluster_name, replacing)
+                f"{name}-replace",
+                args.tags,
+                self,
+                cluster=args.cluster_name,
+                namespace=NAMESPACE,
+                service_account=SERVICE_ACCOUNT,
+                inline_policy=replacement_policy(args.cluster_name, replacing),
             )
             ready += [
                 role_policy,

@@ -21,9 +21,30 @@ def trust_policy(service: str, *actions: str) -> str:
     )
 
 
-def pod_identity_trust() -> str:
-    """Trust policy for an EKS Pod Identity role (Pod Identity also tags the session)."""
-    return trust_policy("pods.eks.amazonaws.com", "sts:AssumeRole", "sts:TagSession")
+# The session tags EKS Pod Identity puts on every role session it asks for (docs.aws.amazon.com/eks/
+# latest/userguide/pod-id-abac.html, "Enable or disable session tags": eks-cluster-name,
+# kubernetes-namespace, kubernetes-service-account, among others; on unless an association disables
+# them, which ours never do). The trust policy names all three, so the role serves one service account
+# of one cluster: no other association of the account (another cluster, a team namespace) can use it.
+SESSION_TAGS = ("eks-cluster-name", "kubernetes-namespace", "kubernetes-service-account")
+
+
+def pod_identity_trust(cluster: str, namespace: str, service_account: str) -> str:
+    """Trust policy for an EKS Pod Identity role of one service account of one cluster."""
+    values = dict(zip(SESSION_TAGS, (cluster, namespace, service_account), strict=True))
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "pods.eks.amazonaws.com"},
+                    "Action": ["sts:AssumeRole", "sts:TagSession"],
+                    "Condition": {"StringEquals": {f"aws:RequestTag/{k}": v for k, v in values.items()}},
+                }
+            ],
+        }
+    )
 
 
 def pod_identity_role(
@@ -31,13 +52,20 @@ def pod_identity_role(
     tags: Mapping[str, str],
     parent: pulumi.Resource,
     *,
+    cluster: str,
+    namespace: str,
+    service_account: str,
     inline_policy: str | None = None,
     managed_policy_arn: str | None = None,
 ) -> tuple[aws.iam.Role, pulumi.Resource]:
-    """A role pods can assume through Pod Identity, with either our inline policy or one AWS
-    managed policy. Returns the role and its policy resource (wait for both before use)."""
+    """A role the pods of one service account of one cluster can assume through Pod Identity, with
+    either our inline policy or one AWS managed policy. Returns the role and its policy resource
+    (wait for both before use)."""
     role = aws.iam.Role(
-        name, assume_role_policy=pod_identity_trust(), tags=dict(tags), opts=pulumi.ResourceOptions(parent=parent)
+        name,
+        assume_role_policy=pod_identity_trust(cluster, namespace, service_account),
+        tags=dict(tags),
+        opts=pulumi.ResourceOptions(parent=parent),
     )
     child = pulumi.ResourceOptions(parent=parent)
     if inline_policy is not None:

@@ -19,6 +19,7 @@ import pulumi
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.gang_deadline import gang_deadline_s
 from components.kubernetes_objects import KubernetesObject
+from components.workloads import TRAINING_PROGRESS_JOB
 from infra.config import GpuPool
 from infra.core.names import RECHECK_REASON
 
@@ -117,9 +118,10 @@ XID = "DCGM_FI_DEV_XID_ERRORS"  # the dcgm-exporter's last XID per GPU, 0 = none
 
 def alert_rules(pools: Sequence[GpuPool]) -> list[dict]:
     """PrometheusRule groups (the chart's additionalPrometheusRulesMap: components/observability.py)."""
-    progress_age = "time() - max by (namespace, job_name) (higgsfield_training_progress_timestamp_seconds)"
-    normal_step = "quantile by (namespace, job_name) (0.5, higgsfield_training_step_seconds)"
-    compute = "avg_over_time(higgsfield_training_compute_seconds[10m])"
+    progress = f'{{job="{TRAINING_PROGRESS_JOB}"}}'  # the scrape's own series, never another job's of that name
+    progress_age = f"time() - max by (namespace, job_name) (higgsfield_training_progress_timestamp_seconds{progress})"
+    normal_step = f"quantile by (namespace, job_name) (0.5, higgsfield_training_step_seconds{progress})"
+    compute = f"avg_over_time(higgsfield_training_compute_seconds{progress}[10m])"
     critical = " or ".join(f"{XID} == {code}" for code in CRITICAL_XIDS)
     # the longest a gang may wait for its nodes on any pool, then the gang-deadline CronJob gives them back
     deadline = max((gang_deadline_s(p) for p in pools), default=1800.0)
@@ -151,7 +153,7 @@ def alert_rules(pools: Sequence[GpuPool]) -> list[dict]:
         },
         {
             "alert": "PreflightNamedNode",
-            "expr": "max by (namespace, job_name, node) (higgsfield_preflight_suspect) > 0",
+            "expr": f"max by (namespace, job_name, node) (higgsfield_preflight_suspect{progress}) > 0",
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": "the pre-flight of {{ $labels.namespace }}/{{ $labels.job_name }} named node "

@@ -54,7 +54,6 @@ from infra.core.versions import Chart
 SERVICE_ACCOUNT = "karpenter"
 NODEPOOL_TAG = "karpenter.sh/nodepool"
 NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"  # pod annotation: Karpenter never voluntarily disrupts its node
 # The events Karpenter handles from its queue (the EventBridge rules of cloudformation.yaml@v1.14.1).
 INTERRUPTION_EVENTS = {
     "health": ("aws.health", "AWS Health Event"),
@@ -465,7 +464,15 @@ class Karpenter(pulumi.ComponentResource):
         policy_json = pulumi.Output.all(args.node_role_arn, queue.arn).apply(
             lambda v: karpenter_policy(args.cluster_name, args.region, v[0].split(":")[4], v[0], v[1])
         )
-        role, policy = pod_identity_role(f"{name}-role", args.tags, self, inline_policy=policy_json)
+        role, policy = pod_identity_role(
+            f"{name}-role",
+            args.tags,
+            self,
+            cluster=args.cluster_name,
+            namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT,
+            inline_policy=policy_json,
+        )
         association = aws.eks.PodIdentityAssociation(
             f"{name}-identity",
             cluster_name=args.cluster_name,

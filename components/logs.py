@@ -18,6 +18,28 @@ class LogKeyArgs:
     tags: Mapping[str, str]
 
 
+def account_key_policy(key_arn: str) -> str:
+    """A key's policy that lets the key's account administer and use it through IAM and nothing
+    else: no other account, no grant to an outside principal (docs.aws.amazon.com/kms/latest/
+    developerguide/key-policy-default.html, the default's one statement, written down so the key
+    has a policy of ours that a review and the tests can read)."""
+    partition, account = key_arn.split(":")[1], key_arn.split(":")[4]
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "AccountAdministers",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
+                    "Action": "kms:*",
+                    "Resource": "*",
+                }
+            ],
+        }
+    )
+
+
 def log_key_policy(key_arn: str, region: str) -> str:
     """The account administers the key (the default key policy's statement); CloudWatch Logs of
     this region may use it for this account's log groups only. CloudWatch Logs needs this in the

@@ -19,9 +19,19 @@ from components.identity import pod_identity_role
 from components.job_watchdog import APP_LABELS as WATCHDOG_PODS
 from components.job_watchdog import NAMESPACE as WATCHDOG_NAMESPACE
 from components.kubernetes_objects import KubernetesObject
-from components.workloads import KSM_NODE_LABELS, custom_rules, external_rules, serving_scrape_job
+from components.workloads import (
+    DCGM_JOB,
+    EFA_JOB,
+    KSM_NODE_LABELS,
+    TRAINING_PROGRESS_JOB,
+    VOLCANO_CONTROLLER_JOB,
+    VOLCANO_SCHEDULER_JOB,
+    custom_rules,
+    external_rules,
+    serving_scrape_job,
+)
 from infra.config import Observability
-from infra.core.names import JOB_NAME_LABEL, PROGRESS_PORT_NAME
+from infra.core.names import JOB_NAME_LABEL, KUBE_SYSTEM, PROGRESS_PORT_NAME
 from infra.core.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
 
 NAMESPACE = "monitoring"
@@ -41,6 +51,10 @@ CONTAINER_INSIGHTS_LOGS = ("application", "dataplane", "host", "performance")
 EFA_TX, EFA_RX = "node_amazonefa_tx_bytes", "node_amazonefa_rx_bytes"  # images/training/efa_metrics.py
 
 
+# The EBS class the monitoring stack's volumes use; no team namespace may claim from it (components/teams.py).
+EBS_STORAGE_CLASS = "gp3-encrypted"
+
+
 def _panel(title: str, expr: str, unit: str, y: int, x: int, legend: str = "{{Hostname}} {{gpu}}") -> dict:
     return {
         "type": "timeseries",
@@ -58,7 +72,7 @@ def _panel(title: str, expr: str, unit: str, y: int, x: int, legend: str = "{{Ho
 # keeps the whole account, phase by phase.
 TRAINING_SHARE_EXPR = (
     "avg_over_time(((time() - max by (namespace, job_name) "
-    "(higgsfield_training_progress_timestamp_seconds)) < bool 60)[1h:1m])"
+    f'(higgsfield_training_progress_timestamp_seconds{{job="{TRAINING_PROGRESS_JOB}"}})) < bool 60)[1h:1m])'
 )
 TEAM_TRAINING_SHARE_EXPR = f"avg by (namespace) ({TRAINING_SHARE_EXPR})"
 
@@ -66,20 +80,22 @@ TEAM_TRAINING_SHARE_EXPR = f"avg by (namespace) ({TRAINING_SHARE_EXPR})"
 def gpu_dashboard() -> dict:
     """Higgsfield's Grafana dashboard: GPU utilisation, memory, power, XID errors, EFA traffic
     (the network NCCL runs over), pending gangs per Volcano queue, and training goodput per job and
-    per team."""
+    per team; each series of the exporter meant (its `job`, components/workloads.py), never a tenant's
+    of the same name."""
+    dcgm, efa, volcano = (f'{{job="{j}"}}' for j in (DCGM_JOB, EFA_JOB, VOLCANO_CONTROLLER_JOB))
     panels = [
-        ("GPU utilisation", "avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL)", "percent"),
-        ("GPU memory used", "sum by (Hostname, gpu) (DCGM_FI_DEV_FB_USED) * 1024 * 1024", "bytes"),
-        ("GPU power", "sum by (Hostname) (DCGM_FI_DEV_POWER_USAGE)", "watt"),
-        ("XID errors (last code, 0 = none)", "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS)", "none"),
+        ("GPU utilisation", f"avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL{dcgm})", "percent"),
+        ("GPU memory used", f"sum by (Hostname, gpu) (DCGM_FI_DEV_FB_USED{dcgm}) * 1024 * 1024", "bytes"),
+        ("GPU power", f"sum by (Hostname) (DCGM_FI_DEV_POWER_USAGE{dcgm})", "watt"),
+        ("XID errors (last code, 0 = none)", f"max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS{dcgm})", "none"),
         # EFA devices have no IB port counters (node_infiniband_port_data_*: node-exporter reads them
         # from ports/N/counters, which EFA lacks); the efa-exporter DaemonSet exports the EFA driver's
         # hw_counters as node_amazonefa_* (images/training/efa_metrics.py, the names of
         # aws-samples/awsome-distributed-training:4.validation_and_observability/3.efa-node-exporter@7217859f).
-        ("EFA transmit (NCCL traffic)", f"sum by (Hostname) (rate({EFA_TX}[2m]))", "Bps"),
-        ("EFA receive (NCCL traffic)", f"sum by (Hostname) (rate({EFA_RX}[2m]))", "Bps"),
-        ("Pending gangs per queue", "sum by (queue_name) (volcano_queue_pod_group_pending_count)", "none"),
-        ("GPU temperature", "max by (Hostname, gpu) (DCGM_FI_DEV_GPU_TEMP)", "celsius"),
+        ("EFA transmit (NCCL traffic)", f"sum by (Hostname) (rate({EFA_TX}{efa}[2m]))", "Bps"),
+        ("EFA receive (NCCL traffic)", f"sum by (Hostname) (rate({EFA_RX}{efa}[2m]))", "Bps"),
+        ("Pending gangs per queue", f"sum by (queue_name) (volcano_queue_pod_group_pending_count{volcano})", "none"),
+        ("GPU temperature", f"max by (Hostname, gpu) (DCGM_FI_DEV_GPU_TEMP{dcgm})", "celsius"),
     ]
     return {
         "title": "Higgsfield GPUs",
@@ -116,10 +132,10 @@ def prometheus_adapter_rules() -> dict:
         "default": False,
         "custom": [
             {
-                "seriesQuery": 'DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}',
+                "seriesQuery": f'DCGM_FI_DEV_GPU_UTIL{{job="{DCGM_JOB}",namespace!="",pod!=""}}',
                 "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
                 "name": {"matches": "^DCGM_FI_DEV_GPU_UTIL$", "as": GPU_UTILISATION_METRIC},
-                "metricsQuery": "avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
+                "metricsQuery": f'avg(<<.Series>>{{job="{DCGM_JOB}",<<.LabelMatchers>>}}) by (<<.GroupBy>>)',
             },
             *custom_rules(),  # the serving class's queue depth (components/workloads.py)
         ],
@@ -155,7 +171,7 @@ SCRAPE_TARGETS = (
     # The efa-exporter pods (one per EFA node, in this namespace) serve the node's EFA counters on the
     # container port named "metrics" (components/efa_exporter.py, images/training/efa_metrics.py).
     ScrapeTarget(
-        "efa",
+        EFA_JOB,
         NAMESPACE,
         "pod",
         {"app.kubernetes.io/name": efa_exporter.NAME},
@@ -164,7 +180,7 @@ SCRAPE_TARGETS = (
         "4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go@7217859f",
     ),
     ScrapeTarget(
-        "dcgm-exporter",
+        DCGM_JOB,
         NAMESPACE,
         "pod",
         {"app.kubernetes.io/name": "dcgm-exporter"},
@@ -172,7 +188,7 @@ SCRAPE_TARGETS = (
         "NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml@4.5.3-4.8.2",
     ),
     ScrapeTarget(
-        "volcano-scheduler",
+        VOLCANO_SCHEDULER_JOB,
         "volcano-system",
         "endpoints",
         {"app": "volcano-scheduler"},
@@ -180,7 +196,7 @@ SCRAPE_TARGETS = (
         "volcano-sh/volcano:installer/helm/chart/volcano/templates/scheduler.yaml@v1.15.1",
     ),
     ScrapeTarget(
-        "volcano-controller",
+        VOLCANO_CONTROLLER_JOB,
         "volcano-system",
         "endpoints",
         {"app": "volcano-controller"},
@@ -203,7 +219,7 @@ SCRAPE_TARGETS = (
 # the GPU to the exporter (prometheus.io/docs/prometheus/latest/configuration/configuration/
 # #scrape_config, honor_labels). The chart's own ServiceMonitor exposes the same switch
 # (serviceMonitor.honorLabels, deployment/values.yaml@4.5.3-4.8.2).
-HONOR_LABELS = ("dcgm-exporter",)
+HONOR_LABELS = (DCGM_JOB,)
 
 
 def _meta_label(role: str, name: str) -> str:
@@ -279,7 +295,7 @@ def training_progress_scrape_job() -> dict:
     role pod), never from the pod's own text."""
     job_label = "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in JOB_NAME_LABEL)
     return {
-        "job_name": "training-progress",
+        "job_name": TRAINING_PROGRESS_JOB,
         "kubernetes_sd_configs": [{"role": "pod"}],
         "relabel_configs": [
             {
@@ -437,6 +453,7 @@ class MonitoringArgs:
     log_key_ready: Sequence[pulumi.Resource] = ()  # its key policy (CloudWatch Logs may use the key)
     efa_exporter_image: pulumi.Input[str] | None = None  # the image with efa_metrics.py (the gate's); None: no exporter
     alert_rules: Sequence[dict] = ()  # PrometheusRule groups (components/job_watchdog.py alert_rules)
+    teams: Sequence[str] = ()  # team namespaces: each one's container lines in a log group of its own
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -479,6 +496,9 @@ class Monitoring(pulumi.ComponentResource):
             f"{name}-ebs-csi",
             tags,
             self,
+            cluster=args.cluster_name,
+            namespace=KUBE_SYSTEM,  # the add-on's namespace
+            service_account="ebs-csi-controller-sa",
             managed_policy_arn="arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",
         )
         ebs = addon("aws-ebs-csi-driver", (ebs_role, "ebs-csi-controller-sa"))
@@ -488,7 +508,7 @@ class Monitoring(pulumi.ComponentResource):
             {
                 "apiVersion": "storage.k8s.io/v1",
                 "kind": "StorageClass",
-                "metadata": {"name": "gp3-encrypted"},
+                "metadata": {"name": EBS_STORAGE_CLASS},
                 "provisioner": "ebs.csi.aws.com",
                 "parameters": {"type": "gp3", "encrypted": "true"},
                 "volumeBindingMode": "WaitForFirstConsumer",
@@ -609,15 +629,41 @@ class Monitoring(pulumi.ComponentResource):
             )
             for kind in CONTAINER_INSIGHTS_LOGS
         ]
+        # Each team's container lines in a group of its own (components/container_logs.py), and a managed
+        # policy that reads that group and no other, for the team's AWS role (docs/logs.md).
+        for team in args.teams:
+            group = aws.cloudwatch.LogGroup(
+                f"{name}-logs-team-{team}",
+                name=container_logs.team_log_group(args.cluster_name, team),
+                retention_in_days=cfg.log_retention_days,
+                kms_key_id=args.log_key_arn,
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)),
+            )
+            groups.append(group)
+            aws.iam.Policy(
+                f"{name}-logs-team-{team}-reader",
+                name=f"{args.cluster_name}-logs-{team}",
+                description=f"Read team {team}'s container logs in {args.cluster_name}, and no other team's",
+                policy=group.arn.apply(container_logs.team_log_reader_policy),
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         cloudwatch_role, _ = pod_identity_role(
-            f"{name}-cloudwatch", tags, self, managed_policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy"
+            f"{name}-cloudwatch",
+            tags,
+            self,
+            cluster=args.cluster_name,
+            namespace="amazon-cloudwatch",  # the add-on's namespace
+            service_account="cloudwatch-agent",
+            managed_policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy",
         )
         # Container lines carry the pod's labels (job, replica type and index) and node: components/container_logs.py.
         addon(
             "amazon-cloudwatch-observability",
             (cloudwatch_role, "cloudwatch-agent"),
             deps=groups,
-            configuration=container_logs.addon_configuration(CLOUDWATCH_DCGM_OFF),
+            configuration=container_logs.addon_configuration(CLOUDWATCH_DCGM_OFF, args.teams),
         )
         addon("eks-node-monitoring-agent")
         self.register_outputs({"grafana_dashboard": "higgsfield-gpus"})

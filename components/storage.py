@@ -16,8 +16,10 @@ import pulumi_aws as aws
 from components.addons import managed_addon
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
+from components.logs import account_key_policy
+from components.node_admission import FIXED_NODE_FIELDS_MESSAGE, fixed_node_fields_unchanged
 from infra.config import Fsx
-from infra.core.names import NODE_NAME_EXTRA
+from infra.core.names import KUBE_SYSTEM, NODE_NAME_EXTRA
 from infra.core.versions import AddonVersion
 
 LUSTRE_PORTS = (
@@ -35,6 +37,10 @@ DATASET_CLAIM = "dataset-{name}"  # the claim of a shared dataset in each of its
 DATASET_MOUNT = "/datasets/{name}"
 LUSTRE_PATH_ANNOTATION = "higgsfield.io/lustre-path"  # the directory a volume mounts, for people and tests
 TEAM_DIR_MODE, DATASET_DIR_MODE = "2770", "2755"  # setgid: new files keep the directory's group
+# Inside each dataset, the owner's checkpoints (higgsfield:checkpoints.exportToS3 writes there, so the
+# S3 link exports them): the owner's UID and GID alone, like a team directory - the dataset itself is
+# world-readable (2755) for its reader teams, and model weights are not theirs to read.
+DATASET_CHECKPOINTS = "checkpoints"
 TEAMS_DIR_MODE = "0711"  # traverse only: no client but root lists the team names
 # Root squash (FSx API LustreRootSquashConfiguration: RootSquash "UID:GID", NoSquashNids
 # "a.b.c.d@tcp": botocore/data/fsx/2018-03-01/service-2.json@0e6e2404b; pulumi-aws
@@ -89,7 +95,8 @@ def layout_script(teams: Mapping[str, int], datasets: Sequence[tuple[str, int]])
     (idempotent; a directory of a team no longer configured is left as it is, data included).
     /teams is traverse-only; a team's directory is its UID's and GID's alone (2770: no access for
     any other UID, a squashed root included); /health belongs to nobody, which the root-running
-    health gate is squashed to."""
+    health gate is squashed to. Each dataset is readable by its reader teams (2755) but for its
+    `checkpoints` directory, its owner's alone (2770)."""
     lines = [
         "set -eu",
         f"mkdir -p /fsx{TEAMS_DIR} /fsx{DATASETS_DIR} /fsx{HEALTH_DIR}",
@@ -98,7 +105,11 @@ def layout_script(teams: Mapping[str, int], datasets: Sequence[tuple[str, int]])
         f"chown {HEALTH_DIR_OWNER}:{HEALTH_DIR_OWNER} /fsx{HEALTH_DIR} && chmod {HEALTH_DIR_MODE} /fsx{HEALTH_DIR}",
     ]
     entries = [(f"{TEAMS_DIR}/{t}", uid, TEAM_DIR_MODE) for t, uid in sorted(teams.items())]
-    entries += [(f"{DATASETS_DIR}/{d}", uid, DATASET_DIR_MODE) for d, uid in sorted(datasets)]
+    for d, uid in sorted(datasets):
+        entries += [
+            (f"{DATASETS_DIR}/{d}", uid, DATASET_DIR_MODE),
+            (f"{DATASETS_DIR}/{d}/{DATASET_CHECKPOINTS}", uid, TEAM_DIR_MODE),
+        ]
     for path, uid, mode in entries:
         where = shlex.quote(f"/fsx{path}")
         lines.append(f"mkdir -p {where} && chown {uid}:{uid} {where} && chmod {mode} {where}")
@@ -186,6 +197,11 @@ def csi_node_policy() -> dict:
                     "message": "the FSx CSI node plugin may not change a node's labels, annotations or cordon it",
                     "reason": "Forbidden",
                 },
+                {
+                    "expression": fixed_node_fields_unchanged(),
+                    "message": f"the FSx CSI node plugin may not change a node's {FIXED_NODE_FIELDS_MESSAGE}",
+                    "reason": "Forbidden",
+                },
             ],
         },
     }
@@ -271,6 +287,7 @@ class LustreFileSystem(pulumi.ComponentResource):
                 tags=tags,
                 opts=keep,
             )
+            aws.kms.KeyPolicy(f"{name}-key", key_id=key.key_id, policy=key.arn.apply(account_key_policy), opts=child)
         # The group exists before the cluster does, so the file system (the slowest resource)
         # starts right after the VPC; the rule naming the node group comes once the cluster is up.
         group = aws.ec2.SecurityGroup(
@@ -404,7 +421,15 @@ class LustreFileSystem(pulumi.ComponentResource):
             csi_node_policy_binding(),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[guard]),
         )
-        role, _ = pod_identity_role(f"{name}-csi", tags, self, inline_policy=csi_policy())
+        role, _ = pod_identity_role(
+            f"{name}-csi",
+            tags,
+            self,
+            cluster=args.cluster_name,
+            namespace=KUBE_SYSTEM,  # the add-on's namespace
+            service_account=CSI_CONTROLLER_SA,
+            inline_policy=csi_policy(),
+        )
         managed_addon(
             f"{name}-csi",
             args.cluster_name,

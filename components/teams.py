@@ -4,26 +4,56 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from math import ceil, floor
 
 import pulumi
 
 from components import tenancy
+from components.demand import EFA, HUGEPAGES, gpu_node_share
 from components.gang_deadline import GangDeadline, GangDeadlineArgs
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
+from components.observability import EBS_STORAGE_CLASS
 from components.tenancy import TeamRules
 from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Team
 
+# Objects a team namespace may hold at most (ours: far above what jobs make, far below what fills
+# etcd); and no volume of the cluster's EBS classes: a team's storage is the platform's Lustre claims
+# (components/storage.py), and an EBS claim would buy volumes outside every quota. `gp2` is the class
+# some EKS versions ship (components/cluster_created.py).
+OBJECT_COUNTS = {"configmaps": 500, "secrets": 200, "services": 100, "persistentvolumeclaims": 50}
+EBS_CLASSES = (EBS_STORAGE_CLASS, "gp2")
+# Pods of CPU-only work a team may run beside its gangs (data preparation, evaluation), within its
+# cpuQuota's room (infra/config/scheduler.py MIN_CPU_QUOTA).
+CPU_ONLY_PODS = 16
 
-def compute_quota(team: Team) -> dict:
-    """The namespace's CPU and memory: a ResourceQuota on what its pods request in all. Requests,
-    not limits: a quota on a resource makes the API server refuse a pod that does not state it
+
+def compute_quota(team: Team, pools: Sequence[GpuPool]) -> dict:
+    """The namespace's share of the GPU fleet in every dimension a node has: a ResourceQuota on
+    what its pods request in all (CPU and memory: the team's quota; EFA interfaces and huge pages:
+    its GPUs' share of the pools' nodes, components/demand.py gpu_node_share), on its pods (one per
+    GPU and one per node of its share, plus CPU_ONLY_PODS), and no PodDisruptionBudget (one would
+    keep the autoscaler from emptying a node under a pod it names; a team's GPU pods hold their
+    nodes already, by the karpenter.sh/do-not-disrupt the platform gives them). Requests, not
+    limits: a quota on a resource makes the API server refuse a pod that does not state it
     (kubernetes.io/docs/concepts/policy/resource-quotas/), and training containers rarely set CPU
-    limits; LimitRange's defaultRequest fills in requests for containers that name none."""
+    limits; LimitRange's defaultRequest fills in requests for containers that name none. An
+    extended resource (EFA) or huge pages are quoted as requests only, which equal their limits."""
+    share = gpu_node_share(pools)
+    hard = {
+        "requests.cpu": str(team.cpu_quota),
+        "requests.memory": f"{team.memory_quota_gib}Gi",
+        f"requests.{EFA}": str(floor(team.gpu_quota * share[EFA])),
+        f"requests.{HUGEPAGES}": f"{floor(team.gpu_quota * share[HUGEPAGES])}Mi",
+        "pods": str(ceil(team.gpu_quota * share["pods"]) + CPU_ONLY_PODS),
+        "count/poddisruptionbudgets.policy": "0",
+        **{f"count/{kind}": str(n) for kind, n in OBJECT_COUNTS.items()},
+        **{f"{c}.storageclass.storage.k8s.io/requests.storage": "0" for c in EBS_CLASSES},
+    }
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
         "metadata": {"name": "compute", "namespace": team.name},
-        "spec": {"hard": {"requests.cpu": str(team.cpu_quota), "requests.memory": f"{team.memory_quota_gib}Gi"}},
+        "spec": {"hard": hard},
     }
 
 
@@ -50,10 +80,15 @@ def container_defaults(team: Team) -> dict:
     }
 
 
-def rules_of(team: Team, classes: Sequence[PriorityClassSpec] = (), public_load_balancers: bool = False) -> TeamRules:
+def rules_of(
+    team: Team,
+    classes: Sequence[PriorityClassSpec] = (),
+    public_load_balancers: bool = False,
+    pools: Sequence[GpuPool] = (),
+) -> TeamRules:
     """What the team's admission policy allows: its classes, and the platform's default class that
     the API server writes into a pod naming none (components/training.py priority_classes); the
-    Service types it is given; whether the stack has public load balancers."""
+    Service types it is given; whether the stack has public load balancers; the GPUs of each pool's nodes."""
     serving = {c.name for c in classes if c.workload == "serving"}
     return TeamRules(
         name=team.name,
@@ -63,7 +98,17 @@ def rules_of(team: Team, classes: Sequence[PriorityClassSpec] = (), public_load_
         serving_classes=tuple(c for c in team.priority_classes if c in serving),
         service_types=tuple(team.service_types),
         public_load_balancers=public_load_balancers,
+        node_gpus=tuple((p.name, p.gpus_per_node) for p in pools),
+        gpu_share=_cpu_and_memory_share(pools),
     )
+
+
+def _cpu_and_memory_share(pools: Sequence[GpuPool]) -> tuple[float, float] | None:
+    """One GPU's share of the pools' nodes in vCPUs and bytes of memory (the most of any type), or None."""
+    if not pools:
+        return None
+    share = gpu_node_share(pools)
+    return float(share["cpu"]), float(share["memory"] * 2**20)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,7 +120,7 @@ class TeamsArgs:
     api_server_cidr: str  # where the private API endpoint's interfaces live (the VPC)
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
-    pools: Sequence[GpuPool] = ()  # with `image`: the gang deadline for the teams' jobs
+    pools: Sequence[GpuPool] = ()  # the teams' share of these nodes; with `image`: the gang deadline
     image: pulumi.Input[str] | None = None  # the training image (it ships images/training/gang_deadline.py)
     public_load_balancers: bool = False  # the stack's higgsfield:publicLoadBalancers
     api_service_ip: str = field(kw_only=True)  # the `kubernetes` Service's ClusterIP (StackConfig.api_service_ip)
@@ -117,7 +162,7 @@ class Teams(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[guard]),
             )
         for team in args.teams:
-            rules = rules_of(team, args.priority_classes, args.public_load_balancers)
+            rules = rules_of(team, args.priority_classes, args.public_load_balancers, args.pools)
             ns = KubernetesObject(f"{name}-{team.name}", tenancy.namespace(rules, args.kubernetes_version), opts=child)
             self.namespaces[team.name] = ns
             in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
@@ -155,7 +200,7 @@ class Teams(pulumi.ComponentResource):
             defaults = obj("limits", container_defaults(team))
             obj(
                 "compute",
-                compute_quota(team),
+                compute_quota(team, args.pools),
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, defaults]),
             )
             for cls in args.priority_classes:

@@ -23,8 +23,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from components.workloads import ELASTIC_ROOM_METRIC
 from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
-from infra.core.names import QUEUE_ANNOTATION
+from infra.core.names import (
+    DO_NOT_DISRUPT,
+    DRIVER_MAJOR_LABEL,
+    GPU_RESOURCE,
+    POOL_LABEL,
+    QUEUE_ANNOTATION,
+    SAFE_TO_EVICT,
+)
 
 TEAM_LABEL = "higgsfield.io/team"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server, immutable
@@ -135,6 +143,8 @@ class TeamRules:
     serving_classes: tuple[str, ...] = ()  # those of them that preempt (docs/workload-classes.md)
     service_types: tuple[str, ...] = ()  # beyond ClusterIP: NodePort, LoadBalancer
     public_load_balancers: bool = False  # the stack tags its public subnets for internet-facing load balancers
+    node_gpus: tuple[tuple[str, int], ...] = ()  # (pool, GPUs of its nodes): a pod asking all of them may spread
+    gpu_share: tuple[float, float] | None = None  # one GPU's share of the pools' nodes: (vCPUs, bytes of memory)
 
     @property
     def gid(self) -> int:
@@ -189,6 +199,14 @@ def cel_variables() -> list[dict]:
 GPU_NODE_RESOURCES = ("nvidia.com/gpu", "vpc.amazonaws.com/efa")
 
 
+def _containers(spec: str) -> str:
+    """Every container of a pod spec: containers, init containers (sidecars too), ephemeral containers."""
+    return (
+        f"((has({spec}.containers) ? {spec}.containers : []) + (has({spec}.initContainers) ? {spec}.initContainers "
+        f": []) + (has({spec}.ephemeralContainers) ? {spec}.ephemeralContainers : []))"
+    )
+
+
 def _takes_a_gpu_node(spec: str) -> str:
     """A pod spec that can only run on a GPU node, or may be placed on one: it requests a GPU, EFA
     or huge pages in any container (init, sidecar, ephemeral), or tolerates the GPU taint."""
@@ -208,6 +226,286 @@ def _takes_a_gpu_node(spec: str) -> str:
         f"({containers}.exists(c, {asks('c', 'limits')} || {asks('c', 'requests')}) || "
         f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, has(t.key) && t.key == '{GPU_TAINT_KEY}')))"
     )
+
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+# The annotation values that keep a pod's node from being emptied (infra/core/names.py). Only a pod
+# with GPUs may carry them: it holds its node by its GPUs already, within its team's queue; a pod
+# without a GPU would pin a GPU node that its team's GPUs do not pay for. The platform gives every
+# training pod do-not-disrupt (infra/offline/jobs.py), never the MPI launcher.
+NODE_PINS = {DO_NOT_DISRUPT: "true", SAFE_TO_EVICT: "false"}
+
+
+# What a pod on a GPU node may ask for: what the team's queue and quota hold in its GPUs' share
+# (components/demand.py). Any other resource (ephemeral-storage, hugepages-1Gi, another extended
+# resource) has no share: a pod asking more than half a node's of it holds a node alone, and a
+# team's pods quota of them would hold that many nodes.
+GPU_NODE_POD_RESOURCES = ("cpu", "memory", *GPU_NODE_RESOURCES, "hugepages-2Mi")
+# The node labels a pod on a GPU node may select on: its pool, zone and region, and what every node of
+# a pool shares. A label unique to a node (kubernetes.io/hostname, the gate's boot id) would pin it.
+NODE_SELECTOR_KEYS = (
+    POOL_LABEL,
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "node.kubernetes.io/instance-type",
+    # one AMI per pool, so every node of a pool has the same driver branch: selecting it spreads nothing
+    DRIVER_MAJOR_LABEL,
+)
+
+
+def _asks_only(obj: str) -> str:
+    """`obj` (a container, or a pod spec's pod-level `resources`) requests and limits only GPU_NODE_POD_RESOURCES."""
+    allowed = _list(GPU_NODE_POD_RESOURCES)
+    return (
+        f"(!has({obj}.resources) || ((!has({obj}.resources.requests) || {obj}.resources.requests.all(k, k in "
+        f"{allowed})) && (!has({obj}.resources.limits) || {obj}.resources.limits.all(k, k in {allowed}))))"
+    )
+
+
+def _asks_gpus(spec: str) -> str:
+    """A pod spec whose containers request (or limit) at least one GPU."""
+
+    def asks(field: str) -> str:
+        return (
+            f"(has(c.resources) && has(c.resources.{field}) && '{GPU_RESOURCE}' in c.resources.{field} && "
+            f"!(string(c.resources.{field}['{GPU_RESOURCE}']) in ['0', '0m']))"
+        )
+
+    return f"(has({spec}.containers) && {spec}.containers.exists(c, {asks('limits')} || {asks('requests')}))"
+
+
+def _spreads(spec: str) -> str:
+    """A pod spec that spreads its pods over nodes or picks its node: topology spread, pod
+    anti-affinity, or a node label beyond NODE_SELECTOR_KEYS (the hostname, the gate's boot id) or a
+    node field in its node selector or affinity."""
+    keys = _list(NODE_SELECTOR_KEYS)
+    terms = (
+        "(!has(t.matchFields) || size(t.matchFields) == 0) && (!has(t.matchExpressions) || "
+        f"t.matchExpressions.all(e, e.key in {keys}))"
+    )
+    node = f"{spec}.affinity.nodeAffinity"
+    required = f"{node}.requiredDuringSchedulingIgnoredDuringExecution"
+    preferred = f"{node}.preferredDuringSchedulingIgnoredDuringExecution"
+    by_required = (
+        f"(has({required}) && has({required}.nodeSelectorTerms) && !{required}.nodeSelectorTerms.all(t, {terms}))"
+    )
+    by_preferred = f"(has({preferred}) && !{preferred}.all(p, !has(p.preference) || [p.preference].all(t, {terms})))"
+    by_affinity = (
+        f"(has({spec}.affinity) && (has({spec}.affinity.podAntiAffinity) || "
+        f"(has({node}) && ({by_required} || {by_preferred}))))"
+    )
+    return (
+        f"((has({spec}.topologySpreadConstraints) && size({spec}.topologySpreadConstraints) > 0) || "
+        f"(has({spec}.nodeSelector) && !{spec}.nodeSelector.all(k, k in {keys})) || {by_affinity})"
+    )
+
+
+def _whole_node(spec: str, node_gpus: Sequence[tuple[str, int]]) -> str:
+    """A pod spec with a container that asks for every GPU of its pool's nodes (of the largest
+    pool's, when it names no pool): one such pod is a node, so spreading it costs no node."""
+    if not node_gpus:
+        return "false"
+    by_pool = "{" + ", ".join(f"'{pool}': {gpus}" for pool, gpus in node_gpus) + "}"
+    pool = f"{spec}.nodeSelector['{POOL_LABEL}']"
+    named = f"(has({spec}.nodeSelector) && '{POOL_LABEL}' in {spec}.nodeSelector && {pool} in {by_pool})"
+    needed = f"({named} ? {by_pool}[{pool}] : {max(g for _, g in node_gpus)})"
+    gpus = f"int(c.resources.{{0}}['{GPU_RESOURCE}'])"
+    asks = " || ".join(
+        f"(has(c.resources) && has(c.resources.{f}) && '{GPU_RESOURCE}' in c.resources.{f} && "
+        f"{gpus.format(f)} >= {needed})"
+        for f in ("limits", "requests")
+    )
+    return f"(has({spec}.containers) && {spec}.containers.exists(c, {asks}))"
+
+
+def _request_sum(containers: str, resource: str) -> str:
+    """The containers' requests of `resource` (their limits where they state no request), summed as
+    numbers. quantity() and sum() are Kubernetes' CEL libraries (k8s.io/apiserver/pkg/cel/library/
+    quantity.go and lists.go, kubernetes/kubernetes@v1.35.0)."""
+
+    def of(field: str) -> str:
+        return f"quantity(string(c.resources.{field}['{resource}'])).asApproximateFloat()"
+
+    asked = (
+        f"has(c.resources) && has(c.resources.requests) && '{resource}' in c.resources.requests ? {of('requests')} : "
+        f"(has(c.resources) && has(c.resources.limits) && '{resource}' in c.resources.limits ? {of('limits')} : 0.0)"
+    )
+    return f"{containers}.map(c, {asked}).sum()"
+
+
+def share_cap_validations(team: TeamRules) -> list[dict]:
+    """No pod on a GPU node asks more CPU or memory than its GPUs' share of the pools' nodes (one GPU's
+    share for a pod without GPUs): the team's quota then covers no more nodes than its GPUs in those
+    dimensions either, for a pod asking more than half a node's CPU or memory holds the node alone."""
+    if team.gpu_share is None:
+        return []
+    cpu, memory = team.gpu_share
+
+    def gpus(containers: str) -> str:
+        asked = (
+            f"has(c.resources) && has(c.resources.limits) && '{GPU_RESOURCE}' in c.resources.limits ? "
+            f"int(c.resources.limits['{GPU_RESOURCE}']) : 0"
+        )
+        return f"{containers}.map(c, {asked}).sum()"
+
+    main = "(has(s.containers) ? s.containers : [])"
+    share = f"double({gpus(main)} > 0 ? {gpus(main)} : 1)"
+    inits = "(has(s.initContainers) ? s.initContainers : [])"
+    within = " && ".join(
+        f"{_request_sum(main, r)} <= {share} * {most} && {inits}.all(i, {_request_sum('[i]', r)} <= {share} * {most})"
+        for r, most in (("cpu", float(cpu)), ("memory", float(memory)))
+    )
+    return [
+        {
+            "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({within}))",
+            "message": f"a pod on a GPU node asks at most its GPUs' share of the node ({cpu:g} vCPUs and "
+            f"{memory / 2**30:g} GiB per GPU; a pod without GPUs one GPU's): a bigger one would hold a node alone",
+            "reason": "Forbidden",
+        }
+    ]
+
+
+def node_share_validations(team: TeamRules) -> list[dict]:
+    """A team holds no more GPU nodes than its GPUs: its pods on GPU nodes are packed, never spread
+    one to a node or pinned to a node by name (unless each asks for a whole node's GPUs, as the
+    health check's do), and only its GPU pods may keep a node from being emptied."""
+    pins = " || ".join(
+        f"(('{k}' in t.metadata.annotations) && t.metadata.annotations['{k}'] == '{v}')" for k, v in NODE_PINS.items()
+    )
+    return [
+        {
+            # Volcano's binpack and the autoscaler's packing put such pods on the fewest nodes; spread
+            # one per node, 32 one-GPU pods would hold 32 eight-GPU nodes
+            "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || !{_spreads('s')} || "
+            f"{_whole_node('s', team.node_gpus)})",
+            "message": "pods on GPU nodes are packed by the scheduler: no topologySpreadConstraints, no "
+            f"podAntiAffinity, nodeSelector and nodeAffinity on {', '.join(NODE_SELECTOR_KEYS)} only (not "
+            f"{HOSTNAME_LABEL}, no node field): spread one to "
+            "a node, a team's pods would hold more GPU nodes than its GPUs (a pod that asks for all of its pool's "
+            "GPUs may)",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({_asks_only('s')} && "
+            f"{_containers('s')}.all(c, {_asks_only('c')})))",
+            "message": f"pods on GPU nodes ask for {', '.join(GPU_NODE_POD_RESOURCES)} only (what the team's "
+            "queue and quota hold in its GPUs' share): no ephemeral-storage, hugepages-1Gi or other resource",
+            "reason": "Forbidden",
+        },
+        {
+            # The Cluster Autoscaler never removes the node of a pod no controller owns (drain.go, the
+            # "not replicated" blocking reason); the garbage collector removes a pod whose owner is not there.
+            "expression": "object.kind != 'Pod' || request.operation != 'CREATE' || "
+            f"!{_takes_a_gpu_node('object.spec')} || (has(object.metadata.ownerReferences) && "
+            "object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller == true))",
+            "message": "a pod on a GPU node is made by a controller (a Job, a Deployment, a Kubeflow job): a bare "
+            "pod would keep the autoscaler from ever removing its node",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": "variables.templates.all(t, !has(t.metadata) || !has(t.metadata.annotations) || "
+            f"!({pins}) || (has(t.spec) && {_asks_gpus('t.spec')}))",
+            "message": f'only a pod with GPUs may keep its node from being emptied ({DO_NOT_DISRUPT}: "true", '
+            f'{SAFE_TO_EVICT}: "false"): without a GPU it would pin a GPU node its team\'s GPUs do not pay for',
+            "reason": "Forbidden",
+        },
+    ]
+
+
+def _replicas(key: str) -> str:
+    """The replicas of one replica-spec map of a Kubeflow job, summed (1 where unset: the operator's
+    default). `sum()` is Kubernetes' CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go,
+    kubernetes/kubernetes@v1.35.0)."""
+    specs = f"object.spec.{key}"
+    return f"(has({specs}) ? {specs}.map(r, has({specs}[r].replicas) ? int({specs}[r].replicas) : 1).sum() : 0)"
+
+
+def gang_validations(team: TeamRules) -> list[dict]:
+    """The gang is the job's: the operator makes the PodGroup's minMember the job's
+    `schedulingPolicy.minAvailable` (else all its replicas) and its minResources the job's
+    `schedulingPolicy.minResources` (else the requests of minMember pods: CalcPGMinResources)
+    (kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4 ReconcileJobs). A tenant's own values
+    would let a 128-GPU job pass its queue's enqueue check as 1 CPU or 1 pod, and the autoscaler buy
+    nodes for pods that can never all run. So minResources is never the tenant's, minAvailable is
+    all the replicas (an elastic PyTorchJob's: its minReplicas workers and the other replicas), an
+    elastic job is created at its minimum and grows only by its HPA (the /scale subresource, which
+    no team may call), and the HPA's only metric is the platform's room (components/workloads.py)."""
+    sched = "object.spec.runPolicy.schedulingPolicy"
+    is_job = f"object.kind in {_list(list(JOB_KINDS))}"
+    total = " + ".join(_replicas(k) for k in REPLICA_SPECS)
+    elastic = "(object.kind == 'PyTorchJob' && has(object.spec.elasticPolicy))"
+    worker = "object.spec.pytorchReplicaSpecs.Worker"
+    workers = (
+        f"(has(object.spec.pytorchReplicaSpecs) && 'Worker' in object.spec.pytorchReplicaSpecs ? "
+        f"(has({worker}.replicas) ? int({worker}.replicas) : 1) : 0)"
+    )
+    old_workers = workers.replace("object.", "oldObject.")
+    min_replicas = (
+        f"(has(object.spec.elasticPolicy.minReplicas) ? int(object.spec.elasticPolicy.minReplicas) : {workers})"
+    )
+    gang = f"({elastic} ? ({total}) - {workers} + {min_replicas} : ({total}))"
+    policy = "object.spec.elasticPolicy"
+    pool = f"{worker}.template.spec.nodeSelector['{POOL_LABEL}']"
+    has_pool = (
+        f"(has(object.spec.pytorchReplicaSpecs) && 'Worker' in object.spec.pytorchReplicaSpecs && "
+        f"has({worker}.template) && has({worker}.template.spec) && has({worker}.template.spec.nodeSelector) && "
+        f"'{POOL_LABEL}' in {worker}.template.spec.nodeSelector)"
+    )
+    room = (
+        f"m.type == 'External' && has(m.external) && has(m.external.metric) && m.external.metric.name == "
+        f"'{ELASTIC_ROOM_METRIC}' && has(m.external.metric.selector) && "
+        "!has(m.external.metric.selector.matchExpressions) && has(m.external.metric.selector.matchLabels) && "
+        "size(m.external.metric.selector.matchLabels) == 2 && "
+        f"m.external.metric.selector.matchLabels.queue_name == '{team.queue}' && "
+        f"'pool' in m.external.metric.selector.matchLabels && {has_pool} && "
+        f"m.external.metric.selector.matchLabels.pool == {pool} && has(m.external.target) && "
+        "m.external.target.type == 'Value' && has(m.external.target.value) && string(m.external.target.value) == '1'"
+    )
+    hpa_on_a_job = (
+        f"object.kind == 'HorizontalPodAutoscaler' && has(object.spec.scaleTargetRef) && "
+        f"object.spec.scaleTargetRef.kind in {_list(list(JOB_KINDS))}"
+    )
+    return [
+        {
+            # The operator makes each elastic job's HPA from its elasticPolicy (pkg/controller.v1/pytorch/hpa.go@
+            # v1.9.4); an HPA of the team's own on the job's /scale would grow it on any metric (the HPA controller
+            # may scale every resource with a scale subresource).
+            "expression": f"!({hpa_on_a_job}) || request.userInfo.username == '{OPERATOR_USER}'",
+            "message": "a Kubeflow job's HorizontalPodAutoscaler is the Training Operator's (from elasticPolicy): "
+            "a team may not create or change one",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"!({is_job}) || !{_field('object', *sched.split('.')[1:], 'minResources')}",
+            "message": "a gang's minResources is the platform's (the requests of its pods): remove "
+            "spec.runPolicy.schedulingPolicy.minResources",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"!({is_job}) || !{_field('object', *sched.split('.')[1:], 'minAvailable')} || "
+            f"int({sched}.minAvailable) == {gang}",
+            "message": "spec.runPolicy.schedulingPolicy.minAvailable is every replica of the job (an elastic "
+            "PyTorchJob's: elasticPolicy.minReplicas workers and the other replicas); leave it unset or make it so",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"!{elastic} || {workers} == {min_replicas} || "
+            f"(request.operation == 'UPDATE' && oldObject.kind == 'PyTorchJob' && {workers} == {old_workers})",
+            "message": "an elastic PyTorchJob starts with its Worker replicas at elasticPolicy.minReplicas and grows "
+            f"only by its HPA ({ELASTIC_ROOM_METRIC})",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"!{elastic} || !has({policy}.metrics) || (size({policy}.metrics) == 1 && "
+            f"{policy}.metrics.all(m, {room}))",
+            "message": "an elastic job scales on the platform's metric only: one External metric "
+            f"{ELASTIC_ROOM_METRIC} with matchLabels {{queue_name: {team.queue}, pool: <its Worker's pool>}} "
+            "and target Value 1",
+            "reason": "Forbidden",
+        },
+    ]
 
 
 def gpu_and_node_validations() -> list[dict]:
@@ -462,6 +760,9 @@ def cel_validations(team: TeamRules) -> list[dict]:
             },
         ]
         + gpu_and_node_validations()
+        + node_share_validations(team)
+        + share_cap_validations(team)
+        + gang_validations(team)
         + container_hardening_validations()
         + launcher_label_validations()
         + service_validations(team)
@@ -496,6 +797,12 @@ def admission_policy(team: TeamRules) -> dict:
             "apiGroups": ["scheduling.volcano.sh"],
             "apiVersions": ["v1beta1"],
             "resources": ["podgroups"],
+            "operations": ["CREATE", "UPDATE"],
+        },
+        {
+            "apiGroups": ["autoscaling"],
+            "apiVersions": ["v1", "v2"],
+            "resources": ["horizontalpodautoscalers"],
             "operations": ["CREATE", "UPDATE"],
         },
     ]

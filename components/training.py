@@ -30,7 +30,7 @@ from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.demand import queue_spec
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
-from infra.config import DEFAULT_PRIORITY_CLASS, PriorityClassSpec, Queue
+from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Queue
 from infra.core import versions
 from infra.core.names import WORKLOAD_LABEL
 from infra.core.versions import Chart
@@ -201,12 +201,14 @@ class VolcanoArgs:
     priority_classes: Sequence[PriorityClassSpec]
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
+    pools: Sequence[GpuPool] = ()  # the queues' host dimensions are their GPUs' share of these nodes
 
 
 class Volcano(pulumi.ComponentResource):
     """Volcano from its official chart on the system nodes, its scheduler configured for
     differential scheduling (only serving preempts, only above a gang's minimum), the queues (never
-    reclaimable) and the PriorityClasses of the stack.
+    reclaimable; each holds its GPUs' share of the pools' nodes in every dimension) and the PriorityClasses
+    of the stack.
 
     Creates: the Helm release (with the PodGroup mutating webhook that applies a namespace's queue
     annotation), one Queue per configured queue, a Server-Side Apply patch of Volcano's own
@@ -258,7 +260,9 @@ class Volcano(pulumi.ComponentResource):
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
                 "kind": "Queue",
                 "metadata": {"name": queue_name},
-                "spec": queue_spec(weight, gpus),  # capability = deserved = guarantee (components/demand.py)
+                "spec": queue_spec(
+                    weight, gpus, args.pools
+                ),  # capability = deserved = guarantee (components/demand.py)
             }
 
         KubernetesPatch(f"{name}-queue-{DEFAULT_QUEUE}", queue(DEFAULT_QUEUE, 1, 0), force=True, opts=after_crds)

@@ -34,26 +34,40 @@ from infra.core.names import POOL_LABEL
 
 ELASTIC_ROOM_METRIC = "higgsfield_elastic_room"
 SERVING_METRIC = "higgsfield_serving_requests_waiting"
+# The `job` label of each exporter's series: Prometheus sets it to the scrape job's name and, without
+# honor_labels, renames a scraped `job` to exported_job (prometheus.io/docs/prometheus/latest/
+# configuration/configuration/#scrape_config), so no other target can claim it. Every query that
+# drives scheduling or a dashboard names the job it means: a tenant's serving pod (scraped cluster-wide
+# by SERVING_JOB) could otherwise export a series of the same name and shift the sum.
+# kube-state-metrics: the chart's ServiceMonitor takes `job` from its Service's app.kubernetes.io/name
+# (jobLabel default, prometheus-community/helm-charts:charts/kube-state-metrics/templates/
+# servicemonitor.yaml@kube-state-metrics-8.4.0), the chart's name.
+VOLCANO_SCHEDULER_JOB, VOLCANO_CONTROLLER_JOB = "volcano-scheduler", "volcano-controller"
+KSM_JOB, DCGM_JOB, EFA_JOB, SERVING_JOB = "kube-state-metrics", "dcgm-exporter", "efa", "serving"
+# the ranks' progress and the pre-flight's suspects (components/observability.py training_progress_scrape_job)
+TRAINING_PROGRESS_JOB = "training-progress"
 SERVING_LABEL = ("higgsfield.io/workload", "serving")
 SERVING_PORT = "http"
+SERVING_SCRAPE_LIMITS = {"sample_limit": 100, "label_limit": 30, "body_size_limit": "1MB"}  # ours: one gauge per pod
 
 # kube-state-metrics' --metric-labels-allowlist, through the kube-state-metrics chart's
 # metricLabelsAllowlist (prometheus-community/helm-charts:charts/kube-state-metrics/values.yaml and
 # templates/deployment.yaml@kube-state-metrics-8.4.0, the dependency of kube-prometheus-stack 88.5.x).
 KSM_NODE_LABELS = [f"nodes=[{POOL_LABEL}]"]
 
-_GPU = 'resource="nvidia.com/gpu"'
+_GPU = f'job="{VOLCANO_SCHEDULER_JOB}",resource="nvidia.com/gpu"'
 # The HPA's selector values, one by one: prometheus-adapter's LabelValuesByName (kubernetes-sigs/
 # prometheus-adapter:docs/config.md, pkg/naming/metrics_query.go BuildExternal@v0.12.0).
 _QUEUE = '<<index .LabelValuesByName "queue_name">>'
 _POOL = '<<index .LabelValuesByName "pool">>'
-_IN_POOL = f'* on(node) group_left() kube_node_labels{{label_higgsfield_io_pool="{_POOL}"}}'
+_KSM = f'job="{KSM_JOB}"'
+_IN_POOL = f'* on(node) group_left() kube_node_labels{{{_KSM},label_higgsfield_io_pool="{_POOL}"}}'
 _QUEUE_GPUS = f'sum(volcano_queue_allocated_scalar_resources{{{_GPU},queue_name="{_QUEUE}"}}) / 1000'
 # GPUs of the pool's nodes that no pod there requests, less every GPU any queue is waiting for
 # (pending pods name no node, so all waiting work counts against every pool: growth waits for it).
 _FREE_GPUS = (
-    f'(sum(kube_node_status_allocatable{{resource="nvidia_com_gpu"}} {_IN_POOL})'
-    f' - (sum(kube_pod_container_resource_requests{{resource="nvidia_com_gpu"}} {_IN_POOL}) or vector(0))'
+    f'(sum(kube_node_status_allocatable{{{_KSM},resource="nvidia_com_gpu"}} {_IN_POOL})'
+    f' - (sum(kube_pod_container_resource_requests{{{_KSM},resource="nvidia_com_gpu"}} {_IN_POOL}) or vector(0))'
     f" - (sum(volcano_queue_request_scalar_resources{{{_GPU}}}) - "
     f"sum(volcano_queue_allocated_scalar_resources{{{_GPU}}})) / 1000)"
 )
@@ -74,10 +88,10 @@ def external_rules() -> list[dict]:
 def custom_rules() -> list[dict]:
     return [
         {
-            "seriesQuery": f'{SERVING_METRIC}{{namespace!="",pod!=""}}',
+            "seriesQuery": f'{SERVING_METRIC}{{job="{SERVING_JOB}",namespace!="",pod!=""}}',
             "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
             "name": {"matches": f"^{SERVING_METRIC}$", "as": SERVING_METRIC},
-            "metricsQuery": "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
+            "metricsQuery": f'sum(<<.Series>>{{job="{SERVING_JOB}",<<.LabelMatchers>>}}) by (<<.GroupBy>>)',
         }
     ]
 
@@ -85,11 +99,19 @@ def custom_rules() -> list[dict]:
 def serving_scrape_job() -> dict:
     """Serving pods in any namespace, by their label and named port, with `namespace` and `pod`
     labels for the adapter (Prometheus' Kubernetes SD meta labels: prometheus.io/docs/prometheus/
-    latest/configuration/configuration/#kubernetes_sd_config, role pod)."""
+    latest/configuration/configuration/#kubernetes_sd_config, role pod). Only the serving metric is
+    kept (metric_relabel_configs): whatever else a tenant's pod exports never enters Prometheus,
+    and what it does export is labelled job="serving" and its own namespace and pod."""
     key, value = SERVING_LABEL
     meta = "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in key)
     return {
-        "job_name": "serving",
+        "job_name": SERVING_JOB,
+        # A tenant's endpoint is scraped by the platform's Prometheus: at most this much per pod, or the
+        # scrape fails (sample_limit, label_limit, body_size_limit: prometheus.io/docs/prometheus/latest/
+        # configuration/configuration/#scrape_config), so no team exhausts Prometheus for the others.
+        "sample_limit": SERVING_SCRAPE_LIMITS["sample_limit"],
+        "label_limit": SERVING_SCRAPE_LIMITS["label_limit"],
+        "body_size_limit": SERVING_SCRAPE_LIMITS["body_size_limit"],
         "kubernetes_sd_configs": [{"role": "pod"}],
         "relabel_configs": [
             {"source_labels": [meta], "regex": value, "action": "keep"},
@@ -97,4 +119,5 @@ def serving_scrape_job() -> dict:
             {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
             {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
         ],
+        "metric_relabel_configs": [{"source_labels": ["__name__"], "regex": SERVING_METRIC, "action": "keep"}],
     }

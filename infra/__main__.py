@@ -174,7 +174,13 @@ def build(cfg: StackConfig) -> None:
     sched = cfg.scheduler
     volcano = Volcano(
         "volcano",
-        VolcanoArgs(chart=versions.VOLCANO, queues=sched.queues, priority_classes=sched.priority_classes, **platform),
+        VolcanoArgs(
+            chart=versions.VOLCANO,
+            queues=sched.queues,
+            priority_classes=sched.priority_classes,
+            pools=cfg.gpu_pools,
+            **platform,
+        ),
     )
     TrainingOperator(
         "training-operator",
@@ -237,6 +243,7 @@ def build(cfg: StackConfig) -> None:
                 api_server_cidr=cfg.vpc_cidr,
                 efa_exporter_image=cfg.health_gate_image or image.source_image,
                 alert_rules=alert_rules(cfg.gpu_pools),
+                teams=[t.name for t in sched.teams],
             ),
         )
         if cfg.gpu_pools and sched.teams:

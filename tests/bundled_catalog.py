@@ -23,6 +23,7 @@ class BundledCatalog:
             network_cards=tuple(sorted(c["NetworkCardIndex"] for c in net.get("NetworkCards", []))) or (0,),
             nvme_disks=sum(d["Count"] for d in raw.get("InstanceStorageInfo", {}).get("Disks", [])),
             vcpus=raw.get("VCpuInfo", {}).get("DefaultVCpus", 0),
+            memory_mib=raw.get("MemoryInfo", {}).get("SizeInMiB", 0),
             architectures=tuple(raw.get("ProcessorInfo", {}).get("SupportedArchitectures", [])),
         )
 

@@ -36,6 +36,7 @@ from typing import Any
 GAVE_BACK = "higgsfield.io/gave-back-at"
 POOL_LABEL = "higgsfield.io/pool"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's pod -> PodGroup link
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # a static pod's mirror (k8s.io/api/core/v1 MirrorPodAnnotationKey)
 # Kubeflow v1 kinds and their resources (kubeflow/trainer:manifests/base/crds@v1.9.4)
 KINDS = {
     "PyTorchJob": "pytorchjobs",
@@ -67,9 +68,23 @@ def _owner_job(podgroup: dict) -> tuple[str, str] | None:
     return None
 
 
+def _holds_its_node(pod: dict) -> bool:
+    """A pod bound to a node that keeps it from being idle: any pod of any namespace that has not
+    ended, GPU or not (a pod asking no GPU still holds the node's CPU, memory or EFA interfaces, and
+    keeps the autoscaler from removing it), except a DaemonSet's that asks no GPU (the platform's
+    agents, on every node) and a kubelet's mirror pod."""
+    if not pod["spec"].get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return False
+    if MIRROR_ANNOTATION in (pod["metadata"].get("annotations") or {}):
+        return False
+    daemon = any(ref.get("kind") == "DaemonSet" for ref in pod["metadata"].get("ownerReferences") or [])
+    return not daemon or _gpus(pod) > 0
+
+
 def idle_pools(nodes: list[dict], pods: list[dict]) -> set[str]:
-    """Pools with a node that runs no GPU pod: capacity being paid for and not used."""
-    busy = {p["spec"].get("nodeName") for p in pods if p["spec"].get("nodeName") and _gpus(p) > 0}
+    """Pools with a node no pod holds (`pods`: every pod of the cluster): capacity being paid for
+    and not used."""
+    busy = {p["spec"]["nodeName"] for p in pods if _holds_its_node(p)}
     return {
         n["metadata"]["labels"][POOL_LABEL]
         for n in nodes
@@ -79,7 +94,7 @@ def idle_pools(nodes: list[dict], pods: list[dict]) -> set[str]:
 
 def _gpus(pod: dict) -> int:
     total = 0
-    for c in pod["spec"].get("containers") or []:
+    for c in (pod["spec"].get("containers") or []) + (pod["spec"].get("initContainers") or []):
         res = c.get("resources") or {}
         total += int((res.get("requests") or res.get("limits") or {}).get("nvidia.com/gpu", 0))
     return total
@@ -94,11 +109,15 @@ def decide(
     retry_after_s: float,
     now: datetime,
 ) -> list[Action]:
-    """What to suspend and what to resume, from the cluster's objects and each pool's deadline."""
+    """What to suspend and what to resume, from the cluster's objects and each pool's deadline
+    (`pods`: every pod of the cluster; only the teams' namespaces' PodGroups and jobs)."""
     actions: list[Action] = []
     idle = idle_pools(nodes, pods)
+    teams = {pg["metadata"]["namespace"] for pg in podgroups}
     by_group: dict[tuple[str, str], list[dict]] = {}
     for pod in pods:
+        if pod["metadata"]["namespace"] not in teams:
+            continue
         group = (pod["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION)
         if group:
             by_group.setdefault((pod["metadata"]["namespace"], group), []).append(pod)
@@ -187,16 +206,17 @@ def main() -> int:
     settings = json.loads(os.environ["GANG_DEADLINE_SETTINGS"])
     namespaces = settings["namespaces"]
     api, now = Api(), datetime.now(timezone.utc)
-    podgroups, pods, jobs = [], [], []
+    podgroups, jobs = [], []
     for ns in namespaces:
         podgroups += api.items(f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups")
-        pods += api.items(f"/api/v1/namespaces/{ns}/pods")
         for kind, resource in KINDS.items():
             try:
                 jobs += [{**j, "kind": kind} for j in api.items(f"/apis/kubeflow.org/v1/namespaces/{ns}/{resource}")]
             except urllib.error.HTTPError as exc:  # a kind the operator does not serve
                 if exc.code != 404:
                     raise
+    # every namespace's pods: a node is idle only when no pod of any team (or of the platform) holds it
+    pods = api.items("/api/v1/pods")
     nodes = api.items(f"/api/v1/nodes?labelSelector={POOL_LABEL}")
     with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as namespace:
         own = namespace.read().strip()

@@ -45,13 +45,14 @@ RECHECK_REASON = "NodeRecheckRequested"
 HUNG_REASON = "TrainingHung"
 COMPONENT = "higgsfield-job-watchdog"
 JOB_LABEL = "training.kubeflow.org/job-name"
-# What the scrape job `training-progress` writes on every series (components/observability.py).
+# The series of the scrape job `training-progress` (components/observability.py), which labels them
+# from the pod's own metadata; the same names from any other scrape job are never read.
 QUERIES = {
-    "at": "higgsfield_training_progress_timestamp_seconds",
-    "step_s": "higgsfield_training_step_seconds",
-    "compute_s": "avg_over_time(higgsfield_training_compute_seconds[10m])",
+    "at": 'higgsfield_training_progress_timestamp_seconds{job="training-progress"}',
+    "step_s": 'higgsfield_training_step_seconds{job="training-progress"}',
+    "compute_s": 'avg_over_time(higgsfield_training_compute_seconds{job="training-progress"}[10m])',
 }
-SUSPECTS = "max_over_time(higgsfield_preflight_suspect[10m])"
+SUSPECTS = 'max_over_time(higgsfield_preflight_suspect{job="training-progress"}[10m])'
 
 
 @dataclass(frozen=True)

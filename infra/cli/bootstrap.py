@@ -137,8 +137,13 @@ def steps(config: Any) -> list[str]:
     repo, environment = delivery.repository, entry["deployEnvironment"]
     reviewed = config.environment != "dev"
     # PUT /repos/{owner}/{repo}/environments/{name}: deployment branches by custom policy (main
-    # only, added next), required reviewers (a team) who may not approve their own runs.
-    rules: dict = {"deployment_branch_policy": {"protected_branches": False, "custom_branch_policies": True}}
+    # only, added next), required reviewers (a team) who may not approve their own runs, and no
+    # administrator bypassing them (can_admins_bypass, which GitHub defaults to true: REST API
+    # "Create or update an environment").
+    rules: dict = {
+        "deployment_branch_policy": {"protected_branches": False, "custom_branch_policies": True},
+        "can_admins_bypass": False,
+    }
     if reviewed:
         rules.update(prevent_self_review=True, reviewers=[{"type": "Team", "id": "TEAM_ID"}])
     placeholder = (
@@ -175,6 +180,7 @@ def steps(config: Any) -> list[str]:
             if reviewed
             else ""
         )
+        + f" and `gh api repos/{repo}/environments/{environment} --jq .can_admins_bypass` prints false"
         + ".",
         f"OIDC subject template of the repository (once; the roles trust subjects that name the workflow file): "
         f"`gh api -X PUT repos/{repo}/actions/oidc/customization/sub -F use_default=false "

@@ -50,9 +50,9 @@ class Runner(Setting):
     deploy). Required when enabled: no one else, and no pull request of anyone else, gets a build in the deploy
     runner."""
     preview_actors: tuple[GitHubAccountId, ...] = items()
-    """GitHub account ids whose pull requests may start a preview runner; empty: anyone whose pull request the preview
-    workflow runs for (GitHub's fork-approval setting decides for forks). The preview runner holds no deploy
-    identity."""
+    """GitHub account ids whose pull requests may start a preview runner (the webhook's ACTOR_ACCOUNT_ID filter).
+    Required when enabled: the preview runner sits in the stack's VPC, so no one else - no fork, approved or not - gets
+    a build in it."""
 
     @model_validator(mode="after")
     def _connection_when_enabled(self) -> Runner:
@@ -67,6 +67,12 @@ class Runner(Setting):
                 "deployActors",
                 "name the GitHub account ids allowed to start a deploy runner (gh api users/LOGIN --jq .id): "
                 "without them any workflow job named deploy, a pull request's included, would get one",
+            )
+        if self.enabled and not self.preview_actors:
+            problems.add(
+                "previewActors",
+                "name the GitHub account ids allowed to start a preview runner (gh api users/LOGIN --jq .id): "
+                "without them any pull request's workflow named preview, a fork's included, would run in the VPC",
             )
         problems.raise_any()
         return self

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 from typing import Annotated, Literal, Protocol
 
 from pydantic import (
@@ -364,6 +366,7 @@ class GpuPool(Setting):
     """node-group: an EKS managed node group scaled by the Cluster Autoscaler; karpenter (on-demand and spot only): a
     Karpenter NodePool that never disrupts a running training pod (docs/karpenter.md)."""
     _instance: InstanceFacts | None = PrivateAttr(None)
+    _instances: tuple[InstanceFacts, ...] = PrivateAttr(())
 
     @property
     def instance(self) -> InstanceFacts:
@@ -373,6 +376,11 @@ class GpuPool(Setting):
     @property
     def gpus_per_node(self) -> int:
         return self.instance.gpus
+
+    @property
+    def instances(self) -> tuple[InstanceFacts, ...]:
+        """Every instance type a node of the pool may be (the autoscaler or Karpenter picks one)."""
+        return self._instances or (self.instance,)
 
     @property
     def capacity_type(self) -> str:
@@ -507,6 +515,7 @@ class GpuPool(Setting):
             facts.append(found)
         if problems or not facts:
             return None
+        self._instances = tuple(facts)
         first = facts[0]
         for other in facts[1:]:
             if (other.gpus, other.efa_supported, other.efa_max_interfaces) != (
@@ -524,3 +533,19 @@ class GpuPool(Setting):
             elif set(other.architectures) != set(first.architectures):
                 problems.add("instanceTypes", f"{first.name} and {other.name} have different CPU architectures")
         return None if problems else first
+
+
+def gpu_share(pools: Sequence[GpuPool]) -> dict[str, Fraction]:
+    """What one GPU of the fleet brings of its node, at most over every instance type of every pool:
+    vCPUs (`cpu`), memory in MiB (`memory`) and the node itself (`nodes`: 1/GPUs per node). A team of
+    `gpuQuota` GPUs may hold `gpuQuota x` this in each dimension and so covers no more nodes in any
+    dimension than its GPUs would (the node's capacity; allocatable is less by kubelet's reservations,
+    so the share bounds a node from above). No pools: nothing (a team then holds no GPU node)."""
+    types = [t for p in pools for t in p.instances if t.gpus]
+    if not types:
+        return {"cpu": Fraction(0), "memory": Fraction(0), "nodes": Fraction(0)}
+    return {
+        "cpu": max(Fraction(t.vcpus, t.gpus) for t in types),
+        "memory": max(Fraction(t.memory_mib, t.gpus) for t in types),
+        "nodes": max(Fraction(1, t.gpus) for t in types),
+    }

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from functools import cache
+from collections.abc import Mapping
+from fractions import Fraction
+from math import ceil
 from typing import Literal
 
 from pydantic import (
@@ -13,7 +15,6 @@ from pydantic import (
 
 from infra.config.base import DnsLabel, Setting, Str, derived, items, number
 from infra.config.errors import Problems, _duplicates
-from infra.core.bundled import instance_types
 
 _MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for system classes
 
@@ -99,23 +100,20 @@ RESERVED_NAMESPACE_PREFIXES = ("kube-", "higgsfield-", "volcano-", "aws-", "amaz
 TEAM_UID_MIN, TEAM_UID_MAX = 1000, 2_147_483_647
 # A team's CPU and memory quota (a ResourceQuota, checked pod by pod) must never refuse a pod of a
 # gang the team's queue has admitted: that is part of a gang, for which the autoscaler would buy
-# nodes (docs/design/autoscaler-demand.md). Its queue admits whole gangs up to its
-# capability, whose host dimensions are the team's GPUs x the largest GPU node AWS sells
-# (components/demand.py queue_resources: vCPUs and MiB of that node). So the quota is at least that
-# floor, and by default the floor plus room for CPU-only work (data preparation, evaluation) -
-# all a team without GPUs gets. Upper bounds keep a typo from meaning "unlimited".
+# nodes (docs/design/autoscaler-demand.md). Its queue admits whole gangs up to its capability, whose
+# host dimensions are the team's GPUs x one GPU's share of its node, the most of any instance type
+# of the stack's pools (infra/config/gpu_pools.py gpu_share; components/demand.py queue_resources).
+# So the quota is at least that floor; and at most the floor plus a little room for CPU-only work
+# (data preparation, evaluation): a quota above the team's share would let it hold more GPU nodes
+# than its GPUs would, with pods that request no GPU. The default is that most.
 MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB = 16, 64
 MAX_CPU_QUOTA, MAX_MEMORY_QUOTA_GIB = 10_000_000, 1_000_000_000
 
 
-@cache
-def gang_floor(gpu_quota: int) -> tuple[int, int]:
-    """(vCPUs, GiB) the team's queue may admit for gangs: as components/demand.py queue_resources
-    (the largest GPU node in AWS's catalog, infra/core/bundled.py), memory rounded up to GiB."""
-    gpu_types = [t for t in instance_types().values() if t.get("GpuInfo")]
-    cpu = max(t["VCpuInfo"]["DefaultVCpus"] for t in gpu_types)
-    memory_mib = max(t["MemoryInfo"]["SizeInMiB"] for t in gpu_types)
-    return gpu_quota * cpu, -(-gpu_quota * memory_mib // 1024)
+def gang_floor(gpu_quota: int, share: Mapping[str, Fraction]) -> tuple[int, int]:
+    """(vCPUs, GiB) the team's queue may admit for gangs: its GPUs x one GPU's share of the
+    stack's GPU nodes (vCPUs, MiB), as components/demand.py queue_resources, rounded up."""
+    return ceil(gpu_quota * share["cpu"]), ceil(gpu_quota * share["memory"] / 1024)
 
 
 class Team(Setting):
@@ -140,12 +138,12 @@ class Team(Setting):
     """GPUs the team's serving-class pods may request at most (a quota of their own, within gpuQuota); required with a
     serving class."""
     cpu_quota: number(1, MAX_CPU_QUOTA, "a bound against typos") = derived(
-        "vCPUs the namespace's pods may request in all; at least what its queue admits for gangs (gpuQuota x the "
-        "largest GPU node's vCPUs); default that + 16."
+        "vCPUs the namespace's pods may request in all; at least what its queue admits for gangs (gpuQuota x one "
+        "GPU's share of the pools' nodes' vCPUs), at most that + 16 (the default)."
     )
     memory_quota_gib: number(1, MAX_MEMORY_QUOTA_GIB, "a bound against typos") = derived(
-        "GiB the namespace's pods may request in all; at least what its queue admits for gangs (gpuQuota x the "
-        "largest GPU node's memory); default that + 64.",
+        "GiB the namespace's pods may request in all; at least what its queue admits for gangs (gpuQuota x one "
+        "GPU's share of the pools' nodes' memory), at most that + 64 (the default).",
         alias="memoryQuotaGiB",
     )
     default_cpu_request_millicores: number(10, 64_000) = 500
@@ -170,39 +168,53 @@ class Team(Setting):
             raise ValueError("65534 is nobody (Lustre and NFS squash to it); pick another")
         return uid
 
-    @model_validator(mode="after")
-    def _compute_quota(self) -> Team:
-        cpu_floor, memory_floor = gang_floor(self.gpu_quota)
-        cpu = self.cpu_quota if self.cpu_quota is not None else cpu_floor + MIN_CPU_QUOTA
-        memory = self.memory_quota_gib if self.memory_quota_gib is not None else memory_floor + MIN_MEMORY_QUOTA_GIB
-        problems = Problems()
+    def within_share(self, share: Mapping[str, Fraction], problems: Problems, where: str) -> Team:
+        """The team with its CPU and memory quota filled in and checked against its share of the
+        stack's GPU fleet (`share`: infra/config/gpu_pools.py gpu_share); problems under `where`."""
+        cpu_floor, memory_floor = gang_floor(self.gpu_quota, share)
+        cpu_most, memory_most = cpu_floor + MIN_CPU_QUOTA, memory_floor + MIN_MEMORY_QUOTA_GIB
+        cpu = self.cpu_quota if self.cpu_quota is not None else cpu_most
+        memory = self.memory_quota_gib if self.memory_quota_gib is not None else memory_most
+        gang = "the quota, checked pod by pod, would create part of a gang; raise it or leave it unset"
+        fleet = (
+            "the team could hold more GPU nodes than its gpuQuota with pods that request no GPU; lower it or leave "
+            "it unset"
+        )
+        share_of = f"({self.gpu_quota} GPUs x one GPU's share of the pools' nodes)"
         if cpu < cpu_floor:
             problems.add(
-                "cpuQuota",
-                f"{cpu} vCPUs is below the {cpu_floor:,} its queue admits for gangs ({self.gpu_quota} GPUs x the "
-                "largest GPU node): "
-                "the quota, checked pod by pod, would create part of a gang; raise it or leave it unset",
+                f"{where}.cpuQuota",
+                f"{cpu} vCPUs is below the {cpu_floor:,} its queue admits for gangs {share_of}: {gang}",
+            )
+        elif cpu > cpu_most:
+            problems.add(
+                f"{where}.cpuQuota",
+                f"{cpu} vCPUs is above the team's share of {cpu_floor:,} {share_of} + {MIN_CPU_QUOTA}: {fleet}",
             )
         if memory < memory_floor:
             problems.add(
-                "memoryQuotaGiB",
-                f"{memory} GiB is below the {memory_floor:,} its queue admits for gangs ({self.gpu_quota} GPUs x the "
-                "largest GPU node): "
-                "the quota, checked pod by pod, would create part of a gang; raise it or leave it unset",
+                f"{where}.memoryQuotaGiB",
+                f"{memory} GiB is below the {memory_floor:,} its queue admits for gangs {share_of}: {gang}",
+            )
+        elif memory > memory_most:
+            problems.add(
+                f"{where}.memoryQuotaGiB",
+                f"{memory} GiB is above the team's share of {memory_floor:,} "
+                f"{share_of} + {MIN_MEMORY_QUOTA_GIB}: {fleet}",
             )
         if self.default_cpu_request_millicores > cpu * 1000:
             problems.add(
-                "defaultCpuRequestMillicores",
+                f"{where}.defaultCpuRequestMillicores",
                 f"{self.default_cpu_request_millicores}m is above the team's cpuQuota of {cpu} vCPUs",
             )
         if self.default_memory_request_mib > memory * 1024:
             problems.add(
-                "defaultMemoryRequestMiB",
+                f"{where}.defaultMemoryRequestMiB",
                 f"{self.default_memory_request_mib} MiB is above the team's memoryQuotaGiB of {memory} GiB",
             )
-        problems.raise_any()
-        self._fill(cpu_quota=cpu, memory_quota_gib=memory)
-        return self
+        filled = self.model_copy()
+        filled._fill(cpu_quota=cpu, memory_quota_gib=memory)
+        return filled
 
 
 class Scheduler(Setting):
@@ -211,6 +223,13 @@ class Scheduler(Setting):
     queues: tuple[Queue, ...] = items()
     priority_classes: tuple[PriorityClassSpec, ...] = items()
     teams: tuple[Team, ...] = items()
+
+    def within_share(self, share: Mapping[str, Fraction]) -> Scheduler:
+        """The teams' CPU and memory quotas filled in from their share of the GPU fleet, or refused."""
+        problems = Problems()
+        teams = tuple(t.within_share(share, problems, f"teams[{i}]") for i, t in enumerate(self.teams))
+        problems.raise_any()
+        return self.model_copy(update={"teams": teams})
 
     def classes_of(self, team: Team, workload: str) -> tuple[str, ...]:
         """The team's priority classes of one class of work, in the team's order."""

@@ -30,6 +30,7 @@ from infra.config.gpu_pools import (
     CAPACITY_BLOCK_END_MARGIN_S,
     CAPACITY_BLOCKS_MAX_INSTANCES,
     GpuPool,
+    gpu_share,
     seconds_of,
 )
 from infra.config.limits import (
@@ -407,7 +408,8 @@ class StackConfig(Setting):
                     "at maxSize)",
                 )
         problems.raise_any()
-        return scheduler
+        # each team's CPU and memory quota: its GPUs' share of these pools' nodes (infra/config/scheduler.py)
+        return scheduler.within_share(gpu_share(pools))
 
     @model_validator(mode="after")
     def _pools_survive_bad_nodes(self) -> StackConfig:

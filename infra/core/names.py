@@ -43,6 +43,12 @@ SYSTEM_TAINT_KEY = "higgsfield.io/system"  # the system nodes' taint
 STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-gate"  # a gated node's, until it passes
 AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"  # prefix of the ASG tags the autoscaler reads at zero
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # a namespace's (and a job's) Volcano queue
+# Pod annotations that keep a node from being emptied: Karpenter never voluntarily disrupts the node
+# of a pod with do-not-disrupt "true"; the Cluster Autoscaler never scales down the node of a pod with
+# safe-to-evict "false" (PodSafeToEvictKey, kubernetes/autoscaler:cluster-autoscaler/utils/drain/
+# drain.go@cluster-autoscaler-1.35.2).
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"  # the node a service-account token was bound to
 # The NVIDIA driver's major branch (580) on a GPU node, published by GPU feature discovery
 # (newVersionLabeler in NVIDIA/k8s-device-plugin:internal/lm/nvml.go@v0.19.3, versions.NVIDIA_DEVICE_PLUGIN;

@@ -37,6 +37,24 @@ def _runs_on(job: Mapping[str, Any]) -> str:
     return str(job.get("runs-on", "")).replace(" ", "")
 
 
+def foreign_admins(config: Any) -> list[tuple[str, str]]:
+    """Cluster admins in another account than a CI-deployed stack's: the deploy role's boundary refuses
+    their access entries (ClusterAccessStaysInTheAccount, components/delivery.py)."""
+    delivery = config.delivery
+    if delivery is None:
+        return []
+    return [
+        (
+            f"higgsfield:admins[{i}]",
+            f"{admin} is in another account than the stack's ({delivery.account_id}): the deploy role's boundary "
+            "refuses access entries for other accounts' principals (ClusterAccessStaysInTheAccount, "
+            "components/delivery.py); use a role of this account, or grant it from an administrator's session",
+        )
+        for i, admin in enumerate(config.admins)
+        if admin.split(":")[4] != delivery.account_id
+    ]
+
+
 def delivery_findings(config: Any, workflows: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
     """What would hand a pull request a deploy identity or a deploy runner, or run a
     private-endpoint stack's preview/deploy outside its VPC: (setting or workflow job, message).
@@ -67,6 +85,7 @@ def delivery_findings(config: Any, workflows: Mapping[str, Mapping[str, Any]]) -
                 "pull request's included.",
             )
         )
+    found += foreign_admins(config)
     for file, workflow in sorted(workflows.items()):
         pull_request = bool(workflow_triggers(workflow) & PULL_REQUEST_EVENTS)
         for job_name, job in (workflow.get("jobs") or {}).items():

@@ -23,12 +23,11 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
-from components.karpenter import DO_NOT_DISRUPT
-from components.storage import DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
+from components.storage import DATASET_CHECKPOINTS, DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 from infra.core import versions
 from infra.core.assets import shipped
-from infra.core.names import PROGRESS_PORT, PROGRESS_PORT_NAME
+from infra.core.names import DO_NOT_DISRUPT, PROGRESS_PORT, PROGRESS_PORT_NAME
 from infra.offline.pods import (
     bus_bandwidth_threshold,
     check_image,
@@ -219,7 +218,9 @@ def checkpoint_path(cfg: StackConfig, team: Team, job_name: str) -> str:
                 "higgsfield:fsx.s3 exports; "
                 "submit as its owner or turn off higgsfield:checkpoints.exportToS3",
             )
-        return f"{DATASET_MOUNT.format(name=dataset.name)}/checkpoints/{team.name}/{job_name}"
+        # the dataset's owner-only directory (components/storage.py DATASET_CHECKPOINTS): its readers mount the
+        # dataset, never this
+        return f"{DATASET_MOUNT.format(name=dataset.name)}/{DATASET_CHECKPOINTS}/{team.name}/{job_name}"
     return f"{MOUNT_PATH}/checkpoints/{job_name}"
 
 

@@ -17,12 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.karpenter import DO_NOT_DISRUPT
 from components.workloads import ELASTIC_ROOM_METRIC
 from infra.config import FRAMEWORKS, ConfigError, GpuPool, JobFile, StackConfig, Team
 from infra.core import versions
 from infra.core.assets import shipped
-from infra.core.names import DRIVER_MAJOR_LABEL, GPU_RESOURCE, POOL_LABEL
+from infra.core.names import DO_NOT_DISRUPT, DRIVER_MAJOR_LABEL, GPU_RESOURCE, POOL_LABEL
 from infra.offline import jobs
 from infra.offline.pods import (
     NODE_MEMORY_SHARE,

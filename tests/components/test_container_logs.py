@@ -5,7 +5,9 @@ values.yaml@71a298ff), through the add-on's configuration values."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import re
 
 import pytest
 
@@ -30,7 +32,8 @@ def test_the_addon_gets_our_container_log_config_under_the_charts_file_name(stac
     config = _configuration(stack)
     files = config["containerLogs"]["fluentBit"]["config"]["extraFiles"]
     assert list(files) == ["application-log.conf"]  # only that file is replaced; Helm merges the other keys
-    assert files["application-log.conf"] == container_logs.application_log_conf()
+    teams = [t.name for t in config_of(stack).scheduler.teams]
+    assert files["application-log.conf"] == container_logs.application_log_conf(teams)
     assert config["dcgmExporter"] == {"enabled": False}  # the earlier setting kept
 
 
@@ -50,8 +53,8 @@ def test_the_filter_finds_the_pod_of_every_line_the_input_tags():
 
 
 def test_container_lines_go_to_the_application_log_group_we_create_with_our_retention():
-    (output,) = _sections(container_logs.application_log_conf(), "OUTPUT")
-    assert output["Name"] == "cloudwatch_logs" and output["Match"] == "application.*"
+    *_, output = _sections(container_logs.application_log_conf(["llm"]), "OUTPUT")
+    assert output["Name"] == "cloudwatch_logs"
     assert (
         output["log_group_name"] == "/aws/containerinsights/${CLUSTER_NAME}/application"
         and "application" in CONTAINER_INSIGHTS_LOGS
@@ -80,3 +83,59 @@ def test_the_label_keys_queried_are_the_ones_the_training_operator_sets():
         "training.kubeflow.org/replica-type",
         "training.kubeflow.org/replica-index",
     )
+
+
+TEAMS = ["foundation", "llm", "vision"]
+CONTAINER_ID = "0" * 64
+
+
+def _tag(pod: str, namespace: str, container: str = "main") -> str:
+    """The tail input's tag of a container's log file (kubelet names it POD_NAMESPACE_CONTAINER-ID.log)."""
+    return f"application.var.log.containers.{pod}_{namespace}_{container}-{CONTAINER_ID}.log"
+
+
+def _groups_of(tag: str) -> list[str]:
+    """The log groups a line of `tag` goes to: each output whose Match_Regex (Onigmo; these use only
+    what Python's re reads alike) or Match takes it."""
+    groups = []
+    for output in _sections(container_logs.application_log_conf(TEAMS), "OUTPUT"):
+        if "Match_Regex" in output:
+            taken = re.search(output["Match_Regex"], tag) is not None
+        else:
+            taken = fnmatch.fnmatchcase(tag, output["Match"])
+        if taken:
+            groups.append(output["log_group_name"])
+    return groups
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_a_teams_container_lines_go_to_its_own_log_group_only(team):
+    """Chosen by the namespace in the file's name, not by pod labels (which any team sets): reading
+    one team's logs is no longer reading all (issue 34)."""
+    for pod in ("train-worker-0", f"evil-{TEAMS[0]}", "vision"):
+        assert _groups_of(_tag(pod, team)) == [container_logs.team_log_group("${CLUSTER_NAME}", team)]
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "monitoring", "llm-tools", "visionx", "kubeflow"])
+def test_the_platforms_and_unknown_namespaces_lines_go_to_the_application_group_only(namespace):
+    assert _groups_of(_tag("p", namespace)) == ["/aws/containerinsights/${CLUSTER_NAME}/application"]
+
+
+def test_each_team_gets_a_log_group_with_the_stacks_retention_and_key_and_a_policy_that_reads_it_alone():
+    plan = plan_of("prod")
+    cfg = plan.config
+    groups = {g.inputs["name"]: g for g in plan.of_type("aws:cloudwatch/logGroup:LogGroup")}
+    policies = {p.inputs["name"]: p for p in plan.of_type("aws:iam/policy:Policy")}
+    cluster = f"higgsfield-{plan.stack}"
+    for team in cfg.scheduler.teams:
+        group = groups[container_logs.team_log_group(cluster, team.name)]
+        assert group.inputs["retentionInDays"] == cfg.observability.log_retention_days and group.inputs.get("kmsKeyId")
+        assert f"{cluster}-logs-{team.name}" in policies
+
+
+def test_a_teams_log_reader_policy_names_its_group_and_no_other():
+    arn = "arn:aws:logs:us-east-2:111122223333:log-group:/aws/containerinsights/higgsfield-prod/teams/llm"
+    document = json.loads(container_logs.team_log_reader_policy(arn + ":*"))
+    read, rest = document["Statement"]
+    assert read["Resource"] == [arn, f"{arn}:*"] and set(read["Action"]) == set(container_logs.LOG_READ_ACTIONS)
+    assert rest["Resource"] == "*" and set(rest["Action"]) == {"logs:GetQueryResults", "logs:DescribeLogGroups"}

@@ -75,6 +75,23 @@ def test_a_gang_on_a_pool_without_idle_nodes_costs_nothing_and_is_left_queued():
     assert _decide([_pod("train-master-0", DEADLINE + 60), busy]) == []
 
 
+def test_a_node_held_by_another_teams_pod_without_a_gpu_is_not_idle():
+    """A pod that asks no GPU (CPU, memory, EFA) still holds its node: the gangs waiting for that
+    pool keep waiting instead of being suspended for nodes that are in use (issue 34)."""
+    hog = _pod("hog-0", 99999, node="ip-10-0-0-1")
+    hog["metadata"].update(namespace="vision", annotations={})
+    hog["spec"]["containers"] = [{"resources": {"requests": {"cpu": "188", "vpc.amazonaws.com/efa": "32"}}}]
+    assert _decide([_pod("train-master-0", DEADLINE + 60), hog]) == []
+
+
+def test_a_node_with_only_the_platforms_daemonset_agents_is_idle():
+    agent = _pod("node-exporter-x", 99999, node="ip-10-0-0-1")
+    agent["metadata"].update(namespace="monitoring", annotations={}, ownerReferences=[{"kind": "DaemonSet"}])
+    agent["spec"]["containers"] = [{"resources": {"requests": {"cpu": "100m"}}}]
+    (action,) = _decide([_pod("train-master-0", DEADLINE + 60), agent])
+    assert action.verb == "suspend"
+
+
 def test_a_bound_gang_is_never_touched():
     assert _decide([_pod("train-master-0", DEADLINE + 60, node="ip-10-0-0-2")]) == []
 
@@ -156,7 +173,7 @@ def test_the_cronjob_is_a_valid_kubernetes_object_that_runs_restricted_on_the_sy
 def test_the_cronjob_may_only_list_and_patch_jobs_in_team_namespaces_and_list_nodes(stack):
     plan = plan_of(stack)
     (cluster_role,) = _objects(plan, "ClusterRole")
-    assert cluster_role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
+    assert cluster_role["rules"] == [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]}]
     roles = [r for r in _objects(plan, "Role") if r["metadata"]["namespace"] != component.NAMESPACE]
     (own,) = [r for r in _objects(plan, "Role") if r["metadata"]["namespace"] == component.NAMESPACE]
     assert own["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]

@@ -254,6 +254,64 @@ def test_the_gate_may_not_cordon_a_node():
     assert denied(_node(), new) == ["the health gate may not change a node's annotations or cordon it"]
 
 
+def test_the_gate_may_put_its_taint_back_no_schedule_after_a_failure_or_reboot():
+    old = _passed(_node())
+    new = copy.deepcopy(old)
+    new["spec"]["taints"].append({"key": STARTUP_TAINT_KEY, "value": "failed", "effect": "NoSchedule"})
+    assert denied(old, new) == []
+
+
+def test_the_gate_may_not_re_taint_its_node_no_execute():
+    """A NoExecute startup taint would evict every pod of the node, other teams' jobs included."""
+    old = _passed(_node())
+    new = copy.deepcopy(old)
+    new["spec"]["taints"].append({"key": STARTUP_TAINT_KEY, "value": "failed", "effect": "NoExecute"})
+    assert denied(old, new) == [f"the health gate's taint {STARTUP_TAINT_KEY} is NoSchedule (never NoExecute)"]
+
+
+NODE, NODE_NAME_EXTRA = "ip-10-40-1-5.ec2.internal", healthgate.NODE_NAME_EXTRA
+BESIDE_ITS_OWN = {
+    "finalizer": ("metadata", "finalizers", ["example.com/hold"]),
+    "owner_reference": ("metadata", "ownerReferences", [{"apiVersion": "v1", "kind": "Pod", "name": "x", "uid": "1"}]),
+    "provider_id": ("spec", "providerID", "aws:///us-east-2b/i-0other"),
+    "pod_cidr": ("spec", "podCIDR", "10.99.0.0/24"),
+    "pod_cidrs": ("spec", "podCIDRs", ["10.99.0.0/24"]),
+    "config_source": (
+        "spec",
+        "configSource",
+        {"configMap": {"name": "x", "namespace": "kube-system", "kubeletConfigKey": "kubelet"}},
+    ),
+}
+
+
+@pytest.mark.parametrize("field", sorted(BESIDE_ITS_OWN))
+def test_the_gate_may_change_nothing_of_its_node_but_its_taint_and_labels(field):
+    part, key, value = BESIDE_ITS_OWN[field]
+    new = _passed(_node())
+    new[part][key] = value
+    assert denied(_node(), new) == [
+        "the health gate may change only its taint and health labels: not a node's finalizers, owner references, "
+        "providerID, pod CIDRs or config source"
+    ]
+
+
+@pytest.mark.parametrize("field", sorted(BESIDE_ITS_OWN))
+def test_the_fsx_csi_node_plugin_may_change_nothing_of_its_node_but_its_taint_either(field):
+    """The policy beside the gate's: the CSI node plugin removes its agent-not-ready taint, nothing else."""
+    from components.storage import CSI_NODE_USER, CSI_NOT_READY_TAINT, csi_node_policy
+
+    old = _node(taints=[{"key": CSI_NOT_READY_TAINT, "effect": "NoExecute"}])
+    new = copy.deepcopy(old)
+    new["spec"]["taints"] = []
+    part, key, value = BESIDE_ITS_OWN[field]
+    assert node_update_denials(csi_node_policy(), old, new, CSI_NODE_USER, NODE_NAME_EXTRA, NODE) == []
+    new[part][key] = value
+    assert node_update_denials(csi_node_policy(), old, new, CSI_NODE_USER, NODE_NAME_EXTRA, NODE) == [
+        "the FSx CSI node plugin may not change a node's finalizers, owner references, providerID, pod CIDRs or "
+        "config source"
+    ]
+
+
 def test_the_policy_leaves_every_other_user_to_rbac():
     new = _passed(_node())
     new["spec"]["taints"] = []

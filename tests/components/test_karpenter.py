@@ -15,6 +15,7 @@ from components import healthgate, karpenter
 from components.efa import efa_count, efa_interfaces_for
 from infra.config import STARTUP_TAINT_KEY, ConfigError
 from infra.core import versions
+from infra.core.names import DO_NOT_DISRUPT
 from infra.offline import cold_start, cost, crd_schemas, jobs, kubernetes_schema, pods
 from infra.offline import plan as plan_cli
 from infra.offline.evaluate import record
@@ -208,7 +209,7 @@ def test_the_nodepool_carries_the_pools_taints_labels_and_the_gates_startup_tain
 def test_training_pods_carry_the_do_not_disrupt_annotation():
     job = jobs.render("pytorch-ddp", plan_of("prod").config, pool="h100")[-1]
     for template in jobs.pod_templates(job):
-        assert template["metadata"]["annotations"][karpenter.DO_NOT_DISRUPT] == "true"
+        assert template["metadata"]["annotations"][DO_NOT_DISRUPT] == "true"
 
 
 def _statements() -> list[dict]:

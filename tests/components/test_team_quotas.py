@@ -4,11 +4,15 @@ defaults and bounds; every shipped example still fits its team's quota."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
 from components.demand import queue_resources
 from components.teams import compute_quota, container_defaults
 from infra.config import Team
+from infra.config.errors import Problems
+from infra.config.gpu_pools import gpu_share
 from infra.config.scheduler import gang_floor
 from infra.offline import jobs, kubernetes_schema
 from tests.conftest import STACKS, assert_plan_rejects, config_of, plan_of
@@ -23,10 +27,8 @@ def _by_namespace(plan, type_, name):
 def test_every_team_namespace_has_a_cpu_and_memory_quota_and_default_requests(plan):
     quotas, defaults = _by_namespace(plan, QUOTA, "compute"), _by_namespace(plan, LIMITS, "container-defaults")
     for team in plan.config.scheduler.teams:
-        assert quotas[team.name].inputs["spec"]["hard"] == {
-            "requests.cpu": str(team.cpu_quota),
-            "requests.memory": f"{team.memory_quota_gib}Gi",
-        }
+        hard = quotas[team.name].inputs["spec"]["hard"]
+        assert (hard["requests.cpu"], hard["requests.memory"]) == (str(team.cpu_quota), f"{team.memory_quota_gib}Gi")
         (limit,) = defaults[team.name].inputs["spec"]["limits"]
         assert limit["type"] == "Container"
         assert limit["defaultRequest"] == {
@@ -41,8 +43,66 @@ def test_every_team_namespace_has_a_cpu_and_memory_quota_and_default_requests(pl
 def test_quota_objects_validate_against_the_kubernetes_schema(plan):
     version = plan.config.kubernetes_version
     for team in plan.config.scheduler.teams:
-        kubernetes_schema.validate(compute_quota(team), version)
+        kubernetes_schema.validate(compute_quota(team, plan.config.gpu_pools), version)
         kubernetes_schema.validate(container_defaults(team), version)
+
+
+def _quantity(value: str) -> float:
+    value = str(value)
+    for suffix, factor in (("Gi", 1024), ("Mi", 1), ("m", 1 / 1000)):
+        if value.endswith(suffix):
+            return float(value[: -len(suffix)]) * factor
+    return float(value)
+
+
+def _queue(plan, name: str) -> dict:
+    (queue,) = [
+        r
+        for r in plan.of_type("kubernetes:scheduling.volcano.sh/v1beta1:Queue")
+        if r.inputs["metadata"]["name"] == name
+    ]
+    return queue.inputs["spec"]["capability"]
+
+
+# prod's largest GPU node in each dimension (p5.48xlarge, p5en.48xlarge, p6-b200.48xlarge: 8 GPUs each): 192
+# vCPUs, 2,048 GiB, 32 EFA interfaces, 2 x 5,128 MiB of huge pages (components/efa.py); the room is for CPU-only work.
+PROD_NODE = {"cpu": (192, 16), "memory": (2048 * 1024, 64 * 1024), "vpc.amazonaws.com/efa": (32, 0)}
+PROD_NODE["hugepages-2Mi"] = (2 * 5128, 0)
+
+
+@pytest.mark.parametrize("resource", sorted(PROD_NODE))
+def test_a_teams_queue_and_quota_cover_no_more_nodes_than_its_gpus_in_any_dimension(resource):
+    """Not gpuQuota x the largest GPU node AWS sells (a team of 32 GPUs held every node of the fleet
+    with pods that ask no GPU, issue 34): its queue's capability and namespace quota hold gpuQuota / 8
+    of prod's nodes in each dimension, no more."""
+    plan = plan_of("prod")
+    quotas = _by_namespace(plan, QUOTA, "compute")
+    node, room = PROD_NODE[resource]
+    for team in plan.config.scheduler.teams:
+        most = team.gpu_quota / 8 * node + room
+        capability, hard = _queue(plan, team.queue), quotas[team.name].inputs["spec"]["hard"]
+        assert _quantity(capability.get(resource, "0")) <= most, (team.name, capability)
+        assert _quantity(hard[f"requests.{resource}"]) <= most, (team.name, hard)
+
+
+def test_a_teams_pods_are_its_gpus_and_one_launcher_per_node_plus_cpu_only_room():
+    plan = plan_of("prod")
+    quotas = _by_namespace(plan, QUOTA, "compute")
+    for team in plan.config.scheduler.teams:
+        assert quotas[team.name].inputs["spec"]["hard"]["pods"] == str(team.gpu_quota + team.gpu_quota // 8 + 16)
+
+
+def test_no_team_may_create_a_pod_disruption_budget(plan):
+    for quota in _by_namespace(plan, QUOTA, "compute").values():
+        assert quota.inputs["spec"]["hard"]["count/poddisruptionbudgets.policy"] == "0"
+
+
+def test_no_team_claims_ebs_volumes_and_object_counts_are_bounded(plan):
+    for quota in _by_namespace(plan, QUOTA, "compute").values():
+        hard = quota.inputs["spec"]["hard"]
+        assert hard["gp3-encrypted.storageclass.storage.k8s.io/requests.storage"] == "0"
+        assert hard["gp2.storageclass.storage.k8s.io/requests.storage"] == "0"
+        assert all(int(hard[f"count/{kind}"]) > 0 for kind in ("configmaps", "secrets", "services"))
 
 
 def _team(**fields) -> Team:
@@ -51,46 +111,59 @@ def _team(**fields) -> Team:
     )
 
 
-def test_quota_defaults_cover_what_the_teams_queue_admits_plus_cpu_only_room():
-    cpu_floor, memory_floor = gang_floor(8)
-    team = _team()
-    assert (team.cpu_quota, team.memory_quota_gib) == (cpu_floor + 16, memory_floor + 64)
-    cpu_only = _team(gpuQuota=0)
+P5_SHARE = {"cpu": Fraction(192, 8), "memory": Fraction(2048 * 1024, 8), "nodes": Fraction(1, 8)}
+
+
+def test_quota_defaults_are_the_teams_share_of_the_pools_plus_cpu_only_room():
+    problems = Problems()
+    team = _team().within_share(P5_SHARE, problems, "teams[0]")
+    assert (team.cpu_quota, team.memory_quota_gib) == (192 + 16, 2048 + 64)
+    cpu_only = _team(gpuQuota=0).within_share(P5_SHARE, problems, "teams[0]")
     assert (cpu_only.cpu_quota, cpu_only.memory_quota_gib) == (16, 64)
-    assert _team(gpuQuota=0, cpuQuota=40).cpu_quota == 40
+    assert not problems
 
 
-def test_the_quota_floor_is_the_queues_host_capability():
+def test_a_quota_above_the_teams_share_is_refused():
+    problems = Problems()
+    _team(gpuQuota=0, cpuQuota=40, memoryQuotaGiB=65).within_share(P5_SHARE, problems, "teams[0]")
+    assert [where for where, _ in problems.found] == ["teams[0].cpuQuota", "teams[0].memoryQuotaGiB"]
+
+
+def test_the_quota_floor_is_the_queues_host_capability(plan):
     """A ResourceQuota below what the queue admits would refuse part of an admitted gang, and the
     autoscaler would buy nodes for the rest (docs/design/autoscaler-demand.md): the floor is the queue's."""
+    share = gpu_share(plan.config.gpu_pools)
     for gpus in (1, 8, 160):
-        held = queue_resources(gpus)
-        cpu, memory_gib = gang_floor(gpus)
+        held = queue_resources(gpus, plan.config.gpu_pools)
+        cpu, memory_gib = gang_floor(gpus, share)
         assert cpu == int(held["cpu"]) and memory_gib * 1024 >= int(held["memory"].removesuffix("Mi"))
 
 
 def test_every_shipped_team_quota_covers_its_queue(plan):
+    hard = {n: q.inputs["spec"]["hard"] for n, q in _by_namespace(plan, QUOTA, "compute").items()}
     for team in plan.config.scheduler.teams:
         (queue,) = [q for q in plan.config.scheduler.queues if q.name == team.queue]
-        held = queue_resources(queue.gpu_capability)
-        assert team.cpu_quota >= int(held.get("cpu", 0)) and team.memory_quota_gib * 1024 >= int(
-            held.get("memory", "0Mi").removesuffix("Mi")
-        )
+        held = queue_resources(queue.gpu_capability, plan.config.gpu_pools)
+        for resource, amount in held.items():
+            if resource != "nvidia.com/gpu":
+                assert _quantity(hard[team.name][f"requests.{resource}"]) >= _quantity(amount), (team.name, resource)
 
 
-def _requests(job: dict) -> tuple[float, float]:
-    """vCPUs and GiB a job's pods request at most (containers without requests get the defaults)."""
+def _requests(job: dict) -> tuple[float, float, int]:
+    """vCPUs, GiB and pods a job's pods request at most (containers without requests get the defaults)."""
     cpu = memory = 0.0
+    pods = 0
     elastic = job["spec"].get("elasticPolicy")
     for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs"):
         for replica, spec in (job["spec"].get(key) or {}).items():
             count = elastic["maxReplicas"] if elastic and replica == "Worker" else spec["replicas"]
             pod = spec["template"]["spec"]
+            pods += count
             for c in [*pod.get("containers", []), *pod.get("initContainers", [])]:
                 req = c.get("resources", {}).get("requests", {})
                 cpu += count * _cpu(req.get("cpu", "500m"))
                 memory += count * _gib(req.get("memory", "1Gi"))
-    return cpu, memory
+    return cpu, memory, pods
 
 
 def _cpu(value) -> float:
@@ -114,12 +187,13 @@ def test_every_shipped_example_fits_its_teams_cpu_and_memory_quota(stack, exampl
     cfg = plan_of(stack).config
     job = jobs.render(example, cfg)[-1]
     team = next(t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"])
-    cpu, memory = _requests(job)
-    assert cpu <= team.cpu_quota and memory <= team.memory_quota_gib, (
+    cpu, memory, pods = _requests(job)
+    hard = compute_quota(team, cfg.gpu_pools)["spec"]["hard"]
+    assert cpu <= team.cpu_quota and memory <= team.memory_quota_gib and pods <= int(hard["pods"]), (
         cpu,
         memory,
-        team.cpu_quota,
-        team.memory_quota_gib,
+        pods,
+        hard,
     )
 
 
@@ -139,8 +213,9 @@ def _teams(**fields):
     ("change", "key", "detail"),
     [
         (_teams(cpuQuota=0), f"{S}.teams[0].cpuQuota", "must be at least 1"),
-        (_teams(cpuQuota=100), f"{S}.teams[0].cpuQuota", "would create part of a gang"),
-        (_teams(memoryQuotaGiB=100), f"{S}.teams[0].memoryQuotaGiB", "would create part of a gang"),
+        (_teams(cpuQuota=1), f"{S}.teams[0].cpuQuota", "would create part of a gang"),
+        (_teams(cpuQuota=1000), f"{S}.teams[0].cpuQuota", "more GPU nodes than its gpuQuota"),
+        (_teams(memoryQuotaGiB=1), f"{S}.teams[0].memoryQuotaGiB", "would create part of a gang"),
         (_teams(memoryQuotaGiB=2_000_000_000), f"{S}.teams[0].memoryQuotaGiB", "must be at most 1,000,000,000"),
         (
             _teams(cpuQuota=1, defaultCpuRequestMillicores=2000),
@@ -149,7 +224,15 @@ def _teams(**fields):
         ),
         (_teams(defaultMemoryRequestMiB=8), f"{S}.teams[0].defaultMemoryRequestMiB", "must be at least 16"),
     ],
-    ids=["cpu-zero", "cpu-below-queue", "memory-below-queue", "memory-huge", "default-above-quota", "default-tiny"],
+    ids=[
+        "cpu-zero",
+        "cpu-below-queue",
+        "cpu-above-share",
+        "memory-below-queue",
+        "memory-huge",
+        "default-above-quota",
+        "default-tiny",
+    ],
 )
 def test_bad_quota_settings_name_the_key(project_copy, capsys, change, key, detail):
     assert_plan_rejects(project_copy, capsys, "dev", change, key, detail)

@@ -162,6 +162,89 @@ ATTACKS = [
 ]
 
 
+REGION = "us-east-2"
+DATA_BUCKET = f"arn:aws:s3:::{config_of('prod').fsx.s3.bucket}"
+# Issue 34: the ways the deploy role could still open the account's data to another account.
+ATTACKS += [
+    (
+        "let another account pull the gate's image",
+        Request("ecr:SetRepositoryPolicy", f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/higgsfield-prod-training"),
+        "NoCrossAccountOpenings",
+    ),
+    (
+        "replicate every image to another account",
+        Request("ecr:PutReplicationConfiguration", "*"),
+        "NoCrossAccountOpenings",
+    ),
+    ("a registry policy for another account", Request("ecr:PutRegistryPolicy", "*"), "NoCrossAccountOpenings"),
+    (
+        "grant another account the FSx key",
+        Request("kms:CreateGrant", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/fsx", {"kms:GrantIsForAWSResource": "false"}),
+        "KmsGrantsOnlyForAwsResources",
+    ),
+    (
+        "subscribe another account to the audit log",
+        Request(
+            "logs:PutSubscriptionFilter", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/eks/higgsfield-prod/cluster"
+        ),
+        "NoCrossAccountOpenings",
+    ),
+    ("a log destination for another account", Request("logs:PutDestinationPolicy", "*"), "NoCrossAccountOpenings"),
+    (
+        "delete the audit log",
+        Request("logs:DeleteLogGroup", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/eks/higgsfield-prod/cluster"),
+        "AuditLogsStay",
+    ),
+    (
+        "delete the flow logs",
+        Request("logs:DeleteLogGroup", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/vpc/higgsfield-prod/flow-logs"),
+        "AuditLogsStay",
+    ),
+    ("peer the VPC with another account's", Request("ec2:CreateVpcPeeringConnection", "*"), "NoCrossAccountOpenings"),
+    ("accept another account's peering", Request("ec2:AcceptVpcPeeringConnection", "*"), "NoCrossAccountOpenings"),
+    ("share a snapshot of a node's disk", Request("ec2:ModifySnapshotAttribute", "*"), "NoCrossAccountOpenings"),
+    ("share an image", Request("ec2:ModifyImageAttribute", "*"), "NoCrossAccountOpenings"),
+    (
+        "rewrite the unsquashed layout client's user data",
+        Request("ec2:ModifyInstanceAttribute", f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/i-0layout"),
+        "NoCrossAccountOpenings",
+    ),
+    (
+        "a bucket policy for another account on the data",
+        Request("s3:PutBucketPolicy", DATA_BUCKET),
+        "NoCrossAccountOpenings",
+    ),
+    (
+        "replicate the data to another account",
+        Request("s3:PutReplicationConfiguration", DATA_BUCKET),
+        "NoCrossAccountOpenings",
+    ),
+    ("expire the data", Request("s3:PutLifecycleConfiguration", DATA_BUCKET), "NoCrossAccountOpenings"),
+    ("make the data public", Request("s3:DeleteBucketPublicAccessBlock", DATA_BUCKET), "NoCrossAccountOpenings"),
+    ("an access point for another account", Request("s3:CreateAccessPoint", DATA_BUCKET), "NoCrossAccountOpenings"),
+    (
+        "offer the VPC's services to another account",
+        Request("ec2:ModifyVpcEndpointServicePermissions", "*"),
+        "NoCrossAccountOpenings",
+    ),
+    (
+        "attach the VPC to another account's transit gateway",
+        Request("ec2:CreateTransitGatewayVpcAttachment", "*"),
+        "NoCrossAccountOpenings",
+    ),
+    ("a VPN to another network", Request("ec2:CreateVpnConnection", "*"), "NoCrossAccountOpenings"),
+    (
+        "make another account's role a cluster admin",
+        Request(
+            "eks:CreateAccessEntry",
+            "arn:aws:eks:us-east-2:444455556666:cluster/higgsfield-prod",
+            {"eks:principalArn": "arn:aws:iam::999999999999:role/attacker"},
+        ),
+        "ClusterAccessStaysInTheAccount",
+    ),
+]
+
+
 def _without(policy: Policy, sid: str) -> Policy:
     document = copy.deepcopy(dict(policy.document))
     document["Statement"] = [s for s in document["Statement"] if s.get("Sid") != sid]
@@ -219,6 +302,14 @@ DEPLOYS = [
         "s3:PutObject", f"arn:aws:s3:::{config_of('prod').delivery.state_bucket}/.pulumi/stacks/higgsfield/prod.json"
     ),
     Request("kms:CreateKey", "*"),
+    Request("kms:CreateGrant", "*", {"kms:GrantIsForAWSResource": "true"}),  # EBS and FSx, for their volumes
+    Request(
+        "eks:CreateAccessEntry",
+        "arn:aws:eks:us-east-2:444455556666:cluster/higgsfield-prod",
+        {"eks:principalArn": f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-deploy"},
+    ),
+    Request("kms:PutKeyPolicy", f"arn:aws:kms:us-east-2:{ACCOUNT}:key/logs"),  # the keys' policies (components/logs.py)
+    Request("logs:DeleteLogGroup", f"arn:aws:logs:us-east-2:{ACCOUNT}:log-group:/aws/codebuild/x"),
     Request("logs:CreateLogGroup", "*"),
 ]
 
@@ -395,3 +486,67 @@ def test_check_command_fails_a_prod_stack_sharing_its_account(project_copy, caps
     assert main(["check", "bad"]) == 1
     out = capsys.readouterr().out
     assert "higgsfield:delivery.accountId" in out and "staging" in out
+
+
+def test_every_key_of_every_stack_has_a_key_policy_of_ours():
+    """Issue 34: two keys (the Secrets and FSx keys) had none."""
+    for stack in STACKS:
+        plan = plan_of(stack)
+        keys = {k.urn for k in plan.of_type("aws:kms/key:Key")}
+        policies = plan.of_type("aws:kms/keyPolicy:KeyPolicy")
+        covered = {dep for p in policies for dep in p.dependencies if dep in keys} | {
+            k.urn for k in plan.of_type("aws:kms/key:Key") if k.inputs.get("policy")
+        }
+        assert keys and keys <= covered, (stack, keys - covered)
+
+
+def _pod_roles(plan) -> dict[str, dict]:
+    """Each role Pod Identity may assume: urn -> its trust statement."""
+    roles = {}
+    for role in plan.of_type("aws:iam/role:Role"):
+        (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+        if statement["Principal"].get("Service") == "pods.eks.amazonaws.com":
+            roles[role.urn] = statement
+    return roles
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_pod_identity_role_trusts_one_service_account_of_its_own_cluster(stack):
+    """Issue 34: Pod Identity trust policies named no source: any association of the account (another
+    cluster, a team namespace) could be given the role. Each now names the session tags EKS puts on it."""
+    plan = plan_of(stack)
+    roles = _pod_roles(plan)
+    assert roles
+    for urn, statement in roles.items():
+        tags = statement["Condition"]["StringEquals"]
+        assert tags["aws:RequestTag/eks-cluster-name"] == f"higgsfield-{stack}", urn
+        assert tags["aws:RequestTag/kubernetes-namespace"] and tags["aws:RequestTag/kubernetes-service-account"]
+    for association in plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation"):
+        (role,) = [u for u in association.dependencies if u in roles]
+        tags = roles[role]["Condition"]["StringEquals"]
+        assert (tags["aws:RequestTag/kubernetes-namespace"], tags["aws:RequestTag/kubernetes-service-account"]) == (
+            association.inputs["namespace"],
+            association.inputs["serviceAccount"],
+        )
+
+
+def test_a_team_namespaces_association_cannot_assume_a_platform_role():
+    plan = plan_of("prod")
+    statement = next(iter(_pod_roles(plan).values()))
+    trust = Policy(
+        "trust", {"Statement": [{k: v for k, v in statement.items() if k != "Principal"} | {"Resource": "*"}]}
+    )
+    own = {f"aws:RequestTag/{k.split('/')[-1]}": v for k, v in statement["Condition"]["StringEquals"].items()}
+    assert evaluate(Request("sts:AssumeRole", "*", own), [trust]).allowed
+    stolen = {**own, "aws:RequestTag/kubernetes-namespace": "vision"}
+    assert not evaluate(Request("sts:AssumeRole", "*", stolen), [trust]).allowed
+
+
+def test_check_names_an_admin_of_another_account_the_boundary_would_refuse():
+    from infra.offline.delivery_checks import delivery_findings
+
+    cfg = config_of("prod")
+    assert not [w for w, _ in delivery_findings(cfg, {}) if w.startswith("higgsfield:admins")]
+    other = cfg.model_copy(update={"admins": (*cfg.admins, "arn:aws:iam::999999999999:role/CentralAdmin")})
+    (finding,) = [(w, m) for w, m in delivery_findings(other, {}) if w.startswith("higgsfield:admins")]
+    assert finding[0] == f"higgsfield:admins[{len(cfg.admins)}]" and "ClusterAccessStaysInTheAccount" in finding[1]

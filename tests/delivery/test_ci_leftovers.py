@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from components.storage import csi_policy
 from infra.cli import bootstrap
 from tests.conftest import STACKS, plan_of
@@ -80,6 +82,16 @@ def test_bootstrap_makes_and_checks_the_github_environment_before_any_deploy_tru
         assert environment < verified < trust and subject < trust, steps
         assert "deployment-branch-policies -f name=main" in steps[environment]
         assert ("required_reviewers" in steps[verified]) == (plan_of(stack).config.environment != "dev")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_administrator_bypasses_the_deploy_environments_rules(stack):
+    """Issue 34: can_admins_bypass was left at GitHub's default (true)."""
+    steps = bootstrap.steps(plan_of(stack).config)
+    environment = next(s for s in steps if s.startswith("GitHub environment"))
+    rules = json.loads(environment.split("<<< '", 1)[1].split("' && ", 1)[0])
+    assert rules["can_admins_bypass"] is False
+    assert any(".can_admins_bypass` prints false" in s for s in steps if s.startswith("Verify it"))
 
 
 def test_bootstrap_sets_the_subject_template_the_roles_trust():

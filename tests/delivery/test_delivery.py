@@ -8,8 +8,16 @@ import re
 import botocore.session
 import pytest
 
-from components.delivery import CLUSTER_ADMIN_POLICY, DEPLOY_SERVICES, SCOPED_SERVICES, VIEW_POLICY, webhook_filters
+from components.delivery import (
+    CLUSTER_ADMIN_POLICY,
+    DEPLOY_SERVICES,
+    SCOPED_SERVICES,
+    VIEW_POLICY,
+    runner_interface_statements,
+    webhook_filters,
+)
 from infra.offline.stacks import stack_matrix
+from policies.iam_evaluation import Policy, Request, evaluate
 from tests.conftest import ROOT, STACKS, assert_plan_rejects, manual_text, plan_of, set_key
 
 DOCS = (ROOT / "docs" / "security-ci.md").read_text()
@@ -246,6 +254,29 @@ def test_an_enabled_runner_without_deploy_actors_names_the_key(project_copy, cap
     )
 
 
+def test_an_enabled_runner_without_preview_actors_names_the_key(project_copy, capsys):
+    """Any pull request's workflow named preview, a fork's once approved, got a build inside the VPC (issue 34)."""
+    delivery = dict(plan_of("dev").config.delivery.model_dump(by_alias=True, exclude_none=True))
+    delivery["runner"] = {**delivery["runner"], "previewActors": []}
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "dev",
+        set_key("higgsfield:delivery", delivery),
+        "higgsfield:delivery.runner.previewActors",
+        "name the GitHub account ids",
+    )
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_preview_runner_admits_only_the_listed_actors(stack):
+    runner = plan_of(stack).config.delivery.runner
+    filters = _webhook(plan_of(stack), "preview").inputs["filterGroups"][0]["filters"]
+    fork = {"event": "WORKFLOW_JOB_QUEUED", "workflow": "preview", "sender": "987654321"}
+    assert runner.preview_actors and not _starts(filters, fork)
+    assert _starts(filters, {**fork, "sender": runner.preview_actors[0]})
+
+
 def test_a_deploy_actor_that_is_a_login_not_an_id_names_the_key(project_copy, capsys):
     delivery = dict(plan_of("dev").config.delivery.model_dump(by_alias=True, exclude_none=True))
     delivery["runner"] = {**delivery["runner"], "deployActors": ["octocat"]}
@@ -277,3 +308,60 @@ def test_check_names_the_setting_when_no_one_is_a_deploy_actor():
     runner = config.delivery.runner.model_copy(update={"deploy_actors": ()})
     changed = config.model_copy(update={"delivery": config.delivery.model_copy(update={"runner": runner})})
     assert "higgsfield:delivery.runner.deployActors" in [w for w, _ in delivery_findings(changed, {})]
+
+
+RUNNER_VPC, RUNNER_SUBNETS = "vpc-0runner", ["subnet-0a", "subnet-0b"]
+EC2 = "arn:aws:ec2:us-east-2:444455556666"
+
+
+def _runner_interfaces() -> Policy:
+    statements = runner_interface_statements("us-east-2", "444455556666", RUNNER_VPC, RUNNER_SUBNETS)
+    return Policy("runner-eni", {"Statement": statements})
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        Request(
+            "ec2:CreateNetworkInterface", f"{EC2}:network-interface/*", {"ec2:Subnet": f"{EC2}:subnet/subnet-0other"}
+        ),
+        Request("ec2:CreateNetworkInterface", f"{EC2}:subnet/subnet-0other"),
+        Request("ec2:DeleteNetworkInterface", f"{EC2}:network-interface/eni-0db", {"ec2:Vpc": f"{EC2}:vpc/vpc-0data"}),
+    ],
+    ids=["interface-in-another-subnet", "another-subnet", "delete-anothers-interface"],
+)
+def test_a_runner_cannot_create_or_delete_network_interfaces_outside_its_subnets_and_vpc(request_):
+    """Issue 34: both runner roles created and deleted network interfaces anywhere in the account."""
+    assert not evaluate(request_, [_runner_interfaces()]).allowed
+
+
+def test_a_runner_still_creates_and_deletes_its_own_interfaces():
+    for request_ in (
+        Request("ec2:CreateNetworkInterface", f"{EC2}:network-interface/*", {"ec2:Subnet": f"{EC2}:subnet/subnet-0a"}),
+        Request("ec2:CreateNetworkInterface", f"{EC2}:subnet/subnet-0b"),
+        Request("ec2:CreateNetworkInterface", f"{EC2}:security-group/sg-0runner"),
+        Request(
+            "ec2:DeleteNetworkInterface", f"{EC2}:network-interface/eni-0r", {"ec2:Vpc": f"{EC2}:vpc/{RUNNER_VPC}"}
+        ),
+    ):
+        assert evaluate(request_, [_runner_interfaces()]).allowed, request_
+
+
+def test_the_runner_roles_static_policy_grants_no_interface_writes(plan):
+    for purpose in ("preview", "deploy"):
+        statements = json.loads(
+            _named(plan, "aws:iam/rolePolicy:RolePolicy", f"delivery-{purpose}-runner").inputs["policy"]
+        )["Statement"]
+        actions = {a for st in statements for a in st["Action"]}
+        assert not {"ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface"} & actions
+
+
+def test_codebuild_may_assume_a_runners_role_only_for_its_own_project_and_account(plan):
+    """Issue 34: the runners' trust policies named no source (the confused deputy)."""
+    account = plan.config.delivery.account_id
+    for purpose in ("preview", "deploy"):
+        project = f"higgsfield-{plan.stack}-{purpose}-runner"
+        role = _named(plan, "aws:iam/role:Role", f"delivery-{purpose}-runner")
+        (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+        assert statement["Condition"]["StringEquals"] == {"aws:SourceAccount": account}
+        assert statement["Condition"]["ArnLike"]["aws:SourceArn"].endswith(f":{account}:project/{project}")

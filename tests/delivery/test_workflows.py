@@ -240,6 +240,16 @@ def test_adding_a_stack_file_changes_the_matrix_without_editing_a_workflow(tmp_p
             assert PARSED[file]["jobs"]["stacks"]["uses"] == "./.github/workflows/stacks.yml"
 
 
+def test_no_other_workflow_can_cancel_a_deploy_through_its_concurrency_group():
+    """Concurrency groups are repository-wide: a pull request's workflow naming the deploy's group with
+    cancel-in-progress: true cancelled a running `pulumi up` (issue 34). The deploy holds no group, at
+    workflow or job level, so no run can join one and cancel it."""
+    for name in ("deploy.yml", "image.yml"):  # and the image the deploy's nodes pull
+        workflow = PARSED[name]
+        assert "concurrency" not in workflow, name
+        assert all("concurrency" not in job for job in workflow["jobs"].values()), name
+
+
 def test_deploys_run_one_stack_at_a_time_dev_first_prod_last():
     job = PARSED["deploy.yml"]["jobs"]["deploy"]
     assert job["strategy"]["max-parallel"] == 1 and job["strategy"]["fail-fast"] is True

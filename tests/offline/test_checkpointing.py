@@ -305,6 +305,24 @@ def test_with_s3_export_checkpoints_go_under_the_directory_the_data_repository_a
     ]
 
 
+def test_exported_checkpoints_live_in_a_directory_the_datasets_reader_teams_cannot_enter():
+    """The dataset is world-readable for its readers (2755); its checkpoints directory is the
+    owner's UID and GID alone (2770), so no reader team's UID reads the owner's weights (issue 34)."""
+    from components.storage import layout_script
+
+    cfg = plan_of("prod").config
+    cfg = cfg.model_copy(update={"checkpoints": cfg.checkpoints.model_copy(update={"export_to_s3": True})})
+    _, specs = _pods(jobs.render("pytorch-ddp", cfg, pool="h100", team="foundation"))
+    shared = _env(specs[0])["CHECKPOINT_SHARED_DIR"]
+    (dataset,) = [d for d in cfg.fsx.datasets if shared.startswith(f"/datasets/{d.name}/")]
+    assert dataset.readers  # someone else mounts this dataset
+    owner = next(t.uid for t in cfg.scheduler.teams if t.name == dataset.owner)
+    script = layout_script({t.name: t.uid for t in cfg.scheduler.teams}, [(dataset.name, owner)])
+    private = f"/datasets/{dataset.name}/checkpoints"
+    assert shared.startswith(private + "/")
+    assert f"chown {owner}:{owner} /fsx{private} && chmod 2770 /fsx{private}" in script
+
+
 def test_s3_export_for_a_team_that_cannot_write_the_exported_dataset_names_the_team():
     from infra.config import ConfigError
 

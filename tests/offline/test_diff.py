@@ -124,13 +124,17 @@ def test_allow_replace_in_stack_config_lets_the_replacement_through(repo, capsys
     assert main(["diff", "staging", "--base", "HEAD~1"]) == 0
 
 
-def test_adding_a_pool_is_an_addition_only(repo, capsys):
+def test_adding_a_pool_replaces_and_deletes_nothing(repo, capsys):
+    """The pool is added; the teams' queue, quota and admission policy change in place, since a team's
+    share of the fleet is per GPU the most of any pool's nodes (issue 34)."""
     extra = {"name": "l40s-big", "instanceTypes": ["g6e.4xlarge"], "availabilityZone": "us-west-2b", "maxSize": 1}
     _edit_stack(repo, "dev", lambda c: c["higgsfield:gpuPools"].append(extra))
     assert main(["diff", "dev", "--base", "HEAD~1"]) == 0
     out = capsys.readouterr().out
-    assert "0 to change (0 replaced), 0 to delete" in out
+    assert "(0 replaced), 0 to delete" in out
     assert "+ aws:eks/nodeGroup:NodeGroup gpu-l40s-big" in out
+    changed = {line.split()[-1] for line in out.splitlines() if line.startswith("  ~ ")}
+    assert changed <= {"teams-ml-admission", "volcano-queue-ml", "teams-ml-compute"}, changed
 
 
 def test_base_with_other_code_is_evaluated_with_its_own_code(checkout, capsys):

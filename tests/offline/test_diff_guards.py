@@ -11,7 +11,7 @@ import pytest
 
 from infra.offline.diff import compare, render_diff
 from policies import rules
-from tests.conftest import plan_of
+from tests.conftest import config_of, plan_of
 
 
 def _prod() -> dict:
@@ -66,7 +66,8 @@ def test_turning_observability_off_in_prod_refuses_deleting_its_log_groups():
     ]
     refused = compare(base, head, set()).refused
     logs = [r for r in refused if "CloudWatch log group" in r]
-    assert len(logs) == 4 and all("deletes the logs in it" in r for r in logs), refused
+    teams = len(config_of("prod").scheduler.teams)  # a container-log group per team (components/container_logs.py)
+    assert len(logs) == 4 + teams and all("deletes the logs in it" in r for r in logs), refused
     assert compare(base, head, {"log-groups"}).refused == []
 
 

@@ -10,11 +10,10 @@ import pytest
 import yaml
 
 from components.gpu_pools import autoscaler_template_tags
-from components.karpenter import DO_NOT_DISRUPT
 from components.teams import rules_of
 from infra.config import ConfigError, load_job
 from infra.core import versions
-from infra.core.names import AUTOSCALER_TEMPLATE, DRIVER_MAJOR_LABEL
+from infra.core.names import AUTOSCALER_TEMPLATE, DO_NOT_DISRUPT, DRIVER_MAJOR_LABEL
 from infra.offline import jobs, kubernetes_schema, team_job
 from tests.conftest import ROOT, config_of
 from tests.security.test_tenancy import _operator_pod, denied_by, is_denied

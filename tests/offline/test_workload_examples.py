@@ -171,7 +171,10 @@ def test_room_to_grow_is_never_below_one_so_the_hpa_never_shrinks_a_job():
 
 def test_room_counts_only_the_jobs_pool_whose_label_kube_state_metrics_exports(plan):
     query = workloads.ELASTIC_ROOM_QUERY
-    assert 'kube_node_labels{label_higgsfield_io_pool="<<index .LabelValuesByName "pool">>"}' in query
+    assert (
+        'kube_node_labels{job="kube-state-metrics",label_higgsfield_io_pool="<<index .LabelValuesByName "pool">>"}'
+        in query
+    )
     assert "<<.LabelMatchers>>" not in query  # the selector's pool label is not on Volcano's series
     (release,) = [
         r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "kube-prometheus-stack"

@@ -47,12 +47,50 @@ AUTHORIZER_FUNCTIONS = {
         )
     ),
 }
+_SUFFIXES = {
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+}
+
+
+def _quantity(text) -> float:
+    """A Kubernetes quantity's value (k8s.io/apimachinery/pkg/api/resource: decimal and binary suffixes, exponents)."""
+    text = str(text)
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(text[: -len(suffix)]) * _SUFFIXES[suffix]
+    return float(text)
+
+
+def _sum(values):
+    values = list(values)
+    if any(isinstance(v, celtypes.DoubleType) for v in values):
+        return celtypes.DoubleType(sum(float(v) for v in values))
+    return celtypes.IntType(sum(int(v) for v in values))
+
+
+# Kubernetes' CEL libraries (k8s.io/apiserver/pkg/cel/library): lists.go `list.sum()`, quantity.go
+# `quantity(s)` and its asApproximateFloat().
+LIST_FUNCTIONS = {
+    "sum": _sum,
+    "quantity": lambda text: ("quantity", _quantity(text)),
+    "asApproximateFloat": lambda q: celtypes.DoubleType(q[1]),
+}
 NOBODY = Authorizer(lambda *_: False)
 
 
 @cache
 def _program(expression: str):
-    return _env.program(_env.compile(expression), functions=AUTHORIZER_FUNCTIONS)
+    return _env.program(_env.compile(expression), functions={**AUTHORIZER_FUNCTIONS, **LIST_FUNCTIONS})
 
 
 def verdicts(
@@ -137,11 +175,16 @@ def _job(queue: str | None = "experiments", priority: str | None = "batch-low", 
     }
 
 
+# The pods controllers make carry their controller's reference (a pod on a GPU node must: tenancy's
+# node_share_validations); the API server's garbage collector removes one whose owner is not there.
+OWNED_BY = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u-1", "controller": True}]
+
+
 def _pod(**spec_changes) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "vision"},
+        "metadata": {"name": "p", "namespace": "vision", "ownerReferences": copy.deepcopy(OWNED_BY)},
         "spec": {"schedulerName": "volcano", **_pod_spec(**spec_changes)},
     }
 
@@ -296,24 +339,31 @@ def test_the_rendered_health_check_passes_its_teams_admission_policy(stack, pool
             obj = {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": "p", "namespace": team.name},
+                "metadata": {"name": "p", "namespace": team.name, "ownerReferences": copy.deepcopy(OWNED_BY)},
                 "spec": obj["spec"]["template"]["spec"],
             }
         if obj["kind"] != "ConfigMap":
-            assert denied_by(obj, rules_of(team, cfg.scheduler.priority_classes)) == [], obj["kind"]
+            assert denied_by(obj, rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)) == [], obj[
+                "kind"
+            ]
 
 
 @pytest.mark.parametrize(("stack", "example", "team"), RENDERED, ids=["-".join(r) for r in RENDERED])
 def test_every_rendered_example_passes_its_teams_policy_and_fails_anothers(stack, example, team):
     cfg = plan_of(stack).config
-    rules = {t.name: rules_of(t, cfg.scheduler.priority_classes) for t in cfg.scheduler.teams}
+    rules = {t.name: rules_of(t, cfg.scheduler.priority_classes, pools=cfg.gpu_pools) for t in cfg.scheduler.teams}
     job = jobs.workload_of(jobs.render(example, cfg, team=team))
     if job["kind"] in ("Deployment", "Job"):  # the policy sees their pods
         (template,) = jobs.pod_templates(job)
         job = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": "p", "namespace": team, **template.get("metadata", {})},
+            "metadata": {
+                "name": "p",
+                "namespace": team,
+                "ownerReferences": copy.deepcopy(OWNED_BY),
+                **template.get("metadata", {}),
+            },
             "spec": template["spec"],
         }
     assert denied_by(job, rules[team]) == []
@@ -331,7 +381,14 @@ def _operator_pod(template: dict, team: str) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "p", "namespace": team, **copy.deepcopy(template.get("metadata", {}))},
+        "metadata": {
+            "name": "p",
+            "namespace": team,
+            "ownerReferences": [
+                {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "j", "uid": "u-2", "controller": True}
+            ],
+            **copy.deepcopy(template.get("metadata", {})),
+        },
         "spec": spec,
     }
 
@@ -340,7 +397,7 @@ def test_the_pods_the_operator_makes_of_every_rendered_job_are_admitted_and_not_
     """The MPI launcher asks for no GPU yet tolerates the GPU taint: it runs on a GPU node, through Volcano."""
     cfg = plan_of(stack).config
     team = cfg.scheduler.teams[0]
-    rules = rules_of(team, cfg.scheduler.priority_classes)
+    rules = rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)
     for example in jobs.examples_for(cfg):
         job = jobs.workload_of(jobs.render(example, cfg, team=team.name))
         if job["kind"] in ("Deployment", "Job"):
@@ -415,7 +472,14 @@ def test_every_team_has_its_own_admission_policy_bound_to_its_namespace_only(pla
     for name, team in teams.items():
         policy, binding = policies[tenancy.policy_name(name)], bindings[tenancy.policy_name(name)]
         assert policy.inputs == {
-            **tenancy.admission_policy(rules_of(team, plan.config.scheduler.priority_classes)),
+            **tenancy.admission_policy(
+                rules_of(
+                    team,
+                    plan.config.scheduler.priority_classes,
+                    plan.config.public_load_balancers,
+                    plan.config.gpu_pools,
+                )
+            ),
             "metadata": policy.inputs["metadata"],
         }
         assert policy.inputs["spec"]["failurePolicy"] == "Fail"
@@ -439,6 +503,7 @@ def test_admission_policy_matches_the_kinds_it_checks():
         ("", "pods/ephemeralcontainers"),
         ("", "services"),
         ("scheduling.volcano.sh", "podgroups"),
+        ("autoscaling", "horizontalpodautoscalers"),
         *(("kubeflow.org", r) for r in tenancy.JOB_KINDS.values()),
         *workloads,
     } == resources

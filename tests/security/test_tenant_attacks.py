@@ -199,7 +199,7 @@ def _gpu_env_daemonset(env: dict) -> dict:
     """Every GPU node, every GPU: tolerate the GPU taint, select GPU nodes, ask the runtime by env."""
     pod = _cpu_pod(
         tolerations=[GPU_TOLERATION],
-        nodeSelector={"nvidia.com/gpu.present": "true"},
+        nodeSelector={"higgsfield.io/pool": "h100"},  # every node of a GPU pool
         containers=[_container(env=[env])],
     )
     return _workload("DaemonSet", _by_volcano(pod))

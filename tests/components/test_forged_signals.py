@@ -1,0 +1,141 @@
+"""Signals a tenant cannot forge (issue 34, point 3): every query that drives scheduling (the
+elastic room, the HPAs' metrics) or the GPU dashboard names the scrape job of the exporter it
+means, so a series a tenant's serving pod exports under the same name is never summed in; the
+serving scrape keeps only the serving metric. The injection runs through Prometheus' own engine
+with `promtool test rules` where promtool is installed (otherwise that test is skipped: run
+`promtool test rules` on the file this test writes, or install promtool and rerun this file)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import job_watchdog as watchdog_program  # images/training, on the path as in the image
+import pytest
+import yaml
+
+from components import job_watchdog, observability, workloads
+
+# The series the platform's queries read: Volcano's, kube-state-metrics', DCGM's, the EFA exporter's, serving's.
+SERIES = re.compile(r"\b((?:volcano|kube|DCGM|node_amazonefa|higgsfield)_\w+)(\{[^}]*\})?")
+
+
+def _queries() -> dict[str, str]:
+    adapter = observability.prometheus_adapter_rules()
+    out = {"elastic room": workloads.ELASTIC_ROOM_QUERY}
+    out.update({p["title"]: p["targets"][0]["expr"] for p in observability.gpu_dashboard()["panels"]})
+    for rule in [*adapter["custom"], *adapter["external"]]:
+        out[f"adapter {rule['name']['as']} series"] = rule["seriesQuery"]
+        series = rule["name"]["matches"].strip("^$")  # the Prometheus series the rule reads
+        out[f"adapter {rule['name']['as']} query"] = rule["metricsQuery"].replace("<<.Series>>", series)
+    for group in job_watchdog.alert_rules([]):
+        out.update({f"alert {r['alert']}": r["expr"] for r in group["rules"] if "higgsfield_" in r["expr"]})
+    return out
+
+
+@pytest.mark.parametrize(("name", "query"), sorted(_queries().items()))
+def test_every_scheduling_and_dashboard_query_names_the_job_it_reads(name, query):
+    selectors = SERIES.findall(query)
+    assert selectors, query
+    for metric, matchers in selectors:
+        assert re.search(r'job="[a-z-]+"', matchers), (name, metric, matchers)
+
+
+def test_the_serving_scrape_keeps_only_the_serving_metric():
+    """A tenant's serving pod is scraped cluster-wide: whatever else it exports never reaches Prometheus."""
+    job = workloads.serving_scrape_job()
+    assert job["job_name"] == workloads.SERVING_JOB and "honor_labels" not in job
+    assert job["metric_relabel_configs"] == [
+        {"source_labels": ["__name__"], "regex": workloads.SERVING_METRIC, "action": "keep"}
+    ]
+
+
+def test_a_tenants_scraped_endpoint_cannot_flood_prometheus():
+    """Beside the forged names: a serving pod answering with millions of series would exhaust the
+    Prometheus every team's HPA and dashboard read."""
+    job = workloads.serving_scrape_job()
+    assert 0 < job["sample_limit"] <= 1000 and 0 < job["label_limit"] <= 64 and job["body_size_limit"]
+
+
+def _room(queue: str, pool: str) -> str:
+    """The elastic room as prometheus-adapter sends it for an HPA selecting {queue_name, pool}."""
+    return workloads.ELASTIC_ROOM_QUERY.replace('<<index .LabelValuesByName "queue_name">>', queue).replace(
+        '<<index .LabelValuesByName "pool">>', pool
+    )
+
+
+GPU = 'resource="nvidia.com/gpu"'
+SCHED, KSM = 'job="volcano-scheduler"', 'job="kube-state-metrics"'
+TENANT = 'job="serving",namespace="vision",pod="forger"'  # what a tenant's serving pod's series carry
+CLEAN = [
+    # queue `research` holds 16 GPUs and waits for none; pool h100 has 4 nodes of 8 GPUs, 16 of them used
+    (f'volcano_queue_allocated_scalar_resources{{{SCHED},{GPU},queue_name="research"}}', "16000"),
+    (f'volcano_queue_request_scalar_resources{{{SCHED},{GPU},queue_name="research"}}', "16000"),
+    *((f'kube_node_status_allocatable{{{KSM},resource="nvidia_com_gpu",node="n{i}"}}', "8") for i in range(4)),
+    *((f'kube_node_labels{{{KSM},node="n{i}",label_higgsfield_io_pool="h100"}}', "1") for i in range(4)),
+    *(
+        (f'kube_pod_container_resource_requests{{{KSM},resource="nvidia_com_gpu",node="n{i}",pod="p{i}"}}', "8")
+        for i in range(2)
+    ),
+    ('DCGM_FI_DEV_XID_ERRORS{job="dcgm-exporter",Hostname="n0",gpu="0"}', "0"),
+    ('volcano_queue_pod_group_pending_count{job="volcano-controller",queue_name="research"}', "0"),
+]
+FORGED = [
+    # freeze every team's growth: a huge waiting request; or grow one team: a huge allocation elsewhere
+    (f'volcano_queue_request_scalar_resources{{{TENANT},{GPU},queue_name="production"}}', "1000000000"),
+    (f'volcano_queue_allocated_scalar_resources{{{TENANT},{GPU},queue_name="research"}}', "1"),
+    (f'kube_node_status_allocatable{{{TENANT},resource="nvidia_com_gpu",node="n9"}}', "1000"),
+    (f'kube_node_labels{{{TENANT},node="n9",label_higgsfield_io_pool="h100"}}', "1"),
+    # XID errors on a healthy node, pending gangs that are not there
+    (f'DCGM_FI_DEV_XID_ERRORS{{{TENANT},Hostname="n0",gpu="0"}}', "79"),
+    (f'volcano_queue_pod_group_pending_count{{{TENANT},queue_name="research"}}', "50"),
+]
+
+
+def _rule_test(series: list[tuple[str, str]]) -> dict:
+    panels = {p["title"]: p["targets"][0]["expr"] for p in observability.gpu_dashboard()["panels"]}
+    return {
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": s, "values": f"{v}x5"} for s, v in series],
+                "promql_expr_test": [
+                    # (16 held + 32 - 16 free) / 16 held
+                    {
+                        "expr": _room("research", "h100"),
+                        "eval_time": "2m",
+                        "exp_samples": [{"labels": "{}", "value": 2}],
+                    },
+                    {
+                        "expr": panels["XID errors (last code, 0 = none)"],
+                        "eval_time": "2m",
+                        "exp_samples": [{"labels": '{Hostname="n0", gpu="0"}', "value": 0}],
+                    },
+                    {
+                        "expr": panels["Pending gangs per queue"],
+                        "eval_time": "2m",
+                        "exp_samples": [{"labels": '{queue_name="research"}', "value": 0}],
+                    },
+                ],
+            }
+        ],
+    }
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed here")
+@pytest.mark.parametrize("forged", [False, True], ids=["clean", "with-tenant-series"])
+def test_injected_tenant_series_change_neither_the_elastic_room_nor_the_dashboard(tmp_path, forged):
+    tests = tmp_path / "forged_signals_test.yaml"
+    tests.write_text(yaml.safe_dump(_rule_test(CLEAN + (FORGED if forged else []))))
+    result = subprocess.run(["promtool", "test", "rules", str(tests)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_job_watchdog_reads_only_the_progress_scrapes_series():
+    """The watchdog restarts gangs and sends nodes back to the gate on what it reads: the same names
+    from another scrape job (a serving pod's, say) are never among them."""
+    for query in [*watchdog_program.QUERIES.values(), watchdog_program.SUSPECTS]:
+        for _, matchers in SERIES.findall(query):
+            assert f'job="{workloads.TRAINING_PROGRESS_JOB}"' in matchers, query

@@ -1,0 +1,183 @@
+"""The platform, not the tenant, decides a gang (issue 34, point 2): the team admission policy
+refuses a Kubeflow job whose schedulingPolicy.minResources is set, whose minAvailable disagrees
+with its replicas, an elastic job created above its minimum or grown by hand, and an HPA metric
+other than the platform's room. cel-python, as tests/security/test_tenancy.py evaluates the policy."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from components.workloads import ELASTIC_ROOM_METRIC
+from tests.security.test_tenancy import _job, denied_by
+
+MIN_RESOURCES = "a gang's minResources is the platform's"
+MIN_AVAILABLE = "spec.runPolicy.schedulingPolicy.minAvailable is every replica"
+GROWS = "an elastic PyTorchJob starts with its Worker replicas"
+METRIC = "an elastic job scales on the platform's metric only"
+
+
+def _gang(workers: int, min_available: int | None) -> dict:
+    job = _job()
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = workers
+    policy = job["spec"]["runPolicy"]["schedulingPolicy"]
+    policy.pop("minAvailable")
+    if min_available is not None:
+        policy["minAvailable"] = min_available
+    return job
+
+
+def _room(queue: str = "experiments", pool: str = "h100", value: str = "1") -> dict:
+    return {
+        "type": "External",
+        "external": {
+            "metric": {"name": ELASTIC_ROOM_METRIC, "selector": {"matchLabels": {"queue_name": queue, "pool": pool}}},
+            "target": {"type": "Value", "value": value},
+        },
+    }
+
+
+def _elastic(workers: int = 2, min_replicas: int = 2, metrics: list | None = None) -> dict:
+    job = _gang(workers, None)
+    del job["spec"]["pytorchReplicaSpecs"]["Master"]
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] = {"higgsfield.io/pool": "h100"}
+    job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = min_replicas
+    job["spec"]["elasticPolicy"] = {
+        "rdzvBackend": "c10d",
+        "minReplicas": min_replicas,
+        "maxReplicas": 16,
+        "metrics": [_room()] if metrics is None else metrics,
+    }
+    return job
+
+
+def _denied(obj: dict, prefix: str, **request) -> bool:
+    return any(m.startswith(prefix) for m in denied_by(obj, **request))
+
+
+def test_a_job_declaring_its_own_min_resources_is_denied():
+    job = _gang(16, None)
+    job["spec"]["runPolicy"]["schedulingPolicy"]["minResources"] = {"cpu": "1"}
+    assert _denied(job, MIN_RESOURCES)
+
+
+def test_a_128_gpu_gang_declaring_min_available_1_is_denied():
+    assert _denied(_gang(15, 1), MIN_AVAILABLE)
+
+
+@pytest.mark.parametrize("min_available", [None, 16])
+def test_a_gang_of_all_its_replicas_or_the_operators_default_is_admitted(min_available):
+    assert denied_by(_gang(15, min_available)) == []
+
+
+def test_an_mpijob_gang_counts_its_launcher():
+    job = _gang(4, 5)
+    specs = job["spec"].pop("pytorchReplicaSpecs")
+    job.update(kind="MPIJob")
+    job["spec"]["mpiReplicaSpecs"] = {"Launcher": specs["Master"], "Worker": specs["Worker"]}
+    assert denied_by(job) == []
+    job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 4
+    assert _denied(job, MIN_AVAILABLE)
+
+
+def test_an_elastic_job_at_its_minimum_with_the_platforms_room_is_admitted():
+    assert denied_by(_elastic()) == []
+
+
+def test_an_elastic_job_created_above_its_minimum_is_denied():
+    """minReplicas 1 with 16 Worker replicas: the gang is 1 pod, and 15 pods wait for nodes the
+    autoscaler buys."""
+    job = _elastic(workers=16, min_replicas=1)
+    assert _denied(job, GROWS)
+
+
+def test_an_elastic_job_grown_by_its_hpa_may_still_be_updated_but_not_grown_by_hand():
+    old = _elastic()
+    scaled = copy.deepcopy(old)
+    scaled["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 6
+    assert denied_by(scaled, operation="UPDATE", old=copy.deepcopy(scaled)) == []  # the HPA grew it (/scale)
+    assert _denied(scaled, GROWS, operation="UPDATE", old=old)  # a tenant's own edit
+
+
+METRICS = {
+    "utilisation": [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 1}}}
+    ],
+    "another_queues_room": [_room(queue="production")],
+    "another_pools_room": [_room(pool="b200")],
+    "a_lower_target": [_room(value="0.01")],
+    "a_second_metric": [_room(), _room()],
+    "a_widened_selector": [
+        {
+            **_room(),
+            "external": {
+                **_room()["external"],
+                "metric": {
+                    "name": ELASTIC_ROOM_METRIC,
+                    "selector": {
+                        "matchLabels": {"queue_name": "experiments", "pool": "h100"},
+                        "matchExpressions": [{"key": "queue_name", "operator": "Exists"}],
+                    },
+                },
+            },
+        }
+    ],
+    "a_tenants_own_series": [
+        {
+            **_room(),
+            "external": {
+                **_room()["external"],
+                "metric": {
+                    "name": "my_room",
+                    "selector": {"matchLabels": {"queue_name": "experiments", "pool": "h100"}},
+                },
+            },
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize("metrics", sorted(METRICS))
+def test_an_elastic_job_scaling_on_anything_but_the_platforms_room_is_denied(metrics):
+    assert _denied(_elastic(metrics=METRICS[metrics]), METRIC)
+
+
+def _hpa(kind: str = "PyTorchJob") -> dict:
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "grow", "namespace": "vision"},
+        "spec": {
+            "scaleTargetRef": {
+                "apiVersion": "kubeflow.org/v1" if kind != "Deployment" else "apps/v1",
+                "kind": kind,
+                "name": "j",
+            },
+            "minReplicas": 1,
+            "maxReplicas": 64,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 1}},
+                }
+            ],
+        },
+    }
+
+
+HPA = "a Kubeflow job's HorizontalPodAutoscaler is the Training Operator's"
+
+
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+def test_a_team_hpa_on_its_elastic_job_is_denied(operation):
+    """Beside the elasticPolicy: an HPA of the team's own on the job's /scale subresource, which the HPA
+    controller may scale, would grow it on any metric."""
+    assert _denied(_hpa(), HPA, operation=operation, old=_hpa() if operation == "UPDATE" else None)
+
+
+def test_the_operators_hpa_and_a_teams_serving_hpa_are_admitted():
+    from components.tenancy import OPERATOR_USER
+
+    assert not _denied(_hpa(), HPA, user=OPERATOR_USER)
+    assert denied_by(_hpa("Deployment")) == []

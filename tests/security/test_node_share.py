@@ -1,0 +1,216 @@
+"""A team holds no more GPU nodes than its GPUs (issue 34, point 1): its pods on GPU nodes may not
+spread themselves one to a node or pick a node by name, and only its GPU pods may keep a node from
+being emptied. The team admission policy's CEL evaluated with cel-python, as tests/security/test_tenancy.py does."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.security.test_tenancy import VISION, _job, _pod, denied_by
+
+ONE_GPU = [
+    {
+        "name": "c",
+        "image": "x",
+        "securityContext": {"allowPrivilegeEscalation": False},
+        "resources": {"limits": {"nvidia.com/gpu": 1}},
+    }
+]
+NO_GPU = [
+    {
+        "name": "c",
+        "image": "x",
+        "securityContext": {"allowPrivilegeEscalation": False},
+        "resources": {"requests": {"cpu": "1"}},
+    }
+]
+GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+HOST = "kubernetes.io/hostname"
+ANTI = {
+    "requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": HOST}
+    ]
+}
+SPREADING = {
+    "topology_spread": {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": HOST,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "x"}},
+            }
+        ]
+    },
+    "pod_anti_affinity": {"affinity": {"podAntiAffinity": ANTI}},
+    "hostname_selector": {"nodeSelector": {HOST: "ip-10-0-0-7"}},
+    "hostname_affinity": {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": HOST, "operator": "In", "values": ["a", "b"]}]}]
+                }
+            }
+        }
+    },
+    "node_field_affinity": {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a"]}]}
+                    ]
+                }
+            }
+        }
+    },
+    "preferred_hostname": {
+        "affinity": {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 1,
+                        "preference": {"matchExpressions": [{"key": HOST, "operator": "NotIn", "values": ["a"]}]},
+                    }
+                ]
+            }
+        }
+    },
+}
+PACKED = "pods on GPU nodes are packed"
+PINS = "only a pod with GPUs may keep its node"
+
+
+@pytest.mark.parametrize("spread", sorted(SPREADING))
+def test_one_gpu_pods_spread_one_to_a_node_are_denied(spread):
+    assert any(m.startswith(PACKED) for m in denied_by(_pod(containers=ONE_GPU, **SPREADING[spread])))
+
+
+@pytest.mark.parametrize("spread", sorted(SPREADING))
+def test_a_job_whose_workers_spread_one_to_a_node_is_denied(spread):
+    assert any(m.startswith(PACKED) for m in denied_by(_job(containers=ONE_GPU, **SPREADING[spread])))
+
+
+def test_a_gpu_less_pod_tolerating_the_gpu_taint_may_not_spread_either():
+    pod = _pod(containers=NO_GPU, tolerations=GPU_TOLERATION, **SPREADING["pod_anti_affinity"])
+    assert any(m.startswith(PACKED) for m in denied_by(pod))
+
+
+def test_pods_off_the_gpu_nodes_and_gpu_pods_choosing_a_zone_or_pool_are_admitted():
+    assert (
+        denied_by(
+            _pod(containers=NO_GPU, **SPREADING["pod_anti_affinity"]),
+        )
+        == []
+    )
+    zone = {"nodeSelector": {"topology.kubernetes.io/zone": "us-east-2a", "higgsfield.io/pool": "h100"}}
+    assert denied_by(_pod(containers=ONE_GPU, **zone)) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("karpenter.sh/do-not-disrupt", "true"), ("cluster-autoscaler.kubernetes.io/safe-to-evict", "false")],
+)
+def test_a_pod_without_gpus_on_a_gpu_node_may_not_pin_it(key, value):
+    pod = _pod(containers=NO_GPU, tolerations=GPU_TOLERATION)
+    pod["metadata"]["annotations"] = {key: value}
+    assert any(m.startswith(PINS) for m in denied_by(pod))
+    zero = _pod(containers=[{**NO_GPU[0], "resources": {"limits": {"nvidia.com/gpu": 0}}}])
+    zero["metadata"]["annotations"] = {key: value}
+    assert any(m.startswith(PINS) for m in denied_by(zero))
+
+
+def test_a_gpu_pod_keeps_the_do_not_disrupt_the_platform_gives_training_pods():
+    pod = _pod(containers=ONE_GPU)
+    pod["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+    assert denied_by(pod) == []
+    job = _job(containers=NO_GPU, tolerations=GPU_TOLERATION)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"] = {
+        "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    }
+    assert any(m.startswith(PINS) for m in denied_by(job))
+
+
+def test_a_pod_pinned_by_a_label_unique_to_its_node_is_denied():
+    """Beside the hostname: the health gate stamps each node with its kernel's boot id."""
+    pod = _pod(containers=ONE_GPU, nodeSelector={"higgsfield.io/health-boot": "6f1c0e2a-1b2c-4d5e-8f90-123456789abc"})
+    assert any(m.startswith(PACKED) for m in denied_by(pod))
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "higgsfield.io/health-boot", "operator": "In", "values": ["x"]}]}
+                ]
+            }
+        }
+    }
+    assert any(m.startswith(PACKED) for m in denied_by(_pod(containers=ONE_GPU, affinity=affinity)))
+
+
+RESOURCES = "pods on GPU nodes ask for"
+
+
+@pytest.mark.parametrize("resource", ["ephemeral-storage", "hugepages-1Gi", "vpc.amazonaws.com/pod-eni"])
+def test_a_pod_on_a_gpu_node_asking_a_resource_no_quota_shares_is_denied(resource):
+    """A GPU-less pod asking most of a node's disk holds a node alone: a team's pods quota of them held
+    that many GPU nodes."""
+    container = {**NO_GPU[0], "resources": {"requests": {"cpu": "1", resource: "3000Gi"}}}
+    assert any(m.startswith(RESOURCES) for m in denied_by(_pod(containers=[container], tolerations=GPU_TOLERATION)))
+    init = {**NO_GPU[0], "name": "init", "resources": {"limits": {resource: "3000Gi"}}}
+    pod = _pod(containers=ONE_GPU, initContainers=[init])
+    assert any(m.startswith(RESOURCES) for m in denied_by(pod))
+
+
+def test_a_bare_pod_on_a_gpu_node_is_denied_and_a_controllers_pod_admitted():
+    """The Cluster Autoscaler never removes the node of a pod no controller owns."""
+    pod = _pod(containers=NO_GPU, tolerations=GPU_TOLERATION)
+    assert denied_by(pod) == []
+    del pod["metadata"]["ownerReferences"]
+    assert any(m.startswith("a pod on a GPU node is made by a controller") for m in denied_by(pod))
+    assert denied_by(_pod(containers=NO_GPU) | {"metadata": {"name": "cpu", "namespace": "vision"}}) == []
+
+
+# prod's p5.48xlarge: 192 vCPUs and 2,048 GiB for 8 GPUs
+P5_SHARE = dataclasses.replace(VISION, gpu_share=(24.0, 256.0 * 2**30))
+CAP = "a pod on a GPU node asks at most its GPUs' share"
+
+
+def _asking(gpus: int, *requests: dict, init: dict | None = None) -> dict:
+    containers = [
+        {
+            **NO_GPU[0],
+            "name": f"c{i}",
+            "resources": {"requests": r, **({"limits": {"nvidia.com/gpu": gpus}} if gpus and i == 0 else {})},
+        }
+        for i, r in enumerate(requests)
+    ]
+    extra = {"initContainers": [{**NO_GPU[0], "name": "init", "resources": {"requests": init}}]} if init else {}
+    return _pod(containers=containers, tolerations=GPU_TOLERATION, **extra)
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        _asking(0, {"cpu": "188", "memory": "1Gi"}),
+        _asking(0, {"cpu": "1", "memory": "1025Gi"}),
+        _asking(0, {"cpu": "20"}, {"cpu": 20}),
+        _asking(1, {"cpu": "100"}),
+        _asking(0, {"cpu": "1"}, init={"memory": "1800Gi"}),
+    ],
+    ids=["gpu-less-188-vcpus", "gpu-less-1025-gib", "two-containers-40-vcpus", "one-gpu-100-vcpus", "init-1800-gib"],
+)
+def test_a_pod_asking_more_than_its_gpus_share_of_a_node_is_denied(pod):
+    """Issue 34: pods just above half a node's CPU or memory each held a node alone, so a team's quota
+    covered twice the nodes its GPUs would."""
+    assert any(m.startswith(CAP) for m in denied_by(pod, P5_SHARE))
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [_asking(0, {"cpu": "24", "memory": "256Gi"}), _asking(8, {"cpu": "188", "memory": "1800Gi"}), _asking(0, {})],
+    ids=["gpu-less-one-share", "eight-gpus-almost-a-node", "no-requests"],
+)
+def test_a_pod_within_its_gpus_share_is_admitted(pod):
+    assert not any(m.startswith(CAP) for m in denied_by(pod, P5_SHARE))
