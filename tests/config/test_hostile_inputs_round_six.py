@@ -132,8 +132,8 @@ def test_a_stack_files_own_mistake_is_one_line_not_two(project, capsys, command)
     (project / "stacks" / "Pulumi.h.yaml").write_text(DEV + "  higgsfield:environment: prod\n")
     code, lines = _verdict(capsys, command, "h")
     assert code == 2 and lines == [
-        f"stacks/Pulumi.h.yaml:{APPENDED} higgsfield:environment: is set twice (first at line 4); YAML would keep one of "
-        "them silently: remove one"
+        f"stacks/Pulumi.h.yaml:{APPENDED} higgsfield:environment: is set twice (first at line 4); "
+        "YAML would keep one of them silently: remove one"
     ], lines
 
 
