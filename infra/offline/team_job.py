@@ -353,12 +353,10 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
     Kubeflow job (last), and where it was placed. Refusals are ConfigErrors naming the job-file key."""
     if job.class_ == "serving":
         # the team's admission policy refuses a Kubeflow job of a serving class (training never preempts:
-        # components/tenancy.py); serving runs as a Deployment, as examples/serving-classifier.yaml does
-        raise ConfigError(
-            "class",
-            "serving is served from a Deployment (higgsfield jobs render STACK serving-classifier), not a Kubeflow "
-            "job: the team's admission policy refuses a job of a serving class",
-        )
+        # components/tenancy.py): serving runs as a Deployment, as examples/serving-classifier.yaml does
+        from infra.offline import team_serving
+
+        return team_serving.render(job, cfg)
     team, priority = _team(cfg, job)
     placed = place(job, cfg, team)
     pool = placed.pool
@@ -442,6 +440,10 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
 
 def header(job: JobFile, cfg: StackConfig, placed: Placement, objects: list[dict]) -> str:
     """The YAML comment on top of a rendered job file: where it was placed and why."""
+    if job.class_ == "serving":
+        from infra.offline import team_serving
+
+        return team_serving.header(job, cfg, placed, objects)
     pool, workload = placed.pool, objects[-1]
     policy = workload["spec"]["runPolicy"]["schedulingPolicy"]
     size = (
