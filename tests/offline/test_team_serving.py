@@ -169,3 +169,16 @@ def test_the_cli_renders_a_serving_job_file_with_its_placement_on_top(tmp_path, 
     assert out.startswith("# classifier (Deployment, serving) for stack prod")
     assert "# Placed on pool h100 (8 x H100 80 GiB, EFA): 1 replica(s) x 2 GPUs" in out
     assert [d["kind"] for d in yaml.safe_load_all(out)] == ["Deployment"]
+
+
+def test_the_manuals_serving_job_file_renders_for_prod_as_written():
+    from tests.conftest import ROOT
+
+    page = (ROOT / "docs" / "concepts" / "training-jobs.md").read_text()
+    text = page.split("### A serving job file", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    objects, placed = team_job.render(load_job(yaml.safe_load(text)), config_of("prod"))
+    assert objects[-1]["kind"] == "Deployment" and (placed.pool.name, placed.pods, placed.gpus_per_pod) == (
+        "h100",
+        2,
+        8,
+    )
