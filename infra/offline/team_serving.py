@@ -96,7 +96,9 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
     placed = place(job, cfg, team)
     _serving_quota(job, cfg, team)
     if job.image is not None:
-        check_image(cfg, placed.pool, job.image, key="image")
+        # an image reference, from any registry: a serving replica is one pod and uses no EFA, so the
+        # EFA-ready image an EFA pool asks of a training job (pods.check_image) is not asked of it
+        check_image(cfg, placed.pool.model_copy(update={"efa": False}), job.image, key="image")
     image = job.image or default_image(cfg)
     deployment = {
         "apiVersion": "apps/v1",

@@ -107,6 +107,14 @@ def test_gpus_beyond_a_node_are_replicas_of_one_whole_node_each():
     assert _template(objects)["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 8
 
 
+def test_a_serving_job_may_run_its_own_image_on_an_efa_pool_as_it_uses_no_efa():
+    """A training job there is refused a stock image (NCCL would fall back to TCP); a server has no NCCL ring."""
+    objects, placed = _render(image="docker.io/vllm/vllm-openai:v0.9.0")
+    assert (
+        placed.pool.efa and _template(objects)["spec"]["containers"][0]["image"] == "docker.io/vllm/vllm-openai:v0.9.0"
+    )
+
+
 def test_the_driver_requirement_is_node_affinity_on_the_serving_replicas_too():
     objects, _ = _render()
     terms = _template(objects)["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
@@ -150,6 +158,7 @@ def test_the_deployment_validates_against_the_kubernetes_schema():
         ("resources.gpus", {"resources.gpus": 24}, "serving quota of 16 GPUs"),
         ("class", {"team": "vision"}, "given no serving priority class"),
         ("priority", {"priority": "batch-low"}, "not one of team llm's serving classes"),
+        ("data[0].dataset", {"data": [{"dataset": "medical"}]}, "no dataset 'medical'"),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )
