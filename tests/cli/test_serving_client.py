@@ -160,7 +160,8 @@ def test_cancel_deletes_the_serving_deployment_and_cancelling_again_is_not_found
 def test_the_python_api_submits_reports_reads_and_cancels_a_serving_job(api, kubeconfig):
     from infra.cli.client import Job
 
-    job = Job("prod", **SERVING)
+    settings = {k: v for k, v in SERVING.items() if k != "class"}
+    job = Job("prod", class_="serving", **settings)  # `class` is a Python keyword: `class_` in a call
     assert [o["kind"] for o in job.submit(dry_run=True)] == ["Deployment"] and not api.objects
     job.submit()
     api.put(_replica("a", "node-a"))
