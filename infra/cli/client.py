@@ -312,9 +312,10 @@ def _pool_of(job: dict) -> str | None:
 
 # --- a serving job: its Deployment and the Deployment's pods -----------------------------------
 
-# The PodGroup Volcano's controller makes for the pods of a ReplicaSet it schedules, written on each
-# pod (updatePodAnnotations, KubeGroupNameAnnotationKey: volcano-sh/volcano:pkg/controllers/podgroup/
-# pg_controller_handler.go@v1.15.1); a Deployment's pods have no operator's PodGroup named after the job.
+# The PodGroup Volcano's controller makes for the pods of a ReplicaSet it schedules, its name written on
+# each pod (KubeGroupNameAnnotationKey, volcano-sh/volcano:staging/src/volcano.sh/apis/pkg/apis/scheduling/
+# v1beta1/labels.go@v1.15.1, by updatePodAnnotations in pkg/controllers/podgroup/pg_controller_handler.go);
+# a Deployment's pods have no operator's PodGroup named after the job.
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 
 
@@ -350,7 +351,9 @@ def _deployment_waits(
         if failed
         else []
     )
-    if group is None and pods:
+    if not pods and not failed:
+        reasons.append("the Deployment's controller has created no pod of it yet")
+    elif group is None and pods:
         reasons.append("Volcano has not grouped the replicas yet (no PodGroup: are they scheduled by volcano?)")
     elif group is not None:
         reasons += _why(group, pods, nodes, pool)

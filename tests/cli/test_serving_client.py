@@ -116,6 +116,13 @@ def test_status_of_a_serving_job_whose_pods_the_quota_refused_says_so(api, kubec
     assert lines[1] == f"  waits: quota: the replicas' pods were refused: {refused['message']}"
 
 
+def test_status_of_a_serving_job_without_pods_yet_says_so(api, kubeconfig, job_file, capsys):
+    api.put(_deployment(replicas=1))
+    assert main(["jobs", "status", "prod", "-f", job_file, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["waiting"] == ["the Deployment's controller has created no pod of it yet"]
+
+
 def test_status_of_a_serving_job_that_does_not_exist_is_the_apis_not_found(api, kubeconfig, job_file, capsys):
     assert main(["jobs", "status", "prod", "-f", job_file]) == 2
     assert capsys.readouterr().err == 'error: 404 NotFound: deployments "classifier" not found\n'
