@@ -191,3 +191,17 @@ def test_the_manuals_serving_job_file_renders_for_prod_as_written():
         2,
         8,
     )
+
+
+def test_every_stack_serves_a_one_gpu_job_file_for_each_team_given_a_serving_class(stack):
+    cfg = config_of(stack)
+    served = [t for t in cfg.scheduler.teams if cfg.scheduler.classes_of(t, "serving")]
+    assert served, f"stack {stack} gives no team a serving class"
+    for team in served:
+        data = {**SERVING, "team": team.name, "resources": {"gpus": 1}}
+        objects, _ = team_job.render(load_job(data), cfg)
+        kubernetes_schema.validate(objects[-1], cfg.kubernetes_version)
+        rules = rules_of(team, cfg.scheduler.priority_classes)
+        assert (
+            denied_by(objects[-1], rules) == [] and denied_by(_replica_pod(_template(objects), team.name), rules) == []
+        )
