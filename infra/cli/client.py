@@ -36,6 +36,7 @@ from typing import Any
 from infra.config import JobFile, load_job
 from infra.config.job import SERVING_KIND
 from infra.core.names import (
+    JOB_FILE_LABEL,
     JOB_NAME_LABEL,
     POOL_LABEL,
     QUEUE_ANNOTATION,
@@ -560,14 +561,31 @@ def follow_logs(
             yield item
 
 
-def delete(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", dry_run: bool = False) -> None:
+def delete(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", dry_run: bool = False) -> list[str]:
     """Delete the job; the operator's owner references take its pods, Service and PodGroup with it (a
     serving job's Deployment: the garbage collector takes its ReplicaSets and their pods, the API's
     default for apps/v1 being DeleteDependents: DefaultGarbageCollectionPolicy in
-    kubernetes/kubernetes:pkg/registry/apps/deployment/strategy.go@v1.35.0)."""
+    kubernetes/kubernetes:pkg/registry/apps/deployment/strategy.go@v1.35.0, and the Service a serving
+    job file's `port` made). What was deleted, as `kind/name`."""
     custom = _kubernetes().client.CustomObjectsApi(api)
     options = {"dry_run": "All"} if dry_run else {}
     _call(custom.delete_namespaced_custom_object, *_group_of(kind), namespace, _plural(kind), name, **options)
+    deleted = [f"{kind.lower()}/{name}"]
+    if kind == SERVING_KIND and _delete_job_service(api, name, namespace, options):
+        deleted.append(f"service/{name}")
+    return deleted
+
+
+def _delete_job_service(api: Any, name: str, namespace: str, options: dict) -> bool:
+    """The Service of a serving job file (its name, rendered from a job file), if there is one."""
+    core = _kubernetes().client.CoreV1Api(api)
+    found = _optional(core.read_namespaced_service, name, namespace)
+    service = api.sanitize_for_serialization(found) if found is not None else {}
+    if ((service.get("metadata") or {}).get("labels") or {}).get(JOB_FILE_LABEL) != "true":
+        return False  # none, or one the team made itself: not the job file's to delete
+    # the answer unread: the deleted Service or a Status, whichever the server sends, is no V1Service to parse
+    _call(core.delete_namespaced_service, name, namespace, _preload_content=False, **options)
+    return True
 
 
 # --- the Python API ------------------------------------------------------------------------------

@@ -140,6 +140,9 @@ class JobFile(Setting):
     settings, PYTHONPATH)."""
     priority: DnsLabel | None = None
     """One of the team's priority classes of the job's class; default: the first."""
+    port: number(1, 65535, "a TCP port") | None = None
+    """Serving only: the port the server listens on. Its replicas name it `http` (the serving scrape job scrapes it)
+    and a Service NAME on port 80 reaches them."""
 
     @model_validator(mode="before")
     @classmethod
@@ -168,9 +171,12 @@ class JobFile(Setting):
     @model_validator(mode="after")
     def _serving_keys(self) -> JobFile:
         """What a serving Deployment has no use for, refused when written (a default is no choice)."""
-        if self.class_ != "serving":
-            return self
         problems, written = Problems(), self.model_fields_set
+        if self.class_ != "serving":
+            if self.port is not None:
+                problems.add("port", f"only a serving job has a port (class: serving), not a {self.class_} job")
+            problems.raise_any()
+            return self
         if "framework" in written:
             problems.add("framework", "a serving job runs as a Deployment, not a Kubeflow job: leave framework out")
         if self.elastic is not None:

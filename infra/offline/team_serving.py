@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from components.tenancy import SCHEDULER
-from components.workloads import SERVING_LABEL
+from components.workloads import SERVING_LABEL, SERVING_PORT
 from infra.config import ConfigError, JobFile, StackConfig, Team
-from infra.core.names import GPU_RESOURCE, POOL_LABEL, QUEUE_ANNOTATION
+from infra.core.names import GPU_RESOURCE, JOB_FILE_LABEL, POOL_LABEL, QUEUE_ANNOTATION
 from infra.offline import jobs
 from infra.offline.pods import check_image, default_image, run_as_team
 from infra.offline.team_job import Placement, _driver_affinity, _share_of_node, _shown, _team, place
@@ -71,6 +71,8 @@ def _template(job: JobFile, cfg: StackConfig, placed: Placement, team: Team, pri
     affinity = _driver_affinity(job)
     if affinity:
         spec["affinity"] = affinity
+    if job.port is not None:
+        spec["containers"][0]["ports"] = [{"name": SERVING_PORT, "containerPort": int(job.port), "protocol": "TCP"}]
     key, value = SERVING_LABEL
     template = {
         "metadata": {
@@ -106,7 +108,7 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
         "metadata": {
             "name": job.name,
             "namespace": team.name,
-            "labels": {"higgsfield.io/job-file": "true"},
+            "labels": {JOB_FILE_LABEL: "true"},
             # copied to the ReplicaSet, read into its PodGroup's minMember (FLOOR)
             "annotations": {MIN_MEMBER: str(min(FLOOR, placed.pods))},
         },
@@ -116,7 +118,25 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
             "template": _template(job, cfg, placed, team, priority, image),
         },
     }
-    return [deployment], placed
+    return [*_service(job, team), deployment], placed
+
+
+def _service(job: JobFile, team: Team) -> list[dict]:
+    """With a `port`: the Service in front of the replicas, as the serving example's (port 80 to the
+    replicas' `http` port, inside the cluster: ClusterIP, what the team's policy allows by default)."""
+    if job.port is None:
+        return []
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": job.name, "namespace": team.name, "labels": {JOB_FILE_LABEL: "true"}},
+            "spec": {
+                "selector": {APP_LABEL: job.name},
+                "ports": [{"name": SERVING_PORT, "port": 80, "targetPort": SERVING_PORT, "protocol": "TCP"}],
+            },
+        }
+    ]
 
 
 def header(job: JobFile, cfg: StackConfig, placed: Placement, objects: list[dict]) -> str:
@@ -133,4 +153,6 @@ def header(job: JobFile, cfg: StackConfig, placed: Placement, objects: list[dict
     ]
     if placed.others:
         lines.append(f"# Also fitted: {', '.join(placed.others)} (on-demand pools first, then the stack file's order).")
+    if job.port is not None:
+        lines.append(f"# Reached inside the cluster at http://{job.name}.{job.team} (Service {job.name}, port 80).")
     return "\n".join([*lines, jobs.image_comment(cfg, pod["spec"]["containers"][0]["image"]), ""])

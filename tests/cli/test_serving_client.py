@@ -164,6 +164,28 @@ def test_cancel_deletes_the_serving_deployment_and_cancelling_again_is_not_found
     assert capsys.readouterr().err == 'error: 404 NotFound: deployments "classifier" not found\n'
 
 
+def test_a_serving_job_with_a_port_submits_its_service_and_cancel_deletes_both(api, kubeconfig, tmp_path, capsys):
+    path = tmp_path / "served.job.yaml"
+    path.write_text(yaml.safe_dump({**SERVING, "port": 8000}))
+    assert main(["jobs", "submit", "prod", "-f", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "service/classifier serverside-applied",
+        "deployment/classifier serverside-applied",
+    ]
+    assert main(["jobs", "cancel", "prod", "-f", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["deployment/classifier deleted", "service/classifier deleted"]
+    assert api.get(DEPLOYMENT_PATH) is None and api.get("/api/v1/namespaces/llm/services/classifier") is None
+
+
+def test_cancel_leaves_a_service_of_the_same_name_the_team_made_itself(api, kubeconfig, job_file, capsys):
+    own = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "classifier", "namespace": "llm"}, "spec": {}}
+    api.put(_deployment())
+    api.put(own)
+    assert main(["jobs", "cancel", "prod", "-f", job_file]) == 0
+    assert capsys.readouterr().out == "deployment/classifier deleted\n"
+    assert api.get("/api/v1/namespaces/llm/services/classifier") is not None
+
+
 def test_the_python_api_submits_reports_reads_and_cancels_a_serving_job(api, kubeconfig):
     from infra.cli.client import Job
 

@@ -110,6 +110,13 @@ def test_what_a_serving_job_has_no_use_for_is_refused_each_by_its_key():
     assert "runs as a Deployment" in problems["job.yaml: framework"]
 
 
+def test_only_a_serving_job_has_a_port():
+    assert load_job({**SERVING, "port": 8000}).port == 8000
+    assert _problems({**EXAMPLE, "port": 8000}) == {
+        "job.yaml: port": "only a serving job has a port (class: serving), not a training job"
+    }
+
+
 # Any value YAML can hold, in place of any key of the example: a ConfigError naming keys, never another exception.
 _VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=50),

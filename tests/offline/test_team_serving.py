@@ -115,6 +115,26 @@ def test_a_serving_job_may_run_its_own_image_on_an_efa_pool_as_it_uses_no_efa():
     )
 
 
+def test_without_a_port_a_serving_job_is_its_deployment_alone():
+    objects, _ = _render()
+    assert [o["kind"] for o in objects] == ["Deployment"] and "ports" not in _template(objects)["spec"]["containers"][0]
+
+
+def test_a_port_names_the_replicas_http_port_and_puts_the_serving_examples_service_in_front():
+    cfg = config_of("prod")
+    objects, _ = _render(port=8000)
+    service, deployment = objects
+    main = _template(objects)["spec"]["containers"][0]
+    assert main["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]  # the scrape job's port
+    example = next(o for o in jobs.render("serving-classifier", cfg, team="llm") if o["kind"] == "Service")
+    assert service["spec"]["ports"][0]["port"] == example["spec"]["ports"][0]["port"] == 80
+    assert service["spec"]["ports"][0]["targetPort"] == example["spec"]["ports"][0]["targetPort"] == "http"
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    llm = next(t for t in cfg.scheduler.teams if t.name == "llm")
+    assert denied_by(service, rules_of(llm, cfg.scheduler.priority_classes)) == []
+    kubernetes_schema.validate(service, cfg.kubernetes_version)
+
+
 def test_the_driver_requirement_is_node_affinity_on_the_serving_replicas_too():
     objects, _ = _render()
     terms = _template(objects)["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]

@@ -142,8 +142,9 @@ def run_cancel(args: argparse.Namespace) -> int:
 
     name, team, kind = _which(args)
     try:
-        client.delete(_api(args), name, team, kind, dry_run=args.dry_run)
+        deleted = client.delete(_api(args), name, team, kind, dry_run=args.dry_run)
     except client.ApiError as exc:
         return _refused(exc)
-    print(f"{kind.lower()}/{name} deleted" + (" (server dry run)" if args.dry_run else ""))
+    for what in deleted:
+        print(f"{what} deleted" + (" (server dry run)" if args.dry_run else ""))
     return 0
