@@ -47,7 +47,7 @@ from infra.core.names import (
 
 FIELD_MANAGER = "higgsfield"
 KUBEFLOW = ("kubeflow.org", "v1")
-APPS = ("apps", "v1")  # a serving job's Deployment (infra/offline/team_serving.py)
+APPS = ("apps", "v1")  # a serving job's Deployment (infra/offline/team_job.py render_serving)
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 INSTALL = "pip install higgsfield (the kubernetes package is one of its dependencies)"
 
@@ -326,7 +326,7 @@ def _group_of(kind: str) -> tuple[str, str]:
 
 
 def _selector_of(deployment: dict) -> str:
-    """The Deployment's pod selector as a label selector (its matchLabels: what team_serving renders)."""
+    """The Deployment's pod selector as a label selector (its matchLabels: what team_job.render_serving renders)."""
     labels = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
     if not labels:
         name = deployment["metadata"]["name"]
