@@ -34,9 +34,12 @@ from datetime import datetime
 from typing import Any
 
 from infra.config import JobFile, load_job
+from infra.config.job import SERVING_KIND
 from infra.core.names import (
+    JOB_FILE_LABEL,
     JOB_NAME_LABEL,
     POOL_LABEL,
+    QUEUE_ANNOTATION,
     REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL,
     STARTUP_TAINT_KEY,
@@ -44,6 +47,7 @@ from infra.core.names import (
 
 FIELD_MANAGER = "higgsfield"
 KUBEFLOW = ("kubeflow.org", "v1")
+APPS = ("apps", "v1")  # a serving job's Deployment (infra/offline/team_job.py render_serving)
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 INSTALL = "pip install higgsfield (the kubernetes package is one of its dependencies)"
 
@@ -254,6 +258,8 @@ def _why(group: dict | None, pods: list[dict], nodes: list[dict] | None, pool: s
 
 def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob") -> Status:
     """The job's state, its gang's, why it waits and where its pods run."""
+    if kind == SERVING_KIND:
+        return read_serving_status(api, name, namespace)
     kubernetes = _kubernetes()
     custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
     job = _call(custom.get_namespaced_custom_object, *KUBEFLOW, namespace, _plural(kind), name)
@@ -305,6 +311,103 @@ def _pool_of(job: dict) -> str | None:
     return None
 
 
+# --- a serving job: its Deployment and the Deployment's pods -----------------------------------
+
+# The PodGroup Volcano's controller makes for the pods of a ReplicaSet it schedules, its name written on
+# each pod (KubeGroupNameAnnotationKey, volcano-sh/volcano:staging/src/volcano.sh/apis/pkg/apis/scheduling/
+# v1beta1/labels.go@v1.15.1, by updatePodAnnotations in pkg/controllers/podgroup/pg_controller_handler.go);
+# a Deployment's pods have no operator's PodGroup named after the job.
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+
+
+def _group_of(kind: str) -> tuple[str, str]:
+    """The API group and version that serve `kind`: apps/v1 for a serving job's Deployment, else Kubeflow's."""
+    return APPS if kind == SERVING_KIND else KUBEFLOW
+
+
+def _selector_of(deployment: dict) -> str:
+    """The Deployment's pod selector as a label selector (its matchLabels: what team_job.render_serving renders)."""
+    labels = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    if not labels:
+        name = deployment["metadata"]["name"]
+        raise ApiError(0, "NoSelector", f"deployment {name} selects its pods by no matchLabels; list them with kubectl")
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def _pod_selector(api: Any, name: str, namespace: str) -> str:
+    custom = _kubernetes().client.CustomObjectsApi(api)
+    return _selector_of(_call(custom.get_namespaced_custom_object, *APPS, namespace, "deployments", name))
+
+
+def _deployment_waits(
+    deployment: dict, group: dict | None, pods: list[dict], nodes: list[dict] | None, pool: str | None
+) -> list[str]:
+    """Why replicas are missing: the team's serving quota refused their pods (the Deployment's
+    ReplicaFailure condition: a ResourceQuota's FailedCreate), Volcano has no PodGroup for them yet,
+    or the gang's own reasons (quota, capacity, gate)."""
+    conditions = (deployment.get("status") or {}).get("conditions") or []
+    failed = [c for c in conditions if c.get("type") == "ReplicaFailure" and c.get("status") == "True"]
+    reasons = (
+        [f"quota: the replicas' pods were refused: {failed[-1].get('message') or failed[-1].get('reason')}"]
+        if failed
+        else []
+    )
+    if not pods and not failed:
+        reasons.append("the Deployment's controller has created no pod of it yet")
+    elif group is None and pods:
+        reasons.append("Volcano has not grouped the replicas yet (no PodGroup: are they scheduled by volcano?)")
+    elif group is not None:
+        reasons += _why(group, pods, nodes, pool)
+    return reasons
+
+
+def read_serving_status(api: Any, name: str, namespace: str) -> Status:
+    """A serving job's Deployment: its replicas ready of those it asks for, their PodGroup, why
+    some wait and where its pods run."""
+    kubernetes = _kubernetes()
+    custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
+    deployment = _call(custom.get_namespaced_custom_object, *APPS, namespace, "deployments", name)
+    found = _call(core.list_namespaced_pod, namespace, label_selector=_selector_of(deployment))
+    pods = [api.sanitize_for_serialization(p) for p in found.items]
+    # one PodGroup per ReplicaSet (two in a rolling update): the one of a pod that waits, else any
+    groups = [
+        str(g)
+        for p in sorted(pods, key=lambda p: bool((p.get("spec") or {}).get("nodeName")))
+        if (g := (p["metadata"].get("annotations") or {}).get(GROUP_NAME_ANNOTATION))
+    ]
+    group = (
+        _optional(custom.get_namespaced_custom_object, PODGROUPS[0], PODGROUPS[1], namespace, PODGROUPS[2], groups[0])
+        if groups
+        else None
+    )
+    template = (deployment.get("spec") or {}).get("template") or {}
+    pool = ((template.get("spec") or {}).get("nodeSelector") or {}).get(POOL_LABEL)
+    listed = _optional(core.list_node, label_selector=f"{POOL_LABEL}={pool}") if pool else None
+    nodes = [api.sanitize_for_serialization(n) for n in listed.items] if listed is not None else None
+    wanted = int((deployment.get("spec") or {}).get("replicas", 1))
+    ready = int((deployment.get("status") or {}).get("readyReplicas") or 0)
+    phase = ((group or {}).get("status") or {}).get("phase", "Pending" if group else "none")
+    return Status(
+        name=name,
+        namespace=namespace,
+        kind=SERVING_KIND,
+        state=f"{ready}/{wanted} replicas ready",
+        gang=phase,
+        queue=((group or {}).get("spec") or {}).get("queue")
+        or ((template.get("metadata") or {}).get("annotations") or {}).get(QUEUE_ANNOTATION),
+        position=_position(custom, group) if group and phase == "Pending" else None,
+        waiting=_deployment_waits(deployment, group, pods, nodes, pool) if ready < wanted or _unplaced(pods) else [],
+        pods=sorted(
+            (
+                p["metadata"]["name"],
+                (p.get("status") or {}).get("phase", "Pending"),
+                (p.get("spec") or {}).get("nodeName", ""),
+            )
+            for p in pods
+        ),
+    )
+
+
 # --- logs --------------------------------------------------------------------------------------
 
 
@@ -343,20 +446,24 @@ def _replica(pod: dict) -> str:
     return str(pod["metadata"]["name"])
 
 
-def _job_pods(api: Any, name: str, namespace: str) -> list[dict]:
+def _job_pods(api: Any, name: str, namespace: str, selector: str | None = None) -> list[dict]:
     core = _kubernetes().client.CoreV1Api(api)
-    found = _call(core.list_namespaced_pod, namespace, label_selector=f"{JOB_NAME_LABEL}={name}")
+    found = _call(core.list_namespaced_pod, namespace, label_selector=selector or f"{JOB_NAME_LABEL}={name}")
     pods = [api.sanitize_for_serialization(p) for p in found.items]
     if not pods:
         raise ApiError(404, "NotFound", f"no pods of job {name} in namespace {namespace} (yet: see jobs status)")
     return sorted(pods, key=lambda p: p["metadata"]["name"])
 
 
-def read_logs(api: Any, name: str, namespace: str, container: str | None = None) -> list[LogLine]:
-    """Every pod's log of the job, each line with its node and replica, merged by time."""
+def read_logs(
+    api: Any, name: str, namespace: str, container: str | None = None, kind: str = "PyTorchJob"
+) -> list[LogLine]:
+    """Every pod's log of the job (a serving job: its Deployment's pods), each line with its node and
+    replica, merged by time."""
     core = _kubernetes().client.CoreV1Api(api)
     lines = []
-    for pod in _job_pods(api, name, namespace):
+    selector = _pod_selector(api, name, namespace) if kind == SERVING_KIND else None
+    for pod in _job_pods(api, name, namespace, selector):
         text = _call(
             core.read_namespaced_pod_log, pod["metadata"]["name"], namespace, timestamps=True, container=container
         )
@@ -389,8 +496,13 @@ def follow_logs(
     lines: queue.Queue = queue.Queue()
     done, streams = object(), set()
     _call(
-        kubernetes.client.CustomObjectsApi(api).get_namespaced_custom_object, *KUBEFLOW, namespace, _plural(kind), name
+        kubernetes.client.CustomObjectsApi(api).get_namespaced_custom_object,
+        *_group_of(kind),
+        namespace,
+        _plural(kind),
+        name,
     )
+    selector = _pod_selector(api, name, namespace) if kind == SERVING_KIND else f"{JOB_NAME_LABEL}={name}"
 
     def read(pod: dict) -> None:
         try:
@@ -420,9 +532,7 @@ def follow_logs(
         try:
             options = {"timeout_seconds": watch_seconds} if watch_seconds else {}
             watcher = kubernetes.watch.Watch()
-            for event in watcher.stream(
-                core.list_namespaced_pod, namespace, label_selector=f"{JOB_NAME_LABEL}={name}", **options
-            ):
+            for event in watcher.stream(core.list_namespaced_pod, namespace, label_selector=selector, **options):
                 pod = api.sanitize_for_serialization(event["object"])
                 uid, phase = pod["metadata"].get("uid"), (pod.get("status") or {}).get("phase", "Pending")
                 phases[uid] = "Deleted" if event["type"] == "DELETED" else phase
@@ -451,11 +561,31 @@ def follow_logs(
             yield item
 
 
-def delete(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", dry_run: bool = False) -> None:
-    """Delete the job; the operator's owner references take its pods, Service and PodGroup with it."""
+def delete(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", dry_run: bool = False) -> list[str]:
+    """Delete the job; the operator's owner references take its pods, Service and PodGroup with it (a
+    serving job's Deployment: the garbage collector takes its ReplicaSets and their pods, the API's
+    default for apps/v1 being DeleteDependents: DefaultGarbageCollectionPolicy in
+    kubernetes/kubernetes:pkg/registry/apps/deployment/strategy.go@v1.35.0, and the Service a serving
+    job file's `port` made). What was deleted, as `kind/name`."""
     custom = _kubernetes().client.CustomObjectsApi(api)
     options = {"dry_run": "All"} if dry_run else {}
-    _call(custom.delete_namespaced_custom_object, *KUBEFLOW, namespace, _plural(kind), name, **options)
+    _call(custom.delete_namespaced_custom_object, *_group_of(kind), namespace, _plural(kind), name, **options)
+    deleted = [f"{kind.lower()}/{name}"]
+    if kind == SERVING_KIND and _delete_job_service(api, name, namespace, options):
+        deleted.append(f"service/{name}")
+    return deleted
+
+
+def _delete_job_service(api: Any, name: str, namespace: str, options: dict) -> bool:
+    """The Service of a serving job file (its name, rendered from a job file), if there is one."""
+    core = _kubernetes().client.CoreV1Api(api)
+    found = _optional(core.read_namespaced_service, name, namespace)
+    service = api.sanitize_for_serialization(found) if found is not None else {}
+    if ((service.get("metadata") or {}).get("labels") or {}).get(JOB_FILE_LABEL) != "true":
+        return False  # none, or one the team made itself: not the job file's to delete
+    # the answer unread: the deleted Service or a Status, whichever the server sends, is no V1Service to parse
+    _call(core.delete_namespaced_service, name, namespace, _preload_content=False, **options)
+    return True
 
 
 # --- the Python API ------------------------------------------------------------------------------
@@ -507,7 +637,7 @@ class Job:
         """Every rank's lines merged by time; with `follow`, as they are written, until every pod has ended."""
         if follow:
             return follow_logs(self.api, self.spec.name, self.spec.team, self.spec.kind)
-        return iter(read_logs(self.api, self.spec.name, self.spec.team))
+        return iter(read_logs(self.api, self.spec.name, self.spec.team, kind=self.spec.kind))
 
     def cancel(self, dry_run: bool = False) -> None:
         delete(self.api, self.spec.name, self.spec.team, self.spec.kind, dry_run=dry_run)

@@ -44,6 +44,7 @@ FRAMEWORKS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
 # The operator names pods `<job>-<replica type>-<index>` and a headless Service per pod, which must be a
 # DNS label (63): a job name of 40 leaves room for `-launcher-0` and indexes to 9999.
 JOB_NAME_LENGTH = 40
+SERVING_KIND = "Deployment"  # what a job of class serving runs as (examples/serving-classifier.yaml)
 MAX_GPUS = 10_000  # ours: far above any pool (450 nodes x 8 GPUs is 3,600)
 # An environment variable name as Kubernetes accepts it (kubernetes/apimachinery:pkg/util/validation/
 # validation.go@v0.35.7 IsEnvVarName: envVarNameFmt), kept to the C identifiers a shell can read.
@@ -124,8 +125,9 @@ class JobFile(Setting):
     framework: Literal["pytorch", "mpi", "tensorflow", "xgboost", "jax", "paddle"] = "pytorch"
     """The Kubeflow Training Operator job kind: PyTorchJob, MPIJob, TFJob, XGBoostJob, JAXJob or PaddleJob."""
     class_: Literal["training", "evaluation", "serving"] = Field("training", alias="class")
-    """training, evaluation or serving: the team's priority classes of that kind (docs/workload-classes.md). Serving is
-    refused for a job file: it runs as a Deployment (the serving-classifier example)."""
+    """training, evaluation or serving: the team's priority classes of that kind (docs/workload-classes.md). Serving
+    runs as a Deployment (as the serving-classifier example does): resources.gpus in replicas of one node's share or of
+    whole nodes; no framework, elastic, shared checkpoints nor EFA."""
     resources: JobResources
     elastic: Elastic | None = None
     checkpoints: Literal["shared", "off"] = "shared"
@@ -138,6 +140,9 @@ class JobFile(Setting):
     settings, PYTHONPATH)."""
     priority: DnsLabel | None = None
     """One of the team's priority classes of the job's class; default: the first."""
+    port: number(1, 65535, "a TCP port") | None = None
+    """Serving only: the port the server listens on. Its replicas name it `http` (the serving scrape job scrapes it)
+    and a Service NAME on port 80 reaches them."""
 
     @model_validator(mode="before")
     @classmethod
@@ -163,9 +168,33 @@ class JobFile(Setting):
         problems.raise_any()
         return self
 
+    @model_validator(mode="after")
+    def _serving_keys(self) -> JobFile:
+        """What a serving Deployment has no use for, refused when written (a default is no choice)."""
+        problems, written = Problems(), self.model_fields_set
+        if self.class_ != "serving":
+            if self.port is not None:
+                problems.add("port", f"only a serving job has a port (class: serving), not a {self.class_} job")
+            problems.raise_any()
+            return self
+        if "framework" in written:
+            problems.add("framework", "a serving job runs as a Deployment, not a Kubeflow job: leave framework out")
+        if self.elastic is not None:
+            problems.add("elastic", "a serving job has a fixed number of replicas: leave elastic out")
+        if "checkpoints" in written and self.checkpoints == "shared":
+            problems.add("checkpoints", "a serving job saves no checkpoints: leave checkpoints out (or off)")
+        if self.resources.interconnect == "efa":
+            problems.add(
+                "resources.interconnect",
+                "efa: a serving replica is one pod on one node and uses no EFA; leave interconnect out",
+            )
+        problems.raise_any()
+        return self
+
     @property
     def kind(self) -> str:
-        return FRAMEWORKS[self.framework][0]
+        """The kind of the object that runs the job: a Deployment for serving, else the framework's Kubeflow job."""
+        return SERVING_KIND if self.class_ == "serving" else FRAMEWORKS[self.framework][0]
 
 
 def load_job(data: Any, source: str = "job file") -> JobFile:

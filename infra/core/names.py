@@ -59,6 +59,8 @@ DRIVER_MAJOR_LABEL = "nvidia.com/cuda.driver-version.major"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+# On what `higgsfield jobs render -f JOB.yaml` renders: `jobs cancel` deletes a serving job's Service only with it.
+JOB_FILE_LABEL = "higgsfield.io/job-file"
 # Training progress: each PyTorch job pod serves its ranks' progress on this named container port
 # (images/training/progress.py), which Prometheus scrapes; the job's name is the operator's pod label
 # (JOB_NAME_LABEL above).

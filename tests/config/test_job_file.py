@@ -83,6 +83,40 @@ def test_an_elastic_minimum_above_the_jobs_gpus_is_refused():
     assert "more than resources.gpus 16" in problems["job.yaml: elastic.minGpus"]
 
 
+SERVING = {"name": "classifier", "team": "llm", "class": "serving", "command": ["serve"], "resources": {"gpus": 1}}
+
+
+def test_a_serving_job_file_is_a_deployment_and_needs_no_framework_elastic_or_checkpoints():
+    job = load_job(SERVING)
+    assert job.kind == "Deployment" and load_job({**SERVING, "checkpoints": "off"}).kind == "Deployment"
+
+
+def test_what_a_serving_job_has_no_use_for_is_refused_each_by_its_key():
+    problems = _problems(
+        {
+            **SERVING,
+            "framework": "pytorch",
+            "checkpoints": "shared",
+            "elastic": {"minGpus": 1},
+            "resources": {"gpus": 1, "interconnect": "efa"},
+        }
+    )
+    assert set(problems) == {
+        "job.yaml: framework",
+        "job.yaml: checkpoints",
+        "job.yaml: elastic",
+        "job.yaml: resources.interconnect",
+    }
+    assert "runs as a Deployment" in problems["job.yaml: framework"]
+
+
+def test_only_a_serving_job_has_a_port():
+    assert load_job({**SERVING, "port": 8000}).port == 8000
+    assert _problems({**EXAMPLE, "port": 8000}) == {
+        "job.yaml: port": "only a serving job has a port (class: serving), not a training job"
+    }
+
+
 # Any value YAML can hold, in place of any key of the example: a ConfigError naming keys, never another exception.
 _VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=50),

@@ -194,7 +194,6 @@ def test_the_teams_python_command_runs_under_torchrun_behind_the_launcher_and_it
         ("data[0].dataset", {"data": [{"dataset": "medical"}]}, "no dataset 'medical'"),
         ("env.FI_PROVIDER", {"env": {"FI_PROVIDER": "tcp"}}, "set by the platform"),
         ("image", {"image": "docker.io/pytorch/pytorch:2.7.0"}, "not an EFA-ready image"),
-        ("class", {"class": "serving"}, "served from a Deployment"),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )

@@ -23,7 +23,9 @@ def _job(command: argparse.ArgumentParser) -> None:
     command.add_argument("-f", "--filename", metavar="JOB.yaml", help="the job file (its name, team and framework)")
     command.add_argument("-n", "--namespace", "--team", dest="team", metavar="TEAM", help="the job's team namespace")
     command.add_argument(
-        "--kind", default="PyTorchJob", help="the job's kind with NAME (default: PyTorchJob; -f knows it)"
+        "--kind",
+        default="PyTorchJob",
+        help="the job's kind with NAME (default: PyTorchJob; Deployment: a serving job; -f knows it)",
     )
     _cluster(command)
 
@@ -59,7 +61,6 @@ def register(actions: argparse._SubParsersAction) -> None:
 def _which(args: argparse.Namespace) -> tuple[str, str, str]:
     """(name, namespace, kind) from -f or NAME -n TEAM."""
     from infra.cli.output import UsageError
-    from infra.config import FRAMEWORKS
 
     if args.filename is not None:
         if args.name is not None:
@@ -67,7 +68,7 @@ def _which(args: argparse.Namespace) -> tuple[str, str, str]:
         from infra.offline.team_job import read_job_file
 
         job = read_job_file(args.filename)
-        return job.name, job.team, FRAMEWORKS[job.framework][0]
+        return job.name, job.team, job.kind
     if args.name is None or args.team is None:
         raise UsageError(f"higgsfield jobs {args.jobs_command} STACK NAME -n TEAM (or -f JOB.yaml)")
     return args.name, args.team, args.kind
@@ -124,7 +125,11 @@ def run_logs(args: argparse.Namespace) -> int:
     name, team, kind = _which(args)
     try:
         api = _api(args)
-        lines = client.follow_logs(api, name, team, kind) if args.follow else iter(client.read_logs(api, name, team))
+        lines = (
+            client.follow_logs(api, name, team, kind)
+            if args.follow
+            else iter(client.read_logs(api, name, team, kind=kind))
+        )
         for line in lines:
             print(f"{line.stamp} {line}" if args.timestamps else str(line), flush=args.follow)
     except client.ApiError as exc:
@@ -137,8 +142,9 @@ def run_cancel(args: argparse.Namespace) -> int:
 
     name, team, kind = _which(args)
     try:
-        client.delete(_api(args), name, team, kind, dry_run=args.dry_run)
+        deleted = client.delete(_api(args), name, team, kind, dry_run=args.dry_run)
     except client.ApiError as exc:
         return _refused(exc)
-    print(f"{kind.lower()}/{name} deleted" + (" (server dry run)" if args.dry_run else ""))
+    for what in deleted:
+        print(f"{what} deleted" + (" (server dry run)" if args.dry_run else ""))
     return 0
