@@ -44,11 +44,14 @@ from infra.core.names import (
     REPLICA_TYPE_LABEL,
     STARTUP_TAINT_KEY,
 )
+from infra.offline import goodput
 
 FIELD_MANAGER = "higgsfield"
 KUBEFLOW = ("kubeflow.org", "v1")
 APPS = ("apps", "v1")  # a serving job's Deployment (infra/offline/team_job.py render_serving)
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+# The head of a pod's log that goodput reads: the pre-flight's line comes before training's first.
+LOG_HEAD_BYTES = 64 << 10
 INSTALL = "pip install higgsfield (the kubernetes package is one of its dependencies)"
 
 
@@ -162,6 +165,7 @@ class Status:
     position: int | None  # among the queue's gangs that wait (oldest first), where the user may list them
     waiting: list[str] = field(default_factory=list)  # why, each "quota: ...", "capacity: ...", "gate: ..."
     pods: list[tuple[str, str, str]] = field(default_factory=list)  # (pod, phase, node)
+    goodput: goodput.Goodput | None = None  # its GPU-hours so far by phase (infra/offline/goodput.py)
 
     @property
     def nodes(self) -> list[str]:
@@ -172,6 +176,8 @@ class Status:
         out = [f"{self.kind} {self.namespace}/{self.name}: {self.state}; gang {self.gang} ({where})"]
         out += [f"  waits: {why}" for why in self.waiting]
         out += [f"  {pod}: {phase}" + (f" on {node}" if node else "") for pod, phase, node in self.pods]
+        if self.goodput is not None:
+            out.append(f"  {self.goodput.line()}")
         return out
 
     def as_dict(self) -> dict:
@@ -186,7 +192,19 @@ class Status:
             "waiting": self.waiting,
             "pods": [{"name": p, "phase": ph, "node": n} for p, ph, n in self.pods],
             "nodes": self.nodes,
+            "goodput": _goodput_dict(self.goodput),
         }
+
+
+def _goodput_dict(found: goodput.Goodput | None) -> dict | None:
+    """`--json`'s goodput: training's share, the allocated GPU-hours, and each phase's GPU-hours."""
+    if found is None:
+        return None
+    return {
+        "share": None if found.share is None else round(found.share, 4),
+        "allocatedGpuHours": round(found.allocated, 4),
+        "gpuHours": {phase: round(hours, 4) for phase, hours in found.gpu_hours.items()},
+    }
 
 
 def _state(job: dict) -> str:
@@ -256,8 +274,9 @@ def _why(group: dict | None, pods: list[dict], nodes: list[dict] | None, pool: s
     return reasons
 
 
-def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob") -> Status:
-    """The job's state, its gang's, why it waits and where its pods run."""
+def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", now: float | None = None) -> Status:
+    """The job's state, its gang's, why it waits, where its pods run, and its goodput so far (a
+    serving job's: its Deployment's replicas, read_serving_status)."""
     if kind == SERVING_KIND:
         return read_serving_status(api, name, namespace)
     kubernetes = _kubernetes()
@@ -292,6 +311,59 @@ def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob") -
             )
             for p in pods
         ),
+        goodput=goodput.of_objects(observe(api, job, pods, _events(api, namespace), now)),
+    )
+
+
+def _events(api: Any, namespace: str) -> list[dict]:
+    """The namespace's Events (the watchdog's TrainingHung, the scheduler's Scheduled), if readable."""
+    core = _kubernetes().client.CoreV1Api(api)
+    found = _optional(core.list_namespaced_event, namespace)
+    return [api.sanitize_for_serialization(e) for e in found.items] if found is not None else []
+
+
+def _log(api: Any, pod: dict) -> list[tuple[float, str]]:
+    """The start of a pod's log (where the pre-flight's line is), as (time, text); none before it runs."""
+    core = _kubernetes().client.CoreV1Api(api)
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    if not (pod.get("status") or {}).get("containerStatuses"):
+        return []
+    try:
+        text = _call(
+            core.read_namespaced_pod_log,
+            pod["metadata"]["name"],
+            pod["metadata"]["namespace"],
+            container=containers[0].get("name"),
+            timestamps=True,
+            limit_bytes=LOG_HEAD_BYTES,
+        )
+    except ApiError:
+        return []  # no log (yet, or any more): no pre-flight line to read
+    lines = []
+    for line in (text or "").splitlines():
+        stamp, body = _split(line)
+        at, nanos = _when(stamp)
+        lines.append((at.timestamp() + nanos / 1e9, body))
+    return lines
+
+
+def observe(api: Any, job: dict, pods: list[dict], events: list[dict], now: float | None = None) -> goodput.Observed:
+    """What goodput needs of one job: its pods' nodes (when the user may read them) and logs' heads."""
+    import time
+
+    core = _kubernetes().client.CoreV1Api(api)
+    nodes: dict[str, dict] = {}
+    for node in sorted({str((p.get("spec") or {}).get("nodeName") or "") for p in pods} - {""}):
+        found = _optional(core.read_node, node)
+        if found is not None:
+            nodes[node] = api.sanitize_for_serialization(found)
+    return goodput.Observed(
+        job=job,
+        pods=pods,
+        events=events,
+        nodes=nodes,
+        logs={p["metadata"]["name"]: _log(api, p) for p in pods},
+        now=time.time() if now is None else now,
     )
 
 

@@ -18,9 +18,14 @@ the progress series alone; this module keeps the whole account.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from infra.core.names import GPU_RESOURCE
 
 PHASES = ("training", "checkpoint", "preflight", "gate", "waiting", "hung", "restart")
 
@@ -101,3 +106,205 @@ def of_teams(jobs: Iterable[Job]) -> dict[str, Goodput]:
     for job in jobs:
         teams[job.namespace].add(of_job(job))
     return dict(teams)
+
+
+# --- a job's timeline from what the Kubernetes API server holds --------------------------------------
+
+# The watchdog's Event on a job it restarts (images/training/job_watchdog.py HUNG_REASON and its message,
+# "no training step for 1234s, over ..."), and the pre-flight's one line per rank and its exit code
+# (images/training/preflight.py line() and EXIT_RETRY); tests/offline/test_goodput.py ties these to them.
+HUNG_REASON = "TrainingHung"
+STALLED = re.compile(r"no training step for (\d+(?:\.\d+)?)s")
+PREFLIGHT_LINE = re.compile(r"^preflight rank \d+/\d+ node \S+: .*? in (\d+(?:\.\d+)?)s(?:;|$)")
+PREFLIGHT_EXIT = 151
+# The scheduler's Event when it binds a pod (Volcano records it as kube-scheduler does); Events outlive
+# the pods the operator or the watchdog deleted, for the API server's event TTL (one hour on EKS).
+SCHEDULED_REASON = "Scheduled"
+
+
+def seconds(stamp: str | None) -> float | None:
+    """An RFC 3339 time as the API server writes it (`2026-01-01T00:00:00Z`, a fraction allowed)."""
+    if not stamp:
+        return None
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What `jobs status` reads for one job: the job, its current pods, the Events of its namespace,
+    the nodes its pods are bound to (empty where the user may not read nodes), each pod's log lines
+    as (time, text), and the time now."""
+
+    job: dict
+    pods: list[dict]
+    events: list[dict]
+    nodes: dict[str, dict]
+    logs: dict[str, list[tuple[float, str]]]
+    now: float
+
+
+def _gpus(pod: dict) -> int:
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        wanted = (resources.get("limits") or {}).get(GPU_RESOURCE) or (resources.get("requests") or {}).get(
+            GPU_RESOURCE
+        )
+        total += int(wanted or 0)
+    return total
+
+
+def _bound(pod: dict) -> float | None:
+    """When the pod was bound to its node: its PodScheduled condition turning True."""
+    if not (pod.get("spec") or {}).get("nodeName"):
+        return None
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            return seconds(condition.get("lastTransitionTime"))
+    return seconds(pod["metadata"].get("creationTimestamp"))
+
+
+def _event_time(event: dict) -> float | None:
+    return seconds(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp"))
+
+
+def _replicas(job: dict) -> int:
+    return sum(
+        int(replica.get("replicas", 1))
+        for key, replicas in (job.get("spec") or {}).items()
+        if key.endswith("ReplicaSpecs")
+        for replica in (replicas or {}).values()
+    )
+
+
+def _hangs(observed: Observed) -> list[tuple[float, float]]:
+    """(when, seconds stalled) of each watchdog restart of the job, oldest first."""
+    name = observed.job["metadata"]["name"]
+    found = []
+    for event in observed.events:
+        involved = event.get("involvedObject") or {}
+        stalled = STALLED.search(event.get("message") or "")
+        when = _event_time(event)
+        if event.get("reason") == HUNG_REASON and involved.get("name") == name and stalled and when is not None:
+            found.append((when, float(stalled.group(1))))
+    return sorted(found)
+
+
+def _container_runs(pod: dict) -> tuple[list[tuple[float, float, int]], float | None, bool]:
+    """The pod's ended runs (start, end, exit code), its current run's start, and whether that run ended."""
+    ended, started, over = [], None, False
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        last = (status.get("lastState") or {}).get("terminated")
+        state = status.get("state") or {}
+        for run in (last, state.get("terminated")):
+            if run and seconds(run.get("startedAt")) is not None and seconds(run.get("finishedAt")) is not None:
+                ended.append((seconds(run["startedAt"]), seconds(run["finishedAt"]), int(run.get("exitCode", 0))))
+        now = state.get("running") or state.get("terminated") or {}
+        started = seconds(now.get("startedAt")) or started
+        over = over or "terminated" in state
+    return ended, started, over  # type: ignore[return-value]
+
+
+class _Gang:
+    """The job's current pods, when its gang was complete, and the nodes' health-gate windows."""
+
+    def __init__(self, observed: Observed) -> None:
+        self.observed = observed
+        self.binds = {p["metadata"]["name"]: _bound(p) for p in observed.pods}
+        held = [b for b in self.binds.values() if b is not None]
+        whole = len(held) >= max(_replicas(observed.job), len(observed.pods)) and held
+        self.complete = max(held) if whole else observed.now
+
+    def gated(self, pod: dict) -> list[tuple[float, float]]:
+        """While this pod waited, the windows in which another pod's node was in its health gate:
+        from the node's registration to that pod's bind (the gate's taint keeps pods off it until then)."""
+        windows = []
+        for other in self.observed.pods:
+            node = self.observed.nodes.get((other.get("spec") or {}).get("nodeName") or "")
+            joined = seconds((node or {}).get("metadata", {}).get("creationTimestamp"))
+            bound = self.binds[other["metadata"]["name"]]
+            if other is not pod and joined is not None and bound is not None and joined < bound:
+                windows.append((joined, bound))
+        return windows
+
+
+def _pod_intervals(observed: Observed, gang: _Gang, pod: dict, gpus: int) -> list[Interval]:
+    name, now = pod["metadata"]["name"], observed.now
+    bound = gang.binds[name]
+    ended, started, over = _container_runs(pod)
+    end = max((e for _, e, _ in ended), default=now) if over else now
+    out: list[Interval] = []
+
+    def add(start: float | None, stop: float | None, phase: str) -> None:
+        if start is not None and stop is not None and stop > start:
+            out.append(Interval(start, stop, phase, gpus))
+
+    if bound is not None:
+        add(bound, min(gang.complete, end), "waiting")
+        for joined, passed in gang.gated(pod):
+            add(max(bound, joined), min(passed, end), "gate")
+    checked = [
+        (t - float(m.group(1)), t) for t, text in observed.logs.get(name, []) if (m := PREFLIGHT_LINE.match(text))
+    ]
+    checked += [(s, e) for s, e, code in ended if code == PREFLIGHT_EXIT]
+    for start, stop in checked:
+        add(start, stop, "preflight")
+    for start, stop, code in ended:
+        if code != PREFLIGHT_EXIT and (start, stop) != (started, end):
+            add(max(start, gang.complete), stop, "training")  # an earlier run of this container
+            add(stop, started, "restart")
+    preflight_failed = any(code == PREFLIGHT_EXIT and s == started for s, _, code in ended)
+    if started is not None and not preflight_failed:
+        since = max([started, gang.complete, *(stop for _, stop in checked if stop >= started)])
+        add(since, end, "training")
+    first = bound if bound is not None else now
+    _earlier(observed, name, first, since_restart=started if started is not None else first, add=add)
+    return out
+
+
+def _earlier(observed: Observed, pod: str, first: float, since_restart: float, add: Any) -> None:
+    """Before this pod's current run: each watchdog restart's hang and restart, and the runs before it
+    as training from the pod's bind (its Scheduled Events, while the API server keeps them)."""
+    binds = sorted(
+        t
+        for e in observed.events
+        if e.get("reason") == SCHEDULED_REASON
+        and (e.get("involvedObject") or {}).get("kind") == "Pod"
+        and (e.get("involvedObject") or {}).get("name") == pod
+        and (t := _event_time(e)) is not None
+        and t < first
+    )
+    era_start = binds[0] if binds else None
+    for when, stalled in _hangs(observed):
+        if when > first:
+            continue
+        add(era_start, when - stalled, "training")
+        add(when - stalled, when, "hung")
+        after = [t for t in binds if t > when]
+        era_start = after[0] if after else None
+        add(when, era_start if era_start is not None else since_restart, "restart")
+
+
+def timeline(observed: Observed) -> list[Job]:
+    """The job's account, one timeline per pod that holds GPUs (each with its own GPUs), from the objects
+    alone: waiting from a pod's bind until the whole gang is bound; gate while a node of the gang was in
+    its health check; pre-flight from each rank's line (or its pod's run that exited 151); training from
+    the later of the gang complete and the pre-flight to the pod's end (or now); before the current pods,
+    each TrainingHung Event's stall as hung and the time to the next bind as restart. Not here: the
+    checkpoint stalls (the ranks' progress series in Prometheus, the dashboard), and anything older than
+    the Events the API server keeps."""
+    gang = _Gang(observed)
+    namespace, name = observed.job["metadata"].get("namespace", ""), observed.job["metadata"]["name"]
+    return [
+        Job(namespace, f"{name}/{pod['metadata']['name']}", tuple(_pod_intervals(observed, gang, pod, gpus)))
+        for pod in observed.pods
+        if (gpus := _gpus(pod))
+    ]
+
+
+def of_objects(observed: Observed) -> Goodput:
+    """The job's goodput from what the API server holds (`timeline`)."""
+    result = Goodput()
+    for part in timeline(observed):
+        result.add(of_job(part))
+    return result

@@ -293,3 +293,61 @@ def test_the_python_functions_take_a_job_and_follow_its_logs(api, kubeconfig):
     assert status(job).pods == [("llama-ft-master-0", "Succeeded", "node-a")]
     cancel(job)
     assert api.get(JOB_PATH) is None
+
+
+def _gpu_pod(replica: str, bound: str, started: str) -> dict:
+    pod = _pod(replica, 0, f"node-{replica.lower()}")
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "8"}}
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": bound}]
+    pod["status"]["containerStatuses"] = [
+        {
+            "name": "pytorch",
+            "image": "i",
+            "imageID": "i",
+            "ready": True,
+            "restartCount": 0,
+            "state": {"running": {"startedAt": started}},
+        }
+    ]
+    return pod
+
+
+def test_status_shows_the_jobs_goodput_and_where_the_rest_of_its_gpu_hours_went(api, kubeconfig, capsys):
+    """Two pods of 8 GPUs: the master bound at 01:00 waits half an hour for the worker; both run the
+    pre-flight (6 minutes, from its line) and train until 04:00; before them, the watchdog restarted
+    the job after a 15-minute stall (its TrainingHung Event at 00:45)."""
+    from infra.cli import client
+
+    api.put(_job(conditions=("Created", "Running")))
+    api.put(_podgroup("llama-ft", "llm", "Running", "2026-01-01T00:00:00Z"))
+    api.put(_gpu_pod("Master", "2026-01-01T01:00:00Z", "2026-01-01T01:30:00Z"))
+    api.put(_gpu_pod("Worker", "2026-01-01T01:30:00Z", "2026-01-01T01:30:00Z"))
+    for pod in ("llama-ft-master-0", "llama-ft-worker-0"):
+        api.log("llm", pod, "preflight rank 0/2 node n: ok in 360.0s; memlock ok", at="2026-01-01T01:36:00Z")
+    api.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": "llama-ft.watchdog-1", "namespace": "llm"},
+            "involvedObject": {"kind": "PyTorchJob", "name": "llama-ft", "namespace": "llm"},
+            "reason": "TrainingHung",
+            "message": "no training step for 900s, over 900s (...); restarting the gang from its newest checkpoint",
+            "lastTimestamp": "2026-01-01T00:45:00Z",
+        }
+    )
+    from infra.offline.goodput import seconds
+
+    found = client.read_status(client.connect(kubeconfig), "llama-ft", "llm", now=seconds("2026-01-01T04:00:00Z"))
+    assert found.goodput is not None
+    assert found.goodput.line() == (
+        "goodput 69% of 56.0 GPU-hours (lost to preflight 3%, waiting 7%, hung 7%, restart 14%)"
+    )
+    assert found.lines()[-1] == "  " + found.goodput.line()
+    hours = found.as_dict()["goodput"]["gpuHours"]
+    assert (hours["training"], hours["preflight"], hours["waiting"], hours["hung"], hours["restart"]) == (
+        38.4,
+        1.6,
+        4.0,
+        4.0,
+        8.0,
+    )
