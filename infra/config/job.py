@@ -118,7 +118,9 @@ class JobFile(Setting):
     team: DnsLabel
     """The team (higgsfield:scheduler.teams) whose namespace, queue, quota and UID the job runs with."""
     command: tuple[Annotated[Str, Field(max_length=4096)], ...] = items(1, 1000)
-    """What each rank runs. PyTorch: `python SCRIPT ARGS` runs under torchrun, one process per GPU."""
+    """What each rank runs. PyTorch: `python SCRIPT ARGS` runs under torchrun, one process per GPU. SCRIPT is read in
+    the container: the stack's training image holds only the platform's programs, so your code comes in an image of
+    your own (`image`) or from shared storage (/fsx, /datasets/NAME)."""
     image: matching(IMAGE_REFERENCE, NOT_AN_IMAGE, 512) | None = None
     """The container image (registry/repository:tag or @sha256:...); default: the stack's training image. On EFA pools
     only an EFA-ready image (the stack's repository or higgsfield:trainingImage)."""

@@ -26,6 +26,12 @@ class GpuType:
     zones: tuple[str, ...]
     on_demand_hour: float | None  # None: not priced in the region
 
+    @property
+    def gib_per_gpu(self) -> int:
+        """Memory of one GPU in whole GiB, rounded down: what a job file's `resources.gpuMemoryGiB`
+        is compared with (infra/offline/team_job.py), so a value read here is one a job can ask for."""
+        return int(self.gpu_memory_gib * 1024) // max(1, self.gpus) // 1024
+
 
 def gpu_types(region: str) -> list[GpuType]:
     """Every GPU type offered in some AZ of `region`, by GPU model then size; a region EKS does not
@@ -61,4 +67,8 @@ def gpu_types(region: str) -> list[GpuType]:
 
 
 def as_json(region: str, types: list[GpuType]) -> dict:
-    return {"region": region, "source": source(), "types": [asdict(t) for t in types]}
+    return {
+        "region": region,
+        "source": source(),
+        "types": [asdict(t) | {"gib_per_gpu": t.gib_per_gpu} for t in types],
+    }

@@ -487,6 +487,17 @@ def _own_templates(job: Any) -> Any:
     return job
 
 
+def _built_from() -> str:
+    """Where the stack's image is built from: the project's images/training, or (a project `init` made,
+    which has none) the installed package's."""
+    from infra.core.assets import IMAGE_SOURCES, image_sources
+    from infra.core.project import project_root
+
+    root = project_root()
+    own = image_sources(root) == root / IMAGE_SOURCES
+    return f"{IMAGE_SOURCES} of this project" if own else f"the installed package's {IMAGE_SOURCES}"
+
+
 def image_comment(cfg: StackConfig, image: str) -> str:
     """The YAML comment that says which image a rendered job needs and how to get it."""
     import textwrap
@@ -502,7 +513,7 @@ def image_comment(cfg: StackConfig, image: str) -> str:
         return "\n".join(
             [
                 f"# Image: {image}",
-                "#   built from images/training of this checkout. Not in the registry yet? Build and push it (Docker):",
+                f"#   built from {_built_from()}. Not in the registry yet? Build and push it (Docker):",
                 f"#     higgsfield image push {cfg.stack}",
                 f"#   or let the image workflow do it on main ({image_cli.DOCS}). Is it there:",
                 f"#     aws ecr describe-images --region {cfg.region} --repository-name {repository} \\",

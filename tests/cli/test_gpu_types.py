@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from infra.cli.main import main
-from infra.config import ConfigError
+from infra.config import ConfigError, load_job
 from infra.core.bundled import where_offered, zone_offerings
+from infra.offline import team_job
 from infra.offline.cost import load_prices
 from infra.offline.gpu_types import gpu_types
+from tests.conftest import config_of
 
 
 def test_every_listed_type_has_gpus_and_is_offered_in_exactly_the_azs_listed():
@@ -22,7 +26,21 @@ def test_every_listed_type_has_gpus_and_is_offered_in_exactly_the_azs_listed():
 def test_an_h100_type_shows_its_gpus_memory_and_efa(capsys):
     assert main(["types", "eu-north-1"]) == 0
     row = next(line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["p5.48xlarge"])
-    assert row[1:5] == ["8", "x", "NVIDIA", "H100"] and row[5:9] == ["640", "192", "2048", "32"]
+    assert row[1:5] == ["8", "x", "NVIDIA", "H100"] and row[5:9] == ["80", "192", "2048", "32"]
+
+
+def test_the_memory_per_gpu_shown_is_what_a_job_file_can_ask_for():
+    """dev's l40s pool is g6e.xlarge (44.7 GiB): `types` said 45, and a job asking 45 was refused."""
+    shown = next(t.gib_per_gpu for t in gpu_types("us-west-2") if t.instance_type == "g6e.xlarge")
+
+    def job(memory: int):
+        resources = {"gpus": 1, "gpuType": "L40S", "gpuMemoryGiB": memory}
+        return load_job({"name": "ft", "team": "ml", "command": ["python", "t.py"], "resources": resources})
+
+    assert shown == 44
+    assert team_job.render(job(shown), config_of("dev"))[1].pool.name == "l40s"
+    with pytest.raises(ConfigError, match="gpuMemoryGiB"):
+        team_job.render(job(shown + 1), config_of("dev"))
 
 
 def test_prices_come_from_the_bundled_price_file_and_unpriced_is_said_never_zero(capsys):
@@ -30,8 +48,8 @@ def test_prices_come_from_the_bundled_price_file_and_unpriced_is_said_never_zero
     priced = {t.instance_type: t.on_demand_hour for t in gpu_types("us-east-1")}
     assert priced["p5.48xlarge"] == listed["p5.48xlarge"]
     assert main(["types", "eu-north-1"]) == 0
-    out = capsys.readouterr().out
-    assert "not priced in eu-north-1" in out and "$0.00" not in out
+    out = " ".join(capsys.readouterr().out.split())
+    assert "ON-DEMAND/HOUR -: not priced in eu-north-1" in out and "$0.00" not in out
 
 
 def test_types_as_json(capsys):

@@ -105,7 +105,7 @@ def test_cost_of_a_stack_with_an_unpriced_type_succeeds_and_says_not_priced(proj
     out = capsys.readouterr().out
     (row,) = [line for line in out.splitlines() if "EC2 g6e.12xlarge on-demand" in line]
     assert row.split()[-6:] == ["not", "priced"] * 3
-    assert "1 item(s) not priced, excluded from the totals (marked *): gpu-l40s" in out
+    assert "1 item(s) not priced, excluded from the totals (marked *); their resources: gpu-l40s" in out
     (subtotal,) = [line for line in out.splitlines() if line.startswith("  GPU pool l40s") and "(subtotal)" in line]
     assert subtotal.count(" *") == 3  # each sum says it leaves the pool's instances out
 
@@ -117,6 +117,24 @@ def test_a_region_without_prices_never_shows_a_dollar_figure(project_copy, capsy
     assert main(["cost", "bad"]) == 0
     out = capsys.readouterr().out
     assert "$" not in out.replace("$/month", "").replace("$/hour", "")
+
+
+def test_a_spot_pool_in_a_region_without_prices_shows_no_zero_dollar_total(project_copy, capsys):
+    """init from dev into ap-northeast-1 keeps dev's spot pool: idle at zero nodes it summed to "$0.00 *"."""
+    from infra.cli.main import main
+
+    def moved(config: dict) -> None:
+        config.update(
+            {"aws:region": "ap-northeast-1", "higgsfield:availabilityZones": ["ap-northeast-1a", "ap-northeast-1c"]}
+        )
+        config["higgsfield:gpuPools"][0]["availabilityZone"] = "ap-northeast-1a"
+
+    project_copy("dev", moved)
+    assert main(["cost", "bad"]) == 0
+    out = capsys.readouterr().out
+    assert "spot" in out and "$" not in out.replace("$/month", "").replace("$/hour", "")
+    (total,) = [line for line in out.splitlines() if line.startswith("  TOTAL")]
+    assert total.split()[-6:] == ["not", "priced"] * 3
 
 
 def _region_without_prices(config: dict) -> None:

@@ -339,3 +339,12 @@ def test_a_teams_pytorch_job_publishes_its_ranks_progress_for_the_watchdog():
     for _, template in _templates(objects):
         ports = template["spec"]["containers"][0]["ports"]
         assert {"name": "progress", "containerPort": jobs.PROGRESS_PORT, "protocol": "TCP"} in ports
+
+
+def test_the_image_comment_names_the_installed_packages_sources_in_a_project_without_them(tmp_path, monkeypatch):
+    """A project `init` made has no images/training: the rendered job said 'of this checkout'."""
+    (tmp_path / "Pulumi.yaml").write_text("name: higgsfield\nruntime: python\n")
+    monkeypatch.chdir(tmp_path)
+    cfg = config_of("dev")
+    said = jobs.image_comment(cfg, jobs.stack_image(cfg))
+    assert "built from the installed package's images/training" in said and "checkout" not in said

@@ -15,7 +15,7 @@ def render(est: Estimate) -> str:
         lines = wrap(
             f"Cost of {est.stack} ({est.region}): not priced in {est.region}: the bundled price file lists "
             f"{', '.join(priced_regions())} (docs/reference/reports.md); `higgsfield cost {est.stack} --refresh` "
-            "(AWS credentials) takes the EC2 prices from the Pricing API",
+            "(AWS credentials) takes the region's prices from the Pricing API",
             indent=0,
         )
     else:
@@ -32,11 +32,11 @@ def render(est: Estimate) -> str:
         )
     if unpriced:
         lines += wrap(
-            f"{len(unpriced)} item(s) not priced, excluded from the totals (marked *): "
+            f"{len(unpriced)} item(s) not priced, excluded from the totals (marked *); their resources: "
             + ", ".join(sorted({entry.resource for entry in unpriced}))
         )
     source = (
-        "EC2 prices from the AWS Pricing API"
+        "prices from the AWS Pricing API"
         if est.prices_verified
         else "list prices as last known, unverified until `--refresh`"
     )
@@ -59,15 +59,19 @@ def render(est: Estimate) -> str:
         for field, factor in (("idle_hour", m), ("full_hour", 1.0), ("full_hour", m)):
             total = priced_sum(values, field)
             partial = " *" if any(getattr(entry, field) is None for entry in values) else ""
-            shown.append("not priced" if total is None else money(total, factor) + partial)
+            shown.append("not priced" if total is None or est.nothing_priced else money(total, factor) + partial)
         return shown
+
+    def price(value: float | None, factor: float = 1.0) -> str:
+        """A line's figure; in a region without prices none, not even a spot pool's $0.00 at zero nodes."""
+        return money(None if est.nothing_priced else value, factor)
 
     rows = []
     for group, members in est.groups():
         rows.append([group, "(subtotal)", *figures(members)])
         for line in members:
             rows.append(
-                [item(line), line.resource, money(line.idle_hour, m), money(line.full_hour), money(line.full_hour, m)]
+                [item(line), line.resource, price(line.idle_hour, m), price(line.full_hour), price(line.full_hour, m)]
             )
     rows.append(["TOTAL (priced items)", "", *figures(est.lines)])
     lines += table(["item", "resource", "idle $/month", "full $/hour", "full $/month"], rows, right=(2, 3, 4))

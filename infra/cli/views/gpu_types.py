@@ -14,21 +14,28 @@ def render(region: str, types: list[GpuType], source: str) -> str:
         [
             t.instance_type,
             f"{t.gpus} x {t.gpu}" if t.gpus else f"part of 1 x {t.gpu}",  # g6f: a fraction of a GPU
-            f"{t.gpu_memory_gib:.0f}",
+            str(t.gib_per_gpu),
             str(t.vcpus),
             f"{t.memory_gib:g}",
             str(t.efa_interfaces) if t.efa_interfaces else "-",
             " ".join(z.removeprefix(region) for z in t.zones),
-            money(t.on_demand_hour, missing=f"not priced in {region}"),
+            money(t.on_demand_hour, missing="-"),
         ]
         for t in types
     ]
     lines = [f"GPU instance types in {region}, by AZ ({', '.join(zones)}):"]
     lines += table(
-        ["TYPE", "GPUS", "GPU GIB", "VCPUS", "MEMORY GIB", "EFA", "AZS", "ON-DEMAND/HOUR"], rows, right=(2, 3, 4, 5, 7)
+        ["TYPE", "GPUS", "GIB/GPU", "VCPUS", "MEMORY GIB", "EFA", "AZS", "ON-DEMAND/HOUR"], rows, right=(2, 3, 4, 5, 7)
+    )
+    unpriced = sum(t.on_demand_hour is None for t in types)
+    priced = (
+        f"; ON-DEMAND/HOUR -: not priced in {region} (the bundled price file's regions: docs/reference/reports.md)"
+        if unpriced
+        else ""
     )
     lines += wrap(
-        f"From {source} and the bundled price file; EFA: the most EFA interfaces (- none). Use a type as "
+        f"From {source} and the bundled price file; GIB/GPU: one GPU's memory, rounded down, as a job file's "
+        f"resources.gpuMemoryGiB asks for it; EFA: the most EFA interfaces (- none){priced}. Use a type as "
         "`higgsfield init STACK --region REGION --gpu-pool NAME:TYPE:MIN-MAX`; `higgsfield preflight STACK` "
         "re-checks offerings and quotas against your account.",
         indent=0,
