@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pulumi
 
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
-from components.kubernetes_objects import KubernetesObject
+from components.kubernetes_objects import KubernetesObject, restricted_namespace
 from infra.config import GpuPool, seconds_of
 
 NAMESPACE = "higgsfield-capacity"
@@ -170,21 +170,7 @@ class GangDeadline(pulumi.ComponentResource):
     def __init__(self, name: str, args: GangDeadlineArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:gang_deadline:GangDeadline", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
-        ns = KubernetesObject(
-            f"{name}-namespace",
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {
-                    "name": NAMESPACE,
-                    "labels": {
-                        "pod-security.kubernetes.io/enforce": "restricted",
-                        "pod-security.kubernetes.io/warn": "restricted",
-                    },
-                },
-            },
-            opts=child,
-        )
+        ns = restricted_namespace(f"{name}-namespace", NAMESPACE, child)
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *args.depends_on])
         subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
         KubernetesObject(

@@ -18,7 +18,7 @@ import pulumi
 
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.gang_deadline import gang_deadline_s
-from components.kubernetes_objects import KubernetesObject
+from components.kubernetes_objects import KubernetesObject, restricted_namespace
 from components.workloads import TRAINING_PROGRESS_JOB
 from infra.config import GpuPool
 from infra.core.names import RECHECK_REASON
@@ -216,21 +216,7 @@ class JobWatchdog(pulumi.ComponentResource):
     def __init__(self, name: str, args: JobWatchdogArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:job_watchdog:JobWatchdog", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
-        ns = KubernetesObject(
-            f"{name}-namespace",
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {
-                    "name": NAMESPACE,
-                    "labels": {
-                        "pod-security.kubernetes.io/enforce": "restricted",
-                        "pod-security.kubernetes.io/warn": "restricted",
-                    },
-                },
-            },
-            opts=child,
-        )
+        ns = restricted_namespace(f"{name}-namespace", NAMESPACE, child)
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *args.depends_on])
         rbac = "rbac.authorization.k8s.io"
         subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]

@@ -65,3 +65,11 @@ class KubernetesPatch(pulumi.CustomResource):
             metadata["annotations"] = {**(metadata.get("annotations") or {}), PATCH_FORCE: "true"}
             manifest["metadata"] = metadata
         super().__init__(patch_type_token(manifest["apiVersion"], manifest["kind"]), name, manifest, opts)
+
+
+def restricted_namespace(name: str, namespace: str, opts: pulumi.ResourceOptions) -> KubernetesObject:
+    """A namespace of the platform's own whose pods must meet Pod Security's `restricted` level
+    (enforced, and warned at `kubectl apply`)."""
+    levels = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted"}
+    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": levels}}
+    return KubernetesObject(name, manifest, opts=opts)
