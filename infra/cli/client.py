@@ -50,8 +50,10 @@ FIELD_MANAGER = "higgsfield"
 KUBEFLOW = ("kubeflow.org", "v1")
 APPS = ("apps", "v1")  # a serving job's Deployment (infra/offline/team_job.py render_serving)
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
-# The head of a pod's log that goodput reads: the pre-flight's line comes before training's first.
+# The head of a pod's log that goodput reads: the pre-flight's line comes before training's first; and its
+# tail, where the newest checkpoint save's line says the run's total checkpoint stall.
 LOG_HEAD_BYTES = 64 << 10
+LOG_TAIL_LINES = 1000
 INSTALL = "pip install higgsfield (the kubernetes package is one of its dependencies)"
 
 
@@ -388,28 +390,30 @@ def _events(api: Any, namespace: str) -> list[dict]:
 
 
 def _log(api: Any, pod: dict) -> list[tuple[float, str]]:
-    """The start of a pod's log (where the pre-flight's line is), as (time, text); none before it runs."""
+    """The start of a pod's log (where the pre-flight's line is) and its end (the newest checkpoint
+    save's line), as (time, text); none before it runs."""
     core = _kubernetes().client.CoreV1Api(api)
     containers = (pod.get("spec") or {}).get("containers") or [{}]
     if not (pod.get("status") or {}).get("containerStatuses"):
         return []
-    try:
-        text = _call(
-            core.read_namespaced_pod_log,
-            pod["metadata"]["name"],
-            pod["metadata"]["namespace"],
-            container=containers[0].get("name"),
-            timestamps=True,
-            limit_bytes=LOG_HEAD_BYTES,
-        )
-    except ApiError:
-        return []  # no log (yet, or any more): no pre-flight line to read
-    lines = []
-    for line in (text or "").splitlines():
-        stamp, body = _split(line)
-        at, nanos = _when(stamp)
-        lines.append((at.timestamp() + nanos / 1e9, body))
-    return lines
+    lines: dict[tuple[float, str], None] = {}  # the head and the tail, a line in both once
+    for part in ({"limit_bytes": LOG_HEAD_BYTES}, {"tail_lines": LOG_TAIL_LINES}):
+        try:
+            text = _call(
+                core.read_namespaced_pod_log,
+                pod["metadata"]["name"],
+                pod["metadata"]["namespace"],
+                container=containers[0].get("name"),
+                timestamps=True,
+                **part,
+            )
+        except ApiError:
+            return []  # no log (yet, or any more): no pre-flight line to read
+        for line in (text or "").splitlines():
+            stamp, body = _split(line)
+            at, nanos = _when(stamp)
+            lines[(at.timestamp() + nanos / 1e9, body)] = None
+    return list(lines)
 
 
 def observe(api: Any, job: dict, pods: list[dict], events: list[dict], now: float | None = None) -> goodput.Observed:
