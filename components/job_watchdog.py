@@ -36,6 +36,9 @@ HANG_STEP_MULTIPLE = 10
 HANG_FLOOR_S = 900
 STRAGGLER_FACTOR = 1.5  # a rank's forward pass over 1.5 x its peers', averaged over 10 minutes
 RECHECK_QUIET_S = 3600  # a node is sent back to the gate at most once an hour
+# A GPU node no pod has used for this long is sent back to the gate (images/training/job_watchdog.py
+# idle_nodes): a GPU can fail while nobody runs on it, and the next gang should not find out.
+IDLE_RECHECK_S = 12 * 3600
 CHECK_S = 30
 
 
@@ -46,6 +49,7 @@ def settings_env(prometheus_url: str) -> list[dict]:
         "HANG_FLOOR_SECONDS": HANG_FLOOR_S,
         "STRAGGLER_FACTOR": STRAGGLER_FACTOR,
         "RECHECK_QUIET_SECONDS": RECHECK_QUIET_S,
+        "IDLE_RECHECK_SECONDS": IDLE_RECHECK_S,
         "CHECK_SECONDS": CHECK_S,
     }
     return [{"name": k, "value": str(v)} for k, v in values.items()]
