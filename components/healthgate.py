@@ -485,7 +485,8 @@ class HealthGate(pulumi.ComponentResource):
     the job watchdog's re-check requests, which the reboot check acts on) and its binding, a
     ValidatingAdmissionPolicy (+ binding) that limits the account to its own node's startup taint and health labels, one
     ConfigMap of expectations per gated pool (and a Role to read them), one DaemonSet per gated pool
-    requesting the pool's GPUs (none on a Karpenter pool: gate_gpus), the health-reboot-check DaemonSet
+    requesting the pool's GPUs (none on a Karpenter pool: gate_gpus), DCGM's container beside each
+    check (dcgm_container: `dcgmi diag`), the health-reboot-check DaemonSet
     that sends a rebooted node back through the gate (reboot_daemonset), pre-pulling
     `higgsfield:trainingImage` when set (with the stack's FSx, it mounts the `lustre-health` claim the
     storage component makes in its namespace); for pools with `onFailure: replace`, an IAM
