@@ -83,10 +83,15 @@ class HealthGateArgs:
     prepull_image: str | None = None  # higgsfield:trainingImage: pulled by an init container during the gate
 
 
-# DCGM's diagnostics level at a node's join: 0 (not run) while images/training/Dockerfile installs no
-# DCGM; with dcgmi in the image, 1 (deployment checks, seconds) fits the gate's timeout, and a deeper
-# level (2, about two minutes) belongs to a re-check (node_check.py report_dcgm).
-DCGM_DIAG_LEVEL_AT_JOIN = 0
+# DCGM's diagnostics (`dcgmi diag -r LEVEL`), run by the gate pod's DCGM container (dcgm_container):
+# at a node's join level 1 (deployment checks, seconds: fits the gate's timeout); on a re-check the
+# watchdog or the pre-flight asked for (the node labelled `recheck`, images/training/health_gate.py)
+# level 2, which adds the short hardware plugins (PCIe, memory, about two minutes). Level 3 (long
+# stress tests, about half an hour) is more than a gate's timeout allows and is not asked for.
+DCGM_DIAG_LEVEL_AT_JOIN = 1
+DCGM_DIAG_LEVEL_RECHECK = 2
+# The directory the gate's check and its DCGM container share (node_check.py dcgm_by_container).
+DCGM_EXCHANGE = "/run/higgsfield-dcgm"
 
 
 def expectations(
@@ -115,8 +120,9 @@ def expectations(
         "CHECK_TIMEOUT_SECONDS": str(seconds_of(pool.health_gate.timeout)),
         # the gate runs privileged: the kernel log's XIDs must be readable (node_check.py report_xids)
         "REQUIRE_KERNEL_LOG": "1",
-        # DCGM diagnostics: off until the image ships dcgmi (docs/design/health-gate.md)
+        # DCGM diagnostics by the gate pod's DCGM container, deeper on a re-check (docs/design/health-gate.md)
         "DCGM_DIAG_LEVEL": str(DCGM_DIAG_LEVEL_AT_JOIN),
+        "DCGM_DIAG_LEVEL_RECHECK": str(DCGM_DIAG_LEVEL_RECHECK),
     }
 
 
@@ -285,6 +291,31 @@ def prepull_container(image: str) -> dict:
     }
 
 
+def dcgm_container() -> dict:
+    """DCGM's host engine and `dcgmi diag` beside the gate (versions.DCGM_IMAGE: the exporter's image has
+    no dcgmi): it starts nv-hostengine in the pod (localhost only; `-n` stays in the foreground, `-b`
+    the address, as the image's own CMD runs it, NVIDIA/DCGM:docker/Dockerfile.ubuntu22.04@v4.5.3),
+    then answers each level the check writes to DCGM_EXCHANGE/request with dcgmi's JSON in result.json.
+    Privileged with no GPU request, so the NVIDIA toolkit honours the image's NVIDIA_VISIBLE_DEVICES=all
+    (as for the gate on Karpenter pools, gate_gpus): it sees the GPUs the gate container holds."""
+    script = (
+        "nv-hostengine -n -b 127.0.0.1 --log-level NONE -f - & "
+        f"cd {DCGM_EXCHANGE} || exit 1; "
+        "while true; do "
+        "if [ -f request ]; then level=$(cat request); rm -f request; "
+        'dcgmi diag -r "$level" -j > result.tmp 2>/dev/null; mv result.tmp result.json; fi; '
+        "sleep 2; done"
+    )
+    return {
+        "name": "dcgm",
+        "image": versions.DCGM_IMAGE,
+        "command": ["sh", "-c", script],
+        "securityContext": {"privileged": True},
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "4Gi"}},
+        "volumeMounts": [{"name": "dcgm", "mountPath": DCGM_EXCHANGE}],
+    }
+
+
 def gate_gpus(pool: GpuPool) -> int:
     """The GPUs the gate requests on a node of `pool`: all of them on managed node groups. On a
     Karpenter pool none: Karpenter adds every DaemonSet pod compatible with a NodePool to the node
@@ -387,6 +418,7 @@ def daemonset(
         {"name": "EVENTS_NAMESPACE", "value": EVENTS_NAMESPACE},
         {"name": "STARTUP_TAINT", "value": STARTUP_TAINT_KEY},
         {"name": "EXPECTATIONS_NAMESPACE", "value": NAMESPACE},
+        {"name": "DCGM_EXCHANGE_DIR", "value": DCGM_EXCHANGE},
     ]
     if not gpus:  # a Karpenter pool (gate_gpus): privileged, so the toolkit honours the variable
         env += [
@@ -425,12 +457,17 @@ def daemonset(
                                 "requests": {"cpu": "500m", "memory": "2Gi", **gpu},
                                 "limits": {"memory": "16Gi", **gpu},
                             },
-                            "volumeMounts": [{"name": "lustre", "mountPath": MOUNT_PATH}] if lustre else [],
-                        }
+                            "volumeMounts": [
+                                {"name": "dcgm", "mountPath": DCGM_EXCHANGE},
+                                *([{"name": "lustre", "mountPath": MOUNT_PATH}] if lustre else []),
+                            ],
+                        },
+                        dcgm_container(),
                     ],
-                    "volumes": [{"name": "lustre", "persistentVolumeClaim": {"claimName": HEALTH_CLAIM}}]
-                    if lustre
-                    else [],
+                    "volumes": [
+                        {"name": "dcgm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+                        *([{"name": "lustre", "persistentVolumeClaim": {"claimName": HEALTH_CLAIM}}] if lustre else []),
+                    ],
                 },
             },
         },
@@ -448,7 +485,8 @@ class HealthGate(pulumi.ComponentResource):
     the job watchdog's re-check requests, which the reboot check acts on) and its binding, a
     ValidatingAdmissionPolicy (+ binding) that limits the account to its own node's startup taint and health labels, one
     ConfigMap of expectations per gated pool (and a Role to read them), one DaemonSet per gated pool
-    requesting the pool's GPUs (none on a Karpenter pool: gate_gpus), the health-reboot-check DaemonSet
+    requesting the pool's GPUs (none on a Karpenter pool: gate_gpus), DCGM's container beside each
+    check (dcgm_container: `dcgmi diag`), the health-reboot-check DaemonSet
     that sends a rebooted node back through the gate (reboot_daemonset), pre-pulling
     `higgsfield:trainingImage` when set (with the stack's FSx, it mounts the `lustre-health` claim the
     storage component makes in its namespace); for pools with `onFailure: replace`, an IAM

@@ -4,7 +4,8 @@ images/training/job_watchdog.py says what the watchdog does: from the ranks' pro
 (images/training/progress.py, scraped as `training-progress`: components/observability.py), it
 restarts a hung gang (deletes its quiet pods; the operator recreates them; an Event on the job) and
 asks the health gate to check a straggler's node, or one the pre-flight named, again (an Event about
-the node, which the gate's own per-node program acts on: images/training/health_gate.py recheck).
+the node, which the gate's own per-node program acts on: images/training/health_gate.py recheck),
+and a GPU node nobody has used for IDLE_RECHECK_S the same way.
 `alert_rules` are the PrometheusRule groups for hangs, stragglers, gangs waiting past their deadline,
 nodes the pre-flight named, and GPU XID errors. The decisions: docs/design/job-health.md.
 """
@@ -36,6 +37,9 @@ HANG_STEP_MULTIPLE = 10
 HANG_FLOOR_S = 900
 STRAGGLER_FACTOR = 1.5  # a rank's forward pass over 1.5 x its peers', averaged over 10 minutes
 RECHECK_QUIET_S = 3600  # a node is sent back to the gate at most once an hour
+# A GPU node no pod has used for this long is sent back to the gate (images/training/job_watchdog.py
+# idle_nodes): a GPU can fail while nobody runs on it, and the next gang should not find out.
+IDLE_RECHECK_S = 12 * 3600
 CHECK_S = 30
 
 
@@ -46,6 +50,7 @@ def settings_env(prometheus_url: str) -> list[dict]:
         "HANG_FLOOR_SECONDS": HANG_FLOOR_S,
         "STRAGGLER_FACTOR": STRAGGLER_FACTOR,
         "RECHECK_QUIET_SECONDS": RECHECK_QUIET_S,
+        "IDLE_RECHECK_SECONDS": IDLE_RECHECK_S,
         "CHECK_SECONDS": CHECK_S,
     }
     return [{"name": k, "value": str(v)} for k, v in values.items()]

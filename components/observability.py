@@ -75,6 +75,12 @@ TRAINING_SHARE_EXPR = (
     f'(higgsfield_training_progress_timestamp_seconds{{job="{TRAINING_PROGRESS_JOB}"}})) < bool 60)[1h:1m])'
 )
 TEAM_TRAINING_SHARE_EXPR = f"avg by (namespace) ({TRAINING_SHARE_EXPR})"
+# The share of the last hour each job's ranks were blocked in checkpoint saves (their counter,
+# images/training/progress.py): goodput's checkpoint phase as the dashboard sees it.
+CHECKPOINT_SHARE_EXPR = (
+    "max by (namespace, job_name) "
+    f'(rate(higgsfield_training_checkpoint_seconds_total{{job="{TRAINING_PROGRESS_JOB}"}}[1h]))'
+)
 
 
 def gpu_dashboard() -> dict:
@@ -120,6 +126,14 @@ def gpu_dashboard() -> dict:
                 8 * ((len(panels) + 1) // 2),
                 12,
                 "{{namespace}}",
+            ),
+            _panel(
+                "Checkpoint stalls per job (share of the last hour)",
+                CHECKPOINT_SHARE_EXPR,
+                "percentunit",
+                8 * ((len(panels) + 3) // 2),
+                0,
+                "{{namespace}}/{{job_name}}",
             ),
         ],
     }

@@ -139,11 +139,13 @@ def main() -> int:
             dist.destroy_process_group()
             return EXIT_AFTER_SIGTERM
         if checkpointing and (request == "notice" or (step + 1) % cfg["every"] == 0):
-            save(step)
+            blocked = time.monotonic()
+            save(step)  # training waits for the local shard, not for its copy to FSx
+            note = progress.blocked_on_checkpoint(time.monotonic() - blocked)  # goodput's checkpoint phase
             if rank == 0:
                 print(
                     f"step {step} loss {loss.item():.4f} world {world} "
-                    f"checkpoint{' (Capacity Block notice)' if request == 'notice' else ''}",
+                    f"checkpoint{' (Capacity Block notice)' if request == 'notice' else ''} {note}",
                     flush=True,
                 )
     if start < steps and checkpointing:

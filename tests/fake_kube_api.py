@@ -12,7 +12,7 @@ pkg/endpoints/handlers and apimachinery pkg/api/errors at v1.35.0):
 - WATCH (`?watch=true`): a chunked stream of `{"type": ..., "object": ...}` lines from the given
   resourceVersion, ended by `timeoutSeconds`;
 - pod logs (`.../pods/NAME/log`): text, `timestamps=true` prefixes RFC 3339 times, `follow=true`
-  streams lines appended while the request is open;
+  streams lines appended while the request is open, `tailLines=N` the last N;
 - failures as `Status` objects with the real reasons and codes: 404 NotFound, 409 AlreadyExists
   and Conflict (stale resourceVersion), 403 Forbidden, 422 Invalid, 400 BadRequest, 415.
 
@@ -457,6 +457,9 @@ class FakeKubernetesApi:
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
         sent, deadline = 0, time.monotonic() + float(query.get("timeoutSeconds") or 2)
+        if query.get("tailLines"):  # the last N lines only (the kubelet's tailLines)
+            with self._lock:
+                sent = max(0, len(self.logs.get(lines_key, [])) - int(query["tailLines"]))
         try:
             while True:
                 with self._lock:

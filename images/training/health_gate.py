@@ -457,6 +457,8 @@ def gate(
     else:
         on_failure = expected.get("ON_FAILURE", "keep")
         wanted = {k: v for k, v in expected.items() if k != "ON_FAILURE"}
+        if node["metadata"].get("labels", {}).get(HEALTH_LABEL) == RECHECK:  # asked for: DCGM's deeper level
+            wanted["DCGM_DIAG_LEVEL"] = expected.get("DCGM_DIAG_LEVEL_RECHECK", wanted.get("DCGM_DIAG_LEVEL", "0"))
         wanted["POOL_DRIVERS"] = json.dumps(pool_drivers(api, node, pool))
         report = checks(wanted, node_name, float(expected.get("CHECK_TIMEOUT_SECONDS", "1200")))
     decision = decide(report, on_failure)

@@ -17,6 +17,11 @@ and for each job:
   named node is asked for a re-check - only a node one of the job's own pods ran on (the series'
   node label comes from Prometheus' service discovery, not from the pod), so a team can only send
   back nodes it was given.
+- idle nodes (every IDLE_PASS_SECONDS): a GPU node whose GPUs no pod has held for the last
+  IDLE_RECHECK_SECONDS (the DCGM exporter's series name the pod holding each GPU; the gate's own
+  pod holds them while it checks, so a node just checked is not idle) is asked for a re-check, at
+  most once per IDLE_RECHECK_SECONDS per node, so a node that sat unused does not meet its next gang
+  unchecked.
 A re-check request is an Event about the node, in `default` (where Events about nodes live), reason
 NodeRecheckRequested; the health gate's per-node program (health_gate.py --after-reboot) acts on it
 with its own RBAC: it puts the startup taint back and labels the node `recheck`, so the gate checks it
@@ -53,6 +58,23 @@ QUERIES = {
     "compute_s": 'avg_over_time(higgsfield_training_compute_seconds{job="training-progress"}[10m])',
 }
 SUSPECTS = 'max_over_time(higgsfield_preflight_suspect{job="training-progress"}[10m])'
+# GPU nodes the DCGM exporter saw `window` ago and sees now, on none of whose GPUs any pod (a team's,
+# or the gate's while it checks) held a GPU in between: the exporter labels a GPU's series with the
+# pod's namespace while a pod holds it (components/observability.py: honor_labels), else none.
+DCGM_SERIES = 'DCGM_FI_DEV_GPU_UTIL{job="dcgm-exporter"}'
+HELD_SERIES = 'DCGM_FI_DEV_GPU_UTIL{job="dcgm-exporter",namespace!=""}'
+
+
+def idle_query(window_s: float) -> str:
+    window = f"{int(window_s)}s"
+    return (
+        f"count by (Hostname) ({DCGM_SERIES} offset {window}) "
+        f"unless on (Hostname) count by (Hostname) (max_over_time({HELD_SERIES}[{window}])) "
+        f"and on (Hostname) count by (Hostname) ({DCGM_SERIES})"
+    )
+
+
+IDLE_PASS_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +83,7 @@ class Settings:
     hang_floor_s: float = 900.0
     straggler_factor: float = 1.5
     recheck_quiet_s: float = 3600.0
+    idle_recheck_s: float = 0.0  # 0: idle nodes are not re-checked
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> Settings:
@@ -69,6 +92,7 @@ class Settings:
             float(env.get("HANG_FLOOR_SECONDS") or 900),
             float(env.get("STRAGGLER_FACTOR") or 1.5),
             float(env.get("RECHECK_QUIET_SECONDS") or 3600),
+            float(env.get("IDLE_RECHECK_SECONDS") or 0),
         )
 
 
@@ -285,11 +309,38 @@ def _age(event: dict, now: float) -> float:
         return float("inf")
 
 
-def tick(api: WatchdogApi, prometheus: Callable[[str], list[dict]], now: float, settings: Settings) -> list[str]:
-    """One pass: read progress, decide, act; returns what it did, one line each."""
+def idle_nodes(
+    prometheus: Callable[[str], list[dict]], now: float, settings: Settings, asked: dict[str, float]
+) -> list[Action]:
+    """Re-checks of the nodes idle for settings.idle_recheck_s, each at most once in that time
+    (`asked`: node -> when, kept by the caller across passes)."""
+    if settings.idle_recheck_s <= 0 or now - asked.get("", float("-inf")) < IDLE_PASS_SECONDS:
+        return []
+    asked[""] = now  # this pass's time: the query spans hours of series, so not every 30 seconds
+    hours = settings.idle_recheck_s / 3600
+    actions = []
+    for series in prometheus(idle_query(settings.idle_recheck_s)):
+        node = series["metric"].get("Hostname", "")
+        if node and now - asked.get(node, float("-inf")) >= settings.idle_recheck_s:
+            asked[node] = now
+            reason = f"idle: no pod has held its GPUs for {hours:g}h; a periodic re-check before the next gang"
+            actions.append(Action("recheck", "", "", reason, node=node))
+    return actions
+
+
+def tick(
+    api: WatchdogApi,
+    prometheus: Callable[[str], list[dict]],
+    now: float,
+    settings: Settings,
+    idle_asked: dict[str, float] | None = None,
+) -> list[str]:
+    """One pass: read progress, decide, act; returns what it did, one line each. `idle_asked` keeps
+    the idle nodes' re-checks between passes (main keeps one)."""
     ranks = ranks_from({name: prometheus(expr) for name, expr in QUERIES.items()})
     done = []
-    for action in plan(ranks, prometheus(SUSPECTS), now, settings):
+    idle = idle_nodes(prometheus, now, settings, idle_asked if idle_asked is not None else {})
+    for action in [*plan(ranks, prometheus(SUSPECTS), now, settings), *idle]:
         if action.kind == "restart":
             done.append(restart(api, action, now))
         else:
@@ -302,9 +353,10 @@ def main() -> int:
     settings, url = Settings.from_env(env), env["PROMETHEUS_URL"]
     api = WatchdogApi.in_cluster()
     every = float(env.get("CHECK_SECONDS") or 30)
+    idle_asked: dict[str, float] = {}
     while True:
         try:
-            for line in tick(api, lambda expr: query(url, expr), time.time(), settings):
+            for line in tick(api, lambda expr: query(url, expr), time.time(), settings, idle_asked):
                 print(line, flush=True)
         except (OSError, ApiError, ValueError, KeyError) as error:  # Prometheus or the API away: next pass
             print(f"watchdog pass failed: {error}", flush=True)

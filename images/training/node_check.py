@@ -446,42 +446,98 @@ def efa_device_names(sysfs: Path = Path("/sys/class/infiniband")) -> list[str]:
     return sorted(p.name for p in sysfs.iterdir()) if sysfs.is_dir() else []
 
 
+# `dcgmi diag -j` at DCGM 4.5.3 (infra/core/versions.py DCGM_IMAGE) prints one JSON document:
+#   {"DCGM Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [{"name": "memory",
+#     "results": [{"entity_group": "GPU", "entity_group_id": 1, "entity_id": 3, "status": "Fail",
+#                  "warnings": [{"warning": "...", "error_id": 0, "error_category": 0, "error_severity": 0}]}],
+#     "test_summary": {"status": "Fail"}}]}], "runtime_error": "..."}, "entity_groups": [...], "metadata": {...}}
+# (the schema NVIDIA/DCGM:testing/python3/dcgm_diag_schema.json, its keys nvvs/include/NvvsJsonStrings.h);
+# a result's status is Pass, Skip, Warn, Fail or Not Run (Diag::HelperDisplayDiagResult), a run that could
+# not start says only `runtime_error` (Diag::HelperDisplayFailureMessage), and `-i N` wraps each run in
+# "iterations" with an "Overall Result" (Diag::RunStartDiag; dcgmi/Diag.cpp), all @v4.5.3.
+DCGM_FAIL = "fail"
+# Seconds a level may take: 1 (deployment checks) seconds, 2 (adds the short plugins) about two minutes,
+# 3 (long stress tests) about half an hour.
+DCGM_TIMEOUT_S = {1: 300.0, 2: 900.0, 3: 3600.0}
+# The gate's DCGM container (components/healthgate.py dcgm_container) and this check share a directory:
+# this side writes the level wanted to REQUEST, that side answers with dcgmi's JSON in RESULT.
+DCGM_EXCHANGE_ENV = "DCGM_EXCHANGE_DIR"
+DCGM_REQUEST, DCGM_RESULT = "request", "result.json"
+
+
+def _dcgm_result_failures(test: str, result: dict) -> list[str]:
+    if str(result.get("status", "")).lower() != DCGM_FAIL:
+        return []
+    where = f"{result.get('entity_group', 'GPU')} {result['entity_id']}" if "entity_id" in result else ""
+    why = "; ".join(str(w.get("warning", "")).strip() for w in result.get("warnings") or [] if w.get("warning"))
+    return [f"{test}" + (f" ({where})" if where else "") + (f": {why}" if why else "")]
+
+
 def dcgm_failures(diag_json: str) -> list[str]:
-    """The tests `dcgmi diag -j` reports as failed (any result whose status is Fail), by name and GPU."""
+    """What `dcgmi diag -j` reports as failed, each `test (GPU n): warning`; a run that did not start,
+    or a document without a diagnostic, is a failure too. Warn, Skip and Not Run pass."""
+    try:
+        document = json.loads(diag_json or "{}")
+    except ValueError:
+        raise ValueError(f"dcgmi printed no JSON: {diag_json.strip()[:200]!r}") from None
+    runs = document.get("iterations") or [document]
     found: list[str] = []
-
-    def walk(node: object, test: str) -> None:
-        if isinstance(node, dict):
-            name = str(node.get("test_name") or node.get("name") or test)
-            status = str(node.get("status") or node.get("result") or "")
-            if status.lower() == "fail":
-                found.append(f"{name}" + (f" (GPU {node['gpu_id']})" if "gpu_id" in node else ""))
-            for value in node.values():
-                walk(value, name)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item, test)
-
-    walk(json.loads(diag_json or "{}"), "")
+    for run in runs:
+        diag = run.get("DCGM Diagnostic") if isinstance(run, dict) else None
+        if not isinstance(diag, dict):
+            found.append("no diagnostic in dcgmi's output")
+            continue
+        if diag.get("runtime_error"):
+            found.append(f"did not run: {diag['runtime_error']}")
+        for category in diag.get("test_categories") or []:
+            for test in category.get("tests") or []:
+                name = str(test.get("name", "unnamed test"))
+                failed = [f for r in test.get("results") or [] for f in _dcgm_result_failures(name, r)]
+                summary = str((test.get("test_summary") or {}).get("status", "")).lower()
+                found += failed or ([name] if summary == DCGM_FAIL else [])
+    if not found and str(document.get("Overall Result", "")).lower() == DCGM_FAIL:
+        found.append(f"failed: {document.get('Warning', 'no reason given')}")
     return sorted(set(found))
 
 
-def report_dcgm(report: Report, level: int) -> None:
-    """DCGM's diagnostics at `level` (1: deployment checks in seconds; 2: adds short stress tests,
-    about two minutes; 3: long stress tests, about half an hour - `dcgmi diag -r`). Level 0: not run."""
+def dcgm_by_container(exchange: Path, level: int, timeout: float, poll: float = 2.0) -> str:
+    """Ask the gate's DCGM container for `dcgmi diag -r level -j` and wait for its JSON."""
+    result = exchange / DCGM_RESULT
+    result.unlink(missing_ok=True)
+    partial = exchange / f"{DCGM_REQUEST}.tmp"
+    partial.write_text(f"{level}\n")
+    os.replace(partial, exchange / DCGM_REQUEST)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result.is_file():
+            return result.read_text()
+        time.sleep(poll)
+    raise TimeoutError(f"no answer from the DCGM container within {timeout:.0f}s")
+
+
+def report_dcgm(report: Report, level: int, exchange: str | None = None) -> None:
+    """DCGM's diagnostics at `level` (`dcgmi diag -r`, DCGM_TIMEOUT_S), through the gate's DCGM
+    container where `exchange` names the directory it shares, else a dcgmi in this image. Level 0:
+    not run."""
     if level <= 0:
         return
-    tool = shutil.which("dcgmi")
-    if not tool:
-        report.add("DCGM diagnostics", "dcgmi not in the image", f"level {level} passes", False)
-        return
+    expected, timeout = f"level {level} passes", DCGM_TIMEOUT_S.get(level, DCGM_TIMEOUT_S[3])
     try:
-        done = subprocess.run([tool, "diag", "-r", str(level), "-j"], capture_output=True, text=True, timeout=3600)
-        failed = dcgm_failures(done.stdout)
-    except (OSError, subprocess.TimeoutExpired, ValueError) as error:
-        report.add("DCGM diagnostics", f"did not run: {error}", f"level {level} passes", False)
+        if exchange:
+            output = dcgm_by_container(Path(exchange), level, timeout)
+        else:
+            tool = shutil.which("dcgmi")
+            if not tool:
+                report.add("DCGM diagnostics", "dcgmi not in the image", expected, False)
+                return
+            output = subprocess.run(
+                [tool, "diag", "-r", str(level), "-j"], capture_output=True, text=True, timeout=timeout
+            ).stdout
+        failed = dcgm_failures(output)
+    except (OSError, subprocess.TimeoutExpired, TimeoutError, ValueError) as error:
+        report.add("DCGM diagnostics", f"did not run: {error}", expected, False)
         return
-    report.add("DCGM diagnostics", "; ".join(failed) or f"level {level} passed", f"level {level} passes", not failed)
+    report.add("DCGM diagnostics", "; ".join(failed) or f"level {level} passed", expected, not failed)
 
 
 def deeper_checks(report: Report, env: dict[str, str], efa: bool) -> None:
@@ -492,7 +548,7 @@ def deeper_checks(report: Report, env: dict[str, str], efa: bool) -> None:
         failures = efa_loopback(efa_device_names())
         value = "; ".join(f"{d}: {why}" for d, why in sorted(failures.items())) or "every device"
         report.add("EFA loopback", value, "every device answers itself", not failures)
-    report_dcgm(report, int(env.get("DCGM_DIAG_LEVEL") or 0))
+    report_dcgm(report, int(env.get("DCGM_DIAG_LEVEL") or 0), env.get(DCGM_EXCHANGE_ENV))
 
 
 def check_node(env: dict[str, str]) -> Report:

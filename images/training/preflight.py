@@ -27,6 +27,11 @@ Every rank prints one line (`preflight rank R node N: ...`). Then:
   whole gang slow and no node to blame): EXIT_CONFIG, which the job does not retry - a setting,
   not a node, is wrong, and a retry would fail the same way.
 HIGGSFIELD_PREFLIGHT=skip skips it (one job); PyTorch is imported only when the gang check runs.
+
+`python preflight.py --node -- COMMAND...` is the same without PyTorch, for the frameworks whose
+image has none (TFJob, XGBoostJob: infra/offline/jobs.py add_node_preflight): each pod checks its
+own node alone - locked memory, the GPUs' free memory (from nvidia-smi), the checkpoint write - in
+one line of the same form, and exits EXIT_RETRY when its node fails, so the pod is recreated.
 """
 
 from __future__ import annotations
@@ -169,6 +174,46 @@ def checkpoint_write(directory: str, size: int, deadline: float, rank: int) -> C
             pass  # never created: the directory itself failed
     seconds = max(time.monotonic() - start, 1e-6)
     return Check("checkpoint write", f"{size >> 20} MiB at {size / seconds / 1e6:.0f} MB/s", "written", True)
+
+
+# nvidia-smi's query of every GPU's memory in MiB, one CSV line per GPU (`nvidia-smi
+# --help-query-gpu`: memory.free, memory.total; the NVIDIA container toolkit mounts the binary into
+# every GPU container, its `utility` capability: NVIDIA_DRIVER_CAPABILITIES).
+SMI_QUERY = ["nvidia-smi", "--query-gpu=memory.free,memory.total", "--format=csv,noheader,nounits"]
+
+
+def gpu_headroom_smi(fraction: float, run: Callable[[list[str]], str] | None = None) -> Check:
+    """gpu_headroom without PyTorch: the least free share of any GPU nvidia-smi lists."""
+    try:
+        text = run(SMI_QUERY) if run else subprocess.run(SMI_QUERY, capture_output=True, text=True, timeout=30).stdout
+        pairs = [[float(v) for v in line.split(",")] for line in text.strip().splitlines() if line.strip()]
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return Check("gpu free", "no GPU (no nvidia-smi)", "none needed", True)
+    if not pairs:
+        return Check("gpu free", "no GPU", "none needed", True)
+    worst = min(free / total for free, total in pairs if total)
+    return Check("gpu free", f"{worst:.0%} (least of {len(pairs)})", f">= {fraction:.0%}", worst >= fraction)
+
+
+def run_node_check(env: dict[str, str], run: Callable[[list[str]], str] | None = None) -> int:
+    """The node alone, without PyTorch: one line, the termination message, 0 or EXIT_RETRY."""
+    settings, started = Settings.from_env({**env, "PET_NNODES": "1", "PET_NODE_RANK": "0"}), time.monotonic()
+    deadline = started + settings.timeout_s
+    checks = [
+        locked_memory(settings.min_locked_bytes),
+        gpu_headroom_smi(settings.min_gpu_free_fraction, run),
+        checkpoint_write(settings.checkpoint_dir, settings.checkpoint_bytes, deadline, 0),
+    ]
+    failed = [c for c in checks if not c.ok]
+    said = "; ".join(f"{c.name} {c.value}" + ("" if c.ok else f" (expected {c.expected})") for c in checks)
+    verdict = f"BAD NODE ({', '.join(c.name for c in failed)})" if failed else "ok"
+    print(
+        f"preflight rank 0/1 node {settings.node}: {verdict} in {time.monotonic() - started:.1f}s; {said}", flush=True
+    )
+    if not failed:
+        return 0
+    _terminate({"ok": False, "code": EXIT_RETRY, "suspects": {settings.node: said}, "problem": verdict})
+    return EXIT_RETRY
 
 
 def local_checks(settings: Settings, torch: Any, deadline: float) -> list[Check]:
@@ -587,6 +632,9 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     if env.get("HIGGSFIELD_PREFLIGHT", "").lower() == SKIP:
         print("preflight: skipped (HIGGSFIELD_PREFLIGHT=skip)", flush=True)
         return _run(command, env)
+    if argv[:1] == ["--node"]:  # the node alone, no PyTorch (TFJob, XGBoostJob)
+        code = run_node_check(env)
+        return _run(command, env) if code == 0 else code
     child_env = dict(env)
     if env.get("PREFLIGHT_NCCL_NETWORK") == "efa":  # NCCL's INFO log names the network it picked
         child_env.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET", "NCCL_DEBUG_FILE": NCCL_LOG})

@@ -11,6 +11,8 @@ The series (per rank; Prometheus adds namespace, pod, the Kubeflow job's name an
                                                  rank shows here while every rank's step time is
                                                  the slowest one's (the all-reduce waits for it)
   higgsfield_training_progress_timestamp_seconds when it finished (Unix time)
+  higgsfield_training_checkpoint_seconds_total   seconds the rank has been blocked in checkpoint saves
+                                                 since it started (a counter: goodput's checkpoint phase)
   higgsfield_preflight_suspect{node}             1 for a node the pre-flight named (preflight.py)
 The watchdog (images/training/job_watchdog.py) and the alerts read them.
 """
@@ -35,6 +37,14 @@ class Progress:
     def __init__(self, directory: str | Path | None, rank: int, every_s: float = 1.0) -> None:
         self.path = Path(directory) / f"rank-{rank}.prom" if directory else None
         self.rank, self.every_s, self._last = rank, every_s, 0.0
+        self.checkpoint_seconds = 0.0  # blocked in checkpoint saves since this rank started
+
+    def blocked_on_checkpoint(self, seconds: float) -> str:
+        """Count a save's blocking time (published with the next record, which is not skipped) and
+        say it in the words infra/offline/goodput.py CHECKPOINT_NOTE reads from the log."""
+        self.checkpoint_seconds += seconds
+        self._last = 0.0
+        return checkpoint_note(seconds, self.checkpoint_seconds)
 
     def record(self, step: int, step_seconds: float, compute_seconds: float, now: float | None = None) -> bool:
         """Write the rank's progress (skipped within `every_s` of the last write); True when written."""
@@ -47,12 +57,18 @@ class Progress:
             f"{PREFIX}step_seconds{label} {step_seconds:.6f}\n"
             f"{PREFIX}compute_seconds{label} {compute_seconds:.6f}\n"
             f"{PREFIX}progress_timestamp_seconds{label} {now:.3f}\n"
+            f"{PREFIX}checkpoint_seconds_total{label} {self.checkpoint_seconds:.3f}\n"
         )
         partial = self.path.with_suffix(".tmp")
         partial.write_text(text)
         os.replace(partial, self.path)
         self._last = now
         return True
+
+
+def checkpoint_note(blocked: float, total: float) -> str:
+    """A save's line in the training log: this save's blocking time and the run's total so far."""
+    return f"(blocked {blocked:.2f}s, {total:.2f}s in all)"
 
 
 def from_env(rank: int) -> Progress:
@@ -73,7 +89,7 @@ def exposition(directory: Path) -> str:
         except OSError:
             continue
     names = sorted({line.split("{", 1)[0].split(" ", 1)[0] for line in lines if line and not line.startswith("#")})
-    types = [f"# TYPE {name} gauge" for name in names]
+    types = [f"# TYPE {name} {'counter' if name.endswith('_total') else 'gauge'}" for name in names]
     ordered = [line for name in names for line in lines if line.split("{", 1)[0].split(" ", 1)[0] == name]
     return "\n".join(types + ordered) + "\n"
 

@@ -34,7 +34,7 @@ from datetime import datetime
 from typing import Any
 
 from infra.config import JobFile, load_job
-from infra.config.job import SERVING_KIND
+from infra.config.job import FRAMEWORKS, SERVING_KIND
 from infra.core.names import (
     JOB_FILE_LABEL,
     JOB_NAME_LABEL,
@@ -50,8 +50,10 @@ FIELD_MANAGER = "higgsfield"
 KUBEFLOW = ("kubeflow.org", "v1")
 APPS = ("apps", "v1")  # a serving job's Deployment (infra/offline/team_job.py render_serving)
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
-# The head of a pod's log that goodput reads: the pre-flight's line comes before training's first.
+# The head of a pod's log that goodput reads: the pre-flight's line comes before training's first; and its
+# tail, where the newest checkpoint save's line says the run's total checkpoint stall.
 LOG_HEAD_BYTES = 64 << 10
+LOG_TAIL_LINES = 1000
 INSTALL = "pip install higgsfield (the kubernetes package is one of its dependencies)"
 
 
@@ -315,6 +317,71 @@ def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", n
     )
 
 
+# The training kinds a team's jobs run as (infra/config/job.py FRAMEWORKS), each listed for a team's goodput.
+TRAINING_KINDS = tuple(kind for kind, *_ in FRAMEWORKS.values())
+
+
+@dataclass
+class TeamGoodput:
+    """What `jobs status -n TEAM` shows: the team's jobs that the API server holds, each job's goodput,
+    and their sum, phase by phase (infra/offline/goodput.py)."""
+
+    namespace: str
+    jobs: list[tuple[str, str, goodput.Goodput]] = field(default_factory=list)  # (kind, name, its goodput)
+
+    @property
+    def total(self) -> goodput.Goodput:
+        summed = goodput.Goodput()
+        for _, _, found in self.jobs:
+            summed.add(found)
+        return summed
+
+    def lines(self) -> list[str]:
+        out = [f"team {self.namespace}: {len(self.jobs)} job(s), {self.total.line()}"]
+        total = self.total
+        if total.allocated:
+            out += [
+                f"  {phase:<10} {hours:9.1f} GPU-hours {hours / total.allocated:4.0%}"
+                for phase, hours in total.gpu_hours.items()
+            ]
+        out += [f"  {kind} {name}: {found.line()}" for kind, name, found in self.jobs]
+        return out
+
+    def as_dict(self) -> dict:
+        return {
+            "namespace": self.namespace,
+            "goodput": _goodput_dict(self.total),
+            "jobs": [{"kind": k, "name": n, "goodput": _goodput_dict(g)} for k, n, g in self.jobs],
+        }
+
+
+def read_team_goodput(api: Any, namespace: str, now: float | None = None) -> TeamGoodput:
+    """The goodput of every training job of the team (its namespace) the API server holds, and their sum:
+    each job's figure as `read_status` computes it. A kind the cluster does not serve, or the user may
+    not list, is left out; a job already deleted is no longer counted (the dashboard keeps the history)."""
+    kubernetes = _kubernetes()
+    custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
+    listed = _call(core.list_namespaced_pod, namespace, label_selector=JOB_NAME_LABEL)
+    pods: dict[str, list[dict]] = {}
+    for pod in (api.sanitize_for_serialization(p) for p in listed.items):
+        pods.setdefault(pod["metadata"]["labels"][JOB_NAME_LABEL], []).append(pod)
+    events, team = _events(api, namespace), TeamGoodput(namespace)
+    for kind in TRAINING_KINDS:
+        found = _optional(custom.list_namespaced_custom_object, *KUBEFLOW, namespace, _plural(kind))
+        for job in sorted((found or {}).get("items", []), key=lambda j: j["metadata"]["name"]):
+            name = job["metadata"]["name"]
+            mine = [p for p in pods.get(name, []) if _owned_by(p, job)]
+            team.jobs.append((kind, name, goodput.of_objects(observe(api, job, mine, events, now))))
+    return team
+
+
+def _owned_by(pod: dict, job: dict) -> bool:
+    """The pod is the job's (its owner reference), or names no owner (as a test's pods may not)."""
+    owners = pod["metadata"].get("ownerReferences") or []
+    uid = job["metadata"].get("uid")
+    return not owners or uid is None or any(o.get("uid") == uid for o in owners)
+
+
 def _events(api: Any, namespace: str) -> list[dict]:
     """The namespace's Events (the watchdog's TrainingHung, the scheduler's Scheduled), if readable."""
     core = _kubernetes().client.CoreV1Api(api)
@@ -323,28 +390,30 @@ def _events(api: Any, namespace: str) -> list[dict]:
 
 
 def _log(api: Any, pod: dict) -> list[tuple[float, str]]:
-    """The start of a pod's log (where the pre-flight's line is), as (time, text); none before it runs."""
+    """The start of a pod's log (where the pre-flight's line is) and its end (the newest checkpoint
+    save's line), as (time, text); none before it runs."""
     core = _kubernetes().client.CoreV1Api(api)
     containers = (pod.get("spec") or {}).get("containers") or [{}]
     if not (pod.get("status") or {}).get("containerStatuses"):
         return []
-    try:
-        text = _call(
-            core.read_namespaced_pod_log,
-            pod["metadata"]["name"],
-            pod["metadata"]["namespace"],
-            container=containers[0].get("name"),
-            timestamps=True,
-            limit_bytes=LOG_HEAD_BYTES,
-        )
-    except ApiError:
-        return []  # no log (yet, or any more): no pre-flight line to read
-    lines = []
-    for line in (text or "").splitlines():
-        stamp, body = _split(line)
-        at, nanos = _when(stamp)
-        lines.append((at.timestamp() + nanos / 1e9, body))
-    return lines
+    lines: dict[tuple[float, str], None] = {}  # the head and the tail, a line in both once
+    for part in ({"limit_bytes": LOG_HEAD_BYTES}, {"tail_lines": LOG_TAIL_LINES}):
+        try:
+            text = _call(
+                core.read_namespaced_pod_log,
+                pod["metadata"]["name"],
+                pod["metadata"]["namespace"],
+                container=containers[0].get("name"),
+                timestamps=True,
+                **part,
+            )
+        except ApiError:
+            return []  # no log (yet, or any more): no pre-flight line to read
+        for line in (text or "").splitlines():
+            stamp, body = _split(line)
+            at, nanos = _when(stamp)
+            lines[(at.timestamp() + nanos / 1e9, body)] = None
+    return list(lines)
 
 
 def observe(api: Any, job: dict, pods: list[dict], events: list[dict], now: float | None = None) -> goodput.Observed:

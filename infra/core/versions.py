@@ -438,6 +438,17 @@ DCGM_EXPORTER = Chart(
     "https://nvidia.github.io/dcgm-exporter/helm-charts",
     verified("NVIDIA/dcgm-exporter:deployment/Chart.yaml@4.5.3-4.8.2"),
 )
+# DCGM's diagnostics (`dcgmi diag`) in the health gate: the exporter's image cannot run them. Its chart's
+# default tag (4.5.3-4.8.2-distroless, deployment/values.yaml) copies only libdcgm* from the DCGM packages,
+# no dcgmi; its ubuntu22.04 tag installs datacenter-gpu-manager-4-core alone (both in docker/Dockerfile,
+# NVIDIA/dcgm-exporter@4.5.3-4.8.2), which holds dcgmi, nv-hostengine and nvvs (`install(TARGETS dcgmi ...
+# nv-hostengine COMPONENT Core)`, NVIDIA/DCGM:CMakeLists.txt@v4.5.3) but not the CUDA plugins the deeper
+# levels run (memory, pcie, targeted stress: the -cuda12/-cuda13 packages, cmake/packaging.cmake there).
+# DCGM's own image of the same release (4.5.3, the exporter's DCGM) installs datacenter-gpu-manager-4-cuda12
+# and -cuda13, so dcgmi, the host engine and every level's plugins, entrypoint nv-hostengine
+# (NVIDIA/DCGM:docker/Dockerfile.ubuntu22.04@v4.5.3); NVIDIA publishes it as cloud-native/dcgm.
+DCGM_VERSION = "4.5.3"
+DCGM_IMAGE = f"nvcr.io/nvidia/cloud-native/dcgm:{DCGM_VERSION}-1-ubuntu22.04"
 # prometheus-adapter 5.3.0 (appVersion v0.12.0, as 5.2.0): values.yaml only adds nameOverride and
 # fullnameOverride; no template changed (`git diff prometheus-adapter-5.2.0 prometheus-adapter-5.3.0`).
 PROMETHEUS_ADAPTER = Chart(
@@ -572,6 +583,18 @@ GITHUB_ACTIONS = {
 # (docs.aws.amazon.com/codebuild/latest/userguide/ec2-compute-images.html). Unverified here:
 # that actions/setup-python finds a Python 3.11 build for it (`python -V` in a first runner job).
 CODEBUILD_RUNNER_IMAGE = "aws/codebuild/standard:7.0"
+PROVENANCE.update(
+    {
+        "DCGM_VERSION": verified(
+            "NVIDIA/dcgm-exporter:deployment/values.yaml@4.5.3-4.8.2 (image tag <dcgm>-<exporter>)"
+        ),
+        "DCGM_IMAGE": unverified(
+            "NVIDIA/DCGM:docker/Dockerfile.ubuntu22.04@v4.5.3 (contents; the tag as NVIDIA publishes it)",
+            f"docker buildx imagetools inspect {DCGM_IMAGE} && "
+            f"docker run --rm --entrypoint dcgmi {DCGM_IMAGE} --version",
+        ),
+    }
+)
 PROVENANCE["GITHUB_ACTIONS"] = verified(
     "actions/checkout:action.yml@v7.0.1 (each action's action.yml at its tag; commits by git rev-parse TAG^{commit})"
 )

@@ -7,7 +7,8 @@ A job's timeline is a list of intervals, each with the GPUs the job held then an
   gate        nodes held while a node of the gang is in the health gate (the gate's Events)
   preflight   the pre-flight gang check (each rank's `preflight rank ... in Xs` line)
   training    steps made (the ranks' progress series, images/training/progress.py)
-  checkpoint  steps stalled by a synchronous checkpoint save
+  checkpoint  steps stalled by a synchronous checkpoint save (each save's line in the log, the ranks'
+              higgsfield_training_checkpoint_seconds_total series on the dashboard)
   hung        from a job's last step to its restart (the watchdog's TrainingHung Event)
   restart     from a restart to the first step after it: pods recreated, checkpoint loaded
 An hour of 8 GPUs is 8 GPU-hours. Intervals may come in any order; an overlap is counted once, for
@@ -117,6 +118,9 @@ HUNG_REASON = "TrainingHung"
 STALLED = re.compile(r"no training step for (\d+(?:\.\d+)?)s")
 PREFLIGHT_LINE = re.compile(r"^preflight rank \d+/\d+ node \S+: .*? in (\d+(?:\.\d+)?)s(?:;|$)")
 PREFLIGHT_EXIT = 151
+# A checkpoint save's line in the training log (images/training/progress.py checkpoint_note, printed by
+# rank 0 of examples/train_ddp.py): the save's blocking time and the run's total so far.
+CHECKPOINT_NOTE = re.compile(r"\(blocked \d+(?:\.\d+)?s, (\d+(?:\.\d+)?)s in all\)")
 # The scheduler's Event when it binds a pod (Volcano records it as kube-scheduler does); Events outlive
 # the pods the operator or the watchdog deleted, for the API server's event TTL (one hour on EKS).
 SCHEDULED_REASON = "Scheduled"
@@ -291,8 +295,8 @@ def timeline(observed: Observed) -> list[Job]:
     its health check; pre-flight from each rank's line (or its pod's run that exited 151); training from
     the later of the gang complete and the pre-flight to the pod's end (or now); before the current pods,
     each TrainingHung Event's stall as hung and the time to the next bind as restart. Not here: the
-    checkpoint stalls (the ranks' progress series in Prometheus, the dashboard), and anything older than
-    the Events the API server keeps."""
+    checkpoint stalls (`of_objects` moves them from training, as the log says them), and anything older
+    than the Events the API server keeps."""
     gang = _Gang(observed)
     namespace, name = observed.job["metadata"].get("namespace", ""), observed.job["metadata"]["name"]
     return [
@@ -302,9 +306,27 @@ def timeline(observed: Observed) -> list[Job]:
     ]
 
 
+def checkpoint_stall(observed: Observed) -> float:
+    """Seconds the gang's current run has been blocked in checkpoint saves: the largest total any of
+    its pods' log lines says (every rank waits for a save together, so rank 0's total is the gang's)."""
+    totals = [
+        float(m.group(1))
+        for lines in observed.logs.values()
+        for _, text in lines
+        if (m := CHECKPOINT_NOTE.search(text))
+    ]
+    return max(totals, default=0.0)
+
+
 def of_objects(observed: Observed) -> Goodput:
-    """The job's goodput from what the API server holds (`timeline`)."""
+    """The job's goodput from what the API server holds (`timeline`), with the current run's
+    checkpoint stalls (`checkpoint_stall`, from the log) moved from training to checkpoint: a
+    stall lies inside the training stretch, where an interval would lose to training."""
     result = Goodput()
     for part in timeline(observed):
         result.add(of_job(part))
+    stalled = checkpoint_stall(observed) * sum(_gpus(p) for p in observed.pods) / 3600
+    moved = min(stalled, result.gpu_hours["training"])
+    result.gpu_hours["training"] -= moved
+    result.gpu_hours["checkpoint"] += moved
     return result

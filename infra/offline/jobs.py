@@ -293,6 +293,25 @@ def add_preflight(template: dict, cfg: StackConfig, pool: GpuPool, checkpoints: 
     main["env"].append({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
 
 
+# The frameworks whose images have no PyTorch (TensorFlow's own image; XGBoost's pods, one GPU each)
+# check each pod's node alone before their command (preflight.py --node): no gang all-reduce, which
+# would need a collective library the image may lack; the node's locked memory, GPU memory left by
+# another process (nvidia-smi), the checkpoint write. Exit 151 on a bad node, retried by ExitCode.
+NODE_PREFLIGHT_EXAMPLES = ("tf-mnist", "xgboost-iris")
+NODE_PREFLIGHT_FRAMEWORKS = ("tensorflow", "xgboost")
+
+
+def add_node_preflight(template: dict, cfg: StackConfig, pool: GpuPool, checkpoints: bool) -> None:
+    """`python /code/preflight.py --node -- COMMAND` in front of the container's command."""
+    main = template["spec"]["containers"][0]
+    wrapper = ["python", "/code/preflight.py", "--node", "--"]
+    if main["command"][: len(wrapper)] != wrapper:
+        main["command"] = [*wrapper, *main["command"]]
+    merge_env(main, {k: v for k, v in preflight_env(cfg, pool, checkpoints).items() if k != "PREFLIGHT_NCCL_NETWORK"})
+    main["env"] = [e for e in main["env"] if e["name"] != "NODE_NAME"]
+    main["env"].append({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
+
+
 # PyTorch's own NCCL watchdog, tuned (the variables of torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp
 # at the image's PyTorch, pytorch/pytorch@v2.7.1): a collective that waits past its timeout tears the
 # process down (TORCH_NCCL_ASYNC_ERROR_HANDLING 1, TearDown) instead of hanging, so the pod exits
@@ -793,6 +812,8 @@ def render(
             _checkpoint(template, cfg, chosen, member, name, checkpoints)
             add_preflight(template, cfg, chosen, checkpoints)
             add_progress(template)
+        elif example in NODE_PREFLIGHT_EXAMPLES:
+            add_node_preflight(template, cfg, chosen, checkpoints=False)
     for template in pod_templates(job):
         run_as_team(template, member)
     promise = resume_promise(job, cfg)
@@ -810,7 +831,7 @@ def render(
                     **{f: (EXAMPLES_DIR / f).read_text() for f in SCRIPTS[example]},
                     **(
                         {f: shipped(f"images/training/{f}").read_text() for f in PREFLIGHT_FILES}
-                        if example.startswith("pytorch")
+                        if example.startswith("pytorch") or example in NODE_PREFLIGHT_EXAMPLES
                         else {}
                     ),
                 },

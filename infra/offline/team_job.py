@@ -346,6 +346,8 @@ def _replica_template(
         # watchdog, as the PyTorch examples have them (infra/offline/jobs.py add_preflight)
         jobs.add_preflight(template, cfg, pool, checkpoints)
         jobs.add_progress(template)
+    elif gpus and job.framework in jobs.NODE_PREFLIGHT_FRAMEWORKS and job.class_ == "training":
+        jobs.add_node_preflight(template, cfg, pool, checkpoints)  # no PyTorch there: each node alone
     run_as_team(template, team)
     clash = _overridden(template, job)
     if clash:
@@ -435,7 +437,7 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
             LAUNCHER: (shipped("examples") / LAUNCHER).read_text(),
             **(
                 {f: shipped(f"images/training/{f}").read_text() for f in jobs.PREFLIGHT_FILES}
-                if job.framework == "pytorch" and job.class_ == "training"
+                if job.framework in ("pytorch", *jobs.NODE_PREFLIGHT_FRAMEWORKS) and job.class_ == "training"
                 else {}
             ),
         },

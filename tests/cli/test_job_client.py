@@ -351,3 +351,74 @@ def test_status_shows_the_jobs_goodput_and_where_the_rest_of_its_gpu_hours_went(
         4.0,
         8.0,
     )
+
+
+def _team_pod(job: str, replica: str, bound: str, started: str, namespace: str = "llm") -> dict:
+    pod = _gpu_pod(replica, bound, started)
+    pod["metadata"].update(name=f"{job}-{replica.lower()}-0", namespace=namespace, uid=f"uid-{job}-{replica}")
+    pod["metadata"]["labels"][JOB_NAME_LABEL] = job
+    return pod
+
+
+def _seed_team(api) -> None:
+    """Team llm: llama-ft (PyTorchJob, two 8-GPU pods, the worker bound an hour after the master, both
+    training from 01:00... see each test) and nccl (an MPIJob's one 8-GPU worker training two hours);
+    team vision's job, which llm's goodput must not count."""
+    api.put(_job(conditions=("Created", "Running")))
+    api.put(_team_pod("llama-ft", "Master", "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z"))
+    api.put(_team_pod("llama-ft", "Worker", "2026-01-01T01:00:00Z", "2026-01-01T01:00:00Z"))
+    mpi = {"apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": {"name": "nccl", "namespace": "llm"}}
+    api.put({**mpi, "spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 1}}}})
+    api.put(_team_pod("nccl", "Worker", "2026-01-01T01:00:00Z", "2026-01-01T01:00:00Z"))
+    api.put({**_job(), "metadata": {"name": "detector", "namespace": "vision"}})
+    api.put(_team_pod("detector", "Master", "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z", namespace="vision"))
+
+
+def test_a_teams_goodput_sums_its_jobs_gpu_hours_phase_by_phase(api, kubeconfig):
+    """At 03:00: llama-ft's master waited an hour for its worker (8 GPU-hours), then both trained two
+    hours (32); nccl's worker trained two hours (16). Team llm: 48 of 56 GPU-hours training."""
+    from infra.cli import client
+    from infra.offline.goodput import seconds
+
+    _seed_team(api)
+    team = client.read_team_goodput(client.connect(kubeconfig), "llm", now=seconds("2026-01-01T03:00:00Z"))
+    assert [(kind, name) for kind, name, _ in team.jobs] == [("PyTorchJob", "llama-ft"), ("MPIJob", "nccl")]
+    summed = team.as_dict()["goodput"]
+    assert (summed["allocatedGpuHours"], summed["gpuHours"]["training"], summed["gpuHours"]["waiting"]) == (
+        56.0,
+        48.0,
+        8.0,
+    )
+    assert summed["share"] == round(48 / 56, 4)
+
+
+def test_jobs_status_with_only_a_team_prints_its_goodput_by_phase_and_each_jobs(api, kubeconfig, capsys):
+    _seed_team(api)
+    assert main(["jobs", "status", "prod", "-n", "llm"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("team llm: 2 job(s), goodput ")
+    assert [line.split()[0] for line in lines[1:8]] == [
+        "training",
+        "checkpoint",
+        "preflight",
+        "gate",
+        "waiting",
+        "hung",
+        "restart",
+    ]
+    assert lines[8].startswith("  PyTorchJob llama-ft: goodput ") and lines[9].startswith("  MPIJob nccl: goodput ")
+
+
+def test_jobs_status_of_a_team_as_json_names_each_job_and_the_teams_sum(api, kubeconfig, capsys):
+    _seed_team(api)
+    assert main(["jobs", "status", "prod", "--team", "vision", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["namespace"] == "vision" and [j["name"] for j in found["jobs"]] == ["detector"]
+    assert found["goodput"]["allocatedGpuHours"] == found["jobs"][0]["goodput"]["allocatedGpuHours"] > 0
+
+
+def test_a_teams_goodput_leaves_out_the_kinds_the_user_may_not_list(api, kubeconfig, capsys):
+    api.allow = lambda verb, group, resource, namespace: resource != "mpijobs"
+    _seed_team(api)
+    assert main(["jobs", "status", "prod", "-n", "llm", "--json"]) == 0
+    assert [j["kind"] for j in json.loads(capsys.readouterr().out)["jobs"]] == ["PyTorchJob"]

@@ -450,3 +450,23 @@ def test_a_nodeclaim_that_cannot_be_deleted_is_reported_and_the_node_stays_taint
 def test_failed_check_names_become_label_values():
     assert health_gate.label_value("NCCL all-reduce busbw") == "nccl-all-reduce-busbw"
     assert health_gate.label_value("x" * 80) == "x" * 63
+
+
+def _dcgm_levels(fake, env, labels: dict) -> str:
+    """The DCGM level the gate asks node_check for on node n1 with these extra labels."""
+    fake.config_maps[("higgsfield-health", "health-gate-h100")]["data"]["expectations.json"] = json.dumps(
+        {"EXPECTED_GPUS": "8", "ON_FAILURE": "keep", "DCGM_DIAG_LEVEL": "1", "DCGM_DIAG_LEVEL_RECHECK": "2"}
+    )
+    fake.add_node()
+    fake.nodes["n1"]["metadata"]["labels"].update(labels)
+    asked = []
+    health_gate.gate(fake.api, env, checks=lambda expected, node, timeout: asked.append(expected) or PASS)
+    return asked[0]["DCGM_DIAG_LEVEL"]
+
+
+def test_a_joining_node_gets_dcgms_join_level(fake, env):
+    assert _dcgm_levels(fake, env, {}) == "1"
+
+
+def test_a_recheck_the_watchdog_asked_for_runs_dcgms_deeper_level(fake, env):
+    assert _dcgm_levels(fake, env, {"higgsfield.io/health": "recheck"}) == "2"

@@ -6,12 +6,15 @@ suspects are sent back to the health gate, never a node outside the job."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import job_watchdog
 import pytest
+import yaml
 from job_watchdog import Settings, WatchdogApi, plan, ranks_from, tick
 
 from tests.fake_kube_api import FakeKubernetesApi
@@ -205,3 +208,90 @@ def test_another_teams_job_of_the_same_name_cannot_vouch_for_a_node(cluster):
     prometheus.vectors = {job_watchdog.SUSPECTS: [theirs, vouching]}
     tick(api, _query(prometheus), NOW, SETTINGS)
     assert _events(kube, "default") == []
+
+
+IDLE = Settings(
+    hang_multiple=10, hang_floor_s=600, straggler_factor=1.5, recheck_quiet_s=3600, idle_recheck_s=12 * 3600
+)
+
+
+def _idle(prometheus: FakePrometheus, *nodes: str) -> None:
+    prometheus.vectors[job_watchdog.idle_query(IDLE.idle_recheck_s)] = [
+        {"metric": {"Hostname": node}, "value": [NOW, "8"]} for node in nodes
+    ]
+
+
+def test_a_gpu_node_no_pod_has_used_for_hours_is_sent_back_to_the_gate(cluster):
+    kube, prometheus, api = cluster
+    prometheus.progress(last_step_at=NOW - 5)
+    _idle(prometheus, "node-idle")
+    done = tick(api, _query(prometheus), NOW, IDLE, {})
+    (event,) = _events(kube, "default")
+    assert (event["reason"], event["involvedObject"]["kind"], event["involvedObject"]["name"]) == (
+        "NodeRecheckRequested",
+        "Node",
+        "node-idle",
+    )
+    assert event["message"].startswith("idle: no pod has held its GPUs for 12h") and len(done) == 1
+
+
+def test_an_idle_node_is_re_checked_once_per_idle_period_not_once_an_hour(cluster):
+    kube, prometheus, api = cluster
+    prometheus.progress(last_step_at=NOW - 5)
+    _idle(prometheus, "node-idle")
+    asked: dict[str, float] = {}
+    tick(api, _query(prometheus), NOW, IDLE, asked)
+    for kube_key in [k for k in kube.objects if k[2] == "events"]:  # the API server's event TTL (1 h) passed
+        kube.delete_now(FakeKubernetesApi.path_of(kube.objects[kube_key]))
+    tick(api, _query(prometheus), NOW + 2 * 3600, IDLE, asked)
+    assert _events(kube, "default") == []
+    tick(api, _query(prometheus), NOW + 12 * 3600, IDLE, asked)
+    assert [e["involvedObject"]["name"] for e in _events(kube, "default")] == ["node-idle"]
+
+
+def test_idle_nodes_are_not_re_checked_when_the_setting_is_off(cluster):
+    kube, prometheus, api = cluster
+    prometheus.progress(last_step_at=NOW - 5)
+    _idle(prometheus, "node-idle")
+    assert tick(api, _query(prometheus), NOW, SETTINGS, {}) == [] and _events(kube, "default") == []
+
+
+def _gpu(node: str, values: str, namespace: str = "") -> dict:
+    labels = f'job="dcgm-exporter",Hostname="{node}",gpu="0"' + (
+        f',namespace="{namespace}",pod="p"' if namespace else ""
+    )
+    return {"series": f"DCGM_FI_DEV_GPU_UTIL{{{labels}}}", "values": values}
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed here")
+def test_the_idle_query_finds_only_nodes_nobody_held_a_gpu_on_for_the_whole_window(tmp_path):
+    """Samples every 10 minutes for 13 hours: node-a idle throughout; node-b had a team's pod 4 hours
+    ago; node-c joined 2 hours ago; node-d was in the gate (its pod holds the GPUs) an hour ago."""
+    series = [
+        _gpu("node-a", "0+0x78"),
+        _gpu("node-b", "0+0x78"),
+        _gpu("node-b", "_x54 50+0x6", namespace="llm"),
+        _gpu("node-c", "_x66 0+0x12"),
+        _gpu("node-d", "0+0x78"),
+        _gpu("node-d", "_x70 100+0x2", namespace="higgsfield-health"),
+    ]
+    test = {
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "10m",
+                "input_series": series,
+                "promql_expr_test": [
+                    {
+                        "expr": job_watchdog.idle_query(12 * 3600),
+                        "eval_time": "13h",
+                        "exp_samples": [{"labels": '{Hostname="node-a"}', "value": 1}],
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "idle_test.yaml"
+    path.write_text(yaml.safe_dump(test))
+    result = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import node_check
+import pytest
 from node_check import CRITICAL_XIDS, Report, dcgm_failures, report_dcgm, report_xids, xid_events
 
 from components import job_watchdog
@@ -47,17 +48,83 @@ def test_the_alerts_and_the_node_check_share_one_severity_table():
     assert set(job_watchdog.CRITICAL_XIDS) == set(CRITICAL_XIDS)
 
 
-def test_dcgm_diagnostics_name_the_failed_test_and_gpu():
-    diag = {
-        "category": [
-            {
-                "tests": [
-                    {"name": "Memory", "results": [{"gpu_id": 3, "status": "Fail"}, {"gpu_id": 0, "status": "Pass"}]}
-                ]
-            }
-        ]
-    }
-    assert dcgm_failures(json.dumps(diag)) == ["Memory (GPU 3)"]
+def _diag(*tests: dict, runtime_error: str | None = None) -> str:
+    """`dcgmi diag -r N -j`'s document in DCGM 4.5.3's shape (NVIDIA/DCGM:testing/python3/
+    dcgm_diag_schema.json@v4.5.3, as node_check.py cites): categories of tests, each test's result per
+    entity with its warnings, a test summary, the entity groups and the metadata."""
+    diagnostic: dict = {"test_categories": [{"category": "Hardware", "tests": list(tests)}]} if tests else {}
+    if runtime_error:
+        diagnostic["runtime_error"] = runtime_error
+    return json.dumps(
+        {
+            "DCGM Diagnostic": diagnostic,
+            "entity_groups": [
+                {
+                    "entity_group": "GPU",
+                    "entity_group_id": 1,
+                    "entities": [{"entity_id": i, "device_id": "2330", "serial_num": f"165{i}"} for i in range(8)],
+                }
+            ],
+            "metadata": {"version": "4.5.3", "Driver Version Detected": "570.172.08"},
+        }
+    )
+
+
+def _test(name: str, *statuses: str, warning: str = "") -> dict:
+    results = []
+    for gpu, status in enumerate(statuses):
+        result = {"entity_group": "GPU", "entity_group_id": 1, "entity_id": gpu, "status": status}
+        if status == "Fail" and warning:
+            result["warnings"] = [{"warning": warning, "error_id": 28, "error_category": 3, "error_severity": 2}]
+        results.append(result)
+    overall = "Fail" if "Fail" in statuses else "Pass"
+    return {"name": name, "results": results, "test_summary": {"status": overall}}
+
+
+def test_dcgm_diagnostics_that_pass_warn_or_skip_fail_nothing():
+    diag = _diag(_test("software", "Pass", "Pass"), _test("pcie", "Warn", "Skip"), _test("memory", "Not Run"))
+    assert dcgm_failures(diag) == []
+
+
+def test_dcgm_diagnostics_name_the_failed_test_its_gpu_and_dcgms_warning():
+    diag = _diag(_test("memory", "Pass", "Pass", "Pass", "Fail", warning="Memory error: DBE on GPU 3"))
+    assert dcgm_failures(diag) == ["memory (GPU 3): Memory error: DBE on GPU 3"]
+
+
+def test_a_diagnostic_that_could_not_run_is_a_failure_with_dcgms_reason():
+    diag = _diag(runtime_error="Unable to connect to the host engine")
+    assert dcgm_failures(diag) == ["did not run: Unable to connect to the host engine"]
+
+
+def test_repeated_runs_fail_where_any_run_failed():
+    runs = {"iterations": [json.loads(_diag(_test("pcie", "Pass"))), json.loads(_diag(_test("pcie", "Fail")))]}
+    assert dcgm_failures(json.dumps({**runs, "Overall Result": "Fail"})) == ["pcie (GPU 0)"]
+
+
+def test_output_that_is_not_dcgms_json_is_an_error_quoting_it():
+    with pytest.raises(ValueError, match="dcgmi printed no JSON: 'Error: unable to establish a connection"):
+        dcgm_failures("Error: unable to establish a connection to the specified host: localhost")
+
+
+def test_the_check_asks_the_gates_dcgm_container_for_its_level_and_reads_the_answer(tmp_path):
+    """A stand-in for the DCGM container (components/healthgate.py dcgm_container): it takes the level
+    from the shared directory and answers with a failing level-2 run."""
+    import threading
+    import time
+
+    def container() -> None:
+        request = tmp_path / node_check.DCGM_REQUEST
+        while not request.exists():
+            time.sleep(0.01)
+        level = request.read_text().strip()
+        request.unlink()
+        (tmp_path / node_check.DCGM_RESULT).write_text(_diag(_test(f"memory-r{level}", "Fail")))
+
+    threading.Thread(target=container, daemon=True).start()
+    report = Report("n1")
+    report_dcgm(report, 2, str(tmp_path))
+    (result,) = report.results
+    assert not result.ok and result.value == "memory-r2 (GPU 0)" and result.expected == "level 2 passes"
 
 
 def test_dcgm_asked_but_missing_from_the_image_fails_and_level_zero_does_not_run(monkeypatch):
@@ -80,10 +147,23 @@ def test_an_efa_device_that_does_not_answer_itself_is_named(monkeypatch, tmp_pat
     assert list(failures) == ["rdmap2"] and failures["rdmap2"].startswith("exit 1")
 
 
-def test_the_gate_requires_the_kernel_log_and_runs_no_dcgm_until_the_image_has_it():
+def test_the_gate_requires_the_kernel_log_and_runs_dcgm_level_1_at_join_and_2_on_a_recheck():
     from components.healthgate import expectations
     from tests.conftest import plan_of
 
     cfg = plan_of("prod").config
     wanted = expectations(cfg.gpu_pools[0], cfg.observability.health, lustre=False)
-    assert wanted["REQUIRE_KERNEL_LOG"] == "1" and wanted["DCGM_DIAG_LEVEL"] == "0"
+    assert wanted["REQUIRE_KERNEL_LOG"] == "1"
+    assert (wanted["DCGM_DIAG_LEVEL"], wanted["DCGM_DIAG_LEVEL_RECHECK"]) == ("1", "2")
+
+
+def test_the_gates_pod_runs_dcgm_from_the_pinned_dcgm_image_beside_the_check():
+    from components.healthgate import DCGM_EXCHANGE, daemonset
+    from infra.core.versions import DCGM_IMAGE
+
+    spec = daemonset("gate-image", pool="h100", gpus=8)["spec"]["template"]["spec"]
+    gate, dcgm = spec["containers"]
+    assert dcgm["image"] == DCGM_IMAGE and "dcgmi diag" in dcgm["command"][-1]
+    assert "nvidia.com/gpu" not in dcgm["resources"]["requests"] and dcgm["securityContext"]["privileged"]
+    shared = {m["name"] for m in gate["volumeMounts"]} & {m["name"] for m in dcgm["volumeMounts"]}
+    assert shared == {"dcgm"} and {"name": "DCGM_EXCHANGE_DIR", "value": DCGM_EXCHANGE} in gate["env"]

@@ -245,3 +245,38 @@ def test_a_healthy_gloo_gang_passes_and_each_rank_becomes_the_training_command_o
         assert code == 0 and message is None, out
         assert out.splitlines()[-1] == "training" and " ok in " in out, out
     assert "checkpoint write 1 MiB" in results[0][1]
+
+
+def _smi(text: str):
+    return lambda argv: text
+
+
+def test_the_node_preflight_without_pytorch_names_its_node_when_another_process_holds_gpu_memory(
+    tmp_path, capsys, monkeypatch
+):
+    """`preflight.py --node` (TFJob, XGBoostJob): nvidia-smi's free/total MiB per GPU; one GPU half
+    used by a leftover process fails the node, exit 151, in the line goodput reads."""
+    from infra.offline.goodput import PREFLIGHT_LINE
+
+    log = tmp_path / "termination-log"
+    log.write_text("")
+    monkeypatch.setenv("PREFLIGHT_TERMINATION_LOG", str(log))  # the kubelet's file, as in the pod
+    env = {"NODE_NAME": "ip-10-0-0-7"}
+    code = preflight.run_node_check(env, run=_smi("81000, 81559\n40000, 81559\n"))
+    out = capsys.readouterr().out.strip()
+    assert code == preflight.EXIT_RETRY == 151
+    assert out.startswith("preflight rank 0/1 node ip-10-0-0-7: BAD NODE (gpu free) in ") and PREFLIGHT_LINE.match(out)
+    assert "ip-10-0-0-7" in json.loads(log.read_text())["preflight"]["suspects"]
+
+
+def test_the_node_preflight_passes_a_clean_node_and_then_runs_the_command(tmp_path):
+    """The real program: no nvidia-smi on PATH here (no GPU: nothing to check), then the command."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "images" / "training" / "preflight.py"), "--node", "--", "echo", "trained"],
+        env={"PATH": "/usr/bin:/bin", "NODE_NAME": "n1", "PYTHONPATH": str(ROOT / "images" / "training")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and lines[0].startswith("preflight rank 0/1 node n1: ok in ") and lines[1] == "trained"

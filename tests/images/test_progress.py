@@ -115,3 +115,75 @@ def test_a_failed_preflight_serves_its_suspects_before_the_pod_exits(tmp_path):
         assert 'higgsfield_preflight_suspect{node="node-7"} 1' in _scrape(port, "suspect", 3)
     finally:
         lingering.join()
+
+
+def test_a_ranks_checkpoint_stalls_add_up_and_reach_its_next_record_at_once(tmp_path):
+    rank = progress.Progress(tmp_path, 0)
+    assert rank.record(1, 0.5, 0.2, now=100.0)
+    assert rank.blocked_on_checkpoint(2.5) == "(blocked 2.50s, 2.50s in all)"
+    rank.blocked_on_checkpoint(1.0)
+    assert rank.record(2, 0.5, 0.2, now=100.1)  # within the second, written anyway: a save was counted
+    assert 'higgsfield_training_checkpoint_seconds_total{rank="0"} 3.500' in (tmp_path / "rank-0.prom").read_text()
+
+
+def test_the_checkpoint_counter_is_served_as_a_counter(tmp_path):
+    progress.Progress(tmp_path, 0).record(1, 0.5, 0.2, now=100.0)
+    assert "# TYPE higgsfield_training_checkpoint_seconds_total counter" in progress.exposition(tmp_path)
+
+
+def _torch_python() -> str | None:
+    import os
+    import subprocess
+    import sys
+
+    candidate = os.environ.get("HIGGSFIELD_TORCH_PYTHON", sys.executable)
+    found = subprocess.run([candidate, "-c", "import torch, numpy"], capture_output=True)
+    return candidate if found.returncode == 0 else None
+
+
+@pytest.mark.skipif(
+    _torch_python() is None, reason="needs PyTorch (set HIGGSFIELD_TORCH_PYTHON to a Python that has it)"
+)
+def test_train_ddp_publishes_the_time_its_ranks_were_blocked_in_checkpoint_saves(tmp_path):
+    """Two gloo ranks of examples/train_ddp.py checkpointing every 4 steps: each rank's counter is
+    above zero, and rank 0's save lines give goodput the run's total (infra/offline/goodput.py)."""
+    import os
+    import subprocess
+
+    from infra.offline.goodput import CHECKPOINT_NOTE
+    from tests.conftest import ROOT
+
+    env = {
+        **os.environ,
+        "CHECKPOINT_DIR": str(tmp_path / "nvme"),
+        "CHECKPOINT_SHARED_DIR": str(tmp_path / "fsx"),
+        "CHECKPOINT_EVERY_STEPS": "4",
+        "STEPS": "12",
+        "OMP_NUM_THREADS": "1",
+        "HIGGSFIELD_PROGRESS_DIR": str(tmp_path / "progress"),
+        "PYTHONPATH": str(ROOT / "images" / "training"),
+    }
+    (tmp_path / "progress").mkdir()
+    run = subprocess.run(
+        [
+            _torch_python(),
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            str(ROOT / "examples" / "train_ddp.py"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    totals = [float(m.group(1)) for m in CHECKPOINT_NOTE.finditer(run.stdout)]
+    assert len(totals) == 3 and totals == sorted(totals) and totals[-1] > 0
+    for rank in range(2):
+        text = (tmp_path / "progress" / f"rank-{rank}.prom").read_text()
+        counted = [
+            line for line in text.splitlines() if line.startswith("higgsfield_training_checkpoint_seconds_total")
+        ]
+        assert counted and float(counted[0].split()[-1]) > 0

@@ -3,10 +3,19 @@ per team, and where the rest went; and the dashboard's panels."""
 
 from __future__ import annotations
 
+import progress
 import pytest
 
-from components.observability import TEAM_TRAINING_SHARE_EXPR, TRAINING_SHARE_EXPR, gpu_dashboard
-from infra.offline.goodput import Interval, Job, of_job, of_teams
+from components.observability import (
+    CHECKPOINT_SHARE_EXPR,
+    TEAM_TRAINING_SHARE_EXPR,
+    TRAINING_SHARE_EXPR,
+    gpu_dashboard,
+)
+from infra.core.names import GPU_RESOURCE
+from infra.offline.goodput import Interval, Job, Observed, of_job, of_objects, of_teams, seconds
+
+checkpoint_note = progress.checkpoint_note
 
 H = 3600.0
 
@@ -70,3 +79,38 @@ def test_the_dashboard_shows_goodput_per_job_and_per_team():
     assert job["targets"][0]["legendFormat"] == "{{namespace}}/{{job_name}}"
     positions = [(p["gridPos"]["x"], p["gridPos"]["y"]) for p in gpu_dashboard()["panels"]]
     assert len(positions) == len(set(positions))  # no panel on top of another
+
+
+def _observed_with_log(*lines: str) -> Observed:
+    """One 8-GPU pod bound and running since midnight (the gang complete), its log's lines, now 02:00."""
+    pod = {
+        "metadata": {"name": "a-master-0", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"nodeName": "n", "containers": [{"resources": {"limits": {GPU_RESOURCE: "8"}}}]},
+        "status": {"containerStatuses": [{"state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]},
+    }
+    job = {"metadata": {"name": "a", "namespace": "llm"}, "spec": {"pytorchReplicaSpecs": {"Master": {}}}}
+    logs = {"a-master-0": [(float(i), text) for i, text in enumerate(lines)]}
+    return Observed(job=job, pods=[pod], events=[], nodes={}, logs=logs, now=seconds("2026-01-01T02:00:00Z") or 0.0)
+
+
+def test_the_runs_checkpoint_stalls_in_the_log_move_from_training_to_checkpoint():
+    """Rank 0's newest save line says 900 s blocked in all: a quarter hour of 8 GPUs is checkpoint."""
+    found = of_objects(
+        _observed_with_log(
+            "step 99 loss 1.2 world 16 checkpoint " + checkpoint_note(300.0, 300.0),
+            "step 199 loss 1.1 world 16 checkpoint " + checkpoint_note(600.0, 900.0),
+        )
+    )
+    assert found.gpu_hours["checkpoint"] == pytest.approx(2.0) and found.gpu_hours["training"] == pytest.approx(14)
+    assert "checkpoint 12%" in found.line()
+
+
+def test_a_log_without_a_checkpoint_line_loses_nothing_to_checkpoints():
+    found = of_objects(_observed_with_log("step 1 loss 2.0"))
+    assert found.gpu_hours["checkpoint"] == 0 and found.share == pytest.approx(1.0)
+
+
+def test_the_dashboard_shows_each_jobs_share_blocked_on_checkpoints_from_the_ranks_counter():
+    panels = {p["title"]: p for p in gpu_dashboard()["panels"]}
+    expr = panels["Checkpoint stalls per job (share of the last hour)"]["targets"][0]["expr"]
+    assert expr == CHECKPOINT_SHARE_EXPR and "higgsfield_training_checkpoint_seconds_total" in expr

@@ -65,3 +65,26 @@ def test_the_checkpoint_write_is_asked_only_of_a_job_that_checkpoints():
     pool = cfg.gpu_pools[0]
     assert jobs.preflight_env(cfg, pool, checkpoints=False)["PREFLIGHT_CHECKPOINT_BYTES"] == "0"
     assert int(jobs.preflight_env(cfg, pool, checkpoints=True)["PREFLIGHT_CHECKPOINT_BYTES"]) > 0
+
+
+@pytest.mark.parametrize("example", ["tf-mnist", "xgboost-iris"])
+def test_the_frameworks_without_pytorch_check_each_node_alone_before_training(example):
+    cfg = plan_of("prod").config
+    objects = jobs.render(example, cfg)
+    code = next(o for o in objects if o["kind"] == "ConfigMap")
+    assert {"preflight.py", "node_check.py", "progress.py"} <= set(code["data"])
+    for template in jobs.pod_templates(jobs.workload_of(objects)):
+        container = template["spec"]["containers"][0]
+        assert container["command"][:4] == ["python", "/code/preflight.py", "--node", "--"], example
+        assert _env(container)["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "xgboost"])
+def test_a_teams_job_file_of_a_framework_without_pytorch_gets_the_node_preflight(framework):
+    from tests.offline.test_team_job import _render
+
+    _, objects, _ = _render(framework=framework)
+    code, workload = objects
+    assert "preflight.py" in code["data"]
+    for template in jobs.pod_templates(workload):
+        assert template["spec"]["containers"][0]["command"][:4] == ["python", "/code/preflight.py", "--node", "--"]

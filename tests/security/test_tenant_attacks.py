@@ -838,7 +838,9 @@ def test_on_a_karpenter_pool_the_gate_requests_no_gpu_so_karpenter_still_plans_r
         pool = d.inputs["metadata"]["labels"].get("higgsfield.io/pool")
         if pool not in pools:
             continue
-        (container,) = d.inputs["spec"]["template"]["spec"]["containers"]
+        containers = {c["name"]: c for c in d.inputs["spec"]["template"]["spec"]["containers"]}
+        container = containers["gate"]
+        assert "nvidia.com/gpu" not in containers["dcgm"]["resources"]["requests"]  # DCGM beside it: none either
         expected = healthgate.gate_gpus(pools[pool])
         assert container["resources"]["requests"].get("nvidia.com/gpu") == (str(expected) if expected else None), pool
         assert (expected == 0) == (pools[pool].provisioner == "karpenter")

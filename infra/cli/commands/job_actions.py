@@ -39,7 +39,11 @@ def register(actions: argparse._SubParsersAction) -> None:
     )
     _cluster(submit)
     submit.set_defaults(func=run_submit)
-    status = actions.add_parser("status", help="the job's gang: state, queue position, why it waits, its nodes")
+    status = actions.add_parser(
+        "status",
+        help="the job's gang: state, queue position, why it waits, its nodes, its goodput; "
+        "with only -n TEAM: the team's goodput, every job's and their sum by phase",
+    )
     _job(status)
     status.add_argument("--json", action="store_true", help="the status as JSON on stdout")
     status.set_defaults(func=run_status)
@@ -70,7 +74,8 @@ def _which(args: argparse.Namespace) -> tuple[str, str, str]:
         job = read_job_file(args.filename)
         return job.name, job.team, job.kind
     if args.name is None or args.team is None:
-        raise UsageError(f"higgsfield jobs {args.jobs_command} STACK NAME -n TEAM (or -f JOB.yaml)")
+        extra = " (or -n TEAM alone: the team's goodput)" if args.jobs_command == "status" else ""
+        raise UsageError(f"higgsfield jobs {args.jobs_command} STACK NAME -n TEAM (or -f JOB.yaml){extra}")
     return args.name, args.team, args.kind
 
 
@@ -110,9 +115,12 @@ def run_submit(args: argparse.Namespace) -> int:
 def run_status(args: argparse.Namespace) -> int:
     from infra.cli import client
 
-    name, team, kind = _which(args)
     try:
-        found = client.read_status(_api(args), name, team, kind)
+        if args.filename is None and args.name is None and args.team is not None:
+            found: client.Status | client.TeamGoodput = client.read_team_goodput(_api(args), args.team)
+        else:
+            name, team, kind = _which(args)
+            found = client.read_status(_api(args), name, team, kind)
     except client.ApiError as exc:
         return _refused(exc)
     print(json.dumps(found.as_dict(), indent=2) if args.json else "\n".join(found.lines()))
