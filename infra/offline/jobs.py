@@ -293,12 +293,13 @@ def add_preflight(template: dict, cfg: StackConfig, pool: GpuPool, checkpoints: 
     main["env"].append({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
 
 
-# The frameworks whose images have no PyTorch (TensorFlow's own image; XGBoost's pods, one GPU each)
-# check each pod's node alone before their command (preflight.py --node): no gang all-reduce, which
-# would need a collective library the image may lack; the node's locked memory, GPU memory left by
+# The frameworks whose images have no PyTorch (TensorFlow's own image; XGBoost's pods, one GPU each;
+# JAX's and Paddle's, which bring collectives of their own) check each pod's node alone before their
+# command (preflight.py --node, Python's standard library only): no gang all-reduce, which would need
+# a collective library the image may lack; the node's locked memory, GPU memory left by
 # another process (nvidia-smi), the checkpoint write. Exit 151 on a bad node, retried by ExitCode.
 NODE_PREFLIGHT_EXAMPLES = ("tf-mnist", "xgboost-iris")
-NODE_PREFLIGHT_FRAMEWORKS = ("tensorflow", "xgboost")
+NODE_PREFLIGHT_FRAMEWORKS = ("tensorflow", "xgboost", "jax", "paddle")
 
 
 def add_node_preflight(template: dict, cfg: StackConfig, pool: GpuPool, checkpoints: bool) -> None:

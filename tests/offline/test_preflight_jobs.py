@@ -79,7 +79,7 @@ def test_the_frameworks_without_pytorch_check_each_node_alone_before_training(ex
         assert _env(container)["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
 
 
-@pytest.mark.parametrize("framework", ["tensorflow", "xgboost"])
+@pytest.mark.parametrize("framework", ["tensorflow", "xgboost", "jax", "paddle"])
 def test_a_teams_job_file_of_a_framework_without_pytorch_gets_the_node_preflight(framework):
     from tests.offline.test_team_job import _render
 
