@@ -295,3 +295,14 @@ def test_the_idle_query_finds_only_nodes_nobody_held_a_gpu_on_for_the_whole_wind
     path.write_text(yaml.safe_dump(test))
     result = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed here")
+def test_the_alert_rules_pass_prometheus_own_rule_checker(tmp_path):
+    from components.job_watchdog import alert_rules
+    from tests.conftest import plan_of
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump({"groups": alert_rules(plan_of("prod").config.gpu_pools)}))
+    checked = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
