@@ -43,6 +43,11 @@ SYSTEM_TAINT_KEY = "higgsfield.io/system"  # the system nodes' taint
 STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-gate"  # a gated node's, until it passes
 AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"  # prefix of the ASG tags the autoscaler reads at zero
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # a namespace's (and a job's) Volcano queue
+# A pod's PodGroup, by name (KubeGroupNameAnnotationKey), and the gang size Volcano's PodGroup
+# controller reads off a pod's owner (VolcanoGroupMinMemberAnnotationKey), both in volcano-sh/volcano:
+# staging/src/volcano.sh/apis/pkg/apis/scheduling/v1beta1/labels.go@v1.15.1.
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+MIN_MEMBER_ANNOTATION = "scheduling.volcano.sh/group-min-member"
 # Pod annotations that keep a node from being emptied: Karpenter never voluntarily disrupts the node
 # of a pod with do-not-disrupt "true"; the Cluster Autoscaler never scales down the node of a pod with
 # safe-to-evict "false" (PodSafeToEvictKey, kubernetes/autoscaler:cluster-autoscaler/utils/drain/
