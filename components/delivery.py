@@ -44,6 +44,7 @@ from infra.core.names import (
     CLUSTER_ADMIN_POLICY,
     GITHUB_OIDC_HOST,
     RUNNER_PURPOSES,
+    STACK_TAG,
     boundary_name,
     cluster_name,
     role_name,
@@ -431,6 +432,34 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
             "Action": ["kms:CreateGrant"],
             "Resource": "*",
             "Condition": {"Bool": {"kms:GrantIsForAWSResource": "false"}},
+        },
+        # Key policies on this stack's keys only: those tagged with its name (aws:ResourceTag on a key,
+        # docs.aws.amazon.com/kms/latest/developerguide/tag-authorization.html), a tag no existing key may
+        # gain or lose (TagResource/UntagResource on a key ARN; the tag check of CreateKey is on no
+        # particular key, docs.aws.amazon.com/kms/latest/developerguide/tag-permissions.html), and never
+        # past the lockout check. IAM has no condition key on a key policy's content: whether the policy
+        # PutKeyPolicy writes opens the key to another account is not the boundary's to see (ours name
+        # this account alone: components/logs.py, tests/delivery/test_key_policies.py).
+        {
+            "Sid": "KeyPoliciesOnlyOnTheStacksKeys",
+            "Effect": "Deny",
+            "Action": ["kms:PutKeyPolicy"],
+            "Resource": "*",
+            "Condition": {"StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack}},
+        },
+        {
+            "Sid": "KeysKeepTheirStack",
+            "Effect": "Deny",
+            "Action": ["kms:TagResource", "kms:UntagResource"],
+            "Resource": f"arn:aws:kms:*:{account}:key/*",
+            "Condition": {"ForAnyValue:StringEquals": {"aws:TagKeys": [STACK_TAG]}},
+        },
+        {
+            "Sid": "NoKeyPolicyLockout",
+            "Effect": "Deny",
+            "Action": ["kms:PutKeyPolicy", "kms:CreateKey"],
+            "Resource": "*",
+            "Condition": {"Bool": {"kms:BypassPolicyLockoutSafetyCheck": "true"}},
         },
         # The audit trail (the control plane's and the VPC's flow logs) outlives any deploy: no deploy
         # deletes it or shortens it; an administrator does (docs/security-ci.md).

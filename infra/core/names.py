@@ -33,6 +33,9 @@ def runner_project(stack: str, purpose: str) -> str:
     return f"{cluster_name(stack)}-{purpose}-runner"
 
 
+STACK_TAG = "higgsfield:stack"  # the AWS tag naming the stack of every taggable resource (the boundary reads it)
+
+
 # --- labels, taints and annotations -------------------------------------------------------------
 GPU_RESOURCE = "nvidia.com/gpu"  # the extended resource, and the GPU nodes' taint key
 POOL_LABEL = "higgsfield.io/pool"  # the GPU pool a node belongs to
