@@ -276,6 +276,7 @@ def build(cfg: StackConfig) -> None:
                 log_retention_days=retention,
                 **log_key,
                 cluster_ready=[cluster.eks],
+                kubernetes=cluster.provider,
                 tags=tags,
             ),
         )
