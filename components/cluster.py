@@ -100,6 +100,11 @@ class Cluster(pulumi.ComponentResource):
         # (pulumi/pulumi-eks:nodejs/eks/cluster/cluster.ts@v4.3.0, `if (!args.serviceRole)`: a
         # ServiceRole trusting eks.amazonaws.com with AmazonEKSClusterPolicy); ours is the same,
         # but registered here, so that bound_every_role (components/delivery.py) reaches it.
+        # No aws:SourceAccount/aws:SourceArn: the EKS user guide gives the cluster role's trust policy
+        # without them and documents source keys only for the Fargate pod execution role
+        # (awsdocs/amazon-eks-user-guide:latest/ug/security/iam-reference/cluster-iam-role.adoc and
+        # security-iam.adoc@4d52b4d0); a condition EKS may not send would refuse EKS itself. The role is
+        # passed only by someone allowed iam:PassRole on it, and never to another account.
         service_role = aws.iam.Role(
             f"{name}-service",
             assume_role_policy=trust_policy("eks.amazonaws.com"),

@@ -12,8 +12,8 @@ Requiring a reusable workflow and other claims"):
 - preview: `repo:OWNER/REPO:pull_request:job_workflow_ref:OWNER/REPO/.github/workflows/preview.yml@refs/pull/*/merge`
   (StringLike: the one wildcard is the pull request's number): a pull-request job of preview.yml
   (forks get no token). It reads: the instance-type catalog the program asks for, the backend's
-  state and lock, the secrets key (decrypt only), and the cluster through an EKS access entry with
-  AmazonEKSViewPolicy, which like Kubernetes' `view` role does not read Secrets.
+  state and lock, the secrets key (decrypt only), and in the cluster the kinds the program manages
+  (PREVIEW_READS: no Secrets, pods, logs or events), through an access entry naming its group.
 - deploy: `repo:OWNER/REPO:environment:ENV:job_workflow_ref:OWNER/REPO/.github/workflows/deploy.yml@refs/heads/main`:
   only deploy.yml of main, in the stack's GitHub environment (whose protection rules decide who
   may). Its ceiling is a permissions boundary (`higgsfield-STACK-boundary`, an IAM managed policy)
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.kubernetes_objects import KubernetesObject
 from components.registry import repository_name
 from infra.config import Delivery as DeliverySettings
 from infra.core import versions
@@ -44,6 +45,7 @@ from infra.core.names import (
     CLUSTER_ADMIN_POLICY,
     GITHUB_OIDC_HOST,
     RUNNER_PURPOSES,
+    STACK_TAG,
     boundary_name,
     cluster_name,
     role_name,
@@ -51,7 +53,66 @@ from infra.core.names import (
 )
 
 AUDIENCE = "sts.amazonaws.com"
-VIEW_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+# The preview role's Kubernetes group: its access entry names it, and the ClusterRole below is all it
+# reads. Not AmazonEKSViewPolicy, which reads pods, their logs (pods/log) and events of every namespace
+# besides (awsdocs/amazon-eks-user-guide:latest/ug/manage-access/k8s-access/access-policy-reference.adoc
+# @4d52b4d0, AmazonEKSViewPolicy): a preview reads only the objects the program manages.
+PREVIEW_GROUP = "higgsfield:preview"
+# get/list/watch on every kind the program manages (the kinds of the plan's Kubernetes resources and of
+# the Training Operator's upstream manifests its kustomize Directory applies, kubeflow/trainer:manifests/
+# overlays/standalone@v1.9.4): no Secret (the program's one Secret is in the state the preview decrypts
+# already), no pod, no pods/log, no event. A kind the program starts to manage is added here (a test
+# compares this with every plan).
+PREVIEW_READS: dict[str, tuple[str, ...]] = {
+    "": (
+        "configmaps",
+        "limitranges",
+        "namespaces",
+        "persistentvolumeclaims",
+        "persistentvolumes",
+        "resourcequotas",
+        "serviceaccounts",
+        "services",
+    ),
+    "admissionregistration.k8s.io": (
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+        "validatingwebhookconfigurations",
+    ),
+    "apiextensions.k8s.io": ("customresourcedefinitions",),
+    "apps": ("daemonsets", "deployments"),
+    "batch": ("cronjobs",),
+    "networking.k8s.io": ("networkpolicies",),
+    "rbac.authorization.k8s.io": ("clusterrolebindings", "clusterroles", "rolebindings", "roles"),
+    "scheduling.k8s.io": ("priorityclasses",),
+    "scheduling.volcano.sh": ("queues",),
+    "storage.k8s.io": ("storageclasses",),
+}
+
+
+def preview_cluster_role() -> dict:
+    """What the preview role reads in the cluster: PREVIEW_READS, nothing else."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": PREVIEW_GROUP},
+        "rules": [
+            {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "list", "watch"]}
+            for group, resources in PREVIEW_READS.items()
+        ],
+    }
+
+
+def preview_cluster_role_binding() -> dict:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": PREVIEW_GROUP},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": PREVIEW_GROUP},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": PREVIEW_GROUP}],
+    }
+
+
 # Which workflow file assumes which role, and at which ref.
 WORKFLOW_OF = {
     "preview": ("preview.yml", "refs/pull/*/merge"),
@@ -432,6 +493,34 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
             "Resource": "*",
             "Condition": {"Bool": {"kms:GrantIsForAWSResource": "false"}},
         },
+        # Key policies on this stack's keys only: those tagged with its name (aws:ResourceTag on a key,
+        # docs.aws.amazon.com/kms/latest/developerguide/tag-authorization.html), a tag no existing key may
+        # gain or lose (TagResource/UntagResource on a key ARN; the tag check of CreateKey is on no
+        # particular key, docs.aws.amazon.com/kms/latest/developerguide/tag-permissions.html), and never
+        # past the lockout check. IAM has no condition key on a key policy's content: whether the policy
+        # PutKeyPolicy writes opens the key to another account is not the boundary's to see (ours name
+        # this account alone: components/logs.py, tests/delivery/test_key_policies.py).
+        {
+            "Sid": "KeyPoliciesOnlyOnTheStacksKeys",
+            "Effect": "Deny",
+            "Action": ["kms:PutKeyPolicy"],
+            "Resource": "*",
+            "Condition": {"StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack}},
+        },
+        {
+            "Sid": "KeysKeepTheirStack",
+            "Effect": "Deny",
+            "Action": ["kms:TagResource", "kms:UntagResource"],
+            "Resource": f"arn:aws:kms:*:{account}:key/*",
+            "Condition": {"ForAnyValue:StringEquals": {"aws:TagKeys": [STACK_TAG]}},
+        },
+        {
+            "Sid": "NoKeyPolicyLockout",
+            "Effect": "Deny",
+            "Action": ["kms:PutKeyPolicy", "kms:CreateKey"],
+            "Resource": "*",
+            "Condition": {"Bool": {"kms:BypassPolicyLockoutSafetyCheck": "true"}},
+        },
         # The audit trail (the control plane's and the VPC's flow logs) outlives any deploy: no deploy
         # deletes it or shortens it; an administrator does (docs/security-ci.md).
         # Cluster access for this account's principals only (eks:principalArn, the principal an access entry
@@ -600,6 +689,7 @@ class DeliveryArgs:
     log_key_arn: pulumi.Input[str]  # the stack's CloudWatch Logs key (components/logs.py)
     log_key_ready: Sequence[pulumi.Resource]  # its key policy (CloudWatch Logs may use the key)
     cluster_ready: Sequence[pulumi.Resource]
+    kubernetes: pulumi.ProviderResource  # the cluster's provider: the preview role's ClusterRole and binding
     tags: Mapping[str, str]
 
 
@@ -610,7 +700,7 @@ class Delivery(pulumi.ComponentResource):
     the permissions boundary `higgsfield-STACK-boundary` (every role of the stack carries it:
     bound_every_role); the preview, deploy and image-push roles (named `<cluster>-preview|deploy|image`,
     each trusting one OIDC subject that names its workflow file) with their inline policies; EKS
-    access entries for the preview role (AmazonEKSViewPolicy) and the deploy role
+    access entries for the preview role (its group, bound to PREVIEW_READS) and the deploy role
     (AmazonEKSClusterAdminPolicy), cluster-wide; and, with the runner enabled, two CodeBuild
     projects in the private subnets, `<cluster>-preview-runner` and `<cluster>-deploy-runner`, each
     with its own security group (HTTPS out, to the API server's security group), its own service
@@ -675,23 +765,30 @@ class Delivery(pulumi.ComponentResource):
             )
             aws.iam.RolePolicy(f"{name}-{purpose}", role=role.id, policy=policies[purpose], opts=child)
             self.roles[purpose] = role
-        for purpose, policy_arn in (("preview", VIEW_POLICY), ("deploy", CLUSTER_ADMIN_POLICY)):
+        # The preview role's entry names its group (bound to the preview ClusterRole), the deploy role's
+        # gets AmazonEKSClusterAdminPolicy.
+        for purpose in ("preview", "deploy"):
             entry = aws.eks.AccessEntry(
                 f"{name}-{purpose}",
                 cluster_name=cluster_name(args.stack),
                 principal_arn=self.roles[purpose].arn,
                 type="STANDARD",
+                kubernetes_groups=[PREVIEW_GROUP] if purpose == "preview" else None,
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.cluster_ready)),
             )
-            aws.eks.AccessPolicyAssociation(
-                f"{name}-{purpose}",
-                cluster_name=cluster_name(args.stack),
-                principal_arn=entry.principal_arn,
-                policy_arn=policy_arn,
-                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-                opts=child,
-            )
+            if purpose == "deploy":
+                aws.eks.AccessPolicyAssociation(
+                    f"{name}-{purpose}",
+                    cluster_name=cluster_name(args.stack),
+                    principal_arn=entry.principal_arn,
+                    policy_arn=CLUSTER_ADMIN_POLICY,
+                    access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                    opts=child,
+                )
+        in_cluster = pulumi.ResourceOptions(parent=self, provider=args.kubernetes)
+        for suffix, manifest in (("role", preview_cluster_role()), ("binding", preview_cluster_role_binding())):
+            KubernetesObject(f"{name}-preview-{suffix}", manifest, opts=in_cluster)
         self.runners: dict[str, aws.codebuild.Project] = {}
         if settings.runner.enabled:
             for purpose in RUNNER_PURPOSES:

@@ -10,12 +10,36 @@ import pulumi_aws as aws
 
 
 def trust_policy(service: str, *actions: str) -> str:
-    """An IAM trust policy letting one AWS service assume the role."""
+    """An IAM trust policy letting one AWS service assume the role, with no source condition: only for
+    services whose documentation names none for their role (the EKS cluster and node roles)."""
     return json.dumps(
         {
             "Version": "2012-10-17",
             "Statement": [
                 {"Effect": "Allow", "Principal": {"Service": service}, "Action": list(actions) or "sts:AssumeRole"}
+            ],
+        }
+    )
+
+
+def source_trust_policy(service: str, *, account: str, source_arn: str) -> str:
+    """An IAM trust policy letting one AWS service assume the role only on behalf of resources of this
+    account (`aws:SourceAccount`) matching `source_arn` (`aws:SourceArn`): the service's own request
+    names the resource it acts for, so another account's resource cannot borrow the role (the confused
+    deputy, docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": service},
+                    "Action": "sts:AssumeRole",
+                    "Condition": {
+                        "StringEquals": {"aws:SourceAccount": account},
+                        "ArnLike": {"aws:SourceArn": source_arn},
+                    },
+                }
             ],
         }
     )

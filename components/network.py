@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.identity import trust_policy
+from components.identity import source_trust_policy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,6 +26,7 @@ class NetworkArgs:
     log_key_ready: Sequence[pulumi.Resource]  # the key policy that lets CloudWatch Logs use the key
     tags: Mapping[str, str]
     public_load_balancers: bool = False  # higgsfield:publicLoadBalancers
+    account_id: str | None = None  # the stack's account (higgsfield:delivery.accountId); else read off the log key
 
 
 def subnet_plan(cidr: str, zones: int) -> tuple[list[str], list[str]]:
@@ -189,8 +190,27 @@ class Network(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)),
         )
+
+        # The flow-logs service assumes the role for flow logs of this account only: the source
+        # account is the flow log's owner, the source ARN its flow log (a wildcard for the ID, which
+        # is not known before the role: docs.aws.amazon.com/vpc/latest/userguide/flow-logs-iam-role.html).
+        def trust(account: str) -> str:
+            partition = (
+                "aws-cn"
+                if args.region.startswith("cn-")
+                else "aws-us-gov"
+                if args.region.startswith("us-gov-")
+                else "aws"
+            )
+            source = f"arn:{partition}:ec2:{args.region}:{account}:vpc-flow-log/*"
+            return source_trust_policy("vpc-flow-logs.amazonaws.com", account=account, source_arn=source)
+
+        account = args.account_id or pulumi.Output.from_input(args.log_key_arn).apply(lambda key: key.split(":")[4])
         role = aws.iam.Role(
-            f"{name}-flow-logs", assume_role_policy=trust_policy("vpc-flow-logs.amazonaws.com"), tags=tags, opts=child
+            f"{name}-flow-logs",
+            assume_role_policy=pulumi.Output.from_input(account).apply(trust),
+            tags=tags,
+            opts=child,
         )
         # docs.aws.amazon.com/vpc/latest/userguide/flow-logs-iam-role.html, on this group only (by
         # name, so the policy is known at preview and the pack can read it).

@@ -52,6 +52,10 @@ class NodeRole(pulumi.ComponentResource):
     def __init__(self, name: str, tags: Mapping[str, str], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:nodes:NodeRole", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        # No aws:SourceAccount/aws:SourceArn: the EKS user guide's node role trusts ec2.amazonaws.com
+        # without them (awsdocs/amazon-eks-user-guide:latest/ug/security/iam-reference/create-node-role.adoc
+        # @4d52b4d0) and EC2 documents no source key for an instance profile's role; EC2 assumes it only
+        # for an instance whose profile someone of this account passed it to (iam:PassRole).
         role = aws.iam.Role(
             f"{name}", assume_role_policy=trust_policy("ec2.amazonaws.com"), tags=dict(tags), opts=child
         )

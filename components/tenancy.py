@@ -29,6 +29,8 @@ from infra.core.names import (
     DO_NOT_DISRUPT,
     DRIVER_MAJOR_LABEL,
     GPU_RESOURCE,
+    GROUP_NAME_ANNOTATION,
+    MIN_MEMBER_ANNOTATION,
     POOL_LABEL,
     QUEUE_ANNOTATION,
     SAFE_TO_EVICT,
@@ -508,6 +510,90 @@ def gang_validations(team: TeamRules) -> list[dict]:
     ]
 
 
+# Volcano's PodGroup controller gives every pod of `volcano` that names no PodGroup one of its own,
+# shared by the pods of one controlling owner (GeneratePodgroupName, volcano-sh/volcano:staging/src/
+# volcano.sh/apis/pkg/apis/helpers/helpers.go@v1.15.1): minMember is MIN_MEMBER_ANNOTATION on the
+# pod's ReplicaSet, StatefulSet, DaemonSet or Job (1 where absent, negative or no integer), and
+# minResources that many of the pod's requests (buildPodGroupFromPod, getAnnotationsFromUpperRes,
+# getMinMemberFromUpperRes in pkg/controllers/podgroup/pg_controller_handler.go; CalTaskRequests in
+# pkg/controllers/util/util.go@v1.15.1). A pod that names a PodGroup (GROUP_NAME_ANNOTATION) gets none
+# and joins the one it names (processNextReq, pg_controller.go). The Deployment controller copies a
+# Deployment's annotations to its ReplicaSets, the CronJob controller a job template's to its Jobs.
+# The owner's other `volcano.sh/` annotations reach the PodGroup too (inheritUpperAnnotations, on by
+# default: --inherit-owner-annotations, cmd/controller-manager/app/options/options.go@v1.15.1); those
+# the scheduler reads (sla-waiting-time, hierarchy) belong to plugins this stack does not enable
+# (components/training.py SCHEDULER_CONFIG: no sla, no hdrf).
+GROUP_OWNERS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob")
+# Volcano's controller-manager: the chart's `<release>-controllers` account (installer/helm/chart/volcano/
+# templates/controllers.yaml@v1.15.1) in the release `volcano` (components/charts.py names a release
+# after its chart) of namespace volcano-system (components/training.py VOLCANO_NAMESPACE).
+VOLCANO_CONTROLLER_USER = "system:serviceaccount:volcano-system:volcano-controllers"
+# kube-controller-manager's controllers act as their own service accounts in kube-system (the
+# Deployment controller scales ReplicaSets, the CronJob controller creates Jobs); no team holds one.
+CONTROLLER_USERS = "system:serviceaccount:kube-system:"
+
+
+def _group_owner_pods() -> str:
+    """How many pods a GROUP_OWNERS object runs at once: replicas, a Job's parallelism (1 where unset),
+    a DaemonSet's 1 (one PodGroup for its pods on every node it selects)."""
+    cron = "object.spec.jobTemplate"
+    parallelism = (
+        f"({_field('object', 'spec', 'jobTemplate', 'spec', 'parallelism')} ? int({cron}.spec.parallelism) : 1)"
+    )
+    return (
+        "(object.kind == 'DaemonSet' ? 1 : (object.kind == 'Job' ? (has(object.spec.parallelism) ? "
+        f"int(object.spec.parallelism) : 1) : (object.kind == 'CronJob' ? {parallelism} : "
+        "(has(object.spec.replicas) ? int(object.spec.replicas) : 1))))"
+    )
+
+
+def volcano_group_validations() -> list[dict]:
+    """A workload's gang is no larger than its pods and no other gang's: the gang size a team writes on
+    a workload Volcano makes a PodGroup for is an integer from 0 to the pods it runs at once, and only
+    the Training Operator (on the pods it creates) and Volcano's controller name a pod's PodGroup.
+
+    Below the pods is honest (minResources is that many pods' requests; each pod above it is allocated
+    alone, against the queue's capability, and may be preempted: gang's preemptable). Above them the
+    gang never forms: its minResources, more than the workload asks, sits in the queue's inqueue share
+    and its pods wait for ever. A pod naming another PodGroup counts toward that gang's minMember, so a
+    Kubeflow job's gang would start with a stranger in place of one of its replicas."""
+    pods = _group_owner_pods()
+
+    def sized(meta: str) -> str:
+        value = f"{meta}.annotations['{MIN_MEMBER_ANNOTATION}']"
+        return (
+            f"(!has({meta}.annotations) || !('{MIN_MEMBER_ANNOTATION}' in {meta}.annotations) || "
+            f"({value}.matches('^[0-9]{{1,9}}$') && ({pods} == 0 || int({value}) <= {pods})))"
+        )
+
+    cron = f"(!{_field('object', 'spec', 'jobTemplate', 'metadata')} || {sized('object.spec.jobTemplate.metadata')})"
+    names_group = f"(has(m.annotations) && '{GROUP_NAME_ANNOTATION}' in m.annotations)"
+    pod = "object.metadata.annotations"
+    kept = (
+        f"(has(oldObject.metadata.annotations) && '{GROUP_NAME_ANNOTATION}' in oldObject.metadata.annotations && "
+        f"oldObject.metadata.annotations['{GROUP_NAME_ANNOTATION}'] == {pod}['{GROUP_NAME_ANNOTATION}'])"
+    )
+    return [
+        {
+            "expression": f"!(object.kind in {_list(GROUP_OWNERS)}) || "
+            f"request.userInfo.username.startsWith('{CONTROLLER_USERS}') || "
+            f"(object.kind == 'CronJob' ? {cron} : {sized('object.metadata')})",
+            "message": f"{MIN_MEMBER_ANNOTATION} is a whole number from 0 to the pods the workload runs at once "
+            "(replicas; a Job's parallelism; 1 for a DaemonSet): a larger gang never forms and holds its queue",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"object.kind == 'Pod' ? (!has({pod}) || !('{GROUP_NAME_ANNOTATION}' in {pod}) || "
+            f"(request.operation == 'CREATE' && request.userInfo.username == '{OPERATOR_USER}') || "
+            f"(request.operation == 'UPDATE' && (request.userInfo.username == '{VOLCANO_CONTROLLER_USER}' || {kept}))) "
+            f": variables.metas.all(m, !{names_group})",
+            "message": f"no {GROUP_NAME_ANNOTATION}: a pod's PodGroup is the Training Operator's (a Kubeflow job) or "
+            "the one Volcano makes for its workload, never another gang's",
+            "reason": "Forbidden",
+        },
+    ]
+
+
 def gpu_and_node_validations() -> list[dict]:
     """GPUs only through the device plugin, Volcano and the quota; no pod placed by hand or onto
     the system nodes or a node before its health gate."""
@@ -763,6 +849,7 @@ def cel_validations(team: TeamRules) -> list[dict]:
         + node_share_validations(team)
         + share_cap_validations(team)
         + gang_validations(team)
+        + volcano_group_validations()
         + container_hardening_validations()
         + launcher_label_validations()
         + service_validations(team)

@@ -47,6 +47,7 @@ def build(cfg: StackConfig) -> None:
             nat_per_zone=protect,
             interface_endpoints=protect,
             public_load_balancers=cfg.public_load_balancers,
+            account_id=cfg.delivery.account_id if cfg.delivery else None,
             log_retention_days=retention,
             **log_key,
             tags=tags,
@@ -275,6 +276,7 @@ def build(cfg: StackConfig) -> None:
                 log_retention_days=retention,
                 **log_key,
                 cluster_ready=[cluster.eks],
+                kubernetes=cluster.provider,
                 tags=tags,
             ),
         )

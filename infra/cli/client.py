@@ -36,6 +36,7 @@ from typing import Any
 from infra.config import JobFile, load_job
 from infra.config.job import FRAMEWORKS, SERVING_KIND
 from infra.core.names import (
+    GROUP_NAME_ANNOTATION,
     JOB_FILE_LABEL,
     JOB_NAME_LABEL,
     POOL_LABEL,
@@ -455,10 +456,8 @@ def _pool_of(job: dict) -> str | None:
 # --- a serving job: its Deployment and the Deployment's pods -----------------------------------
 
 # The PodGroup Volcano's controller makes for the pods of a ReplicaSet it schedules, its name written on
-# each pod (KubeGroupNameAnnotationKey, volcano-sh/volcano:staging/src/volcano.sh/apis/pkg/apis/scheduling/
-# v1beta1/labels.go@v1.15.1, by updatePodAnnotations in pkg/controllers/podgroup/pg_controller_handler.go);
-# a Deployment's pods have no operator's PodGroup named after the job.
-GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+# each pod (GROUP_NAME_ANNOTATION, by updatePodAnnotations in volcano-sh/volcano:pkg/controllers/podgroup/
+# pg_controller_handler.go@v1.15.1); a Deployment's pods have no operator's PodGroup named after the job.
 
 
 def _group_of(kind: str) -> tuple[str, str]:

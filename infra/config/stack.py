@@ -47,7 +47,7 @@ from infra.config.scheduler import Scheduler
 from infra.config.storage import Fsx
 from infra.core import versions
 from infra.core.internet import MAX_INTERNET_SHARE, internet_share  # the policy pack's rule too
-from infra.core.names import cluster_name
+from infra.core.names import STACK_TAG, cluster_name
 
 # --- the stack ----------------------------------------------------------------------------
 
@@ -552,4 +552,4 @@ class StackConfig(Setting):
     @property
     def resource_tags(self) -> dict[str, str]:
         """Tags on every taggable resource: the configured ones plus where it comes from."""
-        return {**self.tags, "higgsfield:stack": self.stack, "higgsfield:environment": self.environment}
+        return {**self.tags, STACK_TAG: self.stack, "higgsfield:environment": self.environment}

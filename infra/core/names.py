@@ -33,6 +33,9 @@ def runner_project(stack: str, purpose: str) -> str:
     return f"{cluster_name(stack)}-{purpose}-runner"
 
 
+STACK_TAG = "higgsfield:stack"  # the AWS tag naming the stack of every taggable resource (the boundary reads it)
+
+
 # --- labels, taints and annotations -------------------------------------------------------------
 GPU_RESOURCE = "nvidia.com/gpu"  # the extended resource, and the GPU nodes' taint key
 POOL_LABEL = "higgsfield.io/pool"  # the GPU pool a node belongs to
@@ -43,6 +46,11 @@ SYSTEM_TAINT_KEY = "higgsfield.io/system"  # the system nodes' taint
 STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-gate"  # a gated node's, until it passes
 AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"  # prefix of the ASG tags the autoscaler reads at zero
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # a namespace's (and a job's) Volcano queue
+# A pod's PodGroup, by name (KubeGroupNameAnnotationKey), and the gang size Volcano's PodGroup
+# controller reads off a pod's owner (VolcanoGroupMinMemberAnnotationKey), both in volcano-sh/volcano:
+# staging/src/volcano.sh/apis/pkg/apis/scheduling/v1beta1/labels.go@v1.15.1.
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+MIN_MEMBER_ANNOTATION = "scheduling.volcano.sh/group-min-member"
 # Pod annotations that keep a node from being emptied: Karpenter never voluntarily disrupts the node
 # of a pod with do-not-disrupt "true"; the Cluster Autoscaler never scales down the node of a pod with
 # safe-to-evict "false" (PodSafeToEvictKey, kubernetes/autoscaler:cluster-autoscaler/utils/drain/

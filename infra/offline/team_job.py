@@ -27,6 +27,7 @@ from infra.core.names import (
     DRIVER_MAJOR_LABEL,
     GPU_RESOURCE,
     JOB_FILE_LABEL,
+    MIN_MEMBER_ANNOTATION,
     POOL_LABEL,
     QUEUE_ANNOTATION,
 )
@@ -552,7 +553,6 @@ SERVING_APP_LABEL = "app"  # the Deployment's selector, as the serving example's
 # the other replicas take free GPUs. One, as the example: a floor above one would hold a rolling
 # update's new ReplicaSet, which starts at one replica, below its minimum forever.
 SERVING_MIN_MEMBER = jobs.SERVING_FLOOR
-MIN_MEMBER_ANNOTATION = "scheduling.volcano.sh/group-min-member"
 
 
 def _serving_quota(job: JobFile, cfg: StackConfig, team: Team) -> None:

@@ -21,6 +21,8 @@ STACK_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-lustre-csi-0123"
 DEPLOY_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-deploy"
 BOUNDARY = boundary_arn(ACCOUNT, "prod")
 ADMIN = "arn:aws:iam::aws:policy/AdministratorAccess"
+OWN_KEY, FOREIGN_KEY = (f"arn:aws:kms:us-east-2:{ACCOUNT}:key/{k}" for k in ("logs", "someone-elses"))
+OWN_TAG = {"aws:ResourceTag/higgsfield:stack": "prod"}  # cfg.resource_tags on every key of the stack
 
 
 def _document(plan, type_: str, name: str) -> Policy:
@@ -242,6 +244,31 @@ ATTACKS += [
         ),
         "ClusterAccessStaysInTheAccount",
     ),
+    (
+        "rewrite the policy of a key that is not the stack's (another stack's)",
+        Request("kms:PutKeyPolicy", FOREIGN_KEY, {"aws:ResourceTag/higgsfield:stack": "staging"}),
+        "KeyPoliciesOnlyOnTheStacksKeys",
+    ),
+    (
+        "rewrite the policy of an untagged key of the account",
+        Request("kms:PutKeyPolicy", FOREIGN_KEY),
+        "KeyPoliciesOnlyOnTheStacksKeys",
+    ),
+    (
+        "label another key as the stack's, then rewrite its policy",
+        Request("kms:TagResource", FOREIGN_KEY, {"aws:TagKeys": ["higgsfield:stack"]}),
+        "KeysKeepTheirStack",
+    ),
+    (
+        "take the stack's label off one of its keys",
+        Request("kms:UntagResource", OWN_KEY, {"aws:TagKeys": ["higgsfield:stack"], **OWN_TAG}),
+        "KeysKeepTheirStack",
+    ),
+    (
+        "lock the account out of one of its keys",
+        Request("kms:PutKeyPolicy", OWN_KEY, {**OWN_TAG, "kms:BypassPolicyLockoutSafetyCheck": "true"}),
+        "NoKeyPolicyLockout",
+    ),
 ]
 
 
@@ -308,7 +335,9 @@ DEPLOYS = [
         "arn:aws:eks:us-east-2:444455556666:cluster/higgsfield-prod",
         {"eks:principalArn": f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-deploy"},
     ),
-    Request("kms:PutKeyPolicy", f"arn:aws:kms:us-east-2:{ACCOUNT}:key/logs"),  # the keys' policies (components/logs.py)
+    Request("kms:PutKeyPolicy", OWN_KEY, OWN_TAG),  # the keys' policies (components/logs.py), on its tagged keys
+    Request("kms:TagResource", "*", {"aws:TagKeys": ["higgsfield:stack"]}),  # CreateKey's tags, on no key yet
+    Request("kms:TagResource", OWN_KEY, {"aws:TagKeys": ["team"], **OWN_TAG}),  # a configured tag changed
     Request("logs:DeleteLogGroup", f"arn:aws:logs:us-east-2:{ACCOUNT}:log-group:/aws/codebuild/x"),
     Request("logs:CreateLogGroup", "*"),
 ]

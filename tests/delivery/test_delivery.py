@@ -11,8 +11,8 @@ import pytest
 from components.delivery import (
     CLUSTER_ADMIN_POLICY,
     DEPLOY_SERVICES,
+    PREVIEW_GROUP,
     SCOPED_SERVICES,
-    VIEW_POLICY,
     runner_interface_statements,
     webhook_filters,
 )
@@ -60,12 +60,14 @@ def test_ci_roles_trust_exactly_the_subjects_the_docs_name(plan):
         assert said in DOCS
 
 
-def test_preview_role_views_and_deploy_role_administers_the_cluster_through_access_entries(plan):
+def test_preview_role_reads_through_its_group_and_deploy_role_administers_the_cluster(plan):
     by_name = {r.name: r for r in plan.resources if r.type == "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"}
-    assert by_name["delivery-preview"].inputs["policyArn"] == VIEW_POLICY
+    assert set(by_name) == {"delivery-deploy"}  # no EKS access policy for the preview role
     assert by_name["delivery-deploy"].inputs["policyArn"] == CLUSTER_ADMIN_POLICY
-    assert all(a.inputs["accessScope"] == {"type": "cluster"} for a in by_name.values())
-    assert "AmazonEKSViewPolicy" in DOCS and "AmazonEKSClusterAdminPolicy" in DOCS
+    assert by_name["delivery-deploy"].inputs["accessScope"] == {"type": "cluster"}
+    entries = {r.name: r for r in plan.resources if r.type == "aws:eks/accessEntry:AccessEntry"}
+    assert entries["delivery-preview"].inputs["kubernetesGroups"] == [PREVIEW_GROUP]
+    assert "AmazonEKSClusterAdminPolicy" in DOCS and PREVIEW_GROUP in DOCS
 
 
 def test_role_names_are_the_arns_the_workflows_assume(plan):

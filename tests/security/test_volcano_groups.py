@@ -1,0 +1,124 @@
+"""A workload under Volcano that is no Kubeflow job gets the PodGroup Volcano's own controller makes
+(minMember from the owner's scheduling.volcano.sh/group-min-member, minResources that many pods'
+requests): the team policy admits a gang size from 0 to the pods the workload runs, and only the
+Training Operator and Volcano's controller name a pod's PodGroup. cel-python, as test_tenancy.py."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from components.tenancy import OPERATOR_USER, VOLCANO_CONTROLLER_USER
+from infra.core.names import GROUP_NAME_ANNOTATION, MIN_MEMBER_ANNOTATION
+from tests.security.test_tenancy import _job, _pod, _pod_spec, denied_by
+
+SIZE = f"{MIN_MEMBER_ANNOTATION} is a whole number"
+NAMES_GROUP = f"no {GROUP_NAME_ANNOTATION}"
+
+
+def _workload(kind: str, pods: int | None, min_member: str | None, template_annotations: dict | None = None) -> dict:
+    template = {
+        "metadata": {"annotations": template_annotations or {}},
+        "spec": {"schedulerName": "volcano", **_pod_spec()},
+    }
+    spec: dict = {"selector": {"matchLabels": {"app": "w"}}, "template": template}
+    if pods is not None:
+        spec["parallelism" if kind == "Job" else "replicas"] = pods
+    meta: dict = {"name": "w", "namespace": "vision"}
+    if min_member is not None:
+        meta["annotations"] = {MIN_MEMBER_ANNOTATION: min_member}
+    group = "batch/v1" if kind == "Job" else "apps/v1"
+    return {"apiVersion": group, "kind": kind, "metadata": meta, "spec": spec}
+
+
+def _cronjob(parallelism: int, min_member: str) -> dict:
+    job = _workload("Job", parallelism, min_member)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "c", "namespace": "vision"},
+        "spec": {"schedule": "0 * * * *", "jobTemplate": {"metadata": job["metadata"], "spec": job["spec"]}},
+    }
+
+
+def _denied(obj: dict, prefix: str, **request) -> bool:
+    return any(m.startswith(prefix) for m in denied_by(obj, **request))
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "ReplicaSet", "Job"])
+def test_a_gang_larger_than_its_workloads_pods_is_denied(kind):
+    assert _denied(_workload(kind, 4, "16"), SIZE)
+
+
+@pytest.mark.parametrize("value", ["-1", "two", "1e3", ""])
+def test_a_gang_size_volcano_would_read_as_one_is_denied(value):
+    assert _denied(_workload("Deployment", 4, value), SIZE)
+
+
+@pytest.mark.parametrize(("pods", "value"), [(4, None), (4, "0"), (4, "1"), (4, "4"), (None, "1"), (0, "3")])
+def test_a_gang_of_at_most_its_pods_is_admitted(pods, value):
+    assert denied_by(_workload("Deployment", pods, value)) == []
+
+
+def test_a_daemonsets_gang_is_at_most_one():
+    assert _denied(_workload("DaemonSet", None, "2"), SIZE)
+    assert denied_by(_workload("DaemonSet", None, "1")) == []
+
+
+def test_a_cronjobs_gang_is_at_most_its_job_templates_parallelism():
+    assert _denied(_cronjob(2, "3"), SIZE)
+    assert denied_by(_cronjob(2, "2")) == []
+
+
+def test_the_deployment_controller_scaling_a_replicaset_below_its_copied_gang_is_admitted():
+    """A rolling update's new ReplicaSet starts below the Deployment's replicas, annotation copied."""
+    rs = _workload("ReplicaSet", 1, "4")
+    assert (
+        denied_by(rs, operation="UPDATE", old=rs, user="system:serviceaccount:kube-system:deployment-controller") == []
+    )
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "Job"])
+def test_a_workload_whose_pods_name_a_podgroup_is_denied(kind):
+    assert _denied(_workload(kind, 2, None, {GROUP_NAME_ANNOTATION: "pg-of-another-job"}), NAMES_GROUP)
+
+
+def test_a_kubeflow_job_whose_template_names_a_podgroup_is_denied():
+    job = _job()
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"] = {
+        "annotations": {GROUP_NAME_ANNOTATION: "other"}
+    }
+    assert _denied(job, NAMES_GROUP)
+
+
+def _named_pod(group: str = "j") -> dict:
+    pod = _pod()
+    pod["metadata"]["annotations"] = {GROUP_NAME_ANNOTATION: group}
+    return pod
+
+
+def test_a_team_creating_a_pod_that_joins_a_podgroup_is_denied():
+    assert _denied(_named_pod(), NAMES_GROUP)
+
+
+def test_the_operator_creating_a_pod_of_its_jobs_podgroup_is_admitted():
+    assert denied_by(_named_pod(), user=OPERATOR_USER) == []
+
+
+def test_volcanos_controller_writing_a_pods_podgroup_is_admitted():
+    old = _pod()
+    assert denied_by(_named_pod("podgroup-u-1"), operation="UPDATE", old=old, user=VOLCANO_CONTROLLER_USER) == []
+
+
+def test_a_team_moving_its_pod_to_another_podgroup_is_denied():
+    old = _named_pod("podgroup-u-1")
+    assert _denied(_named_pod("j-of-another-gang"), NAMES_GROUP, operation="UPDATE", old=old)
+    assert _denied(_named_pod("podgroup-u-1"), NAMES_GROUP, operation="UPDATE", old=_pod())
+
+
+def test_a_team_updating_a_pod_that_keeps_its_podgroup_is_admitted():
+    old = _named_pod("podgroup-u-1")
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"] = {"a": "b"}
+    assert denied_by(new, operation="UPDATE", old=old) == []
