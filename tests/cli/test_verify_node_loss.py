@@ -8,8 +8,12 @@ its objects deleted whatever happened."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
+import os
+import signal
+import subprocess
 import threading
 import time
 
@@ -26,6 +30,7 @@ from tests.cli.test_verify_checks import NOW, REGION, STACK, kubeconfig, seed, t
 from tests.cli.test_verify_run import AWS_VARS
 from tests.conftest import ROOT, plan_of
 from tests.fake_kube_api import FakeKubernetesApi
+from tests.offline.test_checkpointing import _torch_python, checkpointing
 
 TEAM, ZONE = "foundation", "us-east-2b"
 LOST_AT = NOW + datetime.timedelta(minutes=20)  # when the check sees the second checkpoint and terminates
@@ -313,3 +318,67 @@ def test_the_estimate_is_printed_before_the_job_is_created(cluster, account, mon
     assert main(args) == 0
     assert "verify prod: node-loss trial: pytorch-ddp as team foundation on 2 x p5.48xlarge of pool h100; " in seen[0]
     assert "TERMINATES the EC2 instance under one of its nodes" in seen[0] and "about $" in seen[0]
+
+
+# --- what the real job logs ------------------------------------------------------------------------
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL `pid` and every process under it (torchrun starts its workers in sessions of their own)."""
+    tree, i = [pid], 0
+    while i < len(tree):
+        tree += checkpointing.children_of(tree[i])
+        i += 1
+    for each in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(each, signal.SIGKILL)
+
+
+@pytest.mark.skipif(
+    _torch_python() is None, reason="needs PyTorch (set HIGGSFIELD_TORCH_PYTHON to a Python that has it)"
+)
+def test_the_real_jobs_log_proves_a_complete_checkpoint_and_its_resume_after_a_lost_node(tmp_path):
+    """examples/train_ddp.py behind the job's launchers (checkpointing.py, torchrun, the rank prefix) on
+    two gloo ranks: once its log shows a checkpoint complete, that checkpoint has its COMPLETE marker;
+    killed without a chance to save (a lost node), the next start logs a resume from it."""
+    python, examples = _torch_python(), ROOT / "examples"
+    command = [python, str(examples / "checkpointing.py"), python, "-m", "torch.distributed.run",
+               "--nproc-per-node", "2", "--no-python", python, str(examples / "checkpointing.py"), "--rank-prefix",
+               python, str(examples / "train_ddp.py")]  # fmt: skip
+    shared = tmp_path / "fsx"
+    env = {**os.environ, "CHECKPOINT_DIR": str(tmp_path / "nvme"), "CHECKPOINT_SHARED_DIR": str(shared),
+           "CHECKPOINT_EVERY_STEPS": "100", "STEPS": str(10**9), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": str(ROOT / "images" / "training")}  # fmt: skip
+    log: list[str] = []
+    resumed_log: list[str] = []  # the next start's (its pod's own log)
+
+    def kubelet(stream, into: list[str]) -> None:  # each line with its time, as `kubectl logs --timestamps` reads it
+        for row in iter(stream.readline, ""):
+            into.append(f"{_stamp(datetime.datetime.now(datetime.UTC))} {row.rstrip()}")
+
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    threading.Thread(target=kubelet, args=(first.stdout, log), daemon=True).start()
+    deadline, proven = time.monotonic() + 180, None
+    while proven is None and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.2)
+        proven = node_loss.complete_step("\n".join(log))
+    if first.poll() is None:
+        _kill_tree(first.pid)  # the node is gone: no SIGTERM, no final checkpoint
+    first.wait()
+    assert proven is not None, "\n".join(log[-20:])
+    newest = checkpointing.latest_complete(shared)
+    assert newest is not None and newest[0] >= proven  # what the log proved complete is complete
+
+    lost = datetime.datetime.now(datetime.UTC)
+    second = subprocess.Popen(command, env={**env, "STEPS": str(newest[0] + 3)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    reader = threading.Thread(target=kubelet, args=(second.stdout, resumed_log), daemon=True)
+    reader.start()
+    try:
+        assert second.wait(timeout=180) == 0
+    finally:
+        if second.poll() is None:
+            _kill_tree(second.pid)
+    reader.join(5)
+    restart = node_loss.restart_after("\n".join(resumed_log), lost)
+    assert restart is not None and restart[1] == newest[0] >= proven, "\n".join(resumed_log[-20:])
