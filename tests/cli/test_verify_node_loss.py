@@ -256,6 +256,35 @@ def test_a_node_whose_instance_is_not_running_there_is_refused(cluster, account,
         node_loss.target(loss_ctx, TEAM, "verify-node-loss-x", "ip-10-0-9-1")
 
 
+def test_a_caller_not_allowed_to_terminate_fails_naming_the_right_and_the_job_is_still_deleted(
+    cluster, account, loss_ctx
+):
+    from botocore.stub import Stubber
+
+    from tests.aws_errors import add_wire_error
+
+    gang = Gang(cluster, account)
+    client = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    running = {"InstanceId": gang.instances[1], "State": {"Code": 16, "Name": "running"},
+               "Placement": {"AvailabilityZone": ZONE}}  # fmt: skip
+    stub.add_response("describe_instances", {"Reservations": [{"Instances": [running]}]})
+    add_wire_error(stub, "ec2", "terminate_instances", "UnauthorizedOperation", "You are not authorized")
+    stub.activate()
+    loss_ctx.clients["ec2"] = client
+    (spec,) = node_loss.specs()
+    loss_ctx.now = lambda: gang.now
+    try:
+        (result,) = verify.run([spec], loss_ctx, allow_cost=True, disruptive=True,
+                               describe_error=connect.describe_error)  # fmt: skip
+    finally:
+        gang.stop.set()
+    assert result.outcome.status == "FAIL"
+    assert result.outcome.evidence == "AWS refused TerminateInstances (UnauthorizedOperation)"
+    assert "ec2:TerminateInstances" in result.outcome.fix
+    assert not _left(cluster) and gang.state(1) == "running"
+
+
 def test_a_single_node_trial_skips_the_node_loss_saying_how(loss_ctx):
     from infra.config import ConfigError
 
