@@ -285,13 +285,16 @@ def test_a_caller_not_allowed_to_terminate_fails_naming_the_right_and_the_job_is
     assert not _left(cluster) and gang.state(1) == "running"
 
 
-def test_a_single_node_trial_skips_the_node_loss_saying_how(loss_ctx):
-    from infra.config import ConfigError
-
-    chosen = loss_ctx.found["node_loss"].trial
-    one = trial.Plan(chosen.pool, 1, chosen.image, chosen.queue, chosen.rate_usd_h, chosen.seconds)
-    with pytest.raises(ConfigError, match="rerun with --nodes 2"):
-        node_loss.choose(loss_ctx.config, one)
+def test_a_single_node_trial_skips_the_node_loss_saying_how(cluster, account, monkeypatch, capsys):
+    monkeypatch.setattr("infra.offline.pods.image_tag", lambda: "abc123")
+    assert main(["verify", STACK, "--only", "trial.node-loss", "--allow-cost", "--disruptive", "--json"]) == 0
+    (check,) = json.loads(capsys.readouterr().out)["checks"]
+    assert check["status"] == "SKIP"
+    assert (
+        check["evidence"]
+        == "cannot run here: --nodes: a lost node needs a job across 2 nodes or more: rerun with --nodes 2"
+    )
+    assert not [k for k in cluster.objects if k[2] in ("configmaps", "pytorchjobs") and k[1] == TEAM]
 
 
 # --- the flags -------------------------------------------------------------------------------------
