@@ -24,7 +24,8 @@ from moto import mock_aws
 from infra.cli import verify
 from infra.cli.main import main
 from infra.cli.verify import connect, node_loss, trial
-from infra.cli.verify.checks import JOB_LABEL, REPLICA_LABEL
+from infra.core.names import JOB_NAME_LABEL as JOB_LABEL
+from infra.core.names import REPLICA_TYPE_LABEL as REPLICA_LABEL
 from infra.offline.pods import stack_image
 from tests.cli.test_verify_checks import NOW, REGION, STACK, kubeconfig, seed, team_admission
 from tests.cli.test_verify_run import AWS_VARS

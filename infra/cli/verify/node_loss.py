@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.cli.verify import Outcome, Spec, failed, skipped, trial
-from infra.cli.verify.checks import JOB_LABEL, REPLICA_LABEL
+from infra.core.names import JOB_NAME_LABEL as JOB_LABEL
+from infra.core.names import REPLICA_TYPE_LABEL as REPLICA_LABEL
 
 VERIFY_PREFIX = "verify-node-loss-"
 EXAMPLE = "pytorch-ddp"
