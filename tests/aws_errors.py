@@ -48,6 +48,11 @@ COMMON_ERRORS: dict[tuple[str, str], tuple[int, str]] = {
         400,
         "docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html",
     ),
+    # An action the caller's policies do not allow: EC2's own code (not AccessDenied), HTTP 403.
+    ("ec2", "UnauthorizedOperation"): (
+        403,
+        "docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html",
+    ),
 }
 
 

@@ -741,12 +741,14 @@ def render(
     workers: int | None = None,
     image: str | None = None,
     checkpoints: bool | None = None,
+    name: str | None = None,
 ) -> list[dict]:
     """The Kubernetes objects of `example` for stack `cfg`: its scripts' ConfigMap, what goes with
     it (a Service, an HPA), and the workload last. Every pod runs `image` (default: the stack's
     training image, or the example's own); `workers` defaults to what fits. `checkpoints` (PyTorch
     examples) None: on where they can resume (`checkpoints_for`); True on a stack where a multi-node
-    job cannot resume: refused (ResumeRefused)."""
+    job cannot resume: refused (ResumeRefused). `name` (default EXAMPLE-POOL) names the job, its
+    ConfigMap and its checkpoint directory: a second copy beside a team's own needs another."""
     if example not in EXAMPLES:
         raise ConfigError("EXAMPLE", f"unknown example {example!r}; examples: {', '.join(EXAMPLES)}")
     workload = WORKLOAD[example]
@@ -760,7 +762,7 @@ def render(
     if image is not None:
         check_image(cfg, chosen, image)
     image = image or (OWN_IMAGE[example]() if example in OWN_IMAGE else default_image(cfg))
-    name = f"{example}-{chosen.name}"
+    name = name or f"{example}-{chosen.name}"
     shared = MOUNT_PATH if cfg.fsx.enabled else LOCAL_CHECKPOINTS.rsplit("/", 1)[0]
     values = {
         "name": name,

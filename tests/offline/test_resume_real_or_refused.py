@@ -71,6 +71,17 @@ def test_with_fsx_the_job_checkpoints_to_the_shared_volume_and_says_it_resumes(e
     assert jobs.resume_promise(_job(objects), cfg) is None
 
 
+def test_a_job_named_otherwise_keeps_its_own_code_and_checkpoint_directory():
+    """A second copy beside a team's own job (verify's node-loss trial) never shares its checkpoints."""
+    objects = jobs.render("pytorch-ddp", plan_of("prod").config, pool="h100", name="verify-node-loss-1")
+    code, job = objects[0], _job(objects)
+    assert code["metadata"]["name"] == "verify-node-loss-1-code" and job["metadata"]["name"] == "verify-node-loss-1"
+    for env in _envs(job):
+        assert env["CHECKPOINT_SHARED_DIR"] == "/fsx/checkpoints/verify-node-loss-1"
+    for template in jobs.pod_templates(job):
+        assert {"name": "code", "configMap": {"name": "verify-node-loss-1-code"}} in template["spec"]["volumes"]
+
+
 def test_a_job_whose_checkpoints_lost_their_shared_volume_is_a_broken_promise():
     cfg = plan_of("prod").config
     job = copy.deepcopy(_job(jobs.render("pytorch-ddp", cfg, pool="h100")))

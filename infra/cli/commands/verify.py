@@ -12,7 +12,7 @@ from infra.cli.arguments import stack_argument
 from infra.cli.output import UsageError, add_report_options, emit, error, protected
 
 if TYPE_CHECKING:
-    from infra.cli.verify import connect
+    from infra.cli.verify import connect, trial
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="check the live account and cluster of a stack: PASS/FAIL/SKIP per check, read-only by default",
         description="Ordered checks against the stack's AWS account (boto3, your AWS credentials) and cluster "
         "(your kubeconfig): each with a timeout, the evidence it saw and what to do on failure (docs/verify.md). "
-        "Read-only unless --allow-cost.",
+        "Read-only unless --allow-cost; nothing it did not create is touched unless --disruptive too.",
     )
     stack_argument(verify)
     add_report_options(verify)
@@ -34,6 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--allow-cost",
         action="store_true",
         help="also run the checks that create and cost (a trial gang on a pool at zero, estimated before it starts)",
+    )
+    verify.add_argument(
+        "--disruptive",
+        action="store_true",
+        help="with --allow-cost: also trial.node-loss, which TERMINATES the EC2 instance under one node of its own "
+        "checkpointing job and times the resume",
     )
     verify.add_argument("--pool", help="with --allow-cost: the trial's pool (default: the first that scales from zero)")
     verify.add_argument("--nodes", type=int, default=1, metavar="N", help="with --allow-cost: the trial's nodes (1)")
@@ -69,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         emit(args, lambda: verify.listing_json(specs), lambda: verify.listing(specs))
         return 0
+    _refuse_disruption(args, specs)
     ctx = _context(args, specs)
     if ctx is None:
         return 2
@@ -78,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"verify {args.stack}: {len(specs)} check(s)"
             + ("" if args.allow_cost else " (read-only)")
+            + (" (DISRUPTIVE: terminates an instance under its own job)" if args.disruptive else "")
             + (f" as {who}" if who else "")
             + (f", cluster {ctx.kube.host}" if ctx.kube else "")
         )
@@ -85,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         specs,
         ctx,
         allow_cost=args.allow_cost,
+        disruptive=args.disruptive,
         on_result=(lambda r: print(verify.line(r), flush=True)) if stream else None,
         describe_error=connect.describe_error,
     )
@@ -107,12 +116,25 @@ def run(args: argparse.Namespace) -> int:
     return 1 if counts["FAIL"] else 0
 
 
+def _refuse_disruption(args: argparse.Namespace, specs: list) -> None:
+    """--disruptive only beside --allow-cost; a disruptive check named in --only only with --disruptive."""
+    if args.disruptive and not args.allow_cost:
+        raise UsageError("--disruptive: needs --allow-cost too (the node-loss trial runs a job and replaces a node)")
+    named = [s.id for s in specs if s.disrupts and s.id in _split(args.only)]
+    if named and not args.disruptive:
+        raise UsageError(
+            f"{named[0]} terminates an EC2 instance under its own job: rerun with --allow-cost --disruptive"
+        )
+
+
 def _context(args: argparse.Namespace, specs: list) -> connect.Context | None:
     """The checks' context, or None after one line saying why nothing can be checked."""
     from infra.cli.verify import connect, trial
     from infra.offline.evaluate import record
 
-    runs = [s for s in specs if not s.manual and (args.allow_cost or not s.costs)]
+    runs = [
+        s for s in specs if not s.manual and (args.allow_cost or not s.costs) and (args.disruptive or not s.disrupts)
+    ]
     needs = {part for s in runs for part in s.needs.split("+")}
     plan = record(args.stack)
     try:
@@ -129,7 +151,23 @@ def _context(args: argparse.Namespace, specs: list) -> connect.Context | None:
         chosen = trial.choose(plan.config, args.pool, args.nodes)
         ctx.found["trial"] = chosen
         print(f"verify {args.stack}: {chosen.describe()}", file=sys.stderr)
+        if any(s.disrupts for s in runs):
+            _plan_node_loss(args, ctx, chosen)
     return ctx
+
+
+def _plan_node_loss(args: argparse.Namespace, ctx: connect.Context, chosen: trial.Plan) -> None:
+    """The node-loss trial's estimate, printed before anything runs, or why it cannot run (its SKIP line)."""
+    from infra.cli.verify import node_loss
+    from infra.config import ConfigError
+
+    try:
+        loss = node_loss.choose(ctx.config, chosen)
+    except ConfigError as exc:
+        ctx.found["node_loss"] = f"cannot run here: {' '.join(str(exc).split())}"
+        return
+    ctx.found["node_loss"] = loss
+    print(f"verify {args.stack}: {loss.describe()}", file=sys.stderr)
 
 
 def _save(args: argparse.Namespace, ctx: connect.Context) -> None:

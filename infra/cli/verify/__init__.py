@@ -6,8 +6,9 @@ A check is a `Spec` (what it proves, the IAM actions or RBAC it needs, the check
 timeout, whether it costs money) and a function of the `Context` (the stack's plan, boto3 clients,
 a Kubernetes client from the user's kubeconfig) that returns an `Outcome`. The runner keeps the
 order, runs each in a thread bounded by its timeout, skips a check whose prerequisites did not
-pass, and never lets one check's failure stop the others. Checks that create, cost or disrupt
-run only with `--allow-cost` (infra/cli/verify/trial.py)."""
+pass, and never lets one check's failure stop the others. Checks that create and cost run only
+with `--allow-cost` (infra/cli/verify/trial.py); one that disrupts (terminates an instance under a
+job: infra/cli/verify/node_loss.py) only with `--disruptive` as well."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ class Spec:
     rights: str  # the IAM actions and Kubernetes RBAC it uses
     timeout_s: float = 30.0
     after: tuple[str, ...] = ()  # checks that, when they run, must pass first (skipped otherwise)
-    costs: bool = False  # creates, costs or disrupts: runs only with --allow-cost
+    costs: bool = False  # creates and costs: runs only with --allow-cost
+    disrupts: bool = False  # terminates what it did not create (an instance under its job): also --disruptive
     manual: str = ""  # not automated: the command that checks it by hand
 
 
@@ -124,6 +126,7 @@ def run(
     ctx: Any,
     *,
     allow_cost: bool = False,
+    disruptive: bool = False,
     on_result: Callable[[Result], None] | None = None,
     describe_error: Callable[[Spec, Exception], Outcome] | None = None,
 ) -> list[Result]:
@@ -138,6 +141,11 @@ def run(
             outcome = skipped("not automated", f"check by hand: {spec.manual}")
         elif spec.costs and not allow_cost:
             outcome = skipped("creates and costs: runs only with --allow-cost", "rerun with --allow-cost")
+        elif spec.disrupts and not disruptive:
+            outcome = skipped(
+                "terminates an EC2 instance under its own job: runs only with --allow-cost --disruptive",
+                "rerun with --allow-cost --disruptive",
+            )
         elif missing:
             outcome = skipped(f"needs {', '.join(missing)} to pass first")
         else:
@@ -168,7 +176,13 @@ def listing(specs: Sequence[Spec], width: int = 120) -> str:
 
     rows = [f"{'check':<26} {'needs':<9} {'timeout':>7}  what it proves"]
     for s in specs:
-        flag = " [--allow-cost]" if s.costs else (f" [by hand: {s.manual}]" if s.manual else "")
+        flag = (
+            " [--allow-cost --disruptive]"
+            if s.disrupts
+            else " [--allow-cost]"
+            if s.costs
+            else (f" [by hand: {s.manual}]" if s.manual else "")
+        )
         head = f"{s.id:<26} {s.needs:<9} {s.timeout_s:>6g}s  "
         rows += textwrap.wrap(s.title + flag, width, initial_indent=head, subsequent_indent=" " * len(head))
     return "\n".join(rows)
@@ -184,6 +198,7 @@ def listing_json(specs: Sequence[Spec]) -> list[dict]:
             "timeout_s": s.timeout_s,
             "after": list(s.after),
             "costs": s.costs,
+            "disrupts": s.disrupts,
             "manual": s.manual,
         }
         for s in specs

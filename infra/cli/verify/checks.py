@@ -1,8 +1,8 @@
 """The checks of `higgsfield verify`, in the order of the day-one journey (docs/day-one-journey.md):
 the account's cluster and node groups, then the cluster's controllers, the objects the cluster made,
-queues, admission, the health gate, GPU nodes and logs, then the trial (with --allow-cost), then
-what is not automated, each with its command. docs/verify.md says what each proves and the rights
-it needs."""
+queues, admission, the health gate, GPU nodes and logs, then the trials (with --allow-cost; the node
+loss also with --disruptive), then what is not automated, each with its command. docs/verify.md says
+what each proves and the rights it needs."""
 
 from __future__ import annotations
 
@@ -501,7 +501,7 @@ KUBE_API = "kube.api"
 
 def specs() -> list[Spec]:
     """Every check, in order (`higgsfield verify STACK --list`)."""
-    from infra.cli.verify import fabric, trial
+    from infra.cli.verify import fabric, node_loss, trial
 
     return [
         Spec("aws.bootstrap", "the state bucket is versioned, the secrets key enabled, the GitHub connection AVAILABLE",
@@ -536,9 +536,7 @@ def specs() -> list[Spec]:
              container_logs, "aws", "logs:FilterLogEvents"),
         *trial.specs(),
         *fabric.specs(),
-        Spec("manual.node-loss", "a job resumes from its checkpoint after one of its nodes is terminated",
-             cluster, "aws+kube", "ec2:StopInstances",
-             manual="aws ec2 stop-instances --instance-ids ID under a running job (docs/day-one-journey.md 13-14)"),
+        *node_loss.specs(),
         Spec("manual.upgrade", "a Kubernetes minor upgrade on an idle pool: control plane, add-ons, node groups",
              cluster, "aws+kube", "the deploy role",
              manual="pulumi preview, then pulumi up with the next minor (docs/upgrading.md)"),

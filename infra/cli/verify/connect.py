@@ -73,6 +73,13 @@ class Kube:
     def pods(self, namespace: str, label_selector: str = "") -> list[dict]:
         return self._call(self.core.list_namespaced_pod, namespace, label_selector=label_selector)["items"]
 
+    def node(self, name: str) -> dict:
+        return self._call(self.core.read_node, name)
+
+    def pods_on(self, node: str) -> list[dict]:
+        """Every pod bound to `node`, in any namespace."""
+        return self._call(self.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}")["items"]
+
     def events(self, namespace: str) -> list[dict]:
         return self._call(self.core.list_namespaced_event, namespace)["items"]
 
