@@ -8,11 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_aws as aws
 
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
-from components.identity import pod_identity_role
+from components.identity import pod_identity_association, pod_identity_role
 from infra.config import Autoscaler, GpuPool, Queue, seconds_of
 from infra.core.names import KUBE_SYSTEM as NAMESPACE
 from infra.core.versions import Chart
@@ -202,14 +201,15 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             service_account=SERVICE_ACCOUNT,
             inline_policy=autoscaler_policy(args.cluster_name, args.region),
         )
-        association = aws.eks.PodIdentityAssociation(
+        association = pod_identity_association(
             f"{name}-identity",
-            cluster_name=args.cluster_name,
+            args.tags,
+            self,
+            cluster=args.cluster_name,
             namespace=NAMESPACE,
             service_account=SERVICE_ACCOUNT,
-            role_arn=role.arn,
-            tags=dict(args.tags),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+            role=role,
+            depends_on=args.depends_on,
         )
         self.release = helm_release(
             name,

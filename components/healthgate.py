@@ -29,12 +29,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_aws as aws
 
 from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for
 from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
-from components.identity import pod_identity_role
+from components.identity import pod_identity_association, pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from components.node_admission import FIXED_NODE_FIELDS_MESSAGE, fixed_node_fields_unchanged
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
@@ -647,14 +646,15 @@ class HealthGate(pulumi.ComponentResource):
             )
             ready += [
                 role_policy,
-                aws.eks.PodIdentityAssociation(
+                pod_identity_association(
                     f"{name}-identity",
-                    cluster_name=args.cluster_name,
+                    args.tags,
+                    self,
+                    cluster=args.cluster_name,
                     namespace=NAMESPACE,
                     service_account=SERVICE_ACCOUNT,
-                    role_arn=role.arn,
-                    tags=dict(args.tags),
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+                    role=role,
+                    depends_on=args.depends_on,
                 ),
             ]
         # One DaemonSet per gated pool: each requests its pool's GPU count (daemonset()), except on

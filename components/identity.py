@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -97,3 +97,27 @@ def pod_identity_role(
     else:
         policy = aws.iam.RolePolicyAttachment(name, role=role.name, policy_arn=managed_policy_arn, opts=child)
     return role, policy
+
+
+def pod_identity_association(
+    name: str,
+    tags: Mapping[str, str],
+    parent: pulumi.Resource,
+    *,
+    cluster: str,
+    namespace: str,
+    service_account: str,
+    role: aws.iam.Role,
+    depends_on: Sequence[pulumi.Resource] = (),
+) -> aws.eks.PodIdentityAssociation:
+    """Pod Identity's link from one service account of the cluster to `role` (pod_identity_role):
+    its pods get the role's credentials from the node's agent."""
+    return aws.eks.PodIdentityAssociation(
+        name,
+        cluster_name=cluster,
+        namespace=namespace,
+        service_account=service_account,
+        role_arn=role.arn,
+        tags=dict(tags),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
+    )

@@ -43,7 +43,7 @@ from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.efa import EfaFabric, container_rlimits_node_config, efa_interfaces_for
 from components.gang_deadline import gang_deadline_s
 from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, pool_labels, pool_taints
-from components.identity import pod_identity_role
+from components.identity import pod_identity_association, pod_identity_role
 from components.kubernetes_objects import KubernetesObject
 from infra.config import STARTUP_TAINT_KEY, GpuPool
 from infra.core import versions
@@ -473,14 +473,15 @@ class Karpenter(pulumi.ComponentResource):
             service_account=SERVICE_ACCOUNT,
             inline_policy=policy_json,
         )
-        association = aws.eks.PodIdentityAssociation(
+        association = pod_identity_association(
             f"{name}-identity",
-            cluster_name=args.cluster_name,
+            args.tags,
+            self,
+            cluster=args.cluster_name,
             namespace=NAMESPACE,
             service_account=SERVICE_ACCOUNT,
-            role_arn=role.arn,
-            tags=dict(args.tags),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+            role=role,
+            depends_on=args.depends_on,
         )
         # The CRDs' own chart first, so `pulumi up` with a new pin upgrades them; the controller's
         # chart then skips its crds/ (Helm would only ever install them once).
