@@ -18,68 +18,51 @@ class LogKeyArgs:
     tags: Mapping[str, str]
 
 
+def _account_administers(key_arn: str) -> dict:
+    """The default key policy's one statement (docs.aws.amazon.com/kms/latest/developerguide/
+    key-policy-default.html): the key's own account administers and uses it through IAM; the
+    account comes from the key's ARN, so no caller-identity lookup is needed."""
+    partition, account = key_arn.split(":")[1], key_arn.split(":")[4]
+    return {
+        "Sid": "AccountAdministers",
+        "Effect": "Allow",
+        "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
+        "Action": "kms:*",
+        "Resource": "*",
+    }
+
+
 def account_key_policy(key_arn: str) -> str:
     """A key's policy that lets the key's account administer and use it through IAM and nothing
-    else: no other account, no grant to an outside principal (docs.aws.amazon.com/kms/latest/
-    developerguide/key-policy-default.html, the default's one statement, written down so the key
-    has a policy of ours that a review and the tests can read)."""
-    partition, account = key_arn.split(":")[1], key_arn.split(":")[4]
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "AccountAdministers",
-                    "Effect": "Allow",
-                    "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
-                    "Action": "kms:*",
-                    "Resource": "*",
-                }
-            ],
-        }
-    )
+    else: no other account, no grant to an outside principal (the default's statement, written down
+    so the key has a policy of ours that a review and the tests can read)."""
+    return json.dumps({"Version": "2012-10-17", "Statement": [_account_administers(key_arn)]})
 
 
 def log_key_policy(key_arn: str, region: str) -> str:
-    """The account administers the key (the default key policy's statement); CloudWatch Logs of
-    this region may use it for this account's log groups only. CloudWatch Logs needs this in the
-    key policy (docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html);
-    the account comes from the key's own ARN, so no caller-identity lookup is needed."""
+    """The account administers the key; CloudWatch Logs of this region may use it for this
+    account's log groups only. CloudWatch Logs needs this in the key policy
+    (docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html)."""
     partition, account = key_arn.split(":")[1], key_arn.split(":")[4]
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "AccountAdministers",
-                    "Effect": "Allow",
-                    "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
-                    "Action": "kms:*",
-                    "Resource": "*",
-                },
-                {
-                    "Sid": "CloudWatchLogsEncrypts",
-                    "Effect": "Allow",
-                    "Principal": {"Service": f"logs.{region}.amazonaws.com"},
-                    "Action": [
-                        "kms:Encrypt",
-                        "kms:Decrypt",
-                        "kms:ReEncryptFrom",
-                        "kms:ReEncryptTo",
-                        "kms:GenerateDataKey",
-                        "kms:GenerateDataKeyWithoutPlaintext",
-                        "kms:DescribeKey",
-                    ],
-                    "Resource": "*",
-                    "Condition": {
-                        "ArnLike": {
-                            "kms:EncryptionContext:aws:logs:arn": f"arn:{partition}:logs:{region}:{account}:log-group:*"
-                        }
-                    },
-                },
-            ],
-        }
-    )
+    logs_encrypt = {
+        "Sid": "CloudWatchLogsEncrypts",
+        "Effect": "Allow",
+        "Principal": {"Service": f"logs.{region}.amazonaws.com"},
+        "Action": [
+            "kms:Encrypt",
+            "kms:Decrypt",
+            "kms:ReEncryptFrom",
+            "kms:ReEncryptTo",
+            "kms:GenerateDataKey",
+            "kms:GenerateDataKeyWithoutPlaintext",
+            "kms:DescribeKey",
+        ],
+        "Resource": "*",
+        "Condition": {
+            "ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:{partition}:logs:{region}:{account}:log-group:*"}
+        },
+    }
+    return json.dumps({"Version": "2012-10-17", "Statement": [_account_administers(key_arn), logs_encrypt]})
 
 
 class LogKey(pulumi.ComponentResource):
