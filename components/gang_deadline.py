@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
-from components.kubernetes_objects import KubernetesObject, restricted_namespace
+from components.cpu_nodes import ON_SYSTEM_NODES
+from components.kubernetes_objects import RESTRICTED_POD_SECURITY, KubernetesObject, restricted_namespace
 from infra.config import GpuPool, seconds_of
 
 NAMESPACE = "higgsfield-capacity"
@@ -97,13 +97,8 @@ def cron_job(image: pulumi.Input[str], settings: dict) -> dict:
                         "spec": {
                             "serviceAccountName": SERVICE_ACCOUNT,
                             "restartPolicy": "Never",
-                            "nodeSelector": SYSTEM_LABELS,
-                            "tolerations": [SYSTEM_TOLERATION],
-                            "securityContext": {
-                                "runAsNonRoot": True,
-                                "runAsUser": 65532,
-                                "seccompProfile": {"type": "RuntimeDefault"},
-                            },
+                            **ON_SYSTEM_NODES,
+                            "securityContext": RESTRICTED_POD_SECURITY,
                             "containers": [
                                 {
                                     "name": "gang-deadline",

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
+from components.cpu_nodes import ON_SYSTEM_NODES
 from components.gang_deadline import gang_deadline_s
-from components.kubernetes_objects import KubernetesObject, restricted_namespace
+from components.kubernetes_objects import RESTRICTED_POD_SECURITY, KubernetesObject, restricted_namespace
 from components.workloads import TRAINING_PROGRESS_JOB
 from infra.config import GpuPool
 from infra.core.names import RECHECK_REASON
@@ -84,13 +84,8 @@ def deployment(image: pulumi.Input[str], prometheus_url: str) -> dict:
                 "metadata": {"labels": APP_LABELS},
                 "spec": {
                     "serviceAccountName": SERVICE_ACCOUNT,
-                    "nodeSelector": SYSTEM_LABELS,
-                    "tolerations": [SYSTEM_TOLERATION],
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": 65532,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
+                    **ON_SYSTEM_NODES,
+                    "securityContext": RESTRICTED_POD_SECURITY,
                     "containers": [
                         {
                             "name": "watchdog",

@@ -67,6 +67,11 @@ class KubernetesPatch(pulumi.CustomResource):
         super().__init__(patch_type_token(manifest["apiVersion"], manifest["kind"]), name, manifest, opts)
 
 
+# The pod-level security context of the platform's own programs in a restricted namespace: not root
+# (a fixed UID, no passwd entry needed) and the runtime's default seccomp profile.
+RESTRICTED_POD_SECURITY = {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def restricted_namespace(name: str, namespace: str, opts: pulumi.ResourceOptions) -> KubernetesObject:
     """A namespace of the platform's own whose pods must meet Pod Security's `restricted` level
     (enforced, and warned at `kubectl apply`)."""
