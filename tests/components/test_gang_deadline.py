@@ -13,6 +13,7 @@ import gang_deadline
 import pytest
 
 from components import gang_deadline as component
+from components.cpu_nodes import SYSTEM_LABELS
 from infra.offline import cold_start, kubernetes_schema
 from tests.conftest import STACKS, plan_of
 
@@ -166,7 +167,7 @@ def test_the_cronjob_is_a_valid_kubernetes_object_that_runs_restricted_on_the_sy
     spec = manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     spec["containers"][0]["image"] = "123456789012.dkr.ecr.us-east-2.amazonaws.com/x:src-1"
     kubernetes_schema.validate(manifest, "1.35")
-    assert spec["nodeSelector"] == component.SYSTEM_LABELS and spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["nodeSelector"] == SYSTEM_LABELS and spec["securityContext"]["runAsNonRoot"] is True
 
 
 @pytest.mark.parametrize("stack", STACKS)
