@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
+from botocore import loaders
 
 from components.registry import image_tag
 from infra.config import StackConfig
@@ -42,6 +43,22 @@ _plans: dict[str, Plan] = {}
 # of a second per test that starts a mock; nothing here asks EC2 for images (the EKS AMI comes from
 # SSM), so it loads none (moto/ec2/models/amis.py _load_amis, settings.ec2_load_default_amis).
 os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+
+# Each boto3.Session has its own botocore Loader, and each Loader parses the JSON models of the
+# services its clients use again (EC2's alone is a few megabytes: about 0.15 s); tests that start a
+# mock account make a session each, so the suite spent seconds re-reading the same package files.
+# Every Loader with the same search paths shares one cache here: what it holds is a pure function
+# of botocore's data files, which do not change during a run (botocore/loaders.py instance_cache).
+_botocore_data: dict[tuple[str, ...], dict] = {}
+_new_loader = loaders.Loader.__init__
+
+
+def _loader_sharing_what_it_read(self: loaders.Loader, *args: Any, **kwargs: Any) -> None:
+    _new_loader(self, *args, **kwargs)
+    self._cache = _botocore_data.setdefault(tuple(self.search_paths), {})
+
+
+loaders.Loader.__init__ = _loader_sharing_what_it_read  # type: ignore[method-assign]
 
 SESSION_NOW = datetime(2026, 12, 3, tzinfo=UTC)  # before prod's Capacity Block (2027-01-04 to 01-18)
 pool_settings.now = lambda: SESSION_NOW
