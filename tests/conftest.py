@@ -80,7 +80,9 @@ class Memo:
     tag (a content hash of the project's images/training, components/registry.py) and on the clock,
     pinned above. Answers are kept under that key, in memory and in a folder the xdist workers
     share, and each caller gets its own copy. While a test has patched anything
-    (monkeypatch.setattr/setitem, below), the code may not be what the key says: then it runs."""
+    (monkeypatch.setattr/setitem, below), the code may not be what the key says: then it runs.
+    An environment variable set (monkeypatch.setenv) is no such patch unless it is Pulumi's:
+    neither the program nor a job render reads the environment (the config is passed in)."""
 
     patched = 0  # attributes and items patched by tests right now
     folder: Path | None = None
@@ -141,8 +143,10 @@ class _TrackedMonkeyPatch(pytest.MonkeyPatch):
         self.counted += 1
         Memo.patched += 1
 
-    def setitem(self, *args, **kwargs) -> None:
-        super().setitem(*args, **kwargs)
+    def setitem(self, dic, name, value) -> None:
+        super().setitem(dic, name, value)
+        if dic is os.environ and not str(name).startswith("PULUMI"):
+            return  # setenv: the program reads no environment variable (load(from_environment=False))
         self.counted += 1
         Memo.patched += 1
 
