@@ -12,7 +12,8 @@ pkg/endpoints/handlers and apimachinery pkg/api/errors at v1.35.0):
 - WATCH (`?watch=true`): a chunked stream of `{"type": ..., "object": ...}` lines from the given
   resourceVersion, ended by `timeoutSeconds`;
 - pod logs (`.../pods/NAME/log`): text, `timestamps=true` prefixes RFC 3339 times, `follow=true`
-  streams lines appended while the request is open;
+  streams lines appended while the request is open, and ends once the pod has ended (Succeeded,
+  Failed or deleted), as the kubelet ends the stream when the container exits;
 - failures as `Status` objects with the real reasons and codes: 404 NotFound, 409 AlreadyExists
   and Conflict (stale resourceVersion), 403 Forbidden, 422 Invalid, 400 BadRequest, 415.
 
@@ -457,17 +458,21 @@ class FakeKubernetesApi:
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
         sent, deadline = 0, time.monotonic() + float(query.get("timeoutSeconds") or 2)
+        pod_key = self._key(Ref(ref.prefix, ref.namespace, "pods", ref.name))
         try:
             while True:
                 with self._lock:
                     lines = self.logs.get(lines_key, [])[sent:]
                     sent += len(lines)
-                    if not lines and follow and time.monotonic() < deadline:
+                    # the kubelet ends a followed stream when the container has exited: the pod ended or gone
+                    now = self.objects.get(pod_key)
+                    exited = now is None or (now.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+                    if not lines and follow and not exited and time.monotonic() < deadline:
                         self._changed.wait(timeout=0.05)
                         continue
                 for stamp, text in lines:
                     _chunk(h, (f"{stamp} {text}\n" if stamps else f"{text}\n").encode())
-                if not follow or time.monotonic() >= deadline:
+                if not follow or exited or time.monotonic() >= deadline:
                     break
             _chunk(h, b"")
         except (BrokenPipeError, ConnectionResetError):
