@@ -137,6 +137,11 @@ class FakeKubernetesApi:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # TCP_NODELAY, as Go's net package sets on every TCP connection the API server accepts
+            # (golang/go:src/net/tcpsock.go@go1.24.0, TCPConn.SetNoDelay: "The default is true"). With
+            # Nagle's algorithm on, a body written after its headers waited for the client's delayed
+            # ACK: 40 ms a request.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:
                 pass
