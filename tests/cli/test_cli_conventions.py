@@ -150,13 +150,10 @@ def test_check_into_head_prints_the_first_line_only():
 
 @pytest.fixture
 def recorded(monkeypatch):
-    """The CLI in process, on the session's recorded plans (no stack evaluated twice)."""
-    from infra.offline import check
-    from tests.conftest import plan_of
-
+    """The CLI in process from the checkout. No stack is evaluated twice, nor an example job
+    rendered twice: the session's Memo answers both (tests/conftest.py), as long as nothing is
+    patched (replacing `record` here had every `check` render the examples again, 0.8 s a run)."""
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr("infra.offline.evaluate.record", lambda stack, *_a, **_k: plan_of(stack))
-    monkeypatch.setattr(check, "record", lambda stack, *_a, **_k: plan_of(stack))
 
 
 REPORTS = [
