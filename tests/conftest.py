@@ -24,8 +24,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import celpy.evaluation
 import pytest
 import yaml
+from botocore import loaders
 
 from components.registry import image_tag
 from infra.config import StackConfig
@@ -43,6 +45,30 @@ _plans: dict[str, Plan] = {}
 # SSM), so it loads none (moto/ec2/models/amis.py _load_amis, settings.ec2_load_default_amis).
 os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
 
+# Each boto3.Session has its own botocore Loader, and each Loader parses the JSON models of the
+# services its clients use again (EC2's alone is a few megabytes: about 0.15 s); tests that start a
+# mock account make a session each, so the suite spent seconds re-reading the same package files.
+# Every Loader with the same search paths shares one cache here: what it holds is a pure function
+# of botocore's data files, which do not change during a run (botocore/loaders.py instance_cache).
+_botocore_data: dict[tuple[str, ...], dict] = {}
+_new_loader = loaders.Loader.__init__
+
+
+def _loader_sharing_what_it_read(self: loaders.Loader, *args: Any, **kwargs: Any) -> None:
+    _new_loader(self, *args, **kwargs)
+    self._cache = _botocore_data.setdefault(tuple(self.search_paths), {})
+
+
+loaders.Loader.__init__ = _loader_sharing_what_it_read  # type: ignore[method-assign]
+
+# cel-python's interpreter writes `cast(Union[Result, NameContainer], value)` and the like in the
+# methods it runs for every node of an expression it evaluates; `Result` is a union of some twenty
+# types, and subscripting it again hashes all of them (typing's cache key): a quarter of the time
+# of every admission policy the suite evaluates. cast() returns its value whatever the type says,
+# and every use of `Result` outside a cast ran when the module was imported, so the evaluation is
+# the same with the name bound to a type that hashes at once (celpy/evaluation.py, cel-python 0.5).
+setattr(celpy.evaluation, "Result", Any)  # noqa: B010 - a module global, read at each cast()
+
 SESSION_NOW = datetime(2026, 12, 3, tzinfo=UTC)  # before prod's Capacity Block (2027-01-04 to 01-18)
 pool_settings.now = lambda: SESSION_NOW
 
@@ -54,7 +80,9 @@ class Memo:
     tag (a content hash of the project's images/training, components/registry.py) and on the clock,
     pinned above. Answers are kept under that key, in memory and in a folder the xdist workers
     share, and each caller gets its own copy. While a test has patched anything
-    (monkeypatch.setattr/setitem, below), the code may not be what the key says: then it runs."""
+    (monkeypatch.setattr/setitem, below), the code may not be what the key says: then it runs.
+    An environment variable set (monkeypatch.setenv) is no such patch unless it is Pulumi's:
+    neither the program nor a job render reads the environment (the config is passed in)."""
 
     patched = 0  # attributes and items patched by tests right now
     folder: Path | None = None
@@ -115,8 +143,10 @@ class _TrackedMonkeyPatch(pytest.MonkeyPatch):
         self.counted += 1
         Memo.patched += 1
 
-    def setitem(self, *args, **kwargs) -> None:
-        super().setitem(*args, **kwargs)
+    def setitem(self, dic, name, value) -> None:
+        super().setitem(dic, name, value)
+        if dic is os.environ and not str(name).startswith("PULUMI"):
+            return  # setenv: the program reads no environment variable (load(from_environment=False))
         self.counted += 1
         Memo.patched += 1
 

@@ -12,7 +12,8 @@ pkg/endpoints/handlers and apimachinery pkg/api/errors at v1.35.0):
 - WATCH (`?watch=true`): a chunked stream of `{"type": ..., "object": ...}` lines from the given
   resourceVersion, ended by `timeoutSeconds`;
 - pod logs (`.../pods/NAME/log`): text, `timestamps=true` prefixes RFC 3339 times, `follow=true`
-  streams lines appended while the request is open, `tailLines=N` the last N;
+  streams lines appended while the request is open and ends once the pod has ended (Succeeded,
+  Failed or deleted), as the kubelet ends the stream when the container exits; `tailLines=N` the last N;
 - failures as `Status` objects with the real reasons and codes: 404 NotFound, 409 AlreadyExists
   and Conflict (stale resourceVersion), 403 Forbidden, 422 Invalid, 400 BadRequest, 415.
 
@@ -136,6 +137,11 @@ class FakeKubernetesApi:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # TCP_NODELAY, as Go's net package sets on every TCP connection the API server accepts
+            # (golang/go:src/net/tcpsock.go@go1.24.0, TCPConn.SetNoDelay: "The default is true"). With
+            # Nagle's algorithm on, a body written after its headers waited for the client's delayed
+            # ACK: 40 ms a request.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -460,17 +466,21 @@ class FakeKubernetesApi:
         if query.get("tailLines"):  # the last N lines only (the kubelet's tailLines)
             with self._lock:
                 sent = max(0, len(self.logs.get(lines_key, [])) - int(query["tailLines"]))
+        pod_key = self._key(Ref(ref.prefix, ref.namespace, "pods", ref.name))
         try:
             while True:
                 with self._lock:
                     lines = self.logs.get(lines_key, [])[sent:]
                     sent += len(lines)
-                    if not lines and follow and time.monotonic() < deadline:
+                    # the kubelet ends a followed stream when the container has exited: the pod ended or gone
+                    now = self.objects.get(pod_key)
+                    exited = now is None or (now.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+                    if not lines and follow and not exited and time.monotonic() < deadline:
                         self._changed.wait(timeout=0.05)
                         continue
                 for stamp, text in lines:
                     _chunk(h, (f"{stamp} {text}\n" if stamps else f"{text}\n").encode())
-                if not follow or time.monotonic() >= deadline:
+                if not follow or exited or time.monotonic() >= deadline:
                     break
             _chunk(h, b"")
         except (BrokenPipeError, ConnectionResetError):

@@ -530,8 +530,8 @@ def _git(root: Path, *args: str, text: bool = True) -> subprocess.CompletedProce
         raise StackNotFound("--base: diff reads the base from git, and there is no git on PATH") from None
 
 
-def plan_json_at(ref: str, stack: str, root: Path) -> dict:
-    """The plan of `stack` at git `ref`, evaluated with that ref's code and stack files."""
+def check_base(ref: str, stack: str, root: Path) -> None:
+    """Refuse a base that cannot be read (no git, or no such commit) before anything is evaluated."""
     if shutil.which("git") is None:
         raise StackNotFound(
             f"--base {ref!r}: `higgsfield diff` compares with a git ref and git is not on PATH; without git, compare "
@@ -539,6 +539,11 @@ def plan_json_at(ref: str, stack: str, root: Path) -> dict:
         )
     if _git(root, "rev-parse", "--verify", f"{ref}^{{commit}}").returncode:
         raise StackNotFound(f"--base {ref!r} is not a commit of this repository")
+
+
+def plan_json_at(ref: str, stack: str, root: Path) -> dict:
+    """The plan of `stack` at git `ref`, evaluated with that ref's code and stack files."""
+    check_base(ref, stack, root)
     stack_file = f"stacks/Pulumi.{stack}.yaml"
     if _git(root, "cat-file", "-e", f"{ref}:{stack_file}").returncode:
         # a new stack: all additions
@@ -577,7 +582,9 @@ def plan_json_at(ref: str, stack: str, root: Path) -> dict:
 
 
 def diff_stack(stack: str, base_ref: str, root: Path, allow: set[str]) -> Diff:
-    """The diff; a `--allow` name that names nothing of either plan is refused (ConfigError)."""
+    """The diff; a `--allow` name that names nothing of either plan is refused (ConfigError). A base
+    that cannot be read is refused first: the evaluation of the working tree takes seconds."""
+    check_base(base_ref, stack, root)
     head = record(stack, root=root)
     base, after = plan_json_at(base_ref, stack, root), head.as_dict()
     unknown = unknown_allow_names(set(allow), base, after)

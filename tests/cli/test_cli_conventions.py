@@ -21,11 +21,12 @@ def _cli(*argv: str, **kwargs) -> subprocess.CompletedProcess:
     )
 
 
-def test_version_prints_the_installed_package_version():
+def test_version_prints_the_installed_package_version(capsys):
     from importlib.metadata import version
 
-    done = _cli("--version")
-    assert done.returncode == 0 and done.stdout.strip() == f"higgsfield {version('higgsfield')}"
+    with pytest.raises(SystemExit) as done:  # argparse's version action, through the console script's main()
+        cli.main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"higgsfield {version('higgsfield')}"
 
 
 @pytest.mark.parametrize(
@@ -149,13 +150,10 @@ def test_check_into_head_prints_the_first_line_only():
 
 @pytest.fixture
 def recorded(monkeypatch):
-    """The CLI in process, on the session's recorded plans (no stack evaluated twice)."""
-    from infra.offline import check
-    from tests.conftest import plan_of
-
+    """The CLI in process from the checkout. No stack is evaluated twice, nor an example job
+    rendered twice: the session's Memo answers both (tests/conftest.py), as long as nothing is
+    patched (replacing `record` here had every `check` render the examples again, 0.8 s a run)."""
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr("infra.offline.evaluate.record", lambda stack, *_a, **_k: plan_of(stack))
-    monkeypatch.setattr(check, "record", lambda stack, *_a, **_k: plan_of(stack))
 
 
 REPORTS = [
@@ -263,9 +261,10 @@ def test_help_names_arguments_as_a_user_writes_them(command, capsys):
     assert not re.search(r"^\s+stack\s*$|\] stack\b", text, re.M), "positional named by its dest"
 
 
-def test_completion_prints_a_shell_script_that_completes_higgsfield():
-    done = _cli("completion", "bash")
-    assert done.returncode == 0 and "complete" in done.stdout and "higgsfield" in done.stdout
+def test_completion_prints_a_shell_script_that_completes_higgsfield(capsys):
+    assert cli.main(["completion", "bash"]) == 0
+    out = capsys.readouterr().out
+    assert "complete" in out and "higgsfield" in out
 
 
 def test_completion_offers_the_stacks_of_the_project(tmp_path):

@@ -59,7 +59,8 @@ class FakePrometheus:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # shutdown() waits for serve_forever to poll again: every 10 ms, not its default half second
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def progress(self, last_step_at: float, step_s: float = 2.0, compute: dict[int, float] | None = None) -> None:

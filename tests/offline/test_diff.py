@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from infra.cli.main import main
+from infra.offline import diff as offline_diff
 from infra.offline.diff import compare
 from tests.conftest import ROOT
 
@@ -74,6 +75,16 @@ def _edit_stack(repo: Path, stack: str, change) -> None:
     change(doc["config"])
     path.write_text(yaml.safe_dump(doc))
     _git(repo, "commit", "-qam", "change")
+
+
+def test_a_base_that_is_no_commit_is_refused_before_the_stack_is_evaluated(repo, capsys, monkeypatch):
+    def evaluated(*args, **kwargs):
+        raise AssertionError("the stack was evaluated for a base that cannot be read")
+
+    monkeypatch.setattr(offline_diff, "record", evaluated)
+    assert main(["diff", "dev", "--base", "no-such-ref"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--base 'no-such-ref' is not a commit of this repository" in err, err
 
 
 def test_changing_a_gpu_pool_instance_type_reports_the_node_group_replacement(repo, capsys):
