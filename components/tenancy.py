@@ -352,11 +352,19 @@ def share_cap_validations(team: TeamRules) -> list[dict]:
         )
         return f"{containers}.map(c, {asked}).sum()"
 
-    main = "(has(s.containers) ? s.containers : [])"
-    share = f"double({gpus(main)} > 0 ? {gpus(main)} : 1)"
+    # A sidecar (an init container with restartPolicy Always) runs beside the containers for the pod's
+    # life, so the pod asks their sum; each other init container runs alone beside the sidecars; a
+    # pod-level `resources` (PodLevelResources, beta and on since Kubernetes 1.34) is what the
+    # scheduler counts where set (resource.PodRequests, kubernetes/kubernetes:staging/src/k8s.io/
+    # component-helpers/resource/helpers.go@v1.35.0).
     inits = "(has(s.initContainers) ? s.initContainers : [])"
+    sidecar = "(has(i.restartPolicy) && i.restartPolicy == 'Always')"
+    sidecars = f"{inits}.filter(i, {sidecar})"
+    main = f"((has(s.containers) ? s.containers : []) + {sidecars})"
+    share = f"double({gpus(main)} > 0 ? {gpus(main)} : 1)"
     within = " && ".join(
-        f"{_request_sum(main, r)} <= {share} * {most} && {inits}.all(i, {_request_sum('[i]', r)} <= {share} * {most})"
+        f"{_request_sum(main, r)} <= {share} * {most} && {_request_sum('[s]', r)} <= {share} * {most} && "
+        f"{inits}.all(i, {sidecar} || {_request_sum(f'([i] + {sidecars})', r)} <= {share} * {most})"
         for r, most in (("cpu", float(cpu)), ("memory", float(memory)))
     )
     return [
@@ -534,16 +542,22 @@ CONTROLLER_USERS = "system:serviceaccount:kube-system:"
 
 
 def _group_owner_pods() -> str:
-    """How many pods a GROUP_OWNERS object runs at once: replicas, a Job's parallelism (1 where unset),
-    a DaemonSet's 1 (one PodGroup for its pods on every node it selects)."""
+    """How many pods a GROUP_OWNERS object runs at once: replicas, a Job's parallelism (1 where unset)
+    or its completions where fewer, a DaemonSet's 1 (one PodGroup for its pods on every node it selects)."""
+
+    def at_once(job: str) -> str:
+        # a Job runs min(parallelism, completions) pods at once (JobSpec.parallelism, k8s.io/api batch/v1)
+        parallelism = f"(has({job}.parallelism) ? int({job}.parallelism) : 1)"
+        return (
+            f"(has({job}.completions) && int({job}.completions) < {parallelism} ? int({job}.completions) : "
+            f"{parallelism})"
+        )
+
     cron = "object.spec.jobTemplate"
-    parallelism = (
-        f"({_field('object', 'spec', 'jobTemplate', 'spec', 'parallelism')} ? int({cron}.spec.parallelism) : 1)"
-    )
+    templated = f"({_field('object', 'spec', 'jobTemplate', 'spec')} ? {at_once(cron + '.spec')} : 1)"
     return (
-        "(object.kind == 'DaemonSet' ? 1 : (object.kind == 'Job' ? (has(object.spec.parallelism) ? "
-        f"int(object.spec.parallelism) : 1) : (object.kind == 'CronJob' ? {parallelism} : "
-        "(has(object.spec.replicas) ? int(object.spec.replicas) : 1))))"
+        f"(object.kind == 'DaemonSet' ? 1 : (object.kind == 'Job' ? {at_once('object.spec')} : "
+        f"(object.kind == 'CronJob' ? {templated} : (has(object.spec.replicas) ? int(object.spec.replicas) : 1))))"
     )
 
 
@@ -579,7 +593,8 @@ def volcano_group_validations() -> list[dict]:
             f"request.userInfo.username.startsWith('{CONTROLLER_USERS}') || "
             f"(object.kind == 'CronJob' ? {cron} : {sized('object.metadata')})",
             "message": f"{MIN_MEMBER_ANNOTATION} is a whole number from 0 to the pods the workload runs at once "
-            "(replicas; a Job's parallelism; 1 for a DaemonSet): a larger gang never forms and holds its queue",
+            "(replicas; a Job's parallelism, or its completions where fewer; 1 for a DaemonSet): a larger gang "
+            "never forms and holds its queue",
             "reason": "Forbidden",
         },
         {

@@ -214,3 +214,22 @@ def test_a_pod_asking_more_than_its_gpus_share_of_a_node_is_denied(pod):
 )
 def test_a_pod_within_its_gpus_share_is_admitted(pod):
     assert not any(m.startswith(CAP) for m in denied_by(pod, P5_SHARE))
+
+
+def test_a_pod_level_request_above_its_gpus_share_is_denied():
+    """Attack: pod-level `resources` (PodLevelResources, on by default since 1.34) is what the scheduler
+    counts when set; containers asking nothing passed the cap while the pod asked 188 vCPUs."""
+    pod = _asking(0, {})
+    pod["spec"]["resources"] = {"requests": {"cpu": "188", "memory": "1Gi"}}
+    assert any(m.startswith(CAP) for m in denied_by(pod, P5_SHARE))
+
+
+def test_sidecars_count_with_the_containers_they_run_beside():
+    """Attack: a sidecar (an init container with restartPolicy Always) runs for the pod's whole life, so
+    its requests add to the containers' (the pod's request is their sum); each alone within one share
+    was admitted at twice it."""
+    pod = _asking(0, {"cpu": "24"})
+    pod["spec"]["initContainers"] = [
+        {**NO_GPU[0], "name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "24"}}}
+    ]
+    assert any(m.startswith(CAP) for m in denied_by(pod, P5_SHARE))
