@@ -28,6 +28,7 @@ from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
 from infra.core.names import (
     DO_NOT_DISRUPT,
     DRIVER_MAJOR_LABEL,
+    GPU_DEVICE_ENV,
     GPU_RESOURCE,
     GROUP_NAME_ANNOTATION,
     MIN_MEMBER_ANNOTATION,
@@ -86,19 +87,6 @@ OPERATOR_USER = "system:serviceaccount:kubeflow:training-operator"
 # the operator creates (a team's own container of that name would collide with it: the pod would
 # be invalid).
 KUBECTL_DELIVERY = "kubectl-delivery"
-# Environment variables the NVIDIA container runtime reads to pick devices (EnvVarNvidiaVisibleDevices,
-# ...DriverCapabilities, ...MigConfigDevices, ...MigMonitorDevices, ...ImexChannels in NVIDIA/
-# nvidia-container-toolkit:internal/config/image/envvars.go@v1.20.0). A team container may not set
-# them (value or valueFrom). envFrom and the image's own ENV (every CUDA base image sets
-# NVIDIA_VISIBLE_DEVICES=all) are out of admission's sight: the GPU nodes' toolkit ignores the
-# variable in unprivileged containers (components/gpu_pools.py), which is what closes those.
-GPU_DEVICE_ENV = (
-    "NVIDIA_VISIBLE_DEVICES",
-    "NVIDIA_DRIVER_CAPABILITIES",
-    "NVIDIA_MIG_CONFIG_DEVICES",
-    "NVIDIA_MIG_MONITOR_DEVICES",
-    "NVIDIA_IMEX_CHANNELS",
-)
 # Taints no team pod may tolerate: the system nodes' and the health gate's (a pod tolerating the
 # startup taint would land on a node before it passed its checks). A toleration with no key and
 # operator Exists tolerates every taint, these two included.
