@@ -862,9 +862,10 @@ def cel_validations(team: TeamRules) -> list[dict]:
 def admission_policy(team: TeamRules) -> dict:
     """The ValidatingAdmissionPolicy of one team: its queue, classes and identity, on the
     Kubeflow jobs, Volcano PodGroups, pods (ephemeral containers included: `kubectl debug` updates
-    the pods/ephemeralcontainers subresource with the whole Pod), workloads and Services of its
-    namespace (the binding selects it)."""
-    core = ["pods", "pods/ephemeralcontainers", "services", *WORKLOADS[""].values()]
+    the pods/ephemeralcontainers subresource with the whole Pod; an in-place resize, GA in Kubernetes
+    1.35, the pods/resize subresource, so a running pod's new requests meet the share cap too),
+    workloads and Services of its namespace (the binding selects it)."""
+    core = ["pods", "pods/ephemeralcontainers", "pods/resize", "services", *WORKLOADS[""].values()]
     rules = [
         {"apiGroups": [""], "apiVersions": ["v1"], "resources": core, "operations": ["CREATE", "UPDATE"]},
         *(

@@ -233,3 +233,15 @@ def test_sidecars_count_with_the_containers_they_run_beside():
         {**NO_GPU[0], "name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "24"}}}
     ]
     assert any(m.startswith(CAP) for m in denied_by(pod, P5_SHARE))
+
+
+def test_an_in_place_resize_is_checked_against_the_share_too():
+    """Attack: in-place resize (GA in Kubernetes 1.35) updates a running pod's requests through the
+    pods/resize subresource with the whole Pod; the policy did not match it, so a pod admitted within
+    its share could grow to a whole node's CPU."""
+    from components import tenancy
+
+    rules = tenancy.admission_policy(P5_SHARE)["spec"]["matchConstraints"]["resourceRules"]
+    assert any("pods/resize" in r["resources"] and "UPDATE" in r["operations"] for r in rules)
+    grown = _asking(0, {"cpu": "188"})
+    assert any(m.startswith(CAP) for m in denied_by(grown, P5_SHARE, operation="UPDATE", old=_asking(0, {"cpu": "1"})))
