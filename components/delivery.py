@@ -512,7 +512,9 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
             "Effect": "Deny",
             "Action": ["kms:TagResource", "kms:UntagResource"],
             "Resource": f"arn:aws:kms:*:{account}:key/*",
-            "Condition": {"ForAnyValue:StringEquals": {"aws:TagKeys": [STACK_TAG]}},
+            # KMS tag keys are case-sensitive and IAM's condition key names are not: a key tagged
+            # HIGGSFIELD:STACK may read as aws:ResourceTag/higgsfield:stack, so any spelling is refused
+            "Condition": {"ForAnyValue:StringEqualsIgnoreCase": {"aws:TagKeys": [STACK_TAG]}},
         },
         {
             "Sid": "NoKeyPolicyLockout",

@@ -28,6 +28,7 @@ from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
 from infra.core.names import (
     DO_NOT_DISRUPT,
     DRIVER_MAJOR_LABEL,
+    GPU_DEVICE_ENV,
     GPU_RESOURCE,
     GROUP_NAME_ANNOTATION,
     MIN_MEMBER_ANNOTATION,
@@ -86,19 +87,6 @@ OPERATOR_USER = "system:serviceaccount:kubeflow:training-operator"
 # the operator creates (a team's own container of that name would collide with it: the pod would
 # be invalid).
 KUBECTL_DELIVERY = "kubectl-delivery"
-# Environment variables the NVIDIA container runtime reads to pick devices (EnvVarNvidiaVisibleDevices,
-# ...DriverCapabilities, ...MigConfigDevices, ...MigMonitorDevices, ...ImexChannels in NVIDIA/
-# nvidia-container-toolkit:internal/config/image/envvars.go@v1.20.0). A team container may not set
-# them (value or valueFrom). envFrom and the image's own ENV (every CUDA base image sets
-# NVIDIA_VISIBLE_DEVICES=all) are out of admission's sight: the GPU nodes' toolkit ignores the
-# variable in unprivileged containers (components/gpu_pools.py), which is what closes those.
-GPU_DEVICE_ENV = (
-    "NVIDIA_VISIBLE_DEVICES",
-    "NVIDIA_DRIVER_CAPABILITIES",
-    "NVIDIA_MIG_CONFIG_DEVICES",
-    "NVIDIA_MIG_MONITOR_DEVICES",
-    "NVIDIA_IMEX_CHANNELS",
-)
 # Taints no team pod may tolerate: the system nodes' and the health gate's (a pod tolerating the
 # startup taint would land on a node before it passed its checks). A toleration with no key and
 # operator Exists tolerates every taint, these two included.
@@ -352,11 +340,19 @@ def share_cap_validations(team: TeamRules) -> list[dict]:
         )
         return f"{containers}.map(c, {asked}).sum()"
 
-    main = "(has(s.containers) ? s.containers : [])"
-    share = f"double({gpus(main)} > 0 ? {gpus(main)} : 1)"
+    # A sidecar (an init container with restartPolicy Always) runs beside the containers for the pod's
+    # life, so the pod asks their sum; each other init container runs alone beside the sidecars; a
+    # pod-level `resources` (PodLevelResources, beta and on since Kubernetes 1.34) is what the
+    # scheduler counts where set (resource.PodRequests, kubernetes/kubernetes:staging/src/k8s.io/
+    # component-helpers/resource/helpers.go@v1.35.0).
     inits = "(has(s.initContainers) ? s.initContainers : [])"
+    sidecar = "(has(i.restartPolicy) && i.restartPolicy == 'Always')"
+    sidecars = f"{inits}.filter(i, {sidecar})"
+    main = f"((has(s.containers) ? s.containers : []) + {sidecars})"
+    share = f"double({gpus(main)} > 0 ? {gpus(main)} : 1)"
     within = " && ".join(
-        f"{_request_sum(main, r)} <= {share} * {most} && {inits}.all(i, {_request_sum('[i]', r)} <= {share} * {most})"
+        f"{_request_sum(main, r)} <= {share} * {most} && {_request_sum('[s]', r)} <= {share} * {most} && "
+        f"{inits}.all(i, {sidecar} || {_request_sum(f'([i] + {sidecars})', r)} <= {share} * {most})"
         for r, most in (("cpu", float(cpu)), ("memory", float(memory)))
     )
     return [
@@ -534,16 +530,22 @@ CONTROLLER_USERS = "system:serviceaccount:kube-system:"
 
 
 def _group_owner_pods() -> str:
-    """How many pods a GROUP_OWNERS object runs at once: replicas, a Job's parallelism (1 where unset),
-    a DaemonSet's 1 (one PodGroup for its pods on every node it selects)."""
+    """How many pods a GROUP_OWNERS object runs at once: replicas, a Job's parallelism (1 where unset)
+    or its completions where fewer, a DaemonSet's 1 (one PodGroup for its pods on every node it selects)."""
+
+    def at_once(job: str) -> str:
+        # a Job runs min(parallelism, completions) pods at once (JobSpec.parallelism, k8s.io/api batch/v1)
+        parallelism = f"(has({job}.parallelism) ? int({job}.parallelism) : 1)"
+        return (
+            f"(has({job}.completions) && int({job}.completions) < {parallelism} ? int({job}.completions) : "
+            f"{parallelism})"
+        )
+
     cron = "object.spec.jobTemplate"
-    parallelism = (
-        f"({_field('object', 'spec', 'jobTemplate', 'spec', 'parallelism')} ? int({cron}.spec.parallelism) : 1)"
-    )
+    templated = f"({_field('object', 'spec', 'jobTemplate', 'spec')} ? {at_once(cron + '.spec')} : 1)"
     return (
-        "(object.kind == 'DaemonSet' ? 1 : (object.kind == 'Job' ? (has(object.spec.parallelism) ? "
-        f"int(object.spec.parallelism) : 1) : (object.kind == 'CronJob' ? {parallelism} : "
-        "(has(object.spec.replicas) ? int(object.spec.replicas) : 1))))"
+        f"(object.kind == 'DaemonSet' ? 1 : (object.kind == 'Job' ? {at_once('object.spec')} : "
+        f"(object.kind == 'CronJob' ? {templated} : (has(object.spec.replicas) ? int(object.spec.replicas) : 1))))"
     )
 
 
@@ -579,7 +581,8 @@ def volcano_group_validations() -> list[dict]:
             f"request.userInfo.username.startsWith('{CONTROLLER_USERS}') || "
             f"(object.kind == 'CronJob' ? {cron} : {sized('object.metadata')})",
             "message": f"{MIN_MEMBER_ANNOTATION} is a whole number from 0 to the pods the workload runs at once "
-            "(replicas; a Job's parallelism; 1 for a DaemonSet): a larger gang never forms and holds its queue",
+            "(replicas; a Job's parallelism, or its completions where fewer; 1 for a DaemonSet): a larger gang "
+            "never forms and holds its queue",
             "reason": "Forbidden",
         },
         {
@@ -859,9 +862,10 @@ def cel_validations(team: TeamRules) -> list[dict]:
 def admission_policy(team: TeamRules) -> dict:
     """The ValidatingAdmissionPolicy of one team: its queue, classes and identity, on the
     Kubeflow jobs, Volcano PodGroups, pods (ephemeral containers included: `kubectl debug` updates
-    the pods/ephemeralcontainers subresource with the whole Pod), workloads and Services of its
-    namespace (the binding selects it)."""
-    core = ["pods", "pods/ephemeralcontainers", "services", *WORKLOADS[""].values()]
+    the pods/ephemeralcontainers subresource with the whole Pod; an in-place resize, GA in Kubernetes
+    1.35, the pods/resize subresource, so a running pod's new requests meet the share cap too),
+    workloads and Services of its namespace (the binding selects it)."""
+    core = ["pods", "pods/ephemeralcontainers", "pods/resize", "services", *WORKLOADS[""].values()]
     rules = [
         {"apiGroups": [""], "apiVersions": ["v1"], "resources": core, "operations": ["CREATE", "UPDATE"]},
         *(

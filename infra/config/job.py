@@ -27,6 +27,7 @@ from pydantic import Field, ValidationError, model_validator
 from infra.config.base import DnsLabel, Setting, Str, items, matching, number
 from infra.config.errors import ConfigError, Problem, Problems, key_of
 from infra.config.stack import IMAGE_REFERENCE, NOT_AN_IMAGE
+from infra.core.names import GPU_DEVICE_ENV
 
 # The job kinds the pinned Kubeflow Training Operator (versions.TRAINING_OPERATOR_REF, v1.9.4)
 # reconciles, each with its replica types (the leader first, if any) and the container name the
@@ -154,6 +155,16 @@ class JobFile(Setting):
         if isinstance(data, dict) and isinstance(data.get("checkpoints"), bool):
             return {**data, "checkpoints": "shared" if data["checkpoints"] else "off"}
         return data
+
+    @model_validator(mode="after")
+    def _no_device_env(self) -> JobFile:
+        """The variables that pick GPUs by name: the team policy refuses a pod that sets them
+        (components/tenancy.py), so the job file says so before anything is submitted."""
+        problems = Problems()
+        for name in (n for n in self.env if n in GPU_DEVICE_ENV):
+            problems.add(f"env.{name}", "picks GPUs by name, which no team pod may: GPUs come from resources.gpus")
+        problems.raise_any()
+        return self
 
     @model_validator(mode="after")
     def _elastic_fits(self) -> JobFile:

@@ -84,6 +84,20 @@ HEALTH_NAMESPACE = "higgsfield-health"  # the health gate's
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
 
+# Environment variables the NVIDIA container runtime reads to pick devices (EnvVarNvidiaVisibleDevices,
+# ...DriverCapabilities, ...MigConfigDevices, ...MigMonitorDevices, ...ImexChannels in NVIDIA/
+# nvidia-container-toolkit:internal/config/image/envvars.go@v1.20.0). A team container may not set
+# them (value or valueFrom). envFrom and the image's own ENV (every CUDA base image sets
+# NVIDIA_VISIBLE_DEVICES=all) are out of admission's sight: the GPU nodes' toolkit ignores the
+# variable in unprivileged containers (components/gpu_pools.py), which is what closes those.
+GPU_DEVICE_ENV = (
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "NVIDIA_MIG_CONFIG_DEVICES",
+    "NVIDIA_MIG_MONITOR_DEVICES",
+    "NVIDIA_IMEX_CHANNELS",
+)
+
 # --- resource types the reports and the policy pack select on -----------------------------------
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"

@@ -238,6 +238,22 @@ def test_a_node_that_also_runs_another_teams_pod_is_not_terminated(cluster, acco
     assert [gang.state(i) for i in range(3)] == ["running", "running", "running"] and not _left(cluster)
 
 
+def test_a_node_that_runs_a_team_daemonsets_pod_is_refused(cluster, account, loss_ctx):
+    """Attack: a team may create DaemonSets in its namespace (its edit rights); their pods were taken for
+    the platform's per-node agents, so another team's work on the node did not keep it."""
+    gang = Gang(cluster, account)
+    gang.stop.set()
+    gang.job = "verify-node-loss-x"
+    gang.pods([gang.node(0), gang.node(1)], NOW)
+    cluster.put({"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": "agent-x", "namespace": "llm",
+                              "ownerReferences": [{"kind": "DaemonSet", "name": "agent"}]},
+                 "spec": {"nodeName": "ip-10-0-9-1", "containers": [{"name": "a"}]}})  # fmt: skip
+    with pytest.raises(node_loss.Refused, match="node ip-10-0-9-1 also runs llm/agent-x"):
+        node_loss.target(loss_ctx, TEAM, "verify-node-loss-x", "ip-10-0-9-1")
+    assert gang.state(1) == "running"
+
+
 def test_a_node_without_a_pod_of_its_job_is_refused(cluster, account, loss_ctx):
     gang = Gang(cluster, account)
     gang.stop.set()

@@ -139,3 +139,11 @@ def test_any_value_in_any_key_is_accepted_or_refused_naming_keys_never_crashing(
         load_job(data, "job.yaml")
     except ConfigError as refused:
         assert all(p.key.startswith("job.yaml") and p.message for p in refused.problems)
+
+
+@pytest.mark.parametrize("name", ["NVIDIA_VISIBLE_DEVICES", "NVIDIA_IMEX_CHANNELS"])
+def test_an_env_that_picks_gpus_by_name_is_refused_naming_it(name):
+    """Attack: such an env rendered, and only the API server refused the submitted job (the team policy's
+    message, naming no job-file key)."""
+    problems = _problems({**EXAMPLE, "env": {"OK": "1", name: "all"}})
+    assert list(problems) == [f"job.yaml: env.{name}"]

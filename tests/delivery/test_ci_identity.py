@@ -260,6 +260,12 @@ ATTACKS += [
         "KeysKeepTheirStack",
     ),
     (
+        # KMS tag keys are case-sensitive, IAM condition key names (aws:ResourceTag/KEY) are not
+        "label another key with the stack's tag key in other letters, then rewrite its policy",
+        Request("kms:TagResource", FOREIGN_KEY, {"aws:TagKeys": ["HIGGSFIELD:Stack"]}),
+        "KeysKeepTheirStack",
+    ),
+    (
         "take the stack's label off one of its keys",
         Request("kms:UntagResource", OWN_KEY, {"aws:TagKeys": ["higgsfield:stack"], **OWN_TAG}),
         "KeysKeepTheirStack",

@@ -214,3 +214,34 @@ def test_a_pod_asking_more_than_its_gpus_share_of_a_node_is_denied(pod):
 )
 def test_a_pod_within_its_gpus_share_is_admitted(pod):
     assert not any(m.startswith(CAP) for m in denied_by(pod, P5_SHARE))
+
+
+def test_a_pod_level_request_above_its_gpus_share_is_denied():
+    """Attack: pod-level `resources` (PodLevelResources, on by default since 1.34) is what the scheduler
+    counts when set; containers asking nothing passed the cap while the pod asked 188 vCPUs."""
+    pod = _asking(0, {})
+    pod["spec"]["resources"] = {"requests": {"cpu": "188", "memory": "1Gi"}}
+    assert any(m.startswith(CAP) for m in denied_by(pod, P5_SHARE))
+
+
+def test_sidecars_count_with_the_containers_they_run_beside():
+    """Attack: a sidecar (an init container with restartPolicy Always) runs for the pod's whole life, so
+    its requests add to the containers' (the pod's request is their sum); each alone within one share
+    was admitted at twice it."""
+    pod = _asking(0, {"cpu": "24"})
+    pod["spec"]["initContainers"] = [
+        {**NO_GPU[0], "name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "24"}}}
+    ]
+    assert any(m.startswith(CAP) for m in denied_by(pod, P5_SHARE))
+
+
+def test_an_in_place_resize_is_checked_against_the_share_too():
+    """Attack: in-place resize (GA in Kubernetes 1.35) updates a running pod's requests through the
+    pods/resize subresource with the whole Pod; the policy did not match it, so a pod admitted within
+    its share could grow to a whole node's CPU."""
+    from components import tenancy
+
+    rules = tenancy.admission_policy(P5_SHARE)["spec"]["matchConstraints"]["resourceRules"]
+    assert any("pods/resize" in r["resources"] and "UPDATE" in r["operations"] for r in rules)
+    grown = _asking(0, {"cpu": "188"})
+    assert any(m.startswith(CAP) for m in denied_by(grown, P5_SHARE, operation="UPDATE", old=_asking(0, {"cpu": "1"})))

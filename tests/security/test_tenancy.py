@@ -501,6 +501,7 @@ def test_admission_policy_matches_the_kinds_it_checks():
     assert {
         ("", "pods"),
         ("", "pods/ephemeralcontainers"),
+        ("", "pods/resize"),
         ("", "services"),
         ("scheduling.volcano.sh", "podgroups"),
         ("autoscaling", "horizontalpodautoscalers"),

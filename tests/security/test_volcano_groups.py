@@ -122,3 +122,13 @@ def test_a_team_updating_a_pod_that_keeps_its_podgroup_is_admitted():
     new = copy.deepcopy(old)
     new["metadata"]["labels"] = {"a": "b"}
     assert denied_by(new, operation="UPDATE", old=old) == []
+
+
+def test_a_jobs_gang_is_at_most_its_completions_when_fewer_than_its_parallelism():
+    """Attack: a Job runs min(parallelism, completions) pods at once; parallelism 4 with completions 1
+    passed a gang of 4 that its one pod never forms."""
+    job = _workload("Job", 4, "4")
+    job["spec"]["completions"] = 1
+    assert _denied(job, SIZE)
+    job["metadata"]["annotations"][MIN_MEMBER_ANNOTATION] = "1"
+    assert denied_by(job) == []

@@ -25,8 +25,8 @@ What it terminates, and nothing else: the instance under the node of one worker 
 read from the node's spec.providerID (`aws:///ZONE/i-...`, as the Cluster Autoscaler builds it:
 kubernetes/autoscaler:cluster-autoscaler/cloudprovider/aws/aws_auto_scaling_groups.go
 buildInstanceRefFromAWS@cluster-autoscaler-1.35.2), and only when every other pod on that node
-belongs to a DaemonSet (no one else's work is on it) and EC2 says the instance is running in that
-zone. The replacement node is the autoscaler's to bring and to take back."""
+belongs to a platform DaemonSet, outside the team namespaces (no one else's work is on it), and EC2
+says the instance is running in that zone. The replacement node is the autoscaler's to bring and to take back."""
 
 from __future__ import annotations
 
@@ -208,8 +208,14 @@ def target(ctx: Any, namespace: str, job: str, node_name: str) -> tuple[str, str
         meta = pod["metadata"]
         return meta.get("namespace") == namespace and (meta.get("labels") or {}).get(JOB_LABEL) == job
 
+    # a team may run DaemonSets of its own (its edit rights): only the platform's, outside every team
+    # namespace, are the node's agents rather than someone's work
+    teams = {t.name for t in ctx.config.scheduler.teams}
+
     def of_daemon_set(pod: dict) -> bool:
-        return any(o.get("kind") == "DaemonSet" for o in pod["metadata"].get("ownerReferences") or [])
+        meta = pod["metadata"]
+        owners = meta.get("ownerReferences") or []
+        return meta.get("namespace") not in teams and any(o.get("kind") == "DaemonSet" for o in owners)
 
     if not any(of_job(p) for p in on_node):
         raise Refused(f"node {node_name} runs no pod of job {namespace}/{job}")
