@@ -8,6 +8,7 @@ import health_gate
 import job_watchdog as program
 
 from components import job_watchdog
+from components.cpu_nodes import SYSTEM_LABELS
 from infra.core import names
 from tests.components.test_observability_plan import _release
 
@@ -29,7 +30,7 @@ def test_the_watchdog_runs_on_the_system_nodes_where_there_are_jobs_to_watch(pla
         return
     (deployment,) = found
     spec = deployment["spec"]["template"]["spec"]
-    assert spec["nodeSelector"] == job_watchdog.SYSTEM_LABELS and spec["securityContext"]["runAsNonRoot"]
+    assert spec["nodeSelector"] == SYSTEM_LABELS and spec["securityContext"]["runAsNonRoot"]
     assert spec["containers"][0]["command"][-1] == "/opt/higgsfield/job_watchdog.py"
 
 
