@@ -44,6 +44,7 @@ from infra.core import versions
 from infra.core.names import (
     CLUSTER_ADMIN_POLICY,
     GITHUB_OIDC_HOST,
+    PREVIEW_GROUP,
     RUNNER_PURPOSES,
     STACK_TAG,
     boundary_name,
@@ -53,19 +54,20 @@ from infra.core.names import (
 )
 
 AUDIENCE = "sts.amazonaws.com"
-# The preview role's Kubernetes group: its access entry names it, and the ClusterRole below is all it
-# reads. Not AmazonEKSViewPolicy, which reads pods, their logs (pods/log) and events of every namespace
-# besides (awsdocs/amazon-eks-user-guide:latest/ug/manage-access/k8s-access/access-policy-reference.adoc
-# @4d52b4d0, AmazonEKSViewPolicy): a preview reads only the objects the program manages.
-PREVIEW_GROUP = "higgsfield:preview"
+# The preview role's Kubernetes group (PREVIEW_GROUP): its access entry names it, and the ClusterRole
+# below is all it reads beside the platform namespaces' ConfigMaps. Not AmazonEKSViewPolicy, which
+# reads pods, their logs (pods/log) and events of every namespace besides (awsdocs/amazon-eks-user-guide:
+# latest/ug/manage-access/k8s-access/access-policy-reference.adoc@4d52b4d0, AmazonEKSViewPolicy): a
+# preview reads only the objects the program manages.
 # get/list/watch on every kind the program manages (the kinds of the plan's Kubernetes resources and of
 # the Training Operator's upstream manifests its kustomize Directory applies, kubeflow/trainer:manifests/
 # overlays/standalone@v1.9.4): no Secret (the program's one Secret is in the state the preview decrypts
-# already), no pod, no pods/log, no event. A kind the program starts to manage is added here (a test
-# compares this with every plan).
+# already), no pod, no pods/log, no event. ConfigMaps only in the namespaces the program keeps its own in
+# (a team's may hold anything): each component that makes them grants the group that read there
+# (components/kubernetes_objects.py preview_reads_config_maps). A kind the program starts to manage is
+# added here (a test compares this with every plan).
 PREVIEW_READS: dict[str, tuple[str, ...]] = {
     "": (
-        "configmaps",
         "limitranges",
         "namespaces",
         "persistentvolumeclaims",

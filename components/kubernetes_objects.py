@@ -15,6 +15,8 @@ from typing import Any
 import pulumi
 from pulumi_kubernetes import _utilities
 
+from infra.core.names import PREVIEW_GROUP
+
 
 def type_token(api_version: str, kind: str) -> str:
     """`v1` + `Namespace` -> `kubernetes:core/v1:Namespace`; `apps/v1` + `Deployment` ->
@@ -78,3 +80,28 @@ def restricted_namespace(name: str, namespace: str, opts: pulumi.ResourceOptions
     levels = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted"}
     manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": levels}}
     return KubernetesObject(name, manifest, opts=opts)
+
+
+def preview_reads_config_maps(name: str, namespace: str, opts: pulumi.ResourceOptions) -> list[KubernetesObject]:
+    """A Role and its RoleBinding letting the CI preview group (PREVIEW_GROUP) read the ConfigMaps of
+    one of the platform's namespaces, the program's own, so a pull request's preview diffs them
+    without reading any team's."""
+    rbac = "rbac.authorization.k8s.io"
+    meta = {"name": PREVIEW_GROUP, "namespace": namespace}
+    role = {
+        "apiVersion": f"{rbac}/v1",
+        "kind": "Role",
+        "metadata": meta,
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}],
+    }
+    binding = {
+        "apiVersion": f"{rbac}/v1",
+        "kind": "RoleBinding",
+        "metadata": meta,
+        "roleRef": {"apiGroup": rbac, "kind": "Role", "name": PREVIEW_GROUP},
+        "subjects": [{"apiGroup": rbac, "kind": "Group", "name": PREVIEW_GROUP}],
+    }
+    return [
+        KubernetesObject(f"{name}-preview-role", role, opts=opts),
+        KubernetesObject(f"{name}-preview-binding", binding, opts=opts),
+    ]

@@ -18,7 +18,7 @@ from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.identity import pod_identity_role
 from components.job_watchdog import APP_LABELS as WATCHDOG_PODS
 from components.job_watchdog import NAMESPACE as WATCHDOG_NAMESPACE
-from components.kubernetes_objects import KubernetesObject
+from components.kubernetes_objects import KubernetesObject, preview_reads_config_maps
 from components.workloads import (
     DCGM_JOB,
     EFA_JOB,
@@ -545,6 +545,7 @@ class Monitoring(pulumi.ComponentResource):
             return helm_release(f"{name}-{suffix}", chart, NAMESPACE, values, opts)
 
         after_namespace = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
+        preview_reads_config_maps(name, NAMESPACE, after_namespace)  # the dashboards
         # Grafana's admin password: generated once, kept in the stack's state as a secret.
         password = random.RandomPassword(
             f"{name}-grafana-admin",

@@ -101,3 +101,7 @@ GPU_DEVICE_ENV = (
 # --- resource types the reports and the policy pack select on -----------------------------------
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+
+# The Kubernetes group of the CI preview role (its EKS access entry names it): what it may read is
+# granted to this group (components/delivery.py PREVIEW_READS; ConfigMaps per namespace).
+PREVIEW_GROUP = "higgsfield:preview"

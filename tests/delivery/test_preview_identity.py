@@ -58,7 +58,7 @@ def _managed_kinds(stack: str) -> set[tuple[str, str]]:
         group_version, kind = r.type.split(":")[1], r.type.split(":")[2].removesuffix("Patch")
         group = group_version.split("/")[0]
         kinds.add(("" if group == "core" else group, kind))
-    return kinds - {("", "Secret")}
+    return kinds - {("", "Secret"), ("", "ConfigMap")}  # ConfigMaps: per namespace, below
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -81,6 +81,33 @@ def test_the_preview_reads_every_kind_the_program_manages(stack):
 )
 def test_the_preview_reads_no_container_log_secret_pod_event_or_teams_job(group, resource):
     assert not any(can(verb, group, resource) for verb in ("get", "list", "watch", "create"))
+
+
+def test_the_preview_reads_no_configmap_cluster_wide():
+    """A team's ConfigMaps may hold anything: the ClusterRole grants none."""
+    assert not any(can(verb, "", "configmaps") for verb in ("get", "list", "watch"))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_preview_reads_configmaps_in_each_namespace_the_program_keeps_its_own_in(stack):
+    plan = plan_of(stack)
+    objects = [r.inputs for r in plan.resources if r.type.startswith("kubernetes:")]
+    holding = {o["metadata"]["namespace"] for o in objects if o.get("kind") == "ConfigMap"}
+    granted = {
+        o["metadata"]["namespace"]
+        for o in objects
+        if o.get("kind") == "RoleBinding"
+        and o["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": PREVIEW_GROUP}]
+    }
+    roles = {
+        o["metadata"]["namespace"]: o["rules"]
+        for o in objects
+        if o.get("kind") == "Role" and o["metadata"]["name"] == PREVIEW_GROUP
+    }
+    team_namespaces = {t.name for t in plan.config.scheduler.teams}
+    assert holding and holding <= granted and not granted & team_namespaces, (holding, granted)
+    for namespace in granted:
+        assert roles[namespace] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
 
 
 @pytest.mark.parametrize("verb", ["create", "update", "patch", "delete", "escalate", "bind", "impersonate"])
