@@ -19,6 +19,8 @@ import os
 import pickle
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +39,20 @@ from infra.offline import jobs
 from infra.offline.evaluate import Plan, load_stack, record, stack_names
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def torch_python() -> str | None:
+    """A Python with PyTorch, for the tests that run the in-pod programs with real gloo ranks: this
+    one, or HIGGSFIELD_TORCH_PYTHON (torch is not a dev dependency). Asked once per process."""
+    candidate = os.environ.get("HIGGSFIELD_TORCH_PYTHON", sys.executable)
+    found = subprocess.run([candidate, "-c", "import torch, numpy"], capture_output=True, check=False)
+    return candidate if found.returncode == 0 else None
+
+
+needs_torch = pytest.mark.skipif(
+    torch_python() is None, reason="needs PyTorch (set HIGGSFIELD_TORCH_PYTHON to a Python that has it)"
+)
 STACKS = stack_names(ROOT)
 _plans: dict[str, Plan] = {}
 

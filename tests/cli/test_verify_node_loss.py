@@ -29,9 +29,9 @@ from infra.core.names import REPLICA_TYPE_LABEL as REPLICA_LABEL
 from infra.offline.pods import stack_image
 from tests.cli.test_verify_checks import NOW, REGION, STACK, kubeconfig, seed, team_admission
 from tests.cli.test_verify_run import AWS_VARS
-from tests.conftest import ROOT, plan_of
+from tests.conftest import ROOT, needs_torch, plan_of, torch_python
 from tests.fake_kube_api import FakeKubernetesApi
-from tests.offline.test_checkpointing import _torch_python, checkpointing
+from tests.offline.test_checkpointing import checkpointing
 
 TEAM, ZONE = "foundation", "us-east-2b"
 LOST_AT = NOW + datetime.timedelta(minutes=20)  # when the check sees the second checkpoint and terminates
@@ -383,14 +383,12 @@ def _kill_tree(pid: int) -> None:
             os.kill(each, signal.SIGKILL)
 
 
-@pytest.mark.skipif(
-    _torch_python() is None, reason="needs PyTorch (set HIGGSFIELD_TORCH_PYTHON to a Python that has it)"
-)
+@needs_torch
 def test_the_real_jobs_log_proves_a_complete_checkpoint_and_its_resume_after_a_lost_node(tmp_path):
     """examples/train_ddp.py behind the job's launchers (checkpointing.py, torchrun, the rank prefix) on
     two gloo ranks: once its log shows a checkpoint complete, that checkpoint has its COMPLETE marker;
     killed without a chance to save (a lost node), the next start logs a resume from it."""
-    python, examples = _torch_python(), ROOT / "examples"
+    python, examples = torch_python(), ROOT / "examples"
     command = [python, str(examples / "checkpointing.py"), python, "-m", "torch.distributed.run",
                "--nproc-per-node", "2", "--no-python", python, str(examples / "checkpointing.py"), "--rank-prefix",
                python, str(examples / "train_ddp.py")]  # fmt: skip

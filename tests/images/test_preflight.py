@@ -17,7 +17,7 @@ import preflight
 import pytest
 from preflight import EXIT_CONFIG, EXIT_RETRY, Isolation, isolate, verdict
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, needs_torch, torch_python
 
 PROGRAM = ROOT / "images" / "training" / "preflight.py"
 
@@ -128,16 +128,6 @@ def test_skipping_runs_the_command_without_pytorch(tmp_path):
 # --- for real: gloo ranks on CPU --------------------------------------------------------------------
 
 
-def _torch_python() -> str | None:
-    candidate = os.environ.get("HIGGSFIELD_TORCH_PYTHON", sys.executable)
-    found = subprocess.run([candidate, "-c", "import torch, numpy"], capture_output=True)
-    return candidate if found.returncode == 0 else None
-
-
-needs_torch = pytest.mark.skipif(
-    _torch_python() is None, reason="needs PyTorch (set HIGGSFIELD_TORCH_PYTHON to a Python that has it)"
-)
-
 # A slow node, for real: every all-reduce of this rank's process groups waits before it starts, so
 # every group it is in is slow (as a node with a throttled NIC or a failing GPU is).
 RANK = textwrap.dedent(
@@ -201,7 +191,7 @@ def _gang(
             "CHECKPOINT_SHARED_DIR": str(tmp_path / "fsx" / "job"),
             "PREFLIGHT_CHECKPOINT_BYTES": str(1 << 20),
         }
-        argv = [_torch_python(), str(script), str(ROOT / "images" / "training"), *args]
+        argv = [torch_python(), str(script), str(ROOT / "images" / "training"), *args]
         ranks.append(
             (subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True), log)
         )
@@ -240,7 +230,7 @@ def test_a_healthy_gloo_gang_passes_and_each_rank_becomes_the_training_command_o
         "master and d.TCPStore('127.0.0.1', int(os.environ['MASTER_PORT']), 1, True, "
         "timeout=datetime.timedelta(seconds=5)); print('training')"
     )
-    results = _gang(tmp_path, 3, None, ["--", _torch_python(), "-c", train])
+    results = _gang(tmp_path, 3, None, ["--", torch_python(), "-c", train])
     for code, out, message in results:
         assert code == 0 and message is None, out
         assert out.splitlines()[-1] == "training" and " ok in " in out, out

@@ -10,7 +10,7 @@ import pytest
 
 from infra.core.names import PROGRESS_PORT, PROGRESS_PORT_NAME
 from infra.offline import jobs
-from tests.conftest import plan_of
+from tests.conftest import needs_torch, plan_of, torch_python
 
 
 def test_a_rank_writes_its_step_and_times_at_most_once_a_second(tmp_path):
@@ -131,19 +131,7 @@ def test_the_checkpoint_counter_is_served_as_a_counter(tmp_path):
     assert "# TYPE higgsfield_training_checkpoint_seconds_total counter" in progress.exposition(tmp_path)
 
 
-def _torch_python() -> str | None:
-    import os
-    import subprocess
-    import sys
-
-    candidate = os.environ.get("HIGGSFIELD_TORCH_PYTHON", sys.executable)
-    found = subprocess.run([candidate, "-c", "import torch, numpy"], capture_output=True)
-    return candidate if found.returncode == 0 else None
-
-
-@pytest.mark.skipif(
-    _torch_python() is None, reason="needs PyTorch (set HIGGSFIELD_TORCH_PYTHON to a Python that has it)"
-)
+@needs_torch
 def test_train_ddp_publishes_the_time_its_ranks_were_blocked_in_checkpoint_saves(tmp_path):
     """Two gloo ranks of examples/train_ddp.py checkpointing every 4 steps: each rank's counter is
     above zero, and rank 0's save lines give goodput the run's total (infra/offline/goodput.py)."""
@@ -166,7 +154,7 @@ def test_train_ddp_publishes_the_time_its_ranks_were_blocked_in_checkpoint_saves
     (tmp_path / "progress").mkdir()
     run = subprocess.run(
         [
-            _torch_python(),
+            torch_python(),
             "-m",
             "torch.distributed.run",
             "--nproc-per-node",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, assert_plan_rejects, set_key
+from tests.conftest import ROOT, assert_plan_rejects, needs_torch, set_key, torch_python
 
 sys.path.insert(0, str(ROOT / "examples"))
 import checkpointing  # noqa: E402
@@ -407,23 +407,14 @@ def test_every_training_job_starts_through_the_checkpoint_launcher_after_the_pre
         }
 
 
-def _torch_python() -> str | None:
-    """A Python with PyTorch: this one, or HIGGSFIELD_TORCH_PYTHON (torch is not a dev dependency)."""
-    candidate = os.environ.get("HIGGSFIELD_TORCH_PYTHON", sys.executable)
-    found = subprocess.run([candidate, "-c", "import torch, numpy"], capture_output=True)
-    return candidate if found.returncode == 0 else None
-
-
-@pytest.mark.skipif(
-    _torch_python() is None, reason="needs PyTorch (set HIGGSFIELD_TORCH_PYTHON to a Python that has it)"
-)
+@needs_torch
 def test_train_ddp_on_two_cpu_ranks_flushes_on_sigterm_and_resumes_after_it(tmp_path):
     """The real program with torch.distributed.checkpoint on gloo: two ranks, per-rank local shard
     directories merged on 'FSx', the marker, SIGTERM through the launcher, the resume (on a GPU box:
     `python3 -m tests.gpu.resume_here`, NCCL on CUDA)."""
     from tests.gpu.resume_here import broken_promises, sigterm_then_resume
 
-    first, second, final = sigterm_then_resume(_torch_python(), 2, tmp_path)
+    first, second, final = sigterm_then_resume(torch_python(), 2, tmp_path)
     assert broken_promises(first, second, final, tmp_path / "fsx") == [], (first[-3000:], second[-3000:])
 
 

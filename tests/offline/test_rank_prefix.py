@@ -12,10 +12,7 @@ import subprocess
 import sys
 import time
 
-import pytest
-
-from tests.conftest import ROOT
-from tests.offline.test_checkpointing import _torch_python
+from tests.conftest import ROOT, needs_torch, torch_python
 
 LAUNCHER = str(ROOT / "examples" / "checkpointing.py")
 WORKER = "import sys; print('loss 0.5'); print('warning: slow', file=sys.stderr); sys.exit(7)"
@@ -49,11 +46,9 @@ def test_sigterm_reaches_the_worker_behind_the_prefixer():
     assert proc.wait(timeout=20) == 143 and time.monotonic() - started < 10
 
 
-@pytest.mark.skipif(
-    _torch_python() is None, reason="needs PyTorch (set HIGGSFIELD_TORCH_PYTHON to a Python that has it)"
-)
+@needs_torch
 def test_a_pod_of_eight_torchrun_ranks_writes_each_line_with_its_rank():
-    python = _torch_python()
+    python = torch_python()
     done = subprocess.run(
         [
             python, LAUNCHER,  # the rendered job's command, with this machine's Python

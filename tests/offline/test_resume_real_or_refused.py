@@ -10,13 +10,12 @@ from __future__ import annotations
 import copy
 import os
 import subprocess
-import sys
 
 import pytest
 
 from infra.cli.main import main
 from infra.offline import day_one, jobs
-from tests.conftest import ROOT, STACKS, plan_of
+from tests.conftest import ROOT, STACKS, needs_torch, plan_of, torch_python
 
 
 def _job(objects):
@@ -105,20 +104,9 @@ def test_check_fails_a_stack_whose_example_would_promise_a_resume(monkeypatch):
     assert findings and all(m.startswith("higgsfield:fsx.enabled: examples/") for _, m in findings)
 
 
-def _torch_python() -> str | None:
-    candidate = os.environ.get("HIGGSFIELD_TORCH_PYTHON", sys.executable)
-    return (
-        candidate
-        if subprocess.run([candidate, "-c", "import torch, numpy"], capture_output=True).returncode == 0
-        else None
-    )
-
-
-@pytest.mark.skipif(
-    _torch_python() is None, reason="needs PyTorch (set HIGGSFIELD_TORCH_PYTHON to a Python that has it)"
-)
+@needs_torch
 def test_train_ddp_with_checkpoints_off_neither_saves_nor_resumes(tmp_path):
-    python = _torch_python()
+    python = torch_python()
     env = {
         **os.environ,
         "CHECKPOINT_DIR": str(tmp_path / "nvme"),
