@@ -32,6 +32,7 @@ def sigterm_then_resume(python: str, nproc: int, workdir: Path) -> tuple[str, st
         python,
         "-m",
         "torch.distributed.run",
+        "--standalone",  # a free rendezvous port: the suite runs other torchruns beside this one
         "--nproc-per-node",
         str(nproc),
         str(ROOT / "examples" / "train_ddp.py"),

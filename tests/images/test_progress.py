@@ -157,6 +157,7 @@ def test_train_ddp_publishes_the_time_its_ranks_were_blocked_in_checkpoint_saves
             torch_python(),
             "-m",
             "torch.distributed.run",
+            "--standalone",  # a free rendezvous port of its own: other tests run torchrun beside it
             "--nproc-per-node",
             "2",
             str(ROOT / "examples" / "train_ddp.py"),

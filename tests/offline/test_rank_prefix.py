@@ -52,7 +52,7 @@ def test_a_pod_of_eight_torchrun_ranks_writes_each_line_with_its_rank():
     done = subprocess.run(
         [
             python, LAUNCHER,  # the rendered job's command, with this machine's Python
-            python, "-m", "torch.distributed.run", "--nproc-per-node", "8", "--no-python",
+            python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "8", "--no-python",
             python, LAUNCHER, "--rank-prefix",
             python, "-c", "import os; print('step 1 on local rank', os.environ['LOCAL_RANK'])",
         ],

@@ -117,7 +117,15 @@ def test_train_ddp_with_checkpoints_off_neither_saves_nor_resumes(tmp_path):
         "PYTHONPATH": str(ROOT / "images" / "training"),
     }
     done = subprocess.run(
-        [python, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(ROOT / "examples" / "train_ddp.py")],
+        [
+            python,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            str(ROOT / "examples" / "train_ddp.py"),
+        ],
         env=env,
         capture_output=True,
         text=True,
