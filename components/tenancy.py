@@ -520,6 +520,17 @@ def gang_validations(team: TeamRules) -> list[dict]:
 # the scheduler reads (sla-waiting-time, hierarchy) belong to plugins this stack does not enable
 # (components/training.py SCHEDULER_CONFIG: no sla, no hdrf).
 GROUP_OWNERS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob")
+# The kinds with a /scale subresource: their replicas change through PUT/PATCH of `<kind>/scale`
+# (`kubectl scale`, the HPA controller, any holder of the `edit` role), whose object is an autoscaling/v1
+# Scale carrying only name, namespace, UID, resourceVersion and creation time, never annotations
+# (scaleFromDeployment, kubernetes/kubernetes:pkg/registry/apps/deployment/storage/storage.go@030880a5,
+# and its StatefulSet/ReplicaSet/ReplicationController twins). No policy can compare a gang with replicas it
+# never sees, so on these a gang is at most one pod (the serving floor is one: infra/offline/jobs.py
+# SERVING_FLOOR). Volcano reads no ReplicationController's annotations today (getAnnotationsFromUpperRes);
+# held the same should it start. A Job has no /scale (its storage serves the Job and its status only:
+# JobStorage, pkg/registry/batch/job/storage/storage.go, same ref): its parallelism changes by an UPDATE of
+# the Job, which this policy sees.
+SCALED_OWNERS = ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController")
 # Volcano's controller-manager: the chart's `<release>-controllers` account (installer/helm/chart/volcano/
 # templates/controllers.yaml@v1.15.1) in the release `volcano` (components/charts.py names a release
 # after its chart) of namespace volcano-system (components/training.py VOLCANO_NAMESPACE).
@@ -575,7 +586,17 @@ def volcano_group_validations() -> list[dict]:
         f"(has(oldObject.metadata.annotations) && '{GROUP_NAME_ANNOTATION}' in oldObject.metadata.annotations && "
         f"oldObject.metadata.annotations['{GROUP_NAME_ANNOTATION}'] == {pod}['{GROUP_NAME_ANNOTATION}'])"
     )
+    scaled = f"object.metadata.annotations['{MIN_MEMBER_ANNOTATION}']"
     return [
+        {
+            "expression": f"!(object.kind in {_list(SCALED_OWNERS)}) || "
+            f"request.userInfo.username.startsWith('{CONTROLLER_USERS}') || !has(object.metadata.annotations) || "
+            f"!('{MIN_MEMBER_ANNOTATION}' in object.metadata.annotations) || {scaled} in ['0', '1']",
+            "message": f"{MIN_MEMBER_ANNOTATION} is 0 or 1 on a {', '.join(SCALED_OWNERS)}: their replicas change "
+            "through /scale (kubectl scale, an HPA), which admission cannot compare with a gang, so a gang of "
+            "several pods is a Job (its parallelism) or a Kubeflow job",
+            "reason": "Forbidden",
+        },
         {
             "expression": f"!(object.kind in {_list(GROUP_OWNERS)}) || "
             f"request.userInfo.username.startsWith('{CONTROLLER_USERS}') || "
