@@ -12,8 +12,9 @@ Requiring a reusable workflow and other claims"):
 - preview: `repo:OWNER/REPO:pull_request:job_workflow_ref:OWNER/REPO/.github/workflows/preview.yml@refs/pull/*/merge`
   (StringLike: the one wildcard is the pull request's number): a pull-request job of preview.yml
   (forks get no token). It reads: the instance-type catalog the program asks for, the backend's
-  state and lock, the secrets key (decrypt only), and in the cluster the kinds the program manages
-  (PREVIEW_READS: no Secrets, pods, logs or events), through an access entry naming its group.
+  state (writes nothing there, the lock included), the secrets key (decrypt only), and in the cluster
+  the kinds the program manages (PREVIEW_READS: no Secrets, pods, logs or events), through an access
+  entry naming its group.
 - deploy: `repo:OWNER/REPO:environment:ENV:job_workflow_ref:OWNER/REPO/.github/workflows/deploy.yml@refs/heads/main`:
   only deploy.yml of main, in the stack's GitHub environment (whose protection rules decide who
   may). Its ceiling is a permissions boundary (`higgsfield-STACK-boundary`, an IAM managed policy)
@@ -589,8 +590,11 @@ def preview_policy(settings: DeliverySettings) -> str:
         {"Effect": "Allow", "Action": list(PREVIEW_ACTIONS), "Resource": "*"},
         {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket},
         {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": f"{bucket}/*"},
-        # The diy backend locks a stack for a preview too (a file under .pulumi/locks/).
-        {"Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"], "Resource": f"{bucket}/.pulumi/locks/*"},
+        # Nothing written, the lock included: the diy backend's Preview is a dry run that takes no lock
+        # (diyBackend.Preview calls backend.Preview, DryRun; only Update, Import, Refresh, Destroy and the
+        # stack operations call Lock) and persists no snapshot, history or backup while DryRun
+        # (diyBackend.apply), pulumi/pulumi:pkg/backend/diy/backend.go@1b594989 (3.260.0-dev, 2026-08-21;
+        # the same at v3.259.0). So no preview can delete a running deploy's lock or leave one of its own.
         {"Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": settings.state_key_arn},
     )
 
