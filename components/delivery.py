@@ -47,7 +47,6 @@ from infra.core.names import (
     GITHUB_OIDC_HOST,
     PREVIEW_GROUP,
     RUNNER_PURPOSES,
-    STACK_TAG,
     boundary_name,
     cluster_name,
     role_name,
@@ -496,33 +495,23 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
             "Resource": "*",
             "Condition": {"Bool": {"kms:GrantIsForAWSResource": "false"}},
         },
-        # Key policies on this stack's keys only: those tagged with its name (aws:ResourceTag on a key,
-        # docs.aws.amazon.com/kms/latest/developerguide/tag-authorization.html), a tag no existing key may
-        # gain or lose (TagResource/UntagResource on a key ARN; the tag check of CreateKey is on no
-        # particular key, docs.aws.amazon.com/kms/latest/developerguide/tag-permissions.html), and never
-        # past the lockout check. IAM has no condition key on a key policy's content: whether the policy
-        # PutKeyPolicy writes opens the key to another account is not the boundary's to see (ours name
-        # this account alone: components/logs.py, tests/delivery/test_key_policies.py).
+        # A key's policy is set once, by CreateKey's Policy parameter, never rewritten: IAM has no condition
+        # key on a key policy's content, so a PutKeyPolicy that opens one of the stack's keys to another
+        # account could not be told from ours. pulumi-aws creates aws.kms.Key with its policy in CreateKey
+        # and calls PutKeyPolicy only when the policy changes (resourceKeyCreate / resourceKeyUpdate,
+        # hashicorp/terraform-provider-aws:internal/service/kms/key.go@00a35305), and the program has no
+        # aws.kms.KeyPolicy (whose create and delete are PutKeyPolicy: key_policy.go, same repository). A
+        # change to a key's policy is an administrator's (`higgsfield diff` refuses it and names the command).
         {
-            "Sid": "KeyPoliciesOnlyOnTheStacksKeys",
+            "Sid": "KeyPoliciesAtCreateOnly",
             "Effect": "Deny",
             "Action": ["kms:PutKeyPolicy"],
             "Resource": "*",
-            "Condition": {"StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack}},
-        },
-        {
-            "Sid": "KeysKeepTheirStack",
-            "Effect": "Deny",
-            "Action": ["kms:TagResource", "kms:UntagResource"],
-            "Resource": f"arn:aws:kms:*:{account}:key/*",
-            # KMS tag keys are case-sensitive and IAM's condition key names are not: a key tagged
-            # HIGGSFIELD:STACK may read as aws:ResourceTag/higgsfield:stack, so any spelling is refused
-            "Condition": {"ForAnyValue:StringEqualsIgnoreCase": {"aws:TagKeys": [STACK_TAG]}},
         },
         {
             "Sid": "NoKeyPolicyLockout",
             "Effect": "Deny",
-            "Action": ["kms:PutKeyPolicy", "kms:CreateKey"],
+            "Action": ["kms:CreateKey"],
             "Resource": "*",
             "Condition": {"Bool": {"kms:BypassPolicyLockoutSafetyCheck": "true"}},
         },
@@ -695,7 +684,7 @@ class DeliveryArgs:
     data_buckets: Sequence[str]  # S3 buckets the program links (FSx data repository)
     log_retention_days: int
     log_key_arn: pulumi.Input[str]  # the stack's CloudWatch Logs key (components/logs.py)
-    log_key_ready: Sequence[pulumi.Resource]  # its key policy (CloudWatch Logs may use the key)
+    log_key_ready: Sequence[pulumi.Resource]  # the log key, created with its policy (CloudWatch Logs may use it)
     cluster_ready: Sequence[pulumi.Resource]
     kubernetes: pulumi.ProviderResource  # the cluster's provider: the preview role's ClusterRole and binding
     tags: Mapping[str, str]

@@ -220,7 +220,7 @@ def test_runner_roles_write_their_own_logs_and_manage_network_interfaces_only(pl
 
 
 def test_runner_log_groups_are_encrypted_with_the_stacks_logs_key(plan):
-    key_policy = _named(plan, "aws:kms/keyPolicy:KeyPolicy", "logs")
+    key_policy = _named(plan, "aws:kms/key:Key", "logs")  # created with its policy
     for purpose in ("preview", "deploy"):
         group = _named(plan, "aws:cloudwatch/logGroup:LogGroup", f"delivery-{purpose}-runner")
         assert group.inputs.get("kmsKeyId") and key_policy.urn in group.dependencies
