@@ -131,6 +131,7 @@ class TeamRules:
     priority_classes: tuple[str, ...]  # every class the team may name, the platform's default included
     uid: int
     serving_classes: tuple[str, ...] = ()  # those of them that preempt (docs/workload-classes.md)
+    training_classes: tuple[str, ...] = ()  # those of them for Kubeflow gangs (no GPU quota counts their pods)
     service_types: tuple[str, ...] = ()  # beyond ClusterIP: NodePort, LoadBalancer
     public_load_balancers: bool = False  # the stack tags its public subnets for internet-facing load balancers
     node_gpus: tuple[tuple[str, int], ...] = ()  # (pool, GPUs of its nodes): a pod asking all of them may spread
@@ -618,6 +619,32 @@ def volcano_group_validations() -> list[dict]:
     ]
 
 
+def plain_gpu_validations(team: TeamRules) -> list[dict]:
+    """A GPU pod that is no Kubeflow job's carries no training class. Volcano's controller groups a
+    plain workload's pods after they exist, so each pending one is autoscaler demand whatever its queue
+    says (docs/design/autoscaler-demand.md); the namespace's `plain-gpu` quota (components/teams.py
+    PLAIN_GPU_QUOTA) counts the GPUs of every pod outside the training classes, and this keeps plain pods
+    inside it. Kubeflow jobs' pods are the Training Operator's (created only once their gang is Inqueue)."""
+    if not team.training_classes:
+        return []
+    plain = f"object.kind in {_list([*TEMPLATE_KINDS, 'CronJob'])}"
+    by_a_member = (
+        f"(object.kind == 'Pod' && request.operation == 'CREATE' && request.userInfo.username != '{OPERATOR_USER}' "
+        f"&& !request.userInfo.username.startsWith('{CONTROLLER_USERS}'))"
+    )
+    return [
+        {
+            "expression": f"!({plain} || {by_a_member}) || variables.specs.all(s, !{_takes_a_gpu_node('s')} || "
+            f"!has(s.priorityClassName) || !(s.priorityClassName in {_list(team.training_classes)}))",
+            "message": "a GPU pod outside a Kubeflow job may not use a training class "
+            f"({', '.join(team.training_classes)}): its pods exist before Volcano admits them, so the team's "
+            "plain-gpu quota counts them, and it counts every class but training; use a serving or evaluation class, "
+            "or submit a Kubeflow job",
+            "reason": "Forbidden",
+        }
+    ]
+
+
 def gpu_and_node_validations() -> list[dict]:
     """GPUs only through the device plugin, Volcano and the quota; no pod placed by hand or onto
     the system nodes or a node before its health gate."""
@@ -870,6 +897,7 @@ def cel_validations(team: TeamRules) -> list[dict]:
             },
         ]
         + gpu_and_node_validations()
+        + plain_gpu_validations(team)
         + node_share_validations(team)
         + share_cap_validations(team)
         + gang_validations(team)
