@@ -61,29 +61,25 @@ PLAIN_GPU_QUOTA = "plain-gpu"
 
 
 def plain_gpu_quota(team: Team, rules: TeamRules) -> dict:
-    """The GPUs of every pod of the namespace outside its training classes: the plain workloads'
-    (Deployments, Jobs, StatefulSets, their pods; the team policy keeps training classes off them,
+    """The GPUs of every pod of the namespace outside its Kubeflow gangs' classes (the training classes
+    and the platform's default: tenancy.gang_classes): the plain workloads' (Deployments, Jobs,
+    StatefulSets, their pods; the team policy has them name a class counted here,
     tenancy.plain_gpu_validations), whose pods exist before Volcano admits them and so are autoscaler
-    demand beyond the queue (docs/design/autoscaler-demand.md, "What remains"). Bounded at the team's
-    GPU quota: what the queue admits, and what the autoscaler may buy for pods the queue holds back.
-    Training gangs are never counted (their classes are out of scope), so none is cut; an evaluation
-    Kubeflow job's gang is counted, and waits whole-or-part while plain pods hold the quota."""
-    scope = (
-        {
-            "scopeSelector": {
-                "matchExpressions": [
-                    {"scopeName": "PriorityClass", "operator": "NotIn", "values": list(rules.training_classes)}
-                ]
-            }
-        }
-        if rules.training_classes
-        else {}
-    )
+    demand beyond the queue (docs/design/autoscaler-demand.md, "What remains"). Bounded at the team's GPU
+    quota: at most the team's share again for pods the queue holds back. No training gang is counted, so
+    none is cut; an evaluation Kubeflow job's gang is, and may wait part-created while plain pods hold the
+    quota."""
+    exempt = list(tenancy.gang_classes(rules))
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
         "metadata": {"name": PLAIN_GPU_QUOTA, "namespace": team.name},
-        "spec": {"hard": {"requests.nvidia.com/gpu": str(team.gpu_quota)}, **scope},
+        "spec": {
+            "hard": {"requests.nvidia.com/gpu": str(team.gpu_quota)},
+            "scopeSelector": {
+                "matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn", "values": exempt}]
+            },
+        },
     }
 
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from components.workloads import ELASTIC_ROOM_METRIC
-from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
+from infra.config import DEFAULT_PRIORITY_CLASS, GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
 from infra.core.names import (
     DO_NOT_DISRUPT,
     DRIVER_MAJOR_LABEL,
@@ -619,12 +619,20 @@ def volcano_group_validations() -> list[dict]:
     ]
 
 
+def gang_classes(team: TeamRules) -> tuple[str, ...]:
+    """The classes a Kubeflow gang's pods may carry that no GPU ResourceQuota counts: the team's training
+    classes, and the platform's default, which the API server writes into a pod whose template names none
+    (the operator copies schedulingPolicy.priorityClass onto the PodGroup, not onto the pods)."""
+    return (*team.training_classes, DEFAULT_PRIORITY_CLASS)
+
+
 def plain_gpu_validations(team: TeamRules) -> list[dict]:
-    """A GPU pod that is no Kubeflow job's carries no training class. Volcano's controller groups a
-    plain workload's pods after they exist, so each pending one is autoscaler demand whatever its queue
-    says (docs/design/autoscaler-demand.md); the namespace's `plain-gpu` quota (components/teams.py
-    PLAIN_GPU_QUOTA) counts the GPUs of every pod outside the training classes, and this keeps plain pods
-    inside it. Kubeflow jobs' pods are the Training Operator's (created only once their gang is Inqueue)."""
+    """A GPU pod that is no Kubeflow job's names a class the `plain-gpu` quota counts (not a training
+    class, not the platform's default). Volcano's controller groups a plain workload's pods after they
+    exist, so each pending one is autoscaler demand whatever its queue says (docs/design/
+    autoscaler-demand.md); the quota (components/teams.py plain_gpu_quota) bounds them at the team's GPU
+    quota. Kubeflow jobs' pods are the Training Operator's, created only once their gang is Inqueue, and a
+    controller's pods come from a template checked here."""
     if not team.training_classes:
         return []
     plain = f"object.kind in {_list([*TEMPLATE_KINDS, 'CronJob'])}"
@@ -632,14 +640,14 @@ def plain_gpu_validations(team: TeamRules) -> list[dict]:
         f"(object.kind == 'Pod' && request.operation == 'CREATE' && request.userInfo.username != '{OPERATOR_USER}' "
         f"&& !request.userInfo.username.startsWith('{CONTROLLER_USERS}'))"
     )
+    exempt = gang_classes(team)
     return [
         {
             "expression": f"!({plain} || {by_a_member}) || variables.specs.all(s, !{_takes_a_gpu_node('s')} || "
-            f"!has(s.priorityClassName) || !(s.priorityClassName in {_list(team.training_classes)}))",
-            "message": "a GPU pod outside a Kubeflow job may not use a training class "
-            f"({', '.join(team.training_classes)}): its pods exist before Volcano admits them, so the team's "
-            "plain-gpu quota counts them, and it counts every class but training; use a serving or evaluation class, "
-            "or submit a Kubeflow job",
+            f"(has(s.priorityClassName) && !(s.priorityClassName in {_list(exempt)})))",
+            "message": "a GPU pod outside a Kubeflow job names a serving or evaluation class, not "
+            f"{', '.join(exempt)} (nor none): its pods exist before Volcano admits them, so the team's plain-gpu "
+            "quota must count them; or submit a Kubeflow job",
             "reason": "Forbidden",
         }
     ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from infra.config import DEFAULT_PRIORITY_CLASS
 from infra.offline import jobs
 from infra.offline.pods import mebibytes
 from tests.conftest import STACKS, plan_of
@@ -253,6 +254,7 @@ def test_no_quota_in_a_team_namespace_can_create_part_of_a_gang(stack):
     classes = plan.config.scheduler.priority_classes
     serving = {c.name for c in classes if c.workload == "serving"}
     training = {c.name for c in classes if c.workload == "training" and c.name in team.priority_classes}
+    training.add(DEFAULT_PRIORITY_CLASS)  # a gang's pods whose template names no class
 
     def counts_no_training_pod(q: dict) -> bool:
         scope = (q["spec"].get("scopeSelector") or {}).get("matchExpressions") or []

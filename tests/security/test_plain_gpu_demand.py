@@ -11,13 +11,14 @@ import pytest
 
 from components.teams import PLAIN_GPU_QUOTA, rules_of
 from components.tenancy import OPERATOR_USER
+from infra.config import DEFAULT_PRIORITY_CLASS
 from tests.conftest import config_of, plan_of
 from tests.security.test_tenancy import OWNED_BY, _pod_spec, denied_by
 
 CONFIG = config_of("prod")
 LLM = next(t for t in CONFIG.scheduler.teams if t.name == "llm")
 RULES = rules_of(LLM, CONFIG.scheduler.priority_classes)
-REFUSED = "a GPU pod outside a Kubeflow job may not use a training class"
+REFUSED = "a GPU pod outside a Kubeflow job names a serving or evaluation class"
 
 
 def _deployment(priority: str | None, replicas: int = 100) -> dict:
@@ -50,7 +51,13 @@ def test_a_plain_workload_of_gpu_pods_in_a_training_class_is_denied(kind):
     assert _refused(workload)
 
 
-@pytest.mark.parametrize("priority", ["evaluation", "serving", None])
+@pytest.mark.parametrize("priority", [None, DEFAULT_PRIORITY_CLASS], ids=["no class", "the default"])
+def test_a_plain_workload_of_gpu_pods_in_the_default_class_is_denied(priority):
+    """A template naming no class gets the platform's default, which the quota leaves to Kubeflow gangs."""
+    assert _refused(_deployment(priority))
+
+
+@pytest.mark.parametrize("priority", ["evaluation", "serving"])
 def test_a_plain_workload_of_gpu_pods_in_a_class_the_quota_counts_is_admitted(priority):
     assert not _refused(_deployment(priority))
 
@@ -104,4 +111,5 @@ def test_every_team_namespace_bounds_its_plain_gpu_pods_at_its_gpu_quota_and_nev
         training = [c.name for c in CONFIG.scheduler.priority_classes if c.workload == "training"]
         (scope,) = quota["spec"]["scopeSelector"]["matchExpressions"]
         assert scope["scopeName"] == "PriorityClass" and scope["operator"] == "NotIn"
-        assert set(scope["values"]) == set(training) & set(team.priority_classes)
+        # a Kubeflow gang's pods carry its template's class, or the default where the template names none
+        assert set(scope["values"]) == (set(training) & set(team.priority_classes)) | {DEFAULT_PRIORITY_CLASS}
