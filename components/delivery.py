@@ -12,8 +12,9 @@ Requiring a reusable workflow and other claims"):
 - preview: `repo:OWNER/REPO:pull_request:job_workflow_ref:OWNER/REPO/.github/workflows/preview.yml@refs/pull/*/merge`
   (StringLike: the one wildcard is the pull request's number): a pull-request job of preview.yml
   (forks get no token). It reads: the instance-type catalog the program asks for, the backend's
-  state and lock, the secrets key (decrypt only), and in the cluster the kinds the program manages
-  (PREVIEW_READS: no Secrets, pods, logs or events), through an access entry naming its group.
+  state (writes nothing there, the lock included), the secrets key (decrypt only), and in the cluster
+  the kinds the program manages (PREVIEW_READS: no Secrets, pods, logs or events), through an access
+  entry naming its group.
 - deploy: `repo:OWNER/REPO:environment:ENV:job_workflow_ref:OWNER/REPO/.github/workflows/deploy.yml@refs/heads/main`:
   only deploy.yml of main, in the stack's GitHub environment (whose protection rules decide who
   may). Its ceiling is a permissions boundary (`higgsfield-STACK-boundary`, an IAM managed policy)
@@ -46,7 +47,6 @@ from infra.core.names import (
     GITHUB_OIDC_HOST,
     PREVIEW_GROUP,
     RUNNER_PURPOSES,
-    STACK_TAG,
     boundary_name,
     cluster_name,
     role_name,
@@ -495,33 +495,23 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
             "Resource": "*",
             "Condition": {"Bool": {"kms:GrantIsForAWSResource": "false"}},
         },
-        # Key policies on this stack's keys only: those tagged with its name (aws:ResourceTag on a key,
-        # docs.aws.amazon.com/kms/latest/developerguide/tag-authorization.html), a tag no existing key may
-        # gain or lose (TagResource/UntagResource on a key ARN; the tag check of CreateKey is on no
-        # particular key, docs.aws.amazon.com/kms/latest/developerguide/tag-permissions.html), and never
-        # past the lockout check. IAM has no condition key on a key policy's content: whether the policy
-        # PutKeyPolicy writes opens the key to another account is not the boundary's to see (ours name
-        # this account alone: components/logs.py, tests/delivery/test_key_policies.py).
+        # A key's policy is set once, by CreateKey's Policy parameter, never rewritten: IAM has no condition
+        # key on a key policy's content, so a PutKeyPolicy that opens one of the stack's keys to another
+        # account could not be told from ours. pulumi-aws creates aws.kms.Key with its policy in CreateKey
+        # and calls PutKeyPolicy only when the policy changes (resourceKeyCreate / resourceKeyUpdate,
+        # hashicorp/terraform-provider-aws:internal/service/kms/key.go@00a35305), and the program has no
+        # aws.kms.KeyPolicy (whose create and delete are PutKeyPolicy: key_policy.go, same repository). A
+        # change to a key's policy is an administrator's (`higgsfield diff` refuses it and names the command).
         {
-            "Sid": "KeyPoliciesOnlyOnTheStacksKeys",
+            "Sid": "KeyPoliciesAtCreateOnly",
             "Effect": "Deny",
             "Action": ["kms:PutKeyPolicy"],
             "Resource": "*",
-            "Condition": {"StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack}},
-        },
-        {
-            "Sid": "KeysKeepTheirStack",
-            "Effect": "Deny",
-            "Action": ["kms:TagResource", "kms:UntagResource"],
-            "Resource": f"arn:aws:kms:*:{account}:key/*",
-            # KMS tag keys are case-sensitive and IAM's condition key names are not: a key tagged
-            # HIGGSFIELD:STACK may read as aws:ResourceTag/higgsfield:stack, so any spelling is refused
-            "Condition": {"ForAnyValue:StringEqualsIgnoreCase": {"aws:TagKeys": [STACK_TAG]}},
         },
         {
             "Sid": "NoKeyPolicyLockout",
             "Effect": "Deny",
-            "Action": ["kms:PutKeyPolicy", "kms:CreateKey"],
+            "Action": ["kms:CreateKey"],
             "Resource": "*",
             "Condition": {"Bool": {"kms:BypassPolicyLockoutSafetyCheck": "true"}},
         },
@@ -589,8 +579,11 @@ def preview_policy(settings: DeliverySettings) -> str:
         {"Effect": "Allow", "Action": list(PREVIEW_ACTIONS), "Resource": "*"},
         {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket},
         {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": f"{bucket}/*"},
-        # The diy backend locks a stack for a preview too (a file under .pulumi/locks/).
-        {"Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"], "Resource": f"{bucket}/.pulumi/locks/*"},
+        # Nothing written, the lock included: the diy backend's Preview is a dry run that takes no lock
+        # (diyBackend.Preview calls backend.Preview, DryRun; only Update, Import, Refresh, Destroy and the
+        # stack operations call Lock) and persists no snapshot, history or backup while DryRun
+        # (diyBackend.apply), pulumi/pulumi:pkg/backend/diy/backend.go@1b594989 (3.260.0-dev, 2026-08-21;
+        # the same at v3.259.0). So no preview can delete a running deploy's lock or leave one of its own.
         {"Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": settings.state_key_arn},
     )
 
@@ -691,7 +684,7 @@ class DeliveryArgs:
     data_buckets: Sequence[str]  # S3 buckets the program links (FSx data repository)
     log_retention_days: int
     log_key_arn: pulumi.Input[str]  # the stack's CloudWatch Logs key (components/logs.py)
-    log_key_ready: Sequence[pulumi.Resource]  # its key policy (CloudWatch Logs may use the key)
+    log_key_ready: Sequence[pulumi.Resource]  # the log key, created with its policy (CloudWatch Logs may use it)
     cluster_ready: Sequence[pulumi.Resource]
     kubernetes: pulumi.ProviderResource  # the cluster's provider: the preview role's ClusterRole and binding
     tags: Mapping[str, str]

@@ -18,11 +18,17 @@ class LogKeyArgs:
     tags: Mapping[str, str]
 
 
-def _account_administers(key_arn: str) -> dict:
+def deploying_identity() -> pulumi.Output[str]:
+    """The ARN of whoever deploys (sts GetCallerIdentity, no permission needed): its partition and
+    account are the keys' own, known before a key exists, so each key is created with its policy."""
+    return aws.get_caller_identity_output().arn
+
+
+def _account_administers(arn: str) -> dict:
     """The default key policy's one statement (docs.aws.amazon.com/kms/latest/developerguide/
     key-policy-default.html): the key's own account administers and uses it through IAM; the
-    account comes from the key's ARN, so no caller-identity lookup is needed."""
-    partition, account = key_arn.split(":")[1], key_arn.split(":")[4]
+    partition and account come from `arn`, any ARN of that account (the deploying identity's)."""
+    partition, account = arn.split(":")[1], arn.split(":")[4]
     return {
         "Sid": "AccountAdministers",
         "Effect": "Allow",
@@ -32,18 +38,18 @@ def _account_administers(key_arn: str) -> dict:
     }
 
 
-def account_key_policy(key_arn: str) -> str:
+def account_key_policy(arn: str) -> str:
     """A key's policy that lets the key's account administer and use it through IAM and nothing
     else: no other account, no grant to an outside principal (the default's statement, written down
     so the key has a policy of ours that a review and the tests can read)."""
-    return json.dumps({"Version": "2012-10-17", "Statement": [_account_administers(key_arn)]})
+    return json.dumps({"Version": "2012-10-17", "Statement": [_account_administers(arn)]})
 
 
-def log_key_policy(key_arn: str, region: str) -> str:
+def log_key_policy(arn: str, region: str) -> str:
     """The account administers the key; CloudWatch Logs of this region may use it for this
     account's log groups only. CloudWatch Logs needs this in the key policy
     (docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html)."""
-    partition, account = key_arn.split(":")[1], key_arn.split(":")[4]
+    partition, account = arn.split(":")[1], arn.split(":")[4]
     logs_encrypt = {
         "Sid": "CloudWatchLogsEncrypts",
         "Effect": "Allow",
@@ -62,13 +68,13 @@ def log_key_policy(key_arn: str, region: str) -> str:
             "ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:{partition}:logs:{region}:{account}:log-group:*"}
         },
     }
-    return json.dumps({"Version": "2012-10-17", "Statement": [_account_administers(key_arn), logs_encrypt]})
+    return json.dumps({"Version": "2012-10-17", "Statement": [_account_administers(arn), logs_encrypt]})
 
 
 class LogKey(pulumi.ComponentResource):
     """A customer-managed KMS key (rotation on) for the stack's CloudWatch log groups.
 
-    Creates: the key, its policy (account administers, CloudWatch Logs of the region encrypts
+    Creates: the key with its policy (CreateKey's: account administers, CloudWatch Logs of the region encrypts
     this account's log groups), an alias. Replaced when: never by config; a new key leaves old
     log events readable only with the old one, which is why prod protects and retains it.
     """
@@ -76,19 +82,15 @@ class LogKey(pulumi.ComponentResource):
     def __init__(self, name: str, args: LogKeyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:logs:LogKey", name, None, opts)
         keep = pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect)
+        # The policy is CreateKey's: no PutKeyPolicy afterwards (the deploy boundary's KeyPoliciesAtCreateOnly)
         self.key = aws.kms.Key(
             name,
             description=f"CloudWatch Logs of {args.cluster_name}",
             enable_key_rotation=True,
             deletion_window_in_days=30,
+            policy=deploying_identity().apply(lambda arn: log_key_policy(arn, args.region)),
             tags=dict(args.tags),
             opts=keep,
-        )
-        self.policy = aws.kms.KeyPolicy(
-            name,
-            key_id=self.key.key_id,
-            policy=self.key.arn.apply(lambda arn: log_key_policy(arn, args.region)),
-            opts=pulumi.ResourceOptions(parent=self),
         )
         aws.kms.Alias(
             name,

@@ -23,7 +23,7 @@ class NetworkArgs:
     interface_endpoints: bool
     log_retention_days: int
     log_key_arn: pulumi.Input[str]
-    log_key_ready: Sequence[pulumi.Resource]  # the key policy that lets CloudWatch Logs use the key
+    log_key_ready: Sequence[pulumi.Resource]  # the log key, created with the policy that lets CloudWatch Logs use it
     tags: Mapping[str, str]
     public_load_balancers: bool = False  # higgsfield:publicLoadBalancers
     account_id: str | None = None  # the stack's account (higgsfield:delivery.accountId); else read off the log key

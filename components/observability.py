@@ -464,7 +464,7 @@ class MonitoringArgs:
     tags: Mapping[str, str]
     api_server_cidr: str  # where the private API endpoint's interfaces live (the VPC)
     log_key_arn: pulumi.Input[str] | None = None  # the stack's CloudWatch Logs key (components/logs.py)
-    log_key_ready: Sequence[pulumi.Resource] = ()  # its key policy (CloudWatch Logs may use the key)
+    log_key_ready: Sequence[pulumi.Resource] = ()  # the log key, created with its policy (CloudWatch Logs may use it)
     efa_exporter_image: pulumi.Input[str] | None = None  # the image with efa_metrics.py (the gate's); None: no exporter
     alert_rules: Sequence[dict] = ()  # PrometheusRule groups (components/job_watchdog.py alert_rules)
     teams: Sequence[str] = ()  # team namespaces: each one's container lines in a log group of its own

@@ -16,7 +16,7 @@ import pulumi_aws as aws
 from components.addons import managed_addon
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
-from components.logs import account_key_policy
+from components.logs import account_key_policy, deploying_identity
 from components.node_admission import FIXED_NODE_FIELDS_MESSAGE, fixed_node_fields_unchanged
 from infra.config import Fsx
 from infra.core.names import KUBE_SYSTEM, NODE_NAME_EXTRA
@@ -284,10 +284,10 @@ class LustreFileSystem(pulumi.ComponentResource):
                 description=f"FSx for Lustre of {args.cluster_name}",
                 enable_key_rotation=True,
                 deletion_window_in_days=30,
+                policy=deploying_identity().apply(account_key_policy),  # CreateKey's: components/logs.py
                 tags=tags,
                 opts=keep,
             )
-            aws.kms.KeyPolicy(f"{name}-key", key_id=key.key_id, policy=key.arn.apply(account_key_policy), opts=child)
         # The group exists before the cluster does, so the file system (the slowest resource)
         # starts right after the VPC; the rule naming the node group comes once the cluster is up.
         group = aws.ec2.SecurityGroup(

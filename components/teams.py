@@ -57,6 +57,32 @@ def compute_quota(team: Team, pools: Sequence[GpuPool]) -> dict:
     }
 
 
+PLAIN_GPU_QUOTA = "plain-gpu"
+
+
+def plain_gpu_quota(team: Team, rules: TeamRules) -> dict:
+    """The GPUs of every pod of the namespace outside its Kubeflow gangs' classes (the training classes
+    and the platform's default: tenancy.gang_classes): the plain workloads' (Deployments, Jobs,
+    StatefulSets, their pods; the team policy has them name a class counted here,
+    tenancy.plain_gpu_validations), whose pods exist before Volcano admits them and so are autoscaler
+    demand beyond the queue (docs/design/autoscaler-demand.md, "What remains"). Bounded at the team's GPU
+    quota: at most the team's share again for pods the queue holds back. No training gang is counted, so
+    none is cut; an evaluation Kubeflow job's gang is, and may wait part-created while plain pods hold the
+    quota."""
+    exempt = list(tenancy.gang_classes(rules))
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": PLAIN_GPU_QUOTA, "namespace": team.name},
+        "spec": {
+            "hard": {"requests.nvidia.com/gpu": str(team.gpu_quota)},
+            "scopeSelector": {
+                "matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn", "values": exempt}]
+            },
+        },
+    }
+
+
 def container_defaults(team: Team) -> dict:
     """LimitRange: what a container (init and sidecar containers included) requests when it
     names nothing, so every pod is counted by the compute quota instead of refused by it. No
@@ -90,12 +116,14 @@ def rules_of(
     the API server writes into a pod naming none (components/training.py priority_classes); the
     Service types it is given; whether the stack has public load balancers; the GPUs of each pool's nodes."""
     serving = {c.name for c in classes if c.workload == "serving"}
+    training = {c.name for c in classes if c.workload == "training"}
     return TeamRules(
         name=team.name,
         queue=team.queue,
         priority_classes=(*team.priority_classes, DEFAULT_PRIORITY_CLASS),
         uid=team.uid,
         serving_classes=tuple(c for c in team.priority_classes if c in serving),
+        training_classes=tuple(c for c in team.priority_classes if c in training),
         service_types=tuple(team.service_types),
         public_load_balancers=public_load_balancers,
         node_gpus=tuple((p.name, p.gpus_per_node) for p in pools),
@@ -196,6 +224,7 @@ class Teams(pulumi.ComponentResource):
                         },
                     },
                 )
+            obj("plain-gpu", plain_gpu_quota(team, rules))
             # The LimitRange first: a pod created between the two would be refused by the quota.
             defaults = obj("limits", container_defaults(team))
             obj(

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from components.workloads import ELASTIC_ROOM_METRIC
-from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
+from infra.config import DEFAULT_PRIORITY_CLASS, GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
 from infra.core.names import (
     DO_NOT_DISRUPT,
     DRIVER_MAJOR_LABEL,
@@ -131,6 +131,7 @@ class TeamRules:
     priority_classes: tuple[str, ...]  # every class the team may name, the platform's default included
     uid: int
     serving_classes: tuple[str, ...] = ()  # those of them that preempt (docs/workload-classes.md)
+    training_classes: tuple[str, ...] = ()  # those of them for Kubeflow gangs (no GPU quota counts their pods)
     service_types: tuple[str, ...] = ()  # beyond ClusterIP: NodePort, LoadBalancer
     public_load_balancers: bool = False  # the stack tags its public subnets for internet-facing load balancers
     node_gpus: tuple[tuple[str, int], ...] = ()  # (pool, GPUs of its nodes): a pod asking all of them may spread
@@ -520,6 +521,17 @@ def gang_validations(team: TeamRules) -> list[dict]:
 # the scheduler reads (sla-waiting-time, hierarchy) belong to plugins this stack does not enable
 # (components/training.py SCHEDULER_CONFIG: no sla, no hdrf).
 GROUP_OWNERS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob")
+# The kinds with a /scale subresource: their replicas change through PUT/PATCH of `<kind>/scale`
+# (`kubectl scale`, the HPA controller, any holder of the `edit` role), whose object is an autoscaling/v1
+# Scale carrying only name, namespace, UID, resourceVersion and creation time, never annotations
+# (scaleFromDeployment, kubernetes/kubernetes:pkg/registry/apps/deployment/storage/storage.go@030880a5,
+# and its StatefulSet/ReplicaSet/ReplicationController twins). No policy can compare a gang with replicas it
+# never sees, so on these a gang is at most one pod (the serving floor is one: infra/offline/jobs.py
+# SERVING_FLOOR). Volcano reads no ReplicationController's annotations today (getAnnotationsFromUpperRes);
+# held the same should it start. A Job has no /scale (its storage serves the Job and its status only:
+# JobStorage, pkg/registry/batch/job/storage/storage.go, same ref): its parallelism changes by an UPDATE of
+# the Job, which this policy sees.
+SCALED_OWNERS = ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController")
 # Volcano's controller-manager: the chart's `<release>-controllers` account (installer/helm/chart/volcano/
 # templates/controllers.yaml@v1.15.1) in the release `volcano` (components/charts.py names a release
 # after its chart) of namespace volcano-system (components/training.py VOLCANO_NAMESPACE).
@@ -575,7 +587,17 @@ def volcano_group_validations() -> list[dict]:
         f"(has(oldObject.metadata.annotations) && '{GROUP_NAME_ANNOTATION}' in oldObject.metadata.annotations && "
         f"oldObject.metadata.annotations['{GROUP_NAME_ANNOTATION}'] == {pod}['{GROUP_NAME_ANNOTATION}'])"
     )
+    scaled = f"object.metadata.annotations['{MIN_MEMBER_ANNOTATION}']"
     return [
+        {
+            "expression": f"!(object.kind in {_list(SCALED_OWNERS)}) || "
+            f"request.userInfo.username.startsWith('{CONTROLLER_USERS}') || !has(object.metadata.annotations) || "
+            f"!('{MIN_MEMBER_ANNOTATION}' in object.metadata.annotations) || {scaled} in ['0', '1']",
+            "message": f"{MIN_MEMBER_ANNOTATION} is 0 or 1 on a {', '.join(SCALED_OWNERS)}: their replicas change "
+            "through /scale (kubectl scale, an HPA), which admission cannot compare with a gang, so a gang of "
+            "several pods is a Job (its parallelism) or a Kubeflow job",
+            "reason": "Forbidden",
+        },
         {
             "expression": f"!(object.kind in {_list(GROUP_OWNERS)}) || "
             f"request.userInfo.username.startsWith('{CONTROLLER_USERS}') || "
@@ -594,6 +616,40 @@ def volcano_group_validations() -> list[dict]:
             "the one Volcano makes for its workload, never another gang's",
             "reason": "Forbidden",
         },
+    ]
+
+
+def gang_classes(team: TeamRules) -> tuple[str, ...]:
+    """The classes a Kubeflow gang's pods may carry that no GPU ResourceQuota counts: the team's training
+    classes, and the platform's default, which the API server writes into a pod whose template names none
+    (the operator copies schedulingPolicy.priorityClass onto the PodGroup, not onto the pods)."""
+    return (*team.training_classes, DEFAULT_PRIORITY_CLASS)
+
+
+def plain_gpu_validations(team: TeamRules) -> list[dict]:
+    """A GPU pod that is no Kubeflow job's names a class the `plain-gpu` quota counts (not a training
+    class, not the platform's default). Volcano's controller groups a plain workload's pods after they
+    exist, so each pending one is autoscaler demand whatever its queue says (docs/design/
+    autoscaler-demand.md); the quota (components/teams.py plain_gpu_quota) bounds them at the team's GPU
+    quota. Kubeflow jobs' pods are the Training Operator's, created only once their gang is Inqueue, and a
+    controller's pods come from a template checked here."""
+    if not team.training_classes:
+        return []
+    plain = f"object.kind in {_list([*TEMPLATE_KINDS, 'CronJob'])}"
+    by_a_member = (
+        f"(object.kind == 'Pod' && request.operation == 'CREATE' && request.userInfo.username != '{OPERATOR_USER}' "
+        f"&& !request.userInfo.username.startsWith('{CONTROLLER_USERS}'))"
+    )
+    exempt = gang_classes(team)
+    return [
+        {
+            "expression": f"!({plain} || {by_a_member}) || variables.specs.all(s, !{_takes_a_gpu_node('s')} || "
+            f"(has(s.priorityClassName) && !(s.priorityClassName in {_list(exempt)})))",
+            "message": "a GPU pod outside a Kubeflow job names a serving or evaluation class, not "
+            f"{', '.join(exempt)} (nor none): its pods exist before Volcano admits them, so the team's plain-gpu "
+            "quota must count them; or submit a Kubeflow job",
+            "reason": "Forbidden",
+        }
     ]
 
 
@@ -849,6 +905,7 @@ def cel_validations(team: TeamRules) -> list[dict]:
             },
         ]
         + gpu_and_node_validations()
+        + plain_gpu_validations(team)
         + node_share_validations(team)
         + share_cap_validations(team)
         + gang_validations(team)

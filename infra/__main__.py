@@ -36,7 +36,7 @@ def build(cfg: StackConfig) -> None:
     # 1. Network and control plane, their logs encrypted with a key of ours
     logs = LogKey("logs", LogKeyArgs(cluster_name=name, region=region, protect=protect, tags=tags))
     retention = cfg.observability.log_retention_days
-    log_key: dict[str, Any] = dict(log_key_arn=logs.arn, log_key_ready=[logs.policy])
+    log_key: dict[str, Any] = dict(log_key_arn=logs.arn, log_key_ready=[logs.key])
     network = Network(
         "network",
         NetworkArgs(

@@ -194,6 +194,49 @@ def kms_key_rotation(args: ResourceValidationArgs, report: ReportViolation) -> N
         report("enableKeyRotation is not true: turn on automatic rotation.")
 
 
+def _key_policy_principals(document: str) -> list[str]:
+    """Every principal a key policy's statements name ('*' for a bare or AWS wildcard)."""
+    named: list[str] = []
+    for statement in _statements(document):
+        principal = statement.get("Principal", "*")
+        if principal == "*" or not isinstance(principal, Mapping):
+            named.append("*")
+            continue
+        for kind, values in principal.items():
+            named += ["*" if v == "*" else f"{kind}={v}" for v in _listed(values)]
+    return named
+
+
+@_policy(
+    "kms-key-policy-one-account",
+    "Every KMS key of ours is created with its key policy, which names one account's root and AWS services "
+    "only: no wildcard principal, no second account (AWS's lockout check makes that one account the deployer's).",
+)
+def kms_key_policy_one_account(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    # The deploy boundary denies kms:PutKeyPolicy (components/delivery.py KeyPoliciesAtCreateOnly), so the policy
+    # CreateKey gets is the key's for good; IAM cannot read it, the pack can. CreateKey refuses a policy that would
+    # not let its caller administer the key (the policy lockout safety check, which the boundary keeps on).
+    if args.resource_type != KMS_KEY:
+        return
+    document = get(args.props, "policy")
+    if not isinstance(document, str) or not document:
+        report("No policy: give the key its key policy at creation (the deploy role may not PutKeyPolicy later).")
+        return
+    principals = _key_policy_principals(document)
+    accounts = {p.split(":")[4] for p in principals if p.startswith("AWS=arn:") and p.count(":") >= 5}
+    odd = [
+        p
+        for p in principals
+        if not (p.startswith("AWS=arn:") and p.endswith(":root"))
+        and not (p.startswith("Service=") and p.endswith(".amazonaws.com"))
+    ]
+    if odd or len(accounts) > 1:
+        report(
+            f"key policy principals {', '.join(sorted(set(principals)))}: only one account's root and AWS services "
+            "(another account, a role or a wildcard would open the key beyond the account)"
+        )
+
+
 _VERSIONS = PolicyConfigSchema(properties={"supported": {"type": "array", "items": {"type": "string"}}})
 SUPPORTED_KUBERNETES = KUBERNETES_SUPPORTED  # the default of the pack config `supported`
 
@@ -944,6 +987,7 @@ POLICIES = [
     eks_authentication_api,
     eks_secrets_encrypted,
     kms_key_rotation,
+    kms_key_policy_one_account,
     eks_supported_version,
     launch_template_imdsv2,
     launch_template_encrypted_volumes,

@@ -117,7 +117,7 @@ class Delivery(Setting):
         str, Strict(), Field(max_length=63, json_schema_extra={"pattern": S3_BUCKET_PATTERN}), AfterValidator(s3_bucket)
     ]
     """The S3 bucket (in aws:region) of this stack's Pulumi backend, s3://BUCKET: the workflows log in to it, the
-    preview role may read it and take its lock."""
+    preview role may read it (and write nothing there, its lock included)."""
     state_key_arn: matching(
         r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$",
         "is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/UUID; IAM grants on an alias ARN do not cover the key)",

@@ -351,6 +351,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     added = [after[u] for u in sorted(set(after) - set(before))]
     removed = [before[u] for u in sorted(set(before) - set(after))]
     _refuse_losing_data(before, after, removed, changed, refuse)
+    _refuse_key_policy_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
     return Diff(
         added,
         removed,
@@ -502,6 +503,46 @@ def _refuse_losing_data(
             )
     if was and now and was != now and any(r.get("protect") for r in before.values()):
         refuse(f"changing the environment of a protected stack ({was} → {now}) drops protect/retain", "environment")
+
+
+KEY, KEY_POLICY = "aws:kms/key:Key", "aws:kms/keyPolicy:KeyPolicy"
+ADMIN = "with administrator credentials (outside the deploy boundary)"
+
+
+def _refuse_key_policy_writes(
+    stack: str, added: list[dict], removed: list[dict], changed: list[Change], refuse: _Refusals
+) -> None:
+    """A key's policy is CreateKey's: the deploy role's boundary denies kms:PutKeyPolicy
+    (components/delivery.py KeyPoliciesAtCreateOnly), so a new policy on an existing key, and an
+    aws.kms.KeyPolicy added or deleted (both are a PutKeyPolicy; a delete puts AWS's default back),
+    fail the deploy: they are an administrator's, and the refusal names the command."""
+    for change in changed:
+        if change.type == KEY and not change.replaces and "policy" in change.paths:
+            refuse(
+                f"a new policy on KMS key {change.name}",
+                change.name,
+                "the deploy role may not rewrite a key policy (its boundary denies kms:PutKeyPolicy); an "
+                f"administrator applies it {ADMIN}: pulumi up --stack {stack} --target '{change.urn}' (if AWS "
+                f"already holds this policy, pulumi refresh --stack {stack} --target '{change.urn}' is enough)",
+            )
+    for resource in added:
+        if resource["type"] == KEY_POLICY:
+            refuse(
+                f"aws.kms.KeyPolicy {resource['name']}",
+                resource["name"],
+                "it is a PutKeyPolicy, which the deploy role may not call: give the aws.kms.Key its policy "
+                "(CreateKey's)",
+            )
+    for resource in removed:
+        if resource["type"] == KEY_POLICY:
+            keys = " ".join(f"--target '{u}'" for u in resource["dependencies"] if _urn_type(u) == KEY)
+            refuse(
+                f"delete of key policy {resource['name']}",
+                resource["name"],
+                "deleting it puts AWS's default key policy back, a PutKeyPolicy the deploy role may not call; an "
+                f"administrator forgets it {ADMIN}: pulumi state delete --stack {stack} '{resource['urn']}', then "
+                f"pulumi refresh --stack {stack} {keys}".rstrip(),
+            )
 
 
 def _secret_changes(before: dict | None, after: dict | None) -> dict[str, str]:

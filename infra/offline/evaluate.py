@@ -340,6 +340,17 @@ def _addon_version_at_deploy(args: dict) -> dict:
     return {**args, "id": args["addonName"], "version": ADDON_RESOLVED_AT_DEPLOY.format(k8s=args["kubernetesVersion"])}
 
 
+# Who deploys is known only against AWS: the plan names the account so (the key policies made from it
+# read `arn:aws:iam::<account at deploy>:root`).
+ACCOUNT_AT_DEPLOY = "<account at deploy>"
+
+
+def _deploying_identity(region: str) -> dict:
+    partition = "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+    arn = f"arn:{partition}:sts::{ACCOUNT_AT_DEPLOY}:assumed-role/deploy/higgsfield"
+    return {"accountId": ACCOUNT_AT_DEPLOY, "arn": arn, "id": ACCOUNT_AT_DEPLOY, "userId": "deploy:higgsfield"}
+
+
 def _make_mocks(region: str) -> Any:
     import pulumi
 
@@ -355,6 +366,7 @@ def _make_mocks(region: str) -> Any:
                     a, region
                 ),
                 "aws:eks/getAddonVersion:getAddonVersion": _addon_version_at_deploy,
+                "aws:index/getCallerIdentity:getCallerIdentity": lambda _: _deploying_identity(region),
             }
             handler = handlers.get(args.token)
             if handler is None:

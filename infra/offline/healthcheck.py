@@ -158,6 +158,17 @@ def render(
     # PodGroup of its own (volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1
     # createNormalPodPGIfNotExist), in the team's queue by the namespace's annotation (components/tenancy.py).
     check_pods["spec"]["schedulerName"] = "volcano"
+    # A plain Job's GPU pods carry a class the namespace's plain-gpu quota counts (components/teams.py
+    # plain_gpu_quota): the team's evaluation class (the scavenger: a check waits for idle nodes), else serving.
+    counted = [*cfg.scheduler.classes_of(team_spec, "evaluation"), *cfg.scheduler.classes_of(team_spec, "serving")]
+    if not counted:
+        t = cfg.scheduler.teams.index(team_spec)
+        raise ConfigError(
+            f"higgsfield:scheduler.teams[{t}].priorityClasses",
+            f"team {namespace} is given no evaluation or serving class: the check's Job is no Kubeflow job, and its "
+            "GPU pods need a class the team's plain-gpu quota counts",
+        )
+    check_pods["spec"]["priorityClassName"] = counted[0]
     run_as_team(check_pods, team_spec)  # the team's UID and Pod Security restricted, as its admission policy requires
     objects[1] = _with_image_comment(objects[1], cfg, image)
     if count >= 2:

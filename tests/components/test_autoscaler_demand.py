@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from infra.config import DEFAULT_PRIORITY_CLASS
 from infra.offline import jobs
 from infra.offline.pods import mebibytes
 from tests.conftest import STACKS, plan_of
@@ -248,16 +249,27 @@ def test_no_quota_in_a_team_namespace_can_create_part_of_a_gang(stack):
     assert admitted in (0, len(_pods(job)))
     # serving's own quota is scoped to the serving classes, which no gang may carry (the team policy
     # refuses them on Kubeflow jobs: tests/offline/test_preemption.py
-    # test_a_training_job_may_not_carry_the_serving_class)
-    serving = {c.name for c in plan.config.scheduler.priority_classes if c.workload == "serving"}
+    # test_a_training_job_may_not_carry_the_serving_class); the plain workloads' quota to every class
+    # but training, which the team policy keeps off plain GPU pods (components/tenancy.py plain_gpu_validations)
+    classes = plan.config.scheduler.priority_classes
+    serving = {c.name for c in classes if c.workload == "serving"}
+    training = {c.name for c in classes if c.workload == "training" and c.name in team.priority_classes}
+    training.add(DEFAULT_PRIORITY_CLASS)  # a gang's pods whose template names no class
 
-    def serving_only(q: dict) -> bool:
+    def counts_no_training_pod(q: dict) -> bool:
         scope = (q["spec"].get("scopeSelector") or {}).get("matchExpressions") or []
         return bool(scope) and all(
-            e["scopeName"] == "PriorityClass" and e["operator"] == "In" and set(e["values"]) <= serving for e in scope
+            e["scopeName"] == "PriorityClass"
+            and (
+                (e["operator"] == "In" and set(e["values"]) <= serving)
+                or (e["operator"] == "NotIn" and set(e["values"]) >= training)
+            )
+            for e in scope
         )
 
-    assert not [q for q in quotas if any("nvidia.com/gpu" in k for k in q["spec"]["hard"]) and not serving_only(q)]
+    assert not [
+        q for q in quotas if any("nvidia.com/gpu" in k for k in q["spec"]["hard"]) and not counts_no_training_pod(q)
+    ]
 
 
 def test_control_a_gpu_resource_quota_would_create_part_of_a_gang():

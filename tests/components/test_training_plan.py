@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.teams import PLAIN_GPU_QUOTA
 from components.training import KUSTOMIZATION
 from infra.core import versions
 from infra.offline import jobs, kubernetes_schema
@@ -131,11 +132,12 @@ def test_each_teams_gpu_quota_is_its_own_queues_capability_not_a_resource_quota(
     """A ResourceQuota admits pods one by one (part of a gang); the queue admits whole gangs
     (components/demand.py, tests/components/test_autoscaler_demand.py)."""
     # serving's own quota (scoped to its classes: serving is no gang) is
-    # test_serving_has_its_own_gpu_quota_within_the_teams
+    # test_serving_has_its_own_gpu_quota_within_the_teams; the plain workloads' (every class but training)
+    # tests/security/test_plain_gpu_demand.py
     hard = [
         q.inputs["spec"]["hard"]
         for q in plan.of_type("kubernetes:core/v1:ResourceQuota")
-        if q.inputs["metadata"]["name"] != "serving-gpu"
+        if q.inputs["metadata"]["name"] not in ("serving-gpu", PLAIN_GPU_QUOTA)
     ]
     assert not [h for h in hard if any("nvidia.com/gpu" in key for key in h)]
     queues = {
@@ -151,9 +153,10 @@ def test_each_team_can_only_use_the_priority_classes_it_is_given(plan, stack_set
     denied = {}
     for q in plan.of_type("kubernetes:core/v1:ResourceQuota"):
         scope = q.inputs["spec"].get("scopeSelector")
-        if (
-            scope and q.inputs["metadata"]["name"] != "serving-gpu"
-        ):  # serving's own quota: test_serving_has_its_own_gpu_quota
+        if scope and q.inputs["metadata"]["name"] not in (
+            "serving-gpu",
+            PLAIN_GPU_QUOTA,
+        ):  # serving's own quota: test_serving_has_its_own_gpu_quota; plain-gpu: test_plain_gpu_demand.py
             (expr,) = scope["matchExpressions"]
             assert expr["scopeName"] == "PriorityClass" and expr["operator"] == "In"
             assert q.inputs["spec"]["hard"] == {"pods": "0"}

@@ -247,32 +247,27 @@ ATTACKS += [
     (
         "rewrite the policy of a key that is not the stack's (another stack's)",
         Request("kms:PutKeyPolicy", FOREIGN_KEY, {"aws:ResourceTag/higgsfield:stack": "staging"}),
-        "KeyPoliciesOnlyOnTheStacksKeys",
+        "KeyPoliciesAtCreateOnly",
     ),
     (
         "rewrite the policy of an untagged key of the account",
         Request("kms:PutKeyPolicy", FOREIGN_KEY),
-        "KeyPoliciesOnlyOnTheStacksKeys",
+        "KeyPoliciesAtCreateOnly",
     ),
     (
-        "label another key as the stack's, then rewrite its policy",
-        Request("kms:TagResource", FOREIGN_KEY, {"aws:TagKeys": ["higgsfield:stack"]}),
-        "KeysKeepTheirStack",
-    ),
-    (
-        # KMS tag keys are case-sensitive, IAM condition key names (aws:ResourceTag/KEY) are not
-        "label another key with the stack's tag key in other letters, then rewrite its policy",
-        Request("kms:TagResource", FOREIGN_KEY, {"aws:TagKeys": ["HIGGSFIELD:Stack"]}),
-        "KeysKeepTheirStack",
-    ),
-    (
-        "take the stack's label off one of its keys",
-        Request("kms:UntagResource", OWN_KEY, {"aws:TagKeys": ["higgsfield:stack"], **OWN_TAG}),
-        "KeysKeepTheirStack",
+        # IAM cannot read the policy PutKeyPolicy writes: one naming another account looks like ours
+        "rewrite the policy of one of the stack's own keys to open it to another account",
+        Request("kms:PutKeyPolicy", OWN_KEY, OWN_TAG),
+        "KeyPoliciesAtCreateOnly",
     ),
     (
         "lock the account out of one of its keys",
         Request("kms:PutKeyPolicy", OWN_KEY, {**OWN_TAG, "kms:BypassPolicyLockoutSafetyCheck": "true"}),
+        "KeyPoliciesAtCreateOnly",
+    ),
+    (
+        "create a key the account is locked out of",
+        Request("kms:CreateKey", "*", {"kms:BypassPolicyLockoutSafetyCheck": "true"}),
         "NoKeyPolicyLockout",
     ),
 ]
@@ -341,7 +336,7 @@ DEPLOYS = [
         "arn:aws:eks:us-east-2:444455556666:cluster/higgsfield-prod",
         {"eks:principalArn": f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-deploy"},
     ),
-    Request("kms:PutKeyPolicy", OWN_KEY, OWN_TAG),  # the keys' policies (components/logs.py), on its tagged keys
+    Request("kms:CreateKey", "*", {"kms:BypassPolicyLockoutSafetyCheck": "false"}),  # with its policy (logs.py)
     Request("kms:TagResource", "*", {"aws:TagKeys": ["higgsfield:stack"]}),  # CreateKey's tags, on no key yet
     Request("kms:TagResource", OWN_KEY, {"aws:TagKeys": ["team"], **OWN_TAG}),  # a configured tag changed
     Request("logs:DeleteLogGroup", f"arn:aws:logs:us-east-2:{ACCOUNT}:log-group:/aws/codebuild/x"),
@@ -523,16 +518,14 @@ def test_check_command_fails_a_prod_stack_sharing_its_account(project_copy, caps
     assert "higgsfield:delivery.accountId" in out and "staging" in out
 
 
-def test_every_key_of_every_stack_has_a_key_policy_of_ours():
-    """Issue 34: two keys (the Secrets and FSx keys) had none."""
+def test_every_key_of_every_stack_is_created_with_a_key_policy_of_ours():
+    """Issue 34: two keys (the Secrets and FSx keys) had none. The policy is CreateKey's, and no
+    aws.kms.KeyPolicy (a PutKeyPolicy, which the boundary refuses) is left in any plan."""
     for stack in STACKS:
         plan = plan_of(stack)
-        keys = {k.urn for k in plan.of_type("aws:kms/key:Key")}
-        policies = plan.of_type("aws:kms/keyPolicy:KeyPolicy")
-        covered = {dep for p in policies for dep in p.dependencies if dep in keys} | {
-            k.urn for k in plan.of_type("aws:kms/key:Key") if k.inputs.get("policy")
-        }
-        assert keys and keys <= covered, (stack, keys - covered)
+        keys = plan.of_type("aws:kms/key:Key")
+        assert keys and all(k.inputs.get("policy") for k in keys), stack
+        assert plan.of_type("aws:kms/keyPolicy:KeyPolicy") == [], stack
 
 
 def _pod_roles(plan) -> dict[str, dict]:

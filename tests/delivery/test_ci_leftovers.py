@@ -36,7 +36,7 @@ def test_the_linked_bucket_is_versioned_and_stays_versioned_on_delete():
 def test_every_log_group_of_ours_is_encrypted_with_the_stacks_logs_key():
     for stack in STACKS:
         plan = plan_of(stack)
-        key_policy = _named(plan, "aws:kms/keyPolicy:KeyPolicy", "logs")
+        key_policy = _named(plan, "aws:kms/key:Key", "logs")  # created with its policy
         for group in (r for r in plan.resources if r.type == "aws:cloudwatch/logGroup:LogGroup"):
             assert group.inputs.get("kmsKeyId"), f"{stack}: {group.inputs['name']}"
             assert key_policy.urn in group.dependencies, (

@@ -150,3 +150,27 @@ ACCOUNT = config_of("prod").delivery.account_id
 )
 def test_the_preview_reads_no_logs_no_secrets_and_no_other_key(request_):
     assert not evaluate(request_, [_preview()]).allowed
+
+
+def _state(key: str) -> str:
+    return f"arn:aws:s3:::{config_of('prod').delivery.state_bucket}/.pulumi/{key}"
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        Request("s3:DeleteObject", _state("locks/organization/higgsfield/prod/0b1e-a-deploys-lock.json")),
+        Request("s3:PutObject", _state("locks/organization/higgsfield/prod/a-lock-that-blocks-the-next-deploy.json")),
+        Request("s3:PutObject", _state("stacks/organization/higgsfield/prod.json")),
+        Request("s3:DeleteObject", _state("stacks/organization/higgsfield/prod.json")),
+    ],
+    ids=["delete-a-deploys-lock", "leave-a-lock", "write-the-state", "delete-the-state"],
+)
+def test_the_preview_writes_nothing_in_the_backend_not_even_a_lock(request_):
+    """Attack: a pull request's preview deletes the lock of the deploy running beside it (a second `pulumi up`
+    could then run), or leaves one that blocks the next deploy. A diy preview takes no lock: nothing to grant."""
+    assert not evaluate(request_, [_preview()]).allowed
+
+
+def test_the_preview_reads_the_state():
+    assert evaluate(Request("s3:GetObject", _state("stacks/organization/higgsfield/prod.json")), [_preview()]).allowed

@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from infra.offline.diff import compare, render_diff
+from infra.offline.diff import KEY_POLICY, compare, render_diff
 from policies import rules
 from tests.conftest import config_of, plan_of
 
@@ -118,3 +118,48 @@ def test_the_pinned_chart_policy_accepts_exact_versions(version):
     )
     rules.helm_release_pinned.validate(args, lambda message, urn=None: found.append(message))
     assert found == []
+
+
+def _key(plan: dict, name: str = "logs") -> dict:
+    return next(r for r in plan["resources"] if r["type"] == "aws:kms/key:Key" and r["name"] == name)
+
+
+def test_a_new_policy_on_a_stack_key_is_refused_naming_the_administrators_command():
+    """The deploy boundary denies kms:PutKeyPolicy: a key's policy is CreateKey's. A change to it would fail
+    the deploy, so diff refuses it and says who applies it and how."""
+    base, head = _prod(), _prod()
+    _key(head)["inputs"]["policy"] = _key(head)["inputs"]["policy"].replace("kms:*", "kms:Decrypt")
+    (refusal,) = [r for r in compare(base, head, set()).refused if "KMS key" in r]
+    assert refusal.startswith("a new policy on KMS key logs is refused (")
+    assert f"pulumi up --stack prod --target '{_key(head)['urn']}'" in refusal and "administrator" in refusal
+
+
+def test_the_key_policy_resources_of_an_older_stack_are_forgotten_by_an_administrator_not_deleted():
+    """A stack made while the keys' policies were aws.kms.KeyPolicy resources: deleting one is a PutKeyPolicy of
+    AWS's default (the CloudWatch Logs statement lost), so diff names `pulumi state delete` and a refresh."""
+    base, head = _prod(), _prod()
+    key = _key(base)
+    urn = key["urn"].replace("aws:kms/key:Key", "aws:kms/keyPolicy:KeyPolicy")
+    base["resources"].append({**key, "urn": urn, "type": "aws:kms/keyPolicy:KeyPolicy", "dependencies": [key["urn"]]})
+    del key["inputs"]["policy"]
+    refused = compare(base, head, set()).refused
+    (forget,) = [r for r in refused if r.startswith("delete of key policy logs")]
+    assert f"pulumi state delete --stack prod '{urn}'" in forget
+    assert f"pulumi refresh --stack prod --target '{key['urn']}'" in forget
+    assert any(r.startswith("a new policy on KMS key logs") for r in refused)
+
+
+def test_an_unchanged_key_policy_goes_through():
+    assert [r for r in compare(_prod(), _prod(), set()).refused if "key" in r.lower()] == []
+
+
+def test_a_key_policy_resource_added_is_refused():
+    base, head = _prod(), _prod()
+    key = _key(head)
+    head["resources"].append(
+        {**key, "urn": key["urn"].replace("aws:kms/key:Key", "aws:kms/keyPolicy:KeyPolicy"), "type": KEY_POLICY}
+    )
+    assert any(
+        r.startswith("aws.kms.KeyPolicy logs is refused (it is a PutKeyPolicy")
+        for r in compare(base, head, set()).refused
+    )

@@ -9,6 +9,7 @@ import node_check
 import pytest
 from node_check import Expectations, Gpu
 
+from infra.config import ConfigError
 from infra.offline import healthcheck, kubernetes_schema
 from tests.conftest import ROOT, plan_of
 
@@ -233,3 +234,20 @@ def test_libfabric_endpoints_of_the_efa_provider_are_counted():
 def test_efa_devices_libfabric_cannot_open_fail_the_node():
     report = node_check.evaluate("n1", H100, EXPECT, efa=32, efa_endpoints=0)
     assert _failed(report) == ["libfabric efa provider"]
+
+
+def test_the_check_job_names_a_class_the_teams_plain_gpu_quota_counts():
+    cfg = plan_of("prod").config
+    job = next(o for o in healthcheck.render(cfg, "h100", team="vision") if o["kind"] == "Job")
+    assert job["spec"]["template"]["spec"]["priorityClassName"] == "evaluation"
+
+
+def test_a_team_without_an_evaluation_or_serving_class_is_named():
+    cfg = plan_of("prod").config
+    vision = next(t for t in cfg.scheduler.teams if t.name == "vision")
+    teams = [
+        t if t is not vision else t.model_copy(update={"priority_classes": ["batch-low"]}) for t in cfg.scheduler.teams
+    ]
+    cfg = cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"teams": teams})})
+    with pytest.raises(ConfigError, match=r"teams\[2\]\.priorityClasses.*no evaluation or serving class"):
+        healthcheck.render(cfg, "h100", team="vision")

@@ -11,6 +11,7 @@ import pytest
 
 from components import training
 from components.teams import rules_of
+from components.tenancy import OPERATOR_USER
 from infra.cli.main import main
 from infra.config import PriorityClassSpec
 from infra.offline import jobs, preemption
@@ -195,10 +196,12 @@ def test_a_training_job_may_not_carry_the_serving_class(where):
 
 
 def test_a_pod_given_the_platforms_default_class_is_admitted():
-    """The API server writes higgsfield-default into a pod naming no class, before the policy runs."""
+    """The API server writes higgsfield-default into a pod naming no class, before the policy runs (a
+    Kubeflow job's pod, the operator's, whose template names none: a plain GPU pod must name a class the
+    plain-gpu quota counts, tests/security/test_plain_gpu_demand.py)."""
     pod = _pod(uid=SERVING.uid, priorityClassName="higgsfield-default")
     pod["metadata"]["namespace"] = SERVING.name
-    assert denied_by(pod, SERVING) == []
+    assert denied_by(pod, SERVING, user=OPERATOR_USER) == []
 
 
 # --- the rendered elastic job ----------------------------------------------------------------

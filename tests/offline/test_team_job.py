@@ -11,6 +11,7 @@ import yaml
 
 from components.gpu_pools import autoscaler_template_tags
 from components.teams import rules_of
+from components.tenancy import OPERATOR_USER
 from infra.config import ConfigError, load_job
 from infra.core import versions
 from infra.core.names import AUTOSCALER_TEMPLATE, DO_NOT_DISRUPT, DRIVER_MAJOR_LABEL
@@ -149,7 +150,7 @@ def test_the_rendered_job_passes_its_teams_admission_policy_and_no_other_teams(k
     rules = {t.name: rules_of(t, cfg.scheduler.priority_classes) for t in cfg.scheduler.teams}
     assert denied_by(objects[-1], rules["llm"]) == []
     for _, template in _templates(objects):
-        assert denied_by(_operator_pod(template, "llm"), rules["llm"]) == []
+        assert denied_by(_operator_pod(template, "llm"), rules["llm"], user=OPERATOR_USER) == []
     assert is_denied(objects[-1], rules["vision"])
 
 

@@ -18,6 +18,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import unknown_checking_proxy
 
+from components.logs import account_key_policy, log_key_policy
 from infra.offline.check import run_policies
 from policies import rules
 from tests.conftest import STACKS, plan_of
@@ -70,6 +71,15 @@ def stack_violations(policy: str, resources: list, config: dict | None = None) -
     return found
 
 
+def _opened_to(principal: object) -> str:
+    """The account's key policy with one more statement letting `principal` decrypt."""
+    document = json.loads(account_key_policy("arn:aws:sts::111122223333:assumed-role/deploy/x"))
+    document["Statement"].append(
+        {"Sid": "Opened", "Effect": "Allow", "Principal": {"AWS": principal}, "Action": "kms:Decrypt", "Resource": "*"}
+    )
+    return json.dumps(document)
+
+
 EKS = rules.EKS_COMPONENT
 GOOD_CLUSTER = {
     "endpointPrivateAccess": True,
@@ -117,6 +127,14 @@ RESOURCE_CASES = [
         True,
     ),
     ("kms-key-rotation", rules.KMS_KEY, {"enableKeyRotation": True}, {"enableKeyRotation": False}, {}, True),
+    (
+        "kms-key-policy-one-account",
+        rules.KMS_KEY,
+        {"policy": log_key_policy("arn:aws:sts::111122223333:assumed-role/deploy/x", "us-east-2")},
+        {"policy": _opened_to("arn:aws:iam::999999999999:root")},
+        {},
+        True,
+    ),
     (
         "eks-supported-version",
         EKS,
@@ -583,3 +601,13 @@ def test_a_reservation_held_warm_at_its_count_passes_the_scale_to_zero_policy():
 
 def test_a_pool_held_at_max_without_a_reservation_still_violates():
     assert len(stack_violations("gpu-node-groups-scale-to-zero", _held(reservation=False))) == 2
+
+
+@pytest.mark.parametrize(
+    "principal",
+    ["*", "arn:aws:iam::111122223333:role/anyone", ["arn:aws:iam::111122223333:root", "*"]],
+    ids=["wildcard", "a role", "a list with a wildcard"],
+)
+def test_a_key_policy_naming_more_than_the_accounts_root_is_flagged(principal):
+    props = {"policy": _opened_to(principal)}
+    assert violations("kms-key-policy-one-account", rules.KMS_KEY, props)

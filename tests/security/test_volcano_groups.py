@@ -28,7 +28,7 @@ def _workload(kind: str, pods: int | None, min_member: str | None, template_anno
     meta: dict = {"name": "w", "namespace": "vision"}
     if min_member is not None:
         meta["annotations"] = {MIN_MEMBER_ANNOTATION: min_member}
-    group = "batch/v1" if kind == "Job" else "apps/v1"
+    group = {"Job": "batch/v1", "ReplicationController": "v1"}.get(kind, "apps/v1")
     return {"apiVersion": group, "kind": kind, "metadata": meta, "spec": spec}
 
 
@@ -57,8 +57,53 @@ def test_a_gang_size_volcano_would_read_as_one_is_denied(value):
 
 
 @pytest.mark.parametrize(("pods", "value"), [(4, None), (4, "0"), (4, "1"), (4, "4"), (None, "1"), (0, "3")])
-def test_a_gang_of_at_most_its_pods_is_admitted(pods, value):
-    assert denied_by(_workload("Deployment", pods, value)) == []
+def test_a_jobs_gang_of_at_most_its_pods_is_admitted(pods, value):
+    assert denied_by(_workload("Job", pods, value)) == []
+
+
+SCALED = f"{MIN_MEMBER_ANNOTATION} is 0 or 1"
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"])
+def test_a_gang_of_several_pods_on_a_kind_with_a_scale_subresource_is_denied(kind):
+    """Attack: a Deployment of 4 replicas with a gang of 4 (or of 999 at 0 replicas), then `kubectl scale
+    --replicas=1` or the team's own HPA: the Scale object carries no annotations, so admission never
+    compares, and the gang that never forms holds its queue while its pods ask the autoscaler for nodes."""
+    assert _denied(_workload(kind, 4, "4"), SCALED)
+    assert _denied(_workload(kind, 0, "999"), SCALED)
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"])
+@pytest.mark.parametrize(("pods", "value"), [(4, None), (4, "0"), (4, "1"), (None, "1"), (0, "1")])
+def test_a_gang_of_at_most_one_pod_on_a_kind_with_a_scale_subresource_is_admitted(kind, pods, value):
+    """The serving floor (one replica) and the scavenger's 0 stay: whatever /scale does, the gang forms."""
+    assert denied_by(_workload(kind, pods, value)) == []
+
+
+def test_the_deployment_controller_copying_a_gang_onto_its_replicaset_is_admitted():
+    """A Deployment's annotation made before this rule, copied by the controller (kube-system), is its own."""
+    rs = _workload("ReplicaSet", 4, "4")
+    assert denied_by(rs, user="system:serviceaccount:kube-system:deployment-controller") == []
+
+
+def test_a_team_patching_a_jobs_parallelism_below_its_gang_is_denied():
+    """A Job has no /scale: `kubectl patch job --patch '{"spec":{"parallelism":1}}'` is an UPDATE of the
+    Job, which the policy sees with its annotation."""
+    old = _workload("Job", 4, "4")
+    new = copy.deepcopy(old)
+    new["spec"]["parallelism"] = 1
+    assert _denied(new, SIZE, operation="UPDATE", old=old)
+    assert denied_by(_workload("Job", 4, "2"), operation="UPDATE", old=_workload("Job", 2, "2")) == []
+
+
+def test_a_pods_own_gang_size_is_not_read_by_volcano_and_is_admitted():
+    """Volcano takes minMember from the pod's owner only (getMinMemberFromUpperRes on the annotations of its
+    ReplicaSet, DaemonSet, StatefulSet or Job; a bare pod gets 1): the same annotation on the pod itself or its
+    template sizes no gang."""
+    pod = _pod()
+    pod["metadata"]["annotations"] = {MIN_MEMBER_ANNOTATION: "16"}
+    assert denied_by(pod) == []
+    assert denied_by(_workload("Job", 1, "1", {MIN_MEMBER_ANNOTATION: "16"})) == []
 
 
 def test_a_daemonsets_gang_is_at_most_one():
