@@ -60,6 +60,7 @@ class NewStack:
     policy_text: str
     notes: list[str] = field(default_factory=list)
     project_files: list[Path] = field(default_factory=list)  # what init wrote besides the stack (a new project)
+    ci_files: list[Path] = field(default_factory=list)  # the workflows and requirements --ci wrote
 
 
 def _replace(seq: list, values: list) -> None:
@@ -471,20 +472,24 @@ def _virtualenv() -> str | None:
     return sys.prefix if sys.prefix != sys.base_prefix else None
 
 
-def project_files() -> dict[str, str]:
+def project_files(ci: bool = False) -> dict[str, str]:
     """{path in the project: text} of a new project: Pulumi.yaml (the shipped project file, its
-    program the installed package's, in the virtualenv the package is installed in), the program's
-    and the policy pack's entry points and the policy pack's project file."""
+    program the installed package's, in the virtualenv the package is installed in; with `ci`, in
+    .venv of the project, where the workflows install it), the program's and the policy pack's entry
+    points, the policy pack's project file, and the JSON Schemas the stack files (and job files) name
+    for an editor (`higgsfield schema --write` rewrites them after an upgrade)."""
+    from infra.cli.schema import JOB_SCHEMA_PATH, SCHEMA_PATH, job_schema_text, schema_text
+
     y = round_trip_yaml()
     project = y.load(shipped("Pulumi.yaml").read_text())
     project.pop("main", None)  # the project folder: its __main__.py runs the installed program
     options = project["runtime"]["options"]
     policy = y.load(_packaged_policy().read_text())
-    venv = _virtualenv()
+    venv = None if ci else _virtualenv()  # with ci: the shipped files' .venv, ../.venv stay
     for runtime_options in (options, (policy.get("runtime") or {}).get("options") or {}):
         if venv:
             runtime_options["virtualenv"] = venv
-        else:
+        elif not ci:
             runtime_options.pop("virtualenv", None)
     texts = {}
     for name, doc in (("Pulumi.yaml", project), ("policies/PulumiPolicy.yaml", policy)):
@@ -493,6 +498,8 @@ def project_files() -> dict[str, str]:
         texts[name] = out.getvalue()
     texts["__main__.py"] = _PROGRAM
     texts["policies/__main__.py"] = _POLICY_PACK
+    texts[str(SCHEMA_PATH)] = schema_text()
+    texts[str(JOB_SCHEMA_PATH)] = job_schema_text()
     return texts
 
 
@@ -502,11 +509,11 @@ def _packaged_policy() -> Path:
     return Path(policies.__file__).resolve().parent / "PulumiPolicy.yaml"
 
 
-def start_project(root: Path) -> list[Path]:
-    """Write a new project's files into `root` (none of them there yet); the paths written. A file
-    of that name already there (a folder that is no project yet, but not empty) is refused before
-    anything is written."""
-    files = project_files()
+def start_project(root: Path, extra: dict[str, str] | None = None, ci: bool = False) -> list[Path]:
+    """Write a new project's files (and `extra`) into `root` (none of them there yet); the paths
+    written. A file of that name already there (a folder that is no project yet, but not empty) is
+    refused before anything is written."""
+    files = project_files(ci) | (extra or {})
     taken = [name for name in files if (root / name).exists()]
     if taken:
         raise ConfigError(
@@ -620,16 +627,23 @@ def create(
     choices: Choices,
     flags: Sequence[str] = (),
     new_project: bool = False,
+    ci: bool = False,
 ) -> NewStack:
     """new_stack, then write; a refusal names the flag whose value it is about (`--gpu-pool
     h100:p5.48xlarge:0-999: maxSize ...`), else the setting of the stack that was not written, and
     never a line of a file that is not there."""
     try:
         stack = new_stack(name, region, base, root, choices)
+        ci_texts, ci_notes = _ci(root, new_project) if ci else ({}, [])
         if new_project:  # validated in a scratch copy first: a refused init leaves the folder as it was
             write(stack, root, publish=False)
-            stack.project_files = [p.relative_to(root) for p in start_project(root)]
+            written = [p.relative_to(root) for p in start_project(root, ci_texts, ci)]
+            stack.project_files = [p for p in written if str(p) not in ci_texts]
+            stack.ci_files = [p for p in written if str(p) in ci_texts]
         write(stack, root)
+        if ci and not new_project:
+            stack.ci_files = _add_missing(root, ci_texts, ci_notes)
+        stack.notes += ci_notes
     except ConfigError as exc:
         problems = []
         for problem in exc.problems:
@@ -665,6 +679,29 @@ def create(
     return stack
 
 
+def _ci(root: Path, new_project: bool) -> tuple[dict[str, str], list[str]]:
+    from infra.cli import init_ci
+
+    if not new_project:
+        init_ci.refuse_in(root)
+    return init_ci.ci_files()
+
+
+def _add_missing(root: Path, texts: dict[str, str], notes: list[str]) -> list[Path]:
+    """Write each CI file the project lacks; one it has is kept (noted), never written over."""
+    written = []
+    for name, text in texts.items():
+        path = root / name
+        if path.exists():
+            notes.append(f"kept {name} (exists already; init --ci never writes over a file)")
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "x") as file:
+            file.write(text)
+        written.append(path.relative_to(root))
+    return written
+
+
 def as_json(stack: NewStack, root: Path) -> dict:
     """What init wrote, as data."""
     return {
@@ -673,6 +710,7 @@ def as_json(stack: NewStack, root: Path) -> dict:
         "from": stack.source,
         "project": str(root),
         "new_project_files": [str(p) for p in stack.project_files],
+        "ci_files": [str(p) for p in stack.ci_files],
         "stack_file": str(stack.stack_file.relative_to(root)),
         "policy_file": str(stack.policy_file.relative_to(root)),
         "notes": stack.notes,
@@ -691,6 +729,8 @@ def render(stack: NewStack, root: Path) -> str:
             "the installed higgsfield package's; the training image is built from its images/training unless you "
             "copy them here)"
         )
+    if stack.ci_files:
+        lines += wrap(f"CI: {', '.join(map(str, stack.ci_files))}", indent=0)
     lines.append(
         f"wrote {stack.stack_file.relative_to(root)} (from {stack.source}, region {stack.region}) and "
         f"{stack.policy_file.relative_to(root)}"

@@ -27,6 +27,14 @@ def shipped(relative: str) -> Path:
     return _PACKAGED / relative
 
 
+def shipped_workflow(name: str) -> Path:
+    """This repository's GitHub workflow `name` (`deploy.yml`): `.github/workflows/` of the checkout,
+    `infra/shipped/workflows/` of a wheel (a package cannot be called `.github`); `init --ci` adapts them."""
+    if (_CHECKOUT / "Pulumi.yaml").is_file():
+        return _CHECKOUT / ".github" / "workflows" / name
+    return _PACKAGED / "workflows" / name
+
+
 def image_sources(project: Path) -> Path:
     """The folder the training image is built from: the project's own images/training when it has
     one (a checkout, or a project that copied them to change them), else the installed package's."""

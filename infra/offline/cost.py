@@ -67,6 +67,7 @@ class Estimate:
     prices_verified: bool = False
     hours_per_month: int = 730
     region_listed: bool = True  # the price file has a price list for the region
+    ec2_source: str = ""  # where the region's EC2 prices came from, when not from the file's own source
 
     def total(self, column: str) -> float:
         return sum(getattr(line, column) or 0.0 for line in self.lines)
@@ -127,8 +128,9 @@ def load_prices(path: Path = PRICE_FILE, option: str = "--prices") -> dict[str, 
     return prices
 
 
-# What a region of a price file holds besides prices: when and whether it was refreshed.
-_REGION_NOTES = {"checked": str, "verified": bool, "not_refreshed": list}
+# What a region of a price file holds besides prices: when and whether it was refreshed, what a
+# refresh read (`source`) and where its EC2 table came from (`ec2_source`, tools/import_ec2_prices.py).
+_REGION_NOTES = {"checked": str, "verified": bool, "not_refreshed": list, "source": str, "ec2_source": str}
 
 
 def _price(value: Any) -> bool:
@@ -197,6 +199,7 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         prices_verified=regional.get("verified", prices["verified"]),
         hours_per_month=per_month,
         region_listed=rp.listed,
+        ec2_source=regional.get("ec2_source", ""),
     )
 
     def add(
@@ -438,6 +441,7 @@ def as_json(est: Estimate) -> dict:
         "region": est.region,
         "prices_checked": est.prices_checked,
         "prices_verified": est.prices_verified,
+        "ec2_prices_source": est.ec2_source or None,
         "hours_per_month": m,
         "headline": {
             "idle_month": None if est.nothing_priced else est.total("idle_hour") * m,
@@ -596,6 +600,7 @@ def refresh(prices: dict[str, Any], instance_types: list[str], region: str, clie
             missing.append(f"fsx_lustre_gb_month.{tier}")
         else:
             fsx[tier] = price
+    regional.pop("ec2_source", None)  # every EC2 figure is now the API's
     regional.update(
         checked=today,
         verified=not missing,

@@ -14,6 +14,7 @@ import yaml
 from infra.cli.main import main
 from infra.offline import diff as offline_diff
 from infra.offline import jobs
+from infra.offline.cost import load_prices
 from infra.offline.evaluate import record
 from tests.conftest import ROOT, plan_of
 
@@ -116,19 +117,35 @@ def test_the_docs_name_the_bus_bandwidth_setting_as_the_config_reads_it():
 
 def test_a_stack_in_a_region_without_prices_never_headlines_zero_dollars(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["init", "paris", "--region", "eu-north-1", "--admin", "arn:aws:iam::123456789012:role/A"]) == 0
+    admin = "arn:aws:iam::123456789012:role/A"
+    assert main(["init", "rio", "--region", "sa-east-1", "--admin", admin, "--gpu-pool", "a100:p4d.24xlarge"]) == 0
+    capsys.readouterr()
+    assert main(["cost", "rio"]) == 0
+    headline = capsys.readouterr().out.splitlines()[0]
+    assert "not priced in sa-east-1" in headline and "$0.00" not in headline
+
+
+def test_a_stack_in_eu_north_1_headlines_its_ec2_prices_and_says_what_is_left_out(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    admin = "arn:aws:iam::123456789012:role/A"
+    assert main(["init", "paris", "--region", "eu-north-1", "--admin", admin, "--gpu-pool", "h100:p5.48xlarge"]) == 0
     capsys.readouterr()
     assert main(["cost", "paris"]) == 0
-    headline = capsys.readouterr().out.splitlines()[0]
-    assert "not priced in eu-north-1" in headline and "$0.00" not in headline
+    out = capsys.readouterr().out
+    headline = out.splitlines()[0]
+    assert headline.startswith("Cost of paris (eu-north-1): idle $") and "item(s) not priced" in headline
+    eu = load_prices()["regions"]["eu-north-1"]["ec2_on_demand_hour"]
+    assert f"${2 * eu['p5.48xlarge']:,.2f}" in out  # the pool's full scale at the region's own rate
+    assert "EC2 from SkyPilot's AWS catalog" in out
 
 
 def test_the_docs_list_the_priced_regions():
     from infra.offline.cost import priced_regions
 
     text = (ROOT / "docs" / "reference" / "reports.md").read_text()
-    listed = re.search(r"The bundled price file lists only \*\*(.*?)\*\*", text)[1]
+    listed = " ".join(re.search(r"The bundled price file prices EC2 in \*\*(.*?)\*\*", text, re.S)[1].split())
     assert listed.replace(" and ", ", ").split(", ") == priced_regions()
+    assert text.count("**Priced regions.**") == 1
 
 
 def test_init_never_writes_over_a_file_in_a_folder_that_is_no_project(tmp_path, monkeypatch, capsys):

@@ -47,9 +47,19 @@ def test_prices_come_from_the_bundled_price_file_and_unpriced_is_said_never_zero
     listed = load_prices()["regions"]["us-east-1"]["ec2_on_demand_hour"]
     priced = {t.instance_type: t.on_demand_hour for t in gpu_types("us-east-1")}
     assert priced["p5.48xlarge"] == listed["p5.48xlarge"]
-    assert main(["types", "eu-north-1"]) == 0
+    assert main(["types", "sa-east-1"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "ON-DEMAND/HOUR -: not priced in eu-north-1" in out and "$0.00" not in out
+    assert "ON-DEMAND/HOUR -: not priced in sa-east-1" in out and "$0.00" not in out
+
+
+def test_eu_north_1_types_carry_the_regions_own_on_demand_price():
+    listed = load_prices()["regions"]["eu-north-1"]["ec2_on_demand_hour"]
+    priced = {t.instance_type: t.on_demand_hour for t in gpu_types("eu-north-1")}
+    assert (
+        priced["p5.48xlarge"]
+        == listed["p5.48xlarge"]
+        != load_prices()["regions"]["us-east-1"]["ec2_on_demand_hour"]["p5.48xlarge"]
+    )
 
 
 def test_types_as_json(capsys):

@@ -89,7 +89,7 @@ def test_an_allow_list_flag_the_stack_refuses_is_named_with_its_value(project, c
 
 
 def test_a_stack_from_init_plans_checks_and_costs_without_edits(project, capsys):
-    """eu-north-1: a region the bundled price file has no prices for, so `cost` marks, not fails."""
+    """eu-north-1: a region whose EC2 prices are bundled and the rest not, so `cost` marks, not fails."""
     assert main(["init", *ADMIN, "mine", "--region", "eu-north-1"]) == 0
     assert main(["plan", "mine"]) == 0
     assert main(["check", "mine"]) == 0

@@ -114,6 +114,13 @@ def own_project(tmp_path_factory):
     outside.mkdir()
     driver = [str(venv / "bin" / "python"), "-c", _DRIVER, json.dumps({"plan": ["plan", "paris"]})]
     done["outside"] = json.loads(_run(driver, cwd=outside, env=env, timeout=300).stdout)["plan"]
+    with_ci = tmp / "with-ci"
+    with_ci.mkdir()
+    init_ci = [str(venv / "bin" / "higgsfield"), "init", "paris", "--region", "eu-north-1", "--admin", ADMIN, "--ci"]
+    _run(init_ci, cwd=with_ci, env=env, timeout=300)
+    done["ci-files"] = sorted(str(p.relative_to(with_ci)) for p in with_ci.rglob("*.yml")) + sorted(
+        str(p.relative_to(with_ci)) for p in (with_ci / "requirements").glob("*.txt")
+    )
     return project, init.stdout, done, venv
 
 
@@ -128,11 +135,24 @@ def test_init_in_an_empty_folder_makes_a_complete_project(own_project):
         "policies/config/bergen.json",
         "policies/config/oslo.json",
         "policies/config/paris.json",
+        "schemas/job.schema.json",
+        "schemas/stack.schema.json",
         "stacks/Pulumi.bergen.yaml",
         "stacks/Pulumi.oslo.yaml",
         "stacks/Pulumi.paris.yaml",
     ]
     assert said.startswith(f"new project in {project}: Pulumi.yaml")
+
+
+def test_init_ci_from_the_wheel_writes_the_workflows_and_requirements_it_ships(own_project):
+    assert own_project[2]["ci-files"] == [
+        ".github/workflows/deploy.yml",
+        ".github/workflows/preview.yml",
+        ".github/workflows/stacks.yml",
+        "requirements/deploy.txt",
+        "requirements/higgsfield.txt",
+        "requirements/stacks.txt",
+    ]
 
 
 def test_the_projects_program_and_policy_pack_are_the_installed_packages(own_project):

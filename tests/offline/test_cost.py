@@ -120,14 +120,14 @@ def test_a_region_without_prices_never_shows_a_dollar_figure(project_copy, capsy
 
 
 def test_a_spot_pool_in_a_region_without_prices_shows_no_zero_dollar_total(project_copy, capsys):
-    """init from dev into ap-northeast-1 keeps dev's spot pool: idle at zero nodes it summed to "$0.00 *"."""
+    """init from dev into ap-northeast-3 keeps dev's spot pool: idle at zero nodes it summed to "$0.00 *"."""
     from infra.cli.main import main
 
     def moved(config: dict) -> None:
         config.update(
-            {"aws:region": "ap-northeast-1", "higgsfield:availabilityZones": ["ap-northeast-1a", "ap-northeast-1c"]}
+            {"aws:region": "ap-northeast-3", "higgsfield:availabilityZones": ["ap-northeast-3b", "ap-northeast-3c"]}
         )
-        config["higgsfield:gpuPools"][0]["availabilityZone"] = "ap-northeast-1a"
+        config["higgsfield:gpuPools"][0]["availabilityZone"] = "ap-northeast-3b"
 
     project_copy("dev", moved)
     assert main(["cost", "bad"]) == 0
@@ -140,8 +140,8 @@ def test_a_spot_pool_in_a_region_without_prices_shows_no_zero_dollar_total(proje
 def _region_without_prices(config: dict) -> None:
     config.update(
         {
-            "aws:region": "eu-north-1",
-            "higgsfield:availabilityZones": ["eu-north-1a", "eu-north-1b"],
+            "aws:region": "sa-east-1",  # no GPU type of the price file is priced there
+            "higgsfield:availabilityZones": ["sa-east-1a", "sa-east-1b"],
             "higgsfield:gpuPools": [],
             "higgsfield:scheduler": {},
         }
@@ -156,11 +156,11 @@ def test_a_region_without_prices_headlines_not_priced_never_zero_dollars(project
     out = capsys.readouterr().out
     assert (
         out.splitlines()[0].startswith(
-            "Cost of bad (eu-north-1): not priced in eu-north-1: the bundled price file lists"
+            "Cost of bad (sa-east-1): not priced in sa-east-1: the bundled price file has no prices for it"
         )
         and "$0.00" not in out.splitlines()[0]
     )
-    assert "--refresh" in " ".join(out.splitlines()[:3]) and "the price file has no prices for eu-north-1" in out
+    assert "--refresh" in " ".join(out.splitlines()[:3]) and "the price file has no prices for sa-east-1" in out
 
 
 def test_strict_cost_exits_1_when_anything_is_not_priced(project_copy, capsys):
@@ -280,21 +280,23 @@ def test_refresh_takes_ec2_prices_from_the_pricing_api():
     regional = updated["regions"]["us-east-2"]
     assert regional["ec2_on_demand_hour"]["g6e.xlarge"] == 1.5 and regional["ec2_on_demand_hour"]["p5.48xlarge"] == 50.0
     assert regional["verified"] is True and "Pricing API" in regional["source"]
+    assert "ec2_source" not in regional  # no EC2 figure is the catalog's any more
+    assert cost._price_file_problem(updated) is None  # what a refresh writes loads again
     assert US_EAST_2["ec2_on_demand_hour"]["p5.48xlarge"] != 50.0  # the loaded file is left alone
 
 
 def test_refresh_gives_a_region_the_file_lacks_prices_for_every_service_it_prices():
     client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     with Stubber(client) as stub:
-        _expect_price(stub, "g6e.xlarge", "Europe (Stockholm)", "2.5")
-        _expect_services(stub, "Europe (Stockholm)", "EUN1")
-        updated = cost.refresh(PRICES, ["g6e.xlarge"], "eu-north-1", client, "2026-12-03")
+        _expect_price(stub, "g6e.xlarge", "Asia Pacific (Osaka)", "2.5")
+        _expect_services(stub, "Asia Pacific (Osaka)", "APN3")
+        updated = cost.refresh(PRICES, ["g6e.xlarge"], "ap-northeast-3", client, "2026-12-03")
         stub.assert_no_pending_responses()
-    regional = updated["regions"]["eu-north-1"]
+    regional = updated["regions"]["ap-northeast-3"]
     assert regional["ec2_on_demand_hour"] == {"g6e.xlarge": 2.5}
     assert all(regional[key] == 0.123 for key, _, _ in cost.SERVICE_PRICES)  # never the other usage type's 9.99
     assert regional["fsx_lustre_gb_month"] == {tier: 0.2 for tier in cost.FSX_TIERS} and regional["verified"] is True
-    assert "eu-north-1" not in PRICES["regions"]
+    assert "ap-northeast-3" not in PRICES["regions"]
 
 
 def test_refresh_names_the_figures_the_price_list_has_no_product_for_and_keeps_them():

@@ -45,6 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="public egress range of your office or VPN that may reach the API endpoint "
         "(repeatable; default: the existing stack's, less example ranges)",
     )
+    init.add_argument(
+        "--ci",
+        action="store_true",
+        help="also write the GitHub workflows that preview and deploy the project's stacks (.github/workflows, "
+        "requirements/); Pulumi.yaml then runs the program from .venv here, as they do",
+    )
     add_json_option(init, "what was written (files, notes, next commands)")
     init.set_defaults(func=run)
 
@@ -66,7 +72,14 @@ def run(args: argparse.Namespace) -> int:
         public_access_cidrs=tuple(args.public_access_cidr or ()),
     )
     stack = init.create(
-        args.stack, args.region, args.source, root, choices, flags=tuple(args.gpu_pool or ()), new_project=found is None
+        args.stack,
+        args.region,
+        args.source,
+        root,
+        choices,
+        flags=tuple(args.gpu_pool or ()),
+        new_project=found is None,
+        ci=args.ci,
     )
     emit(args, lambda: init.as_json(stack, root), lambda: init.render(stack, root))
     return 0

@@ -13,9 +13,9 @@ def render(est: Estimate) -> str:
     unpriced = est.unpriced
     if est.nothing_priced:  # never a $0.00 headline for what could not be priced
         lines = wrap(
-            f"Cost of {est.stack} ({est.region}): not priced in {est.region}: the bundled price file lists "
-            f"{', '.join(priced_regions())} (docs/reference/reports.md); `higgsfield cost {est.stack} --refresh` "
-            "(AWS credentials) takes the region's prices from the Pricing API",
+            f"Cost of {est.stack} ({est.region}): not priced in {est.region}: the bundled price file has no prices "
+            f"for it; `higgsfield cost {est.stack} --refresh` (AWS credentials) takes the region's prices from the "
+            f"Pricing API. Priced: {', '.join(priced_regions())} (docs/reference/reports.md)",
             indent=0,
         )
     else:
@@ -40,7 +40,9 @@ def render(est: Estimate) -> str:
         if est.prices_verified
         else "list prices as last known, unverified until `--refresh`"
     )
-    lines.append(f"  prices checked {est.prices_checked}: {source}")
+    if est.ec2_source and not est.prices_verified:
+        source = f"EC2 from {est.ec2_source}; the rest {source}"
+    lines += wrap(f"prices checked {est.prices_checked}: {source}")
     lines.append("")
 
     notes: list[str] = []
