@@ -31,7 +31,9 @@ HIGGSFIELD_PREFLIGHT=skip skips it (one job); PyTorch is imported only when the 
 `python preflight.py --node -- COMMAND...` is the same without PyTorch, for the frameworks whose
 image has none (TFJob, XGBoostJob: infra/offline/jobs.py add_node_preflight): each pod checks its
 own node alone - locked memory, the GPUs' free memory (from nvidia-smi), the checkpoint write - in
-one line of the same form, and exits EXIT_RETRY when its node fails, so the pod is recreated.
+one line of the same form, and exits EXIT_RETRY when its node fails, so the pod is recreated; first
+it serves its node as a suspect on the progress port (`linger`), so the watchdog asks the health
+gate to re-check it, as for the gang check.
 """
 
 from __future__ import annotations
@@ -632,9 +634,12 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     if env.get("HIGGSFIELD_PREFLIGHT", "").lower() == SKIP:
         print("preflight: skipped (HIGGSFIELD_PREFLIGHT=skip)", flush=True)
         return _run(command, env)
-    if argv[:1] == ["--node"]:  # the node alone, no PyTorch (TFJob, XGBoostJob)
+    if argv[:1] == ["--node"]:  # the node alone, no PyTorch (TFJob, XGBoostJob, JAXJob, PaddleJob)
         code = run_node_check(env)
-        return _run(command, env) if code == 0 else code
+        if code != 0:
+            linger(env)  # its node named: served for the watchdog's re-check request, as the gang check does
+            return code
+        return _run(command, env)
     child_env = dict(env)
     if env.get("PREFLIGHT_NCCL_NETWORK") == "efa":  # NCCL's INFO log names the network it picked
         child_env.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET", "NCCL_DEBUG_FILE": NCCL_LOG})

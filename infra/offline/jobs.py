@@ -311,6 +311,9 @@ def add_node_preflight(template: dict, cfg: StackConfig, pool: GpuPool, checkpoi
     merge_env(main, {k: v for k, v in preflight_env(cfg, pool, checkpoints).items() if k != "PREFLIGHT_NCCL_NETWORK"})
     main["env"] = [e for e in main["env"] if e["name"] != "NODE_NAME"]
     main["env"].append({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
+    # a failing node is served on the progress port while the check lingers (preflight.py linger), so
+    # the watchdog asks the health gate to re-check it, as for a PyTorch job's named node
+    add_progress_port(main)
 
 
 # PyTorch's own NCCL watchdog, tuned (the variables of torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp
@@ -336,9 +339,16 @@ def add_progress(template: dict) -> None:
     examples/checkpointing.py), which Prometheus scrapes and the job watchdog reads; and the NCCL
     watchdog settings above."""
     main = template["spec"]["containers"][0]
-    merge_env(main, {"HIGGSFIELD_PROGRESS_PORT": str(PROGRESS_PORT), **NCCL_WATCHDOG_ENV})
-    ports = [p for p in main.get("ports", []) if p.get("name") != PROGRESS_PORT_NAME]
-    main["ports"] = [*ports, {"name": PROGRESS_PORT_NAME, "containerPort": PROGRESS_PORT, "protocol": "TCP"}]
+    merge_env(main, NCCL_WATCHDOG_ENV)
+    add_progress_port(main)
+
+
+def add_progress_port(container: dict) -> None:
+    """The `progress` port, which the scrape job `training-progress` finds (components/observability.py),
+    and the variable that tells the pod's programs to serve on it (images/training/progress.py)."""
+    merge_env(container, {"HIGGSFIELD_PROGRESS_PORT": str(PROGRESS_PORT)})
+    ports = [p for p in container.get("ports", []) if p.get("name") != PROGRESS_PORT_NAME]
+    container["ports"] = [*ports, {"name": PROGRESS_PORT_NAME, "containerPort": PROGRESS_PORT, "protocol": "TCP"}]
 
 
 def _attach_datasets(template: dict, cfg: StackConfig, team: Team, only: tuple[str, ...] | None = None) -> None:

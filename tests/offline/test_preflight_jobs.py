@@ -87,4 +87,19 @@ def test_a_teams_job_file_of_a_framework_without_pytorch_gets_the_node_preflight
     code, workload = objects
     assert "preflight.py" in code["data"]
     for template in jobs.pod_templates(workload):
-        assert template["spec"]["containers"][0]["command"][:4] == ["python", "/code/preflight.py", "--node", "--"]
+        container = template["spec"]["containers"][0]
+        assert container["command"][:4] == ["python", "/code/preflight.py", "--node", "--"]
+        assert _env(container)["HIGGSFIELD_PROGRESS_PORT"]  # its failing node is served for a re-check
+
+
+@pytest.mark.parametrize("example", ["tf-mnist", "xgboost-iris"])
+def test_the_node_preflight_pods_declare_the_progress_port_their_suspect_is_served_on(example):
+    """A failing node is served on the `progress` port (scraped as training-progress), so the watchdog
+    can ask the gate to re-check it: the pods declare the port and name it to the program."""
+    from infra.core.names import PROGRESS_PORT, PROGRESS_PORT_NAME
+
+    objects = jobs.render(example, plan_of("prod").config)
+    for template in jobs.pod_templates(jobs.workload_of(objects)):
+        container = template["spec"]["containers"][0]
+        assert {"name": PROGRESS_PORT_NAME, "containerPort": PROGRESS_PORT, "protocol": "TCP"} in container["ports"]
+        assert _env(container)["HIGGSFIELD_PROGRESS_PORT"] == str(PROGRESS_PORT)
