@@ -253,11 +253,29 @@ class HostResult:
     node: str | None
     ok: bool
     said: str
+    blame: bool = True  # False: its pod was not running yet (an image pull), nothing said of its node
+
+
+def _ready(host: str, env: dict[str, str], timeout: float) -> bool:
+    """Whether the worker's pod is Ready within `timeout`: the operator starts the launcher without
+    waiting for its workers (its init container only copies kubectl), and a worker still pulling its
+    image says nothing about its node. No kubectl to ask: assumed ready."""
+    kubectl = env.get("PREFLIGHT_KUBECTL") or KUBECTL
+    argv = [kubectl, "wait", "--for=condition=Ready", f"pod/{host}", f"--timeout={int(timeout)}s"]
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=timeout + 30).returncode == 0
+    except FileNotFoundError:
+        return True
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def _check_host(host: str, env: dict[str, str], timeout: float) -> HostResult:
     """One worker's node check through mpirun, one rank on `host` alone (a host that fails to start
-    or hangs costs only its own result)."""
+    or hangs costs only its own result), once its pod is Ready."""
+    ready_s = float(env.get("PREFLIGHT_READY_SECONDS") or 600)
+    if not _ready(host, env, ready_s):
+        return HostResult(host, None, False, f"pod not Ready within {ready_s:.0f}s", blame=False)
     mpirun = (env.get("PREFLIGHT_MPIRUN") or "mpirun").split()
     argv = [*mpirun, "--allow-run-as-root", "-np", "1", "--host", host, *MPI_NODE_CHECK]
     try:
@@ -295,8 +313,14 @@ def mpi_verdict(results: list[HostResult]) -> dict:
         return {"ok": True, "code": 0, "suspects": {}, "problem": ""}
     if len(failed) == len(results) > 1 and all(r.node for r in failed) and len({r.said for r in failed}) == 1:
         return _config(f"every worker: {failed[0].said}")
-    suspects = {r.node or f"pod {r.host}": f"worker {r.host}: {r.said}" for r in failed}
-    return {"ok": False, "code": EXIT_RETRY, "suspects": suspects, "problem": ""}
+    suspects = {r.node or f"pod {r.host}": f"worker {r.host}: {r.said}" for r in failed if r.blame}
+    waiting = ", ".join(r.host for r in failed if not r.blame)
+    return {
+        "ok": False,
+        "code": EXIT_RETRY,
+        "suspects": suspects,
+        "problem": "" if suspects else f"not ready: {waiting}",
+    }
 
 
 def run_mpi_check(env: dict[str, str]) -> int:
@@ -315,11 +339,11 @@ def run_mpi_check(env: dict[str, str]) -> int:
         thread.join(timeout + 30)
     results = [answers.get(h) or HostResult(h, None, False, "no answer") for h in hosts]
     for result in results:
-        if result.node is None:
+        if result.node is None and result.blame:
             result.node = _node_of(result.host, env)
     decided = mpi_verdict(results)
     for index, r in enumerate(results):
-        state = "ok" if r.ok else ("BAD NODE" if decided["suspects"] else "FAILED")
+        state = "ok" if r.ok else ("BAD NODE" if r.blame and decided["suspects"] else "FAILED")
         print(
             f"preflight rank {index}/{len(results)} node {r.node or 'pod-' + r.host}: {state} in "
             f"{time.monotonic() - started:.1f}s; worker {r.host}: {r.said}",

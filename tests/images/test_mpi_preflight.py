@@ -50,7 +50,12 @@ def _launcher(tmp_path, hosts: dict[str, dict], port: int | None = None):
     )
     kubectl = tmp_path / "kubectl"
     nodes = {h: v["node"] for h, v in hosts.items()}
-    kubectl.write_text(f"#!{sys.executable}\nimport sys\nprint({nodes!r}[sys.argv[3]])\n")
+    pending = [h for h, v in hosts.items() if v.get("pending")]
+    kubectl.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        f"if sys.argv[1] == 'wait': sys.exit(sys.argv[3].split('/')[1] in {pending!r})\n"
+        f"print({nodes!r}[sys.argv[3]])\n"
+    )
     for fake in (mpirun, kubectl):
         fake.chmod(0o755)
     (tmp_path / "termination-log").write_text("")
@@ -143,3 +148,15 @@ def test_the_workers_are_read_from_the_operators_hostfile(tmp_path):
         "pi-worker-0",
         "pi-worker-1",
     ]
+
+
+def test_a_worker_whose_pod_is_not_ready_yet_is_retried_without_blaming_its_node(tmp_path):
+    """The operator starts the launcher without waiting for its workers: one still pulling its image
+    is waited for (here: never Ready), then the launcher exits for a retry naming no node."""
+    env = _launcher(
+        tmp_path,
+        {"job-worker-0": {"node": "node-a", "smi": CLEAN}, "job-worker-1": {"node": "node-b", "pending": True}},
+    )
+    code, out = _run({**env, "PREFLIGHT_READY_SECONDS": "1"})
+    message = _message(tmp_path)
+    assert code == EXIT_RETRY and message["suspects"] == {} and "not ready: job-worker-1" in message["problem"], out
