@@ -85,8 +85,11 @@ class HealthGateArgs:
 # DCGM's diagnostics (`dcgmi diag -r LEVEL`), run by the gate pod's DCGM container (dcgm_container):
 # at a node's join level 1 (deployment checks, seconds: fits the gate's timeout); on a re-check the
 # watchdog or the pre-flight asked for (the node labelled `recheck`, images/training/health_gate.py)
-# level 2, which adds the short hardware plugins (PCIe, memory, about two minutes). Level 3 (long
-# stress tests, about half an hour) is more than a gate's timeout allows and is not asked for.
+# level 2, which adds the short hardware plugins (PCIe, memory, about two minutes). Level 3 (the
+# hardware stress tests, "~ 15 minutes" by dcgmi's own help for -r, NVIDIA/DCGM:dcgmi/
+# CommandLineParser.cpp@v4.5.3, longer on eight GPUs) would hold every new node out of service that
+# long, so the gate never asks for it: an operator runs it on demand on a named node, a one-off Job
+# beside the same DCGM container (`higgsfield healthcheck dcgm`, infra/offline/healthcheck.py).
 DCGM_DIAG_LEVEL_AT_JOIN = 1
 DCGM_DIAG_LEVEL_RECHECK = 2
 # The directory the gate's check and its DCGM container share (node_check.py dcgm_by_container).

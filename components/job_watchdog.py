@@ -5,7 +5,8 @@ images/training/job_watchdog.py says what the watchdog does: from the ranks' pro
 restarts a hung gang (deletes its quiet pods; the operator recreates them; an Event on the job) and
 asks the health gate to check a straggler's node, or one the pre-flight named, again (an Event about
 the node, which the gate's own per-node program acts on: images/training/health_gate.py recheck),
-and a GPU node nobody has used for IDLE_RECHECK_S the same way.
+and a GPU node nobody has used for IDLE_RECHECK_S the same way; a node an MPIJob launcher's
+pre-flight named is re-checked, then the job's pods there deleted for the operator to recreate.
 `alert_rules` are the PrometheusRule groups for hangs, stragglers, gangs waiting past their deadline,
 nodes the pre-flight named, and GPU XID errors. The decisions: docs/design/job-health.md.
 """

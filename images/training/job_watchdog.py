@@ -16,7 +16,13 @@ and for each job:
 - pre-flight suspects (higgsfield_preflight_suspect, served by preflight.py while it lingers): each
   named node is asked for a re-check - only a node one of the job's own pods ran on (the series'
   node label comes from Prometheus' service discovery, not from the pod), so a team can only send
-  back nodes it was given.
+  back nodes it was given. A suspect marked `recreate` (an MPIJob's launcher names its workers' nodes,
+  preflight.py --mpi: the workers themselves never exit, their launcher alone restarts in place) is
+  checked against the job's pods instead (one of them must run on the node), asked for a re-check,
+  and once the gate has had RECREATE_AFTER_SECONDS to put its taint back, the job's pods on that node
+  are deleted by uid: the MPI Operator recreates a missing worker under its name (getOrCreateWorker,
+  kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4), on another node, and the
+  launcher's next try checks it.
 - idle nodes (every IDLE_PASS_SECONDS): a GPU node whose GPUs no pod has held for the last
   IDLE_RECHECK_SECONDS (the DCGM exporter's series name the pod holding each GPU; the gate's own
   pod holds them while it checks, so a node just checked is not idle) is asked for a re-check, at
@@ -75,6 +81,10 @@ def idle_query(window_s: float) -> str:
 
 
 IDLE_PASS_SECONDS = 600.0
+# How long after its re-check request a named MPI worker's pods are deleted: two of the health gate's
+# polls for requests (health_gate.py RECHECK_POLL_SECONDS), so its taint is on the node before the
+# recreated pod is scheduled, and the pod does not land where it was.
+RECREATE_AFTER_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -113,7 +123,7 @@ class Rank:
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # "restart" | "recheck"
+    kind: str  # "restart" | "recheck" | "recreate" (re-check the node, then move the job's pods off it)
     namespace: str
     job: str
     reason: str
@@ -176,7 +186,10 @@ def plan(ranks: list[Rank], suspects: list[dict], now: float, settings: Settings
             for s in suspects
             if (s["metric"].get("namespace"), s["metric"].get("job_name")) == (namespace, job)
         }
-        if node and node in own_nodes:
+        if node and labels.get("recreate") == "true":  # its pods are checked against the API: recreate
+            reason = f"the pre-flight of {namespace}/{job} named it: {namespace}/{job}'s pods there are recreated"
+            actions.append(Action("recreate", namespace, job, reason, node=node))
+        elif node and node in own_nodes:
             reason = f"the pre-flight of {namespace}/{job} named it: its all-reduce was slow or failed"
             actions.append(Action("recheck", namespace, job, reason, node=node))
     unique: dict[tuple[str, str], Action] = {}
@@ -301,6 +314,37 @@ def request_recheck(api: WatchdogApi, action: Action, now: float, settings: Sett
     return f"{action.node}: re-check asked ({action.reason})"
 
 
+def recreate(api: WatchdogApi, action: Action, now: float, settings: Settings) -> str:
+    """An MPI worker's node the launcher's pre-flight named: only where one of the job's pods runs
+    (so a team sends back only nodes it was given), a re-check request, then - once that request is
+    RECREATE_AFTER_SECONDS old - the job's pods on the node deleted by uid, for the operator to
+    recreate them elsewhere."""
+    there = [
+        p
+        for p in api.list_pods(action.namespace, f"{JOB_LABEL}={action.job}")
+        if p["spec"].get("nodeName") == action.node
+    ]
+    if not there:
+        return f"{action.node}: no pod of {action.namespace}/{action.job} runs there; nothing asked"
+    said = request_recheck(
+        api, Action("recheck", action.namespace, action.job, action.reason, node=action.node), now, settings
+    )
+    asked = api.list_events("default", f"involvedObject.name={action.node},reason={RECHECK_REASON}")
+    if not any(RECREATE_AFTER_SECONDS <= _age(e, now) < settings.recheck_quiet_s for e in asked):
+        return f"{said}; its pods are deleted once the gate has had {RECREATE_AFTER_SECONDS:.0f}s to taint it"
+    deleted = []
+    for pod in there:
+        meta = pod["metadata"]
+        try:
+            api.delete_pod(action.namespace, meta["name"], meta["uid"])
+            deleted.append(meta["name"])
+        except ApiError as error:
+            if error.status not in (404, 409):
+                raise
+    where = f"{action.namespace}/{action.job}"
+    return f"{said}; deleted {', '.join(deleted) or 'nothing'} of {where} on it, to be recreated elsewhere"
+
+
 def _age(event: dict, now: float) -> float:
     stamp = event.get("lastTimestamp") or event.get("firstTimestamp") or ""
     try:
@@ -343,6 +387,8 @@ def tick(
     for action in [*plan(ranks, prometheus(SUSPECTS), now, settings), *idle]:
         if action.kind == "restart":
             done.append(restart(api, action, now))
+        elif action.kind == "recreate":
+            done.append(recreate(api, action, now, settings))
         else:
             done.append(request_recheck(api, action, now, settings))
     return done

@@ -617,9 +617,20 @@ def check_allreduce(env: dict[str, str], megabytes: int = 1024, iterations: int 
     return fabric_verdict(env.get("NODE_NAME", "unknown"), log, busbw, Expectations.from_env(env), ranks)
 
 
+def check_dcgm(env: dict[str, str], level: int) -> Report:
+    """DCGM's diagnostics alone, at `level`: the one-off deeper run on a named node (`higgsfield
+    healthcheck dcgm`, infra/offline/healthcheck.py render_dcgm), through its DCGM container."""
+    report = Report(env.get("NODE_NAME", "unknown"))
+    report_dcgm(report, level, env.get(DCGM_EXCHANGE_ENV))
+    return report
+
+
 def main(argv: list[str]) -> int:
     env = dict(os.environ)
-    report = check_allreduce(env) if "--allreduce" in argv else check_node(env)
+    if "--dcgm" in argv:
+        report = check_dcgm(env, int(argv[argv.index("--dcgm") + 1]))
+    else:
+        report = check_allreduce(env) if "--allreduce" in argv else check_node(env)
     print(report.table())
     print(report.json())
     return 0 if report.healthy else 1

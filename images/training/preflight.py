@@ -31,13 +31,22 @@ HIGGSFIELD_PREFLIGHT=skip skips it (one job); PyTorch is imported only when the 
 `python preflight.py --node -- COMMAND...` is the same without PyTorch, for the frameworks whose
 image has none (TFJob, XGBoostJob: infra/offline/jobs.py add_node_preflight): each pod checks its
 own node alone - locked memory, the GPUs' free memory (from nvidia-smi), the checkpoint write - in
-one line of the same form, and exits EXIT_RETRY when its node fails, so the pod is recreated.
+one line of the same form, and exits EXIT_RETRY when its node fails, so the pod is recreated; first
+it serves its node as a suspect on the progress port (`linger`), so the watchdog asks the health
+gate to re-check it, as for the gang check.
+
+`python preflight.py --mpi -- MPIRUN...` is an MPIJob launcher's (infra/offline/jobs.py
+add_mpi_preflight): its workers run no command of ours, so it runs `--node` in each worker of the
+operator's hostfile through mpirun, all at once and time-boxed, prints one line per worker, and on a
+named node serves it marked `recreate` (the watchdog re-checks it, then deletes the job's pods there
+for the operator to recreate elsewhere) and exits EXIT_RETRY; else it becomes MPIRUN.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -214,6 +223,136 @@ def run_node_check(env: dict[str, str], run: Callable[[list[str]], str] | None =
         return 0
     _terminate({"ok": False, "code": EXIT_RETRY, "suspects": {settings.node: said}, "problem": verdict})
     return EXIT_RETRY
+
+
+# --- MPIJob: the launcher checks every worker's node before its mpirun ---------------------------
+
+# The hostfile the MPI Operator mounts in the launcher, one `POD slots=N` line per worker (newConfigMap,
+# configMountPath /etc/mpi; Open MPI reads it from OMPI_MCA_orte_default_hostfile, newLauncher:
+# kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4), and the kubectl its init
+# container delivers to the launcher (kubectlMountPath /opt/kube, pkg/controller.v1/mpi/mpijob.go),
+# whose Role may get the job's pods (newLauncherRole, same file).
+HOSTFILE = "/etc/mpi/hostfile"
+KUBECTL = "/opt/kube/kubectl"
+# What each worker runs under mpirun: this file's node check, in the worker's container (kubexec.sh:
+# kubectl exec), so with the worker's environment (its NODE_NAME, its checkpoint directory).
+MPI_NODE_CHECK = ["python", "/code/preflight.py", "--node"]
+NODE_LINE = re.compile(r"^preflight rank \d+/\d+ node (\S+): (ok|BAD NODE[^;]*?|FAILED[^;]*?) in [\d.]+s(?:; (.*))?$")
+
+
+def mpi_hosts(env: dict[str, str]) -> list[str]:
+    path = env.get("PREFLIGHT_HOSTFILE") or env.get("OMPI_MCA_orte_default_hostfile") or HOSTFILE
+    return [line.split()[0] for line in Path(path).read_text().splitlines() if line.strip() and line[0] != "#"]
+
+
+@dataclass
+class HostResult:
+    """One worker's node check: its node (None: it never answered), `ok`, and what its line said."""
+
+    host: str
+    node: str | None
+    ok: bool
+    said: str
+    blame: bool = True  # False: its pod was not running yet (an image pull), nothing said of its node
+
+
+def _ready(host: str, env: dict[str, str], timeout: float) -> bool:
+    """Whether the worker's pod is Ready within `timeout`: the operator starts the launcher without
+    waiting for its workers (its init container only copies kubectl), and a worker still pulling its
+    image says nothing about its node. No kubectl to ask: assumed ready."""
+    kubectl = env.get("PREFLIGHT_KUBECTL") or KUBECTL
+    argv = [kubectl, "wait", "--for=condition=Ready", f"pod/{host}", f"--timeout={int(timeout)}s"]
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=timeout + 30).returncode == 0
+    except FileNotFoundError:
+        return True
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _check_host(host: str, env: dict[str, str], timeout: float) -> HostResult:
+    """One worker's node check through mpirun, one rank on `host` alone (a host that fails to start
+    or hangs costs only its own result), once its pod is Ready."""
+    ready_s = float(env.get("PREFLIGHT_READY_SECONDS") or 600)
+    if not _ready(host, env, ready_s):
+        return HostResult(host, None, False, f"pod not Ready within {ready_s:.0f}s", blame=False)
+    mpirun = (env.get("PREFLIGHT_MPIRUN") or "mpirun").split()
+    argv = [*mpirun, "--allow-run-as-root", "-np", "1", "--host", host, *MPI_NODE_CHECK]
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return HostResult(host, None, False, f"no answer within {timeout:.0f}s")
+    except OSError as error:
+        return HostResult(host, None, False, f"mpirun did not start: {error}")
+    for text in done.stdout.splitlines():
+        found = NODE_LINE.match(text.strip())
+        if found:
+            checks = found.group(3) or ""
+            return HostResult(host, found.group(1), found.group(2) == "ok", f"{found.group(2)}; {checks}".strip("; "))
+    tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return HostResult(host, None, False, f"mpirun exited {done.returncode} with no pre-flight line ({tail[:200]})")
+
+
+def _node_of(host: str, env: dict[str, str]) -> str | None:
+    """The node a silent worker's pod is on, asked of the API server with the launcher's own kubectl."""
+    kubectl = env.get("PREFLIGHT_KUBECTL") or KUBECTL
+    try:
+        done = subprocess.run(
+            [kubectl, "get", "pod", host, "-o", "jsonpath={.spec.nodeName}"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def mpi_verdict(results: list[HostResult]) -> dict:
+    """The workers' results: pass; the nodes named (EXIT_RETRY); or every worker of two or more
+    failing its own checks the same way (EXIT_CONFIG: a setting, not a node)."""
+    failed = [r for r in results if not r.ok]
+    if not failed:
+        return {"ok": True, "code": 0, "suspects": {}, "problem": ""}
+    if len(failed) == len(results) > 1 and all(r.node for r in failed) and len({r.said for r in failed}) == 1:
+        return _config(f"every worker: {failed[0].said}")
+    suspects = {r.node or f"pod {r.host}": f"worker {r.host}: {r.said}" for r in failed if r.blame}
+    waiting = ", ".join(r.host for r in failed if not r.blame)
+    return {
+        "ok": False,
+        "code": EXIT_RETRY,
+        "suspects": suspects,
+        "problem": "" if suspects else f"not ready: {waiting}",
+    }
+
+
+def run_mpi_check(env: dict[str, str]) -> int:
+    """The launcher's pre-flight: every worker's node check at once (each time-boxed), one line per
+    worker, the verdict; a worker that never answered is named by its pod's node."""
+    started, timeout = time.monotonic(), float(env.get("PREFLIGHT_TIMEOUT_SECONDS") or 300)
+    hosts = mpi_hosts(env)
+    answers: dict[str, HostResult] = {}
+    threads = [
+        threading.Thread(target=lambda h=host: answers.__setitem__(h, _check_host(h, env, timeout)), daemon=True)
+        for host in hosts
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout + 30)
+    results = [answers.get(h) or HostResult(h, None, False, "no answer") for h in hosts]
+    for result in results:
+        if result.node is None and result.blame:
+            result.node = _node_of(result.host, env)
+    decided = mpi_verdict(results)
+    for index, r in enumerate(results):
+        state = "ok" if r.ok else ("BAD NODE" if r.blame and decided["suspects"] else "FAILED")
+        print(
+            f"preflight rank {index}/{len(results)} node {r.node or 'pod-' + r.host}: {state} in "
+            f"{time.monotonic() - started:.1f}s; worker {r.host}: {r.said}",
+            flush=True,
+        )
+    if not decided["ok"]:
+        print(f"preflight: {decided['problem'] or 'bad nodes ' + ', '.join(decided['suspects'])}", flush=True)
+        _terminate(decided)
+    return int(decided["code"])
 
 
 def local_checks(settings: Settings, torch: Any, deadline: float) -> list[Check]:
@@ -632,9 +771,18 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     if env.get("HIGGSFIELD_PREFLIGHT", "").lower() == SKIP:
         print("preflight: skipped (HIGGSFIELD_PREFLIGHT=skip)", flush=True)
         return _run(command, env)
-    if argv[:1] == ["--node"]:  # the node alone, no PyTorch (TFJob, XGBoostJob)
+    if argv[:1] == ["--mpi"]:  # an MPIJob's launcher: every worker's node, through mpirun
+        code = run_mpi_check(env)
+        if code != 0:
+            linger(env, recreate=True)
+            return code
+        return _run(command, env)
+    if argv[:1] == ["--node"]:  # the node alone, no PyTorch (TFJob, XGBoostJob, JAXJob, PaddleJob)
         code = run_node_check(env)
-        return _run(command, env) if code == 0 else code
+        if code != 0:
+            linger(env)  # its node named: served for the watchdog's re-check request, as the gang check does
+            return code
+        return _run(command, env)
     child_env = dict(env)
     if env.get("PREFLIGHT_NCCL_NETWORK") == "efa":  # NCCL's INFO log names the network it picked
         child_env.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET", "NCCL_DEBUG_FILE": NCCL_LOG})
@@ -650,7 +798,7 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     return _run(command, env)
 
 
-def linger(env: dict[str, str]) -> None:
+def linger(env: dict[str, str], recreate: bool = False) -> None:
     """After a failure that named nodes, serve them as higgsfield_preflight_suspect on the progress
     port for PREFLIGHT_LINGER_SECONDS (two scrapes and more), so the watchdog learns them before the
     pod exits and the operator deletes it (its termination message goes with it)."""
@@ -663,7 +811,7 @@ def linger(env: dict[str, str]) -> None:
     if not (port and suspects and seconds > 0):
         return
     directory = Path(tempfile.mkdtemp(prefix="preflight-"))
-    (directory / "preflight.prom").write_text(suspects_text(suspects))
+    (directory / "preflight.prom").write_text(suspects_text([s for s in suspects if " " not in s], recreate))
     server = serve(directory, int(port))
     time.sleep(seconds)
     server.shutdown()

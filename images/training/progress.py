@@ -75,9 +75,12 @@ def from_env(rank: int) -> Progress:
     return Progress(os.environ.get(DIR_ENV), rank)
 
 
-def suspects_text(nodes: list[str]) -> str:
-    """The pre-flight's verdict as series: one per node it named."""
-    return "".join(f'higgsfield_preflight_suspect{{node="{n}"}} 1\n' for n in nodes)
+def suspects_text(nodes: list[str], recreate: bool = False) -> str:
+    """The pre-flight's verdict as series: one per node it named. `recreate`: the job's pods on the
+    node do not leave it by themselves (an MPIJob's workers: the launcher alone exits), so the
+    watchdog deletes them for the operator to recreate elsewhere."""
+    label = ',recreate="true"' if recreate else ""
+    return "".join(f'higgsfield_preflight_suspect{{node="{n}"{label}}} 1\n' for n in nodes)
 
 
 def exposition(directory: Path) -> str:

@@ -11,6 +11,8 @@ team service account is bound to a role that can patch nodes."""
 
 from __future__ import annotations
 
+import re
+
 from components.device_plugins import GPU_TOLERATION
 from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for
 from components.storage import MOUNT_PATH, PVC_NAME
@@ -202,3 +204,69 @@ def render(
             }
         )
     return objects
+
+
+# DCGM's deeper diagnostics on demand (components/healthgate.py: the gate asks level 1 at join, 2 on
+# a re-check): a Job pinned to one node, in the gate's namespace (Pod Security privileged: the DCGM
+# container is), taking every GPU of the node (so no job shares them while they are stressed), with
+# the gate's DCGM container as a native sidecar (an init container that restarts Always: it ends
+# with the check, Kubernetes 1.29+) answering the check's request, node_check.py --dcgm LEVEL.
+DCGM_LEVELS = (1, 2, 3)
+# node_check.py DCGM_TIMEOUT_S[3] (an hour: four times dcgmi's "~ 15 minutes") and the pod's start
+DCGM_JOB_DEADLINE_S = {1: 900, 2: 1800, 3: 4200}
+_NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+def render_dcgm(cfg: StackConfig, pool_name: str, node: str, *, level: int = 3, image: str | None = None) -> list[dict]:
+    """The one-off Job that runs `dcgmi diag -r LEVEL` on `node` (of pool `pool_name`) and prints
+    node_check's verdict; it fails (exit 1) when DCGM finds a fault."""
+    from components.device_plugins import EVERY_TAINT
+    from components.healthgate import DCGM_EXCHANGE, NAMESPACE, dcgm_container
+
+    pools = {p.name: p for p in cfg.gpu_pools}
+    if pool_name not in pools:
+        raise ConfigError("POOL", f"no pool {pool_name!r} in stack {cfg.stack}; pools: {', '.join(pools) or 'none'}")
+    if not _NODE_NAME.match(node):
+        raise ConfigError("NODE", f"{node!r} is not a node name (kubectl get nodes)")
+    if level not in DCGM_LEVELS:
+        raise ConfigError("--level", f"{level} is not a DCGM diagnostic level here; levels: 1, 2, 3")
+    pool = pools[pool_name]
+    if image is not None:
+        check_image(cfg, pool, image)
+    image = image or default_image(cfg)
+    name = f"dcgm-r{level}-{node.split('.')[0]}"[:63].rstrip("-")
+    sidecar = {**dcgm_container(), "restartPolicy": "Always"}
+    check = {
+        "name": "check",
+        "image": image,
+        "command": ["python", "/opt/higgsfield/node_check.py", "--dcgm", str(level)],
+        "env": [
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": "DCGM_EXCHANGE_DIR", "value": DCGM_EXCHANGE},
+        ],
+        "resources": {"limits": {"nvidia.com/gpu": pool.gpus_per_node}},
+        "volumeMounts": [{"name": "dcgm", "mountPath": DCGM_EXCHANGE}],
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app.kubernetes.io/name": "dcgm-diag"}},
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": DCGM_JOB_DEADLINE_S[level],
+            "ttlSecondsAfterFinished": 86400,
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": "dcgm-diag"}},
+                "spec": {
+                    "automountServiceAccountToken": False,  # reports only: the gate alone writes nodes
+                    "restartPolicy": "Never",
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "tolerations": [EVERY_TAINT],  # a node under the gate's taint, or the GPU taint
+                    "initContainers": [sidecar],
+                    "containers": [check],
+                    "volumes": [{"name": "dcgm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],
+                },
+            },
+        },
+    }
+    return [_with_image_comment(job, cfg, image)]

@@ -54,6 +54,7 @@ EXAMPLES = tuple(WORKLOAD)
 SCRIPTS = {
     "pytorch-ddp": ("train_ddp.py", "checkpointing.py"),
     "pytorch-elastic": ("train_ddp.py", "checkpointing.py"),
+    "mpi-nccl-tests": (),  # the pre-flight's files only
     "tf-mnist": ("tf_mnist.py",),
     "xgboost-iris": ("xgboost_iris.py",),
     "serving-classifier": ("serve.py", "checkpointing.py"),
@@ -311,6 +312,51 @@ def add_node_preflight(template: dict, cfg: StackConfig, pool: GpuPool, checkpoi
     merge_env(main, {k: v for k, v in preflight_env(cfg, pool, checkpoints).items() if k != "PREFLIGHT_NCCL_NETWORK"})
     main["env"] = [e for e in main["env"] if e["name"] != "NODE_NAME"]
     main["env"].append({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
+    # a failing node is served on the progress port while the check lingers (preflight.py linger), so
+    # the watchdog asks the health gate to re-check it, as for a PyTorch job's named node
+    add_progress_port(main)
+
+
+# An MPIJob's workers run no command of ours (the operator's ranks arrive through the launcher's
+# mpirun), so its launcher checks them: `preflight.py --mpi -- MPIRUN...` runs every worker's node
+# check through mpirun, one rank per worker (the workers' own locked memory, GPU memory, checkpoint
+# write), then becomes the team's mpirun; a bad or silent worker's node is named and served for the
+# watchdog, which asks the gate to re-check it and then deletes the job's pods there (the operator
+# recreates them elsewhere), and the launcher exits 151. The launcher stays OnFailure: its container
+# restarts in place and tries again; under ExitCode (restartPolicy Never) a failed launcher fails the
+# whole job and is never recreated (ReconcilePods creates a launcher only while none has finished:
+# kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4). Its time box is the workers'
+# own plus a minute, so a worker's check ends before the launcher stops waiting for it.
+MPI_PREFLIGHT = ["python", "/code/preflight.py", "--mpi", "--"]
+
+
+def _mount_code(template: dict, configmap: str) -> None:
+    spec, main = template["spec"], template["spec"]["containers"][0]
+    spec["volumes"] = [v for v in spec.get("volumes", []) if v["name"] != "code"]
+    spec["volumes"].append({"name": "code", "configMap": {"name": configmap}})
+    main["volumeMounts"] = [m for m in main.get("volumeMounts", []) if m["name"] != "code"]
+    main["volumeMounts"].append({"name": "code", "mountPath": "/code"})
+
+
+def add_mpi_preflight(
+    job: dict, cfg: StackConfig, pool: GpuPool, checkpoints: bool, code_configmap: str | None = None
+) -> None:
+    """The launcher's pre-flight of an MPIJob's workers; `code_configmap`: the ConfigMap of
+    PREFLIGHT_FILES to mount at /code in both (None: the job mounts one there already)."""
+    specs = job["spec"]["mpiReplicaSpecs"]
+    launcher, worker = specs["Launcher"]["template"], specs["Worker"]["template"]
+    if code_configmap:
+        _mount_code(launcher, code_configmap)
+        _mount_code(worker, code_configmap)
+    main = launcher["spec"]["containers"][0]
+    if main["command"][: len(MPI_PREFLIGHT)] != MPI_PREFLIGHT:
+        main["command"] = [*MPI_PREFLIGHT, *main["command"]]
+    merge_env(main, {"HIGGSFIELD_PREFLIGHT": "run", "PREFLIGHT_TIMEOUT_SECONDS": str(PREFLIGHT_TIMEOUT_S + 60)})
+    add_progress_port(main)  # the named nodes are served here while the launcher lingers
+    ranks = worker["spec"]["containers"][0]
+    merge_env(ranks, {k: v for k, v in preflight_env(cfg, pool, checkpoints).items() if k != "PREFLIGHT_NCCL_NETWORK"})
+    ranks["env"] = [e for e in ranks["env"] if e["name"] != "NODE_NAME"]
+    ranks["env"].append({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
 
 
 # PyTorch's own NCCL watchdog, tuned (the variables of torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp
@@ -336,9 +382,16 @@ def add_progress(template: dict) -> None:
     examples/checkpointing.py), which Prometheus scrapes and the job watchdog reads; and the NCCL
     watchdog settings above."""
     main = template["spec"]["containers"][0]
-    merge_env(main, {"HIGGSFIELD_PROGRESS_PORT": str(PROGRESS_PORT), **NCCL_WATCHDOG_ENV})
-    ports = [p for p in main.get("ports", []) if p.get("name") != PROGRESS_PORT_NAME]
-    main["ports"] = [*ports, {"name": PROGRESS_PORT_NAME, "containerPort": PROGRESS_PORT, "protocol": "TCP"}]
+    merge_env(main, NCCL_WATCHDOG_ENV)
+    add_progress_port(main)
+
+
+def add_progress_port(container: dict) -> None:
+    """The `progress` port, which the scrape job `training-progress` finds (components/observability.py),
+    and the variable that tells the pod's programs to serve on it (images/training/progress.py)."""
+    merge_env(container, {"HIGGSFIELD_PROGRESS_PORT": str(PROGRESS_PORT)})
+    ports = [p for p in container.get("ports", []) if p.get("name") != PROGRESS_PORT_NAME]
+    container["ports"] = [*ports, {"name": PROGRESS_PORT_NAME, "containerPort": PROGRESS_PORT, "protocol": "TCP"}]
 
 
 def _attach_datasets(template: dict, cfg: StackConfig, team: Team, only: tuple[str, ...] | None = None) -> None:
@@ -811,12 +864,9 @@ def render(
         if cfg.fsx.enabled and example != "mpi-nccl-tests":
             _attach_lustre(template)
             _attach_datasets(template, cfg, member)
-        if example.startswith("pytorch"):
-            _checkpoint(template, cfg, chosen, member, name, checkpoints)
-            add_preflight(template, cfg, chosen, checkpoints)
-            add_progress(template)
-        elif example in NODE_PREFLIGHT_EXAMPLES:
-            add_node_preflight(template, cfg, chosen, checkpoints=False)
+        _checks_before_training(example, template, cfg, chosen, member, name, checkpoints)
+    if example == "mpi-nccl-tests":
+        add_mpi_preflight(job, cfg, chosen, checkpoints=False, code_configmap=f"{name}-code")
     for template in pod_templates(job):
         run_as_team(template, member)
     promise = resume_promise(job, cfg)
@@ -824,23 +874,34 @@ def render(
         raise ResumeRefused("higgsfield:fsx.enabled", promise)
     objects: list[dict[str, Any]] = list(documents)
     if example in SCRIPTS:
-        objects.insert(
-            0,
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": f"{name}-code", "namespace": member.name},
-                "data": {
-                    **{f: (EXAMPLES_DIR / f).read_text() for f in SCRIPTS[example]},
-                    **(
-                        {f: shipped(f"images/training/{f}").read_text() for f in PREFLIGHT_FILES}
-                        if example.startswith("pytorch") or example in NODE_PREFLIGHT_EXAMPLES
-                        else {}
-                    ),
-                },
-            },
-        )
+        objects.insert(0, _code(example, name, member.name))
     return objects
+
+
+def _checks_before_training(
+    example: str, template: dict, cfg: StackConfig, pool: GpuPool, team: Team, name: str, checkpoints: bool
+) -> None:
+    """A GPU pod's checkpoint settings, pre-flight and progress, as its framework allows."""
+    if example.startswith("pytorch"):
+        _checkpoint(template, cfg, pool, team, name, checkpoints)
+        add_preflight(template, cfg, pool, checkpoints)
+        add_progress(template)
+    elif example in NODE_PREFLIGHT_EXAMPLES:
+        add_node_preflight(template, cfg, pool, checkpoints=False)
+
+
+def _code(example: str, name: str, namespace: str) -> dict:
+    """The example's ConfigMap: its scripts, and the pre-flight's files where it runs one."""
+    preflight = example.startswith("pytorch") or example in (*NODE_PREFLIGHT_EXAMPLES, "mpi-nccl-tests")
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-code", "namespace": namespace},
+        "data": {
+            **{f: (EXAMPLES_DIR / f).read_text() for f in SCRIPTS[example]},
+            **({f: shipped(f"images/training/{f}").read_text() for f in PREFLIGHT_FILES} if preflight else {}),
+        },
+    }
 
 
 def round_trip_yaml() -> YAML:

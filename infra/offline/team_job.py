@@ -409,6 +409,8 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
         workload["spec"]["nprocPerNode"] = str(placed.gpus_per_pod)
     if job.framework == "mpi":
         workload["spec"]["slotsPerWorker"] = placed.gpus_per_pod  # mpirun's ranks per worker: one per GPU
+        if job.class_ == "training" and "Worker" in specs:  # the launcher checks its workers' nodes first
+            jobs.add_mpi_preflight(workload, cfg, pool, checkpoints)
     if job.elastic is not None:
         workload["spec"]["elasticPolicy"] = {
             "rdzvBackend": "c10d",
@@ -438,7 +440,7 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
             LAUNCHER: (shipped("examples") / LAUNCHER).read_text(),
             **(
                 {f: shipped(f"images/training/{f}").read_text() for f in jobs.PREFLIGHT_FILES}
-                if job.framework in ("pytorch", *jobs.NODE_PREFLIGHT_FRAMEWORKS) and job.class_ == "training"
+                if job.framework in ("pytorch", "mpi", *jobs.NODE_PREFLIGHT_FRAMEWORKS) and job.class_ == "training"
                 else {}
             ),
         },

@@ -307,3 +307,27 @@ def test_the_alert_rules_pass_prometheus_own_rule_checker(tmp_path):
     rules.write_text(yaml.safe_dump({"groups": alert_rules(plan_of("prod").config.gpu_pools)}))
     checked = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_an_mpi_workers_named_node_is_rechecked_then_its_pod_is_recreated_after_the_gates_taint(cluster):
+    """The MPI launcher's pre-flight serves its workers' bad nodes marked `recreate` (from the
+    launcher's own node): a node where the job has a pod is asked for a re-check at once, and a
+    minute later (the gate's taint is on) the job's pod there is deleted, for the operator to
+    recreate it elsewhere; the other workers stay."""
+    kube, prometheus, api = cluster
+    served = _series(1, 0, node="node-2", recreate="true")  # the launcher runs beside worker 0
+    prometheus.vectors = {job_watchdog.SUSPECTS: [served]}
+    first = tick(api, _query(prometheus), NOW, SETTINGS)
+    assert [e["involvedObject"]["name"] for e in _events(kube, "default")] == ["node-2"]
+    assert f"{JOB}-worker-2" in _pods(kube), first
+    later = tick(api, _query(prometheus), NOW + job_watchdog.RECREATE_AFTER_SECONDS, SETTINGS)
+    assert f"{JOB}-worker-2" not in _pods(kube) and {f"{JOB}-worker-{p}" for p in (0, 1, 3)} <= _pods(kube), later
+    assert len(_events(kube, "default")) == 1  # one request, not one a pass
+
+
+def test_an_mpi_suspect_on_a_node_the_job_has_no_pod_on_is_neither_rechecked_nor_emptied(cluster):
+    kube, prometheus, api = cluster
+    prometheus.vectors = {job_watchdog.SUSPECTS: [_series(1, 0, node="node-of-another-team", recreate="true")]}
+    tick(api, _query(prometheus), NOW, SETTINGS)
+    tick(api, _query(prometheus), NOW + 120, SETTINGS)
+    assert _events(kube, "default") == [] and len(_pods(kube)) == 5

@@ -270,3 +270,32 @@ def test_the_node_preflight_passes_a_clean_node_and_then_runs_the_command(tmp_pa
     )
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and lines[0].startswith("preflight rank 0/1 node n1: ok in ") and lines[1] == "trained"
+
+
+def test_the_node_preflight_serves_its_failing_node_for_a_recheck_before_it_exits(tmp_path):
+    """The real program on a node whose GPU another process half fills (a fake nvidia-smi): while it
+    lingers, its progress port serves the node as the pre-flight's suspect - what the watchdog turns
+    into the health gate's re-check request - then it exits 151 without running the command."""
+    from tests.images.test_progress import _free_port, _scrape
+
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\necho '81000, 81559'\necho '40000, 81559'\n")
+    smi.chmod(0o755)
+    log, port = tmp_path / "termination-log", _free_port()
+    log.write_text("")
+    env = {
+        "PATH": f"{smi.parent}:/usr/bin:/bin",
+        "NODE_NAME": "ip-10-0-0-9",
+        "PYTHONPATH": str(ROOT / "images" / "training"),
+        "PREFLIGHT_TERMINATION_LOG": str(log),
+        "HIGGSFIELD_PROGRESS_PORT": str(port),
+        "PREFLIGHT_LINGER_SECONDS": "4",
+    }
+    check = subprocess.Popen(
+        [sys.executable, str(PROGRAM), "--node", "--", "echo", "trained"], env=env, stdout=subprocess.PIPE, text=True
+    )
+    served = _scrape(port, "higgsfield_preflight_suspect", 10)
+    out, _ = check.communicate(timeout=30)
+    assert 'higgsfield_preflight_suspect{node="ip-10-0-0-9"} 1' in served
+    assert check.returncode == EXIT_RETRY and "trained" not in out

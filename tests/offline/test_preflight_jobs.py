@@ -87,4 +87,50 @@ def test_a_teams_job_file_of_a_framework_without_pytorch_gets_the_node_preflight
     code, workload = objects
     assert "preflight.py" in code["data"]
     for template in jobs.pod_templates(workload):
-        assert template["spec"]["containers"][0]["command"][:4] == ["python", "/code/preflight.py", "--node", "--"]
+        container = template["spec"]["containers"][0]
+        assert container["command"][:4] == ["python", "/code/preflight.py", "--node", "--"]
+        assert _env(container)["HIGGSFIELD_PROGRESS_PORT"]  # its failing node is served for a re-check
+
+
+@pytest.mark.parametrize("example", ["tf-mnist", "xgboost-iris"])
+def test_the_node_preflight_pods_declare_the_progress_port_their_suspect_is_served_on(example):
+    """A failing node is served on the `progress` port (scraped as training-progress), so the watchdog
+    can ask the gate to re-check it: the pods declare the port and name it to the program."""
+    from infra.core.names import PROGRESS_PORT, PROGRESS_PORT_NAME
+
+    objects = jobs.render(example, plan_of("prod").config)
+    for template in jobs.pod_templates(jobs.workload_of(objects)):
+        container = template["spec"]["containers"][0]
+        assert {"name": PROGRESS_PORT_NAME, "containerPort": PROGRESS_PORT, "protocol": "TCP"} in container["ports"]
+        assert _env(container)["HIGGSFIELD_PROGRESS_PORT"] == str(PROGRESS_PORT)
+
+
+def _mpi_checks(objects: list[dict]) -> None:
+    """The launcher checks its workers' nodes before its mpirun; the workers carry what the check
+    reads (their node's name, its settings) and the program, from the job's ConfigMap."""
+    code, job = objects[0], objects[-1]
+    assert {"preflight.py", "node_check.py", "progress.py"} <= set(code["data"])
+    specs = job["spec"]["mpiReplicaSpecs"]
+    launcher = specs["Launcher"]["template"]["spec"]
+    main = launcher["containers"][0]
+    assert main["command"][:5] == ["python", "/code/preflight.py", "--mpi", "--", "mpirun"]
+    assert _env(main)["HIGGSFIELD_PREFLIGHT"] == "run" and any(p["name"] == "progress" for p in main["ports"])
+    # OnFailure: a failed launcher restarts in place; under ExitCode it would fail the whole job
+    assert specs["Launcher"]["restartPolicy"] == "OnFailure"
+    worker = specs["Worker"]["template"]["spec"]
+    assert _env(worker["containers"][0])["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    for spec in (launcher, worker):
+        mount = next(m for m in spec["containers"][0]["volumeMounts"] if m["mountPath"] == "/code")
+        volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+        assert volume["configMap"]["name"] == code["metadata"]["name"]
+
+
+def test_the_mpi_example_checks_every_workers_node_from_its_launcher_before_mpirun():
+    _mpi_checks(jobs.render("mpi-nccl-tests", plan_of("prod").config))
+
+
+def test_a_teams_mpi_job_file_checks_every_workers_node_from_its_launcher_before_mpirun():
+    from tests.offline.test_team_job import _render
+
+    _, objects, _ = _render(framework="mpi", command=["mpirun", "-np", "16", "python", "train.py"])
+    _mpi_checks(objects)

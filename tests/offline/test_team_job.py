@@ -230,7 +230,8 @@ def test_an_mpi_job_runs_the_teams_mpirun_on_its_launcher_which_alone_keeps_its_
         rules_of(next(t for t in cfg.scheduler.teams if t.name == "llm"), cfg.scheduler.priority_classes),
     )
     launcher, worker = (job["spec"]["mpiReplicaSpecs"][r]["template"]["spec"] for r in ("Launcher", "Worker"))
-    assert launcher["containers"][0]["command"] == command and "automountServiceAccountToken" not in launcher
+    assert launcher["containers"][0]["command"] == [*jobs.MPI_PREFLIGHT, *command]  # its workers checked first
+    assert "automountServiceAccountToken" not in launcher
     assert "command" not in worker["containers"][0] and worker["automountServiceAccountToken"] is False
     assert job["spec"]["slotsPerWorker"] == 8 and denied_by(job, rules) == []
 

@@ -1,4 +1,5 @@
-"""`higgsfield healthcheck render STACK POOL`: the post-deploy GPU node health check of a pool."""
+"""`higgsfield healthcheck render STACK POOL`: the post-deploy GPU node health check of a pool;
+`higgsfield healthcheck dcgm STACK POOL NODE`: DCGM's deeper diagnostics on one node, on demand."""
 
 from __future__ import annotations
 
@@ -20,6 +21,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     render.add_argument("--nodes", type=int, metavar="N", help="nodes to check (default: min(2, maxSize))")
     render.add_argument("--image", metavar="IMAGE", help=IMAGE_HELP)
     render.set_defaults(func=run, usage="higgsfield healthcheck render STACK POOL")
+    dcgm = actions.add_parser(
+        "dcgm",
+        help="print a one-off Job running DCGM's diagnostics (level 3: ~15 min) on one node, for kubectl apply -f -",
+    )
+    stack_argument(dcgm)
+    dcgm.add_argument("pool", metavar="POOL", help="the node's GPU pool (its GPU count)")
+    dcgm.add_argument("node", metavar="NODE", help="the node to check (kubectl get nodes)")
+    dcgm.add_argument("--level", type=int, default=3, metavar="N", help="dcgmi diag -r N: 1, 2 or 3 (default 3)")
+    dcgm.add_argument("--image", metavar="IMAGE", help=IMAGE_HELP)
+    dcgm.set_defaults(func=run_dcgm, usage="higgsfield healthcheck dcgm STACK POOL NODE [--level 3]")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,5 +40,15 @@ def run(args: argparse.Namespace) -> int:
     stack_then(args, "pool")
     cfg = load_stack(args.stack)
     objects = healthcheck.render(cfg, args.pool, team=args.team, nodes=args.nodes, image=args.image)
+    print(jobs.to_yaml(objects), end="")
+    return 0
+
+
+def run_dcgm(args: argparse.Namespace) -> int:
+    from infra.offline import healthcheck, jobs
+    from infra.offline.evaluate import load_stack
+
+    cfg = load_stack(args.stack)
+    objects = healthcheck.render_dcgm(cfg, args.pool, args.node, level=args.level, image=args.image)
     print(jobs.to_yaml(objects), end="")
     return 0
