@@ -390,8 +390,8 @@ def test_the_real_jobs_log_proves_a_complete_checkpoint_and_its_resume_after_a_l
     killed without a chance to save (a lost node), the next start logs a resume from it."""
     python, examples = torch_python(), ROOT / "examples"
     command = [python, str(examples / "checkpointing.py"), python, "-m", "torch.distributed.run",
-               "--standalone", "--nproc-per-node", "2", "--no-python", python, str(examples / "checkpointing.py"), "--rank-prefix",
-               python, str(examples / "train_ddp.py")]  # fmt: skip
+               "--standalone", "--nproc-per-node", "2", "--no-python", python, str(examples / "checkpointing.py"),
+               "--rank-prefix", python, str(examples / "train_ddp.py")]  # fmt: skip
     shared = tmp_path / "fsx"
     env = {**os.environ, "CHECKPOINT_DIR": str(tmp_path / "nvme"), "CHECKPOINT_SHARED_DIR": str(shared),
            "CHECKPOINT_EVERY_STEPS": "100", "STEPS": str(10**9), "OMP_NUM_THREADS": "1",
