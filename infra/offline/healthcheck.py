@@ -113,16 +113,21 @@ def _with_image_comment(obj: dict, cfg: StackConfig, image: str) -> dict:
     return commented
 
 
-def render(
-    cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: int | None = None, image: str | None = None
-) -> list[dict]:
+def _pool_and_image(cfg: StackConfig, pool_name: str, image: str | None) -> tuple[GpuPool, str]:
+    """The named pool of the stack and the image its check runs (a given image checked against the pool)."""
     pools = {p.name: p for p in cfg.gpu_pools}
     if pool_name not in pools:
         raise ConfigError("POOL", f"no pool {pool_name!r} in stack {cfg.stack}; pools: {', '.join(pools) or 'none'}")
     pool = pools[pool_name]
     if image is not None:
         check_image(cfg, pool, image)
-    image = image or default_image(cfg)
+    return pool, image or default_image(cfg)
+
+
+def render(
+    cfg: StackConfig, pool_name: str, *, team: str | None = None, nodes: int | None = None, image: str | None = None
+) -> list[dict]:
+    pool, image = _pool_and_image(cfg, pool_name, image)
     teams = {t.name: t for t in cfg.scheduler.teams}
     namespace = team if team is not None else next(iter(teams), None)  # --team '' is a (wrong) value, not "unset"
     if namespace not in teams:
@@ -223,17 +228,11 @@ def render_dcgm(cfg: StackConfig, pool_name: str, node: str, *, level: int = 3, 
     from components.device_plugins import EVERY_TAINT
     from components.healthgate import DCGM_EXCHANGE, NAMESPACE, dcgm_container
 
-    pools = {p.name: p for p in cfg.gpu_pools}
-    if pool_name not in pools:
-        raise ConfigError("POOL", f"no pool {pool_name!r} in stack {cfg.stack}; pools: {', '.join(pools) or 'none'}")
     if not _NODE_NAME.match(node):
         raise ConfigError("NODE", f"{node!r} is not a node name (kubectl get nodes)")
     if level not in DCGM_LEVELS:
         raise ConfigError("--level", f"{level} is not a DCGM diagnostic level here; levels: 1, 2, 3")
-    pool = pools[pool_name]
-    if image is not None:
-        check_image(cfg, pool, image)
-    image = image or default_image(cfg)
+    pool, image = _pool_and_image(cfg, pool_name, image)
     name = f"dcgm-r{level}-{node.split('.')[0]}"[:63].rstrip("-")
     sidecar = {**dcgm_container(), "restartPolicy": "Always"}
     check = {
