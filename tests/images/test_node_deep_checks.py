@@ -106,21 +106,27 @@ def test_output_that_is_not_dcgms_json_is_an_error_quoting_it():
         dcgm_failures("Error: unable to establish a connection to the specified host: localhost")
 
 
-def test_the_check_asks_the_gates_dcgm_container_for_its_level_and_reads_the_answer(tmp_path):
-    """A stand-in for the DCGM container (components/healthgate.py dcgm_container): it takes the level
-    from the shared directory and answers with a failing level-2 run."""
+def stand_in_dcgm_container(exchange, test: str) -> None:
+    """A thread playing the gate's DCGM container (components/healthgate.py dcgm_container): it takes the
+    level node_check asks for in `exchange` and answers a failing run of `test` at that level."""
     import threading
     import time
 
     def container() -> None:
-        request = tmp_path / node_check.DCGM_REQUEST
+        request = exchange / node_check.DCGM_REQUEST
         while not request.exists():
             time.sleep(0.01)
         level = request.read_text().strip()
         request.unlink()
-        (tmp_path / node_check.DCGM_RESULT).write_text(_diag(_test(f"memory-r{level}", "Fail")))
+        (exchange / node_check.DCGM_RESULT).write_text(_diag(_test(f"{test}-r{level}", "Fail")))
 
     threading.Thread(target=container, daemon=True).start()
+
+
+def test_the_check_asks_the_gates_dcgm_container_for_its_level_and_reads_the_answer(tmp_path):
+    """A stand-in for the DCGM container (components/healthgate.py dcgm_container): it takes the level
+    from the shared directory and answers with a failing level-2 run."""
+    stand_in_dcgm_container(tmp_path, "memory")
     report = Report("n1")
     report_dcgm(report, 2, str(tmp_path))
     (result,) = report.results

@@ -6,8 +6,6 @@ render_dcgm); and node_check.py --dcgm LEVEL, which runs DCGM alone."""
 from __future__ import annotations
 
 import json
-import threading
-import time
 
 import node_check
 import pytest
@@ -17,7 +15,7 @@ from infra.config import ConfigError
 from infra.core.names import HEALTH_NAMESPACE
 from infra.offline import healthcheck, kubernetes_schema
 from tests.conftest import ROOT, plan_of
-from tests.images.test_node_deep_checks import _diag, _test
+from tests.images.test_node_deep_checks import stand_in_dcgm_container
 
 NODE = "ip-10-0-1-7.us-east-2.compute.internal"
 
@@ -71,15 +69,7 @@ def test_the_cli_prints_the_job_for_kubectl_apply(capsys, monkeypatch):
 def test_node_check_dcgm_asks_its_dcgm_container_for_that_level_alone(tmp_path, monkeypatch, capsys):
     """A stand-in DCGM container answers a failing level-3 run: the check prints it and exits 1."""
 
-    def container() -> None:
-        request = tmp_path / node_check.DCGM_REQUEST
-        while not request.exists():
-            time.sleep(0.01)
-        level = request.read_text().strip()
-        request.unlink()
-        (tmp_path / node_check.DCGM_RESULT).write_text(_diag(_test(f"targeted_stress-r{level}", "Fail")))
-
-    threading.Thread(target=container, daemon=True).start()
+    stand_in_dcgm_container(tmp_path, "targeted_stress")
     monkeypatch.setenv(node_check.DCGM_EXCHANGE_ENV, str(tmp_path))
     monkeypatch.setenv("NODE_NAME", NODE)
     assert node_check.main(["--dcgm", "3"]) == 1
