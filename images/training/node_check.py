@@ -423,15 +423,20 @@ def efa_loopback(devices: list[str], timeout: float = 20.0) -> dict[str, str]:
     env = {**os.environ, "FI_EFA_ENABLE_SHM_TRANSFER": "0"}
     failures = {}
     for port, device in enumerate(devices, start=47592):
-        args = [tool, "-e", "rdm", "-p", "efa", "-d", f"{device}-rdm", "-B", str(port), "-P", str(port)]
+        args = [tool, "-e", "rdm", "-p", "efa", "-d", f"{device}-rdm"]
+        # The server listens on -B; a client given -B would bind that same port before connecting and
+        # fail with EADDRINUSE on one host, so it gets only -P (pp_ctrl_init_server and
+        # pp_ctrl_init_client, ofiwg/libfabric:util/pingpong.c@v2.5.1, the same since v1.17.0).
+        server_args = [*args, "-B", str(port)]
         try:
-            server = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            server = subprocess.Popen(server_args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except OSError as error:
             failures[device] = f"fi_pingpong: {error}"
             continue
         try:
             time.sleep(0.5)
-            client = subprocess.run([*args, "localhost"], env=env, capture_output=True, text=True, timeout=timeout)
+            client_args = [*args, "-P", str(port), "localhost"]
+            client = subprocess.run(client_args, env=env, capture_output=True, text=True, timeout=timeout)
             if client.returncode != 0:
                 failures[device] = f"exit {client.returncode}: {(client.stderr or client.stdout).strip()[-200:]}"
         except subprocess.TimeoutExpired:

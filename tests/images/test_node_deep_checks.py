@@ -5,6 +5,7 @@ driver's format (`NVRM: Xid (PCI:0000:53:00): 79, pid=..., GPU has fallen off th
 from __future__ import annotations
 
 import json
+import sys
 
 import node_check
 import pytest
@@ -142,14 +143,51 @@ def test_dcgm_asked_but_missing_from_the_image_fails_and_level_zero_does_not_run
     assert not report.healthy and report.results[0].value == "dcgmi not in the image"
 
 
-def test_an_efa_device_that_does_not_answer_itself_is_named(monkeypatch, tmp_path):
-    tool = tmp_path / "fi_pingpong"  # a stand-in: the server idles, the client fails on one device
-    tool.write_text(
-        '#!/bin/sh\ncase "$*" in *localhost*) case "$*" in *rdmap2-rdm*) exit 1;; esac; exit 0;; esac\nsleep 5\n'
-    )
+# A stand-in fi_pingpong with the real tool's control-socket calls (ofiwg/libfabric:util/pingpong.c@v2.5.1):
+# the server binds INADDR_ANY:<-B> and listens; a client binds INADDR_ANY:<-B> too when given one, then
+# connects to <-P>. Debian's fi_pingpong 1.17.0, run as the check used to run it, exits 98 (EADDRINUSE).
+# The device named in BROKEN connects but answers with exit 1.
+FI_PINGPONG = r"""
+import socket, sys, time
+args = sys.argv[1:]
+def opt(flag):
+    return int(args[args.index(flag) + 1]) if flag in args else 0
+if args[-1] != "localhost":
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("0.0.0.0", opt("-B")))
+    server.listen(1)
+    connection, _ = server.accept()
+    connection.recv(1)
+    time.sleep(5)
+client = socket.socket()
+try:
+    if opt("-B"):
+        client.bind(("0.0.0.0", opt("-B")))
+    client.connect(("127.0.0.1", opt("-P")))
+    client.send(b"x")
+except OSError as error:
+    print(f"failed to connect: {error.strerror}", file=sys.stderr)
+    sys.exit(error.errno)
+sys.exit(1 if "BROKEN-rdm" in args else 0)
+"""
+
+
+def _fi_pingpong(monkeypatch, tmp_path, broken: str = "none") -> None:
+    tool = tmp_path / "fi_pingpong"
+    tool.write_text(f"#!{sys.executable}\n" + FI_PINGPONG.replace("BROKEN", broken))
     tool.chmod(0o755)
     monkeypatch.setattr(node_check.shutil, "which", lambda name: str(tool) if name == "fi_pingpong" else None)
-    failures = node_check.efa_loopback(["rdmap1", "rdmap2"], timeout=5)
+
+
+def test_each_efa_device_answers_itself_under_fi_pingpongs_control_port_rules(monkeypatch, tmp_path):
+    _fi_pingpong(monkeypatch, tmp_path)
+    assert node_check.efa_loopback(["rdmap1", "rdmap2"], timeout=10) == {}
+
+
+def test_an_efa_device_that_does_not_answer_itself_is_named(monkeypatch, tmp_path):
+    _fi_pingpong(monkeypatch, tmp_path, broken="rdmap2")
+    failures = node_check.efa_loopback(["rdmap1", "rdmap2"], timeout=10)
     assert list(failures) == ["rdmap2"] and failures["rdmap2"].startswith("exit 1")
 
 
