@@ -31,6 +31,7 @@ from infra.core.names import (
     GPU_DEVICE_ENV,
     GPU_RESOURCE,
     GROUP_NAME_ANNOTATION,
+    HOSTNAME_LABEL,
     MIN_MEMBER_ANNOTATION,
     POOL_LABEL,
     QUEUE_ANNOTATION,
@@ -219,7 +220,6 @@ def _takes_a_gpu_node(spec: str) -> str:
     )
 
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 # The annotation values that keep a pod's node from being emptied (infra/core/names.py). Only a pod
 # with GPUs may carry them: it holds its node by its GPUs already, within its team's queue; a pod
 # without a GPU would pin a GPU node that its team's GPUs do not pay for. The platform gives every

@@ -32,7 +32,7 @@ from components.demand import queue_spec
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Queue
 from infra.core import versions
-from infra.core.names import WORKLOAD_LABEL
+from infra.core.names import HOSTNAME_LABEL, WORKLOAD_LABEL
 from infra.core.versions import Chart
 
 VOLCANO_NAMESPACE = "volcano-system"
@@ -69,14 +69,17 @@ KUSTOMIZATION = Path(__file__).parent / "kustomize" / "training-operator"
 # the top (broadest) to layer 3 the bottom for most instance types, nodes sharing a layer-3 value
 # being physically closest; types with four layers add layer 4 below it (docs.aws.amazon.com/eks/
 # latest/userguide/ml-workload-topology.html, "The network topology labels"). Volcano's controller
-# turns node labels into HyperNodes: for each topology type, the first label is tier 1 (its members
-# the nodes), each next one a tier above (its members the tier below), and a node without a label
-# stops there (generateHyperNodeInfo, volcano-sh/volcano:pkg/controllers/hypernode/discovery/label/
-# label.go@v1.15.1; the config's shape: pkg/controllers/hypernode/api/example.yaml, same ref). Layer 3
-# to layer 1 covers every labelled type (layer 4, on some types only, would leave the others out).
-# The chart writes `custom.controller_config_override` into the controller's ConfigMap with toYaml
+# turns node labels into HyperNodes from a list written top-down and ending with the node's own
+# label, `kubernetes.io/hostname`: it drops that last entry and reverses the rest, so the label just
+# above the hostname is tier 1 (its members the nodes) and each label above it a tier higher (its
+# members the tier below); a node without a label stops there (parseCfg and generateHyperNodeInfo,
+# volcano-sh/volcano:pkg/controllers/hypernode/discovery/label/label.go@v1.15.1; the user guide's
+# "the bottommost label is kubernetes.io/hostname", docs/user-guide/
+# how_to_use_hypernode_auto_discovery.md, same ref). Layers 1 to 3 cover every labelled type
+# (layer 4, on some types only, would leave the others out). The chart writes
+# `custom.controller_config_override` into the controller's ConfigMap with toYaml
 # (installer/helm/chart/volcano/templates/controllers.yaml@v1.15.1): a mapping, not a string.
-EKS_TOPOLOGY_LABELS = tuple(f"topology.k8s.aws/network-node-layer-{n}" for n in (3, 2, 1))
+EKS_TOPOLOGY_LABELS = (*(f"topology.k8s.aws/network-node-layer-{n}" for n in (1, 2, 3)), HOSTNAME_LABEL)
 HYPERNODE_DISCOVERY = {
     "networkTopologyDiscovery": [
         {

@@ -13,7 +13,7 @@ import unicodedata
 
 from infra.config.base import NAMESPACE, shown
 from infra.core.names import GPU_RESOURCE as GPU_TAINT_KEY
-from infra.core.names import STARTUP_TAINT_KEY
+from infra.core.names import HOSTNAME_LABEL, STARTUP_TAINT_KEY
 
 # --- tags -------------------------------------------------------------------------------------
 # "Tag naming limits and requirements" (docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html,
@@ -240,7 +240,7 @@ def public_cidr(cidr: str) -> str:
 # node-role.kubernetes.io/* is refused too. Not re-read at the v1.35 tag here (the repository is
 # too large to fetch): `git -C kubernetes show v1.35.0:pkg/kubelet/apis/well_known_labels.go`.
 KUBELET_LABELS = (
-    "kubernetes.io/hostname",
+    HOSTNAME_LABEL,
     "kubernetes.io/arch",
     "kubernetes.io/os",
     "beta.kubernetes.io/arch",
@@ -346,7 +346,7 @@ def pool_taint(key: str) -> str | None:
 # aws/karpenter-provider-aws:pkg/apis/v1/labels.go@v1.14.1 (adds its group, karpenter.k8s.aws).
 # A pool's labels are the NodePool's (components/karpenter.py).
 KARPENTER_RESTRICTED_LABEL_DOMAINS = ("karpenter.sh", "karpenter.k8s.aws")
-KARPENTER_RESTRICTED_LABELS = ("kubernetes.io/hostname",)
+KARPENTER_RESTRICTED_LABELS = (HOSTNAME_LABEL,)
 KARPENTER_SOURCE = "aws/karpenter-provider-aws:pkg/apis/crds/karpenter.sh_nodepools.yaml@v1.14.1"
 
 

@@ -62,6 +62,9 @@ NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"  # the node a service
 # (newVersionLabeler in NVIDIA/k8s-device-plugin:internal/lm/nvml.go@v0.19.3, versions.NVIDIA_DEVICE_PLUGIN;
 # `nvidia.com/cuda.driver.major` is the deprecated name of the same value there).
 DRIVER_MAJOR_LABEL = "nvidia.com/cuda.driver-version.major"
+# The node name label the kubelet sets on its own node (kubernetes/kubernetes:staging/src/k8s.io/api/core/v1/
+# well_known_labels.go LabelHostname).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 # What the Training Operator labels every pod of a job with (kubeflow/trainer:pkg/apis/kubeflow.org/v1/
 # common_types.go@v1.9.4 JobNameLabel, ReplicaTypeLabel, ReplicaIndexLabel).
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
