@@ -446,9 +446,13 @@ DCGM_EXPORTER = Chart(
 # levels run (memory, pcie, targeted stress: the -cuda12/-cuda13 packages, cmake/packaging.cmake there).
 # DCGM's own image of the same release (4.5.3, the exporter's DCGM) installs datacenter-gpu-manager-4-cuda12
 # and -cuda13, so dcgmi, the host engine and every level's plugins, entrypoint nv-hostengine
-# (NVIDIA/DCGM:docker/Dockerfile.ubuntu22.04@v4.5.3); NVIDIA publishes it as cloud-native/dcgm.
+# (NVIDIA/DCGM:docker/Dockerfile.ubuntu22.04@v4.5.3); NVIDIA publishes it as cloud-native/dcgm. The
+# repository's Dockerfile names do not say which tags are published (v4.6.0 still holds only the
+# ubuntu22.04 one, its releases are tagged -ubuntu24.04): every public pin of 4.5.3 found in the stored
+# GitHub index is `4.5.3-1-ubuntu24.04`, none `-ubuntu22.04` (which exists for 4.5.2, the GPU
+# Operator's), so the ubuntu24.04 tag; the check that it exists is in PROVENANCE below.
 DCGM_VERSION = "4.5.3"
-DCGM_IMAGE = f"nvcr.io/nvidia/cloud-native/dcgm:{DCGM_VERSION}-1-ubuntu22.04"
+DCGM_IMAGE = f"nvcr.io/nvidia/cloud-native/dcgm:{DCGM_VERSION}-1-ubuntu24.04"
 # prometheus-adapter 5.3.0 (appVersion v0.12.0, as 5.2.0): values.yaml only adds nameOverride and
 # fullnameOverride; no template changed (`git diff prometheus-adapter-5.2.0 prometheus-adapter-5.3.0`).
 PROMETHEUS_ADAPTER = Chart(
