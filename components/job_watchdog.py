@@ -107,13 +107,11 @@ def deployment(image: pulumi.Input[str], prometheus_url: str) -> dict:
     }
 
 
-# GPU XID severity (NVIDIA's XID catalog, docs.nvidia.com/deploy/xid-errors; unverified from here:
-# check the page for the driver branch the AMI runs): these mean the GPU or its memory is failing
-# and the node must leave service - 48 double-bit ECC, 63/64 row remapping recorded/failed, 74 NVLink
-# error, 79 fallen off the bus, 94/95 contained/uncontained ECC error, 119/120 GSP RPC timeout/error.
-# Any other XID (13 graphics engine exception, 31 memory page fault, 43 a stopped channel: usually
-# the application's own fault) is a warning.
-CRITICAL_XIDS = (48, 63, 64, 74, 79, 94, 95, 119, 120)
+# GPU XIDs that take a node out of service: those whose immediate action in NVIDIA's XID catalog (r590)
+# is a GPU reset, a machine restart or a check of its mechanicals (the node check's table and its
+# citation: images/training/node_check.py CRITICAL_XIDS, kept equal by a test). Any other XID (13, 31,
+# 94, 126: restart the application; 43, 63, 92: informational) is a warning.
+CRITICAL_XIDS = (48, 54, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143, 151, 155, 156, 158, 168)
 XID = "DCGM_FI_DEV_XID_ERRORS"  # the dcgm-exporter's last XID per GPU, 0 = none (the GPU dashboard's too)
 
 

@@ -369,19 +369,35 @@ def fi_info_efa() -> str:
 # --- deeper checks: XIDs in the kernel log, an EFA loopback, DCGM diagnostics ----------------------
 
 # The NVIDIA driver logs each XID to the kernel log as `NVRM: Xid (PCI:0000:53:00): 79, pid=..., ...`.
-# Severity (NVIDIA's XID catalog, docs.nvidia.com/deploy/xid-errors; unverified from here: check the
-# page for the AMI's driver branch): these mean failing hardware, and the node must not run jobs.
-# components/job_watchdog.py CRITICAL_XIDS alerts on the same codes (a test keeps them equal).
+# Severity: the XIDs whose immediate action in NVIDIA's XID catalog (r590, docs.nvidia.com/deploy/
+# xid-errors, "Resolution Bucket") is a GPU reset, a restart of the machine or a check of its
+# mechanicals, as aws-samples/awsome-distributed-training classifies them (4.validation_and_
+# observability/2.gpu-cluster-healthcheck/checks/0-nvidia-smi-check.sh@7a1d325d, "aligned with
+# NVIDIA XID r590 catalog"; NVLink 74 at its default, reset): the node must not run jobs until it is
+# reset. Those whose action is restarting the application (13, 31, 94 contained ECC, 126) or nothing
+# (43, 63 row remap recorded, 92, 154 without a derived action) are listed and pass. Unverified from
+# here: the catalog page for the AMI's driver branch. components/job_watchdog.py CRITICAL_XIDS alerts
+# on the same codes (a test keeps them equal).
+_RESET = "GPU reset required"
 CRITICAL_XIDS = {
     48: "double-bit ECC error",
-    63: "row remapping recorded (ECC page retirement)",
+    54: "auxiliary power: check the mechanicals",
     64: "row remapping failed",
     74: "NVLink error",
     79: "GPU has fallen off the bus",
-    94: "contained ECC error",
     95: "uncontained ECC error",
+    109: _RESET,
+    110: _RESET,
     119: "GSP RPC timeout",
     120: "GSP error",
+    136: _RESET,
+    140: _RESET,
+    143: "GPU initialisation failed",
+    151: "restart the machine",
+    155: _RESET,
+    156: _RESET,
+    158: _RESET,
+    168: "restart the machine (boot again, or enable ECC)",
 }
 _XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+)")
 

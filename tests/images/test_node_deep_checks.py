@@ -41,6 +41,16 @@ def test_an_applications_xid_alone_passes_but_is_listed():
     assert ok and value == "only non-critical: 13, 31"
 
 
+def test_a_contained_ecc_error_or_a_recorded_row_remap_passes_the_node_as_the_catalog_says():
+    value, ok = _verdict([("0000:53:00", 94), ("0000:53:00", 63)])  # restart the application; informational
+    assert ok and value == "only non-critical: 63, 94"
+
+
+def test_a_gpu_that_failed_to_initialise_fails_the_node():
+    value, ok = _verdict([("0000:1b:00", 143)])
+    assert not ok and value.startswith("143 ")
+
+
 def test_an_unreadable_kernel_log_fails_only_where_the_gate_requires_it():
     assert not _verdict(None, required=True)[1] and _verdict(None, required=False)[1]
 
