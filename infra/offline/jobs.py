@@ -361,16 +361,19 @@ def add_mpi_preflight(
 
 # PyTorch's own NCCL watchdog, tuned (the variables of torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp
 # at the image's PyTorch, pytorch/pytorch@v2.7.1): a collective that waits past its timeout tears the
-# process down (TORCH_NCCL_ASYNC_ERROR_HANDLING 1, TearDown) instead of hanging, so the pod exits
-# (150 from train_ddp.py, or 134 from the abort: both retried by ExitCode). The timeout is
+# process down instead of hanging, so the pod exits (150 from train_ddp.py, or 134 from the abort: both
+# retried by ExitCode). TORCH_NCCL_ASYNC_ERROR_HANDLING is 3, SkipCleanUp: down without calling
+# ncclCommAbort, which can itself hang on a broken fabric (the ErrorHandlingMode comment there; 3 is the
+# default the header's TODO names, written out so the rendered job says it). The timeout is
 # COLLECTIVE_TIMEOUT_S, which train_ddp.py passes to init_process_group, half of PyTorch's 10 minutes
 # (kProcessGroupNCCLDefaultTimeout, same file): a gang restarts sooner. The heartbeat monitor
-# (TORCH_NCCL_ENABLE_MONITORING) aborts a process whose NCCL watchdog thread itself is stuck (a CUDA
-# or NCCL call that never returns) after TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC: a minute past the
-# collective timeout, so the watchdog's own timeout acts first.
+# (TORCH_NCCL_ENABLE_MONITORING) aborts a process whose NCCL watchdog thread has stopped looping (stuck
+# in a CUDA or NCCL call that never returns) for TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC; the thread loops
+# while collectives wait, so that clock is not the collective's: a minute past the collective timeout
+# keeps a stuck process's end within the same order as a timed-out collective's.
 COLLECTIVE_TIMEOUT_S = 300
 NCCL_WATCHDOG_ENV = {
-    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
     "TORCH_NCCL_ENABLE_MONITORING": "1",
     "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": str(COLLECTIVE_TIMEOUT_S + 60),
     "HIGGSFIELD_COLLECTIVE_TIMEOUT_SECONDS": str(COLLECTIVE_TIMEOUT_S),

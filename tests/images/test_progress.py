@@ -49,7 +49,7 @@ def test_every_rendered_pytorch_pod_publishes_progress_on_its_named_port(example
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env["HIGGSFIELD_PROGRESS_PORT"] == str(PROGRESS_PORT)
         assert int(env["TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"]) > int(env["HIGGSFIELD_COLLECTIVE_TIMEOUT_SECONDS"])
-        assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+        assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "3"  # SkipCleanUp: no ncclCommAbort to hang in
 
 
 def _free_port() -> int:
