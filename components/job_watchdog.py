@@ -58,11 +58,10 @@ def settings_env(prometheus_url: str) -> list[dict]:
 
 
 def rules_in_team_namespace() -> list[dict]:
-    """In a team's namespace: list and delete pods (a hung job's, by uid), read its PyTorchJobs (the
-    Event's object), and record Events there. Nothing else, nowhere else."""
+    """In a team's namespace: list and delete pods (a hung job's, by uid) and record Events there (on
+    the job their controller reference names). Nothing else, nowhere else."""
     return [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
-        {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     ]
 

@@ -249,9 +249,6 @@ class WatchdogApi(KubernetesApi):
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
         return self._call("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body)
 
-    def get_job(self, namespace: str, name: str) -> dict:
-        return self._call("GET", f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs/{name}")
-
     def list_events(self, namespace: str, field_selector: str) -> list[dict]:
         query_string = urllib.parse.urlencode({"fieldSelector": field_selector})
         return self._call("GET", f"/api/v1/namespaces/{namespace}/events?{query_string}").get("items", [])
@@ -277,30 +274,33 @@ def _event(involved: dict, namespace: str, reason: str, message: str, now: float
     }
 
 
+def _owner(pod: dict) -> dict:
+    """What the Event is about: the Kubeflow job that controls `pod` (any kind: its controller
+    reference, which the operator sets, carries its kind, name and uid), or the pod itself."""
+    meta = pod["metadata"]
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and str(ref.get("apiVersion", "")).startswith("kubeflow.org/"):
+            return {k: ref.get(k, "") for k in ("apiVersion", "kind", "name", "uid")} | {"namespace": meta["namespace"]}
+    return {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]}
+
+
 def restart(api: WatchdogApi, action: Action, now: float) -> str:
-    """Delete the hung pods (those whose series went quiet, by uid) and say why on the job."""
+    """Delete the hung pods (those whose series went quiet, by uid) and say why on their job."""
     deleted = []
     for pod in api.list_pods(action.namespace, f"{JOB_LABEL}={action.job}"):
         meta = pod["metadata"]
         if meta.get("uid") in action.pods:
             try:
                 api.delete_pod(action.namespace, meta["name"], meta["uid"])
-                deleted.append(meta["name"])
+                deleted.append(pod)
             except ApiError as error:
                 if error.status not in (404, 409):  # gone already, or already recreated
                     raise
     if not deleted:
         return f"{action.namespace}/{action.job}: its hung pods are gone already"
-    job = api.get_job(action.namespace, action.job)
-    involved = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "name": action.job,
-        "namespace": action.namespace,
-        "uid": job["metadata"].get("uid", ""),
-    }
-    message = f"{action.reason} (pods deleted: {', '.join(deleted)})"
-    api.create_event(action.namespace, _event(involved, action.namespace, HUNG_REASON, message, now))
+    names = ", ".join(p["metadata"]["name"] for p in deleted)
+    message = f"{action.reason} (pods deleted: {names})"
+    api.create_event(action.namespace, _event(_owner(deleted[0]), action.namespace, HUNG_REASON, message, now))
     return f"{action.namespace}/{action.job}: {message}"
 
 

@@ -798,11 +798,17 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     return _run(command, env)
 
 
+LINGER_SECONDS = 120.0
+
+
 def linger(env: dict[str, str], recreate: bool = False) -> None:
     """After a failure that named nodes, serve them as higgsfield_preflight_suspect on the progress
-    port for PREFLIGHT_LINGER_SECONDS (two scrapes and more), so the watchdog learns them before the
-    pod exits and the operator deletes it (its termination message goes with it)."""
-    port, seconds = env.get(PORT_ENV), float(env.get("PREFLIGHT_LINGER_SECONDS") or 75)
+    port for PREFLIGHT_LINGER_SECONDS, so the watchdog learns them before the pod exits and the
+    operator deletes it (its termination message goes with it), and the gate's taint is on the node
+    before the recreated pod is placed: a scrape (kube-prometheus-stack's 30 s), a watchdog pass
+    (components/job_watchdog.py CHECK_S, 30 s) and a gate poll for requests (health_gate.py
+    RECHECK_POLL_SECONDS, 30 s) at their worst, and half a minute to spare."""
+    port, seconds = env.get(PORT_ENV), float(env.get("PREFLIGHT_LINGER_SECONDS") or LINGER_SECONDS)
     path = Path(env.get("PREFLIGHT_TERMINATION_LOG") or TERMINATION_LOG)
     try:
         suspects = list(json.loads(path.read_text())["preflight"].get("suspects", {}))

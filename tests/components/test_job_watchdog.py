@@ -72,10 +72,17 @@ class FakePrometheus:
         }
 
 
-@pytest.fixture
-def cluster():
-    kube, prometheus = FakeKubernetesApi(), FakePrometheus()
-    kube.put({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": JOB, "namespace": NS}})
+def _gang(kube: FakeKubernetesApi, kind: str) -> None:
+    """A job of `kind` and its four pods, each with the controller reference the operator sets
+    (kubeflow/trainer:pkg/controller.v1/common/pod.go@v1.9.4 createNewPod, GenOwnerReference)."""
+    job = kube.put({"apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": JOB, "namespace": NS}})
+    owner = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": kind,
+        "name": JOB,
+        "uid": job["metadata"]["uid"],
+        "controller": True,
+    }
     for p in range(4):
         kube.put(
             {
@@ -86,10 +93,17 @@ def cluster():
                     "namespace": NS,
                     "uid": f"uid-pod-{p}",
                     "labels": {job_watchdog.JOB_LABEL: JOB},
+                    "ownerReferences": [owner],
                 },
                 "spec": {"nodeName": f"node-{p}"},
             }
         )
+
+
+@pytest.fixture(params=["PyTorchJob"])
+def cluster(request):
+    kube, prometheus = FakeKubernetesApi(), FakePrometheus()
+    _gang(kube, request.param)
     kube.put(  # another job's pod: never touched
         {
             "apiVersion": "v1",
@@ -139,6 +153,15 @@ def test_a_stalled_job_is_restarted_with_an_event_on_the_job_saying_why(cluster)
     assert event["reason"] == "TrainingHung" and event["involvedObject"]["kind"] == "PyTorchJob"
     assert event["involvedObject"]["name"] == JOB and event["involvedObject"]["uid"]
     assert "no training step for 705s" in event["message"] and "newest complete checkpoint" in event["message"]
+
+
+@pytest.mark.parametrize("cluster", ["TFJob"], indirect=True)
+def test_a_stalled_job_of_another_kind_gets_its_event_on_that_job(cluster):
+    kube, prometheus, api = cluster
+    prometheus.progress(last_step_at=NOW - 5)
+    tick(api, _query(prometheus), NOW + 700, SETTINGS)
+    (event,) = _events(kube, NS)
+    assert event["involvedObject"]["kind"] == "TFJob" and event["involvedObject"]["name"] == JOB
 
 
 def test_recreated_pods_of_a_restarted_job_are_never_deleted_again(cluster):

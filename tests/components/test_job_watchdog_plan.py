@@ -46,7 +46,7 @@ def test_the_watchdog_is_bound_only_in_team_namespaces_and_default_never_cluster
 def test_the_watchdog_may_delete_pods_but_never_write_a_node():
     rules = job_watchdog.rules_in_team_namespace() + job_watchdog.rules_for_node_events()
     assert not [r for r in rules if "nodes" in r["resources"]]
-    assert {v for r in rules for v in r["verbs"]} == {"list", "delete", "get", "create"}
+    assert {v for r in rules for v in r["verbs"]} == {"list", "delete", "create"}
 
 
 def test_only_the_watchdog_and_grafana_and_the_adapter_may_query_prometheus(plan):
