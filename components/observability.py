@@ -179,6 +179,38 @@ class ScrapeTarget:
 # The training operator's pod declares port 8080 without a name; its Service `training-operator`
 # (label app: training-operator) names it "monitoring-port" (kubeflow/trainer:manifests/base/
 # deployment.yaml and service.yaml@v1.9.4, namespace kubeflow from overlays/standalone).
+# What the DCGM exporter watches: the chart's default list without its five DCGM_FI_PROF_* fields
+# (NVIDIA/dcgm-exporter:deployment/templates/metrics-configmap.yaml@4.5.3-4.8.2; `customMetrics`
+# replaces the whole list, values.yaml there). Profiling fields hold a driver-wide lock in the
+# exporter's own host engine while the health gate runs DCGM's diagnostics in a second one beside it
+# (components/healthgate.py), which NVIDIA's DCGM documentation advises against (one host engine a
+# node); nothing here reads them. Unverified here: `dcgmi diag -r 2 -j` in the gate's DCGM container
+# with the exporter running, on a GPU node.
+DCGM_EXPORTER_FIELDS = {
+    "DCGM_FI_DEV_SM_CLOCK": "gauge",
+    "DCGM_FI_DEV_MEM_CLOCK": "gauge",
+    "DCGM_FI_DEV_MEMORY_TEMP": "gauge",
+    "DCGM_FI_DEV_GPU_TEMP": "gauge",
+    "DCGM_FI_DEV_POWER_USAGE": "gauge",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "counter",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "counter",
+    "DCGM_FI_DEV_GPU_UTIL": "gauge",
+    "DCGM_FI_DEV_MEM_COPY_UTIL": "gauge",
+    "DCGM_FI_DEV_XID_ERRORS": "gauge",
+    "DCGM_FI_DEV_FB_FREE": "gauge",
+    "DCGM_FI_DEV_FB_USED": "gauge",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "counter",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": "counter",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": "counter",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "gauge",
+}
+
+
+def dcgm_exporter_metrics() -> str:
+    """The exporter's metrics file (`customMetrics`): one `FIELD, type, help` line a field."""
+    return "".join(f"{field}, {kind}, {field}\n" for field, kind in DCGM_EXPORTER_FIELDS.items())
+
+
 # The DCGM exporter's pods carry app.kubernetes.io/name=dcgm-exporter and a container port named
 # "metrics" (NVIDIA/dcgm-exporter:deployment/templates/daemonset.yaml and _helpers.tpl@4.5.3-4.8.2).
 SCRAPE_TARGETS = (
@@ -590,6 +622,7 @@ class Monitoring(pulumi.ComponentResource):
                 # `tolerations`, rendered by templates/daemonset.yaml)
                 "tolerations": [EVERY_TAINT],
                 "serviceMonitor": {"enabled": False},  # scraped through additionalScrapeConfigs
+                "customMetrics": dcgm_exporter_metrics(),
             },
         )
         release(

@@ -114,10 +114,30 @@ def test_dashboard_is_valid_json_with_the_promised_panels(plan):
         assert topic in titles, topic
 
 
-def test_dashboard_names_real_dcgm_metrics(plan):
+def _exported(plan) -> set[str]:
+    text = _release(plan, "dcgm-exporter").inputs["values"]["customMetrics"]
+    return {line.split(",")[0].strip() for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def test_dashboard_names_dcgm_metrics_the_exporter_exports(plan):
     exprs = " ".join(t["expr"] for p in _dashboard(plan)["panels"] for t in p["targets"])
     used = set(re.findall(r"DCGM_FI_[A-Z0-9_]+", exprs))
-    assert used and used <= DCGM_DEFAULT_FIELDS, used - DCGM_DEFAULT_FIELDS
+    assert used and used <= _exported(plan), used - _exported(plan)
+
+
+def test_the_alerts_and_the_watchdog_read_dcgm_metrics_the_exporter_exports(plan):
+    from components.job_watchdog import XID, alert_rules
+    from images.training.job_watchdog import HELD_SERIES
+
+    rules = json.dumps(alert_rules(plan.config.gpu_pools))
+    used = set(re.findall(r"DCGM_FI_[A-Z0-9_]+", " ".join((rules, XID, HELD_SERIES))))
+    assert used and used <= _exported(plan), used - _exported(plan)
+
+
+def test_the_dcgm_exporter_watches_real_fields_and_no_profiling_field(plan):
+    exported = _exported(plan)
+    assert exported <= DCGM_DEFAULT_FIELDS, exported - DCGM_DEFAULT_FIELDS
+    assert not [f for f in exported if f.startswith("DCGM_FI_PROF_")]
 
 
 def test_log_groups_keep_logs_for_the_configured_retention(plan, stack_settings):
