@@ -581,6 +581,10 @@ GROUP_OWNERS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "
 # held the same should it start. A Job has no /scale (its storage serves the Job and its status only:
 # JobStorage, pkg/registry/batch/job/storage/storage.go, same ref): its parallelism changes by an UPDATE of
 # the Job, which this policy sees.
+# The owner kinds Volcano's controller reads a plain pod's gang size from (getAnnotationsFromUpperRes,
+# volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1): the pod's every owner
+# reference of these kinds, by kind and name in the pod's namespace.
+VOLCANO_UPPER_KINDS = ("ReplicaSet", "StatefulSet", "DaemonSet", "Job")
 SCALED_OWNERS = ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController")
 # Volcano's controller-manager: the chart's `<release>-controllers` account (installer/helm/chart/volcano/
 # templates/controllers.yaml@v1.15.1) in the release `volcano` (components/charts.py names a release
@@ -638,7 +642,23 @@ def volcano_group_validations() -> list[dict]:
         f"oldObject.metadata.annotations['{GROUP_NAME_ANNOTATION}'] == {pod}['{GROUP_NAME_ANNOTATION}'])"
     )
     scaled = f"object.metadata.annotations['{MIN_MEMBER_ANNOTATION}']"
+    refs = "(has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : [])"
+    old_refs = "(has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : [])"
+    by_a_controller = (
+        f"request.userInfo.username == '{OPERATOR_USER}' || request.userInfo.username.startsWith('{CONTROLLER_USERS}')"
+    )
     return [
+        {
+            # Volcano sizes a plain pod's PodGroup from the annotations of every owner it names, looked up by kind
+            # and name, not by UID and not only the controller (VOLCANO_UPPER_KINDS): a pod naming another
+            # workload would borrow that workload's gang size for its own requests, a gang that never forms.
+            "expression": f"object.kind != 'Pod' || {by_a_controller} || (request.operation == 'CREATE' ? "
+            f"(size({refs}) <= 1 && {refs}.all(r, !(r.kind in {_list(VOLCANO_UPPER_KINDS)}))) : {refs} == {old_refs})",
+            "message": "a pod a team creates names at most one owner, and no "
+            f"{', '.join(VOLCANO_UPPER_KINDS)}: Volcano would size its gang from that owner's "
+            f"{MIN_MEMBER_ANNOTATION}; nor does a team change a pod's owners (create the workload instead)",
+            "reason": "Forbidden",
+        },
         {
             "expression": f"!(object.kind in {_list(SCALED_OWNERS)}) || "
             f"request.userInfo.username.startsWith('{CONTROLLER_USERS}') || !has(object.metadata.annotations) || "
