@@ -36,6 +36,8 @@ import json
 import re
 from collections.abc import Sequence
 
+from infra.core.names import KUBE_SYSTEM
+
 # The Training Operator's pod labels (kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go,
 # set in pkg/controller.v1/pytorch/pytorchjob_controller.go and pkg/util/labels/labels.go, @v1.9.4).
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
@@ -44,6 +46,16 @@ REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 APPLICATION_LOG_FILE = "application-log.conf"  # the chart's extraFiles key for container logs
 # Fluent Bit's variables, set in the add-on's DaemonSet environment (the chart's own config uses them).
 _TAG_PREFIX = "application.var.log.containers."
+# The agents whose own lines stay out (the chart's Exclude_Path names them by pod-name prefix): each by its
+# pod-name prefix and its namespace (the add-on's, amazon-cloudwatch, and kube-system's), for a file is
+# POD_NAMESPACE_CONTAINER-ID.log and a pod name has no `_`: a team's pod named fluent-bit-* ships its lines.
+CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"
+AGENT_PODS = (
+    ("cloudwatch-agent", CLOUDWATCH_NAMESPACE),
+    ("fluent-bit", CLOUDWATCH_NAMESPACE),
+    ("aws-node", KUBE_SYSTEM),
+    ("kube-proxy", KUBE_SYSTEM),
+)
 
 
 def _section(name: str, settings: list[tuple[str, str]]) -> str:
@@ -132,8 +144,7 @@ def application_log_conf(teams: Sequence[str] = ()) -> str:
                         ("Tag", "application.*"),
                         (
                             "Exclude_Path",
-                            "/var/log/containers/cloudwatch-agent*, /var/log/containers/fluent-bit*, "
-                            "/var/log/containers/aws-node*, /var/log/containers/kube-proxy*",
+                            ", ".join(f"/var/log/containers/{pod}*_{namespace}_*" for pod, namespace in AGENT_PODS),
                         ),
                         ("Path", "/var/log/containers/*.log"),
                         ("multiline.parser", "docker, cri"),

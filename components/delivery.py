@@ -203,6 +203,8 @@ BACKEND_ADMINISTRATION = (
     "s3:PutReplicationConfiguration",
     "s3:DeleteBucket",
     "s3:DeleteObjectVersion",
+    # default encryption under another account's key: that account could later revoke it and hold the state
+    "s3:PutEncryptionConfiguration",
     "kms:PutKeyPolicy",
     "kms:CreateGrant",
     "kms:RetireGrant",
@@ -302,8 +304,10 @@ CROSS_ACCOUNT_OPENINGS = (
     "logs:PutDestinationPolicy",
     "logs:PutResourcePolicy",
     "logs:PutAccountPolicy",
-    "logs:PutDeliveryDestination",
-    "logs:PutDeliveryDestinationPolicy",
+    "logs:PutDeliveryDestination*",
+    # an export task writes a log group to any bucket it names, a delivery vended logs to any destination
+    "logs:CreateExportTask",
+    "logs:CreateDelivery*",
     "ec2:CreateVpcPeeringConnection",
     "ec2:AcceptVpcPeeringConnection",
     "ec2:ModifySnapshotAttribute",
@@ -317,6 +321,23 @@ CROSS_ACCOUNT_OPENINGS = (
     "ec2:CreateVpnConnection",
     "ec2:AttachVpnGateway",
     "ec2:CreateClientVpnEndpoint",
+    # a standing copy of every packet of an interface (the nodes': Lustre, every team's pods) sent to a
+    # target, which may be an endpoint of another account's Gateway Load Balancer
+    "ec2:CreateTrafficMirror*",
+    "ec2:ModifyTrafficMirror*",
+    # a second OIDC issuer of the cluster: another party's users, given whatever RBAC the deploy role binds
+    "eks:AssociateIdentityProviderConfig",
+    # the runner projects' builds shared with another account
+    "codebuild:PutResourcePolicy",
+)
+# Bucket configurations whose destination or key may be another account's: an inventory or analytics
+# export lists every object key to any bucket, a notification sends every object event to any queue or
+# topic, default encryption puts new objects under any key. The program sets none on the buckets it names.
+BUCKET_CONFIGURATIONS = (
+    "s3:PutEncryptionConfiguration",
+    "s3:PutInventoryConfiguration",
+    "s3:PutAnalyticsConfiguration",
+    "s3:PutBucketNotification",
 )
 
 
@@ -502,6 +523,42 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
         # hashicorp/terraform-provider-aws:internal/service/kms/key.go@00a35305), and the program has no
         # aws.kms.KeyPolicy (whose create and delete are PutKeyPolicy: key_policy.go, same repository). A
         # change to a key's policy is an administrator's (`higgsfield diff` refuses it and names the command).
+        # A replica's policy is ReplicateKey's own (it takes Policy and BypassPolicyLockoutSafetyCheck, unseen by the
+        # pack), and only a multi-Region key replicates; the program's keys are single-Region (kms:MultiRegion,
+        # AWS KMS developer guide, conditions-kms.html#conditions-kms-multiregion: it holds for CreateKey's
+        # MultiRegion parameter, false where absent).
+        {
+            "Sid": "SingleRegionKeysOnly",
+            "Effect": "Deny",
+            "Action": ["kms:ReplicateKey", "kms:UpdatePrimaryRegion"],
+            "Resource": "*",
+        },
+        {
+            "Sid": "NoMultiRegionKeys",
+            "Effect": "Deny",
+            "Action": ["kms:CreateKey"],
+            "Resource": "*",
+            "Condition": {"Bool": {"kms:MultiRegion": "true"}},
+        },
+        {
+            "Sid": "BucketsKeepTheirKeysAndListings",
+            "Effect": "Deny",
+            "Action": list(BUCKET_CONFIGURATIONS),
+            "Resource": [f"arn:aws:s3:::{b}" for b in sorted({settings.state_bucket, *buckets})],
+        },
+        # Interface and gateway endpoints of AWS's services or the account's own: an endpoint of another
+        # account's service (a Gateway Load Balancer's) is where a traffic mirror or a route would send the
+        # VPC's packets. ec2:VpceServiceOwner is `amazon`, `aws-marketplace` or the owner's account ID, on the
+        # vpc-endpoint resource of CreateVpcEndpoint (docs.aws.amazon.com/vpc/latest/privatelink/
+        # vpc-endpoints-iam.html); the statement names that resource alone, for the subnets, security groups
+        # and route tables the same call authorizes carry no such key (a negated operator would deny them).
+        {
+            "Sid": "EndpointsOfAwsOrTheAccount",
+            "Effect": "Deny",
+            "Action": ["ec2:CreateVpcEndpoint"],
+            "Resource": f"arn:aws:ec2:*:{account}:vpc-endpoint/*",
+            "Condition": {"StringNotEquals": {"ec2:VpceServiceOwner": ["amazon", account]}},
+        },
         {
             "Sid": "KeyPoliciesAtCreateOnly",
             "Effect": "Deny",
@@ -515,8 +572,6 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
             "Resource": "*",
             "Condition": {"Bool": {"kms:BypassPolicyLockoutSafetyCheck": "true"}},
         },
-        # The audit trail (the control plane's and the VPC's flow logs) outlives any deploy: no deploy
-        # deletes it or shortens it; an administrator does (docs/security-ci.md).
         # Cluster access for this account's principals only (eks:principalArn, the principal an access entry
         # names: service authorization reference, Amazon EKS condition keys); another account's role made
         # cluster admin would read every Secret.
@@ -527,10 +582,23 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
             "Resource": "*",
             "Condition": {"ArnNotLike": {"eks:principalArn": f"arn:aws:iam::{account}:*"}},
         },
+        # The audit trail (the control plane's and the VPC's flow logs) outlives any deploy: no deploy
+        # deletes it, shortens its retention or moves it under another key; an administrator does
+        # (docs/security-ci.md). CloudWatch Logs has no condition key on the retention a PutRetentionPolicy
+        # sets, so the call is refused whole: the groups get theirs at the first deploy, an administrator's
+        # (infra/cli/bootstrap.py), from CreateLogGroup's kmsKeyId and the PutRetentionPolicy that follows
+        # it; a later change of either is an administrator's, and `higgsfield diff` says so.
         {
             "Sid": "AuditLogsStay",
             "Effect": "Deny",
-            "Action": ["logs:DeleteLogGroup", "logs:DeleteLogStream", "logs:DeleteRetentionPolicy"],
+            "Action": [
+                "logs:DeleteLogGroup",
+                "logs:DeleteLogStream",
+                "logs:DeleteRetentionPolicy",
+                "logs:PutRetentionPolicy",
+                "logs:AssociateKmsKey",
+                "logs:DisassociateKmsKey",
+            ],
             "Resource": [
                 f"arn:aws:logs:*:{account}:log-group:/aws/eks/{cluster_name(stack)}/cluster*",
                 f"arn:aws:logs:*:{account}:log-group:/aws/vpc/{cluster_name(stack)}/flow-logs*",

@@ -23,6 +23,8 @@ from components.workloads import (
     DCGM_JOB,
     EFA_JOB,
     KSM_NODE_LABELS,
+    PROGRESS_SCRAPE_LIMITS,
+    PROGRESS_SERIES,
     TRAINING_PROGRESS_JOB,
     VOLCANO_CONTROLLER_JOB,
     VOLCANO_SCHEDULER_JOB,
@@ -338,10 +340,14 @@ def training_progress_scrape_job() -> dict:
     Kubeflow job's name (the operator's pod label), the pod, its uid (a recreated pod has the same
     name), and the node (`Hostname`, as the GPU series have it) - all from Prometheus' Kubernetes SD
     meta labels (prometheus.io/docs/prometheus/latest/configuration/configuration/#kubernetes_sd_config,
-    role pod), never from the pod's own text."""
+    role pod), never from the pod's own text. Any pod may join it (a container port named `progress` and the
+    job-name label are the pod's own), so, as the serving scrape: at most PROGRESS_SCRAPE_LIMITS per pod, or
+    the scrape fails (sample_limit, label_limit, body_size_limit: prometheus.io/docs/prometheus/latest/
+    configuration/configuration/#scrape_config), and only progress.py's series are kept."""
     job_label = "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in JOB_NAME_LABEL)
     return {
         "job_name": TRAINING_PROGRESS_JOB,
+        **PROGRESS_SCRAPE_LIMITS,
         "kubernetes_sd_configs": [{"role": "pod"}],
         "relabel_configs": [
             {
@@ -355,6 +361,9 @@ def training_progress_scrape_job() -> dict:
             {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
             {"source_labels": ["__meta_kubernetes_pod_uid"], "target_label": "pod_uid"},
             {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "Hostname"},
+        ],
+        "metric_relabel_configs": [
+            {"source_labels": ["__name__"], "regex": "|".join(PROGRESS_SERIES), "action": "keep"}
         ],
     }
 

@@ -21,6 +21,21 @@ from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Tea
 # (components/storage.py), and an EBS claim would buy volumes outside every quota. `gp2` is the class
 # some EKS versions ship (components/cluster_created.py).
 OBJECT_COUNTS = {"configmaps": 500, "secrets": 200, "services": 100, "persistentvolumeclaims": 50}
+# Every other kind a team creates is counted too (count/<resource>.<group>, kubernetes.io/docs/concepts/policy/
+# resource-quotas/#object-count-quota, custom resources included): a suspended Job, a CronJob or a Kubeflow job
+# makes no pod, so the pods quota bounds none of them, and each may carry ~1.5 MiB of annotations into etcd.
+# Jobs (batch and every Kubeflow kind the operator serves): Team.max_jobs, or JOBS_FLOOR or twice the pods quota
+# (finished ones stay until deleted); the long-running kinds: WORKLOADS_FLOOR or the pods quota (each runs a pod
+# at least), ReplicaSets eleven times that (a Deployment keeps its revisionHistoryLimit of 10 old ones).
+JOBS_FLOOR, WORKLOADS_FLOOR, SERVICE_ACCOUNTS_FLOOR = 100, 20, 50
+JOB_RESOURCES = ("jobs.batch", *(f"{r}.{tenancy.JOB_GROUP}" for r in sorted(tenancy.JOB_KINDS.values())))
+WORKLOAD_RESOURCES = (
+    "cronjobs.batch",
+    "deployments.apps",
+    "statefulsets.apps",
+    "replicationcontrollers",
+    "horizontalpodautoscalers.autoscaling",
+)
 EBS_CLASSES = (EBS_STORAGE_CLASS, "gp2")
 # Pods of CPU-only work a team may run beside its gangs (data preparation, evaluation), within its
 # cpuQuota's room (infra/config/scheduler.py MIN_CPU_QUOTA).
@@ -39,14 +54,21 @@ def compute_quota(team: Team, pools: Sequence[GpuPool]) -> dict:
     limits; LimitRange's defaultRequest fills in requests for containers that name none. An
     extended resource (EFA) or huge pages are quoted as requests only, which equal their limits."""
     share = gpu_node_share(pools)
+    pods = ceil(team.gpu_quota * share["pods"]) + CPU_ONLY_PODS
+    jobs = team.max_jobs if team.max_jobs is not None else max(JOBS_FLOOR, 2 * pods)
+    workloads = max(WORKLOADS_FLOOR, pods)
     hard = {
         "requests.cpu": str(team.cpu_quota),
         "requests.memory": f"{team.memory_quota_gib}Gi",
         f"requests.{EFA}": str(floor(team.gpu_quota * share[EFA])),
         f"requests.{HUGEPAGES}": f"{floor(team.gpu_quota * share[HUGEPAGES])}Mi",
-        "pods": str(ceil(team.gpu_quota * share["pods"]) + CPU_ONLY_PODS),
+        "pods": str(pods),
         "count/poddisruptionbudgets.policy": "0",
         **{f"count/{kind}": str(n) for kind, n in OBJECT_COUNTS.items()},
+        **{f"count/{kind}": str(jobs) for kind in JOB_RESOURCES},
+        **{f"count/{kind}": str(workloads) for kind in WORKLOAD_RESOURCES},
+        "count/replicasets.apps": str(11 * workloads),
+        "count/serviceaccounts": str(max(SERVICE_ACCOUNTS_FLOOR, workloads)),
         **{f"{c}.storageclass.storage.k8s.io/requests.storage": "0" for c in EBS_CLASSES},
     }
     return {

@@ -54,6 +54,7 @@ SCHEDULER = "volcano"
 # adds what matters across teams on top of `baseline`: the team's UID/GID, no added capabilities,
 # no volume types beyond the safe ones.
 PSA_ENFORCE, PSA_WARN = "baseline", "restricted"
+JOB_GROUP = "kubeflow.org"
 JOB_KINDS = {
     "PyTorchJob": "pytorchjobs",
     "TFJob": "tfjobs",
@@ -421,6 +422,33 @@ def _replicas(key: str) -> str:
     return f"(has({specs}) ? {specs}.map(r, has({specs}[r].replicas) ? int({specs}[r].replicas) : 1).sum() : 0)"
 
 
+def _gang_unchanged() -> str:
+    """An UPDATE of a Kubeflow job that keeps its gang: every replica-spec map has the same replica types
+    with the same replicas (1 where unset, the operator's default) as `oldObject`'s, and the same
+    elasticPolicy and runPolicy.schedulingPolicy (absent in both, or equal)."""
+
+    def replicas(obj: str) -> str:
+        return f"(has({obj}.replicas) ? int({obj}.replicas) : 1)"
+
+    def same_specs(key: str) -> str:
+        new, old = f"object.spec.{key}", f"oldObject.spec.{key}"
+        return (
+            f"(has({new}) == has({old}) && (!has({new}) || (size({new}) == size({old}) && "
+            f"{new}.all(r, r in {old} && {replicas(f'{new}[r]')} == {replicas(f'{old}[r]')}))))"
+        )
+
+    def one(obj: str, *path: str) -> str:
+        return f"({_field(obj, *path)} ? [{obj}.{'.'.join(path)}] : [])"
+
+    kept = [
+        *(same_specs(key) for key in REPLICA_SPECS),
+        f"{one('object', 'spec', 'elasticPolicy')} == {one('oldObject', 'spec', 'elasticPolicy')}",
+        f"{one('object', 'spec', 'runPolicy', 'schedulingPolicy')} == "
+        f"{one('oldObject', 'spec', 'runPolicy', 'schedulingPolicy')}",
+    ]
+    return "(" + " && ".join(kept) + ")"
+
+
 def gang_validations(team: TeamRules) -> list[dict]:
     """The gang is the job's: the operator makes the PodGroup's minMember the job's
     `schedulingPolicy.minAvailable` (else all its replicas) and its minResources the job's
@@ -462,9 +490,16 @@ def gang_validations(team: TeamRules) -> list[dict]:
         f"m.external.metric.selector.matchLabels.pool == {pool} && has(m.external.target) && "
         "m.external.target.type == 'Value' && has(m.external.target.value) && string(m.external.target.value) == '1'"
     )
+    # The HPA controller finds its target by the group of scaleTargetRef.apiVersion and the kind, which
+    # kube-controller-manager's discovery REST mapper also knows lower-cased (NewDiscoveryRESTMapper adds
+    # `strings.ToLower(resource.Kind)` beside each kind: kubernetes/client-go:restmapper/discovery.go@v0.35.0):
+    # every target in the group kubeflow.org is a job's, whatever the spelling of its kind.
+    kubeflow_kinds = "|".join(kind.lower() for kind in JOB_KINDS)
+    target = "object.spec.scaleTargetRef"
     hpa_on_a_job = (
-        f"object.kind == 'HorizontalPodAutoscaler' && has(object.spec.scaleTargetRef) && "
-        f"object.spec.scaleTargetRef.kind in {_list(list(JOB_KINDS))}"
+        f"object.kind == 'HorizontalPodAutoscaler' && has({target}) && ("
+        f"(has({target}.apiVersion) && {target}.apiVersion.matches('(?i)^{JOB_GROUP.replace('.', '[.]')}/')) || "
+        f"(has({target}.kind) && {target}.kind.matches('(?i)^({kubeflow_kinds})$')))"
     )
     return [
         {
@@ -473,7 +508,22 @@ def gang_validations(team: TeamRules) -> list[dict]:
             # may scale every resource with a scale subresource).
             "expression": f"!({hpa_on_a_job}) || request.userInfo.username == '{OPERATOR_USER}'",
             "message": "a Kubeflow job's HorizontalPodAutoscaler is the Training Operator's (from elasticPolicy): "
-            "a team may not create or change one",
+            f"a team may not create or change one (no scaleTargetRef in {JOB_GROUP}, whatever the kind's case)",
+            "reason": "Forbidden",
+        },
+        {
+            # The operator creates every missing pod of a gang once its PodGroup is past Pending
+            # (DelayPodCreationDueToPodGroup, kubeflow/trainer:pkg/controller.v1/control/podgroup_control.go,
+            # after SyncPodGroup rewrites the PodGroup's minMember in common/job.go ReconcileJobs@v1.9.4), and
+            # the training class its pods carry is no GPU quota's: a running gang grown by an UPDATE would put
+            # every new pod in front of the autoscaler at once, outside its queue's enqueue check. An elastic
+            # job's Worker replicas change through /scale (its HPA, the operator's), which this policy does
+            # not match; the job's own UPDATE keeps its size.
+            "expression": f"!({is_job}) || request.operation != 'UPDATE' || "
+            f"request.userInfo.username == '{OPERATOR_USER}' || {_gang_unchanged()}",
+            "message": "a Kubeflow job keeps its size: its replica types and their replicas, elasticPolicy and "
+            "spec.runPolicy.schedulingPolicy are those it was created with (an elastic job grows by its HPA); "
+            "submit a new job for another size",
             "reason": "Forbidden",
         },
         {
@@ -531,6 +581,10 @@ GROUP_OWNERS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "
 # held the same should it start. A Job has no /scale (its storage serves the Job and its status only:
 # JobStorage, pkg/registry/batch/job/storage/storage.go, same ref): its parallelism changes by an UPDATE of
 # the Job, which this policy sees.
+# The owner kinds Volcano's controller reads a plain pod's gang size from (getAnnotationsFromUpperRes,
+# volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1): the pod's every owner
+# reference of these kinds, by kind and name in the pod's namespace.
+VOLCANO_UPPER_KINDS = ("ReplicaSet", "StatefulSet", "DaemonSet", "Job")
 SCALED_OWNERS = ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController")
 # Volcano's controller-manager: the chart's `<release>-controllers` account (installer/helm/chart/volcano/
 # templates/controllers.yaml@v1.15.1) in the release `volcano` (components/charts.py names a release
@@ -588,7 +642,23 @@ def volcano_group_validations() -> list[dict]:
         f"oldObject.metadata.annotations['{GROUP_NAME_ANNOTATION}'] == {pod}['{GROUP_NAME_ANNOTATION}'])"
     )
     scaled = f"object.metadata.annotations['{MIN_MEMBER_ANNOTATION}']"
+    refs = "(has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : [])"
+    old_refs = "(has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : [])"
+    by_a_controller = (
+        f"request.userInfo.username == '{OPERATOR_USER}' || request.userInfo.username.startsWith('{CONTROLLER_USERS}')"
+    )
     return [
+        {
+            # Volcano sizes a plain pod's PodGroup from the annotations of every owner it names, looked up by kind
+            # and name, not by UID and not only the controller (VOLCANO_UPPER_KINDS): a pod naming another
+            # workload would borrow that workload's gang size for its own requests, a gang that never forms.
+            "expression": f"object.kind != 'Pod' || {by_a_controller} || (request.operation == 'CREATE' ? "
+            f"(size({refs}) <= 1 && {refs}.all(r, !(r.kind in {_list(VOLCANO_UPPER_KINDS)}))) : {refs} == {old_refs})",
+            "message": "a pod a team creates names at most one owner, and no "
+            f"{', '.join(VOLCANO_UPPER_KINDS)}: Volcano would size its gang from that owner's "
+            f"{MIN_MEMBER_ANNOTATION}; nor does a team change a pod's owners (create the workload instead)",
+            "reason": "Forbidden",
+        },
         {
             "expression": f"!(object.kind in {_list(SCALED_OWNERS)}) || "
             f"request.userInfo.username.startsWith('{CONTROLLER_USERS}') || !has(object.metadata.annotations) || "
@@ -936,7 +1006,7 @@ def admission_policy(team: TeamRules) -> dict:
             if group
         ),
         {
-            "apiGroups": ["kubeflow.org"],
+            "apiGroups": [JOB_GROUP],
             "apiVersions": ["v1"],
             "resources": sorted(JOB_KINDS.values()),
             "operations": ["CREATE", "UPDATE"],
@@ -1074,12 +1144,12 @@ def job_submitter_role(team: str) -> dict:
         "metadata": {"name": "higgsfield-jobs", "namespace": team},
         "rules": [
             {
-                "apiGroups": ["kubeflow.org"],
+                "apiGroups": [JOB_GROUP],
                 "resources": sorted(JOB_KINDS.values()),
                 "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
             },
             {
-                "apiGroups": ["kubeflow.org"],
+                "apiGroups": [JOB_GROUP],
                 "resources": sorted(f"{r}/status" for r in JOB_KINDS.values()),
                 "verbs": ["get"],
             },

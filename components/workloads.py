@@ -49,6 +49,19 @@ TRAINING_PROGRESS_JOB = "training-progress"
 SERVING_LABEL = ("higgsfield.io/workload", "serving")
 SERVING_PORT = "http"
 SERVING_SCRAPE_LIMITS = {"sample_limit": 100, "label_limit": 30, "body_size_limit": "1MB"}  # ours: one gauge per pod
+# What images/training/progress.py publishes (its module docstring lists them): the only series the
+# training-progress scrape keeps, whatever else a pod on the `progress` port exports.
+PROGRESS_SERIES = (
+    "higgsfield_training_step",
+    "higgsfield_training_step_seconds",
+    "higgsfield_training_compute_seconds",
+    "higgsfield_training_progress_timestamp_seconds",
+    "higgsfield_training_checkpoint_seconds_total",
+    "higgsfield_preflight_suspect",
+)
+# ours: five series per rank (a pod's ranks, at most its GPUs) and one per node the pre-flight names, with
+# rank, node and the scrape's own five labels; far below, whatever a pod sends fails its scrape instead
+PROGRESS_SCRAPE_LIMITS = {"sample_limit": 1000, "label_limit": 30, "body_size_limit": "1MB"}
 
 # kube-state-metrics' --metric-labels-allowlist, through the kube-state-metrics chart's
 # metricLabelsAllowlist (prometheus-community/helm-charts:charts/kube-state-metrics/values.yaml and

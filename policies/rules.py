@@ -207,10 +207,45 @@ def _key_policy_principals(document: str) -> list[str]:
     return named
 
 
+# Condition keys that tie an AWS service's use of a key to this account's resources (the confused-deputy
+# keys, IAM user guide "The confused deputy problem"; CloudWatch Logs' encryption context names the log
+# group's ARN, docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html).
+SOURCE_KEYS = ("aws:SourceAccount", "aws:SourceArn")
+
+
+def _services_unpinned(statement: Mapping, accounts: set[str]) -> list[str]:
+    """The service principals an Allow statement grants without a condition on SOURCE_KEYS or a
+    kms:EncryptionContext key whose every value names one of `accounts` (ARNs by their account field,
+    aws:SourceAccount by its value)."""
+    principal = statement.get("Principal")
+    if statement.get("Effect") != "Allow" or not isinstance(principal, Mapping) or "Service" not in principal:
+        return []
+
+    def names_the_account(key: str, value: Any) -> bool:
+        text = str(value)
+        if key.lower() == "aws:sourceaccount":
+            return text in accounts
+        parts = text.split(":")
+        return len(parts) > 4 and parts[4] in accounts
+
+    pinned = False
+    for operator, keys in (statement.get("Condition") or {}).items():
+        if not isinstance(keys, Mapping) or "IfExists" in operator or "Not" in operator:
+            continue
+        for key, values in keys.items():
+            listed = _listed(values)
+            source = key.lower() in {k.lower() for k in SOURCE_KEYS} or key.lower().startswith("kms:encryptioncontext:")
+            if source and listed and all(names_the_account(key, v) for v in listed):
+                pinned = True
+    return [] if pinned else [f"Service={s}" for s in _listed(principal["Service"])]
+
+
 @_policy(
     "kms-key-policy-one-account",
     "Every KMS key of ours is created with its key policy, which names one account's root and AWS services "
-    "only: no wildcard principal, no second account (AWS's lockout check makes that one account the deployer's).",
+    "only: no wildcard principal, no second account (AWS's lockout check makes that one account the deployer's), "
+    "and each AWS service only for that account's resources (aws:SourceAccount, aws:SourceArn or the encryption "
+    "context naming it).",
 )
 def kms_key_policy_one_account(args: ResourceValidationArgs, report: ReportViolation) -> None:
     # The deploy boundary denies kms:PutKeyPolicy (components/delivery.py KeyPoliciesAtCreateOnly), so the policy
@@ -234,6 +269,13 @@ def kms_key_policy_one_account(args: ResourceValidationArgs, report: ReportViola
         report(
             f"key policy principals {', '.join(sorted(set(principals)))}: only one account's root and AWS services "
             "(another account, a role or a wildcard would open the key beyond the account)"
+        )
+    unpinned = sorted({p for s in _statements(document) for p in _services_unpinned(s, accounts)})
+    if unpinned:
+        report(
+            f"key policy grants {', '.join(unpinned)} without a condition naming this account "
+            f"({', '.join(SOURCE_KEYS)} or kms:EncryptionContext:*, each value naming the account): the service "
+            "acts for every account's resources, so another account's log group, trail or topic would reach the key"
         )
 
 

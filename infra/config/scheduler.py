@@ -150,6 +150,10 @@ class Team(Setting):
     """CPU a container that names none requests (LimitRange defaultRequest), in millicores."""
     default_memory_request_mib: number(16, 1_048_576) = Field(1024, alias="defaultMemoryRequestMiB")
     """Memory a container that names none requests (LimitRange defaultRequest), in MiB."""
+    max_jobs: number(1, 100_000, "ours: a bound against typos") | None = None
+    """Jobs of each kind (batch Jobs, and each Kubeflow job kind) the namespace may hold at once, finished ones
+    included until they are deleted or expire (ttlSecondsAfterFinished); unset: 100 or twice the namespace's pods
+    quota, whichever is more."""
 
     @field_validator("name")
     @classmethod

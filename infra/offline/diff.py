@@ -352,6 +352,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     removed = [before[u] for u in sorted(set(before) - set(after))]
     _refuse_losing_data(before, after, removed, changed, refuse)
     _refuse_key_policy_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
+    _refuse_audit_log_writes(str(head.get("stack", "STACK")), after, changed, refuse)
     return Diff(
         added,
         removed,
@@ -542,6 +543,32 @@ def _refuse_key_policy_writes(
                 "deleting it puts AWS's default key policy back, a PutKeyPolicy the deploy role may not call; an "
                 f"administrator forgets it {ADMIN}: pulumi state delete --stack {stack} '{resource['urn']}', then "
                 f"pulumi refresh --stack {stack} {keys}".rstrip(),
+            )
+
+
+def _audit_log(resource: dict) -> bool:
+    """The control plane's and the VPC's flow-log groups (components/delivery.py AuditLogsStay)."""
+    name = str(resource.get("inputs", {}).get("name", ""))
+    return (name.startswith("/aws/eks/") and name.endswith("/cluster")) or (
+        name.startswith("/aws/vpc/") and name.endswith("/flow-logs")
+    )
+
+
+def _refuse_audit_log_writes(stack: str, after: dict, changed: list[Change], refuse: _Refusals) -> None:
+    """The deploy role's boundary denies PutRetentionPolicy and Associate/DisassociateKmsKey on the audit
+    log groups (AuditLogsStay): a new retention or key on one fails the deploy, so it is an
+    administrator's, and the refusal names the command."""
+    for change in changed:
+        if change.type != LOG_GROUP or change.replaces or not _audit_log(after.get(change.urn, {})):
+            continue
+        moved = sorted({"retentionInDays", "kmsKeyId"} & {p.split(".")[0] for p in change.paths})
+        if moved:
+            refuse(
+                f"a new {' and '.join(moved)} on audit log group {change.name}",
+                change.name,
+                "the deploy role may not change the audit trail's retention or key (its boundary denies "
+                f"logs:PutRetentionPolicy and logs:AssociateKmsKey there); an administrator applies it {ADMIN}: "
+                f"pulumi up --stack {stack} --target '{change.urn}'",
             )
 
 

@@ -62,12 +62,29 @@ def test_container_lines_go_to_the_application_log_group_we_create_with_our_rete
     assert output["log_stream_prefix"] == "${HOST_NAME}-"  # the node in the stream's name too
 
 
-def test_the_agents_own_logs_stay_out_of_the_application_group():
+def _excluded(path: str) -> bool:
+    """Whether the tail input skips the file (Exclude_Path: comma-separated glob patterns)."""
     (tail,) = _sections(container_logs.application_log_conf(), "INPUT")
-    assert (
-        "/var/log/containers/fluent-bit*" in tail["Exclude_Path"]
-        and "/var/log/containers/cloudwatch-agent*" in tail["Exclude_Path"]
-    )
+    return any(fnmatch.fnmatchcase(path, p.strip()) for p in tail["Exclude_Path"].split(","))
+
+
+@pytest.mark.parametrize(
+    ("pod", "namespace"),
+    [
+        ("fluent-bit-x7k2p", "amazon-cloudwatch"),
+        ("cloudwatch-agent-9fz", "amazon-cloudwatch"),
+        ("aws-node-4", "kube-system"),
+        ("kube-proxy-2", "kube-system"),
+    ],
+)
+def test_the_agents_own_logs_stay_out_of_the_application_group(pod, namespace):
+    assert _excluded(f"/var/log/containers/{pod}_{namespace}_main-{CONTAINER_ID}.log")
+
+
+@pytest.mark.parametrize("pod", ["fluent-bit-train", "aws-node-exporter", "kube-proxy", "cloudwatch-agent-0"])
+def test_a_team_pod_named_like_an_agent_still_ships_its_lines(pod):
+    """The exclusion is the agents' namespaces', not a name prefix any team may take."""
+    assert not _excluded(f"/var/log/containers/{pod}_llm_main-{CONTAINER_ID}.log")
 
 
 def test_the_config_survives_the_charts_tpl():

@@ -58,6 +58,35 @@ def test_a_tenants_scraped_endpoint_cannot_flood_prometheus():
     assert 0 < job["sample_limit"] <= 1000 and 0 < job["label_limit"] <= 64 and job["body_size_limit"]
 
 
+def test_a_pod_joining_the_progress_scrape_cannot_flood_prometheus():
+    """Any tenant pod joins the training-progress scrape (a port named `progress` and the job-name label are
+    its own): at most this much per pod, or its scrape fails, as the serving scrape."""
+    job = observability.training_progress_scrape_job()
+    assert 0 < job["sample_limit"] <= 1000 and 0 < job["label_limit"] <= 64 and job["body_size_limit"]
+
+
+def test_the_progress_scrape_keeps_only_the_training_series():
+    job = observability.training_progress_scrape_job()
+    (keep,) = job["metric_relabel_configs"]
+    assert keep["source_labels"] == ["__name__"] and keep["action"] == "keep"
+    # Prometheus anchors the regex: a tenant's own series never enters, nor one merely prefixed like ours
+    for name in ("volcano_queue_request_scalar_resources", "higgsfield_training_step_x", "DCGM_FI_DEV_XID_ERRORS"):
+        assert not re.fullmatch(keep["regex"], name), name
+    assert re.fullmatch(keep["regex"], "higgsfield_training_step")
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed here")
+def test_the_rendered_progress_scrape_is_a_valid_prometheus_scrape_config(tmp_path):
+    """Its limits and keep as Prometheus parses them. Debian's promtool is built without Kubernetes service
+    discovery, so the pod discovery is swapped for a static target (what is checked is the rest)."""
+    job = observability.training_progress_scrape_job()
+    assert job.pop("kubernetes_sd_configs") == [{"role": "pod"}]
+    config = tmp_path / "prometheus.yml"
+    config.write_text(yaml.safe_dump({"scrape_configs": [{**job, "static_configs": [{"targets": ["pod:9000"]}]}]}))
+    result = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def _room(queue: str, pool: str) -> str:
     """The elastic room as prometheus-adapter sends it for an HPA selecting {queue_name, pool}."""
     return workloads.ELASTIC_ROOM_QUERY.replace('<<index .LabelValuesByName "queue_name">>', queue).replace(

@@ -105,6 +105,39 @@ def test_no_team_claims_ebs_volumes_and_object_counts_are_bounded(plan):
         assert all(int(hard[f"count/{kind}"]) > 0 for kind in ("configmaps", "secrets", "services"))
 
 
+COUNTED = (
+    "jobs.batch",
+    "cronjobs.batch",
+    "deployments.apps",
+    "replicasets.apps",
+    "statefulsets.apps",
+    "replicationcontrollers",
+    "horizontalpodautoscalers.autoscaling",
+    "serviceaccounts",
+    *(f"{r}.kubeflow.org" for r in ("pytorchjobs", "tfjobs", "mpijobs", "xgboostjobs", "jaxjobs", "paddlejobs")),
+)
+
+
+def test_every_kind_a_team_creates_is_counted(plan):
+    """A suspended Job, a CronJob or a Kubeflow job makes no pod, so the pods quota bounds none of them, and
+    each may carry ~1.5 MiB of annotations into the etcd every team shares."""
+    for quota in _by_namespace(plan, QUOTA, "compute").values():
+        hard = quota.inputs["spec"]["hard"]
+        assert all(int(hard[f"count/{kind}"]) > 0 for kind in COUNTED), sorted(set(COUNTED) - set(hard))
+
+
+def test_job_counts_grow_with_the_teams_share_and_follow_its_setting():
+    from components.teams import JOBS_FLOOR
+
+    pools = config_of("prod").gpu_pools
+    small, big = (compute_quota(_team(gpuQuota=g), pools)["spec"]["hard"] for g in (8, 512))
+    assert int(small["count/pytorchjobs.kubeflow.org"]) == JOBS_FLOOR
+    assert int(big["count/pytorchjobs.kubeflow.org"]) == 2 * int(big["pods"]) > JOBS_FLOOR
+    assert int(big["count/deployments.apps"]) == int(big["pods"])
+    set_ = compute_quota(_team(gpuQuota=8, maxJobs=1000), pools)["spec"]["hard"]
+    assert set_["count/jobs.batch"] == set_["count/mpijobs.kubeflow.org"] == "1000"
+
+
 def _team(**fields) -> Team:
     return Team.model_validate(
         {"name": "vision", "queue": "q", "gpuQuota": 8, "priorityClasses": ["batch-low"], "uid": 20003, **fields}
@@ -223,6 +256,7 @@ def _teams(**fields):
             "above the team's cpuQuota of 1 vCPUs",
         ),
         (_teams(defaultMemoryRequestMiB=8), f"{S}.teams[0].defaultMemoryRequestMiB", "must be at least 16"),
+        (_teams(maxJobs=0), f"{S}.teams[0].maxJobs", "must be at least 1"),
     ],
     ids=[
         "cpu-zero",
@@ -232,6 +266,7 @@ def _teams(**fields):
         "memory-huge",
         "default-above-quota",
         "default-tiny",
+        "max-jobs-zero",
     ],
 )
 def test_bad_quota_settings_name_the_key(project_copy, capsys, change, key, detail):

@@ -272,6 +272,70 @@ ATTACKS += [
     ),
 ]
 
+# Issue 34, round 6: the paths beside those denials.
+AUDIT_LOG = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/eks/higgsfield-prod/cluster"
+FLOW_LOG = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/vpc/higgsfield-prod/flow-logs"
+STATE_BUCKET = f"arn:aws:s3:::{config_of('prod').delivery.state_bucket}"
+ENDPOINT = f"arn:aws:ec2:{REGION}:{ACCOUNT}:vpc-endpoint/*"
+ATTACKS += [
+    (
+        "an outside OIDC issuer for the cluster",
+        Request("eks:AssociateIdentityProviderConfig", f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/higgsfield-prod"),
+        "NoCrossAccountOpenings",
+    ),
+    (
+        "an endpoint of another account's Gateway Load Balancer service",
+        Request("ec2:CreateVpcEndpoint", ENDPOINT, {"ec2:VpceServiceOwner": "999999999999"}),
+        "EndpointsOfAwsOrTheAccount",
+    ),
+    (
+        "an endpoint of a marketplace service",
+        Request("ec2:CreateVpcEndpoint", ENDPOINT, {"ec2:VpceServiceOwner": "aws-marketplace"}),
+        "EndpointsOfAwsOrTheAccount",
+    ),
+    ("a traffic mirror target", Request("ec2:CreateTrafficMirrorTarget", "*"), "NoCrossAccountOpenings"),
+    ("a traffic mirror session on a node", Request("ec2:CreateTrafficMirrorSession", "*"), "NoCrossAccountOpenings"),
+    ("export the audit log to another bucket", Request("logs:CreateExportTask", AUDIT_LOG), "NoCrossAccountOpenings"),
+    ("a vended-log delivery elsewhere", Request("logs:CreateDelivery", "*"), "NoCrossAccountOpenings"),
+    ("shorten the audit log's retention", Request("logs:PutRetentionPolicy", AUDIT_LOG), "AuditLogsStay"),
+    ("shorten the flow logs' retention", Request("logs:PutRetentionPolicy", FLOW_LOG), "AuditLogsStay"),
+    ("put the audit log under another key", Request("logs:AssociateKmsKey", AUDIT_LOG), "AuditLogsStay"),
+    ("take the flow logs' key away", Request("logs:DisassociateKmsKey", FLOW_LOG), "AuditLogsStay"),
+    (
+        "replicate one of the stack's keys with a policy of its own",
+        Request("kms:ReplicateKey", OWN_KEY, {**OWN_TAG, "kms:ReplicaRegion": "eu-west-1"}),
+        "SingleRegionKeysOnly",
+    ),
+    ("make a replica the primary", Request("kms:UpdatePrimaryRegion", OWN_KEY, OWN_TAG), "SingleRegionKeysOnly"),
+    ("create a multi-Region key", Request("kms:CreateKey", "*", {"kms:MultiRegion": "true"}), "NoMultiRegionKeys"),
+    (
+        "encrypt the state under another account's key",
+        Request("s3:PutEncryptionConfiguration", STATE_BUCKET),
+        "TheBackendIsTheAdministrators",
+    ),
+    (
+        "encrypt the data under another account's key",
+        Request("s3:PutEncryptionConfiguration", DATA_BUCKET),
+        "BucketsKeepTheirKeysAndListings",
+    ),
+    (
+        "an inventory of the data for another account",
+        Request("s3:PutInventoryConfiguration", DATA_BUCKET),
+        "BucketsKeepTheirKeysAndListings",
+    ),
+    (
+        "an analytics export of the state",
+        Request("s3:PutAnalyticsConfiguration", STATE_BUCKET),
+        "BucketsKeepTheirKeysAndListings",
+    ),
+    (
+        "the data's object events to another account's queue",
+        Request("s3:PutBucketNotification", DATA_BUCKET),
+        "BucketsKeepTheirKeysAndListings",
+    ),
+    ("share the runners' builds", Request("codebuild:PutResourcePolicy", "*"), "NoCrossAccountOpenings"),
+]
+
 
 def _without(policy: Policy, sid: str) -> Policy:
     document = copy.deepcopy(dict(policy.document))
@@ -341,6 +405,14 @@ DEPLOYS = [
     Request("kms:TagResource", OWN_KEY, {"aws:TagKeys": ["team"], **OWN_TAG}),  # a configured tag changed
     Request("logs:DeleteLogGroup", f"arn:aws:logs:us-east-2:{ACCOUNT}:log-group:/aws/codebuild/x"),
     Request("logs:CreateLogGroup", "*"),
+    # the program's S3 gateway and AWS interface endpoints (components/network.py), and its single-Region keys
+    Request(
+        "ec2:CreateVpcEndpoint", f"arn:aws:ec2:us-east-2:{ACCOUNT}:vpc-endpoint/*", {"ec2:VpceServiceOwner": "amazon"}
+    ),
+    Request("ec2:CreateVpcEndpoint", f"arn:aws:ec2:us-east-2:{ACCOUNT}:subnet/subnet-0a"),
+    Request("kms:CreateKey", "*", {"kms:MultiRegion": "false"}),
+    # the retention and key of the log groups that are not the audit trail (containers, runners)
+    Request("logs:PutRetentionPolicy", f"arn:aws:logs:us-east-2:{ACCOUNT}:log-group:/aws/containerinsights/x"),
 ]
 
 

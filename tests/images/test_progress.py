@@ -176,3 +176,21 @@ def test_train_ddp_publishes_the_time_its_ranks_were_blocked_in_checkpoint_saves
             line for line in text.splitlines() if line.startswith("higgsfield_training_checkpoint_seconds_total")
         ]
         assert counted and float(counted[0].split()[-1]) > 0
+
+
+def test_every_series_a_pod_publishes_is_one_the_progress_scrape_keeps(tmp_path):
+    """The scrape keeps only components/workloads.py PROGRESS_SERIES: a series progress.py adds must be listed."""
+    import re
+
+    from components.observability import training_progress_scrape_job
+
+    progress.Progress(tmp_path, 0).record(1, 1.0, 0.5, now=100.0)
+    (tmp_path / "suspects.prom").write_text(progress.suspects_text(["ip-10-0-0-1"]))
+    names = {
+        line.split("{", 1)[0].split(" ", 1)[0]
+        for line in progress.exposition(tmp_path).splitlines()
+        if line and not line.startswith("#")
+    }
+    (keep,) = training_progress_scrape_job()["metric_relabel_configs"]
+    assert "higgsfield_preflight_suspect" in names and len(names) == 6
+    assert all(re.fullmatch(keep["regex"], name) for name in names), names

@@ -163,3 +163,20 @@ def test_a_key_policy_resource_added_is_refused():
         r.startswith("aws.kms.KeyPolicy logs is refused (it is a PutKeyPolicy")
         for r in compare(base, head, set()).refused
     )
+
+
+def _log_group(plan: dict, name: str) -> dict:
+    return next(
+        r for r in plan["resources"] if r["type"] == "aws:cloudwatch/logGroup:LogGroup" and r["inputs"]["name"] == name
+    )
+
+
+@pytest.mark.parametrize("group", ["/aws/eks/higgsfield-prod/cluster", "/aws/vpc/higgsfield-prod/flow-logs"])
+def test_a_new_retention_on_an_audit_log_group_is_refused_naming_the_administrators_command(group):
+    """The deploy boundary denies logs:PutRetentionPolicy on the audit trail (AuditLogsStay): the change would
+    fail the deploy, so diff refuses it and says who applies it."""
+    base, head = _prod(), _prod()
+    _log_group(head, group)["inputs"]["retentionInDays"] = 1
+    (refusal,) = [r for r in compare(base, head, set()).refused if "audit log group" in r]
+    assert refusal.startswith("a new retentionInDays on audit log group")
+    assert f"pulumi up --stack prod --target '{_log_group(head, group)['urn']}'" in refusal

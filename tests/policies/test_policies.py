@@ -611,3 +611,47 @@ def test_a_pool_held_at_max_without_a_reservation_still_violates():
 def test_a_key_policy_naming_more_than_the_accounts_root_is_flagged(principal):
     props = {"policy": _opened_to(principal)}
     assert violations("kms-key-policy-one-account", rules.KMS_KEY, props)
+
+
+def _granted_to_a_service(condition: dict | None) -> str:
+    """The account's key policy with a statement letting CloudWatch Logs and CloudTrail use the key."""
+    document = json.loads(account_key_policy("arn:aws:sts::111122223333:assumed-role/deploy/x"))
+    statement = {
+        "Sid": "Services",
+        "Effect": "Allow",
+        "Principal": {"Service": ["logs.amazonaws.com", "cloudtrail.amazonaws.com"]},
+        "Action": ["kms:Decrypt", "kms:CreateGrant", "kms:GenerateDataKey*"],
+        "Resource": "*",
+    }
+    if condition is not None:
+        statement["Condition"] = condition
+    document["Statement"].append(statement)
+    return json.dumps(document)
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        None,
+        {"StringEquals": {"aws:SourceAccount": "999999999999"}},
+        {"ArnLike": {"aws:SourceArn": "arn:aws:cloudtrail:us-east-2:*:trail/*"}},
+        {"StringEqualsIfExists": {"aws:SourceAccount": "111122223333"}},
+    ],
+    ids=["no condition", "another account", "any account's trail", "if it exists"],
+)
+def test_a_service_granted_a_key_without_a_condition_naming_the_account_is_flagged(condition):
+    """The confused deputy on a key: the service acts for every account, so another account's log group
+    or trail would reach ours."""
+    assert violations("kms-key-policy-one-account", rules.KMS_KEY, {"policy": _granted_to_a_service(condition)})
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        {"StringEquals": {"aws:SourceAccount": "111122223333"}},
+        {"ArnLike": {"aws:SourceArn": "arn:aws:cloudtrail:us-east-2:111122223333:trail/*"}},
+    ],
+    ids=["source account", "source arn"],
+)
+def test_a_service_granted_a_key_for_the_accounts_own_resources_passes(condition):
+    assert violations("kms-key-policy-one-account", rules.KMS_KEY, {"policy": _granted_to_a_service(condition)}) == []

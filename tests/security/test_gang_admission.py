@@ -181,3 +181,81 @@ def test_the_operators_hpa_and_a_teams_serving_hpa_are_admitted():
 
     assert not _denied(_hpa(), HPA, user=OPERATOR_USER)
     assert denied_by(_hpa("Deployment")) == []
+
+
+SIZE = "a Kubeflow job keeps its size"
+
+
+def test_a_running_gang_grown_by_an_update_of_its_replicas_is_denied():
+    """1 worker to 40 by a PUT: once the gang is Running the operator creates the 39 pods at once."""
+    old = _gang(1, None)
+    grown = copy.deepcopy(old)
+    grown["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 40
+    assert _denied(grown, SIZE, operation="UPDATE", old=old)
+
+
+def test_a_replica_type_added_by_an_update_is_denied():
+    old = _gang(4, None)
+    added = copy.deepcopy(old)
+    added["spec"]["pytorchReplicaSpecs"]["Evaluator"] = copy.deepcopy(added["spec"]["pytorchReplicaSpecs"]["Worker"])
+    assert _denied(added, SIZE, operation="UPDATE", old=old)
+
+
+def test_an_elastic_job_that_drops_its_elastic_policy_on_update_is_denied():
+    old = _elastic(workers=2, min_replicas=2)
+    plain = copy.deepcopy(old)
+    del plain["spec"]["elasticPolicy"]
+    plain["spec"]["runPolicy"]["schedulingPolicy"].pop("minAvailable")
+    plain["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 40
+    assert _denied(plain, SIZE, operation="UPDATE", old=old)
+
+
+def test_an_elastic_job_that_raises_its_minimum_on_update_is_denied():
+    old = _elastic(workers=2, min_replicas=2)
+    raised = copy.deepcopy(old)
+    raised["spec"]["elasticPolicy"].update(minReplicas=40, maxReplicas=40)
+    raised["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 40
+    raised["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 40
+    assert _denied(raised, SIZE, operation="UPDATE", old=old)
+
+
+def test_an_update_that_keeps_the_jobs_size_is_admitted_and_the_operator_may_change_it():
+    from components.tenancy import OPERATOR_USER
+
+    old = _gang(4, None)
+    relabelled = copy.deepcopy(old)
+    relabelled["metadata"]["labels"] = {"experiment": "b"}
+    assert denied_by(relabelled, operation="UPDATE", old=old) == []
+    grown = copy.deepcopy(old)
+    grown["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 8
+    assert not _denied(grown, SIZE, operation="UPDATE", old=old, user=OPERATOR_USER)
+
+
+def test_an_elastic_jobs_hpa_still_scales_it_through_scale_which_no_team_may_call():
+    """The operator's HPA writes the job's /scale subresource: the team policy does not match it (a rule
+    naming `pytorchjobs` matches no subresource), so the grown job's later UPDATEs keep the grown size, and
+    no team's Role grants /scale."""
+    from components.tenancy import admission_policy, job_submitter_role
+    from tests.security.test_tenancy import VISION
+
+    rules = admission_policy(VISION)["spec"]["matchConstraints"]["resourceRules"]
+    assert not any(r.endswith("/scale") for rule in rules for r in rule["resources"])
+    assert not any(r.endswith("/scale") for rule in job_submitter_role("vision")["rules"] for r in rule["resources"])
+    scaled = _elastic()
+    scaled["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 6
+    relabelled = copy.deepcopy(scaled)
+    relabelled["metadata"]["labels"] = {"experiment": "b"}
+    assert denied_by(relabelled, operation="UPDATE", old=scaled) == []
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind"),
+    [("kubeflow.org/v1", "pytorchjob"), ("kubeflow.org/v1", "PYTORCHJOB"), ("Kubeflow.org/v1", "PyTorchJob")],
+)
+def test_a_team_hpa_on_a_kubeflow_job_is_denied_whatever_the_spelling(api_version, kind):
+    """The HPA controller's REST mapper knows every kind lower-cased too: `kind: pytorchjob` reaches
+    pytorchjobs/scale, and minReplicas 40 would set 40 workers without reading a metric."""
+    hpa = _hpa(kind)
+    hpa["spec"]["scaleTargetRef"]["apiVersion"] = api_version
+    hpa["spec"].update(minReplicas=40, maxReplicas=40)
+    assert _denied(hpa, HPA)

@@ -76,7 +76,7 @@ def test_a_cronjobs_gpu_pods_in_a_training_class_are_denied():
 def test_a_team_member_creating_a_gpu_pod_in_a_training_class_is_denied():
     pod = _pod("batch-low")
     pod["metadata"]["ownerReferences"] = copy.deepcopy(OWNED_BY)  # a controller's reference, written by hand
-    assert _refused(pod)
+    assert _refused(pod, user="alice@llm")
 
 
 @pytest.mark.parametrize(

@@ -177,3 +177,45 @@ def test_a_jobs_gang_is_at_most_its_completions_when_fewer_than_its_parallelism(
     assert _denied(job, SIZE)
     job["metadata"]["annotations"][MIN_MEMBER_ANNOTATION] = "1"
     assert denied_by(job) == []
+
+
+OWNERS = "a pod a team creates names at most one owner"
+
+
+def _owned(*owners: dict) -> dict:
+    pod = _pod()
+    pod["metadata"]["ownerReferences"] = list(owners)
+    return pod
+
+
+BIG_JOB = {"apiVersion": "batch/v1", "kind": "Job", "name": "big", "uid": "uid-of-big"}
+ANCHOR = {"apiVersion": "v1", "kind": "ConfigMap", "name": "anchor", "uid": "uid-of-cm", "controller": True}
+
+
+def _owners_denied(pod: dict, **request) -> bool:
+    return any(m.startswith(OWNERS) for m in denied_by(pod, **{"user": "alice@vision", **request}))
+
+
+def test_a_member_created_pod_naming_another_workload_as_an_owner_is_denied():
+    """Volcano sizes a plain pod's PodGroup from every owner it names, by kind and name: naming a Job of
+    group-min-member 12 as a second owner, one 8-GPU pod would get a 96-GPU gang that never forms."""
+    assert _owners_denied(_owned(BIG_JOB, ANCHOR))
+    assert _owners_denied(_owned({**BIG_JOB, "controller": True}))
+
+
+@pytest.mark.parametrize("kind", ["ReplicaSet", "StatefulSet", "DaemonSet", "Job"])
+def test_a_member_created_pod_owned_by_a_kind_volcano_reads_is_denied(kind):
+    assert _owners_denied(_owned({"apiVersion": "apps/v1", "kind": kind, "name": "w", "uid": "u"}))
+
+
+def test_a_member_adding_an_owner_to_a_pod_is_denied():
+    old = _owned(ANCHOR)
+    new = _owned(ANCHOR, BIG_JOB)
+    assert _owners_denied(new, operation="UPDATE", old=old)
+
+
+def test_controllers_create_their_pods_and_a_member_a_pod_with_one_other_owner():
+    for user in ("system:serviceaccount:kube-system:job-controller", OPERATOR_USER):
+        assert not _owners_denied(_owned({**BIG_JOB, "controller": True}), user=user)
+    assert not _owners_denied(_owned(ANCHOR))
+    assert not _owners_denied(_owned(ANCHOR), operation="UPDATE", old=_owned(ANCHOR))
