@@ -68,6 +68,7 @@ class Estimate:
     hours_per_month: int = 730
     region_listed: bool = True  # the price file has a price list for the region
     ec2_source: str = ""  # where the region's EC2 prices came from, when not from the file's own source
+    every_region: list[str] = field(default_factory=list)  # figures taken from the file's every_region list
 
     def total(self, column: str) -> float:
         return sum(getattr(line, column) or 0.0 for line in self.lines)
@@ -128,6 +129,10 @@ def load_prices(path: Path = PRICE_FILE, option: str = "--prices") -> dict[str, 
     return prices
 
 
+# Figures AWS prices at one rate whatever the region (EKS's control plane, KMS keys): they price every
+# region the file lists unless the region's own list has the figure (a refresh writes its own).
+EVERY_REGION = "every_region"
+
 # What a region of a price file holds besides prices: when and whether it was refreshed, what a
 # refresh read (`source`) and where its EC2 table came from (`ec2_source`, tools/import_ec2_prices.py).
 _REGION_NOTES = {"checked": str, "verified": bool, "not_refreshed": list, "source": str, "ec2_source": str}
@@ -147,19 +152,22 @@ def _price_file_problem(prices: dict[str, Any]) -> str | None:
     for key, kind in (("checked", str), ("verified", bool)):
         if not isinstance(prices.get(key), kind):
             return f'"{key}" must be {"text" if kind is str else "true or false"}'
-    for region, figures in prices["regions"].items():
+    lists = [(f"regions.{region}", figures) for region, figures in prices["regions"].items()]
+    if EVERY_REGION in prices:
+        lists.append((EVERY_REGION, prices[EVERY_REGION]))
+    for where, figures in lists:
         if not isinstance(figures, dict):
-            return f"regions.{region} must be an object of prices, got {json.dumps(figures)[:40]}"
+            return f"{where} must be an object of prices, got {json.dumps(figures)[:40]}"
         for key, value in figures.items():
             if key in _REGION_NOTES:
                 if not isinstance(value, _REGION_NOTES[key]):
-                    return f"regions.{region}.{key} is not what a refresh writes there"
+                    return f"{where}.{key} is not what a refresh writes there"
                 continue
             each = value.items() if isinstance(value, dict) else [(None, value)]
             for sub, figure in each:
                 if not _price(figure):
-                    where = f"regions.{region}.{key}" + (f".{sub}" if sub is not None else "")
-                    return f"{where} must be a price (a number, 0 or more), got {json.dumps(figure)[:40]}"
+                    at = f"{where}.{key}" + (f".{sub}" if sub is not None else "")
+                    return f"{at} must be a price (a number, 0 or more), got {json.dumps(figure)[:40]}"
     return None
 
 
@@ -170,9 +178,10 @@ class _RegionPrices:
         self.region = region
         self.listed = region in prices["regions"]
         self._prices = prices["regions"].get(region, {})
+        self._every_region = prices.get(EVERY_REGION, {}) if self.listed else {}
 
     def get(self, key: str, sub: str | None = None) -> float | None:
-        value = self._prices.get(key)
+        value = self._prices.get(key, self._every_region.get(key))
         if sub is not None:
             value = (value or {}).get(sub)
         return value
@@ -200,6 +209,11 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         hours_per_month=per_month,
         region_listed=rp.listed,
         ec2_source=regional.get("ec2_source", ""),
+        every_region=sorted(
+            k
+            for k in prices.get(EVERY_REGION, {})
+            if rp.listed and _price(prices[EVERY_REGION][k]) and k not in regional
+        ),
     )
 
     def add(
@@ -442,6 +456,7 @@ def as_json(est: Estimate) -> dict:
         "prices_checked": est.prices_checked,
         "prices_verified": est.prices_verified,
         "ec2_prices_source": est.ec2_source or None,
+        "every_region_prices": est.every_region,
         "hours_per_month": m,
         "headline": {
             "idle_month": None if est.nothing_priced else est.total("idle_hour") * m,

@@ -73,9 +73,9 @@ def extract_differences(
     types = {name for name, _ in claimed}
     found: dict[tuple[str, str], set[float]] = {}
     for row in catalog:
-        key, price = (row.get("InstanceType", ""), row.get("Region", "")), (row.get("Price") or "").strip()
-        if key[0] in types and price:
-            found.setdefault(key, set()).add(float(price))
+        key, text = (row.get("InstanceType", ""), row.get("Region", "")), (row.get("Price") or "").strip()
+        if key[0] in types and text:
+            found.setdefault(key, set()).add(float(text))
     problems = []
     for (name, region), price in claimed.items():
         seen = found.get((name, region))

@@ -139,15 +139,6 @@ def test_a_stack_in_eu_north_1_headlines_its_ec2_prices_and_says_what_is_left_ou
     assert "EC2 from SkyPilot's AWS catalog" in out
 
 
-def test_the_docs_list_the_priced_regions():
-    from infra.offline.cost import priced_regions
-
-    text = (ROOT / "docs" / "reference" / "reports.md").read_text()
-    listed = " ".join(re.search(r"The bundled price file prices EC2 in \*\*(.*?)\*\*", text, re.S)[1].split())
-    assert listed.replace(" and ", ", ").split(", ") == priced_regions()
-    assert text.count("**Priced regions.**") == 1
-
-
 def test_init_never_writes_over_a_file_in_a_folder_that_is_no_project(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "__main__.py").write_text("print('mine')\n")

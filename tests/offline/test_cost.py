@@ -137,6 +137,48 @@ def test_a_spot_pool_in_a_region_without_prices_shows_no_zero_dollar_total(proje
     assert total.split()[-6:] == ["not", "priced"] * 3
 
 
+def _in_eu_north_1(config: dict) -> None:
+    """A region whose EC2 prices are bundled (SkyPilot's catalog) and whose EBS, NAT, FSx and CloudWatch are not."""
+    config.update({"aws:region": "eu-north-1", "higgsfield:availabilityZones": ["eu-north-1a", "eu-north-1b"]})
+    config["higgsfield:gpuPools"][0]["availabilityZone"] = "eu-north-1a"
+
+
+def _line(est: cost.Estimate, item: str) -> cost.Line:
+    (line,) = [line for line in est.lines if line.item == item]
+    return line
+
+
+def test_the_eks_control_plane_is_priced_where_only_ec2_prices_are_bundled(project_copy):
+    est = cost.estimate(record("bad", root=project_copy("dev", _in_eu_north_1)), PRICES)
+    line = _line(est, "EKS control plane")
+    assert "eks_cluster_hour" not in PRICES["regions"]["eu-north-1"]
+    assert line.idle_hour == line.full_hour == 0.10 and "not priced" not in line.note
+
+
+def test_kms_keys_are_priced_where_only_ec2_prices_are_bundled(project_copy):
+    est = cost.estimate(record("bad", root=project_copy("dev", _in_eu_north_1)), PRICES)
+    assert [line.full_hour for line in est.lines if line.item == "KMS key"] == [pytest.approx(1.0 / 730)] * 2
+
+
+def test_the_report_says_which_prices_are_the_one_rate_aws_states_for_every_region(project_copy, capsys):
+    from infra.cli.main import main
+
+    project_copy("dev", _in_eu_north_1)
+    assert main(["cost", "bad"]) == 0
+    assert "EKS and KMS at the one rate AWS states for every region" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_price_file_whose_every_region_list_holds_no_price_is_refused_naming_the_figure(tmp_path):
+    from infra.offline.option_files import OptionFileError
+
+    prices = json.loads(json.dumps(PRICES))
+    prices["every_region"]["kms_key_month"] = "1 dollar"
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps(prices))
+    with pytest.raises(OptionFileError, match=r"every_region.kms_key_month must be a price"):
+        cost.load_prices(path)
+
+
 def _region_without_prices(config: dict) -> None:
     config.update(
         {

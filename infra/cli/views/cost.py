@@ -35,14 +35,7 @@ def render(est: Estimate) -> str:
             f"{len(unpriced)} item(s) not priced, excluded from the totals (marked *); their resources: "
             + ", ".join(sorted({entry.resource for entry in unpriced}))
         )
-    source = (
-        "prices from the AWS Pricing API"
-        if est.prices_verified
-        else "list prices as last known, unverified until `--refresh`"
-    )
-    if est.ec2_source and not est.prices_verified:
-        source = f"EC2 from {est.ec2_source}; the rest {source}"
-    lines += wrap(f"prices checked {est.prices_checked}: {source}")
+    lines += wrap(f"prices checked {est.prices_checked}: {_price_source(est)}")
     lines.append("")
 
     notes: list[str] = []
@@ -82,3 +75,15 @@ def render(est: Estimate) -> str:
         for number, note in enumerate(notes, 1):
             lines += wrap(f"[{number}] {note}")
     return "\n".join(lines)
+
+
+def _price_source(est: Estimate) -> str:
+    """Where the region's prices came from: the Pricing API after a refresh, else each bundled source."""
+    if est.prices_verified:
+        return "prices from the AWS Pricing API"
+    taken = [f"EC2 from {est.ec2_source}"] if est.ec2_source else []
+    if est.every_region:  # e.g. eks_cluster_hour, kms_key_month: EKS and KMS
+        services = " and ".join(sorted({key.split("_")[0].upper() for key in est.every_region}))
+        taken.append(f"{services} at the one rate AWS states for every region")
+    rest = "list prices as last known, unverified until `--refresh`"
+    return "; ".join([*taken, f"the rest {rest}" if taken else rest])
