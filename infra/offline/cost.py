@@ -174,8 +174,8 @@ def _price_file_problem(prices: dict[str, Any]) -> str | None:
 class _RegionPrices:
     """The price list of one region; a missing figure is None, with the reason kept for the note."""
 
-    def __init__(self, prices: dict[str, Any], region: str):
-        self.region = region
+    def __init__(self, prices: dict[str, Any], region: str, stack: str = "STACK"):
+        self.region, self.stack = region, stack
         self.listed = region in prices["regions"]
         self._prices = prices["regions"].get(region, {})
         self._every_region = prices.get(EVERY_REGION, {}) if self.listed else {}
@@ -189,7 +189,7 @@ class _RegionPrices:
     def missing(self, what: str) -> str:
         if not self.listed:
             return f"{NOT_PRICED}: the price file has no prices for {self.region}"
-        return f"{NOT_PRICED}: no price for {what} in {self.region}; run `higgsfield cost STACK --refresh`"
+        return f"{NOT_PRICED}: no price for {what} in {self.region}; run `higgsfield cost {self.stack} --refresh`"
 
 
 def _times(count: float, rate: float | None) -> float | None:
@@ -198,7 +198,7 @@ def _times(count: float, rate: float | None) -> float | None:
 
 def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assumptions()) -> Estimate:
     cfg = plan.config
-    rp = _RegionPrices(prices, cfg.region)
+    rp = _RegionPrices(prices, cfg.region, plan.stack)
     per_month = prices["hours_per_month"]
     regional = prices["regions"].get(cfg.region, {})
     est = Estimate(

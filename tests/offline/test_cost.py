@@ -160,6 +160,13 @@ def test_kms_keys_are_priced_where_only_ec2_prices_are_bundled(project_copy):
     assert [line.full_hour for line in est.lines if line.item == "KMS key"] == [pytest.approx(1.0 / 730)] * 2
 
 
+def test_a_line_without_a_bundled_price_names_the_stacks_own_refresh_command(project_copy):
+    est = cost.estimate(record("bad", root=project_copy("dev", _in_eu_north_1)), PRICES)
+    (nat, *_) = [line for line in est.lines if line.item == "NAT gateway"]
+    assert nat.full_hour is None
+    assert nat.note.endswith("not priced: no price for NAT gateways in eu-north-1; run `higgsfield cost bad --refresh`")
+
+
 def test_the_report_says_which_prices_are_the_one_rate_aws_states_for_every_region(project_copy, capsys):
     from infra.cli.main import main
 
