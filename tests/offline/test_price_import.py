@@ -99,3 +99,16 @@ def test_an_eks_region_the_catalog_prices_but_the_extract_leaves_out_is_named():
     assert extract_differences(_rows(_CATALOG), extract, {"eu-north-1", "us-east-1"}) == [
         "p5.48xlarge in eu-north-1: the catalog prices it (58.8928), the extract has no row"
     ]
+
+
+def test_the_extract_check_command_exits_1_with_one_line_per_difference(tmp_path):
+    import subprocess
+    import sys
+
+    catalog, extract = tmp_path / "vms.csv", tmp_path / "extract.csv"
+    catalog.write_text(_CATALOG)
+    extract.write_text("InstanceType,Price,Region\np5.48xlarge,58.89,eu-north-1\np5.48xlarge,55.04,us-east-1\n")
+    tool = [sys.executable, str(ROOT / "tools" / "check_ec2_extract.py"), str(catalog), "--extract", str(extract)]
+    done = subprocess.run(tool, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == ["p5.48xlarge in eu-north-1: the extract says 58.89, the catalog 58.8928"]
