@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -135,8 +136,9 @@ _PRICED_COLUMNS = (
 
 
 def priced_table() -> list[str]:
-    """The table of docs/reference/reports.md: per region the file lists, the EC2 types it prices and
-    whether each other service is priced there (its own figure or the file's every_region one)."""
+    """The table of docs/reference/reports.md: per region the file lists, the instance families whose
+    EC2 prices it has (with how many sizes of each) and whether each other service is priced there
+    (its own figure or the file's every_region one)."""
     from infra.offline.cost import EVERY_REGION, load_prices
 
     prices = load_prices()
@@ -146,7 +148,8 @@ def priced_table() -> list[str]:
     for region, figures in sorted(prices["regions"].items()):
         known = every | figures
         marks = ["priced" if all(key in known for key in keys) else "`--refresh`" for _, keys in _PRICED_COLUMNS]
-        rows.append([region, ", ".join(sorted(figures.get("ec2_on_demand_hour", {}))), *marks])
+        sizes = Counter(name.split(".")[0] for name in figures.get("ec2_on_demand_hour", {}))
+        rows.append([region, ", ".join(f"{family} ({count})" for family, count in sorted(sizes.items())), *marks])
     return ["| " + " | ".join(row) + " |" for row in rows]
 
 

@@ -87,12 +87,12 @@ def test_extended_support_versions_pay_the_extended_control_plane_rate(project_c
 
 
 def test_an_unpriced_on_demand_type_is_marked_and_the_rest_still_adds_up(project_copy):
-    root = project_copy("dev", set_pool(0, instanceTypes=["g6e.12xlarge"], capacity={"type": "on-demand"}))
-    assert "g6e.12xlarge" not in PRICES["regions"]["us-west-2"]["ec2_on_demand_hour"]
+    root = project_copy("dev", set_pool(0, instanceTypes=["g7e.2xlarge"], capacity={"type": "on-demand"}))
+    assert "g7e.2xlarge" not in PRICES["regions"]["us-west-2"]["ec2_on_demand_hour"]
     est = cost.estimate(record("bad", root=root), PRICES)
     (line,) = _gpu_ec2_lines(est)
     assert line.idle_hour is None and line.full_hour is None
-    assert "not priced: no price for g6e.12xlarge in us-west-2" in line.note and "--refresh" in line.note
+    assert "not priced: no price for g7e.2xlarge in us-west-2" in line.note and "--refresh" in line.note
     assert est.unpriced == [line]
     assert est.total("idle_hour") == pytest.approx(cost.estimate(plan_of("dev"), PRICES).total("idle_hour"))
 
@@ -100,10 +100,10 @@ def test_an_unpriced_on_demand_type_is_marked_and_the_rest_still_adds_up(project
 def test_cost_of_a_stack_with_an_unpriced_type_succeeds_and_says_not_priced(project_copy, capsys):
     from infra.cli.main import main
 
-    project_copy("dev", set_pool(0, instanceTypes=["g6e.12xlarge"], capacity={"type": "on-demand"}))
+    project_copy("dev", set_pool(0, instanceTypes=["g7e.2xlarge"], capacity={"type": "on-demand"}))
     assert main(["cost", "bad"]) == 0
     out = capsys.readouterr().out
-    (row,) = [line for line in out.splitlines() if "EC2 g6e.12xlarge on-demand" in line]
+    (row,) = [line for line in out.splitlines() if "EC2 g7e.2xlarge on-demand" in line]
     assert row.split()[-6:] == ["not", "priced"] * 3
     assert "1 item(s) not priced, excluded from the totals (marked *); their resources: gpu-l40s" in out
     (subtotal,) = [line for line in out.splitlines() if line.startswith("  GPU pool l40s") and "(subtotal)" in line]
@@ -120,14 +120,12 @@ def test_a_region_without_prices_never_shows_a_dollar_figure(project_copy, capsy
 
 
 def test_a_spot_pool_in_a_region_without_prices_shows_no_zero_dollar_total(project_copy, capsys):
-    """init from dev into ap-northeast-3 keeps dev's spot pool: idle at zero nodes it summed to "$0.00 *"."""
+    """init from dev into ap-south-2 keeps dev's spot pool: idle at zero nodes it summed to "$0.00 *"."""
     from infra.cli.main import main
 
     def moved(config: dict) -> None:
-        config.update(
-            {"aws:region": "ap-northeast-3", "higgsfield:availabilityZones": ["ap-northeast-3b", "ap-northeast-3c"]}
-        )
-        config["higgsfield:gpuPools"][0]["availabilityZone"] = "ap-northeast-3b"
+        config.update({"aws:region": "ap-south-2", "higgsfield:availabilityZones": ["ap-south-2a", "ap-south-2b"]})
+        config["higgsfield:gpuPools"][0]["availabilityZone"] = "ap-south-2a"
 
     project_copy("dev", moved)
     assert main(["cost", "bad"]) == 0
@@ -337,15 +335,15 @@ def test_refresh_takes_ec2_prices_from_the_pricing_api():
 def test_refresh_gives_a_region_the_file_lacks_prices_for_every_service_it_prices():
     client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     with Stubber(client) as stub:
-        _expect_price(stub, "g6e.xlarge", "Asia Pacific (Osaka)", "2.5")
-        _expect_services(stub, "Asia Pacific (Osaka)", "APN3")
-        updated = cost.refresh(PRICES, ["g6e.xlarge"], "ap-northeast-3", client, "2026-12-03")
+        _expect_price(stub, "g6e.xlarge", "South America (Sao Paulo)", "2.5")
+        _expect_services(stub, "South America (Sao Paulo)", "SAE1")
+        updated = cost.refresh(PRICES, ["g6e.xlarge"], "sa-east-1", client, "2026-12-03")
         stub.assert_no_pending_responses()
-    regional = updated["regions"]["ap-northeast-3"]
+    regional = updated["regions"]["sa-east-1"]
     assert regional["ec2_on_demand_hour"] == {"g6e.xlarge": 2.5}
     assert all(regional[key] == 0.123 for key, _, _ in cost.SERVICE_PRICES)  # never the other usage type's 9.99
     assert regional["fsx_lustre_gb_month"] == {tier: 0.2 for tier in cost.FSX_TIERS} and regional["verified"] is True
-    assert "ap-northeast-3" not in PRICES["regions"]
+    assert "sa-east-1" not in PRICES["regions"]
 
 
 def test_refresh_names_the_figures_the_price_list_has_no_product_for_and_keeps_them():
