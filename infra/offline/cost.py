@@ -28,6 +28,7 @@ from infra.offline.evaluate import Plan
 
 PRICE_FILE = Path(__file__).resolve().parent / "data" / "prices.json"
 NOT_PRICED = "not priced"
+REFRESHABLE = "refresh"  # an unpriced line `higgsfield cost STACK --refresh` prices
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class Line:
     reserved_in_use: bool = (
         False  # a reservation held warm: billed whether used or not, and its nodes run, gated, for jobs
     )
+    no_list_price: str = ""  # what the line buys when no price list has its price (spot, Capacity Block)
 
 
 def priced_sum(lines: list[Line], column: str) -> float | None:
@@ -80,6 +82,16 @@ class Estimate:
     @property
     def unpriced(self) -> list[Line]:
         return [line for line in self.lines if line.idle_hour is None or line.full_hour is None]
+
+    def unpriced_reasons(self) -> dict[str, int]:
+        """The lines without a price, counted by why: REFRESHABLE for a figure the price file lacks
+        for the region (the Pricing API has it), else what the line buys (spot, Capacity Block),
+        whose price no price list holds."""
+        reasons: dict[str, int] = {}
+        for line in self.unpriced:
+            reason = line.no_list_price or REFRESHABLE
+            reasons[reason] = reasons.get(reason, 0) + 1
+        return reasons
 
     @property
     def nothing_priced(self) -> bool:
@@ -225,10 +237,11 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         group: str = "platform",
         missing: str = "",
         in_use: bool = False,
+        no_list_price: str = "",
     ) -> None:
         if missing and (idle is None or full is None):
             note = f"{note}; {rp.missing(missing)}" if note else rp.missing(missing)
-        est.lines.append(Line(item, resource, idle, full, note, group, in_use))
+        est.lines.append(Line(item, resource, idle, full, note, group, in_use, no_list_price))
 
     pools = {p.name: p for p in cfg.gpu_pools}
 
@@ -280,6 +293,7 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
                 None,
                 f"spot: {NOT_PRICED} (the price moves; see the Spot price history)",
                 pool,
+                no_list_price="spot",
             )
         elif capacity == "CAPACITY_BLOCK":
             setting = pools.get(labels.get("higgsfield.io/pool", ""))
@@ -298,6 +312,7 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
                 ),
                 pool,
                 in_use=warm,
+                no_list_price="Capacity Block",
             )
         elif reserved:
             whole = _times(high, rate)
@@ -358,6 +373,7 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
                 None,
                 f"spot: {NOT_PRICED} (the price moves; see the Spot price history)",
                 group,
+                no_list_price="spot",
             )
         else:
             rate = rp.get("ec2_on_demand_hour", instance)

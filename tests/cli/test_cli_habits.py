@@ -133,7 +133,7 @@ def test_a_stack_in_eu_north_1_headlines_its_ec2_prices_and_says_what_is_left_ou
     assert main(["cost", "paris"]) == 0
     out = capsys.readouterr().out
     headline = out.splitlines()[0]
-    assert headline.startswith("Cost of paris (eu-north-1): idle $") and "item(s) not priced" in headline
+    assert headline.startswith("Cost of paris (eu-north-1): idle $") and " items not priced (" in headline
     eu = load_prices()["regions"]["eu-north-1"]["ec2_on_demand_hour"]
     assert f"${2 * eu['p5.48xlarge']:,.2f}" in out  # the pool's full scale at the region's own rate
     assert "EC2 from SkyPilot's AWS catalog" in out

@@ -165,6 +165,48 @@ def test_a_line_without_a_bundled_price_names_the_stacks_own_refresh_command(pro
     assert nat.note.endswith("not priced: no price for NAT gateways in eu-north-1; run `higgsfield cost bad --refresh`")
 
 
+def _headline(out: str) -> str:
+    """The report's headline: its first line and any continuation, up to the full-scale line."""
+    lines = out.splitlines()
+    end = next(i for i, line in enumerate(lines) if line.startswith("  full scale"))
+    return " ".join(line.strip() for line in lines[:end])
+
+
+def test_the_headline_counts_the_items_it_leaves_out(project_copy, capsys):
+    from infra.cli.main import main
+
+    root = project_copy("dev", _in_eu_north_1)
+    left_out = len(cost.estimate(record("bad", root=root), PRICES).unpriced)
+    assert main(["cost", "bad"]) == 0
+    assert f"/hour + {left_out} items not priced (" in _headline(capsys.readouterr().out)
+
+
+def test_the_headline_names_the_refresh_command_for_what_the_region_has_no_price_for(project_copy, capsys):
+    from infra.cli.main import main
+
+    project_copy("dev", _in_eu_north_1)
+    assert main(["cost", "bad"]) == 0
+    assert " in eu-north-1: higgsfield cost bad --refresh" in _headline(capsys.readouterr().out)
+
+
+def test_the_headline_names_a_spot_pool_it_leaves_out_as_spot(project_copy, capsys):
+    from infra.cli.main import main
+
+    project_copy("dev", _in_eu_north_1)
+    assert main(["cost", "bad"]) == 0
+    assert _headline(capsys.readouterr().out).endswith("; 1 spot)")
+
+
+def test_the_headline_offers_no_refresh_for_a_capacity_block_it_cannot_price(monkeypatch, capsys):
+    from infra.cli.main import main
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    assert main(["cost", "prod"]) == 0
+    headline = _headline(capsys.readouterr().out)
+    assert headline.endswith("/hour + 1 item not priced (1 Capacity Block)") and "--refresh" not in headline
+
+
 def test_the_report_says_which_prices_are_the_one_rate_aws_states_for_every_region(project_copy, capsys):
     from infra.cli.main import main
 
@@ -239,7 +281,8 @@ def test_cost_report_fits_120_columns_with_two_headline_figures_first(stack, cap
     out = capsys.readouterr().out.splitlines()
     assert max(map(len, out)) <= 120
     assert out[0].startswith(f"Cost of {stack} (") and "idle $" in out[0] and "/month, full scale $" in out[0]
-    assert out[0].endswith("/hour") or out[0].endswith("not priced")
+    headline = _headline("\n".join(out))
+    assert headline.endswith("/hour") or ("/hour + " in headline and headline.endswith(")"))
 
 
 def test_cost_rows_are_subtotalled_per_pool_most_expensive_first(stack):
