@@ -208,6 +208,26 @@ def _times(count: float, rate: float | None) -> float | None:
     return None if rate is None else count * rate
 
 
+def _types_note(types: list[str], rates: dict[str, float | None], nodes: int) -> str:
+    """For a node group that may launch several instance types: each type's $/hour, in the order a
+    managed node group fills On-Demand capacity (the order the types are listed; EKS User Guide,
+    docs.aws.amazon.com/eks/latest/userguide/managed-node-groups.html, "Managed node group capacity
+    types"), the figure priced at the first, and what `nodes` of the dearest would cost."""
+    if len(types) < 2:
+        return ""
+    each = ", ".join(f"{name} {_money_hour(rates[name])}" for name in types)
+    note = f"instance types in EKS's On-Demand order: {each}; priced at {types[0]}"
+    known = [rate for rate in rates.values() if rate is not None]
+    first = rates[types[0]]
+    if known and (first is None or max(known) > first):
+        note += f", up to {_money_hour(nodes * max(known))} at full scale if every node is the dearest priced type"
+    return note
+
+
+def _money_hour(rate: float | None) -> str:
+    return NOT_PRICED if rate is None else f"${rate:,.2f}/hour"
+
+
 def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assumptions()) -> Estimate:
     cfg = plan.config
     rp = _RegionPrices(prices, cfg.region, plan.stack)
@@ -265,16 +285,18 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         scaling = group.inputs["scalingConfig"]
         (template,) = plan.dependencies_of(group, "aws:ec2/launchTemplate:LaunchTemplate")
         root_gib = template.inputs["blockDeviceMappings"][0]["ebs"]["volumeSize"]
-        instance = group.inputs["instanceTypes"][0]
+        types = list(group.inputs["instanceTypes"])
+        instance, named = types[0], "/".join(types)  # every type the group may launch is named
         rate = rp.get("ec2_on_demand_hour", instance)
+        rates = {name: rp.get("ec2_on_demand_hour", name) for name in types}
         if labels.get("nvidia.com/gpu.present") != "true":  # the system nodes run all the time
             nodes = scaling["desiredSize"]
             add(
-                f"EC2 {instance} on-demand x {nodes}",
+                f"EC2 {named} on-demand x {nodes}",
                 group.name,
                 _times(nodes, rate),
                 _times(nodes, rate),
-                "system nodes at desiredSize",
+                "; ".join(filter(None, ["system nodes at desiredSize", _types_note(types, rates, nodes)])),
                 "system nodes",
                 missing=instance,
             )
@@ -287,7 +309,7 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         pool = f"GPU pool {labels.get('higgsfield.io/pool', group.name)}"
         if capacity == "SPOT":
             add(
-                f"EC2 {instance} spot x {low}..{high}",
+                f"EC2 {named} spot x {low}..{high}",
                 group.name,
                 None if low else 0.0,
                 None,
@@ -347,10 +369,11 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
                 )
         else:
             add(
-                f"EC2 {instance} on-demand x {low}..{high}",
+                f"EC2 {named} on-demand x {low}..{high}",
                 group.name,
                 _times(low, rate),
                 _times(high, rate),
+                _types_note(types, rates, high),
                 group=pool,
                 missing=instance,
             )

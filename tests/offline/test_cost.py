@@ -97,6 +97,29 @@ def test_an_unpriced_on_demand_type_is_marked_and_the_rest_still_adds_up(project
     assert est.total("idle_hour") == pytest.approx(cost.estimate(plan_of("dev"), PRICES).total("idle_hour"))
 
 
+def _two_type_pool(project_copy) -> cost.Line:
+    root = project_copy("dev", set_pool(0, instanceTypes=["g6e.xlarge", "g6e.2xlarge"], capacity={"type": "on-demand"}))
+    (line,) = _gpu_ec2_lines(cost.estimate(record("bad", root=root), PRICES))
+    return line
+
+
+def test_a_pool_with_two_instance_types_names_both_in_its_cost_line(project_copy):
+    assert _two_type_pool(project_copy).item.startswith("EC2 g6e.xlarge/g6e.2xlarge on-demand x 0..2")
+
+
+def test_a_pool_with_two_instance_types_gives_each_types_price(project_copy):
+    rates = PRICES["regions"]["us-west-2"]["ec2_on_demand_hour"]
+    note = _two_type_pool(project_copy).note
+    assert f"g6e.xlarge ${rates['g6e.xlarge']:,.2f}/hour, g6e.2xlarge ${rates['g6e.2xlarge']:,.2f}/hour" in note
+
+
+def test_a_pool_with_two_instance_types_is_priced_at_the_first_and_notes_the_dearest_full_scale(project_copy):
+    rates = PRICES["regions"]["us-west-2"]["ec2_on_demand_hour"]
+    line = _two_type_pool(project_copy)
+    assert line.full_hour == pytest.approx(2 * rates["g6e.xlarge"])  # EKS fills On-Demand in the listed order
+    assert f"up to ${2 * rates['g6e.2xlarge']:,.2f}/hour at full scale" in line.note
+
+
 def test_cost_of_a_stack_with_an_unpriced_type_succeeds_and_says_not_priced(project_copy, capsys):
     from infra.cli.main import main
 
