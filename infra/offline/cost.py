@@ -28,6 +28,7 @@ from infra.offline.evaluate import Plan
 
 PRICE_FILE = Path(__file__).resolve().parent / "data" / "prices.json"
 NOT_PRICED = "not priced"
+REFRESHABLE = "refresh"  # an unpriced line `higgsfield cost STACK --refresh` prices
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class Line:
     reserved_in_use: bool = (
         False  # a reservation held warm: billed whether used or not, and its nodes run, gated, for jobs
     )
+    no_list_price: str = ""  # what the line buys when no price list has its price (spot, Capacity Block)
 
 
 def priced_sum(lines: list[Line], column: str) -> float | None:
@@ -68,6 +70,7 @@ class Estimate:
     hours_per_month: int = 730
     region_listed: bool = True  # the price file has a price list for the region
     ec2_source: str = ""  # where the region's EC2 prices came from, when not from the file's own source
+    every_region: list[str] = field(default_factory=list)  # figures taken from the file's every_region list
 
     def total(self, column: str) -> float:
         return sum(getattr(line, column) or 0.0 for line in self.lines)
@@ -79,6 +82,16 @@ class Estimate:
     @property
     def unpriced(self) -> list[Line]:
         return [line for line in self.lines if line.idle_hour is None or line.full_hour is None]
+
+    def unpriced_reasons(self) -> dict[str, int]:
+        """The lines without a price, counted by why: REFRESHABLE for a figure the price file lacks
+        for the region (the Pricing API has it), else what the line buys (spot, Capacity Block),
+        whose price no price list holds."""
+        reasons: dict[str, int] = {}
+        for line in self.unpriced:
+            reason = line.no_list_price or REFRESHABLE
+            reasons[reason] = reasons.get(reason, 0) + 1
+        return reasons
 
     @property
     def nothing_priced(self) -> bool:
@@ -128,6 +141,10 @@ def load_prices(path: Path = PRICE_FILE, option: str = "--prices") -> dict[str, 
     return prices
 
 
+# Figures AWS prices at one rate whatever the region (EKS's control plane, KMS keys): they price every
+# region the file lists unless the region's own list has the figure (a refresh writes its own).
+EVERY_REGION = "every_region"
+
 # What a region of a price file holds besides prices: when and whether it was refreshed, what a
 # refresh read (`source`) and where its EC2 table came from (`ec2_source`, tools/import_ec2_prices.py).
 _REGION_NOTES = {"checked": str, "verified": bool, "not_refreshed": list, "source": str, "ec2_source": str}
@@ -147,32 +164,36 @@ def _price_file_problem(prices: dict[str, Any]) -> str | None:
     for key, kind in (("checked", str), ("verified", bool)):
         if not isinstance(prices.get(key), kind):
             return f'"{key}" must be {"text" if kind is str else "true or false"}'
-    for region, figures in prices["regions"].items():
+    lists = [(f"regions.{region}", figures) for region, figures in prices["regions"].items()]
+    if EVERY_REGION in prices:
+        lists.append((EVERY_REGION, prices[EVERY_REGION]))
+    for where, figures in lists:
         if not isinstance(figures, dict):
-            return f"regions.{region} must be an object of prices, got {json.dumps(figures)[:40]}"
+            return f"{where} must be an object of prices, got {json.dumps(figures)[:40]}"
         for key, value in figures.items():
             if key in _REGION_NOTES:
                 if not isinstance(value, _REGION_NOTES[key]):
-                    return f"regions.{region}.{key} is not what a refresh writes there"
+                    return f"{where}.{key} is not what a refresh writes there"
                 continue
             each = value.items() if isinstance(value, dict) else [(None, value)]
             for sub, figure in each:
                 if not _price(figure):
-                    where = f"regions.{region}.{key}" + (f".{sub}" if sub is not None else "")
-                    return f"{where} must be a price (a number, 0 or more), got {json.dumps(figure)[:40]}"
+                    at = f"{where}.{key}" + (f".{sub}" if sub is not None else "")
+                    return f"{at} must be a price (a number, 0 or more), got {json.dumps(figure)[:40]}"
     return None
 
 
 class _RegionPrices:
     """The price list of one region; a missing figure is None, with the reason kept for the note."""
 
-    def __init__(self, prices: dict[str, Any], region: str):
-        self.region = region
+    def __init__(self, prices: dict[str, Any], region: str, stack: str = "STACK"):
+        self.region, self.stack = region, stack
         self.listed = region in prices["regions"]
         self._prices = prices["regions"].get(region, {})
+        self._every_region = prices.get(EVERY_REGION, {}) if self.listed else {}
 
     def get(self, key: str, sub: str | None = None) -> float | None:
-        value = self._prices.get(key)
+        value = self._prices.get(key, self._every_region.get(key))
         if sub is not None:
             value = (value or {}).get(sub)
         return value
@@ -180,16 +201,36 @@ class _RegionPrices:
     def missing(self, what: str) -> str:
         if not self.listed:
             return f"{NOT_PRICED}: the price file has no prices for {self.region}"
-        return f"{NOT_PRICED}: no price for {what} in {self.region}; run `higgsfield cost STACK --refresh`"
+        return f"{NOT_PRICED}: no price for {what} in {self.region}; run `higgsfield cost {self.stack} --refresh`"
 
 
 def _times(count: float, rate: float | None) -> float | None:
     return None if rate is None else count * rate
 
 
+def _types_note(types: list[str], rates: dict[str, float | None], nodes: int) -> str:
+    """For a node group that may launch several instance types: each type's $/hour, in the order a
+    managed node group fills On-Demand capacity (the order the types are listed; EKS User Guide,
+    docs.aws.amazon.com/eks/latest/userguide/managed-node-groups.html, "Managed node group capacity
+    types"), the figure priced at the first, and what `nodes` of the dearest would cost."""
+    if len(types) < 2:
+        return ""
+    each = ", ".join(f"{name} {_money_hour(rates[name])}" for name in types)
+    note = f"instance types in EKS's On-Demand order: {each}; priced at {types[0]}"
+    known = [rate for rate in rates.values() if rate is not None]
+    first = rates[types[0]]
+    if known and (first is None or max(known) > first):
+        note += f", up to {_money_hour(nodes * max(known))} at full scale if every node is the dearest priced type"
+    return note
+
+
+def _money_hour(rate: float | None) -> str:
+    return NOT_PRICED if rate is None else f"${rate:,.2f}/hour"
+
+
 def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assumptions()) -> Estimate:
     cfg = plan.config
-    rp = _RegionPrices(prices, cfg.region)
+    rp = _RegionPrices(prices, cfg.region, plan.stack)
     per_month = prices["hours_per_month"]
     regional = prices["regions"].get(cfg.region, {})
     est = Estimate(
@@ -200,6 +241,11 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         hours_per_month=per_month,
         region_listed=rp.listed,
         ec2_source=regional.get("ec2_source", ""),
+        every_region=sorted(
+            k
+            for k in prices.get(EVERY_REGION, {})
+            if rp.listed and _price(prices[EVERY_REGION][k]) and k not in regional
+        ),
     )
 
     def add(
@@ -211,10 +257,11 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         group: str = "platform",
         missing: str = "",
         in_use: bool = False,
+        no_list_price: str = "",
     ) -> None:
         if missing and (idle is None or full is None):
             note = f"{note}; {rp.missing(missing)}" if note else rp.missing(missing)
-        est.lines.append(Line(item, resource, idle, full, note, group, in_use))
+        est.lines.append(Line(item, resource, idle, full, note, group, in_use, no_list_price))
 
     pools = {p.name: p for p in cfg.gpu_pools}
 
@@ -238,16 +285,18 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         scaling = group.inputs["scalingConfig"]
         (template,) = plan.dependencies_of(group, "aws:ec2/launchTemplate:LaunchTemplate")
         root_gib = template.inputs["blockDeviceMappings"][0]["ebs"]["volumeSize"]
-        instance = group.inputs["instanceTypes"][0]
+        types = list(group.inputs["instanceTypes"])
+        instance, named = types[0], "/".join(types)  # every type the group may launch is named
         rate = rp.get("ec2_on_demand_hour", instance)
+        rates = {name: rp.get("ec2_on_demand_hour", name) for name in types}
         if labels.get("nvidia.com/gpu.present") != "true":  # the system nodes run all the time
             nodes = scaling["desiredSize"]
             add(
-                f"EC2 {instance} on-demand x {nodes}",
+                f"EC2 {named} on-demand x {nodes}",
                 group.name,
                 _times(nodes, rate),
                 _times(nodes, rate),
-                "system nodes at desiredSize",
+                "; ".join(filter(None, ["system nodes at desiredSize", _types_note(types, rates, nodes)])),
                 "system nodes",
                 missing=instance,
             )
@@ -260,12 +309,13 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         pool = f"GPU pool {labels.get('higgsfield.io/pool', group.name)}"
         if capacity == "SPOT":
             add(
-                f"EC2 {instance} spot x {low}..{high}",
+                f"EC2 {named} spot x {low}..{high}",
                 group.name,
                 None if low else 0.0,
                 None,
                 f"spot: {NOT_PRICED} (the price moves; see the Spot price history)",
                 pool,
+                no_list_price="spot",
             )
         elif capacity == "CAPACITY_BLOCK":
             setting = pools.get(labels.get("higgsfield.io/pool", ""))
@@ -284,6 +334,7 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
                 ),
                 pool,
                 in_use=warm,
+                no_list_price="Capacity Block",
             )
         elif reserved:
             whole = _times(high, rate)
@@ -318,10 +369,11 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
                 )
         else:
             add(
-                f"EC2 {instance} on-demand x {low}..{high}",
+                f"EC2 {named} on-demand x {low}..{high}",
                 group.name,
                 _times(low, rate),
                 _times(high, rate),
+                _types_note(types, rates, high),
                 group=pool,
                 missing=instance,
             )
@@ -344,6 +396,7 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
                 None,
                 f"spot: {NOT_PRICED} (the price moves; see the Spot price history)",
                 group,
+                no_list_price="spot",
             )
         else:
             rate = rp.get("ec2_on_demand_hour", instance)
@@ -442,6 +495,7 @@ def as_json(est: Estimate) -> dict:
         "prices_checked": est.prices_checked,
         "prices_verified": est.prices_verified,
         "ec2_prices_source": est.ec2_source or None,
+        "every_region_prices": est.every_region,
         "hours_per_month": m,
         "headline": {
             "idle_month": None if est.nothing_priced else est.total("idle_hour") * m,

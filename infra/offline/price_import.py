@@ -59,3 +59,37 @@ def merge(prices: dict[str, Any], tables: dict[str, dict[str, float]], source: s
         regional["ec2_source"] = f"{source}, read {read}"
     updated["regions"] = dict(sorted(updated["regions"].items()))
     return updated
+
+
+def extract_differences(
+    catalog: Iterable[dict[str, str]], extract: Iterable[dict[str, str]], regions: set[str]
+) -> list[str]:
+    """Where the committed extract (`tools/skypilot_aws_vms_extract.csv`, one row per type and
+    region) and the catalog it was transcribed from disagree, one line each, sorted: a price the
+    catalog has no row for, a price the catalog's rows of that type and region do not all carry
+    (its rows are per availability zone), and a region of `regions` where the catalog prices one
+    of the extract's types but the extract has no row. An empty list: the extract is the catalog's."""
+    claimed = {(row["InstanceType"], row["Region"]): float(row["Price"]) for row in extract}
+    types = {name for name, _ in claimed}
+    found: dict[tuple[str, str], set[float]] = {}
+    for row in catalog:
+        key, text = (row.get("InstanceType", ""), row.get("Region", "")), (row.get("Price") or "").strip()
+        if key[0] in types and text:
+            found.setdefault(key, set()).add(float(text))
+    problems = []
+    for (name, region), price in claimed.items():
+        seen = found.get((name, region))
+        if not seen:
+            problems.append(f"{name} in {region}: the extract says {price:g}, the catalog has no price")
+        elif seen != {price}:
+            problems.append(
+                f"{name} in {region}: the extract says {price:g}, the catalog "
+                + ", ".join(f"{p:g}" for p in sorted(seen))
+            )
+    for (name, region), seen in found.items():
+        if region in regions and (name, region) not in claimed:
+            problems.append(
+                f"{name} in {region}: the catalog prices it ({', '.join(f'{p:g}' for p in sorted(seen))}), "
+                "the extract has no row"
+            )
+    return sorted(problems)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,40 @@ def test_no_shell_line_in_the_manual_ends_a_command_it_means_to_continue(page):
     runs the next line as a command of its own."""
     blocks = re.findall(r"```(?:bash|sh|shell)\n(.*?)```", page.read_text(), re.S)
     assert not [line for block in blocks for line in block.splitlines() if re.search(r"\\[ \t]+(#|$)", line)]
+
+
+# (column, the price-file keys it needs) of docs/reference/reports.md's table of what is priced where.
+_PRICED_COLUMNS = (
+    ("EKS", ("eks_cluster_hour", "eks_cluster_extended_support_hour")),
+    ("KMS", ("kms_key_month",)),
+    ("EBS gp3", ("ebs_gp3_gb_month",)),
+    ("NAT gateway", ("nat_gateway_hour", "nat_gateway_gb")),
+    ("VPC endpoints", ("vpc_interface_endpoint_az_hour",)),
+    ("FSx for Lustre", ("fsx_lustre_gb_month",)),
+    ("CloudWatch Logs", ("cloudwatch_logs_ingest_gb",)),
+)
+
+
+def priced_table() -> list[str]:
+    """The table of docs/reference/reports.md: per region the file lists, the instance families whose
+    EC2 prices it has (with how many sizes of each) and whether each other service is priced there
+    (its own figure or the file's every_region one)."""
+    from infra.offline.cost import EVERY_REGION, load_prices
+
+    prices = load_prices()
+    every = prices.get(EVERY_REGION, {})
+    head = ["Region", "EC2 on-demand", *(name for name, _ in _PRICED_COLUMNS)]
+    rows = [head, ["---"] * len(head)]
+    for region, figures in sorted(prices["regions"].items()):
+        known = every | figures
+        marks = ["priced" if all(key in known for key in keys) else "`--refresh`" for _, keys in _PRICED_COLUMNS]
+        sizes = Counter(name.split(".")[0] for name in figures.get("ec2_on_demand_hour", {}))
+        rows.append([region, ", ".join(f"{family} ({count})" for family, count in sorted(sizes.items())), *marks])
+    return ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def test_the_manual_lists_exactly_the_regions_and_services_the_price_file_prices():
+    lines = (ROOT / "docs" / "reference" / "reports.md").read_text().splitlines()
+    start = lines.index("<!-- priced: the table tests/docs/test_docs.py::priced_table makes of prices.json -->") + 1
+    shown = lines[start : start + len(priced_table())]
+    assert shown == priced_table(), "\n".join(["the table should read:", *priced_table()])

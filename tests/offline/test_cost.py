@@ -87,23 +87,46 @@ def test_extended_support_versions_pay_the_extended_control_plane_rate(project_c
 
 
 def test_an_unpriced_on_demand_type_is_marked_and_the_rest_still_adds_up(project_copy):
-    root = project_copy("dev", set_pool(0, instanceTypes=["g6e.12xlarge"], capacity={"type": "on-demand"}))
-    assert "g6e.12xlarge" not in PRICES["regions"]["us-west-2"]["ec2_on_demand_hour"]
+    root = project_copy("dev", set_pool(0, instanceTypes=["g7e.2xlarge"], capacity={"type": "on-demand"}))
+    assert "g7e.2xlarge" not in PRICES["regions"]["us-west-2"]["ec2_on_demand_hour"]
     est = cost.estimate(record("bad", root=root), PRICES)
     (line,) = _gpu_ec2_lines(est)
     assert line.idle_hour is None and line.full_hour is None
-    assert "not priced: no price for g6e.12xlarge in us-west-2" in line.note and "--refresh" in line.note
+    assert "not priced: no price for g7e.2xlarge in us-west-2" in line.note and "--refresh" in line.note
     assert est.unpriced == [line]
     assert est.total("idle_hour") == pytest.approx(cost.estimate(plan_of("dev"), PRICES).total("idle_hour"))
+
+
+def _two_type_pool(project_copy) -> cost.Line:
+    root = project_copy("dev", set_pool(0, instanceTypes=["g6e.xlarge", "g6e.2xlarge"], capacity={"type": "on-demand"}))
+    (line,) = _gpu_ec2_lines(cost.estimate(record("bad", root=root), PRICES))
+    return line
+
+
+def test_a_pool_with_two_instance_types_names_both_in_its_cost_line(project_copy):
+    assert _two_type_pool(project_copy).item.startswith("EC2 g6e.xlarge/g6e.2xlarge on-demand x 0..2")
+
+
+def test_a_pool_with_two_instance_types_gives_each_types_price(project_copy):
+    rates = PRICES["regions"]["us-west-2"]["ec2_on_demand_hour"]
+    note = _two_type_pool(project_copy).note
+    assert f"g6e.xlarge ${rates['g6e.xlarge']:,.2f}/hour, g6e.2xlarge ${rates['g6e.2xlarge']:,.2f}/hour" in note
+
+
+def test_a_pool_with_two_instance_types_is_priced_at_the_first_and_notes_the_dearest_full_scale(project_copy):
+    rates = PRICES["regions"]["us-west-2"]["ec2_on_demand_hour"]
+    line = _two_type_pool(project_copy)
+    assert line.full_hour == pytest.approx(2 * rates["g6e.xlarge"])  # EKS fills On-Demand in the listed order
+    assert f"up to ${2 * rates['g6e.2xlarge']:,.2f}/hour at full scale" in line.note
 
 
 def test_cost_of_a_stack_with_an_unpriced_type_succeeds_and_says_not_priced(project_copy, capsys):
     from infra.cli.main import main
 
-    project_copy("dev", set_pool(0, instanceTypes=["g6e.12xlarge"], capacity={"type": "on-demand"}))
+    project_copy("dev", set_pool(0, instanceTypes=["g7e.2xlarge"], capacity={"type": "on-demand"}))
     assert main(["cost", "bad"]) == 0
     out = capsys.readouterr().out
-    (row,) = [line for line in out.splitlines() if "EC2 g6e.12xlarge on-demand" in line]
+    (row,) = [line for line in out.splitlines() if "EC2 g7e.2xlarge on-demand" in line]
     assert row.split()[-6:] == ["not", "priced"] * 3
     assert "1 item(s) not priced, excluded from the totals (marked *); their resources: gpu-l40s" in out
     (subtotal,) = [line for line in out.splitlines() if line.startswith("  GPU pool l40s") and "(subtotal)" in line]
@@ -120,14 +143,12 @@ def test_a_region_without_prices_never_shows_a_dollar_figure(project_copy, capsy
 
 
 def test_a_spot_pool_in_a_region_without_prices_shows_no_zero_dollar_total(project_copy, capsys):
-    """init from dev into ap-northeast-3 keeps dev's spot pool: idle at zero nodes it summed to "$0.00 *"."""
+    """init from dev into ap-south-2 keeps dev's spot pool: idle at zero nodes it summed to "$0.00 *"."""
     from infra.cli.main import main
 
     def moved(config: dict) -> None:
-        config.update(
-            {"aws:region": "ap-northeast-3", "higgsfield:availabilityZones": ["ap-northeast-3b", "ap-northeast-3c"]}
-        )
-        config["higgsfield:gpuPools"][0]["availabilityZone"] = "ap-northeast-3b"
+        config.update({"aws:region": "ap-south-2", "higgsfield:availabilityZones": ["ap-south-2a", "ap-south-2b"]})
+        config["higgsfield:gpuPools"][0]["availabilityZone"] = "ap-south-2a"
 
     project_copy("dev", moved)
     assert main(["cost", "bad"]) == 0
@@ -135,6 +156,97 @@ def test_a_spot_pool_in_a_region_without_prices_shows_no_zero_dollar_total(proje
     assert "spot" in out and "$" not in out.replace("$/month", "").replace("$/hour", "")
     (total,) = [line for line in out.splitlines() if line.startswith("  TOTAL")]
     assert total.split()[-6:] == ["not", "priced"] * 3
+
+
+def _in_eu_north_1(config: dict) -> None:
+    """A region whose EC2 prices are bundled (SkyPilot's catalog) and whose EBS, NAT, FSx and CloudWatch are not."""
+    config.update({"aws:region": "eu-north-1", "higgsfield:availabilityZones": ["eu-north-1a", "eu-north-1b"]})
+    config["higgsfield:gpuPools"][0]["availabilityZone"] = "eu-north-1a"
+
+
+def _line(est: cost.Estimate, item: str) -> cost.Line:
+    (line,) = [line for line in est.lines if line.item == item]
+    return line
+
+
+def test_the_eks_control_plane_is_priced_where_only_ec2_prices_are_bundled(project_copy):
+    est = cost.estimate(record("bad", root=project_copy("dev", _in_eu_north_1)), PRICES)
+    line = _line(est, "EKS control plane")
+    assert "eks_cluster_hour" not in PRICES["regions"]["eu-north-1"]
+    assert line.idle_hour == line.full_hour == 0.10 and "not priced" not in line.note
+
+
+def test_kms_keys_are_priced_where_only_ec2_prices_are_bundled(project_copy):
+    est = cost.estimate(record("bad", root=project_copy("dev", _in_eu_north_1)), PRICES)
+    assert [line.full_hour for line in est.lines if line.item == "KMS key"] == [pytest.approx(1.0 / 730)] * 2
+
+
+def test_a_line_without_a_bundled_price_names_the_stacks_own_refresh_command(project_copy):
+    est = cost.estimate(record("bad", root=project_copy("dev", _in_eu_north_1)), PRICES)
+    (nat, *_) = [line for line in est.lines if line.item == "NAT gateway"]
+    assert nat.full_hour is None
+    assert nat.note.endswith("not priced: no price for NAT gateways in eu-north-1; run `higgsfield cost bad --refresh`")
+
+
+def _headline(out: str) -> str:
+    """The report's headline: its first line and any continuation, up to the full-scale line."""
+    lines = out.splitlines()
+    end = next(i for i, line in enumerate(lines) if line.startswith("  full scale"))
+    return " ".join(line.strip() for line in lines[:end])
+
+
+def test_the_headline_counts_the_items_it_leaves_out(project_copy, capsys):
+    from infra.cli.main import main
+
+    root = project_copy("dev", _in_eu_north_1)
+    left_out = len(cost.estimate(record("bad", root=root), PRICES).unpriced)
+    assert main(["cost", "bad"]) == 0
+    assert f"/hour + {left_out} items not priced (" in _headline(capsys.readouterr().out)
+
+
+def test_the_headline_names_the_refresh_command_for_what_the_region_has_no_price_for(project_copy, capsys):
+    from infra.cli.main import main
+
+    project_copy("dev", _in_eu_north_1)
+    assert main(["cost", "bad"]) == 0
+    assert " in eu-north-1: higgsfield cost bad --refresh" in _headline(capsys.readouterr().out)
+
+
+def test_the_headline_names_a_spot_pool_it_leaves_out_as_spot(project_copy, capsys):
+    from infra.cli.main import main
+
+    project_copy("dev", _in_eu_north_1)
+    assert main(["cost", "bad"]) == 0
+    assert _headline(capsys.readouterr().out).endswith("; 1 spot)")
+
+
+def test_the_headline_offers_no_refresh_for_a_capacity_block_it_cannot_price(monkeypatch, capsys):
+    from infra.cli.main import main
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    assert main(["cost", "prod"]) == 0
+    headline = _headline(capsys.readouterr().out)
+    assert headline.endswith("/hour + 1 item not priced (1 Capacity Block)") and "--refresh" not in headline
+
+
+def test_the_report_says_which_prices_are_the_one_rate_aws_states_for_every_region(project_copy, capsys):
+    from infra.cli.main import main
+
+    project_copy("dev", _in_eu_north_1)
+    assert main(["cost", "bad"]) == 0
+    assert "EKS and KMS at the one rate AWS states for every region" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_price_file_whose_every_region_list_holds_no_price_is_refused_naming_the_figure(tmp_path):
+    from infra.offline.option_files import OptionFileError
+
+    prices = json.loads(json.dumps(PRICES))
+    prices["every_region"]["kms_key_month"] = "1 dollar"
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps(prices))
+    with pytest.raises(OptionFileError, match=r"every_region.kms_key_month must be a price"):
+        cost.load_prices(path)
 
 
 def _region_without_prices(config: dict) -> None:
@@ -192,7 +304,8 @@ def test_cost_report_fits_120_columns_with_two_headline_figures_first(stack, cap
     out = capsys.readouterr().out.splitlines()
     assert max(map(len, out)) <= 120
     assert out[0].startswith(f"Cost of {stack} (") and "idle $" in out[0] and "/month, full scale $" in out[0]
-    assert out[0].endswith("/hour") or out[0].endswith("not priced")
+    headline = _headline("\n".join(out))
+    assert headline.endswith("/hour") or ("/hour + " in headline and headline.endswith(")"))
 
 
 def test_cost_rows_are_subtotalled_per_pool_most_expensive_first(stack):
@@ -288,15 +401,15 @@ def test_refresh_takes_ec2_prices_from_the_pricing_api():
 def test_refresh_gives_a_region_the_file_lacks_prices_for_every_service_it_prices():
     client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     with Stubber(client) as stub:
-        _expect_price(stub, "g6e.xlarge", "Asia Pacific (Osaka)", "2.5")
-        _expect_services(stub, "Asia Pacific (Osaka)", "APN3")
-        updated = cost.refresh(PRICES, ["g6e.xlarge"], "ap-northeast-3", client, "2026-12-03")
+        _expect_price(stub, "g6e.xlarge", "South America (Sao Paulo)", "2.5")
+        _expect_services(stub, "South America (Sao Paulo)", "SAE1")
+        updated = cost.refresh(PRICES, ["g6e.xlarge"], "sa-east-1", client, "2026-12-03")
         stub.assert_no_pending_responses()
-    regional = updated["regions"]["ap-northeast-3"]
+    regional = updated["regions"]["sa-east-1"]
     assert regional["ec2_on_demand_hour"] == {"g6e.xlarge": 2.5}
     assert all(regional[key] == 0.123 for key, _, _ in cost.SERVICE_PRICES)  # never the other usage type's 9.99
     assert regional["fsx_lustre_gb_month"] == {tier: 0.2 for tier in cost.FSX_TIERS} and regional["verified"] is True
-    assert "ap-northeast-3" not in PRICES["regions"]
+    assert "sa-east-1" not in PRICES["regions"]
 
 
 def test_refresh_names_the_figures_the_price_list_has_no_product_for_and_keeps_them():

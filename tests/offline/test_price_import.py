@@ -12,7 +12,7 @@ import pytest
 from infra.config import eks_regions
 from infra.core.bundled import instance_types
 from infra.offline import cost
-from infra.offline.price_import import ImportProblem, ec2_tables, gpu_regions, merge
+from infra.offline.price_import import ImportProblem, ec2_tables, extract_differences, gpu_regions, merge
 from tests.conftest import ROOT
 
 EXTRACT = ROOT / "tools" / "skypilot_aws_vms_extract.csv"
@@ -60,3 +60,55 @@ def test_a_new_region_gets_only_ec2_prices_dated_and_sourced_and_the_rest_stays_
         "ec2_source": "a catalog, read 2026-12-05",
     }
     assert "sa-east-1" not in prices["regions"] and cost._price_file_problem(updated) is None
+
+
+# The catalog's rows are per availability zone (the columns the check reads; the rest are ignored).
+_CATALOG = (
+    "InstanceType,Price,Region,AvailabilityZone\n"
+    "p5.48xlarge,58.8928,eu-north-1,eun1-az1\n"
+    "p5.48xlarge,58.8928,eu-north-1,eun1-az3\n"
+    "p5.48xlarge,55.04,us-east-1,use1-az2\n"
+    "p5.48xlarge,,ap-southeast-2,apse2-az3\n"
+)
+
+
+def test_an_extract_that_is_the_catalogs_has_no_differences():
+    extract = _rows("InstanceType,Price,Region\np5.48xlarge,58.8928,eu-north-1\np5.48xlarge,55.04,us-east-1\n")
+    assert extract_differences(_rows(_CATALOG), extract, {"eu-north-1", "us-east-1"}) == []
+
+
+def test_a_price_the_catalog_does_not_carry_is_named_with_the_catalogs():
+    extract = _rows("InstanceType,Price,Region\np5.48xlarge,58.89,eu-north-1\np5.48xlarge,55.04,us-east-1\n")
+    assert extract_differences(_rows(_CATALOG), extract, {"eu-north-1", "us-east-1"}) == [
+        "p5.48xlarge in eu-north-1: the extract says 58.89, the catalog 58.8928"
+    ]
+
+
+def test_a_price_where_the_catalog_has_none_is_named():
+    extract = _rows(
+        "InstanceType,Price,Region\np5.48xlarge,58.8928,eu-north-1\np5.48xlarge,55.04,us-east-1\n"
+        "p5.48xlarge,71.552,ap-southeast-2\n"
+    )
+    assert extract_differences(_rows(_CATALOG), extract, {"eu-north-1", "us-east-1"}) == [
+        "p5.48xlarge in ap-southeast-2: the extract says 71.552, the catalog has no price"
+    ]
+
+
+def test_an_eks_region_the_catalog_prices_but_the_extract_leaves_out_is_named():
+    extract = _rows("InstanceType,Price,Region\np5.48xlarge,55.04,us-east-1\n")
+    assert extract_differences(_rows(_CATALOG), extract, {"eu-north-1", "us-east-1"}) == [
+        "p5.48xlarge in eu-north-1: the catalog prices it (58.8928), the extract has no row"
+    ]
+
+
+def test_the_extract_check_command_exits_1_with_one_line_per_difference(tmp_path):
+    import subprocess
+    import sys
+
+    catalog, extract = tmp_path / "vms.csv", tmp_path / "extract.csv"
+    catalog.write_text(_CATALOG)
+    extract.write_text("InstanceType,Price,Region\np5.48xlarge,58.89,eu-north-1\np5.48xlarge,55.04,us-east-1\n")
+    tool = [sys.executable, str(ROOT / "tools" / "check_ec2_extract.py"), str(catalog), "--extract", str(extract)]
+    done = subprocess.run(tool, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == ["p5.48xlarge in eu-north-1: the extract says 58.89, the catalog 58.8928"]

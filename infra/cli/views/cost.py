@@ -4,7 +4,7 @@ pool (most expensive first), then the numbered notes the table's rows point to."
 from __future__ import annotations
 
 from infra.cli.views.table import money, table, wrap
-from infra.offline.cost import Estimate, Line, priced_regions, priced_sum
+from infra.offline.cost import REFRESHABLE, Estimate, Line, priced_regions, priced_sum
 
 
 def render(est: Estimate) -> str:
@@ -19,10 +19,11 @@ def render(est: Estimate) -> str:
             indent=0,
         )
     else:
-        excluding = f", excluding {len(unpriced)} item(s) not priced" if unpriced else ""
-        lines = [
-            f"Cost of {est.stack} ({est.region}): idle {money(idle, m)}/month, full scale {money(full)}/hour{excluding}"
-        ]
+        lines = wrap(
+            f"Cost of {est.stack} ({est.region}): idle {money(idle, m)}/month, full scale {money(full)}/hour"
+            + _left_out(est),
+            indent=0,
+        )
         lines.append(f"  full scale {money(full, m)}/month; idle {money(idle)}/hour; month = {m} h")
     warm = est.reserved_in_use()
     if warm and not est.nothing_priced:
@@ -35,14 +36,7 @@ def render(est: Estimate) -> str:
             f"{len(unpriced)} item(s) not priced, excluded from the totals (marked *); their resources: "
             + ", ".join(sorted({entry.resource for entry in unpriced}))
         )
-    source = (
-        "prices from the AWS Pricing API"
-        if est.prices_verified
-        else "list prices as last known, unverified until `--refresh`"
-    )
-    if est.ec2_source and not est.prices_verified:
-        source = f"EC2 from {est.ec2_source}; the rest {source}"
-    lines += wrap(f"prices checked {est.prices_checked}: {source}")
+    lines += wrap(f"prices checked {est.prices_checked}: {_price_source(est)}")
     lines.append("")
 
     notes: list[str] = []
@@ -82,3 +76,29 @@ def render(est: Estimate) -> str:
         for number, note in enumerate(notes, 1):
             lines += wrap(f"[{number}] {note}")
     return "\n".join(lines)
+
+
+def _left_out(est: Estimate) -> str:
+    """What the headline's figures leave out: how many items, and per reason how many, naming the
+    stack's own refresh command for the figures the price file lacks for the region."""
+    reasons = est.unpriced_reasons()
+    if not reasons:
+        return ""
+    count = sum(reasons.values())
+    parts = [
+        f"{n} in {est.region}: higgsfield cost {est.stack} --refresh" if reason == REFRESHABLE else f"{n} {reason}"
+        for reason, n in sorted(reasons.items(), key=lambda kv: (kv[0] != REFRESHABLE, kv[0]))
+    ]
+    return f" + {count} item{'s' if count > 1 else ''} not priced ({'; '.join(parts)})"
+
+
+def _price_source(est: Estimate) -> str:
+    """Where the region's prices came from: the Pricing API after a refresh, else each bundled source."""
+    if est.prices_verified:
+        return "prices from the AWS Pricing API"
+    taken = [f"EC2 from {est.ec2_source}"] if est.ec2_source else []
+    if est.every_region:  # e.g. eks_cluster_hour, kms_key_month: EKS and KMS
+        services = " and ".join(sorted({key.split("_")[0].upper() for key in est.every_region}))
+        taken.append(f"{services} at the one rate AWS states for every region")
+    rest = "list prices as last known, unverified until `--refresh`"
+    return "; ".join([*taken, f"the rest {rest}" if taken else rest])
