@@ -29,8 +29,6 @@ from typing import Any
 import pytest
 import yaml
 from botocore import loaders
-from pulumi.runtime import resource as pulumi_resource
-from pulumi.runtime.proto import source_pb2
 
 from components.registry import image_tag
 from infra.config import StackConfig
@@ -77,15 +75,6 @@ def _loader_sharing_what_it_read(self: loaders.Loader, *args: Any, **kwargs: Any
 
 
 loaders.Loader.__init__ = _loader_sharing_what_it_read  # type: ignore[method-assign]
-
-# Pulumi's SDK walks the whole Python stack at every resource it registers, a file URI per frame
-# (pulumi/runtime/resource.py _get_stack_trace), to send the engine the resource's source position;
-# under pytest the stack is some sixty frames deep, and the walk was a third of the CPU of every
-# evaluation of the program. The offline evaluation's monitor (infra/offline/evaluate.py
-# RecordingMonitor) records neither the trace nor the position, so what the program plans is the
-# same with the empty trace the SDK sends itself when it finds no resource constructor on the stack.
-assert callable(pulumi_resource._get_stack_trace), "pulumi.runtime.resource._get_stack_trace moved"
-pulumi_resource._get_stack_trace = source_pb2.StackTrace
 
 SESSION_NOW = datetime(2026, 12, 3, tzinfo=UTC)  # before prod's Capacity Block (2027-01-04 to 01-18)
 pool_settings.now = lambda: SESSION_NOW
