@@ -26,7 +26,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import celpy.evaluation
 import pytest
 import yaml
 from botocore import loaders
@@ -76,14 +75,6 @@ def _loader_sharing_what_it_read(self: loaders.Loader, *args: Any, **kwargs: Any
 
 
 loaders.Loader.__init__ = _loader_sharing_what_it_read  # type: ignore[method-assign]
-
-# cel-python's interpreter writes `cast(Union[Result, NameContainer], value)` and the like in the
-# methods it runs for every node of an expression it evaluates; `Result` is a union of some twenty
-# types, and subscripting it again hashes all of them (typing's cache key): a quarter of the time
-# of every admission policy the suite evaluates. cast() returns its value whatever the type says,
-# and every use of `Result` outside a cast ran when the module was imported, so the evaluation is
-# the same with the name bound to a type that hashes at once (celpy/evaluation.py, cel-python 0.5).
-setattr(celpy.evaluation, "Result", Any)  # noqa: B010 - a module global, read at each cast()
 
 SESSION_NOW = datetime(2026, 12, 3, tzinfo=UTC)  # before prod's Capacity Block (2027-01-04 to 01-18)
 pool_settings.now = lambda: SESSION_NOW

@@ -1,17 +1,10 @@
 """One way to run a ValidatingAdmissionPolicy that guards node updates (the health gate's own-node
-policy, the FSx CSI node plugin's) with cel-python, as the API server would for one request."""
+policy, the FSx CSI node plugin's) with cel-expr-python (tests/admission_cel.py), as the API server
+would for one request."""
 
 from __future__ import annotations
 
-from functools import cache
-
-import celpy
-
-
-@cache
-def program(expression: str):
-    env = celpy.Environment()
-    return env.program(env.compile(expression))
+from tests import admission_cel
 
 
 def node_update_denials(
@@ -34,16 +27,15 @@ def denials(
     """node_update_denials for any operation on any object (DELETE: `new` is None, as `object` is)."""
     extra = {node_extra_key: [node_of_token]} if node_of_token else {}
     request = {"userInfo": {"username": user, **({"extra": extra} if extra else {})}, "operation": operation}
-    activation = {
-        "object": None if new is None else celpy.json_to_cel(new),
-        "oldObject": None if old is None else celpy.json_to_cel(old),
-        "request": celpy.json_to_cel(request),
-    }
-    if not all(bool(program(c["expression"]).evaluate(activation)) for c in policy["spec"]["matchConditions"]):
-        return []
-    out = []
-    for validation in policy["spec"]["validations"]:
-        value = program(validation["expression"]).evaluate(activation)
-        if not isinstance(value, celpy.celtypes.BoolType) or not value:  # an evaluation error denies too
-            out.append(validation["message"])
-    return out
+    activation = admission_cel.plain({"object": new, "oldObject": old, "request": request})
+    if any(_value(c["expression"], activation) is False for c in policy["spec"]["matchConditions"]):
+        return []  # the policy does not match (a condition that errs matches: the policy fails closed)
+    return [v["message"] for v in policy["spec"]["validations"] if _value(v["expression"], activation) is not True]
+
+
+def _value(expression: str, activation: dict) -> object:
+    """The expression's value, or the error it evaluated to (which denies, as any value but true does)."""
+    try:
+        return admission_cel.evaluate(expression, activation)
+    except admission_cel.EvaluationError as error:
+        return error

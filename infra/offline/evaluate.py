@@ -426,6 +426,21 @@ def _located(source: StackFile) -> Iterator[None]:
         raise located from None
 
 
+def _without_source_positions() -> None:
+    """The SDK walks the whole Python stack at every resource it registers, a file URI per frame
+    (pulumi/runtime/resource.py _get_stack_trace), to send the engine each resource's source
+    position. The RecordingMonitor records neither the trace nor the position, so offline the SDK
+    sends the empty trace it sends itself when it finds no resource constructor on the stack: the
+    plan is the same, `plan prod` takes about a tenth less CPU, a test process a third less per
+    evaluation (its stack is deeper). Only this process's offline evaluations: `pulumi up` runs
+    the program in the engine's own process."""
+    from pulumi.runtime import resource
+    from pulumi.runtime.proto import source_pb2
+
+    if hasattr(resource, "_get_stack_trace"):  # a private function: an SDK without it walks no stack here
+        resource._get_stack_trace = source_pb2.StackTrace
+
+
 def _start_runtime(
     stack: str,
     config: dict[str, str],
@@ -437,6 +452,7 @@ def _start_runtime(
     """Point the Pulumi SDK of the current (fresh) context at our mocks, as a preview."""
     import pulumi
 
+    _without_source_positions()
     mocks = _make_mocks(config.get("aws:region", ""))
     monitor = _make_monitor(mocks, stack, resources_out, outputs_out, invokes_out)
     pulumi.runtime.set_all_config(config, secret_keys or [])

@@ -23,12 +23,14 @@ from tests.conftest import ROOT
 
 ADMIN = "arn:aws:iam::123456789012:role/PlatformAdmin"
 
-# Each command through the installed package's entry point (infra.cli.main:main), in one process.
+# Each command through the installed package's entry point (infra.cli.main:main), in one process
+# (importing the Pulumi SDKs is about 2 s a process), each from its own working directory.
 _DRIVER = """
-import contextlib, io, json, sys
+import contextlib, io, json, os, sys
 from infra.cli.main import main
 done = {}
-for name, argv in json.loads(sys.argv[1]).items():
+for name, (cwd, argv) in json.loads(sys.argv[1]).items():
+    os.chdir(cwd)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -106,18 +108,18 @@ def own_project(tmp_path_factory):
         env=env,
         timeout=300,
     )
-    driver = [str(venv / "bin" / "python"), "-c", _DRIVER, json.dumps(COMMANDS)]
-    done = json.loads(_run(driver, cwd=project, env=env, timeout=600).stdout)
-    driver = [str(venv / "bin" / "python"), "-c", _DRIVER, json.dumps({"diff": ["diff", "paris", "--base", "main"]})]
-    done["diff"] = json.loads(_run(driver, cwd=project, env=env, timeout=300).stdout)["diff"]
-    outside = tmp / "elsewhere"
+    outside, with_ci = tmp / "elsewhere", tmp / "with-ci"
     outside.mkdir()
-    driver = [str(venv / "bin" / "python"), "-c", _DRIVER, json.dumps({"plan": ["plan", "paris"]})]
-    done["outside"] = json.loads(_run(driver, cwd=outside, env=env, timeout=300).stdout)["plan"]
-    with_ci = tmp / "with-ci"
     with_ci.mkdir()
-    init_ci = [str(venv / "bin" / "higgsfield"), "init", "paris", "--region", "eu-north-1", "--admin", ADMIN, "--ci"]
-    _run(init_ci, cwd=with_ci, env=env, timeout=300)
+    commands = {
+        **{name: [str(project), argv] for name, argv in COMMANDS.items()},
+        "diff": [str(project), ["diff", "paris", "--base", "main"]],
+        "outside": [str(outside), ["plan", "paris"]],
+        "init-ci": [str(with_ci), ["init", "paris", "--region", "eu-north-1", "--admin", ADMIN, "--ci"]],
+    }
+    driver = [str(venv / "bin" / "python"), "-c", _DRIVER, json.dumps(commands)]
+    done = json.loads(_run(driver, cwd=project, env=env, timeout=600).stdout)
+    assert done["init-ci"][0] == 0, done["init-ci"][2]
     done["ci-files"] = sorted(str(p.relative_to(with_ci)) for p in with_ci.rglob("*.yml")) + sorted(
         str(p.relative_to(with_ci)) for p in (with_ci / "requirements").glob("*.txt")
     )

@@ -133,7 +133,7 @@ def _vap_denial(team: str) -> tuple[int, str, str]:
 
 def team_admission(cfg):
     """Each team's PodGroups only in its own queue, as its ValidatingAdmissionPolicy rules (the CEL is
-    evaluated with cel-python in tests/security/test_tenancy.py; here only its answer on the wire)."""
+    evaluated with cel-expr-python in tests/security/test_tenancy.py; here only its answer on the wire)."""
     queues = {t.name: t.queue for t in cfg.scheduler.teams}
 
     def admit(verb, obj):

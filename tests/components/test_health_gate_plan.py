@@ -1,6 +1,6 @@
 """The health gate in every stack's plan: the startup taint on every gated GPU node group (and in
 the autoscaler's node template), the DaemonSet on GPU nodes only, RBAC limited to nodes, the
-admission policy that keeps the gate on its own node (its CEL evaluated with cel-python on the
+admission policy that keeps the gate on its own node (its CEL evaluated with cel-expr-python on the
 requests the API server would admit), no team account able to patch nodes, the replacement role,
 and the Capacity Block window's scheduled actions."""
 
@@ -9,9 +9,7 @@ from __future__ import annotations
 import copy
 import json
 from datetime import UTC, datetime
-from functools import cache
 
-import celpy
 import pytest
 import yaml
 
@@ -24,12 +22,6 @@ from tests.conftest import ROOT, plan_of, set_pool
 from tests.node_admission import node_update_denials
 
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
-_env = celpy.Environment()
-
-
-@cache
-def _program(expression: str):
-    return _env.program(_env.compile(expression))
 
 
 def _gates(plan) -> dict[str, dict]:

@@ -1,7 +1,7 @@
 """The platform, not the tenant, decides a gang (issue 34, point 2): the team admission policy
 refuses a Kubeflow job whose schedulingPolicy.minResources is set, whose minAvailable disagrees
 with its replicas, an elastic job created above its minimum or grown by hand, and an HPA metric
-other than the platform's room. cel-python, as tests/security/test_tenancy.py evaluates the policy."""
+other than the platform's room. cel-expr-python, as tests/security/test_tenancy.py evaluates the policy."""
 
 from __future__ import annotations
 

@@ -14,9 +14,7 @@ import ipaddress
 import re
 import shlex
 from dataclasses import dataclass
-from functools import cache
 
-import celpy
 import pytest
 
 from components import storage
@@ -223,12 +221,6 @@ def test_datasets_are_readable_by_every_uid_and_writable_by_their_owner_only():
 
 
 # --- the FSx CSI node plugin patches only its own node's startup taint ---------------------------
-
-
-@cache
-def _program(expression: str):
-    env = celpy.Environment()
-    return env.program(env.compile(expression))
 
 
 def _node(taints=None) -> dict:

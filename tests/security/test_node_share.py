@@ -1,6 +1,7 @@
 """A team holds no more GPU nodes than its GPUs (issue 34, point 1): its pods on GPU nodes may not
 spread themselves one to a node or pick a node by name, and only its GPU pods may keep a node from
-being emptied. The team admission policy's CEL evaluated with cel-python, as tests/security/test_tenancy.py does."""
+being emptied. The team admission policy's CEL evaluated with cel-expr-python, as
+tests/security/test_tenancy.py does."""
 
 from __future__ import annotations
 

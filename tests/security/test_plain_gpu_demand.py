@@ -1,7 +1,7 @@
 """Plain workloads' GPU pods (Deployments, Jobs, StatefulSets and their pods) exist before Volcano
 admits them, so each pending one is autoscaler demand whatever its queue says: the namespace's
 `plain-gpu` quota counts the GPUs of every pod outside the training classes, at the team's GPU quota,
-and the team policy keeps training classes off plain GPU pods (cel-python, as test_tenancy.py)."""
+and the team policy keeps training classes off plain GPU pods (cel-expr-python, as test_tenancy.py)."""
 
 from __future__ import annotations
 

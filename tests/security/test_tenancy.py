@@ -1,6 +1,6 @@
 """Teams can't touch each other's data or jump each other's queues: the admission policies'
-CEL evaluated on compliant and violating objects (cel-python, the CEL spec's semantics on the
-JSON the API server hands the policy), and the prod plan's namespaces, bindings, Pod Security
+CEL evaluated on compliant and violating objects (cel-expr-python: cel-cpp, the CEL spec's
+semantics on the JSON the API server hands the policy), and the prod plan's namespaces, bindings, Pod Security
 labels, NetworkPolicies, service accounts and CNI setting."""
 
 from __future__ import annotations
@@ -8,19 +8,16 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
-from functools import cache
 
-import celpy
 import pytest
-from celpy import celtypes
 
 from components import tenancy
 from components.teams import rules_of
 from infra.offline import jobs, kubernetes_schema
+from tests import admission_cel
 from tests.conftest import STACKS, config_of, plan_of
 
 VISION = tenancy.TeamRules(name="vision", queue="experiments", priority_classes=("batch-low",), uid=20003)
-_env = celpy.Environment()
 
 
 class Authorizer:
@@ -28,69 +25,11 @@ class Authorizer:
     `authorizer.group(g).resource(r)[.namespace(ns)][.name(n)].check(verb).allowed()`, answered by
     `allow(group, resource, namespace, verb)` - the requester's RBAC rules, evaluated by the test."""
 
-    def __init__(self, allow, path: tuple = ()):
-        self.allow, self.path = allow, dict(path)
-
-    def step(self, key: str, value) -> Authorizer:
-        return Authorizer(self.allow, (*self.path.items(), (key, str(value))))
+    def __init__(self, allow: admission_cel.Allow):
+        self.allow = allow
 
 
-AUTHORIZER_FUNCTIONS = {
-    "group": lambda a, g: a.step("group", g),
-    "resource": lambda a, r: a.step("resource", r),
-    "namespace": lambda a, ns: a.step("namespace", ns),
-    "name": lambda a, n: a.step("name", n),
-    "check": lambda a, verb: a.step("verb", verb),
-    "allowed": lambda a: celtypes.BoolType(
-        a.allow(
-            a.path.get("group", ""), a.path.get("resource", ""), a.path.get("namespace", ""), a.path.get("verb", "")
-        )
-    ),
-}
-_SUFFIXES = {
-    "m": 1e-3,
-    "k": 1e3,
-    "M": 1e6,
-    "G": 1e9,
-    "T": 1e12,
-    "P": 1e15,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-}
-
-
-def _quantity(text) -> float:
-    """A Kubernetes quantity's value (k8s.io/apimachinery/pkg/api/resource: decimal and binary suffixes, exponents)."""
-    text = str(text)
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
-            return float(text[: -len(suffix)]) * _SUFFIXES[suffix]
-    return float(text)
-
-
-def _sum(values):
-    values = list(values)
-    if any(isinstance(v, celtypes.DoubleType) for v in values):
-        return celtypes.DoubleType(sum(float(v) for v in values))
-    return celtypes.IntType(sum(int(v) for v in values))
-
-
-# Kubernetes' CEL libraries (k8s.io/apiserver/pkg/cel/library): lists.go `list.sum()`, quantity.go
-# `quantity(s)` and its asApproximateFloat().
-LIST_FUNCTIONS = {
-    "sum": _sum,
-    "quantity": lambda text: ("quantity", _quantity(text)),
-    "asApproximateFloat": lambda q: celtypes.DoubleType(q[1]),
-}
 NOBODY = Authorizer(lambda *_: False)
-
-
-@cache
-def _program(expression: str):
-    return _env.program(_env.compile(expression), functions={**AUTHORIZER_FUNCTIONS, **LIST_FUNCTIONS})
 
 
 def verdicts(
@@ -107,26 +46,20 @@ def verdicts(
     DELETE), `oldObject` what it replaces, `request` the operation and the requester (by default
     `_creator`'s), and `authorizer` the requester's rights."""
     request = {"operation": operation, "userInfo": {"username": user or _creator(obj)}}
-    activation: dict = {
-        "object": celpy.json_to_cel(obj),
-        "oldObject": celpy.json_to_cel(old),
-        "request": celpy.json_to_cel(request),
-        "authorizer": authorizer,
-    }
-    variables: dict = {}
+    activation: dict = {**admission_cel.plain({"object": obj, "oldObject": old, "request": request}), "variables": {}}
     for variable in policy["spec"].get("variables", []):
-        activation["variables"] = celtypes.MapType(variables)
-        value = _program(variable["expression"]).evaluate(activation)
-        assert not isinstance(value, celpy.CELEvalError), (variable["name"], value)
-        variables[celtypes.StringType(variable["name"])] = value
-    activation["variables"] = celtypes.MapType(variables)
+        try:
+            value = admission_cel.evaluate(variable["expression"], activation, authorizer.allow)
+        except admission_cel.EvaluationError as error:
+            raise AssertionError((variable["name"], error)) from error
+        activation["variables"] = {**activation["variables"], variable["name"]: value}
     for validation in policy["spec"]["validations"]:
-        value = _program(validation["expression"]).evaluate(activation)
-        assert isinstance(value, celtypes.BoolType), (
-            validation["message"],
-            value,
-        )  # an evaluation error is a denial too
-        yield validation["message"], bool(value)
+        try:
+            value = admission_cel.evaluate(validation["expression"], activation, authorizer.allow)
+        except admission_cel.EvaluationError as error:  # an evaluation error is a denial too
+            raise AssertionError((validation["message"], error)) from error
+        assert isinstance(value, bool), (validation["message"], value)
+        yield validation["message"], value
 
 
 # kube-controller-manager's account for the pods of each workload kind (its controllers run as their own

@@ -7,11 +7,12 @@ policy permissions" (awsdocs/amazon-eks-user-guide:latest/ug/manage-access/k8s-a
 access-policy-reference.adoc@c88259ae, section AmazonEKSEditPolicy); like Kubernetes' user-facing
 `edit` role it writes pods, workloads, Services and NetworkPolicies in the namespace. So RBAC lets
 each attack through (asserted below) and the admission policies we render must refuse it: they are
-evaluated with cel-python exactly as tests/security/test_tenancy.py does (same evaluator), and every attack
-names the validation that refuses it; each `..._is_the_only_thing_refusing_it` test removes that
-validation and shows the attack then passes, so a policy change that drops the rule fails here.
-What admission cannot see (envFrom, an image's ENV) is closed on the GPU nodes, asserted on the
-plan. What only a live cluster confirms is listed in docs/security-tenancy.md with the command.
+evaluated with cel-expr-python exactly as tests/security/test_tenancy.py does (same evaluator,
+tests/admission_cel.py), and every attack names the validation that refuses it; each
+`..._is_the_only_thing_refusing_it` test removes that validation and shows the attack then
+passes, so a policy change that drops the rule fails here. What admission cannot see (envFrom, an
+image's ENV) is closed on the GPU nodes, asserted on the plan. What only a live cluster confirms is
+listed in docs/security-tenancy.md with the command.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A workload under Volcano that is no Kubeflow job gets the PodGroup Volcano's own controller makes
 (minMember from the owner's scheduling.volcano.sh/group-min-member, minResources that many pods'
 requests): the team policy admits a gang size from 0 to the pods the workload runs, and only the
-Training Operator and Volcano's controller name a pod's PodGroup. cel-python, as test_tenancy.py."""
+Training Operator and Volcano's controller name a pod's PodGroup. cel-expr-python, as test_tenancy.py."""
 
 from __future__ import annotations
 
