@@ -369,6 +369,8 @@ def new_stack(
     y = round_trip_yaml()
     doc = y.load(base_file.read_text())
     config = doc["config"]
+    if not choices.pools:
+        _refuse_pools_not_offered(name, region, base, root, choices, config.get(f"{G}:gpuPools") or [], offered)
     result = NewStack(name, region, base, stack_file, policy_file, "", "")
     old_region = config["aws:region"]
     config["aws:region"] = region
@@ -438,6 +440,98 @@ def new_stack(
             f"{base} has no policy config: {policy_file.relative_to(root)} runs every policy at its default level"
         )
     return result
+
+
+def _refuse_pools_not_offered(
+    name: str, region: str, base: str, root: Path, choices: Choices, pools: list, offered: dict[str, frozenset[str]]
+) -> None:
+    """The base's pools, copied without --gpu-pool, each need their types in `region`: a pool whose
+    types are not offered there is refused in one line that names the pools, the flag that replaces
+    them and, where the catalog has one that validates, the nearest offered pools as flags to paste.
+    Never substituted silently: a GPU type decides what fits and what it costs."""
+    everywhere = frozenset().union(*offered.values())
+    missing = [p for p in pools if not set(p.get("instanceTypes") or []) <= everywhere]
+    if not missing:
+        return
+    what = "; ".join(f"{p['name']} ({', '.join(p['instanceTypes'])})" for p in missing)
+    nearest = {t: _nearest_offered(t, everywhere) for p in missing for t in p["instanceTypes"] if t not in everywhere}
+    hint = ""
+    if all(nearest.values()):
+        specs = tuple(
+            PoolSpec(
+                p["name"],
+                tuple(dict.fromkeys(nearest.get(t) or t for t in p["instanceTypes"])),
+                int(p.get("minSize", 0)),
+                int(p.get("maxSize", 2)),
+            )
+            for p in pools
+        )
+        placeholder = ("arn:aws:iam::000000000000:role/placeholder",)  # the suggestion is checked, not written
+        try:
+            new_stack(
+                name,
+                region,
+                base,
+                root,
+                Choices(**{**vars(choices), "pools": specs, "admins": choices.admins or placeholder}),
+            )
+        except ConfigError:
+            specs = ()
+        if specs:
+            flags = " ".join(
+                f"--gpu-pool {s.name}:{','.join(s.instance_types)}:{s.min_size}-{s.max_size}" for s in specs
+            )
+            swaps = "; ".join(
+                dict.fromkeys(
+                    f"{n} for {t}: the same {_gpu_words(t)}"
+                    if _gpu_words(n) == _gpu_words(t)
+                    else f"{_gpu_words(n)} for {_gpu_words(t)}"
+                    for t, n in nearest.items()
+                    if n
+                )
+            )
+            hint = f"; the nearest offered there, on demand: {flags} ({swaps})"
+    raise ConfigError(
+        "--region",
+        f"{base}'s GPU pool{'s' if len(missing) > 1 else ''} {what} {'are' if len(missing) > 1 else 'is'} not offered "
+        f"in {region} ({source()}): pass the pools as --gpu-pool NAME:TYPE:MIN-MAX (`higgsfield types {region}` "
+        f"lists the GPU types each AZ offers){hint}; nothing was written",
+    )
+
+
+def _gpu_facts(instance_type: str) -> tuple[int, int, str, bool, int]:
+    """(GPUs, GiB of one GPU, GPU model, EFA, vCPUs) of a type, from the bundled catalog."""
+    facts = instance_types().get(instance_type) or {}
+    gpu_info = facts.get("GpuInfo") or {}
+    gpus = _gpus(instance_type)
+    model = " ".join(dict.fromkeys(str(g.get("Name", "")) for g in gpu_info.get("Gpus", [])))
+    per_gpu = gpu_info.get("TotalGpuMemoryInMiB", 0) // max(1, gpus) // 1024
+    return gpus, per_gpu, model, _efa(instance_type), (facts.get("VCpuInfo") or {}).get("DefaultVCpus", 0)
+
+
+def _gpu_words(instance_type: str) -> str:
+    gpus, per_gpu, model, _, _ = _gpu_facts(instance_type)
+    return f"{gpus} x {model} {per_gpu} GiB"
+
+
+def _nearest_offered(instance_type: str, offered: frozenset[str]) -> str | None:
+    """The offered GPU type nearest `instance_type`: as many GPUs a node (the quotas count them),
+    EFA if it has EFA (multi-node training), then the closest memory of one GPU (what a model
+    needs; on a tie the larger, and never under half of it: a T4 is no stand-in for an H100), the
+    closest vCPUs, then the closest name (g6e -> g6)."""
+    import difflib
+
+    gpus, per_gpu, _, efa, vcpus = _gpu_facts(instance_type)
+    if not gpus:
+        return None
+    candidates = [t for t in offered if _gpus(t) == gpus and (_efa(t) or not efa) and 2 * _gpu_facts(t)[1] >= per_gpu]
+
+    def distance(other: str) -> tuple[int, bool, int, float, str]:
+        _, their_gib, _, _, their_vcpus = _gpu_facts(other)
+        similarity = difflib.SequenceMatcher(None, instance_type, other).ratio()
+        return abs(their_gib - per_gpu), their_gib < per_gpu, abs(their_vcpus - vcpus), -similarity, other
+
+    return min(candidates, key=distance, default=None)
 
 
 def base_stack_file(root: Path, base: str) -> Path:

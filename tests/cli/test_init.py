@@ -106,20 +106,38 @@ def test_init_from_prod_buys_on_demand_where_prod_had_reservations_and_checks_cl
     assert main(["check", "big"]) == 0
 
 
-def test_init_refuses_a_region_without_the_pools_type_and_says_where_it_is_offered(project, capsys):
+def test_init_refuses_a_region_without_the_templates_pool_types_naming_the_pools_and_the_flag(project, capsys):
+    """af-south-1 offers no 8-GPU type with half an H100's memory: no stand-in is offered, only the way."""
     assert main(["init", *ADMIN, "far", "--region", "af-south-1", "--from", "prod"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(
-        "error: higgsfield:gpuPools[0].instanceTypes: instance type 'p5.48xlarge' is not offered anywhere in "
-        "af-south-1; offered in "
+        "error: --region: prod's GPU pools h100 (p5.48xlarge); h200-block (p5en.48xlarge); b200-odcr "
+        "(p6-b200.48xlarge) are not offered in af-south-1 (AWS's catalog as bundled with moto"
     )
-    assert (
-        "more regions" in err
-        and "AWS's catalog as bundled with moto" in err
-        and "higgsfield preflight" in err
-        and "`higgsfield types af-south-1` lists the GPU types each AZ of af-south-1 offers" in err
-    )
+    assert "pass the pools as --gpu-pool NAME:TYPE:MIN-MAX (`higgsfield types af-south-1` lists" in err
+    assert "nearest" not in err and err.count("\n") == 1
     assert not (project / "stacks" / "Pulumi.far.yaml").exists()
+
+
+def test_init_in_a_region_without_devs_types_offers_the_nearest_offered_pool_as_flags_that_work(project, capsys):
+    """Sydney has no g6e: the line names the L4 stand-in, and pasting its flags makes the stack."""
+    assert main(["init", *ADMIN, "syd", "--region", "ap-southeast-2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --region: dev's GPU pool l40s (g6e.xlarge, g6e.2xlarge) is not offered in ")
+    assert "the nearest offered there, on demand: --gpu-pool l40s:g6.xlarge,g6.2xlarge:0-2 (1 x L4 22 GiB for " in err
+    assert not (project / "stacks" / "Pulumi.syd.yaml").exists()
+    assert (
+        main(["init", *ADMIN, "syd", "--region", "ap-southeast-2", "--gpu-pool", "l40s:g6.xlarge,g6.2xlarge:0-2"]) == 0
+    )
+
+
+def test_init_suggests_every_pool_since_gpu_pool_flags_replace_them_all(project, capsys):
+    """prod in Sydney: h100 is offered and kept; p5en and p6-b200 get the H200 p5e."""
+    assert main(["init", *ADMIN, "syd", "--region", "ap-southeast-2", "--from", "prod"]) == 2
+    assert (
+        "--gpu-pool h100:p5.48xlarge:0-16 --gpu-pool h200-block:p5e.48xlarge:0-8 --gpu-pool b200-odcr:p5e.48xlarge:0-4 "
+        "(p5e.48xlarge for p5en.48xlarge: the same 8 x H200 141 GiB; "
+    ) in capsys.readouterr().err
 
 
 def test_init_never_overwrites_a_stack(project, capsys):
