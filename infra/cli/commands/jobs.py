@@ -26,7 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     render.add_argument("--stack", dest="old_stack", help=argparse.SUPPRESS)  # the old form: EXAMPLE --stack STACK
     render.add_argument(
-        "--pool", metavar="POOL", help="GPU pool (default: the first on-demand pool; EFA pools first for NCCL tests)"
+        "--pool",
+        metavar="POOL",
+        help="GPU pool (default: the first pool the example fits: on-demand first; for serving and evaluation the "
+        "fewest GPUs a node; EFA pools for NCCL tests)",
     )
     render.add_argument("--team", metavar="TEAM", help="team namespace (default: the first team)")
     render.add_argument(
@@ -71,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "yaml":  # the text is YAML already, comments and all
         args.output = None
     # JSON as a List, which kubectl apply -f takes like the YAML documents
-    emit(args, lambda: {"apiVersion": "v1", "kind": "List", "items": objects}, lambda: jobs.to_yaml(objects))
+    placed = jobs.placement_comment(args.example, cfg, pool=args.pool, team=args.team)
+    emit(args, lambda: {"apiVersion": "v1", "kind": "List", "items": objects}, lambda: placed + jobs.to_yaml(objects))
     return 0
 
 
