@@ -516,6 +516,25 @@ class StackConfig(Setting):
         return sum(p.max_size * p.gpus_per_node for p in self.gpu_pools)
 
     @property
+    def fsx_away_from_efa_pools(self) -> str | None:
+        """Where FSx is on and EFA pools sit in more than one AZ: the line that says which pools
+        read and checkpoint across AZs, naming the settings (plan's note, check's advisory; init
+        says the same when the region leaves no choice). None: FSx is off or beside every EFA pool."""
+        efa = [(i, p) for i, p in enumerate(self.gpu_pools) if p.efa]
+        zone = self.fsx.availability_zone
+        away = [(i, p) for i, p in efa if p.availability_zone != zone]
+        if not self.fsx.enabled or not away:
+            return None
+        pools = ", ".join(
+            f"{p.name} in {p.availability_zone} (higgsfield:gpuPools[{i}].availabilityZone)" for i, p in away
+        )
+        return (
+            f"higgsfield:fsx: FSx is in {zone} (fsx.availabilityZone, default the first EFA pool's zone), but EFA "
+            f"pool{'s' if len(away) > 1 else ''} {pools} read and checkpoint across AZs (latency, cross-AZ "
+            "traffic): put every EFA pool in one zone with FSx"
+        )
+
+    @property
     def api_service_ip(self) -> str:
         """The `kubernetes` Service's ClusterIP in this stack's cluster (infra/config/cluster.py)."""
         return api_service_ip(self.vpc_cidr)

@@ -248,6 +248,13 @@ def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
     ]
 
 
+def fsx_beside_efa_pools(plan: Plan) -> list[Finding]:
+    """FSx in one AZ and EFA pools in another: their reads and checkpoints cross AZs (the settings'
+    rule: fsx.availabilityZone is the EFA pools' zone, docs/reference/settings.md)."""
+    apart = plan.config.fsx_away_from_efa_pools
+    return [Finding("fsx-zone", "advisory", None, apart)] if apart else []
+
+
 def endpoint_placeholder(plan: Plan) -> list[Finding]:
     """The shipped stacks' example allow-list, still in place: a documentation range (RFC 5737)
     sends no request, so the public endpoint would admit no one and kubectl times out."""
@@ -314,6 +321,7 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
         + examples_teams_cannot_run(plan)
         + ci_delivery(plan, root)
         + endpoint_placeholder(plan)
+        + fsx_beside_efa_pools(plan)
         + training_minimum_preemptable(plan)
     )
     violations += [
