@@ -287,6 +287,27 @@ class CheckResult:
         return [f for f in self.violations if f.level == "mandatory"]
 
 
+def _policy_config_hint(stack: str, path: Path, root: Path) -> str:
+    """How to make the missing policy config of a stack whose file exists: a copy of the config of
+    the stack's environment, the project's own else the shipped one (init writes one only with a
+    new stack), or --policy-config."""
+    from infra.core.assets import shipped
+    from infra.offline.evaluate import load_stack
+
+    try:
+        environment = load_stack(stack, root).environment
+    except Exception:  # a stack that does not load says so itself once the config is there
+        environment = "dev"
+    own = root / "policies" / "config" / f"{environment}.json"  # a checkout's (or the project's own) levels
+    source = own if own.is_file() else shipped(f"policies/config/{environment}.json")
+    shown = [os.path.relpath(p) if p.is_relative_to(Path.cwd()) else str(p) for p in (source, path)]
+    folder = "" if path.parent.is_dir() else f"mkdir -p {os.path.dirname(shown[1])} && "
+    return (
+        f"`{folder}cp {shown[0]} {shown[1]}` starts from the {environment} levels (the stack's environment), or pass "
+        "--policy-config FILE"
+    )
+
+
 def check_stack(stack: str, policy_config: Path | None = None, root: Path | None = None) -> CheckResult:
     """Policies, schemas and example fits over the offline plan of `stack`, with the stack's
     policy pack config (policies/config/STACK.json unless given). A stack without one is refused:
@@ -303,10 +324,7 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     if not path.is_file():
         if policy_config is not None:
             raise StackNotFound(f"--policy-config {path}: no such file")
-        raise StackNotFound(
-            f"policy config {path} not found: `higgsfield init {stack} --region REGION` writes one, or pass "
-            "--policy-config FILE"
-        )
+        raise StackNotFound(f"policy config {path} not found: {_policy_config_hint(stack, path, root)}")
     pack_config = load_pack_config(path, option)
     plan = record(stack, root)
     violations, skipped = run_policies(plan, pack_config)

@@ -159,9 +159,23 @@ def test_check_refuses_a_stack_without_its_policy_config(project, capsys):
     shutil.copy(project / "stacks" / "Pulumi.dev.yaml", project / "stacks" / "Pulumi.mine.yaml")
     assert main(["check", "mine"]) == 2
     assert (
-        "policies/config/mine.json not found: `higgsfield init mine --region REGION` writes one"
-        in capsys.readouterr().err
+        "policies/config/mine.json not found: `cp policies/config/dev.json policies/config/mine.json` starts from "
+        "the dev levels (the stack's environment), or pass --policy-config FILE" in capsys.readouterr().err
     )
+
+
+def test_the_missing_policy_config_hint_is_a_command_that_makes_check_run(project, capsys):
+    """Not `init`, which refuses a stack file that exists: the hint's cp line, run as printed."""
+    import re
+    import subprocess
+
+    shutil.copy(project / "stacks" / "Pulumi.prod.yaml", project / "stacks" / "Pulumi.mine.yaml")
+    shutil.rmtree(project / "policies")  # a project of one's own: the levels are the installed package's
+    assert main(["check", "mine"]) == 2
+    command = re.search(r"`((?:mkdir -p [^`]+ && )?cp [^`]+)`", capsys.readouterr().err)[1]
+    assert "prod.json" in command
+    subprocess.run(command, shell=True, check=True, cwd=project)
+    assert main(["check", "mine"]) in (0, 1), capsys.readouterr().err
 
 
 def test_preflight_says_which_azs_the_account_is_offered_a_missing_type_in():
