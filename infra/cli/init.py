@@ -546,32 +546,57 @@ def base_stack_file(root: Path, base: str) -> Path:
 # host runs the project's `main` (the project folder by default) with runpy.run_path, which runs a
 # folder's __main__.py
 # (pulumi/pulumi:sdk/python/cmd/pulumi-language-python-exec@0491e0d1a5054b2977f1c119c04ccd34920556a4).
-_PROGRAM = '''"""This project's Pulumi program: the installed higgsfield package's (infra/__main__.py)."""
+# The entry point's own folder leaves the import path first, so a folder of the project named
+# `infra` (or `policies`) never stands in for the installed package.
+_ENTRY = '''"""This project's {what}: the installed higgsfield package's ({source})."""
 
 import runpy
+import sys
+from pathlib import Path
 
-runpy.run_module("infra", run_name="__main__", alter_sys=True)
+# The installed package's `{module}`, never a folder of that name here: this folder leaves the import path.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _HERE]
+runpy.run_module("{module}", run_name="__main__", alter_sys=True)
 '''
-_POLICY_PACK = '''"""This project's policy pack (`pulumi up --policy-pack policies`): the installed higgsfield
-package's (policies/rules.py)."""
-
-import runpy
-
-runpy.run_module("policies", run_name="__main__", alter_sys=True)
-'''
+_PROGRAM = _ENTRY.format(what="Pulumi program", source="infra/__main__.py", module="infra")
+_POLICY_PACK = _ENTRY.format(
+    what="policy pack (`pulumi up --policy-pack policies`)", source="policies/rules.py", module="policies"
+)
 
 
-def _virtualenv() -> str | None:
-    """The virtualenv this CLI runs in (where the package is installed), for the project's runtime."""
-    return sys.prefix if sys.prefix != sys.base_prefix else None
+def _virtualenv(root: Path) -> str | None:
+    """The virtualenv this CLI runs in (where the package is installed) as the project's runtime,
+    when it is inside the project: relative to it, as Pulumi resolves a relative `virtualenv`
+    against the project folder (pulumi/pulumi:sdk/python/toolchain/pip.go@c944503e9d440bd57967123360e9b8bdde287988
+    resolveVirtualEnvironmentPath). Elsewhere None: an absolute path of one machine would be
+    committed, so the project names none and Pulumi runs `python3` from PATH, or PULUMI_PYTHON_CMD
+    (pip.go CommandPath): the activated virtualenv (init's note says so)."""
+    if sys.prefix == sys.base_prefix:
+        return None
+    venv = Path(sys.prefix).resolve()
+    return venv.relative_to(root.resolve()).as_posix() if venv.is_relative_to(root.resolve()) else None
 
 
-def project_files(ci: bool = False) -> dict[str, str]:
+def runtime_note(root: Path) -> str | None:
+    """What init says when the project names no virtualenv: how Pulumi finds the package."""
+    if _virtualenv(root) is not None:
+        return None
+    python = Path(sys.executable)
+    where = f" in {sys.prefix}" if sys.prefix != sys.base_prefix else ""
+    return (
+        f"Pulumi.yaml names no virtualenv (a path of this machine would be committed): `pulumi` runs python3 from "
+        f"PATH, so activate the environment higgsfield is installed{where} first, or export PULUMI_PYTHON_CMD={python}"
+    )
+
+
+def project_files(ci: bool = False, root: Path | None = None) -> dict[str, str]:
     """{path in the project: text} of a new project: Pulumi.yaml (the shipped project file, its
-    program the installed package's, in the virtualenv the package is installed in; with `ci`, in
-    .venv of the project, where the workflows install it), the program's and the policy pack's entry
-    points, the policy pack's project file, and the JSON Schemas the stack files (and job files) name
-    for an editor (`higgsfield schema --write` rewrites them after an upgrade)."""
+    program the installed package's, in the virtualenv the package is installed in when that is in
+    the project, else python3 from PATH; with `ci`, in .venv of the project, where the workflows
+    install it), the program's and the policy pack's entry points, the policy pack's project file,
+    and the JSON Schemas the stack files (and job files) name for an editor (`higgsfield schema
+    --write` rewrites them after an upgrade)."""
     from infra.cli.schema import JOB_SCHEMA_PATH, SCHEMA_PATH, job_schema_text, schema_text
 
     y = round_trip_yaml()
@@ -579,10 +604,10 @@ def project_files(ci: bool = False) -> dict[str, str]:
     project.pop("main", None)  # the project folder: its __main__.py runs the installed program
     options = project["runtime"]["options"]
     policy = y.load(_packaged_policy().read_text())
-    venv = None if ci else _virtualenv()  # with ci: the shipped files' .venv, ../.venv stay
-    for runtime_options in (options, (policy.get("runtime") or {}).get("options") or {}):
+    venv = None if ci else _virtualenv(root or Path.cwd())  # with ci: the shipped files' .venv, ../.venv stay
+    for runtime_options, up in ((options, ""), ((policy.get("runtime") or {}).get("options") or {}, "../")):
         if venv:
-            runtime_options["virtualenv"] = venv
+            runtime_options["virtualenv"] = up + venv  # the policy pack's is relative to policies/
         elif not ci:
             runtime_options.pop("virtualenv", None)
     texts = {}
@@ -607,7 +632,7 @@ def start_project(root: Path, extra: dict[str, str] | None = None, ci: bool = Fa
     """Write a new project's files (and `extra`) into `root` (none of them there yet); the paths
     written. A file of that name already there (a folder that is no project yet, but not empty) is
     refused before anything is written."""
-    files = project_files(ci) | (extra or {})
+    files = project_files(ci, root) | (extra or {})
     taken = [name for name in files if (root / name).exists()]
     if taken:
         raise ConfigError(
@@ -734,6 +759,9 @@ def create(
             written = [p.relative_to(root) for p in start_project(root, ci_texts, ci)]
             stack.project_files = [p for p in written if str(p) not in ci_texts]
             stack.ci_files = [p for p in written if str(p) in ci_texts]
+            runtime = None if ci else runtime_note(root)
+            if runtime:
+                stack.notes.append(runtime)
         write(stack, root)
         if ci and not new_project:
             stack.ci_files = _add_missing(root, ci_texts, ci_notes)

@@ -357,3 +357,48 @@ def test_check_names_one_refusal_once_with_every_example_it_stops(project_copy, 
     ]  # the others run upstream images
     assert len(needs_ours) > 1 and all(f"examples/{e}.yaml" in finding.message for e in needs_ours)
     assert finding.message.count("higgsfield:admins: names no AWS account") == 1
+
+
+def _new_project(tmp_path, monkeypatch, capsys, prefix):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.prefix", str(prefix))  # where the package is installed (a virtualenv)
+    assert main(["init", *ADMIN, "paris", "--region", "eu-north-1"]) == 0
+    return yaml.safe_load((tmp_path / "Pulumi.yaml").read_text()), " ".join(capsys.readouterr().out.split())
+
+
+def test_a_new_project_names_no_path_of_this_machine_for_a_virtualenv_outside_it(tmp_path, monkeypatch, capsys):
+    """Pulumi.yaml is committed: an absolute path to one's own virtualenv fails on a teammate's machine."""
+    project, said = _new_project(tmp_path, monkeypatch, capsys, "/home/me/venvs/higgsfield")
+    assert "virtualenv" not in project["runtime"]["options"]
+    assert "/home/me/venvs" not in (tmp_path / "policies" / "PulumiPolicy.yaml").read_text()
+    assert "`pulumi` runs python3 from PATH" in said and "PULUMI_PYTHON_CMD=" in said
+
+
+def test_a_virtualenv_inside_the_project_is_its_runtime_relative_to_the_project(tmp_path, monkeypatch, capsys):
+    project, said = _new_project(tmp_path, monkeypatch, capsys, tmp_path / ".venv")
+    assert project["runtime"]["options"]["virtualenv"] == ".venv"
+    policy = yaml.safe_load((tmp_path / "policies" / "PulumiPolicy.yaml").read_text())
+    assert policy["runtime"]["options"]["virtualenv"] == "../.venv"  # relative to policies/
+    assert "PULUMI_PYTHON_CMD" not in said
+
+
+def test_the_projects_program_is_the_installed_infra_even_beside_a_folder_named_infra(tmp_path, monkeypatch, capsys):
+    """Pulumi runs the project's __main__.py with the project first on the import path: a project's
+    own `infra/` package must not stand in for the installed program."""
+    import subprocess
+    import sys
+
+    _new_project(tmp_path, monkeypatch, capsys, "/elsewhere")
+    (tmp_path / "infra").mkdir()
+    (tmp_path / "infra" / "__init__.py").write_text("raise SystemExit('the project infra ran')\n")
+    probe = (
+        "import importlib.util, runpy, sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "runpy.run_module = lambda name, **_: print(importlib.util.find_spec(name).origin)\n"
+        f"runpy.run_path({str(tmp_path / '__main__.py')!r}, run_name='__main__')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(ROOT)}
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(ROOT / "infra" / "__init__.py")
