@@ -107,6 +107,8 @@ class PoolSpec:
                 "--gpu-pool", f"{text!r} is not NAME:TYPE[,TYPE...][:MIN-MAX] (e.g. h100:p5.48xlarge:0-4)"
             )
         low, high = (int(sizes[1]), int(sizes[2])) if sizes else (0, 2)
+        if low > high:
+            raise ConfigError("--gpu-pool", f"{text!r}: its minimum {low} is above its maximum {high} (MIN-MAX nodes)")
         return cls(parts[0], tuple(parts[1].split(",")), low, high)
 
 

@@ -402,3 +402,17 @@ def test_the_projects_program_is_the_installed_infra_even_beside_a_folder_named_
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(ROOT / "infra" / "__init__.py")
+
+
+def test_a_pool_flag_whose_minimum_is_above_its_maximum_says_so(project, capsys):
+    assert main(["init", *ADMIN, "mine", "--region", "eu-north-1", "--gpu-pool", "h100:p5.48xlarge:4-0"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --gpu-pool: 'h100:p5.48xlarge:4-0': its minimum 4 is above its maximum 0 (MIN-MAX nodes)\n"
+    )
+
+
+def test_the_pool_flags_help_says_sizes_are_optional_and_their_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["init", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "NAME:TYPE[,TYPE][:MIN-MAX]" in help_text and "its nodes from 0 to 2 if no MIN-MAX" in help_text

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.filename is not None:
         return _render_file(args)
-    stack_then(args, "example")
+    stack_then(args, "example", lambda stack: jobs.examples_for(load_stack(stack)))
     cfg = load_stack(args.stack)
     objects = jobs.render(
         args.example,
