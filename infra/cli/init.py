@@ -17,7 +17,7 @@ image (the gate runs it privileged on every GPU node); the admins are asked for 
 required), never copied.
 The new stack is validated like any other before anything is written: in a scratch copy of the
 project, so an interrupted or refused init leaves nothing in stacks/. The files are then published
-under a lock (stacks/.init.lock), each by a hard link that fails if the name exists, so two inits
+under a lock (on the stacks folder), each by a hard link that fails if the name exists, so two inits
 at once never write over each other's stack, and a reader never sees half a file.
 """
 
@@ -31,7 +31,6 @@ import json
 import os
 import re
 import shutil
-import stat
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -721,23 +720,21 @@ def _publish(staged: Path, final: Path, root: Path) -> None:
 
 @contextlib.contextmanager
 def _init_lock(root: Path) -> Iterator[None]:
-    """One init at a time publishes into this project (an advisory lock, released on exit)."""
+    """One init at a time publishes into this project: an advisory lock on the stacks folder itself
+    (released on exit), so no lock file is left behind to be committed."""
     (root / "stacks").mkdir(exist_ok=True)
-    path = root / "stacks" / ".init.lock"
-    try:  # a regular file only: a FIFO would block the open, a link would lock (and create) its target
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    try:
+        fd = os.open(root / "stacks", os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
-        raise ConfigError(
-            "STACK", f"{path.relative_to(root)} cannot be the lock of init ({exc.strerror}): delete it"
-        ) from None
-    with os.fdopen(fd, "w") as lock:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ConfigError("STACK", f"{path.relative_to(root)} is not a regular file, so no lock of init: delete it")
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        raise ConfigError("STACK", f"stacks cannot be locked for init ({exc.strerror})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def create(

@@ -416,3 +416,10 @@ def test_the_pool_flags_help_says_sizes_are_optional_and_their_default(capsys):
         main(["init", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "NAME:TYPE[,TYPE][:MIN-MAX]" in help_text and "its nodes from 0 to 2 if no MIN-MAX" in help_text
+
+
+def test_init_leaves_nothing_in_stacks_but_the_stack_file(tmp_path, monkeypatch, capsys):
+    """No lock file to be swept into the first commit."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", *ADMIN, "paris", "--region", "eu-north-1"]) == 0
+    assert sorted(p.name for p in (tmp_path / "stacks").iterdir()) == ["Pulumi.paris.yaml"]
