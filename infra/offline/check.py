@@ -183,7 +183,7 @@ def examples_teams_cannot_run(plan: Plan) -> list[Finding]:
             "example-jobs-fit",
             "advisory",
             None,
-            f"examples/{example}.yaml for team {team.name}: {exc.problems[0].message}",
+            f"example {example} (jobs render STACK {example}) for team {team.name}: {exc.problems[0].message}",
         )
         for example in jobs.examples_for(plan.config)
         for team, exc in jobs.teams_it_does_not_fit(example, plan.config)

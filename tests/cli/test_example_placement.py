@@ -71,5 +71,5 @@ def test_check_says_no_size_fits_only_when_no_pool_of_the_stack_fits(syd, capsys
     path.write_text(path.read_text().replace("maxSize: 6", "maxSize: 1"))  # serve: 4 GPUs, DDP needs 2 pods
     assert main(["check", "syd"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "pytorch-ddp for team robotics" in out or "pytorch-ddp.yaml for team robotics" in out
+    assert "example pytorch-ddp (jobs render STACK pytorch-ddp) for team robotics" in out
     assert "no size of it fits on any pool of the stack" in out
