@@ -187,3 +187,26 @@ def test_healthcheck_render_takes_json_as_jobs_render_does(capsys):
 def test_json_with_another_format_is_refused_not_one_of_them_printed_silently(capsys):
     assert main(["cost", "dev", "--json", "-o", "yaml"]) == 2
     assert "--json and -o yaml ask for two formats: give one" in capsys.readouterr().err
+
+
+def _completer(argv_prefix: list[str], dest: str):
+    from infra.cli.main import parser
+
+    sub = parser()
+    for name in argv_prefix:  # down the subcommands
+        sub = next(a for a in sub._actions if a.dest and a.choices and name in a.choices).choices[name]
+    return next(a for a in sub._actions if a.dest == dest).completer
+
+
+def test_completion_after_jobs_render_stack_offers_the_examples_not_files():
+    assert _completer(["jobs", "render"], "example")() == sorted(jobs.EXAMPLES)
+
+
+def test_completion_after_healthcheck_render_stack_offers_its_pools():
+    import argparse
+
+    assert _completer(["healthcheck", "render"], "pool")(parsed_args=argparse.Namespace(stack="prod")) == [
+        "h100",
+        "h200-block",
+        "b200-odcr",
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from infra.cli.arguments import IMAGE_HELP, stack_argument, stack_then
+from infra.cli.completion import pools_of_stack
 from infra.cli.output import add_report_options, emit
 
 
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "[-o FORMAT|FILE]",
     )
     stack_argument(render)
-    render.add_argument("pool", nargs="?", metavar="POOL", help="GPU pool to check")
+    render.add_argument("pool", nargs="?", metavar="POOL", help="GPU pool to check").completer = pools_of_stack
     render.add_argument("--stack", dest="old_stack", help=argparse.SUPPRESS)  # the old form: POOL --stack STACK
     render.add_argument("--team", metavar="TEAM", help="namespace to run in (default: the first team)")
     render.add_argument("--nodes", type=int, metavar="N", help="nodes to check (default: min(2, maxSize))")

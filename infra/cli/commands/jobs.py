@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from infra.cli.arguments import IMAGE_HELP, stack_argument, stack_then
+from infra.cli.completion import examples_shipped
 from infra.cli.output import add_report_options, emit
 from infra.core.assets import shipped
 
@@ -17,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     stack_argument(render)
     # every shipped example (a team's own job file, *.job.yaml, goes with -f)
     examples = " | ".join(sorted(p.stem for p in shipped("examples").glob("*.yaml") if not p.stem.endswith(".job")))
-    render.add_argument("example", nargs="?", metavar="EXAMPLE", help=examples)
+    render.add_argument("example", nargs="?", metavar="EXAMPLE", help=examples).completer = examples_shipped
     render.add_argument(
         "-f",
         "--filename",
