@@ -147,6 +147,22 @@ def _efa(instance_type: str) -> bool:
     return bool(((instance_types().get(instance_type) or {}).get("NetworkInfo") or {}).get("EfaSupported"))
 
 
+def _team_uid(name: str, taken: set) -> int:
+    """A team's UID from its name (20000 and up), so the same team owns its files under the same UID
+    in every stack init makes, whichever stack it starts from; the next free one on a clash (added
+    to `taken`)."""
+    import zlib
+
+    uid = TEAM_UID_BASE + zlib.crc32(name.encode()) % TEAM_UID_SPAN
+    while uid in taken:
+        uid += 1
+    taken.add(uid)
+    return uid
+
+
+TEAM_UID_BASE, TEAM_UID_SPAN = 20000, 1_000_000  # above system and login UIDs, far below 2^31
+
+
 def _apply_choices(config: dict, choices: Choices, result: NewStack, base: str) -> None:
     """The flags' pools, system-node types, teams, environment and admins, in the copied config."""
     if choices.pools:
@@ -185,7 +201,7 @@ def _apply_choices(config: dict, choices: Choices, result: NewStack, base: str) 
         specs = scheduler.get("priorityClasses") or []
         classes = [c["name"] for c in specs]
         serving = any(c.get("workload") == "serving" for c in specs)
-        first_uid = max([t.get("uid", 20000) for t in scheduler.get("teams") or []] + [20000]) + 1
+        taken = {t.get("uid") for t in scheduler.get("teams") or []}
         # Each team a queue of its own: the queue's capability is the team's GPU quota, whole gangs
         # at a time (docs/design/autoscaler-demand.md); serving classes get a quarter of it.
         gpus = {t.name: most if t.gpus is None else t.gpus for t in choices.teams}
@@ -196,10 +212,10 @@ def _apply_choices(config: dict, choices: Choices, result: NewStack, base: str) 
                 "queue": t.name,
                 "gpuQuota": gpus[t.name],
                 "priorityClasses": list(classes),
-                "uid": first_uid + i,
+                "uid": _team_uid(t.name, taken),
                 **({"servingGpuQuota": max(1, gpus[t.name] // 4) if gpus[t.name] else 0} if serving else {}),
             }
-            for i, t in enumerate(choices.teams)
+            for t in choices.teams
         ]
         owners = {t.name for t in choices.teams}
         fsx = config.get(f"{G}:fsx") or {}

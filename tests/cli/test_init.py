@@ -423,3 +423,27 @@ def test_init_leaves_nothing_in_stacks_but_the_stack_file(tmp_path, monkeypatch,
     monkeypatch.chdir(tmp_path)
     assert main(["init", *ADMIN, "paris", "--region", "eu-north-1"]) == 0
     assert sorted(p.name for p in (tmp_path / "stacks").iterdir()) == ["Pulumi.paris.yaml"]
+
+
+def test_a_team_gets_the_same_uid_in_every_stack_init_makes(project, capsys):
+    """Its files on FSx and in S3 belong to one UID, whichever stack the new one starts from."""
+    for name, base in (("one", "dev"), ("two", "prod")):
+        argv = [
+            "init",
+            *ADMIN,
+            name,
+            "--region",
+            "eu-north-1",
+            "--from",
+            base,
+            "--team",
+            "speech:1",
+            "--team",
+            "nlp:1",
+        ]
+        assert main(argv) == 0, capsys.readouterr().err
+    uids = [
+        {t["name"]: t["uid"] for t in _config(project, stack)["higgsfield:scheduler"]["teams"]}
+        for stack in ("one", "two")
+    ]
+    assert uids[0] == uids[1] and len(set(uids[0].values())) == 2
