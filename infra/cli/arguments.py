@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from infra.cli.completion import stacks_here
 from infra.cli.output import UsageError
@@ -19,12 +20,19 @@ def stack_argument(command: argparse.ArgumentParser, help: str = "the stack: sta
     command.add_argument("stack", metavar="STACK", help=help).completer = stacks_here  # type: ignore[attr-defined]
 
 
-def stack_then(args: argparse.Namespace, name: str) -> None:
+def stack_then(args: argparse.Namespace, name: str, known: Callable[[str], list[str]] | None = None) -> None:
     """Every command names the stack first (`higgsfield jobs render STACK EXAMPLE`). The old
-    form of jobs/healthcheck render (`NAME --stack STACK`) still works, with a note."""
+    form of jobs/healthcheck render (`NAME --stack STACK`) still works, with a note. A missing
+    NAME is refused naming what the stack offers (`known(stack)`), where it can be read."""
     if args.old_stack is None:
         if getattr(args, name) is None:
-            raise UsageError(f"{args.usage}: name the {name} after the stack")
+            offered = ""
+            if known is not None:
+                try:
+                    offered = f" ({name}s of {args.stack}: {', '.join(known(args.stack)) or 'none'})"
+                except Exception:  # a stack that does not load says so when named right
+                    offered = ""
+            raise UsageError(f"{args.usage}: name the {name} after the stack{offered}")
         return
     if getattr(args, name) is not None:
         raise UsageError(f"{args.usage}: the stack is named twice (first argument and --stack)")

@@ -74,8 +74,23 @@ def _kubernetes() -> Any:
     return kubernetes
 
 
-def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
-    """An API client from the kubeconfig (default: $KUBECONFIG or ~/.kube/config) and context."""
+def _kubeconfig_hint(stack: str | None) -> str:
+    """The command that writes a kubeconfig for `stack`'s cluster (its region and name), where the
+    stack can be read; else the command's shape."""
+    if stack is not None:
+        try:
+            from infra.offline.evaluate import load_stack
+
+            cfg = load_stack(stack)
+            return f"aws eks update-kubeconfig --region {cfg.region} --name {cfg.name}"
+        except Exception:  # the stack's own problems are not this error's
+            pass
+    return "aws eks update-kubeconfig --region REGION --name CLUSTER"
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None, stack: str | None = None) -> Any:
+    """An API client from the kubeconfig (default: $KUBECONFIG or ~/.kube/config) and context; no
+    kubeconfig is refused with the command that writes one for `stack`'s cluster."""
     import os
 
     kubernetes = _kubernetes()
@@ -85,7 +100,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
     try:
         return kubernetes.config.new_client_from_config(config_file=files, context=context)
     except kubernetes.config.ConfigException as exc:
-        raise ApiError(0, "NoKubeconfig", f"{exc} (aws eks update-kubeconfig --name CLUSTER writes one)") from None
+        raise ApiError(0, "NoKubeconfig", f"{exc} (`{_kubeconfig_hint(stack)}` writes one)") from None
 
 
 def _refused(exc: Any) -> ApiError:
@@ -758,7 +773,7 @@ class Job:
     @property
     def api(self) -> Any:
         if self._api is None:
-            self._api = connect(self.kubeconfig, self.context)
+            self._api = connect(self.kubeconfig, self.context, self.stack)
         return self._api
 
     def render(self) -> list[dict]:

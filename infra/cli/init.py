@@ -17,7 +17,7 @@ image (the gate runs it privileged on every GPU node); the admins are asked for 
 required), never copied.
 The new stack is validated like any other before anything is written: in a scratch copy of the
 project, so an interrupted or refused init leaves nothing in stacks/. The files are then published
-under a lock (stacks/.init.lock), each by a hard link that fails if the name exists, so two inits
+under a lock (on the stacks folder), each by a hard link that fails if the name exists, so two inits
 at once never write over each other's stack, and a reader never sees half a file.
 """
 
@@ -31,7 +31,6 @@ import json
 import os
 import re
 import shutil
-import stat
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -107,6 +106,8 @@ class PoolSpec:
                 "--gpu-pool", f"{text!r} is not NAME:TYPE[,TYPE...][:MIN-MAX] (e.g. h100:p5.48xlarge:0-4)"
             )
         low, high = (int(sizes[1]), int(sizes[2])) if sizes else (0, 2)
+        if low > high:
+            raise ConfigError("--gpu-pool", f"{text!r}: its minimum {low} is above its maximum {high} (MIN-MAX nodes)")
         return cls(parts[0], tuple(parts[1].split(",")), low, high)
 
 
@@ -144,6 +145,22 @@ def _gpus(instance_type: str) -> int:
 
 def _efa(instance_type: str) -> bool:
     return bool(((instance_types().get(instance_type) or {}).get("NetworkInfo") or {}).get("EfaSupported"))
+
+
+def _team_uid(name: str, taken: set) -> int:
+    """A team's UID from its name (20000 and up), so the same team owns its files under the same UID
+    in every stack init makes, whichever stack it starts from; the next free one on a clash (added
+    to `taken`)."""
+    import zlib
+
+    uid = TEAM_UID_BASE + zlib.crc32(name.encode()) % TEAM_UID_SPAN
+    while uid in taken:
+        uid += 1
+    taken.add(uid)
+    return uid
+
+
+TEAM_UID_BASE, TEAM_UID_SPAN = 20000, 1_000_000  # above system and login UIDs, far below 2^31
 
 
 def _apply_choices(config: dict, choices: Choices, result: NewStack, base: str) -> None:
@@ -184,7 +201,7 @@ def _apply_choices(config: dict, choices: Choices, result: NewStack, base: str) 
         specs = scheduler.get("priorityClasses") or []
         classes = [c["name"] for c in specs]
         serving = any(c.get("workload") == "serving" for c in specs)
-        first_uid = max([t.get("uid", 20000) for t in scheduler.get("teams") or []] + [20000]) + 1
+        taken = {t.get("uid") for t in scheduler.get("teams") or []}
         # Each team a queue of its own: the queue's capability is the team's GPU quota, whole gangs
         # at a time (docs/design/autoscaler-demand.md); serving classes get a quarter of it.
         gpus = {t.name: most if t.gpus is None else t.gpus for t in choices.teams}
@@ -195,10 +212,10 @@ def _apply_choices(config: dict, choices: Choices, result: NewStack, base: str) 
                 "queue": t.name,
                 "gpuQuota": gpus[t.name],
                 "priorityClasses": list(classes),
-                "uid": first_uid + i,
+                "uid": _team_uid(t.name, taken),
                 **({"servingGpuQuota": max(1, gpus[t.name] // 4) if gpus[t.name] else 0} if serving else {}),
             }
-            for i, t in enumerate(choices.teams)
+            for t in choices.teams
         ]
         owners = {t.name for t in choices.teams}
         fsx = config.get(f"{G}:fsx") or {}
@@ -369,6 +386,8 @@ def new_stack(
     y = round_trip_yaml()
     doc = y.load(base_file.read_text())
     config = doc["config"]
+    if not choices.pools:
+        _refuse_pools_not_offered(name, region, base, root, choices, config.get(f"{G}:gpuPools") or [], offered)
     result = NewStack(name, region, base, stack_file, policy_file, "", "")
     old_region = config["aws:region"]
     config["aws:region"] = region
@@ -440,6 +459,98 @@ def new_stack(
     return result
 
 
+def _refuse_pools_not_offered(
+    name: str, region: str, base: str, root: Path, choices: Choices, pools: list, offered: dict[str, frozenset[str]]
+) -> None:
+    """The base's pools, copied without --gpu-pool, each need their types in `region`: a pool whose
+    types are not offered there is refused in one line that names the pools, the flag that replaces
+    them and, where the catalog has one that validates, the nearest offered pools as flags to paste.
+    Never substituted silently: a GPU type decides what fits and what it costs."""
+    everywhere = frozenset().union(*offered.values())
+    missing = [p for p in pools if not set(p.get("instanceTypes") or []) <= everywhere]
+    if not missing:
+        return
+    what = "; ".join(f"{p['name']} ({', '.join(p['instanceTypes'])})" for p in missing)
+    nearest = {t: _nearest_offered(t, everywhere) for p in missing for t in p["instanceTypes"] if t not in everywhere}
+    hint = ""
+    if all(nearest.values()):
+        specs = tuple(
+            PoolSpec(
+                p["name"],
+                tuple(dict.fromkeys(nearest.get(t) or t for t in p["instanceTypes"])),
+                int(p.get("minSize", 0)),
+                int(p.get("maxSize", 2)),
+            )
+            for p in pools
+        )
+        placeholder = ("arn:aws:iam::000000000000:role/placeholder",)  # the suggestion is checked, not written
+        try:
+            new_stack(
+                name,
+                region,
+                base,
+                root,
+                Choices(**{**vars(choices), "pools": specs, "admins": choices.admins or placeholder}),
+            )
+        except ConfigError:
+            specs = ()
+        if specs:
+            flags = " ".join(
+                f"--gpu-pool {s.name}:{','.join(s.instance_types)}:{s.min_size}-{s.max_size}" for s in specs
+            )
+            swaps = "; ".join(
+                dict.fromkeys(
+                    f"{n} for {t}: the same {_gpu_words(t)}"
+                    if _gpu_words(n) == _gpu_words(t)
+                    else f"{_gpu_words(n)} for {_gpu_words(t)}"
+                    for t, n in nearest.items()
+                    if n
+                )
+            )
+            hint = f"; the nearest offered there, on demand: {flags} ({swaps})"
+    raise ConfigError(
+        "--region",
+        f"{base}'s GPU pool{'s' if len(missing) > 1 else ''} {what} {'are' if len(missing) > 1 else 'is'} not offered "
+        f"in {region} ({source()}): pass the pools as --gpu-pool NAME:TYPE:MIN-MAX (`higgsfield types {region}` "
+        f"lists the GPU types each AZ offers){hint}; nothing was written",
+    )
+
+
+def _gpu_facts(instance_type: str) -> tuple[int, int, str, bool, int]:
+    """(GPUs, GiB of one GPU, GPU model, EFA, vCPUs) of a type, from the bundled catalog."""
+    facts = instance_types().get(instance_type) or {}
+    gpu_info = facts.get("GpuInfo") or {}
+    gpus = _gpus(instance_type)
+    model = " ".join(dict.fromkeys(str(g.get("Name", "")) for g in gpu_info.get("Gpus", [])))
+    per_gpu = gpu_info.get("TotalGpuMemoryInMiB", 0) // max(1, gpus) // 1024
+    return gpus, per_gpu, model, _efa(instance_type), (facts.get("VCpuInfo") or {}).get("DefaultVCpus", 0)
+
+
+def _gpu_words(instance_type: str) -> str:
+    gpus, per_gpu, model, _, _ = _gpu_facts(instance_type)
+    return f"{gpus} x {model} {per_gpu} GiB"
+
+
+def _nearest_offered(instance_type: str, offered: frozenset[str]) -> str | None:
+    """The offered GPU type nearest `instance_type`: as many GPUs a node (the quotas count them),
+    EFA if it has EFA (multi-node training), then the closest memory of one GPU (what a model
+    needs; on a tie the larger, and never under half of it: a T4 is no stand-in for an H100), the
+    closest vCPUs, then the closest name (g6e -> g6)."""
+    import difflib
+
+    gpus, per_gpu, _, efa, vcpus = _gpu_facts(instance_type)
+    if not gpus:
+        return None
+    candidates = [t for t in offered if _gpus(t) == gpus and (_efa(t) or not efa) and 2 * _gpu_facts(t)[1] >= per_gpu]
+
+    def distance(other: str) -> tuple[int, bool, int, float, str]:
+        _, their_gib, _, _, their_vcpus = _gpu_facts(other)
+        similarity = difflib.SequenceMatcher(None, instance_type, other).ratio()
+        return abs(their_gib - per_gpu), their_gib < per_gpu, abs(their_vcpus - vcpus), -similarity, other
+
+    return min(candidates, key=distance, default=None)
+
+
 def base_stack_file(root: Path, base: str) -> Path:
     """The stack `--from` names: the project's own, else the shipped one of that name (a project
     made by init in an empty folder starts from the shipped dev, staging or prod)."""
@@ -452,32 +563,57 @@ def base_stack_file(root: Path, base: str) -> Path:
 # host runs the project's `main` (the project folder by default) with runpy.run_path, which runs a
 # folder's __main__.py
 # (pulumi/pulumi:sdk/python/cmd/pulumi-language-python-exec@0491e0d1a5054b2977f1c119c04ccd34920556a4).
-_PROGRAM = '''"""This project's Pulumi program: the installed higgsfield package's (infra/__main__.py)."""
+# The entry point's own folder leaves the import path first, so a folder of the project named
+# `infra` (or `policies`) never stands in for the installed package.
+_ENTRY = '''"""This project's {what}: the installed higgsfield package's ({source})."""
 
 import runpy
+import sys
+from pathlib import Path
 
-runpy.run_module("infra", run_name="__main__", alter_sys=True)
+# The installed package's `{module}`, never a folder of that name here: this folder leaves the import path.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _HERE]
+runpy.run_module("{module}", run_name="__main__", alter_sys=True)
 '''
-_POLICY_PACK = '''"""This project's policy pack (`pulumi up --policy-pack policies`): the installed higgsfield
-package's (policies/rules.py)."""
-
-import runpy
-
-runpy.run_module("policies", run_name="__main__", alter_sys=True)
-'''
+_PROGRAM = _ENTRY.format(what="Pulumi program", source="infra/__main__.py", module="infra")
+_POLICY_PACK = _ENTRY.format(
+    what="policy pack (`pulumi up --policy-pack policies`)", source="policies/rules.py", module="policies"
+)
 
 
-def _virtualenv() -> str | None:
-    """The virtualenv this CLI runs in (where the package is installed), for the project's runtime."""
-    return sys.prefix if sys.prefix != sys.base_prefix else None
+def _virtualenv(root: Path) -> str | None:
+    """The virtualenv this CLI runs in (where the package is installed) as the project's runtime,
+    when it is inside the project: relative to it, as Pulumi resolves a relative `virtualenv`
+    against the project folder (pulumi/pulumi:sdk/python/toolchain/pip.go@c944503e9d440bd57967123360e9b8bdde287988
+    resolveVirtualEnvironmentPath). Elsewhere None: an absolute path of one machine would be
+    committed, so the project names none and Pulumi runs `python3` from PATH, or PULUMI_PYTHON_CMD
+    (pip.go CommandPath): the activated virtualenv (init's note says so)."""
+    if sys.prefix == sys.base_prefix:
+        return None
+    venv = Path(sys.prefix).resolve()
+    return venv.relative_to(root.resolve()).as_posix() if venv.is_relative_to(root.resolve()) else None
 
 
-def project_files(ci: bool = False) -> dict[str, str]:
+def runtime_note(root: Path) -> str | None:
+    """What init says when the project names no virtualenv: how Pulumi finds the package."""
+    if _virtualenv(root) is not None:
+        return None
+    python = Path(sys.executable)
+    where = f" in {sys.prefix}" if sys.prefix != sys.base_prefix else ""
+    return (
+        f"Pulumi.yaml names no virtualenv (a path of this machine would be committed): `pulumi` runs python3 from "
+        f"PATH, so activate the environment higgsfield is installed{where} first, or export PULUMI_PYTHON_CMD={python}"
+    )
+
+
+def project_files(ci: bool = False, root: Path | None = None) -> dict[str, str]:
     """{path in the project: text} of a new project: Pulumi.yaml (the shipped project file, its
-    program the installed package's, in the virtualenv the package is installed in; with `ci`, in
-    .venv of the project, where the workflows install it), the program's and the policy pack's entry
-    points, the policy pack's project file, and the JSON Schemas the stack files (and job files) name
-    for an editor (`higgsfield schema --write` rewrites them after an upgrade)."""
+    program the installed package's, in the virtualenv the package is installed in when that is in
+    the project, else python3 from PATH; with `ci`, in .venv of the project, where the workflows
+    install it), the program's and the policy pack's entry points, the policy pack's project file,
+    and the JSON Schemas the stack files (and job files) name for an editor (`higgsfield schema
+    --write` rewrites them after an upgrade)."""
     from infra.cli.schema import JOB_SCHEMA_PATH, SCHEMA_PATH, job_schema_text, schema_text
 
     y = round_trip_yaml()
@@ -485,10 +621,10 @@ def project_files(ci: bool = False) -> dict[str, str]:
     project.pop("main", None)  # the project folder: its __main__.py runs the installed program
     options = project["runtime"]["options"]
     policy = y.load(_packaged_policy().read_text())
-    venv = None if ci else _virtualenv()  # with ci: the shipped files' .venv, ../.venv stay
-    for runtime_options in (options, (policy.get("runtime") or {}).get("options") or {}):
+    venv = None if ci else _virtualenv(root or Path.cwd())  # with ci: the shipped files' .venv, ../.venv stay
+    for runtime_options, up in ((options, ""), ((policy.get("runtime") or {}).get("options") or {}, "../")):
         if venv:
-            runtime_options["virtualenv"] = venv
+            runtime_options["virtualenv"] = up + venv  # the policy pack's is relative to policies/
         elif not ci:
             runtime_options.pop("virtualenv", None)
     texts = {}
@@ -513,7 +649,7 @@ def start_project(root: Path, extra: dict[str, str] | None = None, ci: bool = Fa
     """Write a new project's files (and `extra`) into `root` (none of them there yet); the paths
     written. A file of that name already there (a folder that is no project yet, but not empty) is
     refused before anything is written."""
-    files = project_files(ci) | (extra or {})
+    files = project_files(ci, root) | (extra or {})
     taken = [name for name in files if (root / name).exists()]
     if taken:
         raise ConfigError(
@@ -600,23 +736,21 @@ def _publish(staged: Path, final: Path, root: Path) -> None:
 
 @contextlib.contextmanager
 def _init_lock(root: Path) -> Iterator[None]:
-    """One init at a time publishes into this project (an advisory lock, released on exit)."""
+    """One init at a time publishes into this project: an advisory lock on the stacks folder itself
+    (released on exit), so no lock file is left behind to be committed."""
     (root / "stacks").mkdir(exist_ok=True)
-    path = root / "stacks" / ".init.lock"
-    try:  # a regular file only: a FIFO would block the open, a link would lock (and create) its target
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    try:
+        fd = os.open(root / "stacks", os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
-        raise ConfigError(
-            "STACK", f"{path.relative_to(root)} cannot be the lock of init ({exc.strerror}): delete it"
-        ) from None
-    with os.fdopen(fd, "w") as lock:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ConfigError("STACK", f"{path.relative_to(root)} is not a regular file, so no lock of init: delete it")
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        raise ConfigError("STACK", f"stacks cannot be locked for init ({exc.strerror})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def create(
@@ -640,6 +774,9 @@ def create(
             written = [p.relative_to(root) for p in start_project(root, ci_texts, ci)]
             stack.project_files = [p for p in written if str(p) not in ci_texts]
             stack.ci_files = [p for p in written if str(p) in ci_texts]
+            runtime = None if ci else runtime_note(root)
+            if runtime:
+                stack.notes.append(runtime)
         write(stack, root)
         if ci and not new_project:
             stack.ci_files = _add_missing(root, ci_texts, ci_notes)

@@ -41,7 +41,7 @@ def _version() -> str:
 def package_requirement() -> tuple[str, bool]:
     """The requirement line CI installs higgsfield by, and whether it pins where this CLI came from:
     a VCS install at its commit or an archive URL (PEP 610's direct_url.json); from a local folder or
-    wheel there is no address a runner can reach, so the release's version, to be replaced."""
+    wheel there is no address a runner can reach, so a placeholder to replace (UNREACHABLE_PLACEHOLDER)."""
     try:
         found = metadata.distribution("higgsfield").read_text("direct_url.json")
     except metadata.PackageNotFoundError:
@@ -53,7 +53,13 @@ def package_requirement() -> tuple[str, bool]:
         return f"higgsfield @ {vcs['vcs']}+{address}@{vcs['commit_id']}", True
     if "archive_info" in url and address.startswith("https://"):
         return f"higgsfield @ {address}", True
-    return f"higgsfield=={_version()}", False
+    return UNREACHABLE_PLACEHOLDER, False
+
+
+# Never a bare name or `higgsfield==VERSION`: on PyPI `higgsfield` is an unrelated project, so pip
+# would install someone else's package. Where no address a runner can reach is known, a placeholder
+# that fails the install loudly until it is replaced.
+UNREACHABLE_PLACEHOLDER = "higgsfield @ git+https://github.com/OWNER/higgsfield@TAG"
 
 
 def _adapted(name: str) -> str:
@@ -83,7 +89,15 @@ def ci_files() -> tuple[dict[str, str], list[str]]:
     files[PACKAGE_REQUIREMENT] = (
         "# The higgsfield package the workflows install, --no-deps (its dependencies are requirements/deploy.txt,\n"
         "# hash-locked, of the same release). Written by `higgsfield init --ci` from how this CLI was installed.\n"
-        f"{line}\n"
+        "# This project is not on PyPI: `higgsfield` there is an unrelated package, so never write a bare name or\n"
+        "# higgsfield==VERSION here; name a tag of your fork (git+https://...@TAG) or a wheel you host (https://).\n"
+        + (
+            ""
+            if pinned
+            else "# This CLI was installed from a local folder or wheel, which a runner cannot reach: replace OWNER\n"
+            "# and TAG below (the install fails until you do).\n"
+        )
+        + f"{line}\n"
     )
     notes = [
         "the workflows preview (pull requests) and deploy (main) every stack with higgsfield:delivery; add it to a "
@@ -94,9 +108,9 @@ def ci_files() -> tuple[dict[str, str], list[str]]:
     ]
     if not pinned:
         notes.append(
-            f"{PACKAGE_REQUIREMENT} names {line}: this CLI was installed from a local folder or wheel, which a "
-            "runner cannot reach; replace it with where CI installs higgsfield from (higgsfield @ git+https://...@TAG, "
-            "an index)"
+            f"{PACKAGE_REQUIREMENT} names {line}, a placeholder: this CLI was installed from a local folder or "
+            "wheel, which a runner cannot reach; replace OWNER and TAG with where CI installs higgsfield from (not "
+            "PyPI, where `higgsfield` is an unrelated package)"
         )
     return files, notes
 
@@ -114,7 +128,8 @@ def refuse_in(root: Path) -> None:
     if venv != VIRTUALENV:
         raise ConfigError(
             "--ci",
-            f"Pulumi.yaml runs the program from {venv}, which a CI runner does not have: set "
+            f"Pulumi.yaml runs the program from {venv or 'python3 on PATH (no virtualenv)'}, which a CI runner does "
+            "not have: set "
             f"runtime.options.virtualenv to {VIRTUALENV} (and ../{VIRTUALENV} in policies/PulumiPolicy.yaml), "
             "or run init --ci in an empty folder",
         )

@@ -44,8 +44,12 @@ def add_report_options(command: argparse.ArgumentParser) -> None:
 
 
 def add_json_option(command: argparse.ArgumentParser, what: str) -> None:
-    """`--json` alone, for a command that writes files and reports what it wrote (init, charts)."""
+    """`--json` alone, for a command that writes files and reports what it wrote (init, charts),
+    and `-o json|yaml|text` as every report takes it (never a file: the command writes its own)."""
     command.add_argument("--json", action="store_const", const="-", help=f"print {what} as JSON")
+    command.add_argument(
+        "--output", "-o", choices=FORMATS, metavar="FORMAT", help=f"-o json|yaml|text: {what} in that format"
+    )
 
 
 def stable(value: Any) -> Any:
@@ -66,6 +70,8 @@ def json_text(data: Any) -> str:
 def emit(args: argparse.Namespace, data: Callable[[], Any], text: Callable[[], str]) -> None:
     """Print (or write) one report as the options ask: `data()` is its JSON, `text()` its text."""
     json_target, output = getattr(args, "json", None), getattr(args, "output", None)
+    if json_target == "-" and output in ("yaml", "text"):  # two formats asked for: never one silently
+        raise UsageError(f"--json and -o {output} ask for two formats: give one")
     if output in FORMATS:  # `-o json|yaml|text`: a format on stdout, not a file of that name
         fmt, output = output, None
         if fmt == "yaml":

@@ -293,6 +293,17 @@ class Catalog(Protocol):
     def offered_in(self, instance_type: str, location: str, location_type: str = ...) -> bool: ...
 
 
+ZONES_SOURCE = "EC2 DescribeInstanceTypeOfferings by availability zone, as bundled with moto"
+
+
+def zones_of(region: str) -> tuple[str, ...]:
+    """The availability zones of `region` in AWS's offerings catalog (moto's bundled copy, the one
+    the offline plan answers invokes from: infra/core/bundled.py); empty when the catalog lacks the region."""
+    from infra.core.bundled import zone_offerings
+
+    return tuple(sorted(zone_offerings(region)))
+
+
 def _catalog(info: ValidationInfo) -> tuple[Catalog | None, str]:
     """The instance-type catalog and the (valid) region the validation runs with, if any."""
     context = info.context or {}
@@ -438,6 +449,14 @@ class GpuPool(Setting):
         if catalog is None or not re.fullmatch(re.escape(region) + r"[a-z]", self.availability_zone):
             problems.raise_any()  # the zone itself is reported by the stack (not in its availabilityZones)
             return self
+        known = zones_of(region)
+        if known and self.availability_zone not in known:  # a typo, not a zone without the type
+            problems.add(
+                "availabilityZone",
+                f"{self.availability_zone!r} does not exist in {region}: its zones are {', '.join(known)} "
+                f"({ZONES_SOURCE})",
+            )
+            problems.raise_any()
         facts = self._instance_facts(catalog, region, problems)
         if facts is None:
             problems.raise_any()

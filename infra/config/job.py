@@ -213,7 +213,7 @@ class JobFile(Setting):
 def load_job(data: Any, source: str = "job file") -> JobFile:
     """The job file's mapping validated: a ConfigError with one line per problem, each naming its key
     (`JOB.yaml: resources.gpuType[0]`)."""
-    from infra.config.loading import problems_of
+    from infra.config.loading import did_you_mean, problems_of
 
     if not isinstance(data, dict):
         raise ConfigError(source, "must be a mapping of settings (name, team, command, resources, ...)")
@@ -224,7 +224,9 @@ def load_job(data: Any, source: str = "job file") -> JobFile:
         problems = [
             Problem(
                 (f"{source}: {key_of(p.loc)}" if p.loc else source,),
-                f"is not a job file setting ({REFERENCE})" if p.loc in unknown else p.message,
+                f"is not a job file setting{did_you_mean(p.loc, JobFile)} ({REFERENCE})"
+                if p.loc in unknown
+                else p.message,
             )
             for p in problems_of(exc)
         ]

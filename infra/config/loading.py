@@ -72,9 +72,9 @@ _MESSAGES: dict[str, Callable[[Any, Mapping[str, Any]], str]] = {
 }
 
 
-def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
-    """The model class that holds the setting at `loc` (for "did you mean")."""
-    model: Any = StackConfig
+def _model_at(loc: tuple[str | int, ...], root: type[BaseModel] | None = None) -> type[BaseModel] | None:
+    """The model class (of the stack settings, or of `root`) that holds the setting at `loc` (for "did you mean")."""
+    model: Any = root or StackConfig
     for part in loc:
         if isinstance(part, int):
             continue
@@ -95,6 +95,14 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
         if found is not None:
             return found
     return None
+
+
+def did_you_mean(loc: tuple[str | int, ...], root: type[BaseModel]) -> str:
+    """`; did you mean KEY?` for an unknown setting at `loc` of `root`'s settings, or nothing."""
+    parent = _model_at(loc[:-1], root)
+    allowed = sorted(f.alias or n for n, f in parent.model_fields.items() if n not in _HIDDEN) if parent else []
+    guess = _suggest(str(loc[-1]), allowed)
+    return f"; did you mean {guess}?" if guess else ""
 
 
 def _unknown(loc: tuple[str | int, ...]) -> str:

@@ -258,12 +258,12 @@ class Scheduler(Setting):
             elif team.gpu_quota > queue.gpu_capability:
                 problems.add(
                     f"teams[{i}].gpuQuota",
-                    f"{team.gpu_quota} GPUs is above queue {team.queue!r}'s capability of {queue.gpu_capability}",
+                    f"{team.gpu_quota} GPUs is above queue {team.queue}'s capability of {queue.gpu_capability}",
                 )
             elif team.gpu_quota < queue.gpu_capability:
                 problems.add(
                     f"teams[{i}].gpuQuota",
-                    f"{team.gpu_quota} GPUs is below queue {team.queue!r}'s capability of {queue.gpu_capability}: "
+                    f"{team.gpu_quota} GPUs is below queue {team.queue}'s capability of {queue.gpu_capability}: "
                     "the team's queue is its GPU quota (Volcano admits whole gangs against it; a ResourceQuota would "
                     "admit part "
                     "of one), so give the queue the team's quota",

@@ -29,9 +29,11 @@ from infra.config.gpu_pools import (
     CAPACITY_BLOCK_DOC,
     CAPACITY_BLOCK_END_MARGIN_S,
     CAPACITY_BLOCKS_MAX_INSTANCES,
+    ZONES_SOURCE,
     GpuPool,
     gpu_share,
     seconds_of,
+    zones_of,
 )
 from infra.config.limits import (
     MAX_TAGS,
@@ -96,17 +98,6 @@ def not_an_eks_region(region: str) -> str:
     close = difflib.get_close_matches(region, known, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}?" if close else f"e.g. {', '.join(known[:3])}, ..."
     return f"{region!r} is not one of the {len(known)} AWS regions with EKS (botocore's endpoint data); {hint}"
-
-
-_ZONES_SOURCE = "EC2 DescribeInstanceTypeOfferings by availability zone, as bundled with moto"
-
-
-def _zones_of(region: str) -> tuple[str, ...]:
-    """The availability zones of `region` in AWS's offerings catalog (moto's bundled copy, the one
-    the offline plan answers invokes from: infra/core/bundled.py); empty when the catalog lacks the region."""
-    from infra.core.bundled import zone_offerings
-
-    return tuple(sorted(zone_offerings(region)))
 
 
 def _root_alias(name: str) -> str:
@@ -279,13 +270,13 @@ class StackConfig(Setting):
     @classmethod
     def _zones_of_region(cls, zones: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
         problems, region = Problems(), info.data.get("region")
-        known = _zones_of(region) if region else ()
+        known = zones_of(region) if region else ()
         for i, zone in enumerate(zones):
             if region and not re.fullmatch(re.escape(region) + r"[a-z]", zone):
                 problems.add(f"[{i}]", f"{zone!r} is not an availability zone of region {region} (e.g. {region}a)")
             elif known and zone not in known:
                 problems.add(
-                    f"[{i}]", f"{zone!r} does not exist in {region}: its zones are {', '.join(known)} ({_ZONES_SOURCE})"
+                    f"[{i}]", f"{zone!r} does not exist in {region}: its zones are {', '.join(known)} ({ZONES_SOURCE})"
                 )
         _duplicates(problems, "", list(zones))
         problems.raise_any()
@@ -514,6 +505,25 @@ class StackConfig(Setting):
     def total_gpus(self) -> int:
         """The most GPUs the pools can ever provide: every pool at maxSize."""
         return sum(p.max_size * p.gpus_per_node for p in self.gpu_pools)
+
+    @property
+    def fsx_away_from_efa_pools(self) -> str | None:
+        """Where FSx is on and EFA pools sit in more than one AZ: the line that says which pools
+        read and checkpoint across AZs, naming the settings (plan's note, check's advisory; init
+        says the same when the region leaves no choice). None: FSx is off or beside every EFA pool."""
+        efa = [(i, p) for i, p in enumerate(self.gpu_pools) if p.efa]
+        zone = self.fsx.availability_zone
+        away = [(i, p) for i, p in efa if p.availability_zone != zone]
+        if not self.fsx.enabled or not away:
+            return None
+        pools = ", ".join(
+            f"{p.name} in {p.availability_zone} (higgsfield:gpuPools[{i}].availabilityZone)" for i, p in away
+        )
+        return (
+            f"higgsfield:fsx: FSx is in {zone} (fsx.availabilityZone, default the first EFA pool's zone), but EFA "
+            f"pool{'s' if len(away) > 1 else ''} {pools} read and checkpoint across AZs (latency, cross-AZ "
+            "traffic): put every EFA pool in one zone with FSx"
+        )
 
     @property
     def api_service_ip(self) -> str:

@@ -183,7 +183,7 @@ def examples_teams_cannot_run(plan: Plan) -> list[Finding]:
             "example-jobs-fit",
             "advisory",
             None,
-            f"examples/{example}.yaml for team {team.name}: {exc.problems[0].message}",
+            f"example {example} (jobs render STACK {example}) for team {team.name}: {exc.problems[0].message}",
         )
         for example in jobs.examples_for(plan.config)
         for team, exc in jobs.teams_it_does_not_fit(example, plan.config)
@@ -248,6 +248,13 @@ def ci_delivery(plan: Plan, root: Path) -> list[Finding]:
     ]
 
 
+def fsx_beside_efa_pools(plan: Plan) -> list[Finding]:
+    """FSx in one AZ and EFA pools in another: their reads and checkpoints cross AZs (the settings'
+    rule: fsx.availabilityZone is the EFA pools' zone, docs/reference/settings.md)."""
+    apart = plan.config.fsx_away_from_efa_pools
+    return [Finding("fsx-zone", "advisory", None, apart)] if apart else []
+
+
 def endpoint_placeholder(plan: Plan) -> list[Finding]:
     """The shipped stacks' example allow-list, still in place: a documentation range (RFC 5737)
     sends no request, so the public endpoint would admit no one and kubectl times out."""
@@ -280,6 +287,27 @@ class CheckResult:
         return [f for f in self.violations if f.level == "mandatory"]
 
 
+def _policy_config_hint(stack: str, path: Path, root: Path) -> str:
+    """How to make the missing policy config of a stack whose file exists: a copy of the config of
+    the stack's environment, the project's own else the shipped one (init writes one only with a
+    new stack), or --policy-config."""
+    from infra.core.assets import shipped
+    from infra.offline.evaluate import load_stack
+
+    try:
+        environment = load_stack(stack, root).environment
+    except Exception:  # a stack that does not load says so itself once the config is there
+        environment = "dev"
+    own = root / "policies" / "config" / f"{environment}.json"  # a checkout's (or the project's own) levels
+    source = own if own.is_file() else shipped(f"policies/config/{environment}.json")
+    shown = [os.path.relpath(p) if p.is_relative_to(Path.cwd()) else str(p) for p in (source, path)]
+    folder = "" if path.parent.is_dir() else f"mkdir -p {os.path.dirname(shown[1])} && "
+    return (
+        f"`{folder}cp {shown[0]} {shown[1]}` starts from the {environment} levels (the stack's environment), or pass "
+        "--policy-config FILE"
+    )
+
+
 def check_stack(stack: str, policy_config: Path | None = None, root: Path | None = None) -> CheckResult:
     """Policies, schemas and example fits over the offline plan of `stack`, with the stack's
     policy pack config (policies/config/STACK.json unless given). A stack without one is refused:
@@ -296,10 +324,7 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
     if not path.is_file():
         if policy_config is not None:
             raise StackNotFound(f"--policy-config {path}: no such file")
-        raise StackNotFound(
-            f"policy config {path} not found: `higgsfield init {stack} --region REGION` writes one, or pass "
-            "--policy-config FILE"
-        )
+        raise StackNotFound(f"policy config {path} not found: {_policy_config_hint(stack, path, root)}")
     pack_config = load_pack_config(path, option)
     plan = record(stack, root)
     violations, skipped = run_policies(plan, pack_config)
@@ -314,6 +339,7 @@ def check_stack(stack: str, policy_config: Path | None = None, root: Path | None
         + examples_teams_cannot_run(plan)
         + ci_delivery(plan, root)
         + endpoint_placeholder(plan)
+        + fsx_beside_efa_pools(plan)
         + training_minimum_preemptable(plan)
     )
     violations += [

@@ -605,7 +605,18 @@ def check_base(ref: str, stack: str, root: Path) -> None:
             f"--base {ref!r}: `higgsfield diff` compares with a git ref and git is not on PATH; without git, compare "
             f"two `higgsfield plan {stack} --json` outputs"
         )
+    if _git(root, "rev-parse", "--is-inside-work-tree").returncode:
+        raise StackNotFound(
+            f"--base {ref!r}: {root} is not a git repository, and diff compares the stack with a commit of it: "
+            f"`git init && git add -A && git commit -m start` makes one, or compare two `higgsfield plan {stack} "
+            "--json` outputs"
+        )
     if _git(root, "rev-parse", "--verify", f"{ref}^{{commit}}").returncode:
+        if _git(root, "rev-parse", "--verify", "HEAD^{commit}").returncode:
+            raise StackNotFound(
+                f"--base {ref!r}: this repository has no commit yet, and diff compares the stack with one: "
+                "`git add -A && git commit -m start` makes one"
+            )
         raise StackNotFound(f"--base {ref!r} is not a commit of this repository")
 
 

@@ -395,6 +395,9 @@ def record(stack: str, root: Path | None = None, overrides: Mapping[str, Any] | 
             raise ConfigError(source.problems[0].key, source.problems[0].message, list(source.problems))
         plan = contextvars.Context().run(_record_in_fresh_context, stack, config, secret)
     plan.notes = source.notes()
+    apart = plan.config.fsx_away_from_efa_pools
+    if apart:
+        plan.notes.append(apart)
     plan.secrets = dict(source.secrets)
     return plan
 

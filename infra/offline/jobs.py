@@ -75,7 +75,8 @@ LOCAL_CHECKPOINTS = "/local/checkpoints"  # the emptyDir on the node's RAID0 NVM
 NOTICE_MARGIN_S = 5 * 60
 
 
-def _pick_pool(cfg: StackConfig, name: str | None, efa_first: bool) -> GpuPool:
+def _pick_pool(cfg: StackConfig, name: str | None, example: str, team: Team | None = None) -> GpuPool:
+    """The pool `--pool` names, else the one the example fits best (`pool_for`)."""
     if not cfg.gpu_pools:
         raise ConfigError("higgsfield:gpuPools", f"stack {cfg.stack} has no GPU pool to run a job on")
     if name is not None:
@@ -85,8 +86,66 @@ def _pick_pool(cfg: StackConfig, name: str | None, efa_first: bool) -> GpuPool:
                 "--pool", f"no pool {name!r} in stack {cfg.stack}; pools: {', '.join(p.name for p in cfg.gpu_pools)}"
             )
         return found[0]
-    ranked = sorted(cfg.gpu_pools, key=lambda p: (not p.efa if efa_first else False, p.capacity_type != "on-demand"))
-    return ranked[0]
+    return pool_for(example, cfg, team)[0]
+
+
+def _ranked(example: str, cfg: StackConfig) -> list[GpuPool]:
+    """The pools in the order an example prefers them. The NCCL test: EFA pools only. Serving and
+    evaluation (one GPU a pod): the pool with the fewest GPUs a node, without EFA, on demand (a
+    serving pool, not the 8-GPU training nodes), a reservation or Capacity Block last. Training:
+    on demand first, a reservation or Capacity Block last, then the stack file's order."""
+    pools = [p for p in cfg.gpu_pools if p.efa] if example == "mpi-nccl-tests" else list(cfg.gpu_pools)
+    order = {p.name: i for i, p in enumerate(cfg.gpu_pools)}
+    if WORKLOAD[example] != "training":
+        return sorted(
+            pools,
+            key=lambda p: (
+                p.capacity.reserved,
+                p.gpus_per_node,
+                p.efa,
+                p.capacity_type != "on-demand",
+                order[p.name],
+            ),
+        )
+    return sorted(pools, key=lambda p: (p.capacity_type != "on-demand", p.capacity.reserved, order[p.name]))
+
+
+def _fitting(example: str, cfg: StackConfig, team: Team) -> list[GpuPool]:
+    """The pools some size of `example` fits for `team`, in the order the example prefers them."""
+    return [p for p in _ranked(example, cfg) if fit(example, cfg, p, team).most_workers >= 1]
+
+
+def pool_for(example: str, cfg: StackConfig, team: Team | None = None) -> tuple[GpuPool, tuple[str, ...]]:
+    """The pool `example` renders on without --pool, and the other pools some size of it fits
+    (for `team`, default the first given the example's class of work): of the pools it prefers
+    (`_ranked`), the first one some size fits, else the first (whose refusal then names the limits)."""
+    ranked = _ranked(example, cfg) or list(cfg.gpu_pools)
+    try:
+        member = team or _pick_team(cfg, None, WORKLOAD[example])
+    except ConfigError:  # no team does this kind of work: the preference alone
+        return ranked[0], ()
+    fitting = _fitting(example, cfg, member)
+    chosen = fitting[0] if fitting else ranked[0]
+    return chosen, tuple(p.name for p in fitting if p is not chosen)
+
+
+def placement_comment(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None) -> str:
+    """The line on top of a rendered example: the pool it was placed on, why, and the other pools
+    it fits (what `render` with the same arguments chose)."""
+    member = _pick_team(cfg, team, WORKLOAD[example])
+    chosen = _pick_pool(cfg, pool, example, member)
+    others = [p.name for p in _fitting(example, cfg, member) if p is not chosen]
+    facts = f"{'/'.join(chosen.instance_types)}, {chosen.gpus_per_node} GPUs a node, {chosen.capacity_type}"
+    if pool is not None:
+        why = "as --pool asked"
+    elif WORKLOAD[example] != "training":
+        why = "of the pools it fits, the one with the fewest GPUs a node (one GPU a pod)"
+    elif example == "mpi-nccl-tests":
+        why = "the first EFA pool it fits"
+    else:
+        why = "the first pool it fits, on-demand pools first, then the stack file's order"
+    also = f"; also fits: {', '.join(others)} (--pool NAME)" if others else ""
+    return f"# Placed on pool {chosen.name} ({facts}): {why}{also}.\n"
 
 
 def _pick_team(cfg: StackConfig, name: str | None, workload: str = "training") -> Team:
@@ -139,13 +198,12 @@ def render_examples(cfg: StackConfig) -> dict[str, list | ConfigError]:
 def teams_it_does_not_fit(example: str, cfg: StackConfig) -> list[tuple[Team, ConfigError]]:
     """The teams besides the default one (the first given a class of the example's work, which
     `render` without --team takes) that are given such a class but no size of the example fits
-    on the pool it renders for by default, each with the refusal `jobs render --team` gives."""
-    chosen = _pick_pool(cfg, None, efa_first=example == "mpi-nccl-tests")
+    on any pool, each with the refusal `jobs render --team` gives."""
     given = [t for t in cfg.scheduler.teams if cfg.scheduler.classes_of(t, WORKLOAD[example])]
     misfits = []
     for team in given[1:]:
         try:
-            fit(example, cfg, chosen, team).check(None)
+            _fit_or_other_pools(example, cfg, pool_for(example, cfg, team)[0], team, None)
         except ConfigError as exc:
             misfits.append((team, exc))
     return misfits
@@ -532,13 +590,32 @@ def fit(example: str, cfg: StackConfig, pool: GpuPool, team: Team) -> Fit:
     return Fit(example, 1 if example in ONE_GPU_PODS else pool.gpus_per_node, tuple(limits))
 
 
+def _fit_or_other_pools(example: str, cfg: StackConfig, pool: GpuPool, team: Team, workers: int | None) -> Fit:
+    """`fit` on `pool`; where no size fits there, the refusal says which other pools it fits
+    (`--pool NAME`), or that it fits no pool of the stack."""
+    sizes = fit(example, cfg, pool, team)
+    if sizes.most_workers >= 1:
+        return sizes
+    others = [p.name for p in _fitting(example, cfg, team) if p is not pool]
+    where = (
+        f"on pool {pool.name}; it fits pool {' or '.join(others)} (--pool {others[0]})"
+        if others
+        else "on any pool of the stack"
+    )
+    try:
+        sizes.check(workers)
+    except ConfigError as exc:
+        raise ConfigError(exc.problems[0].key, f"{exc.problems[0].message} {where}") from None
+    return sizes
+
+
 def fits(example: str, cfg: StackConfig, *, pool: str | None = None, team: str | None = None) -> bool:
     """Whether some size of `example` fits the pool (default pool) for the team (default team)."""
-    chosen = _pick_pool(cfg, pool, efa_first=example == "mpi-nccl-tests")
     try:
         member = _pick_team(cfg, team, WORKLOAD[example])
     except ConfigError:  # the team is given no class of this kind of work
         return False
+    chosen = _pick_pool(cfg, pool, example, member)
     return fit(example, cfg, chosen, member).most_workers >= 1
 
 
@@ -808,11 +885,11 @@ def render(
     if example not in EXAMPLES:
         raise ConfigError("EXAMPLE", f"unknown example {example!r}; examples: {', '.join(EXAMPLES)}")
     workload = WORKLOAD[example]
-    chosen = _pick_pool(cfg, pool, efa_first=example == "mpi-nccl-tests")
     member = _pick_team(cfg, team, workload)
+    chosen = _pick_pool(cfg, pool, example, member)
     if example == "mpi-nccl-tests" and not chosen.efa:
         raise ConfigError("--pool", f"pool {chosen.name} has no EFA; the NCCL test is for EFA pools")
-    sizes = fit(example, cfg, chosen, member)
+    sizes = _fit_or_other_pools(example, cfg, chosen, member, workers)
     workers = sizes.check(workers)
     checkpoints = checkpoints_for(example, cfg, sizes.pods(workers), checkpoints)
     if image is not None:

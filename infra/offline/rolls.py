@@ -21,9 +21,10 @@ ROLLING_INPUTS = ("version", "releaseVersion")
 # 0a7189e931ca51de88c9f104637bb84fcfab2353, Considerations).
 CAPACITY_BLOCK_UPGRADE = "docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html"
 GANGS = (
-    "each drain sends SIGTERM to the gang on that node: every rank takes its final checkpoint and exits 143, "
-    "which rendered jobs retry (restartPolicy ExitCode) without counting it against backoffLimit; "
-    "the gang runs again once the replacement node passes the health gate (docs/upgrading.md)"
+    "each drain sends SIGTERM to the pods on that node: a training gang's ranks take their final checkpoint and "
+    "exit 143, which rendered jobs retry (restartPolicy ExitCode) without counting it against backoffLimit, and "
+    "the gang runs again once the replacement node passes the health gate (docs/upgrading.md); serving replicas "
+    "and evaluation pods are started again elsewhere by their Deployment or Job"
 )
 
 
@@ -118,5 +119,5 @@ def consequences(resources: dict[str, dict], group: dict) -> list[str]:
             f"pool {pool} ({kind}, {low} to {high} nodes): the nodes running at the deploy are replaced, "
             f"{how}; an idle pool at 0 has nothing to roll"
         )
-    lines.append(f"running gangs on {pool}: {GANGS}")
+    lines.append(f"running work on {pool}: {GANGS}")
     return lines

@@ -373,11 +373,13 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
     image = job.image or default_image(cfg)
     checkpoints = job.checkpoints == "shared"
     if checkpoints and placed.pods > 1 and not cfg.fsx.enabled:
+        default = "" if "checkpoints" in job.model_fields_set else " (the default)"
         raise ConfigError(
             "checkpoints",
-            f"shared: {placed.pods} nodes would keep their checkpoints on their own disks (stack {cfg.stack} has no "
-            "FSx, higgsfield:fsx.enabled), so the job could never resume after a lost node; "
-            "use checkpoints: off or one node",
+            f"shared{default} needs shared storage, and stack {cfg.stack} has no FSx (higgsfield:fsx.enabled is "
+            f"false): its {placed.pods} nodes would keep their checkpoints on their own disks, so the job could never "
+            f"resume after a lost node; write checkpoints: off to run without resuming, ask for one node's GPUs "
+            f"(resources.gpus: {placed.gpus_per_pod}), or enable higgsfield:fsx",
         )
     kind, key, _, _ = FRAMEWORKS[job.framework]
     specs = {}

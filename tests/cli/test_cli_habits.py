@@ -147,3 +147,57 @@ def test_init_never_writes_over_a_file_in_a_folder_that_is_no_project(tmp_path, 
     assert err.startswith("error: __main__.py: exists already in") and err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["__main__.py"]
     assert (tmp_path / "__main__.py").read_text() == "print('mine')\n"
+
+
+def test_healthcheck_render_without_a_pool_lists_the_stacks_pools_and_its_help_shows_pool_required(capsys):
+    assert main(["healthcheck", "render", "dev"]) == 2
+    assert "name the pool after the stack (pools of dev: l40s)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["healthcheck", "render", "--help"])
+    usage = capsys.readouterr().out.splitlines()[0]
+    assert "STACK POOL" in usage and "[POOL]" not in usage
+
+
+def test_jobs_render_without_an_example_lists_the_examples_the_stack_runs(capsys):
+    assert main(["jobs", "render", "dev"]) == 2
+    assert "name the example after the stack (examples of dev: pytorch-ddp, " in capsys.readouterr().err
+
+
+def test_init_takes_o_json_as_every_report_does(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    argv = ["init", "paris", "--region", "eu-north-1", "--admin", "arn:aws:iam::123456789012:role/A", "-o", "json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["stack"] == "paris"
+
+
+def test_healthcheck_render_takes_json_as_jobs_render_does(capsys):
+    assert main(["healthcheck", "render", "dev", "l40s", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "List"
+
+
+def test_json_with_another_format_is_refused_not_one_of_them_printed_silently(capsys):
+    assert main(["cost", "dev", "--json", "-o", "yaml"]) == 2
+    assert "--json and -o yaml ask for two formats: give one" in capsys.readouterr().err
+
+
+def _completer(argv_prefix: list[str], dest: str):
+    from infra.cli.main import parser
+
+    sub = parser()
+    for name in argv_prefix:  # down the subcommands
+        sub = next(a for a in sub._actions if a.dest and a.choices and name in a.choices).choices[name]
+    return next(a for a in sub._actions if a.dest == dest).completer
+
+
+def test_completion_after_jobs_render_stack_offers_the_examples_not_files():
+    assert _completer(["jobs", "render"], "example")() == sorted(jobs.EXAMPLES)
+
+
+def test_completion_after_healthcheck_render_stack_offers_its_pools():
+    import argparse
+
+    assert _completer(["healthcheck", "render"], "pool")(parsed_args=argparse.Namespace(stack="prod")) == [
+        "h100",
+        "h200-block",
+        "b200-odcr",
+    ]

@@ -106,20 +106,38 @@ def test_init_from_prod_buys_on_demand_where_prod_had_reservations_and_checks_cl
     assert main(["check", "big"]) == 0
 
 
-def test_init_refuses_a_region_without_the_pools_type_and_says_where_it_is_offered(project, capsys):
+def test_init_refuses_a_region_without_the_templates_pool_types_naming_the_pools_and_the_flag(project, capsys):
+    """af-south-1 offers no 8-GPU type with half an H100's memory: no stand-in is offered, only the way."""
     assert main(["init", *ADMIN, "far", "--region", "af-south-1", "--from", "prod"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(
-        "error: higgsfield:gpuPools[0].instanceTypes: instance type 'p5.48xlarge' is not offered anywhere in "
-        "af-south-1; offered in "
+        "error: --region: prod's GPU pools h100 (p5.48xlarge); h200-block (p5en.48xlarge); b200-odcr "
+        "(p6-b200.48xlarge) are not offered in af-south-1 (AWS's catalog as bundled with moto"
     )
-    assert (
-        "more regions" in err
-        and "AWS's catalog as bundled with moto" in err
-        and "higgsfield preflight" in err
-        and "`higgsfield types af-south-1` lists the GPU types each AZ of af-south-1 offers" in err
-    )
+    assert "pass the pools as --gpu-pool NAME:TYPE:MIN-MAX (`higgsfield types af-south-1` lists" in err
+    assert "nearest" not in err and err.count("\n") == 1
     assert not (project / "stacks" / "Pulumi.far.yaml").exists()
+
+
+def test_init_in_a_region_without_devs_types_offers_the_nearest_offered_pool_as_flags_that_work(project, capsys):
+    """Sydney has no g6e: the line names the L4 stand-in, and pasting its flags makes the stack."""
+    assert main(["init", *ADMIN, "syd", "--region", "ap-southeast-2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --region: dev's GPU pool l40s (g6e.xlarge, g6e.2xlarge) is not offered in ")
+    assert "the nearest offered there, on demand: --gpu-pool l40s:g6.xlarge,g6.2xlarge:0-2 (1 x L4 22 GiB for " in err
+    assert not (project / "stacks" / "Pulumi.syd.yaml").exists()
+    assert (
+        main(["init", *ADMIN, "syd", "--region", "ap-southeast-2", "--gpu-pool", "l40s:g6.xlarge,g6.2xlarge:0-2"]) == 0
+    )
+
+
+def test_init_suggests_every_pool_since_gpu_pool_flags_replace_them_all(project, capsys):
+    """prod in Sydney: h100 is offered and kept; p5en and p6-b200 get the H200 p5e."""
+    assert main(["init", *ADMIN, "syd", "--region", "ap-southeast-2", "--from", "prod"]) == 2
+    assert (
+        "--gpu-pool h100:p5.48xlarge:0-16 --gpu-pool h200-block:p5e.48xlarge:0-8 --gpu-pool b200-odcr:p5e.48xlarge:0-4 "
+        "(p5e.48xlarge for p5en.48xlarge: the same 8 x H200 141 GiB; "
+    ) in capsys.readouterr().err
 
 
 def test_init_never_overwrites_a_stack(project, capsys):
@@ -141,9 +159,23 @@ def test_check_refuses_a_stack_without_its_policy_config(project, capsys):
     shutil.copy(project / "stacks" / "Pulumi.dev.yaml", project / "stacks" / "Pulumi.mine.yaml")
     assert main(["check", "mine"]) == 2
     assert (
-        "policies/config/mine.json not found: `higgsfield init mine --region REGION` writes one"
-        in capsys.readouterr().err
+        "policies/config/mine.json not found: `cp policies/config/dev.json policies/config/mine.json` starts from "
+        "the dev levels (the stack's environment), or pass --policy-config FILE" in capsys.readouterr().err
     )
+
+
+def test_the_missing_policy_config_hint_is_a_command_that_makes_check_run(project, capsys):
+    """Not `init`, which refuses a stack file that exists: the hint's cp line, run as printed."""
+    import re
+    import subprocess
+
+    shutil.copy(project / "stacks" / "Pulumi.prod.yaml", project / "stacks" / "Pulumi.mine.yaml")
+    shutil.rmtree(project / "policies")  # a project of one's own: the levels are the installed package's
+    assert main(["check", "mine"]) == 2
+    command = re.search(r"`((?:mkdir -p [^`]+ && )?cp [^`]+)`", capsys.readouterr().err)[1]
+    assert "prod.json" in command
+    subprocess.run(command, shell=True, check=True, cwd=project)
+    assert main(["check", "mine"]) in (0, 1), capsys.readouterr().err
 
 
 def test_preflight_says_which_azs_the_account_is_offered_a_missing_type_in():
@@ -325,3 +357,93 @@ def test_check_names_one_refusal_once_with_every_example_it_stops(project_copy, 
     ]  # the others run upstream images
     assert len(needs_ours) > 1 and all(f"examples/{e}.yaml" in finding.message for e in needs_ours)
     assert finding.message.count("higgsfield:admins: names no AWS account") == 1
+
+
+def _new_project(tmp_path, monkeypatch, capsys, prefix):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.prefix", str(prefix))  # where the package is installed (a virtualenv)
+    assert main(["init", *ADMIN, "paris", "--region", "eu-north-1"]) == 0
+    return yaml.safe_load((tmp_path / "Pulumi.yaml").read_text()), " ".join(capsys.readouterr().out.split())
+
+
+def test_a_new_project_names_no_path_of_this_machine_for_a_virtualenv_outside_it(tmp_path, monkeypatch, capsys):
+    """Pulumi.yaml is committed: an absolute path to one's own virtualenv fails on a teammate's machine."""
+    project, said = _new_project(tmp_path, monkeypatch, capsys, "/home/me/venvs/higgsfield")
+    assert "virtualenv" not in project["runtime"]["options"]
+    assert "/home/me/venvs" not in (tmp_path / "policies" / "PulumiPolicy.yaml").read_text()
+    assert "`pulumi` runs python3 from PATH" in said and "PULUMI_PYTHON_CMD=" in said
+
+
+def test_a_virtualenv_inside_the_project_is_its_runtime_relative_to_the_project(tmp_path, monkeypatch, capsys):
+    project, said = _new_project(tmp_path, monkeypatch, capsys, tmp_path / ".venv")
+    assert project["runtime"]["options"]["virtualenv"] == ".venv"
+    policy = yaml.safe_load((tmp_path / "policies" / "PulumiPolicy.yaml").read_text())
+    assert policy["runtime"]["options"]["virtualenv"] == "../.venv"  # relative to policies/
+    assert "PULUMI_PYTHON_CMD" not in said
+
+
+def test_the_projects_program_is_the_installed_infra_even_beside_a_folder_named_infra(tmp_path, monkeypatch, capsys):
+    """Pulumi runs the project's __main__.py with the project first on the import path: a project's
+    own `infra/` package must not stand in for the installed program."""
+    import subprocess
+    import sys
+
+    _new_project(tmp_path, monkeypatch, capsys, "/elsewhere")
+    (tmp_path / "infra").mkdir()
+    (tmp_path / "infra" / "__init__.py").write_text("raise SystemExit('the project infra ran')\n")
+    probe = (
+        "import importlib.util, runpy, sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "runpy.run_module = lambda name, **_: print(importlib.util.find_spec(name).origin)\n"
+        f"runpy.run_path({str(tmp_path / '__main__.py')!r}, run_name='__main__')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(ROOT)}
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(ROOT / "infra" / "__init__.py")
+
+
+def test_a_pool_flag_whose_minimum_is_above_its_maximum_says_so(project, capsys):
+    assert main(["init", *ADMIN, "mine", "--region", "eu-north-1", "--gpu-pool", "h100:p5.48xlarge:4-0"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --gpu-pool: 'h100:p5.48xlarge:4-0': its minimum 4 is above its maximum 0 (MIN-MAX nodes)\n"
+    )
+
+
+def test_the_pool_flags_help_says_sizes_are_optional_and_their_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["init", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "NAME:TYPE[,TYPE][:MIN-MAX]" in help_text and "its nodes from 0 to 2 if no MIN-MAX" in help_text
+
+
+def test_init_leaves_nothing_in_stacks_but_the_stack_file(tmp_path, monkeypatch, capsys):
+    """No lock file to be swept into the first commit."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", *ADMIN, "paris", "--region", "eu-north-1"]) == 0
+    assert sorted(p.name for p in (tmp_path / "stacks").iterdir()) == ["Pulumi.paris.yaml"]
+
+
+def test_a_team_gets_the_same_uid_in_every_stack_init_makes(project, capsys):
+    """Its files on FSx and in S3 belong to one UID, whichever stack the new one starts from."""
+    for name, base in (("one", "dev"), ("two", "prod")):
+        argv = [
+            "init",
+            *ADMIN,
+            name,
+            "--region",
+            "eu-north-1",
+            "--from",
+            base,
+            "--team",
+            "speech:1",
+            "--team",
+            "nlp:1",
+        ]
+        assert main(argv) == 0, capsys.readouterr().err
+    uids = [
+        {t["name"]: t["uid"] for t in _config(project, stack)["higgsfield:scheduler"]["teams"]}
+        for stack in ("one", "two")
+    ]
+    assert uids[0] == uids[1] and len(set(uids[0].values())) == 2

@@ -126,3 +126,18 @@ def test_a_second_init_ci_keeps_the_projects_files(ci_project, monkeypatch, caps
     said = json.loads(capsys.readouterr().out)
     assert said["ci_files"] == [] and any("kept requirements/higgsfield.txt" in n for n in said["notes"])
     assert (ci_project / "requirements" / "higgsfield.txt").read_text() == "higgsfield @ git+https://example.com/h@v1\n"
+
+
+def test_init_ci_from_a_local_install_never_names_the_unrelated_pypi_package(monkeypatch):
+    """`higgsfield` on PyPI is someone else's: a local install gets a placeholder that fails loudly."""
+
+    def not_installed(name):
+        raise init_ci.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(init_ci.metadata, "distribution", not_installed)
+    files, notes = init_ci.ci_files()
+    text = files["requirements/higgsfield.txt"]
+    requirement = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert requirement == ["higgsfield @ git+https://github.com/OWNER/higgsfield@TAG"]
+    assert "not on PyPI" in text and "unrelated package" in text
+    assert any("replace OWNER and TAG" in note for note in notes)

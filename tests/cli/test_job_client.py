@@ -422,3 +422,9 @@ def test_a_teams_goodput_leaves_out_the_kinds_the_user_may_not_list(api, kubecon
     _seed_team(api)
     assert main(["jobs", "status", "prod", "-n", "llm", "--json"]) == 0
     assert [j["kind"] for j in json.loads(capsys.readouterr().out)["jobs"]] == ["PyTorchJob"]
+
+
+def test_without_a_kubeconfig_the_error_gives_the_command_for_this_stacks_cluster(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    assert main(["jobs", "status", "dev", "llama-ft", "-n", "ml"]) == 2
+    assert "`aws eks update-kubeconfig --region us-west-2 --name higgsfield-dev` writes one" in capsys.readouterr().err

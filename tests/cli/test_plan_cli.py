@@ -8,7 +8,7 @@ import yaml
 
 from infra.cli.main import main
 from infra.config import parse
-from tests.conftest import ROOT
+from tests.conftest import ROOT, set_pool
 
 RESOURCE_FIELDS = {
     "urn",
@@ -194,3 +194,24 @@ def test_plan_of_prod_reads_at_a_glance_in_under_210_lines():
     # prod's 338 resources in about 200 lines: repeated resources of a component collapse into one
     # line each (per-team log groups, quotas, roles); --verbose lists every one.
     assert len(_plan_text("prod")) < 210 < len(_plan_text("prod", "--verbose"))
+
+
+def test_plan_and_check_say_when_an_efa_pool_reads_fsx_from_another_az(project_copy, capsys):
+    """settings.md: fsx.availabilityZone must be the EFA pools' zone; staging's h100 moved to 1b
+    leaves FSx in 1a with a100, and both commands say so in one line naming the settings."""
+    project_copy("staging", set_pool(1, availabilityZone="us-east-1b"))
+    assert main(["plan", "bad"]) == 0
+    plan_out = " ".join(capsys.readouterr().out.split())
+    warning = (
+        "higgsfield:fsx: FSx is in us-east-1a (fsx.availabilityZone, default the first EFA pool's zone), but EFA "
+        "pool h100 in us-east-1b (higgsfield:gpuPools[1].availabilityZone) read and checkpoint across AZs"
+    )
+    assert f"note: {warning}" in plan_out
+    assert main(["check", "bad"]) == 0
+    assert warning in " ".join(capsys.readouterr().out.split())
+
+
+def test_plan_says_nothing_of_fsx_zones_when_every_efa_pool_is_beside_it(project_copy, capsys):
+    project_copy("staging", set_pool(0, minSize=0))
+    assert main(["plan", "bad"]) == 0
+    assert "read and checkpoint across AZs" not in capsys.readouterr().out

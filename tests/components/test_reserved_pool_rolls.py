@@ -38,7 +38,14 @@ def test_diff_of_an_upgrade_names_what_happens_to_the_reserved_pool_and_its_gang
     changes = {c.name: c for c in compare(base, head, set()).changed}
     odcr = "\n".join(changes["gpu-b200-odcr"].consequences)
     assert "4 nodes held on the reservation" in odcr and "MINIMAL" in odcr and "3 of 4 nodes" in odcr
-    assert "running gangs on b200-odcr" in odcr and "exits 143" in odcr and "ExitCode" in odcr
+    assert "running work on b200-odcr" in odcr and "exit 143" in odcr and "ExitCode" in odcr
+
+
+def test_diff_of_an_upgrade_says_what_a_drain_does_to_serving_replicas_not_only_to_gangs():
+    base, head = _upgrade_from_1_34()
+    changes = {c.name: c for c in compare(base, head, set()).changed}
+    rolled = "\n".join(changes["gpu-h100"].consequences)
+    assert "serving replicas and evaluation pods are started again elsewhere by their Deployment or Job" in rolled
 
 
 def test_diff_of_an_upgrade_tells_when_a_capacity_block_pool_may_roll():

@@ -376,7 +376,7 @@ BAD = {
         "staging",
         _teams({"name": "llm", "queue": "experiments", "gpuQuota": 9, "priorityClasses": ["batch-low"], "uid": 20010}),
         f"{S}.teams[0].gpuQuota",
-        "above queue 'experiments'",
+        "above queue experiments's capability",
     ),
     "duplicate_team": (
         "staging",
@@ -415,7 +415,7 @@ BAD = {
             [{"name": "llm", "queue": "research", "gpuQuota": 8, "priorityClasses": ["batch-low"], "uid": 20010}],
         ),
         f"{S}.teams[0].gpuQuota",
-        "is below queue 'research''s capability of 16",
+        "is below queue research's capability of 16",
     ),
     "two_teams_share_a_queue": (
         "staging",

@@ -262,6 +262,12 @@ CASES = {
         "higgsfield:availabilityZones[1]",
         "does not exist in us-west-2",
     ),
+    "pool_zone_that_does_not_exist_is_the_zone_not_the_type": (
+        "dev",
+        set_pool(0, availabilityZone="us-west-2z"),
+        "higgsfield:gpuPools[0].availabilityZone",
+        "'us-west-2z' does not exist in us-west-2: its zones are us-west-2a, us-west-2b",
+    ),
     "sts_session_as_admin": (
         "dev",
         set_key("higgsfield:admins", [SESSION]),

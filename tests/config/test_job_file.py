@@ -58,7 +58,9 @@ def test_every_wrong_key_is_named_in_one_line_each():
         "job.yaml: resources.cudaDriver",
         "job.yaml: checkpoint",
     }
-    assert problems["job.yaml: checkpoint"] == "is not a job file setting (docs/reference/job-file.md)"
+    assert problems["job.yaml: checkpoint"] == (
+        "is not a job file setting; did you mean checkpoints? (docs/reference/job-file.md)"
+    )
     assert "'infiniband' is not one of: efa, any" in problems["job.yaml: resources.interconnect"]
 
 
@@ -147,3 +149,10 @@ def test_an_env_that_picks_gpus_by_name_is_refused_naming_it(name):
     message, naming no job-file key)."""
     problems = _problems({**EXAMPLE, "env": {"OK": "1", name: "all"}})
     assert list(problems) == [f"job.yaml: env.{name}"]
+
+
+def test_a_misspelt_resource_key_suggests_the_one_it_means():
+    with pytest.raises(ConfigError) as refused:
+        load_job({**EXAMPLE, "resources": {"gpu": 4}}, "job.yaml")
+    problems = {p.key: p.message for p in refused.value.problems}
+    assert problems["job.yaml: resources.gpu"].startswith("is not a job file setting; did you mean gpus?")

@@ -87,6 +87,32 @@ def test_a_base_that_is_no_commit_is_refused_before_the_stack_is_evaluated(repo,
     assert err.count("\n") == 1 and "--base 'no-such-ref' is not a commit of this repository" in err, err
 
 
+@pytest.fixture
+def project_without_git(tmp_path: Path, monkeypatch) -> Path:
+    """A project of one's own before `git init` (what init makes in an empty folder)."""
+    for name in ("Pulumi.yaml", "stacks", "policies/config"):
+        source = ROOT / name
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))  # no repository above it either
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_diff_outside_a_git_repository_says_so_and_how_to_make_one(project_without_git, capsys):
+    assert main(["diff", "dev", "--base", "HEAD"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"{project_without_git} is not a git repository, and diff compares the stack with a commit of it" in err
+    assert "`git init && git add -A && git commit -m start`" in err and "is not a commit of" not in err
+
+
+def test_diff_in_a_repository_without_a_commit_says_to_commit_first(project_without_git, capsys):
+    _git(project_without_git, "init", "-q")
+    assert main(["diff", "dev", "--base", "origin/main"]) == 2
+    assert "this repository has no commit yet" in capsys.readouterr().err
+
+
 def test_changing_a_gpu_pool_instance_type_reports_the_node_group_replacement(repo, capsys):
     _edit_stack(repo, "dev", lambda c: c["higgsfield:gpuPools"][0].update(instanceTypes=["g6e.4xlarge"]))
     assert main(["diff", "dev", "--base", "HEAD~1"]) == 0

@@ -113,7 +113,7 @@ def test_check_names_each_other_team_an_example_fits_at_no_size_as_advisory():
 
     (finding,) = [f for f in check.examples_teams_cannot_run(plan_of("staging")) if "pytorch-ddp" in f.message]
     assert finding.level == "advisory" and finding.message.startswith(
-        "examples/pytorch-ddp.yaml for team vision: pytorch-ddp needs at least 16 GPUs"
+        "example pytorch-ddp (jobs render STACK pytorch-ddp) for team vision: pytorch-ddp needs at least 16 GPUs"
     )
 
 

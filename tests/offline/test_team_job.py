@@ -284,6 +284,16 @@ def test_shared_checkpoints_on_several_nodes_without_fsx_are_refused():
     assert refused.value.key == "checkpoints"
 
 
+def test_the_default_shared_checkpoints_refusal_says_it_is_the_default_and_names_the_missing_fsx_and_the_fixes():
+    data = {k: v for k, v in EXAMPLE.items() if k != "checkpoints"}  # not written: shared, the default
+    cfg = config_of("prod").model_copy(update={"fsx": config_of("prod").fsx.model_copy(update={"enabled": False})})
+    with pytest.raises(ConfigError) as refused:
+        team_job.render(load_job(data), cfg)
+    message = refused.value.problems[0].message
+    assert message.startswith("shared (the default) needs shared storage, and stack prod has no FSx")
+    assert "write checkpoints: off" in message and "resources.gpus: 8" in message and "enable higgsfield:fsx" in message
+
+
 def test_the_cli_renders_a_job_file_with_its_placement_on_top(capsys):
     from infra.cli.main import main
 

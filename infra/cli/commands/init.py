@@ -18,8 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     init.add_argument(
         "--gpu-pool",
         action="append",
-        metavar="NAME:TYPE[,TYPE]:MIN-MAX",
-        help="an on-demand GPU pool, e.g. h100:p5.48xlarge:0-4 (repeatable; replaces the existing stack's pools)",
+        metavar="NAME:TYPE[,TYPE][:MIN-MAX]",
+        help="an on-demand GPU pool, e.g. h100:p5.48xlarge:0-4, its nodes from 0 to 2 if no MIN-MAX "
+        "(repeatable; replaces the existing stack's pools)",
     )
     init.add_argument(
         "--cpu-type", action="append", metavar="TYPE", help="instance type of the system nodes (repeatable)"

@@ -82,7 +82,7 @@ def _which(args: argparse.Namespace) -> tuple[str, str, str]:
 def _api(args: argparse.Namespace):  # noqa: ANN202 - the kubernetes client's ApiClient
     from infra.cli import client
 
-    return client.connect(args.kubeconfig, args.context)
+    return client.connect(args.kubeconfig, args.context, getattr(args, "stack", None))
 
 
 def _refused(exc: Exception) -> int:

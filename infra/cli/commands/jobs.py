@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from infra.cli.arguments import IMAGE_HELP, stack_argument, stack_then
+from infra.cli.completion import examples_shipped
 from infra.cli.output import add_report_options, emit
 from infra.core.assets import shipped
 
@@ -17,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     stack_argument(render)
     # every shipped example (a team's own job file, *.job.yaml, goes with -f)
     examples = " | ".join(sorted(p.stem for p in shipped("examples").glob("*.yaml") if not p.stem.endswith(".job")))
-    render.add_argument("example", nargs="?", metavar="EXAMPLE", help=examples)
+    render.add_argument("example", nargs="?", metavar="EXAMPLE", help=examples).completer = examples_shipped
     render.add_argument(
         "-f",
         "--filename",
@@ -26,7 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     render.add_argument("--stack", dest="old_stack", help=argparse.SUPPRESS)  # the old form: EXAMPLE --stack STACK
     render.add_argument(
-        "--pool", metavar="POOL", help="GPU pool (default: the first on-demand pool; EFA pools first for NCCL tests)"
+        "--pool",
+        metavar="POOL",
+        help="GPU pool (default: the first pool the example fits: on-demand first; for serving and evaluation the "
+        "fewest GPUs a node; EFA pools for NCCL tests)",
     )
     render.add_argument("--team", metavar="TEAM", help="team namespace (default: the first team)")
     render.add_argument(
@@ -57,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.filename is not None:
         return _render_file(args)
-    stack_then(args, "example")
+    stack_then(args, "example", lambda stack: jobs.examples_for(load_stack(stack)))
     cfg = load_stack(args.stack)
     objects = jobs.render(
         args.example,
@@ -71,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "yaml":  # the text is YAML already, comments and all
         args.output = None
     # JSON as a List, which kubectl apply -f takes like the YAML documents
-    emit(args, lambda: {"apiVersion": "v1", "kind": "List", "items": objects}, lambda: jobs.to_yaml(objects))
+    placed = jobs.placement_comment(args.example, cfg, pool=args.pool, team=args.team)
+    emit(args, lambda: {"apiVersion": "v1", "kind": "List", "items": objects}, lambda: placed + jobs.to_yaml(objects))
     return 0
 
 
