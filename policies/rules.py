@@ -230,7 +230,8 @@ def _services_unpinned(statement: Mapping, accounts: set[str]) -> list[str]:
 
     pinned = False
     for operator, keys in (statement.get("Condition") or {}).items():
-        if not isinstance(keys, Mapping) or "IfExists" in operator or "Not" in operator:
+        # IfExists and ForAllValues hold where the request has no such key; a negated operator for any other value
+        if not isinstance(keys, Mapping) or any(w in operator for w in ("IfExists", "ForAllValues", "Not")):
             continue
         for key, values in keys.items():
             listed = _listed(values)

@@ -636,8 +636,11 @@ def _granted_to_a_service(condition: dict | None) -> str:
         {"StringEquals": {"aws:SourceAccount": "999999999999"}},
         {"ArnLike": {"aws:SourceArn": "arn:aws:cloudtrail:us-east-2:*:trail/*"}},
         {"StringEqualsIfExists": {"aws:SourceAccount": "111122223333"}},
+        # ForAllValues is true where the request carries no value for the key (IAM user guide,
+        # reference_policies_condition-single-vs-multi-valued-context-keys): no pin, as IfExists
+        {"ForAllValues:StringEquals": {"aws:SourceAccount": "111122223333"}},
     ],
-    ids=["no condition", "another account", "any account's trail", "if it exists"],
+    ids=["no condition", "another account", "any account's trail", "if it exists", "for all values"],
 )
 def test_a_service_granted_a_key_without_a_condition_naming_the_account_is_flagged(condition):
     """The confused deputy on a key: the service acts for every account, so another account's log group
