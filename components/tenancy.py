@@ -449,6 +449,26 @@ def _gang_unchanged() -> str:
     return "(" + " && ".join(kept) + ")"
 
 
+def _templates_unchanged() -> str:
+    """An UPDATE of a Kubeflow job that keeps every replica type's pod template as `oldObject`'s, or one
+    made while the job is suspended in both (it has no pods and no PodGroup then: resuming makes a new,
+    Pending one, which goes through its queue's enqueue check)."""
+
+    def suspended(obj: str) -> str:
+        return f"({_field(obj, 'spec', 'runPolicy', 'suspend')} && {obj}.spec.runPolicy.suspend == true)"
+
+    def same(key: str) -> str:
+        new, old = f"object.spec.{key}", f"oldObject.spec.{key}"
+        return (
+            f"(!has({new}) || !has({old}) || {new}.all(r, !(r in {old}) || "
+            f"(has({new}[r].template) ? [{new}[r].template] : []) == "
+            f"(has({old}[r].template) ? [{old}[r].template] : [])))"
+        )
+
+    kept = " && ".join(same(key) for key in REPLICA_SPECS)
+    return f"(({suspended('object')} && {suspended('oldObject')}) || ({kept}))"
+
+
 def gang_validations(team: TeamRules) -> list[dict]:
     """The gang is the job's: the operator makes the PodGroup's minMember the job's
     `schedulingPolicy.minAvailable` (else all its replicas) and its minResources the job's
@@ -524,6 +544,17 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "message": "a Kubeflow job keeps its size: its replica types and their replicas, elasticPolicy and "
             "spec.runPolicy.schedulingPolicy are those it was created with (an elastic job grows by its HPA); "
             "submit a new job for another size",
+            "reason": "Forbidden",
+        },
+        {
+            # Its pods' too: the operator re-creates a deleted pod from the job's template at once while the
+            # PodGroup is past Pending, so 40 CPU workers given 8 GPUs each by a PUT, then deleted one by one
+            # (edit deletes pods), would ask for 320 GPUs outside enqueue. A template is what its pods are: it
+            # changes only while the job is suspended (no pods, no PodGroup), or by a new job.
+            "expression": f"!({is_job}) || request.operation != 'UPDATE' || "
+            f"request.userInfo.username == '{OPERATOR_USER}' || {_templates_unchanged()}",
+            "message": "a Kubeflow job keeps its pod templates while it runs: suspend it "
+            "(spec.runPolicy.suspend: true), change them, then resume it, or submit a new job",
             "reason": "Forbidden",
         },
         {

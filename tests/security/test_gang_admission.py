@@ -231,6 +231,36 @@ def test_an_update_that_keeps_the_jobs_size_is_admitted_and_the_operator_may_cha
     assert not _denied(grown, SIZE, operation="UPDATE", old=old, user=OPERATOR_USER)
 
 
+TEMPLATES = "a Kubeflow job keeps its pod templates while it runs"
+
+
+def _cpu_only(job: dict) -> dict:
+    job = copy.deepcopy(job)
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1", "memory": "1Gi"}}
+    return job
+
+
+def test_a_running_gangs_pods_grown_to_gpus_by_an_update_of_its_template_are_denied():
+    """40 CPU workers (a gang that forms at once) given 8 GPUs each by a PUT, replicas unchanged: each pod the
+    member then deletes is re-created from the new template at once under the Running PodGroup."""
+    new = _gang(40, None)
+    assert _denied(new, TEMPLATES, operation="UPDATE", old=_cpu_only(new))
+
+
+def test_a_suspended_jobs_templates_may_change_and_the_operator_may_write_them():
+    """Suspended, a job has no pods and no PodGroup: resuming makes a Pending PodGroup that waits for enqueue."""
+    from components.tenancy import OPERATOR_USER
+
+    new = _gang(40, None)
+    new["spec"]["runPolicy"]["suspend"] = True
+    old = _cpu_only(new)
+    assert not _denied(new, TEMPLATES, operation="UPDATE", old=old)
+    new["spec"]["runPolicy"]["suspend"] = False  # resumed in the same UPDATE: the template must be the old one
+    assert _denied(new, TEMPLATES, operation="UPDATE", old=old)
+    assert not _denied(new, TEMPLATES, operation="UPDATE", old=old, user=OPERATOR_USER)
+
+
 def test_an_elastic_jobs_hpa_still_scales_it_through_scale_which_no_team_may_call():
     """The operator's HPA writes the job's /scale subresource: the team policy does not match it (a rule
     naming `pytorchjobs` matches no subresource), so the grown job's later UPDATEs keep the grown size, and
