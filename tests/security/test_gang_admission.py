@@ -261,6 +261,52 @@ def test_a_suspended_jobs_templates_may_change_and_the_operator_may_write_them()
     assert not _denied(new, TEMPLATES, operation="UPDATE", old=old, user=OPERATOR_USER)
 
 
+PODGROUP = "a Kubeflow job's PodGroup keeps its minMember and minResources"
+
+
+def _podgroup(min_member: int, gpus: int, owner: str = "PyTorchJob") -> dict:
+    """The PodGroup `j` the operator made for its job `j`, Running."""
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": "j",
+            "namespace": "vision",
+            "ownerReferences": [
+                {"apiVersion": "kubeflow.org/v1", "kind": owner, "name": "j", "uid": "u-1", "controller": True}
+            ],
+        },
+        "spec": {
+            "minMember": min_member,
+            "queue": "experiments",
+            "priorityClassName": "batch-low",
+            "minResources": {"nvidia.com/gpu": str(gpus)},
+        },
+        "status": {"phase": "Running", "running": min_member},
+    }
+
+
+def test_a_running_podgroup_resized_by_another_job_of_the_same_name_is_denied_even_to_the_operator():
+    """A TFJob `j` beside a running PyTorchJob `j` (or `j` orphan-deleted and made again larger): the operator's
+    SyncPodGroup rewrites PodGroup `j` by name alone; refused, it fails, and no pod of the newcomer is made."""
+    from components.tenancy import OPERATOR_USER
+
+    assert _denied(_podgroup(40, 320), PODGROUP, operation="UPDATE", old=_podgroup(2, 16), user=OPERATOR_USER)
+
+
+def test_the_operators_unchanged_podgroup_update_is_admitted():
+    from components.tenancy import OPERATOR_USER
+
+    assert not _denied(_podgroup(2, 16), PODGROUP, operation="UPDATE", old=_podgroup(2, 16), user=OPERATOR_USER)
+
+
+def test_an_elastic_job_without_min_available_is_denied():
+    """Unset, the operator's minMember is every replica, which its HPA grows: its PodGroup would change size."""
+    job = _elastic()
+    job["spec"]["runPolicy"]["schedulingPolicy"].pop("minAvailable")
+    assert _denied(job, "an elastic PyTorchJob sets spec.runPolicy.schedulingPolicy.minAvailable")
+
+
 def test_an_elastic_jobs_hpa_still_scales_it_through_scale_which_no_team_may_call():
     """The operator's HPA writes the job's /scale subresource: the team policy does not match it (a rule
     naming `pytorchjobs` matches no subresource), so the grown job's later UPDATEs keep the grown size, and
