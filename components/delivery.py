@@ -603,7 +603,8 @@ def boundary_policy(
         # entry names: service authorization reference, Amazon EKS condition keys): another account's role made
         # cluster admin would read every Secret, and so would one of the account's roles whose trust names
         # another account (IAM cannot read a trust policy's content, so "a principal of this account" is not
-        # enough: any stack role may be created trusting anyone). A new admin is a deploy of a new config.
+        # enough: any stack role may be created trusting anyone). The admins are rendered here, so a new one is a
+        # boundary change: an administrator's (BoundaryIsFixed), as a new cluster admin should be.
         {
             "Sid": "ClusterAccessStaysInTheAccount",
             "Effect": "Deny",
