@@ -329,6 +329,17 @@ CROSS_ACCOUNT_OPENINGS = (
     "eks:AssociateIdentityProviderConfig",
     # the runner projects' builds shared with another account
     "codebuild:PutResourcePolicy",
+    # AWS Verified Access: a trust provider of any OIDC issuer admitting its users to endpoints in the VPC
+    # (network interfaces, load balancers), the same class as Client VPN
+    "ec2:*VerifiedAccess*",
+    # an interface of the VPC lent to another (AWS-authorized) account
+    "ec2:CreateNetworkInterfacePermission",
+    # key material held outside AWS KMS: an external key store's keys are its holder's to withhold, and
+    # imported material is a copy someone outside KMS holds (the program's keys are AWS_KMS: NoForeignKeyMaterial)
+    "kms:CreateCustomKeyStore",
+    "kms:ConnectCustomKeyStore",
+    "kms:UpdateCustomKeyStore",
+    "kms:ImportKeyMaterial",
 )
 # Bucket configurations whose destination or key may be another account's: an inventory or analytics
 # export lists every object key to any bucket, a notification sends every object event to any queue or
@@ -361,7 +372,23 @@ def _buckets(named: Sequence[str]) -> list[str]:
     return [a for b in sorted(set(named)) for a in (f"arn:aws:s3:::{b}", f"arn:aws:s3:::{b}/*")]
 
 
-def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[str]) -> str:
+def access_entry_principals(settings: DeliverySettings, stack: str, admins: Sequence[str]) -> list[str]:
+    """The principals the program enters in the cluster's access: the configured admins of the
+    stack's account (components/cluster.py; another account's is an administrator's to enter:
+    `higgsfield check` says so) and the preview and deploy roles (Delivery). The nodes' entries are
+    EKS's own, made by CreateNodegroup for the node role (no eks:CreateAccessEntry of ours)."""
+    account = settings.account_id
+    ours = [a for a in admins if a.split(":")[4] == account]
+    return [*ours, *(f"arn:aws:iam::{account}:role/{role_name(stack, p)}" for p in ("preview", "deploy"))]
+
+
+def boundary_policy(
+    settings: DeliverySettings,
+    stack: str,
+    buckets: Sequence[str],
+    admins: Sequence[str] = (),
+    public_endpoint: bool = False,
+) -> str:
     """The ceiling of the deploy role and of every role the stack creates (infra/__main__.py
     attaches it to each aws.iam.Role through bound_every_role). Allows the services the program
     and its roles act in; denies, whatever an identity policy says: changing this policy, roles
@@ -572,16 +599,57 @@ def boundary_policy(settings: DeliverySettings, stack: str, buckets: Sequence[st
             "Resource": "*",
             "Condition": {"Bool": {"kms:BypassPolicyLockoutSafetyCheck": "true"}},
         },
-        # Cluster access for this account's principals only (eks:principalArn, the principal an access entry
-        # names: service authorization reference, Amazon EKS condition keys); another account's role made
-        # cluster admin would read every Secret.
+        # Cluster access for the principals the program enters only (eks:principalArn, the principal an access
+        # entry names: service authorization reference, Amazon EKS condition keys): another account's role made
+        # cluster admin would read every Secret, and so would one of the account's roles whose trust names
+        # another account (IAM cannot read a trust policy's content, so "a principal of this account" is not
+        # enough: any stack role may be created trusting anyone). The admins are rendered here, so a new one is a
+        # boundary change: an administrator's (BoundaryIsFixed), as a new cluster admin should be.
         {
             "Sid": "ClusterAccessStaysInTheAccount",
             "Effect": "Deny",
             "Action": ["eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy"],
             "Resource": "*",
-            "Condition": {"ArnNotLike": {"eks:principalArn": f"arn:aws:iam::{account}:*"}},
+            "Condition": {"ArnNotEquals": {"eks:principalArn": access_entry_principals(settings, stack, admins)}},
         },
+        # A role's trust is CreateRole's, never rewritten: IAM has no condition key on a trust policy's content,
+        # so an UpdateAssumeRolePolicy naming another account could not be told from ours. pulumi-aws passes the
+        # trust in CreateRole and calls UpdateAssumeRolePolicy only when it changes (resourceRoleUpdate,
+        # hashicorp/terraform-provider-aws:internal/service/iam/role.go); the program's trusts are fixed strings
+        # of the code, so a change is an upgrade's, which `higgsfield diff` refuses and hands to an administrator.
+        {
+            "Sid": "TrustIsSetAtCreate",
+            "Effect": "Deny",
+            "Action": ["iam:UpdateAssumeRolePolicy"],
+            "Resource": "*",
+        },
+        # Keys whose material AWS KMS makes (kms:KeyOrigin, AWS KMS developer guide, conditions-kms.html): not
+        # EXTERNAL (imported), AWS_CLOUDHSM or EXTERNAL_KEY_STORE, whose holder could withhold or keep a copy.
+        {
+            "Sid": "NoForeignKeyMaterial",
+            "Effect": "Deny",
+            "Action": ["kms:CreateKey"],
+            "Resource": "*",
+            # only where the request names an origin (Null false): the program's CreateKey names none, and
+            # whether AWS then puts its default in the context is not documented; an other origin is always named
+            "Condition": {"StringNotEquals": {"kms:KeyOrigin": "AWS_KMS"}, "Null": {"kms:KeyOrigin": "false"}},
+        },
+        # The API endpoint stays as configured: eks:endpointPublicAccess (Amazon EKS condition keys, April 2026)
+        # on CreateCluster and UpdateClusterConfig. A stack with a public endpoint may keep it; IAM has no key on
+        # its CIDRs, so `higgsfield diff` and the pack's endpoint rule watch those.
+        *(
+            []
+            if public_endpoint
+            else [
+                {
+                    "Sid": "EndpointStaysPrivate",
+                    "Effect": "Deny",
+                    "Action": ["eks:CreateCluster", "eks:UpdateClusterConfig"],
+                    "Resource": "*",
+                    "Condition": {"Bool": {"eks:endpointPublicAccess": "true"}},
+                }
+            ]
+        ),
         # The audit trail (the control plane's and the VPC's flow logs) outlives any deploy: no deploy
         # deletes it, shortens its retention or moves it under another key; an administrator does
         # (docs/security-ci.md). CloudWatch Logs has no condition key on the retention a PutRetentionPolicy
@@ -701,7 +769,13 @@ def deploy_policy(settings: DeliverySettings, stack: str, buckets: Sequence[str]
             "Action": [
                 a
                 for a in ROLE_WRITES
-                if a not in ("iam:CreateRole", "iam:PutRolePermissionsBoundary", "iam:DeleteRolePermissionsBoundary")
+                if a
+                not in (
+                    "iam:CreateRole",
+                    "iam:PutRolePermissionsBoundary",
+                    "iam:DeleteRolePermissionsBoundary",
+                    "iam:UpdateAssumeRolePolicy",  # a trust is CreateRole's (the boundary's TrustIsSetAtCreate)
+                )
             ]
             + ["iam:PassRole"],
         },
@@ -756,6 +830,8 @@ class DeliveryArgs:
     cluster_ready: Sequence[pulumi.Resource]
     kubernetes: pulumi.ProviderResource  # the cluster's provider: the preview role's ClusterRole and binding
     tags: Mapping[str, str]
+    admins: Sequence[str] = ()  # the cluster's admins (their access entries: ClusterAccessStaysInTheAccount)
+    public_endpoint: bool = False  # the API server has a public endpoint (EndpointStaysPrivate otherwise)
 
 
 class Delivery(pulumi.ComponentResource):
@@ -800,7 +876,7 @@ class Delivery(pulumi.ComponentResource):
             f"{name}-boundary",
             name=boundary_name(args.stack),
             description=f"The ceiling of every role of {cluster_name(args.stack)} and of its deploy identity",
-            policy=boundary_policy(settings, args.stack, args.data_buckets),
+            policy=boundary_policy(settings, args.stack, args.data_buckets, args.admins, args.public_endpoint),
             tags=tags,
             opts=child,
         )

@@ -33,7 +33,7 @@ from components.workloads import (
     serving_scrape_job,
 )
 from infra.config import Observability
-from infra.core.names import JOB_NAME_LABEL, KUBE_SYSTEM, PROGRESS_PORT_NAME
+from infra.core.names import JOB_NAME_LABEL, KUBE_SYSTEM, PROGRESS_PORT, PROGRESS_PORT_NAME
 from infra.core.versions import CLOUDWATCH_DCGM_OFF, AddonVersion, Chart
 
 NAMESPACE = "monitoring"
@@ -334,6 +334,23 @@ WATCHDOG_PEER = {
 }
 
 
+# The labels a progress series keeps: the target's (Prometheus' job and instance, and the relabelled
+# ones below) and progress.py's own.
+PROGRESS_LABELS = (
+    "__name__",
+    "job",
+    "instance",
+    "namespace",
+    "job_name",
+    "pod",
+    "pod_uid",
+    "Hostname",
+    "rank",
+    "node",
+    "recreate",
+)
+
+
 def training_progress_scrape_job() -> dict:
     """Every PyTorch job pod's progress (images/training/progress.py) on its container port named
     `progress`, in any namespace, labelled with what the job watchdog joins on: the namespace, the
@@ -343,7 +360,15 @@ def training_progress_scrape_job() -> dict:
     role pod), never from the pod's own text. Any pod may join it (a container port named `progress` and the
     job-name label are the pod's own), so, as the serving scrape: at most PROGRESS_SCRAPE_LIMITS per pod, or
     the scrape fails (sample_limit, label_limit, body_size_limit: prometheus.io/docs/prometheus/latest/
-    configuration/configuration/#scrape_config), and only progress.py's series are kept."""
+    configuration/configuration/#scrape_config), and only progress.py's series are kept.
+
+    Per pod, not per port: role pod makes one target per declared container port, and a port name need
+    only be unique within a container, so a pod of 20 containers each declaring `progress` would be 20
+    targets. Only the port number the platform serves on (PROGRESS_PORT) is kept, and no label of the
+    container reaches the target, so those targets share one label set and address, which Prometheus
+    scrapes once. Per series: only the target's labels and progress.py's own (rank, node, recreate)
+    are kept, and a sample whose rank is not a number of at most 5 digits, or whose node is not a DNS
+    name, is dropped, so a pod cannot mint series from label values of its choosing beyond those."""
     job_label = "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in JOB_NAME_LABEL)
     return {
         "job_name": TRAINING_PROGRESS_JOB,
@@ -355,6 +380,11 @@ def training_progress_scrape_job() -> dict:
                 "regex": PROGRESS_PORT_NAME,
                 "action": "keep",
             },
+            {
+                "source_labels": ["__meta_kubernetes_pod_container_port_number"],
+                "regex": str(PROGRESS_PORT),
+                "action": "keep",
+            },
             {"source_labels": [job_label], "regex": ".+", "action": "keep"},
             {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
             {"source_labels": [job_label], "target_label": "job_name"},
@@ -363,7 +393,12 @@ def training_progress_scrape_job() -> dict:
             {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "Hostname"},
         ],
         "metric_relabel_configs": [
-            {"source_labels": ["__name__"], "regex": "|".join(PROGRESS_SERIES), "action": "keep"}
+            {"source_labels": ["__name__"], "regex": "|".join(PROGRESS_SERIES), "action": "keep"},
+            {"regex": "|".join(PROGRESS_LABELS), "action": "labelkeep"},
+            # an absent label is the empty value, which each keep admits
+            {"source_labels": ["rank"], "regex": "|[0-9]{1,5}", "action": "keep"},
+            {"source_labels": ["node"], "regex": "|[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "action": "keep"},
+            {"source_labels": ["recreate"], "regex": "|true", "action": "keep"},
         ],
     }
 

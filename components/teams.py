@@ -27,11 +27,16 @@ OBJECT_COUNTS = {"configmaps": 500, "secrets": 200, "services": 100, "persistent
 # Jobs (batch and every Kubeflow kind the operator serves): Team.max_jobs, or JOBS_FLOOR or twice the pods quota
 # (finished ones stay until deleted); the long-running kinds: WORKLOADS_FLOOR or the pods quota (each runs a pod
 # at least), ReplicaSets eleven times that (a Deployment keeps its revisionHistoryLimit of 10 old ones).
-JOBS_FLOOR, WORKLOADS_FLOOR, SERVICE_ACCOUNTS_FLOOR = 100, 20, 50
+# Events (core/v1, whose message has no length limit): the namespace's own, the kubelet's, the scheduler's
+# and the operators' about its pods count alike (a quota admits every creator), so the bound is far above
+# what a pod's life makes (scheduled, pulled, created, started, killed: ~10) and they expire after an hour.
+# Ingresses: none, the platform runs no ingress controller (a team's serving goes through a Service).
+JOBS_FLOOR, WORKLOADS_FLOOR, SERVICE_ACCOUNTS_FLOOR, EVENTS_FLOOR, EVENTS_PER_POD = 100, 20, 50, 1000, 50
 JOB_RESOURCES = ("jobs.batch", *(f"{r}.{tenancy.JOB_GROUP}" for r in sorted(tenancy.JOB_KINDS.values())))
 WORKLOAD_RESOURCES = (
     "cronjobs.batch",
     "deployments.apps",
+    "daemonsets.apps",  # one whose nodeSelector matches no node runs no pod: the pods quota bounds none
     "statefulsets.apps",
     "replicationcontrollers",
     "horizontalpodautoscalers.autoscaling",
@@ -69,6 +74,8 @@ def compute_quota(team: Team, pools: Sequence[GpuPool]) -> dict:
         **{f"count/{kind}": str(workloads) for kind in WORKLOAD_RESOURCES},
         "count/replicasets.apps": str(11 * workloads),
         "count/serviceaccounts": str(max(SERVICE_ACCOUNTS_FLOOR, workloads)),
+        "count/events": str(max(EVENTS_FLOOR, EVENTS_PER_POD * pods)),
+        "count/ingresses.networking.k8s.io": "0",
         **{f"{c}.storageclass.storage.k8s.io/requests.storage": "0" for c in EBS_CLASSES},
     }
     return {

@@ -449,6 +449,31 @@ def _gang_unchanged() -> str:
     return "(" + " && ".join(kept) + ")"
 
 
+def _templates_unchanged() -> str:
+    """An UPDATE of a Kubeflow job that keeps every replica type's pod template as `oldObject`'s, or one
+    made while the job is suspended in both (it has no pods and no PodGroup then: resuming makes a new,
+    Pending one, which goes through its queue's enqueue check)."""
+
+    def suspended(obj: str) -> str:
+        return f"({_field(obj, 'spec', 'runPolicy', 'suspend')} && {obj}.spec.runPolicy.suspend == true)"
+
+    def same(key: str) -> str:
+        new, old = f"object.spec.{key}", f"oldObject.spec.{key}"
+        return (
+            f"(!has({new}) || !has({old}) || {new}.all(r, !(r in {old}) || "
+            f"(has({new}[r].template) ? [{new}[r].template] : []) == "
+            f"(has({old}[r].template) ? [{old}[r].template] : [])))"
+        )
+
+    kept = " && ".join(same(key) for key in REPLICA_SPECS)
+    return f"(({suspended('object')} && {suspended('oldObject')}) || ({kept}))"
+
+
+def one(obj: str, *path: str) -> str:
+    """`[obj.path]` where the field is set, else `[]`: equality of optional fields."""
+    return f"({_field(obj, *path)} ? [{obj}.{'.'.join(path)}] : [])"
+
+
 def gang_validations(team: TeamRules) -> list[dict]:
     """The gang is the job's: the operator makes the PodGroup's minMember the job's
     `schedulingPolicy.minAvailable` (else all its replicas) and its minResources the job's
@@ -527,6 +552,17 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
         {
+            # Its pods' too: the operator re-creates a deleted pod from the job's template at once while the
+            # PodGroup is past Pending, so 40 CPU workers given 8 GPUs each by a PUT, then deleted one by one
+            # (edit deletes pods), would ask for 320 GPUs outside enqueue. A template is what its pods are: it
+            # changes only while the job is suspended (no pods, no PodGroup), or by a new job.
+            "expression": f"!({is_job}) || request.operation != 'UPDATE' || "
+            f"request.userInfo.username == '{OPERATOR_USER}' || {_templates_unchanged()}",
+            "message": "a Kubeflow job keeps its pod templates while it runs: suspend it "
+            "(spec.runPolicy.suspend: true), change them, then resume it, or submit a new job",
+            "reason": "Forbidden",
+        },
+        {
             "expression": f"!({is_job}) || !{_field('object', *sched.split('.')[1:], 'minResources')}",
             "message": "a gang's minResources is the platform's (the requests of its pods): remove "
             "spec.runPolicy.schedulingPolicy.minResources",
@@ -537,6 +573,30 @@ def gang_validations(team: TeamRules) -> list[dict]:
             f"int({sched}.minAvailable) == {gang}",
             "message": "spec.runPolicy.schedulingPolicy.minAvailable is every replica of the job (an elastic "
             "PyTorchJob's: elasticPolicy.minReplicas workers and the other replicas); leave it unset or make it so",
+            "reason": "Forbidden",
+        },
+        {
+            # Unset, the operator's minMember is all the replicas (ReconcileJobs: `minMember := totalReplicas`),
+            # which the HPA grows: the PodGroup's size is fixed once made (below).
+            "expression": f"!{elastic} || {_field('object', *sched.split('.')[1:], 'minAvailable')}",
+            "message": "an elastic PyTorchJob sets spec.runPolicy.schedulingPolicy.minAvailable to its gang "
+            "(elasticPolicy.minReplicas workers and the other replicas): its PodGroup's size is fixed once made",
+            "reason": "Forbidden",
+        },
+        {
+            # SyncPodGroup gets the PodGroup by the job's namespace and name alone, never by owner or kind
+            # (kubeflow/trainer:pkg/controller.v1/common/scheduling.go@v1.9.x), and rewrites its spec: a TFJob `j`
+            # created beside a running PyTorchJob `j`, or `j` deleted with propagationPolicy=Orphan and made again
+            # larger, would resize the running gang, and its pods would be made at once, outside enqueue. A job's
+            # size and templates are fixed (above), so its PodGroup's minMember and minResources never change:
+            # an UPDATE that changes them is refused whoever sends it, and the operator's SyncPodGroup fails.
+            "expression": "object.kind != 'PodGroup' || request.operation != 'UPDATE' || "
+            "!has(oldObject.metadata.ownerReferences) || "
+            f"!oldObject.metadata.ownerReferences.exists(o, o.apiVersion.startsWith('{JOB_GROUP}/')) || "
+            f"({one('object', 'spec', 'minMember')} == {one('oldObject', 'spec', 'minMember')} && "
+            f"{one('object', 'spec', 'minResources')} == {one('oldObject', 'spec', 'minResources')})",
+            "message": "a Kubeflow job's PodGroup keeps its minMember and minResources: they are its job's, whose "
+            "size is fixed (another job of the same name, of any kind, may not take it over)",
             "reason": "Forbidden",
         },
         {

@@ -278,6 +278,8 @@ def build(cfg: StackConfig) -> None:
                 cluster_ready=[cluster.eks],
                 kubernetes=cluster.provider,
                 tags=tags,
+                admins=cfg.admins,
+                public_endpoint=cfg.endpoint.public,
             ),
         )
 

@@ -230,7 +230,8 @@ def _services_unpinned(statement: Mapping, accounts: set[str]) -> list[str]:
 
     pinned = False
     for operator, keys in (statement.get("Condition") or {}).items():
-        if not isinstance(keys, Mapping) or "IfExists" in operator or "Not" in operator:
+        # IfExists and ForAllValues hold where the request has no such key; a negated operator for any other value
+        if not isinstance(keys, Mapping) or any(w in operator for w in ("IfExists", "ForAllValues", "Not")):
             continue
         for key, values in keys.items():
             listed = _listed(values)
@@ -749,6 +750,40 @@ SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
 VPC = "aws:ec2/vpc:Vpc"
 FLOW_LOG = "aws:ec2/flowLog:FlowLog"
 WORLD = ("0.0.0.0/0", "::/0")
+
+
+def _trusted_in(principal: str, account: str | None) -> bool:
+    """An AWS service, or an IAM or OIDC principal (an ARN) of `account` (any account's where unknown)."""
+    kind, _, value = principal.partition("=")
+    if kind == "Service":
+        return value.endswith(".amazonaws.com")
+    parts = value.split(":")
+    return kind in ("AWS", "Federated") and len(parts) > 5 and parts[0] == "arn" and parts[4] in (account or parts[4])
+
+
+@_policy(
+    "role-trust-in-the-account",
+    "A role's trust names AWS services and principals of the role's own account only (the account of its "
+    "permissions boundary): IAM cannot read a trust, and the deploy role may not rewrite one after CreateRole "
+    "(components/delivery.py TrustIsSetAtCreate), so the trust a role is created with is its for good.",
+)
+def role_trust_in_the_account(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != ROLE:
+        return
+    document = get(args.props, "assumeRolePolicy")
+    if not isinstance(document, str) or not document:
+        return  # unknown until the apply (an output of another resource): the deploy's pack run sees it
+    boundary = str(get(args.props, "permissionsBoundary", default="") or "")
+    account = boundary.split(":")[4] if boundary.count(":") >= 5 else None
+    odd = sorted({p for p in _key_policy_principals(document) if not _trusted_in(p, account)})
+    if odd:
+        report(
+            f"trust names {', '.join(odd)}: only AWS services and principals of "
+            f"{'account ' + account if account else 'the account'} (another account, a wildcard or an outside "
+            "identity provider would assume a role of this stack)"
+        )
+
+
 # AWS managed policies that amount to administering the account (or IAM, which is the same).
 ADMIN_POLICIES = (
     "AdministratorAccess",
@@ -1016,6 +1051,7 @@ def fsx_export_versioned(args: StackValidationArgs, report: ReportViolation) -> 
 
 TENANCY_POLICIES = [
     iam_no_admin_managed_policies,
+    role_trust_in_the_account,
     security_groups_no_world_ingress,
     log_retention_floor,
     vpc_flow_logs,

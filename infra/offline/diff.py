@@ -353,6 +353,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     _refuse_losing_data(before, after, removed, changed, refuse)
     _refuse_key_policy_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
     _refuse_audit_log_writes(str(head.get("stack", "STACK")), after, changed, refuse)
+    _refuse_trust_policy_writes(str(head.get("stack", "STACK")), changed, refuse)
     return Diff(
         added,
         removed,
@@ -543,6 +544,24 @@ def _refuse_key_policy_writes(
                 "deleting it puts AWS's default key policy back, a PutKeyPolicy the deploy role may not call; an "
                 f"administrator forgets it {ADMIN}: pulumi state delete --stack {stack} '{resource['urn']}', then "
                 f"pulumi refresh --stack {stack} {keys}".rstrip(),
+            )
+
+
+ROLE = "aws:iam/role:Role"
+
+
+def _refuse_trust_policy_writes(stack: str, changed: list[Change], refuse: _Refusals) -> None:
+    """A role's trust is CreateRole's: the deploy role's boundary denies iam:UpdateAssumeRolePolicy
+    (components/delivery.py TrustIsSetAtCreate), so a new trust on an existing role fails the deploy:
+    it is an administrator's, who reads the trust it names, and the refusal names the command."""
+    for change in changed:
+        if change.type == ROLE and not change.replaces and "assumeRolePolicy" in change.paths:
+            refuse(
+                f"a new trust policy on IAM role {change.name}",
+                change.name,
+                "the deploy role may not rewrite a role's trust (its boundary denies iam:UpdateAssumeRolePolicy: IAM "
+                "cannot see whom a trust names); an administrator reads it and applies it "
+                f"{ADMIN}: pulumi up --stack {stack} --target '{change.urn}'",
             )
 
 

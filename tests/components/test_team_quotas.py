@@ -109,6 +109,7 @@ COUNTED = (
     "jobs.batch",
     "cronjobs.batch",
     "deployments.apps",
+    "daemonsets.apps",
     "replicasets.apps",
     "statefulsets.apps",
     "replicationcontrollers",
@@ -124,6 +125,22 @@ def test_every_kind_a_team_creates_is_counted(plan):
     for quota in _by_namespace(plan, QUOTA, "compute").values():
         hard = quota.inputs["spec"]["hard"]
         assert all(int(hard[f"count/{kind}"]) > 0 for kind in COUNTED), sorted(set(COUNTED) - set(hard))
+
+
+def test_no_team_makes_ingresses(plan):
+    """No ingress controller serves them: an Ingress would only fill etcd."""
+    for quota in _by_namespace(plan, QUOTA, "compute").values():
+        assert quota.inputs["spec"]["hard"]["count/ingresses.networking.k8s.io"] == "0"
+
+
+def test_a_teams_events_are_bounded_far_above_what_its_pods_make():
+    """An Event's message has no length limit; the kubelet's and the operators' events about the team's pods
+    count in the same quota, so the bound is 50 a pod of its quota (at least 1000)."""
+    pools = config_of("prod").gpu_pools
+    small, big = (compute_quota(_team(gpuQuota=g), pools)["spec"]["hard"] for g in (8, 512))
+    for hard in (small, big):
+        assert int(hard["count/events"]) == max(1000, 50 * int(hard["pods"]))
+    assert int(big["count/events"]) > int(small["count/events"])
 
 
 def test_job_counts_grow_with_the_teams_share_and_follow_its_setting():

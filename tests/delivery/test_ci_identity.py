@@ -336,6 +336,67 @@ ATTACKS += [
     ("share the runners' builds", Request("codebuild:PutResourcePolicy", "*"), "NoCrossAccountOpenings"),
 ]
 
+# Issue 34, round 6, second attack: a stack role trusted by another account, made cluster admin; and the
+# inbound openings beside those denied.
+CLUSTER = f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/higgsfield-prod"
+FRONT = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-front"  # created bounded, trusting another account
+ATTACKS += [
+    (
+        "enter a stack role the program does not enter in the cluster's access",
+        Request("eks:CreateAccessEntry", CLUSTER, {"eks:principalArn": FRONT}),
+        "ClusterAccessStaysInTheAccount",
+    ),
+    (
+        "make a stack role the program does not enter a cluster admin",
+        Request(
+            "eks:AssociateAccessPolicy",
+            CLUSTER,
+            {
+                "eks:principalArn": FRONT,
+                "eks:policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy",
+            },
+        ),
+        "ClusterAccessStaysInTheAccount",
+    ),
+    (
+        "let another account assume a stack role",
+        Request("iam:UpdateAssumeRolePolicy", STACK_ROLE),
+        "TrustIsSetAtCreate",
+    ),
+    (
+        "an outside OIDC trust provider for Verified Access",
+        Request("ec2:CreateVerifiedAccessTrustProvider", "*"),
+        "NoCrossAccountOpenings",
+    ),
+    (
+        "a Verified Access endpoint in the VPC",
+        Request("ec2:CreateVerifiedAccessEndpoint", "*"),
+        "NoCrossAccountOpenings",
+    ),
+    (
+        "lend a node's interface to another account",
+        Request("ec2:CreateNetworkInterfacePermission", "*"),
+        "NoCrossAccountOpenings",
+    ),
+    ("an external key store", Request("kms:CreateCustomKeyStore", "*"), "NoCrossAccountOpenings"),
+    ("import key material", Request("kms:ImportKeyMaterial", OWN_KEY, OWN_TAG), "NoCrossAccountOpenings"),
+    (
+        "a key in an external key store",
+        Request("kms:CreateKey", "*", {"kms:KeyOrigin": "EXTERNAL_KEY_STORE"}),
+        "NoForeignKeyMaterial",
+    ),
+    (
+        "a key for imported material",
+        Request("kms:CreateKey", "*", {"kms:KeyOrigin": "EXTERNAL"}),
+        "NoForeignKeyMaterial",
+    ),
+    (
+        "make prod's private API endpoint public",
+        Request("eks:UpdateClusterConfig", CLUSTER, {"eks:endpointPublicAccess": "true"}),
+        "EndpointStaysPrivate",
+    ),
+]
+
 
 def _without(policy: Policy, sid: str) -> Policy:
     document = copy.deepcopy(dict(policy.document))
@@ -372,7 +433,6 @@ DEPLOYS = [
     Request("iam:CreateRole", STACK_ROLE, {"iam:PermissionsBoundary": BOUNDARY}),
     Request("iam:PutRolePolicy", STACK_ROLE),
     Request("iam:AttachRolePolicy", STACK_ROLE, {"iam:PolicyARN": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"}),
-    Request("iam:UpdateAssumeRolePolicy", STACK_ROLE),
     Request("iam:PassRole", STACK_ROLE, {"iam:PassedToService": "pods.eks.amazonaws.com"}),
     Request("iam:DeleteRole", STACK_ROLE),
     Request(
@@ -411,6 +471,10 @@ DEPLOYS = [
     ),
     Request("ec2:CreateVpcEndpoint", f"arn:aws:ec2:us-east-2:{ACCOUNT}:subnet/subnet-0a"),
     Request("kms:CreateKey", "*", {"kms:MultiRegion": "false"}),
+    Request("kms:CreateKey", "*", {"kms:KeyOrigin": "AWS_KMS"}),
+    # the admins' access entries (components/cluster.py), and a private endpoint's logging or version changes
+    *(Request("eks:CreateAccessEntry", CLUSTER, {"eks:principalArn": admin}) for admin in config_of("prod").admins),
+    Request("eks:UpdateClusterConfig", CLUSTER, {"eks:endpointPublicAccess": "false"}),
     # the retention and key of the log groups that are not the audit trail (containers, runners)
     Request("logs:PutRetentionPolicy", f"arn:aws:logs:us-east-2:{ACCOUNT}:log-group:/aws/containerinsights/x"),
 ]
@@ -650,3 +714,14 @@ def test_check_names_an_admin_of_another_account_the_boundary_would_refuse():
     other = cfg.model_copy(update={"admins": (*cfg.admins, "arn:aws:iam::999999999999:role/CentralAdmin")})
     (finding,) = [(w, m) for w, m in delivery_findings(other, {}) if w.startswith("higgsfield:admins")]
     assert finding[0] == f"higgsfield:admins[{len(cfg.admins)}]" and "ClusterAccessStaysInTheAccount" in finding[1]
+
+
+def test_a_stack_with_a_public_endpoint_may_keep_it():
+    """EndpointStaysPrivate is only a private stack's: a public one's UpdateClusterConfig carries
+    endpointPublicAccess true on every change (its CIDRs have no condition key: diff watches them)."""
+    from components.delivery import boundary_policy
+
+    cfg = config_of("prod")
+    public = Policy.of("public", boundary_policy(cfg.delivery, "prod", [], cfg.admins, public_endpoint=True))
+    request = Request("eks:UpdateClusterConfig", CLUSTER, {"eks:endpointPublicAccess": "true"})
+    assert evaluate(request, [EVERYTHING], public).allowed

@@ -191,6 +191,6 @@ def test_every_series_a_pod_publishes_is_one_the_progress_scrape_keeps(tmp_path)
         for line in progress.exposition(tmp_path).splitlines()
         if line and not line.startswith("#")
     }
-    (keep,) = training_progress_scrape_job()["metric_relabel_configs"]
+    keep = training_progress_scrape_job()["metric_relabel_configs"][0]
     assert "higgsfield_preflight_suspect" in names and len(names) == 6
     assert all(re.fullmatch(keep["regex"], name) for name in names), names

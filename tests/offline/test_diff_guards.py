@@ -180,3 +180,16 @@ def test_a_new_retention_on_an_audit_log_group_is_refused_naming_the_administrat
     (refusal,) = [r for r in compare(base, head, set()).refused if "audit log group" in r]
     assert refusal.startswith("a new retentionInDays on audit log group")
     assert f"pulumi up --stack prod --target '{_log_group(head, group)['urn']}'" in refusal
+
+
+def test_a_new_trust_on_a_stack_role_is_refused_naming_the_administrators_command():
+    """The deploy boundary denies iam:UpdateAssumeRolePolicy (TrustIsSetAtCreate): IAM cannot see whom a trust
+    names. A change to one would fail the deploy, so diff refuses it and says who applies it."""
+    base, head = _prod(), _prod()
+    role = next(r for r in head["resources"] if r["type"] == "aws:iam/role:Role" and r["name"] == "cluster-service")
+    role["inputs"]["assumeRolePolicy"] = role["inputs"]["assumeRolePolicy"].replace(
+        "eks.amazonaws.com", "ec2.amazonaws.com"
+    )
+    (refusal,) = [r for r in compare(base, head, set()).refused if "trust policy" in r]
+    assert refusal.startswith("a new trust policy on IAM role cluster-service is refused (")
+    assert f"pulumi up --stack prod --target '{role['urn']}'" in refusal

@@ -93,6 +93,13 @@ GOOD_CLUSTER = {
 }
 
 # (policy, type, compliant props, violating props, props missing the property, does missing violate?)
+_BOUNDARY = "arn:aws:iam::111122223333:policy/higgsfield-prod-boundary"
+
+
+def _trust(principal: dict) -> str:
+    return json.dumps({"Statement": [{"Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole"}]})
+
+
 RESOURCE_CASES = [
     (
         "eks-endpoint-restricted",
@@ -134,6 +141,14 @@ RESOURCE_CASES = [
         {"policy": _opened_to("arn:aws:iam::999999999999:root")},
         {},
         True,
+    ),
+    (
+        "role-trust-in-the-account",
+        rules.ROLE,
+        {"assumeRolePolicy": _trust({"Service": "eks.amazonaws.com"}), "permissionsBoundary": _BOUNDARY},
+        {"assumeRolePolicy": _trust({"AWS": "arn:aws:iam::999999999999:root"}), "permissionsBoundary": _BOUNDARY},
+        {},
+        False,
     ),
     (
         "eks-supported-version",
@@ -636,8 +651,11 @@ def _granted_to_a_service(condition: dict | None) -> str:
         {"StringEquals": {"aws:SourceAccount": "999999999999"}},
         {"ArnLike": {"aws:SourceArn": "arn:aws:cloudtrail:us-east-2:*:trail/*"}},
         {"StringEqualsIfExists": {"aws:SourceAccount": "111122223333"}},
+        # ForAllValues is true where the request carries no value for the key (IAM user guide,
+        # reference_policies_condition-single-vs-multi-valued-context-keys): no pin, as IfExists
+        {"ForAllValues:StringEquals": {"aws:SourceAccount": "111122223333"}},
     ],
-    ids=["no condition", "another account", "any account's trail", "if it exists"],
+    ids=["no condition", "another account", "any account's trail", "if it exists", "for all values"],
 )
 def test_a_service_granted_a_key_without_a_condition_naming_the_account_is_flagged(condition):
     """The confused deputy on a key: the service acts for every account, so another account's log group
@@ -655,3 +673,19 @@ def test_a_service_granted_a_key_without_a_condition_naming_the_account_is_flagg
 )
 def test_a_service_granted_a_key_for_the_accounts_own_resources_passes(condition):
     assert violations("kms-key-policy-one-account", rules.KMS_KEY, {"policy": _granted_to_a_service(condition)}) == []
+
+
+@pytest.mark.parametrize(
+    "principal",
+    [
+        {"AWS": "*"},
+        {"Federated": "arn:aws:iam::999999999999:oidc-provider/token.actions.githubusercontent.com"},
+        {"Federated": "accounts.google.com"},
+    ],
+    ids=["anyone", "another account's OIDC provider", "an outside identity provider"],
+)
+def test_a_stack_role_trusting_beyond_its_account_is_flagged(principal):
+    """The boundary cannot see a trust (IAM has no condition key on it), and the deploy role may not rewrite one:
+    the pack refuses a role created trusting another account, anyone, or an identity provider not the account's."""
+    props = {"assumeRolePolicy": _trust(principal), "permissionsBoundary": _BOUNDARY}
+    assert violations("role-trust-in-the-account", rules.ROLE, props)

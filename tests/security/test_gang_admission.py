@@ -231,6 +231,82 @@ def test_an_update_that_keeps_the_jobs_size_is_admitted_and_the_operator_may_cha
     assert not _denied(grown, SIZE, operation="UPDATE", old=old, user=OPERATOR_USER)
 
 
+TEMPLATES = "a Kubeflow job keeps its pod templates while it runs"
+
+
+def _cpu_only(job: dict) -> dict:
+    job = copy.deepcopy(job)
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1", "memory": "1Gi"}}
+    return job
+
+
+def test_a_running_gangs_pods_grown_to_gpus_by_an_update_of_its_template_are_denied():
+    """40 CPU workers (a gang that forms at once) given 8 GPUs each by a PUT, replicas unchanged: each pod the
+    member then deletes is re-created from the new template at once under the Running PodGroup."""
+    new = _gang(40, None)
+    assert _denied(new, TEMPLATES, operation="UPDATE", old=_cpu_only(new))
+
+
+def test_a_suspended_jobs_templates_may_change_and_the_operator_may_write_them():
+    """Suspended, a job has no pods and no PodGroup: resuming makes a Pending PodGroup that waits for enqueue."""
+    from components.tenancy import OPERATOR_USER
+
+    new = _gang(40, None)
+    new["spec"]["runPolicy"]["suspend"] = True
+    old = _cpu_only(new)
+    assert not _denied(new, TEMPLATES, operation="UPDATE", old=old)
+    new["spec"]["runPolicy"]["suspend"] = False  # resumed in the same UPDATE: the template must be the old one
+    assert _denied(new, TEMPLATES, operation="UPDATE", old=old)
+    assert not _denied(new, TEMPLATES, operation="UPDATE", old=old, user=OPERATOR_USER)
+
+
+PODGROUP = "a Kubeflow job's PodGroup keeps its minMember and minResources"
+
+
+def _podgroup(min_member: int, gpus: int, owner: str = "PyTorchJob") -> dict:
+    """The PodGroup `j` the operator made for its job `j`, Running."""
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": "j",
+            "namespace": "vision",
+            "ownerReferences": [
+                {"apiVersion": "kubeflow.org/v1", "kind": owner, "name": "j", "uid": "u-1", "controller": True}
+            ],
+        },
+        "spec": {
+            "minMember": min_member,
+            "queue": "experiments",
+            "priorityClassName": "batch-low",
+            "minResources": {"nvidia.com/gpu": str(gpus)},
+        },
+        "status": {"phase": "Running", "running": min_member},
+    }
+
+
+def test_a_running_podgroup_resized_by_another_job_of_the_same_name_is_denied_even_to_the_operator():
+    """A TFJob `j` beside a running PyTorchJob `j` (or `j` orphan-deleted and made again larger): the operator's
+    SyncPodGroup rewrites PodGroup `j` by name alone; refused, it fails, and no pod of the newcomer is made."""
+    from components.tenancy import OPERATOR_USER
+
+    assert _denied(_podgroup(40, 320), PODGROUP, operation="UPDATE", old=_podgroup(2, 16), user=OPERATOR_USER)
+
+
+def test_the_operators_unchanged_podgroup_update_is_admitted():
+    from components.tenancy import OPERATOR_USER
+
+    assert not _denied(_podgroup(2, 16), PODGROUP, operation="UPDATE", old=_podgroup(2, 16), user=OPERATOR_USER)
+
+
+def test_an_elastic_job_without_min_available_is_denied():
+    """Unset, the operator's minMember is every replica, which its HPA grows: its PodGroup would change size."""
+    job = _elastic()
+    job["spec"]["runPolicy"]["schedulingPolicy"].pop("minAvailable")
+    assert _denied(job, "an elastic PyTorchJob sets spec.runPolicy.schedulingPolicy.minAvailable")
+
+
 def test_an_elastic_jobs_hpa_still_scales_it_through_scale_which_no_team_may_call():
     """The operator's HPA writes the job's /scale subresource: the team policy does not match it (a rule
     naming `pytorchjobs` matches no subresource), so the grown job's later UPDATEs keep the grown size, and

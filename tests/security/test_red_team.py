@@ -38,7 +38,8 @@ def _deploy() -> Policy:
 # How the deploy role becomes a bounded role with `*`: every step is allowed, by design.
 BECOME_A_STACK_ROLE = [
     Request("iam:PutRolePolicy", STACK_ROLE),
-    Request("iam:UpdateAssumeRolePolicy", STACK_ROLE),
+    # a new role's trust is CreateRole's (an existing one's cannot be rewritten: TrustIsSetAtCreate)
+    Request("iam:CreateRole", STACK_ROLE, {"iam:PermissionsBoundary": boundary_arn(ACCOUNT, "prod")}),
     Request("iam:PassRole", STACK_ROLE, {"iam:PassedToService": "codebuild.amazonaws.com"}),
     Request("codebuild:CreateProject", f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/higgsfield-prod-x"),
     Request("codebuild:StartBuild", f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/higgsfield-prod-x"),
