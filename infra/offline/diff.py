@@ -511,6 +511,11 @@ KEY, KEY_POLICY = "aws:kms/key:Key", "aws:kms/keyPolicy:KeyPolicy"
 ADMIN = "with administrator credentials (outside the deploy boundary)"
 
 
+def _administrator_applies(stack: str, urn: str) -> str:
+    """The command that applies one resource's change the deploy role's boundary refuses."""
+    return f"an administrator applies it {ADMIN}: pulumi up --stack {stack} --target '{urn}'"
+
+
 def _refuse_key_policy_writes(
     stack: str, added: list[dict], removed: list[dict], changed: list[Change], refuse: _Refusals
 ) -> None:
@@ -523,9 +528,9 @@ def _refuse_key_policy_writes(
             refuse(
                 f"a new policy on KMS key {change.name}",
                 change.name,
-                "the deploy role may not rewrite a key policy (its boundary denies kms:PutKeyPolicy); an "
-                f"administrator applies it {ADMIN}: pulumi up --stack {stack} --target '{change.urn}' (if AWS "
-                f"already holds this policy, pulumi refresh --stack {stack} --target '{change.urn}' is enough)",
+                "the deploy role may not rewrite a key policy (its boundary denies kms:PutKeyPolicy); "
+                f"{_administrator_applies(stack, change.urn)} (if AWS already holds this policy, pulumi refresh "
+                f"--stack {stack} --target '{change.urn}' is enough)",
             )
     for resource in added:
         if resource["type"] == KEY_POLICY:
@@ -560,8 +565,7 @@ def _refuse_trust_policy_writes(stack: str, changed: list[Change], refuse: _Refu
                 f"a new trust policy on IAM role {change.name}",
                 change.name,
                 "the deploy role may not rewrite a role's trust (its boundary denies iam:UpdateAssumeRolePolicy: IAM "
-                "cannot see whom a trust names); an administrator reads it and applies it "
-                f"{ADMIN}: pulumi up --stack {stack} --target '{change.urn}'",
+                f"cannot see whom a trust names); {_administrator_applies(stack, change.urn)}, having read it",
             )
 
 
@@ -586,8 +590,7 @@ def _refuse_audit_log_writes(stack: str, after: dict, changed: list[Change], ref
                 f"a new {' and '.join(moved)} on audit log group {change.name}",
                 change.name,
                 "the deploy role may not change the audit trail's retention or key (its boundary denies "
-                f"logs:PutRetentionPolicy and logs:AssociateKmsKey there); an administrator applies it {ADMIN}: "
-                f"pulumi up --stack {stack} --target '{change.urn}'",
+                f"logs:PutRetentionPolicy and logs:AssociateKmsKey there); {_administrator_applies(stack, change.urn)}",
             )
 
 

@@ -205,40 +205,6 @@ def _rule_test(series: list[tuple[str, str]]) -> dict:
     }
 
 
-def _metric_relabel(labels: dict[str, str], configs: list[dict]) -> dict[str, str] | None:
-    """Prometheus' keep and labelkeep as configuration.md#relabel_config gives them (an anchored RE2 regex; an
-    absent label is the empty value; source labels joined by `;`), enough for the progress scrape's rules."""
-    for rule in configs:
-        regex = re.compile(f"^(?:{rule['regex']})$")
-        if rule["action"] == "keep":
-            if not regex.match(";".join(labels.get(k, "") for k in rule["source_labels"])):
-                return None
-        elif rule["action"] == "labelkeep":
-            labels = {k: v for k, v in labels.items() if regex.match(k)}
-    return labels
-
-
-PROGRESS_TARGET = {"job": "training-progress", "instance": "10.0.0.5:9464", "namespace": "vision", "pod": "j-0"}
-
-
-def test_a_progress_series_keeps_only_the_targets_and_progress_pys_labels():
-    """A label of the pod's choosing on a kept series (a new value each scrape) would mint series the
-    sample_limit of one scrape never bounds."""
-    job = observability.training_progress_scrape_job()
-    own = {"rank": "1023", "node": "ip-10-0-1-7.us-east-2.compute.internal", "recreate": "true"}
-    series = {**PROGRESS_TARGET, "__name__": "higgsfield_preflight_suspect", **own}
-    assert _metric_relabel({**series, "seed": "81723"}, job["metric_relabel_configs"]) == series
-
-
-@pytest.mark.parametrize(
-    ("label", "value"), [("rank", "r-81723"), ("rank", "123456"), ("node", "Not A Node"), ("recreate", "x1")]
-)
-def test_a_progress_sample_whose_rank_or_node_is_no_such_thing_is_dropped(label, value):
-    job = observability.training_progress_scrape_job()
-    series = {**PROGRESS_TARGET, "__name__": "higgsfield_preflight_suspect", label: value}
-    assert _metric_relabel(series, job["metric_relabel_configs"]) is None
-
-
 def test_progress_pys_own_series_pass_the_progress_scrape_whole():
     job = observability.training_progress_scrape_job()
     for extra in (
