@@ -521,7 +521,7 @@ def dcgm_failures(diag_json: str) -> list[str]:
     return sorted(set(found))
 
 
-def dcgm_by_container(exchange: Path, level: int, timeout: float, poll: float = 2.0) -> str:
+def dcgm_by_container(exchange: Path, level: int, timeout: float, poll: float = 0.5) -> str:
     """Ask the gate's DCGM container for `dcgmi diag -r level -j` and wait for its JSON."""
     result = exchange / DCGM_RESULT
     result.unlink(missing_ok=True)

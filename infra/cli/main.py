@@ -6,6 +6,7 @@ higgsfield COMMAND STACK ...   (`higgsfield --help` lists the commands; docs/ref
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import os
 import sys
@@ -97,6 +98,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+@functools.cache
+def _parsing() -> argparse.ArgumentParser:
+    """The parser main() reads command lines with: built once a process (about 9 ms), as nothing in
+    it depends on the folder or the environment and argparse leaves it as it was after a parse."""
+    return parser()
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
@@ -109,11 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv  # wherever it stands: `higgsfield plan dev --debug` too
-    p = parser()
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (argcomplete's protocol)
         import argcomplete
 
-        argcomplete.autocomplete(p)
+        argcomplete.autocomplete(parser())
+    p = _parsing()
     args = p.parse_args([a for a in argv if a != "--debug"])
     args.debug = debug
     args.parser = parser  # `schema` documents the command line it is part of
