@@ -275,6 +275,13 @@ def assert_plan_rejects(project_copy, capsys, base: str, change, key: str, detai
     assert any(line.match(text) and detail in text for text in err.splitlines()), err
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker more than the machine has cores. A part of the suite waits rather than
+    computes (the pre-flight's time boxes, servers that linger, CLI and pip subprocesses), and a third
+    worker on two cores fills those waits: 106 s with two, 97 s with three (docs/performance.md)."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest tests first (a fresh install takes a core for some twenty seconds): started
     last, they would leave one xdist worker running alone at the end."""
