@@ -134,6 +134,14 @@ def test_the_alerts_and_the_watchdog_read_dcgm_metrics_the_exporter_exports(plan
     assert used and used <= _exported(plan), used - _exported(plan)
 
 
+def test_the_exporters_metrics_list_reaches_it_through_the_charts_own_mount(plan):
+    """`customMetrics` fills the chart's ConfigMap, which its default extraConfigMapVolumes and
+    extraVolumeMounts put where `-f` reads (NVIDIA/dcgm-exporter:deployment/values.yaml@4.5.3-4.8.2):
+    a value of ours for any of these would leave the profiling fields on without an error."""
+    values = _release(plan, "dcgm-exporter").inputs["values"]
+    assert not {"extraConfigMapVolumes", "extraVolumeMounts", "arguments"} & set(values)
+
+
 def test_the_dcgm_exporter_watches_real_fields_and_no_profiling_field(plan):
     exported = _exported(plan)
     assert exported <= DCGM_DEFAULT_FIELDS, exported - DCGM_DEFAULT_FIELDS
