@@ -646,7 +646,10 @@ def plan_json_at(ref: str, stack: str, root: Path) -> dict:
     """The plan of `stack` at git `ref`, evaluated with that ref's code and stack files."""
     check_base(ref, stack, root)
     stack_file = f"stacks/Pulumi.{stack}.yaml"
-    if _git(root, "cat-file", "-e", f"{ref}:{stack_file}").returncode:
+    # where the project stands in its repository ("" at the top, "platform/" in a larger one): the
+    # ref's files are read by their paths from the repository's top
+    prefix = _git(root, "rev-parse", "--show-prefix").stdout.strip()
+    if _git(root, "cat-file", "-e", f"{ref}:{prefix}{stack_file}").returncode:
         # a new stack: all additions
         return {"project": "higgsfield", "stack": stack, "resources": [], "outputs": {}, "new_stack": True}
     code_changed = _git(root, "diff", "--quiet", ref, "--", *CODE_PATHS).returncode != 0
@@ -655,19 +658,20 @@ def plan_json_at(ref: str, stack: str, root: Path) -> dict:
             # Same code: evaluate the base's config files with the code already loaded here.
             (Path(tmp) / "stacks").mkdir()
             for path in ("Pulumi.yaml", stack_file):  # as committed, bytes and all: the reader judges them
-                (Path(tmp) / path).write_bytes(_git(root, "show", f"{ref}:{path}", text=False).stdout)
+                (Path(tmp) / path).write_bytes(_git(root, "show", f"{ref}:{prefix}{path}", text=False).stdout)
             try:
                 return record(stack, root=Path(tmp)).as_dict()
             except StackFileError as exc:  # named as the ref's file, not the copy's
                 raise StackFileError(Path(f"{ref}:{exc.path.relative_to(tmp)}"), exc.line, exc.message) from None
         worktree = Path(tmp) / "base"
         _git(root, "worktree", "add", "--detach", str(worktree), ref).check_returncode()
+        project = worktree / prefix
         try:
             out = Path(tmp) / "plan.json"
-            env = {**os.environ, "PYTHONPATH": str(worktree)}
+            env = {**os.environ, "PYTHONPATH": str(project)}
             done = subprocess.run(
                 [sys.executable, "-m", "infra.cli", "plan", stack, "--json", str(out)],
-                cwd=worktree,
+                cwd=project,
                 env=env,
                 capture_output=True,
                 text=True,

@@ -113,6 +113,21 @@ def test_diff_in_a_repository_without_a_commit_says_to_commit_first(project_with
     assert "this repository has no commit yet" in capsys.readouterr().err
 
 
+def test_diff_of_a_project_inside_a_larger_repository_reads_the_projects_own_stacks(
+    _project_template, tmp_path, monkeypatch, capsys
+):
+    project = tmp_path / "monorepo" / "platform"
+    shutil.copytree(_project_template, project, ignore=shutil.ignore_patterns(".git"))
+    _git(project.parent, "init", "-q")
+    _git(project.parent, "add", "-A")
+    _git(project.parent, "commit", "-qm", "base")
+    monkeypatch.chdir(project)
+    _edit_stack(project, "dev", lambda c: c["higgsfield:gpuPools"][0].update(instanceTypes=["g6e.4xlarge"]))
+    assert main(["diff", "dev", "--base", "HEAD~1"]) == 0
+    out = capsys.readouterr().out
+    assert "+- aws:eks/nodeGroup:NodeGroup gpu-l40s  REPLACE because of instanceTypes" in out
+
+
 def test_changing_a_gpu_pool_instance_type_reports_the_node_group_replacement(repo, capsys):
     _edit_stack(repo, "dev", lambda c: c["higgsfield:gpuPools"][0].update(instanceTypes=["g6e.4xlarge"]))
     assert main(["diff", "dev", "--base", "HEAD~1"]) == 0
