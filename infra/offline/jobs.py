@@ -668,7 +668,7 @@ def image_comment(cfg: StackConfig, image: str) -> str:
                 f"# Image: {image}",
                 f"#   built from {_built_from()}. Not in the registry yet? Build and push it (Docker):",
                 f"#     higgsfield image push {cfg.stack}",
-                f"#   or, in a checkout with .github/workflows/image.yml, let it push on main ({image_cli.DOCS}).",
+                f"#   or, where the project has .github/workflows/image.yml, let it push on main ({image_cli.DOCS}).",
                 "#   Is it there:",
                 f"#     aws ecr describe-images --region {cfg.region} --repository-name {repository} \\",
                 f"#       --image-ids imageTag={tag}",
