@@ -216,24 +216,6 @@ def test_progress_pys_own_series_pass_the_progress_scrape_whole():
         assert _metric_relabel(series, job["metric_relabel_configs"]) == series
 
 
-def test_a_pod_declaring_the_progress_port_in_many_containers_is_scraped_once():
-    """Role pod makes a target per declared container port, and a port name need only be unique within a
-    container: only the platform's port number is kept and no container label reaches the target, so every
-    such target of a pod has one label set and address, which Prometheus scrapes once."""
-    from infra.core.names import PROGRESS_PORT
-
-    relabel = observability.training_progress_scrape_job()["relabel_configs"]
-    assert {
-        "source_labels": ["__meta_kubernetes_pod_container_port_number"],
-        "regex": str(PROGRESS_PORT),
-        "action": "keep",
-    } in relabel
-    assert not any(
-        r.get("target_label") and any(s.startswith("__meta_kubernetes_pod_container") for s in r["source_labels"])
-        for r in relabel
-    )
-
-
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed here")
 @pytest.mark.parametrize("forged", [False, True], ids=["clean", "with-tenant-series"])
 def test_injected_tenant_series_change_neither_the_elastic_room_nor_the_dashboard(tmp_path, forged):
