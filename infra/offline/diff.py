@@ -511,6 +511,11 @@ KEY, KEY_POLICY = "aws:kms/key:Key", "aws:kms/keyPolicy:KeyPolicy"
 ADMIN = "with administrator credentials (outside the deploy boundary)"
 
 
+def _updated_in_place(changed: list[Change], resource_type: str, path: str) -> list[Change]:
+    """The changes that update `path` of a `resource_type` in place (a replacement is refused apart)."""
+    return [c for c in changed if c.type == resource_type and not c.replaces and path in c.paths]
+
+
 def _administrator_applies(stack: str, urn: str) -> str:
     """The command that applies one resource's change the deploy role's boundary refuses."""
     return f"an administrator applies it {ADMIN}: pulumi up --stack {stack} --target '{urn}'"
@@ -523,15 +528,14 @@ def _refuse_key_policy_writes(
     (components/delivery.py KeyPoliciesAtCreateOnly), so a new policy on an existing key, and an
     aws.kms.KeyPolicy added or deleted (both are a PutKeyPolicy; a delete puts AWS's default back),
     fail the deploy: they are an administrator's, and the refusal names the command."""
-    for change in changed:
-        if change.type == KEY and not change.replaces and "policy" in change.paths:
-            refuse(
-                f"a new policy on KMS key {change.name}",
-                change.name,
-                "the deploy role may not rewrite a key policy (its boundary denies kms:PutKeyPolicy); "
-                f"{_administrator_applies(stack, change.urn)} (if AWS already holds this policy, pulumi refresh "
-                f"--stack {stack} --target '{change.urn}' is enough)",
-            )
+    for change in _updated_in_place(changed, KEY, "policy"):
+        refuse(
+            f"a new policy on KMS key {change.name}",
+            change.name,
+            "the deploy role may not rewrite a key policy (its boundary denies kms:PutKeyPolicy); "
+            f"{_administrator_applies(stack, change.urn)} (if AWS already holds this policy, pulumi refresh "
+            f"--stack {stack} --target '{change.urn}' is enough)",
+        )
     for resource in added:
         if resource["type"] == KEY_POLICY:
             refuse(
@@ -559,14 +563,13 @@ def _refuse_trust_policy_writes(stack: str, changed: list[Change], refuse: _Refu
     """A role's trust is CreateRole's: the deploy role's boundary denies iam:UpdateAssumeRolePolicy
     (components/delivery.py TrustIsSetAtCreate), so a new trust on an existing role fails the deploy:
     it is an administrator's, who reads the trust it names, and the refusal names the command."""
-    for change in changed:
-        if change.type == ROLE and not change.replaces and "assumeRolePolicy" in change.paths:
-            refuse(
-                f"a new trust policy on IAM role {change.name}",
-                change.name,
-                "the deploy role may not rewrite a role's trust (its boundary denies iam:UpdateAssumeRolePolicy: IAM "
-                f"cannot see whom a trust names); {_administrator_applies(stack, change.urn)}, having read it",
-            )
+    for change in _updated_in_place(changed, ROLE, "assumeRolePolicy"):
+        refuse(
+            f"a new trust policy on IAM role {change.name}",
+            change.name,
+            "the deploy role may not rewrite a role's trust (its boundary denies iam:UpdateAssumeRolePolicy: IAM "
+            f"cannot see whom a trust names); {_administrator_applies(stack, change.urn)}, having read it",
+        )
 
 
 def _audit_log(resource: dict) -> bool:
