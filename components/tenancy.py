@@ -153,6 +153,16 @@ def _field(obj: str, *path: str) -> str:
     return "(" + " && ".join(f"has({obj}.{'.'.join(path[: i + 1])})" for i in range(len(path))) + ")"
 
 
+def _optional(obj: str, *path: str) -> str:
+    """`[obj.path]` where the field is set, else `[]`: optional fields compared with `==`."""
+    return f"({_field(obj, *path)} ? [{obj}.{'.'.join(path)}] : [])"
+
+
+def _kept(*path: str) -> str:
+    """An UPDATE leaves the optional field `path` as it was (absent in both, or equal)."""
+    return f"{_optional('object', *path)} == {_optional('oldObject', *path)}"
+
+
 def policy_name(team: str) -> str:
     return f"higgsfield-team-{team}"
 
@@ -437,14 +447,10 @@ def _gang_unchanged() -> str:
             f"{new}.all(r, r in {old} && {replicas(f'{new}[r]')} == {replicas(f'{old}[r]')}))))"
         )
 
-    def one(obj: str, *path: str) -> str:
-        return f"({_field(obj, *path)} ? [{obj}.{'.'.join(path)}] : [])"
-
     kept = [
         *(same_specs(key) for key in REPLICA_SPECS),
-        f"{one('object', 'spec', 'elasticPolicy')} == {one('oldObject', 'spec', 'elasticPolicy')}",
-        f"{one('object', 'spec', 'runPolicy', 'schedulingPolicy')} == "
-        f"{one('oldObject', 'spec', 'runPolicy', 'schedulingPolicy')}",
+        _kept("spec", "elasticPolicy"),
+        _kept("spec", "runPolicy", "schedulingPolicy"),
     ]
     return "(" + " && ".join(kept) + ")"
 
@@ -461,17 +467,11 @@ def _templates_unchanged() -> str:
         new, old = f"object.spec.{key}", f"oldObject.spec.{key}"
         return (
             f"(!has({new}) || !has({old}) || {new}.all(r, !(r in {old}) || "
-            f"(has({new}[r].template) ? [{new}[r].template] : []) == "
-            f"(has({old}[r].template) ? [{old}[r].template] : [])))"
+            f"{_optional(f'{new}[r]', 'template')} == {_optional(f'{old}[r]', 'template')}))"
         )
 
     kept = " && ".join(same(key) for key in REPLICA_SPECS)
     return f"(({suspended('object')} && {suspended('oldObject')}) || ({kept}))"
-
-
-def one(obj: str, *path: str) -> str:
-    """`[obj.path]` where the field is set, else `[]`: equality of optional fields."""
-    return f"({_field(obj, *path)} ? [{obj}.{'.'.join(path)}] : [])"
 
 
 def gang_validations(team: TeamRules) -> list[dict]:
@@ -593,8 +593,7 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "expression": "object.kind != 'PodGroup' || request.operation != 'UPDATE' || "
             "!has(oldObject.metadata.ownerReferences) || "
             f"!oldObject.metadata.ownerReferences.exists(o, o.apiVersion.startsWith('{JOB_GROUP}/')) || "
-            f"({one('object', 'spec', 'minMember')} == {one('oldObject', 'spec', 'minMember')} && "
-            f"{one('object', 'spec', 'minResources')} == {one('oldObject', 'spec', 'minResources')})",
+            f"({_kept('spec', 'minMember')} && {_kept('spec', 'minResources')})",
             "message": "a Kubeflow job's PodGroup keeps its minMember and minResources: they are its job's, whose "
             "size is fixed (another job of the same name, of any kind, may not take it over)",
             "reason": "Forbidden",
