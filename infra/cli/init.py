@@ -147,6 +147,9 @@ def _efa(instance_type: str) -> bool:
     return bool(((instance_types().get(instance_type) or {}).get("NetworkInfo") or {}).get("EfaSupported"))
 
 
+TEAM_UID_BASE, TEAM_UID_SPAN = 20000, 1_000_000  # above system and login UIDs, far below 2^31
+
+
 def _team_uid(name: str, taken: set) -> int:
     """A team's UID from its name (20000 and up), so the same team owns its files under the same UID
     in every stack init makes, whichever stack it starts from; the next free one on a clash (added
@@ -158,9 +161,6 @@ def _team_uid(name: str, taken: set) -> int:
         uid += 1
     taken.add(uid)
     return uid
-
-
-TEAM_UID_BASE, TEAM_UID_SPAN = 20000, 1_000_000  # above system and login UIDs, far below 2^31
 
 
 def _apply_choices(config: dict, choices: Choices, result: NewStack, base: str) -> None:
