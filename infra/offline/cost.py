@@ -198,6 +198,10 @@ class _RegionPrices:
             value = (value or {}).get(sub)
         return value
 
+    def from_every_region(self) -> list[str]:
+        """The figures this region takes from the file's every_region list (its own list lacks them)."""
+        return sorted(k for k, v in self._every_region.items() if _price(v) and k not in self._prices)
+
     def missing(self, what: str) -> str:
         if not self.listed:
             return f"{NOT_PRICED}: the price file has no prices for {self.region}"
@@ -241,11 +245,7 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         hours_per_month=per_month,
         region_listed=rp.listed,
         ec2_source=regional.get("ec2_source", ""),
-        every_region=sorted(
-            k
-            for k in prices.get(EVERY_REGION, {})
-            if rp.listed and _price(prices[EVERY_REGION][k]) and k not in regional
-        ),
+        every_region=rp.from_every_region(),
     )
 
     def add(
