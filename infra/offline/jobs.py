@@ -133,8 +133,11 @@ def placement_comment(example: str, cfg: StackConfig, *, pool: str | None = None
     """The line on top of a rendered example: the pool it was placed on, why, and the other pools
     it fits (what `render` with the same arguments chose)."""
     member = _pick_team(cfg, team, WORKLOAD[example])
-    chosen = _pick_pool(cfg, pool, example, member)
-    others = [p.name for p in _fitting(example, cfg, member) if p is not chosen]
+    if pool is None:
+        chosen, others = pool_for(example, cfg, member)
+    else:
+        chosen = _pick_pool(cfg, pool, example, member)
+        others = tuple(p.name for p in _fitting(example, cfg, member) if p is not chosen)
     facts = f"{'/'.join(chosen.instance_types)}, {chosen.gpus_per_node} GPUs a node, {chosen.capacity_type}"
     if pool is not None:
         why = "as --pool asked"
