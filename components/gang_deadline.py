@@ -24,6 +24,7 @@ from components.kubernetes_objects import (
     restricted_namespace,
 )
 from infra.config import GpuPool, seconds_of
+from infra.core.names import KUBEFLOW_GROUP, KUBEFLOW_JOB_KINDS
 
 NAMESPACE = "higgsfield-capacity"
 SERVICE_ACCOUNT = "gang-deadline"
@@ -60,9 +61,6 @@ def gang_deadline_s(pool: GpuPool) -> float:
     boot, _ = boot_seconds(pool)
     gate = seconds_of(pool.health_gate.timeout) if pool.health_gate.enabled else 0
     return boot + gate + GANG_DEADLINE_MARGIN_S
-
-
-KUBEFLOW_JOBS = ["pytorchjobs", "mpijobs", "tfjobs", "xgboostjobs", "jaxjobs", "paddlejobs"]
 
 
 DEADLINE_LABEL = "higgsfield.io/gang-deadline"
@@ -143,7 +141,7 @@ def rules_in_team_namespace() -> list[dict]:
     (only `runPolicy.suspend` and its annotation are changed, images/training/gang_deadline.py)."""
     return [
         {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": ["list"]},
-        {"apiGroups": ["kubeflow.org"], "resources": KUBEFLOW_JOBS, "verbs": ["list", "patch"]},
+        {"apiGroups": [KUBEFLOW_GROUP], "resources": sorted(KUBEFLOW_JOB_KINDS.values()), "verbs": ["list", "patch"]},
     ]
 
 

@@ -15,6 +15,7 @@ from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from components.observability import EBS_STORAGE_CLASS
 from components.tenancy import TeamRules
 from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Team
+from infra.core.names import KUBEFLOW_GROUP, KUBEFLOW_JOB_KINDS
 
 # Objects a team namespace may hold at most (ours: far above what jobs make, far below what fills
 # etcd); and no volume of the cluster's EBS classes: a team's storage is the platform's Lustre claims
@@ -32,7 +33,7 @@ OBJECT_COUNTS = {"configmaps": 500, "secrets": 200, "services": 100, "persistent
 # what a pod's life makes (scheduled, pulled, created, started, killed: ~10) and they expire after an hour.
 # Ingresses: none, the platform runs no ingress controller (a team's serving goes through a Service).
 JOBS_FLOOR, WORKLOADS_FLOOR, SERVICE_ACCOUNTS_FLOOR, EVENTS_FLOOR, EVENTS_PER_POD = 100, 20, 50, 1000, 50
-JOB_RESOURCES = ("jobs.batch", *(f"{r}.{tenancy.JOB_GROUP}" for r in sorted(tenancy.JOB_KINDS.values())))
+JOB_RESOURCES = ("jobs.batch", *(f"{r}.{KUBEFLOW_GROUP}" for r in sorted(KUBEFLOW_JOB_KINDS.values())))
 WORKLOAD_RESOURCES = (
     "cronjobs.batch",
     "deployments.apps",

@@ -32,10 +32,14 @@ from infra.core.names import (
     GPU_RESOURCE,
     GROUP_NAME_ANNOTATION,
     HOSTNAME_LABEL,
+    JOB_NAME_PREFIXES,
+    KUBEFLOW_GROUP,
+    KUBEFLOW_JOB_KINDS,
     MIN_MEMBER_ANNOTATION,
     POOL_LABEL,
     QUEUE_ANNOTATION,
     SAFE_TO_EVICT,
+    VOLCANO_GROUP_PREFIX,
 )
 
 TEAM_LABEL = "higgsfield.io/team"
@@ -54,15 +58,6 @@ SCHEDULER = "volcano"
 # adds what matters across teams on top of `baseline`: the team's UID/GID, no added capabilities,
 # no volume types beyond the safe ones.
 PSA_ENFORCE, PSA_WARN = "baseline", "restricted"
-JOB_GROUP = "kubeflow.org"
-JOB_KINDS = {
-    "PyTorchJob": "pytorchjobs",
-    "TFJob": "tfjobs",
-    "MPIJob": "mpijobs",
-    "XGBoostJob": "xgboostjobs",
-    "JAXJob": "jaxjobs",
-    "PaddleJob": "paddlejobs",
-}
 REPLICA_SPECS = (
     "pytorchReplicaSpecs",
     "tfReplicaSpecs",
@@ -183,7 +178,7 @@ def cel_variables() -> list[dict]:
     templates = (
         f"object.kind == 'Pod' ? [object] : (object.kind in {_list(TEMPLATE_KINDS)} ? (has(object.spec.template) ? "
         "[object.spec.template] : []) : "
-        f"(object.kind == 'CronJob' ? {cron} : (object.kind in {_list(list(JOB_KINDS))} ? {replicas} : [])))"
+        f"(object.kind == 'CronJob' ? {cron} : (object.kind in {_list(list(KUBEFLOW_JOB_KINDS))} ? {replicas} : [])))"
     )
     return [
         {"name": "templates", "expression": templates},
@@ -485,7 +480,9 @@ def gang_validations(team: TeamRules) -> list[dict]:
     elastic job is created at its minimum and grows only by its HPA (the /scale subresource, which
     no team may call), and the HPA's only metric is the platform's room (components/workloads.py)."""
     sched = "object.spec.runPolicy.schedulingPolicy"
-    is_job = f"object.kind in {_list(list(JOB_KINDS))}"
+    is_job = f"object.kind in {_list(list(KUBEFLOW_JOB_KINDS))}"
+    name = "(has(object.metadata.name) ? object.metadata.name : object.metadata.generateName)"
+    prefixes = "{" + ", ".join(f"'{kind}': '{prefix}'" for kind, prefix in JOB_NAME_PREFIXES.items()) + "}"
     total = " + ".join(_replicas(k) for k in REPLICA_SPECS)
     elastic = "(object.kind == 'PyTorchJob' && has(object.spec.elasticPolicy))"
     worker = "object.spec.pytorchReplicaSpecs.Worker"
@@ -519,11 +516,11 @@ def gang_validations(team: TeamRules) -> list[dict]:
     # kube-controller-manager's discovery REST mapper also knows lower-cased (NewDiscoveryRESTMapper adds
     # `strings.ToLower(resource.Kind)` beside each kind: kubernetes/client-go:restmapper/discovery.go@v0.35.0):
     # every target in the group kubeflow.org is a job's, whatever the spelling of its kind.
-    kubeflow_kinds = "|".join(kind.lower() for kind in JOB_KINDS)
+    kubeflow_kinds = "|".join(kind.lower() for kind in KUBEFLOW_JOB_KINDS)
     target = "object.spec.scaleTargetRef"
     hpa_on_a_job = (
         f"object.kind == 'HorizontalPodAutoscaler' && has({target}) && ("
-        f"(has({target}.apiVersion) && {target}.apiVersion.matches('(?i)^{JOB_GROUP.replace('.', '[.]')}/')) || "
+        f"(has({target}.apiVersion) && {target}.apiVersion.matches('(?i)^{KUBEFLOW_GROUP.replace('.', '[.]')}/')) || "
         f"(has({target}.kind) && {target}.kind.matches('(?i)^({kubeflow_kinds})$')))"
     )
     return [
@@ -533,7 +530,7 @@ def gang_validations(team: TeamRules) -> list[dict]:
             # may scale every resource with a scale subresource).
             "expression": f"!({hpa_on_a_job}) || request.userInfo.username == '{OPERATOR_USER}'",
             "message": "a Kubeflow job's HorizontalPodAutoscaler is the Training Operator's (from elasticPolicy): "
-            f"a team may not create or change one (no scaleTargetRef in {JOB_GROUP}, whatever the kind's case)",
+            f"a team may not create or change one (no scaleTargetRef in {KUBEFLOW_GROUP}, whatever the kind's case)",
             "reason": "Forbidden",
         },
         {
@@ -584,15 +581,27 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
         {
-            # SyncPodGroup gets the PodGroup by the job's namespace and name alone, never by owner or kind
-            # (kubeflow/trainer:pkg/controller.v1/common/scheduling.go@v1.9.x), and rewrites its spec: a TFJob `j`
-            # created beside a running PyTorchJob `j`, or `j` deleted with propagationPolicy=Orphan and made again
-            # larger, would resize the running gang, and its pods would be made at once, outside enqueue. A job's
+            # The name is generated before validating admission sees a generateName CREATE; read
+            # generateName should a server ever show it first (the prefix is the user's either way).
+            "expression": f"!({is_job}) || request.operation != 'CREATE' || "
+            f"(!{name}.startsWith('{VOLCANO_GROUP_PREFIX}') && (object.kind in {prefixes} ? "
+            f"{name}.startsWith({prefixes}[object.kind]) : !{_list(list(JOB_NAME_PREFIXES.values()))}.exists(p, "
+            f"{name}.startsWith(p))))",
+            "message": "a Kubeflow job's name starts with its kind's prefix ("
+            + ", ".join(f"{kind} '{prefix}'" for kind, prefix in JOB_NAME_PREFIXES.items())
+            + f"), a PyTorchJob's with none of them, and none with '{VOLCANO_GROUP_PREFIX}' (Volcano's PodGroups): "
+            "the operator finds a job's PodGroup by its name alone, so two jobs of one name would share a gang",
+            "reason": "Forbidden",
+        },
+        {
+            # SyncPodGroup gets the PodGroup by the job's namespace and name alone (infra/core/names.py) and
+            # rewrites its spec: `j` deleted with propagationPolicy=Orphan (its PodGroup stays) and made again
+            # larger would resize the running gang, and its pods would be made at once, outside enqueue. A job's
             # size and templates are fixed (above), so its PodGroup's minMember and minResources never change:
             # an UPDATE that changes them is refused whoever sends it, and the operator's SyncPodGroup fails.
             "expression": "object.kind != 'PodGroup' || request.operation != 'UPDATE' || "
             "!has(oldObject.metadata.ownerReferences) || "
-            f"!oldObject.metadata.ownerReferences.exists(o, o.apiVersion.startsWith('{JOB_GROUP}/')) || "
+            f"!oldObject.metadata.ownerReferences.exists(o, o.apiVersion.startsWith('{KUBEFLOW_GROUP}/')) || "
             f"({_kept('spec', 'minMember')} && {_kept('spec', 'minResources')})",
             "message": "a Kubeflow job's PodGroup keeps its minMember and minResources: they are its job's, whose "
             "size is fixed (another job of the same name, of any kind, may not take it over)",
@@ -916,7 +925,7 @@ def cel_validations(team: TeamRules) -> list[dict]:
     queues, classes, uid, gid = _list([team.queue]), _list(team.priority_classes), team.uid, team.gid
     serving = _list(team.serving_classes)
     sched = "object.spec.runPolicy.schedulingPolicy"
-    is_job = f"object.kind in {_list(list(JOB_KINDS))}"
+    is_job = f"object.kind in {_list(list(KUBEFLOW_JOB_KINDS))}"
     no_container_runs_as_other = (
         "variables.containers.all(cs, cs.all(c, !has(c.securityContext) || ("
         f"(!has(c.securityContext.runAsUser) || c.securityContext.runAsUser == {uid}) && "
@@ -1065,9 +1074,9 @@ def admission_policy(team: TeamRules) -> dict:
             if group
         ),
         {
-            "apiGroups": [JOB_GROUP],
+            "apiGroups": [KUBEFLOW_GROUP],
             "apiVersions": ["v1"],
-            "resources": sorted(JOB_KINDS.values()),
+            "resources": sorted(KUBEFLOW_JOB_KINDS.values()),
             "operations": ["CREATE", "UPDATE"],
         },
         {
@@ -1203,13 +1212,13 @@ def job_submitter_role(team: str) -> dict:
         "metadata": {"name": "higgsfield-jobs", "namespace": team},
         "rules": [
             {
-                "apiGroups": [JOB_GROUP],
-                "resources": sorted(JOB_KINDS.values()),
+                "apiGroups": [KUBEFLOW_GROUP],
+                "resources": sorted(KUBEFLOW_JOB_KINDS.values()),
                 "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
             },
             {
-                "apiGroups": [JOB_GROUP],
-                "resources": sorted(f"{r}/status" for r in JOB_KINDS.values()),
+                "apiGroups": [KUBEFLOW_GROUP],
+                "resources": sorted(f"{r}/status" for r in KUBEFLOW_JOB_KINDS.values()),
                 "verbs": ["get"],
             },
             {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},

@@ -27,7 +27,7 @@ from pydantic import Field, ValidationError, model_validator
 from infra.config.base import DnsLabel, Setting, Str, items, matching, number
 from infra.config.errors import ConfigError, Problem, Problems, key_of
 from infra.config.stack import IMAGE_REFERENCE, NOT_AN_IMAGE
-from infra.core.names import GPU_DEVICE_ENV
+from infra.core.names import GPU_DEVICE_ENV, job_name_problem
 
 # The job kinds the pinned Kubeflow Training Operator (versions.TRAINING_OPERATOR_REF, v1.9.4)
 # reconciles, each with its replica types (the leader first, if any) and the container name the
@@ -115,7 +115,9 @@ class JobFile(Setting):
         f"must be a lowercase DNS label of at most {JOB_NAME_LENGTH} characters (a-z, 0-9, '-')",
         JOB_NAME_LENGTH,
     )
-    """The job's name in its team's namespace (pods are NAME-worker-0, ...)."""
+    """The job's name in its team's namespace (pods are NAME-worker-0, ...). It says the job's kind: an mpi job's
+    starts with `mpi-`, tensorflow's `tf-`, xgboost's `xgboost-`, jax's `jax-`, paddle's `paddle-`, a pytorch job's
+    with none of these, and none with `podgroup-` (docs/design/tenancy.md)."""
     team: DnsLabel
     """The team (higgsfield:scheduler.teams) whose namespace, queue, quota and UID the job runs with."""
     command: tuple[Annotated[Str, Field(max_length=4096)], ...] = items(1, 1000)
@@ -163,6 +165,17 @@ class JobFile(Setting):
         problems = Problems()
         for name in (n for n in self.env if n in GPU_DEVICE_ENV):
             problems.add(f"env.{name}", "picks GPUs by name, which no team pod may: GPUs come from resources.gpus")
+        problems.raise_any()
+        return self
+
+    @model_validator(mode="after")
+    def _name_says_its_kind(self) -> JobFile:
+        """A Kubeflow job's name carries its kind (infra/core/names.py job_name_problem), as the team
+        policy checks at its CREATE: said here before anything is submitted."""
+        problems = Problems()
+        problem = None if self.kind == SERVING_KIND else job_name_problem(self.name, self.kind)
+        if problem:
+            problems.add("name", f"{self.name}: {problem}; this job's framework is {self.framework}")
         problems.raise_any()
         return self
 

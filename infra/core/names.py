@@ -70,6 +70,47 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+# A Kubeflow job's name says its kind. The Training Operator finds a job's PodGroup by namespace and
+# name alone, never by kind or owner (SyncPodGroup, kubeflow/trainer:pkg/controller.v1/common/
+# scheduling.go@v1.9.4), rewrites its spec and makes the job's pods at once when the group is past
+# Pending; Volcano names a plain workload's group `podgroup-<owner UID>` (GeneratePodgroupName,
+# volcano-sh/volcano:staging/src/volcano.sh/apis/pkg/apis/helpers/helpers.go@v1.15.1). So every kind
+# but the PyTorchJob takes a name starting with its prefix, a PyTorchJob none of them, and no job
+# Volcano's: no two running gangs can share a PodGroup (docs/design/tenancy.md).
+KUBEFLOW_GROUP = "kubeflow.org"
+# The Training Operator's job kinds and their resources (kubeflow/trainer:pkg/apis/kubeflow.org/v1@v1.9.4).
+KUBEFLOW_JOB_KINDS = {
+    "PyTorchJob": "pytorchjobs",
+    "TFJob": "tfjobs",
+    "MPIJob": "mpijobs",
+    "XGBoostJob": "xgboostjobs",
+    "JAXJob": "jaxjobs",
+    "PaddleJob": "paddlejobs",
+}
+JOB_NAME_PREFIXES = {
+    "MPIJob": "mpi-",
+    "TFJob": "tf-",
+    "XGBoostJob": "xgboost-",
+    "JAXJob": "jax-",
+    "PaddleJob": "paddle-",
+}
+UNPREFIXED_JOB_KIND = "PyTorchJob"
+VOLCANO_GROUP_PREFIX = "podgroup-"
+
+
+def job_name_problem(name: str, kind: str) -> str | None:
+    """Why `name` may not name a Kubeflow job of `kind`, in one line; None where it may."""
+    if name.startswith(VOLCANO_GROUP_PREFIX):
+        return f"a Kubeflow job's name may not start with {VOLCANO_GROUP_PREFIX!r} (Volcano's PodGroup names)"
+    if kind in JOB_NAME_PREFIXES:
+        prefix = JOB_NAME_PREFIXES[kind]
+        return None if name.startswith(prefix) else f"a {kind}'s name starts with {prefix!r} (its kind's prefix)"
+    taken = next((k for k, prefix in JOB_NAME_PREFIXES.items() if name.startswith(prefix)), None)
+    if taken:
+        return f"a {kind}'s name may not start with {JOB_NAME_PREFIXES[taken]!r} (the prefix of {taken} names)"
+    return None
+
+
 # On what `higgsfield jobs render -f JOB.yaml` renders: `jobs cancel` deletes a serving job's Service only with it.
 JOB_FILE_LABEL = "higgsfield.io/job-file"
 # Training progress: each PyTorch job pod serves its ranks' progress on this named container port

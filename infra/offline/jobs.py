@@ -27,7 +27,7 @@ from components.storage import DATASET_CHECKPOINTS, DATASET_CLAIM, DATASET_MOUNT
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 from infra.core import versions
 from infra.core.assets import shipped
-from infra.core.names import DO_NOT_DISRUPT, PROGRESS_PORT, PROGRESS_PORT_NAME
+from infra.core.names import DO_NOT_DISRUPT, PROGRESS_PORT, PROGRESS_PORT_NAME, job_name_problem
 from infra.offline.pods import (
     bus_bandwidth_threshold,
     check_image,
@@ -928,6 +928,9 @@ def render(
     }
     documents = fill_template((EXAMPLES_DIR / f"{example}.yaml").read_text(), values, f"examples/{example}.yaml")
     job = documents[-1]
+    problem = job["apiVersion"].startswith("kubeflow.org/") and job_name_problem(name, job["kind"])
+    if problem:
+        raise ConfigError("name", f"{name}: {problem}; example {example} is a {job['kind']}")
     for replica, template in pod_templates(job, named=True):
         if not _on_gpu_pool(template):
             if "higgsfield.io/pool" in (template["spec"].get("nodeSelector") or {}):

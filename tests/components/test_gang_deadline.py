@@ -14,7 +14,7 @@ import pytest
 
 from components import gang_deadline as component
 from components.cpu_nodes import SYSTEM_LABELS
-from infra.core.names import PREVIEW_GROUP
+from infra.core.names import KUBEFLOW_JOB_KINDS, PREVIEW_GROUP
 from infra.offline import cold_start, kubernetes_schema
 from tests.conftest import STACKS, plan_of
 
@@ -189,5 +189,7 @@ def test_the_cronjob_may_only_list_and_patch_jobs_in_team_namespaces_and_list_no
             for res in rule["resources"]
         }
         assert all(v <= {"list", "patch"} for v in verbs.values())
-        assert {k for k, v in verbs.items() if "patch" in v} == {("kubeflow.org", r) for r in component.KUBEFLOW_JOBS}
+        assert {k for k, v in verbs.items() if "patch" in v} == {
+            ("kubeflow.org", r) for r in KUBEFLOW_JOB_KINDS.values()
+        }
         assert not any(res in ("secrets", "pods/exec", "*") for _, res in verbs)

@@ -76,7 +76,7 @@ def test_checkpoints_off_written_unquoted_is_off_not_a_boolean():
 
 
 def test_only_a_pytorch_job_is_elastic():
-    problems = _problems({**EXAMPLE, "framework": "mpi", "elastic": {"minGpus": 8}})
+    problems = _problems({**EXAMPLE, "name": "mpi-llama", "framework": "mpi", "elastic": {"minGpus": 8}})
     assert problems == {"job.yaml: elastic": "only PyTorch jobs are elastic (the operator's elasticPolicy), not mpi"}
 
 

@@ -13,8 +13,9 @@ from components.gpu_pools import autoscaler_template_tags
 from components.teams import rules_of
 from components.tenancy import OPERATOR_USER
 from infra.config import ConfigError, load_job
+from infra.config.job import FRAMEWORKS
 from infra.core import versions
-from infra.core.names import AUTOSCALER_TEMPLATE, DO_NOT_DISRUPT, DRIVER_MAJOR_LABEL
+from infra.core.names import AUTOSCALER_TEMPLATE, DO_NOT_DISRUPT, DRIVER_MAJOR_LABEL, JOB_NAME_PREFIXES
 from infra.offline import jobs, kubernetes_schema, team_job
 from tests.conftest import ROOT, config_of
 from tests.security.test_tenancy import _operator_pod, denied_by, is_denied
@@ -24,6 +25,8 @@ EXAMPLE = yaml.safe_load((ROOT / "examples" / "llama-ft.job.yaml").read_text())
 
 def _render(stack: str = "prod", **changes):
     data = copy.deepcopy(EXAMPLE)
+    if "framework" in changes and "name" not in changes:  # a Kubeflow job's name starts with its kind's prefix
+        data["name"] = JOB_NAME_PREFIXES.get(FRAMEWORKS[changes["framework"]][0], "") + data["name"]
     for key, value in changes.items():
         if "." in key:
             outer, inner = key.split(".")

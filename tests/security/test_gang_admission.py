@@ -74,7 +74,7 @@ def test_a_gang_of_all_its_replicas_or_the_operators_default_is_admitted(min_ava
 def test_an_mpijob_gang_counts_its_launcher():
     job = _gang(4, 5)
     specs = job["spec"].pop("pytorchReplicaSpecs")
-    job.update(kind="MPIJob")
+    job.update(kind="MPIJob", metadata={**job["metadata"], "name": "mpi-j"})
     job["spec"]["mpiReplicaSpecs"] = {"Launcher": specs["Master"], "Worker": specs["Worker"]}
     assert denied_by(job) == []
     job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 4

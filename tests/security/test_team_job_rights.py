@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from components import tenancy
+from infra.core.names import KUBEFLOW_JOB_KINDS
 from tests.conftest import STACKS, config_of, plan_of
 
-JOBS = sorted(tenancy.JOB_KINDS.values())
+JOBS = sorted(KUBEFLOW_JOB_KINDS.values())
 
 
 def role_allows(role: dict, group: str, resource: str, namespace: str, verb: str) -> bool:

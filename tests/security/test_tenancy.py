@@ -13,6 +13,7 @@ import pytest
 
 from components import tenancy
 from components.teams import rules_of
+from infra.core.names import KUBEFLOW_JOB_KINDS
 from infra.offline import jobs, kubernetes_schema
 from tests import admission_cel
 from tests.conftest import STACKS, config_of, plan_of
@@ -257,7 +258,7 @@ def test_mpi_launcher_with_the_operators_injected_init_container_is_admitted():
 
 
 def test_every_job_kind_is_checked():
-    for kind, key in zip(tenancy.JOB_KINDS, ("pytorch", "tf", "mpi", "xgb", "jax", "paddle"), strict=True):
+    for kind, key in zip(KUBEFLOW_JOB_KINDS, ("pytorch", "tf", "mpi", "xgb", "jax", "paddle"), strict=True):
         job = _job(queue="production")
         job["kind"] = kind
         job["spec"][f"{key}ReplicaSpecs"] = job["spec"].pop("pytorchReplicaSpecs")
@@ -458,7 +459,7 @@ def test_admission_policy_matches_the_kinds_it_checks():
         ("", "services"),
         ("scheduling.volcano.sh", "podgroups"),
         ("autoscaling", "horizontalpodautoscalers"),
-        *(("kubeflow.org", r) for r in tenancy.JOB_KINDS.values()),
+        *(("kubeflow.org", r) for r in KUBEFLOW_JOB_KINDS.values()),
         *workloads,
     } == resources
     assert all(set(rule["operations"]) == {"CREATE", "UPDATE"} for rule in rules)
