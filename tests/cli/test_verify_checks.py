@@ -118,7 +118,7 @@ def aws(plan, monkeypatch):
         yield session
 
 
-def _vap_denial(team: str) -> tuple[int, str, str]:
+def _vap_denial(team: str, obj: dict, message: str) -> tuple[int, str, str]:
     """What the API server answers a denied request (staging/src/k8s.io/apiserver/pkg/admission/plugin/
     policy/validating/dispatcher.go: "ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s";
     our policies set reason Forbidden, components/tenancy.py)."""
@@ -126,21 +126,33 @@ def _vap_denial(team: str) -> tuple[int, str, str]:
     return (
         403,
         "Forbidden",
-        f'podgroups.scheduling.volcano.sh "higgsfield-verify-attack" is forbidden: ValidatingAdmissionPolicy '
-        f"'{policy}' with binding '{policy}' denied request: team {team}'s PodGroups go to queue ...",
+        f'{obj["kind"].lower()}s "{obj["metadata"]["name"]}" is forbidden: ValidatingAdmissionPolicy '
+        f"'{policy}' with binding '{policy}' denied request: {message}",
     )
 
 
+# The kinds the verify checks create in team namespaces that the team policy matches (its resourceRules).
+JUDGED = ("PodGroup", "Job", *names.KUBEFLOW_JOB_KINDS)
+
+
 def team_admission(cfg):
-    """Each team's PodGroups only in its own queue, as its ValidatingAdmissionPolicy rules (the CEL is
-    evaluated with cel-expr-python in tests/security/test_tenancy.py; here only its answer on the wire)."""
-    queues = {t.name: t.queue for t in cfg.scheduler.teams}
+    """Each team's own ValidatingAdmissionPolicy on what is created in its namespace, its CEL evaluated
+    with cel-expr-python (tests/security/test_tenancy.py verdicts); a denial answers on the wire."""
+    from components import tenancy
+    from components.teams import rules_of
+    from tests.security.test_tenancy import verdicts
+
+    policies = {
+        t.name: tenancy.admission_policy(rules_of(t, cfg.scheduler.priority_classes, pools=cfg.gpu_pools))
+        for t in cfg.scheduler.teams
+    }
 
     def admit(verb, obj):
         namespace = obj.get("metadata", {}).get("namespace")
-        if obj.get("kind") == "PodGroup" and namespace in queues and obj["spec"].get("queue") != queues[namespace]:
-            return _vap_denial(namespace)
-        return None
+        if verb != "CREATE" or namespace not in policies or obj.get("kind") not in JUDGED:
+            return None
+        denied = next((m for m, ok in verdicts(policies[namespace], obj, user="verifier") if not ok), None)
+        return denied and _vap_denial(namespace, obj, denied)
 
     return admit
 
@@ -613,22 +625,41 @@ def test_an_admission_policy_with_a_type_checking_warning_fails(ctx, cluster):
 
 def test_tenant_attacks_refused_by_admission_pass_and_store_nothing(ctx, cluster):
     outcome = one("kube.tenant-attacks", ctx)
-    assert outcome.status == "PASS" and "foundation: refused (403)" in outcome.evidence
+    assert outcome.status == "PASS"
+    assert "foundation: a TFJob without tf- refused (403)" in outcome.evidence
+    assert "foundation: a PodGroup in another queue refused (403)" in outcome.evidence
     assert ("POST", "/apis/scheduling.volcano.sh/v1beta1/namespaces/llm/podgroups?dryRun=All") in cluster.requests
-    assert not [k for k in cluster.objects if k[2] == "podgroups"]
+    assert ("POST", "/apis/kubeflow.org/v1/namespaces/llm/tfjobs?dryRun=All") in cluster.requests
+    assert not [k for k in cluster.objects if k[2] in ("podgroups", "tfjobs")]
 
 
 def test_a_tenant_attack_admitted_fails(ctx, cluster):
     cluster.admit = None  # no binding in force
     outcome = one("kube.tenant-attacks", ctx)
     assert outcome.status == "FAIL" and "a PodGroup in queue" in outcome.evidence
-    assert not [k for k in cluster.objects if k[2] == "podgroups"]  # a dry run even when admitted
+    assert "a TFJob named higgsfield-verify-attack (no tf-) was admitted" in outcome.evidence
+    assert not [k for k in cluster.objects if k[2] in ("podgroups", "tfjobs")]  # dry runs even when admitted
 
 
-def test_a_stack_with_one_team_queue_skips_the_attack(ctx, plan):
+def test_the_misnamed_job_is_refused_by_the_team_policy_for_its_name_alone(plan):
+    """Else a policy refusing it for another reason would pass the check on a cluster without the name rule."""
+    from components import tenancy
+    from components.teams import rules_of
+    from tests.security.test_tenancy import denied_by
+
+    for team in plan.config.scheduler.teams:
+        rules = rules_of(team, plan.config.scheduler.priority_classes, pools=plan.config.gpu_pools)
+        assert denied_by(checks.misnamed_job(team, name="tf-verify"), rules) == []
+        refused = denied_by(checks.misnamed_job(team), rules)
+        assert len(refused) == 1 and refused[0].startswith("a Kubeflow job's name starts with its kind's prefix")
+        assert tenancy.admission_policy(rules)["spec"]["failurePolicy"] == "Fail"
+
+
+def test_a_stack_with_one_team_queue_still_tries_the_misnamed_job(ctx, plan):
     only = plan.config.scheduler.model_copy(update={"teams": plan.config.scheduler.teams[:1]})
     ctx.plan = types.SimpleNamespace(config=plan.config.model_copy(update={"scheduler": only}), of_type=plan.of_type)
-    assert one("kube.tenant-attacks", ctx).status == "SKIP"
+    outcome = one("kube.tenant-attacks", ctx)
+    assert outcome.status == "PASS" and "PodGroup" not in outcome.evidence and "TFJob without tf-" in outcome.evidence
 
 
 def test_ready_daemon_sets_pass(ctx):

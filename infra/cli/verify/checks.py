@@ -21,6 +21,9 @@ DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 AUTOSCALER = "higgsfield:autoscaler:ClusterAutoscaler"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"  # the EFA device plugin's resource (infra/offline/pods.py EFA)
 VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
+ATTACK_NAME = "higgsfield-verify-attack"
+# What the misnamed job would run were it admitted and resumed (it is neither): any image.
+ATTACK_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
 
 # The controllers' leader-election Leases (docs/controllers.md cites each at its pinned ref): the
 # Training Operator's (kubeflow/trainer:cmd/training-operator.v1/main.go@v1.9.4 --leader-election-id
@@ -387,39 +390,82 @@ def _attack(team: Any, other_queue: str) -> dict:
     return {
         "apiVersion": f"{VOLCANO_GROUP}/{VOLCANO_VERSION}",
         "kind": "PodGroup",
-        "metadata": {"name": "higgsfield-verify-attack", "namespace": team.name},
+        "metadata": {"name": ATTACK_NAME, "namespace": team.name},
         "spec": {"minMember": 1, "queue": other_queue},
     }
 
 
-def tenant_attacks(ctx: Any) -> Outcome:
-    """Each team submits a PodGroup to a queue not its own, as a dry run: the API server must refuse."""
+def misnamed_job(team: Any, name: str = ATTACK_NAME) -> dict:
+    """A suspended TFJob the team's policy admits but for its name, which only a PyTorchJob may take
+    (names.job_name_problem): the operator finds a job's PodGroup by name alone."""
+    spec = {
+        "securityContext": {"runAsUser": team.uid, "runAsGroup": team.uid, "fsGroup": team.uid},
+        "containers": [
+            {
+                "name": "tensorflow",
+                "image": ATTACK_IMAGE,
+                "command": ["true"],
+                "securityContext": {"allowPrivilegeEscalation": False},
+            }
+        ],
+    }
+    return {
+        "apiVersion": f"{names.KUBEFLOW_GROUP}/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "namespace": team.name},
+        "spec": {
+            "runPolicy": {"suspend": True, "schedulingPolicy": {"queue": team.queue}},
+            "tfReplicaSpecs": {"Worker": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": spec}}},
+        },
+    }
+
+
+def _refused(ctx: Any, group: str, version: str, namespace: str, plural: str, body: dict) -> str | None:
+    """The status of a dry-run CREATE refused by a ValidatingAdmissionPolicy; None where it was admitted."""
     from kubernetes.client.exceptions import ApiException
 
+    try:
+        ctx.kube.create_namespaced(group, version, namespace, plural, body, dry_run=True)
+    except ApiException as exc:
+        message = (json.loads(exc.body or "{}") or {}).get("message", "")
+        if exc.status in (403, 422) and "ValidatingAdmissionPolicy" in message:
+            return f"refused ({exc.status})"
+        raise
+    return None
+
+
+def tenant_attacks(ctx: Any) -> Outcome:
+    """Each team submits, as dry runs the API server must refuse: a PodGroup to a queue not its own, and
+    a TFJob under a name only a PyTorchJob may take."""
     teams = ctx.config.scheduler.teams
-    if len({t.queue for t in teams}) < 2:
-        # Volcano's /podgroups/mutate moves a PodGroup in queue `default` to its namespace's queue
-        # (components/training.py): with one queue there is no other team's queue to try.
-        return skipped("fewer than two team queues: no other team's queue to submit to")
     problems, seen = [], []
     for team in teams:
-        other = next(t.queue for t in teams if t.queue != team.queue)
-        try:
-            ctx.kube.create_namespaced(
-                VOLCANO_GROUP, VOLCANO_VERSION, team.name, "podgroups", _attack(team, other), dry_run=True
-            )
-        except ApiException as exc:
-            message = (json.loads(exc.body or "{}") or {}).get("message", "")
-            if exc.status in (403, 422) and "ValidatingAdmissionPolicy" in message:
-                seen.append(f"{team.name}: refused ({exc.status})")
-                continue
-            raise
-        problems.append(f"{team.name}: a PodGroup in queue {other} was admitted (dry run)")
+        job = misnamed_job(team)
+        verdict = _refused(ctx, *_kubeflow(job), job)
+        if verdict:
+            seen.append(f"{team.name}: a TFJob without tf- {verdict}")
+        else:
+            problems.append(f"{team.name}: a TFJob named {ATTACK_NAME} (no tf-) was admitted (dry run)")
+        # Volcano's /podgroups/mutate moves a PodGroup in queue `default` to its namespace's queue
+        # (components/training.py): with one queue there is no other team's queue to try.
+        other = next((t.queue for t in teams if t.queue != team.queue), None)
+        if other is None:
+            continue
+        verdict = _refused(ctx, VOLCANO_GROUP, VOLCANO_VERSION, team.name, "podgroups", _attack(team, other))
+        if verdict:
+            seen.append(f"{team.name}: a PodGroup in another queue {verdict}")
+        else:
+            problems.append(f"{team.name}: a PodGroup in queue {other} was admitted (dry run)")
     if problems:
         return failed(
             "; ".join(problems), "check the team's ValidatingAdmissionPolicyBinding (docs/security-tenancy.md)"
         )
-    return passed("another queue refused by admission: " + "; ".join(seen))
+    return passed("; ".join(seen) or "no team namespace to try")
+
+
+def _kubeflow(job: dict) -> tuple[str, str, str, str]:
+    group, version = job["apiVersion"].split("/")
+    return group, version, job["metadata"]["namespace"], names.KUBEFLOW_JOB_KINDS[job["kind"]]
 
 
 def daemon_sets(ctx: Any) -> Outcome:
@@ -526,8 +572,8 @@ def specs() -> list[Spec]:
              queues, "kube", "get queues, namespaces, mutatingwebhookconfigurations", after=(KUBE_API,)),
         Spec("kube.admission-policies", "every planned ValidatingAdmissionPolicy is present, without CEL warnings",
              admission_policies, "kube", "list validatingadmissionpolicies", after=(KUBE_API,)),
-        Spec("kube.tenant-attacks", "admission refuses a team's PodGroup in another team's queue (dry run)",
-             tenant_attacks, "kube", "create podgroups (dryRun) in team namespaces", after=(KUBE_API,)),
+        Spec("kube.tenant-attacks", "admission refuses a PodGroup in another team's queue, a misnamed Kubeflow job",
+             tenant_attacks, "kube", "create podgroups, tfjobs (dryRun) in team namespaces", after=(KUBE_API,)),
         Spec("kube.daemon-sets", "the health gate and node DaemonSets are ready on every node they select",
              daemon_sets, "kube", "get daemonsets", after=(KUBE_API,)),
         Spec("kube.gpu-nodes", "GPU nodes: the gate's label agrees with the startup taint; healthy ones offer GPUs/EFA",
