@@ -469,6 +469,18 @@ def _templates_unchanged() -> str:
     return f"(({suspended('object')} && {suspended('oldObject')}) || ({kept}))"
 
 
+def _asks_no_node_resource(c: str) -> str:
+    """Container `c` neither requests nor limits what only a GPU node has."""
+
+    def none_in(field: str) -> str:
+        return (
+            f"(!has({c}.resources.{field}) || !{c}.resources.{field}.exists(r, r in {_list(GPU_NODE_RESOURCES)} || "
+            "r.startsWith('hugepages-')))"
+        )
+
+    return f"{none_in('requests')} && {none_in('limits')}"
+
+
 def gang_validations(team: TeamRules) -> list[dict]:
     """The gang is the job's: the operator makes the PodGroup's minMember the job's
     `schedulingPolicy.minAvailable` (else all its replicas) and its minResources the job's
@@ -581,6 +593,23 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
         {
+            # The operator's minResources sums each replica's containers' requests, or a container's limits
+            # where it has no requests at all, and no init container, sidecars included (CalcPGMinResources,
+            # AddResourceList, kubeflow/trainer:pkg/controller.v1/common/util.go@v1.9.4); the API server gives
+            # a Pod each missing request its limit (SetDefaults_Pod, kubernetes/kubernetes:pkg/apis/core/v1/
+            # defaults.go). GPUs limited beside other requests, or asked by an init container, would be in
+            # the pods and not in the gang its queue admits.
+            "expression": f"!({is_job}) || variables.specs.all(s, s.containers.all(c, !has(c.resources) || "
+            "!has(c.resources.requests) || !has(c.resources.limits) || "
+            "c.resources.limits.all(r, r in c.resources.requests)) && "
+            f"(!has(s.initContainers) || s.initContainers.all(c, !has(c.resources) || "
+            f"({_asks_no_node_resource('c')}))))",
+            "message": "a Kubeflow job's container that sets requests requests everything it limits, and no init "
+            f"container asks for {', '.join(GPU_NODE_RESOURCES)} or huge pages: the operator sizes the gang its "
+            "queue admits from its containers' requests (or limits, where a container has no requests)",
+            "reason": "Forbidden",
+        },
+        {
             # The name is generated before validating admission sees a generateName CREATE; read
             # generateName should a server ever show it first (the prefix is the user's either way).
             "expression": f"!({is_job}) || request.operation != 'CREATE' || "
@@ -595,16 +624,21 @@ def gang_validations(team: TeamRules) -> list[dict]:
         },
         {
             # SyncPodGroup gets the PodGroup by the job's namespace and name alone (infra/core/names.py) and
-            # rewrites its spec: `j` deleted with propagationPolicy=Orphan (its PodGroup stays) and made again
-            # larger would resize the running gang, and its pods would be made at once, outside enqueue. A job's
-            # size and templates are fixed (above), so its PodGroup's minMember and minResources never change:
-            # an UPDATE that changes them is refused whoever sends it, and the operator's SyncPodGroup fails.
+            # rewrites its spec, then makes the job's pods at once if the group is past Pending. A job deleted
+            # with propagationPolicy=Orphan leaves its PodGroup, its owner reference removed by the garbage
+            # collector (orphanDependents, kubernetes/kubernetes:pkg/controller/garbagecollector/
+            # garbagecollector.go) and its phase kept (an Inqueue group stays Inqueue without pods:
+            # getPodGroupPhase, volcano-sh/volcano:pkg/scheduler/framework/session.go@v1.15.1), for the next job
+            # of that name to resize. A job's size and templates are fixed (above), so no PodGroup's minMember or
+            # minResources changes, whoever owns it and whoever writes, the operator included (its SyncPodGroup
+            # then fails and it makes no pod), but for Volcano's controller, which resizes a plain workload's
+            # group after its owner (createOrUpdateNormalPodPG, pkg/controllers/podgroup/pg_controller_handler.go
+            # @v1.15.1) and never a Kubeflow job's (their pods name their group).
             "expression": "object.kind != 'PodGroup' || request.operation != 'UPDATE' || "
-            "!has(oldObject.metadata.ownerReferences) || "
-            f"!oldObject.metadata.ownerReferences.exists(o, o.apiVersion.startsWith('{KUBEFLOW_GROUP}/')) || "
+            f"request.userInfo.username == '{VOLCANO_CONTROLLER_USER}' || "
             f"({_kept('spec', 'minMember')} && {_kept('spec', 'minResources')})",
-            "message": "a Kubeflow job's PodGroup keeps its minMember and minResources: they are its job's, whose "
-            "size is fixed (another job of the same name, of any kind, may not take it over)",
+            "message": "a PodGroup keeps its minMember and minResources: a Kubeflow job's are its job's, whose "
+            "size is fixed, even once the job is gone (another job of the same name may not take it over)",
             "reason": "Forbidden",
         },
         {

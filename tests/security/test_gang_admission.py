@@ -261,7 +261,7 @@ def test_a_suspended_jobs_templates_may_change_and_the_operator_may_write_them()
     assert not _denied(new, TEMPLATES, operation="UPDATE", old=old, user=OPERATOR_USER)
 
 
-PODGROUP = "a Kubeflow job's PodGroup keeps its minMember and minResources"
+PODGROUP = "a PodGroup keeps its minMember and minResources"
 
 
 def _podgroup(min_member: int, gpus: int, owner: str = "PyTorchJob") -> dict:

@@ -19,9 +19,9 @@ for the autoscaler (RecordJobStatusEvent, pkg/scheduler/cache/cache.go@v1.15.1).
 never gives those nodes back: it acts only on a PodGroup with a kubeflow.org owner
 (images/training/gang_deadline.py `_owner_job`), and SyncPodGroup's update adds none.
 
-The team policy's rule "a Kubeflow job's PodGroup keeps its minMember and minResources" reads the
-owner from `oldObject.metadata.ownerReferences`, which the orphaning removed. Either the orphaning
-patch or the resize must be refused; today neither is."""
+A rule that looked for the job among the PodGroup's owners found none once the orphaning removed it.
+The team policy refuses the resize whatever the group's owners (only Volcano's controller resizes a
+plain workload's group); these tests accept either that or a refused orphaning patch."""
 
 from __future__ import annotations
 
@@ -70,3 +70,16 @@ def test_an_orphan_deleted_jobs_gang_keeps_its_min_resources_for_the_next_job_of
     orphaned = _orphaned(owned)
     regrown = _orphaned(_inqueue(2, 16))
     assert _refused(orphaned, owned, GARBAGE_COLLECTOR) or _refused(regrown, orphaned, OPERATOR_USER)
+
+
+def test_volcanos_controller_still_resizes_a_plain_workloads_group_and_nobody_else_does():
+    """createOrUpdateNormalPodPG (volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1)
+    follows a ReplicaSet's or StatefulSet's new group-min-member: the rule leaves Volcano's controller that."""
+    from components.tenancy import VOLCANO_CONTROLLER_USER
+
+    plain = _orphaned(_inqueue(1, 0))
+    plain["metadata"]["name"] = "podgroup-6f1c2a9e-1b7d-4a51-9d0e-2f3c4b5a6d7e"
+    grown = copy.deepcopy(plain)
+    grown["spec"]["minMember"] = 2
+    assert not _refused(grown, plain, VOLCANO_CONTROLLER_USER)
+    assert _refused(grown, plain, OPERATOR_USER) and _refused(grown, plain, "alice@vision")
