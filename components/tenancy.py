@@ -754,11 +754,15 @@ def volcano_group_validations() -> list[dict]:
             # Volcano sizes a plain pod's PodGroup from the annotations of every owner it names, looked up by kind
             # and name, not by UID and not only the controller (VOLCANO_UPPER_KINDS): a pod naming another
             # workload would borrow that workload's gang size for its own requests, a gang that never forms.
+            # And it names the group after the pod's controller's UID (GeneratePodgroupName, helpers.go@v1.15.1):
+            # a pod claiming any controller, whatever its kind, would join that workload's running gang.
             "expression": f"object.kind != 'Pod' || {by_a_controller} || (request.operation == 'CREATE' ? "
-            f"(size({refs}) <= 1 && {refs}.all(r, !(r.kind in {_list(VOLCANO_UPPER_KINDS)}))) : {refs} == {old_refs})",
-            "message": "a pod a team creates names at most one owner, and no "
+            f"(size({refs}) <= 1 && {refs}.all(r, !(r.kind in {_list(VOLCANO_UPPER_KINDS)}) && "
+            f"!(has(r.controller) && r.controller))) : {refs} == {old_refs})",
+            "message": "a pod a team creates names at most one owner, not as its controller, and no "
             f"{', '.join(VOLCANO_UPPER_KINDS)}: Volcano would size its gang from that owner's "
-            f"{MIN_MEMBER_ANNOTATION}; nor does a team change a pod's owners (create the workload instead)",
+            f"{MIN_MEMBER_ANNOTATION}, or put it in its controller's gang; nor does a team change a pod's owners "
+            "(create the workload instead)",
             "reason": "Forbidden",
         },
         {

@@ -189,7 +189,7 @@ def _owned(*owners: dict) -> dict:
 
 
 BIG_JOB = {"apiVersion": "batch/v1", "kind": "Job", "name": "big", "uid": "uid-of-big"}
-ANCHOR = {"apiVersion": "v1", "kind": "ConfigMap", "name": "anchor", "uid": "uid-of-cm", "controller": True}
+ANCHOR = {"apiVersion": "v1", "kind": "ConfigMap", "name": "anchor", "uid": "uid-of-cm"}
 
 
 def _owners_denied(pod: dict, **request) -> bool:
@@ -212,6 +212,27 @@ def test_a_member_adding_an_owner_to_a_pod_is_denied():
     old = _owned(ANCHOR)
     new = _owned(ANCHOR, BIG_JOB)
     assert _owners_denied(new, operation="UPDATE", old=old)
+
+
+@pytest.mark.parametrize(
+    "controller",
+    [
+        {**ANCHOR, "controller": True},
+        # a kind no API serves, or one the garbage collector's lookup finds whatever its case: the UID is
+        # what Volcano names the group after (GeneratePodgroupName, volcano-sh/volcano:staging/src/
+        # volcano.sh/apis/pkg/apis/helpers/helpers.go@v1.15.1), here a running plain gang's
+        {
+            "apiVersion": "example.com/v1",
+            "kind": "Anything",
+            "name": "x",
+            "uid": "uid-of-a-running-rs",
+            "controller": True,
+        },
+        {"apiVersion": "batch/v1", "kind": "job", "name": "big", "uid": "uid-of-big", "controller": True},
+    ],
+)
+def test_a_members_pod_claiming_a_controller_is_denied_so_it_cannot_join_that_controllers_gang(controller):
+    assert _owners_denied(_owned(controller))
 
 
 def test_controllers_create_their_pods_and_a_member_a_pod_with_one_other_owner():
