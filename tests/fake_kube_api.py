@@ -65,6 +65,7 @@ KINDS = {
     "tfjobs": "TFJob",
     "xgboostjobs": "XGBoostJob",
     "jaxjobs": "JAXJob",
+    "paddlejobs": "PaddleJob",
     "validatingadmissionpolicies": "ValidatingAdmissionPolicy",
     "resourcequotas": "ResourceQuota",
     "persistentvolumeclaims": "PersistentVolumeClaim",

@@ -662,6 +662,24 @@ def test_a_stack_with_one_team_queue_still_tries_the_misnamed_job(ctx, plan):
     assert outcome.status == "PASS" and "PodGroup" not in outcome.evidence and "TFJob without tf-" in outcome.evidence
 
 
+def _kubeflow_job(kind: str, name: str, namespace: str = "vision") -> dict:
+    return {"apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": name, "namespace": namespace}}
+
+
+def test_kubeflow_jobs_named_as_their_kinds_pass(ctx, cluster):
+    cluster.put(_kubeflow_job("PyTorchJob", "llama"))
+    cluster.put(_kubeflow_job("TFJob", "tf-mnist"))
+    outcome = one("kube.job-names", ctx)
+    assert outcome.status == "PASS" and "2 Kubeflow jobs" in outcome.evidence
+
+
+def test_a_job_made_before_the_name_rule_fails_naming_it(ctx, cluster):
+    """Its name could still be taken by a job of another kind, which would share its gang."""
+    cluster.put(_kubeflow_job("TFJob", "mnist"))
+    outcome = one("kube.job-names", ctx)
+    assert outcome.status == "FAIL" and "vision/mnist: a TFJob's name starts with 'tf-'" in outcome.evidence
+
+
 def test_ready_daemon_sets_pass(ctx):
     assert one("kube.daemon-sets", ctx).status == "PASS"
 

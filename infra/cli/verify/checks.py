@@ -468,6 +468,26 @@ def _kubeflow(job: dict) -> tuple[str, str, str, str]:
     return group, version, job["metadata"]["namespace"], names.KUBEFLOW_JOB_KINDS[job["kind"]]
 
 
+def job_names(ctx: Any) -> Outcome:
+    """Kubeflow jobs made before the name rule: a job of another kind could still take such a job's name
+    and share its gang (docs/design/tenancy.md)."""
+    problems, count = [], 0
+    for team in ctx.config.scheduler.teams:
+        for kind, plural in names.KUBEFLOW_JOB_KINDS.items():
+            for job in ctx.kube.namespaced_objects(names.KUBEFLOW_GROUP, "v1", team.name, plural):
+                count += 1
+                problem = names.job_name_problem(job["metadata"]["name"], kind)
+                if problem:
+                    problems.append(f"{team.name}/{job['metadata']['name']}: {problem}")
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "let these jobs finish, then submit them again under a name with their kind's prefix: until then a "
+            "job of another kind may be created under the same name and share the gang",
+        )
+    return passed(f"{count} Kubeflow jobs in team namespaces, each named as its kind")
+
+
 def daemon_sets(ctx: Any) -> Outcome:
     problems, seen = [], []
     for planned in ctx.plan.of_type(DAEMON_SET):
@@ -574,6 +594,8 @@ def specs() -> list[Spec]:
              admission_policies, "kube", "list validatingadmissionpolicies", after=(KUBE_API,)),
         Spec("kube.tenant-attacks", "admission refuses a PodGroup in another team's queue, a misnamed Kubeflow job",
              tenant_attacks, "kube", "create podgroups, tfjobs (dryRun) in team namespaces", after=(KUBE_API,)),
+        Spec("kube.job-names", "each team Kubeflow job is named as its kind (none from before the rule)",
+             job_names, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
         Spec("kube.daemon-sets", "the health gate and node DaemonSets are ready on every node they select",
              daemon_sets, "kube", "get daemonsets", after=(KUBE_API,)),
         Spec("kube.gpu-nodes", "GPU nodes: the gate's label agrees with the startup taint; healthy ones offer GPUs/EFA",
