@@ -593,6 +593,17 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
         {
+            # Once its HPA has grown it, an elastic job has more replicas than minMember, and the operator's
+            # minResources is the first minMember pods of its replica types sorted by priority (CalcPGMinResources,
+            # kubeflow/trainer:pkg/controller.v1/common/util.go@v1.9.4): with a Master beside the Workers, an
+            # unstable sort over a map picks another mix each pass, which the PodGroup's fixed size (below) then
+            # refuses, and the operator's pass makes no pod. Elastic rendezvous needs no Master.
+            "expression": f"!{elastic} || object.spec.pytorchReplicaSpecs.all(r, r == 'Worker')",
+            "message": "an elastic PyTorchJob has Worker replicas only: with a Master, the gang's minResources "
+            "would count another mix of replicas each time the operator sorts them",
+            "reason": "Forbidden",
+        },
+        {
             # The operator's minResources sums each replica's containers' requests, or a container's limits
             # where it has no requests at all, and no init container, sidecars included (CalcPGMinResources,
             # AddResourceList, kubeflow/trainer:pkg/controller.v1/common/util.go@v1.9.4); the API server gives

@@ -335,3 +335,14 @@ def test_a_team_hpa_on_a_kubeflow_job_is_denied_whatever_the_spelling(api_versio
     hpa["spec"]["scaleTargetRef"]["apiVersion"] = api_version
     hpa["spec"].update(minReplicas=40, maxReplicas=40)
     assert _denied(hpa, HPA)
+
+
+def test_an_elastic_job_with_a_master_is_denied_for_its_gang_would_be_counted_differently_each_pass():
+    """Grown past minMember, the operator counts the first minMember pods of its replica types after an
+    unstable sort (CalcPGMinResources, kubeflow/trainer:pkg/controller.v1/common/util.go@v1.9.4)."""
+    job = _elastic()
+    assert denied_by(job) == []
+    job["spec"]["pytorchReplicaSpecs"]["Master"] = copy.deepcopy(job["spec"]["pytorchReplicaSpecs"]["Worker"])
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 1
+    job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 3
+    assert _denied(job, "an elastic PyTorchJob has Worker replicas only")
