@@ -308,6 +308,18 @@ CROSS_ACCOUNT_OPENINGS = (
     # an export task writes a log group to any bucket it names, a delivery vended logs to any destination
     "logs:CreateExportTask",
     "logs:CreateDelivery*",
+    # the older vended-log API: a flow log to another account's bucket (docs.aws.amazon.com/vpc/latest/
+    # userguide/flow-logs-s3-create-flow-log.html); the program's flow log goes to CloudWatch Logs by its role
+    "logs:CreateLogDelivery",
+    # every node disk is encrypted under the account's default EBS key (the launch templates name none): it
+    # may not become another account's key
+    "ec2:ModifyEbsDefaultKmsKeyId",
+    # a creation template carries a repository policy ECR gives each repository it makes (botocore
+    # data/ecr/2015-09-21/service-2.json, CreateRepositoryCreationTemplate); the program makes none
+    "ecr:CreateRepositoryCreationTemplate",
+    "ecr:UpdateRepositoryCreationTemplate",
+    # an export task copies the file system's files to its associations' buckets; the program makes none
+    "fsx:CreateDataRepositoryTask",
     "ec2:CreateVpcPeeringConnection",
     "ec2:AcceptVpcPeeringConnection",
     "ec2:ModifySnapshotAttribute",
