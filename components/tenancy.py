@@ -205,23 +205,28 @@ def _containers(spec: str) -> str:
     )
 
 
-def _takes_a_gpu_node(spec: str) -> str:
-    """A pod spec that can only run on a GPU node, or may be placed on one: it requests a GPU, EFA
-    or huge pages in any container (init, sidecar, ephemeral), or tolerates the GPU taint."""
+def _asks_node_resource(c: str) -> str:
+    """Container `c` requests or limits what only a GPU node has: a GPU, EFA or huge pages."""
 
-    def asks(c: str, field: str) -> str:
+    def asks(field: str) -> str:
         return (
             f"(has({c}.resources) && has({c}.resources.{field}) && "
             f"{c}.resources.{field}.exists(k, k in {_list(GPU_NODE_RESOURCES)} || k.startsWith('hugepages-')))"
         )
 
+    return f"({asks('limits')} || {asks('requests')})"
+
+
+def _takes_a_gpu_node(spec: str) -> str:
+    """A pod spec that can only run on a GPU node, or may be placed on one: it requests a GPU, EFA
+    or huge pages in any container (init, sidecar, ephemeral), or tolerates the GPU taint."""
     containers = (
         f"((has({spec}.containers) ? {spec}.containers : []) + (has({spec}.initContainers) ? {spec}.initContainers : "
         "[]) + "
         f"(has({spec}.ephemeralContainers) ? {spec}.ephemeralContainers : []))"
     )
     return (
-        f"({containers}.exists(c, {asks('c', 'limits')} || {asks('c', 'requests')}) || "
+        f"({containers}.exists(c, {_asks_node_resource('c')}) || "
         f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, has(t.key) && t.key == '{GPU_TAINT_KEY}')))"
     )
 
@@ -469,18 +474,6 @@ def _templates_unchanged() -> str:
     return f"(({suspended('object')} && {suspended('oldObject')}) || ({kept}))"
 
 
-def _asks_no_node_resource(c: str) -> str:
-    """Container `c` neither requests nor limits what only a GPU node has."""
-
-    def none_in(field: str) -> str:
-        return (
-            f"(!has({c}.resources.{field}) || !{c}.resources.{field}.exists(r, r in {_list(GPU_NODE_RESOURCES)} || "
-            "r.startsWith('hugepages-')))"
-        )
-
-    return f"{none_in('requests')} && {none_in('limits')}"
-
-
 def gang_validations(team: TeamRules) -> list[dict]:
     """The gang is the job's: the operator makes the PodGroup's minMember the job's
     `schedulingPolicy.minAvailable` (else all its replicas) and its minResources the job's
@@ -613,8 +606,7 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "expression": f"!({is_job}) || variables.specs.all(s, s.containers.all(c, !has(c.resources) || "
             "!has(c.resources.requests) || !has(c.resources.limits) || "
             "c.resources.limits.all(r, r in c.resources.requests)) && "
-            f"(!has(s.initContainers) || s.initContainers.all(c, !has(c.resources) || "
-            f"({_asks_no_node_resource('c')}))))",
+            f"(!has(s.initContainers) || s.initContainers.all(c, !{_asks_node_resource('c')})))",
             "message": "a Kubeflow job's container that sets requests requests everything it limits, and no init "
             f"container asks for {', '.join(GPU_NODE_RESOURCES)} or huge pages: the operator sizes the gang its "
             "queue admits from its containers' requests (or limits, where a container has no requests)",
