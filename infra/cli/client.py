@@ -39,6 +39,7 @@ from infra.core.names import (
     GROUP_NAME_ANNOTATION,
     JOB_FILE_LABEL,
     JOB_NAME_LABEL,
+    KUBEFLOW_GROUP,
     POOL_LABEL,
     QUEUE_ANNOTATION,
     REPLICA_INDEX_LABEL,
@@ -48,7 +49,7 @@ from infra.core.names import (
 from infra.offline import goodput
 
 FIELD_MANAGER = "higgsfield"
-KUBEFLOW = ("kubeflow.org", "v1")
+KUBEFLOW = (KUBEFLOW_GROUP, "v1")
 APPS = ("apps", "v1")  # a serving job's Deployment (infra/offline/team_job.py render_serving)
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 # The head of a pod's log that goodput reads: the pre-flight's line comes before training's first; and its

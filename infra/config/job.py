@@ -173,7 +173,7 @@ class JobFile(Setting):
         """A Kubeflow job's name carries its kind (infra/core/names.py job_name_problem), as the team
         policy checks at its CREATE: said here before anything is submitted."""
         problems = Problems()
-        problem = None if self.kind == SERVING_KIND else job_name_problem(self.name, self.kind)
+        problem = job_name_problem(self.name, self.kind)
         if problem:
             problems.add("name", f"{self.name}: {problem}; this job's framework is {self.framework}")
         problems.raise_any()

@@ -99,7 +99,10 @@ VOLCANO_GROUP_PREFIX = "podgroup-"
 
 
 def job_name_problem(name: str, kind: str) -> str | None:
-    """Why `name` may not name a Kubeflow job of `kind`, in one line; None where it may."""
+    """Why `name` may not name an object of `kind`, in one line; None where it may (any name of a kind
+    that is no Kubeflow job: a serving Deployment's group is Volcano's `podgroup-<UID>`, never its name)."""
+    if kind not in KUBEFLOW_JOB_KINDS:
+        return None
     if name.startswith(VOLCANO_GROUP_PREFIX):
         return f"a Kubeflow job's name may not start with {VOLCANO_GROUP_PREFIX!r} (Volcano's PodGroup names)"
     if kind in JOB_NAME_PREFIXES:

@@ -19,6 +19,7 @@ from components.storage import MOUNT_PATH, PVC_NAME
 from infra.config import ConfigError, GpuPool, StackConfig
 from infra.core import versions
 from infra.core.assets import shipped
+from infra.core.names import KUBEFLOW_GROUP
 from infra.offline.pods import (
     bus_bandwidth_threshold,
     check_image,
@@ -192,7 +193,7 @@ def render(
         run_as_team(worker["template"], team_spec)
         objects.append(
             {
-                "apiVersion": "kubeflow.org/v1",
+                "apiVersion": f"{KUBEFLOW_GROUP}/v1",
                 "kind": "PyTorchJob",
                 "metadata": {"name": f"{app}-nccl", "namespace": namespace},
                 "spec": {

@@ -928,7 +928,7 @@ def render(
     }
     documents = fill_template((EXAMPLES_DIR / f"{example}.yaml").read_text(), values, f"examples/{example}.yaml")
     job = documents[-1]
-    problem = job["apiVersion"].startswith("kubeflow.org/") and job_name_problem(name, job["kind"])
+    problem = job_name_problem(name, job["kind"])
     if problem:
         raise ConfigError("name", f"{name}: {problem}; example {example} is a {job['kind']}")
     for replica, template in pod_templates(job, named=True):

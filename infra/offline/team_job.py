@@ -27,6 +27,7 @@ from infra.core.names import (
     DRIVER_MAJOR_LABEL,
     GPU_RESOURCE,
     JOB_FILE_LABEL,
+    KUBEFLOW_GROUP,
     MIN_MEMBER_ANNOTATION,
     POOL_LABEL,
     QUEUE_ANNOTATION,
@@ -390,7 +391,7 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
         # (examples/pytorch-ddp.yaml); mpirun's codes are its own, so MPI restarts on failure as the NCCL test does
         specs[replica] = {"replicas": count, "restartPolicy": "OnFailure" if mpi else "ExitCode", "template": template}
     workload: dict[str, Any] = {
-        "apiVersion": "kubeflow.org/v1",
+        "apiVersion": f"{KUBEFLOW_GROUP}/v1",
         "kind": kind,
         "metadata": {"name": job.name, "namespace": team.name, "labels": {"higgsfield.io/job-file": "true"}},
         "spec": {
