@@ -74,8 +74,11 @@ class Gang:
     the operator recreates the pods on a replacement node (scheduled at +400 s) and rank 0 logs
     `then` at +520 s: a resume from step 1999 by default."""
 
-    def __init__(self, fake: FakeKubernetesApi, session, then: str | None = "resume") -> None:
-        self.fake, self.ec2, self.then = fake, session.client("ec2"), then
+    def __init__(
+        self, fake: FakeKubernetesApi, session, then: str | None = "resume", beside: dict | None = None
+    ) -> None:
+        """`beside`: another pod, put on node ip-10-0-9-1 with the node itself (before the gang's pods)."""
+        self.fake, self.ec2, self.then, self.beside = fake, session.client("ec2"), then, beside
         self.now, self.stop = NOW, threading.Event()
         made = self.ec2.run_instances(
             ImageId="ami-12c6146b", MinCount=3, MaxCount=3, Placement={"AvailabilityZone": ZONE}
@@ -93,6 +96,8 @@ class Gang:
                        "metadata": {"name": f"health-gate-{i}", "namespace": "higgsfield-health",
                                     "ownerReferences": [{"kind": "DaemonSet", "name": "health-gate-h100"}]},
                        "spec": {"nodeName": name, "containers": [{"name": "gate"}]}})  # fmt: skip
+        if i == 1 and self.beside:
+            self.fake.put(self.beside)
         return name
 
     def pods(self, nodes: list[str], scheduled: datetime.datetime) -> None:
@@ -222,15 +227,9 @@ def test_a_job_that_never_checkpoints_terminates_nothing(cluster, account, loss_
 
 
 def test_a_node_that_also_runs_another_teams_pod_is_not_terminated(cluster, account, loss_ctx):
-    gang = Gang(cluster, account)
-
-    def intruder():
-        while not cluster.get("/api/v1/nodes/ip-10-0-9-1"):
-            time.sleep(0.01)
-        cluster.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "notebook", "namespace": "llm"},
-                     "spec": {"nodeName": "ip-10-0-9-1", "containers": [{"name": "n"}]}})  # fmt: skip
-
-    threading.Thread(target=intruder, daemon=True).start()
+    notebook = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "notebook", "namespace": "llm"},
+                "spec": {"nodeName": "ip-10-0-9-1", "containers": [{"name": "n"}]}}  # fmt: skip
+    gang = Gang(cluster, account, beside=notebook)
     outcome = _run(loss_ctx, gang)
     assert outcome.status == "FAIL" and "refused to terminate: node ip-10-0-9-1 also runs llm/notebook" in (
         outcome.evidence
