@@ -141,10 +141,12 @@ def rules_of(
     classes: Sequence[PriorityClassSpec] = (),
     public_load_balancers: bool = False,
     pools: Sequence[GpuPool] = (),
+    grace_seconds: int | None = None,
 ) -> TeamRules:
     """What the team's admission policy allows: its classes, and the platform's default class that
     the API server writes into a pod naming none (components/training.py priority_classes); the
-    Service types it is given; whether the stack has public load balancers; the GPUs of each pool's nodes."""
+    Service types it is given; whether the stack has public load balancers; the GPUs of each pool's nodes;
+    the pods' grace (higgsfield:checkpoints.terminationGracePeriod, its default where None)."""
     serving = {c.name for c in classes if c.workload == "serving"}
     training = {c.name for c in classes if c.workload == "training"}
     return TeamRules(
@@ -158,6 +160,7 @@ def rules_of(
         public_load_balancers=public_load_balancers,
         node_gpus=tuple((p.name, p.gpus_per_node) for p in pools),
         gpu_share=_cpu_and_memory_share(pools),
+        **({} if grace_seconds is None else {"grace_seconds": grace_seconds}),
     )
 
 
@@ -181,6 +184,8 @@ class TeamsArgs:
     pools: Sequence[GpuPool] = ()  # the teams' share of these nodes; with `image`: the gang deadline
     image: pulumi.Input[str] | None = None  # the training image (it ships images/training/gang_deadline.py)
     public_load_balancers: bool = False  # the stack's higgsfield:publicLoadBalancers
+    # higgsfield:checkpoints.terminationGracePeriod: the most a team's pod takes to stop
+    grace_seconds: int = field(kw_only=True)
     api_service_ip: str = field(kw_only=True)  # the `kubernetes` Service's ClusterIP (StackConfig.api_service_ip)
 
 
@@ -203,8 +208,9 @@ class Teams(pulumi.ComponentResource):
     need, and a Server-Side Apply patch of the namespace's `default` ServiceAccount (the cluster
     creates it) so that it automounts no token. Once for all teams: the ValidatingAdmissionPolicy
     (+ binding to every team namespace) that refuses NetworkPolicy writes by anyone who may not
-    change admission policies. Replaced when: a team is renamed (its namespace, and everything in it, is
-    deleted). A new UID re-owns nothing: change it only with the team's files (docs/tasks.md, "Add a team").
+    change admission policies, and the one that bounds the grace of a team pod's delete or eviction.
+    Replaced when: a team is renamed (its namespace, and everything in it, is deleted). A new UID
+    re-owns nothing: change it only with the team's files (docs/tasks.md, "Add a team").
     """
 
     def __init__(self, name: str, args: TeamsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -213,14 +219,19 @@ class Teams(pulumi.ComponentResource):
         self.namespaces: dict[str, KubernetesObject] = {}
         self.uids = {team.name: team.uid for team in args.teams}  # who owns each team's files
         if args.teams:
-            guard = KubernetesObject(f"{name}-netpol-guard", tenancy.network_policy_guard(), opts=child)
-            KubernetesObject(
-                f"{name}-netpol-guard-binding",
-                tenancy.network_policy_guard_binding(),
-                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[guard]),
-            )
+            guards = {
+                "netpol-guard": tenancy.network_policy_guard(),
+                "pod-release-guard": tenancy.pod_release_guard(args.grace_seconds),
+            }
+            for suffix, guard in guards.items():
+                made = KubernetesObject(f"{name}-{suffix}", guard, opts=child)
+                KubernetesObject(
+                    f"{name}-{suffix}-binding",
+                    tenancy.in_every_team_namespace(guard["metadata"]["name"]),
+                    opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[made]),
+                )
         for team in args.teams:
-            rules = rules_of(team, args.priority_classes, args.public_load_balancers, args.pools)
+            rules = rules_of(team, args.priority_classes, args.public_load_balancers, args.pools, args.grace_seconds)
             ns = KubernetesObject(f"{name}-{team.name}", tenancy.namespace(rules, args.kubernetes_version), opts=child)
             self.namespaces[team.name] = ns
             in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])

@@ -21,11 +21,13 @@ Upstream contracts (read at the pinned refs):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from components.workloads import ELASTIC_ROOM_METRIC
 from infra.config import DEFAULT_PRIORITY_CLASS, GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
+from infra.config.checkpoints import Checkpoints
 from infra.core.names import (
+    CLEAN_POD_POLICIES,
     DO_NOT_DISRUPT,
     DRIVER_MAJOR_LABEL,
     GPU_DEVICE_ENV,
@@ -133,6 +135,8 @@ class TeamRules:
     public_load_balancers: bool = False  # the stack tags its public subnets for internet-facing load balancers
     node_gpus: tuple[tuple[str, int], ...] = ()  # (pool, GPUs of its nodes): a pod asking all of them may spread
     gpu_share: tuple[float, float] | None = None  # one GPU's share of the pools' nodes: (vCPUs, bytes of memory)
+    # the most a pod of the team takes to stop: higgsfield:checkpoints.terminationGracePeriod
+    grace_seconds: int = field(default_factory=lambda: Checkpoints().grace_seconds)
 
     @property
     def gid(self) -> int:
@@ -613,6 +617,37 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
         {
+            # The operator gives a template without schedulerName Volcano's and keeps any other
+            # (CreateNewPod, isCustomSchedulerSet, kubeflow/trainer:pkg/controller.v1/common/pod.go@v1.9.4): a
+            # replica of another scheduler's would be refused as a pod here (gpu_and_node_validations), and the
+            # rest of its gang, Inqueue, would hold its nodes waiting for it.
+            "expression": f"!({is_job}) || variables.specs.all(s, !has(s.schedulerName) || "
+            f"s.schedulerName == '{SCHEDULER}')",
+            "message": f"a Kubeflow job's pods are scheduled by {SCHEDULER}: remove schedulerName from its templates "
+            "(the operator sets it)",
+            "reason": "Forbidden",
+        },
+        {
+            # The gang's minResources counts each replica's containers only (CalcPGMinResources, above),
+            # and a pod asks the most of its containers' sum, with its sidecars', and each init container's
+            # (resource.PodRequests, kubernetes/kubernetes:staging/src/k8s.io/component-helpers/resource/
+            # helpers.go@v1.35.0), or its pod-level spec.resources (PodLevelResources) where set: a sidecar,
+            # an init container asking more than the containers, or pod-level resources would put CPU and
+            # memory in the pods that are not in the gang its queue admits.
+            "expression": f"!({is_job}) || variables.specs.all(s, !has(s.resources) && (!has(s.initContainers) || "
+            "s.initContainers.all(i, (!has(i.restartPolicy) || i.restartPolicy != 'Always') && "
+            + " && ".join(
+                f"{_request_sum('[i]', r)} <= {_request_sum('(has(s.containers) ? s.containers : [])', r)}"
+                for r in ("cpu", "memory")
+            )
+            + ")))",
+            "message": "a Kubeflow job's templates ask for resources in their containers: no pod-level "
+            "spec.resources, no sidecar (an init container with restartPolicy Always), and no init container "
+            "asking more CPU or memory than the containers together; the operator sizes the gang its queue admits "
+            "from the containers alone",
+            "reason": "Forbidden",
+        },
+        {
             # The name is generated before validating admission sees a generateName CREATE; read
             # generateName should a server ever show it first (the prefix is the user's either way).
             "expression": f"!({is_job}) || request.operation != 'CREATE' || "
@@ -660,6 +695,131 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
     ]
+
+
+def _grace_cap(team: TeamRules) -> int:
+    """The longest a team's pod may take to stop: the checkpoint grace, never under the API server's
+    default of 30 s, which it writes into every pod that sets none (SetDefaults_PodSpec,
+    kubernetes/kubernetes:pkg/apis/core/v1/defaults.go)."""
+    return max(team.grace_seconds, 30)
+
+
+def release_validations(team: TeamRules) -> list[dict]:
+    """A team's pods give their nodes back when its queue stops counting them. Volcano counts a
+    queue's share from its tasks that are Bound, Binding, Running or Allocated (AllocatedStatus,
+    volcano-sh/volcano:pkg/scheduler/api/helpers.go@v1.15.1; proportion.go sums those): a pod being
+    deleted is Releasing and counts in no queue while its containers still hold its GPUs, and the pods of
+    a finished job, whose PodGroup the operator deletes, count in none at all."""
+    is_job = f"object.kind in {_list(list(KUBEFLOW_JOB_KINDS))}"
+    policy = "object.spec.runPolicy.cleanPodPolicy"
+    cap = _grace_cap(team)
+    return [
+        {
+            # The operator deletes a finished job's PodGroup and, under cleanPodPolicy None (every kind's
+            # default), none of its pods (CleanUpResources, DeletePodsAndServices, kubeflow/trainer:pkg/
+            # controller.v1/common/job.go@v1.9.4): a job ended by activeDeadlineSeconds, or by a Master that
+            # exits first, would leave its Workers training outside every queue. An MPIJob's runPolicy value
+            # wins over its older spec.cleanPodPolicy (mpijob_controller.go@v1.9.4), so runPolicy's is the one
+            # read here; checked on every UPDATE too, for the operator reads it only once the job has finished.
+            "expression": f"!({is_job}) || request.userInfo.username == '{OPERATOR_USER}' || "
+            f"({_field('object', 'spec', 'runPolicy', 'cleanPodPolicy')} && {policy} in {_list(CLEAN_POD_POLICIES)})",
+            "message": f"a Kubeflow job sets spec.runPolicy.cleanPodPolicy: {CLEAN_POD_POLICIES[0]} (or "
+            f"{CLEAN_POD_POLICIES[1]}): under None, its pods would keep running once it has finished, outside its "
+            "team's queue",
+            "reason": "Forbidden",
+        },
+        {
+            # The kubelet gives a deleted pod's containers its grace period before it kills them, and the pod
+            # is Releasing all along; a grace of days would hold the GPUs that long outside the queue.
+            "expression": "variables.specs.all(s, !has(s.terminationGracePeriodSeconds) || "
+            f"s.terminationGracePeriodSeconds <= {cap})",
+            "message": f"terminationGracePeriodSeconds is at most {cap} "
+            "(higgsfield:checkpoints.terminationGracePeriod): a pod that is stopping counts in no queue, yet holds "
+            "its node until it has stopped",
+            "reason": "Forbidden",
+        },
+        {
+            # A pod with scheduling gates waits unscheduled; Volcano deducts a gated pod's requests from its
+            # gang's share of the queue (DeductSchGatedResources, volcano-sh/volcano:pkg/scheduler/api/
+            # job_info.go@v1.15.1, with PodSchedulingReadiness on), so gated gangs would all be Inqueue at once
+            # and ask for their nodes together when the gates are lifted. Gates are set only at creation
+            # (Kubernetes' pod update validation lets them be removed, never added): a pod's UPDATE passes.
+            # Volcano's own queue-admission gate (its SchedulingGatesQueueAdmission, alpha, off by default:
+            # pkg/features/volcano_features.go@v1.15.1) is not turned on here (components/training.py).
+            "expression": "(object.kind == 'Pod' && request.operation == 'UPDATE') || variables.specs.all(s, "
+            "!has(s.schedulingGates) || size(s.schedulingGates) == 0)",
+            "message": "no schedulingGates: a gated pod's gang counts nothing in its queue, so gated gangs would "
+            "all be admitted at once and ask for their nodes together when the gates are lifted",
+            "reason": "Forbidden",
+        },
+    ]
+
+
+# The team's own DELETE of a pod, and its eviction through pods/eviction (the `edit` rights of
+# AmazonEKSEditPolicy include both), carry a gracePeriodSeconds of the requester's choosing that
+# replaces the pod's own (the pod strategy's CheckGracefulDelete, kubernetes/kubernetes:pkg/registry/
+# core/pod/strategy.go; the Eviction's deleteOptions are passed to that delete: pkg/registry/core/pod/
+# storage/eviction.go). A team policy cannot judge a DELETE (its validations read `object`, null on
+# DELETE), so one guard does, in every team namespace.
+POD_RELEASE_GUARD = "higgsfield-pod-release"
+
+
+def pod_release_guard(grace_seconds: int) -> dict:
+    """The ValidatingAdmissionPolicy that bounds the grace of every delete and eviction of a team's pod."""
+    cap = max(grace_seconds, 30)
+    # `request.options` is the request's DeleteOptions on DELETE (AdmissionRequest.options, a dyn field of
+    # the `request` variable: BuildRequestType, kubernetes/kubernetes:staging/src/k8s.io/apiserver/pkg/
+    # admission/plugin/cel/compile.go@v1.35.0)
+    deleted = (
+        "!has(request.options) || !has(request.options.gracePeriodSeconds) || "
+        f"request.options.gracePeriodSeconds <= {cap}"
+    )
+    evicted = (
+        "!has(object.deleteOptions) || !has(object.deleteOptions.gracePeriodSeconds) || "
+        f"object.deleteOptions.gracePeriodSeconds <= {cap}"
+    )
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": POD_RELEASE_GUARD},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["DELETE"]},
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "resources": ["pods/eviction"],
+                        "operations": ["CREATE"],
+                    },
+                ]
+            },
+            "validations": [
+                {
+                    "expression": f"request.operation == 'DELETE' ? ({deleted}) : ({evicted})",
+                    "message": f"a pod of a team is deleted or evicted with gracePeriodSeconds at most {cap} "
+                    "(higgsfield:checkpoints.terminationGracePeriod): a pod that is stopping counts in no queue, "
+                    "yet holds its node until it has stopped",
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    }
+
+
+def in_every_team_namespace(policy: str) -> dict:
+    """Binds a guard policy to every team namespace (the label only the platform sets on namespaces)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": policy},
+        "spec": {
+            "policyName": policy,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
+        },
+    }
 
 
 # Volcano's PodGroup controller gives every pod of `volcano` that names no PodGroup one of its own,
@@ -1088,6 +1248,7 @@ def cel_validations(team: TeamRules) -> list[dict]:
         + node_share_validations(team)
         + share_cap_validations(team)
         + gang_validations(team)
+        + release_validations(team)
         + volcano_group_validations()
         + container_hardening_validations()
         + launcher_label_validations()
@@ -1207,17 +1368,7 @@ def network_policy_guard() -> dict:
 
 
 def network_policy_guard_binding() -> dict:
-    """Binds the guard to every team namespace (the label only the platform sets on namespaces)."""
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": NETWORK_POLICY_GUARD},
-        "spec": {
-            "policyName": NETWORK_POLICY_GUARD,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
-        },
-    }
+    return in_every_team_namespace(NETWORK_POLICY_GUARD)
 
 
 def namespace(team: TeamRules, kubernetes_version: str) -> dict:

@@ -201,6 +201,7 @@ def build(cfg: StackConfig) -> None:
             pools=cfg.gpu_pools,
             image=training_image,
             public_load_balancers=cfg.public_load_balancers,
+            grace_seconds=cfg.checkpoints.grace_seconds,
             api_service_ip=cfg.api_service_ip,
         ),
     )

@@ -95,6 +95,12 @@ JOB_NAME_PREFIXES = {
     "PaddleJob": "paddle-",
 }
 UNPREFIXED_JOB_KIND = "PyTorchJob"
+# What the operator deletes once a job has finished: its Running and Pending pods (DeletePodsAndServices,
+# kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4). Every kind's default is None, which keeps them
+# running after it deletes the job's PodGroup (CleanUpResources), outside every queue; "All" deletes the
+# finished pods too, and their logs with them.
+CLEAN_POD_POLICIES = ("Running", "All")
+CLEAN_POD_POLICY = CLEAN_POD_POLICIES[0]
 VOLCANO_GROUP_PREFIX = "podgroup-"
 
 

@@ -19,7 +19,7 @@ from components.storage import MOUNT_PATH, PVC_NAME
 from infra.config import ConfigError, GpuPool, StackConfig
 from infra.core import versions
 from infra.core.assets import shipped
-from infra.core.names import KUBEFLOW_GROUP
+from infra.core.names import CLEAN_POD_POLICY, KUBEFLOW_GROUP
 from infra.offline.pods import (
     bus_bandwidth_threshold,
     check_image,
@@ -199,11 +199,12 @@ def render(
                 "spec": {
                     "nprocPerNode": str(pool.gpus_per_node),
                     "runPolicy": {
+                        "cleanPodPolicy": CLEAN_POD_POLICY,
                         "schedulingPolicy": {
                             "queue": team_spec.queue,
                             "priorityClass": cfg.scheduler.classes_of(team_spec, "training")[0],
                             "minAvailable": count,
-                        }
+                        },
                     },
                     "pytorchReplicaSpecs": {"Worker": worker},
                 },

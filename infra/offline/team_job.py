@@ -23,6 +23,7 @@ from infra.config import FRAMEWORKS, ConfigError, GpuPool, JobFile, StackConfig,
 from infra.core import versions
 from infra.core.assets import shipped
 from infra.core.names import (
+    CLEAN_POD_POLICY,
     DO_NOT_DISRUPT,
     DRIVER_MAJOR_LABEL,
     GPU_RESOURCE,
@@ -396,7 +397,7 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
         "metadata": {"name": job.name, "namespace": team.name, "labels": {"higgsfield.io/job-file": "true"}},
         "spec": {
             "runPolicy": {
-                "cleanPodPolicy": "None",
+                "cleanPodPolicy": CLEAN_POD_POLICY,
                 # counts restarts in place only, which ExitCode pods never have (examples/pytorch-ddp.yaml)
                 "backoffLimit": 3 * max(placed.pods, pool.max_size) + 1,
                 "schedulingPolicy": {

@@ -41,12 +41,15 @@ def verdicts(
     user: str | None = None,
     old: dict | None = None,
     authorizer: Authorizer = NOBODY,
+    options: dict | None = None,
 ) -> Iterator[tuple[str, bool]]:
     """(message, whether `obj` passes it) of each validation in turn, evaluated as the API server
     does: the variables in order, then the validations, with `object` the admitted object (null on
     DELETE), `oldObject` what it replaces, `request` the operation and the requester (by default
-    `_creator`'s), and `authorizer` the requester's rights."""
+    `_creator`'s, with the DELETE's `options`), and `authorizer` the requester's rights."""
     request = {"operation": operation, "userInfo": {"username": user or _creator(obj)}}
+    if options is not None:
+        request["options"] = options
     activation: dict = {**admission_cel.plain({"object": obj, "oldObject": old, "request": request}), "variables": {}}
     for variable in policy["spec"].get("variables", []):
         try:
@@ -120,7 +123,7 @@ def _job(queue: str | None = "experiments", priority: str | None = "batch-low", 
         "kind": "PyTorchJob",
         "metadata": {"name": "j", "namespace": "vision"},
         "spec": {
-            "runPolicy": {"schedulingPolicy": policy},
+            "runPolicy": {"cleanPodPolicy": "Running", "schedulingPolicy": policy},
             "pytorchReplicaSpecs": {
                 "Master": {"replicas": 1, "template": template},
                 "Worker": {"replicas": 1, "template": copy.deepcopy(template)},

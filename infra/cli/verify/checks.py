@@ -414,7 +414,11 @@ def misnamed_job(team: Any, name: str = ATTACK_NAME) -> dict:
         "kind": "TFJob",
         "metadata": {"name": name, "namespace": team.name},
         "spec": {
-            "runPolicy": {"suspend": True, "schedulingPolicy": {"queue": team.queue}},
+            "runPolicy": {
+                "suspend": True,
+                "cleanPodPolicy": names.CLEAN_POD_POLICY,
+                "schedulingPolicy": {"queue": team.queue},
+            },
             "tfReplicaSpecs": {"Worker": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": spec}}},
         },
     }
