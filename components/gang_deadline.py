@@ -3,8 +3,8 @@ docs/design/reserved-capacity.md).
 
 images/training/gang_deadline.py says why the Cluster Autoscaler alone never removes them (it
 packs the gang's pending pods onto them first) and what the CronJob does: suspend the Kubeflow job
-of a gang that waited longer than its pool's deadline while the pool has idle nodes, and resume it
-after `RETRY_AFTER_S`. The bound per pool is infra/offline/cold_start.py `give_back`, shown by
+of a gang that waited longer than the deadline of the pools it may land on while it holds idle
+nodes, and resume it after `RETRY_AFTER_S`. The bound per pool is infra/offline/cold_start.py `give_back`, shown by
 `higgsfield timeline STACK --job POOL`.
 """
 

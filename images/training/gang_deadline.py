@@ -7,9 +7,10 @@ autoscaler:cluster-autoscaler/core/podlistprocessor/filter_out_schedulable.go@cl
 1.35.2), so the idle nodes look used for as long as the gang's pods exist. Only removing the pods
 gives them back. This program (a CronJob, components/gang_deadline.py) does that:
 
-- a gang whose PodGroup is Inqueue, none of whose pods is bound, whose oldest pod is older than its
-  pool's deadline (boot + healthGate.timeout + a margin: the nodes are not coming), while its pool
-  has an idle node (one the autoscaler bought and nobody uses), gets its Kubeflow job suspended
+- a gang whose PodGroup is Inqueue, none of whose pods is bound, whose oldest pod is older than the
+  deadline of the pools its pods may land on (boot + healthGate.timeout + a margin: the nodes are
+  not coming; the longest, when they may land on several), while one of its pods may land on an
+  idle node (one the autoscaler bought and nobody uses), gets its Kubeflow job suspended
   (`runPolicy.suspend: true`: the operator deletes its pods and PodGroup, kubeflow/trainer:pkg/
   controller.v1/common/job.go@v1.9.4) and the annotation `higgsfield.io/gave-back-at`; the idle
   nodes are then unneeded and go after the pool's scaleDownUnneededTime;
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 import sys
 import urllib.error
@@ -81,15 +83,87 @@ def _holds_its_node(pod: dict) -> bool:
     return not daemon or _gpus(pod) > 0
 
 
-def idle_pools(nodes: list[dict], pods: list[dict]) -> set[str]:
-    """Pools with a node no pod holds (`pods`: every pod of the cluster): capacity being paid for
+def idle_nodes(nodes: list[dict], pods: list[dict]) -> list[dict]:
+    """The pools' nodes no pod holds (`pods`: every pod of the cluster): capacity being paid for
     and not used."""
     busy = {p["spec"]["nodeName"] for p in pods if _holds_its_node(p)}
-    return {
-        n["metadata"]["labels"][POOL_LABEL]
-        for n in nodes
-        if POOL_LABEL in (n["metadata"].get("labels") or {}) and n["metadata"]["name"] not in busy
-    }
+    return [n for n in nodes if POOL_LABEL in (n["metadata"].get("labels") or {}) and n["metadata"]["name"] not in busy]
+
+
+# Where a pod may be scheduled, as kube-scheduler's NodeAffinity filter decides (Volcano's predicates
+# plugin runs that same filter, volcano-sh/volcano:pkg/scheduler/plugins/predicates/predicates.go@v1.15.1,
+# and so does the Cluster Autoscaler when it packs pending pods onto nodes, kubernetes/autoscaler:
+# cluster-autoscaler/simulator/clustersnapshot/predicate/plugin_runner.go@cluster-autoscaler-1.35.2):
+# every nodeSelector label AND, when set, the required node affinity (GetRequiredNodeAffinity,
+# kubernetes/component-helpers:scheduling/corev1/nodeaffinity/nodeaffinity.go@v0.35.3). Its
+# nodeSelectorTerms are ORed, a term's requirements ANDed, and an empty term matches no node
+# (kubernetes/api:core/v1/types.go@v0.35.0 NodeSelector, NodeSelectorTerm).
+
+
+def _requirement_holds(req: dict, value: str | None) -> bool:
+    """One label requirement against the node's value of its key (None: the node lacks the label);
+    a label's absence satisfies NotIn and DoesNotExist only (Requirement.Matches, kubernetes/
+    apimachinery:pkg/labels/selector.go@v0.35.3)."""
+    op, values = req.get("operator"), req.get("values") or []
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and len(values) == 1:
+        have, bound = _integer(value), _integer(values[0])
+        if have is None or bound is None:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def _integer(text: str) -> int | None:
+    """strconv.ParseInt(text, 10, 64): decimal digits with an optional sign, within 64 bits."""
+    number = int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else None
+    return number if number is not None and -(2**63) <= number < 2**63 else None
+
+
+def _field_holds(req: dict, name: str) -> bool:
+    """One matchFields requirement: In or NotIn with one value, on the node's fields, of which
+    there is only metadata.name (extractNodeFields, nodeaffinity.go@v0.35.3); a field the node
+    lacks reads as ""."""
+    values = req.get("values") or []
+    if req.get("operator") not in ("In", "NotIn") or len(values) != 1:
+        return False
+    equal = (name if req.get("key") == "metadata.name" else "") == values[0]
+    return equal if req["operator"] == "In" else not equal
+
+
+def _may_land(spec: dict, labels: dict[str, str], name: str | None) -> bool:
+    """Whether the scheduler may put a pod with this spec on a node with these labels and name.
+    `name` None: a node of which only `labels` are known (a pool's, for its deadline, before its
+    nodes exist): requirements on other labels and on fields are taken to hold, so a pod is never
+    given a pool's shorter deadline for what a node of another pool might have."""
+
+    def label(key: str, want: Any) -> bool:  # want: a requirement (affinity) or a value (nodeSelector)
+        if name is None and key not in labels:
+            return True
+        if isinstance(want, dict):
+            return _requirement_holds(want, labels.get(key))
+        return labels.get(key) == want
+
+    if not all(label(k, v) for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if required is None:
+        return True
+    return any(
+        (term.get("matchExpressions") or term.get("matchFields"))
+        and all(label(r["key"], r) for r in term.get("matchExpressions") or [])
+        and (name is None or all(_field_holds(r, name) for r in term.get("matchFields") or []))
+        for term in required.get("nodeSelectorTerms") or []
+    )
 
 
 def _gpus(pod: dict) -> int:
@@ -112,7 +186,7 @@ def decide(
     """What to suspend and what to resume, from the cluster's objects and each pool's deadline
     (`pods`: every pod of the cluster; only the teams' namespaces' PodGroups and jobs)."""
     actions: list[Action] = []
-    idle = idle_pools(nodes, pods)
+    idle = idle_nodes(nodes, pods)
     teams = {pg["metadata"]["namespace"] for pg in podgroups}
     by_group: dict[tuple[str, str], list[dict]] = {}
     for pod in pods:
@@ -128,21 +202,31 @@ def decide(
         members = by_group.get((pg["metadata"]["namespace"], pg["metadata"]["name"]), [])
         if owner is None or not members or any(p["spec"].get("nodeName") for p in members):
             continue
-        pools = {(p["spec"].get("nodeSelector") or {}).get(POOL_LABEL) for p in members} - {None}
-        if len(pools) != 1:
+        # The pools any member may land on (a pod that names none may land on every pool): the gang
+        # is whole only when each member is, so any member's pool may be the one it still waits for.
+        pools = sorted(p for p in deadlines if any(_may_land(m["spec"], {POOL_LABEL: p}, None) for m in members))
+        # Only a node a member may land on is held by the gang (the autoscaler packs a pending pod
+        # only where the scheduler's filters pass). A gang that may land on no node at all never
+        # runs but holds nothing and had nothing bought for it: it is left for its team to fix,
+        # since suspending it gives back nothing and it would come back the same after the retry.
+        holds_idle = any(
+            n["metadata"]["labels"][POOL_LABEL] in pools
+            and any(_may_land(m["spec"], n["metadata"]["labels"], n["metadata"]["name"]) for m in members)
+            for n in idle
+        )
+        if not holds_idle:
             continue
-        (pool,) = pools
-        if pool not in deadlines or pool not in idle:
-            continue
+        deadline = max(deadlines[p] for p in pools)  # the longest: never cut short a gang that may still be served
         waited = (now - min(_time(p["metadata"]["creationTimestamp"]) for p in members)).total_seconds()
-        if waited > deadlines[pool]:
+        if waited > deadline:
             actions.append(
                 Action(
                     "suspend",
                     pg["metadata"]["namespace"],
                     owner[0],
                     owner[1],
-                    f"gang waited {waited:.0f}s for pool {pool}'s nodes (deadline {deadlines[pool]:.0f}s); "
+                    f"gang waited {waited:.0f}s for the nodes of {'pool' if len(pools) == 1 else 'pools'} "
+                    f"{', '.join(pools)} (deadline {deadline:.0f}s); "
                     "giving back the nodes that arrived",
                 )
             )

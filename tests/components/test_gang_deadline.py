@@ -1,5 +1,5 @@
-"""Half-delivered gangs cost bounded money: the gang-deadline CronJob suspends
-the job of a gang that waited past its pool's deadline while the pool has idle nodes (so the
+"""Half-delivered gangs cost bounded money: the gang-deadline CronJob suspends the job of a gang
+that waited past the deadline of the pools it may land on while it holds idle nodes (so the
 autoscaler, which packs pending pods onto idle nodes before it looks for unneeded ones, can remove
 them), resumes it later, and has only the rights that takes."""
 
@@ -26,7 +26,11 @@ def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _pod(name: str, age_s: float, node: str | None = None, pool: str = "h100") -> dict:
+def _pod(
+    name: str, age_s: float, node: str | None = None, pool: str | None = "h100", affinity: list[dict] | None = None
+) -> dict:
+    """A member of the gang pg-train; `pool` goes in its nodeSelector (None: no selector) and
+    `affinity`, when given, is its required node affinity's nodeSelectorTerms."""
     return {
         "metadata": {
             "name": name,
@@ -35,11 +39,27 @@ def _pod(name: str, age_s: float, node: str | None = None, pool: str = "h100") -
             "annotations": {"scheduling.k8s.io/group-name": "pg-train"},
         },
         "spec": {
-            "nodeSelector": {"higgsfield.io/pool": pool},
+            **({"nodeSelector": {"higgsfield.io/pool": pool}} if pool else {}),
+            **(
+                {
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": affinity}
+                        }
+                    }
+                }
+                if affinity is not None
+                else {}
+            ),
             **({"nodeName": node} if node else {}),
             "containers": [{"resources": {"limits": {"nvidia.com/gpu": "8"}}}],
         },
     }
+
+
+def _pool_is(operator: str, *pools: str) -> dict:
+    """A nodeSelectorTerm with one requirement on the pool label."""
+    return {"matchExpressions": [{"key": "higgsfield.io/pool", "operator": operator, "values": list(pools)}]}
 
 
 def _podgroup(phase: str = "Inqueue") -> dict:
@@ -53,18 +73,87 @@ def _podgroup(phase: str = "Inqueue") -> dict:
     }
 
 
-IDLE_NODE = {"metadata": {"name": "ip-10-0-0-1", "labels": {"higgsfield.io/pool": "h100"}}}
+def _node(name: str, pool: str, zone: str = "us-east-2a") -> dict:
+    return {"metadata": {"name": name, "labels": {"higgsfield.io/pool": pool, "topology.kubernetes.io/zone": zone}}}
 
 
-def _decide(pods, nodes=(IDLE_NODE,), podgroups=None, jobs=()):
+IDLE_NODE = _node("ip-10-0-0-1", "h100")
+LONGER_DEADLINE = 2 * DEADLINE  # the a100 pool's, in the tests that have two pools
+TWO_POOLS = {"h100": DEADLINE, "a100": LONGER_DEADLINE}
+
+
+def _decide(pods, nodes=(IDLE_NODE,), podgroups=None, jobs=(), deadlines=None):
     return gang_deadline.decide(
-        podgroups or [_podgroup()], list(pods), list(nodes), list(jobs), {"h100": DEADLINE}, 1800, NOW
+        podgroups or [_podgroup()], list(pods), list(nodes), list(jobs), deadlines or {"h100": DEADLINE}, 1800, NOW
     )
 
 
 def test_a_gang_past_its_deadline_with_idle_nodes_is_suspended():
     (action,) = _decide([_pod("train-master-0", DEADLINE + 60), _pod("train-worker-0", DEADLINE + 60)])
     assert (action.verb, action.namespace, action.kind, action.name) == ("suspend", "llm", "PyTorchJob", "train")
+
+
+@pytest.mark.parametrize(
+    "term",
+    [
+        _pool_is("In", "h100"),
+        _pool_is("NotIn", "a100"),
+        {"matchExpressions": [{"key": "higgsfield.io/pool", "operator": "Exists"}]},
+    ],
+    ids=["In", "NotIn", "Exists"],
+)
+def test_a_gang_placed_on_its_pool_by_node_affinity_is_suspended_past_the_deadline(term):
+    """Tenancy admits a pool chosen by required node affinity as well as by nodeSelector; either
+    way the gang's pending pods hold the idle nodes the autoscaler bought for it."""
+    pods = [_pod(f"train-worker-{i}", LONGER_DEADLINE + 60, pool=None, affinity=[term]) for i in range(2)]
+    (action,) = _decide(pods, nodes=[IDLE_NODE, _node("ip-10-0-0-9", "a100")], deadlines=TWO_POOLS)
+    assert (action.verb, action.name) == ("suspend", "train")
+
+
+def test_a_gang_that_names_no_pool_is_suspended_past_the_deadline():
+    """A pod with no pool constraint may land on any pool: it is no way out of the deadline."""
+    (action,) = _decide([_pod("train-master-0", DEADLINE + 60, pool=None)])
+    assert (action.verb, action.name) == ("suspend", "train")
+
+
+def test_a_gang_that_may_use_two_pools_waits_for_the_longer_deadline():
+    """Terms are ORed: the gang may land on either pool and is never cut short by the shorter
+    pool's deadline; past the longer one it gives back the node it holds."""
+    nodes = [IDLE_NODE]
+
+    def gang(age_s: float) -> list[dict]:
+        return [_pod("train-master-0", age_s, pool=None, affinity=[_pool_is("In", "h100"), _pool_is("In", "a100")])]
+
+    assert _decide(gang(DEADLINE + 60), nodes=nodes, deadlines=TWO_POOLS) == []
+    (action,) = _decide(gang(LONGER_DEADLINE + 60), nodes=nodes, deadlines=TWO_POOLS)
+    assert action.verb == "suspend"
+
+
+def test_a_gang_that_can_land_on_no_node_holds_none_and_is_left_alone():
+    """nodeSelector and node affinity must both hold: pool h100 AND pool a100 is no node. Such a
+    gang never runs, but it holds nothing either (the autoscaler packs a pending pod only onto a
+    node the scheduler's filters pass, and buys none for it), so suspending it would give back
+    nothing and only churn it every retryAfterSeconds; it stays for its team to fix."""
+    pods = [_pod("train-master-0", 99999, pool="h100", affinity=[_pool_is("In", "a100")])]
+    nodes = [IDLE_NODE, _node("ip-10-0-0-9", "a100")]
+    assert _decide(pods, nodes=nodes, deadlines=TWO_POOLS) == []
+
+
+def test_a_gang_with_a_pod_that_can_land_nowhere_still_gives_back_its_other_pods_nodes():
+    """One impossible member keeps the gang from ever running while the others hold the nodes
+    bought for them: adding such a pod is no way out of the deadline."""
+    master = _pod("train-master-0", DEADLINE + 60, pool="a100", affinity=[_pool_is("In", "h100")])
+    worker = _pod("train-worker-0", DEADLINE + 60, pool=None, affinity=[_pool_is("In", "h100")])
+    (action,) = _decide([master, worker])
+    assert action.verb == "suspend"
+
+
+def test_an_idle_node_the_gang_cannot_use_is_not_its_to_give_back():
+    """The gang asks zone us-east-2a; the pool's idle node is in us-east-2b. The autoscaler does not
+    pack the gang's pods onto it, so it goes when unneeded whatever the gang does."""
+    zone_a = {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-2a"]}]}
+    pods = [_pod("train-master-0", DEADLINE + 60, affinity=[zone_a])]
+    assert _decide(pods, nodes=[_node("ip-10-0-0-1", "h100", zone="us-east-2b")]) == []
 
 
 def test_a_gang_within_its_deadline_keeps_waiting_for_its_nodes():
