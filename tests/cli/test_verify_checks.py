@@ -626,7 +626,8 @@ def test_an_admission_policy_with_a_type_checking_warning_fails(ctx, cluster):
 def test_tenant_attacks_refused_by_admission_pass_and_store_nothing(ctx, cluster):
     outcome = one("kube.tenant-attacks", ctx)
     assert outcome.status == "PASS"
-    assert "foundation: a TFJob without tf- refused (403)" in outcome.evidence
+    assert "foundation: a TFJob named higgsfield-verify-attack (no tf-) refused (403)" in outcome.evidence
+    assert "foundation: a TFJob with cleanPodPolicy None refused (403)" in outcome.evidence
     assert "foundation: a PodGroup in another queue refused (403)" in outcome.evidence
     assert ("POST", "/apis/scheduling.volcano.sh/v1beta1/namespaces/llm/podgroups?dryRun=All") in cluster.requests
     assert ("POST", "/apis/kubeflow.org/v1/namespaces/llm/tfjobs?dryRun=All") in cluster.requests
@@ -638,20 +639,47 @@ def test_a_tenant_attack_admitted_fails(ctx, cluster):
     outcome = one("kube.tenant-attacks", ctx)
     assert outcome.status == "FAIL" and "a PodGroup in queue" in outcome.evidence
     assert "a TFJob named higgsfield-verify-attack (no tf-) was admitted" in outcome.evidence
+    assert "a TFJob with cleanPodPolicy None was admitted" in outcome.evidence
     assert not [k for k in cluster.objects if k[2] in ("podgroups", "tfjobs")]  # dry runs even when admitted
+
+
+def _team_refusals(plan, job_of) -> list[list[str]]:
+    from components.teams import rules_of
+    from tests.security.test_tenancy import denied_by
+
+    return [
+        denied_by(job_of(team), rules_of(team, plan.config.scheduler.priority_classes, pools=plan.config.gpu_pools))
+        for team in plan.config.scheduler.teams
+    ]
+
+
+def test_the_trial_job_is_admitted_by_every_team_policy_as_it_stands(plan):
+    """So each attack below is refused for what it changes, and nothing else."""
+    assert _team_refusals(plan, lambda team: checks.trial_job(team, name=checks.TRIAL_JOB_NAME)) == [
+        [] for _ in plan.config.scheduler.teams
+    ]
 
 
 def test_the_misnamed_job_is_refused_by_the_team_policy_for_its_name_alone(plan):
     """Else a policy refusing it for another reason would pass the check on a cluster without the name rule."""
+    for refused in _team_refusals(plan, checks.trial_job):
+        assert len(refused) == 1 and refused[0].startswith("a Kubeflow job's name starts with its kind's prefix")
+
+
+def test_the_lingering_job_is_refused_by_the_team_policy_for_its_clean_pod_policy_alone(plan):
+    def lingering(team):
+        return checks.trial_job(team, name=checks.TRIAL_JOB_NAME, clean_pod_policy="None")
+
+    for refused in _team_refusals(plan, lingering):
+        assert len(refused) == 1 and "cleanPodPolicy" in refused[0]
+
+
+def test_the_team_policies_fail_closed(plan):
     from components import tenancy
     from components.teams import rules_of
-    from tests.security.test_tenancy import denied_by
 
     for team in plan.config.scheduler.teams:
         rules = rules_of(team, plan.config.scheduler.priority_classes, pools=plan.config.gpu_pools)
-        assert denied_by(checks.misnamed_job(team, name="tf-verify"), rules) == []
-        refused = denied_by(checks.misnamed_job(team), rules)
-        assert len(refused) == 1 and refused[0].startswith("a Kubeflow job's name starts with its kind's prefix")
         assert tenancy.admission_policy(rules)["spec"]["failurePolicy"] == "Fail"
 
 
@@ -659,7 +687,7 @@ def test_a_stack_with_one_team_queue_still_tries_the_misnamed_job(ctx, plan):
     only = plan.config.scheduler.model_copy(update={"teams": plan.config.scheduler.teams[:1]})
     ctx.plan = types.SimpleNamespace(config=plan.config.model_copy(update={"scheduler": only}), of_type=plan.of_type)
     outcome = one("kube.tenant-attacks", ctx)
-    assert outcome.status == "PASS" and "PodGroup" not in outcome.evidence and "TFJob without tf-" in outcome.evidence
+    assert outcome.status == "PASS" and "PodGroup" not in outcome.evidence and "(no tf-) refused" in outcome.evidence
 
 
 def _kubeflow_job(kind: str, name: str, namespace: str = "vision") -> dict:
@@ -678,6 +706,26 @@ def test_a_job_made_before_the_name_rule_fails_naming_it(ctx, cluster):
     cluster.put(_kubeflow_job("TFJob", "mnist"))
     outcome = one("kube.job-names", ctx)
     assert outcome.status == "FAIL" and "vision/mnist: a TFJob's name starts with 'tf-'" in outcome.evidence
+
+
+def _cleaned(job: dict, policy: str | None = "Running") -> dict:
+    job["spec"] = {"runPolicy": {"cleanPodPolicy": policy}} if policy else {}
+    return job
+
+
+def test_kubeflow_jobs_that_delete_their_running_pods_when_finished_pass(ctx, cluster):
+    cluster.put(_cleaned(_kubeflow_job("PyTorchJob", "llama")))
+    cluster.put(_cleaned(_kubeflow_job("TFJob", "tf-mnist"), "All"))
+    outcome = one("kube.job-cleanup", ctx)
+    assert outcome.status == "PASS" and "2 Kubeflow jobs" in outcome.evidence
+
+
+@pytest.mark.parametrize("policy", [None, "None"], ids=["unset", "None"])
+def test_a_job_made_before_the_clean_pod_policy_rule_fails_naming_it(ctx, cluster, policy):
+    """Once finished, its running pods would outlive its PodGroup, outside every queue."""
+    cluster.put(_cleaned(_kubeflow_job("PyTorchJob", "llama"), policy))
+    outcome = one("kube.job-cleanup", ctx)
+    assert outcome.status == "FAIL" and "vision/llama: cleanPodPolicy" in outcome.evidence
 
 
 def test_ready_daemon_sets_pass(ctx):

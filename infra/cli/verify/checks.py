@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
@@ -22,6 +23,7 @@ AUTOSCALER = "higgsfield:autoscaler:ClusterAutoscaler"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"  # the EFA device plugin's resource (infra/offline/pods.py EFA)
 VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
 ATTACK_NAME = "higgsfield-verify-attack"
+TRIAL_JOB_NAME = names.JOB_NAME_PREFIXES["TFJob"] + ATTACK_NAME
 # What the misnamed job would run were it admitted and resumed (it is neither): any image.
 ATTACK_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
 
@@ -395,9 +397,10 @@ def _attack(team: Any, other_queue: str) -> dict:
     }
 
 
-def misnamed_job(team: Any, name: str = ATTACK_NAME) -> dict:
-    """A suspended TFJob the team's policy admits but for its name, which only a PyTorchJob may take
-    (names.job_name_problem): the operator finds a job's PodGroup by name alone."""
+def trial_job(team: Any, name: str = ATTACK_NAME, clean_pod_policy: str = names.CLEAN_POD_POLICY) -> dict:
+    """A suspended TFJob the team's policy admits as it stands (given a name with `tf-`). Tried twice: under
+    a name only a PyTorchJob may take (names.job_name_problem: the operator finds a job's PodGroup by name
+    alone), and with cleanPodPolicy None (its pods would outlive its PodGroup, docs/design/tenancy.md)."""
     spec = {
         "securityContext": {"runAsUser": team.uid, "runAsGroup": team.uid, "fsGroup": team.uid},
         "containers": [
@@ -416,7 +419,7 @@ def misnamed_job(team: Any, name: str = ATTACK_NAME) -> dict:
         "spec": {
             "runPolicy": {
                 "suspend": True,
-                "cleanPodPolicy": names.CLEAN_POD_POLICY,
+                "cleanPodPolicy": clean_pod_policy,
                 "schedulingPolicy": {"queue": team.queue},
             },
             "tfReplicaSpecs": {"Worker": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": spec}}},
@@ -439,17 +442,20 @@ def _refused(ctx: Any, group: str, version: str, namespace: str, plural: str, bo
 
 
 def tenant_attacks(ctx: Any) -> Outcome:
-    """Each team submits, as dry runs the API server must refuse: a PodGroup to a queue not its own, and
-    a TFJob under a name only a PyTorchJob may take."""
+    """Each team submits, as dry runs the API server must refuse: a PodGroup to a queue not its own, a
+    TFJob under a name only a PyTorchJob may take, and one that would keep its pods once finished."""
     teams = ctx.config.scheduler.teams
     problems, seen = [], []
     for team in teams:
-        job = misnamed_job(team)
-        verdict = _refused(ctx, *_kubeflow(job), job)
-        if verdict:
-            seen.append(f"{team.name}: a TFJob without tf- {verdict}")
-        else:
-            problems.append(f"{team.name}: a TFJob named {ATTACK_NAME} (no tf-) was admitted (dry run)")
+        for job, what in (
+            (trial_job(team), f"a TFJob named {ATTACK_NAME} (no tf-)"),
+            (trial_job(team, name=TRIAL_JOB_NAME, clean_pod_policy="None"), "a TFJob with cleanPodPolicy None"),
+        ):
+            verdict = _refused(ctx, *_kubeflow(job), job)
+            if verdict:
+                seen.append(f"{team.name}: {what} {verdict}")
+            else:
+                problems.append(f"{team.name}: {what} was admitted (dry run)")
         # Volcano's /podgroups/mutate moves a PodGroup in queue `default` to its namespace's queue
         # (components/training.py): with one queue there is no other team's queue to try.
         other = next((t.queue for t in teams if t.queue != team.queue), None)
@@ -472,17 +478,23 @@ def _kubeflow(job: dict) -> tuple[str, str, str, str]:
     return group, version, job["metadata"]["namespace"], names.KUBEFLOW_JOB_KINDS[job["kind"]]
 
 
+def _team_jobs(ctx: Any) -> Iterator[tuple[str, str, dict]]:
+    """(team, kind, job) of every Kubeflow job in a team namespace."""
+    for team in ctx.config.scheduler.teams:
+        for kind, plural in names.KUBEFLOW_JOB_KINDS.items():
+            for job in ctx.kube.namespaced_objects(names.KUBEFLOW_GROUP, "v1", team.name, plural):
+                yield team.name, kind, job
+
+
 def job_names(ctx: Any) -> Outcome:
     """Kubeflow jobs made before the name rule: a job of another kind could still take such a job's name
     and share its gang (docs/design/tenancy.md)."""
     problems, count = [], 0
-    for team in ctx.config.scheduler.teams:
-        for kind, plural in names.KUBEFLOW_JOB_KINDS.items():
-            for job in ctx.kube.namespaced_objects(names.KUBEFLOW_GROUP, "v1", team.name, plural):
-                count += 1
-                problem = names.job_name_problem(job["metadata"]["name"], kind)
-                if problem:
-                    problems.append(f"{team.name}/{job['metadata']['name']}: {problem}")
+    for team, kind, job in _team_jobs(ctx):
+        count += 1
+        problem = names.job_name_problem(job["metadata"]["name"], kind)
+        if problem:
+            problems.append(f"{team}/{job['metadata']['name']}: {problem}")
     if problems:
         return failed(
             "; ".join(problems),
@@ -490,6 +502,24 @@ def job_names(ctx: Any) -> Outcome:
             "job of another kind may be created under the same name and share the gang",
         )
     return passed(f"{count} Kubeflow jobs in team namespaces, each named as its kind")
+
+
+def job_cleanup(ctx: Any) -> Outcome:
+    """Kubeflow jobs made before cleanPodPolicy was required: once finished, their running pods would
+    outlive their PodGroup, outside every queue (docs/design/tenancy.md)."""
+    problems, count = [], 0
+    for team, _, job in _team_jobs(ctx):
+        count += 1
+        policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("cleanPodPolicy")
+        if policy not in names.CLEAN_POD_POLICIES:
+            problems.append(f"{team}/{job['metadata']['name']}: cleanPodPolicy {policy or 'unset (None)'}")
+    if problems:
+        return failed(
+            "; ".join(problems),
+            f"set spec.runPolicy.cleanPodPolicy: {names.CLEAN_POD_POLICY} on these jobs (kubectl patch --type merge), "
+            "or let them finish and delete their pods: until then a finished job's pods keep their GPUs",
+        )
+    return passed(f"{count} Kubeflow jobs in team namespaces, each deleting its running pods when it finishes")
 
 
 def daemon_sets(ctx: Any) -> Outcome:
@@ -596,10 +626,13 @@ def specs() -> list[Spec]:
              queues, "kube", "get queues, namespaces, mutatingwebhookconfigurations", after=(KUBE_API,)),
         Spec("kube.admission-policies", "every planned ValidatingAdmissionPolicy is present, without CEL warnings",
              admission_policies, "kube", "list validatingadmissionpolicies", after=(KUBE_API,)),
-        Spec("kube.tenant-attacks", "admission refuses a PodGroup in another team's queue, a misnamed Kubeflow job",
+        Spec("kube.tenant-attacks", "admission refuses a PodGroup in another team's queue, a misnamed Kubeflow job, "
+             "one that would keep its pods once finished",
              tenant_attacks, "kube", "create podgroups, tfjobs (dryRun) in team namespaces", after=(KUBE_API,)),
         Spec("kube.job-names", "each team Kubeflow job is named as its kind (none from before the rule)",
              job_names, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
+        Spec("kube.job-cleanup", "each team Kubeflow job deletes its running pods once finished (cleanPodPolicy)",
+             job_cleanup, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
         Spec("kube.daemon-sets", "the health gate and node DaemonSets are ready on every node they select",
              daemon_sets, "kube", "get daemonsets", after=(KUBE_API,)),
         Spec("kube.gpu-nodes", "GPU nodes: the gate's label agrees with the startup taint; healthy ones offer GPUs/EFA",
