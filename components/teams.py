@@ -161,6 +161,7 @@ def rules_of(
         node_gpus=tuple((p.name, p.gpus_per_node) for p in pools),
         gpu_share=_cpu_and_memory_share(pools),
         **({} if grace_seconds is None else {"grace_seconds": grace_seconds}),
+        pods_quota=int(compute_quota(team, pools)["spec"]["hard"]["pods"]) if pools else None,
     )
 
 

@@ -137,6 +137,7 @@ class TeamRules:
     gpu_share: tuple[float, float] | None = None  # one GPU's share of the pools' nodes: (vCPUs, bytes of memory)
     # the most a pod of the team takes to stop: higgsfield:checkpoints.terminationGracePeriod
     grace_seconds: int = field(default_factory=lambda: Checkpoints().grace_seconds)
+    pods_quota: int | None = None  # the namespace's `pods` quota (components/teams.py compute_quota)
 
     @property
     def gid(self) -> int:
@@ -616,6 +617,20 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "queue admits from its containers' requests (or limits, where a container has no requests)",
             "reason": "Forbidden",
         },
+        *(
+            [
+                {
+                    # The quota admits the operator's pods one at a time: a gang of more pods than it holds is
+                    # Inqueue, its first pods made and their nodes bought, and it never forms.
+                    "expression": f"!({is_job}) || request.operation != 'CREATE' || {total} <= {team.pods_quota}",
+                    "message": f"a Kubeflow job has at most {team.pods_quota} pods (team {team.name}'s pods quota): "
+                    "a larger gang could never have all its pods, so it would never start",
+                    "reason": "Forbidden",
+                }
+            ]
+            if team.pods_quota is not None
+            else []
+        ),
         {
             # The operator gives a template without schedulerName Volcano's and keeps any other
             # (CreateNewPod, isCustomSchedulerSet, kubeflow/trainer:pkg/controller.v1/common/pod.go@v1.9.4): a

@@ -346,3 +346,31 @@ def test_an_elastic_job_with_a_master_is_denied_for_its_gang_would_be_counted_di
     job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 1
     job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 3
     assert _denied(job, "an elastic PyTorchJob has Worker replicas only")
+
+
+# --- a gang larger than the namespace's pods quota ---------------------------------------------------
+
+
+def _prod_team():
+    from components.teams import compute_quota, rules_of
+    from tests.conftest import config_of
+
+    cfg = config_of("prod")
+    team = cfg.scheduler.teams[0]
+    return rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools), int(
+        compute_quota(team, cfg.gpu_pools)["spec"]["hard"]["pods"]
+    )
+
+
+def test_a_gang_of_more_pods_than_the_teams_pods_quota_is_refused():
+    """The quota admits the operator's pods one at a time: such a gang is Inqueue and never whole."""
+    rules, pods = _prod_team()
+    job = _gang(workers=pods, min_available=pods + 1)
+    job["metadata"]["namespace"] = rules.name
+    assert any("pods quota" in m for m in denied_by(job, rules))
+
+
+def test_a_gang_of_the_teams_whole_pods_quota_is_not_refused_for_its_size():
+    rules, pods = _prod_team()
+    job = _gang(workers=pods - 1, min_available=pods)
+    assert not any("pods quota" in m for m in denied_by(job, rules))
