@@ -168,20 +168,34 @@ MANAGED_POLICY_SERVICES = (
     "xray",
 )
 # Service-linked roles AWS creates on a first use in an account (the caller needs
-# iam:CreateServiceLinkedRole): EKS, its managed node groups, FSx and its S3 link, Auto Scaling, ELB.
+# iam:CreateServiceLinkedRole): EKS, its managed node groups, FSx, Auto Scaling, ELB. Not FSx's S3 link
+# (s3.data-source.lustre.fsx.amazonaws.com): see DATA_REPOSITORY_LINKS.
 SERVICE_LINKED = (
     "eks.amazonaws.com",
     "eks-nodegroup.amazonaws.com",
     "fsx.amazonaws.com",
-    "s3.data-source.lustre.fsx.amazonaws.com",
     "autoscaling.amazonaws.com",
     "elasticloadbalancing.amazonaws.com",
 )
-# FSx for Lustre makes a service-linked role per S3-linked file system
-# (AWSServiceRoleForFSxS3Access_fs-..., docs.aws.amazon.com/fsx/latest/LustreGuide/using-service-linked-roles.html)
-# and needs its caller to be allowed to create it and attach and put its policy. Only FSx can
-# assume a service-linked role, and IAM refuses users' edits to its permissions.
-FSX_S3_LINKED_ROLE = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
+# A file system's link to S3 names its bucket in the request (CreateDataRepositoryAssociation's
+# DataRepositoryPath, CreateFileSystem's ImportPath and ExportPath, a file cache's associations), and no
+# IAM condition key carries that path: Amazon FSx's keys are aws:RequestTag, aws:ResourceTag, aws:TagKeys,
+# fsx:IsBackupCopyDestination/Source, fsx:NfsDataRepositoryAuthenticationEnabled/EncryptionInTransitEnabled,
+# fsx:ParentVolumeId and fsx:StorageVirtualMachineId (Service Authorization Reference, "Actions, resources,
+# and condition keys for Amazon FSx", list_fsx). A link to another account's bucket exports the teams'
+# files there and imports that account's files as a dataset, and IAM cannot tell it from ours, so every
+# link is an administrator's act: the association is created by the administrator's `pulumi up` (the
+# first deploy, `higgsfield bootstrap`; a replaced one: `higgsfield diff` refuses it and names the
+# command). UpdateDataRepositoryAssociation stays the deploy's: it cannot move the path (its members are
+# AssociationId, ClientRequestToken, ImportedFileChunkSize and S3's auto-import and auto-export policies,
+# boto/botocore:botocore/data/fsx/2018-03-01/service-2.json@1.44.18).
+DATA_REPOSITORY_LINKS = ("fsx:CreateDataRepositoryAssociation", "fsx:CreateFileCache")
+# FSx makes a service-linked role per S3-linked file system (AWSServiceRoleForFSxS3Access_fs-..., service
+# s3.data-source.lustre.fsx.amazonaws.com: docs.aws.amazon.com/fsx/latest/LustreGuide/using-service-linked-roles.html)
+# and needs its caller to be allowed to create it and attach and put its policy: the one IAM step of a link
+# the boundary can see. It is refused too (not in SERVICE_LINKED, not a stack role), which also keeps a new
+# file system from being created with an ImportPath (the SCRATCH_2 link, carried by CreateFileSystem itself)
+# by a role under the boundary, as far as FSx asks its caller for that role (not verifiable offline).
 # The SSM parameters our roles read: Karpenter's controller the public AMI aliases
 # (components/karpenter.py, AllowSSMReadActions), CloudWatchAgentServerPolicy its configuration
 # (ssm:GetParameter on arn:aws:ssm:*:*:parameter/AmazonCloudWatch-*, its JSON document at
@@ -231,6 +245,9 @@ ROLE_WRITES = (
     "iam:PutRolePermissionsBoundary",
     "iam:DeleteRolePermissionsBoundary",
 )
+# The two role writes no role under the boundary makes: a role's trust is CreateRole's (TrustIsSetAtCreate),
+# and its boundary stays (BoundaryStaysAttached).
+ROLE_WRITES_REFUSED = ("iam:UpdateAssumeRolePolicy", "iam:DeleteRolePermissionsBoundary")
 POLICY_WRITES = (
     "iam:CreatePolicyVersion",
     "iam:DeletePolicyVersion",
@@ -238,6 +255,38 @@ POLICY_WRITES = (
     "iam:DeletePolicy",
     "iam:TagPolicy",
     "iam:UntagPolicy",
+)
+# What pulumi-aws reads of the IAM resources a deploy manages or names: the stack's roles, their inline
+# policies and attachments (and the instance profiles a role's delete looks for), the boundary, GitHub's
+# OIDC provider.
+DEPLOY_IAM_READS = (
+    "iam:GetRole",
+    "iam:GetRolePolicy",
+    "iam:ListRolePolicies",
+    "iam:ListAttachedRolePolicies",
+    "iam:ListInstanceProfilesForRole",
+    "iam:GetPolicy",
+    "iam:GetPolicyVersion",
+    "iam:ListPolicyVersions",
+    "iam:GetOpenIDConnectProvider",
+    "iam:ListOpenIDConnectProviders",
+)
+# Every IAM action the boundary allows, named: IAM's part of the allow is this list, not `iam:*` less a
+# list of denials, so an IAM action no role of ours calls (one AWS adds later included) is refused until
+# it is named here (tests/delivery/test_boundary_iam_allow_list.py walks botocore's IAM model). The deploy
+# role's: the reads above, the role writes of aws.iam.Role, RolePolicy and RolePolicyAttachment (ROLE_WRITES
+# but ROLE_WRITES_REFUSED), iam:PassRole of the stack's roles (to EKS, EC2, CodeBuild, Pod Identity, flow
+# logs) and iam:CreateServiceLinkedRole (SERVICE_LINKED). The stack's roles': AmazonEKSClusterPolicy's
+# iam:CreateServiceLinkedRole (MANAGED_POLICY_SERVICES), Karpenter's controller's iam:PassRole of the node
+# role and its instance-profile reads (components/karpenter.py). No iam:CreatePolicy: the deploy policy
+# never granted it (see the teams' log reader policies, components/observability.py).
+IAM_ACTIONS = (
+    *DEPLOY_IAM_READS,
+    *(a for a in ROLE_WRITES if a not in ROLE_WRITES_REFUSED),
+    "iam:PassRole",
+    "iam:CreateServiceLinkedRole",
+    "iam:GetInstanceProfile",
+    "iam:ListInstanceProfiles",
 )
 ECR_PUSH = (
     "ecr:BatchCheckLayerAvailability",
@@ -363,6 +412,20 @@ BUCKET_CONFIGURATIONS = (
     "s3:PutBucketNotification",
 )
 
+# What would lose the teams' data beyond recovery: the linked buckets keep every version (BucketVersioning,
+# components/storage.py), so only deleting a version or the bucket itself loses data. The program does
+# neither: it creates no bucket (it names the teams' and enables their versioning, retained on delete) and
+# writes no object there (FSx exports through its own service-linked role, outside the boundary).
+DATA_DESTRUCTION = ("s3:DeleteBucket", "s3:DeleteObjectVersion")
+# Public IPv4 addresses on what runs in the stack. Its nodes, layout client and runners are in private
+# subnets, and no subnet of it maps public addresses: map_public_ip_on_launch is False, AWS's default for a
+# new subnet (CreateSubnet has no such member: boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18),
+# so pulumi-aws never calls ModifySubnetAttribute (hashicorp/terraform-provider-aws:internal/service/ec2/
+# vpc_subnet.go modifySubnetAttributesOnCreate changes an attribute only where it differs; the stored copy, the
+# ref pulumi-aws 7.51.1 bridges not read here). Its Elastic IPs are the NAT gateways', attached by
+# CreateNatGateway's AllocationId (components/network.py), not by AssociateAddress. So both are refused whole.
+ADDRESS_OPENINGS = ("ec2:AssociateAddress", "ec2:ModifySubnetAttribute")
+
 
 def boundary_arn(account: str, stack: str) -> str:
     """Known before the policy exists (IAM policy ARNs are account + name)."""
@@ -403,13 +466,14 @@ def boundary_policy(
 ) -> str:
     """The ceiling of the deploy role and of every role the stack creates (infra/__main__.py
     attaches it to each aws.iam.Role through bound_every_role). Allows the services the program
-    and its roles act in; denies, whatever an identity policy says: changing this policy, roles
-    without it or outside the stack, the CI identities, passing a role that is not the stack's,
-    users and long-lived keys, identity providers, and assuming other roles."""
+    and its roles act in, IAM only by the actions they call (IAM_ACTIONS); denies, whatever an
+    identity policy says: changing this policy, roles without it or outside the stack, the CI
+    identities, passing a role that is not the stack's, users and long-lived keys, identity
+    providers, assuming other roles, linking the file system to a bucket, destroying the data
+    buckets' versions, and public addresses on what the stack runs."""
     account = settings.account_id
     arn = boundary_arn(account, stack)
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
-    fsx_linked = f"arn:aws:iam::{account}:{FSX_S3_LINKED_ROLE}"
     return _document(
         {
             "Sid": "ServicesOfTheProgram",
@@ -420,9 +484,11 @@ def boundary_policy(
                     f"{s}:*"
                     for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, "codeconnections", "codestar-connections")
                 }
-                - {"ssm:*"}
+                - {"ssm:*", "iam:*"}
             ),
         },
+        # IAM: the actions the program and its roles call, named (IAM_ACTIONS); every other one is refused.
+        {"Sid": "IamOfTheProgram", "Effect": "Allow", "Action": list(IAM_ACTIONS), "Resource": "*"},
         # SSM: only the parameters our roles read (SSM_PARAMETERS); `ssm:*` would let a bounded
         # role run commands on any managed instance of the account and read every SecureString.
         {
@@ -467,7 +533,7 @@ def boundary_policy(
             "Sid": "OnlyTheStacksRoles",
             "Effect": "Deny",
             "Action": list(ROLE_WRITES),
-            "NotResource": [stack_roles, fsx_linked],
+            "NotResource": stack_roles,
         },
         {
             "Sid": "CiIdentitiesAreAdministeredByBootstrap",
@@ -479,7 +545,7 @@ def boundary_policy(
             "Sid": "OnlyTheProgramsManagedPolicies",
             "Effect": "Deny",
             "Action": ["iam:AttachRolePolicy"],
-            "NotResource": fsx_linked,
+            "Resource": "*",
             "Condition": {
                 "ArnNotEquals": {"iam:PolicyARN": [f"arn:aws:iam::aws:policy/{p}" for p in MANAGED_POLICIES]}
             },
@@ -548,12 +614,26 @@ def boundary_policy(
             "Resource": "*",
             "Action": list(CROSS_ACCOUNT_OPENINGS),
         },
+        # ...IfExists: a CreateGrant whose request carries no kms:GrantIsForAWSResource is refused too (a Bool
+        # condition on a key the request lacks does not match, so `Bool` alone let it through: IAM User Guide,
+        # reference_policies_elements_condition_operators.html, "...IfExists condition operators"). The key is
+        # true only when an AWS service integrated with KMS sends the request on the principal's behalf
+        # (docs.aws.amazon.com/kms/latest/developerguide/grant-authorization.html): EBS's and FSx's grants.
         {
             "Sid": "KmsGrantsOnlyForAwsResources",
             "Effect": "Deny",
             "Action": ["kms:CreateGrant"],
             "Resource": "*",
-            "Condition": {"Bool": {"kms:GrantIsForAWSResource": "false"}},
+            "Condition": {"BoolIfExists": {"kms:GrantIsForAWSResource": "false"}},
+        },
+        # A file system's link to a bucket names the bucket where IAM cannot see it (DATA_REPOSITORY_LINKS): an
+        # administrator's act. The S3 link role FSx makes for it is refused by OnlyTheProgramsServiceLinkedRoles
+        # (its service is not in SERVICE_LINKED) and OnlyTheStacksRoles (its policy).
+        {
+            "Sid": "DataRepositoryLinksAreTheAdministrators",
+            "Effect": "Deny",
+            "Action": list(DATA_REPOSITORY_LINKS),
+            "Resource": "*",
         },
         # A key's policy is set once, by CreateKey's Policy parameter, never rewritten: IAM has no condition
         # key on a key policy's content, so a PutKeyPolicy that opens one of the stack's keys to another
@@ -579,6 +659,36 @@ def boundary_policy(
             "Resource": "*",
             "Condition": {"Bool": {"kms:MultiRegion": "true"}},
         },
+        # The data buckets keep their versions and exist after any deploy (DATA_DESTRUCTION; the state bucket's
+        # are TheBackendIsTheAdministrators').
+        *(
+            [
+                {
+                    "Sid": "TheDataOutlivesTheDeploy",
+                    "Effect": "Deny",
+                    "Action": list(DATA_DESTRUCTION),
+                    "Resource": _buckets(buckets),
+                }
+            ]
+            if buckets
+            else []
+        ),
+        # An instance is launched with a public address only when its request asks (ec2:AssociatePublicIpAddress,
+        # on RunInstances' network-interface resource: Service Authorization Reference, "Actions, resources, and
+        # condition keys for Amazon EC2", list_amazonec2) or its subnet maps one (ADDRESS_OPENINGS). Where the
+        # request does not say, the subnet decides ("If launching into a default subnet, the default value is
+        # true": botocore's InstanceNetworkInterfaceSpecification.AssociatePublicIpAddress, same file), so the
+        # account's default VPC stays a way out IAM cannot close here (its ARN is no stack's).
+        # ModifyNetworkInterfaceAttribute takes AssociatePublicIpAddress too (same file) and the VPC CNI needs the
+        # action (AmazonEKS_CNI_Policy): refused only where that key says true, if EC2 sets it there.
+        {
+            "Sid": "NoPublicAddressOnLaunch",
+            "Effect": "Deny",
+            "Action": ["ec2:RunInstances", "ec2:ModifyNetworkInterfaceAttribute"],
+            "Resource": "arn:aws:ec2:*:*:network-interface/*",
+            "Condition": {"Bool": {"ec2:AssociatePublicIpAddress": "true"}},
+        },
+        {"Sid": "NoAddressOpenings", "Effect": "Deny", "Action": list(ADDRESS_OPENINGS), "Resource": "*"},
         {
             "Sid": "BucketsKeepTheirKeysAndListings",
             "Effect": "Deny",
@@ -750,23 +860,7 @@ def deploy_policy(settings: DeliverySettings, stack: str, buckets: Sequence[str]
             "Action": [f"{service}:*" for service in DEPLOY_SERVICES],
             "Resource": "*",
         },
-        {
-            "Sid": "ReadIam",
-            "Effect": "Allow",
-            "Action": [
-                "iam:GetRole",
-                "iam:GetRolePolicy",
-                "iam:ListRolePolicies",
-                "iam:ListAttachedRolePolicies",
-                "iam:ListInstanceProfilesForRole",
-                "iam:GetPolicy",
-                "iam:GetPolicyVersion",
-                "iam:ListPolicyVersions",
-                "iam:GetOpenIDConnectProvider",
-                "iam:ListOpenIDConnectProviders",
-            ],
-            "Resource": "*",
-        },
+        {"Sid": "ReadIam", "Effect": "Allow", "Action": list(DEPLOY_IAM_READS), "Resource": "*"},
         {
             "Sid": "StackRolesWithTheBoundary",
             "Effect": "Allow",
@@ -781,13 +875,7 @@ def deploy_policy(settings: DeliverySettings, stack: str, buckets: Sequence[str]
             "Action": [
                 a
                 for a in ROLE_WRITES
-                if a
-                not in (
-                    "iam:CreateRole",
-                    "iam:PutRolePermissionsBoundary",
-                    "iam:DeleteRolePermissionsBoundary",
-                    "iam:UpdateAssumeRolePolicy",  # a trust is CreateRole's (the boundary's TrustIsSetAtCreate)
-                )
+                if a not in ("iam:CreateRole", "iam:PutRolePermissionsBoundary", *ROLE_WRITES_REFUSED)
             ]
             + ["iam:PassRole"],
         },
@@ -797,12 +885,6 @@ def deploy_policy(settings: DeliverySettings, stack: str, buckets: Sequence[str]
             "Action": ["iam:CreateServiceLinkedRole"],
             "Resource": "*",
             "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}},
-        },
-        {
-            "Sid": "FsxS3LinkedRole",
-            "Effect": "Allow",
-            "Action": ["iam:AttachRolePolicy", "iam:PutRolePolicy"],
-            "Resource": f"arn:aws:iam::{account}:{FSX_S3_LINKED_ROLE}",
         },
         {
             "Sid": "NamedBuckets",

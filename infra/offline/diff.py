@@ -354,6 +354,8 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     _refuse_key_policy_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
     _refuse_audit_log_writes(str(head.get("stack", "STACK")), after, changed, refuse)
     _refuse_trust_policy_writes(str(head.get("stack", "STACK")), changed, refuse)
+    if not base.get("new_stack"):  # a new stack's first deploy is the administrator's (`higgsfield bootstrap`)
+        _refuse_data_repository_links(str(head.get("stack", "STACK")), added, changed, refuse)
     return Diff(
         added,
         removed,
@@ -569,6 +571,26 @@ def _refuse_trust_policy_writes(stack: str, changed: list[Change], refuse: _Refu
             change.name,
             "the deploy role may not rewrite a role's trust (its boundary denies iam:UpdateAssumeRolePolicy: IAM "
             f"cannot see whom a trust names); {_administrator_applies(stack, change.urn)}, having read it",
+        )
+
+
+DATA_REPOSITORY_ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+
+
+def _refuse_data_repository_links(stack: str, added: list[dict], changed: list[Change], refuse: _Refusals) -> None:
+    """A file system's link to a bucket is an administrator's: the deploy role's boundary denies
+    fsx:CreateDataRepositoryAssociation (components/delivery.py DataRepositoryLinksAreTheAdministrators; IAM
+    cannot see which bucket a link names), so a new or replaced association fails the deploy, and the
+    refusal names the command."""
+    created = [(r["name"], r["urn"], "a new") for r in added if r["type"] == DATA_REPOSITORY_ASSOCIATION]
+    created += [(c.name, c.urn, "a replaced") for c in changed if c.type == DATA_REPOSITORY_ASSOCIATION and c.replaces]
+    for name, urn, which in created:
+        refuse(
+            f"{which} FSx data repository association {name}",
+            name,
+            "the deploy role may not link the file system to a bucket (its boundary denies "
+            "fsx:CreateDataRepositoryAssociation: IAM cannot see which bucket a link names); "
+            f"{_administrator_applies(stack, urn)}, having read the bucket it names",
         )
 
 

@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from infra.offline.diff import KEY_POLICY, compare, render_diff
+from infra.offline.diff import DATA_REPOSITORY_ASSOCIATION, KEY_POLICY, compare, render_diff
 from policies import rules
 from tests.conftest import config_of, plan_of
 
@@ -193,3 +193,32 @@ def test_a_new_trust_on_a_stack_role_is_refused_naming_the_administrators_comman
     (refusal,) = [r for r in compare(base, head, set()).refused if "trust policy" in r]
     assert refusal.startswith("a new trust policy on IAM role cluster-service is refused (")
     assert f"pulumi up --stack prod --target '{role['urn']}'" in refusal
+
+
+def _association(plan: dict) -> dict:
+    return next(r for r in plan["resources"] if r["type"] == DATA_REPOSITORY_ASSOCIATION)
+
+
+def test_a_new_link_of_the_file_system_to_a_bucket_is_refused_naming_the_administrators_command():
+    """The deploy boundary denies fsx:CreateDataRepositoryAssociation (DataRepositoryLinksAreTheAdministrators): no
+    IAM condition key names the bucket, so every link is an administrator's, and diff says so before the deploy
+    fails."""
+    base, head = _prod(), _prod()
+    base["resources"].remove(_association(base))
+    (refusal,) = [r for r in compare(base, head, set()).refused if "data repository association" in r]
+    assert refusal.startswith("a new FSx data repository association lustre-s3 is refused (")
+    assert f"pulumi up --stack prod --target '{_association(head)['urn']}'" in refusal
+
+
+def test_moving_the_link_to_another_bucket_is_refused_naming_the_administrators_command():
+    base, head = _prod(), _prod()
+    _association(head)["inputs"]["dataRepositoryPath"] = "s3://someone-elses-bucket/train"
+    (refusal,) = [r for r in compare(base, head, set()).refused if "data repository association" in r]
+    assert refusal.startswith("a replaced FSx data repository association lustre-s3 is refused (")
+
+
+def test_the_links_auto_export_policy_goes_through():
+    """UpdateDataRepositoryAssociation cannot move the path: it stays the deploy's."""
+    base, head = _prod(), _prod()
+    _association(head)["inputs"]["s3"]["autoExportPolicy"]["events"] = ["NEW"]
+    assert [r for r in compare(base, head, set()).refused if "data repository association" in r] == []

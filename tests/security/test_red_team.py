@@ -121,11 +121,7 @@ def test_a_bounded_role_creates_only_the_service_linked_roles_of_the_programs_se
 
 
 def test_the_service_linked_roles_eks_and_fsx_need_are_still_under_the_boundary():
-    for service in (
-        "eks.amazonaws.com",
-        "elasticloadbalancing.amazonaws.com",
-        "s3.data-source.lustre.fsx.amazonaws.com",
-    ):
+    for service in ("eks.amazonaws.com", "elasticloadbalancing.amazonaws.com", "fsx.amazonaws.com"):
         request = Request(
             "iam:CreateServiceLinkedRole",
             f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/{service}/x",

@@ -1,0 +1,97 @@
+"""IAM under the boundary is a list of the actions the program and its roles call (components/delivery.py
+IAM_ACTIONS), not `iam:*` less a list of denials: round 8's attacker found IAM actions the denials forgot
+and ones AWS added since (roles made from templates, delegation requests, workload identity providers,
+outbound federation, an OIDC provider's other settings). Every operation of IAM's API, read from the
+service model of the botocore this project pins, that is not on the list is refused by the boundary: to a
+role the deploy role made with `*` on `*`, even on one of the stack's own roles with every condition key
+in its favour, and to the deploy role by the boundary itself, whatever its own policy grants."""
+
+from __future__ import annotations
+
+import botocore.session
+import pytest
+
+from components.delivery import IAM_ACTIONS
+from components.karpenter import karpenter_policy
+from policies.iam_evaluation import Policy, Request, evaluate
+from tests.delivery.test_ci_identity import (
+    ACCOUNT,
+    BOUNDARY,
+    EVERYTHING,
+    REGION,
+    STACK_ROLE,
+    _boundary,
+    _deploy,
+)
+
+# IAM's operations as the pinned botocore names them (its iam/2010-05-08/service-2.json); an IAM action is
+# its operation's name, and iam:PassRole is the one action of ours with no operation.
+IAM_OPERATIONS = sorted(f"iam:{o}" for o in botocore.session.get_session().get_service_model("iam").operation_names)
+NOT_OURS = [a for a in IAM_OPERATIONS if a not in IAM_ACTIONS]
+# Each condition key the boundary reads on IAM, at a value it allows.
+IN_OUR_FAVOUR = {
+    "iam:PermissionsBoundary": BOUNDARY,
+    "iam:AWSServiceName": "eks.amazonaws.com",
+    "iam:PolicyARN": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "iam:PassedToService": "eks.amazonaws.com",
+}
+NOT_ALLOWED = "not allowed by the permissions boundary delivery-boundary"
+
+
+@pytest.mark.parametrize("action", NOT_OURS)
+def test_an_iam_action_no_role_of_ours_calls_is_refused_to_a_role_with_every_permission(action):
+    decision = evaluate(Request(action, STACK_ROLE, IN_OUR_FAVOUR), [EVERYTHING], _boundary())
+    assert not decision.allowed, decision.reason
+
+
+# The ones round 8's attacker named, each open before (the deploy role's own policy did not grant them, but
+# a role it made with `*` could call them: the boundary allowed `iam:*`).
+FOUND = [
+    # a role whose name, trust, policies and boundary come from a role template, not from CreateRole
+    "iam:AcquireRole",
+    # temporary delegation of the caller's access to a partner
+    "iam:CreateDelegationRequest",
+    "iam:AssociateDelegationRequest",
+    "iam:AcceptDelegationRequest",
+    "iam:SendDelegationToken",
+    "iam:UpdateDelegationRequest",
+    # an OIDC provider's other settings (IdentityProvidersAreFixed listed only the thumbprint and client IDs)
+    "iam:UpdateOpenIDConnectProvider",
+    # an issuer of workload identities, and JWTs of the account for outside services
+    "iam:CreateWorkloadIdentityProvider",
+    "iam:PutWorkloadIdentityProviderResourcePolicy",
+    "iam:EnableOutboundWebIdentityFederation",
+    # account-wide settings and the service-linked roles EKS and the others run as
+    "iam:PutAccountProperties",
+    "iam:SetSecurityTokenServicePreferences",
+    "iam:DeleteServiceLinkedRole",
+    "iam:UploadServerCertificate",
+]
+
+
+@pytest.mark.parametrize("action", FOUND)
+def test_the_boundary_itself_refuses_the_deploy_role_the_iam_actions_round_8_found(action):
+    decision = evaluate(Request(action, STACK_ROLE, IN_OUR_FAVOUR), [_deploy()], _boundary())
+    assert decision.reason == NOT_ALLOWED or (decision.denied_by or ("",))[0] == "delivery-boundary", decision.reason
+
+
+def test_the_iam_actions_round_8_found_are_iam_operations_of_the_pinned_botocore():
+    assert set(FOUND) <= set(NOT_OURS)
+
+
+def test_every_iam_action_the_boundary_allows_is_one_iam_has():
+    assert set(IAM_ACTIONS) - {"iam:PassRole"} <= set(IAM_OPERATIONS)
+
+
+def test_karpenters_iam_reads_and_pass_role_are_still_under_the_boundary():
+    """Karpenter's controller is a stack role (no shipped stack runs it, so no plan checks its policy)."""
+    node_role = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-node-0123"
+    document = karpenter_policy("higgsfield-prod", REGION, ACCOUNT, node_role, "arn:aws:sqs:x")
+    karpenter = Policy.of("karpenter", document)
+    profile = f"arn:aws:iam::{ACCOUNT}:instance-profile/x"
+    for request in (
+        Request("iam:GetInstanceProfile", profile),
+        Request("iam:ListInstanceProfiles", "*"),
+        Request("iam:PassRole", node_role, {"iam:PassedToService": "ec2.amazonaws.com"}),
+    ):
+        assert evaluate(request, [karpenter], _boundary()).allowed, request
