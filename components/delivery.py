@@ -62,14 +62,15 @@ AUDIENCE = "sts.amazonaws.com"
 # get/list/watch on every kind the program manages (the kinds of the plan's Kubernetes resources and of
 # the Training Operator's upstream manifests its kustomize Directory applies, kubeflow/trainer:manifests/
 # overlays/standalone@v1.9.4): no Secret (the program's one Secret is in the state the preview decrypts
-# already), no pod, no pods/log, no event. ConfigMaps, Deployments, DaemonSets and CronJobs
-# only in the namespaces the program keeps its own in (a team's may hold anything: a ConfigMap's data, a
-# workload's env, command and image): each component that makes them grants the group that read there
-# (components/kubernetes_objects.py preview_reads). A Helm release's own objects need no read: the
-# provider diffs a release's inputs against its state and renders the chart client-side
-# (pulumi/pulumi-kubernetes:provider/pkg/provider/helm_release.go@v4.32.0 Check, Diff; Update skips a
-# preview). A kind the program starts to manage is added here or to its namespace's preview_reads (a
-# test compares both with every plan).
+# already), no pod, no pods/log, no event. ConfigMaps, Services, Deployments, DaemonSets and CronJobs only
+# in the namespaces the program keeps its own in (a team's may hold anything: a ConfigMap's data, a
+# workload's env, command and image, the Service the Training Operator makes per replica of every job,
+# named after it: kubeflow/trainer:pkg/controller.v1/common/service.go@v1.9.4 CreateNewService): each
+# component that makes them grants the group that read there (components/kubernetes_objects.py
+# preview_reads). A Helm release's own objects need no read: the provider diffs a release's inputs
+# against its state and renders the chart client-side (pulumi/pulumi-kubernetes:provider/pkg/provider/
+# helm_release.go@v4.32.0 Check, Diff; Update skips a preview). A kind the program starts to manage is
+# added here or to its namespace's preview_reads (a test compares both with every plan).
 PREVIEW_READS: dict[str, tuple[str, ...]] = {
     "": (
         "limitranges",
@@ -78,7 +79,6 @@ PREVIEW_READS: dict[str, tuple[str, ...]] = {
         "persistentvolumes",
         "resourcequotas",
         "serviceaccounts",
-        "services",
     ),
     "admissionregistration.k8s.io": (
         "validatingadmissionpolicies",

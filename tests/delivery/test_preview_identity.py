@@ -59,9 +59,11 @@ def can(verb: str, group: str, resource: str) -> bool:
 
 READS = ("get", "list", "watch")
 # Namespaced kinds the preview reads only in the namespaces the program keeps its own in, never
-# cluster-wide: a team's may hold anything (a ConfigMap's data; a workload's env, command and image).
+# cluster-wide: a team's may hold anything (a ConfigMap's data; a workload's env, command and image;
+# a Service per replica of every job, named after it).
 PER_NAMESPACE = [
     ("", "configmaps"),
+    ("", "services"),
     ("apps", "daemonsets"),
     ("apps", "deployments"),
     ("batch", "cronjobs"),
@@ -99,7 +101,7 @@ def test_the_preview_reads_every_object_the_program_manages_where_it_is(stack):
 
 @pytest.mark.parametrize("stack", STACKS)
 @pytest.mark.parametrize(("group", "resource"), PER_NAMESPACE)
-def test_the_preview_reads_no_deployment_daemonset_cronjob_or_configmap_of_a_team(stack, group, resource):
+def test_the_preview_reads_no_deployment_daemonset_cronjob_service_or_configmap_of_a_team(stack, group, resource):
     rules = preview_rules(stack)
     for team in plan_of(stack).config.scheduler.teams:
         assert not any(allows(rules, Call(verb, group, resource, team.name)) for verb in READS), team.name
