@@ -55,17 +55,22 @@ from infra.core.names import (
 
 AUDIENCE = "sts.amazonaws.com"
 # The preview role's Kubernetes group (PREVIEW_GROUP): its access entry names it, and the ClusterRole
-# below is all it reads beside the platform namespaces' ConfigMaps. Not AmazonEKSViewPolicy, which
-# reads pods, their logs (pods/log) and events of every namespace besides (awsdocs/amazon-eks-user-guide:
-# latest/ug/manage-access/k8s-access/access-policy-reference.adoc@4d52b4d0, AmazonEKSViewPolicy): a
-# preview reads only the objects the program manages.
+# below is all it reads beside the platform namespaces' own objects of the kinds left out of it. Not
+# AmazonEKSViewPolicy, which reads pods, their logs (pods/log) and events of every namespace besides
+# (awsdocs/amazon-eks-user-guide: latest/ug/manage-access/k8s-access/access-policy-reference.adoc@4d52b4d0,
+# AmazonEKSViewPolicy): a preview reads only the objects the program manages.
 # get/list/watch on every kind the program manages (the kinds of the plan's Kubernetes resources and of
 # the Training Operator's upstream manifests its kustomize Directory applies, kubeflow/trainer:manifests/
 # overlays/standalone@v1.9.4): no Secret (the program's one Secret is in the state the preview decrypts
-# already), no pod, no pods/log, no event. ConfigMaps only in the namespaces the program keeps its own in
-# (a team's may hold anything): each component that makes them grants the group that read there
-# (components/kubernetes_objects.py preview_reads_config_maps). A kind the program starts to manage is
-# added here (a test compares this with every plan).
+# already), no pod, no pods/log, no event. ConfigMaps, Services, Deployments, DaemonSets and CronJobs only
+# in the namespaces the program keeps its own in (a team's may hold anything: a ConfigMap's data, a
+# workload's env, command and image, the Service the Training Operator makes per replica of every job,
+# named after it: kubeflow/trainer:pkg/controller.v1/common/service.go@v1.9.4 CreateNewService): each
+# component that makes them grants the group that read there (components/kubernetes_objects.py
+# preview_reads). A Helm release's own objects need no read: the provider diffs a release's inputs
+# against its state and renders the chart client-side (pulumi/pulumi-kubernetes:provider/pkg/provider/
+# helm_release.go@v4.32.0 Check, Diff; Update skips a preview). A kind the program starts to manage is
+# added here or to its namespace's preview_reads (a test compares both with every plan).
 PREVIEW_READS: dict[str, tuple[str, ...]] = {
     "": (
         "limitranges",
@@ -74,7 +79,6 @@ PREVIEW_READS: dict[str, tuple[str, ...]] = {
         "persistentvolumes",
         "resourcequotas",
         "serviceaccounts",
-        "services",
     ),
     "admissionregistration.k8s.io": (
         "validatingadmissionpolicies",
@@ -82,8 +86,6 @@ PREVIEW_READS: dict[str, tuple[str, ...]] = {
         "validatingwebhookconfigurations",
     ),
     "apiextensions.k8s.io": ("customresourcedefinitions",),
-    "apps": ("daemonsets", "deployments"),
-    "batch": ("cronjobs",),
     "networking.k8s.io": ("networkpolicies",),
     "rbac.authorization.k8s.io": ("clusterrolebindings", "clusterroles", "rolebindings", "roles"),
     "scheduling.k8s.io": ("priorityclasses",),

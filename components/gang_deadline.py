@@ -20,7 +20,7 @@ from components.cpu_nodes import ON_SYSTEM_NODES
 from components.kubernetes_objects import (
     RESTRICTED_POD_SECURITY,
     KubernetesObject,
-    preview_reads_config_maps,
+    preview_reads,
     restricted_namespace,
 )
 from infra.config import GpuPool, seconds_of
@@ -170,7 +170,7 @@ class GangDeadline(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
         ns = restricted_namespace(f"{name}-namespace", NAMESPACE, child)
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *args.depends_on])
-        preview_reads_config_maps(name, NAMESPACE, in_ns)  # the pools' deadlines
+        preview_reads(name, NAMESPACE, {"": ["configmaps"], "batch": ["cronjobs"]}, in_ns)  # the deadlines, the CronJob
         subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
         KubernetesObject(
             f"{name}-sa",

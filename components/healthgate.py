@@ -34,7 +34,7 @@ from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for
 from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 from components.identity import pod_identity_association, pod_identity_role
-from components.kubernetes_objects import KubernetesObject, preview_reads_config_maps
+from components.kubernetes_objects import KubernetesObject, preview_reads
 from components.node_admission import FIXED_NODE_FIELDS_MESSAGE, fixed_node_fields_unchanged
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
 from infra.config import STARTUP_TAINT_KEY, GpuPool, HealthThresholds, seconds_of
@@ -515,7 +515,8 @@ class HealthGate(pulumi.ComponentResource):
             opts=k8s,
         )
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
-        preview_reads_config_maps(name, NAMESPACE, in_ns)  # the gate's code and settings
+        # the gate's code and settings, its DaemonSets
+        preview_reads(name, NAMESPACE, {"": ["configmaps"], "apps": ["daemonsets"]}, in_ns)
 
         def obj(suffix: str, manifest: dict, opts: pulumi.ResourceOptions = in_ns) -> KubernetesObject:
             return KubernetesObject(f"{name}-{suffix}", manifest, opts=opts)

@@ -20,7 +20,12 @@ import pulumi
 
 from components.cpu_nodes import ON_SYSTEM_NODES
 from components.gang_deadline import gang_deadline_s
-from components.kubernetes_objects import RESTRICTED_POD_SECURITY, KubernetesObject, restricted_namespace
+from components.kubernetes_objects import (
+    RESTRICTED_POD_SECURITY,
+    KubernetesObject,
+    preview_reads,
+    restricted_namespace,
+)
 from components.workloads import TRAINING_PROGRESS_JOB
 from infra.config import GpuPool
 from infra.core.names import RECHECK_REASON
@@ -206,8 +211,9 @@ class JobWatchdog(pulumi.ComponentResource):
     Creates: the higgsfield-watchdog Namespace (Pod Security restricted), its ServiceAccount, a
     ClusterRole of what it may do in a team namespace (list/delete pods, get PyTorchJobs, create
     Events) bound by a RoleBinding in each team namespace (nothing cluster-wide), a Role and
-    RoleBinding in `default` (create/list Events: the re-check requests about nodes), and the
-    Deployment on the system nodes. It never writes a node.
+    RoleBinding in `default` (create/list Events: the re-check requests about nodes), the
+    Deployment on the system nodes, and the CI preview's read of it (preview_reads). It never
+    writes a node.
     Replaced when: never; settings are values of the Deployment.
     """
 
@@ -271,4 +277,5 @@ class JobWatchdog(pulumi.ComponentResource):
             },
         )
         obj("deployment", deployment(args.image, args.prometheus_url))
+        preview_reads(name, NAMESPACE, {"apps": ["deployments"]}, in_ns)
         self.register_outputs({"namespace": NAMESPACE})

@@ -82,17 +82,24 @@ def restricted_namespace(name: str, namespace: str, opts: pulumi.ResourceOptions
     return KubernetesObject(name, manifest, opts=opts)
 
 
-def preview_reads_config_maps(name: str, namespace: str, opts: pulumi.ResourceOptions) -> list[KubernetesObject]:
-    """A Role and its RoleBinding letting the CI preview group (PREVIEW_GROUP) read the ConfigMaps of
-    one of the platform's namespaces, the program's own, so a pull request's preview diffs them
-    without reading any team's."""
+def preview_reads(
+    name: str, namespace: str, resources: dict[str, list[str]], opts: pulumi.ResourceOptions
+) -> list[KubernetesObject]:
+    """A Role and its RoleBinding letting the CI preview group (PREVIEW_GROUP) read (get, list, watch)
+    `resources` ({API group: resources}) in one of the platform's namespaces: the namespaced kinds the
+    program keeps there that the preview's ClusterRole leaves out (components/delivery.py
+    PREVIEW_READS), so a pull request's preview diffs them without reading any team's. One call per
+    namespace: the Role is named after the group."""
     rbac = "rbac.authorization.k8s.io"
     meta = {"name": PREVIEW_GROUP, "namespace": namespace}
     role = {
         "apiVersion": f"{rbac}/v1",
         "kind": "Role",
         "metadata": meta,
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}],
+        "rules": [
+            {"apiGroups": [group], "resources": kinds, "verbs": ["get", "list", "watch"]}
+            for group, kinds in resources.items()
+        ],
     }
     binding = {
         "apiVersion": f"{rbac}/v1",

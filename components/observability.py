@@ -18,7 +18,7 @@ from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.identity import pod_identity_role
 from components.job_watchdog import APP_LABELS as WATCHDOG_PODS
 from components.job_watchdog import NAMESPACE as WATCHDOG_NAMESPACE
-from components.kubernetes_objects import KubernetesObject, preview_reads_config_maps
+from components.kubernetes_objects import KubernetesObject, preview_reads
 from components.workloads import (
     DCGM_JOB,
     EFA_JOB,
@@ -621,7 +621,9 @@ class Monitoring(pulumi.ComponentResource):
             return helm_release(f"{name}-{suffix}", chart, NAMESPACE, values, opts)
 
         after_namespace = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
-        preview_reads_config_maps(name, NAMESPACE, after_namespace)  # the dashboards
+        # the dashboards, and the EFA exporter's DaemonSet
+        kept = {"": ["configmaps"], **({"apps": ["daemonsets"]} if args.efa_exporter_image is not None else {})}
+        preview_reads(name, NAMESPACE, kept, after_namespace)
         # Grafana's admin password: generated once, kept in the stack's state as a secret.
         password = random.RandomPassword(
             f"{name}-grafana-admin",

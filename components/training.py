@@ -29,7 +29,7 @@ import yaml
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.demand import queue_spec
-from components.kubernetes_objects import KubernetesObject, KubernetesPatch
+from components.kubernetes_objects import KubernetesObject, KubernetesPatch, preview_reads
 from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Queue
 from infra.core import versions
 from infra.core.names import HOSTNAME_LABEL, WORKLOAD_LABEL
@@ -296,7 +296,8 @@ class TrainingOperator(pulumi.ComponentResource):
     pods pinned, system nodes), and metrics-server for the HPA of elastic PyTorchJobs.
 
     Creates: the kustomize directory (fetched and built at deploy time, so nothing upstream is
-    copied here), the metrics-server Helm release. Replaced when: never; upgrades are in place.
+    copied here), the CI preview's read of its Deployment and Service (preview_reads), the
+    metrics-server Helm release. Replaced when: never; upgrades are in place.
     """
 
     def __init__(self, name: str, args: TrainingOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -308,6 +309,14 @@ class TrainingOperator(pulumi.ComponentResource):
         # An absolute path: the provider resolves it whatever its working directory. `higgsfield
         # diff` ignores where the checkout lives when it compares two plans.
         self.manifests = k8s.kustomize.v2.Directory(f"{name}", directory=str(KUSTOMIZATION), opts=after_scheduler)
+        # The overlay's Deployment and Service, in the namespace it creates (kubeflow/trainer:manifests/
+        # base/deployment.yaml and service.yaml, overlays/standalone/kustomization.yaml `namespace:`@v1.9.4).
+        preview_reads(
+            name,
+            versions.TRAINING_OPERATOR_NAMESPACE,
+            {"": ["services"], "apps": ["deployments"]},
+            pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.manifests]),
+        )
         helm_release(
             f"{name}-metrics-server",
             args.metrics_server,

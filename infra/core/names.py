@@ -156,5 +156,6 @@ HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 
 # The Kubernetes group of the CI preview role (its EKS access entry names it): what it may read is
-# granted to this group (components/delivery.py PREVIEW_READS; ConfigMaps per namespace).
+# granted to this group (components/delivery.py PREVIEW_READS; ConfigMaps, Services and workloads per namespace,
+# components/kubernetes_objects.py preview_reads).
 PREVIEW_GROUP = "higgsfield:preview"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,8 +94,8 @@ def allows(rules: Iterable[Scoped], call: Call) -> bool:
     return any((s.namespace is None or s.namespace == call.namespace) and rule_allows(s.rule, call) for s in rules)
 
 
-def rules_for(objects: Sequence[dict], namespace: str, account: str) -> list[Scoped]:
-    """The rules bound to ServiceAccount namespace/account by the RBAC objects among `objects`
+def rules_bound(objects: Sequence[dict], subject: Callable[[dict], bool]) -> list[Scoped]:
+    """The rules the RBAC objects among `objects` bind to a binding subject for which `subject` holds
     (a RoleBinding to a ClusterRole applies in the binding's namespace only)."""
     roles = {
         (
@@ -108,16 +108,25 @@ def rules_for(objects: Sequence[dict], namespace: str, account: str) -> list[Sco
     }
     found = []
     for binding in (o for o in objects if o.get("kind") in ("RoleBinding", "ClusterRoleBinding")):
-        subjects = binding.get("subjects") or []
-        if not any(
-            s.get("kind") == "ServiceAccount" and s.get("name") == account and s.get("namespace") == namespace
-            for s in subjects
-        ):
+        if not any(subject(s) for s in binding.get("subjects") or []):
             continue
         ref, where = binding["roleRef"], (binding.get("metadata") or {}).get("namespace", "")
         rules = roles.get((ref["kind"], where if ref["kind"] == "Role" else "", ref["name"]), [])
         found += [Scoped(None if binding["kind"] == "ClusterRoleBinding" else where, r) for r in rules]
     return found
+
+
+def rules_for(objects: Sequence[dict], namespace: str, account: str) -> list[Scoped]:
+    """The rules bound to ServiceAccount namespace/account."""
+    return rules_bound(
+        objects,
+        lambda s: s.get("kind") == "ServiceAccount" and s.get("name") == account and s.get("namespace") == namespace,
+    )
+
+
+def rules_for_group(objects: Sequence[dict], group: str) -> list[Scoped]:
+    """The rules bound to the Kubernetes group `group` (an EKS access entry's group)."""
+    return rules_bound(objects, lambda s: s.get("kind") == "Group" and s.get("name") == group)
 
 
 # The calls whose absence would stop a controller, by the ServiceAccount the chart/overlay renders

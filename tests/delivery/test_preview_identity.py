@@ -1,29 +1,36 @@
 """The preview identity sees what a preview needs and nothing else (issue 34 point 5): in the cluster
-it reads the kinds the program manages and no Secret, pod, container log or event (RBAC rules evaluated
-here as the API server's RBAC authorizer matches them); in AWS it decrypts with the stack's secrets
-key alone and reads no logs or secrets (policies/iam_evaluation.py)."""
+it reads the kinds the program manages, those a team's namespace may hold anything in only where the
+program keeps its own, and no Secret, pod, container log or event (the plan's RBAC objects evaluated
+as the API server's RBAC authorizer matches them, infra/offline/rendered.py); in AWS it decrypts
+with the stack's secrets key alone and reads no logs or secrets (policies/iam_evaluation.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from components.delivery import PREVIEW_GROUP, preview_cluster_role, preview_cluster_role_binding, preview_policy
+from infra.core.versions import TRAINING_OPERATOR_NAMESPACE
+from infra.offline.rendered import Call, Scoped, allows, rule_allows, rules_for_group
 from policies.iam_evaluation import Policy, Request, evaluate
 from tests.conftest import STACKS, config_of, plan_of
 
-# The Training Operator's upstream manifests, applied by the kustomize Directory (one resource in the
-# plan): kubeflow/trainer:manifests/base and manifests/overlays/standalone@v1.9.4, and our overlay's Role.
-OPERATOR_KINDS = {
-    ("", "Namespace"),
-    ("apiextensions.k8s.io", "CustomResourceDefinition"),
-    ("", "ServiceAccount"),
-    ("rbac.authorization.k8s.io", "ClusterRole"),
-    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-    ("rbac.authorization.k8s.io", "Role"),
-    ("rbac.authorization.k8s.io", "RoleBinding"),
-    ("", "Service"),
-    ("apps", "Deployment"),
-    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+# The Training Operator's upstream objects, applied by the kustomize Directory (one resource in the
+# plan), by kind and namespace ("" cluster-scoped): kubeflow/trainer:manifests/base and
+# manifests/overlays/standalone@v1.9.4 (the overlay's `namespace: kubeflow` puts every namespaced one
+# there), and our overlay's Role and RoleBinding (components/kustomize/training-operator). Its one
+# Secret (the overlay's secretGenerator) is left out with the plan's.
+_OPERATOR = TRAINING_OPERATOR_NAMESPACE
+OPERATOR_OBJECTS = {
+    ("", "Namespace", ""),
+    ("apiextensions.k8s.io", "CustomResourceDefinition", ""),
+    ("", "ServiceAccount", _OPERATOR),
+    ("rbac.authorization.k8s.io", "ClusterRole", ""),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding", ""),
+    ("rbac.authorization.k8s.io", "Role", _OPERATOR),
+    ("rbac.authorization.k8s.io", "RoleBinding", _OPERATOR),
+    ("", "Service", _OPERATOR),
+    ("apps", "Deployment", _OPERATOR),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration", ""),
 }
 NOT_OBJECTS = {"helm.sh", "kustomize"}  # a Helm release and a kustomize directory are no kind of their own
 
@@ -50,22 +57,72 @@ def can(verb: str, group: str, resource: str) -> bool:
     )
 
 
-def _managed_kinds(stack: str) -> set[tuple[str, str]]:
-    kinds = set(OPERATOR_KINDS)
+READS = ("get", "list", "watch")
+# Namespaced kinds the preview reads only in the namespaces the program keeps its own in, never
+# cluster-wide: a team's may hold anything (a ConfigMap's data; a workload's env, command and image;
+# a Service per replica of every job, named after it).
+PER_NAMESPACE = [
+    ("", "configmaps"),
+    ("", "services"),
+    ("apps", "daemonsets"),
+    ("apps", "deployments"),
+    ("batch", "cronjobs"),
+]
+
+
+def preview_rules(stack: str) -> list[Scoped]:
+    """The rules the plan's RBAC objects bind to the preview group, the ClusterRole's and each Role's."""
+    plan = plan_of(stack)
+    objects = [r.inputs for r in plan.resources if r.type.startswith("kubernetes:rbac.authorization.k8s.io/")]
+    return rules_for_group(objects, PREVIEW_GROUP)
+
+
+def _managed(stack: str) -> set[tuple[str, str, str]]:
+    """Every object the program manages, as (API group, resource, namespace), but its Secrets."""
+    managed = {(group, _resource(kind), namespace) for group, kind, namespace in OPERATOR_OBJECTS}
     for r in plan_of(stack).resources:
         if not r.type.startswith("kubernetes:") or r.type.split(":")[1].split("/")[0] in NOT_OBJECTS:
             continue
         group_version, kind = r.type.split(":")[1], r.type.split(":")[2].removesuffix("Patch")
         group = group_version.split("/")[0]
-        kinds.add(("" if group == "core" else group, kind))
-    return kinds - {("", "Secret"), ("", "ConfigMap")}  # ConfigMaps: per namespace, below
+        managed.add(("" if group == "core" else group, _resource(kind), r.inputs["metadata"].get("namespace", "")))
+    return {m for m in managed if m[:2] != ("", "secrets")}
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_the_preview_reads_every_kind_the_program_manages(stack):
-    for group, kind in _managed_kinds(stack):
-        for verb in ("get", "list", "watch"):
-            assert can(verb, group, _resource(kind)), (stack, group, kind, verb)
+def test_the_preview_reads_every_object_the_program_manages_where_it_is(stack):
+    """A preview of an update first gets the live object (pulumi/pulumi-kubernetes:provider/pkg/await/
+    await.go@v4.32.0 Update): it reads each kind the program manages in each namespace it keeps one in."""
+    rules = preview_rules(stack)
+    for group, resource, namespace in _managed(stack):
+        for verb in READS:
+            assert allows(rules, Call(verb, group, resource, namespace)), (stack, group, resource, namespace, verb)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize(("group", "resource"), PER_NAMESPACE)
+def test_the_preview_reads_no_deployment_daemonset_cronjob_service_or_configmap_of_a_team(stack, group, resource):
+    rules = preview_rules(stack)
+    for team in plan_of(stack).config.scheduler.teams:
+        assert not any(allows(rules, Call(verb, group, resource, team.name)) for verb in READS), team.name
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize(("group", "resource"), PER_NAMESPACE)
+def test_the_preview_reads_a_per_namespace_kind_only_where_the_program_keeps_one(stack, group, resource):
+    """Granted by a Role in each namespace the plan keeps such an object in, by none cluster-wide,
+    and in no team namespace."""
+    rules = preview_rules(stack)
+    everywhere = [s for s in rules if s.namespace is None and rule_allows(s.rule, Call("list", group, resource, ""))]
+    granted = {
+        s.namespace
+        for s in rules
+        if s.namespace is not None and rule_allows(s.rule, Call("list", group, resource, s.namespace))
+    }
+    keeping = {namespace for g, r, namespace in _managed(stack) if (g, r) == (group, resource)}
+    team_namespaces = {t.name for t in plan_of(stack).config.scheduler.teams}
+    assert not everywhere, everywhere
+    assert keeping and keeping <= granted and not granted & team_namespaces, (keeping, granted)
 
 
 @pytest.mark.parametrize(
@@ -83,37 +140,9 @@ def test_the_preview_reads_no_container_log_secret_pod_event_or_teams_job(group,
     assert not any(can(verb, group, resource) for verb in ("get", "list", "watch", "create"))
 
 
-def test_the_preview_reads_no_configmap_cluster_wide():
-    """A team's ConfigMaps may hold anything: the ClusterRole grants none."""
-    assert not any(can(verb, "", "configmaps") for verb in ("get", "list", "watch"))
-
-
-@pytest.mark.parametrize("stack", STACKS)
-def test_the_preview_reads_configmaps_in_each_namespace_the_program_keeps_its_own_in(stack):
-    plan = plan_of(stack)
-    objects = [r.inputs for r in plan.resources if r.type.startswith("kubernetes:")]
-    holding = {o["metadata"]["namespace"] for o in objects if o.get("kind") == "ConfigMap"}
-    granted = {
-        o["metadata"]["namespace"]
-        for o in objects
-        if o.get("kind") == "RoleBinding"
-        and o["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": PREVIEW_GROUP}]
-    }
-    roles = {
-        o["metadata"]["namespace"]: o["rules"]
-        for o in objects
-        if o.get("kind") == "Role" and o["metadata"]["name"] == PREVIEW_GROUP
-    }
-    team_namespaces = {t.name for t in plan.config.scheduler.teams}
-    assert holding and holding <= granted and not granted & team_namespaces, (holding, granted)
-    for namespace in granted:
-        assert roles[namespace] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
-
-
 @pytest.mark.parametrize("verb", ["create", "update", "patch", "delete", "escalate", "bind", "impersonate"])
 def test_the_preview_changes_nothing_in_the_cluster(verb):
-    role = preview_cluster_role()
-    assert all(verb not in rule["verbs"] for rule in role["rules"])
+    assert all(verb not in s.rule["verbs"] for stack in STACKS for s in preview_rules(stack))
 
 
 def test_the_preview_role_and_binding_are_in_every_plan_with_ci():

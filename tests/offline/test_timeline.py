@@ -77,14 +77,18 @@ def test_the_branch_beside_the_critical_path_is_found_with_its_slack():
     assert branch.finish == pytest.approx(0.4 + 15)
 
 
-def test_the_storage_branch_is_the_longest_beside_the_critical_path_in_prod():
+def test_the_storage_branch_runs_beside_the_critical_path_in_prod():
     """FSx (15 min to create) runs beside the cluster; since node groups wait for the add-ons
     (control plane -> add-ons -> node groups), the file system itself has slack and the storage
-    branch that leaves the path is its CSI add-on, volumes and layout job."""
+    branch that leaves the path is its CSI add-on, volumes and layout job, one of the longest
+    (the Training Operator's, Volcano -> the operator -> the preview's Role there, ends later)."""
     t = timeline.compute(plan_of("prod"))
-    first = t.branches[0]
-    assert any(s.resource.type == "aws:eks/addon:Addon" and s.resource.name == "lustre-csi" for s in first.steps)
-    assert 0 < t.total - first.finish < 2
+    (storage,) = [
+        b
+        for b in t.branches
+        if any(s.resource.type == "aws:eks/addon:Addon" and s.resource.name == "lustre-csi" for s in b.steps)
+    ]
+    assert 0 < t.total - storage.finish < 2
     (fsx,) = [u for u in t.finish if u.endswith("aws:fsx/lustreFileSystem:LustreFileSystem::lustre")]
     assert 0 < t.total - t.finish[fsx] < 10  # beside the path, not on it
 
