@@ -127,6 +127,13 @@ def _addon_name(name: str) -> str:
 _HIDDEN = ("stack",)
 
 
+# The admins' ARNs of a stack CI deploys, all together: the stack boundary lists each of them
+# (components/delivery.py ClusterAccessStaysInTheAccount), and the widest shipped stack (prod) has room for this
+# much beside its other statements under IAM's 6,144 characters (MANAGED_POLICY_CHARACTERS: tests/delivery/
+# test_policy_sizes.py renders prod with admins of this length).
+ADMINS_CHARACTERS = 200
+
+
 class StackConfig(Setting):
     """A stack: the `config:` of stacks/Pulumi.<stack>.yaml."""
 
@@ -482,6 +489,15 @@ class StackConfig(Setting):
                 f"{NAMESPACE}:delivery",
                 f"stack name {self.stack!r} is too long for a stack CI deploys: at most 26 characters (its roles are "
                 "named higgsfield-STACK-...)",
+            )
+            problems.raise_any()
+        if self.delivery is not None and sum(map(len, self.admins)) > ADMINS_CHARACTERS:
+            problems = Problems()
+            problems.add(
+                f"{NAMESPACE}:admins",
+                f"{sum(map(len, self.admins))} characters of ARNs, over the {ADMINS_CHARACTERS} a stack CI deploys has "
+                "room for: its permissions boundary lists every admin and IAM caps it at 6,144 characters; name one "
+                "admin role the others assume",
             )
             problems.raise_any()
         if self.delivery is not None and self.delivery.deploy_environment is None:
