@@ -184,7 +184,8 @@ class StackConfig(Setting):
         ],
         ...,
     ] = items()
-    """IAM role/user ARNs (not STS sessions) granted cluster-admin through EKS access entries; each once."""
+    """IAM role/user ARNs (not STS sessions) granted cluster-admin through EKS access entries; each once. In a stack CI
+    deploys, at most 200 characters of ARNs together: the stack's permissions boundary lists them."""
     tags: dict[TagKey, TagValue] = items(maximum=MAX_TAGS - PROGRAM_TAGS, default={})
     """Added to every taggable resource (with higgsfield:stack and higgsfield:environment); AWS allows 50 tags per
     resource, the program sets up to 6 itself."""

@@ -801,7 +801,7 @@ def test_check_command_fails_a_prod_stack_sharing_its_account(project_copy, caps
 
 def test_every_key_of_every_stack_is_created_with_a_key_policy_of_ours():
     """Issue 34: two keys (the Secrets and FSx keys) had none. The policy is CreateKey's, and no
-    aws.kms.KeyPolicy (a PutKeyPolicy, which the boundary refuses) is left in any plan."""
+    aws.kms.KeyPolicy (a PutKeyPolicy, which both ceilings refuse) is left in any plan."""
     for stack in STACKS:
         plan = plan_of(stack)
         keys = plan.of_type("aws:kms/key:Key")
