@@ -507,9 +507,9 @@ def ceiling_denials(
                 settings.state_key_arn,
             ],
         },
-        # Nothing the program does opens the account's data to another account, so no role under the
-        # boundary may: resource policies and replication of the images, the buckets and the logs; peering;
-        # shared snapshots and images; KMS grants but those AWS services make for their own resources
+        # Nothing the program does opens the account's data to another account, so neither the deploy role nor
+        # a role under the boundary may: resource policies and replication of the images, the buckets and the
+        # logs; peering; shared snapshots and images; KMS grants but those AWS services make for their own resources
         # (kms:GrantIsForAWSResource: EBS, FSx); the user data of the layout client, which mounts Lustre
         # unsquashed (components/storage.py). IAM has no condition key on a resource policy's principals, so
         # each write is refused whole.
@@ -630,8 +630,10 @@ def ceiling_denials(
         # entry names: service authorization reference, Amazon EKS condition keys): another account's role made
         # cluster admin would read every Secret, and so would one of the account's roles whose trust names
         # another account (IAM cannot read a trust policy's content, so "a principal of this account" is not
-        # enough: any stack role may be created trusting anyone). The admins are rendered here, so a new one is a
-        # boundary change: an administrator's (BoundaryIsFixed), as a new cluster admin should be.
+        # enough: any stack role may be created trusting anyone). The admins are rendered here, so a new one
+        # changes the boundary and the deploy role's policy: an administrator's (BoundaryIsFixed,
+        # CiIdentitiesAreAdministeredByBootstrap), as a new cluster admin should be. Each costs both documents
+        # its ARN's length (higgsfield:admins is bounded: infra/config/stack.py ADMINS_CHARACTERS).
         {
             "Sid": "ClusterAccessStaysInTheAccount",
             "Effect": "Deny",
@@ -806,9 +808,9 @@ def bound_every_role(settings: DeliverySettings | None, stack: str) -> None:
     """With delivery settings (a stack CI deploys), attach the permissions boundary to every
     aws.iam.Role this program registers from here on but the deploy role (by its exact name,
     `higgsfield-STACK-deploy`: the boundary allows no IAM write, and its ceiling is its own policy),
-    and name the unnamed ones `higgsfield-STACK-...` (the deploy role may change only those). A stack transformation, so that a role added anywhere later is bounded too;
-    pulumi-eks' own roles are not reached (a remote component): components/cluster.py passes it
-    its service role."""
+    and name the unnamed ones `higgsfield-STACK-...` (the deploy role may change only those). A
+    stack transformation, so that a role added anywhere later is bounded too; pulumi-eks' own roles
+    are not reached (a remote component): components/cluster.py passes it its service role."""
     if settings is None:
         return
     boundary, prefix = boundary_arn(settings.account_id, stack), role_name(stack, "")
@@ -942,8 +944,9 @@ class Delivery(pulumi.ComponentResource):
     Creates: GitHub's OIDC provider unless `oidcProviderArn` names the account's existing one;
     the permissions boundary `higgsfield-STACK-boundary` (every role of the stack but the deploy
     role carries it: bound_every_role; the deploy role's ceiling is its own inline policy, which
-    carries the boundary's denials and the IAM ones: deploy_policy); the preview, deploy and image-push roles (named `<cluster>-preview|deploy|image`,
-    each trusting one OIDC subject that names its workflow file) with their inline policies; EKS
+    carries the boundary's denials and the IAM ones: deploy_policy); the preview, deploy and
+    image-push roles (named `<cluster>-preview|deploy|image`, each trusting one OIDC subject that
+    names its workflow file) with their inline policies; EKS
     access entries for the preview role (its group, bound to PREVIEW_READS) and the deploy role
     (AmazonEKSClusterAdminPolicy), cluster-wide; and, with the runner enabled, two CodeBuild
     projects in the private subnets, `<cluster>-preview-runner` and `<cluster>-deploy-runner`, each
