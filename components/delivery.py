@@ -474,15 +474,15 @@ def ceiling_denials(
     settings: DeliverySettings,
     stack: str,
     buckets: Sequence[str],
-    admins: Sequence[str] = (),
+    enters: Sequence[str] = (),
     public_endpoint: bool = False,
 ) -> list[dict]:
     """The denials both ceilings carry (the stack boundary and the deploy role's own policy): what no
     identity of the stack does, whatever else it is allowed. Passing a role that is not the stack's,
     service-linked roles of other services, administering the backend, opening data to another
     account, linking the file system to a bucket, destroying the data buckets' versions, public
-    addresses, other keys' material, key policies after CreateKey, cluster access for principals
-    the program does not enter, a public endpoint and the audit trail."""
+    addresses, other keys' material, key policies after CreateKey, cluster access for any principal
+    but those it `enters` (none: no access entry at all), a public endpoint and the audit trail."""
     account = settings.account_id
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
     return [
@@ -630,16 +630,18 @@ def ceiling_denials(
         # entry names: service authorization reference, Amazon EKS condition keys): another account's role made
         # cluster admin would read every Secret, and so would one of the account's roles whose trust names
         # another account (IAM cannot read a trust policy's content, so "a principal of this account" is not
-        # enough: any stack role may be created trusting anyone). The admins are rendered here, so a new one
-        # changes the boundary and the deploy role's policy: an administrator's (BoundaryIsFixed,
-        # CiIdentitiesAreAdministeredByBootstrap), as a new cluster admin should be. Each costs both documents
-        # its ARN's length (higgsfield:admins is bounded: infra/config/stack.py ADMINS_CHARACTERS).
+        # enough: any stack role may be created trusting anyone). Only the deploy role enters principals (the
+        # admins and the CI roles: access_entry_principals); no role under the boundary makes an access entry
+        # (the nodes' are EKS's own), so the boundary refuses every one and lists no admin. The admins are in
+        # the deploy role's policy, so a new one is an administrator's (CiIdentitiesAreAdministeredByBootstrap),
+        # as a new cluster admin should be, and each costs that policy its ARN's length (higgsfield:admins is
+        # bounded: infra/config/stack.py ADMINS_CHARACTERS).
         {
             "Sid": "ClusterAccessStaysInTheAccount",
             "Effect": "Deny",
             "Action": ["eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy"],
             "Resource": "*",
-            "Condition": {"ArnNotEquals": {"eks:principalArn": access_entry_principals(settings, stack, admins)}},
+            **({"Condition": {"ArnNotEquals": {"eks:principalArn": list(enters)}}} if enters else {}),
         },
         # Keys whose material AWS KMS makes (kms:KeyOrigin, AWS KMS developer guide, conditions-kms.html): not
         # EXTERNAL (imported), AWS_CLOUDHSM or EXTERNAL_KEY_STORE, whose holder could withhold or keep a copy.
@@ -765,7 +767,6 @@ def boundary_policy(
     settings: DeliverySettings,
     stack: str,
     buckets: Sequence[str],
-    admins: Sequence[str] = (),
     public_endpoint: bool = False,
 ) -> str:
     """The ceiling of every role the stack creates (infra/__main__.py attaches it to each aws.iam.Role
@@ -800,7 +801,7 @@ def boundary_policy(
             "Action": ["s3:*"],
             "Resource": _buckets([settings.state_bucket, *buckets]),
         },
-        *ceiling_denials(settings, stack, buckets, admins, public_endpoint),
+        *ceiling_denials(settings, stack, buckets, (), public_endpoint),
     )
 
 
@@ -915,7 +916,9 @@ def deploy_policy(
             }
         )
     statements += iam_denials(settings, stack)
-    statements += ceiling_denials(settings, stack, buckets, admins, public_endpoint)
+    statements += ceiling_denials(
+        settings, stack, buckets, access_entry_principals(settings, stack, admins), public_endpoint
+    )
     return _document(*statements)
 
 
@@ -984,7 +987,7 @@ class Delivery(pulumi.ComponentResource):
             # The description is CreatePolicy's alone: a changed one replaces the policy every role carries, so it
             # stays as first written, though the deploy identity's ceiling is now its own policy (deploy_policy).
             description=f"The ceiling of every role of {cluster_name(args.stack)} and of its deploy identity",
-            policy=boundary_policy(settings, args.stack, args.data_buckets, args.admins, args.public_endpoint),
+            policy=boundary_policy(settings, args.stack, args.data_buckets, args.public_endpoint),
             tags=tags,
             opts=child,
         )

@@ -127,11 +127,12 @@ def _addon_name(name: str) -> str:
 _HIDDEN = ("stack",)
 
 
-# The admins' ARNs of a stack CI deploys, all together: the stack boundary lists each of them
+# The admins' ARNs of a stack CI deploys, all together: the deploy role's policy lists each of them
 # (components/delivery.py ClusterAccessStaysInTheAccount), and the widest shipped stack (prod) has room for this
-# much beside its other statements under IAM's 6,144 characters (MANAGED_POLICY_CHARACTERS: tests/delivery/
-# test_policy_sizes.py renders prod with admins of this length).
-ADMINS_CHARACTERS = 200
+# much beside its other statements under IAM's 10,240 characters of a role's inline policies
+# (ROLE_POLICY_CHARACTERS: tests/delivery/test_policy_sizes.py renders prod with as many admins of this length
+# together as IAM's shortest role ARNs make).
+ADMINS_CHARACTERS = 600
 
 
 class StackConfig(Setting):
@@ -185,7 +186,7 @@ class StackConfig(Setting):
         ...,
     ] = items()
     """IAM role/user ARNs (not STS sessions) granted cluster-admin through EKS access entries; each once. In a stack CI
-    deploys, at most 200 characters of ARNs together: the stack's permissions boundary lists them."""
+    deploys, at most 600 characters of ARNs together: the deploy role's policy lists them."""
     tags: dict[TagKey, TagValue] = items(maximum=MAX_TAGS - PROGRAM_TAGS, default={})
     """Added to every taggable resource (with higgsfield:stack and higgsfield:environment); AWS allows 50 tags per
     resource, the program sets up to 6 itself."""
@@ -497,8 +498,8 @@ class StackConfig(Setting):
             problems.add(
                 f"{NAMESPACE}:admins",
                 f"{sum(map(len, self.admins))} characters of ARNs, over the {ADMINS_CHARACTERS} a stack CI deploys has "
-                "room for: its permissions boundary lists every admin and IAM caps it at 6,144 characters; name one "
-                "admin role the others assume",
+                "room for: its deploy role's policy lists every admin and IAM caps a role's inline policies at 10,240 "
+                "characters; name one admin role the others assume",
             )
             problems.raise_any()
         if self.delivery is not None and self.delivery.deploy_environment is None:

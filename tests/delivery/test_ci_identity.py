@@ -867,6 +867,16 @@ def test_a_stack_with_a_public_endpoint_may_keep_it():
     from components.delivery import boundary_policy
 
     cfg = config_of("prod")
-    public = Policy.of("public", boundary_policy(cfg.delivery, "prod", [], cfg.admins, public_endpoint=True))
+    public = Policy.of("public", boundary_policy(cfg.delivery, "prod", [], public_endpoint=True))
     request = Request("eks:UpdateClusterConfig", CLUSTER, {"eks:endpointPublicAccess": "true"})
     assert evaluate(request, [EVERYTHING], public).allowed
+
+
+def test_a_role_under_the_boundary_makes_no_access_entry_even_for_a_configured_admin():
+    """Only the deploy role enters principals in the cluster's access; the boundary lists no admin (a new
+    admin changes the deploy role's policy alone) and refuses every access entry to the roles under it."""
+    for admin in config_of("prod").admins:
+        request = Request("eks:CreateAccessEntry", CLUSTER, {"eks:principalArn": admin})
+        assert evaluate(request, [_deploy()]).allowed
+        decision = evaluate(request, [EVERYTHING], _boundary())
+        assert decision.denied_by == ("delivery-boundary", "ClusterAccessStaysInTheAccount"), decision.reason
