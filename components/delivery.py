@@ -17,11 +17,14 @@ Requiring a reusable workflow and other claims"):
   entry naming its group.
 - deploy: `repo:OWNER/REPO:environment:ENV:job_workflow_ref:OWNER/REPO/.github/workflows/deploy.yml@refs/heads/main`:
   only deploy.yml of main, in the stack's GitHub environment (whose protection rules decide who
-  may). Its ceiling is a permissions boundary (`higgsfield-STACK-boundary`, an IAM managed policy)
-  on it and on every role the stack creates: the deploy role creates and changes only roles named
-  `higgsfield-STACK-*`, only with that boundary attached, never the CI identities themselves (an
-  administrator changes those, `higgsfield bootstrap`), never users, keys or identity providers.
-  Cluster access: an access entry with AmazonEKSClusterAdminPolicy.
+  may). Two ceilings, for IAM caps a managed policy at 6,144 characters (MANAGED_POLICY_CHARACTERS),
+  too few for both the IAM machinery and the denials: the stack boundary (`higgsfield-STACK-boundary`,
+  an IAM managed policy: boundary_policy) on every role the stack creates, which allows no IAM write
+  and no sts action; and, for the deploy role itself (no boundary: a deploy makes roles), its own
+  inline policy (deploy_policy), which creates and changes only roles named `higgsfield-STACK-*`, only
+  with that boundary attached, never the CI identities themselves (an administrator changes those,
+  `higgsfield bootstrap`), never users, keys or identity providers. Both carry the same denials
+  (ceiling_denials). Cluster access: an access entry with AmazonEKSClusterAdminPolicy.
 - image push: `repo:OWNER/REPO:ref:refs/heads/main:job_workflow_ref:`
   `OWNER/REPO/.github/workflows/image.yml@refs/heads/main`; may push to the stack's training-image repository only.
 Runners: one CodeBuild project for previews and one for deploys, each with its own service role,
@@ -195,7 +198,7 @@ DATA_REPOSITORY_LINKS = ("fsx:CreateDataRepositoryAssociation", "fsx:CreateFileC
 # FSx makes a service-linked role per S3-linked file system (AWSServiceRoleForFSxS3Access_fs-..., service
 # s3.data-source.lustre.fsx.amazonaws.com: docs.aws.amazon.com/fsx/latest/LustreGuide/using-service-linked-roles.html)
 # and needs its caller to be allowed to create it and attach and put its policy: the one IAM step of a link
-# the boundary can see. It is refused too (not in SERVICE_LINKED, not a stack role), which also keeps a new
+# the ceilings can see. It is refused too (not in SERVICE_LINKED, not a stack role), which also keeps a new
 # file system from being created with an ImportPath (the SCRATCH_2 link, carried by CreateFileSystem itself)
 # by a role under the boundary, as far as FSx asks its caller for that role (not verifiable offline).
 # The SSM parameters our roles read: Karpenter's controller the public AMI aliases
@@ -222,16 +225,13 @@ BACKEND_ADMINISTRATION = (
     # default encryption under another account's key: that account could later revoke it and hold the state
     "s3:PutEncryptionConfiguration",
     "kms:PutKeyPolicy",
-    "kms:CreateGrant",
-    "kms:RetireGrant",
-    "kms:RevokeGrant",
+    "kms:*Grant",  # create, retire, revoke (ListGrants, ListRetirableGrants end in s)
     "kms:ScheduleKeyDeletion",
-    "kms:DisableKey",
-    "kms:DisableKeyRotation",
+    "kms:Disable*",  # the key, its rotation
     "kms:ReplicateKey",
     "kms:UpdatePrimaryRegion",
 )
-# IAM actions that change a role: the boundary confines them to this stack's roles.
+# IAM actions that change a role: the deploy role's policy allows them on this stack's roles only.
 ROLE_WRITES = (
     "iam:CreateRole",
     "iam:DeleteRole",
@@ -247,8 +247,8 @@ ROLE_WRITES = (
     "iam:PutRolePermissionsBoundary",
     "iam:DeleteRolePermissionsBoundary",
 )
-# The two role writes no role under the boundary makes: a role's trust is CreateRole's (TrustIsSetAtCreate),
-# and its boundary stays (BoundaryStaysAttached).
+# The two role writes the deploy role never makes: a role's trust is CreateRole's (TrustIsSetAtCreate), and its
+# boundary stays (BoundaryStaysAttached).
 ROLE_WRITES_REFUSED = ("iam:UpdateAssumeRolePolicy", "iam:DeleteRolePermissionsBoundary")
 POLICY_WRITES = (
     "iam:CreatePolicyVersion",
@@ -273,18 +273,13 @@ DEPLOY_IAM_READS = (
     "iam:GetOpenIDConnectProvider",
     "iam:ListOpenIDConnectProviders",
 )
-# Every IAM action the boundary allows, named: IAM's part of the allow is this list, not `iam:*` less a
-# list of denials, so an IAM action no role of ours calls (one AWS adds later included) is refused until
-# it is named here (tests/delivery/test_boundary_iam_allow_list.py walks botocore's IAM model). The deploy
-# role's: the reads above, the role writes of aws.iam.Role, RolePolicy and RolePolicyAttachment (ROLE_WRITES
-# but ROLE_WRITES_REFUSED), iam:PassRole of the stack's roles (to EKS, EC2, CodeBuild, Pod Identity, flow
-# logs) and iam:CreateServiceLinkedRole (SERVICE_LINKED). The stack's roles': AmazonEKSClusterPolicy's
-# iam:CreateServiceLinkedRole (MANAGED_POLICY_SERVICES), Karpenter's controller's iam:PassRole of the node
-# role and its instance-profile reads (components/karpenter.py). No iam:CreatePolicy: the deploy policy
-# never granted it (see the teams' log reader policies, components/observability.py).
+# Every IAM action the stack boundary allows, named: IAM's part of its allow is this list, not `iam:*` less a
+# list of denials, so an IAM action no stack role calls (one AWS adds later included) is refused until it is
+# named here (tests/delivery/test_boundary_iam_allow_list.py walks botocore's IAM model). No IAM write: the
+# stack's roles make no role, policy, user or key (the deploy role, outside the boundary, does: deploy_policy).
+# AmazonEKSClusterPolicy's iam:CreateServiceLinkedRole (MANAGED_POLICY_SERVICES, SERVICE_LINKED), Karpenter's
+# controller's iam:PassRole of the node role and its instance-profile reads (components/karpenter.py).
 IAM_ACTIONS = (
-    *DEPLOY_IAM_READS,
-    *(a for a in ROLE_WRITES if a not in ROLE_WRITES_REFUSED),
     "iam:PassRole",
     "iam:CreateServiceLinkedRole",
     "iam:GetInstanceProfile",
@@ -331,6 +326,19 @@ def github_trust(provider_arn: str, subject: str) -> str:
     )
 
 
+# IAM's quotas on a policy's size, counted without whitespace: a customer managed policy (the stack boundary) at
+# most 6,144 characters, a role's inline policies together at most 10,240 (IAM User Guide, "IAM and AWS STS
+# quotas", docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html). CreatePolicy and PutRolePolicy
+# refuse a larger one (LimitExceeded).
+MANAGED_POLICY_CHARACTERS = 6144
+ROLE_POLICY_CHARACTERS = 10240
+
+
+def policy_characters(document: str) -> int:
+    """A policy's size as IAM counts it against MANAGED_POLICY_CHARACTERS and ROLE_POLICY_CHARACTERS."""
+    return sum(not c.isspace() for c in document)
+
+
 def _document(*statements: dict) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
 
@@ -351,8 +359,7 @@ CROSS_ACCOUNT_OPENINGS = (
     "s3:CreateAccessPoint",
     "s3:PutAccessPointPolicy",
     "logs:PutSubscriptionFilter",
-    "logs:PutDestination",
-    "logs:PutDestinationPolicy",
+    "logs:PutDestination*",  # and its policy
     "logs:PutResourcePolicy",
     "logs:PutAccountPolicy",
     "logs:PutDeliveryDestination*",
@@ -367,20 +374,17 @@ CROSS_ACCOUNT_OPENINGS = (
     "ec2:ModifyEbsDefaultKmsKeyId",
     # a creation template carries a repository policy ECR gives each repository it makes (botocore
     # data/ecr/2015-09-21/service-2.json, CreateRepositoryCreationTemplate); the program makes none
-    "ecr:CreateRepositoryCreationTemplate",
-    "ecr:UpdateRepositoryCreationTemplate",
+    "ecr:*RepositoryCreationTemplate",  # create, update (DescribeRepositoryCreationTemplates ends in s)
     # an export task copies the file system's files to its associations' buckets; the program makes none
     "fsx:CreateDataRepositoryTask",
-    "ec2:CreateVpcPeeringConnection",
-    "ec2:AcceptVpcPeeringConnection",
+    "ec2:*VpcPeeringConnection",  # create, accept (and delete, reject: the program peers with none)
     "ec2:ModifySnapshotAttribute",
     "ec2:ModifyImageAttribute",
     "ec2:ModifyInstanceAttribute",
     "ec2:CreateVpcEndpointServiceConfiguration",
     "ec2:ModifyVpcEndpointServicePermissions",
     "ec2:AcceptVpcEndpointConnections",
-    "ec2:CreateTransitGatewayVpcAttachment",
-    "ec2:AcceptTransitGatewayVpcAttachment",
+    "ec2:*TransitGatewayVpcAttachment",  # create, accept (DescribeTransitGatewayVpcAttachments ends in s)
     "ec2:CreateVpnConnection",
     "ec2:AttachVpnGateway",
     "ec2:CreateClientVpnEndpoint",
@@ -399,9 +403,7 @@ CROSS_ACCOUNT_OPENINGS = (
     "ec2:CreateNetworkInterfacePermission",
     # key material held outside AWS KMS: an external key store's keys are its holder's to withhold, and
     # imported material is a copy someone outside KMS holds (the program's keys are AWS_KMS: NoForeignKeyMaterial)
-    "kms:CreateCustomKeyStore",
-    "kms:ConnectCustomKeyStore",
-    "kms:UpdateCustomKeyStore",
+    "kms:*CustomKeyStore",  # create, connect, update (DescribeCustomKeyStores ends in s)
     "kms:ImportKeyMaterial",
 )
 # Bucket configurations whose destination or key may be another account's: an inventory or analytics
@@ -427,6 +429,15 @@ DATA_DESTRUCTION = ("s3:DeleteBucket", "s3:DeleteObjectVersion")
 # ref pulumi-aws 7.51.1 bridges not read here). Its Elastic IPs are the NAT gateways', attached by
 # CreateNatGateway's AllocationId (components/network.py), not by AssociateAddress. So both are refused whole.
 ADDRESS_OPENINGS = ("ec2:AssociateAddress", "ec2:ModifySubnetAttribute")
+# A key's policy is CreateKey's alone (KeyPoliciesAtCreateOnly), and no key replicates (SingleRegionKeysOnly).
+KEY_POLICY_WRITES = ("kms:PutKeyPolicy",)
+KEY_REPLICATION = ("kms:ReplicateKey", "kms:UpdatePrimaryRegion")
+# What other denials of ceiling_denials refuse on every resource (CROSS_ACCOUNT_OPENINGS, KEY_POLICY_WRITES,
+# KEY_REPLICATION) or on the state bucket among others (BUCKET_CONFIGURATIONS): TheBackendIsTheAdministrators
+# leaves them out, for IAM counts every character of the boundary (MANAGED_POLICY_CHARACTERS).
+REFUSED_ON_EVERY_BACKEND_RESOURCE = frozenset(
+    (*CROSS_ACCOUNT_OPENINGS, *KEY_POLICY_WRITES, *KEY_REPLICATION, *BUCKET_CONFIGURATIONS)
+)
 
 
 def boundary_arn(account: str, stack: str) -> str:
@@ -436,8 +447,8 @@ def boundary_arn(account: str, stack: str) -> str:
 
 def ci_identity_arns(account: str, stack: str) -> list[str]:
     """The roles CI acts as, of this stack and of every other one in the account (`*` for the
-    stack: `higgsfield-prod-*`, the boundary's stack roles, also names `higgsfield-prod-eu-deploy`):
-    only an administrator changes them (the boundary refuses the deploy role). No other role of
+    stack: `higgsfield-prod-*`, the deploy role's stack roles, also names `higgsfield-prod-eu-deploy`):
+    only an administrator changes them (the deploy role's policy refuses it). No other role of
     ours ends so: the rest are `higgsfield-STACK-` and a generated suffix (bound_every_role)."""
     del stack  # every stack's, this one's included
     return [f"arn:aws:iam::{account}:role/{role_name('*', p)}" for p in ("preview", "deploy", "image")] + [
@@ -459,57 +470,22 @@ def access_entry_principals(settings: DeliverySettings, stack: str, admins: Sequ
     return [*ours, *(f"arn:aws:iam::{account}:role/{role_name(stack, p)}" for p in ("preview", "deploy"))]
 
 
-def boundary_policy(
+def ceiling_denials(
     settings: DeliverySettings,
     stack: str,
     buckets: Sequence[str],
-    admins: Sequence[str] = (),
+    enters: Sequence[str] = (),
     public_endpoint: bool = False,
-) -> str:
-    """The ceiling of the deploy role and of every role the stack creates (infra/__main__.py
-    attaches it to each aws.iam.Role through bound_every_role). Allows the services the program
-    and its roles act in, IAM only by the actions they call (IAM_ACTIONS); denies, whatever an
-    identity policy says: changing this policy, roles without it or outside the stack, the CI
-    identities, passing a role that is not the stack's, users and long-lived keys, identity
-    providers, assuming other roles, linking the file system to a bucket, destroying the data
-    buckets' versions, and public addresses on what the stack runs."""
+) -> list[dict]:
+    """The denials both ceilings carry (the stack boundary and the deploy role's own policy): what no
+    identity of the stack does, whatever else it is allowed. Passing a role that is not the stack's,
+    service-linked roles of other services, administering the backend, opening data to another
+    account, linking the file system to a bucket, destroying the data buckets' versions, public
+    addresses, other keys' material, key policies after CreateKey, cluster access for any principal
+    but those it `enters` (none: no access entry at all), a public endpoint and the audit trail."""
     account = settings.account_id
-    arn = boundary_arn(account, stack)
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
-    return _document(
-        {
-            "Sid": "ServicesOfTheProgram",
-            "Effect": "Allow",
-            "Resource": "*",
-            "Action": sorted(
-                {
-                    f"{s}:*"
-                    for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, "codeconnections", "codestar-connections")
-                }
-                - {"ssm:*", "iam:*"}
-            ),
-        },
-        # IAM: the actions the program and its roles call, named (IAM_ACTIONS); every other one is refused.
-        {"Sid": "IamOfTheProgram", "Effect": "Allow", "Action": list(IAM_ACTIONS), "Resource": "*"},
-        # SSM: only the parameters our roles read (SSM_PARAMETERS); `ssm:*` would let a bounded
-        # role run commands on any managed instance of the account and read every SecureString.
-        {
-            "Sid": "ParametersOfThePrograms",
-            "Effect": "Allow",
-            "Action": ["ssm:GetParameter"],
-            "Resource": [p.format(account=account) for p in SSM_PARAMETERS],
-        },
-        {"Sid": "CallerIdentity", "Effect": "Allow", "Action": ["sts:GetCallerIdentity"], "Resource": "*"},
-        {
-            "Sid": "NamedBuckets",
-            "Effect": "Allow",
-            "Action": ["s3:*"],
-            "Resource": _buckets([settings.state_bucket, *buckets]),
-        },
-        {"Sid": "BoundaryIsFixed", "Effect": "Deny", "Action": list(POLICY_WRITES), "Resource": arn},
-        # The program creates no managed policy but the boundary (an administrator's): a new
-        # default version of any other one of the account would grant its holders anything.
-        {"Sid": "ManagedPoliciesAreFixed", "Effect": "Deny", "Action": list(POLICY_WRITES), "NotResource": arn},
+    return [
         # iam:CreateServiceLinkedRole of the program's services only, as deploy_policy allows it.
         {
             "Sid": "OnlyTheProgramsServiceLinkedRoles",
@@ -518,95 +494,22 @@ def boundary_policy(
             "Resource": "*",
             "Condition": {"StringNotEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}},
         },
-        {
-            "Sid": "RolesOnlyWithTheBoundary",
-            "Effect": "Deny",
-            "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"],
-            "Resource": "*",
-            "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": arn}},
-        },
-        {
-            "Sid": "BoundaryStaysAttached",
-            "Effect": "Deny",
-            "Action": ["iam:DeleteRolePermissionsBoundary"],
-            "Resource": "*",
-        },
-        {
-            "Sid": "OnlyTheStacksRoles",
-            "Effect": "Deny",
-            "Action": list(ROLE_WRITES),
-            "NotResource": stack_roles,
-        },
-        {
-            "Sid": "CiIdentitiesAreAdministeredByBootstrap",
-            "Effect": "Deny",
-            "Action": list(ROLE_WRITES),
-            "Resource": ci_identity_arns(account, stack),
-        },
-        {
-            "Sid": "OnlyTheProgramsManagedPolicies",
-            "Effect": "Deny",
-            "Action": ["iam:AttachRolePolicy"],
-            "Resource": "*",
-            "Condition": {
-                "ArnNotEquals": {"iam:PolicyARN": [f"arn:aws:iam::aws:policy/{p}" for p in MANAGED_POLICIES]}
-            },
-        },
         {"Sid": "PassOnlyTheStacksRoles", "Effect": "Deny", "Action": ["iam:PassRole"], "NotResource": stack_roles},
-        {
-            "Sid": "NoUsersNoLongLivedKeys",
-            "Effect": "Deny",
-            "Resource": "*",
-            "Action": [
-                "iam:*User*",
-                "iam:*Group*",
-                "iam:*AccessKey*",
-                "iam:*LoginProfile*",
-                "iam:*SSHPublicKey*",
-                "iam:*ServiceSpecificCredential*",
-                "iam:*MFADevice*",
-                "iam:UploadSigningCertificate",
-                "iam:UpdateSigningCertificate",
-                "iam:CreateInstanceProfile",
-                "iam:AddRoleToInstanceProfile",
-            ],
-        },
-        {
-            "Sid": "IdentityProvidersAreFixed",
-            "Effect": "Deny",
-            "Resource": "*",
-            "Action": [
-                "iam:CreateOpenIDConnectProvider",
-                "iam:DeleteOpenIDConnectProvider",
-                "iam:UpdateOpenIDConnectProviderThumbprint",
-                "iam:AddClientIDToOpenIDConnectProvider",
-                "iam:RemoveClientIDFromOpenIDConnectProvider",
-                "iam:TagOpenIDConnectProvider",
-                "iam:UntagOpenIDConnectProvider",
-                "iam:CreateSAMLProvider",
-                "iam:UpdateSAMLProvider",
-                "iam:DeleteSAMLProvider",
-                "iam:UpdateAccountPasswordPolicy",
-                "iam:DeleteAccountPasswordPolicy",
-                "iam:CreateAccountAlias",
-                "iam:DeleteAccountAlias",
-            ],
-        },
         # The backend is bootstrap's: its objects and the key's use stay allowed, its access,
         # history and existence are the administrator's (no backdoor to every secret, no loss).
         {
             "Sid": "TheBackendIsTheAdministrators",
             "Effect": "Deny",
-            "Action": list(BACKEND_ADMINISTRATION),
+            "Action": [a for a in BACKEND_ADMINISTRATION if a not in REFUSED_ON_EVERY_BACKEND_RESOURCE],
             "Resource": [
                 f"arn:aws:s3:::{settings.state_bucket}",
                 f"arn:aws:s3:::{settings.state_bucket}/*",
                 settings.state_key_arn,
             ],
         },
-        # Nothing the program does opens the account's data to another account, so no role under the
-        # boundary may: resource policies and replication of the images, the buckets and the logs; peering;
-        # shared snapshots and images; KMS grants but those AWS services make for their own resources
+        # Nothing the program does opens the account's data to another account, so neither the deploy role nor
+        # a role under the boundary may: resource policies and replication of the images, the buckets and the
+        # logs; peering; shared snapshots and images; KMS grants but those AWS services make for their own resources
         # (kms:GrantIsForAWSResource: EBS, FSx); the user data of the layout client, which mounts Lustre
         # unsquashed (components/storage.py). IAM has no condition key on a resource policy's principals, so
         # each write is refused whole.
@@ -630,7 +533,7 @@ def boundary_policy(
         },
         # A file system's link to a bucket names the bucket where IAM cannot see it (DATA_REPOSITORY_LINKS): an
         # administrator's act. The S3 link role FSx makes for it is refused by OnlyTheProgramsServiceLinkedRoles
-        # (its service is not in SERVICE_LINKED) and OnlyTheStacksRoles (its policy).
+        # (its service is not in SERVICE_LINKED); its policy is no stack role's (deploy_policy's role writes).
         {
             "Sid": "DataRepositoryLinksAreTheAdministrators",
             "Effect": "Deny",
@@ -651,7 +554,7 @@ def boundary_policy(
         {
             "Sid": "SingleRegionKeysOnly",
             "Effect": "Deny",
-            "Action": ["kms:ReplicateKey", "kms:UpdatePrimaryRegion"],
+            "Action": list(KEY_REPLICATION),
             "Resource": "*",
         },
         {
@@ -713,7 +616,7 @@ def boundary_policy(
         {
             "Sid": "KeyPoliciesAtCreateOnly",
             "Effect": "Deny",
-            "Action": ["kms:PutKeyPolicy"],
+            "Action": list(KEY_POLICY_WRITES),
             "Resource": "*",
         },
         {
@@ -727,25 +630,18 @@ def boundary_policy(
         # entry names: service authorization reference, Amazon EKS condition keys): another account's role made
         # cluster admin would read every Secret, and so would one of the account's roles whose trust names
         # another account (IAM cannot read a trust policy's content, so "a principal of this account" is not
-        # enough: any stack role may be created trusting anyone). The admins are rendered here, so a new one is a
-        # boundary change: an administrator's (BoundaryIsFixed), as a new cluster admin should be.
+        # enough: any stack role may be created trusting anyone). Only the deploy role enters principals (the
+        # admins and the CI roles: access_entry_principals); no role under the boundary makes an access entry
+        # (the nodes' are EKS's own), so the boundary refuses every one and lists no admin. The admins are in
+        # the deploy role's policy, so a new one is an administrator's (CiIdentitiesAreAdministeredByBootstrap),
+        # as a new cluster admin should be, and each costs that policy its ARN's length (higgsfield:admins is
+        # bounded: infra/config/stack.py ADMINS_CHARACTERS).
         {
             "Sid": "ClusterAccessStaysInTheAccount",
             "Effect": "Deny",
             "Action": ["eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy"],
             "Resource": "*",
-            "Condition": {"ArnNotEquals": {"eks:principalArn": access_entry_principals(settings, stack, admins)}},
-        },
-        # A role's trust is CreateRole's, never rewritten: IAM has no condition key on a trust policy's content,
-        # so an UpdateAssumeRolePolicy naming another account could not be told from ours. pulumi-aws passes the
-        # trust in CreateRole and calls UpdateAssumeRolePolicy only when it changes (resourceRoleUpdate,
-        # hashicorp/terraform-provider-aws:internal/service/iam/role.go); the program's trusts are fixed strings
-        # of the code, so a change is an upgrade's, which `higgsfield diff` refuses and hands to an administrator.
-        {
-            "Sid": "TrustIsSetAtCreate",
-            "Effect": "Deny",
-            "Action": ["iam:UpdateAssumeRolePolicy"],
-            "Resource": "*",
+            **({"Condition": {"ArnNotEquals": {"eks:principalArn": list(enters)}}} if enters else {}),
         },
         # Keys whose material AWS KMS makes (kms:KeyOrigin, AWS KMS developer guide, conditions-kms.html): not
         # EXTERNAL (imported), AWS_CLOUDHSM or EXTERNAL_KEY_STORE, whose holder could withhold or keep a copy.
@@ -796,6 +692,63 @@ def boundary_policy(
                 f"arn:aws:logs:*:{account}:log-group:/aws/vpc/{cluster_name(stack)}/flow-logs*",
             ],
         },
+    ]
+
+
+def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
+    """The deploy role's IAM denials: roles only with the stack boundary attached, never the CI
+    identities, the boundary and every other managed policy fixed, only the program's AWS managed
+    policies attached, no trust rewritten, no role assumed. The rest of IAM is refused by what
+    deploy_policy does not allow: its IAM allows are named actions on `higgsfield-STACK-*` roles
+    (no users, keys, groups, instance profiles or identity providers; no role of another name), and
+    a denial of each would not fit ROLE_POLICY_CHARACTERS beside ceiling_denials. The stack boundary
+    needs none of them: it allows no IAM write and no sts action at all."""
+    account = settings.account_id
+    arn = boundary_arn(account, stack)
+    return [
+        {"Sid": "BoundaryIsFixed", "Effect": "Deny", "Action": list(POLICY_WRITES), "Resource": arn},
+        # The program creates no managed policy but the boundary (an administrator's): a new
+        # default version of any other one of the account would grant its holders anything.
+        {"Sid": "ManagedPoliciesAreFixed", "Effect": "Deny", "Action": list(POLICY_WRITES), "NotResource": arn},
+        {
+            "Sid": "RolesOnlyWithTheBoundary",
+            "Effect": "Deny",
+            "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"],
+            "Resource": "*",
+            "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": arn}},
+        },
+        {
+            "Sid": "BoundaryStaysAttached",
+            "Effect": "Deny",
+            "Action": ["iam:DeleteRolePermissionsBoundary"],
+            "Resource": "*",
+        },
+        {
+            "Sid": "CiIdentitiesAreAdministeredByBootstrap",
+            "Effect": "Deny",
+            "Action": list(ROLE_WRITES),
+            "Resource": ci_identity_arns(account, stack),
+        },
+        {
+            "Sid": "OnlyTheProgramsManagedPolicies",
+            "Effect": "Deny",
+            "Action": ["iam:AttachRolePolicy"],
+            "Resource": "*",
+            "Condition": {
+                "ArnNotEquals": {"iam:PolicyARN": [f"arn:aws:iam::aws:policy/{p}" for p in MANAGED_POLICIES]}
+            },
+        },
+        # A role's trust is CreateRole's, never rewritten: IAM has no condition key on a trust policy's content,
+        # so an UpdateAssumeRolePolicy naming another account could not be told from ours. pulumi-aws passes the
+        # trust in CreateRole and calls UpdateAssumeRolePolicy only when it changes (resourceRoleUpdate,
+        # hashicorp/terraform-provider-aws:internal/service/iam/role.go); the program's trusts are fixed strings
+        # of the code, so a change is an upgrade's, which `higgsfield diff` refuses and hands to an administrator.
+        {
+            "Sid": "TrustIsSetAtCreate",
+            "Effect": "Deny",
+            "Action": ["iam:UpdateAssumeRolePolicy"],
+            "Resource": "*",
+        },
         {
             "Sid": "NoRoleChaining",
             "Effect": "Deny",
@@ -807,24 +760,69 @@ def boundary_policy(
             ],
             "Resource": "*",
         },
+    ]
+
+
+def boundary_policy(
+    settings: DeliverySettings,
+    stack: str,
+    buckets: Sequence[str],
+    public_endpoint: bool = False,
+) -> str:
+    """The ceiling of every role the stack creates (infra/__main__.py attaches it to each aws.iam.Role
+    but the deploy role through bound_every_role). Allows the services its roles act in, IAM only by
+    the actions they call (IAM_ACTIONS: no IAM write, no sts action) and denies what ceiling_denials
+    lists. An IAM managed policy: at most MANAGED_POLICY_CHARACTERS."""
+    account = settings.account_id
+    return _document(
+        # The allows carry no Sid (a refusal names a denial's; IAM counts every character).
+        {
+            "Effect": "Allow",
+            "Resource": "*",
+            "Action": sorted(
+                {
+                    f"{s}:*"
+                    for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, "codeconnections", "codestar-connections")
+                }
+                - {"ssm:*", "iam:*", "codebuild:*"}  # the deploy role's alone: no stack role calls CodeBuild
+            ),
+        },
+        # IAM: the actions the program and its roles call, named (IAM_ACTIONS); every other one is refused.
+        {"Effect": "Allow", "Action": list(IAM_ACTIONS), "Resource": "*"},
+        # SSM: only the parameters our roles read (SSM_PARAMETERS); `ssm:*` would let a bounded
+        # role run commands on any managed instance of the account and read every SecureString.
+        {
+            "Effect": "Allow",
+            "Action": ["ssm:GetParameter"],
+            "Resource": [p.format(account=account) for p in SSM_PARAMETERS],
+        },
+        {
+            "Effect": "Allow",
+            "Action": ["s3:*"],
+            "Resource": _buckets([settings.state_bucket, *buckets]),
+        },
+        *ceiling_denials(settings, stack, buckets, (), public_endpoint),
     )
 
 
 def bound_every_role(settings: DeliverySettings | None, stack: str) -> None:
     """With delivery settings (a stack CI deploys), attach the permissions boundary to every
-    aws.iam.Role this program registers from here on,
-    and name the unnamed ones `higgsfield-STACK-...` (the boundary lets the deploy role change
-    only those). A stack transformation, so that a role added anywhere later is bounded too;
-    pulumi-eks' own roles are not reached (a remote component): components/cluster.py passes it
-    its service role."""
+    aws.iam.Role this program registers from here on but the deploy role (by its exact name,
+    `higgsfield-STACK-deploy`: the boundary allows no IAM write, and its ceiling is its own policy),
+    and name the unnamed ones `higgsfield-STACK-...` (the deploy role may change only those). A
+    stack transformation, so that a role added anywhere later is bounded too; pulumi-eks' own roles
+    are not reached (a remote component): components/cluster.py passes it its service role."""
     if settings is None:
         return
     boundary, prefix = boundary_arn(settings.account_id, stack), role_name(stack, "")
+    unbounded = role_name(stack, "deploy")
 
     def transform(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
         if args.type_ != "aws:iam/role:Role":
             return None
         props = dict(args.props)
+        if props.get("name") == unbounded:  # the deploy role: its ceiling is its own policy (deploy_policy)
+            return None
         props["permissions_boundary"] = boundary
         if not props.get("name") and not props.get("name_prefix"):
             props["name_prefix"] = prefix
@@ -848,11 +846,20 @@ def preview_policy(settings: DeliverySettings) -> str:
     )
 
 
-def deploy_policy(settings: DeliverySettings, stack: str, buckets: Sequence[str]) -> str:
-    """Every action of the services the program manages; IAM only on this stack's roles (created
-    with the boundary, passed to the services that run them); S3 only on the backend's and the
-    data set's buckets; the runner's CodeConnections connection. No `iam:*`: the boundary's
-    denials hold even for what this policy allows."""
+def deploy_policy(
+    settings: DeliverySettings,
+    stack: str,
+    buckets: Sequence[str],
+    admins: Sequence[str] = (),
+    public_endpoint: bool = False,
+) -> str:
+    """The deploy role's ceiling, its only policy (it has no permissions boundary: the stack boundary
+    allows no IAM write, and a deploy makes roles): every action of the services the program manages;
+    IAM only on this stack's roles (created with the boundary, passed to the services that run them);
+    S3 only on the backend's and the data set's buckets; the runner's CodeConnections connection. No
+    `iam:*`. Its denials are iam_denials and the stack boundary's own (ceiling_denials), so nothing
+    the deploy role does exceeds what a role it makes may do. An inline policy: with the role's others,
+    at most ROLE_POLICY_CHARACTERS."""
     account = settings.account_id
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
     statements = [
@@ -908,6 +915,10 @@ def deploy_policy(settings: DeliverySettings, stack: str, buckets: Sequence[str]
                 "Resource": settings.runner.connection_arn,
             }
         )
+    statements += iam_denials(settings, stack)
+    statements += ceiling_denials(
+        settings, stack, buckets, access_entry_principals(settings, stack, admins), public_endpoint
+    )
     return _document(*statements)
 
 
@@ -934,9 +945,11 @@ class Delivery(pulumi.ComponentResource):
     """CI identities and runners for one stack.
 
     Creates: GitHub's OIDC provider unless `oidcProviderArn` names the account's existing one;
-    the permissions boundary `higgsfield-STACK-boundary` (every role of the stack carries it:
-    bound_every_role); the preview, deploy and image-push roles (named `<cluster>-preview|deploy|image`,
-    each trusting one OIDC subject that names its workflow file) with their inline policies; EKS
+    the permissions boundary `higgsfield-STACK-boundary` (every role of the stack but the deploy
+    role carries it: bound_every_role; the deploy role's ceiling is its own inline policy, which
+    carries the boundary's denials and the IAM ones: deploy_policy); the preview, deploy and
+    image-push roles (named `<cluster>-preview|deploy|image`, each trusting one OIDC subject that
+    names its workflow file) with their inline policies; EKS
     access entries for the preview role (its group, bound to PREVIEW_READS) and the deploy role
     (AmazonEKSClusterAdminPolicy), cluster-wide; and, with the runner enabled, two CodeBuild
     projects in the private subnets, `<cluster>-preview-runner` and `<cluster>-deploy-runner`, each
@@ -946,8 +959,8 @@ class Delivery(pulumi.ComponentResource):
     (the deploy one: only for `runner.deployActors`).
     Replaced when: the repository or deploy environment change (new trust, same role names: an
     in-place update), the cluster name changes (new role names), a runner's subnets change.
-    The boundary and the CI roles change only by an administrator's `pulumi up` (the boundary
-    denies the deploy role): `higgsfield bootstrap` says how.
+    The boundary and the CI roles change only by an administrator's `pulumi up` (the deploy
+    role's policy denies it): `higgsfield bootstrap` says how.
     """
 
     def __init__(self, name: str, args: DeliveryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -971,8 +984,10 @@ class Delivery(pulumi.ComponentResource):
         self.boundary = aws.iam.Policy(
             f"{name}-boundary",
             name=boundary_name(args.stack),
+            # The description is CreatePolicy's alone: a changed one replaces the policy every role carries, so it
+            # stays as first written, though the deploy identity's ceiling is now its own policy (deploy_policy).
             description=f"The ceiling of every role of {cluster_name(args.stack)} and of its deploy identity",
-            policy=boundary_policy(settings, args.stack, args.data_buckets, args.admins, args.public_endpoint),
+            policy=boundary_policy(settings, args.stack, args.data_buckets, args.public_endpoint),
             tags=tags,
             opts=child,
         )
@@ -981,7 +996,7 @@ class Delivery(pulumi.ComponentResource):
         self.roles: dict[str, aws.iam.Role] = {}
         policies = {
             "preview": preview_policy(settings),
-            "deploy": deploy_policy(settings, args.stack, args.data_buckets),
+            "deploy": deploy_policy(settings, args.stack, args.data_buckets, args.admins, args.public_endpoint),
         }
         # The ARN of components/registry.py's repository, known before it exists (so the pack can check it at preview).
         repository = (

@@ -127,6 +127,14 @@ def _addon_name(name: str) -> str:
 _HIDDEN = ("stack",)
 
 
+# The admins' ARNs of a stack CI deploys, all together: the deploy role's policy lists each of them
+# (components/delivery.py ClusterAccessStaysInTheAccount), and the widest shipped stack (prod) has room for this
+# much beside its other statements under IAM's 10,240 characters of a role's inline policies
+# (ROLE_POLICY_CHARACTERS: tests/delivery/test_policy_sizes.py renders prod with as many admins of this length
+# together as IAM's shortest role ARNs make).
+ADMINS_CHARACTERS = 600
+
+
 class StackConfig(Setting):
     """A stack: the `config:` of stacks/Pulumi.<stack>.yaml."""
 
@@ -177,7 +185,8 @@ class StackConfig(Setting):
         ],
         ...,
     ] = items()
-    """IAM role/user ARNs (not STS sessions) granted cluster-admin through EKS access entries; each once."""
+    """IAM role/user ARNs (not STS sessions) granted cluster-admin through EKS access entries; each once. In a stack CI
+    deploys, at most 600 characters of ARNs together: the deploy role's policy lists them."""
     tags: dict[TagKey, TagValue] = items(maximum=MAX_TAGS - PROGRAM_TAGS, default={})
     """Added to every taggable resource (with higgsfield:stack and higgsfield:environment); AWS allows 50 tags per
     resource, the program sets up to 6 itself."""
@@ -482,6 +491,15 @@ class StackConfig(Setting):
                 f"{NAMESPACE}:delivery",
                 f"stack name {self.stack!r} is too long for a stack CI deploys: at most 26 characters (its roles are "
                 "named higgsfield-STACK-...)",
+            )
+            problems.raise_any()
+        if self.delivery is not None and sum(map(len, self.admins)) > ADMINS_CHARACTERS:
+            problems = Problems()
+            problems.add(
+                f"{NAMESPACE}:admins",
+                f"{sum(map(len, self.admins))} characters of ARNs, over the {ADMINS_CHARACTERS} a stack CI deploys has "
+                "room for: its deploy role's policy lists every admin and IAM caps a role's inline policies at 10,240 "
+                "characters; name one admin role the others assume",
             )
             problems.raise_any()
         if self.delivery is not None and self.delivery.deploy_environment is None:

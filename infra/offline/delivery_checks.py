@@ -38,7 +38,7 @@ def _runs_on(job: Mapping[str, Any]) -> str:
 
 
 def foreign_admins(config: Any) -> list[tuple[str, str]]:
-    """Cluster admins in another account than a CI-deployed stack's: the deploy role's boundary refuses
+    """Cluster admins in another account than a CI-deployed stack's: the deploy role's policy refuses
     their access entries (ClusterAccessStaysInTheAccount, components/delivery.py)."""
     delivery = config.delivery
     if delivery is None:
@@ -46,7 +46,7 @@ def foreign_admins(config: Any) -> list[tuple[str, str]]:
     return [
         (
             f"higgsfield:admins[{i}]",
-            f"{admin} is in another account than the stack's ({delivery.account_id}): the deploy role's boundary "
+            f"{admin} is in another account than the stack's ({delivery.account_id}): the deploy role's policy "
             "refuses access entries for other accounts' principals (ClusterAccessStaysInTheAccount, "
             "components/delivery.py); use a role of this account, or grant it from an administrator's session",
         )

@@ -510,7 +510,7 @@ def _refuse_losing_data(
 
 
 KEY, KEY_POLICY = "aws:kms/key:Key", "aws:kms/keyPolicy:KeyPolicy"
-ADMIN = "with administrator credentials (outside the deploy boundary)"
+ADMIN = "with administrator credentials (outside the deploy role's policy)"
 
 
 def _updated_in_place(changed: list[Change], resource_type: str, path: str) -> list[Change]:
@@ -519,14 +519,14 @@ def _updated_in_place(changed: list[Change], resource_type: str, path: str) -> l
 
 
 def _administrator_applies(stack: str, urn: str) -> str:
-    """The command that applies one resource's change the deploy role's boundary refuses."""
+    """The command that applies one resource's change the deploy role's policy refuses."""
     return f"an administrator applies it {ADMIN}: pulumi up --stack {stack} --target '{urn}'"
 
 
 def _refuse_key_policy_writes(
     stack: str, added: list[dict], removed: list[dict], changed: list[Change], refuse: _Refusals
 ) -> None:
-    """A key's policy is CreateKey's: the deploy role's boundary denies kms:PutKeyPolicy
+    """A key's policy is CreateKey's: the deploy role's policy denies kms:PutKeyPolicy
     (components/delivery.py KeyPoliciesAtCreateOnly), so a new policy on an existing key, and an
     aws.kms.KeyPolicy added or deleted (both are a PutKeyPolicy; a delete puts AWS's default back),
     fail the deploy: they are an administrator's, and the refusal names the command."""
@@ -534,7 +534,7 @@ def _refuse_key_policy_writes(
         refuse(
             f"a new policy on KMS key {change.name}",
             change.name,
-            "the deploy role may not rewrite a key policy (its boundary denies kms:PutKeyPolicy); "
+            "the deploy role may not rewrite a key policy (its policy denies kms:PutKeyPolicy); "
             f"{_administrator_applies(stack, change.urn)} (if AWS already holds this policy, pulumi refresh "
             f"--stack {stack} --target '{change.urn}' is enough)",
         )
@@ -562,14 +562,14 @@ ROLE = "aws:iam/role:Role"
 
 
 def _refuse_trust_policy_writes(stack: str, changed: list[Change], refuse: _Refusals) -> None:
-    """A role's trust is CreateRole's: the deploy role's boundary denies iam:UpdateAssumeRolePolicy
+    """A role's trust is CreateRole's: the deploy role's policy denies iam:UpdateAssumeRolePolicy
     (components/delivery.py TrustIsSetAtCreate), so a new trust on an existing role fails the deploy:
     it is an administrator's, who reads the trust it names, and the refusal names the command."""
     for change in _updated_in_place(changed, ROLE, "assumeRolePolicy"):
         refuse(
             f"a new trust policy on IAM role {change.name}",
             change.name,
-            "the deploy role may not rewrite a role's trust (its boundary denies iam:UpdateAssumeRolePolicy: IAM "
+            "the deploy role may not rewrite a role's trust (its policy denies iam:UpdateAssumeRolePolicy: IAM "
             f"cannot see whom a trust names); {_administrator_applies(stack, change.urn)}, having read it",
         )
 
@@ -578,7 +578,7 @@ DATA_REPOSITORY_ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryA
 
 
 def _refuse_data_repository_links(stack: str, added: list[dict], changed: list[Change], refuse: _Refusals) -> None:
-    """A file system's link to a bucket is an administrator's: the deploy role's boundary denies
+    """A file system's link to a bucket is an administrator's: the deploy role's policy denies
     fsx:CreateDataRepositoryAssociation (components/delivery.py DataRepositoryLinksAreTheAdministrators; IAM
     cannot see which bucket a link names), so a new or replaced association fails the deploy, and the
     refusal names the command."""
@@ -588,7 +588,7 @@ def _refuse_data_repository_links(stack: str, added: list[dict], changed: list[C
         refuse(
             f"{which} FSx data repository association {name}",
             name,
-            "the deploy role may not link the file system to a bucket (its boundary denies "
+            "the deploy role may not link the file system to a bucket (its policy denies "
             "fsx:CreateDataRepositoryAssociation: IAM cannot see which bucket a link names); "
             f"{_administrator_applies(stack, urn)}, having read the bucket it names",
         )
@@ -603,7 +603,7 @@ def _audit_log(resource: dict) -> bool:
 
 
 def _refuse_audit_log_writes(stack: str, after: dict, changed: list[Change], refuse: _Refusals) -> None:
-    """The deploy role's boundary denies PutRetentionPolicy and Associate/DisassociateKmsKey on the audit
+    """The deploy role's policy denies PutRetentionPolicy and Associate/DisassociateKmsKey on the audit
     log groups (AuditLogsStay): a new retention or key on one fails the deploy, so it is an
     administrator's, and the refusal names the command."""
     for change in changed:
@@ -614,7 +614,7 @@ def _refuse_audit_log_writes(stack: str, after: dict, changed: list[Change], ref
             refuse(
                 f"a new {' and '.join(moved)} on audit log group {change.name}",
                 change.name,
-                "the deploy role may not change the audit trail's retention or key (its boundary denies "
+                "the deploy role may not change the audit trail's retention or key (its policy denies "
                 f"logs:PutRetentionPolicy and logs:AssociateKmsKey there); {_administrator_applies(stack, change.urn)}",
             )
 

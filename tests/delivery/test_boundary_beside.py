@@ -1,7 +1,8 @@
 """Requests beside the boundary's earlier tested denials that open the account's data to another account,
 found by round 7's attacker. Each is sent by the deploy role, or by a role it made under the boundary with
 `*` on `*` (the style of tests/delivery/test_ci_identity.py ATTACKS). Each must be refused by an explicit
-Deny of the boundary (components/delivery.py CROSS_ACCOUNT_OPENINGS)."""
+Deny of the deploy role's own policy, and of the boundary (components/delivery.py CROSS_ACCOUNT_OPENINGS, in
+ceiling_denials: both carry it)."""
 
 from __future__ import annotations
 
@@ -61,8 +62,8 @@ ATTACKS = [
 
 @pytest.mark.parametrize(("attack", "request_"), ATTACKS, ids=[a[0] for a in ATTACKS])
 def test_the_deploy_role_cannot(attack, request_):
-    decision = evaluate(request_, [_deploy()], _boundary())
-    assert decision.denied_by is not None and decision.denied_by[0] == "delivery-boundary", decision.reason
+    decision = evaluate(request_, [_deploy()])
+    assert decision.denied_by is not None and decision.denied_by[0] == "delivery-deploy", decision.reason
 
 
 @pytest.mark.parametrize(("attack", "request_"), ATTACKS, ids=[a[0] for a in ATTACKS])

@@ -42,8 +42,13 @@ def _deploy(plan=None) -> Policy:
 
 # A role the deploy role made (bounded) and gave `*` on `*`: the boundary alone must hold.
 EVERYTHING = Policy("everything", {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+NOT_ALLOWED_BY_THE_BOUNDARY = "not allowed by the permissions boundary delivery-boundary"
+# An attack the deploy role's policy refuses by granting no such action (IAM beyond its named role writes on
+# higgsfield-STACK-* roles: deploy_policy), not by a denial of its own.
+NOT_GRANTED = "not granted"
 
-# (attack, request, the boundary statement that refuses it)
+# (attack, request, the statement that refuses it: the deploy role's policy's and, unless the attack is an IAM
+# write or sts (which the stack boundary does not allow), the stack boundary's)
 ATTACKS = [
     ("rewrite the boundary", Request("iam:CreatePolicyVersion", BOUNDARY), "BoundaryIsFixed"),
     ("make a rewritten boundary the default", Request("iam:SetDefaultPolicyVersion", BOUNDARY), "BoundaryIsFixed"),
@@ -101,17 +106,22 @@ ATTACKS = [
     (
         "create an unbounded role outside the stack's names",
         Request("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/Escape", {"iam:PermissionsBoundary": BOUNDARY}),
-        "OnlyTheStacksRoles",
+        NOT_GRANTED,
     ),
     (
         "trust itself from the account's admin role",
         Request("iam:UpdateAssumeRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/OrganizationAccountAccessRole"),
-        "OnlyTheStacksRoles",
+        "TrustIsSetAtCreate",
     ),
     (
         "grant another stack's role",
         Request("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-staging-deploy"),
-        "OnlyTheStacksRoles",
+        "CiIdentitiesAreAdministeredByBootstrap",
+    ),
+    (
+        "grant another stack's node role",
+        Request("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-staging-node-0123"),
+        NOT_GRANTED,
     ),
     (
         "pass an admin role to an instance, a build or a pod",
@@ -127,31 +137,31 @@ ATTACKS = [
         Request("sts:AssumeRole", f"arn:aws:iam::{ACCOUNT}:role/OrganizationAccountAccessRole"),
         "NoRoleChaining",
     ),
-    ("a user of its own", Request("iam:CreateUser", f"arn:aws:iam::{ACCOUNT}:user/backdoor"), "NoUsersNoLongLivedKeys"),
+    ("a user of its own", Request("iam:CreateUser", f"arn:aws:iam::{ACCOUNT}:user/backdoor"), NOT_GRANTED),
     (
         "a long-lived key",
         Request("iam:CreateAccessKey", f"arn:aws:iam::{ACCOUNT}:user/backdoor"),
-        "NoUsersNoLongLivedKeys",
+        NOT_GRANTED,
     ),
     (
         "a console password",
         Request("iam:CreateLoginProfile", f"arn:aws:iam::{ACCOUNT}:user/backdoor"),
-        "NoUsersNoLongLivedKeys",
+        NOT_GRANTED,
     ),
     (
         "join the admins group",
         Request("iam:AddUserToGroup", f"arn:aws:iam::{ACCOUNT}:group/Admins"),
-        "NoUsersNoLongLivedKeys",
+        NOT_GRANTED,
     ),
     (
         "an instance profile for a stack role",
         Request("iam:AddRoleToInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/x"),
-        "NoUsersNoLongLivedKeys",
+        NOT_GRANTED,
     ),
     (
         "trust an identity provider of its own",
         Request("iam:CreateOpenIDConnectProvider", f"arn:aws:iam::{ACCOUNT}:oidc-provider/evil.example.com"),
-        "IdentityProvidersAreFixed",
+        NOT_GRANTED,
     ),
     (
         "add an audience to GitHub's provider",
@@ -159,7 +169,7 @@ ATTACKS = [
             "iam:AddClientIDToOpenIDConnectProvider",
             f"arn:aws:iam::{ACCOUNT}:oidc-provider/token.actions.githubusercontent.com",
         ),
-        "IdentityProvidersAreFixed",
+        NOT_GRANTED,
     ),
 ]
 
@@ -311,7 +321,7 @@ ATTACKS += [
     (
         "encrypt the state under another account's key",
         Request("s3:PutEncryptionConfiguration", STATE_BUCKET),
-        "TheBackendIsTheAdministrators",
+        "BucketsKeepTheirKeysAndListings",
     ),
     (
         "encrypt the data under another account's key",
@@ -431,7 +441,7 @@ ATTACKS += [
         ),
         "OnlyTheProgramsServiceLinkedRoles",
     ),
-    ("put the policy of FSx's S3 link role", Request("iam:PutRolePolicy", FSX_S3_LINK_ROLE), "OnlyTheStacksRoles"),
+    ("put the policy of FSx's S3 link role", Request("iam:PutRolePolicy", FSX_S3_LINK_ROLE), NOT_GRANTED),
     (
         "delete an old version of a dataset file",
         Request("s3:DeleteObjectVersion", f"{DATA_BUCKET}/train/shard-0001.tar"),
@@ -467,32 +477,61 @@ def _without(policy: Policy, sid: str) -> Policy:
     return Policy(policy.name, document)
 
 
+def _refused_by_the_boundarys_allow(request_: Request) -> bool:
+    """IAM writes and sts: the stack boundary allows no such action (IAM_ACTIONS is all of its IAM)."""
+    return request_.action.startswith("sts:") or (
+        request_.action.startswith("iam:") and request_.action not in IAM_ACTIONS
+    )
+
+
 @pytest.mark.parametrize(("attack", "request_", "sid"), ATTACKS, ids=[a[0] for a in ATTACKS])
 def test_the_deploy_role_cannot(attack, request_, sid):
-    decision = evaluate(request_, [_deploy()], _boundary())
-    assert decision.denied_by == ("delivery-boundary", sid), decision.reason
+    """The deploy role has no permissions boundary: its own policy refuses each attack."""
+    decision = evaluate(request_, [_deploy()])
+    if sid == NOT_GRANTED:
+        assert decision.reason == "no identity policy allows it", decision.reason
+    else:
+        assert decision.denied_by == ("delivery-deploy", sid), decision.reason
 
 
 @pytest.mark.parametrize(("attack", "request_", "sid"), ATTACKS, ids=[a[0] for a in ATTACKS])
 def test_a_role_it_made_with_every_permission_cannot_either(attack, request_, sid):
     decision = evaluate(request_, [EVERYTHING], _boundary())
-    assert decision.denied_by == ("delivery-boundary", sid), decision.reason
+    if _refused_by_the_boundarys_allow(request_):
+        assert decision.reason == NOT_ALLOWED_BY_THE_BOUNDARY, decision.reason
+    else:
+        assert decision.denied_by == ("delivery-boundary", sid), decision.reason
+
+
+def _allows_of(policy: Policy) -> Policy:
+    return Policy(policy.name, {"Statement": [s for s in policy.document["Statement"] if s["Effect"] == "Allow"]})
+
+
+def _named(sid: str, policy: Policy) -> bool:
+    return any(s.get("Sid") == sid for s in policy.document["Statement"])
 
 
 @pytest.mark.parametrize(("attack", "request_", "sid"), ATTACKS, ids=[a[0] for a in ATTACKS])
 def test_each_attack_goes_through_once_its_statement_is_removed(attack, request_, sid):
-    # The named statement is what refuses it: without it, a bounded role with `*` gets through,
-    # or another named denial (never the same) still holds.
-    decision = evaluate(request_, [EVERYTHING], _without(_boundary(), sid))
-    assert decision.denied_by is None or decision.denied_by[1] != sid
-    # Or defended twice: sts is not among the boundary's services, nor is an IAM action outside IAM_ACTIONS.
-    outside = request_.action.startswith("sts:") or (
-        request_.action.startswith("iam:") and request_.action not in IAM_ACTIONS
-    )
-    if outside and decision.denied_by is None:
-        assert decision.reason == "not allowed by the permissions boundary delivery-boundary"
-    else:
-        assert decision.allowed or decision.denied_by is not None, decision.reason
+    # The named statement is what refuses it: without it, the deploy role (or a bounded role with `*`) gets
+    # through, or another named denial (never the same) still holds.
+    for identity, boundary, policy in ((_deploy(), None, _deploy()), (EVERYTHING, _boundary(), _boundary())):
+        if not _named(sid, policy):
+            continue
+        if boundary is None:
+            decision = evaluate(request_, [_without(identity, sid)])
+        else:
+            decision = evaluate(request_, [identity], _without(boundary, sid))
+        assert decision.denied_by is None or decision.denied_by[1] != sid
+        # Or defended twice: the deploy policy grants no such request, or the boundary allows none.
+        if decision.denied_by is None and not decision.allowed:
+            assert decision.reason == "no identity policy allows it" or (
+                boundary is not None and not evaluate(request_, [EVERYTHING], _allows_of(boundary)).allowed
+            ), decision.reason
+
+
+def test_every_attack_is_refused_by_a_statement_one_of_the_ceilings_names():
+    assert all(sid == NOT_GRANTED or _named(sid, _deploy()) or _named(sid, _boundary()) for _, _, sid in ATTACKS)
 
 
 # What `pulumi up` does must still be allowed: the ceiling is not a wall.
@@ -558,20 +597,24 @@ DEPLOYS = [
 
 @pytest.mark.parametrize("request_", DEPLOYS, ids=lambda r: f"{r.action} {r.resource.rsplit(':', 1)[-1]}")
 def test_the_deploy_role_can_still_do_what_pulumi_up_does(request_):
-    decision = evaluate(request_, [_deploy()], _boundary())
+    decision = evaluate(request_, [_deploy()])
     assert decision.allowed, decision.reason
 
 
 def test_the_deploy_role_cannot_reach_buckets_it_does_not_name():
-    decision = evaluate(Request("s3:GetObject", "arn:aws:s3:::someone-elses-bucket/secret"), [_deploy()], _boundary())
+    decision = evaluate(Request("s3:GetObject", "arn:aws:s3:::someone-elses-bucket/secret"), [_deploy()])
     assert not decision.allowed
 
 
-def test_every_role_of_every_stack_carries_the_boundary():
+def test_every_role_of_every_stack_but_the_deploy_role_carries_the_boundary():
     for stack in STACKS:
         plan = plan_of(stack)
         expected = boundary_arn(plan.config.delivery.account_id, stack)
-        roles = [r for r in plan.resources if r.type == "aws:iam/role:Role"]
+        roles = [
+            r
+            for r in plan.resources
+            if r.type == "aws:iam/role:Role" and r.inputs.get("name") != f"higgsfield-{stack}-deploy"
+        ]
         assert roles and all(r.inputs.get("permissionsBoundary") == expected for r in roles), [
             r.name for r in roles if r.inputs.get("permissionsBoundary") != expected
         ]
@@ -579,6 +622,15 @@ def test_every_role_of_every_stack_carries_the_boundary():
         assert all(
             str(r.inputs.get("name") or r.inputs.get("namePrefix")).startswith(f"higgsfield-{stack}-") for r in roles
         )
+
+
+def test_the_deploy_role_has_no_boundary_its_ceiling_is_its_own_policy():
+    """The stack boundary allows no IAM write, and a deploy makes roles: a boundary on the deploy
+    role would stop every deploy (the refusals are its own policy's: test_the_deploy_role_cannot)."""
+    for stack in STACKS:
+        (deploy,) = [r for r in plan_of(stack).of_type("aws:iam/role:Role") if r.name == "delivery-deploy"]
+        assert deploy.inputs["name"] == f"higgsfield-{stack}-deploy"
+        assert deploy.inputs.get("permissionsBoundary") is None
 
 
 def test_no_role_comes_from_inside_pulumi_eks():
@@ -603,16 +655,18 @@ def test_every_managed_policy_the_program_attaches_is_one_the_boundary_lets_it_a
                     f"arn:aws:iam::{plan.config.delivery.account_id}:role/higgsfield-{stack}-x",
                     {"iam:PolicyARN": arn},
                 )
-                assert evaluate(request, [_deploy(plan)], _boundary(plan)).allowed
+                assert evaluate(request, [_deploy(plan)]).allowed
 
 
 def test_every_action_our_inline_policies_grant_is_under_the_boundary():
-    """The ceiling must not silently cut what a role of ours needs."""
+    """The ceiling must not silently cut what a role of ours needs (the deploy role's is its own policy)."""
     for stack in STACKS:
         plan = plan_of(stack)
         boundary = _boundary(plan)
         for r in plan.resources:
             if r.type != "aws:iam/rolePolicy:RolePolicy" or not str(r.inputs.get("policy", "")).startswith("{"):
+                continue
+            if r.name == "delivery-deploy":
                 continue
             for statement in json.loads(r.inputs["policy"])["Statement"]:
                 if statement.get("Effect") != "Allow":
@@ -649,6 +703,21 @@ def test_roles_under_the_boundary_policy_flags_a_role_without_it():
     assert (
         stack_violations("roles-under-the-boundary", [R("aws:iam/role:Role", {})]) == []
     )  # no boundary in a stack CI does not deploy
+
+
+def test_roles_under_the_boundary_policy_exempts_the_deploy_role_by_its_exact_name_only():
+    """The deploy role's ceiling is its own policy; a role that merely says it is a CI identity, or is
+    named like another stack's deploy role, still needs the boundary."""
+    boundary = R("aws:iam/policy:Policy", {"name": "higgsfield-prod-boundary"})
+    deploy = R("aws:iam/role:Role", {"name": "higgsfield-prod-deploy", "tags": {"higgsfield:ci-identity": "deploy"}})
+    assert stack_violations("roles-under-the-boundary", [boundary, deploy]) == []
+    for impostor in (
+        {"name": "higgsfield-prod-escape", "tags": {"higgsfield:ci-identity": "deploy"}},
+        {"name": "higgsfield-prod-deploy-runner", "tags": {"higgsfield:ci-identity": "deploy-runner"}},
+        {"name": "higgsfield-staging-deploy"},
+        {"namePrefix": "higgsfield-prod-deploy"},
+    ):
+        assert stack_violations("roles-under-the-boundary", [boundary, R("aws:iam/role:Role", impostor)]), impostor
 
 
 def test_fsx_export_versioned_policy_flags_an_export_into_an_unversioned_bucket():
@@ -732,7 +801,7 @@ def test_check_command_fails_a_prod_stack_sharing_its_account(project_copy, caps
 
 def test_every_key_of_every_stack_is_created_with_a_key_policy_of_ours():
     """Issue 34: two keys (the Secrets and FSx keys) had none. The policy is CreateKey's, and no
-    aws.kms.KeyPolicy (a PutKeyPolicy, which the boundary refuses) is left in any plan."""
+    aws.kms.KeyPolicy (a PutKeyPolicy, which both ceilings refuse) is left in any plan."""
     for stack in STACKS:
         plan = plan_of(stack)
         keys = plan.of_type("aws:kms/key:Key")
@@ -798,6 +867,16 @@ def test_a_stack_with_a_public_endpoint_may_keep_it():
     from components.delivery import boundary_policy
 
     cfg = config_of("prod")
-    public = Policy.of("public", boundary_policy(cfg.delivery, "prod", [], cfg.admins, public_endpoint=True))
+    public = Policy.of("public", boundary_policy(cfg.delivery, "prod", [], public_endpoint=True))
     request = Request("eks:UpdateClusterConfig", CLUSTER, {"eks:endpointPublicAccess": "true"})
     assert evaluate(request, [EVERYTHING], public).allowed
+
+
+def test_a_role_under_the_boundary_makes_no_access_entry_even_for_a_configured_admin():
+    """Only the deploy role enters principals in the cluster's access; the boundary lists no admin (a new
+    admin changes the deploy role's policy alone) and refuses every access entry to the roles under it."""
+    for admin in config_of("prod").admins:
+        request = Request("eks:CreateAccessEntry", CLUSTER, {"eks:principalArn": admin})
+        assert evaluate(request, [_deploy()]).allowed
+        decision = evaluate(request, [EVERYTHING], _boundary())
+        assert decision.denied_by == ("delivery-boundary", "ClusterAccessStaysInTheAccount"), decision.reason

@@ -1,8 +1,8 @@
 """Every key the program makes has a key policy of ours (issue 34 point 5), and that policy opens the
 key to nobody outside the account: its principals are the account's root (IAM policies of the account
-decide, under the deploy boundary) and the one AWS service that encrypts with it. The boundary cannot
-read a key policy's content (no IAM condition key on it), so this is where a cross-account principal
-is refused."""
+decide, under the deploy role's policy and the stack boundary) and the one AWS service that encrypts
+with it. Neither ceiling can read a key policy's content (no IAM condition key on it), so this is where
+a cross-account principal is refused."""
 
 from __future__ import annotations
 

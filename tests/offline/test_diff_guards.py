@@ -125,7 +125,7 @@ def _key(plan: dict, name: str = "logs") -> dict:
 
 
 def test_a_new_policy_on_a_stack_key_is_refused_naming_the_administrators_command():
-    """The deploy boundary denies kms:PutKeyPolicy: a key's policy is CreateKey's. A change to it would fail
+    """The deploy role's policy denies kms:PutKeyPolicy: a key's policy is CreateKey's. A change to it would fail
     the deploy, so diff refuses it and says who applies it and how."""
     base, head = _prod(), _prod()
     _key(head)["inputs"]["policy"] = _key(head)["inputs"]["policy"].replace("kms:*", "kms:Decrypt")
@@ -173,7 +173,7 @@ def _log_group(plan: dict, name: str) -> dict:
 
 @pytest.mark.parametrize("group", ["/aws/eks/higgsfield-prod/cluster", "/aws/vpc/higgsfield-prod/flow-logs"])
 def test_a_new_retention_on_an_audit_log_group_is_refused_naming_the_administrators_command(group):
-    """The deploy boundary denies logs:PutRetentionPolicy on the audit trail (AuditLogsStay): the change would
+    """The deploy role's policy denies logs:PutRetentionPolicy on the audit trail (AuditLogsStay): the change would
     fail the deploy, so diff refuses it and says who applies it."""
     base, head = _prod(), _prod()
     _log_group(head, group)["inputs"]["retentionInDays"] = 1
@@ -183,7 +183,7 @@ def test_a_new_retention_on_an_audit_log_group_is_refused_naming_the_administrat
 
 
 def test_a_new_trust_on_a_stack_role_is_refused_naming_the_administrators_command():
-    """The deploy boundary denies iam:UpdateAssumeRolePolicy (TrustIsSetAtCreate): IAM cannot see whom a trust
+    """The deploy role's policy denies iam:UpdateAssumeRolePolicy (TrustIsSetAtCreate): IAM cannot see whom a trust
     names. A change to one would fail the deploy, so diff refuses it and says who applies it."""
     base, head = _prod(), _prod()
     role = next(r for r in head["resources"] if r["type"] == "aws:iam/role:Role" and r["name"] == "cluster-service")
@@ -200,7 +200,7 @@ def _association(plan: dict) -> dict:
 
 
 def test_a_new_link_of_the_file_system_to_a_bucket_is_refused_naming_the_administrators_command():
-    """The deploy boundary denies fsx:CreateDataRepositoryAssociation (DataRepositoryLinksAreTheAdministrators): no
+    """The deploy role's policy denies fsx:CreateDataRepositoryAssociation (DataRepositoryLinksAreTheAdministrators): no
     IAM condition key names the bucket, so every link is an administrator's, and diff says so before the deploy
     fails."""
     base, head = _prod(), _prod()

@@ -47,8 +47,9 @@ BECOME_A_STACK_ROLE = [
 
 
 @pytest.mark.parametrize("request_", BECOME_A_STACK_ROLE, ids=lambda r: r.action)
-def test_the_deploy_role_can_act_as_a_stack_role_with_any_inline_policy_so_the_boundary_is_its_ceiling(request_):
-    assert evaluate(request_, [_deploy()], _boundary()).allowed
+def test_the_deploy_role_can_act_as_a_stack_role_with_any_inline_policy_so_it_shares_the_boundarys_denials(request_):
+    # (the deploy role has no boundary: components/delivery.py deploy_policy carries ceiling_denials itself)
+    assert evaluate(request_, [_deploy()]).allowed
 
 
 # A customer-managed policy of the account that is not the boundary: an administrator's, the
@@ -66,7 +67,13 @@ POLICY_REWRITES = [
 @pytest.mark.parametrize("request_", POLICY_REWRITES, ids=lambda r: r.action)
 def test_a_bounded_role_cannot_rewrite_any_managed_policy_of_the_account(request_):
     decision = evaluate(request_, [EVERYTHING], _boundary())
-    assert decision.denied_by == ("delivery-boundary", "ManagedPoliciesAreFixed"), decision.reason
+    assert decision.reason == "not allowed by the permissions boundary delivery-boundary", decision.reason
+
+
+@pytest.mark.parametrize("request_", POLICY_REWRITES, ids=lambda r: r.action)
+def test_the_deploy_role_cannot_rewrite_any_managed_policy_of_the_account(request_):
+    decision = evaluate(request_, [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "ManagedPoliciesAreFixed"), decision.reason
 
 
 # SSM: the boundary's services included `ssm:*` for one action two of our roles use
@@ -146,8 +153,8 @@ NEIGHBOUR_CI_ROLES = [
 @pytest.mark.parametrize("action", ["iam:UpdateAssumeRolePolicy", "iam:PutRolePolicy"])
 @pytest.mark.parametrize("role", NEIGHBOUR_CI_ROLES)
 def test_the_deploy_role_cannot_take_over_the_ci_identities_of_a_stack_whose_name_starts_with_its_own(role, action):
-    decision = evaluate(Request(action, f"arn:aws:iam::{ACCOUNT}:role/{role}"), [_deploy()], _boundary())
-    assert decision.denied_by == ("delivery-boundary", "CiIdentitiesAreAdministeredByBootstrap"), decision.reason
+    decision = evaluate(Request(action, f"arn:aws:iam::{ACCOUNT}:role/{role}"), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "CiIdentitiesAreAdministeredByBootstrap"), decision.reason
 
 
 # --- the workflows ---------------------------------------------------------------------------------
@@ -196,27 +203,33 @@ def test_the_job_whose_matrix_steers_the_deploy_installs_nothing_unpinned():
 # versioning and expire the history, or schedule the key's deletion (every secret lost).
 STATE_BUCKET = f"arn:aws:s3:::{config_of('prod').delivery.state_bucket}"
 STATE_KEY = config_of("prod").delivery.state_key_arn
+# (the request, the denial that refuses it: TheBackendIsTheAdministrators' own, or one that refuses the action on
+# every resource, which it therefore leaves out)
 BACKEND_TAKEOVERS = [
-    Request("s3:PutBucketPolicy", STATE_BUCKET),
-    Request("s3:DeleteBucketPolicy", STATE_BUCKET),
-    Request("s3:PutBucketAcl", STATE_BUCKET),
-    Request("s3:PutObjectAcl", f"{STATE_BUCKET}/.pulumi/stacks/higgsfield/prod.json"),
-    Request("s3:PutBucketPublicAccessBlock", STATE_BUCKET),
-    Request("s3:PutBucketVersioning", STATE_BUCKET),
-    Request("s3:PutLifecycleConfiguration", STATE_BUCKET),
-    Request("s3:DeleteBucket", STATE_BUCKET),
-    Request("kms:PutKeyPolicy", STATE_KEY),
-    Request("kms:CreateGrant", STATE_KEY),
-    Request("kms:ScheduleKeyDeletion", STATE_KEY),
-    Request("kms:DisableKey", STATE_KEY),
+    (Request("s3:PutBucketPolicy", STATE_BUCKET), "NoCrossAccountOpenings"),
+    (Request("s3:DeleteBucketPolicy", STATE_BUCKET), "TheBackendIsTheAdministrators"),
+    (Request("s3:PutBucketAcl", STATE_BUCKET), "NoCrossAccountOpenings"),
+    (Request("s3:PutObjectAcl", f"{STATE_BUCKET}/.pulumi/stacks/higgsfield/prod.json"), "NoCrossAccountOpenings"),
+    (Request("s3:PutBucketPublicAccessBlock", STATE_BUCKET), "NoCrossAccountOpenings"),
+    (Request("s3:PutBucketVersioning", STATE_BUCKET), "TheBackendIsTheAdministrators"),
+    (Request("s3:PutLifecycleConfiguration", STATE_BUCKET), "NoCrossAccountOpenings"),
+    (Request("s3:DeleteBucket", STATE_BUCKET), "TheBackendIsTheAdministrators"),
+    (Request("kms:PutKeyPolicy", STATE_KEY), "KeyPoliciesAtCreateOnly"),
+    (Request("kms:CreateGrant", STATE_KEY), "TheBackendIsTheAdministrators"),
+    (Request("kms:ScheduleKeyDeletion", STATE_KEY), "TheBackendIsTheAdministrators"),
+    (Request("kms:DisableKey", STATE_KEY), "TheBackendIsTheAdministrators"),
 ]
 
 
-@pytest.mark.parametrize("request_", BACKEND_TAKEOVERS, ids=lambda r: r.action)
+@pytest.mark.parametrize(("request_", "sid"), BACKEND_TAKEOVERS, ids=lambda r: getattr(r, "action", r))
 @pytest.mark.parametrize("identity", ["deploy", "bounded role with *"])
-def test_neither_the_deploy_role_nor_a_role_it_made_can_open_or_destroy_the_backend(request_, identity):
-    decision = evaluate(request_, [_deploy() if identity == "deploy" else EVERYTHING], _boundary())
-    assert decision.denied_by == ("delivery-boundary", "TheBackendIsTheAdministrators"), decision.reason
+def test_neither_the_deploy_role_nor_a_role_it_made_can_open_or_destroy_the_backend(request_, sid, identity):
+    if identity == "deploy":
+        decision = evaluate(request_, [_deploy()])
+        assert decision.denied_by == ("delivery-deploy", sid), decision.reason
+    else:
+        decision = evaluate(request_, [EVERYTHING], _boundary())
+        assert decision.denied_by == ("delivery-boundary", sid), decision.reason
 
 
 @pytest.mark.parametrize(
@@ -233,4 +246,4 @@ def test_neither_the_deploy_role_nor_a_role_it_made_can_open_or_destroy_the_back
     ids=lambda r: r.action,
 )
 def test_the_deploy_role_still_reads_and_writes_its_state(request_):
-    assert evaluate(request_, [_deploy()], _boundary()).allowed
+    assert evaluate(request_, [_deploy()]).allowed
