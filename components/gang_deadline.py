@@ -3,7 +3,7 @@ docs/design/reserved-capacity.md).
 
 images/training/gang_deadline.py says why the Cluster Autoscaler alone never removes them (it
 packs the gang's pending pods onto them first) and what the CronJob does: suspend the Kubeflow job
-of a gang that waited longer than the deadline of the pools it may land on while it holds idle
+(or batch Job) of a gang that waited longer than the deadline of the pools it may land on while it holds idle
 nodes, and resume it after `RETRY_AFTER_S`. The bound per pool is infra/offline/cold_start.py `give_back`, shown by
 `higgsfield timeline STACK --job POOL`.
 """
@@ -28,6 +28,7 @@ from infra.core.names import KUBEFLOW_GROUP, KUBEFLOW_JOB_KINDS
 
 NAMESPACE = "higgsfield-capacity"
 SERVICE_ACCOUNT = "gang-deadline"
+USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"  # the CronJob's requests, as admission sees them
 # After a give-back, wait out the autoscaler's longest node-group backoff before queueing again
 # (maxNodeGroupBackoffDuration 30m: --max-node-group-backoff-duration, kubernetes/autoscaler:
 # cluster-autoscaler/config/flags/flags.go@cluster-autoscaler-1.35.2).
@@ -137,11 +138,13 @@ CLUSTER_RULES = [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["
 
 
 def rules_in_team_namespace() -> list[dict]:
-    """What the CronJob needs in a team's namespace: read PodGroups, and list/patch Kubeflow jobs
-    (only `runPolicy.suspend` and its annotation are changed, images/training/gang_deadline.py)."""
+    """What the CronJob needs in a team's namespace: read PodGroups, and list/patch Kubeflow jobs and
+    batch Jobs, a plain gang's (only the suspension and its annotation are changed,
+    images/training/gang_deadline.py)."""
     return [
         {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": ["list"]},
         {"apiGroups": [KUBEFLOW_GROUP], "resources": sorted(KUBEFLOW_JOB_KINDS.values()), "verbs": ["list", "patch"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "patch"]},
     ]
 
 

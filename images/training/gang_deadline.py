@@ -7,19 +7,23 @@ autoscaler:cluster-autoscaler/core/podlistprocessor/filter_out_schedulable.go@cl
 1.35.2), so the idle nodes look used for as long as the gang's pods exist. Only removing the pods
 gives them back. This program (a CronJob, components/gang_deadline.py) does that:
 
-- a gang whose PodGroup is Inqueue, none of whose pods is bound, whose oldest pod is older than the
-  deadline of the pools its pods may land on (boot + healthGate.timeout + a margin: the nodes are
-  not coming; the longest, when they may land on several), while one of its pods may land on an
-  idle node (one the autoscaler bought and nobody uses), gets its Kubeflow job suspended
-  (`runPolicy.suspend: true`: the operator deletes its pods and PodGroup, kubeflow/trainer:pkg/
-  controller.v1/common/job.go@v1.9.4) and the annotation `higgsfield.io/gave-back-at`; the idle
+- a gang whose PodGroup is Inqueue, none of whose waiting pods is bound (a finished one holds
+  nothing), whose oldest waiting pod is older than the deadline of the pools its pods may land on
+  (boot + healthGate.timeout + a margin: the nodes are not coming; the longest, when they may land
+  on several), while one of its pods may land on an idle node (one the autoscaler bought and nobody
+  uses), gets its job suspended and the annotation `higgsfield.io/gave-back-at`: a Kubeflow job's
+  `runPolicy.suspend: true` (the operator deletes its pods and PodGroup, kubeflow/trainer:pkg/
+  controller.v1/common/job.go@v1.9.4), a batch Job's `spec.suspend: true` (the Job controller
+  deletes its active pods; Volcano's controller made its PodGroup, owned by the Job); the idle
   nodes are then unneeded and go after the pool's scaleDownUnneededTime;
 - a job suspended by us longer than `retryAfterSeconds` is resumed (suspend: false, the annotation
   removed): its PodGroup is created Pending and queues again. A job someone else suspended
   (no annotation) is never touched.
 
-Standard library only; `decide` is pure and tested (tests/components/test_gang_deadline.py), `main` talks
-to the API with the pod's service account as health_gate.py does.
+The team policy keeps the annotation and the suspension ours (components/tenancy.py
+suspension_validations). Standard library only; `decide` is pure and tested, `run` against the fake
+API server (tests/components/test_gang_deadline.py); `main` talks to the API with the pod's service
+account as health_gate.py does.
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ POOL_LABEL = "higgsfield.io/pool"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's pod -> PodGroup link
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # a static pod's mirror (k8s.io/api/core/v1 MirrorPodAnnotationKey)
 # Kubeflow v1 kinds and their resources (kubeflow/trainer:manifests/base/crds@v1.9.4)
+# A plain gang's job: Volcano's controller owns a batch Job's PodGroup by the Job (newPGOwnerReferences,
+# volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1).
+BATCH_JOB = "Job"
 KINDS = {
     "PyTorchJob": "pytorchjobs",
     "MPIJob": "mpijobs",
@@ -67,7 +74,21 @@ def _owner_job(podgroup: dict) -> tuple[str, str] | None:
     for ref in podgroup["metadata"].get("ownerReferences") or []:
         if ref.get("apiVersion", "").startswith("kubeflow.org/") and ref.get("kind") in KINDS:
             return ref["kind"], ref["name"]
+        if ref.get("apiVersion") == "batch/v1" and ref.get("kind") == BATCH_JOB:
+            return BATCH_JOB, ref["name"]
     return None
+
+
+def _suspended(job: dict) -> bool:
+    spec = job.get("spec") or {}
+    return (spec if job["kind"] == BATCH_JOB else spec.get("runPolicy") or {}).get("suspend") is True
+
+
+def _finished(pod: dict) -> bool:
+    """A Succeeded or Failed pod: it keeps its spec.nodeName but holds nothing (Volcano drops a terminated
+    task from its node: addTask's `!isTerminated`, volcano-sh/volcano:pkg/scheduler/cache/event_handlers.go@
+    v1.15.1; the autoscaler lists no pod in those phases)."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 def _holds_its_node(pod: dict) -> bool:
@@ -75,7 +96,7 @@ def _holds_its_node(pod: dict) -> bool:
     ended, GPU or not (a pod asking no GPU still holds the node's CPU, memory or EFA interfaces, and
     keeps the autoscaler from removing it), except a DaemonSet's that asks no GPU (the platform's
     agents, on every node) and a kubelet's mirror pod."""
-    if not pod["spec"].get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+    if not pod["spec"].get("nodeName") or _finished(pod):
         return False
     if MIRROR_ANNOTATION in (pod["metadata"].get("annotations") or {}):
         return False
@@ -199,7 +220,8 @@ def decide(
         if (pg.get("status") or {}).get("phase") != "Inqueue":
             continue
         owner = _owner_job(pg)
-        members = by_group.get((pg["metadata"]["namespace"], pg["metadata"]["name"]), [])
+        group = by_group.get((pg["metadata"]["namespace"], pg["metadata"]["name"]), [])
+        members = [p for p in group if not _finished(p)]  # those the gang still waits on
         if owner is None or not members or any(p["spec"].get("nodeName") for p in members):
             continue
         # The pools any member may land on (a pod that names none may land on every pool): the gang
@@ -232,8 +254,7 @@ def decide(
             )
     for job in jobs:
         gave_back = (job["metadata"].get("annotations") or {}).get(GAVE_BACK)
-        suspended = ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True
-        if gave_back and suspended and (now - _time(gave_back)).total_seconds() > retry_after_s:
+        if gave_back and _suspended(job) and (now - _time(gave_back)).total_seconds() > retry_after_s:
             actions.append(
                 Action(
                     "resume",
@@ -247,25 +268,40 @@ def decide(
 
 
 def patch_for(action: Action, now: datetime) -> dict:
-    """The JSON merge patch of the job for an action."""
-    if action.verb == "suspend":
-        return {
-            "metadata": {"annotations": {GAVE_BACK: now.strftime("%Y-%m-%dT%H:%M:%SZ")}},
-            "spec": {"runPolicy": {"suspend": True}},
-        }
-    return {"metadata": {"annotations": {GAVE_BACK: None}}, "spec": {"runPolicy": {"suspend": False}}}
+    """The JSON merge patch of the job for an action (a batch Job's suspend is spec's, a Kubeflow job's runPolicy's)."""
+    suspend = action.verb == "suspend"
+    flag = {"suspend": suspend} if action.kind == BATCH_JOB else {"runPolicy": {"suspend": suspend}}
+    return {
+        "metadata": {"annotations": {GAVE_BACK: now.strftime("%Y-%m-%dT%H:%M:%SZ") if suspend else None}},
+        "spec": flag,
+    }
+
+
+def job_path(action: Action) -> str:
+    if action.kind == BATCH_JOB:
+        return f"/apis/batch/v1/namespaces/{action.namespace}/jobs/{action.name}"
+    return f"/apis/kubeflow.org/v1/namespaces/{action.namespace}/{KINDS[action.kind]}/{action.name}"
 
 
 # --- the API (the pod's service account) ------------------------------------------------------------
 
 
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
 class Api:
-    def __init__(self) -> None:
-        sa = "/var/run/secrets/kubernetes.io/serviceaccount"
-        self.base = f"https://{os.environ['KUBERNETES_SERVICE_HOST']}:{os.environ['KUBERNETES_SERVICE_PORT']}"
-        with open(f"{sa}/token") as token:
-            self.token = token.read()
-        self.context = ssl.create_default_context(cafile=f"{sa}/ca.crt")
+    def __init__(self, base: str, token: str, context: ssl.SSLContext | None = None) -> None:
+        self.base, self.token, self.context = base, token, context
+
+    @classmethod
+    def in_cluster(cls) -> Api:
+        """The pod's service account, at the API server's in-cluster address."""
+        with open(f"{SERVICE_ACCOUNT_DIR}/token") as token:
+            return cls(
+                f"https://{os.environ['KUBERNETES_SERVICE_HOST']}:{os.environ['KUBERNETES_SERVICE_PORT']}",
+                token.read(),
+                ssl.create_default_context(cafile=f"{SERVICE_ACCOUNT_DIR}/ca.crt"),
+            )
 
     def call(self, method: str, path: str, body: dict | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
@@ -286,10 +322,11 @@ class Api:
         return self.call("GET", path)["items"]
 
 
-def main() -> int:
-    settings = json.loads(os.environ["GANG_DEADLINE_SETTINGS"])
+def run(api: Api, settings: dict, own_namespace: str, now: datetime) -> int:
+    """One pass: read the cluster, suspend and resume what decide() says. A job whose patch is refused
+    (its team's admission policy, a job deleted meanwhile) is reported and the others still patched;
+    the pass then fails, so the CronJob's failed runs show it."""
     namespaces = settings["namespaces"]
-    api, now = Api(), datetime.now(timezone.utc)
     podgroups, jobs = [], []
     for ns in namespaces:
         podgroups += api.items(f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups")
@@ -299,18 +336,29 @@ def main() -> int:
             except urllib.error.HTTPError as exc:  # a kind the operator does not serve
                 if exc.code != 404:
                     raise
+        jobs += [{**j, "kind": BATCH_JOB} for j in api.items(f"/apis/batch/v1/namespaces/{ns}/jobs")]
     # every namespace's pods: a node is idle only when no pod of any team (or of the platform) holds it
     pods = api.items("/api/v1/pods")
     nodes = api.items(f"/api/v1/nodes?labelSelector={POOL_LABEL}")
-    with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as namespace:
-        own = namespace.read().strip()
-    maps = api.items(f"/api/v1/namespaces/{own}/configmaps?labelSelector={settings['deadlineLabel']}%3Dtrue")
+    maps = api.items(f"/api/v1/namespaces/{own_namespace}/configmaps?labelSelector={settings['deadlineLabel']}%3Dtrue")
     deadlines = {m["data"]["pool"]: float(m["data"]["deadlineSeconds"]) for m in maps}
+    failed = False
     for action in decide(podgroups, pods, nodes, jobs, deadlines, settings["retryAfterSeconds"], now):
-        path = f"/apis/kubeflow.org/v1/namespaces/{action.namespace}/{KINDS[action.kind]}/{action.name}"
-        api.call("PATCH", path, patch_for(action, now))
-        print(f"{action.verb} {action.namespace}/{action.kind}/{action.name}: {action.reason}", flush=True)
-    return 0
+        where = f"{action.namespace}/{action.kind}/{action.name}"
+        try:
+            api.call("PATCH", job_path(action), patch_for(action, now))
+        except urllib.error.HTTPError as exc:
+            failed = True
+            print(f"could not {action.verb} {where}: HTTP {exc.code} {exc.read().decode(errors='replace')}", flush=True)
+            continue
+        print(f"{action.verb} {where}: {action.reason}", flush=True)
+    return 1 if failed else 0
+
+
+def main() -> int:
+    with open(f"{SERVICE_ACCOUNT_DIR}/namespace") as namespace:
+        own = namespace.read().strip()
+    return run(Api.in_cluster(), json.loads(os.environ["GANG_DEADLINE_SETTINGS"]), own, datetime.now(timezone.utc))
 
 
 if __name__ == "__main__":

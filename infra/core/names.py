@@ -57,6 +57,9 @@ MIN_MEMBER_ANNOTATION = "scheduling.volcano.sh/group-min-member"
 # drain.go@cluster-autoscaler-1.35.2).
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+# When the gang deadline suspended a job (images/training/gang_deadline.py writes it, and removes it when it
+# resumes the job; the team policy keeps it, and the suspension, the deadline's: components/tenancy.py).
+GAVE_BACK_ANNOTATION = "higgsfield.io/gave-back-at"
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"  # the node a service-account token was bound to
 # The NVIDIA driver's major branch (580) on a GPU node, published by GPU feature discovery
 # (newVersionLabeler in NVIDIA/k8s-device-plugin:internal/lm/nvml.go@v0.19.3, versions.NVIDIA_DEVICE_PLUGIN;
@@ -78,6 +81,9 @@ REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 # but the PyTorchJob takes a name starting with its prefix, a PyTorchJob none of them, and no job
 # Volcano's: no two running gangs can share a PodGroup (docs/design/tenancy.md).
 KUBEFLOW_GROUP = "kubeflow.org"
+# A job's controller, when set (spec.runPolicy.managedBy): the operator reconciles only jobs that name it or
+# none (KubeflowJobsController, kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go@v1.9.4).
+KUBEFLOW_MANAGER = "kubeflow.org/training-operator"
 # The Training Operator's job kinds and their resources (kubeflow/trainer:pkg/apis/kubeflow.org/v1@v1.9.4).
 KUBEFLOW_JOB_KINDS = {
     "PyTorchJob": "pytorchjobs",

@@ -14,9 +14,10 @@ import pytest
 
 from components import gang_deadline as component
 from components.cpu_nodes import SYSTEM_LABELS
-from infra.core.names import KUBEFLOW_JOB_KINDS, PREVIEW_GROUP
+from infra.core.names import GAVE_BACK_ANNOTATION, KUBEFLOW_JOB_KINDS, PREVIEW_GROUP
 from infra.offline import cold_start, kubernetes_schema
 from tests.conftest import STACKS, plan_of
+from tests.fake_kube_api import FakeKubernetesApi
 
 NOW = datetime(2027, 1, 5, 12, 0, tzinfo=UTC)
 DEADLINE = 1800.0
@@ -229,6 +230,102 @@ def test_suspending_sets_the_operators_suspend_and_records_when():
     }
 
 
+def test_a_plain_jobs_gang_is_suspended_and_resumed_by_the_jobs_own_suspend():
+    """A batch Job's suspend is spec.suspend: the Job controller deletes its active pods (syncJob's
+    jobSuspended branch, kubernetes/kubernetes:pkg/controller/job/job_controller.go)."""
+    suspend = gang_deadline.Action("suspend", "llm", "Job", "eval", "")
+    assert gang_deadline.patch_for(suspend, NOW)["spec"] == {"suspend": True}
+    assert gang_deadline.job_path(suspend) == "/apis/batch/v1/namespaces/llm/jobs/eval"
+    job = {
+        "kind": "Job",
+        "metadata": {
+            "name": "eval",
+            "namespace": "llm",
+            "annotations": {gang_deadline.GAVE_BACK: "2027-01-05T11:00:00Z"},
+        },
+        "spec": {"suspend": True},
+    }
+    (resume,) = _decide([], jobs=[job])
+    assert gang_deadline.patch_for(resume, NOW)["spec"] == {"suspend": False}
+
+
+def test_the_cronjob_writes_the_annotation_the_team_policy_keeps():
+    assert gang_deadline.GAVE_BACK == GAVE_BACK_ANNOTATION
+
+
+def test_a_gang_whose_only_placed_member_has_finished_is_still_waiting():
+    finished = _pod("train-worker-3", DEADLINE + 600, node="ip-10-0-0-7")
+    finished["status"] = {"phase": "Failed"}
+    (action,) = _decide([finished, _pod("train-master-0", DEADLINE + 60)])
+    assert action.verb == "suspend"
+
+
+def test_a_gang_whose_members_have_all_finished_is_left_alone():
+    finished = _pod("train-master-0", DEADLINE + 600)
+    finished["status"] = {"phase": "Succeeded"}
+    assert _decide([finished]) == []
+
+
+def _seed_gang(kube: FakeKubernetesApi, namespace: str, owner: dict) -> None:
+    """A gang of two waiting pods past the deadline, owned by `owner` (a job, seeded too)."""
+    kube.put(owner)
+    ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"]}
+    pg = _podgroup()
+    pg.update(apiVersion="scheduling.volcano.sh/v1beta1", kind="PodGroup")
+    pg["metadata"].update(namespace=namespace, ownerReferences=[ref])
+    kube.put(pg)
+    for i in range(2):
+        pod = _pod(f"{owner['metadata']['name']}-{i}", DEADLINE + 60)
+        pod.update(apiVersion="v1", kind="Pod")
+        pod["metadata"]["namespace"] = namespace
+        pod["metadata"]["name"] = f"{namespace}-{i}"
+        kube.put(pod)
+
+
+def test_a_refused_suspension_is_reported_and_the_other_gangs_are_still_given_back():
+    """Against the fake API server over HTTP: one team's admission refuses the patch of its job (an
+    old job its policy no longer admits), the other team's batch Job is still suspended, and the pass
+    fails so the CronJob's failed runs show it."""
+
+    def admit(verb: str, obj: dict) -> tuple[int, str, str] | None:
+        if obj["metadata"]["namespace"] == "llm":
+            return 403, "Forbidden", "denied by higgsfield-team-llm"
+        return None
+
+    kube = FakeKubernetesApi(admit=admit)
+    try:
+        train = {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "train", "namespace": "llm"},
+        }
+        train["spec"] = {"runPolicy": {}}
+        _seed_gang(kube, "llm", train)
+        evaluation = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "eval", "namespace": "vision"}}
+        evaluation["spec"] = {"parallelism": 2}
+        _seed_gang(kube, "vision", evaluation)
+        kube.put({"apiVersion": "v1", "kind": "Node", **IDLE_NODE})
+        kube.put(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": "d",
+                    "namespace": component.NAMESPACE,
+                    "labels": {component.DEADLINE_LABEL: "true"},
+                },
+                "data": {"pool": "h100", "deadlineSeconds": str(int(DEADLINE))},
+            }
+        )
+        settings = component.settings_of(["llm", "vision"])
+        api = gang_deadline.Api(kube.url, "token")
+        assert gang_deadline.run(api, settings, component.NAMESPACE, NOW) == 1
+        assert kube.get("/apis/batch/v1/namespaces/vision/jobs/eval")["spec"]["suspend"] is True
+        assert "suspend" not in kube.get("/apis/kubeflow.org/v1/namespaces/llm/pytorchjobs/train")["spec"]["runPolicy"]
+    finally:
+        kube.close()
+
+
 def _objects(plan, kind: str) -> list[dict]:
     return [
         r.inputs for r in plan.resources if r.inputs.get("kind") == kind and r.name.startswith("teams-gang-deadline")
@@ -261,7 +358,7 @@ def test_the_cronjob_is_a_valid_kubernetes_object_that_runs_restricted_on_the_sy
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_the_cronjob_may_only_list_and_patch_jobs_in_team_namespaces_and_list_nodes(stack):
+def test_the_cronjob_may_only_list_and_patch_kubeflow_and_batch_jobs_in_team_namespaces_and_list_nodes(stack):
     plan = plan_of(stack)
     (cluster_role,) = _objects(plan, "ClusterRole")
     assert cluster_role["rules"] == [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]}]
@@ -280,5 +377,5 @@ def test_the_cronjob_may_only_list_and_patch_jobs_in_team_namespaces_and_list_no
         assert all(v <= {"list", "patch"} for v in verbs.values())
         assert {k for k, v in verbs.items() if "patch" in v} == {
             ("kubeflow.org", r) for r in KUBEFLOW_JOB_KINDS.values()
-        }
+        } | {("batch", "jobs")}
         assert not any(res in ("secrets", "pods/exec", "*") for _, res in verbs)
