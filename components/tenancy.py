@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from components import gang_deadline
 from components.workloads import ELASTIC_ROOM_METRIC
 from infra.config import DEFAULT_PRIORITY_CLASS, GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
 from infra.config.checkpoints import Checkpoints
@@ -30,6 +31,7 @@ from infra.core.names import (
     CLEAN_POD_POLICIES,
     DO_NOT_DISRUPT,
     DRIVER_MAJOR_LABEL,
+    GAVE_BACK_ANNOTATION,
     GPU_DEVICE_ENV,
     GPU_RESOURCE,
     GROUP_NAME_ANNOTATION,
@@ -37,6 +39,7 @@ from infra.core.names import (
     JOB_NAME_PREFIXES,
     KUBEFLOW_GROUP,
     KUBEFLOW_JOB_KINDS,
+    KUBEFLOW_MANAGER,
     MIN_MEMBER_ANNOTATION,
     POOL_LABEL,
     QUEUE_ANNOTATION,
@@ -770,17 +773,83 @@ def release_validations(team: TeamRules) -> list[dict]:
     ]
 
 
+def suspension_validations() -> list[dict]:
+    """A job stays the platform's to stop. The gang deadline suspends the job of a gang that waited past
+    its pools' deadline holding idle nodes, and only it resumes one (images/training/gang_deadline.py):
+    a team resuming it at once would restart the deadline's clock (it counts from the pods' creation)
+    and keep the idle nodes as long as it repeated that. And a Kubeflow job is the operator's: the
+    operator skips every job whose runPolicy.managedBy names another controller (ManagedByExternalController,
+    first in each kind's Reconcile, kubeflow/trainer:pkg/controller.v1/pytorch/pytorchjob_controller.go@
+    v1.9.4), and its webhooks do not keep the field unchanged (the PyTorchJob's ValidateUpdate compares
+    the new job with itself, pkg/webhooks/pytorch/pytorchjob_webhook.go; the MPIJob has none,
+    pkg/webhooks/webhooks.go@v1.9.4): a job handed away would never be suspended, ended by its deadline
+    or cleaned up."""
+    is_job = f"object.kind in {_list(list(KUBEFLOW_JOB_KINDS))}"
+    gave = f"'{GAVE_BACK_ANNOTATION}'"
+
+    def marked(obj: str) -> str:
+        return f"(has({obj}.metadata.annotations) && {gave} in {obj}.metadata.annotations)"
+
+    def suspended(obj: str) -> str:
+        batch = f"({_field(obj, 'spec', 'suspend')} && {obj}.spec.suspend == true)"
+        kubeflow = f"({_field(obj, 'spec', 'runPolicy', 'suspend')} && {obj}.spec.runPolicy.suspend == true)"
+        return f"({obj}.kind == 'Job' ? {batch} : {kubeflow})"
+
+    kept = (
+        f"{marked('object')} && object.metadata.annotations[{gave}] == oldObject.metadata.annotations[{gave}] && "
+        f"{suspended('object')}"
+    )
+    return [
+        {
+            "expression": f"!({is_job}) || !{_field('object', 'spec', 'runPolicy', 'managedBy')} || "
+            f"object.spec.runPolicy.managedBy == '{KUBEFLOW_MANAGER}'",
+            "message": f"spec.runPolicy.managedBy is unset (or {KUBEFLOW_MANAGER}): the Training Operator "
+            "reconciles no job another controller manages, so nothing would suspend, end or clean it up",
+            "reason": "Forbidden",
+        },
+        {
+            # An UPDATE of either kind the gang deadline suspends; its own resume passes (and the operator's).
+            "expression": f"!({is_job} || object.kind == 'Job') || request.operation != 'UPDATE' || "
+            f"request.userInfo.username in ['{gang_deadline.USER}', '{OPERATOR_USER}'] || "
+            f"!({marked('oldObject')} && {suspended('oldObject')}) || ({kept})",
+            "message": f"a job the gang deadline suspended ({GAVE_BACK_ANNOTATION}) stays suspended, its annotation "
+            "as it is, until the gang deadline resumes it (after its retry time): resumed at once, the gang would "
+            "hold the idle nodes it gave back; delete the job to cancel it",
+            "reason": "Forbidden",
+        },
+        {
+            # The garbage collector orphans a deleted object's dependents when it carries the `orphan` finalizer
+            # (FinalizerOrphanDependents, kubernetes/apimachinery:pkg/apis/meta/v1/types.go, read through the code
+            # search, its ref not pinned here), as it does on a DELETE with propagationPolicy Orphan (which the
+            # pod release guard refuses).
+            "expression": f"!({is_job}) || !has(object.metadata.finalizers) || "
+            "!('orphan' in object.metadata.finalizers)",
+            "message": "no `orphan` finalizer on a Kubeflow job: deleted, it would leave its pods and PodGroup with "
+            "no controller to end them, holding their nodes",
+            "reason": "Forbidden",
+        },
+    ]
+
+
 # The team's own DELETE of a pod, and its eviction through pods/eviction (the `edit` rights of
 # AmazonEKSEditPolicy include both), carry a gracePeriodSeconds of the requester's choosing that
 # replaces the pod's own (the pod strategy's CheckGracefulDelete, kubernetes/kubernetes:pkg/registry/
 # core/pod/strategy.go; the Eviction's deleteOptions are passed to that delete: pkg/registry/core/pod/
 # storage/eviction.go). A team policy cannot judge a DELETE (its validations read `object`, null on
-# DELETE), so one guard does, in every team namespace.
+# DELETE), so one guard does, in every team namespace. It also keeps a Kubeflow job's DELETE from
+# orphaning its pods (propagationPolicy Orphan, or the older orphanDependents): the garbage collector
+# would take the job's ownerReference off its PodGroup and pods and delete neither, and the operator,
+# which ignores a job it cannot get (`client.IgnoreNotFound` in Reconcile, kubeflow/trainer:pkg/
+# controller.v1/pytorch/pytorchjob_controller.go@v1.9.4), would never end them: pending, they keep
+# the nodes the autoscaler bought for them (the gang deadline passes over a PodGroup no job owns);
+# running, they outlive the job's activeDeadlineSeconds. A batch Job's the same: its gang's PodGroup is
+# Volcano's, owned by the Job, and orphaned with its pods.
 POD_RELEASE_GUARD = "higgsfield-pod-release"
 
 
 def pod_release_guard(grace_seconds: int) -> dict:
-    """The ValidatingAdmissionPolicy that bounds the grace of every delete and eviction of a team's pod."""
+    """The ValidatingAdmissionPolicy that bounds the grace of every delete and eviction of a team's pod,
+    and refuses a delete of a team's Kubeflow job that would leave its pods behind."""
     cap = max(grace_seconds, 30)
     # `request.options` is the request's DeleteOptions on DELETE (AdmissionRequest.options, a dyn field of
     # the `request` variable: BuildRequestType, kubernetes/kubernetes:staging/src/k8s.io/apiserver/pkg/
@@ -792,6 +861,12 @@ def pod_release_guard(grace_seconds: int) -> dict:
     evicted = (
         "!has(object.deleteOptions) || !has(object.deleteOptions.gracePeriodSeconds) || "
         f"object.deleteOptions.gracePeriodSeconds <= {cap}"
+    )
+    # On a pod's DELETE too: a pod has no dependents, so refusing Orphan there costs nothing.
+    orphans = (
+        "has(request.options) && ((has(request.options.propagationPolicy) && "
+        "request.options.propagationPolicy == 'Orphan') || (has(request.options.orphanDependents) && "
+        "request.options.orphanDependents == true))"
     )
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -808,6 +883,14 @@ def pod_release_guard(grace_seconds: int) -> dict:
                         "resources": ["pods/eviction"],
                         "operations": ["CREATE"],
                     },
+                    {
+                        "apiGroups": [KUBEFLOW_GROUP],
+                        "apiVersions": ["v1"],
+                        "resources": sorted(KUBEFLOW_JOB_KINDS.values()),
+                        "operations": ["DELETE"],
+                    },
+                    # a plain gang's Job: its pods and PodGroup, orphaned, are no job's the gang deadline can suspend
+                    {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"], "operations": ["DELETE"]},
                 ]
             },
             "validations": [
@@ -817,7 +900,14 @@ def pod_release_guard(grace_seconds: int) -> dict:
                     "(higgsfield:checkpoints.terminationGracePeriod): a pod that is stopping counts in no queue, "
                     "yet holds its node until it has stopped",
                     "reason": "Forbidden",
-                }
+                },
+                {
+                    "expression": f"request.operation != 'DELETE' || !({orphans})",
+                    "message": "a team's pod, Job or Kubeflow job is deleted with its dependents (no "
+                    "propagationPolicy Orphan, no orphanDependents): an orphaned job's pods and PodGroup have no "
+                    "controller left to end them, and keep their nodes",
+                    "reason": "Forbidden",
+                },
             ],
         },
     }
@@ -1264,6 +1354,7 @@ def cel_validations(team: TeamRules) -> list[dict]:
         + share_cap_validations(team)
         + gang_validations(team)
         + release_validations(team)
+        + suspension_validations()
         + volcano_group_validations()
         + container_hardening_validations()
         + launcher_label_validations()

@@ -11,14 +11,24 @@ deadline through its pure `decide`.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import gang_deadline
 import pytest
 
+from components import gang_deadline as component
 from components import tenancy
-from infra.core.names import JOB_NAME_PREFIXES, KUBEFLOW_GROUP, KUBEFLOW_JOB_KINDS
+from components.teams import rules_of
+from infra.core.names import (
+    GAVE_BACK_ANNOTATION,
+    JOB_NAME_PREFIXES,
+    KUBEFLOW_GROUP,
+    KUBEFLOW_JOB_KINDS,
+    KUBEFLOW_MANAGER,
+)
+from infra.offline import jobs
 from tests.components.test_gang_deadline import DEADLINE, IDLE_NODE, NOW, _decide, _iso, _pod, _podgroup
-from tests.conftest import plan_of
+from tests.conftest import STACKS, plan_of
 from tests.security.test_tenancy import BINDING, VAP, VISION, _job, denied_by, verdicts
 
 ATTACKER = "alice@vision"
@@ -213,3 +223,137 @@ def test_a_plain_jobs_gang_holding_idle_nodes_past_the_deadline_is_given_back():
         pod["metadata"]["annotations"] = {gang_deadline.GROUP_ANNOTATION: "podgroup-1f2e"}
     actions = gang_deadline.decide([pg], pods, [IDLE_NODE], [], {"h100": DEADLINE}, 1800, NOW)
     assert [(a.verb, a.kind, a.name) for a in actions] == [("suspend", "Job", "train")]
+
+
+# --- beside each fix: what stays admitted, and the paths next to it -----------------------------------
+
+SUSPENDED = "a job the gang deadline suspended"
+ORPHAN_FINALIZER = "no `orphan` finalizer"
+HANDED_AWAY = "spec.runPolicy.managedBy is unset"
+
+
+def _refused_with(message: str, obj: dict, **request) -> bool:
+    return any(m.startswith(message) for m in denied_by(obj, **request))
+
+
+def _suspended_by_the_deadline(job: dict) -> dict:
+    job = copy.deepcopy(job)
+    job["metadata"]["annotations"] = {GAVE_BACK_ANNOTATION: _iso(NOW)}
+    if job["kind"] == "Job":
+        job["spec"]["suspend"] = True
+    else:
+        job["spec"]["runPolicy"]["suspend"] = True
+    return job
+
+
+def _batch_job() -> dict:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "eval", "namespace": "vision"},
+        "spec": {
+            "parallelism": 2,
+            "template": {"spec": _job()["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]},
+        },
+    }
+
+
+def test_a_job_created_with_the_operator_as_its_manager_is_admitted():
+    job = _job()
+    job["spec"]["runPolicy"]["managedBy"] = KUBEFLOW_MANAGER
+    assert not _refused_with(HANDED_AWAY, job, user=ATTACKER)
+
+
+def test_a_job_may_not_be_created_for_another_controller():
+    job = _job()
+    job["spec"]["runPolicy"]["managedBy"] = MULTIKUEUE
+    assert _refused_with(HANDED_AWAY, job, user=ATTACKER)
+
+
+def test_the_gang_deadline_resumes_the_job_it_suspended():
+    old = _suspended_by_the_deadline(_job())
+    job = copy.deepcopy(old)
+    job["spec"]["runPolicy"]["suspend"] = False
+    del job["metadata"]["annotations"]
+    assert not _refused_with(SUSPENDED, job, operation="UPDATE", old=old, user=component.USER)
+
+
+def test_a_team_resumes_a_job_it_suspended_itself():
+    old = _job()
+    old["spec"]["runPolicy"]["suspend"] = True
+    job = copy.deepcopy(old)
+    job["spec"]["runPolicy"]["suspend"] = False
+    assert not _refused_with(SUSPENDED, job, operation="UPDATE", old=old, user=ATTACKER)
+
+
+def test_a_team_changes_a_job_the_deadline_suspended_while_it_stays_suspended():
+    old = _suspended_by_the_deadline(_job())
+    job = copy.deepcopy(old)
+    job["metadata"]["labels"] = {"experiment": "b"}
+    assert not _refused_with(SUSPENDED, job, operation="UPDATE", old=old, user=ATTACKER)
+
+
+def test_a_plain_job_the_gang_deadline_suspended_is_not_resumed_by_its_team():
+    old = _suspended_by_the_deadline(_batch_job())
+    job = copy.deepcopy(old)
+    job["spec"]["suspend"] = False
+    assert _refused_with(SUSPENDED, job, operation="UPDATE", old=old, user=ATTACKER)
+
+
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+def test_a_kubeflow_job_may_not_carry_the_orphan_finalizer(operation):
+    """A plain DELETE of an object with the `orphan` finalizer orphans its dependents as
+    propagationPolicy Orphan does."""
+    job = _job()
+    job["metadata"]["finalizers"] = ["orphan"]
+    assert _refused_with(ORPHAN_FINALIZER, job, operation=operation, old=_job(), user=ATTACKER)
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"propagationPolicy": "Background"}, {"propagationPolicy": "Foreground"}], ids=str
+)
+def test_a_kubeflow_job_deleted_with_its_pods_is_admitted(options):
+    resource = KUBEFLOW_JOB_KINDS["PyTorchJob"]
+    assert not _refused_in_team_namespace(KUBEFLOW_GROUP, resource, "DELETE", options)
+
+
+def test_a_kubeflow_job_may_not_be_deleted_with_the_older_orphan_dependents():
+    resource = KUBEFLOW_JOB_KINDS["TFJob"]
+    assert _refused_in_team_namespace(KUBEFLOW_GROUP, resource, "DELETE", {"orphanDependents": True})
+
+
+def test_a_plain_job_may_not_be_deleted_leaving_its_gang_behind():
+    """A batch Job's gang is Volcano's PodGroup owned by the Job: orphaned with its pods, it is no job's
+    the gang deadline can suspend."""
+    assert _refused_in_team_namespace("batch", "jobs", "DELETE", {"propagationPolicy": "Orphan"})
+
+
+@pytest.mark.parametrize("verb", ["suspend", "resume"])
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_gang_deadlines_patch_of_every_rendered_job_is_admitted_by_its_team_policy(stack, verb):
+    """The CronJob's merge patch applied to each example job as the API server would (an UPDATE of the
+    whole object, by the CronJob's account): refused, the gang would keep its idle nodes."""
+    cfg = plan_of(stack).config
+    team = cfg.scheduler.teams[0]
+    rules = rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)
+    for example in jobs.examples_for(cfg):
+        job = jobs.workload_of(jobs.render(example, cfg, team=team.name))
+        if job["kind"] == "Deployment":
+            continue  # a Deployment's gang is at most one pod: nothing to give back
+        action = gang_deadline.Action("suspend", team.name, job["kind"], job["metadata"]["name"], "")
+        old = _merge(job, gang_deadline.patch_for(action, NOW)) if verb == "resume" else job
+        new = _merge(old, gang_deadline.patch_for(dataclasses.replace(action, verb=verb), NOW))
+        assert denied_by(new, rules, operation="UPDATE", old=old, user=component.USER) == [], example
+
+
+def _merge(obj: dict, patch: dict) -> dict:
+    """A JSON merge patch (RFC 7386): null removes a key."""
+    merged = copy.deepcopy(obj)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged

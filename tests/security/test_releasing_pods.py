@@ -131,10 +131,11 @@ def test_an_eviction_without_its_own_grace_is_admitted():
     assert not _guard_refuses({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}}, "CREATE")
 
 
-def test_the_guard_is_bound_to_every_team_namespace_and_deletes_and_evictions_of_pods():
+def test_the_guard_is_bound_to_every_team_namespace_and_deletes_and_evictions_of_pods_and_jobs():
     guard = tenancy.pod_release_guard(GRACE)
     rules = guard["spec"]["matchConstraints"]["resourceRules"]
-    assert {(r["resources"][0], r["operations"][0]) for r in rules} == {("pods", "DELETE"), ("pods/eviction", "CREATE")}
+    matched = {(resource, r["operations"][0]) for r in rules for resource in r["resources"]}
+    assert {("pods", "DELETE"), ("pods/eviction", "CREATE"), ("pytorchjobs", "DELETE")} <= matched
     binding = tenancy.in_every_team_namespace(tenancy.POD_RELEASE_GUARD)["spec"]
     assert binding["matchResources"]["namespaceSelector"]["matchExpressions"] == [
         {"key": tenancy.TEAM_LABEL, "operator": "Exists"}

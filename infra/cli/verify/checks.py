@@ -24,6 +24,9 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"  # the EFA device plugin's resource (infr
 VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
 ATTACK_NAME = "higgsfield-verify-attack"
 TRIAL_JOB_NAME = names.JOB_NAME_PREFIXES["TFJob"] + ATTACK_NAME
+# A controller the operator's webhook accepts in runPolicy.managedBy (MultiKueueController,
+# kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go@v1.9.4), which the team policy refuses.
+OTHER_MANAGER = "kueue.x-k8s.io/multikueue"
 # What the misnamed job would run were it admitted and resumed (it is neither): any image.
 ATTACK_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
 
@@ -397,10 +400,13 @@ def _attack(team: Any, other_queue: str) -> dict:
     }
 
 
-def trial_job(team: Any, name: str = ATTACK_NAME, clean_pod_policy: str = names.CLEAN_POD_POLICY) -> dict:
-    """A suspended TFJob the team's policy admits as it stands (given a name with `tf-`). Tried twice: under
-    a name only a PyTorchJob may take (names.job_name_problem: the operator finds a job's PodGroup by name
-    alone), and with cleanPodPolicy None (its pods would outlive its PodGroup, docs/design/tenancy.md)."""
+def trial_job(
+    team: Any, name: str = ATTACK_NAME, clean_pod_policy: str = names.CLEAN_POD_POLICY, managed_by: str | None = None
+) -> dict:
+    """A suspended TFJob the team's policy admits as it stands (given a name with `tf-`). Tried three times:
+    under a name only a PyTorchJob may take (names.job_name_problem: the operator finds a job's PodGroup by
+    name alone), with cleanPodPolicy None (its pods would outlive its PodGroup), and managed by another
+    controller (the operator would ignore it, its suspension included: docs/design/tenancy.md)."""
     spec = {
         "securityContext": {"runAsUser": team.uid, "runAsGroup": team.uid, "fsGroup": team.uid},
         "containers": [
@@ -421,6 +427,7 @@ def trial_job(team: Any, name: str = ATTACK_NAME, clean_pod_policy: str = names.
                 "suspend": True,
                 "cleanPodPolicy": clean_pod_policy,
                 "schedulingPolicy": {"queue": team.queue},
+                **({"managedBy": managed_by} if managed_by else {}),
             },
             "tfReplicaSpecs": {"Worker": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": spec}}},
         },
@@ -443,13 +450,15 @@ def _refused(ctx: Any, group: str, version: str, namespace: str, plural: str, bo
 
 def tenant_attacks(ctx: Any) -> Outcome:
     """Each team submits, as dry runs the API server must refuse: a PodGroup to a queue not its own, a
-    TFJob under a name only a PyTorchJob may take, and one that would keep its pods once finished."""
+    TFJob under a name only a PyTorchJob may take, one that would keep its pods once finished, and one
+    handed to another controller."""
     teams = ctx.config.scheduler.teams
     problems, seen = [], []
     for team in teams:
         for job, what in (
             (trial_job(team), f"a TFJob named {ATTACK_NAME} (no tf-)"),
             (trial_job(team, name=TRIAL_JOB_NAME, clean_pod_policy="None"), "a TFJob with cleanPodPolicy None"),
+            (trial_job(team, name=TRIAL_JOB_NAME, managed_by=OTHER_MANAGER), f"a TFJob managed by {OTHER_MANAGER}"),
         ):
             verdict = _refused(ctx, *_kubeflow(job), job)
             if verdict:
@@ -627,7 +636,7 @@ def specs() -> list[Spec]:
         Spec("kube.admission-policies", "every planned ValidatingAdmissionPolicy is present, without CEL warnings",
              admission_policies, "kube", "list validatingadmissionpolicies", after=(KUBE_API,)),
         Spec("kube.tenant-attacks", "admission refuses a PodGroup in another team's queue, a misnamed Kubeflow job, "
-             "one that would keep its pods once finished",
+             "one that would keep its pods once finished, one managed by another controller",
              tenant_attacks, "kube", "create podgroups, tfjobs (dryRun) in team namespaces", after=(KUBE_API,)),
         Spec("kube.job-names", "each team Kubeflow job is named as its kind (none from before the rule)",
              job_names, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
