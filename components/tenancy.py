@@ -868,48 +868,45 @@ def pod_release_guard(grace_seconds: int) -> dict:
         "request.options.propagationPolicy == 'Orphan') || (has(request.options.orphanDependents) && "
         "request.options.orphanDependents == true))"
     )
+    return guard_policy(
+        POD_RELEASE_GUARD,
+        [
+            _rule("", "pods", "DELETE"),
+            _rule("", "pods/eviction", "CREATE"),
+            *(_rule(KUBEFLOW_GROUP, r, "DELETE") for r in sorted(KUBEFLOW_JOB_KINDS.values())),
+            # a plain gang's Job: its pods and PodGroup, orphaned, are no job's the gang deadline can suspend
+            _rule("batch", "jobs", "DELETE"),
+        ],
+        [
+            {
+                "expression": f"request.operation == 'DELETE' ? ({deleted}) : ({evicted})",
+                "message": f"a pod of a team is deleted or evicted with gracePeriodSeconds at most {cap} "
+                "(higgsfield:checkpoints.terminationGracePeriod): a pod that is stopping counts in no queue, "
+                "yet holds its node until it has stopped",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": f"request.operation != 'DELETE' || !({orphans})",
+                "message": "a team's pod, Job or Kubeflow job is deleted with its dependents (no "
+                "propagationPolicy Orphan, no orphanDependents): an orphaned job's pods and PodGroup have no "
+                "controller left to end them, and keep their nodes",
+                "reason": "Forbidden",
+            },
+        ],
+    )
+
+
+def _rule(group: str, resource: str, *operations: str) -> dict:
+    return {"apiGroups": [group], "apiVersions": ["v1"], "resources": [resource], "operations": list(operations)}
+
+
+def guard_policy(name: str, rules: list[dict], validations: list[dict]) -> dict:
+    """A ValidatingAdmissionPolicy that fails closed, for in_every_team_namespace to bind."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POD_RELEASE_GUARD},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["DELETE"]},
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "resources": ["pods/eviction"],
-                        "operations": ["CREATE"],
-                    },
-                    {
-                        "apiGroups": [KUBEFLOW_GROUP],
-                        "apiVersions": ["v1"],
-                        "resources": sorted(KUBEFLOW_JOB_KINDS.values()),
-                        "operations": ["DELETE"],
-                    },
-                    # a plain gang's Job: its pods and PodGroup, orphaned, are no job's the gang deadline can suspend
-                    {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"], "operations": ["DELETE"]},
-                ]
-            },
-            "validations": [
-                {
-                    "expression": f"request.operation == 'DELETE' ? ({deleted}) : ({evicted})",
-                    "message": f"a pod of a team is deleted or evicted with gracePeriodSeconds at most {cap} "
-                    "(higgsfield:checkpoints.terminationGracePeriod): a pod that is stopping counts in no queue, "
-                    "yet holds its node until it has stopped",
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": f"request.operation != 'DELETE' || !({orphans})",
-                    "message": "a team's pod, Job or Kubeflow job is deleted with its dependents (no "
-                    "propagationPolicy Orphan, no orphanDependents): an orphaned job's pods and PodGroup have no "
-                    "controller left to end them, and keep their nodes",
-                    "reason": "Forbidden",
-                },
-            ],
-        },
+        "metadata": {"name": name},
+        "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": rules}, "validations": validations},
     }
 
 
@@ -1445,32 +1442,18 @@ def network_policy_guard() -> dict:
         "authorizer.group('admissionregistration.k8s.io').resource('validatingadmissionpolicies')"
         ".check('update').allowed()"
     )
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": NETWORK_POLICY_GUARD},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": ["networking.k8s.io"],
-                        "apiVersions": ["v1"],
-                        "resources": ["networkpolicies"],
-                        "operations": ["CREATE", "UPDATE", "DELETE"],
-                    }
-                ]
-            },
-            "validations": [
-                {
-                    "expression": may_change_admission,
-                    "message": "NetworkPolicies in team namespaces are the platform's (default deny and the "
-                    "allowances jobs need): ask the platform team for an allowance",
-                    "reason": "Forbidden",
-                }
-            ],
-        },
-    }
+    return guard_policy(
+        NETWORK_POLICY_GUARD,
+        [_rule("networking.k8s.io", "networkpolicies", "CREATE", "UPDATE", "DELETE")],
+        [
+            {
+                "expression": may_change_admission,
+                "message": "NetworkPolicies in team namespaces are the platform's (default deny and the "
+                "allowances jobs need): ask the platform team for an allowance",
+                "reason": "Forbidden",
+            }
+        ],
+    )
 
 
 def network_policy_guard_binding() -> dict:
