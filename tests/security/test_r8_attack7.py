@@ -1,0 +1,133 @@
+"""Round 8's attacker again, beside the fixes that keep a job the platform's to stop: runPolicy.managedBy
+only the operator's, a deadline's suspension undone only by the deadline, no orphaning DELETE (explicit
+propagationPolicy Orphan or orphanDependents) and no `orphan` finalizer on a Kubeflow job, a gang judged
+by its unfinished members, and a plain batch Job's gang suspended by spec.suspend.
+
+The attacker is a team member: AmazonEKSEditPolicy's `edit` in the team's namespace (pods, workloads
+including batch Jobs and CronJobs, delete with any DeleteOptions) and the Kubeflow jobs of
+tenancy.job_submitter_role. Each test states what the platform should refuse or do, and fails on
+today's code: admission through cel-expr-python (tests/security/test_tenancy.py `denied_by`, and the
+bound guards through tests/security/test_r8_attack.py `_refused_in_team_namespace`), the gang deadline
+through its pure `decide` or its `run` against tests/fake_kube_api.py.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import gang_deadline
+import pytest
+
+from components import gang_deadline as component
+from infra.core.names import GAVE_BACK_ANNOTATION
+from tests.components.test_gang_deadline import DEADLINE, IDLE_NODE, NOW, _iso, _pod, _podgroup, _seed_gang
+from tests.fake_kube_api import FakeKubernetesApi
+from tests.security.test_r8_attack import _refused_in_team_namespace
+from tests.security.test_tenancy import _job, denied_by
+
+ATTACKER = "alice@vision"
+
+
+# --- 1. a batch Job deleted the way the API does by default leaves its gang behind ----------------------
+
+
+def test_a_plain_job_deleted_without_a_propagation_policy_may_not_leave_its_gang_behind():
+    """The pod release guard refuses a batch Job's DELETE only when it names propagationPolicy Orphan or
+    orphanDependents. But orphaning is the batch/v1 Job's own default: its strategy's
+    DefaultGarbageCollectionPolicy returns OrphanDependents for batch/v1 "for backwards compatibility"
+    (kubernetes/kubernetes:pkg/registry/batch/job/strategy.go@36f36813ae40015c94d2df1493447edaa145dd5a),
+    and the store orphans when the DeleteOptions name no policy and the object no finalizer
+    (shouldOrphanDependents, kubernetes/kubernetes:staging/src/k8s.io/apiserver/pkg/registry/generic/
+    registry/store.go@f565665e0604a5aebe7116339096b961becf7e23). `kubectl delete job` sends Background,
+    but a bare API DELETE (curl, client-go with empty DeleteOptions, the Python client's
+    delete_namespaced_job without a body, a DeleteCollection) carries no policy at all.
+
+    Impact: the garbage collector takes the Job's ownerReference off its pods and off the PodGroup
+    Volcano made for it (podgroup-<job uid>, newPGOwnerReferences, volcano-sh/volcano:pkg/controllers/
+    podgroup/pg_controller_handler.go@v1.15.1). The Inqueue PodGroup keeps its phase (getPodGroupPhase,
+    volcano-sh/volcano:pkg/scheduler/framework/session.go@v1.15.1), its pending pods keep the nodes EC2
+    half-delivered (the autoscaler packs them there), and the gang deadline passes over a PodGroup no
+    job owns (`_owner_job` None in images/training/gang_deadline.py decide): the idle GPU nodes stay
+    until the team deletes the pods - exactly the hole fix (3) closed for an explicit Orphan."""
+    assert _refused_in_team_namespace("batch", "jobs", "DELETE", {})
+
+
+# --- 2. one team's annotation stops the gang deadline for every team -------------------------------------
+
+
+@pytest.mark.parametrize("stamp", ["not-a-time", "2027-01-05T11:00:00"], ids=["garbage", "no-zone"])
+def test_a_teams_malformed_gave_back_annotation_does_not_stop_other_teams_gangs_being_given_back(stamp):
+    """The team policy guards the gang deadline's annotation only on UPDATE of a job that already
+    carries it while suspended (suspension_validations): a team CREATEs a suspended job - a Kubeflow
+    job, a batch Job, or a CronJob whose jobTemplate carries it - with `higgsfield.io/gave-back-at`
+    set to any string. decide() parses it for every suspended job of every team namespace
+    (`_time(gave_back)`, datetime.fromisoformat: ValueError on garbage, and an offset-naive datetime
+    that `now - ...` refuses with TypeError), outside run()'s per-action try, so every pass of the
+    CronJob dies before it patches anything.
+
+    Impact: one team turns the gang deadline off for the whole cluster with one object it is allowed
+    to create; every other team's half-delivered gang keeps its idle GPU nodes for as long as the
+    object exists (the CronJob's failed runs are the only sign)."""
+    kube = FakeKubernetesApi()
+    try:
+        train = {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "train", "namespace": "llm"},
+        }
+        train["spec"] = {"runPolicy": {}}
+        _seed_gang(kube, "llm", train)
+        poison = _job()
+        poison["metadata"]["annotations"] = {GAVE_BACK_ANNOTATION: stamp}
+        poison["spec"]["runPolicy"]["suspend"] = True
+        assert denied_by(poison, user=ATTACKER) == []  # the team may create it
+        kube.put(poison)
+        kube.put({"apiVersion": "v1", "kind": "Node", **IDLE_NODE})
+        kube.put(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": "d",
+                    "namespace": component.NAMESPACE,
+                    "labels": {component.DEADLINE_LABEL: "true"},
+                },
+                "data": {"pool": "h100", "deadlineSeconds": str(int(DEADLINE))},
+            }
+        )
+        api = gang_deadline.Api(kube.url, "token")
+        try:
+            gang_deadline.run(api, component.settings_of(["llm", "vision"]), component.NAMESPACE, NOW)
+        except (ValueError, TypeError):
+            pass  # the pass died: what matters is whether llm's gang was given back
+        run_policy = kube.get("/apis/kubeflow.org/v1/namespaces/llm/pytorchjobs/train")["spec"]["runPolicy"]
+        assert run_policy.get("suspend") is True
+    finally:
+        kube.close()
+
+
+# --- 3. the deadline's clock is the team's to restart ----------------------------------------------------
+
+
+def test_a_gang_whose_pods_the_team_recreated_is_still_given_back_past_its_deadline():
+    """decide() measures a gang's wait from its oldest waiting member's creationTimestamp. A team
+    resets that clock at will: it deletes its job's pending pods (`kubectl delete pods -l
+    training.kubeflow.org/job-name=train`; `edit` allows it, and the pod release guard only bounds the
+    grace and refuses Orphan), and the operator creates them again at once - ReconcilePods creates every
+    replica index that has no pod (kubeflow/trainer:pkg/controller.v1/common/pod.go@v1.9.4), and does so
+    because the PodGroup is Inqueue (DelayPodCreationDueToPodGroup holds back only an empty or Pending
+    phase, pkg/controller.v1/control/podgroup_control.go@v1.9.4). The PodGroup stays Inqueue throughout
+    (getPodGroupPhase keeps Inqueue while fewer than minMember are scheduled, volcano-sh/volcano:
+    pkg/scheduler/framework/session.go@v1.15.1), and the team cannot write PodGroups
+    (tenancy.job_submitter_role: get/list/watch).
+
+    Impact: repeating the delete every few minutes (any period under the pool's deadline), a team keeps
+    the nodes EC2 half-delivered for its gang for as long as it likes - the autoscaler packs the
+    recreated pending pods onto them - and fix (2) is moot: the team never needs to resume anything.
+    Deleting and recreating the whole job does the same. The gang's wait should run from something
+    the team cannot restart (the Inqueue PodGroup's age, or a time the CronJob records on it)."""
+    podgroup = _podgroup()
+    podgroup["metadata"]["creationTimestamp"] = _iso(NOW - timedelta(seconds=2 * DEADLINE))
+    recreated = [_pod("train-master-0", 60), _pod("train-worker-0", 60)]
+    actions = gang_deadline.decide([podgroup], recreated, [IDLE_NODE], [], {"h100": DEADLINE}, 1800, NOW)
+    assert [(a.verb, a.kind, a.name) for a in actions] == [("suspend", "PyTorchJob", "train")]
