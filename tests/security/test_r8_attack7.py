@@ -131,3 +131,33 @@ def test_a_gang_whose_pods_the_team_recreated_is_still_given_back_past_its_deadl
     recreated = [_pod("train-master-0", 60), _pod("train-worker-0", 60)]
     actions = gang_deadline.decide([podgroup], recreated, [IDLE_NODE], [], {"h100": DEADLINE}, 1800, NOW)
     assert [(a.verb, a.kind, a.name) for a in actions] == [("suspend", "PyTorchJob", "train")]
+
+
+# --- 4. a job deleted but kept by a finalizer: the operator's no longer, its gang still there --------------
+
+
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+def test_a_kubeflow_job_may_not_carry_a_finalizer_of_the_teams_own(operation):
+    """Fix (3) refuses the `orphan` finalizer alone; any other finalizer is admitted on a Kubeflow job,
+    at CREATE or by a later UPDATE. The team then deletes the job as the platform asks (a plain DELETE,
+    Background: the pod release guard admits it). The job stays, Terminating, until its finalizer is
+    removed, which only the team will do:
+
+    - every kind's Reconcile returns at once for a job with a deletionTimestamp ("reconcile cancelled,
+      job does not need to do reconcile or has been deleted": kubeflow/trainer:pkg/controller.v1/pytorch/
+      pytorchjob_controller.go@v1.9.4, and the TFJob, JAXJob, XGBoostJob, PaddleJob and MPIJob twins),
+      so its runPolicy.suspend, activeDeadlineSeconds, backoffLimit and cleanPodPolicy are read by no one;
+    - the garbage collector deletes no dependent of it: an owner that exists and carries no
+      foregroundDeletion finalizer is a "solid" owner (classifyReferences, kubernetes/kubernetes:pkg/
+      controller/garbagecollector/garbagecollector.go@cb6ff2d8ce3595f88570f82c7d0e6d98910afd3c), so its
+      pods and its PodGroup stay;
+    - the gang deadline still sees the Inqueue PodGroup owned by the job and patches runPolicy.suspend
+      onto it (an update of a Terminating object is allowed), which nothing acts on.
+
+    Impact: the same as a job handed to another controller by runPolicy.managedBy (fix (1)): a waiting
+    gang's pending pods keep the nodes EC2 half-delivered for as long as the team likes, with every
+    deadline pass "suspending" it again; a running job outlives its activeDeadlineSeconds."""
+    old = _job()
+    job = _job()
+    job["metadata"]["finalizers"] = ["vision.example.com/keep"]
+    assert denied_by(job, operation=operation, old=old, user=ATTACKER) != []
