@@ -19,8 +19,11 @@ import gang_deadline
 import pytest
 
 from components import gang_deadline as component
+from components.teams import JOB_RESOURCES
 from infra.core.names import GAVE_BACK_ANNOTATION
+from infra.offline.pods import mebibytes
 from tests.components.test_gang_deadline import DEADLINE, IDLE_NODE, NOW, _iso, _pod, _podgroup, _seed_gang
+from tests.conftest import plan_of
 from tests.fake_kube_api import FakeKubernetesApi
 from tests.security.test_r8_attack import _refused_in_team_namespace
 from tests.security.test_tenancy import _job, denied_by
@@ -161,3 +164,38 @@ def test_a_kubeflow_job_may_not_carry_a_finalizer_of_the_teams_own(operation):
     job = _job()
     job["metadata"]["finalizers"] = ["vision.example.com/keep"]
     assert denied_by(job, operation=operation, old=old, user=ATTACKER) != []
+
+
+# --- 5. one team's jobs fill the gang deadline's memory ----------------------------------------------------
+
+# The API server admits up to 256 KiB of annotations on any object (totalAnnotationSizeLimitB,
+# kubernetes/kubernetes:staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go@
+# 9349688d40f14e5b6814ae6daecd386a3f6fe7b4); the team policy sets no bound of its own.
+ANNOTATIONS_LIMIT_MIB = 256 / 1024
+
+
+def test_one_teams_jobs_at_their_quota_do_not_outgrow_the_gang_deadlines_memory():
+    """run() reads every batch Job and every Kubeflow job of every team namespace, whole, and keeps them
+    all (`jobs`) until decide() has run; each list is one unpaginated response that json.load reads at
+    once. A team's ResourceQuota bounds how many it may create (count/<resource> per job resource,
+    components/teams.py compute_quota), not how large they are: a suspended job runs nothing and
+    costs the team nothing but its count, and carries up to 256 KiB of annotations.
+
+    Impact: the smallest team of the prod stack fills its job counts with suspended jobs carrying 256 KiB
+    of annotations each - more than the CronJob's memory limit, before a byte of JSON overhead or any other
+    team's objects - so every pass is OOM-killed before it patches anything, and no team's half-delivered
+    gang is ever given back while they exist. (Stripping each list to the fields decide() reads and
+    reading them in pages, or a bound on a team job's annotations, would close it.)"""
+    plan = plan_of("prod")
+    (cron,) = (
+        r.inputs
+        for r in plan.resources
+        if r.inputs.get("kind") == "CronJob" and r.name.startswith("teams-gang-deadline")
+    )
+    container = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    limit_mib = mebibytes(container["resources"]["limits"]["memory"])
+    quotas = [
+        r.inputs for r in plan.of_type("kubernetes:core/v1:ResourceQuota") if r.inputs["metadata"]["name"] == "compute"
+    ]
+    smallest = min(sum(int(q["spec"]["hard"][f"count/{r}"]) for r in JOB_RESOURCES) for q in quotas)
+    assert smallest * ANNOTATIONS_LIMIT_MIB < limit_mib
