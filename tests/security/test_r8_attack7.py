@@ -13,7 +13,7 @@ through its pure `decide` or its `run` against tests/fake_kube_api.py.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import gang_deadline
 import pytest
@@ -29,6 +29,20 @@ from tests.security.test_r8_attack import _refused_in_team_namespace
 from tests.security.test_tenancy import _job, denied_by
 
 ATTACKER = "alice@vision"
+
+
+def _deadline_cluster(kube: FakeKubernetesApi) -> gang_deadline.Api:
+    """An idle h100 node and the h100 pool's deadline, in the fake API server."""
+    kube.put({"apiVersion": "v1", "kind": "Node", **IDLE_NODE})
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "d", "namespace": component.NAMESPACE, "labels": {component.DEADLINE_LABEL: "true"}},
+            "data": {"pool": "h100", "deadlineSeconds": str(int(DEADLINE))},
+        }
+    )
+    return gang_deadline.Api(kube.url, "token")
 
 
 # --- 1. a batch Job deleted the way the API does by default leaves its gang behind ----------------------
@@ -85,20 +99,7 @@ def test_a_teams_malformed_gave_back_annotation_does_not_stop_other_teams_gangs_
         poison["spec"]["runPolicy"]["suspend"] = True
         assert denied_by(poison, user=ATTACKER) == []  # the team may create it
         kube.put(poison)
-        kube.put({"apiVersion": "v1", "kind": "Node", **IDLE_NODE})
-        kube.put(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {
-                    "name": "d",
-                    "namespace": component.NAMESPACE,
-                    "labels": {component.DEADLINE_LABEL: "true"},
-                },
-                "data": {"pool": "h100", "deadlineSeconds": str(int(DEADLINE))},
-            }
-        )
-        api = gang_deadline.Api(kube.url, "token")
+        api = _deadline_cluster(kube)
         try:
             gang_deadline.run(api, component.settings_of(["llm", "vision"]), component.NAMESPACE, NOW)
         except (ValueError, TypeError):
@@ -112,28 +113,57 @@ def test_a_teams_malformed_gave_back_annotation_does_not_stop_other_teams_gangs_
 # --- 3. the deadline's clock is the team's to restart ----------------------------------------------------
 
 
+def _members(kube: FakeKubernetesApi, created: datetime) -> None:
+    """The gang's two waiting pods (pg-train, namespace llm), created at `created`, in place of any before."""
+    for i in range(2):
+        pod = _pod(f"train-worker-{i}", 0)
+        pod.update(apiVersion="v1", kind="Pod")
+        pod["metadata"]["creationTimestamp"] = _iso(created)
+        kube.put(pod)
+
+
 def test_a_gang_whose_pods_the_team_recreated_is_still_given_back_past_its_deadline():
-    """decide() measures a gang's wait from its oldest waiting member's creationTimestamp. A team
-    resets that clock at will: it deletes its job's pending pods (`kubectl delete pods -l
-    training.kubeflow.org/job-name=train`; `edit` allows it, and the pod release guard only bounds the
-    grace and refuses Orphan), and the operator creates them again at once - ReconcilePods creates every
-    replica index that has no pod (kubeflow/trainer:pkg/controller.v1/common/pod.go@v1.9.4), and does so
-    because the PodGroup is Inqueue (DelayPodCreationDueToPodGroup holds back only an empty or Pending
-    phase, pkg/controller.v1/control/podgroup_control.go@v1.9.4). The PodGroup stays Inqueue throughout
-    (getPodGroupPhase keeps Inqueue while fewer than minMember are scheduled, volcano-sh/volcano:
-    pkg/scheduler/framework/session.go@v1.15.1), and the team cannot write PodGroups
-    (tenancy.job_submitter_role: get/list/watch).
+    """decide() measures a gang's wait from its oldest waiting member's creationTimestamp, and the CronJob
+    keeps nothing between passes. A team resets that clock at will: it deletes its job's pending pods
+    (`kubectl delete pods -l training.kubeflow.org/job-name=train`; `edit` allows it, and the pod release
+    guard only bounds the grace and refuses Orphan), and the operator creates them again at once -
+    ReconcilePods creates every replica index that has no pod (kubeflow/trainer:pkg/controller.v1/common/
+    pod.go@v1.9.4), and does so because the PodGroup is Inqueue (DelayPodCreationDueToPodGroup holds back
+    only an empty or Pending phase, pkg/controller.v1/control/podgroup_control.go@v1.9.4). The PodGroup
+    stays Inqueue throughout (getPodGroupPhase keeps Inqueue while fewer than minMember are scheduled,
+    volcano-sh/volcano:pkg/scheduler/framework/session.go@v1.15.1), and the team cannot write PodGroups
+    (tenancy.job_submitter_role: get/list/watch). Volcano records no time of enqueueing on the PodGroup
+    (its conditions are Unschedulable and Scheduled: staging/src/volcano.sh/apis/pkg/apis/scheduling/
+    v1beta1/types.go@v1.15.1), so the wait must be remembered by the CronJob itself from the pass that
+    first saw the gang waiting beside idle nodes.
 
     Impact: repeating the delete every few minutes (any period under the pool's deadline), a team keeps
     the nodes EC2 half-delivered for its gang for as long as it likes - the autoscaler packs the
     recreated pending pods onto them - and fix (2) is moot: the team never needs to resume anything.
-    Deleting and recreating the whole job does the same. The gang's wait should run from something
-    the team cannot restart (the Inqueue PodGroup's age, or a time the CronJob records on it)."""
-    podgroup = _podgroup()
-    podgroup["metadata"]["creationTimestamp"] = _iso(NOW - timedelta(seconds=2 * DEADLINE))
-    recreated = [_pod("train-master-0", 60), _pod("train-worker-0", 60)]
-    actions = gang_deadline.decide([podgroup], recreated, [IDLE_NODE], [], {"h100": DEADLINE}, 1800, NOW)
-    assert [(a.verb, a.kind, a.name) for a in actions] == [("suspend", "PyTorchJob", "train")]
+    Deleting and recreating the whole job, or a CronJob starting a new gang each minute, does the same."""
+    kube = FakeKubernetesApi()
+    try:
+        api = _deadline_cluster(kube)
+        train = {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "train", "namespace": "llm"},
+        }
+        train["spec"] = {"runPolicy": {}}
+        kube.put(train)
+        podgroup = _podgroup()
+        podgroup.update(apiVersion="scheduling.volcano.sh/v1beta1", kind="PodGroup")
+        kube.put(podgroup)
+        settings = component.settings_of(["llm"])
+        first_pass = NOW - timedelta(seconds=DEADLINE + 120)
+        _members(kube, first_pass - timedelta(seconds=60))
+        assert gang_deadline.run(api, settings, component.NAMESPACE, first_pass) == 0  # within its deadline
+        _members(kube, NOW - timedelta(seconds=60))  # the team deleted them; the operator made them again
+        gang_deadline.run(api, settings, component.NAMESPACE, NOW)
+        run_policy = kube.get("/apis/kubeflow.org/v1/namespaces/llm/pytorchjobs/train")["spec"]["runPolicy"]
+        assert run_policy.get("suspend") is True
+    finally:
+        kube.close()
 
 
 # --- 4. a job deleted but kept by a finalizer: the operator's no longer, its gang still there --------------
