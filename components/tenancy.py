@@ -818,14 +818,36 @@ def suspension_validations() -> list[dict]:
             "reason": "Forbidden",
         },
         {
-            # The garbage collector orphans a deleted object's dependents when it carries the `orphan` finalizer
-            # (FinalizerOrphanDependents, kubernetes/apimachinery:pkg/apis/meta/v1/types.go, read through the code
-            # search, its ref not pinned here), as it does on a DELETE with propagationPolicy Orphan (which the
-            # pod release guard refuses).
-            "expression": f"!({is_job}) || !has(object.metadata.finalizers) || "
-            "!('orphan' in object.metadata.finalizers)",
-            "message": "no `orphan` finalizer on a Kubeflow job: deleted, it would leave its pods and PodGroup with "
-            "no controller to end them, holding their nodes",
+            # A deleted object stays while it has a finalizer. A Kubeflow job being deleted is reconciled by no one
+            # (every kind's Reconcile returns for a job with a deletionTimestamp: kubeflow/trainer:pkg/controller.v1/
+            # pytorch/pytorchjob_controller.go@v1.9.4), and the garbage collector deletes no dependent of an owner
+            # that still exists (classifyReferences, kubernetes/kubernetes:pkg/controller/garbagecollector/
+            # garbagecollector.go, read through the code search); with the `orphan` finalizer it orphans them
+            # (FinalizerOrphanDependents). So a finalizer of the team's would keep a deleted job's pods, its suspend
+            # read by nobody. Neither the operator nor the Job controller puts one on a job; the API server adds
+            # foregroundDeletion or orphan during a DELETE itself, not by an UPDATE, and the garbage collector
+            # only removes them. A job keeps those it has.
+            "expression": f"!({is_job} || object.kind == 'Job') || !has(object.metadata.finalizers) || "
+            "object.metadata.finalizers.all(f, request.operation == 'UPDATE' && has(oldObject.metadata.finalizers) "
+            "&& f in oldObject.metadata.finalizers)",
+            "message": "a Kubeflow job or Job gets no finalizer: deleted, it would stay with its pods and PodGroup, "
+            "ended by no controller, holding their nodes",
+            "reason": "Forbidden",
+        },
+        {
+            # decide() reads the annotation of every suspended job; only the CronJob writes it.
+            "expression": f"!({is_job} || object.kind == 'Job') || "
+            f"request.userInfo.username in ['{gang_deadline.USER}', '{OPERATOR_USER}'] || !{marked('object')} || "
+            f"(request.operation == 'UPDATE' && {marked('oldObject')} && "
+            f"object.metadata.annotations[{gave}] == oldObject.metadata.annotations[{gave}])",
+            "message": f"{GAVE_BACK_ANNOTATION} is the gang deadline's: a team neither sets nor changes it",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": "object.kind != 'CronJob' || "
+            f"(!{_field('object', 'spec', 'jobTemplate', 'metadata', 'annotations')} || "
+            f"!({gave} in object.spec.jobTemplate.metadata.annotations))",
+            "message": f"a CronJob's jobTemplate carries no {GAVE_BACK_ANNOTATION}: it is the gang deadline's",
             "reason": "Forbidden",
         },
     ]
@@ -883,6 +905,20 @@ def pod_release_guard(grace_seconds: int) -> dict:
                 "message": f"a pod of a team is deleted or evicted with gracePeriodSeconds at most {cap} "
                 "(higgsfield:checkpoints.terminationGracePeriod): a pod that is stopping counts in no queue, "
                 "yet holds its node until it has stopped",
+                "reason": "Forbidden",
+            },
+            {
+                # A batch/v1 Job orphans its dependents unless the DELETE names a policy (its strategy's
+                # DefaultGarbageCollectionPolicy, kubernetes/kubernetes:pkg/registry/batch/job/strategy.go, and
+                # shouldOrphanDependents in the generic store, read through the code search): `kubectl delete`
+                # sends Background, a bare API DELETE none. The controllers that delete Jobs name one (the CronJob
+                # controller Background, the TTL controller Foreground, the namespace controller Background:
+                # check on a cluster, docs/capacity.md).
+                "expression": "request.operation != 'DELETE' || !has(request.resource) || "
+                "request.resource.group != 'batch' || (has(request.options) && has(request.options.propagationPolicy) "
+                "&& request.options.propagationPolicy in ['Background', 'Foreground'])",
+                "message": "a Job is deleted with propagationPolicy Background or Foreground (kubectl's default): a "
+                "Job's own default orphans its pods and PodGroup, which would keep their nodes",
                 "reason": "Forbidden",
             },
             {

@@ -70,6 +70,17 @@ def _time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def _stamp(text: Any) -> datetime | None:
+    """One of our annotations' times; None where it is not a time with a zone (the team policy lets only the
+    CronJob write them, but an object made before that rule could carry anything, and one such object must
+    not stop the pass for every team)."""
+    try:
+        moment = _time(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return moment if moment is not None and moment.tzinfo is not None else None
+
+
 def _owner_job(podgroup: dict) -> tuple[str, str] | None:
     for ref in podgroup["metadata"].get("ownerReferences") or []:
         if ref.get("apiVersion", "").startswith("kubeflow.org/") and ref.get("kind") in KINDS:
@@ -253,15 +264,15 @@ def decide(
                 )
             )
     for job in jobs:
-        gave_back = (job["metadata"].get("annotations") or {}).get(GAVE_BACK)
-        if gave_back and _suspended(job) and (now - _time(gave_back)).total_seconds() > retry_after_s:
+        gave_back = _stamp((job["metadata"].get("annotations") or {}).get(GAVE_BACK))
+        if gave_back and _suspended(job) and (now - gave_back).total_seconds() > retry_after_s:
             actions.append(
                 Action(
                     "resume",
                     job["metadata"]["namespace"],
                     job["kind"],
                     job["metadata"]["name"],
-                    f"suspended by the gang deadline at {gave_back}; queueing again",
+                    f"suspended by the gang deadline at {gave_back:%Y-%m-%dT%H:%M:%SZ}; queueing again",
                 )
             )
     return actions

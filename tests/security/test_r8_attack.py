@@ -148,7 +148,12 @@ def _refused_in_team_namespace(group: str, resource: str, operation: str, option
             _matches(r, group, resource, operation) for r in policy["spec"]["matchConstraints"]["resourceRules"]
         ):
             continue
-        if any(not ok for _, ok in verdicts(policy, None, operation=operation, user=ATTACKER, options=options)):
+        if any(
+            not ok
+            for _, ok in verdicts(
+                policy, None, operation=operation, user=ATTACKER, options=options, resource=(group, resource)
+            )
+        ):
             return True
     return False
 
@@ -228,7 +233,7 @@ def test_a_plain_jobs_gang_holding_idle_nodes_past_the_deadline_is_given_back():
 # --- beside each fix: what stays admitted, and the paths next to it -----------------------------------
 
 SUSPENDED = "a job the gang deadline suspended"
-ORPHAN_FINALIZER = "no `orphan` finalizer"
+ORPHAN_FINALIZER = "a Kubeflow job or Job gets no finalizer"
 HANDED_AWAY = "spec.runPolicy.managedBy is unset"
 
 

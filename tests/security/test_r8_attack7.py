@@ -97,8 +97,7 @@ def test_a_teams_malformed_gave_back_annotation_does_not_stop_other_teams_gangs_
         poison = _job()
         poison["metadata"]["annotations"] = {GAVE_BACK_ANNOTATION: stamp}
         poison["spec"]["runPolicy"]["suspend"] = True
-        assert denied_by(poison, user=ATTACKER) == []  # the team may create it
-        kube.put(poison)
+        kube.put(poison)  # made before the rule below, or by someone the team policy does not bind
         api = _deadline_cluster(kube)
         try:
             gang_deadline.run(api, component.settings_of(["llm", "vision"]), component.NAMESPACE, NOW)
@@ -108,6 +107,25 @@ def test_a_teams_malformed_gave_back_annotation_does_not_stop_other_teams_gangs_
         assert run_policy.get("suspend") is True
     finally:
         kube.close()
+
+
+@pytest.mark.parametrize("kind", ["PyTorchJob", "Job"])
+def test_a_team_may_not_set_the_gang_deadlines_annotation(kind):
+    job = _job()
+    if kind == "Job":
+        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "eval", "namespace": "vision"}, "spec": {}}
+    job["metadata"]["annotations"] = {GAVE_BACK_ANNOTATION: "not-a-time"}
+    assert any(m.startswith(GAVE_BACK_ANNOTATION) for m in denied_by(job, user=ATTACKER))
+
+
+def test_a_teams_cronjob_may_not_stamp_its_jobs_with_the_gang_deadlines_annotation():
+    cron = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "nightly", "namespace": "vision"},
+        "spec": {"jobTemplate": {"metadata": {"annotations": {GAVE_BACK_ANNOTATION: "x"}}, "spec": {}}},
+    }
+    assert any(GAVE_BACK_ANNOTATION in m for m in denied_by(cron, user=ATTACKER))
 
 
 # --- 3. the deadline's clock is the team's to restart ----------------------------------------------------

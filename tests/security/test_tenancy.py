@@ -42,14 +42,18 @@ def verdicts(
     old: dict | None = None,
     authorizer: Authorizer = NOBODY,
     options: dict | None = None,
+    resource: tuple[str, str] | None = None,
 ) -> Iterator[tuple[str, bool]]:
     """(message, whether `obj` passes it) of each validation in turn, evaluated as the API server
     does: the variables in order, then the validations, with `object` the admitted object (null on
     DELETE), `oldObject` what it replaces, `request` the operation and the requester (by default
-    `_creator`'s, with the DELETE's `options`), and `authorizer` the requester's rights."""
-    request = {"operation": operation, "userInfo": {"username": user or _creator(obj)}}
+    `_creator`'s, with the DELETE's `options` and, where given, the (group, resource) requested), and
+    `authorizer` the requester's rights."""
+    request: dict = {"operation": operation, "userInfo": {"username": user or _creator(obj)}}
     if options is not None:
         request["options"] = options
+    if resource is not None:
+        request["resource"] = {"group": resource[0], "version": "v1", "resource": resource[1]}
     activation: dict = {**admission_cel.plain({"object": obj, "oldObject": old, "request": request}), "variables": {}}
     for variable in policy["spec"].get("variables", []):
         try:
