@@ -45,6 +45,7 @@ from infra.core.names import (
     QUEUE_ANNOTATION,
     SAFE_TO_EVICT,
     VOLCANO_GROUP_PREFIX,
+    WAITING_SINCE_ANNOTATION,
 )
 
 TEAM_LABEL = "higgsfield.io/team"
@@ -790,6 +791,13 @@ def suspension_validations() -> list[dict]:
     def marked(obj: str) -> str:
         return f"(has({obj}.metadata.annotations) && {gave} in {obj}.metadata.annotations)"
 
+    def waiting(obj: str) -> str:
+        stamp = f"'{WAITING_SINCE_ANNOTATION}'"
+        return (
+            f"(has({obj}.metadata.annotations) && {stamp} in {obj}.metadata.annotations ? "
+            f"[{obj}.metadata.annotations[{stamp}]] : [])"
+        )
+
     def suspended(obj: str) -> str:
         batch = f"({_field(obj, 'spec', 'suspend')} && {obj}.spec.suspend == true)"
         kubeflow = f"({_field(obj, 'spec', 'runPolicy', 'suspend')} && {obj}.spec.runPolicy.suspend == true)"
@@ -841,6 +849,22 @@ def suspension_validations() -> list[dict]:
             f"(request.operation == 'UPDATE' && {marked('oldObject')} && "
             f"object.metadata.annotations[{gave}] == oldObject.metadata.annotations[{gave}])",
             "message": f"{GAVE_BACK_ANNOTATION} is the gang deadline's: a team neither sets nor changes it",
+            "reason": "Forbidden",
+        },
+        {
+            # The deadline's clock of a waiting gang (images/training/gang_deadline.py clock_actions).
+            "expression": f"object.kind != 'PodGroup' || request.userInfo.username == '{gang_deadline.USER}' || "
+            f"{waiting('object')} == (request.operation == 'UPDATE' ? {waiting('oldObject')} : [])",
+            "message": f"{WAITING_SINCE_ANNOTATION} on a PodGroup is the gang deadline's",
+            "reason": "Forbidden",
+        },
+        {
+            # The operator makes a job's PodGroup with the job's annotations (SyncPodGroup, kubeflow/trainer:pkg/
+            # controller.v1/common/scheduling.go@v1.9.4), and the rule above would refuse that CREATE.
+            "expression": f"!({is_job}) || !has(object.metadata.annotations) || "
+            f"!('{WAITING_SINCE_ANNOTATION}' in object.metadata.annotations)",
+            "message": f"a Kubeflow job carries no {WAITING_SINCE_ANNOTATION}: the operator would copy it to the job's "
+            "PodGroup, where it is the gang deadline's",
             "reason": "Forbidden",
         },
         {

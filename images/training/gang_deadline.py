@@ -40,6 +40,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 GAVE_BACK = "higgsfield.io/gave-back-at"
+WAITING_SINCE = "higgsfield.io/waiting-since"  # on a waiting gang's PodGroup: when a pass first saw it waiting
 POOL_LABEL = "higgsfield.io/pool"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's pod -> PodGroup link
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # a static pod's mirror (k8s.io/api/core/v1 MirrorPodAnnotationKey)
@@ -59,7 +60,7 @@ KINDS = {
 
 @dataclass(frozen=True)
 class Action:
-    verb: str  # "suspend" or "resume"
+    verb: str  # "suspend" or "resume" a job; "mark" or "unmark" a PodGroup (clock_actions)
     namespace: str
     kind: str
     name: str
@@ -206,6 +207,62 @@ def _gpus(pod: dict) -> int:
     return total
 
 
+def _members(podgroups: list[dict], pods: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """Each PodGroup's pods (namespace, name), by the group annotation Volcano's pods carry."""
+    teams = {pg["metadata"]["namespace"] for pg in podgroups}
+    by_group: dict[tuple[str, str], list[dict]] = {}
+    for pod in pods:
+        if pod["metadata"]["namespace"] not in teams:
+            continue
+        group = (pod["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION)
+        if group:
+            by_group.setdefault((pod["metadata"]["namespace"], group), []).append(pod)
+    return by_group
+
+
+def _waiting(podgroups: list[dict], pods: list[dict]) -> list[tuple[dict, list[dict]]]:
+    """The gangs waiting for nodes: Inqueue PodGroups with members that have not finished (those the gang
+    still waits on), none of them bound."""
+    by_group = _members(podgroups, pods)
+    waiting = []
+    for pg in podgroups:
+        if (pg.get("status") or {}).get("phase") != "Inqueue":
+            continue
+        group = by_group.get((pg["metadata"]["namespace"], pg["metadata"]["name"]), [])
+        members = [p for p in group if not _finished(p)]
+        if members and not any(p["spec"].get("nodeName") for p in members):
+            waiting.append((pg, members))
+    return waiting
+
+
+def _waiting_since(pg: dict, members: list[dict]) -> datetime:
+    """When the gang started waiting: its oldest member's creation, or the first pass that saw it waiting
+    (WAITING_SINCE on its PodGroup) where earlier. A team deleting its pending pods gets new ones at once
+    from the operator (ReconcilePods, kubeflow/trainer:pkg/controller.v1/common/pod.go@v1.9.4, while the
+    PodGroup is Inqueue) and would restart a clock kept by the pods alone; the PodGroup is not the team's
+    to write."""
+    created = min(_time(p["metadata"]["creationTimestamp"]) for p in members)
+    seen = _stamp((pg["metadata"].get("annotations") or {}).get(WAITING_SINCE))
+    return min(created, seen) if seen else created
+
+
+def clock_actions(podgroups: list[dict], pods: list[dict]) -> list[Action]:
+    """Stamp each waiting gang's PodGroup with the pass that first saw it waiting ("mark"), and take the
+    stamp off a group that no longer waits ("unmark": it runs, left the queue, or has no pod waiting, as
+    when its job was suspended), so that a gang that waits again later starts a new clock."""
+    waiting = {(pg["metadata"]["namespace"], pg["metadata"]["name"]) for pg, _ in _waiting(podgroups, pods)}
+    actions = []
+    for pg in podgroups:
+        key = (pg["metadata"]["namespace"], pg["metadata"]["name"])
+        stamped = WAITING_SINCE in (pg["metadata"].get("annotations") or {})
+        if (key in waiting) != stamped:
+            verb = "mark" if key in waiting else "unmark"
+            actions.append(
+                Action(verb, key[0], "PodGroup", key[1], "waiting" if key in waiting else "no longer waiting")
+            )
+    return actions
+
+
 def decide(
     podgroups: list[dict],
     pods: list[dict],
@@ -219,21 +276,9 @@ def decide(
     (`pods`: every pod of the cluster; only the teams' namespaces' PodGroups and jobs)."""
     actions: list[Action] = []
     idle = idle_nodes(nodes, pods)
-    teams = {pg["metadata"]["namespace"] for pg in podgroups}
-    by_group: dict[tuple[str, str], list[dict]] = {}
-    for pod in pods:
-        if pod["metadata"]["namespace"] not in teams:
-            continue
-        group = (pod["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION)
-        if group:
-            by_group.setdefault((pod["metadata"]["namespace"], group), []).append(pod)
-    for pg in podgroups:
-        if (pg.get("status") or {}).get("phase") != "Inqueue":
-            continue
+    for pg, members in _waiting(podgroups, pods):
         owner = _owner_job(pg)
-        group = by_group.get((pg["metadata"]["namespace"], pg["metadata"]["name"]), [])
-        members = [p for p in group if not _finished(p)]  # those the gang still waits on
-        if owner is None or not members or any(p["spec"].get("nodeName") for p in members):
+        if owner is None:
             continue
         # The pools any member may land on (a pod that names none may land on every pool): the gang
         # is whole only when each member is, so any member's pool may be the one it still waits for.
@@ -250,7 +295,7 @@ def decide(
         if not holds_idle:
             continue
         deadline = max(deadlines[p] for p in pools)  # the longest: never cut short a gang that may still be served
-        waited = (now - min(_time(p["metadata"]["creationTimestamp"]) for p in members)).total_seconds()
+        waited = (now - _waiting_since(pg, members)).total_seconds()
         if waited > deadline:
             actions.append(
                 Action(
@@ -279,16 +324,25 @@ def decide(
 
 
 def patch_for(action: Action, now: datetime) -> dict:
-    """The JSON merge patch of the job for an action (a batch Job's suspend is spec's, a Kubeflow job's runPolicy's)."""
+    """The JSON merge patch of the job for an action (a batch Job's suspend is spec's, a Kubeflow job's runPolicy's),
+    or of the PodGroup for a clock's."""
+    if action.kind == "PodGroup":
+        return {"metadata": {"annotations": {WAITING_SINCE: _iso(now) if action.verb == "mark" else None}}}
     suspend = action.verb == "suspend"
     flag = {"suspend": suspend} if action.kind == BATCH_JOB else {"runPolicy": {"suspend": suspend}}
     return {
-        "metadata": {"annotations": {GAVE_BACK: now.strftime("%Y-%m-%dT%H:%M:%SZ") if suspend else None}},
+        "metadata": {"annotations": {GAVE_BACK: _iso(now) if suspend else None}},
         "spec": flag,
     }
 
 
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def job_path(action: Action) -> str:
+    if action.kind == "PodGroup":
+        return f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{action.namespace}/podgroups/{action.name}"
     if action.kind == BATCH_JOB:
         return f"/apis/batch/v1/namespaces/{action.namespace}/jobs/{action.name}"
     return f"/apis/kubeflow.org/v1/namespaces/{action.namespace}/{KINDS[action.kind]}/{action.name}"
@@ -354,7 +408,10 @@ def run(api: Api, settings: dict, own_namespace: str, now: datetime) -> int:
     maps = api.items(f"/api/v1/namespaces/{own_namespace}/configmaps?labelSelector={settings['deadlineLabel']}%3Dtrue")
     deadlines = {m["data"]["pool"]: float(m["data"]["deadlineSeconds"]) for m in maps}
     failed = False
-    for action in decide(podgroups, pods, nodes, jobs, deadlines, settings["retryAfterSeconds"], now):
+    actions = clock_actions(podgroups, pods) + decide(
+        podgroups, pods, nodes, jobs, deadlines, settings["retryAfterSeconds"], now
+    )
+    for action in actions:
         where = f"{action.namespace}/{action.kind}/{action.name}"
         try:
             api.call("PATCH", job_path(action), patch_for(action, now))

@@ -14,7 +14,7 @@ import pytest
 
 from components import gang_deadline as component
 from components.cpu_nodes import SYSTEM_LABELS
-from infra.core.names import GAVE_BACK_ANNOTATION, KUBEFLOW_JOB_KINDS, PREVIEW_GROUP
+from infra.core.names import GAVE_BACK_ANNOTATION, KUBEFLOW_JOB_KINDS, PREVIEW_GROUP, WAITING_SINCE_ANNOTATION
 from infra.offline import cold_start, kubernetes_schema
 from tests.conftest import STACKS, plan_of
 from tests.fake_kube_api import FakeKubernetesApi
@@ -249,8 +249,8 @@ def test_a_plain_jobs_gang_is_suspended_and_resumed_by_the_jobs_own_suspend():
     assert gang_deadline.patch_for(resume, NOW)["spec"] == {"suspend": False}
 
 
-def test_the_cronjob_writes_the_annotation_the_team_policy_keeps():
-    assert gang_deadline.GAVE_BACK == GAVE_BACK_ANNOTATION
+def test_the_cronjob_writes_the_annotations_the_team_policy_keeps():
+    assert (gang_deadline.GAVE_BACK, gang_deadline.WAITING_SINCE) == (GAVE_BACK_ANNOTATION, WAITING_SINCE_ANNOTATION)
 
 
 def test_a_gang_whose_only_placed_member_has_finished_is_still_waiting():
@@ -377,5 +377,5 @@ def test_the_cronjob_may_only_list_and_patch_kubeflow_and_batch_jobs_in_team_nam
         assert all(v <= {"list", "patch"} for v in verbs.values())
         assert {k for k, v in verbs.items() if "patch" in v} == {
             ("kubeflow.org", r) for r in KUBEFLOW_JOB_KINDS.values()
-        } | {("batch", "jobs")}
+        } | {("batch", "jobs"), ("scheduling.volcano.sh", "podgroups")}
         assert not any(res in ("secrets", "pods/exec", "*") for _, res in verbs)

@@ -20,7 +20,7 @@ import pytest
 
 from components import gang_deadline as component
 from components.teams import JOB_RESOURCES
-from infra.core.names import GAVE_BACK_ANNOTATION
+from infra.core.names import GAVE_BACK_ANNOTATION, WAITING_SINCE_ANNOTATION
 from infra.offline.pods import mebibytes
 from tests.components.test_gang_deadline import DEADLINE, IDLE_NODE, NOW, _iso, _pod, _podgroup, _seed_gang
 from tests.conftest import plan_of
@@ -247,3 +247,46 @@ def test_one_teams_jobs_at_their_quota_do_not_outgrow_the_gang_deadlines_memory(
     ]
     smallest = min(sum(int(q["spec"]["hard"][f"count/{r}"]) for r in JOB_RESOURCES) for q in quotas)
     assert smallest * ANNOTATIONS_LIMIT_MIB < limit_mib
+
+
+# --- beside the clock: its stamp is the CronJob's alone ----------------------------------------------------
+
+
+def _stamped_podgroup(stamp: str | None) -> dict:
+    pg = _podgroup()
+    pg.update(apiVersion="scheduling.volcano.sh/v1beta1", kind="PodGroup")
+    pg["metadata"]["namespace"] = "vision"
+    pg["spec"] = {"queue": "experiments", "minMember": 2}
+    if stamp:
+        pg["metadata"]["annotations"] = {WAITING_SINCE_ANNOTATION: stamp}
+    return pg
+
+
+def test_only_the_gang_deadline_moves_a_waiting_gangs_clock():
+    old, moved = _stamped_podgroup("2027-01-05T11:00:00Z"), _stamped_podgroup("2027-01-05T11:59:00Z")
+    refusals = denied_by(moved, operation="UPDATE", old=old, user="system:serviceaccount:kubeflow:training-operator")
+    assert any(m.startswith(WAITING_SINCE_ANNOTATION) for m in refusals)
+    assert denied_by(moved, operation="UPDATE", old=old, user=component.USER) == []
+
+
+def test_the_operators_update_of_a_stamped_podgroup_keeps_the_clock_and_is_admitted():
+    old, new = _stamped_podgroup("2027-01-05T11:00:00Z"), _stamped_podgroup("2027-01-05T11:00:00Z")
+    new["status"] = {"phase": "Inqueue"}  # the operator writes the spec it read back, the clock with it
+    assert denied_by(new, operation="UPDATE", old=old, user="system:serviceaccount:kubeflow:training-operator") == []
+
+
+def test_a_kubeflow_job_may_not_carry_the_clock_the_operator_would_copy_to_its_podgroup():
+    job = _job()
+    job["metadata"]["annotations"] = {WAITING_SINCE_ANNOTATION: "2100-01-01T00:00:00Z"}
+    assert any(WAITING_SINCE_ANNOTATION in m for m in denied_by(job, user=ATTACKER))
+
+
+def test_a_gang_that_ran_and_waits_again_starts_a_new_clock():
+    """The stamp comes off once the gang runs: a gang whose node was lost and waits again is not
+    suspended at once for the hours it ran."""
+    pg = _podgroup("Running")
+    pg["metadata"]["annotations"] = {WAITING_SINCE_ANNOTATION: "2027-01-05T08:00:00Z"}
+    bound = _pod("train-worker-0", 3 * 3600, node="ip-10-0-0-7")
+    (action,) = gang_deadline.clock_actions([pg], [bound])
+    assert (action.verb, action.kind) == ("unmark", "PodGroup")
+    assert gang_deadline.patch_for(action, NOW) == {"metadata": {"annotations": {WAITING_SINCE_ANNOTATION: None}}}
