@@ -33,6 +33,7 @@ USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"  # the CronJob's r
 # (maxNodeGroupBackoffDuration 30m: --max-node-group-backoff-duration, kubernetes/autoscaler:
 # cluster-autoscaler/config/flags/flags.go@cluster-autoscaler-1.35.2).
 RETRY_AFTER_S = 30 * 60
+MEMORY_LIMIT = "256Mi"
 ESTIMATE = "estimate"
 
 
@@ -116,7 +117,8 @@ def cron_job(image: pulumi.Input[str], settings: dict) -> dict:
                                     ],
                                     "resources": {
                                         "requests": {"cpu": "50m", "memory": "64Mi"},
-                                        "limits": {"memory": "128Mi"},
+                                        # a page of the largest objects (images/training/gang_deadline.py PAGE)
+                                        "limits": {"memory": MEMORY_LIMIT},
                                     },
                                     "securityContext": {
                                         "allowPrivilegeEscalation": False,

@@ -6,9 +6,9 @@ pkg/endpoints/handlers and apimachinery pkg/api/errors at v1.35.0):
 - REST paths `/api/v1/...` and `/apis/GROUP/VERSION/...`, namespaced (`namespaces/NS/PLURAL/NAME`)
   and cluster-scoped (`PLURAL/NAME`), with the `status` and `log` subresources;
 - GET, LIST (`KindList` with `metadata.resourceVersion`; equality `labelSelector` and
-  `fieldSelector` terms), POST, PUT, PATCH (merge, strategic-merge as merge, and server-side
-  apply `application/apply-patch+yaml`, which needs `fieldManager`), DELETE; `dryRun=All` persists
-  nothing;
+  `fieldSelector` terms; `limit` and `continue` pages), POST, PUT, PATCH (merge, strategic-merge as
+  merge, and server-side apply `application/apply-patch+yaml`, which needs `fieldManager`), DELETE;
+  `dryRun=All` persists nothing;
 - WATCH (`?watch=true`): a chunked stream of `{"type": ..., "object": ...}` lines from the given
   resourceVersion, ended by `timeoutSeconds`;
 - pod logs (`.../pods/NAME/log`): text, `timestamps=true` prefixes RFC 3339 times, `follow=true`
@@ -128,6 +128,7 @@ class FakeKubernetesApi:
         self.objects: dict[tuple[str, str | None, str, str], dict] = {}
         self.logs: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
         self.requests: list[tuple[str, str]] = []
+        self.pages: list[tuple[str, int]] = []  # (plural, items) of each list answered
         self.admit = admit
         self.allow = allow
         self._version = 0
@@ -398,22 +399,28 @@ class FakeKubernetesApi:
         )
 
     def _serve_list(self, h: BaseHTTPRequestHandler, ref: Ref, query: dict) -> None:
+        # Pages: `limit` items from the `continue` token's offset, and a token while more remain (the real
+        # token is opaque; this one is the offset). Only the page is copied.
+        start = int(query.get("continue") or 0)
         with self._lock:
             items = [
-                copy.deepcopy(o)
-                for (prefix, ns, plural, name), o in sorted(self.objects.items(), key=str)
+                o
+                for (prefix, ns, plural, name), o in sorted(self.objects.items(), key=lambda item: str(item[0]))
                 if self._matching(ref, Ref(prefix, ns, plural, name), o, query)
             ]
+            limit = int(query.get("limit") or 0) or len(items)
+            page, more = copy.deepcopy(items[start : start + limit]), start + limit < len(items)
             version = str(self._version)
-        kind = KINDS.get(ref.plural) or (items[0]["kind"] if items else ref.plural.capitalize())
+        kind = KINDS.get(ref.plural) or (page[0]["kind"] if page else ref.plural.capitalize())
+        self.pages.append((ref.plural, len(page)))
         _send(
             h,
             200,
             {
                 "kind": f"{kind}List",
                 "apiVersion": ref.api_version,
-                "metadata": {"resourceVersion": version},
-                "items": items,
+                "metadata": {"resourceVersion": version, **({"continue": str(start + limit)} if more else {})},
+                "items": page,
             },
         )
 

@@ -34,7 +34,9 @@ import re
 import ssl
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -352,6 +354,65 @@ def job_path(action: Action) -> str:
 
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# Lists are read in pages, and each object cut down to what decide() reads, so a pass holds one page of
+# whole objects at a time, however many jobs and pods the teams make. An object is at most etcd's request
+# limit, 1.5 MiB (DefaultMaxRequestBytes, etcd-io/etcd:server/embed/config.go, read through the code
+# search); the CronJob's memory limit is sized for a page of those (components/gang_deadline.py).
+PAGE = 20
+
+
+def _meta(obj: dict, annotations: tuple[str, ...] = (), labels: bool = False) -> dict:
+    meta = obj.get("metadata") or {}
+    kept = {k: meta[k] for k in ("name", "namespace", "creationTimestamp") if k in meta}
+    kept["ownerReferences"] = [
+        {k: r.get(k) for k in ("apiVersion", "kind", "name")} for r in meta.get("ownerReferences") or []
+    ]
+    kept["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items() if k in annotations}
+    if labels:
+        kept["labels"] = meta.get("labels") or {}
+    return kept
+
+
+def keep_pod(pod: dict) -> dict:
+    spec = pod.get("spec") or {}
+    containers = {
+        key: [{"resources": c.get("resources") or {}} for c in spec.get(key) or []]
+        for key in ("containers", "initContainers")
+    }
+    affinity = {"nodeAffinity": (spec.get("affinity") or {}).get("nodeAffinity") or {}}
+    return {
+        "metadata": _meta(pod, (GROUP_ANNOTATION, MIRROR_ANNOTATION)),
+        "spec": {
+            **{k: spec[k] for k in ("nodeName", "nodeSelector") if k in spec},
+            "affinity": affinity,
+            **containers,
+        },
+        "status": {"phase": (pod.get("status") or {}).get("phase")},
+    }
+
+
+def keep_podgroup(pg: dict) -> dict:
+    return {"metadata": _meta(pg, (WAITING_SINCE,)), "status": {"phase": (pg.get("status") or {}).get("phase")}}
+
+
+def keep_job(job: dict) -> dict:
+    spec = job.get("spec") or {}
+    run_policy = spec.get("runPolicy") or {}
+    return {
+        "metadata": _meta(job, (GAVE_BACK,)),
+        "spec": {
+            **({"suspend": spec["suspend"]} if "suspend" in spec else {}),
+            "runPolicy": {"suspend": run_policy["suspend"]} if "suspend" in run_policy else {},
+        },
+    }
+
+
+def keep_node(node: dict) -> dict:
+    return {"metadata": _meta(node, labels=True)}
+
+
+def keep_config_map(config_map: dict) -> dict:
+    return {"data": config_map.get("data") or {}}
 
 
 class Api:
@@ -383,8 +444,17 @@ class Api:
         with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
             return json.load(response)
 
-    def items(self, path: str) -> list[dict]:
-        return self.call("GET", path)["items"]
+    def items(self, path: str, keep: Callable[[dict], dict]) -> list[dict]:
+        """Every object of a list, read PAGE at a time, each cut down by `keep` before the next page is asked for."""
+        kept: list[dict] = []
+        token = ""
+        while True:
+            query = f"limit={PAGE}" + (f"&continue={urllib.parse.quote(token)}" if token else "")
+            page = self.call("GET", f"{path}{'&' if '?' in path else '?'}{query}")
+            kept += [keep(o) for o in page["items"]]
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return kept
 
 
 def run(api: Api, settings: dict, own_namespace: str, now: datetime) -> int:
@@ -394,18 +464,22 @@ def run(api: Api, settings: dict, own_namespace: str, now: datetime) -> int:
     namespaces = settings["namespaces"]
     podgroups, jobs = [], []
     for ns in namespaces:
-        podgroups += api.items(f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups")
+        podgroups += api.items(f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups", keep_podgroup)
         for kind, resource in KINDS.items():
             try:
-                jobs += [{**j, "kind": kind} for j in api.items(f"/apis/kubeflow.org/v1/namespaces/{ns}/{resource}")]
+                listed = api.items(f"/apis/kubeflow.org/v1/namespaces/{ns}/{resource}", keep_job)
+                jobs += [{**j, "kind": kind} for j in listed]
             except urllib.error.HTTPError as exc:  # a kind the operator does not serve
                 if exc.code != 404:
                     raise
-        jobs += [{**j, "kind": BATCH_JOB} for j in api.items(f"/apis/batch/v1/namespaces/{ns}/jobs")]
+        jobs += [{**j, "kind": BATCH_JOB} for j in api.items(f"/apis/batch/v1/namespaces/{ns}/jobs", keep_job)]
     # every namespace's pods: a node is idle only when no pod of any team (or of the platform) holds it
-    pods = api.items("/api/v1/pods")
-    nodes = api.items(f"/api/v1/nodes?labelSelector={POOL_LABEL}")
-    maps = api.items(f"/api/v1/namespaces/{own_namespace}/configmaps?labelSelector={settings['deadlineLabel']}%3Dtrue")
+    pods = api.items("/api/v1/pods", keep_pod)
+    nodes = api.items(f"/api/v1/nodes?labelSelector={POOL_LABEL}", keep_node)
+    maps = api.items(
+        f"/api/v1/namespaces/{own_namespace}/configmaps?labelSelector={settings['deadlineLabel']}%3Dtrue",
+        keep_config_map,
+    )
     deadlines = {m["data"]["pool"]: float(m["data"]["deadlineSeconds"]) for m in maps}
     failed = False
     actions = clock_actions(podgroups, pods) + decide(

@@ -13,17 +13,18 @@ through its pure `decide` or its `run` against tests/fake_kube_api.py.
 
 from __future__ import annotations
 
+import io
+import json
+import tracemalloc
 from datetime import datetime, timedelta
 
 import gang_deadline
 import pytest
 
 from components import gang_deadline as component
-from components.teams import JOB_RESOURCES
 from infra.core.names import GAVE_BACK_ANNOTATION, WAITING_SINCE_ANNOTATION
 from infra.offline.pods import mebibytes
 from tests.components.test_gang_deadline import DEADLINE, IDLE_NODE, NOW, _iso, _pod, _podgroup, _seed_gang
-from tests.conftest import plan_of
 from tests.fake_kube_api import FakeKubernetesApi
 from tests.security.test_r8_attack import _refused_in_team_namespace
 from tests.security.test_tenancy import _job, denied_by
@@ -218,35 +219,55 @@ def test_a_kubeflow_job_may_not_carry_a_finalizer_of_the_teams_own(operation):
 
 # The API server admits up to 256 KiB of annotations on any object (totalAnnotationSizeLimitB,
 # kubernetes/kubernetes:staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go@
-# 9349688d40f14e5b6814ae6daecd386a3f6fe7b4); the team policy sets no bound of its own.
-ANNOTATIONS_LIMIT_MIB = 256 / 1024
+# 9349688d40f14e5b6814ae6daecd386a3f6fe7b4), and etcd stores an object of up to 1.5 MiB.
+ANNOTATIONS_LIMIT = 256 * 1024
+LARGEST_OBJECT = 3 * 1024 * 1024 // 2
 
 
-def test_one_teams_jobs_at_their_quota_do_not_outgrow_the_gang_deadlines_memory():
-    """run() reads every batch Job and every Kubeflow job of every team namespace, whole, and keeps them
-    all (`jobs`) until decide() has run; each list is one unpaginated response that json.load reads at
-    once. A team's ResourceQuota bounds how many it may create (count/<resource> per job resource,
-    components/teams.py compute_quota), not how large they are: a suspended job runs nothing and
-    costs the team nothing but its count, and carries up to 256 KiB of annotations.
+def _heavy_jobs(kube: FakeKubernetesApi, count: int) -> None:
+    """`count` suspended jobs of team llm, each with the API server's largest annotations."""
+    for i in range(count):
+        job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": f"j{i}", "namespace": "llm"}}
+        job["metadata"]["annotations"] = {"example.com/notes": "x" * ANNOTATIONS_LIMIT}
+        job["spec"] = {"runPolicy": {"suspend": True}}
+        kube.put(job)
 
-    Impact: the smallest team of the prod stack fills its job counts with suspended jobs carrying 256 KiB
-    of annotations each - more than the CronJob's memory limit, before a byte of JSON overhead or any other
-    team's objects - so every pass is OOM-killed before it patches anything, and no team's half-delivered
-    gang is ever given back while they exist. (Stripping each list to the fields decide() reads and
-    reading them in pages, or a bound on a team job's annotations, would close it.)"""
-    plan = plan_of("prod")
-    (cron,) = (
-        r.inputs
-        for r in plan.resources
-        if r.inputs.get("kind") == "CronJob" and r.name.startswith("teams-gang-deadline")
-    )
-    container = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
-    limit_mib = mebibytes(container["resources"]["limits"]["memory"])
-    quotas = [
-        r.inputs for r in plan.of_type("kubernetes:core/v1:ResourceQuota") if r.inputs["metadata"]["name"] == "compute"
-    ]
-    smallest = min(sum(int(q["spec"]["hard"][f"count/{r}"]) for r in JOB_RESOURCES) for q in quotas)
-    assert smallest * ANNOTATIONS_LIMIT_MIB < limit_mib
+
+def _peak_of_a_pass(jobs: int) -> int:
+    kube = FakeKubernetesApi()
+    try:
+        api = _deadline_cluster(kube)
+        _heavy_jobs(kube, jobs)
+        tracemalloc.start()
+        try:
+            assert gang_deadline.run(api, component.settings_of(["llm"]), component.NAMESPACE, NOW) == 0
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    finally:
+        kube.close()
+
+
+def test_a_pass_holds_a_page_of_jobs_not_every_job_a_team_made():
+    """run() read every list whole and kept every object whole until decide() had run: a team's suspended
+    jobs (which cost it nothing but its count quota: components/teams.py compute_quota) carrying 256 KiB of
+    annotations each would outgrow the CronJob's memory, and every pass be killed before it patched anything.
+    Read in pages and cut down to what decide() reads, a pass's peak stays the same with four times the jobs."""
+    few, many = _peak_of_a_pass(gang_deadline.PAGE), _peak_of_a_pass(4 * gang_deadline.PAGE)
+    assert many < 1.5 * few
+
+
+def test_the_gang_deadlines_memory_holds_a_page_of_the_largest_objects():
+    """Measured: what json.load allocates for one object of etcd's largest, times a page, beside the
+    pass's own, within the CronJob's memory limit."""
+    body = json.dumps({"items": [{"metadata": {"annotations": {"a": "x" * LARGEST_OBJECT}}}]}).encode()
+    tracemalloc.start()
+    try:
+        json.load(io.BytesIO(body))
+        per_object = tracemalloc.get_traced_memory()[1] + len(body)  # the response's bytes and what it parses to
+    finally:
+        tracemalloc.stop()
+    assert gang_deadline.PAGE * per_object + 64 * 2**20 <= mebibytes(component.MEMORY_LIMIT) * 2**20
 
 
 # --- beside the clock: its stamp is the CronJob's alone ----------------------------------------------------
