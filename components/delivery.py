@@ -864,39 +864,21 @@ def deploy_policy(
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
     statements = [
         {
-            "Sid": "ServicesOfTheProgram",
             "Effect": "Allow",
             "Action": [f"{service}:*" for service in DEPLOY_SERVICES],
             "Resource": "*",
         },
-        {"Sid": "ReadIam", "Effect": "Allow", "Action": list(DEPLOY_IAM_READS), "Resource": "*"},
+        {"Effect": "Allow", "Action": list(DEPLOY_IAM_READS), "Resource": "*"},
+        # The stack's roles, created and given a boundary only with the stack's (RolesOnlyWithTheBoundary, in
+        # iam_denials, refuses any other: a condition here would repeat its ARN, and IAM counts every character).
         {
-            "Sid": "StackRolesWithTheBoundary",
-            "Effect": "Allow",
-            "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"],
-            "Resource": stack_roles,
-            "Condition": {"StringEquals": {"iam:PermissionsBoundary": boundary_arn(account, stack)}},
-        },
-        {
-            "Sid": "StackRoles",
             "Effect": "Allow",
             "Resource": stack_roles,
-            "Action": [
-                a
-                for a in ROLE_WRITES
-                if a not in ("iam:CreateRole", "iam:PutRolePermissionsBoundary", *ROLE_WRITES_REFUSED)
-            ]
-            + ["iam:PassRole"],
+            "Action": [a for a in ROLE_WRITES if a not in ROLE_WRITES_REFUSED] + ["iam:PassRole"],
         },
+        # For the program's services only: OnlyTheProgramsServiceLinkedRoles (ceiling_denials) refuses the rest.
+        {"Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"], "Resource": "*"},
         {
-            "Sid": "ServiceLinkedRoles",
-            "Effect": "Allow",
-            "Action": ["iam:CreateServiceLinkedRole"],
-            "Resource": "*",
-            "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}},
-        },
-        {
-            "Sid": "NamedBuckets",
             "Effect": "Allow",
             "Action": ["s3:*"],
             "Resource": _buckets([settings.state_bucket, *buckets]),
@@ -905,7 +887,6 @@ def deploy_policy(
     if settings.runner.connection_arn:
         statements.append(
             {
-                "Sid": "RunnerConnection",
                 "Effect": "Allow",
                 "Action": [
                     "codeconnections:PassConnection",
