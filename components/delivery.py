@@ -399,8 +399,6 @@ CROSS_ACCOUNT_OPENINGS = (
     # AWS Verified Access: a trust provider of any OIDC issuer admitting its users to endpoints in the VPC
     # (network interfaces, load balancers), the same class as Client VPN
     "ec2:*VerifiedAccess*",
-    # an interface of the VPC lent to another (AWS-authorized) account
-    "ec2:CreateNetworkInterfacePermission",
     # key material held outside AWS KMS: an external key store's keys are its holder's to withhold, and
     # imported material is a copy someone outside KMS holds (the program's keys are AWS_KMS: NoForeignKeyMaterial)
     "kms:*CustomKeyStore",  # create, connect, update (DescribeCustomKeyStores ends in s)
@@ -518,6 +516,20 @@ def ceiling_denials(
             "Effect": "Deny",
             "Resource": "*",
             "Action": list(CROSS_ACCOUNT_OPENINGS),
+        },
+        # An interface of the VPC lent to another account (CreateNetworkInterfacePermission's AwsAccountId) is
+        # refused; one lent to CodeBuild is what a runner's service role does for the builds it runs in the VPC
+        # (Delivery._runner's `-eni` policy, conditioned on the same key, as CodeBuild's VPC documentation asks:
+        # docs.aws.amazon.com/codebuild/latest/userguide/auth-and-access-control-iam-identity-based-access-control.html,
+        # "Allow CodeBuild access to AWS services required to create a VPC network interface"). ec2:AuthorizedService
+        # names the service a permission is for; a grant to an account carries none, and StringNotEquals holds
+        # where the key is absent, so every request but CodeBuild's is refused.
+        {
+            "Sid": "InterfacesLentOnlyToCodeBuild",
+            "Effect": "Deny",
+            "Action": ["ec2:CreateNetworkInterfacePermission"],
+            "Resource": "*",
+            "Condition": {"StringNotEquals": {"ec2:AuthorizedService": "codebuild.amazonaws.com"}},
         },
         # ...IfExists: a CreateGrant whose request carries no kms:GrantIsForAWSResource is refused too (a Bool
         # condition on a key the request lacks does not match, so `Bool` alone let it through: IAM User Guide,
