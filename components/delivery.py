@@ -780,6 +780,7 @@ def boundary_policy(
     stack: str,
     buckets: Sequence[str],
     public_endpoint: bool = False,
+    public_load_balancers: bool = False,
 ) -> str:
     """The ceiling of every role the stack creates (infra/__main__.py attaches it to each aws.iam.Role
     but the deploy role through bound_every_role). Allows the services its roles act in, IAM only by
@@ -814,6 +815,31 @@ def boundary_policy(
             "Resource": _buckets([settings.state_bucket, *buckets]),
         },
         *ceiling_denials(settings, stack, buckets, (), public_endpoint),
+        # Without higgsfield:publicLoadBalancers the stack's load balancers are internal (components/tenancy.py
+        # INTERNAL_LB_ANNOTATION for the teams'); the cluster role (AmazonEKSClusterPolicy: elasticloadbalancing:*)
+        # would make an internet-facing one for any Service of type LoadBalancer without the annotation, and so
+        # would any role under the boundary. elasticloadbalancing:Scheme is on CreateLoadBalancer of ALB, NLB and
+        # CLB alike (aws.amazon.com/about-aws/whats-new/2023/11/aws-elastic-load-balancing-iam-condition-keys/;
+        # both APIs take Scheme: boto/botocore:botocore/data/elb/2012-06-01/service-2.json and elbv2/2015-12-01,
+        # @1.44.18). The in-tree AWS provider sends Scheme only for an internal one and leaves it out for an
+        # internet-facing one, the APIs' default (ensureLoadBalancer, ensureLoadBalancerv2:
+        # kubernetes/cloud-provider-aws:pkg/providers/v1/aws_loadbalancer.go@423917b1), so the denial is on
+        # every scheme but `internal`, an absent one included (a Gateway Load Balancer carries no Scheme key:
+        # refused too, the program makes none). The boundary's alone: the deploy role is granted no
+        # elasticloadbalancing action (DEPLOY_SERVICES).
+        *(
+            []
+            if public_load_balancers
+            else [
+                {
+                    "Sid": "InternalLoadBalancersOnly",
+                    "Effect": "Deny",
+                    "Action": ["elasticloadbalancing:CreateLoadBalancer"],
+                    "Resource": "*",
+                    "Condition": {"StringNotEquals": {"elasticloadbalancing:Scheme": "internal"}},
+                }
+            ]
+        ),
     )
 
 
@@ -932,6 +958,7 @@ class DeliveryArgs:
     tags: Mapping[str, str]
     admins: Sequence[str] = ()  # the cluster's admins (their access entries: ClusterAccessStaysInTheAccount)
     public_endpoint: bool = False  # the API server has a public endpoint (EndpointStaysPrivate otherwise)
+    public_load_balancers: bool = False  # internet-facing load balancers allowed (InternalLoadBalancersOnly otherwise)
 
 
 class Delivery(pulumi.ComponentResource):
@@ -980,7 +1007,9 @@ class Delivery(pulumi.ComponentResource):
             # The description is CreatePolicy's alone: a changed one replaces the policy every role carries, so it
             # stays as first written, though the deploy identity's ceiling is now its own policy (deploy_policy).
             description=f"The ceiling of every role of {cluster_name(args.stack)} and of its deploy identity",
-            policy=boundary_policy(settings, args.stack, args.data_buckets, args.public_endpoint),
+            policy=boundary_policy(
+                settings, args.stack, args.data_buckets, args.public_endpoint, args.public_load_balancers
+            ),
             tags=tags,
             opts=child,
         )

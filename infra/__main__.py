@@ -281,6 +281,7 @@ def build(cfg: StackConfig) -> None:
                 tags=tags,
                 admins=cfg.admins,
                 public_endpoint=cfg.endpoint.public,
+                public_load_balancers=cfg.public_load_balancers,
             ),
         )
 
