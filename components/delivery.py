@@ -359,10 +359,11 @@ CROSS_ACCOUNT_OPENINGS = (
     "s3:CreateAccessPoint",
     "s3:PutAccessPointPolicy",
     "logs:PutSubscriptionFilter",
-    "logs:PutDestination*",  # and its policy
+    # PutDestination, PutDeliveryDestination and their policies (no other action matches: boto/botocore:botocore/
+    # data/logs/2014-03-28/service-2.json@1.44.18)
+    "logs:Put*Destination*",
     "logs:PutResourcePolicy",
     "logs:PutAccountPolicy",
-    "logs:PutDeliveryDestination*",
     # an export task writes a log group to any bucket it names, a delivery vended logs to any destination
     "logs:CreateExportTask",
     "logs:CreateDelivery*",
@@ -426,7 +427,19 @@ DATA_DESTRUCTION = ("s3:DeleteBucket", "s3:DeleteObjectVersion")
 # vpc_subnet.go modifySubnetAttributesOnCreate changes an attribute only where it differs; the stored copy, the
 # ref pulumi-aws 7.51.1 bridges not read here). Its Elastic IPs are the NAT gateways', attached by
 # CreateNatGateway's AllocationId (components/network.py), not by AssociateAddress. So both are refused whole.
-ADDRESS_OPENINGS = ("ec2:AssociateAddress", "ec2:ModifySubnetAttribute")
+# IPv6 addresses are public: a VPC and its subnets given an IPv6 block (AssociateVpcCidrBlock takes
+# AmazonProvidedIpv6CidrBlock, AssociateSubnetCidrBlock an Ipv6CidrBlock: same file), a `::/0` route to the internet
+# gateway and an IPv6 address on an interface make a node reachable from the internet past every IPv4 denial. The
+# program's VPC and subnets are IPv4 only (components/network.py: cidr_block, no IPv6 argument, no
+# VpcIpv4CidrBlockAssociation), so it calls neither association and both are refused whole. CreateVpc and
+# CreateSubnet take IPv6 blocks too (same file), but a subnet's needs its VPC's, and a new VPC is not the stack's
+# (the account's other VPCs stay a way out IAM cannot close here, as for IPv4: NoPublicAddressOnLaunch).
+ADDRESS_OPENINGS = (
+    "ec2:AssociateAddress",
+    "ec2:ModifySubnetAttribute",
+    "ec2:AssociateVpcCidrBlock",
+    "ec2:AssociateSubnetCidrBlock",
+)
 # A key's policy is CreateKey's alone (KeyPoliciesAtCreateOnly), and no key replicates (SingleRegionKeysOnly).
 KEY_POLICY_WRITES = ("kms:PutKeyPolicy",)
 KEY_REPLICATION = ("kms:ReplicateKey", "kms:UpdatePrimaryRegion")
@@ -479,8 +492,9 @@ def ceiling_denials(
     identity of the stack does, whatever else it is allowed. Passing a role that is not the stack's,
     service-linked roles of other services, administering the backend, opening data to another
     account, linking the file system to a bucket, destroying the data buckets' versions, public
-    addresses, other keys' material, key policies after CreateKey, cluster access for any principal
-    but those it `enters` (none: no access entry at all), a public endpoint and the audit trail."""
+    addresses (IPv4 and IPv6), interfaces lent to anyone but CodeBuild, other keys' material, key
+    policies after CreateKey, cluster access for any principal but those it `enters` (none: no access
+    entry at all), a public endpoint and the audit trail."""
     account = settings.account_id
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
     return [
@@ -691,14 +705,11 @@ def ceiling_denials(
         {
             "Sid": "AuditLogsStay",
             "Effect": "Deny",
-            "Action": [
-                "logs:DeleteLogGroup",
-                "logs:DeleteLogStream",
-                "logs:DeleteRetentionPolicy",
-                "logs:PutRetentionPolicy",
-                "logs:AssociateKmsKey",
-                "logs:DisassociateKmsKey",
-            ],
+            # DeleteLogGroup and DeleteLogStream (DeleteLogAnomalyDetector acts on a detector, not these groups);
+            # Put and DeleteRetentionPolicy; Associate and DisassociateKmsKey: the patterns match these operations
+            # alone (boto/botocore:botocore/data/logs/2014-03-28/service-2.json@1.44.18), shorter than their names
+            # for IAM counts every character of the boundary (MANAGED_POLICY_CHARACTERS).
+            "Action": ["logs:DeleteLog*", "logs:*RetentionPolicy", "logs:*ssociateKmsKey"],
             "Resource": [
                 f"arn:aws:logs:*:{account}:log-group:/aws/eks/{cluster_name(stack)}/cluster*",
                 f"arn:aws:logs:*:{account}:log-group:/aws/vpc/{cluster_name(stack)}/flow-logs*",
