@@ -50,6 +50,7 @@ from infra.core.names import (
     GITHUB_OIDC_HOST,
     PREVIEW_GROUP,
     RUNNER_PURPOSES,
+    STACK_TAG,
     boundary_name,
     cluster_name,
     role_name,
@@ -440,6 +441,8 @@ ADDRESS_OPENINGS = (
     "ec2:AssociateVpcCidrBlock",
     "ec2:AssociateSubnetCidrBlock",
 )
+# What enters a principal in a cluster's access (eks:principalArn is on each: ClusterAccessStaysInTheAccount).
+ACCESS_ENTRY_WRITES = ("eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy")
 # A key's policy is CreateKey's alone (KeyPoliciesAtCreateOnly), and no key replicates (SingleRegionKeysOnly).
 KEY_POLICY_WRITES = ("kms:PutKeyPolicy",)
 KEY_REPLICATION = ("kms:ReplicateKey", "kms:UpdatePrimaryRegion")
@@ -665,7 +668,7 @@ def ceiling_denials(
         {
             "Sid": "ClusterAccessStaysInTheAccount",
             "Effect": "Deny",
-            "Action": ["eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy"],
+            "Action": list(ACCESS_ENTRY_WRITES),
             "Resource": "*",
             **({"Condition": {"ArnNotEquals": {"eks:principalArn": list(enters)}}} if enters else {}),
         },
@@ -782,6 +785,65 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
                 "sts:GetFederationToken",
             ],
             "Resource": "*",
+        },
+    ]
+
+
+def reach_denials(settings: DeliverySettings, stack: str) -> list[dict]:
+    """The deploy role's denials on what its `codebuild:*`, `ec2:*` and `eks:*` would reach beyond the stack:
+    another CodeBuild project, another launch template, another cluster's access, each of which runs or admits
+    code under an identity outside both ceilings. The stack boundary needs none of them: it allows no CodeBuild
+    action and refuses every access entry (ClusterAccessStaysInTheAccount)."""
+    account, cluster = settings.account_id, cluster_name(stack)
+    return [
+        # A build runs its commands (StartBuild's buildspecOverride, and the environment, image and source
+        # overrides: boto/botocore:botocore/data/codebuild/2016-10-06/service-2.json@1.44.18, StartBuildInput) under
+        # its project's service role, with no iam:PassRole asked: a build of another project of the account, or a
+        # changed one (UpdateProject), runs the deploy role's commands as that project's role. The program manages
+        # only its runner projects (runner_project: `higgsfield-STACK-PURPOSE-runner`): every CodeBuild action on
+        # another resource is refused. A build of a stack project stays allowed: it runs as a role under the
+        # boundary, which the deploy role may act as by design (tests/security/test_red_team.py
+        # BECOME_A_STACK_ROLE; why both ceilings carry ceiling_denials).
+        {
+            "Sid": "OnlyTheStacksProjects",
+            "Effect": "Deny",
+            "Action": ["codebuild:*"],
+            "NotResource": f"arn:aws:codebuild:*:{account}:project/{role_name(stack, '*')}",
+        },
+        # A new version of a launch template that a group launches from by $Latest or $Default carries new user
+        # data and keeps the template's instance profile; EC2 Auto Scaling checks iam:PassRole when a group is
+        # created or updated, not when it launches (docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-
+        # launch-template-permissions.html), so a scale-out of another group of the account would run the deploy
+        # role's commands as that group's role. Every launch template of the program carries the stack's tag
+        # (STACK_TAG, last in cfg.resource_tags: components/nodes.py launch_template, components/storage.py's layout
+        # template; every launch template of the shipped plans carries it), which EC2 reads as
+        # aws:ResourceTag on the launch-template resource; StringNotEquals holds where the tag is absent. CreateTags
+        # is refused there too, or the tag would be put on another template first, but not while a template is
+        # created with its tags: ec2:CreateAction is present only then (docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+        # supported-iam-actions-tagging.html).
+        {
+            "Sid": "OnlyTheStacksLaunchTemplates",
+            "Effect": "Deny",
+            "Action": ["ec2:CreateLaunchTemplateVersion", "ec2:ModifyLaunchTemplate", "ec2:CreateTags"],
+            "Resource": "arn:aws:ec2:*:*:launch-template/*",
+            "Condition": {
+                "StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
+                "Null": {"ec2:CreateAction": "true"},
+            },
+        },
+        # The deploy role is one of the principals ClusterAccessStaysInTheAccount lets it enter: in another cluster
+        # of the account (another stack's, or one the program does not make) it would enter itself as cluster
+        # admin. CreateAccessEntry acts on the cluster, UpdateAccessEntry and AssociateAccessPolicy on an access
+        # entry, `access-entry/CLUSTER/...` (Service Authorization Reference,
+        # list_amazonelasticcontainerserviceforkubernetes.html).
+        {
+            "Sid": "OnlyTheStacksClusterAccess",
+            "Effect": "Deny",
+            "Action": list(ACCESS_ENTRY_WRITES),
+            "NotResource": [
+                f"arn:aws:eks:*:{account}:cluster/{cluster}",
+                f"arn:aws:eks:*:{account}:access-entry/{cluster}/*",
+            ],
         },
     ]
 
@@ -949,6 +1011,7 @@ def deploy_policy(
     statements += ceiling_denials(
         settings, stack, buckets, access_entry_principals(settings, stack, admins), public_endpoint
     )
+    statements += reach_denials(settings, stack)
     return _document(*statements)
 
 
