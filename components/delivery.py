@@ -43,6 +43,7 @@ import pulumi_aws as aws
 
 from components.kubernetes_objects import KubernetesObject
 from components.registry import repository_name
+from infra.config import NAMESPACE, ConfigError, Problem, StackConfig
 from infra.config import Delivery as DeliverySettings
 from infra.core import versions
 from infra.core.names import (
@@ -1013,6 +1014,53 @@ def deploy_policy(
     )
     statements += reach_denials(settings, stack)
     return _document(*statements)
+
+
+def oversized_policies(cfg: StackConfig) -> list[Problem]:
+    """The two ceilings of a stack CI deploys that IAM would refuse for their size (CreatePolicy and PutRolePolicy:
+    LimitExceeded), one problem each, naming the settings that grow them: found when the config is loaded, before
+    anything is created, not half way through a deploy. Each bucket name is in both several times, the stack name
+    in role, cluster and log group ARNs, and the admins in the deploy role's policy alone."""
+    if cfg.delivery is None:
+        return []
+    settings, buckets = cfg.delivery, cfg.fsx.linked_buckets
+    names = [
+        f"the stack name ({len(cfg.stack)} characters)",
+        f"higgsfield:delivery.stateBucket ({len(settings.state_bucket)})",
+        *(f"higgsfield:fsx.s3.bucket ({len(b)})" for b in buckets),
+    ]
+    sizes = [
+        (
+            f"the permissions boundary {boundary_name(cfg.stack)}",
+            boundary_policy(settings, cfg.stack, buckets, cfg.endpoint.public, cfg.public_load_balancers),
+            MANAGED_POLICY_CHARACTERS,
+            "a managed policy",
+            names,
+        ),
+        (
+            f"the deploy role's policy ({role_name(cfg.stack, 'deploy')})",
+            deploy_policy(settings, cfg.stack, buckets, cfg.admins, cfg.endpoint.public),
+            ROLE_POLICY_CHARACTERS,
+            "a role's inline policies",
+            [*names, f"higgsfield:admins ({sum(map(len, cfg.admins))} characters of ARNs)"],
+        ),
+    ]
+    return [
+        Problem(
+            (f"{NAMESPACE}:delivery",),
+            f"{what} would be {policy_characters(document):,} characters, over the {quota:,} IAM allows {kind}: it "
+            f"grows with {', '.join(weights)}; shorten one",
+        )
+        for what, document, quota, kind, weights in sizes
+        if policy_characters(document) > quota
+    ]
+
+
+def refuse_oversized_policies(cfg: StackConfig) -> None:
+    """Raise ConfigError, one line per ceiling, where oversized_policies finds any."""
+    problems = oversized_policies(cfg)
+    if problems:
+        raise ConfigError(problems[0].key, problems[0].message, problems)
 
 
 @dataclass(frozen=True, kw_only=True)
