@@ -744,6 +744,17 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
             "Resource": "*",
             "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": arn}},
         },
+        # A role's ARN holds its path (`role/PATH/NAME`), so `role/higgsfield-STACK-*` would admit any name under a
+        # path that starts so, one squatting another stack's CI identity among them (IAM role names are unique
+        # regardless of case, ARN patterns are case-sensitive: RoleName of CreateRole, boto/botocore:botocore/data/
+        # iam/2010-05-08/service-2.json@1.44.18). The program's roles are at the root path (aws.iam.Role's default
+        # `/`); a name holds no slash, so `role/*/*` is every role at another path.
+        {
+            "Sid": "RolesAtTheRootPath",
+            "Effect": "Deny",
+            "Action": ["iam:CreateRole"],
+            "Resource": "arn:aws:iam::*:role/*/*",
+        },
         {
             "Sid": "BoundaryStaysAttached",
             "Effect": "Deny",
