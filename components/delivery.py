@@ -43,6 +43,7 @@ import pulumi_aws as aws
 
 from components.kubernetes_objects import KubernetesObject
 from components.registry import repository_name
+from infra.config import NAMESPACE, ConfigError, Problem, StackConfig
 from infra.config import Delivery as DeliverySettings
 from infra.core import versions
 from infra.core.names import (
@@ -50,6 +51,7 @@ from infra.core.names import (
     GITHUB_OIDC_HOST,
     PREVIEW_GROUP,
     RUNNER_PURPOSES,
+    STACK_TAG,
     boundary_name,
     cluster_name,
     role_name,
@@ -359,10 +361,11 @@ CROSS_ACCOUNT_OPENINGS = (
     "s3:CreateAccessPoint",
     "s3:PutAccessPointPolicy",
     "logs:PutSubscriptionFilter",
-    "logs:PutDestination*",  # and its policy
+    # PutDestination, PutDeliveryDestination and their policies (no other action matches: boto/botocore:botocore/
+    # data/logs/2014-03-28/service-2.json@1.44.18)
+    "logs:Put*Destination*",
     "logs:PutResourcePolicy",
     "logs:PutAccountPolicy",
-    "logs:PutDeliveryDestination*",
     # an export task writes a log group to any bucket it names, a delivery vended logs to any destination
     "logs:CreateExportTask",
     "logs:CreateDelivery*",
@@ -399,8 +402,6 @@ CROSS_ACCOUNT_OPENINGS = (
     # AWS Verified Access: a trust provider of any OIDC issuer admitting its users to endpoints in the VPC
     # (network interfaces, load balancers), the same class as Client VPN
     "ec2:*VerifiedAccess*",
-    # an interface of the VPC lent to another (AWS-authorized) account
-    "ec2:CreateNetworkInterfacePermission",
     # key material held outside AWS KMS: an external key store's keys are its holder's to withhold, and
     # imported material is a copy someone outside KMS holds (the program's keys are AWS_KMS: NoForeignKeyMaterial)
     "kms:*CustomKeyStore",  # create, connect, update (DescribeCustomKeyStores ends in s)
@@ -428,7 +429,21 @@ DATA_DESTRUCTION = ("s3:DeleteBucket", "s3:DeleteObjectVersion")
 # vpc_subnet.go modifySubnetAttributesOnCreate changes an attribute only where it differs; the stored copy, the
 # ref pulumi-aws 7.51.1 bridges not read here). Its Elastic IPs are the NAT gateways', attached by
 # CreateNatGateway's AllocationId (components/network.py), not by AssociateAddress. So both are refused whole.
-ADDRESS_OPENINGS = ("ec2:AssociateAddress", "ec2:ModifySubnetAttribute")
+# IPv6 addresses are public: a VPC and its subnets given an IPv6 block (AssociateVpcCidrBlock takes
+# AmazonProvidedIpv6CidrBlock, AssociateSubnetCidrBlock an Ipv6CidrBlock: same file), a `::/0` route to the internet
+# gateway and an IPv6 address on an interface make a node reachable from the internet past every IPv4 denial. The
+# program's VPC and subnets are IPv4 only (components/network.py: cidr_block, no IPv6 argument, no
+# VpcIpv4CidrBlockAssociation), so it calls neither association and both are refused whole. CreateVpc and
+# CreateSubnet take IPv6 blocks too (same file), but a subnet's needs its VPC's, and a new VPC is not the stack's
+# (the account's other VPCs stay a way out IAM cannot close here, as for IPv4: NoPublicAddressOnLaunch).
+ADDRESS_OPENINGS = (
+    "ec2:AssociateAddress",
+    "ec2:ModifySubnetAttribute",
+    "ec2:AssociateVpcCidrBlock",
+    "ec2:AssociateSubnetCidrBlock",
+)
+# What enters a principal in a cluster's access (eks:principalArn is on each: ClusterAccessStaysInTheAccount).
+ACCESS_ENTRY_WRITES = ("eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy")
 # A key's policy is CreateKey's alone (KeyPoliciesAtCreateOnly), and no key replicates (SingleRegionKeysOnly).
 KEY_POLICY_WRITES = ("kms:PutKeyPolicy",)
 KEY_REPLICATION = ("kms:ReplicateKey", "kms:UpdatePrimaryRegion")
@@ -481,8 +496,9 @@ def ceiling_denials(
     identity of the stack does, whatever else it is allowed. Passing a role that is not the stack's,
     service-linked roles of other services, administering the backend, opening data to another
     account, linking the file system to a bucket, destroying the data buckets' versions, public
-    addresses, other keys' material, key policies after CreateKey, cluster access for any principal
-    but those it `enters` (none: no access entry at all), a public endpoint and the audit trail."""
+    addresses (IPv4 and IPv6), interfaces lent to anyone but CodeBuild, other keys' material, key
+    policies after CreateKey, cluster access for any principal but those it `enters` (none: no access
+    entry at all), a public endpoint and the audit trail."""
     account = settings.account_id
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
     return [
@@ -518,6 +534,20 @@ def ceiling_denials(
             "Effect": "Deny",
             "Resource": "*",
             "Action": list(CROSS_ACCOUNT_OPENINGS),
+        },
+        # An interface of the VPC lent to another account (CreateNetworkInterfacePermission's AwsAccountId) is
+        # refused; one lent to CodeBuild is what a runner's service role does for the builds it runs in the VPC
+        # (Delivery._runner's `-eni` policy, conditioned on the same key, as CodeBuild's VPC documentation asks:
+        # docs.aws.amazon.com/codebuild/latest/userguide/auth-and-access-control-iam-identity-based-access-control.html,
+        # "Allow CodeBuild access to AWS services required to create a VPC network interface"). ec2:AuthorizedService
+        # names the service a permission is for; a grant to an account carries none, and StringNotEquals holds
+        # where the key is absent, so every request but CodeBuild's is refused.
+        {
+            "Sid": "InterfacesLentOnlyToCodeBuild",
+            "Effect": "Deny",
+            "Action": ["ec2:CreateNetworkInterfacePermission"],
+            "Resource": "*",
+            "Condition": {"StringNotEquals": {"ec2:AuthorizedService": "codebuild.amazonaws.com"}},
         },
         # ...IfExists: a CreateGrant whose request carries no kms:GrantIsForAWSResource is refused too (a Bool
         # condition on a key the request lacks does not match, so `Bool` alone let it through: IAM User Guide,
@@ -639,7 +669,7 @@ def ceiling_denials(
         {
             "Sid": "ClusterAccessStaysInTheAccount",
             "Effect": "Deny",
-            "Action": ["eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy"],
+            "Action": list(ACCESS_ENTRY_WRITES),
             "Resource": "*",
             **({"Condition": {"ArnNotEquals": {"eks:principalArn": list(enters)}}} if enters else {}),
         },
@@ -679,14 +709,11 @@ def ceiling_denials(
         {
             "Sid": "AuditLogsStay",
             "Effect": "Deny",
-            "Action": [
-                "logs:DeleteLogGroup",
-                "logs:DeleteLogStream",
-                "logs:DeleteRetentionPolicy",
-                "logs:PutRetentionPolicy",
-                "logs:AssociateKmsKey",
-                "logs:DisassociateKmsKey",
-            ],
+            # DeleteLogGroup and DeleteLogStream (DeleteLogAnomalyDetector acts on a detector, not these groups);
+            # Put and DeleteRetentionPolicy; Associate and DisassociateKmsKey: the patterns match these operations
+            # alone (boto/botocore:botocore/data/logs/2014-03-28/service-2.json@1.44.18), shorter than their names
+            # for IAM counts every character of the boundary (MANAGED_POLICY_CHARACTERS).
+            "Action": ["logs:DeleteLog*", "logs:*RetentionPolicy", "logs:*ssociateKmsKey"],
             "Resource": [
                 f"arn:aws:logs:*:{account}:log-group:/aws/eks/{cluster_name(stack)}/cluster*",
                 f"arn:aws:logs:*:{account}:log-group:/aws/vpc/{cluster_name(stack)}/flow-logs*",
@@ -716,6 +743,17 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
             "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"],
             "Resource": "*",
             "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": arn}},
+        },
+        # A role's ARN holds its path (`role/PATH/NAME`), so `role/higgsfield-STACK-*` would admit any name under a
+        # path that starts so, one squatting another stack's CI identity among them (IAM role names are unique
+        # regardless of case, ARN patterns are case-sensitive: RoleName of CreateRole, boto/botocore:botocore/data/
+        # iam/2010-05-08/service-2.json@1.44.18). The program's roles are at the root path (aws.iam.Role's default
+        # `/`); a name holds no slash, so `role/*/*` is every role at another path.
+        {
+            "Sid": "RolesAtTheRootPath",
+            "Effect": "Deny",
+            "Action": ["iam:CreateRole"],
+            "Resource": "arn:aws:iam::*:role/*/*",
         },
         {
             "Sid": "BoundaryStaysAttached",
@@ -763,11 +801,71 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
     ]
 
 
+def reach_denials(settings: DeliverySettings, stack: str) -> list[dict]:
+    """The deploy role's denials on what its `codebuild:*`, `ec2:*` and `eks:*` would reach beyond the stack:
+    another CodeBuild project, another launch template, another cluster's access, each of which runs or admits
+    code under an identity outside both ceilings. The stack boundary needs none of them: it allows no CodeBuild
+    action and refuses every access entry (ClusterAccessStaysInTheAccount)."""
+    account, cluster = settings.account_id, cluster_name(stack)
+    return [
+        # A build runs its commands (StartBuild's buildspecOverride, and the environment, image and source
+        # overrides: boto/botocore:botocore/data/codebuild/2016-10-06/service-2.json@1.44.18, StartBuildInput) under
+        # its project's service role, with no iam:PassRole asked: a build of another project of the account, or a
+        # changed one (UpdateProject), runs the deploy role's commands as that project's role. The program manages
+        # only its runner projects (runner_project: `higgsfield-STACK-PURPOSE-runner`): every CodeBuild action on
+        # another resource is refused. A build of a stack project stays allowed: it runs as a role under the
+        # boundary, which the deploy role may act as by design (tests/security/test_red_team.py
+        # BECOME_A_STACK_ROLE; why both ceilings carry ceiling_denials).
+        {
+            "Sid": "OnlyTheStacksProjects",
+            "Effect": "Deny",
+            "Action": ["codebuild:*"],
+            "NotResource": f"arn:aws:codebuild:*:{account}:project/{role_name(stack, '*')}",
+        },
+        # A new version of a launch template that a group launches from by $Latest or $Default carries new user
+        # data and keeps the template's instance profile; EC2 Auto Scaling checks iam:PassRole when a group is
+        # created or updated, not when it launches (docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-
+        # launch-template-permissions.html), so a scale-out of another group of the account would run the deploy
+        # role's commands as that group's role. Every launch template of the program carries the stack's tag
+        # (STACK_TAG, last in cfg.resource_tags: components/nodes.py launch_template, components/storage.py's layout
+        # template; every launch template of the shipped plans carries it), which EC2 reads as
+        # aws:ResourceTag on the launch-template resource; StringNotEquals holds where the tag is absent. CreateTags
+        # is refused there too, or the tag would be put on another template first, but not while a template is
+        # created with its tags: ec2:CreateAction is present only then (docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+        # supported-iam-actions-tagging.html).
+        {
+            "Sid": "OnlyTheStacksLaunchTemplates",
+            "Effect": "Deny",
+            "Action": ["ec2:CreateLaunchTemplateVersion", "ec2:ModifyLaunchTemplate", "ec2:CreateTags"],
+            "Resource": "arn:aws:ec2:*:*:launch-template/*",
+            "Condition": {
+                "StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
+                "Null": {"ec2:CreateAction": "true"},
+            },
+        },
+        # The deploy role is one of the principals ClusterAccessStaysInTheAccount lets it enter: in another cluster
+        # of the account (another stack's, or one the program does not make) it would enter itself as cluster
+        # admin. CreateAccessEntry acts on the cluster, UpdateAccessEntry and AssociateAccessPolicy on an access
+        # entry, `access-entry/CLUSTER/...` (Service Authorization Reference,
+        # list_amazonelasticcontainerserviceforkubernetes.html).
+        {
+            "Sid": "OnlyTheStacksClusterAccess",
+            "Effect": "Deny",
+            "Action": list(ACCESS_ENTRY_WRITES),
+            "NotResource": [
+                f"arn:aws:eks:*:{account}:cluster/{cluster}",
+                f"arn:aws:eks:*:{account}:access-entry/{cluster}/*",
+            ],
+        },
+    ]
+
+
 def boundary_policy(
     settings: DeliverySettings,
     stack: str,
     buckets: Sequence[str],
     public_endpoint: bool = False,
+    public_load_balancers: bool = False,
 ) -> str:
     """The ceiling of every role the stack creates (infra/__main__.py attaches it to each aws.iam.Role
     but the deploy role through bound_every_role). Allows the services its roles act in, IAM only by
@@ -802,6 +900,31 @@ def boundary_policy(
             "Resource": _buckets([settings.state_bucket, *buckets]),
         },
         *ceiling_denials(settings, stack, buckets, (), public_endpoint),
+        # Without higgsfield:publicLoadBalancers the stack's load balancers are internal (components/tenancy.py
+        # INTERNAL_LB_ANNOTATION for the teams'); the cluster role (AmazonEKSClusterPolicy: elasticloadbalancing:*)
+        # would make an internet-facing one for any Service of type LoadBalancer without the annotation, and so
+        # would any role under the boundary. elasticloadbalancing:Scheme is on CreateLoadBalancer of ALB, NLB and
+        # CLB alike (aws.amazon.com/about-aws/whats-new/2023/11/aws-elastic-load-balancing-iam-condition-keys/;
+        # both APIs take Scheme: boto/botocore:botocore/data/elb/2012-06-01/service-2.json and elbv2/2015-12-01,
+        # @1.44.18). The in-tree AWS provider sends Scheme only for an internal one and leaves it out for an
+        # internet-facing one, the APIs' default (ensureLoadBalancer, ensureLoadBalancerv2:
+        # kubernetes/cloud-provider-aws:pkg/providers/v1/aws_loadbalancer.go@423917b1), so the denial is on
+        # every scheme but `internal`, an absent one included (a Gateway Load Balancer carries no Scheme key:
+        # refused too, the program makes none). The boundary's alone: the deploy role is granted no
+        # elasticloadbalancing action (DEPLOY_SERVICES).
+        *(
+            []
+            if public_load_balancers
+            else [
+                {
+                    "Sid": "InternalLoadBalancersOnly",
+                    "Effect": "Deny",
+                    "Action": ["elasticloadbalancing:CreateLoadBalancer"],
+                    "Resource": "*",
+                    "Condition": {"StringNotEquals": {"elasticloadbalancing:Scheme": "internal"}},
+                }
+            ]
+        ),
     )
 
 
@@ -864,39 +987,21 @@ def deploy_policy(
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
     statements = [
         {
-            "Sid": "ServicesOfTheProgram",
             "Effect": "Allow",
             "Action": [f"{service}:*" for service in DEPLOY_SERVICES],
             "Resource": "*",
         },
-        {"Sid": "ReadIam", "Effect": "Allow", "Action": list(DEPLOY_IAM_READS), "Resource": "*"},
+        {"Effect": "Allow", "Action": list(DEPLOY_IAM_READS), "Resource": "*"},
+        # The stack's roles, created and given a boundary only with the stack's (RolesOnlyWithTheBoundary, in
+        # iam_denials, refuses any other: a condition here would repeat its ARN, and IAM counts every character).
         {
-            "Sid": "StackRolesWithTheBoundary",
-            "Effect": "Allow",
-            "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"],
-            "Resource": stack_roles,
-            "Condition": {"StringEquals": {"iam:PermissionsBoundary": boundary_arn(account, stack)}},
-        },
-        {
-            "Sid": "StackRoles",
             "Effect": "Allow",
             "Resource": stack_roles,
-            "Action": [
-                a
-                for a in ROLE_WRITES
-                if a not in ("iam:CreateRole", "iam:PutRolePermissionsBoundary", *ROLE_WRITES_REFUSED)
-            ]
-            + ["iam:PassRole"],
+            "Action": [a for a in ROLE_WRITES if a not in ROLE_WRITES_REFUSED] + ["iam:PassRole"],
         },
+        # For the program's services only: OnlyTheProgramsServiceLinkedRoles (ceiling_denials) refuses the rest.
+        {"Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"], "Resource": "*"},
         {
-            "Sid": "ServiceLinkedRoles",
-            "Effect": "Allow",
-            "Action": ["iam:CreateServiceLinkedRole"],
-            "Resource": "*",
-            "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}},
-        },
-        {
-            "Sid": "NamedBuckets",
             "Effect": "Allow",
             "Action": ["s3:*"],
             "Resource": _buckets([settings.state_bucket, *buckets]),
@@ -905,7 +1010,6 @@ def deploy_policy(
     if settings.runner.connection_arn:
         statements.append(
             {
-                "Sid": "RunnerConnection",
                 "Effect": "Allow",
                 "Action": [
                     "codeconnections:PassConnection",
@@ -919,7 +1023,55 @@ def deploy_policy(
     statements += ceiling_denials(
         settings, stack, buckets, access_entry_principals(settings, stack, admins), public_endpoint
     )
+    statements += reach_denials(settings, stack)
     return _document(*statements)
+
+
+def oversized_policies(cfg: StackConfig) -> list[Problem]:
+    """The two ceilings of a stack CI deploys that IAM would refuse for their size (CreatePolicy and PutRolePolicy:
+    LimitExceeded), one problem each, naming the settings that grow them: found when the config is loaded, before
+    anything is created, not half way through a deploy. Each bucket name is in both several times, the stack name
+    in role, cluster and log group ARNs, and the admins in the deploy role's policy alone."""
+    if cfg.delivery is None:
+        return []
+    settings, buckets = cfg.delivery, cfg.fsx.linked_buckets
+    names = [
+        f"the stack name ({len(cfg.stack)} characters)",
+        f"higgsfield:delivery.stateBucket ({len(settings.state_bucket)})",
+        *(f"higgsfield:fsx.s3.bucket ({len(b)})" for b in buckets),
+    ]
+    sizes = [
+        (
+            f"the permissions boundary {boundary_name(cfg.stack)}",
+            boundary_policy(settings, cfg.stack, buckets, cfg.endpoint.public, cfg.public_load_balancers),
+            MANAGED_POLICY_CHARACTERS,
+            "a managed policy",
+            names,
+        ),
+        (
+            f"the deploy role's policy ({role_name(cfg.stack, 'deploy')})",
+            deploy_policy(settings, cfg.stack, buckets, cfg.admins, cfg.endpoint.public),
+            ROLE_POLICY_CHARACTERS,
+            "a role's inline policies",
+            [*names, f"higgsfield:admins ({sum(map(len, cfg.admins))} characters of ARNs)"],
+        ),
+    ]
+    return [
+        Problem(
+            (f"{NAMESPACE}:delivery",),
+            f"{what} would be {policy_characters(document):,} characters, over the {quota:,} IAM allows {kind}: it "
+            f"grows with {', '.join(weights)}; shorten one",
+        )
+        for what, document, quota, kind, weights in sizes
+        if policy_characters(document) > quota
+    ]
+
+
+def refuse_oversized_policies(cfg: StackConfig) -> None:
+    """Raise ConfigError, one line per ceiling, where oversized_policies finds any."""
+    problems = oversized_policies(cfg)
+    if problems:
+        raise ConfigError(problems[0].key, problems[0].message, problems)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -939,6 +1091,7 @@ class DeliveryArgs:
     tags: Mapping[str, str]
     admins: Sequence[str] = ()  # the cluster's admins (their access entries: ClusterAccessStaysInTheAccount)
     public_endpoint: bool = False  # the API server has a public endpoint (EndpointStaysPrivate otherwise)
+    public_load_balancers: bool = False  # internet-facing load balancers allowed (InternalLoadBalancersOnly otherwise)
 
 
 class Delivery(pulumi.ComponentResource):
@@ -987,7 +1140,9 @@ class Delivery(pulumi.ComponentResource):
             # The description is CreatePolicy's alone: a changed one replaces the policy every role carries, so it
             # stays as first written, though the deploy identity's ceiling is now its own policy (deploy_policy).
             description=f"The ceiling of every role of {cluster_name(args.stack)} and of its deploy identity",
-            policy=boundary_policy(settings, args.stack, args.data_buckets, args.public_endpoint),
+            policy=boundary_policy(
+                settings, args.stack, args.data_buckets, args.public_endpoint, args.public_load_balancers
+            ),
             tags=tags,
             opts=child,
         )

@@ -10,7 +10,7 @@ from components.addons import stack_addons
 from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs, unready_limits
 from components.cluster import Cluster, ClusterArgs
 from components.cpu_nodes import CpuNodes, CpuNodesArgs
-from components.delivery import Delivery, DeliveryArgs, bound_every_role
+from components.delivery import Delivery, DeliveryArgs, bound_every_role, refuse_oversized_policies
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
 from components.healthgate import HealthGate, HealthGateArgs
@@ -30,6 +30,7 @@ from infra.core import versions
 
 
 def build(cfg: StackConfig) -> None:
+    refuse_oversized_policies(cfg)  # before anything is created: IAM would refuse the ceilings mid-deploy
     tags, addons, name, region, protect = cfg.resource_tags, stack_addons(cfg), cfg.name, cfg.region, cfg.production
     bound_every_role(cfg.delivery, cfg.stack)  # with CI: every role under the deploy identity's ceiling
 
@@ -281,6 +282,7 @@ def build(cfg: StackConfig) -> None:
                 tags=tags,
                 admins=cfg.admins,
                 public_endpoint=cfg.endpoint.public,
+                public_load_balancers=cfg.public_load_balancers,
             ),
         )
 

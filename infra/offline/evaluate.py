@@ -412,6 +412,9 @@ def load_stack(stack: str, root: Path | None = None) -> Any:
         loaded = contextvars.Context().run(_load_in_fresh_context, stack, config, sorted(source.secret_keys))
         if source.problems:
             raise ConfigError(source.problems[0].key, source.problems[0].message, list(source.problems))
+        from components.delivery import refuse_oversized_policies
+
+        refuse_oversized_policies(loaded)  # as the program does first (infra/__main__.py build)
     return loaded
 
 

@@ -386,7 +386,7 @@ ATTACKS += [
     (
         "lend a node's interface to another account",
         Request("ec2:CreateNetworkInterfacePermission", "*"),
-        "NoCrossAccountOpenings",
+        "InterfacesLentOnlyToCodeBuild",
     ),
     ("an external key store", Request("kms:CreateCustomKeyStore", "*"), "NoCrossAccountOpenings"),
     ("import key material", Request("kms:ImportKeyMaterial", OWN_KEY, OWN_TAG), "NoCrossAccountOpenings"),

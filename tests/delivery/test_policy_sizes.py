@@ -77,3 +77,27 @@ def test_plan_names_higgsfield_admins_when_they_would_not_fit_the_deploy_policy(
     assert_plan_rejects(
         project_copy, capsys, "prod", set_key("higgsfield:admins", admins), "higgsfield:admins", "10,240 characters"
     )
+
+
+def _buckets_of_63_characters(config: dict) -> None:
+    """prod's state and data buckets renamed to S3's longest names (63 characters, infra/config/limits.py)."""
+    data, state = "higgsfield-prod-training-datasets-".ljust(63, "x"), "higgsfield-prod-pulumi-state-".ljust(63, "x")
+    config["higgsfield:fsx"]["s3"]["bucket"] = data
+    config["higgsfield:fsx"]["s3"]["importPath"] = f"s3://{data}/train"
+    config["higgsfield:delivery"]["stateBucket"] = state
+
+
+def test_plan_names_the_bucket_settings_when_the_boundary_would_not_fit(project_copy, capsys):
+    """Each bucket name is in the boundary five times: with S3's longest names it exceeds IAM's 6,144 characters,
+    which CreatePolicy would refuse half way through a deploy. The plan refuses it first, naming the settings."""
+    from tests.conftest import assert_plan_rejects
+
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        "prod",
+        _buckets_of_63_characters,
+        "higgsfield:delivery",
+        "6,144 IAM allows a managed policy: it grows with the stack name (3 characters), "
+        "higgsfield:delivery.stateBucket (63), higgsfield:fsx.s3.bucket (63)",
+    )
