@@ -148,14 +148,21 @@ def test_a_plain_gang_its_queue_holds_pending_gives_back_the_nodes_bought_for_it
     its plain-gpu quota (its whole GPU quota, components/teams.py plain_gpu_quota) in GPU nodes is bought
     and sits idle for as long as its queue stays full - the design doc's "at most the team's share again"
     is bounded in nodes, but nothing bounds it in time."""
-    pg = _podgroup("Pending")
-    pg["metadata"]["name"] = "podgroup-1f2e"
-    pg["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "eval", "uid": "1f2e"}]
-    pods = [_pod(f"eval-{i}", DEADLINE + 600) for i in range(2)]
-    for pod in pods:
-        pod["metadata"]["annotations"] = {gang_deadline.GROUP_ANNOTATION: "podgroup-1f2e"}
-    actions = gang_deadline.decide([pg], pods, [IDLE_NODE], [], {"h100": DEADLINE}, 1800, NOW)
-    assert [(a.verb, a.kind, a.name) for a in actions] == [("suspend", "Job", "eval")]
+    kube = FakeKubernetesApi()
+    try:
+        api = _deadline_cluster(kube)
+        settings = component.settings_of(["llm"])
+        first_pass = NOW - timedelta(seconds=DEADLINE + 120)
+        kube.put(_job_of("Job", False))
+        held = _group_of("Job")
+        held["status"] = {"phase": "Pending"}  # its queue is full: enqueue keeps it out
+        kube.put(held)
+        _members_of(kube, "Job", first_pass - timedelta(seconds=60))
+        for moment in (first_pass, first_pass + timedelta(seconds=60), NOW):  # the idle node there throughout
+            gang_deadline.run(api, settings, component.NAMESPACE, moment)
+        assert _suspended(kube, "Job")
+    finally:
+        kube.close()
 
 
 # --- 3. a gang whose capacity arrives late is given back the minute its first node lands --------------------
@@ -178,12 +185,26 @@ def test_a_gang_that_waited_for_capacity_is_not_given_back_the_minute_its_first_
     30 minutes later (RETRY_AFTER_S) - in the shortage, when EC2 capacity is hardest to get back. The
     bound the deadline keeps (idle nodes paid for at most the deadline) holds as well when counted from
     the first node the gang may use arriving."""
-    pg = _podgroup()
-    pg["metadata"]["annotations"] = {WAITING_SINCE_ANNOTATION: _iso(NOW - timedelta(hours=3))}
-    waiting = [_pod(f"train-worker-{i}", 3 * 3600) for i in range(2)]
-    arrived = copy.deepcopy(IDLE_NODE)
-    arrived["metadata"]["creationTimestamp"] = _iso(NOW - timedelta(seconds=60))  # the first of its nodes
-    assert gang_deadline.decide([pg], waiting, [arrived], [], {"h100": DEADLINE}, 1800, NOW) == []
+    kube = FakeKubernetesApi()
+    try:
+        api = _deadline_cluster(kube)
+        settings = component.settings_of(["llm"])
+        kube.delete_now(FakeKubernetesApi.path_of({"apiVersion": "v1", "kind": "Node", **IDLE_NODE}))
+        kube.put(_job_of("PyTorchJob", False))
+        kube.put(_group_of("PyTorchJob"))
+        started = NOW - timedelta(hours=3)
+        _members_of(kube, "PyTorchJob", started)
+        for minutes in range(0, 180, 30):  # passes through the shortage: no node arrives
+            assert gang_deadline.run(api, settings, component.NAMESPACE, started + timedelta(minutes=minutes)) == 0
+        assert not _suspended(kube, "PyTorchJob")  # it held nothing
+        arrived = copy.deepcopy(IDLE_NODE)  # the first of its nodes, Ready a minute ago; the rest still booting
+        arrived["metadata"]["creationTimestamp"] = _iso(NOW - timedelta(seconds=90))
+        kube.put({"apiVersion": "v1", "kind": "Node", **arrived})
+        gang_deadline.run(api, settings, component.NAMESPACE, NOW - timedelta(seconds=60))
+        gang_deadline.run(api, settings, component.NAMESPACE, NOW)
+        assert not _suspended(kube, "PyTorchJob")
+    finally:
+        kube.close()
 
 
 # --- 4. a page's continue token expires and no team's gang is given back ----------------------------------
