@@ -233,7 +233,8 @@ class _CompactingApi(FakeKubernetesApi):
 def test_a_list_whose_continue_token_expired_does_not_stop_every_teams_pass():
     """A pass reads every pod of the cluster 20 at a time (gang_deadline.PAGE) and follows each page's
     continue token. The API server keeps a token only while its revision is not compacted (kube-apiserver
-    compacts etcd every 5 minutes by default, --etcd-compaction-interval), then answers 410 Expired.
+    compacts etcd every 5 minutes by default: --etcd-compaction-interval, DefaultCompactInterval in
+    kubernetes/apiserver:pkg/storage/storagebackend/config.go, read through the code search), then answers 410 Expired.
     Api.items raises it, outside run()'s per-action try, so the pass dies before it patches anything.
     client-go's pager starts over for the same reason (FullListIfExpired, kubernetes/client-go:tools/pager/
     pager.go, read through the code search).
