@@ -140,12 +140,11 @@ CLUSTER_RULES = [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["
 
 
 def rules_in_team_namespace() -> list[dict]:
-    """What the CronJob needs in a team's namespace: list PodGroups and stamp a waiting one, and list/patch
-    Kubeflow jobs and batch Jobs, a plain gang's (only the suspension and its annotation are changed,
+    """What the CronJob needs in a team's namespace: list PodGroups, and list/patch Kubeflow jobs and batch
+    Jobs, a plain gang's (only the suspension and the deadline's two annotations are changed,
     images/training/gang_deadline.py)."""
     return [
-        # patch: the clock of a waiting gang, an annotation on its PodGroup (clock_actions)
-        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": ["list", "patch"]},
+        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": ["list"]},
         {"apiGroups": [KUBEFLOW_GROUP], "resources": sorted(KUBEFLOW_JOB_KINDS.values()), "verbs": ["list", "patch"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "patch"]},
     ]

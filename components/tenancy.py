@@ -852,26 +852,22 @@ def suspension_validations() -> list[dict]:
             "reason": "Forbidden",
         },
         {
-            # The deadline's clock of a waiting gang (images/training/gang_deadline.py clock_actions).
-            "expression": f"object.kind != 'PodGroup' || request.userInfo.username == '{gang_deadline.USER}' || "
+            # The deadline's clock of a gang, on its job (images/training/gang_deadline.py clock_actions): a team
+            # neither starts, moves nor stops it.
+            "expression": f"!({is_job} || object.kind == 'Job') || "
+            f"request.userInfo.username in ['{gang_deadline.USER}', '{OPERATOR_USER}'] || "
             f"{waiting('object')} == (request.operation == 'UPDATE' ? {waiting('oldObject')} : [])",
-            "message": f"{WAITING_SINCE_ANNOTATION} on a PodGroup is the gang deadline's",
-            "reason": "Forbidden",
-        },
-        {
-            # The operator makes a job's PodGroup with the job's annotations (SyncPodGroup, kubeflow/trainer:pkg/
-            # controller.v1/common/scheduling.go@v1.9.4), and the rule above would refuse that CREATE.
-            "expression": f"!({is_job}) || !has(object.metadata.annotations) || "
-            f"!('{WAITING_SINCE_ANNOTATION}' in object.metadata.annotations)",
-            "message": f"a Kubeflow job carries no {WAITING_SINCE_ANNOTATION}: the operator would copy it to the job's "
-            "PodGroup, where it is the gang deadline's",
+            "message": f"{WAITING_SINCE_ANNOTATION} is the gang deadline's clock: a team neither sets, changes nor "
+            "removes it",
             "reason": "Forbidden",
         },
         {
             "expression": "object.kind != 'CronJob' || "
             f"(!{_field('object', 'spec', 'jobTemplate', 'metadata', 'annotations')} || "
-            f"!({gave} in object.spec.jobTemplate.metadata.annotations))",
-            "message": f"a CronJob's jobTemplate carries no {GAVE_BACK_ANNOTATION}: it is the gang deadline's",
+            f"!({gave} in object.spec.jobTemplate.metadata.annotations || "
+            f"'{WAITING_SINCE_ANNOTATION}' in object.spec.jobTemplate.metadata.annotations))",
+            "message": f"a CronJob's jobTemplate carries neither {GAVE_BACK_ANNOTATION} nor "
+            f"{WAITING_SINCE_ANNOTATION}: they are the gang deadline's",
             "reason": "Forbidden",
         },
     ]

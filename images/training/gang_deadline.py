@@ -42,7 +42,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 GAVE_BACK = "higgsfield.io/gave-back-at"
-WAITING_SINCE = "higgsfield.io/waiting-since"  # on a waiting gang's PodGroup: when a pass first saw it waiting
+WAITING_SINCE = "higgsfield.io/waiting-since"  # on a job: since when its gang has waited beside idle nodes
 POOL_LABEL = "higgsfield.io/pool"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's pod -> PodGroup link
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # a static pod's mirror (k8s.io/api/core/v1 MirrorPodAnnotationKey)
@@ -62,7 +62,7 @@ KINDS = {
 
 @dataclass(frozen=True)
 class Action:
-    verb: str  # "suspend" or "resume" a job; "mark" or "unmark" a PodGroup (clock_actions)
+    verb: str  # "suspend" or "resume" a job; "mark" or "unmark" its clock (clock_actions)
     namespace: str
     kind: str
     name: str
@@ -222,46 +222,99 @@ def _members(podgroups: list[dict], pods: list[dict]) -> dict[tuple[str, str], l
     return by_group
 
 
-def _waiting(podgroups: list[dict], pods: list[dict]) -> list[tuple[dict, list[dict]]]:
-    """The gangs waiting for nodes: Inqueue PodGroups with members that have not finished (those the gang
-    still waits on), none of them bound."""
+# The phases in which a gang waits for nodes with pods: Inqueue (its queue admitted it; a Kubeflow job's pods
+# are made only then: DelayPodCreationDueToPodGroup, kubeflow/trainer:pkg/controller.v1/control/
+# podgroup_control.go@v1.9.4), and, for a batch Job's gang, Pending too: its pods exist before its queue
+# admits it and are marked Unschedulable all the same (RecordJobStatusEvent, volcano-sh/volcano:pkg/
+# scheduler/cache/cache.go@v1.15.1), so the autoscaler buys nodes for them.
+WAITING_PHASES = {"Inqueue": (BATCH_JOB, *KINDS), "Pending": (BATCH_JOB,)}
+RAN_PHASES = ("Running", "Completed")
+
+
+@dataclass(frozen=True)
+class Gang:
+    """A gang waiting for nodes while a member may land on an idle one: what it holds and for how long it may."""
+
+    podgroup: dict
+    job: tuple[str, str, str]  # namespace, kind, name of the job that owns it
+    pools: list[str]
+    deadline: float
+
+
+def _job_key(namespace: str, owner: tuple[str, str]) -> tuple[str, str, str]:
+    return namespace, owner[0], owner[1]
+
+
+def holding(podgroups: list[dict], pods: list[dict], nodes: list[dict], deadlines: dict[str, float]) -> list[Gang]:
+    """The gangs that wait for nodes (a waiting phase, members that have not finished, none bound) while one of
+    their members may land on an idle node of the pools they may use, owned by a job the deadline can suspend."""
+    idle = idle_nodes(nodes, pods)
     by_group = _members(podgroups, pods)
-    waiting = []
+    gangs = []
     for pg in podgroups:
-        if (pg.get("status") or {}).get("phase") != "Inqueue":
+        owner = _owner_job(pg)
+        if owner is None or owner[0] not in WAITING_PHASES.get((pg.get("status") or {}).get("phase"), ()):
             continue
         group = by_group.get((pg["metadata"]["namespace"], pg["metadata"]["name"]), [])
-        members = [p for p in group if not _finished(p)]
-        if members and not any(p["spec"].get("nodeName") for p in members):
-            waiting.append((pg, members))
-    return waiting
+        members = [p for p in group if not _finished(p)]  # those the gang still waits on
+        if not members or any(p["spec"].get("nodeName") for p in members):
+            continue
+        # The pools any member may land on (a pod that names none may land on every pool): the gang
+        # is whole only when each member is, so any member's pool may be the one it still waits for.
+        pools = sorted(p for p in deadlines if any(_may_land(m["spec"], {POOL_LABEL: p}, None) for m in members))
+        # Only a node a member may land on is held by the gang (the autoscaler packs a pending pod
+        # only where the scheduler's filters pass). A gang that may land on no node at all never
+        # runs but holds nothing and had nothing bought for it: it is left for its team to fix,
+        # since suspending it gives back nothing and it would come back the same after the retry.
+        holds_idle = any(
+            n["metadata"]["labels"][POOL_LABEL] in pools
+            and any(_may_land(m["spec"], n["metadata"]["labels"], n["metadata"]["name"]) for m in members)
+            for n in idle
+        )
+        if holds_idle:
+            # the longest deadline: never cut short a gang that may still be served
+            deadline = max(deadlines[p] for p in pools)
+            gangs.append(Gang(pg, _job_key(pg["metadata"]["namespace"], owner), pools, deadline))
+    return gangs
 
 
-def _waiting_since(pg: dict, members: list[dict]) -> datetime:
-    """When the gang started waiting: its oldest member's creation, or the first pass that saw it waiting
-    (WAITING_SINCE on its PodGroup) where earlier. A team deleting its pending pods gets new ones at once
-    from the operator (ReconcilePods, kubeflow/trainer:pkg/controller.v1/common/pod.go@v1.9.4, while the
-    PodGroup is Inqueue) and would restart a clock kept by the pods alone; the PodGroup is not the team's
-    to write."""
-    created = min(_time(p["metadata"]["creationTimestamp"]) for p in members)
-    seen = _stamp((pg["metadata"].get("annotations") or {}).get(WAITING_SINCE))
-    return min(created, seen) if seen else created
+def _annotation(job: dict, key: str) -> Any:
+    return (job["metadata"].get("annotations") or {}).get(key)
 
 
-def clock_actions(podgroups: list[dict], pods: list[dict]) -> list[Action]:
-    """Stamp each waiting gang's PodGroup with the pass that first saw it waiting ("mark"), and take the
-    stamp off a group that no longer waits ("unmark": it runs, left the queue, or has no pod waiting, as
-    when its job was suspended), so that a gang that waits again later starts a new clock."""
-    waiting = {(pg["metadata"]["namespace"], pg["metadata"]["name"]) for pg, _ in _waiting(podgroups, pods)}
-    actions = []
+def _ran(podgroups: list[dict], pods: list[dict]) -> set[tuple[str, str, str]]:
+    """The jobs whose gang runs or has run: its PodGroup is Running or Completed, or a member is bound."""
+    by_group = _members(podgroups, pods)
+    ran = set()
     for pg in podgroups:
-        key = (pg["metadata"]["namespace"], pg["metadata"]["name"])
-        stamped = WAITING_SINCE in (pg["metadata"].get("annotations") or {})
-        if (key in waiting) != stamped:
-            verb = "mark" if key in waiting else "unmark"
-            actions.append(
-                Action(verb, key[0], "PodGroup", key[1], "waiting" if key in waiting else "no longer waiting")
-            )
+        owner = _owner_job(pg)
+        if owner is None:
+            continue
+        group = by_group.get((pg["metadata"]["namespace"], pg["metadata"]["name"]), [])
+        phase = (pg.get("status") or {}).get("phase")
+        if phase in RAN_PHASES or any(p["spec"].get("nodeName") and not _finished(p) for p in group):
+            ran.add(_job_key(pg["metadata"]["namespace"], owner))
+    return ran
+
+
+def clock_actions(
+    podgroups: list[dict], pods: list[dict], nodes: list[dict], jobs: list[dict], deadlines: dict[str, float]
+) -> list[Action]:
+    """A gang's clock is its job's annotation WAITING_SINCE: the pass that first saw the gang waiting while it
+    held an idle node ("mark"), so its deadline counts paid idle time, not a capacity shortage during which it
+    held nothing. It stays while the team suspends, resumes or re-makes the job's pods (the operator deletes
+    and re-makes a suspended job's PodGroup: CleanUpResources, kubeflow/trainer:pkg/controller.v1/common/
+    job.go@v1.9.4), and comes off once the gang runs ("unmark") or when the deadline suspends the job
+    (patch_for), so that each retry starts a new clock. Only the CronJob writes it (the team policy)."""
+    stamped = {
+        (j["metadata"]["namespace"], j["kind"], j["metadata"]["name"]) for j in jobs if _annotation(j, WAITING_SINCE)
+    }
+    actions = [
+        Action("mark", *gang.job, "waiting beside an idle node")
+        for gang in holding(podgroups, pods, nodes, deadlines)
+        if gang.job not in stamped
+    ]
+    actions += [Action("unmark", *job, "its gang runs") for job in sorted(stamped & _ran(podgroups, pods))]
     return actions
 
 
@@ -277,41 +330,26 @@ def decide(
     """What to suspend and what to resume, from the cluster's objects and each pool's deadline
     (`pods`: every pod of the cluster; only the teams' namespaces' PodGroups and jobs)."""
     actions: list[Action] = []
-    idle = idle_nodes(nodes, pods)
-    for pg, members in _waiting(podgroups, pods):
-        owner = _owner_job(pg)
-        if owner is None:
-            continue
-        # The pools any member may land on (a pod that names none may land on every pool): the gang
-        # is whole only when each member is, so any member's pool may be the one it still waits for.
-        pools = sorted(p for p in deadlines if any(_may_land(m["spec"], {POOL_LABEL: p}, None) for m in members))
-        # Only a node a member may land on is held by the gang (the autoscaler packs a pending pod
-        # only where the scheduler's filters pass). A gang that may land on no node at all never
-        # runs but holds nothing and had nothing bought for it: it is left for its team to fix,
-        # since suspending it gives back nothing and it would come back the same after the retry.
-        holds_idle = any(
-            n["metadata"]["labels"][POOL_LABEL] in pools
-            and any(_may_land(m["spec"], n["metadata"]["labels"], n["metadata"]["name"]) for m in members)
-            for n in idle
-        )
-        if not holds_idle:
-            continue
-        deadline = max(deadlines[p] for p in pools)  # the longest: never cut short a gang that may still be served
-        waited = (now - _waiting_since(pg, members)).total_seconds()
-        if waited > deadline:
+    since = {
+        (j["metadata"]["namespace"], j["kind"], j["metadata"]["name"]): _stamp(_annotation(j, WAITING_SINCE))
+        for j in jobs
+    }
+    for gang in holding(podgroups, pods, nodes, deadlines):
+        started = since.get(gang.job)
+        if started is None:
+            continue  # its clock starts this pass (clock_actions)
+        waited = (now - started).total_seconds()
+        if waited > gang.deadline:
             actions.append(
                 Action(
                     "suspend",
-                    pg["metadata"]["namespace"],
-                    owner[0],
-                    owner[1],
-                    f"gang waited {waited:.0f}s for the nodes of {'pool' if len(pools) == 1 else 'pools'} "
-                    f"{', '.join(pools)} (deadline {deadline:.0f}s); "
-                    "giving back the nodes that arrived",
+                    *gang.job,
+                    f"gang waited {waited:.0f}s beside idle nodes of {'pool' if len(gang.pools) == 1 else 'pools'} "
+                    f"{', '.join(gang.pools)} (deadline {gang.deadline:.0f}s); giving back the nodes that arrived",
                 )
             )
     for job in jobs:
-        gave_back = _stamp((job["metadata"].get("annotations") or {}).get(GAVE_BACK))
+        gave_back = _stamp(_annotation(job, GAVE_BACK))
         if gave_back and _suspended(job) and (now - gave_back).total_seconds() > retry_after_s:
             actions.append(
                 Action(
@@ -326,16 +364,14 @@ def decide(
 
 
 def patch_for(action: Action, now: datetime) -> dict:
-    """The JSON merge patch of the job for an action (a batch Job's suspend is spec's, a Kubeflow job's runPolicy's),
-    or of the PodGroup for a clock's."""
-    if action.kind == "PodGroup":
+    """The JSON merge patch of the job for an action: a clock's annotation alone, or the suspension (a batch
+    Job's is spec's, a Kubeflow job's runPolicy's) with its annotation, the clock taken off with it."""
+    if action.verb in ("mark", "unmark"):
         return {"metadata": {"annotations": {WAITING_SINCE: _iso(now) if action.verb == "mark" else None}}}
     suspend = action.verb == "suspend"
     flag = {"suspend": suspend} if action.kind == BATCH_JOB else {"runPolicy": {"suspend": suspend}}
-    return {
-        "metadata": {"annotations": {GAVE_BACK: _iso(now) if suspend else None}},
-        "spec": flag,
-    }
+    annotations = {GAVE_BACK: _iso(now), WAITING_SINCE: None} if suspend else {GAVE_BACK: None}
+    return {"metadata": {"annotations": annotations}, "spec": flag}
 
 
 def _iso(moment: datetime) -> str:
@@ -343,8 +379,6 @@ def _iso(moment: datetime) -> str:
 
 
 def job_path(action: Action) -> str:
-    if action.kind == "PodGroup":
-        return f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{action.namespace}/podgroups/{action.name}"
     if action.kind == BATCH_JOB:
         return f"/apis/batch/v1/namespaces/{action.namespace}/jobs/{action.name}"
     return f"/apis/kubeflow.org/v1/namespaces/{action.namespace}/{KINDS[action.kind]}/{action.name}"
@@ -359,18 +393,23 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # limit, 1.5 MiB (DefaultMaxRequestBytes, etcd-io/etcd:server/embed/config.go, read through the code
 # search); the CronJob's memory limit is sized for a page of those (components/gang_deadline.py).
 PAGE = 20
+LIST_ATTEMPTS = 3
 
 
 def _meta(obj: dict, annotations: tuple[str, ...] = (), labels: bool = False) -> dict:
     meta = obj.get("metadata") or {}
     kept = {k: meta[k] for k in ("name", "namespace", "creationTimestamp") if k in meta}
-    kept["ownerReferences"] = [
-        {k: r.get(k) for k in ("apiVersion", "kind", "name")} for r in meta.get("ownerReferences") or []
-    ]
     kept["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items() if k in annotations}
     if labels:
         kept["labels"] = meta.get("labels") or {}
     return kept
+
+
+def _owners(obj: dict, keep: Callable[[dict], bool]) -> list[dict]:
+    """The first owner reference `keep` accepts, cut to what decide() reads: an object may carry any number of
+    them (the API server validates each, counts none), and a pass holds every object it lists."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return [{k: r.get(k) for k in ("apiVersion", "kind", "name")} for r in refs if keep(r)][:1]
 
 
 def keep_pod(pod: dict) -> dict:
@@ -381,7 +420,10 @@ def keep_pod(pod: dict) -> dict:
     }
     affinity = {"nodeAffinity": (spec.get("affinity") or {}).get("nodeAffinity") or {}}
     return {
-        "metadata": _meta(pod, (GROUP_ANNOTATION, MIRROR_ANNOTATION)),
+        "metadata": {
+            **_meta(pod, (GROUP_ANNOTATION, MIRROR_ANNOTATION)),
+            "ownerReferences": _owners(pod, lambda r: r.get("kind") == "DaemonSet"),
+        },
         "spec": {
             **{k: spec[k] for k in ("nodeName", "nodeSelector") if k in spec},
             "affinity": affinity,
@@ -392,14 +434,18 @@ def keep_pod(pod: dict) -> dict:
 
 
 def keep_podgroup(pg: dict) -> dict:
-    return {"metadata": _meta(pg, (WAITING_SINCE,)), "status": {"phase": (pg.get("status") or {}).get("phase")}}
+    owners = _owners(pg, lambda r: _owner_job({"metadata": {"ownerReferences": [r]}}) is not None)
+    return {
+        "metadata": {**_meta(pg), "ownerReferences": owners},
+        "status": {"phase": (pg.get("status") or {}).get("phase")},
+    }
 
 
 def keep_job(job: dict) -> dict:
     spec = job.get("spec") or {}
     run_policy = spec.get("runPolicy") or {}
     return {
-        "metadata": _meta(job, (GAVE_BACK,)),
+        "metadata": _meta(job, (GAVE_BACK, WAITING_SINCE)),
         "spec": {
             **({"suspend": spec["suspend"]} if "suspend" in spec else {}),
             "runPolicy": {"suspend": run_policy["suspend"]} if "suspend" in run_policy else {},
@@ -445,7 +491,19 @@ class Api:
             return json.load(response)
 
     def items(self, path: str, keep: Callable[[dict], dict]) -> list[dict]:
-        """Every object of a list, read PAGE at a time, each cut down by `keep` before the next page is asked for."""
+        """Every object of a list, read PAGE at a time, each cut down by `keep` before the next page is asked for.
+        A continue token outlives no etcd compaction (410 Expired, every 5 minutes by default): the list is
+        read again from its first page, as client-go's pager does (FullListIfExpired, kubernetes/client-go:
+        tools/pager/pager.go, read through the code search), a few times before the pass gives up."""
+        for attempt in range(LIST_ATTEMPTS):
+            try:
+                return self._pages(path, keep)
+            except urllib.error.HTTPError as exc:
+                if exc.code != 410 or attempt == LIST_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _pages(self, path: str, keep: Callable[[dict], dict]) -> list[dict]:
         kept: list[dict] = []
         token = ""
         while True:
@@ -453,6 +511,7 @@ class Api:
             page = self.call("GET", f"{path}{'&' if '?' in path else '?'}{query}")
             kept += [keep(o) for o in page["items"]]
             token = (page.get("metadata") or {}).get("continue") or ""
+            del page  # before the next page is read: one page at a time, not two
             if not token:
                 return kept
 
@@ -482,7 +541,7 @@ def run(api: Api, settings: dict, own_namespace: str, now: datetime) -> int:
     )
     deadlines = {m["data"]["pool"]: float(m["data"]["deadlineSeconds"]) for m in maps}
     failed = False
-    actions = clock_actions(podgroups, pods) + decide(
+    actions = clock_actions(podgroups, pods, nodes, jobs, deadlines) + decide(
         podgroups, pods, nodes, jobs, deadlines, settings["retryAfterSeconds"], now
     )
     for action in actions:

@@ -60,7 +60,7 @@ SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 # When the gang deadline suspended a job (images/training/gang_deadline.py writes it, and removes it when it
 # resumes the job; the team policy keeps it, and the suspension, the deadline's: components/tenancy.py).
 GAVE_BACK_ANNOTATION = "higgsfield.io/gave-back-at"
-WAITING_SINCE_ANNOTATION = "higgsfield.io/waiting-since"  # on a waiting gang's PodGroup, the deadline's clock
+WAITING_SINCE_ANNOTATION = "higgsfield.io/waiting-since"  # on a job: the gang deadline's clock of its gang
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"  # the node a service-account token was bound to
 # The NVIDIA driver's major branch (580) on a GPU node, published by GPU feature discovery
 # (newVersionLabeler in NVIDIA/k8s-device-plugin:internal/lm/nvml.go@v0.19.3, versions.NVIDIA_DEVICE_PLUGIN;

@@ -83,7 +83,21 @@ LONGER_DEADLINE = 2 * DEADLINE  # the a100 pool's, in the tests that have two po
 TWO_POOLS = {"h100": DEADLINE, "a100": LONGER_DEADLINE}
 
 
-def _decide(pods, nodes=(IDLE_NODE,), podgroups=None, jobs=(), deadlines=None):
+def _waiting_job(since: datetime, kind: str = "PyTorchJob", name: str = "train") -> dict:
+    """The gang's job, its clock started at `since` (the pass that first saw the gang beside an idle node)."""
+    return {
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "llm", "annotations": {gang_deadline.WAITING_SINCE: _iso(since)}},
+        "spec": {"runPolicy": {}},
+    }
+
+
+def _decide(pods, nodes=(IDLE_NODE,), podgroups=None, jobs=None, deadlines=None):
+    """decide() on the gang pg-train of job train; its clock, unless `jobs` are given, started when its
+    oldest pod was made."""
+    if jobs is None:
+        created = [datetime.fromisoformat(p["metadata"]["creationTimestamp"].replace("Z", "+00:00")) for p in pods]
+        jobs = [_waiting_job(min(created))] if created else []
     return gang_deadline.decide(
         podgroups or [_podgroup()], list(pods), list(nodes), list(jobs), deadlines or {"h100": DEADLINE}, 1800, NOW
     )
@@ -157,6 +171,26 @@ def test_an_idle_node_the_gang_cannot_use_is_not_its_to_give_back():
     assert _decide(pods, nodes=[_node("ip-10-0-0-1", "h100", zone="us-east-2b")]) == []
 
 
+def test_a_gangs_clock_starts_on_the_pass_that_first_sees_it_beside_an_idle_node():
+    """Not when its pods were made: a gang that waited out a capacity shortage held nothing meanwhile."""
+    pods = [_pod("train-master-0", 3 * 3600)]
+    job = _waiting_job(NOW)
+    del job["metadata"]["annotations"]
+    (mark,) = gang_deadline.clock_actions([_podgroup()], pods, [IDLE_NODE], [job], {"h100": DEADLINE})
+    assert (mark.verb, mark.kind, mark.name) == ("mark", "PyTorchJob", "train")
+    assert gang_deadline.patch_for(mark, NOW) == {"metadata": {"annotations": {gang_deadline.WAITING_SINCE: _iso(NOW)}}}
+    assert _decide(pods, jobs=[job]) == []
+
+
+def test_a_gang_without_an_idle_node_starts_no_clock():
+    job = _waiting_job(NOW)
+    del job["metadata"]["annotations"]
+    assert (
+        gang_deadline.clock_actions([_podgroup()], [_pod("train-master-0", 3 * 3600)], [], [job], {"h100": DEADLINE})
+        == []
+    )
+
+
 def test_a_gang_within_its_deadline_keeps_waiting_for_its_nodes():
     assert _decide([_pod("train-master-0", DEADLINE - 60)]) == []
 
@@ -189,7 +223,7 @@ def test_a_bound_gang_is_never_touched():
 
 
 @pytest.mark.parametrize("phase", ["Pending", "Running"])
-def test_only_inqueue_gangs_count(phase):
+def test_only_inqueue_kubeflow_gangs_count(phase):
     assert _decide([_pod("train-master-0", DEADLINE + 60)], podgroups=[_podgroup(phase)]) == []
 
 
@@ -225,7 +259,9 @@ def test_suspending_sets_the_operators_suspend_and_records_when():
     CleanUpResources, kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4)."""
     patch = gang_deadline.patch_for(gang_deadline.Action("suspend", "llm", "PyTorchJob", "train", ""), NOW)
     assert patch == {
-        "metadata": {"annotations": {gang_deadline.GAVE_BACK: "2027-01-05T12:00:00Z"}},
+        "metadata": {
+            "annotations": {gang_deadline.GAVE_BACK: "2027-01-05T12:00:00Z", gang_deadline.WAITING_SINCE: None}
+        },
         "spec": {"runPolicy": {"suspend": True}},
     }
 
@@ -267,7 +303,10 @@ def test_a_gang_whose_members_have_all_finished_is_left_alone():
 
 
 def _seed_gang(kube: FakeKubernetesApi, namespace: str, owner: dict) -> None:
-    """A gang of two waiting pods past the deadline, owned by `owner` (a job, seeded too)."""
+    """A gang of two waiting pods past the deadline, owned by `owner` (a job, seeded too, its clock started
+    when they were made)."""
+    owner = copy.deepcopy(owner)
+    owner["metadata"]["annotations"] = {gang_deadline.WAITING_SINCE: _iso(NOW - timedelta(seconds=DEADLINE + 60))}
     kube.put(owner)
     ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"]}
     pg = _podgroup()
@@ -377,5 +416,5 @@ def test_the_cronjob_may_only_list_and_patch_kubeflow_and_batch_jobs_in_team_nam
         assert all(v <= {"list", "patch"} for v in verbs.values())
         assert {k for k, v in verbs.items() if "patch" in v} == {
             ("kubeflow.org", r) for r in KUBEFLOW_JOB_KINDS.values()
-        } | {("batch", "jobs"), ("scheduling.volcano.sh", "podgroups")}
+        } | {("batch", "jobs")}
         assert not any(res in ("secrets", "pods/exec", "*") for _, res in verbs)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from datetime import timedelta
 
 import gang_deadline
 import pytest
@@ -226,7 +227,9 @@ def test_a_plain_jobs_gang_holding_idle_nodes_past_the_deadline_is_given_back():
     pods = [_pod(f"train-{i}", DEADLINE + 60) for i in range(2)]
     for pod in pods:
         pod["metadata"]["annotations"] = {gang_deadline.GROUP_ANNOTATION: "podgroup-1f2e"}
-    actions = gang_deadline.decide([pg], pods, [IDLE_NODE], [], {"h100": DEADLINE}, 1800, NOW)
+    job = {"kind": "Job", "metadata": {"name": "train", "namespace": "llm"}, "spec": {}}
+    job["metadata"]["annotations"] = {gang_deadline.WAITING_SINCE: _iso(NOW - timedelta(seconds=DEADLINE + 60))}
+    actions = gang_deadline.decide([pg], pods, [IDLE_NODE], [job], {"h100": DEADLINE}, 1800, NOW)
     assert [(a.verb, a.kind, a.name) for a in actions] == [("suspend", "Job", "train")]
 
 

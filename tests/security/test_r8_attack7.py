@@ -270,44 +270,44 @@ def test_the_gang_deadlines_memory_holds_a_page_of_the_largest_objects():
     assert gang_deadline.PAGE * per_object + 64 * 2**20 <= mebibytes(component.MEMORY_LIMIT) * 2**20
 
 
-# --- beside the clock: its stamp is the CronJob's alone ----------------------------------------------------
+# --- beside the clock: it is the CronJob's alone ------------------------------------------------------------
 
 
-def _stamped_podgroup(stamp: str | None) -> dict:
-    pg = _podgroup()
-    pg.update(apiVersion="scheduling.volcano.sh/v1beta1", kind="PodGroup")
-    pg["metadata"]["namespace"] = "vision"
-    pg["spec"] = {"queue": "experiments", "minMember": 2}
-    if stamp:
-        pg["metadata"]["annotations"] = {WAITING_SINCE_ANNOTATION: stamp}
-    return pg
-
-
-def test_only_the_gang_deadline_moves_a_waiting_gangs_clock():
-    old, moved = _stamped_podgroup("2027-01-05T11:00:00Z"), _stamped_podgroup("2027-01-05T11:59:00Z")
-    refusals = denied_by(moved, operation="UPDATE", old=old, user="system:serviceaccount:kubeflow:training-operator")
-    assert any(m.startswith(WAITING_SINCE_ANNOTATION) for m in refusals)
-    assert denied_by(moved, operation="UPDATE", old=old, user=component.USER) == []
-
-
-def test_the_operators_update_of_a_stamped_podgroup_keeps_the_clock_and_is_admitted():
-    old, new = _stamped_podgroup("2027-01-05T11:00:00Z"), _stamped_podgroup("2027-01-05T11:00:00Z")
-    new["status"] = {"phase": "Inqueue"}  # the operator writes the spec it read back, the clock with it
-    assert denied_by(new, operation="UPDATE", old=old, user="system:serviceaccount:kubeflow:training-operator") == []
-
-
-def test_a_kubeflow_job_may_not_carry_the_clock_the_operator_would_copy_to_its_podgroup():
+def _clocked(stamp: str | None) -> dict:
     job = _job()
-    job["metadata"]["annotations"] = {WAITING_SINCE_ANNOTATION: "2100-01-01T00:00:00Z"}
-    assert any(WAITING_SINCE_ANNOTATION in m for m in denied_by(job, user=ATTACKER))
+    if stamp:
+        job["metadata"]["annotations"] = {WAITING_SINCE_ANNOTATION: stamp}
+    return job
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [(None, "2100-01-01T00:00:00Z"), ("2027-01-05T11:00:00Z", "2027-01-05T11:59:00Z"), ("2027-01-05T11:00:00Z", None)],
+    ids=["set", "moved", "removed"],
+)
+def test_a_team_neither_sets_moves_nor_removes_its_gangs_clock(old, new):
+    refusals = denied_by(_clocked(new), operation="UPDATE", old=_clocked(old), user=ATTACKER)
+    assert any(m.startswith(WAITING_SINCE_ANNOTATION) for m in refusals)
+
+
+def test_the_gang_deadline_sets_and_removes_a_gangs_clock():
+    started, stopped = _clocked("2027-01-05T11:00:00Z"), _clocked(None)
+    assert denied_by(started, operation="UPDATE", old=stopped, user=component.USER) == []
+    assert denied_by(stopped, operation="UPDATE", old=started, user=component.USER) == []
+
+
+def test_a_team_changes_its_job_and_keeps_its_clock():
+    old, new = _clocked("2027-01-05T11:00:00Z"), _clocked("2027-01-05T11:00:00Z")
+    new["metadata"]["labels"] = {"experiment": "b"}
+    assert denied_by(new, operation="UPDATE", old=old, user=ATTACKER) == []
 
 
 def test_a_gang_that_ran_and_waits_again_starts_a_new_clock():
-    """The stamp comes off once the gang runs: a gang whose node was lost and waits again is not
+    """The clock comes off its job once the gang runs: a gang whose node was lost and waits again is not
     suspended at once for the hours it ran."""
-    pg = _podgroup("Running")
-    pg["metadata"]["annotations"] = {WAITING_SINCE_ANNOTATION: "2027-01-05T08:00:00Z"}
+    job = {"kind": "PyTorchJob", "metadata": {"name": "train", "namespace": "llm"}, "spec": {"runPolicy": {}}}
+    job["metadata"]["annotations"] = {WAITING_SINCE_ANNOTATION: "2027-01-05T08:00:00Z"}
     bound = _pod("train-worker-0", 3 * 3600, node="ip-10-0-0-7")
-    (action,) = gang_deadline.clock_actions([pg], [bound])
-    assert (action.verb, action.kind) == ("unmark", "PodGroup")
+    (action,) = gang_deadline.clock_actions([_podgroup("Running")], [bound], [IDLE_NODE], [job], {"h100": DEADLINE})
+    assert (action.verb, action.kind, action.name) == ("unmark", "PyTorchJob", "train")
     assert gang_deadline.patch_for(action, NOW) == {"metadata": {"annotations": {WAITING_SINCE_ANNOTATION: None}}}

@@ -67,6 +67,11 @@ def _members_of(kube: FakeKubernetesApi, kind: str, created: datetime) -> None:
         kube.put(pod)
 
 
+def _with_annotations_of(old: dict, job: dict) -> dict:
+    job["metadata"]["annotations"] = dict(old["metadata"].get("annotations") or {})
+    return job
+
+
 def _suspended(kube: FakeKubernetesApi, kind: str) -> bool:
     job = kube.get(FakeKubernetesApi.path_of(_job_of(kind, False)))
     assert job is not None
@@ -102,13 +107,14 @@ def test_a_gang_whose_team_suspends_and_resumes_its_job_is_still_given_back_past
         kube.put(_job_of(kind, False))
         kube.put(_group_of(kind))
         _members_of(kube, kind, first_pass - timedelta(seconds=60))
-        assert gang_deadline.run(api, settings, component.NAMESPACE, first_pass) == 0  # stamped, within its deadline
+        assert gang_deadline.run(api, settings, component.NAMESPACE, first_pass) == 0  # clock started
         group_path = FakeKubernetesApi.path_of(_group_of(kind))
-        stamped = kube.get(group_path)
-        assert stamped is not None and WAITING_SINCE_ANNOTATION in stamped["metadata"]["annotations"]
+        clocked = kube.get(FakeKubernetesApi.path_of(_job_of(kind, False)))
+        assert clocked is not None and WAITING_SINCE_ANNOTATION in clocked["metadata"]["annotations"]
 
-        # The team suspends its job: its controller deletes the pods (and the operator its PodGroup).
-        kube.put(_job_of(kind, True))
+        # The team suspends its job (a patch: its annotations stay): its controller deletes the pods (and the
+        # operator its PodGroup).
+        kube.put(_with_annotations_of(clocked, _job_of(kind, True)))
         for i in range(2):
             kube.delete_now(f"/api/v1/namespaces/llm/pods/member-{i}")
         if kind == "PyTorchJob":
@@ -116,7 +122,7 @@ def test_a_gang_whose_team_suspends_and_resumes_its_job_is_still_given_back_past
         else:  # one pass sees the batch Job's gang with no member
             assert gang_deadline.run(api, settings, component.NAMESPACE, first_pass + timedelta(seconds=60)) == 0
         # ... and resumes it: a new PodGroup (Kubeflow), Inqueue again, and new pods.
-        kube.put(_job_of(kind, False))
+        kube.put(_with_annotations_of(clocked, _job_of(kind, False)))
         if kind == "PyTorchJob":
             kube.put(_group_of(kind))
         _members_of(kube, kind, NOW - timedelta(seconds=60))
@@ -246,10 +252,10 @@ def test_a_list_whose_continue_token_expired_does_not_stop_every_teams_pass():
     kube = _CompactingApi()
     try:
         api = _deadline_cluster(kube)
-        kube.put(_job_of("PyTorchJob", False))
-        pg = _group_of("PyTorchJob")
-        pg["metadata"]["annotations"] = {WAITING_SINCE_ANNOTATION: _iso(NOW - timedelta(seconds=DEADLINE + 60))}
-        kube.put(pg)
+        job = _job_of("PyTorchJob", False)
+        job["metadata"]["annotations"] = {WAITING_SINCE_ANNOTATION: _iso(NOW - timedelta(seconds=DEADLINE + 60))}
+        kube.put(job)
+        kube.put(_group_of("PyTorchJob"))
         _members_of(kube, "PyTorchJob", NOW - timedelta(seconds=DEADLINE + 60))
         for i in range(gang_deadline.PAGE + 5):  # other namespaces' pods: the list needs a second page
             other = _pod(f"done-{i}", 600, node="ip-10-0-0-9")
@@ -266,22 +272,10 @@ def test_a_list_whose_continue_token_expired_does_not_stop_every_teams_pass():
         kube.close()
 
 
-# --- 5. the clock on a PodGroup no job owns refuses Volcano's own update of it -----------------------------
+# --- 5. the clock on a PodGroup no job owns refused Volcano's own update of it -----------------------------
 
 
-def test_volcanos_resync_of_a_plain_workloads_podgroup_is_admitted_after_a_deadline_pass():
-    """clock_actions stamps every waiting PodGroup, also those no Kubeflow job or batch Job owns (a
-    StatefulSet's, a ReplicaSet's: decide() never suspends them). Volcano's controller re-syncs such a
-    PodGroup from its owner on the StatefulSet's or ReplicaSet's events: createOrUpdateNormalPodPG ->
-    shouldUpdateExistingPodGroup rebuilds it from the pod and, where the annotations differ, replaces them
-    with the rebuilt ones (the owner's `volcano.sh/` ones only: inheritUpperAnnotations,
-    volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1), so its UPDATE drops the
-    stamp - which the team policy's PodGroup rule refuses to anyone but the CronJob
-    (tenancy.suspension_validations). The spec change it carried (a rolled-out template's minResources)
-    is refused with it.
-
-    Impact (a legitimate team, Low): a pending StatefulSet's gang keeps the size its old template gave it
-    in its queue until it runs or stops waiting; Volcano's controller logs a refusal for each event."""
+def _statefulset_gang() -> tuple[dict, dict]:
     pg = _podgroup()
     pg.update(apiVersion="scheduling.volcano.sh/v1beta1", kind="PodGroup")
     pg["metadata"].update(
@@ -292,12 +286,23 @@ def test_volcanos_resync_of_a_plain_workloads_podgroup_is_admitted_after_a_deadl
     pg["spec"] = {"queue": "experiments", "minMember": 1, "minResources": {"nvidia.com/gpu": "8"}}
     member = _pod("serve-0", 60)
     member["metadata"].update(namespace="vision", annotations={gang_deadline.GROUP_ANNOTATION: "podgroup-5a5a"})
-    (action,) = gang_deadline.clock_actions([pg], [member])
-    stamped = copy.deepcopy(pg)
-    stamped["metadata"]["annotations"] = gang_deadline.patch_for(action, NOW)["metadata"]["annotations"]
+    return pg, member
+
+
+def test_the_gang_deadline_writes_no_podgroup_so_volcanos_resync_of_one_is_admitted():
+    """The clock lived on the PodGroup, also of a StatefulSet's or ReplicaSet's gang (which decide() never
+    suspends); Volcano's controller re-syncs such a PodGroup from its owner (createOrUpdateNormalPodPG ->
+    shouldUpdateExistingPodGroup replaces the annotations with the owner's `volcano.sh/` ones:
+    volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1), and the rule keeping the
+    stamp the CronJob's refused that update with the spec change it carried. The clock is its job's now: the
+    CronJob writes no PodGroup, and no rule holds a PodGroup's annotations."""
+    pg, member = _statefulset_gang()
+    assert gang_deadline.clock_actions([pg], [member], [IDLE_NODE], [], {"h100": DEADLINE}) == []
+    old = copy.deepcopy(pg)
+    old["metadata"]["annotations"] = {WAITING_SINCE_ANNOTATION: _iso(NOW)}
     resynced = copy.deepcopy(pg)  # rebuilt from the rolled pod: new minResources, the owner's annotations only
     resynced["spec"]["minResources"] = {"nvidia.com/gpu": "1"}
-    assert denied_by(resynced, operation="UPDATE", old=stamped, user=tenancy.VOLCANO_CONTROLLER_USER) == []
+    assert denied_by(resynced, operation="UPDATE", old=old, user=tenancy.VOLCANO_CONTROLLER_USER) == []
 
 
 # --- 6. one team's jobs fill the gang deadline's memory with owner references ------------------------------
