@@ -79,6 +79,14 @@ def _node(name: str, pool: str, zone: str = "us-east-2a") -> dict:
 
 
 IDLE_NODE = _node("ip-10-0-0-1", "h100")
+TRAIN_JOB = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "train", "namespace": "llm"}}
+
+
+def train_job() -> dict:
+    """The PyTorchJob that owns pg-train, as stored (no suspension yet)."""
+    return {**copy.deepcopy(TRAIN_JOB), "spec": {"runPolicy": {}}}
+
+
 LONGER_DEADLINE = 2 * DEADLINE  # the a100 pool's, in the tests that have two pools
 TWO_POOLS = {"h100": DEADLINE, "a100": LONGER_DEADLINE}
 
@@ -333,13 +341,7 @@ def test_a_refused_suspension_is_reported_and_the_other_gangs_are_still_given_ba
 
     kube = FakeKubernetesApi(admit=admit)
     try:
-        train = {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "PyTorchJob",
-            "metadata": {"name": "train", "namespace": "llm"},
-        }
-        train["spec"] = {"runPolicy": {}}
-        _seed_gang(kube, "llm", train)
+        _seed_gang(kube, "llm", train_job())
         evaluation = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "eval", "namespace": "vision"}}
         evaluation["spec"] = {"parallelism": 2}
         _seed_gang(kube, "vision", evaluation)

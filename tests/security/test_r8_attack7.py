@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import tracemalloc
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import gang_deadline
@@ -24,7 +25,16 @@ import pytest
 from components import gang_deadline as component
 from infra.core.names import GAVE_BACK_ANNOTATION, WAITING_SINCE_ANNOTATION
 from infra.offline.pods import mebibytes
-from tests.components.test_gang_deadline import DEADLINE, IDLE_NODE, NOW, _iso, _pod, _podgroup, _seed_gang
+from tests.components.test_gang_deadline import (
+    DEADLINE,
+    IDLE_NODE,
+    NOW,
+    _iso,
+    _pod,
+    _podgroup,
+    _seed_gang,
+    train_job,
+)
 from tests.fake_kube_api import FakeKubernetesApi
 from tests.security.test_r8_attack import _refused_in_team_namespace
 from tests.security.test_tenancy import _job, denied_by
@@ -88,13 +98,7 @@ def test_a_teams_malformed_gave_back_annotation_does_not_stop_other_teams_gangs_
     object exists (the CronJob's failed runs are the only sign)."""
     kube = FakeKubernetesApi()
     try:
-        train = {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "PyTorchJob",
-            "metadata": {"name": "train", "namespace": "llm"},
-        }
-        train["spec"] = {"runPolicy": {}}
-        _seed_gang(kube, "llm", train)
+        _seed_gang(kube, "llm", train_job())
         poison = _job()
         poison["metadata"]["annotations"] = {GAVE_BACK_ANNOTATION: stamp}
         poison["spec"]["runPolicy"]["suspend"] = True
@@ -163,13 +167,7 @@ def test_a_gang_whose_pods_the_team_recreated_is_still_given_back_past_its_deadl
     kube = FakeKubernetesApi()
     try:
         api = _deadline_cluster(kube)
-        train = {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "PyTorchJob",
-            "metadata": {"name": "train", "namespace": "llm"},
-        }
-        train["spec"] = {"runPolicy": {}}
-        kube.put(train)
+        kube.put(train_job())
         podgroup = _podgroup()
         podgroup.update(apiVersion="scheduling.volcano.sh/v1beta1", kind="PodGroup")
         kube.put(podgroup)
@@ -233,11 +231,12 @@ def _heavy_jobs(kube: FakeKubernetesApi, count: int) -> None:
         kube.put(job)
 
 
-def _peak_of_a_pass(jobs: int) -> int:
+def peak_of_a_pass(seed: Callable[[FakeKubernetesApi], None]) -> int:
+    """The most memory one CronJob pass holds at once (tracemalloc), over a cluster `seed` fills."""
     kube = FakeKubernetesApi()
     try:
         api = _deadline_cluster(kube)
-        _heavy_jobs(kube, jobs)
+        seed(kube)
         tracemalloc.start()
         try:
             assert gang_deadline.run(api, component.settings_of(["llm"]), component.NAMESPACE, NOW) == 0
@@ -253,7 +252,8 @@ def test_a_pass_holds_a_page_of_jobs_not_every_job_a_team_made():
     jobs (which cost it nothing but its count quota: components/teams.py compute_quota) carrying 256 KiB of
     annotations each would outgrow the CronJob's memory, and every pass be killed before it patched anything.
     Read in pages and cut down to what decide() reads, a pass's peak stays the same with four times the jobs."""
-    few, many = _peak_of_a_pass(gang_deadline.PAGE), _peak_of_a_pass(4 * gang_deadline.PAGE)
+    few = peak_of_a_pass(lambda kube: _heavy_jobs(kube, gang_deadline.PAGE))
+    many = peak_of_a_pass(lambda kube: _heavy_jobs(kube, 4 * gang_deadline.PAGE))
     assert many < 1.5 * few
 
 

@@ -12,7 +12,6 @@ cel-expr-python (tests/security/test_tenancy.py `denied_by`).
 from __future__ import annotations
 
 import copy
-import tracemalloc
 import urllib.error
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler
@@ -24,14 +23,14 @@ from components import gang_deadline as component
 from components import tenancy
 from infra.core.names import WAITING_SINCE_ANNOTATION
 from tests import fake_kube_api
-from tests.components.test_gang_deadline import DEADLINE, IDLE_NODE, NOW, _iso, _pod, _podgroup
+from tests.components.test_gang_deadline import DEADLINE, IDLE_NODE, NOW, TRAIN_JOB, _iso, _pod, _podgroup
 from tests.fake_kube_api import FakeKubernetesApi, Ref
-from tests.security.test_r8_attack7 import _deadline_cluster
+from tests.security.test_r8_attack7 import _deadline_cluster, peak_of_a_pass
 from tests.security.test_tenancy import denied_by
 
 # --- 1. the team restarts its own gang's clock by suspending and resuming its job ---------------------------
 
-PYTORCH_JOB = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "train", "namespace": "llm"}}
+PYTORCH_JOB = TRAIN_JOB
 BATCH_JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "eval", "namespace": "llm", "uid": "1f2e"}}
 
 
@@ -325,21 +324,6 @@ def _jobs_with_owners(kube: FakeKubernetesApi, count: int, owners: int) -> None:
         kube.put(job)
 
 
-def _kept_by_a_pass(jobs: int, owners: int) -> int:
-    kube = FakeKubernetesApi()
-    try:
-        api = _deadline_cluster(kube)
-        _jobs_with_owners(kube, jobs, owners)
-        tracemalloc.start()
-        try:
-            assert gang_deadline.run(api, component.settings_of(["llm"]), component.NAMESPACE, NOW) == 0
-            return tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-    finally:
-        kube.close()
-
-
 def test_a_pass_holds_a_page_of_jobs_whatever_owner_references_they_carry():
     """run() cuts each listed object down to what decide() reads (keep_job), but `_meta` keeps every owner
     reference of every job (apiVersion, kind and name of each) until decide() runs, and a team writes a
@@ -354,5 +338,6 @@ def test_a_pass_holds_a_page_of_jobs_whatever_owner_references_they_carry():
     (components/gang_deadline.py MEMORY_LIMIT). Every pass is OOM-killed before it patches
     anything, so no team's half-delivered gang is given back, cluster-wide, for as long as the jobs exist."""
     owners = 1000
-    few, many = _kept_by_a_pass(gang_deadline.PAGE, owners), _kept_by_a_pass(4 * gang_deadline.PAGE, owners)
+    few = peak_of_a_pass(lambda kube: _jobs_with_owners(kube, gang_deadline.PAGE, owners))
+    many = peak_of_a_pass(lambda kube: _jobs_with_owners(kube, 4 * gang_deadline.PAGE, owners))
     assert many < 1.5 * few
