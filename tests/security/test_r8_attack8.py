@@ -337,7 +337,7 @@ def test_a_pass_holds_a_page_of_jobs_whatever_owner_references_they_carry():
     twice its pods quota) and costing it no GPU - take a pass past the CronJob's 256Mi limit
     (components/gang_deadline.py MEMORY_LIMIT). Every pass is OOM-killed before it patches
     anything, so no team's half-delivered gang is given back, cluster-wide, for as long as the jobs exist."""
-    owners = 1000
+    owners = 400
     few = peak_of_a_pass(lambda kube: _jobs_with_owners(kube, gang_deadline.PAGE, owners))
     many = peak_of_a_pass(lambda kube: _jobs_with_owners(kube, 4 * gang_deadline.PAGE, owners))
     assert many < 1.5 * few
