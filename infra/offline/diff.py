@@ -356,6 +356,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     _refuse_trust_policy_writes(str(head.get("stack", "STACK")), changed, refuse)
     if not base.get("new_stack"):  # a new stack's first deploy is the administrator's (`higgsfield bootstrap`)
         _refuse_data_repository_links(str(head.get("stack", "STACK")), added, changed, refuse)
+        _refuse_managed_policy_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
     return Diff(
         added,
         removed,
@@ -592,6 +593,44 @@ def _refuse_data_repository_links(stack: str, added: list[dict], changed: list[C
             "fsx:CreateDataRepositoryAssociation: IAM cannot see which bucket a link names); "
             f"{_administrator_applies(stack, urn)}, having read the bucket it names",
         )
+
+
+MANAGED_POLICY = "aws:iam/policy:Policy"
+
+
+def _refuse_managed_policy_writes(
+    stack: str, added: list[dict], removed: list[dict], changed: list[Change], refuse: _Refusals
+) -> None:
+    """An IAM managed policy of the stack (its boundary, each team's log reader: components/observability.py) is an
+    administrator's: the deploy role's policy allows no iam:CreatePolicy and denies every other write of a managed
+    policy, its tags included (components/delivery.py BoundaryIsFixed, ManagedPoliciesAreFixed: a new default
+    version would grant its holders anything). So a new team's log reader, or any change to one, fails the deploy;
+    the refusal names the command."""
+    for resource in added:
+        if resource["type"] == MANAGED_POLICY:
+            refuse(
+                f"a new IAM managed policy {resource['name']}",
+                resource["name"],
+                "the deploy role may not create a managed policy (its policy allows no iam:CreatePolicy); an "
+                f"administrator deploys this change {ADMIN}: pulumi up --stack {stack} (the policy may need resources "
+                "of the same change, such as a new team's log group, which a --target would leave out)",
+            )
+    for change in changed:
+        if change.type == MANAGED_POLICY:
+            refuse(
+                f"a {'replaced' if change.replaces else 'changed'} IAM managed policy {change.name}",
+                change.name,
+                "the deploy role may not change a managed policy (its policy denies policy versions, tags and "
+                f"deletes: ManagedPoliciesAreFixed); {_administrator_applies(stack, change.urn)}",
+            )
+    for resource in removed:
+        if resource["type"] == MANAGED_POLICY:
+            refuse(
+                f"delete of IAM managed policy {resource['name']}",
+                resource["name"],
+                "the deploy role may not delete a managed policy (ManagedPoliciesAreFixed); "
+                f"{_administrator_applies(stack, resource['urn'])}",
+            )
 
 
 def _audit_log(resource: dict) -> bool:

@@ -159,18 +159,18 @@ def test_an_explicit_allow_lets_the_fsx_replacement_through(repo, capsys):
             {"higgsfield:fsx": {"enabled": True, "deploymentType": "SCRATCH_2", "storageCapacityGiB": 4800}}
         ),
     )
-    # the new file system has no datasets: their claims go too (refused without an allow)
-    assert (
-        main(["diff", "staging", "--base", "HEAD~1", "--allow", "lustre", "--allow", "lustre-key", "--allow", "claims"])
-        == 0
-    )
+    # the new file system has no datasets: their claims go too, and the boundary no longer names the data set's
+    # bucket (an administrator's change: refused without an allow)
+    allows = ["lustre", "lustre-key", "claims", "delivery-boundary"]
+    assert main(["diff", "staging", "--base", "HEAD~1", *(a for name in allows for a in ("--allow", name))]) == 0
     assert "refused" not in "".join(capsys.readouterr())
 
 
 def test_allow_replace_in_stack_config_lets_the_replacement_through(repo, capsys):
     def change(config):
         config["higgsfield:fsx"] = {"enabled": True, "deploymentType": "SCRATCH_2", "storageCapacityGiB": 4800}
-        config["higgsfield:allowReplace"] = ["lustre", "lustre-key", "claims"]  # its datasets' claims go too
+        # its datasets' claims go too, and the boundary changes (it names the data set's bucket)
+        config["higgsfield:allowReplace"] = ["lustre", "lustre-key", "claims", "delivery-boundary"]
 
     _edit_stack(repo, "staging", change)
     assert main(["diff", "staging", "--base", "HEAD~1"]) == 0
@@ -282,16 +282,19 @@ def test_changing_a_prod_stacks_environment_is_refused(repo, capsys):
     assert "error: refused: changing the environment of a protected stack (prod → staging)" in out
 
 
-def test_a_tag_change_only_updates_in_place(repo, capsys):
+def test_a_tag_change_updates_in_place_and_leaves_the_managed_policies_tags_to_an_administrator(repo, capsys):
+    """The deploy role may not tag a managed policy (ManagedPoliciesAreFixed), so in a stack CI deploys the
+    boundary's and the teams' log readers' new tags are an administrator's."""
     rc, out = _diff(
         repo,
         capsys,
         "dev",
         lambda c: c.update({"higgsfield:tags": {**c.get("higgsfield:tags", {}), "team": "research"}}),
     )
-    assert rc == 0
+    assert rc == 1
     assert "(0 replaced)" in out
     assert "tags.team: ml-platform → research" in out
+    assert "refused: a changed IAM managed policy monitoring-logs-team-" in out
 
 
 def test_unchanged_computed_inputs_are_not_blamed():

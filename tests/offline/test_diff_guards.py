@@ -222,3 +222,36 @@ def test_the_links_auto_export_policy_goes_through():
     base, head = _prod(), _prod()
     _association(head)["inputs"]["s3"]["autoExportPolicy"]["events"] = ["NEW"]
     assert [r for r in compare(base, head, set()).refused if "data repository association" in r] == []
+
+
+def _reader(plan: dict, team: str) -> dict:
+    return next(r for r in plan["resources"] if r["name"] == f"monitoring-logs-team-{team}-reader")
+
+
+def test_a_new_teams_log_reader_policy_is_refused_naming_the_administrators_deploy():
+    """The deploy role's policy allows no iam:CreatePolicy: a new team's managed policy would fail the deploy
+    half way, so diff says so first, and who deploys it."""
+    base, head = _prod(), _prod()
+    base["resources"].remove(_reader(base, "vision"))
+    (refusal,) = [r for r in compare(base, head, set()).refused if "managed policy" in r]
+    assert refusal.startswith("a new IAM managed policy monitoring-logs-team-vision-reader is refused (")
+    assert "pulumi up --stack prod (" in refusal
+
+
+@pytest.mark.parametrize("field", ["policy", "tags"])
+def test_a_change_to_a_managed_policy_of_the_stack_is_refused_naming_the_administrators_command(field):
+    """ManagedPoliciesAreFixed denies every write of a managed policy, its tags included (a new default version
+    would grant its holders anything)."""
+    base, head = _prod(), _prod()
+    reader = _reader(head, "llm")
+    if field == "policy":
+        reader["inputs"]["policy"] = '{"Version": "2012-10-17", "Statement": []}'
+    else:
+        reader["inputs"]["tags"] = {**reader["inputs"].get("tags", {}), "cost-center": "42"}
+    (refusal,) = [r for r in compare(base, head, set()).refused if "managed policy" in r]
+    assert "IAM managed policy monitoring-logs-team-llm-reader is refused (" in refusal
+    assert f"pulumi up --stack prod --target '{reader['urn']}'" in refusal
+
+
+def test_an_unchanged_managed_policy_goes_through():
+    assert [r for r in compare(_prod(), _prod(), set()).refused if "managed policy" in r] == []
