@@ -44,6 +44,11 @@ clusterWide:
 """
 
 
+def _time(at: datetime.datetime) -> str:
+    """A Time as the API server writes it (a CronJob's lastSuccessfulTime): whole seconds."""
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _micro(at: datetime.datetime) -> str:
     """A MicroTime as the API server writes it (Lease renewTime)."""
     return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -190,6 +195,9 @@ def seed(fake: FakeKubernetesApi, plan, now: datetime.datetime = NOW) -> None:
             "metadata": {"name": checks.PODGROUP_WEBHOOK},
         }
     )
+    for planned in plan.of_type(checks.CRON_JOB):
+        succeeded = _time(now - datetime.timedelta(seconds=50))
+        fake.put({**planned.inputs, "status": {"lastScheduleTime": succeeded, "lastSuccessfulTime": succeeded}})
     queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue"}
     fake.put({**queue, "metadata": {"name": "default"}, "spec": {"reclaimable": False}, "status": {"state": "Open"}})
     for team in cfg.scheduler.teams:
@@ -799,3 +807,29 @@ def test_a_healthy_node_without_gpus_fails(ctx, cluster):
     cluster.put(gpu_node("ip-10-0-1-5", "healthy", tainted=False, gpus="0"))
     outcome = one("kube.gpu-nodes", ctx)
     assert outcome.status == "FAIL" and "no nvidia.com/gpu allocatable" in outcome.evidence
+
+
+def _gang_deadline(cluster) -> dict:
+    return cluster.get("/apis/batch/v1/namespaces/higgsfield-capacity/cronjobs/gang-deadline")
+
+
+def test_a_cron_job_that_succeeded_a_minute_ago_passes(ctx):
+    outcome = one("kube.cron-jobs", ctx)
+    assert outcome.status == "PASS" and "higgsfield-capacity/gang-deadline: last success 50 s ago" in outcome.evidence
+
+
+def test_a_gang_deadline_whose_passes_fail_fails(ctx, cluster):
+    """A pass fails when a team's policy refuses one of its patches: that team's idle nodes stay held."""
+    job = _gang_deadline(cluster)
+    job["status"]["lastSuccessfulTime"] = _time(NOW - datetime.timedelta(hours=2))
+    cluster.put(job)
+    outcome = one("kube.cron-jobs", ctx)
+    assert outcome.status == "FAIL" and "gang-deadline: last success 7200 s ago" in outcome.evidence
+
+
+def test_a_gang_deadline_that_never_succeeded_fails(ctx, cluster):
+    job = _gang_deadline(cluster)
+    job["status"] = {}
+    cluster.put(job)
+    outcome = one("kube.cron-jobs", ctx)
+    assert outcome.status == "FAIL" and "gang-deadline: last success never" in outcome.evidence

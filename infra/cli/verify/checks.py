@@ -19,6 +19,9 @@ NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 SCHEDULE = "aws:autoscaling/schedule:Schedule"
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
+CRON_JOB = "kubernetes:batch/v1:CronJob"
+# A planned CronJob (the gang deadline's runs every minute) is late once its last success is older than this.
+CRON_JOB_LATE_S = 10 * 60
 AUTOSCALER = "higgsfield:autoscaler:ClusterAutoscaler"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"  # the EFA device plugin's resource (infra/offline/pods.py EFA)
 VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
@@ -546,6 +549,34 @@ def daemon_sets(ctx: Any) -> Outcome:
     return passed("; ".join(seen) or "no DaemonSet planned")
 
 
+def cron_jobs(ctx: Any) -> Outcome:
+    """Each planned CronJob succeeded within CRON_JOB_LATE_S. The gang deadline's pass fails when a team's
+    admission policy refuses one of its patches, or when it cannot read the cluster: its idle nodes are then
+    held (docs/capacity.md)."""
+    now, problems, seen = ctx.now(), [], []
+    for planned in ctx.plan.of_type(CRON_JOB):
+        meta = planned.inputs["metadata"]
+        found = ctx.kube.namespaced_objects("batch", "v1", meta["namespace"], "cronjobs")
+        status = next((o.get("status") or {} for o in found if o["metadata"]["name"] == meta["name"]), None)
+        where = f"{meta['namespace']}/{meta['name']}"
+        if status is None:
+            problems.append(f"{where}: missing")
+            continue
+        last = status.get("lastSuccessfulTime")
+        age = (now - _iso(last)).total_seconds() if last else None
+        if age is None or age > CRON_JOB_LATE_S:
+            problems.append(f"{where}: last success {'never' if age is None else f'{age:.0f} s ago'}")
+        else:
+            seen.append(f"{where}: last success {age:.0f} s ago")
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "`kubectl -n NS get jobs` and the logs of its last failed Job (a refused patch names the job and the "
+            "policy)",
+        )
+    return passed("; ".join(seen) or "no CronJob planned")
+
+
 def gpu_nodes(ctx: Any) -> Outcome:
     gated = {p.name for p in ctx.config.gpu_pools if p.health_gate.enabled}
     efa = {p.name for p in ctx.config.gpu_pools if p.efa}
@@ -644,6 +675,8 @@ def specs() -> list[Spec]:
              job_cleanup, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
         Spec("kube.daemon-sets", "the health gate and node DaemonSets are ready on every node they select",
              daemon_sets, "kube", "get daemonsets", after=(KUBE_API,)),
+        Spec("kube.cron-jobs", "the gang deadline's CronJob succeeded in the last 10 minutes",
+             cron_jobs, "kube", "list cronjobs in higgsfield-capacity", after=(KUBE_API,)),
         Spec("kube.gpu-nodes", "GPU nodes: the gate's label agrees with the startup taint; healthy ones offer GPUs/EFA",
              gpu_nodes, "kube", "list nodes", after=(KUBE_API,)),
         Spec("aws.container-logs", "training pods' log records carry job, replica and node (CloudWatch)",
