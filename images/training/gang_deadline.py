@@ -7,11 +7,13 @@ autoscaler:cluster-autoscaler/core/podlistprocessor/filter_out_schedulable.go@cl
 1.35.2), so the idle nodes look used for as long as the gang's pods exist. Only removing the pods
 gives them back. This program (a CronJob, components/gang_deadline.py) does that:
 
-- a gang whose PodGroup is Inqueue, none of whose waiting pods is bound (a finished one holds
-  nothing), whose oldest waiting pod is older than the deadline of the pools its pods may land on
-  (boot + healthGate.timeout + a margin: the nodes are not coming; the longest, when they may land
-  on several), while one of its pods may land on an idle node (one the autoscaler bought and nobody
-  uses), gets its job suspended and the annotation `higgsfield.io/gave-back-at`: a Kubeflow job's
+- a gang that waits (its PodGroup Inqueue, or Pending for a batch Job's gang, whose pods exist
+  before its queue admits it), none of whose waiting pods is bound (a finished one holds nothing),
+  while one of its pods may land on an idle node (one the autoscaler bought and nobody uses), has a
+  clock: its job's annotation `higgsfield.io/waiting-since`, set by the first pass that sees it so
+  (clock_actions). Once that is older than the deadline of the pools its pods may land on (boot +
+  healthGate.timeout + a margin: the nodes are not coming; the longest, when they may land on
+  several), its job is suspended with the annotation `higgsfield.io/gave-back-at`: a Kubeflow job's
   `runPolicy.suspend: true` (the operator deletes its pods and PodGroup, kubeflow/trainer:pkg/
   controller.v1/common/job.go@v1.9.4), a batch Job's `spec.suspend: true` (the Job controller
   deletes its active pods; Volcano's controller made its PodGroup, owned by the Job); the idle
@@ -20,7 +22,7 @@ gives them back. This program (a CronJob, components/gang_deadline.py) does that
   removed): its PodGroup is created Pending and queues again. A job someone else suspended
   (no annotation) is never touched.
 
-The team policy keeps the annotation and the suspension ours (components/tenancy.py
+The team policy keeps both annotations and the suspension ours (components/tenancy.py
 suspension_validations). Standard library only; `decide` is pure and tested, `run` against the fake
 API server (tests/components/test_gang_deadline.py); `main` talks to the API with the pod's service
 account as health_gate.py does.
