@@ -1,0 +1,154 @@
+"""Round 8 IAM attack on the paths beside the r8-iamfix merge (components/delivery.py: `reach_denials`, the
+boundary's `InternalLoadBalancersOnly`, `ADDRESS_OPENINGS`, `AuditLogsStay`, the allows without their conditions):
+requests the deploy role, or a role it makes under the stack boundary (it creates roles with any trust and any
+inline policy, and passes them to services it drives: tests/security/test_red_team.py BECOME_A_STACK_ROLE, so the
+boundary's allows are its reach too), can still send to run code under an identity outside both ceilings, reach
+another stack, or erase the audit trail. Each test fails on the code it was written against (decided by
+policies/iam_evaluation.py on the shipped prod plan's policies); each docstring names the statement that lets the
+request through, the source that says what the request does, the impact and a fix."""
+
+from __future__ import annotations
+
+from infra.offline.delivery_checks import account_findings
+from policies.iam_evaluation import Request, evaluate
+from tests.conftest import config_of
+from tests.delivery.test_ci_identity import ACCOUNT, BOUNDARY, EVERYTHING, OWN_KEY, OWN_TAG, REGION, _boundary, _deploy
+
+OTHER_CLUSTER = f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/analytics"
+NODE_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-nodes-0123"  # bound_every_role's name_prefix
+OTHER_LAUNCH_TEMPLATE = f"arn:aws:ec2:{REGION}:{ACCOUNT}:launch-template/lt-0other"
+
+
+def test_no_role_under_the_boundary_adds_a_version_to_a_launch_template_that_is_not_the_stacks():
+    """OnlyTheStacksLaunchTemplates is in reach_denials, which only deploy_policy carries; the boundary allows
+    `ec2:*` on `*` and has no such denial. The deploy role makes a role under the boundary with `ec2:*` inline and a
+    trust of its choosing (CreateRole, PutRolePolicy on `higgsfield-STACK-*`: allowed), passes it to a CodeBuild
+    project `higgsfield-STACK-x` (PassRole of a stack role, CreateProject inside OnlyTheStacksProjects) and runs a
+    build; that build adds a version with new user data to any launch template of the account. A new version that a
+    group launches from by $Latest or $Default keeps the template's instance profile, and EC2 Auto Scaling checks
+    iam:PassRole when a group is created or updated, not when it launches (docs.aws.amazon.com/autoscaling/ec2/
+    userguide/ec2-auto-scaling-launch-template-permissions.html, "Permissions validation for ec2:RunInstances and
+    iam:PassRole"): the next scale-out runs the commands as that group's role. So the escalation the fix closed for
+    the deploy role stays open one hop away. Impact: the instance-profile role of any Auto Scaling group of the
+    account, outside both ceilings. Fix: carry OnlyTheStacksLaunchTemplates in ceiling_denials (both ceilings); the
+    boundary renders 6,065 of its 6,144 characters for prod, so room must be made first (e.g. the two connection
+    prefixes, or shorter logs ARNs)."""
+    role = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-x"
+    project = f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/higgsfield-prod-x"
+    for step in (  # the hop: a bounded role of the deploy role's making, run by a build of its own project
+        Request("iam:CreateRole", role, {"iam:PermissionsBoundary": BOUNDARY}),
+        Request("iam:PutRolePolicy", role),
+        Request("iam:PassRole", role, {"iam:PassedToService": "codebuild.amazonaws.com"}),
+        Request("codebuild:CreateProject", project),
+        Request("codebuild:StartBuild", project),
+    ):
+        assert evaluate(step, [_deploy()]).allowed, step.action
+    request = Request("ec2:CreateLaunchTemplateVersion", OTHER_LAUNCH_TEMPLATE)
+    assert not evaluate(request, [_deploy()]).allowed  # the fix holds for the deploy role itself
+    decision = evaluate(request, [EVERYTHING], _boundary())
+    assert not decision.allowed, decision.reason
+
+
+def test_the_deploy_role_adds_no_node_group_to_a_cluster_that_is_not_the_stacks():
+    """OnlyTheStacksClusterAccess keeps the deploy role's access entries to the stack's cluster, but
+    `eks:CreateNodegroup` (on the cluster's ARN: Service Authorization Reference, list_amazonelasticcontainer
+    serviceforkubernetes.html) is allowed on every cluster of the account by DEPLOY_SERVICES' `eks:*`, and the node
+    role it names may be the stack's own (PassOnlyTheStacksRoles lets it pass `higgsfield-STACK-*`). EKS itself
+    enters a managed node group's node role in the cluster's access (an EC2_LINUX access entry, or the aws-auth
+    ConfigMap: docs.aws.amazon.com/eks/latest/userguide/access-entries.html; this module's own
+    access_entry_principals says "the nodes' entries are EKS's own, made by CreateNodegroup"), so no
+    eks:CreateAccessEntry of the caller is asked. CreateNodegroup takes a launchTemplate (boto/botocore:botocore/
+    data/eks/2017-11-01/service-2.json@1.44.18, CreateNodegroupRequest), which the deploy role creates with its
+    user data and the stack's tag. The nodes join the other cluster: every DaemonSet and any pod the scheduler
+    places there runs on a host the deploy role controls, with its service-account token and mounted Secrets.
+    Any role under the boundary (eks:* on `*`, iam:PassRole of stack roles) can do the same. Impact: code and
+    Secrets of every EKS cluster of the account (another stack's of the same environment, which `higgsfield check`
+    admits in one account, or one the program does not make): what OnlyTheStacksClusterAccess meant to close. Fix:
+    deny eks writes (`eks:Create*`, `eks:Update*`, `eks:Delete*`, `eks:Associate*`) on NotResource the stack's
+    cluster and `arn:aws:eks:*:ACCOUNT:*/higgsfield-STACK/*` in both ceilings (widening OnlyTheStacksClusterAccess)."""
+    passed = Request("iam:PassRole", NODE_ROLE, {"iam:PassedToService": "eks.amazonaws.com"})
+    assert evaluate(passed, [_deploy()]).allowed  # its own node role, as a deploy passes it
+    decision = evaluate(Request("eks:CreateNodegroup", OTHER_CLUSTER), [_deploy()])
+    assert not decision.allowed, decision.reason
+
+
+def _prod_eu_shares_prods_account() -> None:
+    """A stack `prod-eu` (a valid name: a lowercase DNS label) of the prod environment in prod's account, with its
+    own GitHub environment: `higgsfield check` finds nothing (account_findings refuses only another environment)."""
+    prod = config_of("prod")
+    other = {"stack": "prod-eu", "account": ACCOUNT, "environment": prod.environment, "deployEnvironment": "prod-eu"}
+    assert account_findings(prod, [other]) == []
+
+
+def test_the_deploy_role_writes_no_role_of_a_stack_whose_name_extends_its_own():
+    """deploy_policy's role writes (PutRolePolicy, AttachRolePolicy, PassRole, ...) and PassOnlyTheStacksRoles name
+    `role/higgsfield-prod-*`, which is also every role of a stack `prod-eu` (`higgsfield-prod-eu-...`, role_name
+    joins with a `-` a stack name may hold). CiIdentitiesAreAdministeredByBootstrap protects only the CI identities
+    of other stacks (`higgsfield-*-deploy`, ...), not their node, Karpenter, CSI or layout roles. So prod's deploy
+    role puts `s3:*` on prod-eu's Lustre CSI role and passes prod-eu's node role to an instance it runs (RunInstances
+    with that role's instance profile: PassRole allowed): its code runs under prod-eu's boundary, which allows
+    prod-eu's state and data buckets and is entered in prod-eu's cluster as a node. docs/security-ci.md records the
+    prefix only for the CI identities and a mixed-case CreateRole. Impact: a prod deploy (one stack's reviewers)
+    reads and rewrites another stack's training data and state, and runs a node in its cluster. Fix: `higgsfield
+    check` refuses two stacks in one account where one's name followed by `-` starts the other's (no characters
+    spent in either ceiling), or condition the role writes on `aws:ResourceTag/higgsfield:stack`."""
+    _prod_eu_shares_prods_account()
+    request = Request("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-eu-lustre-csi-0123")
+    decision = evaluate(request, [_deploy()])
+    assert not decision.allowed, decision.reason
+
+
+def test_the_deploy_role_runs_no_build_of_a_stack_whose_name_extends_its_own():
+    """OnlyTheStacksProjects, added by r8-iamfix, refuses CodeBuild outside `project/higgsfield-prod-*`, a pattern
+    that holds stack `prod-eu`'s runner projects (`higgsfield-prod-eu-deploy-runner`: runner_project). StartBuild
+    takes buildspecOverride and runs it under the project's service role with no iam:PassRole asked
+    (boto/botocore:botocore/data/codebuild/2016-10-06/service-2.json@1.44.18, StartBuildInput), so prod's deploy role
+    runs commands as prod-eu's deploy-runner role, inside prod-eu's VPC with HTTPS to its API server's security
+    group: the "build of another project" the fix meant to refuse, for a project of another stack. Impact: an
+    identity of another stack (under its boundary, not prod's), on its network path to its cluster. Fix: as for the
+    role writes (`higgsfield check` refusing prefix-sharing stack names in one account), or name the two projects
+    (runner_project(stack, p) for RUNNER_PURPOSES) in the NotResource instead of `higgsfield-STACK-*`."""
+    _prod_eu_shares_prods_account()
+    request = Request(
+        "codebuild:StartBuild", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/higgsfield-prod-eu-deploy-runner"
+    )
+    decision = evaluate(request, [_deploy()])
+    assert not decision.allowed, decision.reason
+
+
+def test_the_deploy_role_cannot_destroy_the_key_the_audit_trail_is_encrypted_with():
+    """AuditLogsStay keeps the control plane's and the flow logs' groups, their retention and their key
+    (`*ssociateKmsKey`), but both groups are encrypted under the stack's logs key (components/logs.py LogKey;
+    components/cluster.py and components/network.py pass it as kms_key_id), and the deploy role's `kms:*` may
+    schedule that key's deletion or disable it: TheBackendIsTheAdministrators refuses ScheduleKeyDeletion and
+    Disable* on the state key alone. CloudWatch Logs cannot read a group's events while its key is disabled, and
+    they are unrecoverable once it is deleted (docs.aws.amazon.com/AmazonCloudWatch/latest/logs/
+    encrypt-log-data-kms.html); ScheduleKeyDeletion takes a PendingWindowInDays of 7 (boto/botocore:botocore/data/
+    kms/2014-11-01/service-2.json@1.44.18), shorter than the key's own 30, and `protect` in Pulumi binds only
+    `pulumi up`, not a direct API call. Impact: the audit trail of what the deploy role did in the cluster and the
+    VPC, which AuditLogsStay says outlives any deploy, made unreadable by that deploy. Fix: deny
+    kms:ScheduleKeyDeletion and kms:Disable* where `kms:ResourceAliases` (ForAnyValue) is
+    `alias/higgsfield-STACK-logs`, and kms:DeleteAlias/UpdateAlias on that alias, in ceiling_denials."""
+    context = {**OWN_TAG, "kms:ResourceAliases": ["alias/higgsfield-prod-logs"]}
+    for action in ("kms:ScheduleKeyDeletion", "kms:DisableKey"):
+        decision = evaluate(Request(action, OWN_KEY, context), [_deploy()])
+        assert not decision.allowed, f"{action}: {decision.reason}"
+
+
+def test_the_deploy_role_cannot_stop_the_vpcs_flow_log():
+    """AuditLogsStay keeps the flow-log group, not the flow log that writes to it: `ec2:DeleteFlowLogs` (on the
+    vpc-flow-log resource, which carries aws:ResourceTag: Service Authorization Reference, list_amazonec2.html) is
+    allowed by `ec2:*` with no denial, and the program deletes its flow log only when the stack is destroyed
+    (components/network.py aws.ec2.FlowLog, tagged with the stack's tags). So before it acts, a deploy stops the
+    VPC's record of its traffic (an instance it runs, a route it adds); the group stays, empty from then on. Impact:
+    the network half of the audit trail ends at the deploy's will (the control plane's half likewise by
+    eks:UpdateClusterConfig turning its `audit` log type off, for which IAM has no condition key: `higgsfield diff`
+    or an alarm must watch it). Fix: deny ec2:DeleteFlowLogs where `aws:ResourceTag/higgsfield:stack` is the stack
+    in ceiling_denials (destroying the stack is an administrator's)."""
+    request = Request(
+        "ec2:DeleteFlowLogs",
+        f"arn:aws:ec2:{REGION}:{ACCOUNT}:vpc-flow-log/fl-0stack",
+        {"aws:ResourceTag/higgsfield:stack": "prod"},
+    )
+    decision = evaluate(request, [_deploy()])
+    assert not decision.allowed, decision.reason
