@@ -9,8 +9,9 @@ request through, the source that says what the request does, the impact and a fi
 
 from __future__ import annotations
 
+from components.karpenter import karpenter_policy
 from infra.offline.delivery_checks import account_findings
-from policies.iam_evaluation import Request, evaluate
+from policies.iam_evaluation import Policy, Request, evaluate
 from tests.conftest import config_of
 from tests.delivery.test_ci_identity import ACCOUNT, BOUNDARY, EVERYTHING, OWN_KEY, OWN_TAG, REGION, _boundary, _deploy
 
@@ -152,3 +153,37 @@ def test_the_deploy_role_cannot_stop_the_vpcs_flow_log():
     )
     decision = evaluate(request, [_deploy()])
     assert not decision.allowed, decision.reason
+
+
+def test_the_boundary_lets_karpenter_make_the_instance_profile_of_its_node_class():
+    """Every Karpenter pool's EC2NodeClass names the node role (`role`: components/karpenter.py ec2_node_class), not
+    an instance profile, so Karpenter's controller makes the profile itself: CreateInstanceProfile under
+    `/karpenter/REGION/CLUSTER/UID/`, then AddRoleToInstanceProfile (DefaultProvider.Create and ensureRole,
+    aws/karpenter-provider-aws:pkg/providers/instanceprofile/instanceprofile.go@0118634a, the stored copy; v1.14.1
+    not read here), and karpenter_policy grants both (AllowScopedInstanceProfileCreationActions, ...Actions). The
+    controller's role is a stack role, under the boundary, whose IAM allow is IAM_ACTIONS alone (PassRole,
+    CreateServiceLinkedRole, GetInstanceProfile, ListInstanceProfiles): both calls are refused, the node class never
+    gets its profile and no Karpenter pool launches a node. test_boundary_iam_allow_list's Karpenter test checks only
+    the reads and PassRole ("no shipped stack runs it, so no plan checks its policy"). Impact: `provisioner:
+    karpenter` pools (infra/config/stack.py karpenter_pools) run nothing on any stack CI deploys. Fix: name
+    iam:CreateInstanceProfile, iam:TagInstanceProfile, iam:AddRoleToInstanceProfile,
+    iam:RemoveRoleFromInstanceProfile and iam:DeleteInstanceProfile in IAM_ACTIONS on `instance-profile/karpenter/*`
+    (their resource: the ARN holds the path), or have the program make the profile and name it in the node class
+    (`instanceProfile`), which needs only the reads."""
+    cluster = "higgsfield-prod"
+    node_role = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-node-0123"
+    karpenter = Policy.of("karpenter", karpenter_policy(cluster, REGION, ACCOUNT, node_role, "arn:aws:sqs:x"))
+    profile = f"arn:aws:iam::{ACCOUNT}:instance-profile/karpenter/{REGION}/{cluster}/uid/{cluster}_123"
+    request = Request(
+        "iam:CreateInstanceProfile",
+        profile,
+        {
+            f"aws:RequestTag/kubernetes.io/cluster/{cluster}": "owned",
+            "aws:RequestTag/eks:eks-cluster-name": cluster,
+            "aws:RequestTag/topology.kubernetes.io/region": REGION,
+            "aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "gpu",
+        },
+    )
+    assert evaluate(request, [karpenter]).allowed  # its own policy grants it
+    decision = evaluate(request, [karpenter], _boundary())
+    assert decision.allowed, decision.reason
