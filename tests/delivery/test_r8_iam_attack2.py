@@ -187,3 +187,21 @@ def test_the_boundary_lets_karpenter_make_the_instance_profile_of_its_node_class
     assert evaluate(request, [karpenter]).allowed  # its own policy grants it
     decision = evaluate(request, [karpenter], _boundary())
     assert decision.allowed, decision.reason
+
+
+def test_the_deploy_role_cannot_suspend_the_versioning_of_the_linked_data_bucket():
+    """TheDataOutlivesTheDeploy ("the linked buckets keep every version") denies s3:DeleteObjectVersion and
+    s3:DeleteBucket on the data buckets, and TheBackendIsTheAdministrators denies s3:PutBucketVersioning on the state
+    bucket alone; deploy_policy's `s3:*` on the data buckets still allows PutBucketVersioning, whose
+    VersioningConfiguration takes Status `Suspended` (boto/botocore:botocore/data/s3/2006-03-01/service-2.json
+    @1.44.18; S3 has no condition key on the status). In a suspended bucket every write and DeleteObject acts on the
+    `null` version and replaces or removes it for good (docs.aws.amazon.com/AmazonS3/latest/userguide/
+    VersionSuspendedBehavior.html), so from then on FSx's NEW/CHANGED exports and the deploy role's own DeleteObject
+    (allowed) destroy the data without a version to restore, where components/storage.py's BucketVersioning says an
+    overwrite is recoverable. The program enables versioning once, when the bucket is linked, and a link is already
+    an administrator's deploy (DataRepositoryLinksAreTheAdministrators). Any role under the boundary (`s3:*` on the
+    same buckets) can do the same. Impact: the teams' training data written after the suspension lost beyond
+    recovery by a deploy. Fix: add s3:PutBucketVersioning to DATA_DESTRUCTION (both ceilings)."""
+    bucket = config_of("prod").fsx.linked_buckets[0]
+    decision = evaluate(Request("s3:PutBucketVersioning", f"arn:aws:s3:::{bucket}"), [_deploy()])
+    assert not decision.allowed, decision.reason
