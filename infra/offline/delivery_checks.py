@@ -145,12 +145,19 @@ def delivery_findings(config: Any, workflows: Mapping[str, Mapping[str, Any]]) -
     return found
 
 
+def _extends(one: str, other: str) -> bool:
+    """Whether one stack's names match the other's pattern: components/delivery.py confines a deploy role to
+    `higgsfield-STACK-*` (roles, CodeBuild projects), which `higgsfield-prod-eu-...` matches for stack prod."""
+    return other.startswith(f"{one}-") or one.startswith(f"{other}-")
+
+
 def account_findings(config: Any, stacks: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
     """(level, setting, message) for a stack that shares its AWS account or its GitHub
     environment with another (`stacks`: the matrix entries of infra/offline/stacks.py). One account
     per environment: a deploy role can change any EC2/EKS/FSx resource of its account, so a prod
     that shares one with dev or staging is as safe as their weakest deploy (refused); two
-    non-prod stacks sharing one is advised against."""
+    non-prod stacks sharing one is advised against; two stacks of one account whose names extend
+    one another (prod, prod-eu) are refused, for their deploy roles' name patterns overlap."""
     delivery = config.delivery
     if delivery is None:
         return []
@@ -167,6 +174,17 @@ def account_findings(config: Any, stacks: Iterable[Mapping[str, Any]]) -> list[t
                     f"{delivery.account_id} is also the account of {other['stack']} ({other.get('environment')}): "
                     "its deploy role could change this stack's "
                     f"resources. Use one AWS account per environment{' (required for prod)' if prod else ''}.",
+                )
+            )
+        if str(other["account"]) == delivery.account_id and _extends(config.stack, str(other["stack"])):
+            found.append(
+                (
+                    "mandatory",
+                    "higgsfield:delivery.accountId",
+                    f"{delivery.account_id} is also the account of {other['stack']}, whose name extends this "
+                    f"stack's (or this one's extends its): each deploy role may change the roles and CodeBuild "
+                    f"projects named higgsfield-STACK-*, and so the other stack's. Rename one, or give it its own "
+                    "account.",
                 )
             )
         if other.get("deployEnvironment") == delivery.deploy_environment:

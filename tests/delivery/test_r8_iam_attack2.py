@@ -9,6 +9,8 @@ request through, the source that says what the request does, the impact and a fi
 
 from __future__ import annotations
 
+import pytest
+
 from components.karpenter import karpenter_policy
 from infra.offline.delivery_checks import account_findings
 from policies.iam_evaluation import Policy, Request, evaluate
@@ -20,6 +22,10 @@ NODE_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-nodes-0123"  # bound_e
 OTHER_LAUNCH_TEMPLATE = f"arn:aws:ec2:{REGION}:{ACCOUNT}:launch-template/lt-0other"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: the boundary has no room for OnlyTheStacksLaunchTemplates (docs/security-ci.md, Still open)",
+)
 def test_no_role_under_the_boundary_adds_a_version_to_a_launch_template_that_is_not_the_stacks():
     """OnlyTheStacksLaunchTemplates is in reach_denials, which only deploy_policy carries; the boundary allows
     `ec2:*` on `*` and has no such denial. The deploy role makes a role under the boundary with `ec2:*` inline and a
@@ -50,6 +56,9 @@ def test_no_role_under_the_boundary_adds_a_version_to_a_launch_template_that_is_
     assert not decision.allowed, decision.reason
 
 
+@pytest.mark.xfail(
+    strict=True, reason="open: no room for an EKS denial outside the stack's cluster (docs/security-ci.md, Still open)"
+)
 def test_the_deploy_role_adds_no_node_group_to_a_cluster_that_is_not_the_stacks():
     """OnlyTheStacksClusterAccess keeps the deploy role's access entries to the stack's cluster, but
     `eks:CreateNodegroup` (on the cluster's ARN: Service Authorization Reference, list_amazonelasticcontainer
@@ -73,50 +82,30 @@ def test_the_deploy_role_adds_no_node_group_to_a_cluster_that_is_not_the_stacks(
     assert not decision.allowed, decision.reason
 
 
-def _prod_eu_shares_prods_account() -> None:
-    """A stack `prod-eu` (a valid name: a lowercase DNS label) of the prod environment in prod's account, with its
-    own GitHub environment: `higgsfield check` finds nothing (account_findings refuses only another environment)."""
+PROD_EU = {"stack": "prod-eu", "account": ACCOUNT, "environment": "production", "deployEnvironment": "prod-eu"}
+
+
+def test_check_refuses_a_stack_whose_name_extends_another_of_its_account():
+    """deploy_policy's role writes and PassOnlyTheStacksRoles name `role/higgsfield-prod-*`, and
+    OnlyTheStacksProjects `project/higgsfield-prod-*`: patterns that hold every role and runner project of a stack
+    `prod-eu` (role_name joins with a `-` a stack name may hold). CiIdentitiesAreAdministeredByBootstrap protects
+    only the other stacks' CI identities, not their node, Karpenter, CSI or layout roles, and a StartBuild with a
+    buildspecOverride on `higgsfield-prod-eu-deploy-runner` runs as prod-eu's runner role. Impact: prod's deploy (one
+    stack's reviewers) would read and rewrite prod-eu's data and state and run a node in its cluster. `higgsfield
+    check` refuses the pair in one account (no character spent in either ceiling)."""
     prod = config_of("prod")
-    other = {"stack": "prod-eu", "account": ACCOUNT, "environment": prod.environment, "deployEnvironment": "prod-eu"}
-    assert account_findings(prod, [other]) == []
+    other = {**PROD_EU, "environment": prod.environment}
+    (finding,) = [f for f in account_findings(prod, [other]) if "extends" in f[2]]
+    assert finding[0] == "mandatory" and "prod-eu" in finding[2]
 
 
-def test_the_deploy_role_writes_no_role_of_a_stack_whose_name_extends_its_own():
-    """deploy_policy's role writes (PutRolePolicy, AttachRolePolicy, PassRole, ...) and PassOnlyTheStacksRoles name
-    `role/higgsfield-prod-*`, which is also every role of a stack `prod-eu` (`higgsfield-prod-eu-...`, role_name
-    joins with a `-` a stack name may hold). CiIdentitiesAreAdministeredByBootstrap protects only the CI identities
-    of other stacks (`higgsfield-*-deploy`, ...), not their node, Karpenter, CSI or layout roles. So prod's deploy
-    role puts `s3:*` on prod-eu's Lustre CSI role and passes prod-eu's node role to an instance it runs (RunInstances
-    with that role's instance profile: PassRole allowed): its code runs under prod-eu's boundary, which allows
-    prod-eu's state and data buckets and is entered in prod-eu's cluster as a node. docs/security-ci.md records the
-    prefix only for the CI identities and a mixed-case CreateRole. Impact: a prod deploy (one stack's reviewers)
-    reads and rewrites another stack's training data and state, and runs a node in its cluster. Fix: `higgsfield
-    check` refuses two stacks in one account where one's name followed by `-` starts the other's (no characters
-    spent in either ceiling), or condition the role writes on `aws:ResourceTag/higgsfield:stack`."""
-    _prod_eu_shares_prods_account()
-    request = Request("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-eu-lustre-csi-0123")
-    decision = evaluate(request, [_deploy()])
-    assert not decision.allowed, decision.reason
+def test_check_leaves_stacks_whose_names_only_share_a_prefix_without_a_dash():
+    prod = config_of("prod")
+    other = {**PROD_EU, "stack": "production", "environment": prod.environment}
+    assert [f for f in account_findings(prod, [other]) if "extends" in f[2]] == []
 
 
-def test_the_deploy_role_runs_no_build_of_a_stack_whose_name_extends_its_own():
-    """OnlyTheStacksProjects, added by r8-iamfix, refuses CodeBuild outside `project/higgsfield-prod-*`, a pattern
-    that holds stack `prod-eu`'s runner projects (`higgsfield-prod-eu-deploy-runner`: runner_project). StartBuild
-    takes buildspecOverride and runs it under the project's service role with no iam:PassRole asked
-    (boto/botocore:botocore/data/codebuild/2016-10-06/service-2.json@1.44.18, StartBuildInput), so prod's deploy role
-    runs commands as prod-eu's deploy-runner role, inside prod-eu's VPC with HTTPS to its API server's security
-    group: the "build of another project" the fix meant to refuse, for a project of another stack. Impact: an
-    identity of another stack (under its boundary, not prod's), on its network path to its cluster. Fix: as for the
-    role writes (`higgsfield check` refusing prefix-sharing stack names in one account), or name the two projects
-    (runner_project(stack, p) for RUNNER_PURPOSES) in the NotResource instead of `higgsfield-STACK-*`."""
-    _prod_eu_shares_prods_account()
-    request = Request(
-        "codebuild:StartBuild", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/higgsfield-prod-eu-deploy-runner"
-    )
-    decision = evaluate(request, [_deploy()])
-    assert not decision.allowed, decision.reason
-
-
+@pytest.mark.xfail(strict=True, reason="open: no room for a denial on the logs key (docs/security-ci.md, Still open)")
 def test_the_deploy_role_cannot_destroy_the_key_the_audit_trail_is_encrypted_with():
     """AuditLogsStay keeps the control plane's and the flow logs' groups, their retention and their key
     (`*ssociateKmsKey`), but both groups are encrypted under the stack's logs key (components/logs.py LogKey;
@@ -136,6 +125,7 @@ def test_the_deploy_role_cannot_destroy_the_key_the_audit_trail_is_encrypted_wit
         assert not decision.allowed, f"{action}: {decision.reason}"
 
 
+@pytest.mark.xfail(strict=True, reason="open: no room for ec2:DeleteFlowLogs (docs/security-ci.md, Still open)")
 def test_the_deploy_role_cannot_stop_the_vpcs_flow_log():
     """AuditLogsStay keeps the flow-log group, not the flow log that writes to it: `ec2:DeleteFlowLogs` (on the
     vpc-flow-log resource, which carries aws:ResourceTag: Service Authorization Reference, list_amazonec2.html) is
@@ -155,6 +145,10 @@ def test_the_deploy_role_cannot_stop_the_vpcs_flow_log():
     assert not decision.allowed, decision.reason
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: Karpenter's instance-profile writes do not fit the boundary (docs/security-ci.md, Still open)",
+)
 def test_the_boundary_lets_karpenter_make_the_instance_profile_of_its_node_class():
     """Every Karpenter pool's EC2NodeClass names the node role (`role`: components/karpenter.py ec2_node_class), not
     an instance profile, so Karpenter's controller makes the profile itself: CreateInstanceProfile under
@@ -189,6 +183,10 @@ def test_the_boundary_lets_karpenter_make_the_instance_profile_of_its_node_class
     assert decision.allowed, decision.reason
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: the program enables that versioning; a denial needs the status as a condition (security-ci.md)",
+)
 def test_the_deploy_role_cannot_suspend_the_versioning_of_the_linked_data_bucket():
     """TheDataOutlivesTheDeploy ("the linked buckets keep every version") denies s3:DeleteObjectVersion and
     s3:DeleteBucket on the data buckets, and TheBackendIsTheAdministrators denies s3:PutBucketVersioning on the state
