@@ -444,15 +444,30 @@ ADDRESS_OPENINGS = (
 )
 # What enters a principal in a cluster's access (eks:principalArn is on each: ClusterAccessStaysInTheAccount).
 ACCESS_ENTRY_WRITES = ("eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy")
-# A key's policy is CreateKey's alone (KeyPoliciesAtCreateOnly), and no key replicates (SingleRegionKeysOnly).
+# A key's policy is set once, by CreateKey's Policy parameter, never rewritten: IAM has no condition key on a key
+# policy's content, so a PutKeyPolicy that opens one of the stack's keys to another account could not be told from
+# ours. pulumi-aws creates aws.kms.Key with its policy in CreateKey and calls PutKeyPolicy only when the policy
+# changes (resourceKeyCreate / resourceKeyUpdate, hashicorp/terraform-provider-aws:internal/service/kms/
+# key.go@00a35305), and the program has no aws.kms.KeyPolicy (whose create and delete are PutKeyPolicy:
+# key_policy.go, same repository). A change to a key's policy is an administrator's (`higgsfield diff` refuses it
+# and names the command).
 KEY_POLICY_WRITES = ("kms:PutKeyPolicy",)
+# A replica's policy is ReplicateKey's own (it takes Policy and BypassPolicyLockoutSafetyCheck, unseen by the
+# pack): no key replicates (the program's are single-Region: NoMultiRegionKeys).
 KEY_REPLICATION = ("kms:ReplicateKey", "kms:UpdatePrimaryRegion")
-# What other denials of ceiling_denials refuse on every resource (CROSS_ACCOUNT_OPENINGS, KEY_POLICY_WRITES,
-# KEY_REPLICATION) or on the state bucket among others (BUCKET_CONFIGURATIONS): TheBackendIsTheAdministrators
-# leaves them out, for IAM counts every character of the boundary (MANAGED_POLICY_CHARACTERS).
-REFUSED_ON_EVERY_BACKEND_RESOURCE = frozenset(
-    (*CROSS_ACCOUNT_OPENINGS, *KEY_POLICY_WRITES, *KEY_REPLICATION, *BUCKET_CONFIGURATIONS)
+# What AdministratorsOnly refuses on every resource, unconditionally: one statement, for each statement's Sid and
+# frame cost the boundary characters (MANAGED_POLICY_CHARACTERS). None is a write the program makes in a deploy.
+REFUSED_WHOLE = (
+    *CROSS_ACCOUNT_OPENINGS,
+    *DATA_REPOSITORY_LINKS,  # a link names its bucket where IAM cannot see it: an administrator's act
+    *KEY_POLICY_WRITES,
+    *KEY_REPLICATION,
+    *ADDRESS_OPENINGS,
 )
+# What other denials of ceiling_denials refuse on every resource (REFUSED_WHOLE) or on the state bucket among others
+# (BUCKET_CONFIGURATIONS): TheBackendIsTheAdministrators leaves them out, for IAM counts every character of the
+# boundary (MANAGED_POLICY_CHARACTERS).
+REFUSED_ON_EVERY_BACKEND_RESOURCE = frozenset((*REFUSED_WHOLE, *BUCKET_CONFIGURATIONS))
 
 
 def boundary_arn(account: str, stack: str) -> str:
@@ -523,17 +538,17 @@ def ceiling_denials(
                 settings.state_key_arn,
             ],
         },
-        # Nothing the program does opens the account's data to another account, so neither the deploy role nor
-        # a role under the boundary may: resource policies and replication of the images, the buckets and the
-        # logs; peering; shared snapshots and images; KMS grants but those AWS services make for their own resources
-        # (kms:GrantIsForAWSResource: EBS, FSx); the user data of the layout client, which mounts Lustre
-        # unsquashed (components/storage.py). IAM has no condition key on a resource policy's principals, so
-        # each write is refused whole.
+        # Nothing the program does in a deploy opens the account's data to another account or the stack's network
+        # to the internet, so neither the deploy role nor a role under the boundary may (REFUSED_WHOLE): resource
+        # policies and replication of the images, the buckets and the logs; peering; shared snapshots and images;
+        # the user data of the layout client, which mounts Lustre unsquashed (components/storage.py); the file
+        # system's links to S3; key policies after CreateKey and key replicas; public addresses (ADDRESS_OPENINGS).
+        # IAM has no condition key on a resource policy's principals, so each write is refused whole.
         {
-            "Sid": "NoCrossAccountOpenings",
+            "Sid": "AdministratorsOnly",
             "Effect": "Deny",
             "Resource": "*",
-            "Action": list(CROSS_ACCOUNT_OPENINGS),
+            "Action": list(REFUSED_WHOLE),
         },
         # An interface of the VPC lent to another account (CreateNetworkInterfacePermission's AwsAccountId) is
         # refused; one lent to CodeBuild is what a runner's service role does for the builds it runs in the VPC
@@ -561,32 +576,9 @@ def ceiling_denials(
             "Resource": "*",
             "Condition": {"BoolIfExists": {"kms:GrantIsForAWSResource": "false"}},
         },
-        # A file system's link to a bucket names the bucket where IAM cannot see it (DATA_REPOSITORY_LINKS): an
-        # administrator's act. The S3 link role FSx makes for it is refused by OnlyTheProgramsServiceLinkedRoles
-        # (its service is not in SERVICE_LINKED); its policy is no stack role's (deploy_policy's role writes).
-        {
-            "Sid": "DataRepositoryLinksAreTheAdministrators",
-            "Effect": "Deny",
-            "Action": list(DATA_REPOSITORY_LINKS),
-            "Resource": "*",
-        },
-        # A key's policy is set once, by CreateKey's Policy parameter, never rewritten: IAM has no condition
-        # key on a key policy's content, so a PutKeyPolicy that opens one of the stack's keys to another
-        # account could not be told from ours. pulumi-aws creates aws.kms.Key with its policy in CreateKey
-        # and calls PutKeyPolicy only when the policy changes (resourceKeyCreate / resourceKeyUpdate,
-        # hashicorp/terraform-provider-aws:internal/service/kms/key.go@00a35305), and the program has no
-        # aws.kms.KeyPolicy (whose create and delete are PutKeyPolicy: key_policy.go, same repository). A
-        # change to a key's policy is an administrator's (`higgsfield diff` refuses it and names the command).
-        # A replica's policy is ReplicateKey's own (it takes Policy and BypassPolicyLockoutSafetyCheck, unseen by the
-        # pack), and only a multi-Region key replicates; the program's keys are single-Region (kms:MultiRegion,
-        # AWS KMS developer guide, conditions-kms.html#conditions-kms-multiregion: it holds for CreateKey's
-        # MultiRegion parameter, false where absent).
-        {
-            "Sid": "SingleRegionKeysOnly",
-            "Effect": "Deny",
-            "Action": list(KEY_REPLICATION),
-            "Resource": "*",
-        },
+        # Only a multi-Region key replicates (KEY_REPLICATION); the program's keys are single-Region
+        # (kms:MultiRegion, AWS KMS developer guide, conditions-kms.html#conditions-kms-multiregion: it holds for
+        # CreateKey's MultiRegion parameter, false where absent).
         {
             "Sid": "NoMultiRegionKeys",
             "Effect": "Deny",
@@ -623,7 +615,6 @@ def ceiling_denials(
             "Resource": "arn:aws:ec2:*:*:network-interface/*",
             "Condition": {"Bool": {"ec2:AssociatePublicIpAddress": "true"}},
         },
-        {"Sid": "NoAddressOpenings", "Effect": "Deny", "Action": list(ADDRESS_OPENINGS), "Resource": "*"},
         {
             "Sid": "BucketsKeepTheirKeysAndListings",
             "Effect": "Deny",
@@ -642,12 +633,6 @@ def ceiling_denials(
             "Action": ["ec2:CreateVpcEndpoint"],
             "Resource": f"arn:aws:ec2:*:{account}:vpc-endpoint/*",
             "Condition": {"StringNotEquals": {"ec2:VpceServiceOwner": ["amazon", account]}},
-        },
-        {
-            "Sid": "KeyPoliciesAtCreateOnly",
-            "Effect": "Deny",
-            "Action": list(KEY_POLICY_WRITES),
-            "Resource": "*",
         },
         {
             "Sid": "NoKeyPolicyLockout",
@@ -700,6 +685,30 @@ def ceiling_denials(
                 }
             ]
         ),
+        # A new version of a launch template that a group launches from by $Latest or $Default carries new user
+        # data and keeps the template's instance profile; EC2 Auto Scaling checks iam:PassRole when a group is
+        # created or updated, not when it launches (docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-
+        # launch-template-permissions.html), so a scale-out of another group of the account would run the deploy
+        # role's commands as that group's role. Every launch template of the program carries the stack's tag
+        # (STACK_TAG, last in cfg.resource_tags: components/nodes.py launch_template, components/storage.py's layout
+        # template; every launch template of the shipped plans carries it), which EC2 reads as
+        # aws:ResourceTag on the launch-template resource; StringNotEquals holds where the tag is absent. CreateTags
+        # is refused there too, or the tag would be put on another template first, but not while a template is
+        # created with its tags: ec2:CreateAction is present only then (docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+        # supported-iam-actions-tagging.html). In both ceilings: a role under the boundary with `ec2:*`, run by a build
+        # of a stack project, would do the same. Karpenter's controller, the one stack role that writes launch
+        # templates, creates and deletes them and tags them only while creating (components/karpenter.py: no
+        # CreateLaunchTemplateVersion, ModifyLaunchTemplate, or CreateTags without ec2:CreateAction).
+        {
+            "Sid": "OnlyTheStacksLaunchTemplates",
+            "Effect": "Deny",
+            "Action": ["ec2:CreateLaunchTemplateVersion", "ec2:ModifyLaunchTemplate", "ec2:CreateTags"],
+            "Resource": "arn:aws:ec2:*:*:launch-template/*",
+            "Condition": {
+                "StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
+                "Null": {"ec2:CreateAction": "true"},
+            },
+        },
         # The audit trail (the control plane's and the VPC's flow logs) outlives any deploy: no deploy
         # deletes it, shortens its retention or moves it under another key; an administrator does
         # (docs/security-ci.md). CloudWatch Logs has no condition key on the retention a PutRetentionPolicy
@@ -802,10 +811,10 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
 
 
 def reach_denials(settings: DeliverySettings, stack: str) -> list[dict]:
-    """The deploy role's denials on what its `codebuild:*`, `ec2:*` and `eks:*` would reach beyond the stack:
-    another CodeBuild project, another launch template, another cluster's access, each of which runs or admits
-    code under an identity outside both ceilings. The stack boundary needs none of them: it allows no CodeBuild
-    action and refuses every access entry (ClusterAccessStaysInTheAccount)."""
+    """The deploy role's denials on what its `codebuild:*` and `eks:*` would reach beyond the stack: another
+    CodeBuild project, another cluster's access, each of which runs or admits code under an identity outside both
+    ceilings. The stack boundary needs neither: it allows no CodeBuild action and refuses every access entry
+    (ClusterAccessStaysInTheAccount). Another launch template is both ceilings' (ceiling_denials)."""
     account, cluster = settings.account_id, cluster_name(stack)
     return [
         # A build runs its commands (StartBuild's buildspecOverride, and the environment, image and source
@@ -821,27 +830,6 @@ def reach_denials(settings: DeliverySettings, stack: str) -> list[dict]:
             "Effect": "Deny",
             "Action": ["codebuild:*"],
             "NotResource": f"arn:aws:codebuild:*:{account}:project/{role_name(stack, '*')}",
-        },
-        # A new version of a launch template that a group launches from by $Latest or $Default carries new user
-        # data and keeps the template's instance profile; EC2 Auto Scaling checks iam:PassRole when a group is
-        # created or updated, not when it launches (docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-
-        # launch-template-permissions.html), so a scale-out of another group of the account would run the deploy
-        # role's commands as that group's role. Every launch template of the program carries the stack's tag
-        # (STACK_TAG, last in cfg.resource_tags: components/nodes.py launch_template, components/storage.py's layout
-        # template; every launch template of the shipped plans carries it), which EC2 reads as
-        # aws:ResourceTag on the launch-template resource; StringNotEquals holds where the tag is absent. CreateTags
-        # is refused there too, or the tag would be put on another template first, but not while a template is
-        # created with its tags: ec2:CreateAction is present only then (docs.aws.amazon.com/AWSEC2/latest/UserGuide/
-        # supported-iam-actions-tagging.html).
-        {
-            "Sid": "OnlyTheStacksLaunchTemplates",
-            "Effect": "Deny",
-            "Action": ["ec2:CreateLaunchTemplateVersion", "ec2:ModifyLaunchTemplate", "ec2:CreateTags"],
-            "Resource": "arn:aws:ec2:*:*:launch-template/*",
-            "Condition": {
-                "StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
-                "Null": {"ec2:CreateAction": "true"},
-            },
         },
         # The deploy role is one of the principals ClusterAccessStaysInTheAccount lets it enter: in another cluster
         # of the account (another stack's, or one the program does not make) it would enter itself as cluster

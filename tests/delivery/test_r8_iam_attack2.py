@@ -22,10 +22,6 @@ NODE_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-nodes-0123"  # bound_e
 OTHER_LAUNCH_TEMPLATE = f"arn:aws:ec2:{REGION}:{ACCOUNT}:launch-template/lt-0other"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the boundary has no room for OnlyTheStacksLaunchTemplates (docs/security-ci.md, Still open)",
-)
 def test_no_role_under_the_boundary_adds_a_version_to_a_launch_template_that_is_not_the_stacks():
     """OnlyTheStacksLaunchTemplates is in reach_denials, which only deploy_policy carries; the boundary allows
     `ec2:*` on `*` and has no such denial. The deploy role makes a role under the boundary with `ec2:*` inline and a
@@ -197,7 +193,7 @@ def test_the_deploy_role_cannot_suspend_the_versioning_of_the_linked_data_bucket
     VersionSuspendedBehavior.html), so from then on FSx's NEW/CHANGED exports and the deploy role's own DeleteObject
     (allowed) destroy the data without a version to restore, where components/storage.py's BucketVersioning says an
     overwrite is recoverable. The program enables versioning once, when the bucket is linked, and a link is already
-    an administrator's deploy (DataRepositoryLinksAreTheAdministrators). Any role under the boundary (`s3:*` on the
+    an administrator's deploy (AdministratorsOnly). Any role under the boundary (`s3:*` on the
     same buckets) can do the same. Impact: the teams' training data written after the suspension lost beyond
     recovery by a deploy. Fix: add s3:PutBucketVersioning to DATA_DESTRUCTION (both ceilings)."""
     bucket = config_of("prod").fsx.linked_buckets[0]

@@ -47,7 +47,7 @@ def test_the_boundary_lets_the_codebuild_runners_make_their_network_interfaces_u
     `ec2:AuthorizedService` codebuild.amazonaws.com (Delivery._runner, the `-eni` policy), as CodeBuild's VPC
     documentation requires of the service role (docs.aws.amazon.com/codebuild/latest/userguide/auth-and-access-
     control-iam-identity-based-access-control.html, "Allow CodeBuild access to AWS services required to create a
-    VPC network interface"). The boundary's NoCrossAccountOpenings denies that action on every resource, for every
+    VPC network interface"). The boundary's AdministratorsOnly denies that action on every resource, for every
     service, so CodeBuild cannot attach the runner's interface and no build of the preview or deploy runner starts
     in the VPC: with `runner.enabled` (every shipped stack) CI's jobs on the runners fail. The test that checks
     every inline grant against the boundary skips this policy, for its document is computed (the subnets' ids).
@@ -75,7 +75,7 @@ def test_no_role_under_the_boundary_makes_an_internet_facing_load_balancer_on_a_
     about-aws/whats-new/2023/11/aws-elastic-load-balancing-iam-condition-keys/; Service Authorization
     Reference, list_awselasticloadbalancing.html). Impact: the stack's pods and nodes reachable from the internet
     while both ceilings refuse every public IPv4 address on an instance (NoPublicAddressOnLaunch,
-    NoAddressOpenings). Fix: unless public_load_balancers, deny elasticloadbalancing:CreateLoadBalancer where
+    AdministratorsOnly). Fix: unless public_load_balancers, deny elasticloadbalancing:CreateLoadBalancer where
     `elasticloadbalancing:Scheme` is `internet-facing` in ceiling_denials."""
     assert not config_of("prod").public_load_balancers
     request = Request(
@@ -88,7 +88,7 @@ def test_no_role_under_the_boundary_makes_an_internet_facing_load_balancer_on_a_
 
 
 def test_the_deploy_role_cannot_give_the_stacks_network_public_ipv6_addresses():
-    """The ceilings refuse public IPv4 addresses (NoPublicAddressOnLaunch, NoAddressOpenings: "Public IPv4
+    """The ceilings refuse public IPv4 addresses (NoPublicAddressOnLaunch, AdministratorsOnly: "Public IPv4
     addresses on what runs in the stack"), and nothing of IPv6: the deploy role's `ec2:*` lets it add an
     Amazon-provided IPv6 block to the stack's VPC and to its private subnets (AssociateVpcCidrBlock takes
     AmazonProvidedIpv6CidrBlock, AssociateSubnetCidrBlock an Ipv6CidrBlock: boto/botocore:botocore/data/ec2/
