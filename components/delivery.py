@@ -455,6 +455,15 @@ KEY_POLICY_WRITES = ("kms:PutKeyPolicy",)
 # A replica's policy is ReplicateKey's own (it takes Policy and BypassPolicyLockoutSafetyCheck, unseen by the
 # pack): no key replicates (the program's are single-Region: NoMultiRegionKeys).
 KEY_REPLICATION = ("kms:ReplicateKey", "kms:UpdatePrimaryRegion")
+# What would end the audit trail short of deleting its groups (AuditLogsStay): the groups are encrypted under the
+# stack's logs key (components/logs.py LogKey), and CloudWatch Logs cannot read a group's events while its key is
+# disabled, nor ever once it is deleted (docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html);
+# the VPC's flow log writes to its group only while it exists. IAM names the logs key only by its alias
+# (kms:ResourceAliases), which the deploy role could move first, so every key is refused: a deploy disables none
+# (every key of the program rotates: enable_key_rotation) and deletes one only when it is replaced or removed,
+# which `higgsfield diff` refuses (infra/offline/diff.py KEPT) and an administrator applies. The program deletes
+# its flow log only with the stack (components/network.py), an administrator's act too.
+AUDIT_TRAIL_ENDS = ("kms:ScheduleKeyDeletion", "kms:Disable*", "ec2:DeleteFlowLogs")
 # What AdministratorsOnly refuses on every resource, unconditionally: one statement, for each statement's Sid and
 # frame cost the boundary characters (MANAGED_POLICY_CHARACTERS). None is a write the program makes in a deploy.
 REFUSED_WHOLE = (
@@ -463,6 +472,7 @@ REFUSED_WHOLE = (
     *KEY_POLICY_WRITES,
     *KEY_REPLICATION,
     *ADDRESS_OPENINGS,
+    *AUDIT_TRAIL_ENDS,
 )
 # What other denials of ceiling_denials refuse on every resource (REFUSED_WHOLE) or on the state bucket among others
 # (BUCKET_CONFIGURATIONS): TheBackendIsTheAdministrators leaves them out, for IAM counts every character of the
@@ -514,7 +524,7 @@ def ceiling_denials(
     addresses (IPv4 and IPv6), interfaces lent to anyone but CodeBuild, other keys' material, key
     policies after CreateKey, cluster access for any principal but those it `enters` (none: no access
     entry at all), a public endpoint and the audit trail."""
-    account = settings.account_id
+    account, cluster = settings.account_id, cluster_name(stack)
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
     return [
         # iam:CreateServiceLinkedRole of the program's services only, as deploy_policy allows it.
@@ -587,19 +597,16 @@ def ceiling_denials(
             "Condition": {"Bool": {"kms:MultiRegion": "true"}},
         },
         # The data buckets keep their versions and exist after any deploy (DATA_DESTRUCTION; the state bucket's
-        # are TheBackendIsTheAdministrators').
-        *(
-            [
-                {
-                    "Sid": "TheDataOutlivesTheDeploy",
-                    "Effect": "Deny",
-                    "Action": list(DATA_DESTRUCTION),
-                    "Resource": _buckets(buckets),
-                }
-            ]
-            if buckets
-            else []
-        ),
+        # are TheBackendIsTheAdministrators'), and neither they nor the state bucket take another key, listing or
+        # event destination (BUCKET_CONFIGURATIONS). One statement: the actions of each on the other's ARNs name
+        # nothing they act on (a bucket's configuration is on the bucket, not its objects) or what
+        # TheBackendIsTheAdministrators refuses already (the state bucket's DeleteBucket).
+        {
+            "Sid": "TheDataOutlivesTheDeploy",
+            "Effect": "Deny",
+            "Action": [*DATA_DESTRUCTION, *BUCKET_CONFIGURATIONS],
+            "Resource": list(dict.fromkeys([f"arn:aws:s3:::{settings.state_bucket}", *_buckets(buckets)])),
+        },
         # An instance is launched with a public address only when its request asks (ec2:AssociatePublicIpAddress,
         # on RunInstances' network-interface resource: Service Authorization Reference, "Actions, resources, and
         # condition keys for Amazon EC2", list_amazonec2) or its subnet maps one (ADDRESS_OPENINGS). Where the
@@ -612,14 +619,10 @@ def ceiling_denials(
             "Sid": "NoPublicAddressOnLaunch",
             "Effect": "Deny",
             "Action": ["ec2:RunInstances", "ec2:ModifyNetworkInterfaceAttribute"],
-            "Resource": "arn:aws:ec2:*:*:network-interface/*",
+            # the key is on the network-interface resource alone, and a Bool condition on a key a resource lacks
+            # does not match: `*` denies what that resource's ARN did
+            "Resource": "*",
             "Condition": {"Bool": {"ec2:AssociatePublicIpAddress": "true"}},
-        },
-        {
-            "Sid": "BucketsKeepTheirKeysAndListings",
-            "Effect": "Deny",
-            "Action": list(BUCKET_CONFIGURATIONS),
-            "Resource": [f"arn:aws:s3:::{b}" for b in sorted({settings.state_bucket, *buckets})],
         },
         # Interface and gateway endpoints of AWS's services or the account's own: an endpoint of another
         # account's service (a Gateway Load Balancer's) is where a traffic mirror or a route would send the
@@ -631,7 +634,7 @@ def ceiling_denials(
             "Sid": "EndpointsOfAwsOrTheAccount",
             "Effect": "Deny",
             "Action": ["ec2:CreateVpcEndpoint"],
-            "Resource": f"arn:aws:ec2:*:{account}:vpc-endpoint/*",
+            "Resource": "arn:aws:ec2:*:*:vpc-endpoint/*",
             "Condition": {"StringNotEquals": {"ec2:VpceServiceOwner": ["amazon", account]}},
         },
         {
@@ -709,6 +712,23 @@ def ceiling_denials(
                 "Null": {"ec2:CreateAction": "true"},
             },
         },
+        # Nothing of EKS is written outside the stack's cluster: a node group the deploy role (or a role under the
+        # boundary: `eks:*`, PassRole of the stack's roles) adds to another cluster of the account, with the stack's
+        # node role and a launch template of its own user data, joins that cluster, and EKS itself enters the node
+        # role in the cluster's access (docs.aws.amazon.com/eks/latest/userguide/access-entries.html); an access
+        # entry there would make the deploy role its admin. Create, Update, Delete and Associate act on the cluster
+        # (CreateNodegroup, CreateAddon, CreateAccessEntry, CreatePodIdentityAssociation...) or on a resource under
+        # it, `TYPE/CLUSTER/...` (nodegroup, addon, access-entry, podidentityassociation, identityproviderconfig:
+        # Service Authorization Reference, list_amazonelasticcontainerserviceforkubernetes.html). `*/CLUSTER/*` also
+        # names a resource of another cluster whose own name is the stack's cluster's (a node group `higgsfield-prod`
+        # of cluster `analytics`): the one gap of the pattern, which the ARNs of each type would close at about 150
+        # characters the boundary does not have.
+        {
+            "Sid": "OnlyTheStacksCluster",
+            "Effect": "Deny",
+            "Action": ["eks:Create*", "eks:Update*", "eks:Delete*", "eks:Associate*"],
+            "NotResource": [f"arn:aws:eks:*:{account}:cluster/{cluster}", f"arn:aws:eks:*:{account}:*/{cluster}/*"],
+        },
         # The audit trail (the control plane's and the VPC's flow logs) outlives any deploy: no deploy
         # deletes it, shortens its retention or moves it under another key; an administrator does
         # (docs/security-ci.md). CloudWatch Logs has no condition key on the retention a PutRetentionPolicy
@@ -724,8 +744,8 @@ def ceiling_denials(
             # for IAM counts every character of the boundary (MANAGED_POLICY_CHARACTERS).
             "Action": ["logs:DeleteLog*", "logs:*RetentionPolicy", "logs:*ssociateKmsKey"],
             "Resource": [
-                f"arn:aws:logs:*:{account}:log-group:/aws/eks/{cluster_name(stack)}/cluster*",
-                f"arn:aws:logs:*:{account}:log-group:/aws/vpc/{cluster_name(stack)}/flow-logs*",
+                f"arn:aws:logs:*:*:log-group:/aws/eks/{cluster}/cluster*",
+                f"arn:aws:logs:*:*:log-group:/aws/vpc/{cluster}/flow-logs*",
             ],
         },
     ]
@@ -811,11 +831,10 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
 
 
 def reach_denials(settings: DeliverySettings, stack: str) -> list[dict]:
-    """The deploy role's denials on what its `codebuild:*` and `eks:*` would reach beyond the stack: another
-    CodeBuild project, another cluster's access, each of which runs or admits code under an identity outside both
-    ceilings. The stack boundary needs neither: it allows no CodeBuild action and refuses every access entry
-    (ClusterAccessStaysInTheAccount). Another launch template is both ceilings' (ceiling_denials)."""
-    account, cluster = settings.account_id, cluster_name(stack)
+    """The deploy role's denial on what its `codebuild:*` would reach beyond the stack: another CodeBuild project,
+    which runs code under an identity outside both ceilings. The stack boundary allows no CodeBuild action.
+    Another launch template and another cluster are both ceilings' (ceiling_denials)."""
+    account = settings.account_id
     return [
         # A build runs its commands (StartBuild's buildspecOverride, and the environment, image and source
         # overrides: boto/botocore:botocore/data/codebuild/2016-10-06/service-2.json@1.44.18, StartBuildInput) under
@@ -830,20 +849,6 @@ def reach_denials(settings: DeliverySettings, stack: str) -> list[dict]:
             "Effect": "Deny",
             "Action": ["codebuild:*"],
             "NotResource": f"arn:aws:codebuild:*:{account}:project/{role_name(stack, '*')}",
-        },
-        # The deploy role is one of the principals ClusterAccessStaysInTheAccount lets it enter: in another cluster
-        # of the account (another stack's, or one the program does not make) it would enter itself as cluster
-        # admin. CreateAccessEntry acts on the cluster, UpdateAccessEntry and AssociateAccessPolicy on an access
-        # entry, `access-entry/CLUSTER/...` (Service Authorization Reference,
-        # list_amazonelasticcontainerserviceforkubernetes.html).
-        {
-            "Sid": "OnlyTheStacksClusterAccess",
-            "Effect": "Deny",
-            "Action": list(ACCESS_ENTRY_WRITES),
-            "NotResource": [
-                f"arn:aws:eks:*:{account}:cluster/{cluster}",
-                f"arn:aws:eks:*:{account}:access-entry/{cluster}/*",
-            ],
         },
     ]
 

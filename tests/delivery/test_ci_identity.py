@@ -321,27 +321,27 @@ ATTACKS += [
     (
         "encrypt the state under another account's key",
         Request("s3:PutEncryptionConfiguration", STATE_BUCKET),
-        "BucketsKeepTheirKeysAndListings",
+        "TheDataOutlivesTheDeploy",
     ),
     (
         "encrypt the data under another account's key",
         Request("s3:PutEncryptionConfiguration", DATA_BUCKET),
-        "BucketsKeepTheirKeysAndListings",
+        "TheDataOutlivesTheDeploy",
     ),
     (
         "an inventory of the data for another account",
         Request("s3:PutInventoryConfiguration", DATA_BUCKET),
-        "BucketsKeepTheirKeysAndListings",
+        "TheDataOutlivesTheDeploy",
     ),
     (
         "an analytics export of the state",
         Request("s3:PutAnalyticsConfiguration", STATE_BUCKET),
-        "BucketsKeepTheirKeysAndListings",
+        "TheDataOutlivesTheDeploy",
     ),
     (
         "the data's object events to another account's queue",
         Request("s3:PutBucketNotification", DATA_BUCKET),
-        "BucketsKeepTheirKeysAndListings",
+        "TheDataOutlivesTheDeploy",
     ),
     ("share the runners' builds", Request("codebuild:PutResourcePolicy", "*"), "AdministratorsOnly"),
 ]

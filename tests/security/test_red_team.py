@@ -216,8 +216,8 @@ BACKEND_TAKEOVERS = [
     (Request("s3:DeleteBucket", STATE_BUCKET), "TheBackendIsTheAdministrators"),
     (Request("kms:PutKeyPolicy", STATE_KEY), "AdministratorsOnly"),
     (Request("kms:CreateGrant", STATE_KEY), "TheBackendIsTheAdministrators"),
-    (Request("kms:ScheduleKeyDeletion", STATE_KEY), "TheBackendIsTheAdministrators"),
-    (Request("kms:DisableKey", STATE_KEY), "TheBackendIsTheAdministrators"),
+    (Request("kms:ScheduleKeyDeletion", STATE_KEY), "AdministratorsOnly"),
+    (Request("kms:DisableKey", STATE_KEY), "AdministratorsOnly"),
 ]
 
 
