@@ -287,6 +287,20 @@ IAM_ACTIONS = (
     "iam:GetInstanceProfile",
     "iam:ListInstanceProfiles",
 )
+# Karpenter's controller makes the instance profile of each node class that names a role (every pool's:
+# components/karpenter.py ec2_node_class), at path `/karpenter/REGION/CLUSTER/UID/`, then adds the node role to it,
+# and deletes it with the node class (DefaultProvider.Create, ensureRole, Delete: aws/karpenter-provider-aws:pkg/
+# providers/instanceprofile/instanceprofile.go@0118634a, the stored copy; v1.14.1 not read here); karpenter_policy
+# grants these on the controller's side. The boundary allows them on the stack's cluster's path alone
+# (boundary_policy), where an instance profile ARN holds its path; AddRoleToInstanceProfile also asks
+# iam:PassRole of the role it adds (PassOnlyTheStacksRoles).
+INSTANCE_PROFILE_WRITES = (
+    "iam:CreateInstanceProfile",
+    "iam:TagInstanceProfile",
+    "iam:AddRoleToInstanceProfile",
+    "iam:RemoveRoleFromInstanceProfile",
+    "iam:DeleteInstanceProfile",
+)
 ECR_PUSH = (
     "ecr:BatchCheckLayerAvailability",
     "ecr:BatchGetImage",
@@ -521,9 +535,10 @@ def ceiling_denials(
     identity of the stack does, whatever else it is allowed. Passing a role that is not the stack's,
     service-linked roles of other services, administering the backend, opening data to another
     account, linking the file system to a bucket, destroying the data buckets' versions, public
-    addresses (IPv4 and IPv6), interfaces lent to anyone but CodeBuild, other keys' material, key
-    policies after CreateKey, cluster access for any principal but those it `enters` (none: no access
-    entry at all), a public endpoint and the audit trail."""
+    addresses (IPv4 and IPv6), interfaces lent to anyone but CodeBuild, key policies after CreateKey,
+    anything of EKS outside the stack's cluster, another launch template, cluster access for any
+    principal but those it `enters` (none: no access entry at all), a public endpoint and the audit
+    trail (its groups, its key, the flow log)."""
     account, cluster = settings.account_id, cluster_name(stack)
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
     return [
@@ -586,16 +601,6 @@ def ceiling_denials(
             "Resource": "*",
             "Condition": {"BoolIfExists": {"kms:GrantIsForAWSResource": "false"}},
         },
-        # Only a multi-Region key replicates (KEY_REPLICATION); the program's keys are single-Region
-        # (kms:MultiRegion, AWS KMS developer guide, conditions-kms.html#conditions-kms-multiregion: it holds for
-        # CreateKey's MultiRegion parameter, false where absent).
-        {
-            "Sid": "NoMultiRegionKeys",
-            "Effect": "Deny",
-            "Action": ["kms:CreateKey"],
-            "Resource": "*",
-            "Condition": {"Bool": {"kms:MultiRegion": "true"}},
-        },
         # The data buckets keep their versions and exist after any deploy (DATA_DESTRUCTION; the state bucket's
         # are TheBackendIsTheAdministrators'), and neither they nor the state bucket take another key, listing or
         # event destination (BUCKET_CONFIGURATIONS). One statement: the actions of each on the other's ARNs name
@@ -637,13 +642,6 @@ def ceiling_denials(
             "Resource": "arn:aws:ec2:*:*:vpc-endpoint/*",
             "Condition": {"StringNotEquals": {"ec2:VpceServiceOwner": ["amazon", account]}},
         },
-        {
-            "Sid": "NoKeyPolicyLockout",
-            "Effect": "Deny",
-            "Action": ["kms:CreateKey"],
-            "Resource": "*",
-            "Condition": {"Bool": {"kms:BypassPolicyLockoutSafetyCheck": "true"}},
-        },
         # Cluster access for the principals the program enters only (eks:principalArn, the principal an access
         # entry names: service authorization reference, Amazon EKS condition keys): another account's role made
         # cluster admin would read every Secret, and so would one of the account's roles whose trust names
@@ -660,17 +658,6 @@ def ceiling_denials(
             "Action": list(ACCESS_ENTRY_WRITES),
             "Resource": "*",
             **({"Condition": {"ArnNotEquals": {"eks:principalArn": list(enters)}}} if enters else {}),
-        },
-        # Keys whose material AWS KMS makes (kms:KeyOrigin, AWS KMS developer guide, conditions-kms.html): not
-        # EXTERNAL (imported), AWS_CLOUDHSM or EXTERNAL_KEY_STORE, whose holder could withhold or keep a copy.
-        {
-            "Sid": "NoForeignKeyMaterial",
-            "Effect": "Deny",
-            "Action": ["kms:CreateKey"],
-            "Resource": "*",
-            # only where the request names an origin (Null false): the program's CreateKey names none, and
-            # whether AWS then puts its default in the context is not documented; an other origin is always named
-            "Condition": {"StringNotEquals": {"kms:KeyOrigin": "AWS_KMS"}, "Null": {"kms:KeyOrigin": "false"}},
         },
         # The API endpoint stays as configured: eks:endpointPublicAccess (Amazon EKS condition keys, April 2026)
         # on CreateCluster and UpdateClusterConfig. A stack with a public endpoint may keep it; IAM has no key on
@@ -747,6 +734,43 @@ def ceiling_denials(
                 f"arn:aws:logs:*:*:log-group:/aws/eks/{cluster}/cluster*",
                 f"arn:aws:logs:*:*:log-group:/aws/vpc/{cluster}/flow-logs*",
             ],
+        },
+    ]
+
+
+def key_denials() -> list[dict]:
+    """The deploy role's conditions on the keys it creates (CreateKey: the program's keys). The stack boundary
+    refuses CreateKey whole instead (NoKeysUnderTheBoundary): no role under it makes a key (every action of their
+    policies is under the boundary: tests/delivery/test_ci_identity.py), and one statement costs it fewer
+    characters (MANAGED_POLICY_CHARACTERS) than these three."""
+    return [
+        # Only a multi-Region key replicates (KEY_REPLICATION); the program's keys are single-Region
+        # (kms:MultiRegion, AWS KMS developer guide, conditions-kms.html#conditions-kms-multiregion: it holds for
+        # CreateKey's MultiRegion parameter, false where absent).
+        {
+            "Sid": "NoMultiRegionKeys",
+            "Effect": "Deny",
+            "Action": ["kms:CreateKey"],
+            "Resource": "*",
+            "Condition": {"Bool": {"kms:MultiRegion": "true"}},
+        },
+        {
+            "Sid": "NoKeyPolicyLockout",
+            "Effect": "Deny",
+            "Action": ["kms:CreateKey"],
+            "Resource": "*",
+            "Condition": {"Bool": {"kms:BypassPolicyLockoutSafetyCheck": "true"}},
+        },
+        # Keys whose material AWS KMS makes (kms:KeyOrigin, AWS KMS developer guide, conditions-kms.html): not
+        # EXTERNAL (imported), AWS_CLOUDHSM or EXTERNAL_KEY_STORE, whose holder could withhold or keep a copy.
+        {
+            "Sid": "NoForeignKeyMaterial",
+            "Effect": "Deny",
+            "Action": ["kms:CreateKey"],
+            "Resource": "*",
+            # only where the request names an origin (Null false): the program's CreateKey names none, and
+            # whether AWS then puts its default in the context is not documented; an other origin is always named
+            "Condition": {"StringNotEquals": {"kms:KeyOrigin": "AWS_KMS"}, "Null": {"kms:KeyOrigin": "false"}},
         },
     ]
 
@@ -880,6 +904,11 @@ def boundary_policy(
         },
         # IAM: the actions the program and its roles call, named (IAM_ACTIONS); every other one is refused.
         {"Effect": "Allow", "Action": list(IAM_ACTIONS), "Resource": "*"},
+        {
+            "Effect": "Allow",
+            "Action": list(INSTANCE_PROFILE_WRITES),
+            "Resource": f"arn:aws:iam::{account}:instance-profile/karpenter/*/{cluster_name(stack)}/*",
+        },
         # SSM: only the parameters our roles read (SSM_PARAMETERS); `ssm:*` would let a bounded
         # role run commands on any managed instance of the account and read every SecureString.
         {
@@ -893,6 +922,7 @@ def boundary_policy(
             "Resource": _buckets([settings.state_bucket, *buckets]),
         },
         *ceiling_denials(settings, stack, buckets, (), public_endpoint),
+        {"Sid": "NoKeysUnderTheBoundary", "Effect": "Deny", "Action": ["kms:CreateKey"], "Resource": "*"},
         # Without higgsfield:publicLoadBalancers the stack's load balancers are internal (components/tenancy.py
         # INTERNAL_LB_ANNOTATION for the teams'); the cluster role (AmazonEKSClusterPolicy: elasticloadbalancing:*)
         # would make an internet-facing one for any Service of type LoadBalancer without the annotation, and so
@@ -1016,6 +1046,7 @@ def deploy_policy(
     statements += ceiling_denials(
         settings, stack, buckets, access_entry_principals(settings, stack, admins), public_endpoint
     )
+    statements += key_denials()
     statements += reach_denials(settings, stack)
     return _document(*statements)
 

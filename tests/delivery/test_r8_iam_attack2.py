@@ -167,10 +167,6 @@ def test_the_deploy_role_cannot_stop_the_vpcs_flow_log():
     assert not decision.allowed, decision.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: Karpenter's instance-profile writes do not fit the boundary (docs/security-ci.md, Still open)",
-)
 def test_the_boundary_lets_karpenter_make_the_instance_profile_of_its_node_class():
     """Every Karpenter pool's EC2NodeClass names the node role (`role`: components/karpenter.py ec2_node_class), not
     an instance profile, so Karpenter's controller makes the profile itself: CreateInstanceProfile under
