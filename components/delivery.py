@@ -895,10 +895,7 @@ def boundary_policy(
             "Effect": "Allow",
             "Resource": "*",
             "Action": sorted(
-                {
-                    f"{s}:*"
-                    for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, "codeconnections", "codestar-connections")
-                }
+                {f"{s}:*" for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES)}
                 - {"ssm:*", "iam:*", "codebuild:*"}  # the deploy role's alone: no stack role calls CodeBuild
             ),
         },
@@ -909,6 +906,15 @@ def boundary_policy(
             "Action": list(INSTANCE_PROFILE_WRITES),
             "Resource": f"arn:aws:iam::{account}:instance-profile/karpenter/*/{cluster_name(stack)}/*",
         },
+        # CodeConnections: the runner's connection alone, the one a stack role uses (the runner role's
+        # GetConnectionToken, GetConnection, UseConnection: Delivery._runner); the account's other connections and
+        # hosts are no role's of the stack (nor codestar-connections, the service's old prefix, which no policy of
+        # ours grants).
+        *(
+            [{"Effect": "Allow", "Action": ["codeconnections:*"], "Resource": settings.runner.connection_arn}]
+            if settings.runner.connection_arn
+            else []
+        ),
         # SSM: only the parameters our roles read (SSM_PARAMETERS); `ssm:*` would let a bounded
         # role run commands on any managed instance of the account and read every SecureString.
         {

@@ -224,10 +224,6 @@ def test_a_stack_config_the_loader_admits_renders_a_deploy_policy_iam_accepts(tm
     assert policy_characters(document) <= ROLE_POLICY_CHARACTERS, policy_characters(document)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the boundary has no room for the runner's connection ARN (docs/security-ci.md, Two ceilings)",
-)
 def test_no_role_under_the_boundary_reaches_a_codeconnections_connection_but_the_runners():
     """The boundary allows `codeconnections:*` and `codestar-connections:*` on `*` (boundary_policy's service
     list), where the one stack role that uses a connection, the runner's, needs GetConnectionToken, GetConnection
