@@ -499,13 +499,17 @@ def boundary_arn(account: str, stack: str) -> str:
     return f"arn:aws:iam::{account}:policy/{boundary_name(stack)}"
 
 
+# The CI roles GitHub's OIDC provider is trusted by (Delivery), the first of ci_identity_arns.
+OIDC_IDENTITIES = ("preview", "deploy", "image")
+
+
 def ci_identity_arns(account: str, stack: str) -> list[str]:
     """The roles CI acts as, of this stack and of every other one in the account (`*` for the
     stack: `higgsfield-prod-*`, the deploy role's stack roles, also names `higgsfield-prod-eu-deploy`):
     only an administrator changes them (the deploy role's policy refuses it). No other role of
     ours ends so: the rest are `higgsfield-STACK-` and a generated suffix (bound_every_role)."""
     del stack  # every stack's, this one's included
-    return [f"arn:aws:iam::{account}:role/{role_name('*', p)}" for p in ("preview", "deploy", "image")] + [
+    return [f"arn:aws:iam::{account}:role/{role_name('*', p)}" for p in OIDC_IDENTITIES] + [
         f"arn:aws:iam::{account}:role/{runner_project('*', p)}" for p in RUNNER_PURPOSES
     ]
 
@@ -777,12 +781,13 @@ def key_denials() -> list[dict]:
 
 def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
     """The deploy role's IAM denials: roles only with the stack boundary attached, never the CI
-    identities, the boundary and every other managed policy fixed, only the program's AWS managed
-    policies attached, no trust rewritten, no role assumed. The rest of IAM is refused by what
-    deploy_policy does not allow: its IAM allows are named actions on `higgsfield-STACK-*` roles
-    (no users, keys, groups, instance profiles or identity providers; no role of another name), and
-    a denial of each would not fit ROLE_POLICY_CHARACTERS beside ceiling_denials. The stack boundary
-    needs none of them: it allows no IAM write and no sts action at all."""
+    identities (nor the OIDC-trusted ones passed), the boundary and every other managed policy
+    fixed, only the program's AWS managed policies attached, no trust rewritten, no role assumed.
+    The rest of IAM is refused by what deploy_policy does not allow: its IAM allows are named
+    actions on `higgsfield-STACK-*` roles (no users, keys, groups, instance profiles or identity
+    providers; no role of another name), and a denial of each would not fit
+    ROLE_POLICY_CHARACTERS beside ceiling_denials. The stack boundary needs none of them but
+    CiIdentitiesAreNotPassed (no room there): it allows no IAM write and no sts action at all."""
     account = settings.account_id
     arn = boundary_arn(account, stack)
     return [
@@ -839,6 +844,17 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
             "Effect": "Deny",
             "Action": ["iam:UpdateAssumeRolePolicy"],
             "Resource": "*",
+        },
+        # The OIDC-trusted CI identities (the preview, deploy and image roles of every stack) are passed to no
+        # service: StackRoles and PassOnlyTheStacksRoles name `higgsfield-STACK-*`, which holds them, and the
+        # deploy role is unbounded; only its trust (GitHub's OIDC, one subject) keeps a service from assuming it.
+        # The program passes only the runner roles of CI (to their projects). The boundary has no room for this
+        # denial (MANAGED_POLICY_CHARACTERS): docs/security-ci.md, Still open.
+        {
+            "Sid": "CiIdentitiesAreNotPassed",
+            "Effect": "Deny",
+            "Action": ["iam:PassRole"],
+            "Resource": ci_identity_arns(account, stack)[: len(OIDC_IDENTITIES)],
         },
         {
             "Sid": "NoRoleChaining",

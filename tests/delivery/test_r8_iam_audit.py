@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
 import yaml
 
 from components.delivery import (
@@ -241,10 +240,6 @@ def test_no_role_under_the_boundary_reaches_a_codeconnections_connection_but_the
     assert not decision.allowed, decision.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: no room in either ceiling; the deploy role trusts GitHub's OIDC alone (docs/security-ci.md)",
-)
 def test_no_identity_of_the_stack_passes_the_unbounded_deploy_role():
     """PassOnlyTheStacksRoles denies passing any role but `higgsfield-STACK-*`, a pattern that names the deploy
     role itself, the one role without the boundary; StackRoles allows iam:PassRole on the same pattern, and the
