@@ -203,7 +203,7 @@ def test_the_boundary_lets_karpenter_make_the_instance_profile_of_its_node_class
 
 @pytest.mark.xfail(
     strict=True,
-    reason="open: the program enables that versioning; a denial needs the status as a condition (security-ci.md)",
+    reason="open: no IAM condition key carries the versioning status (list_amazons3; docs/security-ci.md)",
 )
 def test_the_deploy_role_cannot_suspend_the_versioning_of_the_linked_data_bucket():
     """TheDataOutlivesTheDeploy ("the linked buckets keep every version") denies s3:DeleteObjectVersion and
