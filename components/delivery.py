@@ -287,6 +287,20 @@ IAM_ACTIONS = (
     "iam:GetInstanceProfile",
     "iam:ListInstanceProfiles",
 )
+# Karpenter's controller makes the instance profile of each node class that names a role (every pool's:
+# components/karpenter.py ec2_node_class), at path `/karpenter/REGION/CLUSTER/UID/`, then adds the node role to it,
+# and deletes it with the node class (DefaultProvider.Create, ensureRole, Delete: aws/karpenter-provider-aws:pkg/
+# providers/instanceprofile/instanceprofile.go@0118634a, the stored copy; v1.14.1 not read here); karpenter_policy
+# grants these on the controller's side. The boundary allows them on the stack's cluster's path alone
+# (boundary_policy), where an instance profile ARN holds its path; AddRoleToInstanceProfile also asks
+# iam:PassRole of the role it adds (PassOnlyTheStacksRoles).
+INSTANCE_PROFILE_WRITES = (
+    "iam:CreateInstanceProfile",
+    "iam:TagInstanceProfile",
+    "iam:AddRoleToInstanceProfile",
+    "iam:RemoveRoleFromInstanceProfile",
+    "iam:DeleteInstanceProfile",
+)
 ECR_PUSH = (
     "ecr:BatchCheckLayerAvailability",
     "ecr:BatchGetImage",
@@ -444,20 +458,49 @@ ADDRESS_OPENINGS = (
 )
 # What enters a principal in a cluster's access (eks:principalArn is on each: ClusterAccessStaysInTheAccount).
 ACCESS_ENTRY_WRITES = ("eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy")
-# A key's policy is CreateKey's alone (KeyPoliciesAtCreateOnly), and no key replicates (SingleRegionKeysOnly).
+# A key's policy is set once, by CreateKey's Policy parameter, never rewritten: IAM has no condition key on a key
+# policy's content, so a PutKeyPolicy that opens one of the stack's keys to another account could not be told from
+# ours. pulumi-aws creates aws.kms.Key with its policy in CreateKey and calls PutKeyPolicy only when the policy
+# changes (resourceKeyCreate / resourceKeyUpdate, hashicorp/terraform-provider-aws:internal/service/kms/
+# key.go@00a35305), and the program has no aws.kms.KeyPolicy (whose create and delete are PutKeyPolicy:
+# key_policy.go, same repository). A change to a key's policy is an administrator's (`higgsfield diff` refuses it
+# and names the command).
 KEY_POLICY_WRITES = ("kms:PutKeyPolicy",)
+# A replica's policy is ReplicateKey's own (it takes Policy and BypassPolicyLockoutSafetyCheck, unseen by the
+# pack): no key replicates (the program's are single-Region: NoMultiRegionKeys).
 KEY_REPLICATION = ("kms:ReplicateKey", "kms:UpdatePrimaryRegion")
-# What other denials of ceiling_denials refuse on every resource (CROSS_ACCOUNT_OPENINGS, KEY_POLICY_WRITES,
-# KEY_REPLICATION) or on the state bucket among others (BUCKET_CONFIGURATIONS): TheBackendIsTheAdministrators
-# leaves them out, for IAM counts every character of the boundary (MANAGED_POLICY_CHARACTERS).
-REFUSED_ON_EVERY_BACKEND_RESOURCE = frozenset(
-    (*CROSS_ACCOUNT_OPENINGS, *KEY_POLICY_WRITES, *KEY_REPLICATION, *BUCKET_CONFIGURATIONS)
+# What would end the audit trail short of deleting its groups (AuditLogsStay): the groups are encrypted under the
+# stack's logs key (components/logs.py LogKey), and CloudWatch Logs cannot read a group's events while its key is
+# disabled, nor ever once it is deleted (docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html);
+# the VPC's flow log writes to its group only while it exists. IAM names the logs key only by its alias
+# (kms:ResourceAliases), which the deploy role could move first, so every key is refused: a deploy disables none
+# (every key of the program rotates: enable_key_rotation) and deletes one only when it is replaced or removed,
+# which `higgsfield diff` refuses (infra/offline/diff.py KEPT) and an administrator applies. The program deletes
+# its flow log only with the stack (components/network.py), an administrator's act too.
+AUDIT_TRAIL_ENDS = ("kms:ScheduleKeyDeletion", "kms:Disable*", "ec2:DeleteFlowLogs")
+# What AdministratorsOnly refuses on every resource, unconditionally: one statement, for each statement's Sid and
+# frame cost the boundary characters (MANAGED_POLICY_CHARACTERS). None is a write the program makes in a deploy.
+REFUSED_WHOLE = (
+    *CROSS_ACCOUNT_OPENINGS,
+    *DATA_REPOSITORY_LINKS,  # a link names its bucket where IAM cannot see it: an administrator's act
+    *KEY_POLICY_WRITES,
+    *KEY_REPLICATION,
+    *ADDRESS_OPENINGS,
+    *AUDIT_TRAIL_ENDS,
 )
+# What other denials of ceiling_denials refuse on every resource (REFUSED_WHOLE) or on the state bucket among others
+# (BUCKET_CONFIGURATIONS): TheBackendIsTheAdministrators leaves them out, for IAM counts every character of the
+# boundary (MANAGED_POLICY_CHARACTERS).
+REFUSED_ON_EVERY_BACKEND_RESOURCE = frozenset((*REFUSED_WHOLE, *BUCKET_CONFIGURATIONS))
 
 
 def boundary_arn(account: str, stack: str) -> str:
     """Known before the policy exists (IAM policy ARNs are account + name)."""
     return f"arn:aws:iam::{account}:policy/{boundary_name(stack)}"
+
+
+# The CI roles GitHub's OIDC provider is trusted by (Delivery), the first of ci_identity_arns.
+OIDC_IDENTITIES = ("preview", "deploy", "image")
 
 
 def ci_identity_arns(account: str, stack: str) -> list[str]:
@@ -466,7 +509,7 @@ def ci_identity_arns(account: str, stack: str) -> list[str]:
     only an administrator changes them (the deploy role's policy refuses it). No other role of
     ours ends so: the rest are `higgsfield-STACK-` and a generated suffix (bound_every_role)."""
     del stack  # every stack's, this one's included
-    return [f"arn:aws:iam::{account}:role/{role_name('*', p)}" for p in ("preview", "deploy", "image")] + [
+    return [f"arn:aws:iam::{account}:role/{role_name('*', p)}" for p in OIDC_IDENTITIES] + [
         f"arn:aws:iam::{account}:role/{runner_project('*', p)}" for p in RUNNER_PURPOSES
     ]
 
@@ -496,10 +539,11 @@ def ceiling_denials(
     identity of the stack does, whatever else it is allowed. Passing a role that is not the stack's,
     service-linked roles of other services, administering the backend, opening data to another
     account, linking the file system to a bucket, destroying the data buckets' versions, public
-    addresses (IPv4 and IPv6), interfaces lent to anyone but CodeBuild, other keys' material, key
-    policies after CreateKey, cluster access for any principal but those it `enters` (none: no access
-    entry at all), a public endpoint and the audit trail."""
-    account = settings.account_id
+    addresses (IPv4 and IPv6), interfaces lent to anyone but CodeBuild, key policies after CreateKey,
+    anything of EKS outside the stack's cluster, another launch template, cluster access for any
+    principal but those it `enters` (none: no access entry at all), a public endpoint and the audit
+    trail (its groups, its key, the flow log)."""
+    account, cluster = settings.account_id, cluster_name(stack)
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
     return [
         # iam:CreateServiceLinkedRole of the program's services only, as deploy_policy allows it.
@@ -523,17 +567,17 @@ def ceiling_denials(
                 settings.state_key_arn,
             ],
         },
-        # Nothing the program does opens the account's data to another account, so neither the deploy role nor
-        # a role under the boundary may: resource policies and replication of the images, the buckets and the
-        # logs; peering; shared snapshots and images; KMS grants but those AWS services make for their own resources
-        # (kms:GrantIsForAWSResource: EBS, FSx); the user data of the layout client, which mounts Lustre
-        # unsquashed (components/storage.py). IAM has no condition key on a resource policy's principals, so
-        # each write is refused whole.
+        # Nothing the program does in a deploy opens the account's data to another account or the stack's network
+        # to the internet, so neither the deploy role nor a role under the boundary may (REFUSED_WHOLE): resource
+        # policies and replication of the images, the buckets and the logs; peering; shared snapshots and images;
+        # the user data of the layout client, which mounts Lustre unsquashed (components/storage.py); the file
+        # system's links to S3; key policies after CreateKey and key replicas; public addresses (ADDRESS_OPENINGS).
+        # IAM has no condition key on a resource policy's principals, so each write is refused whole.
         {
-            "Sid": "NoCrossAccountOpenings",
+            "Sid": "AdministratorsOnly",
             "Effect": "Deny",
             "Resource": "*",
-            "Action": list(CROSS_ACCOUNT_OPENINGS),
+            "Action": list(REFUSED_WHOLE),
         },
         # An interface of the VPC lent to another account (CreateNetworkInterfacePermission's AwsAccountId) is
         # refused; one lent to CodeBuild is what a runner's service role does for the builds it runs in the VPC
@@ -561,53 +605,17 @@ def ceiling_denials(
             "Resource": "*",
             "Condition": {"BoolIfExists": {"kms:GrantIsForAWSResource": "false"}},
         },
-        # A file system's link to a bucket names the bucket where IAM cannot see it (DATA_REPOSITORY_LINKS): an
-        # administrator's act. The S3 link role FSx makes for it is refused by OnlyTheProgramsServiceLinkedRoles
-        # (its service is not in SERVICE_LINKED); its policy is no stack role's (deploy_policy's role writes).
-        {
-            "Sid": "DataRepositoryLinksAreTheAdministrators",
-            "Effect": "Deny",
-            "Action": list(DATA_REPOSITORY_LINKS),
-            "Resource": "*",
-        },
-        # A key's policy is set once, by CreateKey's Policy parameter, never rewritten: IAM has no condition
-        # key on a key policy's content, so a PutKeyPolicy that opens one of the stack's keys to another
-        # account could not be told from ours. pulumi-aws creates aws.kms.Key with its policy in CreateKey
-        # and calls PutKeyPolicy only when the policy changes (resourceKeyCreate / resourceKeyUpdate,
-        # hashicorp/terraform-provider-aws:internal/service/kms/key.go@00a35305), and the program has no
-        # aws.kms.KeyPolicy (whose create and delete are PutKeyPolicy: key_policy.go, same repository). A
-        # change to a key's policy is an administrator's (`higgsfield diff` refuses it and names the command).
-        # A replica's policy is ReplicateKey's own (it takes Policy and BypassPolicyLockoutSafetyCheck, unseen by the
-        # pack), and only a multi-Region key replicates; the program's keys are single-Region (kms:MultiRegion,
-        # AWS KMS developer guide, conditions-kms.html#conditions-kms-multiregion: it holds for CreateKey's
-        # MultiRegion parameter, false where absent).
-        {
-            "Sid": "SingleRegionKeysOnly",
-            "Effect": "Deny",
-            "Action": list(KEY_REPLICATION),
-            "Resource": "*",
-        },
-        {
-            "Sid": "NoMultiRegionKeys",
-            "Effect": "Deny",
-            "Action": ["kms:CreateKey"],
-            "Resource": "*",
-            "Condition": {"Bool": {"kms:MultiRegion": "true"}},
-        },
         # The data buckets keep their versions and exist after any deploy (DATA_DESTRUCTION; the state bucket's
-        # are TheBackendIsTheAdministrators').
-        *(
-            [
-                {
-                    "Sid": "TheDataOutlivesTheDeploy",
-                    "Effect": "Deny",
-                    "Action": list(DATA_DESTRUCTION),
-                    "Resource": _buckets(buckets),
-                }
-            ]
-            if buckets
-            else []
-        ),
+        # are TheBackendIsTheAdministrators'), and neither they nor the state bucket take another key, listing or
+        # event destination (BUCKET_CONFIGURATIONS). One statement: the actions of each on the other's ARNs name
+        # nothing they act on (a bucket's configuration is on the bucket, not its objects) or what
+        # TheBackendIsTheAdministrators refuses already (the state bucket's DeleteBucket).
+        {
+            "Sid": "TheDataOutlivesTheDeploy",
+            "Effect": "Deny",
+            "Action": [*DATA_DESTRUCTION, *BUCKET_CONFIGURATIONS],
+            "Resource": list(dict.fromkeys([f"arn:aws:s3:::{settings.state_bucket}", *_buckets(buckets)])),
+        },
         # An instance is launched with a public address only when its request asks (ec2:AssociatePublicIpAddress,
         # on RunInstances' network-interface resource: Service Authorization Reference, "Actions, resources, and
         # condition keys for Amazon EC2", list_amazonec2) or its subnet maps one (ADDRESS_OPENINGS). Where the
@@ -620,15 +628,10 @@ def ceiling_denials(
             "Sid": "NoPublicAddressOnLaunch",
             "Effect": "Deny",
             "Action": ["ec2:RunInstances", "ec2:ModifyNetworkInterfaceAttribute"],
-            "Resource": "arn:aws:ec2:*:*:network-interface/*",
+            # the key is on the network-interface resource alone, and a Bool condition on a key a resource lacks
+            # does not match: `*` denies what that resource's ARN did
+            "Resource": "*",
             "Condition": {"Bool": {"ec2:AssociatePublicIpAddress": "true"}},
-        },
-        {"Sid": "NoAddressOpenings", "Effect": "Deny", "Action": list(ADDRESS_OPENINGS), "Resource": "*"},
-        {
-            "Sid": "BucketsKeepTheirKeysAndListings",
-            "Effect": "Deny",
-            "Action": list(BUCKET_CONFIGURATIONS),
-            "Resource": [f"arn:aws:s3:::{b}" for b in sorted({settings.state_bucket, *buckets})],
         },
         # Interface and gateway endpoints of AWS's services or the account's own: an endpoint of another
         # account's service (a Gateway Load Balancer's) is where a traffic mirror or a route would send the
@@ -640,21 +643,8 @@ def ceiling_denials(
             "Sid": "EndpointsOfAwsOrTheAccount",
             "Effect": "Deny",
             "Action": ["ec2:CreateVpcEndpoint"],
-            "Resource": f"arn:aws:ec2:*:{account}:vpc-endpoint/*",
+            "Resource": "arn:aws:ec2:*:*:vpc-endpoint/*",
             "Condition": {"StringNotEquals": {"ec2:VpceServiceOwner": ["amazon", account]}},
-        },
-        {
-            "Sid": "KeyPoliciesAtCreateOnly",
-            "Effect": "Deny",
-            "Action": list(KEY_POLICY_WRITES),
-            "Resource": "*",
-        },
-        {
-            "Sid": "NoKeyPolicyLockout",
-            "Effect": "Deny",
-            "Action": ["kms:CreateKey"],
-            "Resource": "*",
-            "Condition": {"Bool": {"kms:BypassPolicyLockoutSafetyCheck": "true"}},
         },
         # Cluster access for the principals the program enters only (eks:principalArn, the principal an access
         # entry names: service authorization reference, Amazon EKS condition keys): another account's role made
@@ -673,17 +663,6 @@ def ceiling_denials(
             "Resource": "*",
             **({"Condition": {"ArnNotEquals": {"eks:principalArn": list(enters)}}} if enters else {}),
         },
-        # Keys whose material AWS KMS makes (kms:KeyOrigin, AWS KMS developer guide, conditions-kms.html): not
-        # EXTERNAL (imported), AWS_CLOUDHSM or EXTERNAL_KEY_STORE, whose holder could withhold or keep a copy.
-        {
-            "Sid": "NoForeignKeyMaterial",
-            "Effect": "Deny",
-            "Action": ["kms:CreateKey"],
-            "Resource": "*",
-            # only where the request names an origin (Null false): the program's CreateKey names none, and
-            # whether AWS then puts its default in the context is not documented; an other origin is always named
-            "Condition": {"StringNotEquals": {"kms:KeyOrigin": "AWS_KMS"}, "Null": {"kms:KeyOrigin": "false"}},
-        },
         # The API endpoint stays as configured: eks:endpointPublicAccess (Amazon EKS condition keys, April 2026)
         # on CreateCluster and UpdateClusterConfig. A stack with a public endpoint may keep it; IAM has no key on
         # its CIDRs, so `higgsfield diff` and the pack's endpoint rule watch those.
@@ -700,6 +679,47 @@ def ceiling_denials(
                 }
             ]
         ),
+        # A new version of a launch template that a group launches from by $Latest or $Default carries new user
+        # data and keeps the template's instance profile; EC2 Auto Scaling checks iam:PassRole when a group is
+        # created or updated, not when it launches (docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-
+        # launch-template-permissions.html), so a scale-out of another group of the account would run the deploy
+        # role's commands as that group's role. Every launch template of the program carries the stack's tag
+        # (STACK_TAG, last in cfg.resource_tags: components/nodes.py launch_template, components/storage.py's layout
+        # template; every launch template of the shipped plans carries it), which EC2 reads as
+        # aws:ResourceTag on the launch-template resource; StringNotEquals holds where the tag is absent. CreateTags
+        # is refused there too, or the tag would be put on another template first, but not while a template is
+        # created with its tags: ec2:CreateAction is present only then (docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+        # supported-iam-actions-tagging.html). In both ceilings: a role under the boundary with `ec2:*`, run by a build
+        # of a stack project, would do the same. Karpenter's controller, the one stack role that writes launch
+        # templates, creates and deletes them and tags them only while creating (components/karpenter.py: no
+        # CreateLaunchTemplateVersion, ModifyLaunchTemplate, or CreateTags without ec2:CreateAction).
+        {
+            "Sid": "OnlyTheStacksLaunchTemplates",
+            "Effect": "Deny",
+            "Action": ["ec2:CreateLaunchTemplateVersion", "ec2:ModifyLaunchTemplate", "ec2:CreateTags"],
+            "Resource": "arn:aws:ec2:*:*:launch-template/*",
+            "Condition": {
+                "StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
+                "Null": {"ec2:CreateAction": "true"},
+            },
+        },
+        # Nothing of EKS is written outside the stack's cluster: a node group the deploy role (or a role under the
+        # boundary: `eks:*`, PassRole of the stack's roles) adds to another cluster of the account, with the stack's
+        # node role and a launch template of its own user data, joins that cluster, and EKS itself enters the node
+        # role in the cluster's access (docs.aws.amazon.com/eks/latest/userguide/access-entries.html); an access
+        # entry there would make the deploy role its admin. Create, Update, Delete and Associate act on the cluster
+        # (CreateNodegroup, CreateAddon, CreateAccessEntry, CreatePodIdentityAssociation...) or on a resource under
+        # it, `TYPE/CLUSTER/...` (nodegroup, addon, access-entry, podidentityassociation, identityproviderconfig:
+        # Service Authorization Reference, list_amazonelasticcontainerserviceforkubernetes.html). `*/CLUSTER/*` also
+        # names a resource of another cluster whose own name is the stack's cluster's (a node group `higgsfield-prod`
+        # of cluster `analytics`): the one gap of the pattern, which the ARNs of each type would close at about 150
+        # characters the boundary does not have.
+        {
+            "Sid": "OnlyTheStacksCluster",
+            "Effect": "Deny",
+            "Action": ["eks:Create*", "eks:Update*", "eks:Delete*", "eks:Associate*"],
+            "NotResource": [f"arn:aws:eks:*:{account}:cluster/{cluster}", f"arn:aws:eks:*:{account}:*/{cluster}/*"],
+        },
         # The audit trail (the control plane's and the VPC's flow logs) outlives any deploy: no deploy
         # deletes it, shortens its retention or moves it under another key; an administrator does
         # (docs/security-ci.md). CloudWatch Logs has no condition key on the retention a PutRetentionPolicy
@@ -715,21 +735,59 @@ def ceiling_denials(
             # for IAM counts every character of the boundary (MANAGED_POLICY_CHARACTERS).
             "Action": ["logs:DeleteLog*", "logs:*RetentionPolicy", "logs:*ssociateKmsKey"],
             "Resource": [
-                f"arn:aws:logs:*:{account}:log-group:/aws/eks/{cluster_name(stack)}/cluster*",
-                f"arn:aws:logs:*:{account}:log-group:/aws/vpc/{cluster_name(stack)}/flow-logs*",
+                f"arn:aws:logs:*:*:log-group:/aws/eks/{cluster}/cluster*",
+                f"arn:aws:logs:*:*:log-group:/aws/vpc/{cluster}/flow-logs*",
             ],
+        },
+    ]
+
+
+def key_denials() -> list[dict]:
+    """The deploy role's conditions on the keys it creates (CreateKey: the program's keys). The stack boundary
+    refuses CreateKey whole instead (NoKeysUnderTheBoundary): no role under it makes a key (every action of their
+    policies is under the boundary: tests/delivery/test_ci_identity.py), and one statement costs it fewer
+    characters (MANAGED_POLICY_CHARACTERS) than these three."""
+    return [
+        # Only a multi-Region key replicates (KEY_REPLICATION); the program's keys are single-Region
+        # (kms:MultiRegion, AWS KMS developer guide, conditions-kms.html#conditions-kms-multiregion: it holds for
+        # CreateKey's MultiRegion parameter, false where absent).
+        {
+            "Sid": "NoMultiRegionKeys",
+            "Effect": "Deny",
+            "Action": ["kms:CreateKey"],
+            "Resource": "*",
+            "Condition": {"Bool": {"kms:MultiRegion": "true"}},
+        },
+        {
+            "Sid": "NoKeyPolicyLockout",
+            "Effect": "Deny",
+            "Action": ["kms:CreateKey"],
+            "Resource": "*",
+            "Condition": {"Bool": {"kms:BypassPolicyLockoutSafetyCheck": "true"}},
+        },
+        # Keys whose material AWS KMS makes (kms:KeyOrigin, AWS KMS developer guide, conditions-kms.html): not
+        # EXTERNAL (imported), AWS_CLOUDHSM or EXTERNAL_KEY_STORE, whose holder could withhold or keep a copy.
+        {
+            "Sid": "NoForeignKeyMaterial",
+            "Effect": "Deny",
+            "Action": ["kms:CreateKey"],
+            "Resource": "*",
+            # only where the request names an origin (Null false): the program's CreateKey names none, and
+            # whether AWS then puts its default in the context is not documented; an other origin is always named
+            "Condition": {"StringNotEquals": {"kms:KeyOrigin": "AWS_KMS"}, "Null": {"kms:KeyOrigin": "false"}},
         },
     ]
 
 
 def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
     """The deploy role's IAM denials: roles only with the stack boundary attached, never the CI
-    identities, the boundary and every other managed policy fixed, only the program's AWS managed
-    policies attached, no trust rewritten, no role assumed. The rest of IAM is refused by what
-    deploy_policy does not allow: its IAM allows are named actions on `higgsfield-STACK-*` roles
-    (no users, keys, groups, instance profiles or identity providers; no role of another name), and
-    a denial of each would not fit ROLE_POLICY_CHARACTERS beside ceiling_denials. The stack boundary
-    needs none of them: it allows no IAM write and no sts action at all."""
+    identities (nor the OIDC-trusted ones passed), the boundary and every other managed policy
+    fixed, only the program's AWS managed policies attached, no trust rewritten, no role assumed.
+    The rest of IAM is refused by what deploy_policy does not allow: its IAM allows are named
+    actions on `higgsfield-STACK-*` roles (no users, keys, groups, instance profiles or identity
+    providers; no role of another name), and a denial of each would not fit
+    ROLE_POLICY_CHARACTERS beside ceiling_denials. The stack boundary needs none of them but
+    CiIdentitiesAreNotPassed (no room there): it allows no IAM write and no sts action at all."""
     account = settings.account_id
     arn = boundary_arn(account, stack)
     return [
@@ -787,6 +845,17 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
             "Action": ["iam:UpdateAssumeRolePolicy"],
             "Resource": "*",
         },
+        # The OIDC-trusted CI identities (the preview, deploy and image roles of every stack) are passed to no
+        # service: StackRoles and PassOnlyTheStacksRoles name `higgsfield-STACK-*`, which holds them, and the
+        # deploy role is unbounded; only its trust (GitHub's OIDC, one subject) keeps a service from assuming it.
+        # The program passes only the runner roles of CI (to their projects). The boundary has no room for this
+        # denial (MANAGED_POLICY_CHARACTERS): docs/security-ci.md, Still open.
+        {
+            "Sid": "CiIdentitiesAreNotPassed",
+            "Effect": "Deny",
+            "Action": ["iam:PassRole"],
+            "Resource": ci_identity_arns(account, stack)[: len(OIDC_IDENTITIES)],
+        },
         {
             "Sid": "NoRoleChaining",
             "Effect": "Deny",
@@ -802,11 +871,10 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
 
 
 def reach_denials(settings: DeliverySettings, stack: str) -> list[dict]:
-    """The deploy role's denials on what its `codebuild:*`, `ec2:*` and `eks:*` would reach beyond the stack:
-    another CodeBuild project, another launch template, another cluster's access, each of which runs or admits
-    code under an identity outside both ceilings. The stack boundary needs none of them: it allows no CodeBuild
-    action and refuses every access entry (ClusterAccessStaysInTheAccount)."""
-    account, cluster = settings.account_id, cluster_name(stack)
+    """The deploy role's denial on what its `codebuild:*` would reach beyond the stack: another CodeBuild project,
+    which runs code under an identity outside both ceilings. The stack boundary allows no CodeBuild action.
+    Another launch template and another cluster are both ceilings' (ceiling_denials)."""
+    account = settings.account_id
     return [
         # A build runs its commands (StartBuild's buildspecOverride, and the environment, image and source
         # overrides: boto/botocore:botocore/data/codebuild/2016-10-06/service-2.json@1.44.18, StartBuildInput) under
@@ -821,41 +889,6 @@ def reach_denials(settings: DeliverySettings, stack: str) -> list[dict]:
             "Effect": "Deny",
             "Action": ["codebuild:*"],
             "NotResource": f"arn:aws:codebuild:*:{account}:project/{role_name(stack, '*')}",
-        },
-        # A new version of a launch template that a group launches from by $Latest or $Default carries new user
-        # data and keeps the template's instance profile; EC2 Auto Scaling checks iam:PassRole when a group is
-        # created or updated, not when it launches (docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-
-        # launch-template-permissions.html), so a scale-out of another group of the account would run the deploy
-        # role's commands as that group's role. Every launch template of the program carries the stack's tag
-        # (STACK_TAG, last in cfg.resource_tags: components/nodes.py launch_template, components/storage.py's layout
-        # template; every launch template of the shipped plans carries it), which EC2 reads as
-        # aws:ResourceTag on the launch-template resource; StringNotEquals holds where the tag is absent. CreateTags
-        # is refused there too, or the tag would be put on another template first, but not while a template is
-        # created with its tags: ec2:CreateAction is present only then (docs.aws.amazon.com/AWSEC2/latest/UserGuide/
-        # supported-iam-actions-tagging.html).
-        {
-            "Sid": "OnlyTheStacksLaunchTemplates",
-            "Effect": "Deny",
-            "Action": ["ec2:CreateLaunchTemplateVersion", "ec2:ModifyLaunchTemplate", "ec2:CreateTags"],
-            "Resource": "arn:aws:ec2:*:*:launch-template/*",
-            "Condition": {
-                "StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
-                "Null": {"ec2:CreateAction": "true"},
-            },
-        },
-        # The deploy role is one of the principals ClusterAccessStaysInTheAccount lets it enter: in another cluster
-        # of the account (another stack's, or one the program does not make) it would enter itself as cluster
-        # admin. CreateAccessEntry acts on the cluster, UpdateAccessEntry and AssociateAccessPolicy on an access
-        # entry, `access-entry/CLUSTER/...` (Service Authorization Reference,
-        # list_amazonelasticcontainerserviceforkubernetes.html).
-        {
-            "Sid": "OnlyTheStacksClusterAccess",
-            "Effect": "Deny",
-            "Action": list(ACCESS_ENTRY_WRITES),
-            "NotResource": [
-                f"arn:aws:eks:*:{account}:cluster/{cluster}",
-                f"arn:aws:eks:*:{account}:access-entry/{cluster}/*",
-            ],
         },
     ]
 
@@ -878,15 +911,26 @@ def boundary_policy(
             "Effect": "Allow",
             "Resource": "*",
             "Action": sorted(
-                {
-                    f"{s}:*"
-                    for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, "codeconnections", "codestar-connections")
-                }
+                {f"{s}:*" for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES)}
                 - {"ssm:*", "iam:*", "codebuild:*"}  # the deploy role's alone: no stack role calls CodeBuild
             ),
         },
         # IAM: the actions the program and its roles call, named (IAM_ACTIONS); every other one is refused.
         {"Effect": "Allow", "Action": list(IAM_ACTIONS), "Resource": "*"},
+        {
+            "Effect": "Allow",
+            "Action": list(INSTANCE_PROFILE_WRITES),
+            "Resource": f"arn:aws:iam::{account}:instance-profile/karpenter/*/{cluster_name(stack)}/*",
+        },
+        # CodeConnections: the runner's connection alone, the one a stack role uses (the runner role's
+        # GetConnectionToken, GetConnection, UseConnection: Delivery._runner); the account's other connections and
+        # hosts are no role's of the stack (nor codestar-connections, the service's old prefix, which no policy of
+        # ours grants).
+        *(
+            [{"Effect": "Allow", "Action": ["codeconnections:*"], "Resource": settings.runner.connection_arn}]
+            if settings.runner.connection_arn
+            else []
+        ),
         # SSM: only the parameters our roles read (SSM_PARAMETERS); `ssm:*` would let a bounded
         # role run commands on any managed instance of the account and read every SecureString.
         {
@@ -900,6 +944,7 @@ def boundary_policy(
             "Resource": _buckets([settings.state_bucket, *buckets]),
         },
         *ceiling_denials(settings, stack, buckets, (), public_endpoint),
+        {"Sid": "NoKeysUnderTheBoundary", "Effect": "Deny", "Action": ["kms:CreateKey"], "Resource": "*"},
         # Without higgsfield:publicLoadBalancers the stack's load balancers are internal (components/tenancy.py
         # INTERNAL_LB_ANNOTATION for the teams'); the cluster role (AmazonEKSClusterPolicy: elasticloadbalancing:*)
         # would make an internet-facing one for any Service of type LoadBalancer without the annotation, and so
@@ -1023,6 +1068,7 @@ def deploy_policy(
     statements += ceiling_denials(
         settings, stack, buckets, access_entry_principals(settings, stack, admins), public_endpoint
     )
+    statements += key_denials()
     statements += reach_denials(settings, stack)
     return _document(*statements)
 

@@ -82,7 +82,7 @@ class LogKey(pulumi.ComponentResource):
     def __init__(self, name: str, args: LogKeyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:logs:LogKey", name, None, opts)
         keep = pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect)
-        # The policy is CreateKey's: no PutKeyPolicy afterwards (the deploy boundary's KeyPoliciesAtCreateOnly)
+        # The policy is CreateKey's: no PutKeyPolicy afterwards (the deploy boundary's AdministratorsOnly)
         self.key = aws.kms.Key(
             name,
             description=f"CloudWatch Logs of {args.cluster_name}",

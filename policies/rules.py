@@ -249,7 +249,7 @@ def _services_unpinned(statement: Mapping, accounts: set[str]) -> list[str]:
     "context naming it).",
 )
 def kms_key_policy_one_account(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    # The deploy boundary denies kms:PutKeyPolicy (components/delivery.py KeyPoliciesAtCreateOnly), so the policy
+    # The deploy boundary denies kms:PutKeyPolicy (components/delivery.py AdministratorsOnly), so the policy
     # CreateKey gets is the key's for good; IAM cannot read it, the pack can. CreateKey refuses a policy that would
     # not let its caller administer the key (the policy lockout safety check, which the boundary keeps on).
     if args.resource_type != KMS_KEY:

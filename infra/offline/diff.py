@@ -528,7 +528,7 @@ def _refuse_key_policy_writes(
     stack: str, added: list[dict], removed: list[dict], changed: list[Change], refuse: _Refusals
 ) -> None:
     """A key's policy is CreateKey's: the deploy role's policy denies kms:PutKeyPolicy
-    (components/delivery.py KeyPoliciesAtCreateOnly), so a new policy on an existing key, and an
+    (components/delivery.py AdministratorsOnly), so a new policy on an existing key, and an
     aws.kms.KeyPolicy added or deleted (both are a PutKeyPolicy; a delete puts AWS's default back),
     fail the deploy: they are an administrator's, and the refusal names the command."""
     for change in _updated_in_place(changed, KEY, "policy"):
@@ -580,7 +580,7 @@ DATA_REPOSITORY_ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryA
 
 def _refuse_data_repository_links(stack: str, added: list[dict], changed: list[Change], refuse: _Refusals) -> None:
     """A file system's link to a bucket is an administrator's: the deploy role's policy denies
-    fsx:CreateDataRepositoryAssociation (components/delivery.py DataRepositoryLinksAreTheAdministrators; IAM
+    fsx:CreateDataRepositoryAssociation (components/delivery.py AdministratorsOnly; IAM
     cannot see which bucket a link names), so a new or replaced association fails the deploy, and the
     refusal names the command."""
     created = [(r["name"], r["urn"], "a new") for r in added if r["type"] == DATA_REPOSITORY_ASSOCIATION]

@@ -44,7 +44,7 @@ ATTACKS = [
     ),
     (
         # The EC2 sibling of "default-encrypt the data bucket under another account's key (which that account could
-        # later revoke)" (BucketsKeepTheirKeysAndListings): every launch template of the program asks for an encrypted
+        # later revoke)" (TheDataOutlivesTheDeploy): every launch template of the program asks for an encrypted
         # root volume without naming a key (components/nodes.py, gpu_pools.py, cpu_nodes.py: encrypted "true"), so
         # the account's default EBS key encrypts every node's disk; pointed at another account's key, that account
         # holds every new node's boot (and sees each use in its CloudTrail). The program never sets the default

@@ -181,14 +181,14 @@ ATTACKS += [
     (
         "let another account pull the gate's image",
         Request("ecr:SetRepositoryPolicy", f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/higgsfield-prod-training"),
-        "NoCrossAccountOpenings",
+        "AdministratorsOnly",
     ),
     (
         "replicate every image to another account",
         Request("ecr:PutReplicationConfiguration", "*"),
-        "NoCrossAccountOpenings",
+        "AdministratorsOnly",
     ),
-    ("a registry policy for another account", Request("ecr:PutRegistryPolicy", "*"), "NoCrossAccountOpenings"),
+    ("a registry policy for another account", Request("ecr:PutRegistryPolicy", "*"), "AdministratorsOnly"),
     (
         "grant another account the FSx key",
         Request("kms:CreateGrant", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/fsx", {"kms:GrantIsForAWSResource": "false"}),
@@ -199,9 +199,9 @@ ATTACKS += [
         Request(
             "logs:PutSubscriptionFilter", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/eks/higgsfield-prod/cluster"
         ),
-        "NoCrossAccountOpenings",
+        "AdministratorsOnly",
     ),
-    ("a log destination for another account", Request("logs:PutDestinationPolicy", "*"), "NoCrossAccountOpenings"),
+    ("a log destination for another account", Request("logs:PutDestinationPolicy", "*"), "AdministratorsOnly"),
     (
         "delete the audit log",
         Request("logs:DeleteLogGroup", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/eks/higgsfield-prod/cluster"),
@@ -212,39 +212,39 @@ ATTACKS += [
         Request("logs:DeleteLogGroup", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/vpc/higgsfield-prod/flow-logs"),
         "AuditLogsStay",
     ),
-    ("peer the VPC with another account's", Request("ec2:CreateVpcPeeringConnection", "*"), "NoCrossAccountOpenings"),
-    ("accept another account's peering", Request("ec2:AcceptVpcPeeringConnection", "*"), "NoCrossAccountOpenings"),
-    ("share a snapshot of a node's disk", Request("ec2:ModifySnapshotAttribute", "*"), "NoCrossAccountOpenings"),
-    ("share an image", Request("ec2:ModifyImageAttribute", "*"), "NoCrossAccountOpenings"),
+    ("peer the VPC with another account's", Request("ec2:CreateVpcPeeringConnection", "*"), "AdministratorsOnly"),
+    ("accept another account's peering", Request("ec2:AcceptVpcPeeringConnection", "*"), "AdministratorsOnly"),
+    ("share a snapshot of a node's disk", Request("ec2:ModifySnapshotAttribute", "*"), "AdministratorsOnly"),
+    ("share an image", Request("ec2:ModifyImageAttribute", "*"), "AdministratorsOnly"),
     (
         "rewrite the unsquashed layout client's user data",
         Request("ec2:ModifyInstanceAttribute", f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/i-0layout"),
-        "NoCrossAccountOpenings",
+        "AdministratorsOnly",
     ),
     (
         "a bucket policy for another account on the data",
         Request("s3:PutBucketPolicy", DATA_BUCKET),
-        "NoCrossAccountOpenings",
+        "AdministratorsOnly",
     ),
     (
         "replicate the data to another account",
         Request("s3:PutReplicationConfiguration", DATA_BUCKET),
-        "NoCrossAccountOpenings",
+        "AdministratorsOnly",
     ),
-    ("expire the data", Request("s3:PutLifecycleConfiguration", DATA_BUCKET), "NoCrossAccountOpenings"),
-    ("make the data public", Request("s3:DeleteBucketPublicAccessBlock", DATA_BUCKET), "NoCrossAccountOpenings"),
-    ("an access point for another account", Request("s3:CreateAccessPoint", DATA_BUCKET), "NoCrossAccountOpenings"),
+    ("expire the data", Request("s3:PutLifecycleConfiguration", DATA_BUCKET), "AdministratorsOnly"),
+    ("make the data public", Request("s3:DeleteBucketPublicAccessBlock", DATA_BUCKET), "AdministratorsOnly"),
+    ("an access point for another account", Request("s3:CreateAccessPoint", DATA_BUCKET), "AdministratorsOnly"),
     (
         "offer the VPC's services to another account",
         Request("ec2:ModifyVpcEndpointServicePermissions", "*"),
-        "NoCrossAccountOpenings",
+        "AdministratorsOnly",
     ),
     (
         "attach the VPC to another account's transit gateway",
         Request("ec2:CreateTransitGatewayVpcAttachment", "*"),
-        "NoCrossAccountOpenings",
+        "AdministratorsOnly",
     ),
-    ("a VPN to another network", Request("ec2:CreateVpnConnection", "*"), "NoCrossAccountOpenings"),
+    ("a VPN to another network", Request("ec2:CreateVpnConnection", "*"), "AdministratorsOnly"),
     (
         "make another account's role a cluster admin",
         Request(
@@ -257,23 +257,23 @@ ATTACKS += [
     (
         "rewrite the policy of a key that is not the stack's (another stack's)",
         Request("kms:PutKeyPolicy", FOREIGN_KEY, {"aws:ResourceTag/higgsfield:stack": "staging"}),
-        "KeyPoliciesAtCreateOnly",
+        "AdministratorsOnly",
     ),
     (
         "rewrite the policy of an untagged key of the account",
         Request("kms:PutKeyPolicy", FOREIGN_KEY),
-        "KeyPoliciesAtCreateOnly",
+        "AdministratorsOnly",
     ),
     (
         # IAM cannot read the policy PutKeyPolicy writes: one naming another account looks like ours
         "rewrite the policy of one of the stack's own keys to open it to another account",
         Request("kms:PutKeyPolicy", OWN_KEY, OWN_TAG),
-        "KeyPoliciesAtCreateOnly",
+        "AdministratorsOnly",
     ),
     (
         "lock the account out of one of its keys",
         Request("kms:PutKeyPolicy", OWN_KEY, {**OWN_TAG, "kms:BypassPolicyLockoutSafetyCheck": "true"}),
-        "KeyPoliciesAtCreateOnly",
+        "AdministratorsOnly",
     ),
     (
         "create a key the account is locked out of",
@@ -291,7 +291,7 @@ ATTACKS += [
     (
         "an outside OIDC issuer for the cluster",
         Request("eks:AssociateIdentityProviderConfig", f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/higgsfield-prod"),
-        "NoCrossAccountOpenings",
+        "AdministratorsOnly",
     ),
     (
         "an endpoint of another account's Gateway Load Balancer service",
@@ -303,10 +303,10 @@ ATTACKS += [
         Request("ec2:CreateVpcEndpoint", ENDPOINT, {"ec2:VpceServiceOwner": "aws-marketplace"}),
         "EndpointsOfAwsOrTheAccount",
     ),
-    ("a traffic mirror target", Request("ec2:CreateTrafficMirrorTarget", "*"), "NoCrossAccountOpenings"),
-    ("a traffic mirror session on a node", Request("ec2:CreateTrafficMirrorSession", "*"), "NoCrossAccountOpenings"),
-    ("export the audit log to another bucket", Request("logs:CreateExportTask", AUDIT_LOG), "NoCrossAccountOpenings"),
-    ("a vended-log delivery elsewhere", Request("logs:CreateDelivery", "*"), "NoCrossAccountOpenings"),
+    ("a traffic mirror target", Request("ec2:CreateTrafficMirrorTarget", "*"), "AdministratorsOnly"),
+    ("a traffic mirror session on a node", Request("ec2:CreateTrafficMirrorSession", "*"), "AdministratorsOnly"),
+    ("export the audit log to another bucket", Request("logs:CreateExportTask", AUDIT_LOG), "AdministratorsOnly"),
+    ("a vended-log delivery elsewhere", Request("logs:CreateDelivery", "*"), "AdministratorsOnly"),
     ("shorten the audit log's retention", Request("logs:PutRetentionPolicy", AUDIT_LOG), "AuditLogsStay"),
     ("shorten the flow logs' retention", Request("logs:PutRetentionPolicy", FLOW_LOG), "AuditLogsStay"),
     ("put the audit log under another key", Request("logs:AssociateKmsKey", AUDIT_LOG), "AuditLogsStay"),
@@ -314,36 +314,36 @@ ATTACKS += [
     (
         "replicate one of the stack's keys with a policy of its own",
         Request("kms:ReplicateKey", OWN_KEY, {**OWN_TAG, "kms:ReplicaRegion": "eu-west-1"}),
-        "SingleRegionKeysOnly",
+        "AdministratorsOnly",
     ),
-    ("make a replica the primary", Request("kms:UpdatePrimaryRegion", OWN_KEY, OWN_TAG), "SingleRegionKeysOnly"),
+    ("make a replica the primary", Request("kms:UpdatePrimaryRegion", OWN_KEY, OWN_TAG), "AdministratorsOnly"),
     ("create a multi-Region key", Request("kms:CreateKey", "*", {"kms:MultiRegion": "true"}), "NoMultiRegionKeys"),
     (
         "encrypt the state under another account's key",
         Request("s3:PutEncryptionConfiguration", STATE_BUCKET),
-        "BucketsKeepTheirKeysAndListings",
+        "TheDataOutlivesTheDeploy",
     ),
     (
         "encrypt the data under another account's key",
         Request("s3:PutEncryptionConfiguration", DATA_BUCKET),
-        "BucketsKeepTheirKeysAndListings",
+        "TheDataOutlivesTheDeploy",
     ),
     (
         "an inventory of the data for another account",
         Request("s3:PutInventoryConfiguration", DATA_BUCKET),
-        "BucketsKeepTheirKeysAndListings",
+        "TheDataOutlivesTheDeploy",
     ),
     (
         "an analytics export of the state",
         Request("s3:PutAnalyticsConfiguration", STATE_BUCKET),
-        "BucketsKeepTheirKeysAndListings",
+        "TheDataOutlivesTheDeploy",
     ),
     (
         "the data's object events to another account's queue",
         Request("s3:PutBucketNotification", DATA_BUCKET),
-        "BucketsKeepTheirKeysAndListings",
+        "TheDataOutlivesTheDeploy",
     ),
-    ("share the runners' builds", Request("codebuild:PutResourcePolicy", "*"), "NoCrossAccountOpenings"),
+    ("share the runners' builds", Request("codebuild:PutResourcePolicy", "*"), "AdministratorsOnly"),
 ]
 
 # Issue 34, round 6, second attack: a stack role trusted by another account, made cluster admin; and the
@@ -376,20 +376,20 @@ ATTACKS += [
     (
         "an outside OIDC trust provider for Verified Access",
         Request("ec2:CreateVerifiedAccessTrustProvider", "*"),
-        "NoCrossAccountOpenings",
+        "AdministratorsOnly",
     ),
     (
         "a Verified Access endpoint in the VPC",
         Request("ec2:CreateVerifiedAccessEndpoint", "*"),
-        "NoCrossAccountOpenings",
+        "AdministratorsOnly",
     ),
     (
         "lend a node's interface to another account",
         Request("ec2:CreateNetworkInterfacePermission", "*"),
         "InterfacesLentOnlyToCodeBuild",
     ),
-    ("an external key store", Request("kms:CreateCustomKeyStore", "*"), "NoCrossAccountOpenings"),
-    ("import key material", Request("kms:ImportKeyMaterial", OWN_KEY, OWN_TAG), "NoCrossAccountOpenings"),
+    ("an external key store", Request("kms:CreateCustomKeyStore", "*"), "AdministratorsOnly"),
+    ("import key material", Request("kms:ImportKeyMaterial", OWN_KEY, OWN_TAG), "AdministratorsOnly"),
     (
         "a key in an external key store",
         Request("kms:CreateKey", "*", {"kms:KeyOrigin": "EXTERNAL_KEY_STORE"}),
@@ -424,12 +424,12 @@ ATTACKS += [
     (
         "link the file system to another account's bucket (export the teams' files there)",
         Request("fsx:CreateDataRepositoryAssociation", f"arn:aws:fsx:{REGION}:{ACCOUNT}:association/fs-0123/*"),
-        "DataRepositoryLinksAreTheAdministrators",
+        "AdministratorsOnly",
     ),
     (
         "a file cache linked to another account's bucket",
         Request("fsx:CreateFileCache", "*"),
-        "DataRepositoryLinksAreTheAdministrators",
+        "AdministratorsOnly",
     ),
     (
         # what FSx asks its caller for when a new file system links a bucket (an ImportPath)
@@ -461,12 +461,12 @@ ATTACKS += [
     (
         "attach an Elastic IP to an instance",
         Request("ec2:AssociateAddress", f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/i-0node"),
-        "NoAddressOpenings",
+        "AdministratorsOnly",
     ),
     (
         "make a private subnet hand out public addresses",
         Request("ec2:ModifySubnetAttribute", f"arn:aws:ec2:{REGION}:{ACCOUNT}:subnet/subnet-0private"),
-        "NoAddressOpenings",
+        "AdministratorsOnly",
     ),
 ]
 
@@ -494,13 +494,20 @@ def test_the_deploy_role_cannot(attack, request_, sid):
         assert decision.denied_by == ("delivery-deploy", sid), decision.reason
 
 
+# The deploy role's denials whose requests the boundary refuses whole under another Sid: no role under it makes a
+# key (components/delivery.py key_denials).
+IN_THE_BOUNDARY = dict.fromkeys(
+    ("NoMultiRegionKeys", "NoKeyPolicyLockout", "NoForeignKeyMaterial"), "NoKeysUnderTheBoundary"
+)
+
+
 @pytest.mark.parametrize(("attack", "request_", "sid"), ATTACKS, ids=[a[0] for a in ATTACKS])
 def test_a_role_it_made_with_every_permission_cannot_either(attack, request_, sid):
     decision = evaluate(request_, [EVERYTHING], _boundary())
     if _refused_by_the_boundarys_allow(request_):
         assert decision.reason == NOT_ALLOWED_BY_THE_BOUNDARY, decision.reason
     else:
-        assert decision.denied_by == ("delivery-boundary", sid), decision.reason
+        assert decision.denied_by == ("delivery-boundary", IN_THE_BOUNDARY.get(sid, sid)), decision.reason
 
 
 def _allows_of(policy: Policy) -> Policy:
@@ -561,7 +568,7 @@ DEPLOYS = [
     Request("ec2:CreateNatGateway", "*"),
     Request("ec2:CreateSubnet", "*"),
     # the file system, and its association's auto-import and auto-export policies (the association itself
-    # is an administrator's: DataRepositoryLinksAreTheAdministrators)
+    # is an administrator's: AdministratorsOnly)
     Request("fsx:CreateFileSystem", "*"),
     Request("fsx:UpdateDataRepositoryAssociation", f"arn:aws:fsx:us-east-2:{ACCOUNT}:association/fs-0123/dra-0123"),
     Request("s3:PutBucketVersioning", f"arn:aws:s3:::{config_of('prod').fsx.s3.bucket}"),

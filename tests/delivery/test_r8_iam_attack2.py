@@ -22,10 +22,6 @@ NODE_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-nodes-0123"  # bound_e
 OTHER_LAUNCH_TEMPLATE = f"arn:aws:ec2:{REGION}:{ACCOUNT}:launch-template/lt-0other"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the boundary has no room for OnlyTheStacksLaunchTemplates (docs/security-ci.md, Still open)",
-)
 def test_no_role_under_the_boundary_adds_a_version_to_a_launch_template_that_is_not_the_stacks():
     """OnlyTheStacksLaunchTemplates is in reach_denials, which only deploy_policy carries; the boundary allows
     `ec2:*` on `*` and has no such denial. The deploy role makes a role under the boundary with `ec2:*` inline and a
@@ -56,9 +52,6 @@ def test_no_role_under_the_boundary_adds_a_version_to_a_launch_template_that_is_
     assert not decision.allowed, decision.reason
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open: no room for an EKS denial outside the stack's cluster (docs/security-ci.md, Still open)"
-)
 def test_the_deploy_role_adds_no_node_group_to_a_cluster_that_is_not_the_stacks():
     """OnlyTheStacksClusterAccess keeps the deploy role's access entries to the stack's cluster, but
     `eks:CreateNodegroup` (on the cluster's ARN: Service Authorization Reference, list_amazonelasticcontainer
@@ -80,6 +73,24 @@ def test_the_deploy_role_adds_no_node_group_to_a_cluster_that_is_not_the_stacks(
     assert evaluate(passed, [_deploy()]).allowed  # its own node role, as a deploy passes it
     decision = evaluate(Request("eks:CreateNodegroup", OTHER_CLUSTER), [_deploy()])
     assert not decision.allowed, decision.reason
+
+
+def test_no_role_under_the_boundary_adds_a_node_group_to_a_cluster_that_is_not_the_stacks():
+    """The same node group from a role the deploy role makes under the boundary (`eks:*` on `*`, PassRole of the
+    stack's roles): the boundary carries the denial too (OnlyTheStacksCluster, ceiling_denials)."""
+    decision = evaluate(Request("eks:CreateNodegroup", OTHER_CLUSTER), [EVERYTHING], _boundary())
+    assert not decision.allowed, decision.reason
+
+
+def test_the_stacks_own_node_groups_add_ons_and_associations_stay_the_deploys():
+    cluster = f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/higgsfield-prod"
+    for request in (
+        Request("eks:CreateNodegroup", cluster),
+        Request("eks:UpdateNodegroupVersion", f"arn:aws:eks:{REGION}:{ACCOUNT}:nodegroup/higgsfield-prod/gpu/0123"),
+        Request("eks:DeleteAddon", f"arn:aws:eks:{REGION}:{ACCOUNT}:addon/higgsfield-prod/vpc-cni/0123"),
+        Request("eks:UpdateClusterVersion", cluster),
+    ):
+        assert evaluate(request, [_deploy()]).allowed, request.action
 
 
 PROD_EU = {"stack": "prod-eu", "account": ACCOUNT, "environment": "production", "deployEnvironment": "prod-eu"}
@@ -105,7 +116,6 @@ def test_check_leaves_stacks_whose_names_only_share_a_prefix_without_a_dash():
     assert [f for f in account_findings(prod, [other]) if "extends" in f[2]] == []
 
 
-@pytest.mark.xfail(strict=True, reason="open: no room for a denial on the logs key (docs/security-ci.md, Still open)")
 def test_the_deploy_role_cannot_destroy_the_key_the_audit_trail_is_encrypted_with():
     """AuditLogsStay keeps the control plane's and the flow logs' groups, their retention and their key
     (`*ssociateKmsKey`), but both groups are encrypted under the stack's logs key (components/logs.py LogKey;
@@ -125,7 +135,19 @@ def test_the_deploy_role_cannot_destroy_the_key_the_audit_trail_is_encrypted_wit
         assert not decision.allowed, f"{action}: {decision.reason}"
 
 
-@pytest.mark.xfail(strict=True, reason="open: no room for ec2:DeleteFlowLogs (docs/security-ci.md, Still open)")
+def test_no_role_under_the_boundary_destroys_the_logs_key_or_stops_the_flow_log():
+    """The same requests from a role the deploy role makes under the boundary (`kms:*`, `ec2:*` on `*`): the
+    boundary refuses them too (AdministratorsOnly, ceiling_denials)."""
+    context = {**OWN_TAG, "kms:ResourceAliases": ["alias/higgsfield-prod-logs"]}
+    for request in (
+        Request("kms:ScheduleKeyDeletion", OWN_KEY, context),
+        Request("kms:DisableKey", OWN_KEY, context),
+        Request("ec2:DeleteFlowLogs", f"arn:aws:ec2:{REGION}:{ACCOUNT}:vpc-flow-log/fl-0stack", OWN_TAG),
+    ):
+        decision = evaluate(request, [EVERYTHING], _boundary())
+        assert not decision.allowed, f"{request.action}: {decision.reason}"
+
+
 def test_the_deploy_role_cannot_stop_the_vpcs_flow_log():
     """AuditLogsStay keeps the flow-log group, not the flow log that writes to it: `ec2:DeleteFlowLogs` (on the
     vpc-flow-log resource, which carries aws:ResourceTag: Service Authorization Reference, list_amazonec2.html) is
@@ -145,10 +167,6 @@ def test_the_deploy_role_cannot_stop_the_vpcs_flow_log():
     assert not decision.allowed, decision.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: Karpenter's instance-profile writes do not fit the boundary (docs/security-ci.md, Still open)",
-)
 def test_the_boundary_lets_karpenter_make_the_instance_profile_of_its_node_class():
     """Every Karpenter pool's EC2NodeClass names the node role (`role`: components/karpenter.py ec2_node_class), not
     an instance profile, so Karpenter's controller makes the profile itself: CreateInstanceProfile under
@@ -185,7 +203,7 @@ def test_the_boundary_lets_karpenter_make_the_instance_profile_of_its_node_class
 
 @pytest.mark.xfail(
     strict=True,
-    reason="open: the program enables that versioning; a denial needs the status as a condition (security-ci.md)",
+    reason="open: no IAM condition key carries the versioning status (list_amazons3; docs/security-ci.md)",
 )
 def test_the_deploy_role_cannot_suspend_the_versioning_of_the_linked_data_bucket():
     """TheDataOutlivesTheDeploy ("the linked buckets keep every version") denies s3:DeleteObjectVersion and
@@ -197,7 +215,7 @@ def test_the_deploy_role_cannot_suspend_the_versioning_of_the_linked_data_bucket
     VersionSuspendedBehavior.html), so from then on FSx's NEW/CHANGED exports and the deploy role's own DeleteObject
     (allowed) destroy the data without a version to restore, where components/storage.py's BucketVersioning says an
     overwrite is recoverable. The program enables versioning once, when the bucket is linked, and a link is already
-    an administrator's deploy (DataRepositoryLinksAreTheAdministrators). Any role under the boundary (`s3:*` on the
+    an administrator's deploy (AdministratorsOnly). Any role under the boundary (`s3:*` on the
     same buckets) can do the same. Impact: the teams' training data written after the suspension lost beyond
     recovery by a deploy. Fix: add s3:PutBucketVersioning to DATA_DESTRUCTION (both ceilings)."""
     bucket = config_of("prod").fsx.linked_buckets[0]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
 import yaml
 
 from components.delivery import (
@@ -47,7 +46,7 @@ def test_the_boundary_lets_the_codebuild_runners_make_their_network_interfaces_u
     `ec2:AuthorizedService` codebuild.amazonaws.com (Delivery._runner, the `-eni` policy), as CodeBuild's VPC
     documentation requires of the service role (docs.aws.amazon.com/codebuild/latest/userguide/auth-and-access-
     control-iam-identity-based-access-control.html, "Allow CodeBuild access to AWS services required to create a
-    VPC network interface"). The boundary's NoCrossAccountOpenings denies that action on every resource, for every
+    VPC network interface"). The boundary's AdministratorsOnly denies that action on every resource, for every
     service, so CodeBuild cannot attach the runner's interface and no build of the preview or deploy runner starts
     in the VPC: with `runner.enabled` (every shipped stack) CI's jobs on the runners fail. The test that checks
     every inline grant against the boundary skips this policy, for its document is computed (the subnets' ids).
@@ -75,7 +74,7 @@ def test_no_role_under_the_boundary_makes_an_internet_facing_load_balancer_on_a_
     about-aws/whats-new/2023/11/aws-elastic-load-balancing-iam-condition-keys/; Service Authorization
     Reference, list_awselasticloadbalancing.html). Impact: the stack's pods and nodes reachable from the internet
     while both ceilings refuse every public IPv4 address on an instance (NoPublicAddressOnLaunch,
-    NoAddressOpenings). Fix: unless public_load_balancers, deny elasticloadbalancing:CreateLoadBalancer where
+    AdministratorsOnly). Fix: unless public_load_balancers, deny elasticloadbalancing:CreateLoadBalancer where
     `elasticloadbalancing:Scheme` is `internet-facing` in ceiling_denials."""
     assert not config_of("prod").public_load_balancers
     request = Request(
@@ -88,7 +87,7 @@ def test_no_role_under_the_boundary_makes_an_internet_facing_load_balancer_on_a_
 
 
 def test_the_deploy_role_cannot_give_the_stacks_network_public_ipv6_addresses():
-    """The ceilings refuse public IPv4 addresses (NoPublicAddressOnLaunch, NoAddressOpenings: "Public IPv4
+    """The ceilings refuse public IPv4 addresses (NoPublicAddressOnLaunch, AdministratorsOnly: "Public IPv4
     addresses on what runs in the stack"), and nothing of IPv6: the deploy role's `ec2:*` lets it add an
     Amazon-provided IPv6 block to the stack's VPC and to its private subnets (AssociateVpcCidrBlock takes
     AmazonProvidedIpv6CidrBlock, AssociateSubnetCidrBlock an Ipv6CidrBlock: boto/botocore:botocore/data/ec2/
@@ -224,10 +223,6 @@ def test_a_stack_config_the_loader_admits_renders_a_deploy_policy_iam_accepts(tm
     assert policy_characters(document) <= ROLE_POLICY_CHARACTERS, policy_characters(document)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the boundary has no room for the runner's connection ARN (docs/security-ci.md, Two ceilings)",
-)
 def test_no_role_under_the_boundary_reaches_a_codeconnections_connection_but_the_runners():
     """The boundary allows `codeconnections:*` and `codestar-connections:*` on `*` (boundary_policy's service
     list), where the one stack role that uses a connection, the runner's, needs GetConnectionToken, GetConnection
@@ -245,10 +240,6 @@ def test_no_role_under_the_boundary_reaches_a_codeconnections_connection_but_the
     assert not decision.allowed, decision.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: no room in either ceiling; the deploy role trusts GitHub's OIDC alone (docs/security-ci.md)",
-)
 def test_no_identity_of_the_stack_passes_the_unbounded_deploy_role():
     """PassOnlyTheStacksRoles denies passing any role but `higgsfield-STACK-*`, a pattern that names the deploy
     role itself, the one role without the boundary; StackRoles allows iam:PassRole on the same pattern, and the

@@ -200,7 +200,7 @@ def _association(plan: dict) -> dict:
 
 
 def test_a_new_link_of_the_file_system_to_a_bucket_is_refused_naming_the_administrators_command():
-    """The deploy role's policy denies fsx:CreateDataRepositoryAssociation (DataRepositoryLinksAreTheAdministrators): no
+    """The deploy role's policy denies fsx:CreateDataRepositoryAssociation (AdministratorsOnly): no
     IAM condition key names the bucket, so every link is an administrator's, and diff says so before the deploy
     fails."""
     base, head = _prod(), _prod()

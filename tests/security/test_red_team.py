@@ -206,18 +206,18 @@ STATE_KEY = config_of("prod").delivery.state_key_arn
 # (the request, the denial that refuses it: TheBackendIsTheAdministrators' own, or one that refuses the action on
 # every resource, which it therefore leaves out)
 BACKEND_TAKEOVERS = [
-    (Request("s3:PutBucketPolicy", STATE_BUCKET), "NoCrossAccountOpenings"),
+    (Request("s3:PutBucketPolicy", STATE_BUCKET), "AdministratorsOnly"),
     (Request("s3:DeleteBucketPolicy", STATE_BUCKET), "TheBackendIsTheAdministrators"),
-    (Request("s3:PutBucketAcl", STATE_BUCKET), "NoCrossAccountOpenings"),
-    (Request("s3:PutObjectAcl", f"{STATE_BUCKET}/.pulumi/stacks/higgsfield/prod.json"), "NoCrossAccountOpenings"),
-    (Request("s3:PutBucketPublicAccessBlock", STATE_BUCKET), "NoCrossAccountOpenings"),
+    (Request("s3:PutBucketAcl", STATE_BUCKET), "AdministratorsOnly"),
+    (Request("s3:PutObjectAcl", f"{STATE_BUCKET}/.pulumi/stacks/higgsfield/prod.json"), "AdministratorsOnly"),
+    (Request("s3:PutBucketPublicAccessBlock", STATE_BUCKET), "AdministratorsOnly"),
     (Request("s3:PutBucketVersioning", STATE_BUCKET), "TheBackendIsTheAdministrators"),
-    (Request("s3:PutLifecycleConfiguration", STATE_BUCKET), "NoCrossAccountOpenings"),
+    (Request("s3:PutLifecycleConfiguration", STATE_BUCKET), "AdministratorsOnly"),
     (Request("s3:DeleteBucket", STATE_BUCKET), "TheBackendIsTheAdministrators"),
-    (Request("kms:PutKeyPolicy", STATE_KEY), "KeyPoliciesAtCreateOnly"),
+    (Request("kms:PutKeyPolicy", STATE_KEY), "AdministratorsOnly"),
     (Request("kms:CreateGrant", STATE_KEY), "TheBackendIsTheAdministrators"),
-    (Request("kms:ScheduleKeyDeletion", STATE_KEY), "TheBackendIsTheAdministrators"),
-    (Request("kms:DisableKey", STATE_KEY), "TheBackendIsTheAdministrators"),
+    (Request("kms:ScheduleKeyDeletion", STATE_KEY), "AdministratorsOnly"),
+    (Request("kms:DisableKey", STATE_KEY), "AdministratorsOnly"),
 ]
 
 
