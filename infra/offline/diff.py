@@ -48,6 +48,24 @@ REPLACE_ON: dict[str, tuple[str, ...]] = {
         "encryptionConfig",
         "kubernetesNetworkConfig",
     ),
+    # every setting of a flow log but its tags (hashicorp/terraform-provider-aws:internal/service/ec2/
+    # vpc_flow_log.go, ForceNew on each: read through the code search, its ref not pinned here)
+    "aws:ec2/flowLog:FlowLog": (
+        "vpcId",
+        "subnetId",
+        "eniId",
+        "transitGatewayId",
+        "transitGatewayAttachmentId",
+        "trafficType",
+        "logDestination",
+        "logDestinationType",
+        "logGroupName",
+        "logFormat",
+        "iamRoleArn",
+        "deliverCrossAccountRole",
+        "destinationOptions",
+        "maxAggregationInterval",
+    ),
     "aws:eks/nodeGroup:NodeGroup": (
         "clusterName",
         "nodeGroupName",
@@ -357,6 +375,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     if not base.get("new_stack"):  # a new stack's first deploy is the administrator's (`higgsfield bootstrap`)
         _refuse_data_repository_links(str(head.get("stack", "STACK")), added, changed, refuse)
         _refuse_managed_policy_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
+    _refuse_flow_log_ends(str(head.get("stack", "STACK")), removed, changed, refuse)
     return Diff(
         added,
         removed,
@@ -631,6 +650,24 @@ def _refuse_managed_policy_writes(
                 "the deploy role may not delete a managed policy (ManagedPoliciesAreFixed); "
                 f"{_administrator_applies(stack, resource['urn'])}",
             )
+
+
+FLOW_LOG = "aws:ec2/flowLog:FlowLog"
+
+
+def _refuse_flow_log_ends(stack: str, removed: list[dict], changed: list[Change], refuse: _Refusals) -> None:
+    """The VPC's flow log is part of the audit trail: both ceilings deny ec2:DeleteFlowLogs (components/delivery.py
+    AUDIT_TRAIL_ENDS), so a deploy that deletes or replaces one (a flow log's settings are CreateFlowLogs' alone)
+    would fail half way; the refusal names the administrator's command."""
+    ended = [(r["name"], r["urn"], "delete") for r in removed if r["type"] == FLOW_LOG]
+    ended += [(c.name, c.urn, "replacement") for c in changed if c.type == FLOW_LOG and c.replaces]
+    for name, urn, what in ended:
+        refuse(
+            f"{what} of VPC flow log {name}",
+            name,
+            f"the deploy role may not delete a flow log (its policy denies ec2:DeleteFlowLogs: the audit trail); "
+            f"{_administrator_applies(stack, urn)}",
+        )
 
 
 def _audit_log(resource: dict) -> bool:

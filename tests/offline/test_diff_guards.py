@@ -255,3 +255,22 @@ def test_a_change_to_a_managed_policy_of_the_stack_is_refused_naming_the_adminis
 
 def test_an_unchanged_managed_policy_goes_through():
     assert [r for r in compare(_prod(), _prod(), set()).refused if "managed policy" in r] == []
+
+
+def _flow_log(plan: dict) -> dict:
+    return next(r for r in plan["resources"] if r["type"] == "aws:ec2/flowLog:FlowLog")
+
+
+def test_replacing_the_vpcs_flow_log_is_refused_naming_the_administrators_command():
+    """Both ceilings deny ec2:DeleteFlowLogs (the audit trail): a replacement would fail the deploy half way."""
+    base, head = _prod(), _prod()
+    _flow_log(head)["inputs"]["trafficType"] = "REJECT"
+    (refusal,) = [r for r in compare(base, head, set()).refused if "flow log" in r]
+    assert refusal.startswith("replacement of VPC flow log network-flow-logs is refused (")
+    assert f"pulumi up --stack prod --target '{_flow_log(head)['urn']}'" in refusal
+
+
+def test_deleting_the_vpcs_flow_log_is_refused():
+    base, head = _prod(), _prod()
+    head["resources"].remove(_flow_log(head))
+    assert [r for r in compare(base, head, set()).refused if r.startswith("delete of VPC flow log")]
