@@ -274,3 +274,23 @@ def test_deleting_the_vpcs_flow_log_is_refused():
     base, head = _prod(), _prod()
     head["resources"].remove(_flow_log(head))
     assert [r for r in compare(base, head, set()).refused if r.startswith("delete of VPC flow log")]
+
+
+def _staging() -> dict:
+    return copy.deepcopy(plan_of("staging").as_dict())
+
+
+def test_deleting_a_key_the_stack_does_not_retain_is_refused_naming_the_administrators_command():
+    """Both ceilings deny kms:ScheduleKeyDeletion on every key (components/delivery.py AUDIT_TRAIL_ENDS), and
+    pulumi-aws deletes a key with ScheduleKeyDeletion (resourceKeyDelete, hashicorp/terraform-provider-aws:
+    internal/service/kms/key.go@00a35305, the stored copy): where the key is not retained on delete (staging's
+    are not: protect is prod's), `--allow lustre-key` lets a CI deploy through to a refused call half way, the
+    file system already gone, and every later deploy retries it. Staging drops its Lustre key when its
+    deployment type leaves PERSISTENT_2 (components/storage.py)."""
+    base, head = _staging(), _staging()
+    key = _key(head, "lustre-key")
+    assert not key["retain_on_delete"]
+    head["resources"].remove(key)
+    (refusal,) = [r for r in compare(base, head, set()).refused if "KMS key" in r]
+    assert refusal.startswith("delete of KMS key lustre-key is refused (")
+    assert f"pulumi up --stack staging --target '{key['urn']}'" in refusal
