@@ -290,7 +290,7 @@ IAM_ACTIONS = (
 # Karpenter's controller makes the instance profile of each node class that names a role (every pool's:
 # components/karpenter.py ec2_node_class), at path `/karpenter/REGION/CLUSTER/UID/`, then adds the node role to it,
 # and deletes it with the node class (DefaultProvider.Create, ensureRole, Delete: aws/karpenter-provider-aws:pkg/
-# providers/instanceprofile/instanceprofile.go@0118634a, the stored copy; v1.14.1 not read here); karpenter_policy
+# providers/instanceprofile/instanceprofile.go@v1.14.1, FormatPath); karpenter_policy
 # grants these on the controller's side. The boundary allows them on the stack's cluster's path alone
 # (boundary_policy), where an instance profile ARN holds its path; AddRoleToInstanceProfile also asks
 # iam:PassRole of the role it adds (PassOnlyTheStacksRoles).

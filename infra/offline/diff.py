@@ -368,7 +368,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     )  # in the order the deploy updates them
     added = [after[u] for u in sorted(set(after) - set(before))]
     removed = [before[u] for u in sorted(set(before) - set(after))]
-    _refuse_losing_data(before, after, removed, changed, refuse)
+    _refuse_losing_data(str(head.get("stack", "STACK")), before, after, removed, changed, refuse)
     _refuse_key_policy_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
     _refuse_audit_log_writes(str(head.get("stack", "STACK")), after, changed, refuse)
     _refuse_trust_policy_writes(str(head.get("stack", "STACK")), changed, refuse)
@@ -488,15 +488,25 @@ def _refuse_kubernetes_version(new: dict, a: dict, b: dict, refuse: _Refusals) -
 
 
 def _refuse_losing_data(
-    before: dict, after: dict, removed: list[dict], changed: list[Change], refuse: _Refusals
+    stack: str, before: dict, after: dict, removed: list[dict], changed: list[Change], refuse: _Refusals
 ) -> None:
     """Deleting or replacing what holds data (file systems, volumes, logs in prod, namespaces,
-    claims), and moving a protected stack to another environment."""
+    claims), and moving a protected stack to another environment. A KMS key the stack does not retain
+    is deleted with kms:ScheduleKeyDeletion, which both ceilings deny (components/delivery.py
+    AUDIT_TRAIL_ENDS): its refusal names the administrator's command, for an allow alone would let a
+    CI deploy through to a refused call half way."""
     for resource, verb in [(r, "delete") for r in removed] + [
         (before[c.urn], "replace") for c in changed if c.replaces
     ]:
         kind = KEPT.get(resource["type"])
-        if kind:
+        if kind and resource["type"] == KEY and not resource.get("retain_on_delete"):
+            refuse(
+                f"{verb} of {kind} {resource['name']}",
+                resource["name"],
+                "the deploy role may not delete a key (its policy denies kms:ScheduleKeyDeletion); "
+                f"{_administrator_applies(stack, resource['urn'])}",
+            )
+        elif kind:
             refuse(f"{verb} of {kind} {resource['name']}", resource["name"])
     was, now = _environment(before), _environment(after)
     for resource in removed:

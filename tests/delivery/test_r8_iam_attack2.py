@@ -171,8 +171,8 @@ def test_the_boundary_lets_karpenter_make_the_instance_profile_of_its_node_class
     """Every Karpenter pool's EC2NodeClass names the node role (`role`: components/karpenter.py ec2_node_class), not
     an instance profile, so Karpenter's controller makes the profile itself: CreateInstanceProfile under
     `/karpenter/REGION/CLUSTER/UID/`, then AddRoleToInstanceProfile (DefaultProvider.Create and ensureRole,
-    aws/karpenter-provider-aws:pkg/providers/instanceprofile/instanceprofile.go@0118634a, the stored copy; v1.14.1
-    not read here), and karpenter_policy grants both (AllowScopedInstanceProfileCreationActions, ...Actions). The
+    aws/karpenter-provider-aws:pkg/providers/instanceprofile/instanceprofile.go@v1.14.1),
+    and karpenter_policy grants both (AllowScopedInstanceProfileCreationActions, ...Actions). The
     controller's role is a stack role, under the boundary, whose IAM allow is IAM_ACTIONS alone (PassRole,
     CreateServiceLinkedRole, GetInstanceProfile, ListInstanceProfiles): both calls are refused, the node class never
     gets its profile and no Karpenter pool launches a node. test_boundary_iam_allow_list's Karpenter test checks only

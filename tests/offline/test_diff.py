@@ -199,7 +199,14 @@ def test_base_with_other_code_is_evaluated_with_its_own_code(checkout, capsys):
 
 
 def test_deleting_the_cluster_key_is_refused():
-    key = {"urn": "u1", "type": "aws:kms/key:Key", "name": "cluster-secrets", "inputs": {}, "dependencies": []}
+    key = {
+        "urn": "u1",
+        "type": "aws:kms/key:Key",
+        "name": "cluster-secrets",
+        "inputs": {},
+        "dependencies": [],
+        "retain_on_delete": True,  # deleted from the stack, kept in AWS: no ScheduleKeyDeletion
+    }
     diff = compare({"resources": [key]}, {"resources": []}, allowed=set())
     assert diff.refused == [
         "delete of KMS key cluster-secrets is refused: allow it with --allow cluster-secrets or higgsfield:allowReplace"
