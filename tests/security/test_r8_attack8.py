@@ -1,6 +1,8 @@
-"""Round 8's third attacker, beside the gang deadline's clock on the PodGroup (`higgsfield.io/waiting-since`,
-stamped by the CronJob on the first pass that sees a gang waiting and taken off when it no longer waits),
-the job rules that keep it the CronJob's, and lists read in pages of 20.
+"""Round 8's third attacker, beside the gang deadline's clock as it then was: on the PodGroup
+(`higgsfield.io/waiting-since`, stamped by the CronJob on the first pass that sees a gang waiting and taken
+off when it no longer waits), the job rules that keep it the CronJob's, and lists read in pages of 20. The
+clock is its job's now, from the first pass that sees the gang beside an idle node (clock_actions); the
+tests below hold that.
 
 The attacker is a team member: AmazonEKSEditPolicy's `edit` in the team's namespace (pods, workloads
 including batch Jobs) and the Kubeflow jobs of tenancy.job_submitter_role (create, update, patch,
