@@ -86,12 +86,20 @@ def _stamp(text: Any) -> datetime | None:
     return moment if moment is not None and moment.tzinfo is not None else None
 
 
+def _job_of(ref: dict) -> tuple[str, str] | None:
+    """(kind, name) of the job an owner reference names, when it is one the deadline suspends."""
+    if ref.get("apiVersion", "").startswith("kubeflow.org/") and ref.get("kind") in KINDS:
+        return ref["kind"], ref["name"]
+    if ref.get("apiVersion") == "batch/v1" and ref.get("kind") == BATCH_JOB:
+        return BATCH_JOB, ref["name"]
+    return None
+
+
 def _owner_job(podgroup: dict) -> tuple[str, str] | None:
     for ref in podgroup["metadata"].get("ownerReferences") or []:
-        if ref.get("apiVersion", "").startswith("kubeflow.org/") and ref.get("kind") in KINDS:
-            return ref["kind"], ref["name"]
-        if ref.get("apiVersion") == "batch/v1" and ref.get("kind") == BATCH_JOB:
-            return BATCH_JOB, ref["name"]
+        job = _job_of(ref)
+        if job is not None:
+            return job
     return None
 
 
@@ -436,7 +444,7 @@ def keep_pod(pod: dict) -> dict:
 
 
 def keep_podgroup(pg: dict) -> dict:
-    owners = _owners(pg, lambda r: _owner_job({"metadata": {"ownerReferences": [r]}}) is not None)
+    owners = _owners(pg, lambda r: _job_of(r) is not None)
     return {
         "metadata": {**_meta(pg), "ownerReferences": owners},
         "status": {"phase": (pg.get("status") or {}).get("phase")},
