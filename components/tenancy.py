@@ -167,6 +167,21 @@ def _kept(*path: str) -> str:
     return f"{_optional('object', *path)} == {_optional('oldObject', *path)}"
 
 
+def _annotation(obj: str, key: str) -> str:
+    """`[obj's annotation key]` where it is set, else `[]` (a key holds `/` and `.`, so no _optional path)."""
+    return (
+        f"(has({obj}.metadata.annotations) && '{key}' in {obj}.metadata.annotations ? "
+        f"[{obj}.metadata.annotations['{key}']] : [])"
+    )
+
+
+def _suspended(obj: str) -> str:
+    """A job that is suspended: a batch Job by spec.suspend, a Kubeflow job by spec.runPolicy.suspend."""
+    batch = f"({_field(obj, 'spec', 'suspend')} && {obj}.spec.suspend == true)"
+    kubeflow = f"({_field(obj, 'spec', 'runPolicy', 'suspend')} && {obj}.spec.runPolicy.suspend == true)"
+    return f"({obj}.kind == 'Job' ? {batch} : {kubeflow})"
+
+
 def policy_name(team: str) -> str:
     return f"higgsfield-team-{team}"
 
@@ -469,9 +484,6 @@ def _templates_unchanged() -> str:
     made while the job is suspended in both (it has no pods and no PodGroup then: resuming makes a new,
     Pending one, which goes through its queue's enqueue check)."""
 
-    def suspended(obj: str) -> str:
-        return f"({_field(obj, 'spec', 'runPolicy', 'suspend')} && {obj}.spec.runPolicy.suspend == true)"
-
     def same(key: str) -> str:
         new, old = f"object.spec.{key}", f"oldObject.spec.{key}"
         return (
@@ -480,7 +492,7 @@ def _templates_unchanged() -> str:
         )
 
     kept = " && ".join(same(key) for key in REPLICA_SPECS)
-    return f"(({suspended('object')} && {suspended('oldObject')}) || ({kept}))"
+    return f"(({_suspended('object')} && {_suspended('oldObject')}) || ({kept}))"
 
 
 def gang_validations(team: TeamRules) -> list[dict]:
@@ -775,38 +787,26 @@ def release_validations(team: TeamRules) -> list[dict]:
 
 
 def suspension_validations() -> list[dict]:
-    """A job stays the platform's to stop. The gang deadline suspends the job of a gang that waited past
-    its pools' deadline holding idle nodes, and only it resumes one (images/training/gang_deadline.py):
-    a team resuming it at once would restart the deadline's clock (it counts from the pods' creation)
-    and keep the idle nodes as long as it repeated that. And a Kubeflow job is the operator's: the
-    operator skips every job whose runPolicy.managedBy names another controller (ManagedByExternalController,
-    first in each kind's Reconcile, kubeflow/trainer:pkg/controller.v1/pytorch/pytorchjob_controller.go@
-    v1.9.4), and its webhooks do not keep the field unchanged (the PyTorchJob's ValidateUpdate compares
-    the new job with itself, pkg/webhooks/pytorch/pytorchjob_webhook.go; the MPIJob has none,
-    pkg/webhooks/webhooks.go@v1.9.4): a job handed away would never be suspended, ended by its deadline
-    or cleaned up."""
+    """A job stays the platform's to stop. The gang deadline suspends the job of a gang that waited past its pools'
+    deadline holding idle nodes, and only it resumes one (images/training/gang_deadline.py): a team resuming it
+    at once would put its pods back on the idle nodes it gave back, as often as it liked. Its two annotations,
+    when it gave a gang back and the clock of a waiting gang, are its own. And a Kubeflow job is the operator's:
+    the operator skips every job whose runPolicy.managedBy names another controller
+    (ManagedByExternalController, first in each kind's Reconcile, kubeflow/trainer:
+    pkg/controller.v1/pytorch/pytorchjob_controller.go@v1.9.4), and its webhooks do not keep the field unchanged
+    (the PyTorchJob's ValidateUpdate compares the new job with itself,
+    pkg/webhooks/pytorch/pytorchjob_webhook.go; the MPIJob has none, pkg/webhooks/webhooks.go@v1.9.4): a job
+    handed away would never be suspended, ended by its deadline or cleaned up."""
     is_job = f"object.kind in {_list(list(KUBEFLOW_JOB_KINDS))}"
-    gave = f"'{GAVE_BACK_ANNOTATION}'"
+    suspendable = f"({is_job} || object.kind == 'Job')"  # the kinds the gang deadline suspends
+    by_the_deadline = f"request.userInfo.username in ['{gang_deadline.USER}', '{OPERATOR_USER}']"
 
-    def marked(obj: str) -> str:
-        return f"(has({obj}.metadata.annotations) && {gave} in {obj}.metadata.annotations)"
+    def gave_back(obj: str) -> str:
+        return _annotation(obj, GAVE_BACK_ANNOTATION)
 
     def waiting(obj: str) -> str:
-        stamp = f"'{WAITING_SINCE_ANNOTATION}'"
-        return (
-            f"(has({obj}.metadata.annotations) && {stamp} in {obj}.metadata.annotations ? "
-            f"[{obj}.metadata.annotations[{stamp}]] : [])"
-        )
+        return _annotation(obj, WAITING_SINCE_ANNOTATION)
 
-    def suspended(obj: str) -> str:
-        batch = f"({_field(obj, 'spec', 'suspend')} && {obj}.spec.suspend == true)"
-        kubeflow = f"({_field(obj, 'spec', 'runPolicy', 'suspend')} && {obj}.spec.runPolicy.suspend == true)"
-        return f"({obj}.kind == 'Job' ? {batch} : {kubeflow})"
-
-    kept = (
-        f"{marked('object')} && object.metadata.annotations[{gave}] == oldObject.metadata.annotations[{gave}] && "
-        f"{suspended('object')}"
-    )
     return [
         {
             "expression": f"!({is_job}) || !{_field('object', 'spec', 'runPolicy', 'managedBy')} || "
@@ -817,9 +817,9 @@ def suspension_validations() -> list[dict]:
         },
         {
             # An UPDATE of either kind the gang deadline suspends; its own resume passes (and the operator's).
-            "expression": f"!({is_job} || object.kind == 'Job') || request.operation != 'UPDATE' || "
-            f"request.userInfo.username in ['{gang_deadline.USER}', '{OPERATOR_USER}'] || "
-            f"!({marked('oldObject')} && {suspended('oldObject')}) || ({kept})",
+            "expression": f"!{suspendable} || request.operation != 'UPDATE' || {by_the_deadline} || "
+            f"!({gave_back('oldObject')} != [] && {_suspended('oldObject')}) || "
+            f"({gave_back('object')} == {gave_back('oldObject')} && {_suspended('object')})",
             "message": f"a job the gang deadline suspended ({GAVE_BACK_ANNOTATION}) stays suspended, its annotation "
             "as it is, until the gang deadline resumes it (after its retry time): resumed at once, the gang would "
             "hold the idle nodes it gave back; delete the job to cancel it",
@@ -835,7 +835,7 @@ def suspension_validations() -> list[dict]:
             # read by nobody. Neither the operator nor the Job controller puts one on a job; the API server adds
             # foregroundDeletion or orphan during a DELETE itself, not by an UPDATE, and the garbage collector
             # only removes them. A job keeps those it has.
-            "expression": f"!({is_job} || object.kind == 'Job') || !has(object.metadata.finalizers) || "
+            "expression": f"!{suspendable} || !has(object.metadata.finalizers) || "
             "object.metadata.finalizers.all(f, request.operation == 'UPDATE' && has(oldObject.metadata.finalizers) "
             "&& f in oldObject.metadata.finalizers)",
             "message": "a Kubeflow job or Job gets no finalizer: deleted, it would stay with its pods and PodGroup, "
@@ -844,18 +844,15 @@ def suspension_validations() -> list[dict]:
         },
         {
             # decide() reads the annotation of every suspended job; only the CronJob writes it.
-            "expression": f"!({is_job} || object.kind == 'Job') || "
-            f"request.userInfo.username in ['{gang_deadline.USER}', '{OPERATOR_USER}'] || !{marked('object')} || "
-            f"(request.operation == 'UPDATE' && {marked('oldObject')} && "
-            f"object.metadata.annotations[{gave}] == oldObject.metadata.annotations[{gave}])",
+            "expression": f"!{suspendable} || {by_the_deadline} || {gave_back('object')} == [] || "
+            f"(request.operation == 'UPDATE' && {gave_back('object')} == {gave_back('oldObject')})",
             "message": f"{GAVE_BACK_ANNOTATION} is the gang deadline's: a team neither sets nor changes it",
             "reason": "Forbidden",
         },
         {
             # The deadline's clock of a gang, on its job (images/training/gang_deadline.py clock_actions): a team
             # neither starts, moves nor stops it.
-            "expression": f"!({is_job} || object.kind == 'Job') || "
-            f"request.userInfo.username in ['{gang_deadline.USER}', '{OPERATOR_USER}'] || "
+            "expression": f"!{suspendable} || {by_the_deadline} || "
             f"{waiting('object')} == (request.operation == 'UPDATE' ? {waiting('oldObject')} : [])",
             "message": f"{WAITING_SINCE_ANNOTATION} is the gang deadline's clock: a team neither sets, changes nor "
             "removes it",
@@ -864,7 +861,7 @@ def suspension_validations() -> list[dict]:
         {
             "expression": "object.kind != 'CronJob' || "
             f"(!{_field('object', 'spec', 'jobTemplate', 'metadata', 'annotations')} || "
-            f"!({gave} in object.spec.jobTemplate.metadata.annotations || "
+            f"!('{GAVE_BACK_ANNOTATION}' in object.spec.jobTemplate.metadata.annotations || "
             f"'{WAITING_SINCE_ANNOTATION}' in object.spec.jobTemplate.metadata.annotations))",
             "message": f"a CronJob's jobTemplate carries neither {GAVE_BACK_ANNOTATION} nor "
             f"{WAITING_SINCE_ANNOTATION}: they are the gang deadline's",
