@@ -56,7 +56,7 @@ class Decision:
 
 
 def _listed(value: Any) -> list:
-    return value if isinstance(value, list) else [value]
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _glob(pattern: str, value: str, case_sensitive: bool) -> bool:
@@ -101,11 +101,12 @@ def _condition_holds(operator: str, key: str, wanted: Sequence[str], context: Ma
     actual = [str(a) for a in _listed(context[key])]
     wanted = [str(w) for w in wanted]
     negated = operator in NEGATED
+    hits = [any(_compare(operator, w, a) for w in wanted) for a in actual]  # per request value: matches one
     if qualifier == "ForAllValues":
-        hits = [any(_compare(operator, w, a) for w in wanted) for a in actual]
         return all(not h for h in hits) if negated else all(hits)
-    matched = any(_compare(operator, w, a) for w in wanted for a in actual)
-    return not matched if negated else matched
+    if qualifier == "ForAnyValue" and negated:  # some request value matches none of the policy's
+        return not all(hits)
+    return not any(hits) if negated else any(hits)
 
 
 def _conditions_hold(statement: Mapping[str, Any], context: Mapping[str, Any]) -> bool:
