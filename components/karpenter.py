@@ -45,9 +45,10 @@ from components.gang_deadline import gang_deadline_s
 from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, pool_labels, pool_taints
 from components.identity import pod_identity_association, pod_identity_role
 from components.kubernetes_objects import KubernetesObject
+from components.logs import deploying_identity
 from infra.config import STARTUP_TAINT_KEY, GpuPool
 from infra.core import versions
-from infra.core.names import DRIVER_MAJOR_LABEL
+from infra.core.names import DRIVER_MAJOR_LABEL, interruption_queue, interruption_rule
 from infra.core.names import KUBE_SYSTEM as NAMESPACE
 from infra.core.versions import Chart
 
@@ -62,6 +63,50 @@ INTERRUPTION_EVENTS = {
     "state": ("aws.ec2", "EC2 Instance State-change Notification"),
     "reservation": ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"),
 }
+
+
+def queue_policy(queue_arn: str, stack: str) -> str:
+    """The interruption queue's resource policy: EventBridge may send to it for the stack's own rules alone, and
+    nothing reaches it over plain HTTP. The getting-started template lets events.amazonaws.com and
+    sqs.amazonaws.com send with no condition (cloudformation.yaml@v1.14.1, KarpenterInterruptionQueuePolicy), so
+    any account's rule could target this queue and feed the controller a forged spot interruption or state change,
+    on which it drains and deletes the node named. Here only events.amazonaws.com sends, for a rule whose ARN is
+    one of interruption_rule's in this region and account, the condition EventBridge's guide gives a target's
+    policy (docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html, aws:SourceArn); nothing of
+    the stack sends as sqs.amazonaws.com (no queue redrives to this one).
+
+    It is set by CreateQueue: pulumi-aws passes a queue's `policy` among CreateQueue's attributes and calls
+    SetQueueAttributes only when an attribute other than the tags changes (resourceQueueCreate, resourceQueueUpdate:
+    hashicorp/terraform-provider-aws:internal/service/sqs/queue.go@00a35305), and both ceilings refuse
+    SetQueueAttributes (components/delivery.py CROSS_ACCOUNT_OPENINGS; `higgsfield diff` names the administrator's
+    command for a change)."""
+    region, account = queue_arn.split(":")[3:5]
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "events.amazonaws.com"},
+                    "Action": "sqs:SendMessage",
+                    "Resource": queue_arn,
+                    "Condition": {
+                        "ArnLike": {
+                            "aws:SourceArn": f"arn:aws:events:{region}:{account}:rule/{interruption_rule(stack, '*')}"
+                        }
+                    },
+                },
+                {
+                    "Sid": "DenyHTTP",
+                    "Effect": "Deny",
+                    "Principal": "*",
+                    "Action": "sqs:*",
+                    "Resource": queue_arn,
+                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                },
+            ],
+        }
+    )
 
 
 def consolidate_after_s(pool: GpuPool) -> int:
@@ -389,6 +434,7 @@ def node_pool(pool: GpuPool) -> dict:
 
 @dataclass(frozen=True, kw_only=True)
 class KarpenterArgs:
+    stack: str
     cluster_name: str
     region: str
     chart: Chart
@@ -406,55 +452,38 @@ class KarpenterArgs:
 class Karpenter(pulumi.ComponentResource):
     """Karpenter on the system nodes and one EC2NodeClass + NodePool per Karpenter pool.
 
-    Creates: the SQS interruption queue (5-minute retention, SSE, TLS only) with its policy and five
-    EventBridge rules, the controller's Pod Identity role (karpenter_policy) and association, the
+    Creates: the SQS interruption queue (5-minute retention, SSE, TLS only, fed by the stack's rules alone:
+    queue_policy) and five EventBridge rules, each named by the stack (interruption_queue,
+    interruption_rule), the controller's Pod Identity role (karpenter_policy) and association, the
     Helm releases of the CRD chart and of the controller (without its crds/), and per pool an
     EC2NodeClass (EFA layout, RAID0, IMDSv2 hop 1, gp3 root, FastImagePull) and a NodePool (pool
     labels and taints, the gate's startup taint, never disrupting a running training pod).
-    Replaced when: a pool is renamed.
+    Replaced when: a pool is renamed (its NodeClass and NodePool); the queue and rules of a stack deployed
+    before they were named by it, once.
     """
 
     def __init__(self, name: str, args: KarpenterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:karpenter:Karpenter", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        # Named by the stack, so that the deploy role's policy reaches this queue and no other
+        # (components/delivery.py deploy_policy); its ARN (the deploying identity's account) is known
+        # before it exists, so its policy is CreateQueue's (queue_policy).
+        queue_name = interruption_queue(args.stack)
         queue = aws.sqs.Queue(
             f"{name}-interruptions",
+            name=queue_name,
             message_retention_seconds=300,
             sqs_managed_sse_enabled=True,
-            tags=dict(args.tags),
-            opts=child,
-        )
-        aws.sqs.QueuePolicy(
-            f"{name}-interruptions",
-            queue_url=queue.url,
-            policy=queue.arn.apply(
-                lambda arn: json.dumps(
-                    {
-                        "Version": "2012-10-17",
-                        "Statement": [
-                            {
-                                "Effect": "Allow",
-                                "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]},
-                                "Action": "sqs:SendMessage",
-                                "Resource": arn,
-                            },
-                            {
-                                "Sid": "DenyHTTP",
-                                "Effect": "Deny",
-                                "Principal": "*",
-                                "Action": "sqs:*",
-                                "Resource": arn,
-                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                            },
-                        ],
-                    }
-                )
+            policy=deploying_identity().apply(
+                lambda arn: queue_policy(f"arn:aws:sqs:{args.region}:{arn.split(':')[4]}:{queue_name}", args.stack)
             ),
+            tags=dict(args.tags),
             opts=child,
         )
         for event, (source, detail) in INTERRUPTION_EVENTS.items():
             rule = aws.cloudwatch.EventRule(
                 f"{name}-{event}",
+                name=interruption_rule(args.stack, event),
                 event_pattern=json.dumps({"source": [source], "detail-type": [detail]}),
                 tags=dict(args.tags),
                 opts=child,

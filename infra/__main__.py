@@ -115,6 +115,7 @@ def build(cfg: StackConfig) -> None:
         Karpenter(
             "karpenter",
             KarpenterArgs(
+                stack=cfg.stack,
                 cluster_name=name,
                 region=region,
                 chart=versions.KARPENTER,

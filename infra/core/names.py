@@ -33,6 +33,17 @@ def runner_project(stack: str, purpose: str) -> str:
     return f"{cluster_name(stack)}-{purpose}-runner"
 
 
+def interruption_queue(stack: str) -> str:
+    """`higgsfield-prod-interruptions`: the SQS queue Karpenter reads EC2 and Health events from."""
+    return f"{cluster_name(stack)}-interruptions"
+
+
+def interruption_rule(stack: str, event: str) -> str:
+    """`higgsfield-prod-karpenter-spot`: the EventBridge rule feeding that queue one kind of event (`*`: all of
+    them). EventBridge names are at most 64 characters: a 30-character stack and `reservation` make 63."""
+    return f"{cluster_name(stack)}-karpenter-{event}"
+
+
 STACK_TAG = "higgsfield:stack"  # the AWS tag naming the stack of every taggable resource (the boundary reads it)
 
 

@@ -110,6 +110,8 @@ REPLACE_ON: dict[str, tuple[str, ...]] = {
     "aws:ec2/natGateway:NatGateway": ("subnetId", "allocationId", "connectivityType"),
     "aws:ec2/eip:Eip": ("domain",),
     "aws:iam/role:Role": ("name", "namePrefix", "path"),
+    # ForceNew in queueSchema: hashicorp/terraform-provider-aws:internal/service/sqs/queue.go@00a35305
+    "aws:sqs/queue:Queue": ("name", "namePrefix", "fifoQueue"),
 }
 KUBERNETES_REPLACE_ON = ("metadata.name", "metadata.namespace")
 KEPT = {  # data that lives: replacing or deleting it loses data or cuts every workload off
@@ -376,6 +378,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
         _refuse_data_repository_links(str(head.get("stack", "STACK")), added, changed, refuse)
         _refuse_managed_policy_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
     _refuse_flow_log_ends(str(head.get("stack", "STACK")), removed, changed, refuse)
+    _refuse_queue_attribute_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
     return Diff(
         added,
         removed,
@@ -632,7 +635,7 @@ def _refuse_managed_policy_writes(
 ) -> None:
     """An IAM managed policy of the stack (its boundary, each team's log reader: components/observability.py) is an
     administrator's: the deploy role's policy allows no iam:CreatePolicy and denies every other write of a managed
-    policy, its tags included (components/delivery.py BoundaryIsFixed, ManagedPoliciesAreFixed: a new default
+    policy, its tags included (components/delivery.py ManagedPoliciesAreFixed: a new default
     version would grant its holders anything). So a new team's log reader, or any change to one, fails the deploy;
     the refusal names the command."""
     for resource in added:
@@ -678,6 +681,43 @@ def _refuse_flow_log_ends(stack: str, removed: list[dict], changed: list[Change]
             f"the deploy role may not delete a flow log (its policy denies ec2:DeleteFlowLogs: the audit trail); "
             f"{_administrator_applies(stack, urn)}",
         )
+
+
+QUEUE, QUEUE_POLICY = "aws:sqs/queue:Queue", "aws:sqs/queuePolicy:QueuePolicy"
+UNTAGGED = ("tags", "tagsAll")  # a queue's tags are TagQueue's; every other input is an attribute
+
+
+def _refuse_queue_attribute_writes(
+    stack: str, added: list[dict], removed: list[dict], changed: list[Change], refuse: _Refusals
+) -> None:
+    """A queue's attributes, its policy among them, are CreateQueue's: both ceilings deny sqs:SetQueueAttributes
+    (components/delivery.py CROSS_ACCOUNT_OPENINGS), which pulumi-aws calls for any change but the tags, and which an
+    aws.sqs.QueuePolicy's create and delete are. So those fail the deploy: the refusal names the command."""
+    for change in changed:
+        attributes = [p for p in change.paths if p.split(".")[0] not in UNTAGGED]
+        if change.type == QUEUE and not change.replaces and attributes:
+            refuse(
+                f"new attributes on SQS queue {change.name} ({', '.join(attributes)})",
+                change.name,
+                "the deploy role may not set a queue's attributes (both ceilings deny sqs:SetQueueAttributes: IAM "
+                f"cannot see whom a queue policy names); {_administrator_applies(stack, change.urn)}",
+            )
+    for resource in added:
+        if resource["type"] == QUEUE_POLICY:
+            refuse(
+                f"aws.sqs.QueuePolicy {resource['name']}",
+                resource["name"],
+                "it is a SetQueueAttributes, which neither ceiling allows: give the aws.sqs.Queue its policy "
+                "(CreateQueue's)",
+            )
+    for resource in removed:
+        if resource["type"] == QUEUE_POLICY:
+            refuse(
+                f"delete of queue policy {resource['name']}",
+                resource["name"],
+                "deleting it is a SetQueueAttributes, which neither ceiling allows; an administrator forgets it "
+                f"{ADMIN}: pulumi state delete --stack {stack} '{resource['urn']}'",
+            )
 
 
 def _audit_log(resource: dict) -> bool:

@@ -12,14 +12,16 @@ import re
 import pytest
 
 from components import healthgate, karpenter
+from components.delivery import DEPLOY_SERVICES, SCOPED_SERVICES
 from components.efa import efa_count, efa_interfaces_for
 from infra.config import STARTUP_TAINT_KEY, ConfigError
 from infra.core import versions
-from infra.core.names import DO_NOT_DISRUPT
+from infra.core.names import DO_NOT_DISRUPT, interruption_queue, interruption_rule
 from infra.offline import cold_start, cost, crd_schemas, jobs, kubernetes_schema, pods
 from infra.offline import plan as plan_cli
 from infra.offline.evaluate import record
 from infra.offline.pods import stack_repository
+from policies.iam_evaluation import Policy, Request, evaluate
 from tests.conftest import assert_plan_rejects, plan_of, set_pool
 
 # Facts of the v1 CRDs at the pinned tag (field names, required fields, enums, patterns) - read with
@@ -258,6 +260,8 @@ def test_the_controller_passes_only_the_node_role_to_ec2_and_reads_only_its_queu
 def test_the_interruption_queue_keeps_messages_5_minutes_encrypted_and_refuses_plain_http(karpenter_plan):
     (queue,) = karpenter_plan.of_type("aws:sqs/queue:Queue")
     assert queue.inputs["messageRetentionSeconds"] == 300 and queue.inputs["sqsManagedSseEnabled"] is True
+    (deny,) = [s for s in json.loads(queue.inputs["policy"])["Statement"] if s["Effect"] == "Deny"]
+    assert deny["Action"] == "sqs:*" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
     rules = karpenter_plan.of_type("aws:cloudwatch/eventRule:EventRule")
     patterns = {
         json.loads(r.inputs["eventPattern"])["detail-type"][0] for r in rules if r.name.startswith("karpenter-")
@@ -508,3 +512,41 @@ def test_the_chart_export_names_an_oci_chart_by_its_reference_and_no_repository(
     charts.export(karpenter_plan, tmp_path)
     rows = {r.split("\t")[0]: r.split("\t") for r in (tmp_path / "releases.tsv").read_text().splitlines()}
     assert rows["karpenter"][1:4] == ["oci://public.ecr.aws/karpenter/karpenter", versions.KARPENTER.version, "-"]
+
+
+def test_the_interruption_queue_and_its_rules_are_named_by_the_stack_for_the_deploy_roles_policy(karpenter_plan):
+    """The deploy role reaches sqs and events on the stack's queue and rules alone (components/delivery.py
+    deploy_policy), so an auto-named queue (`karpenter-interruptions-1a2b3c`) would fail the first CI deploy."""
+    stack = karpenter_plan.stack
+    (queue,) = karpenter_plan.of_type("aws:sqs/queue:Queue")
+    rules = karpenter_plan.of_type("aws:cloudwatch/eventRule:EventRule")
+    assert queue.inputs["name"] == interruption_queue(stack)
+    assert sorted(r.inputs["name"] for r in rules) == sorted(
+        interruption_rule(stack, e) for e in karpenter.INTERRUPTION_EVENTS
+    )
+    deploy = next(r for r in karpenter_plan.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "delivery-deploy")
+    account = karpenter_plan.config.delivery.account_id
+    queue_arn = f"arn:aws:sqs:{karpenter_plan.config.region}:{account}:{queue.inputs['name']}"
+    policy = Policy.of("deploy", deploy.inputs["policy"])
+    assert evaluate(Request("sqs:CreateQueue", queue_arn), [policy]).allowed
+    for rule in rules:
+        rule_arn = f"arn:aws:events:{karpenter_plan.config.region}:{account}:rule/{rule.inputs['name']}"
+        assert evaluate(Request("events:PutRule", rule_arn), [policy]).allowed
+        assert evaluate(Request("events:PutTargets", rule_arn, {"events:TargetArn": [queue_arn]}), [policy]).allowed
+
+
+def test_the_interruption_queues_policy_is_createqueues_not_a_queue_policy_resource(karpenter_plan):
+    """Both ceilings refuse sqs:SetQueueAttributes, which an aws.sqs.QueuePolicy's create and delete are."""
+    assert not karpenter_plan.of_type("aws:sqs/queuePolicy:QueuePolicy")
+    (queue,) = karpenter_plan.of_type("aws:sqs/queue:Queue")
+    (send,) = [s for s in json.loads(queue.inputs["policy"])["Statement"] if s["Effect"] == "Allow"]
+    assert send["Principal"] == {"Service": "events.amazonaws.com"} and "aws:SourceArn" in send["Condition"]["ArnLike"]
+
+
+def test_the_deploy_role_covers_every_service_a_karpenter_pool_adds(karpenter_plan):
+    prefix = {"vpc": "ec2", "cloudwatch": "logs"}
+    events = {"aws:cloudwatch/eventRule:EventRule", "aws:cloudwatch/eventTarget:EventTarget"}
+    for r in karpenter_plan.resources:
+        if r.custom and r.type.startswith("aws:"):
+            module = "events" if r.type in events else r.type.split(":")[1].split("/")[0]
+            assert prefix.get(module, module) in DEPLOY_SERVICES + SCOPED_SERVICES, r.type

@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from infra.offline.diff import DATA_REPOSITORY_ASSOCIATION, KEY_POLICY, compare, render_diff
+from infra.offline.diff import DATA_REPOSITORY_ASSOCIATION, KEY_POLICY, QUEUE, QUEUE_POLICY, compare, render_diff
 from policies import rules
 from tests.conftest import config_of, plan_of
 
@@ -294,3 +294,45 @@ def test_deleting_a_key_the_stack_does_not_retain_is_refused_naming_the_administ
     (refusal,) = [r for r in compare(base, head, set()).refused if "KMS key" in r]
     assert refusal.startswith("delete of KMS key lustre-key is refused (")
     assert f"pulumi up --stack staging --target '{key['urn']}'" in refusal
+
+
+def _with_queue(plan: dict, **inputs) -> dict:
+    """A stack with Karpenter's interruption queue (and, as deployed before its policy was CreateQueue's, an
+    aws.sqs.QueuePolicy when `policy_resource`)."""
+    queue = copy.deepcopy(_flow_log(plan))
+    queue.update(
+        type=QUEUE, name="karpenter-interruptions", urn=_flow_log(plan)["urn"].replace("flowLog:FlowLog", "queue:Queue")
+    )
+    queue["inputs"] = {"name": "higgsfield-prod-interruptions", "messageRetentionSeconds": 300, "tags": {}, **inputs}
+    plan["resources"].append(queue)
+    return queue
+
+
+def test_a_new_attribute_on_the_interruption_queue_is_refused_naming_the_administrators_command():
+    """Both ceilings deny sqs:SetQueueAttributes (IAM cannot see whom a queue policy names), which pulumi-aws calls
+    for any change of a queue but its tags: a CI deploy would fail half way."""
+    base, head = _prod(), _prod()
+    _with_queue(base)
+    queue = _with_queue(head, messageRetentionSeconds=600)
+    (refusal,) = [r for r in compare(base, head, set()).refused if "SQS queue" in r]
+    assert refusal.startswith(
+        "new attributes on SQS queue karpenter-interruptions (messageRetentionSeconds) is refused ("
+    )
+    assert f"pulumi up --stack prod --target '{queue['urn']}'" in refusal
+
+
+def test_new_tags_on_the_interruption_queue_go_through():
+    base, head = _prod(), _prod()
+    _with_queue(base)
+    _with_queue(head, tags={"team": "platform"})
+    assert [r for r in compare(base, head, set()).refused if "SQS queue" in r] == []
+
+
+def test_deleting_a_queue_policy_resource_is_refused_naming_the_state_delete():
+    """A stack deployed before the queue's policy was CreateQueue's holds an aws.sqs.QueuePolicy, whose delete is
+    a SetQueueAttributes neither ceiling allows."""
+    base, head = _prod(), _prod()
+    policy = _with_queue(base)
+    policy.update(type=QUEUE_POLICY, name="karpenter-interruptions-policy", urn=policy["urn"] + "Policy")
+    (refusal,) = [r for r in compare(base, head, set()).refused if "queue policy" in r]
+    assert f"pulumi state delete --stack prod '{policy['urn']}'" in refusal
