@@ -54,6 +54,8 @@ from infra.core.names import (
     STACK_TAG,
     boundary_name,
     cluster_name,
+    interruption_queue,
+    interruption_rule,
     role_name,
     runner_project,
 )
@@ -141,9 +143,15 @@ PREVIEW_ACTIONS = (
 # Services `pulumi up` creates, updates and deletes in, on every resource (a test checks each
 # resource type of every shipped plan is covered by these or by SCOPED_SERVICES).
 DEPLOY_SERVICES = ("autoscaling", "codebuild", "ec2", "ecr", "eks", "fsx", "kms", "logs")
+# Services a role under the boundary acts in that no deploy makes anything in: the AWS Price List, which Karpenter's
+# controller reads for on-demand prices (karpenter_policy AllowPricingReadActions); its every action is a read
+# (boto/botocore:botocore/data/pricing/2017-10-15/service-2.json@1.44.18: DescribeServices, GetAttributeValues,
+# GetPriceListFileUrl, GetProducts, ListPriceLists).
+BOUNDED_ONLY_SERVICES = ("pricing",)
 # Services the deploy role reaches only on named resources: IAM (roles of this stack), S3 (the
-# backend's and the linked data buckets).
-SCOPED_SERVICES = ("iam", "s3")
+# backend's and the linked data buckets), SQS and EventBridge (Karpenter's interruption queue and its rules:
+# interruption_queue, interruption_rule).
+SCOPED_SERVICES = ("iam", "s3", "sqs", "events")
 # The AWS managed policies the program attaches to its roles (a test checks every attachment in
 # every plan is one of these); the deploy role may attach these and no other.
 MANAGED_POLICIES = (
@@ -293,14 +301,10 @@ IAM_ACTIONS = (
 # providers/instanceprofile/instanceprofile.go@v1.14.1, FormatPath); karpenter_policy
 # grants these on the controller's side. The boundary allows them on the stack's cluster's path alone
 # (boundary_policy), where an instance profile ARN holds its path; AddRoleToInstanceProfile also asks
-# iam:PassRole of the role it adds (PassOnlyTheStacksRoles).
-INSTANCE_PROFILE_WRITES = (
-    "iam:CreateInstanceProfile",
-    "iam:TagInstanceProfile",
-    "iam:AddRoleToInstanceProfile",
-    "iam:RemoveRoleFromInstanceProfile",
-    "iam:DeleteInstanceProfile",
-)
+# iam:PassRole of the role it adds (PassOnlyTheStacksRoles). One pattern for IAM counts every character of the
+# boundary: of IAM's operations it matches these five, GetInstanceProfile (in IAM_ACTIONS anyway) and
+# UntagInstanceProfile (tests/delivery/test_boundary_iam_allow_list.py reads them off botocore's IAM model).
+INSTANCE_PROFILE_WRITES = "iam:*InstanceProfile"
 ECR_PUSH = (
     "ecr:BatchCheckLayerAvailability",
     "ecr:BatchGetImage",
@@ -420,6 +424,12 @@ CROSS_ACCOUNT_OPENINGS = (
     # imported material is a copy someone outside KMS holds (the program's keys are AWS_KMS: NoForeignKeyMaterial)
     "kms:*CustomKeyStore",  # create, connect, update (DescribeCustomKeyStores ends in s)
     "kms:ImportKeyMaterial",
+    # A queue's policy, or a grant in it to another account (SetQueueAttributes' Policy, AddPermission's
+    # AWSAccountIds: boto/botocore:botocore/data/sqs/2012-11-05/service-2.json@1.44.18): IAM has no condition key
+    # on either. Karpenter's interruption queue gets its policy from CreateQueue (components/karpenter.py
+    # queue_policy); an outside sender could feed its controller forged interruptions, on which it drains nodes.
+    "sqs:SetQueueAttributes",
+    "sqs:AddPermission",
 )
 # Bucket configurations whose destination or key may be another account's: an inventory or analytics
 # export lists every object key to any bucket, a notification sends every object event to any queue or
@@ -492,6 +502,10 @@ REFUSED_WHOLE = (
 # (BUCKET_CONFIGURATIONS): TheBackendIsTheAdministrators leaves them out, for IAM counts every character of the
 # boundary (MANAGED_POLICY_CHARACTERS).
 REFUSED_ON_EVERY_BACKEND_RESOURCE = frozenset((*REFUSED_WHOLE, *BUCKET_CONFIGURATIONS))
+
+
+def _interruption_queue_arn(account: str, stack: str) -> str:
+    return f"arn:aws:sqs:*:{account}:{interruption_queue(stack)}"
 
 
 def boundary_arn(account: str, stack: str) -> str:
@@ -791,10 +805,9 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
     account = settings.account_id
     arn = boundary_arn(account, stack)
     return [
-        {"Sid": "BoundaryIsFixed", "Effect": "Deny", "Action": list(POLICY_WRITES), "Resource": arn},
-        # The program creates no managed policy but the boundary (an administrator's): a new
-        # default version of any other one of the account would grant its holders anything.
-        {"Sid": "ManagedPoliciesAreFixed", "Effect": "Deny", "Action": list(POLICY_WRITES), "NotResource": arn},
+        # No managed policy of the account changes: the boundary is an administrator's (a new default version of it
+        # would lift every stack role's ceiling), and so is any other (one would grant its holders anything).
+        {"Sid": "ManagedPoliciesAreFixed", "Effect": "Deny", "Action": list(POLICY_WRITES), "Resource": "*"},
         {
             "Sid": "RolesOnlyWithTheBoundary",
             "Effect": "Deny",
@@ -890,6 +903,17 @@ def reach_denials(settings: DeliverySettings, stack: str) -> list[dict]:
             "Action": ["codebuild:*"],
             "NotResource": f"arn:aws:codebuild:*:{account}:project/{role_name(stack, '*')}",
         },
+        # The stack's EventBridge rules (interruption_rule) feed its interruption queue and nothing else: a rule of
+        # the account's events (AWS API calls included) targeting another account's bus, queue or function would
+        # send them out for as long as it stayed. PutTargets carries each target's ARN in events:TargetArn
+        # (Service Authorization Reference, list_amazoneventbridge). The boundary allows no events action.
+        {
+            "Sid": "RulesFeedOnlyTheStacksQueue",
+            "Effect": "Deny",
+            "Action": ["events:PutTargets"],
+            "Resource": "*",
+            "Condition": {"ForAnyValue:ArnNotLike": {"events:TargetArn": _interruption_queue_arn(account, stack)}},
+        },
     ]
 
 
@@ -907,19 +931,22 @@ def boundary_policy(
     account = settings.account_id
     return _document(
         # The allows carry no Sid (a refusal names a denial's; IAM counts every character).
+        # IAM: the actions the program and its roles call, named (IAM_ACTIONS); every other one is refused.
         {
             "Effect": "Allow",
             "Resource": "*",
             "Action": sorted(
-                {f"{s}:*" for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES)}
+                {f"{s}:*" for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, *BOUNDED_ONLY_SERVICES)}
                 - {"ssm:*", "iam:*", "codebuild:*"}  # the deploy role's alone: no stack role calls CodeBuild
-            ),
+            )
+            + list(IAM_ACTIONS),
         },
-        # IAM: the actions the program and its roles call, named (IAM_ACTIONS); every other one is refused.
-        {"Effect": "Allow", "Action": list(IAM_ACTIONS), "Resource": "*"},
+        # Karpenter's controller receives from its interruption queue (karpenter_policy); the deploy role makes it
+        # (deploy_policy), so the boundary allows no more on it than the deploy role may do.
+        {"Effect": "Allow", "Action": ["sqs:*"], "Resource": _interruption_queue_arn(account, stack)},
         {
             "Effect": "Allow",
-            "Action": list(INSTANCE_PROFILE_WRITES),
+            "Action": [INSTANCE_PROFILE_WRITES],
             "Resource": f"arn:aws:iam::{account}:instance-profile/karpenter/*/{cluster_name(stack)}/*",
         },
         # CodeConnections: the runner's connection alone, the one a stack role uses (the runner role's
@@ -1050,6 +1077,15 @@ def deploy_policy(
             "Effect": "Allow",
             "Action": ["s3:*"],
             "Resource": _buckets([settings.state_bucket, *buckets]),
+        },
+        # Karpenter's interruption queue and the rules that feed it (components/karpenter.py), by their names.
+        {
+            "Effect": "Allow",
+            "Action": ["sqs:*", "events:*"],
+            "Resource": [
+                _interruption_queue_arn(account, stack),
+                f"arn:aws:events:*:{account}:rule/{interruption_rule(stack, '*')}",
+            ],
         },
     ]
     if settings.runner.connection_arn:

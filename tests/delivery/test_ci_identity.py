@@ -50,9 +50,13 @@ NOT_GRANTED = "not granted"
 # (attack, request, the statement that refuses it: the deploy role's policy's and, unless the attack is an IAM
 # write or sts (which the stack boundary does not allow), the stack boundary's)
 ATTACKS = [
-    ("rewrite the boundary", Request("iam:CreatePolicyVersion", BOUNDARY), "BoundaryIsFixed"),
-    ("make a rewritten boundary the default", Request("iam:SetDefaultPolicyVersion", BOUNDARY), "BoundaryIsFixed"),
-    ("delete the boundary", Request("iam:DeletePolicy", BOUNDARY), "BoundaryIsFixed"),
+    ("rewrite the boundary", Request("iam:CreatePolicyVersion", BOUNDARY), "ManagedPoliciesAreFixed"),
+    (
+        "make a rewritten boundary the default",
+        Request("iam:SetDefaultPolicyVersion", BOUNDARY),
+        "ManagedPoliciesAreFixed",
+    ),
+    ("delete the boundary", Request("iam:DeletePolicy", BOUNDARY), "ManagedPoliciesAreFixed"),
     ("grant itself more", Request("iam:PutRolePolicy", DEPLOY_ROLE), "CiIdentitiesAreAdministeredByBootstrap"),
     (
         "attach AdministratorAccess to itself",

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.karpenter import karpenter_policy
+from components.karpenter import karpenter_policy, queue_policy
+from infra.core.names import interruption_queue, interruption_rule
 from infra.offline.delivery_checks import account_findings
 from policies.iam_evaluation import Policy, Request, evaluate
 from tests.conftest import config_of
@@ -223,22 +224,88 @@ def test_the_deploy_role_cannot_suspend_the_versioning_of_the_linked_data_bucket
     assert not decision.allowed, decision.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: sqs and events are neither deploy services nor the boundary's, and no room is left "
-    "(docs/security-ci.md)",
-)
-def test_a_stack_ci_deploys_makes_karpenters_interruption_queue_and_its_controller_reads_it():
-    """components/karpenter.py makes an SQS queue for interruption events, its queue policy and EventBridge rules
-    feeding it; karpenter_policy lets the controller receive from the queue and read on-demand prices. In a stack
-    CI deploys, the deploy role's policy allows neither sqs nor events (DEPLOY_SERVICES), and the boundary allows
-    neither sqs nor pricing: the first deploy with a karpenter pool fails at CreateQueue, and the controller
-    could not read the queue (no spot interruption handling) nor refresh prices. Found while checking the
-    instance-profile fix (round 8)."""
-    queue = f"arn:aws:sqs:{REGION}:{ACCOUNT}:karpenter-interruptions-0123"
-    assert evaluate(Request("sqs:CreateQueue", queue), [_deploy()]).allowed
-    assert evaluate(Request("events:PutRule", f"arn:aws:events:{REGION}:{ACCOUNT}:rule/x"), [_deploy()]).allowed
+QUEUE = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{interruption_queue('prod')}"
+
+
+def _rule(event: str = "spot") -> str:
+    return f"arn:aws:events:{REGION}:{ACCOUNT}:rule/{interruption_rule('prod', event)}"
+
+
+def test_a_stack_ci_deploys_makes_karpenters_interruption_queue_and_its_rules():
+    """components/karpenter.py makes an SQS queue for interruption events and EventBridge rules feeding it. Before,
+    the deploy role's policy allowed neither sqs nor events: the first CI deploy with a `provisioner: karpenter`
+    pool failed at CreateQueue (found while checking the instance-profile fix, round 8)."""
+    for action in ("sqs:CreateQueue", "sqs:GetQueueAttributes", "sqs:TagQueue", "sqs:DeleteQueue"):
+        assert evaluate(Request(action, QUEUE), [_deploy()]).allowed, action
+    for action in ("events:PutRule", "events:DescribeRule", "events:TagResource", "events:DeleteRule"):
+        assert evaluate(Request(action, _rule()), [_deploy()]).allowed, action
+    assert evaluate(Request("events:PutTargets", _rule(), {"events:TargetArn": [QUEUE]}), [_deploy()]).allowed
+
+
+def test_karpenters_controller_under_the_boundary_reads_its_queue_and_the_price_list():
+    """karpenter_policy lets the controller receive from the queue and read on-demand prices; the boundary allowed
+    neither sqs nor pricing, so a bounded controller could not handle a spot interruption nor refresh prices."""
     cluster, node_role = "higgsfield-prod", f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-nodes-0123"
-    karpenter = Policy.of("karpenter", karpenter_policy(cluster, REGION, ACCOUNT, node_role, queue))
-    assert evaluate(Request("sqs:ReceiveMessage", queue), [karpenter], _boundary()).allowed
+    karpenter = Policy.of("karpenter", karpenter_policy(cluster, REGION, ACCOUNT, node_role, QUEUE))
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueUrl"):
+        assert evaluate(Request(action, QUEUE), [karpenter], _boundary()).allowed, action
     assert evaluate(Request("pricing:GetProducts", "*"), [karpenter], _boundary()).allowed
+
+
+def test_the_deploy_role_makes_no_other_queue_nor_rule():
+    """sqs and events are the deploy role's on the stack's queue and rules alone (interruption_queue,
+    interruption_rule): not another stack's, nor any other of the account."""
+    for queue in (
+        f"arn:aws:sqs:{REGION}:{ACCOUNT}:higgsfield-staging-interruptions",
+        f"arn:aws:sqs:{REGION}:{ACCOUNT}:orders",
+    ):
+        decision = evaluate(Request("sqs:ReceiveMessage", queue), [_deploy()])
+        assert decision.reason == "no identity policy allows it", decision.reason
+    other_rule = f"arn:aws:events:{REGION}:{ACCOUNT}:rule/audit-forwarder"
+    assert evaluate(Request("events:PutRule", other_rule), [_deploy()]).reason == "no identity policy allows it"
+    bus = f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default"
+    assert not evaluate(Request("events:PutPermission", bus), [_deploy()]).allowed
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "arn:aws:events:us-east-1:111122223333:event-bus/default",  # another account's bus
+        f"arn:aws:sqs:{REGION}:111122223333:collector",  # another account's queue
+        f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:anything",
+    ],
+)
+def test_the_stacks_rules_feed_its_queue_and_nothing_else(target):
+    """A rule of the stack's name targeting another account's bus or queue would send the account's events there
+    (API calls included, with a pattern of its choosing) for as long as it stayed."""
+    decision = evaluate(Request("events:PutTargets", _rule(), {"events:TargetArn": [QUEUE, target]}), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "RulesFeedOnlyTheStacksQueue"), decision.reason
+
+
+@pytest.mark.parametrize("action", ["sqs:SetQueueAttributes", "sqs:AddPermission"])
+def test_no_one_under_either_ceiling_rewrites_the_interruption_queues_policy(action):
+    """A queue policy naming another account lets it send the controller forged interruptions, on which Karpenter
+    drains and deletes nodes; IAM cannot see whom a queue policy names, so the policy is CreateQueue's and both
+    writes are refused: to the deploy role, and to a role it made with `*` on `*`."""
+    assert evaluate(Request(action, QUEUE), [_deploy()]).denied_by == ("delivery-deploy", "AdministratorsOnly")
+    bounded = evaluate(Request(action, QUEUE), [EVERYTHING], _boundary())
+    assert bounded.denied_by == ("delivery-boundary", "AdministratorsOnly"), bounded.reason
+
+
+def test_a_bounded_role_reads_no_other_queue_of_the_account():
+    other = f"arn:aws:sqs:{REGION}:{ACCOUNT}:orders"
+    decision = evaluate(Request("sqs:ReceiveMessage", other), [EVERYTHING], _boundary())
+    assert decision.reason == "not allowed by the permissions boundary delivery-boundary", decision.reason
+
+
+def test_only_the_stacks_rules_may_send_to_its_interruption_queue():
+    """Karpenter's template lets events.amazonaws.com send with no condition, so any account's rule could target the
+    queue; queue_policy admits the stack's own rules in its own account and region."""
+    policy = Policy.of("queue", queue_policy(QUEUE, "prod"))
+    assert evaluate(Request("sqs:SendMessage", QUEUE, {"aws:SourceArn": _rule("state")}), [policy]).allowed
+    for source in (
+        f"arn:aws:events:{REGION}:111122223333:rule/{interruption_rule('prod', 'spot')}",
+        f"arn:aws:events:{REGION}:{ACCOUNT}:rule/{interruption_rule('staging', 'spot')}",
+    ):
+        assert not evaluate(Request("sqs:SendMessage", QUEUE, {"aws:SourceArn": source}), [policy]).allowed, source
+    assert not evaluate(Request("sqs:SendMessage", QUEUE), [policy]).allowed  # no rule at all
