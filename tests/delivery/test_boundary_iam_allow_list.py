@@ -8,10 +8,12 @@ in its favour. The deploy role, which has no boundary, is refused every IAM acti
 
 from __future__ import annotations
 
+import fnmatch
+
 import botocore.session
 import pytest
 
-from components.delivery import IAM_ACTIONS
+from components.delivery import IAM_ACTIONS, INSTANCE_PROFILE_WRITES
 from components.karpenter import karpenter_policy
 from policies.iam_evaluation import Policy, Request, evaluate
 from tests.delivery.test_ci_identity import (
@@ -116,3 +118,18 @@ def test_karpenters_iam_reads_and_pass_role_are_still_under_the_boundary():
         Request("iam:PassRole", node_role, {"iam:PassedToService": "ec2.amazonaws.com"}),
     ):
         assert evaluate(request, [karpenter], _boundary()).allowed, request
+
+
+def test_the_instance_profile_pattern_matches_karpenters_writes_and_two_harmless_others():
+    """INSTANCE_PROFILE_WRITES is one pattern (the boundary's characters): of IAM's operations it matches the five
+    writes Karpenter's controller makes, the read IAM_ACTIONS already allows, and UntagInstanceProfile; nothing that
+    makes or changes a role, a policy or a user."""
+    matched = {a for a in IAM_OPERATIONS if fnmatch.fnmatchcase(a, INSTANCE_PROFILE_WRITES)}
+    karpenters = {
+        "iam:CreateInstanceProfile",
+        "iam:TagInstanceProfile",
+        "iam:AddRoleToInstanceProfile",
+        "iam:RemoveRoleFromInstanceProfile",
+        "iam:DeleteInstanceProfile",
+    }
+    assert matched == karpenters | {"iam:GetInstanceProfile", "iam:UntagInstanceProfile"}
