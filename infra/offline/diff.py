@@ -571,23 +571,41 @@ def _refuse_key_policy_writes(
             f"{_administrator_applies(stack, change.urn)} (if AWS already holds this policy, pulumi refresh "
             f"--stack {stack} --target '{change.urn}' is enough)",
         )
+    _refuse_policy_resources(stack, added, removed, refuse, KEY_POLICY, KEY, ("aws.kms", "key", "PutKeyPolicy"))
+
+
+def _refuse_policy_resources(
+    stack: str,
+    added: list[dict],
+    removed: list[dict],
+    refuse: _Refusals,
+    policy_type: str,
+    owner_type: str,
+    names: tuple[str, str, str],
+) -> None:
+    """A resource policy made apart from its resource (aws.kms.KeyPolicy, aws.sqs.QueuePolicy), whose create and
+    delete are both a call the deploy role may not make (`names`: the module, the owner's kind, the call): a new
+    one belongs in its owner's create; a deleted one, left by an older stack, is forgotten by an administrator,
+    whose refresh then reads the owner's policy as AWS holds it."""
+    module, kind, call = names
+    owner = f"{module}.{kind.title()}"
     for resource in added:
-        if resource["type"] == KEY_POLICY:
+        if resource["type"] == policy_type:
             refuse(
-                f"aws.kms.KeyPolicy {resource['name']}",
+                f"{owner}Policy {resource['name']}",
                 resource["name"],
-                "it is a PutKeyPolicy, which the deploy role may not call: give the aws.kms.Key its policy "
-                "(CreateKey's)",
+                f"it is a {call}, which the deploy role may not call: give the {owner} its policy "
+                f"(Create{kind.title()}'s)",
             )
     for resource in removed:
-        if resource["type"] == KEY_POLICY:
-            keys = " ".join(f"--target '{u}'" for u in resource["dependencies"] if _urn_type(u) == KEY)
+        if resource["type"] == policy_type:
+            owners = " ".join(f"--target '{u}'" for u in resource["dependencies"] if _urn_type(u) == owner_type)
             refuse(
-                f"delete of key policy {resource['name']}",
+                f"delete of {kind} policy {resource['name']}",
                 resource["name"],
-                "deleting it puts AWS's default key policy back, a PutKeyPolicy the deploy role may not call; an "
-                f"administrator forgets it {ADMIN}: pulumi state delete --stack {stack} '{resource['urn']}', then "
-                f"pulumi refresh --stack {stack} {keys}".rstrip(),
+                f"deleting it is a {call}, which the deploy role may not call; an administrator forgets it "
+                f"{ADMIN}: pulumi state delete --stack {stack} '{resource['urn']}', then pulumi refresh --stack "
+                f"{stack} {owners}".rstrip(),
             )
 
 
@@ -702,22 +720,9 @@ def _refuse_queue_attribute_writes(
                 "the deploy role may not set a queue's attributes (both ceilings deny sqs:SetQueueAttributes: IAM "
                 f"cannot see whom a queue policy names); {_administrator_applies(stack, change.urn)}",
             )
-    for resource in added:
-        if resource["type"] == QUEUE_POLICY:
-            refuse(
-                f"aws.sqs.QueuePolicy {resource['name']}",
-                resource["name"],
-                "it is a SetQueueAttributes, which neither ceiling allows: give the aws.sqs.Queue its policy "
-                "(CreateQueue's)",
-            )
-    for resource in removed:
-        if resource["type"] == QUEUE_POLICY:
-            refuse(
-                f"delete of queue policy {resource['name']}",
-                resource["name"],
-                "deleting it is a SetQueueAttributes, which neither ceiling allows; an administrator forgets it "
-                f"{ADMIN}: pulumi state delete --stack {stack} '{resource['urn']}'",
-            )
+    _refuse_policy_resources(
+        stack, added, removed, refuse, QUEUE_POLICY, QUEUE, ("aws.sqs", "queue", "SetQueueAttributes")
+    )
 
 
 def _audit_log(resource: dict) -> bool:
