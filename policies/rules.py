@@ -39,6 +39,7 @@ EKS_CLUSTER = "aws:eks/cluster:Cluster"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 KMS_KEY = "aws:kms/key:Key"
+SQS_QUEUE = "aws:sqs/queue:Queue"
 FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
 SUBNET = "aws:ec2/subnet:Subnet"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
@@ -194,17 +195,17 @@ def kms_key_rotation(args: ResourceValidationArgs, report: ReportViolation) -> N
         report("enableKeyRotation is not true: turn on automatic rotation.")
 
 
+def _principals(statement: Mapping) -> list[str]:
+    """The principals a resource policy's statement names ('*' for a bare or AWS wildcard)."""
+    principal = statement.get("Principal", "*")
+    if principal == "*" or not isinstance(principal, Mapping):
+        return ["*"]
+    return [("*" if v == "*" else f"{kind}={v}") for kind, values in principal.items() for v in _listed(values)]
+
+
 def _key_policy_principals(document: str) -> list[str]:
-    """Every principal a key policy's statements name ('*' for a bare or AWS wildcard)."""
-    named: list[str] = []
-    for statement in _statements(document):
-        principal = statement.get("Principal", "*")
-        if principal == "*" or not isinstance(principal, Mapping):
-            named.append("*")
-            continue
-        for kind, values in principal.items():
-            named += ["*" if v == "*" else f"{kind}={v}" for v in _listed(values)]
-    return named
+    """Every principal a key policy's statements name."""
+    return [p for statement in _statements(document) for p in _principals(statement)]
 
 
 # Condition keys that tie an AWS service's use of a key to this account's resources (the confused-deputy
@@ -277,6 +278,41 @@ def kms_key_policy_one_account(args: ResourceValidationArgs, report: ReportViola
             f"key policy grants {', '.join(unpinned)} without a condition naming this account "
             f"({', '.join(SOURCE_KEYS)} or kms:EncryptionContext:*, each value naming the account): the service "
             "acts for every account's resources, so another account's log group, trail or topic would reach the key"
+        )
+
+
+@_policy(
+    "sqs-queue-policy-own-services",
+    "Every SQS queue of ours lets only AWS services send to it, each for this account's resources (aws:SourceAccount "
+    "or aws:SourceArn naming the queue's account): no other account, role or wildcard is allowed anything.",
+)
+def sqs_queue_policy_own_services(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    # Both ceilings deny sqs:SetQueueAttributes and sqs:AddPermission (components/delivery.py AdministratorsOnly), so
+    # the policy CreateQueue gets is the queue's; IAM cannot read it, the pack can. Karpenter's interruption queue is
+    # the program's one queue: a sender of another account could feed its controller forged interruptions.
+    if args.resource_type != SQS_QUEUE:
+        return
+    document = get(args.props, "policy")
+    if not isinstance(document, str) or not document:
+        return  # no policy: the queue is its account's alone
+    statements = _statements(document)
+    accounts = {
+        str(r).split(":")[4] for s in statements for r in _listed(s.get("Resource", [])) if str(r).count(":") >= 5
+    }
+    allows = [s for s in statements if s.get("Effect") == "Allow"]
+    others = sorted(
+        {p for s in allows for p in _principals(s) if not (p.startswith("Service=") and p.endswith(".amazonaws.com"))}
+    )
+    unpinned = sorted({p for s in allows for p in _services_unpinned(s, accounts)})
+    if others or len(accounts) != 1:
+        report(
+            f"queue policy allows {', '.join(others) or 'a queue of another account'}: only AWS services may be "
+            "allowed on a queue of ours, on its own ARN"
+        )
+    if unpinned:
+        report(
+            f"queue policy lets {', '.join(unpinned)} send without a condition naming this account "
+            f"({', '.join(SOURCE_KEYS)}): any account's rule or topic could feed the queue"
         )
 
 
@@ -1073,6 +1109,7 @@ POLICIES = [
     eks_secrets_encrypted,
     kms_key_rotation,
     kms_key_policy_one_account,
+    sqs_queue_policy_own_services,
     eks_supported_version,
     launch_template_imdsv2,
     launch_template_encrypted_volumes,

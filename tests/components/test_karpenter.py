@@ -21,8 +21,10 @@ from infra.offline import cold_start, cost, crd_schemas, jobs, kubernetes_schema
 from infra.offline import plan as plan_cli
 from infra.offline.evaluate import record
 from infra.offline.pods import stack_repository
+from policies import rules
 from policies.iam_evaluation import Policy, Request, evaluate
 from tests.conftest import assert_plan_rejects, plan_of, set_pool
+from tests.policies.test_policies import violations
 
 # Facts of the v1 CRDs at the pinned tag (field names, required fields, enums, patterns) - read with
 # `git show v1.14.1:pkg/apis/crds/...` and written here, not copied.
@@ -550,3 +552,8 @@ def test_the_deploy_role_covers_every_service_a_karpenter_pool_adds(karpenter_pl
         if r.custom and r.type.startswith("aws:"):
             module = "events" if r.type in events else r.type.split(":")[1].split("/")[0]
             assert prefix.get(module, module) in DEPLOY_SERVICES + SCOPED_SERVICES, r.type
+
+
+def test_the_planned_interruption_queue_passes_the_pack_rule_on_queue_policies(karpenter_plan):
+    (queue,) = karpenter_plan.of_type("aws:sqs/queue:Queue")
+    assert violations("sqs-queue-policy-own-services", rules.SQS_QUEUE, dict(queue.inputs)) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pulumi_policy import (
@@ -18,6 +19,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import unknown_checking_proxy
 
+from components.karpenter import queue_policy
 from components.logs import account_key_policy, log_key_policy
 from infra.offline.check import run_policies
 from policies import rules
@@ -100,6 +102,14 @@ def _trust(principal: dict) -> str:
     return json.dumps({"Statement": [{"Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole"}]})
 
 
+_QUEUE = "arn:aws:sqs:us-east-2:111122223333:higgsfield-prod-interruptions"
+
+
+def _queue_opened_to(principal: Any, condition: dict | None = None) -> str:
+    statement = {"Effect": "Allow", "Principal": principal, "Action": "sqs:SendMessage", "Resource": _QUEUE}
+    return json.dumps({"Statement": [{**statement, **({"Condition": condition} if condition else {})}]})
+
+
 RESOURCE_CASES = [
     (
         "eks-endpoint-restricted",
@@ -141,6 +151,14 @@ RESOURCE_CASES = [
         {"policy": _opened_to("arn:aws:iam::999999999999:root")},
         {},
         True,
+    ),
+    (
+        "sqs-queue-policy-own-services",
+        rules.SQS_QUEUE,
+        {"policy": queue_policy(_QUEUE, "prod")},
+        {"policy": _queue_opened_to({"AWS": "arn:aws:iam::999999999999:root"})},
+        {},
+        False,
     ),
     (
         "role-trust-in-the-account",
@@ -689,3 +707,19 @@ def test_a_stack_role_trusting_beyond_its_account_is_flagged(principal):
     the pack refuses a role created trusting another account, anyone, or an identity provider not the account's."""
     props = {"assumeRolePolicy": _trust(principal), "permissionsBoundary": _BOUNDARY}
     assert violations("role-trust-in-the-account", rules.ROLE, props)
+
+
+def test_a_queue_policy_that_lets_eventbridge_send_for_any_account_is_flagged():
+    """Karpenter's getting-started template (cloudformation.yaml@v1.14.1) lets events.amazonaws.com send with no
+    condition: any account's rule could feed the controller forged interruptions."""
+    assert violations(
+        "sqs-queue-policy-own-services",
+        rules.SQS_QUEUE,
+        {"policy": _queue_opened_to({"Service": "events.amazonaws.com"})},
+    )
+
+
+def test_a_queue_policy_pinned_to_another_accounts_rules_is_flagged():
+    condition = {"ArnLike": {"aws:SourceArn": "arn:aws:events:us-east-2:999999999999:rule/*"}}
+    policy = _queue_opened_to({"Service": "events.amazonaws.com"}, condition)
+    assert violations("sqs-queue-policy-own-services", rules.SQS_QUEUE, {"policy": policy})
