@@ -65,12 +65,20 @@ def gang_deadline_s(pool: GpuPool) -> float:
     return boot + gate + GANG_DEADLINE_MARGIN_S
 
 
+def empty_node_s(pool: GpuPool) -> float:
+    """How long a node of the pool stays once nothing uses it: a node-group pool's scaleDownUnneededTime (its ASG
+    tag); a Karpenter pool's NodePool consolidateAfter (components/karpenter.py), no less than that and the gang
+    deadline, so a gang's first nodes are not taken away while its last ones boot and pass the gate."""
+    unneeded = float(seconds_of(pool.scale_down_unneeded_time))
+    return max(gang_deadline_s(pool), unneeded) if pool.provisioner == "karpenter" else unneeded
+
+
 DEADLINE_LABEL = "higgsfield.io/gang-deadline"
 
 
 def settings_of(namespaces: Sequence[str]) -> dict:
-    """The CronJob's settings; each pool's deadline is a ConfigMap of its own (deadline_config_map),
-    so adding a pool adds one and changes nothing else."""
+    """The CronJob's settings; each pool's deadline, and how long an empty node of it stays, is a ConfigMap of its
+    own (deadline_config_map), so adding a pool adds one and changes nothing else."""
     return {"retryAfterSeconds": RETRY_AFTER_S, "namespaces": list(namespaces), "deadlineLabel": DEADLINE_LABEL}
 
 
@@ -79,7 +87,13 @@ def deadline_config_map(pool: GpuPool) -> dict:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": f"gang-deadline-{pool.name}", "namespace": NAMESPACE, "labels": {DEADLINE_LABEL: "true"}},
-        "data": {"pool": pool.name, "deadlineSeconds": str(int(gang_deadline_s(pool)))},
+        "data": {
+            "pool": pool.name,
+            "deadlineSeconds": str(int(gang_deadline_s(pool))),
+            # a job its team paused that long left no idle node of the pool behind (images/training/gang_deadline.py
+            # pause_actions)
+            "emptySeconds": str(int(empty_node_s(pool))),
+        },
     }
 
 
@@ -165,8 +179,8 @@ class GangDeadline(pulumi.ComponentResource):
     Creates: the higgsfield-capacity Namespace (Pod Security restricted), its ServiceAccount, a
     ClusterRole to list nodes and pods (every namespace's: a node is idle only when no pod of any
     namespace holds it) and its binding, per team namespace a Role (list PodGroups, list/patch
-    Kubeflow jobs) and RoleBinding, a ConfigMap per pool with its deadline (and a Role
-    to list them), and the CronJob on the system nodes.
+    Kubeflow jobs) and RoleBinding, a ConfigMap per pool with its deadline and how long it keeps an
+    empty node (and a Role to list them), and the CronJob on the system nodes.
     Replaced when: never; a pool's deadline is a value of the CronJob.
     """
 

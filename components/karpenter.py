@@ -41,7 +41,7 @@ import pulumi_aws as aws
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.efa import EfaFabric, container_rlimits_node_config, efa_interfaces_for
-from components.gang_deadline import gang_deadline_s
+from components.gang_deadline import empty_node_s
 from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, pool_labels, pool_taints
 from components.identity import pod_identity_association, pod_identity_role
 from components.kubernetes_objects import KubernetesObject
@@ -110,12 +110,8 @@ def queue_policy(queue_arn: str, stack: str) -> str:
 
 
 def consolidate_after_s(pool: GpuPool) -> int:
-    """How long a node stays empty before Karpenter may remove it: at least the gang deadline
-    (boot + healthGate.timeout + margin), so a gang's first nodes are not taken away while its last
-    ones boot and pass the gate; and no less than the pool's scaleDownUnneededTime."""
-    from infra.config import seconds_of
-
-    return int(max(gang_deadline_s(pool), seconds_of(pool.scale_down_unneeded_time)))
+    """How long a node stays empty before Karpenter may remove it (components/gang_deadline.py empty_node_s)."""
+    return int(empty_node_s(pool))
 
 
 def karpenter_policy(cluster_name: str, region: str, account: str, node_role_arn: str, queue_arn: str) -> str:

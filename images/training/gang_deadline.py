@@ -20,7 +20,10 @@ gives them back. This program (a CronJob, components/gang_deadline.py) does that
   nodes are then unneeded and go after the pool's scaleDownUnneededTime;
 - a job suspended by us longer than `retryAfterSeconds` is resumed (suspend: false, the annotation
   removed): its PodGroup is created Pending and queues again. A job someone else suspended
-  (no annotation) is never touched.
+  (no annotation) is never resumed;
+- a job its team paused (suspended, no `gave-back-at`) keeps its clock, so a pause does not restart it,
+  until the pause has lasted as long as its pools keep an empty node: its pods are gone, the nodes they
+  held have gone too, and the clock comes off (pause_actions); resumed, the gang starts a new one.
 
 The team policy keeps both annotations and the suspension ours (components/tenancy.py
 suspension_validations). Standard library only; `decide` is pure and tested, `run` against the fake
@@ -38,7 +41,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -64,7 +67,7 @@ KINDS = {
 
 @dataclass(frozen=True)
 class Action:
-    verb: str  # "suspend" or "resume" a job; "mark" or "unmark" its clock (clock_actions)
+    verb: str  # "suspend" or "resume" a job; "mark" or "unmark" its clock (clock_actions, pause_actions)
     namespace: str
     kind: str
     name: str
@@ -106,6 +109,33 @@ def _owner_job(podgroup: dict) -> tuple[str, str] | None:
 def _suspended(job: dict) -> bool:
     spec = job.get("spec") or {}
     return (spec if job["kind"] == BATCH_JOB else spec.get("runPolicy") or {}).get("suspend") is True
+
+
+# The condition a job's controller sets once it has acted on spec.suspend (deleted the pods): True with the time it
+# turned so, False again on resume. The Training Operator's (ReconcileJobs, UpdateJobConditions JobSuspended,
+# kubeflow/trainer:pkg/controller.v1/common/job.go and pkg/util/status.go@v1.9.4: every kind's Reconcile calls it;
+# setCondition keeps lastTransitionTime while the status stays) and the Job controller's (syncJob,
+# ensureJobConditionStatus JobSuspended, kubernetes/kubernetes:pkg/controller/job/job_controller.go, read through
+# the code search). Status is the controllers' alone: a write of the job itself cannot set its status (a batch
+# Job's PrepareForCreate/PrepareForUpdate, kubernetes/kubernetes:pkg/registry/batch/job/strategy.go; a custom
+# resource with a status subresource, CustomResourceSubresourceStatus in kubernetes/apiextensions-apiserver:
+# pkg/apis/apiextensions/v1/types.go; both read through the code search; every Kubeflow CRD has one,
+# kubeflow/trainer:manifests/base/crds@v1.9.4), and the status subresource is a team's to get only (components/
+# tenancy.py job_submitter_role; AmazonEKSEditPolicy writes jobs and only reads jobs/status: awsdocs/
+# amazon-eks-user-guide:latest/ug/manage-access/k8s-access/access-policy-reference.adoc@145543a9).
+SUSPENDED_CONDITION = "Suspended"
+
+
+def _paused_at(job: dict) -> datetime | None:
+    """When the job's controller acted on its team's suspension: a suspended job without GAVE_BACK (the
+    deadline's own) whose condition says so. None while its controller has not acted (its pods may still be
+    there) and for a job that is not paused by its team."""
+    if not _suspended(job) or _annotation(job, GAVE_BACK) is not None:
+        return None
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == SUSPENDED_CONDITION and condition.get("status") == "True":
+            return _stamp(condition.get("lastTransitionTime"))
+    return None
 
 
 def _finished(pod: dict) -> bool:
@@ -314,8 +344,9 @@ def clock_actions(
     held an idle node ("mark"), so its deadline counts paid idle time, not a capacity shortage during which it
     held nothing. It stays while the team suspends, resumes or re-makes the job's pods (the operator deletes
     and re-makes a suspended job's PodGroup: CleanUpResources, kubeflow/trainer:pkg/controller.v1/common/
-    job.go@v1.9.4), and comes off once the gang runs ("unmark") or when the deadline suspends the job
-    (patch_for), so that each retry starts a new clock. Only the CronJob writes it (the team policy)."""
+    job.go@v1.9.4), and comes off once the gang runs ("unmark"), when the deadline suspends the job (patch_for),
+    so that each retry starts a new clock, or once its team has paused it for as long as its pools keep an empty
+    node (pause_actions). Only the CronJob writes it (the team policy)."""
     stamped = {
         (j["metadata"]["namespace"], j["kind"], j["metadata"]["name"]) for j in jobs if _annotation(j, WAITING_SINCE)
     }
@@ -325,6 +356,35 @@ def clock_actions(
         if gang.job not in stamped
     ]
     actions += [Action("unmark", *job, "its gang runs") for job in sorted(stamped & _ran(podgroups, pods))]
+    return actions
+
+
+def pause_actions(jobs: list[dict], empty_s: dict[str, float], now: datetime) -> list[Action]:
+    """A clocked job its team paused: its clock stays while the pause is shorter than the longest time its pools
+    keep an empty node (`empty_s`), since the nodes bought for its gang are idle and paid for all that time, and
+    comes off ("unmark") once the pause has lasted that long: the pods went when its controller acted, the nodes
+    they held went after, and the gang, resumed, waits for nodes like a new one. Each job's pools are those its
+    pod templates may land on (keep_job); a job with a pool of unknown emptiness keeps its clock."""
+    actions = []
+    for job in jobs:
+        paused = _paused_at(job)
+        pools = job.get("pools") or []
+        if paused is None or not _annotation(job, WAITING_SINCE) or not pools or any(p not in empty_s for p in pools):
+            continue
+        empty = max(empty_s[p] for p in pools)
+        if (now - paused).total_seconds() >= empty:
+            actions.append(
+                Action(
+                    "unmark",
+                    job["metadata"]["namespace"],
+                    job["kind"],
+                    job["metadata"]["name"],
+                    f"paused by its team since {paused:%Y-%m-%dT%H:%M:%SZ}, longer than "
+                    f"{'pool' if len(pools) == 1 else 'pools'} {', '.join(pools)} "
+                    f"{'keeps' if len(pools) == 1 else 'keep'} an empty node ({empty:.0f}s): the nodes its gang held "
+                    "have gone, and resumed it starts a new clock",
+                )
+            )
     return actions
 
 
@@ -451,15 +511,48 @@ def keep_podgroup(pg: dict) -> dict:
     }
 
 
-def keep_job(job: dict) -> dict:
+def _pod_specs(job: dict) -> list[dict]:
+    """The pod specs of a job's templates: a batch Job's spec.template, a Kubeflow job's spec.<kind>ReplicaSpecs.
+    <type>.template (kubeflow/trainer:manifests/base/crds@v1.9.4)."""
+    spec = job.get("spec") or {}
+    templates = [spec.get("template")] + [
+        replica.get("template")
+        for key, replicas in spec.items()
+        if key.endswith("ReplicaSpecs") and isinstance(replicas, dict)
+        for replica in replicas.values()
+        if isinstance(replica, dict)
+    ]
+    return [t["spec"] for t in templates if isinstance(t, dict) and isinstance(t.get("spec"), dict)]
+
+
+def _pools_of(job: dict, pools: Collection[str]) -> list[str]:
+    """The pools a job's pods may land on: every pool when it has no template, or when one cannot be read."""
+    specs = _pod_specs(job)
+    try:
+        return sorted(p for p in pools if not specs or any(_may_land(s, {POOL_LABEL: p}, None) for s in specs))
+    except (AttributeError, KeyError, TypeError):  # a shape the API server's schema would refuse
+        return sorted(pools)
+
+
+def keep_job(job: dict, pools: Collection[str]) -> dict:
+    """What the pass reads of a job; of its templates only the names of the `pools` they may land on."""
     spec = job.get("spec") or {}
     run_policy = spec.get("runPolicy") or {}
+    conditions = (job.get("status") or {}).get("conditions") or []
     return {
         "metadata": _meta(job, (GAVE_BACK, WAITING_SINCE)),
         "spec": {
             **({"suspend": spec["suspend"]} if "suspend" in spec else {}),
             "runPolicy": {"suspend": run_policy["suspend"]} if "suspend" in run_policy else {},
         },
+        "status": {
+            "conditions": [
+                {k: c.get(k) for k in ("type", "status", "lastTransitionTime")}
+                for c in conditions
+                if isinstance(c, dict) and c.get("type") == SUSPENDED_CONDITION
+            ][:1]
+        },
+        "pools": _pools_of(job, pools),
     }
 
 
@@ -530,29 +623,35 @@ def run(api: Api, settings: dict, own_namespace: str, now: datetime) -> int:
     """One pass: read the cluster, suspend and resume what decide() says. A job whose patch is refused
     (its team's admission policy, a job deleted meanwhile) is reported and the others still patched;
     the pass then fails, so the CronJob's failed runs show it."""
-    namespaces = settings["namespaces"]
-    podgroups, jobs = [], []
-    for ns in namespaces:
-        podgroups += api.items(f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups", keep_podgroup)
-        for kind, resource in KINDS.items():
-            try:
-                listed = api.items(f"/apis/kubeflow.org/v1/namespaces/{ns}/{resource}", keep_job)
-                jobs += [{**j, "kind": kind} for j in listed]
-            except urllib.error.HTTPError as exc:  # a kind the operator does not serve
-                if exc.code != 404:
-                    raise
-        jobs += [{**j, "kind": BATCH_JOB} for j in api.items(f"/apis/batch/v1/namespaces/{ns}/jobs", keep_job)]
-    # every namespace's pods: a node is idle only when no pod of any team (or of the platform) holds it
-    pods = api.items("/api/v1/pods", keep_pod)
-    nodes = api.items(f"/api/v1/nodes?labelSelector={POOL_LABEL}", keep_node)
     maps = api.items(
         f"/api/v1/namespaces/{own_namespace}/configmaps?labelSelector={settings['deadlineLabel']}%3Dtrue",
         keep_config_map,
     )
     deadlines = {m["data"]["pool"]: float(m["data"]["deadlineSeconds"]) for m in maps}
+    empty_s = {m["data"]["pool"]: float(m["data"]["emptySeconds"]) for m in maps if "emptySeconds" in m["data"]}
+
+    def keep(job: dict) -> dict:
+        return keep_job(job, deadlines)
+
+    podgroups, jobs = [], []
+    for ns in settings["namespaces"]:
+        podgroups += api.items(f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups", keep_podgroup)
+        for kind, resource in KINDS.items():
+            try:
+                listed = api.items(f"/apis/kubeflow.org/v1/namespaces/{ns}/{resource}", keep)
+                jobs += [{**j, "kind": kind} for j in listed]
+            except urllib.error.HTTPError as exc:  # a kind the operator does not serve
+                if exc.code != 404:
+                    raise
+        jobs += [{**j, "kind": BATCH_JOB} for j in api.items(f"/apis/batch/v1/namespaces/{ns}/jobs", keep)]
+    # every namespace's pods: a node is idle only when no pod of any team (or of the platform) holds it
+    pods = api.items("/api/v1/pods", keep_pod)
+    nodes = api.items(f"/api/v1/nodes?labelSelector={POOL_LABEL}", keep_node)
     failed = False
-    actions = clock_actions(podgroups, pods, nodes, jobs, deadlines) + decide(
-        podgroups, pods, nodes, jobs, deadlines, settings["retryAfterSeconds"], now
+    actions = (
+        clock_actions(podgroups, pods, nodes, jobs, deadlines)
+        + pause_actions(jobs, empty_s, now)
+        + decide(podgroups, pods, nodes, jobs, deadlines, settings["retryAfterSeconds"], now)
     )
     for action in actions:
         where = f"{action.namespace}/{action.kind}/{action.name}"

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from components.gang_deadline import DEADLINE_CHECK_S, ESTIMATE, boot_seconds, gang_deadline_s
+from components.gang_deadline import DEADLINE_CHECK_S, ESTIMATE, boot_seconds, empty_node_s, gang_deadline_s
 from infra.config import GpuPool, StackConfig, seconds_of
 from infra.core import versions
 from infra.offline.measured import Measured, PoolTimings
@@ -242,15 +242,11 @@ class GiveBack:
 
 
 def give_back(pool: GpuPool, node_hour_usd: float | None) -> GiveBack:
-    """A node-group pool's nodes go scaleDownUnneededTime after they are empty (its ASG tag); a
-    Karpenter pool's after the NodePool's consolidateAfter (components/karpenter.py)."""
-    if pool.provisioner == "karpenter":
-        from components.karpenter import consolidate_after_s
-
-        empty = float(consolidate_after_s(pool))
-    else:
-        empty = float(seconds_of(pool.scale_down_unneeded_time))
-    return GiveBack(gang_deadline_s(pool), DEADLINE_CHECK_S, empty, 10.0, node_hour_usd, max(pool.max_size - 1, 0))
+    """The nodes go once empty for as long as the pool keeps an empty node (components/gang_deadline.py
+    empty_node_s)."""
+    return GiveBack(
+        gang_deadline_s(pool), DEADLINE_CHECK_S, empty_node_s(pool), 10.0, node_hour_usd, max(pool.max_size - 1, 0)
+    )
 
 
 def pool_of(cfg: StackConfig, name: str) -> GpuPool:
