@@ -81,9 +81,9 @@ def test_the_deploy_role_cannot_replace_the_interruption_queue_with_one_whose_po
     name matching API calls (next test), the account's events read from outside. A first CreateQueue of a stack
     with no karpenter pool yet is the same, as CreateKey's Policy is for keys (KEY_POLICY_WRITES). Fix (a choice for
     the lead): deny sqs:DeleteQueue to the deploy role (an existing queue's policy then stays CreateQueue's: a
-    CreateQueue of a live name with other attributes fails) and make removing Karpenter an administrator's, which
-    `higgsfield diff` refuses and names, as it does the flow log's end (about 18 characters of the deploy role's
-    policy)."""
+    CreateQueue of a live name with other attributes fails: botocore's CreateQueue, as above) and make removing
+    Karpenter an administrator's, which `higgsfield diff` refuses and names, as it does the flow log's end (about 18
+    characters of the deploy role's policy: prod's with the most admins the config admits is 10,081 of 10,240)."""
     decision = evaluate(Request("sqs:DeleteQueue", QUEUE), [_deploy()])
     assert not decision.allowed, decision.reason
 
