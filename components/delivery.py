@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.karpenter import INTERRUPTION_QUEUE_READS
 from components.kubernetes_objects import KubernetesObject
 from components.registry import repository_name
 from infra.config import NAMESPACE, ConfigError, Problem, StackConfig
@@ -504,8 +505,11 @@ REFUSED_WHOLE = (
 REFUSED_ON_EVERY_BACKEND_RESOURCE = frozenset((*REFUSED_WHOLE, *BUCKET_CONFIGURATIONS))
 
 
-def _interruption_queue_arn(account: str, stack: str) -> str:
-    return f"arn:aws:sqs:*:{account}:{interruption_queue(stack)}"
+def _interruption_queue_arn(account: str, region: str, stack: str) -> str:
+    """In the stack's region alone: a queue of its name elsewhere is none of the stack's, and CreateQueue sets a
+    queue's policy (its Policy attribute, which IAM cannot see: tests/delivery/test_r9_karpenter_attack.py), so one
+    made there could let another account read what a rule of the stack's name sends it."""
+    return f"arn:aws:sqs:{region}:{account}:{interruption_queue(stack)}"
 
 
 def boundary_arn(account: str, stack: str) -> str:
@@ -883,7 +887,7 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
     ]
 
 
-def reach_denials(settings: DeliverySettings, stack: str) -> list[dict]:
+def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[dict]:
     """The deploy role's denial on what its `codebuild:*` would reach beyond the stack: another CodeBuild project,
     which runs code under an identity outside both ceilings. The stack boundary allows no CodeBuild action.
     Another launch template and another cluster are both ceilings' (ceiling_denials)."""
@@ -912,7 +916,9 @@ def reach_denials(settings: DeliverySettings, stack: str) -> list[dict]:
             "Effect": "Deny",
             "Action": ["events:PutTargets"],
             "Resource": "*",
-            "Condition": {"ForAnyValue:ArnNotLike": {"events:TargetArn": _interruption_queue_arn(account, stack)}},
+            "Condition": {
+                "ForAnyValue:ArnNotLike": {"events:TargetArn": _interruption_queue_arn(account, region, stack)}
+            },
         },
     ]
 
@@ -923,6 +929,8 @@ def boundary_policy(
     buckets: Sequence[str],
     public_endpoint: bool = False,
     public_load_balancers: bool = False,
+    *,
+    region: str,
 ) -> str:
     """The ceiling of every role the stack creates (infra/__main__.py attaches it to each aws.iam.Role
     but the deploy role through bound_every_role). Allows the services its roles act in, IAM only by
@@ -941,9 +949,6 @@ def boundary_policy(
             )
             + list(IAM_ACTIONS),
         },
-        # Karpenter's controller receives from its interruption queue (karpenter_policy); the deploy role makes it
-        # (deploy_policy), so the boundary allows no more on it than the deploy role may do.
-        {"Effect": "Allow", "Action": ["sqs:*"], "Resource": _interruption_queue_arn(account, stack)},
         {
             "Effect": "Allow",
             "Action": [INSTANCE_PROFILE_WRITES],
@@ -965,10 +970,14 @@ def boundary_policy(
             "Action": ["ssm:GetParameter"],
             "Resource": [p.format(account=account) for p in SSM_PARAMETERS],
         },
+        # S3 on the buckets, and the calls Karpenter's controller makes on its interruption queue
+        # (INTERRUPTION_QUEUE_READS, karpenter_policy) in one statement, for IAM counts every character: an action of
+        # either service names no resource of the other. No role under the boundary creates, deletes, purges or
+        # sends to the queue: a CreateQueue after a DeleteQueue would set its policy (_interruption_queue_arn).
         {
             "Effect": "Allow",
-            "Action": ["s3:*"],
-            "Resource": _buckets([settings.state_bucket, *buckets]),
+            "Action": ["s3:*", *INTERRUPTION_QUEUE_READS],
+            "Resource": [*_buckets([settings.state_bucket, *buckets]), _interruption_queue_arn(account, region, stack)],
         },
         *ceiling_denials(settings, stack, buckets, (), public_endpoint),
         {"Sid": "NoKeysUnderTheBoundary", "Effect": "Deny", "Action": ["kms:CreateKey"], "Resource": "*"},
@@ -1047,6 +1056,8 @@ def deploy_policy(
     buckets: Sequence[str],
     admins: Sequence[str] = (),
     public_endpoint: bool = False,
+    *,
+    region: str,
 ) -> str:
     """The deploy role's ceiling, its only policy (it has no permissions boundary: the stack boundary
     allows no IAM write, and a deploy makes roles): every action of the services the program manages;
@@ -1083,8 +1094,8 @@ def deploy_policy(
             "Effect": "Allow",
             "Action": ["sqs:*", "events:*"],
             "Resource": [
-                _interruption_queue_arn(account, stack),
-                f"arn:aws:events:*:{account}:rule/{interruption_rule(stack, '*')}",
+                _interruption_queue_arn(account, region, stack),
+                f"arn:aws:events:{region}:{account}:rule/{interruption_rule(stack, '*')}",
             ],
         },
     ]
@@ -1105,7 +1116,7 @@ def deploy_policy(
         settings, stack, buckets, access_entry_principals(settings, stack, admins), public_endpoint
     )
     statements += key_denials()
-    statements += reach_denials(settings, stack)
+    statements += reach_denials(settings, stack, region)
     return _document(*statements)
 
 
@@ -1125,14 +1136,16 @@ def oversized_policies(cfg: StackConfig) -> list[Problem]:
     sizes = [
         (
             f"the permissions boundary {boundary_name(cfg.stack)}",
-            boundary_policy(settings, cfg.stack, buckets, cfg.endpoint.public, cfg.public_load_balancers),
+            boundary_policy(
+                settings, cfg.stack, buckets, cfg.endpoint.public, cfg.public_load_balancers, region=cfg.region
+            ),
             MANAGED_POLICY_CHARACTERS,
             "a managed policy",
             names,
         ),
         (
             f"the deploy role's policy ({role_name(cfg.stack, 'deploy')})",
-            deploy_policy(settings, cfg.stack, buckets, cfg.admins, cfg.endpoint.public),
+            deploy_policy(settings, cfg.stack, buckets, cfg.admins, cfg.endpoint.public, region=cfg.region),
             ROLE_POLICY_CHARACTERS,
             "a role's inline policies",
             [*names, f"higgsfield:admins ({sum(map(len, cfg.admins))} characters of ARNs)"],
@@ -1223,7 +1236,12 @@ class Delivery(pulumi.ComponentResource):
             # stays as first written, though the deploy identity's ceiling is now its own policy (deploy_policy).
             description=f"The ceiling of every role of {cluster_name(args.stack)} and of its deploy identity",
             policy=boundary_policy(
-                settings, args.stack, args.data_buckets, args.public_endpoint, args.public_load_balancers
+                settings,
+                args.stack,
+                args.data_buckets,
+                args.public_endpoint,
+                args.public_load_balancers,
+                region=args.region,
             ),
             tags=tags,
             opts=child,
@@ -1233,7 +1251,9 @@ class Delivery(pulumi.ComponentResource):
         self.roles: dict[str, aws.iam.Role] = {}
         policies = {
             "preview": preview_policy(settings),
-            "deploy": deploy_policy(settings, args.stack, args.data_buckets, args.admins, args.public_endpoint),
+            "deploy": deploy_policy(
+                settings, args.stack, args.data_buckets, args.admins, args.public_endpoint, region=args.region
+            ),
         }
         # The ARN of components/registry.py's repository, known before it exists (so the pack can check it at preview).
         repository = (

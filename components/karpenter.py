@@ -65,6 +65,11 @@ INTERRUPTION_EVENTS = {
 }
 
 
+# What the controller calls on its interruption queue (AllowInterruptionQueueActions of the getting-started
+# template, cloudformation.yaml@v1.14.1); the stack boundary allows no more on the queue (components/delivery.py).
+INTERRUPTION_QUEUE_READS = ("sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage")
+
+
 def queue_policy(queue_arn: str, stack: str) -> str:
     """The interruption queue's resource policy: EventBridge may send to it for the stack's own rules alone, and
     nothing reaches it over plain HTTP. The getting-started template lets events.amazonaws.com and
@@ -220,7 +225,7 @@ def karpenter_policy(cluster_name: str, region: str, account: str, node_role_arn
         {
             "Sid": "AllowInterruptionQueueActions",
             "Effect": "Allow",
-            "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"],
+            "Action": list(INTERRUPTION_QUEUE_READS),
             "Resource": queue_arn,
         },
         {

@@ -9,7 +9,8 @@ there is one) and by an identity policy. Statements match on Action/NotAction (c
 operators our policies use: String(Not)Equals, String(Not)Like, Arn(Not)Equals, Arn(Not)Like,
 Bool, Null, the `...IfExists` suffix and the `ForAnyValue:`/`ForAllValues:` prefixes
 (reference_policies_elements_condition_operators.html: a key missing from the request makes a
-positive operator false and a negated one true; `IfExists` makes a missing key true).
+positive operator false and a negated one true; `IfExists` makes a missing key true; `ForAllValues` holds and
+`ForAnyValue` does not, whatever the operator: reference_policies_condition-single-vs-multi-valued-context-keys.html).
 No policy variables, no resource policies, no SCPs, no session policies: what we render and the
 attacks on it need none of them. No maintained library on PyPI evaluates conditions and
 boundaries (policyuniverse and parliament parse and lint; they do not decide requests).
@@ -96,7 +97,9 @@ def _condition_holds(operator: str, key: str, wanted: Sequence[str], context: Ma
     present = key in context
     if operator == "Null":
         return all((str(w).lower() == "true") != present for w in wanted)
-    if not present:
+    if not present:  # the set operators decide by the set alone: all of none holds, any of none does not
+        if qualifier:
+            return qualifier == "ForAllValues"
         return if_exists or operator in NEGATED
     actual = [str(a) for a in _listed(context[key])]
     wanted = [str(w) for w in wanted]

@@ -878,7 +878,7 @@ def test_a_stack_with_a_public_endpoint_may_keep_it():
     from components.delivery import boundary_policy
 
     cfg = config_of("prod")
-    public = Policy.of("public", boundary_policy(cfg.delivery, "prod", [], public_endpoint=True))
+    public = Policy.of("public", boundary_policy(cfg.delivery, "prod", [], public_endpoint=True, region=cfg.region))
     request = Request("eks:UpdateClusterConfig", CLUSTER, {"eks:endpointPublicAccess": "true"})
     assert evaluate(request, [EVERYTHING], public).allowed
 

@@ -198,7 +198,9 @@ def test_a_stack_config_the_loader_admits_renders_a_boundary_iam_accepts(tmp_pat
     config = _loaded(tmp_path, monkeypatch, LONG_STACK, _long_buckets)
     if config is None:
         return  # refused before anything is created
-    document = boundary_policy(config.delivery, LONG_STACK, config.fsx.linked_buckets, config.endpoint.public)
+    document = boundary_policy(
+        config.delivery, LONG_STACK, config.fsx.linked_buckets, config.endpoint.public, region=config.region
+    )
     assert policy_characters(document) <= MANAGED_POLICY_CHARACTERS, policy_characters(document)
 
 
@@ -219,7 +221,9 @@ def test_a_stack_config_the_loader_admits_renders_a_deploy_policy_iam_accepts(tm
     config = _loaded(tmp_path, monkeypatch, "prod", change)
     if config is None:
         return
-    document = deploy_policy(config.delivery, "prod", config.fsx.linked_buckets, config.admins, config.endpoint.public)
+    document = deploy_policy(
+        config.delivery, "prod", config.fsx.linked_buckets, config.admins, config.endpoint.public, region=config.region
+    )
     assert policy_characters(document) <= ROLE_POLICY_CHARACTERS, policy_characters(document)
 
 

@@ -336,3 +336,47 @@ def test_deleting_a_queue_policy_resource_is_refused_naming_the_state_delete():
     policy.update(type=QUEUE_POLICY, name="karpenter-interruptions-policy", urn=policy["urn"] + "Policy")
     (refusal,) = [r for r in compare(base, head, set()).refused if "queue policy" in r]
     assert f"pulumi state delete --stack prod '{policy['urn']}'" in refusal
+
+
+def _with_rule(plan: dict, **inputs) -> dict:
+    """One of Karpenter's EventBridge rules, named by the stack (or generated, without `name`)."""
+    rule = copy.deepcopy(_flow_log(plan))
+    rule.update(
+        type="aws:cloudwatch/eventRule:EventRule",
+        name="karpenter-spot",
+        urn=_flow_log(plan)["urn"].replace("ec2/flowLog:FlowLog", "cloudwatch/eventRule:EventRule"),
+    )
+    rule["inputs"] = {"name": "higgsfield-prod-karpenter-spot", "tags": {}, **inputs}
+    plan["resources"].append(rule)
+    return rule
+
+
+def _generated_names(*resources: dict) -> None:
+    """As an administrator deployed Karpenter before the stack named its queue and rules: no `name` input."""
+    for resource in resources:
+        del resource["inputs"]["name"]
+
+
+def test_naming_an_administrator_deployed_interruption_queue_is_refused_naming_the_administrators_command():
+    """A queue deployed with a generated name (`karpenter-interruptions-1a2b3c4`) is replaced by the stack's
+    (`name` is ForceNew): the deploy makes the new one and then deletes the old, whose name is outside the deploy
+    role's `sqs:*` (components/delivery.py deploy_policy names interruption_queue alone), so the deploy fails half
+    way, the old queue and its rules left behind."""
+    base, head = _prod(), _prod()
+    _generated_names(_with_queue(base))
+    _with_queue(head)
+    (refusal,) = [r for r in compare(base, head, set()).refused if "SQS queue" in r]
+    assert refusal.startswith("replacement of SQS queue karpenter-interruptions is refused (")
+    assert "pulumi up --stack prod" in refusal
+
+
+def test_naming_an_administrator_deployed_interruption_rule_is_refused_naming_the_administrators_command():
+    """The same of each EventBridge rule: `name` is ForceNew (hashicorp/terraform-provider-aws:internal/service/
+    events/rule.go@0cdab4ae), and events:DeleteRule and RemoveTargets on a generated name are outside the deploy
+    role's `events:*` (interruption_rule)."""
+    base, head = _prod(), _prod()
+    _generated_names(_with_rule(base))
+    _with_rule(head)
+    (refusal,) = [r for r in compare(base, head, set()).refused if "EventBridge rule" in r]
+    assert refusal.startswith("replacement of EventBridge rule karpenter-spot is refused (")
+    assert "pulumi up --stack prod" in refusal
