@@ -920,6 +920,12 @@ def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[d
                 "ForAnyValue:ArnNotLike": {"events:TargetArn": _interruption_queue_arn(account, region, stack)}
             },
         },
+        # The interruption queue is made once. CreateQueue takes the queue's policy as an attribute that no IAM key
+        # sees (tests/delivery/test_r9_karpenter_attack.py), and SQS refuses a CreateQueue of a live name with
+        # other attributes (QueueNameExists: boto/botocore:botocore/data/sqs/2012-11-05/service-2.json@1.44.18), so
+        # while the queue lives its policy stays the one it was made with. Deleting it is an administrator's
+        # (removing the last Karpenter pool: `higgsfield diff` refuses it and names the command).
+        {"Sid": "QueuesAreMadeOnce", "Effect": "Deny", "Action": ["sqs:DeleteQueue"], "Resource": "*"},
     ]
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import ConfigError
-from infra.core.names import LOG_GROUP, interruption_queue, interruption_rule
+from infra.core.names import LOG_GROUP, interruption_rule
 from infra.offline import rolls
 from infra.offline.evaluate import COMPUTED, StackNotFound, record
 from infra.offline.stack_file import StackFileError
@@ -381,7 +381,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
         _refuse_managed_policy_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
     _refuse_flow_log_ends(str(head.get("stack", "STACK")), removed, changed, refuse)
     _refuse_queue_attribute_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
-    _refuse_deletes_of_unnamed_interruption_resources(str(head.get("stack", "STACK")), before, removed, changed, refuse)
+    _refuse_interruption_ends(str(head.get("stack", "STACK")), before, removed, changed, refuse)
     return Diff(
         added,
         removed,
@@ -731,27 +731,32 @@ def _refuse_queue_attribute_writes(
 EVENT_RULE = "aws:cloudwatch/eventRule:EventRule"
 
 
-def _refuse_deletes_of_unnamed_interruption_resources(
+def _refuse_interruption_ends(
     stack: str, before: dict, removed: list[dict], changed: list[Change], refuse: _Refusals
 ) -> None:
-    """The deploy role reaches SQS and EventBridge on the stack's interruption queue and rules by their names alone
-    (components/delivery.py deploy_policy: interruption_queue, interruption_rule). A queue or rule an administrator
-    deployed with a generated name (before the stack named them) is deleted when the deploy replaces it with the
-    stack's name or removes it, and that DeleteQueue, or RemoveTargets and DeleteRule, is refused half way through,
-    after the new ones are made; the refusal names the administrator's command."""
+    """Karpenter's interruption queue is made once: the deploy role's policy denies sqs:DeleteQueue
+    (components/delivery.py QueuesAreMadeOnce), so a deploy that deletes or replaces a queue (the last Karpenter
+    pool removed, or a queue an administrator deployed with a generated name, before the stack named it) would
+    fail half way. The deploy role reaches EventBridge on the stack's rules by their names alone (deploy_policy:
+    interruption_rule), so the same holds for a rule of a generated name. The refusal names the administrator's
+    command."""
     kinds = {QUEUE: "SQS queue", EVENT_RULE: "EventBridge rule"}
     ended = [(r, "delete") for r in removed if r["type"] in kinds]
     ended += [(before[c.urn], "replacement") for c in changed if c.type in kinds and c.replaces]
     for resource, what in ended:
         name = str(resource["inputs"].get("name") or "")
-        ours = interruption_queue(stack) if resource["type"] == QUEUE else interruption_rule(stack, "*")
-        if not re.fullmatch(re.escape(ours).replace(r"\*", ".*"), name):
-            refuse(
-                f"{what} of {kinds[resource['type']]} {resource['name']}",
-                resource["name"],
-                f"the deploy role reaches only the stack's queue and rules, by name, and this one's is "
-                f"{name or 'generated'}; an administrator deploys this change {ADMIN}: pulumi up --stack {stack}",
-            )
+        if resource["type"] == QUEUE:
+            why = "the deploy role may not delete a queue (its policy denies sqs:DeleteQueue: a queue made again "
+            why += "could carry a policy IAM cannot see)"
+        elif re.fullmatch(re.escape(interruption_rule(stack, "*")).replace(r"\*", ".*"), name):
+            continue
+        else:
+            why = f"the deploy role reaches only the stack's rules, by name, and this one's is {name or 'generated'}"
+        refuse(
+            f"{what} of {kinds[resource['type']]} {resource['name']}",
+            resource["name"],
+            f"{why}; an administrator deploys this change {ADMIN}: pulumi up --stack {stack}",
+        )
 
 
 def _audit_log(resource: dict) -> bool:

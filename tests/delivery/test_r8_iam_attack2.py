@@ -235,7 +235,7 @@ def test_a_stack_ci_deploys_makes_karpenters_interruption_queue_and_its_rules():
     """components/karpenter.py makes an SQS queue for interruption events and EventBridge rules feeding it. Before,
     the deploy role's policy allowed neither sqs nor events: the first CI deploy with a `provisioner: karpenter`
     pool failed at CreateQueue (found while checking the instance-profile fix, round 8)."""
-    for action in ("sqs:CreateQueue", "sqs:GetQueueAttributes", "sqs:TagQueue", "sqs:DeleteQueue"):
+    for action in ("sqs:CreateQueue", "sqs:GetQueueAttributes", "sqs:TagQueue"):
         assert evaluate(Request(action, QUEUE), [_deploy()]).allowed, action
     for action in ("events:PutRule", "events:DescribeRule", "events:TagResource", "events:DeleteRule"):
         assert evaluate(Request(action, _rule()), [_deploy()]).allowed, action

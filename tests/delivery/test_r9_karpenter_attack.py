@@ -68,24 +68,18 @@ def test_a_role_under_the_boundary_only_receives_from_the_interruption_queue(act
     assert decision.reason == "not allowed by the permissions boundary delivery-boundary", decision.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: CreateQueue's Policy has no IAM condition key, and the deploy role deletes the queue when the "
-    "last karpenter pool goes (docs/security-ci.md, Karpenter in a stack CI deploys)",
-)
 def test_the_deploy_role_cannot_replace_the_interruption_queue_with_one_whose_policy_it_chose():
     """deploy_policy's `sqs:*` on the queue includes DeleteQueue and CreateQueue, and CreateQueue's Policy is
     unseen by IAM (module docstring): the deploy role deletes the live queue and, a minute later, makes it again
     under the same name and URL (the controller keeps polling it) with a policy that lets another account send or
     receive. Impact: forged interruptions from outside for as long as the queue stays, or, with a rule of the stack's
-    name matching API calls (next test), the account's events read from outside. A first CreateQueue of a stack
-    with no karpenter pool yet is the same, as CreateKey's Policy is for keys (KEY_POLICY_WRITES). Fix (a choice for
-    the lead): deny sqs:DeleteQueue to the deploy role (an existing queue's policy then stays CreateQueue's: a
-    CreateQueue of a live name with other attributes fails: botocore's CreateQueue, as above) and make removing
-    Karpenter an administrator's, which `higgsfield diff` refuses and names, as it does the flow log's end (about 18
-    characters of the deploy role's policy: prod's with the most admins the config admits is 10,081 of 10,240)."""
+    name matching API calls (next test), the account's events read from outside. Fixed: the deploy role may not
+    DeleteQueue (QueuesAreMadeOnce; a CreateQueue of a live name with other attributes fails), so a live queue's
+    policy stays CreateQueue's, and removing Karpenter is an administrator's, which `higgsfield diff` refuses and
+    names. A first CreateQueue of a stack with no karpenter pool yet stays open, as CreateKey's Policy is for keys
+    (the policy pack's sqs-queue-policy-own-services checks it in `pulumi up`)."""
     decision = evaluate(Request("sqs:DeleteQueue", QUEUE), [_deploy()])
-    assert not decision.allowed, decision.reason
+    assert decision.denied_by == ("delivery-deploy", "QueuesAreMadeOnce"), decision.reason
 
 
 @pytest.mark.xfail(

@@ -380,3 +380,19 @@ def test_naming_an_administrator_deployed_interruption_rule_is_refused_naming_th
     (refusal,) = [r for r in compare(base, head, set()).refused if "EventBridge rule" in r]
     assert refusal.startswith("replacement of EventBridge rule karpenter-spot is refused (")
     assert "pulumi up --stack prod" in refusal
+
+
+def test_removing_the_interruption_queue_of_the_stacks_name_is_refused_naming_the_administrators_command():
+    """The deploy role may not DeleteQueue (components/delivery.py QueuesAreMadeOnce: a queue made again could carry a
+    policy IAM cannot see), so removing the last Karpenter pool would fail half way."""
+    base, head = _prod(), _prod()
+    _with_queue(base)
+    (refusal,) = [r for r in compare(base, head, set()).refused if "SQS queue" in r]
+    assert refusal.startswith("delete of SQS queue karpenter-interruptions is refused (")
+    assert "sqs:DeleteQueue" in refusal and "pulumi up --stack prod" in refusal
+
+
+def test_removing_a_rule_of_the_stacks_name_goes_through():
+    base, head = _prod(), _prod()
+    _with_rule(base)
+    assert [r for r in compare(base, head, set()).refused if "EventBridge rule" in r] == []
