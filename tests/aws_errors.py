@@ -25,7 +25,7 @@ from botocore.stub import Stubber
 
 DATA = Path(botocore.__file__).parent / "data"
 
-# Errors a service sends for any action, absent from its model (by protocol of the service).
+# Errors a service sends for any action, absent from its model (by protocol of the service, or by the service).
 COMMON_ERRORS: dict[tuple[str, str], tuple[int, str]] = {
     # Query-protocol services (Auto Scaling, STS, IAM) deny with code AccessDenied and HTTP 403:
     # "https response error StatusCode: 403, ... api error AccessDenied: User: ... is not authorized
@@ -53,6 +53,11 @@ COMMON_ERRORS: dict[tuple[str, str], tuple[int, str]] = {
         403,
         "docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html",
     ),
+    # SQS denies with the query code AccessDenied and HTTP 403 ("Error Code: AccessDenied, Status Code: 403 ... Access
+    # to the resource https://sqs.us-west-2.amazonaws.com/ is denied", aws/aws-sdk-php#188; the same from the JS SDK,
+    # island-is/island.is#7812); its JSON protocol is awsQueryCompatible, so botocore reads that code back from the
+    # x-amzn-query-error header. A service's own entry, keyed by the service, not by its protocol.
+    ("sqs", "AccessDenied"): (403, "aws/aws-sdk-php#188; island-is/island.is#7812"),
 }
 
 
@@ -96,9 +101,10 @@ def wire_error(service: str, code: str) -> WireError:
             service, code, declared[code][0], f"botocore {service} service-2.json shape {declared[code][1]}"
         )
     protocol = service_model(service)["metadata"]["protocol"]
-    if (protocol, code) in COMMON_ERRORS:
-        status, source = COMMON_ERRORS[(protocol, code)]
-        return WireError(service, code, status, source)
+    for key in ((service, code), (protocol, code)):
+        if key in COMMON_ERRORS:
+            status, source = COMMON_ERRORS[key]
+            return WireError(service, code, status, source)
     by_shape = {shape: wire for wire, (_, shape) in declared.items()}
     if code in by_shape:
         raise AssertionError(f"{service}: {code!r} is botocore's shape name; AWS sends the code {by_shape[code]!r}")

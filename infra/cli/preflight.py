@@ -56,7 +56,7 @@ IAM_ACTIONS = {
 PERMISSIONS = tuple(sorted(set(IAM_ACTIONS.values())))
 
 # The caller may not do this (EC2: UnauthorizedOperation; JSON services: AccessDeniedException).
-_DENIED = {"UnauthorizedOperation", "Client.UnauthorizedOperation", "AccessDenied", "AccessDeniedException"}
+DENIED_CODES = {"UnauthorizedOperation", "Client.UnauthorizedOperation", "AccessDenied", "AccessDeniedException"}
 # The credentials themselves were refused: every other call would fail alike, so the run stops.
 REJECTED = {
     "AuthFailure",
@@ -132,7 +132,7 @@ def _not_checked(check: str, target: str, exc: Exception) -> Check:
         if code in REJECTED:
             raise CredentialsRejected(f"AWS rejected the credentials ({code}: {message})") from exc
         action = IAM_ACTIONS.get(operation, operation)
-        if code in _DENIED:
+        if code in DENIED_CODES:
             return Check(
                 check,
                 target,

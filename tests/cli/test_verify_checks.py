@@ -21,6 +21,7 @@ import yaml
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from components.karpenter import queue_policy
 from infra.cli import verify
 from infra.cli.verify import checks, connect
 from infra.core import names
@@ -496,6 +497,83 @@ def test_log_records_without_the_replica_fail(aws_ctx, aws):
 def test_logs_before_any_job_skip(aws_ctx, aws):
     _log(aws, {"log": "system pod", "kubernetes": {"host": "n"}})
     assert one("aws.container-logs", aws_ctx).status == "SKIP"
+
+
+def _with_karpenter(ctx) -> None:
+    """The stack as if its first GPU pool were `provisioner: karpenter`."""
+    pools = list(ctx.config.gpu_pools)
+    pools[0] = pools[0].model_copy(update={"provisioner": "karpenter"})
+    ctx.plan = stack_pinning(ctx.plan, gpu_pools=tuple(pools))
+
+
+def _interruption_queue(aws, policy: str | None = None) -> str:
+    """The queue the first deploy makes (components/karpenter.py), with its policy or `policy`."""
+    account = aws.client("sts").get_caller_identity()["Account"]
+    name = names.interruption_queue(STACK)
+    arn = f"arn:aws:sqs:{REGION}:{account}:{name}"
+    aws.client("sqs").create_queue(QueueName=name, Attributes={"Policy": policy or queue_policy(arn, STACK)})
+    return arn
+
+
+def test_a_stack_without_a_karpenter_pool_skips_the_queue_check(aws_ctx):
+    assert one("aws.karpenter-queue", aws_ctx).status == "SKIP"
+
+
+def test_the_interruption_queue_with_the_stacks_policy_passes(aws_ctx, aws):
+    _with_karpenter(aws_ctx)
+    _interruption_queue(aws)
+    outcome = one("aws.karpenter-queue", aws_ctx)
+    assert outcome.status == "PASS" and "EventBridge sends for the stack's rules alone" in outcome.evidence
+    assert "not run as higgsfield-prod-deploy" in outcome.evidence
+
+
+def test_an_interruption_queue_that_lets_another_account_send_fails(aws_ctx, aws):
+    _with_karpenter(aws_ctx)
+    account = aws.client("sts").get_caller_identity()["Account"]
+    arn = f"arn:aws:sqs:{REGION}:{account}:{names.interruption_queue(STACK)}"
+    opened = json.loads(queue_policy(arn, STACK))
+    opened["Statement"].append(
+        {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::999999999999:root"}, "Action": "sqs:*", "Resource": arn}
+    )
+    _interruption_queue(aws, json.dumps(opened))
+    outcome = one("aws.karpenter-queue", aws_ctx)
+    assert outcome.status == "FAIL" and "999999999999" in outcome.evidence
+    assert "pulumi up --refresh --stack prod" in outcome.fix
+
+
+def _as_the_deploy_role(ctx, aws, refused: bool) -> None:
+    """verify run by CI (the deploy role), SetQueueAttributes answered as AWS would: refused, or allowed."""
+    ctx.found["identity"] = f"arn:aws:sts::123456789012:assumed-role/{names.role_name(STACK, 'deploy')}/ci"
+    sqs = aws.client("sqs")
+    ctx.clients["sqs"] = sqs
+    if refused:
+        stub = Stubber(sqs)
+        real = aws.client("sqs")
+        url = real.get_queue_url(QueueName=names.interruption_queue(STACK))["QueueUrl"]
+        attributes = real.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy", "QueueArn"])
+        stub.add_response("get_queue_url", {"QueueUrl": url})
+        stub.add_response("get_queue_attributes", attributes)
+        add_wire_error(stub, "sqs", "set_queue_attributes", "AccessDenied", "Access to the resource is denied.")
+        stub.activate()
+
+
+def test_the_deploy_role_refused_a_rewrite_of_the_queues_policy_passes(aws_ctx, aws):
+    _with_karpenter(aws_ctx)
+    _interruption_queue(aws)
+    _as_the_deploy_role(aws_ctx, aws, refused=True)
+    outcome = one("aws.karpenter-queue", aws_ctx)
+    assert outcome.status == "PASS" and "higgsfield-prod-deploy may not rewrite it" in outcome.evidence
+
+
+def test_the_deploy_role_allowed_to_rewrite_the_queues_policy_fails_naming_bootstrap(aws_ctx, aws):
+    """Both ceilings deny SetQueueAttributes (components/delivery.py AdministratorsOnly): an account where the deploy
+    role may still call it runs an older deploy policy."""
+    _with_karpenter(aws_ctx)
+    _interruption_queue(aws)
+    _as_the_deploy_role(aws_ctx, aws, refused=False)
+    outcome = one("aws.karpenter-queue", aws_ctx)
+    assert outcome.status == "FAIL" and "SetQueueAttributes was allowed" in outcome.evidence
+    assert "higgsfield bootstrap prod" in outcome.fix
 
 
 # --- the cluster -----------------------------------------------------------------------------------

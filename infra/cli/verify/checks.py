@@ -12,6 +12,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from botocore import exceptions as aws_errors
+
+from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
 from infra.core import names
 
@@ -633,6 +636,64 @@ def container_logs(ctx: Any) -> Outcome:
     )
 
 
+def _sends_for_the_stacks_rules(statement: dict, rules: str) -> bool:
+    """An Allow of the queue's policy: EventBridge alone, for rules whose ARNs start so (queue_policy's shape)."""
+    principal = statement.get("Principal")
+    services = principal.get("Service") if isinstance(principal, dict) and len(principal) == 1 else None
+    sources = [
+        value
+        for operator, keys in (statement.get("Condition") or {}).items()
+        if operator in ("ArnLike", "ArnEquals")
+        for key, values in keys.items()
+        if key.lower() == "aws:sourcearn"
+        for value in (values if isinstance(values, list) else [values])
+    ]
+    return (
+        services in ("events.amazonaws.com", ["events.amazonaws.com"])
+        and bool(sources)
+        and all(str(v).startswith(rules) for v in sources)
+    )
+
+
+def karpenter_queue(ctx: Any) -> Outcome:
+    """Karpenter's interruption queue (docs/security-ci.md, "Karpenter in a stack CI deploys"): it exists by the
+    stack's name and keeps the policy it was made with, which lets EventBridge send for the stack's own rules
+    alone; run as the deploy role, a rewrite of that policy is refused (both ceilings deny SetQueueAttributes).
+    The rewrite tried is the queue's own policy, so an account where it is allowed is left as it was."""
+    cfg = ctx.config
+    if not cfg.karpenter_pools:
+        return skipped("no `provisioner: karpenter` pool")
+    name = names.interruption_queue(cfg.stack)
+    sqs = ctx.client("sqs")
+    url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy", "QueueArn"])["Attributes"]
+    region, account = attributes["QueueArn"].split(":")[3:5]
+    rules = f"arn:aws:events:{region}:{account}:rule/{names.interruption_rule(cfg.stack, '')}"
+    statements = json.loads(attributes.get("Policy") or "{}").get("Statement") or []
+    allows = [s for s in statements if s.get("Effect") == "Allow"]
+    if not allows or not all(_sends_for_the_stacks_rules(s, rules) for s in allows):
+        return failed(
+            f"{name}: its policy lets in more than EventBridge for the stack's rules: {json.dumps(allows)}",
+            f"an administrator deletes the queue, then `pulumi up --refresh --stack {cfg.stack}` makes it again with "
+            "the stack's (its policy is CreateQueue's: components/karpenter.py queue_policy)",
+        )
+    seen = f"{name}: EventBridge sends for the stack's rules alone"
+    deploy = names.role_name(cfg.stack, "deploy")
+    if f":assumed-role/{deploy}/" not in str(ctx.found.get("identity") or ""):
+        return passed(f"{seen}; not run as {deploy}, so its refusal to rewrite the policy was not tried")
+    try:
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": attributes.get("Policy") or ""})
+    except aws_errors.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in DENIED_CODES:
+            return passed(f"{seen}; {deploy} may not rewrite it (AccessDenied)")
+        raise
+    return failed(
+        f"{deploy} rewrote {name}'s policy (SetQueueAttributes was allowed; the policy is unchanged)",
+        f"an administrator runs `higgsfield bootstrap {cfg.stack}`: the deploy role's policy must carry "
+        "AdministratorsOnly (components/delivery.py)",
+    )
+
+
 # --- the table -------------------------------------------------------------------------------------
 
 EKS_READ = "eks:DescribeCluster"
@@ -679,6 +740,9 @@ def specs() -> list[Spec]:
              cron_jobs, "kube", "list cronjobs in higgsfield-capacity", after=(KUBE_API,)),
         Spec("kube.gpu-nodes", "GPU nodes: the gate's label agrees with the startup taint; healthy ones offer GPUs/EFA",
              gpu_nodes, "kube", "list nodes", after=(KUBE_API,)),
+        Spec("aws.karpenter-queue", "Karpenter's interruption queue keeps its policy: EventBridge for the stack's "
+             "rules alone, a rewrite refused to the deploy role",
+             karpenter_queue, "aws", "sqs:GetQueueUrl, sqs:GetQueueAttributes, sqs:SetQueueAttributes (refused)"),
         Spec("aws.container-logs", "training pods' log records carry job, replica and node (CloudWatch)",
              container_logs, "aws", "logs:FilterLogEvents"),
         *trial.specs(),

@@ -20,6 +20,7 @@ from typing import Any
 import urllib3
 from botocore import exceptions as aws_errors
 
+from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed
 
 REQUEST_TIMEOUT_S = 15  # one Kubernetes request (connect + read); each check's own timeout bounds the rest
@@ -251,10 +252,6 @@ def kube_client(context: str | None) -> Kube:
     return Kube(api_client)
 
 
-# AWS's error codes that mean the caller may not do this (EC2's UnauthorizedOperation, the JSON services').
-_DENIED = {"UnauthorizedOperation", "AccessDenied", "AccessDeniedException"}
-
-
 def describe_error(spec: Spec, exc: Exception) -> Outcome:
     """A check's call that failed, as its line: what the server said and the right it needs."""
     from kubernetes.client.exceptions import ApiException
@@ -262,7 +259,7 @@ def describe_error(spec: Spec, exc: Exception) -> Outcome:
     if isinstance(exc, aws_errors.ClientError):
         error = exc.response.get("Error", {})
         code, message = error.get("Code", "?"), error.get("Message", "")
-        if code in _DENIED:
+        if code in DENIED_CODES:
             return failed(f"AWS refused {exc.operation_name} ({code})", f"allow the caller: {spec.rights}")
         if code.endswith("NotFoundException") or code.endswith(".NotFound"):
             return failed(
