@@ -51,10 +51,18 @@ EXIT_AFTER_SIGTERM = 128 + signal.SIGTERM
 # DistStoreError) for NCCL, Gloo, network and store failures. Above 127, so ExitCode retries it;
 # ours, not the 128 + N of a signal.
 EXIT_PEER_LOST = 150
+# What a rank's process ends with when NCCL's watchdog takes it down: 128 + SIGABRT. A collective that a
+# lost peer never joins raises nothing in Python; it waits on the GPU until the watchdog times it out (or
+# sees the peer's connection fail) and, with TORCH_NCCL_ASYNC_ERROR_HANDLING=3 (infra/offline/jobs.py),
+# rethrows in its own thread, which aborts the process (WorkNCCL::handleException and ncclCommWatchdog,
+# pytorch/pytorch:torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, read through the code search); the
+# heartbeat monitor ends a stuck one the same way. `prefix_ranks` reports it, so the pod's code is a retry.
+# Other signals (a segfault of the program) stay failures.
+EXIT_TORN_DOWN = 128 + signal.SIGABRT
 # torchrun exits 1 whenever a worker fails, whatever the worker's code (its elastic agent raises
 # ChildFailedError). A worker that stops for a retryable reason writes its code here
 # (`report_exit`) and `launch` passes it on as the container's exit code, so the operator sees 143
-# or 150, not torchrun's 1.
+# or 150 (or EXIT_TORN_DOWN, above), not torchrun's 1.
 EXIT_DIR_ENV = "HIGGSFIELD_EXIT_DIR"
 # On EFA pools libfabric pins the memory NCCL registers, and the kernel counts it against
 # RLIMIT_MEMLOCK for a process without CAP_IPC_LOCK, as every team pod is. The platform gives every
@@ -349,7 +357,7 @@ def report_exit(code: int, environ: dict[str, str] | None = None) -> int:
 
 def pod_exit_code(launcher: int, signalled: bool, reported: list[int]) -> int:
     """The container's exit code from torchrun's code, whether this pod got SIGTERM, and the codes
-    its workers reported: a stop or a lost peer is a retry (>= 128: 143 or 150) for the operator's
+    its workers reported: a stop or a lost peer is a retry (>= 128: 143, 150 or 134) for the operator's
     ExitCode policy; anything else (a bug's exit 1) stays below 128 and fails the job."""
     if launcher == 0:
         return 0
@@ -472,6 +480,8 @@ def prefix_ranks(argv: list[str]) -> int:
     code = child.wait()
     for thread in copies:
         thread.join()
+    if code == -signal.SIGABRT:  # NCCL's watchdog took it down: a retry, which torchrun's exit 1 would hide
+        return report_exit(EXIT_TORN_DOWN)
     return code if code >= 0 else 128 - code  # a worker ended by a signal: 128 + N, as a shell reports it
 
 

@@ -12,7 +12,8 @@ checkpoint settings (examples/checkpointing.py `settings`):
   FSx with the COMPLETE marker, keeping CHECKPOINT_KEEP_LAST;
 - on SIGTERM (drain, Capacity Block end, preemption) the ranks agree to stop, save once more,
   wait up to CHECKPOINT_FLUSH_SECONDS for the copy, and exit 143 so the job restarts and resumes;
-- a collective that fails because a peer went away (a lost node) exits 150, also a restart;
+- a collective that fails because a peer went away (a lost node) exits 150, also a restart; on GPUs
+  NCCL's watchdog usually takes the rank down first (SIGABRT), which checkpointing.py passes on as 134;
   both reach the pod's exit code through checkpointing.py's launcher (restartPolicy ExitCode);
 - on a Capacity Block pool, CHECKPOINT_NOTICE_AT asks for a checkpoint ahead of the drain;
 - CHECKPOINT_EVERY_STEPS=0 turns checkpoints off (no save, no resume): what `jobs render` sets for

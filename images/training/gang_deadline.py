@@ -18,6 +18,11 @@ gives them back. This program (a CronJob, components/gang_deadline.py) does that
   controller.v1/common/job.go@v1.9.4), a batch Job's `spec.suspend: true` (the Job controller
   deletes its active pods; Volcano's controller made its PodGroup, owned by the Job); the idle
   nodes are then unneeded and go after the pool's scaleDownUnneededTime;
+- a gang that ran and lost a member (its node lost or drained) has its survivors' nodes idle: they
+  cannot train short of the gang. Once their pods are recreated, pending, it waits as above (a member
+  being deleted, as the lost node's pod is until its Node object goes, is neither bound nor waiting);
+  while some still run, Volcano calls the gang Unknown (`broken`), and the same clock and deadline
+  apply, counted from the break;
 - a job suspended by us longer than `retryAfterSeconds` is resumed (suspend: false, the annotation
   removed): its PodGroup is created Pending and queues again. A job someone else suspended
   (no annotation) is never resumed;
@@ -143,6 +148,22 @@ def _finished(pod: dict) -> bool:
     task from its node: addTask's `!isTerminated`, volcano-sh/volcano:pkg/scheduler/cache/event_handlers.go@
     v1.15.1; the autoscaler lists no pod in those phases)."""
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _leaving(pod: dict) -> bool:
+    """A pod being deleted. Volcano counts it Releasing, neither scheduled nor ready, so its gang is short of
+    minMember without it (getTaskStatus, volcano-sh/volcano:pkg/scheduler/api/helpers.go; getPodGroupPhase,
+    pkg/scheduler/framework/session.go@v1.15.1). On a node that no longer answers it stays so, phase Running,
+    bound there, until its kubelet answers again or the Node object is deleted ("Delete Pods", kubernetes/
+    website:content/en/docs/tasks/run-application/force-delete-stateful-set-pod.md, read through the code
+    search) and the pod garbage collector removes it (gcOrphaned, kubernetes/kubernetes:pkg/controller/podgc/
+    gc_controller.go, same); only then does the operator make its replica again."""
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
+def _bound(pod: dict) -> bool:
+    """A member placed on a node and still there for its gang: not finished, not being deleted."""
+    return bool(pod["spec"].get("nodeName")) and not _finished(pod) and not _leaving(pod)
 
 
 def _holds_its_node(pod: dict) -> bool:
@@ -279,6 +300,9 @@ class Gang:
     job: tuple[str, str, str]  # namespace, kind, name of the job that owns it
     pools: list[str]
     deadline: float
+    # what the gang holds while it waits, and gives back: for the log lines of its mark and its suspension
+    held: str = "beside idle nodes"
+    gives_back: str = "the nodes that arrived"
 
 
 def _job_key(namespace: str, owner: tuple[str, str]) -> tuple[str, str, str]:
@@ -296,7 +320,7 @@ def holding(podgroups: list[dict], pods: list[dict], nodes: list[dict], deadline
         if owner is None or owner[0] not in WAITING_PHASES.get((pg.get("status") or {}).get("phase"), ()):
             continue
         group = by_group.get((pg["metadata"]["namespace"], pg["metadata"]["name"]), [])
-        members = [p for p in group if not _finished(p)]  # those the gang still waits on
+        members = [p for p in group if not _finished(p) and not _leaving(p)]  # those the gang still waits on
         if not members or any(p["spec"].get("nodeName") for p in members):
             continue
         # The pools any member may land on (a pod that names none may land on every pool): the gang
@@ -318,6 +342,43 @@ def holding(podgroups: list[dict], pods: list[dict], nodes: list[dict], deadline
     return gangs
 
 
+# A gang that ran and fell short of its minimum while members still run: the gang plugin marks it unschedulable
+# each session it is not ready (fewer than minMember bound, running or succeeded: OnSessionClose, volcano-sh/
+# volcano:pkg/scheduler/plugins/gang/gang.go; ReadyTaskNum, pkg/scheduler/api/job_info.go@v1.15.1), and a group
+# with running members that is unschedulable is Unknown (getPodGroupPhase, pkg/scheduler/framework/session.go,
+# same ref). Its waiting member binds only once a node is there for it, and until then its running members do
+# no work: a fixed gang's ranks cannot train without the lost one, nor an elastic one below its minimum.
+BROKEN_PHASE = "Unknown"
+
+
+def broken(podgroups: list[dict], pods: list[dict], nodes: list[dict], deadlines: dict[str, float]) -> list[Gang]:
+    """The gangs short of their minimum (BROKEN_PHASE) with a member still bound to a node of a pool: what it holds
+    is that node, doing nothing. The deadline is the longest of the pools it holds and its members may use."""
+    pool_of = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(POOL_LABEL) for n in nodes}
+    by_group = _members(podgroups, pods)
+    gangs = []
+    for pg in podgroups:
+        owner = _owner_job(pg)
+        if owner is None or (pg.get("status") or {}).get("phase") != BROKEN_PHASE:
+            continue
+        group = [p for p in by_group.get((pg["metadata"]["namespace"], pg["metadata"]["name"]), []) if not _finished(p)]
+        held = {pool_of.get(p["spec"]["nodeName"]) for p in group if _bound(p)} & set(deadlines)
+        if not held:
+            continue
+        usable = {p for p in deadlines if any(_may_land(m["spec"], {POOL_LABEL: p}, None) for m in group)}
+        pools = sorted(held | usable)
+        deadline = max(deadlines[p] for p in pools)
+        job = _job_key(pg["metadata"]["namespace"], owner)
+        gangs.append(Gang(pg, job, pools, deadline, "short of its minimum", "its running members' nodes"))
+    return gangs
+
+
+def waiting(podgroups: list[dict], pods: list[dict], nodes: list[dict], deadlines: dict[str, float]) -> list[Gang]:
+    """Every gang on the clock: those that wait beside idle nodes (`holding`) and those short of their minimum
+    (`broken`); a PodGroup is in one phase, so in one of them at most."""
+    return holding(podgroups, pods, nodes, deadlines) + broken(podgroups, pods, nodes, deadlines)
+
+
 def _annotation(job: dict, key: str) -> Any:
     return (job["metadata"].get("annotations") or {}).get(key)
 
@@ -332,7 +393,9 @@ def _ran(podgroups: list[dict], pods: list[dict]) -> set[tuple[str, str, str]]:
             continue
         group = by_group.get((pg["metadata"]["namespace"], pg["metadata"]["name"]), [])
         phase = (pg.get("status") or {}).get("phase")
-        if phase in RAN_PHASES or any(p["spec"].get("nodeName") and not _finished(p) for p in group):
+        if phase == BROKEN_PHASE:
+            continue  # its members are bound, but the gang is short of them: it waits
+        if phase in RAN_PHASES or any(_bound(p) for p in group):
             ran.add(_job_key(pg["metadata"]["namespace"], owner))
     return ran
 
@@ -351,8 +414,8 @@ def clock_actions(
         (j["metadata"]["namespace"], j["kind"], j["metadata"]["name"]) for j in jobs if _annotation(j, WAITING_SINCE)
     }
     actions = [
-        Action("mark", *gang.job, "waiting beside an idle node")
-        for gang in holding(podgroups, pods, nodes, deadlines)
+        Action("mark", *gang.job, f"waiting {gang.held}")
+        for gang in waiting(podgroups, pods, nodes, deadlines)
         if gang.job not in stamped
     ]
     actions += [Action("unmark", *job, "its gang runs") for job in sorted(stamped & _ran(podgroups, pods))]
@@ -404,7 +467,7 @@ def decide(
         (j["metadata"]["namespace"], j["kind"], j["metadata"]["name"]): _stamp(_annotation(j, WAITING_SINCE))
         for j in jobs
     }
-    for gang in holding(podgroups, pods, nodes, deadlines):
+    for gang in waiting(podgroups, pods, nodes, deadlines):
         started = since.get(gang.job)
         if started is None:
             continue  # its clock starts this pass (clock_actions)
@@ -414,8 +477,8 @@ def decide(
                 Action(
                     "suspend",
                     *gang.job,
-                    f"gang waited {waited:.0f}s beside idle nodes of {'pool' if len(gang.pools) == 1 else 'pools'} "
-                    f"{', '.join(gang.pools)} (deadline {gang.deadline:.0f}s); giving back the nodes that arrived",
+                    f"gang waited {waited:.0f}s {gang.held} ({'pool' if len(gang.pools) == 1 else 'pools'} "
+                    f"{', '.join(gang.pools)}, deadline {gang.deadline:.0f}s); giving back {gang.gives_back}",
                 )
             )
     for job in jobs:
@@ -468,7 +531,7 @@ LIST_ATTEMPTS = 3
 
 def _meta(obj: dict, annotations: tuple[str, ...] = (), labels: bool = False) -> dict:
     meta = obj.get("metadata") or {}
-    kept = {k: meta[k] for k in ("name", "namespace", "creationTimestamp") if k in meta}
+    kept = {k: meta[k] for k in ("name", "namespace", "creationTimestamp", "deletionTimestamp") if k in meta}
     kept["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items() if k in annotations}
     if labels:
         kept["labels"] = meta.get("labels") or {}
