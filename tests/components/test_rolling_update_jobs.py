@@ -48,10 +48,11 @@ def drain(job: Job, key: tuple[str, int]) -> None:
 
 
 def lose(job: Job, key: tuple[str, int]) -> None:
-    """The node of pod `key` disappears: the others' collectives fail (DistError)."""
+    """The node of pod `key` disappears: the others end as a lost peer's (NCCL's watchdog tears them down, 134; gloo
+    raises DistError, 150), both retried by the ExitCode policy."""
     for other in list(job.pods):
         if other != key:
-            job.container_exits(other, _pod_code(False, checkpointing.EXIT_PEER_LOST))
+            job.container_exits(other, _pod_code(False, checkpointing.EXIT_TORN_DOWN))
     job.pod_deleted(key)
     job.reconcile()
     job.reconcile()
