@@ -882,8 +882,10 @@ def suspension_validations() -> list[dict]:
             # pass. Pointed at a pool whose empty nodes go sooner, the clock would come off while the nodes its
             # gang held are still there, and pointed back and resumed, the gang would be packed onto them again
             # with a new clock. A batch Job needs no rule: its template's scheduling fields change only while it
-            # has never run (AllowMutableSchedulingDirectives: suspended and no status.startTime, kubernetes/
-            # kubernetes:pkg/registry/batch/job/strategy.go, read through the code search), and a clocked one ran.
+            # is suspended with no status.startTime (AllowMutableSchedulingDirectives, kubernetes/kubernetes:
+            # pkg/registry/batch/job/strategy.go), which the Job controller sets on its first sync unsuspended and
+            # never clears (syncJob, pkg/controller/job/job_controller.go; both read through the code search): a
+            # clocked Job had pods, so it ran.
             "expression": f"!({is_job}) || request.operation != 'UPDATE' || {by_the_deadline} || "
             f"{waiting('oldObject')} == [] || {_placement_unchanged()}",
             "message": "a Kubeflow job the gang deadline is timing keeps where its pods may land (each template's "
