@@ -495,6 +495,23 @@ def _templates_unchanged() -> str:
     return f"(({_suspended('object')} && {_suspended('oldObject')}) || ({kept}))"
 
 
+def _placement_unchanged() -> str:
+    """An UPDATE of a Kubeflow job that keeps where each replica type's pods may land as `oldObject`'s: its
+    template's nodeSelector and affinity (what the gang deadline reads for a job's pools, images/training/
+    gang_deadline.py _pools_of)."""
+
+    def same(key: str) -> str:
+        new, old = f"object.spec.{key}", f"oldObject.spec.{key}"
+        pairs = [
+            [_optional(f"{obj}[r]", "template", "spec", field) for obj in (new, old)]
+            for field in ("nodeSelector", "affinity")
+        ]
+        fields = " && ".join(f"{mine} == {was}" for mine, was in pairs)
+        return f"(!has({new}) || !has({old}) || {new}.all(r, !(r in {old}) || ({fields})))"
+
+    return "(" + " && ".join(same(key) for key in REPLICA_SPECS) + ")"
+
+
 def gang_validations(team: TeamRules) -> list[dict]:
     """The gang is the job's: the operator makes the PodGroup's minMember the job's
     `schedulingPolicy.minAvailable` (else all its replicas) and its minResources the job's
@@ -790,7 +807,8 @@ def suspension_validations() -> list[dict]:
     """A job stays the platform's to stop. The gang deadline suspends the job of a gang that waited past its pools'
     deadline holding idle nodes, and only it resumes one (images/training/gang_deadline.py): a team resuming it
     at once would put its pods back on the idle nodes it gave back, as often as it liked. Its two annotations,
-    when it gave a gang back and the clock of a waiting gang, are its own. And a Kubeflow job is the operator's:
+    when it gave a gang back and the clock of a waiting gang, are its own, and a Kubeflow job with a clock keeps
+    where its pods may land. And a Kubeflow job is the operator's:
     the operator skips every job whose runPolicy.managedBy names another controller
     (ManagedByExternalController, first in each kind's Reconcile, kubeflow/trainer:
     pkg/controller.v1/pytorch/pytorchjob_controller.go@v1.9.4), and its webhooks do not keep the field unchanged
@@ -856,6 +874,24 @@ def suspension_validations() -> list[dict]:
             f"{waiting('object')} == (request.operation == 'UPDATE' ? {waiting('oldObject')} : [])",
             "message": f"{WAITING_SINCE_ANNOTATION} is the gang deadline's clock: a team neither sets, changes nor "
             "removes it",
+            "reason": "Forbidden",
+        },
+        {
+            # A job its team paused keeps its clock until the pause has lasted as long as the pools its templates
+            # may land on keep an empty node (gang_deadline.py pause_actions), read from the templates at each
+            # pass. Pointed at a pool whose empty nodes go sooner, the clock would come off while the nodes its
+            # gang held are still there, and pointed back and resumed, the gang would be packed onto them again
+            # with a new clock. A batch Job needs no rule: its template's scheduling fields change only while it
+            # is suspended with no status.startTime (AllowMutableSchedulingDirectives, kubernetes/kubernetes:
+            # pkg/registry/batch/job/strategy.go), which the Job controller sets on its first sync unsuspended and
+            # never clears (syncJob, pkg/controller/job/job_controller.go; both read through the code search): a
+            # clocked Job had pods, so it ran.
+            "expression": f"!({is_job}) || request.operation != 'UPDATE' || {by_the_deadline} || "
+            f"{waiting('oldObject')} == [] || {_placement_unchanged()}",
+            "message": "a Kubeflow job the gang deadline is timing keeps where its pods may land (each template's "
+            f"nodeSelector and affinity) while it carries {WAITING_SINCE_ANNOTATION}, which the gang deadline "
+            "takes off once the job has been suspended as long as its pools keep an empty node: resume it as it "
+            "is, wait, or submit a new job for another pool",
             "reason": "Forbidden",
         },
         {
