@@ -85,6 +85,13 @@ DNS = {"namespace": "kube-system", "pod": {"k8s-app": "kube-dns"}}
 # account may create a pod with the label, so no other pod gets the launcher's egress.
 LAUNCHER = {"training.kubeflow.org/replica-type": "launcher"}
 OPERATOR_USER = "system:serviceaccount:kubeflow:training-operator"
+# The Job controller makes each pod of a batch Job with its tracking finalizer and removes it once it has counted
+# the pod (JobTrackingFinalizer, kubernetes/api:batch/v1/types.go@v0.35.0). It runs in kube-controller-manager as
+# the `job-controller` service account where the manager uses service-account credentials
+# (ClientOrDie("job-controller"), kubernetes/kubernetes:cmd/kube-controller-manager/app/batch.go, read through the
+# code search), else as the manager itself: both are named, neither is a team's.
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+JOB_CONTROLLER_USERS = ("system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager")
 # The init container the operator adds to every launcher, without a securityContext (newLauncher,
 # same file): the one container allowed to leave allowPrivilegeEscalation unset, and only in a pod
 # the operator creates (a team's own container of that name would collide with it: the pod would
@@ -784,6 +791,20 @@ def release_validations(team: TeamRules) -> list[dict]:
             "message": f"terminationGracePeriodSeconds is at most {cap} "
             "(higgsfield:checkpoints.terminationGracePeriod): a pod that is stopping counts in no queue, yet holds "
             "its node until it has stopped",
+            "reason": "Forbidden",
+        },
+        {
+            # A pod being deleted stays, Terminating, while it has a finalizer: the scheduler and Volcano keep
+            # counting it on its node (Releasing, in no queue), and the autoscaler keeps the node, for as long as
+            # no one removes it, and a team's own finalizer no controller would ever remove. So no finalizer in a
+            # team's templates, and on a pod only those it had or the Job controller's tracking finalizer.
+            "expression": "object.kind == 'Pod' ? (!has(object.metadata.finalizers) || "
+            "object.metadata.finalizers.all(f, (request.operation == 'UPDATE' && has(oldObject.metadata.finalizers) "
+            f"&& f in oldObject.metadata.finalizers) || (f == '{JOB_TRACKING_FINALIZER}' && "
+            f"request.userInfo.username in {_list(list(JOB_CONTROLLER_USERS))}))) : "
+            "variables.metas.all(m, !has(m.finalizers) || size(m.finalizers) == 0)",
+            "message": "no finalizers on a team's pods or in its templates (but the Job controller's own): a pod "
+            "being deleted stays while it has one, counted on its node in no queue, and holds the node",
             "reason": "Forbidden",
         },
         {

@@ -199,3 +199,50 @@ def test_a_jobs_init_container_within_its_containers_is_admitted():
 
 def test_a_jobs_pod_level_resources_are_refused():
     assert any(COUNTED in m for m in denied_by(_job(resources={"requests": {"cpu": "96", "memory": "1Ti"}})))
+
+
+# --- finalizers -------------------------------------------------------------------------------------
+
+FINALIZER = "example.com/keep"
+
+
+def _with_template_finalizer(job: dict) -> dict:
+    job = copy.deepcopy(job)
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        replica["template"].setdefault("metadata", {})["finalizers"] = [FINALIZER]
+    return job
+
+
+def test_a_finalizer_in_a_jobs_templates_is_refused():
+    """The operator (and the Job controller) copy a template's finalizers onto the pods: deleted, suspended or given
+    back, such a pod would stay Terminating, counted on its node in no queue, for as long as the finalizer stays."""
+    assert any("finalizers" in m for m in denied_by(_with_template_finalizer(_job())))
+
+
+def test_a_team_adding_a_finalizer_to_its_pod_is_refused():
+    pod = _pod()
+    held = copy.deepcopy(pod)
+    held["metadata"]["finalizers"] = [FINALIZER]
+    assert any("finalizers" in m for m in denied_by(held, operation="UPDATE", old=pod))
+
+
+def test_a_team_creating_a_pod_with_the_job_controllers_finalizer_is_refused():
+    """No controller would count such a pod, so none would remove its finalizer."""
+    pod = _pod()
+    pod["metadata"]["finalizers"] = [tenancy.JOB_TRACKING_FINALIZER]
+    assert any("finalizers" in m for m in denied_by(pod))
+
+
+@pytest.mark.parametrize("user", tenancy.JOB_CONTROLLER_USERS)
+def test_the_job_controller_makes_its_pods_with_its_tracking_finalizer(user):
+    pod = _pod()
+    pod["metadata"]["finalizers"] = [tenancy.JOB_TRACKING_FINALIZER]
+    assert not any("finalizers" in m for m in denied_by(pod, user=user))
+
+
+def test_removing_a_pods_finalizer_is_admitted():
+    pod = _pod()
+    pod["metadata"]["finalizers"] = [tenancy.JOB_TRACKING_FINALIZER]
+    done = copy.deepcopy(pod)
+    done["metadata"]["finalizers"] = []
+    assert not any("finalizers" in m for m in denied_by(done, operation="UPDATE", old=pod))
