@@ -715,6 +715,7 @@ def test_tenant_attacks_refused_by_admission_pass_and_store_nothing(ctx, cluster
     assert "foundation: a TFJob named higgsfield-verify-attack (no tf-) refused (403)" in outcome.evidence
     assert "foundation: a TFJob with cleanPodPolicy None refused (403)" in outcome.evidence
     assert "foundation: a TFJob managed by kueue.x-k8s.io/multikueue refused (403)" in outcome.evidence
+    assert "foundation: a TFJob whose pods carry a finalizer refused (403)" in outcome.evidence
     assert "foundation: a PodGroup in another queue refused (403)" in outcome.evidence
     assert ("POST", "/apis/scheduling.volcano.sh/v1beta1/namespaces/llm/podgroups?dryRun=All") in cluster.requests
     assert ("POST", "/apis/kubeflow.org/v1/namespaces/llm/tfjobs?dryRun=All") in cluster.requests
@@ -728,6 +729,7 @@ def test_a_tenant_attack_admitted_fails(ctx, cluster):
     assert "a TFJob named higgsfield-verify-attack (no tf-) was admitted" in outcome.evidence
     assert "a TFJob with cleanPodPolicy None was admitted" in outcome.evidence
     assert "a TFJob managed by kueue.x-k8s.io/multikueue was admitted" in outcome.evidence
+    assert "a TFJob whose pods carry a finalizer was admitted" in outcome.evidence
     assert not [k for k in cluster.objects if k[2] in ("podgroups", "tfjobs")]  # dry runs even when admitted
 
 
@@ -768,6 +770,14 @@ def test_the_handed_away_job_is_refused_by_the_team_policy_for_its_manager_alone
 
     for refused in _team_refusals(plan, handed_away):
         assert len(refused) == 1 and "managedBy" in refused[0]
+
+
+def test_the_job_with_a_finalizer_is_refused_by_the_team_policy_for_its_finalizer_alone(plan):
+    def held(team):
+        return checks.trial_job(team, name=checks.TRIAL_JOB_NAME, finalizer=checks.ATTACK_FINALIZER)
+
+    for refused in _team_refusals(plan, held):
+        assert len(refused) == 1 and "finalizers" in refused[0]
 
 
 def test_the_team_policies_fail_closed(plan):

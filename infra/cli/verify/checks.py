@@ -33,6 +33,7 @@ TRIAL_JOB_NAME = names.JOB_NAME_PREFIXES["TFJob"] + ATTACK_NAME
 # A controller the operator's webhook accepts in runPolicy.managedBy (MultiKueueController,
 # kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go@v1.9.4), which the team policy refuses.
 OTHER_MANAGER = "kueue.x-k8s.io/multikueue"
+ATTACK_FINALIZER = "higgsfield.io/verify-attack"  # a finalizer no controller removes
 # What the misnamed job would run were it admitted and resumed (it is neither): any image.
 ATTACK_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
 
@@ -407,12 +408,17 @@ def _attack(team: Any, other_queue: str) -> dict:
 
 
 def trial_job(
-    team: Any, name: str = ATTACK_NAME, clean_pod_policy: str = names.CLEAN_POD_POLICY, managed_by: str | None = None
+    team: Any,
+    name: str = ATTACK_NAME,
+    clean_pod_policy: str = names.CLEAN_POD_POLICY,
+    managed_by: str | None = None,
+    finalizer: str | None = None,
 ) -> dict:
-    """A suspended TFJob the team's policy admits as it stands (given a name with `tf-`). Tried three times:
+    """A suspended TFJob the team's policy admits as it stands (given a name with `tf-`). Tried four times:
     under a name only a PyTorchJob may take (names.job_name_problem: the operator finds a job's PodGroup by
-    name alone), with cleanPodPolicy None (its pods would outlive its PodGroup), and managed by another
-    controller (the operator would ignore it, its suspension included: docs/design/tenancy.md)."""
+    name alone), with cleanPodPolicy None (its pods would outlive its PodGroup), managed by another
+    controller (the operator would ignore it, its suspension included: docs/design/tenancy.md), and with a
+    finalizer in its template (its pods, deleted, would stay on their nodes)."""
     spec = {
         "securityContext": {"runAsUser": team.uid, "runAsGroup": team.uid, "fsGroup": team.uid},
         "containers": [
@@ -435,7 +441,13 @@ def trial_job(
                 "schedulingPolicy": {"queue": team.queue},
                 **({"managedBy": managed_by} if managed_by else {}),
             },
-            "tfReplicaSpecs": {"Worker": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": spec}}},
+            "tfReplicaSpecs": {
+                "Worker": {
+                    "replicas": 1,
+                    "restartPolicy": "Never",
+                    "template": {**({"metadata": {"finalizers": [finalizer]}} if finalizer else {}), "spec": spec},
+                }
+            },
         },
     }
 
@@ -465,6 +477,7 @@ def tenant_attacks(ctx: Any) -> Outcome:
             (trial_job(team), f"a TFJob named {ATTACK_NAME} (no tf-)"),
             (trial_job(team, name=TRIAL_JOB_NAME, clean_pod_policy="None"), "a TFJob with cleanPodPolicy None"),
             (trial_job(team, name=TRIAL_JOB_NAME, managed_by=OTHER_MANAGER), f"a TFJob managed by {OTHER_MANAGER}"),
+            (trial_job(team, name=TRIAL_JOB_NAME, finalizer=ATTACK_FINALIZER), "a TFJob whose pods carry a finalizer"),
         ):
             verdict = _refused(ctx, *_kubeflow(job), job)
             if verdict:
@@ -728,7 +741,8 @@ def specs() -> list[Spec]:
         Spec("kube.admission-policies", "every planned ValidatingAdmissionPolicy is present, without CEL warnings",
              admission_policies, "kube", "list validatingadmissionpolicies", after=(KUBE_API,)),
         Spec("kube.tenant-attacks", "admission refuses a PodGroup in another team's queue, a misnamed Kubeflow job, "
-             "one that would keep its pods once finished, one managed by another controller",
+             "one that would keep its pods once finished, one managed by another controller, one whose pods carry a "
+             "finalizer",
              tenant_attacks, "kube", "create podgroups, tfjobs (dryRun) in team namespaces", after=(KUBE_API,)),
         Spec("kube.job-names", "each team Kubeflow job is named as its kind (none from before the rule)",
              job_names, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
