@@ -796,8 +796,10 @@ def release_validations(team: TeamRules) -> list[dict]:
         {
             # A pod being deleted stays, Terminating, while it has a finalizer: the scheduler and Volcano keep
             # counting it on its node (Releasing, in no queue), and the autoscaler keeps the node, for as long as
-            # no one removes it, and a team's own finalizer no controller would ever remove. So no finalizer in a
-            # team's templates, and on a pod only those it had or the Job controller's tracking finalizer.
+            # no one removes it, and a team's own finalizer no controller would ever remove. The operator copies a
+            # template's finalizers onto the pods it makes (getPodsFinalizers, kubeflow/trainer:pkg/controller.v1/
+            # control/pod_control.go@v1.9.4). So no finalizer in a team's templates, and on a pod only those it had
+            # or the Job controller's tracking finalizer.
             "expression": "object.kind == 'Pod' ? (!has(object.metadata.finalizers) || "
             "object.metadata.finalizers.all(f, (request.operation == 'UPDATE' && has(oldObject.metadata.finalizers) "
             f"&& f in oldObject.metadata.finalizers) || (f == '{JOB_TRACKING_FINALIZER}' && "
