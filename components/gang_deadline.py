@@ -79,7 +79,12 @@ DEADLINE_LABEL = "higgsfield.io/gang-deadline"
 def settings_of(namespaces: Sequence[str]) -> dict:
     """The CronJob's settings; each pool's deadline, and how long an empty node of it stays, is a ConfigMap of its
     own (deadline_config_map), so adding a pool adds one and changes nothing else."""
-    return {"retryAfterSeconds": RETRY_AFTER_S, "namespaces": list(namespaces), "deadlineLabel": DEADLINE_LABEL}
+    return {
+        "retryAfterSeconds": RETRY_AFTER_S,
+        "checkSeconds": DEADLINE_CHECK_S,  # the schedule's period (cron_job): a pause younger began since the last pass
+        "namespaces": list(namespaces),
+        "deadlineLabel": DEADLINE_LABEL,
+    }
 
 
 def deadline_config_map(pool: GpuPool) -> dict:

@@ -451,6 +451,34 @@ def pause_actions(jobs: list[dict], empty_s: dict[str, float], now: datetime) ->
     return actions
 
 
+def fresh_pause_actions(jobs: list[dict], deadlines: dict[str, float], check_s: float, now: datetime) -> list[Action]:
+    """A clocked job past its deadline that its team paused since the previous pass (`check_s` ago) is given back as
+    if a pass had seen its gang: it ran or waited between two passes, its pods beside the nodes bought for them, and
+    a team pausing just around each pass would otherwise never be seen. Its pods are gone already; the suspension
+    is the deadline's from then on (GAVE_BACK), so the team resumes nothing before retryAfterSeconds, when the
+    deadline resumes it as any gang it gave back. A job its team pauses by chance in the minute its clock passes
+    its deadline is given back so too, as the pass would have done had it not paused."""
+    actions = []
+    for job in jobs:
+        paused, started = _paused_at(job), _stamp(_annotation(job, WAITING_SINCE))
+        pools = [p for p in job.get("pools") or [] if p in deadlines]
+        if paused is None or started is None or not pools or (now - paused).total_seconds() >= check_s:
+            continue
+        deadline, waited = max(deadlines[p] for p in pools), (now - started).total_seconds()
+        if waited > deadline:
+            actions.append(
+                Action(
+                    "suspend",
+                    job["metadata"]["namespace"],
+                    job["kind"],
+                    job["metadata"]["name"],
+                    f"paused by its team at {paused:%Y-%m-%dT%H:%M:%SZ}, since the last pass, its gang's clock at "
+                    f"{waited:.0f}s past its deadline {deadline:.0f}s; giving back the nodes it stood beside",
+                )
+            )
+    return actions
+
+
 def decide(
     podgroups: list[dict],
     pods: list[dict],
@@ -714,6 +742,7 @@ def run(api: Api, settings: dict, own_namespace: str, now: datetime) -> int:
     actions = (
         clock_actions(podgroups, pods, nodes, jobs, deadlines)
         + pause_actions(jobs, empty_s, now)
+        + fresh_pause_actions(jobs, deadlines, float(settings["checkSeconds"]), now)
         + decide(podgroups, pods, nodes, jobs, deadlines, settings["retryAfterSeconds"], now)
     )
     for action in actions:

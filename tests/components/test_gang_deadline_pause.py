@@ -157,6 +157,29 @@ def test_a_team_pausing_its_job_again_and_again_still_has_its_gang_given_back_at
         kube.close()
 
 
+def test_a_team_pausing_around_each_pass_is_given_back_though_no_pass_sees_its_gang():
+    """The team suspends its job 5 s before each pass and resumes it 10 s later: no pass sees its gang, yet the
+    autoscaler sees its pods 50 s a minute and keeps the nodes bought for them. A job its team paused since the
+    previous pass, its clock past its deadline, was resumed between passes: it is given back as if seen."""
+    kube = FakeKubernetesApi()
+    try:
+        start = NOW - timedelta(seconds=DEADLINE + 600)
+        api = _cluster(kube, "PyTorchJob", start)
+        passes = [start + timedelta(seconds=s) for s in range(0, int(DEADLINE + 600), 60)]
+        gang_deadline.run(api, SETTINGS, component.NAMESPACE, passes[0])  # its clock starts
+        given_back_at = None
+        for moment in passes[1:]:
+            _set_suspended(kube, "PyTorchJob", True, moment - timedelta(seconds=5))
+            assert gang_deadline.run(api, SETTINGS, component.NAMESPACE, moment) == 0
+            if _given_back(kube, "PyTorchJob"):
+                given_back_at = moment
+                break
+            _set_suspended(kube, "PyTorchJob", False, moment + timedelta(seconds=5))
+        assert given_back_at is not None and (given_back_at - start).total_seconds() <= DEADLINE + 120
+    finally:
+        kube.close()
+
+
 # --- the decision, without the API --------------------------------------------------------------------------
 
 
@@ -213,6 +236,23 @@ def test_the_gang_deadline_may_take_the_clock_off_a_job_its_team_paused():
     (action,) = gang_deadline.pause_actions([kept], {"h100": EMPTY}, NOW)
     new = merge(old, gang_deadline.patch_for(action, NOW))
     assert denied_by(new, operation="UPDATE", old=old, user=component.USER) == []
+
+
+def test_the_gang_deadline_may_give_back_a_job_its_team_paused_since_the_last_pass():
+    old = _paused_team_job(_iso(NOW - timedelta(seconds=DEADLINE + 60)))
+    since = _iso(NOW - timedelta(seconds=5))
+    old["status"] = {"conditions": [{"type": "Suspended", "status": "True", "lastTransitionTime": since}]}
+    kept = {**gang_deadline.keep_job(old, ["h100"]), "kind": "PyTorchJob"}
+    (action,) = gang_deadline.fresh_pause_actions([kept], {"h100": DEADLINE}, 60.0, NOW)
+    assert action.verb == "suspend"
+    new = merge(old, gang_deadline.patch_for(action, NOW))
+    assert denied_by(new, operation="UPDATE", old=old, user=component.USER) == []
+
+
+def test_a_job_its_team_paused_before_the_last_pass_is_not_given_back_for_it():
+    """A pause older than a pass was seen by that pass: the job was not between two passes, so nothing stood."""
+    job = _paused(NOW - timedelta(seconds=90), clock=NOW - timedelta(seconds=DEADLINE + 600))
+    assert gang_deadline.fresh_pause_actions([job], {"h100": DEADLINE, "a100": DEADLINE}, 60.0, NOW) == []
 
 
 def test_a_team_may_not_take_the_clock_off_the_job_it_paused():
