@@ -921,3 +921,13 @@ def test_a_gang_deadline_that_never_succeeded_fails(ctx, cluster):
     cluster.put(job)
     outcome = one("kube.cron-jobs", ctx)
     assert outcome.status == "FAIL" and "gang-deadline: last success never" in outcome.evidence
+
+
+def test_a_stack_without_its_named_interruption_queue_fails_naming_the_administrators_deploy(aws_ctx, aws):
+    """A stack whose administrator deployed Karpenter before the stack named its queue has one of a generated name
+    (or none yet): the check says which name it looked for and who makes it, not SQS's bare error."""
+    _with_karpenter(aws_ctx)
+    aws.client("sqs").create_queue(QueueName="karpenter-interruptions-4f2a9c1")
+    outcome = one("aws.karpenter-queue", aws_ctx)
+    assert outcome.status == "FAIL" and names.interruption_queue(STACK) in outcome.evidence
+    assert "pulumi up --stack prod" in outcome.fix and "administrator" in outcome.fix

@@ -668,6 +668,11 @@ def _sends_for_the_stacks_rules(statement: dict, rules: str) -> bool:
     )
 
 
+# GetQueueUrl of a missing queue: the modeled QueueDoesNotExist, or its query-compatible code, which botocore reports
+# for SQS's JSON protocol (botocore/data/sqs/2012-11-05/service-2.json: `awsQueryCompatible`, `QueueDoesNotExist`).
+NO_SUCH_QUEUE = ("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue")
+
+
 def karpenter_queue(ctx: Any) -> Outcome:
     """Karpenter's interruption queue (docs/security-ci.md, "Karpenter in a stack CI deploys"): it exists by the
     stack's name and keeps the policy it was made with, which lets EventBridge send for the stack's own rules
@@ -678,7 +683,18 @@ def karpenter_queue(ctx: Any) -> Outcome:
         return skipped("no `provisioner: karpenter` pool")
     name = names.interruption_queue(cfg.stack)
     sqs = ctx.client("sqs")
-    url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    try:
+        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    except aws_errors.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") not in NO_SUCH_QUEUE:
+            raise
+        return failed(
+            f"no queue named {name}: the stack's first Karpenter pool is not deployed yet, or an administrator "
+            "deployed Karpenter before the stack named its queue (a generated name)",
+            "not deployed yet: the next deploy makes it; a generated name: an administrator deploys the change that "
+            f"names it, with administrator credentials: pulumi up --stack {cfg.stack} (the deploy role may not delete "
+            f"the old queue; `higgsfield diff {cfg.stack} --base REF` names it)",
+        )
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy", "QueueArn"])["Attributes"]
     region, account = attributes["QueueArn"].split(":")[3:5]
     rules = f"arn:aws:events:{region}:{account}:rule/{names.interruption_rule(cfg.stack, '')}"
