@@ -4,8 +4,8 @@ docs/design/reserved-capacity.md).
 images/training/gang_deadline.py says why the Cluster Autoscaler alone never removes them (it
 packs the gang's pending pods onto them first) and what the CronJob does: suspend the Kubeflow job
 (or batch Job) of a gang that waited longer than the deadline of the pools it may land on while it holds idle
-nodes, and resume it after `RETRY_AFTER_S`. The bound per pool is infra/offline/cold_start.py `give_back`, shown by
-`higgsfield timeline STACK --job POOL`.
+nodes, and resume it after `GANG_RETRY_AFTER_S` (infra/core/names.py). The bound per pool is
+infra/offline/cold_start.py `give_back`, shown by `higgsfield timeline STACK --job POOL`.
 """
 
 from __future__ import annotations
@@ -24,15 +24,11 @@ from components.kubernetes_objects import (
     restricted_namespace,
 )
 from infra.config import GpuPool, seconds_of
-from infra.core.names import KUBEFLOW_GROUP, KUBEFLOW_JOB_KINDS
+from infra.core.names import GANG_RETRY_AFTER_S, KUBEFLOW_GROUP, KUBEFLOW_JOB_KINDS
 
 NAMESPACE = "higgsfield-capacity"
 SERVICE_ACCOUNT = "gang-deadline"
 USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"  # the CronJob's requests, as admission sees them
-# After a give-back, wait out the autoscaler's longest node-group backoff before queueing again
-# (maxNodeGroupBackoffDuration 30m: --max-node-group-backoff-duration, kubernetes/autoscaler:
-# cluster-autoscaler/config/flags/flags.go@cluster-autoscaler-1.35.2).
-RETRY_AFTER_S = 30 * 60
 MEMORY_LIMIT = "256Mi"
 ESTIMATE = "estimate"
 
@@ -80,7 +76,7 @@ def settings_of(namespaces: Sequence[str]) -> dict:
     """The CronJob's settings; each pool's deadline, and how long an empty node of it stays, is a ConfigMap of its
     own (deadline_config_map), so adding a pool adds one and changes nothing else."""
     return {
-        "retryAfterSeconds": RETRY_AFTER_S,
+        "retryAfterSeconds": GANG_RETRY_AFTER_S,
         "checkSeconds": DEADLINE_CHECK_S,  # the schedule's period (cron_job): a pause younger began since the last pass
         "namespaces": list(namespaces),
         "deadlineLabel": DEADLINE_LABEL,

@@ -30,12 +30,14 @@ import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from infra.config import JobFile, load_job
 from infra.config.job import FRAMEWORKS, SERVING_KIND
 from infra.core.names import (
+    GANG_RETRY_AFTER_S,
+    GAVE_BACK_ANNOTATION,
     GROUP_NAME_ANNOTATION,
     JOB_FILE_LABEL,
     JOB_NAME_LABEL,
@@ -260,6 +262,30 @@ def _position(custom: Any, group: dict) -> int | None:
     return keys.index(here) + 1 if here in keys else None
 
 
+def _pod_phase(pod: dict) -> str:
+    """A pod's phase as kubectl's STATUS says it: Terminating once it is being deleted, since its phase stays
+    (Running, on a node that no longer answers, until its Node object goes)."""
+    if pod["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    return str((pod.get("status") or {}).get("phase", "Pending"))
+
+
+def _suspension(job: dict) -> str | None:
+    """Why a suspended job waits (its operator deleted its pods and PodGroup): the gang deadline gave its
+    nodes back and resumes it GANG_RETRY_AFTER_S later, or its team paused it; None while not suspended."""
+    if (job.get("spec") or {}).get("runPolicy", {}).get("suspend") is not True:
+        return None
+    gave_back = ((job.get("metadata") or {}).get("annotations") or {}).get(GAVE_BACK_ANNOTATION)
+    if gave_back:
+        again = datetime.fromisoformat(gave_back.replace("Z", "+00:00")) + timedelta(seconds=GANG_RETRY_AFTER_S)
+        return (
+            f"suspended: the gang deadline gave its nodes back at {gave_back} (its gang waited beside idle nodes, "
+            f"or lost a node none replaced); it queues again from {again:%Y-%m-%dT%H:%M:%SZ} and resumes from its "
+            "newest complete checkpoint (docs/capacity.md)"
+        )
+    return "suspended: runPolicy.suspend is true; it queues again once its team sets it to false"
+
+
 def _why(group: dict | None, pods: list[dict], nodes: list[dict] | None, pool: str | None) -> list[str]:
     """Why the gang waits: its queue has no room (quota), no nodes fit it (capacity), or nodes of
     its pool are still in their health check (gate)."""
@@ -312,6 +338,11 @@ def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", n
         listed = _optional(core.list_node, label_selector=f"{POOL_LABEL}={pool}")
         nodes = [api.sanitize_for_serialization(n) for n in listed.items] if listed is not None else None
     phase = ((group or {}).get("status") or {}).get("phase", "Pending" if group else "none")
+    suspended = _suspension(job)
+    if suspended:
+        waiting = [suspended]
+    else:
+        waiting = _why(group, pods, nodes, pool) if phase != "Running" or _unplaced(pods) else []
     return Status(
         name=name,
         namespace=namespace,
@@ -321,11 +352,11 @@ def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", n
         queue=((group or {}).get("spec") or {}).get("queue")
         or job["spec"].get("runPolicy", {}).get("schedulingPolicy", {}).get("queue"),
         position=_position(custom, group) if group and phase == "Pending" else None,
-        waiting=_why(group, pods, nodes, pool) if phase != "Running" or _unplaced(pods) else [],
+        waiting=waiting,
         pods=sorted(
             (
                 p["metadata"]["name"],
-                (p.get("status") or {}).get("phase", "Pending"),
+                _pod_phase(p),
                 (p.get("spec") or {}).get("nodeName", ""),
             )
             for p in pods
@@ -556,7 +587,7 @@ def read_serving_status(api: Any, name: str, namespace: str) -> Status:
         pods=sorted(
             (
                 p["metadata"]["name"],
-                (p.get("status") or {}).get("phase", "Pending"),
+                _pod_phase(p),
                 (p.get("spec") or {}).get("nodeName", ""),
             )
             for p in pods

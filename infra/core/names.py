@@ -71,6 +71,10 @@ SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 # When the gang deadline suspended a job (images/training/gang_deadline.py writes it, and removes it when it
 # resumes the job; the team policy keeps it, and the suspension, the deadline's: components/tenancy.py).
 GAVE_BACK_ANNOTATION = "higgsfield.io/gave-back-at"
+# How long after a give-back the gang deadline resumes the job: the autoscaler's longest node-group backoff
+# (maxNodeGroupBackoffDuration 30m: --max-node-group-backoff-duration, kubernetes/autoscaler:
+# cluster-autoscaler/config/flags/flags.go@cluster-autoscaler-1.35.2), so EC2 is asked again only after it.
+GANG_RETRY_AFTER_S = 30 * 60
 WAITING_SINCE_ANNOTATION = "higgsfield.io/waiting-since"  # on a job: the gang deadline's clock of its gang
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"  # the node a service-account token was bound to
 # The NVIDIA driver's major branch (580) on a GPU node, published by GPU feature discovery

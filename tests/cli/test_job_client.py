@@ -12,7 +12,14 @@ import pytest
 import yaml
 
 from infra.cli.main import main
-from infra.core.names import JOB_NAME_LABEL, POOL_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL, STARTUP_TAINT_KEY
+from infra.core.names import (
+    GAVE_BACK_ANNOTATION,
+    JOB_NAME_LABEL,
+    POOL_LABEL,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+    STARTUP_TAINT_KEY,
+)
 from tests.conftest import ROOT
 from tests.fake_kube_api import FakeKubernetesApi
 
@@ -428,3 +435,39 @@ def test_without_a_kubeconfig_the_error_gives_the_command_for_this_stacks_cluste
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     assert main(["jobs", "status", "dev", "llama-ft", "-n", "ml"]) == 2
     assert "`aws eks update-kubeconfig --region us-west-2 --name higgsfield-dev` writes one" in capsys.readouterr().err
+
+
+def _suspended_job(gave_back_at: str | None = None) -> dict:
+    """A job whose pods and PodGroup its operator deleted on runPolicy.suspend (its Suspended condition)."""
+    job = _job(conditions=("Created", "Running", "Suspended"))
+    job["spec"]["runPolicy"]["suspend"] = True
+    if gave_back_at:
+        job["metadata"]["annotations"] = {GAVE_BACK_ANNOTATION: gave_back_at}
+    return job
+
+
+def test_status_of_a_job_the_gang_deadline_suspended_says_when_it_queues_again(api, kubeconfig, capsys):
+    api.put(_suspended_job("2026-01-01T10:00:00Z"))
+    assert main(["jobs", "status", "prod", "-f", JOB_FILE, "--json"]) == 0
+    (why,) = json.loads(capsys.readouterr().out)["waiting"]
+    assert why.startswith("suspended: the gang deadline gave its nodes back at 2026-01-01T10:00:00Z")
+    assert "queues again from 2026-01-01T10:30:00Z" in why
+
+
+def test_status_of_a_job_its_team_paused_says_it_waits_for_its_resume(api, kubeconfig, capsys):
+    api.put(_suspended_job())
+    assert main(["jobs", "status", "prod", "-f", JOB_FILE, "--json"]) == 0
+    (why,) = json.loads(capsys.readouterr().out)["waiting"]
+    assert why.startswith("suspended: runPolicy.suspend is true")
+
+
+def test_status_shows_a_pod_being_deleted_on_a_lost_node_as_terminating(api, kubeconfig, capsys):
+    """Its phase stays Running, bound to the node, until the Node object goes: kubectl's STATUS says Terminating."""
+    api.put(_job(conditions=("Created", "Running", "Restarting")))
+    api.put(_podgroup("llama-ft", "llm", "Inqueue", "2026-01-01T00:00:00Z"))
+    lost = _pod("Worker", 0, "node-b")
+    lost["metadata"]["deletionTimestamp"] = "2026-01-01T01:00:00Z"
+    api.put(lost)
+    api.put(_pod("Master", 0, None, "Pending"))
+    assert main(["jobs", "status", "prod", "-f", JOB_FILE]) == 0
+    assert "  llama-ft-worker-0: Terminating on node-b" in capsys.readouterr().out.splitlines()

@@ -34,6 +34,7 @@ import job_watchdog
 import pytest
 
 from components import gang_deadline as component
+from infra.core.names import GANG_RETRY_AFTER_S
 from tests.components import test_gang_deadline as plain
 from tests.conftest import ROOT
 from tests.fake_kube_api import FakeKubernetesApi
@@ -303,7 +304,7 @@ def test_a_gang_given_back_after_losing_a_node_runs_again_once_capacity_returns(
     suspended_at = cluster.passes(LOST + timedelta(seconds=360), LOST + timedelta(hours=2))
     assert suspended_at is not None
     cluster.scale_down_idle()
-    retried = suspended_at + timedelta(seconds=component.RETRY_AFTER_S + PASS_S)
+    retried = suspended_at + timedelta(seconds=GANG_RETRY_AFTER_S + PASS_S)
     cluster.deadline_pass(retried)
     assert not cluster.suspended() and set(cluster.pods()) == set(REPLICAS)  # queued again, its pods remade
     cluster.capacity_returns()

@@ -87,7 +87,7 @@ def test_a_running_job_may_not_be_handed_to_another_controller(kind):
 def test_a_job_the_gang_deadline_suspended_is_not_resumed_by_its_team(annotation):
     """The gang deadline suspends a job whose gang waited past its pools' deadline while holding idle
     nodes, and resumes it itself after retryAfterSeconds (30 min, the autoscaler's longest node-group
-    backoff: components/gang_deadline.py RETRY_AFTER_S), so that the idle nodes go after the pool's
+    backoff: infra/core/names.py GANG_RETRY_AFTER_S), so that the idle nodes go after the pool's
     scaleDownUnneededTime. The team's own UPDATE of the job is admitted: it sets `suspend: false` a
     minute later; the operator makes a Pending PodGroup, Volcano admits it (its queue holds nothing for
     a suspended job), the operator creates the pods, and the autoscaler packs them onto the same idle

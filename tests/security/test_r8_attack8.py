@@ -189,9 +189,9 @@ def test_a_gang_that_waited_for_capacity_is_not_given_back_the_minute_its_first_
 
     Impact (a legitimate team): every gang that queued through a capacity shortage longer than its
     pool's deadline is suspended as soon as capacity returns, its nodes given back and bought again
-    30 minutes later (RETRY_AFTER_S) - in the shortage, when EC2 capacity is hardest to get back. The
-    bound the deadline keeps (idle nodes paid for at most the deadline) holds as well when counted from
-    the first node the gang may use arriving."""
+    30 minutes later (infra/core/names.py GANG_RETRY_AFTER_S) - in the shortage, when EC2 capacity is hardest
+    to get back. The bound the deadline keeps (idle nodes paid for at most the deadline) holds as well when
+    counted from the first node the gang may use arriving."""
     kube = FakeKubernetesApi()
     try:
         api = _deadline_cluster(kube)
