@@ -894,11 +894,32 @@ def diff_stack(stack: str, base_ref: str, root: Path, allow: set[str]) -> Diff:
     return compare(base, after, allowed)
 
 
-def _show(value: Any) -> str:
+SHOWN = 60  # the characters of a value a diff line shows
+BEFORE_CHANGE = 20  # of those, how many before the first that changed, when the start is alike
+
+
+def _show(value: Any, start: int = 0) -> str:
+    """`value` in at most SHOWN characters, from `start` (0: its beginning), each cut end marked `...`."""
     if value is None:
         return "(unset)"
     text = value if isinstance(value, str) else json.dumps(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    if len(text) <= SHOWN:
+        return text
+    start = min(start, len(text) - (SHOWN - 3))
+    head = "..." if start else ""
+    room = SHOWN - len(head)
+    return head + (text[start:] if len(text) - start <= room else text[start : start + room - 3] + "...")
+
+
+def _show_change(old: Any, new: Any) -> str:
+    """`old → new`, each cut to SHOWN characters; two long texts alike past where a cut would end are shown
+    from a little before their first difference, so the line says what changed."""
+    start = 0
+    if isinstance(old, str) and isinstance(new, str):
+        alike = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
+        if alike >= SHOWN - 3:
+            start = alike - BEFORE_CHANGE
+    return f"{_show(old, start)} → {_show(new, start)}"
 
 
 def as_json(stack: str, base_ref: str, diff: Diff) -> dict:
@@ -950,7 +971,7 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
                 lines.append(f"      {path}: computed from replaced {c.because[path]}")
             elif path in c.values:
                 old, new = c.values[path]
-                lines.append(f"      {path}: {_show(old)} → {_show(new)}")
+                lines.append(f"      {path}: {_show_change(old, new)}")
             else:
                 lines.append(f"      {path}")
         if len(c.paths) > 12:

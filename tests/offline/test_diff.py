@@ -329,3 +329,19 @@ def test_a_cascade_does_not_blame_inputs_computed_from_resources_that_stay(repo,
         repo, capsys, "dev", lambda c: c.update({"higgsfield:availabilityZones": ["us-west-2b", "us-west-2a"]})
     )
     assert "nodeRoleArn: computed from" not in out and "encryptionConfigKeyArn: computed from" not in out
+
+
+def test_a_long_value_changed_past_its_shown_start_shows_where_it_differs():
+    """Two CEL expressions alike for their first 100 characters: cut at the same 57, old and new read the same."""
+    common = "variables.specs.all(s, !(((has(s.containers) ? s.containers : []) + " + "x" * 40
+    change = offline_diff.Change(
+        urn="urn:pulumi:prod::higgsfield::t::teams-llm-admission",
+        type="kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+        name="teams-llm-admission",
+        paths=["spec.validations[19].expression"],
+        values={"spec.validations[19].expression": (common + "'h100'].exists(p, p == pool))", common + "'h200k'])")},
+    )
+    text = offline_diff.render_diff("prod", "base", offline_diff.Diff([], [], [change], []))
+    (line,) = [row for row in text.splitlines() if "expression" in row]
+    old, new = line.split(": ", 1)[1].split(" → ")
+    assert old != new and "'h100'" in old and "'h200k'" in new
