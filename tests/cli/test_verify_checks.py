@@ -613,6 +613,29 @@ def test_a_lease_not_renewed_fails_with_its_age(ctx, cluster):
     )
 
 
+def test_a_stack_with_a_karpenter_pool_whose_controller_holds_no_lease_fails(ctx):
+    """Karpenter without its Lease launches and repairs nothing: the pool's pods wait for ever."""
+    _with_karpenter(ctx)
+    outcome = one("kube.leases", ctx)
+    assert outcome.status == "FAIL" and "Karpenter: no Lease kube-system/karpenter-leader-election" in outcome.evidence
+
+
+def test_a_stack_with_a_karpenter_pool_whose_controller_leads_passes(ctx, cluster):
+    _with_karpenter(ctx)
+    renewed = {"leaseDurationSeconds": 15, "renewTime": _micro(NOW - datetime.timedelta(seconds=3))}
+    meta = {"name": "karpenter-leader-election", "namespace": "kube-system"}
+    cluster.put(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": meta,
+            "spec": {"holderIdentity": "karpenter-1", **renewed},
+        }
+    )
+    outcome = one("kube.leases", ctx)
+    assert outcome.status == "PASS" and "Karpenter (kube-system/karpenter-leader-election)" in outcome.evidence
+
+
 def test_a_missing_operator_lease_fails(ctx, cluster):
     cluster.delete_now(
         "/apis/coordination.k8s.io/v1/namespaces/kubeflow/leases/1ca428e5.training-operator.kubeflow.org"

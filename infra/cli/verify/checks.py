@@ -46,6 +46,9 @@ ATTACK_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
 LEASES = (
     ("kubeflow", "1ca428e5.training-operator.kubeflow.org", "the Training Operator"),
     (names.KUBE_SYSTEM, "cluster-autoscaler", "the Cluster Autoscaler"),
+    # the only Lease its chart's Role lets it write (resourceNames: aws/karpenter-provider-aws:charts/karpenter/
+    # templates/role.yaml@v1.14.1), in its release's namespace (components/karpenter.py NAMESPACE)
+    (names.KUBE_SYSTEM, "karpenter-leader-election", "Karpenter"),
 )
 VOLCANO_NAMESPACE, VOLCANO_LEASES = "volcano-system", 2
 # The webhook that moves a PodGroup to its namespace's queue (components/training.py enables
@@ -271,7 +274,7 @@ def leases(ctx: Any) -> Outcome:
     held: list[str] = []
     autoscaler = bool(ctx.plan.of_type(AUTOSCALER))  # a stack of Karpenter pools only runs none
     for namespace, name, who in LEASES:
-        if name == "cluster-autoscaler" and not autoscaler:
+        if (name == "cluster-autoscaler" and not autoscaler) or (who == "Karpenter" and not ctx.config.karpenter_pools):
             continue
         try:
             lease = ctx.kube.lease(namespace, name)
@@ -746,7 +749,7 @@ def specs() -> list[Spec]:
              reservations, "aws", "ec2:DescribeCapacityReservations"),
         Spec(KUBE_API, "the kubeconfig's context is the stack's cluster and answers at its version",
              kube_api, "kube", "none (GET /version is public to authenticated users)"),
-        Spec("kube.leases", "the Training Operator, Volcano and the autoscaler hold fresh leader Leases",
+        Spec("kube.leases", "the Training Operator, Volcano, the autoscaler and Karpenter hold fresh leader Leases",
              leases, "kube", "get/list leases in kubeflow, kube-system, volcano-system", after=(KUBE_API,)),
         Spec("kube.autoscaler-status", "the Cluster Autoscaler reconciles: its status ConfigMap says Healthy",
              autoscaler_status, "kube", "get configmaps in kube-system", after=(KUBE_API,)),
