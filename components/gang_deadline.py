@@ -83,7 +83,7 @@ def settings_of(namespaces: Sequence[str]) -> dict:
     }
 
 
-def deadline_config_map(pool: GpuPool) -> dict:
+def deadline_config_map(pool: GpuPool, grace_seconds: int) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -92,8 +92,9 @@ def deadline_config_map(pool: GpuPool) -> dict:
             "pool": pool.name,
             "deadlineSeconds": str(int(gang_deadline_s(pool))),
             # a job its team paused that long left no idle node of the pool behind (images/training/gang_deadline.py
-            # pause_actions)
-            "emptySeconds": str(int(empty_node_s(pool))),
+            # pause_actions): its pause is timed from the operator's request to delete its pods (the Suspended
+            # condition), and a pod may take the stack's grace to end before its node starts to count as empty
+            "emptySeconds": str(int(empty_node_s(pool)) + grace_seconds),
         },
     }
 
@@ -170,6 +171,7 @@ class GangDeadlineArgs:
     pools: Sequence[GpuPool]
     namespaces: Sequence[str]  # the teams' namespaces (created by the Teams component)
     image: pulumi.Input[str]  # the training image, which ships gang_deadline.py
+    grace_seconds: int  # higgsfield:checkpoints.terminationGracePeriod: the most a team's pod takes to stop
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
 
@@ -274,6 +276,6 @@ class GangDeadline(pulumi.ComponentResource):
             opts=in_ns,
         )
         for pool in args.pools:
-            KubernetesObject(f"{name}-{pool.name}", deadline_config_map(pool), opts=in_ns)
+            KubernetesObject(f"{name}-{pool.name}", deadline_config_map(pool, args.grace_seconds), opts=in_ns)
         KubernetesObject(f"{name}-cronjob", cron_job(args.image, settings_of(args.namespaces)), opts=in_ns)
         self.register_outputs({"namespace": NAMESPACE})

@@ -325,6 +325,7 @@ class Teams(pulumi.ComponentResource):
                     pools=args.pools,
                     namespaces=list(self.namespaces),
                     image=args.image,
+                    grace_seconds=args.grace_seconds,
                     provider=args.provider,
                     depends_on=[*args.depends_on, *self.namespaces.values()],
                 ),

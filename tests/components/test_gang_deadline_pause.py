@@ -266,8 +266,12 @@ def test_a_team_may_not_take_the_clock_off_the_job_it_paused():
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_each_pools_config_map_says_how_long_the_pool_keeps_an_empty_node_as_the_timeline_does(stack):
+def test_each_pools_config_map_counts_a_pause_past_the_pods_grace_and_the_pools_empty_time(stack):
+    """A pause is timed from the operator's request to delete the pods (the Suspended condition); a pod may take the
+    stack's grace to end, and its node starts to count as empty only then, so a team whose ranks ignore SIGTERM got
+    a new clock up to that grace before its old nodes started their scale-down."""
     plan = plan_of(stack)
+    grace = plan.config.checkpoints.grace_seconds
     maps = [
         r.inputs
         for r in plan.resources
@@ -275,7 +279,7 @@ def test_each_pools_config_map_says_how_long_the_pool_keeps_an_empty_node_as_the
         and (r.inputs["metadata"].get("labels") or {}).get(component.DEADLINE_LABEL) == "true"
     ]
     empty = {m["data"]["pool"]: float(m["data"]["emptySeconds"]) for m in maps}
-    assert empty == {p.name: cold_start.give_back(p, None).unneeded_s for p in plan.config.gpu_pools}
+    assert empty == {p.name: cold_start.give_back(p, None).unneeded_s + grace for p in plan.config.gpu_pools}
 
 
 def _jobs_with_affinity(kube: FakeKubernetesApi, count: int, terms: int) -> None:
