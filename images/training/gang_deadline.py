@@ -116,7 +116,8 @@ def _suspended(job: dict) -> bool:
     return (spec if job["kind"] == BATCH_JOB else spec.get("runPolicy") or {}).get("suspend") is True
 
 
-# The condition a job's controller sets once it has acted on spec.suspend (deleted the pods): True with the time it
+# The condition a job's controller sets once it has acted on spec.suspend (asked for its pods' deletion; each may take
+# the stack's grace to end, which each pool's emptySeconds adds): True with the time it
 # turned so, False again on resume. The Training Operator's (ReconcileJobs, UpdateJobConditions JobSuspended,
 # kubeflow/trainer:pkg/controller.v1/common/job.go and pkg/util/status.go@v1.9.4: every kind's Reconcile calls it;
 # setCondition keeps lastTransitionTime while the status stays) and the Job controller's (syncJob,
