@@ -446,6 +446,24 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
         {
+            # The Cluster Autoscaler puts a pod of every DaemonSet that should run on a node (taints and node
+            # affinity, never room: GetDaemonSetPodsForNode, cluster-autoscaler/utils/daemonset/daemonset.go) into
+            # the template node of a group it scales up from zero (SanitizedTemplateNodeInfoFromNodeGroup forces
+            # them, podsExpectedOnFreshNode in simulator/node_info_utils.go, kubernetes/autoscaler@cluster-
+            # autoscaler-1.35.2); Karpenter adds the requests of every DaemonSet compatible with a NodePool, from
+            # its template where it has no pod, to each node it plans (getDaemonSetPods, pkg/controllers/
+            # provisioning/provisioner.go; getDaemonOverhead, pkg/controllers/provisioning/scheduling/scheduler.go;
+            # kubernetes-sigs/karpenter, the core aws/karpenter-provider-aws@v1.14.1 pins, read through the code
+            # search). A team's DaemonSet that may run on GPU nodes would make every GPU node they plan look taken,
+            # so that no job asking a node's GPUs fits one, for any team, though its own pods never run (the
+            # DaemonSet controller pins each to its node by a matchFields affinity, refused above).
+            "expression": f"object.kind != 'DaemonSet' || variables.specs.all(s, !{_takes_a_gpu_node('s')})",
+            "message": "a team's DaemonSet runs on no GPU node (no GPU, EFA or huge pages, no toleration of the "
+            f"{GPU_TAINT_KEY} taint): the autoscalers count a DaemonSet's pod on every GPU node they plan, so a job "
+            "asking a node's GPUs would fit no new node",
+            "reason": "Forbidden",
+        },
+        {
             "expression": "variables.templates.all(t, !has(t.metadata) || !has(t.metadata.annotations) || "
             f"!({pins}) || (has(t.spec) && {_asks_gpus('t.spec')}))",
             "message": f'only a pod with GPUs may keep its node from being emptied ({DO_NOT_DISRUPT}: "true", '
