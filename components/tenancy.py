@@ -1024,6 +1024,58 @@ def pod_release_guard(grace_seconds: int) -> dict:
     )
 
 
+# A pod deleted with propagationPolicy Foreground gets the `foregroundDeletion` finalizer, which the garbage
+# collector removes only once no dependent whose owner reference sets blockOwnerDeletion is left
+# (processDeletingDependentsItem), and a pod with dependents is itself deleted in Foreground when its job is
+# (attemptToDeleteItem; kubernetes/kubernetes:pkg/controller/garbagecollector/garbagecollector.go, read through the
+# code search). So any object of the team's with a finalizer of its own and a blocking reference to a pod would keep
+# the pod, deleted, with a finalizer no controller removes: what release_validations refuses on the pod itself.
+# EKS enables no OwnerReferencesPermissionEnforcement (awsdocs/amazon-eks-user-guide:latest/ug/clusters/
+# platform-versions.adoc, read through the code search), so whoever may create a ConfigMap may set the flag. The
+# platform's controllers may: Volcano's makes the PodGroup of a pod no controller owns with a controller reference
+# to it, which blocks (buildPodGroupFromPod, volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@
+# v1.15.1), and sets no finalizer on it.
+POD_DEPENDENTS_GUARD = "higgsfield-pod-dependents"
+
+
+def pod_dependents_guard() -> dict:
+    """The ValidatingAdmissionPolicy that keeps a team's objects from blocking the deletion of a pod."""
+    refs = "(has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : [])"
+    old_refs = (
+        "(oldObject != null && has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : [])"
+    )
+    # the garbage collector finds an owner by the kind in its reference; the kind is matched in any case
+    blocks_a_pod = "r.kind.matches('(?i)^pod$') && has(r.blockOwnerDeletion) && r.blockOwnerDeletion"
+    user = "request.userInfo.username"
+    platform = (
+        f"{user} in ['{VOLCANO_CONTROLLER_USER}', '{OPERATOR_USER}', 'system:kube-controller-manager'] || "
+        f"{user}.startsWith('{CONTROLLER_USERS}')"
+    )
+    return guard_policy(
+        POD_DEPENDENTS_GUARD,
+        # Namespaced: a binding's namespaceSelector never skips a cluster-scoped object (MatchResources,
+        # kubernetes/api:admissionregistration/v1/types.go@v0.35.0), and no cluster-scoped object is a team's
+        [
+            {
+                "apiGroups": ["*"],
+                "apiVersions": ["*"],
+                "resources": ["*"],
+                "operations": ["CREATE", "UPDATE"],
+                "scope": "Namespaced",
+            }
+        ],
+        [
+            {
+                "expression": f"{platform} || {refs}.all(r, !({blocks_a_pod}) || r in {old_refs})",
+                "message": "no object of a team's blocks the deletion of a pod (blockOwnerDeletion in an owner "
+                "reference to a Pod): a pod deleted in the foreground would stay, with a finalizer no controller "
+                "removes, for as long as the object does",
+                "reason": "Forbidden",
+            }
+        ],
+    )
+
+
 def _rule(group: str, resource: str, *operations: str) -> dict:
     return {"apiGroups": [group], "apiVersions": ["v1"], "resources": [resource], "operations": list(operations)}
 
