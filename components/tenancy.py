@@ -777,6 +777,16 @@ def _grace_cap(team: TeamRules) -> int:
     return max(team.grace_seconds, 30)
 
 
+def _by_a_platform_controller() -> str:
+    """The request is a controller's of the platform: Volcano's, the Training Operator's or kube-controller-manager's
+    (its own service accounts, or the manager itself where it uses no service-account credentials)."""
+    user = "request.userInfo.username"
+    return (
+        f"({user} in ['{VOLCANO_CONTROLLER_USER}', '{OPERATOR_USER}', 'system:kube-controller-manager'] || "
+        f"{user}.startsWith('{CONTROLLER_USERS}'))"
+    )
+
+
 def release_validations(team: TeamRules) -> list[dict]:
     """A team's pods give their nodes back when its queue stops counting them. Volcano counts a
     queue's share from its tasks that are Bound, Binding, Running or Allocated (AllocatedStatus,
@@ -823,6 +833,26 @@ def release_validations(team: TeamRules) -> list[dict]:
             "variables.metas.all(m, !has(m.finalizers) || size(m.finalizers) == 0)",
             "message": "no finalizers on a team's pods or in its templates (but the Job controller's own): a pod "
             "being deleted stays while it has one, counted on its node in no queue, and holds the node",
+            "reason": "Forbidden",
+        },
+        {
+            # A controller finds its pods by their labels. The Training Operator lists a job's pods by its labels
+            # alone (GetPodsForJob: client.MatchingLabels(GenLabels), kubeflow/trainer:pkg/controller.v1/pytorch/
+            # pytorchjob_controller.go@v1.9.4), and deletes only those when the job is suspended or ends
+            # (ReconcileJobs, CleanUpResources, pkg/controller.v1/common/job.go), while it deletes the job's
+            # PodGroup; the Job, ReplicaSet and StatefulSet controllers release a pod whose labels no longer match
+            # (ClaimPods, ReleasePod, kubernetes/kubernetes:pkg/controller/controller_ref_manager.go, read through
+            # the code search), which then has no controller: nothing deletes it, and the Cluster Autoscaler never
+            # removes its node (the `replicated` rule, cluster-autoscaler/simulator/drainability/rules/replicated/
+            # rule.go@cluster-autoscaler-1.35.2). Relabelled, a pod would keep its GPUs after its job was suspended
+            # by the gang deadline or had ended, in no queue. So a controller's pod keeps its labels.
+            "expression": "object.kind != 'Pod' || request.operation != 'UPDATE' || "
+            f"{_by_a_platform_controller()} || !(has(oldObject.metadata.ownerReferences) && "
+            "oldObject.metadata.ownerReferences.exists(r, has(r.controller) && r.controller)) || "
+            f"{_kept('metadata', 'labels')}",
+            "message": "a pod a controller owns keeps its labels: its controller finds it by them, and a pod out of "
+            "its controller's sight is neither deleted when its job is suspended or ends nor ever moved off its "
+            "node (delete the pod instead)",
             "reason": "Forbidden",
         },
         {
@@ -1046,11 +1076,6 @@ def pod_dependents_guard() -> dict:
     )
     # the garbage collector finds an owner by the kind in its reference; the kind is matched in any case
     blocks_a_pod = "r.kind.matches('(?i)^pod$') && has(r.blockOwnerDeletion) && r.blockOwnerDeletion"
-    user = "request.userInfo.username"
-    platform = (
-        f"{user} in ['{VOLCANO_CONTROLLER_USER}', '{OPERATOR_USER}', 'system:kube-controller-manager'] || "
-        f"{user}.startsWith('{CONTROLLER_USERS}')"
-    )
     return guard_policy(
         POD_DEPENDENTS_GUARD,
         # Namespaced: a binding's namespaceSelector never skips a cluster-scoped object (MatchResources,
@@ -1066,7 +1091,7 @@ def pod_dependents_guard() -> dict:
         ],
         [
             {
-                "expression": f"{platform} || {refs}.all(r, !({blocks_a_pod}) || r in {old_refs})",
+                "expression": f"{_by_a_platform_controller()} || {refs}.all(r, !({blocks_a_pod}) || r in {old_refs})",
                 "message": "no object of a team's blocks the deletion of a pod (blockOwnerDeletion in an owner "
                 "reference to a Pod): a pod deleted in the foreground would stay, with a finalizer no controller "
                 "removes, for as long as the object does",

@@ -157,3 +157,32 @@ def test_every_stack_with_teams_binds_the_dependents_guard_to_every_team_namespa
     assert tenancy.POD_DEPENDENTS_GUARD in names
     rules = tenancy.pod_dependents_guard()["spec"]["matchConstraints"]["resourceRules"]
     assert any(r["resources"] == ["*"] and set(r["operations"]) == {"CREATE", "UPDATE"} for r in rules)
+
+
+# --- a pod taken out of its controller's sight ----------------------------------------------------
+
+OWNERS = {
+    "PyTorchJob": ("kubeflow.org/v1", {"training.kubeflow.org/job-name": "j"}),
+    "Job": ("batch/v1", {"batch.kubernetes.io/controller-uid": "u-owner"}),
+    "ReplicaSet": ("apps/v1", {"app": "w"}),
+}
+
+
+def _owned_pod(kind: str) -> dict:
+    api_version, labels = OWNERS[kind]
+    pod = _pod()
+    pod["metadata"]["labels"] = dict(labels)
+    pod["metadata"]["ownerReferences"] = [
+        {"apiVersion": api_version, "kind": kind, "name": "w", "uid": "u-owner", "controller": True}
+    ]
+    return pod
+
+
+@pytest.mark.parametrize("kind", sorted(OWNERS))
+def test_a_team_relabelling_a_pod_its_controller_owns_is_refused(kind):
+    """The operator would no longer list it (neither deleted on suspension nor at the end, its PodGroup deleted);
+    the Job and ReplicaSet controllers would release it, a pod of no controller on its node for good."""
+    old = _owned_pod(kind)
+    relabelled = copy.deepcopy(old)
+    relabelled["metadata"]["labels"] = {"kept": "mine"}
+    assert any("keeps its labels" in m for m in denied_by(relabelled, operation="UPDATE", old=old, user="alice@vision"))
