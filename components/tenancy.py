@@ -989,6 +989,20 @@ def suspension_validations() -> list[dict]:
 # running, they outlive the job's activeDeadlineSeconds. A batch Job's the same: its gang's PodGroup is
 # Volcano's, owned by the Job, and orphaned with its pods.
 POD_RELEASE_GUARD = "higgsfield-pod-release"
+# A ReplicaSet's, StatefulSet's, DaemonSet's or ReplicationController's pods, orphaned, are bare: the garbage collector
+# takes their controller reference off (orphanDependents, kubernetes/kubernetes:pkg/controller/garbagecollector/
+# garbagecollector.go, read through the code search), nothing deletes them, and the Cluster Autoscaler never removes
+# the node of a pod without a controller (the `replicated` rule, kubernetes/autoscaler:cluster-autoscaler/simulator/
+# drainability/rules/replicated/rule.go@cluster-autoscaler-1.35.2), which node_share_validations refuses at a pod's
+# creation. A Deployment's or CronJob's dependents, orphaned, are still controllers (ReplicaSets, Jobs).
+ORPHANING_WORKLOADS = (
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
+    ("", "replicationcontrollers"),
+)
+# (group, resource) of the kinds whose DELETE orphans their dependents unless it names a propagation policy
+SELF_ORPHANING = (("batch", "jobs"), ("", "replicationcontrollers"))
 
 
 def pod_release_guard(grace_seconds: int) -> dict:
@@ -1012,6 +1026,7 @@ def pod_release_guard(grace_seconds: int) -> dict:
         "request.options.propagationPolicy == 'Orphan') || (has(request.options.orphanDependents) && "
         "request.options.orphanDependents == true))"
     )
+    self_orphaning = "[" + ", ".join(_list(kind) for kind in SELF_ORPHANING) + "]"
     return guard_policy(
         POD_RELEASE_GUARD,
         [
@@ -1020,6 +1035,9 @@ def pod_release_guard(grace_seconds: int) -> dict:
             *(_rule(KUBEFLOW_GROUP, r, "DELETE") for r in sorted(KUBEFLOW_JOB_KINDS.values())),
             # a plain gang's Job: its pods and PodGroup, orphaned, are no job's the gang deadline can suspend
             _rule("batch", "jobs", "DELETE"),
+            # the workloads whose pods, orphaned, have no controller at all (SELF_ORPHANING names the one whose
+            # DELETE orphans by default)
+            *(_rule(group, resource, "DELETE") for group, resource in ORPHANING_WORKLOADS),
         ],
         [
             {
@@ -1036,18 +1054,22 @@ def pod_release_guard(grace_seconds: int) -> dict:
                 # sends Background, a bare API DELETE none. The controllers that delete Jobs name one (the CronJob
                 # controller Background, the TTL controller Foreground, the namespace controller Background:
                 # check on a cluster, docs/capacity.md).
+                # A core/v1 ReplicationController's too (rcStrategy.DefaultGarbageCollectionPolicy, pkg/registry/
+                # core/replicationcontroller/strategy.go, same).
                 "expression": "request.operation != 'DELETE' || !has(request.resource) || "
-                "request.resource.group != 'batch' || (has(request.options) && has(request.options.propagationPolicy) "
+                f"!([request.resource.group, request.resource.resource] in {self_orphaning}) || "
+                "(has(request.options) && has(request.options.propagationPolicy) "
                 "&& request.options.propagationPolicy in ['Background', 'Foreground'])",
-                "message": "a Job is deleted with propagationPolicy Background or Foreground (kubectl's default): a "
-                "Job's own default orphans its pods and PodGroup, which would keep their nodes",
+                "message": "a Job or ReplicationController is deleted with propagationPolicy Background or Foreground "
+                "(kubectl's default): its own default orphans its pods (and a Job's PodGroup), which would keep "
+                "their nodes",
                 "reason": "Forbidden",
             },
             {
                 "expression": f"request.operation != 'DELETE' || !({orphans})",
-                "message": "a team's pod, Job or Kubeflow job is deleted with its dependents (no "
-                "propagationPolicy Orphan, no orphanDependents): an orphaned job's pods and PodGroup have no "
-                "controller left to end them, and keep their nodes",
+                "message": "a team's pod, Job, Kubeflow job, ReplicaSet, StatefulSet, DaemonSet or "
+                "ReplicationController is deleted with its dependents (no propagationPolicy Orphan, no "
+                "orphanDependents): orphaned pods have no controller left to end them, and keep their nodes",
                 "reason": "Forbidden",
             },
         ],

@@ -186,3 +186,38 @@ def test_a_team_relabelling_a_pod_its_controller_owns_is_refused(kind):
     relabelled = copy.deepcopy(old)
     relabelled["metadata"]["labels"] = {"kept": "mine"}
     assert any("keeps its labels" in m for m in denied_by(relabelled, operation="UPDATE", old=old, user="alice@vision"))
+
+
+# --- a workload deleted without its pods ----------------------------------------------------------
+
+BARE_MAKERS = [
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
+    ("", "replicationcontrollers"),
+]
+
+
+def _release_guard_refuses(resource: tuple[str, str], options: dict) -> bool:
+    guard = tenancy.pod_release_guard(VISION.grace_seconds)
+    group, plural = resource
+    matched = any(
+        group in r["apiGroups"] and plural in r["resources"] and "DELETE" in r["operations"]
+        for r in guard["spec"]["matchConstraints"]["resourceRules"]
+    )
+    verdict = verdicts(guard, None, operation="DELETE", options=options, resource=resource)
+    return matched and any(not ok for _, ok in verdict)
+
+
+@pytest.mark.parametrize("resource", BARE_MAKERS, ids=[r for _, r in BARE_MAKERS])
+def test_a_workload_deleted_leaving_its_pods_is_refused(resource):
+    """The garbage collector takes the controller reference off each orphaned pod, and the autoscaler never removes
+    the node of a pod with no controller."""
+    assert _release_guard_refuses(resource, {"propagationPolicy": "Orphan"})
+
+
+def test_a_replication_controller_deleted_without_a_propagation_policy_is_refused():
+    """A core/v1 ReplicationController orphans its pods unless the DELETE names a policy
+    (rcStrategy.DefaultGarbageCollectionPolicy, kubernetes/kubernetes:pkg/registry/core/replicationcontroller/
+    strategy.go, read through the code search)."""
+    assert _release_guard_refuses(("", "replicationcontrollers"), {})
