@@ -19,6 +19,12 @@ finalizers (red team, round 9, after "no finalizers on a team's pods").
   blocking the pod's deletion, kept the pod, a finalizer on it that no controller removes, past the refused
   finalizers. EKS enables no OwnerReferencesPermissionEnforcement (the user guide's platform-versions page), so
   anyone who may create a ConfigMap may set blockOwnerDeletion.
+- A pod out of its controller's sight: the Training Operator lists a job's pods by their labels and deletes only
+  those when the job is suspended or ends, deleting its PodGroup; the Job, ReplicaSet and StatefulSet controllers
+  release a pod whose labels stop matching. A team relabelling its running pod kept it, GPUs and node, after the gang
+  deadline suspended its job, in no queue, or bare, a pod the Cluster Autoscaler never moves off its node.
+- A workload deleted without its pods: a ReplicaSet, StatefulSet, DaemonSet or ReplicationController deleted with
+  propagationPolicy Orphan (a ReplicationController without any policy) left its pods bare, as above.
 
 Each rule is evaluated through cel-expr-python on the object the API server would hand it.
 """
