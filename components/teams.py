@@ -209,7 +209,8 @@ class Teams(pulumi.ComponentResource):
     need, and a Server-Side Apply patch of the namespace's `default` ServiceAccount (the cluster
     creates it) so that it automounts no token. Once for all teams: the ValidatingAdmissionPolicy
     (+ binding to every team namespace) that refuses NetworkPolicy writes by anyone who may not
-    change admission policies, and the one that bounds the grace of a team pod's delete or eviction.
+    change admission policies, the one that bounds the grace of a team pod's delete or eviction, and the one
+    that keeps a team's objects from blocking a pod's deletion.
     Replaced when: a team is renamed (its namespace, and everything in it, is deleted). A new UID
     re-owns nothing: change it only with the team's files (docs/tasks.md, "Add a team").
     """
@@ -223,6 +224,7 @@ class Teams(pulumi.ComponentResource):
             guards = {
                 "netpol-guard": tenancy.network_policy_guard(),
                 "pod-release-guard": tenancy.pod_release_guard(args.grace_seconds),
+                "pod-dependents-guard": tenancy.pod_dependents_guard(),
             }
             for suffix, guard in guards.items():
                 made = KubernetesObject(f"{name}-{suffix}", guard, opts=child)

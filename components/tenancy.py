@@ -446,6 +446,24 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
         {
+            # The Cluster Autoscaler puts a pod of every DaemonSet that should run on a node (taints and node
+            # affinity, never room: GetDaemonSetPodsForNode, cluster-autoscaler/utils/daemonset/daemonset.go) into
+            # the template node of a group it scales up from zero (SanitizedTemplateNodeInfoFromNodeGroup forces
+            # them, podsExpectedOnFreshNode in simulator/node_info_utils.go, kubernetes/autoscaler@cluster-
+            # autoscaler-1.35.2); Karpenter adds the requests of every DaemonSet compatible with a NodePool, from
+            # its template where it has no pod, to each node it plans (getDaemonSetPods, pkg/controllers/
+            # provisioning/provisioner.go; getDaemonOverhead, pkg/controllers/provisioning/scheduling/scheduler.go;
+            # kubernetes-sigs/karpenter, the core aws/karpenter-provider-aws@v1.14.1 pins, read through the code
+            # search). A team's DaemonSet that may run on GPU nodes would make every GPU node they plan look taken,
+            # so that no job asking a node's GPUs fits one, for any team, though its own pods never run (the
+            # DaemonSet controller pins each to its node by a matchFields affinity, refused above).
+            "expression": f"object.kind != 'DaemonSet' || variables.specs.all(s, !{_takes_a_gpu_node('s')})",
+            "message": "a team's DaemonSet runs on no GPU node (no GPU, EFA or huge pages, no toleration of the "
+            f"{GPU_TAINT_KEY} taint): the autoscalers count a DaemonSet's pod on every GPU node they plan, so a job "
+            "asking a node's GPUs would fit no new node",
+            "reason": "Forbidden",
+        },
+        {
             "expression": "variables.templates.all(t, !has(t.metadata) || !has(t.metadata.annotations) || "
             f"!({pins}) || (has(t.spec) && {_asks_gpus('t.spec')}))",
             "message": f'only a pod with GPUs may keep its node from being emptied ({DO_NOT_DISRUPT}: "true", '
@@ -759,6 +777,16 @@ def _grace_cap(team: TeamRules) -> int:
     return max(team.grace_seconds, 30)
 
 
+def _by_a_platform_controller() -> str:
+    """The request is a controller's of the platform: Volcano's, the Training Operator's or kube-controller-manager's
+    (its own service accounts, or the manager itself where it uses no service-account credentials)."""
+    user = "request.userInfo.username"
+    return (
+        f"({user} in ['{VOLCANO_CONTROLLER_USER}', '{OPERATOR_USER}', 'system:kube-controller-manager'] || "
+        f"{user}.startsWith('{CONTROLLER_USERS}'))"
+    )
+
+
 def release_validations(team: TeamRules) -> list[dict]:
     """A team's pods give their nodes back when its queue stops counting them. Volcano counts a
     queue's share from its tasks that are Bound, Binding, Running or Allocated (AllocatedStatus,
@@ -807,6 +835,26 @@ def release_validations(team: TeamRules) -> list[dict]:
             "variables.metas.all(m, !has(m.finalizers) || size(m.finalizers) == 0)",
             "message": "no finalizers on a team's pods or in its templates (but the Job controller's own): a pod "
             "being deleted stays while it has one, counted on its node in no queue, and holds the node",
+            "reason": "Forbidden",
+        },
+        {
+            # A controller finds its pods by their labels. The Training Operator lists a job's pods by its labels
+            # alone (GetPodsForJob: client.MatchingLabels(GenLabels), kubeflow/trainer:pkg/controller.v1/pytorch/
+            # pytorchjob_controller.go@v1.9.4), and deletes only those when the job is suspended or ends
+            # (ReconcileJobs, CleanUpResources, pkg/controller.v1/common/job.go), while it deletes the job's
+            # PodGroup; the Job, ReplicaSet and StatefulSet controllers release a pod whose labels no longer match
+            # (ClaimPods, ReleasePod, kubernetes/kubernetes:pkg/controller/controller_ref_manager.go, read through
+            # the code search), which then has no controller: nothing deletes it, and the Cluster Autoscaler never
+            # removes its node (the `replicated` rule, cluster-autoscaler/simulator/drainability/rules/replicated/
+            # rule.go@cluster-autoscaler-1.35.2). Relabelled, a pod would keep its GPUs after its job was suspended
+            # by the gang deadline or had ended, in no queue. So a controller's pod keeps its labels.
+            "expression": "object.kind != 'Pod' || request.operation != 'UPDATE' || "
+            f"{_by_a_platform_controller()} || !(has(oldObject.metadata.ownerReferences) && "
+            "oldObject.metadata.ownerReferences.exists(r, has(r.controller) && r.controller)) || "
+            f"{_kept('metadata', 'labels')}",
+            "message": "a pod a controller owns keeps its labels: its controller finds it by them, and a pod out of "
+            "its controller's sight is neither deleted when its job is suspended or ends nor ever moved off its "
+            "node (delete the pod instead)",
             "reason": "Forbidden",
         },
         {
@@ -943,6 +991,20 @@ def suspension_validations() -> list[dict]:
 # running, they outlive the job's activeDeadlineSeconds. A batch Job's the same: its gang's PodGroup is
 # Volcano's, owned by the Job, and orphaned with its pods.
 POD_RELEASE_GUARD = "higgsfield-pod-release"
+# A ReplicaSet's, StatefulSet's, DaemonSet's or ReplicationController's pods, orphaned, are bare: the garbage collector
+# takes their controller reference off (orphanDependents, kubernetes/kubernetes:pkg/controller/garbagecollector/
+# garbagecollector.go, read through the code search), nothing deletes them, and the Cluster Autoscaler never removes
+# the node of a pod without a controller (the `replicated` rule, kubernetes/autoscaler:cluster-autoscaler/simulator/
+# drainability/rules/replicated/rule.go@cluster-autoscaler-1.35.2), which node_share_validations refuses at a pod's
+# creation. A Deployment's or CronJob's dependents, orphaned, are still controllers (ReplicaSets, Jobs).
+ORPHANING_WORKLOADS = (
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
+    ("", "replicationcontrollers"),
+)
+# (group, resource) of the kinds whose DELETE orphans their dependents unless it names a propagation policy
+SELF_ORPHANING = (("batch", "jobs"), ("", "replicationcontrollers"))
 
 
 def pod_release_guard(grace_seconds: int) -> dict:
@@ -966,6 +1028,7 @@ def pod_release_guard(grace_seconds: int) -> dict:
         "request.options.propagationPolicy == 'Orphan') || (has(request.options.orphanDependents) && "
         "request.options.orphanDependents == true))"
     )
+    self_orphaning = "[" + ", ".join(_list(kind) for kind in SELF_ORPHANING) + "]"
     return guard_policy(
         POD_RELEASE_GUARD,
         [
@@ -974,6 +1037,9 @@ def pod_release_guard(grace_seconds: int) -> dict:
             *(_rule(KUBEFLOW_GROUP, r, "DELETE") for r in sorted(KUBEFLOW_JOB_KINDS.values())),
             # a plain gang's Job: its pods and PodGroup, orphaned, are no job's the gang deadline can suspend
             _rule("batch", "jobs", "DELETE"),
+            # the workloads whose pods, orphaned, have no controller at all (SELF_ORPHANING names the one whose
+            # DELETE orphans by default)
+            *(_rule(group, resource, "DELETE") for group, resource in ORPHANING_WORKLOADS),
         ],
         [
             {
@@ -990,20 +1056,71 @@ def pod_release_guard(grace_seconds: int) -> dict:
                 # sends Background, a bare API DELETE none. The controllers that delete Jobs name one (the CronJob
                 # controller Background, the TTL controller Foreground, the namespace controller Background:
                 # check on a cluster, docs/capacity.md).
+                # A core/v1 ReplicationController's too (rcStrategy.DefaultGarbageCollectionPolicy, pkg/registry/
+                # core/replicationcontroller/strategy.go, same).
                 "expression": "request.operation != 'DELETE' || !has(request.resource) || "
-                "request.resource.group != 'batch' || (has(request.options) && has(request.options.propagationPolicy) "
+                f"!([request.resource.group, request.resource.resource] in {self_orphaning}) || "
+                "(has(request.options) && has(request.options.propagationPolicy) "
                 "&& request.options.propagationPolicy in ['Background', 'Foreground'])",
-                "message": "a Job is deleted with propagationPolicy Background or Foreground (kubectl's default): a "
-                "Job's own default orphans its pods and PodGroup, which would keep their nodes",
+                "message": "a Job or ReplicationController is deleted with propagationPolicy Background or Foreground "
+                "(kubectl's default): its own default orphans its pods (and a Job's PodGroup), which would keep "
+                "their nodes",
                 "reason": "Forbidden",
             },
             {
                 "expression": f"request.operation != 'DELETE' || !({orphans})",
-                "message": "a team's pod, Job or Kubeflow job is deleted with its dependents (no "
-                "propagationPolicy Orphan, no orphanDependents): an orphaned job's pods and PodGroup have no "
-                "controller left to end them, and keep their nodes",
+                "message": "a team's pod, Job, Kubeflow job, ReplicaSet, StatefulSet, DaemonSet or "
+                "ReplicationController is deleted with its dependents (no propagationPolicy Orphan, no "
+                "orphanDependents): orphaned pods have no controller left to end them, and keep their nodes",
                 "reason": "Forbidden",
             },
+        ],
+    )
+
+
+# A pod deleted with propagationPolicy Foreground gets the `foregroundDeletion` finalizer, which the garbage
+# collector removes only once no dependent whose owner reference sets blockOwnerDeletion is left
+# (processDeletingDependentsItem), and a pod with dependents is itself deleted in Foreground when its job is
+# (attemptToDeleteItem; kubernetes/kubernetes:pkg/controller/garbagecollector/garbagecollector.go, read through the
+# code search). So any object of the team's with a finalizer of its own and a blocking reference to a pod would keep
+# the pod, deleted, with a finalizer no controller removes: what release_validations refuses on the pod itself.
+# EKS enables no OwnerReferencesPermissionEnforcement (awsdocs/amazon-eks-user-guide:latest/ug/clusters/
+# platform-versions.adoc, read through the code search), so whoever may create a ConfigMap may set the flag. The
+# platform's controllers may: Volcano's makes the PodGroup of a pod no controller owns with a controller reference
+# to it, which blocks (buildPodGroupFromPod, volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@
+# v1.15.1), and sets no finalizer on it.
+POD_DEPENDENTS_GUARD = "higgsfield-pod-dependents"
+
+
+def pod_dependents_guard() -> dict:
+    """The ValidatingAdmissionPolicy that keeps a team's objects from blocking the deletion of a pod."""
+    refs = "(has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : [])"
+    old_refs = (
+        "(oldObject != null && has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : [])"
+    )
+    # the garbage collector finds an owner by the kind in its reference; the kind is matched in any case
+    blocks_a_pod = "r.kind.matches('(?i)^pod$') && has(r.blockOwnerDeletion) && r.blockOwnerDeletion"
+    return guard_policy(
+        POD_DEPENDENTS_GUARD,
+        # Namespaced: a binding's namespaceSelector never skips a cluster-scoped object (MatchResources,
+        # kubernetes/api:admissionregistration/v1/types.go@v0.35.0), and no cluster-scoped object is a team's
+        [
+            {
+                "apiGroups": ["*"],
+                "apiVersions": ["*"],
+                "resources": ["*"],
+                "operations": ["CREATE", "UPDATE"],
+                "scope": "Namespaced",
+            }
+        ],
+        [
+            {
+                "expression": f"{_by_a_platform_controller()} || {refs}.all(r, !({blocks_a_pod}) || r in {old_refs})",
+                "message": "no object of a team's blocks the deletion of a pod (blockOwnerDeletion in an owner "
+                "reference to a Pod): a pod deleted in the foreground would stay, with a finalizer no controller "
+                "removes, for as long as the object does",
+                "reason": "Forbidden",
+            }
         ],
     )
 

@@ -196,14 +196,15 @@ def _service(**spec) -> dict:
     }
 
 
-def _gpu_env_daemonset(env: dict) -> dict:
-    """Every GPU node, every GPU: tolerate the GPU taint, select GPU nodes, ask the runtime by env."""
+def _gpu_env_deployment(env: dict) -> dict:
+    """Every GPU of a GPU node: tolerate the GPU taint, select GPU nodes, ask the runtime by env (as a DaemonSet,
+    on every GPU node, it is refused for that alone: test_r9_terminating_attack.py)."""
     pod = _cpu_pod(
         tolerations=[GPU_TOLERATION],
-        nodeSelector={"higgsfield.io/pool": "h100"},  # every node of a GPU pool
+        nodeSelector={"higgsfield.io/pool": "h100"},
         containers=[_container(env=[env])],
     )
-    return _workload("DaemonSet", _by_volcano(pod))
+    return _workload("Deployment", _by_volcano(pod))
 
 
 def _by_volcano(pod: dict) -> dict:
@@ -246,8 +247,8 @@ INTERNAL_LB = "load balancers are internal in this stack"
 # name -> (object, the validation that refuses it, the team's rules, the request)
 ATTACKS = {
     # 2. GPUs outside the device plugin, Volcano and the quota
-    "daemonset_with_nvidia_visible_devices_all": (
-        _gpu_env_daemonset({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}),
+    "deployment_with_nvidia_visible_devices_all": (
+        _gpu_env_deployment({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}),
         ENV,
         VISION,
         {},
@@ -633,15 +634,15 @@ def test_env_from_a_config_map_is_out_of_admissions_sight_and_the_gpu_nodes_clos
     CUDA base images set NVIDIA_VISIBLE_DEVICES=all). The policy admits it - honestly - and the GPU
     nodes' container toolkit ignores the variable in unprivileged containers; the device plugin
     hands GPUs over as volume mounts instead."""
-    daemonset = _workload(
-        "DaemonSet",
+    deployment = _workload(
+        "Deployment",
         _by_volcano(
             _cpu_pod(
                 tolerations=[GPU_TOLERATION], containers=[_container(envFrom=[{"configMapRef": {"name": "gpus"}}])]
             )
         ),
     )
-    assert _denied(daemonset, VISION) == []
+    assert _denied(deployment, VISION) == []
     assert gpu_pools.CONTAINER_TOOLKIT_SETTINGS["accept-nvidia-visible-devices-envvar-when-unprivileged"] == "false"
     assert device_plugins.DEVICE_LIST_STRATEGY == "volume-mounts"
 

@@ -106,9 +106,16 @@ def test_a_pods_own_gang_size_is_not_read_by_volcano_and_is_admitted():
     assert denied_by(_workload("Job", 1, "1", {MIN_MEMBER_ANNOTATION: "16"})) == []
 
 
+def _off_the_gpu_nodes(workload: dict) -> dict:
+    """A team's DaemonSet runs on no GPU node (test_r9_terminating_attack.py): its pods ask CPU and memory only."""
+    for c in workload["spec"]["template"]["spec"]["containers"]:
+        c["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}}
+    return workload
+
+
 def test_a_daemonsets_gang_is_at_most_one():
-    assert _denied(_workload("DaemonSet", None, "2"), SIZE)
-    assert denied_by(_workload("DaemonSet", None, "1")) == []
+    assert _denied(_off_the_gpu_nodes(_workload("DaemonSet", None, "2")), SIZE)
+    assert denied_by(_off_the_gpu_nodes(_workload("DaemonSet", None, "1"))) == []
 
 
 def test_a_cronjobs_gang_is_at_most_its_job_templates_parallelism():
