@@ -822,9 +822,9 @@ def release_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
         {
-            # A pod being deleted stays, Terminating, while it has a finalizer: the scheduler and Volcano keep
-            # counting it on its node (Releasing, in no queue), and the autoscaler keeps the node, for as long as
-            # no one removes it, and a team's own finalizer no controller would ever remove. The operator copies a
+            # A pod being deleted stays while it has a finalizer, and a team's own no controller would ever remove:
+            # until its containers stop (the capped grace) it holds its node in no queue, and after, the object
+            # stays, a stale pod of a stuck job. The operator copies a
             # template's finalizers onto the pods it makes (getPodsFinalizers, kubeflow/trainer:pkg/controller.v1/
             # control/pod_control.go@v1.9.4). So no finalizer in a team's templates, and on a pod only those it had
             # or the Job controller's tracking finalizer.
@@ -834,7 +834,7 @@ def release_validations(team: TeamRules) -> list[dict]:
             f"request.userInfo.username in {_list(list(JOB_CONTROLLER_USERS))}))) : "
             "variables.metas.all(m, !has(m.finalizers) || size(m.finalizers) == 0)",
             "message": "no finalizers on a team's pods or in its templates (but the Job controller's own): a pod "
-            "being deleted stays while it has one, counted on its node in no queue, and holds the node",
+            "being deleted stays while it has one, a stale object no controller removes",
             "reason": "Forbidden",
         },
         {
