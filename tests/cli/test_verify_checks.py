@@ -138,7 +138,7 @@ def _vap_denial(team: str, obj: dict, message: str) -> tuple[int, str, str]:
 
 
 # The kinds the verify checks create in team namespaces that the team policy matches (its resourceRules).
-JUDGED = ("PodGroup", "Job", *names.KUBEFLOW_JOB_KINDS)
+JUDGED = ("PodGroup", "Job", "DaemonSet", *names.KUBEFLOW_JOB_KINDS)
 
 
 def team_admission(cfg):
@@ -739,10 +739,11 @@ def test_tenant_attacks_refused_by_admission_pass_and_store_nothing(ctx, cluster
     assert "foundation: a TFJob with cleanPodPolicy None refused (403)" in outcome.evidence
     assert "foundation: a TFJob managed by kueue.x-k8s.io/multikueue refused (403)" in outcome.evidence
     assert "foundation: a TFJob whose pods carry a finalizer refused (403)" in outcome.evidence
+    assert "foundation: a DaemonSet on the GPU nodes refused (403)" in outcome.evidence
     assert "foundation: a PodGroup in another queue refused (403)" in outcome.evidence
     assert ("POST", "/apis/scheduling.volcano.sh/v1beta1/namespaces/llm/podgroups?dryRun=All") in cluster.requests
     assert ("POST", "/apis/kubeflow.org/v1/namespaces/llm/tfjobs?dryRun=All") in cluster.requests
-    assert not [k for k in cluster.objects if k[2] in ("podgroups", "tfjobs")]
+    assert not [k for k in cluster.objects if k[2] in ("podgroups", "tfjobs") or k[3] == checks.ATTACK_NAME]
 
 
 def test_a_tenant_attack_admitted_fails(ctx, cluster):
@@ -753,7 +754,9 @@ def test_a_tenant_attack_admitted_fails(ctx, cluster):
     assert "a TFJob with cleanPodPolicy None was admitted" in outcome.evidence
     assert "a TFJob managed by kueue.x-k8s.io/multikueue was admitted" in outcome.evidence
     assert "a TFJob whose pods carry a finalizer was admitted" in outcome.evidence
-    assert not [k for k in cluster.objects if k[2] in ("podgroups", "tfjobs")]  # dry runs even when admitted
+    assert "a DaemonSet on the GPU nodes was admitted" in outcome.evidence
+    stored = [k for k in cluster.objects if k[2] in ("podgroups", "tfjobs") or k[3] == checks.ATTACK_NAME]
+    assert not stored  # dry runs even when admitted
 
 
 def _team_refusals(plan, job_of) -> list[list[str]]:
@@ -801,6 +804,13 @@ def test_the_job_with_a_finalizer_is_refused_by_the_team_policy_for_its_finalize
 
     for refused in _team_refusals(plan, held):
         assert len(refused) == 1 and "finalizers" in refused[0]
+
+
+def test_the_gpu_daemon_set_is_refused_by_the_team_policy_for_taking_gpu_nodes_alone(plan):
+    for refused in _team_refusals(
+        plan, lambda team: checks.gpu_daemon_set(team, checks.plain_class(plan.config, team))
+    ):
+        assert refused and all("GPU node" in m for m in refused), refused
 
 
 def test_the_team_policies_fail_closed(plan):

@@ -6,6 +6,7 @@ what each proves and the rights it needs."""
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import re
@@ -14,6 +15,7 @@ from typing import Any
 
 from botocore import exceptions as aws_errors
 
+from components.tenancy import SCHEDULER
 from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
 from infra.core import names
@@ -455,6 +457,32 @@ def trial_job(
     }
 
 
+def plain_class(cfg: Any, team: Any) -> str | None:
+    """A class of the team's that a plain GPU workload may name (serving or evaluation), if it has one."""
+    workloads = {c.name: c.workload for c in cfg.scheduler.priority_classes}
+    return next((c for c in team.priority_classes if workloads.get(c, "training") != "training"), None)
+
+
+def gpu_daemon_set(team: Any, priority_class: str | None) -> dict:
+    """A DaemonSet that tolerates the GPU taint and asks a node's GPUs: the autoscalers would count its pod on every
+    GPU node they plan, so no gang would fit one (docs/design/tenancy.md). Otherwise one the team policy admits: a
+    GPU pod of Volcano's, in a class a plain workload may name (`priority_class`, a serving or evaluation one)."""
+    job = trial_job(team)
+    spec = copy.deepcopy(job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"])
+    spec["tolerations"] = [{"key": names.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    spec["containers"][0]["resources"] = {"limits": {names.GPU_RESOURCE: 8}}
+    spec["schedulerName"] = SCHEDULER  # a GPU pod's, so the policy refuses it for the nodes alone
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    labels = {"app": ATTACK_NAME}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": ATTACK_NAME, "namespace": team.name},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": spec}},
+    }
+
+
 def _refused(ctx: Any, group: str, version: str, namespace: str, plural: str, body: dict) -> str | None:
     """The status of a dry-run CREATE refused by a ValidatingAdmissionPolicy; None where it was admitted."""
     from kubernetes.client.exceptions import ApiException
@@ -487,6 +515,11 @@ def tenant_attacks(ctx: Any) -> Outcome:
                 seen.append(f"{team.name}: {what} {verdict}")
             else:
                 problems.append(f"{team.name}: {what} was admitted (dry run)")
+        verdict = _refused(
+            ctx, "apps", "v1", team.name, "daemonsets", gpu_daemon_set(team, plain_class(ctx.config, team))
+        )
+        what = "a DaemonSet on the GPU nodes"
+        (seen if verdict else problems).append(f"{team.name}: {what} {verdict or 'was admitted (dry run)'}")
         # Volcano's /podgroups/mutate moves a PodGroup in queue `default` to its namespace's queue
         # (components/training.py): with one queue there is no other team's queue to try.
         other = next((t.queue for t in teams if t.queue != team.queue), None)
@@ -761,8 +794,9 @@ def specs() -> list[Spec]:
              admission_policies, "kube", "list validatingadmissionpolicies", after=(KUBE_API,)),
         Spec("kube.tenant-attacks", "admission refuses a PodGroup in another team's queue, a misnamed Kubeflow job, "
              "one that would keep its pods once finished, one managed by another controller, one whose pods carry a "
-             "finalizer",
-             tenant_attacks, "kube", "create podgroups, tfjobs (dryRun) in team namespaces", after=(KUBE_API,)),
+             "finalizer, a DaemonSet on the GPU nodes",
+             tenant_attacks, "kube", "create podgroups, tfjobs, daemonsets (dryRun) in team namespaces",
+             after=(KUBE_API,)),
         Spec("kube.job-names", "each team Kubeflow job is named as its kind (none from before the rule)",
              job_names, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
         Spec("kube.job-cleanup", "each team Kubeflow job deletes its running pods once finished (cleanPodPolicy)",
