@@ -429,7 +429,7 @@ def kernel_log() -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def efa_loopback(devices: list[str], timeout: float = 20.0) -> dict[str, str]:
+def efa_loopback(devices: list[str], timeout: float = 20.0, first_port: int = 47592) -> dict[str, str]:
     """Each EFA device talks to itself: libfabric's fi_pingpong server and client over the efa
     provider on this node, shared-memory transfer off so the bytes cross the device (what the EFA
     installer's own efa_test.sh runs; unverified from here: `tar -xOf aws-efa-installer-1.50.0.tar.gz
@@ -438,7 +438,7 @@ def efa_loopback(devices: list[str], timeout: float = 20.0) -> dict[str, str]:
     tool = shutil.which("fi_pingpong") or "/opt/amazon/efa/bin/fi_pingpong"
     env = {**os.environ, "FI_EFA_ENABLE_SHM_TRANSFER": "0"}
     failures = {}
-    for port, device in enumerate(devices, start=47592):
+    for port, device in enumerate(devices, start=first_port):  # one control port per device, in turn
         args = [tool, "-e", "rdm", "-p", "efa", "-d", f"{device}-rdm"]
         # The server listens on -B; a client given -B would bind that same port before connecting and
         # fail with EADDRINUSE on one host, so it gets only -P (pp_ctrl_init_server and

@@ -5,6 +5,7 @@ driver's format (`NVRM: Xid (PCI:0000:53:00): 79, pid=..., GPU has fallen off th
 from __future__ import annotations
 
 import json
+import socket
 import sys
 
 import node_check
@@ -190,14 +191,28 @@ def _fi_pingpong(monkeypatch, tmp_path, broken: str = "none") -> None:
     monkeypatch.setattr(node_check.shutil, "which", lambda name: str(tool) if name == "fi_pingpong" else None)
 
 
+def _free_ports() -> int:
+    """The first of two control ports no other test process holds (the suite runs in parallel)."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("0.0.0.0", 0))
+            port = probe.getsockname()[1]
+        with socket.socket() as second:
+            try:
+                second.bind(("0.0.0.0", port + 1))
+                return port
+            except OSError:
+                continue
+
+
 def test_each_efa_device_answers_itself_under_fi_pingpongs_control_port_rules(monkeypatch, tmp_path):
     _fi_pingpong(monkeypatch, tmp_path)
-    assert node_check.efa_loopback(["rdmap1", "rdmap2"], timeout=10) == {}
+    assert node_check.efa_loopback(["rdmap1", "rdmap2"], timeout=10, first_port=_free_ports()) == {}
 
 
 def test_an_efa_device_that_does_not_answer_itself_is_named(monkeypatch, tmp_path):
     _fi_pingpong(monkeypatch, tmp_path, broken="rdmap2")
-    failures = node_check.efa_loopback(["rdmap1", "rdmap2"], timeout=10)
+    failures = node_check.efa_loopback(["rdmap1", "rdmap2"], timeout=10, first_port=_free_ports())
     assert list(failures) == ["rdmap2"] and failures["rdmap2"].startswith("exit 1")
 
 
