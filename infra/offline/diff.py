@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import ConfigError
-from infra.core.names import LOG_GROUP, interruption_rule
+from infra.core.names import LOG_GROUP, RUNNER_PURPOSES, interruption_rule, role_name, runner_project
 from infra.offline import rolls
 from infra.offline.evaluate import COMPUTED, StackNotFound, record
 from infra.offline.stack_file import StackFileError
@@ -379,6 +379,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     if not base.get("new_stack"):  # a new stack's first deploy is the administrator's (`higgsfield bootstrap`)
         _refuse_data_repository_links(str(head.get("stack", "STACK")), added, changed, refuse)
         _refuse_managed_policy_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
+        _refuse_ci_identity_writes(str(head.get("stack", "STACK")), before, after, added, removed, changed, refuse)
     _refuse_flow_log_ends(str(head.get("stack", "STACK")), removed, changed, refuse)
     _refuse_queue_attribute_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
     _refuse_interruption_ends(str(head.get("stack", "STACK")), before, removed, changed, refuse)
@@ -625,6 +626,43 @@ def _refuse_trust_policy_writes(stack: str, changed: list[Change], refuse: _Refu
             change.name,
             "the deploy role may not rewrite a role's trust (its policy denies iam:UpdateAssumeRolePolicy: IAM "
             f"cannot see whom a trust names); {_administrator_applies(stack, change.urn)}, having read it",
+        )
+
+
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+# The roles CI acts as (components/delivery.py OIDC_IDENTITIES and the runners' service roles): an administrator's.
+CI_PURPOSES = ("preview", "deploy", "image")
+
+
+def _refuse_ci_identity_writes(
+    stack: str,
+    before: dict,
+    after: dict,
+    added: list[dict],
+    removed: list[dict],
+    changed: list[Change],
+    refuse: _Refusals,
+) -> None:
+    """The CI identities (the preview, deploy and image roles, the runners' roles) are an administrator's: the deploy
+    role's policy denies every write of them (components/delivery.py CiIdentitiesAreAdministeredByBootstrap), the
+    deploy role's own inline policy among them. A release that changes what they may do (a new ceiling, a service
+    the program now manages) fails a CI deploy half way at PutRolePolicy; `higgsfield bootstrap STACK` applies it."""
+    names = {role_name(stack, p) for p in CI_PURPOSES} | {runner_project(stack, p) for p in RUNNER_PURPOSES}
+    roles = {u for u, r in {**before, **after}.items() if r["type"] == ROLE and r["inputs"].get("name") in names}
+
+    def of_a_ci_identity(resource: dict) -> bool:
+        return resource["type"] == ROLE_POLICY and any(d in roles for d in resource.get("dependencies") or [])
+
+    ended = [(r, "delete of CI identity policy") for r in removed if of_a_ci_identity(r)]
+    ended += [(r, "new CI identity policy") for r in added if of_a_ci_identity(r)]
+    ended += [(after[c.urn], "change of CI identity policy") for c in changed if of_a_ci_identity(after[c.urn])]
+    for resource, what in ended:
+        refuse(
+            f"{what} {resource['name']}",
+            resource["name"],
+            "the deploy role may not change a CI identity (its policy denies every write of the preview, deploy and "
+            f"image roles and the runners': CiIdentitiesAreAdministeredByBootstrap); an administrator runs "
+            f"`higgsfield bootstrap {stack}`, which applies it",
         )
 
 

@@ -159,9 +159,9 @@ def test_an_explicit_allow_lets_the_fsx_replacement_through(repo, capsys):
             {"higgsfield:fsx": {"enabled": True, "deploymentType": "SCRATCH_2", "storageCapacityGiB": 4800}}
         ),
     )
-    # the new file system has no datasets: their claims go too, and the boundary no longer names the data set's
-    # bucket (an administrator's change: refused without an allow)
-    allows = ["lustre", "lustre-key", "claims", "delivery-boundary"]
+    # the new file system has no datasets: their claims go too, and the boundary and the deploy role's policy no
+    # longer name the data set's bucket (an administrator's changes: refused without an allow)
+    allows = ["lustre", "lustre-key", "claims", "delivery-boundary", "delivery-deploy"]
     assert main(["diff", "staging", "--base", "HEAD~1", *(a for name in allows for a in ("--allow", name))]) == 0
     assert "refused" not in "".join(capsys.readouterr())
 
@@ -169,8 +169,8 @@ def test_an_explicit_allow_lets_the_fsx_replacement_through(repo, capsys):
 def test_allow_replace_in_stack_config_lets_the_replacement_through(repo, capsys):
     def change(config):
         config["higgsfield:fsx"] = {"enabled": True, "deploymentType": "SCRATCH_2", "storageCapacityGiB": 4800}
-        # its datasets' claims go too, and the boundary changes (it names the data set's bucket)
-        config["higgsfield:allowReplace"] = ["lustre", "lustre-key", "claims", "delivery-boundary"]
+        # its datasets' claims go too, and the boundary and the deploy role's policy change (they name its bucket)
+        config["higgsfield:allowReplace"] = ["lustre", "lustre-key", "claims", "delivery-boundary", "delivery-deploy"]
 
     _edit_stack(repo, "staging", change)
     assert main(["diff", "staging", "--base", "HEAD~1"]) == 0

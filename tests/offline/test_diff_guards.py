@@ -396,3 +396,33 @@ def test_removing_a_rule_of_the_stacks_name_goes_through():
     base, head = _prod(), _prod()
     _with_rule(base)
     assert [r for r in compare(base, head, set()).refused if "EventBridge rule" in r] == []
+
+
+def _role_policy(plan: dict, name: str) -> dict:
+    return next(r for r in plan["resources"] if r["type"] == "aws:iam/rolePolicy:RolePolicy" and r["name"] == name)
+
+
+def test_a_new_ceiling_for_the_deploy_role_is_refused_naming_bootstrap():
+    """The deploy role's own inline policy is a CI identity's (CiIdentitiesAreAdministeredByBootstrap denies its
+    PutRolePolicy): a release that changes it, as round 9's Karpenter grants did, failed a CI deploy half way."""
+    base, head = _prod(), _prod()
+    _role_policy(base, "delivery-deploy")["inputs"]["policy"] = '{"Version": "2012-10-17", "Statement": []}'
+    (refusal,) = [r for r in compare(base, head, set()).refused if "CI identity" in r]
+    assert refusal.startswith("change of CI identity policy delivery-deploy is refused (")
+    assert "higgsfield bootstrap prod" in refusal
+
+
+def test_a_runners_new_network_interface_policy_is_refused_naming_bootstrap():
+    base, head = _prod(), _prod()
+    base["resources"].remove(_role_policy(base, "delivery-deploy-runner-eni"))
+    assert [
+        r
+        for r in compare(base, head, set()).refused
+        if r.startswith("new CI identity policy delivery-deploy-runner-eni")
+    ]
+
+
+def test_a_new_policy_of_a_stack_role_that_is_no_ci_identity_goes_through():
+    base, head = _prod(), _prod()
+    _role_policy(base, "lustre-csi")["inputs"]["policy"] = '{"Version": "2012-10-17", "Statement": []}'
+    assert [r for r in compare(base, head, set()).refused if "CI identity" in r] == []
