@@ -510,9 +510,20 @@ def decide(
                     f"{', '.join(gang.pools)}, deadline {gang.deadline:.0f}s); giving back {gang.gives_back}",
                 )
             )
+    # A job's pods still being deleted when its retry comes: one on a lost node stays so until its Node object goes
+    # (_leaving), and the operator makes no replica whose old pod is still there, so the gang could not form and
+    # would be bought its other nodes again for nothing. Pods of a healthy node are gone within the capped grace.
+    leaving = {
+        (p["metadata"]["namespace"], *owner)
+        for p in pods
+        if _leaving(p)
+        for ref in p["metadata"].get("ownerReferences") or []
+        if (owner := _job_of(ref)) is not None
+    }
     for job in jobs:
         gave_back = _stamp(_annotation(job, GAVE_BACK))
-        if gave_back and _suspended(job) and (now - gave_back).total_seconds() > retry_after_s:
+        key = (job["metadata"]["namespace"], job["kind"], job["metadata"]["name"])
+        if gave_back and _suspended(job) and (now - gave_back).total_seconds() > retry_after_s and key not in leaving:
             actions.append(
                 Action(
                     "resume",
@@ -584,7 +595,8 @@ def keep_pod(pod: dict) -> dict:
     return {
         "metadata": {
             **_meta(pod, (GROUP_ANNOTATION, MIRROR_ANNOTATION)),
-            "ownerReferences": _owners(pod, lambda r: r.get("kind") == "DaemonSet"),
+            # a DaemonSet's pod holds no node for a gang; a job's, being deleted, holds back its retry (decide)
+            "ownerReferences": _owners(pod, lambda r: r.get("kind") == "DaemonSet" or _job_of(r) is not None),
         },
         "spec": {
             **{k: spec[k] for k in ("nodeName", "nodeSelector") if k in spec},

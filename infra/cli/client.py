@@ -280,8 +280,8 @@ def _suspension(job: dict) -> str | None:
         again = datetime.fromisoformat(gave_back.replace("Z", "+00:00")) + timedelta(seconds=GANG_RETRY_AFTER_S)
         return (
             f"suspended: the gang deadline gave its nodes back at {gave_back} (its gang waited beside idle nodes, "
-            f"or lost a node none replaced); it queues again from {again:%Y-%m-%dT%H:%M:%SZ} and resumes from its "
-            "newest complete checkpoint (docs/capacity.md)"
+            f"or lost a node none replaced); it queues again from {again:%Y-%m-%dT%H:%M:%SZ}, once none of its pods "
+            "is still Terminating on a lost node, and resumes from its newest complete checkpoint (docs/capacity.md)"
         )
     return "suspended: runPolicy.suspend is true; it queues again once its team sets it to false"
 

@@ -173,6 +173,9 @@ class Cluster:
                     "uid": f"uid-{name}-{self.made}",
                     "labels": {job_watchdog.JOB_LABEL: JOB},
                     "annotations": {gang_deadline.GROUP_ANNOTATION: GROUP},
+                    "ownerReferences": [
+                        {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": JOB, "controller": True}
+                    ],
                 },
                 "spec": {
                     "nodeSelector": {"higgsfield.io/pool": POOL, "topology.kubernetes.io/zone": "us-east-2a"},
@@ -311,6 +314,24 @@ def test_a_gang_given_back_after_losing_a_node_runs_again_once_capacity_returns(
     cluster.deadline_pass(retried + timedelta(seconds=PASS_S))
     assert not cluster.suspended() and cluster.clock() is None
     assert all(p["status"]["phase"] == "Running" for p in cluster.pods().values())
+
+
+def test_a_job_given_back_with_a_pod_on_a_lost_node_queues_again_only_once_that_pod_is_gone(cluster):
+    """The lost node lingers (its instance hung): its pod stays Terminating, and the operator cannot make that
+    replica again while it does, so a job queued again would buy its other nodes for a gang that cannot form, and
+    hold them a deadline more, each retry. It waits for the pod to go (the Node object deleted: EKS auto-repair,
+    or its team), then queues again."""
+    _lost_and_recreated(cluster, node_gone=False)
+    suspended_at = cluster.passes(LOST + timedelta(seconds=360), LOST + timedelta(hours=2))
+    assert suspended_at is not None
+    cluster.scale_down_idle()
+    retried = suspended_at + timedelta(seconds=GANG_RETRY_AFTER_S + PASS_S)
+    cluster.deadline_pass(retried)
+    assert cluster.suspended()
+    cluster.kube.delete_now("/api/v1/nodes/ip-10-0-1-4")
+    cluster.kube.delete_now(f"/api/v1/namespaces/{TEAM}/pods/{REPLICAS[3]}")
+    cluster.deadline_pass(retried + timedelta(seconds=PASS_S))
+    assert not cluster.suspended()
 
 
 def test_a_gang_whose_survivors_stay_bound_below_its_minimum_is_given_back_within_the_deadline(cluster):
