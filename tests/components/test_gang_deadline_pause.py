@@ -296,6 +296,6 @@ def _jobs_with_affinity(kube: FakeKubernetesApi, count: int, terms: int) -> None
 
 def test_a_pass_holds_a_page_of_jobs_whatever_node_affinity_their_templates_carry():
     """A pass reads each job's templates for the pools its pods may land on, and keeps only their names."""
-    few = peak_of_a_pass(lambda kube: _jobs_with_affinity(kube, gang_deadline.PAGE, 400))
-    many = peak_of_a_pass(lambda kube: _jobs_with_affinity(kube, 4 * gang_deadline.PAGE, 400))
+    few = peak_of_a_pass(lambda kube: _jobs_with_affinity(kube, gang_deadline.PAGE, 200))
+    many = peak_of_a_pass(lambda kube: _jobs_with_affinity(kube, 3 * gang_deadline.PAGE, 200))
     assert many < 1.5 * few
