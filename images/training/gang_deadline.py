@@ -144,6 +144,11 @@ def _paused_at(job: dict) -> datetime | None:
     return None
 
 
+def _on(job: dict, verb: str, reason: str) -> Action:
+    """An action on a listed job (keep_job, with its kind)."""
+    return Action(verb, job["metadata"]["namespace"], job["kind"], job["metadata"]["name"], reason)
+
+
 def _finished(pod: dict) -> bool:
     """A Succeeded or Failed pod: it keeps its spec.nodeName but holds nothing (Volcano drops a terminated
     task from its node: addTask's `!isTerminated`, volcano-sh/volcano:pkg/scheduler/cache/event_handlers.go@
@@ -438,11 +443,9 @@ def pause_actions(jobs: list[dict], empty_s: dict[str, float], now: datetime) ->
         empty = max(empty_s[p] for p in pools)
         if (now - paused).total_seconds() >= empty:
             actions.append(
-                Action(
+                _on(
+                    job,
                     "unmark",
-                    job["metadata"]["namespace"],
-                    job["kind"],
-                    job["metadata"]["name"],
                     f"paused by its team since {paused:%Y-%m-%dT%H:%M:%SZ}, longer than "
                     f"{'pool' if len(pools) == 1 else 'pools'} {', '.join(pools)} "
                     f"{'keeps' if len(pools) == 1 else 'keep'} an empty node ({empty:.0f}s): the nodes its gang held "
@@ -468,11 +471,9 @@ def fresh_pause_actions(jobs: list[dict], deadlines: dict[str, float], check_s: 
         deadline, waited = max(deadlines[p] for p in pools), (now - started).total_seconds()
         if waited > deadline:
             actions.append(
-                Action(
+                _on(
+                    job,
                     "suspend",
-                    job["metadata"]["namespace"],
-                    job["kind"],
-                    job["metadata"]["name"],
                     f"paused by its team at {paused:%Y-%m-%dT%H:%M:%SZ}, since the last pass, its gang's clock at "
                     f"{waited:.0f}s past its deadline {deadline:.0f}s; giving back the nodes it stood beside",
                 )
@@ -525,11 +526,9 @@ def decide(
         key = (job["metadata"]["namespace"], job["kind"], job["metadata"]["name"])
         if gave_back and _suspended(job) and (now - gave_back).total_seconds() > retry_after_s and key not in leaving:
             actions.append(
-                Action(
+                _on(
+                    job,
                     "resume",
-                    job["metadata"]["namespace"],
-                    job["kind"],
-                    job["metadata"]["name"],
                     f"suspended by the gang deadline at {gave_back:%Y-%m-%dT%H:%M:%SZ}; queueing again",
                 )
             )

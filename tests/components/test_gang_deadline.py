@@ -111,6 +111,16 @@ def _decide(pods, nodes=(IDLE_NODE,), podgroups=None, jobs=None, deadlines=None)
     )
 
 
+def deadline_map(pool: str = "h100", deadline: float = DEADLINE, empty: float | None = None, name: str = "d") -> dict:
+    """A pool's ConfigMap as components/gang_deadline.py deadline_config_map makes it: its deadline and, where
+    given, how long it keeps an empty node."""
+    data = {"pool": pool, "deadlineSeconds": str(int(deadline))}
+    if empty is not None:
+        data["emptySeconds"] = str(int(empty))
+    meta = {"name": name, "namespace": component.NAMESPACE, "labels": {component.DEADLINE_LABEL: "true"}}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+
 def test_a_gang_past_its_deadline_with_idle_nodes_is_suspended():
     (action,) = _decide([_pod("train-master-0", DEADLINE + 60), _pod("train-worker-0", DEADLINE + 60)])
     assert (action.verb, action.namespace, action.kind, action.name) == ("suspend", "llm", "PyTorchJob", "train")
@@ -346,18 +356,7 @@ def test_a_refused_suspension_is_reported_and_the_other_gangs_are_still_given_ba
         evaluation["spec"] = {"parallelism": 2}
         _seed_gang(kube, "vision", evaluation)
         kube.put({"apiVersion": "v1", "kind": "Node", **IDLE_NODE})
-        kube.put(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {
-                    "name": "d",
-                    "namespace": component.NAMESPACE,
-                    "labels": {component.DEADLINE_LABEL: "true"},
-                },
-                "data": {"pool": "h100", "deadlineSeconds": str(int(DEADLINE))},
-            }
-        )
+        kube.put(deadline_map())
         settings = component.settings_of(["llm", "vision"])
         api = gang_deadline.Api(kube.url, "token")
         assert gang_deadline.run(api, settings, component.NAMESPACE, NOW) == 1

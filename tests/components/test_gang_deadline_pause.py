@@ -18,10 +18,11 @@ import pytest
 from components import gang_deadline as component
 from infra.core.names import GAVE_BACK_ANNOTATION, WAITING_SINCE_ANNOTATION
 from infra.offline import cold_start
-from tests.components.test_gang_deadline import DEADLINE, IDLE_NODE, NOW, _iso, _pod, _podgroup
+from tests.components.test_gang_deadline import DEADLINE, IDLE_NODE, NOW, _iso, _pod, deadline_map
 from tests.conftest import STACKS, plan_of
 from tests.fake_kube_api import FakeKubernetesApi, merge
 from tests.security.test_r8_attack7 import ATTACKER, peak_of_a_pass
+from tests.security.test_r8_attack8 import _group_of as _group
 from tests.security.test_tenancy import _job as _team_job
 from tests.security.test_tenancy import denied_by
 
@@ -42,17 +43,6 @@ def _job(kind: str) -> dict:
         "pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": copy.deepcopy(ON_H100)}},
     }
     return job
-
-
-def _group(kind: str) -> dict:
-    """Its PodGroup, Inqueue: the operator's, named after the job, or Volcano's, podgroup-<the Job's uid>."""
-    pg = _podgroup()
-    pg.update(apiVersion="scheduling.volcano.sh/v1beta1", kind="PodGroup")
-    pg["metadata"]["name"] = "train"
-    if kind == "Job":
-        pg["metadata"]["name"] = "podgroup-1f2e"
-        pg["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "eval", "uid": "1f2e"}]
-    return pg
 
 
 def _members(kube: FakeKubernetesApi, kind: str, made: datetime) -> None:
@@ -89,9 +79,7 @@ def _set_suspended(kube: FakeKubernetesApi, kind: str, suspended: bool, at: date
 def _cluster(kube: FakeKubernetesApi, kind: str, since: datetime) -> gang_deadline.Api:
     """An idle h100 node, the pool's deadline and emptiness, and the gang, waiting since `since`."""
     kube.put({"apiVersion": "v1", "kind": "Node", **IDLE_NODE})
-    data = {"pool": "h100", "deadlineSeconds": str(int(DEADLINE)), "emptySeconds": str(int(EMPTY))}
-    meta = {"name": "d", "namespace": component.NAMESPACE, "labels": {component.DEADLINE_LABEL: "true"}}
-    kube.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
+    kube.put(deadline_map("h100", DEADLINE, EMPTY))
     kube.put(_job(kind))
     kube.put(_group(kind))
     _members(kube, kind, since)

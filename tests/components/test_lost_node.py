@@ -36,6 +36,7 @@ import pytest
 from components import gang_deadline as component
 from infra.core.names import GANG_RETRY_AFTER_S
 from tests.components import test_gang_deadline as plain
+from tests.components.test_gang_deadline import deadline_map
 from tests.conftest import ROOT
 from tests.fake_kube_api import FakeKubernetesApi
 
@@ -114,18 +115,7 @@ class Cluster:
         self.api = gang_deadline.Api(self.kube.url, "token")
         self.settings = component.settings_of([TEAM])
         self.made = 0
-        self.kube.put(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {
-                    "name": "d",
-                    "namespace": component.NAMESPACE,
-                    "labels": {component.DEADLINE_LABEL: "true"},
-                },
-                "data": {"pool": POOL, "deadlineSeconds": str(int(DEADLINE))},
-            }
-        )
+        self.kube.put(deadline_map(POOL, DEADLINE))
         self.kube.put(
             {
                 "apiVersion": "kubeflow.org/v1",

@@ -21,7 +21,7 @@ import pytest
 
 from components import gang_deadline as component
 from infra.core.names import GAVE_BACK_ANNOTATION, WAITING_SINCE_ANNOTATION
-from tests.components.test_gang_deadline import DEADLINE, NOW, _iso, _node
+from tests.components.test_gang_deadline import DEADLINE, NOW, _iso, _node, deadline_map
 from tests.components.test_gang_deadline_pause import (
     EMPTY,
     SETTINGS,
@@ -157,9 +157,7 @@ def _cluster_of(kube: FakeKubernetesApi) -> gang_deadline.Api:
     """Both pools' deadlines and emptiness, and an idle node of the capacity block."""
     kube.put({"apiVersion": "v1", "kind": "Node", **_node("ip-10-0-0-9", LONG)})
     for pool, empty in EMPTY_S.items():
-        data = {"pool": pool, "deadlineSeconds": str(int(DEADLINE)), "emptySeconds": str(int(empty))}
-        meta = {"name": f"d-{pool}", "namespace": component.NAMESPACE, "labels": {component.DEADLINE_LABEL: "true"}}
-        kube.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
+        kube.put(deadline_map(pool, DEADLINE, empty, name=f"d-{pool}"))
     return gang_deadline.Api(kube.url, "token")
 
 
