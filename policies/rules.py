@@ -203,6 +203,11 @@ def _principals(statement: Mapping) -> list[str]:
     return [("*" if v == "*" else f"{kind}={v}") for kind, values in principal.items() for v in _listed(values)]
 
 
+def _a_service(principal: str) -> bool:
+    """An AWS service principal, as _principals names it."""
+    return principal.startswith("Service=") and principal.endswith(".amazonaws.com")
+
+
 def _key_policy_principals(document: str) -> list[str]:
     """Every principal a key policy's statements name."""
     return [p for statement in _statements(document) for p in _principals(statement)]
@@ -261,12 +266,7 @@ def kms_key_policy_one_account(args: ResourceValidationArgs, report: ReportViola
         return
     principals = _key_policy_principals(document)
     accounts = {p.split(":")[4] for p in principals if p.startswith("AWS=arn:") and p.count(":") >= 5}
-    odd = [
-        p
-        for p in principals
-        if not (p.startswith("AWS=arn:") and p.endswith(":root"))
-        and not (p.startswith("Service=") and p.endswith(".amazonaws.com"))
-    ]
+    odd = [p for p in principals if not (p.startswith("AWS=arn:") and p.endswith(":root")) and not _a_service(p)]
     if odd or len(accounts) > 1:
         report(
             f"key policy principals {', '.join(sorted(set(principals)))}: only one account's root and AWS services "
@@ -300,9 +300,7 @@ def sqs_queue_policy_own_services(args: ResourceValidationArgs, report: ReportVi
         str(r).split(":")[4] for s in statements for r in _listed(s.get("Resource", [])) if str(r).count(":") >= 5
     }
     allows = [s for s in statements if s.get("Effect") == "Allow"]
-    others = sorted(
-        {p for s in allows for p in _principals(s) if not (p.startswith("Service=") and p.endswith(".amazonaws.com"))}
-    )
+    others = sorted({p for s in allows for p in _principals(s) if not _a_service(p)})
     unpinned = sorted({p for s in allows for p in _services_unpinned(s, accounts)})
     if others or len(accounts) != 1:
         report(

@@ -9,6 +9,7 @@ unless the change says so: `--allow NAME` or the stack's `higgsfield:allowReplac
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -786,7 +787,7 @@ def _refuse_interruption_ends(
         if resource["type"] == QUEUE:
             why = "the deploy role may not delete a queue (its policy denies sqs:DeleteQueue: a queue made again "
             why += "could carry a policy IAM cannot see)"
-        elif re.fullmatch(re.escape(interruption_rule(stack, "*")).replace(r"\*", ".*"), name):
+        elif fnmatch.fnmatchcase(name, interruption_rule(stack, "*")):
             continue
         else:
             why = f"the deploy role reaches only the stack's rules, by name, and this one's is {name or 'generated'}"

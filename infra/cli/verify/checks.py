@@ -6,7 +6,6 @@ what each proves and the rights it needs."""
 
 from __future__ import annotations
 
-import copy
 import datetime
 import json
 import re
@@ -468,7 +467,7 @@ def gpu_daemon_set(team: Any, priority_class: str | None) -> dict:
     GPU node they plan, so no gang would fit one (docs/design/tenancy.md). Otherwise one the team policy admits: a
     GPU pod of Volcano's, in a class a plain workload may name (`priority_class`, a serving or evaluation one)."""
     job = trial_job(team)
-    spec = copy.deepcopy(job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"])
+    spec = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]  # a fresh job's: ours to change
     spec["tolerations"] = [{"key": names.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
     spec["containers"][0]["resources"] = {"limits": {names.GPU_RESOURCE: 8}}
     spec["schedulerName"] = SCHEDULER  # a GPU pod's, so the policy refuses it for the nodes alone
