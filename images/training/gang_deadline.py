@@ -144,9 +144,14 @@ def _paused_at(job: dict) -> datetime | None:
     return None
 
 
+def _key(job: dict) -> tuple[str, str, str]:
+    """A listed job's (namespace, kind, name): what a gang's `job` and an Action name it by."""
+    return job["metadata"]["namespace"], job["kind"], job["metadata"]["name"]
+
+
 def _on(job: dict, verb: str, reason: str) -> Action:
     """An action on a listed job (keep_job, with its kind)."""
-    return Action(verb, job["metadata"]["namespace"], job["kind"], job["metadata"]["name"], reason)
+    return Action(verb, *_key(job), reason)
 
 
 def _finished(pod: dict) -> bool:
@@ -416,9 +421,7 @@ def clock_actions(
     job.go@v1.9.4), and comes off once the gang runs ("unmark"), when the deadline suspends the job (patch_for),
     so that each retry starts a new clock, or once its team has paused it for as long as its pools keep an empty
     node (pause_actions). Only the CronJob writes it (the team policy)."""
-    stamped = {
-        (j["metadata"]["namespace"], j["kind"], j["metadata"]["name"]) for j in jobs if _annotation(j, WAITING_SINCE)
-    }
+    stamped = {_key(j) for j in jobs if _annotation(j, WAITING_SINCE)}
     actions = [
         Action("mark", *gang.job, f"waiting {gang.held}")
         for gang in waiting(podgroups, pods, nodes, deadlines)
@@ -493,10 +496,7 @@ def decide(
     """What to suspend and what to resume, from the cluster's objects and each pool's deadline
     (`pods`: every pod of the cluster; only the teams' namespaces' PodGroups and jobs)."""
     actions: list[Action] = []
-    since = {
-        (j["metadata"]["namespace"], j["kind"], j["metadata"]["name"]): _stamp(_annotation(j, WAITING_SINCE))
-        for j in jobs
-    }
+    since = {_key(j): _stamp(_annotation(j, WAITING_SINCE)) for j in jobs}
     for gang in waiting(podgroups, pods, nodes, deadlines):
         started = since.get(gang.job)
         if started is None:
@@ -523,8 +523,12 @@ def decide(
     }
     for job in jobs:
         gave_back = _stamp(_annotation(job, GAVE_BACK))
-        key = (job["metadata"]["namespace"], job["kind"], job["metadata"]["name"])
-        if gave_back and _suspended(job) and (now - gave_back).total_seconds() > retry_after_s and key not in leaving:
+        if (
+            gave_back
+            and _suspended(job)
+            and (now - gave_back).total_seconds() > retry_after_s
+            and _key(job) not in leaving
+        ):
             actions.append(
                 _on(
                     job,
