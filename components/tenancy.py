@@ -85,13 +85,18 @@ DNS = {"namespace": "kube-system", "pod": {"k8s-app": "kube-dns"}}
 # account may create a pod with the label, so no other pod gets the launcher's egress.
 LAUNCHER = {"training.kubeflow.org/replica-type": "launcher"}
 OPERATOR_USER = "system:serviceaccount:kubeflow:training-operator"
+# kube-controller-manager's controllers act as their own service accounts in kube-system (the
+# Deployment controller scales ReplicaSets, the CronJob controller creates Jobs), or as the manager
+# itself where it uses no service-account credentials; no team holds either.
+CONTROLLER_USERS = "system:serviceaccount:kube-system:"
+CONTROLLER_MANAGER = "system:kube-controller-manager"
 # The Job controller makes each pod of a batch Job with its tracking finalizer and removes it once it has counted
 # the pod (JobTrackingFinalizer, kubernetes/api:batch/v1/types.go@v0.35.0). It runs in kube-controller-manager as
 # the `job-controller` service account where the manager uses service-account credentials
 # (ClientOrDie("job-controller"), kubernetes/kubernetes:cmd/kube-controller-manager/app/batch.go, read through the
 # code search), else as the manager itself: both are named, neither is a team's.
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
-JOB_CONTROLLER_USERS = ("system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager")
+JOB_CONTROLLER_USERS = (f"{CONTROLLER_USERS}job-controller", CONTROLLER_MANAGER)
 # The init container the operator adds to every launcher, without a securityContext (newLauncher,
 # same file): the one container allowed to leave allowPrivilegeEscalation unset, and only in a pod
 # the operator creates (a team's own container of that name would collide with it: the pod would
@@ -782,7 +787,7 @@ def _by_a_platform_controller() -> str:
     (its own service accounts, or the manager itself where it uses no service-account credentials)."""
     user = "request.userInfo.username"
     return (
-        f"({user} in ['{VOLCANO_CONTROLLER_USER}', '{OPERATOR_USER}', 'system:kube-controller-manager'] || "
+        f"({user} in ['{VOLCANO_CONTROLLER_USER}', '{OPERATOR_USER}', '{CONTROLLER_MANAGER}'] || "
         f"{user}.startsWith('{CONTROLLER_USERS}'))"
     )
 
@@ -1186,9 +1191,6 @@ SCALED_OWNERS = ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationControll
 # templates/controllers.yaml@v1.15.1) in the release `volcano` (components/charts.py names a release
 # after its chart) of namespace volcano-system (components/training.py VOLCANO_NAMESPACE).
 VOLCANO_CONTROLLER_USER = "system:serviceaccount:volcano-system:volcano-controllers"
-# kube-controller-manager's controllers act as their own service accounts in kube-system (the
-# Deployment controller scales ReplicaSets, the CronJob controller creates Jobs); no team holds one.
-CONTROLLER_USERS = "system:serviceaccount:kube-system:"
 
 
 def _group_owner_pods() -> str:
