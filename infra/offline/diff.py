@@ -381,7 +381,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
         _refuse_data_repository_links(str(head.get("stack", "STACK")), added, changed, refuse)
         _refuse_managed_policy_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
         _refuse_ci_identity_writes(str(head.get("stack", "STACK")), before, after, added, removed, changed, refuse)
-    _refuse_flow_log_ends(str(head.get("stack", "STACK")), removed, changed, refuse)
+    _refuse_flow_log_ends(str(head.get("stack", "STACK")), before, removed, changed, refuse)
     _refuse_queue_attribute_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
     _refuse_interruption_ends(str(head.get("stack", "STACK")), before, removed, changed, refuse)
     return Diff(
@@ -728,18 +728,24 @@ def _refuse_managed_policy_writes(
 FLOW_LOG = "aws:ec2/flowLog:FlowLog"
 
 
-def _refuse_flow_log_ends(stack: str, removed: list[dict], changed: list[Change], refuse: _Refusals) -> None:
+def _ended(types: set[str], before: dict, removed: list[dict], changed: list[Change]) -> list[tuple[dict, str]]:
+    """The resources of `types` a deploy deletes: removed ("delete") or replaced ("replacement"), as they were."""
+    ended = [(r, "delete") for r in removed if r["type"] in types]
+    return ended + [(before[c.urn], "replacement") for c in changed if c.type in types and c.replaces]
+
+
+def _refuse_flow_log_ends(
+    stack: str, before: dict, removed: list[dict], changed: list[Change], refuse: _Refusals
+) -> None:
     """The VPC's flow log is part of the audit trail: both ceilings deny ec2:DeleteFlowLogs (components/delivery.py
     AUDIT_TRAIL_ENDS), so a deploy that deletes or replaces one (a flow log's settings are CreateFlowLogs' alone)
     would fail half way; the refusal names the administrator's command."""
-    ended = [(r["name"], r["urn"], "delete") for r in removed if r["type"] == FLOW_LOG]
-    ended += [(c.name, c.urn, "replacement") for c in changed if c.type == FLOW_LOG and c.replaces]
-    for name, urn, what in ended:
+    for resource, what in _ended({FLOW_LOG}, before, removed, changed):
         refuse(
-            f"{what} of VPC flow log {name}",
-            name,
+            f"{what} of VPC flow log {resource['name']}",
+            resource["name"],
             f"the deploy role may not delete a flow log (its policy denies ec2:DeleteFlowLogs: the audit trail); "
-            f"{_administrator_applies(stack, urn)}",
+            f"{_administrator_applies(stack, resource['urn'])}",
         )
 
 
@@ -780,9 +786,7 @@ def _refuse_interruption_ends(
     interruption_rule), so the same holds for a rule of a generated name. The refusal names the administrator's
     command."""
     kinds = {QUEUE: "SQS queue", EVENT_RULE: "EventBridge rule"}
-    ended = [(r, "delete") for r in removed if r["type"] in kinds]
-    ended += [(before[c.urn], "replacement") for c in changed if c.type in kinds and c.replaces]
-    for resource, what in ended:
+    for resource, what in _ended(set(kinds), before, removed, changed):
         name = str(resource["inputs"].get("name") or "")
         if resource["type"] == QUEUE:
             why = "the deploy role may not delete a queue (its policy denies sqs:DeleteQueue: a queue made again "
