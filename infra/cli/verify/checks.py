@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from botocore import exceptions as aws_errors
@@ -44,12 +44,13 @@ ATTACK_IMAGE = "public.ecr.aws/docker/library/busybox:1.37"
 # cluster-autoscaler-1.35.2, name `cluster-autoscaler` in the release namespace). Volcano's scheduler
 # and controllers lock in volcano-system (installer/helm/chart/volcano/templates/scheduler.yaml@v1.15.1
 # --leader-elect-resource-namespace): every Lease there must be held and fresh, and there are two.
-LEASES = (
-    ("kubeflow", "1ca428e5.training-operator.kubeflow.org", "the Training Operator"),
-    (names.KUBE_SYSTEM, "cluster-autoscaler", "the Cluster Autoscaler"),
+# Each with whether the stack runs that controller: a stack of Karpenter pools only runs no autoscaler.
+LEASES: tuple[tuple[str, str, str, Callable[[Any], bool]], ...] = (
+    ("kubeflow", "1ca428e5.training-operator.kubeflow.org", "the Training Operator", lambda ctx: True),
+    (names.KUBE_SYSTEM, "cluster-autoscaler", "the Cluster Autoscaler", lambda ctx: bool(ctx.plan.of_type(AUTOSCALER))),
     # the only Lease its chart's Role lets it write (resourceNames: aws/karpenter-provider-aws:charts/karpenter/
     # templates/role.yaml@v1.14.1), in its release's namespace (components/karpenter.py NAMESPACE)
-    (names.KUBE_SYSTEM, "karpenter-leader-election", "Karpenter"),
+    (names.KUBE_SYSTEM, "karpenter-leader-election", "Karpenter", lambda ctx: bool(ctx.config.karpenter_pools)),
 )
 VOLCANO_NAMESPACE, VOLCANO_LEASES = "volcano-system", 2
 # The webhook that moves a PodGroup to its namespace's queue (components/training.py enables
@@ -273,9 +274,8 @@ def leases(ctx: Any) -> Outcome:
     now = ctx.now()
     problems: list[str] = []
     held: list[str] = []
-    autoscaler = bool(ctx.plan.of_type(AUTOSCALER))  # a stack of Karpenter pools only runs none
-    for namespace, name, who in LEASES:
-        if (name == "cluster-autoscaler" and not autoscaler) or (who == "Karpenter" and not ctx.config.karpenter_pools):
+    for namespace, name, who, runs in LEASES:
+        if not runs(ctx):
             continue
         try:
             lease = ctx.kube.lease(namespace, name)
