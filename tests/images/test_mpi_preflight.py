@@ -65,9 +65,9 @@ def _launcher(tmp_path, hosts: dict[str, dict], port: int | None = None):
         "PREFLIGHT_HOSTFILE": str(tmp_path / "hostfile"),
         "PREFLIGHT_MPIRUN": str(mpirun),
         "PREFLIGHT_KUBECTL": str(kubectl),
-        "PREFLIGHT_TIMEOUT_SECONDS": "4",
+        "PREFLIGHT_TIMEOUT_SECONDS": "3",
         "PREFLIGHT_TERMINATION_LOG": str(tmp_path / "termination-log"),
-        "PREFLIGHT_LINGER_SECONDS": "3",
+        "PREFLIGHT_LINGER_SECONDS": "1.5",
     }
     if port:
         env["HIGGSFIELD_PROGRESS_PORT"] = str(port)
@@ -118,7 +118,7 @@ def test_a_worker_that_never_answers_is_named_by_its_pods_node_within_the_time_b
     code, out = _run(env)
     assert code == EXIT_RETRY, out
     suspects = _message(tmp_path)["suspects"]
-    assert list(suspects) == ["node-b"] and "no answer within 4s" in suspects["node-b"]
+    assert list(suspects) == ["node-b"] and "no answer within 3s" in suspects["node-b"]
 
 
 def test_healthy_workers_pass_and_the_launcher_becomes_its_mpirun(tmp_path):

@@ -290,7 +290,7 @@ def test_the_node_preflight_serves_its_failing_node_for_a_recheck_before_it_exit
         "PYTHONPATH": str(ROOT / "images" / "training"),
         "PREFLIGHT_TERMINATION_LOG": str(log),
         "HIGGSFIELD_PROGRESS_PORT": str(port),
-        "PREFLIGHT_LINGER_SECONDS": "4",
+        "PREFLIGHT_LINGER_SECONDS": "1.5",
     }
     check = subprocess.Popen(
         [sys.executable, str(PROGRAM), "--node", "--", "echo", "trained"], env=env, stdout=subprocess.PIPE, text=True

@@ -106,7 +106,7 @@ def test_a_failed_preflight_serves_its_suspects_before_the_pod_exits(tmp_path):
     log.write_text(json.dumps({"preflight": {"ok": False, "code": 151, "suspects": {"node-7": "slow"}}}))
     env = {
         "HIGGSFIELD_PROGRESS_PORT": str(port),
-        "PREFLIGHT_LINGER_SECONDS": "3",
+        "PREFLIGHT_LINGER_SECONDS": "1.5",
         "PREFLIGHT_TERMINATION_LOG": str(log),
     }
     lingering = threading.Thread(target=preflight.linger, args=(env,))
