@@ -21,6 +21,7 @@ import yaml
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from components.cluster import CONTROL_PLANE_LOG_TYPES
 from components.karpenter import queue_policy
 from infra.cli import verify
 from infra.cli.verify import checks, connect
@@ -76,7 +77,11 @@ def deployed_account(plan, monkeypatch):
         eks = session.client("eks")
         role = "arn:aws:iam::123456789012:role/eks"
         eks.create_cluster(
-            name=CLUSTER, version=plan.config.kubernetes_version, roleArn=role, resourcesVpcConfig={"subnetIds": []}
+            name=CLUSTER,
+            version=plan.config.kubernetes_version,
+            roleArn=role,
+            resourcesVpcConfig={"subnetIds": []},
+            logging={"clusterLogging": [{"types": list(CONTROL_PLANE_LOG_TYPES), "enabled": True}]},
         )
         ec2 = session.client("ec2")
         ec2.create_launch_template(LaunchTemplateName="gpu-nodes", LaunchTemplateData={"ImageId": "ami-12c6146b"})
@@ -356,6 +361,18 @@ def test_a_cluster_at_another_version_than_the_stack_pins_fails_naming_both(aws_
     aws_ctx.plan = stack_pinning(plan, kubernetes_version="1.36")
     outcome = one("aws.cluster", aws_ctx)
     assert outcome.status == "FAIL" and "Kubernetes 1.35" in outcome.evidence and "pins 1.36" in outcome.evidence
+
+
+def test_a_cluster_whose_audit_log_was_switched_off_fails_naming_it(aws_ctx, aws):
+    # what describe-cluster answers after `aws eks update-cluster-config --logging` switched two types off
+    logging = [
+        {"types": ["api", "controllerManager", "scheduler"], "enabled": True},
+        {"types": ["audit", "authenticator"], "enabled": False},
+    ]
+    aws.client("eks").update_cluster_config(name=CLUSTER, logging={"clusterLogging": logging})
+    outcome = one("aws.cluster", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.endswith("control-plane logs off: audit, authenticator")
+    assert "`pulumi refresh` then `pulumi up`" in outcome.fix
 
 
 def test_a_missing_cluster_fails_with_aws_answer(aws_ctx, plan):

@@ -20,6 +20,7 @@ from infra.cli.verify import Outcome, Spec, failed, passed, skipped
 from infra.core import names
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+EKS_CLUSTER = "eks:index:Cluster"
 SCHEDULE = "aws:autoscaling/schedule:Schedule"
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
@@ -129,7 +130,30 @@ def cluster(ctx: Any) -> Outcome:
         )
     if mode not in ("API", "?"):
         return failed(f"{seen}, authentication mode {mode}", "the stack uses API mode: rerun `pulumi up`")
-    return passed(f"{seen}, authentication {mode}")
+    off = _logs_off(ctx, info)
+    if off:
+        # No IAM condition key says which log types an eks:UpdateClusterConfig switches off
+        # (docs/security-ci.md): the deploy role can, and `pulumi up` alone does not see the drift.
+        return failed(
+            f"{seen}; control-plane logs off: {', '.join(off)}",
+            f"`pulumi refresh` then `pulumi up` as an administrator turns them back on; CloudTrail's "
+            f"UpdateClusterConfig events on {name} say who switched them off",
+        )
+    return passed(f"{seen}, authentication {mode}, control-plane logs on")
+
+
+def _logs_off(ctx: Any, info: dict) -> list[str]:
+    """The control-plane log types the plan sends (the audit log among them) that the live cluster does not:
+    DescribeCluster's `logging.clusterLogging`, a list of {types, enabled} (botocore's eks service model, Logging
+    and LogSetup)."""
+    planned = {t for c in ctx.plan.of_type(EKS_CLUSTER) for t in c.inputs.get("enabledClusterLogTypes") or []}
+    sent = {
+        t
+        for entry in (info.get("logging") or {}).get("clusterLogging") or []
+        if entry.get("enabled")
+        for t in entry.get("types") or []
+    }
+    return sorted(planned - sent)
 
 
 def _live_groups(ctx: Any) -> dict[str, dict]:
@@ -771,7 +795,8 @@ def specs() -> list[Spec]:
     return [
         Spec("aws.bootstrap", "the state bucket is versioned, the secrets key enabled, the GitHub connection AVAILABLE",
              bootstrap, "aws", "s3:GetBucketVersioning, kms:DescribeKey, codeconnections:GetConnection"),
-        Spec("aws.cluster", "the EKS cluster is ACTIVE at the stack's Kubernetes version, API authentication",
+        Spec("aws.cluster", "the EKS cluster is ACTIVE at the stack's Kubernetes version, API authentication, "
+             "its planned control-plane logs (audit among them) on",
              cluster, "aws", EKS_READ),
         Spec("aws.node-groups", "every planned node group is ACTIVE with the planned min/max and taints",
              node_groups, "aws", "eks:ListNodegroups, eks:DescribeNodegroup", after=("aws.cluster",)),
