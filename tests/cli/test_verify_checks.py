@@ -375,6 +375,51 @@ def test_a_cluster_whose_audit_log_was_switched_off_fails_naming_it(aws_ctx, aws
     assert "`pulumi refresh` then `pulumi up`" in outcome.fix
 
 
+@pytest.fixture
+def subnets(aws_ctx):
+    """EC2 in two regions, answered by Stubbers (moto makes a default VPC in each of its 38 regions: 4 s):
+    give each region's subnets as DescribeSubnets returns them."""
+
+    def answer(by_region: dict[str, list[dict]]) -> None:
+        home = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+        stub = Stubber(home)
+        stub.add_response("describe_regions", {"Regions": [{"RegionName": r} for r in by_region]})
+        stub.activate()
+        aws_ctx.clients["ec2"] = home
+        for region, listed in by_region.items():
+            client = boto3.client("ec2", region_name=region, aws_access_key_id="x", aws_secret_access_key="x")
+            stub = Stubber(client)
+            stub.add_response("describe_subnets", {"Subnets": listed})
+            stub.activate()
+            aws_ctx.clients[f"ec2@{region}"] = client
+
+    return answer
+
+
+def _subnet(name: str, public_ipv4: bool = False, ipv6: bool = False) -> dict:
+    return {"SubnetId": name, "MapPublicIpOnLaunch": public_ipv4, "AssignIpv6AddressOnCreation": ipv6}
+
+
+def test_an_account_with_a_default_vpc_fails_naming_its_subnets_and_the_command(aws_ctx, subnets):
+    default_vpc = [_subnet(f"subnet-{z}", public_ipv4=True) for z in "abcd"]
+    subnets({REGION: [_subnet("subnet-private")], "eu-west-1": default_vpc})
+    outcome = one("aws.public-subnets", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert outcome.evidence.endswith("(eu-west-1: subnet-a, subnet-b, subnet-c and 1 more)")
+    assert "--no-map-public-ip-on-launch" in outcome.fix
+
+
+def test_a_subnet_that_assigns_ipv6_on_creation_fails(aws_ctx, subnets):
+    subnets({REGION: [_subnet("subnet-six", ipv6=True)]})
+    outcome = one("aws.public-subnets", aws_ctx)
+    assert outcome.status == "FAIL" and f"({REGION}: subnet-six)" in outcome.evidence
+
+
+def test_an_account_whose_subnets_all_stay_private_passes(aws_ctx, subnets):
+    subnets({REGION: [_subnet("subnet-private")], "eu-west-1": []})
+    assert one("aws.public-subnets", aws_ctx).status == "PASS"
+
+
 def test_a_missing_cluster_fails_with_aws_answer(aws_ctx, plan):
     aws_ctx.plan = stack_pinning(plan, stack="staging")
     outcome = one("aws.cluster", aws_ctx)

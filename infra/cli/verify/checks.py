@@ -782,6 +782,38 @@ def karpenter_queue(ctx: Any) -> Outcome:
     )
 
 
+def public_subnets(ctx: Any) -> Outcome:
+    """No subnet in any region of the account gives an instance a public address it did not ask for. Both ceilings
+    refuse a launch that asks (`NoPublicAddressOnLaunch`, on `ec2:AssociatePublicIpAddress`, a request's own flag)
+    and keep `ModifySubnetAttribute` to administrators, but a launch into a subnet that already maps public IPv4 (a
+    default VPC's, in every region) or assigns IPv6 gets an address without asking, and the ceilings do not pin a
+    region (docs/security-ci.md)."""
+    regions = sorted(r["RegionName"] for r in ctx.client("ec2").describe_regions()["Regions"])
+    found: dict[str, list[str]] = {}
+    for region in regions:
+        pages = ctx.client("ec2", region).get_paginator("describe_subnets").paginate()
+        public = [
+            s["SubnetId"]
+            for page in pages
+            for s in page["Subnets"]
+            if s.get("MapPublicIpOnLaunch") or s.get("AssignIpv6AddressOnCreation")
+        ]
+        if public:
+            found[region] = public
+    if not found:
+        return passed(f"no subnet in the account's {len(regions)} region(s) hands out a public address on launch")
+    listed = "; ".join(
+        f"{region}: {', '.join(ids[:3])}" + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+        for region, ids in found.items()
+    )
+    return failed(
+        f"{sum(map(len, found.values()))} subnet(s) hand out public addresses on launch ({listed})",
+        "a role of the stack could launch an instance there that the internet reaches; an administrator runs, for "
+        "each, `aws ec2 modify-subnet-attribute --region REGION --subnet-id SUBNET --no-map-public-ip-on-launch` "
+        "(and `--no-assign-ipv6-address-on-creation`), or deletes the region's default VPC",
+    )
+
+
 # --- the table -------------------------------------------------------------------------------------
 
 EKS_READ = "eks:DescribeCluster"
@@ -834,6 +866,8 @@ def specs() -> list[Spec]:
         Spec("aws.karpenter-queue", "Karpenter's interruption queue keeps its policy: EventBridge for the stack's "
              "rules alone, a rewrite refused to the deploy role",
              karpenter_queue, "aws", "sqs:GetQueueUrl, sqs:GetQueueAttributes, sqs:SetQueueAttributes (refused)"),
+        Spec("aws.public-subnets", "no subnet in any region hands out a public address on launch (a default VPC's do)",
+             public_subnets, "aws", "ec2:DescribeRegions, ec2:DescribeSubnets"),
         Spec("aws.container-logs", "training pods' log records carry job, replica and node (CloudWatch)",
              container_logs, "aws", "logs:FilterLogEvents"),
         *trial.specs(),
