@@ -13,7 +13,7 @@ from components.demand import EFA, HUGEPAGES, gpu_node_share
 from components.gang_deadline import GangDeadline, GangDeadlineArgs
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from components.observability import EBS_STORAGE_CLASS
-from components.tenancy import TeamRules
+from components.tenancy import TeamRules, limit_range_defaults
 from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Team
 from infra.core.names import KUBEFLOW_GROUP, KUBEFLOW_JOB_KINDS
 
@@ -162,6 +162,7 @@ def rules_of(
         gpu_share=_cpu_and_memory_share(pools),
         **({} if grace_seconds is None else {"grace_seconds": grace_seconds}),
         pods_quota=int(compute_quota(team, pools)["spec"]["hard"]["pods"]) if pools else None,
+        container_defaults=limit_range_defaults(team),
     )
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from components import gang_deadline
 from components.workloads import ELASTIC_ROOM_METRIC
-from infra.config import DEFAULT_PRIORITY_CLASS, GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
+from infra.config import DEFAULT_PRIORITY_CLASS, GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY, Team
 from infra.config.checkpoints import Checkpoints
 from infra.core.names import (
     CLEAN_POD_POLICIES,
@@ -154,10 +154,24 @@ class TeamRules:
     # the most a pod of the team takes to stop: higgsfield:checkpoints.terminationGracePeriod
     grace_seconds: int = field(default_factory=lambda: Checkpoints().grace_seconds)
     pods_quota: int | None = None  # the namespace's `pods` quota (components/teams.py compute_quota)
+    # what the namespace's LimitRange gives a container that asks neither (components/teams.py container_defaults):
+    # (vCPUs, bytes of memory)
+    container_defaults: tuple[float, float] = field(default_factory=lambda: limit_range_defaults(Team))
 
     @property
     def gid(self) -> int:
         return self.uid
+
+
+def limit_range_defaults(team: Team | type[Team]) -> tuple[float, float]:
+    """(vCPUs, bytes) a container that names no CPU or memory request is given by the team's LimitRange; of the
+    config's defaults when given the Team class itself."""
+    if isinstance(team, type):
+        fields = team.model_fields
+        cpu, mib = fields["default_cpu_request_millicores"].default, fields["default_memory_request_mib"].default
+    else:
+        cpu, mib = team.default_cpu_request_millicores, team.default_memory_request_mib
+    return cpu / 1000, float(mib * 2**20)
 
 
 def _list(values: Sequence[str]) -> str:
@@ -358,9 +372,14 @@ def _whole_node(spec: str, node_gpus: Sequence[tuple[str, int]]) -> str:
     return f"(has({spec}.containers) && {spec}.containers.exists(c, {asks}))"
 
 
-def _request_sum(containers: str, resource: str) -> str:
-    """The containers' requests of `resource` (their limits where they state no request), summed as
-    numbers. quantity() and sum() are Kubernetes' CEL libraries (k8s.io/apiserver/pkg/cel/library/
+def _request_sum(containers: str, resource: str, default: float = 0.0) -> str:
+    """The containers' requests of `resource` as the pods will ask them, summed as numbers: a request, else the
+    limit (the API server's defaulting of a Pod, SetDefaults_Pod, kubernetes/kubernetes:pkg/apis/core/v1/
+    defaults.go@v1.35.0), else `default`: the team's LimitRange gives a container that names neither its
+    defaultRequest, init containers included, after the defaulting and before validating admission
+    (defaultContainerResourceRequirements and mergePodResourceRequirements, plugin/pkg/admission/limitranger/
+    admission.go@v1.35.0). A Kubeflow job's templates get neither: counted so, a job is refused when the pods it
+    would make are. quantity() and sum() are Kubernetes' CEL libraries (k8s.io/apiserver/pkg/cel/library/
     quantity.go and lists.go, kubernetes/kubernetes@v1.35.0)."""
 
     def of(field: str) -> str:
@@ -368,9 +387,15 @@ def _request_sum(containers: str, resource: str) -> str:
 
     asked = (
         f"has(c.resources) && has(c.resources.requests) && '{resource}' in c.resources.requests ? {of('requests')} : "
-        f"(has(c.resources) && has(c.resources.limits) && '{resource}' in c.resources.limits ? {of('limits')} : 0.0)"
+        f"(has(c.resources) && has(c.resources.limits) && '{resource}' in c.resources.limits ? {of('limits')} : "
+        f"{float(default)!r})"
     )
     return f"{containers}.map(c, {asked}).sum()"
+
+
+def _defaults(team: TeamRules) -> dict[str, float]:
+    cpu, memory = team.container_defaults
+    return {"cpu": cpu, "memory": memory}
 
 
 def share_cap_validations(team: TeamRules) -> list[dict]:
@@ -398,9 +423,10 @@ def share_cap_validations(team: TeamRules) -> list[dict]:
     sidecars = f"{inits}.filter(i, {sidecar})"
     main = f"((has(s.containers) ? s.containers : []) + {sidecars})"
     share = f"double({gpus(main)} > 0 ? {gpus(main)} : 1)"
+    given = _defaults(team)
     within = " && ".join(
-        f"{_request_sum(main, r)} <= {share} * {most} && {_request_sum('[s]', r)} <= {share} * {most} && "
-        f"{inits}.all(i, {sidecar} || {_request_sum(f'([i] + {sidecars})', r)} <= {share} * {most})"
+        f"{_request_sum(main, r, given[r])} <= {share} * {most} && {_request_sum('[s]', r)} <= {share} * {most} && "
+        f"{inits}.all(i, {sidecar} || {_request_sum(f'([i] + {sidecars})', r, given[r])} <= {share} * {most})"
         for r, most in (("cpu", float(cpu)), ("memory", float(memory)))
     )
     return [
@@ -715,8 +741,8 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "expression": f"!({is_job}) || variables.specs.all(s, !has(s.resources) && (!has(s.initContainers) || "
             "s.initContainers.all(i, (!has(i.restartPolicy) || i.restartPolicy != 'Always') && "
             + " && ".join(
-                f"{_request_sum('[i]', r)} <= {_request_sum('(has(s.containers) ? s.containers : [])', r)}"
-                for r in ("cpu", "memory")
+                f"{_request_sum('[i]', r, d)} <= {_request_sum('(has(s.containers) ? s.containers : [])', r, d)}"
+                for r, d in _defaults(team).items()
             )
             + ")))",
             "message": "a Kubeflow job's templates ask for resources in their containers: no pod-level "

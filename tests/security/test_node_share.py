@@ -246,3 +246,39 @@ def test_an_in_place_resize_is_checked_against_the_share_too():
     assert any("pods/resize" in r["resources"] and "UPDATE" in r["operations"] for r in rules)
     grown = _asking(0, {"cpu": "188"})
     assert any(m.startswith(CAP) for m in denied_by(grown, P5_SHARE, operation="UPDATE", old=_asking(0, {"cpu": "1"})))
+
+
+def _template_without_requests(containers: int) -> dict:
+    """A PyTorchJob whose worker template has `containers` containers that name no CPU or memory, one of them a GPU."""
+    job = _job()
+    spec = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    spec["tolerations"] = GPU_TOLERATION
+    spec["containers"] = [
+        {**ONE_GPU[0], "name": f"c{i}", **({} if i == 0 else {"resources": {}})} for i in range(containers)
+    ]
+    return job
+
+
+# a team whose LimitRange gives each container that names nothing 8 vCPUs (defaultCpuRequestMillicores: 8000)
+GENEROUS_DEFAULTS = dataclasses.replace(P5_SHARE, container_defaults=(8.0, 2.0**30))
+
+
+def test_a_job_whose_containers_name_no_requests_is_refused_when_its_pods_would_be():
+    """The LimitRange gives each of the pod's containers its defaultRequest after the job is admitted: four
+    containers of 8 vCPUs are 32 for one GPU, above its 24 (p5). Before, the job was admitted and every pod it
+    made refused by the same cap."""
+    assert any(m.startswith(CAP) for m in denied_by(_template_without_requests(4), GENEROUS_DEFAULTS))
+
+
+def test_a_job_whose_containers_name_no_requests_within_its_share_is_admitted():
+    assert not any(m.startswith(CAP) for m in denied_by(_template_without_requests(3), GENEROUS_DEFAULTS))
+
+
+def test_the_teams_policy_counts_the_defaults_its_limit_range_gives():
+    from components.teams import container_defaults, rules_of
+    from tests.conftest import config_of
+
+    team = config_of("prod").scheduler.teams[0].model_copy(update={"default_cpu_request_millicores": 8000})
+    given = container_defaults(team)["spec"]["limits"][0]["defaultRequest"]
+    assert given == {"cpu": "8000m", "memory": "1024Mi"}
+    assert rules_of(team).container_defaults == (8.0, 1024.0 * 2**20)
