@@ -17,8 +17,9 @@ pkg/endpoints/handlers and apimachinery pkg/api/errors at v1.35.0):
 - failures as `Status` objects with the real reasons and codes: 404 NotFound, 409 AlreadyExists
   and Conflict (stale resourceVersion), 403 Forbidden, 422 Invalid, 400 BadRequest, 415.
 
-Admission is pluggable: `admit(verb, obj) -> (code, reason, message) | None` runs on every write
-(dry runs included), as a ValidatingAdmissionPolicy or webhook would. So is authorization:
+Admission is pluggable: `admit(verb, obj, old) -> (code, reason, message) | None` runs on every write
+(dry runs included), as a ValidatingAdmissionPolicy or webhook would, `old` being the stored object an
+UPDATE replaces (None on CREATE: a policy's `oldObject`). So is authorization:
 `allow(verb, group, resource, namespace) -> bool` (the Kubernetes verbs get, list, watch, create,
 patch, update, delete; namespace None at the cluster scope) runs first on every request, a refusal
 being the 403 Forbidden Status the authorization filter answers with (the negotiated Forbidden and
@@ -41,7 +42,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-Admit = Callable[[str, dict], "tuple[int, str, str] | None"]
+Admit = Callable[[str, dict, "dict | None"], "tuple[int, str, str] | None"]
 Allow = Callable[[str, str, str, "str | None"], bool]
 
 # The kinds the fake knows by their plural (others are taken from the stored objects).
@@ -288,8 +289,8 @@ class FakeKubernetesApi:
         )
         return True
 
-    def _denied(self, h: BaseHTTPRequestHandler, verb: str, obj: dict) -> bool:
-        answer = self.admit(verb, obj) if self.admit else None
+    def _denied(self, h: BaseHTTPRequestHandler, verb: str, obj: dict, old: dict | None = None) -> bool:
+        answer = self.admit(verb, obj, copy.deepcopy(old)) if self.admit else None
         if answer:
             _status(h, *answer)
         return bool(answer)
@@ -359,7 +360,7 @@ class FakeKubernetesApi:
                 f'Operation cannot be fulfilled on {ref.plural} "{ref.name}": the object '
                 "has been modified; please apply your changes to the latest version and try again",
             )
-        if self._denied(h, "UPDATE" if current else "CREATE", merged):
+        if self._denied(h, "UPDATE" if current else "CREATE", merged, current):
             return None
         if query.get("dryRun") == "All":
             return _send(h, 200, merged)

@@ -16,8 +16,11 @@ IMAGE_HELP = (
 )
 
 
-def stack_argument(command: argparse.ArgumentParser, help: str = "the stack: stacks/Pulumi.STACK.yaml") -> None:
-    command.add_argument("stack", metavar="STACK", help=help).completer = stacks_here  # type: ignore[attr-defined]
+def stack_argument(
+    command: argparse.ArgumentParser, help: str = "the stack: stacks/Pulumi.STACK.yaml", optional: bool = False
+) -> None:
+    """The STACK positional; `optional` where an option of the command needs none (`verify --list`)."""
+    command.add_argument("stack", metavar="STACK", help=help, nargs="?" if optional else None).completer = stacks_here  # type: ignore[attr-defined]
 
 
 def stack_then(args: argparse.Namespace, name: str, known: Callable[[str], list[str]] | None = None) -> None:

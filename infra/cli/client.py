@@ -5,6 +5,7 @@
     job = Job.from_file("llama-ft.yaml", stack="prod")      # or Job("prod", name=..., team=..., ...)
     job.submit()                                            # server-side apply with your kubeconfig
     print(job.status())                                     # the gang: state, why it waits, its nodes
+    job.suspend(); job.resume()                             # pause it (its nodes go back), queue it again
     for line in job.logs():                                 # every rank's lines, merged by time
         print(line)
     job.cancel()
@@ -53,6 +54,8 @@ from infra.offline import goodput
 FIELD_MANAGER = "higgsfield"
 KUBEFLOW = (KUBEFLOW_GROUP, "v1")
 APPS = ("apps", "v1")  # a serving job's Deployment (infra/offline/team_job.py render_serving)
+BATCH_KIND = "Job"  # a plain gang's batch Job, which the gang deadline suspends too (images/training/gang_deadline.py)
+BATCH = ("batch", "v1")
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 # The head of a pod's log that goodput reads: the pre-flight's line comes before training's first; and its
 # tail, where the newest checkpoint save's line says the run's total checkpoint stall.
@@ -270,10 +273,26 @@ def _pod_phase(pod: dict) -> str:
     return str((pod.get("status") or {}).get("phase", "Pending"))
 
 
+def _suspend_key(kind: str) -> tuple[str, ...]:
+    """Where a job's suspend flag is under spec: a batch Job's `spec.suspend` (JobSpec.Suspend, kubernetes/api:
+    batch/v1/types.go@v0.35.0, read through the code search: true deletes its active pods), a Kubeflow job's
+    `spec.runPolicy.suspend` (RunPolicy.Suspend, kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go@v1.9.4:
+    true deletes its pods and PodGroups, false lets the operator create them again)."""
+    return ("suspend",) if kind == BATCH_KIND else ("runPolicy", "suspend")
+
+
+def _is_suspended(job: dict) -> bool:
+    *path, flag = _suspend_key(str(job.get("kind", "")))
+    found = job.get("spec") or {}
+    for key in path:
+        found = found.get(key) or {}
+    return found.get(flag) is True
+
+
 def _suspension(job: dict) -> str | None:
     """Why a suspended job waits (its operator deleted its pods and PodGroup): the gang deadline gave its
     nodes back and resumes it GANG_RETRY_AFTER_S later, or its team paused it; None while not suspended."""
-    if (job.get("spec") or {}).get("runPolicy", {}).get("suspend") is not True:
+    if not _is_suspended(job):
         return None
     gave_back = ((job.get("metadata") or {}).get("annotations") or {}).get(GAVE_BACK_ANNOTATION)
     if gave_back:
@@ -283,7 +302,8 @@ def _suspension(job: dict) -> str | None:
             f"or lost a node none replaced); it queues again from {again:%Y-%m-%dT%H:%M:%SZ}, once none of its pods "
             "is still Terminating on a lost node, and resumes from its newest complete checkpoint (docs/capacity.md)"
         )
-    return "suspended: runPolicy.suspend is true; it queues again once its team sets it to false"
+    flag = ".".join(_suspend_key(str(job.get("kind", ""))))
+    return f"suspended: {flag} is true; it queues again once its team sets it to false"
 
 
 def _why(group: dict | None, pods: list[dict], nodes: list[dict] | None, pool: str | None) -> list[str]:
@@ -775,6 +795,52 @@ def _delete_job_service(api: Any, name: str, namespace: str, options: dict) -> b
     return True
 
 
+# --- suspend and resume ------------------------------------------------------------------------
+
+
+class StaysSuspended(Exception):
+    """The job is the gang deadline's to resume (GAVE_BACK_ANNOTATION): the team admission policy refuses its
+    team's resume (components/tenancy.py suspension_validations)."""
+
+
+def set_suspended(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", suspend: bool = True) -> bool:
+    """Suspend the job (its controller deletes its pods, and a Kubeflow job's PodGroup, giving its nodes back) or
+    resume it (its gang queues again). False, and no patch, when it already is so; a resume of a job the gang
+    deadline suspended raises StaysSuspended, naming when it queues again, before any patch.
+
+    A JSON merge patch of the flag alone, with the field manager `higgsfield`: an Update, which never conflicts
+    with the flag's other writers (the gang deadline's own merge patches, another user's kubectl), where an apply
+    fails on a field another manager owns unless forced; and an apply of the flag alone as `higgsfield` would
+    drop every other field `jobs submit` applied under that name, since an apply states all a manager's fields
+    ("Apply and Update" and the field removal rule in kubernetes/website:content/en/docs/reference/using-api/
+    server-side-apply.md@83f226e4b7d0c3fdfeb4e1e54029313bf4324296). Nor does the next `jobs submit` reset the
+    flag: its apply removes only fields it applied before, and a job file says nothing of suspend."""
+    if kind == SERVING_KIND:
+        raise ApiError(
+            0, "NotSuspendable", f"a serving job's Deployment has no suspend: scale it to 0 or cancel {name}"
+        )
+    custom = _kubernetes().client.CustomObjectsApi(api)
+    where = (*(BATCH if kind == BATCH_KIND else _group_of(kind)), namespace, _plural(kind), name)
+    job = _call(custom.get_namespaced_custom_object, *where)
+    if _is_suspended(job) == suspend:
+        return False
+    if not suspend and ((job.get("metadata") or {}).get("annotations") or {}).get(GAVE_BACK_ANNOTATION):
+        raise StaysSuspended(
+            f"{kind.lower()}/{name} is the gang deadline's to resume, not its team's: {_suspension(job)}"
+        )
+    patch: dict = {"suspend": suspend}
+    for key in reversed(_suspend_key(kind)[:-1]):
+        patch = {key: patch}
+    _call(
+        custom.patch_namespaced_custom_object,
+        *where,
+        {"spec": patch},
+        field_manager=FIELD_MANAGER,
+        _content_type="application/merge-patch+json",
+    )
+    return True
+
+
 # --- the Python API ------------------------------------------------------------------------------
 
 
@@ -828,6 +894,15 @@ class Job:
 
     def cancel(self, dry_run: bool = False) -> None:
         delete(self.api, self.spec.name, self.spec.team, self.spec.kind, dry_run=dry_run)
+
+    def suspend(self) -> bool:
+        """Pause the job (its pods go, its nodes are given back); False if it already was."""
+        return set_suspended(self.api, self.spec.name, self.spec.team, self.spec.kind, suspend=True)
+
+    def resume(self) -> bool:
+        """Let the paused job queue again; False if it was not suspended. StaysSuspended for a job the gang
+        deadline suspended: it resumes that one itself."""
+        return set_suspended(self.api, self.spec.name, self.spec.team, self.spec.kind, suspend=False)
 
 
 # The same as functions of a Job, for those who prefer `submit(job)` to `job.submit()`.

@@ -128,7 +128,7 @@ def test_a_dry_run_submit_is_checked_by_the_server_and_stores_nothing(api, kubec
 
 
 def test_a_job_the_admission_policy_refuses_is_one_line_with_the_apis_code_and_reason(api, kubeconfig, capsys):
-    def admit(verb, obj):
+    def admit(verb, obj, old):
         if obj.get("kind") == "PyTorchJob":
             return 422, "Invalid", 'pytorchjobs.kubeflow.org "llama-ft" is forbidden: a job names its team\'s queue'
         return None
@@ -471,3 +471,145 @@ def test_status_shows_a_pod_being_deleted_on_a_lost_node_as_terminating(api, kub
     api.put(_pod("Master", 0, None, "Pending"))
     assert main(["jobs", "status", "prod", "-f", JOB_FILE]) == 0
     assert "  llama-ft-worker-0: Terminating on node-b" in capsys.readouterr().out.splitlines()
+
+
+# --- suspend and resume ----------------------------------------------------------------------------
+
+
+def _patches(api) -> list[str]:
+    return [path for verb, path in api.requests if verb == "PATCH"]
+
+
+def test_suspend_sets_a_kubeflow_jobs_run_policy_suspend_and_keeps_the_rest(api, kubeconfig, capsys):
+    api.put(_job(conditions=("Created", "Running")))
+    assert main(["jobs", "suspend", "prod", "llama-ft", "-n", "llm"]) == 0
+    stored = api.get(JOB_PATH)
+    assert stored["spec"]["runPolicy"] == {"schedulingPolicy": {"queue": "research"}, "suspend": True}
+    assert stored["spec"]["pytorchReplicaSpecs"] == _job()["spec"]["pytorchReplicaSpecs"]
+    assert capsys.readouterr().out.startswith("pytorchjob/llama-ft suspended: its pods go and its nodes are given back")
+
+
+def test_suspend_of_a_batch_job_sets_its_spec_suspend(api, kubeconfig, capsys):
+    api.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "eval", "namespace": "llm"}, "spec": {}})
+    assert main(["jobs", "suspend", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    assert api.get("/apis/batch/v1/namespaces/llm/jobs/eval")["spec"] == {"suspend": True}
+
+
+def test_resume_sets_suspend_false_on_a_job_its_team_paused(api, kubeconfig, capsys):
+    api.put(_suspended_job())
+    assert main(["jobs", "resume", "prod", "-f", JOB_FILE]) == 0
+    assert api.get(JOB_PATH)["spec"]["runPolicy"]["suspend"] is False
+    assert capsys.readouterr().out == "pytorchjob/llama-ft resumed: its gang queues again\n"
+
+
+def test_resume_of_a_job_the_gang_deadline_gave_back_is_refused_before_any_patch_naming_when_it_queues_again(
+    api, kubeconfig, capsys
+):
+    api.put(_suspended_job("2026-01-01T10:00:00Z"))
+    assert main(["jobs", "resume", "prod", "llama-ft", "-n", "llm"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: pytorchjob/llama-ft is the gang deadline's to resume, not its team's: suspended:")
+    assert "queues again from 2026-01-01T10:30:00Z" in err and err.count("\n") == 1
+    assert _patches(api) == []
+
+
+def test_suspending_a_suspended_job_says_so_and_patches_nothing(api, kubeconfig, capsys):
+    api.put(_suspended_job())
+    assert main(["jobs", "suspend", "prod", "llama-ft", "-n", "llm"]) == 0
+    assert capsys.readouterr().out == "pytorchjob/llama-ft is already suspended\n"
+    assert _patches(api) == []
+
+
+def test_resuming_a_running_job_says_so_and_patches_nothing(api, kubeconfig, capsys):
+    api.put(_job(conditions=("Created", "Running")))
+    assert main(["jobs", "resume", "prod", "llama-ft", "-n", "llm"]) == 0
+    assert capsys.readouterr().out == "pytorchjob/llama-ft is already running (not suspended)\n"
+    assert _patches(api) == []
+
+
+def test_a_serving_job_cannot_be_suspended_and_says_what_to_do_instead(api, kubeconfig, capsys):
+    assert main(["jobs", "suspend", "prod", "classifier", "-n", "llm", "--kind", "Deployment"]) == 2
+    assert capsys.readouterr().err == (
+        "error: a serving job's Deployment has no suspend: scale it to 0 or cancel classifier\n"
+    )
+
+
+# The team admission policy's CEL (components/tenancy.py, evaluated with cel-expr-python) on the CLI's patches,
+# over the wire: the job as `jobs submit` renders it, so that only the patch is judged.
+
+
+@pytest.fixture
+def team_policy(api):
+    """The llm team's own policy on every UPDATE of its PyTorchJobs, as a team member sends it."""
+    from components import tenancy
+    from components.teams import rules_of
+    from infra.offline.evaluate import load_stack
+    from tests.cli.test_verify_checks import _vap_denial
+    from tests.security.test_tenancy import verdicts
+
+    cfg = load_stack("prod")
+    (team,) = [t for t in cfg.scheduler.teams if t.name == "llm"]
+    policy = tenancy.admission_policy(rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools))
+
+    def admit(verb, obj, old):
+        if verb != "UPDATE" or obj.get("kind") != "PyTorchJob":
+            return None
+        judged = verdicts(policy, obj, operation="UPDATE", old=old, user="alice@llm")
+        denied = next((message for message, ok in judged if not ok), None)
+        return denied and _vap_denial("llm", obj, denied)
+
+    api.admit = admit
+
+
+def _submitted(suspended: bool = False) -> dict:
+    from infra.offline import team_job
+    from infra.offline.evaluate import load_stack
+
+    _, objects, _ = team_job.render_file(JOB_FILE, load_stack("prod"))
+    (job,) = [o for o in objects if o["kind"] == "PyTorchJob"]
+    job["spec"]["runPolicy"]["suspend"] = suspended
+    return job
+
+
+def test_the_team_policy_admits_its_suspend_of_its_own_running_job(api, kubeconfig, team_policy, capsys):
+    api.put(_submitted())
+    assert main(["jobs", "suspend", "prod", "-f", JOB_FILE]) == 0
+    assert api.get(JOB_PATH)["spec"]["runPolicy"]["suspend"] is True
+
+
+def test_the_team_policy_admits_its_resume_of_a_job_it_paused(api, kubeconfig, team_policy, capsys):
+    api.put(_submitted(suspended=True))
+    assert main(["jobs", "resume", "prod", "-f", JOB_FILE]) == 0
+    assert api.get(JOB_PATH)["spec"]["runPolicy"]["suspend"] is False
+
+
+def test_the_team_policy_refuses_a_resume_the_gang_deadline_gave_back_in_between_in_one_line(
+    api, kubeconfig, team_policy, capsys
+):
+    """The CLI checks before it patches; the policy is what holds. Here the job was the team's to resume when
+    the CLI read it, and the gang deadline's (GAVE_BACK_ANNOTATION) when the patch arrived."""
+    api.put(_submitted(suspended=True))
+    given_back = _submitted(suspended=True)
+    given_back["metadata"]["annotations"] = {GAVE_BACK_ANNOTATION: "2026-01-01T10:00:00Z"}
+
+    def allow(verb, group, resource, namespace):
+        if verb == "patch":
+            api.put(given_back)
+        return True
+
+    api.allow = allow
+    assert main(["jobs", "resume", "prod", "-f", JOB_FILE]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: 403 Forbidden: pytorchjobs "llama-ft" is forbidden: ValidatingAdmissionPolicy')
+    assert f"a job the gang deadline suspended ({GAVE_BACK_ANNOTATION}) stays suspended" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert api.get(JOB_PATH)["spec"]["runPolicy"]["suspend"] is True
+
+
+def test_the_python_api_pauses_a_job_and_queues_it_again(api, kubeconfig):
+    from infra.cli.client import Job
+
+    api.put(_job(conditions=("Created", "Running")))
+    job = Job.from_file(JOB_FILE, stack="prod")
+    assert job.suspend() is True and api.get(JOB_PATH)["spec"]["runPolicy"]["suspend"] is True
+    assert job.resume() is True and api.get(JOB_PATH)["spec"]["runPolicy"]["suspend"] is False

@@ -158,7 +158,7 @@ def team_admission(cfg):
         for t in cfg.scheduler.teams
     }
 
-    def admit(verb, obj):
+    def admit(verb, obj, old):
         namespace = obj.get("metadata", {}).get("namespace")
         if verb != "CREATE" or namespace not in policies or obj.get("kind") not in JUDGED:
             return None

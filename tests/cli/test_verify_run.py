@@ -139,6 +139,13 @@ def test_list_says_how_to_check_by_hand_what_is_not_automated_within_120_columns
     assert max(len(line) for line in out.splitlines()) <= 120
 
 
+def test_list_needs_no_stack_and_lists_the_same_checks(nothing, capsys):
+    assert main(["verify", STACK, "--list"]) == 0
+    with_a_stack = capsys.readouterr().out
+    assert main(["verify", "--list"]) == 0
+    assert capsys.readouterr().out == with_a_stack
+
+
 def test_without_credentials_the_run_refuses_in_one_line(nothing, capsys):
     assert main(["verify", STACK]) == 2
     out, err = capsys.readouterr()

@@ -344,7 +344,7 @@ def test_a_refused_suspension_is_reported_and_the_other_gangs_are_still_given_ba
     old job its policy no longer admits), the other team's batch Job is still suspended, and the pass
     fails so the CronJob's failed runs show it."""
 
-    def admit(verb: str, obj: dict) -> tuple[int, str, str] | None:
+    def admit(verb: str, obj: dict, old: dict | None) -> tuple[int, str, str] | None:
         if obj["metadata"]["namespace"] == "llm":
             return 403, "Forbidden", "denied by higgsfield-team-llm"
         return None

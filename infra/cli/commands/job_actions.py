@@ -1,5 +1,5 @@
-"""`higgsfield jobs submit|status|logs|cancel STACK ...`: a team's job file run on the stack's cluster
-with the user's kubeconfig (infra/cli/client.py), kubectl's way: server-side apply, `--dry-run`,
+"""`higgsfield jobs submit|status|logs|suspend|resume|cancel STACK ...`: a team's job file run on the stack's
+cluster with the user's kubeconfig (infra/cli/client.py), kubectl's way: server-side apply, `--dry-run`,
 `-f JOB.yaml` or the job's NAME with `-n TEAM`, `logs -f` to follow."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ def _cluster(command: argparse.ArgumentParser) -> None:
     command.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current context)")
 
 
-def _job(command: argparse.ArgumentParser) -> None:
-    """The job by its file (`-f JOB.yaml`) or by NAME and namespace (`-n TEAM`)."""
+def _job(command: argparse.ArgumentParser, batch: bool = False) -> None:
+    """The job by its file (`-f JOB.yaml`) or by NAME and namespace (`-n TEAM`); `batch`: a batch Job's too."""
     stack_argument(command)
     command.add_argument("name", nargs="?", metavar="NAME", help="the job's name (or -f JOB.yaml)")
     command.add_argument("-f", "--filename", metavar="JOB.yaml", help="the job file (its name, team and framework)")
@@ -25,7 +25,9 @@ def _job(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--kind",
         default="PyTorchJob",
-        help="the job's kind with NAME (default: PyTorchJob; Deployment: a serving job; -f knows it)",
+        help="the job's kind with NAME (default: PyTorchJob; Deployment: a serving job; "
+        + ("Job: a batch Job; " if batch else "")
+        + "-f knows it)",
     )
     _cluster(command)
 
@@ -56,6 +58,17 @@ def register(actions: argparse._SubParsersAction) -> None:
     )
     logs.add_argument("--timestamps", action="store_true", help="each line's time first")
     logs.set_defaults(func=run_logs)
+    suspend = actions.add_parser(
+        "suspend", help="pause the job: its pods and PodGroup go, its nodes are given back (resume queues it again)"
+    )
+    _job(suspend, batch=True)
+    suspend.set_defaults(func=run_suspend)
+    resume = actions.add_parser(
+        "resume",
+        help="queue a paused job again (not one the gang deadline suspended: it resumes that one itself)",
+    )
+    _job(resume, batch=True)
+    resume.set_defaults(func=run_resume)
     cancel = actions.add_parser("cancel", help="delete the job (its pods, Service and PodGroup go with it)")
     _job(cancel)
     cancel.add_argument("--dry-run", action="store_true", help="ask the API server, delete nothing")
@@ -155,4 +168,31 @@ def run_cancel(args: argparse.Namespace) -> int:
         return _refused(exc)
     for what in deleted:
         print(f"{what} deleted" + (" (server dry run)" if args.dry_run else ""))
+    return 0
+
+
+def run_suspend(args: argparse.Namespace) -> int:
+    return _set_suspended(args, suspend=True)
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    return _set_suspended(args, suspend=False)
+
+
+def _set_suspended(args: argparse.Namespace, suspend: bool) -> int:
+    from infra.cli import client
+
+    name, team, kind = _which(args)
+    try:
+        changed = client.set_suspended(_api(args), name, team, kind, suspend=suspend)
+    except (client.StaysSuspended, client.ApiError) as exc:  # the gang deadline's to resume, or the API's refusal
+        return _refused(exc)
+    what = f"{kind.lower()}/{name}"
+    if not changed:
+        print(f"{what} is already {'suspended' if suspend else 'running (not suspended)'}")
+    elif suspend:
+        again = f"higgsfield jobs resume {args.stack} {name} -n {team}" + (f" --kind {kind}" if args.name else "")
+        print(f"{what} suspended: its pods go and its nodes are given back ({again} queues it again)")
+    else:
+        print(f"{what} resumed: its gang queues again")
     return 0

@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(your kubeconfig): each with a timeout, the evidence it saw and what to do on failure (docs/verify.md). "
         "Read-only unless --allow-cost; nothing it did not create is touched unless --disruptive too.",
     )
-    stack_argument(verify)
+    stack_argument(verify, help="the stack: stacks/Pulumi.STACK.yaml (not needed with --list)", optional=True)
     add_report_options(verify)
     verify.add_argument("--list", action="store_true", help="list the checks, what each proves and needs (offline)")
     verify.add_argument(
@@ -63,7 +63,10 @@ def run(args: argparse.Namespace) -> int:
     from infra.core.project import project_root
     from infra.offline.evaluate import stack_file
 
-    stack_file(project_root(), args.stack)  # StackNotFound before anything else
+    if args.stack is None and not args.list:
+        raise UsageError("higgsfield verify STACK: name the stack to check (only --list needs none)")
+    if args.stack is not None:
+        stack_file(project_root(), args.stack)  # StackNotFound before anything else
     try:
         specs = verify.select(checks.specs(), _split(args.only), _split(args.skip))
     except verify.Selection as exc:
