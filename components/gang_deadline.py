@@ -70,6 +70,9 @@ def empty_node_s(pool: GpuPool) -> float:
 
 
 DEADLINE_LABEL = "higgsfield.io/gang-deadline"
+# The CronJob's own ConfigMap (no DEADLINE_LABEL: it is no pool's): since when each team's gangs have waited beside
+# idle nodes of each pool (images/training/gang_deadline.py TeamClock). It makes it on the first pass that needs it.
+TEAM_CLOCKS = "gang-deadline-team-clocks"
 
 
 def settings_of(namespaces: Sequence[str]) -> dict:
@@ -80,6 +83,7 @@ def settings_of(namespaces: Sequence[str]) -> dict:
         "checkSeconds": DEADLINE_CHECK_S,  # the schedule's period (cron_job): a pause younger began since the last pass
         "namespaces": list(namespaces),
         "deadlineLabel": DEADLINE_LABEL,
+        "teamClocks": TEAM_CLOCKS,
     }
 
 
@@ -153,6 +157,16 @@ def cron_job(image: pulumi.Input[str], settings: dict) -> dict:
 
 # Nodes, and the pods bound to them in every namespace: what tells an idle node from a held one.
 CLUSTER_RULES = [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]}]
+# In its own namespace: list the pools' ConfigMaps, and keep the team clocks' one. Its get and update are limited to
+# its name; its create cannot be ("You cannot restrict `create` or `deletecollection` requests by their resource
+# name. For `create`, this limitation is because the name of the new object may not be known at authorization
+# time.", kubernetes/website:content/en/docs/reference/access-authn-authz/rbac.md, read through the code search),
+# and is confined to this namespace, where teams have no rights (components/tenancy.py binds theirs in their own).
+OWN_NAMESPACE_RULES = [
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [TEAM_CLOCKS], "verbs": ["get", "update"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+]
 
 
 def rules_in_team_namespace() -> list[dict]:
@@ -183,7 +197,8 @@ class GangDeadline(pulumi.ComponentResource):
     ClusterRole to list nodes and pods (every namespace's: a node is idle only when no pod of any
     namespace holds it) and its binding, per team namespace a Role (list PodGroups, list/patch
     Kubeflow jobs) and RoleBinding, a ConfigMap per pool with its deadline and how long it keeps an
-    empty node (and a Role to list them), and the CronJob on the system nodes.
+    empty node (and a Role to list them and to keep the CronJob's team clocks, a ConfigMap it makes itself), and
+    the CronJob on the system nodes.
     Replaced when: never; a pool's deadline is a value of the CronJob.
     """
 
@@ -260,7 +275,7 @@ class GangDeadline(pulumi.ComponentResource):
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "Role",
                 "metadata": {"name": "gang-deadline-config", "namespace": NAMESPACE},
-                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}],
+                "rules": OWN_NAMESPACE_RULES,
             },
             opts=in_ns,
         )

@@ -28,12 +28,20 @@ gives them back. This program (a CronJob, components/gang_deadline.py) does that
   (no annotation) is never resumed;
 - a job its team paused (suspended, no `gave-back-at`) keeps its clock, so a pause does not restart it,
   until the pause has lasted as long as its pools keep an empty node: its pods are gone, the nodes they
-  held have gone too, and the clock comes off (pause_actions); resumed, the gang starts a new one.
+  held have gone too, and the clock comes off (pause_actions); resumed, the gang starts a new one;
+- a team that deletes its waiting job and submits it again (under any name) gets no new clock: per team
+  namespace and pool, the CronJob keeps since when the team's gangs have waited there beside idle nodes,
+  unbroken (TeamClock, in its own ConfigMap `gang-deadline-team-clocks`, which teams cannot write), and a gang
+  of the team that starts waiting there while a gang of the team waited less than the pool's emptySeconds ago
+  (the idle nodes may still be those bought for it) starts its clock at that start. Another team's gang starts
+  its own. The team's clock stops once none of its gangs has waited there for emptySeconds, once a clocked
+  gang of the team runs (whole, on the nodes it waited for), and when the deadline queues one of its jobs
+  again (a retry starts a new clock) (running_team_clocks, next_team_clocks).
 
 The team policy keeps both annotations and the suspension ours (components/tenancy.py
-suspension_validations). Standard library only; `decide` is pure and tested, `run` against the fake
-API server (tests/components/test_gang_deadline.py); `main` talks to the API with the pod's service
-account as health_gate.py does.
+suspension_validations). Standard library only; `decide` and the clocks' functions are pure and tested,
+`run` (which reads and writes the team clocks) against the fake API server (tests/components/
+test_gang_deadline*.py); `main` talks to the API with the pod's service account as health_gate.py does.
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 GAVE_BACK = "higgsfield.io/gave-back-at"
@@ -77,6 +85,7 @@ class Action:
     kind: str
     name: str
     reason: str
+    at: datetime | None = None  # a mark's start, where it is not the pass's: its team's clock (clock_actions)
 
 
 def _time(text: str) -> datetime:
@@ -314,6 +323,7 @@ class Gang:
     # what the gang holds while it waits, and gives back: for the log lines of its mark and its suspension
     held: str = "beside idle nodes"
     gives_back: str = "the nodes that arrived"
+    holds: tuple[str, ...] = ()  # the pools of the idle nodes it holds: where its team's clock runs (next_team_clocks)
 
 
 def _job_key(namespace: str, owner: tuple[str, str]) -> tuple[str, str, str]:
@@ -341,15 +351,17 @@ def holding(podgroups: list[dict], pods: list[dict], nodes: list[dict], deadline
         # only where the scheduler's filters pass). A gang that may land on no node at all never
         # runs but holds nothing and had nothing bought for it: it is left for its team to fix,
         # since suspending it gives back nothing and it would come back the same after the retry.
-        holds_idle = any(
-            n["metadata"]["labels"][POOL_LABEL] in pools
-            and any(_may_land(m["spec"], n["metadata"]["labels"], n["metadata"]["name"]) for m in members)
+        holds = {
+            n["metadata"]["labels"][POOL_LABEL]
             for n in idle
-        )
-        if holds_idle:
+            if n["metadata"]["labels"][POOL_LABEL] in pools
+            and any(_may_land(m["spec"], n["metadata"]["labels"], n["metadata"]["name"]) for m in members)
+        }
+        if holds:
             # the longest deadline: never cut short a gang that may still be served
             deadline = max(deadlines[p] for p in pools)
-            gangs.append(Gang(pg, _job_key(pg["metadata"]["namespace"], owner), pools, deadline))
+            job = _job_key(pg["metadata"]["namespace"], owner)
+            gangs.append(Gang(pg, job, pools, deadline, holds=tuple(sorted(holds))))
     return gangs
 
 
@@ -380,7 +392,9 @@ def broken(podgroups: list[dict], pods: list[dict], nodes: list[dict], deadlines
         pools = sorted(held | usable)
         deadline = max(deadlines[p] for p in pools)
         job = _job_key(pg["metadata"]["namespace"], owner)
-        gangs.append(Gang(pg, job, pools, deadline, "short of its minimum", "its running members' nodes"))
+        gangs.append(
+            Gang(pg, job, pools, deadline, "short of its minimum", "its running members' nodes", tuple(sorted(held)))
+        )
     return gangs
 
 
@@ -411,22 +425,139 @@ def _ran(podgroups: list[dict], pods: list[dict]) -> set[tuple[str, str, str]]:
     return ran
 
 
+# --- a team's clock ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TeamClock:
+    """Since when a team's gangs have waited beside idle nodes of a pool, unbroken, and the last pass that saw one
+    do so. A gang's clock is its job's, so a team that deletes its waiting job and submits it again (under any name)
+    would start a new one each time and keep the idle nodes bought for its first gang as long as it likes; a gang of
+    the team that starts waiting in the pool while this is live starts its clock at `since` (clock_actions)."""
+
+    since: datetime
+    seen: datetime
+
+
+TeamClocks = dict[tuple[str, str], TeamClock]  # (team namespace, pool) -> its clock
+
+
+def team_clocks_of(data: dict, namespaces: Collection[str], pools: Collection[str]) -> TeamClocks:
+    """The team clocks as team_clocks_data stored them. Only the CronJob writes them (the ConfigMap is in its own
+    namespace, where teams have no rights), but an entry that is not one, or is of a team or pool the CronJob no
+    longer serves, is dropped rather than read: it must neither stop the pass nor give a gang a clock."""
+    clocks: TeamClocks = {}
+    for key, text in data.items():
+        namespace, _, pool = str(key).partition(".")
+        moments = re.fullmatch(r"([0-9]{1,11}) ([0-9]{1,11})", text) if isinstance(text, str) else None
+        if namespace not in namespaces or pool not in pools or moments is None:
+            continue
+        since, seen = (datetime.fromtimestamp(int(m), timezone.utc) for m in moments.groups())
+        if since <= seen:
+            clocks[(namespace, pool)] = TeamClock(since, seen)
+    return clocks
+
+
+def team_clocks_data(clocks: TeamClocks) -> dict[str, str]:
+    """The ConfigMap's data: "NAMESPACE.POOL" -> "SINCE SEEN" (Unix seconds). Both names are DNS labels of at most
+    30 characters (infra/config/base.py DnsLabel; a namespace's name has no dot), so a key is unambiguous and at
+    most 61 characters, an entry under 90 bytes: the 100 teams by 100 pools the settings allow (MAX_ITEMS) stay
+    under a ConfigMap's 1 MiB ("The data stored in a ConfigMap cannot exceed 1 MiB", kubernetes/website:content/
+    en/docs/concepts/configuration/configmap.md, read through the code search)."""
+    return {
+        f"{namespace}.{pool}": f"{int(c.since.timestamp())} {int(c.seen.timestamp())}"
+        for (namespace, pool), c in sorted(clocks.items())
+    }
+
+
+def running_team_clocks(
+    clocks: TeamClocks,
+    podgroups: list[dict],
+    pods: list[dict],
+    jobs: list[dict],
+    empty_s: dict[str, float],
+    resumed: Collection[tuple[str, str, str]],
+    now: datetime,
+) -> TeamClocks:
+    """The team clocks that still run at `now`: a gang of the team waited in the pool less than the pool's
+    emptySeconds ago, so the idle nodes there may still be those bought for it (as a pause that short keeps a job's
+    clock, pause_actions); a pool of unknown emptiness keeps none, and a clock seen after `now` is no clock. A
+    team's clocks stop too in the pools of a job whose clocked gang runs now (it is whole, on the nodes it waited
+    for: the team's next gang waits for nodes of its own) or that the deadline queues again (`resumed`: a retry
+    starts a new clock, as it always has)."""
+    live = {
+        key: c
+        for key, c in clocks.items()
+        if key[1] in empty_s and timedelta(0) <= now - c.seen < timedelta(seconds=empty_s[key[1]])
+    }
+    ran = _ran(podgroups, pods)
+    for job in jobs:
+        if (_key(job) in ran and _annotation(job, WAITING_SINCE)) or _key(job) in resumed:
+            for pool in job.get("pools") or []:
+                live.pop((job["metadata"]["namespace"], pool), None)
+    return live
+
+
+def _team_start(gang: Gang, live: TeamClocks) -> datetime | None:
+    """The earliest live clock of the gang's team in a pool whose idle nodes it holds."""
+    return min((c.since for pool in gang.holds if (c := live.get((gang.job[0], pool))) is not None), default=None)
+
+
+def next_team_clocks(
+    clocks: TeamClocks,
+    podgroups: list[dict],
+    pods: list[dict],
+    nodes: list[dict],
+    jobs: list[dict],
+    deadlines: dict[str, float],
+    empty_s: dict[str, float],
+    resumed: Collection[tuple[str, str, str]],
+    now: datetime,
+) -> TeamClocks:
+    """The team clocks after this pass: those still running (running_team_clocks), each kept running by every gang
+    of its team waiting now beside idle nodes of its pool, from the earliest of its start and the gang's clock (a
+    gang marked this pass has its team's start, clock_actions, or now); a gang whose team has no clock running in
+    such a pool starts one. So a team has one clock per pool at most, and none once its gangs stop waiting there."""
+    live = running_team_clocks(clocks, podgroups, pods, jobs, empty_s, resumed, now)
+    after = dict(live)
+    since = {_key(j): _stamp(_annotation(j, WAITING_SINCE)) for j in jobs}
+    for gang in waiting(podgroups, pods, nodes, deadlines):
+        start = since.get(gang.job) or _team_start(gang, live) or now
+        for pool in gang.holds:
+            key = (gang.job[0], pool)
+            kept = after.get(key)
+            after[key] = TeamClock(min(start, kept.since) if kept else start, now)
+    return after
+
+
 def clock_actions(
-    podgroups: list[dict], pods: list[dict], nodes: list[dict], jobs: list[dict], deadlines: dict[str, float]
+    podgroups: list[dict],
+    pods: list[dict],
+    nodes: list[dict],
+    jobs: list[dict],
+    deadlines: dict[str, float],
+    team: TeamClocks | None = None,
 ) -> list[Action]:
     """A gang's clock is its job's annotation WAITING_SINCE: the pass that first saw the gang waiting while it
     held an idle node ("mark"), so its deadline counts paid idle time, not a capacity shortage during which it
-    held nothing. It stays while the team suspends, resumes or re-makes the job's pods (the operator deletes
-    and re-makes a suspended job's PodGroup: CleanUpResources, kubeflow/trainer:pkg/controller.v1/common/
-    job.go@v1.9.4), and comes off once the gang runs ("unmark"), when the deadline suspends the job (patch_for),
-    so that each retry starts a new clock, or once its team has paused it for as long as its pools keep an empty
+    held nothing; or, where its team's clock runs in a pool whose idle nodes it holds (`team`: running_team_clocks),
+    that clock's start, so a team that deletes its waiting job and submits it again gets no new clock. It stays
+    while the team suspends, resumes or re-makes the job's pods (the operator deletes and re-makes a suspended
+    job's PodGroup: CleanUpResources, kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4), and comes off once
+    the gang runs ("unmark"), when the deadline suspends the job (patch_for), so that each retry starts a new clock
+    (its resume stops its team's clock too), or once its team has paused it for as long as its pools keep an empty
     node (pause_actions). Only the CronJob writes it (the team policy)."""
     stamped = {_key(j) for j in jobs if _annotation(j, WAITING_SINCE)}
-    actions = [
-        Action("mark", *gang.job, f"waiting {gang.held}")
-        for gang in waiting(podgroups, pods, nodes, deadlines)
-        if gang.job not in stamped
-    ]
+    actions = []
+    for gang in waiting(podgroups, pods, nodes, deadlines):
+        if gang.job in stamped:
+            continue
+        start = _team_start(gang, team or {})
+        if start is None:
+            actions.append(Action("mark", *gang.job, f"waiting {gang.held}"))
+        else:
+            reason = f"waiting {gang.held}, where its team's gangs have waited since {start:%Y-%m-%dT%H:%M:%SZ}"
+            actions.append(Action("mark", *gang.job, reason, start))
     actions += [Action("unmark", *job, "its gang runs") for job in sorted(stamped & _ran(podgroups, pods))]
     return actions
 
@@ -543,7 +674,7 @@ def patch_for(action: Action, now: datetime) -> dict:
     """The JSON merge patch of the job for an action: a clock's annotation alone, or the suspension (a batch
     Job's is spec's, a Kubeflow job's runPolicy's) with its annotation, the clock taken off with it."""
     if action.verb in ("mark", "unmark"):
-        return {"metadata": {"annotations": {WAITING_SINCE: _iso(now) if action.verb == "mark" else None}}}
+        return {"metadata": {"annotations": {WAITING_SINCE: _iso(action.at or now) if action.verb == "mark" else None}}}
     suspend = action.verb == "suspend"
     flag = {"suspend": suspend} if action.kind == BATCH_JOB else {"runPolicy": {"suspend": suspend}}
     annotations = {GAVE_BACK: _iso(now), WAITING_SINCE: None} if suspend else {GAVE_BACK: None}
@@ -671,6 +802,9 @@ def keep_config_map(config_map: dict) -> dict:
     return {"data": config_map.get("data") or {}}
 
 
+CONTENT_TYPES = {"PATCH": "application/merge-patch+json", "PUT": "application/json", "POST": "application/json"}
+
+
 class Api:
     def __init__(self, base: str, token: str, context: ssl.SSLContext | None = None) -> None:
         self.base, self.token, self.context = base, token, context
@@ -694,7 +828,7 @@ class Api:
             headers={
                 "Authorization": f"Bearer {self.token}",
                 "Accept": "application/json",
-                **({"Content-Type": "application/merge-patch+json"} if body is not None else {}),
+                **({"Content-Type": CONTENT_TYPES[method]} if body is not None else {}),
             },
         )
         with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
@@ -754,13 +888,19 @@ def run(api: Api, settings: dict, own_namespace: str, now: datetime) -> int:
     # every namespace's pods: a node is idle only when no pod of any team (or of the platform) holds it
     pods = api.items("/api/v1/pods", keep_pod)
     nodes = api.items(f"/api/v1/nodes?labelSelector={POOL_LABEL}", keep_node)
-    failed = False
+    clocks_path = f"/api/v1/namespaces/{own_namespace}/configmaps/{settings['teamClocks']}"
+    stored = _get(api, clocks_path)
+    team = team_clocks_of((stored or {}).get("data") or {}, settings["namespaces"], deadlines)
+    decided = decide(podgroups, pods, nodes, jobs, deadlines, settings["retryAfterSeconds"], now)
+    resumed = {(a.namespace, a.kind, a.name) for a in decided if a.verb == "resume"}
+    running = running_team_clocks(team, podgroups, pods, jobs, empty_s, resumed, now)
     actions = (
-        clock_actions(podgroups, pods, nodes, jobs, deadlines)
+        clock_actions(podgroups, pods, nodes, jobs, deadlines, running)
         + pause_actions(jobs, empty_s, now)
         + fresh_pause_actions(jobs, deadlines, float(settings["checkSeconds"]), now)
-        + decide(podgroups, pods, nodes, jobs, deadlines, settings["retryAfterSeconds"], now)
+        + decided
     )
+    failed = False
     for action in actions:
         where = f"{action.namespace}/{action.kind}/{action.name}"
         try:
@@ -770,7 +910,46 @@ def run(api: Api, settings: dict, own_namespace: str, now: datetime) -> int:
             print(f"could not {action.verb} {where}: HTTP {exc.code} {exc.read().decode(errors='replace')}", flush=True)
             continue
         print(f"{action.verb} {where}: {action.reason}", flush=True)
+    data = team_clocks_data(next_team_clocks(team, podgroups, pods, nodes, jobs, deadlines, empty_s, resumed, now))
+    if data != ((stored or {}).get("data") or {}):
+        failed = not _keep_team_clocks(api, clocks_path, stored, data) or failed
     return 1 if failed else 0
+
+
+def _get(api: Api, path: str) -> dict | None:
+    """An object, or None where there is none (404)."""
+    try:
+        found = api.call("GET", path)
+    except urllib.error.HTTPError as exc:
+        if exc.code != 404:
+            raise
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _keep_team_clocks(api: Api, path: str, stored: dict | None, data: dict[str, str]) -> bool:
+    """Writes the team clocks: the ConfigMap made on the first pass that has one (create cannot be limited to its
+    name, components/gang_deadline.py), then updated at the version this pass read. Only one pass runs at a time
+    (the CronJob's concurrencyPolicy Forbid), so a conflict is someone else's write (a person's edit): this pass's
+    clocks are not written, the next pass reads that version, and this one fails so the CronJob's failed runs show
+    it. A gang marked meanwhile keeps its own clock on its job, and the next pass keeps the team's from it."""
+    meta = {"name": path.rsplit("/", 1)[1], "namespace": path.split("/")[4]}
+    try:
+        if stored is None:
+            api.call(
+                "POST",
+                path.rsplit("/", 1)[0],
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data},
+            )
+        else:
+            version = {"resourceVersion": stored["metadata"]["resourceVersion"]}
+            api.call(
+                "PUT", path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, **version}, "data": data}
+            )
+    except urllib.error.HTTPError as exc:
+        print(f"could not keep the team clocks: HTTP {exc.code} {exc.read().decode(errors='replace')}", flush=True)
+        return False
+    return True
 
 
 def main() -> int:

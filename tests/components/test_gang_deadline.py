@@ -398,14 +398,23 @@ def test_the_cronjob_is_a_valid_kubernetes_object_that_runs_restricted_on_the_sy
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_the_cronjob_may_only_list_and_patch_kubeflow_and_batch_jobs_in_team_namespaces_and_list_nodes(stack):
+def test_the_cronjob_may_only_list_and_patch_jobs_in_team_namespaces_list_nodes_and_keep_its_team_clocks(stack):
     plan = plan_of(stack)
     (cluster_role,) = _objects(plan, "ClusterRole")
     assert cluster_role["rules"] == [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]}]
     ours = [r for r in _objects(plan, "Role") if r["metadata"]["name"] != PREVIEW_GROUP]  # CI's, not the CronJob's
     roles = [r for r in ours if r["metadata"]["namespace"] != component.NAMESPACE]
     (own,) = [r for r in ours if r["metadata"]["namespace"] == component.NAMESPACE]
-    assert own["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]
+    assert own["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]},
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": [component.TEAM_CLOCKS],
+            "verbs": ["get", "update"],
+        },
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},  # create names no object (rbac.md)
+    ]
     assert {r["metadata"]["namespace"] for r in roles} == {t.name for t in plan.config.scheduler.teams}
     for role in roles:
         verbs = {
