@@ -411,9 +411,9 @@ CROSS_ACCOUNT_OPENINGS = (
     "ec2:AttachVpnGateway",
     "ec2:CreateClientVpnEndpoint",
     # a standing copy of every packet of an interface (the nodes': Lustre, every team's pods) sent to a
-    # target, which may be an endpoint of another account's Gateway Load Balancer
-    "ec2:CreateTrafficMirror*",
-    "ec2:ModifyTrafficMirror*",
+    # target, which may be an endpoint of another account's Gateway Load Balancer; one pattern for its
+    # creates, modifies and the rest (no role of ours reads or deletes a traffic mirror either)
+    "ec2:*TrafficMirror*",
     # a second OIDC issuer of the cluster: another party's users, given whatever RBAC the deploy role binds
     "eks:AssociateIdentityProviderConfig",
     # the runner projects' builds shared with another account
@@ -443,10 +443,15 @@ BUCKET_CONFIGURATIONS = (
 )
 
 # What would lose the teams' data beyond recovery: the linked buckets keep every version (BucketVersioning,
-# components/storage.py), so only deleting a version or the bucket itself loses data. The program does
-# neither: it creates no bucket (it names the teams' and enables their versioning, retained on delete) and
-# writes no object there (FSx exports through its own service-linked role, outside the boundary).
-DATA_DESTRUCTION = ("s3:DeleteBucket", "s3:DeleteObjectVersion")
+# components/storage.py), so only deleting a version or the bucket itself loses data, or suspending the
+# versioning, after which every write and DeleteObject replaces or removes the `null` version for good
+# (docs.aws.amazon.com/AmazonS3/latest/userguide/VersionSuspendedBehavior.html). No IAM condition key carries
+# PutBucketVersioning's status (Service Authorization Reference, list_amazons3), so it is refused whole: the
+# program enables the versioning once, beside the bucket's link, which is an administrator's deploy already
+# (DATA_REPOSITORY_LINKS; `higgsfield diff` refuses a new or changed BucketVersioning as it refuses a link).
+# The program creates no bucket and writes no object there (FSx exports through its own service-linked role,
+# outside the boundary).
+DATA_DESTRUCTION = ("s3:DeleteBucket", "s3:DeleteObjectVersion", "s3:PutBucketVersioning")
 # Public IPv4 addresses on what runs in the stack. Its nodes, layout client and runners are in private
 # subnets, and no subnet of it maps public addresses: map_public_ip_on_launch is False, AWS's default for a
 # new subnet (CreateSubnet has no such member: boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18),

@@ -668,13 +668,16 @@ def _refuse_ci_identity_writes(
 
 
 DATA_REPOSITORY_ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+BUCKET_VERSIONING = "aws:s3/bucketVersioning:BucketVersioning"
 
 
 def _refuse_data_repository_links(stack: str, added: list[dict], changed: list[Change], refuse: _Refusals) -> None:
     """A file system's link to a bucket is an administrator's: the deploy role's policy denies
     fsx:CreateDataRepositoryAssociation (components/delivery.py AdministratorsOnly; IAM
     cannot see which bucket a link names), so a new or replaced association fails the deploy, and the
-    refusal names the command."""
+    refusal names the command. So is the linked bucket's versioning, made beside the link: the policy denies
+    s3:PutBucketVersioning on the data buckets (DATA_DESTRUCTION: no IAM key tells Enabled from Suspended), so a
+    new or changed BucketVersioning fails the deploy too."""
     created = [(r["name"], r["urn"], "a new") for r in added if r["type"] == DATA_REPOSITORY_ASSOCIATION]
     created += [(c.name, c.urn, "a replaced") for c in changed if c.type == DATA_REPOSITORY_ASSOCIATION and c.replaces]
     for name, urn, which in created:
@@ -684,6 +687,15 @@ def _refuse_data_repository_links(stack: str, added: list[dict], changed: list[C
             "the deploy role may not link the file system to a bucket (its policy denies "
             "fsx:CreateDataRepositoryAssociation: IAM cannot see which bucket a link names); "
             f"{_administrator_applies(stack, urn)}, having read the bucket it names",
+        )
+    versioned = [(r["name"], r["urn"], "a new") for r in added if r["type"] == BUCKET_VERSIONING]
+    versioned += [(c.name, c.urn, "a changed") for c in changed if c.type == BUCKET_VERSIONING]
+    for name, urn, which in versioned:
+        refuse(
+            f"{which} BucketVersioning {name}",
+            name,
+            "the deploy role may not set a linked data bucket's versioning (its policy denies s3:PutBucketVersioning "
+            f"there: no IAM key tells Enabled from Suspended); {_administrator_applies(stack, urn)}",
         )
 
 

@@ -453,6 +453,11 @@ ATTACKS += [
     ),
     ("delete the data bucket", Request("s3:DeleteBucket", DATA_BUCKET), "TheDataOutlivesTheDeploy"),
     (
+        "suspend the data bucket's versioning (each later write then replaces the only copy)",
+        Request("s3:PutBucketVersioning", DATA_BUCKET),
+        "TheDataOutlivesTheDeploy",
+    ),
+    (
         "launch an instance with a public address",
         Request("ec2:RunInstances", INTERFACE, {"ec2:AssociatePublicIpAddress": "true"}),
         "NoPublicAddressOnLaunch",
@@ -575,7 +580,6 @@ DEPLOYS = [
     # is an administrator's: AdministratorsOnly)
     Request("fsx:CreateFileSystem", "*"),
     Request("fsx:UpdateDataRepositoryAssociation", f"arn:aws:fsx:us-east-2:{ACCOUNT}:association/fs-0123/dra-0123"),
-    Request("s3:PutBucketVersioning", f"arn:aws:s3:::{config_of('prod').fsx.s3.bucket}"),
     Request(
         "s3:PutObject", f"arn:aws:s3:::{config_of('prod').delivery.state_bucket}/.pulumi/stacks/higgsfield/prod.json"
     ),

@@ -202,10 +202,6 @@ def test_the_boundary_lets_karpenter_make_the_instance_profile_of_its_node_class
     assert decision.allowed, decision.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: no IAM condition key carries the versioning status (list_amazons3; docs/security-ci.md)",
-)
 def test_the_deploy_role_cannot_suspend_the_versioning_of_the_linked_data_bucket():
     """TheDataOutlivesTheDeploy ("the linked buckets keep every version") denies s3:DeleteObjectVersion and
     s3:DeleteBucket on the data buckets, and TheBackendIsTheAdministrators denies s3:PutBucketVersioning on the state
@@ -218,7 +214,7 @@ def test_the_deploy_role_cannot_suspend_the_versioning_of_the_linked_data_bucket
     overwrite is recoverable. The program enables versioning once, when the bucket is linked, and a link is already
     an administrator's deploy (AdministratorsOnly). Any role under the boundary (`s3:*` on the
     same buckets) can do the same. Impact: the teams' training data written after the suspension lost beyond
-    recovery by a deploy. Fix: add s3:PutBucketVersioning to DATA_DESTRUCTION (both ceilings)."""
+    recovery by a deploy. Fixed: s3:PutBucketVersioning is in DATA_DESTRUCTION (both ceilings)."""
     bucket = config_of("prod").fsx.linked_buckets[0]
     decision = evaluate(Request("s3:PutBucketVersioning", f"arn:aws:s3:::{bucket}"), [_deploy()])
     assert not decision.allowed, decision.reason

@@ -9,7 +9,15 @@ import copy
 
 import pytest
 
-from infra.offline.diff import DATA_REPOSITORY_ASSOCIATION, KEY_POLICY, QUEUE, QUEUE_POLICY, compare, render_diff
+from infra.offline.diff import (
+    BUCKET_VERSIONING,
+    DATA_REPOSITORY_ASSOCIATION,
+    KEY_POLICY,
+    QUEUE,
+    QUEUE_POLICY,
+    compare,
+    render_diff,
+)
 from policies import rules
 from tests.conftest import config_of, plan_of
 
@@ -222,6 +230,29 @@ def test_the_links_auto_export_policy_goes_through():
     base, head = _prod(), _prod()
     _association(head)["inputs"]["s3"]["autoExportPolicy"]["events"] = ["NEW"]
     assert [r for r in compare(base, head, set()).refused if "data repository association" in r] == []
+
+
+def _versioning(plan: dict) -> dict:
+    return next(r for r in plan["resources"] if r["type"] == BUCKET_VERSIONING)
+
+
+def test_a_new_versioning_of_the_linked_bucket_is_refused_naming_the_administrators_command():
+    """The deploy role's policy denies s3:PutBucketVersioning on the data buckets (TheDataOutlivesTheDeploy: no IAM
+    key tells Enabled from Suspended), so the versioning made beside a new link is an administrator's too."""
+    base, head = _prod(), _prod()
+    base["resources"].remove(_versioning(base))
+    (refusal,) = [r for r in compare(base, head, set()).refused if "BucketVersioning" in r]
+    assert refusal.startswith(
+        "a new BucketVersioning lustre-s3-versioning is refused (the deploy role may not set a linked data bucket"
+    )
+    assert f"pulumi up --stack prod --target '{_versioning(head)['urn']}'" in refusal
+
+
+def test_suspending_the_linked_buckets_versioning_in_code_is_refused():
+    base, head = _prod(), _prod()
+    _versioning(head)["inputs"]["versioningConfiguration"]["status"] = "Suspended"
+    (refusal,) = [r for r in compare(base, head, set()).refused if "BucketVersioning" in r]
+    assert refusal.startswith("a changed BucketVersioning lustre-s3-versioning is refused (")
 
 
 def _reader(plan: dict, team: str) -> dict:
