@@ -87,6 +87,10 @@ def deployed_account(plan, monkeypatch):
         ec2.create_launch_template(LaunchTemplateName="gpu-nodes", LaunchTemplateData={"ImageId": "ami-12c6146b"})
         for group in plan.of_type(checks.NODE_GROUP):
             _node_group(session, plan, group, role)
+        for bucket in {r.inputs["bucket"] for r in plan.of_type(checks.BUCKET_VERSIONING)}:  # the linked buckets
+            s3 = session.client("s3")
+            s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+            s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         yield session
 
 
@@ -350,6 +354,19 @@ def test_a_state_bucket_without_versioning_fails(aws_ctx, aws, bootstrapped):
     aws.client("s3").put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Suspended"})
     outcome = one("aws.bootstrap", aws_ctx)
     assert outcome.status == "FAIL" and f"state bucket {bucket}: versioning Suspended" in outcome.evidence
+
+
+def test_a_linked_bucket_that_keeps_its_versions_passes(aws_ctx, plan):
+    outcome = one("aws.data-versioning", aws_ctx)
+    assert outcome.status == "PASS" and f"{plan.config.fsx.s3.bucket}: versioning Enabled" in outcome.evidence
+
+
+def test_a_linked_bucket_whose_versioning_was_suspended_fails_naming_the_administrators_command(aws_ctx, aws, plan):
+    bucket = plan.config.fsx.s3.bucket
+    aws.client("s3").put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Suspended"})
+    outcome = one("aws.data-versioning", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence == f"{bucket}: versioning Suspended"
+    assert "put-bucket-versioning" in outcome.fix
 
 
 def test_the_cluster_at_the_pinned_version_passes(aws_ctx):

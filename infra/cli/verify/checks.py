@@ -18,6 +18,7 @@ from components.tenancy import SCHEDULER
 from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
 from infra.core import names
+from infra.offline.diff import BUCKET_VERSIONING
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 EKS_CLUSTER = "eks:index:Cluster"
@@ -261,6 +262,25 @@ def reservations(ctx: Any) -> Outcome:
 
 
 # --- the cluster -----------------------------------------------------------------------------------
+
+
+def data_versioning(ctx: Any) -> Outcome:
+    """Each linked bucket the file system writes back into keeps every version, as the plan's BucketVersioning made
+    it: a suspended bucket replaces or removes the only copy of an object at each later write. Only an
+    administrator may set it (`TheDataOutlivesTheDeploy`: no IAM key tells Enabled from Suspended)."""
+    buckets = sorted({str(r.inputs["bucket"]) for r in ctx.plan.of_type(BUCKET_VERSIONING)})
+    if not buckets:
+        return skipped("no linked bucket the file system writes back into")
+    s3 = ctx.client("s3")
+    states = {b: s3.get_bucket_versioning(Bucket=b).get("Status", "never enabled") for b in buckets}
+    off = [f"{b}: versioning {s}" for b, s in states.items() if s != "Enabled"]
+    if off:
+        return failed(
+            "; ".join(off),
+            "an administrator runs `aws s3api put-bucket-versioning --bucket BUCKET --versioning-configuration "
+            "Status=Enabled` (the deploy role may not); what was written while it was off has no earlier version",
+        )
+    return passed("; ".join(f"{b}: versioning Enabled" for b in buckets))
 
 
 def kube_api(ctx: Any) -> Outcome:
@@ -836,6 +856,8 @@ def specs() -> list[Spec]:
              capacity_schedules, "aws", "autoscaling:DescribeScheduledActions", after=("aws.node-groups",)),
         Spec("aws.reservations", "reservation and Capacity Block pools: the reservation is live, of the pool's type",
              reservations, "aws", "ec2:DescribeCapacityReservations"),
+        Spec("aws.data-versioning", "each linked bucket the file system writes back into keeps every version",
+             data_versioning, "aws", "s3:GetBucketVersioning"),
         Spec(KUBE_API, "the kubeconfig's context is the stack's cluster and answers at its version",
              kube_api, "kube", "none (GET /version is public to authenticated users)"),
         Spec("kube.leases", "the Training Operator, Volcano, the autoscaler and Karpenter hold fresh leader Leases",
