@@ -87,6 +87,13 @@ def deployed_account(plan, monkeypatch):
         ec2.create_launch_template(LaunchTemplateName="gpu-nodes", LaunchTemplateData={"ImageId": "ami-12c6146b"})
         for group in plan.of_type(checks.NODE_GROUP):
             _node_group(session, plan, group, role)
+        logs = session.client("logs")
+        key = session.client("kms").create_key()["KeyMetadata"]["Arn"]
+        for group in plan.of_type(checks.LOG_GROUP):
+            logs.create_log_group(logGroupName=group.inputs["name"], kmsKeyId=key)
+            logs.put_retention_policy(
+                logGroupName=group.inputs["name"], retentionInDays=group.inputs["retentionInDays"]
+            )
         for bucket in {r.inputs["bucket"] for r in plan.of_type(checks.BUCKET_VERSIONING)}:  # the linked buckets
             s3 = session.client("s3")
             s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
@@ -356,6 +363,32 @@ def test_a_state_bucket_without_versioning_fails(aws_ctx, aws, bootstrapped):
     assert outcome.status == "FAIL" and f"state bucket {bucket}: versioning Suspended" in outcome.evidence
 
 
+def test_the_planned_log_groups_encrypted_at_their_retention_pass(aws_ctx, plan):
+    outcome = one("aws.log-groups", aws_ctx)
+    assert outcome.status == "PASS" and f"{len(plan.of_type(checks.LOG_GROUP))} log group(s) encrypted" in (
+        outcome.evidence
+    )
+
+
+def test_a_group_the_agents_made_unencrypted_fails_naming_it(aws_ctx, aws):
+    made = f"/aws/containerinsights/{CLUSTER}/prometheus"  # the agent's, under the stack's prefix, never planned
+    aws.client("logs").create_log_group(logGroupName=made)
+    outcome = one("aws.log-groups", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence == f"{made}: not the stack's, not encrypted"
+    assert "aws logs delete-log-group" in outcome.fix
+
+
+def test_a_missing_log_group_and_a_shortened_retention_fail_naming_each(aws_ctx, aws):
+    logs = aws.client("logs")
+    logs.delete_log_group(logGroupName=f"/aws/containerinsights/{CLUSTER}/host")
+    logs.put_retention_policy(logGroupName=f"/aws/eks/{CLUSTER}/cluster", retentionInDays=1)
+    outcome = one("aws.log-groups", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert outcome.evidence == (
+        f"/aws/containerinsights/{CLUSTER}/host: missing; /aws/eks/{CLUSTER}/cluster: kept 1, planned 90 days"
+    )
+
+
 def test_a_linked_bucket_that_keeps_its_versions_passes(aws_ctx, plan):
     outcome = one("aws.data-versioning", aws_ctx)
     assert outcome.status == "PASS" and f"{plan.config.fsx.s3.bucket}: versioning Enabled" in outcome.evidence
@@ -550,8 +583,7 @@ def test_access_denied_names_the_iam_action_to_allow(aws_ctx):
 
 def _log(aws, record: dict) -> None:
     logs = aws.client("logs")
-    group = f"/aws/containerinsights/{CLUSTER}/application"
-    logs.create_log_group(logGroupName=group)
+    group = f"/aws/containerinsights/{CLUSTER}/application"  # made by the deploy (deployed_account)
     logs.create_log_stream(logGroupName=group, logStreamName="ip-10-0-1-5-application")
     logs.put_log_events(
         logGroupName=group,

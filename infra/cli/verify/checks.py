@@ -264,6 +264,47 @@ def reservations(ctx: Any) -> Outcome:
 # --- the cluster -----------------------------------------------------------------------------------
 
 
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+
+
+def log_groups(ctx: Any) -> Outcome:
+    """Every log group the plan makes is there, under a KMS key, at its planned retention, and no other group under
+    the cluster's Container Insights prefix is without a key: the agents create a group they do not find, and one
+    they made before the stack's (a node up before `pulumi up` finished) would take the logs unencrypted."""
+    planned = {str(r.inputs["name"]): r.inputs for r in ctx.plan.of_type(LOG_GROUP)}
+    agents = f"/aws/containerinsights/{names.cluster_name(ctx.config.stack)}/"
+    pages = ctx.client("logs").get_paginator("describe_log_groups")
+    live: dict[str, dict] = {}
+    for prefix in sorted({*planned, agents}):
+        for page in pages.paginate(logGroupNamePrefix=prefix):
+            live.update((g["logGroupName"], g) for g in page["logGroups"])
+    problems = []
+    for name, inputs in sorted(planned.items()):
+        group = live.get(name)
+        if group is None:
+            problems.append(f"{name}: missing")
+            continue
+        if not group.get("kmsKeyId"):
+            problems.append(f"{name}: not encrypted")
+        if inputs.get("retentionInDays") and group.get("retentionInDays") != inputs["retentionInDays"]:
+            problems.append(
+                f"{name}: kept {group.get('retentionInDays') or 'forever'}, planned {inputs['retentionInDays']} days"
+            )
+    problems += [
+        f"{name}: not the stack's, not encrypted"
+        for name, group in sorted(live.items())
+        if name.startswith(agents) and name not in planned and not group.get("kmsKeyId")
+    ]
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "`pulumi refresh` then `pulumi up` makes or mends the stack's; a group the agents made first (not "
+            "encrypted) is deleted by an administrator (`aws logs delete-log-group --log-group-name NAME`), then "
+            "`pulumi up`",
+        )
+    return passed(f"{len(planned)} log group(s) encrypted at their planned retention")
+
+
 def data_versioning(ctx: Any) -> Outcome:
     """Each linked bucket the file system writes back into keeps every version, as the plan's BucketVersioning made
     it: a suspended bucket replaces or removes the only copy of an object at each later write. Only an
@@ -856,6 +897,8 @@ def specs() -> list[Spec]:
              capacity_schedules, "aws", "autoscaling:DescribeScheduledActions", after=("aws.node-groups",)),
         Spec("aws.reservations", "reservation and Capacity Block pools: the reservation is live, of the pool's type",
              reservations, "aws", "ec2:DescribeCapacityReservations"),
+        Spec("aws.log-groups", "every planned log group is there, encrypted, at its retention; no agent-made one "
+             "unencrypted", log_groups, "aws", "logs:DescribeLogGroups"),
         Spec("aws.data-versioning", "each linked bucket the file system writes back into keeps every version",
              data_versioning, "aws", "s3:GetBucketVersioning"),
         Spec(KUBE_API, "the kubeconfig's context is the stack's cluster and answers at its version",
