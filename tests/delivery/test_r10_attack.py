@@ -53,3 +53,49 @@ def test_a_role_under_the_boundary_cannot_bring_back_a_default_vpc(request_):
     """The same through a role the deploy role made under the stack boundary with `*` on `*` (a build's)."""
     decision = evaluate(request_, [EVERYTHING], _boundary())
     assert decision.denied_by == ("delivery-boundary", "AdministratorsOnly"), decision.reason
+
+
+# --- aws.cluster: the audit log types stay on, and the audit group's events are the deploy role's to write --------
+
+# The cluster's control-plane log group (components/delivery.py AuditLogsStay names it by this pattern): EKS writes
+# it, as the service; no role of the stack writes or reshapes its events.
+AUDIT_GROUP = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/eks/higgsfield-prod/cluster"
+# PutLogEvents "uploads a batch of log events to the specified log stream", CreateLogStream "creates a log stream
+# for the specified log group"; PutTransformer: "CloudWatch Logs performs the transformations at the time of log
+# ingestion", its processors including DeleteKeys, which "deletes entries from a log event"; PutDataProtectionPolicy
+# masks what its identifiers match "when it is ingested into the log group"
+# (boto/botocore:botocore/data/logs/2014-03-28/service-2.json@1.44.18).
+AUDIT_WRITES = [
+    Request("logs:CreateLogStream", f"{AUDIT_GROUP}:log-stream:kube-apiserver-audit-0"),
+    Request("logs:PutLogEvents", f"{AUDIT_GROUP}:log-stream:kube-apiserver-audit-0"),
+    Request("logs:PutTransformer", AUDIT_GROUP),
+    Request("logs:PutDataProtectionPolicy", AUDIT_GROUP),
+]
+OPEN_AUDIT = (
+    "open: AuditLogsStay refuses deleting the audit group, its streams, retention and key, not writing events into "
+    "it or reshaping them at ingestion; the fix adds logs:CreateLogStream, logs:PutLogEvents, logs:PutTransformer "
+    "and logs:PutDataProtectionPolicy to it (components/delivery.py, another helper's): named in full they put "
+    "prod's boundary at 6,226 characters, over IAM's 6,144, so a pattern (`logs:Put*` beside `logs:CreateLogS*`) "
+    "or room elsewhere is needed"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=OPEN_AUDIT)
+@pytest.mark.parametrize("request_", AUDIT_WRITES, ids=[r.action for r in AUDIT_WRITES])
+def test_the_deploy_role_cannot_forge_or_strip_the_clusters_audit_events(request_):
+    """aws.cluster passes while every planned log type is on, but the deploy role may add streams of forged
+    kube-apiserver-audit events beside EKS's (an alibi, or noise around its own requests), or install a transformer
+    that deletes `user` and `sourceIPs` from every event EKS writes from then on (or a data protection policy
+    masking them to anyone without logs:Unmask): the trail is on and says nothing true. Severity medium (the audit
+    trail's integrity; the deploy role is cluster admin). On AWS, as the deploy role: `aws logs
+    put-transformer --log-group-identifier /aws/eks/higgsfield-prod/cluster --transformer-config
+    '[{"parseJSON":{}},{"deleteKeys":{"withKeys":["user"]}}]'` is accepted today."""
+    decision = evaluate(request_, [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "AuditLogsStay"), decision.reason
+
+
+@pytest.mark.xfail(strict=True, reason=OPEN_AUDIT)
+@pytest.mark.parametrize("request_", AUDIT_WRITES, ids=[r.action for r in AUDIT_WRITES])
+def test_a_role_under_the_boundary_cannot_forge_or_strip_the_clusters_audit_events(request_):
+    decision = evaluate(request_, [EVERYTHING], _boundary())
+    assert decision.denied_by == ("delivery-boundary", "AuditLogsStay"), decision.reason
