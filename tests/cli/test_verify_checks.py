@@ -465,6 +465,26 @@ def test_a_subnet_that_assigns_ipv6_on_creation_fails(aws_ctx, subnets):
     assert outcome.status == "FAIL" and f"({REGION}: subnet-six)" in outcome.evidence
 
 
+def test_a_subnet_with_an_ipv6_block_fails_though_it_assigns_no_address_on_creation(aws_ctx, subnets):
+    """A launch there that asks for an IPv6 address (RunInstances' Ipv6AddressCount) gets one, and every IPv6
+    address is public. NoPublicAddressOnLaunch's key is the IPv4 ask's (ec2:AssociatePublicIpAddress),
+    and the ceilings leave CreateVpc with AmazonProvidedIpv6CidrBlock and CreateSubnet with an Ipv6CidrBlock to
+    the deploy role (components/delivery.py ADDRESS_OPENINGS)."""
+    six = {
+        **_subnet("subnet-six"),
+        "Ipv6CidrBlockAssociationSet": [
+            {
+                "AssociationId": "subnet-cidr-assoc-1",
+                "Ipv6CidrBlock": "2600:1f16:0:100::/64",
+                "Ipv6CidrBlockState": {"State": "associated"},
+            }
+        ],
+    }
+    subnets({REGION: [six]})
+    outcome = one("aws.public-subnets", aws_ctx)
+    assert outcome.status == "FAIL" and f"({REGION}: subnet-six)" in outcome.evidence
+
+
 def test_an_account_whose_subnets_all_stay_private_passes(aws_ctx, subnets):
     subnets({REGION: [_subnet("subnet-private")], "eu-west-1": []})
     assert one("aws.public-subnets", aws_ctx).status == "PASS"

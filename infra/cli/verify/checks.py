@@ -843,12 +843,21 @@ def karpenter_queue(ctx: Any) -> Outcome:
     )
 
 
+def _has_ipv6(subnet: dict) -> bool:
+    """The subnet holds an IPv6 block: a launch there may ask for an address of it (RunInstances' Ipv6AddressCount,
+    boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18), which NoPublicAddressOnLaunch's key does not
+    cover (ec2:AssociatePublicIpAddress is AssociatePublicIpAddress, "a public IPv4 address", same file)."""
+    blocks = subnet.get("Ipv6CidrBlockAssociationSet") or []
+    return any((b.get("Ipv6CidrBlockState") or {}).get("State") == "associated" for b in blocks)
+
+
 def public_subnets(ctx: Any) -> Outcome:
-    """No subnet in any region of the account gives an instance a public address it did not ask for. Both ceilings
-    refuse a launch that asks (`NoPublicAddressOnLaunch`, on `ec2:AssociatePublicIpAddress`, a request's own flag)
-    and keep `ModifySubnetAttribute` to administrators, but a launch into a subnet that already maps public IPv4 (a
-    default VPC's, in every region) or assigns IPv6 gets an address without asking, and the ceilings do not pin a
-    region (docs/security-ci.md)."""
+    """No subnet in any region of the account gives an instance a public address it did not ask for, or one it may
+    ask for unrefused. Both ceilings refuse a launch that asks for public IPv4 (`NoPublicAddressOnLaunch`, on
+    `ec2:AssociatePublicIpAddress`, a request's own flag) and keep `ModifySubnetAttribute` to administrators, but a
+    launch into a subnet that already maps public IPv4 (a default VPC's, in every region) or assigns IPv6 gets an
+    address without asking, one into a subnet with an IPv6 block gets a (public) IPv6 address by asking, and the
+    ceilings do not pin a region (docs/security-ci.md)."""
     regions = sorted(r["RegionName"] for r in ctx.client("ec2").describe_regions()["Regions"])
     found: dict[str, list[str]] = {}
     for region in regions:
@@ -857,21 +866,26 @@ def public_subnets(ctx: Any) -> Outcome:
             s["SubnetId"]
             for page in pages
             for s in page["Subnets"]
-            if s.get("MapPublicIpOnLaunch") or s.get("AssignIpv6AddressOnCreation")
+            if s.get("MapPublicIpOnLaunch") or s.get("AssignIpv6AddressOnCreation") or _has_ipv6(s)
         ]
         if public:
             found[region] = public
     if not found:
-        return passed(f"no subnet in the account's {len(regions)} region(s) hands out a public address on launch")
+        return passed(
+            f"no subnet in the account's {len(regions)} region(s) hands out a public address on launch or holds an "
+            "IPv6 block"
+        )
     listed = "; ".join(
         f"{region}: {', '.join(ids[:3])}" + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
         for region, ids in found.items()
     )
     return failed(
-        f"{sum(map(len, found.values()))} subnet(s) hand out public addresses on launch ({listed})",
+        f"{sum(map(len, found.values()))} subnet(s) hand out public addresses on launch or hold an IPv6 block "
+        f"({listed})",
         "a role of the stack could launch an instance there that the internet reaches; an administrator runs, for "
         "each, `aws ec2 modify-subnet-attribute --region REGION --subnet-id SUBNET --no-map-public-ip-on-launch` "
-        "(and `--no-assign-ipv6-address-on-creation`), or deletes the region's default VPC",
+        "(and `--no-assign-ipv6-address-on-creation`; an IPv6 block: `aws ec2 disassociate-subnet-cidr-block "
+        "--association-id ASSOCIATION`), or deletes the region's default VPC",
     )
 
 
