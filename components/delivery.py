@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.karpenter import INTERRUPTION_QUEUE_READS
+from components.karpenter import INTERRUPTION_EVENTS, INTERRUPTION_QUEUE_READS
 from components.kubernetes_objects import KubernetesObject
 from components.registry import repository_name
 from infra.config import NAMESPACE, ConfigError, Problem, StackConfig
@@ -891,10 +891,11 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
 
 
 def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[dict]:
-    """The deploy role's denial on what its `codebuild:*` would reach beyond the stack: another CodeBuild project,
+    """The deploy role's denials on what its `codebuild:*` would reach beyond the stack: another CodeBuild project,
     which runs code under an identity outside both ceilings. The stack boundary allows no CodeBuild action.
-    Another launch template and another cluster are both ceilings' (ceiling_denials)."""
-    account = settings.account_id
+    Another launch template and another cluster are both ceilings' (ceiling_denials). And what its `events:*` and
+    `sqs:*` on Karpenter's rules and queue would reach beyond what Karpenter's controller handles."""
+    account, events = settings.account_id, INTERRUPTION_EVENTS.values()
     return [
         # A build runs its commands (StartBuild's buildspecOverride, and the environment, image and source
         # overrides: boto/botocore:botocore/data/codebuild/2016-10-06/service-2.json@1.44.18, StartBuildInput) under
@@ -922,6 +923,51 @@ def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[d
             "Condition": {
                 "ForAnyValue:ArnNotLike": {"events:TargetArn": _interruption_queue_arn(account, region, stack)}
             },
+        },
+        # The stack's rules match only the events Karpenter handles (INTERRUPTION_EVENTS, the patterns
+        # components/karpenter.py gives them): `events:*` on their names would let a rule match AWS API calls via
+        # CloudTrail (every service's, with their request parameters) and send them to the queue, which is only as
+        # closed as its CreateQueue policy. PutRule carries the pattern's `source` and `detail-type` in
+        # events:source and events:detail-type (Service Authorization Reference, list_amazoneventbridge: PutRule's
+        # keys are aws:RequestTag, aws:ResourceTag, aws:TagKeys, events:creatorAccount, events:detail-type,
+        # events:detail.eventTypeCode, events:detail.service, events:detail.userIdentity.principalId,
+        # events:ManagedBy and events:source). A key holds each value of the pattern's field, and is absent where the
+        # pattern has no such field (docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html,
+        # examples 1 to 5; the same text: awsdocs/amazon-cloudwatch-events-user-guide:doc_source/
+        # policy-keys-cwe.md@6a43739f): so one denial per key where a value is not Karpenter's, and one where the
+        # field is missing (a pattern without it matches every source or type). Unverified (the guides are silent):
+        # what a content filter (`prefix`, `anything-but`, `wildcard`, `exists`) puts in the keys (docs/security-ci.md
+        # says how to check). No key carries PutRule's State (RuleState ENABLED_WITH_ALL_CLOUDTRAIL_MANAGEMENT_EVENTS
+        # adds CloudTrail's read-only management events: boto/botocore:botocore/data/events/2015-10-07/
+        # service-2.json@1.44.18; their detail-type is "AWS API Call via CloudTrail"), so a rule held to Karpenter's
+        # detail types gains nothing from it.
+        {
+            "Sid": "RuleSourcesAreKarpenters",
+            "Effect": "Deny",
+            "Action": ["events:PutRule"],
+            "Resource": "*",
+            "Condition": {"ForAnyValue:StringNotEquals": {"events:source": sorted({s for s, _ in events})}},
+        },
+        {
+            "Sid": "RuleDetailTypesAreKarpenters",
+            "Effect": "Deny",
+            "Action": ["events:PutRule"],
+            "Resource": "*",
+            "Condition": {"ForAnyValue:StringNotEquals": {"events:detail-type": sorted({d for _, d in events})}},
+        },
+        {
+            "Sid": "RulesNameTheirSource",
+            "Effect": "Deny",
+            "Action": ["events:PutRule"],
+            "Resource": "*",
+            "Condition": {"Null": {"events:source": "true"}},
+        },
+        {
+            "Sid": "RulesNameTheirDetailType",
+            "Effect": "Deny",
+            "Action": ["events:PutRule"],
+            "Resource": "*",
+            "Condition": {"Null": {"events:detail-type": "true"}},
         },
         # The interruption queue is made once. CreateQueue takes the queue's policy as an attribute that no IAM key
         # sees (tests/delivery/test_r9_karpenter_attack.py), and SQS refuses a CreateQueue of a live name with
