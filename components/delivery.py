@@ -21,10 +21,12 @@ Requiring a reusable workflow and other claims"):
   too few for both the IAM machinery and the denials: the stack boundary (`higgsfield-STACK-boundary`,
   an IAM managed policy: boundary_policy) on every role the stack creates, which allows no IAM write
   and no sts action; and, for the deploy role itself (no boundary: a deploy makes roles), its own
-  inline policy (deploy_policy), which creates and changes only roles named `higgsfield-STACK-*`, only
-  with that boundary attached, never the CI identities themselves (an administrator changes those,
-  `higgsfield bootstrap`), never users, keys or identity providers. Both carry the same denials
-  (ceiling_denials). Cluster access: an access entry with AmazonEKSClusterAdminPolicy.
+  inline policy (deploy_policy) and, for the denials IAM's 10,240 characters of inline policy leave no
+  room for, a managed policy (`higgsfield-STACK-deploy-denials`: deploy_denials_policy). The deploy role
+  creates and changes only roles named `higgsfield-STACK-*`, only with that boundary attached, never the
+  CI identities themselves (an administrator changes those, `higgsfield bootstrap`), never users, keys
+  or identity providers. Both ceilings carry the same denials (ceiling_denials). Cluster access: an
+  access entry with AmazonEKSClusterAdminPolicy.
 - image push: `repo:OWNER/REPO:ref:refs/heads/main:job_workflow_ref:`
   `OWNER/REPO/.github/workflows/image.yml@refs/heads/main`; may push to the stack's training-image repository only.
 Runners: one CodeBuild project for previews and one for deploys, each with its own service role,
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.karpenter import INTERRUPTION_QUEUE_READS
+from components.karpenter import INTERRUPTION_EVENTS, INTERRUPTION_QUEUE_READS
 from components.kubernetes_objects import KubernetesObject
 from components.registry import repository_name
 from infra.config import NAMESPACE, ConfigError, Problem, StackConfig
@@ -55,6 +57,7 @@ from infra.core.names import (
     STACK_TAG,
     boundary_name,
     cluster_name,
+    deploy_denials_name,
     interruption_queue,
     interruption_rule,
     role_name,
@@ -551,6 +554,17 @@ def access_entry_principals(settings: DeliverySettings, stack: str, admins: Sequ
     return [*ours, *(f"arn:aws:iam::{account}:role/{role_name(stack, p)}" for p in ("preview", "deploy"))]
 
 
+def administrators_only() -> dict:
+    """Nothing the program does in a deploy opens the account's data to another account or the stack's network to
+    the internet, so neither the deploy role nor a role under the boundary may (REFUSED_WHOLE): resource policies
+    and replication of the images, the buckets and the logs; peering; shared snapshots and images; the user data of
+    the layout client, which mounts Lustre unsquashed (components/storage.py); the file system's links to S3; key
+    policies after CreateKey and key replicas; public addresses (ADDRESS_OPENINGS). IAM has no condition key on a
+    resource policy's principals, so each write is refused whole. One of ceiling_denials; the deploy role carries it
+    in its managed policy (deploy_denials_policy)."""
+    return {"Sid": "AdministratorsOnly", "Effect": "Deny", "Resource": "*", "Action": list(REFUSED_WHOLE)}
+
+
 def ceiling_denials(
     settings: DeliverySettings,
     stack: str,
@@ -590,18 +604,7 @@ def ceiling_denials(
                 settings.state_key_arn,
             ],
         },
-        # Nothing the program does in a deploy opens the account's data to another account or the stack's network
-        # to the internet, so neither the deploy role nor a role under the boundary may (REFUSED_WHOLE): resource
-        # policies and replication of the images, the buckets and the logs; peering; shared snapshots and images;
-        # the user data of the layout client, which mounts Lustre unsquashed (components/storage.py); the file
-        # system's links to S3; key policies after CreateKey and key replicas; public addresses (ADDRESS_OPENINGS).
-        # IAM has no condition key on a resource policy's principals, so each write is refused whole.
-        {
-            "Sid": "AdministratorsOnly",
-            "Effect": "Deny",
-            "Resource": "*",
-            "Action": list(REFUSED_WHOLE),
-        },
+        administrators_only(),
         # An interface of the VPC lent to another account (CreateNetworkInterfacePermission's AwsAccountId) is
         # refused; one lent to CodeBuild is what a runner's service role does for the builds it runs in the VPC
         # (Delivery._runner's `-eni` policy, conditioned on the same key, as CodeBuild's VPC documentation asks:
@@ -804,8 +807,8 @@ def key_denials() -> list[dict]:
 
 def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
     """The deploy role's IAM denials: roles only with the stack boundary attached, never the CI
-    identities (nor the OIDC-trusted ones passed), the boundary and every other managed policy
-    fixed, only the program's AWS managed policies attached, no trust rewritten, no role assumed.
+    identities (nor the OIDC-trusted ones passed), the boundary, the deploy role's managed policy and every other
+    managed policy fixed, only the program's AWS managed policies attached, no trust rewritten, no role assumed.
     The rest of IAM is refused by what deploy_policy does not allow: its IAM allows are named
     actions on `higgsfield-STACK-*` roles (no users, keys, groups, instance profiles or identity
     providers; no role of another name), and a denial of each would not fit
@@ -893,10 +896,11 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
 
 
 def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[dict]:
-    """The deploy role's denial on what its `codebuild:*` would reach beyond the stack: another CodeBuild project,
+    """The deploy role's denials on what its `codebuild:*` would reach beyond the stack: another CodeBuild project,
     which runs code under an identity outside both ceilings. The stack boundary allows no CodeBuild action.
-    Another launch template and another cluster are both ceilings' (ceiling_denials)."""
-    account = settings.account_id
+    Another launch template and another cluster are both ceilings' (ceiling_denials). And what its `events:*` and
+    `sqs:*` on Karpenter's rules and queue would reach beyond what Karpenter's controller handles."""
+    account, events = settings.account_id, INTERRUPTION_EVENTS.values()
     return [
         # A build runs its commands (StartBuild's buildspecOverride, and the environment, image and source
         # overrides: boto/botocore:botocore/data/codebuild/2016-10-06/service-2.json@1.44.18, StartBuildInput) under
@@ -924,6 +928,51 @@ def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[d
             "Condition": {
                 "ForAnyValue:ArnNotLike": {"events:TargetArn": _interruption_queue_arn(account, region, stack)}
             },
+        },
+        # The stack's rules match only the events Karpenter handles (INTERRUPTION_EVENTS, the patterns
+        # components/karpenter.py gives them): `events:*` on their names would let a rule match AWS API calls via
+        # CloudTrail (every service's, with their request parameters) and send them to the queue, which is only as
+        # closed as its CreateQueue policy. PutRule carries the pattern's `source` and `detail-type` in
+        # events:source and events:detail-type (Service Authorization Reference, list_amazoneventbridge: PutRule's
+        # keys are aws:RequestTag, aws:ResourceTag, aws:TagKeys, events:creatorAccount, events:detail-type,
+        # events:detail.eventTypeCode, events:detail.service, events:detail.userIdentity.principalId,
+        # events:ManagedBy and events:source). A key holds each value of the pattern's field, and is absent where the
+        # pattern has no such field (docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html,
+        # examples 1 to 5; the same text: awsdocs/amazon-cloudwatch-events-user-guide:doc_source/
+        # policy-keys-cwe.md@6a43739f): so one denial per key where a value is not Karpenter's, and one where the
+        # field is missing (a pattern without it matches every source or type). Unverified (the guides are silent):
+        # what a content filter (`prefix`, `anything-but`, `wildcard`, `exists`) puts in the keys (docs/security-ci.md
+        # says how to check). No key carries PutRule's State (RuleState ENABLED_WITH_ALL_CLOUDTRAIL_MANAGEMENT_EVENTS
+        # adds CloudTrail's read-only management events: boto/botocore:botocore/data/events/2015-10-07/
+        # service-2.json@1.44.18; their detail-type is "AWS API Call via CloudTrail"), so a rule held to Karpenter's
+        # detail types gains nothing from it.
+        {
+            "Sid": "RuleSourcesAreKarpenters",
+            "Effect": "Deny",
+            "Action": ["events:PutRule"],
+            "Resource": "*",
+            "Condition": {"ForAnyValue:StringNotEquals": {"events:source": sorted({s for s, _ in events})}},
+        },
+        {
+            "Sid": "RuleDetailTypesAreKarpenters",
+            "Effect": "Deny",
+            "Action": ["events:PutRule"],
+            "Resource": "*",
+            "Condition": {"ForAnyValue:StringNotEquals": {"events:detail-type": sorted({d for _, d in events})}},
+        },
+        {
+            "Sid": "RulesNameTheirSource",
+            "Effect": "Deny",
+            "Action": ["events:PutRule"],
+            "Resource": "*",
+            "Condition": {"Null": {"events:source": "true"}},
+        },
+        {
+            "Sid": "RulesNameTheirDetailType",
+            "Effect": "Deny",
+            "Action": ["events:PutRule"],
+            "Resource": "*",
+            "Condition": {"Null": {"events:detail-type": "true"}},
         },
         # The interruption queue is made once. CreateQueue takes the queue's policy as an attribute that no IAM key
         # sees (tests/delivery/test_r9_karpenter_attack.py), and SQS refuses a CreateQueue of a live name with
@@ -1070,13 +1119,14 @@ def deploy_policy(
     *,
     region: str,
 ) -> str:
-    """The deploy role's ceiling, its only policy (it has no permissions boundary: the stack boundary
+    """The deploy role's ceiling, its inline policy (it has no permissions boundary: the stack boundary
     allows no IAM write, and a deploy makes roles): every action of the services the program manages;
     IAM only on this stack's roles (created with the boundary, passed to the services that run them);
     S3 only on the backend's and the data set's buckets; the runner's CodeConnections connection. No
-    `iam:*`. Its denials are iam_denials and the stack boundary's own (ceiling_denials), so nothing
-    the deploy role does exceeds what a role it makes may do. An inline policy: with the role's others,
-    at most ROLE_POLICY_CHARACTERS."""
+    `iam:*`. Its denials are iam_denials and the stack boundary's own (ceiling_denials) but
+    AdministratorsOnly, which the role's managed policy carries with key_denials and reach_denials
+    (deploy_denials_policy), so nothing the deploy role does exceeds what a role it makes may do. An
+    inline policy: with the role's others, at most ROLE_POLICY_CHARACTERS."""
     account = settings.account_id
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
     statements = [
@@ -1123,19 +1173,41 @@ def deploy_policy(
             }
         )
     statements += iam_denials(settings, stack)
-    statements += ceiling_denials(
-        settings, stack, buckets, access_entry_principals(settings, stack, admins), public_endpoint
-    )
-    statements += key_denials()
-    statements += reach_denials(settings, stack, region)
+    statements += [
+        s
+        for s in ceiling_denials(
+            settings, stack, buckets, access_entry_principals(settings, stack, admins), public_endpoint
+        )
+        if s != administrators_only()  # in deploy_denials_policy
+    ]
     return _document(*statements)
 
 
+def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str) -> str:
+    """The rest of the deploy role's ceiling, a managed policy (`higgsfield-STACK-deploy-denials`) attached to it
+    beside deploy_policy: IAM caps a role's inline policies together at ROLE_POLICY_CHARACTERS, which deploy_policy
+    all but filled at the most admins the config admits (higgsfield:admins: ADMINS_CHARACTERS), and a managed policy
+    has MANAGED_POLICY_CHARACTERS of its own. Here are the denials whose size no setting but the stack's name and
+    region changes: AdministratorsOnly (the largest, which grows as REFUSED_WHOLE does), key_denials and
+    reach_denials; what grows with the admins and the buckets stays inline (ClusterAccessStaysInTheAccount,
+    TheDataOutlivesTheDeploy), with the IAM denials that keep this policy and the role fixed (iam_denials:
+    ManagedPoliciesAreFixed refuses its new versions and its delete, CiIdentitiesAreAdministeredByBootstrap its
+    detach from the deploy role). An administrator creates and attaches it (the deploy role may create no managed
+    policy and attach only MANAGED_POLICIES: `higgsfield diff` refuses both and names the command)."""
+    return _document(administrators_only(), *key_denials(), *reach_denials(settings, stack, region))
+
+
+def deploy_denials_arn(account: str, stack: str) -> str:
+    """Known before the policy exists, as boundary_arn."""
+    return f"arn:aws:iam::{account}:policy/{deploy_denials_name(stack)}"
+
+
 def oversized_policies(cfg: StackConfig) -> list[Problem]:
-    """The two ceilings of a stack CI deploys that IAM would refuse for their size (CreatePolicy and PutRolePolicy:
-    LimitExceeded), one problem each, naming the settings that grow them: found when the config is loaded, before
-    anything is created, not half way through a deploy. Each bucket name is in both several times, the stack name
-    in role, cluster and log group ARNs, and the admins in the deploy role's policy alone."""
+    """The policies of the two ceilings of a stack CI deploys (the boundary; the deploy role's inline and managed
+    policies) that IAM would refuse for their size (CreatePolicy and PutRolePolicy: LimitExceeded), one problem each,
+    naming the settings that grow them: found when the config is loaded, before anything is created, not half way
+    through a deploy. Each bucket name is in the boundary and the inline policy several times, the stack name in
+    role, cluster and log group ARNs, and the admins in the deploy role's inline policy alone."""
     if cfg.delivery is None:
         return []
     settings, buckets = cfg.delivery, cfg.fsx.linked_buckets
@@ -1160,6 +1232,13 @@ def oversized_policies(cfg: StackConfig) -> list[Problem]:
             ROLE_POLICY_CHARACTERS,
             "a role's inline policies",
             [*names, f"higgsfield:admins ({sum(map(len, cfg.admins))} characters of ARNs)"],
+        ),
+        (
+            f"the deploy role's managed policy {deploy_denials_name(cfg.stack)}",
+            deploy_denials_policy(settings, cfg.stack, region=cfg.region),
+            MANAGED_POLICY_CHARACTERS,
+            "a managed policy",
+            names[:1],
         ),
     ]
     return [
@@ -1205,8 +1284,9 @@ class Delivery(pulumi.ComponentResource):
 
     Creates: GitHub's OIDC provider unless `oidcProviderArn` names the account's existing one;
     the permissions boundary `higgsfield-STACK-boundary` (every role of the stack but the deploy
-    role carries it: bound_every_role; the deploy role's ceiling is its own inline policy, which
-    carries the boundary's denials and the IAM ones: deploy_policy); the preview, deploy and
+    role carries it: bound_every_role; the deploy role's ceiling is its own inline policy and the
+    managed policy `higgsfield-STACK-deploy-denials` attached to it, which together carry the
+    boundary's denials and the IAM ones: deploy_policy, deploy_denials_policy); the preview, deploy and
     image-push roles (named `<cluster>-preview|deploy|image`, each trusting one OIDC subject that
     names its workflow file) with their inline policies; EKS
     access entries for the preview role (its group, bound to PREVIEW_READS) and the deploy role
@@ -1257,6 +1337,14 @@ class Delivery(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
+        self.deploy_denials = aws.iam.Policy(
+            f"{name}-deploy-denials",
+            name=deploy_denials_name(args.stack),
+            description=f"The deploy role's denials of {cluster_name(args.stack)} beside its inline policy",
+            policy=deploy_denials_policy(settings, args.stack, region=args.region),
+            tags=tags,
+            opts=child,
+        )
         role_opts = pulumi.ResourceOptions(parent=self, depends_on=[*depends, self.boundary])
         trusted = subjects(settings.repository, settings.deploy_environment or "")
         self.roles: dict[str, aws.iam.Role] = {}
@@ -1283,7 +1371,27 @@ class Delivery(pulumi.ComponentResource):
                 tags={**tags, "higgsfield:ci-identity": purpose},
                 opts=role_opts,
             )
-            aws.iam.RolePolicy(f"{name}-{purpose}", role=role.id, policy=policies[purpose], opts=child)
+            # The deploy role's managed denials are attached before its inline policy, which leaves them out, is put:
+            # the upgrade that moves them never leaves the role without them. Attached by their ARN, known before the
+            # policy exists (deploy_denials_arn), so the pack and the tests read it in a preview.
+            attached = (
+                [
+                    aws.iam.RolePolicyAttachment(
+                        f"{name}-deploy-denials",
+                        role=role.name,
+                        policy_arn=deploy_denials_arn(settings.account_id, args.stack),
+                        opts=pulumi.ResourceOptions(parent=self, depends_on=[self.deploy_denials]),
+                    )
+                ]
+                if purpose == "deploy"
+                else []
+            )
+            aws.iam.RolePolicy(
+                f"{name}-{purpose}",
+                role=role.id,
+                policy=policies[purpose],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=attached),
+            )
             self.roles[purpose] = role
         # The preview role's entry names its group (bound to the preview ClusterRole), the deploy role's
         # gets AmazonEKSClusterAdminPolicy.

@@ -1040,7 +1040,7 @@ def roles_under_the_boundary(args: StackValidationArgs, report: ReportViolation)
     if not boundaries:
         return
     arns = {f":policy/{get(b.props, 'name')}" for b in boundaries}
-    # The deploy role's ceiling is its own policy (deploy_policy): exempt by its exact name,
+    # The deploy role's ceiling is its own policies (deploy_policy, deploy_denials_policy): exempt by its exact name,
     # higgsfield-STACK-deploy beside higgsfield-STACK-boundary, which no other role of the account can
     # have (IAM role names are unique), never by a tag anyone who tags a role could set.
     deploy_roles = {str(get(b.props, "name"))[: -len(BOUNDARY_SUFFIX)] + DEPLOY_SUFFIX for b in boundaries}

@@ -18,7 +18,7 @@ from typing import Any
 
 from infra.config.delivery import PLACEHOLDER_REPOSITORY
 from infra.core.names import NAMESPACE as PROJECT
-from infra.core.names import boundary_name
+from infra.core.names import boundary_name, deploy_denials_name
 from infra.offline import stacks
 from infra.offline.evaluate import project_root
 from infra.offline.stacks import SUB_CLAIM_KEYS
@@ -199,7 +199,8 @@ def steps(config: Any) -> list[str]:
         f'then set higgsfield:endpoint.publicAccessCidrs there to ["ADDRESS/32"], ADDRESS being what '
         f"`curl -s https://checkip.amazonaws.com` prints, and run "
         f"`{_deploy_command(stack, f' --config-file /tmp/Pulumi.{stack}.bootstrap.yaml')}` "
-        f"It creates the VPC, the cluster, the permissions boundary {boundary_name(stack)}, the CI roles "
+        f"It creates the VPC, the cluster, the permissions boundary {boundary_name(stack)}, the deploy role's "
+        f"managed policy {deploy_denials_name(stack)}, the CI roles "
         f"({entry['previewRole']}, {entry['deployRole']}, {entry['imageRole']}), "
         f"their access entries"
         + (
@@ -208,7 +209,8 @@ def steps(config: Any) -> list[str]:
             else ""
         )
         + ". "
-        "Later changes to the boundary or the CI roles are refused to the deploy role: re-run this step (an "
+        "Later changes to the boundary, that managed policy or the CI roles are refused to the deploy role: re-run "
+        "this step (an "
         "administrator, the committed stack file).",
         "Nothing else in GitHub: role ARNs, region and backend come from the stack file (higgsfield stacks), and no "
         "secret is needed.",

@@ -27,6 +27,12 @@ def boundary_name(stack: str) -> str:
     return role_name(stack, "boundary")
 
 
+def deploy_denials_name(stack: str) -> str:
+    """The IAM managed policy attached to the deploy role beside its inline policy: the part of its ceiling that
+    IAM's cap on a role's inline policies leaves no room for (components/delivery.py deploy_denials_policy)."""
+    return role_name(stack, "deploy-denials")
+
+
 def runner_project(stack: str, purpose: str) -> str:
     """The CodeBuild project (`higgsfield-prod-deploy-runner`) whose webhook runs jobs labelled
     `codebuild-<project>-<run id>-<attempt>`; also the name of its service role."""

@@ -26,6 +26,7 @@ from infra.core.names import LOG_GROUP, RUNNER_PURPOSES, interruption_rule, role
 from infra.offline import rolls
 from infra.offline.evaluate import COMPUTED, StackNotFound, record
 from infra.offline.stack_file import StackFileError
+from policies.rules import ROLE_POLICY_ATTACHMENT
 
 # Inputs that force a new resource, per type (the Terraform AWS provider's ForceNew attributes,
 # which pulumi-aws inherits; for the pulumi-eks component, the inputs of its aws.eks.Cluster that
@@ -631,6 +632,9 @@ def _refuse_trust_policy_writes(stack: str, changed: list[Change], refuse: _Refu
 
 
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+# What a CI identity's policy is, by resource type: its inline policies, and the managed ones attached to it (the
+# deploy role's denials: components/delivery.py deploy_denials_policy).
+CI_IDENTITY_POLICIES = {ROLE_POLICY: "policy", ROLE_POLICY_ATTACHMENT: "policy attachment"}
 # The roles CI acts as (components/delivery.py OIDC_IDENTITIES and the runners' service roles): an administrator's.
 CI_PURPOSES = ("preview", "deploy", "image")
 
@@ -646,20 +650,21 @@ def _refuse_ci_identity_writes(
 ) -> None:
     """The CI identities (the preview, deploy and image roles, the runners' roles) are an administrator's: the deploy
     role's policy denies every write of them (components/delivery.py CiIdentitiesAreAdministeredByBootstrap), the
-    deploy role's own inline policy among them. A release that changes what they may do (a new ceiling, a service
-    the program now manages) fails a CI deploy half way at PutRolePolicy; `higgsfield bootstrap STACK` applies it."""
+    deploy role's own inline policy and the attachment of its managed one among them. A release that changes what
+    they may do (a new ceiling, a service the program now manages) fails a CI deploy half way at PutRolePolicy or
+    AttachRolePolicy; `higgsfield bootstrap STACK` applies it."""
     names = {role_name(stack, p) for p in CI_PURPOSES} | {runner_project(stack, p) for p in RUNNER_PURPOSES}
     roles = {u for u, r in {**before, **after}.items() if r["type"] == ROLE and r["inputs"].get("name") in names}
 
     def of_a_ci_identity(resource: dict) -> bool:
-        return resource["type"] == ROLE_POLICY and any(d in roles for d in resource.get("dependencies") or [])
+        return resource["type"] in CI_IDENTITY_POLICIES and any(d in roles for d in resource.get("dependencies") or [])
 
-    ended = [(r, "delete of CI identity policy") for r in removed if of_a_ci_identity(r)]
-    ended += [(r, "new CI identity policy") for r in added if of_a_ci_identity(r)]
-    ended += [(after[c.urn], "change of CI identity policy") for c in changed if of_a_ci_identity(after[c.urn])]
+    ended = [(r, "delete of") for r in removed if of_a_ci_identity(r)]
+    ended += [(r, "new") for r in added if of_a_ci_identity(r)]
+    ended += [(after[c.urn], "change of") for c in changed if of_a_ci_identity(after[c.urn])]
     for resource, what in ended:
         refuse(
-            f"{what} {resource['name']}",
+            f"{what} CI identity {CI_IDENTITY_POLICIES[resource['type']]} {resource['name']}",
             resource["name"],
             "the deploy role may not change a CI identity (its policy denies every write of the preview, deploy and "
             f"image roles and the runners': CiIdentitiesAreAdministeredByBootstrap); an administrator runs "

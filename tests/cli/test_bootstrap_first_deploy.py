@@ -69,3 +69,11 @@ def test_a_stack_without_ci_names_its_state_bucket_and_its_key_in_the_stack_init
 def test_bootstrap_of_a_stack_without_ci_fits_120_columns():
     config = plan_of("prod").config.model_copy(update={"delivery": None})
     assert max(map(len, bootstrap.render(config).splitlines())) <= 120
+
+
+def test_the_first_deploy_of_a_stack_ci_deploys_names_the_deploy_roles_managed_policy_it_creates():
+    """The deploy role's ceiling is its inline policy and higgsfield-STACK-deploy-denials (components/delivery.py
+    deploy_denials_policy), which only an administrator creates or changes: the step that creates it says so."""
+    (first_deploy,) = [s for s in bootstrap.steps(plan_of("prod").config) if s.startswith("First deploy")]
+    assert "the deploy role's managed policy higgsfield-prod-deploy-denials" in first_deploy
+    assert "Later changes to the boundary, that managed policy or the CI roles are refused" in first_deploy

@@ -22,8 +22,9 @@ from infra.offline import plan as plan_cli
 from infra.offline.evaluate import record
 from infra.offline.pods import stack_repository
 from policies import rules
-from policies.iam_evaluation import Policy, Request, evaluate
+from policies.iam_evaluation import Request, evaluate
 from tests.conftest import assert_plan_rejects, plan_of, set_pool
+from tests.delivery.test_ci_identity import _deploy
 from tests.policies.test_policies import violations
 
 # Facts of the v1 CRDs at the pinned tag (field names, required fields, enums, patterns) - read with
@@ -526,15 +527,29 @@ def test_the_interruption_queue_and_its_rules_are_named_by_the_stack_for_the_dep
     assert sorted(r.inputs["name"] for r in rules) == sorted(
         interruption_rule(stack, e) for e in karpenter.INTERRUPTION_EVENTS
     )
-    deploy = next(r for r in karpenter_plan.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "delivery-deploy")
     account = karpenter_plan.config.delivery.account_id
     queue_arn = f"arn:aws:sqs:{karpenter_plan.config.region}:{account}:{queue.inputs['name']}"
-    policy = Policy.of("deploy", deploy.inputs["policy"])
+    policy = _deploy(karpenter_plan)  # the deploy role's inline and managed policies
     assert evaluate(Request("sqs:CreateQueue", queue_arn), [policy]).allowed
     for rule in rules:
         rule_arn = f"arn:aws:events:{karpenter_plan.config.region}:{account}:rule/{rule.inputs['name']}"
-        assert evaluate(Request("events:PutRule", rule_arn), [policy]).allowed
         assert evaluate(Request("events:PutTargets", rule_arn, {"events:TargetArn": [queue_arn]}), [policy]).allowed
+
+
+def test_the_deploy_role_puts_each_rule_with_the_pattern_the_program_gives_it(karpenter_plan):
+    """The deploy role may PutRule a rule of the stack's name only for Karpenter's sources and detail types
+    (components/delivery.py RuleSourcesAreKarpenters...): each rule of the plan, with the keys its pattern gives
+    PutRule (each key holds its field's values: docs.aws.amazon.com/eventbridge/latest/userguide/
+    eb-use-conditions.html, examples 1 to 5; unverified on AWS, docs/security-ci.md says how to check)."""
+    account, region = karpenter_plan.config.delivery.account_id, karpenter_plan.config.region
+    rules = karpenter_plan.of_type("aws:cloudwatch/eventRule:EventRule")
+    assert len(rules) == len(karpenter.INTERRUPTION_EVENTS)
+    for rule in rules:
+        pattern = json.loads(rule.inputs["eventPattern"])
+        context = {"events:source": pattern["source"], "events:detail-type": pattern["detail-type"]}
+        request = Request("events:PutRule", f"arn:aws:events:{region}:{account}:rule/{rule.inputs['name']}", context)
+        decision = evaluate(request, [_deploy(karpenter_plan)])
+        assert decision.allowed, (rule.inputs["name"], decision.reason)
 
 
 def test_the_interruption_queues_policy_is_createqueues_not_a_queue_policy_resource(karpenter_plan):

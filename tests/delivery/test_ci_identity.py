@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from components.delivery import IAM_ACTIONS, MANAGED_POLICIES, boundary_arn
+from components.delivery import IAM_ACTIONS, MANAGED_POLICIES, boundary_arn, deploy_denials_arn
 from infra.offline.delivery_checks import account_findings
 from policies.iam_evaluation import Policy, Request, evaluate
 from tests.conftest import ROOT, STACKS, config_of, plan_of
@@ -36,8 +36,13 @@ def _boundary(plan=None) -> Policy:
 
 
 def _deploy(plan=None) -> Policy:
+    """What the deploy role may do: its inline policy and its managed one (components/delivery.py deploy_policy,
+    deploy_denials_policy) as one Policy named after the inline one, for IAM decides on all of a role's policies
+    together: a denial's Sid names its statement in either."""
     plan = plan or plan_of("prod")
-    return _document(plan, "aws:iam/rolePolicy:RolePolicy", "delivery-deploy")
+    inline = _document(plan, "aws:iam/rolePolicy:RolePolicy", "delivery-deploy")
+    managed = _document(plan, "aws:iam/policy:Policy", "delivery-deploy-denials")
+    return Policy(inline.name, {"Statement": [*inline.document["Statement"], *managed.document["Statement"]]})
 
 
 # A role the deploy role made (bounded) and gave `*` on `*`: the boundary alone must hold.
@@ -659,11 +664,14 @@ def test_no_role_comes_from_inside_pulumi_eks():
 
 
 def test_every_managed_policy_the_program_attaches_is_one_the_boundary_lets_it_attach():
+    """But the deploy role's own denials, which an administrator attaches (test_deploy_denials.py)."""
     for stack in STACKS:
         plan = plan_of(stack)
         for r in plan.resources:
             if r.type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment":
                 arn = r.inputs["policyArn"]
+                if arn == deploy_denials_arn(plan.config.delivery.account_id, stack):
+                    continue
                 assert arn.removeprefix("arn:aws:iam::aws:policy/") in MANAGED_POLICIES, arn
                 request = Request(
                     "iam:AttachRolePolicy",

@@ -14,7 +14,7 @@ import pytest
 from components.delivery import MANAGED_POLICY_CHARACTERS, ROLE_POLICY_CHARACTERS, policy_characters
 from infra.config.stack import ADMINS_CHARACTERS
 from infra.offline.evaluate import Plan, record
-from tests.conftest import STACKS, plan_of, set_key
+from tests.conftest import STACKS, config_of, plan_of, set_key
 
 
 def _known(document: object) -> bool:
@@ -41,7 +41,8 @@ def _inline_policies_by_role(plan: Plan) -> dict[str, int]:
 
 def _assert_within_quotas(plan: Plan) -> None:
     managed, inline = _managed_policies(plan), _inline_policies_by_role(plan)
-    assert "delivery-boundary" in managed and "delivery-deploy" in inline  # the two ceilings are measured
+    # the two ceilings are measured: the boundary, the deploy role's inline and managed policies
+    assert {"delivery-boundary", "delivery-deploy-denials"} <= set(managed) and "delivery-deploy" in inline
     assert all(size <= MANAGED_POLICY_CHARACTERS for size in managed.values()), managed
     assert all(size <= ROLE_POLICY_CHARACTERS for size in inline.values()), inline
 
@@ -100,4 +101,18 @@ def test_plan_names_the_bucket_settings_when_the_boundary_would_not_fit(project_
         "higgsfield:delivery",
         "6,144 IAM allows a managed policy: it grows with the stack name (3 characters), "
         "higgsfield:delivery.stateBucket (63), higgsfield:fsx.s3.bucket (63)",
+    )
+
+
+def test_the_config_loader_measures_the_deploy_roles_managed_policy(monkeypatch):
+    """oversized_policies measures the third document too: were IAM's cap on a managed policy below it, the config
+    would be refused naming it, not half way through a deploy at CreatePolicy."""
+    from components import delivery
+
+    cfg = config_of("prod")
+    size = policy_characters(delivery.deploy_denials_policy(cfg.delivery, cfg.stack, region=cfg.region))
+    monkeypatch.setattr(delivery, "MANAGED_POLICY_CHARACTERS", size - 1)
+    messages = [p.message for p in delivery.oversized_policies(cfg)]
+    assert any(
+        m.startswith("the deploy role's managed policy higgsfield-prod-deploy-denials would be") for m in messages
     )

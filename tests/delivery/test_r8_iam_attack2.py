@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.karpenter import karpenter_policy, queue_policy
+from components.karpenter import INTERRUPTION_EVENTS, karpenter_policy, queue_policy
 from infra.core.names import interruption_queue, interruption_rule
 from infra.offline.delivery_checks import account_findings
 from policies.iam_evaluation import Policy, Request, evaluate
@@ -233,8 +233,11 @@ def test_a_stack_ci_deploys_makes_karpenters_interruption_queue_and_its_rules():
     pool failed at CreateQueue (found while checking the instance-profile fix, round 8)."""
     for action in ("sqs:CreateQueue", "sqs:GetQueueAttributes", "sqs:TagQueue"):
         assert evaluate(Request(action, QUEUE), [_deploy()]).allowed, action
-    for action in ("events:PutRule", "events:DescribeRule", "events:TagResource", "events:DeleteRule"):
+    for action in ("events:DescribeRule", "events:TagResource", "events:DeleteRule"):
         assert evaluate(Request(action, _rule()), [_deploy()]).allowed, action
+    source, detail_type = INTERRUPTION_EVENTS["spot"]  # the pattern components/karpenter.py gives it
+    spot = {"events:source": [source], "events:detail-type": [detail_type]}
+    assert evaluate(Request("events:PutRule", _rule(), spot), [_deploy()]).allowed
     assert evaluate(Request("events:PutTargets", _rule(), {"events:TargetArn": [QUEUE]}), [_deploy()]).allowed
 
 
@@ -258,7 +261,10 @@ def test_the_deploy_role_makes_no_other_queue_nor_rule():
         decision = evaluate(Request("sqs:ReceiveMessage", queue), [_deploy()])
         assert decision.reason == "no identity policy allows it", decision.reason
     other_rule = f"arn:aws:events:{REGION}:{ACCOUNT}:rule/audit-forwarder"
-    assert evaluate(Request("events:PutRule", other_rule), [_deploy()]).reason == "no identity policy allows it"
+    source, detail_type = INTERRUPTION_EVENTS["spot"]  # a pattern the denials let through
+    spot = {"events:source": [source], "events:detail-type": [detail_type]}
+    decision = evaluate(Request("events:PutRule", other_rule, spot), [_deploy()])
+    assert decision.reason == "no identity policy allows it", decision.reason
     bus = f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default"
     assert not evaluate(Request("events:PutPermission", bus), [_deploy()]).allowed
 

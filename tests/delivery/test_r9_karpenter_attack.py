@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 
+from components.karpenter import INTERRUPTION_EVENTS
 from infra.core.names import interruption_queue, interruption_rule
 from policies.iam_evaluation import Request, evaluate
 from tests.delivery.test_ci_identity import ACCOUNT, EVERYTHING, REGION, _boundary, _deploy
@@ -27,6 +28,14 @@ QUEUE_ELSEWHERE = f"arn:aws:sqs:{ELSEWHERE}:{ACCOUNT}:{interruption_queue('prod'
 
 def _rule(event: str = "spot", region: str = REGION) -> str:
     return f"arn:aws:events:{region}:{ACCOUNT}:rule/{interruption_rule('prod', event)}"
+
+
+def _pattern(event: str) -> dict[str, list[str]]:
+    """PutRule's events:source and events:detail-type for the pattern components/karpenter.py gives an event's rule
+    (`{"source": [SOURCE], "detail-type": [DETAIL_TYPE]}`): each key holds the values of its field
+    (docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html, examples 1 to 5)."""
+    source, detail_type = INTERRUPTION_EVENTS[event]
+    return {"events:source": [source], "events:detail-type": [detail_type]}
 
 
 def test_the_deploy_role_makes_no_queue_of_the_stacks_name_in_another_region():
@@ -50,8 +59,8 @@ def test_the_stacks_rules_feed_no_queue_of_its_name_in_another_region():
 
 def test_the_deploy_role_makes_no_rule_of_the_stacks_name_in_another_region():
     """The rules' ARN pattern had `*` for the region: rules of the stack's names in every region, where no
-    interruption of the stack happens."""
-    decision = evaluate(Request("events:PutRule", _rule("audit", ELSEWHERE)), [_deploy()])
+    interruption of the stack happens (a pattern of Karpenter's events, which the stack's own region allows)."""
+    decision = evaluate(Request("events:PutRule", _rule("audit", ELSEWHERE), _pattern("spot")), [_deploy()])
     assert decision.reason == "no identity policy allows it", decision.reason
 
 
@@ -82,24 +91,61 @@ def test_the_deploy_role_cannot_replace_the_interruption_queue_with_one_whose_po
     assert decision.denied_by == ("delivery-deploy", "QueuesAreMadeOnce"), decision.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the stack's rules may match any event; events:source and events:detail-type are unused "
-    "(docs/security-ci.md, Karpenter in a stack CI deploys)",
-)
 def test_the_stacks_rules_match_only_the_events_karpenter_handles():
-    """`events:*` on `rule/higgsfield-prod-karpenter-*` lets the deploy role PutRule any pattern under that name:
+    """`events:*` on `rule/higgsfield-prod-karpenter-*` let the deploy role PutRule any pattern under that name:
     AWS API calls via CloudTrail (every service's, with their request parameters), and PutRule's State
     ENABLED_WITH_ALL_CLOUDTRAIL_MANAGEMENT_EVENTS adds the read-only ones (RuleState:
     boto/botocore:botocore/data/events/2015-10-07/service-2.json@1.44.18). RulesFeedOnlyTheStacksQueue keeps them in
-    the stack's queue, which is only as closed as its CreateQueue policy (the test above). EventBridge's guide gives
-    events:source and events:detail-type on PutRule for this (docs.aws.amazon.com/eventbridge/latest/userguide/
-    eb-use-conditions.html). Fix: deny PutRule where `ForAnyValue:StringNotEquals` events:detail-type is not one of
-    INTERRUPTION_EVENTS' detail types, or where it is Null (a pattern without detail-type), about 330 characters of
-    the deploy role's policy; unverified here: how a pattern's `prefix`/`anything-but` matchers fill the key."""
+    the stack's queue, which is only as closed as its CreateQueue policy (the test above). Fixed: PutRule is
+    refused where the pattern's detail-type is not one of Karpenter's (RuleDetailTypesAreKarpenters, in the deploy
+    role's managed policy: components/delivery.py reach_denials)."""
     context = {"events:source": ["aws.iam"], "events:detail-type": ["AWS API Call via CloudTrail"]}
     decision = evaluate(Request("events:PutRule", _rule("audit"), context), [_deploy()])
-    assert not decision.allowed, decision.reason
+    assert decision.denied_by == ("delivery-deploy", "RuleSourcesAreKarpenters"), decision.reason
+
+
+def test_a_rule_of_the_stacks_name_matches_no_api_call_of_karpenters_sources():
+    """An aws.ec2 source is Karpenter's, but "AWS API Call via CloudTrail" of aws.ec2 carries every EC2 call's
+    parameters (user data included): the detail type decides."""
+    context = {"events:source": ["aws.ec2"], "events:detail-type": ["AWS API Call via CloudTrail"]}
+    decision = evaluate(Request("events:PutRule", _rule("audit"), context), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "RuleDetailTypesAreKarpenters"), decision.reason
+
+
+def test_a_rule_of_the_stacks_name_adds_no_other_detail_type_beside_karpenters():
+    context = _pattern("spot")
+    context["events:detail-type"] = [*context["events:detail-type"], "AWS API Call via CloudTrail"]
+    decision = evaluate(Request("events:PutRule", _rule(), context), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "RuleDetailTypesAreKarpenters"), decision.reason
+
+
+def test_a_rule_of_the_stacks_name_names_its_detail_type():
+    """A pattern without `detail-type` matches every detail type of its source (CloudTrail's API calls of aws.ec2
+    among them), and PutRule then carries no events:detail-type (eb-use-conditions.html, example 4, for
+    events:source)."""
+    context = {"events:source": ["aws.ec2"]}
+    decision = evaluate(Request("events:PutRule", _rule(), context), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "RulesNameTheirDetailType"), decision.reason
+
+
+def test_a_rule_of_the_stacks_name_names_its_source():
+    """A pattern of Karpenter's detail type alone matches an event of that detail type from any source: one an
+    account's principal puts on the default bus with PutEvents, a forged spot interruption the controller drains
+    a node on."""
+    context = {"events:detail-type": [INTERRUPTION_EVENTS["spot"][1]]}
+    decision = evaluate(Request("events:PutRule", _rule(), context), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "RulesNameTheirSource"), decision.reason
+
+
+@pytest.mark.parametrize("event", sorted(INTERRUPTION_EVENTS))
+def test_the_deploy_role_puts_each_rule_karpenter_needs(event):
+    """The pattern components/karpenter.py gives each rule, as PutRule's keys carry it (_pattern). Unverified: that
+    EventBridge fills events:source and events:detail-type for a PutRule as the guide's examples show; the AWS CLI,
+    as the deploy role of a staging stack, checks it: `aws events put-rule --name higgsfield-staging-karpenter-spot
+    --event-pattern '{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}'` succeeds,
+    and with `"detail-type":["AWS API Call via CloudTrail"]` it is AccessDenied (docs/security-ci.md)."""
+    decision = evaluate(Request("events:PutRule", _rule(event), _pattern(event)), [_deploy()])
+    assert decision.allowed, decision.reason
 
 
 @pytest.mark.xfail(

@@ -443,6 +443,27 @@ def test_a_new_ceiling_for_the_deploy_role_is_refused_naming_bootstrap():
     assert "higgsfield bootstrap prod" in refusal
 
 
+def test_a_stack_ci_deploys_upgrading_to_the_deploy_roles_managed_denials_is_sent_to_an_administrator():
+    """The release that gives the deploy role its managed policy (components/delivery.py deploy_denials_policy): the
+    deploy role may create no managed policy and attach none but AWS's (OnlyTheProgramsManagedPolicies; its own
+    role's attachments: CiIdentitiesAreAdministeredByBootstrap), so a CI deploy of that release would fail at
+    CreatePolicy. The diff of a base without the policy refuses both the policy and its attachment, the latter
+    naming `higgsfield bootstrap`."""
+    base, head = _prod(), _prod()
+    base["resources"] = [r for r in base["resources"] if r["name"] != "delivery-deploy-denials"]
+    refused = compare(base, head, set()).refused
+    assert [r for r in refused if r.startswith("a new IAM managed policy delivery-deploy-denials is refused (")]
+    (attachment,) = [r for r in refused if r.startswith("new CI identity policy attachment delivery-deploy-denials")]
+    assert "higgsfield bootstrap prod" in attachment
+
+
+def test_a_new_managed_policy_attached_to_a_stack_role_that_is_no_ci_identity_is_not_a_ci_identitys_change():
+    base, head = _prod(), _prod()
+    attachments = [r for r in base["resources"] if r["type"] == "aws:iam/rolePolicyAttachment:RolePolicyAttachment"]
+    base["resources"].remove(next(r for r in attachments if r["name"] != "delivery-deploy-denials"))
+    assert [r for r in compare(base, head, set()).refused if "CI identity" in r] == []
+
+
 def test_a_runners_new_network_interface_policy_is_refused_naming_bootstrap():
     base, head = _prod(), _prod()
     base["resources"].remove(_role_policy(base, "delivery-deploy-runner-eni"))

@@ -14,6 +14,7 @@ import pytest
 from components.delivery import boundary_arn
 from policies.iam_evaluation import Policy, Request, evaluate
 from tests.conftest import config_of, plan_of
+from tests.delivery.test_ci_identity import _deploy  # its inline and managed policies
 
 ACCOUNT = config_of("prod").delivery.account_id
 REGION = config_of("prod").region if hasattr(config_of("prod"), "region") else "us-east-2"
@@ -29,10 +30,6 @@ def _document(type_: str, name: str) -> Policy:
 
 def _boundary() -> Policy:
     return _document("aws:iam/policy:Policy", "delivery-boundary")
-
-
-def _deploy() -> Policy:
-    return _document("aws:iam/rolePolicy:RolePolicy", "delivery-deploy")
 
 
 # How the deploy role becomes a bounded role with `*`: every step is allowed, by design.
