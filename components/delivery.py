@@ -410,9 +410,9 @@ CROSS_ACCOUNT_OPENINGS = (
     "ec2:ModifyVpcEndpointServicePermissions",
     "ec2:AcceptVpcEndpointConnections",
     "ec2:*TransitGatewayVpcAttachment",  # create, accept (DescribeTransitGatewayVpcAttachments ends in s)
-    "ec2:CreateVpnConnection",
-    "ec2:AttachVpnGateway",
-    "ec2:CreateClientVpnEndpoint",
+    "ec2:CreateVpn*",  # a VPN gateway, a connection, its routes
+    "ec2:AttachVpn*",
+    "ec2:CreateClientVpn*",  # an endpoint, its routes
     # a standing copy of every packet of an interface (the nodes': Lustre, every team's pods) sent to a
     # target, which may be an endpoint of another account's Gateway Load Balancer; one pattern for its
     # creates, modifies and the rest (no role of ours reads or deletes a traffic mirror either)
@@ -474,6 +474,11 @@ ADDRESS_OPENINGS = (
     "ec2:ModifySubnetAttribute",
     "ec2:AssociateVpcCidrBlock",
     "ec2:AssociateSubnetCidrBlock",
+    # a default VPC, or a default subnet, maps public IPv4 addresses on launch and routes to an internet gateway
+    # (CreateDefaultVpc, CreateDefaultSubnet: boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18):
+    # an administrator who deleted them (`higgsfield verify` aws.public-subnets) keeps them deleted. The program
+    # makes neither.
+    "ec2:CreateDefault*",
 )
 # What enters a principal in a cluster's access (eks:principalArn is on each: ClusterAccessStaysInTheAccount).
 ACCESS_ENTRY_WRITES = ("eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy")
@@ -513,6 +518,12 @@ REFUSED_WHOLE = (
 REFUSED_ON_EVERY_BACKEND_RESOURCE = frozenset((*REFUSED_WHOLE, *BUCKET_CONFIGURATIONS))
 
 
+# What no role under the boundary does, which the deploy role does: an access entry (the deploy role enters the admins
+# and the CI roles; the nodes' are EKS's own) and a key (key_denials bound the deploy role's). The boundary refuses
+# them whole, in AdministratorsOnly: a statement of its own costs the boundary its frame and Sid.
+NEVER_UNDER_THE_BOUNDARY = (*ACCESS_ENTRY_WRITES, "kms:CreateKey")
+
+
 def _interruption_queue_arn(account: str, region: str, stack: str) -> str:
     """In the stack's region alone: a queue of its name elsewhere is none of the stack's, and CreateQueue sets a
     queue's policy (its Policy attribute, which IAM cannot see: tests/delivery/test_r9_karpenter_attack.py), so one
@@ -544,6 +555,12 @@ def _buckets(named: Sequence[str]) -> list[str]:
     return [a for b in sorted(set(named)) for a in (f"arn:aws:s3:::{b}", f"arn:aws:s3:::{b}/*")]
 
 
+def _denied_buckets(named: Sequence[str]) -> list[str]:
+    """Each bucket and its objects in one pattern, for a denial alone: it also refuses a bucket whose name starts so,
+    which costs nothing (a deny), where two ARNs each cost the boundary (MANAGED_POLICY_CHARACTERS)."""
+    return [f"arn:aws:s3:::{b}*" for b in sorted(set(named))]
+
+
 def access_entry_principals(settings: DeliverySettings, stack: str, admins: Sequence[str]) -> list[str]:
     """The principals the program enters in the cluster's access: the configured admins of the
     stack's account (components/cluster.py; another account's is an administrator's to enter:
@@ -554,15 +571,16 @@ def access_entry_principals(settings: DeliverySettings, stack: str, admins: Sequ
     return [*ours, *(f"arn:aws:iam::{account}:role/{role_name(stack, p)}" for p in ("preview", "deploy"))]
 
 
-def administrators_only() -> dict:
+def administrators_only(*also: str) -> dict:
     """Nothing the program does in a deploy opens the account's data to another account or the stack's network to
     the internet, so neither the deploy role nor a role under the boundary may (REFUSED_WHOLE): resource policies
     and replication of the images, the buckets and the logs; peering; shared snapshots and images; the user data of
     the layout client, which mounts Lustre unsquashed (components/storage.py); the file system's links to S3; key
     policies after CreateKey and key replicas; public addresses (ADDRESS_OPENINGS). IAM has no condition key on a
     resource policy's principals, so each write is refused whole. One of ceiling_denials; the deploy role carries it
-    in its managed policy (deploy_denials_policy)."""
-    return {"Sid": "AdministratorsOnly", "Effect": "Deny", "Resource": "*", "Action": list(REFUSED_WHOLE)}
+    in its managed policy (deploy_denials_policy). `also`: what the boundary refuses whole beside them
+    (NEVER_UNDER_THE_BOUNDARY)."""
+    return {"Sid": "AdministratorsOnly", "Effect": "Deny", "Resource": "*", "Action": [*REFUSED_WHOLE, *also]}
 
 
 def ceiling_denials(
@@ -598,13 +616,9 @@ def ceiling_denials(
             "Sid": "TheBackendIsTheAdministrators",
             "Effect": "Deny",
             "Action": [a for a in BACKEND_ADMINISTRATION if a not in REFUSED_ON_EVERY_BACKEND_RESOURCE],
-            "Resource": [
-                f"arn:aws:s3:::{settings.state_bucket}",
-                f"arn:aws:s3:::{settings.state_bucket}/*",
-                settings.state_key_arn,
-            ],
+            "Resource": [*_denied_buckets([settings.state_bucket]), settings.state_key_arn],
         },
-        administrators_only(),
+        administrators_only(*([] if enters else NEVER_UNDER_THE_BOUNDARY)),
         # An interface of the VPC lent to another account (CreateNetworkInterfacePermission's AwsAccountId) is
         # refused; one lent to CodeBuild is what a runner's service role does for the builds it runs in the VPC
         # (Delivery._runner's `-eni` policy, conditioned on the same key, as CodeBuild's VPC documentation asks:
@@ -640,7 +654,7 @@ def ceiling_denials(
             "Sid": "TheDataOutlivesTheDeploy",
             "Effect": "Deny",
             "Action": [*DATA_DESTRUCTION, *BUCKET_CONFIGURATIONS],
-            "Resource": list(dict.fromkeys([f"arn:aws:s3:::{settings.state_bucket}", *_buckets(buckets)])),
+            "Resource": [f"arn:aws:s3:::{settings.state_bucket}", *_denied_buckets(buckets)],
         },
         # An instance is launched with a public address only when its request asks (ec2:AssociatePublicIpAddress,
         # on RunInstances' network-interface resource: Service Authorization Reference, "Actions, resources, and
@@ -678,17 +692,23 @@ def ceiling_denials(
         # another account (IAM cannot read a trust policy's content, so "a principal of this account" is not
         # enough: any stack role may be created trusting anyone). Only the deploy role enters principals (the
         # admins and the CI roles: access_entry_principals); no role under the boundary makes an access entry
-        # (the nodes' are EKS's own), so the boundary refuses every one and lists no admin. The admins are in
-        # the deploy role's policy, so a new one is an administrator's (CiIdentitiesAreAdministeredByBootstrap),
-        # as a new cluster admin should be, and each costs that policy its ARN's length (higgsfield:admins is
-        # bounded: infra/config/stack.py ADMINS_CHARACTERS).
-        {
-            "Sid": "ClusterAccessStaysInTheAccount",
-            "Effect": "Deny",
-            "Action": list(ACCESS_ENTRY_WRITES),
-            "Resource": "*",
-            **({"Condition": {"ArnNotEquals": {"eks:principalArn": list(enters)}}} if enters else {}),
-        },
+        # (the nodes' are EKS's own), so the boundary refuses every one in AdministratorsOnly and lists no admin
+        # (NEVER_UNDER_THE_BOUNDARY). The admins are in the deploy role's policy, so a new one is an administrator's
+        # (CiIdentitiesAreAdministeredByBootstrap), as a new cluster admin should be, and each costs that policy its
+        # ARN's length (higgsfield:admins is bounded: infra/config/stack.py ADMINS_CHARACTERS).
+        *(
+            [
+                {
+                    "Sid": "ClusterAccessStaysInTheAccount",
+                    "Effect": "Deny",
+                    "Action": list(ACCESS_ENTRY_WRITES),
+                    "Resource": "*",
+                    "Condition": {"ArnNotEquals": {"eks:principalArn": list(enters)}},
+                }
+            ]
+            if enters
+            else []
+        ),
         # The API endpoint stays as configured: eks:endpointPublicAccess (Amazon EKS condition keys, April 2026)
         # on CreateCluster and UpdateClusterConfig. A stack with a public endpoint may keep it; IAM has no key on
         # its CIDRs, so `higgsfield diff` and the pack's endpoint rule watch those.
@@ -752,6 +772,22 @@ def ceiling_denials(
         # sets, so the call is refused whole: the groups get theirs at the first deploy, an administrator's
         # (infra/cli/bootstrap.py), from CreateLogGroup's kmsKeyId and the PutRetentionPolicy that follows
         # it; a later change of either is an administrator's, and `higgsfield diff` says so.
+        # The control plane's audit events are EKS's to write: a stream of forged events, or a transformer or data
+        # protection policy that drops or masks who did what as events arrive (PutTransformer's deleteKeys,
+        # PutDataProtectionPolicy: boto/botocore:botocore/data/logs/2014-03-28/service-2.json@1.44.18), would
+        # rewrite the trail without deleting a line. EKS delivers the group's events itself; no role of ours
+        # writes there (the flow log's role writes to its own group, which is why this is not AuditLogsStay).
+        {
+            "Sid": "OnlyEksWritesTheAuditLog",
+            "Effect": "Deny",
+            "Action": [
+                "logs:CreateLogStream",
+                "logs:PutLogEvents",
+                "logs:PutTransformer",
+                "logs:PutDataProtectionPolicy",
+            ],
+            "Resource": f"arn:aws:logs:*:*:log-group:/aws/eks/{cluster}/cluster*",
+        },
         {
             "Sid": "AuditLogsStay",
             "Effect": "Deny",
@@ -770,9 +806,9 @@ def ceiling_denials(
 
 def key_denials() -> list[dict]:
     """The deploy role's conditions on the keys it creates (CreateKey: the program's keys). The stack boundary
-    refuses CreateKey whole instead (NoKeysUnderTheBoundary): no role under it makes a key (every action of their
-    policies is under the boundary: tests/delivery/test_ci_identity.py), and one statement costs it fewer
-    characters (MANAGED_POLICY_CHARACTERS) than these three."""
+    refuses CreateKey whole instead (AdministratorsOnly, NEVER_UNDER_THE_BOUNDARY): no role under it makes a key
+    (every action of their policies is under the boundary: tests/delivery/test_ci_identity.py), and one action
+    costs it fewer characters (MANAGED_POLICY_CHARACTERS) than these three statements."""
     return [
         # Only a multi-Region key replicates (KEY_REPLICATION); the program's keys are single-Region
         # (kms:MultiRegion, AWS KMS developer guide, conditions-kms.html#conditions-kms-multiregion: it holds for
@@ -1040,7 +1076,6 @@ def boundary_policy(
             "Resource": [*_buckets([settings.state_bucket, *buckets]), _interruption_queue_arn(account, region, stack)],
         },
         *ceiling_denials(settings, stack, buckets, (), public_endpoint),
-        {"Sid": "NoKeysUnderTheBoundary", "Effect": "Deny", "Action": ["kms:CreateKey"], "Resource": "*"},
         # Without higgsfield:publicLoadBalancers the stack's load balancers are internal (components/tenancy.py
         # INTERNAL_LB_ANNOTATION for the teams'); the cluster role (AmazonEKSClusterPolicy: elasticloadbalancing:*)
         # would make an internet-facing one for any Service of type LoadBalancer without the annotation, and so

@@ -508,10 +508,11 @@ def test_the_deploy_role_cannot(attack, request_, sid):
         assert decision.denied_by == ("delivery-deploy", sid), decision.reason
 
 
-# The deploy role's denials whose requests the boundary refuses whole under another Sid: no role under it makes a
-# key (components/delivery.py key_denials).
+# The deploy role's denials whose requests the boundary refuses whole, in AdministratorsOnly: no role under it makes a
+# key or an access entry (components/delivery.py NEVER_UNDER_THE_BOUNDARY).
 IN_THE_BOUNDARY = dict.fromkeys(
-    ("NoMultiRegionKeys", "NoKeyPolicyLockout", "NoForeignKeyMaterial"), "NoKeysUnderTheBoundary"
+    ("NoMultiRegionKeys", "NoKeyPolicyLockout", "NoForeignKeyMaterial", "ClusterAccessStaysInTheAccount"),
+    "AdministratorsOnly",
 )
 
 
@@ -902,4 +903,4 @@ def test_a_role_under_the_boundary_makes_no_access_entry_even_for_a_configured_a
         request = Request("eks:CreateAccessEntry", CLUSTER, {"eks:principalArn": admin})
         assert evaluate(request, [_deploy()]).allowed
         decision = evaluate(request, [EVERYTHING], _boundary())
-        assert decision.denied_by == ("delivery-boundary", "ClusterAccessStaysInTheAccount"), decision.reason
+        assert decision.denied_by == ("delivery-boundary", "AdministratorsOnly"), decision.reason

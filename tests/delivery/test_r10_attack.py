@@ -27,14 +27,8 @@ DEFAULT_NETWORK = [
     Request("ec2:CreateDefaultVpc", f"arn:aws:ec2:{ELSEWHERE}:{ACCOUNT}:vpc/*"),
     Request("ec2:CreateDefaultSubnet", f"arn:aws:ec2:{REGION}:{ACCOUNT}:subnet/*"),
 ]
-OPEN_DEFAULT = (
-    "open: ec2:CreateDefaultVpc and ec2:CreateDefaultSubnet are in neither ceiling's AdministratorsOnly "
-    "(components/delivery.py ADDRESS_OPENINGS); adding `ec2:CreateDefault*` there puts prod's boundary at 6,151 "
-    "characters, 7 over IAM's 6,144, so the fix needs room made in the boundary (delivery.py, another helper's)"
-)
 
 
-@pytest.mark.xfail(strict=True, reason=OPEN_DEFAULT)
 @pytest.mark.parametrize("request_", DEFAULT_NETWORK, ids=[r.action for r in DEFAULT_NETWORK])
 def test_the_deploy_role_cannot_bring_back_a_default_vpc_an_administrator_deleted(request_):
     """aws.public-subnets passes once an administrator deletes every region's default VPC; the deploy role then
@@ -42,12 +36,12 @@ def test_the_deploy_role_cannot_bring_back_a_default_vpc_an_administrator_delete
     it without asking for an address (NoPublicAddressOnLaunch matches only a request that asks): the instance
     gets a public IPv4 address and an internet route. The deploy workflow skips aws.public-subnets, so no
     deploy sees it. Impact: an instance of the account reachable from, and reaching, the internet past every
-    IPv4 denial; severity high (the ceilings' stated property)."""
+    IPv4 denial; severity high (the ceilings' stated property). On AWS, as the deploy role: `aws ec2
+    create-default-vpc --region eu-west-1 --dry-run` must be UnauthorizedOperation."""
     decision = evaluate(request_, [_deploy()])
     assert decision.denied_by == ("delivery-deploy", "AdministratorsOnly"), decision.reason
 
 
-@pytest.mark.xfail(strict=True, reason=OPEN_DEFAULT)
 @pytest.mark.parametrize("request_", DEFAULT_NETWORK, ids=[r.action for r in DEFAULT_NETWORK])
 def test_a_role_under_the_boundary_cannot_bring_back_a_default_vpc(request_):
     """The same through a role the deploy role made under the stack boundary with `*` on `*` (a build's)."""
@@ -71,16 +65,8 @@ AUDIT_WRITES = [
     Request("logs:PutTransformer", AUDIT_GROUP),
     Request("logs:PutDataProtectionPolicy", AUDIT_GROUP),
 ]
-OPEN_AUDIT = (
-    "open: AuditLogsStay refuses deleting the audit group, its streams, retention and key, not writing events into "
-    "it or reshaping them at ingestion; the fix adds logs:CreateLogStream, logs:PutLogEvents, logs:PutTransformer "
-    "and logs:PutDataProtectionPolicy to it (components/delivery.py, another helper's): named in full they put "
-    "prod's boundary at 6,226 characters, over IAM's 6,144, so a pattern (`logs:Put*` beside `logs:CreateLogS*`) "
-    "or room elsewhere is needed"
-)
 
 
-@pytest.mark.xfail(strict=True, reason=OPEN_AUDIT)
 @pytest.mark.parametrize("request_", AUDIT_WRITES, ids=[r.action for r in AUDIT_WRITES])
 def test_the_deploy_role_cannot_forge_or_strip_the_clusters_audit_events(request_):
     """aws.cluster passes while every planned log type is on, but the deploy role may add streams of forged
@@ -89,13 +75,12 @@ def test_the_deploy_role_cannot_forge_or_strip_the_clusters_audit_events(request
     masking them to anyone without logs:Unmask): the trail is on and says nothing true. Severity medium (the audit
     trail's integrity; the deploy role is cluster admin). On AWS, as the deploy role: `aws logs
     put-transformer --log-group-identifier /aws/eks/higgsfield-prod/cluster --transformer-config
-    '[{"parseJSON":{}},{"deleteKeys":{"withKeys":["user"]}}]'` is accepted today."""
+    '[{"parseJSON":{}},{"deleteKeys":{"withKeys":["user"]}}]'` must be AccessDenied."""
     decision = evaluate(request_, [_deploy()])
-    assert decision.denied_by == ("delivery-deploy", "AuditLogsStay"), decision.reason
+    assert decision.denied_by == ("delivery-deploy", "OnlyEksWritesTheAuditLog"), decision.reason
 
 
-@pytest.mark.xfail(strict=True, reason=OPEN_AUDIT)
 @pytest.mark.parametrize("request_", AUDIT_WRITES, ids=[r.action for r in AUDIT_WRITES])
 def test_a_role_under_the_boundary_cannot_forge_or_strip_the_clusters_audit_events(request_):
     decision = evaluate(request_, [EVERYTHING], _boundary())
-    assert decision.denied_by == ("delivery-boundary", "AuditLogsStay"), decision.reason
+    assert decision.denied_by == ("delivery-boundary", "OnlyEksWritesTheAuditLog"), decision.reason
