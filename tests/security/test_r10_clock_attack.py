@@ -1,0 +1,198 @@
+"""Round 10's attacker, beside the gang deadline's team clock: per (team namespace, pool) the CronJob keeps since
+when the team's gangs have waited there beside idle nodes, and a new gang of the team waiting there while that
+clock is live starts at the team's start (images/training/gang_deadline.py next_team_clocks). The clock ends in the
+pools of a job of the team whose clocked gang runs, or that the deadline queues again (running_team_clocks).
+
+Those pools are the job's `pools`: every pool its pod templates may land on (keep_job), which the team writes, not
+the pools where its gang waited or runs. A template of `replicas: 0` makes no pod and names a pool all the same
+(the team policy admits it: test below). So a decoy waiting, running or being retried on one pool ends its team's
+clock on another, where the team's real gang holds idle on-demand nodes.
+
+The attacker is a team member (AmazonEKSEditPolicy's `edit` in its namespace, the Kubeflow job rights of
+tenancy.job_submitter_role). The CronJob runs for real (`run`) against tests/fake_kube_api.py; the team's
+controllers (the Training Operator, Volcano) are played by the test.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import gang_deadline
+import pytest
+
+from components import gang_deadline as component
+from tests.components.test_gang_deadline import DEADLINE, NOW, _iso, _pod
+from tests.components.test_gang_deadline_team_clock import PASS_S, SETTINGS, _annotations, _cluster, _path
+from tests.fake_kube_api import FakeKubernetesApi
+from tests.security.test_r8_attack7 import ATTACKER
+from tests.security.test_tenancy import _job, denied_by
+
+# Two pools: on-demand h100, where the team's real gang waits, and b200 (stacks/Pulumi.prod.yaml: an On-Demand
+# Capacity Reservation, paid whether used or not), where its decoy does.
+REAL, DECOY = "h100", "b200"
+POOLS = {REAL: DEADLINE, DECOY: DEADLINE}
+RETRY_S = SETTINGS["retryAfterSeconds"]
+
+
+def _decoy_job() -> dict:
+    """Team vision's decoy PyTorchJob as submitted: its one pod on the b200 pool, and a Worker of no replicas whose
+    template selects h100."""
+    job = _job()
+    job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 1
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    replicas["Master"]["template"]["spec"]["nodeSelector"] = {gang_deadline.POOL_LABEL: DECOY}
+    replicas["Worker"]["template"]["spec"]["nodeSelector"] = {gang_deadline.POOL_LABEL: REAL}
+    replicas["Worker"]["replicas"] = 0
+    return job
+
+
+def test_the_team_policy_admits_a_job_with_a_replica_of_no_pods_on_another_pool():
+    """The premise of the attacks below: the decoy is an ordinary job to the team policy."""
+    assert denied_by(_decoy_job(), user=ATTACKER) == []
+
+
+def _submit(kube: FakeKubernetesApi, name: str, at: datetime, pool: str, extra_pool: str | None = None) -> None:
+    """Team llm submits PyTorchJob `name`, its Master's one pod on `pool` (and, where given, a Worker of no replicas
+    on `extra_pool`); its queue admits it and the operator makes its PodGroup, Inqueue, and the pod, pending."""
+    replicas = {"Master": {"replicas": 1, "template": {"spec": {"nodeSelector": {gang_deadline.POOL_LABEL: pool}}}}}
+    if extra_pool is not None:
+        replicas["Worker"] = {
+            "replicas": 0,
+            "template": {"spec": {"nodeSelector": {gang_deadline.POOL_LABEL: extra_pool}}},
+        }
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": "llm"}}
+    job["spec"] = {"runPolicy": {}, "pytorchReplicaSpecs": replicas}
+    kube.put(job)
+    owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": name}
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup"}
+    group["metadata"] = {"name": name, "namespace": "llm", "ownerReferences": [owner]}
+    group["status"] = {"phase": "Inqueue"}
+    kube.put(group)
+    pod = _pod(f"{name}-master-0", 0, pool=pool)
+    pod.update(apiVersion="v1", kind="Pod")
+    pod["metadata"].update(
+        namespace="llm", creationTimestamp=_iso(at), annotations={gang_deadline.GROUP_ANNOTATION: name}
+    )
+    kube.put(pod)
+
+
+def _pod_path(name: str) -> str:
+    return f"/api/v1/namespaces/llm/pods/{name}-master-0"
+
+
+def _group_path(name: str) -> str:
+    return f"/apis/scheduling.volcano.sh/v1beta1/namespaces/llm/podgroups/{name}"
+
+
+def _delete(kube: FakeKubernetesApi, name: str) -> None:
+    """The team deletes its job; the garbage collector deletes its PodGroup and pod with it."""
+    for path in (_path("llm", name), _group_path(name), _pod_path(name)):
+        kube.delete_now(path)
+
+
+def _pass(api: gang_deadline.Api, at: datetime) -> None:
+    assert gang_deadline.run(api, SETTINGS, component.NAMESPACE, at) == 0
+
+
+def _given_back(kube: FakeKubernetesApi, name: str) -> bool:
+    return kube.get(_path("llm", name)) is not None and gang_deadline.GAVE_BACK in _annotations(kube, "llm", name)
+
+
+def _held_from(kube: FakeKubernetesApi, real: list[str], at: datetime) -> None:
+    """Between two passes the team deletes its waiting gang on h100 and submits it again under a new name."""
+    _delete(kube, real[-1])
+    real.append(f"train-{len(real)}")
+    _submit(kube, real[-1], at, REAL)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: the deadline's retry of a job ends its team's clock in every pool its templates name, and a "
+    "template of no replicas names any pool",
+)
+def test_a_decoy_the_deadline_retries_on_another_pool_does_not_restart_the_teams_clock_on_this_one():
+    """Team llm's decoy waits beside an idle node of the reserved b200 pool (the reservation's nodes are paid
+    anyway) and is given back at its deadline; retryAfterSeconds later the deadline queues it again. The team
+    times its real gang on h100 (the decoy's gave-back-at is on the job, retryAfterSeconds is public): it submits it
+    a deadline less a few minutes before that retry and replaces it just before it. The retry ends the team's clock
+    in h100 too (the decoy's Worker of no replicas selects h100), so the replacement starts a new one, and the idle
+    h100 node bought for the first gang is held past the deadline and one pass."""
+    kube = FakeKubernetesApi()
+    try:
+        api = _cluster(kube, POOLS)
+        start = NOW - timedelta(hours=4)
+        _submit(kube, "decoy", start, DECOY, extra_pool=REAL)
+        real: list[str] = []
+        retry_at: datetime | None = None  # the first pass after the decoy's retryAfterSeconds
+        first_waits: datetime | None = None
+        moment = start
+        while moment <= start + timedelta(hours=3):
+            if retry_at is None and _given_back(kube, "decoy"):
+                gave_back = gang_deadline._stamp(_annotations(kube, "llm", "decoy")[gang_deadline.GAVE_BACK])
+                assert gave_back is not None
+                kube.delete_now(_pod_path("decoy"))  # the operator deletes a suspended job's pod and PodGroup
+                kube.delete_now(_group_path("decoy"))
+                retry_at = moment + timedelta(seconds=PASS_S) * (
+                    1 + (gave_back + timedelta(seconds=RETRY_S) - moment) // timedelta(seconds=PASS_S)
+                )
+            if retry_at is not None and first_waits is None and moment == retry_at - timedelta(seconds=DEADLINE - 300):
+                first_waits = moment
+                real.append("train-0")
+                _submit(kube, "train-0", moment, REAL)
+            if retry_at is not None and moment == retry_at:
+                _held_from(kube, real, moment - timedelta(seconds=30))
+            _pass(api, moment)
+            if first_waits is not None and moment >= first_waits + timedelta(seconds=DEADLINE + PASS_S):
+                break
+            moment += timedelta(seconds=PASS_S)
+        assert first_waits is not None and len(real) == 2, "the attack was not played"
+        assert _given_back(kube, real[-1]), (
+            "the idle h100 node bought for the team's first gang is held past its deadline and one pass"
+        )
+    finally:
+        kube.close()
+
+
+def _bind(kube: FakeKubernetesApi, name: str, node: str) -> None:
+    """Volcano binds the gang's one pod to `node` and the gang runs."""
+    pod = kube.get(_pod_path(name))
+    group = kube.get(_group_path(name))
+    assert pod is not None and group is not None
+    pod["spec"]["nodeName"] = node
+    pod["status"] = {"phase": "Running"}
+    group["status"] = {"phase": "Running"}
+    kube.put(pod)
+    kube.put(group)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a clocked gang that runs ends its team's clock in every pool its templates name, and a template "
+    "of no replicas names any pool",
+)
+def test_a_decoy_that_runs_on_another_pool_does_not_restart_the_teams_clock_on_this_one():
+    """Team llm's gang waits beside an idle on-demand h100 node. A deadline less five minutes later the team submits
+    a one-pod decoy on the reserved b200 pool (paid whether used or not) with a Worker of no replicas on h100: the
+    decoy waits beside an idle b200 node for a pass (its clock), then binds there and runs, and in that minute the
+    team replaces its h100 gang. The decoy ran on b200 only, so the team's clock on h100 goes on: the replacement
+    is given back within the first gang's deadline and one pass."""
+    kube = FakeKubernetesApi()
+    try:
+        api = _cluster(kube, POOLS)
+        start = NOW - timedelta(hours=2)
+        real = ["train-0"]
+        _submit(kube, "train-0", start, REAL)
+        moment = start
+        while moment <= start + timedelta(seconds=DEADLINE + PASS_S):
+            if moment == start + timedelta(seconds=DEADLINE - 300):
+                _submit(kube, "decoy", moment, DECOY, extra_pool=REAL)
+            if moment == start + timedelta(seconds=DEADLINE - 240):
+                _bind(kube, "decoy", f"idle-{DECOY}")
+                _held_from(kube, real, moment - timedelta(seconds=30))
+            _pass(api, moment)
+            moment += timedelta(seconds=PASS_S)
+        assert _given_back(kube, real[-1]), (
+            "the idle h100 node bought for the team's first gang is held past its deadline and one pass"
+        )
+    finally:
+        kube.close()
