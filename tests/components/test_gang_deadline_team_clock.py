@@ -18,7 +18,7 @@ import gang_deadline
 
 from components import gang_deadline as component
 from infra.offline.rendered import Call, allows, rules_for
-from tests.components.test_gang_deadline import DEADLINE, IDLE_NODE, NOW, _iso, _pod, deadline_map
+from tests.components.test_gang_deadline import DEADLINE, IDLE_NODE, NOW, _iso, _node, _pod, deadline_map
 from tests.conftest import plan_of
 from tests.fake_kube_api import FakeKubernetesApi, Ref
 
@@ -270,7 +270,15 @@ def test_a_teams_gang_that_runs_ends_its_team_clock():
     bound = _pod("train-master-0", 60, node="ip-10-0-0-2")
     team = {("llm", "h100"): _clock(NOW - timedelta(minutes=10), NOW - timedelta(minutes=1))}
     after = gang_deadline.next_team_clocks(
-        team, [pg], [bound], [IDLE_NODE], [job], {"h100": DEADLINE}, {"h100": EMPTY}, set(), NOW
+        team,
+        [pg],
+        [bound],
+        [IDLE_NODE, _node("ip-10-0-0-2", "h100")],
+        [job],
+        {"h100": DEADLINE},
+        {"h100": EMPTY},
+        set(),
+        NOW,
     )
     assert after == {}
 

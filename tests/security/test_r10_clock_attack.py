@@ -165,11 +165,6 @@ def _bind(kube: FakeKubernetesApi, name: str, node: str) -> None:
     kube.put(group)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a clocked gang that runs ends its team's clock in every pool its templates name, and a template "
-    "of no replicas names any pool",
-)
 def test_a_decoy_that_runs_on_another_pool_does_not_restart_the_teams_clock_on_this_one():
     """Team llm's gang waits beside an idle on-demand h100 node. A deadline less five minutes later the team submits
     a one-pod decoy on the reserved b200 pool (paid whether used or not) with a Worker of no replicas on h100: the
