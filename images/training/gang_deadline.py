@@ -36,7 +36,8 @@ gives them back. This program (a CronJob, components/gang_deadline.py) does that
   (the idle nodes may still be those bought for it) starts its clock at that start. Another team's gang starts
   its own. The team's clock stops once none of its gangs has waited there for emptySeconds, once a clocked
   gang of the team runs there (whole, on the nodes it waited for), and when the deadline queues one of its jobs
-  again (a retry starts a new clock) (running_team_clocks, next_team_clocks).
+  again while no other gang of the team has kept it since the job was given back (a retry starts a new clock)
+  (running_team_clocks, next_team_clocks).
 
 The team policy keeps both annotations and the suspension ours (components/tenancy.py
 suspension_validations). Standard library only; `decide` and the clocks' functions are pure and tested,
@@ -503,8 +504,11 @@ def running_team_clocks(
     clock, pause_actions); a pool of unknown emptiness keeps none, and a clock seen after `now` is no clock. A
     team's clocks stop too in the pools where a job's clocked gang runs now (it is whole, on the nodes it waited
     for: the team's next gang waits for nodes of its own; only there: its templates may name other pools, even in a
-    replica of no pods, where its team's other gangs still wait) and in the pools of a job that the deadline queues
-    again (`resumed`: a retry starts a new clock, as it always has)."""
+    replica of no pods, where its team's other gangs still wait), and where the deadline queues a job again
+    (`resumed`: a retry starts a new clock, as it always has) in the pools of its templates whose clock no gang of
+    the team has kept since the job was given back: there the clock is the job's own. Where one has, the clock is
+    that gang's, which its own mark would keep anyway (next_team_clocks), unless the team replaced it: ended there,
+    a decoy's retry would give the team's replacement a fresh clock beside the same idle nodes."""
     live = {
         key: c
         for key, c in clocks.items()
@@ -512,11 +516,17 @@ def running_team_clocks(
     }
     ran_in = _ran_in(podgroups, pods, nodes)
     for job in jobs:
-        ended = set(job.get("pools") or []) if _key(job) in resumed else set()
+        namespace, gave_back = job["metadata"]["namespace"], _stamp(_annotation(job, GAVE_BACK))
+        retried = _key(job) in resumed and gave_back is not None
+        ended = {
+            pool
+            for pool in job.get("pools") or []
+            if retried and (c := live.get((namespace, pool))) and c.seen <= gave_back
+        }
         if _annotation(job, WAITING_SINCE):
             ended |= ran_in.get(_key(job), set())
         for pool in ended:
-            live.pop((job["metadata"]["namespace"], pool), None)
+            live.pop((namespace, pool), None)
     return live
 
 

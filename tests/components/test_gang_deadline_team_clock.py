@@ -284,9 +284,12 @@ def test_a_teams_gang_that_runs_ends_its_team_clock():
 
 
 def test_a_job_the_deadline_queues_again_starts_a_fresh_clock():
-    """The deadline's own retry: the gang gets a new clock (docs/capacity.md), whatever the pool's emptySeconds."""
-    job = {"kind": "PyTorchJob", "metadata": {"name": "train", "namespace": "llm"}, "spec": {}, "pools": ["h100"]}
-    team = {("llm", "h100"): _clock(NOW - timedelta(minutes=40), NOW - timedelta(minutes=2))}
+    """The deadline's own retry: the gang gets a new clock (docs/capacity.md), whatever the pool's emptySeconds. Its
+    team's clock there was last kept by the job itself, when the deadline gave it back."""
+    gave_back = NOW - timedelta(minutes=31)
+    meta = {"name": "train", "namespace": "llm", "annotations": {gang_deadline.GAVE_BACK: _iso(gave_back)}}
+    job = {"kind": "PyTorchJob", "metadata": meta, "spec": {}, "pools": ["h100"]}
+    team = {("llm", "h100"): _clock(gave_back - timedelta(minutes=31), gave_back)}
     resumed = {("llm", "PyTorchJob", "train")}
     after = gang_deadline.next_team_clocks(team, [], [], [], [job], {"h100": DEADLINE}, {"h100": 3600.0}, resumed, NOW)
     assert after == {}

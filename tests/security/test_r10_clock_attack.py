@@ -18,7 +18,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import gang_deadline
-import pytest
 
 from components import gang_deadline as component
 from tests.components.test_gang_deadline import DEADLINE, NOW, _iso, _pod
@@ -105,11 +104,6 @@ def _held_from(kube: FakeKubernetesApi, real: list[str], at: datetime) -> None:
     _submit(kube, real[-1], at, REAL)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the deadline's retry of a job ends its team's clock in every pool its templates name, and a "
-    "template of no replicas names any pool",
-)
 def test_a_decoy_the_deadline_retries_on_another_pool_does_not_restart_the_teams_clock_on_this_one():
     """Team llm's decoy waits beside an idle node of the reserved b200 pool (the reservation's nodes are paid
     anyway) and is given back at its deadline; retryAfterSeconds later the deadline queues it again. The team
