@@ -1,12 +1,12 @@
 """Round 10's attacker, beside the gang deadline's team clock: per (team namespace, pool) the CronJob keeps since
 when the team's gangs have waited there beside idle nodes, and a new gang of the team waiting there while that
-clock is live starts at the team's start (images/training/gang_deadline.py next_team_clocks). The clock ends in the
-pools of a job of the team whose clocked gang runs, or that the deadline queues again (running_team_clocks).
+clock is live starts at the team's start (images/training/gang_deadline.py next_team_clocks). The clock ends where a
+clocked gang of the team runs, or where the deadline queues one of the team's jobs again (running_team_clocks).
 
-Those pools are the job's `pools`: every pool its pod templates may land on (keep_job), which the team writes, not
-the pools where its gang waited or runs. A template of `replicas: 0` makes no pod and names a pool all the same
-(the team policy admits it: test below). So a decoy waiting, running or being retried on one pool ends its team's
-clock on another, where the team's real gang holds idle on-demand nodes.
+A job's templates are the team's to write, and a template of `replicas: 0` makes no pod yet names a pool (the team
+policy admits it: each attack checks). So the pools a job's templates name are not where its gang waits or runs: a
+decoy waiting, running or retried on one pool must not end its team's clock on another, where the team's real gang
+holds idle on-demand nodes.
 
 The attacker is a team member (AmazonEKSEditPolicy's `edit` in its namespace, the Kubeflow job rights of
 tenancy.job_submitter_role). The CronJob runs for real (`run`) against tests/fake_kube_api.py; the team's
@@ -34,8 +34,9 @@ RETRY_S = SETTINGS["retryAfterSeconds"]
 
 
 def _decoy_job() -> dict:
-    """Team vision's decoy PyTorchJob as submitted: its one pod on the b200 pool, and a Worker of no replicas whose
-    template selects h100."""
+    """The decoy PyTorchJob as a team member submits it (the team policy's view: a team's job as
+    tests/security/test_tenancy.py makes it): its one pod on the b200 pool, and a Worker of no replicas whose
+    template selects h100. The attacks' jobs below are its shape as the gang deadline reads it."""
     job = _job()
     job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 1
     replicas = job["spec"]["pytorchReplicaSpecs"]
@@ -43,11 +44,6 @@ def _decoy_job() -> dict:
     replicas["Worker"]["template"]["spec"]["nodeSelector"] = {gang_deadline.POOL_LABEL: REAL}
     replicas["Worker"]["replicas"] = 0
     return job
-
-
-def test_the_team_policy_admits_a_job_with_a_replica_of_no_pods_on_another_pool():
-    """The premise of the attacks below: the decoy is an ordinary job to the team policy."""
-    assert denied_by(_decoy_job(), user=ATTACKER) == []
 
 
 def _submit(kube: FakeKubernetesApi, name: str, at: datetime, pool: str, extra_pool: str | None = None) -> None:
@@ -111,6 +107,7 @@ def test_a_decoy_the_deadline_retries_on_another_pool_does_not_restart_the_teams
     a deadline less a few minutes before that retry and replaces it just before it. The retry ends the team's clock
     in h100 too (the decoy's Worker of no replicas selects h100), so the replacement starts a new one, and the idle
     h100 node bought for the first gang is held past the deadline and one pass."""
+    assert denied_by(_decoy_job(), user=ATTACKER) == [], "the team policy refuses the decoy"
     kube = FakeKubernetesApi()
     try:
         api = _cluster(kube, POOLS)
@@ -165,6 +162,7 @@ def test_a_decoy_that_runs_on_another_pool_does_not_restart_the_teams_clock_on_t
     decoy waits beside an idle b200 node for a pass (its clock), then binds there and runs, and in that minute the
     team replaces its h100 gang. The decoy ran on b200 only, so the team's clock on h100 goes on: the replacement
     is given back within the first gang's deadline and one pass."""
+    assert denied_by(_decoy_job(), user=ATTACKER) == [], "the team policy refuses the decoy"
     kube = FakeKubernetesApi()
     try:
         api = _cluster(kube, POOLS)
