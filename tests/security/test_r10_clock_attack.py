@@ -26,16 +26,16 @@ from tests.fake_kube_api import FakeKubernetesApi
 from tests.security.test_r8_attack7 import ATTACKER
 from tests.security.test_tenancy import _job, denied_by
 
-# Two pools: on-demand h100, where the team's real gang waits, and b200 (stacks/Pulumi.prod.yaml: an On-Demand
+# Two pools: on-demand h100, where the team's real gang waits, and b200-odcr (stacks/Pulumi.prod.yaml: an On-Demand
 # Capacity Reservation, paid whether used or not), where its decoy does.
-REAL, DECOY = "h100", "b200"
+REAL, DECOY = "h100", "b200-odcr"
 POOLS = {REAL: DEADLINE, DECOY: DEADLINE}
 RETRY_S = SETTINGS["retryAfterSeconds"]
 
 
 def _decoy_job() -> dict:
     """The decoy PyTorchJob as a team member submits it (the team policy's view: a team's job as
-    tests/security/test_tenancy.py makes it): its one pod on the b200 pool, and a Worker of no replicas whose
+    tests/security/test_tenancy.py makes it): its one pod on the b200-odcr pool, and a Worker of no replicas whose
     template selects h100. The attacks' jobs below are its shape as the gang deadline reads it."""
     job = _job()
     job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 1
@@ -101,7 +101,7 @@ def _held_from(kube: FakeKubernetesApi, real: list[str], at: datetime) -> None:
 
 
 def test_a_decoy_the_deadline_retries_on_another_pool_does_not_restart_the_teams_clock_on_this_one():
-    """Team llm's decoy waits beside an idle node of the reserved b200 pool (the reservation's nodes are paid
+    """Team llm's decoy waits beside an idle node of the reserved b200-odcr pool (the reservation's nodes are paid
     anyway) and is given back at its deadline; retryAfterSeconds later the deadline queues it again. The team
     times its real gang on h100 (the decoy's gave-back-at is on the job, retryAfterSeconds is public): it submits it
     a deadline less a few minutes before that retry and replaces it just before it. The retry ends the team's clock
@@ -158,9 +158,9 @@ def _bind(kube: FakeKubernetesApi, name: str, node: str) -> None:
 
 def test_a_decoy_that_runs_on_another_pool_does_not_restart_the_teams_clock_on_this_one():
     """Team llm's gang waits beside an idle on-demand h100 node. A deadline less five minutes later the team submits
-    a one-pod decoy on the reserved b200 pool (paid whether used or not) with a Worker of no replicas on h100: the
-    decoy waits beside an idle b200 node for a pass (its clock), then binds there and runs, and in that minute the
-    team replaces its h100 gang. The decoy ran on b200 only, so the team's clock on h100 goes on: the replacement
+    a one-pod decoy on the reserved b200-odcr pool (paid whether used or not) with a Worker of no replicas on h100: the
+    decoy waits beside an idle b200-odcr node for a pass (its clock), then binds there and runs, and in that minute the
+    team replaces its h100 gang. The decoy ran on b200-odcr only, so the team's clock on h100 goes on: the replacement
     is given back within the first gang's deadline and one pass."""
     assert denied_by(_decoy_job(), user=ATTACKER) == [], "the team policy refuses the decoy"
     kube = FakeKubernetesApi()
