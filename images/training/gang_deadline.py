@@ -503,12 +503,13 @@ def running_team_clocks(
     emptySeconds ago, so the idle nodes there may still be those bought for it (as a pause that short keeps a job's
     clock, pause_actions); a pool of unknown emptiness keeps none, and a clock seen after `now` is no clock. A
     team's clocks stop too in the pools where a job's clocked gang runs now (it is whole, on the nodes it waited
-    for: the team's next gang waits for nodes of its own; only there: its templates may name other pools, even in a
-    replica of no pods, where its team's other gangs still wait), and where the deadline queues a job again
-    (`resumed`: a retry starts a new clock, as it always has) in the pools of its templates whose clock no gang of
-    the team has kept since the job was given back: there the clock is the job's own. Where one has, the clock is
-    that gang's, which its own mark would keep anyway (next_team_clocks), unless the team replaced it: ended there,
-    a decoy's retry would give the team's replacement a fresh clock beside the same idle nodes."""
+    for: the team's next gang waits for nodes of its own; only there: its templates may name other pools, every pool
+    for one that selects an instance type rather than a pool, where its team's other gangs still wait), and where
+    the deadline queues a job again (`resumed`: a retry starts a new clock, as it always has) in the pools of its
+    templates whose clock no gang of the team has kept since the job was given back: there the clock is the job's
+    own. Where one has, the clock is that gang's, which its own mark would keep anyway (next_team_clocks), unless
+    the team replaced it: ended there, a decoy's retry would give the replacement a fresh clock beside the same
+    idle nodes."""
     live = {
         key: c
         for key, c in clocks.items()

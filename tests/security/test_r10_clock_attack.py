@@ -3,10 +3,11 @@ when the team's gangs have waited there beside idle nodes, and a new gang of the
 clock is live starts at the team's start (images/training/gang_deadline.py next_team_clocks). The clock ends where a
 clocked gang of the team runs, or where the deadline queues one of the team's jobs again (running_team_clocks).
 
-A job's templates are the team's to write, and a template of `replicas: 0` makes no pod yet names a pool (the team
-policy admits it: each attack checks). So the pools a job's templates name are not where its gang waits or runs: a
-decoy waiting, running or retried on one pool must not end its team's clock on another, where the team's real gang
-holds idle on-demand nodes.
+A job's pools, as the CronJob reads them, are those its templates may land on (keep_job): a template that selects
+its nodes by a label other than the pool's (an instance type; the team policy admits it: each attack checks) may
+land on every pool as far as its templates tell. So the pools a job's templates name are not where its gang waits or
+runs: a decoy waiting, running or retried on one pool must not end its team's clock on another, where the team's
+real gang holds idle on-demand nodes.
 
 The attacker is a team member (AmazonEKSEditPolicy's `edit` in its namespace, the Kubeflow job rights of
 tenancy.job_submitter_role). The CronJob runs for real (`run`) against tests/fake_kube_api.py; the team's
@@ -27,34 +28,43 @@ from tests.security.test_r8_attack7 import ATTACKER
 from tests.security.test_tenancy import _job, denied_by
 
 # Two pools: on-demand h100, where the team's real gang waits, and b200-odcr (stacks/Pulumi.prod.yaml: an On-Demand
-# Capacity Reservation, paid whether used or not), where its decoy does.
+# Capacity Reservation of p6-b200.48xlarge, paid whether used or not), where its decoy does.
 REAL, DECOY = "h100", "b200-odcr"
 POOLS = {REAL: DEADLINE, DECOY: DEADLINE}
 RETRY_S = SETTINGS["retryAfterSeconds"]
+# The kubelet's label of a node's instance type (LabelInstanceTypeStable, kubernetes/api:core/v1/
+# well_known_labels.go@v0.35.0), one of the labels the team policy lets a pod select (tenancy.NODE_SELECTOR_KEYS).
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+ON_REAL = {gang_deadline.POOL_LABEL: REAL}
+ON_DECOY = {INSTANCE_TYPE: "p6-b200.48xlarge"}  # the decoy's pods land on b200-odcr alone, its templates name no pool
 
 
 def _decoy_job() -> dict:
     """The decoy PyTorchJob as a team member submits it (the team policy's view: a team's job as
-    tests/security/test_tenancy.py makes it): its one pod on the b200-odcr pool, and a Worker of no replicas whose
-    template selects h100. The attacks' jobs below are its shape as the gang deadline reads it."""
+    tests/security/test_tenancy.py makes it): one pod, selecting b200-odcr's instance type. The attacks' jobs below
+    are its shape as the gang deadline reads it."""
     job = _job()
     job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 1
     replicas = job["spec"]["pytorchReplicaSpecs"]
-    replicas["Master"]["template"]["spec"]["nodeSelector"] = {gang_deadline.POOL_LABEL: DECOY}
-    replicas["Worker"]["template"]["spec"]["nodeSelector"] = {gang_deadline.POOL_LABEL: REAL}
-    replicas["Worker"]["replicas"] = 0
+    del replicas["Worker"]
+    replicas["Master"]["template"]["spec"]["nodeSelector"] = dict(ON_DECOY)
     return job
 
 
-def _submit(kube: FakeKubernetesApi, name: str, at: datetime, pool: str, extra_pool: str | None = None) -> None:
-    """Team llm submits PyTorchJob `name`, its Master's one pod on `pool` (and, where given, a Worker of no replicas
-    on `extra_pool`); its queue admits it and the operator makes its PodGroup, Inqueue, and the pod, pending."""
-    replicas = {"Master": {"replicas": 1, "template": {"spec": {"nodeSelector": {gang_deadline.POOL_LABEL: pool}}}}}
-    if extra_pool is not None:
-        replicas["Worker"] = {
-            "replicas": 0,
-            "template": {"spec": {"nodeSelector": {gang_deadline.POOL_LABEL: extra_pool}}},
-        }
+def _cluster_of_two_pools(kube: FakeKubernetesApi) -> gang_deadline.Api:
+    """An idle node of each pool, b200-odcr's labelled with its instance type."""
+    api = _cluster(kube, POOLS)
+    node = kube.get(f"/api/v1/nodes/idle-{DECOY}")
+    assert node is not None
+    node["metadata"]["labels"][INSTANCE_TYPE] = ON_DECOY[INSTANCE_TYPE]
+    kube.put(node)
+    return api
+
+
+def _submit(kube: FakeKubernetesApi, name: str, at: datetime, selector: dict[str, str]) -> None:
+    """Team llm submits PyTorchJob `name` of one pod selecting its nodes by `selector`; its queue admits it and the
+    operator makes its PodGroup, Inqueue, and the pod, pending."""
+    replicas = {"Master": {"replicas": 1, "template": {"spec": {"nodeSelector": dict(selector)}}}}
     job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": "llm"}}
     job["spec"] = {"runPolicy": {}, "pytorchReplicaSpecs": replicas}
     kube.put(job)
@@ -63,8 +73,9 @@ def _submit(kube: FakeKubernetesApi, name: str, at: datetime, pool: str, extra_p
     group["metadata"] = {"name": name, "namespace": "llm", "ownerReferences": [owner]}
     group["status"] = {"phase": "Inqueue"}
     kube.put(group)
-    pod = _pod(f"{name}-master-0", 0, pool=pool)
+    pod = _pod(f"{name}-master-0", 0, pool=None)
     pod.update(apiVersion="v1", kind="Pod")
+    pod["spec"]["nodeSelector"] = dict(selector)
     pod["metadata"].update(
         namespace="llm", creationTimestamp=_iso(at), annotations={gang_deadline.GROUP_ANNOTATION: name}
     )
@@ -97,22 +108,23 @@ def _held_from(kube: FakeKubernetesApi, real: list[str], at: datetime) -> None:
     """Between two passes the team deletes its waiting gang on h100 and submits it again under a new name."""
     _delete(kube, real[-1])
     real.append(f"train-{len(real)}")
-    _submit(kube, real[-1], at, REAL)
+    _submit(kube, real[-1], at, ON_REAL)
 
 
 def test_a_decoy_the_deadline_retries_on_another_pool_does_not_restart_the_teams_clock_on_this_one():
     """Team llm's decoy waits beside an idle node of the reserved b200-odcr pool (the reservation's nodes are paid
-    anyway) and is given back at its deadline; retryAfterSeconds later the deadline queues it again. The team
-    times its real gang on h100 (the decoy's gave-back-at is on the job, retryAfterSeconds is public): it submits it
-    a deadline less a few minutes before that retry and replaces it just before it. The retry ends the team's clock
-    in h100 too (the decoy's Worker of no replicas selects h100), so the replacement starts a new one, and the idle
-    h100 node bought for the first gang is held past the deadline and one pass."""
+    anyway) and is given back at its deadline; retryAfterSeconds later the deadline queues it again. The team times
+    its real gang on h100 (the decoy's gave-back-at is on the job, retryAfterSeconds is public): it submits it a
+    deadline less five minutes before that retry and replaces it just before it. The decoy's template names no pool
+    (it selects an instance type), so it may land on h100 as far as it tells; but the team's clock there is its
+    real gang's, not the decoy's: the retry leaves it, and the replacement is given back within the first gang's
+    deadline and one pass."""
     assert denied_by(_decoy_job(), user=ATTACKER) == [], "the team policy refuses the decoy"
     kube = FakeKubernetesApi()
     try:
-        api = _cluster(kube, POOLS)
+        api = _cluster_of_two_pools(kube)
         start = NOW - timedelta(hours=4)
-        _submit(kube, "decoy", start, DECOY, extra_pool=REAL)
+        _submit(kube, "decoy", start, ON_DECOY)
         real: list[str] = []
         retry_at: datetime | None = None  # the first pass after the decoy's retryAfterSeconds
         first_waits: datetime | None = None
@@ -129,7 +141,7 @@ def test_a_decoy_the_deadline_retries_on_another_pool_does_not_restart_the_teams
             if retry_at is not None and first_waits is None and moment == retry_at - timedelta(seconds=DEADLINE - 300):
                 first_waits = moment
                 real.append("train-0")
-                _submit(kube, "train-0", moment, REAL)
+                _submit(kube, "train-0", moment, ON_REAL)
             if retry_at is not None and moment == retry_at:
                 _held_from(kube, real, moment - timedelta(seconds=30))
             _pass(api, moment)
@@ -158,21 +170,22 @@ def _bind(kube: FakeKubernetesApi, name: str, node: str) -> None:
 
 def test_a_decoy_that_runs_on_another_pool_does_not_restart_the_teams_clock_on_this_one():
     """Team llm's gang waits beside an idle on-demand h100 node. A deadline less five minutes later the team submits
-    a one-pod decoy on the reserved b200-odcr pool (paid whether used or not) with a Worker of no replicas on h100: the
-    decoy waits beside an idle b200-odcr node for a pass (its clock), then binds there and runs, and in that minute the
-    team replaces its h100 gang. The decoy ran on b200-odcr only, so the team's clock on h100 goes on: the replacement
-    is given back within the first gang's deadline and one pass."""
+    a one-pod decoy selecting the instance type of the reserved b200-odcr pool (paid whether used or not; its
+    template names no pool, so it may land on h100 as far as it tells): the decoy waits beside an idle b200-odcr
+    node for a pass (its clock), then binds there and runs, and in that minute the team replaces its h100 gang. The
+    decoy ran on b200-odcr only, so the team's clock on h100 goes on: the replacement is given back within the first
+    gang's deadline and one pass."""
     assert denied_by(_decoy_job(), user=ATTACKER) == [], "the team policy refuses the decoy"
     kube = FakeKubernetesApi()
     try:
-        api = _cluster(kube, POOLS)
+        api = _cluster_of_two_pools(kube)
         start = NOW - timedelta(hours=2)
         real = ["train-0"]
-        _submit(kube, "train-0", start, REAL)
+        _submit(kube, "train-0", start, ON_REAL)
         moment = start
         while moment <= start + timedelta(seconds=DEADLINE + PASS_S):
             if moment == start + timedelta(seconds=DEADLINE - 300):
-                _submit(kube, "decoy", moment, DECOY, extra_pool=REAL)
+                _submit(kube, "decoy", moment, ON_DECOY)
             if moment == start + timedelta(seconds=DEADLINE - 240):
                 _bind(kube, "decoy", f"idle-{DECOY}")
                 _held_from(kube, real, moment - timedelta(seconds=30))
