@@ -32,8 +32,9 @@ from tests.security.test_tenancy import _job, denied_by
 REAL, DECOY = "h100", "b200-odcr"
 POOLS = {REAL: DEADLINE, DECOY: DEADLINE}
 RETRY_S = SETTINGS["retryAfterSeconds"]
-# The kubelet's label of a node's instance type (LabelInstanceTypeStable, kubernetes/api:core/v1/
-# well_known_labels.go@v0.35.0), one of the labels the team policy lets a pod select (tenancy.NODE_SELECTOR_KEYS).
+# The well-known label of a node's instance type (LabelInstanceTypeStable, kubernetes/api:core/v1/
+# well_known_labels.go, read through the code search, its ref not pinned here), one of the labels the team policy
+# lets a pod select (tenancy.NODE_SELECTOR_KEYS).
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 ON_REAL = {gang_deadline.POOL_LABEL: REAL}
 ON_DECOY = {INSTANCE_TYPE: "p6-b200.48xlarge"}  # the decoy's pods land on b200-odcr alone, its templates name no pool
