@@ -35,8 +35,9 @@ gives them back. This program (a CronJob, components/gang_deadline.py) does that
   of the team that starts waiting there while a gang of the team waited less than the pool's emptySeconds ago
   (the idle nodes may still be those bought for it) starts its clock at that start. Another team's gang starts
   its own. The team's clock stops once none of its gangs has waited there for emptySeconds, once a clocked
-  gang of the team runs (whole, on the nodes it waited for), and when the deadline queues one of its jobs
-  again (a retry starts a new clock) (running_team_clocks, next_team_clocks).
+  gang of the team runs there (whole, on the nodes it waited for), and when the deadline queues one of its jobs
+  again while no other gang of the team has kept it since the job was given back (a retry starts a new clock)
+  (running_team_clocks, next_team_clocks).
 
 The team policy keeps both annotations and the suspension ours (components/tenancy.py
 suspension_validations). Standard library only; `decide` and the clocks' functions are pure and tested,
@@ -470,10 +471,29 @@ def team_clocks_data(clocks: TeamClocks) -> dict[str, str]:
     }
 
 
+def _ran_in(podgroups: list[dict], pods: list[dict], nodes: list[dict]) -> dict[tuple[str, str, str], set[str]]:
+    """The pools of the nodes each gang that runs or has run (`_ran`) is or was placed on: its members' nodes (a
+    finished member keeps its nodeName), as far as they are nodes of a pool still there."""
+    pool_of = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(POOL_LABEL) for n in nodes}
+    by_group = _members(podgroups, pods)
+    ran = _ran(podgroups, pods)
+    placed: dict[tuple[str, str, str], set[str]] = {}
+    for pg in podgroups:
+        owner = _owner_job(pg)
+        job = None if owner is None else _job_key(pg["metadata"]["namespace"], owner)
+        if job is None or job not in ran:
+            continue
+        group = by_group.get((pg["metadata"]["namespace"], pg["metadata"]["name"]), [])
+        pools = {pool_of.get(p["spec"].get("nodeName") or "") for p in group}
+        placed.setdefault(job, set()).update(p for p in pools if p is not None)
+    return placed
+
+
 def running_team_clocks(
     clocks: TeamClocks,
     podgroups: list[dict],
     pods: list[dict],
+    nodes: list[dict],
     jobs: list[dict],
     empty_s: dict[str, float],
     resumed: Collection[tuple[str, str, str]],
@@ -482,19 +502,32 @@ def running_team_clocks(
     """The team clocks that still run at `now`: a gang of the team waited in the pool less than the pool's
     emptySeconds ago, so the idle nodes there may still be those bought for it (as a pause that short keeps a job's
     clock, pause_actions); a pool of unknown emptiness keeps none, and a clock seen after `now` is no clock. A
-    team's clocks stop too in the pools of a job whose clocked gang runs now (it is whole, on the nodes it waited
-    for: the team's next gang waits for nodes of its own) or that the deadline queues again (`resumed`: a retry
-    starts a new clock, as it always has)."""
+    team's clocks stop too in the pools where a job's clocked gang runs now (it is whole, on the nodes it waited
+    for: the team's next gang waits for nodes of its own; only there: its templates may name other pools, every pool
+    for one that selects an instance type rather than a pool, where its team's other gangs still wait), and where
+    the deadline queues a job again (`resumed`: a retry starts a new clock, as it always has) in the pools of its
+    templates whose clock no gang of the team has kept since the job was given back: there the clock is the job's
+    own. Where one has, the clock is that gang's, which its own mark would keep anyway (next_team_clocks), unless
+    the team replaced it: ended there, a decoy's retry would give the replacement a fresh clock beside the same
+    idle nodes."""
     live = {
         key: c
         for key, c in clocks.items()
         if key[1] in empty_s and timedelta(0) <= now - c.seen < timedelta(seconds=empty_s[key[1]])
     }
-    ran = _ran(podgroups, pods)
+    ran_in = _ran_in(podgroups, pods, nodes)
     for job in jobs:
-        if (_key(job) in ran and _annotation(job, WAITING_SINCE)) or _key(job) in resumed:
-            for pool in job.get("pools") or []:
-                live.pop((job["metadata"]["namespace"], pool), None)
+        namespace, gave_back = job["metadata"]["namespace"], _stamp(_annotation(job, GAVE_BACK))
+        retried = _key(job) in resumed and gave_back is not None
+        ended = {
+            pool
+            for pool in job.get("pools") or []
+            if retried and (c := live.get((namespace, pool))) and c.seen <= gave_back
+        }
+        if _annotation(job, WAITING_SINCE):
+            ended |= ran_in.get(_key(job), set())
+        for pool in ended:
+            live.pop((namespace, pool), None)
     return live
 
 
@@ -518,7 +551,7 @@ def next_team_clocks(
     of its team waiting now beside idle nodes of its pool, from the earliest of its start and the gang's clock (a
     gang marked this pass has its team's start, clock_actions, or now); a gang whose team has no clock running in
     such a pool starts one. So a team has one clock per pool at most, and none once its gangs stop waiting there."""
-    live = running_team_clocks(clocks, podgroups, pods, jobs, empty_s, resumed, now)
+    live = running_team_clocks(clocks, podgroups, pods, nodes, jobs, empty_s, resumed, now)
     after = dict(live)
     since = {_key(j): _stamp(_annotation(j, WAITING_SINCE)) for j in jobs}
     for gang in waiting(podgroups, pods, nodes, deadlines):
@@ -893,7 +926,7 @@ def run(api: Api, settings: dict, own_namespace: str, now: datetime) -> int:
     team = team_clocks_of((stored or {}).get("data") or {}, settings["namespaces"], deadlines)
     decided = decide(podgroups, pods, nodes, jobs, deadlines, settings["retryAfterSeconds"], now)
     resumed = {(a.namespace, a.kind, a.name) for a in decided if a.verb == "resume"}
-    running = running_team_clocks(team, podgroups, pods, jobs, empty_s, resumed, now)
+    running = running_team_clocks(team, podgroups, pods, nodes, jobs, empty_s, resumed, now)
     actions = (
         clock_actions(podgroups, pods, nodes, jobs, deadlines, running)
         + pause_actions(jobs, empty_s, now)

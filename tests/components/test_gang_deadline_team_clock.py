@@ -18,7 +18,7 @@ import gang_deadline
 
 from components import gang_deadline as component
 from infra.offline.rendered import Call, allows, rules_for
-from tests.components.test_gang_deadline import DEADLINE, IDLE_NODE, NOW, _iso, _pod, deadline_map
+from tests.components.test_gang_deadline import DEADLINE, IDLE_NODE, NOW, _iso, _node, _pod, deadline_map
 from tests.conftest import plan_of
 from tests.fake_kube_api import FakeKubernetesApi, Ref
 
@@ -270,15 +270,26 @@ def test_a_teams_gang_that_runs_ends_its_team_clock():
     bound = _pod("train-master-0", 60, node="ip-10-0-0-2")
     team = {("llm", "h100"): _clock(NOW - timedelta(minutes=10), NOW - timedelta(minutes=1))}
     after = gang_deadline.next_team_clocks(
-        team, [pg], [bound], [IDLE_NODE], [job], {"h100": DEADLINE}, {"h100": EMPTY}, set(), NOW
+        team,
+        [pg],
+        [bound],
+        [IDLE_NODE, _node("ip-10-0-0-2", "h100")],
+        [job],
+        {"h100": DEADLINE},
+        {"h100": EMPTY},
+        set(),
+        NOW,
     )
     assert after == {}
 
 
 def test_a_job_the_deadline_queues_again_starts_a_fresh_clock():
-    """The deadline's own retry: the gang gets a new clock (docs/capacity.md), whatever the pool's emptySeconds."""
-    job = {"kind": "PyTorchJob", "metadata": {"name": "train", "namespace": "llm"}, "spec": {}, "pools": ["h100"]}
-    team = {("llm", "h100"): _clock(NOW - timedelta(minutes=40), NOW - timedelta(minutes=2))}
+    """The deadline's own retry: the gang gets a new clock (docs/capacity.md), whatever the pool's emptySeconds. Its
+    team's clock there was last kept by the job itself, when the deadline gave it back."""
+    gave_back = NOW - timedelta(minutes=31)
+    meta = {"name": "train", "namespace": "llm", "annotations": {gang_deadline.GAVE_BACK: _iso(gave_back)}}
+    job = {"kind": "PyTorchJob", "metadata": meta, "spec": {}, "pools": ["h100"]}
+    team = {("llm", "h100"): _clock(gave_back - timedelta(minutes=31), gave_back)}
     resumed = {("llm", "PyTorchJob", "train")}
     after = gang_deadline.next_team_clocks(team, [], [], [], [job], {"h100": DEADLINE}, {"h100": 3600.0}, resumed, NOW)
     assert after == {}
