@@ -427,10 +427,10 @@ def test_a_cluster_whose_audit_log_was_switched_off_fails_naming_it(aws_ctx, aws
 
 @pytest.fixture
 def subnets(aws_ctx):
-    """EC2 in two regions, answered by Stubbers (moto makes a default VPC in each of its 38 regions: 4 s):
-    give each region's subnets as DescribeSubnets returns them."""
+    """EC2 in a few regions, answered by Stubbers (moto makes a default VPC in each of its 38 regions: 4 s):
+    give each region's subnets as DescribeSubnets returns them, or the error code EC2 answers there."""
 
-    def answer(by_region: dict[str, list[dict]]) -> None:
+    def answer(by_region: dict[str, list[dict] | str]) -> None:
         home = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
         stub = Stubber(home)
         stub.add_response("describe_regions", {"Regions": [{"RegionName": r} for r in by_region]})
@@ -439,7 +439,10 @@ def subnets(aws_ctx):
         for region, listed in by_region.items():
             client = boto3.client("ec2", region_name=region, aws_access_key_id="x", aws_secret_access_key="x")
             stub = Stubber(client)
-            stub.add_response("describe_subnets", {"Subnets": listed})
+            if isinstance(listed, str):
+                add_wire_error(stub, "ec2", "describe_subnets", listed, "denied by an organization's policy")
+            else:
+                stub.add_response("describe_subnets", {"Subnets": listed})
             stub.activate()
             aws_ctx.clients[f"ec2@{region}"] = client
 
@@ -483,6 +486,16 @@ def test_a_subnet_with_an_ipv6_block_fails_though_it_assigns_no_address_on_creat
     subnets({REGION: [six]})
     outcome = one("aws.public-subnets", aws_ctx)
     assert outcome.status == "FAIL" and f"({REGION}: subnet-six)" in outcome.evidence
+
+
+def test_a_region_an_organization_policy_closes_is_named_and_the_others_decide(aws_ctx, subnets):
+    """An SCP that denies a region refuses the stack's launches there as well as the check's read."""
+    subnets({REGION: [_subnet("subnet-private")], "ap-east-1": "UnauthorizedOperation", "eu-west-1": []})
+    outcome = one("aws.public-subnets", aws_ctx)
+    assert outcome.status == "PASS" and outcome.evidence == (
+        "no subnet in the account's 2 region(s) hands out a public address on launch or holds an IPv6 block; "
+        "DescribeSubnets refused in ap-east-1"
+    )
 
 
 def test_an_account_whose_subnets_all_stay_private_passes(aws_ctx, subnets):

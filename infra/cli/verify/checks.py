@@ -860,20 +860,28 @@ def public_subnets(ctx: Any) -> Outcome:
     ceilings do not pin a region (docs/security-ci.md)."""
     regions = sorted(r["RegionName"] for r in ctx.client("ec2").describe_regions()["Regions"])
     found: dict[str, list[str]] = {}
+    refused: list[str] = []  # a region an organization's policy closes: nothing of the stack launches there either
     for region in regions:
         pages = ctx.client("ec2", region).get_paginator("describe_subnets").paginate()
-        public = [
-            s["SubnetId"]
-            for page in pages
-            for s in page["Subnets"]
-            if s.get("MapPublicIpOnLaunch") or s.get("AssignIpv6AddressOnCreation") or _has_ipv6(s)
-        ]
+        try:
+            public = [
+                s["SubnetId"]
+                for page in pages
+                for s in page["Subnets"]
+                if s.get("MapPublicIpOnLaunch") or s.get("AssignIpv6AddressOnCreation") or _has_ipv6(s)
+            ]
+        except aws_errors.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in DENIED_CODES:
+                raise
+            refused.append(region)
+            continue
         if public:
             found[region] = public
+    closed = f"; DescribeSubnets refused in {', '.join(refused)}" if refused else ""
     if not found:
         return passed(
-            f"no subnet in the account's {len(regions)} region(s) hands out a public address on launch or holds an "
-            "IPv6 block"
+            f"no subnet in the account's {len(regions) - len(refused)} region(s) hands out a public address on launch "
+            f"or holds an IPv6 block{closed}"
         )
     listed = "; ".join(
         f"{region}: {', '.join(ids[:3])}" + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
@@ -881,7 +889,7 @@ def public_subnets(ctx: Any) -> Outcome:
     )
     return failed(
         f"{sum(map(len, found.values()))} subnet(s) hand out public addresses on launch or hold an IPv6 block "
-        f"({listed})",
+        f"({listed}){closed}",
         "a role of the stack could launch an instance there that the internet reaches; an administrator runs, for "
         "each, `aws ec2 modify-subnet-attribute --region REGION --subnet-id SUBNET --no-map-public-ip-on-launch` "
         "(and `--no-assign-ipv6-address-on-creation`; an IPv6 block: `aws ec2 disassociate-subnet-cidr-block "
