@@ -503,6 +503,21 @@ def test_an_account_whose_subnets_all_stay_private_passes(aws_ctx, subnets):
     assert one("aws.public-subnets", aws_ctx).status == "PASS"
 
 
+def test_a_cluster_whose_tokens_no_iam_provider_trusts_passes(aws_ctx):
+    outcome = one("aws.no-irsa-provider", aws_ctx)
+    assert outcome.status == "PASS" and outcome.evidence.endswith(": pods use Pod Identity")
+
+
+def test_an_iam_provider_for_the_clusters_issuer_fails_naming_it(aws_ctx, aws):
+    issuer = aws.client("eks").describe_cluster(name=CLUSTER)["cluster"]["identity"]["oidc"]["issuer"]
+    arn = aws.client("iam").create_open_id_connect_provider(
+        Url=issuer, ClientIDList=["sts.amazonaws.com"], ThumbprintList=["9" * 40]
+    )["OpenIDConnectProviderArn"]
+    outcome = one("aws.no-irsa-provider", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence == f"{arn} trusts the cluster's service account tokens"
+    assert f"delete-open-id-connect-provider --open-id-connect-provider-arn {arn}" in outcome.fix
+
+
 def test_a_missing_cluster_fails_with_aws_answer(aws_ctx, plan):
     aws_ctx.plan = stack_pinning(plan, stack="staging")
     outcome = one("aws.cluster", aws_ctx)

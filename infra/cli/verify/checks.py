@@ -157,6 +157,27 @@ def _logs_off(ctx: Any, info: dict) -> list[str]:
     return sorted(planned - sent)
 
 
+def no_irsa_provider(ctx: Any) -> Outcome:
+    """No IAM OIDC identity provider for the cluster's issuer: pods get AWS roles through EKS Pod Identity
+    (docs/design/control-plane.md; the program sets createOidcProvider false). With one, a role whose trust names
+    it could be assumed with a service account token of the cluster, outside the Pod Identity associations."""
+    name = names.cluster_name(ctx.config.stack)
+    cluster = ctx.client("eks").describe_cluster(name=name)["cluster"]
+    issuer = ((cluster.get("identity") or {}).get("oidc") or {}).get("issuer") or ""
+    host = issuer.removeprefix("https://")
+    iam = ctx.client("iam")
+    providers = [p["Arn"] for p in iam.list_open_id_connect_providers()["OpenIDConnectProviderList"]]
+    found = [arn for arn in providers if host and arn.endswith(f":oidc-provider/{host}")]
+    if found:
+        return failed(
+            f"{found[0]} trusts the cluster's service account tokens",
+            "an administrator reads which roles trust it (`aws iam list-roles`, their AssumeRolePolicyDocument), "
+            f"moves them to Pod Identity, then `aws iam delete-open-id-connect-provider --open-id-connect-provider-arn "
+            f"{found[0]}`",
+        )
+    return passed(f"no IAM OIDC provider for {issuer or name + ' (no issuer)'}: pods use Pod Identity")
+
+
 def _live_groups(ctx: Any) -> dict[str, dict]:
     """The cluster's node groups by the plan's resource name (Pulumi auto-names them NAME-xxxxxxx)."""
     eks, name = ctx.client("eks"), names.cluster_name(ctx.config.stack)
@@ -919,6 +940,9 @@ def specs() -> list[Spec]:
              capacity_schedules, "aws", "autoscaling:DescribeScheduledActions", after=("aws.node-groups",)),
         Spec("aws.reservations", "reservation and Capacity Block pools: the reservation is live, of the pool's type",
              reservations, "aws", "ec2:DescribeCapacityReservations"),
+        Spec("aws.no-irsa-provider", "no IAM OIDC provider trusts the cluster's service account tokens (Pod "
+             "Identity only)", no_irsa_provider, "aws", "eks:DescribeCluster, iam:ListOpenIDConnectProviders",
+             after=("aws.cluster",)),
         Spec("aws.log-groups", "every planned log group is there, encrypted, at its retention; no agent-made one "
              "unencrypted", log_groups, "aws", "logs:DescribeLogGroups"),
         Spec("aws.data-versioning", "each linked bucket the file system writes back into keeps every version",
