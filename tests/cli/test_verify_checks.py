@@ -10,6 +10,7 @@ The state seeded is a healthy prod cluster as docs/day-one-journey.md describes 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import datetime
 import json
@@ -361,6 +362,43 @@ def test_a_state_bucket_without_versioning_fails(aws_ctx, aws, bootstrapped):
     aws.client("s3").put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Suspended"})
     outcome = one("aws.bootstrap", aws_ctx)
     assert outcome.status == "FAIL" and f"state bucket {bucket}: versioning Suspended" in outcome.evidence
+
+
+@pytest.fixture
+def runners(aws_ctx, plan):
+    """CodeBuild answered by a Stubber (moto keeps no webhook): give BatchGetProjects' projects."""
+    client = boto3.client("codebuild", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.activate()
+    aws_ctx.clients["codebuild"] = client
+    # as CodeBuild answers them: each group the list of its filters
+    hooks = {
+        r.inputs["projectName"]: [g["filters"] for g in r.inputs["filterGroups"]] for r in plan.of_type(checks.WEBHOOK)
+    }
+
+    def answer(edit=lambda name, groups: groups) -> None:
+        projects = [{"name": n, "webhook": {"filterGroups": edit(n, copy.deepcopy(g))}} for n, g in hooks.items()]
+        stub.add_response("batch_get_projects", {"projects": projects}, {"names": sorted(hooks)})
+
+    return answer
+
+
+def test_runner_webhooks_with_the_planned_filters_pass(aws_ctx, runners):
+    runners()
+    outcome = one("aws.runner-webhooks", aws_ctx)
+    assert outcome.status == "PASS" and outcome.evidence == "2 runner webhook(s) with the planned filters"
+
+
+def test_a_runner_webhook_whose_actor_filter_was_dropped_fails_naming_its_project(aws_ctx, runners):
+    def drop_actors(name: str, groups: list) -> list:
+        if name.endswith("-deploy-runner"):
+            groups[0] = [f for f in groups[0] if f["type"] != "ACTOR_ACCOUNT_ID"]
+        return groups
+
+    runners(drop_actors)
+    outcome = one("aws.runner-webhooks", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert outcome.evidence == "higgsfield-prod-deploy-runner: its webhook's filters differ from the plan's"
 
 
 def test_the_planned_log_groups_encrypted_at_their_retention_pass(aws_ctx, plan):

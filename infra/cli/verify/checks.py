@@ -285,6 +285,46 @@ def reservations(ctx: Any) -> Outcome:
 # --- the cluster -----------------------------------------------------------------------------------
 
 
+WEBHOOK = "aws:codebuild/webhook:Webhook"
+
+
+def _filter_groups(groups: list | None) -> list[list[tuple[str, str, bool]]]:
+    """A webhook's filter groups as comparable values: each group's (type, pattern, excluded) in order. The plan
+    gives a group as {filters: [...]} (pulumi-aws's Webhook), CodeBuild's API as the list itself (FilterGroup, a
+    list of WebhookFilter: botocore's codebuild service model)."""
+    return [
+        [
+            (f.get("type", ""), f.get("pattern", ""), bool(f.get("excludeMatchedPattern")))
+            for f in (g.get("filters", []) if isinstance(g, dict) else g)
+        ]
+        for g in groups or []
+    ]
+
+
+def runner_webhooks(ctx: Any) -> Outcome:
+    """Each runner project's webhook has the planned filter groups: the event, the workflow's name and the actors
+    GitHub may start a build for (components/delivery.py webhook_filters). A filter edited in the console, or one
+    dropped, lets another workflow or another actor run in the stack's VPC with the runner's role."""
+    planned = {str(r.inputs["projectName"]): r.inputs.get("filterGroups") for r in ctx.plan.of_type(WEBHOOK)}
+    if not planned:
+        return skipped("no CodeBuild runner (higgsfield:delivery.runner)")
+    projects = ctx.client("codebuild").batch_get_projects(names=sorted(planned))
+    live = {p["name"]: (p.get("webhook") or {}).get("filterGroups") for p in projects.get("projects", [])}
+    problems = [f"{name}: missing" for name in sorted(planned) if name not in live]
+    problems += [
+        f"{name}: its webhook's filters differ from the plan's"
+        for name in sorted(planned)
+        if name in live and _filter_groups(live[name]) != _filter_groups(planned[name])
+    ]
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "`pulumi refresh` then `pulumi up` sets the planned filters again; CloudTrail's UpdateWebhook events on "
+            "the project say who changed them",
+        )
+    return passed(f"{len(planned)} runner webhook(s) with the planned filters")
+
+
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 
 
@@ -943,6 +983,8 @@ def specs() -> list[Spec]:
         Spec("aws.no-irsa-provider", "no IAM OIDC provider trusts the cluster's service account tokens (Pod "
              "Identity only)", no_irsa_provider, "aws", "eks:DescribeCluster, iam:ListOpenIDConnectProviders",
              after=("aws.cluster",)),
+        Spec("aws.runner-webhooks", "each runner project's webhook has the planned event, workflow and actor filters",
+             runner_webhooks, "aws", "codebuild:BatchGetProjects"),
         Spec("aws.log-groups", "every planned log group is there, encrypted, at its retention; no agent-made one "
              "unencrypted", log_groups, "aws", "logs:DescribeLogGroups"),
         Spec("aws.data-versioning", "each linked bucket the file system writes back into keeps every version",
