@@ -15,6 +15,7 @@ import dataclasses
 import datetime
 import json
 import types
+import urllib.parse
 
 import boto3
 import pytest
@@ -67,13 +68,14 @@ def plan():
 
 
 @contextlib.contextmanager
-def deployed_account(plan, monkeypatch):
+def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
     """moto holding the stack's cluster, node groups (Pulumi-named NAME-xxxxxxx), their Auto Scaling
     groups and the Capacity Block's scheduled actions, as the first `pulumi up` leaves them."""
     for var, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
         monkeypatch.setenv(var, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with mock_aws():
+    # AWS's managed policies, as moto's snapshot of their documents holds them (a second to load: asked for)
+    with mock_aws(config={"iam": {"load_aws_managed_policies": aws_managed_policies}}):
         session = boto3.Session(region_name=REGION)
         eks = session.client("eks")
         role = "arn:aws:iam::123456789012:role/eks"
@@ -362,6 +364,47 @@ def test_a_state_bucket_without_versioning_fails(aws_ctx, aws, bootstrapped):
     aws.client("s3").put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Suspended"})
     outcome = one("aws.bootstrap", aws_ctx)
     assert outcome.status == "FAIL" and f"state bucket {bucket}: versioning Suspended" in outcome.evidence
+
+
+@pytest.fixture
+def managed(aws_ctx):
+    """IAM answered by a Stubber (moto loads no AWS managed policy by default): each policy's default version, its
+    document as botocore decodes it, one statement in the services given (`acts_in`, by policy name)."""
+    from components.delivery import MANAGED_POLICIES
+
+    client = boto3.client("iam", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.activate()
+    aws_ctx.clients["iam"] = client
+
+    def answer(acts_in: dict[str, list[str]] | None = None) -> None:
+        for name in MANAGED_POLICIES:
+            arn = f"arn:aws:iam::aws:policy/{name}"
+            services = (acts_in or {}).get(name, ["ec2"])
+            document = {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": [f"{s}:Describe*" for s in services], "Resource": "*"}],
+            }
+            stub.add_response("get_policy", {"Policy": {"Arn": arn, "DefaultVersionId": "v7"}}, {"PolicyArn": arn})
+            stub.add_response(
+                "get_policy_version",
+                {"PolicyVersion": {"Document": urllib.parse.quote(json.dumps(document)), "VersionId": "v7"}},
+                {"PolicyArn": arn, "VersionId": "v7"},
+            )
+
+    return answer
+
+
+def test_managed_policies_within_the_boundarys_services_pass(aws_ctx, managed):
+    managed()
+    outcome = one("aws.managed-policies", aws_ctx)
+    assert outcome.status == "PASS" and outcome.evidence == "6 AWS managed policies act only in the boundary's services"
+
+
+def test_a_managed_policy_aws_extended_to_another_service_fails_naming_it(aws_ctx, managed):
+    managed({"AmazonEKS_CNI_Policy": ["ec2", "sqs"]})
+    outcome = one("aws.managed-policies", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.startswith("AmazonEKS_CNI_Policy (v7) acts in sqs: outside")
 
 
 @pytest.fixture

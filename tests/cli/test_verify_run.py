@@ -401,13 +401,15 @@ def test_a_healthy_stack_passes_every_read_only_check(cluster, monkeypatch, caps
     endpoint the fake API server's address), the cluster in the fake API server; reservations left
     out (moto has no capacity reservations; tests/cli/test_verify_checks.py stubs them), the bootstrap
     too, and the public subnets (the administrator's, which the deploy workflow skips; moto makes a default VPC in
-    each of its regions), and the runner webhooks (moto keeps none: their check's tests stub CodeBuild)."""
+    each of its regions), and the runner webhooks (moto keeps none: their check's tests stub CodeBuild). The AWS
+    managed policies are moto's snapshot of AWS's documents: aws.managed-policies passing says the boundary's
+    MANAGED_POLICY_SERVICES covers them as that snapshot has them."""
     from moto.backends import get_backend
 
     from tests.cli import test_verify_checks as fixtures
 
     plan = plan_of(STACK)
-    with fixtures.deployed_account(plan, monkeypatch) as session:
+    with fixtures.deployed_account(plan, monkeypatch, aws_managed_policies=True) as session:
         get_backend("eks")["123456789012"]["us-east-2"].clusters[fixtures.CLUSTER].endpoint = cluster.url
         labels = {fixtures.checks.JOB_LABEL: "pytorch-ddp-h100", fixtures.checks.REPLICA_LABEL: "worker"}
         fixtures._log(session, {"log": "step 1", "kubernetes": {"host": "ip-10-0-1-5", "labels": labels}})

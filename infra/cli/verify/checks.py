@@ -285,6 +285,40 @@ def reservations(ctx: Any) -> Outcome:
 # --- the cluster -----------------------------------------------------------------------------------
 
 
+def _services(document: dict) -> set[str]:
+    """The services a policy document allows actions in (each Allow's Action prefixes)."""
+    statements = document.get("Statement") or []
+    allows = [s for s in (statements if isinstance(statements, list) else [statements]) if s.get("Effect") == "Allow"]
+    actions = [a for s in allows for a in ([s["Action"]] if isinstance(s.get("Action"), str) else s.get("Action", []))]
+    return {a.split(":", 1)[0] for a in actions if ":" in a}
+
+
+def managed_policies(ctx: Any) -> Outcome:
+    """Each AWS managed policy the program attaches (components/delivery.py MANAGED_POLICIES) still acts only in the
+    services the stack boundary lets its roles reach (MANAGED_POLICY_SERVICES, read in their documents once). AWS
+    edits its managed policies: an action in another service would be refused to the role under the boundary, and
+    the component that needs it would fail at run time, not at deploy."""
+    from components.delivery import MANAGED_POLICIES, MANAGED_POLICY_SERVICES
+
+    iam, beyond = ctx.client("iam"), []
+    for name in MANAGED_POLICIES:
+        arn = f"arn:aws:iam::aws:policy/{name}"
+        version = iam.get_policy(PolicyArn=arn)["Policy"]["DefaultVersionId"]
+        # botocore decodes the URL-encoded document into a dict (handlers.json_decode_policies)
+        document = iam.get_policy_version(PolicyArn=arn, VersionId=version)["PolicyVersion"]["Document"]
+        extra = sorted(_services(document) - set(MANAGED_POLICY_SERVICES))
+        if extra:
+            beyond.append(f"{name} ({version}) acts in {', '.join(extra)}")
+    if beyond:
+        return failed(
+            "; ".join(beyond) + ": outside the stack boundary, so its roles are refused those calls",
+            "read the policy's new version (`aws iam get-policy-version`); if the component needs the calls, add the "
+            "service to MANAGED_POLICY_SERVICES and the boundary (components/delivery.py), an administrator's "
+            "`higgsfield bootstrap STACK`",
+        )
+    return passed(f"{len(MANAGED_POLICIES)} AWS managed policies act only in the boundary's services")
+
+
 WEBHOOK = "aws:codebuild/webhook:Webhook"
 
 
@@ -983,6 +1017,8 @@ def specs() -> list[Spec]:
         Spec("aws.no-irsa-provider", "no IAM OIDC provider trusts the cluster's service account tokens (Pod "
              "Identity only)", no_irsa_provider, "aws", "eks:DescribeCluster, iam:ListOpenIDConnectProviders",
              after=("aws.cluster",)),
+        Spec("aws.managed-policies", "the AWS managed policies the program attaches act only in the boundary's "
+             "services", managed_policies, "aws", "iam:GetPolicy, iam:GetPolicyVersion"),
         Spec("aws.runner-webhooks", "each runner project's webhook has the planned event, workflow and actor filters",
              runner_webhooks, "aws", "codebuild:BatchGetProjects"),
         Spec("aws.log-groups", "every planned log group is there, encrypted, at its retention; no agent-made one "
