@@ -462,6 +462,15 @@ def test_an_account_with_a_default_vpc_fails_naming_its_subnets_and_the_command(
     assert "--no-map-public-ip-on-launch" in outcome.fix
 
 
+def test_a_fresh_accounts_default_vpcs_fail_naming_where_the_delete_of_every_region_is_written(aws_ctx, subnets):
+    """A new account has a default VPC in every region: one command per subnet is dozens; the fix names the
+    page that deletes them all (a VPC goes only once its gateways and subnets have)."""
+    subnets({r: [_subnet(f"subnet-{r}-{z}", public_ipv4=True) for z in "abc"] for r in (REGION, "eu-west-1")})
+    outcome = one("aws.public-subnets", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert 'docs/getting-started.md, "Default VPCs"' in outcome.fix
+
+
 def test_a_subnet_that_assigns_ipv6_on_creation_fails(aws_ctx, subnets):
     subnets({REGION: [_subnet("subnet-six", ipv6=True)]})
     outcome = one("aws.public-subnets", aws_ctx)
