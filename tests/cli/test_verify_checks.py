@@ -729,6 +729,14 @@ def test_the_deploy_role_allowed_to_rewrite_the_queues_policy_fails_naming_boots
     assert "higgsfield bootstrap prod" in outcome.fix
 
 
+def test_a_deploy_role_that_may_rewrite_the_queues_policy_names_the_administrators_pulumi_up(aws_ctx, aws):
+    """`higgsfield bootstrap` only prints steps: the fix names the command that applies the deploy role's policy."""
+    _with_karpenter(aws_ctx)
+    _interruption_queue(aws)
+    _as_the_deploy_role(aws_ctx, aws, refused=False)
+    assert "with administrator credentials: `pulumi up --stack prod`" in one("aws.karpenter-queue", aws_ctx).fix
+
+
 # --- the cluster -----------------------------------------------------------------------------------
 
 
