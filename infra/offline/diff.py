@@ -673,7 +673,7 @@ def _refuse_ci_identity_writes(
             resource["name"],
             "the deploy role may not change a CI identity (its policy denies every write of the preview, deploy and "
             f"image roles and the runners': CiIdentitiesAreAdministeredByBootstrap); {_administrator_deploys(stack)} "
-            f"(the \"First deploy\" step of `higgsfield bootstrap {stack}`, with the committed stack file)",
+            f'(the "First deploy" step of `higgsfield bootstrap {stack}`, with the committed stack file)',
         )
 
 

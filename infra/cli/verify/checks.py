@@ -838,7 +838,7 @@ def karpenter_queue(ctx: Any) -> Outcome:
         raise
     return failed(
         f"{deploy} rewrote {name}'s policy (SetQueueAttributes was allowed; the policy is unchanged)",
-        f"an administrator deploys with administrator credentials: `pulumi up --stack {cfg.stack}` (the \"First "
+        f'an administrator deploys with administrator credentials: `pulumi up --stack {cfg.stack}` (the "First '
         f"deploy\" step of `higgsfield bootstrap {cfg.stack}`, with the committed stack file): the deploy role's "
         "policy must carry AdministratorsOnly (components/delivery.py)",
     )
