@@ -562,6 +562,11 @@ def _administrator_applies(stack: str, urn: str) -> str:
     return f"an administrator applies it {ADMIN}: pulumi up --stack {stack} --target '{urn}'"
 
 
+def _administrator_deploys(stack: str) -> str:
+    """The command that applies a change the deploy role's policy refuses and a --target would cut short."""
+    return f"an administrator deploys this change {ADMIN}: pulumi up --stack {stack}"
+
+
 def _refuse_key_policy_writes(
     stack: str, added: list[dict], removed: list[dict], changed: list[Change], refuse: _Refusals
 ) -> None:
@@ -667,8 +672,8 @@ def _refuse_ci_identity_writes(
             f"{what} CI identity {CI_IDENTITY_POLICIES[resource['type']]} {resource['name']}",
             resource["name"],
             "the deploy role may not change a CI identity (its policy denies every write of the preview, deploy and "
-            f"image roles and the runners': CiIdentitiesAreAdministeredByBootstrap); an administrator runs "
-            f"`higgsfield bootstrap {stack}`, which applies it",
+            f"image roles and the runners': CiIdentitiesAreAdministeredByBootstrap); {_administrator_deploys(stack)} "
+            f'(the "First deploy" step of `higgsfield bootstrap {stack}`, with the committed stack file)',
         )
 
 
@@ -720,9 +725,9 @@ def _refuse_managed_policy_writes(
             refuse(
                 f"a new IAM managed policy {resource['name']}",
                 resource["name"],
-                "the deploy role may not create a managed policy (its policy allows no iam:CreatePolicy); an "
-                f"administrator deploys this change {ADMIN}: pulumi up --stack {stack} (the policy may need resources "
-                "of the same change, such as a new team's log group, which a --target would leave out)",
+                "the deploy role may not create a managed policy (its policy allows no iam:CreatePolicy); "
+                f"{_administrator_deploys(stack)} (the policy may need resources of the same change, such as a new "
+                "team's log group, which a --target would leave out)",
             )
     for change in changed:
         if change.type == MANAGED_POLICY:
@@ -815,7 +820,7 @@ def _refuse_interruption_ends(
         refuse(
             f"{what} of {kinds[resource['type']]} {resource['name']}",
             resource["name"],
-            f"{why}; an administrator deploys this change {ADMIN}: pulumi up --stack {stack}",
+            f"{why}; {_administrator_deploys(stack)}",
         )
 
 

@@ -543,6 +543,15 @@ def test_an_account_with_a_default_vpc_fails_naming_its_subnets_and_the_command(
     assert "--no-map-public-ip-on-launch" in outcome.fix
 
 
+def test_a_fresh_accounts_default_vpcs_fail_naming_where_the_delete_of_every_region_is_written(aws_ctx, subnets):
+    """A new account has a default VPC in every region: one command per subnet is dozens; the fix names the
+    page that deletes them all (a VPC goes only once its gateways and subnets have)."""
+    subnets({r: [_subnet(f"subnet-{r}-{z}", public_ipv4=True) for z in "abc"] for r in (REGION, "eu-west-1")})
+    outcome = one("aws.public-subnets", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert 'docs/getting-started.md, "Default VPCs"' in outcome.fix
+
+
 def test_a_subnet_that_assigns_ipv6_on_creation_fails(aws_ctx, subnets):
     subnets({REGION: [_subnet("subnet-six", ipv6=True)]})
     outcome = one("aws.public-subnets", aws_ctx)
@@ -814,6 +823,14 @@ def test_the_deploy_role_allowed_to_rewrite_the_queues_policy_fails_naming_boots
     outcome = one("aws.karpenter-queue", aws_ctx)
     assert outcome.status == "FAIL" and "SetQueueAttributes was allowed" in outcome.evidence
     assert "higgsfield bootstrap prod" in outcome.fix
+
+
+def test_a_deploy_role_that_may_rewrite_the_queues_policy_names_the_administrators_pulumi_up(aws_ctx, aws):
+    """`higgsfield bootstrap` only prints steps: the fix names the command that applies the deploy role's policy."""
+    _with_karpenter(aws_ctx)
+    _interruption_queue(aws)
+    _as_the_deploy_role(aws_ctx, aws, refused=False)
+    assert "with administrator credentials: `pulumi up --stack prod`" in one("aws.karpenter-queue", aws_ctx).fix
 
 
 # --- the cluster -----------------------------------------------------------------------------------

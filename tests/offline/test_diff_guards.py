@@ -457,6 +457,17 @@ def test_a_stack_ci_deploys_upgrading_to_the_deploy_roles_managed_denials_is_sen
     assert "higgsfield bootstrap prod" in attachment
 
 
+def test_a_ci_identitys_refusal_names_the_administrators_pulumi_up_not_only_bootstrap():
+    """`higgsfield bootstrap STACK` only prints steps: the command that applies a CI identity's change is the
+    administrator's `pulumi up --stack STACK`, the same one the release's other administrator refusals name, so an
+    upgrade that changes the deploy role's policies reads as one command to run."""
+    base, head = _prod(), _prod()
+    _role_policy(base, "delivery-deploy")["inputs"]["policy"] = '{"Version": "2012-10-17", "Statement": []}'
+    (refusal,) = [r for r in compare(base, head, set()).refused if "CI identity" in r]
+    assert "with administrator credentials (outside the deploy role's policy): pulumi up --stack prod" in refusal
+    assert "which applies it" not in refusal
+
+
 def test_a_new_managed_policy_attached_to_a_stack_role_that_is_no_ci_identity_is_not_a_ci_identitys_change():
     base, head = _prod(), _prod()
     attachments = [r for r in base["resources"] if r["type"] == "aws:iam/rolePolicyAttachment:RolePolicyAttachment"]

@@ -933,8 +933,9 @@ def karpenter_queue(ctx: Any) -> Outcome:
         raise
     return failed(
         f"{deploy} rewrote {name}'s policy (SetQueueAttributes was allowed; the policy is unchanged)",
-        f"an administrator runs `higgsfield bootstrap {cfg.stack}`: the deploy role's policy must carry "
-        "AdministratorsOnly (components/delivery.py)",
+        f'an administrator deploys with administrator credentials: `pulumi up --stack {cfg.stack}` (the "First '
+        f"deploy\" step of `higgsfield bootstrap {cfg.stack}`, with the committed stack file): the deploy role's "
+        "policy must carry AdministratorsOnly (components/delivery.py)",
     )
 
 
@@ -988,7 +989,8 @@ def public_subnets(ctx: Any) -> Outcome:
         "a role of the stack could launch an instance there that the internet reaches; an administrator runs, for "
         "each, `aws ec2 modify-subnet-attribute --region REGION --subnet-id SUBNET --no-map-public-ip-on-launch` "
         "(and `--no-assign-ipv6-address-on-creation`; an IPv6 block: `aws ec2 disassociate-subnet-cidr-block "
-        "--association-id ASSOCIATION`), or deletes the region's default VPC",
+        "--association-id ASSOCIATION`), or deletes the region's default VPC, its gateways and subnets first (every "
+        'region at once: docs/getting-started.md, "Default VPCs")',
     )
 
 
