@@ -48,6 +48,7 @@ from infra.core.names import (
     REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL,
     STARTUP_TAINT_KEY,
+    WAITING_SINCE_ANNOTATION,
 )
 from infra.offline import goodput
 
@@ -306,6 +307,20 @@ def _suspension(job: dict) -> str | None:
     return f"suspended: {flag} is true; it queues again once its team sets it to false"
 
 
+def _clock(job: dict, pool: str | None) -> str | None:
+    """The gang deadline's clock of a waiting gang (images/training/gang_deadline.py): since when it has waited
+    beside idle nodes, a start it may share with the team's earlier gangs in that pool (docs/capacity.md)."""
+    since = ((job.get("metadata") or {}).get("annotations") or {}).get(WAITING_SINCE_ANNOTATION)
+    if not since:
+        return None
+    where = f"pool {pool}" if pool else "its pools"
+    return (
+        f"deadline: its gang has waited beside idle nodes since {since} (its team's earlier gangs there count: "
+        f"docs/capacity.md); unless its nodes come, the gang deadline gives them back once that is older than the "
+        f"deadline of {where} (`higgsfield timeline STACK --job {pool or 'POOL'}` prints it)"
+    )
+
+
 def _why(group: dict | None, pods: list[dict], nodes: list[dict] | None, pool: str | None) -> list[str]:
     """Why the gang waits: its queue has no room (quota), no nodes fit it (capacity), or nodes of
     its pool are still in their health check (gate)."""
@@ -363,6 +378,8 @@ def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", n
         waiting = [suspended]
     else:
         waiting = _why(group, pods, nodes, pool) if phase != "Running" or _unplaced(pods) else []
+        clock = _clock(job, pool)
+        waiting += [clock] if clock else []
     return Status(
         name=name,
         namespace=namespace,

@@ -19,6 +19,7 @@ from infra.core.names import (
     REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL,
     STARTUP_TAINT_KEY,
+    WAITING_SINCE_ANNOTATION,
 )
 from tests.conftest import ROOT
 from tests.fake_kube_api import FakeKubernetesApi
@@ -168,6 +169,18 @@ def test_status_of_an_admitted_gang_names_capacity_and_the_nodes_in_their_health
     assert lines[0] == "PyTorchJob llm/llama-ft: Created; gang Inqueue (queue research)"
     assert lines[1].startswith("  waits: capacity: 2 pod(s) wait for nodes of pool h100")
     assert lines[2] == "  waits: gate: 1 node(s) of pool h100 are in their health check: ip-10-40-1-1"
+
+
+def test_status_of_a_gang_waiting_beside_idle_nodes_says_since_when_its_clock_runs(api, kubeconfig, capsys):
+    job = _job()
+    job["metadata"]["annotations"] = {WAITING_SINCE_ANNOTATION: "2026-01-01T10:00:00Z"}
+    api.put(job)
+    api.put(_podgroup("llama-ft", "llm", "Inqueue", "2026-01-01T00:00:00Z"))
+    api.put(_pod("Master", 0, None, "Pending"))
+    assert main(["jobs", "status", "prod", "llama-ft", "-n", "llm", "--json"]) == 0
+    clock = json.loads(capsys.readouterr().out)["waiting"][-1]
+    assert clock.startswith("deadline: its gang has waited beside idle nodes since 2026-01-01T10:00:00Z")
+    assert "`higgsfield timeline STACK --job h100` prints it" in clock
 
 
 def test_status_as_a_team_member_says_what_it_can_without_the_cluster_scoped_reads_it_may_not_make(
