@@ -706,6 +706,20 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "queue admits from its containers' requests (or limits, where a container has no requests)",
             "reason": "Forbidden",
         },
+        {
+            # A container naming no CPU or memory is counted at nothing in the gang's minResources
+            # (CalcPGMinResources, AddResourceList, kubeflow/trainer:pkg/controller.v1/common/util.go@v1.9.4),
+            # and its pod is then given the LimitRange's defaultRequest (components/teams.py container_defaults):
+            # the gang its queue admits would hold less than its pods ask.
+            "expression": f"!({is_job}) || variables.specs.all(s, s.containers.all(c, has(c.resources) && "
+            "(has(c.resources.requests) ? 'cpu' in c.resources.requests && 'memory' in c.resources.requests : "
+            "has(c.resources.limits) && 'cpu' in c.resources.limits && 'memory' in c.resources.limits)))",
+            "message": "each container of a Kubeflow job names cpu and memory in its requests (or, without "
+            "requests, in its limits): the operator sizes the gang its queue admits from them and counts a "
+            "container naming neither at nothing, while its pods are given the namespace's default request; add "
+            "resources.requests.cpu and resources.requests.memory (its memory limit, if it has one)",
+            "reason": "Forbidden",
+        },
         *(
             [
                 {
