@@ -590,6 +590,7 @@ def gang_validations(team: TeamRules) -> list[dict]:
         f"(has({worker}.replicas) ? int({worker}.replicas) : 1) : 0)"
     )
     old_workers = workers.replace("object.", "oldObject.")
+    kept_specs = " && ".join(_kept("spec", key) for key in REPLICA_SPECS)
     min_replicas = (
         f"(has(object.spec.elasticPolicy.minReplicas) ? int(object.spec.elasticPolicy.minReplicas) : {workers})"
     )
@@ -710,8 +711,10 @@ def gang_validations(team: TeamRules) -> list[dict]:
             # A container naming no CPU or memory is counted at nothing in the gang's minResources
             # (CalcPGMinResources, AddResourceList, kubeflow/trainer:pkg/controller.v1/common/util.go@v1.9.4),
             # and its pod is then given the LimitRange's defaultRequest (components/teams.py container_defaults):
-            # the gang its queue admits would hold less than its pods ask.
-            "expression": f"!({is_job}) || variables.specs.all(s, s.containers.all(c, has(c.resources) && "
+            # the gang its queue admits would hold less than its pods ask. An UPDATE that keeps every replica
+            # spec (a suspension) makes no new gang: a job admitted before this rule may still be suspended.
+            "expression": f"!({is_job}) || (request.operation == 'UPDATE' && {kept_specs}) || "
+            "variables.specs.all(s, s.containers.all(c, has(c.resources) && "
             "(has(c.resources.requests) ? 'cpu' in c.resources.requests && 'memory' in c.resources.requests : "
             "has(c.resources.limits) && 'cpu' in c.resources.limits && 'memory' in c.resources.limits)))",
             "message": "each container of a Kubeflow job names cpu and memory in its requests (or, without "

@@ -8,6 +8,8 @@ Kubeflow jobs); admission through cel-expr-python (tests/security/test_tenancy.p
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from tests.admission_cel import quantity_value
@@ -76,3 +78,14 @@ def test_a_kubeflow_job_whose_container_requests_no_cpu_or_memory_is_refused_say
         resources = replica["template"]["spec"]["containers"][0]["resources"]
         del resources["requests"][missing]
     assert any(m.startswith(NAMES_CPU_AND_MEMORY) and "requests" in m for m in denied_by(job))
+
+
+def test_a_job_made_before_the_rule_whose_container_names_no_cpu_may_still_be_suspended():
+    """A job admitted before the team policy asked for CPU keeps its templates: an UPDATE that leaves them as they
+    were (a suspension by its team or by the gang deadline) is no new gang, and is admitted."""
+    running = _job()
+    for replica in running["spec"]["pytorchReplicaSpecs"].values():
+        del replica["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+    suspended = copy.deepcopy(running)
+    suspended["spec"]["runPolicy"]["suspend"] = True
+    assert not any(m.startswith(NAMES_CPU_AND_MEMORY) for m in denied_by(suspended, operation="UPDATE", old=running))
