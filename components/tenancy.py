@@ -590,6 +590,7 @@ def gang_validations(team: TeamRules) -> list[dict]:
         f"(has({worker}.replicas) ? int({worker}.replicas) : 1) : 0)"
     )
     old_workers = workers.replace("object.", "oldObject.")
+    kept_specs = " && ".join(_kept("spec", key) for key in REPLICA_SPECS)
     min_replicas = (
         f"(has(object.spec.elasticPolicy.minReplicas) ? int(object.spec.elasticPolicy.minReplicas) : {workers})"
     )
@@ -704,6 +705,22 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "message": "a Kubeflow job's container that sets requests requests everything it limits, and no init "
             f"container asks for {', '.join(GPU_NODE_RESOURCES)} or huge pages: the operator sizes the gang its "
             "queue admits from its containers' requests (or limits, where a container has no requests)",
+            "reason": "Forbidden",
+        },
+        {
+            # A container naming no CPU or memory is counted at nothing in the gang's minResources
+            # (CalcPGMinResources, AddResourceList, kubeflow/trainer:pkg/controller.v1/common/util.go@v1.9.4),
+            # and its pod is then given the LimitRange's defaultRequest (components/teams.py container_defaults):
+            # the gang its queue admits would hold less than its pods ask. An UPDATE that keeps every replica
+            # spec (a suspension) makes no new gang: a job admitted before this rule may still be suspended.
+            "expression": f"!({is_job}) || (request.operation == 'UPDATE' && {kept_specs}) || "
+            "variables.specs.all(s, s.containers.all(c, has(c.resources) && "
+            "(has(c.resources.requests) ? 'cpu' in c.resources.requests && 'memory' in c.resources.requests : "
+            "has(c.resources.limits) && 'cpu' in c.resources.limits && 'memory' in c.resources.limits)))",
+            "message": "each container of a Kubeflow job names cpu and memory in its requests (or, without "
+            "requests, in its limits): the operator sizes the gang its queue admits from them and counts a "
+            "container naming neither at nothing, while its pods are given the namespace's default request; add "
+            "resources.requests.cpu and resources.requests.memory (its memory limit, if it has one)",
             "reason": "Forbidden",
         },
         *(

@@ -25,6 +25,7 @@ from infra.offline.pods import (
     check_image,
     default_image,
     prepare_gpu_pod,
+    request_in_full,
     run_as_team,
     stack_repository,
 )
@@ -191,6 +192,7 @@ def render(
             },
         }
         run_as_team(worker["template"], team_spec)
+        request_in_full(worker["template"], team_spec)
         objects.append(
             {
                 "apiVersion": f"{KUBEFLOW_GROUP}/v1",

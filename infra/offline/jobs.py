@@ -27,13 +27,20 @@ from components.storage import DATASET_CHECKPOINTS, DATASET_CLAIM, DATASET_MOUNT
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 from infra.core import versions
 from infra.core.assets import shipped
-from infra.core.names import DO_NOT_DISRUPT, PROGRESS_PORT, PROGRESS_PORT_NAME, job_name_problem
+from infra.core.names import (
+    DO_NOT_DISRUPT,
+    KUBEFLOW_JOB_KINDS,
+    PROGRESS_PORT,
+    PROGRESS_PORT_NAME,
+    job_name_problem,
+)
 from infra.offline.pods import (
     bus_bandwidth_threshold,
     check_image,
     default_image,
     merge_env,
     prepare_gpu_pod,
+    request_in_full,
     run_as_team,
     stack_image,
     tolerate_pool,
@@ -954,8 +961,7 @@ def render(
         _checks_before_training(example, template, cfg, chosen, member, name, checkpoints)
     if example == "mpi-nccl-tests":
         add_mpi_preflight(job, cfg, chosen, checkpoints=False, code_configmap=f"{name}-code")
-    for template in pod_templates(job):
-        run_as_team(template, member)
+    _as_team(job, member)
     promise = resume_promise(job, cfg)
     if promise:  # the renderer's own guarantee: never print a resume the stack cannot give
         raise ResumeRefused("higgsfield:fsx.enabled", promise)
@@ -963,6 +969,15 @@ def render(
     if example in SCRIPTS:
         objects.insert(0, _code(example, name, member.name))
     return objects
+
+
+def _as_team(job: dict, team: Team) -> None:
+    """Each pod template of `job` as the team's admission policy requires it: the team's identity and, in a
+    Kubeflow job, each container's requests in full (the gang its queue admits counts what its pods ask)."""
+    for template in pod_templates(job):
+        run_as_team(template, team)
+        if job["kind"] in KUBEFLOW_JOB_KINDS:
+            request_in_full(template, team)
 
 
 def _checks_before_training(

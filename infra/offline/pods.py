@@ -145,6 +145,25 @@ def run_as_team(template: dict, team: Team) -> None:
         container["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
+def request_in_full(template: dict, team: Team) -> None:
+    """Each container of a Kubeflow job's pod template requests what its pod will ask, so the gang its queue
+    admits counts it: the operator sizes the PodGroup's minResources from the containers' requests, or a
+    container's limits where it has no requests, and counts a container naming no CPU at nothing
+    (CalcPGMinResources, AddResourceList, kubeflow/trainer:pkg/controller.v1/common/util.go@v1.9.4); the team
+    policy refuses such a container (components/tenancy.py gang_validations). The values keep the pod as it is
+    scheduled without them: every limit (the API server would request it: SetDefaults_Pod, kubernetes/kubernetes:
+    pkg/apis/core/v1/defaults.go@v1.35.0; extended resources must request their limit), and the CPU and memory the
+    namespace's LimitRange gives a container naming none (components/teams.py container_defaults), where the
+    template names neither. No CPU limit: it would throttle the ranks."""
+    for container in template["spec"]["containers"]:
+        resources = container.setdefault("resources", {})
+        requests = resources.setdefault("requests", {})
+        for name, amount in (resources.get("limits") or {}).items():
+            requests.setdefault(name, amount)
+        requests.setdefault("cpu", f"{team.default_cpu_request_millicores}m")
+        requests.setdefault("memory", f"{team.default_memory_request_mib}Mi")
+
+
 def merge_env(container: dict, values: dict[str, str]) -> None:
     """Set `values` in the container's env, replacing entries of the same names."""
     env = [e for e in container.get("env", []) if e["name"] not in values]

@@ -41,6 +41,7 @@ from infra.offline.pods import (
     default_image,
     merge_env,
     prepare_gpu_pod,
+    request_in_full,
     run_as_team,
     tolerate_pool,
 )
@@ -352,6 +353,7 @@ def _replica_template(
     elif gpus and job.framework in jobs.NODE_PREFLIGHT_FRAMEWORKS and job.class_ == "training":
         jobs.add_node_preflight(template, cfg, pool, checkpoints)  # no PyTorch there: each node alone
     run_as_team(template, team)
+    request_in_full(template, team)
     clash = _overridden(template, job)
     if clash:
         raise ConfigError(f"env.{clash[0]}", "is set by the platform for this job; leave it out of env")

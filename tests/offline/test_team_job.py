@@ -363,3 +363,20 @@ def test_the_image_comment_names_the_installed_packages_sources_in_a_project_wit
     cfg = config_of("dev")
     said = jobs.image_comment(cfg, jobs.stack_image(cfg))
     assert "built from the installed package's images/training" in said and "checkout" not in said
+
+
+@pytest.mark.parametrize("gpus", [16, 2], ids=["whole-nodes", "share-of-a-node"])
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_each_container_of_a_rendered_job_requests_the_cpu_and_memory_its_pod_is_given(framework, gpus):
+    """The operator sizes the gang its queue admits from its containers' requests: each names the CPU the team's
+    LimitRange gives a container naming none (so the pods are scheduled as before), no CPU limit (it would throttle
+    the ranks), and its memory limit (else the LimitRange's memory); the team policy admits the job."""
+    cfg = config_of("prod")
+    team = next(t for t in cfg.scheduler.teams if t.name == "llm")
+    _, objects, _ = _render(framework=framework, **{"resources.gpus": gpus})
+    for _, template in _templates(objects):
+        for container in template["spec"]["containers"]:
+            requests, limits = container["resources"]["requests"], container["resources"].get("limits", {})
+            assert requests["cpu"] == f"{team.default_cpu_request_millicores}m" and "cpu" not in limits
+            assert requests["memory"] == limits.get("memory", f"{team.default_memory_request_mib}Mi")
+    assert denied_by(objects[-1], rules_of(team, cfg.scheduler.priority_classes)) == []

@@ -104,7 +104,7 @@ def _gpus_in_an_init_container(job: dict, sidecar: bool) -> dict:
 
 
 def test_the_model_counts_a_plain_gang_as_the_operator_does():
-    """The control: GPUs in limits only (no requests), in the containers, as pytorch-ddp.yaml has them."""
+    """The control: GPUs requested as limited, in the containers, as the rendered pytorch-ddp.yaml has them."""
     job = _gang()
     assert min_resources(job)[GPU] == pods_gpus(job) == 17 * 8
     assert denied_by(job) == []

@@ -8,8 +8,11 @@ Kubeflow jobs); admission through cel-expr-python (tests/security/test_tenancy.p
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
+from tests.admission_cel import quantity_value
 from tests.security.test_tenancy import VISION, _job, denied_by
 
 
@@ -17,13 +20,13 @@ def _min_resources(job: dict, resource: str) -> float:
     """The operator's minResources of `resource` for a job whose gang is all its replicas: each replica's
     containers' requests, or a container's limits where it has no requests at all, and nothing for a container
     that names neither (CalcPGMinResources and AddResourceList, kubeflow/trainer:pkg/controller.v1/common/
-    util.go@v1.9.4). Whole numbers only (the test's quantities)."""
+    util.go@v1.9.4)."""
     total = 0.0
     for replica in job["spec"]["pytorchReplicaSpecs"].values():
         for container in replica["template"]["spec"]["containers"]:
             asked = container.get("resources", {})
             listed = asked["requests"] if "requests" in asked else asked.get("limits", {})
-            total += replica.get("replicas", 1) * float(listed.get(resource, 0))
+            total += replica.get("replicas", 1) * quantity_value(str(listed.get(resource, 0)))
     return total
 
 
@@ -38,7 +41,7 @@ def _pods_request(job: dict, resource: str) -> float:
         for container in replica["template"]["spec"]["containers"]:
             asked = container.get("resources", {})
             stated = asked.get("requests", {}).get(resource, asked.get("limits", {}).get(resource))
-            total += replica.get("replicas", 1) * (default if stated is None else float(stated))
+            total += replica.get("replicas", 1) * (default if stated is None else quantity_value(str(stated)))
     return total
 
 
@@ -53,13 +56,6 @@ def _bare(containers: int) -> dict:
     return job
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a Kubeflow job's containers that name no CPU are admitted, and the operator's minResources counts "
-    "them at nothing; the fix is refusing such a container in a Kubeflow template (gang_validations), but the "
-    "platform's own renderers (examples, a team's job file) name memory and no CPU today, so they must name a CPU "
-    "request first (requests beside their limits; a CPU limit would throttle the ranks)",
-)
 def test_the_gang_its_queue_admits_counts_the_cpu_its_pods_ask():
     """Each replica's four containers ask 0.5 vCPU each from the LimitRange (2 vCPUs a pod) and the gang Volcano
     enqueues against the queue counts none of them: the queue's CPU dimension is bypassed by any job whose
@@ -69,3 +65,27 @@ def test_the_gang_its_queue_admits_counts_the_cpu_its_pods_ask():
     `kubectl get pods -n vision -l training.kubeflow.org/job-name=<job> -o jsonpath='{..resources.requests.cpu}'`."""
     job = _bare(4)
     assert denied_by(job) or _min_resources(job, "cpu") >= _pods_request(job, "cpu")
+
+
+# what the team policy says to a Kubeflow job with a container that names no CPU or memory (components/tenancy.py)
+NAMES_CPU_AND_MEMORY = "each container of a Kubeflow job names cpu and memory"
+
+
+@pytest.mark.parametrize("missing", ["cpu", "memory"])
+def test_a_kubeflow_job_whose_container_requests_no_cpu_or_memory_is_refused_saying_what_to_add(missing):
+    job = _job()
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        resources = replica["template"]["spec"]["containers"][0]["resources"]
+        del resources["requests"][missing]
+    assert any(m.startswith(NAMES_CPU_AND_MEMORY) and "requests" in m for m in denied_by(job))
+
+
+def test_a_job_made_before_the_rule_whose_container_names_no_cpu_may_still_be_suspended():
+    """A job admitted before the team policy asked for CPU keeps its templates: an UPDATE that leaves them as they
+    were (a suspension by its team or by the gang deadline) is no new gang, and is admitted."""
+    running = _job()
+    for replica in running["spec"]["pytorchReplicaSpecs"].values():
+        del replica["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+    suspended = copy.deepcopy(running)
+    suspended["spec"]["runPolicy"]["suspend"] = True
+    assert not any(m.startswith(NAMES_CPU_AND_MEMORY) for m in denied_by(suspended, operation="UPDATE", old=running))

@@ -112,7 +112,12 @@ def _pod_spec(uid: int = 20003, **extra) -> dict:
                 "name": "pytorch",
                 "image": "x",
                 "securityContext": {"allowPrivilegeEscalation": False},
-                "resources": {"limits": {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}},
+                # as the platform renders a job's container (infra/offline/pods.py request_in_full): every limit
+                # requested, and the LimitRange's CPU default beside them
+                "resources": {
+                    "requests": {"cpu": "500m", "memory": "64Gi", "nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32},
+                    "limits": {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32, "memory": "64Gi"},
+                },
             }
         ],
         **extra,

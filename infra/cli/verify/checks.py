@@ -19,6 +19,7 @@ from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
 from infra.core import names
 from infra.offline.diff import BUCKET_VERSIONING
+from infra.offline.pods import request_in_full
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 EKS_CLUSTER = "eks:index:Cluster"
@@ -614,6 +615,7 @@ def trial_job(
             }
         ],
     }
+    request_in_full({"spec": spec}, team)  # what a rendered job's containers request (the team policy asks it)
     return {
         "apiVersion": f"{names.KUBEFLOW_GROUP}/v1",
         "kind": "TFJob",
