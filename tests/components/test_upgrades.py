@@ -140,7 +140,7 @@ def test_a_resource_waiting_on_a_component_is_ordered_after_the_components_resou
 
 def test_the_manual_explains_upgrading_kubernetes():
     readme = (ROOT / "docs" / "upgrading.md").read_text()
-    assert readme.startswith("# Upgrading Kubernetes")
+    assert readme.startswith("# Upgrading: Kubernetes")
     section = readme.split("\n## ", 1)[0]
     for topic in ("higgsfield diff", "maxUnavailable", "PodEvictionFailure", "addonVersions", "nodeReleaseVersion"):
         assert topic in section, topic
