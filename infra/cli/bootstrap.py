@@ -209,9 +209,9 @@ def steps(config: Any) -> list[str]:
             else ""
         )
         + ". "
-        "Later changes to the boundary, that managed policy or the CI roles are refused to the deploy role: re-run "
-        "this step (an "
-        "administrator, the committed stack file).",
+        "Later changes to the boundary, that managed policy or the CI roles are refused to the deploy role: an "
+        'administrator deploys them (docs/upgrading.md, "A release the deploy role may not apply"), with this '
+        "step again, or its command without --config-file from a machine the endpoint admits.",
         "Nothing else in GitHub: role ARNs, region and backend come from the stack file (higgsfield stacks), and no "
         "secret is needed.",
         "Close the endpoint: merge to main (or re-run deploy): the deploy job, on the deploy runner inside the VPC, "
