@@ -1059,8 +1059,10 @@ def specs() -> list[Spec]:
         Spec("aws.karpenter-queue", "Karpenter's interruption queue keeps its policy: EventBridge for the stack's "
              "rules alone, a rewrite refused to the deploy role",
              karpenter_queue, "aws", "sqs:GetQueueUrl, sqs:GetQueueAttributes, sqs:SetQueueAttributes (refused)"),
-        Spec("aws.public-subnets", "no subnet in any region hands out a public address on launch (a default VPC's do)",
-             public_subnets, "aws", "ec2:DescribeRegions, ec2:DescribeSubnets"),
+        # every enabled region read one after the other (17 or more), each call within the clients' own timeouts
+        Spec("aws.public-subnets", "no subnet in any region hands out a public address on launch or holds an IPv6 "
+             "block (a default VPC's do)", public_subnets, "aws", "ec2:DescribeRegions, ec2:DescribeSubnets",
+             timeout_s=120.0),
         Spec("aws.container-logs", "training pods' log records carry job, replica and node (CloudWatch)",
              container_logs, "aws", "logs:FilterLogEvents"),
         *trial.specs(),
