@@ -317,6 +317,16 @@ def stack_pinning(plan, **changes):
 # --- the account -----------------------------------------------------------------------------------
 
 
+def _stubbed(aws_ctx, service: str, region: str | None = None) -> Stubber:
+    """The check's client of `service` (in `region`, else the stack's) answered by an active Stubber, with AWS's
+    wire shapes, where moto has no coverage; add the answers to the returned stub."""
+    client = boto3.client(service, region_name=region or REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.activate()
+    aws_ctx.clients[service if region is None else f"{service}@{region}"] = client
+    return stub
+
+
 @pytest.fixture
 def bootstrapped(aws_ctx, aws, plan):
     """What `higgsfield bootstrap` has the administrator make: the versioned state bucket, the secrets
@@ -327,10 +337,7 @@ def bootstrapped(aws_ctx, aws, plan):
     s3.put_bucket_versioning(Bucket=delivery.state_bucket, VersioningConfiguration={"Status": "Enabled"})
     key = aws.client("kms").create_key()["KeyMetadata"]["Arn"]
     aws_ctx.plan = stack_pinning(plan, delivery=delivery.model_copy(update={"state_key_arn": key}))
-    client = boto3.client("codeconnections", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
-    stub = Stubber(client)
-    stub.activate()
-    aws_ctx.clients[f"codeconnections@{REGION}"] = client
+    stub = _stubbed(aws_ctx, "codeconnections", REGION)
 
     def connection(status: str) -> None:
         arn = delivery.runner.connection_arn
@@ -372,10 +379,7 @@ def managed(aws_ctx):
     document as botocore decodes it, one statement in the services given (`acts_in`, by policy name)."""
     from components.delivery import MANAGED_POLICIES
 
-    client = boto3.client("iam", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
-    stub = Stubber(client)
-    stub.activate()
-    aws_ctx.clients["iam"] = client
+    stub = _stubbed(aws_ctx, "iam")
 
     def answer(acts_in: dict[str, list[str]] | None = None) -> None:
         for name in MANAGED_POLICIES:
@@ -410,10 +414,7 @@ def test_a_managed_policy_aws_extended_to_another_service_fails_naming_it(aws_ct
 @pytest.fixture
 def runners(aws_ctx, plan):
     """CodeBuild answered by a Stubber (moto keeps no webhook): give BatchGetProjects' projects."""
-    client = boto3.client("codebuild", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
-    stub = Stubber(client)
-    stub.activate()
-    aws_ctx.clients["codebuild"] = client
+    stub = _stubbed(aws_ctx, "codebuild")
     # as CodeBuild answers them: each group the list of its filters
     hooks = {
         r.inputs["projectName"]: [g["filters"] for g in r.inputs["filterGroups"]] for r in plan.of_type(checks.WEBHOOK)
@@ -512,20 +513,13 @@ def subnets(aws_ctx):
     give each region's subnets as DescribeSubnets returns them, or the error code EC2 answers there."""
 
     def answer(by_region: dict[str, list[dict] | str]) -> None:
-        home = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
-        stub = Stubber(home)
-        stub.add_response("describe_regions", {"Regions": [{"RegionName": r} for r in by_region]})
-        stub.activate()
-        aws_ctx.clients["ec2"] = home
+        _stubbed(aws_ctx, "ec2").add_response("describe_regions", {"Regions": [{"RegionName": r} for r in by_region]})
         for region, listed in by_region.items():
-            client = boto3.client("ec2", region_name=region, aws_access_key_id="x", aws_secret_access_key="x")
-            stub = Stubber(client)
+            stub = _stubbed(aws_ctx, "ec2", region)
             if isinstance(listed, str):
                 add_wire_error(stub, "ec2", "describe_subnets", listed, "denied by an organization's policy")
             else:
                 stub.add_response("describe_subnets", {"Subnets": listed})
-            stub.activate()
-            aws_ctx.clients[f"ec2@{region}"] = client
 
     return answer
 
@@ -678,14 +672,11 @@ def _reservations(state: str) -> dict:
 
 
 def _stubbed_ec2(aws_ctx, answer: dict | None = None, code: str | None = None) -> Stubber:
-    client = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
-    stub = Stubber(client)
+    stub = _stubbed(aws_ctx, "ec2")
     if code:
         add_wire_error(stub, "ec2", "describe_capacity_reservations", code, "not found")
     else:
         stub.add_response("describe_capacity_reservations", answer)
-    stub.activate()
-    aws_ctx.clients["ec2"] = client
     return stub
 
 
