@@ -27,8 +27,9 @@ gives them back. This program (a CronJob, components/gang_deadline.py) does that
   removed): its PodGroup is created Pending and queues again. A job someone else suspended
   (no annotation) is never resumed;
 - a job its team paused (suspended, no `gave-back-at`) keeps its clock, so a pause does not restart it,
-  until the pause has lasted as long as its pools keep an empty node: its pods are gone, the nodes they
-  held have gone too, and the clock comes off (pause_actions); resumed, the gang starts a new one;
+  until the pause has lasted as long as its pools keep an empty node and no idle node of its pools made
+  between the job and its pause is still there: its pods are gone, the nodes they held have gone too, and the
+  clock comes off (pause_actions); resumed, the gang starts a new one;
 - a team that deletes its waiting job and submits it again (under any name) gets no new clock: per team
   namespace and pool, the CronJob keeps since when the team's gangs have waited there beside idle nodes,
   unbroken (TeamClock, in its own ConfigMap `gang-deadline-team-clocks`, which teams cannot write), and a gang
@@ -595,12 +596,30 @@ def clock_actions(
     return actions
 
 
-def pause_actions(jobs: list[dict], empty_s: dict[str, float], now: datetime) -> list[Action]:
+def _bought_for(job: dict, pools: Collection[str], idle: list[dict], paused: datetime) -> str | None:
+    """An idle node of the job's pools made between the job and its pause: one that may have been bought for its
+    gang, still there. None where no such node is (or a time is unknown)."""
+    made = _stamp((job.get("metadata") or {}).get("creationTimestamp"))
+    for node in idle:
+        meta = node["metadata"]
+        since = _stamp(meta.get("creationTimestamp"))
+        if made and since and (meta.get("labels") or {}).get(POOL_LABEL) in pools and made <= since <= paused:
+            return str(meta["name"])
+    return None
+
+
+def pause_actions(
+    jobs: list[dict], empty_s: dict[str, float], now: datetime, idle: list[dict] | None = None
+) -> list[Action]:
     """A clocked job its team paused: its clock stays while the pause is shorter than the longest time its pools
     keep an empty node (`empty_s`), since the nodes bought for its gang are idle and paid for all that time, and
     comes off ("unmark") once the pause has lasted that long: the pods went when its controller acted, the nodes
-    they held went after, and the gang, resumed, waits for nodes like a new one. Each job's pools are those its
-    pod templates may land on (keep_job); a job with a pool of unknown emptiness keeps its clock."""
+    they held went after, and the gang, resumed, waits for nodes like a new one. Unless they have not gone: emptySeconds
+    is when an empty node may go, and the Cluster Autoscaler removes none while its scale-down is in cooldown,
+    which every scale-up in the cluster restarts (isScaleDownInCooldown, kubernetes/autoscaler:cluster-autoscaler/
+    core/static_autoscaler.go, read through the code search). So the clock stays while an `idle` node of its pools
+    made between the job and its pause is still there (_bought_for). Each job's pools are those its pod templates
+    may land on (keep_job); a job with a pool of unknown emptiness keeps its clock."""
     actions = []
     for job in jobs:
         paused = _paused_at(job)
@@ -608,7 +627,7 @@ def pause_actions(jobs: list[dict], empty_s: dict[str, float], now: datetime) ->
         if paused is None or not _annotation(job, WAITING_SINCE) or not pools or any(p not in empty_s for p in pools):
             continue
         empty = max(empty_s[p] for p in pools)
-        if (now - paused).total_seconds() >= empty:
+        if (now - paused).total_seconds() >= empty and _bought_for(job, pools, idle or [], paused) is None:
             actions.append(
                 _on(
                     job,
@@ -929,7 +948,7 @@ def run(api: Api, settings: dict, own_namespace: str, now: datetime) -> int:
     running = running_team_clocks(team, podgroups, pods, nodes, jobs, empty_s, resumed, now)
     actions = (
         clock_actions(podgroups, pods, nodes, jobs, deadlines, running)
-        + pause_actions(jobs, empty_s, now)
+        + pause_actions(jobs, empty_s, now, idle_nodes(nodes, pods))
         + fresh_pause_actions(jobs, deadlines, float(settings["checkSeconds"]), now)
         + decided
     )

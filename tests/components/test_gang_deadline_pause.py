@@ -76,11 +76,21 @@ def _set_suspended(kube: FakeKubernetesApi, kind: str, suspended: bool, at: date
         _members(kube, kind, at)
 
 
+def _node_made(name: str, at: datetime) -> dict:
+    """An h100 node the autoscaler made at `at`, idle."""
+    node = copy.deepcopy(IDLE_NODE)
+    node["metadata"].update(name=name, creationTimestamp=_iso(at))
+    return {"apiVersion": "v1", "kind": "Node", **node}
+
+
 def _cluster(kube: FakeKubernetesApi, kind: str, since: datetime) -> gang_deadline.Api:
-    """An idle h100 node, the pool's deadline and emptiness, and the gang, waiting since `since`."""
-    kube.put({"apiVersion": "v1", "kind": "Node", **IDLE_NODE})
+    """The gang, submitted a minute before `since` and waiting since then beside an idle h100 node bought for it,
+    and the pool's deadline and emptiness."""
+    kube.put(_node_made(IDLE_NODE["metadata"]["name"], since))
     kube.put(deadline_map("h100", DEADLINE, EMPTY))
-    kube.put(_job(kind))
+    job = _job(kind)
+    job["metadata"]["creationTimestamp"] = _iso(since - timedelta(minutes=1))
+    kube.put(job)
     kube.put(_group(kind))
     _members(kube, kind, since)
     return gang_deadline.Api(kube.url, "token")
@@ -93,13 +103,16 @@ def _given_back(kube: FakeKubernetesApi, kind: str) -> bool:
 @pytest.mark.parametrize("kind", ["PyTorchJob", "Job"])
 def test_a_job_its_team_paused_longer_than_its_deadline_is_not_given_back_when_resumed_beside_an_idle_node(kind):
     """Its gang waited 20 of its 30 minutes beside an idle node; its team paused it for two and a half hours and
-    resumed it. The clock it kept through the pause said it had waited hours: the next pass gave it back."""
+    resumed it beside another idle node, made since (the one bought for it went once it had stood empty for the
+    pool's time). The clock it kept through the pause said it had waited hours: the next pass gave it back."""
     kube = FakeKubernetesApi()
     try:
         start = NOW - timedelta(hours=3)
         api = _cluster(kube, kind, start)
         assert gang_deadline.run(api, SETTINGS, component.NAMESPACE, start) == 0  # its clock starts
         _set_suspended(kube, kind, True, start + timedelta(minutes=20))
+        kube.delete_now(f"/api/v1/nodes/{IDLE_NODE['metadata']['name']}")  # removed once empty for EMPTY
+        kube.put(_node_made("ip-10-0-0-2", NOW - timedelta(minutes=30)))  # another gang's, idle now
         for minutes in range(21, 171, 10):  # passes through the pause (one a minute on a cluster; each is stateless)
             assert gang_deadline.run(api, SETTINGS, component.NAMESPACE, start + timedelta(minutes=minutes)) == 0
         _set_suspended(kube, kind, False, NOW - timedelta(minutes=1))

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import gang_deadline
-import pytest
 
 from components import gang_deadline as component
 from infra.core.names import GAVE_BACK_ANNOTATION, WAITING_SINCE_ANNOTATION
@@ -218,14 +217,6 @@ def test_a_team_re_pointing_its_paused_job_at_a_quicker_pool_still_has_its_gang_
 # --- nodes that outlive their pool's emptySeconds ----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: emptySeconds is when a pool's empty node may go, not when it has gone. The Cluster Autoscaler "
-    "removes nothing while scale-down is in cooldown, which every scale-up anywhere in the cluster restarts "
-    "(isScaleDownInCooldown: lastScaleUpTime + scale-down-delay-after-add, kubernetes/autoscaler:cluster-"
-    "autoscaler/core/static_autoscaler.go, read through the code search; components/autoscaler.py sets the "
-    "delay to scaleDownUnneededTime). The clock comes off while the gang's idle nodes are still there.",
-)
 def test_a_paused_gang_whose_idle_node_outlived_its_pools_empty_time_is_given_back_when_resumed_beside_it():
     """Its gang waited 20 of its 30 minutes beside an idle h100 node (the pool keeps an empty node 20 minutes).
     The team pauses the job for 22 minutes while another team's gangs scale up now and then, so the autoscaler's
