@@ -160,8 +160,9 @@ def test_a_target_of_the_stacks_rule_sends_no_dead_letter_to_another_account():
     (docs.aws.amazon.com/eventbridge/latest/userguide/rule-dlq.html). RulesFeedOnlyTheStacksQueue reads
     events:TargetArn, which the Service Authorization Reference describes as the ARN of a target put to a rule; the
     request below carries what it documents (the target, the stack's queue) and not the dead-letter queue of
-    another account. Impact, if EventBridge accepts a dead-letter queue of another account: a rule of any pattern
-    whose target fails (a deleted queue: the test above) sends the account's events out. Verify on AWS, as the
+    another account. Impact, if EventBridge accepts a dead-letter queue of another account: a rule whose target
+    fails sends its events out, which the rule-pattern denials keep to Karpenter's (the region's EC2 instance state
+    changes and interruption warnings, AWS Health events). Verify on AWS, as the
     deploy role: `aws events put-targets --rule higgsfield-staging-karpenter-spot --targets
     'Id=1,Arn=<the queue ARN>,DeadLetterConfig={Arn=<another account's queue ARN>}'` must be AccessDenied."""
     decision = evaluate(Request("events:PutTargets", _rule("audit"), {"events:TargetArn": [QUEUE]}), [_deploy()])
