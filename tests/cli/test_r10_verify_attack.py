@@ -97,3 +97,28 @@ def test_a_log_group_under_another_accounts_key_fails(aws_ctx, aws, plan):  # no
     )
     outcome = one("aws.log-groups", aws_ctx)
     assert outcome.status == "FAIL" and name in outcome.evidence
+
+
+def _runner_projects(aws_ctx, plan, **webhook) -> None:  # noqa: F811
+    """CodeBuild answers BatchGetProjects with each runner project's webhook holding the planned filter groups (as
+    CodeBuild writes them: each group the list of its filters) and the other Webhook members given."""
+    from infra.cli.verify import checks
+
+    client = boto3.client("codebuild", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.activate()
+    aws_ctx.clients["codebuild"] = client
+    hooks = {
+        r.inputs["projectName"]: [g["filters"] for g in r.inputs["filterGroups"]] for r in plan.of_type(checks.WEBHOOK)
+    }
+    projects = [{"name": n, "webhook": {"filterGroups": g, **webhook}} for n, g in hooks.items()]
+    stub.add_response("batch_get_projects", {"projects": projects}, {"names": sorted(hooks)})
+
+
+def test_a_runner_webhook_made_for_the_whole_github_organization_fails(aws_ctx, plan):  # noqa: F811
+    """The same filters on an organization webhook (Webhook.scopeConfiguration, GITHUB_ORGANIZATION: botocore's
+    codebuild service model) match a workflow of the same name in every repository of the organization: another
+    repository's `deploy` or `preview` job would run in the stack's VPC with the runner's role."""
+    _runner_projects(aws_ctx, plan, scopeConfiguration={"name": "acme", "scope": "GITHUB_ORGANIZATION"})
+    outcome = one("aws.runner-webhooks", aws_ctx)
+    assert outcome.status == "FAIL" and "GITHUB_ORGANIZATION acme" in outcome.evidence

@@ -348,12 +348,20 @@ def runner_webhooks(ctx: Any) -> Outcome:
     if not planned:
         return skipped("no CodeBuild runner (higgsfield:delivery.runner)")
     projects = ctx.client("codebuild").batch_get_projects(names=sorted(planned))
-    live = {p["name"]: (p.get("webhook") or {}).get("filterGroups") for p in projects.get("projects", [])}
-    problems = [f"{name}: missing" for name in sorted(planned) if name not in live]
+    hooks = {p["name"]: p.get("webhook") or {} for p in projects.get("projects", [])}
+    problems = [f"{name}: missing" for name in sorted(planned) if name not in hooks]
     problems += [
         f"{name}: its webhook's filters differ from the plan's"
         for name in sorted(planned)
-        if name in live and _filter_groups(live[name]) != _filter_groups(planned[name])
+        if name in hooks and _filter_groups(hooks[name].get("filterGroups")) != _filter_groups(planned[name])
+    ]
+    # The plan's webhooks are the repository's; one scoped to an organization or to all of GitHub
+    # (Webhook.scopeConfiguration, botocore's codebuild service model) takes a workflow of the same name from
+    # every repository there, and the filters name no repository.
+    problems += [
+        f"{name}: its webhook takes {scope.get('scope', '?')} {scope.get('name', '?')}'s events, not the repository's"
+        for name in sorted(planned)
+        if (scope := hooks.get(name, {}).get("scopeConfiguration"))
     ]
     if problems:
         return failed(
