@@ -11,7 +11,7 @@ import urllib.parse
 import boto3
 from botocore.stub import Stubber
 
-from tests.cli.test_verify_checks import REGION, aws, aws_ctx, one, plan  # noqa: F401 (fixtures)
+from tests.cli.test_verify_checks import REGION, aws, aws_ctx, one, plan, subnets  # noqa: F401 (fixtures)
 
 
 def _managed_policies_answer(aws_ctx, statement: dict) -> None:  # noqa: F811
@@ -122,3 +122,13 @@ def test_a_runner_webhook_made_for_the_whole_github_organization_fails(aws_ctx, 
     _runner_projects(aws_ctx, plan, scopeConfiguration={"name": "acme", "scope": "GITHUB_ORGANIZATION"})
     outcome = one("aws.runner-webhooks", aws_ctx)
     assert outcome.status == "FAIL" and "GITHUB_ORGANIZATION acme" in outcome.evidence
+
+
+def test_the_stacks_own_region_refusing_describe_subnets_does_not_pass(aws_ctx, subnets):  # noqa: F811
+    """A refusal in the region the stack runs in is no organization's closure (the stack launches its nodes there):
+    the caller lacks ec2:DescribeSubnets, and the check has seen nothing of the region. Every region refused so
+    passed as "no subnet in the account's 0 region(s)"."""
+    subnets({REGION: "UnauthorizedOperation", "eu-west-1": "UnauthorizedOperation"})
+    outcome = one("aws.public-subnets", aws_ctx)
+    assert outcome.status == "FAIL" and "DescribeSubnets" in outcome.evidence
+    assert "ec2:DescribeSubnets" in outcome.fix
