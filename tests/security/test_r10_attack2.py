@@ -10,6 +10,7 @@ import copy
 
 import pytest
 
+from tests.conftest import config_of
 from tests.security.test_r10_attack import NAMES_CPU_AND_MEMORY
 from tests.security.test_tenancy import _job, denied_by
 
@@ -41,3 +42,45 @@ def test_a_team_resuming_a_job_made_before_the_cpu_rule_is_refused_until_its_con
     suspended = _suspension(_made_before_the_rule(), True)
     resumed = _suspension(suspended, False)
     assert any(m.startswith(NAMES_CPU_AND_MEMORY) for m in denied_by(resumed, operation="UPDATE", old=suspended))
+
+
+LAUNCHER_ASKS_LESS = "an MPIJob's Launcher containers request together at least"
+
+
+def _mpi_job(cpu: str, memory: str) -> dict:
+    """Team vision's MPIJob whose Launcher's one container requests `cpu` and `memory` (named: the CPU rule
+    passes)."""
+    job = _job()
+    job["kind"], job["metadata"]["name"] = "MPIJob", "mpi-j"
+    specs = job["spec"].pop("pytorchReplicaSpecs")
+    specs["Launcher"] = specs.pop("Master")
+    job["spec"]["mpiReplicaSpecs"] = specs
+    specs["Launcher"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu, "memory": memory}}
+    return job
+
+
+def test_an_mpi_launcher_asking_less_than_the_operators_init_container_is_refused():
+    """The operator adds kubectl-delivery to the launcher pod, requesting 100m CPU and 512Mi memory (newLauncher,
+    kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go and mpijob.go@v1.9.4); the pod asks the larger of
+    its containers' sum and each init container (resource.PodRequests), the gang counts the containers alone
+    (CalcPGMinResources): a launcher of 10m and 16Mi would run 90m and 496Mi outside the queue, each MPIJob."""
+    assert any(m.startswith(LAUNCHER_ASKS_LESS) for m in denied_by(_mpi_job("10m", "16Mi")))
+
+
+def test_a_teams_mpi_job_file_renders_a_launcher_its_policy_admits_whatever_the_teams_default_request():
+    """A team whose LimitRange default is below kubectl-delivery's request (defaultCpuRequestMillicores 50,
+    defaultMemoryRequestMiB 256: both allowed) still gets an MPI job its policy admits from `higgsfield` (the
+    launcher requests at least what its init container does)."""
+    from components.teams import rules_of
+    from infra.config.job import load_job
+    from infra.offline import team_job
+    from tests.offline.test_team_job import EXAMPLE, _templates
+
+    cfg = config_of("prod")
+    small = {"default_cpu_request_millicores": 50, "default_memory_request_mib": 256}
+    teams = tuple(t.model_copy(update=small) if t.name == "llm" else t for t in cfg.scheduler.teams)
+    cfg = cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"teams": teams})})
+    team = next(t for t in teams if t.name == "llm")
+    objects, _ = team_job.render(load_job({**EXAMPLE, "name": f"mpi-{EXAMPLE['name']}", "framework": "mpi"}), cfg)
+    assert [where for where, _ in _templates(objects)]  # the job rendered
+    assert denied_by(objects[-1], rules_of(team, cfg.scheduler.priority_classes)) == []
