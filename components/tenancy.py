@@ -85,6 +85,10 @@ DNS = {"namespace": "kube-system", "pod": {"k8s-app": "kube-dns"}}
 # account may create a pod with the label, so no other pod gets the launcher's egress.
 LAUNCHER = {"training.kubeflow.org/replica-type": "launcher"}
 OPERATOR_USER = "system:serviceaccount:kubeflow:training-operator"
+# What the operator's init container kubectl-delivery requests in every MPIJob launcher pod, CPU in cores and
+# memory in bytes (initContainerCpu 100m, initContainerMem 512Mi: kubeflow/trainer:pkg/controller.v1/mpi/mpijob.go,
+# added by newLauncher in mpijob_controller.go@v1.9.4).
+LAUNCHER_INIT_REQUESTS = {"cpu": 0.1, "memory": 512.0 * 2**20}
 # kube-controller-manager's controllers act as their own service accounts in kube-system (the
 # Deployment controller scales ReplicaSets, the CronJob controller creates Jobs), or as the manager
 # itself where it uses no service-account credentials; no team holds either.
@@ -591,6 +595,11 @@ def gang_validations(team: TeamRules) -> list[dict]:
     )
     old_workers = workers.replace("object.", "oldObject.")
     kept_specs = " && ".join(_kept("spec", key) for key in REPLICA_SPECS)
+    launcher = "object.spec.mpiReplicaSpecs['Launcher']"
+    launcher_containers = (
+        "object.kind == 'MPIJob' && has(object.spec.mpiReplicaSpecs) && 'Launcher' in object.spec.mpiReplicaSpecs && "
+        f"has({launcher}.template) && has({launcher}.template.spec) && has({launcher}.template.spec.containers)"
+    )
     min_replicas = (
         f"(has(object.spec.elasticPolicy.minReplicas) ? int(object.spec.elasticPolicy.minReplicas) : {workers})"
     )
@@ -721,6 +730,23 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "requests, in its limits): the operator sizes the gang its queue admits from them and counts a "
             "container naming neither at nothing, while its pods are given the namespace's default request; add "
             "resources.requests.cpu and resources.requests.memory (its memory limit, if it has one)",
+            "reason": "Forbidden",
+        },
+        {
+            # The launcher pod asks the larger of its containers' sum and each init container (resource.PodRequests,
+            # kubernetes/kubernetes:staging/src/k8s.io/component-helpers/resource/helpers.go@v1.35.0), the
+            # operator's kubectl-delivery among them (LAUNCHER_INIT_REQUESTS), while the gang counts the containers
+            # alone (CalcPGMinResources, above): below the init container, the pod holds more than its queue
+            # admitted. An UPDATE that keeps every replica spec is exempt, as for the rule above.
+            "expression": f"!({launcher_containers}) || (request.operation == 'UPDATE' && {kept_specs}) || ("
+            + " && ".join(
+                f"{_request_sum(f'{launcher}.template.spec.containers', r)} >= {v!r}"
+                for r, v in LAUNCHER_INIT_REQUESTS.items()
+            )
+            + ")",
+            "message": "an MPIJob's Launcher containers request together at least what the operator's "
+            "kubectl-delivery init container does (100m cpu, 512Mi memory): its pod asks that much, and the gang "
+            "its queue admits counts the containers alone; raise the Launcher's resources.requests",
             "reason": "Forbidden",
         },
         *(

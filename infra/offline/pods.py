@@ -6,6 +6,7 @@ key, before anything is printed."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 
@@ -18,6 +19,7 @@ from components.efa import (
     expected_bus_bandwidth_gb_s,
 )
 from components.registry import UNKNOWN_TAG, image_tag, repository_name
+from components.tenancy import LAUNCHER_INIT_REQUESTS
 from infra.config import IMAGE_REFERENCE, NAMESPACE, ConfigError, GpuPool, StackConfig, Team
 
 EFA = "vpc.amazonaws.com/efa"
@@ -162,6 +164,24 @@ def request_in_full(template: dict, team: Team) -> None:
             requests.setdefault(name, amount)
         requests.setdefault("cpu", f"{team.default_cpu_request_millicores}m")
         requests.setdefault("memory", f"{team.default_memory_request_mib}Mi")
+
+
+def cores(quantity: str | int | float) -> float:
+    """A Kubernetes CPU quantity (`500m`, `2`, `1.5`) in cores."""
+    text = str(quantity)
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def request_the_launchers_init(container: dict) -> None:
+    """An MPIJob launcher's one container, its requests named (request_in_full), asks at least what the operator's
+    kubectl-delivery init container asks of its pod (components/tenancy.py LAUNCHER_INIT_REQUESTS), which the team
+    policy requires: the pod asks that much whatever its containers do, and the gang counts the containers alone."""
+    requests = container["resources"]["requests"]
+    cpu, memory = LAUNCHER_INIT_REQUESTS["cpu"], LAUNCHER_INIT_REQUESTS["memory"]
+    if cores(requests["cpu"]) < cpu:
+        requests["cpu"] = f"{math.ceil(cpu * 1000)}m"
+    if mebibytes(requests["memory"]) * 2**20 < memory:
+        requests["memory"] = f"{math.ceil(memory / 2**20)}Mi"
 
 
 def merge_env(container: dict, values: dict[str, str]) -> None:

@@ -42,6 +42,7 @@ from infra.offline.pods import (
     merge_env,
     prepare_gpu_pod,
     request_in_full,
+    request_the_launchers_init,
     run_as_team,
     tolerate_pool,
 )
@@ -312,6 +313,7 @@ def _mpi_replica(template: dict, replica: str, job: JobFile) -> None:
     if replica == "Launcher":
         main["command"] = list(job.command)
         spec.pop("automountServiceAccountToken", None)
+        request_the_launchers_init(main)
     else:
         main.pop("command", None)
 

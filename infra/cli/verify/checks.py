@@ -287,11 +287,15 @@ def reservations(ctx: Any) -> Outcome:
 
 
 def _services(document: dict) -> set[str]:
-    """The services a policy document allows actions in (each Allow's Action prefixes)."""
+    """The services a policy document allows actions in: each Allow's Action prefixes, lower-cased (IAM matches a
+    service prefix whatever its case), and `*` for an Allow of every service: the action `*`, or a NotAction, which
+    allows every action but those it names (IAM JSON policy elements: NotAction, docs.aws.amazon.com/IAM/latest/
+    UserGuide/reference_policies_elements_notaction.html)."""
     statements = document.get("Statement") or []
     allows = [s for s in (statements if isinstance(statements, list) else [statements]) if s.get("Effect") == "Allow"]
     actions = [a for s in allows for a in ([s["Action"]] if isinstance(s.get("Action"), str) else s.get("Action", []))]
-    return {a.split(":", 1)[0] for a in actions if ":" in a}
+    everything = any(a == "*" for a in actions) or any("NotAction" in s for s in allows)
+    return {a.split(":", 1)[0].lower() for a in actions if ":" in a} | ({"*"} if everything else set())
 
 
 def managed_policies(ctx: Any) -> Outcome:
@@ -344,12 +348,20 @@ def runner_webhooks(ctx: Any) -> Outcome:
     if not planned:
         return skipped("no CodeBuild runner (higgsfield:delivery.runner)")
     projects = ctx.client("codebuild").batch_get_projects(names=sorted(planned))
-    live = {p["name"]: (p.get("webhook") or {}).get("filterGroups") for p in projects.get("projects", [])}
-    problems = [f"{name}: missing" for name in sorted(planned) if name not in live]
+    hooks = {p["name"]: p.get("webhook") or {} for p in projects.get("projects", [])}
+    problems = [f"{name}: missing" for name in sorted(planned) if name not in hooks]
     problems += [
         f"{name}: its webhook's filters differ from the plan's"
         for name in sorted(planned)
-        if name in live and _filter_groups(live[name]) != _filter_groups(planned[name])
+        if name in hooks and _filter_groups(hooks[name].get("filterGroups")) != _filter_groups(planned[name])
+    ]
+    # The plan's webhooks are the repository's; one scoped to an organization or to all of GitHub
+    # (Webhook.scopeConfiguration, botocore's codebuild service model) takes a workflow of the same name from
+    # every repository there, and the filters name no repository.
+    problems += [
+        f"{name}: its webhook takes {scope.get('scope', '?')} {scope.get('name', '?')}'s events, not the repository's"
+        for name in sorted(planned)
+        if (scope := hooks.get(name, {}).get("scopeConfiguration"))
     ]
     if problems:
         return failed(
@@ -361,6 +373,14 @@ def runner_webhooks(ctx: Any) -> Outcome:
 
 
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+
+
+def _account_of(arn: str) -> str:
+    """The account field of an ARN (a log group's `arn`, a KMS key's: DescribeLogGroups' LogGroup.arn and kmsKeyId,
+    botocore's logs service model); a key whose owner is another account may be disabled or deleted by it, and the
+    group's logs are then neither written nor read."""
+    parts = arn.split(":")
+    return parts[4] if len(parts) > 5 else ""
 
 
 def log_groups(ctx: Any) -> Outcome:
@@ -382,6 +402,8 @@ def log_groups(ctx: Any) -> Outcome:
             continue
         if not group.get("kmsKeyId"):
             problems.append(f"{name}: not encrypted")
+        elif _account_of(group["kmsKeyId"]) != _account_of(group.get("arn", "")):
+            problems.append(f"{name}: encrypted under account {_account_of(group['kmsKeyId'])}'s key")
         if inputs.get("retentionInDays") and group.get("retentionInDays") != inputs["retentionInDays"]:
             problems.append(
                 f"{name}: kept {group.get('retentionInDays') or 'forever'}, planned {inputs['retentionInDays']} days"
@@ -401,22 +423,53 @@ def log_groups(ctx: Any) -> Outcome:
     return passed(f"{len(planned)} log group(s) encrypted at their planned retention")
 
 
+VERSIONING_FIX = (
+    "an administrator runs `aws s3api put-bucket-versioning --bucket BUCKET --versioning-configuration Status=Enabled` "
+    "(the deploy role may not); what was written while it was off has no earlier version"
+)
+# The deploy role may not write a lifecycle configuration: s3:PutLifecycleConfiguration is among
+# components/delivery.py CROSS_ACCOUNT_OPENINGS, which AdministratorsOnly refuses on every resource (REFUSED_WHOLE).
+LIFECYCLE_FIX = (
+    "an administrator removes the rule's NoncurrentVersionExpiration (`aws s3api put-bucket-lifecycle-configuration`, "
+    "or `aws s3api delete-bucket-lifecycle` where it is the only rule; the deploy role may not); the versions it "
+    "deleted are gone"
+)
+
+
+def _expiring_versions(s3: Any, bucket: str) -> list[str]:
+    """The bucket's enabled lifecycle rules that delete noncurrent versions (GetBucketLifecycleConfiguration's
+    Rules, LifecycleRule.NoncurrentVersionExpiration: botocore's s3 service model): versioning Enabled then keeps a
+    replaced object's earlier version only that many days. A bucket without a lifecycle configuration answers
+    NoSuchLifecycleConfiguration."""
+    try:
+        rules = s3.get_bucket_lifecycle_configuration(Bucket=bucket).get("Rules") or []
+    except aws_errors.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "NoSuchLifecycleConfiguration":
+            raise
+        return []
+    return [
+        f"lifecycle rule {rule.get('ID', '(unnamed)')} deletes versions "
+        f"{rule['NoncurrentVersionExpiration'].get('NoncurrentDays', '?')} day(s) after they are replaced"
+        for rule in rules
+        if rule.get("Status") == "Enabled" and rule.get("NoncurrentVersionExpiration")
+    ]
+
+
 def data_versioning(ctx: Any) -> Outcome:
     """Each linked bucket the file system writes back into keeps every version, as the plan's BucketVersioning made
-    it: a suspended bucket replaces or removes the only copy of an object at each later write. Only an
-    administrator may set it (`TheDataOutlivesTheDeploy`: no IAM key tells Enabled from Suspended)."""
+    it: a suspended bucket replaces or removes the only copy of an object at each later write, and a lifecycle rule
+    that expires noncurrent versions deletes them days later. Only an administrator may set either
+    (`TheDataOutlivesTheDeploy`: no IAM key tells Enabled from Suspended; LIFECYCLE_FIX)."""
     buckets = sorted({str(r.inputs["bucket"]) for r in ctx.plan.of_type(BUCKET_VERSIONING)})
     if not buckets:
         return skipped("no linked bucket the file system writes back into")
     s3 = ctx.client("s3")
     states = {b: s3.get_bucket_versioning(Bucket=b).get("Status", "never enabled") for b in buckets}
     off = [f"{b}: versioning {s}" for b, s in states.items() if s != "Enabled"]
-    if off:
-        return failed(
-            "; ".join(off),
-            "an administrator runs `aws s3api put-bucket-versioning --bucket BUCKET --versioning-configuration "
-            "Status=Enabled` (the deploy role may not); what was written while it was off has no earlier version",
-        )
+    expiring = [f"{b}: {rule}" for b in buckets for rule in _expiring_versions(s3, b)]
+    if off or expiring:
+        fixes = [VERSIONING_FIX] * bool(off) + [LIFECYCLE_FIX] * bool(expiring)
+        return failed("; ".join(off + expiring), "; ".join(fixes))
     return passed("; ".join(f"{b}: versioning Enabled" for b in buckets))
 
 
@@ -969,7 +1022,9 @@ def public_subnets(ctx: Any) -> Outcome:
                 if s.get("MapPublicIpOnLaunch") or s.get("AssignIpv6AddressOnCreation") or _has_ipv6(s)
             ]
         except aws_errors.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") not in DENIED_CODES:
+            # the stack runs in its own region, which no organization's policy closes to it: a refusal there is
+            # the caller's missing right, and the check has seen nothing
+            if exc.response.get("Error", {}).get("Code") not in DENIED_CODES or region == ctx.config.region:
                 raise
             refused.append(region)
             continue
@@ -1028,7 +1083,7 @@ def specs() -> list[Spec]:
         Spec("aws.log-groups", "every planned log group is there, encrypted, at its retention; no agent-made one "
              "unencrypted", log_groups, "aws", "logs:DescribeLogGroups"),
         Spec("aws.data-versioning", "each linked bucket the file system writes back into keeps every version",
-             data_versioning, "aws", "s3:GetBucketVersioning"),
+             data_versioning, "aws", "s3:GetBucketVersioning, s3:GetLifecycleConfiguration"),
         Spec(KUBE_API, "the kubeconfig's context is the stack's cluster and answers at its version",
              kube_api, "kube", "none (GET /version is public to authenticated users)"),
         Spec("kube.leases", "the Training Operator, Volcano, the autoscaler and Karpenter hold fresh leader Leases",

@@ -1,0 +1,101 @@
+"""Round 10's second attacker, on the rule that each Kubeflow container names cpu and memory (components/tenancy.py
+gang_validations) and its exemption for an UPDATE that keeps every replica spec.
+
+The attacker is a team member (AmazonEKSEditPolicy's `edit` in the namespace and tenancy.job_submitter_role's
+Kubeflow jobs); admission through cel-expr-python (tests/security/test_tenancy.py `denied_by`)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tests.conftest import config_of
+from tests.security.test_r10_attack import NAMES_CPU_AND_MEMORY
+from tests.security.test_tenancy import _job, denied_by
+
+
+def _made_before_the_rule() -> dict:
+    """A running job admitted before the team policy asked for CPU: its containers name memory and no cpu, so the
+    operator's minResources counts its pods' CPU at nothing while the LimitRange gives each its defaultRequest."""
+    job = _job()
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        del replica["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+    return job
+
+
+def _suspension(job: dict, suspend: bool) -> dict:
+    changed = copy.deepcopy(job)
+    changed["spec"].setdefault("runPolicy", {})["suspend"] = suspend
+    return changed
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: the CPU rule's UPDATE exemption (replica specs kept) covers a resume, and resuming makes a new "
+    "PodGroup sized from the containers (the operator deletes a suspended job's PodGroup and makes it again on "
+    "resume, kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4 ReconcileJobs): a job made before the rule "
+    "gets a gang that counts its CPU at nothing at every resume, for ever; refusing it would refuse the gang "
+    "deadline's own resume of such a job too (images/training/gang_deadline.py), so the lead decides",
+)
+def test_a_team_resuming_a_job_made_before_the_cpu_rule_is_refused_until_its_containers_name_cpu():
+    suspended = _suspension(_made_before_the_rule(), True)
+    resumed = _suspension(suspended, False)
+    assert any(m.startswith(NAMES_CPU_AND_MEMORY) for m in denied_by(resumed, operation="UPDATE", old=suspended))
+
+
+LAUNCHER_ASKS_LESS = "an MPIJob's Launcher containers request together at least"
+
+
+def _mpi_job(cpu: str, memory: str) -> dict:
+    """Team vision's MPIJob whose Launcher's one container requests `cpu` and `memory` (named: the CPU rule
+    passes)."""
+    job = _job()
+    job["kind"], job["metadata"]["name"] = "MPIJob", "mpi-j"
+    specs = job["spec"].pop("pytorchReplicaSpecs")
+    specs["Launcher"] = specs.pop("Master")
+    job["spec"]["mpiReplicaSpecs"] = specs
+    specs["Launcher"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu, "memory": memory}}
+    return job
+
+
+def test_an_mpi_launcher_asking_less_than_the_operators_init_container_is_refused():
+    """The operator adds kubectl-delivery to the launcher pod, requesting 100m CPU and 512Mi memory (newLauncher,
+    kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go and mpijob.go@v1.9.4); the pod asks the larger of
+    its containers' sum and each init container (resource.PodRequests), the gang counts the containers alone
+    (CalcPGMinResources): a launcher of 10m and 16Mi would run 90m and 496Mi outside the queue, each MPIJob."""
+    assert any(m.startswith(LAUNCHER_ASKS_LESS) for m in denied_by(_mpi_job("10m", "16Mi")))
+
+
+def test_a_teams_mpi_job_file_renders_a_launcher_its_policy_admits_whatever_the_teams_default_request():
+    """A team whose LimitRange default is below kubectl-delivery's request (defaultCpuRequestMillicores 50,
+    defaultMemoryRequestMiB 256: both allowed) still gets an MPI job its policy admits from `higgsfield` (the
+    launcher requests at least what its init container does)."""
+    from components.teams import rules_of
+    from infra.config.job import load_job
+    from infra.offline import team_job
+    from tests.offline.test_team_job import EXAMPLE, _templates
+
+    cfg = config_of("prod")
+    small = {"default_cpu_request_millicores": 50, "default_memory_request_mib": 256}
+    teams = tuple(t.model_copy(update=small) if t.name == "llm" else t for t in cfg.scheduler.teams)
+    cfg = cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"teams": teams})})
+    team = next(t for t in teams if t.name == "llm")
+    objects, _ = team_job.render(load_job({**EXAMPLE, "name": f"mpi-{EXAMPLE['name']}", "framework": "mpi"}), cfg)
+    assert [where for where, _ in _templates(objects)]  # the job rendered
+    assert denied_by(objects[-1], rules_of(team, cfg.scheduler.priority_classes)) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a PyTorchJob with a Master gets the operator's init-pytorch in each Worker pod, requesting 50m CPU "
+    "and 10Mi memory (initContainerTemplate, kubeflow/trainer:pkg/controller.v1/pytorch/initcontainer.go@v1.9.4); "
+    "the pod asks at least that (resource.PodRequests), the gang counts the containers alone (CalcPGMinResources): "
+    "Workers naming 1m and 1Mi run 49m and 9Mi each outside the queue (at most 50m and 10Mi a pod; the renderers "
+    "would need the floor too, a team's defaultCpuRequestMillicores may be 10)",
+)
+def test_a_pytorch_worker_asking_less_than_the_operators_init_container_is_refused():
+    job = _job()
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["resources"] = {"requests": {"cpu": "1m", "memory": "1Mi"}}
+    assert any("init" in m and "Worker" in m for m in denied_by(job))
