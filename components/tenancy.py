@@ -89,6 +89,10 @@ OPERATOR_USER = "system:serviceaccount:kubeflow:training-operator"
 # memory in bytes (initContainerCpu 100m, initContainerMem 512Mi: kubeflow/trainer:pkg/controller.v1/mpi/mpijob.go,
 # added by newLauncher in mpijob_controller.go@v1.9.4).
 LAUNCHER_INIT_REQUESTS = {"cpu": 0.1, "memory": 512.0 * 2**20}
+# What the operator's init container init-pytorch requests in each Worker pod of a PyTorchJob with a Master (50m,
+# 10Mi: initContainerTemplate, added by setInitContainer only where a Master is, kubeflow/trainer:pkg/controller.v1/
+# pytorch/initcontainer.go@v1.9.4), CPU in cores and memory in bytes.
+WORKER_INIT_REQUESTS = {"cpu": 0.05, "memory": 10.0 * 2**20}
 # kube-controller-manager's controllers act as their own service accounts in kube-system (the
 # Deployment controller scales ReplicaSets, the CronJob controller creates Jobs), or as the manager
 # itself where it uses no service-account credentials; no team holds either.
@@ -596,6 +600,13 @@ def gang_validations(team: TeamRules) -> list[dict]:
     old_workers = workers.replace("object.", "oldObject.")
     kept_specs = " && ".join(_kept("spec", key) for key in REPLICA_SPECS)
     launcher = "object.spec.mpiReplicaSpecs['Launcher']"
+    pytorch_worker = "object.spec.pytorchReplicaSpecs['Worker']"
+    worker_beside_a_master = (
+        "object.kind == 'PyTorchJob' && has(object.spec.pytorchReplicaSpecs) && "
+        "'Master' in object.spec.pytorchReplicaSpecs && 'Worker' in object.spec.pytorchReplicaSpecs && "
+        f"has({pytorch_worker}.template) && has({pytorch_worker}.template.spec) && "
+        f"has({pytorch_worker}.template.spec.containers)"
+    )
     launcher_containers = (
         "object.kind == 'MPIJob' && has(object.spec.mpiReplicaSpecs) && 'Launcher' in object.spec.mpiReplicaSpecs && "
         f"has({launcher}.template) && has({launcher}.template.spec) && has({launcher}.template.spec.containers)"
@@ -747,6 +758,20 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "message": "an MPIJob's Launcher containers request together at least what the operator's "
             "kubectl-delivery init container does (100m cpu, 512Mi memory): its pod asks that much, and the gang "
             "its queue admits counts the containers alone; raise the Launcher's resources.requests",
+            "reason": "Forbidden",
+        },
+        {
+            # The same for a PyTorchJob's Workers beside a Master and the operator's init-pytorch
+            # (WORKER_INIT_REQUESTS).
+            "expression": f"!({worker_beside_a_master}) || (request.operation == 'UPDATE' && {kept_specs}) || ("
+            + " && ".join(
+                f"{_request_sum(f'{pytorch_worker}.template.spec.containers', r)} >= {v!r}"
+                for r, v in WORKER_INIT_REQUESTS.items()
+            )
+            + ")",
+            "message": "a PyTorchJob's Worker containers beside a Master request together at least what the "
+            "operator's init-pytorch init container does (50m cpu, 10Mi memory): its pod asks that much, and the "
+            "gang its queue admits counts the containers alone; raise the Worker's resources.requests",
             "reason": "Forbidden",
         },
         *(

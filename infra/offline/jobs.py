@@ -24,6 +24,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
 from components.storage import DATASET_CHECKPOINTS, DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
+from components.tenancy import WORKER_INIT_REQUESTS
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 from infra.core import versions
 from infra.core.assets import shipped
@@ -41,6 +42,7 @@ from infra.offline.pods import (
     merge_env,
     prepare_gpu_pod,
     request_in_full,
+    request_the_operators_init,
     run_as_team,
     stack_image,
     tolerate_pool,
@@ -978,6 +980,9 @@ def _as_team(job: dict, team: Team) -> None:
         run_as_team(template, team)
         if job["kind"] in KUBEFLOW_JOB_KINDS:
             request_in_full(template, team)
+    replicas = (job.get("spec") or {}).get("pytorchReplicaSpecs") or {}
+    if job["kind"] == "PyTorchJob" and "Master" in replicas and "Worker" in replicas:  # the operator's init-pytorch
+        request_the_operators_init(replicas["Worker"]["template"]["spec"]["containers"][0], WORKER_INIT_REQUESTS)
 
 
 def _checks_before_training(

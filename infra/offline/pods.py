@@ -19,7 +19,6 @@ from components.efa import (
     expected_bus_bandwidth_gb_s,
 )
 from components.registry import UNKNOWN_TAG, image_tag, repository_name
-from components.tenancy import LAUNCHER_INIT_REQUESTS
 from infra.config import IMAGE_REFERENCE, NAMESPACE, ConfigError, GpuPool, StackConfig, Team
 
 EFA = "vpc.amazonaws.com/efa"
@@ -172,12 +171,13 @@ def cores(quantity: str | int | float) -> float:
     return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
-def request_the_launchers_init(container: dict) -> None:
-    """An MPIJob launcher's one container, its requests named (request_in_full), asks at least what the operator's
-    kubectl-delivery init container asks of its pod (components/tenancy.py LAUNCHER_INIT_REQUESTS), which the team
-    policy requires: the pod asks that much whatever its containers do, and the gang counts the containers alone."""
+def request_the_operators_init(container: dict, floor: dict[str, float]) -> None:
+    """A replica's one container, its requests named (request_in_full), asks at least what the operator's init
+    container asks of its pod (components/tenancy.py LAUNCHER_INIT_REQUESTS for an MPIJob's launcher,
+    WORKER_INIT_REQUESTS for a PyTorchJob's Workers beside a Master), which the team policy requires: the pod asks
+    that much whatever its containers do, and the gang counts the containers alone."""
     requests = container["resources"]["requests"]
-    cpu, memory = LAUNCHER_INIT_REQUESTS["cpu"], LAUNCHER_INIT_REQUESTS["memory"]
+    cpu, memory = floor["cpu"], floor["memory"]
     if cores(requests["cpu"]) < cpu:
         requests["cpu"] = f"{math.ceil(cpu * 1000)}m"
     if mebibytes(requests["memory"]) * 2**20 < memory:

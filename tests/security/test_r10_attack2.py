@@ -67,33 +67,27 @@ def test_an_mpi_launcher_asking_less_than_the_operators_init_container_is_refuse
     assert any(m.startswith(LAUNCHER_ASKS_LESS) for m in denied_by(_mpi_job("10m", "16Mi")))
 
 
-def test_a_teams_mpi_job_file_renders_a_launcher_its_policy_admits_whatever_the_teams_default_request():
-    """A team whose LimitRange default is below kubectl-delivery's request (defaultCpuRequestMillicores 50,
-    defaultMemoryRequestMiB 256: both allowed) still gets an MPI job its policy admits from `higgsfield` (the
-    launcher requests at least what its init container does)."""
+@pytest.mark.parametrize("framework", ["mpi", "pytorch"])
+def test_a_teams_job_file_renders_replicas_its_policy_admits_whatever_the_teams_default_request(framework):
+    """A team whose LimitRange default is the least the config allows (defaultCpuRequestMillicores 10,
+    defaultMemoryRequestMiB 16), below kubectl-delivery's and init-pytorch's requests, still gets a job its policy
+    admits from `higgsfield`: the MPI launcher and the PyTorch Workers beside their Master request at least what
+    the operator's init container does."""
     from components.teams import rules_of
     from infra.config.job import load_job
     from infra.offline import team_job
     from tests.offline.test_team_job import EXAMPLE, _templates
 
     cfg = config_of("prod")
-    small = {"default_cpu_request_millicores": 50, "default_memory_request_mib": 256}
+    small = {"default_cpu_request_millicores": 10, "default_memory_request_mib": 16}
     teams = tuple(t.model_copy(update=small) if t.name == "llm" else t for t in cfg.scheduler.teams)
     cfg = cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"teams": teams})})
     team = next(t for t in teams if t.name == "llm")
-    objects, _ = team_job.render(load_job({**EXAMPLE, "name": f"mpi-{EXAMPLE['name']}", "framework": "mpi"}), cfg)
-    assert [where for where, _ in _templates(objects)]  # the job rendered
+    objects, _ = team_job.render(load_job({**EXAMPLE, "name": f"{framework}-ft", "framework": framework}), cfg)
+    assert len([where for where, _ in _templates(objects)]) == 2  # a leader and its workers
     assert denied_by(objects[-1], rules_of(team, cfg.scheduler.priority_classes)) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a PyTorchJob with a Master gets the operator's init-pytorch in each Worker pod, requesting 50m CPU "
-    "and 10Mi memory (initContainerTemplate, kubeflow/trainer:pkg/controller.v1/pytorch/initcontainer.go@v1.9.4); "
-    "the pod asks at least that (resource.PodRequests), the gang counts the containers alone (CalcPGMinResources): "
-    "Workers naming 1m and 1Mi run 49m and 9Mi each outside the queue (at most 50m and 10Mi a pod; the renderers "
-    "would need the floor too, a team's defaultCpuRequestMillicores may be 10)",
-)
 def test_a_pytorch_worker_asking_less_than_the_operators_init_container_is_refused():
     job = _job()
     worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
