@@ -216,6 +216,11 @@ def _suspended(obj: str) -> str:
     return f"({obj}.kind == 'Job' ? {batch} : {kubeflow})"
 
 
+def _by_the_deadline() -> str:
+    """A request the gang deadline's CronJob (or the Training Operator) makes: the suspensions and clocks are theirs."""
+    return f"request.userInfo.username in ['{gang_deadline.USER}', '{OPERATOR_USER}']"
+
+
 def policy_name(team: str) -> str:
     return f"higgsfield-team-{team}"
 
@@ -732,8 +737,10 @@ def gang_validations(team: TeamRules) -> list[dict]:
             # (CalcPGMinResources, AddResourceList, kubeflow/trainer:pkg/controller.v1/common/util.go@v1.9.4),
             # and its pod is then given the LimitRange's defaultRequest (components/teams.py container_defaults):
             # the gang its queue admits would hold less than its pods ask. An UPDATE that keeps every replica
-            # spec (a suspension) makes no new gang: a job admitted before this rule may still be suspended.
-            "expression": f"!({is_job}) || (request.operation == 'UPDATE' && {kept_specs}) || "
+            # spec makes no new gang (a suspension), or only the deadline's own retry (its resume): a job admitted
+            # before this rule may still be suspended, and is resumed by its team only with its CPU named.
+            "expression": f"!({is_job}) || (request.operation == 'UPDATE' && {kept_specs} && "
+            f"(!({_suspended('oldObject')} && !{_suspended('object')}) || {_by_the_deadline()})) || "
             "variables.specs.all(s, s.containers.all(c, has(c.resources) && "
             "(has(c.resources.requests) ? 'cpu' in c.resources.requests && 'memory' in c.resources.requests : "
             "has(c.resources.limits) && 'cpu' in c.resources.limits && 'memory' in c.resources.limits)))",
@@ -987,7 +994,7 @@ def suspension_validations() -> list[dict]:
     handed away would never be suspended, ended by its deadline or cleaned up."""
     is_job = f"object.kind in {_list(list(KUBEFLOW_JOB_KINDS))}"
     suspendable = f"({is_job} || object.kind == 'Job')"  # the kinds the gang deadline suspends
-    by_the_deadline = f"request.userInfo.username in ['{gang_deadline.USER}', '{OPERATOR_USER}']"
+    by_the_deadline = _by_the_deadline()
 
     def gave_back(obj: str) -> str:
         return _annotation(obj, GAVE_BACK_ANNOTATION)

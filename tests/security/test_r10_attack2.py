@@ -30,18 +30,19 @@ def _suspension(job: dict, suspend: bool) -> dict:
     return changed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the CPU rule's UPDATE exemption (replica specs kept) covers a resume, and resuming makes a new "
-    "PodGroup sized from the containers (the operator deletes a suspended job's PodGroup and makes it again on "
-    "resume, kubeflow/trainer:pkg/controller.v1/common/job.go@v1.9.4 ReconcileJobs): a job made before the rule "
-    "gets a gang that counts its CPU at nothing at every resume, for ever; refusing it would refuse the gang "
-    "deadline's own resume of such a job too (images/training/gang_deadline.py), so the lead decides",
-)
 def test_a_team_resuming_a_job_made_before_the_cpu_rule_is_refused_until_its_containers_name_cpu():
     suspended = _suspension(_made_before_the_rule(), True)
     resumed = _suspension(suspended, False)
     assert any(m.startswith(NAMES_CPU_AND_MEMORY) for m in denied_by(resumed, operation="UPDATE", old=suspended))
+
+
+def test_the_gang_deadlines_resume_of_a_job_made_before_the_cpu_rule_is_admitted():
+    """Its own retry of a job it gave back: refusing it would fail every pass; the team's resume names the CPU."""
+    from components.gang_deadline import USER
+
+    suspended = _suspension(_made_before_the_rule(), True)
+    resumed = _suspension(suspended, False)
+    assert denied_by(resumed, operation="UPDATE", old=suspended, user=USER) == []
 
 
 LAUNCHER_ASKS_LESS = "an MPIJob's Launcher containers request together at least"
