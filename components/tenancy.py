@@ -93,6 +93,28 @@ LAUNCHER_INIT_REQUESTS = {"cpu": 0.1, "memory": 512.0 * 2**20}
 # 10Mi: initContainerTemplate, added by setInitContainer only where a Master is, kubeflow/trainer:pkg/controller.v1/
 # pytorch/initcontainer.go@v1.9.4), CPU in cores and memory in bytes.
 WORKER_INIT_REQUESTS = {"cpu": 0.05, "memory": 10.0 * 2**20}
+
+
+@dataclass(frozen=True)
+class OperatorInit:
+    """An init container the operator adds to a replica's pods, and what it requests: a floor the team policy keeps
+    (gang_validations) and the renderers meet (infra/offline/pods.py request_the_operators_inits)."""
+
+    kind: str
+    replicas: str  # the job's replica specs' field
+    replica: str
+    beside: tuple[str, ...]  # the replicas the job must have too for the operator to add it
+    requests: dict[str, float]
+    container: str
+    named: str  # the replica in a sentence
+
+
+OPERATOR_INITS = (
+    OperatorInit("MPIJob", "mpiReplicaSpecs", "Launcher", (), LAUNCHER_INIT_REQUESTS, "kubectl-delivery",
+                 "an MPIJob's Launcher"),
+    OperatorInit("PyTorchJob", "pytorchReplicaSpecs", "Worker", ("Master",), WORKER_INIT_REQUESTS, "init-pytorch",
+                 "a PyTorchJob's Worker"),
+)  # fmt: skip
 # kube-controller-manager's controllers act as their own service accounts in kube-system (the
 # Deployment controller scales ReplicaSets, the CronJob controller creates Jobs), or as the manager
 # itself where it uses no service-account credentials; no team holds either.
@@ -411,6 +433,29 @@ def _defaults(team: TeamRules) -> dict[str, float]:
     return {"cpu": cpu, "memory": memory}
 
 
+def _at_least_the_operators_init(init: OperatorInit, kept: str) -> dict:
+    """The validation that a job's replica containers request together at least what the operator's init container
+    asks of its pod (`init`), an UPDATE keeping every replica spec (`kept`) exempt."""
+    specs = f"object.spec.{init.replicas}"
+    spec = f"{specs}['{init.replica}']"
+    applies = " && ".join(
+        [f"object.kind == '{init.kind}'", f"has({specs})", *(f"'{r}' in {specs}" for r in (*init.beside, init.replica))]
+        + [f"has({spec}.template)", f"has({spec}.template.spec)", f"has({spec}.template.spec.containers)"]
+    )
+    enough = " && ".join(
+        f"{_request_sum(f'{spec}.template.spec.containers', r)} >= {v!r}" for r, v in init.requests.items()
+    )
+    beside = "".join(f" beside a {r}" for r in init.beside)
+    return {
+        "expression": f"!({applies}) || (request.operation == 'UPDATE' && {kept}) || ({enough})",
+        "message": f"{init.named} containers{beside} request together at least what the operator's {init.container} "
+        f"init container does ({init.requests['cpu'] * 1000:g}m cpu, {init.requests['memory'] / 2**20:g}Mi memory): "
+        f"its pod asks that much, and the gang its queue admits counts the containers alone; raise the "
+        f"{init.replica}'s resources.requests",
+        "reason": "Forbidden",
+    }
+
+
 def share_cap_validations(team: TeamRules) -> list[dict]:
     """No pod on a GPU node asks more CPU or memory than its GPUs' share of the pools' nodes (one GPU's
     share for a pod without GPUs): the team's quota then covers no more nodes than its GPUs in those
@@ -604,18 +649,6 @@ def gang_validations(team: TeamRules) -> list[dict]:
     )
     old_workers = workers.replace("object.", "oldObject.")
     kept_specs = " && ".join(_kept("spec", key) for key in REPLICA_SPECS)
-    launcher = "object.spec.mpiReplicaSpecs['Launcher']"
-    pytorch_worker = "object.spec.pytorchReplicaSpecs['Worker']"
-    worker_beside_a_master = (
-        "object.kind == 'PyTorchJob' && has(object.spec.pytorchReplicaSpecs) && "
-        "'Master' in object.spec.pytorchReplicaSpecs && 'Worker' in object.spec.pytorchReplicaSpecs && "
-        f"has({pytorch_worker}.template) && has({pytorch_worker}.template.spec) && "
-        f"has({pytorch_worker}.template.spec.containers)"
-    )
-    launcher_containers = (
-        "object.kind == 'MPIJob' && has(object.spec.mpiReplicaSpecs) && 'Launcher' in object.spec.mpiReplicaSpecs && "
-        f"has({launcher}.template) && has({launcher}.template.spec) && has({launcher}.template.spec.containers)"
-    )
     min_replicas = (
         f"(has(object.spec.elasticPolicy.minReplicas) ? int(object.spec.elasticPolicy.minReplicas) : {workers})"
     )
@@ -750,37 +783,12 @@ def gang_validations(team: TeamRules) -> list[dict]:
             "resources.requests.cpu and resources.requests.memory (its memory limit, if it has one)",
             "reason": "Forbidden",
         },
-        {
-            # The launcher pod asks the larger of its containers' sum and each init container (resource.PodRequests,
-            # kubernetes/kubernetes:staging/src/k8s.io/component-helpers/resource/helpers.go@v1.35.0), the
-            # operator's kubectl-delivery among them (LAUNCHER_INIT_REQUESTS), while the gang counts the containers
-            # alone (CalcPGMinResources, above): below the init container, the pod holds more than its queue
-            # admitted. An UPDATE that keeps every replica spec is exempt, as for the rule above.
-            "expression": f"!({launcher_containers}) || (request.operation == 'UPDATE' && {kept_specs}) || ("
-            + " && ".join(
-                f"{_request_sum(f'{launcher}.template.spec.containers', r)} >= {v!r}"
-                for r, v in LAUNCHER_INIT_REQUESTS.items()
-            )
-            + ")",
-            "message": "an MPIJob's Launcher containers request together at least what the operator's "
-            "kubectl-delivery init container does (100m cpu, 512Mi memory): its pod asks that much, and the gang "
-            "its queue admits counts the containers alone; raise the Launcher's resources.requests",
-            "reason": "Forbidden",
-        },
-        {
-            # The same for a PyTorchJob's Workers beside a Master and the operator's init-pytorch
-            # (WORKER_INIT_REQUESTS).
-            "expression": f"!({worker_beside_a_master}) || (request.operation == 'UPDATE' && {kept_specs}) || ("
-            + " && ".join(
-                f"{_request_sum(f'{pytorch_worker}.template.spec.containers', r)} >= {v!r}"
-                for r, v in WORKER_INIT_REQUESTS.items()
-            )
-            + ")",
-            "message": "a PyTorchJob's Worker containers beside a Master request together at least what the "
-            "operator's init-pytorch init container does (50m cpu, 10Mi memory): its pod asks that much, and the "
-            "gang its queue admits counts the containers alone; raise the Worker's resources.requests",
-            "reason": "Forbidden",
-        },
+        # A pod asks the larger of its containers' sum and each init container (resource.PodRequests,
+        # kubernetes/kubernetes:staging/src/k8s.io/component-helpers/resource/helpers.go@v1.35.0), the operator's
+        # among them (OPERATOR_INITS), while the gang counts the containers alone (CalcPGMinResources,
+        # above): below the init container, the pod holds more than its queue admitted. An UPDATE that keeps every
+        # replica spec is exempt, as for the rule above.
+        *(_at_least_the_operators_init(init, kept_specs) for init in OPERATOR_INITS),
         *(
             [
                 {

@@ -24,7 +24,6 @@ from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
 from components.storage import DATASET_CHECKPOINTS, DATASET_CLAIM, DATASET_MOUNT, MOUNT_PATH, PVC_NAME
-from components.tenancy import WORKER_INIT_REQUESTS
 from infra.config import ConfigError, GpuPool, StackConfig, Team
 from infra.core import versions
 from infra.core.assets import shipped
@@ -42,7 +41,7 @@ from infra.offline.pods import (
     merge_env,
     prepare_gpu_pod,
     request_in_full,
-    request_the_operators_init,
+    request_the_operators_inits,
     run_as_team,
     stack_image,
     tolerate_pool,
@@ -975,14 +974,13 @@ def render(
 
 def _as_team(job: dict, team: Team) -> None:
     """Each pod template of `job` as the team's admission policy requires it: the team's identity and, in a
-    Kubeflow job, each container's requests in full (the gang its queue admits counts what its pods ask)."""
+    Kubeflow job, each container's requests in full, at least what the operator's init containers ask (the gang
+    its queue admits counts what its pods ask)."""
     for template in pod_templates(job):
         run_as_team(template, team)
         if job["kind"] in KUBEFLOW_JOB_KINDS:
             request_in_full(template, team)
-    replicas = (job.get("spec") or {}).get("pytorchReplicaSpecs") or {}
-    if job["kind"] == "PyTorchJob" and "Master" in replicas and "Worker" in replicas:  # the operator's init-pytorch
-        request_the_operators_init(replicas["Worker"]["template"]["spec"]["containers"][0], WORKER_INIT_REQUESTS)
+    request_the_operators_inits(job)
 
 
 def _checks_before_training(

@@ -19,6 +19,7 @@ from components.efa import (
     expected_bus_bandwidth_gb_s,
 )
 from components.registry import UNKNOWN_TAG, image_tag, repository_name
+from components.tenancy import OPERATOR_INITS
 from infra.config import IMAGE_REFERENCE, NAMESPACE, ConfigError, GpuPool, StackConfig, Team
 
 EFA = "vpc.amazonaws.com/efa"
@@ -171,17 +172,21 @@ def cores(quantity: str | int | float) -> float:
     return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
-def request_the_operators_init(container: dict, floor: dict[str, float]) -> None:
-    """A replica's one container, its requests named (request_in_full), asks at least what the operator's init
-    container asks of its pod (components/tenancy.py LAUNCHER_INIT_REQUESTS for an MPIJob's launcher,
-    WORKER_INIT_REQUESTS for a PyTorchJob's Workers beside a Master), which the team policy requires: the pod asks
-    that much whatever its containers do, and the gang counts the containers alone."""
-    requests = container["resources"]["requests"]
-    cpu, memory = floor["cpu"], floor["memory"]
-    if cores(requests["cpu"]) < cpu:
-        requests["cpu"] = f"{math.ceil(cpu * 1000)}m"
-    if mebibytes(requests["memory"]) * 2**20 < memory:
-        requests["memory"] = f"{math.ceil(memory / 2**20)}Mi"
+def request_the_operators_inits(job: dict) -> None:
+    """Each replica of a Kubeflow job whose pod the operator gives an init container (components/tenancy.py
+    OPERATOR_INITS: an MPIJob's Launcher, a PyTorchJob's Workers beside a Master) asks, in its first container, its
+    requests named (request_in_full), at least what that init container asks, which the team policy requires: the
+    pod asks that much whatever its containers do, and the gang counts the containers alone."""
+    for init in OPERATOR_INITS:
+        specs = (job.get("spec") or {}).get(init.replicas) or {}
+        if job.get("kind") != init.kind or any(r not in specs for r in (*init.beside, init.replica)):
+            continue
+        requests = specs[init.replica]["template"]["spec"]["containers"][0]["resources"]["requests"]
+        floor = init.requests
+        if cores(requests["cpu"]) < floor["cpu"]:
+            requests["cpu"] = f"{math.ceil(floor['cpu'] * 1000)}m"
+        if mebibytes(requests["memory"]) * 2**20 < floor["memory"]:
+            requests["memory"] = f"{math.ceil(floor['memory'] / 2**20)}Mi"
 
 
 def merge_env(container: dict, values: dict[str, str]) -> None:

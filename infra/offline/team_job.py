@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.tenancy import LAUNCHER_INIT_REQUESTS, SCHEDULER, WORKER_INIT_REQUESTS
+from components.tenancy import SCHEDULER
 from components.workloads import ELASTIC_ROOM_METRIC, SERVING_LABEL, SERVING_PORT
 from infra.config import FRAMEWORKS, ConfigError, GpuPool, JobFile, StackConfig, Team
 from infra.core import versions
@@ -42,7 +42,7 @@ from infra.offline.pods import (
     merge_env,
     prepare_gpu_pod,
     request_in_full,
-    request_the_operators_init,
+    request_the_operators_inits,
     run_as_team,
     tolerate_pool,
 )
@@ -313,7 +313,6 @@ def _mpi_replica(template: dict, replica: str, job: JobFile) -> None:
     if replica == "Launcher":
         main["command"] = list(job.command)
         spec.pop("automountServiceAccountToken", None)
-        request_the_operators_init(main, LAUNCHER_INIT_REQUESTS)
     else:
         main.pop("command", None)
 
@@ -356,8 +355,6 @@ def _replica_template(
         jobs.add_node_preflight(template, cfg, pool, checkpoints)  # no PyTorch there: each node alone
     run_as_team(template, team)
     request_in_full(template, team)
-    if job.framework == "pytorch" and replica == "Worker" and job.elastic is None:  # beside a Master: init-pytorch
-        request_the_operators_init(template["spec"]["containers"][0], WORKER_INIT_REQUESTS)
     clash = _overridden(template, job)
     if clash:
         raise ConfigError(f"env.{clash[0]}", "is set by the platform for this job; leave it out of env")
@@ -442,6 +439,7 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
                 }
             ],
         }
+    request_the_operators_inits(workload)
     code = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
