@@ -538,21 +538,19 @@ def _team_start(gang: Gang, live: TeamClocks) -> datetime | None:
 
 
 def next_team_clocks(
-    clocks: TeamClocks,
+    live: TeamClocks,
     podgroups: list[dict],
     pods: list[dict],
     nodes: list[dict],
     jobs: list[dict],
     deadlines: dict[str, float],
-    empty_s: dict[str, float],
-    resumed: Collection[tuple[str, str, str]],
     now: datetime,
 ) -> TeamClocks:
-    """The team clocks after this pass: those still running (running_team_clocks), each kept running by every gang
-    of its team waiting now beside idle nodes of its pool, from the earliest of its start and the gang's clock (a
-    gang marked this pass has its team's start, clock_actions, or now); a gang whose team has no clock running in
-    such a pool starts one. So a team has one clock per pool at most, and none once its gangs stop waiting there."""
-    live = running_team_clocks(clocks, podgroups, pods, nodes, jobs, empty_s, resumed, now)
+    """The team clocks after this pass: those still running (`live`, running_team_clocks), each kept running by
+    every gang of its team waiting now beside idle nodes of its pool, from the earliest of its start and the gang's
+    clock (a gang marked this pass has its team's start, clock_actions, or now); a gang whose team has no clock
+    running in such a pool starts one. So a team has one clock per pool at most, and none once its gangs stop
+    waiting there."""
     after = dict(live)
     since = {_key(j): _stamp(_annotation(j, WAITING_SINCE)) for j in jobs}
     for gang in waiting(podgroups, pods, nodes, deadlines):
@@ -962,7 +960,7 @@ def run(api: Api, settings: dict, own_namespace: str, now: datetime) -> int:
             print(f"could not {action.verb} {where}: HTTP {exc.code} {exc.read().decode(errors='replace')}", flush=True)
             continue
         print(f"{action.verb} {where}: {action.reason}", flush=True)
-    data = team_clocks_data(next_team_clocks(team, podgroups, pods, nodes, jobs, deadlines, empty_s, resumed, now))
+    data = team_clocks_data(next_team_clocks(running, podgroups, pods, nodes, jobs, deadlines, now))
     if data != ((stored or {}).get("data") or {}):
         failed = not _keep_team_clocks(api, clocks_path, stored, data) or failed
     return 1 if failed else 0

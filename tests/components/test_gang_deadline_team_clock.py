@@ -269,17 +269,9 @@ def test_a_teams_gang_that_runs_ends_its_team_clock():
     }
     bound = _pod("train-master-0", 60, node="ip-10-0-0-2")
     team = {("llm", "h100"): _clock(NOW - timedelta(minutes=10), NOW - timedelta(minutes=1))}
-    after = gang_deadline.next_team_clocks(
-        team,
-        [pg],
-        [bound],
-        [IDLE_NODE, _node("ip-10-0-0-2", "h100")],
-        [job],
-        {"h100": DEADLINE},
-        {"h100": EMPTY},
-        set(),
-        NOW,
-    )
+    podgroups, pods, nodes = [pg], [bound], [IDLE_NODE, _node("ip-10-0-0-2", "h100")]
+    live = gang_deadline.running_team_clocks(team, podgroups, pods, nodes, [job], {"h100": EMPTY}, set(), NOW)
+    after = gang_deadline.next_team_clocks(live, podgroups, pods, nodes, [job], {"h100": DEADLINE}, NOW)
     assert after == {}
 
 
@@ -291,5 +283,6 @@ def test_a_job_the_deadline_queues_again_starts_a_fresh_clock():
     job = {"kind": "PyTorchJob", "metadata": meta, "spec": {}, "pools": ["h100"]}
     team = {("llm", "h100"): _clock(gave_back - timedelta(minutes=31), gave_back)}
     resumed = {("llm", "PyTorchJob", "train")}
-    after = gang_deadline.next_team_clocks(team, [], [], [], [job], {"h100": DEADLINE}, {"h100": 3600.0}, resumed, NOW)
+    live = gang_deadline.running_team_clocks(team, [], [], [], [job], {"h100": 3600.0}, resumed, NOW)
+    after = gang_deadline.next_team_clocks(live, [], [], [], [job], {"h100": DEADLINE}, NOW)
     assert after == {}
