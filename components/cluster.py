@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components.addons import BEFORE_NODES, CLUSTER_ADDONS, managed_addon
 from components.identity import trust_policy
-from components.logs import account_key_policy, deploying_identity
+from components.logs import account_key_policy
 from infra.core.names import CLUSTER_ADMIN_POLICY
 from infra.core.versions import AddonVersion
 
@@ -41,6 +41,7 @@ class ClusterArgs:
     log_retention_days: int
     log_key_arn: pulumi.Input[str]
     log_key_ready: Sequence[pulumi.Resource]  # the log key, created with the policy that lets CloudWatch Logs use it
+    deployer_arn: pulumi.Input[str]  # deploying_identity(): the Secrets key's partition and account
     tags: Mapping[str, str]
 
 
@@ -71,7 +72,9 @@ class Cluster(pulumi.ComponentResource):
             description=f"Envelope encryption of Kubernetes Secrets in {args.cluster_name}",
             enable_key_rotation=True,
             deletion_window_in_days=30,
-            policy=deploying_identity().apply(account_key_policy),  # CreateKey's: components/logs.py
+            policy=pulumi.Output.from_input(args.deployer_arn).apply(
+                account_key_policy
+            ),  # CreateKey's: components/logs.py
             tags=tags,
             opts=keep,
         )

@@ -45,7 +45,6 @@ from components.gang_deadline import empty_node_s
 from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, pool_labels, pool_taints
 from components.identity import pod_identity_association, pod_identity_role
 from components.kubernetes_objects import KubernetesObject
-from components.logs import deploying_identity
 from infra.config import STARTUP_TAINT_KEY, GpuPool
 from infra.core import versions
 from infra.core.names import DRIVER_MAJOR_LABEL, interruption_queue, interruption_rule
@@ -447,6 +446,7 @@ class KarpenterArgs:
     security_group_ids: Sequence[pulumi.Input[str]]
     provider: pulumi.ProviderResource
     depends_on: Sequence[pulumi.Resource]
+    deployer_arn: pulumi.Input[str]  # deploying_identity(): the queue's account
     tags: Mapping[str, str]
 
 
@@ -475,7 +475,7 @@ class Karpenter(pulumi.ComponentResource):
             name=queue_name,
             message_retention_seconds=300,
             sqs_managed_sse_enabled=True,
-            policy=deploying_identity().apply(
+            policy=pulumi.Output.from_input(args.deployer_arn).apply(
                 lambda arn: queue_policy(f"arn:aws:sqs:{args.region}:{arn.split(':')[4]}:{queue_name}", args.stack)
             ),
             tags=dict(args.tags),

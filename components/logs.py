@@ -14,13 +14,15 @@ import pulumi_aws as aws
 class LogKeyArgs:
     cluster_name: str
     region: str
+    deployer_arn: pulumi.Input[str]  # deploying_identity(): the key's partition and account
     protect: bool
     tags: Mapping[str, str]
 
 
 def deploying_identity() -> pulumi.Output[str]:
     """The ARN of whoever deploys (sts GetCallerIdentity, no permission needed): its partition and
-    account are the keys' own, known before a key exists, so each key is created with its policy."""
+    account are the keys' own, known before a key exists, so each key is created with its policy.
+    The program asks once and passes it to each component that makes a key or a queue policy."""
     return aws.get_caller_identity_output().arn
 
 
@@ -88,7 +90,7 @@ class LogKey(pulumi.ComponentResource):
             description=f"CloudWatch Logs of {args.cluster_name}",
             enable_key_rotation=True,
             deletion_window_in_days=30,
-            policy=deploying_identity().apply(lambda arn: log_key_policy(arn, args.region)),
+            policy=pulumi.Output.from_input(args.deployer_arn).apply(lambda arn: log_key_policy(arn, args.region)),
             tags=dict(args.tags),
             opts=keep,
         )

@@ -16,7 +16,7 @@ import pulumi_aws as aws
 from components.addons import managed_addon
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
-from components.logs import account_key_policy, deploying_identity
+from components.logs import account_key_policy
 from components.node_admission import FIXED_NODE_FIELDS_MESSAGE, fixed_node_fields_unchanged
 from infra.config import Fsx
 from infra.core.names import KUBE_SYSTEM, NODE_NAME_EXTRA
@@ -231,6 +231,7 @@ class LustreArgs:
     provider: pulumi.ProviderResource
     addon_depends_on: Sequence[pulumi.Resource]
     protect: bool
+    deployer_arn: pulumi.Input[str]  # deploying_identity(): the file system key's partition and account
     tags: Mapping[str, str]
     health_namespace: tuple[str, pulumi.Resource] | None = None  # the health gate's: a volume of HEALTH_DIR there
 
@@ -284,7 +285,9 @@ class LustreFileSystem(pulumi.ComponentResource):
                 description=f"FSx for Lustre of {args.cluster_name}",
                 enable_key_rotation=True,
                 deletion_window_in_days=30,
-                policy=deploying_identity().apply(account_key_policy),  # CreateKey's: components/logs.py
+                policy=pulumi.Output.from_input(args.deployer_arn).apply(
+                    account_key_policy
+                ),  # CreateKey's: components/logs.py
                 tags=tags,
                 opts=keep,
             )

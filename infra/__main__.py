@@ -16,7 +16,7 @@ from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
 from components.healthgate import HealthGate, HealthGateArgs
 from components.job_watchdog import JobWatchdog, JobWatchdogArgs, alert_rules
 from components.karpenter import Karpenter, KarpenterArgs
-from components.logs import LogKey, LogKeyArgs
+from components.logs import LogKey, LogKeyArgs, deploying_identity
 from components.network import Network, NetworkArgs
 from components.nodes import NodeRole, NodeVersion
 from components.observability import NAMESPACE as MONITORING_NAMESPACE
@@ -35,7 +35,10 @@ def build(cfg: StackConfig) -> None:
     bound_every_role(cfg.delivery, cfg.stack)  # with CI: every role under the deploy identity's ceiling
 
     # 1. Network and control plane, their logs encrypted with a key of ours
-    logs = LogKey("logs", LogKeyArgs(cluster_name=name, region=region, protect=protect, tags=tags))
+    deployer = deploying_identity()  # its account and partition, in each key's and the queue's policy
+    logs = LogKey(
+        "logs", LogKeyArgs(cluster_name=name, region=region, deployer_arn=deployer, protect=protect, tags=tags)
+    )
     retention = cfg.observability.log_retention_days
     log_key: dict[str, Any] = dict(log_key_arn=logs.arn, log_key_ready=[logs.key])
     network = Network(
@@ -67,6 +70,7 @@ def build(cfg: StackConfig) -> None:
             protect=protect,
             log_retention_days=retention,
             **log_key,
+            deployer_arn=deployer,
             tags=tags,
         ),
     )
@@ -127,6 +131,7 @@ def build(cfg: StackConfig) -> None:
                 security_group_ids=[cluster.node_security_group_id],
                 provider=cluster.provider,
                 depends_on=[*node_prerequisites, system_nodes.node_group],
+                deployer_arn=deployer,
                 tags=tags,
             ),
         )
@@ -225,6 +230,7 @@ def build(cfg: StackConfig) -> None:
                 provider=cluster.provider,
                 addon_depends_on=platform["depends_on"],
                 protect=protect,
+                deployer_arn=deployer,
                 tags=tags,
                 health_namespace=gate.namespace if gate else None,
             ),

@@ -38,3 +38,9 @@ def test_the_log_keys_service_encrypts_only_this_accounts_log_groups():
     (service,) = [s for s in json.loads(log_key_policy(KEY, "us-east-2"))["Statement"] if "Service" in s["Principal"]]
     context = json.dumps(service["Condition"])
     assert f"arn:aws:logs:us-east-2:{ACCOUNT}:log-group:" in context
+
+
+def test_the_program_asks_who_deploys_once_for_every_key_and_the_queue(plan):
+    """The keys' and the interruption queue's policies take their account from one GetCallerIdentity."""
+    asked = [token for token, _ in plan.invokes if token == "aws:index/getCallerIdentity:getCallerIdentity"]
+    assert len(asked) == 1
