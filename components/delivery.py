@@ -952,18 +952,21 @@ def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[d
             "Action": ["codebuild:*"],
             "NotResource": f"arn:aws:codebuild:*:{account}:project/{role_name(stack, '*')}",
         },
-        # The stack's EventBridge rules (interruption_rule) feed its interruption queue and nothing else: a rule of
-        # the account's events (AWS API calls included) targeting another account's bus, queue or function would
-        # send them out for as long as it stayed. PutTargets carries each target's ARN in events:TargetArn
-        # (Service Authorization Reference, list_amazoneventbridge). The boundary allows no events action.
+        # Karpenter's interruption feed, the queue and each rule's target, is made by an administrator's deploy (the one
+        # that adds the stack's first Karpenter pool), and no deploy of the deploy role makes or remakes either: what
+        # each carries that matters is out of IAM's sight. A target's DeadLetterConfig sends the events it could not
+        # deliver to a queue of any account (Target: boto/botocore:botocore/data/events/2015-10-07/
+        # service-2.json@1.44.18), and PutTargets' events:TargetArn carries the target's own ARN alone (Service
+        # Authorization Reference, list_amazoneventbridge); CreateQueue takes the queue's policy as an attribute no
+        # key sees (tests/delivery/test_r9_karpenter_attack.py). SQS refuses a CreateQueue of a live name with other
+        # attributes (QueueNameExists: boto/botocore:botocore/data/sqs/2012-11-05/service-2.json@1.44.18), so while
+        # the queue lives its policy stays the administrator's. `higgsfield diff` refuses a new queue or target, and
+        # a deleted queue, naming the administrator's command. The boundary allows no events action.
         {
-            "Sid": "RulesFeedOnlyTheStacksQueue",
+            "Sid": "InterruptionFeedIsTheAdministrators",
             "Effect": "Deny",
-            "Action": ["events:PutTargets"],
+            "Action": ["events:PutTargets", "sqs:CreateQueue", "sqs:DeleteQueue"],
             "Resource": "*",
-            "Condition": {
-                "ForAnyValue:ArnNotLike": {"events:TargetArn": _interruption_queue_arn(account, region, stack)}
-            },
         },
         # The stack's rules match only the events Karpenter handles (INTERRUPTION_EVENTS, the patterns
         # components/karpenter.py gives them): `events:*` on their names would let a rule match AWS API calls via
@@ -1010,12 +1013,6 @@ def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[d
             "Resource": "*",
             "Condition": {"Null": {"events:detail-type": "true"}},
         },
-        # The interruption queue is made once. CreateQueue takes the queue's policy as an attribute that no IAM key
-        # sees (tests/delivery/test_r9_karpenter_attack.py), and SQS refuses a CreateQueue of a live name with
-        # other attributes (QueueNameExists: boto/botocore:botocore/data/sqs/2012-11-05/service-2.json@1.44.18), so
-        # while the queue lives its policy stays the one it was made with. Deleting it is an administrator's
-        # (removing the last Karpenter pool: `higgsfield diff` refuses it and names the command).
-        {"Sid": "QueuesAreMadeOnce", "Effect": "Deny", "Action": ["sqs:DeleteQueue"], "Resource": "*"},
     ]
 
 
@@ -1185,7 +1182,8 @@ def deploy_policy(
             "Action": ["s3:*"],
             "Resource": _buckets([settings.state_bucket, *buckets]),
         },
-        # Karpenter's interruption queue and the rules that feed it (components/karpenter.py), by their names.
+        # Karpenter's interruption queue and the rules that feed it (components/karpenter.py), by their names: making
+        # the queue and the rules' targets is an administrator's (InterruptionFeedIsTheAdministrators).
         {
             "Effect": "Allow",
             "Action": ["sqs:*", "events:*"],

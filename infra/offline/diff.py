@@ -385,6 +385,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     _refuse_flow_log_ends(str(head.get("stack", "STACK")), before, removed, changed, refuse)
     _refuse_queue_attribute_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
     _refuse_interruption_ends(str(head.get("stack", "STACK")), before, removed, changed, refuse)
+    _refuse_interruption_feed(str(head.get("stack", "STACK")), added, changed, refuse)
     return Diff(
         added,
         removed,
@@ -802,11 +803,11 @@ def _refuse_interruption_ends(
     stack: str, before: dict, removed: list[dict], changed: list[Change], refuse: _Refusals
 ) -> None:
     """Karpenter's interruption queue is made once: the deploy role's policy denies sqs:DeleteQueue
-    (components/delivery.py QueuesAreMadeOnce), so a deploy that deletes or replaces a queue (the last Karpenter
-    pool removed, or a queue an administrator deployed with a generated name, before the stack named it) would
-    fail half way. The deploy role reaches EventBridge on the stack's rules by their names alone (deploy_policy:
-    interruption_rule), so the same holds for a rule of a generated name. The refusal names the administrator's
-    command."""
+    (components/delivery.py InterruptionFeedIsTheAdministrators), so a deploy that deletes or replaces a queue (the
+    last Karpenter pool removed, or a queue an administrator deployed with a generated name, before the stack named
+    it) would fail half way. The deploy role reaches EventBridge on the stack's rules by their names alone
+    (deploy_policy: interruption_rule), so the same holds for a rule of a generated name. The refusal names the
+    administrator's command."""
     kinds = {QUEUE: "SQS queue", EVENT_RULE: "EventBridge rule"}
     for resource, what in _ended(set(kinds), before, removed, changed):
         name = str(resource["inputs"].get("name") or "")
@@ -821,6 +822,27 @@ def _refuse_interruption_ends(
             f"{what} of {kinds[resource['type']]} {resource['name']}",
             resource["name"],
             f"{why}; {_administrator_deploys(stack)}",
+        )
+
+
+EVENT_TARGET = "aws:cloudwatch/eventTarget:EventTarget"
+
+
+def _refuse_interruption_feed(stack: str, added: list[dict], changed: list[Change], refuse: _Refusals) -> None:
+    """Karpenter's interruption queue and its rules' targets are an administrator's to make (components/delivery.py
+    InterruptionFeedIsTheAdministrators: IAM sees neither a queue's policy nor a target's dead-letter queue), so a
+    deploy that adds the stack's first Karpenter pool, or a target, or puts a target again (pulumi-aws's update of
+    an EventTarget is a PutTargets) would fail half way. The refusal names the administrator's command."""
+    made = [(r["type"], r["name"], "a new") for r in added if r["type"] in (QUEUE, EVENT_TARGET)]
+    made += [(c.type, c.name, "a changed") for c in changed if c.type == EVENT_TARGET]
+    for resource_type, name, which in made:
+        what = "SQS queue" if resource_type == QUEUE else "EventBridge target"
+        refuse(
+            f"{which} {what} {name}",
+            name,
+            "the deploy role may not make Karpenter's interruption queue or put its rules' targets (its policy denies "
+            "sqs:CreateQueue and events:PutTargets: IAM sees neither a queue's policy nor a target's dead-letter "
+            f"queue); {_administrator_deploys(stack)}",
         )
 
 

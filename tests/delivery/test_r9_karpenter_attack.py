@@ -1,6 +1,6 @@
 """Round 9 attack on Karpenter in a stack CI deploys (components/delivery.py: the deploy role's `sqs:*` and
-`events:*` on the stack's interruption queue and rules, RulesFeedOnlyTheStacksQueue, the boundary's allow on that
-queue; components/karpenter.py queue_policy): requests the deploy role, or a role it makes under the stack boundary
+`events:*` on the stack's interruption queue and rules, InterruptionFeedIsTheAdministrators, the boundary's allow on
+that queue; components/karpenter.py queue_policy): requests the deploy role, or a role it makes under the stack boundary
 (tests/delivery/test_ci_identity.py EVERYTHING), can send to open the account's events or the controller's queue to
 another account. Decided by policies/iam_evaluation.py on the shipped prod plan's policies; each docstring names
 what lets the request through, the source that says what the request does, the impact and the fix.
@@ -42,19 +42,20 @@ def test_the_deploy_role_makes_no_queue_of_the_stacks_name_in_another_region():
     """`_interruption_queue_arn` was `arn:aws:sqs:*:ACCOUNT:higgsfield-prod-interruptions`: the deploy role could
     CreateQueue that name in every region, with a Policy attribute letting another account ReceiveMessage. Impact:
     with the next test's rule, a standing feed of the account's events to that account, unseen by the stack (its
-    queue is in its own region). Fix: the stack's region in the queue's ARN (deploy_policy, boundary_policy,
-    RulesFeedOnlyTheStacksQueue)."""
-    decision = evaluate(Request("sqs:CreateQueue", QUEUE_ELSEWHERE), [_deploy()])
+    queue is in its own region). Fix: the stack's region in the queue's ARN (deploy_policy, boundary_policy); and
+    no CreateQueue at all now (InterruptionFeedIsTheAdministrators)."""
+    assert not evaluate(Request("sqs:CreateQueue", QUEUE_ELSEWHERE), [_deploy()]).allowed
+    decision = evaluate(Request("sqs:TagQueue", QUEUE_ELSEWHERE), [_deploy()])  # allowed on the stack's own queue
     assert decision.reason == "no identity policy allows it", decision.reason
 
 
 def test_the_stacks_rules_feed_no_queue_of_its_name_in_another_region():
-    """RulesFeedOnlyTheStacksQueue matched the queue's name in any region: a rule named like the stack's (any event
+    """The targets' denial matched the queue's name in any region: a rule named like the stack's (any event
     pattern: AWS API calls via CloudTrail included) could target the queue of that name made in another region with
     another account's reader in its policy (the test above)."""
     request = Request("events:PutTargets", _rule("audit"), {"events:TargetArn": [QUEUE_ELSEWHERE]})
     decision = evaluate(request, [_deploy()])
-    assert decision.denied_by == ("delivery-deploy", "RulesFeedOnlyTheStacksQueue"), decision.reason
+    assert decision.denied_by == ("delivery-deploy", "InterruptionFeedIsTheAdministrators"), decision.reason
 
 
 def test_the_deploy_role_makes_no_rule_of_the_stacks_name_in_another_region():
@@ -83,19 +84,27 @@ def test_the_deploy_role_cannot_replace_the_interruption_queue_with_one_whose_po
     under the same name and URL (the controller keeps polling it) with a policy that lets another account send or
     receive. Impact: forged interruptions from outside for as long as the queue stays, or, with a rule of the stack's
     name matching API calls (next test), the account's events read from outside. Fixed: the deploy role may not
-    DeleteQueue (QueuesAreMadeOnce; a CreateQueue of a live name with other attributes fails), so a live queue's
-    policy stays CreateQueue's, and removing Karpenter is an administrator's, which `higgsfield diff` refuses and
-    names. A first CreateQueue of a stack with no karpenter pool yet stays open, as CreateKey's Policy is for keys
-    (the policy pack's sqs-queue-policy-own-services checks it in `pulumi up`)."""
+    DeleteQueue (InterruptionFeedIsTheAdministrators; a CreateQueue of a live name with other attributes fails), so a
+    live queue's policy stays CreateQueue's, and removing Karpenter is an administrator's, which `higgsfield diff`
+    refuses and names."""
     decision = evaluate(Request("sqs:DeleteQueue", QUEUE), [_deploy()])
-    assert decision.denied_by == ("delivery-deploy", "QueuesAreMadeOnce"), decision.reason
+    assert decision.denied_by == ("delivery-deploy", "InterruptionFeedIsTheAdministrators"), decision.reason
+
+
+def test_the_deploy_role_makes_no_first_interruption_queue_whose_policy_it_chose():
+    """A stack with no Karpenter pool yet has no queue: the deploy role could CreateQueue the stack's name, outside
+    `pulumi up`, with a policy letting another account send the controller forged interruptions once a pool comes.
+    The policy pack checks a queue's policy inside `pulumi up` only. Fixed: the queue is the administrator's to make
+    (InterruptionFeedIsTheAdministrators), with the deploy that adds the first Karpenter pool."""
+    decision = evaluate(Request("sqs:CreateQueue", QUEUE), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "InterruptionFeedIsTheAdministrators"), decision.reason
 
 
 def test_the_stacks_rules_match_only_the_events_karpenter_handles():
     """`events:*` on `rule/higgsfield-prod-karpenter-*` let the deploy role PutRule any pattern under that name:
     AWS API calls via CloudTrail (every service's, with their request parameters), and PutRule's State
     ENABLED_WITH_ALL_CLOUDTRAIL_MANAGEMENT_EVENTS adds the read-only ones (RuleState:
-    boto/botocore:botocore/data/events/2015-10-07/service-2.json@1.44.18). RulesFeedOnlyTheStacksQueue keeps them in
+    boto/botocore:botocore/data/events/2015-10-07/service-2.json@1.44.18). The rules feed only
     the stack's queue, which is only as closed as its CreateQueue policy (the test above). Fixed: PutRule is
     refused where the pattern's detail-type is not one of Karpenter's (RuleDetailTypesAreKarpenters, in the deploy
     role's managed policy: components/delivery.py reach_denials)."""
@@ -148,22 +157,16 @@ def test_the_deploy_role_puts_each_rule_karpenter_needs(event):
     assert decision.allowed, decision.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: no IAM key carries a target's DeadLetterConfig (list_amazoneventbridge: events:TargetArn is the "
-    "target's ARN); unverified on AWS (docs/security-ci.md)",
-)
 def test_a_target_of_the_stacks_rule_sends_no_dead_letter_to_another_account():
     """PutTargets' Target has DeadLetterConfig.Arn, an SQS queue that receives every event the target could not take
     (boto/botocore:botocore/data/events/2015-10-07/service-2.json@1.44.18, Target), "for errors that result from
     missing permissions to a target, or a target resource that no longer exists" without a retry
-    (docs.aws.amazon.com/eventbridge/latest/userguide/rule-dlq.html). RulesFeedOnlyTheStacksQueue reads
-    events:TargetArn, which the Service Authorization Reference describes as the ARN of a target put to a rule; the
-    request below carries what it documents (the target, the stack's queue) and not the dead-letter queue of
-    another account. Impact, if EventBridge accepts a dead-letter queue of another account: a rule whose target
-    fails sends its events out, which the rule-pattern denials keep to Karpenter's (the region's EC2 instance state
-    changes and interruption warnings, AWS Health events). Verify on AWS, as the
-    deploy role: `aws events put-targets --rule higgsfield-staging-karpenter-spot --targets
-    'Id=1,Arn=<the queue ARN>,DeadLetterConfig={Arn=<another account's queue ARN>}'` must be AccessDenied."""
-    decision = evaluate(Request("events:PutTargets", _rule("audit"), {"events:TargetArn": [QUEUE]}), [_deploy()])
-    assert not decision.allowed, decision.reason
+    (docs.aws.amazon.com/eventbridge/latest/userguide/rule-dlq.html). events:TargetArn is the ARN of a target put
+    to a rule (Service Authorization Reference, list_amazoneventbridge): the request below carries what it documents
+    (the target, the stack's queue), and no key carries the dead-letter queue. Impact: a rule whose target fails
+    sends its events to another account, Karpenter's events (the region's EC2 instance state changes and
+    interruption warnings, AWS Health events). Fixed: the targets are the administrator's to put
+    (InterruptionFeedIsTheAdministrators). Verify on AWS, as the deploy role: `aws events put-targets --rule
+    higgsfield-staging-karpenter-spot --targets 'Id=1,Arn=<the queue ARN>'` is AccessDenied."""
+    decision = evaluate(Request("events:PutTargets", _rule("spot"), {"events:TargetArn": [QUEUE]}), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "InterruptionFeedIsTheAdministrators"), decision.reason

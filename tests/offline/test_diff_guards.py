@@ -6,20 +6,25 @@ refuses version ranges. The plans compared are the recorded prod plan and edits 
 from __future__ import annotations
 
 import copy
+import shutil
 
 import pytest
+import yaml
 
+from components.karpenter import INTERRUPTION_EVENTS
 from infra.offline.diff import (
     BUCKET_VERSIONING,
     DATA_REPOSITORY_ASSOCIATION,
+    EVENT_TARGET,
     KEY_POLICY,
     QUEUE,
     QUEUE_POLICY,
     compare,
     render_diff,
 )
+from infra.offline.evaluate import record
 from policies import rules
-from tests.conftest import config_of, plan_of
+from tests.conftest import ROOT, config_of, plan_of
 
 
 def _prod() -> dict:
@@ -414,8 +419,8 @@ def test_naming_an_administrator_deployed_interruption_rule_is_refused_naming_th
 
 
 def test_removing_the_interruption_queue_of_the_stacks_name_is_refused_naming_the_administrators_command():
-    """The deploy role may not DeleteQueue (components/delivery.py QueuesAreMadeOnce: a queue made again could carry a
-    policy IAM cannot see), so removing the last Karpenter pool would fail half way."""
+    """The deploy role may not DeleteQueue (components/delivery.py InterruptionFeedIsTheAdministrators: a queue made
+    again could carry a policy IAM cannot see), so removing the last Karpenter pool would fail half way."""
     base, head = _prod(), _prod()
     _with_queue(base)
     (refusal,) = [r for r in compare(base, head, set()).refused if "SQS queue" in r]
@@ -489,3 +494,34 @@ def test_a_new_policy_of_a_stack_role_that_is_no_ci_identity_goes_through():
     base, head = _prod(), _prod()
     _role_policy(base, "lustre-csi")["inputs"]["policy"] = '{"Version": "2012-10-17", "Statement": []}'
     assert [r for r in compare(base, head, set()).refused if "CI identity" in r] == []
+
+
+def test_adding_the_first_karpenter_pool_is_refused_naming_the_administrators_deploy(tmp_path):
+    """Karpenter's interruption queue and its rules' targets are an administrator's to make (components/delivery.py
+    InterruptionFeedIsTheAdministrators): a CI deploy of the first Karpenter pool would fail at CreateQueue. The diff
+    of staging against the same stack with a Karpenter pool refuses the queue and each target, naming the command."""
+    root = tmp_path
+    for part in ("Pulumi.yaml", "stacks"):
+        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, root / part)
+    config = yaml.safe_load((root / "stacks" / "Pulumi.staging.yaml").read_text())
+    pools = config["config"]["higgsfield:gpuPools"]
+    pools[0] = {**pools[0], "provisioner": "karpenter", "minSize": 0}
+    (root / "stacks" / "Pulumi.staging.yaml").write_text(yaml.safe_dump(config))
+    base, head = plan_of("staging").as_dict(), record("staging", root=root).as_dict()
+    refused = compare(base, head, set()).refused
+    queues = [r for r in refused if r.startswith("a new SQS queue karpenter-interruptions is refused (")]
+    targets = [r for r in refused if r.startswith("a new EventBridge target karpenter-")]
+    assert len(queues) == 1 and len(targets) == len(INTERRUPTION_EVENTS), refused
+    assert all(
+        "sqs:CreateQueue and events:PutTargets" in r and "pulumi up --stack staging" in r for r in queues + targets
+    )
+
+
+def test_a_changed_interruption_target_is_refused_naming_the_administrators_deploy():
+    """pulumi-aws updates an EventTarget with PutTargets, which the deploy role's policy denies."""
+    base, head = _prod(), _prod()
+    for plan, arn in ((base, "arn:aws:sqs:us-east-2:1:old"), (head, "arn:aws:sqs:us-east-2:1:new")):
+        target = _with_rule(plan, arn=arn)
+        target.update(type=EVENT_TARGET, urn=target["urn"].replace("eventRule:EventRule", "eventTarget:EventTarget"))
+    (refusal,) = [r for r in compare(base, head, set()).refused if "EventBridge target" in r]
+    assert refusal.startswith("a changed EventBridge target karpenter-spot is refused (")
