@@ -128,6 +128,7 @@ def build(cfg: StackConfig) -> None:
                 provider=cluster.provider,
                 depends_on=[*node_prerequisites, system_nodes.node_group],
                 tags=tags,
+                node_repair=cfg.observability.node_auto_repair,
             ),
         )
 
