@@ -17,16 +17,18 @@ the capacity it computes for an EC2 type has no `hugepages-*` (computeCapacity, 
 instancetype/types.go@v1.14.1), so jobs on a Karpenter pool are rendered without them
 (infra/offline/pods.py, docs/karpenter.md says the cost).
 
-Its NodePool never disrupts a running training pod: consolidation only when a node is empty, after
-boot + gang fill; no Underutilized disruption (a budget of 0 nodes); `expireAfter: Never`; and every
-training pod carries `karpenter.sh/do-not-disrupt` (infra/offline/jobs.py), which also keeps Drift off
-its node while no `terminationGracePeriod` is set (website/content/en/docs/concepts/disruption.md
-@v1.14.1, "Pod-Level Controls"). Drift is allowed otherwise, so the nodes follow the cluster's
-version: the AMI alias resolves against the control plane's Kubernetes version, an upgrade drifts
-every NodeClaim, and each node is replaced once it runs no training pod. The CRDs come from their
-own chart (infra/core/versions.py KARPENTER_CRD), so they are upgraded with Karpenter. Reservation and
-Capacity Block pools are refused in config (aws/karpenter-provider-aws#8514: one NodeClass cannot
-yet span several blocks).
+Its NodePool never disrupts a running training pod: consolidation only when a node is empty, after boot
++ gang fill; no Underutilized disruption (a budget of 0 nodes); `expireAfter: Never`; and every training
+pod carries `karpenter.sh/do-not-disrupt` (infra/offline/jobs.py), which also keeps Drift off its node
+while no `terminationGracePeriod` is set (website/content/en/docs/concepts/disruption.md@v1.14.1,
+"Pod-Level Controls"). The one exception is node repair, under `nodeAutoRepair` as EKS auto-repair is on
+the node-group pools: a node NotReady for 30 min, or whose GPUs the node monitoring agent reports failed
+for 10, is replaced whatever runs on it (node_repair_gates). Drift is allowed otherwise, so the nodes
+follow the cluster's version: the AMI alias resolves against the control plane's Kubernetes version, an
+upgrade drifts every NodeClaim, and each node is replaced once it runs no training pod. The CRDs come
+from their own chart (infra/core/versions.py KARPENTER_CRD), so they are upgraded with Karpenter.
+Reservation and Capacity Block pools are refused in config (aws/karpenter-provider-aws#8514: one
+NodeClass cannot yet span several blocks).
 """
 
 from __future__ import annotations
@@ -448,6 +450,42 @@ class KarpenterArgs:
     depends_on: Sequence[pulumi.Resource]
     deployer_arn: pulumi.Input[str]  # deploying_identity(): the queue's account
     tags: Mapping[str, str]
+    node_repair: bool  # higgsfield:observability.nodeAutoRepair, as for the node-group pools (node_repair_gates)
+
+
+def node_repair_gates(node_auto_repair: bool) -> dict[str, bool]:
+    """The chart's `settings.featureGates` (only the gate set here; Helm merges the map over the chart's
+    defaults, so every other gate keeps its default): Karpenter's node repair follows `nodeAutoRepair`, the
+    setting that turns EKS auto-repair on for the node-group pools, and off is written, not left to the chart.
+
+    Read at aws/karpenter-provider-aws@v1.14.1 and the core it vendors, kubernetes-sigs/karpenter@6e7eab7a0f48
+    (go.mod: v1.14.1-0.20260819221709-6e7eab7a0f48):
+    - the gate: `settings.featureGates.nodeRepair`, ALPHA, false by default (charts/karpenter/values.yaml), passed
+      as FEATURE_GATES NodeRepair=... (templates/deployment.yaml); it starts the node health controller
+      (pkg/controllers/controllers.go).
+    - what it acts on: Ready False or Unknown for 30 min, and the EKS node monitoring agent's conditions False:
+      AcceleratedHardwareReady 10 min, StorageReady, NetworkingReady, KernelReady, ContainerRuntimeReady 30 min
+      (RepairPolicies, pkg/cloudprovider/cloudprovider.go) - the table EKS auto-repair uses for node groups
+      (docs.aws.amazon.com/eks/latest/userguide/node-repair.html), with Replace for every action (no reboot).
+      The agent is the observability add-on (components/observability.py); without it, Ready alone.
+    - what it does (pkg/controllers/node/health/controller.go): stamps the NodeClaim's termination time as now
+      and deletes it; the termination controller then deletes the node's pods with 1 s grace, past PDBs and
+      `karpenter.sh/do-not-disrupt` (DeleteExpiringPods, pkg/controllers/node/termination/terminator/
+      terminator.go), stops waiting for pods whose deletion is a minute overdue, as a dead kubelet's are
+      (IsStuckTerminating, pkg/utils/pod/scheduling.go), terminates the instance and removes the Node's
+      finalizer (pkg/controllers/node/termination/controller.go). From there it is a `kubectl delete node`:
+      the pod garbage collector removes the node's pods and the operator makes their replicas again
+      (images/training/gang_deadline.py cites both).
+    - its limit: no repair while more than 20% of the NodePool's nodes (rounded up: one of up to five) match a
+      policy (isNodePoolHealthy).
+    - it reads node conditions only, and the health gate sets none: it holds a node with its startup taint and
+      labels, and may not write a node's status, where conditions live (components/healthgate.py
+      gate_role_rules: `nodes`, not `nodes/status`). A node the gate is checking stays Ready and is not
+      repaired; one that fails has its NodeClaim deleted by the gate.
+    - its RBAC (nodes list, nodeclaims patch/delete, pods delete: charts/karpenter/templates/
+      clusterrole-core.yaml) and IAM (ec2:DescribeInstances, ec2:TerminateInstances: karpenter_policy) are
+      what the controller already has."""
+    return {"nodeRepair": node_auto_repair}
 
 
 class Karpenter(pulumi.ComponentResource):
@@ -532,7 +570,11 @@ class Karpenter(pulumi.ComponentResource):
                 # the system nodes are tainted; the chart's own CriticalAddonsOnly kept (a list replaces it:
                 # aws/karpenter-provider-aws:charts/karpenter/values.yaml@v1.14.1 `tolerations`)
                 "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, SYSTEM_TOLERATION],
-                "settings": {"clusterName": args.cluster_name, "interruptionQueue": queue.name},
+                "settings": {
+                    "clusterName": args.cluster_name,
+                    "interruptionQueue": queue.name,
+                    "featureGates": node_repair_gates(args.node_repair),
+                },
             },
             pulumi.ResourceOptions(
                 parent=self, provider=args.provider, depends_on=[crds, association, policy, *args.depends_on]

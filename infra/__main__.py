@@ -133,6 +133,7 @@ def build(cfg: StackConfig) -> None:
                 depends_on=[*node_prerequisites, system_nodes.node_group],
                 deployer_arn=deployer,
                 tags=tags,
+                node_repair=cfg.observability.node_auto_repair,
             ),
         )
 

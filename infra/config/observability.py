@@ -85,7 +85,7 @@ class Observability(Setting):
     log_retention_days: Int = 30
     """A CloudWatch Logs retention: 1, 3, 5, 7, 14, 30, 60, 90, ... 3653 days."""
     node_auto_repair: Bool = True
-    """EKS node auto-repair on GPU pools."""
+    """Replace unhealthy GPU nodes: EKS auto-repair on node-group pools, Karpenter's node repair on Karpenter pools."""
     health: HealthThresholds = Field(HealthThresholds(), alias="healthcheck")
 
     @field_validator("log_retention_days")

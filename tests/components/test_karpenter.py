@@ -65,6 +65,7 @@ TEMPLATE_SPEC = {"expireAfter", "nodeClassRef", "requirements", "startupTaints",
 CONSOLIDATION = {"WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"}
 DURATION = r"^(([0-9]+(s|m|h))+|Never)$"
 BUDGET_REASONS = {"Underutilized", "Empty", "Drifted"}
+OBSERVABILITY = "higgsfield:observability"
 OPERATORS = {"Gte", "Lte", "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
 
 
@@ -137,6 +138,38 @@ def test_the_karpenter_chart_is_pinned_and_runs_on_the_system_nodes(karpenter_pl
         values["nodeSelector"] == karpenter.SYSTEM_LABELS
         and values["serviceAccount"]["name"] == karpenter.SERVICE_ACCOUNT
     )
+
+
+def _gpu_node_groups_repair(plan) -> set[bool]:
+    return {
+        g.inputs["nodeRepairConfig"]["enabled"]
+        for g in plan.of_type("aws:eks/nodeGroup:NodeGroup")
+        if g.inputs["labels"].get("nvidia.com/gpu.present") == "true"
+    }
+
+
+def test_a_hung_karpenter_node_is_replaced_as_a_node_groups_is_under_node_auto_repair(karpenter_plan):
+    """nodeAutoRepair on (staging's): the node-group pool gets EKS auto-repair and Karpenter its node
+    repair, which deletes the NodeClaim of a node NotReady or Unknown for 30 min; no other gate is set,
+    so the chart keeps its defaults for them."""
+    assert karpenter_plan.config.observability.node_auto_repair is True
+    assert _gpu_node_groups_repair(karpenter_plan) == {True}
+    values = _release(karpenter_plan, "karpenter").inputs["values"]
+    assert values["settings"]["featureGates"] == {"nodeRepair": True}
+
+
+def test_node_auto_repair_off_keeps_karpenter_node_repair_off_whatever_the_charts_default(project_copy):
+    """Off is written, not left to the chart: a later chart that turns the gate on by default (a beta
+    promotion) does not turn it on for a stack that said no."""
+
+    def change(config):
+        set_pool(0, provisioner="karpenter", minSize=0)(config)
+        config[OBSERVABILITY] = {**config[OBSERVABILITY], "nodeAutoRepair": False}
+
+    plan = record("bad", root=project_copy("staging", change))
+    assert _gpu_node_groups_repair(plan) == {False}
+    values = _release(plan, "karpenter").inputs["values"]
+    assert values["settings"]["featureGates"] == {"nodeRepair": False}
 
 
 def test_the_nodeclass_uses_only_fields_the_crd_has_with_its_enums(karpenter_plan):
