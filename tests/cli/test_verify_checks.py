@@ -86,6 +86,8 @@ def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
             resourcesVpcConfig={"subnetIds": []},
             logging={"clusterLogging": [{"types": list(CONTROL_PLANE_LOG_TYPES), "enabled": True}]},
         )
+        # the program's API authentication (components/cluster.py), which moto's CreateCluster does not keep
+        _moto_cluster().access_config = {"authenticationMode": "API"}
         ec2 = session.client("ec2")
         ec2.create_launch_template(LaunchTemplateName="gpu-nodes", LaunchTemplateData={"ImageId": "ami-12c6146b"})
         for group in plan.of_type(checks.NODE_GROUP):
@@ -102,6 +104,13 @@ def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
             s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
             s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         yield session
+
+
+def _moto_cluster():
+    """The stack's cluster as moto keeps it: what its API cannot set is set here."""
+    from moto.backends import get_backend
+
+    return get_backend("eks")["123456789012"][REGION].clusters[CLUSTER]
 
 
 def _node_group(session, plan, group, role: str) -> None:
@@ -505,6 +514,15 @@ def test_a_cluster_whose_audit_log_was_switched_off_fails_naming_it(aws_ctx, aws
     outcome = one("aws.cluster", aws_ctx)
     assert outcome.status == "FAIL" and outcome.evidence.endswith("control-plane logs off: audit, authenticator")
     assert "`pulumi refresh` then `pulumi up`" in outcome.fix
+
+
+def test_a_cluster_that_reports_no_access_config_fails_as_config_map(aws_ctx):
+    """CreateCluster's authenticationMode defaults to CONFIG_MAP (botocore's eks service model,
+    CreateAccessConfigRequest): a cluster that reports no accessConfig was made before access entries, and its
+    aws-auth ConfigMap, which the stack does not manage, decides who administers it."""
+    del _moto_cluster().access_config
+    outcome = one("aws.cluster", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.endswith("authentication mode CONFIG_MAP (not reported)")
 
 
 @pytest.fixture
