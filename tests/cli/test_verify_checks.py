@@ -454,6 +454,135 @@ def test_a_runner_webhook_whose_actor_filter_was_dropped_fails_naming_its_projec
     assert outcome.evidence == "higgsfield-prod-deploy-runner: its webhook's filters differ from the plan's"
 
 
+@pytest.fixture
+def runner_projects(aws_ctx, aws, plan):
+    """The runner projects as the first `pulumi up` leaves them: the cluster in its VPC's private subnets, each
+    project's security group tagged with its name (moto), and CodeBuild answered by a Stubber in BatchGetProjects'
+    shape (botocore's codebuild service model, Project): give `edit(name, project)` to change one."""
+    ec2 = aws.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24")["Subnet"]["SubnetId"] for i in range(3)]
+    _moto_cluster().resources_vpc_config = {"vpcId": vpc, "subnetIds": subnets}
+    stub = _stubbed(aws_ctx, "codebuild")
+    planned = {r.inputs["name"]: r.inputs for r in plan.of_type(checks.PROJECT)}
+    groups = {
+        name: ec2.create_security_group(
+            GroupName=name,
+            Description="runner",
+            VpcId=vpc,
+            TagSpecifications=[{"ResourceType": "security-group", "Tags": [{"Key": "Name", "Value": name}]}],
+        )["GroupId"]
+        for name in planned
+    }
+    account = plan.config.delivery.account_id
+
+    def answer(edit=lambda name, project: project) -> None:
+        projects = [
+            edit(
+                name,
+                {
+                    "name": name,
+                    "source": {
+                        "type": inputs["source"]["type"],
+                        "location": inputs["source"]["location"],
+                        "auth": dict(inputs["source"]["auth"]),
+                    },
+                    "environment": {**inputs["environment"], "environmentVariables": []},
+                    "serviceRole": f"arn:aws:iam::{account}:role/{name}",
+                    "vpcConfig": {"vpcId": vpc, "subnets": list(subnets), "securityGroupIds": [groups[name]]},
+                },
+            )
+            for name, inputs in planned.items()
+        ]
+        stub.add_response("batch_get_projects", {"projects": projects}, {"names": sorted(planned)})
+
+    return answer
+
+
+DEPLOY_RUNNER = names.runner_project(STACK, "deploy")
+
+
+def _on_deploy_runner(change):
+    def edit(name: str, project: dict) -> dict:
+        if name == DEPLOY_RUNNER:
+            change(project)
+        return project
+
+    return edit
+
+
+def test_runner_projects_as_planned_pass(aws_ctx, runner_projects):
+    runner_projects()
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "PASS"
+    assert outcome.evidence == "2 runner project(s) with the planned source, role, network and image"
+
+
+def test_a_runner_project_whose_source_moved_to_a_fork_fails_naming_it(aws_ctx, runner_projects):
+    fork = "https://github.com/attacker/higgsfield.git"
+    runner_projects(_on_deploy_runner(lambda p: p["source"].update(location=fork)))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.startswith(f"{DEPLOY_RUNNER}: source.location {fork}, planned")
+    assert "UpdateProject" in outcome.fix
+
+
+def test_a_runner_project_with_another_service_role_fails_naming_it(aws_ctx, runner_projects):
+    other = "arn:aws:iam::123456789012:role/higgsfield-prod-deploy"
+    runner_projects(_on_deploy_runner(lambda p: p.update(serviceRole=other)))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.startswith(f"{DEPLOY_RUNNER}: serviceRole {other}, planned")
+
+
+def test_a_runner_project_moved_to_other_subnets_fails_naming_them(aws_ctx, aws, runner_projects):
+    vpc = _moto_cluster().resources_vpc_config["vpcId"]
+    public = aws.client("ec2").create_subnet(VpcId=vpc, CidrBlock="10.0.9.0/24")["Subnet"]["SubnetId"]
+    runner_projects(_on_deploy_runner(lambda p: p["vpcConfig"].update(subnets=[public])))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.startswith(f"{DEPLOY_RUNNER}: vpcConfig.subnets {public}, ")
+
+
+def test_a_runner_project_in_another_security_group_fails_naming_it(aws_ctx, runner_projects):
+    runner_projects(_on_deploy_runner(lambda p: p["vpcConfig"].update(securityGroupIds=["sg-0cluster"])))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert outcome.evidence.startswith(f"{DEPLOY_RUNNER}: vpcConfig.securityGroupIds sg-0cluster, planned sg-")
+
+
+def test_a_runner_project_on_another_image_fails_naming_it(aws_ctx, runner_projects):
+    image = "123456789012.dkr.ecr.us-east-2.amazonaws.com/runner:latest"
+    runner_projects(_on_deploy_runner(lambda p: p["environment"].update(image=image)))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.startswith(f"{DEPLOY_RUNNER}: environment.image {image}, ")
+
+
+def test_a_privileged_runner_project_fails(aws_ctx, runner_projects):
+    runner_projects(_on_deploy_runner(lambda p: p["environment"].update(privilegedMode=True)))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert outcome.evidence == f"{DEPLOY_RUNNER}: environment.privilegedMode True, planned False"
+
+
+def test_a_runner_project_given_environment_variables_fails(aws_ctx, runner_projects):
+    index = {"name": "PIP_INDEX_URL", "value": "https://pypi.attacker.example/simple", "type": "PLAINTEXT"}
+    runner_projects(_on_deploy_runner(lambda p: p["environment"].update(environmentVariables=[index])))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert outcome.evidence == f"{DEPLOY_RUNNER}: environment.environmentVariables set, not planned"
+
+
+def test_a_runner_project_with_a_second_source_fails(aws_ctx, runner_projects):
+    second = {"type": "GITHUB", "location": "https://github.com/attacker/tools.git", "sourceIdentifier": "tools"}
+    runner_projects(_on_deploy_runner(lambda p: p.update(secondarySources=[second])))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence == f"{DEPLOY_RUNNER}: secondarySources set, not planned"
+
+
+def test_a_deleted_runner_project_fails_as_missing(aws_ctx, runner_projects):
+    runner_projects(lambda name, project: project if name != DEPLOY_RUNNER else {**project, "name": "other"})
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence == f"{DEPLOY_RUNNER}: missing"
+
+
 def test_the_planned_log_groups_encrypted_at_their_retention_pass(aws_ctx, plan):
     outcome = one("aws.log-groups", aws_ctx)
     assert outcome.status == "PASS" and f"{len(plan.of_type(checks.LOG_GROUP))} log group(s) encrypted" in (
