@@ -928,6 +928,92 @@ def test_an_interruption_queue_that_lets_another_account_send_fails(aws_ctx, aws
     assert "pulumi up --refresh --stack prod" in outcome.fix
 
 
+@pytest.fixture(scope="module")
+def karpenter_plan(tmp_path_factory):
+    """The prod stack's plan with its first GPU pool `provisioner: karpenter`: its interruption queue and rules."""
+    import shutil
+
+    from infra.offline.evaluate import record
+    from tests.conftest import ROOT
+
+    root = tmp_path_factory.mktemp("karpenter")
+    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    shutil.copytree(ROOT / "stacks", root / "stacks")
+    stack_file = root / "stacks" / f"Pulumi.{STACK}.yaml"
+    config = yaml.safe_load(stack_file.read_text())
+    pools = config["config"]["higgsfield:gpuPools"]
+    pools[0] = {**pools[0], "provisioner": "karpenter", "minSize": 0}
+    stack_file.write_text(yaml.safe_dump(config))
+    return record(STACK, root=root)
+
+
+@pytest.fixture
+def karpenter_rules(aws_ctx, aws, karpenter_plan):
+    """The interruption rules as the first deploy of a Karpenter pool leaves them (moto): each targets the stack's
+    queue by its ARN alone. Returns the queue's ARN."""
+    aws_ctx.plan = karpenter_plan
+    queue = _interruption_queue(aws)
+    events = aws.client("events")
+    for rule in karpenter_plan.of_type(checks.EVENT_RULE):
+        events.put_rule(Name=rule.inputs["name"], EventPattern=rule.inputs["eventPattern"])
+        events.put_targets(Rule=rule.inputs["name"], Targets=[{"Id": "queue", "Arn": queue}])
+    return queue
+
+
+SPOT_RULE = names.interruption_rule(STACK, "spot")
+ELSEWHERE = "arn:aws:sqs:us-east-2:999999999999:collected"  # another account's queue
+
+
+def test_a_stack_without_a_karpenter_pool_skips_the_rules_check(aws_ctx):
+    outcome = one("aws.karpenter-rules", aws_ctx)
+    assert outcome.status == "SKIP" and "no `provisioner: karpenter` pool" in outcome.evidence
+
+
+def test_interruption_rules_that_send_to_the_stacks_queue_alone_pass(aws_ctx, karpenter_rules):
+    outcome = one("aws.karpenter-rules", aws_ctx)
+    assert outcome.status == "PASS"
+    assert outcome.evidence == f"5 interruption rule(s) send to {karpenter_rules} alone, as planned"
+
+
+def test_a_rules_target_with_another_accounts_dead_letter_queue_fails_naming_it(aws_ctx, aws, karpenter_rules):
+    target = {"Id": "queue", "Arn": karpenter_rules, "DeadLetterConfig": {"Arn": ELSEWHERE}}
+    aws.client("events").put_targets(Rule=SPOT_RULE, Targets=[target])
+    outcome = one("aws.karpenter-rules", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert outcome.evidence == f"{SPOT_RULE}: target queue sets DeadLetterConfig, not planned"
+    assert "`pulumi refresh` then `pulumi up`" in outcome.fix
+
+
+def test_a_second_target_in_another_account_fails_naming_it(aws_ctx, aws, karpenter_rules):
+    aws.client("events").put_targets(Rule=SPOT_RULE, Targets=[{"Id": "out", "Arn": ELSEWHERE}])
+    outcome = one("aws.karpenter-rules", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence == f"{SPOT_RULE}: target out sends to {ELSEWHERE}"
+    assert "aws events remove-targets --rule RULE --ids ID" in outcome.fix
+
+
+def test_a_rule_whose_target_reads_through_a_role_fails(aws_ctx, aws, karpenter_rules):
+    role = "arn:aws:iam::123456789012:role/higgsfield-prod-deploy"
+    target = {"Id": "queue", "Arn": karpenter_rules, "RoleArn": role, "InputPath": "$.detail"}
+    aws.client("events").put_targets(Rule=SPOT_RULE, Targets=[target])
+    outcome = one("aws.karpenter-rules", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert outcome.evidence == f"{SPOT_RULE}: target queue sets InputPath, RoleArn, not planned"
+
+
+def test_a_deleted_interruption_rule_fails_as_missing(aws_ctx, aws, karpenter_rules):
+    events = aws.client("events")
+    events.remove_targets(Rule=SPOT_RULE, Ids=["queue"])
+    events.delete_rule(Name=SPOT_RULE)
+    outcome = one("aws.karpenter-rules", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence == f"{SPOT_RULE}: missing"
+
+
+def test_a_rule_whose_target_was_removed_fails(aws_ctx, aws, karpenter_rules):
+    aws.client("events").remove_targets(Rule=SPOT_RULE, Ids=["queue"])
+    outcome = one("aws.karpenter-rules", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence == f"{SPOT_RULE}: does not send to {karpenter_rules}"
+
+
 def _as_the_deploy_role(ctx, aws, refused: bool) -> None:
     """verify run by CI (the deploy role), SetQueueAttributes answered as AWS would: refused, or allowed."""
     ctx.found["identity"] = f"arn:aws:sts::123456789012:assumed-role/{names.role_name(STACK, 'deploy')}/ci"

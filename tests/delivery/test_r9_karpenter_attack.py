@@ -151,7 +151,8 @@ def test_the_deploy_role_puts_each_rule_karpenter_needs(event):
 @pytest.mark.xfail(
     strict=True,
     reason="open: no IAM key carries a target's DeadLetterConfig (list_amazoneventbridge: events:TargetArn is the "
-    "target's ARN); unverified on AWS (docs/security-ci.md)",
+    "target's ARN); unverified on AWS (docs/security-ci.md); `higgsfield verify` (aws.karpenter-rules) detects such a "
+    "target once put",
 )
 def test_a_target_of_the_stacks_rule_sends_no_dead_letter_to_another_account():
     """PutTargets' Target has DeadLetterConfig.Arn, an SQS queue that receives every event the target could not take

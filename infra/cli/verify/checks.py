@@ -1092,6 +1092,53 @@ def karpenter_queue(ctx: Any) -> Outcome:
     )
 
 
+EVENT_RULE = "aws:cloudwatch/eventRule:EventRule"
+# What the plan sets of a rule's target (components/karpenter.py: an EventTarget of the queue's ARN alone, Pulumi
+# giving its Id). EventBridge's Target has more (boto/botocore:botocore/data/events/2015-10-07/service-2.json@1.44.18,
+# Target: RoleArn, Input, InputPath, InputTransformer, DeadLetterConfig, RetryPolicy and each target kind's
+# parameters), and no IAM key carries them (events:TargetArn is the target's Arn alone): a DeadLetterConfig of another
+# account's queue receives every event the target could not take.
+PLANNED_TARGET = ("Id", "Arn")
+
+
+def karpenter_rules(ctx: Any) -> Outcome:
+    """Each EventBridge rule the plan makes for Karpenter (interruption_rule's names) is there and sends to the
+    stack's interruption queue alone, with nothing the plan does not set: the deploy role may PutTargets on the
+    stack's rules, and what a target carries beside its ARN no IAM key sees (docs/security-ci.md)."""
+    rules = sorted(str(r.inputs["name"]) for r in ctx.plan.of_type(EVENT_RULE))
+    if not rules:
+        return skipped("no `provisioner: karpenter` pool: no interruption rule planned")
+    cfg = ctx.config
+    account = ctx.client("sts").get_caller_identity()["Account"]
+    queue = f"arn:aws:sqs:{cfg.region}:{account}:{names.interruption_queue(cfg.stack)}"
+    pages = ctx.client("events").get_paginator("list_targets_by_rule")
+    problems: list[str] = []
+    for rule in rules:
+        try:
+            targets = [t for page in pages.paginate(Rule=rule) for t in page["Targets"]]
+        except aws_errors.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                raise
+            problems.append(f"{rule}: missing")
+            continue
+        if not any(t.get("Arn") == queue for t in targets):
+            problems.append(f"{rule}: does not send to {queue}")
+        problems += [f"{rule}: target {t.get('Id')} sends to {t.get('Arn')}" for t in targets if t.get("Arn") != queue]
+        problems += [
+            f"{rule}: target {t.get('Id')} sets {', '.join(sorted(extra))}, not planned"
+            for t in targets
+            if (extra := set(t) - set(PLANNED_TARGET))
+        ]
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "`pulumi refresh` then `pulumi up` mends the stack's targets and makes a missing rule; a target the stack "
+            "did not make is removed with `aws events remove-targets --rule RULE --ids ID`; CloudTrail's PutTargets "
+            "events on the rule say who added it",
+        )
+    return passed(f"{len(rules)} interruption rule(s) send to {queue} alone, as planned")
+
+
 def _has_ipv6(subnet: dict) -> bool:
     """The subnet holds an IPv6 block: a launch there may ask for an address of it (RunInstances' Ipv6AddressCount,
     boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18), which NoPublicAddressOnLaunch's key does not
@@ -1215,6 +1262,9 @@ def specs() -> list[Spec]:
         Spec("aws.karpenter-queue", "Karpenter's interruption queue keeps its policy: EventBridge for the stack's "
              "rules alone, a rewrite refused to the deploy role",
              karpenter_queue, "aws", "sqs:GetQueueUrl, sqs:GetQueueAttributes, sqs:SetQueueAttributes (refused)"),
+        Spec("aws.karpenter-rules", "Karpenter's interruption rules send to the stack's queue alone, with no "
+             "dead-letter queue, role or input the plan does not set", karpenter_rules, "aws",
+             "events:ListTargetsByRule"),
         # every enabled region read one after the other (17 or more), each call within the clients' own timeouts
         Spec("aws.public-subnets", "no subnet in any region hands out a public address on launch or holds an IPv6 "
              "block (a default VPC's do)", public_subnets, "aws", "ec2:DescribeRegions, ec2:DescribeSubnets",
