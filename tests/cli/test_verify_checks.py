@@ -86,6 +86,8 @@ def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
             resourcesVpcConfig={"subnetIds": []},
             logging={"clusterLogging": [{"types": list(CONTROL_PLANE_LOG_TYPES), "enabled": True}]},
         )
+        # the program's API authentication (components/cluster.py), which moto's CreateCluster does not keep
+        _moto_cluster().access_config = {"authenticationMode": "API"}
         ec2 = session.client("ec2")
         ec2.create_launch_template(LaunchTemplateName="gpu-nodes", LaunchTemplateData={"ImageId": "ami-12c6146b"})
         for group in plan.of_type(checks.NODE_GROUP):
@@ -102,6 +104,13 @@ def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
             s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
             s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         yield session
+
+
+def _moto_cluster():
+    """The stack's cluster as moto keeps it: what its API cannot set is set here."""
+    from moto.backends import get_backend
+
+    return get_backend("eks")["123456789012"][REGION].clusters[CLUSTER]
 
 
 def _node_group(session, plan, group, role: str) -> None:
@@ -445,6 +454,135 @@ def test_a_runner_webhook_whose_actor_filter_was_dropped_fails_naming_its_projec
     assert outcome.evidence == "higgsfield-prod-deploy-runner: its webhook's filters differ from the plan's"
 
 
+@pytest.fixture
+def runner_projects(aws_ctx, aws, plan):
+    """The runner projects as the first `pulumi up` leaves them: the cluster in its VPC's private subnets, each
+    project's security group tagged with its name (moto), and CodeBuild answered by a Stubber in BatchGetProjects'
+    shape (botocore's codebuild service model, Project): give `edit(name, project)` to change one."""
+    ec2 = aws.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24")["Subnet"]["SubnetId"] for i in range(3)]
+    _moto_cluster().resources_vpc_config = {"vpcId": vpc, "subnetIds": subnets}
+    stub = _stubbed(aws_ctx, "codebuild")
+    planned = {r.inputs["name"]: r.inputs for r in plan.of_type(checks.PROJECT)}
+    groups = {
+        name: ec2.create_security_group(
+            GroupName=name,
+            Description="runner",
+            VpcId=vpc,
+            TagSpecifications=[{"ResourceType": "security-group", "Tags": [{"Key": "Name", "Value": name}]}],
+        )["GroupId"]
+        for name in planned
+    }
+    account = plan.config.delivery.account_id
+
+    def answer(edit=lambda name, project: project) -> None:
+        projects = [
+            edit(
+                name,
+                {
+                    "name": name,
+                    "source": {
+                        "type": inputs["source"]["type"],
+                        "location": inputs["source"]["location"],
+                        "auth": dict(inputs["source"]["auth"]),
+                    },
+                    "environment": {**inputs["environment"], "environmentVariables": []},
+                    "serviceRole": f"arn:aws:iam::{account}:role/{name}",
+                    "vpcConfig": {"vpcId": vpc, "subnets": list(subnets), "securityGroupIds": [groups[name]]},
+                },
+            )
+            for name, inputs in planned.items()
+        ]
+        stub.add_response("batch_get_projects", {"projects": projects}, {"names": sorted(planned)})
+
+    return answer
+
+
+DEPLOY_RUNNER = names.runner_project(STACK, "deploy")
+
+
+def _on_deploy_runner(change):
+    def edit(name: str, project: dict) -> dict:
+        if name == DEPLOY_RUNNER:
+            change(project)
+        return project
+
+    return edit
+
+
+def test_runner_projects_as_planned_pass(aws_ctx, runner_projects):
+    runner_projects()
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "PASS"
+    assert outcome.evidence == "2 runner project(s) with the planned source, role, network and image"
+
+
+def test_a_runner_project_whose_source_moved_to_a_fork_fails_naming_it(aws_ctx, runner_projects):
+    fork = "https://github.com/attacker/higgsfield.git"
+    runner_projects(_on_deploy_runner(lambda p: p["source"].update(location=fork)))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.startswith(f"{DEPLOY_RUNNER}: source.location {fork}, planned")
+    assert "UpdateProject" in outcome.fix
+
+
+def test_a_runner_project_with_another_service_role_fails_naming_it(aws_ctx, runner_projects):
+    other = "arn:aws:iam::123456789012:role/higgsfield-prod-deploy"
+    runner_projects(_on_deploy_runner(lambda p: p.update(serviceRole=other)))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.startswith(f"{DEPLOY_RUNNER}: serviceRole {other}, planned")
+
+
+def test_a_runner_project_moved_to_other_subnets_fails_naming_them(aws_ctx, aws, runner_projects):
+    vpc = _moto_cluster().resources_vpc_config["vpcId"]
+    public = aws.client("ec2").create_subnet(VpcId=vpc, CidrBlock="10.0.9.0/24")["Subnet"]["SubnetId"]
+    runner_projects(_on_deploy_runner(lambda p: p["vpcConfig"].update(subnets=[public])))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.startswith(f"{DEPLOY_RUNNER}: vpcConfig.subnets {public}, ")
+
+
+def test_a_runner_project_in_another_security_group_fails_naming_it(aws_ctx, runner_projects):
+    runner_projects(_on_deploy_runner(lambda p: p["vpcConfig"].update(securityGroupIds=["sg-0cluster"])))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert outcome.evidence.startswith(f"{DEPLOY_RUNNER}: vpcConfig.securityGroupIds sg-0cluster, planned sg-")
+
+
+def test_a_runner_project_on_another_image_fails_naming_it(aws_ctx, runner_projects):
+    image = "123456789012.dkr.ecr.us-east-2.amazonaws.com/runner:latest"
+    runner_projects(_on_deploy_runner(lambda p: p["environment"].update(image=image)))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.startswith(f"{DEPLOY_RUNNER}: environment.image {image}, ")
+
+
+def test_a_privileged_runner_project_fails(aws_ctx, runner_projects):
+    runner_projects(_on_deploy_runner(lambda p: p["environment"].update(privilegedMode=True)))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert outcome.evidence == f"{DEPLOY_RUNNER}: environment.privilegedMode True, planned False"
+
+
+def test_a_runner_project_given_environment_variables_fails(aws_ctx, runner_projects):
+    index = {"name": "PIP_INDEX_URL", "value": "https://pypi.attacker.example/simple", "type": "PLAINTEXT"}
+    runner_projects(_on_deploy_runner(lambda p: p["environment"].update(environmentVariables=[index])))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert outcome.evidence == f"{DEPLOY_RUNNER}: environment.environmentVariables set, not planned"
+
+
+def test_a_runner_project_with_a_second_source_fails(aws_ctx, runner_projects):
+    second = {"type": "GITHUB", "location": "https://github.com/attacker/tools.git", "sourceIdentifier": "tools"}
+    runner_projects(_on_deploy_runner(lambda p: p.update(secondarySources=[second])))
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence == f"{DEPLOY_RUNNER}: secondarySources set, not planned"
+
+
+def test_a_deleted_runner_project_fails_as_missing(aws_ctx, runner_projects):
+    runner_projects(lambda name, project: project if name != DEPLOY_RUNNER else {**project, "name": "other"})
+    outcome = one("aws.runner-projects", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence == f"{DEPLOY_RUNNER}: missing"
+
+
 def test_the_planned_log_groups_encrypted_at_their_retention_pass(aws_ctx, plan):
     outcome = one("aws.log-groups", aws_ctx)
     assert outcome.status == "PASS" and f"{len(plan.of_type(checks.LOG_GROUP))} log group(s) encrypted" in (
@@ -505,6 +643,15 @@ def test_a_cluster_whose_audit_log_was_switched_off_fails_naming_it(aws_ctx, aws
     outcome = one("aws.cluster", aws_ctx)
     assert outcome.status == "FAIL" and outcome.evidence.endswith("control-plane logs off: audit, authenticator")
     assert "`pulumi refresh` then `pulumi up`" in outcome.fix
+
+
+def test_a_cluster_that_reports_no_access_config_fails_as_config_map(aws_ctx):
+    """CreateCluster's authenticationMode defaults to CONFIG_MAP (botocore's eks service model,
+    CreateAccessConfigRequest): a cluster that reports no accessConfig was made before access entries, and its
+    aws-auth ConfigMap, which the stack does not manage, decides who administers it."""
+    del _moto_cluster().access_config
+    outcome = one("aws.cluster", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.endswith("authentication mode CONFIG_MAP (not reported)")
 
 
 @pytest.fixture
@@ -779,6 +926,92 @@ def test_an_interruption_queue_that_lets_another_account_send_fails(aws_ctx, aws
     outcome = one("aws.karpenter-queue", aws_ctx)
     assert outcome.status == "FAIL" and "999999999999" in outcome.evidence
     assert "pulumi up --refresh --stack prod" in outcome.fix
+
+
+@pytest.fixture(scope="module")
+def karpenter_plan(tmp_path_factory):
+    """The prod stack's plan with its first GPU pool `provisioner: karpenter`: its interruption queue and rules."""
+    import shutil
+
+    from infra.offline.evaluate import record
+    from tests.conftest import ROOT
+
+    root = tmp_path_factory.mktemp("karpenter")
+    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    shutil.copytree(ROOT / "stacks", root / "stacks")
+    stack_file = root / "stacks" / f"Pulumi.{STACK}.yaml"
+    config = yaml.safe_load(stack_file.read_text())
+    pools = config["config"]["higgsfield:gpuPools"]
+    pools[0] = {**pools[0], "provisioner": "karpenter", "minSize": 0}
+    stack_file.write_text(yaml.safe_dump(config))
+    return record(STACK, root=root)
+
+
+@pytest.fixture
+def karpenter_rules(aws_ctx, aws, karpenter_plan):
+    """The interruption rules as the first deploy of a Karpenter pool leaves them (moto): each targets the stack's
+    queue by its ARN alone. Returns the queue's ARN."""
+    aws_ctx.plan = karpenter_plan
+    queue = _interruption_queue(aws)
+    events = aws.client("events")
+    for rule in karpenter_plan.of_type(checks.EVENT_RULE):
+        events.put_rule(Name=rule.inputs["name"], EventPattern=rule.inputs["eventPattern"])
+        events.put_targets(Rule=rule.inputs["name"], Targets=[{"Id": "queue", "Arn": queue}])
+    return queue
+
+
+SPOT_RULE = names.interruption_rule(STACK, "spot")
+ELSEWHERE = "arn:aws:sqs:us-east-2:999999999999:collected"  # another account's queue
+
+
+def test_a_stack_without_a_karpenter_pool_skips_the_rules_check(aws_ctx):
+    outcome = one("aws.karpenter-rules", aws_ctx)
+    assert outcome.status == "SKIP" and "no `provisioner: karpenter` pool" in outcome.evidence
+
+
+def test_interruption_rules_that_send_to_the_stacks_queue_alone_pass(aws_ctx, karpenter_rules):
+    outcome = one("aws.karpenter-rules", aws_ctx)
+    assert outcome.status == "PASS"
+    assert outcome.evidence == f"5 interruption rule(s) send to {karpenter_rules} alone, as planned"
+
+
+def test_a_rules_target_with_another_accounts_dead_letter_queue_fails_naming_it(aws_ctx, aws, karpenter_rules):
+    target = {"Id": "queue", "Arn": karpenter_rules, "DeadLetterConfig": {"Arn": ELSEWHERE}}
+    aws.client("events").put_targets(Rule=SPOT_RULE, Targets=[target])
+    outcome = one("aws.karpenter-rules", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert outcome.evidence == f"{SPOT_RULE}: target queue sets DeadLetterConfig, not planned"
+    assert "`pulumi refresh` then `pulumi up`" in outcome.fix
+
+
+def test_a_second_target_in_another_account_fails_naming_it(aws_ctx, aws, karpenter_rules):
+    aws.client("events").put_targets(Rule=SPOT_RULE, Targets=[{"Id": "out", "Arn": ELSEWHERE}])
+    outcome = one("aws.karpenter-rules", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence == f"{SPOT_RULE}: target out sends to {ELSEWHERE}"
+    assert "aws events remove-targets --rule RULE --ids ID" in outcome.fix
+
+
+def test_a_rule_whose_target_reads_through_a_role_fails(aws_ctx, aws, karpenter_rules):
+    role = "arn:aws:iam::123456789012:role/higgsfield-prod-deploy"
+    target = {"Id": "queue", "Arn": karpenter_rules, "RoleArn": role, "InputPath": "$.detail"}
+    aws.client("events").put_targets(Rule=SPOT_RULE, Targets=[target])
+    outcome = one("aws.karpenter-rules", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert outcome.evidence == f"{SPOT_RULE}: target queue sets InputPath, RoleArn, not planned"
+
+
+def test_a_deleted_interruption_rule_fails_as_missing(aws_ctx, aws, karpenter_rules):
+    events = aws.client("events")
+    events.remove_targets(Rule=SPOT_RULE, Ids=["queue"])
+    events.delete_rule(Name=SPOT_RULE)
+    outcome = one("aws.karpenter-rules", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence == f"{SPOT_RULE}: missing"
+
+
+def test_a_rule_whose_target_was_removed_fails(aws_ctx, aws, karpenter_rules):
+    aws.client("events").remove_targets(Rule=SPOT_RULE, Ids=["queue"])
+    outcome = one("aws.karpenter-rules", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence == f"{SPOT_RULE}: does not send to {karpenter_rules}"
 
 
 def _as_the_deploy_role(ctx, aws, refused: bool) -> None:

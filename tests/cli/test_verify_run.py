@@ -401,8 +401,9 @@ def test_a_healthy_stack_passes_every_read_only_check(cluster, monkeypatch, caps
     endpoint the fake API server's address), the cluster in the fake API server; reservations left
     out (moto has no capacity reservations; tests/cli/test_verify_checks.py stubs them), the bootstrap
     too, and the public subnets (the administrator's, which the deploy workflow skips; moto makes a default VPC in
-    each of its regions), and the runner webhooks (moto keeps none: their check's tests stub CodeBuild). The AWS
-    managed policies are moto's snapshot of AWS's documents: aws.managed-policies passing says the boundary's
+    each of its regions), and the runner webhooks and projects (moto keeps no webhook, and the account here makes no
+    CodeBuild project: their checks' tests stub CodeBuild in BatchGetProjects' shape). The AWS managed policies
+    are moto's snapshot of AWS's documents: aws.managed-policies passing says the boundary's
     MANAGED_POLICY_SERVICES covers them as that snapshot has them."""
     from moto.backends import get_backend
 
@@ -425,6 +426,8 @@ def test_a_healthy_stack_passes_every_read_only_check(cluster, monkeypatch, caps
                 "aws.public-subnets",
                 "--skip",
                 "aws.runner-webhooks",
+                "--skip",
+                "aws.runner-projects",
                 "--json",
             ]
         )
@@ -433,7 +436,8 @@ def test_a_healthy_stack_passes_every_read_only_check(cluster, monkeypatch, caps
     assert report["identity"].startswith("arn:aws:")  # who ran it (sts:GetCallerIdentity)
     statuses = {c["id"]: c["status"] for c in report["checks"]}
     assert [k for k, v in statuses.items() if v == "SKIP"] == [
-        "kube.gpu-nodes", "aws.karpenter-queue", "trial.gang", "trial.nccl", "trial.node-loss", "manual.upgrade"
+        "kube.gpu-nodes", "aws.karpenter-queue", "aws.karpenter-rules", "trial.gang", "trial.nccl", "trial.node-loss",
+        "manual.upgrade",
     ]  # fmt: skip
 
 

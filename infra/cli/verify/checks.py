@@ -122,7 +122,10 @@ def cluster(ctx: Any) -> Outcome:
     info = ctx.client("eks").describe_cluster(name=name)["cluster"]
     ctx.found["endpoint"] = info.get("endpoint", "")
     seen = f"{name}: {info.get('status')}, Kubernetes {info.get('version')}"
-    mode = (info.get("accessConfig") or {}).get("authenticationMode", "?")
+    # A cluster made before access entries reports no accessConfig; CreateCluster's authenticationMode defaults to
+    # CONFIG_MAP (botocore's eks service model, CreateAccessConfigRequest), the aws-auth ConfigMap the stack does not
+    # manage deciding who administers the cluster: it fails as CONFIG_MAP does.
+    mode = (info.get("accessConfig") or {}).get("authenticationMode") or "CONFIG_MAP (not reported)"
     if info.get("status") != "ACTIVE":
         return failed(seen, f"wait for ACTIVE (`aws eks describe-cluster --name {name}`), or rerun `pulumi up`")
     if info.get("version") != cfg.kubernetes_version:
@@ -130,7 +133,7 @@ def cluster(ctx: Any) -> Outcome:
             f"{seen}; the stack pins {cfg.kubernetes_version}",
             "run `pulumi up` (docs/upgrading.md: one minor at a time)",
         )
-    if mode not in ("API", "?"):
+    if mode != "API":
         return failed(f"{seen}, authentication mode {mode}", "the stack uses API mode: rerun `pulumi up`")
     off = _logs_off(ctx, info)
     if off:
@@ -370,6 +373,101 @@ def runner_webhooks(ctx: Any) -> Outcome:
             "the project say who changed them",
         )
     return passed(f"{len(planned)} runner webhook(s) with the planned filters")
+
+
+PROJECT = "aws:codebuild/project:Project"
+# What a runner's builds run, as the plan sets it (pulumi-aws's ProjectEnvironment inputs) and CodeBuild answers it
+# (boto/botocore:botocore/data/codebuild/2016-10-06/service-2.json@1.44.18, ProjectEnvironment: the same names):
+# another image, or privileged mode, changes what runs with the runner's role. computeType sizes the build host alone.
+RUNNER_ENVIRONMENT = ("type", "image", "imagePullCredentialsType", "privilegedMode")
+# What the plan leaves unset that would change what a runner's build runs or where (the same service model):
+# ProjectEnvironment's environmentVariables (an index or a proxy for every install), certificate (a CA the build
+# trusts), registryCredential (another registry's image), fleet (a fleet's own VPC and role); ProjectSource's
+# buildspec (commands beside the runner's); Project's secondarySources (another repository's files) and
+# fileSystemLocations (a file system mounted into the build).
+RUNNER_UNPLANNED = (
+    ("environment", ("environmentVariables", "certificate", "registryCredential", "fleet")),
+    ("source", ("buildspec",)),
+    ("", ("secondarySources", "fileSystemLocations")),
+)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return "none" if value is None else str(value)
+
+
+def _project_drift(name: str, want: dict, got: dict, role: str, network: dict[str, Any]) -> list[str]:
+    """How a live runner project (BatchGetProjects' Project) differs from its plan in where or what its builds run.
+    The plan's service role, VPC, subnets and security group are computed at deploy: `role` and `network` are what
+    they are by name (_runner_network)."""
+    source, vpc, environment = got.get("source") or {}, got.get("vpcConfig") or {}, got.get("environment") or {}
+    pairs = [
+        ("source.type", source.get("type"), want["source"]["type"]),
+        ("source.location", source.get("location"), want["source"]["location"]),
+        ("source.auth", (source.get("auth") or {}).get("resource"), want["source"]["auth"]["resource"]),
+        ("serviceRole", got.get("serviceRole"), role),
+        ("vpcConfig.vpcId", vpc.get("vpcId"), network["vpc"]),
+        ("vpcConfig.subnets", sorted(vpc.get("subnets") or []), network["subnets"]),
+        ("vpcConfig.securityGroupIds", sorted(vpc.get("securityGroupIds") or []), network["groups"]),
+        *((f"environment.{k}", environment.get(k), want["environment"].get(k)) for k in RUNNER_ENVIRONMENT),
+    ]
+    problems = [
+        f"{name}: {field} {_shown(live)}, planned {_shown(plan)}" for field, live, plan in pairs if live != plan
+    ]
+    problems += [
+        f"{name}: {where + '.' if where else ''}{key} set, not planned"
+        for where, keys in RUNNER_UNPLANNED
+        for key in keys
+        if ((got.get(where) or {}) if where else got).get(key)
+    ]
+    return problems
+
+
+def _runner_network(ctx: Any, projects: list[str]) -> dict[str, dict[str, Any]]:
+    """Where each runner project is planned to run: the cluster's VPC and subnets (infra/__main__.py gives the
+    runners and the cluster the same private subnets; components/cluster.py gives the cluster no public ones, and the
+    EKS cluster's subnetIds are then the private ones alone: pulumi/pulumi-eks:nodejs/eks/cluster/cluster.ts@v4.3.0,
+    clusterSubnetIds, the newest tag of the mirror; the stack pins 4.4.0), and the group components/delivery.py makes
+    for the project, tagged with its name, in that VPC."""
+    cluster = ctx.client("eks").describe_cluster(name=names.cluster_name(ctx.config.stack))["cluster"]
+    vpc = (cluster.get("resourcesVpcConfig") or {}).get("vpcId")
+    subnets = sorted((cluster.get("resourcesVpcConfig") or {}).get("subnetIds") or [])
+    filters = [{"Name": "vpc-id", "Values": [str(vpc)]}, {"Name": "tag:Name", "Values": projects}]
+    groups = ctx.client("ec2").describe_security_groups(Filters=filters)["SecurityGroups"]
+    tagged = {g["GroupId"]: {t["Key"]: t["Value"] for t in g.get("Tags") or []}.get("Name") for g in groups}
+    return {
+        p: {"vpc": vpc, "subnets": subnets, "groups": sorted(i for i, n in tagged.items() if n == p)} for p in projects
+    }
+
+
+def runner_projects(ctx: Any) -> Outcome:
+    """Each runner project builds the planned repository with its own role, in the stack's private subnets and its
+    own security group, from the planned image. The webhook's filters (runner_webhooks) say which workflow runs; the
+    project says whose repository that workflow comes from and what it runs with: one whose source was moved to a
+    fork, or whose role, network or image changed, runs other code, or runs it elsewhere, with the runner's rights."""
+    planned = {str(r.inputs["name"]): r.inputs for r in ctx.plan.of_type(PROJECT)}
+    if not planned:
+        return skipped("no CodeBuild runner (higgsfield:delivery.runner)")
+    answer = ctx.client("codebuild").batch_get_projects(names=sorted(planned))
+    live = {p["name"]: p for p in answer.get("projects", [])}
+    network, account = _runner_network(ctx, sorted(planned)), ctx.config.delivery.account_id
+    problems: list[str] = []
+    for name, want in sorted(planned.items()):
+        if name not in live:
+            problems.append(f"{name}: missing")
+            continue
+        # components/delivery.py names each runner's service role as its project
+        role = f"arn:aws:iam::{account}:role/{name}"
+        problems += _project_drift(name, want, live[name], role, network[name])
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "`pulumi refresh` then `pulumi up` sets the planned project again; CloudTrail's UpdateProject events on "
+            "the project say who changed it, and its builds since (`aws codebuild list-builds-for-project`) what ran",
+        )
+    return passed(f"{len(planned)} runner project(s) with the planned source, role, network and image")
 
 
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
@@ -994,6 +1092,53 @@ def karpenter_queue(ctx: Any) -> Outcome:
     )
 
 
+EVENT_RULE = "aws:cloudwatch/eventRule:EventRule"
+# What the plan sets of a rule's target (components/karpenter.py: an EventTarget of the queue's ARN alone, Pulumi
+# giving its Id). EventBridge's Target has more (boto/botocore:botocore/data/events/2015-10-07/service-2.json@1.44.18,
+# Target: RoleArn, Input, InputPath, InputTransformer, DeadLetterConfig, RetryPolicy and each target kind's
+# parameters), and no IAM key carries them (events:TargetArn is the target's Arn alone): a DeadLetterConfig of another
+# account's queue receives every event the target could not take.
+PLANNED_TARGET = ("Id", "Arn")
+
+
+def karpenter_rules(ctx: Any) -> Outcome:
+    """Each EventBridge rule the plan makes for Karpenter (interruption_rule's names) is there and sends to the
+    stack's interruption queue alone, with nothing the plan does not set: the deploy role may PutTargets on the
+    stack's rules, and what a target carries beside its ARN no IAM key sees (docs/security-ci.md)."""
+    rules = sorted(str(r.inputs["name"]) for r in ctx.plan.of_type(EVENT_RULE))
+    if not rules:
+        return skipped("no `provisioner: karpenter` pool: no interruption rule planned")
+    cfg = ctx.config
+    account = ctx.client("sts").get_caller_identity()["Account"]
+    queue = f"arn:aws:sqs:{cfg.region}:{account}:{names.interruption_queue(cfg.stack)}"
+    pages = ctx.client("events").get_paginator("list_targets_by_rule")
+    problems: list[str] = []
+    for rule in rules:
+        try:
+            targets = [t for page in pages.paginate(Rule=rule) for t in page["Targets"]]
+        except aws_errors.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                raise
+            problems.append(f"{rule}: missing")
+            continue
+        if not any(t.get("Arn") == queue for t in targets):
+            problems.append(f"{rule}: does not send to {queue}")
+        problems += [f"{rule}: target {t.get('Id')} sends to {t.get('Arn')}" for t in targets if t.get("Arn") != queue]
+        problems += [
+            f"{rule}: target {t.get('Id')} sets {', '.join(sorted(extra))}, not planned"
+            for t in targets
+            if (extra := set(t) - set(PLANNED_TARGET))
+        ]
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "`pulumi refresh` then `pulumi up` mends the stack's targets and makes a missing rule; a target the stack "
+            "did not make is removed with `aws events remove-targets --rule RULE --ids ID`; CloudTrail's PutTargets "
+            "events on the rule say who added it",
+        )
+    return passed(f"{len(rules)} interruption rule(s) send to {queue} alone, as planned")
+
+
 def _has_ipv6(subnet: dict) -> bool:
     """The subnet holds an IPv6 block: a launch there may ask for an address of it (RunInstances' Ipv6AddressCount,
     boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18), which NoPublicAddressOnLaunch's key does not
@@ -1080,6 +1225,9 @@ def specs() -> list[Spec]:
              "services", managed_policies, "aws", "iam:GetPolicy, iam:GetPolicyVersion"),
         Spec("aws.runner-webhooks", "each runner project's webhook has the planned event, workflow and actor filters",
              runner_webhooks, "aws", "codebuild:BatchGetProjects"),
+        Spec("aws.runner-projects", "each runner project builds the planned repository with its own role, in the "
+             "stack's private subnets and its own security group, from the planned image", runner_projects, "aws",
+             "codebuild:BatchGetProjects, eks:DescribeCluster, ec2:DescribeSecurityGroups"),
         Spec("aws.log-groups", "every planned log group is there, encrypted, at its retention; no agent-made one "
              "unencrypted", log_groups, "aws", "logs:DescribeLogGroups"),
         Spec("aws.data-versioning", "each linked bucket the file system writes back into keeps every version",
@@ -1114,6 +1262,9 @@ def specs() -> list[Spec]:
         Spec("aws.karpenter-queue", "Karpenter's interruption queue keeps its policy: EventBridge for the stack's "
              "rules alone, a rewrite refused to the deploy role",
              karpenter_queue, "aws", "sqs:GetQueueUrl, sqs:GetQueueAttributes, sqs:SetQueueAttributes (refused)"),
+        Spec("aws.karpenter-rules", "Karpenter's interruption rules send to the stack's queue alone, with no "
+             "dead-letter queue, role or input the plan does not set", karpenter_rules, "aws",
+             "events:ListTargetsByRule"),
         # every enabled region read one after the other (17 or more), each call within the clients' own timeouts
         Spec("aws.public-subnets", "no subnet in any region hands out a public address on launch or holds an IPv6 "
              "block (a default VPC's do)", public_subnets, "aws", "ec2:DescribeRegions, ec2:DescribeSubnets",
