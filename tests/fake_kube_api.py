@@ -525,12 +525,17 @@ class FakeKubernetesApi:
 _DELETE_OPTIONS = ("propagationPolicy",)
 
 
+# The resources whose DELETE orphans their dependents when it names no propagation policy, for backwards
+# compatibility: a batch/v1 Job (jobStrategy.DefaultGarbageCollectionPolicy, kubernetes/kubernetes:pkg/registry/
+# batch/job/strategy.go@36f36813ae40015c94d2df1493447edaa145dd5a) and a core/v1 ReplicationController
+# (rcStrategy's, pkg/registry/core/replicationcontroller/strategy.go@5a98d4dbb4ac460d6ae8219336c5951b45dae1e8).
+SELF_ORPHANING = (("apis/batch/v1", "jobs"), ("api/v1", "replicationcontrollers"))
+
+
 def _default_propagation(ref: Ref) -> str:
-    """A DELETE's propagation policy when it names none: a batch/v1 Job orphans its pods, for backwards
-    compatibility (jobStrategy.DefaultGarbageCollectionPolicy, kubernetes/kubernetes:pkg/registry/batch/job/
-    strategy.go@36f36813ae40015c94d2df1493447edaa145dd5a); every other resource here, custom resources included,
-    deletes its dependents in the background."""
-    return "Orphan" if (ref.prefix, ref.plural) == ("apis/batch/v1", "jobs") else "Background"
+    """A DELETE's propagation policy when it names none: Orphan for SELF_ORPHANING, else Background (every other
+    resource here, custom resources included)."""
+    return "Orphan" if (ref.prefix, ref.plural) in SELF_ORPHANING else "Background"
 
 
 def _decode_quietly(body: bytes) -> dict:

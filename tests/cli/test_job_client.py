@@ -729,6 +729,24 @@ def test_cancel_of_a_batch_job_deletes_it_and_its_running_pods(api, kubeconfig, 
     assert api.get(BATCH_PATH) is None and api.get("/api/v1/namespaces/llm/pods/eval-0-eval") is None
 
 
+def test_the_cancel_of_a_batch_job_is_one_the_teams_release_guard_admits(api, kubeconfig, capsys):
+    """The guard refuses a Job's DELETE that would orphan its pods (components/tenancy.py pod_release_guard, evaluated
+    with cel-expr-python): the DELETE options the cancel sent over the wire are judged by it."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from components import tenancy
+    from tests.security.test_tenancy import verdicts
+
+    api.put(_batch_job())
+    assert main(["jobs", "cancel", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    (sent,) = [urlsplit(path) for verb, path in api.requests if verb == "DELETE"]
+    assert sent.path == BATCH_PATH
+    options = {key: values[-1] for key, values in parse_qs(sent.query).items()}
+    guard = tenancy.pod_release_guard(30)
+    judged = verdicts(guard, None, operation="DELETE", options=options, resource=("batch", "jobs"), user="alice@llm")
+    assert [message for message, ok in judged if not ok] == []
+
+
 def test_a_kind_the_platform_does_not_run_is_refused_naming_kind_and_the_kinds_it_takes(api, kubeconfig, capsys):
     with pytest.raises(SystemExit) as exited:
         main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Foo"])
