@@ -62,8 +62,9 @@ BATCH = ("batch", "v1")
 # the API's default for batch/v1, for backwards compatibility (jobStrategy.DefaultGarbageCollectionPolicy,
 # kubernetes/kubernetes:pkg/registry/batch/job/strategy.go@36f36813ae40015c94d2df1493447edaa145dd5a), and the
 # client sends none unless asked (delete_namespaced_custom_object's propagation_policy, kubernetes-client/python:
-# kubernetes/client/api/custom_objects_api.py@v37.0.3). So every cancel names kubectl's default, Background: the
-# garbage collector deletes the dependents (a Kubeflow job's and a Deployment's are deleted so by their default).
+# kubernetes/client/api/custom_objects_api.py@v37.0.3); the team's pod release guard refuses such a DELETE
+# (components/tenancy.py pod_release_guard). So every cancel names kubectl's default, Background: the garbage
+# collector deletes the dependents (as it does a Kubeflow job's and a Deployment's by their own default).
 PROPAGATION = "Background"
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 # The training kinds a team's jobs run as (infra/config/job.py FRAMEWORKS), each listed for a team's goodput.
@@ -686,7 +687,7 @@ def read_batch_status(api: Any, name: str, namespace: str) -> Status:
     they run. Volcano names that group after the pods' controller, the Job (`podgroup-<the Job's UID>`:
     GeneratePodgroupName, volcano-sh/volcano:staging/src/volcano.sh/apis/pkg/apis/helpers/helpers.go@v1.15.1), as the
     Training Operator names a Kubeflow job's after the job; it makes it once the first pod exists
-    (createNormalPodPGIfNotExist, pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1)."""
+    (createNormalPodPGIfNotExist, volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1)."""
     kubernetes = _kubernetes()
     custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
     job = _call(custom.get_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND), name)
