@@ -8,7 +8,9 @@ pkg/endpoints/handlers and apimachinery pkg/api/errors at v1.35.0):
 - GET, LIST (`KindList` with `metadata.resourceVersion`; equality `labelSelector` and
   `fieldSelector` terms; `limit` and `continue` pages), POST, PUT, PATCH (merge, strategic-merge as
   merge, and server-side apply `application/apply-patch+yaml`, which needs `fieldManager`), DELETE;
-  `dryRun=All` persists nothing;
+  `dryRun=All` persists nothing; a DELETE's `propagationPolicy` (query or DeleteOptions body) is the
+  garbage collector's, done at once: Orphan drops the dependents' owner reference, Background and
+  Foreground delete them, and a batch/v1 Job's default is Orphan (_default_propagation);
 - WATCH (`?watch=true`): a chunked stream of `{"type": ..., "object": ...}` lines from the given
   resourceVersion, ended by `timeoutSeconds`;
 - pod logs (`.../pods/NAME/log`): text, `timestamps=true` prefixes RFC 3339 times, `follow=true`
@@ -254,7 +256,8 @@ class FakeKubernetesApi:
             found = self.objects.get(self._key(ref))
             return _send(h, 200, found) if found else _not_found(h, ref)
         if verb == "DELETE":
-            return self._serve_delete(h, ref, query)
+            options = _decode_quietly(body)
+            return self._serve_delete(h, ref, {**query, **{k: v for k, v in options.items() if k in _DELETE_OPTIONS}})
         try:
             incoming = _decode(body, h.headers.get("Content-Type", ""))
         except ValueError as exc:
@@ -375,6 +378,7 @@ class FakeKubernetesApi:
                 del self.objects[self._key(ref)]
                 self._version += 1
                 self._record(ref, "DELETED", found)
+                self._collect(ref, found, query.get("propagationPolicy") or _default_propagation(ref))
                 if ref.plural == "namespaces" and ref.namespace is None:
                     for key in [k for k in self.objects if k[1] == ref.name]:
                         self._record(Ref(key[0], key[1], key[2], key[3]), "DELETED", self.objects.pop(key))
@@ -389,6 +393,27 @@ class FakeKubernetesApi:
                 "details": {"name": ref.name, "kind": ref.plural, "uid": found["metadata"].get("uid")},
             },
         )
+
+    def _collect(self, ref: Ref, owner: dict, policy: str) -> None:
+        """The garbage collector's work on the deleted owner's dependents in its namespace, done at once: Orphan
+        removes their owner reference to it, Background and Foreground delete them (and theirs)."""
+        uid = owner["metadata"].get("uid")
+        if not uid:
+            return
+        for key, obj in list(self.objects.items()):
+            refs = obj["metadata"].get("ownerReferences") or []
+            if key[1] != ref.namespace or not any(r.get("uid") == uid for r in refs):
+                continue
+            dependent = Ref(key[0], key[1], key[2], key[3])
+            if policy == "Orphan":
+                obj["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != uid]
+                self._version += 1
+                self._record(dependent, "MODIFIED", obj)
+            else:
+                del self.objects[key]
+                self._version += 1
+                self._record(dependent, "DELETED", obj)
+                self._collect(dependent, obj, policy)
 
     def _matching(self, ref: Ref, obj_ref: Ref, obj: dict, query: dict) -> bool:
         if (obj_ref.prefix, obj_ref.plural) != (ref.prefix, ref.plural):
@@ -494,6 +519,30 @@ class FakeKubernetesApi:
             _chunk(h, b"")
         except (BrokenPipeError, ConnectionResetError):
             return
+
+
+# The DeleteOptions a DELETE's body may carry that the fake reads, as it reads its query's.
+_DELETE_OPTIONS = ("propagationPolicy",)
+
+
+# The resources whose DELETE orphans their dependents when it names no propagation policy, for backwards
+# compatibility: a batch/v1 Job (jobStrategy.DefaultGarbageCollectionPolicy, kubernetes/kubernetes:pkg/registry/
+# batch/job/strategy.go@36f36813ae40015c94d2df1493447edaa145dd5a) and a core/v1 ReplicationController
+# (rcStrategy's, pkg/registry/core/replicationcontroller/strategy.go@5a98d4dbb4ac460d6ae8219336c5951b45dae1e8).
+SELF_ORPHANING = (("apis/batch/v1", "jobs"), ("api/v1", "replicationcontrollers"))
+
+
+def _default_propagation(ref: Ref) -> str:
+    """A DELETE's propagation policy when it names none: Orphan for SELF_ORPHANING, else Background (every other
+    resource here, custom resources included)."""
+    return "Orphan" if (ref.prefix, ref.plural) in SELF_ORPHANING else "Background"
+
+
+def _decode_quietly(body: bytes) -> dict:
+    try:
+        return _decode(body, "application/json")
+    except ValueError:
+        return {}
 
 
 def _true(value: str | None) -> bool:

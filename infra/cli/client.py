@@ -48,6 +48,7 @@ from infra.core.names import (
     REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL,
     STARTUP_TAINT_KEY,
+    VOLCANO_GROUP_PREFIX,
     WAITING_SINCE_ANNOTATION,
 )
 from infra.offline import goodput
@@ -57,7 +58,19 @@ KUBEFLOW = (KUBEFLOW_GROUP, "v1")
 APPS = ("apps", "v1")  # a serving job's Deployment (infra/offline/team_job.py render_serving)
 BATCH_KIND = "Job"  # a plain gang's batch Job, which the gang deadline suspends too (images/training/gang_deadline.py)
 BATCH = ("batch", "v1")
+# A batch Job's DELETE without a propagation policy orphans its pods, which keep running and holding their GPUs:
+# the API's default for batch/v1, for backwards compatibility (jobStrategy.DefaultGarbageCollectionPolicy,
+# kubernetes/kubernetes:pkg/registry/batch/job/strategy.go@36f36813ae40015c94d2df1493447edaa145dd5a), and the
+# client sends none unless asked (delete_namespaced_custom_object's propagation_policy, kubernetes-client/python:
+# kubernetes/client/api/custom_objects_api.py@v37.0.3); the team's pod release guard refuses such a DELETE
+# (components/tenancy.py pod_release_guard). So every cancel names kubectl's default, Background: the garbage
+# collector deletes the dependents (as it does a Kubeflow job's and a Deployment's by their own default).
+PROPAGATION = "Background"
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+# The training kinds a team's jobs run as (infra/config/job.py FRAMEWORKS), each listed for a team's goodput.
+TRAINING_KINDS = tuple(kind for kind, *_ in FRAMEWORKS.values())
+# Every kind `jobs status/logs/suspend/resume/cancel --kind` takes: what the platform renders a job as.
+JOB_KINDS = (*TRAINING_KINDS, SERVING_KIND, BATCH_KIND)
 # The head of a pod's log that goodput reads: the pre-flight's line comes before training's first; and its
 # tail, where the newest checkpoint save's line says the run's total checkpoint stall.
 LOG_HEAD_BYTES = 64 << 10
@@ -356,9 +369,11 @@ def _why(group: dict | None, pods: list[dict], nodes: list[dict] | None, pool: s
 
 def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", now: float | None = None) -> Status:
     """The job's state, its gang's, why it waits, where its pods run, and its goodput so far (a
-    serving job's: its Deployment's replicas, read_serving_status)."""
+    serving job's: its Deployment's replicas, read_serving_status; a batch Job's: read_batch_status)."""
     if kind == SERVING_KIND:
         return read_serving_status(api, name, namespace)
+    if kind == BATCH_KIND:
+        return read_batch_status(api, name, namespace)
     kubernetes = _kubernetes()
     custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
     job = _call(custom.get_namespaced_custom_object, *KUBEFLOW, namespace, _plural(kind), name)
@@ -368,10 +383,7 @@ def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", n
         for p in _call(core.list_namespaced_pod, namespace, label_selector=f"{JOB_NAME_LABEL}={name}").items
     ]
     pool = _pool_of(job)
-    nodes = None
-    if pool is not None:
-        listed = _optional(core.list_node, label_selector=f"{POOL_LABEL}={pool}")
-        nodes = [api.sanitize_for_serialization(n) for n in listed.items] if listed is not None else None
+    nodes = _pool_nodes(api, pool)
     phase = ((group or {}).get("status") or {}).get("phase", "Pending" if group else "none")
     suspended = _suspension(job)
     if suspended:
@@ -400,10 +412,6 @@ def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", n
         ),
         goodput=goodput.of_objects(observe(api, job, pods, _events(api, namespace), now)),
     )
-
-
-# The training kinds a team's jobs run as (infra/config/job.py FRAMEWORKS), each listed for a team's goodput.
-TRAINING_KINDS = tuple(kind for kind, *_ in FRAMEWORKS.values())
 
 
 @dataclass
@@ -545,22 +553,34 @@ def _pool_of(job: dict) -> str | None:
 
 
 def _group_of(kind: str) -> tuple[str, str]:
-    """The API group and version that serve `kind`: apps/v1 for a serving job's Deployment, else Kubeflow's."""
-    return APPS if kind == SERVING_KIND else KUBEFLOW
+    """The API group and version that serve `kind`: apps/v1 for a serving job's Deployment, batch/v1 for a
+    batch Job, else Kubeflow's."""
+    return {SERVING_KIND: APPS, BATCH_KIND: BATCH}.get(kind, KUBEFLOW)
 
 
-def _selector_of(deployment: dict) -> str:
-    """The Deployment's pod selector as a label selector (its matchLabels: what team_job.render_serving renders)."""
-    labels = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+def _selector_of(owner: dict) -> str:
+    """A Deployment's or batch Job's pod selector as a label selector (its matchLabels: what team_job.render_serving
+    renders; a Job's, the API server's, selecting its UID: generateSelector in kubernetes/kubernetes:pkg/registry/
+    batch/job/strategy.go@36f36813ae40015c94d2df1493447edaa145dd5a labels its template with
+    batch.kubernetes.io/controller-uid and job-name, legacy and prefixed, and selects the UID's; so no earlier Job of
+    the same name whose pods were orphaned is read, as a job-name selector would)."""
+    labels = ((owner.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
     if not labels:
-        name = deployment["metadata"]["name"]
-        raise ApiError(0, "NoSelector", f"deployment {name} selects its pods by no matchLabels; list them with kubectl")
+        what = f"{str(owner.get('kind', 'Deployment')).lower()} {owner['metadata']['name']}"
+        raise ApiError(0, "NoSelector", f"{what} selects its pods by no matchLabels; list them with kubectl")
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-def _pod_selector(api: Any, name: str, namespace: str) -> str:
+# The kinds whose pods are those their own selector selects, not the Training Operator's JOB_NAME_LABEL.
+SELECTED_KINDS = (SERVING_KIND, BATCH_KIND)
+
+
+def _pod_selector(api: Any, name: str, namespace: str, kind: str) -> str:
+    """The label selector of the job's pods: a Deployment's or batch Job's own selector, else JOB_NAME_LABEL."""
+    if kind not in SELECTED_KINDS:
+        return f"{JOB_NAME_LABEL}={name}"
     custom = _kubernetes().client.CustomObjectsApi(api)
-    return _selector_of(_call(custom.get_namespaced_custom_object, *APPS, namespace, "deployments", name))
+    return _selector_of(_call(custom.get_namespaced_custom_object, *_group_of(kind), namespace, _plural(kind), name))
 
 
 def _deployment_waits(
@@ -576,13 +596,19 @@ def _deployment_waits(
         if failed
         else []
     )
-    if not pods and not failed:
-        reasons.append("the Deployment's controller has created no pod of it yet")
-    elif group is None and pods:
-        reasons.append("Volcano has not grouped the replicas yet (no PodGroup: are they scheduled by volcano?)")
-    elif group is not None:
-        reasons += _why(group, pods, nodes, pool)
-    return reasons
+    return reasons + _owned_waits(SERVING_KIND, group, pods, nodes, pool, refused=bool(failed))
+
+
+def _owned_waits(
+    owner: str, group: dict | None, pods: list[dict], nodes: list[dict] | None, pool: str | None, refused: bool = False
+) -> list[str]:
+    """Why the pods of a Deployment or batch Job wait: its controller has created none yet (unless `refused`: the
+    quota refused them, said before), Volcano has not grouped them, or their gang's reasons (quota, capacity, gate)."""
+    if not pods:
+        return [] if refused else [f"the {owner}'s controller has created no pod of it yet"]
+    if group is None:
+        return ["Volcano has not grouped the pods yet (no PodGroup: are they scheduled by volcano?)"]
+    return _why(group, pods, nodes, pool)
 
 
 def read_serving_status(api: Any, name: str, namespace: str) -> Status:
@@ -606,8 +632,7 @@ def read_serving_status(api: Any, name: str, namespace: str) -> Status:
     )
     template = (deployment.get("spec") or {}).get("template") or {}
     pool = ((template.get("spec") or {}).get("nodeSelector") or {}).get(POOL_LABEL)
-    listed = _optional(core.list_node, label_selector=f"{POOL_LABEL}={pool}") if pool else None
-    nodes = [api.sanitize_for_serialization(n) for n in listed.items] if listed is not None else None
+    nodes = _pool_nodes(api, pool)
     wanted = int((deployment.get("spec") or {}).get("replicas", 1))
     ready = int((deployment.get("status") or {}).get("readyReplicas") or 0)
     phase = ((group or {}).get("status") or {}).get("phase", "Pending" if group else "none")
@@ -629,6 +654,77 @@ def read_serving_status(api: Any, name: str, namespace: str) -> Status:
             )
             for p in pods
         ),
+    )
+
+
+def _pool_nodes(api: Any, pool: str | None) -> list[dict] | None:
+    """The nodes of the pool, where the user may list nodes."""
+    core = _kubernetes().client.CoreV1Api(api)
+    listed = _optional(core.list_node, label_selector=f"{POOL_LABEL}={pool}") if pool else None
+    return [api.sanitize_for_serialization(n) for n in listed.items] if listed is not None else None
+
+
+# A batch Job's conditions once it has ended (JobComplete, JobFailed in kubernetes/api:batch/v1/types.go@v0.35.0).
+BATCH_ENDED = ("Complete", "Failed")
+
+
+def _batch_state(job: dict) -> str:
+    """A batch Job's newest true condition (Suspended, FailureTarget, SuccessCriteriaMet, Complete, Failed), else
+    Running while it has active pods, and its pods' counts (JobStatus active, succeeded, failed in kubernetes/api:
+    batch/v1/types.go@v0.35.0) of its completions."""
+    status, spec = job.get("status") or {}, job.get("spec") or {}
+    active = int(status.get("active") or 0)
+    condition = _state(job)
+    if condition == "Submitted" and active:
+        condition = "Running"
+    counts = f"{active} active, {int(status.get('succeeded') or 0)} succeeded, {int(status.get('failed') or 0)} failed"
+    completions = spec.get("completions")
+    return f"{condition}, {counts}" + (f" of {completions}" if completions is not None else "")
+
+
+def read_batch_status(api: Any, name: str, namespace: str) -> Status:
+    """A batch Job: its state and its pods' counts, the Volcano PodGroup its pods share, why they wait and where
+    they run. Volcano names that group after the pods' controller, the Job (`podgroup-<the Job's UID>`:
+    GeneratePodgroupName, volcano-sh/volcano:staging/src/volcano.sh/apis/pkg/apis/helpers/helpers.go@v1.15.1), as the
+    Training Operator names a Kubeflow job's after the job; it makes it once the first pod exists
+    (createNormalPodPGIfNotExist, volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1)."""
+    kubernetes = _kubernetes()
+    custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
+    job = _call(custom.get_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND), name)
+    found = _call(core.list_namespaced_pod, namespace, label_selector=_selector_of(job))
+    pods = [api.sanitize_for_serialization(p) for p in found.items]
+    uid = job["metadata"].get("uid")
+    group = (
+        _optional(
+            custom.get_namespaced_custom_object, *PODGROUPS[:2], namespace, PODGROUPS[2], f"{VOLCANO_GROUP_PREFIX}{uid}"
+        )
+        if uid
+        else None
+    )
+    template = (job.get("spec") or {}).get("template") or {}
+    pool = ((template.get("spec") or {}).get("nodeSelector") or {}).get(POOL_LABEL)
+    phase = ((group or {}).get("status") or {}).get("phase", "Pending" if group else "none")
+    suspended = _suspension(job)
+    if suspended:
+        waiting = [suspended]
+    elif _state(job) in BATCH_ENDED:
+        waiting = []
+    else:
+        placed = phase == "Running" and not _unplaced(pods)
+        waiting = [] if placed else _owned_waits(BATCH_KIND, group, pods, _pool_nodes(api, pool), pool)
+        clock = _clock(job, pool)
+        waiting += [clock] if clock else []
+    return Status(
+        name=name,
+        namespace=namespace,
+        kind=BATCH_KIND,
+        state=_batch_state(job),
+        gang=phase,
+        queue=((group or {}).get("spec") or {}).get("queue")
+        or ((template.get("metadata") or {}).get("annotations") or {}).get(QUEUE_ANNOTATION),
+        position=_position(custom, group) if group and phase == "Pending" else None,
+        waiting=waiting,
+        pods=sorted((p["metadata"]["name"], _pod_phase(p), (p.get("spec") or {}).get("nodeName", "")) for p in pods),
     )
 
 
@@ -670,9 +766,9 @@ def _replica(pod: dict) -> str:
     return str(pod["metadata"]["name"])
 
 
-def _job_pods(api: Any, name: str, namespace: str, selector: str | None = None) -> list[dict]:
+def _job_pods(api: Any, name: str, namespace: str, selector: str) -> list[dict]:
     core = _kubernetes().client.CoreV1Api(api)
-    found = _call(core.list_namespaced_pod, namespace, label_selector=selector or f"{JOB_NAME_LABEL}={name}")
+    found = _call(core.list_namespaced_pod, namespace, label_selector=selector)
     pods = [api.sanitize_for_serialization(p) for p in found.items]
     if not pods:
         raise ApiError(404, "NotFound", f"no pods of job {name} in namespace {namespace} (yet: see jobs status)")
@@ -682,12 +778,11 @@ def _job_pods(api: Any, name: str, namespace: str, selector: str | None = None) 
 def read_logs(
     api: Any, name: str, namespace: str, container: str | None = None, kind: str = "PyTorchJob"
 ) -> list[LogLine]:
-    """Every pod's log of the job (a serving job: its Deployment's pods), each line with its node and
-    replica, merged by time."""
+    """Every pod's log of the job (a serving job: its Deployment's pods; a batch Job: its own), each line with its
+    node and replica, merged by time."""
     core = _kubernetes().client.CoreV1Api(api)
     lines = []
-    selector = _pod_selector(api, name, namespace) if kind == SERVING_KIND else None
-    for pod in _job_pods(api, name, namespace, selector):
+    for pod in _job_pods(api, name, namespace, _pod_selector(api, name, namespace, kind)):
         text = _call(
             core.read_namespaced_pod_log, pod["metadata"]["name"], namespace, timestamps=True, container=container
         )
@@ -719,14 +814,14 @@ def follow_logs(
     core = kubernetes.client.CoreV1Api(api)
     lines: queue.Queue = queue.Queue()
     done, streams = object(), set()
-    _call(
+    job = _call(
         kubernetes.client.CustomObjectsApi(api).get_namespaced_custom_object,
         *_group_of(kind),
         namespace,
         _plural(kind),
         name,
     )
-    selector = _pod_selector(api, name, namespace) if kind == SERVING_KIND else f"{JOB_NAME_LABEL}={name}"
+    selector = _selector_of(job) if kind in SELECTED_KINDS else f"{JOB_NAME_LABEL}={name}"
 
     def read(pod: dict) -> None:
         try:
@@ -786,14 +881,24 @@ def follow_logs(
 
 
 def delete(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", dry_run: bool = False) -> list[str]:
-    """Delete the job; the operator's owner references take its pods, Service and PodGroup with it (a
-    serving job's Deployment: the garbage collector takes its ReplicaSets and their pods, the API's
-    default for apps/v1 being DeleteDependents: DefaultGarbageCollectionPolicy in
+    """Delete the job, its dependents in the background (PROPAGATION): the operator's owner references take its
+    pods, Service and PodGroup with it (a serving job's Deployment: its ReplicaSets and their pods, the API's
+    default for apps/v1 being DeleteDependents too: DefaultGarbageCollectionPolicy in
     kubernetes/kubernetes:pkg/registry/apps/deployment/strategy.go@v1.35.0, and the Service a serving
-    job file's `port` made). What was deleted, as `kind/name`."""
+    job file's `port` made; a batch Job: its pods and its Volcano PodGroup, which names the Job its owner:
+    newPGOwnerReferences in volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1). What was
+    deleted, as `kind/name`."""
     custom = _kubernetes().client.CustomObjectsApi(api)
     options = {"dry_run": "All"} if dry_run else {}
-    _call(custom.delete_namespaced_custom_object, *_group_of(kind), namespace, _plural(kind), name, **options)
+    _call(
+        custom.delete_namespaced_custom_object,
+        *_group_of(kind),
+        namespace,
+        _plural(kind),
+        name,
+        propagation_policy=PROPAGATION,
+        **options,
+    )
     deleted = [f"{kind.lower()}/{name}"]
     if kind == SERVING_KIND and _delete_job_service(api, name, namespace, options):
         deleted.append(f"service/{name}")
@@ -837,7 +942,7 @@ def set_suspended(api: Any, name: str, namespace: str, kind: str = "PyTorchJob",
             0, "NotSuspendable", f"a serving job's Deployment has no suspend: scale it to 0 or cancel {name}"
         )
     custom = _kubernetes().client.CustomObjectsApi(api)
-    where = (*(BATCH if kind == BATCH_KIND else _group_of(kind)), namespace, _plural(kind), name)
+    where = (*_group_of(kind), namespace, _plural(kind), name)
     job = _call(custom.get_namespaced_custom_object, *where)
     if _is_suspended(job) == suspend:
         return False

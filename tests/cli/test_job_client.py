@@ -6,6 +6,7 @@ that store nothing, the gang's state and why it waits, every rank's log merged b
 from __future__ import annotations
 
 import json
+import re
 import threading
 
 import pytest
@@ -14,6 +15,7 @@ import yaml
 from infra.cli.main import main
 from infra.core.names import (
     GAVE_BACK_ANNOTATION,
+    GROUP_NAME_ANNOTATION,
     JOB_NAME_LABEL,
     POOL_LABEL,
     REPLICA_INDEX_LABEL,
@@ -626,3 +628,130 @@ def test_the_python_api_pauses_a_job_and_queues_it_again(api, kubeconfig):
     job = Job.from_file(JOB_FILE, stack="prod")
     assert job.suspend() is True and api.get(JOB_PATH)["spec"]["runPolicy"]["suspend"] is True
     assert job.resume() is True and api.get(JOB_PATH)["spec"]["runPolicy"]["suspend"] is False
+
+
+# --- a batch Job (`--kind Job`): a plain gang's, as examples/eval-sweep.yaml renders it -------------------------
+
+BATCH_PATH = "/apis/batch/v1/namespaces/llm/jobs/eval"
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+
+
+def _batch_job(status: dict | None = None, uid: str = "u-eval") -> dict:
+    """A Job as the API server stores it: its generated selector and template labels (the Job's UID)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "eval", "namespace": "llm", "uid": uid},
+        "spec": {
+            "completions": 2,
+            "parallelism": 2,
+            "selector": {"matchLabels": {CONTROLLER_UID_LABEL: uid}},
+            "template": {
+                "metadata": {"labels": {CONTROLLER_UID_LABEL: uid, "batch.kubernetes.io/job-name": "eval"}},
+                "spec": {"nodeSelector": {POOL_LABEL: "h100"}, "containers": [{"name": "eval", "image": "i"}]},
+            },
+        },
+        "status": status or {},
+    }
+
+
+def _batch_pod(index: int, node: str | None, phase: str = "Running", uid: str = "u-eval") -> dict:
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "eval", "uid": uid, "controller": True}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"eval-{index}-{uid[-4:]}",
+            "namespace": "llm",
+            "uid": f"uid-eval-{index}-{uid}",
+            "labels": {CONTROLLER_UID_LABEL: uid, "batch.kubernetes.io/job-name": "eval"},
+            "annotations": {GROUP_NAME_ANNOTATION: f"podgroup-{uid}"},
+            "ownerReferences": [owner],
+        },
+        "spec": {"containers": [{"name": "eval", "image": "i"}], **({"nodeName": node} if node else {})},
+        "status": {"phase": phase},
+    }
+
+
+def test_status_of_a_batch_job_says_its_pods_counts_its_volcano_gang_and_why_it_waits(api, kubeconfig, capsys):
+    api.put(_batch_job({"active": 2, "succeeded": 0}))
+    api.put(_podgroup("podgroup-u-eval", "llm", "Inqueue", "2026-01-01T00:00:00Z", "1/2 tasks in gang unschedulable"))
+    api.put(_batch_pod(0, "node-a"))
+    api.put(_batch_pod(1, None, "Pending"))
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "Job llm/eval: Running, 2 active, 0 succeeded, 0 failed of 2; gang Inqueue (queue research)"
+    assert lines[1].startswith("  waits: capacity: 1 pod(s) wait for nodes of pool h100")
+    assert lines[2:] == ["  eval-0-eval: Running on node-a", "  eval-1-eval: Pending"]
+
+
+def test_status_of_a_finished_batch_job_is_its_condition_and_no_wait(api, kubeconfig, capsys):
+    conditions = [{"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}]
+    api.put(_batch_job({"succeeded": 2, "conditions": conditions}))
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert (status["state"], status["waiting"]) == ("Complete, 0 active, 2 succeeded, 0 failed of 2", [])
+
+
+def test_status_of_a_batch_job_its_team_paused_says_it_waits_for_its_resume(api, kubeconfig, capsys):
+    job = _batch_job({"conditions": [{"type": "Suspended", "status": "True"}]})
+    job["spec"]["suspend"] = True
+    api.put(job)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job", "--json"]) == 0
+    (why,) = json.loads(capsys.readouterr().out)["waiting"]
+    assert why.startswith("suspended: suspend is true")
+
+
+def test_logs_of_a_batch_job_read_its_own_pods_not_those_an_earlier_job_of_its_name_left(api, kubeconfig, capsys):
+    api.put(_batch_job())
+    api.put(_batch_pod(0, "node-a"))
+    api.put(_batch_pod(0, "node-b", uid="u-old1"))  # left running by an earlier `eval` deleted with orphan
+    api.log("llm", "eval-0-eval", "shard 0 done", at="2026-01-01T00:00:01Z")
+    api.log("llm", "eval-0-old1", "the earlier job's shard", at="2026-01-01T00:00:00Z")
+    assert main(["jobs", "logs", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["node-a eval-0-eval shard 0 done"]
+
+
+def test_logs_follow_of_a_batch_job_streams_its_pods_until_they_end(api, kubeconfig, capsys):
+    api.put(_batch_job())
+    api.put(_batch_pod(0, "node-a"))
+    api.log("llm", "eval-0-eval", "shard 0 started")
+    threading.Timer(0.3, lambda: api.put(_batch_pod(0, "node-a", "Succeeded"))).start()
+    assert main(["jobs", "logs", "prod", "eval", "-n", "llm", "--kind", "Job", "--follow"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["node-a eval-0-eval shard 0 started"]
+
+
+def test_cancel_of_a_batch_job_deletes_it_and_its_running_pods(api, kubeconfig, capsys):
+    api.put(_batch_job({"active": 1}))
+    api.put(_batch_pod(0, "node-a"))
+    assert main(["jobs", "cancel", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    assert capsys.readouterr().out == "job/eval deleted\n"
+    assert api.get(BATCH_PATH) is None and api.get("/api/v1/namespaces/llm/pods/eval-0-eval") is None
+
+
+def test_the_cancel_of_a_batch_job_is_one_the_teams_release_guard_admits(api, kubeconfig, capsys):
+    """The guard refuses a Job's DELETE that would orphan its pods (components/tenancy.py pod_release_guard, evaluated
+    with cel-expr-python): the DELETE options the cancel sent over the wire are judged by it."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from components import tenancy
+    from tests.security.test_tenancy import verdicts
+
+    api.put(_batch_job())
+    assert main(["jobs", "cancel", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    (sent,) = [urlsplit(path) for verb, path in api.requests if verb == "DELETE"]
+    assert sent.path == BATCH_PATH
+    options = {key: values[-1] for key, values in parse_qs(sent.query).items()}
+    guard = tenancy.pod_release_guard(30)
+    judged = verdicts(guard, None, operation="DELETE", options=options, resource=("batch", "jobs"), user="alice@llm")
+    assert [message for message, ok in judged if not ok] == []
+
+
+def test_a_kind_the_platform_does_not_run_is_refused_naming_kind_and_the_kinds_it_takes(api, kubeconfig, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Foo"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1
+    assert "argument --kind: invalid choice: 'Foo'" in err
+    assert all(kind in err for kind in ("PyTorchJob", "MPIJob", "TFJob", "Deployment")) and re.search(r"\bJob\b", err)
+    assert api.requests == []

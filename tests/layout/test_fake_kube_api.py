@@ -132,3 +132,32 @@ def test_deleting_a_namespace_deletes_what_it_holds(api):
     assert call(api, "POST", "/api/v1/namespaces/team/pods", POD)[0] == 201
     assert call(api, "DELETE", "/api/v1/namespaces/team")[0] == 200
     assert api.get("/api/v1/namespaces/team/pods/p") is None
+
+
+def _owned_pod(owner_uid: str) -> dict:
+    ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "eval", "uid": owner_uid, "controller": True}
+    return {**POD, "metadata": {**POD["metadata"], "ownerReferences": [ref]}}
+
+
+def test_deleting_a_batch_job_with_no_propagation_policy_orphans_its_pods(api):
+    api.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "eval", "namespace": "team", "uid": "u1"}})
+    api.put(_owned_pod("u1"))
+    assert call(api, "DELETE", "/apis/batch/v1/namespaces/team/jobs/eval")[0] == 200
+    left = api.get("/api/v1/namespaces/team/pods/p")
+    assert left is not None and not left["metadata"].get("ownerReferences")
+
+
+@pytest.mark.parametrize("policy", ["Background", "Foreground"])
+def test_deleting_an_owner_with_a_cascading_propagation_policy_deletes_its_dependents(api, policy):
+    api.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "eval", "namespace": "team", "uid": "u1"}})
+    api.put(_owned_pod("u1"))
+    assert call(api, "DELETE", f"/apis/batch/v1/namespaces/team/jobs/eval?propagationPolicy={policy}")[0] == 200
+    assert api.get("/api/v1/namespaces/team/pods/p") is None
+
+
+def test_deleting_a_custom_resource_with_no_propagation_policy_deletes_its_dependents(api):
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "eval", "namespace": "team"}}
+    api.put({**job, "metadata": {**job["metadata"], "uid": "u1"}})
+    api.put(_owned_pod("u1"))
+    assert call(api, "DELETE", "/apis/kubeflow.org/v1/namespaces/team/pytorchjobs/eval")[0] == 200
+    assert api.get("/api/v1/namespaces/team/pods/p") is None

@@ -16,8 +16,10 @@ def _cluster(command: argparse.ArgumentParser) -> None:
     command.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current context)")
 
 
-def _job(command: argparse.ArgumentParser, batch: bool = False) -> None:
-    """The job by its file (`-f JOB.yaml`) or by NAME and namespace (`-n TEAM`); `batch`: a batch Job's too."""
+def _job(command: argparse.ArgumentParser) -> None:
+    """The job by its file (`-f JOB.yaml`) or by NAME and namespace (`-n TEAM`) and its kind (`--kind`)."""
+    from infra.cli.client import BATCH_KIND, JOB_KINDS, SERVING_KIND, TRAINING_KINDS
+
     stack_argument(command)
     command.add_argument("name", nargs="?", metavar="NAME", help="the job's name (or -f JOB.yaml)")
     command.add_argument("-f", "--filename", metavar="JOB.yaml", help="the job file (its name, team and framework)")
@@ -25,9 +27,10 @@ def _job(command: argparse.ArgumentParser, batch: bool = False) -> None:
     command.add_argument(
         "--kind",
         default="PyTorchJob",
-        help="the job's kind with NAME (default: PyTorchJob; Deployment: a serving job; "
-        + ("Job: a batch Job; " if batch else "")
-        + "-f knows it)",
+        choices=JOB_KINDS,
+        metavar="KIND",
+        help=f"the job's kind with NAME: {', '.join(TRAINING_KINDS)} (default: PyTorchJob); "
+        f"{SERVING_KIND}: a serving job; {BATCH_KIND}: a batch Job (-f knows the kind)",
     )
     _cluster(command)
 
@@ -61,13 +64,13 @@ def register(actions: argparse._SubParsersAction) -> None:
     suspend = actions.add_parser(
         "suspend", help="pause the job: its pods and PodGroup go, its nodes are given back (resume queues it again)"
     )
-    _job(suspend, batch=True)
+    _job(suspend)
     suspend.set_defaults(func=run_suspend)
     resume = actions.add_parser(
         "resume",
         help="queue a paused job again (not one the gang deadline suspended: it resumes that one itself)",
     )
-    _job(resume, batch=True)
+    _job(resume)
     resume.set_defaults(func=run_resume)
     cancel = actions.add_parser("cancel", help="delete the job (its pods, Service and PodGroup go with it)")
     _job(cancel)
