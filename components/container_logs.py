@@ -16,7 +16,7 @@ parsers, the agents' own logs left out as the chart leaves them out), the kubern
 "Kubernetes", key Labels, default On), and the cloudwatch_logs output to the application log group
 (/aws/containerinsights/CLUSTER/application, which components/observability.py creates with our
 retention), one stream per node and container file. The Training Operator labels each replica's pod
-with its job, replica type (lowercase) and index (JOB_NAME_LABEL and the others below); the
+with its job, replica type (lowercase) and index (infra/core/names.py JOB_NAME_LABEL and the others); the
 kubernetes filter adds the pod's node as kubernetes.host. docs/logs.md has the query.
 Per team: each team namespace's containers go to a log group of their own,
 /aws/containerinsights/CLUSTER/teams/TEAM (team_log_group), which components/observability.py creates
@@ -38,11 +38,6 @@ from collections.abc import Sequence
 
 from infra.core.names import KUBE_SYSTEM
 
-# The Training Operator's pod labels (kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go,
-# set in pkg/controller.v1/pytorch/pytorchjob_controller.go and pkg/util/labels/labels.go, @v1.9.4).
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
-REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 APPLICATION_LOG_FILE = "application-log.conf"  # the chart's extraFiles key for container logs
 # Fluent Bit's variables, set in the add-on's DaemonSet environment (the chart's own config uses them).
 _TAG_PREFIX = "application.var.log.containers."

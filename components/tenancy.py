@@ -43,6 +43,7 @@ from infra.core.names import (
     MIN_MEMBER_ANNOTATION,
     POOL_LABEL,
     QUEUE_ANNOTATION,
+    REPLICA_TYPE_LABEL,
     SAFE_TO_EVICT,
     VOLCANO_GROUP_PREFIX,
     WAITING_SINCE_ANNOTATION,
@@ -83,7 +84,7 @@ DNS = {"namespace": "kube-system", "pod": {"k8s-app": "kube-dns"}}
 # account `training-operator` in the standalone overlay's namespace `kubeflow` (manifests/base/rbac/
 # service-account.yaml and manifests/overlays/standalone/kustomization.yaml@v1.9.4): only that
 # account may create a pod with the label, so no other pod gets the launcher's egress.
-LAUNCHER = {"training.kubeflow.org/replica-type": "launcher"}
+LAUNCHER = {REPLICA_TYPE_LABEL: "launcher"}
 OPERATOR_USER = "system:serviceaccount:kubeflow:training-operator"
 # What the operator's init container kubectl-delivery requests in every MPIJob launcher pod, CPU in cores and
 # memory in bytes (initContainerCpu 100m, initContainerMem 512Mi: kubeflow/trainer:pkg/controller.v1/mpi/mpijob.go,

@@ -869,14 +869,14 @@ def _log(aws, record: dict) -> None:
 
 
 def test_log_records_with_job_replica_and_node_pass(aws_ctx, aws):
-    labels = {checks.JOB_LABEL: "pytorch-ddp-h100", checks.REPLICA_LABEL: "worker"}
+    labels = {names.JOB_NAME_LABEL: "pytorch-ddp-h100", names.REPLICA_TYPE_LABEL: "worker"}
     _log(aws, {"log": "step 1", "kubernetes": {"host": "ip-10-0-1-5", "labels": labels}})
     outcome = one("aws.container-logs", aws_ctx)
     assert outcome.status == "PASS" and "job pytorch-ddp-h100, replica worker, node ip-10-0-1-5" in outcome.evidence
 
 
 def test_log_records_without_the_replica_fail(aws_ctx, aws):
-    _log(aws, {"log": "step 1", "kubernetes": {"host": "n", "labels": {checks.JOB_LABEL: "j"}}})
+    _log(aws, {"log": "step 1", "kubernetes": {"host": "n", "labels": {names.JOB_NAME_LABEL: "j"}}})
     outcome = one("aws.container-logs", aws_ctx)
     assert outcome.status == "FAIL" and "Labels On" in outcome.fix
 

@@ -412,7 +412,7 @@ def test_a_healthy_stack_passes_every_read_only_check(cluster, monkeypatch, caps
     plan = plan_of(STACK)
     with fixtures.deployed_account(plan, monkeypatch, aws_managed_policies=True) as session:
         get_backend("eks")["123456789012"]["us-east-2"].clusters[fixtures.CLUSTER].endpoint = cluster.url
-        labels = {fixtures.checks.JOB_LABEL: "pytorch-ddp-h100", fixtures.checks.REPLICA_LABEL: "worker"}
+        labels = {names.JOB_NAME_LABEL: "pytorch-ddp-h100", names.REPLICA_TYPE_LABEL: "worker"}
         fixtures._log(session, {"log": "step 1", "kubernetes": {"host": "ip-10-0-1-5", "labels": labels}})
         code = main(
             [

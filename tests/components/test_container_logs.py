@@ -13,6 +13,7 @@ import pytest
 
 from components import container_logs
 from components.observability import CONTAINER_INSIGHTS_LOGS
+from infra.core import names
 from tests.conftest import STACKS, config_of, plan_of
 
 ADDON = "aws:eks/addon:Addon"
@@ -95,7 +96,7 @@ def test_the_config_survives_the_charts_tpl():
 
 def test_the_label_keys_queried_are_the_ones_the_training_operator_sets():
     """kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go@v1.9.4."""
-    assert (container_logs.JOB_NAME_LABEL, container_logs.REPLICA_TYPE_LABEL, container_logs.REPLICA_INDEX_LABEL) == (
+    assert (names.JOB_NAME_LABEL, names.REPLICA_TYPE_LABEL, names.REPLICA_INDEX_LABEL) == (
         "training.kubeflow.org/job-name",
         "training.kubeflow.org/replica-type",
         "training.kubeflow.org/replica-index",

@@ -65,10 +65,6 @@ PODGROUP_WEBHOOK = "volcano-admission-service-podgroups-mutate"
 # by newer releases, as text (`Health: Healthy`) by older ones; both are read.
 AUTOSCALER_STATUS = "cluster-autoscaler-status"
 
-# The Training Operator's pod labels (kubeflow/trainer:pkg/apis/kubeflow.org/v1/common_types.go@v1.9.4),
-# kept on every log record by our Fluent Bit config (docs/logs.md, components/container_logs.py).
-JOB_LABEL = "training.kubeflow.org/job-name"
-REPLICA_LABEL = "training.kubeflow.org/replica-type"
 # Pulumi's Server-Side Apply field manager, `pulumi-kubernetes-<random suffix>` (pulumi/pulumi-kubernetes#2271):
 # beside the creator's, it shows the plan's patch took its fields over.
 PULUMI_MANAGER = "pulumi-kubernetes"
@@ -995,9 +991,9 @@ def gpu_nodes(ctx: Any) -> Outcome:
 def container_logs(ctx: Any) -> Outcome:
     """A training pod's log records in CloudWatch carry its job, replica and node (docs/logs.md)."""
     group = f"/aws/containerinsights/{names.cluster_name(ctx.config.stack)}/application"
-    events = ctx.client("logs").filter_log_events(logGroupName=group, filterPattern=f'"{JOB_LABEL}"', limit=50)[
-        "events"
-    ]
+    events = ctx.client("logs").filter_log_events(
+        logGroupName=group, filterPattern=f'"{names.JOB_NAME_LABEL}"', limit=50
+    )["events"]
     records = []
     for event in events:
         try:
@@ -1009,8 +1005,9 @@ def container_logs(ctx: Any) -> Outcome:
     for record in records:
         k8s = record.get("kubernetes") or {}
         labels = k8s.get("labels") or {}
-        if labels.get(JOB_LABEL) and labels.get(REPLICA_LABEL) and k8s.get("host"):
-            return passed(f"{group}: job {labels[JOB_LABEL]}, replica {labels[REPLICA_LABEL]}, node {k8s['host']}")
+        job, replica = labels.get(names.JOB_NAME_LABEL), labels.get(names.REPLICA_TYPE_LABEL)
+        if job and replica and k8s.get("host"):
+            return passed(f"{group}: job {job}, replica {replica}, node {k8s['host']}")
     return failed(
         f"{len(records)} record(s) in {group} without the job, replica and node together",
         "the Fluent Bit config must keep pod labels (`Labels On`, components/container_logs.py)",
