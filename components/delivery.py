@@ -524,6 +524,12 @@ REFUSED_ON_EVERY_BACKEND_RESOURCE = frozenset((*REFUSED_WHOLE, *BUCKET_CONFIGURA
 NEVER_UNDER_THE_BOUNDARY = (*ACCESS_ENTRY_WRITES, "kms:CreateKey")
 
 
+def runner_source(settings: DeliverySettings) -> str:
+    """The repository a runner project builds, as CodeBuild's source location (the deploy role may set no other:
+    RunnersBuildTheRepository)."""
+    return f"https://github.com/{settings.repository}.git"
+
+
 def _interruption_queue_arn(account: str, region: str, stack: str) -> str:
     """In the stack's region alone: a queue of its name elsewhere is none of the stack's, and CreateQueue sets a
     queue's policy (its Policy attribute, which IAM cannot see: tests/delivery/test_r9_karpenter_attack.py), so one
@@ -951,6 +957,49 @@ def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[d
             "Effect": "Deny",
             "Action": ["codebuild:*"],
             "NotResource": f"arn:aws:codebuild:*:{account}:project/{role_name(stack, '*')}",
+        },
+        # A runner project builds the stack's repository (runner_project), unprivileged, from that one source: a
+        # project moved to another repository (a fork), or given a second source, would take that repository's
+        # workflows into the stack's VPC with the runner's role for as long as it stayed, and a privileged one runs
+        # them with Docker's daemon. CreateProject and UpdateProject carry the request's fields in condition keys
+        # (Service Authorization Reference, list_awscodebuild: codebuild:source.location,
+        # codebuild:secondarySources, codebuild:environment.privilegedMode), as CreateWebhook and UpdateWebhook do a
+        # webhook's scope (codebuild:scopeConfiguration.scope: an organization's or all of GitHub's workflows, which
+        # the filters would then take from every repository there). A key is absent where the request leaves its
+        # field out (an UpdateProject needs only the name: botocore's UpdateProjectInput), which a negated operator
+        # alone would deny. pulumi-aws sends the source's location and privilegedMode always, secondary sources and
+        # a scope only when set (hashicorp/terraform-provider-aws:internal/service/codebuild/project.go@00a35305
+        # expandProjectSource, expandProjectEnvironment).
+        {
+            "Sid": "RunnersBuildTheRepository",
+            "Effect": "Deny",
+            "Action": ["codebuild:CreateProject", "codebuild:UpdateProject"],
+            "Resource": "*",
+            "Condition": {
+                "StringNotEquals": {"codebuild:source.location": runner_source(settings)},
+                "Null": {"codebuild:source.location": "false"},
+            },
+        },
+        {
+            "Sid": "RunnersHaveOneSource",
+            "Effect": "Deny",
+            "Action": ["codebuild:CreateProject", "codebuild:UpdateProject"],
+            "Resource": "*",
+            "Condition": {"Null": {"codebuild:secondarySources": "false"}},
+        },
+        {
+            "Sid": "RunnersAreUnprivileged",
+            "Effect": "Deny",
+            "Action": ["codebuild:CreateProject", "codebuild:UpdateProject"],
+            "Resource": "*",
+            "Condition": {"Bool": {"codebuild:environment.privilegedMode": "true"}},
+        },
+        {
+            "Sid": "WebhooksAreTheRepositorys",
+            "Effect": "Deny",
+            "Action": ["codebuild:CreateWebhook", "codebuild:UpdateWebhook"],
+            "Resource": "*",
+            "Condition": {"Null": {"codebuild:scopeConfiguration.scope": "false"}},
         },
         # Karpenter's interruption feed, the queue and each rule's target, is made by an administrator's deploy (the one
         # that adds the stack's first Karpenter pool), and no deploy of the deploy role makes or remakes either: what
@@ -1584,7 +1633,7 @@ class Delivery(pulumi.ComponentResource):
             ),
             source=aws.codebuild.ProjectSourceArgs(
                 type="GITHUB",
-                location=f"https://github.com/{args.settings.repository}.git",
+                location=runner_source(args.settings),
                 auth=aws.codebuild.ProjectSourceAuthArgs(type="CODECONNECTIONS", resource=runner.connection_arn),
             ),
             vpc_config=aws.codebuild.ProjectVpcConfigArgs(
