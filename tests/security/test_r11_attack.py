@@ -15,7 +15,7 @@ from components import karpenter
 from components.efa import node_user_data
 from components.gpu_pools import container_toolkit_script
 from infra.cli.main import main
-from tests.cli.test_job_client import _batch_job, _batch_pod, api, kubeconfig  # noqa: F401 (fixtures)
+from tests.cli.test_job_client import _batch_job, _batch_pod, _podgroup, api, kubeconfig  # noqa: F401 (fixtures)
 from tests.conftest import config_of
 from tests.security.test_tenancy import _pod, denied_by
 
@@ -47,6 +47,21 @@ def test_logs_follow_of_a_batch_job_goes_on_to_the_pod_its_job_makes_after_a_fai
     later(1.3, lambda: (api.put(_batch_job(complete)), api.put({**retry, "status": {"phase": "Succeeded"}})))
     assert main(["jobs", "logs", "prod", "eval", "-n", "llm", "--kind", "Job", "--follow"]) == 0
     assert capsys.readouterr().out.splitlines() == ["node-a eval-0-eval attempt 1", "node-b eval-0-retry attempt 2"]
+
+
+def test_status_of_a_batch_job_whose_gang_volcano_has_not_admitted_is_not_running(api, kubeconfig, capsys):  # noqa: F811
+    """A batch Job's `active` counts its pending pods as well as its running ones (JobStatus.active, "The number of
+    pending and running pods which are not terminating": kubernetes/api:batch/v1/types.go@v0.35.0). Its gang held
+    at quota (PodGroup Pending, no pod placed) read `Running, 2 active`: a user waiting on the queue was told the
+    job runs. On a cluster: `higgsfield jobs status STACK eval -n TEAM --kind Job` on a Job beyond its team's quota,
+    beside `kubectl get pods -l batch.kubernetes.io/job-name=eval` (all Pending)."""
+    api.put(_batch_job({"active": 2}))
+    api.put(_podgroup("podgroup-u-eval", "llm", "Pending", "2026-01-01T00:00:00Z"))
+    api.put(_batch_pod(0, None, "Pending"))
+    api.put(_batch_pod(1, None, "Pending"))
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("Job llm/eval: Pending, 2 active, 0 succeeded, 0 failed of 2; gang Pending"), first
 
 
 def _node_config(user_data: str) -> dict:
