@@ -668,15 +668,16 @@ def _pool_nodes(api: Any, pool: str | None) -> list[dict] | None:
 BATCH_ENDED = ("Complete", "Failed")
 
 
-def _batch_state(job: dict) -> str:
+def _batch_state(job: dict, pods: list[dict]) -> str:
     """A batch Job's newest true condition (Suspended, FailureTarget, SuccessCriteriaMet, Complete, Failed), else
-    Running while it has active pods, and its pods' counts (JobStatus active, succeeded, failed in kubernetes/api:
+    Running while one of its pods runs, Pending while it has active pods none of which runs (JobStatus.active counts
+    pending and running pods alike), and its pods' counts (JobStatus active, succeeded, failed in kubernetes/api:
     batch/v1/types.go@v0.35.0) of its completions."""
     status, spec = job.get("status") or {}, job.get("spec") or {}
     active = int(status.get("active") or 0)
     condition = _state(job)
     if condition == "Submitted" and active:
-        condition = "Running"
+        condition = "Running" if any(_pod_phase(p) == "Running" for p in pods) else "Pending"
     counts = f"{active} active, {int(status.get('succeeded') or 0)} succeeded, {int(status.get('failed') or 0)} failed"
     completions = spec.get("completions")
     return f"{condition}, {counts}" + (f" of {completions}" if completions is not None else "")
@@ -718,7 +719,7 @@ def read_batch_status(api: Any, name: str, namespace: str) -> Status:
         name=name,
         namespace=namespace,
         kind=BATCH_KIND,
-        state=_batch_state(job),
+        state=_batch_state(job, pods),
         gang=phase,
         queue=((group or {}).get("spec") or {}).get("queue")
         or ((template.get("metadata") or {}).get("annotations") or {}).get(QUEUE_ANNOTATION),

@@ -1102,22 +1102,34 @@ def karpenter_rules(ctx: Any) -> Outcome:
     """Each EventBridge rule the plan makes for Karpenter (interruption_rule's names) is there and sends to the
     stack's interruption queue alone, with nothing the plan does not set: the deploy role may PutTargets on the
     stack's rules, and what a target carries beside its ARN no IAM key sees (docs/security-ci.md)."""
-    rules = sorted(str(r.inputs["name"]) for r in ctx.plan.of_type(EVENT_RULE))
+    patterns = {str(r.inputs["name"]): r.inputs.get("eventPattern") for r in ctx.plan.of_type(EVENT_RULE)}
+    rules = sorted(patterns)
     if not rules:
         return skipped("no `provisioner: karpenter` pool: no interruption rule planned")
     cfg = ctx.config
     account = ctx.client("sts").get_caller_identity()["Account"]
     queue = f"arn:aws:sqs:{cfg.region}:{account}:{names.interruption_queue(cfg.stack)}"
-    pages = ctx.client("events").get_paginator("list_targets_by_rule")
+    events = ctx.client("events")
+    pages = events.get_paginator("list_targets_by_rule")
     problems: list[str] = []
     for rule in rules:
         try:
+            # The deploy role's `events:*` on the rules' names takes DisableRule, and PutRule with any pattern of
+            # Karpenter's sources and detail types (components/delivery.py RuleSourcesAreKarpenters): a DISABLED rule,
+            # or one matching another of Karpenter's events, keeps its target and sends nothing of its own event
+            # (DescribeRuleResponse State and EventPattern: boto/botocore:botocore/data/events/2015-10-07/
+            # service-2.json@1.44.18).
+            described = events.describe_rule(Name=rule)
             targets = [t for page in pages.paginate(Rule=rule) for t in page["Targets"]]
         except aws_errors.ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
                 raise
             problems.append(f"{rule}: missing")
             continue
+        if described.get("State") != "ENABLED":
+            problems.append(f"{rule}: {described.get('State')}")
+        if patterns[rule] and json.loads(described.get("EventPattern") or "null") != json.loads(patterns[rule]):
+            problems.append(f"{rule}: matches {described.get('EventPattern')}, planned {patterns[rule]}")
         if not any(t.get("Arn") == queue for t in targets):
             problems.append(f"{rule}: does not send to {queue}")
         problems += [f"{rule}: target {t.get('Id')} sends to {t.get('Arn')}" for t in targets if t.get("Arn") != queue]
@@ -1261,7 +1273,7 @@ def specs() -> list[Spec]:
              karpenter_queue, "aws", "sqs:GetQueueUrl, sqs:GetQueueAttributes, sqs:SetQueueAttributes (refused)"),
         Spec("aws.karpenter-rules", "Karpenter's interruption rules send to the stack's queue alone, with no "
              "dead-letter queue, role or input the plan does not set", karpenter_rules, "aws",
-             "events:ListTargetsByRule"),
+             "events:DescribeRule, events:ListTargetsByRule"),
         # every enabled region read one after the other (17 or more), each call within the clients' own timeouts
         Spec("aws.public-subnets", "no subnet in any region hands out a public address on launch or holds an IPv6 "
              "block (a default VPC's do)", public_subnets, "aws", "ec2:DescribeRegions, ec2:DescribeSubnets",

@@ -1,0 +1,143 @@
+"""Round 11 attacker, on the cluster and the CLI: `higgsfield jobs ... --kind Job` (infra/cli/client.py) against the
+fake API server (tests/fake_kube_api.py), and what Karpenter's node repair (components/karpenter.py
+node_repair_gates) lets a team do to another team's nodes."""
+
+from __future__ import annotations
+
+import base64
+import email
+import threading
+
+import pytest
+import yaml
+
+from components import karpenter
+from components.efa import node_user_data
+from components.gpu_pools import container_toolkit_script
+from infra.cli.main import main
+from tests.cli.test_job_client import _batch_job, _batch_pod, _podgroup, api, kubeconfig  # noqa: F401 (fixtures)
+from tests.conftest import config_of
+from tests.security.test_tenancy import _pod, denied_by
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: follow_logs ends once every pod it saw has ended, though a batch Job not Complete or Failed makes "
+    "the next pod (backoffLimit, a pod the podFailurePolicy ignores); it would have to end on the Job's condition",
+)
+def test_logs_follow_of_a_batch_job_goes_on_to_the_pod_its_job_makes_after_a_failure(api, kubeconfig, capsys):  # noqa: F811
+    """examples/eval-sweep.yaml is a scavenger Job: Volcano takes its pods back for serving (DisruptionTarget,
+    which its podFailurePolicy ignores) and the Job makes them again, and any other failure is retried up to its
+    backoffLimit of 3. `logs --follow` stopped at the first pod's end and printed nothing of the retry, exit 0, as
+    if the Job were over. On a cluster: `higgsfield jobs logs STACK eval -n TEAM --kind Job --follow` on a Job whose
+    only pod exits 1 (`backoffLimit: 1`); the command returns while `kubectl get pods -l job-name=eval -w` shows the
+    second pod start."""
+    api.put(_batch_job({"active": 1}))
+    api.put(_batch_pod(0, "node-a"))
+    api.log("llm", "eval-0-eval", "attempt 1")
+    retry = _batch_pod(0, "node-b")
+    retry["metadata"].update(name="eval-0-retry", uid="uid-eval-0-retry")
+
+    def later(delay: float, step) -> None:
+        threading.Timer(delay, step).start()
+
+    later(0.3, lambda: api.put(_batch_pod(0, "node-a", "Failed")))
+    later(0.8, lambda: (api.put(retry), api.log("llm", "eval-0-retry", "attempt 2")))
+    complete = {"succeeded": 1, "failed": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+    later(1.3, lambda: (api.put(_batch_job(complete)), api.put({**retry, "status": {"phase": "Succeeded"}})))
+    assert main(["jobs", "logs", "prod", "eval", "-n", "llm", "--kind", "Job", "--follow"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["node-a eval-0-eval attempt 1", "node-b eval-0-retry attempt 2"]
+
+
+def test_status_of_a_batch_job_whose_gang_volcano_has_not_admitted_is_not_running(api, kubeconfig, capsys):  # noqa: F811
+    """A batch Job's `active` counts its pending pods as well as its running ones (JobStatus.active, "The number of
+    pending and running pods which are not terminating": kubernetes/api:batch/v1/types.go@v0.35.0). Its gang held
+    at quota (PodGroup Pending, no pod placed) read `Running, 2 active`: a user waiting on the queue was told the
+    job runs. On a cluster: `higgsfield jobs status STACK eval -n TEAM --kind Job` on a Job beyond its team's quota,
+    beside `kubectl get pods -l batch.kubernetes.io/job-name=eval` (all Pending)."""
+    api.put(_batch_job({"active": 2}))
+    api.put(_podgroup("podgroup-u-eval", "llm", "Pending", "2026-01-01T00:00:00Z"))
+    api.put(_batch_pod(0, None, "Pending"))
+    api.put(_batch_pod(1, None, "Pending"))
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("Job llm/eval: Pending, 2 active, 0 succeeded, 0 failed of 2; gang Pending"), first
+
+
+def _node_config(user_data: str) -> dict:
+    """The nodeadm NodeConfig part of a node's MIME multipart user data."""
+    message = email.message_from_string(user_data)
+    (part,) = [p for p in message.walk() if p.get_content_type() == "application/node.eks.aws"]
+    return yaml.safe_load(part.get_payload())
+
+
+def _gpu_node_user_data() -> dict[str, str]:
+    """What nodeadm gets on a Karpenter GPU node and on a node-group GPU node (components/gpu_pools.py's call; a
+    launch template's user data is base64)."""
+    pool = config_of("prod").gpu_pools[0]
+    group = node_user_data(
+        raid0=True, hugepages=0, fast_image_pull=True, scripts=[container_toolkit_script()], locked_memory=pool.efa
+    )
+    return {"karpenter": karpenter.user_data(pool), "node group": base64.b64decode(str(group)).decode()}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: no podPidsLimit on GPU nodes, so one team's pod can exhaust the node's PIDs, and the node "
+    "monitoring agent's Fatal ForkFailedOutOfPIDs then has Karpenter's node repair (or EKS auto-repair) replace the "
+    "node with every team's pods on it, past do-not-disrupt",
+)
+@pytest.mark.parametrize("provisioner", ["karpenter", "node group"])
+def test_a_gpu_nodes_kubelet_caps_the_pids_of_each_pod(provisioner):
+    """Teams share GPU nodes (a pod asking for fewer GPUs than the node has). The kubelet's podPidsLimit defaults to
+    -1, no limit (KubeletConfiguration, kubernetes/kubelet:config/v1beta1/types.go), and nothing here sets it: one
+    team's pod may start threads until the node's PID space is spent (its memory limit, a share of a GPU node's
+    hundreds of GiB, is what bounds it). The kubelet then logs `fork/exec ...: resource temporarily unavailable` or
+    `failed to create new OS thread ... errno=11`, which the EKS node monitoring agent reports as ForkFailedOutOfPIDs,
+    Fatal, KernelReady False (aws/eks-node-monitoring-agent: pkg/monitors/kernel handleKubelet, pkg/reasons). With
+    nodeAutoRepair on, Karpenter deletes that node's NodeClaim 30 minutes later with every pod on it, 1 s grace,
+    past PDBs and karpenter.sh/do-not-disrupt (components/karpenter.py node_repair_gates, reading
+    kubernetes-sigs/karpenter@6e7eab7a0f48 pkg/controllers/node/health/controller.go): another team's running gang
+    loses its node and its unsaved steps; repeated, one node of every five of a pool at a time (isNodePoolHealthy).
+    Fix: `kubelet.config.podPidsLimit` in the GPU nodes' NodeConfig. Verify on a cluster: a pod running
+    `python -c "import threading,time; [threading.Thread(target=time.sleep, args=(1e9,)).start() for _ in
+    iter(int, 1)]"` on a shared GPU node, then `kubectl get node NODE -o jsonpath='{.status.conditions[?(@.type==
+    "KernelReady")]}'` and, 30 min later, `kubectl get events -A --field-selector reason=Unhealthy` / the NodeClaim's
+    deletion."""
+    config = _node_config(_gpu_node_user_data()[provisioner])
+    limit = (((config.get("spec") or {}).get("kubelet") or {}).get("config") or {}).get("podPidsLimit")
+    assert isinstance(limit, int) and limit > 0
+
+
+# A path the container runtime fails to run: the kubelet logs the runtime's error, the path in it, at its default
+# verbosity ("Error syncing pod, skipping" err="failed to \"StartContainer\" ... RunContainerError: \"... OCI runtime
+# create failed: runc create failed: unable to start container process: exec: \\\"PATH\\\": stat PATH: no such file
+# or directory ...\""; a missing workingDir: "chdir to cwd (\\\"DIR\\\") set in config.json failed").
+AGENTS_FORK_FAILURE = "/fork/exec resource temporarily unavailable"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a team's pod whose command or workingDir carries the text the node monitoring agent reads as "
+    "ForkFailedOutOfPIDs (Fatal) gets its node's KernelReady False, and node repair replaces the node with every "
+    "team's pods on it 30 minutes later",
+)
+@pytest.mark.parametrize("where", ["command", "workingDir"])
+def test_a_team_pod_that_would_write_the_agents_fork_failure_into_the_kubelet_log_is_refused(where):
+    """The EKS node monitoring agent reads every line of the kubelet's journal and reports ForkFailedOutOfPIDs, a
+    Fatal reason (KernelReady False), on any line matching `.*fork/exec.*resource temporarily unavailable`, unanchored
+    (aws/eks-node-monitoring-agent:monitors/kernel/monitor.go@53135431c5a54f73ad35f660616f9d735fa00060,
+    handleKubelet, forkFailedOutOfPidRegexp; pkg/reasons: ForkFailedOutOfPIDs defaultSeverity Fatal). A pod whose
+    command is a path of that text fails to start, and the kubelet logs the runtime's error with the path in it.
+    With nodeAutoRepair (default on) Karpenter deletes that node 30 minutes later (KernelReady False, 30 min:
+    docs/karpenter.md's table) with every pod on it, 1 s grace, past karpenter.sh/do-not-disrupt; node-group pools'
+    EKS auto-repair reads the same condition. So one team member, with a pod admitted on a GPU node another team's
+    gang shares, removes that gang's node; again on the replacement, one node in five of a pool at a time. The image's
+    ENTRYPOINT and WorkingDir reach the same line and no admission sees them: refusing the pod spec's text narrows
+    the hole, the agent's kubelet reader (or node repair on shared pools) is what closes it. Verify on a staging
+    cluster: a pod with `command: ["/fork/exec resource temporarily unavailable"]` on a GPU node, then
+    `kubectl get node NODE -o jsonpath='{.status.conditions[?(@.type=="KernelReady")]}'` (False,
+    ForkFailedOutOfPIDs) and, 30 minutes later, `kubectl get nodeclaims` (the node's gone)."""
+    pod = _pod()
+    pod["spec"]["containers"][0][where] = [AGENTS_FORK_FAILURE] if where == "command" else AGENTS_FORK_FAILURE
+    assert denied_by(pod)
