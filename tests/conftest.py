@@ -21,6 +21,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Any
 
 import pytest
 import yaml
+from _pytest.assertion import rewrite
 from botocore import loaders
 
 from components.registry import image_tag
@@ -75,6 +78,75 @@ def _loader_sharing_what_it_read(self: loaders.Loader, *args: Any, **kwargs: Any
 
 
 loaders.Loader.__init__ = _loader_sharing_what_it_read  # type: ignore[method-assign]
+
+# Each xdist worker collects every test module, and pytest rewrites each one's asserts: about 4 s of a
+# worker's 7 s of collection. pytest keeps a rewritten module as a pyc only where Python may write
+# bytecode, and PYTHONDONTWRITEBYTECODE=1 (this machine, CI) forbids it, so every worker rewrote every
+# module. Here the processes of one run share a folder of rewritten modules: the controller makes it
+# (and removes it at the end: a fresh clone starts with none), rewrites the modules into it in the
+# order the workers collect them while they start, and a worker that meets a module not yet there
+# rewrites it and leaves it for the others. pytest reads a pyc only if it holds its source's hash
+# (_pytest/assertion/rewrite.py _read_pyc), and writes one whole or not at all (_write_pyc: a
+# process's own file, then os.replace). Nothing is written into the checkout.
+_made_rewritten_folder = "HIGGSFIELD_REWRITTEN_TESTS" not in os.environ  # the controller, or a run without workers
+if _made_rewritten_folder:
+    os.environ["HIGGSFIELD_REWRITTEN_TESTS"] = tempfile.mkdtemp(prefix="higgsfield-rewritten-")
+REWRITTEN = Path(os.environ["HIGGSFIELD_REWRITTEN_TESTS"])
+_rewrite_test = getattr(rewrite, "_rewrite_test", None)
+
+
+def _rewritten_pyc(source: Path) -> Path:
+    return REWRITTEN / Path(*source.parts[1:-1]) / (source.name[:-3] + rewrite.PYC_TAIL)
+
+
+def _rewrite_and_keep(source: Path, config: pytest.Config) -> tuple[bytes, Any]:
+    source_hash, code = _rewrite_test(source, config)
+    pyc = _rewritten_pyc(source)
+    pyc.parent.mkdir(parents=True, exist_ok=True)
+    rewrite._write_pyc(config.stash[rewrite.assertstate_key], code, source_hash, pyc)
+    return source_hash, code
+
+
+# pytest's own functions, private ones: with a pytest that lacks any of them, each worker rewrites for itself.
+_SHARED_REWRITES = all(
+    hasattr(rewrite, name) for name in ("get_cache_dir", "_rewrite_test", "_write_pyc", "PYC_TAIL", "assertstate_key")
+)
+if _SHARED_REWRITES:
+    rewrite.get_cache_dir = lambda source: _rewritten_pyc(source).parent
+    rewrite._rewrite_test = _rewrite_and_keep
+
+
+_run_ended = threading.Event()
+
+
+def _rewrite_ahead_of_the_workers(config: pytest.Config) -> None:
+    for arg in config.args:
+        named = Path(config.invocation_params.dir, arg.split("::")[0])
+        for source in sorted(named.rglob("*.py")) if named.is_dir() else [named]:
+            if _run_ended.is_set():
+                return
+            if source.name.startswith("test_") or source.name == "conftest.py":
+                try:
+                    if not _rewritten_pyc(source).is_file():
+                        _rewrite_and_keep(source, config)
+                except Exception:  # noqa: BLE001  a module that does not parse: its worker reports it
+                    continue
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    rewriting = config.getoption("assertmode") == "rewrite"
+    if _SHARED_REWRITES and rewriting and not hasattr(config, "workerinput") and config.getoption("numprocesses", None):
+        threading.Thread(target=_rewrite_ahead_of_the_workers, args=(config,), name="rewrite ahead").start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _run_ended.set()
+    for thread in threading.enumerate():
+        if thread.name == "rewrite ahead":
+            thread.join()
+    if _made_rewritten_folder:
+        shutil.rmtree(REWRITTEN, ignore_errors=True)
+
 
 SESSION_NOW = datetime(2026, 12, 3, tzinfo=UTC)  # before prod's Capacity Block (2027-01-04 to 01-18)
 pool_settings.now = lambda: SESSION_NOW

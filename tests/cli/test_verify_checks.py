@@ -13,11 +13,16 @@ import contextlib
 import copy
 import dataclasses
 import datetime
+import functools
 import json
 import types
 import urllib.parse
+from unittest import mock
 
 import boto3
+import moto.eks.utils
+import moto.kms.models
+import moto.kms.utils
 import pytest
 import yaml
 from botocore.stub import Stubber
@@ -67,6 +72,46 @@ def plan():
     return plan_of(STACK)
 
 
+@functools.cache
+def _one_session() -> boto3.Session:
+    return boto3.Session()
+
+
+@functools.cache
+def _unused_rsa_key() -> moto.kms.utils.AbstractPrivateKey:
+    return moto.kms.utils.generate_private_key("RSA_2048")
+
+
+def _kms_private_key(key_spec: str) -> moto.kms.utils.AbstractPrivateKey:
+    """moto gives every KMS key an RSA private key, a symmetric one too (getmoto/moto:moto/kms/models.py@5.2.6
+    Key.__init__, `generate_private_key(self.key_spec)`, RSA_2048 for SYMMETRIC_DEFAULT: about 45 ms each),
+    and reads it only to sign, verify and answer GetPublicKey (models.py@5.2.6 sign, verify, get_public_key),
+    which AWS does only with an asymmetric key (boto/botocore:botocore/data/kms/2014-11-01/service-2.json@1.44.18
+    Sign: "identify an asymmetric KMS key with a KeyUsage value of SIGN_VERIFY"; GetPublicKey: "Returns the public
+    key of an asymmetric KMS key"). The symmetric keys of a process share one; an asymmetric key gets its own."""
+    if key_spec == "SYMMETRIC_DEFAULT":
+        return _unused_rsa_key()
+    return moto.kms.utils.generate_private_key(key_spec)
+
+
+@contextlib.contextmanager
+def _cheaper_moto():
+    """moto as it answers, less two costs of its own: the RSA key of a symmetric KMS key (_kms_private_key), and
+    a new boto3 Session at every EKS role check only to list the partitions botocore knows
+    (getmoto/moto:moto/eks/utils.py@5.2.6 validate_role_arn, `Session().get_available_partitions()`: the same
+    answer from one Session). mock.patch, not monkeypatch: these patch no code of the program, so the
+    evaluations stay answered once (tests/conftest.py Memo)."""
+    with contextlib.ExitStack() as patches:
+        # Only where the installed moto has them (pyproject asks moto>=5.1): another moto is slower, not wrong.
+        for module, name, cheaper in (
+            (moto.kms.models, "generate_private_key", _kms_private_key),
+            (moto.eks.utils, "Session", _one_session),
+        ):
+            if hasattr(module, name):
+                patches.enter_context(mock.patch.object(module, name, cheaper))
+        yield
+
+
 @contextlib.contextmanager
 def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
     """moto holding the stack's cluster, node groups (Pulumi-named NAME-xxxxxxx), their Auto Scaling
@@ -75,9 +120,9 @@ def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
         monkeypatch.setenv(var, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     # AWS's managed policies, as moto's snapshot of their documents holds them (a second to load: asked for)
-    with mock_aws(config={"iam": {"load_aws_managed_policies": aws_managed_policies}}):
+    with _cheaper_moto(), mock_aws(config={"iam": {"load_aws_managed_policies": aws_managed_policies}}):
         session = boto3.Session(region_name=REGION)
-        eks = session.client("eks")
+        eks, autoscaling = session.client("eks"), session.client("autoscaling")
         role = "arn:aws:iam::123456789012:role/eks"
         eks.create_cluster(
             name=CLUSTER,
@@ -91,7 +136,7 @@ def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
         ec2 = session.client("ec2")
         ec2.create_launch_template(LaunchTemplateName="gpu-nodes", LaunchTemplateData={"ImageId": "ami-12c6146b"})
         for group in plan.of_type(checks.NODE_GROUP):
-            _node_group(session, plan, group, role)
+            _node_group(eks, autoscaling, plan, group, role)
         logs = session.client("logs")
         key = session.client("kms").create_key()["KeyMetadata"]["Arn"]
         for group in plan.of_type(checks.LOG_GROUP):
@@ -99,8 +144,8 @@ def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
             logs.put_retention_policy(
                 logGroupName=group.inputs["name"], retentionInDays=group.inputs["retentionInDays"]
             )
+        s3 = session.client("s3")
         for bucket in {r.inputs["bucket"] for r in plan.of_type(checks.BUCKET_VERSIONING)}:  # the linked buckets
-            s3 = session.client("s3")
             s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
             s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         yield session
@@ -113,9 +158,9 @@ def _moto_cluster():
     return get_backend("eks")["123456789012"][REGION].clusters[CLUSTER]
 
 
-def _node_group(session, plan, group, role: str) -> None:
+def _node_group(eks, autoscaling, plan, group, role: str) -> None:
     cfg = group.inputs["scalingConfig"]
-    made = session.client("eks").create_nodegroup(
+    made = eks.create_nodegroup(
         clusterName=CLUSTER,
         nodegroupName=f"{group.name}-1a2b3c4",
         nodeRole=role,
@@ -124,7 +169,6 @@ def _node_group(session, plan, group, role: str) -> None:
         taints=_api_taints(group.inputs.get("taints") or []),
     )["nodegroup"]
     asg = made["resources"]["autoScalingGroups"][0]["name"]
-    autoscaling = session.client("autoscaling")
     autoscaling.create_auto_scaling_group(
         AutoScalingGroupName=asg,
         LaunchTemplate={"LaunchTemplateName": "gpu-nodes"},
