@@ -67,6 +67,24 @@ def container_rlimits_node_config() -> str:
     )
 
 
+# The PIDs (threads count) one pod of a GPU node may hold. The kubelet's default is none (podPidsLimit -1:
+# kubernetes/kubelet:config/v1beta1/types.go@v0.35.0), so one team's pod could spend the node's PID space: the
+# kubelet's own forks then fail, and the node monitoring agent reports ForkFailedOutOfPIDs, Fatal, which node
+# repair answers by replacing the node with every pod on it (docs/design/tenancy.md). A training pod's ranks,
+# their intra-op threads, data-loader and compile workers come to a few thousand; 32,768 leaves that room
+# several times over, and it takes 128 pods at the cap to spend a pid_max of 4,194,304 (systemd's on 64-bit
+# hosts; unread here for AL2023: `sysctl kernel.pid_max` on a node, and a pod's
+# `cat /sys/fs/cgroup/pids.peak` for what a job really holds).
+POD_PIDS_LIMIT = 32_768
+
+
+def kubelet_node_config() -> str:
+    """The NodeConfig `spec` lines that give the kubelet our settings: nodeadm merges `kubelet.config` into its
+    KubeletConfiguration (KubeletOptions.Config, awslabs/amazon-eks-ami:nodeadm/api/v1alpha1/
+    nodeconfig_types.go@01348c0d)."""
+    return f"  kubelet:\n    config:\n      podPidsLimit: {POD_PIDS_LIMIT}\n"
+
+
 # Instances whose EFA supports RDMA (GPUDirect RDMA reads/writes), from the EC2 User Guide's EFA
 # instance table ("Supported instance types", RDMA read/write columns, docs.aws.amazon.com/AWSEC2/
 # latest/UserGuide/efa.html#efa-instance-types; moto's catalog has no RDMA field). Unverified from
@@ -206,9 +224,10 @@ def node_user_data(
     pull"@v20260724; the SOCI directory is one of the mounts localStorage moves onto the array);
     with `locked_memory` (EFA pools), containers' locked-memory limit (container_rlimits_node_config);
     a script that reserves huge pages before kubelet starts so that it can advertise them; and any
-    other shell `scripts` (bodies after the shebang) the caller adds."""
+    other shell `scripts` (bodies after the shebang) the caller adds. Every GPU node's kubelet caps each
+    pod's PIDs (kubelet_node_config)."""
     parts = []
-    spec = ""
+    spec = kubelet_node_config()
     if fast_image_pull:
         spec += "  featureGates:\n    FastImagePull: true\n"
     if raid0:

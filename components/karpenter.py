@@ -42,7 +42,7 @@ import pulumi_aws as aws
 
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
-from components.efa import EfaFabric, container_rlimits_node_config, efa_interfaces_for
+from components.efa import EfaFabric, container_rlimits_node_config, efa_interfaces_for, kubelet_node_config
 from components.gang_deadline import empty_node_s
 from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, pool_labels, pool_taints
 from components.identity import pod_identity_association, pod_identity_role
@@ -302,12 +302,14 @@ def node_class_name(pool: GpuPool) -> str:
 
 
 def user_data(pool: GpuPool) -> str:
-    """What nodeadm gets beyond Karpenter's own NodeConfig: FastImagePull, the containers' locked-memory
-    limit of an EFA pool, and the NVIDIA container toolkit's no-envvar settings (components/gpu_pools.py
-    container_toolkit_script); RAID0 comes from instanceStorePolicy. No huge pages (the module's
+    """What nodeadm gets beyond Karpenter's own NodeConfig: FastImagePull, the kubelet's per-pod PID cap
+    (kubelet_node_config), the containers' locked-memory limit of an EFA pool, and the NVIDIA container
+    toolkit's no-envvar settings (components/gpu_pools.py container_toolkit_script); RAID0 comes from
+    instanceStorePolicy. No huge pages (the module's
     docstring): no pod on the node may ask for them, and the kubelet caps a pod's hugetlb at what it
     requests. MIME multipart, as Karpenter merges for AL2023 (EC2NodeClass userData)."""
-    node_config = "  featureGates:\n    FastImagePull: true\n" + (container_rlimits_node_config() if pool.efa else "")
+    node_config = "  featureGates:\n    FastImagePull: true\n" + kubelet_node_config()
+    node_config += container_rlimits_node_config() if pool.efa else ""
     parts = [
         "Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
         + node_config

@@ -1485,8 +1485,13 @@ def gpu_and_node_validations() -> list[dict]:
     ]
 
 
+# What the EKS node monitoring agent reads in a kubelet log line as a failed fork (container_hardening_validations).
+FORGED_KUBELET_TEXT = "fork/exec"
+
+
 def container_hardening_validations() -> list[dict]:
-    """Every container, ephemeral ones included, without privilege escalation."""
+    """Every container, ephemeral ones included, without privilege escalation, and none whose start would forge the
+    node health agent's failed fork in the kubelet's log."""
     # the operator's container, as the operator created it (later updates of the pod keep it unchanged)
     operator_delivery = (
         f"(object.kind == 'Pod' && c.name == '{KUBECTL_DELIVERY}' && (request.userInfo.username == '{OPERATOR_USER}' "
@@ -1504,7 +1509,23 @@ def container_hardening_validations() -> list[dict]:
             "message": "every container sets securityContext.allowPrivilegeEscalation: false (setuid binaries can't "
             "gain privileges)",
             "reason": "Forbidden",
-        }
+        },
+        {
+            # The kubelet logs a container it could not start with the runtime's error, its path and working
+            # directory in it, and the EKS node monitoring agent reads any kubelet line matching
+            # `.*fork/exec.*resource temporarily unavailable` as the node's PIDs spent, a Fatal reason that node
+            # repair answers by replacing the node with every pod on it (aws/eks-node-monitoring-agent:
+            # monitors/kernel/monitor.go@53135431 forkFailedOutOfPidRegexp). An image's own entrypoint reaches the
+            # same line, which no admission sees (docs/design/tenancy.md).
+            "expression": "variables.containers.all(cs, cs.all(c, "
+            f"(!has(c.command) || c.command.all(a, !a.contains('{FORGED_KUBELET_TEXT}'))) && "
+            f"(!has(c.args) || c.args.all(a, !a.contains('{FORGED_KUBELET_TEXT}'))) && "
+            f"(!has(c.workingDir) || !c.workingDir.contains('{FORGED_KUBELET_TEXT}'))))",
+            "message": f"no container's command, args or workingDir contains '{FORGED_KUBELET_TEXT}': the node's "
+            "health agent would read it in the kubelet's log as the node's PIDs spent, and node repair would "
+            "replace the node under every job on it",
+            "reason": "Forbidden",
+        },
     ]
 
 

@@ -81,12 +81,6 @@ def _gpu_node_user_data() -> dict[str, str]:
     return {"karpenter": karpenter.user_data(pool), "node group": base64.b64decode(str(group)).decode()}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: no podPidsLimit on GPU nodes, so one team's pod can exhaust the node's PIDs, and the node "
-    "monitoring agent's Fatal ForkFailedOutOfPIDs then has Karpenter's node repair (or EKS auto-repair) replace the "
-    "node with every team's pods on it, past do-not-disrupt",
-)
 @pytest.mark.parametrize("provisioner", ["karpenter", "node group"])
 def test_a_gpu_nodes_kubelet_caps_the_pids_of_each_pod(provisioner):
     """Teams share GPU nodes (a pod asking for fewer GPUs than the node has). The kubelet's podPidsLimit defaults to
@@ -99,7 +93,8 @@ def test_a_gpu_nodes_kubelet_caps_the_pids_of_each_pod(provisioner):
     past PDBs and karpenter.sh/do-not-disrupt (components/karpenter.py node_repair_gates, reading
     kubernetes-sigs/karpenter@6e7eab7a0f48 pkg/controllers/node/health/controller.go): another team's running gang
     loses its node and its unsaved steps; repeated, one node of every five of a pool at a time (isNodePoolHealthy).
-    Fix: `kubelet.config.podPidsLimit` in the GPU nodes' NodeConfig. Verify on a cluster: a pod running
+    Fixed: `kubelet.config.podPidsLimit` in the GPU nodes' NodeConfig (components/efa.py POD_PIDS_LIMIT). Verify on a
+    cluster: a pod running
     `python -c "import threading,time; [threading.Thread(target=time.sleep, args=(1e9,)).start() for _ in
     iter(int, 1)]"` on a shared GPU node, then `kubectl get node NODE -o jsonpath='{.status.conditions[?(@.type==
     "KernelReady")]}'` and, 30 min later, `kubectl get events -A --field-selector reason=Unhealthy` / the NodeClaim's
@@ -116,12 +111,6 @@ def test_a_gpu_nodes_kubelet_caps_the_pids_of_each_pod(provisioner):
 AGENTS_FORK_FAILURE = "/fork/exec resource temporarily unavailable"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a team's pod whose command or workingDir carries the text the node monitoring agent reads as "
-    "ForkFailedOutOfPIDs (Fatal) gets its node's KernelReady False, and node repair replaces the node with every "
-    "team's pods on it 30 minutes later",
-)
 @pytest.mark.parametrize("where", ["command", "workingDir"])
 def test_a_team_pod_that_would_write_the_agents_fork_failure_into_the_kubelet_log_is_refused(where):
     """The EKS node monitoring agent reads every line of the kubelet's journal and reports ForkFailedOutOfPIDs, a
@@ -133,8 +122,9 @@ def test_a_team_pod_that_would_write_the_agents_fork_failure_into_the_kubelet_lo
     docs/karpenter.md's table) with every pod on it, 1 s grace, past karpenter.sh/do-not-disrupt; node-group pools'
     EKS auto-repair reads the same condition. So one team member, with a pod admitted on a GPU node another team's
     gang shares, removes that gang's node; again on the replacement, one node in five of a pool at a time. The image's
-    ENTRYPOINT and WorkingDir reach the same line and no admission sees them: refusing the pod spec's text narrows
-    the hole, the agent's kubelet reader (or node repair on shared pools) is what closes it. Verify on a staging
+    ENTRYPOINT and WorkingDir reach the same line and no admission sees them: refusing the pod spec's text
+    (components/tenancy.py container_hardening_validations) narrows the hole, and the image's path stays open
+    (docs/design/tenancy.md, "Node repair on a shared node"). Verify on a staging
     cluster: a pod with `command: ["/fork/exec resource temporarily unavailable"]` on a GPU node, then
     `kubectl get node NODE -o jsonpath='{.status.conditions[?(@.type=="KernelReady")]}'` (False,
     ForkFailedOutOfPIDs) and, 30 minutes later, `kubectl get nodeclaims` (the node's gone)."""
