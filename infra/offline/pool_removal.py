@@ -2,7 +2,8 @@
 
 `higgsfield diff` prints these lines under the removed NodePool (a pool taken out of the stack file, or moved to
 a node group), so that a team reads what happens to its running gangs before anything is deleted. What they
-rest on, read at the pinned refs (docs/karpenter.md, "Removing a pool", says it for people):
+rest on, read at the pinned refs (docs/karpenter.md, "Removing a pool", says it for people); for Pulumi at the
+newest tags the mirrors hold, v4.32.0 and v3.259.0 (4.34.2 and the CLI 3.272.0 are pinned: not read):
 
 - pulumi-kubernetes deletes an object with foreground propagation unless the object's
   `pulumi.com/deletionPropagationPolicy` says otherwise, then waits for it to be gone, 10 minutes unless a custom
