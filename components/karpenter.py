@@ -594,6 +594,8 @@ class Karpenter(pulumi.ComponentResource):
             nodeclass = ec2_node_class(
                 pool, role_name, args.subnet_ids[pool.availability_zone], groups, placement, args.tags
             )
+            # Removing the pool deletes both at once (neither depends on the other), each delete waiting, 10 min at
+            # most, for Karpenter to drain the pool's nodes: infra/offline/pool_removal.py says what that does
             KubernetesObject(f"{name}-{pool.name}-nodeclass", nodeclass, opts=after)
             KubernetesObject(f"{name}-{pool.name}-nodepool", node_pool(pool), opts=after)
         self.register_outputs({"queue": queue.name})

@@ -23,7 +23,7 @@ from typing import Any
 
 from infra.config import ConfigError
 from infra.core.names import LOG_GROUP, RUNNER_PURPOSES, interruption_rule, role_name, runner_project
-from infra.offline import rolls
+from infra.offline import pool_removal, rolls
 from infra.offline.evaluate import COMPUTED, StackNotFound, record
 from infra.offline.stack_file import StackFileError
 from policies.rules import ROLE_POLICY_ATTACHMENT
@@ -186,6 +186,8 @@ class Diff:
     secrets: dict[str, str] = field(default_factory=dict)  # encrypted setting -> how it changed (by its ciphertext)
     allowed: list[str] = field(default_factory=list)  # what an allow let through, each with the name that did
     new_stack: bool = False  # the stack has no file at the base ref: everything is an addition
+    # URN of a removed resource -> what deleting it does (a Karpenter pool's NodePool: infra/offline/pool_removal.py)
+    removal_consequences: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def replaced(self) -> list[Change]:
@@ -374,6 +376,9 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     )  # in the order the deploy updates them
     added = [after[u] for u in sorted(set(after) - set(before))]
     removed = [before[u] for u in sorted(set(before) - set(after))]
+    removal_consequences = {
+        r["urn"]: pool_removal.consequences(before, after, r) for r in removed if r["type"] == pool_removal.NODEPOOL
+    }
     _refuse_losing_data(str(head.get("stack", "STACK")), before, after, removed, changed, refuse)
     _refuse_key_policy_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
     _refuse_audit_log_writes(str(head.get("stack", "STACK")), after, changed, refuse)
@@ -394,6 +399,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
         _secret_changes(base.get("secrets"), head.get("secrets")),
         refuse.let_through,
         bool(base.get("new_stack")),
+        removal_consequences,
     )
 
 
@@ -1027,7 +1033,10 @@ def as_json(stack: str, base_ref: str, diff: Diff) -> dict:
         "stack": stack,
         "base": base_ref,
         "add": [{"type": r["type"], "name": r["name"]} for r in diff.added],
-        "delete": [{"type": r["type"], "name": r["name"]} for r in diff.removed],
+        "delete": [
+            {"type": r["type"], "name": r["name"], "consequences": diff.removal_consequences.get(r["urn"], [])}
+            for r in diff.removed
+        ],
         "change": [change(c) for c in diff.changed],
         "refused": diff.refused,
         "allowed": diff.allowed,
@@ -1046,7 +1055,10 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
             f"note: a new stack: stacks/Pulumi.{stack}.yaml is not at {base_ref}, so every resource is an addition"
         )
     lines += [f"  + {r['type']} {r['name']}" for r in diff.added]
-    lines += [f"  - {r['type']} {r['name']}" for r in diff.removed]
+    for r in diff.removed:
+        removal = diff.removal_consequences.get(r["urn"], [])
+        lines.append(f"  - {r['type']} {r['name']}" + ("  DRAINS the pool's nodes (see !)" if removal else ""))
+        lines += [f"      ! {line}" for line in removal]
     for c in diff.changed:
         if c.replaces:
             lines.append(f"  +- {c.type} {c.name}  REPLACE because of {', '.join(c.replace_paths)}")
