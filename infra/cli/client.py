@@ -29,7 +29,8 @@ from __future__ import annotations
 import json
 import queue
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -796,6 +797,56 @@ def read_logs(
 # Pod phases in which a pod's container has started, so the kubelet has a log to stream.
 _STARTED = ("Running", "Succeeded", "Failed")
 _ENDED = ("Succeeded", "Failed")
+# A batch Job makes a new pod after one fails (backoffLimit; a pod its podFailurePolicy ignores, such as one Volcano
+# took back), so its pods' ends are not its own: `logs --follow` of a Job ends once the Job has a Complete or Failed
+# condition (or Suspended: its pods are gone until a resume), or it is gone, looked up this often.
+BATCH_FOLLOW_RECHECK_S = 2
+
+
+def _watch_pods(
+    api: Any,
+    core: Any,
+    namespace: str,
+    selector: str,
+    watch_seconds: int | None,
+    over: Callable[[], bool] | None,
+    streams: set[str],
+    lines: queue.Queue,
+) -> None:
+    """Put ("start", pod) on `lines` once for each pod of `selector` that starts; return once every pod seen has
+    ended (or the watch's `watch_seconds`). With `over`, the pods' ends are not the job's: the pods are watched in
+    windows of BATCH_FOLLOW_RECHECK_S, each from where the last one stopped, and it returns once every pod seen has
+    ended and `over()` says the job has too."""
+    phases: dict[str, str] = {}
+    started, version = time.monotonic(), None
+
+    def ended() -> bool:
+        return bool(phases) and all(p in (*_ENDED, "Deleted") for p in phases.values())
+
+    while True:
+        seconds = min(watch_seconds or BATCH_FOLLOW_RECHECK_S, BATCH_FOLLOW_RECHECK_S) if over else watch_seconds
+        options = {"timeout_seconds": seconds} if seconds else {}
+        watcher = _kubernetes().watch.Watch()
+        since: dict[str, str] = {"resource_version": version} if version else {}
+        for event in watcher.stream(core.list_namespaced_pod, namespace, label_selector=selector, **options, **since):
+            pod = api.sanitize_for_serialization(event["object"])
+            uid, phase = pod["metadata"].get("uid"), (pod.get("status") or {}).get("phase", "Pending")
+            phases[uid] = "Deleted" if event["type"] == "DELETED" else phase
+            if event["type"] != "DELETED" and phase in _STARTED and uid not in streams:
+                streams.add(uid)
+                lines.put(("start", pod))
+            if over is None and ended():
+                watcher.stop()
+        version = watcher.resource_version or version
+        if over is None or (watch_seconds and time.monotonic() - started >= watch_seconds):
+            return
+        if ended() and over():
+            return
+
+
+def _batch_job_over(custom: Any, name: str, namespace: str) -> bool:
+    job = _optional(custom.get_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND), name)
+    return job is None or _state(job) in (*BATCH_ENDED, "Suspended")
 
 
 def follow_logs(
@@ -809,19 +860,15 @@ def follow_logs(
     """Every pod's log as it is written (`follow=true`, one stream per pod), lines as they come. A
     watch on the job's pods starts a stream for each pod that starts later too: the gang's other
     replicas, and every pod the operator recreates after a restart. Ends once every pod it
-    followed has ended and the watch has (`watch_seconds`, or when every pod of the job has). The
-    job must exist (404 NotFound at once, not a wait for pods that never come)."""
+    followed has ended and the watch has (`watch_seconds`, or when every pod of the job has), and a batch
+    Job's once the Job itself has (BATCH_FOLLOW_RECHECK_S). The job must exist (404 NotFound at once, not a
+    wait for pods that never come)."""
     kubernetes = _kubernetes()
     core = kubernetes.client.CoreV1Api(api)
     lines: queue.Queue = queue.Queue()
-    done, streams = object(), set()
-    job = _call(
-        kubernetes.client.CustomObjectsApi(api).get_namespaced_custom_object,
-        *_group_of(kind),
-        namespace,
-        _plural(kind),
-        name,
-    )
+    done, streams = object(), set[str]()
+    custom = kubernetes.client.CustomObjectsApi(api)
+    job = _call(custom.get_namespaced_custom_object, *_group_of(kind), namespace, _plural(kind), name)
     selector = _selector_of(job) if kind in SELECTED_KINDS else f"{JOB_NAME_LABEL}={name}"
 
     def read(pod: dict) -> None:
@@ -848,21 +895,13 @@ def follow_logs(
             lines.put(done)
 
     def watch() -> None:
-        phases: dict[str, str] = {}
         try:
-            options = {"timeout_seconds": watch_seconds} if watch_seconds else {}
-            watcher = kubernetes.watch.Watch()
-            for event in watcher.stream(core.list_namespaced_pod, namespace, label_selector=selector, **options):
-                pod = api.sanitize_for_serialization(event["object"])
-                uid, phase = pod["metadata"].get("uid"), (pod.get("status") or {}).get("phase", "Pending")
-                phases[uid] = "Deleted" if event["type"] == "DELETED" else phase
-                if event["type"] != "DELETED" and phase in _STARTED and uid not in streams:
-                    streams.add(uid)
-                    lines.put(("start", pod))
-                if phases and all(p in (*_ENDED, "Deleted") for p in phases.values()):
-                    watcher.stop()
+            over = (lambda: _batch_job_over(custom, name, namespace)) if kind == BATCH_KIND else None
+            _watch_pods(api, core, namespace, selector, watch_seconds, over, streams, lines)
         except kubernetes.client.ApiException as exc:
             lines.put(_refused(exc))
+        except ApiError as exc:
+            lines.put(exc)
         finally:
             lines.put(done)
 

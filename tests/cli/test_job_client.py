@@ -712,11 +712,13 @@ def test_logs_of_a_batch_job_read_its_own_pods_not_those_an_earlier_job_of_its_n
     assert capsys.readouterr().out.splitlines() == ["node-a eval-0-eval shard 0 done"]
 
 
-def test_logs_follow_of_a_batch_job_streams_its_pods_until_they_end(api, kubeconfig, capsys):
+def test_logs_follow_of_a_batch_job_streams_its_pods_until_the_job_ends(api, kubeconfig, capsys):
     api.put(_batch_job())
     api.put(_batch_pod(0, "node-a"))
     api.log("llm", "eval-0-eval", "shard 0 started")
     threading.Timer(0.3, lambda: api.put(_batch_pod(0, "node-a", "Succeeded"))).start()
+    complete = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+    threading.Timer(0.5, lambda: api.put(_batch_job(complete))).start()
     assert main(["jobs", "logs", "prod", "eval", "-n", "llm", "--kind", "Job", "--follow"]) == 0
     assert capsys.readouterr().out.splitlines() == ["node-a eval-0-eval shard 0 started"]
 
