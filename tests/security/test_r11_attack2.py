@@ -1,0 +1,46 @@
+"""Round 11 attacker, second batch, on the cluster: other text a team puts in the kubelet's journal that the EKS node
+monitoring agent reads as the node's PIDs spent (ForkFailedOutOfPIDs, Fatal), which node repair answers by
+replacing a GPU node another team's gang shares (components/tenancy.py container_hardening_validations). The agent's
+kubelet reader matches two patterns, unanchored: `.*fork/exec.*resource temporarily unavailable` and
+`failed to create new OS thread.*errno=11` (aws/eks-node-monitoring-agent:monitors/kernel/monitor.go@53135431c5a54f73
+ad35f660616f9d735fa00060, handleKubelet: forkFailedOutOfPidRegexp, goRuntimeOutOfPidRegexp)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.security.test_tenancy import _pod, denied_by
+
+# The Go runtime's message when clone fails with EAGAIN, as the agent's second pattern reads it.
+AGENTS_THREAD_FAILURE = "/failed to create new OS thread errno=11"
+
+
+@pytest.mark.parametrize("where", ["command", "args", "workingDir"])
+def test_a_team_pod_that_would_write_the_agents_thread_failure_into_the_kubelet_log_is_refused(where):
+    """A container whose command is a path of the Go runtime's thread failure fails to start, and the kubelet logs
+    the runtime's error with the path in it (`exec: "/failed to create new OS thread errno=11": stat ...: no such
+    file or directory`), which the agent's goRuntimeOutOfPidRegexp reads as ForkFailedOutOfPIDs as surely as
+    `fork/exec`. Verify on a staging cluster: a pod with `command: ["/failed to create new OS thread errno=11"]` on
+    a GPU node, then `kubectl get node NODE -o jsonpath='{.status.conditions[?(@.type=="KernelReady")]}'` (False,
+    ForkFailedOutOfPIDs)."""
+    pod = _pod()
+    pod["spec"]["containers"][0][where] = AGENTS_THREAD_FAILURE if where == "workingDir" else [AGENTS_THREAD_FAILURE]
+    assert denied_by(pod)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: an exec probe's output reaches the kubelet's journal (\"Probe failed\" ... output=, "
+    "kubernetes/kubernetes:pkg/kubelet/prober/prober.go, V(1)) and no admission reads what a command prints; "
+    "a shell builds the agent's text from pieces (fork/e''xec). Closing it takes refusing exec probes and hooks on "
+    "shared GPU nodes, or node repair that does not replace a shared node",
+)
+def test_a_team_pod_whose_exec_probe_prints_the_agents_fork_failure_is_refused():
+    """Unverified here: that the kubelet of an AL2023 EKS node logs at --v of 1 or more (`journalctl -u kubelet |
+    grep 'Probe failed'` on a node). Verify on a staging cluster: this pod on a GPU node, then KernelReady as above."""
+    pod = _pod()
+    pod["spec"]["containers"][0]["livenessProbe"] = {
+        "exec": {"command": ["sh", "-c", "echo fork/e''xec: resource temporarily unavailable; exit 1"]},
+        "periodSeconds": 10,
+    }
+    assert denied_by(pod)
