@@ -1010,6 +1010,15 @@ def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[d
                 "Null": {"codebuild:environment.image": "false"},
             },
         },
+        # Nor environment variables, which every job's steps inherit (an index URL, a proxy, LD_PRELOAD): the program
+        # sets none, and pulumi-aws sends the list only when one is set (expandProjectEnvironment, same path).
+        {
+            "Sid": "RunnersHaveNoVariables",
+            "Effect": "Deny",
+            "Action": ["codebuild:CreateProject", "codebuild:UpdateProject"],
+            "Resource": "*",
+            "Condition": {"Null": {"codebuild:environment.environmentVariables": "false"}},
+        },
         {
             "Sid": "RunnersArePrivate",
             "Effect": "Deny",

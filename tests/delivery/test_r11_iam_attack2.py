@@ -40,19 +40,16 @@ def test_a_runner_project_made_public_is_refused():
     assert decision.denied_by == ("delivery-deploy", "RunnersArePrivate"), decision.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: no statement refuses environment variables on a runner project (codebuild:environment."
-    "environmentVariables); PIP_INDEX_URL or a proxy set there reaches every later job's installs. A Null deny is "
-    "safe only if pulumi-aws leaves the field out when none is set, which is not verified here",
-)
 def test_a_runner_project_given_an_index_url_is_refused():
+    """Every later job's steps inherit the project's variables: PIP_INDEX_URL there installs someone else's
+    packages in each deploy."""
     index = {
         **AS_DEPLOYED,
         "codebuild:environment.environmentVariables": "true",
         "codebuild:environment.environmentVariables.name": ["PIP_INDEX_URL"],
     }
-    assert not evaluate(Request("codebuild:UpdateProject", DEPLOY, index), [_deploy()]).allowed
+    decision = evaluate(Request("codebuild:UpdateProject", DEPLOY, index), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "RunnersHaveNoVariables"), decision.reason
 
 
 @pytest.mark.xfail(
