@@ -994,6 +994,38 @@ def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[d
             "Resource": "*",
             "Condition": {"Bool": {"codebuild:environment.privilegedMode": "true"}},
         },
+        # The image runs the runner that runs every job, and sees the job's OIDC token and the credentials a deploy
+        # job gets: only the one the program pins (codebuild:environment.image, list_awscodebuild; pulumi-aws sends
+        # the image always, it is required: expandProjectEnvironment). A public project shows its builds' logs to
+        # anyone (codebuild:projectVisibility on UpdateProjectVisibility); pulumi-aws calls it only for a visibility
+        # other than PRIVATE (hashicorp/terraform-provider-aws:internal/service/codebuild/project.go
+        # resourceProjectCreate), and the program sets none.
+        {
+            "Sid": "RunnersRunTheirImage",
+            "Effect": "Deny",
+            "Action": ["codebuild:CreateProject", "codebuild:UpdateProject"],
+            "Resource": "*",
+            "Condition": {
+                "StringNotEquals": {"codebuild:environment.image": versions.CODEBUILD_RUNNER_IMAGE},
+                "Null": {"codebuild:environment.image": "false"},
+            },
+        },
+        # Nor environment variables, which every job's steps inherit (an index URL, a proxy, LD_PRELOAD): the program
+        # sets none, and pulumi-aws sends the list only when one is set (expandProjectEnvironment, same path).
+        {
+            "Sid": "RunnersHaveNoVariables",
+            "Effect": "Deny",
+            "Action": ["codebuild:CreateProject", "codebuild:UpdateProject"],
+            "Resource": "*",
+            "Condition": {"Null": {"codebuild:environment.environmentVariables": "false"}},
+        },
+        {
+            "Sid": "RunnersArePrivate",
+            "Effect": "Deny",
+            "Action": ["codebuild:UpdateProjectVisibility"],
+            "Resource": "*",
+            "Condition": {"StringNotEquals": {"codebuild:projectVisibility": "PRIVATE"}},
+        },
         {
             "Sid": "WebhooksAreTheRepositorys",
             "Effect": "Deny",

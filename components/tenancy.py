@@ -1485,8 +1485,14 @@ def gpu_and_node_validations() -> list[dict]:
     ]
 
 
-# What the EKS node monitoring agent reads in a kubelet log line as a failed fork (container_hardening_validations).
-FORGED_KUBELET_TEXT = "fork/exec"
+# What the EKS node monitoring agent reads in a kubelet log line as the node's PIDs spent, each the fixed start of
+# one of its two patterns (container_hardening_validations): a failed fork, and the Go runtime's failed thread.
+FORGED_KUBELET_TEXTS = ("fork/exec", "failed to create new OS thread")
+
+
+def _free_of_forged_text(text: str) -> str:
+    """CEL: the string `text` contains none of FORGED_KUBELET_TEXTS."""
+    return " && ".join(f"!{text}.contains('{t}')" for t in FORGED_KUBELET_TEXTS)
 
 
 def container_hardening_validations() -> list[dict]:
@@ -1513,17 +1519,18 @@ def container_hardening_validations() -> list[dict]:
         {
             # The kubelet logs a container it could not start with the runtime's error, its path and working
             # directory in it, and the EKS node monitoring agent reads any kubelet line matching
-            # `.*fork/exec.*resource temporarily unavailable` as the node's PIDs spent, a Fatal reason that node
-            # repair answers by replacing the node with every pod on it (aws/eks-node-monitoring-agent:
-            # monitors/kernel/monitor.go@53135431 forkFailedOutOfPidRegexp). An image's own entrypoint reaches the
-            # same line, which no admission sees (docs/design/tenancy.md).
+            # `.*fork/exec.*resource temporarily unavailable` or `failed to create new OS thread.*errno=11` as the
+            # node's PIDs spent, a Fatal reason that node repair answers by replacing the node with every pod on it
+            # (aws/eks-node-monitoring-agent:monitors/kernel/monitor.go@53135431 forkFailedOutOfPidRegexp,
+            # goRuntimeOutOfPidRegexp). An image's own entrypoint, and what an exec probe or hook prints, reach the
+            # same log, which no admission sees (docs/design/tenancy.md).
             "expression": "variables.containers.all(cs, cs.all(c, "
-            f"(!has(c.command) || c.command.all(a, !a.contains('{FORGED_KUBELET_TEXT}'))) && "
-            f"(!has(c.args) || c.args.all(a, !a.contains('{FORGED_KUBELET_TEXT}'))) && "
-            f"(!has(c.workingDir) || !c.workingDir.contains('{FORGED_KUBELET_TEXT}'))))",
-            "message": f"no container's command, args or workingDir contains '{FORGED_KUBELET_TEXT}': the node's "
-            "health agent would read it in the kubelet's log as the node's PIDs spent, and node repair would "
-            "replace the node under every job on it",
+            f"(!has(c.command) || c.command.all(a, {_free_of_forged_text('a')})) && "
+            f"(!has(c.args) || c.args.all(a, {_free_of_forged_text('a')})) && "
+            f"(!has(c.workingDir) || {_free_of_forged_text('c.workingDir')})))",
+            "message": "no container's command, args or workingDir contains "
+            f"{' or '.join(map(repr, FORGED_KUBELET_TEXTS))}: the node's health agent would read it in the "
+            "kubelet's log as the node's PIDs spent, and node repair would replace the node under every job on it",
             "reason": "Forbidden",
         },
     ]

@@ -11,6 +11,7 @@ Two things hold for the whole session:
 
 from __future__ import annotations
 
+import atexit
 import functools
 import gc
 import hashlib
@@ -88,9 +89,11 @@ loaders.Loader.__init__ = _loader_sharing_what_it_read  # type: ignore[method-as
 # rewrites it and leaves it for the others. pytest reads a pyc only if it holds its source's hash
 # (_pytest/assertion/rewrite.py _read_pyc), and writes one whole or not at all (_write_pyc: a
 # process's own file, then os.replace). Nothing is written into the checkout.
-_made_rewritten_folder = "HIGGSFIELD_REWRITTEN_TESTS" not in os.environ  # the controller, or a run without workers
-if _made_rewritten_folder:
+# The process that makes the folder removes it when it exits (atexit): a run that stops at its arguments, or a script
+# that imports these helpers, has no pytest_unconfigure.
+if "HIGGSFIELD_REWRITTEN_TESTS" not in os.environ:  # the controller, a run without workers, or no pytest at all
     os.environ["HIGGSFIELD_REWRITTEN_TESTS"] = tempfile.mkdtemp(prefix="higgsfield-rewritten-")
+    atexit.register(shutil.rmtree, os.environ["HIGGSFIELD_REWRITTEN_TESTS"], ignore_errors=True)
 REWRITTEN = Path(os.environ["HIGGSFIELD_REWRITTEN_TESTS"])
 _rewrite_test = getattr(rewrite, "_rewrite_test", None)
 
@@ -144,8 +147,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     for thread in threading.enumerate():
         if thread.name == "rewrite ahead":
             thread.join()
-    if _made_rewritten_folder:
-        shutil.rmtree(REWRITTEN, ignore_errors=True)
 
 
 SESSION_NOW = datetime(2026, 12, 3, tzinfo=UTC)  # before prod's Capacity Block (2027-01-04 to 01-18)

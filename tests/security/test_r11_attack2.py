@@ -1,0 +1,79 @@
+"""Round 11 attacker, second batch, on the cluster: other text a team puts in the kubelet's journal that the EKS node
+monitoring agent reads as the node's PIDs spent (ForkFailedOutOfPIDs, Fatal), which node repair answers by
+replacing a GPU node another team's gang shares (components/tenancy.py container_hardening_validations). The agent's
+kubelet reader matches two patterns, unanchored: `.*fork/exec.*resource temporarily unavailable` and
+`failed to create new OS thread.*errno=11` (aws/eks-node-monitoring-agent:monitors/kernel/monitor.go@53135431c5a54f73
+ad35f660616f9d735fa00060, handleKubelet: forkFailedOutOfPidRegexp, goRuntimeOutOfPidRegexp)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import STACKS, config_of
+from tests.security.test_tenancy import _pod, denied_by
+
+# The Go runtime's message when clone fails with EAGAIN, as the agent's second pattern reads it.
+AGENTS_THREAD_FAILURE = "/failed to create new OS thread errno=11"
+
+
+@pytest.mark.parametrize("where", ["command", "args", "workingDir"])
+def test_a_team_pod_that_would_write_the_agents_thread_failure_into_the_kubelet_log_is_refused(where):
+    """A container whose command is a path of the Go runtime's thread failure fails to start, and the kubelet logs
+    the runtime's error with the path in it (`exec: "/failed to create new OS thread errno=11": stat ...: no such
+    file or directory`), which the agent's goRuntimeOutOfPidRegexp reads as ForkFailedOutOfPIDs as surely as
+    `fork/exec`. Verify on a staging cluster: a pod with `command: ["/failed to create new OS thread errno=11"]` on
+    a GPU node, then `kubectl get node NODE -o jsonpath='{.status.conditions[?(@.type=="KernelReady")]}'` (False,
+    ForkFailedOutOfPIDs)."""
+    pod = _pod()
+    pod["spec"]["containers"][0][where] = AGENTS_THREAD_FAILURE if where == "workingDir" else [AGENTS_THREAD_FAILURE]
+    assert denied_by(pod)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: an exec probe's output reaches the kubelet's journal (\"Probe failed\" ... output=, "
+    "kubernetes/kubernetes:pkg/kubelet/prober/prober.go, V(1)) and no admission reads what a command prints; "
+    "a shell builds the agent's text from pieces (fork/e''xec). Closing it takes refusing exec probes and hooks on "
+    "shared GPU nodes, or node repair that does not replace a shared node",
+)
+def test_a_team_pod_whose_exec_probe_prints_the_agents_fork_failure_is_refused():
+    """Unverified here: that the kubelet of an AL2023 EKS node logs at --v of 1 or more (`journalctl -u kubelet |
+    grep 'Probe failed'` on a node). Verify on a staging cluster: this pod on a GPU node, then KernelReady as above."""
+    pod = _pod()
+    pod["spec"]["containers"][0]["livenessProbe"] = {
+        "exec": {"command": ["sh", "-c", "echo fork/e''xec: resource temporarily unavailable; exit 1"]},
+        "periodSeconds": 10,
+    }
+    assert denied_by(pod)
+
+
+# The first release whose Fatal XIDs leave out 13 and 31 (aws/eks-node-monitoring-agent commit 4e89770 "Update well
+# known XID codes", in v1.6.4 and not in v1.6.3).
+AGENT_WITHOUT_APPLICATION_XIDS = (1, 6, 4)
+
+
+def _release(pin: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in pin.lstrip("v").split("-")[0].split("."))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: no stack pins eks-node-monitoring-agent, so it runs the version EKS marks default for the cluster "
+    "(components/addons.py addon_version), which may be one that reads a team's own XID 13 or 31 as the node's "
+    "hardware failed",
+)
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_stack_that_repairs_shared_gpu_nodes_runs_a_monitoring_agent_that_ignores_application_xids(stack):
+    """Up to v1.6.3 the agent sets AcceleratedHardwareReady False (Fatal) on XID 13 (graphics engine exception) and
+    XID 31 (GPU memory page fault) (aws/eks-node-monitoring-agent:monitors/nvidia/dcgm/dcgm_policies.go@v1.6.0
+    WellKnownXidCodes = 13, 31, 48, ...), which any CUDA kernel that reads out of bounds raises; node repair then
+    replaces the node with another team's gang on it, and no admission can see a kernel's bug. From v1.6.4 the list
+    holds hardware XIDs only (same path @v1.6.4). Verify on a cluster: `aws eks describe-addon --cluster-name CLUSTER
+    --addon-name eks-node-monitoring-agent --query addon.addonVersion`, and on a shared GPU node a pod running
+    `python -c "import torch; torch.empty(1, device='cuda')[10**9] = 1"` (XID 31 in `dmesg`), then the node's
+    AcceleratedHardwareReady condition."""
+    cfg = config_of(stack)
+    if not (cfg.observability.enabled and cfg.observability.node_auto_repair):
+        pytest.skip("no node repair")
+    pin = dict(cfg.addon_versions).get("eks-node-monitoring-agent")
+    assert pin and _release(pin) >= AGENT_WITHOUT_APPLICATION_XIDS, pin
