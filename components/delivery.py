@@ -963,12 +963,10 @@ def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[d
         # workflows into the stack's VPC with the runner's role for as long as it stayed, and a privileged one runs
         # them with Docker's daemon. CreateProject and UpdateProject carry the request's fields in condition keys
         # (Service Authorization Reference, list_awscodebuild: codebuild:source.location,
-        # codebuild:secondarySources, codebuild:environment.privilegedMode), as CreateWebhook and UpdateWebhook do a
-        # webhook's scope (codebuild:scopeConfiguration.scope: an organization's or all of GitHub's workflows, which
-        # the filters would then take from every repository there). A key is absent where the request leaves its
-        # field out (an UpdateProject needs only the name: botocore's UpdateProjectInput), which a negated operator
-        # alone would deny. pulumi-aws sends the source's location and privilegedMode always, secondary sources and
-        # a scope only when set (hashicorp/terraform-provider-aws:internal/service/codebuild/project.go@00a35305
+        # codebuild:secondarySources, codebuild:environment.privilegedMode). A key is absent where the request leaves
+        # its field out (an UpdateProject needs only the name: botocore's UpdateProjectInput), which a negated
+        # operator alone would deny. pulumi-aws sends the source's location and privilegedMode always, secondary
+        # sources only when set (hashicorp/terraform-provider-aws:internal/service/codebuild/project.go@00a35305
         # expandProjectSource, expandProjectEnvironment).
         {
             "Sid": "RunnersBuildTheRepository",
@@ -1026,12 +1024,17 @@ def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[d
             "Resource": "*",
             "Condition": {"StringNotEquals": {"codebuild:projectVisibility": "PRIVATE"}},
         },
+        # A runner's webhook decides whose workflows run in the stack's VPC: its filter groups name the event, the
+        # workflow and the actors (webhook_filters), and its scope the repository. No key carries the filter groups
+        # (list_awscodebuild: CreateWebhook and UpdateWebhook carry codebuild:buildType, codebuild:manualCreation
+        # and the scope's alone), so an update dropping the preview runner's actor filter is, to IAM, the program's
+        # own: the webhooks are the administrator's to make and change, as the CI identities are, and `higgsfield
+        # diff` refuses a new or changed one, naming the command.
         {
-            "Sid": "WebhooksAreTheRepositorys",
+            "Sid": "WebhooksAreTheAdministrators",
             "Effect": "Deny",
             "Action": ["codebuild:CreateWebhook", "codebuild:UpdateWebhook"],
             "Resource": "*",
-            "Condition": {"Null": {"codebuild:scopeConfiguration.scope": "false"}},
         },
         # Karpenter's interruption feed, the queue and each rule's target, is made by an administrator's deploy (the one
         # that adds the stack's first Karpenter pool), and no deploy of the deploy role makes or remakes either: what

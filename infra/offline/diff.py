@@ -391,6 +391,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     _refuse_queue_attribute_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
     _refuse_interruption_ends(str(head.get("stack", "STACK")), before, removed, changed, refuse)
     _refuse_interruption_feed(str(head.get("stack", "STACK")), added, changed, refuse)
+    _refuse_webhook_writes(str(head.get("stack", "STACK")), added, changed, refuse)
     return Diff(
         added,
         removed,
@@ -849,6 +850,26 @@ def _refuse_interruption_feed(stack: str, added: list[dict], changed: list[Chang
             "the deploy role may not make Karpenter's interruption queue or put its rules' targets (its policy denies "
             "sqs:CreateQueue and events:PutTargets: IAM sees neither a queue's policy nor a target's dead-letter "
             f"queue); {_administrator_deploys(stack)}",
+        )
+
+
+WEBHOOK = "aws:codebuild/webhook:Webhook"
+
+
+def _refuse_webhook_writes(stack: str, added: list[dict], changed: list[Change], refuse: _Refusals) -> None:
+    """A runner's webhook says whose workflows run in the stack's VPC, and no IAM key carries its filter groups: the
+    deploy role's policy denies codebuild:CreateWebhook and UpdateWebhook (components/delivery.py
+    WebhooksAreTheAdministrators), so a new webhook (a runner turned on) or a changed one (another actor, event or
+    workflow) fails a CI deploy half way. The refusal names the administrator's command."""
+    made = [(r["name"], r["urn"], "a new") for r in added if r["type"] == WEBHOOK]
+    made += [(c.name, c.urn, "a changed") for c in changed if c.type == WEBHOOK]
+    for name, urn, which in made:
+        refuse(
+            f"{which} CodeBuild webhook {name}",
+            name,
+            "the deploy role may not make or change a runner's webhook (its policy denies codebuild:CreateWebhook and "
+            "UpdateWebhook: IAM cannot see whose workflows the filters admit); "
+            f"{_administrator_applies(stack, urn)}",
         )
 
 

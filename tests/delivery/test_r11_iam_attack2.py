@@ -52,14 +52,14 @@ def test_a_runner_project_given_an_index_url_is_refused():
     assert decision.denied_by == ("delivery-deploy", "RunnersHaveNoVariables"), decision.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: no IAM condition key carries a webhook's filterGroups, so an UpdateWebhook that drops the preview "
-    "runner's ACTOR_ACCOUNT_ID filter (webhook_filters) is the same request, to IAM, as the program's own",
-)
 def test_a_preview_webhook_that_admits_every_actor_is_refused():
+    """No IAM condition key carries a webhook's filterGroups, so an UpdateWebhook that drops the preview runner's
+    ACTOR_ACCOUNT_ID filter (webhook_filters) is the same request, to IAM, as the program's own: the webhooks are the
+    administrator's (WebhooksAreTheAdministrators). On AWS, as the deploy role: `aws codebuild update-webhook
+    --project-name higgsfield-staging-preview-runner --filter-groups '[[{"type":"EVENT","pattern":
+    "WORKFLOW_JOB_QUEUED"}]]'` is AccessDenied."""
     widened = Request("codebuild:UpdateWebhook", PREVIEW, {"codebuild:buildType": "BUILD"})
-    assert not evaluate(widened, [_deploy()]).allowed
+    assert evaluate(widened, [_deploy()]).denied_by == ("delivery-deploy", "WebhooksAreTheAdministrators")
 
 
 @pytest.mark.xfail(

@@ -1,7 +1,7 @@
 """The deploy role may write the stack's runner projects (its `codebuild:*` on `higgsfield-STACK-*`), but not move
 one to another repository, give it a second source or Docker's daemon, nor scope its webhook beyond the repository
 (components/delivery.py RunnersBuildTheRepository, RunnersHaveOneSource, RunnersAreUnprivileged,
-WebhooksAreTheRepositorys): each would run workflows of repositories the stack does not trust inside its VPC with
+WebhooksAreTheAdministrators): each would run workflows of repositories the stack does not trust inside its VPC with
 the runner's role. Decided on the shipped prod plan's policies, with the keys CreateProject, UpdateProject,
 CreateWebhook and UpdateWebhook carry (Service Authorization Reference, list_awscodebuild)."""
 
@@ -48,11 +48,13 @@ def test_a_privileged_runner_project_is_refused():
 def test_a_runner_webhook_scoped_to_an_organization_is_refused(action):
     scoped = {"codebuild:scopeConfiguration.scope": "GITHUB_ORGANIZATION"}
     decision = evaluate(Request(action, PROJECT, scoped), [_deploy()])
-    assert decision.denied_by == ("delivery-deploy", "WebhooksAreTheRepositorys"), decision.reason
+    assert decision.denied_by == ("delivery-deploy", "WebhooksAreTheAdministrators"), decision.reason
 
 
-def test_the_repositorys_webhook_is_the_deploy_roles_to_write():
-    assert evaluate(Request("codebuild:UpdateWebhook", PROJECT), [_deploy()]).allowed
+def test_a_runners_webhook_is_the_administrators_to_write_even_as_planned():
+    """No key carries the filter groups, so the program's own update looks like any other."""
+    decision = evaluate(Request("codebuild:UpdateWebhook", PROJECT), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "WebhooksAreTheAdministrators"), decision.reason
 
 
 def test_an_update_that_leaves_the_source_out_is_the_deploy_roles_to_make():

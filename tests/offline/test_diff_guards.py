@@ -19,6 +19,7 @@ from infra.offline.diff import (
     KEY_POLICY,
     QUEUE,
     QUEUE_POLICY,
+    WEBHOOK,
     compare,
     render_diff,
 )
@@ -525,3 +526,25 @@ def test_a_changed_interruption_target_is_refused_naming_the_administrators_depl
         target.update(type=EVENT_TARGET, urn=target["urn"].replace("eventRule:EventRule", "eventTarget:EventTarget"))
     (refusal,) = [r for r in compare(base, head, set()).refused if "EventBridge target" in r]
     assert refusal.startswith("a changed EventBridge target karpenter-spot is refused (")
+
+
+def _webhook(plan: dict) -> dict:
+    return next(r for r in plan["resources"] if r["type"] == WEBHOOK)
+
+
+def test_a_changed_runner_webhook_is_refused_naming_the_administrators_command():
+    """The deploy role's policy denies UpdateWebhook (components/delivery.py WebhooksAreTheAdministrators: IAM cannot
+    see a webhook's filter groups), so a release or a config change that changes whose workflows a runner takes
+    (an actor added to the preview runner) would fail a CI deploy half way."""
+    base, head = _prod(), _prod()
+    _webhook(base)["inputs"]["filterGroups"] = []
+    (refusal,) = [r for r in compare(base, head, set()).refused if "CodeBuild webhook" in r]
+    assert refusal.startswith(f"a changed CodeBuild webhook {_webhook(head)['name']} is refused (")
+    assert "codebuild:CreateWebhook and UpdateWebhook" in refusal and "pulumi up --stack prod" in refusal
+
+
+def test_turning_a_runner_on_is_refused_at_its_new_webhooks():
+    base, head = _prod(), _prod()
+    base["resources"] = [r for r in base["resources"] if r["type"] != WEBHOOK]
+    refused = [r for r in compare(base, head, set()).refused if "CodeBuild webhook" in r]
+    assert refused and all(r.startswith("a new CodeBuild webhook ") for r in refused)
