@@ -28,6 +28,7 @@ from typing import Any
 from botocore import exceptions as aws_errors
 
 from infra.config import GpuPool, StackConfig
+from infra.core import versions
 
 # EC2 vCPU quotas (Service Quotas, service code ec2): on-demand and spot, per instance family group.
 QUOTAS = {
@@ -409,6 +410,17 @@ def _addon(clients: Clients, kubernetes_version: str, name: str, pin: str | None
             ok,
             f"pinned {pin} {'is offered' if ok else 'is not offered'}; AWS would pick {default or 'no default'}",
             "" if ok else f"set {key} to an offered version ({listed}) or remove the pin",
+        )
+    floor = versions.below_floor(name, default) if default else None
+    if floor:
+        newer = [v for v in offered if not versions.below_floor(name, v)]
+        return Check(
+            "EKS add-on",
+            target,
+            False,
+            f"AWS would pick {default} (its default for {kubernetes_version}), below {floor}, the oldest this platform "
+            "runs (infra/core/versions.py ADDON_FLOORS)",
+            f"pin an offered version at or above {floor} in {key}" + (f" ({', '.join(newer[:3])})" if newer else ""),
         )
     if default is None:
         return Check(

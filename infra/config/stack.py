@@ -162,7 +162,8 @@ class StackConfig(Setting):
         matching(versions.ADDON_VERSION_PATTERN, "is not an EKS add-on version (v1.20.4-eksbuild.1)", 64),
     ] = items(maximum=len(versions.EKS_ADDONS), default={})
     """Exact EKS add-on versions by add-on name (vpc-cni: v1.20.4-eksbuild.1); unset add-ons take EKS's default for
-    kubernetesVersion at deploy."""
+    kubernetesVersion at deploy. Not below the oldest the platform runs (eks-node-monitoring-agent v1.6.4: infra/core/
+    versions.py ADDON_FLOORS)."""
     node_release_version: (
         matching(r"^\d+\.\d+\.\d+-\d{8}$", "is not an EKS AMI release version (1.35.2-20261120)") | None
     ) = None
@@ -465,6 +466,20 @@ class StackConfig(Setting):
                     f"{nodes * ADDRESSES_PER_NODE} ({ADDRESSES_PER_NODE} a node: its primary interface and a pod's; "
                     "EFA-only interfaces take none): "
                     f"a larger vpcCidr (a /16 gives {2**13 - SUBNET_RESERVED_ADDRESSES}) or smaller maxSize",
+                )
+        problems.raise_any()
+        return self
+
+    @model_validator(mode="after")
+    def _addons_at_their_floor(self) -> StackConfig:
+        problems = Problems()
+        for name, pin in self.addon_versions.items():
+            floor = versions.below_floor(name, pin)
+            if floor:
+                problems.add(
+                    f"{NAMESPACE}:addonVersions.{name}",
+                    f"{pin} is below {floor}, the oldest this platform runs (infra/core/versions.py ADDON_FLOORS says "
+                    "why); pin a newer one or none",
                 )
         problems.raise_any()
         return self

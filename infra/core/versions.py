@@ -97,6 +97,26 @@ EKS_EXTENDED_SUPPORT = ("1.32", "1.33", "1.34")
 ADDON_MOST_RECENT = False
 ADDON_RESOLVED_AT_DEPLOY = "<resolved at deploy: EKS default for Kubernetes {k8s}>"
 ADDON_VERSION_PATTERN = r"^v\d+\.\d+\.\d+-eksbuild\.\d+$"
+# The oldest version of an add-on the platform runs, where an older one does harm: below it a stack's pin is
+# refused and `higgsfield preflight` fails the version EKS would pick. The node monitoring agent up to v1.6.3 reads
+# XID 13 and 31, which a team's own out-of-bounds CUDA kernel raises, as the GPU failed (Fatal,
+# AcceleratedHardwareReady False: WellKnownXidCodes in aws/eks-node-monitoring-agent:monitors/nvidia/dcgm/
+# dcgm_policies.go@v1.6.0), and node repair then replaces a shared node under another team's gang; from v1.6.4 the
+# list holds hardware XIDs alone (same path @v1.6.4).
+ADDON_FLOORS: dict[str, str] = {"eks-node-monitoring-agent": "v1.6.4"}
+
+
+def addon_release(version: str) -> tuple[int, ...]:
+    """v1.6.4-eksbuild.2 -> (1, 6, 4): the release an add-on version builds."""
+    return tuple(int(part) for part in version.lstrip("v").split("-")[0].split("."))
+
+
+def below_floor(name: str, version: str) -> str | None:
+    """The floor `version` of add-on `name` is below (ADDON_FLOORS), else None."""
+    floor = ADDON_FLOORS.get(name)
+    return floor if floor and addon_release(version) < addon_release(floor) else None
+
+
 EKS_ADDONS: dict[str, str] = {
     "vpc-cni": "pod networking (NetworkPolicy enforcement on)",
     "kube-proxy": "Service routing on every node",

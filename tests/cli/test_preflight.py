@@ -420,3 +420,22 @@ def test_the_manual_lists_every_permission_preflight_needs():
 
     text = manual_text()
     assert all(f"`{action}`" in text for action in preflight.PERMISSIONS)
+
+
+AGENT = "eks-node-monitoring-agent"
+
+
+def test_a_node_monitoring_agent_eks_would_pick_below_the_floor_fails_naming_a_newer_one(aws):
+    """Up to v1.6.3 the agent reads a team's own XID 13 and 31 as the GPU failed, and node repair replaces a shared
+    node under another team's gang (infra/core/versions.py ADDON_FLOORS): a default below v1.6.4 fails before the
+    deploy, naming the key and an offered version to pin."""
+    answer = _addon_versions(AGENT, default="v1.6.3-eksbuild.1", others=("v1.6.4-eksbuild.1",))
+    (addon,) = _line(_run(addons={AGENT: None}, addon_answer=answer), "EKS add-on")
+    assert not addon.ok and "below v1.6.4" in addon.detail
+    assert f"higgsfield:addonVersions.{AGENT}" in addon.fix and "v1.6.4-eksbuild.1" in addon.fix
+
+
+def test_a_node_monitoring_agent_eks_would_pick_at_the_floor_passes(aws):
+    answer = _addon_versions(AGENT, default="v1.6.4-eksbuild.1", others=())
+    (addon,) = _line(_run(addons={AGENT: None}, addon_answer=answer), "EKS add-on")
+    assert addon.ok

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import STACKS, config_of
+from tests.conftest import STACKS, assert_plan_rejects, set_key
 from tests.security.test_tenancy import _pod, denied_by
 
 # The Go runtime's message when clone fails with EAGAIN, as the agent's second pattern reads it.
@@ -47,33 +47,25 @@ def test_a_team_pod_whose_exec_probe_prints_the_agents_fork_failure_is_refused()
     assert denied_by(pod)
 
 
-# The first release whose Fatal XIDs leave out 13 and 31 (aws/eks-node-monitoring-agent commit 4e89770 "Update well
-# known XID codes", in v1.6.4 and not in v1.6.3).
-AGENT_WITHOUT_APPLICATION_XIDS = (1, 6, 4)
-
-
-def _release(pin: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in pin.lstrip("v").split("-")[0].split("."))
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: no stack pins eks-node-monitoring-agent, so it runs the version EKS marks default for the cluster "
-    "(components/addons.py addon_version), which may be one that reads a team's own XID 13 or 31 as the node's "
-    "hardware failed",
-)
 @pytest.mark.parametrize("stack", STACKS)
-def test_a_stack_that_repairs_shared_gpu_nodes_runs_a_monitoring_agent_that_ignores_application_xids(stack):
+def test_a_stack_may_not_pin_a_monitoring_agent_that_reads_application_xids_as_a_failed_gpu(
+    stack, project_copy, capsys
+):
     """Up to v1.6.3 the agent sets AcceleratedHardwareReady False (Fatal) on XID 13 (graphics engine exception) and
     XID 31 (GPU memory page fault) (aws/eks-node-monitoring-agent:monitors/nvidia/dcgm/dcgm_policies.go@v1.6.0
     WellKnownXidCodes = 13, 31, 48, ...), which any CUDA kernel that reads out of bounds raises; node repair then
     replaces the node with another team's gang on it, and no admission can see a kernel's bug. From v1.6.4 the list
-    holds hardware XIDs only (same path @v1.6.4). Verify on a cluster: `aws eks describe-addon --cluster-name CLUSTER
-    --addon-name eks-node-monitoring-agent --query addon.addonVersion`, and on a shared GPU node a pod running
-    `python -c "import torch; torch.empty(1, device='cuda')[10**9] = 1"` (XID 31 in `dmesg`), then the node's
-    AcceleratedHardwareReady condition."""
-    cfg = config_of(stack)
-    if not (cfg.observability.enabled and cfg.observability.node_auto_repair):
-        pytest.skip("no node repair")
-    pin = dict(cfg.addon_versions).get("eks-node-monitoring-agent")
-    assert pin and _release(pin) >= AGENT_WITHOUT_APPLICATION_XIDS, pin
+    holds hardware XIDs only (same path @v1.6.4; commit 4e89770). A pin below that is refused before anything is
+    made, and `higgsfield preflight` fails an EKS default below it (tests/cli/test_preflight.py). Verify on a cluster:
+    `aws eks describe-addon --cluster-name CLUSTER --addon-name eks-node-monitoring-agent --query
+    addon.addonVersion`, and on a shared GPU node a pod running `python -c "import torch; torch.empty(1,
+    device='cuda')[10**9] = 1"` (XID 31 in `dmesg`), then the node's AcceleratedHardwareReady condition."""
+    key = "higgsfield:addonVersions"
+    assert_plan_rejects(
+        project_copy,
+        capsys,
+        stack,
+        set_key(key, {"eks-node-monitoring-agent": "v1.6.3-eksbuild.1"}),
+        f"{key}.eks-node-monitoring-agent",
+        "below v1.6.4",
+    )
