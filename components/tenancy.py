@@ -1488,6 +1488,20 @@ def gpu_and_node_validations() -> list[dict]:
 # What the EKS node monitoring agent reads in a kubelet log line as the node's PIDs spent, each the fixed start of
 # one of its two patterns (container_hardening_validations): a failed fork, and the Go runtime's failed thread.
 FORGED_KUBELET_TEXTS = ("fork/exec", "failed to create new OS thread")
+# The container fields whose `exec` the kubelet runs and logs the output of when it fails.
+EXEC_PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+EXEC_HOOKS = ("postStart", "preStop")
+# Where a container names an HTTP path the kubelet requests and logs.
+HTTP_PATHS = (
+    *(f"{probe}.httpGet.path" for probe in EXEC_PROBES),
+    *(f"lifecycle.{hook}.httpGet.path" for hook in EXEC_HOOKS),
+)
+
+
+def _has_path(root: str, path: str) -> str:
+    """CEL: each field of the dotted `path` under `root` is set (has() of a field under a missing one is an error)."""
+    fields = path.split(".")
+    return "(" + " && ".join(f"has({root}.{'.'.join(fields[: i + 1])})" for i in range(len(fields))) + ")"
 
 
 def _free_of_forged_text(text: str) -> str:
@@ -1497,7 +1511,8 @@ def _free_of_forged_text(text: str) -> str:
 
 def container_hardening_validations() -> list[dict]:
     """Every container, ephemeral ones included, without privilege escalation, and none whose start would forge the
-    node health agent's failed fork in the kubelet's log."""
+    node health agent's failed fork in the kubelet's log; on a GPU node, no exec probe or hook, whose output the
+    kubelet logs."""
     # the operator's container, as the operator created it (later updates of the pod keep it unchanged)
     operator_delivery = (
         f"(object.kind == 'Pod' && c.name == '{KUBECTL_DELIVERY}' && (request.userInfo.username == '{OPERATOR_USER}' "
@@ -1522,15 +1537,36 @@ def container_hardening_validations() -> list[dict]:
             # `.*fork/exec.*resource temporarily unavailable` or `failed to create new OS thread.*errno=11` as the
             # node's PIDs spent, a Fatal reason that node repair answers by replacing the node with every pod on it
             # (aws/eks-node-monitoring-agent:monitors/kernel/monitor.go@53135431 forkFailedOutOfPidRegexp,
-            # goRuntimeOutOfPidRegexp). An image's own entrypoint, and what an exec probe or hook prints, reach the
-            # same log, which no admission sees (docs/design/tenancy.md).
+            # goRuntimeOutOfPidRegexp). An image's own entrypoint reaches the same log, which no admission sees
+            # (docs/design/tenancy.md); what an exec probe or hook prints, the next rule keeps off GPU nodes.
+            # A probe's or hook's httpGet path is logged as written too (the hook's "path" value:
+            # kubernetes/kubernetes:pkg/kubelet/lifecycle/handlers.go handlerRunner.Run, read at a 1.35-era master).
             "expression": "variables.containers.all(cs, cs.all(c, "
             f"(!has(c.command) || c.command.all(a, {_free_of_forged_text('a')})) && "
             f"(!has(c.args) || c.args.all(a, {_free_of_forged_text('a')})) && "
-            f"(!has(c.workingDir) || {_free_of_forged_text('c.workingDir')})))",
-            "message": "no container's command, args or workingDir contains "
+            f"(!has(c.workingDir) || {_free_of_forged_text('c.workingDir')}) && "
+            + " && ".join(f"!({_has_path('c', path)} && !({_free_of_forged_text('c.' + path)}))" for path in HTTP_PATHS)
+            + "))",
+            "message": "no container's command, args, workingDir or probe or hook path contains "
             f"{' or '.join(map(repr, FORGED_KUBELET_TEXTS))}: the node's health agent would read it in the "
             "kubelet's log as the node's PIDs spent, and node repair would replace the node under every job on it",
+            "reason": "Forbidden",
+        },
+        {
+            # What an exec probe or an exec lifecycle hook prints, the kubelet logs when it fails (a probe's output:
+            # kubernetes/kubernetes:pkg/kubelet/prober/prober.go; a hook's "message", at V(1):
+            # pkg/kubelet/lifecycle/handlers.go handlerRunner.Run, read at a 1.35-era master), and a shell can
+            # print the agent's text from pieces no admission reads. An httpGet, tcpSocket or grpc probe's failure
+            # carries no text of the pod's but its path (the rule above reads it): the status code, the dial error,
+            # the serving status. The platform's own GPU pods use httpGet (examples/serving-classifier.yaml).
+            "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || {_containers('s')}.all(c, "
+            + " && ".join(f"!(has(c.{probe}) && has(c.{probe}.exec))" for probe in EXEC_PROBES)
+            + " && !(has(c.lifecycle) && ("
+            + " || ".join(f"(has(c.lifecycle.{hook}) && has(c.lifecycle.{hook}.exec))" for hook in EXEC_HOOKS)
+            + "))))",
+            "message": "a GPU pod's probes and lifecycle hooks use httpGet, tcpSocket or grpc, not exec: the kubelet "
+            "logs what a failing exec prints, the node's health agent reads that log, and node repair would replace "
+            "a shared node under every job on it",
             "reason": "Forbidden",
         },
     ]

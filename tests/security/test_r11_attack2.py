@@ -29,15 +29,12 @@ def test_a_team_pod_that_would_write_the_agents_thread_failure_into_the_kubelet_
     assert denied_by(pod)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: an exec probe's output reaches the kubelet's journal (\"Probe failed\" ... output=, "
-    "kubernetes/kubernetes:pkg/kubelet/prober/prober.go, V(1)) and no admission reads what a command prints; "
-    "a shell builds the agent's text from pieces (fork/e''xec). Closing it takes refusing exec probes and hooks on "
-    "shared GPU nodes, or node repair that does not replace a shared node",
-)
 def test_a_team_pod_whose_exec_probe_prints_the_agents_fork_failure_is_refused():
-    """Unverified here: that the kubelet of an AL2023 EKS node logs at --v of 1 or more (`journalctl -u kubelet |
+    """An exec probe's output reaches the kubelet's journal ("Probe failed" ... output=,
+    kubernetes/kubernetes:pkg/kubelet/prober/prober.go, V(1)) and no admission reads what a command prints; a shell
+    builds the agent's text from pieces (fork/e''xec). Fixed: a GPU pod's probes and hooks are not exec
+    (components/tenancy.py container_hardening_validations).
+    Unverified here: that the kubelet of an AL2023 EKS node logs at --v of 1 or more (`journalctl -u kubelet |
     grep 'Probe failed'` on a node). Verify on a staging cluster: this pod on a GPU node, then KernelReady as above."""
     pod = _pod()
     pod["spec"]["containers"][0]["livenessProbe"] = {
@@ -69,3 +66,26 @@ def test_a_stack_may_not_pin_a_monitoring_agent_that_reads_application_xids_as_a
         f"{key}.eks-node-monitoring-agent",
         "below v1.6.4",
     )
+
+
+@pytest.mark.parametrize("hook", ["postStart", "preStop"])
+def test_a_gpu_pods_exec_lifecycle_hook_is_refused(hook):
+    """A failed exec hook's output is logged by the kubelet with its "message" (pkg/kubelet/lifecycle/handlers.go)."""
+    pod = _pod()
+    pod["spec"]["containers"][0]["lifecycle"] = {hook: {"exec": {"command": ["sh", "-c", "exit 1"]}}}
+    assert denied_by(pod)
+
+
+def test_a_probe_path_that_forges_the_agents_fork_failure_is_refused():
+    """An httpGet hook's path is logged as written (handlers.go, the "path" value)."""
+    pod = _pod()
+    pod["spec"]["containers"][0]["lifecycle"] = {
+        "postStart": {"httpGet": {"path": "/fork/exec resource temporarily unavailable", "port": 80}}
+    }
+    assert denied_by(pod)
+
+
+def test_a_gpu_pods_http_readiness_probe_is_admitted():
+    pod = _pod()
+    pod["spec"]["containers"][0]["readinessProbe"] = {"httpGet": {"path": "/healthz", "port": 8000}}
+    assert not denied_by(pod)
