@@ -525,8 +525,7 @@ NEVER_UNDER_THE_BOUNDARY = (*ACCESS_ENTRY_WRITES, "kms:CreateKey")
 
 
 def runner_source(settings: DeliverySettings) -> str:
-    """The repository a runner project builds, as CodeBuild's source location (the deploy role may set no other:
-    RunnersBuildTheRepository)."""
+    """The repository a runner project builds, as CodeBuild's source location."""
     return f"https://github.com/{settings.repository}.git"
 
 
@@ -958,82 +957,28 @@ def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[d
             "Action": ["codebuild:*"],
             "NotResource": f"arn:aws:codebuild:*:{account}:project/{role_name(stack, '*')}",
         },
-        # A runner project builds the stack's repository (runner_project), unprivileged, from that one source: a
-        # project moved to another repository (a fork), or given a second source, would take that repository's
-        # workflows into the stack's VPC with the runner's role for as long as it stayed, and a privileged one runs
-        # them with Docker's daemon. CreateProject and UpdateProject carry the request's fields in condition keys
-        # (Service Authorization Reference, list_awscodebuild: codebuild:source.location,
-        # codebuild:secondarySources, codebuild:environment.privilegedMode). A key is absent where the request leaves
-        # its field out (an UpdateProject needs only the name: botocore's UpdateProjectInput), which a negated
-        # operator alone would deny. pulumi-aws sends the source's location and privilegedMode always, secondary
-        # sources only when set (hashicorp/terraform-provider-aws:internal/service/codebuild/project.go@00a35305
-        # expandProjectSource, expandProjectEnvironment).
+        # The runner projects and their webhooks are the administrator's to make and change, as the CI identities
+        # are: what matters in them decides what code runs in the stack's VPC with a job's OIDC token, and IAM sees
+        # only part of it. CodeBuild's condition keys carry a project's source location, image, privileged mode,
+        # variables and secondary sources (Service Authorization Reference, list_awscodebuild), but not an inline
+        # buildspec's content (codebuild:source.buildspec supports only Null, and pulumi-aws sends the field always:
+        # hashicorp/terraform-provider-aws:internal/service/codebuild/project.go@00a35305 expandProjectSource), nor a
+        # webhook's filter groups, which name the actors whose workflows a runner takes (webhook_filters; the
+        # webhook's keys are codebuild:buildType, codebuild:manualCreation and its scope's). A public project shows
+        # its builds' logs to anyone (UpdateProjectVisibility). Deletes stay the deploy role's: a runner removed from
+        # the stack is made again only by an administrator. `higgsfield diff` refuses a new or changed project or
+        # webhook, naming the command; `higgsfield verify` (aws.runner-projects, aws.runner-webhooks) finds what an
+        # administrator's hand changed.
         {
-            "Sid": "RunnersBuildTheRepository",
+            "Sid": "RunnersAreTheAdministrators",
             "Effect": "Deny",
-            "Action": ["codebuild:CreateProject", "codebuild:UpdateProject"],
-            "Resource": "*",
-            "Condition": {
-                "StringNotEquals": {"codebuild:source.location": runner_source(settings)},
-                "Null": {"codebuild:source.location": "false"},
-            },
-        },
-        {
-            "Sid": "RunnersHaveOneSource",
-            "Effect": "Deny",
-            "Action": ["codebuild:CreateProject", "codebuild:UpdateProject"],
-            "Resource": "*",
-            "Condition": {"Null": {"codebuild:secondarySources": "false"}},
-        },
-        {
-            "Sid": "RunnersAreUnprivileged",
-            "Effect": "Deny",
-            "Action": ["codebuild:CreateProject", "codebuild:UpdateProject"],
-            "Resource": "*",
-            "Condition": {"Bool": {"codebuild:environment.privilegedMode": "true"}},
-        },
-        # The image runs the runner that runs every job, and sees the job's OIDC token and the credentials a deploy
-        # job gets: only the one the program pins (codebuild:environment.image, list_awscodebuild; pulumi-aws sends
-        # the image always, it is required: expandProjectEnvironment). A public project shows its builds' logs to
-        # anyone (codebuild:projectVisibility on UpdateProjectVisibility); pulumi-aws calls it only for a visibility
-        # other than PRIVATE (hashicorp/terraform-provider-aws:internal/service/codebuild/project.go
-        # resourceProjectCreate), and the program sets none.
-        {
-            "Sid": "RunnersRunTheirImage",
-            "Effect": "Deny",
-            "Action": ["codebuild:CreateProject", "codebuild:UpdateProject"],
-            "Resource": "*",
-            "Condition": {
-                "StringNotEquals": {"codebuild:environment.image": versions.CODEBUILD_RUNNER_IMAGE},
-                "Null": {"codebuild:environment.image": "false"},
-            },
-        },
-        # Nor environment variables, which every job's steps inherit (an index URL, a proxy, LD_PRELOAD): the program
-        # sets none, and pulumi-aws sends the list only when one is set (expandProjectEnvironment, same path).
-        {
-            "Sid": "RunnersHaveNoVariables",
-            "Effect": "Deny",
-            "Action": ["codebuild:CreateProject", "codebuild:UpdateProject"],
-            "Resource": "*",
-            "Condition": {"Null": {"codebuild:environment.environmentVariables": "false"}},
-        },
-        {
-            "Sid": "RunnersArePrivate",
-            "Effect": "Deny",
-            "Action": ["codebuild:UpdateProjectVisibility"],
-            "Resource": "*",
-            "Condition": {"StringNotEquals": {"codebuild:projectVisibility": "PRIVATE"}},
-        },
-        # A runner's webhook decides whose workflows run in the stack's VPC: its filter groups name the event, the
-        # workflow and the actors (webhook_filters), and its scope the repository. No key carries the filter groups
-        # (list_awscodebuild: CreateWebhook and UpdateWebhook carry codebuild:buildType, codebuild:manualCreation
-        # and the scope's alone), so an update dropping the preview runner's actor filter is, to IAM, the program's
-        # own: the webhooks are the administrator's to make and change, as the CI identities are, and `higgsfield
-        # diff` refuses a new or changed one, naming the command.
-        {
-            "Sid": "WebhooksAreTheAdministrators",
-            "Effect": "Deny",
-            "Action": ["codebuild:CreateWebhook", "codebuild:UpdateWebhook"],
+            "Action": [
+                "codebuild:CreateProject",
+                "codebuild:UpdateProject",
+                "codebuild:UpdateProjectVisibility",
+                "codebuild:CreateWebhook",
+                "codebuild:UpdateWebhook",
+            ],
             "Resource": "*",
         },
         # Karpenter's interruption feed, the queue and each rule's target, is made by an administrator's deploy (the one

@@ -48,8 +48,8 @@ class Runner(Setting):
     """GitHub account ids (numeric, `gh api users/LOGIN --jq .id`) whose deploy jobs may start a deploy runner: the
     webhook's ACTOR_ACCOUNT_ID filter (the workflow_job event's sender: who merged to main, dispatched or re-ran the
     deploy). Required when enabled: no one else, and no pull request of anyone else, gets a build in the deploy
-    runner. A change is an administrator's deploy (the deploy role may not write a webhook: `higgsfield diff`
-    names the command)."""
+    runner. A change is an administrator's deploy (the deploy role may not write a runner's webhook: `higgsfield
+    diff` names the command)."""
     preview_actors: tuple[GitHubAccountId, ...] = items()
     """GitHub account ids whose pull requests may start a preview runner (the webhook's ACTOR_ACCOUNT_ID filter).
     Required when enabled: the preview runner sits in the stack's VPC, so no one else - no fork, approved or not - gets

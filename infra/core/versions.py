@@ -605,7 +605,8 @@ GITHUB_ACTIONS = {
 }
 # The CodeBuild image of the GitHub Actions runners: Ubuntu 22.04 with Python 3 and the AWS CLI
 # (docs.aws.amazon.com/codebuild/latest/userguide/ec2-compute-images.html). Unverified here:
-# that actions/setup-python finds a Python 3.11 build for it (`python -V` in a first runner job).
+# that actions/setup-python finds a Python 3.11 build for it (`python -V` in a first runner job). A bump
+# changes the runner projects, an administrator's deploy (components/delivery.py RunnersAreTheAdministrators).
 CODEBUILD_RUNNER_IMAGE = "aws/codebuild/standard:7.0"
 PROVENANCE.update(
     {

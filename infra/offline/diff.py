@@ -391,7 +391,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     _refuse_queue_attribute_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
     _refuse_interruption_ends(str(head.get("stack", "STACK")), before, removed, changed, refuse)
     _refuse_interruption_feed(str(head.get("stack", "STACK")), added, changed, refuse)
-    _refuse_webhook_writes(str(head.get("stack", "STACK")), added, changed, refuse)
+    _refuse_runner_writes(str(head.get("stack", "STACK")), added, changed, refuse)
     return Diff(
         added,
         removed,
@@ -853,23 +853,24 @@ def _refuse_interruption_feed(stack: str, added: list[dict], changed: list[Chang
         )
 
 
-WEBHOOK = "aws:codebuild/webhook:Webhook"
+WEBHOOK, PROJECT = "aws:codebuild/webhook:Webhook", "aws:codebuild/project:Project"
 
 
-def _refuse_webhook_writes(stack: str, added: list[dict], changed: list[Change], refuse: _Refusals) -> None:
-    """A runner's webhook says whose workflows run in the stack's VPC, and no IAM key carries its filter groups: the
-    deploy role's policy denies codebuild:CreateWebhook and UpdateWebhook (components/delivery.py
-    WebhooksAreTheAdministrators), so a new webhook (a runner turned on) or a changed one (another actor, event or
-    workflow) fails a CI deploy half way. The refusal names the administrator's command."""
-    made = [(r["name"], r["urn"], "a new") for r in added if r["type"] == WEBHOOK]
-    made += [(c.name, c.urn, "a changed") for c in changed if c.type == WEBHOOK]
-    for name, urn, which in made:
+def _refuse_runner_writes(stack: str, added: list[dict], changed: list[Change], refuse: _Refusals) -> None:
+    """A runner's project and webhook say what code runs in the stack's VPC and whose workflows: the deploy role's
+    policy denies their creates and updates (components/delivery.py RunnersAreTheAdministrators: IAM sees neither
+    an inline buildspec nor a webhook's filter groups), so a new runner, a changed one (another image, actor,
+    compute type) fails a CI deploy half way. The refusal names the administrator's command."""
+    kinds = {WEBHOOK: "CodeBuild webhook", PROJECT: "CodeBuild project"}
+    made = [(r["type"], r["name"], r["urn"], "a new") for r in added if r["type"] in kinds]
+    made += [(c.type, c.name, c.urn, "a changed") for c in changed if c.type in kinds]
+    for kind, name, urn, which in made:
         refuse(
-            f"{which} CodeBuild webhook {name}",
+            f"{which} {kinds[kind]} {name}",
             name,
-            "the deploy role may not make or change a runner's webhook (its policy denies codebuild:CreateWebhook and "
-            "UpdateWebhook: IAM cannot see whose workflows the filters admit); "
-            f"{_administrator_applies(stack, urn)}",
+            "the deploy role may not make or change a runner's project or webhook (its policy denies them: IAM cannot "
+            "see an inline buildspec nor whose workflows a webhook's filters admit); "
+            + _administrator_applies(stack, urn),
         )
 
 

@@ -17,6 +17,7 @@ from infra.offline.diff import (
     DATA_REPOSITORY_ASSOCIATION,
     EVENT_TARGET,
     KEY_POLICY,
+    PROJECT,
     QUEUE,
     QUEUE_POLICY,
     WEBHOOK,
@@ -533,14 +534,14 @@ def _webhook(plan: dict) -> dict:
 
 
 def test_a_changed_runner_webhook_is_refused_naming_the_administrators_command():
-    """The deploy role's policy denies UpdateWebhook (components/delivery.py WebhooksAreTheAdministrators: IAM cannot
+    """The deploy role's policy denies UpdateWebhook (components/delivery.py RunnersAreTheAdministrators: IAM cannot
     see a webhook's filter groups), so a release or a config change that changes whose workflows a runner takes
     (an actor added to the preview runner) would fail a CI deploy half way."""
     base, head = _prod(), _prod()
     _webhook(base)["inputs"]["filterGroups"] = []
     (refusal,) = [r for r in compare(base, head, set()).refused if "CodeBuild webhook" in r]
     assert refusal.startswith(f"a changed CodeBuild webhook {_webhook(head)['name']} is refused (")
-    assert "codebuild:CreateWebhook and UpdateWebhook" in refusal and "pulumi up --stack prod" in refusal
+    assert "may not make or change a runner's project or webhook" in refusal and "pulumi up --stack prod" in refusal
 
 
 def test_turning_a_runner_on_is_refused_at_its_new_webhooks():
@@ -548,3 +549,12 @@ def test_turning_a_runner_on_is_refused_at_its_new_webhooks():
     base["resources"] = [r for r in base["resources"] if r["type"] != WEBHOOK]
     refused = [r for r in compare(base, head, set()).refused if "CodeBuild webhook" in r]
     assert refused and all(r.startswith("a new CodeBuild webhook ") for r in refused)
+
+
+def test_a_runner_image_bump_is_refused_naming_the_administrators_command():
+    """A release that moves the runners' image changes their projects, which only an administrator may."""
+    base, head = _prod(), _prod()
+    project = next(r for r in base["resources"] if r["type"] == PROJECT)
+    project["inputs"]["environment"] = {**project["inputs"]["environment"], "image": "an-older-image"}
+    (refusal,) = [r for r in compare(base, head, set()).refused if "CodeBuild project" in r]
+    assert refusal.startswith(f"a changed CodeBuild project {project['name']} is refused (")
