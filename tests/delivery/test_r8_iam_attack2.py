@@ -24,13 +24,14 @@ OTHER_LAUNCH_TEMPLATE = f"arn:aws:ec2:{REGION}:{ACCOUNT}:launch-template/lt-0oth
 
 
 def test_no_role_under_the_boundary_adds_a_version_to_a_launch_template_that_is_not_the_stacks():
-    """OnlyTheStacksLaunchTemplates is in reach_denials, which only deploy_policy carries; the boundary allows
-    `ec2:*` on `*` and has no such denial. The deploy role makes a role under the boundary with `ec2:*` inline and a
-    trust of its choosing (CreateRole, PutRolePolicy on `higgsfield-STACK-*`: allowed) and runs a build of a runner
+    """OnlyTheStacksLaunchTemplates is in reach_denials, which only deploy_policy carries; the boundary allows `ec2:*`
+    on `*` and has no such denial. The deploy role makes a role under the boundary with `ec2:*` inline and a trust
+    of its choosing (CreateRole, PutRolePolicy on `higgsfield-STACK-*`: allowed) and runs a build of a runner
     project as that role (StartBuild's serviceRoleOverride: botocore's StartBuildInput; PassRole of a stack role;
-    making a project of its own is an administrator's, RunnersAreTheAdministrators); that build adds a version
-    with new user data to any launch template of the account. A new version that a group launches from by $Latest or $Default keeps the template's instance profile, and EC2 Auto Scaling checks
-    iam:PassRole when a group is created or updated, not when it launches (docs.aws.amazon.com/autoscaling/ec2/
+    making a project of its own is an administrator's, RunnersAreTheAdministrators); that build adds a version with
+    new user data to any launch template of the account. A new version that a group launches from by $Latest or
+    $Default keeps the template's instance profile, and EC2 Auto Scaling checks iam:PassRole when a group is created
+    or updated, not when it launches (docs.aws.amazon.com/autoscaling/ec2/
     userguide/ec2-auto-scaling-launch-template-permissions.html, "Permissions validation for ec2:RunInstances and
     iam:PassRole"): the next scale-out runs the commands as that group's role. So the escalation the fix closed for
     the deploy role stays open one hop away. Impact: the instance-profile role of any Auto Scaling group of the
