@@ -506,6 +506,10 @@ PROVENANCE: dict[str, Source] = {
         "aws eks describe-addon-versions --kubernetes-version 1.35 --addon-name NAME "
         "--query 'addons[0].addonVersions[?compatibilities[0].defaultVersion].addonVersion'",
     ),
+    "ADDON_FLOORS": verified(
+        "aws/eks-node-monitoring-agent:monitors/nvidia/dcgm/dcgm_policies.go@v1.6.4 WellKnownXidCodes (hardware XIDs "
+        "alone; @v1.6.0 held 13 and 31)"
+    ),
     "CPU_AMI_TYPE": verified(_DOCS + "APIReference/API_Nodegroup.html"),
     "GPU_AMI_TYPES": verified(_DOCS + "APIReference/API_Nodegroup.html"),
     "EKS_NVIDIA_DRIVER_BRANCH": unverified(

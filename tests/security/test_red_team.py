@@ -38,8 +38,9 @@ BECOME_A_STACK_ROLE = [
     # a new role's trust is CreateRole's (an existing one's cannot be rewritten: TrustIsSetAtCreate)
     Request("iam:CreateRole", STACK_ROLE, {"iam:PermissionsBoundary": boundary_arn(ACCOUNT, "prod")}),
     Request("iam:PassRole", STACK_ROLE, {"iam:PassedToService": "codebuild.amazonaws.com"}),
-    Request("codebuild:CreateProject", f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/higgsfield-prod-x"),
-    Request("codebuild:StartBuild", f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/higgsfield-prod-x"),
+    # a build of a runner project as that role (StartBuild's serviceRoleOverride: botocore's StartBuildInput); a
+    # project of its own is an administrator's (RunnersAreTheAdministrators)
+    Request("codebuild:StartBuild", f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/higgsfield-prod-deploy-runner"),
 ]
 
 
