@@ -248,32 +248,45 @@ def policy_name(team: str) -> str:
     return f"higgsfield-team-{team}"
 
 
-def cel_variables() -> list[dict]:
-    """The pod templates of whatever is admitted: the pod itself, a workload's template (a
-    CronJob's job template's), or every replica of a Kubeflow job; and every container of them:
-    containers, init containers (sidecars are init containers with restartPolicy Always) and
-    ephemeral containers."""
+def _templates_of(obj: str) -> str:
+    """CEL: the pod templates of `obj` (object or oldObject): the pod itself, a workload's template (a CronJob's job
+    template's), or every replica of a Kubeflow job."""
     replicas = " + ".join(
-        f"(has(object.spec.{key}) ? object.spec.{key}.map(r, object.spec.{key}[r].template) : [])"
-        for key in REPLICA_SPECS
+        f"(has({obj}.spec.{key}) ? {obj}.spec.{key}.map(r, {obj}.spec.{key}[r].template) : [])" for key in REPLICA_SPECS
     )
     cron = (
-        "(has(object.spec.jobTemplate) && has(object.spec.jobTemplate.spec) && "
-        "has(object.spec.jobTemplate.spec.template) ? [object.spec.jobTemplate.spec.template] : [])"
+        f"(has({obj}.spec.jobTemplate) && has({obj}.spec.jobTemplate.spec) && "
+        f"has({obj}.spec.jobTemplate.spec.template) ? [{obj}.spec.jobTemplate.spec.template] : [])"
     )
-    templates = (
-        f"object.kind == 'Pod' ? [object] : (object.kind in {_list(TEMPLATE_KINDS)} ? (has(object.spec.template) ? "
-        "[object.spec.template] : []) : "
-        f"(object.kind == 'CronJob' ? {cron} : (object.kind in {_list(list(KUBEFLOW_JOB_KINDS))} ? {replicas} : [])))"
+    return (
+        f"{obj}.kind == 'Pod' ? [{obj}] : ({obj}.kind in {_list(TEMPLATE_KINDS)} ? (has({obj}.spec.template) ? "
+        f"[{obj}.spec.template] : []) : "
+        f"({obj}.kind == 'CronJob' ? {cron} : ({obj}.kind in {_list(list(KUBEFLOW_JOB_KINDS))} ? {replicas} : [])))"
     )
+
+
+def _all_containers(spec: str) -> str:
+    return (
+        f"(has({spec}.containers) ? {spec}.containers : []) + (has({spec}.initContainers) ? {spec}.initContainers : "
+        f"[]) + (has({spec}.ephemeralContainers) ? {spec}.ephemeralContainers : [])"
+    )
+
+
+def cel_variables() -> list[dict]:
+    """The pod templates of whatever is admitted: the pod itself, a workload's template (a CronJob's job
+    template's), or every replica of a Kubeflow job; and every container of them: containers, init containers
+    (sidecars are init containers with restartPolicy Always) and ephemeral containers. On an UPDATE, the containers
+    `oldObject` had (`kept`: a rule made after an object may leave what it already holds alone)."""
+    old_specs = f"({_templates_of('oldObject')}).filter(t, has(t.spec)).map(t, t.spec)"
     return [
-        {"name": "templates", "expression": templates},
+        {"name": "templates", "expression": _templates_of("object")},
         {"name": "specs", "expression": "variables.templates.filter(t, has(t.spec)).map(t, t.spec)"},
         {"name": "metas", "expression": "variables.templates.filter(t, has(t.metadata)).map(t, t.metadata)"},
+        {"name": "containers", "expression": f"variables.specs.map(s, {_all_containers('s')})"},
         {
-            "name": "containers",
-            "expression": "variables.specs.map(s, (has(s.containers) ? s.containers : []) + (has(s.initContainers) ? "
-            "s.initContainers : []) + (has(s.ephemeralContainers) ? s.ephemeralContainers : []))",
+            "name": "kept",
+            "expression": f"request.operation == 'UPDATE' && oldObject != null ? "
+            f"{old_specs}.map(s, {_all_containers('s')}) : []",
         },
     ]
 
@@ -1488,6 +1501,10 @@ def gpu_and_node_validations() -> list[dict]:
 # What the EKS node monitoring agent reads in a kubelet log line as the node's PIDs spent, each the fixed start of
 # one of its two patterns (container_hardening_validations): a failed fork, and the Go runtime's failed thread.
 FORGED_KUBELET_TEXTS = ("fork/exec", "failed to create new OS thread")
+# A container an UPDATE keeps as `oldObject` had it (cel_variables `kept`): the two rules below leave an object made
+# before them suspendable and its metadata writable (the gang deadline's suspension, a controller's label); its new
+# pods are still refused, and docs/upgrading.md says to change such a job before the release.
+_KEPT = "variables.kept.exists(ks, ks.exists(k, k == c))"
 # The container fields whose `exec` the kubelet runs and logs the output of when it fails.
 EXEC_PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 EXEC_HOOKS = ("postStart", "preStop")
@@ -1541,12 +1558,12 @@ def container_hardening_validations() -> list[dict]:
             # (docs/design/tenancy.md); what an exec probe or hook prints, the next rule keeps off GPU nodes.
             # A probe's or hook's httpGet path is logged as written too (the hook's "path" value:
             # kubernetes/kubernetes:pkg/kubelet/lifecycle/handlers.go handlerRunner.Run, read at a 1.35-era master).
-            "expression": "variables.containers.all(cs, cs.all(c, "
+            "expression": f"variables.containers.all(cs, cs.all(c, {_KEPT} || ("
             f"(!has(c.command) || c.command.all(a, {_free_of_forged_text('a')})) && "
             f"(!has(c.args) || c.args.all(a, {_free_of_forged_text('a')})) && "
             f"(!has(c.workingDir) || {_free_of_forged_text('c.workingDir')}) && "
             + " && ".join(f"!({_has_path('c', path)} && !({_free_of_forged_text('c.' + path)}))" for path in HTTP_PATHS)
-            + "))",
+            + ")))",
             "message": "no container's command, args, workingDir or probe or hook path contains "
             f"{' or '.join(map(repr, FORGED_KUBELET_TEXTS))}: the node's health agent would read it in the "
             "kubelet's log as the node's PIDs spent, and node repair would replace the node under every job on it",
@@ -1559,11 +1576,11 @@ def container_hardening_validations() -> list[dict]:
             # print the agent's text from pieces no admission reads. An httpGet, tcpSocket or grpc probe's failure
             # carries no text of the pod's but its path (the rule above reads it): the status code, the dial error,
             # the serving status. The platform's own GPU pods use httpGet (examples/serving-classifier.yaml).
-            "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || {_containers('s')}.all(c, "
+            "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || {_containers('s')}.all(c, {_KEPT} || ("
             + " && ".join(f"!(has(c.{probe}) && has(c.{probe}.exec))" for probe in EXEC_PROBES)
             + " && !(has(c.lifecycle) && ("
             + " || ".join(f"(has(c.lifecycle.{hook}) && has(c.lifecycle.{hook}.exec))" for hook in EXEC_HOOKS)
-            + "))))",
+            + ")))))",
             "message": "a GPU pod's probes and lifecycle hooks use httpGet, tcpSocket or grpc, not exec: the kubelet "
             "logs what a failing exec prints, the node's health agent reads that log, and node repair would replace "
             "a shared node under every job on it",

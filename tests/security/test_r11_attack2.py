@@ -7,10 +7,13 @@ ad35f660616f9d735fa00060, handleKubelet: forkFailedOutOfPidRegexp, goRuntimeOutO
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
+from components import gang_deadline
 from tests.conftest import STACKS, assert_plan_rejects, set_key
-from tests.security.test_tenancy import _pod, denied_by
+from tests.security.test_tenancy import _job, _pod, denied_by
 
 # The Go runtime's message when clone fails with EAGAIN, as the agent's second pattern reads it.
 AGENTS_THREAD_FAILURE = "/failed to create new OS thread errno=11"
@@ -89,3 +92,24 @@ def test_a_gpu_pods_http_readiness_probe_is_admitted():
     pod = _pod()
     pod["spec"]["containers"][0]["readinessProbe"] = {"httpGet": {"path": "/healthz", "port": 8000}}
     assert not denied_by(pod)
+
+
+def _job_with_exec_probe() -> dict:
+    job = _job()
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        replica["template"]["spec"]["containers"][0]["readinessProbe"] = {"exec": {"command": ["true"]}}
+    return job
+
+
+def test_a_job_made_before_the_exec_rule_is_still_suspended_by_the_gang_deadline():
+    """An UPDATE keeping every container as it was (the gang deadline's suspension of a job admitted before the rule)
+    is admitted: refusing it would fail the deadline's every pass while such a job lasts."""
+    old = _job_with_exec_probe()
+    suspended = copy.deepcopy(old)
+    suspended["spec"]["runPolicy"]["suspend"] = True
+    assert not denied_by(suspended, operation="UPDATE", old=old, user=gang_deadline.USER)
+
+
+def test_a_team_adding_an_exec_probe_to_its_gpu_job_is_refused():
+    old = _job()
+    assert denied_by(_job_with_exec_probe(), operation="UPDATE", old=old)
