@@ -328,6 +328,20 @@ def _propagate(before: dict, after: dict, changes: dict[str, Change]) -> None:
             grew = True
 
 
+def _new_template_versions(after: dict, changes: dict[str, Change]) -> None:
+    """A node group whose launch template gets a new version (rolls.new_template_version) is updated to it:
+    its `launchTemplate.version`, which the plan knows only as computed, changes."""
+    for change in list(changes.values()):
+        if change.type != rolls.LAUNCH_TEMPLATE or change.replaces or not rolls.new_template_version(change.paths):
+            continue
+        for group in rolls.launched_from(after, change.urn):
+            rolled = changes.setdefault(group["urn"], Change(group["urn"], group["type"], group["name"], []))
+            if rolled.replaces:
+                continue
+            rolled.paths = sorted({*rolled.paths, rolls.TEMPLATE_VERSION})
+            rolled.values[rolls.TEMPLATE_VERSION] = ("its current version", f"the new version of {change.name}")
+
+
 class _Refusals:
     """The changes `higgsfield diff` refuses unless their name (or an umbrella name) is allowed."""
 
@@ -358,6 +372,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
         if change is not None:
             changes[urn] = change
     _propagate(before, after, changes)
+    _new_template_versions(after, changes)
     for change in changes.values():
         if change.type == rolls.NODE_GROUP and not change.replaces and rolls.rolls(change.paths):
             change.consequences = rolls.consequences(after, after[change.urn])
