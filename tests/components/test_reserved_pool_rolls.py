@@ -3,6 +3,7 @@ Capacity Block, and `higgsfield diff` saying what an upgrade does to each pool a
 
 from __future__ import annotations
 
+import base64
 import copy
 
 from infra.offline import rolls
@@ -118,3 +119,16 @@ def test_a_changed_launch_template_of_an_open_capacity_block_is_refused_unless_a
         plan["resources"] = [r for r in plan["resources"] if r["name"] != "gpu-h200-block-open"]
     (refusal,) = [r for r in compare(base, head, set()).refused if "h200-block" in r]
     assert "inside its window" in refusal and "--allow h200-block" in refusal
+
+
+def test_the_diff_of_a_nodes_user_data_shows_the_lines_that_change_not_base64():
+    head = plan_of("prod").as_dict()
+    base = copy.deepcopy(head)
+    (template,) = [r for r in base["resources"] if r["type"] == rolls.LAUNCH_TEMPLATE and r["name"] == "gpu-h100-lt"]
+    text = base64.b64decode(template["inputs"]["userData"]).decode()
+    template["inputs"]["userData"] = base64.b64encode(
+        text.replace("podPidsLimit: 32768", "podPidsLimit: 4096").encode()
+    ).decode()
+    out = render_diff("prod", "base", compare(base, head, set()))
+    (line,) = [line for line in out.splitlines() if line.strip().startswith("userData")]
+    assert "- podPidsLimit: 4096" in line and "+ podPidsLimit: 32768" in line
