@@ -9,6 +9,9 @@ unless the change says so: `--allow NAME` or the stack's `higgsfield:allowReplac
 
 from __future__ import annotations
 
+import base64
+import binascii
+import difflib
 import fnmatch
 import json
 import os
@@ -328,6 +331,20 @@ def _propagate(before: dict, after: dict, changes: dict[str, Change]) -> None:
             grew = True
 
 
+def _new_template_versions(after: dict, changes: dict[str, Change]) -> None:
+    """A node group whose launch template gets a new version (rolls.new_template_version) is updated to it:
+    its `launchTemplate.version`, which the plan knows only as computed, changes."""
+    for change in list(changes.values()):
+        if change.type != rolls.LAUNCH_TEMPLATE or change.replaces or not rolls.new_template_version(change.paths):
+            continue
+        for group in rolls.launched_from(after, change.urn):
+            rolled = changes.setdefault(group["urn"], Change(group["urn"], group["type"], group["name"], []))
+            if rolled.replaces:
+                continue
+            rolled.paths = sorted({*rolled.paths, rolls.TEMPLATE_VERSION})
+            rolled.values[rolls.TEMPLATE_VERSION] = ("its current version", f"the new version of {change.name}")
+
+
 class _Refusals:
     """The changes `higgsfield diff` refuses unless their name (or an umbrella name) is allowed."""
 
@@ -358,6 +375,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
         if change is not None:
             changes[urn] = change
     _propagate(before, after, changes)
+    _new_template_versions(after, changes)
     for change in changes.values():
         if change.type == rolls.NODE_GROUP and not change.replaces and rolls.rolls(change.paths):
             change.consequences = rolls.consequences(after, after[change.urn])
@@ -1037,6 +1055,33 @@ def _show_change(old: Any, new: Any) -> str:
     return f"{_show(old, start)} → {_show(new, start)}"
 
 
+def _text_of_base64(value: Any) -> str | None:
+    """A launch template's user data (base64 of a MIME multipart text) as its text; None for anything else."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        text = base64.b64decode(value, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return text if "\n" in text else None
+
+
+def _show_user_data_change(old: Any, new: Any) -> str | None:
+    """Two base64 user data as the lines that change, `- ` removed and `+ ` added, cut to 3 x SHOWN characters;
+    None unless both are base64 text."""
+    before, after = _text_of_base64(old), _text_of_base64(new)
+    if before is None or after is None:
+        return None
+    changed = [
+        f"{line[0]} {line[1:].strip()}"
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), n=0, lineterm="")
+        if line[:1] in "+-" and not line.startswith(("+++", "---")) and line[1:].strip()
+    ]
+    text = "; ".join(changed) or "the same lines"
+    room = 3 * SHOWN
+    return "(decoded) " + (text if len(text) <= room else text[: room - 3] + "...")
+
+
 def as_json(stack: str, base_ref: str, diff: Diff) -> dict:
     def change(c: Change) -> dict:
         return {
@@ -1092,7 +1137,7 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
                 lines.append(f"      {path}: computed from replaced {c.because[path]}")
             elif path in c.values:
                 old, new = c.values[path]
-                lines.append(f"      {path}: {_show_change(old, new)}")
+                lines.append(f"      {path}: {_show_user_data_change(old, new) or _show_change(old, new)}")
             else:
                 lines.append(f"      {path}")
         if len(c.paths) > 12:

@@ -1,7 +1,8 @@
 """What an update that rolls a GPU node group's nodes does to its pool and to the gangs on it.
 
 A change of a managed node group's `version` or `releaseVersion` (a Kubernetes upgrade, a new
-AMI release) replaces every node of the group, `maxUnavailable` at a time, each drained first
+AMI release), or a new version of its launch template (the nodes' user data, a kubelet setting),
+replaces every node of the group, `maxUnavailable` at a time, each drained first
 (docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html). `higgsfield diff`
 prints these lines under each such node group, so an upgrade never reads as a harmless `~`.
 """
@@ -15,7 +16,17 @@ from components.gpu_pools import POOL_LABEL, UPDATE_STRATEGY_NO_SURGE
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 SCHEDULE = "aws:autoscaling/schedule:Schedule"
-ROLLING_INPUTS = ("version", "releaseVersion")
+# A node group's launch template version: the template's latest version, known only at deploy, so a plan's
+# node group shows no change of it; `launched_from` finds the groups whose template gets a new one.
+TEMPLATE_VERSION = "launchTemplate.version"
+# A change of any of these is an UpdateNodegroupVersion, which rolls the nodes (hashicorp/terraform-provider-aws:
+# internal/service/eks/node_group.go@b11fc0fd resourceNodeGroupUpdate: launch_template, release_version, version).
+ROLLING_INPUTS = ("version", "releaseVersion", TEMPLATE_VERSION)
+# The launch template inputs whose change makes no new template version; a change of any other is a
+# CreateLaunchTemplateVersion and a new latest version (hashicorp/terraform-provider-aws:internal/service/ec2/
+# ec2_launch_template.go@c49358f8 resourceLaunchTemplateUpdate: its updateKeys, then tags and the default version
+# apart).
+UNVERSIONED_TEMPLATE_INPUTS = ("tags", "tagsAll", "defaultVersion", "updateDefaultVersion")
 # "When upgrading managed node groups with Capacity Blocks, make sure that the desired size of the
 # node group is set to 0" (awsdocs/amazon-eks-user-guide:latest/ug/ml/capacity-blocks-mng.adoc@
 # 0a7189e931ca51de88c9f104637bb84fcfab2353, Considerations).
@@ -31,6 +42,20 @@ GANGS = (
 def rolls(change_paths: list[str]) -> bool:
     """Whether a node group change replaces its nodes."""
     return any(p in ROLLING_INPUTS for p in change_paths)
+
+
+def new_template_version(template_paths: list[str]) -> bool:
+    """Whether a launch template change with these changed input paths makes a new template version."""
+    return any(p.split(".")[0].split("[")[0] not in UNVERSIONED_TEMPLATE_INPUTS for p in template_paths)
+
+
+def launched_from(resources: dict[str, dict], template_urn: str) -> list[dict]:
+    """The node groups (of `resources`, by URN) that launch their nodes from the template `template_urn`."""
+    return [
+        r
+        for r in resources.values()
+        if r["type"] == NODE_GROUP and r["inputs"].get("launchTemplate") and template_urn in r["dependencies"]
+    ]
 
 
 def _sibling(resources: dict[str, dict], group: dict, type_: str, suffix: str) -> dict | None:

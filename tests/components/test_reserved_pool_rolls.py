@@ -3,6 +3,7 @@ Capacity Block, and `higgsfield diff` saying what an upgrade does to each pool a
 
 from __future__ import annotations
 
+import base64
 import copy
 
 from infra.offline import rolls
@@ -87,3 +88,47 @@ def test_rolling_a_capacity_block_pool_while_its_block_is_open_is_refused_unless
 def test_an_upgrade_before_the_block_opens_is_not_refused():
     base, head = _upgrade_from_1_34()
     assert not [r for r in compare(base, head, set()).refused if "h200-block" in r]
+
+
+def _launch_template_changed(pool_group: str, *, path: str = "userData") -> tuple[dict, dict]:
+    """prod's plan as the head, and the same plan with another value of `path` in `pool_group`'s launch
+    template as the base (a change of the nodes' user data, as a kubelet setting makes)."""
+    head = plan_of("prod").as_dict()
+    base = copy.deepcopy(head)
+    (template,) = [
+        r for r in base["resources"] if r["type"] == rolls.LAUNCH_TEMPLATE and r["name"] == f"{pool_group}-lt"
+    ]
+    template["inputs"][path] = "an earlier value"
+    return base, head
+
+
+def test_a_changed_launch_template_rolls_its_pools_nodes_in_the_diff():
+    base, head = _launch_template_changed("gpu-h100")
+    diff = compare(base, head, set())
+    changes = {c.name: c for c in diff.changed}
+    rolled = "\n".join(changes["gpu-h100"].consequences)
+    assert "running work on h100" in rolled and "exit 143" in rolled
+    out = render_diff("prod", "base", diff)
+    (line,) = [line for line in out.splitlines() if line.startswith(f"  ~ {NODE_GROUP} gpu-h100")]
+    assert "ROLLS its nodes" in line
+
+
+def test_a_changed_launch_template_of_an_open_capacity_block_is_refused_unless_allowed():
+    base, head = _launch_template_changed("gpu-h200-block")
+    for plan in (base, head):  # the block opened: its opening action is past, only the drain is ahead
+        plan["resources"] = [r for r in plan["resources"] if r["name"] != "gpu-h200-block-open"]
+    (refusal,) = [r for r in compare(base, head, set()).refused if "h200-block" in r]
+    assert "inside its window" in refusal and "--allow h200-block" in refusal
+
+
+def test_the_diff_of_a_nodes_user_data_shows_the_lines_that_change_not_base64():
+    head = plan_of("prod").as_dict()
+    base = copy.deepcopy(head)
+    (template,) = [r for r in base["resources"] if r["type"] == rolls.LAUNCH_TEMPLATE and r["name"] == "gpu-h100-lt"]
+    text = base64.b64decode(template["inputs"]["userData"]).decode()
+    template["inputs"]["userData"] = base64.b64encode(
+        text.replace("podPidsLimit: 32768", "podPidsLimit: 4096").encode()
+    ).decode()
+    out = render_diff("prod", "base", compare(base, head, set()))
+    (line,) = [line for line in out.splitlines() if line.strip().startswith("userData")]
+    assert "- podPidsLimit: 4096" in line and "+ podPidsLimit: 32768" in line
