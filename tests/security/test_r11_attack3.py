@@ -1,0 +1,81 @@
+"""Round 11 attacker, third batch, on the cluster: tenant text the kubelet writes into its journal that the team policy
+does not read, and that the EKS node monitoring agent's kubelet reader takes as the node's PIDs spent
+(ForkFailedOutOfPIDs, Fatal: `.*fork/exec.*resource temporarily unavailable`, `failed to create new OS
+thread.*errno=11`, unanchored; aws/eks-node-monitoring-agent:monitors/kernel/monitor.go@53135431c5a54f73
+ad35f660616f9d735fa00060, handleKubelet). Node repair answers it by replacing the node under every pod on it
+(components/tenancy.py container_hardening_validations)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.security.test_tenancy import _pod, denied_by
+
+FORK_FAILURE = "fork/exec resource temporarily unavailable"
+
+
+@pytest.mark.parametrize("probe", ["livenessProbe", "readinessProbe", "startupProbe"])
+def test_a_tcp_probe_whose_host_forges_the_agents_fork_failure_is_refused(probe):
+    """A tcpSocket probe's host is free text: the API server validates only its port
+    (kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateTCPSocketAction). The probe dials
+    host:port, the dial fails with `dial tcp: lookup fork/exec resource temporarily unavailable: no such host`,
+    and the kubelet logs that error as the probe's output ("Probe failed" ... output=, V(1),
+    kubernetes/kubernetes:pkg/kubelet/prober/prober.go), which the agent's first pattern matches.
+    Verify on a staging cluster: this pod on a GPU node, `journalctl -u kubelet | grep 'Probe failed'` on the
+    node, then `kubectl get node NODE -o jsonpath='{.status.conditions[?(@.type=="KernelReady")]}'`
+    (False, ForkFailedOutOfPIDs)."""
+    pod = _pod()
+    pod["spec"]["containers"][0][probe] = {"tcpSocket": {"host": FORK_FAILURE, "port": 8000}}
+    assert denied_by(pod)
+
+
+@pytest.mark.parametrize("probe", ["livenessProbe", "readinessProbe", "startupProbe"])
+def test_an_http_probe_whose_host_forges_the_agents_fork_failure_is_refused(probe):
+    """An httpGet probe's host is free text as well (validateHTTPGetAction checks port and scheme), and the
+    lookup error the kubelet logs as the probe's output names the host unescaped (the URL beside it escapes it;
+    the dial error does not)."""
+    pod = _pod()
+    pod["spec"]["containers"][0][probe] = {"httpGet": {"host": FORK_FAILURE, "path": "/healthz", "port": 8000}}
+    assert denied_by(pod)
+
+
+@pytest.mark.parametrize("hook", ["postStart", "preStop"])
+def test_a_lifecycle_hook_whose_host_forges_the_agents_fork_failure_is_refused(hook):
+    """A failed httpGet hook is logged with its error, the dial's lookup of the host among it
+    (kubernetes/kubernetes:pkg/kubelet/lifecycle/handlers.go handlerRunner.Run)."""
+    pod = _pod()
+    pod["spec"]["containers"][0]["lifecycle"] = {
+        hook: {"httpGet": {"host": FORK_FAILURE, "path": "/", "port": 8000}},
+    }
+    assert denied_by(pod)
+
+
+def test_a_gpu_pods_probe_on_its_own_host_is_admitted():
+    """The fix reads the host's text, it does not refuse a host: a probe of a named local address passes."""
+    pod = _pod()
+    pod["spec"]["containers"][0]["readinessProbe"] = {
+        "tcpSocket": {"host": "127.0.0.1", "port": 8000},
+    }
+    assert not denied_by(pod)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: the kubelet expands $(VAR) in command and args from the container's env before it starts it "
+    "(kubernetes/kubernetes:pkg/kubelet/container/helpers.go ExpandContainerCommandAndArgs); the policy reads "
+    "the unexpanded text, and env from a ConfigMap (valueFrom, envFrom) it cannot read at all",
+)
+def test_a_command_that_builds_the_agents_fork_failure_from_env_variables_is_refused():
+    """command `$(A)$(B)` with A=`/fork/` and B=`exec resource temporarily unavailable` runs
+    `/fork/exec resource temporarily unavailable`, which does not exist; the kubelet logs the runtime's
+    `exec: "/fork/exec resource temporarily unavailable": stat ...: no such file or directory`, the agent's
+    first pattern. No string the policy reads holds `fork/exec`. A complete refusal needs the expansion (or no
+    `$(` but `$$(` in a team's command and args); the Kubeflow operator's own init containers use a shell's
+    `$(seq N)`, which the kubelet leaves as written (no variable of that name).
+    Verify on a staging cluster: this pod on a GPU node, `kubectl describe pod` (RunContainerError with the
+    path), then the node's KernelReady condition as above."""
+    pod = _pod()
+    container = pod["spec"]["containers"][0]
+    container["env"] = [{"name": "A", "value": "/fork/"}, {"name": "B", "value": "exec resource temporarily unavailable"}]
+    container["command"] = ["$(A)$(B)"]
+    assert denied_by(pod)
