@@ -1550,7 +1550,9 @@ def container_hardening_validations() -> list[dict]:
             f"(!has(c.command) || c.command.all(a, {_free_of_forged_text('a')})) && "
             f"(!has(c.args) || c.args.all(a, {_free_of_forged_text('a')})) && "
             f"(!has(c.workingDir) || {_free_of_forged_text('c.workingDir')}) && "
-            + " && ".join(f"!({_has_path('c', path)} && !({_free_of_forged_text('c.' + path)}))" for path in LOGGED_HANDLER_FIELDS)
+            + " && ".join(
+                f"!({_has_path('c', path)} && !({_free_of_forged_text('c.' + path)}))" for path in LOGGED_HANDLER_FIELDS
+            )
             + "))",
             "message": "no container's command, args, workingDir or probe or hook path or host contains "
             f"{' or '.join(map(repr, FORGED_KUBELET_TEXTS))}: the node's health agent would read it in the "
@@ -1563,7 +1565,8 @@ def container_hardening_validations() -> list[dict]:
             # pkg/kubelet/lifecycle/handlers.go handlerRunner.Run, read at a 1.35-era master), and a shell can
             # print the agent's text from pieces no admission reads. An httpGet, tcpSocket or grpc probe's failure
             # carries no text of the pod's but its path and host (the rule above reads them): the status code, the
-            # dial error, the serving status. The platform's own GPU pods use httpGet (examples/serving-classifier.yaml).
+            # dial error, the serving status. The platform's own GPU pods use httpGet
+            # (examples/serving-classifier.yaml).
             "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || {_containers('s')}.all(c, "
             + " && ".join(f"!(has(c.{probe}) && has(c.{probe}.exec))" for probe in EXEC_PROBES)
             + " && !(has(c.lifecycle) && ("

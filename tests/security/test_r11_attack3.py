@@ -76,6 +76,9 @@ def test_a_command_that_builds_the_agents_fork_failure_from_env_variables_is_ref
     path), then the node's KernelReady condition as above."""
     pod = _pod()
     container = pod["spec"]["containers"][0]
-    container["env"] = [{"name": "A", "value": "/fork/"}, {"name": "B", "value": "exec resource temporarily unavailable"}]
+    container["env"] = [
+        {"name": "A", "value": "/fork/"},
+        {"name": "B", "value": "exec resource temporarily unavailable"},
+    ]
     container["command"] = ["$(A)$(B)"]
     assert denied_by(pod)

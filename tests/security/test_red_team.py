@@ -42,7 +42,9 @@ BECOME_A_STACK_ROLE = [
     # a project of its own is the administrator's (RunnersAreTheAdministrators denies CreateProject), but a build of
     # a runner project runs as the role StartBuild's serviceRoleOverride names (boto/botocore:botocore/data/codebuild/
     # 2016-10-06/service-2.json@1.44.18, StartBuildInput)
-    Request("codebuild:StartBuild", f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/{runner_project('prod', 'deploy')}"),
+    Request(
+        "codebuild:StartBuild", f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/{runner_project('prod', 'deploy')}"
+    ),
 ]
 
 
