@@ -82,3 +82,24 @@ def test_a_command_that_builds_the_agents_fork_failure_from_env_variables_is_ref
     ]
     container["command"] = ["$(A)$(B)"]
     assert denied_by(pod)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a volume mount's subPathExpr is expanded from env at the kubelet (kubernetes/kubernetes:pkg/kubelet/"
+    "kubelet_pods.go makeMounts), and a failed subPath is logged with the expanded path; the policy reads neither",
+)
+def test_a_sub_path_expression_that_expands_to_the_agents_fork_failure_is_refused():
+    """subPathExpr `$(P)` with P=`/fork/exec resource temporarily unavailable` passes the API server's validation
+    (it checks the unexpanded text: not absolute, no `..`); the kubelet expands it, refuses the absolute path with
+    ``error SubPath `/fork/exec resource temporarily unavailable` must not be an absolute path`` (makeMounts), and
+    logs the pod's sync error with that text ("Error syncing pod, skipping", at error level). Same class as the
+    command's $(VAR): the value may come from a ConfigMap (valueFrom) that no admission of the Pod reads.
+    Verify on a staging cluster: this pod on a GPU node, `kubectl describe pod` (CreateContainerConfigError),
+    `journalctl -u kubelet | grep 'must not be an absolute path'` on the node, then its KernelReady condition."""
+    pod = _pod()
+    pod["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    container = pod["spec"]["containers"][0]
+    container["env"] = [{"name": "P", "value": "/" + FORK_FAILURE}]
+    container["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch", "subPathExpr": "$(P)"}]
+    assert denied_by(pod)
