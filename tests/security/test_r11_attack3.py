@@ -103,3 +103,33 @@ def test_a_sub_path_expression_that_expands_to_the_agents_fork_failure_is_refuse
     container["env"] = [{"name": "P", "value": "/" + FORK_FAILURE}]
     container["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch", "subPathExpr": "$(P)"}]
     assert denied_by(pod)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a grpc or httpGet probe asks the pod's own server, whose answer the kubelet logs when the probe "
+    "fails; the policy keeps exec off GPU pods on the premise that these carry no text of the pod's",
+)
+@pytest.mark.parametrize(
+    "probe",
+    [{"grpc": {"port": 9000}}, {"httpGet": {"path": "/healthz", "port": 8000}}],
+    ids=["grpc", "httpGet"],
+)
+def test_a_gpu_pods_probe_whose_own_server_answers_with_the_agents_fork_failure_is_refused(probe):
+    """The pod's own server writes the probe's output. gRPC: a Health.Check answered with an error status carries the
+    server's message into the output, `error: health rpc probe failed: rpc error: code = Unknown desc = fork/exec
+    resource temporarily unavailable` (kubernetes/kubernetes:pkg/probe/grpc/grpc.go Probe). HTTP: a response whose
+    header line has no colon fails Go's client with the line in the error, `net/http: HTTP/1.x transport connection
+    broken: malformed MIME header: missing colon: "fork/exec resource temporarily unavailable"` (golang/go:src/net/
+    textproto/reader.go mustHaveFieldNameColon; a line with a colon and a control byte in its value gives `malformed
+    MIME header line: ...`, readMIMEHeader), which is the probe's output. The kubelet logs a failed probe's output
+    ("Probe failed" ... output=, V(1): kubernetes/kubernetes:pkg/kubelet/prober/prober.go), the agent reads it, as
+    for an exec probe.
+    A tcpSocket probe's output is the dial's alone. Closing it in admission leaves GPU pods tcpSocket probes only;
+    a kubelet at --v=0 on GPU nodes (nodeadm KubeletConfiguration logging.verbosity: 0) drops every V(1) probe and
+    hook line instead, exec's included. Verify on a staging cluster: a GPU pod whose gRPC health server answers
+    status.Error(codes.Unknown, "fork/exec resource temporarily unavailable"), `journalctl -u kubelet | grep 'Probe
+    failed'` on its node, then the node's KernelReady condition (False, ForkFailedOutOfPIDs)."""
+    pod = _pod()
+    pod["spec"]["containers"][0]["readinessProbe"] = probe
+    assert denied_by(pod)
