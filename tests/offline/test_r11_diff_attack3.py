@@ -9,8 +9,9 @@ import threading
 
 import pytest
 
+from components.addons import _at_its_floor
 from infra.cli.main import main
-from infra.offline import evaluate
+from infra.core.versions import AddonVersion
 from tests.cli.test_job_client import BATCH_PATH, _batch_job, _batch_pod, api, kubeconfig  # noqa: F401 (fixtures)
 
 FOLLOW = ["jobs", "logs", "prod", "eval", "-n", "llm", "--kind", "Job", "--follow"]
@@ -75,28 +76,19 @@ def test_logs_follow_of_a_batch_job_survives_a_watch_from_an_expired_resource_ve
     assert capsys.readouterr().out.splitlines() == ["node-a eval-0-eval step 1"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: ADDON_FLOORS binds a stack's pin (config) and `higgsfield preflight`, which no workflow runs; the "
-    "program takes whatever default EKS resolves at deploy (components/addons.py addon_version)",
-)
-def test_a_deploy_that_would_install_a_monitoring_agent_below_its_floor_is_refused(monkeypatch):
+def test_a_deploy_that_would_install_a_monitoring_agent_below_its_floor_is_refused():
     """An unpinned stack's agent version is EKS's default for the cluster's Kubernetes version, asked at deploy
     (aws.eks.get_addon_version, also at `pulumi preview`). The CI deploy (.github/workflows/deploy.yml) runs no
     preflight, so a default below v1.6.4 (a Kubernetes version whose default is older, or a stack deployed before
     anyone ran preflight) is installed, and a team's own XID 13 or 31 has node repair replace a shared node. The
-    program could refuse the resolved version itself, at preview, before anything changes. On AWS: `aws eks
-    describe-addon-versions --addon-name eks-node-monitoring-agent --kubernetes-version K8S --query
+    program refuses the resolved version itself (components/addons.py addon_version), at preview, before anything
+    changes; decided here on the version the lookup answers (a program that raises under the offline mocks leaves
+    its failure to the next plan of the process). On AWS: `aws eks describe-addon-versions --addon-name
+    eks-node-monitoring-agent --kubernetes-version K8S --query
     'addons[].addonVersions[?compatibilities[?defaultVersion]].addonVersion'` for each version a stack runs, and
     `aws eks describe-addon --cluster-name CLUSTER --addon-name eks-node-monitoring-agent --query addon.addonVersion`
     after a CI deploy."""
-    answer = evaluate._addon_version_at_deploy
-
-    def eks_default(args: dict) -> dict:
-        if args["addonName"] == "eks-node-monitoring-agent":
-            return {**args, "id": args["addonName"], "version": "v1.6.3-eksbuild.1"}
-        return answer(args)
-
-    monkeypatch.setattr(evaluate, "_addon_version_at_deploy", eks_default)
-    with pytest.raises(Exception, match="v1.6.4"):
-        evaluate.record("prod")
+    agent = AddonVersion("eks-node-monitoring-agent", "1.35")
+    with pytest.raises(ValueError, match="below v1.6.4"):
+        _at_its_floor(agent, "v1.6.3-eksbuild.1")
+    assert _at_its_floor(agent, "v1.6.10-eksbuild.1") == "v1.6.10-eksbuild.1"
