@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 
 import pulumi
@@ -106,12 +107,26 @@ def stack_addons(cfg: StackConfig) -> dict[str, AddonVersion]:
 
 def addon_version(addon: AddonVersion) -> pulumi.Input[str]:
     """The stack's pin, else the version EKS marks default for the cluster's Kubernetes version
-    (DescribeAddonVersions through `aws.eks.get_addon_version`; versions.py says why default)."""
+    (DescribeAddonVersions through `aws.eks.get_addon_version`; versions.py says why default), refused below the
+    add-on's floor (versions.ADDON_FLOORS): the lookup runs at preview too, so a CI deploy, which runs no
+    `higgsfield preflight`, stops before anything changes."""
     if addon.pin:
         return addon.pin
     return aws.eks.get_addon_version_output(
         addon_name=addon.name, kubernetes_version=addon.kubernetes_version, most_recent=versions.ADDON_MOST_RECENT
-    ).version
+    ).version.apply(lambda resolved: _at_its_floor(addon, resolved))
+
+
+def _at_its_floor(addon: AddonVersion, resolved: str) -> str:
+    """`resolved`, unless it is an EKS version below the add-on's floor (the offline plan's placeholder is none)."""
+    floor = versions.below_floor(addon.name, resolved) if re.match(versions.ADDON_VERSION_PATTERN, resolved) else None
+    if floor:
+        raise ValueError(
+            f"EKS's default {addon.name} for Kubernetes {addon.kubernetes_version} is {resolved}, below {floor}, the "
+            f"oldest this platform runs (infra/core/versions.py ADDON_FLOORS says why): pin a newer one in "
+            f"higgsfield:addonVersions.{addon.name}"
+        )
+    return resolved
 
 
 def managed_addon(

@@ -1508,10 +1508,14 @@ _KEPT = "variables.kept.exists(ks, ks.exists(k, k == c))"
 # The container fields whose `exec` the kubelet runs and logs the output of when it fails.
 EXEC_PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 EXEC_HOOKS = ("postStart", "preStop")
-# Where a container names an HTTP path the kubelet requests and logs.
-HTTP_PATHS = (
-    *(f"{probe}.httpGet.path" for probe in EXEC_PROBES),
-    *(f"lifecycle.{hook}.httpGet.path" for hook in EXEC_HOOKS),
+# Where a container's probe or hook names a path or host the kubelet logs when it fails: an httpGet's path (as
+# written) and the host of an httpGet or tcpSocket, which the API server leaves free text (it validates their port
+# and scheme only: kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateHTTPGetAction,
+# validateTCPSocketAction) and the dial's failed lookup names unescaped in the probe's output or the hook's error.
+LOGGED_HANDLER_FIELDS = tuple(
+    f"{handler}.{field}"
+    for handler in (*EXEC_PROBES, *(f"lifecycle.{hook}" for hook in EXEC_HOOKS))
+    for field in ("httpGet.path", "httpGet.host", "tcpSocket.host")
 )
 
 
@@ -1557,14 +1561,17 @@ def container_hardening_validations() -> list[dict]:
             # goRuntimeOutOfPidRegexp). An image's own entrypoint reaches the same log, which no admission sees
             # (docs/design/tenancy.md); what an exec probe or hook prints, the next rule keeps off GPU nodes.
             # A probe's or hook's httpGet path is logged as written too (the hook's "path" value:
-            # kubernetes/kubernetes:pkg/kubelet/lifecycle/handlers.go handlerRunner.Run, read at a 1.35-era master).
+            # kubernetes/kubernetes:pkg/kubelet/lifecycle/handlers.go handlerRunner.Run, read at a 1.35-era master),
+            # and so is the host an httpGet or tcpSocket fails to look up (LOGGED_HANDLER_FIELDS).
             "expression": f"variables.containers.all(cs, cs.all(c, {_KEPT} || ("
             f"(!has(c.command) || c.command.all(a, {_free_of_forged_text('a')})) && "
             f"(!has(c.args) || c.args.all(a, {_free_of_forged_text('a')})) && "
             f"(!has(c.workingDir) || {_free_of_forged_text('c.workingDir')}) && "
-            + " && ".join(f"!({_has_path('c', path)} && !({_free_of_forged_text('c.' + path)}))" for path in HTTP_PATHS)
+            + " && ".join(
+                f"!({_has_path('c', path)} && !({_free_of_forged_text('c.' + path)}))" for path in LOGGED_HANDLER_FIELDS
+            )
             + ")))",
-            "message": "no container's command, args, workingDir or probe or hook path contains "
+            "message": "no container's command, args, workingDir or probe or hook path or host contains "
             f"{' or '.join(map(repr, FORGED_KUBELET_TEXTS))}: the node's health agent would read it in the "
             "kubelet's log as the node's PIDs spent, and node repair would replace the node under every job on it",
             "reason": "Forbidden",
@@ -1574,8 +1581,9 @@ def container_hardening_validations() -> list[dict]:
             # kubernetes/kubernetes:pkg/kubelet/prober/prober.go; a hook's "message", at V(1):
             # pkg/kubelet/lifecycle/handlers.go handlerRunner.Run, read at a 1.35-era master), and a shell can
             # print the agent's text from pieces no admission reads. An httpGet, tcpSocket or grpc probe's failure
-            # carries no text of the pod's but its path (the rule above reads it): the status code, the dial error,
-            # the serving status. The platform's own GPU pods use httpGet (examples/serving-classifier.yaml).
+            # carries no text of the pod's but its path and host (the rule above reads them): the status code, the
+            # dial error, the serving status. The platform's own GPU pods use httpGet
+            # (examples/serving-classifier.yaml).
             "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || {_containers('s')}.all(c, {_KEPT} || ("
             + " && ".join(f"!(has(c.{probe}) && has(c.{probe}.exec))" for probe in EXEC_PROBES)
             + " && !(has(c.lifecycle) && ("

@@ -12,7 +12,9 @@ pkg/endpoints/handlers and apimachinery pkg/api/errors at v1.35.0):
   garbage collector's, done at once: Orphan drops the dependents' owner reference, Background and
   Foreground delete them, and a batch/v1 Job's default is Orphan (_default_propagation);
 - WATCH (`?watch=true`): a chunked stream of `{"type": ..., "object": ...}` lines from the given
-  resourceVersion, ended by `timeoutSeconds`;
+  resourceVersion, ended by `timeoutSeconds`; from a resourceVersion older than the last `compact()`, one
+  `ERROR` event with the 410 Expired Status the watch cache answers ("too old resource version":
+  staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go, errors.NewResourceExpired);
 - pod logs (`.../pods/NAME/log`): text, `timestamps=true` prefixes RFC 3339 times, `follow=true`
   streams lines appended while the request is open and ends once the pod has ended (Succeeded,
   Failed or deleted), as the kubelet ends the stream when the container exits; `tailLines=N` the last N;
@@ -135,6 +137,7 @@ class FakeKubernetesApi:
         self.admit = admit
         self.allow = allow
         self._version = 0
+        self._compacted = 0  # the resourceVersion of the last compact()
         self._history: list[tuple[int, Ref, str, dict]] = []
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -210,6 +213,12 @@ class FakeKubernetesApi:
             self._changed.notify_all()
 
     # --- storage ----------------------------------------------------------------------------
+
+    def compact(self) -> None:
+        """Forget the history so far, as etcd's compaction and the watch cache's window do: a watch from an older
+        resourceVersion is answered 410."""
+        with self._lock:
+            self._compacted = self._version
 
     @staticmethod
     def _key(ref: Ref) -> tuple[str, str | None, str, str]:
@@ -459,6 +468,12 @@ class FakeKubernetesApi:
         h.end_headers()
         sent = 0
         try:
+            if 0 < since < self._compacted:
+                expired = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 410}
+                expired |= {"reason": "Expired", "message": f"too old resource version: {since} ({self._compacted})"}
+                _chunk(h, json.dumps({"type": "ERROR", "object": expired}).encode() + b"\n")
+                _chunk(h, b"")
+                return
             while time.monotonic() < deadline:
                 with self._lock:
                     pending = [(v, r, k, o) for v, r, k, o in self._history[sent:]]

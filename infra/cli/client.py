@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from http import HTTPStatus
 from typing import Any
 
 from infra.config import JobFile, load_job
@@ -815,29 +816,39 @@ def _watch_pods(
 ) -> None:
     """Put ("start", pod) on `lines` once for each pod of `selector` that starts; return once every pod seen has
     ended (or the watch's `watch_seconds`). With `over`, the pods' ends are not the job's: the pods are watched in
-    windows of BATCH_FOLLOW_RECHECK_S, each from where the last one stopped, and it returns once every pod seen has
-    ended and `over()` says the job has too."""
+    windows of BATCH_FOLLOW_RECHECK_S, each from where the last one stopped, and it returns once every pod seen (none,
+    for a job over before any or whose pods were deleted) has ended and `over()` says the job has too. A window whose
+    resourceVersion the API server no longer holds (410 Expired: a quiet pod makes no event to move it on, and the
+    server keeps a bounded history) starts again from a fresh list, whose ADDED events say which pods are there."""
     phases: dict[str, str] = {}
     started, version = time.monotonic(), None
 
     def ended() -> bool:
-        return bool(phases) and all(p in (*_ENDED, "Deleted") for p in phases.values())
+        return all(p in (*_ENDED, "Deleted") for p in phases.values())
 
     while True:
         seconds = min(watch_seconds or BATCH_FOLLOW_RECHECK_S, BATCH_FOLLOW_RECHECK_S) if over else watch_seconds
         options = {"timeout_seconds": seconds} if seconds else {}
         watcher = _kubernetes().watch.Watch()
         since: dict[str, str] = {"resource_version": version} if version else {}
-        for event in watcher.stream(core.list_namespaced_pod, namespace, label_selector=selector, **options, **since):
-            pod = api.sanitize_for_serialization(event["object"])
-            uid, phase = pod["metadata"].get("uid"), (pod.get("status") or {}).get("phase", "Pending")
-            phases[uid] = "Deleted" if event["type"] == "DELETED" else phase
-            if event["type"] != "DELETED" and phase in _STARTED and uid not in streams:
-                streams.add(uid)
-                lines.put(("start", pod))
-            if over is None and ended():
-                watcher.stop()
-        version = watcher.resource_version or version
+        try:
+            for event in watcher.stream(
+                core.list_namespaced_pod, namespace, label_selector=selector, **options, **since
+            ):
+                pod = api.sanitize_for_serialization(event["object"])
+                uid, phase = pod["metadata"].get("uid"), (pod.get("status") or {}).get("phase", "Pending")
+                phases[uid] = "Deleted" if event["type"] == "DELETED" else phase
+                if event["type"] != "DELETED" and phase in _STARTED and uid not in streams:
+                    streams.add(uid)
+                    lines.put(("start", pod))
+                if over is None and ended():
+                    watcher.stop()
+            version = watcher.resource_version or version
+        except _kubernetes().client.ApiException as exc:
+            if over is None or exc.status != HTTPStatus.GONE:
+                raise
+            phases.clear()
+            version = None
         if over is None or (watch_seconds and time.monotonic() - started >= watch_seconds):
             return
         if ended() and over():
