@@ -957,18 +957,20 @@ def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[d
             "Action": ["codebuild:*"],
             "NotResource": f"arn:aws:codebuild:*:{account}:project/{role_name(stack, '*')}",
         },
-        # The runner projects and their webhooks are the administrator's to make and change, as the CI identities
-        # are: what matters in them decides what code runs in the stack's VPC with a job's OIDC token, and IAM sees
-        # only part of it. CodeBuild's condition keys carry a project's source location, image, privileged mode,
-        # variables and secondary sources (Service Authorization Reference, list_awscodebuild), but not an inline
-        # buildspec's content (codebuild:source.buildspec supports only Null, and pulumi-aws sends the field always:
+        # The runner projects and their webhooks are the administrator's to make and change, as the CI identities are:
+        # what matters in them decides what code runs in the stack's VPC with a job's OIDC token, and IAM sees only part
+        # of it. CodeBuild's condition keys carry a project's source location, image, privileged mode, variables and
+        # secondary sources (Service Authorization Reference, list_awscodebuild), but not an inline buildspec's content
+        # (codebuild:source.buildspec supports only Null, and pulumi-aws sends the field always:
         # hashicorp/terraform-provider-aws:internal/service/codebuild/project.go@00a35305 expandProjectSource), nor a
-        # webhook's filter groups, which name the actors whose workflows a runner takes (webhook_filters; the
-        # webhook's keys are codebuild:buildType, codebuild:manualCreation and its scope's). A public project shows
-        # its builds' logs to anyone (UpdateProjectVisibility). Deletes stay the deploy role's: a runner removed from
-        # the stack is made again only by an administrator. `higgsfield diff` refuses a new or changed project or
-        # webhook, naming the command; `higgsfield verify` (aws.runner-projects, aws.runner-webhooks) finds what an
-        # administrator's hand changed.
+        # webhook's filter groups, which name the actors whose workflows a runner takes (webhook_filters; the webhook's
+        # keys are codebuild:buildType, codebuild:manualCreation and its scope's). A public project shows its builds'
+        # logs to anyone (UpdateProjectVisibility). Nor does the deploy role start a build of one: the webhook's builds
+        # are CodeBuild's own, started by no principal, and StartBuild's overrides (source location, buildspec, image,
+        # service role: botocore's StartBuildInput) would clone any repository the stack's GitHub connection reaches and
+        # run what it likes in the VPC. Deletes stay the deploy role's: a runner removed from the stack is made again
+        # only by an administrator. `higgsfield diff` refuses a new or changed project or webhook, naming the command;
+        # `higgsfield verify` (aws.runner-projects, aws.runner-webhooks) finds what an administrator's hand changed.
         {
             "Sid": "RunnersAreTheAdministrators",
             "Effect": "Deny",
@@ -978,6 +980,8 @@ def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[d
                 "codebuild:UpdateProjectVisibility",
                 "codebuild:CreateWebhook",
                 "codebuild:UpdateWebhook",
+                "codebuild:StartBuild*",
+                "codebuild:RetryBuild*",
             ],
             "Resource": "*",
         },

@@ -18,13 +18,6 @@ from tests.security.test_red_team import EVERYTHING
 RUNNERS = [f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/{runner_project('prod', p)}" for p in ("deploy", "preview")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the deploy role may start (and retry) a build of a runner project with any override; nothing the "
-    "program runs starts one (the webhook's builds are CodeBuild's), so a denial of StartBuild* and RetryBuild* on "
-    "the runner projects closes it whole (a change to RunnersAreTheAdministrators; test_red_team's "
-    "BECOME_A_STACK_ROLE then has no CodeBuild step)",
-)
 @pytest.mark.parametrize("action", ["codebuild:StartBuild", "codebuild:StartBuildBatch", "codebuild:RetryBuild"])
 @pytest.mark.parametrize("project", RUNNERS, ids=["deploy-runner", "preview-runner"])
 def test_the_deploy_role_may_not_start_a_runner_build_of_its_own_choosing(action, project):
@@ -37,8 +30,12 @@ def test_the_deploy_role_may_not_start_a_runner_build_of_its_own_choosing(action
     takes a queued job of another workflow (no webhook payload names one). On AWS, as the deploy role of a staging
     stack: `aws codebuild start-build --project-name higgsfield-staging-deploy-runner --source-location-override
     https://github.com/ORG/OTHER-PRIVATE-REPO.git --buildspec-override 'version: 0.2
-    phases: {build: {commands: [ls -la]}}'`, then the build's log shows the other repository's files."""
-    assert not evaluate(Request(action, project), [_deploy()]).allowed
+    phases: {build: {commands: [ls -la]}}'` is AccessDenied. Fixed: RunnersAreTheAdministrators denies StartBuild*
+    and RetryBuild*."""
+    assert evaluate(Request(action, project), [_deploy()]).denied_by == (
+        "delivery-deploy",
+        "RunnersAreTheAdministrators",
+    )
 
 
 @pytest.mark.parametrize("project", RUNNERS, ids=["deploy-runner", "preview-runner"])

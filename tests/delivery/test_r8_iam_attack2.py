@@ -44,9 +44,14 @@ def test_no_role_under_the_boundary_adds_a_version_to_a_launch_template_that_is_
         Request("iam:CreateRole", role, {"iam:PermissionsBoundary": BOUNDARY}),
         Request("iam:PutRolePolicy", role),
         Request("iam:PassRole", role, {"iam:PassedToService": "codebuild.amazonaws.com"}),
-        Request("codebuild:StartBuild", project),
     ):
         assert evaluate(step, [_deploy()]).allowed, step.action
+    # a runner build is no longer the deploy role's to start (RunnersAreTheAdministrators): the hop runs elsewhere,
+    # as a pod of the cluster it administers under that role's Pod Identity, so the boundary must hold
+    assert evaluate(Request("codebuild:StartBuild", project), [_deploy()]).denied_by == (
+        "delivery-deploy",
+        "RunnersAreTheAdministrators",
+    )
     request = Request("ec2:CreateLaunchTemplateVersion", OTHER_LAUNCH_TEMPLATE)
     assert not evaluate(request, [_deploy()]).allowed  # the fix holds for the deploy role itself
     decision = evaluate(request, [EVERYTHING], _boundary())

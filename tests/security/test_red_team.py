@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 
 from components.delivery import boundary_arn
-from infra.core.names import runner_project
 from policies.iam_evaluation import Policy, Request, evaluate
 from tests.conftest import config_of, plan_of
 from tests.delivery.test_ci_identity import _deploy  # its inline and managed policies
@@ -39,12 +38,6 @@ BECOME_A_STACK_ROLE = [
     # a new role's trust is CreateRole's (an existing one's cannot be rewritten: TrustIsSetAtCreate)
     Request("iam:CreateRole", STACK_ROLE, {"iam:PermissionsBoundary": boundary_arn(ACCOUNT, "prod")}),
     Request("iam:PassRole", STACK_ROLE, {"iam:PassedToService": "codebuild.amazonaws.com"}),
-    # a project of its own is the administrator's (RunnersAreTheAdministrators denies CreateProject), but a build of
-    # a runner project runs as the role StartBuild's serviceRoleOverride names (boto/botocore:botocore/data/codebuild/
-    # 2016-10-06/service-2.json@1.44.18, StartBuildInput)
-    Request(
-        "codebuild:StartBuild", f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/{runner_project('prod', 'deploy')}"
-    ),
 ]
 
 
