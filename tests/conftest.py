@@ -255,6 +255,19 @@ def plan_of(stack: str) -> Plan:
     return _plans[stack]
 
 
+def with_a_karpenter_pool(root: Path, stack: str, as_stack: str | None = None) -> Plan:
+    """The plan of shipped `stack` with its first GPU pool `provisioner: karpenter` (from zero), recorded from a copy
+    of the project in `root` under the name `as_stack` (the same name by default): the stack's interruption queue,
+    rules and targets, its NodeClass and NodePool."""
+    for part in ("Pulumi.yaml", "stacks"):
+        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, root / part)
+    config = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    pools = config["config"]["higgsfield:gpuPools"]
+    pools[0] = {**pools[0], "provisioner": "karpenter", "minSize": 0}
+    (root / "stacks" / f"Pulumi.{as_stack or stack}.yaml").write_text(yaml.safe_dump(config))
+    return record(as_stack or stack, root=root)
+
+
 @functools.cache
 def config_of(stack: str) -> StackConfig:
     """The validated config of a shipped stack, without evaluating the program: what a module

@@ -975,20 +975,9 @@ def test_an_interruption_queue_that_lets_another_account_send_fails(aws_ctx, aws
 @pytest.fixture(scope="module")
 def karpenter_plan(tmp_path_factory):
     """The prod stack's plan with its first GPU pool `provisioner: karpenter`: its interruption queue and rules."""
-    import shutil
+    from tests.conftest import with_a_karpenter_pool
 
-    from infra.offline.evaluate import record
-    from tests.conftest import ROOT
-
-    root = tmp_path_factory.mktemp("karpenter")
-    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
-    shutil.copytree(ROOT / "stacks", root / "stacks")
-    stack_file = root / "stacks" / f"Pulumi.{STACK}.yaml"
-    config = yaml.safe_load(stack_file.read_text())
-    pools = config["config"]["higgsfield:gpuPools"]
-    pools[0] = {**pools[0], "provisioner": "karpenter", "minSize": 0}
-    stack_file.write_text(yaml.safe_dump(config))
-    return record(STACK, root=root)
+    return with_a_karpenter_pool(tmp_path_factory.mktemp("karpenter"), STACK)
 
 
 @pytest.fixture

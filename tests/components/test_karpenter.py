@@ -23,7 +23,7 @@ from infra.offline.evaluate import record
 from infra.offline.pods import stack_repository
 from policies import rules
 from policies.iam_evaluation import Request, evaluate
-from tests.conftest import assert_plan_rejects, plan_of, set_pool
+from tests.conftest import assert_plan_rejects, plan_of, set_pool, with_a_karpenter_pool
 from tests.delivery.test_ci_identity import _deploy
 from tests.policies.test_policies import violations
 
@@ -76,20 +76,7 @@ def _plan(project_copy, stack="staging", index=0, **fields):
 
 @pytest.fixture(scope="module")
 def karpenter_plan(tmp_path_factory):
-    import shutil
-
-    import yaml as pyyaml
-
-    from tests.conftest import ROOT
-
-    root = tmp_path_factory.mktemp("karpenter")
-    for part in ("Pulumi.yaml", "stacks"):
-        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, root / part)
-    config = pyyaml.safe_load((root / "stacks" / "Pulumi.staging.yaml").read_text())
-    pools = config["config"]["higgsfield:gpuPools"]
-    pools[0] = {**pools[0], "provisioner": "karpenter", "minSize": 0}
-    (root / "stacks" / "Pulumi.bad.yaml").write_text(pyyaml.safe_dump(config))
-    return record("bad", root=root)
+    return with_a_karpenter_pool(tmp_path_factory.mktemp("karpenter"), "staging", as_stack="bad")
 
 
 def _objects(plan, kind):

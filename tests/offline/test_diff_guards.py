@@ -6,10 +6,8 @@ refuses version ranges. The plans compared are the recorded prod plan and edits 
 from __future__ import annotations
 
 import copy
-import shutil
 
 import pytest
-import yaml
 
 from components.karpenter import INTERRUPTION_EVENTS
 from infra.offline.diff import (
@@ -24,9 +22,8 @@ from infra.offline.diff import (
     compare,
     render_diff,
 )
-from infra.offline.evaluate import record
 from policies import rules
-from tests.conftest import ROOT, config_of, plan_of
+from tests.conftest import config_of, plan_of, with_a_karpenter_pool
 
 
 def _prod() -> dict:
@@ -502,14 +499,7 @@ def test_adding_the_first_karpenter_pool_is_refused_naming_the_administrators_de
     """Karpenter's interruption queue and its rules' targets are an administrator's to make (components/delivery.py
     InterruptionFeedIsTheAdministrators): a CI deploy of the first Karpenter pool would fail at CreateQueue. The diff
     of staging against the same stack with a Karpenter pool refuses the queue and each target, naming the command."""
-    root = tmp_path
-    for part in ("Pulumi.yaml", "stacks"):
-        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, root / part)
-    config = yaml.safe_load((root / "stacks" / "Pulumi.staging.yaml").read_text())
-    pools = config["config"]["higgsfield:gpuPools"]
-    pools[0] = {**pools[0], "provisioner": "karpenter", "minSize": 0}
-    (root / "stacks" / "Pulumi.staging.yaml").write_text(yaml.safe_dump(config))
-    base, head = plan_of("staging").as_dict(), record("staging", root=root).as_dict()
+    base, head = plan_of("staging").as_dict(), with_a_karpenter_pool(tmp_path, "staging").as_dict()
     refused = compare(base, head, set()).refused
     queues = [r for r in refused if r.startswith("a new SQS queue karpenter-interruptions is refused (")]
     targets = [r for r in refused if r.startswith("a new EventBridge target karpenter-")]
