@@ -1478,3 +1478,38 @@ def test_a_stack_without_its_named_interruption_queue_fails_naming_the_administr
     outcome = one("aws.karpenter-queue", aws_ctx)
     assert outcome.status == "FAIL" and names.interruption_queue(STACK) in outcome.evidence
     assert "pulumi up --stack prod" in outcome.fix and "administrator" in outcome.fix
+
+
+def _addons_answered(aws_ctx, plan, versions_by_name: dict[str, str], status: str = "ACTIVE") -> None:
+    """DescribeAddon, in botocore's eks shape (Addon.addonName, addonVersion, status), for each add-on the plan
+    installs: the version given, else the same release as the floor's (an EKS default at or above it)."""
+    stub = _stubbed(aws_ctx, "eks")
+    for resource in sorted(plan.of_type(checks.ADDON), key=lambda r: r.inputs["addonName"]):
+        name = resource.inputs["addonName"]
+        version = versions_by_name.get(name, "v9.9.9-eksbuild.1")
+        stub.add_response(
+            "describe_addon",
+            {"addon": {"addonName": name, "clusterName": CLUSTER, "addonVersion": version, "status": status}},
+            {"clusterName": CLUSTER, "addonName": name},
+        )
+
+
+def test_planned_addons_active_at_or_above_their_floor_pass(aws_ctx, plan):
+    _addons_answered(aws_ctx, plan, {})
+    outcome = one("aws.addons", aws_ctx)
+    assert outcome.status == "PASS" and "eks-node-monitoring-agent v9.9.9-eksbuild.1" in outcome.evidence
+
+
+def test_a_node_monitoring_agent_below_its_floor_fails_naming_it(aws_ctx, plan):
+    """An agent downgraded by hand, or installed by a console before the stack's: up to v1.6.3 it reads a team's own
+    XID 13 and 31 as the GPU failed, and node repair replaces a shared node (infra/core/versions.py ADDON_FLOORS)."""
+    _addons_answered(aws_ctx, plan, {"eks-node-monitoring-agent": "v1.6.3-eksbuild.1"})
+    outcome = one("aws.addons", aws_ctx)
+    assert outcome.status == "FAIL" and "eks-node-monitoring-agent v1.6.3-eksbuild.1: below v1.6.4" in outcome.evidence
+    assert "higgsfield:addonVersions" in outcome.fix
+
+
+def test_an_addon_that_is_not_active_fails(aws_ctx, plan):
+    _addons_answered(aws_ctx, plan, {}, status="DEGRADED")
+    outcome = one("aws.addons", aws_ctx)
+    assert outcome.status == "FAIL" and "DEGRADED" in outcome.evidence

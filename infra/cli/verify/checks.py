@@ -17,7 +17,7 @@ from botocore import exceptions as aws_errors
 from components.tenancy import SCHEDULER
 from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
-from infra.core import names
+from infra.core import names, versions
 from infra.offline.diff import BUCKET_VERSIONING
 from infra.offline.pods import request_in_full
 
@@ -220,6 +220,46 @@ def node_groups(ctx: Any) -> Outcome:
     if problems:
         return failed("; ".join(problems), "run `pulumi up` (a console edit drifts from the plan: `pulumi refresh`)")
     return passed(f"{count} node group(s) ACTIVE with the planned sizes and taints")
+
+
+ADDON = "aws:eks/addon:Addon"
+
+
+def addons(ctx: Any) -> Outcome:
+    """Every managed add-on the plan installs is on the cluster, ACTIVE, at the stack's pin where it has one, and at
+    or above its floor (versions.ADDON_FLOORS): an add-on downgraded by hand, or one a console install left older,
+    is what `pulumi up` would not show. DescribeAddon's `addon.{addonVersion, status}` (botocore's eks model)."""
+    planned = {str(r.inputs["addonName"]): str(r.inputs.get("addonVersion") or "") for r in ctx.plan.of_type(ADDON)}
+    if not planned:
+        return skipped("the plan installs no managed add-on")
+    eks, cluster = ctx.client("eks"), names.cluster_name(ctx.config.stack)
+    problems, seen = [], []
+    for name, planned_version in sorted(planned.items()):
+        try:
+            addon = eks.describe_addon(clusterName=cluster, addonName=name)["addon"]
+        except aws_errors.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                raise
+            problems.append(f"{name}: missing")
+            continue
+        version, status = str(addon.get("addonVersion", "?")), addon.get("status", "?")
+        pin = planned_version if re.match(versions.ADDON_VERSION_PATTERN, planned_version) else None
+        floor = versions.below_floor(name, version) if re.match(versions.ADDON_VERSION_PATTERN, version) else None
+        if floor:
+            problems.append(f"{name} {version}: below {floor}, the oldest this platform runs")
+        elif pin and version != pin:
+            problems.append(f"{name} {version}: the stack pins {pin}")
+        elif status not in ("ACTIVE", "UPDATING"):
+            problems.append(f"{name} {version}: {status}")
+        else:
+            seen.append(f"{name} {version}")
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "`pulumi refresh` then `pulumi up` installs the planned versions; pin a newer one in "
+            "higgsfield:addonVersions where EKS's default is below the floor (infra/core/versions.py ADDON_FLOORS)",
+        )
+    return passed(", ".join(seen))
 
 
 def _group_of_pool(ctx: Any, parent: str | None) -> dict | None:
@@ -1223,6 +1263,8 @@ def specs() -> list[Spec]:
              cluster, "aws", EKS_READ),
         Spec("aws.node-groups", "every planned node group is ACTIVE with the planned min/max and taints",
              node_groups, "aws", "eks:ListNodegroups, eks:DescribeNodegroup", after=("aws.cluster",)),
+        Spec("aws.addons", "every planned EKS add-on is ACTIVE, at its pin and at or above its floor",
+             addons, "aws", "eks:DescribeAddon", after=("aws.cluster",)),
         Spec("aws.capacity-schedules", "Capacity Block windows: the scheduled actions are on the pool's group",
              capacity_schedules, "aws", "autoscaling:DescribeScheduledActions", after=("aws.node-groups",)),
         Spec("aws.reservations", "reservation and Capacity Block pools: the reservation is live, of the pool's type",
