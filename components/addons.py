@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 
 import pulumi
@@ -118,8 +117,8 @@ def addon_version(addon: AddonVersion) -> pulumi.Input[str]:
 
 
 def _at_its_floor(addon: AddonVersion, resolved: str) -> str:
-    """`resolved`, unless it is an EKS version below the add-on's floor (the offline plan's placeholder is none)."""
-    floor = versions.below_floor(addon.name, resolved) if re.match(versions.ADDON_VERSION_PATTERN, resolved) else None
+    """`resolved`, unless it is an EKS version below the add-on's floor."""
+    floor = versions.below_floor(addon.name, resolved)
     if floor:
         raise ValueError(
             f"EKS's default {addon.name} for Kubernetes {addon.kubernetes_version} is {resolved}, below {floor}, the "

@@ -411,7 +411,7 @@ def _addon(clients: Clients, kubernetes_version: str, name: str, pin: str | None
             f"pinned {pin} {'is offered' if ok else 'is not offered'}; AWS would pick {default or 'no default'}",
             "" if ok else f"set {key} to an offered version ({listed}) or remove the pin",
         )
-    floor = versions.below_floor(name, default) if default else None
+    floor = versions.below_floor(name, default or "")
     if floor:
         newer = [v for v in offered if not versions.below_floor(name, v)]
         return Check(

@@ -14,6 +14,7 @@ Changing a value here is a reviewed, visible change in `higgsfield plan` / `pulu
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 
@@ -112,9 +113,12 @@ def addon_release(version: str) -> tuple[int, ...]:
 
 
 def below_floor(name: str, version: str) -> str | None:
-    """The floor `version` of add-on `name` is below (ADDON_FLOORS), else None."""
+    """The floor `version` of add-on `name` is below (ADDON_FLOORS), else None: also for what is no add-on version
+    (the offline plan's ADDON_RESOLVED_AT_DEPLOY, an answer without one), which has no release to compare."""
     floor = ADDON_FLOORS.get(name)
-    return floor if floor and addon_release(version) < addon_release(floor) else None
+    if not floor or not re.match(ADDON_VERSION_PATTERN, version):
+        return None
+    return floor if addon_release(version) < addon_release(floor) else None
 
 
 EKS_ADDONS: dict[str, str] = {

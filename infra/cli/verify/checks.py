@@ -244,7 +244,7 @@ def addons(ctx: Any) -> Outcome:
             continue
         version, status = str(addon.get("addonVersion", "?")), addon.get("status", "?")
         pin = planned_version if re.match(versions.ADDON_VERSION_PATTERN, planned_version) else None
-        floor = versions.below_floor(name, version) if re.match(versions.ADDON_VERSION_PATTERN, version) else None
+        floor = versions.below_floor(name, version)
         if floor:
             problems.append(f"{name} {version}: below {floor}, the oldest this platform runs")
         elif pin and version != pin:
