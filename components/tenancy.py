@@ -265,13 +265,6 @@ def _templates_of(obj: str) -> str:
     )
 
 
-def _all_containers(spec: str) -> str:
-    return (
-        f"(has({spec}.containers) ? {spec}.containers : []) + (has({spec}.initContainers) ? {spec}.initContainers : "
-        f"[]) + (has({spec}.ephemeralContainers) ? {spec}.ephemeralContainers : [])"
-    )
-
-
 def cel_variables() -> list[dict]:
     """The pod templates of whatever is admitted: the pod itself, a workload's template (a CronJob's job
     template's), or every replica of a Kubeflow job; and every container of them: containers, init containers
@@ -282,11 +275,11 @@ def cel_variables() -> list[dict]:
         {"name": "templates", "expression": _templates_of("object")},
         {"name": "specs", "expression": "variables.templates.filter(t, has(t.spec)).map(t, t.spec)"},
         {"name": "metas", "expression": "variables.templates.filter(t, has(t.metadata)).map(t, t.metadata)"},
-        {"name": "containers", "expression": f"variables.specs.map(s, {_all_containers('s')})"},
+        {"name": "containers", "expression": f"variables.specs.map(s, {_containers('s')})"},
         {
             "name": "kept",
             "expression": f"request.operation == 'UPDATE' && oldObject != null ? "
-            f"{old_specs}.map(s, {_all_containers('s')}) : []",
+            f"{old_specs}.map(s, {_containers('s')}) : []",
         },
     ]
 
@@ -319,13 +312,8 @@ def _asks_node_resource(c: str) -> str:
 def _takes_a_gpu_node(spec: str) -> str:
     """A pod spec that can only run on a GPU node, or may be placed on one: it requests a GPU, EFA
     or huge pages in any container (init, sidecar, ephemeral), or tolerates the GPU taint."""
-    containers = (
-        f"((has({spec}.containers) ? {spec}.containers : []) + (has({spec}.initContainers) ? {spec}.initContainers : "
-        "[]) + "
-        f"(has({spec}.ephemeralContainers) ? {spec}.ephemeralContainers : []))"
-    )
     return (
-        f"({containers}.exists(c, {_asks_node_resource('c')}) || "
+        f"({_containers(spec)}.exists(c, {_asks_node_resource('c')}) || "
         f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, has(t.key) && t.key == '{GPU_TAINT_KEY}')))"
     )
 
