@@ -386,7 +386,7 @@ def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", n
     ]
     pool = _pool_of(job)
     nodes = _pool_nodes(api, pool)
-    phase = ((group or {}).get("status") or {}).get("phase", "Pending" if group else "none")
+    phase = _gang_phase(group)
     suspended = _suspension(job)
     if suspended:
         waiting = [suspended]
@@ -400,18 +400,10 @@ def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", n
         kind=kind,
         state=_state(job),
         gang=phase,
-        queue=((group or {}).get("spec") or {}).get("queue")
-        or job["spec"].get("runPolicy", {}).get("schedulingPolicy", {}).get("queue"),
+        queue=_group_queue(group) or job["spec"].get("runPolicy", {}).get("schedulingPolicy", {}).get("queue"),
         position=_position(custom, group) if group and phase == "Pending" else None,
         waiting=waiting,
-        pods=sorted(
-            (
-                p["metadata"]["name"],
-                _pod_phase(p),
-                (p.get("spec") or {}).get("nodeName", ""),
-            )
-            for p in pods
-        ),
+        pods=_pod_rows(pods),
         goodput=goodput.of_objects(observe(api, job, pods, _events(api, namespace), now)),
     )
 
@@ -633,30 +625,46 @@ def read_serving_status(api: Any, name: str, namespace: str) -> Status:
         else None
     )
     template = (deployment.get("spec") or {}).get("template") or {}
-    pool = ((template.get("spec") or {}).get("nodeSelector") or {}).get(POOL_LABEL)
+    pool = _template_pool(template)
     nodes = _pool_nodes(api, pool)
     wanted = int((deployment.get("spec") or {}).get("replicas", 1))
     ready = int((deployment.get("status") or {}).get("readyReplicas") or 0)
-    phase = ((group or {}).get("status") or {}).get("phase", "Pending" if group else "none")
+    phase = _gang_phase(group)
     return Status(
         name=name,
         namespace=namespace,
         kind=SERVING_KIND,
         state=f"{ready}/{wanted} replicas ready",
         gang=phase,
-        queue=((group or {}).get("spec") or {}).get("queue")
-        or ((template.get("metadata") or {}).get("annotations") or {}).get(QUEUE_ANNOTATION),
+        queue=_group_queue(group) or _template_queue(template),
         position=_position(custom, group) if group and phase == "Pending" else None,
         waiting=_deployment_waits(deployment, group, pods, nodes, pool) if ready < wanted or _unplaced(pods) else [],
-        pods=sorted(
-            (
-                p["metadata"]["name"],
-                _pod_phase(p),
-                (p.get("spec") or {}).get("nodeName", ""),
-            )
-            for p in pods
-        ),
+        pods=_pod_rows(pods),
     )
+
+
+def _gang_phase(group: dict | None) -> str:
+    """The gang's PodGroup phase; Pending for a group not yet given one, `none` where there is no group."""
+    return ((group or {}).get("status") or {}).get("phase", "Pending" if group else "none")
+
+
+def _group_queue(group: dict | None) -> str | None:
+    return ((group or {}).get("spec") or {}).get("queue")
+
+
+def _template_pool(template: dict) -> str | None:
+    """The pool a workload's pod template selects (POOL_LABEL in its nodeSelector)."""
+    return ((template.get("spec") or {}).get("nodeSelector") or {}).get(POOL_LABEL)
+
+
+def _template_queue(template: dict) -> str | None:
+    """The Volcano queue a workload's pod template names (QUEUE_ANNOTATION)."""
+    return ((template.get("metadata") or {}).get("annotations") or {}).get(QUEUE_ANNOTATION)
+
+
+def _pod_rows(pods: list[dict]) -> list[tuple[str, str, str]]:
+    """Each pod's name, phase and node, by name."""
+    return sorted((p["metadata"]["name"], _pod_phase(p), (p.get("spec") or {}).get("nodeName", "")) for p in pods)
 
 
 def _pool_nodes(api: Any, pool: str | None) -> list[dict] | None:
@@ -705,8 +713,8 @@ def read_batch_status(api: Any, name: str, namespace: str) -> Status:
         else None
     )
     template = (job.get("spec") or {}).get("template") or {}
-    pool = ((template.get("spec") or {}).get("nodeSelector") or {}).get(POOL_LABEL)
-    phase = ((group or {}).get("status") or {}).get("phase", "Pending" if group else "none")
+    pool = _template_pool(template)
+    phase = _gang_phase(group)
     suspended = _suspension(job)
     if suspended:
         waiting = [suspended]
@@ -723,11 +731,10 @@ def read_batch_status(api: Any, name: str, namespace: str) -> Status:
         kind=BATCH_KIND,
         state=_batch_state(job, pods),
         gang=phase,
-        queue=((group or {}).get("spec") or {}).get("queue")
-        or ((template.get("metadata") or {}).get("annotations") or {}).get(QUEUE_ANNOTATION),
+        queue=_group_queue(group) or _template_queue(template),
         position=_position(custom, group) if group and phase == "Pending" else None,
         waiting=waiting,
-        pods=sorted((p["metadata"]["name"], _pod_phase(p), (p.get("spec") or {}).get("nodeName", "")) for p in pods),
+        pods=_pod_rows(pods),
     )
 
 
