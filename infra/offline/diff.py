@@ -724,9 +724,7 @@ def _refuse_data_repository_links(stack: str, added: list[dict], changed: list[C
             "fsx:CreateDataRepositoryAssociation: IAM cannot see which bucket a link names); "
             f"{_administrator_applies(stack, urn)}, having read the bucket it names",
         )
-    versioned = [(r["name"], r["urn"], "a new") for r in added if r["type"] == BUCKET_VERSIONING]
-    versioned += [(c.name, c.urn, "a changed") for c in changed if c.type == BUCKET_VERSIONING]
-    for name, urn, which in versioned:
+    for _, name, urn, which in _made({BUCKET_VERSIONING}, {BUCKET_VERSIONING}, added, changed):
         refuse(
             f"{which} BucketVersioning {name}",
             name,
@@ -774,6 +772,15 @@ def _refuse_managed_policy_writes(
 
 
 FLOW_LOG = "aws:ec2/flowLog:FlowLog"
+
+
+def _made(
+    new: set[str], updated: set[str], added: list[dict], changed: list[Change]
+) -> list[tuple[str, str, str, str]]:
+    """(type, name, URN, "a new" or "a changed") of each resource a deploy makes of types `new`, or changes of
+    types `updated`: _ended's twin, for what the deploy role may not create or update."""
+    made = [(r["type"], r["name"], r["urn"], "a new") for r in added if r["type"] in new]
+    return made + [(c.type, c.name, c.urn, "a changed") for c in changed if c.type in updated]
 
 
 def _ended(types: set[str], before: dict, removed: list[dict], changed: list[Change]) -> list[tuple[dict, str]]:
@@ -858,9 +865,7 @@ def _refuse_interruption_feed(stack: str, added: list[dict], changed: list[Chang
     InterruptionFeedIsTheAdministrators: IAM sees neither a queue's policy nor a target's dead-letter queue), so a
     deploy that adds the stack's first Karpenter pool, or a target, or puts a target again (pulumi-aws's update of
     an EventTarget is a PutTargets) would fail half way. The refusal names the administrator's command."""
-    made = [(r["type"], r["name"], "a new") for r in added if r["type"] in (QUEUE, EVENT_TARGET)]
-    made += [(c.type, c.name, "a changed") for c in changed if c.type == EVENT_TARGET]
-    for resource_type, name, which in made:
+    for resource_type, name, _, which in _made({QUEUE, EVENT_TARGET}, {EVENT_TARGET}, added, changed):
         what = "SQS queue" if resource_type == QUEUE else "EventBridge target"
         refuse(
             f"{which} {what} {name}",
@@ -880,9 +885,7 @@ def _refuse_runner_writes(stack: str, added: list[dict], changed: list[Change], 
     an inline buildspec nor a webhook's filter groups), so a new runner, a changed one (another image, actor,
     compute type) fails a CI deploy half way. The refusal names the administrator's command."""
     kinds = {WEBHOOK: "CodeBuild webhook", PROJECT: "CodeBuild project"}
-    made = [(r["type"], r["name"], r["urn"], "a new") for r in added if r["type"] in kinds]
-    made += [(c.type, c.name, c.urn, "a changed") for c in changed if c.type in kinds]
-    for kind, name, urn, which in made:
+    for kind, name, urn, which in _made(set(kinds), set(kinds), added, changed):
         refuse(
             f"{which} {kinds[kind]} {name}",
             name,
