@@ -112,10 +112,28 @@ def bootstrap(ctx: Any) -> Outcome:
     return passed("; ".join(seen))
 
 
+def _described_cluster(ctx: Any) -> dict:
+    """DescribeCluster's `cluster` of the stack's cluster, asked once a run: aws.cluster asks first, and the checks
+    after it that read the cluster's issuer or network take its answer."""
+    if "cluster" not in ctx.found:
+        name = names.cluster_name(ctx.config.stack)
+        ctx.found["cluster"] = ctx.client("eks").describe_cluster(name=name)["cluster"]
+    return ctx.found["cluster"]
+
+
+def _runner_projects(ctx: Any, projects: list[str]) -> list[dict]:
+    """BatchGetProjects' `projects` of the runner projects, asked once a run for aws.runner-webhooks and
+    aws.runner-projects alike."""
+    key = "codebuild_projects:" + ",".join(sorted(projects))
+    if key not in ctx.found:
+        ctx.found[key] = ctx.client("codebuild").batch_get_projects(names=sorted(projects)).get("projects", [])
+    return ctx.found[key]
+
+
 def cluster(ctx: Any) -> Outcome:
     cfg = ctx.config
     name = names.cluster_name(cfg.stack)
-    info = ctx.client("eks").describe_cluster(name=name)["cluster"]
+    info = _described_cluster(ctx)
     ctx.found["endpoint"] = info.get("endpoint", "")
     seen = f"{name}: {info.get('status')}, Kubernetes {info.get('version')}"
     # A cluster made before access entries reports no accessConfig; CreateCluster's authenticationMode defaults to
@@ -162,7 +180,7 @@ def no_irsa_provider(ctx: Any) -> Outcome:
     (docs/design/control-plane.md; the program sets createOidcProvider false). With one, a role whose trust names
     it could be assumed with a service account token of the cluster, outside the Pod Identity associations."""
     name = names.cluster_name(ctx.config.stack)
-    cluster = ctx.client("eks").describe_cluster(name=name)["cluster"]
+    cluster = _described_cluster(ctx)
     issuer = ((cluster.get("identity") or {}).get("oidc") or {}).get("issuer") or ""
     host = issuer.removeprefix("https://")
     iam = ctx.client("iam")
@@ -386,8 +404,7 @@ def runner_webhooks(ctx: Any) -> Outcome:
     planned = {str(r.inputs["projectName"]): r.inputs.get("filterGroups") for r in ctx.plan.of_type(WEBHOOK)}
     if not planned:
         return skipped("no CodeBuild runner (higgsfield:delivery.runner)")
-    projects = ctx.client("codebuild").batch_get_projects(names=sorted(planned))
-    hooks = {p["name"]: p.get("webhook") or {} for p in projects.get("projects", [])}
+    hooks = {p["name"]: p.get("webhook") or {} for p in _runner_projects(ctx, list(planned))}
     problems = [f"{name}: missing" for name in sorted(planned) if name not in hooks]
     problems += [
         f"{name}: its webhook's filters differ from the plan's"
@@ -467,7 +484,7 @@ def _runner_network(ctx: Any, projects: list[str]) -> dict[str, dict[str, Any]]:
     EKS cluster's subnetIds are then the private ones alone: pulumi/pulumi-eks:nodejs/eks/cluster/cluster.ts@v4.3.0,
     clusterSubnetIds, the newest tag of the mirror; the stack pins 4.4.0), and the group components/delivery.py makes
     for the project, tagged with its name, in that VPC."""
-    cluster = ctx.client("eks").describe_cluster(name=names.cluster_name(ctx.config.stack))["cluster"]
+    cluster = _described_cluster(ctx)
     vpc = (cluster.get("resourcesVpcConfig") or {}).get("vpcId")
     subnets = sorted((cluster.get("resourcesVpcConfig") or {}).get("subnetIds") or [])
     filters = [{"Name": "vpc-id", "Values": [str(vpc)]}, {"Name": "tag:Name", "Values": projects}]
@@ -486,8 +503,7 @@ def runner_projects(ctx: Any) -> Outcome:
     planned = {str(r.inputs["name"]): r.inputs for r in ctx.plan.of_type(PROJECT)}
     if not planned:
         return skipped("no CodeBuild runner (higgsfield:delivery.runner)")
-    answer = ctx.client("codebuild").batch_get_projects(names=sorted(planned))
-    live = {p["name"]: p for p in answer.get("projects", [])}
+    live = {p["name"]: p for p in _runner_projects(ctx, list(planned))}
     network, account = _runner_network(ctx, sorted(planned)), ctx.config.delivery.account_id
     problems: list[str] = []
     for name, want in sorted(planned.items()):
