@@ -37,9 +37,9 @@ newest tags the mirrors hold, v4.32.0 and v3.259.0 (4.34.2 and the CLI 3.272.0 a
 from __future__ import annotations
 
 from infra.core.names import DO_NOT_DISRUPT, POOL_LABEL
+from infra.offline.rolls import NODE_GROUP
 
 NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
-NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
 # pulumi-kubernetes' wait for a deleted object to go, with no custom timeout (Deletion, provider/pkg/await/
 # await.go@v4.32.0: `timeout := 10 * time.Minute`)
