@@ -1493,17 +1493,16 @@ FORGED_KUBELET_TEXTS = ("fork/exec", "failed to create new OS thread")
 # before them suspendable and its metadata writable (the gang deadline's suspension, a controller's label); its new
 # pods are still refused, and docs/upgrading.md says to change such a job before the release.
 _KEPT = "variables.kept.exists(ks, ks.exists(k, k == c))"
-# The container fields whose `exec` the kubelet runs and logs the output of when it fails.
+# A container's handlers the kubelet runs and logs when they fail: its probes and its lifecycle hooks.
 EXEC_PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 EXEC_HOOKS = ("postStart", "preStop")
+HANDLERS = (*EXEC_PROBES, *(f"lifecycle.{hook}" for hook in EXEC_HOOKS))
 # Where a container's probe or hook names a path or host the kubelet logs when it fails: an httpGet's path (as
 # written) and the host of an httpGet or tcpSocket, which the API server leaves free text (it validates their port
 # and scheme only: kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateHTTPGetAction,
 # validateTCPSocketAction) and the dial's failed lookup names unescaped in the probe's output or the hook's error.
 LOGGED_HANDLER_FIELDS = tuple(
-    f"{handler}.{field}"
-    for handler in (*EXEC_PROBES, *(f"lifecycle.{hook}" for hook in EXEC_HOOKS))
-    for field in ("httpGet.path", "httpGet.host", "tcpSocket.host")
+    f"{handler}.{field}" for handler in HANDLERS for field in ("httpGet.path", "httpGet.host", "tcpSocket.host")
 )
 
 
@@ -1573,10 +1572,8 @@ def container_hardening_validations() -> list[dict]:
             # dial error, the serving status. The platform's own GPU pods use httpGet
             # (examples/serving-classifier.yaml).
             "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || {_containers('s')}.all(c, {_KEPT} || ("
-            + " && ".join(f"!(has(c.{probe}) && has(c.{probe}.exec))" for probe in EXEC_PROBES)
-            + " && !(has(c.lifecycle) && ("
-            + " || ".join(f"(has(c.lifecycle.{hook}) && has(c.lifecycle.{hook}.exec))" for hook in EXEC_HOOKS)
-            + ")))))",
+            + " && ".join(f"!{_has_path('c', handler + '.exec')}" for handler in HANDLERS)
+            + ")))",
             "message": "a GPU pod's probes and lifecycle hooks use httpGet, tcpSocket or grpc, not exec: the kubelet "
             "logs what a failing exec prints, the node's health agent reads that log, and node repair would replace "
             "a shared node under every job on it",
