@@ -214,7 +214,7 @@ def expected_bus_bandwidth_gb_s(instance: InstanceFacts) -> tuple[float, str]:
 
 def node_user_data(
     raid0: bool, hugepages: int, fast_image_pull: bool = False, scripts: Sequence[str] = (), locked_memory: bool = False
-) -> str | None:
+) -> str:
     """AL2023 user data (MIME multipart, merged by EKS with its own): a nodeadm NodeConfig that
     builds a RAID0 array of the local NVMe drives for kubelet and containerd and, with
     `fast_image_pull`, turns on nodeadm's FastImagePull feature gate (containerd pulls and unpacks
@@ -226,7 +226,6 @@ def node_user_data(
     a script that reserves huge pages before kubelet starts so that it can advertise them; and any
     other shell `scripts` (bodies after the shebang) the caller adds. Every GPU node's kubelet caps each
     pod's PIDs (kubelet_node_config)."""
-    parts = []
     spec = kubelet_node_config()
     if fast_image_pull:
         spec += "  featureGates:\n    FastImagePull: true\n"
@@ -234,27 +233,30 @@ def node_user_data(
         spec += "  instance:\n    localStorage:\n      strategy: RAID0\n"
     if locked_memory:
         spec += container_rlimits_node_config()
-    if spec:
-        parts.append(
-            "Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
-            + spec
-        )
-    if hugepages:
-        parts.append(
-            'Content-Type: text/x-shellscript; charset="us-ascii"\n\n'
-            "#!/bin/bash\nset -euo pipefail\n"
+    reserve = (
+        [
             f"echo 'vm.nr_hugepages = {hugepages}' > /etc/sysctl.d/90-efa-hugepages.conf\n"
             f"sysctl -w vm.nr_hugepages={hugepages}\n"
-        )
-    for script in scripts:
-        parts.append(
-            'Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n' + script
-        )
-    if not parts:
-        return None
+        ]
+        if hugepages
+        else []
+    )
+    return base64.b64encode(mime_user_data(spec, [*reserve, *scripts]).encode()).decode()
+
+
+def mime_user_data(node_config_spec: str, scripts: Sequence[str] = ()) -> str:
+    """AL2023 user data as EKS and Karpenter merge it with their own: MIME multipart, a nodeadm NodeConfig of
+    `node_config_spec` (its `spec` lines, two-space indented), then each shell script (its body after the shebang)."""
+    parts = [
+        "Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
+        + node_config_spec
+    ]
+    parts += [
+        'Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n' + script
+        for script in scripts
+    ]
     body = 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n'
-    body += "".join(f"--//\n{part}\n" for part in parts) + "--//--\n"
-    return base64.b64encode(body.encode()).decode()
+    return body + "".join(f"--//\n{part}\n" for part in parts) + "--//--\n"
 
 
 class EfaFabric(pulumi.ComponentResource):

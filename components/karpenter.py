@@ -42,7 +42,13 @@ import pulumi_aws as aws
 
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
-from components.efa import EfaFabric, container_rlimits_node_config, efa_interfaces_for, kubelet_node_config
+from components.efa import (
+    EfaFabric,
+    container_rlimits_node_config,
+    efa_interfaces_for,
+    kubelet_node_config,
+    mime_user_data,
+)
 from components.gang_deadline import empty_node_s
 from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, pool_labels, pool_taints
 from components.identity import pod_identity_association, pod_identity_role
@@ -310,20 +316,8 @@ def user_data(pool: GpuPool) -> str:
     requests. MIME multipart, as Karpenter merges for AL2023 (EC2NodeClass userData)."""
     node_config = "  featureGates:\n    FastImagePull: true\n" + kubelet_node_config()
     node_config += container_rlimits_node_config() if pool.efa else ""
-    parts = [
-        "Content-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
-        + node_config
-    ]
     # The container toolkit ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers, as on the node groups
-    parts.append(
-        'Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\nset -euo pipefail\n'
-        + container_toolkit_script()
-    )
-    return (
-        'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n'
-        + "".join(f"--//\n{p}\n" for p in parts)
-        + "--//--\n"
-    )
+    return mime_user_data(node_config, [container_toolkit_script()])
 
 
 def ec2_node_class(
