@@ -76,6 +76,25 @@ ADDON_DAEMONS: dict[str, str] = {
     "jsonpath='{.spec.template.spec.tolerations}'",
 }
 
+# The node monitoring agent runs without its kernel monitor (`kernel-monitor`: the agent's README "Configuring
+# Monitors", charts/configuration.schema.json NodeAgent.monitors and charts/.../monitor-configmap.yaml, all in
+# aws/eks-node-monitoring-agent@v1.6.4, the floor: ADDON_FLOORS). That monitor sets one node condition, KernelReady,
+# False on one Fatal reason alone, ForkFailedOutOfPIDs (pkg/reasons/reasons.yaml: every other KernelReady reason is
+# a Warning, an event), which it reads from any kubelet journal line matching `.*fork/exec.*resource temporarily
+# unavailable` or `failed to create new OS thread.*errno=11`, unanchored (monitors/kernel/monitor.go
+# forkFailedOutOfPidRegexp, goRuntimeOutOfPidRegexp). The kubelet logs text a team's pod chooses (a command it
+# could not start, an env-expanded argument, a probe's answer, an image's entrypoint), and node repair replaces a
+# node whose KernelReady stays False (Karpenter: 30 min, aws/karpenter-provider-aws:pkg/cloudprovider/
+# cloudprovider.go RepairPolicies@v1.14.1; EKS auto-repair on node groups likewise) with every pod on it: a team
+# could end another team's gang on a shared node. A disabled monitor's condition is not set at all (README, "When
+# a monitor is disabled"; cmd/eks-node-monitoring-agent/main.go conditionConfigs), so no repair reads the kubelet's
+# log for it. What is lost: the monitor's Warning events (a soft lockup, a kernel BUG, an application crash), and a
+# node whose PIDs are spent is no condition; the kubelet caps each pod's PIDs (components/efa.py POD_PIDS_LIMIT),
+# so one pod cannot spend them. docs/design/tenancy.md, "Node repair on a shared node".
+NODE_MONITORING_AGENT_CONFIGURATION: dict[str, object] = {
+    "nodeAgent": {"monitors": {"kernel-monitor": {"enabled": False}}}
+}
+
 
 def _merged(base: Mapping[str, object], extra: Mapping[str, object]) -> dict[str, object]:
     """`base` with `extra` merged in, key by key (nested objects merged, other values replaced)."""

@@ -11,7 +11,7 @@ import pulumi_aws as aws
 import pulumi_random as random
 
 from components import container_logs, efa_exporter
-from components.addons import managed_addon
+from components.addons import NODE_MONITORING_AGENT_CONFIGURATION, managed_addon
 from components.charts import helm_release
 from components.cpu_nodes import ON_SYSTEM_NODES
 from components.device_plugins import EVERY_TAINT, GPU_NODES
@@ -557,7 +557,8 @@ class Monitoring(pulumi.ComponentResource):
     our Grafana dashboard as a ConfigMap;
     the CloudWatch Observability add-on (Pod Identity, its own DCGM exporter off: one exporter per
     GPU holds the profiling counters) with its log groups at the configured retention; the EKS
-    node monitoring agent that node auto-repair acts on; Grafana's admin Secret with a generated
+    node monitoring agent that node auto-repair acts on, without its kernel monitor
+    (NODE_MONITORING_AGENT_CONFIGURATION says why); Grafana's admin Secret with a generated
     password; NetworkPolicies that keep every other namespace out of the monitoring namespace.
     Replaced when: the metrics volume size shrinks (PVCs only grow).
     """
@@ -759,5 +760,5 @@ class Monitoring(pulumi.ComponentResource):
             deps=groups,
             configuration=container_logs.addon_configuration(CLOUDWATCH_DCGM_OFF, args.teams),
         )
-        addon("eks-node-monitoring-agent")
+        addon("eks-node-monitoring-agent", configuration=NODE_MONITORING_AGENT_CONFIGURATION)
         self.register_outputs({"grafana_dashboard": "higgsfield-gpus"})

@@ -268,19 +268,12 @@ def _templates_of(obj: str) -> str:
 def cel_variables() -> list[dict]:
     """The pod templates of whatever is admitted: the pod itself, a workload's template (a CronJob's job
     template's), or every replica of a Kubeflow job; and every container of them: containers, init containers
-    (sidecars are init containers with restartPolicy Always) and ephemeral containers. On an UPDATE, the containers
-    `oldObject` had (`kept`: a rule made after an object may leave what it already holds alone)."""
-    old_specs = f"({_templates_of('oldObject')}).filter(t, has(t.spec)).map(t, t.spec)"
+    (sidecars are init containers with restartPolicy Always) and ephemeral containers."""
     return [
         {"name": "templates", "expression": _templates_of("object")},
         {"name": "specs", "expression": "variables.templates.filter(t, has(t.spec)).map(t, t.spec)"},
         {"name": "metas", "expression": "variables.templates.filter(t, has(t.metadata)).map(t, t.metadata)"},
         {"name": "containers", "expression": f"variables.specs.map(s, {_containers('s')})"},
-        {
-            "name": "kept",
-            "expression": f"request.operation == 'UPDATE' && oldObject != null ? "
-            f"{old_specs}.map(s, {_containers('s')}) : []",
-        },
     ]
 
 
@@ -1486,41 +1479,8 @@ def gpu_and_node_validations() -> list[dict]:
     ]
 
 
-# What the EKS node monitoring agent reads in a kubelet log line as the node's PIDs spent, each the fixed start of
-# one of its two patterns (container_hardening_validations): a failed fork, and the Go runtime's failed thread.
-FORGED_KUBELET_TEXTS = ("fork/exec", "failed to create new OS thread")
-# A container an UPDATE keeps as `oldObject` had it (cel_variables `kept`): the two rules below leave an object made
-# before them suspendable and its metadata writable (the gang deadline's suspension, a controller's label); its new
-# pods are still refused, and docs/upgrading.md says to change such a job before the release.
-_KEPT = "variables.kept.exists(ks, ks.exists(k, k == c))"
-# A container's handlers the kubelet runs and logs when they fail: its probes and its lifecycle hooks.
-EXEC_PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
-EXEC_HOOKS = ("postStart", "preStop")
-HANDLERS = (*EXEC_PROBES, *(f"lifecycle.{hook}" for hook in EXEC_HOOKS))
-# Where a container's probe or hook names a path or host the kubelet logs when it fails: an httpGet's path (as
-# written) and the host of an httpGet or tcpSocket, which the API server leaves free text (it validates their port
-# and scheme only: kubernetes/kubernetes:pkg/apis/core/validation/validation.go validateHTTPGetAction,
-# validateTCPSocketAction) and the dial's failed lookup names unescaped in the probe's output or the hook's error.
-LOGGED_HANDLER_FIELDS = tuple(
-    f"{handler}.{field}" for handler in HANDLERS for field in ("httpGet.path", "httpGet.host", "tcpSocket.host")
-)
-
-
-def _has_path(root: str, path: str) -> str:
-    """CEL: each field of the dotted `path` under `root` is set (has() of a field under a missing one is an error)."""
-    fields = path.split(".")
-    return "(" + " && ".join(f"has({root}.{'.'.join(fields[: i + 1])})" for i in range(len(fields))) + ")"
-
-
-def _free_of_forged_text(text: str) -> str:
-    """CEL: the string `text` contains none of FORGED_KUBELET_TEXTS."""
-    return " && ".join(f"!{text}.contains('{t}')" for t in FORGED_KUBELET_TEXTS)
-
-
 def container_hardening_validations() -> list[dict]:
-    """Every container, ephemeral ones included, without privilege escalation, and none whose start would forge the
-    node health agent's failed fork in the kubelet's log; on a GPU node, no exec probe or hook, whose output the
-    kubelet logs."""
+    """Every container, ephemeral ones included, without privilege escalation."""
     # the operator's container, as the operator created it (later updates of the pod keep it unchanged)
     operator_delivery = (
         f"(object.kind == 'Pod' && c.name == '{KUBECTL_DELIVERY}' && (request.userInfo.username == '{OPERATOR_USER}' "
@@ -1538,47 +1498,7 @@ def container_hardening_validations() -> list[dict]:
             "message": "every container sets securityContext.allowPrivilegeEscalation: false (setuid binaries can't "
             "gain privileges)",
             "reason": "Forbidden",
-        },
-        {
-            # The kubelet logs a container it could not start with the runtime's error, its path and working
-            # directory in it, and the EKS node monitoring agent reads any kubelet line matching
-            # `.*fork/exec.*resource temporarily unavailable` or `failed to create new OS thread.*errno=11` as the
-            # node's PIDs spent, a Fatal reason that node repair answers by replacing the node with every pod on it
-            # (aws/eks-node-monitoring-agent:monitors/kernel/monitor.go@53135431 forkFailedOutOfPidRegexp,
-            # goRuntimeOutOfPidRegexp). An image's own entrypoint reaches the same log, which no admission sees
-            # (docs/design/tenancy.md); what an exec probe or hook prints, the next rule keeps off GPU nodes.
-            # A probe's or hook's httpGet path is logged as written too (the hook's "path" value:
-            # kubernetes/kubernetes:pkg/kubelet/lifecycle/handlers.go handlerRunner.Run, read at a 1.35-era master),
-            # and so is the host an httpGet or tcpSocket fails to look up (LOGGED_HANDLER_FIELDS).
-            "expression": f"variables.containers.all(cs, cs.all(c, {_KEPT} || ("
-            f"(!has(c.command) || c.command.all(a, {_free_of_forged_text('a')})) && "
-            f"(!has(c.args) || c.args.all(a, {_free_of_forged_text('a')})) && "
-            f"(!has(c.workingDir) || {_free_of_forged_text('c.workingDir')}) && "
-            + " && ".join(
-                f"!({_has_path('c', path)} && !({_free_of_forged_text('c.' + path)}))" for path in LOGGED_HANDLER_FIELDS
-            )
-            + ")))",
-            "message": "no container's command, args, workingDir or probe or hook path or host contains "
-            f"{' or '.join(map(repr, FORGED_KUBELET_TEXTS))}: the node's health agent would read it in the "
-            "kubelet's log as the node's PIDs spent, and node repair would replace the node under every job on it",
-            "reason": "Forbidden",
-        },
-        {
-            # What an exec probe or an exec lifecycle hook prints, the kubelet logs when it fails (a probe's output:
-            # kubernetes/kubernetes:pkg/kubelet/prober/prober.go; a hook's "message", at V(1):
-            # pkg/kubelet/lifecycle/handlers.go handlerRunner.Run, read at a 1.35-era master), and a shell can
-            # print the agent's text from pieces no admission reads. An httpGet, tcpSocket or grpc probe's failure
-            # carries no text of the pod's but its path and host (the rule above reads them): the status code, the
-            # dial error, the serving status. The platform's own GPU pods use httpGet
-            # (examples/serving-classifier.yaml).
-            "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || {_containers('s')}.all(c, {_KEPT} || ("
-            + " && ".join(f"!{_has_path('c', handler + '.exec')}" for handler in HANDLERS)
-            + ")))",
-            "message": "a GPU pod's probes and lifecycle hooks use httpGet, tcpSocket or grpc, not exec: the kubelet "
-            "logs what a failing exec prints, the node's health agent reads that log, and node repair would replace "
-            "a shared node under every job on it",
-            "reason": "Forbidden",
-        },
+        }
     ]
 
 

@@ -1444,6 +1444,16 @@ def test_a_healthy_node_without_gpus_fails(ctx, cluster):
     assert outcome.status == "FAIL" and "no nvidia.com/gpu allocatable" in outcome.evidence
 
 
+def test_a_gpu_node_carrying_the_kernel_monitors_condition_fails(ctx, cluster):
+    """KernelReady on a node means the agent's kernel monitor runs there, whose condition a team's text in the kubelet's
+    log turns False, and node repair replaces the node under every team's pods."""
+    node = gpu_node("ip-10-0-1-5", "healthy", tainted=False)
+    node["status"]["conditions"] = [{"type": "KernelReady", "status": "True", "reason": "KernelIsReady"}]
+    cluster.put(node)
+    outcome = one("kube.gpu-nodes", ctx)
+    assert outcome.status == "FAIL" and "ip-10-0-1-5: carries KernelReady" in outcome.evidence
+
+
 def _gang_deadline(cluster) -> dict:
     return cluster.get("/apis/batch/v1/namespaces/higgsfield-capacity/cronjobs/gang-deadline")
 
@@ -1480,16 +1490,21 @@ def test_a_stack_without_its_named_interruption_queue_fails_naming_the_administr
     assert "pulumi up --stack prod" in outcome.fix and "administrator" in outcome.fix
 
 
-def _addons_answered(aws_ctx, plan, versions_by_name: dict[str, str], status: str = "ACTIVE") -> None:
-    """DescribeAddon, in botocore's eks shape (Addon.addonName, addonVersion, status), for each add-on the plan
-    installs: the version given, else the same release as the floor's (an EKS default at or above it)."""
+def _addons_answered(
+    aws_ctx, plan, versions_by_name: dict[str, str], status: str = "ACTIVE", configured: dict[str, str] | None = None
+) -> None:
+    """DescribeAddon, in botocore's eks shape (Addon.addonName, addonVersion, status, configurationValues), for each
+    add-on the plan installs: the version given, else the same release as the floor's (an EKS default at or above
+    it); the configuration given, else the planned one (EKS answers the text it was given)."""
     stub = _stubbed(aws_ctx, "eks")
     for resource in sorted(plan.of_type(checks.ADDON), key=lambda r: r.inputs["addonName"]):
         name = resource.inputs["addonName"]
         version = versions_by_name.get(name, "v9.9.9-eksbuild.1")
+        values = (configured or {}).get(name, resource.inputs.get("configurationValues"))
+        answer = {"addonName": name, "clusterName": CLUSTER, "addonVersion": version, "status": status}
         stub.add_response(
             "describe_addon",
-            {"addon": {"addonName": name, "clusterName": CLUSTER, "addonVersion": version, "status": status}},
+            {"addon": {**answer, **({"configurationValues": values} if values else {})}},
             {"clusterName": CLUSTER, "addonName": name},
         )
 
@@ -1507,6 +1522,24 @@ def test_a_node_monitoring_agent_below_its_floor_fails_naming_it(aws_ctx, plan):
     outcome = one("aws.addons", aws_ctx)
     assert outcome.status == "FAIL" and "eks-node-monitoring-agent v1.6.3-eksbuild.1: below v1.6.4" in outcome.evidence
     assert "higgsfield:addonVersions" in outcome.fix
+
+
+def test_a_node_monitoring_agent_whose_kernel_monitor_was_turned_back_on_fails(aws_ctx, plan):
+    """An UpdateAddon by hand that drops the agent's configuration turns its kernel monitor on again: a team's text in
+    the kubelet's log would then bring node repair on a shared node (components/addons.py
+    NODE_MONITORING_AGENT_CONFIGURATION), and `pulumi up` keeps a changed add-on until a refresh shows it."""
+    _addons_answered(aws_ctx, plan, {}, configured={"eks-node-monitoring-agent": "{}"})
+    outcome = one("aws.addons", aws_ctx)
+    assert outcome.status == "FAIL" and "eks-node-monitoring-agent v9.9.9-eksbuild.1: configured {}" in outcome.evidence
+    assert '"kernel-monitor": {"enabled": false}' in outcome.evidence
+
+
+def test_an_addon_configured_in_yaml_as_planned_passes(aws_ctx, plan):
+    """EKS takes configuration values as JSON or YAML: the same values in YAML are no drift."""
+    planned = {r.inputs["addonName"]: r.inputs.get("configurationValues") for r in plan.of_type(checks.ADDON)}
+    agent = yaml.safe_dump(json.loads(planned["eks-node-monitoring-agent"]))
+    _addons_answered(aws_ctx, plan, {}, configured={"eks-node-monitoring-agent": agent})
+    assert one("aws.addons", aws_ctx).status == "PASS"
 
 
 def test_an_addon_that_is_not_active_fails(aws_ctx, plan):

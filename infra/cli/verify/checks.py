@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import yaml
 from botocore import exceptions as aws_errors
 
 from components.tenancy import SCHEDULER
@@ -243,11 +244,22 @@ def node_groups(ctx: Any) -> Outcome:
 ADDON = "aws:eks/addon:Addon"
 
 
+def _configuration(text: Any) -> Any:
+    """An add-on's configuration values (JSON or YAML text, as EKS takes them) as data; none is {}."""
+    return yaml.safe_load(text) or {} if isinstance(text, str) else {}
+
+
 def addons(ctx: Any) -> Outcome:
-    """Every managed add-on the plan installs is on the cluster, ACTIVE, at the stack's pin where it has one, and at
-    or above its floor (versions.ADDON_FLOORS): an add-on downgraded by hand, or one a console install left older,
-    is what `pulumi up` would not show. DescribeAddon's `addon.{addonVersion, status}` (botocore's eks model)."""
+    """Every managed add-on the plan installs is on the cluster, ACTIVE, at the stack's pin where it has one, at or
+    above its floor (versions.ADDON_FLOORS), and with the planned configuration values: an add-on downgraded or
+    reconfigured by hand (the node monitoring agent's kernel monitor turned back on: components/addons.py
+    NODE_MONITORING_AGENT_CONFIGURATION), or one a console install left older, is what `pulumi up` would not show
+    (the add-ons keep what someone changed: resolve_conflicts_on_update PRESERVE). DescribeAddon's
+    `addon.{addonVersion, status, configurationValues}` (botocore's eks model)."""
     planned = {str(r.inputs["addonName"]): str(r.inputs.get("addonVersion") or "") for r in ctx.plan.of_type(ADDON)}
+    configured = {
+        str(r.inputs["addonName"]): _configuration(r.inputs.get("configurationValues")) for r in ctx.plan.of_type(ADDON)
+    }
     if not planned:
         return skipped("the plan installs no managed add-on")
     eks, cluster = ctx.client("eks"), names.cluster_name(ctx.config.stack)
@@ -267,6 +279,11 @@ def addons(ctx: Any) -> Outcome:
             problems.append(f"{name} {version}: below {floor}, the oldest this platform runs")
         elif pin and version != pin:
             problems.append(f"{name} {version}: the stack pins {pin}")
+        elif _configuration(addon.get("configurationValues")) != configured[name]:
+            problems.append(
+                f"{name} {version}: configured {json.dumps(_configuration(addon.get('configurationValues')))}, "
+                f"planned {json.dumps(configured[name])}"
+            )
         elif status not in ("ACTIVE", "UPDATING"):
             problems.append(f"{name} {version}: {status}")
         else:
@@ -1013,6 +1030,11 @@ def cron_jobs(ctx: Any) -> Outcome:
     return passed("; ".join(seen) or "no CronJob planned")
 
 
+# The node condition only the node monitoring agent's kernel monitor sets (aws/eks-node-monitoring-agent:
+# cmd/eks-node-monitoring-agent/main.go conditionConfigs@v1.6.4), which the platform turns off.
+KERNEL_CONDITION = "KernelReady"
+
+
 def gpu_nodes(ctx: Any) -> Outcome:
     gated = {p.name for p in ctx.config.gpu_pools if p.health_gate.enabled}
     efa = {p.name for p in ctx.config.gpu_pools if p.efa}
@@ -1026,7 +1048,14 @@ def gpu_nodes(ctx: Any) -> Outcome:
         health = meta["labels"].get(names.HEALTH_LABEL)
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         gpus = allocatable.get(names.GPU_RESOURCE, "0")
-        if pool in gated and (health != "healthy") != (names.STARTUP_TAINT_KEY in taints):
+        conditions = {c.get("type") for c in (node.get("status") or {}).get("conditions") or []}
+        if KERNEL_CONDITION in conditions:
+            problems.append(
+                f"{meta['name']}: carries {KERNEL_CONDITION}, which a team's pod can turn False through the kubelet's "
+                "log and node repair then acts on: the node monitoring agent's kernel monitor is on (components/"
+                "addons.py NODE_MONITORING_AGENT_CONFIGURATION; aws.addons compares its configuration)"
+            )
+        elif pool in gated and (health != "healthy") != (names.STARTUP_TAINT_KEY in taints):
             problems.append(
                 f"{meta['name']}: health {health!r} but startup taint {'on' if health == 'healthy' else 'off'}"
             )
@@ -1279,7 +1308,8 @@ def specs() -> list[Spec]:
              cluster, "aws", EKS_READ),
         Spec("aws.node-groups", "every planned node group is ACTIVE with the planned min/max and taints",
              node_groups, "aws", "eks:ListNodegroups, eks:DescribeNodegroup", after=("aws.cluster",)),
-        Spec("aws.addons", "every planned EKS add-on is ACTIVE, at its pin and at or above its floor",
+        Spec("aws.addons", "every planned EKS add-on is ACTIVE, at its pin and at or above its floor, configured as "
+             "planned",
              addons, "aws", "eks:DescribeAddon", after=("aws.cluster",)),
         Spec("aws.capacity-schedules", "Capacity Block windows: the scheduled actions are on the pool's group",
              capacity_schedules, "aws", "autoscaling:DescribeScheduledActions", after=("aws.node-groups",)),
@@ -1324,7 +1354,8 @@ def specs() -> list[Spec]:
              daemon_sets, "kube", "get daemonsets", after=(KUBE_API,)),
         Spec("kube.cron-jobs", "the gang deadline's CronJob succeeded in the last 10 minutes",
              cron_jobs, "kube", "list cronjobs in higgsfield-capacity", after=(KUBE_API,)),
-        Spec("kube.gpu-nodes", "GPU nodes: the gate's label agrees with the startup taint; healthy ones offer GPUs/EFA",
+        Spec("kube.gpu-nodes", "GPU nodes: the gate's label agrees with the startup taint; healthy ones offer "
+             "GPUs/EFA; none carries KernelReady (no repair reads the kubelet's log)",
              gpu_nodes, "kube", "list nodes", after=(KUBE_API,)),
         Spec("aws.karpenter-queue", "Karpenter's interruption queue keeps its policy: EventBridge for the stack's "
              "rules alone, a rewrite refused to the deploy role",
