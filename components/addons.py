@@ -41,9 +41,9 @@ FSX_ADDONS = ("aws-fsx-csi-driver",)
 #   Fluent Bit DaemonSets keep (aws-observability/helm-charts:charts/amazon-cloudwatch-observability/
 #   values.yaml, templates/_helpers.tpl common.tolerations, templates/operator-deployment.yaml@71a298ff).
 # That each add-on's configuration schema takes these keys is unverified here: EKS validates the
-# values against the schema at create, so a missing key fails the deploy, never silently. Check:
-#   aws eks describe-addon-configuration --addon-name NAME --addon-version VERSION \
-#     --query configurationSchema --output text | jq '.properties | keys'
+# values against the schema at create, so a missing key fails the deploy, never silently, and
+# `higgsfield preflight` checks them against the schema of the version the deploy installs
+# (infra/cli/preflight.py _addon_values, DescribeAddonConfiguration).
 # Daemon add-ons (vpc-cni, kube-proxy, eks-pod-identity-agent, eks-node-monitoring-agent) tolerate
 # every taint as shipped (ADDON_DAEMONS), so they need nothing.
 _CONTROLLER_DEFAULTS = [

@@ -20,11 +20,13 @@ AccessDeniedException and ThrottlingException shapes).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import jsonschema
 from botocore import exceptions as aws_errors
 
 from infra.config import GpuPool, StackConfig
@@ -53,6 +55,7 @@ IAM_ACTIONS = {
     "GetParameter": "ssm:GetParameter",
     "DescribeFileSystems": "fsx:DescribeFileSystems",
     "DescribeAddonVersions": "eks:DescribeAddonVersions",
+    "DescribeAddonConfiguration": "eks:DescribeAddonConfiguration",
 }
 PERMISSIONS = tuple(sorted(set(IAM_ACTIONS.values())))
 
@@ -366,10 +369,10 @@ def _fsx(clients: Clients, cfg: StackConfig) -> Iterable[Check]:
     yield _checked("FSx for Lustre", zone, ask)
 
 
-def _addon(clients: Clients, kubernetes_version: str, name: str, pin: str | None) -> Check:
+def _addon(clients: Clients, kubernetes_version: str, name: str, pin: str | None, chosen: list[str]) -> Check:
     """What EKS would install of add-on `name` on a `kubernetes_version` cluster: the version it
     marks default (what `higgsfield:addonVersions` leaves unpinned resolves to at deploy), or
-    whether the stack's pin is among the versions it offers."""
+    whether the stack's pin is among the versions it offers. A version that passes is added to `chosen`."""
     target = f"{name} on Kubernetes {kubernetes_version}"
     # EKS DescribeAddonVersions: addons[].addonVersions[].{addonVersion, compatibilities[].{clusterVersion,
     # defaultVersion}}
@@ -404,6 +407,8 @@ def _addon(clients: Clients, kubernetes_version: str, name: str, pin: str | None
         )
     if pin:
         ok = pin in offered
+        if ok:
+            chosen.append(pin)
         return Check(
             "EKS add-on",
             target,
@@ -430,21 +435,63 @@ def _addon(clients: Clients, kubernetes_version: str, name: str, pin: str | None
             f"EKS marks no default version (offered: {listed}); the deploy-time lookup would fail",
             f"pin one in {key}",
         )
+    chosen.append(default)
     return Check("EKS add-on", target, True, f"AWS would pick {default} (its default for {kubernetes_version})")
 
 
-def _addons(clients: Clients, kubernetes_version: str, pins: Mapping[str, str | None]) -> Iterable[Check]:
+def _addon_values(clients: Clients, name: str, version: str, values: Mapping[str, object]) -> Check:
+    """Whether the configuration values the program passes add-on `name` fit the schema EKS validates them against
+    for `version` at create and update (DescribeAddonConfiguration's `configurationSchema`, a JSON schema): a key the
+    version does not take fails the deploy there, after the cluster is made."""
+    target = f"{name} {version}"
+    answer = clients.eks.describe_addon_configuration(addonName=name, addonVersion=version)
+    schema = json.loads(answer.get("configurationSchema") or "{}")
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = sorted(validator.iter_errors(values), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return Check("add-on values", target, True, f"its configuration schema takes the stack's {', '.join(values)}")
+    first = errors[0]
+    where = ".".join(map(str, first.absolute_path)) or "(top)"
+    return Check(
+        "add-on values",
+        target,
+        False,
+        f"its configuration schema refuses the stack's values at {where}: {first.message}",
+        f"pin a version of {name} whose schema takes them in higgsfield:addonVersions.{name} (aws eks "
+        f"describe-addon-configuration --addon-name {name} --addon-version VERSION --query configurationSchema)",
+    )
+
+
+def _addons(
+    clients: Clients,
+    kubernetes_version: str,
+    pins: Mapping[str, str | None],
+    configurations: Mapping[str, Mapping[str, object]],
+) -> Iterable[Check]:
     for name, pin in pins.items():
+        chosen: list[str] = []
         yield _checked(
             "EKS add-on",
             f"{name} on Kubernetes {kubernetes_version}",
-            lambda name=name, pin=pin: _addon(clients, kubernetes_version, name, pin),
+            lambda name=name, pin=pin, chosen=chosen: _addon(clients, kubernetes_version, name, pin, chosen),
         )
+        if configurations.get(name) and chosen:
+            yield _checked(
+                "add-on values",
+                f"{name} {chosen[0]}",
+                lambda name=name, version=chosen[0]: _addon_values(clients, name, version, configurations[name]),
+            )
 
 
-def run(cfg: StackConfig, clients: Clients, addons: Mapping[str, str | None]) -> list[Check]:
+def run(
+    cfg: StackConfig,
+    clients: Clients,
+    addons: Mapping[str, str | None],
+    configurations: Mapping[str, Mapping[str, object]] | None = None,
+) -> list[Check]:
     """Every check of `cfg`; `addons` maps each managed add-on the stack installs to its pin
-    (None: EKS's default for the cluster's Kubernetes version)."""
+    (None: EKS's default for the cluster's Kubernetes version), `configurations` each to the configuration values
+    the program passes it (addon_configurations)."""
     checks: list[Check] = []
     for pool in cfg.gpu_pools:
         checks += [*_offered(clients, pool), *_efa(clients, pool), *_reservations(clients, cfg, pool)]
@@ -452,7 +499,7 @@ def run(cfg: StackConfig, clients: Clients, addons: Mapping[str, str | None]) ->
         *_quotas(clients, cfg),
         *_ami(clients, cfg),
         *_fsx(clients, cfg),
-        *_addons(clients, cfg.kubernetes_version, addons),
+        *_addons(clients, cfg.kubernetes_version, addons, configurations or {}),
     ]
     return checks
 
@@ -510,3 +557,12 @@ def addon_pins(plan: Any) -> dict[str, str | None]:
         version = addon.inputs.get("addonVersion")
         pins[addon.inputs["addonName"]] = version if isinstance(version, str) and not version.startswith("<") else None
     return pins
+
+
+def addon_configurations(plan: Any) -> dict[str, dict[str, object]]:
+    """The configuration values the offline plan passes each managed add-on that has some."""
+    return {
+        str(addon.inputs["addonName"]): json.loads(addon.inputs["configurationValues"])
+        for addon in plan.of_type("aws:eks/addon:Addon")
+        if isinstance(addon.inputs.get("configurationValues"), str)
+    }

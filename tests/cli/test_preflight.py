@@ -10,6 +10,7 @@ AccessDeniedException, TooManyRequestsException)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import boto3
 import pytest
@@ -95,6 +96,15 @@ def _addon_versions(
     }
 
 
+def _default_of(answer: dict) -> str:
+    return next(
+        v["addonVersion"]
+        for a in answer["addons"]
+        for v in a["addonVersions"]
+        if any(c["defaultVersion"] for c in v["compatibilities"])
+    )
+
+
 RESERVATIONS = {
     "cr-0a1b2c3d4e5f60718": _reservation("cr-0a1b2c3d4e5f60718", "p5en.48xlarge", "capacity-block", "scheduled"),
     "cr-0fedcba9876543210": _reservation("cr-0fedcba9876543210", "p6-b200.48xlarge", "default"),
@@ -108,11 +118,14 @@ def _run(
     ami: bool | str = True,
     addons: dict | None = None,
     addon_answer: dict | None = None,
+    configurations: dict | None = None,
+    schema: dict | None = None,
     **overrides,
 ) -> list[preflight.Check]:
     """The prod stack's preflight. `quota`/`ami` a string: that call fails with this AWS error
     code ("network": the endpoint refuses the connection). A reservation's answer a string: the
-    error code AWS answers for it."""
+    error code AWS answers for it. `configurations`: the values passed each add-on, checked against
+    `schema` (DescribeAddonConfiguration's, for the version the add-on check passed)."""
     cfg = plan_of("prod").config
     quotas_client, reservations_client, eks = _client("service-quotas"), _client("ec2"), _client("eks")
     if ami == "network":  # a closed local port: a real connection failure, reported without retries
@@ -170,12 +183,16 @@ def _run(
                 reservation_stub.add_response(
                     "describe_capacity_reservations", response, {"CapacityReservationIds": [rid]}
                 )
-        for name in pins:
-            eks_stub.add_response(
-                "describe_addon_versions",
-                addon_answer or _addon_versions(name),
-                {"addonName": name, "kubernetesVersion": K8S},
-            )
+        for name, pin in pins.items():
+            answer = addon_answer or _addon_versions(name)
+            eks_stub.add_response("describe_addon_versions", answer, {"addonName": name, "kubernetesVersion": K8S})
+            if (configurations or {}).get(name):
+                version = pin or _default_of(answer)
+                eks_stub.add_response(
+                    "describe_addon_configuration",
+                    {"addonName": name, "addonVersion": version, "configurationSchema": json.dumps(schema or {})},
+                    {"addonName": name, "addonVersion": version},
+                )
         clients = preflight.Clients(
             Ec2(boto3.client("ec2", region_name=REGION), reservations_client, **overrides),
             quotas_client,
@@ -183,7 +200,7 @@ def _run(
             boto3.client("fsx", region_name=REGION),
             eks,
         )
-        return preflight.run(cfg, clients, pins)
+        return preflight.run(cfg, clients, pins, configurations)
 
 
 def _failed(checks: list[preflight.Check]) -> list[str]:
@@ -439,3 +456,53 @@ def test_a_node_monitoring_agent_eks_would_pick_at_the_floor_passes(aws):
     answer = _addon_versions(AGENT, default="v1.6.4-eksbuild.1", others=())
     (addon,) = _line(_run(addons={AGENT: None}, addon_answer=answer), "EKS add-on")
     assert addon.ok
+
+
+def _agent_schema(monitors: bool) -> dict:
+    """The shape of the agent's configuration schema (aws/eks-node-monitoring-agent:charts/configuration.schema.json
+    @v1.6.4, trimmed): closed objects, `nodeAgent.monitors` only from v1.6.0 (#50)."""
+    node_agent: dict = {"resources": {"type": "object"}, "tolerations": {"type": "array"}}
+    if monitors:
+        settings = {"type": "object", "additionalProperties": False, "properties": {"enabled": {"type": "boolean"}}}
+        names = ("kernel-monitor", "networking", "storage-monitor", "nvidia", "neuron", "runtime")
+        node_agent["monitors"] = {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": dict.fromkeys(names, settings),
+        }
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"nodeAgent": {"type": "object", "additionalProperties": False, "properties": node_agent}},
+    }
+
+
+def _agent_values_check(schema: dict) -> preflight.Check:
+    answer = _addon_versions(AGENT, default="v1.6.4-eksbuild.1", others=())
+    planned = preflight.addon_configurations(plan_of("prod"))
+    (values,) = _line(
+        _run(addons={AGENT: None}, addon_answer=answer, configurations={AGENT: planned[AGENT]}, schema=schema),
+        "add-on values",
+    )
+    return values
+
+
+def test_the_agents_configuration_that_its_schema_takes_passes(aws):
+    values = _agent_values_check(_agent_schema(monitors=True))
+    assert values.ok and values.target == f"{AGENT} v1.6.4-eksbuild.1"
+
+
+def test_an_agent_version_whose_schema_has_no_monitors_fails_before_the_deploy(aws):
+    """EKS validates an add-on's configuration values against its version's schema at create and update: an agent
+    whose schema has no `nodeAgent.monitors` would fail the deploy after the cluster is made, and the kernel monitor
+    (components/addons.py NODE_MONITORING_AGENT_CONFIGURATION) would not be off. Preflight says so first."""
+    values = _agent_values_check(_agent_schema(monitors=False))
+    assert not values.ok and values.checked and "at nodeAgent" in values.detail and "'monitors'" in values.detail
+    assert f"higgsfield:addonVersions.{AGENT}" in values.fix
+
+
+def test_preflight_checks_the_values_the_program_passes_each_addon():
+    configurations = preflight.addon_configurations(plan_of("prod"))
+    assert configurations[AGENT]["nodeAgent"]["monitors"]["kernel-monitor"] == {"enabled": False}
+    assert "coredns" in configurations and "vpc-cni" in configurations

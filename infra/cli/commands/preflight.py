@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = plan.config
     try:
         clients = preflight.Clients.for_region(cfg.region)  # reads ~/.aws/config and the AWS_* variables
-        checks = preflight.run(cfg, clients, preflight.addon_pins(plan))
+        checks = preflight.run(cfg, clients, preflight.addon_pins(plan), preflight.addon_configurations(plan))
     except (*preflight.NO_CREDENTIALS, NoRegionError) as exc:
         error(
             f"no AWS credentials ({type(exc).__name__}): set AWS_PROFILE (or run `aws configure` / `aws sso login`) "
