@@ -583,14 +583,19 @@ def _updated_in_place(changed: list[Change], resource_type: str, path: str) -> l
     return [c for c in changed if c.type == resource_type and not c.replaces and path in c.paths]
 
 
+# When: CI's deploy of the merge would be refused the same call, so the administrator's command runs first
+# (docs/upgrading.md, "A release the deploy role may not apply").
+BEFORE_THE_MERGE = "before the merge that CI deploys"
+
+
 def _administrator_applies(stack: str, urn: str) -> str:
     """The command that applies one resource's change the deploy role's policy refuses."""
-    return f"an administrator applies it {ADMIN}: pulumi up --stack {stack} --target '{urn}'"
+    return f"an administrator applies it {ADMIN}, {BEFORE_THE_MERGE}: pulumi up --stack {stack} --target '{urn}'"
 
 
 def _administrator_deploys(stack: str) -> str:
     """The command that applies a change the deploy role's policy refuses and a --target would cut short."""
-    return f"an administrator deploys this change {ADMIN}: pulumi up --stack {stack}"
+    return f"an administrator deploys this change {ADMIN}, {BEFORE_THE_MERGE}: pulumi up --stack {stack}"
 
 
 def _refuse_key_policy_writes(

@@ -468,7 +468,10 @@ def test_a_ci_identitys_refusal_names_the_administrators_pulumi_up_not_only_boot
     base, head = _prod(), _prod()
     _role_policy(base, "delivery-deploy")["inputs"]["policy"] = '{"Version": "2012-10-17", "Statement": []}'
     (refusal,) = [r for r in compare(base, head, set()).refused if "CI identity" in r]
-    assert "with administrator credentials (outside the deploy role's policy): pulumi up --stack prod" in refusal
+    assert (
+        "with administrator credentials (outside the deploy role's policy), before the merge that CI deploys: "
+        "pulumi up --stack prod" in refusal
+    )
     assert "which applies it" not in refusal
 
 
@@ -548,3 +551,12 @@ def test_a_runner_image_bump_is_refused_naming_the_administrators_command():
     project["inputs"]["environment"] = {**project["inputs"]["environment"], "image": "an-older-image"}
     (refusal,) = [r for r in compare(base, head, set()).refused if "CodeBuild project" in r]
     assert refusal.startswith(f"a changed CodeBuild project {project['name']} is refused (")
+
+
+def test_an_administrators_refusal_says_its_command_runs_before_the_merge():
+    """CI's deploy of the merge would be refused the same call, failing half way: the administrator's command comes
+    first (docs/upgrading.md, "A release the deploy role may not apply"), and the refusal says so where it names it."""
+    base, head = _prod(), _prod()
+    base["resources"] = [r for r in base["resources"] if r["name"] != "delivery-deploy-denials"]
+    (policy,) = [r for r in compare(base, head, set()).refused if r.startswith("a new IAM managed policy")]
+    assert "before the merge that CI deploys: pulumi up --stack prod" in policy
