@@ -552,17 +552,38 @@ def _group_of(kind: str) -> tuple[str, str]:
     return {SERVING_KIND: APPS, BATCH_KIND: BATCH}.get(kind, KUBEFLOW)
 
 
+# A LabelSelector's matchExpressions operators (kubernetes/apimachinery:pkg/apis/meta/v1/types.go@v0.35.3
+# LabelSelectorOperator) as the string form writes them (Requirement.String, pkg/labels/selector.go@v0.35.3):
+# `key in (a,b)`, `key notin (a,b)`, `key`, `!key`.
+_SET_OPERATORS = {"In": "in", "NotIn": "notin"}
+
+
+def _requirement(expression: dict) -> str:
+    key, op = str(expression["key"]), expression.get("operator")
+    if op in _SET_OPERATORS:
+        return f"{key} {_SET_OPERATORS[op]} ({','.join(sorted(str(v) for v in expression.get('values') or []))})"
+    if op in ("Exists", "DoesNotExist"):
+        return key if op == "Exists" else f"!{key}"
+    raise ApiError(0, "NoSelector", f"{key}: {op!r} is not a label selector operator")
+
+
 def _selector_of(owner: dict) -> str:
-    """A Deployment's or batch Job's pod selector as a label selector (its matchLabels: what team_job.render_serving
+    """A Deployment's or batch Job's pod selector as a label selector: its matchLabels (what team_job.render_serving
     renders; a Job's, the API server's, selecting its UID: generateSelector in kubernetes/kubernetes:pkg/registry/
     batch/job/strategy.go@36f36813ae40015c94d2df1493447edaa145dd5a labels its template with
     batch.kubernetes.io/controller-uid and job-name, legacy and prefixed, and selects the UID's; so no earlier Job of
-    the same name whose pods were orphaned is read, as a job-name selector would)."""
-    labels = ((owner.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-    if not labels:
+    the same name whose pods were orphaned is read, as a job-name selector would) and its matchExpressions (a Job with
+    manualSelector's own), every requirement ANDed and written as LabelSelectorAsSelector and Selector.String write
+    them: sorted by key, commas between (kubernetes/apimachinery:pkg/apis/meta/v1/helpers.go and pkg/labels/
+    selector.go@v0.35.3). An empty selector would select every pod of the namespace, so it is refused."""
+    selector = (owner.get("spec") or {}).get("selector") or {}
+    labels, expressions = selector.get("matchLabels") or {}, selector.get("matchExpressions") or []
+    if not labels and not expressions:
         what = f"{str(owner.get('kind', 'Deployment')).lower()} {owner['metadata']['name']}"
-        raise ApiError(0, "NoSelector", f"{what} selects its pods by no matchLabels; list them with kubectl")
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        raise ApiError(0, "NoSelector", f"{what} selects its pods by no label; list them with kubectl")
+    requirements = [(str(k), f"{k}={v}") for k, v in labels.items()]
+    requirements += [(str(e["key"]), _requirement(e)) for e in expressions]
+    return ",".join(text for _, text in sorted(requirements, key=lambda r: r[0]))
 
 
 # The kinds whose pods are those their own selector selects, not the Training Operator's JOB_NAME_LABEL.

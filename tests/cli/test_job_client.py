@@ -749,6 +749,59 @@ def test_the_cancel_of_a_batch_job_is_one_the_teams_release_guard_admits(api, ku
     assert [message for message, ok in judged if not ok] == []
 
 
+# A Job with `manualSelector: true` selects its pods by its own selector, matchExpressions included.
+EXPRESSIONS = [
+    {"key": "shard", "operator": "In", "values": ["b", "a"]},
+    {"key": "tier", "operator": "NotIn", "values": ["canary"]},
+    {"key": "app", "operator": "Exists"},
+    {"key": "retired", "operator": "DoesNotExist"},
+]
+
+
+def _selected_batch_job(match_labels: dict | None = None) -> dict:
+    job = _batch_job({"active": 2})
+    selector = {"matchExpressions": EXPRESSIONS, **({"matchLabels": match_labels} if match_labels else {})}
+    job["spec"] |= {"manualSelector": True, "selector": selector}
+    return job
+
+
+def _labelled_pod(name: str, labels: dict) -> dict:
+    pod = _batch_pod(0, "node-a")
+    pod["metadata"] |= {"name": name, "uid": f"uid-{name}", "labels": labels}
+    return pod
+
+
+def _put_expression_pods(api: FakeKubernetesApi) -> None:
+    """Two pods the Job's selector selects and one each of its requirements leaves out (other-team: matchLabels
+    {"team": "llm"})."""
+    selected = {"team": "llm", "app": "eval"}
+    for name, labels in {
+        "eval-a": {**selected, "shard": "a"},
+        "eval-b": {**selected, "shard": "b", "tier": "main"},
+        "eval-c": {**selected, "shard": "c"},
+        "eval-canary": {**selected, "shard": "a", "tier": "canary"},
+        "eval-noapp": {"team": "llm", "shard": "a"},
+        "eval-retired": {**selected, "shard": "b", "retired": "yes"},
+        "other-team": {"team": "vision", "app": "eval", "shard": "a"},
+    }.items():
+        api.put(_labelled_pod(name, labels))
+        api.log("llm", name, f"{name} says hi", at="2026-01-01T00:00:01Z")
+
+
+def test_status_of_a_batch_job_selecting_by_match_expressions_only_lists_the_pods_they_select(api, kubeconfig, capsys):
+    api.put(_selected_batch_job())
+    _put_expression_pods(api)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job", "--json"]) == 0
+    assert [p["name"] for p in json.loads(capsys.readouterr().out)["pods"]] == ["eval-a", "eval-b", "other-team"]
+
+
+def test_logs_of_a_batch_job_selecting_by_labels_and_expressions_read_the_pods_both_select(api, kubeconfig, capsys):
+    api.put(_selected_batch_job({"team": "llm"}))
+    _put_expression_pods(api)
+    assert main(["jobs", "logs", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["node-a eval-a eval-a says hi", "node-a eval-b eval-b says hi"]
+
+
 def test_a_kind_the_platform_does_not_run_is_refused_naming_kind_and_the_kinds_it_takes(api, kubeconfig, capsys):
     with pytest.raises(SystemExit) as exited:
         main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Foo"])
