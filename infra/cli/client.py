@@ -431,20 +431,41 @@ class TeamGoodput:
                 f"  {phase:<10} {hours:9.1f} GPU-hours {hours / total.allocated:4.0%}"
                 for phase, hours in total.gpu_hours.items()
             ]
-        out += [f"  {kind} {name}: {found.line()}" for kind, name, found in self.jobs]
+        out += [
+            f"  {kind} {name}: {found.line()}" + "".join(f"; {p} not counted ({why})" for p, why in _uncounted(kind))
+            for kind, name, found in self.jobs
+        ]
         return out
 
     def as_dict(self) -> dict:
         return {
             "namespace": self.namespace,
             "goodput": _goodput_dict(self.total),
-            "jobs": [{"kind": k, "name": n, "goodput": _goodput_dict(g)} for k, n, g in self.jobs],
+            "jobs": [
+                {"kind": k, "name": n, "goodput": _goodput_dict(g), "notCounted": [p for p, _ in _uncounted(k)]}
+                for k, n, g in self.jobs
+            ],
         }
 
 
+# The phases of a kind's goodput that cannot be read as a Kubeflow job's are, and why. A batch Job's hangs: `hung`
+# and the restart after it are read from the watchdog's TrainingHung Events, and the watchdog reads the progress
+# series of the scrape that keeps only pods with JOB_NAME_LABEL (components/observability.py), which a Job's pods
+# lack; so a hung Job's GPU-hours count as training.
+UNCOUNTED = {
+    BATCH_KIND: (("hung", "the watchdog sees only Kubeflow jobs' progress; a hung Job's time is in training"),)
+}
+
+
+def _uncounted(kind: str) -> tuple[tuple[str, str], ...]:
+    """The (phase, why) of `kind`'s goodput that is not counted."""
+    return UNCOUNTED.get(kind, ())
+
+
 def read_team_goodput(api: Any, namespace: str, now: float | None = None) -> TeamGoodput:
-    """The goodput of every training job of the team (its namespace) the API server holds, and their sum:
-    each job's figure as `read_status` computes it. A kind the cluster does not serve, or the user may
+    """The goodput of every training job and batch Job of the team (its namespace) the API server holds, and their
+    sum: each job's figure as `read_status` computes it, a batch Job's from the pods its selector selects (what
+    of it is not counted: UNCOUNTED). A kind the cluster does not serve, or the user may
     not list, is left out; a job already deleted is no longer counted (the dashboard keeps the history)."""
     kubernetes = _kubernetes()
     custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
@@ -459,6 +480,13 @@ def read_team_goodput(api: Any, namespace: str, now: float | None = None) -> Tea
             name = job["metadata"]["name"]
             mine = [p for p in pods.get(name, []) if _owned_by(p, job)]
             team.jobs.append((kind, name, goodput.of_objects(observe(api, job, mine, events, now))))
+    found = _optional(custom.list_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND))
+    for job in sorted((found or {}).get("items", []), key=lambda j: j["metadata"]["name"]):
+        listed = _call(core.list_namespaced_pod, namespace, label_selector=_selector_of(job))
+        mine = [p for p in (api.sanitize_for_serialization(p) for p in listed.items) if _owned_by(p, job)]
+        team.jobs.append(
+            (BATCH_KIND, job["metadata"]["name"], goodput.of_objects(observe(api, job, mine, events, now)))
+        )
     return team
 
 
