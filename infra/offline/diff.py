@@ -26,7 +26,7 @@ from typing import Any
 
 from infra.config import ConfigError
 from infra.core.names import LOG_GROUP, RUNNER_PURPOSES, interruption_rule, role_name, runner_project
-from infra.offline import pool_removal, rolls
+from infra.offline import node_class_drift, pool_removal, rolls
 from infra.offline.evaluate import COMPUTED, StackNotFound, record
 from infra.offline.stack_file import StackFileError
 from policies.rules import ROLE_POLICY_ATTACHMENT
@@ -173,7 +173,7 @@ class Change:
     )  # computed replace-on path -> replaced resource it is computed from
     consequences: list[str] = field(
         default_factory=list
-    )  # what rolling a GPU pool's nodes does (infra/offline/rolls.py)
+    )  # what rolling a GPU pool's nodes does (infra/offline/rolls.py), or drifting them (node_class_drift.py)
 
     @property
     def replaces(self) -> bool:
@@ -377,6 +377,8 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     _propagate(before, after, changes)
     _new_template_versions(after, changes)
     for change in changes.values():
+        if change.type == node_class_drift.NODE_CLASS and not change.replaces:
+            change.consequences = node_class_drift.consequences(after, after[change.urn], change.paths)
         if change.type == rolls.NODE_GROUP and not change.replaces and rolls.rolls(change.paths):
             change.consequences = rolls.consequences(after, after[change.urn])
             block = rolls.capacity_block_open(after, after[change.urn])
@@ -1134,6 +1136,10 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
             lines.append(f"  +- {c.type} {c.name}  REPLACE because of {', '.join(c.replace_paths)}")
         else:
             rolling = "  ROLLS its nodes (each drained; see !)" if c.consequences else ""
+            if c.type == node_class_drift.NODE_CLASS:
+                rolling = (
+                    "  DRIFTS its pool's nodes (see !)" if c.consequences and node_class_drift.drifts(c.paths) else ""
+                )
             lines.append(f"  ~ {c.type} {c.name}{rolling}")
         for path in c.paths[:12]:
             if path in c.because:
