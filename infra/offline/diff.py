@@ -1071,12 +1071,16 @@ def _text_of_base64(value: Any) -> str | None:
     return text if "\n" in text else None
 
 
-def _show_user_data_change(old: Any, new: Any) -> str | None:
-    """Two base64 user data as the lines that change, `- ` removed and `+ ` added, cut to 3 x SHOWN characters;
-    None unless both are base64 text."""
+def _show_lines_change(old: Any, new: Any) -> str | None:
+    """Two texts of several lines (a launch template's base64 user data, decoded; an EC2NodeClass's user data, a
+    script) as the lines that change, `- ` removed and `+ ` added, cut to 3 x SHOWN characters, so the change stays
+    one line of the diff; None unless both are such text."""
     before, after = _text_of_base64(old), _text_of_base64(new)
+    label = "(decoded) "
     if before is None or after is None:
-        return None
+        if not all(isinstance(v, str) and "\n" in v for v in (old, new)):
+            return None
+        before, after, label = old, new, ""
     changed = [
         f"{line[0]} {line[1:].strip()}"
         for line in difflib.unified_diff(before.splitlines(), after.splitlines(), n=0, lineterm="")
@@ -1084,7 +1088,7 @@ def _show_user_data_change(old: Any, new: Any) -> str | None:
     ]
     text = "; ".join(changed) or "the same lines"
     room = 3 * SHOWN
-    return "(decoded) " + (text if len(text) <= room else text[: room - 3] + "...")
+    return label + (text if len(text) <= room else text[: room - 3] + "...")
 
 
 def as_json(stack: str, base_ref: str, diff: Diff) -> dict:
@@ -1146,7 +1150,7 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
                 lines.append(f"      {path}: computed from replaced {c.because[path]}")
             elif path in c.values:
                 old, new = c.values[path]
-                lines.append(f"      {path}: {_show_user_data_change(old, new) or _show_change(old, new)}")
+                lines.append(f"      {path}: {_show_lines_change(old, new) or _show_change(old, new)}")
             else:
                 lines.append(f"      {path}")
         if len(c.paths) > 12:

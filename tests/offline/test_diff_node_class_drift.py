@@ -110,3 +110,11 @@ def test_the_json_diff_carries_the_drift_line_as_the_changes_consequence(head):
         c for c in as_json("staging", "base", compare(base, after, set()))["change"] if c["type"] == NODE_CLASS
     ]
     assert change["consequences"][0].startswith("pool a100 (Karpenter NodePool gpu-a100): spec.userData changes")
+
+
+def test_the_diff_of_the_node_class_user_data_shows_the_lines_that_change_on_one_line(head):
+    """The EC2NodeClass holds its user data as text, not base64: its change is still one line of the diff."""
+    lines = _diff(head, _old_user_data)
+    at = next(i for i, line in enumerate(lines) if line.startswith("      spec.userData: "))
+    assert "- podPidsLimit: 16384" in lines[at] and "+ podPidsLimit: 32768" in lines[at]
+    assert lines[at + 1].startswith("      ! pool a100 ")
