@@ -5,11 +5,12 @@ What it serves, as kube-apiserver does (kubernetes/kubernetes staging/src/k8s.io
 pkg/endpoints/handlers and apimachinery pkg/api/errors at v1.35.0):
 - REST paths `/api/v1/...` and `/apis/GROUP/VERSION/...`, namespaced (`namespaces/NS/PLURAL/NAME`)
   and cluster-scoped (`PLURAL/NAME`), with the `status` and `log` subresources;
-- GET, LIST (`KindList` with `metadata.resourceVersion`; equality `labelSelector` and
-  `fieldSelector` terms; `limit` and `continue` pages), POST, PUT, PATCH (merge, strategic-merge as
-  merge, and server-side apply `application/apply-patch+yaml`, which needs `fieldManager`), DELETE;
-  `dryRun=All` persists nothing; a DELETE's `propagationPolicy` (query or DeleteOptions body) is the
-  garbage collector's, done at once: Orphan drops the dependents' owner reference, Background and
+- GET, LIST (`KindList` with `metadata.resourceVersion`; equality and set-based `labelSelector`
+  requirements (_label_requirements), equality `fieldSelector` terms; `limit` and `continue` pages),
+  POST, PUT, PATCH (merge, strategic-merge as merge, and server-side apply
+  `application/apply-patch+yaml`, which needs `fieldManager`), DELETE; `dryRun=All` persists
+  nothing; a DELETE's `propagationPolicy` (query or DeleteOptions body) is the garbage collector's,
+  done at once: Orphan drops the dependents' owner reference, Background and
   Foreground delete them, and a batch/v1 Job's default is Orphan (_default_propagation);
 - WATCH (`?watch=true`): a chunked stream of `{"type": ..., "object": ...}` lines from the given
   resourceVersion, ended by `timeoutSeconds`; from a resourceVersion older than the last `compact()`, one
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -258,6 +260,10 @@ class FakeKubernetesApi:
         if ref.sub == "log":
             return self._serve_log(h, ref, query)
         if verb == "GET" and ref.name is None:
+            try:
+                _label_requirements(query.get("labelSelector", ""))
+            except ValueError as exc:
+                return _status(h, 400, "BadRequest", str(exc))
             if _true(query.get("watch")):
                 return self._serve_watch(h, ref, query)
             return self._serve_list(h, ref, query)
@@ -577,20 +583,54 @@ def _decode(body: bytes, content_type: str) -> dict:
     return loaded
 
 
+# A labelSelector as the API server parses it (a list's `labelSelector` goes through labels.Parse:
+# Convert_string_To_labels_Selector, kubernetes/apimachinery:pkg/apis/meta/v1/conversion.go@v0.35.3): requirements
+# joined by commas, each `key=v`, `key==v`, `key!=v`, `key in (v1,v2)`, `key notin (v1,v2)`, `key` (exists) or `!key`;
+# its lexer's tokens are the special symbols `= ! ( ) , > <` (`!=` and `==` as one) and runs of anything else, blanks
+# between them ignored (Lexer, Parser.parse and parseRequirement in pkg/labels/selector.go@v0.35.3). `>`/`<` are not
+# served here.
+_LABEL_TOKEN = re.compile(r"\s*(!=|==|[=!(),<>]|[^\s=!(),<>]+)")
+_LABEL_SYMBOLS = {"", "=", "==", "!=", "!", "(", ")", ",", ">", "<"}  # "": the end of the string
+
+
+def _label_requirements(selector: str) -> list[tuple[str, str, frozenset[str]]]:
+    """(key, operator, values) per requirement, the operator one of in, notin, exists, !; ValueError when the API
+    server would refuse the selector."""
+    tokens, at, found = [*_LABEL_TOKEN.findall(selector), ""], 0, []
+    while tokens[at]:
+        absent = tokens[at] == "!"
+        key, at = tokens[at + absent], at + 1 + absent
+        if key in _LABEL_SYMBOLS:
+            raise ValueError(f"unable to parse requirement: found '{key}', expected: identifier")
+        if absent or tokens[at] in (",", ""):
+            op, values = ("!" if absent else "exists"), frozenset[str]()
+        elif tokens[at] in ("in", "notin") and tokens[at + 1] == "(" and ")" in tokens[at:]:
+            close = tokens.index(")", at)
+            op, values = tokens[at], frozenset(t for t in tokens[at + 2 : close] if t != ",")
+            at = close + 1
+        elif tokens[at] in ("=", "==", "!="):
+            value = tokens[at + 1] if tokens[at + 1] not in (",", "") else ""
+            op, values = ("notin" if tokens[at] == "!=" else "in"), frozenset([value])
+            at += 2 if value else 1
+        else:
+            raise ValueError(f"unable to parse requirement: found '{tokens[at]}' after '{key}'")
+        found.append((key, op, values))
+        if tokens[at] == "," and tokens[at + 1]:
+            at += 1
+        elif tokens[at]:
+            raise ValueError(f"found '{tokens[at]}', expected: ',' or 'end of string'")
+    return found
+
+
 def _selects(selector: str, labels: dict) -> bool:
-    for term in filter(None, selector.split(",")):
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            if labels.get(key) == value:
-                return False
-        elif "=" in term:
-            key, value = term.replace("==", "=").split("=", 1)
-            if labels.get(key) != value:
-                return False
-        elif term.startswith("!"):
-            if term[1:] in labels:
-                return False
-        elif term not in labels:
+    """Every requirement holds (Requirement.Matches, pkg/labels/selector.go@v0.35.3): a label's absence satisfies
+    notin (and !=) and ! only."""
+    for key, op, values in _label_requirements(selector):
+        if op == "in" and labels.get(key) not in values:
+            return False
+        if op == "notin" and key in labels and labels[key] in values:
+            return False
+        if (op == "exists" and key not in labels) or (op == "!" and key in labels):
             return False
     return True
 

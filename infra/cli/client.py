@@ -431,20 +431,41 @@ class TeamGoodput:
                 f"  {phase:<10} {hours:9.1f} GPU-hours {hours / total.allocated:4.0%}"
                 for phase, hours in total.gpu_hours.items()
             ]
-        out += [f"  {kind} {name}: {found.line()}" for kind, name, found in self.jobs]
+        out += [
+            f"  {kind} {name}: {found.line()}" + "".join(f"; {p} not counted ({why})" for p, why in _uncounted(kind))
+            for kind, name, found in self.jobs
+        ]
         return out
 
     def as_dict(self) -> dict:
         return {
             "namespace": self.namespace,
             "goodput": _goodput_dict(self.total),
-            "jobs": [{"kind": k, "name": n, "goodput": _goodput_dict(g)} for k, n, g in self.jobs],
+            "jobs": [
+                {"kind": k, "name": n, "goodput": _goodput_dict(g), "notCounted": [p for p, _ in _uncounted(k)]}
+                for k, n, g in self.jobs
+            ],
         }
 
 
+# The phases of a kind's goodput that cannot be read as a Kubeflow job's are, and why. A batch Job's hangs: `hung`
+# and the restart after it are read from the watchdog's TrainingHung Events, and the watchdog reads the progress
+# series of the scrape that keeps only pods with JOB_NAME_LABEL (components/observability.py), which a Job's pods
+# lack; so a hung Job's GPU-hours count as training.
+UNCOUNTED = {
+    BATCH_KIND: (("hung", "the watchdog sees only Kubeflow jobs' progress; a hung Job's time is in training"),)
+}
+
+
+def _uncounted(kind: str) -> tuple[tuple[str, str], ...]:
+    """The (phase, why) of `kind`'s goodput that is not counted."""
+    return UNCOUNTED.get(kind, ())
+
+
 def read_team_goodput(api: Any, namespace: str, now: float | None = None) -> TeamGoodput:
-    """The goodput of every training job of the team (its namespace) the API server holds, and their sum:
-    each job's figure as `read_status` computes it. A kind the cluster does not serve, or the user may
+    """The goodput of every training job and batch Job of the team (its namespace) the API server holds, and their
+    sum: each job's figure as `read_status` computes it, a batch Job's from the pods its selector selects (what
+    of it is not counted: UNCOUNTED). A kind the cluster does not serve, or the user may
     not list, is left out; a job already deleted is no longer counted (the dashboard keeps the history)."""
     kubernetes = _kubernetes()
     custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
@@ -459,6 +480,13 @@ def read_team_goodput(api: Any, namespace: str, now: float | None = None) -> Tea
             name = job["metadata"]["name"]
             mine = [p for p in pods.get(name, []) if _owned_by(p, job)]
             team.jobs.append((kind, name, goodput.of_objects(observe(api, job, mine, events, now))))
+    found = _optional(custom.list_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND))
+    for job in sorted((found or {}).get("items", []), key=lambda j: j["metadata"]["name"]):
+        listed = _call(core.list_namespaced_pod, namespace, label_selector=_selector_of(job))
+        mine = [p for p in (api.sanitize_for_serialization(p) for p in listed.items) if _owned_by(p, job)]
+        team.jobs.append(
+            (BATCH_KIND, job["metadata"]["name"], goodput.of_objects(observe(api, job, mine, events, now)))
+        )
     return team
 
 
@@ -552,17 +580,38 @@ def _group_of(kind: str) -> tuple[str, str]:
     return {SERVING_KIND: APPS, BATCH_KIND: BATCH}.get(kind, KUBEFLOW)
 
 
+# A LabelSelector's matchExpressions operators (kubernetes/apimachinery:pkg/apis/meta/v1/types.go@v0.35.3
+# LabelSelectorOperator) as the string form writes them (Requirement.String, pkg/labels/selector.go@v0.35.3):
+# `key in (a,b)`, `key notin (a,b)`, `key`, `!key`.
+_SET_OPERATORS = {"In": "in", "NotIn": "notin"}
+
+
+def _requirement(expression: dict) -> str:
+    key, op = str(expression["key"]), expression.get("operator")
+    if op in _SET_OPERATORS:
+        return f"{key} {_SET_OPERATORS[op]} ({','.join(sorted(str(v) for v in expression.get('values') or []))})"
+    if op in ("Exists", "DoesNotExist"):
+        return key if op == "Exists" else f"!{key}"
+    raise ApiError(0, "NoSelector", f"{key}: {op!r} is not a label selector operator")
+
+
 def _selector_of(owner: dict) -> str:
-    """A Deployment's or batch Job's pod selector as a label selector (its matchLabels: what team_job.render_serving
+    """A Deployment's or batch Job's pod selector as a label selector: its matchLabels (what team_job.render_serving
     renders; a Job's, the API server's, selecting its UID: generateSelector in kubernetes/kubernetes:pkg/registry/
     batch/job/strategy.go@36f36813ae40015c94d2df1493447edaa145dd5a labels its template with
     batch.kubernetes.io/controller-uid and job-name, legacy and prefixed, and selects the UID's; so no earlier Job of
-    the same name whose pods were orphaned is read, as a job-name selector would)."""
-    labels = ((owner.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-    if not labels:
+    the same name whose pods were orphaned is read, as a job-name selector would) and its matchExpressions (a Job with
+    manualSelector's own), every requirement ANDed and written as LabelSelectorAsSelector and Selector.String write
+    them: sorted by key, commas between (kubernetes/apimachinery:pkg/apis/meta/v1/helpers.go and pkg/labels/
+    selector.go@v0.35.3). An empty selector would select every pod of the namespace, so it is refused."""
+    selector = (owner.get("spec") or {}).get("selector") or {}
+    labels, expressions = selector.get("matchLabels") or {}, selector.get("matchExpressions") or []
+    if not labels and not expressions:
         what = f"{str(owner.get('kind', 'Deployment')).lower()} {owner['metadata']['name']}"
-        raise ApiError(0, "NoSelector", f"{what} selects its pods by no matchLabels; list them with kubectl")
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        raise ApiError(0, "NoSelector", f"{what} selects its pods by no label; list them with kubectl")
+    requirements = [(str(k), f"{k}={v}") for k, v in labels.items()]
+    requirements += [(str(e["key"]), _requirement(e)) for e in expressions]
+    return ",".join(text for _, text in sorted(requirements, key=lambda r: r[0]))
 
 
 # The kinds whose pods are those their own selector selects, not the Training Operator's JOB_NAME_LABEL.

@@ -26,7 +26,7 @@ from typing import Any
 
 from infra.config import ConfigError
 from infra.core.names import LOG_GROUP, RUNNER_PURPOSES, interruption_rule, role_name, runner_project
-from infra.offline import pool_removal, rolls
+from infra.offline import node_class_drift, pool_removal, rolls
 from infra.offline.evaluate import COMPUTED, StackNotFound, record
 from infra.offline.stack_file import StackFileError
 from policies.rules import ROLE_POLICY_ATTACHMENT
@@ -173,7 +173,7 @@ class Change:
     )  # computed replace-on path -> replaced resource it is computed from
     consequences: list[str] = field(
         default_factory=list
-    )  # what rolling a GPU pool's nodes does (infra/offline/rolls.py)
+    )  # what rolling a GPU pool's nodes does (infra/offline/rolls.py), or drifting them (node_class_drift.py)
 
     @property
     def replaces(self) -> bool:
@@ -377,6 +377,8 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     _propagate(before, after, changes)
     _new_template_versions(after, changes)
     for change in changes.values():
+        if change.type == node_class_drift.NODE_CLASS and not change.replaces:
+            change.consequences = node_class_drift.consequences(after, after[change.urn], change.paths)
         if change.type == rolls.NODE_GROUP and not change.replaces and rolls.rolls(change.paths):
             change.consequences = rolls.consequences(after, after[change.urn])
             block = rolls.capacity_block_open(after, after[change.urn])
@@ -1074,12 +1076,16 @@ def _text_of_base64(value: Any) -> str | None:
     return text if "\n" in text else None
 
 
-def _show_user_data_change(old: Any, new: Any) -> str | None:
-    """Two base64 user data as the lines that change, `- ` removed and `+ ` added, cut to 3 x SHOWN characters;
-    None unless both are base64 text."""
+def _show_lines_change(old: Any, new: Any) -> str | None:
+    """Two texts of several lines (a launch template's base64 user data, decoded; an EC2NodeClass's user data, a
+    script) as the lines that change, `- ` removed and `+ ` added, cut to 3 x SHOWN characters, so the change stays
+    one line of the diff; None unless both are such text."""
     before, after = _text_of_base64(old), _text_of_base64(new)
+    label = "(decoded) "
     if before is None or after is None:
-        return None
+        if not all(isinstance(v, str) and "\n" in v for v in (old, new)):
+            return None
+        before, after, label = old, new, ""
     changed = [
         f"{line[0]} {line[1:].strip()}"
         for line in difflib.unified_diff(before.splitlines(), after.splitlines(), n=0, lineterm="")
@@ -1087,7 +1093,7 @@ def _show_user_data_change(old: Any, new: Any) -> str | None:
     ]
     text = "; ".join(changed) or "the same lines"
     room = 3 * SHOWN
-    return "(decoded) " + (text if len(text) <= room else text[: room - 3] + "...")
+    return label + (text if len(text) <= room else text[: room - 3] + "...")
 
 
 def as_json(stack: str, base_ref: str, diff: Diff) -> dict:
@@ -1139,13 +1145,17 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
             lines.append(f"  +- {c.type} {c.name}  REPLACE because of {', '.join(c.replace_paths)}")
         else:
             rolling = "  ROLLS its nodes (each drained; see !)" if c.consequences else ""
+            if c.type == node_class_drift.NODE_CLASS:
+                rolling = (
+                    "  DRIFTS its pool's nodes (see !)" if c.consequences and node_class_drift.drifts(c.paths) else ""
+                )
             lines.append(f"  ~ {c.type} {c.name}{rolling}")
         for path in c.paths[:12]:
             if path in c.because:
                 lines.append(f"      {path}: computed from replaced {c.because[path]}")
             elif path in c.values:
                 old, new = c.values[path]
-                lines.append(f"      {path}: {_show_user_data_change(old, new) or _show_change(old, new)}")
+                lines.append(f"      {path}: {_show_lines_change(old, new) or _show_change(old, new)}")
             else:
                 lines.append(f"      {path}")
         if len(c.paths) > 12:

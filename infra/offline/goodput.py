@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from infra.core.names import GPU_RESOURCE
+from infra.core.names import GPU_RESOURCE, MIN_MEMBER_ANNOTATION
 
 PHASES = ("training", "checkpoint", "preflight", "gate", "waiting", "hung", "restart")
 
@@ -209,15 +209,34 @@ def _container_runs(pod: dict) -> tuple[list[tuple[float, float, int]], float | 
     return ended, started, over  # type: ignore[return-value]
 
 
+def _min_member(job: dict) -> int:
+    """A batch Job's gang: the minMember of the PodGroup Volcano's controller makes for its pods, the Job's
+    MIN_MEMBER_ANNOTATION, 1 where absent, negative or no 32-bit integer (strconv.ParseInt in getMinMemberFromUpperRes,
+    volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1)."""
+    text = str((job["metadata"].get("annotations") or {}).get(MIN_MEMBER_ANNOTATION, ""))
+    value = int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else -1
+    return value if 0 <= value < 2**31 else 1
+
+
+def _gang_size(job: dict, pods: int) -> int:
+    """How many pods are bound before the gang runs: a Kubeflow job's every replica (and any pod beyond them); a
+    batch Job's (a pod template, no replica specs) its PodGroup's minMember, its other pods running as they are
+    bound (an Indexed Job's later shards among them)."""
+    if "template" in (job.get("spec") or {}):
+        return _min_member(job)
+    return max(_replicas(job), pods)
+
+
 class _Gang:
-    """The job's current pods, when its gang was complete, and the nodes' health-gate windows."""
+    """The job's current pods, when its gang was complete (its gang's last pod bound, `_gang_size`), and the nodes'
+    health-gate windows."""
 
     def __init__(self, observed: Observed) -> None:
         self.observed = observed
         self.binds = {p["metadata"]["name"]: _bound(p) for p in observed.pods}
-        held = [b for b in self.binds.values() if b is not None]
-        whole = len(held) >= max(_replicas(observed.job), len(observed.pods)) and held
-        self.complete = max(held) if whole else observed.now
+        held = sorted(b for b in self.binds.values() if b is not None)
+        size = max(_gang_size(observed.job, len(observed.pods)), 1)
+        self.complete = held[size - 1] if len(held) >= size else observed.now
 
     def gated(self, pod: dict) -> list[tuple[float, float]]:
         """While this pod waited, the windows in which another pod's node was in its health gate:

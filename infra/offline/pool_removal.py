@@ -48,7 +48,7 @@ DISRUPTED_TAINT = "karpenter.sh/disrupted:NoSchedule"  # DisruptedNoScheduleTain
 NODEPOOL_LABEL = "karpenter.sh/nodepool"  # NodePoolLabelKey on every NodeClaim, pkg/apis/v1/labels.go@6e7eab7a0f48
 
 
-def _pool_of(resource: dict) -> str | None:
+def pool_of(resource: dict) -> str | None:
     """The pool of a NodePool (its template's labels) or of a node group (its labels)."""
     inputs = resource["inputs"]
     if resource["type"] == NODEPOOL:
@@ -56,12 +56,17 @@ def _pool_of(resource: dict) -> str | None:
     return (inputs.get("labels") or {}).get(POOL_LABEL)
 
 
+def node_class_of(nodepool: dict) -> str | None:
+    """The name of the EC2NodeClass a NodePool launches its nodes from (its template's nodeClassRef)."""
+    spec = ((nodepool["inputs"].get("spec") or {}).get("template") or {}).get("spec") or {}
+    return (spec.get("nodeClassRef") or {}).get("name")
+
+
 def _node_class_uses_a_placement_group(before: dict[str, dict], nodepool: dict) -> bool:
     """Whether the NodePool's EC2NodeClass depends on a placement group (an EFA pool's fabric)."""
-    ref = ((((nodepool["inputs"].get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeClassRef")) or {}
     return any(
         r["type"].endswith(":EC2NodeClass")
-        and (r["inputs"].get("metadata") or {}).get("name") == ref.get("name")
+        and (r["inputs"].get("metadata") or {}).get("name") == node_class_of(nodepool)
         and any(before.get(urn, {}).get("type") == PLACEMENT_GROUP for urn in r["dependencies"])
         for r in before.values()
     )
@@ -69,9 +74,9 @@ def _node_class_uses_a_placement_group(before: dict[str, dict], nodepool: dict) 
 
 def consequences(before: dict[str, dict], after: dict[str, dict], nodepool: dict) -> list[str]:
     """What deleting `nodepool` (a resource of the base plan; both plans' resources by URN) does, one line each."""
-    pool = _pool_of(nodepool) or "?"
+    pool = pool_of(nodepool) or "?"
     name = (nodepool["inputs"].get("metadata") or {}).get("name", "?")
-    moved = any(r["type"] == NODE_GROUP and _pool_of(r) == pool for r in after.values())
+    moved = any(r["type"] == NODE_GROUP and pool_of(r) == pool for r in after.values())
     if moved:
         again = "a rank made again (a retried failure, a lost node) and new jobs go to the pool's node group"
     else:

@@ -17,6 +17,7 @@ from infra.core.names import (
     GAVE_BACK_ANNOTATION,
     GROUP_NAME_ANNOTATION,
     JOB_NAME_LABEL,
+    MIN_MEMBER_ANNOTATION,
     POOL_LABEL,
     REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL,
@@ -439,6 +440,63 @@ def test_jobs_status_of_a_team_as_json_names_each_job_and_the_teams_sum(api, kub
     assert found["goodput"]["allocatedGpuHours"] == found["jobs"][0]["goodput"]["allocatedGpuHours"] > 0
 
 
+def test_jobs_status_of_a_team_as_json_names_each_job_and_the_teams_sum(api, kubeconfig, capsys):
+    _seed_team(api)
+    assert main(["jobs", "status", "prod", "--team", "vision", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["namespace"] == "vision" and [j["name"] for j in found["jobs"]] == ["detector"]
+    assert found["goodput"]["allocatedGpuHours"] == found["jobs"][0]["goodput"]["allocatedGpuHours"] > 0
+
+
+def _ended_batch_pod(index: int, bound: str, started: str, finished: str) -> dict:
+    """A pod of the batch Job `eval` holding one GPU, bound, run and ended at the times given."""
+    pod = _batch_pod(index, f"node-{index}", "Succeeded")
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": bound}]
+    run = {"startedAt": started, "finishedAt": finished, "exitCode": 0, "reason": "Completed"}
+    pod["status"]["containerStatuses"] = [
+        {"name": "eval", "image": "i", "imageID": "i", "ready": False, "restartCount": 0, "state": {"terminated": run}}
+    ]
+    return pod
+
+
+def _team_batch_goodput(capsys) -> dict:
+    assert main(["jobs", "status", "prod", "-n", "llm", "--json"]) == 0
+    (job,) = [j for j in json.loads(capsys.readouterr().out)["jobs"] if j["kind"] == "Job"]
+    return job
+
+
+def test_a_teams_goodput_counts_its_batch_jobs_runs_one_after_another_with_no_wait(api, kubeconfig, capsys):
+    """An Indexed Job of one pod at a time (Volcano's minMember 1, no gang): shard 0 ran 00:00-01:00, shard 1
+    01:00-02:00, one GPU each; two GPU-hours of work, none waiting for a gang."""
+    api.put(_batch_job({"succeeded": 2}))
+    api.put(_ended_batch_pod(0, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z"))
+    api.put(_ended_batch_pod(1, "2026-01-01T01:00:00Z", "2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z"))
+    job = _team_batch_goodput(capsys)
+    assert (job["name"], job["goodput"]["allocatedGpuHours"], job["goodput"]["share"]) == ("eval", 2.0, 1.0)
+
+
+def test_a_teams_goodput_counts_a_batch_jobs_gang_wait_by_its_min_member_annotation(api, kubeconfig, capsys):
+    """Volcano's PodGroup of the Job holds two pods as one gang (the Job's group-min-member 2): shard 0, bound at
+    00:00, waits half an hour for shard 1; both run to 01:30, when shard 2 starts on its own until 02:30."""
+    job = _batch_job({"succeeded": 3})
+    job["metadata"]["annotations"] = {MIN_MEMBER_ANNOTATION: "2"}
+    api.put(job)
+    api.put(_ended_batch_pod(0, "2026-01-01T00:00:00Z", "2026-01-01T00:30:00Z", "2026-01-01T01:30:00Z"))
+    api.put(_ended_batch_pod(1, "2026-01-01T00:30:00Z", "2026-01-01T00:30:00Z", "2026-01-01T01:30:00Z"))
+    api.put(_ended_batch_pod(2, "2026-01-01T01:30:00Z", "2026-01-01T01:30:00Z", "2026-01-01T02:30:00Z"))
+    hours = _team_batch_goodput(capsys)["goodput"]["gpuHours"]
+    assert (hours["waiting"], hours["training"]) == (0.5, 3.0)
+
+
+def test_a_teams_goodput_line_of_a_batch_job_says_its_hangs_are_not_counted(api, kubeconfig, capsys):
+    api.put(_batch_job({"succeeded": 1}))
+    api.put(_ended_batch_pod(0, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z"))
+    assert main(["jobs", "status", "prod", "-n", "llm"]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  Job eval: ")]
+    assert line.startswith("  Job eval: goodput 100% of 1.0 GPU-hours; hung not counted")
+
+
 def test_a_teams_goodput_leaves_out_the_kinds_the_user_may_not_list(api, kubeconfig, capsys):
     api.allow = lambda verb, group, resource, namespace: resource != "mpijobs"
     _seed_team(api)
@@ -747,6 +805,65 @@ def test_the_cancel_of_a_batch_job_is_one_the_teams_release_guard_admits(api, ku
     guard = tenancy.pod_release_guard(30)
     judged = verdicts(guard, None, operation="DELETE", options=options, resource=("batch", "jobs"), user="alice@llm")
     assert [message for message, ok in judged if not ok] == []
+
+
+def test_a_teams_goodput_as_json_lists_what_of_a_batch_job_is_not_counted(api, kubeconfig, capsys):
+    api.put(_batch_job({"succeeded": 1}))
+    api.put(_ended_batch_pod(0, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z"))
+    assert _team_batch_goodput(capsys)["notCounted"] == ["hung"]
+
+
+# A Job with `manualSelector: true` selects its pods by its own selector, matchExpressions included.
+EXPRESSIONS = [
+    {"key": "shard", "operator": "In", "values": ["b", "a"]},
+    {"key": "tier", "operator": "NotIn", "values": ["canary"]},
+    {"key": "app", "operator": "Exists"},
+    {"key": "retired", "operator": "DoesNotExist"},
+]
+
+
+def _selected_batch_job(match_labels: dict | None = None) -> dict:
+    job = _batch_job({"active": 2})
+    selector = {"matchExpressions": EXPRESSIONS, **({"matchLabels": match_labels} if match_labels else {})}
+    job["spec"] |= {"manualSelector": True, "selector": selector}
+    return job
+
+
+def _labelled_pod(name: str, labels: dict) -> dict:
+    pod = _batch_pod(0, "node-a")
+    pod["metadata"] |= {"name": name, "uid": f"uid-{name}", "labels": labels}
+    return pod
+
+
+def _put_expression_pods(api: FakeKubernetesApi) -> None:
+    """Two pods the Job's selector selects and one each of its requirements leaves out (other-team: matchLabels
+    {"team": "llm"})."""
+    selected = {"team": "llm", "app": "eval"}
+    for name, labels in {
+        "eval-a": {**selected, "shard": "a"},
+        "eval-b": {**selected, "shard": "b", "tier": "main"},
+        "eval-c": {**selected, "shard": "c"},
+        "eval-canary": {**selected, "shard": "a", "tier": "canary"},
+        "eval-noapp": {"team": "llm", "shard": "a"},
+        "eval-retired": {**selected, "shard": "b", "retired": "yes"},
+        "other-team": {"team": "vision", "app": "eval", "shard": "a"},
+    }.items():
+        api.put(_labelled_pod(name, labels))
+        api.log("llm", name, f"{name} says hi", at="2026-01-01T00:00:01Z")
+
+
+def test_status_of_a_batch_job_selecting_by_match_expressions_only_lists_the_pods_they_select(api, kubeconfig, capsys):
+    api.put(_selected_batch_job())
+    _put_expression_pods(api)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job", "--json"]) == 0
+    assert [p["name"] for p in json.loads(capsys.readouterr().out)["pods"]] == ["eval-a", "eval-b", "other-team"]
+
+
+def test_logs_of_a_batch_job_selecting_by_labels_and_expressions_read_the_pods_both_select(api, kubeconfig, capsys):
+    api.put(_selected_batch_job({"team": "llm"}))
+    _put_expression_pods(api)
+    assert main(["jobs", "logs", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["node-a eval-a eval-a says hi", "node-a eval-b eval-b says hi"]
 
 
 def test_a_kind_the_platform_does_not_run_is_refused_naming_kind_and_the_kinds_it_takes(api, kubeconfig, capsys):

@@ -161,3 +161,21 @@ def test_deleting_a_custom_resource_with_no_propagation_policy_deletes_its_depen
     api.put(_owned_pod("u1"))
     assert call(api, "DELETE", "/apis/kubeflow.org/v1/namespaces/team/pytorchjobs/eval")[0] == 200
     assert api.get("/api/v1/namespaces/team/pods/p") is None
+
+
+def test_a_list_selects_by_set_based_label_requirements_as_the_api_server_parses_them(api):
+    """`in`, `notin`, bare key (exists) and `!key`, commas inside a value list not splitting requirements."""
+    from urllib.parse import quote
+
+    for name, labels in {
+        "a": {"app": "eval", "shard": "a"},
+        "b": {"app": "eval", "shard": "b"},
+        "c": {"app": "eval", "shard": "c"},  # shard not in (a,b)
+        "canary": {"app": "eval", "shard": "a", "tier": "canary"},  # tier in (canary)
+        "retired": {"app": "eval", "shard": "b", "retired": "yes"},  # has retired
+        "other": {"shard": "a"},  # no app
+    }.items():
+        api.put({**POD, "metadata": {"name": name, "namespace": "team", "labels": labels}})
+    selector = quote("app,shard in (a, b),tier notin (canary,x),!retired")
+    code, body = call(api, "GET", f"/api/v1/namespaces/team/pods?labelSelector={selector}")
+    assert code == 200 and [p["metadata"]["name"] for p in json.loads(body)["items"]] == ["a", "b"]

@@ -1,0 +1,105 @@
+"""What a change of a Karpenter pool's EC2NodeClass does to the pool's nodes: `higgsfield diff` says it in one line
+under the change, as it says what rolling a node group does (infra/offline/rolls.py).
+
+Read at aws/karpenter-provider-aws@v1.14.1 and the core it vendors, kubernetes-sigs/karpenter@6e7eab7a0f48:
+- Static drift: the nodeclass.hash controller writes the hash of the class's spec on it as
+  `karpenter.k8s.aws/ec2nodeclass-hash` (pkg/controllers/nodeclass/hash/controller.go, EC2NodeClass.Hash in
+  pkg/apis/v1/ec2nodeclass.go), every NodeClaim carries the hash of the class it was launched from, and one whose hash
+  differs is drifted (NodeClassDrift: areStaticFieldsDrifted, pkg/cloudprovider/drift.go). Every spec field is
+  hashed but those tagged `hash:"ignore"` (UNHASHED): user data, tags, block devices, the role, metadata options,
+  network interfaces, the placement group, the instance store policy all drift every node (pkg/cloudprovider/
+  suite_test.go, "should return drifted if a statically drifted EC2NodeClass.Spec field is updated": UserData,
+  Tags, ...).
+- Dynamic drift (RESOLVED): for those ignored fields Karpenter compares what the terms resolve to (the class's
+  status) with each node: its AMI (isAMIDrifted), subnet (isSubnetDrifted), security groups
+  (areSecurityGroupsDrifted) and capacity reservation (isCapacityReservationDrifted), in pkg/cloudprovider/drift.go.
+  `ipPrefixCount` is neither: no node drifts; the class's metadata is not its spec.
+- A Drifted NodeClaim is disrupted by the core's Drift method (pkg/controllers/disruption/drift.go): the oldest
+  first, one per command, within the NodePool's budgets for Drifted (GetAllowedDisruptionsByReason, pkg/apis/v1/
+  nodepool.go: the least of the budgets that list Drifted or no reason; none such: no limit; the default budget of
+  10% is there only when `budgets` is left out); a replacement is launched for the node's pods first and the node
+  deleted once it is initialized (pkg/controllers/disruption/queue.go). A node with an active
+  `karpenter.sh/do-not-disrupt` pod is no candidate unless its NodeClaim has a terminationGracePeriod (NewCandidate,
+  pkg/controllers/disruption/types.go; ValidatePodsDisruptable, pkg/controllers/state/statenode.go); ours have none
+  (components/karpenter.py node_pool), and rendered training pods carry the annotation.
+"""
+
+from __future__ import annotations
+
+from infra.core.names import DO_NOT_DISRUPT
+from infra.offline.pool_removal import NODEPOOL, node_class_of, pool_of
+
+NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+# The spec fields EC2NodeClass.Hash leaves out (`hash:"ignore"` in pkg/apis/v1/ec2nodeclass.go@v1.14.1; amiFamily
+# is hashed as the family its AMI alias resolves to, so with an alias, as components/karpenter.py writes, it is not)
+# and, for those Karpenter checks against each node, what it compares.
+UNHASHED = (
+    "spec.subnetSelectorTerms",
+    "spec.securityGroupSelectorTerms",
+    "spec.capacityReservationSelectorTerms",
+    "spec.ipPrefixCount",
+    "spec.amiSelectorTerms",
+    "spec.amiFamily",
+)
+RESOLVED = {
+    "spec.amiSelectorTerms": "AMI",
+    "spec.amiFamily": "AMI",
+    "spec.subnetSelectorTerms": "subnet",
+    "spec.securityGroupSelectorTerms": "security groups",
+    "spec.capacityReservationSelectorTerms": "capacity reservation",
+}
+DRIFTED = "Drifted"  # the disruption reason a budget lists (DisruptionReasonDrifted, pkg/apis/v1/nodepool.go)
+
+
+def _field(path: str) -> str | None:
+    """The spec field a changed input path is under (`spec.tags.team` -> `spec.tags`), None outside the spec."""
+    if not path.startswith("spec."):
+        return None
+    return "spec." + path.removeprefix("spec.").split(".")[0].split("[")[0]
+
+
+def drifts(paths: list[str]) -> bool:
+    """Whether a change of these input paths of an EC2NodeClass drifts any of its nodes."""
+    return any((f := _field(p)) is not None and f != "spec.ipPrefixCount" for p in paths)
+
+
+def _budget(nodepool: dict) -> str:
+    """How many of the pool's drifted nodes Karpenter replaces at a time, by the NodePool's budgets."""
+    budgets = ((nodepool["inputs"].get("spec") or {}).get("disruption") or {}).get("budgets") or []
+    limits = [str(b.get("nodes")) for b in budgets if not b.get("reasons") or DRIFTED in b["reasons"]]
+    if not limits:
+        return f"any number at a time (no disruption budget of the NodePool limits {DRIFTED})"
+    return f"at most {' and '.join(limits)} of its nodes at a time (the NodePool's disruption budgets for {DRIFTED})"
+
+
+def consequences(after: dict[str, dict], node_class: dict, paths: list[str]) -> list[str]:
+    """What changing `paths` of `node_class` (a resource of the head plan; its resources by URN) does to its pool's
+    nodes, one line; empty for a class no GPU pool's NodePool launches from."""
+    name = (node_class["inputs"].get("metadata") or {}).get("name")
+    nodepool = next(
+        (r for r in after.values() if r["type"] == NODEPOOL and node_class_of(r) == name and pool_of(r)), None
+    )
+    if nodepool is None:
+        return []
+    fields = sorted({f for p in paths if (f := _field(p))})
+    hashed = [f for f in fields if f not in UNHASHED]
+    resolved = [f for f in fields if f in RESOLVED]
+    who = f"pool {pool_of(nodepool)} (Karpenter NodePool {(nodepool['inputs'].get('metadata') or {}).get('name')})"
+    how = (
+        f"{_budget(nodepool)}, a replacement launched for its pods before it is drained; serving and evaluation pods "
+        f"are evicted, and a node running a training pod ({DO_NOT_DISRUPT}, no terminationGracePeriod) is replaced "
+        "only once that pod ends"
+    )
+    if hashed:
+        return [
+            f"{who}: {', '.join(hashed)} changes the EC2NodeClass's hash (karpenter.k8s.aws/ec2nodeclass-hash): "
+            f"Karpenter marks every node of the pool {DRIFTED} and replaces it, {how}"
+        ]
+    if resolved:
+        compared = " or ".join(sorted({RESOLVED[f] for f in resolved}))
+        return [
+            f"{who}: {', '.join(resolved)} is compared with each node: a node whose {compared} it no longer selects is "
+            f"{DRIFTED} and replaced, {how}"
+        ]
+    changed = ", ".join(fields) or ", ".join(paths)
+    return [f"{who}: {changed} drifts no node (neither hashed nor checked against the nodes): none is replaced"]

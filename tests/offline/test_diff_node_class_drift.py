@@ -1,0 +1,120 @@
+"""`higgsfield diff` says what a change of a Karpenter pool's EC2NodeClass does to the pool's nodes
+(infra/offline/node_class_drift.py): staging with its first pool (a100) on Karpenter as the head, and the same
+plan with its EC2NodeClass as it was before the change as the base."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from infra.offline.diff import as_json, compare, render_diff
+from tests.conftest import with_a_karpenter_pool
+
+NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory) -> dict:
+    return with_a_karpenter_pool(tmp_path_factory.mktemp("karpenter"), "staging").as_dict()
+
+
+def _of(plan: dict, type_: str) -> dict:
+    (found,) = [r for r in plan["resources"] if r["type"] == type_]
+    return found
+
+
+def _diff(head: dict, before, after=None) -> list[str]:
+    """The diff's lines from a base whose EC2NodeClass `before(inputs)` changed to a head `after(plan)` changed."""
+    base, head = copy.deepcopy(head), copy.deepcopy(head)
+    before(_of(base, NODE_CLASS)["inputs"])
+    if after:
+        after(head)
+    return render_diff("staging", "base", compare(base, head, set())).splitlines()
+
+
+def _class_lines(lines: list[str]) -> tuple[str, list[str]]:
+    """The EC2NodeClass's change line and its `!` lines."""
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"  ~ {NODE_CLASS} "))
+    end = next((i for i in range(at + 1, len(lines)) if lines[i].startswith(("  ~ ", "  + ", "  - ", "  +- "))), None)
+    return lines[at], [line.removeprefix("      ! ") for line in lines[at + 1 : end] if line.startswith("      ! ")]
+
+
+def _old_user_data(inputs: dict) -> None:
+    inputs["spec"]["userData"] = inputs["spec"]["userData"].replace("podPidsLimit: 32768", "podPidsLimit: 16384")
+
+
+def test_a_changed_user_data_marks_the_node_class_as_drifting_its_pools_nodes(head):
+    heading, said = _class_lines(_diff(head, _old_user_data))
+    assert heading.endswith("  DRIFTS its pool's nodes (see !)")
+    (line,) = said
+    assert line.startswith("pool a100 (Karpenter NodePool gpu-a100): spec.userData changes the EC2NodeClass's hash")
+    assert "every node of the pool Drifted and replaces it" in line
+
+
+def test_a_drifted_node_running_a_training_pod_is_said_to_stay_until_the_pod_ends(head):
+    (line,) = _class_lines(_diff(head, _old_user_data))[1]
+    assert "a node running a training pod (karpenter.sh/do-not-disrupt, no terminationGracePeriod) is replaced " in line
+    assert "only once that pod ends" in line
+
+
+def test_a_tag_change_of_the_node_class_drifts_every_node_too(head):
+    """Karpenter hashes the spec's tags with the rest (only selector terms, ipPrefixCount and the AMI family are left
+    out), so a tag is no harmless in-place change here."""
+
+    def old_tags(inputs: dict) -> None:
+        inputs["spec"]["tags"] = {**inputs["spec"]["tags"], "cost-center": "old"}
+
+    heading, (line,) = _class_lines(_diff(head, old_tags))
+    assert heading.endswith("DRIFTS its pool's nodes (see !)") and "every node of the pool Drifted" in line
+
+
+def test_a_changed_subnet_selector_drifts_the_nodes_outside_what_it_now_selects(head):
+    def old_subnet(inputs: dict) -> None:
+        inputs["spec"]["subnetSelectorTerms"] = [{"id": "subnet-0old"}]
+
+    heading, (line,) = _class_lines(_diff(head, old_subnet))
+    assert heading.endswith("DRIFTS its pool's nodes (see !)")
+    assert "spec.subnetSelectorTerms is compared with each node" in line
+    assert "a node whose subnet it no longer selects is Drifted and replaced" in line
+
+
+def test_a_node_class_change_karpenter_does_not_drift_on_says_no_node_is_replaced(head):
+    def no_prefixes(inputs: dict) -> None:
+        inputs["spec"]["ipPrefixCount"] = 1
+
+    heading, (line,) = _class_lines(_diff(head, no_prefixes))
+    assert "DRIFTS" not in heading
+    assert line.startswith("pool a100 (Karpenter NodePool gpu-a100): spec.ipPrefixCount drifts no node")
+
+
+def test_the_drift_line_says_the_pools_budget_for_drifted_nodes(head):
+    def budget(plan: dict) -> None:
+        budgets = _of(plan, NODEPOOL)["inputs"]["spec"]["disruption"]["budgets"]
+        budgets.append({"nodes": "1", "reasons": ["Drifted"]})
+
+    (line,) = _class_lines(_diff(head, _old_user_data, budget))[1]
+    assert "at most 1 of its nodes at a time (the NodePool's disruption budgets for Drifted)" in line
+
+
+def test_the_drift_line_says_no_budget_limits_drifted_nodes_when_none_does(head):
+    (line,) = _class_lines(_diff(head, _old_user_data))[1]
+    assert "any number at a time (no disruption budget of the NodePool limits Drifted)" in line
+
+
+def test_the_json_diff_carries_the_drift_line_as_the_changes_consequence(head):
+    base, after = copy.deepcopy(head), copy.deepcopy(head)
+    _old_user_data(_of(base, NODE_CLASS)["inputs"])
+    (change,) = [
+        c for c in as_json("staging", "base", compare(base, after, set()))["change"] if c["type"] == NODE_CLASS
+    ]
+    assert change["consequences"][0].startswith("pool a100 (Karpenter NodePool gpu-a100): spec.userData changes")
+
+
+def test_the_diff_of_the_node_class_user_data_shows_the_lines_that_change_on_one_line(head):
+    """The EC2NodeClass holds its user data as text, not base64: its change is still one line of the diff."""
+    lines = _diff(head, _old_user_data)
+    at = next(i for i, line in enumerate(lines) if line.startswith("      spec.userData: "))
+    assert "- podPidsLimit: 16384" in lines[at] and "+ podPidsLimit: 32768" in lines[at]
+    assert lines[at + 1].startswith("      ! pool a100 ")
