@@ -11,11 +11,13 @@ entry of the team's choosing, whole, with nothing before it but a tab."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 
 import pytest
 
+from tests.cli.test_verify_checks import NOW, cluster, ctx, gpu_node, one, plan  # noqa: F401 (fixtures)
 from tests.conftest import STACKS, config_of, plan_of
 
 AGENT = "eks-node-monitoring-agent"
@@ -101,3 +103,33 @@ def test_no_enabled_monitor_reads_a_kubelet_line_a_team_forged_as_a_failed_node(
         for entry in entries
         if any(re.search(pattern, entry) for pattern in KUBELET_FATAL_PATTERNS[name])
     ] == []
+
+
+def _with_condition(node: dict, kind: str, status: str, heartbeat_age_s: float | None) -> dict:
+    condition = {"type": kind, "status": status, "reason": "Ready"}
+    if heartbeat_age_s is not None:
+        beat = NOW - datetime.timedelta(seconds=heartbeat_age_s)
+        condition["lastHeartbeatTime"] = beat.strftime("%Y-%m-%dT%H:%M:%SZ")
+    node["status"]["conditions"] = [condition]
+    return node
+
+
+def test_a_gpu_node_whose_runtime_monitor_reports_fails(ctx, cluster):  # noqa: F811
+    """ContainerRuntimeReady, renewed a minute ago, means the agent's runtime monitor runs on the node, which a
+    team's line in the kubelet's log turns False (test_no_enabled_monitor_reads_a_kubelet_line_a_team_forged_as_a_
+    failed_node): `higgsfield verify` says so, as it does for the kernel monitor."""
+    cluster.put(_with_condition(gpu_node("ip-10-0-1-5", "healthy", tainted=False), "ContainerRuntimeReady", "True", 60))
+    outcome = one("kube.gpu-nodes", ctx)
+    assert outcome.status == "FAIL" and "ip-10-0-1-5: carries ContainerRuntimeReady" in outcome.evidence
+
+
+def test_a_gpu_node_keeping_the_condition_of_a_monitor_turned_off_passes(ctx, cluster):  # noqa: F811
+    """The agent upserts its conditions and never removes one (pkg/manager/node_exporter.go reportManagedConditions
+    @v1.6.4), so every node that ran the agent before its kernel monitor went off keeps KernelReady True, its
+    heartbeat stopped (the agent renews its conditions every 5 minutes: heartbeatInterval). No monitor will turn it
+    False, so nothing repairs on it; failing it would fail `higgsfield verify` after the deploy on every GPU node
+    until each is replaced. Verify on a cluster after the deploy: `kubectl get nodes -o json | jq '.items[].status.
+    conditions[] | select(.type=="KernelReady") | .lastHeartbeatTime'` stops moving."""
+    cluster.put(_with_condition(gpu_node("ip-10-0-1-5", "healthy", tainted=False), "KernelReady", "True", 7200))
+    assert one("kube.gpu-nodes", ctx).status == "PASS"
+
