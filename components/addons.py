@@ -102,7 +102,18 @@ ADDON_DAEMONS: dict[str, str] = {
 # a shared node".
 KUBELET_LOG_MONITORS: dict[str, str] = {"kernel-monitor": "KernelReady", "runtime": "ContainerRuntimeReady"}
 NODE_MONITORING_AGENT_MONITORS: dict[str, dict[str, bool]] = {name: {"enabled": False} for name in KUBELET_LOG_MONITORS}
-NODE_MONITORING_AGENT_CONFIGURATION: dict[str, object] = {"nodeAgent": {"monitors": NODE_MONITORING_AGENT_MONITORS}}
+# The agent reads its monitors' settings once, at start (cmd/eks-node-monitoring-agent/main.go LoadMonitorConfig), from
+# the ConfigMap its chart writes, and its DaemonSet's pod template names neither the settings nor a checksum of them
+# (charts/eks-node-monitoring-agent/templates/monitor-configmap.yaml, daemonset.yaml, all @v1.6.4): a change of them
+# would reach the ConfigMap and leave the running agents as they were. The settings as a pod annotation
+# (`nodeAgent.podAnnotations`, charts/configuration.schema.json) change the template with them, so the DaemonSet rolls.
+MONITORS_ANNOTATION = "higgsfield.io/monitors"
+NODE_MONITORING_AGENT_CONFIGURATION: dict[str, object] = {
+    "nodeAgent": {
+        "monitors": NODE_MONITORING_AGENT_MONITORS,
+        "podAnnotations": {MONITORS_ANNOTATION: json.dumps(NODE_MONITORING_AGENT_MONITORS, sort_keys=True)},
+    }
+}
 
 
 def _merged(base: Mapping[str, object], extra: Mapping[str, object]) -> dict[str, object]:

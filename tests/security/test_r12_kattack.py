@@ -133,3 +133,17 @@ def test_a_gpu_node_keeping_the_condition_of_a_monitor_turned_off_passes(ctx, cl
     cluster.put(_with_condition(gpu_node("ip-10-0-1-5", "healthy", tainted=False), "KernelReady", "True", 7200))
     assert one("kube.gpu-nodes", ctx).status == "PASS"
 
+
+@pytest.mark.parametrize("stack", OBSERVED)
+def test_a_change_of_the_agents_monitors_restarts_the_agent(stack):
+    """The agent reads its monitors' settings once, at start (cmd/eks-node-monitoring-agent/main.go LoadMonitorConfig
+    @v1.6.4), from a ConfigMap the add-on's chart writes (templates/monitor-configmap.yaml), and its DaemonSet's pod
+    template names neither the settings nor a checksum of them (templates/daemonset.yaml): once an agent runs with
+    some monitors' settings, a later change of them (a monitor turned off) reaches the ConfigMap and `aws.addons`
+    passes, but the running agents keep their monitors until each restarts. A pod annotation carrying the settings
+    (`nodeAgent.podAnnotations`, charts/configuration.schema.json) changes the template, so the DaemonSet rolls.
+    Verify on a cluster: after the deploy, `kubectl -n kube-system rollout status ds/eks-node-monitoring-agent` and
+    `kubectl -n kube-system logs ds/eks-node-monitoring-agent | grep 'monitors disabled by configuration'`."""
+    node_agent = _agent_configuration(stack)["nodeAgent"]
+    annotations = node_agent.get("podAnnotations") or {}
+    assert node_agent["monitors"] in [json.loads(value) for value in annotations.values()]
