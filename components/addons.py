@@ -76,9 +76,10 @@ ADDON_DAEMONS: dict[str, str] = {
     "jsonpath='{.spec.template.spec.tolerations}'",
 }
 
-# The node monitoring agent runs without the two monitors that read the kubelet's journal (the agent's README
-# "Configuring Monitors", charts/configuration.schema.json NodeAgent.monitors and charts/.../monitor-configmap.yaml, all
-# in aws/eks-node-monitoring-agent@v1.6.4, the floor: ADDON_FLOORS), each with the one node condition it sets
+# The node monitoring agent runs without the two monitors that fail a node on a kubelet journal entry (the agent's
+# README "Configuring Monitors", charts/configuration.schema.json NodeAgent.monitors and charts/.../
+# monitor-configmap.yaml, all in aws/eks-node-monitoring-agent@v1.6.4, the floor: ADDON_FLOORS), each with the one
+# node condition it sets
 # (cmd/eks-node-monitoring-agent/main.go conditionConfigs). Each turns its condition False on one Fatal reason read
 # from any kubelet journal entry matching a pattern, unanchored (pkg/reasons/reasons.yaml; every other reason of
 # theirs is a Warning, an event):
@@ -89,6 +90,8 @@ ADDON_DAEMONS: dict[str, str] = {
 #   podStuckTerminating). The kubelet's own such line is V(4) (kubernetes/kubernetes:pkg/kubelet/volumemanager/
 #   populator/desired_state_of_world_populator.go), below nodeadm's verbosity 2, so on these nodes only a forged one
 #   is ever logged.
+# The storage monitor reads the kubelet's journal too, for Warnings alone (EtcHostsMountFailed, KubeletDiskUsageSlow:
+# events, which no repair reads: monitors/storage/monitor.go handleKubeletLogs), and stays on.
 # The kubelet logs text a team's pod chooses (a command it could not start, an env-expanded argument, what a failed
 # exec hook or probe printed, a grpc probe's answer, an image's entrypoint), and writes a value holding a line break
 # as it is, line by line, each an entry of the journal of its own (kubernetes/klog:internal/serialize/keyvalues.go

@@ -30,8 +30,8 @@ OBSERVED = [s for s in STACKS if config_of(s).observability.enabled]
 #   goRuntimeOutOfPidRegexp);
 # - runtime, ContainerRuntimeReady: PodStuckTerminating, Fatal (pkg/reasons/reasons.yaml), after its third match
 #   (MinOccurrences(2): pkg/manager/manager.go exportCondition) (monitors/runtime/monitor.go podStuckTerminating).
-# No other monitor reads the kubelet's journal (networking reads IPAMD's log and kube-proxy, storage and nvidia the
-# devices and DCGM).
+# No other monitor turns a condition False on a kubelet entry: storage reads the journal for Warnings alone (events:
+# monitors/storage/monitor.go handleKubeletLogs), networking reads IPAMD's and kube-proxy's logs, nvidia reads DCGM.
 KUBELET_FATAL_PATTERNS = {
     "kernel-monitor": (r".*fork/exec.*resource temporarily unavailable", r"failed to create new OS thread.*errno=11"),
     "runtime": (
