@@ -53,7 +53,7 @@ def _kubelet_entries(message: str, **values: str) -> list[str]:
 
 
 # What a team's container prints to stderr from an exec postStart hook that then fails (`sh -c 'cat /forged >&2;
-# exit 1'`; a shell builds it from pieces, so no admission reads it): each line one a monitor above matches.
+# exit 1'`; a shell builds it from pieces, so no admission reads it): each line one that a monitor above matches.
 FORGED_STDERR = "\n".join(
     [
         *3
@@ -69,8 +69,9 @@ FORGED_STDERR = "\n".join(
 # pkg/remote_runtime.go ExecSync@dc84f0e4fa7d, "command '%s' exited with %d: %s"), returned through RunInContainer and
 # the hook runner, and logged by startContainer (pkg/kubelet/kuberuntime/kuberuntime_container.go@fbba6b47ad98:
 # klog.ErrorS(handlerErr, "Failed to execute PostStartHook", ...)). An exec probe's output reaches the journal the
-# same way at V(1) ("Probe failed" ... output=), which nodeadm's kubelet (logging.verbosity 2: awslabs/amazon-eks-ami:
-# nodeadm/internal/kubelet/config.go@e48b98ad) logs, and so does a grpc probe's answer from the pod's own server.
+# same way at V(1) ("Probe failed" ... output=: pkg/kubelet/prober/prober.go@1b79bc18127b), which nodeadm's kubelet
+# logs (logging.verbosity 2: awslabs/amazon-eks-ami:nodeadm/internal/kubelet/config.go@e48b98ad), and so does a grpc
+# probe's answer from the pod's own server.
 HOOK_ERROR = f"command 'sh -c cat /forged >&2; exit 1' exited with 1: {FORGED_STDERR}"
 
 
