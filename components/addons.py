@@ -76,23 +76,46 @@ ADDON_DAEMONS: dict[str, str] = {
     "jsonpath='{.spec.template.spec.tolerations}'",
 }
 
-# The node monitoring agent runs without its kernel monitor (`kernel-monitor`: the agent's README "Configuring
-# Monitors", charts/configuration.schema.json NodeAgent.monitors and charts/.../monitor-configmap.yaml, all in
-# aws/eks-node-monitoring-agent@v1.6.4, the floor: ADDON_FLOORS). That monitor sets one node condition, KernelReady,
-# False on one Fatal reason alone, ForkFailedOutOfPIDs (pkg/reasons/reasons.yaml: every other KernelReady reason is
-# a Warning, an event), which it reads from any kubelet journal line matching `.*fork/exec.*resource temporarily
-# unavailable` or `failed to create new OS thread.*errno=11`, unanchored (monitors/kernel/monitor.go
-# forkFailedOutOfPidRegexp, goRuntimeOutOfPidRegexp). The kubelet logs text a team's pod chooses (a command it
-# could not start, an env-expanded argument, a probe's answer, an image's entrypoint), and node repair replaces a
-# node whose KernelReady stays False (Karpenter: 30 min, aws/karpenter-provider-aws:pkg/cloudprovider/
-# cloudprovider.go RepairPolicies@v1.14.1; EKS auto-repair on node groups likewise) with every pod on it: a team
-# could end another team's gang on a shared node. A disabled monitor's condition is not set at all (README, "When
-# a monitor is disabled"; cmd/eks-node-monitoring-agent/main.go conditionConfigs), so no repair reads the kubelet's
-# log for it. What is lost: the monitor's Warning events (a soft lockup, a kernel BUG, an application crash), and a
-# node whose PIDs are spent is no condition; the kubelet caps each pod's PIDs (components/efa.py POD_PIDS_LIMIT),
-# so one pod cannot spend them. docs/design/tenancy.md, "Node repair on a shared node".
+# The node monitoring agent runs without the two monitors that fail a node on a kubelet journal entry (the agent's
+# README "Configuring Monitors", charts/configuration.schema.json NodeAgent.monitors and charts/.../
+# monitor-configmap.yaml, all in aws/eks-node-monitoring-agent@v1.6.4, the floor: ADDON_FLOORS), each with the one
+# node condition it sets
+# (cmd/eks-node-monitoring-agent/main.go conditionConfigs). Each turns its condition False on one Fatal reason read
+# from any kubelet journal entry matching a pattern, unanchored (pkg/reasons/reasons.yaml; every other reason of
+# theirs is a Warning, an event):
+# - kernel-monitor, KernelReady: ForkFailedOutOfPIDs, `.*fork/exec.*resource temporarily unavailable` or `failed to
+#   create new OS thread.*errno=11` (monitors/kernel/monitor.go forkFailedOutOfPidRegexp, goRuntimeOutOfPidRegexp);
+# - runtime, ContainerRuntimeReady: PodStuckTerminating, `"Pod still has one or more containers in the non-exited
+#   state and will not be removed from desired state" pod="(.*)"` seen three times (monitors/runtime/monitor.go
+#   podStuckTerminating). The kubelet's own such line is V(4) (kubernetes/kubernetes:pkg/kubelet/volumemanager/
+#   populator/desired_state_of_world_populator.go), below nodeadm's verbosity 2, so on these nodes only a forged one
+#   is ever logged.
+# The storage monitor reads the kubelet's journal too, for Warnings alone (EtcHostsMountFailed, KubeletDiskUsageSlow:
+# events, which no repair reads: monitors/storage/monitor.go handleKubeletLogs), and stays on.
+# The kubelet logs text a team's pod chooses (a command it could not start, an env-expanded argument, what a failed
+# exec hook or probe printed, a grpc probe's answer, an image's entrypoint), and writes a value holding a line break
+# as it is, line by line, each an entry of the journal of its own (kubernetes/klog:internal/serialize/keyvalues.go
+# writeStringValue@2ca1701ced7f): any quoted message is forged whole. Node repair replaces a node whose condition stays
+# False (Karpenter: 30 min, aws/karpenter-provider-aws:pkg/cloudprovider/cloudprovider.go RepairPolicies@v1.14.1; EKS
+# auto-repair on node groups likewise) with every pod on it: a team could end another team's gang on a shared node.
+# A disabled monitor's condition is not set at all (README, "When a monitor is disabled"), so no repair reads the
+# kubelet's log. What is lost: those monitors' Warning events (a soft lockup, a kernel BUG, an application crash, a
+# systemd unit restarting, probe failure rates), and a node whose PIDs are spent is no condition; the kubelet caps each
+# pod's PIDs (components/efa.py POD_PIDS_LIMIT), so one pod cannot spend them. docs/design/tenancy.md, "Node repair on
+# a shared node".
+KUBELET_LOG_MONITORS: dict[str, str] = {"kernel-monitor": "KernelReady", "runtime": "ContainerRuntimeReady"}
+NODE_MONITORING_AGENT_MONITORS: dict[str, dict[str, bool]] = {name: {"enabled": False} for name in KUBELET_LOG_MONITORS}
+# The agent reads its monitors' settings once, at start (cmd/eks-node-monitoring-agent/main.go LoadMonitorConfig), from
+# the ConfigMap its chart writes, and its DaemonSet's pod template names neither the settings nor a checksum of them
+# (charts/eks-node-monitoring-agent/templates/monitor-configmap.yaml, daemonset.yaml, all @v1.6.4): a change of them
+# would reach the ConfigMap and leave the running agents as they were. The settings as a pod annotation
+# (`nodeAgent.podAnnotations`, charts/configuration.schema.json) change the template with them, so the DaemonSet rolls.
+MONITORS_ANNOTATION = "higgsfield.io/monitors"
 NODE_MONITORING_AGENT_CONFIGURATION: dict[str, object] = {
-    "nodeAgent": {"monitors": {"kernel-monitor": {"enabled": False}}}
+    "nodeAgent": {
+        "monitors": NODE_MONITORING_AGENT_MONITORS,
+        "podAnnotations": {MONITORS_ANNOTATION: json.dumps(NODE_MONITORING_AGENT_MONITORS, sort_keys=True)},
+    }
 }
 
 

@@ -463,9 +463,9 @@ def node_repair_gates(node_auto_repair: bool) -> dict[str, bool]:
       AcceleratedHardwareReady 10 min, StorageReady, NetworkingReady, KernelReady, ContainerRuntimeReady 30 min
       (RepairPolicies, pkg/cloudprovider/cloudprovider.go) - the table EKS auto-repair uses for node groups
       (docs.aws.amazon.com/eks/latest/userguide/node-repair.html), with Replace for every action (no reboot).
-      The agent is the observability add-on (components/observability.py), without its kernel monitor, so
-      KernelReady is never set (components/addons.py NODE_MONITORING_AGENT_CONFIGURATION); without the agent,
-      Ready alone.
+      The agent is the observability add-on (components/observability.py), without its kernel and runtime
+      monitors, so KernelReady and ContainerRuntimeReady are never set (components/addons.py
+      NODE_MONITORING_AGENT_CONFIGURATION); without the agent, Ready alone.
     - what it does (pkg/controllers/node/health/controller.go): stamps the NodeClaim's termination time as now
       and deletes it; the termination controller then deletes the node's pods with 1 s grace, past PDBs and
       `karpenter.sh/do-not-disrupt` (DeleteExpiringPods, pkg/controllers/node/termination/terminator/

@@ -557,7 +557,7 @@ class Monitoring(pulumi.ComponentResource):
     our Grafana dashboard as a ConfigMap;
     the CloudWatch Observability add-on (Pod Identity, its own DCGM exporter off: one exporter per
     GPU holds the profiling counters) with its log groups at the configured retention; the EKS
-    node monitoring agent that node auto-repair acts on, without its kernel monitor
+    node monitoring agent that node auto-repair acts on, without its kernel and runtime monitors
     (NODE_MONITORING_AGENT_CONFIGURATION says why); Grafana's admin Secret with a generated
     password; NetworkPolicies that keep every other namespace out of the monitoring namespace.
     Replaced when: the metrics volume size shrinks (PVCs only grow).

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from botocore import exceptions as aws_errors
 
+from components.addons import KUBELET_LOG_MONITORS
 from components.tenancy import SCHEDULER
 from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
@@ -1030,9 +1031,19 @@ def cron_jobs(ctx: Any) -> Outcome:
     return passed("; ".join(seen) or "no CronJob planned")
 
 
-# The node condition only the node monitoring agent's kernel monitor sets (aws/eks-node-monitoring-agent:
-# cmd/eks-node-monitoring-agent/main.go conditionConfigs@v1.6.4), which the platform turns off.
-KERNEL_CONDITION = "KernelReady"
+# The node monitoring agent renews each condition it manages every 5 minutes (heartbeatInterval, aws/eks-node-
+# monitoring-agent:pkg/manager/node_exporter.go@v1.6.4) and never removes one: a node keeps the condition of a monitor
+# turned off after it ran, its heartbeat stopped. Three missed renewals: the monitor is off.
+AGENT_CONDITION_STALE_S = 3 * 5 * 60
+
+
+def _monitored(condition: dict, now: datetime.datetime) -> bool:
+    """A condition of a monitor that reads the kubelet's log (addons.KUBELET_LOG_MONITORS) that node repair may act
+    on: False (repair replaces the node 30 minutes on, renewed or not), or renewed lately (its monitor runs)."""
+    beat = condition.get("lastHeartbeatTime")
+    return (
+        condition.get("status") == "False" or not beat or (now - _iso(beat)).total_seconds() < AGENT_CONDITION_STALE_S
+    )
 
 
 def gpu_nodes(ctx: Any) -> Outcome:
@@ -1041,19 +1052,25 @@ def gpu_nodes(ctx: Any) -> Outcome:
     nodes = ctx.kube.nodes(names.POOL_LABEL)
     if not nodes:
         return skipped("no GPU node is up (pools at zero): the trial (--allow-cost) brings one up")
-    problems, seen = [], []
+    now, problems, seen, monitored_anywhere = ctx.now(), [], [], False
     for node in nodes:
         meta, pool = node["metadata"], node["metadata"]["labels"].get(names.POOL_LABEL)
         taints = {t["key"] for t in (node.get("spec") or {}).get("taints") or []}
         health = meta["labels"].get(names.HEALTH_LABEL)
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         gpus = allocatable.get(names.GPU_RESOURCE, "0")
-        conditions = {c.get("type") for c in (node.get("status") or {}).get("conditions") or []}
-        if KERNEL_CONDITION in conditions:
+        monitored = [
+            c["type"]
+            for c in (node.get("status") or {}).get("conditions") or []
+            if c.get("type") in KUBELET_LOG_MONITORS.values() and _monitored(c, now)
+        ]
+        if monitored:
+            monitored_anywhere = True
             problems.append(
-                f"{meta['name']}: carries {KERNEL_CONDITION}, which a team's pod can turn False through the kubelet's "
-                "log and node repair then acts on: the node monitoring agent's kernel monitor is on (components/"
-                "addons.py NODE_MONITORING_AGENT_CONFIGURATION; aws.addons compares its configuration)"
+                f"{meta['name']}: carries {', '.join(monitored)}, which a team's pod can turn False through the "
+                "kubelet's log and node repair then acts on: a monitor of the node monitoring agent that reads that "
+                "log is on, or its condition is left False (components/addons.py NODE_MONITORING_AGENT_CONFIGURATION; "
+                "aws.addons compares its configuration)"
             )
         elif pool in gated and (health != "healthy") != (names.STARTUP_TAINT_KEY in taints):
             problems.append(
@@ -1066,10 +1083,14 @@ def gpu_nodes(ctx: Any) -> Outcome:
         else:
             seen.append(f"{meta['name']} ({pool}): {health or 'not gated'}, {gpus} GPU")
     if problems:
-        return failed(
-            "; ".join(problems),
-            "`kubectl -n higgsfield-health logs ds/health-gate-POOL` on the node (docs/troubleshooting.md)",
+        gate = "`kubectl -n higgsfield-health logs ds/health-gate-POOL` on the node (docs/troubleshooting.md)"
+        agent = (
+            "`aws eks describe-addon --cluster-name CLUSTER --addon-name eks-node-monitoring-agent --query "
+            "addon.configurationValues` (aws.addons), then `kubectl -n kube-system rollout restart "
+            "ds/eks-node-monitoring-agent`; a condition left False no agent clears: `kubectl get node NODE -o json | "
+            "jq 'del(.status.conditions[] | select(.type == \"TYPE\"))' | kubectl replace --subresource=status -f -`"
         )
+        return failed("; ".join(problems), agent if monitored_anywhere else gate)
     return passed("; ".join(seen))
 
 
@@ -1355,7 +1376,7 @@ def specs() -> list[Spec]:
         Spec("kube.cron-jobs", "the gang deadline's CronJob succeeded in the last 10 minutes",
              cron_jobs, "kube", "list cronjobs in higgsfield-capacity", after=(KUBE_API,)),
         Spec("kube.gpu-nodes", "GPU nodes: the gate's label agrees with the startup taint; healthy ones offer "
-             "GPUs/EFA; none carries KernelReady (no repair reads the kubelet's log)",
+             "GPUs/EFA; none carries a live KernelReady or ContainerRuntimeReady (no repair reads the kubelet's log)",
              gpu_nodes, "kube", "list nodes", after=(KUBE_API,)),
         Spec("aws.karpenter-queue", "Karpenter's interruption queue keeps its policy: EventBridge for the stack's "
              "rules alone, a rewrite refused to the deploy role",
