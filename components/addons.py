@@ -79,8 +79,7 @@ ADDON_DAEMONS: dict[str, str] = {
 # The node monitoring agent runs without the two monitors that fail a node on a kubelet journal entry (the agent's
 # README "Configuring Monitors", charts/configuration.schema.json NodeAgent.monitors and charts/.../
 # monitor-configmap.yaml, all in aws/eks-node-monitoring-agent@v1.6.4, the floor: ADDON_FLOORS), each with the one
-# node condition it sets
-# (cmd/eks-node-monitoring-agent/main.go conditionConfigs). Each turns its condition False on one Fatal reason read
+# node condition it sets (cmd/eks-node-monitoring-agent/main.go conditionConfigs). Each turns its condition False on one Fatal reason read
 # from any kubelet journal entry matching a pattern, unanchored (pkg/reasons/reasons.yaml; every other reason of
 # theirs is a Warning, an event):
 # - kernel-monitor, KernelReady: ForkFailedOutOfPIDs, `.*fork/exec.*resource temporarily unavailable` or `failed to
