@@ -79,9 +79,9 @@ ADDON_DAEMONS: dict[str, str] = {
 # The node monitoring agent runs without the two monitors that fail a node on a kubelet journal entry (the agent's
 # README "Configuring Monitors", charts/configuration.schema.json NodeAgent.monitors and charts/.../
 # monitor-configmap.yaml, all in aws/eks-node-monitoring-agent@v1.6.4, the floor: ADDON_FLOORS), each with the one
-# node condition it sets (cmd/eks-node-monitoring-agent/main.go conditionConfigs). Each turns its condition False on one Fatal reason read
-# from any kubelet journal entry matching a pattern, unanchored (pkg/reasons/reasons.yaml; every other reason of
-# theirs is a Warning, an event):
+# node condition it sets (cmd/eks-node-monitoring-agent/main.go conditionConfigs). Each turns its condition False on
+# one Fatal reason read from any kubelet journal entry matching a pattern, unanchored (pkg/reasons/reasons.yaml; every
+# other reason of theirs is a Warning, an event):
 # - kernel-monitor, KernelReady: ForkFailedOutOfPIDs, `.*fork/exec.*resource temporarily unavailable` or `failed to
 #   create new OS thread.*errno=11` (monitors/kernel/monitor.go forkFailedOutOfPidRegexp, goRuntimeOutOfPidRegexp);
 # - runtime, ContainerRuntimeReady: PodStuckTerminating, `"Pod still has one or more containers in the non-exited
