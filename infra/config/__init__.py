@@ -66,6 +66,7 @@ from infra.config.errors import (  # noqa: F401
     ConfigError,
     Problem,
     Problems,
+    file_error,
     key_of,
 )
 from infra.config.gpu_pools import (  # noqa: F401

@@ -26,6 +26,12 @@ class ConfigError(pulumi.RunError):
         self.key = key
 
 
+def file_error(source: str, message: str, loc: tuple[str | int, ...] = ()) -> ConfigError:
+    """A problem of the file `source` (a job file's path, named whole), at `loc` within it when given."""
+    problem = Problem(loc, message, source=source)
+    return ConfigError(problem.key, message, [problem])
+
+
 def _show(value: Any, limit: int = 80) -> str:
     """A value for a message, cut to about `limit` characters."""
     if isinstance(value, str):

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from infra.config.base import DnsLabel, Setting, Str, items, matching, number
-from infra.config.errors import ConfigError, Problem, Problems, key_of
+from infra.config.errors import ConfigError, Problem, Problems
 from infra.config.stack import IMAGE_REFERENCE, NOT_AN_IMAGE
 from infra.core.names import GPU_DEVICE_ENV, job_name_problem
 
@@ -236,10 +236,11 @@ def load_job(data: Any, source: str = "job file") -> JobFile:
         unknown = {tuple(e["loc"]) for e in exc.errors() if e["type"] == "extra_forbidden"}
         problems = [
             Problem(
-                (f"{source}: {key_of(p.loc)}" if p.loc else source,),
+                p.loc,
                 f"is not a job file setting{did_you_mean(p.loc, JobFile)} ({REFERENCE})"
                 if p.loc in unknown
                 else p.message,
+                source=source,
             )
             for p in problems_of(exc)
         ]

@@ -27,10 +27,14 @@ class Problem:
     loc: tuple[str | int, ...]
     message: str
     line: int | None = None  # where in the stack file, when the reader knows better than the key
+    source: str = ""  # the file the keys are of, named whole before them (a job file's path: `JOB.yaml: team`)
 
     @property
     def key(self) -> str:
-        return key_of(self.loc)
+        where = terminal_safe(self.source) if self.source else ""
+        if not self.loc:
+            return where
+        return f"{where}: {key_of(self.loc)}" if where else key_of(self.loc)
 
 
 def key_of(loc: tuple[str | int, ...]) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 from components.tenancy import SCHEDULER
 from components.workloads import ELASTIC_ROOM_METRIC, SERVING_LABEL, SERVING_PORT
-from infra.config import FRAMEWORKS, ConfigError, GpuPool, JobFile, StackConfig, Team
+from infra.config import FRAMEWORKS, ConfigError, GpuPool, JobFile, StackConfig, Team, file_error
 from infra.core import versions
 from infra.core.assets import shipped
 from infra.core.names import (
@@ -517,15 +517,15 @@ def read_job_file(path: str) -> JobFile:
     try:
         text = sys.stdin.read(MAX_JOB_FILE + 1) if path == "-" else Path(path).read_text()[: MAX_JOB_FILE + 1]
     except OSError as exc:
-        raise ConfigError(shown, f"cannot be read: {exc.strerror or exc}") from None
+        raise file_error(shown, f"cannot be read: {exc.strerror or exc}") from None
     if len(text) > MAX_JOB_FILE:
-        raise ConfigError(shown, f"is larger than {MAX_JOB_FILE:,} characters: not a job file")
+        raise file_error(shown, f"is larger than {MAX_JOB_FILE:,} characters: not a job file")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ConfigError(shown, f"is not YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+        raise file_error(shown, f"is not YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
     return load_job(data, shown)
 
 
@@ -535,9 +535,9 @@ def render_file(path: str, cfg: StackConfig) -> tuple[JobFile, list[dict], Place
     try:
         objects, placed = render(job, cfg)
     except ConfigError as exc:
-        shown = "<stdin>" if path == "-" else path
-        key = exc.key if exc.key.startswith(("higgsfield:", "images/")) else f"{shown}: {exc.key}"
-        raise ConfigError(key, exc.problems[0].message) from None
+        if exc.key.startswith(("higgsfield:", "images/")):
+            raise ConfigError(exc.key, exc.problems[0].message) from None
+        raise file_error("<stdin>" if path == "-" else path, exc.problems[0].message, exc.problems[0].loc) from None
     return job, objects, placed
 
 

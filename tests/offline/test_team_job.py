@@ -380,3 +380,15 @@ def test_each_container_of_a_rendered_job_requests_the_cpu_and_memory_its_pod_is
             assert requests["cpu"] == f"{team.default_cpu_request_millicores}m" and "cpu" not in limits
             assert requests["memory"] == limits.get("memory", f"{team.default_memory_request_mib}Mi")
     assert denied_by(objects[-1], rules_of(team, cfg.scheduler.priority_classes)) == []
+
+
+def test_a_job_file_deep_in_a_folder_is_named_whole_in_its_refusal(tmp_path, capsys):
+    """The file is where the user looks, not a key: a path past a key's length limit is not cut."""
+    from infra.cli.main import main
+
+    path = tmp_path / ("nested-" * 20) / "job.yaml"
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump({**EXAMPLE, "resources": {**EXAMPLE["resources"], "gpuType": "B100"}}))
+    assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {path}: resources.gpuType: B100: no GPU pool of stack prod has it")
