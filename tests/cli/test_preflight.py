@@ -461,7 +461,11 @@ def test_a_node_monitoring_agent_eks_would_pick_at_the_floor_passes(aws):
 def _agent_schema(monitors: bool) -> dict:
     """The shape of the agent's configuration schema (aws/eks-node-monitoring-agent:charts/configuration.schema.json
     @v1.6.4, trimmed): closed objects, `nodeAgent.monitors` only from v1.6.0 (#50)."""
-    node_agent: dict = {"resources": {"type": "object"}, "tolerations": {"type": "array"}}
+    node_agent: dict = {
+        "resources": {"type": "object"},
+        "tolerations": {"type": "array"},
+        "podAnnotations": {"type": "object", "additionalProperties": {"type": "string"}},
+    }
     if monitors:
         settings = {"type": "object", "additionalProperties": False, "properties": {"enabled": {"type": "boolean"}}}
         names = ("kernel-monitor", "networking", "storage-monitor", "nvidia", "neuron", "runtime")
