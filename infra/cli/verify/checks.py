@@ -291,7 +291,7 @@ def addons(ctx: Any) -> Outcome:
     if problems:
         return failed(
             "; ".join(problems),
-            "`pulumi refresh` then `pulumi up` installs the planned versions; pin a newer one in "
+            "`pulumi refresh` then `pulumi up` sets the planned versions and configuration; pin a newer one in "
             "higgsfield:addonVersions where EKS's default is below the floor (infra/core/versions.py ADDON_FLOORS)",
         )
     return passed(", ".join(seen))
@@ -1033,6 +1033,12 @@ def cron_jobs(ctx: Any) -> Outcome:
 # The node condition only the node monitoring agent's kernel monitor sets (aws/eks-node-monitoring-agent:
 # cmd/eks-node-monitoring-agent/main.go conditionConfigs@v1.6.4), which the platform turns off.
 KERNEL_CONDITION = "KernelReady"
+# The agent stamps each condition it sets with a new lastHeartbeatTime every 5 minutes (heartbeatInterval), written
+# within 15 s (reportInterval), and writes back only the conditions it sets, never removing one it stopped setting
+# (reportManagedConditions): aws/eks-node-monitoring-agent:pkg/manager/node_exporter.go@v1.6.4, the same at v1.7.0.
+# So a KernelReady unstamped for twice the interval was left on the node from before its kernel monitor went off.
+KERNEL_CONDITION_STALE_S = 2 * 5 * 60
+GATE_FIX = "`kubectl -n higgsfield-health logs ds/health-gate-POOL` on the node (docs/troubleshooting.md)"
 
 
 def gpu_nodes(ctx: Any) -> Outcome:
@@ -1041,35 +1047,53 @@ def gpu_nodes(ctx: Any) -> Outcome:
     nodes = ctx.kube.nodes(names.POOL_LABEL)
     if not nodes:
         return skipped("no GPU node is up (pools at zero): the trial (--allow-cost) brings one up")
-    problems, seen = [], []
+    problems: list[str] = []
+    seen: list[str] = []
+    fixes: dict[str, str] = {}  # what to do, once per kind of problem found
     for node in nodes:
         meta, pool = node["metadata"], node["metadata"]["labels"].get(names.POOL_LABEL)
         taints = {t["key"] for t in (node.get("spec") or {}).get("taints") or []}
         health = meta["labels"].get(names.HEALTH_LABEL)
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         gpus = allocatable.get(names.GPU_RESOURCE, "0")
-        conditions = {c.get("type") for c in (node.get("status") or {}).get("conditions") or []}
-        if KERNEL_CONDITION in conditions:
+        conditions = (node.get("status") or {}).get("conditions") or []
+        kernel = next((c for c in conditions if c.get("type") == KERNEL_CONDITION), None)
+        stamped = kernel.get("lastHeartbeatTime") if kernel else None
+        if kernel and stamped and (ctx.now() - _iso(stamped)).total_seconds() > KERNEL_CONDITION_STALE_S:
+            problems.append(
+                f"{meta['name']}: carries {KERNEL_CONDITION} {kernel.get('status')}, last stamped {stamped}: left "
+                "from before the kernel monitor went off (the agent never removes a condition it stopped setting)"
+            )
+            fixes["left"] = (
+                "once aws.addons passes, remove the left condition from each node named: `kubectl get node NODE "
+                f"-o json | jq 'del(.status.conditions[] | select(.type == \"{KERNEL_CONDITION}\"))' | kubectl "
+                "replace --subresource status -f -` (a 409 Conflict: the node changed meanwhile, run it again)"
+            )
+        elif kernel:
             problems.append(
                 f"{meta['name']}: carries {KERNEL_CONDITION}, which a team's pod can turn False through the kubelet's "
                 "log and node repair then acts on: the node monitoring agent's kernel monitor is on (components/"
-                "addons.py NODE_MONITORING_AGENT_CONFIGURATION; aws.addons compares its configuration)"
+                "addons.py NODE_MONITORING_AGENT_CONFIGURATION)"
+            )
+            fixes["on"] = (
+                f"`higgsfield verify {ctx.config.stack} --only aws.addons` compares the agent's configuration with "
+                "the plan; `pulumi refresh` then `pulumi up` sets it back"
             )
         elif pool in gated and (health != "healthy") != (names.STARTUP_TAINT_KEY in taints):
             problems.append(
                 f"{meta['name']}: health {health!r} but startup taint {'on' if health == 'healthy' else 'off'}"
             )
+            fixes["gate"] = GATE_FIX
         elif health == "healthy" and gpus in ("0", 0):
             problems.append(f"{meta['name']}: healthy with no {names.GPU_RESOURCE} allocatable")
+            fixes["gate"] = GATE_FIX
         elif health == "healthy" and pool in efa and allocatable.get(EFA_RESOURCE, "0") in ("0", 0):
             problems.append(f"{meta['name']}: healthy on an EFA pool with no {EFA_RESOURCE} allocatable")
+            fixes["gate"] = GATE_FIX
         else:
             seen.append(f"{meta['name']} ({pool}): {health or 'not gated'}, {gpus} GPU")
     if problems:
-        return failed(
-            "; ".join(problems),
-            "`kubectl -n higgsfield-health logs ds/health-gate-POOL` on the node (docs/troubleshooting.md)",
-        )
+        return failed("; ".join(problems), "; ".join(fixes.values()))
     return passed("; ".join(seen))
 
 
