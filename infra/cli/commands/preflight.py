@@ -11,7 +11,8 @@ from infra.cli.output import add_report_options, emit, error
 def register(sub: argparse._SubParsersAction) -> None:
     pre = sub.add_parser(
         "preflight",
-        help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx, add-on versions)",
+        help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx, add-on versions "
+        "and configuration values)",
     )
     stack_argument(pre)
     add_report_options(pre)
