@@ -93,6 +93,19 @@ def test_the_help_says_preflight_checks_the_add_ons_configuration_values_too(cap
     assert "add-on versions and configuration values" in listing.split(" preflight ", 1)[1].split(" verify ", 1)[0]
 
 
+def test_preflight_help_says_what_it_asks_aws_what_its_lines_mean_and_its_exit_codes(capsys):
+    """`higgsfield preflight --help` is where an operator about to upgrade looks first: it says the calls are
+    read-only, what is checked (the add-ons' configuration values among it), what ok, FAIL and n/c mean, the exit
+    codes (infra/cli/commands/preflight.py run) and where the IAM actions it needs are listed."""
+    with pytest.raises(SystemExit):
+        main(["preflight", "--help"])
+    out = capsys.readouterr().out
+    text = " ".join(out.split())
+    assert "Read-only" in text and "configuration values" in text
+    assert all(word in text for word in ("ok;", "FAIL,", "n/c,")) and "Exit 0" in text and "2:" in text
+    assert "docs/concepts/health-and-observability.md" in "".join(out.split())  # argparse wraps at hyphens
+
+
 @pytest.mark.parametrize(
     "argv",
     [["bootstrap", "dev"], ["jobs", "render", "dev", "pytorch-ddp"], ["charts", "dev", "--out", "{tmp}"]],
