@@ -1065,7 +1065,7 @@ def gpu_nodes(ctx: Any) -> Outcome:
                 "from before the kernel monitor went off (the agent never removes a condition it stopped setting)"
             )
             fixes["left"] = (
-                "once aws.addons passes, remove the left condition from each node named: `kubectl get node NODE "
+                "once aws.addons passes, remove that left-over condition from each such node: `kubectl get node NODE "
                 f"-o json | jq 'del(.status.conditions[] | select(.type == \"{KERNEL_CONDITION}\"))' | kubectl "
                 "replace --subresource status -f -` (a 409 Conflict: the node changed meanwhile, run it again)"
             )
