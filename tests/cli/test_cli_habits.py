@@ -69,6 +69,43 @@ def test_jobs_render_help_lists_every_example(capsys):
     assert all(example in listed for example in jobs.EXAMPLES) and len(jobs.EXAMPLES) == 7
 
 
+def test_the_help_says_jobs_runs_a_teams_own_job_file_not_only_the_examples(capsys):
+    """A researcher reading `higgsfield --help` for how to run their job finds it under `jobs`, and `jobs render
+    --help` says it renders their job file (-f) as well as the examples."""
+
+    def described(argv: list[str], command: str, following: str) -> str:
+        with pytest.raises(SystemExit):
+            main([*argv, "--help"])
+        listing = " ".join(capsys.readouterr().out.split())  # argparse wraps a command's help over lines
+        return listing.split(f" {command} ", 1)[1].split(f" {following} ", 1)[0]
+
+    jobs_help = described([], "jobs", "stacks")
+    assert "job file" in jobs_help and "submit" in jobs_help
+    assert "job file" in described(["jobs"], "render", "submit")
+
+
+def test_the_help_says_preflight_checks_the_add_ons_configuration_values_too(capsys):
+    """An operator upgrading reads `higgsfield --help` for what preflight asks AWS: the add-ons' configuration values
+    against their version's schema are one of its checks ("add-on values", infra/cli/preflight.py _addon_values)."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listing = " ".join(capsys.readouterr().out.split())
+    assert "add-on versions and configuration values" in listing.split(" preflight ", 1)[1].split(" verify ", 1)[0]
+
+
+def test_preflight_help_says_what_it_asks_aws_what_its_lines_mean_and_its_exit_codes(capsys):
+    """`higgsfield preflight --help` is where an operator about to upgrade looks first: it says the calls are
+    read-only, what is checked (the add-ons' configuration values among it), what ok, FAIL and n/c mean, the exit
+    codes (infra/cli/commands/preflight.py run) and where the IAM actions it needs are listed."""
+    with pytest.raises(SystemExit):
+        main(["preflight", "--help"])
+    out = capsys.readouterr().out
+    text = " ".join(out.split())
+    assert "Read-only" in text and "configuration values" in text
+    assert all(word in text for word in ("ok;", "FAIL,", "n/c,")) and "Exit 0" in text and "2:" in text
+    assert "docs/concepts/health-and-observability.md" in "".join(out.split())  # argparse wraps at hyphens
+
+
 @pytest.mark.parametrize(
     "argv",
     [["bootstrap", "dev"], ["jobs", "render", "dev", "pytorch-ddp"], ["charts", "dev", "--out", "{tmp}"]],

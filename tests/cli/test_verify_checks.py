@@ -1454,6 +1454,37 @@ def test_a_gpu_node_carrying_the_kernel_monitors_condition_fails(ctx, cluster):
     assert outcome.status == "FAIL" and "ip-10-0-1-5: carries KernelReady" in outcome.evidence
 
 
+def _kernel_condition_stamped(ago: datetime.timedelta, status: str = "True") -> dict:
+    """A healthy GPU node whose KernelReady the node monitoring agent last stamped `ago` before NOW (the agent
+    refreshes lastHeartbeatTime every 5 minutes while its kernel monitor runs)."""
+    node = gpu_node("ip-10-0-1-5", "healthy", tainted=False)
+    node["status"]["conditions"] = [
+        {"type": "KernelReady", "status": status, "reason": "KernelIsReady", "lastHeartbeatTime": _time(NOW - ago)}
+    ]
+    return node
+
+
+def test_a_kernel_condition_the_agent_still_stamps_points_at_the_agents_configuration_not_the_health_gate(ctx, cluster):
+    """A KernelReady stamped minutes ago: the kernel monitor runs, so the fix is the add-on's configuration, which
+    aws.addons compares with the plan and `pulumi up` sets; the health gate's logs have nothing to say about it."""
+    cluster.put(_kernel_condition_stamped(datetime.timedelta(minutes=2)))
+    outcome = one("kube.gpu-nodes", ctx)
+    assert outcome.status == "FAIL" and "renewed lately" in outcome.evidence
+    assert "--only aws.addons" in outcome.fix and "pulumi up" in outcome.fix
+    assert "health-gate" not in outcome.fix
+
+
+def test_a_kernel_condition_left_false_from_before_the_monitor_went_off_says_so_and_how_to_remove_it(ctx, cluster):
+    """The agent never removes a condition it stopped setting: a node whose KernelReady was False before the release
+    keeps it, unstamped since, and node repair still replaces it. That is no sign of the monitor being on, and the
+    fix removes the condition."""
+    cluster.put(_kernel_condition_stamped(datetime.timedelta(hours=3), status="False"))
+    outcome = one("kube.gpu-nodes", ctx)
+    assert outcome.status == "FAIL" and "left from before its monitor went off" in outcome.evidence
+    assert "renewed lately" not in outcome.evidence
+    assert "kubectl replace --subresource status" in outcome.fix and "health-gate" not in outcome.fix
+
+
 def _gang_deadline(cluster) -> dict:
     return cluster.get("/apis/batch/v1/namespaces/higgsfield-capacity/cronjobs/gang-deadline")
 
@@ -1532,6 +1563,11 @@ def test_a_node_monitoring_agent_whose_kernel_monitor_was_turned_back_on_fails(a
     outcome = one("aws.addons", aws_ctx)
     assert outcome.status == "FAIL" and "eks-node-monitoring-agent v9.9.9-eksbuild.1: configured {}" in outcome.evidence
     assert '"kernel-monitor": {"enabled": false}' in outcome.evidence
+
+
+def test_a_reconfigured_addons_fix_says_pulumi_up_sets_the_planned_configuration_back(aws_ctx, plan):
+    _addons_answered(aws_ctx, plan, {}, configured={"eks-node-monitoring-agent": "{}"})
+    assert "planned versions and configuration" in one("aws.addons", aws_ctx).fix
 
 
 def test_an_addon_configured_in_yaml_as_planned_passes(aws_ctx, plan):

@@ -34,8 +34,9 @@ def test_no_kubelet_line_a_team_writes_can_bring_node_repair_on_a_shared_node(st
     With the kernel monitor off, the agent sets no KernelReady condition at all (its README, "When a monitor is
     disabled"), so no repair follows any of them. Verify on a cluster: `aws eks describe-addon --cluster-name
     CLUSTER --addon-name eks-node-monitoring-agent --query addon.configurationValues`, then on a GPU node
-    `kubectl get node NODE -o jsonpath='{.status.conditions[?(@.type=="KernelReady")]}'` (empty; `higgsfield
-    verify` runs both: aws.addons, kube.gpu-nodes)."""
+    `kubectl get node NODE -o jsonpath='{.status.conditions[?(@.type=="KernelReady")]}'` (empty on a node that joined
+    since; one that carried it before keeps it, unstamped, which `kube.gpu-nodes` names with the command that removes
+    it; `higgsfield verify` runs both: aws.addons, kube.gpu-nodes)."""
     assert _agent_configuration(stack)["nodeAgent"]["monitors"]["kernel-monitor"] == {"enabled": False}
 
 

@@ -12,9 +12,15 @@ from infra.core.assets import shipped
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    jobs = sub.add_parser("jobs", help="example training jobs for a stack")
+    jobs = sub.add_parser(
+        "jobs",
+        help="a team's job file or an example, rendered for a stack; submit, status, logs, suspend, resume, cancel",
+    )
     actions = jobs.add_subparsers(dest="jobs_command", required=True, metavar="ACTION")
-    render = actions.add_parser("render", help="print an example job filled in for a stack, for kubectl apply -f -")
+    render = actions.add_parser(
+        "render",
+        help="print a team's job file (-f) or an example filled in for a stack, for review or kubectl apply -f -",
+    )
     stack_argument(render)
     # every shipped example (a team's own job file, *.job.yaml, goes with -f)
     examples = " | ".join(sorted(p.stem for p in shipped("examples").glob("*.yaml") if not p.stem.endswith(".job")))

@@ -11,7 +11,18 @@ from infra.cli.output import add_report_options, emit, error
 def register(sub: argparse._SubParsersAction) -> None:
     pre = sub.add_parser(
         "preflight",
-        help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx, add-on versions)",
+        help="check the AWS account can run the stack (quotas, offerings, reservations, AMI, FSx, add-on versions "
+        "and configuration values)",
+        # infra/cli/preflight.py run: the checks; Check.status: the line's word; run below: the exit codes
+        description="Read-only calls to the stack's AWS account, with your AWS credentials, in the stack's region: "
+        "each GPU pool's instance types offered in its AZs, with EFA where the pool has it; the vCPU quotas; its "
+        "reservations and Capacity Blocks; the EKS NVIDIA AMI; FSx for Lustre in its AZ; and each EKS add-on the "
+        "deploy installs: the version EKS would pick (or the pin), at or above the platform's floor, and the "
+        "configuration values the program passes it against that version's schema. One line per check: ok; FAIL, "
+        "with what to do; n/c, not checked, with why (an IAM action the identity lacks, AWS unreachable). Exit 0: "
+        "every check ok; 1: one FAIL or n/c; 2: no usable credentials or configuration, or AWS unreachable. The IAM "
+        "actions it needs: docs/concepts/health-and-observability.md. CI's deploy does not run it: run it before "
+        "merging a release or a kubernetesVersion change (docs/upgrading.md).",
     )
     stack_argument(pre)
     add_report_options(pre)

@@ -292,7 +292,7 @@ def addons(ctx: Any) -> Outcome:
     if problems:
         return failed(
             "; ".join(problems),
-            "`pulumi refresh` then `pulumi up` installs the planned versions; pin a newer one in "
+            "`pulumi refresh` then `pulumi up` sets the planned versions and configuration; pin a newer one in "
             "higgsfield:addonVersions where EKS's default is below the floor (infra/core/versions.py ADDON_FLOORS)",
         )
     return passed(", ".join(seen))
@@ -1037,13 +1037,45 @@ def cron_jobs(ctx: Any) -> Outcome:
 AGENT_CONDITION_STALE_S = 3 * 5 * 60
 
 
-def _monitored(condition: dict, now: datetime.datetime) -> bool:
-    """A condition of a monitor that reads the kubelet's log (addons.KUBELET_LOG_MONITORS) that node repair may act
-    on: False (repair replaces the node 30 minutes on, renewed or not), or renewed lately (its monitor runs)."""
+def _renewed(condition: dict, now: datetime.datetime) -> bool:
+    """The agent renewed this condition lately: the monitor that sets it runs."""
     beat = condition.get("lastHeartbeatTime")
-    return (
-        condition.get("status") == "False" or not beat or (now - _iso(beat)).total_seconds() < AGENT_CONDITION_STALE_S
-    )
+    return not beat or (now - _iso(beat)).total_seconds() < AGENT_CONDITION_STALE_S
+
+
+GATE_FIX = "`kubectl -n higgsfield-health logs ds/health-gate-POOL` on the node (docs/troubleshooting.md)"
+
+
+def _agent_problems(node: dict, now: datetime.datetime, stack: str) -> tuple[list[str], dict[str, str]]:
+    """What a node's conditions of the monitors that read the kubelet's log (addons.KUBELET_LOG_MONITORS) say that node
+    repair may act on, and what to do, per kind: one renewed lately (its monitor runs), or one left False from before
+    the monitor went off (repair replaces the node 30 minutes on, renewed or not). One left True is harmless."""
+    name, problems, fixes = node["metadata"]["name"], [], {}
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        kind = condition.get("type")
+        if kind not in KUBELET_LOG_MONITORS.values():
+            continue
+        if _renewed(condition, now):
+            problems.append(
+                f"{name}: carries {kind}, renewed lately: a monitor of the node monitoring agent that reads the "
+                "kubelet's log runs, and a team's pod can turn it False through that log, which node repair acts on "
+                "(components/addons.py NODE_MONITORING_AGENT_CONFIGURATION)"
+            )
+            fixes["on"] = (
+                f"`higgsfield verify {stack} --only aws.addons` compares the agent's configuration with the plan; "
+                "`pulumi refresh` then `pulumi up` sets it back"
+            )
+        elif condition.get("status") == "False":
+            problems.append(
+                f"{name}: carries {kind} False, last renewed {condition.get('lastHeartbeatTime')}: left from before "
+                "its monitor went off (the agent never removes a condition), and node repair still acts on it"
+            )
+            fixes["left"] = (
+                "remove the left-over condition: `kubectl get node NODE -o json | jq 'del(.status.conditions[] | "
+                'select(.type == "TYPE"))\' | kubectl replace --subresource status -f -` (a 409 Conflict: the node '
+                "changed meanwhile, run it again)"
+            )
+    return problems, fixes
 
 
 def gpu_nodes(ctx: Any) -> Outcome:
@@ -1052,45 +1084,33 @@ def gpu_nodes(ctx: Any) -> Outcome:
     nodes = ctx.kube.nodes(names.POOL_LABEL)
     if not nodes:
         return skipped("no GPU node is up (pools at zero): the trial (--allow-cost) brings one up")
-    now, problems, seen, monitored_anywhere = ctx.now(), [], [], False
+    now, problems, seen = ctx.now(), [], []
+    fixes: dict[str, str] = {}  # what to do, once per kind of problem found
     for node in nodes:
         meta, pool = node["metadata"], node["metadata"]["labels"].get(names.POOL_LABEL)
         taints = {t["key"] for t in (node.get("spec") or {}).get("taints") or []}
         health = meta["labels"].get(names.HEALTH_LABEL)
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         gpus = allocatable.get(names.GPU_RESOURCE, "0")
-        monitored = [
-            c["type"]
-            for c in (node.get("status") or {}).get("conditions") or []
-            if c.get("type") in KUBELET_LOG_MONITORS.values() and _monitored(c, now)
-        ]
-        if monitored:
-            monitored_anywhere = True
-            problems.append(
-                f"{meta['name']}: carries {', '.join(monitored)}, which a team's pod can turn False through the "
-                "kubelet's log and node repair then acts on: a monitor of the node monitoring agent that reads that "
-                "log is on, or its condition is left False (components/addons.py NODE_MONITORING_AGENT_CONFIGURATION; "
-                "aws.addons compares its configuration)"
-            )
+        agent, agent_fixes = _agent_problems(node, now, ctx.config.stack)
+        if agent:
+            problems += agent
+            fixes.update(agent_fixes)
         elif pool in gated and (health != "healthy") != (names.STARTUP_TAINT_KEY in taints):
             problems.append(
                 f"{meta['name']}: health {health!r} but startup taint {'on' if health == 'healthy' else 'off'}"
             )
+            fixes["gate"] = GATE_FIX
         elif health == "healthy" and gpus in ("0", 0):
             problems.append(f"{meta['name']}: healthy with no {names.GPU_RESOURCE} allocatable")
+            fixes["gate"] = GATE_FIX
         elif health == "healthy" and pool in efa and allocatable.get(EFA_RESOURCE, "0") in ("0", 0):
             problems.append(f"{meta['name']}: healthy on an EFA pool with no {EFA_RESOURCE} allocatable")
+            fixes["gate"] = GATE_FIX
         else:
             seen.append(f"{meta['name']} ({pool}): {health or 'not gated'}, {gpus} GPU")
     if problems:
-        gate = "`kubectl -n higgsfield-health logs ds/health-gate-POOL` on the node (docs/troubleshooting.md)"
-        agent = (
-            "`aws eks describe-addon --cluster-name CLUSTER --addon-name eks-node-monitoring-agent --query "
-            "addon.configurationValues` (aws.addons), then `kubectl -n kube-system rollout restart "
-            "ds/eks-node-monitoring-agent`; a condition left False no agent clears: `kubectl get node NODE -o json | "
-            "jq 'del(.status.conditions[] | select(.type == \"TYPE\"))' | kubectl replace --subresource=status -f -`"
-        )
-        return failed("; ".join(problems), agent if monitored_anywhere else gate)
+        return failed("; ".join(problems), "; ".join(fixes.values()))
     return passed("; ".join(seen))
 
 
