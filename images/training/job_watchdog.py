@@ -32,13 +32,16 @@ A re-check request is an Event about the node, in `default` (where Events about 
 NodeRecheckRequested; the health gate's per-node program (health_gate.py --after-reboot) acts on it
 with its own RBAC: it puts the startup taint back and labels the node `recheck`, so the gate checks it
 again and no gang is placed there meanwhile. A node is asked at most once per RECHECK_QUIET_SECONDS.
-The watchdog never touches a node itself.
+A re-check on a team's own signal (its straggler, its pre-flight's suspect) is asked only of a node where no
+other team's pod holds a GPU (the DCGM exporter's series, holders_query): a team's progress series never cost
+another team its placement. The watchdog never touches a node itself.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -67,8 +70,18 @@ SUSPECTS = 'max_over_time(higgsfield_preflight_suspect{job="training-progress"}[
 # GPU nodes the DCGM exporter saw `window` ago and sees now, on none of whose GPUs any pod (a team's,
 # or the gate's while it checks) held a GPU in between: the exporter labels a GPU's series with the
 # pod's namespace while a pod holds it (components/observability.py: honor_labels), else none.
-DCGM_SERIES = 'DCGM_FI_DEV_GPU_UTIL{job="dcgm-exporter"}'
-HELD_SERIES = 'DCGM_FI_DEV_GPU_UTIL{job="dcgm-exporter",namespace!=""}'
+GPU_UTIL, DCGM_JOB, HELD = "DCGM_FI_DEV_GPU_UTIL", 'job="dcgm-exporter"', 'namespace!=""'
+DCGM_SERIES = f"{GPU_UTIL}{{{DCGM_JOB}}}"
+HELD_SERIES = f"{GPU_UTIL}{{{DCGM_JOB},{HELD}}}"
+
+
+# A node's name as Kubernetes writes one (a DNS subdomain), the only text put into a query below.
+NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+def holders_query(node: str) -> str:
+    """The namespaces whose pods hold a GPU of `node` now, from the DCGM exporter's series."""
+    return f'count by (namespace) ({GPU_UTIL}{{{DCGM_JOB},{HELD},Hostname="{node}"}})'
 
 
 def idle_query(window_s: float) -> str:
@@ -372,6 +385,24 @@ def idle_nodes(
     return actions
 
 
+def _shared_with(prometheus: Callable[[str], list[dict]], action: Action) -> str | None:
+    """Why a re-check a team's own signal asks for (its straggler, its pre-flight's suspect) is not asked: another
+    team's pods hold GPUs on that node. The gate's startup taint would keep that team's pods off the node until the
+    check, which needs every GPU free, could run, so one team's progress series would cost another its placement."""
+    if action.kind == "restart" or not action.namespace:
+        return None
+    if not NODE_NAME.match(action.node):
+        return f"{action.node!r}: not a node name; nothing asked"
+    others = {s["metric"].get("namespace", "") for s in prometheus(holders_query(action.node))}
+    others -= {action.namespace, ""}
+    if not others:
+        return None
+    return (
+        f"{action.node}: {', '.join(sorted(others))} hold GPUs there too: not re-checked on "
+        f"{action.namespace}/{action.job}'s signal ({action.reason})"
+    )
+
+
 def tick(
     api: WatchdogApi,
     prometheus: Callable[[str], list[dict]],
@@ -385,7 +416,10 @@ def tick(
     done = []
     idle = idle_nodes(prometheus, now, settings, idle_asked if idle_asked is not None else {})
     for action in [*plan(ranks, prometheus(SUSPECTS), now, settings), *idle]:
-        if action.kind == "restart":
+        shared = _shared_with(prometheus, action)
+        if shared:
+            done.append(shared)
+        elif action.kind == "restart":
             done.append(restart(api, action, now))
         elif action.kind == "recreate":
             done.append(recreate(api, action, now, settings))

@@ -203,6 +203,71 @@ def test_a_persistent_straggler_sends_its_node_to_the_gate(cluster):
     assert "straggler" in event["message"] and len(_pods(kube)) == 5  # the job keeps running
 
 
+def _held_by(prometheus: FakePrometheus, node: str, *namespaces: str) -> None:
+    prometheus.vectors[job_watchdog.holders_query(node)] = [
+        {"metric": {"namespace": namespace}, "value": [NOW, "1"]} for namespace in namespaces
+    ]
+
+
+def test_a_straggler_on_a_node_another_team_shares_does_not_send_that_node_to_the_gate(cluster):
+    """llm's progress series are llm's own: a straggler they report on a node where vision's pods hold GPUs would put
+    the gate's taint on vision's node, which keeps vision's recreated pods off it until every GPU is free."""
+    kube, prometheus, api = cluster
+    prometheus.progress(last_step_at=NOW - 5, compute={2: 1.2})
+    _held_by(prometheus, "node-2", NS, "vision")
+    (done,) = tick(api, _query(prometheus), NOW, SETTINGS)
+    assert _events(kube, "default") == [] and "vision hold GPUs there too" in done
+
+
+def test_a_straggler_on_a_node_only_its_own_team_holds_is_sent_to_the_gate(cluster):
+    kube, prometheus, api = cluster
+    prometheus.progress(last_step_at=NOW - 5, compute={2: 1.2})
+    _held_by(prometheus, "node-2", NS)
+    tick(api, _query(prometheus), NOW, SETTINGS)
+    assert [e["involvedObject"]["name"] for e in _events(kube, "default")] == ["node-2"]
+
+
+def test_a_preflight_suspect_on_a_shared_node_is_not_sent_to_the_gate(cluster):
+    kube, prometheus, api = cluster
+    prometheus.vectors = {job_watchdog.SUSPECTS: [_series(1, pod, node="node-3") for pod in range(4)]}
+    _held_by(prometheus, "node-3", "vision")
+    tick(api, _query(prometheus), NOW, SETTINGS)
+    assert _events(kube, "default") == []
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed here")
+def test_the_holders_query_names_each_namespace_holding_a_gpu_of_the_node_now(tmp_path):
+    series = [
+        _gpu("node-a", "0+0x6", namespace="llm"),
+        _gpu("node-a", "_x3 0+0x3", namespace="vision"),
+        _gpu("node-a", "0+0x3 _x3", namespace="ranking"),  # gone an half hour ago
+        _gpu("node-b", "0+0x6", namespace="speech"),
+    ]
+    test = {
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "10m",
+                "input_series": series,
+                "promql_expr_test": [
+                    {
+                        "expr": job_watchdog.holders_query("node-a"),
+                        "eval_time": "60m",
+                        "exp_samples": [
+                            {"labels": '{namespace="llm"}', "value": 1},
+                            {"labels": '{namespace="vision"}', "value": 1},
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "holders_test.yaml"
+    path.write_text(yaml.safe_dump(test))
+    result = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_a_node_is_asked_for_a_recheck_at_most_once_an_hour(cluster):
     kube, prometheus, api = cluster
     prometheus.progress(last_step_at=NOW - 5, compute={2: 1.2})
