@@ -18,7 +18,7 @@ from typing import Any
 
 from infra.config.delivery import PLACEHOLDER_REPOSITORY
 from infra.core.names import NAMESPACE as PROJECT
-from infra.core.names import boundary_name, deploy_denials_name
+from infra.core.names import boundary_name, deploy_denials_name, pulumi_up
 from infra.offline import stacks
 from infra.offline.evaluate import project_root
 from infra.offline.stacks import SUB_CLAIM_KEYS
@@ -52,7 +52,7 @@ def image_step(config: Any) -> str:
     return (
         "Training image, before any GPU node can join (the health gate runs it; without it every GPU node keeps its "
         "startup taint): "
-        f"`urn='{component}' && pulumi up --stack {config.stack} {targets}` creates only the stack's ECR repository; "
+        f"`urn='{component}' && {pulumi_up(config.stack, targets)}` creates only the stack's ECR repository; "
         "then "
         f"`higgsfield image push {config.stack}` builds images/training with Docker and pushes it there under the "
         "tag the gate and the jobs name; "
@@ -96,11 +96,6 @@ def _stack_step(config: Any, backend: str, key: str) -> str:
     )
 
 
-def _deploy_command(stack: str, config_file: str = "") -> str:
-    policy = f"--policy-pack policies --policy-pack-config policies/config/{stack}.json"
-    return f"pulumi up --stack {stack}{config_file} {policy}"
-
-
 def steps(config: Any) -> list[str]:
     """The bootstrap steps for a validated StackConfig: prose, with each command to run in
     backquotes (`render` puts them on lines of their own). Every stack gets the whole first deploy
@@ -125,7 +120,7 @@ def steps(config: Any) -> list[str]:
             *_backend_steps(config, bucket, None),
             _stack_step(config, f"s3://{bucket}?region={region}", "KEY-ARN"),
             image_step(config),
-            f"First full deploy (cluster, pools, the gate): `{_deploy_command(stack)}`",
+            f"First full deploy (cluster, pools, the gate): `{pulumi_up(stack)}`",
             f"{stack} has no higgsfield:delivery: CI neither previews nor deploys it; later changes are the "
             "same pulumi up as the first full deploy (docs/getting-started.md). Add higgsfield:delivery to let CI "
             f"deploy it, then run `higgsfield bootstrap {stack}` again for the CI steps.",
@@ -198,7 +193,7 @@ def steps(config: Any) -> list[str]:
         f"`cp stacks/Pulumi.{stack}.yaml /tmp/Pulumi.{stack}.bootstrap.yaml` "
         f'then set higgsfield:endpoint.publicAccessCidrs there to ["ADDRESS/32"], ADDRESS being what '
         f"`curl -s https://checkip.amazonaws.com` prints, and run "
-        f"`{_deploy_command(stack, f' --config-file /tmp/Pulumi.{stack}.bootstrap.yaml')}` "
+        f"`{pulumi_up(stack, f'--config-file /tmp/Pulumi.{stack}.bootstrap.yaml')}` "
         f"It creates the VPC, the cluster, the permissions boundary {boundary_name(stack)}, the deploy role's "
         f"managed policy {deploy_denials_name(stack)}, the CI roles "
         f"({entry['previewRole']}, {entry['deployRole']}, {entry['imageRole']}), "

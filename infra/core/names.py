@@ -22,6 +22,20 @@ def role_name(stack: str, purpose: str) -> str:
     return f"{cluster_name(stack)}-{purpose}"
 
 
+def pulumi_up(stack: str, *options: str) -> str:
+    """`pulumi up` of `stack` as CI's deploy runs it: with the policy pack and the stack's configuration of it
+    (.github/workflows/deploy.yml), so a deploy by hand meets the same guards; `options` go before them
+    (`--target URN`, `--config-file FILE`)."""
+    return " ".join(
+        [
+            "pulumi up --stack",
+            stack,
+            *options,
+            f"--policy-pack policies --policy-pack-config policies/config/{stack}.json",
+        ]
+    )
+
+
 def boundary_name(stack: str) -> str:
     """The IAM managed policy every role of the stack carries as its permissions boundary."""
     return role_name(stack, "boundary")

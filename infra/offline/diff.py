@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import ConfigError
-from infra.core.names import LOG_GROUP, RUNNER_PURPOSES, interruption_rule, role_name, runner_project
+from infra.core.names import LOG_GROUP, RUNNER_PURPOSES, interruption_rule, pulumi_up, role_name, runner_project
 from infra.offline import node_class_drift, pool_removal, rolls
 from infra.offline.evaluate import COMPUTED, StackNotFound, record
 from infra.offline.stack_file import StackFileError
@@ -592,12 +592,13 @@ BEFORE_THE_MERGE = "before the merge that CI deploys"
 
 def _administrator_applies(stack: str, urn: str) -> str:
     """The command that applies one resource's change the deploy role's policy refuses."""
-    return f"an administrator applies it {ADMIN}, {BEFORE_THE_MERGE}: pulumi up --stack {stack} --target '{urn}'"
+    target = f"--target '{urn}'"
+    return f"an administrator applies it {ADMIN}, {BEFORE_THE_MERGE}: {pulumi_up(stack, target)}"
 
 
 def _administrator_deploys(stack: str) -> str:
     """The command that applies a change the deploy role's policy refuses and a --target would cut short."""
-    return f"an administrator deploys this change {ADMIN}, {BEFORE_THE_MERGE}: pulumi up --stack {stack}"
+    return f"an administrator deploys this change {ADMIN}, {BEFORE_THE_MERGE}: {pulumi_up(stack)}"
 
 
 def _refuse_key_policy_writes(

@@ -969,7 +969,10 @@ def test_an_interruption_queue_that_lets_another_account_send_fails(aws_ctx, aws
     _interruption_queue(aws, json.dumps(opened))
     outcome = one("aws.karpenter-queue", aws_ctx)
     assert outcome.status == "FAIL" and "999999999999" in outcome.evidence
-    assert "pulumi up --refresh --stack prod" in outcome.fix
+    assert (
+        "pulumi up --stack prod --refresh --policy-pack policies --policy-pack-config policies/config/prod.json"
+        in outcome.fix
+    )
 
 
 @pytest.fixture(scope="module")
@@ -1087,7 +1090,8 @@ def test_a_deploy_role_that_may_rewrite_the_queues_policy_names_the_administrato
     _with_karpenter(aws_ctx)
     _interruption_queue(aws)
     _as_the_deploy_role(aws_ctx, aws, refused=False)
-    assert "with administrator credentials: `pulumi up --stack prod`" in one("aws.karpenter-queue", aws_ctx).fix
+    fix = one("aws.karpenter-queue", aws_ctx).fix
+    assert f"with administrator credentials: `{names.pulumi_up('prod')}`" in fix
 
 
 # --- the cluster -----------------------------------------------------------------------------------

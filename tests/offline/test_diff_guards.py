@@ -270,7 +270,7 @@ def test_a_new_teams_log_reader_policy_is_refused_naming_the_administrators_depl
     base["resources"].remove(_reader(base, "vision"))
     (refusal,) = [r for r in compare(base, head, set()).refused if "managed policy" in r]
     assert refusal.startswith("a new IAM managed policy monitoring-logs-team-vision-reader is refused (")
-    assert "pulumi up --stack prod (" in refusal
+    assert "pulumi up --stack prod --policy-pack policies --policy-pack-config policies/config/prod.json (" in refusal
 
 
 @pytest.mark.parametrize("field", ["policy", "tags"])
@@ -560,3 +560,12 @@ def test_an_administrators_refusal_says_its_command_runs_before_the_merge():
     base["resources"] = [r for r in base["resources"] if r["name"] != "delivery-deploy-denials"]
     (policy,) = [r for r in compare(base, head, set()).refused if r.startswith("a new IAM managed policy")]
     assert "before the merge that CI deploys: pulumi up --stack prod" in policy
+
+
+def test_an_administrators_command_runs_the_policy_pack_as_cis_deploy_does():
+    """A deploy by hand with administrator credentials meets the same guards as CI's (.github/workflows/deploy.yml
+    policyPacks, policyPackConfigs): without them the replacement guard and the rest of the pack are skipped."""
+    base, head = _prod(), _prod()
+    base["resources"] = [r for r in base["resources"] if r["name"] != "delivery-deploy-denials"]
+    (policy,) = [r for r in compare(base, head, set()).refused if r.startswith("a new IAM managed policy")]
+    assert "pulumi up --stack prod --policy-pack policies --policy-pack-config policies/config/prod.json" in policy

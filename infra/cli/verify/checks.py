@@ -1183,7 +1183,7 @@ def karpenter_queue(ctx: Any) -> Outcome:
             f"no queue named {name}: the stack's first Karpenter pool is not deployed yet, or an administrator "
             "deployed Karpenter before the stack named its queue (a generated name)",
             "not deployed yet: the next deploy makes it; a generated name: an administrator deploys the change that "
-            f"names it, with administrator credentials: pulumi up --stack {cfg.stack} (the deploy role may not delete "
+            f"names it, with administrator credentials: {names.pulumi_up(cfg.stack)} (the deploy role may not delete "
             f"the old queue; `higgsfield diff {cfg.stack} --base REF` names it)",
         )
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy", "QueueArn"])["Attributes"]
@@ -1194,7 +1194,7 @@ def karpenter_queue(ctx: Any) -> Outcome:
     if not allows or not all(_sends_for_the_stacks_rules(s, rules) for s in allows):
         return failed(
             f"{name}: its policy lets in more than EventBridge for the stack's rules: {json.dumps(allows)}",
-            f"an administrator deletes the queue, then `pulumi up --refresh --stack {cfg.stack}` makes it again with "
+            f"an administrator deletes the queue, then `{names.pulumi_up(cfg.stack, '--refresh')}` makes it again with "
             "the stack's (its policy is CreateQueue's: components/karpenter.py queue_policy)",
         )
     seen = f"{name}: EventBridge sends for the stack's rules alone"
@@ -1209,7 +1209,7 @@ def karpenter_queue(ctx: Any) -> Outcome:
         raise
     return failed(
         f"{deploy} rewrote {name}'s policy (SetQueueAttributes was allowed; the policy is unchanged)",
-        f'an administrator deploys with administrator credentials: `pulumi up --stack {cfg.stack}` (the "First '
+        f'an administrator deploys with administrator credentials: `{names.pulumi_up(cfg.stack)}` (the "First '
         f"deploy\" step of `higgsfield bootstrap {cfg.stack}`, with the committed stack file): the deploy role's "
         "policy must carry AdministratorsOnly (components/delivery.py)",
     )
