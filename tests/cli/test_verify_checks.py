@@ -20,6 +20,8 @@ import urllib.parse
 from unittest import mock
 
 import boto3
+import moto.ec2.models.instance_types
+import moto.ec2.models.instances
 import moto.eks.utils
 import moto.kms.models
 import moto.kms.utils
@@ -94,18 +96,34 @@ def _kms_private_key(key_spec: str) -> moto.kms.utils.AbstractPrivateKey:
     return moto.kms.utils.generate_private_key(key_spec)
 
 
+class _InstanceTypeCheck(moto.ec2.models.instance_types.InstanceTypeOfferingBackend):
+    """moto's offering filter, with its answer to RunInstances' one question straight: is the instance type offered
+    in the region. run_instances asks it of every one of the region's 6,000-odd offerings, each through the generic
+    filter (a closure and a generator per offering: about 8 ms a launch, two launches an account), with
+    `{"instance-type": TYPE}` (getmoto/moto:moto/ec2/models/instances.py@5.2.6 run_instances); the generic filter
+    answers `offering.get("InstanceType") in values` for that key (moto/ec2/models/instance_types.py@5.2.6
+    matches_filters), as this does."""
+
+    def matches_filters(self, offering: dict, filters: dict, location_type: str) -> bool:
+        if filters.keys() == {"instance-type"}:
+            return offering.get("InstanceType") in filters["instance-type"]
+        return super().matches_filters(offering, filters, location_type)
+
+
 @contextlib.contextmanager
 def _cheaper_moto():
-    """moto as it answers, less two costs of its own: the RSA key of a symmetric KMS key (_kms_private_key), and
-    a new boto3 Session at every EKS role check only to list the partitions botocore knows
+    """moto as it answers, less three costs of its own: the RSA key of a symmetric KMS key (_kms_private_key), a
+    new boto3 Session at every EKS role check only to list the partitions botocore knows
     (getmoto/moto:moto/eks/utils.py@5.2.6 validate_role_arn, `Session().get_available_partitions()`: the same
-    answer from one Session). mock.patch, not monkeypatch: these patch no code of the program, so the
-    evaluations stay answered once (tests/conftest.py Memo)."""
+    answer from one Session), and RunInstances' instance-type check (_InstanceTypeCheck). mock.patch, not
+    monkeypatch: these patch no code of the program, so the evaluations stay answered once (tests/conftest.py
+    Memo)."""
     with contextlib.ExitStack() as patches:
         # Only where the installed moto has them (pyproject asks moto>=5.1): another moto is slower, not wrong.
         for module, name, cheaper in (
             (moto.kms.models, "generate_private_key", _kms_private_key),
             (moto.eks.utils, "Session", _one_session),
+            (moto.ec2.models.instances, "InstanceTypeOfferingBackend", _InstanceTypeCheck),
         ):
             if hasattr(module, name):
                 patches.enter_context(mock.patch.object(module, name, cheaper))
