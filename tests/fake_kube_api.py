@@ -13,9 +13,11 @@ pkg/endpoints/handlers and apimachinery pkg/api/errors at v1.35.0):
   done at once: Orphan drops the dependents' owner reference, Background and
   Foreground delete them, and a batch/v1 Job's default is Orphan (_default_propagation);
 - WATCH (`?watch=true`): a chunked stream of `{"type": ..., "object": ...}` lines from the given
-  resourceVersion, ended by `timeoutSeconds`; from a resourceVersion older than the last `compact()`, one
-  `ERROR` event with the 410 Expired Status the watch cache answers ("too old resource version":
-  staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go, errors.NewResourceExpired);
+  resourceVersion, ended by `timeoutSeconds` (each of its seconds `watch_second` long: a test that only waits
+  out a client's watch windows shortens them, the client still asking in whole seconds); from a resourceVersion
+  older than the last `compact()`, one `ERROR` event with the 410 Expired Status the watch cache answers
+  ("too old resource version": staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go,
+  errors.NewResourceExpired);
 - pod logs (`.../pods/NAME/log`): text, `timestamps=true` prefixes RFC 3339 times, `follow=true`
   streams lines appended while the request is open and ends once the pod has ended (Succeeded,
   Failed or deleted), as the kubelet ends the stream when the container exits; `tailLines=N` the last N;
@@ -140,6 +142,7 @@ class FakeKubernetesApi:
         self.allow = allow
         self._version = 0
         self._compacted = 0  # the resourceVersion of the last compact()
+        self.watch_second = 1.0  # how long a second of a watch's timeoutSeconds lasts
         self._history: list[tuple[int, Ref, str, dict]] = []
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -467,7 +470,7 @@ class FakeKubernetesApi:
 
     def _serve_watch(self, h: BaseHTTPRequestHandler, ref: Ref, query: dict) -> None:
         since = int(query.get("resourceVersion") or 0)
-        deadline = time.monotonic() + float(query.get("timeoutSeconds") or 5)
+        deadline = time.monotonic() + float(query.get("timeoutSeconds") or 5) * self.watch_second
         h.send_response(200)
         h.send_header("Content-Type", "application/json")
         h.send_header("Transfer-Encoding", "chunked")

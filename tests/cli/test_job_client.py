@@ -39,6 +39,14 @@ def api():
 
 
 @pytest.fixture
+def short_rechecks(api):
+    """The follow of a batch Job watches its pods in windows of BATCH_FOLLOW_RECHECK_S (2 s) and asks after each
+    whether the Job has ended (infra/cli/client.py _watch_pods). What its tests check is what it does between windows
+    and at their ends, the same at any length: the fake API server ends each window in a fifth of a second."""
+    api.watch_second = 0.1
+
+
+@pytest.fixture
 def kubeconfig(api, tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     path = tmp_path / "kubeconfig"
@@ -770,7 +778,7 @@ def test_logs_of_a_batch_job_read_its_own_pods_not_those_an_earlier_job_of_its_n
     assert capsys.readouterr().out.splitlines() == ["node-a eval-0-eval shard 0 done"]
 
 
-def test_logs_follow_of_a_batch_job_streams_its_pods_until_the_job_ends(api, kubeconfig, capsys):
+def test_logs_follow_of_a_batch_job_streams_its_pods_until_the_job_ends(api, kubeconfig, short_rechecks, capsys):
     api.put(_batch_job())
     api.put(_batch_pod(0, "node-a"))
     api.log("llm", "eval-0-eval", "shard 0 started")

@@ -20,6 +20,8 @@ import urllib.parse
 from unittest import mock
 
 import boto3
+import moto.ec2.models.instance_types
+import moto.ec2.models.instances
 import moto.eks.utils
 import moto.kms.models
 import moto.kms.utils
@@ -94,22 +96,54 @@ def _kms_private_key(key_spec: str) -> moto.kms.utils.AbstractPrivateKey:
     return moto.kms.utils.generate_private_key(key_spec)
 
 
+class _InstanceTypeCheck(moto.ec2.models.instance_types.InstanceTypeOfferingBackend):
+    """moto's offering filter, with its answer to RunInstances' one question straight: is the instance type offered
+    in the region. run_instances asks it of every one of the region's 6,000-odd offerings, each through the generic
+    filter (a closure and a generator per offering: about 8 ms a launch, two launches an account), with
+    `{"instance-type": TYPE}` (getmoto/moto:moto/ec2/models/instances.py@5.2.6 run_instances); the generic filter
+    answers `offering.get("InstanceType") in values` for that key (moto/ec2/models/instance_types.py@5.2.6
+    matches_filters), as this does."""
+
+    def matches_filters(self, offering: dict, filters: dict, location_type: str) -> bool:
+        if filters.keys() == {"instance-type"}:
+            return offering.get("InstanceType") in filters["instance-type"]
+        return super().matches_filters(offering, filters, location_type)
+
+
 @contextlib.contextmanager
 def _cheaper_moto():
-    """moto as it answers, less two costs of its own: the RSA key of a symmetric KMS key (_kms_private_key), and
-    a new boto3 Session at every EKS role check only to list the partitions botocore knows
+    """moto as it answers, less three costs of its own: the RSA key of a symmetric KMS key (_kms_private_key), a
+    new boto3 Session at every EKS role check only to list the partitions botocore knows
     (getmoto/moto:moto/eks/utils.py@5.2.6 validate_role_arn, `Session().get_available_partitions()`: the same
-    answer from one Session). mock.patch, not monkeypatch: these patch no code of the program, so the
-    evaluations stay answered once (tests/conftest.py Memo)."""
+    answer from one Session), and RunInstances' instance-type check (_InstanceTypeCheck). mock.patch, not
+    monkeypatch: these patch no code of the program, so the evaluations stay answered once (tests/conftest.py
+    Memo)."""
     with contextlib.ExitStack() as patches:
         # Only where the installed moto has them (pyproject asks moto>=5.1): another moto is slower, not wrong.
         for module, name, cheaper in (
             (moto.kms.models, "generate_private_key", _kms_private_key),
             (moto.eks.utils, "Session", _one_session),
+            (moto.ec2.models.instances, "InstanceTypeOfferingBackend", _InstanceTypeCheck),
         ):
             if hasattr(module, name):
                 patches.enter_context(mock.patch.object(module, name, cheaper))
         yield
+
+
+@functools.cache
+def _seeding_clients() -> types.SimpleNamespace:
+    """The clients deployed_account seeds moto through, made once a process: about 9 ms each (botocore builds a
+    client's class and arguments anew each time), six an account. A client answers from the backends of whichever
+    mock is active when it is called: moto hooks every client's before-send event and reads its stubber's
+    `enabled` per request, and each mock's start resets the backends (getmoto/moto:moto/core/models.py@5.2.6
+    BUILTIN_HANDLERS.append, _enable_patching; moto/core/botocore_stubber.py@5.2.6 BotocoreStubber.__call__). The
+    keys are those mock_aws puts in the environment (models.py@5.2.6 _fake_creds), which the clients made inside a
+    mock read; moto answers account 123456789012 for any key it did not issue (moto/iam/models.py@5.2.6
+    get_account_id_from). The clients the tests and the checks use are made per test from the account's Session."""
+    session = boto3.Session(region_name=REGION, aws_access_key_id="FOOBARKEY", aws_secret_access_key="FOOBARSECRET")
+    return types.SimpleNamespace(
+        **{name: session.client(name) for name in ("eks", "autoscaling", "ec2", "logs", "kms", "s3")}
+    )
 
 
 @contextlib.contextmanager
@@ -122,7 +156,8 @@ def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
     # AWS's managed policies, as moto's snapshot of their documents holds them (a second to load: asked for)
     with _cheaper_moto(), mock_aws(config={"iam": {"load_aws_managed_policies": aws_managed_policies}}):
         session = boto3.Session(region_name=REGION)
-        eks, autoscaling = session.client("eks"), session.client("autoscaling")
+        seeding = _seeding_clients()
+        eks, autoscaling = seeding.eks, seeding.autoscaling
         role = "arn:aws:iam::123456789012:role/eks"
         eks.create_cluster(
             name=CLUSTER,
@@ -133,18 +168,19 @@ def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
         )
         # the program's API authentication (components/cluster.py), which moto's CreateCluster does not keep
         _moto_cluster().access_config = {"authenticationMode": "API"}
-        ec2 = session.client("ec2")
-        ec2.create_launch_template(LaunchTemplateName="gpu-nodes", LaunchTemplateData={"ImageId": "ami-12c6146b"})
+        seeding.ec2.create_launch_template(
+            LaunchTemplateName="gpu-nodes", LaunchTemplateData={"ImageId": "ami-12c6146b"}
+        )
         for group in plan.of_type(checks.NODE_GROUP):
             _node_group(eks, autoscaling, plan, group, role)
-        logs = session.client("logs")
-        key = session.client("kms").create_key()["KeyMetadata"]["Arn"]
+        logs = seeding.logs
+        key = seeding.kms.create_key()["KeyMetadata"]["Arn"]
         for group in plan.of_type(checks.LOG_GROUP):
             logs.create_log_group(logGroupName=group.inputs["name"], kmsKeyId=key)
             logs.put_retention_policy(
                 logGroupName=group.inputs["name"], retentionInDays=group.inputs["retentionInDays"]
             )
-        s3 = session.client("s3")
+        s3 = seeding.s3
         for bucket in {r.inputs["bucket"] for r in plan.of_type(checks.BUCKET_VERSIONING)}:  # the linked buckets
             s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
             s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})

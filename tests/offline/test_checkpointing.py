@@ -350,23 +350,23 @@ def test_the_job_ships_the_checkpoint_module_next_to_the_script():
 # --- SIGTERM reaches the workers, not only torchrun -------------------------------------------------
 
 # Behaves as torchrun does on SIGTERM: signal the workers, SIGKILL them after a fixed timeout (30 s
-# in torch/distributed/elastic/multiprocessing/api.py PContext.close; 1 s here), exit with theirs.
+# in torch/distributed/elastic/multiprocessing/api.py PContext.close; 0.2 s here), exit with theirs.
 LAUNCHER = textwrap.dedent("""
     import signal, subprocess, sys, time
     worker = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]])
     def stop(signum, frame):
         worker.send_signal(signal.SIGTERM)
-        time.sleep(1)
+        time.sleep(0.2)
         worker.kill()
     signal.signal(signal.SIGTERM, stop)
     sys.exit(worker.wait() and 1)
 """)
-# A worker whose final checkpoint takes 2 s after SIGTERM.
+# A worker whose final checkpoint takes 1 s after SIGTERM: five times the launcher's timeout.
 WORKER = textwrap.dedent("""
     import signal, sys, time
     from pathlib import Path
     def flush(signum, frame):
-        time.sleep(2)
+        time.sleep(1)
         Path(sys.argv[1]).write_text("flushed")
         sys.exit(143)
     signal.signal(signal.SIGTERM, flush)

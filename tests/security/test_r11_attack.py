@@ -15,11 +15,23 @@ from components import karpenter
 from components.efa import node_user_data
 from components.gpu_pools import container_toolkit_script
 from infra.cli.main import main
-from tests.cli.test_job_client import _batch_job, _batch_pod, _podgroup, api, kubeconfig  # noqa: F401 (fixtures)
+from tests.cli.test_job_client import (  # noqa: F401 (fixtures)
+    _batch_job,
+    _batch_pod,
+    _podgroup,
+    api,
+    kubeconfig,
+    short_rechecks,
+)
 from tests.conftest import config_of
 
 
-def test_logs_follow_of_a_batch_job_goes_on_to_the_pod_its_job_makes_after_a_failure(api, kubeconfig, capsys):  # noqa: F811
+def test_logs_follow_of_a_batch_job_goes_on_to_the_pod_its_job_makes_after_a_failure(
+    api,
+    kubeconfig,
+    short_rechecks,
+    capsys,  # noqa: F811
+):
     """examples/eval-sweep.yaml is a scavenger Job: Volcano takes its pods back for serving (DisruptionTarget,
     which its podFailurePolicy ignores) and the Job makes them again, and any other failure is retried up to its
     backoffLimit of 3. `logs --follow` stopped at the first pod's end and printed nothing of the retry, exit 0, as
