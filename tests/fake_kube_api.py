@@ -17,7 +17,7 @@ pkg/endpoints/handlers and apimachinery pkg/api/errors at v1.35.0):
   out a client's watch windows shortens them, the client still asking in whole seconds); from a resourceVersion
   older than the last `compact()`, one `ERROR` event with the 410 Expired Status the watch cache answers
   ("too old resource version": staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go,
-  errors.NewResourceExpired);
+  errors.NewResourceExpired); with `drop_watches`, a chunk cut short and the connection closed;
 - pod logs (`.../pods/NAME/log`): text, `timestamps=true` prefixes RFC 3339 times, `follow=true`
   streams lines appended while the request is open and ends once the pod has ended (Succeeded,
   Failed or deleted), as the kubelet ends the stream when the container exits; `tailLines=N` the last N;
@@ -143,6 +143,7 @@ class FakeKubernetesApi:
         self._version = 0
         self._compacted = 0  # the resourceVersion of the last compact()
         self.watch_second = 1.0  # how long a second of a watch's timeoutSeconds lasts
+        self.drop_watches = False  # a watch's connection closes mid-chunk, as a proxy or a restarted server does
         self._history: list[tuple[int, Ref, str, dict]] = []
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -476,6 +477,10 @@ class FakeKubernetesApi:
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
         sent = 0
+        if self.drop_watches:
+            h.wfile.write(b'40\r\n{"type": "ADD')  # a chunk cut short, then the connection closes
+            h.close_connection = True
+            return
         try:
             if 0 < since < self._compacted:
                 expired = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 410}

@@ -969,6 +969,15 @@ def follow_logs(
             lines.put(_refused(exc))
         except ApiError as exc:
             lines.put(exc)
+        except Exception as exc:  # noqa: BLE001 - a dropped connection must not end the follow as if the job had
+            lines.put(
+                ApiError(
+                    0,
+                    "WatchStopped",
+                    f"the watch of {kind.lower()}/{name}'s pods in {namespace} stopped before the job ended "
+                    f"({type(exc).__name__}: {exc}); its pods may still run: follow it again",
+                )
+            )
         finally:
             lines.put(done)
 

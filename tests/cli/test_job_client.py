@@ -268,6 +268,18 @@ def test_logs_follow_streams_the_lines_written_while_it_runs_from_pods_that_star
     ]
 
 
+def test_logs_follow_whose_watch_connection_drops_fails_rather_than_ending_as_if_the_job_had(api, kubeconfig, capsys):
+    """A watch cut short (a proxy's timeout, an API server restarting) raises the client's own error, not an
+    ApiException: the follow used to end with exit 0 while the job's pods ran on."""
+    api.put(_job())
+    api.put(_pod("Master", 0, "node-a"))
+    api.drop_watches = True
+    assert main(["jobs", "logs", "prod", "llama-ft", "-n", "llm", "--follow"]) == 2
+    err = capsys.readouterr().err
+    assert "the watch of pytorchjob/llama-ft's pods in llm stopped before the job ended" in err
+    assert "follow it again" in err
+
+
 def test_logs_follow_of_a_job_that_does_not_exist_is_not_found_at_once(api, kubeconfig, capsys):
     assert main(["jobs", "logs", "prod", "nope", "-n", "llm", "--follow"]) == 2
     assert capsys.readouterr().err == 'error: 404 NotFound: pytorchjobs "nope" not found\n'
