@@ -460,14 +460,6 @@ def test_jobs_status_of_a_team_as_json_names_each_job_and_the_teams_sum(api, kub
     assert found["goodput"]["allocatedGpuHours"] == found["jobs"][0]["goodput"]["allocatedGpuHours"] > 0
 
 
-def test_jobs_status_of_a_team_as_json_names_each_job_and_the_teams_sum(api, kubeconfig, capsys):
-    _seed_team(api)
-    assert main(["jobs", "status", "prod", "--team", "vision", "--json"]) == 0
-    found = json.loads(capsys.readouterr().out)
-    assert found["namespace"] == "vision" and [j["name"] for j in found["jobs"]] == ["detector"]
-    assert found["goodput"]["allocatedGpuHours"] == found["jobs"][0]["goodput"]["allocatedGpuHours"] > 0
-
-
 def _ended_batch_pod(index: int, bound: str, started: str, finished: str) -> dict:
     """A pod of the batch Job `eval` holding one GPU, bound, run and ended at the times given."""
     pod = _batch_pod(index, f"node-{index}", "Succeeded")

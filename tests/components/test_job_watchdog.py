@@ -235,37 +235,34 @@ def test_a_preflight_suspect_on_a_shared_node_is_not_sent_to_the_gate(cluster):
     assert _events(kube, "default") == []
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed here")
-def test_the_holders_query_names_each_namespace_holding_a_gpu_of_the_node_now(tmp_path):
-    series = [
-        _gpu("node-a", "0+0x6", namespace="llm"),
-        _gpu("node-a", "_x3 0+0x3", namespace="vision"),
-        _gpu("node-a", "0+0x3 _x3", namespace="ranking"),  # gone an half hour ago
-        _gpu("node-b", "0+0x6", namespace="speech"),
-    ]
+def _promtool_answers(tmp_path, series: list[dict], expr: str, at: str, samples: list[dict]) -> None:
+    """`expr` at `at` over `series` (sampled every 10 minutes) gives `samples`, by Prometheus' own engine."""
     test = {
         "evaluation_interval": "1m",
         "tests": [
             {
                 "interval": "10m",
                 "input_series": series,
-                "promql_expr_test": [
-                    {
-                        "expr": job_watchdog.holders_query("node-a"),
-                        "eval_time": "60m",
-                        "exp_samples": [
-                            {"labels": '{namespace="llm"}', "value": 1},
-                            {"labels": '{namespace="vision"}', "value": 1},
-                        ],
-                    }
-                ],
+                "promql_expr_test": [{"expr": expr, "eval_time": at, "exp_samples": samples}],
             }
         ],
     }
-    path = tmp_path / "holders_test.yaml"
+    path = tmp_path / "query_test.yaml"
     path.write_text(yaml.safe_dump(test))
     result = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed here")
+def test_the_holders_query_names_each_namespace_holding_a_gpu_of_the_node_now(tmp_path):
+    series = [
+        _gpu("node-a", "0+0x6", namespace="llm"),
+        _gpu("node-a", "_x3 0+0x3", namespace="vision"),
+        _gpu("node-a", "0+0x3 _x3", namespace="ranking"),  # gone half an hour ago
+        _gpu("node-b", "0+0x6", namespace="speech"),
+    ]
+    held = [{"labels": '{namespace="llm"}', "value": 1}, {"labels": '{namespace="vision"}', "value": 1}]
+    _promtool_answers(tmp_path, series, job_watchdog.holders_query("node-a"), "60m", held)
 
 
 def test_a_node_is_asked_for_a_recheck_at_most_once_an_hour(cluster):
@@ -364,26 +361,8 @@ def test_the_idle_query_finds_only_nodes_nobody_held_a_gpu_on_for_the_whole_wind
         _gpu("node-d", "0+0x78"),
         _gpu("node-d", "_x70 100+0x2", namespace="higgsfield-health"),
     ]
-    test = {
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "10m",
-                "input_series": series,
-                "promql_expr_test": [
-                    {
-                        "expr": job_watchdog.idle_query(12 * 3600),
-                        "eval_time": "13h",
-                        "exp_samples": [{"labels": '{Hostname="node-a"}', "value": 1}],
-                    }
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "idle_test.yaml"
-    path.write_text(yaml.safe_dump(test))
-    result = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    idle = [{"labels": '{Hostname="node-a"}', "value": 1}]
+    _promtool_answers(tmp_path, series, job_watchdog.idle_query(12 * 3600), "13h", idle)
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed here")
