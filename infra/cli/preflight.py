@@ -369,10 +369,11 @@ def _fsx(clients: Clients, cfg: StackConfig) -> Iterable[Check]:
     yield _checked("FSx for Lustre", zone, ask)
 
 
-def _addon(clients: Clients, kubernetes_version: str, name: str, pin: str | None, chosen: list[str]) -> Check:
+def _addon(clients: Clients, kubernetes_version: str, name: str, pin: str | None, chosen: list[list[str]]) -> Check:
     """What EKS would install of add-on `name` on a `kubernetes_version` cluster: the version it
     marks default (what `higgsfield:addonVersions` leaves unpinned resolves to at deploy), or
-    whether the stack's pin is among the versions it offers. A version that passes is added to `chosen`."""
+    whether the stack's pin is among the versions it offers. A version that passes is added to `chosen`, with the
+    newer offered versions at or above the floor after it, newest first (what a pin could name instead)."""
     target = f"{name} on Kubernetes {kubernetes_version}"
     # EKS DescribeAddonVersions: addons[].addonVersions[].{addonVersion, compatibilities[].{clusterVersion,
     # defaultVersion}}
@@ -408,7 +409,7 @@ def _addon(clients: Clients, kubernetes_version: str, name: str, pin: str | None
     if pin:
         ok = pin in offered
         if ok:
-            chosen.append(pin)
+            chosen.append(_and_newer(name, pin, offered))
         return Check(
             "EKS add-on",
             target,
@@ -435,31 +436,55 @@ def _addon(clients: Clients, kubernetes_version: str, name: str, pin: str | None
             f"EKS marks no default version (offered: {listed}); the deploy-time lookup would fail",
             f"pin one in {key}",
         )
-    chosen.append(default)
+    chosen.append(_and_newer(name, default, offered))
     return Check("EKS add-on", target, True, f"AWS would pick {default} (its default for {kubernetes_version})")
 
 
-def _addon_values(clients: Clients, name: str, version: str, values: Mapping[str, object]) -> Check:
-    """Whether the configuration values the program passes add-on `name` fit the schema EKS validates them against
-    for `version` at create and update (DescribeAddonConfiguration's `configurationSchema`, a JSON schema): a key the
-    version does not take fails the deploy there, after the cluster is made."""
-    target = f"{name} {version}"
+def _and_newer(name: str, version: str, offered: list[str]) -> list[str]:
+    """`version`, then the offered versions of add-on `name` newer than it and at or above its floor, newest first."""
+    newer = [v for v in offered if versions.addon_release(v) > versions.addon_release(version)]
+    return [
+        version,
+        *sorted((v for v in newer if not versions.below_floor(name, v)), key=versions.addon_release, reverse=True),
+    ]
+
+
+# How many newer versions' schemas a failed `add-on values` check reads to name one a pin could take.
+NEWER_SCHEMAS_READ = 3
+
+
+def _refusal(clients: Clients, name: str, version: str, values: Mapping[str, object]) -> str | None:
+    """Why the configuration schema EKS validates `name`'s values with for `version` (DescribeAddonConfiguration's
+    `configurationSchema`, a JSON schema) refuses `values`, else None."""
     answer = clients.eks.describe_addon_configuration(addonName=name, addonVersion=version)
     schema = json.loads(answer.get("configurationSchema") or "{}")
     validator = jsonschema.validators.validator_for(schema)(schema)
     errors = sorted(validator.iter_errors(values), key=lambda e: list(e.absolute_path))
     if not errors:
+        return None
+    where = ".".join(map(str, errors[0].absolute_path)) or "(top)"
+    return f"at {where}: {errors[0].message}"
+
+
+def _addon_values(clients: Clients, name: str, choice: list[str], values: Mapping[str, object]) -> Check:
+    """Whether the configuration values the program passes add-on `name` fit the schema EKS validates them against at
+    create and update for the version the deploy installs (`choice[0]`): a key the version does not take fails the
+    deploy there, after the cluster is made. A refusal names the newest of `choice`'s newer versions whose schema
+    takes them (reading at most NEWER_SCHEMAS_READ)."""
+    version, newer = choice[0], choice[1:]
+    target = f"{name} {version}"
+    refused = _refusal(clients, name, version, values)
+    if refused is None:
         return Check("add-on values", target, True, f"its configuration schema takes the stack's {', '.join(values)}")
-    first = errors[0]
-    where = ".".join(map(str, first.absolute_path)) or "(top)"
-    return Check(
-        "add-on values",
-        target,
-        False,
-        f"its configuration schema refuses the stack's values at {where}: {first.message}",
-        f"pin a version of {name} whose schema takes them in higgsfield:addonVersions.{name} (aws eks "
-        f"describe-addon-configuration --addon-name {name} --addon-version VERSION --query configurationSchema)",
+    fits = next((v for v in newer[:NEWER_SCHEMAS_READ] if _refusal(clients, name, v, values) is None), None)
+    key = f"higgsfield:addonVersions.{name}"
+    fix = (
+        f"pin {fits} in {key}, whose schema takes them"
+        if fits
+        else f"pin a version of {name} whose schema takes them in {key} (aws eks describe-addon-configuration "
+        f"--addon-name {name} --addon-version VERSION --query configurationSchema)"
     )
+    return Check("add-on values", target, False, f"its configuration schema refuses the stack's values {refused}", fix)
 
 
 def _addons(
@@ -469,7 +494,7 @@ def _addons(
     configurations: Mapping[str, Mapping[str, object]],
 ) -> Iterable[Check]:
     for name, pin in pins.items():
-        chosen: list[str] = []
+        chosen: list[list[str]] = []
         yield _checked(
             "EKS add-on",
             f"{name} on Kubernetes {kubernetes_version}",
@@ -478,8 +503,8 @@ def _addons(
         if configurations.get(name) and chosen:
             yield _checked(
                 "add-on values",
-                f"{name} {chosen[0]}",
-                lambda name=name, version=chosen[0]: _addon_values(clients, name, version, configurations[name]),
+                f"{name} {chosen[0][0]}",
+                lambda name=name, choice=chosen[0]: _addon_values(clients, name, choice, configurations[name]),
             )
 
 

@@ -120,12 +120,14 @@ def _run(
     addon_answer: dict | None = None,
     configurations: dict | None = None,
     schema: dict | None = None,
+    newer_schemas: tuple[tuple[str, dict], ...] = (),
     **overrides,
 ) -> list[preflight.Check]:
     """The prod stack's preflight. `quota`/`ami` a string: that call fails with this AWS error
     code ("network": the endpoint refuses the connection). A reservation's answer a string: the
     error code AWS answers for it. `configurations`: the values passed each add-on, checked against
-    `schema` (DescribeAddonConfiguration's, for the version the add-on check passed)."""
+    `schema` (DescribeAddonConfiguration's, for the version the add-on check passed), then each of `newer_schemas`
+    ((version, schema), in the order the check asks)."""
     cfg = plan_of("prod").config
     quotas_client, reservations_client, eks = _client("service-quotas"), _client("ec2"), _client("eks")
     if ami == "network":  # a closed local port: a real connection failure, reported without retries
@@ -187,12 +189,12 @@ def _run(
             answer = addon_answer or _addon_versions(name)
             eks_stub.add_response("describe_addon_versions", answer, {"addonName": name, "kubernetesVersion": K8S})
             if (configurations or {}).get(name):
-                version = pin or _default_of(answer)
-                eks_stub.add_response(
-                    "describe_addon_configuration",
-                    {"addonName": name, "addonVersion": version, "configurationSchema": json.dumps(schema or {})},
-                    {"addonName": name, "addonVersion": version},
-                )
+                for version, its in ((pin or _default_of(answer), schema), *newer_schemas):
+                    eks_stub.add_response(
+                        "describe_addon_configuration",
+                        {"addonName": name, "addonVersion": version, "configurationSchema": json.dumps(its or {})},
+                        {"addonName": name, "addonVersion": version},
+                    )
         clients = preflight.Clients(
             Ec2(boto3.client("ec2", region_name=REGION), reservations_client, **overrides),
             quotas_client,
@@ -482,13 +484,19 @@ def _agent_schema(monitors: bool) -> dict:
     }
 
 
-def _agent_values_check(schema: dict) -> preflight.Check:
-    answer = _addon_versions(AGENT, default="v1.6.4-eksbuild.1", others=())
+def _agent_values_check(
+    schema: dict, others: tuple[str, ...] = (), newer_schemas: tuple[tuple[str, dict], ...] = ()
+) -> preflight.Check:
+    answer = _addon_versions(AGENT, default="v1.6.4-eksbuild.1", others=others)
     planned = preflight.addon_configurations(plan_of("prod"))
-    (values,) = _line(
-        _run(addons={AGENT: None}, addon_answer=answer, configurations={AGENT: planned[AGENT]}, schema=schema),
-        "add-on values",
+    run = _run(
+        addons={AGENT: None},
+        addon_answer=answer,
+        configurations={AGENT: planned[AGENT]},
+        schema=schema,
+        newer_schemas=newer_schemas,
     )
+    (values,) = _line(run, "add-on values")
     return values
 
 
@@ -510,3 +518,19 @@ def test_preflight_checks_the_values_the_program_passes_each_addon():
     configurations = preflight.addon_configurations(plan_of("prod"))
     assert configurations[AGENT]["nodeAgent"]["monitors"]["kernel-monitor"] == {"enabled": False}
     assert "coredns" in configurations and "vpc-cni" in configurations
+
+
+def test_a_refused_configuration_names_the_newest_offered_version_whose_schema_takes_it(aws):
+    """The newer versions are read newest first: v1.6.6's schema has no monitors either (say), v1.6.5's does."""
+    values = _agent_values_check(
+        _agent_schema(monitors=False),
+        others=("v1.6.5-eksbuild.1", "v1.6.6-eksbuild.1", "v1.6.3-eksbuild.1"),
+        newer_schemas=(
+            ("v1.6.6-eksbuild.1", _agent_schema(monitors=False)),
+            ("v1.6.5-eksbuild.1", _agent_schema(monitors=True)),
+        ),
+    )
+    assert (
+        not values.ok
+        and values.fix == f"pin v1.6.5-eksbuild.1 in higgsfield:addonVersions.{AGENT}, whose schema takes them"
+    )
