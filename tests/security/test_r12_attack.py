@@ -12,9 +12,17 @@ pods have: with kubernetes.io/hostname, their node."""
 
 from __future__ import annotations
 
+import datetime
+import json
+
 import pytest
 
+from components.addons import KUBELET_LOG_MONITORS, MONITORS_ANNOTATION, NODE_MONITORING_AGENT_MONITORS
+from infra.cli.verify import checks
+from tests.cli.test_verify_checks import NOW, cluster, ctx, gpu_node, one, plan  # noqa: F401 (fixtures)
+from tests.conftest import ROOT
 from tests.security.test_node_share import ONE_GPU, PACKED
+from tests.security.test_r12_kattack import AGENT
 from tests.security.test_tenancy import _job, _pod, denied_by
 
 HOST = "kubernetes.io/hostname"
@@ -54,3 +62,82 @@ def test_a_gpu_pod_pinned_to_another_teams_node_by_pod_affinity_is_denied(reach)
 @pytest.mark.parametrize("reach", sorted(REACHES))
 def test_a_job_whose_pods_prefer_another_teams_node_is_denied(reach):
     assert any(m.startswith(PACKED) for m in denied_by(_job(containers=ONE_GPU, affinity=_preferred(**REACHES[reach]))))
+
+
+# --- verify kube.gpu-nodes right after the deploy that turns the agent's kubelet-log monitors off -------------------
+#
+# The agent renews each condition it manages every 5 minutes (heartbeatInterval, aws/eks-node-monitoring-agent:
+# pkg/manager/node_exporter.go@v1.6.4), and one built with the kernel or runtime monitor off manages neither
+# KernelReady nor ContainerRuntimeReady (conditionConfigs, cmd/eks-node-monitoring-agent/main.go@v1.6.4). On the deploy
+# that turns them off, the old agent renewed both until EKS's update rolled its pod (the monitors' annotation,
+# components/addons.py MONITORS_ANNOTATION); the new pod renews neither. kube.gpu-nodes calls a condition renewed within
+# AGENT_CONDITION_STALE_S (15 minutes) a running monitor, so the deploy's own `higgsfield verify`, run minutes after,
+# fails every GPU node the roll has not replaced yet (a Karpenter node a do-not-disrupt training pod holds, a node that
+# joined before the agent's update) and tells the operator to run `pulumi up` again, on a cluster as planned.
+
+AGENT_POD_LABELS = {"app.kubernetes.io/name": "eks-node-monitoring-agent", "app.kubernetes.io/instance": AGENT}
+
+
+def _agent_pod_on(node: str, started: datetime.datetime) -> dict:
+    """The agent's pod on `node` as the add-on's chart makes it (selectorLabels, templates/_helpers.tpl and
+    daemonset.yaml: podAnnotations on the pod, aws/eks-node-monitoring-agent:charts/eks-node-monitoring-agent@v1.6.4),
+    carrying the planned monitors, its container running since `started`."""
+    stamp = started.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "eks-node-monitoring-agent-x7k2p",
+            "namespace": "kube-system",
+            "labels": AGENT_POD_LABELS,
+            "annotations": {MONITORS_ANNOTATION: json.dumps(NODE_MONITORING_AGENT_MONITORS, sort_keys=True)},
+        },
+        "spec": {"nodeName": node, "containers": [{"name": "eks-node-monitoring-agent", "image": "x"}]},
+        "status": {
+            "phase": "Running",
+            "startTime": stamp,
+            "containerStatuses": [{"name": "eks-node-monitoring-agent", "state": {"running": {"startedAt": stamp}}}],
+        },
+    }
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="kube.gpu-nodes reads a condition's heartbeat alone, not whether the node's running agent (its pod with the "
+    "planned monitors, started after that heartbeat) could have renewed it: needs `list pods` in kube-system",
+)
+def test_verify_right_after_the_monitors_go_off_does_not_call_an_old_agents_last_renewal_a_running_monitor(
+    ctx, cluster
+):
+    node = gpu_node("ip-10-0-1-5", "healthy", tainted=False)
+    node["status"]["conditions"] = [
+        {
+            "type": kind,
+            "status": "True",
+            "reason": "Ready",
+            "lastHeartbeatTime": (NOW - datetime.timedelta(minutes=4)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        for kind in KUBELET_LOG_MONITORS.values()
+    ]
+    cluster.put(node)
+    cluster.put(_agent_pod_on("ip-10-0-1-5", NOW - datetime.timedelta(minutes=2)))
+    outcome = one("kube.gpu-nodes", ctx)
+    assert "renewed lately" not in outcome.evidence and outcome.status == "PASS"
+
+
+# --- docs/verify.md's kube.gpu-nodes row ------------------------------------------------------------------------------
+
+VERIFY_PAGE = (ROOT / "docs" / "verify.md").read_text()
+GPU_NODES_ROW = next(line for line in VERIFY_PAGE.splitlines() if line.startswith("| `kube.gpu-nodes` |"))
+
+
+def test_the_verify_pages_gpu_nodes_row_says_how_long_a_renewal_counts_as_lately():
+    """The page said 'the last 10 minutes'; the check counts 15 (three of the agent's 5-minute renewals): an operator
+    who waits the page's 10 minutes after the deploy and runs verify again still sees it fail."""
+    assert f"last {checks.AGENT_CONDITION_STALE_S // 60} minutes" in GPU_NODES_ROW
+
+
+def test_the_verify_pages_gpu_nodes_row_names_both_conditions_and_that_an_old_true_one_passes():
+    """The check fails ContainerRuntimeReady as KernelReady, and passes one left True (no repair acts on it); the page
+    named KernelReady alone and said any older one fails with the command that removes it."""
+    assert "ContainerRuntimeReady" in GPU_NODES_ROW and "left `True` passes" in GPU_NODES_ROW
