@@ -358,10 +358,30 @@ def _asks_gpus(spec: str) -> str:
     return f"(has({spec}.containers) && {spec}.containers.exists(c, {asks('limits')} || {asks('requests')}))"
 
 
+def _near_other_namespaces(spec: str) -> str:
+    """A pod spec with a podAffinity term (required or preferred) over pods of any namespace but its own: a
+    namespaceSelector (an empty one matches every namespace) or namespaces; with neither, a term selects the pod's own
+    namespace's pods (PodAffinityTerm, kubernetes/kubernetes:staging/src/k8s.io/api/core/v1/types.go as
+    kubernetes-validate's kubernetes-json-schema/v1.37.0-local/podaffinityterm-v1.json has it). Volcano places a pod
+    by it (the kube-scheduler's InterPodAffinity filter and score, volcano-sh/volcano:pkg/scheduler/plugins/predicates/
+    predicates.go@v1.15.1), so with the hostname as topologyKey it puts the pod on another team's node: pinned there
+    as by the node's name, and holding a GPU there, which keeps the job watchdog from re-checking that node on the
+    other team's signal (images/training/job_watchdog.py _shared_with)."""
+    affinity = f"{spec}.affinity.podAffinity"
+    term = "(has(t.namespaceSelector) || (has(t.namespaces) && size(t.namespaces) > 0))"
+    required = f"{affinity}.requiredDuringSchedulingIgnoredDuringExecution"
+    preferred = f"{affinity}.preferredDuringSchedulingIgnoredDuringExecution"
+    return (
+        f"(has({spec}.affinity) && has({affinity}) && ((has({required}) && {required}.exists(t, {term})) || "
+        f"(has({preferred}) && {preferred}.exists(p, has(p.podAffinityTerm) && "
+        f"[p.podAffinityTerm].exists(t, {term})))))"
+    )
+
+
 def _spreads(spec: str) -> str:
     """A pod spec that spreads its pods over nodes or picks its node: topology spread, pod
-    anti-affinity, or a node label beyond NODE_SELECTOR_KEYS (the hostname, the gate's boot id) or a
-    node field in its node selector or affinity."""
+    anti-affinity, pod affinity to another namespace's pods (_near_other_namespaces), or a node label beyond
+    NODE_SELECTOR_KEYS (the hostname, the gate's boot id) or a node field in its node selector or affinity."""
     keys = _list(NODE_SELECTOR_KEYS)
     terms = (
         "(!has(t.matchFields) || size(t.matchFields) == 0) && (!has(t.matchExpressions) || "
@@ -380,7 +400,8 @@ def _spreads(spec: str) -> str:
     )
     return (
         f"((has({spec}.topologySpreadConstraints) && size({spec}.topologySpreadConstraints) > 0) || "
-        f"(has({spec}.nodeSelector) && !{spec}.nodeSelector.all(k, k in {keys})) || {by_affinity})"
+        f"(has({spec}.nodeSelector) && !{spec}.nodeSelector.all(k, k in {keys})) || {by_affinity} || "
+        f"{_near_other_namespaces(spec)})"
     )
 
 
@@ -506,8 +527,9 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || !{_spreads('s')} || "
             f"{_whole_node('s', team.node_gpus)})",
             "message": "pods on GPU nodes are packed by the scheduler: no topologySpreadConstraints, no "
-            f"podAntiAffinity, nodeSelector and nodeAffinity on {', '.join(NODE_SELECTOR_KEYS)} only (not "
-            f"{HOSTNAME_LABEL}, no node field): spread one to "
+            f"podAntiAffinity, no podAffinity to another namespace's pods (namespaceSelector, namespaces), "
+            f"nodeSelector and nodeAffinity on {', '.join(NODE_SELECTOR_KEYS)} only (not {HOSTNAME_LABEL}, no node "
+            "field): spread one to "
             "a node, a team's pods would hold more GPU nodes than its GPUs (a pod that asks for all of its pool's "
             "GPUs may)",
             "reason": "Forbidden",
