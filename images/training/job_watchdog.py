@@ -403,22 +403,49 @@ def _shared_with(prometheus: Callable[[str], list[dict]], action: Action) -> str
     )
 
 
+SHARED_REASON = "NodeRecheckDeclined"
+
+
+def tell_the_team(
+    api: WatchdogApi, action: Action, why: str, now: float, told: dict[tuple[str, str, str], float], settings: Settings
+) -> str:
+    """An Event on the job whose signal named a node shared with another team, saying that the node is neither
+    re-checked nor emptied of its pods and why, at most once per RECHECK_QUIET_SECONDS for a job and node (`told`:
+    when, kept by the caller across passes)."""
+    key = (action.namespace, action.job, action.node)
+    if not NODE_NAME.match(action.node) or now - told.get(key, float("-inf")) < settings.recheck_quiet_s:
+        return why
+    pods = api.list_pods(action.namespace, f"{JOB_LABEL}={action.job}")
+    if not pods:
+        return why
+    told[key] = now
+    emptied = " nor emptied of this job's pods" if action.kind == "recreate" else ""
+    message = (
+        f"node {action.node} is not sent back to the health gate{emptied}: another team's pods hold GPUs there, and "
+        f"the gate's taint would keep theirs off it ({action.reason}); the TrainingStraggler and PreflightNamedNode "
+        "alerts name it to the cluster's administrators"
+    )
+    api.create_event(action.namespace, _event(_owner(pods[0]), action.namespace, SHARED_REASON, message, now))
+    return f"{why}; told {action.namespace}/{action.job}"
+
+
 def tick(
     api: WatchdogApi,
     prometheus: Callable[[str], list[dict]],
     now: float,
     settings: Settings,
     idle_asked: dict[str, float] | None = None,
+    told: dict[tuple[str, str, str], float] | None = None,
 ) -> list[str]:
     """One pass: read progress, decide, act; returns what it did, one line each. `idle_asked` keeps
-    the idle nodes' re-checks between passes (main keeps one)."""
+    the idle nodes' re-checks between passes, `told` the jobs told a node of theirs is shared (main keeps both)."""
     ranks = ranks_from({name: prometheus(expr) for name, expr in QUERIES.items()})
     done = []
     idle = idle_nodes(prometheus, now, settings, idle_asked if idle_asked is not None else {})
     for action in [*plan(ranks, prometheus(SUSPECTS), now, settings), *idle]:
         shared = _shared_with(prometheus, action)
         if shared:
-            done.append(shared)
+            done.append(tell_the_team(api, action, shared, now, told if told is not None else {}, settings))
         elif action.kind == "restart":
             done.append(restart(api, action, now))
         elif action.kind == "recreate":
@@ -434,9 +461,10 @@ def main() -> int:
     api = WatchdogApi.in_cluster()
     every = float(env.get("CHECK_SECONDS") or 30)
     idle_asked: dict[str, float] = {}
+    told: dict[tuple[str, str, str], float] = {}
     while True:
         try:
-            for line in tick(api, lambda expr: query(url, expr), time.time(), settings, idle_asked):
+            for line in tick(api, lambda expr: query(url, expr), time.time(), settings, idle_asked, told):
                 print(line, flush=True)
         except (OSError, ApiError, ValueError, KeyError) as error:  # Prometheus or the API away: next pass
             print(f"watchdog pass failed: {error}", flush=True)
