@@ -110,10 +110,11 @@ NODE_MONITORING_AGENT_MONITORS: dict[str, dict[str, bool]] = {name: {"enabled": 
 # would reach the ConfigMap and leave the running agents as they were. The settings as a pod annotation
 # (`nodeAgent.podAnnotations`, charts/configuration.schema.json) change the template with them, so the DaemonSet rolls.
 MONITORS_ANNOTATION = "higgsfield.io/monitors"
+MONITORS_SETTINGS = json.dumps(NODE_MONITORING_AGENT_MONITORS, sort_keys=True)  # the annotation's value
 NODE_MONITORING_AGENT_CONFIGURATION: dict[str, object] = {
     "nodeAgent": {
         "monitors": NODE_MONITORING_AGENT_MONITORS,
-        "podAnnotations": {MONITORS_ANNOTATION: json.dumps(NODE_MONITORING_AGENT_MONITORS, sort_keys=True)},
+        "podAnnotations": {MONITORS_ANNOTATION: MONITORS_SETTINGS},
     }
 }
 

@@ -1514,6 +1514,30 @@ def test_a_kernel_condition_the_agent_still_stamps_points_at_the_agents_configur
     assert "health-gate" not in outcome.fix
 
 
+def test_a_kernel_condition_renewed_by_an_agent_not_yet_rolled_to_the_planned_settings_says_it_may_be_rolling(
+    ctx, cluster
+):
+    """The node's agent pod carries no planned monitors' annotation yet: the old agent still runs its kernel monitor
+    there, which is what the line says, and the fix names the DaemonSet's rollout to wait for."""
+    cluster.put(_kernel_condition_stamped(datetime.timedelta(minutes=2)))
+    cluster.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "eks-node-monitoring-agent-old",
+                "namespace": "kube-system",
+                "labels": {"app.kubernetes.io/name": "eks-node-monitoring-agent"},
+            },
+            "spec": {"nodeName": "ip-10-0-1-5", "containers": [{"name": "agent", "image": "x"}]},
+            "status": {"phase": "Running", "startTime": _time(NOW - datetime.timedelta(days=3))},
+        }
+    )
+    outcome = one("kube.gpu-nodes", ctx)
+    assert outcome.status == "FAIL" and "renewed lately" in outcome.evidence
+    assert "rollout status ds/eks-node-monitoring-agent" in outcome.fix
+
+
 def test_a_kernel_condition_left_false_from_before_the_monitor_went_off_says_so_and_how_to_remove_it(ctx, cluster):
     """The agent never removes a condition it stopped setting: a node whose KernelReady was False before the release
     keeps it, unstamped since, and node repair still replaces it. That is no sign of the monitor being on, and the

@@ -105,11 +105,6 @@ def _agent_pod_on(node: str, started: datetime.datetime) -> dict:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kube.gpu-nodes reads a condition's heartbeat alone, not whether the node's running agent (its pod with the "
-    "planned monitors, started after that heartbeat) could have renewed it: needs `list pods` in kube-system",
-)
 def test_verify_right_after_the_monitors_go_off_does_not_call_an_old_agents_last_renewal_a_running_monitor(
     ctx, cluster
 ):

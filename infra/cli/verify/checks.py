@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from botocore import exceptions as aws_errors
 
-from components.addons import KUBELET_LOG_MONITORS
+from components.addons import KUBELET_LOG_MONITORS, MONITORS_ANNOTATION, MONITORS_SETTINGS
 from components.tenancy import SCHEDULER
 from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
@@ -1037,16 +1037,41 @@ def cron_jobs(ctx: Any) -> Outcome:
 AGENT_CONDITION_STALE_S = 3 * 5 * 60
 
 
-def _renewed(condition: dict, now: datetime.datetime) -> bool:
-    """The agent renewed this condition lately: the monitor that sets it runs."""
+# The agent's pods, as the add-on's chart labels them (selectorLabels: templates/_helpers.tpl and daemonset.yaml,
+# aws/eks-node-monitoring-agent:charts/eks-node-monitoring-agent@v1.6.4), in the add-on's namespace.
+AGENT_PODS = "app.kubernetes.io/name=eks-node-monitoring-agent"
+
+
+def _planned_agents(ctx: Any) -> dict[str, str]:
+    """Node -> when the agent's pod there started, for each agent pod that carries the planned monitors' settings
+    (MONITORS_ANNOTATION): a condition it never renewed since was left by the agent before it."""
+    found = {}
+    for pod in ctx.kube.pods(names.KUBE_SYSTEM, AGENT_PODS):
+        annotations = pod["metadata"].get("annotations") or {}
+        started = (pod.get("status") or {}).get("startTime")
+        if annotations.get(MONITORS_ANNOTATION) == MONITORS_SETTINGS and started:
+            found[(pod.get("spec") or {}).get("nodeName", "")] = started
+    return found
+
+
+def _renewed(condition: dict, now: datetime.datetime, agent_since: str | None) -> bool:
+    """The agent renewed this condition lately, and not before the node's agent with the planned settings started
+    (`agent_since`; an older agent renewed it up to its replacement, minutes before a deploy's verify): the monitor
+    that sets it runs."""
     beat = condition.get("lastHeartbeatTime")
-    return not beat or (now - _iso(beat)).total_seconds() < AGENT_CONDITION_STALE_S
+    if not beat:
+        return True
+    if agent_since and _iso(beat) < _iso(agent_since):
+        return False
+    return (now - _iso(beat)).total_seconds() < AGENT_CONDITION_STALE_S
 
 
 GATE_FIX = "`kubectl -n higgsfield-health logs ds/health-gate-POOL` on the node (docs/troubleshooting.md)"
 
 
-def _agent_problems(node: dict, now: datetime.datetime, stack: str) -> tuple[list[str], dict[str, str]]:
+def _agent_problems(
+    node: dict, now: datetime.datetime, stack: str, agent_since: str | None
+) -> tuple[list[str], dict[str, str]]:
     """What a node's conditions of the monitors that read the kubelet's log (addons.KUBELET_LOG_MONITORS) say that node
     repair may act on, and what to do, per kind: one renewed lately (its monitor runs), or one left False from before
     the monitor went off (repair replaces the node 30 minutes on, renewed or not). One left True is harmless."""
@@ -1055,7 +1080,7 @@ def _agent_problems(node: dict, now: datetime.datetime, stack: str) -> tuple[lis
         kind = condition.get("type")
         if kind not in KUBELET_LOG_MONITORS.values():
             continue
-        if _renewed(condition, now):
+        if _renewed(condition, now, agent_since):
             problems.append(
                 f"{name}: carries {kind}, renewed lately: a monitor of the node monitoring agent that reads the "
                 "kubelet's log runs, and a team's pod can turn it False through that log, which node repair acts on "
@@ -1063,7 +1088,9 @@ def _agent_problems(node: dict, now: datetime.datetime, stack: str) -> tuple[lis
             )
             fixes["on"] = (
                 f"`higgsfield verify {stack} --only aws.addons` compares the agent's configuration with the plan; "
-                "`pulumi refresh` then `pulumi up` sets it back"
+                "`pulumi refresh` then `pulumi up` sets it back; right after a deploy that changed it, the agent's "
+                "DaemonSet may still be rolling: `kubectl -n kube-system rollout status ds/eks-node-monitoring-agent`, "
+                "then verify again"
             )
         elif condition.get("status") == "False":
             problems.append(
@@ -1084,7 +1111,7 @@ def gpu_nodes(ctx: Any) -> Outcome:
     nodes = ctx.kube.nodes(names.POOL_LABEL)
     if not nodes:
         return skipped("no GPU node is up (pools at zero): the trial (--allow-cost) brings one up")
-    now, problems, seen = ctx.now(), [], []
+    now, problems, seen, agents = ctx.now(), [], [], _planned_agents(ctx)
     fixes: dict[str, str] = {}  # what to do, once per kind of problem found
     for node in nodes:
         meta, pool = node["metadata"], node["metadata"]["labels"].get(names.POOL_LABEL)
@@ -1092,7 +1119,7 @@ def gpu_nodes(ctx: Any) -> Outcome:
         health = meta["labels"].get(names.HEALTH_LABEL)
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         gpus = allocatable.get(names.GPU_RESOURCE, "0")
-        agent, agent_fixes = _agent_problems(node, now, ctx.config.stack)
+        agent, agent_fixes = _agent_problems(node, now, ctx.config.stack, agents.get(meta["name"]))
         if agent:
             problems += agent
             fixes.update(agent_fixes)
@@ -1397,7 +1424,7 @@ def specs() -> list[Spec]:
              cron_jobs, "kube", "list cronjobs in higgsfield-capacity", after=(KUBE_API,)),
         Spec("kube.gpu-nodes", "GPU nodes: the gate's label agrees with the startup taint; healthy ones offer "
              "GPUs/EFA; none carries a live KernelReady or ContainerRuntimeReady (no repair reads the kubelet's log)",
-             gpu_nodes, "kube", "list nodes", after=(KUBE_API,)),
+             gpu_nodes, "kube", "list nodes; list pods in kube-system", after=(KUBE_API,)),
         Spec("aws.karpenter-queue", "Karpenter's interruption queue keeps its policy: EventBridge for the stack's "
              "rules alone, a rewrite refused to the deploy role",
              karpenter_queue, "aws", "sqs:GetQueueUrl, sqs:GetQueueAttributes, sqs:SetQueueAttributes (refused)"),
