@@ -205,9 +205,11 @@ def plan(ranks: list[Rank], suspects: list[dict], now: float, settings: Settings
         elif node and node in own_nodes:
             reason = f"the pre-flight of {namespace}/{job} named it: its all-reduce was slow or failed"
             actions.append(Action("recheck", namespace, job, reason, node=node))
-    unique: dict[tuple[str, str], Action] = {}
+    # One action per kind, node and job: a `recreate` node is a label the team's launcher serves, so keyed by node
+    # alone, one team's suspect naming a node would take the place of the job whose pods run there.
+    unique: dict[tuple[str, str, str, str], Action] = {}
     for action in actions:
-        unique.setdefault((action.kind, action.node or f"{action.namespace}/{action.job}"), action)
+        unique.setdefault((action.kind, action.node, action.namespace, action.job), action)
     return list(unique.values())
 
 
@@ -327,16 +329,16 @@ def request_recheck(api: WatchdogApi, action: Action, now: float, settings: Sett
     return f"{action.node}: re-check asked ({action.reason})"
 
 
+def _on(pod: dict, node: str) -> bool:
+    return (pod.get("spec") or {}).get("nodeName") == node
+
+
 def recreate(api: WatchdogApi, action: Action, now: float, settings: Settings) -> str:
     """An MPI worker's node the launcher's pre-flight named: only where one of the job's pods runs
     (so a team sends back only nodes it was given), a re-check request, then - once that request is
     RECREATE_AFTER_SECONDS old - the job's pods on the node deleted by uid, for the operator to
     recreate them elsewhere."""
-    there = [
-        p
-        for p in api.list_pods(action.namespace, f"{JOB_LABEL}={action.job}")
-        if p["spec"].get("nodeName") == action.node
-    ]
+    there = [p for p in api.list_pods(action.namespace, f"{JOB_LABEL}={action.job}") if _on(p, action.node)]
     if not there:
         return f"{action.node}: no pod of {action.namespace}/{action.job} runs there; nothing asked"
     said = request_recheck(
@@ -409,13 +411,15 @@ SHARED_REASON = "NodeRecheckDeclined"
 def tell_the_team(
     api: WatchdogApi, action: Action, why: str, now: float, told: dict[tuple[str, str, str], float], settings: Settings
 ) -> str:
-    """An Event on the job whose signal named a node shared with another team, saying that the node is neither
-    re-checked nor emptied of its pods and why, at most once per RECHECK_QUIET_SECONDS for a job and node (`told`:
-    when, kept by the caller across passes)."""
+    """An Event on the job whose signal named a node shared with another team, where a pod of the job runs, saying
+    that the node is neither re-checked nor emptied of its pods and why, at most once per RECHECK_QUIET_SECONDS for a
+    job and node (`told`: when, kept by the caller across passes)."""
     key = (action.namespace, action.job, action.node)
     if not NODE_NAME.match(action.node) or now - told.get(key, float("-inf")) < settings.recheck_quiet_s:
         return why
-    pods = api.list_pods(action.namespace, f"{JOB_LABEL}={action.job}")
+    # Only a job with a pod on the node: a `recreate` suspect's node is the launcher's word, and an Event for a node the
+    # job never had would tell it whether another team's pods hold GPUs there.
+    pods = [p for p in api.list_pods(action.namespace, f"{JOB_LABEL}={action.job}") if _on(p, action.node)]
     if not pods:
         return why
     told[key] = now
