@@ -11,23 +11,15 @@ pods hold GPUs there now."""
 from __future__ import annotations
 
 import job_watchdog
-import pytest
-from job_watchdog import WatchdogApi
 
 from tests.components import test_job_watchdog as watchdog_tests
-from tests.fake_kube_api import FakeKubernetesApi
+from tests.security.test_r12_attack import watchdog_cluster  # noqa: F401 (the fixture)
 
 NS, JOB = watchdog_tests.NS, watchdog_tests.JOB
 
 
-@pytest.fixture
-def mpi_cluster():
-    """llm's MPIJob, its four workers on node-0 .. node-3 (tests/components/test_job_watchdog.py _gang)."""
-    kube, prometheus = FakeKubernetesApi(), watchdog_tests.FakePrometheus()
-    watchdog_tests._gang(kube, "MPIJob")
-    yield kube, prometheus, WatchdogApi(kube.url, lambda: "token")
-    kube.close()
-    prometheus.server.shutdown()
+# llm's MPIJob, its four workers on node-0 .. node-3 (tests/components/test_job_watchdog.py _gang)
+mpi_cluster = watchdog_cluster
 
 
 def _suspect(namespace: str, job: str, launcher_node: str, named: str) -> dict:
