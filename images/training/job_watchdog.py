@@ -414,8 +414,10 @@ def tell_the_team(
     """An Event on the job whose signal named a node shared with another team, where a pod of the job runs, saying
     that the node is neither re-checked nor emptied of its pods and why, at most once per RECHECK_QUIET_SECONDS for a
     job and node (`told`: when, kept by the caller across passes)."""
+    for done in [k for k, at in told.items() if now - at >= settings.recheck_quiet_s]:
+        del told[done]  # a telling past its quiet period is told again anyway: the dict stays as small as the hour's
     key = (action.namespace, action.job, action.node)
-    if not NODE_NAME.match(action.node) or now - told.get(key, float("-inf")) < settings.recheck_quiet_s:
+    if not NODE_NAME.match(action.node) or key in told:
         return why
     # Only a job with a pod on the node: a `recreate` suspect's node is the launcher's word, and an Event for a node the
     # job never had would tell it whether another team's pods hold GPUs there.

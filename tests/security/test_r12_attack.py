@@ -175,3 +175,19 @@ def test_an_mpi_job_whose_named_worker_node_another_team_shares_is_told_why_its_
     assert f"{job}-worker-2" in watchdog_tests._pods(kube)  # as designed: not moved without the gate's taint
     told = [e for e in watchdog_tests._events(kube, ns) if e["involvedObject"].get("name") == job]
     assert len(told) == 1 and "node-2" in told[0]["message"]  # once, not at every pass
+
+
+def test_a_job_is_told_again_once_the_quiet_period_has_passed_and_the_watchdog_forgets_older_tellings(
+    watchdog_cluster,
+):
+    kube, prometheus, api = watchdog_cluster
+    prometheus.vectors = {
+        job_watchdog.SUSPECTS: [watchdog_tests._series(1, 0, node="node-2", recreate="true")],
+        job_watchdog.holders_query("node-2"): [{"metric": {"namespace": "vision"}, "value": [watchdog_tests.NOW, "1"]}],
+    }
+    told: dict = {("other", "job", "node-9"): watchdog_tests.NOW - 2 * watchdog_tests.SETTINGS.recheck_quiet_s}
+    later = watchdog_tests.NOW + watchdog_tests.SETTINGS.recheck_quiet_s
+    for now in (watchdog_tests.NOW, later):
+        job_watchdog.tick(api, watchdog_tests._query(prometheus), now, watchdog_tests.SETTINGS, told=told)
+    told_events = [e for e in watchdog_tests._events(kube, watchdog_tests.NS) if e["reason"] == "NodeRecheckDeclined"]
+    assert len(told_events) == 2 and list(told) == [(watchdog_tests.NS, watchdog_tests.JOB, "node-2")]
