@@ -379,6 +379,8 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     for change in changes.values():
         if change.type == node_class_drift.NODE_CLASS and not change.replaces:
             change.consequences = node_class_drift.consequences(after, after[change.urn], change.paths)
+        if change.type == node_class_drift.NODEPOOL and not change.replaces:
+            change.consequences = node_class_drift.nodepool_consequences(after[change.urn], change.paths)
         if change.type == rolls.NODE_GROUP and not change.replaces and rolls.rolls(change.paths):
             change.consequences = rolls.consequences(after, after[change.urn])
             block = rolls.capacity_block_open(after, after[change.urn])
@@ -1146,10 +1148,9 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
             lines.append(f"  +- {c.type} {c.name}  REPLACE because of {', '.join(c.replace_paths)}")
         else:
             rolling = "  ROLLS its nodes (each drained; see !)" if c.consequences else ""
-            if c.type == node_class_drift.NODE_CLASS:
-                rolling = (
-                    "  DRIFTS its pool's nodes (see !)" if c.consequences and node_class_drift.drifts(c.paths) else ""
-                )
+            if c.type in (node_class_drift.NODE_CLASS, node_class_drift.NODEPOOL):
+                drifting = c.consequences and node_class_drift.drifts(c.type, c.paths)
+                rolling = "  DRIFTS its pool's nodes (see !)" if drifting else ""
             lines.append(f"  ~ {c.type} {c.name}{rolling}")
         for path in c.paths[:12]:
             if path in c.because:

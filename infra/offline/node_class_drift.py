@@ -1,5 +1,5 @@
-"""What a change of a Karpenter pool's EC2NodeClass does to the pool's nodes: `higgsfield diff` says it in one line
-under the change, as it says what rolling a node group does (infra/offline/rolls.py).
+"""What a change of a Karpenter pool's EC2NodeClass or NodePool does to the pool's nodes: `higgsfield diff` says it in
+one line under the change, as it says what rolling a node group does (infra/offline/rolls.py).
 
 Read at aws/karpenter-provider-aws@v1.14.1 and the core it vendors, kubernetes-sigs/karpenter@6e7eab7a0f48:
 - Static drift: the nodeclass.hash controller writes the hash of the class's spec on it as
@@ -14,6 +14,15 @@ Read at aws/karpenter-provider-aws@v1.14.1 and the core it vendors, kubernetes-s
   status) with each node: its AMI (isAMIDrifted), subnet (isSubnetDrifted), security groups
   (areSecurityGroupsDrifted) and capacity reservation (isCapacityReservationDrifted), in pkg/cloudprovider/drift.go.
   `ipPrefixCount` is neither: no node drifts; the class's metadata is not its spec.
+- The NodePool (pkg/controllers/nodeclaim/disruption/drift.go, isDrifted): the nodepool.hash controller writes the
+  hash of the NodePool's `spec.template` on it as `karpenter.sh/nodepool-hash` (pkg/controllers/nodepool/hash/
+  controller.go, NodePool.Hash in pkg/apis/v1/nodepool.go) and every NodeClaim carries the hash of the template it was
+  launched from; one whose hash differs is drifted (NodePoolDrifted, areStaticFieldsDrifted). The template's labels,
+  annotations, taints, startupTaints, nodeClassRef, terminationGracePeriod and expireAfter are hashed (drift_test.go,
+  "should detect drift on changes to the static fields"); its requirements are not (`hash:"ignore"`): a NodeClaim
+  whose labels the NodePool's requirements no longer admit is drifted (RequirementsDrifted, areRequirementsDrifted;
+  drift_test.go: a reduced or added requirement drifts, an expanded one does not). The rest of the spec (disruption,
+  limits, weight, replicas) is outside the hash and checked against no node.
 - A Drifted NodeClaim is disrupted by the core's Drift method (pkg/controllers/disruption/drift.go): the oldest
   first, one per command, within the NodePool's budgets for Drifted (GetAllowedDisruptionsByReason, pkg/apis/v1/
   nodepool.go: the least of the budgets that list Drifted or no reason; none such: no limit; the default budget of
@@ -30,6 +39,11 @@ from infra.core.names import DO_NOT_DISRUPT
 from infra.offline.pool_removal import NODEPOOL, node_class_of, pool_of
 
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+# What NodePool.Hash hashes (kubernetes-sigs/karpenter:pkg/apis/v1/nodepool.go@6e7eab7a0f48:
+# `hashstructure.Hash(in.Spec.Template, ...)`) but the requirements it leaves out (`Requirements ... hash:"ignore"`),
+# which areRequirementsDrifted compares with each NodeClaim's labels.
+TEMPLATE = "spec.template"
+REQUIREMENTS = "spec.template.spec.requirements"
 # The spec fields EC2NodeClass.Hash leaves out (`hash:"ignore"` in pkg/apis/v1/ec2nodeclass.go@v1.14.1; amiFamily
 # is hashed as the family its AMI alias resolves to, so with an alias, as components/karpenter.py writes, it is not)
 # and, for those Karpenter checks against each node, what it compares.
@@ -58,8 +72,19 @@ def _field(path: str) -> str | None:
     return "spec." + path.removeprefix("spec.").split(".")[0].split("[")[0]
 
 
-def drifts(paths: list[str]) -> bool:
-    """Whether a change of these input paths of an EC2NodeClass drifts any of its nodes."""
+def _template_field(path: str) -> str | None:
+    """The NodePool template field a changed input path is under (`spec.template.spec.taints[0].key` ->
+    `spec.template.spec.taints`), None outside the template."""
+    if not path.startswith(TEMPLATE + "."):
+        return None
+    part, field = (path.removeprefix(TEMPLATE + ".").split(".") + [""])[:2]
+    return f"{TEMPLATE}.{part}.{field.split('[')[0]}"
+
+
+def drifts(type_: str, paths: list[str]) -> bool:
+    """Whether a change of these input paths of an EC2NodeClass or a NodePool drifts any of its pool's nodes."""
+    if type_ == NODEPOOL:
+        return any(_template_field(p) for p in paths)
     return any((f := _field(p)) is not None and f != "spec.ipPrefixCount" for p in paths)
 
 
@@ -72,6 +97,29 @@ def _budget(nodepool: dict) -> str:
     return f"at most {' and '.join(limits)} of its nodes at a time (the NodePool's disruption budgets for {DRIFTED})"
 
 
+def _lines(
+    nodepool: dict, hashed: list[str], hash_of: str, compared: list[str], whose: str, fields: list[str]
+) -> list[str]:
+    """The one line under a change of the pool of `nodepool`: `hashed` fields change `hash_of` and drift every node;
+    else `compared` fields drift the nodes `whose` says; else `fields` drift none."""
+    who = f"pool {pool_of(nodepool)} (Karpenter NodePool {(nodepool['inputs'].get('metadata') or {}).get('name')})"
+    how = (
+        f"{_budget(nodepool)}, a replacement launched for its pods before it is drained; serving and evaluation pods "
+        f"are evicted, and a node running a training pod ({DO_NOT_DISRUPT}, no terminationGracePeriod) is replaced "
+        "only once that pod ends"
+    )
+    if hashed:
+        return [
+            f"{who}: {', '.join(hashed)} changes {hash_of}: Karpenter marks every node of the pool {DRIFTED} and "
+            f"replaces it, {how}"
+        ]
+    if compared:
+        return [f"{who}: {', '.join(compared)} is compared with {whose} is {DRIFTED} and replaced, {how}"]
+    return [
+        f"{who}: {', '.join(fields)} drifts no node (neither hashed nor checked against the nodes): none is replaced"
+    ]
+
+
 def consequences(after: dict[str, dict], node_class: dict, paths: list[str]) -> list[str]:
     """What changing `paths` of `node_class` (a resource of the head plan; its resources by URN) does to its pool's
     nodes, one line; empty for a class no GPU pool's NodePool launches from."""
@@ -82,24 +130,29 @@ def consequences(after: dict[str, dict], node_class: dict, paths: list[str]) -> 
     if nodepool is None:
         return []
     fields = sorted({f for p in paths if (f := _field(p))})
-    hashed = [f for f in fields if f not in UNHASHED]
     resolved = [f for f in fields if f in RESOLVED]
-    who = f"pool {pool_of(nodepool)} (Karpenter NodePool {(nodepool['inputs'].get('metadata') or {}).get('name')})"
-    how = (
-        f"{_budget(nodepool)}, a replacement launched for its pods before it is drained; serving and evaluation pods "
-        f"are evicted, and a node running a training pod ({DO_NOT_DISRUPT}, no terminationGracePeriod) is replaced "
-        "only once that pod ends"
+    compared = " or ".join(sorted({RESOLVED[f] for f in resolved}))
+    return _lines(
+        nodepool,
+        [f for f in fields if f not in UNHASHED],
+        "the EC2NodeClass's hash (karpenter.k8s.aws/ec2nodeclass-hash)",
+        resolved,
+        f"each node: a node whose {compared} it no longer selects",
+        fields or paths,
     )
-    if hashed:
-        return [
-            f"{who}: {', '.join(hashed)} changes the EC2NodeClass's hash (karpenter.k8s.aws/ec2nodeclass-hash): "
-            f"Karpenter marks every node of the pool {DRIFTED} and replaces it, {how}"
-        ]
-    if resolved:
-        compared = " or ".join(sorted({RESOLVED[f] for f in resolved}))
-        return [
-            f"{who}: {', '.join(resolved)} is compared with each node: a node whose {compared} it no longer selects is "
-            f"{DRIFTED} and replaced, {how}"
-        ]
-    changed = ", ".join(fields) or ", ".join(paths)
-    return [f"{who}: {changed} drifts no node (neither hashed nor checked against the nodes): none is replaced"]
+
+
+def nodepool_consequences(nodepool: dict, paths: list[str]) -> list[str]:
+    """What changing `paths` of `nodepool` (a resource of the head plan) does to its pool's nodes, one line; empty for
+    a NodePool of no GPU pool."""
+    if not pool_of(nodepool):
+        return []
+    template = sorted({f for p in paths if (f := _template_field(p))})
+    return _lines(
+        nodepool,
+        [f for f in template if f != REQUIREMENTS],
+        "the NodePool's hash (karpenter.sh/nodepool-hash)",
+        [f for f in template if f == REQUIREMENTS],
+        "each node's labels (an expanded requirement drifts none): a node whose labels they no longer admit",
+        sorted({_field(p) or p for p in paths}),
+    )
