@@ -20,9 +20,10 @@ Read at aws/karpenter-provider-aws@v1.14.1 and the core it vendors, kubernetes-s
   launched from; one whose hash differs is drifted (NodePoolDrifted, areStaticFieldsDrifted). The template's labels,
   annotations, taints, startupTaints, nodeClassRef, terminationGracePeriod and expireAfter are hashed (drift_test.go,
   "should detect drift on changes to the static fields"); its requirements are not (`hash:"ignore"`): a NodeClaim
-  whose labels the NodePool's requirements no longer admit is drifted (RequirementsDrifted, areRequirementsDrifted;
-  drift_test.go: a reduced or added requirement drifts, an expanded one does not). The rest of the spec (disruption,
-  limits, weight, replicas) is outside the hash and checked against no node.
+  whose labels the NodePool's requirements no longer admit is drifted (RequirementsDrifted, areRequirementsDrifted:
+  Requirements.Compatible in pkg/scheduling/requirements.go, each requirement's key on the labels and intersecting
+  them; drift_test.go: a reduced or added requirement drifts, an expanded one does not). The rest of the spec
+  (disruption, limits, weight, replicas) is outside the hash and checked against no node.
 - A Drifted NodeClaim is disrupted by the core's Drift method (pkg/controllers/disruption/drift.go): the oldest
   first, one per command, within the NodePool's budgets for Drifted (GetAllowedDisruptionsByReason, pkg/apis/v1/
   nodepool.go: the least of the budgets that list Drifted or no reason; none such: no limit; the default budget of
@@ -63,6 +64,7 @@ RESOLVED = {
     "spec.capacityReservationSelectorTerms": "capacity reservation",
 }
 DRIFTED = "Drifted"  # the disruption reason a budget lists (DisruptionReasonDrifted, pkg/apis/v1/nodepool.go)
+NO_DRIFT = "neither hashed nor checked against the nodes"  # why a changed field drifts no node
 
 
 def _field(path: str) -> str | None:
@@ -81,11 +83,27 @@ def _template_field(path: str) -> str | None:
     return f"{TEMPLATE}.{part}.{field.split('[')[0]}"
 
 
-def drifts(type_: str, paths: list[str]) -> bool:
-    """Whether a change of these input paths of an EC2NodeClass or a NodePool drifts any of its pool's nodes."""
-    if type_ == NODEPOOL:
-        return any(_template_field(p) for p in paths)
-    return any((f := _field(p)) is not None and f != "spec.ipPrefixCount" for p in paths)
+def _requirements(nodepool: dict) -> list[dict]:
+    return (((nodepool["inputs"].get("spec") or {}).get("template") or {}).get("spec") or {}).get("requirements") or []
+
+
+def _admits_every_node(old: list[dict], new: list[dict]) -> bool:
+    """Whether requirements `new` admit the labels of every node `old` admitted: each new one is an In or Exists on a
+    key an old In bounds to values the new In lists too (so the node has the label and its value intersects). Any
+    other shape is taken to drift some node."""
+    for requirement in new:
+        bounds = [
+            set(o.get("values") or [])
+            for o in old
+            if o.get("key") == requirement.get("key") and o.get("operator") == "In"
+        ]
+        if not bounds:
+            return False
+        if requirement.get("operator") == "Exists":
+            continue
+        if requirement.get("operator") != "In" or not any(b <= set(requirement.get("values") or []) for b in bounds):
+            return False
+    return True
 
 
 def _budget(nodepool: dict) -> str:
@@ -98,10 +116,11 @@ def _budget(nodepool: dict) -> str:
 
 
 def _lines(
-    nodepool: dict, hashed: list[str], hash_of: str, compared: list[str], whose: str, fields: list[str]
-) -> list[str]:
-    """The one line under a change of the pool of `nodepool`: `hashed` fields change `hash_of` and drift every node;
-    else `compared` fields drift the nodes `whose` says; else `fields` drift none."""
+    nodepool: dict, hashed: list[str], hash_of: str, compared: list[str], whose: str, fields: list[str], why: str
+) -> tuple[bool, list[str]]:
+    """Whether the change drifts any node of the pool of `nodepool`, and the one line under it: `hashed` fields change
+    `hash_of` and drift every node; else `compared` fields drift the nodes `whose` says; else `fields` drift none,
+    `why` says why."""
     who = f"pool {pool_of(nodepool)} (Karpenter NodePool {(nodepool['inputs'].get('metadata') or {}).get('name')})"
     how = (
         f"{_budget(nodepool)}, a replacement launched for its pods before it is drained; serving and evaluation pods "
@@ -109,26 +128,24 @@ def _lines(
         "only once that pod ends"
     )
     if hashed:
-        return [
+        return True, [
             f"{who}: {', '.join(hashed)} changes {hash_of}: Karpenter marks every node of the pool {DRIFTED} and "
             f"replaces it, {how}"
         ]
     if compared:
-        return [f"{who}: {', '.join(compared)} is compared with {whose} is {DRIFTED} and replaced, {how}"]
-    return [
-        f"{who}: {', '.join(fields)} drifts no node (neither hashed nor checked against the nodes): none is replaced"
-    ]
+        return True, [f"{who}: {', '.join(compared)} is compared with {whose} is {DRIFTED} and replaced, {how}"]
+    return False, [f"{who}: {', '.join(fields)} drifts no node ({why}): none is replaced"]
 
 
-def consequences(after: dict[str, dict], node_class: dict, paths: list[str]) -> list[str]:
-    """What changing `paths` of `node_class` (a resource of the head plan; its resources by URN) does to its pool's
-    nodes, one line; empty for a class no GPU pool's NodePool launches from."""
+def consequences(after: dict[str, dict], node_class: dict, paths: list[str]) -> tuple[bool, list[str]]:
+    """Whether changing `paths` of `node_class` (a resource of the head plan; its resources by URN) drifts any of its
+    pool's nodes, and what it does to them, one line; none for a class no GPU pool's NodePool launches from."""
     name = (node_class["inputs"].get("metadata") or {}).get("name")
     nodepool = next(
         (r for r in after.values() if r["type"] == NODEPOOL and node_class_of(r) == name and pool_of(r)), None
     )
     if nodepool is None:
-        return []
+        return False, []
     fields = sorted({f for p in paths if (f := _field(p))})
     resolved = [f for f in fields if f in RESOLVED]
     compared = " or ".join(sorted({RESOLVED[f] for f in resolved}))
@@ -139,20 +156,23 @@ def consequences(after: dict[str, dict], node_class: dict, paths: list[str]) -> 
         resolved,
         f"each node: a node whose {compared} it no longer selects",
         fields or paths,
+        NO_DRIFT,
     )
 
 
-def nodepool_consequences(nodepool: dict, paths: list[str]) -> list[str]:
-    """What changing `paths` of `nodepool` (a resource of the head plan) does to its pool's nodes, one line; empty for
-    a NodePool of no GPU pool."""
+def nodepool_consequences(before: dict, nodepool: dict, paths: list[str]) -> tuple[bool, list[str]]:
+    """Whether changing `paths` of a NodePool (`before` in the base plan, `nodepool` in the head's) drifts any of its
+    pool's nodes, and what it does to them, one line; none for a NodePool of no GPU pool."""
     if not pool_of(nodepool):
-        return []
+        return False, []
     template = sorted({f for p in paths if (f := _template_field(p))})
+    expanded = REQUIREMENTS in template and _admits_every_node(_requirements(before), _requirements(nodepool))
     return _lines(
         nodepool,
         [f for f in template if f != REQUIREMENTS],
         "the NodePool's hash (karpenter.sh/nodepool-hash)",
-        [f for f in template if f == REQUIREMENTS],
-        "each node's labels (an expanded requirement drifts none): a node whose labels they no longer admit",
-        sorted({_field(p) or p for p in paths}),
+        [f for f in template if f == REQUIREMENTS and not expanded],
+        "each node's labels: a node whose labels they no longer admit",
+        sorted({_template_field(p) or _field(p) or p for p in paths}),
+        "not hashed, and the requirements still admit every node's labels" if expanded else NO_DRIFT,
     )

@@ -169,12 +169,27 @@ def test_a_narrowed_nodepool_requirement_drifts_the_nodes_its_labels_no_longer_a
 
     heading, (line,) = _nodepool_lines(head, more_instance_types)
     assert heading.endswith("DRIFTS its pool's nodes (see !)")
-    assert (
-        "spec.template.spec.requirements is compared with each node's labels (an expanded requirement drifts none)"
-        in line
-    )
+    assert "spec.template.spec.requirements is compared with each node's labels" in line
     assert "a node whose labels they no longer admit is Drifted and replaced" in line
     assert "changes the NodePool's hash" not in line
+
+
+def test_an_expanded_nodepool_requirement_says_no_node_is_replaced(head):
+    """Another instance type for the pool: every node's labels are still admitted, so none drifts."""
+
+    def fewer_instance_types(inputs: dict) -> None:
+        values = _template(inputs)["spec"]["requirements"][0]["values"]
+        values[:] = values[:1]
+
+    def more_instance_types(plan: dict) -> None:
+        _template(_of(plan, NODEPOOL)["inputs"])["spec"]["requirements"][0]["values"].append("p4de.24xlarge")
+
+    heading, (line,) = _nodepool_lines(head, fewer_instance_types, more_instance_types)
+    assert "DRIFTS" not in heading
+    assert line == (
+        "pool a100 (Karpenter NodePool gpu-a100): spec.template.spec.requirements drifts no node (not hashed, and the "
+        "requirements still admit every node's labels): none is replaced"
+    )
 
 
 @pytest.mark.parametrize(
