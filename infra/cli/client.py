@@ -217,7 +217,7 @@ class Status:
         out += [f"  waits: {why}" for why in self.waiting]
         out += [f"  {pod}: {phase}" + (f" on {node}" if node else "") for pod, phase, node in self.pods]
         if self.goodput is not None:
-            out.append(f"  {self.goodput.line()}")
+            out.append(f"  {self.goodput.line()}{_uncounted_note(self.kind)}")
         return out
 
     def as_dict(self) -> dict:
@@ -233,6 +233,7 @@ class Status:
             "pods": [{"name": p, "phase": ph, "node": n} for p, ph, n in self.pods],
             "nodes": self.nodes,
             "goodput": _goodput_dict(self.goodput),
+            "notCounted": [p for p, _ in _uncounted(self.kind)],
         }
 
 
@@ -375,7 +376,7 @@ def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", n
     if kind == SERVING_KIND:
         return read_serving_status(api, name, namespace)
     if kind == BATCH_KIND:
-        return read_batch_status(api, name, namespace)
+        return read_batch_status(api, name, namespace, now)
     kubernetes = _kubernetes()
     custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
     job = _call(custom.get_namespaced_custom_object, *KUBEFLOW, namespace, _plural(kind), name)
@@ -431,10 +432,7 @@ class TeamGoodput:
                 f"  {phase:<10} {hours:9.1f} GPU-hours {hours / total.allocated:4.0%}"
                 for phase, hours in total.gpu_hours.items()
             ]
-        out += [
-            f"  {kind} {name}: {found.line()}" + "".join(f"; {p} not counted ({why})" for p, why in _uncounted(kind))
-            for kind, name, found in self.jobs
-        ]
+        out += [f"  {kind} {name}: {found.line()}{_uncounted_note(kind)}" for kind, name, found in self.jobs]
         return out
 
     def as_dict(self) -> dict:
@@ -462,6 +460,11 @@ def _uncounted(kind: str) -> tuple[tuple[str, str], ...]:
     return UNCOUNTED.get(kind, ())
 
 
+def _uncounted_note(kind: str) -> str:
+    """What a goodput line of `kind` adds about the phases it does not count: "; hung not counted (why)"."""
+    return "".join(f"; {phase} not counted ({why})" for phase, why in _uncounted(kind))
+
+
 def read_team_goodput(api: Any, namespace: str, now: float | None = None) -> TeamGoodput:
     """The goodput of every training job and batch Job of the team (its namespace) the API server holds, and their
     sum: each job's figure as `read_status` computes it, a batch Job's from the pods its selector selects (what
@@ -483,11 +486,15 @@ def read_team_goodput(api: Any, namespace: str, now: float | None = None) -> Tea
     found = _optional(custom.list_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND))
     for job in sorted((found or {}).get("items", []), key=lambda j: j["metadata"]["name"]):
         listed = _call(core.list_namespaced_pod, namespace, label_selector=_selector_of(job))
-        mine = [p for p in (api.sanitize_for_serialization(p) for p in listed.items) if _owned_by(p, job)]
-        team.jobs.append(
-            (BATCH_KIND, job["metadata"]["name"], goodput.of_objects(observe(api, job, mine, events, now)))
-        )
+        pods_of_job = [api.sanitize_for_serialization(p) for p in listed.items]
+        team.jobs.append((BATCH_KIND, job["metadata"]["name"], _batch_goodput(api, job, pods_of_job, events, now)))
     return team
+
+
+def _batch_goodput(api: Any, job: dict, pods: list[dict], events: list[dict], now: float | None) -> goodput.Goodput:
+    """A batch Job's goodput from those of the pods its selector selects that it owns (what of it is not counted:
+    UNCOUNTED)."""
+    return goodput.of_objects(observe(api, job, [p for p in pods if _owned_by(p, job)], events, now))
 
 
 def _owned_by(pod: dict, job: dict) -> bool:
@@ -742,12 +749,13 @@ def _batch_state(job: dict, pods: list[dict]) -> str:
     return f"{condition}, {counts}" + (f" of {completions}" if completions is not None else "")
 
 
-def read_batch_status(api: Any, name: str, namespace: str) -> Status:
-    """A batch Job: its state and its pods' counts, the Volcano PodGroup its pods share, why they wait and where
-    they run. Volcano names that group after the pods' controller, the Job (`podgroup-<the Job's UID>`:
-    GeneratePodgroupName, volcano-sh/volcano:staging/src/volcano.sh/apis/pkg/apis/helpers/helpers.go@v1.15.1), as the
-    Training Operator names a Kubeflow job's after the job; it makes it once the first pod exists
-    (createNormalPodPGIfNotExist, volcano-sh/volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1)."""
+def read_batch_status(api: Any, name: str, namespace: str, now: float | None = None) -> Status:
+    """A batch Job: its state and its pods' counts, the Volcano PodGroup its pods share, why they wait, where they run,
+    and its goodput so far as the team's counts it (read_team_goodput). Volcano names that group after the pods'
+    controller, the Job (`podgroup-<the Job's UID>`: GeneratePodgroupName, volcano-sh/volcano:staging/src/volcano.sh/
+    apis/pkg/apis/helpers/helpers.go@v1.15.1), as the Training Operator names a Kubeflow job's after the job; it makes
+    it once the first pod exists (createNormalPodPGIfNotExist, volcano-sh/volcano:pkg/controllers/podgroup/
+    pg_controller_handler.go@v1.15.1)."""
     kubernetes = _kubernetes()
     custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
     job = _call(custom.get_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND), name)
@@ -784,6 +792,7 @@ def read_batch_status(api: Any, name: str, namespace: str) -> Status:
         position=_position(custom, group) if group and phase == "Pending" else None,
         waiting=waiting,
         pods=_pod_rows(pods),
+        goodput=_batch_goodput(api, job, pods, _events(api, namespace), now),
     )
 
 

@@ -174,6 +174,7 @@ class Change:
     consequences: list[str] = field(
         default_factory=list
     )  # what rolling a GPU pool's nodes does (infra/offline/rolls.py), or drifting them (node_class_drift.py)
+    drifts: bool = False  # an EC2NodeClass's or NodePool's change drifts its pool's nodes (node_class_drift.py)
 
     @property
     def replaces(self) -> bool:
@@ -378,7 +379,11 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     _new_template_versions(after, changes)
     for change in changes.values():
         if change.type == node_class_drift.NODE_CLASS and not change.replaces:
-            change.consequences = node_class_drift.consequences(after, after[change.urn], change.paths)
+            change.drifts, change.consequences = node_class_drift.consequences(after, after[change.urn], change.paths)
+        if change.type == node_class_drift.NODEPOOL and not change.replaces:
+            change.drifts, change.consequences = node_class_drift.nodepool_consequences(
+                before[change.urn], after[change.urn], change.paths
+            )
         if change.type == rolls.NODE_GROUP and not change.replaces and rolls.rolls(change.paths):
             change.consequences = rolls.consequences(after, after[change.urn])
             block = rolls.capacity_block_open(after, after[change.urn])
@@ -1146,10 +1151,8 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
             lines.append(f"  +- {c.type} {c.name}  REPLACE because of {', '.join(c.replace_paths)}")
         else:
             rolling = "  ROLLS its nodes (each drained; see !)" if c.consequences else ""
-            if c.type == node_class_drift.NODE_CLASS:
-                rolling = (
-                    "  DRIFTS its pool's nodes (see !)" if c.consequences and node_class_drift.drifts(c.paths) else ""
-                )
+            if c.type in (node_class_drift.NODE_CLASS, node_class_drift.NODEPOOL):
+                rolling = "  DRIFTS its pool's nodes (see !)" if c.drifts else ""
             lines.append(f"  ~ {c.type} {c.name}{rolling}")
         for path in c.paths[:12]:
             if path in c.because:

@@ -1,5 +1,5 @@
-"""What a change of a Karpenter pool's EC2NodeClass does to the pool's nodes: `higgsfield diff` says it in one line
-under the change, as it says what rolling a node group does (infra/offline/rolls.py).
+"""What a change of a Karpenter pool's EC2NodeClass or NodePool does to the pool's nodes: `higgsfield diff` says it in
+one line under the change, as it says what rolling a node group does (infra/offline/rolls.py).
 
 Read at aws/karpenter-provider-aws@v1.14.1 and the core it vendors, kubernetes-sigs/karpenter@6e7eab7a0f48:
 - Static drift: the nodeclass.hash controller writes the hash of the class's spec on it as
@@ -14,6 +14,16 @@ Read at aws/karpenter-provider-aws@v1.14.1 and the core it vendors, kubernetes-s
   status) with each node: its AMI (isAMIDrifted), subnet (isSubnetDrifted), security groups
   (areSecurityGroupsDrifted) and capacity reservation (isCapacityReservationDrifted), in pkg/cloudprovider/drift.go.
   `ipPrefixCount` is neither: no node drifts; the class's metadata is not its spec.
+- The NodePool (pkg/controllers/nodeclaim/disruption/drift.go, isDrifted): the nodepool.hash controller writes the
+  hash of the NodePool's `spec.template` on it as `karpenter.sh/nodepool-hash` (pkg/controllers/nodepool/hash/
+  controller.go, NodePool.Hash in pkg/apis/v1/nodepool.go) and every NodeClaim carries the hash of the template it was
+  launched from; one whose hash differs is drifted (NodePoolDrifted, areStaticFieldsDrifted). The template's labels,
+  annotations, taints, startupTaints, nodeClassRef, terminationGracePeriod and expireAfter are hashed (drift_test.go,
+  "should detect drift on changes to the static fields"); its requirements are not (`hash:"ignore"`): a NodeClaim
+  whose labels the NodePool's requirements no longer admit is drifted (RequirementsDrifted, areRequirementsDrifted:
+  Requirements.Compatible in pkg/scheduling/requirements.go, each requirement's key on the labels and intersecting
+  them; drift_test.go: a reduced or added requirement drifts, an expanded one does not). The rest of the spec
+  (disruption, limits, weight, replicas) is outside the hash and checked against no node.
 - A Drifted NodeClaim is disrupted by the core's Drift method (pkg/controllers/disruption/drift.go): the oldest
   first, one per command, within the NodePool's budgets for Drifted (GetAllowedDisruptionsByReason, pkg/apis/v1/
   nodepool.go: the least of the budgets that list Drifted or no reason; none such: no limit; the default budget of
@@ -30,6 +40,11 @@ from infra.core.names import DO_NOT_DISRUPT
 from infra.offline.pool_removal import NODEPOOL, node_class_of, pool_of
 
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+# What NodePool.Hash hashes (kubernetes-sigs/karpenter:pkg/apis/v1/nodepool.go@6e7eab7a0f48:
+# `hashstructure.Hash(in.Spec.Template, ...)`) but the requirements it leaves out (`Requirements ... hash:"ignore"`),
+# which areRequirementsDrifted compares with each NodeClaim's labels.
+TEMPLATE = "spec.template"
+REQUIREMENTS = "spec.template.spec.requirements"
 # The spec fields EC2NodeClass.Hash leaves out (`hash:"ignore"` in pkg/apis/v1/ec2nodeclass.go@v1.14.1; amiFamily
 # is hashed as the family its AMI alias resolves to, so with an alias, as components/karpenter.py writes, it is not)
 # and, for those Karpenter checks against each node, what it compares.
@@ -49,6 +64,7 @@ RESOLVED = {
     "spec.capacityReservationSelectorTerms": "capacity reservation",
 }
 DRIFTED = "Drifted"  # the disruption reason a budget lists (DisruptionReasonDrifted, pkg/apis/v1/nodepool.go)
+NO_DRIFT = "neither hashed nor checked against the nodes"  # why a changed field drifts no node
 
 
 def _field(path: str) -> str | None:
@@ -58,9 +74,36 @@ def _field(path: str) -> str | None:
     return "spec." + path.removeprefix("spec.").split(".")[0].split("[")[0]
 
 
-def drifts(paths: list[str]) -> bool:
-    """Whether a change of these input paths of an EC2NodeClass drifts any of its nodes."""
-    return any((f := _field(p)) is not None and f != "spec.ipPrefixCount" for p in paths)
+def _template_field(path: str) -> str | None:
+    """The NodePool template field a changed input path is under (`spec.template.spec.taints[0].key` ->
+    `spec.template.spec.taints`), None outside the template."""
+    if not path.startswith(TEMPLATE + "."):
+        return None
+    part, field = (path.removeprefix(TEMPLATE + ".").split(".") + [""])[:2]
+    return f"{TEMPLATE}.{part}.{field.split('[')[0]}"
+
+
+def _requirements(nodepool: dict) -> list[dict]:
+    return (((nodepool["inputs"].get("spec") or {}).get("template") or {}).get("spec") or {}).get("requirements") or []
+
+
+def _admits_every_node(old: list[dict], new: list[dict]) -> bool:
+    """Whether requirements `new` admit the labels of every node `old` admitted: each new one is an In or Exists on a
+    key an old In bounds to values the new In lists too (so the node has the label and its value intersects). Any
+    other shape is taken to drift some node."""
+    for requirement in new:
+        bounds = [
+            set(o.get("values") or [])
+            for o in old
+            if o.get("key") == requirement.get("key") and o.get("operator") == "In"
+        ]
+        if not bounds:
+            return False
+        if requirement.get("operator") == "Exists":
+            continue
+        if requirement.get("operator") != "In" or not any(b <= set(requirement.get("values") or []) for b in bounds):
+            return False
+    return True
 
 
 def _budget(nodepool: dict) -> str:
@@ -72,18 +115,12 @@ def _budget(nodepool: dict) -> str:
     return f"at most {' and '.join(limits)} of its nodes at a time (the NodePool's disruption budgets for {DRIFTED})"
 
 
-def consequences(after: dict[str, dict], node_class: dict, paths: list[str]) -> list[str]:
-    """What changing `paths` of `node_class` (a resource of the head plan; its resources by URN) does to its pool's
-    nodes, one line; empty for a class no GPU pool's NodePool launches from."""
-    name = (node_class["inputs"].get("metadata") or {}).get("name")
-    nodepool = next(
-        (r for r in after.values() if r["type"] == NODEPOOL and node_class_of(r) == name and pool_of(r)), None
-    )
-    if nodepool is None:
-        return []
-    fields = sorted({f for p in paths if (f := _field(p))})
-    hashed = [f for f in fields if f not in UNHASHED]
-    resolved = [f for f in fields if f in RESOLVED]
+def _lines(
+    nodepool: dict, hashed: list[str], hash_of: str, compared: list[str], whose: str, fields: list[str], why: str
+) -> tuple[bool, list[str]]:
+    """Whether the change drifts any node of the pool of `nodepool`, and the one line under it: `hashed` fields change
+    `hash_of` and drift every node; else `compared` fields drift the nodes `whose` says; else `fields` drift none,
+    `why` says why."""
     who = f"pool {pool_of(nodepool)} (Karpenter NodePool {(nodepool['inputs'].get('metadata') or {}).get('name')})"
     how = (
         f"{_budget(nodepool)}, a replacement launched for its pods before it is drained; serving and evaluation pods "
@@ -91,15 +128,51 @@ def consequences(after: dict[str, dict], node_class: dict, paths: list[str]) -> 
         "only once that pod ends"
     )
     if hashed:
-        return [
-            f"{who}: {', '.join(hashed)} changes the EC2NodeClass's hash (karpenter.k8s.aws/ec2nodeclass-hash): "
-            f"Karpenter marks every node of the pool {DRIFTED} and replaces it, {how}"
+        return True, [
+            f"{who}: {', '.join(hashed)} changes {hash_of}: Karpenter marks every node of the pool {DRIFTED} and "
+            f"replaces it, {how}"
         ]
-    if resolved:
-        compared = " or ".join(sorted({RESOLVED[f] for f in resolved}))
-        return [
-            f"{who}: {', '.join(resolved)} is compared with each node: a node whose {compared} it no longer selects is "
-            f"{DRIFTED} and replaced, {how}"
-        ]
-    changed = ", ".join(fields) or ", ".join(paths)
-    return [f"{who}: {changed} drifts no node (neither hashed nor checked against the nodes): none is replaced"]
+    if compared:
+        return True, [f"{who}: {', '.join(compared)} is compared with {whose} is {DRIFTED} and replaced, {how}"]
+    return False, [f"{who}: {', '.join(fields)} drifts no node ({why}): none is replaced"]
+
+
+def consequences(after: dict[str, dict], node_class: dict, paths: list[str]) -> tuple[bool, list[str]]:
+    """Whether changing `paths` of `node_class` (a resource of the head plan; its resources by URN) drifts any of its
+    pool's nodes, and what it does to them, one line; none for a class no GPU pool's NodePool launches from."""
+    name = (node_class["inputs"].get("metadata") or {}).get("name")
+    nodepool = next(
+        (r for r in after.values() if r["type"] == NODEPOOL and node_class_of(r) == name and pool_of(r)), None
+    )
+    if nodepool is None:
+        return False, []
+    fields = sorted({f for p in paths if (f := _field(p))})
+    resolved = [f for f in fields if f in RESOLVED]
+    compared = " or ".join(sorted({RESOLVED[f] for f in resolved}))
+    return _lines(
+        nodepool,
+        [f for f in fields if f not in UNHASHED],
+        "the EC2NodeClass's hash (karpenter.k8s.aws/ec2nodeclass-hash)",
+        resolved,
+        f"each node: a node whose {compared} it no longer selects",
+        fields or paths,
+        NO_DRIFT,
+    )
+
+
+def nodepool_consequences(before: dict, nodepool: dict, paths: list[str]) -> tuple[bool, list[str]]:
+    """Whether changing `paths` of a NodePool (`before` in the base plan, `nodepool` in the head's) drifts any of its
+    pool's nodes, and what it does to them, one line; none for a NodePool of no GPU pool."""
+    if not pool_of(nodepool):
+        return False, []
+    template = sorted({f for p in paths if (f := _template_field(p))})
+    expanded = REQUIREMENTS in template and _admits_every_node(_requirements(before), _requirements(nodepool))
+    return _lines(
+        nodepool,
+        [f for f in template if f != REQUIREMENTS],
+        "the NodePool's hash (karpenter.sh/nodepool-hash)",
+        [f for f in template if f == REQUIREMENTS and not expanded],
+        "each node's labels: a node whose labels they no longer admit",
+        sorted({_template_field(p) or _field(p) or p for p in paths}),
+        "not hashed, and the requirements still admit every node's labels" if expanded else NO_DRIFT,
+    )

@@ -752,7 +752,7 @@ def test_status_of_a_batch_job_says_its_pods_counts_its_volcano_gang_and_why_it_
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "Job llm/eval: Running, 2 active, 0 succeeded, 0 failed of 2; gang Inqueue (queue research)"
     assert lines[1].startswith("  waits: capacity: 1 pod(s) wait for nodes of pool h100")
-    assert lines[2:] == ["  eval-0-eval: Running on node-a", "  eval-1-eval: Pending"]
+    assert lines[2:4] == ["  eval-0-eval: Running on node-a", "  eval-1-eval: Pending"]
 
 
 def test_status_of_a_finished_batch_job_is_its_condition_and_no_wait(api, kubeconfig, capsys):
@@ -823,6 +823,28 @@ def test_a_teams_goodput_as_json_lists_what_of_a_batch_job_is_not_counted(api, k
     api.put(_batch_job({"succeeded": 1}))
     api.put(_ended_batch_pod(0, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z"))
     assert _team_batch_goodput(capsys)["notCounted"] == ["hung"]
+
+
+def _seed_ended_batch_job(api) -> None:
+    """The batch Job `eval`, done: shard 0 ran 00:00-01:00 and shard 1 01:00-02:00, one GPU each."""
+    api.put(_batch_job({"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]}))
+    api.put(_ended_batch_pod(0, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z"))
+    api.put(_ended_batch_pod(1, "2026-01-01T01:00:00Z", "2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z"))
+
+
+def test_status_of_a_batch_job_shows_its_goodput_and_that_its_hangs_are_not_counted(api, kubeconfig, capsys):
+    _seed_ended_batch_job(api)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("  goodput 100% of 2.0 GPU-hours; hung not counted (the watchdog sees only Kubeflow jobs")
+
+
+def test_status_of_a_batch_job_as_json_carries_its_goodput_and_what_of_it_is_not_counted(api, kubeconfig, capsys):
+    _seed_ended_batch_job(api)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert (status["goodput"]["allocatedGpuHours"], status["goodput"]["gpuHours"]["training"]) == (2.0, 2.0)
+    assert status["notCounted"] == ["hung"]
 
 
 # A Job with `manualSelector: true` selects its pods by its own selector, matchExpressions included.

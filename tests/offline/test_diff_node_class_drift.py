@@ -1,6 +1,6 @@
-"""`higgsfield diff` says what a change of a Karpenter pool's EC2NodeClass does to the pool's nodes
+"""`higgsfield diff` says what a change of a Karpenter pool's EC2NodeClass or NodePool does to the pool's nodes
 (infra/offline/node_class_drift.py): staging with its first pool (a100) on Karpenter as the head, and the same
-plan with its EC2NodeClass as it was before the change as the base."""
+plan with its EC2NodeClass (or NodePool) as it was before the change as the base."""
 
 from __future__ import annotations
 
@@ -25,18 +25,19 @@ def _of(plan: dict, type_: str) -> dict:
     return found
 
 
-def _diff(head: dict, before, after=None) -> list[str]:
-    """The diff's lines from a base whose EC2NodeClass `before(inputs)` changed to a head `after(plan)` changed."""
+def _diff(head: dict, before, after=None, changed: str = NODE_CLASS) -> list[str]:
+    """The diff's lines from a base whose resource of type `changed` (the EC2NodeClass unless told) `before(inputs)`
+    changed to a head `after(plan)` changed."""
     base, head = copy.deepcopy(head), copy.deepcopy(head)
-    before(_of(base, NODE_CLASS)["inputs"])
+    before(_of(base, changed)["inputs"])
     if after:
         after(head)
     return render_diff("staging", "base", compare(base, head, set())).splitlines()
 
 
-def _class_lines(lines: list[str]) -> tuple[str, list[str]]:
-    """The EC2NodeClass's change line and its `!` lines."""
-    at = next(i for i, line in enumerate(lines) if line.startswith(f"  ~ {NODE_CLASS} "))
+def _class_lines(lines: list[str], changed: str = NODE_CLASS) -> tuple[str, list[str]]:
+    """The change line of the resource of type `changed` (the EC2NodeClass unless told) and its `!` lines."""
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"  ~ {changed} "))
     end = next((i for i in range(at + 1, len(lines)) if lines[i].startswith(("  ~ ", "  + ", "  - ", "  +- "))), None)
     return lines[at], [line.removeprefix("      ! ") for line in lines[at + 1 : end] if line.startswith("      ! ")]
 
@@ -118,3 +119,110 @@ def test_the_diff_of_the_node_class_user_data_shows_the_lines_that_change_on_one
     at = next(i for i, line in enumerate(lines) if line.startswith("      spec.userData: "))
     assert "- podPidsLimit: 16384" in lines[at] and "+ podPidsLimit: 32768" in lines[at]
     assert lines[at + 1].startswith("      ! pool a100 ")
+
+
+def _nodepool_lines(head: dict, before, after=None) -> tuple[str, list[str]]:
+    """The NodePool's change line and its `!` lines, from a base whose NodePool `before(inputs)` changed."""
+    return _class_lines(_diff(head, before, after, NODEPOOL), NODEPOOL)
+
+
+def _template(inputs: dict) -> dict:
+    return inputs["spec"]["template"]
+
+
+@pytest.mark.parametrize(
+    ("field", "old"),
+    [
+        ("metadata.labels", lambda t: t["metadata"]["labels"].update({"team": "old"})),
+        ("metadata.annotations", lambda t: t["metadata"].update({"annotations": {"owner": "old"}})),
+        ("spec.taints", lambda t: t["spec"]["taints"].append({"key": "old", "value": "true", "effect": "NoSchedule"})),
+        ("spec.startupTaints", lambda t: t["spec"]["startupTaints"].clear()),
+        ("spec.expireAfter", lambda t: t["spec"].update({"expireAfter": "720h"})),
+        ("spec.terminationGracePeriod", lambda t: t["spec"].update({"terminationGracePeriod": "1h"})),
+        ("spec.nodeClassRef", lambda t: t["spec"]["nodeClassRef"].update({"name": "old-class"})),
+    ],
+)
+def test_a_change_of_the_nodepools_hashed_template_drifts_every_node_of_its_pool(head, field, old):
+    """Karpenter hashes the NodePool's template but its requirements; a NodeClaim whose hash differs is Drifted."""
+    heading, (line,) = _nodepool_lines(head, lambda inputs: old(_template(inputs)))
+    assert heading.endswith("  DRIFTS its pool's nodes (see !)")
+    assert line.startswith(
+        f"pool a100 (Karpenter NodePool gpu-a100): spec.template.{field} changes the NodePool's hash"
+    )
+    assert "every node of the pool Drifted and replaces it" in line
+
+
+def test_a_drifted_nodepool_node_running_a_training_pod_is_said_to_stay_until_the_pod_ends(head):
+    def old_taint(inputs: dict) -> None:
+        _template(inputs)["spec"]["taints"].append({"key": "old", "value": "true", "effect": "NoSchedule"})
+
+    (line,) = _nodepool_lines(head, old_taint)[1]
+    assert "a node running a training pod (karpenter.sh/do-not-disrupt, no terminationGracePeriod) is replaced " in line
+    assert "only once that pod ends" in line
+
+
+def test_a_narrowed_nodepool_requirement_drifts_the_nodes_its_labels_no_longer_admit(head):
+    """Requirements are not hashed: Karpenter compares them with each NodeClaim's labels."""
+
+    def more_instance_types(inputs: dict) -> None:
+        _template(inputs)["spec"]["requirements"][0]["values"].append("p4de.24xlarge")
+
+    heading, (line,) = _nodepool_lines(head, more_instance_types)
+    assert heading.endswith("DRIFTS its pool's nodes (see !)")
+    assert "spec.template.spec.requirements is compared with each node's labels" in line
+    assert "a node whose labels they no longer admit is Drifted and replaced" in line
+    assert "changes the NodePool's hash" not in line
+
+
+def test_an_expanded_nodepool_requirement_says_no_node_is_replaced(head):
+    """Another instance type for the pool: every node's labels are still admitted, so none drifts."""
+
+    def fewer_instance_types(inputs: dict) -> None:
+        values = _template(inputs)["spec"]["requirements"][0]["values"]
+        values[:] = values[:1]
+
+    def more_instance_types(plan: dict) -> None:
+        _template(_of(plan, NODEPOOL)["inputs"])["spec"]["requirements"][0]["values"].append("p4de.24xlarge")
+
+    heading, (line,) = _nodepool_lines(head, fewer_instance_types, more_instance_types)
+    assert "DRIFTS" not in heading
+    assert line == (
+        "pool a100 (Karpenter NodePool gpu-a100): spec.template.spec.requirements drifts no node (not hashed, and the "
+        "requirements still admit every node's labels): none is replaced"
+    )
+
+
+@pytest.mark.parametrize(
+    "old",
+    [
+        lambda spec: spec.update({"limits": {"nvidia.com/gpu": "8"}}),
+        lambda spec: spec["disruption"]["budgets"].append({"nodes": "1", "reasons": ["Drifted"]}),
+        lambda spec: spec["disruption"].update({"consolidateAfter": "1s"}),
+    ],
+    ids=["limits", "budgets", "consolidateAfter"],
+)
+def test_a_nodepool_change_outside_its_template_says_no_node_is_replaced(head, old):
+    heading, (line,) = _nodepool_lines(head, lambda inputs: old(inputs["spec"]))
+    assert "DRIFTS" not in heading and "ROLLS" not in heading
+    assert line.startswith("pool a100 (Karpenter NodePool gpu-a100): spec.")
+    assert "drifts no node" in line and "none is replaced" in line
+
+
+def test_the_nodepool_drift_line_says_the_pools_budget_for_drifted_nodes(head):
+    def old_label(inputs: dict) -> None:
+        _template(inputs)["metadata"]["labels"]["team"] = "old"
+
+    def budget(plan: dict) -> None:
+        _of(plan, NODEPOOL)["inputs"]["spec"]["disruption"]["budgets"].append({"nodes": "1", "reasons": ["Drifted"]})
+
+    (line,) = _nodepool_lines(head, old_label, budget)[1]
+    assert "at most 1 of its nodes at a time (the NodePool's disruption budgets for Drifted)" in line
+
+
+def test_the_json_diff_carries_the_nodepool_drift_line_as_the_changes_consequence(head):
+    base, after = copy.deepcopy(head), copy.deepcopy(head)
+    _template(_of(base, NODEPOOL)["inputs"])["spec"]["expireAfter"] = "720h"
+    (change,) = [c for c in as_json("staging", "base", compare(base, after, set()))["change"] if c["type"] == NODEPOOL]
+    assert change["consequences"][0].startswith(
+        "pool a100 (Karpenter NodePool gpu-a100): spec.template.spec.expireAfter changes the NodePool's hash"
+    )
