@@ -370,6 +370,12 @@ def _why(group: dict | None, pods: list[dict], nodes: list[dict] | None, pool: s
     return reasons
 
 
+def _pods(api: Any, namespace: str, selector: str) -> list[dict]:
+    """The pods of `namespace` that `selector` selects, as plain dicts."""
+    listed = _call(_kubernetes().client.CoreV1Api(api).list_namespaced_pod, namespace, label_selector=selector)
+    return [api.sanitize_for_serialization(p) for p in listed.items]
+
+
 def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", now: float | None = None) -> Status:
     """The job's state, its gang's, why it waits, where its pods run, and its goodput so far (a
     serving job's: its Deployment's replicas, read_serving_status; a batch Job's: read_batch_status)."""
@@ -377,24 +383,14 @@ def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", n
         return read_serving_status(api, name, namespace)
     if kind == BATCH_KIND:
         return read_batch_status(api, name, namespace, now)
-    kubernetes = _kubernetes()
-    custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
+    custom = _kubernetes().client.CustomObjectsApi(api)
     job = _call(custom.get_namespaced_custom_object, *KUBEFLOW, namespace, _plural(kind), name)
     group = _optional(custom.get_namespaced_custom_object, PODGROUPS[0], PODGROUPS[1], namespace, PODGROUPS[2], name)
-    pods = [
-        api.sanitize_for_serialization(p)
-        for p in _call(core.list_namespaced_pod, namespace, label_selector=f"{JOB_NAME_LABEL}={name}").items
-    ]
+    pods = _pods(api, namespace, f"{JOB_NAME_LABEL}={name}")
     pool = _pool_of(job)
     nodes = _pool_nodes(api, pool)
     phase = _gang_phase(group)
-    suspended = _suspension(job)
-    if suspended:
-        waiting = [suspended]
-    else:
-        waiting = _why(group, pods, nodes, pool) if phase != "Running" or _unplaced(pods) else []
-        clock = _clock(job, pool)
-        waiting += [clock] if clock else []
+    waiting = _job_waits(job, pool, phase, pods, lambda: _why(group, pods, nodes, pool))
     return Status(
         name=name,
         namespace=namespace,
@@ -470,11 +466,9 @@ def read_team_goodput(api: Any, namespace: str, now: float | None = None) -> Tea
     sum: each job's figure as `read_status` computes it, a batch Job's from the pods its selector selects (what
     of it is not counted: UNCOUNTED). A kind the cluster does not serve, or the user may
     not list, is left out; a job already deleted is no longer counted (the dashboard keeps the history)."""
-    kubernetes = _kubernetes()
-    custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
-    listed = _call(core.list_namespaced_pod, namespace, label_selector=JOB_NAME_LABEL)
+    custom = _kubernetes().client.CustomObjectsApi(api)
     pods: dict[str, list[dict]] = {}
-    for pod in (api.sanitize_for_serialization(p) for p in listed.items):
+    for pod in _pods(api, namespace, JOB_NAME_LABEL):
         pods.setdefault(pod["metadata"]["labels"][JOB_NAME_LABEL], []).append(pod)
     events, team = _events(api, namespace), TeamGoodput(namespace)
     for kind in TRAINING_KINDS:
@@ -485,9 +479,8 @@ def read_team_goodput(api: Any, namespace: str, now: float | None = None) -> Tea
             team.jobs.append((kind, name, goodput.of_objects(observe(api, job, mine, events, now))))
     found = _optional(custom.list_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND))
     for job in sorted((found or {}).get("items", []), key=lambda j: j["metadata"]["name"]):
-        listed = _call(core.list_namespaced_pod, namespace, label_selector=_selector_of(job))
-        pods_of_job = [api.sanitize_for_serialization(p) for p in listed.items]
-        team.jobs.append((BATCH_KIND, job["metadata"]["name"], _batch_goodput(api, job, pods_of_job, events, now)))
+        selected = _pods(api, namespace, _selector_of(job))
+        team.jobs.append((BATCH_KIND, job["metadata"]["name"], _batch_goodput(api, job, selected, events, now)))
     return team
 
 
@@ -664,11 +657,9 @@ def _owned_waits(
 def read_serving_status(api: Any, name: str, namespace: str) -> Status:
     """A serving job's Deployment: its replicas ready of those it asks for, their PodGroup, why
     some wait and where its pods run."""
-    kubernetes = _kubernetes()
-    custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
+    custom = _kubernetes().client.CustomObjectsApi(api)
     deployment = _call(custom.get_namespaced_custom_object, *APPS, namespace, "deployments", name)
-    found = _call(core.list_namespaced_pod, namespace, label_selector=_selector_of(deployment))
-    pods = [api.sanitize_for_serialization(p) for p in found.items]
+    pods = _pods(api, namespace, _selector_of(deployment))
     # one PodGroup per ReplicaSet (two in a rolling update): the one of a pod that waits, else any
     groups = [
         str(g)
@@ -697,6 +688,19 @@ def read_serving_status(api: Any, name: str, namespace: str) -> Status:
         waiting=_deployment_waits(deployment, group, pods, nodes, pool) if ready < wanted or _unplaced(pods) else [],
         pods=_pod_rows(pods),
     )
+
+
+def _job_waits(
+    job: dict, pool: str | None, phase: str, pods: list[dict], reasons: Callable[[], list[str]]
+) -> list[str]:
+    """Why a Kubeflow job or batch Job waits: its suspension alone, else `reasons()` (its gang's, asked only while the
+    gang is not running or a pod is unplaced) and the gang deadline's clock on it."""
+    suspended = _suspension(job)
+    if suspended:
+        return [suspended]
+    waiting = reasons() if phase != "Running" or _unplaced(pods) else []
+    clock = _clock(job, pool)
+    return waiting + ([clock] if clock else [])
 
 
 def _gang_phase(group: dict | None) -> str:
@@ -756,11 +760,9 @@ def read_batch_status(api: Any, name: str, namespace: str, now: float | None = N
     apis/pkg/apis/helpers/helpers.go@v1.15.1), as the Training Operator names a Kubeflow job's after the job; it makes
     it once the first pod exists (createNormalPodPGIfNotExist, volcano-sh/volcano:pkg/controllers/podgroup/
     pg_controller_handler.go@v1.15.1)."""
-    kubernetes = _kubernetes()
-    custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
+    custom = _kubernetes().client.CustomObjectsApi(api)
     job = _call(custom.get_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND), name)
-    found = _call(core.list_namespaced_pod, namespace, label_selector=_selector_of(job))
-    pods = [api.sanitize_for_serialization(p) for p in found.items]
+    pods = _pods(api, namespace, _selector_of(job))
     uid = job["metadata"].get("uid")
     group = (
         _optional(
@@ -772,16 +774,12 @@ def read_batch_status(api: Any, name: str, namespace: str, now: float | None = N
     template = (job.get("spec") or {}).get("template") or {}
     pool = _template_pool(template)
     phase = _gang_phase(group)
-    suspended = _suspension(job)
-    if suspended:
-        waiting = [suspended]
-    elif _state(job) in BATCH_ENDED:
+    if _state(job) in BATCH_ENDED and not _suspension(job):
         waiting = []
     else:
-        placed = phase == "Running" and not _unplaced(pods)
-        waiting = [] if placed else _owned_waits(BATCH_KIND, group, pods, _pool_nodes(api, pool), pool)
-        clock = _clock(job, pool)
-        waiting += [clock] if clock else []
+        waiting = _job_waits(
+            job, pool, phase, pods, lambda: _owned_waits(BATCH_KIND, group, pods, _pool_nodes(api, pool), pool)
+        )
     return Status(
         name=name,
         namespace=namespace,
@@ -835,9 +833,7 @@ def _replica(pod: dict) -> str:
 
 
 def _job_pods(api: Any, name: str, namespace: str, selector: str) -> list[dict]:
-    core = _kubernetes().client.CoreV1Api(api)
-    found = _call(core.list_namespaced_pod, namespace, label_selector=selector)
-    pods = [api.sanitize_for_serialization(p) for p in found.items]
+    pods = _pods(api, namespace, selector)
     if not pods:
         raise ApiError(404, "NotFound", f"no pods of job {name} in namespace {namespace} (yet: see jobs status)")
     return sorted(pods, key=lambda p: p["metadata"]["name"])
