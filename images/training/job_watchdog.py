@@ -445,11 +445,19 @@ def tick(
 ) -> list[str]:
     """One pass: read progress, decide, act; returns what it did, one line each. `idle_asked` keeps
     the idle nodes' re-checks between passes, `told` the jobs told a node of theirs is shared (main keeps both)."""
-    ranks = ranks_from({name: prometheus(expr) for name, expr in QUERIES.items()})
+    answers: dict[str, list[dict]] = {}
+
+    def ask(expr: str) -> list[dict]:
+        """Prometheus' answer, asked once a pass: the actions of several jobs on one node share its holders query."""
+        if expr not in answers:
+            answers[expr] = prometheus(expr)
+        return answers[expr]
+
+    ranks = ranks_from({name: ask(expr) for name, expr in QUERIES.items()})
     done = []
-    idle = idle_nodes(prometheus, now, settings, idle_asked if idle_asked is not None else {})
-    for action in [*plan(ranks, prometheus(SUSPECTS), now, settings), *idle]:
-        shared = _shared_with(prometheus, action)
+    idle = idle_nodes(ask, now, settings, idle_asked if idle_asked is not None else {})
+    for action in [*plan(ranks, ask(SUSPECTS), now, settings), *idle]:
+        shared = _shared_with(ask, action)
         if shared:
             done.append(tell_the_team(api, action, shared, now, told if told is not None else {}, settings))
         elif action.kind == "restart":
