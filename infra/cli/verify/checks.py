@@ -257,15 +257,18 @@ def addons(ctx: Any) -> Outcome:
     NODE_MONITORING_AGENT_CONFIGURATION), or one a console install left older, is what `pulumi up` would not show
     (the add-ons keep what someone changed: resolve_conflicts_on_update PRESERVE). DescribeAddon's
     `addon.{addonVersion, status, configurationValues}` (botocore's eks model)."""
-    planned = {str(r.inputs["addonName"]): str(r.inputs.get("addonVersion") or "") for r in ctx.plan.of_type(ADDON)}
-    configured = {
-        str(r.inputs["addonName"]): _configuration(r.inputs.get("configurationValues")) for r in ctx.plan.of_type(ADDON)
+    planned = {
+        str(r.inputs["addonName"]): (
+            str(r.inputs.get("addonVersion") or ""),
+            _configuration(r.inputs.get("configurationValues")),
+        )
+        for r in ctx.plan.of_type(ADDON)
     }
     if not planned:
         return skipped("the plan installs no managed add-on")
     eks, cluster = ctx.client("eks"), names.cluster_name(ctx.config.stack)
     problems, seen = [], []
-    for name, planned_version in sorted(planned.items()):
+    for name, (planned_version, configured) in sorted(planned.items()):
         try:
             addon = eks.describe_addon(clusterName=cluster, addonName=name)["addon"]
         except aws_errors.ClientError as exc:
@@ -274,17 +277,15 @@ def addons(ctx: Any) -> Outcome:
             problems.append(f"{name}: missing")
             continue
         version, status = str(addon.get("addonVersion", "?")), addon.get("status", "?")
+        live = _configuration(addon.get("configurationValues"))
         pin = planned_version if re.match(versions.ADDON_VERSION_PATTERN, planned_version) else None
         floor = versions.below_floor(name, version)
         if floor:
             problems.append(f"{name} {version}: below {floor}, the oldest this platform runs")
         elif pin and version != pin:
             problems.append(f"{name} {version}: the stack pins {pin}")
-        elif _configuration(addon.get("configurationValues")) != configured[name]:
-            problems.append(
-                f"{name} {version}: configured {json.dumps(_configuration(addon.get('configurationValues')))}, "
-                f"planned {json.dumps(configured[name])}"
-            )
+        elif live != configured:
+            problems.append(f"{name} {version}: configured {json.dumps(live)}, planned {json.dumps(configured)}")
         elif status not in ("ACTIVE", "UPDATING"):
             problems.append(f"{name} {version}: {status}")
         else:
