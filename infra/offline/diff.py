@@ -378,9 +378,9 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     _propagate(before, after, changes)
     _new_template_versions(after, changes)
     for change in changes.values():
-        if change.type == node_class_drift.NODE_CLASS and not change.replaces:
+        if change.type == pool_removal.NODE_CLASS and not change.replaces:
             change.drifts, change.consequences = node_class_drift.consequences(after, after[change.urn], change.paths)
-        if change.type == node_class_drift.NODEPOOL and not change.replaces:
+        if change.type == pool_removal.NODEPOOL and not change.replaces:
             change.drifts, change.consequences = node_class_drift.nodepool_consequences(
                 before[change.urn], after[change.urn], change.paths
             )
@@ -1151,7 +1151,7 @@ def render_diff(stack: str, base_ref: str, diff: Diff) -> str:
             lines.append(f"  +- {c.type} {c.name}  REPLACE because of {', '.join(c.replace_paths)}")
         else:
             rolling = "  ROLLS its nodes (each drained; see !)" if c.consequences else ""
-            if c.type in (node_class_drift.NODE_CLASS, node_class_drift.NODEPOOL):
+            if c.type in (pool_removal.NODE_CLASS, pool_removal.NODEPOOL):
                 rolling = "  DRIFTS its pool's nodes (see !)" if c.drifts else ""
             lines.append(f"  ~ {c.type} {c.name}{rolling}")
         for path in c.paths[:12]:

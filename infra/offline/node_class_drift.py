@@ -37,9 +37,8 @@ Read at aws/karpenter-provider-aws@v1.14.1 and the core it vendors, kubernetes-s
 from __future__ import annotations
 
 from infra.core.names import DO_NOT_DISRUPT
-from infra.offline.pool_removal import NODEPOOL, node_class_of, pool_of
+from infra.offline.pool_removal import NODEPOOL, node_class_of, pool_of, template_spec
 
-NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 # What NodePool.Hash hashes (kubernetes-sigs/karpenter:pkg/apis/v1/nodepool.go@6e7eab7a0f48:
 # `hashstructure.Hash(in.Spec.Template, ...)`) but the requirements it leaves out (`Requirements ... hash:"ignore"`),
 # which areRequirementsDrifted compares with each NodeClaim's labels.
@@ -84,7 +83,7 @@ def _template_field(path: str) -> str | None:
 
 
 def _requirements(nodepool: dict) -> list[dict]:
-    return (((nodepool["inputs"].get("spec") or {}).get("template") or {}).get("spec") or {}).get("requirements") or []
+    return template_spec(nodepool).get("requirements") or []
 
 
 def _admits_every_node(old: list[dict], new: list[dict]) -> bool:

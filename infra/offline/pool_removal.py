@@ -40,6 +40,7 @@ from infra.core.names import DO_NOT_DISRUPT, POOL_LABEL
 from infra.offline.rolls import NODE_GROUP
 
 NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
+NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
 # pulumi-kubernetes' wait for a deleted object to go, with no custom timeout (Deletion, provider/pkg/await/
 # await.go@v4.32.0: `timeout := 10 * time.Minute`)
@@ -56,16 +57,20 @@ def pool_of(resource: dict) -> str | None:
     return (inputs.get("labels") or {}).get(POOL_LABEL)
 
 
+def template_spec(nodepool: dict) -> dict:
+    """The spec of the nodes a NodePool launches (its `spec.template.spec`)."""
+    return ((nodepool["inputs"].get("spec") or {}).get("template") or {}).get("spec") or {}
+
+
 def node_class_of(nodepool: dict) -> str | None:
     """The name of the EC2NodeClass a NodePool launches its nodes from (its template's nodeClassRef)."""
-    spec = ((nodepool["inputs"].get("spec") or {}).get("template") or {}).get("spec") or {}
-    return (spec.get("nodeClassRef") or {}).get("name")
+    return (template_spec(nodepool).get("nodeClassRef") or {}).get("name")
 
 
 def _node_class_uses_a_placement_group(before: dict[str, dict], nodepool: dict) -> bool:
     """Whether the NodePool's EC2NodeClass depends on a placement group (an EFA pool's fabric)."""
     return any(
-        r["type"].endswith(":EC2NodeClass")
+        r["type"] == NODE_CLASS
         and (r["inputs"].get("metadata") or {}).get("name") == node_class_of(nodepool)
         and any(before.get(urn, {}).get("type") == PLACEMENT_GROUP for urn in r["dependencies"])
         for r in before.values()
