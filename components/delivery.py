@@ -147,6 +147,13 @@ PREVIEW_ACTIONS = (
 # Services `pulumi up` creates, updates and deletes in, on every resource (a test checks each
 # resource type of every shipped plan is covered by these or by SCOPED_SERVICES).
 DEPLOY_SERVICES = ("autoscaling", "codebuild", "ec2", "ecr", "eks", "fsx", "kms", "logs")
+# What a role under the boundary does in EKS: read. Karpenter's controller reads its cluster (karpenter_policy
+# eks:DescribeCluster), the Cluster Autoscaler its node groups (components/autoscaler.py eks:DescribeNodegroup), a
+# node the cluster (AmazonEKSWorkerNodePolicy eks:DescribeCluster, beside MANAGED_POLICY_SERVICES); no role of the
+# stack but the deploy role writes anything of EKS, so the boundary allows no EKS write at all: every node group,
+# add-on, access entry, identity provider and endpoint change of any cluster of the account is refused by the
+# boundary's allow, not by a denial it would have to spell out (the deploy role's own are cluster_denials).
+BOUNDED_EKS_ACTIONS = ("eks:Describe*",)
 # Services a role under the boundary acts in that no deploy makes anything in: the AWS Price List, which Karpenter's
 # controller reads for on-demand prices (karpenter_policy AllowPricingReadActions); its every action is a read
 # (boto/botocore:botocore/data/pricing/2017-10-15/service-2.json@1.44.18: DescribeServices, GetAttributeValues,
@@ -479,6 +486,10 @@ ADDRESS_OPENINGS = (
     # an administrator who deleted them (`higgsfield verify` aws.public-subnets) keeps them deleted. The program
     # makes neither.
     "ec2:CreateDefault*",
+    # the way out of a Wavelength Zone subnet to the carrier's network and the internet, for instances launched
+    # with a carrier address (CreateCarrierGateway; InstanceNetworkInterfaceSpecification.AssociateCarrierIpAddress:
+    # boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18). The program makes none.
+    "ec2:CreateCarrierGateway",
 )
 # What enters a principal in a cluster's access (eks:principalArn is on each: ClusterAccessStaysInTheAccount).
 ACCESS_ENTRY_WRITES = ("eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy")
@@ -518,10 +529,10 @@ REFUSED_WHOLE = (
 REFUSED_ON_EVERY_BACKEND_RESOURCE = frozenset((*REFUSED_WHOLE, *BUCKET_CONFIGURATIONS))
 
 
-# What no role under the boundary does, which the deploy role does: an access entry (the deploy role enters the admins
-# and the CI roles; the nodes' are EKS's own) and a key (key_denials bound the deploy role's). The boundary refuses
-# them whole, in AdministratorsOnly: a statement of its own costs the boundary its frame and Sid.
-NEVER_UNDER_THE_BOUNDARY = (*ACCESS_ENTRY_WRITES, "kms:CreateKey")
+# What no role under the boundary does, which the deploy role does: a key (key_denials bound the deploy role's). The
+# boundary refuses it whole, in AdministratorsOnly: a statement of its own costs the boundary its frame and Sid. (An
+# access entry is an EKS write, which the boundary's allow refuses: BOUNDED_EKS_ACTIONS.)
+NEVER_UNDER_THE_BOUNDARY = ("kms:CreateKey",)
 
 
 def runner_source(settings: DeliverySettings) -> str:
@@ -576,7 +587,7 @@ def access_entry_principals(settings: DeliverySettings, stack: str, admins: Sequ
     return [*ours, *(f"arn:aws:iam::{account}:role/{role_name(stack, p)}" for p in ("preview", "deploy"))]
 
 
-def administrators_only(*also: str) -> dict:
+def administrators_only(*also: str, bounded: bool = False) -> dict:
     """Nothing the program does in a deploy opens the account's data to another account or the stack's network to
     the internet, so neither the deploy role nor a role under the boundary may (REFUSED_WHOLE): resource policies
     and replication of the images, the buckets and the logs; peering; shared snapshots and images; the user data of
@@ -584,25 +595,20 @@ def administrators_only(*also: str) -> dict:
     policies after CreateKey and key replicas; public addresses (ADDRESS_OPENINGS). IAM has no condition key on a
     resource policy's principals, so each write is refused whole. One of ceiling_denials; the deploy role carries it
     in its managed policy (deploy_denials_policy). `also`: what the boundary refuses whole beside them
-    (NEVER_UNDER_THE_BOUNDARY)."""
-    return {"Sid": "AdministratorsOnly", "Effect": "Deny", "Resource": "*", "Action": [*REFUSED_WHOLE, *also]}
+    (NEVER_UNDER_THE_BOUNDARY). `bounded`: the boundary's, which leaves out the EKS writes its allow refuses
+    already (BOUNDED_EKS_ACTIONS), for IAM counts every character (MANAGED_POLICY_CHARACTERS)."""
+    refused = [a for a in (*REFUSED_WHOLE, *also) if not (bounded and a.startswith("eks:"))]
+    return {"Sid": "AdministratorsOnly", "Effect": "Deny", "Resource": "*", "Action": refused}
 
 
-def ceiling_denials(
-    settings: DeliverySettings,
-    stack: str,
-    buckets: Sequence[str],
-    enters: Sequence[str] = (),
-    public_endpoint: bool = False,
-) -> list[dict]:
-    """The denials both ceilings carry (the stack boundary and the deploy role's own policy): what no
-    identity of the stack does, whatever else it is allowed. Passing a role that is not the stack's,
-    service-linked roles of other services, administering the backend, opening data to another
+def ceiling_denials(settings: DeliverySettings, stack: str, buckets: Sequence[str], *, bounded: bool) -> list[dict]:
+    """The denials both ceilings carry (the stack boundary, `bounded`, and the deploy role's own policy): what no
+    identity of the stack does, whatever else it is allowed. Passing a role that is not the stack's, or a CI
+    identity, service-linked roles of other services, administering the backend, opening data to another
     account, linking the file system to a bucket, destroying the data buckets' versions, public
     addresses (IPv4 and IPv6), interfaces lent to anyone but CodeBuild, key policies after CreateKey,
-    anything of EKS outside the stack's cluster, another launch template, cluster access for any
-    principal but those it `enters` (none: no access entry at all), a public endpoint and the audit
-    trail (its groups, its key, the flow log)."""
+    another launch template and the audit trail (its groups, its key, the flow log). EKS is the deploy role's
+    alone (cluster_denials): the boundary allows no EKS write (BOUNDED_EKS_ACTIONS)."""
     account, cluster = settings.account_id, cluster_name(stack)
     stack_roles = f"arn:aws:iam::{account}:role/{role_name(stack, '*')}"
     return [
@@ -615,6 +621,16 @@ def ceiling_denials(
             "Condition": {"StringNotEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}},
         },
         {"Sid": "PassOnlyTheStacksRoles", "Effect": "Deny", "Action": ["iam:PassRole"], "NotResource": stack_roles},
+        # The OIDC-trusted CI identities (the preview, deploy and image roles of every stack) are passed to no
+        # service: PassOnlyTheStacksRoles names `higgsfield-STACK-*`, which holds them, and the deploy role is
+        # unbounded; only its trust (GitHub's OIDC, one subject) keeps a service from assuming it. The program
+        # passes only the runner roles of CI (to their projects); no role under the boundary passes any.
+        {
+            "Sid": "CiIdentitiesAreNotPassed",
+            "Effect": "Deny",
+            "Action": ["iam:PassRole"],
+            "Resource": ci_identity_arns(account, stack)[: len(OIDC_IDENTITIES)],
+        },
         # The backend is bootstrap's: its objects and the key's use stay allowed, its access,
         # history and existence are the administrator's (no backdoor to every secret, no loss).
         {
@@ -623,7 +639,7 @@ def ceiling_denials(
             "Action": [a for a in BACKEND_ADMINISTRATION if a not in REFUSED_ON_EVERY_BACKEND_RESOURCE],
             "Resource": [*_denied_buckets([settings.state_bucket]), settings.state_key_arn],
         },
-        administrators_only(*([] if enters else NEVER_UNDER_THE_BOUNDARY)),
+        administrators_only(*NEVER_UNDER_THE_BOUNDARY, bounded=True) if bounded else administrators_only(),
         # An interface of the VPC lent to another account (CreateNetworkInterfacePermission's AwsAccountId) is
         # refused; one lent to CodeBuild is what a runner's service role does for the builds it runs in the VPC
         # (Delivery._runner's `-eni` policy, conditioned on the same key, as CodeBuild's VPC documentation asks:
@@ -691,45 +707,6 @@ def ceiling_denials(
             "Resource": "arn:aws:ec2:*:*:vpc-endpoint/*",
             "Condition": {"StringNotEquals": {"ec2:VpceServiceOwner": ["amazon", account]}},
         },
-        # Cluster access for the principals the program enters only (eks:principalArn, the principal an access
-        # entry names: service authorization reference, Amazon EKS condition keys): another account's role made
-        # cluster admin would read every Secret, and so would one of the account's roles whose trust names
-        # another account (IAM cannot read a trust policy's content, so "a principal of this account" is not
-        # enough: any stack role may be created trusting anyone). Only the deploy role enters principals (the
-        # admins and the CI roles: access_entry_principals); no role under the boundary makes an access entry
-        # (the nodes' are EKS's own), so the boundary refuses every one in AdministratorsOnly and lists no admin
-        # (NEVER_UNDER_THE_BOUNDARY). The admins are in the deploy role's policy, so a new one is an administrator's
-        # (CiIdentitiesAreAdministeredByBootstrap), as a new cluster admin should be, and each costs that policy its
-        # ARN's length (higgsfield:admins is bounded: infra/config/stack.py ADMINS_CHARACTERS).
-        *(
-            [
-                {
-                    "Sid": "ClusterAccessStaysInTheAccount",
-                    "Effect": "Deny",
-                    "Action": list(ACCESS_ENTRY_WRITES),
-                    "Resource": "*",
-                    "Condition": {"ArnNotEquals": {"eks:principalArn": list(enters)}},
-                }
-            ]
-            if enters
-            else []
-        ),
-        # The API endpoint stays as configured: eks:endpointPublicAccess (Amazon EKS condition keys, April 2026)
-        # on CreateCluster and UpdateClusterConfig. A stack with a public endpoint may keep it; IAM has no key on
-        # its CIDRs, so `higgsfield diff` and the pack's endpoint rule watch those.
-        *(
-            []
-            if public_endpoint
-            else [
-                {
-                    "Sid": "EndpointStaysPrivate",
-                    "Effect": "Deny",
-                    "Action": ["eks:CreateCluster", "eks:UpdateClusterConfig"],
-                    "Resource": "*",
-                    "Condition": {"Bool": {"eks:endpointPublicAccess": "true"}},
-                }
-            ]
-        ),
         # A new version of a launch template that a group launches from by $Latest or $Default carries new user
         # data and keeps the template's instance profile; EC2 Auto Scaling checks iam:PassRole when a group is
         # created or updated, not when it launches (docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-
@@ -753,23 +730,6 @@ def ceiling_denials(
                 "StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
                 "Null": {"ec2:CreateAction": "true"},
             },
-        },
-        # Nothing of EKS is written outside the stack's cluster: a node group the deploy role (or a role under the
-        # boundary: `eks:*`, PassRole of the stack's roles) adds to another cluster of the account, with the stack's
-        # node role and a launch template of its own user data, joins that cluster, and EKS itself enters the node
-        # role in the cluster's access (docs.aws.amazon.com/eks/latest/userguide/access-entries.html); an access
-        # entry there would make the deploy role its admin. Create, Update, Delete and Associate act on the cluster
-        # (CreateNodegroup, CreateAddon, CreateAccessEntry, CreatePodIdentityAssociation...) or on a resource under
-        # it, `TYPE/CLUSTER/...` (nodegroup, addon, access-entry, podidentityassociation, identityproviderconfig:
-        # Service Authorization Reference, list_amazonelasticcontainerserviceforkubernetes.html). `*/CLUSTER/*` also
-        # names a resource of another cluster whose own name is the stack's cluster's (a node group `higgsfield-prod`
-        # of cluster `analytics`): the one gap of the pattern, which the ARNs of each type would close at about 150
-        # characters the boundary does not have.
-        {
-            "Sid": "OnlyTheStacksCluster",
-            "Effect": "Deny",
-            "Action": ["eks:Create*", "eks:Update*", "eks:Delete*", "eks:Associate*"],
-            "NotResource": [f"arn:aws:eks:*:{account}:cluster/{cluster}", f"arn:aws:eks:*:{account}:*/{cluster}/*"],
         },
         # The audit trail (the control plane's and the VPC's flow logs) outlives any deploy: no deploy
         # deletes it, shortens its retention or moves it under another key; an administrator does
@@ -807,6 +767,74 @@ def ceiling_denials(
             ],
         },
     ]
+
+
+def cluster_denials(stack: str, enters: Sequence[str], public_endpoint: bool) -> list[dict]:
+    """The deploy role's EKS denials, in its inline policy (the boundary allows no EKS write: BOUNDED_EKS_ACTIONS):
+    cluster access for any principal but those it `enters`, and a public endpoint where the stack has none."""
+    return [
+        # Cluster access for the principals the program enters only (eks:principalArn, the principal an access
+        # entry names: service authorization reference, Amazon EKS condition keys): another account's role made
+        # cluster admin would read every Secret, and so would one of the account's roles whose trust names
+        # another account (IAM cannot read a trust policy's content, so "a principal of this account" is not
+        # enough: any stack role may be created trusting anyone). Only the deploy role enters principals (the
+        # admins and the CI roles: access_entry_principals). The admins are in the deploy role's policy, so a new
+        # one is an administrator's (CiIdentitiesAreAdministeredByBootstrap), as a new cluster admin should be, and
+        # each costs that policy its ARN's length (higgsfield:admins is bounded: infra/config/stack.py
+        # ADMINS_CHARACTERS).
+        {
+            "Sid": "ClusterAccessStaysInTheAccount",
+            "Effect": "Deny",
+            "Action": list(ACCESS_ENTRY_WRITES),
+            "Resource": "*",
+            "Condition": {"ArnNotEquals": {"eks:principalArn": list(enters)}},
+        },
+        # The API endpoint stays as configured: eks:endpointPublicAccess (Amazon EKS condition keys, April 2026)
+        # on CreateCluster and UpdateClusterConfig. A stack with a public endpoint may keep it; IAM has no key on
+        # its CIDRs, so `higgsfield diff` and the pack's endpoint rule watch those.
+        *(
+            []
+            if public_endpoint
+            else [
+                {
+                    "Sid": "EndpointStaysPrivate",
+                    "Effect": "Deny",
+                    "Action": ["eks:CreateCluster", "eks:UpdateClusterConfig"],
+                    "Resource": "*",
+                    "Condition": {"Bool": {"eks:endpointPublicAccess": "true"}},
+                }
+            ]
+        ),
+    ]
+
+
+# The EKS resources the program writes, each `TYPE/CLUSTER/...` under its cluster (Service Authorization Reference,
+# list_amazonelasticcontainerserviceforkubernetes.html): node groups, add-ons, access entries and pod identity
+# associations (components/cluster.py, addons.py, identity.py). Not identity provider configs (AdministratorsOnly)
+# nor Fargate profiles or capabilities, which the program makes none of.
+CLUSTER_RESOURCE_TYPES = ("nodegroup", "addon", "access-entry", "podidentityassociation")
+
+
+def only_the_stacks_cluster(account: str, stack: str) -> dict:
+    """Nothing of EKS is written outside the stack's cluster: a node group the deploy role adds to another cluster of
+    the account, with the stack's node role and a launch template of its own user data, joins that cluster, and EKS
+    itself enters the node role in the cluster's access (docs.aws.amazon.com/eks/latest/userguide/
+    access-entries.html); an access entry there would make the deploy role its admin. Create, Update, Delete and
+    Associate act on the cluster (CreateNodegroup, CreateAddon, CreateAccessEntry,
+    CreatePodIdentityAssociation...) or on a resource under it. Each type is named (CLUSTER_RESOURCE_TYPES):
+    `*/CLUSTER/*` would also name a resource of another cluster whose own name is the stack's cluster's (a node
+    group `higgsfield-prod` of cluster `analytics`). In the deploy role's managed policy (deploy_denials_policy),
+    whose size only the stack's name changes."""
+    cluster = cluster_name(stack)
+    return {
+        "Sid": "OnlyTheStacksCluster",
+        "Effect": "Deny",
+        "Action": ["eks:Create*", "eks:Update*", "eks:Delete*", "eks:Associate*"],
+        "NotResource": [
+            f"arn:aws:eks:*:{account}:cluster/{cluster}",
+            *(f"arn:aws:eks:*:{account}:{kind}/{cluster}/*" for kind in CLUSTER_RESOURCE_TYPES),
+        ],
+    }
 
 
 def key_denials() -> list[dict]:
@@ -848,13 +876,13 @@ def key_denials() -> list[dict]:
 
 def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
     """The deploy role's IAM denials: roles only with the stack boundary attached, never the CI
-    identities (nor the OIDC-trusted ones passed), the boundary, the deploy role's managed policy and every other
+    identities (whom no ceiling passes: ceiling_denials), the boundary, the deploy role's managed policy and every other
     managed policy fixed, only the program's AWS managed policies attached, no trust rewritten, no role assumed.
     The rest of IAM is refused by what deploy_policy does not allow: its IAM allows are named
     actions on `higgsfield-STACK-*` roles (no users, keys, groups, instance profiles or identity
     providers; no role of another name), and a denial of each would not fit
-    ROLE_POLICY_CHARACTERS beside ceiling_denials. The stack boundary needs none of them but
-    CiIdentitiesAreNotPassed (no room there): it allows no IAM write and no sts action at all."""
+    ROLE_POLICY_CHARACTERS beside ceiling_denials. The stack boundary needs none of them: it allows no IAM write
+    and no sts action at all."""
     account = settings.account_id
     arn = boundary_arn(account, stack)
     return [
@@ -910,17 +938,6 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
             "Effect": "Deny",
             "Action": ["iam:UpdateAssumeRolePolicy"],
             "Resource": "*",
-        },
-        # The OIDC-trusted CI identities (the preview, deploy and image roles of every stack) are passed to no
-        # service: StackRoles and PassOnlyTheStacksRoles name `higgsfield-STACK-*`, which holds them, and the
-        # deploy role is unbounded; only its trust (GitHub's OIDC, one subject) keeps a service from assuming it.
-        # The program passes only the runner roles of CI (to their projects). The boundary has no room for this
-        # denial (MANAGED_POLICY_CHARACTERS): docs/security-ci.md, Still open.
-        {
-            "Sid": "CiIdentitiesAreNotPassed",
-            "Effect": "Deny",
-            "Action": ["iam:PassRole"],
-            "Resource": ci_identity_arns(account, stack)[: len(OIDC_IDENTITIES)],
         },
         {
             "Sid": "NoRoleChaining",
@@ -1053,15 +1070,14 @@ def boundary_policy(
     settings: DeliverySettings,
     stack: str,
     buckets: Sequence[str],
-    public_endpoint: bool = False,
     public_load_balancers: bool = False,
     *,
     region: str,
 ) -> str:
     """The ceiling of every role the stack creates (infra/__main__.py attaches it to each aws.iam.Role
     but the deploy role through bound_every_role). Allows the services its roles act in, IAM only by
-    the actions they call (IAM_ACTIONS: no IAM write, no sts action) and denies what ceiling_denials
-    lists. An IAM managed policy: at most MANAGED_POLICY_CHARACTERS."""
+    the actions they call (IAM_ACTIONS: no IAM write, no sts action), EKS only to read (BOUNDED_EKS_ACTIONS), and
+    denies what ceiling_denials lists. An IAM managed policy: at most MANAGED_POLICY_CHARACTERS."""
     account = settings.account_id
     return _document(
         # The allows carry no Sid (a refusal names a denial's; IAM counts every character).
@@ -1071,9 +1087,9 @@ def boundary_policy(
             "Resource": "*",
             "Action": sorted(
                 {f"{s}:*" for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, *BOUNDED_ONLY_SERVICES)}
-                - {"ssm:*", "iam:*", "codebuild:*"}  # the deploy role's alone: no stack role calls CodeBuild
+                - {"ssm:*", "iam:*", "codebuild:*", "eks:*"}  # the deploy role's alone: no stack role calls CodeBuild
             )
-            + list(IAM_ACTIONS),
+            + [*BOUNDED_EKS_ACTIONS, *IAM_ACTIONS],
         },
         {
             "Effect": "Allow",
@@ -1105,7 +1121,7 @@ def boundary_policy(
             "Action": ["s3:*", *INTERRUPTION_QUEUE_READS],
             "Resource": [*_buckets([settings.state_bucket, *buckets]), _interruption_queue_arn(account, region, stack)],
         },
-        *ceiling_denials(settings, stack, buckets, (), public_endpoint),
+        *ceiling_denials(settings, stack, buckets, bounded=True),
         # Without higgsfield:publicLoadBalancers the stack's load balancers are internal (components/tenancy.py
         # INTERNAL_LB_ANNOTATION for the teams'); the cluster role (AmazonEKSClusterPolicy: elasticloadbalancing:*)
         # would make an internet-facing one for any Service of type LoadBalancer without the annotation, and so
@@ -1240,12 +1256,9 @@ def deploy_policy(
         )
     statements += iam_denials(settings, stack)
     statements += [
-        s
-        for s in ceiling_denials(
-            settings, stack, buckets, access_entry_principals(settings, stack, admins), public_endpoint
-        )
-        if s != administrators_only()  # in deploy_denials_policy
-    ]
+        s for s in ceiling_denials(settings, stack, buckets, bounded=False) if s != administrators_only()
+    ]  # AdministratorsOnly is in deploy_denials_policy
+    statements += cluster_denials(stack, access_entry_principals(settings, stack, admins), public_endpoint)
     return _document(*statements)
 
 
@@ -1254,13 +1267,19 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
     beside deploy_policy: IAM caps a role's inline policies together at ROLE_POLICY_CHARACTERS, which deploy_policy
     all but filled at the most admins the config admits (higgsfield:admins: ADMINS_CHARACTERS), and a managed policy
     has MANAGED_POLICY_CHARACTERS of its own. Here are the denials whose size no setting but the stack's name and
-    region changes: AdministratorsOnly (the largest, which grows as REFUSED_WHOLE does), key_denials and
-    reach_denials; what grows with the admins and the buckets stays inline (ClusterAccessStaysInTheAccount,
-    TheDataOutlivesTheDeploy), with the IAM denials that keep this policy and the role fixed (iam_denials:
-    ManagedPoliciesAreFixed refuses its new versions and its delete, CiIdentitiesAreAdministeredByBootstrap its
-    detach from the deploy role). An administrator creates and attaches it (the deploy role may create no managed
-    policy and attach only MANAGED_POLICIES: `higgsfield diff` refuses both and names the command)."""
-    return _document(administrators_only(), *key_denials(), *reach_denials(settings, stack, region))
+    region changes: AdministratorsOnly (the largest, which grows as REFUSED_WHOLE does), OnlyTheStacksCluster,
+    key_denials and reach_denials; what grows with the admins and the buckets stays inline
+    (ClusterAccessStaysInTheAccount, TheDataOutlivesTheDeploy), with the IAM denials that keep this policy and the
+    role fixed (iam_denials: ManagedPoliciesAreFixed refuses its new versions and its delete,
+    CiIdentitiesAreAdministeredByBootstrap its detach from the deploy role). An administrator creates and attaches
+    it (the deploy role may create no managed policy and attach only MANAGED_POLICIES: `higgsfield diff` refuses
+    both and names the command)."""
+    return _document(
+        administrators_only(),
+        only_the_stacks_cluster(settings.account_id, stack),
+        *key_denials(),
+        *reach_denials(settings, stack, region),
+    )
 
 
 def deploy_denials_arn(account: str, stack: str) -> str:
@@ -1285,9 +1304,7 @@ def oversized_policies(cfg: StackConfig) -> list[Problem]:
     sizes = [
         (
             f"the permissions boundary {boundary_name(cfg.stack)}",
-            boundary_policy(
-                settings, cfg.stack, buckets, cfg.endpoint.public, cfg.public_load_balancers, region=cfg.region
-            ),
+            boundary_policy(settings, cfg.stack, buckets, cfg.public_load_balancers, region=cfg.region),
             MANAGED_POLICY_CHARACTERS,
             "a managed policy",
             names,
@@ -1396,7 +1413,6 @@ class Delivery(pulumi.ComponentResource):
                 settings,
                 args.stack,
                 args.data_buckets,
-                args.public_endpoint,
                 args.public_load_balancers,
                 region=args.region,
             ),

@@ -52,6 +52,22 @@ def test_a_managed_policy_allowing_the_action_star_fails(aws_ctx):  # noqa: F811
     assert outcome.status == "FAIL" and outcome.evidence.startswith("AmazonEKS_CNI_Policy (v8) acts in *")
 
 
+def test_a_managed_policy_aws_extended_to_an_eks_write_fails_naming_it(aws_ctx):  # noqa: F811
+    """The boundary allows EKS reads alone (components/delivery.py BOUNDED_EKS_ACTIONS): an EKS write AWS adds to a
+    managed policy would be refused to its role under the boundary, though EKS is among the boundary's services."""
+    _managed_policies_answer(aws_ctx, {"Effect": "Allow", "Action": "eks:UpdateNodegroupConfig", "Resource": "*"})
+    outcome = one("aws.managed-policies", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.startswith(
+        "AmazonEKS_CNI_Policy (v8) acts in eks:updatenodegroupconfig"
+    )
+
+
+def test_a_managed_policy_reading_eks_passes(aws_ctx):  # noqa: F811
+    """AmazonEKSWorkerNodePolicy's eks:DescribeCluster, as AWS writes it."""
+    _managed_policies_answer(aws_ctx, {"Effect": "Allow", "Action": "eks:DescribeCluster", "Resource": "*"})
+    assert one("aws.managed-policies", aws_ctx).status == "PASS"
+
+
 def test_a_managed_policy_naming_a_boundary_service_in_capitals_passes(aws_ctx):  # noqa: F811
     """IAM matches an action's service prefix whatever its case ("EC2:DescribeInstances" is ec2's): no false alarm."""
     _managed_policies_answer(aws_ctx, {"Effect": "Allow", "Action": "EC2:DescribeInstances", "Resource": "*"})

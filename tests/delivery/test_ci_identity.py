@@ -10,13 +10,14 @@ import json
 
 import pytest
 
-from components.delivery import IAM_ACTIONS, MANAGED_POLICIES, boundary_arn, deploy_denials_arn
+from components.delivery import MANAGED_POLICIES, boundary_arn, deploy_denials_arn
 from infra.offline.delivery_checks import account_findings
 from policies.iam_evaluation import Policy, Request, evaluate
 from tests.conftest import ROOT, STACKS, config_of, plan_of
 from tests.policies.test_policies import R, stack_violations
 
 ACCOUNT = config_of("prod").delivery.account_id
+REGION = "us-east-2"
 STACK_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-lustre-csi-0123"
 DEPLOY_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-deploy"
 BOUNDARY = boundary_arn(ACCOUNT, "prod")
@@ -56,6 +57,16 @@ NOT_GRANTED = "not granted"
 # write or sts (which the stack boundary does not allow), the stack boundary's)
 ATTACKS = [
     ("rewrite the boundary", Request("iam:CreatePolicyVersion", BOUNDARY), "ManagedPoliciesAreFixed"),
+    # the deploy role, unbounded, handed to a build, an instance profile or a pod
+    ("pass the deploy role to a service", Request("iam:PassRole", DEPLOY_ROLE), "CiIdentitiesAreNotPassed"),
+    (
+        "change a node group of another cluster, named like the stack's cluster",
+        Request(
+            "eks:UpdateNodegroupConfig", f"arn:aws:eks:{REGION}:{ACCOUNT}:nodegroup/analytics/higgsfield-prod/0a1b"
+        ),
+        "OnlyTheStacksCluster",
+    ),
+    ("a carrier gateway out of the VPC", Request("ec2:CreateCarrierGateway", "*"), "AdministratorsOnly"),
     (
         "make a rewritten boundary the default",
         Request("iam:SetDefaultPolicyVersion", BOUNDARY),
@@ -183,7 +194,6 @@ ATTACKS = [
 ]
 
 
-REGION = "us-east-2"
 DATA_BUCKET = f"arn:aws:s3:::{config_of('prod').fsx.s3.bucket}"
 # Issue 34: the ways the deploy role could still open the account's data to another account.
 ATTACKS += [
@@ -492,10 +502,9 @@ def _without(policy: Policy, sid: str) -> Policy:
 
 
 def _refused_by_the_boundarys_allow(request_: Request) -> bool:
-    """IAM writes and sts: the stack boundary allows no such action (IAM_ACTIONS is all of its IAM)."""
-    return request_.action.startswith("sts:") or (
-        request_.action.startswith("iam:") and request_.action not in IAM_ACTIONS
-    )
+    """IAM writes, sts and EKS writes: the stack boundary allows no such action (IAM_ACTIONS is all of its IAM,
+    BOUNDED_EKS_ACTIONS all of its EKS)."""
+    return not evaluate(request_, [EVERYTHING], _allows_of(_boundary())).allowed
 
 
 @pytest.mark.parametrize(("attack", "request_", "sid"), ATTACKS, ids=[a[0] for a in ATTACKS])
@@ -509,18 +518,18 @@ def test_the_deploy_role_cannot(attack, request_, sid):
 
 
 # The deploy role's denials whose requests the boundary refuses whole, in AdministratorsOnly: no role under it makes a
-# key or an access entry (components/delivery.py NEVER_UNDER_THE_BOUNDARY).
+# key (components/delivery.py NEVER_UNDER_THE_BOUNDARY).
 IN_THE_BOUNDARY = dict.fromkeys(
-    ("NoMultiRegionKeys", "NoKeyPolicyLockout", "NoForeignKeyMaterial", "ClusterAccessStaysInTheAccount"),
-    "AdministratorsOnly",
+    ("NoMultiRegionKeys", "NoKeyPolicyLockout", "NoForeignKeyMaterial"), "AdministratorsOnly"
 )
 
 
 @pytest.mark.parametrize(("attack", "request_", "sid"), ATTACKS, ids=[a[0] for a in ATTACKS])
 def test_a_role_it_made_with_every_permission_cannot_either(attack, request_, sid):
+    # refused by the denial named, or by the boundary's allow, which names no such action
     decision = evaluate(request_, [EVERYTHING], _boundary())
-    if _refused_by_the_boundarys_allow(request_):
-        assert decision.reason == NOT_ALLOWED_BY_THE_BOUNDARY, decision.reason
+    if decision.denied_by is None:
+        assert decision.reason == NOT_ALLOWED_BY_THE_BOUNDARY and _refused_by_the_boundarys_allow(request_)
     else:
         assert decision.denied_by == ("delivery-boundary", IN_THE_BOUNDARY.get(sid, sid)), decision.reason
 
@@ -888,12 +897,14 @@ def test_check_names_an_admin_of_another_account_the_boundary_would_refuse():
 def test_a_stack_with_a_public_endpoint_may_keep_it():
     """EndpointStaysPrivate is only a private stack's: a public one's UpdateClusterConfig carries
     endpointPublicAccess true on every change (its CIDRs have no condition key: diff watches them)."""
-    from components.delivery import boundary_policy
+    from components.delivery import deploy_policy
 
     cfg = config_of("prod")
-    public = Policy.of("public", boundary_policy(cfg.delivery, "prod", [], public_endpoint=True, region=cfg.region))
+    public = Policy.of(
+        "public", deploy_policy(cfg.delivery, "prod", [], cfg.admins, public_endpoint=True, region=cfg.region)
+    )
     request = Request("eks:UpdateClusterConfig", CLUSTER, {"eks:endpointPublicAccess": "true"})
-    assert evaluate(request, [EVERYTHING], public).allowed
+    assert evaluate(request, [public]).allowed
 
 
 def test_a_role_under_the_boundary_makes_no_access_entry_even_for_a_configured_admin():
@@ -902,5 +913,32 @@ def test_a_role_under_the_boundary_makes_no_access_entry_even_for_a_configured_a
     for admin in config_of("prod").admins:
         request = Request("eks:CreateAccessEntry", CLUSTER, {"eks:principalArn": admin})
         assert evaluate(request, [_deploy()]).allowed
-        decision = evaluate(request, [EVERYTHING], _boundary())
-        assert decision.denied_by == ("delivery-boundary", "AdministratorsOnly"), decision.reason
+        assert evaluate(request, [EVERYTHING], _boundary()).reason == NOT_ALLOWED_BY_THE_BOUNDARY
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        "eks:CreateNodegroup",
+        "eks:CreateAddon",
+        "eks:CreatePodIdentityAssociation",
+        "eks:UpdateClusterConfig",
+        "eks:AssociateIdentityProviderConfig",
+        "eks:DeleteCluster",
+    ],
+)
+def test_a_role_under_the_boundary_writes_nothing_of_eks_even_in_the_stacks_cluster(action):
+    """Only the deploy role writes EKS: a node group a role under the boundary added, of its own launch template,
+    would join the cluster and run its pods; the boundary's allow names EKS reads alone."""
+    assert evaluate(Request(action, CLUSTER), [EVERYTHING], _boundary()).reason == NOT_ALLOWED_BY_THE_BOUNDARY
+
+
+@pytest.mark.parametrize(
+    ("action", "resource"),
+    [
+        ("eks:DescribeCluster", CLUSTER),  # Karpenter's controller, a node (AmazonEKSWorkerNodePolicy)
+        ("eks:DescribeNodegroup", f"arn:aws:eks:{REGION}:{ACCOUNT}:nodegroup/higgsfield-prod/gpu/0a1b"),  # autoscaler
+    ],
+)
+def test_a_role_under_the_boundary_still_reads_its_cluster(action, resource):
+    assert evaluate(Request(action, resource), [EVERYTHING], _boundary()).allowed

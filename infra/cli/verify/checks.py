@@ -7,6 +7,7 @@ what each proves and the rights it needs."""
 from __future__ import annotations
 
 import datetime
+import fnmatch
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -362,24 +363,38 @@ def reservations(ctx: Any) -> Outcome:
 # --- the cluster -----------------------------------------------------------------------------------
 
 
-def _services(document: dict) -> set[str]:
-    """The services a policy document allows actions in: each Allow's Action prefixes, lower-cased (IAM matches a
-    service prefix whatever its case), and `*` for an Allow of every service: the action `*`, or a NotAction, which
-    allows every action but those it names (IAM JSON policy elements: NotAction, docs.aws.amazon.com/IAM/latest/
-    UserGuide/reference_policies_elements_notaction.html)."""
+def _allowed_actions(document: dict) -> tuple[list[str], bool]:
+    """Each Allow's actions, lower-cased (IAM matches an action whatever its case), and whether an Allow reaches
+    every action: the action `*`, or a NotAction, which allows every action but those it names (IAM JSON policy
+    elements: NotAction, docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_notaction.html)."""
     statements = document.get("Statement") or []
     allows = [s for s in (statements if isinstance(statements, list) else [statements]) if s.get("Effect") == "Allow"]
     actions = [a for s in allows for a in ([s["Action"]] if isinstance(s.get("Action"), str) else s.get("Action", []))]
     everything = any(a == "*" for a in actions) or any("NotAction" in s for s in allows)
-    return {a.split(":", 1)[0].lower() for a in actions if ":" in a} | ({"*"} if everything else set())
+    return [a.lower() for a in actions], everything
+
+
+def _beyond_the_boundary(document: dict) -> list[str]:
+    """What a policy document allows that the stack boundary refuses its roles: the services outside
+    MANAGED_POLICY_SERVICES (`*` for every service), and EKS actions but its reads (BOUNDED_EKS_ACTIONS)."""
+    from components.delivery import BOUNDED_EKS_ACTIONS, MANAGED_POLICY_SERVICES
+
+    actions, everything = _allowed_actions(document)
+    services = {a.split(":", 1)[0] for a in actions if ":" in a} - set(MANAGED_POLICY_SERVICES)
+    eks = {
+        a
+        for a in actions
+        if a.startswith("eks:") and not any(fnmatch.fnmatchcase(a, p.lower()) for p in BOUNDED_EKS_ACTIONS)
+    }
+    return sorted(services | eks | ({"*"} if everything else set()))
 
 
 def managed_policies(ctx: Any) -> Outcome:
     """Each AWS managed policy the program attaches (components/delivery.py MANAGED_POLICIES) still acts only in the
-    services the stack boundary lets its roles reach (MANAGED_POLICY_SERVICES, read in their documents once). AWS
-    edits its managed policies: an action in another service would be refused to the role under the boundary, and
-    the component that needs it would fail at run time, not at deploy."""
-    from components.delivery import MANAGED_POLICIES, MANAGED_POLICY_SERVICES
+    services the stack boundary lets its roles reach (MANAGED_POLICY_SERVICES, read in their documents once), and in
+    EKS only reads (BOUNDED_EKS_ACTIONS). AWS edits its managed policies: an action beyond them would be refused to
+    the role under the boundary, and the component that needs it would fail at run time, not at deploy."""
+    from components.delivery import MANAGED_POLICIES
 
     iam, beyond = ctx.client("iam"), []
     for name in MANAGED_POLICIES:
@@ -387,14 +402,15 @@ def managed_policies(ctx: Any) -> Outcome:
         version = iam.get_policy(PolicyArn=arn)["Policy"]["DefaultVersionId"]
         # botocore decodes the URL-encoded document into a dict (handlers.json_decode_policies)
         document = iam.get_policy_version(PolicyArn=arn, VersionId=version)["PolicyVersion"]["Document"]
-        extra = sorted(_services(document) - set(MANAGED_POLICY_SERVICES))
+        extra = _beyond_the_boundary(document)
         if extra:
             beyond.append(f"{name} ({version}) acts in {', '.join(extra)}")
     if beyond:
         return failed(
             "; ".join(beyond) + ": outside the stack boundary, so its roles are refused those calls",
             "read the policy's new version (`aws iam get-policy-version`); if the component needs the calls, add the "
-            "service to MANAGED_POLICY_SERVICES and the boundary (components/delivery.py), an administrator's "
+            "service to MANAGED_POLICY_SERVICES (an EKS action to BOUNDED_EKS_ACTIONS) and the boundary "
+            "(components/delivery.py), an administrator's "
             "`higgsfield bootstrap STACK`",
         )
     return passed(f"{len(MANAGED_POLICIES)} AWS managed policies act only in the boundary's services")
