@@ -479,22 +479,32 @@ def read_team_goodput(api: Any, namespace: str, now: float | None = None) -> Tea
             team.jobs.append((kind, name, goodput.of_objects(observe(api, job, mine, events, now))))
     found = _optional(custom.list_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND))
     for job in sorted((found or {}).get("items", []), key=lambda j: j["metadata"]["name"]):
-        selected = _pods(api, namespace, _selector_of(job))
-        team.jobs.append((BATCH_KIND, job["metadata"]["name"], _batch_goodput(api, job, selected, events, now)))
+        mine = _batch_pods(api, job, namespace)
+        team.jobs.append((BATCH_KIND, job["metadata"]["name"], _batch_goodput(api, job, mine, events, now)))
     return team
 
 
 def _batch_goodput(api: Any, job: dict, pods: list[dict], events: list[dict], now: float | None) -> goodput.Goodput:
-    """A batch Job's goodput from those of the pods its selector selects that it owns (what of it is not counted:
-    UNCOUNTED)."""
-    return goodput.of_objects(observe(api, job, [p for p in pods if _owned_by(p, job)], events, now))
+    """A batch Job's goodput from its pods (`_batch_pods`; what of it is not counted: UNCOUNTED)."""
+    return goodput.of_objects(observe(api, job, pods, events, now))
 
 
 def _owned_by(pod: dict, job: dict) -> bool:
-    """The pod is the job's (its owner reference), or names no owner (as a test's pods may not)."""
-    owners = pod["metadata"].get("ownerReferences") or []
+    """The pod is the job's as its controller has it: the pod's controller reference (its one ownerReference with
+    `controller: true`, GetControllerOfNoCopy in kubernetes/apimachinery:pkg/apis/meta/v1/controller_ref.go@v0.35.1)
+    names the job's UID, or it has none (an orphan its selector selects, which the controller adopts; one controlled
+    by another, a sibling Job a manualSelector also selects, it leaves: "Owned by someone else. Ignore." in ClaimObject,
+    kubernetes/kubernetes:pkg/controller/controller_ref_manager.go, which the Job controller's getPodsForJob calls
+    through ClaimPods, pkg/controller/job/job_controller.go@6ae037f1db843e99547258d7dd292301a74ba0eb)."""
+    controller = next((o for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
     uid = job["metadata"].get("uid")
-    return not owners or uid is None or any(o.get("uid") == uid for o in owners)
+    return controller is None or uid is None or controller.get("uid") == uid
+
+
+def _batch_pods(api: Any, job: dict, namespace: str) -> list[dict]:
+    """The pods of a batch Job: those its selector selects that it controls (`_owned_by`)."""
+    selected = _pods(api, namespace, _selector_of(job))
+    return [p for p in selected if _owned_by(p, job)]
 
 
 def _events(api: Any, namespace: str) -> list[dict]:
@@ -618,12 +628,14 @@ def _selector_of(owner: dict) -> str:
 SELECTED_KINDS = (SERVING_KIND, BATCH_KIND)
 
 
-def _pod_selector(api: Any, name: str, namespace: str, kind: str) -> str:
-    """The label selector of the job's pods: a Deployment's or batch Job's own selector, else JOB_NAME_LABEL."""
+def _kind_pods(api: Any, name: str, namespace: str, kind: str) -> list[dict]:
+    """The job's pods: a Deployment's those its selector selects, a batch Job's those of them it controls
+    (`_batch_pods`), else those with its JOB_NAME_LABEL."""
     if kind not in SELECTED_KINDS:
-        return f"{JOB_NAME_LABEL}={name}"
+        return _pods(api, namespace, f"{JOB_NAME_LABEL}={name}")
     custom = _kubernetes().client.CustomObjectsApi(api)
-    return _selector_of(_call(custom.get_namespaced_custom_object, *_group_of(kind), namespace, _plural(kind), name))
+    owner = _call(custom.get_namespaced_custom_object, *_group_of(kind), namespace, _plural(kind), name)
+    return _batch_pods(api, owner, namespace) if kind == BATCH_KIND else _pods(api, namespace, _selector_of(owner))
 
 
 def _deployment_waits(
@@ -762,7 +774,7 @@ def read_batch_status(api: Any, name: str, namespace: str, now: float | None = N
     pg_controller_handler.go@v1.15.1)."""
     custom = _kubernetes().client.CustomObjectsApi(api)
     job = _call(custom.get_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND), name)
-    pods = _pods(api, namespace, _selector_of(job))
+    pods = _batch_pods(api, job, namespace)
     uid = job["metadata"].get("uid")
     group = (
         _optional(
@@ -832,8 +844,8 @@ def _replica(pod: dict) -> str:
     return str(pod["metadata"]["name"])
 
 
-def _job_pods(api: Any, name: str, namespace: str, selector: str) -> list[dict]:
-    pods = _pods(api, namespace, selector)
+def _job_pods(api: Any, name: str, namespace: str, kind: str) -> list[dict]:
+    pods = _kind_pods(api, name, namespace, kind)
     if not pods:
         raise ApiError(404, "NotFound", f"no pods of job {name} in namespace {namespace} (yet: see jobs status)")
     return sorted(pods, key=lambda p: p["metadata"]["name"])
@@ -846,7 +858,7 @@ def read_logs(
     node and replica, merged by time."""
     core = _kubernetes().client.CoreV1Api(api)
     lines = []
-    for pod in _job_pods(api, name, namespace, _pod_selector(api, name, namespace, kind)):
+    for pod in _job_pods(api, name, namespace, kind):
         text = _call(
             core.read_namespaced_pod_log, pod["metadata"]["name"], namespace, timestamps=True, container=container
         )
@@ -874,13 +886,15 @@ def _watch_pods(
     over: Callable[[], bool] | None,
     streams: set[str],
     lines: queue.Queue,
+    mine: Callable[[dict], bool],
 ) -> None:
-    """Put ("start", pod) on `lines` once for each pod of `selector` that starts; return once every pod seen has
-    ended (or the watch's `watch_seconds`). With `over`, the pods' ends are not the job's: the pods are watched in
-    windows of BATCH_FOLLOW_RECHECK_S, each from where the last one stopped, and it returns once every pod seen (none,
-    for a job over before any or whose pods were deleted) has ended and `over()` says the job has too. A window whose
-    resourceVersion the API server no longer holds (410 Expired: a quiet pod makes no event to move it on, and the
-    server keeps a bounded history) starts again from a fresh list, whose ADDED events say which pods are there."""
+    """Put ("start", pod) on `lines` once for each pod of `selector` that is `mine` (a batch Job's: those it controls)
+    and starts; return once every such pod seen has ended (or the watch's `watch_seconds`). With `over`, the pods' ends
+    are not the job's: the pods are watched in windows of BATCH_FOLLOW_RECHECK_S, each from where the last one stopped,
+    and it returns once every pod seen (none, for a job over before any or whose pods were deleted) has ended and
+    `over()` says the job has too. A window whose resourceVersion the API server no longer holds (410 Expired: a quiet
+    pod makes no event to move it on, and the server keeps a bounded history) starts again from a fresh list, whose
+    ADDED events say which pods are there."""
     phases: dict[str, str] = {}
     started, version = time.monotonic(), None
 
@@ -897,6 +911,8 @@ def _watch_pods(
                 core.list_namespaced_pod, namespace, label_selector=selector, **options, **since
             ):
                 pod = api.sanitize_for_serialization(event["object"])
+                if not mine(pod):
+                    continue
                 uid, phase = pod["metadata"].get("uid"), (pod.get("status") or {}).get("phase", "Pending")
                 phases[uid] = "Deleted" if event["type"] == "DELETED" else phase
                 if event["type"] != "DELETED" and phase in _STARTED and uid not in streams:
@@ -969,7 +985,8 @@ def follow_logs(
     def watch() -> None:
         try:
             over = (lambda: _batch_job_over(custom, name, namespace)) if kind == BATCH_KIND else None
-            _watch_pods(api, core, namespace, selector, watch_seconds, over, streams, lines)
+            mine = (lambda pod: _owned_by(pod, job)) if kind == BATCH_KIND else (lambda pod: True)
+            _watch_pods(api, core, namespace, selector, watch_seconds, over, streams, lines, mine)
         except kubernetes.client.ApiException as exc:
             lines.put(_refused(exc))
         except ApiError as exc:

@@ -908,3 +908,48 @@ def test_a_kind_the_platform_does_not_run_is_refused_naming_kind_and_the_kinds_i
     assert "argument --kind: invalid choice: 'Foo'" in err
     assert all(kind in err for kind in ("PyTorchJob", "MPIJob", "TFJob", "Deployment")) and re.search(r"\bJob\b", err)
     assert api.requests == []
+
+
+def _put_sibling_pods(api: FakeKubernetesApi) -> None:
+    """Under the manualSelector Job `eval` (EXPRESSIONS): its pod eval-a, and sibling-a of another Job whose pods its
+    selector selects too (the same labels, the other Job's controller reference)."""
+    labels = {"team": "llm", "app": "eval", "shard": "a"}
+    api.put(_labelled_pod("eval-a", labels))
+    sibling = _labelled_pod("sibling-a", labels)
+    sibling["metadata"]["ownerReferences"] = [{**sibling["metadata"]["ownerReferences"][0], "uid": "u-sibling"}]
+    api.put(sibling)
+    for name in ("eval-a", "sibling-a"):
+        api.log("llm", name, f"{name} says hi", at="2026-01-01T00:00:01Z")
+
+
+def test_status_of_a_manual_selector_batch_job_lists_only_the_pods_it_controls(api, kubeconfig, capsys):
+    api.put(_selected_batch_job())
+    _put_sibling_pods(api)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job", "--json"]) == 0
+    assert [p["name"] for p in json.loads(capsys.readouterr().out)["pods"]] == ["eval-a"]
+
+
+def test_logs_of_a_manual_selector_batch_job_read_only_the_pods_it_controls(api, kubeconfig, capsys):
+    api.put(_selected_batch_job())
+    _put_sibling_pods(api)
+    assert main(["jobs", "logs", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["node-a eval-a eval-a says hi"]
+
+
+def test_logs_follow_of_a_manual_selector_batch_job_streams_only_the_pods_it_controls(
+    api, kubeconfig, short_rechecks, capsys
+):
+    api.put(_selected_batch_job())
+    _put_sibling_pods(api)
+    complete = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+
+    def end() -> None:
+        for name in ("eval-a", "sibling-a"):
+            pod = api.get(f"/api/v1/namespaces/llm/pods/{name}")
+            pod["status"]["phase"] = "Succeeded"
+            api.put(pod)
+        api.put({**_selected_batch_job(), "status": complete})
+
+    threading.Timer(0.3, end).start()
+    assert main(["jobs", "logs", "prod", "eval", "-n", "llm", "--kind", "Job", "--follow"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["node-a eval-a eval-a says hi"]
