@@ -77,6 +77,10 @@ JOB_KINDS = (*TRAINING_KINDS, SERVING_KIND, BATCH_KIND)
 # tail, where the newest checkpoint save's line says the run's total checkpoint stall.
 LOG_HEAD_BYTES = 64 << 10
 LOG_TAIL_LINES = 1000
+# The most pods of a batch Job whose logs its goodput reads (two requests each, the head and the tail: `_log`), so that
+# the status of a Job of hundreds of shards costs a few requests: those still running or failed first (the status's
+# live account), then those that succeeded, each by name (`_logged`); the lines say how many were not read.
+BATCH_LOGGED_PODS = 8
 INSTALL = "pip install higgsfield (the kubernetes package is one of its dependencies)"
 
 
@@ -206,6 +210,7 @@ class Status:
     waiting: list[str] = field(default_factory=list)  # why, each "quota: ...", "capacity: ...", "gate: ..."
     pods: list[tuple[str, str, str]] = field(default_factory=list)  # (pod, phase, node)
     goodput: goodput.Goodput | None = None  # its GPU-hours so far by phase (infra/offline/goodput.py)
+    logs_not_read: int = 0  # of a batch Job's pods with a log, those whose log its goodput did not read (_logged)
 
     @property
     def nodes(self) -> list[str]:
@@ -217,7 +222,9 @@ class Status:
         out += [f"  waits: {why}" for why in self.waiting]
         out += [f"  {pod}: {phase}" + (f" on {node}" if node else "") for pod, phase, node in self.pods]
         if self.goodput is not None:
-            out.append(f"  {self.goodput.line()}{_uncounted_note(self.kind)}")
+            out.append(
+                f"  {self.goodput.line()}{_uncounted_note(self.kind)}{_not_read_note(self.logs_not_read, self.pods)}"
+            )
         return out
 
     def as_dict(self) -> dict:
@@ -234,6 +241,7 @@ class Status:
             "nodes": self.nodes,
             "goodput": _goodput_dict(self.goodput),
             "notCounted": [p for p, _ in _uncounted(self.kind)],
+            "logsNotRead": self.logs_not_read,
         }
 
 
@@ -412,6 +420,8 @@ class TeamGoodput:
 
     namespace: str
     jobs: list[tuple[str, str, goodput.Goodput]] = field(default_factory=list)  # (kind, name, its goodput)
+    # (kind, name) of a batch Job: how many of its pods' logs its goodput did not read (_logged)
+    logs_not_read: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def total(self) -> goodput.Goodput:
@@ -428,7 +438,10 @@ class TeamGoodput:
                 f"  {phase:<10} {hours:9.1f} GPU-hours {hours / total.allocated:4.0%}"
                 for phase, hours in total.gpu_hours.items()
             ]
-        out += [f"  {kind} {name}: {found.line()}{_uncounted_note(kind)}" for kind, name, found in self.jobs]
+        out += [
+            f"  {kind} {name}: {found.line()}{_uncounted_note(kind)}{_not_read_note(self._not_read(kind, name))}"
+            for kind, name, found in self.jobs
+        ]
         return out
 
     def as_dict(self) -> dict:
@@ -436,10 +449,19 @@ class TeamGoodput:
             "namespace": self.namespace,
             "goodput": _goodput_dict(self.total),
             "jobs": [
-                {"kind": k, "name": n, "goodput": _goodput_dict(g), "notCounted": [p for p, _ in _uncounted(k)]}
+                {
+                    "kind": k,
+                    "name": n,
+                    "goodput": _goodput_dict(g),
+                    "notCounted": [p for p, _ in _uncounted(k)],
+                    "logsNotRead": self._not_read(k, n),
+                }
                 for k, n, g in self.jobs
             ],
         }
+
+    def _not_read(self, kind: str, name: str) -> int:
+        return self.logs_not_read.get((kind, name), 0)
 
 
 # The phases of a kind's goodput that cannot be read as a Kubeflow job's are, and why. A batch Job's hangs: `hung`
@@ -479,14 +501,43 @@ def read_team_goodput(api: Any, namespace: str, now: float | None = None) -> Tea
             team.jobs.append((kind, name, goodput.of_objects(observe(api, job, mine, events, now))))
     found = _optional(custom.list_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND))
     for job in sorted((found or {}).get("items", []), key=lambda j: j["metadata"]["name"]):
-        mine = _batch_pods(api, job, namespace)
-        team.jobs.append((BATCH_KIND, job["metadata"]["name"], _batch_goodput(api, job, mine, events, now)))
+        name, mine = job["metadata"]["name"], _batch_pods(api, job, namespace)
+        account, team.logs_not_read[(BATCH_KIND, name)] = _batch_goodput(api, job, mine, events, now)
+        team.jobs.append((BATCH_KIND, name, account))
     return team
 
 
-def _batch_goodput(api: Any, job: dict, pods: list[dict], events: list[dict], now: float | None) -> goodput.Goodput:
-    """A batch Job's goodput from its pods (`_batch_pods`; what of it is not counted: UNCOUNTED)."""
-    return goodput.of_objects(observe(api, job, pods, events, now))
+def _batch_goodput(
+    api: Any, job: dict, pods: list[dict], events: list[dict], now: float | None
+) -> tuple[goodput.Goodput, int]:
+    """A batch Job's goodput from its pods (`_batch_pods`; what of it is not counted: UNCOUNTED) and the logs of a few
+    of them (`_logged`), and how many of its pods with a log were not read."""
+    logged = _logged(pods)
+    return goodput.of_objects(observe(api, job, pods, events, now, logged)), len(_with_log(pods)) - len(logged)
+
+
+def _with_log(pods: list[dict]) -> list[dict]:
+    """The pods that have a log: one of whose containers has started (`_log` reads none of the others)."""
+    return [p for p in pods if (p.get("status") or {}).get("containerStatuses")]
+
+
+def _logged(pods: list[dict]) -> list[dict]:
+    """The pods of a batch Job whose logs its goodput reads: of those with a log, the first BATCH_LOGGED_PODS, those
+    running or failed before those that succeeded, each by name."""
+    order = sorted(_with_log(pods), key=lambda p: (_pod_phase(p) == "Succeeded", p["metadata"]["name"]))
+    return order[:BATCH_LOGGED_PODS]
+
+
+def _not_read_note(unread: int, pods: list | None = None) -> str:
+    """What a batch Job's goodput line adds about the pods whose logs it did not read (of `pods`, where given); those
+    pods' pre-flight and checkpoint time is in training."""
+    if not unread:
+        return ""
+    of = f" of {len(pods)}" if pods is not None else ""
+    return (
+        f"; logs of {unread}{of} pods not read (it reads {BATCH_LOGGED_PODS}, running or failed ones first): their "
+        "pre-flight and checkpoint time counts as training"
+    )
 
 
 def _owned_by(pod: dict, job: dict) -> bool:
@@ -541,8 +592,16 @@ def _log(api: Any, pod: dict) -> list[tuple[float, str]]:
     return list(lines)
 
 
-def observe(api: Any, job: dict, pods: list[dict], events: list[dict], now: float | None = None) -> goodput.Observed:
-    """What goodput needs of one job: its pods' nodes (when the user may read them) and logs' heads."""
+def observe(
+    api: Any,
+    job: dict,
+    pods: list[dict],
+    events: list[dict],
+    now: float | None = None,
+    logged: list[dict] | None = None,
+) -> goodput.Observed:
+    """What goodput needs of one job: its pods' nodes (when the user may read them) and the heads and tails of the
+    logs of `logged` (every pod by default)."""
     import time
 
     core = _kubernetes().client.CoreV1Api(api)
@@ -556,7 +615,7 @@ def observe(api: Any, job: dict, pods: list[dict], events: list[dict], now: floa
         pods=pods,
         events=events,
         nodes=nodes,
-        logs={p["metadata"]["name"]: _log(api, p) for p in pods},
+        logs={p["metadata"]["name"]: _log(api, p) for p in (pods if logged is None else logged)},
         now=time.time() if now is None else now,
     )
 
@@ -775,6 +834,7 @@ def read_batch_status(api: Any, name: str, namespace: str, now: float | None = N
     custom = _kubernetes().client.CustomObjectsApi(api)
     job = _call(custom.get_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND), name)
     pods = _batch_pods(api, job, namespace)
+    found, unread = _batch_goodput(api, job, pods, _events(api, namespace), now)
     uid = job["metadata"].get("uid")
     group = (
         _optional(
@@ -802,7 +862,8 @@ def read_batch_status(api: Any, name: str, namespace: str, now: float | None = N
         position=_position(custom, group) if group and phase == "Pending" else None,
         waiting=waiting,
         pods=_pod_rows(pods),
-        goodput=_batch_goodput(api, job, pods, _events(api, namespace), now),
+        goodput=found,
+        logs_not_read=unread,
     )
 
 

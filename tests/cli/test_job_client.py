@@ -953,3 +953,51 @@ def test_logs_follow_of_a_manual_selector_batch_job_streams_only_the_pods_it_con
     threading.Timer(0.3, end).start()
     assert main(["jobs", "logs", "prod", "eval", "-n", "llm", "--kind", "Job", "--follow"]) == 0
     assert capsys.readouterr().out.splitlines() == ["node-a eval-a eval-a says hi"]
+
+
+def _seed_sharded_batch_job(api: FakeKubernetesApi, shards: int, running: int) -> None:
+    """The batch Job `eval` of `shards` one-GPU shards, each with a log: all but the last `running` done."""
+    api.put(_batch_job({"active": running, "succeeded": shards - running}))
+    for index in range(shards):
+        pod = _ended_batch_pod(index, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z")
+        if index >= shards - running:
+            pod["status"]["phase"] = "Running"
+            pod["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+        api.put(pod)
+        api.log("llm", pod["metadata"]["name"], f"shard {index}", at="2026-01-01T00:00:01Z")
+
+
+def _log_reads(api: FakeKubernetesApi) -> list[str]:
+    return [path.split("?")[0] for verb, path in api.requests if verb == "GET" and "/log" in path]
+
+
+def test_status_of_a_batch_job_of_many_shards_reads_the_logs_of_a_bounded_few_pods_its_running_ones_first(
+    api, kubeconfig, capsys
+):
+    """512 shards: one status line must not cost a log request per pod (two: the head and the tail); the pods still
+    running are those whose logs it reads."""
+    from infra.cli.client import BATCH_LOGGED_PODS
+
+    _seed_sharded_batch_job(api, 512, running=2)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    read = {path.split("/")[-2] for path in _log_reads(api)}
+    assert len(read) == BATCH_LOGGED_PODS < 512
+    assert {"eval-510-eval", "eval-511-eval"} <= read
+
+
+def test_the_goodput_line_of_a_batch_job_says_how_many_pods_logs_were_not_read(api, kubeconfig, capsys):
+    from infra.cli.client import BATCH_LOGGED_PODS
+
+    _seed_sharded_batch_job(api, 40, running=2)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("  goodput ")
+    assert f"; logs of {40 - BATCH_LOGGED_PODS} of 40 pods not read" in last
+
+
+def test_status_of_a_batch_job_as_json_says_how_many_pods_logs_were_not_read(api, kubeconfig, capsys):
+    from infra.cli.client import BATCH_LOGGED_PODS
+
+    _seed_sharded_batch_job(api, 40, running=2)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["logsNotRead"] == 40 - BATCH_LOGGED_PODS
