@@ -251,7 +251,7 @@ def _why_no_drift(same: list[str], expanded: str | None, rest: bool) -> str:
     """Why the fields of a change that drifts no node drift none: the hash of those `same` is the same, the NodePool's
     requirements still admit every node (`expanded`), the `rest` are NO_DRIFT; with more than one reason, the first
     names its fields."""
-    reasons = [expanded] * bool(expanded) + [NO_DRIFT] * rest
+    reasons = ([expanded] if expanded else []) + ([NO_DRIFT] if rest else [])
     if not same:
         return "; ".join(reasons)
     return "; ".join([f"{', '.join(same)}: {SAME_HASH}" if reasons else SAME_HASH, *reasons])
