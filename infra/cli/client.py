@@ -77,6 +77,10 @@ JOB_KINDS = (*TRAINING_KINDS, SERVING_KIND, BATCH_KIND)
 # tail, where the newest checkpoint save's line says the run's total checkpoint stall.
 LOG_HEAD_BYTES = 64 << 10
 LOG_TAIL_LINES = 1000
+# The most pods of a batch Job whose logs its goodput reads (two requests each, the head and the tail: `_log`), so that
+# the status of a Job of hundreds of shards costs a few requests: those still running or failed first (the status's
+# live account), then those that succeeded, each by name (`_logged`); the lines say how many were not read.
+BATCH_LOGGED_PODS = 8
 INSTALL = "pip install higgsfield (the kubernetes package is one of its dependencies)"
 
 
@@ -206,6 +210,7 @@ class Status:
     waiting: list[str] = field(default_factory=list)  # why, each "quota: ...", "capacity: ...", "gate: ..."
     pods: list[tuple[str, str, str]] = field(default_factory=list)  # (pod, phase, node)
     goodput: goodput.Goodput | None = None  # its GPU-hours so far by phase (infra/offline/goodput.py)
+    logs_not_read: int = 0  # of a batch Job's pods with a log, those whose log its goodput did not read (_logged)
 
     @property
     def nodes(self) -> list[str]:
@@ -217,7 +222,9 @@ class Status:
         out += [f"  waits: {why}" for why in self.waiting]
         out += [f"  {pod}: {phase}" + (f" on {node}" if node else "") for pod, phase, node in self.pods]
         if self.goodput is not None:
-            out.append(f"  {self.goodput.line()}{_uncounted_note(self.kind)}")
+            out.append(
+                f"  {self.goodput.line()}{_uncounted_note(self.kind)}{_not_read_note(self.logs_not_read, self.pods)}"
+            )
         return out
 
     def as_dict(self) -> dict:
@@ -234,6 +241,7 @@ class Status:
             "nodes": self.nodes,
             "goodput": _goodput_dict(self.goodput),
             "notCounted": [p for p, _ in _uncounted(self.kind)],
+            "logsNotRead": self.logs_not_read,
         }
 
 
@@ -412,6 +420,8 @@ class TeamGoodput:
 
     namespace: str
     jobs: list[tuple[str, str, goodput.Goodput]] = field(default_factory=list)  # (kind, name, its goodput)
+    # (kind, name) of a batch Job: how many of its pods' logs its goodput did not read (_logged)
+    logs_not_read: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def total(self) -> goodput.Goodput:
@@ -428,7 +438,10 @@ class TeamGoodput:
                 f"  {phase:<10} {hours:9.1f} GPU-hours {hours / total.allocated:4.0%}"
                 for phase, hours in total.gpu_hours.items()
             ]
-        out += [f"  {kind} {name}: {found.line()}{_uncounted_note(kind)}" for kind, name, found in self.jobs]
+        out += [
+            f"  {kind} {name}: {found.line()}{_uncounted_note(kind)}{_not_read_note(self._not_read(kind, name))}"
+            for kind, name, found in self.jobs
+        ]
         return out
 
     def as_dict(self) -> dict:
@@ -436,10 +449,19 @@ class TeamGoodput:
             "namespace": self.namespace,
             "goodput": _goodput_dict(self.total),
             "jobs": [
-                {"kind": k, "name": n, "goodput": _goodput_dict(g), "notCounted": [p for p, _ in _uncounted(k)]}
+                {
+                    "kind": k,
+                    "name": n,
+                    "goodput": _goodput_dict(g),
+                    "notCounted": [p for p, _ in _uncounted(k)],
+                    "logsNotRead": self._not_read(k, n),
+                }
                 for k, n, g in self.jobs
             ],
         }
+
+    def _not_read(self, kind: str, name: str) -> int:
+        return self.logs_not_read.get((kind, name), 0)
 
 
 # The phases of a kind's goodput that cannot be read as a Kubeflow job's are, and why. A batch Job's hangs: `hung`
@@ -479,22 +501,61 @@ def read_team_goodput(api: Any, namespace: str, now: float | None = None) -> Tea
             team.jobs.append((kind, name, goodput.of_objects(observe(api, job, mine, events, now))))
     found = _optional(custom.list_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND))
     for job in sorted((found or {}).get("items", []), key=lambda j: j["metadata"]["name"]):
-        selected = _pods(api, namespace, _selector_of(job))
-        team.jobs.append((BATCH_KIND, job["metadata"]["name"], _batch_goodput(api, job, selected, events, now)))
+        name, mine = job["metadata"]["name"], _batch_pods(api, job, namespace)
+        account, team.logs_not_read[(BATCH_KIND, name)] = _batch_goodput(api, job, mine, events, now)
+        team.jobs.append((BATCH_KIND, name, account))
     return team
 
 
-def _batch_goodput(api: Any, job: dict, pods: list[dict], events: list[dict], now: float | None) -> goodput.Goodput:
-    """A batch Job's goodput from those of the pods its selector selects that it owns (what of it is not counted:
-    UNCOUNTED)."""
-    return goodput.of_objects(observe(api, job, [p for p in pods if _owned_by(p, job)], events, now))
+def _batch_goodput(
+    api: Any, job: dict, pods: list[dict], events: list[dict], now: float | None
+) -> tuple[goodput.Goodput, int]:
+    """A batch Job's goodput from its pods (`_batch_pods`; what of it is not counted: UNCOUNTED) and the logs of a few
+    of them (`_logged`), and how many of its pods with a log were not read."""
+    logged = _logged(pods)
+    return goodput.of_objects(observe(api, job, pods, events, now, logged)), len(_with_log(pods)) - len(logged)
+
+
+def _with_log(pods: list[dict]) -> list[dict]:
+    """The pods that have a log: one of whose containers has started (`_log` reads none of the others)."""
+    return [p for p in pods if (p.get("status") or {}).get("containerStatuses")]
+
+
+def _logged(pods: list[dict]) -> list[dict]:
+    """The pods of a batch Job whose logs its goodput reads: of those with a log, the first BATCH_LOGGED_PODS, those
+    running or failed before those that succeeded, each by name."""
+    order = sorted(_with_log(pods), key=lambda p: (_pod_phase(p) == "Succeeded", p["metadata"]["name"]))
+    return order[:BATCH_LOGGED_PODS]
+
+
+def _not_read_note(unread: int, pods: list | None = None) -> str:
+    """What a batch Job's goodput line adds about the pods whose logs it did not read (of `pods`, where given); those
+    pods' pre-flight and checkpoint time is in training."""
+    if not unread:
+        return ""
+    of = f" of {len(pods)}" if pods is not None else ""
+    return (
+        f"; logs of {unread}{of} pods not read (it reads {BATCH_LOGGED_PODS}, running or failed ones first): their "
+        "pre-flight and checkpoint time counts as training"
+    )
 
 
 def _owned_by(pod: dict, job: dict) -> bool:
-    """The pod is the job's (its owner reference), or names no owner (as a test's pods may not)."""
-    owners = pod["metadata"].get("ownerReferences") or []
+    """The pod is the job's as its controller has it: the pod's controller reference (its one ownerReference with
+    `controller: true`, GetControllerOfNoCopy in kubernetes/apimachinery:pkg/apis/meta/v1/controller_ref.go@v0.35.1)
+    names the job's UID, or it has none (an orphan its selector selects, which the controller adopts; one controlled
+    by another, a sibling Job a manualSelector also selects, it leaves: "Owned by someone else. Ignore." in ClaimObject,
+    kubernetes/kubernetes:pkg/controller/controller_ref_manager.go, which the Job controller's getPodsForJob calls
+    through ClaimPods, pkg/controller/job/job_controller.go@6ae037f1db843e99547258d7dd292301a74ba0eb)."""
+    controller = next((o for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
     uid = job["metadata"].get("uid")
-    return not owners or uid is None or any(o.get("uid") == uid for o in owners)
+    return controller is None or uid is None or controller.get("uid") == uid
+
+
+def _batch_pods(api: Any, job: dict, namespace: str) -> list[dict]:
+    """The pods of a batch Job: those its selector selects that it controls (`_owned_by`)."""
+    selected = _pods(api, namespace, _selector_of(job))
+    return [p for p in selected if _owned_by(p, job)]
 
 
 def _events(api: Any, namespace: str) -> list[dict]:
@@ -531,8 +592,16 @@ def _log(api: Any, pod: dict) -> list[tuple[float, str]]:
     return list(lines)
 
 
-def observe(api: Any, job: dict, pods: list[dict], events: list[dict], now: float | None = None) -> goodput.Observed:
-    """What goodput needs of one job: its pods' nodes (when the user may read them) and logs' heads."""
+def observe(
+    api: Any,
+    job: dict,
+    pods: list[dict],
+    events: list[dict],
+    now: float | None = None,
+    logged: list[dict] | None = None,
+) -> goodput.Observed:
+    """What goodput needs of one job: its pods' nodes (when the user may read them) and the heads and tails of the
+    logs of `logged` (every pod by default)."""
     import time
 
     core = _kubernetes().client.CoreV1Api(api)
@@ -546,7 +615,7 @@ def observe(api: Any, job: dict, pods: list[dict], events: list[dict], now: floa
         pods=pods,
         events=events,
         nodes=nodes,
-        logs={p["metadata"]["name"]: _log(api, p) for p in pods},
+        logs={p["metadata"]["name"]: _log(api, p) for p in (pods if logged is None else logged)},
         now=time.time() if now is None else now,
     )
 
@@ -618,12 +687,14 @@ def _selector_of(owner: dict) -> str:
 SELECTED_KINDS = (SERVING_KIND, BATCH_KIND)
 
 
-def _pod_selector(api: Any, name: str, namespace: str, kind: str) -> str:
-    """The label selector of the job's pods: a Deployment's or batch Job's own selector, else JOB_NAME_LABEL."""
+def _kind_pods(api: Any, name: str, namespace: str, kind: str) -> list[dict]:
+    """The job's pods: a Deployment's those its selector selects, a batch Job's those of them it controls
+    (`_batch_pods`), else those with its JOB_NAME_LABEL."""
     if kind not in SELECTED_KINDS:
-        return f"{JOB_NAME_LABEL}={name}"
+        return _pods(api, namespace, f"{JOB_NAME_LABEL}={name}")
     custom = _kubernetes().client.CustomObjectsApi(api)
-    return _selector_of(_call(custom.get_namespaced_custom_object, *_group_of(kind), namespace, _plural(kind), name))
+    owner = _call(custom.get_namespaced_custom_object, *_group_of(kind), namespace, _plural(kind), name)
+    return _batch_pods(api, owner, namespace) if kind == BATCH_KIND else _pods(api, namespace, _selector_of(owner))
 
 
 def _deployment_waits(
@@ -762,7 +833,8 @@ def read_batch_status(api: Any, name: str, namespace: str, now: float | None = N
     pg_controller_handler.go@v1.15.1)."""
     custom = _kubernetes().client.CustomObjectsApi(api)
     job = _call(custom.get_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND), name)
-    pods = _pods(api, namespace, _selector_of(job))
+    pods = _batch_pods(api, job, namespace)
+    found, unread = _batch_goodput(api, job, pods, _events(api, namespace), now)
     uid = job["metadata"].get("uid")
     group = (
         _optional(
@@ -790,7 +862,8 @@ def read_batch_status(api: Any, name: str, namespace: str, now: float | None = N
         position=_position(custom, group) if group and phase == "Pending" else None,
         waiting=waiting,
         pods=_pod_rows(pods),
-        goodput=_batch_goodput(api, job, pods, _events(api, namespace), now),
+        goodput=found,
+        logs_not_read=unread,
     )
 
 
@@ -832,8 +905,8 @@ def _replica(pod: dict) -> str:
     return str(pod["metadata"]["name"])
 
 
-def _job_pods(api: Any, name: str, namespace: str, selector: str) -> list[dict]:
-    pods = _pods(api, namespace, selector)
+def _job_pods(api: Any, name: str, namespace: str, kind: str) -> list[dict]:
+    pods = _kind_pods(api, name, namespace, kind)
     if not pods:
         raise ApiError(404, "NotFound", f"no pods of job {name} in namespace {namespace} (yet: see jobs status)")
     return sorted(pods, key=lambda p: p["metadata"]["name"])
@@ -846,7 +919,7 @@ def read_logs(
     node and replica, merged by time."""
     core = _kubernetes().client.CoreV1Api(api)
     lines = []
-    for pod in _job_pods(api, name, namespace, _pod_selector(api, name, namespace, kind)):
+    for pod in _job_pods(api, name, namespace, kind):
         text = _call(
             core.read_namespaced_pod_log, pod["metadata"]["name"], namespace, timestamps=True, container=container
         )
@@ -874,13 +947,15 @@ def _watch_pods(
     over: Callable[[], bool] | None,
     streams: set[str],
     lines: queue.Queue,
+    mine: Callable[[dict], bool],
 ) -> None:
-    """Put ("start", pod) on `lines` once for each pod of `selector` that starts; return once every pod seen has
-    ended (or the watch's `watch_seconds`). With `over`, the pods' ends are not the job's: the pods are watched in
-    windows of BATCH_FOLLOW_RECHECK_S, each from where the last one stopped, and it returns once every pod seen (none,
-    for a job over before any or whose pods were deleted) has ended and `over()` says the job has too. A window whose
-    resourceVersion the API server no longer holds (410 Expired: a quiet pod makes no event to move it on, and the
-    server keeps a bounded history) starts again from a fresh list, whose ADDED events say which pods are there."""
+    """Put ("start", pod) on `lines` once for each pod of `selector` that is `mine` (a batch Job's: those it controls)
+    and starts; return once every such pod seen has ended (or the watch's `watch_seconds`). With `over`, the pods' ends
+    are not the job's: the pods are watched in windows of BATCH_FOLLOW_RECHECK_S, each from where the last one stopped,
+    and it returns once every pod seen (none, for a job over before any or whose pods were deleted) has ended and
+    `over()` says the job has too. A window whose resourceVersion the API server no longer holds (410 Expired: a quiet
+    pod makes no event to move it on, and the server keeps a bounded history) starts again from a fresh list, whose
+    ADDED events say which pods are there."""
     phases: dict[str, str] = {}
     started, version = time.monotonic(), None
 
@@ -897,6 +972,8 @@ def _watch_pods(
                 core.list_namespaced_pod, namespace, label_selector=selector, **options, **since
             ):
                 pod = api.sanitize_for_serialization(event["object"])
+                if not mine(pod):
+                    continue
                 uid, phase = pod["metadata"].get("uid"), (pod.get("status") or {}).get("phase", "Pending")
                 phases[uid] = "Deleted" if event["type"] == "DELETED" else phase
                 if event["type"] != "DELETED" and phase in _STARTED and uid not in streams:
@@ -969,7 +1046,8 @@ def follow_logs(
     def watch() -> None:
         try:
             over = (lambda: _batch_job_over(custom, name, namespace)) if kind == BATCH_KIND else None
-            _watch_pods(api, core, namespace, selector, watch_seconds, over, streams, lines)
+            mine = (lambda pod: _owned_by(pod, job)) if kind == BATCH_KIND else (lambda pod: True)
+            _watch_pods(api, core, namespace, selector, watch_seconds, over, streams, lines, mine)
         except kubernetes.client.ApiException as exc:
             lines.put(_refused(exc))
         except ApiError as exc:

@@ -379,7 +379,9 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
     _new_template_versions(after, changes)
     for change in changes.values():
         if change.type == pool_removal.NODE_CLASS and not change.replaces:
-            change.drifts, change.consequences = node_class_drift.consequences(after, after[change.urn], change.paths)
+            change.drifts, change.consequences = node_class_drift.consequences(
+                after, before[change.urn], after[change.urn], change.paths
+            )
         if change.type == pool_removal.NODEPOOL and not change.replaces:
             change.drifts, change.consequences = node_class_drift.nodepool_consequences(
                 before[change.urn], after[change.urn], change.paths

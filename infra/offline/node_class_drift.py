@@ -36,6 +36,9 @@ Read at aws/karpenter-provider-aws@v1.14.1 and the core it vendors, kubernetes-s
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from infra.core.names import DO_NOT_DISRUPT
 from infra.offline.pool_removal import NODEPOOL, node_class_of, pool_of, template_spec
 
@@ -62,6 +65,36 @@ RESOLVED = {
     "spec.securityGroupSelectorTerms": "security groups",
     "spec.capacityReservationSelectorTerms": "capacity reservation",
 }
+# Both hashes are hashstructure.Hash(..., FormatV2, &HashOptions{SlicesAsSets: true, IgnoreZeroValue: true,
+# ZeroNil: true}) (NodePool.Hash, kubernetes-sigs/karpenter:pkg/apis/v1/nodepool.go@6e7eab7a0f48; EC2NodeClass.Hash,
+# aws/karpenter-provider-aws:pkg/apis/v1/ec2nodeclass.go@v1.14.1) of the object the API server's JSON decodes to, and
+# hashstructure (mitchellh/hashstructure:hashstructure.go@v2.0.2, the version karpenter's go.mod pins) hashes each
+# slice's elements unordered (SlicesAsSets: XOR), skips a struct field whose reflect.Value.IsZero() (IgnoreZeroValue;
+# a nil slice, map or pointer is zero, an empty one or a pointer to "" is not) and a map's entries unordered. So the
+# hash does not see: a list's order; a null (it decodes as none); "", 0 or false of a field that is a Go string,
+# integer or bool, no pointer, where they decode as none does (HASHED_SCALARS). It does see `[]` or `{}` against none,
+# and "" against none where the field is a pointer (most of the EC2NodeClass's): those still drift.
+# The fields of Go maps (HASHED_MAPS): their entries are data, so a null value is kept (it decodes as "").
+HASHED_SCALARS = frozenset(
+    # corev1.Taint's Key, Value, Effect (kubernetes/api:core/v1/types.go@v0.35.1, the version karpenter's go.mod
+    # pins) and NodeClassReference's Kind, Name, Group (kubernetes-sigs/karpenter:pkg/apis/v1/nodeclaim.go@6e7eab7a0f48)
+    [f"{TEMPLATE}.spec.{taints}.{key}" for taints in ("taints", "startupTaints") for key in ("key", "value", "effect")]
+    + [f"{TEMPLATE}.spec.nodeClassRef.{key}" for key in ("group", "kind", "name")]
+    # EC2NodeClassSpec.Role, BlockDeviceMapping.RootVolume, NetworkInterface's NetworkCardIndex, DeviceIndex and
+    # InterfaceType (aws/karpenter-provider-aws:pkg/apis/v1/ec2nodeclass.go@v1.14.1); every other field it hashes is
+    # a pointer, slice or map
+    + ["spec.role", "spec.blockDeviceMappings.rootVolume"]
+    + [f"spec.networkInterfaces.{key}" for key in ("networkCardIndex", "deviceIndex", "interfaceType")]
+)
+HASHED_MAPS = frozenset(
+    [f"{TEMPLATE}.metadata.labels", f"{TEMPLATE}.metadata.annotations", "spec.tags"]
+    + [f"spec.kubelet.{key}" for key in ("systemReserved", "kubeReserved", "evictionHard", "evictionSoft")]
+    + ["spec.kubelet.evictionSoftGracePeriod"]
+)
+SAME_HASH = (
+    "Karpenter's hash of it is the same: it takes each list as a set, and a null, or the empty value of a field "
+    "that is no pointer, as none"
+)
 DRIFTED = "Drifted"  # the disruption reason a budget lists (DisruptionReasonDrifted, pkg/apis/v1/nodepool.go)
 NO_DRIFT = "neither hashed nor checked against the nodes"  # why a changed field drifts no node
 
@@ -80,6 +113,35 @@ def _template_field(path: str) -> str | None:
         return None
     part, field = (path.removeprefix(TEMPLATE + ".").split(".") + [""])[:2]
     return f"{TEMPLATE}.{part}.{field.split('[')[0]}"
+
+
+def _as_hashed(value: Any, path: str) -> str:
+    """`value` at input path `path` as Karpenter's hash sees it (HASHED_SCALARS, HASHED_MAPS), as text: two values
+    whose texts are equal hash alike. A list is the sorted texts of its elements (equal as multisets, so equal as the
+    XOR of their hashes)."""
+    if isinstance(value, dict):
+        kept = {
+            key: _as_hashed(item, f"{path}.{key}")
+            for key, item in value.items()
+            if path in HASHED_MAPS
+            or not (item is None or (f"{path}.{key}" in HASHED_SCALARS and item in ("", 0, False)))
+        }
+        return json.dumps(kept, sort_keys=True)
+    if isinstance(value, list):
+        return json.dumps(sorted(_as_hashed(item, path) for item in value))
+    return json.dumps(value)
+
+
+def _at(inputs: dict, path: str) -> Any:
+    value: Any = inputs
+    for key in path.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _hash_changes(before: dict, after: dict, field: str) -> bool:
+    """Whether input field `field` (`spec.tags`, `spec.template.spec.taints`) hashes differently in the two plans."""
+    return _as_hashed(_at(before["inputs"], field), field) != _as_hashed(_at(after["inputs"], field), field)
 
 
 def _requirements(nodepool: dict) -> list[dict]:
@@ -136,9 +198,10 @@ def _lines(
     return False, [f"{who}: {', '.join(fields)} drifts no node ({why}): none is replaced"]
 
 
-def consequences(after: dict[str, dict], node_class: dict, paths: list[str]) -> tuple[bool, list[str]]:
-    """Whether changing `paths` of `node_class` (a resource of the head plan; its resources by URN) drifts any of its
-    pool's nodes, and what it does to them, one line; none for a class no GPU pool's NodePool launches from."""
+def consequences(after: dict[str, dict], before: dict, node_class: dict, paths: list[str]) -> tuple[bool, list[str]]:
+    """Whether changing `paths` of `node_class` (`before` in the base plan; a resource of the head plan, whose resources
+    by URN are `after`) drifts any of its pool's nodes, and what it does to them, one line; none for a class no GPU
+    pool's NodePool launches from."""
     name = (node_class["inputs"].get("metadata") or {}).get("name")
     nodepool = next(
         (r for r in after.values() if r["type"] == NODEPOOL and node_class_of(r) == name and pool_of(r)), None
@@ -148,14 +211,15 @@ def consequences(after: dict[str, dict], node_class: dict, paths: list[str]) -> 
     fields = sorted({f for p in paths if (f := _field(p))})
     resolved = [f for f in fields if f in RESOLVED]
     compared = " or ".join(sorted({RESOLVED[f] for f in resolved}))
+    same = [f for f in fields if f not in UNHASHED and not _hash_changes(before, node_class, f)]
     return _lines(
         nodepool,
-        [f for f in fields if f not in UNHASHED],
+        [f for f in fields if f not in UNHASHED and f not in same],
         "the EC2NodeClass's hash (karpenter.k8s.aws/ec2nodeclass-hash)",
         resolved,
         f"each node: a node whose {compared} it no longer selects",
         fields or paths,
-        NO_DRIFT,
+        _why_no_drift(same, None, len(same) < len(fields or paths)),
     )
 
 
@@ -166,12 +230,28 @@ def nodepool_consequences(before: dict, nodepool: dict, paths: list[str]) -> tup
         return False, []
     template = sorted({f for p in paths if (f := _template_field(p))})
     expanded = REQUIREMENTS in template and _admits_every_node(_requirements(before), _requirements(nodepool))
+    same = [f for f in template if f != REQUIREMENTS and not _hash_changes(before, nodepool, f)]
+    fields = sorted({_template_field(p) or _field(p) or p for p in paths})
     return _lines(
         nodepool,
-        [f for f in template if f != REQUIREMENTS],
+        [f for f in template if f != REQUIREMENTS and f not in same],
         "the NodePool's hash (karpenter.sh/nodepool-hash)",
         [f for f in template if f == REQUIREMENTS and not expanded],
         "each node's labels: a node whose labels they no longer admit",
-        sorted({_template_field(p) or _field(p) or p for p in paths}),
-        "not hashed, and the requirements still admit every node's labels" if expanded else NO_DRIFT,
+        fields,
+        _why_no_drift(
+            same,
+            "not hashed, and the requirements still admit every node's labels" if expanded else None,
+            len(same) + expanded < len(fields),
+        ),
     )
+
+
+def _why_no_drift(same: list[str], expanded: str | None, rest: bool) -> str:
+    """Why the fields of a change that drifts no node drift none: the hash of those `same` is the same, the NodePool's
+    requirements still admit every node (`expanded`), the `rest` are NO_DRIFT; with more than one reason, the first
+    names its fields."""
+    reasons = ([expanded] if expanded else []) + ([NO_DRIFT] if rest else [])
+    if not same:
+        return "; ".join(reasons)
+    return "; ".join([f"{', '.join(same)}: {SAME_HASH}" if reasons else SAME_HASH, *reasons])

@@ -908,3 +908,96 @@ def test_a_kind_the_platform_does_not_run_is_refused_naming_kind_and_the_kinds_i
     assert "argument --kind: invalid choice: 'Foo'" in err
     assert all(kind in err for kind in ("PyTorchJob", "MPIJob", "TFJob", "Deployment")) and re.search(r"\bJob\b", err)
     assert api.requests == []
+
+
+def _put_sibling_pods(api: FakeKubernetesApi) -> None:
+    """Under the manualSelector Job `eval` (EXPRESSIONS): its pod eval-a, and sibling-a of another Job whose pods its
+    selector selects too (the same labels, the other Job's controller reference)."""
+    labels = {"team": "llm", "app": "eval", "shard": "a"}
+    api.put(_labelled_pod("eval-a", labels))
+    sibling = _labelled_pod("sibling-a", labels)
+    sibling["metadata"]["ownerReferences"] = [{**sibling["metadata"]["ownerReferences"][0], "uid": "u-sibling"}]
+    api.put(sibling)
+    for name in ("eval-a", "sibling-a"):
+        api.log("llm", name, f"{name} says hi", at="2026-01-01T00:00:01Z")
+
+
+def test_status_of_a_manual_selector_batch_job_lists_only_the_pods_it_controls(api, kubeconfig, capsys):
+    api.put(_selected_batch_job())
+    _put_sibling_pods(api)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job", "--json"]) == 0
+    assert [p["name"] for p in json.loads(capsys.readouterr().out)["pods"]] == ["eval-a"]
+
+
+def test_logs_of_a_manual_selector_batch_job_read_only_the_pods_it_controls(api, kubeconfig, capsys):
+    api.put(_selected_batch_job())
+    _put_sibling_pods(api)
+    assert main(["jobs", "logs", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["node-a eval-a eval-a says hi"]
+
+
+def test_logs_follow_of_a_manual_selector_batch_job_streams_only_the_pods_it_controls(
+    api, kubeconfig, short_rechecks, capsys
+):
+    api.put(_selected_batch_job())
+    _put_sibling_pods(api)
+    complete = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+
+    def end() -> None:
+        for name in ("eval-a", "sibling-a"):
+            pod = api.get(f"/api/v1/namespaces/llm/pods/{name}")
+            pod["status"]["phase"] = "Succeeded"
+            api.put(pod)
+        api.put({**_selected_batch_job(), "status": complete})
+
+    threading.Timer(0.3, end).start()
+    assert main(["jobs", "logs", "prod", "eval", "-n", "llm", "--kind", "Job", "--follow"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["node-a eval-a eval-a says hi"]
+
+
+def _seed_sharded_batch_job(api: FakeKubernetesApi, shards: int, running: int) -> None:
+    """The batch Job `eval` of `shards` one-GPU shards, each with a log: all but the last `running` done."""
+    api.put(_batch_job({"active": running, "succeeded": shards - running}))
+    for index in range(shards):
+        pod = _ended_batch_pod(index, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z")
+        if index >= shards - running:
+            pod["status"]["phase"] = "Running"
+            pod["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+        api.put(pod)
+        api.log("llm", pod["metadata"]["name"], f"shard {index}", at="2026-01-01T00:00:01Z")
+
+
+def _log_reads(api: FakeKubernetesApi) -> list[str]:
+    return [path.split("?")[0] for verb, path in api.requests if verb == "GET" and "/log" in path]
+
+
+def test_status_of_a_batch_job_of_many_shards_reads_the_logs_of_a_bounded_few_pods_its_running_ones_first(
+    api, kubeconfig, capsys
+):
+    """512 shards: one status line must not cost a log request per pod (two: the head and the tail); the pods still
+    running are those whose logs it reads."""
+    from infra.cli.client import BATCH_LOGGED_PODS
+
+    _seed_sharded_batch_job(api, 512, running=2)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    read = {path.split("/")[-2] for path in _log_reads(api)}
+    assert len(read) == BATCH_LOGGED_PODS < 512
+    assert {"eval-510-eval", "eval-511-eval"} <= read
+
+
+def test_the_goodput_line_of_a_batch_job_says_how_many_pods_logs_were_not_read(api, kubeconfig, capsys):
+    from infra.cli.client import BATCH_LOGGED_PODS
+
+    _seed_sharded_batch_job(api, 40, running=2)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("  goodput ")
+    assert f"; logs of {40 - BATCH_LOGGED_PODS} of 40 pods not read" in last
+
+
+def test_status_of_a_batch_job_as_json_says_how_many_pods_logs_were_not_read(api, kubeconfig, capsys):
+    from infra.cli.client import BATCH_LOGGED_PODS
+
+    _seed_sharded_batch_job(api, 40, running=2)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["logsNotRead"] == 40 - BATCH_LOGGED_PODS

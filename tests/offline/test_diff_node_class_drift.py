@@ -226,3 +226,75 @@ def test_the_json_diff_carries_the_nodepool_drift_line_as_the_changes_consequenc
     assert change["consequences"][0].startswith(
         "pool a100 (Karpenter NodePool gpu-a100): spec.template.spec.expireAfter changes the NodePool's hash"
     )
+
+
+# Karpenter hashes with hashstructure's SlicesAsSets, IgnoreZeroValue and ZeroNil (NodePool.Hash, EC2NodeClass.Hash):
+# a change its hash does not see drifts no node.
+OTHER_TAINT = {"key": "higgsfield.io/other", "value": "true", "effect": "NoExecute"}
+
+
+def _taints(*taints: dict):
+    return lambda template: template["spec"].update(taints=[dict(t) for t in taints])
+
+
+def _gpu_taint(template: dict) -> dict:
+    (taint,) = template["spec"]["taints"]
+    return taint
+
+
+def _no_taint_value(template: dict) -> None:
+    template["spec"]["taints"] = [{k: v for k, v in _gpu_taint(template).items() if k != "value"}]
+
+
+@pytest.mark.parametrize(
+    ("field", "old", "new"),
+    [
+        (
+            "spec.taints",
+            lambda t: _taints(OTHER_TAINT, _gpu_taint(t))(t),
+            lambda t: _taints(_gpu_taint(t), OTHER_TAINT)(t),
+        ),
+        ("spec.taints", lambda t: _gpu_taint(t).update(value=""), _no_taint_value),
+    ],
+    ids=["reordered-taints", "empty-taint-value"],
+)
+def test_a_nodepool_template_change_its_hash_does_not_see_says_no_node_is_replaced(head, field, old, new):
+    """Reordered taints (each list is hashed as a set), a taint's value "" and none (a Go string, no pointer: both
+    decode to ""): the NodePool's hash is the same, so no NodeClaim is Drifted."""
+
+    def after(plan: dict) -> None:
+        new(_template(_of(plan, NODEPOOL)["inputs"]))
+
+    heading, (line,) = _nodepool_lines(head, lambda inputs: old(_template(inputs)), after)
+    assert "DRIFTS" not in heading
+    assert line.startswith(f"pool a100 (Karpenter NodePool gpu-a100): spec.template.{field} drifts no node (")
+    assert "Karpenter's hash of it is the same" in line and line.endswith("none is replaced")
+
+
+def test_a_nodepool_change_whose_hash_differs_still_drifts_beside_one_whose_hash_does_not(head):
+    """A reordered taint list beside a changed label: only the label is said to change the hash."""
+
+    def old(inputs: dict) -> None:
+        template = _template(inputs)
+        template["metadata"]["labels"]["team"] = "old"
+        _taints(OTHER_TAINT, _gpu_taint(template))(template)
+
+    def after(plan: dict) -> None:
+        template = _template(_of(plan, NODEPOOL)["inputs"])
+        _taints(_gpu_taint(template), OTHER_TAINT)(template)
+
+    heading, (line,) = _nodepool_lines(head, old, after)
+    assert heading.endswith("DRIFTS its pool's nodes (see !)")
+    assert line.startswith("pool a100 (Karpenter NodePool gpu-a100): spec.template.metadata.labels changes the ")
+
+
+def test_reordered_network_interfaces_of_the_node_class_say_no_node_is_replaced(head):
+    """The EC2NodeClass's hash takes its lists as sets too: the same EFA interfaces in another order drift no node."""
+
+    def reversed_interfaces(inputs: dict) -> None:
+        inputs["spec"]["networkInterfaces"].reverse()
+
+    heading, (line,) = _class_lines(_diff(head, reversed_interfaces))
+    assert "DRIFTS" not in heading
+    assert line.startswith("pool a100 (Karpenter NodePool gpu-a100): spec.networkInterfaces drifts no node (")
+    assert "Karpenter's hash of it is the same" in line
