@@ -1001,3 +1001,12 @@ def test_status_of_a_batch_job_as_json_says_how_many_pods_logs_were_not_read(api
     _seed_sharded_batch_job(api, 40, running=2)
     assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["logsNotRead"] == 40 - BATCH_LOGGED_PODS
+
+
+def test_status_of_a_job_on_many_nodes_asks_for_no_more_nodes_once_the_user_may_read_none(api, kubeconfig, capsys):
+    """A team's role reads no node (cluster-scoped): 512 shards on 512 nodes must not cost 512 refused requests;
+    the first refusal says the rest would be refused too."""
+    _seed_sharded_batch_job(api, 512, running=2)
+    api.allow = lambda verb, group, resource, namespace: resource != "nodes"
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    assert len([path for verb, path in api.requests if path.startswith("/api/v1/nodes/")]) == 1
