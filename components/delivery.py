@@ -44,7 +44,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.karpenter import INTERRUPTION_EVENTS, INTERRUPTION_QUEUE_READS
-from components.kubernetes_objects import KubernetesObject
+from components.kubernetes_objects import KubernetesObject, named_objects, preview_gets
 from components.registry import repository_name
 from infra.config import NAMESPACE, ConfigError, Problem, StackConfig
 from infra.config import Delivery as DeliverySettings
@@ -66,39 +66,47 @@ from infra.core.names import (
 
 AUDIENCE = "sts.amazonaws.com"
 # The preview role's Kubernetes group (PREVIEW_GROUP): its access entry names it, and the ClusterRole
-# below is all it reads beside the platform namespaces' own objects of the kinds left out of it. Not
+# below is all it reads beside the program's own objects, per namespace, of the kinds left out of it. Not
 # AmazonEKSViewPolicy, which reads pods, their logs (pods/log) and events of every namespace besides
 # (awsdocs/amazon-eks-user-guide: latest/ug/manage-access/k8s-access/access-policy-reference.adoc@4d52b4d0,
 # AmazonEKSViewPolicy): a preview reads only the objects the program manages.
-# get/list/watch on every kind the program manages (the kinds of the plan's Kubernetes resources and of
-# the Training Operator's upstream manifests its kustomize Directory applies, kubeflow/trainer:manifests/
-# overlays/standalone@v1.9.4): no Secret (the program's one Secret is in the state the preview decrypts
-# already), no pod, no pods/log, no event. ConfigMaps, Services, Deployments, DaemonSets and CronJobs only
-# in the namespaces the program keeps its own in (a team's may hold anything: a ConfigMap's data, a
-# workload's env, command and image, the Service the Training Operator makes per replica of every job,
-# named after it: kubeflow/trainer:pkg/controller.v1/common/service.go@v1.9.4 CreateNewService): each
-# component that makes them grants the group that read there (components/kubernetes_objects.py
-# preview_reads). A Helm release's own objects need no read: the provider diffs a release's inputs
-# against its state and renders the chart client-side (pulumi/pulumi-kubernetes:provider/pkg/provider/
-# helm_release.go@v4.32.0 Check, Diff; Update skips a preview). A kind the program starts to manage is
-# added here or to its namespace's preview_reads (a test compares both with every plan).
+# What `pulumi preview` (no refresh) asks the API server of an object the program manages, with the
+# provider's server-side apply (components/cluster.py), per pulumi/pulumi-kubernetes@v4.32.0 (the same at
+# its master of 2026-07-01; the pinned 4.34.2 is not in the stored copy): Check and Diff read the
+# discovery and OpenAPI documents and the state, not the object (provider/pkg/provider/provider.go
+# Check, Diff). A changed object's Update runs as a preview (pulumi/pulumi:pkg/resource/deploy/step.go
+# @v3.259.0 UpdateStep.Apply, Preview: DryRun): a get by its name, then a server-side apply patch with
+# dryRun=All (provider/pkg/await/await.go Update, ssaUpdate; a CRD a dry-run PUT); a new object's Create,
+# a dry-run create (await.go Creation; a Patch resource none). A dry run is authorized as the write
+# itself (kubernetes/website:content/en/docs/reference/using-api/api-concepts.md, "Dry-run authorization",
+# as the page reads now; the stored copy, b3e82ac8, predates the section), which this group may not make,
+# and provider.go's Update and Create return the inputs for a preview refused Forbidden (Create logs
+# "unable to compute Server-side dry-run and defaulting to client-side"): the preview shows the planned
+# inputs. No list, no watch: a get by name is all a preview reads of an object.
+# Cluster-wide, get/list/watch on the cluster-scoped kinds the program manages (the kinds of the plan's
+# Kubernetes resources and of the Training Operator's upstream manifests its kustomize Directory applies,
+# kubeflow/trainer:manifests/overlays/standalone@v1.9.4) and on no namespaced kind: no Secret (the
+# program's one Secret is in the state the preview decrypts already), no pod, no pods/log, no event.
+# ConfigMaps, Services, Deployments, DaemonSets and CronJobs only in the namespaces the program keeps its
+# own in (a team's may hold anything: a ConfigMap's data, a workload's env, command and image, the Service
+# the Training Operator makes per replica of every job, named after it: kubeflow/trainer:pkg/controller.v1/
+# common/service.go@v1.9.4 CreateNewService): each component that makes them grants the group that read
+# there (components/kubernetes_objects.py preview_reads). The kinds the program also keeps in team
+# namespaces, where a team makes its own (components/kubernetes_objects.py NAMED_READS), only the
+# program's objects, by name, in each namespace (preview_gets, made below). A Helm release's own objects
+# need no read: the provider diffs a release's inputs against its state and renders the chart
+# client-side (pulumi/pulumi-kubernetes:provider/pkg/provider/helm_release.go@v4.32.0 Check, Diff; Update
+# skips a preview). A cluster-scoped kind the program starts to manage is added here, a namespaced one to
+# NAMED_READS or its namespace's preview_reads (a test compares them with every plan).
 PREVIEW_READS: dict[str, tuple[str, ...]] = {
-    "": (
-        "limitranges",
-        "namespaces",
-        "persistentvolumeclaims",
-        "persistentvolumes",
-        "resourcequotas",
-        "serviceaccounts",
-    ),
+    "": ("namespaces", "persistentvolumes"),
     "admissionregistration.k8s.io": (
         "validatingadmissionpolicies",
         "validatingadmissionpolicybindings",
         "validatingwebhookconfigurations",
     ),
     "apiextensions.k8s.io": ("customresourcedefinitions",),
-    "networking.k8s.io": ("networkpolicies",),
-    "rbac.authorization.k8s.io": ("clusterrolebindings", "clusterroles", "rolebindings", "roles"),
+    "rbac.authorization.k8s.io": ("clusterrolebindings", "clusterroles"),
     "scheduling.k8s.io": ("priorityclasses",),
     "scheduling.volcano.sh": ("queues",),
     "storage.k8s.io": ("storageclasses",),
@@ -106,7 +114,7 @@ PREVIEW_READS: dict[str, tuple[str, ...]] = {
 
 
 def preview_cluster_role() -> dict:
-    """What the preview role reads in the cluster: PREVIEW_READS, nothing else."""
+    """What the preview role reads cluster-wide: PREVIEW_READS, nothing else."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -1372,7 +1380,8 @@ class Delivery(pulumi.ComponentResource):
     boundary's denials and the IAM ones: deploy_policy, deploy_denials_policy); the preview, deploy and
     image-push roles (named `<cluster>-preview|deploy|image`, each trusting one OIDC subject that
     names its workflow file) with their inline policies; EKS
-    access entries for the preview role (its group, bound to PREVIEW_READS) and the deploy role
+    access entries for the preview role (its group, bound to PREVIEW_READS, and in each namespace to a
+    Role that gets the program's objects of NAMED_READS' kinds by name) and the deploy role
     (AmazonEKSClusterAdminPolicy), cluster-wide; and, with the runner enabled, two CodeBuild
     projects in the private subnets, `<cluster>-preview-runner` and `<cluster>-deploy-runner`, each
     with its own security group (HTTPS out, to the API server's security group), its own service
@@ -1499,6 +1508,11 @@ class Delivery(pulumi.ComponentResource):
         in_cluster = pulumi.ResourceOptions(parent=self, provider=args.kubernetes)
         for suffix, manifest in (("role", preview_cluster_role()), ("binding", preview_cluster_role_binding())):
             KubernetesObject(f"{name}-preview-{suffix}", manifest, opts=in_cluster)
+        # The program's objects of NAMED_READS' kinds, by name, in each namespace: made last in the program
+        # (infra/__main__.py), once every one of them is, and after them, so after their namespace.
+        for namespace, made in sorted(named_objects().items()):
+            after = pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[m[3] for m in made])
+            preview_gets(name, namespace, [m[:3] for m in made], after)
         self.runners: dict[str, aws.codebuild.Project] = {}
         if settings.runner.enabled:
             for purpose in RUNNER_PURPOSES:

@@ -10,6 +10,7 @@ what `higgsfield plan --manifests` renders and the tests validate against the sc
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 import pulumi
@@ -25,6 +26,47 @@ def type_token(api_version: str, kind: str) -> str:
     return f"kubernetes:{group_version}:{kind}"
 
 
+# The namespaced kinds the program keeps in team namespaces, where a team makes its own too (a
+# ServiceAccount's annotations, a claim's name and size, its Roles), by (API group, kind): a preview
+# reads the program's objects of these kinds by name alone, in every namespace (preview_gets).
+NAMED_READS: dict[tuple[str, str], str] = {
+    ("", "LimitRange"): "limitranges",
+    ("", "PersistentVolumeClaim"): "persistentvolumeclaims",
+    ("", "ResourceQuota"): "resourcequotas",
+    ("", "ServiceAccount"): "serviceaccounts",
+    ("networking.k8s.io", "NetworkPolicy"): "networkpolicies",
+    ("rbac.authorization.k8s.io", "Role"): "roles",
+    ("rbac.authorization.k8s.io", "RoleBinding"): "rolebindings",
+}
+# The objects of NAMED_READS' kinds this evaluation of the program made so far (each plan is recorded in a
+# context of its own: infra/offline/evaluate.py record), as (API group, resource, name, object) by namespace.
+_NAMED: ContextVar[dict[str, list[tuple[str, str, str, pulumi.Resource]]]] = ContextVar("named_objects")
+
+
+def _named() -> dict[str, list[tuple[str, str, str, pulumi.Resource]]]:
+    try:
+        return _NAMED.get()
+    except LookupError:
+        _NAMED.set({})
+        return _NAMED.get()
+
+
+def _keep_named(manifest: dict[str, Any], made: pulumi.Resource) -> None:
+    group = manifest["apiVersion"].rpartition("/")[0]
+    resource = NAMED_READS.get((group, manifest["kind"]))
+    if resource is not None:
+        metadata = manifest["metadata"]
+        _named().setdefault(metadata.get("namespace") or "default", []).append(
+            (group, resource, metadata["name"], made)
+        )
+
+
+def named_objects() -> dict[str, list[tuple[str, str, str, pulumi.Resource]]]:
+    """The program's objects of NAMED_READS' kinds made so far, as (API group, resource, name,
+    object) by namespace: what the preview may get there (preview_gets)."""
+    return {namespace: list(made) for namespace, made in _named().items()}
+
+
 class KubernetesObject(pulumi.CustomResource):
     """One Kubernetes object from its manifest (apiVersion, kind, metadata, and the rest)."""
 
@@ -32,6 +74,7 @@ class KubernetesObject(pulumi.CustomResource):
         # Pin the provider plugin to the SDK's version, as the generated classes do.
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version()))
         super().__init__(type_token(manifest["apiVersion"], manifest["kind"]), name, dict(manifest), opts)
+        _keep_named(manifest, self)
 
 
 # The annotation with which a Patch takes over fields another field manager set first (the controller
@@ -67,6 +110,7 @@ class KubernetesPatch(pulumi.CustomResource):
             metadata["annotations"] = {**(metadata.get("annotations") or {}), PATCH_FORCE: "true"}
             manifest["metadata"] = metadata
         super().__init__(patch_type_token(manifest["apiVersion"], manifest["kind"]), name, manifest, opts)
+        _keep_named(manifest, self)
 
 
 # The pod-level security context of the platform's own programs in a restricted namespace: not root
@@ -111,4 +155,44 @@ def preview_reads(
     return [
         KubernetesObject(f"{name}-preview-role", role, opts=opts),
         KubernetesObject(f"{name}-preview-binding", binding, opts=opts),
+    ]
+
+
+# The Role and RoleBinding, in each namespace the program keeps objects of NAMED_READS' kinds in, that let
+# the preview group get those objects by name (preview_gets).
+PREVIEW_GETS = f"{PREVIEW_GROUP}:by-name"
+
+
+def preview_gets(
+    name: str, namespace: str, objects: list[tuple[str, str, str]], opts: pulumi.ResourceOptions
+) -> list[KubernetesObject]:
+    """A Role and its RoleBinding letting the CI preview group (PREVIEW_GROUP) get `objects` ((API group,
+    resource, name) in `namespace`) and themselves by name, nothing else: all a preview reads of an
+    object in the state is a get by its name (components/delivery.py PREVIEW_READS), and a team
+    namespace holds the team's own objects of these kinds beside the program's."""
+    rbac = "rbac.authorization.k8s.io"
+    objects = [*objects, (rbac, "roles", PREVIEW_GETS), (rbac, "rolebindings", PREVIEW_GETS)]
+    names: dict[tuple[str, str], set[str]] = {}
+    for group, resource, object_name in objects:
+        names.setdefault((group, resource), set()).add(object_name)
+    meta = {"name": PREVIEW_GETS, "namespace": namespace}
+    role = {
+        "apiVersion": f"{rbac}/v1",
+        "kind": "Role",
+        "metadata": meta,
+        "rules": [
+            {"apiGroups": [group], "resources": [resource], "resourceNames": sorted(named), "verbs": ["get"]}
+            for (group, resource), named in sorted(names.items())
+        ],
+    }
+    binding = {
+        "apiVersion": f"{rbac}/v1",
+        "kind": "RoleBinding",
+        "metadata": meta,
+        "roleRef": {"apiGroup": rbac, "kind": "Role", "name": PREVIEW_GETS},
+        "subjects": [{"apiGroup": rbac, "kind": "Group", "name": PREVIEW_GROUP}],
+    }
+    return [
+        KubernetesObject(f"{name}-preview-gets-{namespace}", role, opts=opts),
+        KubernetesObject(f"{name}-preview-gets-{namespace}-binding", binding, opts=opts),
     ]

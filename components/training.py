@@ -296,7 +296,7 @@ class TrainingOperator(pulumi.ComponentResource):
     pods pinned, system nodes), and metrics-server for the HPA of elastic PyTorchJobs.
 
     Creates: the kustomize directory (fetched and built at deploy time, so nothing upstream is
-    copied here), the CI preview's read of its Deployment and Service (preview_reads), the
+    copied here), the CI preview's read of its Deployment, Service and RBAC (preview_reads), the
     metrics-server Helm release. Replaced when: never; upgrades are in place.
     """
 
@@ -309,12 +309,19 @@ class TrainingOperator(pulumi.ComponentResource):
         # An absolute path: the provider resolves it whatever its working directory. `higgsfield
         # diff` ignores where the checkout lives when it compares two plans.
         self.manifests = k8s.kustomize.v2.Directory(f"{name}", directory=str(KUSTOMIZATION), opts=after_scheduler)
-        # The overlay's Deployment and Service, in the namespace it creates (kubeflow/trainer:manifests/
-        # base/deployment.yaml and service.yaml, overlays/standalone/kustomization.yaml `namespace:`@v1.9.4).
+        # The overlay's Deployment, Service and ServiceAccount, in the namespace it creates (kubeflow/trainer:
+        # manifests/base/deployment.yaml, service.yaml and rbac/service-account.yaml, overlays/standalone/
+        # kustomization.yaml `namespace:`@v1.9.4), and our leader election's Role and RoleBinding there
+        # (components/kustomize/training-operator): the kustomize Directory's own objects, which are no
+        # KubernetesObject, so by kind (no team makes anything in this namespace).
         preview_reads(
             name,
             versions.TRAINING_OPERATOR_NAMESPACE,
-            {"": ["services"], "apps": ["deployments"]},
+            {
+                "": ["serviceaccounts", "services"],
+                "apps": ["deployments"],
+                "rbac.authorization.k8s.io": ["rolebindings", "roles"],
+            },
             pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.manifests]),
         )
         helm_release(

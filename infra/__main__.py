@@ -271,7 +271,8 @@ def build(cfg: StackConfig) -> None:
                 ),
             )
 
-    # 7. Delivery: CI's preview/deploy/image roles, their access entries, CodeBuild runners in the VPC
+    # 7. Delivery: CI's preview/deploy/image roles, their access entries, CodeBuild runners in the VPC; last,
+    # as the preview's gets name the objects every component above made (components/kubernetes_objects.py)
     if cfg.delivery:
         Delivery(
             "delivery",

@@ -199,5 +199,6 @@ LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 
 # The Kubernetes group of the CI preview role (its EKS access entry names it): what it may read is
 # granted to this group (components/delivery.py PREVIEW_READS; ConfigMaps, Services and workloads per namespace,
-# components/kubernetes_objects.py preview_reads).
+# components/kubernetes_objects.py preview_reads; the program's own objects of the kinds teams make too, by
+# name, preview_gets).
 PREVIEW_GROUP = "higgsfield:preview"

@@ -1,14 +1,16 @@
 """The preview identity sees what a preview needs and nothing else (issue 34 point 5): in the cluster
-it reads the kinds the program manages, those a team's namespace may hold anything in only where the
-program keeps its own, and no Secret, pod, container log or event (the plan's RBAC objects evaluated
-as the API server's RBAC authorizer matches them, infra/offline/rendered.py); in AWS it decrypts
-with the stack's secrets key alone and reads no logs or secrets (policies/iam_evaluation.py)."""
+it gets each object the program manages, reads the kinds a team's namespace may hold anything in only
+where the program keeps its own, gets a team namespace's objects by the program's names alone, and
+reads no Secret, pod, container log or event (the plan's RBAC objects evaluated as the API server's
+RBAC authorizer matches them, infra/offline/rendered.py); in AWS it decrypts with the stack's secrets
+key alone and reads no logs or secrets (policies/iam_evaluation.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from components.delivery import PREVIEW_GROUP, preview_cluster_role, preview_cluster_role_binding, preview_policy
+from components.kubernetes_objects import PREVIEW_GETS
 from infra.core.versions import TRAINING_OPERATOR_NAMESPACE
 from infra.offline.rendered import Call, Scoped, allows, rule_allows, rules_for_group
 from policies.iam_evaluation import Policy, Request, evaluate
@@ -68,6 +70,17 @@ PER_NAMESPACE = [
     ("apps", "deployments"),
     ("batch", "cronjobs"),
 ]
+# Namespaced kinds the program keeps in team namespaces, where the team makes its own too (a
+# ServiceAccount's annotations, a claim's name and size, its Roles and their bindings).
+TEAM_KINDS = [
+    ("", "limitranges"),
+    ("", "persistentvolumeclaims"),
+    ("", "resourcequotas"),
+    ("", "serviceaccounts"),
+    ("networking.k8s.io", "networkpolicies"),
+    ("rbac.authorization.k8s.io", "rolebindings"),
+    ("rbac.authorization.k8s.io", "roles"),
+]
 
 
 def preview_rules(stack: str) -> list[Scoped]:
@@ -77,26 +90,63 @@ def preview_rules(stack: str) -> list[Scoped]:
     return rules_for_group(objects, PREVIEW_GROUP)
 
 
-def _managed(stack: str) -> set[tuple[str, str, str]]:
-    """Every object the program manages, as (API group, resource, namespace), but its Secrets."""
-    managed = {(group, _resource(kind), namespace) for group, kind, namespace in OPERATOR_OBJECTS}
+def _managed_objects(stack: str) -> set[tuple[str, str, str, str | None]]:
+    """Every object the program manages, as (API group, resource, namespace, name), but its Secrets;
+    the Training Operator's by kind (name None: the upstream overlay names them)."""
+    managed: set[tuple[str, str, str, str | None]] = {
+        (group, _resource(kind), namespace, None) for group, kind, namespace in OPERATOR_OBJECTS
+    }
     for r in plan_of(stack).resources:
         if not r.type.startswith("kubernetes:") or r.type.split(":")[1].split("/")[0] in NOT_OBJECTS:
             continue
         group_version, kind = r.type.split(":")[1], r.type.split(":")[2].removesuffix("Patch")
-        group = group_version.split("/")[0]
-        managed.add(("" if group == "core" else group, _resource(kind), r.inputs["metadata"].get("namespace", "")))
+        group, metadata = group_version.split("/")[0], r.inputs["metadata"]
+        managed.add(
+            ("" if group == "core" else group, _resource(kind), metadata.get("namespace", ""), metadata["name"])
+        )
     return {m for m in managed if m[:2] != ("", "secrets")}
 
 
+def _managed(stack: str) -> set[tuple[str, str, str]]:
+    """Every object the program manages, as (API group, resource, namespace), but its Secrets."""
+    return {m[:3] for m in _managed_objects(stack)}
+
+
 @pytest.mark.parametrize("stack", STACKS)
-def test_the_preview_reads_every_object_the_program_manages_where_it_is(stack):
-    """A preview of an update first gets the live object (pulumi/pulumi-kubernetes:provider/pkg/await/
-    await.go@v4.32.0 Update): it reads each kind the program manages in each namespace it keeps one in."""
+def test_the_preview_gets_every_object_the_program_manages_by_its_name(stack):
+    """A preview's one read of an object in the state is a get by its name, when it previews an update
+    (pulumi/pulumi-kubernetes:provider/pkg/await/await.go@v4.32.0 Update: `client.Get` of the old
+    object's name; Check and Diff read the state and the discovery documents, not the object)."""
     rules = preview_rules(stack)
-    for group, resource, namespace in _managed(stack):
-        for verb in READS:
-            assert allows(rules, Call(verb, group, resource, namespace)), (stack, group, resource, namespace, verb)
+    for group, resource, namespace, name in _managed_objects(stack):
+        assert allows(rules, Call("get", group, resource, namespace, name)), (stack, group, resource, namespace, name)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize(("group", "resource"), TEAM_KINDS)
+def test_the_preview_lists_and_watches_nothing_a_team_made_in_its_namespace(stack, group, resource):
+    """Attack: a pull request's preview (its code runs with the preview identity) lists a team's
+    ServiceAccounts and their annotations, its claims' names and sizes, its Roles. A preview never
+    lists or watches (the get by name above is all it reads)."""
+    rules = preview_rules(stack)
+    for team in plan_of(stack).config.scheduler.teams:
+        assert not any(allows(rules, Call(verb, group, resource, team.name)) for verb in ("list", "watch")), team.name
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize(("group", "resource"), TEAM_KINDS)
+def test_in_a_team_namespace_the_preview_gets_the_programs_objects_and_no_other(stack, group, resource):
+    """The program's ResourceQuotas, LimitRange, network policies, claims, its patch of the `default`
+    ServiceAccount and its Roles in a team's namespace are read by name; an object of the same kind the
+    team made beside them (a claim, a ServiceAccount for its jobs, a Role) is refused."""
+    rules = preview_rules(stack)
+    teams = {t.name for t in plan_of(stack).config.scheduler.teams}
+    ours = {(ns, name) for g, r, ns, name in _managed_objects(stack) if (g, r) == (group, resource) and ns in teams}
+    assert ours or resource == "persistentvolumeclaims", (stack, resource)  # claims only with FSx
+    for namespace, name in ours:
+        assert allows(rules, Call("get", group, resource, namespace, name)), (namespace, name)
+    for team in teams:
+        assert not allows(rules, Call("get", group, resource, team, "made-by-the-team")), team
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -123,6 +173,44 @@ def test_the_preview_reads_a_per_namespace_kind_only_where_the_program_keeps_one
     team_namespaces = {t.name for t in plan_of(stack).config.scheduler.teams}
     assert not everywhere, everywhere
     assert keeping and keeping <= granted and not granted & team_namespaces, (keeping, granted)
+
+
+def _waits_for(stack: str, urn: str) -> set[str]:
+    """What a resource of the plan is created after: its dependencies, theirs, and a component's children."""
+    plan = plan_of(stack)
+    by_urn = {r.urn: r for r in plan.resources}
+    children: dict[str, list[str]] = {}
+    for r in plan.resources:
+        children.setdefault(r.parent or "", []).append(r.urn)
+    seen: set[str] = set()
+    todo = list(by_urn[urn].dependencies)
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo += [*by_urn[current].dependencies, *children.get(current, [])] if current in by_urn else []
+    return seen
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_preview_gets_in_a_team_namespace_are_made_once_the_namespace_exists(stack):
+    """A first deploy creates the Role and RoleBinding that let the preview get a team namespace's
+    objects by name after the namespace, not before (the API server refuses an object in a namespace
+    that does not exist)."""
+    plan = plan_of(stack)
+    namespaces = {
+        r.inputs["metadata"]["name"]: r.urn for r in plan.resources if r.type == "kubernetes:core/v1:Namespace"
+    }
+    for team in plan.config.scheduler.teams:
+        gets = [
+            r
+            for r in plan.resources
+            if r.type.startswith("kubernetes:rbac.authorization.k8s.io/v1:Role")
+            and r.inputs["metadata"] == {"name": PREVIEW_GETS, "namespace": team.name}
+        ]
+        assert len(gets) == 2, (team.name, gets)
+        for r in gets:
+            assert namespaces[team.name] in _waits_for(stack, r.urn), (team.name, r.type)
 
 
 @pytest.mark.parametrize(
