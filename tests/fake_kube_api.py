@@ -31,6 +31,9 @@ UPDATE replaces (None on CREATE: a policy's `oldObject`). So is authorization:
 patch, update, delete; namespace None at the cluster scope) runs first on every request, a refusal
 being the 403 Forbidden Status the authorization filter answers with (the negotiated Forbidden and
 forbiddenMessage in staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go).
+A SubjectAccessReview (`POST /apis/authorization.k8s.io/v1/subjectaccessreviews`) is answered by the RBAC
+objects stored here, as the RBAC authorizer matches them (infra/offline/rendered.py), for the review's user and
+groups: `status.allowed`, nothing stored.
 `GET /version` answers `version` (the version.Info JSON). Deleting a namespace deletes what it
 holds (the namespace controller's work, done at once here).
 """
@@ -317,7 +320,36 @@ class FakeKubernetesApi:
             _status(h, *answer)
         return bool(answer)
 
+    def _review(self, h: BaseHTTPRequestHandler, review: dict) -> None:
+        """A SubjectAccessReview's answer from the stored Roles, ClusterRoles and their bindings."""
+        from infra.offline.rendered import Call, allows, rules_bound
+
+        spec = review.get("spec") or {}
+        who, groups = spec.get("user"), set(spec.get("groups") or [])
+        attributes = spec.get("resourceAttributes") or {}
+        rbac = [o for (prefix, _, _, _), o in self.objects.items() if prefix == "apis/rbac.authorization.k8s.io/v1"]
+        rules = rules_bound(
+            rbac,
+            lambda s: (
+                (s.get("kind") == "Group" and s.get("name") in groups)
+                or (s.get("kind") == "User" and s.get("name") == who)
+            ),
+        )
+        resource = attributes.get("resource", "")
+        if attributes.get("subresource"):
+            resource = f"{resource}/{attributes['subresource']}"
+        call = Call(
+            attributes.get("verb", ""),
+            attributes.get("group", ""),
+            resource,
+            attributes.get("namespace", ""),
+            attributes.get("name") or None,
+        )
+        return _send(h, 201, {**review, "status": {"allowed": allows(rules, call)}})
+
     def _create(self, h: BaseHTTPRequestHandler, ref: Ref, obj: dict, query: dict) -> None:
+        if ref.plural == "subjectaccessreviews":
+            return self._review(h, obj)
         meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + f"{self._version + 1:05d}"

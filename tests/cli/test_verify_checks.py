@@ -344,6 +344,11 @@ def seed(fake: FakeKubernetesApi, plan, now: datetime.datetime = NOW) -> None:
                 "status": {"observedGeneration": 1, "typeChecking": {}},
             }
         )
+    # the program's RBAC, as `pulumi up` applied it (the Training Operator's own, its kustomize Directory's, is no
+    # resource of the plan: none binds the preview group)
+    for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+        for rbac in plan.of_type(f"kubernetes:rbac.authorization.k8s.io/v1:{kind}"):
+            fake.put(dict(rbac.inputs))
     for ds in plan.of_type(checks.DAEMON_SET):
         meta = ds.inputs["metadata"]
         fake.put(
@@ -1646,3 +1651,36 @@ def test_an_addon_that_is_not_active_fails(aws_ctx, plan):
     _addons_answered(aws_ctx, plan, {}, status="DEGRADED")
     outcome = one("aws.addons", aws_ctx)
     assert outcome.status == "FAIL" and "DEGRADED" in outcome.evidence
+
+
+# --- the CI preview group's reads --------------------------------------------------------------------------
+
+
+def test_the_preview_groups_reads_as_planned_pass(ctx):
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "PASS", outcome.evidence
+
+
+def test_a_binding_not_the_programs_that_lets_the_preview_list_a_teams_service_accounts_fails(ctx, cluster):
+    """A pull request's preview would read every team's ServiceAccounts (their role annotations) cluster-wide."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "wide"}}
+    cluster.put({**role, "rules": [{"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["list"]}]})
+    cluster.put(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "wide"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "wide"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": names.PREVIEW_GROUP}],
+        }
+    )
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "FAIL" and "may list serviceaccounts in llm" in outcome.evidence
+
+
+def test_a_missing_by_name_role_fails_naming_the_object_the_preview_cannot_get(ctx, cluster, plan):
+    from components.kubernetes_objects import PREVIEW_GETS
+
+    cluster.delete_now(f"/apis/rbac.authorization.k8s.io/v1/namespaces/llm/roles/{PREVIEW_GETS}")
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "FAIL" and "may not get " in outcome.evidence and " in llm" in outcome.evidence

@@ -956,6 +956,50 @@ def tenant_attacks(ctx: Any) -> Outcome:
     return passed("; ".join(seen) or "no team namespace to try")
 
 
+ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+# What the CI preview group reads nowhere (components/delivery.py PREVIEW_READS): a Secret, a pod, a container's log,
+# an event, in any namespace; `""` cluster-wide.
+PREVIEW_NEVER = (("get", "", "secrets"), ("list", "", "pods"), ("get", "", "pods/log"), ("list", "", "events"))
+
+
+def preview_access(ctx: Any) -> Outcome:
+    """The CI preview group (a pull request's identity in the cluster), as the API server's authorizer answers for it:
+    it reads no Secret, pod, log or event anywhere; in a team namespace it lists none of the kinds a team makes there
+    beside the program (components/kubernetes_objects.py NAMED_READS), and it gets the program's own objects there by
+    name (each planned by-name Role's first name of each rule), which a preview reads before its dry run."""
+    from components.kubernetes_objects import NAMED_READS, PREVIEW_GETS
+
+    problems, asked = [], 0
+
+    def expect(allowed: bool, verb: str, group: str, resource: str, namespace: str, name: str = "") -> None:
+        nonlocal asked
+        asked += 1
+        if ctx.kube.may(names.PREVIEW_GROUP, verb, group, resource, namespace, name) != allowed:
+            where = f"in {namespace}" if namespace else "cluster-wide"
+            what = f"{resource}/{name}" if name else resource
+            problems.append(f"{'may not' if allowed else 'may'} {verb} {what} {where}")
+
+    for namespace in ["", *(team.name for team in ctx.config.scheduler.teams)]:
+        for verb, group, resource in PREVIEW_NEVER:
+            expect(False, verb, group, resource, namespace)
+        for (group, _kind), resource in NAMED_READS.items() if namespace else ():
+            expect(False, "list", group, resource, namespace)
+    for planned in ctx.plan.of_type(ROLE):
+        meta = planned.inputs["metadata"]
+        if meta.get("name") != PREVIEW_GETS:
+            continue
+        for rule in planned.inputs.get("rules") or []:
+            expect(True, "get", rule["apiGroups"][0], rule["resources"][0], meta["namespace"], rule["resourceNames"][0])
+    if problems:
+        return failed(
+            f"the preview group ({names.PREVIEW_GROUP}) " + "; ".join(problems),
+            "compare the cluster's RBAC for the group with the plan (`kubectl get clusterrolebindings,rolebindings -A "
+            f"-o wide | grep {names.PREVIEW_GROUP}`): a binding not the program's widens a pull request's reads; "
+            "a missing one, `pulumi up`",
+        )
+    return passed(f"{asked} reviews as {names.PREVIEW_GROUP} answered as planned")
+
+
 def _kubeflow(job: dict) -> tuple[str, str, str, str]:
     group, version = job["apiVersion"].split("/")
     return group, version, job["metadata"]["namespace"], names.KUBEFLOW_JOB_KINDS[job["kind"]]
@@ -1431,6 +1475,9 @@ def specs() -> list[Spec]:
              "finalizer, a DaemonSet on the GPU nodes",
              tenant_attacks, "kube", "create podgroups, tfjobs, daemonsets (dryRun) in team namespaces",
              after=(KUBE_API,)),
+        Spec("kube.preview-access", "the CI preview group reads no Secret, pod, log or event, lists no team's own "
+             "ServiceAccounts, claims, quotas or RBAC, and gets the program's objects by name",
+             preview_access, "kube", "create subjectaccessreviews", after=(KUBE_API,)),
         Spec("kube.job-names", "each team Kubeflow job is named as its kind (none from before the rule)",
              job_names, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
         Spec("kube.job-cleanup", "each team Kubeflow job deletes its running pods once finished (cleanPodPolicy)",

@@ -44,6 +44,7 @@ class Kube:
         self.coordination = client.CoordinationV1Api(api_client)
         self.admission = client.AdmissionregistrationV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self.authorization = client.AuthorizationV1Api(api_client)
         self.version_api = client.VersionApi(api_client)
 
     @staticmethod
@@ -135,6 +136,19 @@ class Kube:
         else:
             group, version = obj["apiVersion"].split("/")
             self._call(self.custom.delete_namespaced_custom_object, group, version, namespace, kind.lower() + "s", name)
+
+    def may(self, group_of_users: str, verb: str, group: str, resource: str, namespace: str, name: str = "") -> bool:
+        """Whether the API server's authorizer lets a user of `group_of_users` `verb` group/resource (a
+        SubjectAccessReview: `kubectl auth can-i --as-group`; "" namespace: every namespace)."""
+        attributes = {"verb": verb, "group": group, "resource": resource, "namespace": namespace, "name": name}
+        if "/" in resource:
+            attributes["resource"], attributes["subresource"] = resource.split("/", 1)
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": "higgsfield-verify", "groups": [group_of_users], "resourceAttributes": attributes},
+        }
+        return bool(self._call(self.authorization.create_subject_access_review, body)["status"].get("allowed"))
 
     def create_pod(self, namespace: str, body: dict) -> dict:
         return self._call(self.core.create_namespaced_pod, namespace, body)
