@@ -126,6 +126,24 @@ def restricted_namespace(name: str, namespace: str, opts: pulumi.ResourceOptions
     return KubernetesObject(name, manifest, opts=opts)
 
 
+def _preview_role(
+    names: tuple[str, str], role_name: str, namespace: str, rules: list[dict], opts: pulumi.ResourceOptions
+) -> list[KubernetesObject]:
+    """A Role `role_name` of `rules` in `namespace` and its RoleBinding to the CI preview group (PREVIEW_GROUP), the
+    two resources named `names`."""
+    rbac = "rbac.authorization.k8s.io"
+    meta = {"name": role_name, "namespace": namespace}
+    role = {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": meta, "rules": rules}
+    binding = {
+        "apiVersion": f"{rbac}/v1",
+        "kind": "RoleBinding",
+        "metadata": meta,
+        "roleRef": {"apiGroup": rbac, "kind": "Role", "name": role_name},
+        "subjects": [{"apiGroup": rbac, "kind": "Group", "name": PREVIEW_GROUP}],
+    }
+    return [KubernetesObject(names[0], role, opts=opts), KubernetesObject(names[1], binding, opts=opts)]
+
+
 def preview_reads(
     name: str, namespace: str, resources: dict[str, list[str]], opts: pulumi.ResourceOptions
 ) -> list[KubernetesObject]:
@@ -134,28 +152,11 @@ def preview_reads(
     program keeps there that the preview's ClusterRole leaves out (components/delivery.py
     PREVIEW_READS), so a pull request's preview diffs them without reading any team's. One call per
     namespace: the Role is named after the group."""
-    rbac = "rbac.authorization.k8s.io"
-    meta = {"name": PREVIEW_GROUP, "namespace": namespace}
-    role = {
-        "apiVersion": f"{rbac}/v1",
-        "kind": "Role",
-        "metadata": meta,
-        "rules": [
-            {"apiGroups": [group], "resources": kinds, "verbs": ["get", "list", "watch"]}
-            for group, kinds in resources.items()
-        ],
-    }
-    binding = {
-        "apiVersion": f"{rbac}/v1",
-        "kind": "RoleBinding",
-        "metadata": meta,
-        "roleRef": {"apiGroup": rbac, "kind": "Role", "name": PREVIEW_GROUP},
-        "subjects": [{"apiGroup": rbac, "kind": "Group", "name": PREVIEW_GROUP}],
-    }
-    return [
-        KubernetesObject(f"{name}-preview-role", role, opts=opts),
-        KubernetesObject(f"{name}-preview-binding", binding, opts=opts),
+    rules = [
+        {"apiGroups": [group], "resources": kinds, "verbs": ["get", "list", "watch"]}
+        for group, kinds in resources.items()
     ]
+    return _preview_role((f"{name}-preview-role", f"{name}-preview-binding"), PREVIEW_GROUP, namespace, rules, opts)
 
 
 # The Role and RoleBinding, in each namespace the program keeps objects of NAMED_READS' kinds in, that let
@@ -172,27 +173,12 @@ def preview_gets(
     namespace holds the team's own objects of these kinds beside the program's."""
     rbac = "rbac.authorization.k8s.io"
     objects = [*objects, (rbac, "roles", PREVIEW_GETS), (rbac, "rolebindings", PREVIEW_GETS)]
-    names: dict[tuple[str, str], set[str]] = {}
+    named: dict[tuple[str, str], set[str]] = {}
     for group, resource, object_name in objects:
-        names.setdefault((group, resource), set()).add(object_name)
-    meta = {"name": PREVIEW_GETS, "namespace": namespace}
-    role = {
-        "apiVersion": f"{rbac}/v1",
-        "kind": "Role",
-        "metadata": meta,
-        "rules": [
-            {"apiGroups": [group], "resources": [resource], "resourceNames": sorted(named), "verbs": ["get"]}
-            for (group, resource), named in sorted(names.items())
-        ],
-    }
-    binding = {
-        "apiVersion": f"{rbac}/v1",
-        "kind": "RoleBinding",
-        "metadata": meta,
-        "roleRef": {"apiGroup": rbac, "kind": "Role", "name": PREVIEW_GETS},
-        "subjects": [{"apiGroup": rbac, "kind": "Group", "name": PREVIEW_GROUP}],
-    }
-    return [
-        KubernetesObject(f"{name}-preview-gets-{namespace}", role, opts=opts),
-        KubernetesObject(f"{name}-preview-gets-{namespace}-binding", binding, opts=opts),
+        named.setdefault((group, resource), set()).add(object_name)
+    rules = [
+        {"apiGroups": [group], "resources": [resource], "resourceNames": sorted(these), "verbs": ["get"]}
+        for (group, resource), these in sorted(named.items())
     ]
+    base = f"{name}-preview-gets-{namespace}"
+    return _preview_role((base, f"{base}-binding"), PREVIEW_GETS, namespace, rules, opts)
