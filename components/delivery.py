@@ -813,6 +813,14 @@ def cluster_denials(stack: str, enters: Sequence[str], public_endpoint: bool) ->
 # associations (components/cluster.py, addons.py, identity.py). Not identity provider configs (AdministratorsOnly)
 # nor Fargate profiles or capabilities, which the program makes none of.
 CLUSTER_RESOURCE_TYPES = ("nodegroup", "addon", "access-entry", "podidentityassociation")
+# The EKS writes whose verb is none of Create, Update, Delete (boto/botocore:botocore/data/eks/2017-11-01/
+# service-2.json@1.44.18), each refused outside the stack's cluster: Associate* and Disassociate* (an access policy of
+# another cluster's admin, its identity provider), RegisterCluster and DeregisterCluster (a connected cluster),
+# ActivateCertificateAuthority (a successor CA made the signer before the cluster's nodes trust it: they lose the
+# API server) and CancelUpdate. Not TagResource, UntagResource: CreateNodegroup, CreateAddon and the other creates
+# ask for TagResource with the tags they carry (Service Authorization Reference, list_eks, dependent actions), on
+# an ARN not read here; no policy of ours reads an EKS resource's tags.
+OTHER_CLUSTER_WRITES = ("eks:*ssociate*", "eks:*egister*", "eks:Activate*", "eks:Cancel*")
 
 
 def only_the_stacks_cluster(account: str, stack: str) -> dict:
@@ -821,7 +829,8 @@ def only_the_stacks_cluster(account: str, stack: str) -> dict:
     itself enters the node role in the cluster's access (docs.aws.amazon.com/eks/latest/userguide/
     access-entries.html); an access entry there would make the deploy role its admin. Create, Update, Delete and
     Associate act on the cluster (CreateNodegroup, CreateAddon, CreateAccessEntry,
-    CreatePodIdentityAssociation...) or on a resource under it. Each type is named (CLUSTER_RESOURCE_TYPES):
+    CreatePodIdentityAssociation...) or on a resource under it, and so do the writes that take from another cluster
+    what its administrators rely on (OTHER_CLUSTER_WRITES). Each type is named (CLUSTER_RESOURCE_TYPES):
     `*/CLUSTER/*` would also name a resource of another cluster whose own name is the stack's cluster's (a node
     group `higgsfield-prod` of cluster `analytics`). In the deploy role's managed policy (deploy_denials_policy),
     whose size only the stack's name changes."""
@@ -829,7 +838,7 @@ def only_the_stacks_cluster(account: str, stack: str) -> dict:
     return {
         "Sid": "OnlyTheStacksCluster",
         "Effect": "Deny",
-        "Action": ["eks:Create*", "eks:Update*", "eks:Delete*", "eks:Associate*"],
+        "Action": ["eks:Create*", "eks:Update*", "eks:Delete*", *OTHER_CLUSTER_WRITES],
         "NotResource": [
             f"arn:aws:eks:*:{account}:cluster/{cluster}",
             *(f"arn:aws:eks:*:{account}:{kind}/{cluster}/*" for kind in CLUSTER_RESOURCE_TYPES),

@@ -1,0 +1,54 @@
+"""Round 13: the EKS paths beside the deploy identity's reshaped ceilings (components/delivery.py cluster_denials,
+only_the_stacks_cluster, BOUNDED_EKS_ACTIONS), written as the requests a holder of the deploy role would send and
+decided by the repo's evaluator (policies/iam_evaluation.py) on the policies the prod plan renders.
+
+The EKS API's verbs and what each does are read from boto/botocore:botocore/data/eks/2017-11-01/service-2.json@1.44.18
+(the operations' documentation is quoted where a test relies on it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.iam_evaluation import Request, evaluate
+from tests.delivery.test_ci_identity import ACCOUNT, REGION, _deploy
+
+# Another cluster of the account, which no stack of ours made: its access, its identity provider and its certificate
+# authority are its administrators'.
+OTHER = f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/analytics"
+OTHER_ADMIN_ENTRY = f"arn:aws:eks:{REGION}:{ACCOUNT}:access-entry/analytics/role/{ACCOUNT}/PlatformAdmin/0a1b"
+
+# Writes to another cluster whose verb is none of Create, Update, Delete, Associate, each of which takes away what
+# the cluster's administrators rely on.
+ANOTHER_CLUSTERS_WRITES = [
+    # DisassociateAccessPolicy: "Disassociates an access policy from an access entry": its admins lose the cluster
+    (
+        "strip another cluster's admin of their access policy",
+        Request("eks:DisassociateAccessPolicy", OTHER_ADMIN_ENTRY),
+    ),
+    # DisassociateIdentityProviderConfig: its OIDC users are locked out
+    (
+        "take another cluster's identity provider away",
+        Request(
+            "eks:DisassociateIdentityProviderConfig",
+            f"arn:aws:eks:{REGION}:{ACCOUNT}:identityproviderconfig/analytics/oidc/corp/0a1b",
+        ),
+    ),
+    # ActivateCertificateAuthority: "Before you activate the successor CA, make sure the worker nodes you manage and
+    # your external clients have been updated to trust it, so they maintain connectivity to the API server"
+    (
+        "make another cluster's successor CA its signer before its nodes trust it",
+        Request("eks:ActivateCertificateAuthority", OTHER),
+    ),
+    # DeregisterCluster: a connected cluster leaves EKS
+    ("deregister another (connected) cluster", Request("eks:DeregisterCluster", OTHER)),
+    # CancelUpdate: another cluster's node group update (a patched AMI) stops
+    ("cancel another cluster's update", Request("eks:CancelUpdate", OTHER)),
+]
+
+
+@pytest.mark.parametrize(
+    "request_", [r for _, r in ANOTHER_CLUSTERS_WRITES], ids=[a for a, _ in ANOTHER_CLUSTERS_WRITES]
+)
+def test_the_deploy_role_writes_nothing_of_another_cluster_whatever_the_verb(request_):
+    decision = evaluate(request_, [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "OnlyTheStacksCluster"), decision.reason
