@@ -493,6 +493,16 @@ ADDRESS_OPENINGS = (
 )
 # What enters a principal in a cluster's access (eks:principalArn is on each: ClusterAccessStaysInTheAccount).
 ACCESS_ENTRY_WRITES = ("eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy")
+# What makes EKS enter a role in a cluster's access itself, without an access entry request, so that
+# ClusterAccessStaysInTheAccount never sees the principal: a capability's role ("access Kubernetes resources in your
+# cluster through automatically created access entries": docs.aws.amazon.com/eks/latest/userguide/capability-role.html)
+# and a Fargate profile's pod execution role, which "is added to the cluster's Kubernetes Role Based Access Control
+# (RBAC) ... so that it can appear in your cluster as a node" (CreateFargateProfile: boto/botocore:botocore/data/eks/
+# 2017-11-01/service-2.json@1.44.18). Either role may be one the deploy role creates trusting another account. The
+# program makes neither, so both are refused whole (UpdateCapability acts on a capability, a resource type
+# OnlyTheStacksCluster does not name). A node group's role is entered the same way; the program's are the stack's node
+# roles, which the nodes need.
+ENTERED_BY_EKS = ("eks:CreateCapability", "eks:CreateFargateProfile")
 # A key's policy is set once, by CreateKey's Policy parameter, never rewritten: IAM has no condition key on a key
 # policy's content, so a PutKeyPolicy that opens one of the stack's keys to another account could not be told from
 # ours. pulumi-aws creates aws.kms.Key with its policy in CreateKey and calls PutKeyPolicy only when the policy
@@ -522,6 +532,7 @@ REFUSED_WHOLE = (
     *KEY_REPLICATION,
     *ADDRESS_OPENINGS,
     *AUDIT_TRAIL_ENDS,
+    *ENTERED_BY_EKS,
 )
 # What other denials of ceiling_denials refuse on every resource (REFUSED_WHOLE) or on the state bucket among others
 # (BUCKET_CONFIGURATIONS): TheBackendIsTheAdministrators leaves them out, for IAM counts every character of the
@@ -592,7 +603,8 @@ def administrators_only(*also: str, bounded: bool = False) -> dict:
     the internet, so neither the deploy role nor a role under the boundary may (REFUSED_WHOLE): resource policies
     and replication of the images, the buckets and the logs; peering; shared snapshots and images; the user data of
     the layout client, which mounts Lustre unsquashed (components/storage.py); the file system's links to S3; key
-    policies after CreateKey and key replicas; public addresses (ADDRESS_OPENINGS). IAM has no condition key on a
+    policies after CreateKey and key replicas; public addresses (ADDRESS_OPENINGS); a principal EKS enters in the
+    cluster's access itself (ENTERED_BY_EKS). IAM has no condition key on a
     resource policy's principals, so each write is refused whole. One of ceiling_denials; the deploy role carries it
     in its managed policy (deploy_denials_policy). `also`: what the boundary refuses whole beside them
     (NEVER_UNDER_THE_BOUNDARY). `bounded`: the boundary's, which leaves out the EKS writes its allow refuses

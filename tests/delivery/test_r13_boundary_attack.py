@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from policies.iam_evaluation import Request, evaluate
-from tests.delivery.test_ci_identity import ACCOUNT, REGION, _deploy
+from tests.delivery.test_ci_identity import ACCOUNT, CLUSTER, REGION, _deploy
 
 # Another cluster of the account, which no stack of ours made: its access, its identity provider and its certificate
 # authority are its administrators'.
@@ -52,3 +52,28 @@ ANOTHER_CLUSTERS_WRITES = [
 def test_the_deploy_role_writes_nothing_of_another_cluster_whatever_the_verb(request_):
     decision = evaluate(request_, [_deploy()])
     assert decision.denied_by == ("delivery-deploy", "OnlyTheStacksCluster"), decision.reason
+
+
+# Ways into the stack's own cluster's access that are not an access entry request, so ClusterAccessStaysInTheAccount
+# (eks:principalArn, on CreateAccessEntry, UpdateAccessEntry, AssociateAccessPolicy) never sees the principal. The
+# role named is one the deploy role may create (higgsfield-prod-*, bounded) and pass, with a trust of its choosing
+# (IAM cannot read a trust policy's content): one that also trusts another account lets that account in.
+ENTERED_BESIDE_AN_ACCESS_ENTRY = [
+    # "Capabilities use this role to perform actions on AWS services and to access Kubernetes resources in your
+    # cluster through automatically created access entries" (docs.aws.amazon.com/eks/latest/userguide/
+    # capability-role.html); CreateCapability's roleArn. The program makes no capability.
+    ("an EKS capability whose role EKS enters in the cluster's access", Request("eks:CreateCapability", CLUSTER)),
+    # CreateFargateProfile: the pod execution role "is added to the cluster's Kubernetes Role Based Access Control
+    # (RBAC) for authorization so that the kubelet that is running on the Fargate infrastructure can register with
+    # your Amazon EKS cluster so that it can appear in your cluster as a node": whoever assumes it is a node
+    # (system:nodes) under a name of its session's. The program runs nothing on Fargate.
+    ("a Fargate profile whose pod execution role EKS enters as a node", Request("eks:CreateFargateProfile", CLUSTER)),
+]
+
+
+@pytest.mark.parametrize(
+    "request_", [r for _, r in ENTERED_BESIDE_AN_ACCESS_ENTRY], ids=[a for a, _ in ENTERED_BESIDE_AN_ACCESS_ENTRY]
+)
+def test_the_deploy_role_enters_no_principal_in_its_clusters_access_beside_an_access_entry(request_):
+    decision = evaluate(request_, [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "AdministratorsOnly"), decision.reason
