@@ -227,6 +227,8 @@ DATA_REPOSITORY_LINKS = ("fsx:CreateDataRepositoryAssociation", "fsx:CreateFileC
 # (ssm:GetParameter on arn:aws:ssm:*:*:parameter/AmazonCloudWatch-*, its JSON document at
 # docs.aws.amazon.com/aws-managed-policy/latest/reference/CloudWatchAgentServerPolicy.html).
 SSM_PARAMETERS = ("arn:aws:ssm:*::parameter/aws/service/*", "arn:aws:ssm:*:{account}:parameter/AmazonCloudWatch-*")
+# What the boundary allows of SSM: a parameter's read (its GetParameter statement, on SSM_PARAMETERS alone).
+SSM_READS = ("ssm:GetParameter",)
 # What only the administrator does to the backend (state bucket, secrets key): who may reach it,
 # how long its history lives, whether it exists. Objects and Encrypt/Decrypt stay the deploy's.
 BACKEND_ADMINISTRATION = (
@@ -316,6 +318,10 @@ IAM_ACTIONS = (
 # boundary: of IAM's operations it matches these five, GetInstanceProfile (in IAM_ACTIONS anyway) and
 # UntagInstanceProfile (tests/delivery/test_boundary_iam_allow_list.py reads them off botocore's IAM model).
 INSTANCE_PROFILE_WRITES = "iam:*InstanceProfile"
+# The actions the boundary allows of the services it does not allow whole (EKS, IAM, SSM), some of them on named
+# resources alone (INSTANCE_PROFILE_WRITES, SSM_READS): `higgsfield verify` (aws.managed-policies) holds each action an
+# attached AWS managed policy allows in those services to them, as the boundary does its roles.
+NARROWED_SERVICE_ACTIONS = (*BOUNDED_EKS_ACTIONS, *IAM_ACTIONS, INSTANCE_PROFILE_WRITES, *SSM_READS)
 ECR_PUSH = (
     "ecr:BatchCheckLayerAvailability",
     "ecr:BatchGetImage",
@@ -1130,7 +1136,7 @@ def boundary_policy(
         # role run commands on any managed instance of the account and read every SecureString.
         {
             "Effect": "Allow",
-            "Action": ["ssm:GetParameter"],
+            "Action": list(SSM_READS),
             "Resource": [p.format(account=account) for p in SSM_PARAMETERS],
         },
         # S3 on the buckets, and the calls Karpenter's controller makes on its interruption queue

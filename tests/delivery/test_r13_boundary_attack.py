@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 
 from policies.iam_evaluation import Request, evaluate
+from tests.cli.test_r10_verify_attack import _managed_policies_answer
+from tests.cli.test_verify_checks import aws, aws_ctx, one, plan, subnets  # noqa: F401 (fixtures)
 from tests.delivery.test_ci_identity import ACCOUNT, CLUSTER, REGION, _deploy
 
 # Another cluster of the account, which no stack of ours made: its access, its identity provider and its certificate
@@ -94,3 +96,20 @@ FRONT_NODE_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-front"  # create
 def test_the_deploy_role_cannot_give_a_node_group_a_role_the_program_did_not_make():
     decision = evaluate(Request("iam:PassRole", FRONT_NODE_ROLE), [_deploy()])
     assert not decision.allowed, decision.reason
+
+
+# `higgsfield verify` (aws.managed-policies) holds EKS actions of an attached AWS managed policy to the boundary's
+# reads; IAM and SSM are narrowed by the boundary too (IAM_ACTIONS, ssm:GetParameter alone), not allowed whole.
+@pytest.mark.parametrize(
+    "action",
+    [
+        "ssm:GetParameters",  # CloudWatchAgentServerPolicy reads one parameter at a time today
+        "iam:GetRole",
+    ],
+)
+def test_verify_fails_a_managed_policy_aws_extended_to_an_iam_or_ssm_action_the_boundary_refuses(aws_ctx, action):  # noqa: F811
+    _managed_policies_answer(aws_ctx, {"Effect": "Allow", "Action": action, "Resource": "*"})
+    outcome = one("aws.managed-policies", aws_ctx)
+    assert outcome.status == "FAIL" and outcome.evidence.startswith(
+        f"AmazonEKS_CNI_Policy (v8) acts in {action.lower()}"
+    )
