@@ -864,6 +864,30 @@ def only_the_stacks_cluster(account: str, stack: str) -> dict:
     }
 
 
+# The control plane's logs that record who did what in the cluster (audit) and who authenticated as whom
+# (authenticator), of the five the program enables at CreateCluster (components/cluster.py CONTROL_PLANE_LOG_TYPES).
+AUDITED_LOG_TYPES = ("audit", "authenticator")
+
+
+def control_plane_log_denials() -> list[dict]:
+    """The deploy role, the cluster's admin, keeps the control plane's audit trail on: AuditLogsStay keeps its log
+    group, and these refuse the UpdateClusterConfig that would switch a log off for a while (the cluster's admin
+    acting unrecorded, then switching it on again). eks:loggingType/TYPE "Filters access by the cluster logging enabled
+    and type parameter in the create / update cluster request" (Bool; Service Authorization Reference, list_eks); one
+    statement per type, for a Bool block ANDs its keys. In deploy_denials_policy: no role under the boundary writes
+    EKS."""
+    return [
+        {
+            "Sid": f"{t[0].upper()}{t[1:]}LogStaysOn",
+            "Effect": "Deny",
+            "Action": ["eks:CreateCluster", "eks:UpdateClusterConfig"],
+            "Resource": "*",
+            "Condition": {"Bool": {f"eks:loggingType/{t}": "false"}},
+        }
+        for t in AUDITED_LOG_TYPES
+    ]
+
+
 def key_denials() -> list[dict]:
     """The deploy role's conditions on the keys it creates (CreateKey: the program's keys). The stack boundary
     refuses CreateKey whole instead (AdministratorsOnly, NEVER_UNDER_THE_BOUNDARY): no role under it makes a key
@@ -1295,7 +1319,7 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
     all but filled at the most admins the config admits (higgsfield:admins: ADMINS_CHARACTERS), and a managed policy
     has MANAGED_POLICY_CHARACTERS of its own. Here are the denials whose size no setting but the stack's name and
     region changes: AdministratorsOnly (the largest, which grows as REFUSED_WHOLE does), OnlyTheStacksCluster,
-    key_denials and reach_denials; what grows with the admins and the buckets stays inline
+    control_plane_log_denials, key_denials and reach_denials; what grows with the admins and the buckets stays inline
     (ClusterAccessStaysInTheAccount, TheDataOutlivesTheDeploy), with the IAM denials that keep this policy and the
     role fixed (iam_denials: ManagedPoliciesAreFixed refuses its new versions and its delete,
     CiIdentitiesAreAdministeredByBootstrap its detach from the deploy role). An administrator creates and attaches
@@ -1304,6 +1328,7 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
     return _document(
         administrators_only(),
         only_the_stacks_cluster(settings.account_id, stack),
+        *control_plane_log_denials(),
         *key_denials(),
         *reach_denials(settings, stack, region),
     )

@@ -81,6 +81,17 @@ def test_the_deploy_role_enters_no_principal_in_its_clusters_access_beside_an_ac
     assert decision.denied_by == ("delivery-deploy", "AdministratorsOnly"), decision.reason
 
 
+# The control plane's audit trail starts at the cluster: AuditLogsStay keeps its log group, but the deploy role, the
+# cluster's admin, could switch the audit and authenticator logs off (UpdateClusterConfig's logging), act unrecorded,
+# and switch them on again. eks:loggingType/${type} "Filters access by the cluster logging enabled and type parameter
+# in the create / update cluster request" (Service Authorization Reference, list_eks).
+@pytest.mark.parametrize("log_type", ["audit", "authenticator"])
+def test_the_deploy_role_cannot_switch_its_clusters_audit_logs_off(log_type):
+    request_ = Request("eks:UpdateClusterConfig", CLUSTER, {f"eks:loggingType/{log_type}": "false"})
+    decision = evaluate(request_, [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", f"{log_type[0].upper()}{log_type[1:]}LogStaysOn"), decision.reason
+
+
 # A node group's role is entered by EKS too (an EC2_LINUX access entry, user system:node:{{EC2PrivateDNSName}}), and
 # the program makes node groups: their node role is passed by the same request whatever its trust.
 FRONT_NODE_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-front"  # created bounded, trusting another account
