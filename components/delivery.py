@@ -833,11 +833,13 @@ def cluster_denials(stack: str, enters: Sequence[str], public_endpoint: bool) ->
 CLUSTER_RESOURCE_TYPES = ("nodegroup", "addon", "access-entry", "podidentityassociation")
 # The EKS writes whose verb is none of Create, Update, Delete (boto/botocore:botocore/data/eks/2017-11-01/
 # service-2.json@1.44.18), each refused outside the stack's cluster: Associate* and Disassociate* (an access policy of
-# another cluster's admin, its identity provider), RegisterCluster and DeregisterCluster (a connected cluster),
-# ActivateCertificateAuthority (a successor CA made the signer before the cluster's nodes trust it: they lose the
-# API server) and CancelUpdate. Not TagResource, UntagResource: CreateNodegroup, CreateAddon and the other creates
-# ask for TagResource with the tags they carry (Service Authorization Reference, list_eks, dependent actions), on
-# an ARN not read here; no policy of ours reads an EKS resource's tags.
+# another cluster's admin, its identity provider), RegisterCluster and DeregisterCluster (a connected cluster;
+# RegisterCluster has no resource type, so it is refused whole, as CreateCluster is: Service Authorization Reference,
+# list_eks), ActivateCertificateAuthority (a successor CA made the signer before the cluster's nodes trust it: they
+# lose the API server) and CancelUpdate (a version update in progress). Not TagResource, UntagResource:
+# CreateNodegroup, CreateAddon and the other creates ask for TagResource with the tags they carry (Service
+# Authorization Reference, list_eks, dependent actions), on an ARN not read here; no policy of ours reads an EKS
+# resource's tags.
 OTHER_CLUSTER_WRITES = ("eks:*ssociate*", "eks:*egister*", "eks:Activate*", "eks:Cancel*")
 
 

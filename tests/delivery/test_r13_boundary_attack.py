@@ -43,7 +43,8 @@ ANOTHER_CLUSTERS_WRITES = [
     ),
     # DeregisterCluster: a connected cluster leaves EKS
     ("deregister another (connected) cluster", Request("eks:DeregisterCluster", OTHER)),
-    # CancelUpdate: another cluster's node group update (a patched AMI) stops
+    # CancelUpdate: "cancel an in-progress Kubernetes version update" of another cluster (Service Authorization
+    # Reference, list_eks; the resource types of every request here are that page's)
     ("cancel another cluster's update", Request("eks:CancelUpdate", OTHER)),
 ]
 
