@@ -235,6 +235,8 @@ DATA_REPOSITORY_LINKS = ("fsx:CreateDataRepositoryAssociation", "fsx:CreateFileC
 # (ssm:GetParameter on arn:aws:ssm:*:*:parameter/AmazonCloudWatch-*, its JSON document at
 # docs.aws.amazon.com/aws-managed-policy/latest/reference/CloudWatchAgentServerPolicy.html).
 SSM_PARAMETERS = ("arn:aws:ssm:*::parameter/aws/service/*", "arn:aws:ssm:*:{account}:parameter/AmazonCloudWatch-*")
+# What the boundary allows of SSM: a parameter's read (its GetParameter statement, on SSM_PARAMETERS alone).
+SSM_READS = ("ssm:GetParameter",)
 # What only the administrator does to the backend (state bucket, secrets key): who may reach it,
 # how long its history lives, whether it exists. Objects and Encrypt/Decrypt stay the deploy's.
 BACKEND_ADMINISTRATION = (
@@ -324,6 +326,10 @@ IAM_ACTIONS = (
 # boundary: of IAM's operations it matches these five, GetInstanceProfile (in IAM_ACTIONS anyway) and
 # UntagInstanceProfile (tests/delivery/test_boundary_iam_allow_list.py reads them off botocore's IAM model).
 INSTANCE_PROFILE_WRITES = "iam:*InstanceProfile"
+# The actions the boundary allows of the services it does not allow whole (EKS, IAM, SSM), some of them on named
+# resources alone (INSTANCE_PROFILE_WRITES, SSM_READS): `higgsfield verify` (aws.managed-policies) holds each action an
+# attached AWS managed policy allows in those services to them, as the boundary does its roles.
+NARROWED_SERVICE_ACTIONS = (*BOUNDED_EKS_ACTIONS, *IAM_ACTIONS, INSTANCE_PROFILE_WRITES, *SSM_READS)
 ECR_PUSH = (
     "ecr:BatchCheckLayerAvailability",
     "ecr:BatchGetImage",
@@ -501,6 +507,16 @@ ADDRESS_OPENINGS = (
 )
 # What enters a principal in a cluster's access (eks:principalArn is on each: ClusterAccessStaysInTheAccount).
 ACCESS_ENTRY_WRITES = ("eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy")
+# What makes EKS enter a role in a cluster's access itself, without an access entry request, so that
+# ClusterAccessStaysInTheAccount never sees the principal: a capability's role ("access Kubernetes resources in your
+# cluster through automatically created access entries": docs.aws.amazon.com/eks/latest/userguide/capability-role.html)
+# and a Fargate profile's pod execution role, which "is added to the cluster's Kubernetes Role Based Access Control
+# (RBAC) ... so that it can appear in your cluster as a node" (CreateFargateProfile: boto/botocore:botocore/data/eks/
+# 2017-11-01/service-2.json@1.44.18). Either role may be one the deploy role creates trusting another account. The
+# program makes neither, so both are refused whole (UpdateCapability acts on a capability, a resource type
+# OnlyTheStacksCluster does not name). A node group's role is entered the same way; the program's are the stack's node
+# roles, which the nodes need.
+ENTERED_BY_EKS = ("eks:CreateCapability", "eks:CreateFargateProfile")
 # A key's policy is set once, by CreateKey's Policy parameter, never rewritten: IAM has no condition key on a key
 # policy's content, so a PutKeyPolicy that opens one of the stack's keys to another account could not be told from
 # ours. pulumi-aws creates aws.kms.Key with its policy in CreateKey and calls PutKeyPolicy only when the policy
@@ -530,6 +546,7 @@ REFUSED_WHOLE = (
     *KEY_REPLICATION,
     *ADDRESS_OPENINGS,
     *AUDIT_TRAIL_ENDS,
+    *ENTERED_BY_EKS,
 )
 # What other denials of ceiling_denials refuse on every resource (REFUSED_WHOLE) or on the state bucket among others
 # (BUCKET_CONFIGURATIONS): TheBackendIsTheAdministrators leaves them out, for IAM counts every character of the
@@ -600,7 +617,8 @@ def administrators_only(*also: str, bounded: bool = False) -> dict:
     the internet, so neither the deploy role nor a role under the boundary may (REFUSED_WHOLE): resource policies
     and replication of the images, the buckets and the logs; peering; shared snapshots and images; the user data of
     the layout client, which mounts Lustre unsquashed (components/storage.py); the file system's links to S3; key
-    policies after CreateKey and key replicas; public addresses (ADDRESS_OPENINGS). IAM has no condition key on a
+    policies after CreateKey and key replicas; public addresses (ADDRESS_OPENINGS); a principal EKS enters in the
+    cluster's access itself (ENTERED_BY_EKS). IAM has no condition key on a
     resource policy's principals, so each write is refused whole. One of ceiling_denials; the deploy role carries it
     in its managed policy (deploy_denials_policy). `also`: what the boundary refuses whole beside them
     (NEVER_UNDER_THE_BOUNDARY). `bounded`: the boundary's, which leaves out the EKS writes its allow refuses
@@ -821,6 +839,16 @@ def cluster_denials(stack: str, enters: Sequence[str], public_endpoint: bool) ->
 # associations (components/cluster.py, addons.py, identity.py). Not identity provider configs (AdministratorsOnly)
 # nor Fargate profiles or capabilities, which the program makes none of.
 CLUSTER_RESOURCE_TYPES = ("nodegroup", "addon", "access-entry", "podidentityassociation")
+# The EKS writes whose verb is none of Create, Update, Delete (boto/botocore:botocore/data/eks/2017-11-01/
+# service-2.json@1.44.18), each refused outside the stack's cluster: Associate* and Disassociate* (an access policy of
+# another cluster's admin, its identity provider), RegisterCluster and DeregisterCluster (a connected cluster;
+# RegisterCluster has no resource type, so it is refused whole, as CreateCluster is: Service Authorization Reference,
+# list_eks), ActivateCertificateAuthority (a successor CA made the signer before the cluster's nodes trust it: they
+# lose the API server) and CancelUpdate (a version update in progress). Not TagResource, UntagResource:
+# CreateNodegroup, CreateAddon and the other creates ask for TagResource with the tags they carry (Service
+# Authorization Reference, list_eks, dependent actions), on an ARN not read here; no policy of ours reads an EKS
+# resource's tags.
+OTHER_CLUSTER_WRITES = ("eks:*ssociate*", "eks:*egister*", "eks:Activate*", "eks:Cancel*")
 
 
 def only_the_stacks_cluster(account: str, stack: str) -> dict:
@@ -829,7 +857,8 @@ def only_the_stacks_cluster(account: str, stack: str) -> dict:
     itself enters the node role in the cluster's access (docs.aws.amazon.com/eks/latest/userguide/
     access-entries.html); an access entry there would make the deploy role its admin. Create, Update, Delete and
     Associate act on the cluster (CreateNodegroup, CreateAddon, CreateAccessEntry,
-    CreatePodIdentityAssociation...) or on a resource under it. Each type is named (CLUSTER_RESOURCE_TYPES):
+    CreatePodIdentityAssociation...) or on a resource under it, and so do the writes that take from another cluster
+    what its administrators rely on (OTHER_CLUSTER_WRITES). Each type is named (CLUSTER_RESOURCE_TYPES):
     `*/CLUSTER/*` would also name a resource of another cluster whose own name is the stack's cluster's (a node
     group `higgsfield-prod` of cluster `analytics`). In the deploy role's managed policy (deploy_denials_policy),
     whose size only the stack's name changes."""
@@ -837,12 +866,36 @@ def only_the_stacks_cluster(account: str, stack: str) -> dict:
     return {
         "Sid": "OnlyTheStacksCluster",
         "Effect": "Deny",
-        "Action": ["eks:Create*", "eks:Update*", "eks:Delete*", "eks:Associate*"],
+        "Action": ["eks:Create*", "eks:Update*", "eks:Delete*", *OTHER_CLUSTER_WRITES],
         "NotResource": [
             f"arn:aws:eks:*:{account}:cluster/{cluster}",
             *(f"arn:aws:eks:*:{account}:{kind}/{cluster}/*" for kind in CLUSTER_RESOURCE_TYPES),
         ],
     }
+
+
+# The control plane's logs that record who did what in the cluster (audit) and who authenticated as whom
+# (authenticator), of the five the program enables at CreateCluster (components/cluster.py CONTROL_PLANE_LOG_TYPES).
+AUDITED_LOG_TYPES = ("audit", "authenticator")
+
+
+def control_plane_log_denials() -> list[dict]:
+    """The deploy role, the cluster's admin, keeps the control plane's audit trail on: AuditLogsStay keeps its log
+    group, and these refuse the UpdateClusterConfig that would switch a log off for a while (the cluster's admin
+    acting unrecorded, then switching it on again). eks:loggingType/TYPE "Filters access by the cluster logging enabled
+    and type parameter in the create / update cluster request" (Bool; Service Authorization Reference, list_eks); one
+    statement per type, for a Bool block ANDs its keys. In deploy_denials_policy: no role under the boundary writes
+    EKS."""
+    return [
+        {
+            "Sid": f"{t[0].upper()}{t[1:]}LogStaysOn",
+            "Effect": "Deny",
+            "Action": ["eks:CreateCluster", "eks:UpdateClusterConfig"],
+            "Resource": "*",
+            "Condition": {"Bool": {f"eks:loggingType/{t}": "false"}},
+        }
+        for t in AUDITED_LOG_TYPES
+    ]
 
 
 def key_denials() -> list[dict]:
@@ -1117,7 +1170,7 @@ def boundary_policy(
         # role run commands on any managed instance of the account and read every SecureString.
         {
             "Effect": "Allow",
-            "Action": ["ssm:GetParameter"],
+            "Action": list(SSM_READS),
             "Resource": [p.format(account=account) for p in SSM_PARAMETERS],
         },
         # S3 on the buckets, and the calls Karpenter's controller makes on its interruption queue
@@ -1276,7 +1329,7 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
     all but filled at the most admins the config admits (higgsfield:admins: ADMINS_CHARACTERS), and a managed policy
     has MANAGED_POLICY_CHARACTERS of its own. Here are the denials whose size no setting but the stack's name and
     region changes: AdministratorsOnly (the largest, which grows as REFUSED_WHOLE does), OnlyTheStacksCluster,
-    key_denials and reach_denials; what grows with the admins and the buckets stays inline
+    control_plane_log_denials, key_denials and reach_denials; what grows with the admins and the buckets stays inline
     (ClusterAccessStaysInTheAccount, TheDataOutlivesTheDeploy), with the IAM denials that keep this policy and the
     role fixed (iam_denials: ManagedPoliciesAreFixed refuses its new versions and its delete,
     CiIdentitiesAreAdministeredByBootstrap its detach from the deploy role). An administrator creates and attaches
@@ -1285,6 +1338,7 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
     return _document(
         administrators_only(),
         only_the_stacks_cluster(settings.account_id, stack),
+        *control_plane_log_denials(),
         *key_denials(),
         *reach_denials(settings, stack, region),
     )

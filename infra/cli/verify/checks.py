@@ -376,24 +376,28 @@ def _allowed_actions(document: dict) -> tuple[list[str], bool]:
 
 def _beyond_the_boundary(document: dict) -> list[str]:
     """What a policy document allows that the stack boundary refuses its roles: the services outside
-    MANAGED_POLICY_SERVICES (`*` for every service), and EKS actions but its reads (BOUNDED_EKS_ACTIONS)."""
-    from components.delivery import BOUNDED_EKS_ACTIONS, MANAGED_POLICY_SERVICES
+    MANAGED_POLICY_SERVICES (`*` for every service), and in a service the boundary does not allow whole (EKS, IAM,
+    SSM) the actions it does not name (NARROWED_SERVICE_ACTIONS; which resources it allows them on is not read)."""
+    from components.delivery import MANAGED_POLICY_SERVICES, NARROWED_SERVICE_ACTIONS
 
     actions, everything = _allowed_actions(document)
     services = {a.split(":", 1)[0] for a in actions if ":" in a} - set(MANAGED_POLICY_SERVICES)
-    eks = {
+    narrowed = {p.split(":", 1)[0] for p in NARROWED_SERVICE_ACTIONS}
+    unnamed = {
         a
         for a in actions
-        if a.startswith("eks:") and not any(fnmatch.fnmatchcase(a, p.lower()) for p in BOUNDED_EKS_ACTIONS)
+        if a.split(":", 1)[0] in narrowed
+        and not any(fnmatch.fnmatchcase(a, p.lower()) for p in NARROWED_SERVICE_ACTIONS)
     }
-    return sorted(services | eks | ({"*"} if everything else set()))
+    return sorted(services | unnamed | ({"*"} if everything else set()))
 
 
 def managed_policies(ctx: Any) -> Outcome:
     """Each AWS managed policy the program attaches (components/delivery.py MANAGED_POLICIES) still acts only in the
     services the stack boundary lets its roles reach (MANAGED_POLICY_SERVICES, read in their documents once), and in
-    EKS only reads (BOUNDED_EKS_ACTIONS). AWS edits its managed policies: an action beyond them would be refused to
-    the role under the boundary, and the component that needs it would fail at run time, not at deploy."""
+    EKS, IAM and SSM only the actions the boundary names (NARROWED_SERVICE_ACTIONS). AWS edits its managed policies:
+    an action beyond them would be refused to the role under the boundary, and the component that needs it would
+    fail at run time, not at deploy."""
     from components.delivery import MANAGED_POLICIES
 
     iam, beyond = ctx.client("iam"), []
@@ -409,9 +413,8 @@ def managed_policies(ctx: Any) -> Outcome:
         return failed(
             "; ".join(beyond) + ": outside the stack boundary, so its roles are refused those calls",
             "read the policy's new version (`aws iam get-policy-version`); if the component needs the calls, add the "
-            "service to MANAGED_POLICY_SERVICES (an EKS action to BOUNDED_EKS_ACTIONS) and the boundary "
-            "(components/delivery.py), an administrator's "
-            "`higgsfield bootstrap STACK`",
+            "service to MANAGED_POLICY_SERVICES (an EKS, IAM or SSM action to the lists NARROWED_SERVICE_ACTIONS "
+            "joins) and the boundary (components/delivery.py), an administrator's `higgsfield bootstrap STACK`",
         )
     return passed(f"{len(MANAGED_POLICIES)} AWS managed policies act only in the boundary's services")
 
