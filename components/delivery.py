@@ -851,7 +851,7 @@ CLUSTER_RESOURCE_TYPES = ("nodegroup", "addon", "access-entry", "podidentityasso
 OTHER_CLUSTER_WRITES = ("eks:*ssociate*", "eks:*egister*", "eks:Activate*", "eks:Cancel*")
 
 
-def only_the_stacks_cluster(account: str, stack: str) -> dict:
+def only_the_stacks_cluster(account: str, stack: str, region: str) -> dict:
     """Nothing of EKS is written outside the stack's cluster: a node group the deploy role adds to another cluster of
     the account, with the stack's node role and a launch template of its own user data, joins that cluster, and EKS
     itself enters the node role in the cluster's access (docs.aws.amazon.com/eks/latest/userguide/
@@ -860,16 +860,19 @@ def only_the_stacks_cluster(account: str, stack: str) -> dict:
     CreatePodIdentityAssociation...) or on a resource under it, and so do the writes that take from another cluster
     what its administrators rely on (OTHER_CLUSTER_WRITES). Each type is named (CLUSTER_RESOURCE_TYPES):
     `*/CLUSTER/*` would also name a resource of another cluster whose own name is the stack's cluster's (a node
-    group `higgsfield-prod` of cluster `analytics`). In the deploy role's managed policy (deploy_denials_policy),
-    whose size only the stack's name changes."""
+    group `higgsfield-prod` of cluster `analytics`). In the stack's region alone: a cluster of the same name in
+    another region is no stack's, and the Pod Identity roles trust a cluster by its name (components/identity.py's
+    `eks-cluster-name` session tag), so an association the deploy role made there would hand it the stack's roles.
+    In the deploy role's managed policy (deploy_denials_policy), whose size only the stack's name and region
+    change."""
     cluster = cluster_name(stack)
     return {
         "Sid": "OnlyTheStacksCluster",
         "Effect": "Deny",
         "Action": ["eks:Create*", "eks:Update*", "eks:Delete*", *OTHER_CLUSTER_WRITES],
         "NotResource": [
-            f"arn:aws:eks:*:{account}:cluster/{cluster}",
-            *(f"arn:aws:eks:*:{account}:{kind}/{cluster}/*" for kind in CLUSTER_RESOURCE_TYPES),
+            f"arn:aws:eks:{region}:{account}:cluster/{cluster}",
+            *(f"arn:aws:eks:{region}:{account}:{kind}/{cluster}/*" for kind in CLUSTER_RESOURCE_TYPES),
         ],
     }
 
@@ -1337,7 +1340,7 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
     both and names the command)."""
     return _document(
         administrators_only(),
-        only_the_stacks_cluster(settings.account_id, stack),
+        only_the_stacks_cluster(settings.account_id, stack, region),
         *control_plane_log_denials(),
         *key_denials(),
         *reach_denials(settings, stack, region),

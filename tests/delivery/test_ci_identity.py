@@ -578,7 +578,6 @@ DEPLOYS = [
         {"iam:AWSServiceName": "eks.amazonaws.com"},
     ),
     Request("iam:GetRole", DEPLOY_ROLE),
-    Request("eks:CreateCluster", "arn:aws:eks:us-east-2:444455556666:cluster/higgsfield-prod"),
     Request("ec2:RunInstances", "*"),
     # the layout client's interface, in a private subnet that maps no public address (the key absent or false)
     Request("ec2:RunInstances", f"arn:aws:ec2:us-east-2:{ACCOUNT}:network-interface/*"),

@@ -127,14 +127,17 @@ def test_verify_fails_a_managed_policy_aws_extended_to_an_iam_or_ssm_action_the_
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CreateCluster has no resource type (Service Authorization Reference, list_eks), so IAM decides it on `*`, "
-    "which OnlyTheStacksCluster's NotResource never names: the deploy role creates no cluster, though "
-    "test_ci_identity.py DEPLOYS models CreateCluster on the cluster's ARN and passes. The first deploy is the "
-    "administrator's (higgsfield bootstrap), and so is a replacement of the cluster; letting the deploy role create "
-    "clusters would let it make one of any name in any region: a lead's call, not a size",
-)
-def test_the_deploy_role_creates_its_cluster_as_iam_decides_create_cluster():
+def test_the_deploy_role_creates_no_cluster_the_first_deploy_and_a_replacement_are_an_administrators():
+    """CreateCluster has no resource type (Service Authorization Reference, list_eks): IAM decides it on `*`, which
+    OnlyTheStacksCluster's NotResource never names. So the deploy role makes no cluster of any name in any region;
+    the stack's own is made by the administrator's first deploy (higgsfield bootstrap), and its replacement is one
+    `higgsfield diff` refuses."""
     decision = evaluate(Request("eks:CreateCluster", "*"), [_deploy()])
-    assert decision.allowed, decision.reason
+    assert decision.denied_by == ("delivery-deploy", "OnlyTheStacksCluster"), decision.reason
+
+
+def test_the_deploy_role_writes_nothing_of_a_cluster_of_the_stacks_name_in_another_region():
+    """A Pod Identity role trusts its cluster by name (the `eks-cluster-name` session tag): an association made on a
+    `higgsfield-prod` of another region would hand that cluster's pods the stack's roles."""
+    association = Request("eks:CreatePodIdentityAssociation", CLUSTER.replace(REGION, "eu-west-1"))
+    assert evaluate(association, [_deploy()]).denied_by == ("delivery-deploy", "OnlyTheStacksCluster")
