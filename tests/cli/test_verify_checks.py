@@ -1684,3 +1684,21 @@ def test_a_missing_by_name_role_fails_naming_the_object_the_preview_cannot_get(c
     cluster.delete_now(f"/apis/rbac.authorization.k8s.io/v1/namespaces/llm/roles/{PREVIEW_GETS}")
     outcome = one("kube.preview-access", ctx)
     assert outcome.status == "FAIL" and "may not get " in outcome.evidence and " in llm" in outcome.evidence
+
+
+def test_a_binding_to_every_authenticated_user_that_reads_secrets_fails_the_preview_too(ctx, cluster):
+    """The preview role's requests carry `system:authenticated` beside its own group: a read bound to every user is
+    the preview's."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "everyone"}}
+    cluster.put({**role, "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]})
+    cluster.put(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "everyone"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "everyone"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}],
+        }
+    )
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "FAIL" and "may get secrets cluster-wide" in outcome.evidence

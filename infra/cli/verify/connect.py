@@ -139,14 +139,21 @@ class Kube:
 
     def may(self, group_of_users: str, verb: str, group: str, resource: str, namespace: str, name: str = "") -> bool:
         """Whether the API server's authorizer lets a user of `group_of_users` `verb` group/resource (a
-        SubjectAccessReview: `kubectl auth can-i --as-group`; "" namespace: every namespace)."""
+        SubjectAccessReview: `kubectl auth can-i --as-group`; "" namespace: every namespace). The user is in
+        `system:authenticated` too, as every authenticated request is (AuthenticatedGroupAdder, kubernetes/kubernetes:
+        staging/src/k8s.io/apiserver/pkg/authentication/group/authenticated_group_adder.go@2e0908106e44), so what is
+        bound to every user counts."""
         attributes = {"verb": verb, "group": group, "resource": resource, "namespace": namespace, "name": name}
         if "/" in resource:
             attributes["resource"], attributes["subresource"] = resource.split("/", 1)
         body = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SubjectAccessReview",
-            "spec": {"user": "higgsfield-verify", "groups": [group_of_users], "resourceAttributes": attributes},
+            "spec": {
+                "user": "higgsfield-verify",
+                "groups": [group_of_users, "system:authenticated"],
+                "resourceAttributes": attributes,
+            },
         }
         return bool(self._call(self.authorization.create_subject_access_review, body)["status"].get("allowed"))
 
