@@ -1702,3 +1702,72 @@ def test_a_binding_to_every_authenticated_user_that_reads_secrets_fails_the_prev
     )
     outcome = one("kube.preview-access", ctx)
     assert outcome.status == "FAIL" and "may get secrets cluster-wide" in outcome.evidence
+
+
+# The preview's reads that a pull request could turn against a team or the cluster, each bound to the preview group
+# by a binding not the program's: the check must fail on every one.
+RBAC = "rbac.authorization.k8s.io"
+
+
+def _bound_to_preview(cluster, name: str, rule: dict, namespace: str = "") -> None:
+    """A ClusterRole `name` of `rule`, bound to the preview group cluster-wide, or in `namespace` by a RoleBinding."""
+    cluster.put({"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": {"name": name}, "rules": [rule]})
+    kind, meta = ("RoleBinding", {"name": name, "namespace": namespace}) if namespace else ("ClusterRoleBinding", {})
+    cluster.put(
+        {
+            "apiVersion": f"{RBAC}/v1",
+            "kind": kind,
+            "metadata": meta or {"name": name},
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": name},
+            "subjects": [{"apiGroup": RBAC, "kind": "Group", "name": names.PREVIEW_GROUP}],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("verb", "group", "resource", "what"),
+    [
+        # a list or a watch returns every Secret whole, as a get does one
+        ("list", "", "secrets", "may list secrets"),
+        ("watch", "", "secrets", "may watch secrets"),
+        # a command in any pod, or a container's terminal: every mounted Secret and token
+        ("create", "", "pods/exec", "may create pods/exec"),
+        ("create", "", "pods/attach", "may create pods/attach"),
+        # the kubelet's API: every pod's logs and exec on the node
+        ("get", "", "nodes/proxy", "may get nodes/proxy"),
+        # a token of any ServiceAccount: its RBAC, and its IAM role through Pod Identity
+        ("create", "", "serviceaccounts/token", "may create serviceaccounts/token"),
+        # any other user's rights
+        ("impersonate", "", "users", "may impersonate users"),
+        ("impersonate", "", "groups", "may impersonate groups"),
+        # a binding or a role with rights the binder has not
+        ("bind", RBAC, "clusterroles", "may bind clusterroles"),
+        ("escalate", RBAC, "clusterroles", "may escalate clusterroles"),
+    ],
+)
+def test_a_binding_that_lets_the_preview_reach_a_teams_secrets_another_way_fails(
+    ctx, cluster, verb, group, resource, what
+):
+    """A pull request's preview that may do any of these reads a team's Secrets or acts as someone who may."""
+    _bound_to_preview(cluster, "another-way", {"apiGroups": [group], "resources": [resource], "verbs": [verb]})
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "FAIL" and f"{what} cluster-wide" in outcome.evidence
+
+
+def test_a_binding_in_kube_system_that_lets_the_preview_get_its_secrets_fails(ctx, cluster):
+    """A RoleBinding outside the team namespaces is as much a pull request's read: kube-system's Secrets."""
+    cluster.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}})
+    _bound_to_preview(
+        cluster, "system-secrets", {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}, "kube-system"
+    )
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "FAIL" and "may get secrets in kube-system" in outcome.evidence
+
+
+def test_a_binding_that_lets_the_preview_watch_a_teams_service_accounts_fails(ctx, cluster):
+    """A watch streams every ServiceAccount of the namespace whole, as a list returns them."""
+    _bound_to_preview(
+        cluster, "watch-accounts", {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["watch"]}
+    )
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "FAIL" and "may watch serviceaccounts in llm" in outcome.evidence

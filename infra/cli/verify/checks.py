@@ -960,16 +960,46 @@ def tenant_attacks(ctx: Any) -> Outcome:
 
 
 ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
-# What the CI preview group reads nowhere (components/delivery.py PREVIEW_READS): a Secret, a pod, a container's log,
-# an event, in any namespace; `""` cluster-wide.
-PREVIEW_NEVER = (("get", "", "secrets"), ("list", "", "pods"), ("get", "", "pods/log"), ("list", "", "events"))
+# What the CI preview group may do nowhere (components/delivery.py PREVIEW_READS), by namespaced (verb, group,
+# resource), each asked cluster-wide ("") and in every namespace of the cluster, where a RoleBinding could grant it:
+# read a Secret (a list or a watch reveals each whole, as a get does one: kubernetes/website:content/en/docs/concepts/
+# security/rbac-good-practices.md@037ed19f, "Listing secrets"), a pod, a container's log or an event; run or attach to
+# a command in a pod (SPDY's POST is `create`; a WebSocket's GET is `get`, and `create` too only where the
+# AuthorizePodWebsocketUpgradeCreatePermission gate is on, from 1.35: kubernetes/website:content/en/docs/reference/
+# command-line-tools-reference/feature-gates/AuthorizePodWebsocketUpgradeCreatePermission.md@0637786b); mint a
+# ServiceAccount's token ("Token request") or act as one ("Impersonate verb").
+PREVIEW_NEVER = (
+    ("get", "", "secrets"),
+    ("list", "", "secrets"),
+    ("watch", "", "secrets"),
+    ("list", "", "pods"),
+    ("get", "", "pods/log"),
+    ("get", "", "pods/exec"),
+    ("create", "", "pods/exec"),
+    ("get", "", "pods/attach"),
+    ("create", "", "pods/attach"),
+    ("list", "", "events"),
+    ("create", "", "serviceaccounts/token"),
+    ("impersonate", "", "serviceaccounts"),
+)
+# And cluster-wide, of the cluster-scoped kinds (rbac-good-practices.md above): the kubelet's API (nodes/proxy, whose
+# `get` alone runs a command in every pod of a node), any user's or group's rights (impersonate), a role with rights
+# the preview has not or a binding to one (escalate, bind).
+PREVIEW_NEVER_CLUSTER = (
+    ("get", "", "nodes/proxy"),
+    ("impersonate", "", "users"),
+    ("impersonate", "", "groups"),
+    ("bind", "rbac.authorization.k8s.io", "clusterroles"),
+    ("escalate", "rbac.authorization.k8s.io", "clusterroles"),
+)
 
 
 def preview_access(ctx: Any) -> Outcome:
     """The CI preview group (a pull request's identity in the cluster), as the API server's authorizer answers for it:
-    it reads no Secret, pod, log or event anywhere; in a team namespace it lists none of the kinds a team makes there
-    beside the program (components/kubernetes_objects.py NAMED_READS), and it gets the program's own objects there by
-    name (each planned by-name Role's first name of each rule), which a preview reads before its dry run."""
+    it may do none of PREVIEW_NEVER, cluster-wide or in any namespace, nor PREVIEW_NEVER_CLUSTER; in a team namespace
+    it lists or watches none of the kinds a team makes there beside the program (components/kubernetes_objects.py
+    NAMED_READS), and it gets the program's own objects there by name (each planned by-name Role's first name of each
+    rule), which a preview reads before its dry run."""
     from components.kubernetes_objects import NAMED_READS, PREVIEW_GETS
 
     problems, asked = [], 0
@@ -982,11 +1012,15 @@ def preview_access(ctx: Any) -> Outcome:
             what = f"{resource}/{name}" if name else resource
             problems.append(f"{'may not' if allowed else 'may'} {verb} {what} {where}")
 
-    for namespace in ["", *(team.name for team in ctx.config.scheduler.teams)]:
+    for verb, group, resource in PREVIEW_NEVER_CLUSTER:
+        expect(False, verb, group, resource, "")
+    for namespace in ["", *sorted(ctx.kube.namespaces())]:
         for verb, group, resource in PREVIEW_NEVER:
             expect(False, verb, group, resource, namespace)
-        for (group, _kind), resource in NAMED_READS.items() if namespace else ():
+    for namespace in (team.name for team in ctx.config.scheduler.teams):
+        for (group, _kind), resource in NAMED_READS.items():
             expect(False, "list", group, resource, namespace)
+            expect(False, "watch", group, resource, namespace)
     for planned in ctx.plan.of_type(ROLE):
         meta = planned.inputs["metadata"]
         if meta.get("name") != PREVIEW_GETS:
@@ -1478,9 +1512,11 @@ def specs() -> list[Spec]:
              "finalizer, a DaemonSet on the GPU nodes",
              tenant_attacks, "kube", "create podgroups, tfjobs, daemonsets (dryRun) in team namespaces",
              after=(KUBE_API,)),
-        Spec("kube.preview-access", "the CI preview group reads no Secret, pod, log or event, lists no team's own "
-             "ServiceAccounts, claims, quotas or RBAC, and gets the program's objects by name",
-             preview_access, "kube", "create subjectaccessreviews", after=(KUBE_API,)),
+        Spec("kube.preview-access", "the CI preview group reads no Secret, pod, log or event, runs nothing in a pod "
+             "or node, mints no token, impersonates, binds or escalates nothing, lists no team's own ServiceAccounts, "
+             "claims, quotas or RBAC, and gets the program's objects by name",
+             preview_access, "kube", "create subjectaccessreviews, list namespaces", timeout_s=60.0,
+             after=(KUBE_API,)),
         Spec("kube.job-names", "each team Kubeflow job is named as its kind (none from before the rule)",
              job_names, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
         Spec("kube.job-cleanup", "each team Kubeflow job deletes its running pods once finished (cleanPodPolicy)",

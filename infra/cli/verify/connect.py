@@ -66,6 +66,9 @@ class Kube:
     def namespace(self, name: str) -> dict:
         return self._call(self.core.read_namespace, name)
 
+    def namespaces(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self._call(self.core.list_namespace)["items"]]
+
     def service_account(self, namespace: str, name: str) -> dict:
         return self._call(self.core.read_namespaced_service_account, name, namespace)
 
