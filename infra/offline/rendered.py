@@ -81,10 +81,13 @@ def rule_allows(rule: dict, call: Call) -> bool:
         values = rule.get(key) or []
         return "*" in values or value in values
 
+    # A rule's `*/SUBRESOURCE` is that subresource of every resource (`*/exec`: pods/exec); `RESOURCE/*` is no
+    # wildcard (kubernetes/kubernetes:pkg/apis/rbac/v1/evaluation_helpers.go@03bf11a3 ResourceMatches).
+    _, slash, subresource = call.resource.partition("/")
     names = rule.get("resourceNames") or []
     return (
         has("apiGroups", call.group)
-        and has("resources", call.resource)
+        and (has("resources", call.resource) or (bool(slash) and f"*/{subresource}" in (rule.get("resources") or [])))
         and has("verbs", call.verb)
         and (not names or (call.name is not None and call.name in names))
     )

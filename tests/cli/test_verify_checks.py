@@ -1771,3 +1771,10 @@ def test_a_binding_that_lets_the_preview_watch_a_teams_service_accounts_fails(ct
     )
     outcome = one("kube.preview-access", ctx)
     assert outcome.status == "FAIL" and "may watch serviceaccounts in llm" in outcome.evidence
+
+
+def test_a_binding_of_every_resources_exec_subresource_to_the_preview_fails(ctx, cluster):
+    """`*/exec` grants pods/exec as the API server's RBAC authorizer reads it: the preview runs commands in pods."""
+    _bound_to_preview(cluster, "any-exec", {"apiGroups": [""], "resources": ["*/exec"], "verbs": ["create"]})
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "FAIL" and "may create pods/exec cluster-wide" in outcome.evidence
