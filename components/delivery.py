@@ -85,7 +85,9 @@ AUDIENCE = "sts.amazonaws.com"
 # inputs. No list, no watch: a get by name is all a preview reads of an object.
 # Cluster-wide, get/list/watch on the cluster-scoped kinds the program manages (the kinds of the plan's
 # Kubernetes resources and of the Training Operator's upstream manifests its kustomize Directory applies,
-# kubeflow/trainer:manifests/overlays/standalone@v1.9.4) and on no namespaced kind: no Secret (the
+# kubeflow/trainer:manifests/overlays/standalone@v1.9.4) but those the cluster also makes from a team's
+# activity (components/kubernetes_objects.py CLUSTER_NAMED_READS: PersistentVolumes, the program's got by
+# name, preview_cluster_role), and on no namespaced kind: no Secret (the
 # program's one Secret is in the state the preview decrypts already), no pod, no pods/log, no event.
 # ConfigMaps, Services, Deployments, DaemonSets and CronJobs only in the namespaces the program keeps its
 # own in (a team's may hold anything: a ConfigMap's data, a workload's env, command and image, the Service
@@ -99,7 +101,7 @@ AUDIENCE = "sts.amazonaws.com"
 # skips a preview). A cluster-scoped kind the program starts to manage is added here, a namespaced one to
 # NAMED_READS or its namespace's preview_reads (a test compares them with every plan).
 PREVIEW_READS: dict[str, tuple[str, ...]] = {
-    "": ("namespaces", "persistentvolumes"),
+    "": ("namespaces",),
     "admissionregistration.k8s.io": (
         "validatingadmissionpolicies",
         "validatingadmissionpolicybindings",
@@ -113,15 +115,25 @@ PREVIEW_READS: dict[str, tuple[str, ...]] = {
 }
 
 
-def preview_cluster_role() -> dict:
-    """What the preview role reads cluster-wide: PREVIEW_READS, nothing else."""
+def preview_cluster_role(by_name: Sequence[tuple[str, str, str]] = ()) -> dict:
+    """What the preview role reads cluster-wide: PREVIEW_READS, and a get of the cluster-scoped objects `by_name`
+    ((API group, resource, name): the program's of CLUSTER_NAMED_READS' kinds), nothing else."""
+    named: dict[tuple[str, str], set[str]] = {}
+    for group, resource, object_name in by_name:
+        named.setdefault((group, resource), set()).add(object_name)
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": PREVIEW_GROUP},
         "rules": [
-            {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "list", "watch"]}
-            for group, resources in PREVIEW_READS.items()
+            *(
+                {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "list", "watch"]}
+                for group, resources in PREVIEW_READS.items()
+            ),
+            *(
+                {"apiGroups": [group], "resources": [resource], "resourceNames": sorted(these), "verbs": ["get"]}
+                for (group, resource), these in sorted(named.items())
+            ),
         ],
     }
 
@@ -1563,11 +1575,13 @@ class Delivery(pulumi.ComponentResource):
                     opts=child,
                 )
         in_cluster = pulumi.ResourceOptions(parent=self, provider=args.kubernetes)
-        for suffix, manifest in (("role", preview_cluster_role()), ("binding", preview_cluster_role_binding())):
+        named = named_objects()
+        cluster_role = preview_cluster_role([m[:3] for m in named.pop("", [])])
+        for suffix, manifest in (("role", cluster_role), ("binding", preview_cluster_role_binding())):
             KubernetesObject(f"{name}-preview-{suffix}", manifest, opts=in_cluster)
         # The program's objects of NAMED_READS' kinds, by name, in each namespace: made last in the program
         # (infra/__main__.py), once every one of them is, and after them, so after their namespace.
-        for namespace, made in sorted(named_objects().items()):
+        for namespace, made in sorted(named.items()):
             after = pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[m[3] for m in made])
             preview_gets(name, namespace, [m[:3] for m in made], after)
         self.runners: dict[str, aws.codebuild.Project] = {}

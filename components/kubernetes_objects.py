@@ -38,8 +38,14 @@ NAMED_READS: dict[tuple[str, str], str] = {
     ("rbac.authorization.k8s.io", "Role"): "roles",
     ("rbac.authorization.k8s.io", "RoleBinding"): "rolebindings",
 }
-# The objects of NAMED_READS' kinds this evaluation of the program made so far (each plan is recorded in a
-# context of its own: infra/offline/evaluate.py record), as (API group, resource, name, object) by namespace.
+# The cluster-scoped kinds the program keeps where the cluster makes its own from a team's activity, by (API group,
+# kind): a PersistentVolume the EBS CSI provisioner binds to a team's claim of the gp3 StorageClass names the claim
+# and its namespace (spec.claimRef) and its size. A preview gets the program's by name alone, cluster-wide
+# (components/delivery.py preview_cluster_role); they are kept under the namespace "".
+CLUSTER_NAMED_READS: dict[tuple[str, str], str] = {("", "PersistentVolume"): "persistentvolumes"}
+# The objects of NAMED_READS' and CLUSTER_NAMED_READS' kinds this evaluation of the program made so far (each plan
+# is recorded in a context of its own: infra/offline/evaluate.py record), as (API group, resource, name, object) by
+# namespace.
 _NAMED: ContextVar[dict[str, list[tuple[str, str, str, pulumi.Resource]]]] = ContextVar("named_objects")
 
 
@@ -52,18 +58,19 @@ def _named() -> dict[str, list[tuple[str, str, str, pulumi.Resource]]]:
 
 
 def _keep_named(manifest: dict[str, Any], made: pulumi.Resource) -> None:
-    group = manifest["apiVersion"].rpartition("/")[0]
-    resource = NAMED_READS.get((group, manifest["kind"]))
-    if resource is not None:
-        metadata = manifest["metadata"]
+    group, kind, metadata = manifest["apiVersion"].rpartition("/")[0], manifest["kind"], manifest["metadata"]
+    if (resource := NAMED_READS.get((group, kind))) is not None:
         _named().setdefault(metadata.get("namespace") or "default", []).append(
             (group, resource, metadata["name"], made)
         )
+    elif (resource := CLUSTER_NAMED_READS.get((group, kind))) is not None:
+        _named().setdefault("", []).append((group, resource, metadata["name"], made))
 
 
 def named_objects() -> dict[str, list[tuple[str, str, str, pulumi.Resource]]]:
     """The program's objects of NAMED_READS' kinds made so far, as (API group, resource, name,
-    object) by namespace: what the preview may get there (preview_gets)."""
+    object) by namespace, and of CLUSTER_NAMED_READS' under "": what the preview may get there (preview_gets,
+    components/delivery.py preview_cluster_role)."""
     return {namespace: list(made) for namespace, made in _named().items()}
 
 

@@ -1778,3 +1778,18 @@ def test_a_binding_of_every_resources_exec_subresource_to_the_preview_fails(ctx,
     _bound_to_preview(cluster, "any-exec", {"apiGroups": [""], "resources": ["*/exec"], "verbs": ["create"]})
     outcome = one("kube.preview-access", ctx)
     assert outcome.status == "FAIL" and "may create pods/exec cluster-wide" in outcome.evidence
+
+
+def test_a_binding_that_lets_the_preview_list_persistent_volumes_fails(ctx, cluster):
+    """Each PersistentVolume of a team's claim names the claim, its namespace and its size (spec.claimRef, capacity):
+    the preview gets the program's by name (components/kubernetes_objects.py CLUSTER_NAMED_READS), lists none."""
+    _bound_to_preview(cluster, "volumes", {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["list"]})
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "FAIL" and "may list persistentvolumes cluster-wide" in outcome.evidence
+
+
+def test_a_cluster_role_without_the_programs_volumes_fails_naming_the_volume_the_preview_cannot_get(ctx, cluster, plan):
+    role = cluster.get(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{names.PREVIEW_GROUP}")
+    cluster.put({**role, "rules": [r for r in role["rules"] if "resourceNames" not in r]})
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "FAIL" and "may not get persistentvolumes/" in outcome.evidence

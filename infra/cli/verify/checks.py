@@ -960,6 +960,7 @@ def tenant_attacks(ctx: Any) -> Outcome:
 
 
 ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 # What the CI preview group may do nowhere (components/delivery.py PREVIEW_READS), by namespaced (verb, group,
 # resource), each asked cluster-wide ("") and in every namespace of the cluster, where a RoleBinding could grant it:
 # read a Secret (a list or a watch reveals each whole, as a get does one: kubernetes/website:content/en/docs/concepts/
@@ -982,10 +983,12 @@ PREVIEW_NEVER = (
     ("create", "", "serviceaccounts/token"),
     ("impersonate", "", "serviceaccounts"),
 )
-# And cluster-wide, of the cluster-scoped kinds (rbac-good-practices.md above): the kubelet's API (nodes/proxy, whose
-# `get` alone runs a command in every pod of a node), any user's or group's rights (impersonate), a role with rights
-# the preview has not or a binding to one (escalate, bind).
+# And cluster-wide, of the cluster-scoped kinds: a list of the PersistentVolumes, a team claim's among them
+# (components/kubernetes_objects.py CLUSTER_NAMED_READS); (rbac-good-practices.md above) the kubelet's API
+# (nodes/proxy, whose `get` alone runs a command in every pod of a node), any user's or group's rights (impersonate),
+# a role with rights the preview has not or a binding to one (escalate, bind).
 PREVIEW_NEVER_CLUSTER = (
+    ("list", "", "persistentvolumes"),
     ("get", "", "nodes/proxy"),
     ("impersonate", "", "users"),
     ("impersonate", "", "groups"),
@@ -998,8 +1001,9 @@ def preview_access(ctx: Any) -> Outcome:
     """The CI preview group (a pull request's identity in the cluster), as the API server's authorizer answers for it:
     it may do none of PREVIEW_NEVER, cluster-wide or in any namespace, nor PREVIEW_NEVER_CLUSTER; in a team namespace
     it lists or watches none of the kinds a team makes there beside the program (components/kubernetes_objects.py
-    NAMED_READS), and it gets the program's own objects there by name (each planned by-name Role's first name of each
-    rule), which a preview reads before its dry run."""
+    NAMED_READS), and it gets the program's own objects there by name, and its PersistentVolumes cluster-wide (each
+    planned by-name rule's first name, of the by-name Roles and the preview's ClusterRole), which a preview reads
+    before its dry run."""
     from components.kubernetes_objects import NAMED_READS, PREVIEW_GETS
 
     problems, asked = [], 0
@@ -1021,12 +1025,14 @@ def preview_access(ctx: Any) -> Outcome:
         for (group, _kind), resource in NAMED_READS.items():
             expect(False, "list", group, resource, namespace)
             expect(False, "watch", group, resource, namespace)
-    for planned in ctx.plan.of_type(ROLE):
+    for planned in [*ctx.plan.of_type(ROLE), *ctx.plan.of_type(CLUSTER_ROLE)]:
         meta = planned.inputs["metadata"]
-        if meta.get("name") != PREVIEW_GETS:
+        if meta.get("name") not in (PREVIEW_GETS, names.PREVIEW_GROUP):
             continue
         for rule in planned.inputs.get("rules") or []:
-            expect(True, "get", rule["apiGroups"][0], rule["resources"][0], meta["namespace"], rule["resourceNames"][0])
+            if rule.get("resourceNames"):
+                group, resource, name = rule["apiGroups"][0], rule["resources"][0], rule["resourceNames"][0]
+                expect(True, "get", group, resource, meta.get("namespace", ""), name)
     if problems:
         return failed(
             f"the preview group ({names.PREVIEW_GROUP}) " + "; ".join(problems),
