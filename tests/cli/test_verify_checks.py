@@ -32,6 +32,7 @@ from moto import mock_aws
 
 from components.cluster import CONTROL_PLANE_LOG_TYPES
 from components.karpenter import queue_policy
+from components.tenancy import team_group
 from infra.cli import verify
 from infra.cli.verify import checks, connect
 from infra.core import names
@@ -1793,3 +1794,43 @@ def test_a_cluster_role_without_the_programs_volumes_fails_naming_the_volume_the
     cluster.put({**role, "rules": [r for r in role["rules"] if "resourceNames" not in r]})
     outcome = one("kube.preview-access", ctx)
     assert outcome.status == "FAIL" and "may not get persistentvolumes/" in outcome.evidence
+
+
+# --- the CI preview role's access entry ----------------------------------------------------------------------------
+
+
+def _preview_entry_answered(aws_ctx, plan, groups: list[str], policies: list[dict]) -> None:
+    """DescribeAccessEntry and ListAssociatedAccessPolicies of the preview role's entry, in botocore's eks shapes
+    (accessEntry.kubernetesGroups; associatedAccessPolicies[].policyArn, accessScope)."""
+    role = f"arn:aws:iam::{plan.config.delivery.account_id}:role/{names.role_name(STACK, 'preview')}"
+    stub, asked = _stubbed(aws_ctx, "eks"), {"clusterName": CLUSTER, "principalArn": role}
+    entry = {"clusterName": CLUSTER, "principalArn": role, "kubernetesGroups": groups, "type": "STANDARD"}
+    stub.add_response("describe_access_entry", {"accessEntry": entry}, asked)
+    answer = {"clusterName": CLUSTER, "principalArn": role, "associatedAccessPolicies": policies}
+    stub.add_response("list_associated_access_policies", answer, asked)
+
+
+def test_the_preview_roles_entry_in_its_group_alone_without_access_policies_passes(aws_ctx, plan):
+    _preview_entry_answered(aws_ctx, plan, [names.PREVIEW_GROUP], [])
+    outcome = one("aws.preview-entry", aws_ctx)
+    assert outcome.status == "PASS", outcome.evidence
+
+
+def test_an_access_policy_associated_with_the_preview_roles_entry_fails_naming_it(aws_ctx, plan):
+    """AmazonEKSAdminViewPolicy reads every Secret: EKS authorizes it by the entry, not the group, so the preview
+    group's SubjectAccessReviews (kube.preview-access) never see it."""
+    view = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy"
+    _preview_entry_answered(
+        aws_ctx, plan, [names.PREVIEW_GROUP], [{"policyArn": view, "accessScope": {"type": "cluster"}}]
+    )
+    outcome = one("aws.preview-entry", aws_ctx)
+    assert outcome.status == "FAIL" and "AmazonEKSAdminViewPolicy" in outcome.evidence
+
+
+def test_a_teams_group_added_to_the_preview_roles_entry_fails_naming_it(aws_ctx, plan):
+    """A pull request's preview in a team's group has the team's rights; kube.preview-access asks as the preview group
+    alone."""
+    team = team_group(plan.config.scheduler.teams[0].name)
+    _preview_entry_answered(aws_ctx, plan, [names.PREVIEW_GROUP, team], [])
+    outcome = one("aws.preview-entry", aws_ctx)
+    assert outcome.status == "FAIL" and team in outcome.evidence

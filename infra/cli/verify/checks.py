@@ -1468,6 +1468,42 @@ EKS_READ = "eks:DescribeCluster"
 KUBE_API = "kube.api"
 
 
+ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
+
+
+def preview_entry(ctx: Any) -> Outcome:
+    """The CI preview role's EKS access entry puts it in the preview group alone (names.PREVIEW_GROUP) and has no
+    access policy (components/delivery.py Delivery). EKS authorizes an access policy by the entry, not by a group, and
+    a group added to the entry (a team's: its rights in its namespace) is one kube.preview-access, asking as the
+    preview group, never asks as: either widens a pull request's reads unseen (AmazonEKSAdminViewPolicy reads every
+    Secret: awsdocs/amazon-eks-user-guide:latest/ug/manage-access/k8s-access/access-policy-reference.adoc@145543a9).
+    DescribeAccessEntry's accessEntry.kubernetesGroups, ListAssociatedAccessPolicies' associatedAccessPolicies
+    (botocore's eks model)."""
+    planned = [r for r in ctx.plan.of_type(ACCESS_ENTRY) if r.inputs.get("kubernetesGroups") == [names.PREVIEW_GROUP]]
+    if not planned:
+        return skipped("no CI preview role (higgsfield:delivery)")
+    stack, eks = ctx.config.stack, ctx.client("eks")
+    role = f"arn:aws:iam::{ctx.config.delivery.account_id}:role/{names.role_name(stack, 'preview')}"
+    entry = {"clusterName": names.cluster_name(stack), "principalArn": role}
+    problems = []
+    groups = sorted(eks.describe_access_entry(**entry)["accessEntry"].get("kubernetesGroups") or [])
+    if groups != [names.PREVIEW_GROUP]:
+        problems.append(f"its entry's groups are {', '.join(groups) or 'none'}, planned {names.PREVIEW_GROUP}")
+    for page in eks.get_paginator("list_associated_access_policies").paginate(**entry):
+        for policy in page.get("associatedAccessPolicies") or []:
+            scope = policy.get("accessScope") or {}
+            where = ", ".join(scope.get("namespaces") or []) or scope.get("type", "?")
+            problems.append(f"{policy['policyArn'].rpartition('/')[2]} is associated with its entry ({where})")
+    if problems:
+        return failed(
+            f"the preview role {role}: " + "; ".join(problems),
+            "`pulumi up` sets the planned groups again; `aws eks disassociate-access-policy --cluster-name "
+            f"{names.cluster_name(stack)} --principal-arn {role} --policy-arn ARN` takes a policy off; CloudTrail's "
+            "UpdateAccessEntry and AssociateAccessPolicy events say who changed it",
+        )
+    return passed(f"the preview role's entry: {names.PREVIEW_GROUP} alone, no access policy")
+
+
 def specs() -> list[Spec]:
     """Every check, in order (`higgsfield verify STACK --list`)."""
     from infra.cli.verify import fabric, node_loss, trial
@@ -1489,6 +1525,9 @@ def specs() -> list[Spec]:
              reservations, "aws", "ec2:DescribeCapacityReservations"),
         Spec("aws.no-irsa-provider", "no IAM OIDC provider trusts the cluster's service account tokens (Pod "
              "Identity only)", no_irsa_provider, "aws", "eks:DescribeCluster, iam:ListOpenIDConnectProviders",
+             after=("aws.cluster",)),
+        Spec("aws.preview-entry", "the CI preview role's access entry: the preview group alone, no access policy",
+             preview_entry, "aws", "eks:DescribeAccessEntry, eks:ListAssociatedAccessPolicies",
              after=("aws.cluster",)),
         Spec("aws.managed-policies", "the AWS managed policies the program attaches act only in the boundary's "
              "services", managed_policies, "aws", "iam:GetPolicy, iam:GetPolicyVersion"),
