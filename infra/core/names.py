@@ -22,6 +22,13 @@ def role_name(stack: str, purpose: str) -> str:
     return f"{cluster_name(stack)}-{purpose}"
 
 
+def assumed_role_user(account: str, role: str, session: str = "") -> str:
+    """The Kubernetes user of a role's requests to a cluster whose access entry for it sets no username: its
+    assumed-role ARN, then the session's name (awsdocs/amazon-eks-user-guide:latest/ug/manage-access/k8s-access/
+    set-custom-username.adoc@21adee18, "Default username generation"); `session` "": the prefix every session's has."""
+    return f"arn:aws:sts::{account}:assumed-role/{role}/{session}"
+
+
 def pulumi_up(stack: str, *options: str) -> str:
     """`pulumi up` of `stack` as CI's deploy runs it: with the policy pack and the stack's configuration of it
     (.github/workflows/deploy.yml), so a deploy by hand meets the same guards; `options` go before them

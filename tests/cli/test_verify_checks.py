@@ -1796,6 +1796,54 @@ def test_a_cluster_role_without_the_programs_volumes_fails_naming_the_volume_the
     assert outcome.status == "FAIL" and "may not get persistentvolumes/" in outcome.evidence
 
 
+def test_a_binding_to_the_preview_roles_own_user_that_reads_secrets_fails(ctx, cluster, plan):
+    """EKS names the preview role's requests' user after its session (arn:aws:sts::ACCOUNT:assumed-role/ROLE/
+    {{SessionName}}), and preview.yml's configure-aws-credentials names every session GitHubActions: a binding to that
+    User is every pull request's preview's."""
+    role = names.role_name(STACK, "preview")
+    user = f"arn:aws:sts::{plan.config.delivery.account_id}:assumed-role/{role}/GitHubActions"
+    cluster.put(
+        {
+            "apiVersion": f"{RBAC}/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "by-user"},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
+        }
+    )
+    cluster.put(
+        {
+            "apiVersion": f"{RBAC}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "by-user"},
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "by-user"},
+            "subjects": [{"apiGroup": RBAC, "kind": "User", "name": user}],
+        }
+    )
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "FAIL" and "may get secrets cluster-wide" in outcome.evidence
+
+
+def test_a_binding_to_the_preview_roles_user_of_a_session_a_pull_request_names_fails_naming_the_binding(
+    ctx, cluster, plan
+):
+    """preview.yml comes from the pull request (its role trusts job_workflow_ref preview.yml@refs/pull/*/merge), so
+    the pull request names its session (configure-aws-credentials' role-session-name), and with it its user: a
+    binding to any session of the preview role is a pull request's."""
+    role = names.role_name(STACK, "preview")
+    user = f"arn:aws:sts::{plan.config.delivery.account_id}:assumed-role/{role}/chosen-by-a-pull-request"
+    cluster.put(
+        {
+            "apiVersion": f"{RBAC}/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "by-session", "namespace": "llm"},
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"apiGroup": RBAC, "kind": "User", "name": user}],
+        }
+    )
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "FAIL" and f"{user} is a subject of RoleBinding llm/by-session" in outcome.evidence
+
+
 # --- the CI preview role's access entry ----------------------------------------------------------------------------
 
 

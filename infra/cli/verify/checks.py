@@ -997,21 +997,46 @@ PREVIEW_NEVER_CLUSTER = (
 )
 
 
+# The session name of every preview's role (preview.yml's configure-aws-credentials names none: its default,
+# aws-actions/configure-aws-credentials:src/index.ts@0a279261 ROLE_SESSION_NAME); a pull request may name another.
+PREVIEW_SESSION = "GitHubActions"
+
+
+def _bound_to_sessions(ctx: Any, role_user: str) -> list[str]:
+    """The bindings whose subject is a user of the preview role (`role_user`: its prefix, before the session's name),
+    each as a problem. A binding to that user is as much the preview's as one to its group, and preview.yml is the
+    pull request's own (its role trusts preview.yml at refs/pull/*/merge), so the pull request names its session: a
+    binding to any session's user is a pull request's (the reviews ask as PREVIEW_SESSION's)."""
+    found = []
+    for binding in ctx.kube.role_bindings():
+        meta = binding.get("metadata") or {}
+        where = "/".join(filter(None, (meta.get("namespace"), meta.get("name"))))
+        for subject in binding.get("subjects") or []:
+            if subject.get("kind") == "User" and str(subject.get("name", "")).startswith(role_user):
+                found.append(f"its role's user {subject['name']} is a subject of {binding['kind']} {where}")
+    return found
+
+
 def preview_access(ctx: Any) -> Outcome:
-    """The CI preview group (a pull request's identity in the cluster), as the API server's authorizer answers for it:
-    it may do none of PREVIEW_NEVER, cluster-wide or in any namespace, nor PREVIEW_NEVER_CLUSTER; in a team namespace
-    it lists or watches none of the kinds a team makes there beside the program (components/kubernetes_objects.py
+    """The CI preview (a pull request's identity in the cluster: its role's user, of the preview group), as the API
+    server's authorizer answers for it, and no binding to its role's user of another session (_bound_to_sessions): it
+    may do none of PREVIEW_NEVER, cluster-wide or in any namespace, nor PREVIEW_NEVER_CLUSTER; in a team namespace it
+    lists or watches none of the kinds a team makes there beside the program (components/kubernetes_objects.py
     NAMED_READS), and it gets the program's own objects there by name, and its PersistentVolumes cluster-wide (each
     planned by-name rule's first name, of the by-name Roles and the preview's ClusterRole), which a preview reads
     before its dry run."""
     from components.kubernetes_objects import NAMED_READS, PREVIEW_GETS
 
-    problems, asked = [], 0
+    role_user = names.assumed_role_user(ctx.config.delivery.account_id, names.role_name(ctx.config.stack, "preview"))
+    problems, asked = _bound_to_sessions(ctx, role_user), 0
 
     def expect(allowed: bool, verb: str, group: str, resource: str, namespace: str, name: str = "") -> None:
         nonlocal asked
         asked += 1
-        if ctx.kube.may(names.PREVIEW_GROUP, verb, group, resource, namespace, name) != allowed:
+        if (
+            ctx.kube.may(role_user + PREVIEW_SESSION, names.PREVIEW_GROUP, verb, group, resource, namespace, name)
+            != allowed
+        ):
             where = f"in {namespace}" if namespace else "cluster-wide"
             what = f"{resource}/{name}" if name else resource
             problems.append(f"{'may not' if allowed else 'may'} {verb} {what} {where}")
@@ -1035,7 +1060,7 @@ def preview_access(ctx: Any) -> Outcome:
                 expect(True, "get", group, resource, meta.get("namespace", ""), name)
     if problems:
         return failed(
-            f"the preview group ({names.PREVIEW_GROUP}) " + "; ".join(problems),
+            f"the CI preview (group {names.PREVIEW_GROUP}): " + "; ".join(problems),
             "compare the cluster's RBAC for the group with the plan (`kubectl get clusterrolebindings,rolebindings -A "
             f"-o wide | grep {names.PREVIEW_GROUP}`): a binding not the program's widens a pull request's reads; "
             "a missing one, `pulumi up`",
@@ -1560,7 +1585,8 @@ def specs() -> list[Spec]:
         Spec("kube.preview-access", "the CI preview group reads no Secret, pod, log or event, runs nothing in a pod "
              "or node, mints no token, impersonates, binds or escalates nothing, lists no team's own ServiceAccounts, "
              "claims, quotas or RBAC, and gets the program's objects by name",
-             preview_access, "kube", "create subjectaccessreviews, list namespaces", timeout_s=60.0,
+             preview_access, "kube", "create subjectaccessreviews, list namespaces, clusterrolebindings, rolebindings",
+             timeout_s=60.0,
              after=(KUBE_API,)),
         Spec("kube.job-names", "each team Kubeflow job is named as its kind (none from before the rule)",
              job_names, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),

@@ -140,9 +140,11 @@ class Kube:
             group, version = obj["apiVersion"].split("/")
             self._call(self.custom.delete_namespaced_custom_object, group, version, namespace, kind.lower() + "s", name)
 
-    def may(self, group_of_users: str, verb: str, group: str, resource: str, namespace: str, name: str = "") -> bool:
-        """Whether the API server's authorizer lets a user of `group_of_users` `verb` group/resource (a
-        SubjectAccessReview: `kubectl auth can-i --as-group`; "" namespace: every namespace). The user is in
+    def may(
+        self, user: str, group_of_users: str, verb: str, group: str, resource: str, namespace: str, name: str = ""
+    ) -> bool:
+        """Whether the API server's authorizer lets `user`, of `group_of_users`, `verb` group/resource (a
+        SubjectAccessReview: `kubectl auth can-i --as --as-group`; "" namespace: every namespace). The user is in
         `system:authenticated` too, as every authenticated request is (AuthenticatedGroupAdder, kubernetes/kubernetes:
         staging/src/k8s.io/apiserver/pkg/authentication/group/authenticated_group_adder.go@2e0908106e44), so what is
         bound to every user counts."""
@@ -153,12 +155,26 @@ class Kube:
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SubjectAccessReview",
             "spec": {
-                "user": "higgsfield-verify",
+                "user": user,
                 "groups": [group_of_users, "system:authenticated"],
                 "resourceAttributes": attributes,
             },
         }
         return bool(self._call(self.authorization.create_subject_access_review, body)["status"].get("allowed"))
+
+    def role_bindings(self) -> list[dict]:
+        """Every ClusterRoleBinding and RoleBinding of the cluster, each with its kind."""
+        from kubernetes import client
+
+        rbac = client.RbacAuthorizationV1Api(self.api_client)
+        return [
+            {**binding, "kind": kind}
+            for kind, method in (
+                ("ClusterRoleBinding", rbac.list_cluster_role_binding),
+                ("RoleBinding", rbac.list_role_binding_for_all_namespaces),
+            )
+            for binding in self._call(method)["items"]
+        ]
 
     def create_pod(self, namespace: str, body: dict) -> dict:
         return self._call(self.core.create_namespaced_pod, namespace, body)
