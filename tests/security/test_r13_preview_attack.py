@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from components.gang_deadline import NAMESPACE, TEAM_CLOCKS
 from infra.offline.rendered import Call, allows
 from tests.conftest import STACKS
 from tests.delivery.test_preview_identity import preview_rules
@@ -27,3 +28,17 @@ def test_the_preview_lists_no_persistent_volume_the_claims_of_every_team(stack, 
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_preview_gets_no_persistent_volume_of_a_teams_claim(stack):
     assert not allows(preview_rules(stack), Call("get", "", "persistentvolumes", "", TEAM_CLAIMS_VOLUME))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the preview lists ConfigMaps in higgsfield-capacity (gang_deadline.py preview_reads), where the CronJob "
+    "keeps its team clocks; a get by name of the program's own deadline ConfigMaps there would do (a design choice "
+    "for the lead: ConfigMaps by name, as NAMED_READS' kinds are)",
+)
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_preview_reads_no_teams_gang_clock(stack):
+    """Attack: get the gang-deadline CronJob's team clocks (images/training/gang_deadline.py team_clocks_data: since
+    when each team's gangs have waited in each pool), a record of the teams' activity the CronJob makes, not the
+    program."""
+    assert not allows(preview_rules(stack), Call("get", "", "configmaps", NAMESPACE, TEAM_CLOCKS))
