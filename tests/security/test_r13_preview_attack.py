@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from components.gang_deadline import NAMESPACE, TEAM_CLOCKS
+from components.storage import DATASET_CLAIM
 from infra.offline.rendered import Call, allows
-from tests.conftest import STACKS
+from tests.conftest import STACKS, plan_of
 from tests.delivery.test_preview_identity import preview_rules
+from tests.security.test_tenancy import admitted
 
 # A team's claim of the platform's gp3 StorageClass (components/observability.py) is bound to a PersistentVolume the
 # EBS CSI provisioner makes, named `pvc-<the claim's uid>` (--volume-name-prefix, default "pvc":
@@ -42,3 +44,40 @@ def test_the_preview_reads_no_teams_gang_clock(stack):
     when each team's gangs have waited in each pool), a record of the teams' activity the CronJob makes, not the
     program."""
     assert not allows(preview_rules(stack), Call("get", "", "configmaps", NAMESPACE, TEAM_CLOCKS))
+
+
+def _refusing_team_admission(plan, obj: dict) -> list[str]:
+    """The messages of the plan's admission policies that match `obj`'s CREATE and refuse it, as a team member asks."""
+    refused = []
+    for r in plan.resources:
+        if r.type != "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy":
+            continue
+        rules = r.inputs["spec"]["matchConstraints"].get("resourceRules") or []
+        if any(
+            "persistentvolumeclaims" in rule.get("resources", []) and "CREATE" in rule["operations"] for rule in rules
+        ):
+            refused += [message for message, ok in admitted(r.inputs, obj, user="a-team-member").items() if not ok]
+    return refused
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="no admission policy matches a team's PersistentVolumeClaims: a team may take the name of a dataset claim "
+    "the program will make (storage.py DATASET_CLAIM) and the deploy that adds the dataset fails AlreadyExists "
+    "(pulumi-kubernetes creates, no upsert, from v4.29.0); refusing the reserved names to teams is a tenancy policy "
+    "for the lead to place",
+)
+def test_a_team_cannot_take_the_name_of_a_dataset_claim_the_program_will_make():
+    """Attack (on the deploy): before the platform adds dataset `eval` to a team, the team makes a claim
+    `dataset-eval` in its namespace; the program's create of its claim is refused AlreadyExists (the provider creates,
+    it no longer applies over an object it finds, and the program sets no upsertExistingObjects:
+    pulumi/pulumi-kubernetes:CHANGELOG.md@v4.32.0, 4.29.0 #2926), and the deploy stops there."""
+    plan = plan_of("prod")
+    team = plan.config.scheduler.teams[0].name
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": DATASET_CLAIM.format(name="eval"), "namespace": team},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    assert _refusing_team_admission(plan, claim)
