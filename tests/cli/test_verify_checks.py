@@ -1847,12 +1847,23 @@ def test_a_binding_to_the_preview_roles_user_of_a_session_a_pull_request_names_f
 # --- the CI preview role's access entry ----------------------------------------------------------------------------
 
 
-def _preview_entry_answered(aws_ctx, plan, groups: list[str], policies: list[dict]) -> None:
+def _preview_entry_answered(
+    aws_ctx, plan, groups: list[str], policies: list[dict], username: str = "{{SessionName}}"
+) -> None:
     """DescribeAccessEntry and ListAssociatedAccessPolicies of the preview role's entry, in botocore's eks shapes
-    (accessEntry.kubernetesGroups; associatedAccessPolicies[].policyArn, accessScope)."""
-    role = f"arn:aws:iam::{plan.config.delivery.account_id}:role/{names.role_name(STACK, 'preview')}"
+    (accessEntry.kubernetesGroups, username; associatedAccessPolicies[].policyArn, accessScope); `username` the
+    session's part of EKS's default, unless it has a colon."""
+    account, role_name = plan.config.delivery.account_id, names.role_name(STACK, "preview")
+    role = f"arn:aws:iam::{account}:role/{role_name}"
+    user = username if ":" in username else names.assumed_role_user(account, role_name, username)
     stub, asked = _stubbed(aws_ctx, "eks"), {"clusterName": CLUSTER, "principalArn": role}
-    entry = {"clusterName": CLUSTER, "principalArn": role, "kubernetesGroups": groups, "type": "STANDARD"}
+    entry = {
+        "clusterName": CLUSTER,
+        "principalArn": role,
+        "kubernetesGroups": groups,
+        "type": "STANDARD",
+        "username": user,
+    }
     stub.add_response("describe_access_entry", {"accessEntry": entry}, asked)
     answer = {"clusterName": CLUSTER, "principalArn": role, "associatedAccessPolicies": policies}
     stub.add_response("list_associated_access_policies", answer, asked)
@@ -1882,3 +1893,10 @@ def test_a_teams_group_added_to_the_preview_roles_entry_fails_naming_it(aws_ctx,
     _preview_entry_answered(aws_ctx, plan, [names.PREVIEW_GROUP, team], [])
     outcome = one("aws.preview-entry", aws_ctx)
     assert outcome.status == "FAIL" and team in outcome.evidence
+
+
+def test_a_username_set_on_the_preview_roles_entry_fails_naming_it(aws_ctx, plan):
+    """A username not EKS's default (the role's session) makes the preview whoever that user is bound as."""
+    _preview_entry_answered(aws_ctx, plan, [names.PREVIEW_GROUP], [], username="ops:someone")
+    outcome = one("aws.preview-entry", aws_ctx)
+    assert outcome.status == "FAIL" and "ops:someone" in outcome.evidence

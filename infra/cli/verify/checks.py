@@ -1497,13 +1497,13 @@ ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
 
 
 def preview_entry(ctx: Any) -> Outcome:
-    """The CI preview role's EKS access entry puts it in the preview group alone (names.PREVIEW_GROUP) and has no
-    access policy (components/delivery.py Delivery). EKS authorizes an access policy by the entry, not by a group, and
-    a group added to the entry (a team's: its rights in its namespace) is one kube.preview-access, asking as the
-    preview group, never asks as: either widens a pull request's reads unseen (AmazonEKSAdminViewPolicy reads every
-    Secret: awsdocs/amazon-eks-user-guide:latest/ug/manage-access/k8s-access/access-policy-reference.adoc@145543a9).
-    DescribeAccessEntry's accessEntry.kubernetesGroups, ListAssociatedAccessPolicies' associatedAccessPolicies
-    (botocore's eks model)."""
+    """The CI preview role's EKS access entry puts it in the preview group alone (names.PREVIEW_GROUP), under EKS's
+    default username, and has no access policy (components/delivery.py Delivery). EKS authorizes an access policy by
+    the entry, not by a group, and a group added to the entry (a team's: its rights in its namespace) is one
+    kube.preview-access, asking as the preview group, never asks as: either widens a pull request's reads unseen
+    (AmazonEKSAdminViewPolicy reads every Secret: awsdocs/amazon-eks-user-guide:latest/ug/manage-access/k8s-access/
+    access-policy-reference.adoc@145543a9). DescribeAccessEntry's accessEntry.kubernetesGroups and username,
+    ListAssociatedAccessPolicies' associatedAccessPolicies (botocore's eks model)."""
     planned = [r for r in ctx.plan.of_type(ACCESS_ENTRY) if r.inputs.get("kubernetesGroups") == [names.PREVIEW_GROUP]]
     if not planned:
         return skipped("no CI preview role (higgsfield:delivery)")
@@ -1511,9 +1511,15 @@ def preview_entry(ctx: Any) -> Outcome:
     role = f"arn:aws:iam::{ctx.config.delivery.account_id}:role/{names.role_name(stack, 'preview')}"
     entry = {"clusterName": names.cluster_name(stack), "principalArn": role}
     problems = []
-    groups = sorted(eks.describe_access_entry(**entry)["accessEntry"].get("kubernetesGroups") or [])
+    live = eks.describe_access_entry(**entry)["accessEntry"]
+    groups = sorted(live.get("kubernetesGroups") or [])
     if groups != [names.PREVIEW_GROUP]:
         problems.append(f"its entry's groups are {', '.join(groups) or 'none'}, planned {names.PREVIEW_GROUP}")
+    # The plan sets no username: EKS's default is the role's session (names.assumed_role_user), another is whoever
+    # that user is bound as.
+    default_user = names.assumed_role_user(ctx.config.delivery.account_id, names.role_name(stack, "preview"))
+    if live.get("username", default_user + "{{SessionName}}") != default_user + "{{SessionName}}":
+        problems.append(f"its entry's username is {live['username']}, planned EKS's {default_user}{{{{SessionName}}}}")
     for page in eks.get_paginator("list_associated_access_policies").paginate(**entry):
         for policy in page.get("associatedAccessPolicies") or []:
             scope = policy.get("accessScope") or {}
