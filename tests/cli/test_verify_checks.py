@@ -1755,6 +1755,39 @@ def test_a_binding_that_lets_the_preview_reach_a_teams_secrets_another_way_fails
     assert outcome.status == "FAIL" and f"{what} cluster-wide" in outcome.evidence
 
 
+@pytest.mark.parametrize(
+    ("verb", "resource", "what"),
+    [
+        # a pod's spec: its env (values written inline among them), command and image
+        ("get", "pods", "may get pods"),
+        ("watch", "pods", "may watch pods"),
+        ("watch", "events", "may watch events"),
+    ],
+)
+def test_a_binding_that_lets_the_preview_read_pods_or_events_another_way_fails(ctx, cluster, verb, resource, what):
+    _bound_to_preview(cluster, "pods-another-way", {"apiGroups": [""], "resources": [resource], "verbs": [verb]})
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "FAIL" and f"{what} cluster-wide" in outcome.evidence
+
+
+@pytest.mark.parametrize(
+    ("group", "resource"),
+    [
+        ("", "configmaps"),
+        ("", "services"),
+        ("apps", "deployments"),
+        ("batch", "jobs"),
+        (names.KUBEFLOW_GROUP, "pytorchjobs"),
+    ],
+)
+def test_a_binding_that_lets_the_preview_list_a_teams_workloads_or_config_fails(ctx, cluster, group, resource):
+    """A team's ConfigMaps may hold anything, its workloads' and jobs' specs their env, commands and images: the
+    preview reads none of a team's (components/delivery.py PREVIEW_READS)."""
+    _bound_to_preview(cluster, "team-config", {"apiGroups": [group], "resources": [resource], "verbs": ["list"]}, "llm")
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "FAIL" and f"may list {resource} in llm" in outcome.evidence
+
+
 def test_a_binding_in_kube_system_that_lets_the_preview_get_its_secrets_fails(ctx, cluster):
     """A RoleBinding outside the team namespaces is as much a pull request's read: kube-system's Secrets."""
     cluster.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}})

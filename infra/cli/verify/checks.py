@@ -973,15 +973,33 @@ PREVIEW_NEVER = (
     ("get", "", "secrets"),
     ("list", "", "secrets"),
     ("watch", "", "secrets"),
+    ("get", "", "pods"),
     ("list", "", "pods"),
+    ("watch", "", "pods"),
     ("get", "", "pods/log"),
     ("get", "", "pods/exec"),
     ("create", "", "pods/exec"),
     ("get", "", "pods/attach"),
     ("create", "", "pods/attach"),
     ("list", "", "events"),
+    ("watch", "", "events"),
     ("create", "", "serviceaccounts/token"),
     ("impersonate", "", "serviceaccounts"),
+)
+# What the preview lists or watches in no team namespace, beside NAMED_READS' kinds, by (group, resource): a team's
+# ConfigMaps (they may hold anything), Services (the Training Operator's per replica of every job, named after it),
+# workloads and jobs (their env, commands and images), its Kubeflow jobs and their PodGroups (components/delivery.py
+# PREVIEW_READS).
+PREVIEW_NEVER_IN_TEAMS = (
+    ("", "configmaps"),
+    ("", "services"),
+    ("apps", "daemonsets"),
+    ("apps", "deployments"),
+    ("apps", "statefulsets"),
+    ("batch", "cronjobs"),
+    ("batch", "jobs"),
+    *((names.KUBEFLOW_GROUP, resource) for resource in names.KUBEFLOW_JOB_KINDS.values()),
+    ("scheduling.volcano.sh", "podgroups"),
 )
 # And cluster-wide, of the cluster-scoped kinds: a list of the PersistentVolumes, a team claim's among them
 # (components/kubernetes_objects.py CLUSTER_NAMED_READS); (rbac-good-practices.md above) the kubelet's API
@@ -1022,9 +1040,9 @@ def preview_access(ctx: Any) -> Outcome:
     server's authorizer answers for it, and no binding to its role's user of another session (_bound_to_sessions): it
     may do none of PREVIEW_NEVER, cluster-wide or in any namespace, nor PREVIEW_NEVER_CLUSTER; in a team namespace it
     lists or watches none of the kinds a team makes there beside the program (components/kubernetes_objects.py
-    NAMED_READS), and it gets the program's own objects there by name, and its PersistentVolumes cluster-wide (each
-    planned by-name rule's first name, of the by-name Roles and the preview's ClusterRole), which a preview reads
-    before its dry run."""
+    NAMED_READS) nor PREVIEW_NEVER_IN_TEAMS, and it gets the program's own objects there by name, and its
+    PersistentVolumes cluster-wide (each planned by-name rule's first name, of the by-name Roles and the preview's
+    ClusterRole), which a preview reads before its dry run."""
     from components.kubernetes_objects import NAMED_READS, PREVIEW_GETS
 
     role_user = names.assumed_role_user(ctx.config.delivery.account_id, names.role_name(ctx.config.stack, "preview"))
@@ -1046,8 +1064,9 @@ def preview_access(ctx: Any) -> Outcome:
     for namespace in ["", *sorted(ctx.kube.namespaces())]:
         for verb, group, resource in PREVIEW_NEVER:
             expect(False, verb, group, resource, namespace)
+    team_kinds = [*((group, resource) for (group, _kind), resource in NAMED_READS.items()), *PREVIEW_NEVER_IN_TEAMS]
     for namespace in (team.name for team in ctx.config.scheduler.teams):
-        for (group, _kind), resource in NAMED_READS.items():
+        for group, resource in team_kinds:
             expect(False, "list", group, resource, namespace)
             expect(False, "watch", group, resource, namespace)
     for planned in [*ctx.plan.of_type(ROLE), *ctx.plan.of_type(CLUSTER_ROLE)]:
@@ -1592,7 +1611,7 @@ def specs() -> list[Spec]:
              "or node, mints no token, impersonates, binds or escalates nothing, lists no team's own ServiceAccounts, "
              "claims, quotas or RBAC, and gets the program's objects by name",
              preview_access, "kube", "create subjectaccessreviews, list namespaces, clusterrolebindings, rolebindings",
-             timeout_s=60.0,
+             timeout_s=120.0,
              after=(KUBE_API,)),
         Spec("kube.job-names", "each team Kubeflow job is named as its kind (none from before the rule)",
              job_names, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
