@@ -1744,6 +1744,30 @@ def _bound_to_preview(cluster, name: str, rule: dict, namespace: str = "") -> No
         # a binding or a role with rights the binder has not
         ("bind", RBAC, "clusterroles", "may bind clusterroles"),
         ("escalate", RBAC, "clusterroles", "may escalate clusterroles"),
+        # a webhook that is sent every object admitted, Secrets among them
+        (
+            "create",
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            "may create mutatingwebhookconfigurations",
+        ),
+        (
+            "create",
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+            "may create validatingwebhookconfigurations",
+        ),
+        # a client certificate of any name
+        (
+            "update",
+            "certificates.k8s.io",
+            "certificatesigningrequests/approval",
+            "may update certificatesigningrequests/approval",
+        ),
+        # a hostPath volume: the node's files
+        ("create", "", "persistentvolumes", "may create persistentvolumes"),
+        # a team namespace's Pod Security labels
+        ("patch", "", "namespaces", "may patch namespaces"),
     ],
 )
 def test_a_binding_that_lets_the_preview_reach_a_teams_secrets_another_way_fails(

@@ -968,7 +968,8 @@ CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 # a command in a pod (SPDY's POST is `create`; a WebSocket's GET is `get`, and `create` too only where the
 # AuthorizePodWebsocketUpgradeCreatePermission gate is on, from 1.35: kubernetes/website:content/en/docs/reference/
 # command-line-tools-reference/feature-gates/AuthorizePodWebsocketUpgradeCreatePermission.md@0637786b); mint a
-# ServiceAccount's token ("Token request") or act as one ("Impersonate verb").
+# ServiceAccount's token ("Token request") or act as one ("Impersonate verb"); relabel a namespace, its Pod Security
+# levels among the labels ("Namespace modification": a RoleBinding in a namespace grants it on that namespace).
 PREVIEW_NEVER = (
     ("get", "", "secrets"),
     ("list", "", "secrets"),
@@ -985,6 +986,7 @@ PREVIEW_NEVER = (
     ("watch", "", "events"),
     ("create", "", "serviceaccounts/token"),
     ("impersonate", "", "serviceaccounts"),
+    ("patch", "", "namespaces"),
 )
 # What the preview lists or watches in no team namespace, beside NAMED_READS' kinds, by (group, resource): a team's
 # ConfigMaps (they may hold anything), Services (the Training Operator's per replica of every job, named after it),
@@ -1004,7 +1006,9 @@ PREVIEW_NEVER_IN_TEAMS = (
 # And cluster-wide, of the cluster-scoped kinds: a list of the PersistentVolumes, a team claim's among them
 # (components/kubernetes_objects.py CLUSTER_NAMED_READS); (rbac-good-practices.md above) the kubelet's API
 # (nodes/proxy, whose `get` alone runs a command in every pod of a node), any user's or group's rights (impersonate),
-# a role with rights the preview has not or a binding to one (escalate, bind).
+# a role with rights the preview has not or a binding to one (escalate, bind); a webhook sent every object admitted
+# ("Control admission webhooks"), a client certificate of any name ("CSRs and certificate issuing"), a hostPath
+# volume ("Persistent volume creation").
 PREVIEW_NEVER_CLUSTER = (
     ("list", "", "persistentvolumes"),
     ("get", "", "nodes/proxy"),
@@ -1012,6 +1016,10 @@ PREVIEW_NEVER_CLUSTER = (
     ("impersonate", "", "groups"),
     ("bind", "rbac.authorization.k8s.io", "clusterroles"),
     ("escalate", "rbac.authorization.k8s.io", "clusterroles"),
+    ("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+    ("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+    ("update", "certificates.k8s.io", "certificatesigningrequests/approval"),
+    ("create", "", "persistentvolumes"),
 )
 
 
