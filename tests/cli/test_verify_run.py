@@ -402,8 +402,9 @@ def test_a_healthy_stack_passes_every_read_only_check(cluster, monkeypatch, caps
     out (moto has no capacity reservations; tests/cli/test_verify_checks.py stubs them), the bootstrap
     too, and the public subnets (the administrator's, which the deploy workflow skips; moto makes a default VPC in
     each of its regions), and the runner webhooks and projects (moto keeps no webhook, and the account here makes no
-    CodeBuild project: their checks' tests stub CodeBuild in BatchGetProjects' shape), and the add-ons (moto has no
-    DescribeAddon: their check's tests stub it). The AWS managed policies
+    CodeBuild project: their checks' tests stub CodeBuild in BatchGetProjects' shape), the add-ons (moto has no
+    DescribeAddon: their check's tests stub it) and the preview role's access entry (moto has no DescribeAccessEntry:
+    its check's tests stub it). The AWS managed policies
     are moto's snapshot of AWS's documents: aws.managed-policies passing says the boundary's
     MANAGED_POLICY_SERVICES covers them as that snapshot has them."""
     from moto.backends import get_backend
@@ -431,6 +432,8 @@ def test_a_healthy_stack_passes_every_read_only_check(cluster, monkeypatch, caps
                 "aws.runner-projects",
                 "--skip",
                 "aws.addons",
+                "--skip",
+                "aws.preview-entry",
                 "--json",
             ]
         )
