@@ -207,7 +207,9 @@ class GangDeadline(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
         ns = restricted_namespace(f"{name}-namespace", NAMESPACE, child)
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *args.depends_on])
-        preview_reads(name, NAMESPACE, {"": ["configmaps"], "batch": ["cronjobs"]}, in_ns)  # the deadlines, the CronJob
+        preview_reads(
+            name, NAMESPACE, {"batch": ["cronjobs"]}, in_ns
+        )  # the CronJob (its ConfigMaps by name: NAMED_READS)
         subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
         KubernetesObject(
             f"{name}-sa",

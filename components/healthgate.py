@@ -515,8 +515,8 @@ class HealthGate(pulumi.ComponentResource):
             opts=k8s,
         )
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
-        # the gate's code and settings, its DaemonSets
-        preview_reads(name, NAMESPACE, {"": ["configmaps"], "apps": ["daemonsets"]}, in_ns)
+        # its DaemonSets (the gate's code and settings, ConfigMaps, by name: NAMED_READS)
+        preview_reads(name, NAMESPACE, {"apps": ["daemonsets"]}, in_ns)
 
         def obj(suffix: str, manifest: dict, opts: pulumi.ResourceOptions = in_ns) -> KubernetesObject:
             return KubernetesObject(f"{name}-{suffix}", manifest, opts=opts)

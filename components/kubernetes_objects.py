@@ -30,6 +30,9 @@ def type_token(api_version: str, kind: str) -> str:
 # ServiceAccount's annotations, a claim's name and size, its Roles), by (API group, kind): a preview
 # reads the program's objects of these kinds by name alone, in every namespace (preview_gets).
 NAMED_READS: dict[tuple[str, str], str] = {
+    # and ConfigMaps: a team's may hold anything, and a platform namespace's hold what the platform's programs write
+    # beside the program's own (the gang deadline CronJob's team clocks: since when each team's gangs have waited)
+    ("", "ConfigMap"): "configmaps",
     ("", "LimitRange"): "limitranges",
     ("", "PersistentVolumeClaim"): "persistentvolumeclaims",
     ("", "ResourceQuota"): "resourcequotas",

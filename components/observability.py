@@ -622,9 +622,9 @@ class Monitoring(pulumi.ComponentResource):
             return helm_release(f"{name}-{suffix}", chart, NAMESPACE, values, opts)
 
         after_namespace = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
-        # the dashboards, and the EFA exporter's DaemonSet
-        kept = {"": ["configmaps"], **({"apps": ["daemonsets"]} if args.efa_exporter_image is not None else {})}
-        preview_reads(name, NAMESPACE, kept, after_namespace)
+        # the EFA exporter's DaemonSet (the dashboards, ConfigMaps, by name: NAMED_READS)
+        if args.efa_exporter_image is not None:
+            preview_reads(name, NAMESPACE, {"apps": ["daemonsets"]}, after_namespace)
         # Grafana's admin password: generated once, kept in the stack's state as a secret.
         password = random.RandomPassword(
             f"{name}-grafana-admin",

@@ -13,6 +13,7 @@ from components.demand import EFA, HUGEPAGES, gpu_node_share
 from components.gang_deadline import GangDeadline, GangDeadlineArgs
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from components.observability import EBS_STORAGE_CLASS
+from components.storage import DATASET_CLAIM, PVC_NAME
 from components.tenancy import TeamRules, limit_range_defaults
 from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Team
 from infra.core.names import KUBEFLOW_GROUP, KUBEFLOW_JOB_KINDS
@@ -210,8 +211,9 @@ class Teams(pulumi.ComponentResource):
     need, and a Server-Side Apply patch of the namespace's `default` ServiceAccount (the cluster
     creates it) so that it automounts no token. Once for all teams: the ValidatingAdmissionPolicy
     (+ binding to every team namespace) that refuses NetworkPolicy writes by anyone who may not
-    change admission policies, the one that bounds the grace of a team pod's delete or eviction, and the one
-    that keeps a team's objects from blocking a pod's deletion.
+    change admission policies, the one that bounds the grace of a team pod's delete or eviction, the one
+    that keeps a team's objects from blocking a pod's deletion, and the one that keeps the claim names the program
+    makes in team namespaces its own (a team's claim of a new dataset's name would stop the deploy that adds it).
     Replaced when: a team is renamed (its namespace, and everything in it, is deleted). A new UID
     re-owns nothing: change it only with the team's files (docs/tasks.md, "Add a team").
     """
@@ -226,6 +228,7 @@ class Teams(pulumi.ComponentResource):
                 "netpol-guard": tenancy.network_policy_guard(),
                 "pod-release-guard": tenancy.pod_release_guard(args.grace_seconds),
                 "pod-dependents-guard": tenancy.pod_dependents_guard(),
+                "claim-name-guard": tenancy.claim_name_guard([PVC_NAME], [DATASET_CLAIM.format(name="")]),
             }
             for suffix, guard in guards.items():
                 made = KubernetesObject(f"{name}-{suffix}", guard, opts=child)

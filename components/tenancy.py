@@ -1817,6 +1817,41 @@ def network_policy_guard_binding() -> dict:
     return in_every_team_namespace(NETWORK_POLICY_GUARD)
 
 
+# The claims the program makes in a team namespace take names a team could take first: pulumi-kubernetes creates and
+# does not apply over an object it finds (no upsertExistingObjects, which the program does not set: pulumi/
+# pulumi-kubernetes:CHANGELOG.md@v4.32.0, 4.29.0), so a team's claim of the name a new dataset's claim will have stops
+# the deploy that adds the dataset at AlreadyExists. A claim of such a name is the platform's: CREATE refused to whoever
+# may not change admission policies (the deploy identity and cluster admins may), as NETWORK_POLICY_GUARD's writes are.
+# A StatefulSet's claims are named `TEMPLATE-SET-ORDINAL`: a template named `dataset` is refused too.
+CLAIM_NAME_GUARD = "higgsfield-tenant-claim-names"
+
+
+def claim_name_guard(names: Sequence[str], prefixes: Sequence[str]) -> dict:
+    """The ValidatingAdmissionPolicy that keeps the claim names `names` and those starting with `prefixes` in every
+    team namespace the platform's."""
+    may_change_admission = (
+        "authorizer.group('admissionregistration.k8s.io').resource('validatingadmissionpolicies')"
+        ".check('update').allowed()"
+    )
+    taken = " || ".join(
+        [*(f"object.metadata.name == '{n}'" for n in names)]
+        + [f"object.metadata.name.startsWith('{p}')" for p in prefixes]
+    )
+    reserved = ", ".join([*(f"`{n}`" for n in names), *(f"`{p}*`" for p in prefixes)])
+    return guard_policy(
+        CLAIM_NAME_GUARD,
+        [_rule("", "persistentvolumeclaims", "CREATE")],
+        [
+            {
+                "expression": f"!({taken}) || {may_change_admission}",
+                "message": f"claims named {reserved} in team namespaces are the platform's (the shared volume, the "
+                "datasets): name yours otherwise",
+                "reason": "Forbidden",
+            }
+        ],
+    )
+
+
 def namespace(team: TeamRules, kubernetes_version: str) -> dict:
     """The team's namespace: Pod Security levels pinned to the cluster's minor, and the queue
     Volcano moves the team's PodGroups to when they name none."""

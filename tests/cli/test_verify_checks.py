@@ -1270,7 +1270,7 @@ def test_a_closed_queue_fails(ctx, cluster):
 
 def test_planned_admission_policies_present_pass(ctx):
     outcome = one("kube.admission-policies", ctx)
-    assert outcome.status == "PASS" and "8 ValidatingAdmissionPolicies" in outcome.evidence
+    assert outcome.status == "PASS" and "9 ValidatingAdmissionPolicies" in outcome.evidence
 
 
 def test_a_missing_admission_policy_fails(ctx, cluster):
