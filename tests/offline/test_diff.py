@@ -186,7 +186,13 @@ def test_adding_a_pool_replaces_and_deletes_nothing(repo, capsys):
     assert "(0 replaced), 0 to delete" in out
     assert "+ aws:eks/nodeGroup:NodeGroup gpu-l40s-big" in out
     changed = {line.split()[-1] for line in out.splitlines() if line.startswith("  ~ ")}
-    assert changed <= {"teams-ml-admission", "volcano-queue-ml", "teams-ml-compute"}, changed
+    # and the preview's by-name Roles, which name the new pool's ConfigMaps (the gate's, the deadline's)
+    by_name = {
+        f"delivery-preview-gets-{ns}{end}"
+        for ns in ("higgsfield-capacity", "higgsfield-health")
+        for end in ("", "-binding")
+    }
+    assert changed <= {"teams-ml-admission", "volcano-queue-ml", "teams-ml-compute", *by_name}, changed
 
 
 def test_base_with_other_code_is_evaluated_with_its_own_code(checkout, capsys):
