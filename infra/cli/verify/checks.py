@@ -1028,33 +1028,42 @@ PREVIEW_NEVER_CLUSTER = (
 PREVIEW_SESSION = "GitHubActions"
 
 
-def _bound_to_sessions(ctx: Any, role_user: str) -> list[str]:
+def _preview_bindings(ctx: Any, role_user: str) -> tuple[list[str], set[str]]:
     """The bindings whose subject is a user of the preview role (`role_user`: its prefix, before the session's name),
-    each as a problem. A binding to that user is as much the preview's as one to its group, and preview.yml is the
-    pull request's own (its role trusts preview.yml at refs/pull/*/merge), so the pull request names its session: a
-    binding to any session's user is a pull request's (the reviews ask as PREVIEW_SESSION's)."""
-    found = []
+    each as a problem, and the namespaces of the RoleBindings whose subject the preview is (that user, its group, or
+    `system:authenticated`). A binding to that user is as much the preview's as one to its group, and preview.yml is
+    the pull request's own (its role trusts preview.yml at refs/pull/*/merge), so the pull request names its session:
+    a binding to any session's user is a pull request's (the reviews ask as PREVIEW_SESSION's)."""
+    found, bound = [], set()
     for binding in ctx.kube.role_bindings():
         meta = binding.get("metadata") or {}
         where = "/".join(filter(None, (meta.get("namespace"), meta.get("name"))))
         for subject in binding.get("subjects") or []:
-            if subject.get("kind") == "User" and str(subject.get("name", "")).startswith(role_user):
-                found.append(f"its role's user {subject['name']} is a subject of {binding['kind']} {where}")
-    return found
+            kind, name = subject.get("kind"), str(subject.get("name", ""))
+            if kind == "User" and name.startswith(role_user):
+                found.append(f"its role's user {name} is a subject of {binding['kind']} {where}")
+            if (kind == "User" and name.startswith(role_user)) or (
+                kind == "Group" and name in (names.PREVIEW_GROUP, "system:authenticated")
+            ):
+                bound |= {meta["namespace"]} if binding["kind"] == "RoleBinding" else set()
+    return found, bound
 
 
 def preview_access(ctx: Any) -> Outcome:
     """The CI preview (a pull request's identity in the cluster: its role's user, of the preview group), as the API
-    server's authorizer answers for it, and no binding to its role's user of another session (_bound_to_sessions): it
-    may do none of PREVIEW_NEVER, cluster-wide or in any namespace, nor PREVIEW_NEVER_CLUSTER; in a team namespace it
-    lists or watches none of the kinds a team makes there beside the program (components/kubernetes_objects.py
-    NAMED_READS) nor PREVIEW_NEVER_IN_TEAMS, and it gets the program's own objects there by name, and its
-    PersistentVolumes cluster-wide (each planned by-name rule's first name, of the by-name Roles and the preview's
-    ClusterRole), which a preview reads before its dry run."""
+    server's authorizer answers for it, and no binding to its role's user of another session (_preview_bindings): it
+    may do none of PREVIEW_NEVER nor PREVIEW_NEVER_CLUSTER; in a team namespace it lists or watches none of the kinds a
+    team makes there beside the program (components/kubernetes_objects.py NAMED_READS) nor PREVIEW_NEVER_IN_TEAMS,
+    and it gets the program's own objects there by name, and its PersistentVolumes cluster-wide (each planned by-name
+    rule's first name, of the by-name Roles and the preview's ClusterRole), which a preview reads before its dry run.
+    A namespaced request is asked cluster-wide (a review of namespace "" is answered by the ClusterRoleBindings alone)
+    and in each namespace a RoleBinding binds the preview in, the one other grant RBAC has (a RoleBinding grants in its
+    own namespace alone); EKS's access policies, granted by the entry and not by RBAC, are aws.preview-entry's."""
     from components.kubernetes_objects import NAMED_READS, PREVIEW_GETS
 
     role_user = names.assumed_role_user(ctx.config.delivery.account_id, names.role_name(ctx.config.stack, "preview"))
-    problems, asked = _bound_to_sessions(ctx, role_user), 0
+    problems, bound = _preview_bindings(ctx, role_user)
+    asked = 0
 
     def expect(allowed: bool, verb: str, group: str, resource: str, namespace: str, name: str = "") -> None:
         nonlocal asked
@@ -1069,12 +1078,12 @@ def preview_access(ctx: Any) -> Outcome:
 
     for verb, group, resource in PREVIEW_NEVER_CLUSTER:
         expect(False, verb, group, resource, "")
-    for namespace in ["", *sorted(ctx.kube.namespaces())]:
+    teams = {team.name for team in ctx.config.scheduler.teams}
+    team_kinds = [*((group, resource) for (group, _kind), resource in NAMED_READS.items()), *PREVIEW_NEVER_IN_TEAMS]
+    for namespace in ["", *sorted(bound)]:
         for verb, group, resource in PREVIEW_NEVER:
             expect(False, verb, group, resource, namespace)
-    team_kinds = [*((group, resource) for (group, _kind), resource in NAMED_READS.items()), *PREVIEW_NEVER_IN_TEAMS]
-    for namespace in (team.name for team in ctx.config.scheduler.teams):
-        for group, resource in team_kinds:
+        for group, resource in team_kinds if namespace == "" or namespace in teams else ():
             expect(False, "list", group, resource, namespace)
             expect(False, "watch", group, resource, namespace)
     for planned in [*ctx.plan.of_type(ROLE), *ctx.plan.of_type(CLUSTER_ROLE)]:
