@@ -1664,17 +1664,7 @@ def test_the_preview_groups_reads_as_planned_pass(ctx):
 
 def test_a_binding_not_the_programs_that_lets_the_preview_list_a_teams_service_accounts_fails(ctx, cluster):
     """A pull request's preview would read every team's ServiceAccounts (their role annotations) cluster-wide."""
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "wide"}}
-    cluster.put({**role, "rules": [{"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["list"]}]})
-    cluster.put(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "wide"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "wide"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": names.PREVIEW_GROUP}],
-        }
-    )
+    _bound_to_preview(cluster, "wide", {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["list"]})
     outcome = one("kube.preview-access", ctx)
     assert outcome.status == "FAIL" and "may list serviceaccounts in llm" in outcome.evidence
 
@@ -1690,17 +1680,8 @@ def test_a_missing_by_name_role_fails_naming_the_object_the_preview_cannot_get(c
 def test_a_binding_to_every_authenticated_user_that_reads_secrets_fails_the_preview_too(ctx, cluster):
     """The preview role's requests carry `system:authenticated` beside its own group: a read bound to every user is
     the preview's."""
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "everyone"}}
-    cluster.put({**role, "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]})
-    cluster.put(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "everyone"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "everyone"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}],
-        }
-    )
+    rule = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}
+    _bound_to_preview(cluster, "everyone", rule, group="system:authenticated")
     outcome = one("kube.preview-access", ctx)
     assert outcome.status == "FAIL" and "may get secrets cluster-wide" in outcome.evidence
 
@@ -1710,8 +1691,9 @@ def test_a_binding_to_every_authenticated_user_that_reads_secrets_fails_the_prev
 RBAC = "rbac.authorization.k8s.io"
 
 
-def _bound_to_preview(cluster, name: str, rule: dict, namespace: str = "") -> None:
-    """A ClusterRole `name` of `rule`, bound to the preview group cluster-wide, or in `namespace` by a RoleBinding."""
+def _bound_to_preview(cluster, name: str, rule: dict, namespace: str = "", group: str = names.PREVIEW_GROUP) -> None:
+    """A ClusterRole `name` of `rule`, bound to `group` (the preview's) cluster-wide, or in `namespace` by a
+    RoleBinding."""
     cluster.put({"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": {"name": name}, "rules": [rule]})
     kind, meta = ("RoleBinding", {"name": name, "namespace": namespace}) if namespace else ("ClusterRoleBinding", {})
     cluster.put(
@@ -1720,7 +1702,7 @@ def _bound_to_preview(cluster, name: str, rule: dict, namespace: str = "") -> No
             "kind": kind,
             "metadata": meta or {"name": name},
             "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": name},
-            "subjects": [{"apiGroup": RBAC, "kind": "Group", "name": names.PREVIEW_GROUP}],
+            "subjects": [{"apiGroup": RBAC, "kind": "Group", "name": group}],
         }
     )
 
