@@ -1032,7 +1032,8 @@ def iam_denials(settings: DeliverySettings, stack: str) -> list[dict]:
 def reach_denials(settings: DeliverySettings, stack: str, region: str) -> list[dict]:
     """The deploy role's denials on what its `codebuild:*` would reach beyond the stack: another CodeBuild project,
     which runs code under an identity outside both ceilings. The stack boundary allows no CodeBuild action.
-    Another launch template and another cluster are both ceilings' (ceiling_denials). And what its `events:*` and
+    Another launch template is both ceilings' (ceiling_denials), another cluster the deploy role's own
+    (only_the_stacks_cluster; the boundary writes no EKS). And what its `events:*` and
     `sqs:*` on Karpenter's rules and queue would reach beyond what Karpenter's controller handles."""
     account, events = settings.account_id, INTERRUPTION_EVENTS.values()
     return [
@@ -1163,7 +1164,9 @@ def boundary_policy(
             "Resource": "*",
             "Action": sorted(
                 {f"{s}:*" for s in (*DEPLOY_SERVICES, *MANAGED_POLICY_SERVICES, *BOUNDED_ONLY_SERVICES)}
-                - {"ssm:*", "iam:*", "codebuild:*", "eks:*"}  # the deploy role's alone: no stack role calls CodeBuild
+                # named below instead (SSM_READS), the deploy role's alone (CodeBuild: no stack role calls it), reads
+                # alone (BOUNDED_EKS_ACTIONS), named (IAM_ACTIONS)
+                - {"ssm:*", "iam:*", "codebuild:*", "eks:*"}
             )
             + [*BOUNDED_EKS_ACTIONS, *IAM_ACTIONS],
         },
