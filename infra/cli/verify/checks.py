@@ -988,12 +988,11 @@ PREVIEW_NEVER = (
     ("impersonate", "", "serviceaccounts"),
     ("patch", "", "namespaces"),
 )
-# What the preview lists or watches in no team namespace, beside NAMED_READS' kinds, by (group, resource): a team's
-# ConfigMaps (they may hold anything), Services (the Training Operator's per replica of every job, named after it),
-# workloads and jobs (their env, commands and images), its Kubeflow jobs and their PodGroups (components/delivery.py
+# What the preview lists or watches in no team namespace, beside NAMED_READS' kinds (ConfigMaps among them), by
+# (group, resource): a team's Services (the Training Operator's per replica of every job, named after it), workloads
+# and jobs (their env, commands and images), its Kubeflow jobs and their PodGroups (components/delivery.py
 # PREVIEW_READS).
 PREVIEW_NEVER_IN_TEAMS = (
-    ("", "configmaps"),
     ("", "services"),
     ("apps", "daemonsets"),
     ("apps", "deployments"),
