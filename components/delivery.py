@@ -44,7 +44,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.karpenter import INTERRUPTION_EVENTS, INTERRUPTION_QUEUE_READS
-from components.kubernetes_objects import KubernetesObject, named_objects, preview_gets
+from components.kubernetes_objects import KubernetesObject, gets_by_name, named_objects, preview_gets
 from components.registry import repository_name
 from infra.config import NAMESPACE, ConfigError, Problem, StackConfig
 from infra.config import Delivery as DeliverySettings
@@ -118,9 +118,6 @@ PREVIEW_READS: dict[str, tuple[str, ...]] = {
 def preview_cluster_role(by_name: Sequence[tuple[str, str, str]] = ()) -> dict:
     """What the preview role reads cluster-wide: PREVIEW_READS, and a get of the cluster-scoped objects `by_name`
     ((API group, resource, name): the program's of CLUSTER_NAMED_READS' kinds), nothing else."""
-    named: dict[tuple[str, str], set[str]] = {}
-    for group, resource, object_name in by_name:
-        named.setdefault((group, resource), set()).add(object_name)
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -130,10 +127,7 @@ def preview_cluster_role(by_name: Sequence[tuple[str, str, str]] = ()) -> dict:
                 {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "list", "watch"]}
                 for group, resources in PREVIEW_READS.items()
             ),
-            *(
-                {"apiGroups": [group], "resources": [resource], "resourceNames": sorted(these), "verbs": ["get"]}
-                for (group, resource), these in sorted(named.items())
-            ),
+            *gets_by_name(by_name),
         ],
     }
 

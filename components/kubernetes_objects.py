@@ -10,6 +10,7 @@ what `higgsfield plan --manifests` renders and the tests validate against the sc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -183,12 +184,16 @@ def preview_gets(
     namespace holds the team's own objects of these kinds beside the program's."""
     rbac = "rbac.authorization.k8s.io"
     objects = [*objects, (rbac, "roles", PREVIEW_GETS), (rbac, "rolebindings", PREVIEW_GETS)]
+    base = f"{name}-preview-gets-{namespace}"
+    return _preview_role((base, f"{base}-binding"), PREVIEW_GETS, namespace, gets_by_name(objects), opts)
+
+
+def gets_by_name(objects: Sequence[tuple[str, str, str]]) -> list[dict]:
+    """RBAC rules that get `objects` ((API group, resource, name)) by name alone, one rule per kind."""
     named: dict[tuple[str, str], set[str]] = {}
     for group, resource, object_name in objects:
         named.setdefault((group, resource), set()).add(object_name)
-    rules = [
+    return [
         {"apiGroups": [group], "resources": [resource], "resourceNames": sorted(these), "verbs": ["get"]}
         for (group, resource), these in sorted(named.items())
     ]
-    base = f"{name}-preview-gets-{namespace}"
-    return _preview_role((base, f"{base}-binding"), PREVIEW_GETS, namespace, rules, opts)
