@@ -30,6 +30,7 @@ import json
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -81,6 +82,13 @@ LOG_TAIL_LINES = 1000
 # the status of a Job of hundreds of shards costs a few requests: those still running or failed first (the status's
 # live account), then those that succeeded, each by name (`_logged`); the lines say how many were not read.
 BATCH_LOGGED_PODS = 8
+# The most pods `jobs status` lists a line each: beyond it, one line counts the pods by phase and nodes, and only those
+# neither Running nor Succeeded (Pending, Failed, Terminating, Unknown: the ones to look at) are listed, at most this
+# many; `--json` lists every pod. A Job of 512 shards was 512 lines, its few failed ones lost among them.
+STATUS_LISTED_PODS = 16
+# The phases a summary counts and does not list, and the order it counts every phase in.
+SETTLED_PHASES = ("Running", "Succeeded")
+PHASE_ORDER = ("Running", "Succeeded", "Pending", "Terminating", "Failed", "Unknown")
 INSTALL = "pip install higgsfield (the kubernetes package is one of its dependencies)"
 
 
@@ -220,7 +228,7 @@ class Status:
         where = f"queue {self.queue}" + (f", position {self.position}" if self.position else "")
         out = [f"{self.kind} {self.namespace}/{self.name}: {self.state}; gang {self.gang} ({where})"]
         out += [f"  waits: {why}" for why in self.waiting]
-        out += [f"  {pod}: {phase}" + (f" on {node}" if node else "") for pod, phase, node in self.pods]
+        out += _pod_lines(self.pods)
         if self.goodput is not None:
             out.append(
                 f"  {self.goodput.line()}{_uncounted_note(self.kind)}{_not_read_note(self.logs_not_read, self.pods)}"
@@ -243,6 +251,30 @@ class Status:
             "notCounted": [p for p, _ in _uncounted(self.kind)],
             "logsNotRead": self.logs_not_read,
         }
+
+
+def _pod_lines(pods: list[tuple[str, str, str]]) -> list[str]:
+    """A line a pod, or for more than STATUS_LISTED_PODS the pods' counts by phase on their nodes, then those of them
+    to look at (not Running or Succeeded), at most STATUS_LISTED_PODS, and how many of those are not listed."""
+
+    def line(pod: str, phase: str, node: str) -> str:
+        return f"  {pod}: {phase}" + (f" on {node}" if node else "")
+
+    if len(pods) <= STATUS_LISTED_PODS:
+        return [line(*row) for row in pods]
+    counts = Counter(phase for _, phase, _ in pods)
+    ordered = sorted(
+        counts, key=lambda phase: (PHASE_ORDER.index(phase) if phase in PHASE_ORDER else len(PHASE_ORDER), phase)
+    )
+    nodes = len({node for _, _, node in pods if node})
+    out = [
+        f"  pods: {', '.join(f'{counts[phase]} {phase}' for phase in ordered)}; on {nodes} node(s) (--json lists each)"
+    ]
+    shown = [row for row in pods if row[1] not in SETTLED_PHASES]
+    out += [line(*row) for row in shown[:STATUS_LISTED_PODS]]
+    if len(shown) > STATUS_LISTED_PODS:
+        out.append(f"  ... and {len(shown) - STATUS_LISTED_PODS} more neither Running nor Succeeded")
+    return out
 
 
 def _goodput_dict(found: goodput.Goodput | None) -> dict | None:

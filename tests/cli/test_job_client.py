@@ -1003,6 +1003,46 @@ def test_status_of_a_batch_job_as_json_says_how_many_pods_logs_were_not_read(api
     assert json.loads(capsys.readouterr().out)["logsNotRead"] == 40 - BATCH_LOGGED_PODS
 
 
+def _fail(api: FakeKubernetesApi, *indexes: int) -> None:
+    for index in indexes:
+        pod = api.get(f"/api/v1/namespaces/llm/pods/eval-{index}-eval")
+        pod["status"]["phase"] = "Failed"
+        api.put(pod)
+
+
+def test_status_of_a_batch_job_of_many_shards_counts_its_pods_in_one_line_and_lists_only_the_failed(
+    api, kubeconfig, capsys
+):
+    """512 shards were 512 lines, the three failed among them; now one line counts them and the three are listed."""
+    _seed_sharded_batch_job(api, 512, running=2)
+    _fail(api, 7, 300, 400)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    pods = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  eval-") or "pods:" in line]
+    assert pods == [
+        "  pods: 2 Running, 507 Succeeded, 3 Failed; on 512 node(s) (--json lists each)",
+        "  eval-300-eval: Failed on node-300",
+        "  eval-400-eval: Failed on node-400",
+        "  eval-7-eval: Failed on node-7",
+    ]
+
+
+def test_status_of_a_batch_job_lists_at_most_sixteen_of_its_failed_pods_and_counts_the_rest(api, kubeconfig, capsys):
+    from infra.cli.client import STATUS_LISTED_PODS
+
+    _seed_sharded_batch_job(api, 64, running=0)
+    _fail(api, *range(40))
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len([line for line in out if line.startswith("  eval-") and ": Failed on " in line]) == STATUS_LISTED_PODS
+    assert f"  ... and {40 - STATUS_LISTED_PODS} more neither Running nor Succeeded" in out
+
+
+def test_status_as_json_lists_every_pod_of_a_batch_job_of_many_shards(api, kubeconfig, capsys):
+    _seed_sharded_batch_job(api, 512, running=2)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["pods"]) == 512
+
+
 def test_status_of_a_job_on_many_nodes_asks_for_no_more_nodes_once_the_user_may_read_none(api, kubeconfig, capsys):
     """A team's role reads no node (cluster-scoped): 512 shards on 512 nodes must not cost 512 refused requests;
     the first refusal says the rest would be refused too."""
