@@ -1043,6 +1043,21 @@ def test_status_as_json_lists_every_pod_of_a_batch_job_of_many_shards(api, kubec
     assert len(json.loads(capsys.readouterr().out)["pods"]) == 512
 
 
+def test_status_of_a_batch_job_on_many_nodes_of_its_pool_lists_the_pools_nodes_once(api, kubeconfig, capsys):
+    """Goodput reads each node's creation time: 40 shards on 40 nodes of pool h100 were 40 node reads; now one list."""
+    _seed_sharded_batch_job(api, 40, running=2)
+    for index in range(40):
+        pod = api.get(f"/api/v1/namespaces/llm/pods/eval-{index}-eval")
+        pod["spec"]["nodeSelector"] = {POOL_LABEL: "h100"}
+        api.put(pod)
+        labels = {POOL_LABEL: "h100"}
+        api.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{index}", "labels": labels}})
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    node_reads = [path for verb, path in api.requests if path.startswith("/api/v1/nodes")]
+    assert not [path for path in node_reads if path.startswith("/api/v1/nodes/")], node_reads  # no node read alone
+    assert len(node_reads) <= 2, node_reads  # goodput's list of the pool, and why the gang waits reads the pool's too
+
+
 def test_status_of_a_job_on_many_nodes_asks_for_no_more_nodes_once_the_user_may_read_none(api, kubeconfig, capsys):
     """A team's role reads no node (cluster-scoped): 512 shards on 512 nodes must not cost 512 refused requests;
     the first refusal says the rest would be refused too."""
