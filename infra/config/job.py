@@ -60,6 +60,8 @@ EnvName = matching(ENV_NAME, "is not an environment variable name (letters, digi
 REFERENCE = "docs/reference/job-file.md"
 Text = Annotated[str, Field(max_length=32_768)]
 Gpus = number(1, MAX_GPUS, "ours")
+# An absolute URL path of RFC 3986's path characters (no query, no fragment): what a readiness probe GETs.
+READY_PATH = r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$"
 
 
 class JobResources(Setting):
@@ -148,6 +150,11 @@ class JobFile(Setting):
     port: number(1, 65535, "a TCP port") | None = None
     """Serving only: the port the server listens on. Its replicas name it `http` (the serving scrape job scrapes it)
     and a Service NAME on port 80 reaches them."""
+    ready_path: matching(READY_PATH, "is not an absolute URL path (/healthz, /v1/models/ready)", 1024) | None = None
+    """Serving only, with `port`: the path that answers with a 2xx or 3xx status once a replica can take requests (a
+    GET on its `http` port every 10 s). Until then its Service sends it nothing and a rolling update waits for it; a
+    replica that stops answering for 30 s leaves the Service until it answers again (it is not restarted). Without
+    it, a replica takes requests as soon as its container starts, before its model is loaded."""
 
     @model_validator(mode="before")
     @classmethod
@@ -201,12 +208,18 @@ class JobFile(Setting):
         if self.class_ != "serving":
             if self.port is not None:
                 problems.add("port", f"only a serving job has a port (class: serving), not a {self.class_} job")
+            if self.ready_path is not None:
+                problems.add(
+                    "readyPath", f"only a serving job has a readiness path (class: serving), not a {self.class_} job"
+                )
             problems.raise_any()
             return self
         if "framework" in written:
             problems.add("framework", "a serving job runs as a Deployment, not a Kubeflow job: leave framework out")
         if self.elastic is not None:
             problems.add("elastic", "a serving job has a fixed number of replicas: leave elastic out")
+        if self.ready_path is not None and self.port is None:
+            problems.add("readyPath", "is asked on the replicas' port: set port too")
         if "checkpoints" in written and self.checkpoints == "shared":
             problems.add("checkpoints", "a serving job saves no checkpoints: leave checkpoints out (or off)")
         if self.resources.interconnect == "efa":

@@ -603,6 +603,16 @@ def _serving_template(job: JobFile, cfg: StackConfig, placed: Placement, team: T
         spec["affinity"] = affinity
     if job.port is not None:
         spec["containers"][0]["ports"] = [{"name": SERVING_PORT, "containerPort": int(job.port), "protocol": "TCP"}]
+    if job.ready_path is not None:
+        # ready on a status from 200 to 399 (DoHTTPProbe, kubernetes/kubernetes:pkg/probe/http/http.go@03aacded1e0e);
+        # out of the Service after 3 failures 10 s apart; a server under load gets 5 s to answer, not the default 1 s
+        probe = {"path": job.ready_path, "port": SERVING_PORT}
+        spec["containers"][0]["readinessProbe"] = {
+            "httpGet": probe,
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        }
     key, value = SERVING_LABEL
     template = {
         "metadata": {

@@ -119,6 +119,21 @@ def test_only_a_serving_job_has_a_port():
     }
 
 
+@pytest.mark.parametrize(
+    ("job", "said"),
+    [
+        ({**SERVING, "readyPath": "/healthz"}, "is asked on the replicas' port: set port too"),
+        ({**SERVING, "port": 8000, "readyPath": "healthz"}, "is not an absolute URL path"),
+        ({**SERVING, "port": 8000, "readyPath": "/ready?full=1"}, "is not an absolute URL path"),
+        ({**EXAMPLE, "readyPath": "/healthz"}, "only a serving job has a readiness path"),
+    ],
+    ids=["without-port", "relative", "with-a-query", "training"],
+)
+def test_a_ready_path_that_cannot_be_asked_is_refused_naming_it(job, said):
+    (key, message), *others = _problems(job).items()
+    assert (key, others) == ("job.yaml: readyPath", []) and said in message, message
+
+
 # Any value YAML can hold, in place of any key of the example: a ConfigError naming keys, never another exception.
 _VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=50),

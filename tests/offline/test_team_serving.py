@@ -142,6 +142,20 @@ def test_a_port_names_the_replicas_http_port_and_puts_the_serving_examples_servi
     kubernetes_schema.validate(service, cfg.kubernetes_version)
 
 
+def test_a_ready_path_is_the_replicas_readiness_probe_on_their_http_port_as_the_serving_examples():
+    """Without it a replica takes requests from its Service as soon as its container starts, before its model loads."""
+    cfg = config_of("prod")
+    objects, _ = _render(port=8000, readyPath="/healthz")
+    probe = _template(objects)["spec"]["containers"][0]["readinessProbe"]
+    example = next(o for o in jobs.render("serving-classifier", cfg, team="llm") if o["kind"] == "Deployment")
+    (container,) = example["spec"]["template"]["spec"]["containers"]
+    assert probe["httpGet"] == container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    kubernetes_schema.validate(objects[-1], cfg.kubernetes_version)
+    llm = next(t for t in cfg.scheduler.teams if t.name == "llm")
+    pod = _replica_pod(_template(objects))
+    assert denied_by(pod, rules_of(llm, cfg.scheduler.priority_classes)) == []
+
+
 def test_the_driver_requirement_is_node_affinity_on_the_serving_replicas_too():
     objects, _ = _render()
     terms = _template(objects)["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
