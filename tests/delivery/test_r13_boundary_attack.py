@@ -141,3 +141,23 @@ def test_the_deploy_role_writes_nothing_of_a_cluster_of_the_stacks_name_in_anoth
     `higgsfield-prod` of another region would hand that cluster's pods the stack's roles."""
     association = Request("eks:CreatePodIdentityAssociation", CLUSTER.replace(REGION, "eu-west-1"))
     assert evaluate(association, [_deploy()]).denied_by == ("delivery-deploy", "OnlyTheStacksCluster")
+
+
+# TagResource and UntagResource act on any EKS resource type (Service Authorization Reference, list_eks: access-entry,
+# addon, cluster, nodegroup, podidentityassociation... all optional): another cluster's tags are its administrators',
+# a tag-based policy of theirs (aws:ResourceTag) deciding who may act on it. The stack's own resources keep theirs
+# written by `pulumi up` (pulumi-aws tags an existing resource with TagResource on the resource's own ARN).
+OTHER_NODEGROUP = f"arn:aws:eks:{REGION}:{ACCOUNT}:nodegroup/analytics/workers/0a1b2c3d"
+OWN_NODEGROUP = f"arn:aws:eks:{REGION}:{ACCOUNT}:nodegroup/{CLUSTER.rpartition('/')[2]}/system-nodes-1a2b3c4/0a1b2c3d"
+
+
+@pytest.mark.parametrize("action", ["eks:TagResource", "eks:UntagResource"])
+def test_the_deploy_role_tags_no_resource_of_another_cluster(action):
+    decision = evaluate(Request(action, OTHER_NODEGROUP), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "OnlyTheStacksCluster"), decision.reason
+
+
+@pytest.mark.parametrize("action", ["eks:TagResource", "eks:UntagResource"])
+def test_the_deploy_role_still_tags_its_own_clusters_node_group(action):
+    decision = evaluate(Request(action, OWN_NODEGROUP), [_deploy()])
+    assert decision.allowed, decision.reason
