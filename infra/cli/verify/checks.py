@@ -1657,8 +1657,9 @@ def _planned_principals(cfg: Any) -> set[str]:
 
 def cluster_access(ctx: Any) -> Outcome:
     """Who the cluster lets in is who the plan enters, and no one else: every access entry (ListAccessEntries'
-    principal ARNs, DescribeAccessEntry's accessEntry.type and createdAt: botocore's eks model, whose types are
-    STANDARD and the node types EC2_LINUX, EC2_WINDOWS, EC2, FARGATE_LINUX, HYBRID_LINUX, HYPERPOD_LINUX) is a STANDARD
+    principal ARNs, DescribeAccessEntry's accessEntry.type and createdAt, whose types are STANDARD and the node types
+    EC2_LINUX, EC2_WINDOWS, EC2, FARGATE_LINUX, HYBRID_LINUX, HYPERPOD_LINUX: CreateAccessEntryRequest in
+    boto/botocore:botocore/data/eks/2017-11-01/service-2.json@1.44.18) is a STANDARD
     one of a planned principal (_planned_principals), the node role's, which EKS enters as a node for the planned
     groups (CreateAccessEntry's `type`: "it's unnecessary to create access entries for IAM roles used with ... managed
     Amazon EC2 nodes"; Karpenter's nodes take the same role: docs/karpenter.md), or the cluster creator's, which
