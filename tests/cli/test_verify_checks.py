@@ -41,6 +41,7 @@ from tests.conftest import plan_of
 from tests.fake_kube_api import FakeKubernetesApi
 
 STACK, REGION = "prod", "us-east-2"
+NODE_ROLE = "arn:aws:iam::123456789012:role/eks"  # the role the seeded node groups are on (moto's account)
 NOW = datetime.datetime(2026, 12, 5, 9, 0, tzinfo=datetime.UTC)
 CLUSTER = names.cluster_name(STACK)
 
@@ -159,7 +160,7 @@ def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
         session = boto3.Session(region_name=REGION)
         seeding = _seeding_clients()
         eks, autoscaling = seeding.eks, seeding.autoscaling
-        role = "arn:aws:iam::123456789012:role/eks"
+        role = NODE_ROLE
         eks.create_cluster(
             name=CLUSTER,
             version=plan.config.kubernetes_version,
@@ -873,12 +874,37 @@ def test_a_group_whose_name_extends_a_pools_is_not_taken_for_it(aws_ctx, aws):
     eks = aws.client("eks")
     group = next(g for g in eks.list_nodegroups(clusterName=CLUSTER)["nodegroups"] if g.startswith("gpu-h100-"))
     eks.delete_nodegroup(clusterName=CLUSTER, nodegroupName=group)
-    role = "arn:aws:iam::123456789012:role/eks"
     eks.create_nodegroup(
-        clusterName=CLUSTER, nodegroupName="gpu-h100-odcr-9f8e7d6", nodeRole=role, subnets=["subnet-1"]
+        clusterName=CLUSTER, nodegroupName="gpu-h100-odcr-9f8e7d6", nodeRole=NODE_ROLE, subnets=["subnet-1"]
     )
     outcome = one("aws.node-groups", aws_ctx)
     assert outcome.status == "FAIL" and "gpu-h100: missing" in outcome.evidence
+
+
+# A role the deploy role may create (higgsfield-prod-*, bounded) with a trust of its choosing, here another account's.
+FRONT_ROLE = "arn:aws:iam::123456789012:role/higgsfield-prod-front"
+OTHER_ACCOUNT = "arn:aws:iam::111122223333:root"
+
+
+def test_a_node_group_the_plan_does_not_make_fails_naming_it_and_its_role(aws_ctx, aws):
+    """The deploy role may add a group to the stack's cluster (IAM has no key on CreateNodegroup's nodeRole); EKS enters
+    its role as a node."""
+    aws.client("eks").create_nodegroup(clusterName=CLUSTER, nodegroupName="front", nodeRole=FRONT_ROLE, subnets=["s"])
+    outcome = one("aws.node-groups", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert f"front: a node group the plan does not make, on node role {FRONT_ROLE}" in outcome.evidence
+    assert f"aws eks delete-nodegroup --cluster-name {CLUSTER} --nodegroup-name GROUP" in outcome.fix
+
+
+def test_a_second_group_of_a_planned_name_on_another_role_fails_naming_both_roles(aws_ctx, aws):
+    """A group named as Pulumi names a pool's (NAME-xxxxxxx) is no less the attacker's: two of one planned name, and
+    the planned groups on two roles, are both said."""
+    aws.client("eks").create_nodegroup(
+        clusterName=CLUSTER, nodegroupName="gpu-h100-0f0f0f0", nodeRole=FRONT_ROLE, subnets=["s"]
+    )
+    outcome = one("aws.node-groups", aws_ctx)
+    assert outcome.status == "FAIL" and "gpu-h100: 2 groups (" in outcome.evidence
+    assert "on 2 node roles" in outcome.evidence and f"gpu-h100-0f0f0f0 on {FRONT_ROLE}" in outcome.evidence
 
 
 def test_capacity_block_schedules_on_their_group_pass(aws_ctx):
@@ -1928,3 +1954,80 @@ def test_a_username_set_on_the_preview_roles_entry_fails_naming_it(aws_ctx, plan
     _preview_entry_answered(aws_ctx, plan, [names.PREVIEW_GROUP], [], username="ops:someone")
     outcome = one("aws.preview-entry", aws_ctx)
     assert outcome.status == "FAIL" and "ops:someone" in outcome.evidence
+
+
+# --- the cluster's access entries and the node role's trust --------------------------------------------------------
+
+
+class _WithAccessEntries:
+    """The check's EKS client: moto's for the cluster and its node groups, a Stubber's for the access entries moto does
+    not keep (ListAccessEntries, DescribeAccessEntry: botocore's eks shapes, checked by the Stubber)."""
+
+    STUBBED = ("list_access_entries", "describe_access_entry")
+
+    def __init__(self, moto_client, stubbed_client):
+        self._moto, self._stubbed = moto_client, stubbed_client
+
+    def __getattr__(self, name):
+        return getattr(self._stubbed if name in self.STUBBED else self._moto, name)
+
+    def get_paginator(self, operation):
+        return (self._stubbed if operation in self.STUBBED else self._moto).get_paginator(operation)
+
+
+def _entry(arn: str, at: datetime.datetime, kind: str = "STANDARD") -> dict:
+    return {"clusterName": CLUSTER, "principalArn": arn, "type": kind, "createdAt": at}
+
+
+def _access_answered(aws_ctx, aws, plan, *extra: dict, trust: dict | None = None) -> None:
+    """The cluster's access as the first `pulumi up` leaves it, and `extra` entries: the creator's (made with the
+    cluster, before the node groups moto made just now), the admins' and the CI roles' (after them: pulumi-eks's and
+    Delivery's), the node role's (EKS's, EC2_LINUX); the node role in moto's IAM with the plan's trust, or `trust`."""
+    creator = _entry("arn:aws:iam::123456789012:role/Bootstrap", NOW - datetime.timedelta(days=30))
+    later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(minutes=1)
+    planned = sorted(checks._planned_principals(plan.config))
+    entries = [creator, *(_entry(a, later) for a in planned), _entry(NODE_ROLE, later, "EC2_LINUX"), *extra]
+    client = boto3.client("eks", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.add_response("list_access_entries", {"accessEntries": [e["principalArn"] for e in entries]})
+    for e in entries:
+        asked = {"clusterName": CLUSTER, "principalArn": e["principalArn"]}
+        stub.add_response("describe_access_entry", {"accessEntry": e}, asked)
+    stub.activate()
+    aws_ctx.clients["eks"] = _WithAccessEntries(aws_ctx.client("eks"), client)
+    document = json.dumps(trust) if trust else checks._planned_node_trust(aws_ctx)[0]
+    aws.client("iam").create_role(RoleName=NODE_ROLE.rpartition("/")[2], AssumeRolePolicyDocument=document)
+
+
+def test_the_planned_entries_the_node_roles_and_the_creators_pass(aws_ctx, aws, plan):
+    _access_answered(aws_ctx, aws, plan)
+    outcome = one("aws.cluster-access", aws_ctx)
+    assert outcome.status == "PASS", outcome.evidence
+    assert "the creator's (arn:aws:iam::123456789012:role/Bootstrap)" in outcome.evidence
+
+
+def test_a_node_entry_for_the_role_of_a_group_the_plan_does_not_make_fails_naming_both(aws_ctx, aws, plan):
+    aws.client("eks").create_nodegroup(clusterName=CLUSTER, nodegroupName="front", nodeRole=FRONT_ROLE, subnets=["s"])
+    _access_answered(aws_ctx, aws, plan, _entry(FRONT_ROLE, NOW, "EC2_LINUX"))
+    outcome = one("aws.cluster-access", aws_ctx)
+    assert outcome.status == "FAIL" and (
+        f"{FRONT_ROLE}: an entry (EC2_LINUX) the plan does not make (the node role of group front" in outcome.evidence
+    )
+    assert f"aws eks delete-access-entry --cluster-name {CLUSTER} --principal-arn ARN" in outcome.fix
+
+
+def test_a_standard_entry_made_after_the_node_groups_is_not_taken_for_the_creators(aws_ctx, aws, plan):
+    stranger = "arn:aws:iam::111122223333:role/Contractor"
+    _access_answered(aws_ctx, aws, plan, _entry(stranger, datetime.datetime.now(datetime.UTC)))
+    outcome = one("aws.cluster-access", aws_ctx)
+    assert outcome.status == "FAIL" and f"{stranger}: an entry (STANDARD) the plan does not make" in outcome.evidence
+    assert "Bootstrap" not in outcome.evidence
+
+
+def test_a_node_role_that_also_trusts_another_account_fails_naming_it(aws_ctx, aws, plan):
+    ec2 = {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+    other = {"Effect": "Allow", "Principal": {"AWS": OTHER_ACCOUNT}, "Action": "sts:AssumeRole"}
+    _access_answered(aws_ctx, aws, plan, trust={"Version": "2012-10-17", "Statement": [ec2, other]})
+    outcome = one("aws.cluster-access", aws_ctx)
+    assert outcome.status == "FAIL" and f"the node role {NODE_ROLE} trusts AWS {OTHER_ACCOUNT}" in outcome.evidence
+    assert "aws iam update-assume-role-policy --role-name ROLE" in outcome.fix

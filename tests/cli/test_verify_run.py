@@ -403,8 +403,8 @@ def test_a_healthy_stack_passes_every_read_only_check(cluster, monkeypatch, caps
     too, and the public subnets (the administrator's, which the deploy workflow skips; moto makes a default VPC in
     each of its regions), and the runner webhooks and projects (moto keeps no webhook, and the account here makes no
     CodeBuild project: their checks' tests stub CodeBuild in BatchGetProjects' shape), the add-ons (moto has no
-    DescribeAddon: their check's tests stub it) and the preview role's access entry (moto has no DescribeAccessEntry:
-    its check's tests stub it). The AWS managed policies
+    DescribeAddon: their check's tests stub it), the preview role's access entry and the cluster's access (moto has no
+    access entries: their checks' tests stub them). The AWS managed policies
     are moto's snapshot of AWS's documents: aws.managed-policies passing says the boundary's
     MANAGED_POLICY_SERVICES covers them as that snapshot has them."""
     from moto.backends import get_backend
@@ -434,6 +434,8 @@ def test_a_healthy_stack_passes_every_read_only_check(cluster, monkeypatch, caps
                 "aws.addons",
                 "--skip",
                 "aws.preview-entry",
+                "--skip",
+                "aws.cluster-access",
                 "--json",
             ]
         )

@@ -7,11 +7,24 @@ The EKS API's verbs and what each does are read from boto/botocore:botocore/data
 
 from __future__ import annotations
 
+import datetime
+import json
+
 import pytest
 
 from policies.iam_evaluation import Request, evaluate
 from tests.cli.test_r10_verify_attack import _managed_policies_answer
-from tests.cli.test_verify_checks import aws, aws_ctx, one, plan, subnets  # noqa: F401 (fixtures)
+from tests.cli.test_verify_checks import (  # noqa: F401 (fixtures)
+    FRONT_ROLE,
+    OTHER_ACCOUNT,
+    _access_answered,
+    _entry,
+    aws,
+    aws_ctx,
+    one,
+    plan,
+    subnets,
+)
 from tests.delivery.test_ci_identity import ACCOUNT, CLUSTER, REGION, _deploy
 
 # Another cluster of the account, which no stack of ours made: its access, its identity provider and its certificate
@@ -103,11 +116,31 @@ FRONT_NODE_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-front"  # create
     reason="IAM cannot tell the program's node role (higgsfield-prod-<random>, aws.iam.Role name_prefix) from one the "
     "deploy role created trusting another account: no condition key carries a trust policy's content or "
     "CreateNodegroup's nodeRole, so a node group of the stack's cluster may be given such a role and EKS enters it "
-    "as a node; the pack's role-trust-in-the-account covers pulumi's roles only",
+    "as a node; the pack's role-trust-in-the-account covers pulumi's roles only. `higgsfield verify` finds it after "
+    "the fact: aws.node-groups the group the plan does not make, aws.cluster-access its role's entry and a node role "
+    "trusting anything but EC2 (test_verify_finds_a_node_group_given_a_role_the_program_did_not_make)",
 )
 def test_the_deploy_role_cannot_give_a_node_group_a_role_the_program_did_not_make():
     decision = evaluate(Request("iam:PassRole", FRONT_NODE_ROLE), [_deploy()])
     assert not decision.allowed, decision.reason
+
+
+def test_verify_finds_a_node_group_given_a_role_the_program_did_not_make(aws_ctx, aws, plan):  # noqa: F811
+    """What IAM cannot refuse above, done in the stack's account (moto, the entries EKS makes stubbed): a role trusting
+    another account, a node group of the stack's cluster on it, and the EC2_LINUX entry EKS makes for it. Each of the
+    three is named by a check of `higgsfield verify`."""
+    trust = {"Effect": "Allow", "Principal": {"AWS": OTHER_ACCOUNT}, "Action": "sts:AssumeRole"}
+    aws.client("iam").create_role(
+        RoleName=FRONT_ROLE.rpartition("/")[2], AssumeRolePolicyDocument=json.dumps({"Statement": [trust]})
+    )
+    aws.client("eks").create_nodegroup(
+        clusterName=CLUSTER.rpartition("/")[2], nodegroupName="front", nodeRole=FRONT_ROLE, subnets=["s"]
+    )
+    _access_answered(aws_ctx, aws, plan, _entry(FRONT_ROLE, datetime.datetime.now(datetime.UTC), "EC2_LINUX"))
+    groups, access = one("aws.node-groups", aws_ctx), one("aws.cluster-access", aws_ctx)
+    assert groups.status == "FAIL" and "front: a node group the plan does not make" in groups.evidence
+    assert access.status == "FAIL" and f"{FRONT_ROLE}: an entry (EC2_LINUX) the plan does not make" in access.evidence
+    assert f"the node role {FRONT_ROLE} trusts AWS {OTHER_ACCOUNT}" in access.evidence
 
 
 # `higgsfield verify` (aws.managed-policies) holds EKS actions of an attached AWS managed policy to the boundary's
@@ -141,3 +174,23 @@ def test_the_deploy_role_writes_nothing_of_a_cluster_of_the_stacks_name_in_anoth
     `higgsfield-prod` of another region would hand that cluster's pods the stack's roles."""
     association = Request("eks:CreatePodIdentityAssociation", CLUSTER.replace(REGION, "eu-west-1"))
     assert evaluate(association, [_deploy()]).denied_by == ("delivery-deploy", "OnlyTheStacksCluster")
+
+
+# TagResource and UntagResource act on any EKS resource type (Service Authorization Reference, list_eks: access-entry,
+# addon, cluster, nodegroup, podidentityassociation... all optional): another cluster's tags are its administrators',
+# a tag-based policy of theirs (aws:ResourceTag) deciding who may act on it. The stack's own resources keep theirs
+# written by `pulumi up` (pulumi-aws tags an existing resource with TagResource on the resource's own ARN).
+OTHER_NODEGROUP = f"arn:aws:eks:{REGION}:{ACCOUNT}:nodegroup/analytics/workers/0a1b2c3d"
+OWN_NODEGROUP = f"arn:aws:eks:{REGION}:{ACCOUNT}:nodegroup/{CLUSTER.rpartition('/')[2]}/system-nodes-1a2b3c4/0a1b2c3d"
+
+
+@pytest.mark.parametrize("action", ["eks:TagResource", "eks:UntagResource"])
+def test_the_deploy_role_tags_no_resource_of_another_cluster(action):
+    decision = evaluate(Request(action, OTHER_NODEGROUP), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "OnlyTheStacksCluster"), decision.reason
+
+
+@pytest.mark.parametrize("action", ["eks:TagResource", "eks:UntagResource"])
+def test_the_deploy_role_still_tags_its_own_clusters_node_group(action):
+    decision = evaluate(Request(action, OWN_NODEGROUP), [_deploy()])
+    assert decision.allowed, decision.reason

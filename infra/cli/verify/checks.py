@@ -10,6 +10,7 @@ import datetime
 import fnmatch
 import json
 import re
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -199,19 +200,39 @@ def no_irsa_provider(ctx: Any) -> Outcome:
     return passed(f"no IAM OIDC provider for {issuer or name + ' (no issuer)'}: pods use Pod Identity")
 
 
-def _live_groups(ctx: Any) -> dict[str, dict]:
-    """The cluster's node groups by the plan's resource name (Pulumi auto-names them NAME-xxxxxxx)."""
-    eks, name = ctx.client("eks"), names.cluster_name(ctx.config.stack)
-    live = eks.list_nodegroups(clusterName=name)["nodegroups"]
-    found: dict[str, dict] = {}
-    for planned in ctx.plan.of_type(NODE_GROUP):
-        # Pulumi's auto-name: the resource name, a dash, 7 random hex digits (`gpu-h100-1a2b3c4`), so
-        # that pool h100 never takes pool h100-odcr's group
-        match = [g for g in live if g == planned.name or re.fullmatch(re.escape(planned.name) + "-[0-9a-f]{7}", g)]
-        if match:
-            found[planned.name] = eks.describe_nodegroup(clusterName=name, nodegroupName=match[0])["nodegroup"]
-    ctx.found["node_groups"] = found
-    return found
+def _cluster_groups(ctx: Any) -> tuple[dict[str, list[dict]], dict[str, dict]]:
+    """The cluster's node groups, described once a run: by the plan's resource name those each planned group's name
+    matches (Pulumi auto-names it NAME-xxxxxxx), and by their own name the others, which the plan does not make.
+    ctx.found["node_groups"] keeps the first of each planned one (aws.capacity-schedules reads its Auto Scaling
+    group)."""
+    if "cluster_groups" not in ctx.found:
+        eks, name = ctx.client("eks"), names.cluster_name(ctx.config.stack)
+        live = [
+            g for page in eks.get_paginator("list_nodegroups").paginate(clusterName=name) for g in page["nodegroups"]
+        ]
+        described: dict[str, dict] = {}
+
+        def describe(group: str) -> dict:
+            if group not in described:
+                described[group] = eks.describe_nodegroup(clusterName=name, nodegroupName=group)["nodegroup"]
+            return described[group]
+
+        planned: dict[str, list[dict]] = {}
+        for resource in ctx.plan.of_type(NODE_GROUP):
+            # Pulumi's auto-name: the resource name, a dash, 7 random hex digits (`gpu-h100-1a2b3c4`), so
+            # that pool h100 never takes pool h100-odcr's group
+            pattern = re.escape(resource.name) + "-[0-9a-f]{7}"
+            planned[resource.name] = [describe(g) for g in live if g == resource.name or re.fullmatch(pattern, g)]
+        taken = {g["nodegroupName"] for groups in planned.values() for g in groups}
+        ctx.found["cluster_groups"] = (planned, {g: describe(g) for g in live if g not in taken})
+        ctx.found["node_groups"] = {n: groups[0] for n, groups in planned.items() if groups}
+    return ctx.found["cluster_groups"]
+
+
+def _node_roles(planned: dict[str, list[dict]]) -> list[str]:
+    """The roles the planned groups are on: one, the stack's node role (infra/__main__.py passes NodeRole's to every
+    group and to Karpenter's nodes), unless a group of a planned name was made on another."""
+    return sorted({g["nodeRole"] for groups in planned.values() for g in groups if g.get("nodeRole")})
 
 
 def _taints(items: list[dict] | None) -> set[tuple[str, str]]:
@@ -220,27 +241,48 @@ def _taints(items: list[dict] | None) -> set[tuple[str, str]]:
 
 
 def node_groups(ctx: Any) -> Outcome:
-    found, problems = _live_groups(ctx), []
-    for planned in ctx.plan.of_type(NODE_GROUP):
-        live = found.get(planned.name)
-        if live is None:
-            problems.append(f"{planned.name}: missing")
+    """Every node group of the cluster is the plan's, and they share the one node role the program makes: EKS enters
+    a group's node role in the cluster's access as a node itself (an EC2_LINUX access entry), so a group the deploy
+    role added with a role of its own making, which IAM cannot refuse (no condition key carries CreateNodegroup's
+    nodeRole), would let whoever that role trusts act as a node (tests/delivery/test_r13_boundary_attack.py)."""
+    (planned, others), problems = _cluster_groups(ctx), []
+    cluster = names.cluster_name(ctx.config.stack)
+    for resource in ctx.plan.of_type(NODE_GROUP):
+        groups = planned[resource.name]
+        if not groups:
+            problems.append(f"{resource.name}: missing")
             continue
-        want, got = planned.inputs["scalingConfig"], live.get("scalingConfig", {})
+        if len(groups) > 1:
+            listed = ", ".join(g["nodegroupName"] for g in groups)
+            problems.append(f"{resource.name}: {len(groups)} groups ({listed}), the plan makes one")
+        live = groups[0]
+        want, got = resource.inputs["scalingConfig"], live.get("scalingConfig", {})
         if live.get("status") != "ACTIVE":
-            problems.append(f"{planned.name}: {live.get('status')}")
+            problems.append(f"{resource.name}: {live.get('status')}")
         if (got.get("minSize"), got.get("maxSize")) != (want["minSize"], want["maxSize"]):
             problems.append(
-                f"{planned.name}: min/max {got.get('minSize')}/{got.get('maxSize')}, "
+                f"{resource.name}: min/max {got.get('minSize')}/{got.get('maxSize')}, "
                 f"planned {want['minSize']}/{want['maxSize']}"
             )
-        missing = _taints(planned.inputs.get("taints")) - _taints(live.get("taints"))
+        missing = _taints(resource.inputs.get("taints")) - _taints(live.get("taints"))
         if missing:
-            problems.append(f"{planned.name}: without taint {', '.join(k for k, _ in sorted(missing))}")
+            problems.append(f"{resource.name}: without taint {', '.join(k for k, _ in sorted(missing))}")
+    roles = _node_roles(planned)
+    if len(roles) > 1:
+        on = "; ".join(f"{g['nodegroupName']} on {g.get('nodeRole')}" for gs in planned.values() for g in gs)
+        problems.append(f"the planned groups are on {len(roles)} node roles, the plan gives them one ({on})")
+    for name, live in sorted(others.items()):
+        problems.append(f"{name}: a node group the plan does not make, on node role {live.get('nodeRole')}")
     count = len(ctx.plan.of_type(NODE_GROUP))
     if problems:
-        return failed("; ".join(problems), "run `pulumi up` (a console edit drifts from the plan: `pulumi refresh`)")
-    return passed(f"{count} node group(s) ACTIVE with the planned sizes and taints")
+        return failed(
+            "; ".join(problems),
+            "run `pulumi up` (a console edit drifts from the plan: `pulumi refresh`); a group the plan does not make, "
+            f"or one of a planned name on another node role, is removed with `aws eks delete-nodegroup --cluster-name "
+            f"{cluster} --nodegroup-name GROUP` (then `pulumi refresh` and `pulumi up` make a planned one again); "
+            "CloudTrail's CreateNodegroup events say who made it",
+        )
+    return passed(f"{count} node group(s) ACTIVE with the planned sizes and taints, none other, on one node role")
 
 
 ADDON = "aws:eks/addon:Addon"
@@ -1570,6 +1612,121 @@ def preview_entry(ctx: Any) -> Outcome:
     return passed(f"the preview role's entry: {names.PREVIEW_GROUP} alone, no access policy")
 
 
+IAM_ROLE = "aws:iam/role:Role"
+NODE_ROLE = "higgsfield:nodes:NodeRole"
+
+
+def _trusted(document: Any) -> list[str]:
+    """Who a trust policy's Allow statements let assume the role, each as `KIND VALUE` (`Service ec2.amazonaws.com`,
+    `AWS arn:aws:iam::111122223333:root`); a NotPrincipal, or `*`, trusts everyone but what it names. IAM's GetRole
+    returns the document URL-encoded, which boto3 decodes to a dict; text is read as the same JSON."""
+    if isinstance(document, str):
+        document = json.loads(urllib.parse.unquote(document))
+    statements = document.get("Statement") or []
+    trusted: list[str] = []
+    for statement in statements if isinstance(statements, list) else [statements]:
+        if statement.get("Effect") != "Allow":
+            continue
+        if "NotPrincipal" in statement:
+            trusted.append(f"everyone but {json.dumps(statement['NotPrincipal'])} (NotPrincipal)")
+        principal = statement.get("Principal")
+        if principal == "*":
+            trusted.append("AWS *")
+        for kind, values in (principal or {}).items() if isinstance(principal, dict) else ():
+            trusted.extend(f"{kind} {v}" for v in ([values] if isinstance(values, str) else values))
+    return trusted
+
+
+def _planned_node_trust(ctx: Any) -> tuple[str, list[str]]:
+    """The plan's node role's trust policy (components/nodes.py NodeRole: ec2.amazonaws.com alone) and whom it
+    trusts."""
+    (role,) = [r for r in ctx.plan.of_type(IAM_ROLE) if (r.parent or "").split("::")[-2].endswith(NODE_ROLE)]
+    document = role.inputs["assumeRolePolicy"]
+    return document, _trusted(json.loads(document))
+
+
+def _planned_principals(cfg: Any) -> set[str]:
+    """The principals the program enters in the cluster's access itself (STANDARD entries): the configured admins
+    (components/cluster.py, pulumi-eks's access entries; another account's too, entered by an administrator's deploy)
+    and, with higgsfield:delivery, the CI preview and deploy roles (components/delivery.py Delivery)."""
+    from components.delivery import access_entry_principals
+
+    ci = access_entry_principals(cfg.delivery, cfg.stack, cfg.admins) if cfg.delivery else []
+    return {*cfg.admins, *ci}
+
+
+def cluster_access(ctx: Any) -> Outcome:
+    """Who the cluster lets in is who the plan enters, and no one else: every access entry (ListAccessEntries'
+    principal ARNs, DescribeAccessEntry's accessEntry.type and createdAt, whose types are STANDARD and the node types
+    EC2_LINUX, EC2_WINDOWS, EC2, FARGATE_LINUX, HYBRID_LINUX, HYPERPOD_LINUX: CreateAccessEntryRequest in
+    boto/botocore:botocore/data/eks/2017-11-01/service-2.json@1.44.18) is a STANDARD
+    one of a planned principal (_planned_principals), the node role's, which EKS enters as a node for the planned
+    groups (CreateAccessEntry's `type`: "it's unnecessary to create access entries for IAM roles used with ... managed
+    Amazon EC2 nodes"; Karpenter's nodes take the same role: docs/karpenter.md), or the cluster creator's, which
+    EKS makes with the cluster (pulumi-eks asks bootstrapClusterCreatorAdminPermissions: docs/day-one-journey.md
+    step 2) and so the one STANDARD entry of no planned principal made before the cluster's first node group. And
+    every role EKS enters as a node (the node groups', planned or not) trusts no one the plan's node role does not
+    (iam:GetRole's AssumeRolePolicyDocument): IAM cannot read a trust, nor CreateNodegroup's nodeRole, so a node role
+    trusting another account is found here, not refused."""
+    cfg, eks = ctx.config, ctx.client("eks")
+    cluster = names.cluster_name(cfg.stack)
+    planned_groups, others = _cluster_groups(ctx)
+    node_roles, people = _node_roles(planned_groups), _planned_principals(cfg)
+    unplanned_roles = {g.get("nodeRole"): name for name, g in others.items()}
+    pages = eks.get_paginator("list_access_entries").paginate(clusterName=cluster)
+    principals = [arn for page in pages for arn in page.get("accessEntries") or []]
+    entries = [eks.describe_access_entry(clusterName=cluster, principalArn=a)["accessEntry"] for a in principals]
+    problems: list[str] = []
+    unplanned: list[dict] = []
+    for entry in entries:
+        arn, kind = entry["principalArn"], entry.get("type", "STANDARD")
+        if arn in node_roles and kind == "STANDARD":
+            problems.append(f"the node role {arn} is entered as STANDARD, not as a node")
+        elif arn in people and kind != "STANDARD":
+            problems.append(f"{arn} is entered as {kind}, planned STANDARD")
+        elif arn not in node_roles and arn not in people:
+            unplanned.append(entry)
+    # the creator's: the oldest STANDARD entry of no planned principal, made before any planned group
+    first_group = min(
+        (g["createdAt"] for gs in planned_groups.values() for g in gs if g.get("createdAt")), default=None
+    )
+    standard = sorted((e for e in unplanned if e.get("type", "STANDARD") == "STANDARD"), key=lambda e: e["createdAt"])
+    creator = standard[0] if standard and (first_group is None or standard[0]["createdAt"] < first_group) else None
+    for entry in unplanned:
+        if entry is creator:
+            continue
+        arn = entry["principalArn"]
+        group = unplanned_roles.get(arn)
+        made = f" (the node role of group {group}, which the plan does not make)" if group else ""
+        problems.append(f"{arn}: an entry ({entry.get('type', 'STANDARD')}) the plan does not make{made}")
+    planned_trust, allowed = _planned_node_trust(ctx)
+    iam = ctx.client("iam")
+    # every role EKS enters as a node: the planned groups', and those of the groups the plan does not make
+    for role in sorted({*node_roles, *(r for r in unplanned_roles if r)}):
+        try:
+            document = iam.get_role(RoleName=role.rpartition("/")[2])["Role"]["AssumeRolePolicyDocument"]
+        except aws_errors.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "NoSuchEntity":
+                raise
+            problems.append(f"the node role {role} does not exist")
+            continue
+        beyond = [t for t in _trusted(document) if t not in allowed]
+        if beyond:
+            problems.append(f"the node role {role} trusts {', '.join(beyond)}, planned {', '.join(allowed)} alone")
+    if problems:
+        return failed(
+            "; ".join(problems),
+            f"an entry the plan does not make is removed with `aws eks delete-access-entry --cluster-name {cluster} "
+            "--principal-arn ARN` (a node role's after its group: aws.node-groups); an administrator sets the node "
+            f"role's trust back with `aws iam update-assume-role-policy --role-name ROLE --policy-document "
+            f"'{planned_trust}'` (the deploy role may not: TrustIsSetAtCreate); CloudTrail's CreateAccessEntry, "
+            "CreateNodegroup and UpdateAssumeRolePolicy events say who did it",
+        )
+    seen = f"{len(entries)} access entries: {len(entries) - len(unplanned)} planned"
+    seen += f", the creator's ({creator['principalArn']})" if creator else ""
+    return passed(f"{seen}; the node role {', '.join(node_roles) or '(no group)'} trusts {', '.join(allowed)} alone")
+
+
 def specs() -> list[Spec]:
     """Every check, in order (`higgsfield verify STACK --list`)."""
     from infra.cli.verify import fabric, node_loss, trial
@@ -1580,7 +1737,8 @@ def specs() -> list[Spec]:
         Spec("aws.cluster", "the EKS cluster is ACTIVE at the stack's Kubernetes version, API authentication, "
              "its planned control-plane logs (audit among them) on",
              cluster, "aws", EKS_READ),
-        Spec("aws.node-groups", "every planned node group is ACTIVE with the planned min/max and taints",
+        Spec("aws.node-groups", "every planned node group is ACTIVE with the planned min/max and taints, no other "
+             "group is there, and all are on one node role",
              node_groups, "aws", "eks:ListNodegroups, eks:DescribeNodegroup", after=("aws.cluster",)),
         Spec("aws.addons", "every planned EKS add-on is ACTIVE, at its pin and at or above its floor, configured as "
              "planned",
@@ -1595,6 +1753,10 @@ def specs() -> list[Spec]:
         Spec("aws.preview-entry", "the CI preview role's access entry: the preview group alone, no access policy",
              preview_entry, "aws", "eks:DescribeAccessEntry, eks:ListAssociatedAccessPolicies",
              after=("aws.cluster",)),
+        Spec("aws.cluster-access", "every access entry of the cluster is a planned principal's, the node role's "
+             "(as a node) or the creator's; every node group's role trusts what the plan's node role does (EC2) alone",
+             cluster_access, "aws", "eks:ListAccessEntries, eks:DescribeAccessEntry, eks:ListNodegroups, "
+             "eks:DescribeNodegroup, iam:GetRole", after=("aws.cluster",)),
         Spec("aws.managed-policies", "the AWS managed policies the program attaches act only in the boundary's "
              "services", managed_policies, "aws", "iam:GetPolicy, iam:GetPolicyVersion"),
         Spec("aws.runner-webhooks", "each runner project's webhook has the planned event, workflow and actor filters",
