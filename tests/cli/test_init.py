@@ -332,9 +332,13 @@ def test_a_pool_flag_the_stack_refuses_is_named_with_its_value_not_a_line_of_an_
     assert "Pulumi.eu.yaml" not in err and not (project / "stacks" / "Pulumi.eu.yaml").exists()
 
 
-def test_a_team_flag_the_stack_refuses_is_named_with_its_value(project, capsys):
+def test_a_team_flag_the_stack_refuses_is_named_with_its_value_in_one_line(project, capsys):
+    """The team's name is its queue's too: one line for the flag, not one for each."""
     assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", "--team", "Vision:8"]) == 2
-    assert capsys.readouterr().err.startswith("error: --team Vision:8: scheduler.")
+    assert capsys.readouterr().err == (
+        "error: --team Vision:8: the team's name 'Vision' must be a lowercase DNS label of at most 30 characters "
+        "(a-z, 0-9, '-'; starts and ends alphanumeric)\n"
+    )
 
 
 def test_a_mistyped_instance_type_is_a_typo_with_the_closest_types_not_a_type_offered_nowhere(project, capsys):
