@@ -374,7 +374,10 @@ def new_stack(
     offered = zone_offerings(region)
     if not offered:
         raise ConfigError(
-            "--region", f"{source()} has no instance-type offerings for {region}, so no AZs can be chosen offline"
+            "--region",
+            f"{source()} has no instance-type offerings for {region}, so init cannot choose its AZs: copy a stack "
+            f"file and set aws:region and the zones yourself (its types and zones are checked by `higgsfield "
+            f"preflight {name}`)",
         )
 
     from infra.offline.stack_file import read
