@@ -341,6 +341,20 @@ def test_schema_write_in_a_project_of_ones_own_writes_the_schema_its_stack_files
     assert cli.main(["schema", "--check"]) == 0
 
 
+def test_schema_check_in_a_checkout_runs_with_the_package_installed_from_it_not_editable(monkeypatch, capsys):
+    """`pip install .`, then `higgsfield schema --check` in the checkout: the code runs from
+    site-packages, where the example the job reference shows is the package's copy (infra/shipped/)."""
+    from infra.cli import schema
+    from infra.core import assets
+
+    site = ROOT / "build" / "no-such-site-packages"  # the installed code's folders; nothing is written there
+    monkeypatch.setattr(schema, "__file__", str(site / "infra" / "cli" / "schema.py"))
+    monkeypatch.setattr(assets, "_CHECKOUT", site)  # no Pulumi.yaml: an installed package
+    monkeypatch.setattr(assets, "_PACKAGED", ROOT)  # what pyproject.toml maps infra/shipped/ to
+    monkeypatch.chdir(ROOT)
+    assert cli.main(["schema", "--check"]) == 0, capsys.readouterr().err
+
+
 def test_an_unknown_region_is_refused_in_a_short_line_with_the_closest_regions(capsys):
     assert cli.main(["init", "x", "--region", "eu-nort-1", "--admin", "arn:aws:iam::123456789012:role/A"]) == 2
     err = capsys.readouterr().err
