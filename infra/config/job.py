@@ -232,7 +232,7 @@ def load_job(data: Any, source: str = "job file") -> JobFile:
         raise ConfigError(source, "must be a mapping of settings (name, team, command, resources, ...)")
     # A misspelt key is read as the setting it means (`gpu` as `gpus`, when that is not set), as a
     # stack file's are: its one line names it, and the setting it stands for is not also "required".
-    meant, renamed = _as_meant(data, JobFile, ())
+    meant, renamed = _as_meant(data, JobFile, (), by_name=True)  # the Python API writes names
     problems = [
         Problem(written, f"is not a job file setting{did_you_mean(written, JobFile)} ({REFERENCE})", source=source)
         for written in renamed.values()
