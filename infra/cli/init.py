@@ -42,6 +42,7 @@ from infra.config.errors import Problem
 from infra.config.stack import not_an_eks_region
 from infra.core.assets import shipped
 from infra.core.bundled import instance_types, source, where_offered, zone_offerings
+from infra.core.names import DNS_LABEL_RULE
 from infra.core.names import NAMESPACE as G
 from infra.offline.evaluate import StackNotFound, project_root, stack_names
 from infra.offline.jobs import round_trip_yaml
@@ -123,6 +124,8 @@ class TeamSpec:
         match = re.fullmatch(r"([^:]+)(?::([0-9]{1,9}))?", text)
         if not match:
             raise ConfigError("--team", f"{text!r} is not NAME[:GPUS] (e.g. vision:8)")
+        if not re.fullmatch(DNS_LABEL, match[1]):  # one line: it names both the team and its queue
+            raise ConfigError(f"--team {text}", f"the team's name {match[1]!r} must be {DNS_LABEL_RULE}")
         return cls(match[1], int(match[2]) if match[2] is not None else None)
 
 
@@ -371,7 +374,10 @@ def new_stack(
     offered = zone_offerings(region)
     if not offered:
         raise ConfigError(
-            "--region", f"{source()} has no instance-type offerings for {region}, so no AZs can be chosen offline"
+            "--region",
+            f"{source()} has no instance-type offerings for {region}, so init cannot choose its AZs: copy a stack "
+            f"file and set aws:region and the zones yourself (its types and zones are checked by `higgsfield "
+            f"preflight {name}`)",
         )
 
     from infra.offline.stack_file import read

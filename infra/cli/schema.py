@@ -288,7 +288,9 @@ def job_schema_text() -> str:
 
 def job_reference() -> str:
     """docs/reference/job-file.md: what a job file may say, generated from its model."""
-    example = (Path(__file__).resolve().parents[2] / "examples" / "llama-ft.job.yaml").read_text()
+    from infra.core.assets import shipped  # a wheel carries the example inside the package
+
+    example = shipped("examples/llama-ft.job.yaml").read_text()
     body = "\n".join(line for line in example.splitlines() if not line.startswith("#"))
     return "\n".join(
         [

@@ -18,6 +18,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from infra.core.names import DNS_LABEL as DNS_LABEL
+from infra.core.names import DNS_LABEL_RULE
 from infra.core.names import ENVIRONMENTS as ENVIRONMENTS
 from infra.core.names import NAMESPACE as NAMESPACE
 from infra.core.names import SYSTEM_TAINT_KEY as SYSTEM_TAINT_KEY
@@ -148,7 +149,7 @@ def shown(value: str, limit: int = 80) -> str:
 # DNS labels of at most 30: they are prefixed (higgsfield-<stack>-...) into names of 63.
 DnsLabel = matching(
     DNS_LABEL,
-    "must be a lowercase DNS label of at most 30 characters (a-z, 0-9, '-'; starts and ends alphanumeric)",
+    f"must be {DNS_LABEL_RULE}",
     30,
 )
 QUALIFIED_NAME = (

@@ -239,17 +239,24 @@ class JobFile(Setting):
 def load_job(data: Any, source: str = "job file") -> JobFile:
     """The job file's mapping validated: a ConfigError with one line per problem, each naming its key
     (`JOB.yaml: resources.gpuType[0]`)."""
-    from infra.config.loading import did_you_mean, problems_of
+    from infra.config.loading import _as_meant, _as_written, did_you_mean, problems_of
 
     if not isinstance(data, dict):
         raise ConfigError(source, "must be a mapping of settings (name, team, command, resources, ...)")
+    # A misspelt key is read as the setting it means (`gpu` as `gpus`, when that is not set), as a
+    # stack file's are: its one line names it, and the setting it stands for is not also "required".
+    meant, renamed = _as_meant(data, JobFile, (), by_name=True)  # the Python API writes names
+    problems = [
+        Problem(written, f"is not a job file setting{did_you_mean(written, JobFile)} ({REFERENCE})", source=source)
+        for written in renamed.values()
+    ]
     try:
-        return JobFile.model_validate(data)
+        job = JobFile.model_validate(meant)
     except ValidationError as exc:
         unknown = {tuple(e["loc"]) for e in exc.errors() if e["type"] == "extra_forbidden"}
-        problems = [
+        problems += [
             Problem(
-                p.loc,
+                _as_written(p.loc, renamed),
                 f"is not a job file setting{did_you_mean(p.loc, JobFile)} ({REFERENCE})"
                 if p.loc in unknown
                 else p.message,
@@ -257,4 +264,6 @@ def load_job(data: Any, source: str = "job file") -> JobFile:
             )
             for p in problems_of(exc)
         ]
+    if problems:
         raise ConfigError(problems[0].key, problems[0].message, problems) from None
+    return job

@@ -343,14 +343,19 @@ def _left_out(loc: tuple, hidden: dict[tuple, str]) -> str:
     )
 
 
-def _as_meant(data: Any, model: type[BaseModel] | None, loc: tuple[str | int, ...]) -> tuple[Any, dict[tuple, tuple]]:
+def _as_meant(
+    data: Any, model: type[BaseModel] | None, loc: tuple[str | int, ...], by_name: bool = False
+) -> tuple[Any, dict[tuple, tuple]]:
     """`data` with every unknown key renamed to the setting it most likely means, when that one
     is not set (`higgsfield:gpuPool` -> `higgsfield:gpuPools`, `maxSzie` -> `maxSize`), and the
-    renames (meant loc -> written loc)."""
+    renames (meant loc -> written loc). `by_name`: attribute names are known keys too (a job
+    file's Python API writes `class_`, `gpu_type`); a stack file's keys are the aliases only."""
     if model is None or not isinstance(data, dict):
         return data, {}
     fields = {f.alias or n: f for n, f in model.model_fields.items()}
     allowed = sorted(a for a, f in fields.items() if a not in _HIDDEN)
+    if by_name:
+        fields |= model.model_fields
     out: dict[Any, Any] = {}
     renamed: dict[tuple, tuple] = {}
     for key, value in data.items():
@@ -366,12 +371,12 @@ def _as_meant(data: Any, model: type[BaseModel] | None, loc: tuple[str | int, ..
             continue
         inner = _model_in(fields[key].annotation)
         if isinstance(value, dict):
-            out[key], more = _as_meant(value, inner, (*loc, key))
+            out[key], more = _as_meant(value, inner, (*loc, key), by_name)
             renamed.update(more)
         elif isinstance(value, list) and inner is not None:
             items = []
             for i, item in enumerate(value):
-                fixed, more = _as_meant(item, inner, (*loc, key, i))
+                fixed, more = _as_meant(item, inner, (*loc, key, i), by_name)
                 items.append(fixed)
                 renamed.update(more)
             out[key] = items

@@ -38,6 +38,7 @@ from infra.config.gpu_pools import (
 from infra.config.limits import (
     MAX_TAGS,
     PROGRAM_TAGS,
+    STACK_PARTITION,
     TAG_KEY_LENGTH,
     TAG_VALUE_LENGTH,
     access_entry_principal,
@@ -77,16 +78,22 @@ TagValue = Annotated[str, Strict(), Field(max_length=TAG_VALUE_LENGTH), AfterVal
 
 
 @cache
-def eks_regions() -> list[str]:
-    """AWS regions (aws partition) with an EKS endpoint, from the endpoint data botocore ships
-    (read as a file: importing botocore.session costs more than the whole lookup)."""
+def _partitions() -> dict[str, dict]:
+    """botocore's endpoint data by partition (read as a file: importing botocore.session costs more
+    than the whole lookup)."""
     import importlib.util
     from pathlib import Path
 
     spec = importlib.util.find_spec("botocore")
     assert spec is not None and spec.submodule_search_locations, "botocore ships with boto3, a dependency"
     data = json.loads(Path(spec.submodule_search_locations[0], "data", "endpoints.json").read_text())
-    aws = next(p for p in data["partitions"] if p["partition"] == "aws")
+    return {p["partition"]: p for p in data["partitions"]}
+
+
+@cache
+def eks_regions() -> list[str]:
+    """AWS regions (aws partition) with an EKS endpoint, from the endpoint data botocore ships."""
+    aws = _partitions()[STACK_PARTITION]
     return sorted(set(aws["services"]["eks"]["endpoints"]) & set(aws["regions"]))
 
 
@@ -95,9 +102,18 @@ def not_an_eks_region(region: str) -> str:
     import difflib
 
     known = eks_regions()
+    why = f"{region!r} is not one of the {len(known)} AWS regions with EKS (botocore's endpoint data)"
+    other = next((p for p in _partitions().values() if region.lower() in p["regions"]), None)
+    if other is not None and other["partition"] != STACK_PARTITION:
+        return (
+            f"{region!r} is a region of {other['partitionName']} (partition {other['partition']}); this platform "
+            f"runs in the {STACK_PARTITION} partition only, in one of its {len(known)} regions with EKS"
+        )
+    if region.lower() in known:
+        return f"{why}; did you mean {region.lower()}? (region names are lowercase)"
     close = difflib.get_close_matches(region, known, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}?" if close else f"e.g. {', '.join(known[:3])}, ..."
-    return f"{region!r} is not one of the {len(known)} AWS regions with EKS (botocore's endpoint data); {hint}"
+    return f"{why}; {hint}"
 
 
 def _root_alias(name: str) -> str:

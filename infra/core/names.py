@@ -9,6 +9,7 @@ from __future__ import annotations
 NAMESPACE = "higgsfield"  # Pulumi.yaml's project name, the config namespace and every name's prefix
 ENVIRONMENTS = ("dev", "staging", "prod")  # in deploy order: dev first, prod last
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$"  # a stack, team, pool or dataset name
+DNS_LABEL_RULE = "a lowercase DNS label of at most 30 characters (a-z, 0-9, '-'; starts and ends alphanumeric)"
 RUNNER_PURPOSES = ("preview", "deploy")  # one CodeBuild runner project each: a preview's never runs a deploy
 
 

@@ -28,6 +28,7 @@ from infra.config import ConfigError
 from infra.core.names import LOG_GROUP, RUNNER_PURPOSES, interruption_rule, pulumi_up, role_name, runner_project
 from infra.offline import node_class_drift, pool_removal, rolls
 from infra.offline.evaluate import COMPUTED, StackNotFound, record
+from infra.offline.evaluate import stack_file as read_stack_file
 from infra.offline.stack_file import StackFileError
 from policies.rules import ROLE_POLICY_ATTACHMENT
 
@@ -1030,6 +1031,7 @@ def plan_json_at(ref: str, stack: str, root: Path) -> dict:
 def diff_stack(stack: str, base_ref: str, root: Path, allow: set[str]) -> Diff:
     """The diff; a `--allow` name that names nothing of either plan is refused (ConfigError). A base
     that cannot be read is refused first: the evaluation of the working tree takes seconds."""
+    read_stack_file(root, stack)  # a folder that is no project, or no such stack, is said before any git advice
     check_base(base_ref, stack, root)
     head = record(stack, root=root)
     base, after = plan_json_at(base_ref, stack, root), head.as_dict()

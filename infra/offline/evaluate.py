@@ -23,6 +23,7 @@ from typing import Any
 
 from infra.config import ConfigError
 from infra.core.bundled import instance_types, zone_offerings
+from infra.core.bundled import source as bundled_source
 from infra.core.names import NAMESPACE as PROJECT
 from infra.offline.stack_file import StackFile, read, read_project
 
@@ -156,6 +157,9 @@ def _instance_type_offerings(args: dict, region: str) -> dict:
     """DescribeInstanceTypeOfferings by AZ, or by region (the union of its AZs)."""
     filters = {f["name"]: set(f["values"]) for f in args.get("filters") or []}
     offered = dict(zone_offerings(region))
+    if not offered:  # a region with EKS the bundled catalog has no offerings for: each known type as asked
+        known = filters.get("instance-type", set()) & set(instance_types())  # (the plan's note says so)
+        offered = {where: frozenset(known) for where in filters.get("location", ())}
     location_type = args.get("locationType", "region")
     if location_type == "region":
         offered = {region: frozenset().union(*offered.values())}
@@ -395,6 +399,12 @@ def record(stack: str, root: Path | None = None, overrides: Mapping[str, Any] | 
             raise ConfigError(source.problems[0].key, source.problems[0].message, list(source.problems))
         plan = contextvars.Context().run(_record_in_fresh_context, stack, config, secret)
     plan.notes = source.notes()
+    if not zone_offerings(plan.config.region):
+        plan.notes.append(
+            f"aws:region {plan.config.region}: {bundled_source()} has no instance-type offerings for it, so "
+            f"the stack's instance types and zones are not checked offline: `higgsfield preflight {stack}` "
+            "checks them against your account"
+        )
     apart = plan.config.fsx_away_from_efa_pools
     if apart:
         plan.notes.append(apart)

@@ -900,6 +900,12 @@ def render(
     member = _pick_team(cfg, team, workload)
     chosen = _pick_pool(cfg, pool, example, member)
     if example == "mpi-nccl-tests" and not chosen.efa:
+        if pool is None:  # no pool of the stack has EFA: no --pool was given to blame
+            raise ConfigError(
+                "higgsfield:gpuPools",
+                f"stack {cfg.stack} has no EFA pool (pools: {', '.join(p.name for p in cfg.gpu_pools)}); the NCCL "
+                "test is for EFA pools",
+            )
         raise ConfigError("--pool", f"pool {chosen.name} has no EFA; the NCCL test is for EFA pools")
     sizes = _fit_or_other_pools(example, cfg, chosen, member, workers)
     workers = sizes.check(workers)

@@ -341,8 +341,38 @@ def test_schema_write_in_a_project_of_ones_own_writes_the_schema_its_stack_files
     assert cli.main(["schema", "--check"]) == 0
 
 
+def test_schema_check_in_a_checkout_runs_with_the_package_installed_from_it_not_editable(monkeypatch, capsys):
+    """`pip install .`, then `higgsfield schema --check` in the checkout: the code runs from
+    site-packages, where the example the job reference shows is the package's copy (infra/shipped/)."""
+    from infra.cli import schema
+    from infra.core import assets
+
+    site = ROOT / "build" / "no-such-site-packages"  # the installed code's folders; nothing is written there
+    monkeypatch.setattr(schema, "__file__", str(site / "infra" / "cli" / "schema.py"))
+    monkeypatch.setattr(assets, "_CHECKOUT", site)  # no Pulumi.yaml: an installed package
+    monkeypatch.setattr(assets, "_PACKAGED", ROOT)  # what pyproject.toml maps infra/shipped/ to
+    monkeypatch.chdir(ROOT)
+    assert cli.main(["schema", "--check"]) == 0, capsys.readouterr().err
+
+
 def test_an_unknown_region_is_refused_in_a_short_line_with_the_closest_regions(capsys):
     assert cli.main(["init", "x", "--region", "eu-nort-1", "--admin", "arn:aws:iam::123456789012:role/A"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --region: 'eu-nort-1' is not one of the ") and "did you mean eu-north-1" in err
     assert err.count("\n") == 1 and len(err) <= 200
+
+
+def test_a_region_in_capitals_is_refused_with_its_lowercase_name(capsys):
+    assert cli.main(["init", "x", "--region", "EU-NORTH-1", "--admin", "arn:aws:iam::123456789012:role/A"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.endswith("did you mean eu-north-1? (region names are lowercase)\n")
+
+
+@pytest.mark.parametrize("region", ["us-gov-west-1", "cn-north-1"])
+def test_a_region_of_another_partition_is_refused_as_one_not_as_a_typo_of_an_aws_region(capsys, region):
+    """GovCloud and China have EKS too: the refusal says the platform runs in the aws partition, not
+    that the region lacks EKS or is a misspelt us-west-1."""
+    assert cli.main(["init", "x", "--region", region, "--admin", "arn:aws:iam::123456789012:role/A"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"'{region}' is a region of AWS " in err and "did you mean" not in err
+    assert "runs in the aws partition only" in err

@@ -332,9 +332,13 @@ def test_a_pool_flag_the_stack_refuses_is_named_with_its_value_not_a_line_of_an_
     assert "Pulumi.eu.yaml" not in err and not (project / "stacks" / "Pulumi.eu.yaml").exists()
 
 
-def test_a_team_flag_the_stack_refuses_is_named_with_its_value(project, capsys):
+def test_a_team_flag_the_stack_refuses_is_named_with_its_value_in_one_line(project, capsys):
+    """The team's name is its queue's too: one line for the flag, not one for each."""
     assert main(["init", *ADMIN, "eu", "--region", "eu-north-1", "--team", "Vision:8"]) == 2
-    assert capsys.readouterr().err.startswith("error: --team Vision:8: scheduler.")
+    assert capsys.readouterr().err == (
+        "error: --team Vision:8: the team's name 'Vision' must be a lowercase DNS label of at most 30 characters "
+        "(a-z, 0-9, '-'; starts and ends alphanumeric)\n"
+    )
 
 
 def test_a_mistyped_instance_type_is_a_typo_with_the_closest_types_not_a_type_offered_nowhere(project, capsys):
@@ -447,3 +451,40 @@ def test_a_team_gets_the_same_uid_in_every_stack_init_makes(project, capsys):
         for stack in ("one", "two")
     ]
     assert uids[0] == uids[1] and len(set(uids[0].values())) == 2
+
+
+def _a_region_the_catalog_lacks() -> str:
+    """An EKS region whose AWS offerings moto does not bundle (ap-southeast-7 with moto 5.2.6)."""
+    from infra.config import eks_regions
+    from infra.core.bundled import regions
+
+    lacking = sorted(set(eks_regions()) - set(regions()))
+    if not lacking:
+        pytest.skip("the bundled catalog has offerings for every EKS region")
+    return lacking[0]
+
+
+def _in_region(region: str):
+    def change(config: dict) -> None:
+        config["aws:region"] = region
+        config["higgsfield:availabilityZones"] = [f"{region}a", f"{region}b"]
+        config["higgsfield:gpuPools"] = [{**p, "availabilityZone": f"{region}a"} for p in config["higgsfield:gpuPools"]]
+
+    return change
+
+
+def test_a_stack_in_a_region_the_catalog_lacks_plans_and_says_its_types_are_checked_by_preflight(project_copy, capsys):
+    region = _a_region_the_catalog_lacks()
+    project_copy("dev", _in_region(region))
+    assert main(["plan", "bad"]) == 0, capsys.readouterr().err
+    (note,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: aws:region")]
+    assert note.startswith(f"note: aws:region {region}: AWS's catalog as bundled with moto")
+    assert note.endswith("`higgsfield preflight bad` checks them against your account")
+
+
+def test_init_in_a_region_the_catalog_lacks_says_how_to_write_the_stack_instead(project, capsys):
+    region = _a_region_the_catalog_lacks()
+    assert main(["init", *ADMIN, "mine", "--region", region]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "set aws:region and the zones yourself" in err
+    assert not (project / "stacks" / "Pulumi.mine.yaml").exists()

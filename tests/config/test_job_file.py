@@ -171,3 +171,19 @@ def test_a_misspelt_resource_key_suggests_the_one_it_means():
         load_job({**EXAMPLE, "resources": {"gpu": 4}}, "job.yaml")
     problems = {p.key: p.message for p in refused.value.problems}
     assert problems["job.yaml: resources.gpu"].startswith("is not a job file setting; did you mean gpus?")
+
+
+def test_a_misspelt_key_whose_setting_is_missing_is_one_line_not_also_required():
+    resources = {k: v for k, v in EXAMPLE["resources"].items() if k != "gpus"}
+    problems = _problems({**EXAMPLE, "resources": {**resources, "gpu": 16}})
+    assert list(problems) == ["job.yaml: resources.gpu"]
+
+
+def test_a_misspelt_keys_value_is_checked_as_the_setting_it_means():
+    resources = {k: v for k, v in EXAMPLE["resources"].items() if k != "gpus"}
+    with pytest.raises(ConfigError) as refused:
+        load_job({**EXAMPLE, "resources": {**resources, "gpu": 0}}, "job.yaml")
+    assert [(p.key, p.message) for p in refused.value.problems] == [
+        ("job.yaml: resources.gpu", "is not a job file setting; did you mean gpus? (docs/reference/job-file.md)"),
+        ("job.yaml: resources.gpu", "must be at least 1, got 0"),
+    ]

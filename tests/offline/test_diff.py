@@ -107,6 +107,20 @@ def test_diff_outside_a_git_repository_says_so_and_how_to_make_one(project_witho
     assert "`git init && git add -A && git commit -m start`" in err and "is not a commit of" not in err
 
 
+def test_diff_in_a_folder_that_is_no_project_says_init_makes_one_not_how_to_make_a_repository(
+    tmp_path, monkeypatch, capsys
+):
+    """An installed package run in an empty folder (this checkout's code would fall back to the checkout)."""
+    from infra.offline import evaluate
+
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(evaluate, "project_root", lambda: tmp_path)
+    assert main(["diff", "dev", "--base", "HEAD"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"no Pulumi.yaml in {tmp_path} or above: not a project" in err, err
+
+
 def test_diff_in_a_repository_without_a_commit_says_to_commit_first(project_without_git, capsys):
     _git(project_without_git, "init", "-q")
     assert main(["diff", "dev", "--base", "origin/main"]) == 2

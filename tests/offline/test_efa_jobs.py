@@ -253,6 +253,15 @@ def test_a_template_asking_for_efa_on_a_pool_without_efa_is_rejected(tmp_path, m
     assert "pool l40s has no EFA" in str(failure.value)
 
 
+def test_the_nccl_test_on_a_stack_without_efa_names_the_pools_not_a_pool_flag_never_given():
+    with pytest.raises(ConfigError) as failure:
+        jobs.render("mpi-nccl-tests", plan_of("dev").config)
+    assert (
+        str(failure.value)
+        == "higgsfield:gpuPools: stack dev has no EFA pool (pools: l40s); the NCCL test is for EFA pools"
+    )
+
+
 # --- a team's own EFA-ready image: higgsfield:trainingImage -------------------------------------
 
 OWN_IMAGE = "123456789012.dkr.ecr.us-east-2.amazonaws.com/llm/efa-train:2026.11"
