@@ -42,6 +42,7 @@ from infra.config.errors import Problem
 from infra.config.stack import not_an_eks_region
 from infra.core.assets import shipped
 from infra.core.bundled import instance_types, source, where_offered, zone_offerings
+from infra.core.internet import MAX_INTERNET_SHARE, internet_share
 from infra.core.names import DNS_LABEL_RULE
 from infra.core.names import NAMESPACE as G
 from infra.offline.evaluate import StackNotFound, project_root, stack_names
@@ -371,6 +372,17 @@ def new_stack(
             ipaddress.IPv4Network(cidr)
         except ValueError as exc:
             raise ConfigError(f"--public-access-cidr {cidr}", f"{cidr!r} is not an IPv4 CIDR ({exc})") from None
+    # the policy pack's eks-endpoint-restricted refuses such a stack at every deploy (policies/rules.py): said here,
+    # before the stack file is written, naming the widest range (a private one is the stack settings' to refuse)
+    public = [c for c in choices.public_access_cidrs if not ipaddress.IPv4Network(c).is_private]
+    if public and internet_share(public) > MAX_INTERNET_SHARE:
+        widest = min(public, key=lambda c: ipaddress.IPv4Network(c).prefixlen)
+        raise ConfigError(
+            f"--public-access-cidr {widest}",
+            f"the ranges open the API server to {internet_share(public):.4%} of the internet, "
+            f"more than the policy pack's eks-endpoint-restricted allows ({MAX_INTERNET_SHARE:.4%}, a /16): name your "
+            "office or VPN egress ranges (a /32 each), or none to keep the endpoint private",
+        )
     offered = zone_offerings(region)
     if not offered:
         raise ConfigError(

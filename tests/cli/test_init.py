@@ -88,6 +88,17 @@ def test_an_allow_list_flag_the_stack_refuses_is_named_with_its_value(project, c
     assert not (project / "stacks" / "Pulumi.mine.yaml").exists()
 
 
+@pytest.mark.parametrize("cidrs", [["0.0.0.0/0"], ["8.8.8.8/32", "52.0.0.0/8"]], ids=["everyone", "one-too-wide"])
+def test_an_allow_list_wider_than_the_policy_pack_allows_is_refused_before_a_file_is_written(project, capsys, cidrs):
+    """`check` and every deploy would refuse the stack (eks-endpoint-restricted): init says so first."""
+    flags = [arg for cidr in cidrs for arg in ("--public-access-cidr", cidr)]
+    assert main(["init", *ADMIN, "mine", "--region", "eu-north-1", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --public-access-cidr {cidrs[-1]}: the ranges open the API server to ")
+    assert "eks-endpoint-restricted" in err and err.count("\n") == 1
+    assert not (project / "stacks" / "Pulumi.mine.yaml").exists()
+
+
 def test_a_stack_from_init_plans_checks_and_costs_without_edits(project, capsys):
     """eu-north-1: a region whose EC2 prices are bundled and the rest not, so `cost` marks, not fails."""
     assert main(["init", *ADMIN, "mine", "--region", "eu-north-1"]) == 0
