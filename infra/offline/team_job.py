@@ -194,20 +194,26 @@ def place(job: JobFile, cfg: StackConfig, team: Team) -> Placement:
     return Placement(pool, pods, per_pod, min_pods, others)
 
 
-def _team(cfg: StackConfig, job: JobFile) -> tuple[Team, str]:
-    """The job's team and priority class (the first of the team's classes of the job's class)."""
+def team_of(cfg: StackConfig, job: JobFile) -> Team:
+    """The job's team on the stack, or a ConfigError naming `team` and the stack's teams."""
     found = [t for t in cfg.scheduler.teams if t.name == job.team]
     if not found:
         teams = ", ".join(t.name for t in cfg.scheduler.teams) or "none"
         raise ConfigError("team", f"no team {job.team!r} in stack {cfg.stack} (higgsfield:scheduler.teams: {teams})")
-    classes = cfg.scheduler.classes_of(found[0], job.class_)
+    return found[0]
+
+
+def _team(cfg: StackConfig, job: JobFile) -> tuple[Team, str]:
+    """The job's team and priority class (the first of the team's classes of the job's class)."""
+    team = team_of(cfg, job)
+    classes = cfg.scheduler.classes_of(team, job.class_)
     if not classes:
         raise ConfigError("class", f"team {job.team} is given no {job.class_} priority class in stack {cfg.stack}")
     if job.priority is not None and job.priority not in classes:
         raise ConfigError(
             "priority", f"{job.priority!r} is not one of team {job.team}'s {job.class_} classes: {', '.join(classes)}"
         )
-    return found[0], job.priority or classes[0]
+    return team, job.priority or classes[0]
 
 
 def command_of(job: JobFile) -> list[str]:
@@ -527,6 +533,17 @@ def read_job_file(path: str) -> JobFile:
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise file_error(shown, f"is not YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
     return load_job(data, shown)
+
+
+def read_job_file_of(path: str, cfg: StackConfig) -> JobFile:
+    """`read_job_file`, its team one of the stack's (what `jobs status/logs/suspend/resume/cancel -f` need of it:
+    a job of a team the stack lacks has no namespace there), a refusal naming the file's key."""
+    job = read_job_file(path)
+    try:
+        team_of(cfg, job)
+    except ConfigError as exc:
+        raise file_error("<stdin>" if path == "-" else path, exc.problems[0].message, exc.problems[0].loc) from None
+    return job
 
 
 def render_file(path: str, cfg: StackConfig) -> tuple[JobFile, list[dict], Placement]:

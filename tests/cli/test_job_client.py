@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from pathlib import Path
 
 import pytest
 import yaml
@@ -225,6 +226,18 @@ def test_status_of_a_running_job_lists_its_pods_and_nodes_and_no_wait(api, kubec
     assert main(["jobs", "status", "prod", "-f", JOB_FILE, "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert (status["state"], status["waiting"], status["nodes"]) == ("Running", [], ["node-a", "node-b"])
+
+
+@pytest.mark.parametrize("action", ["status", "logs", "suspend", "resume", "cancel"])
+def test_a_job_file_of_a_team_the_stack_lacks_is_one_line_naming_its_team_before_the_cluster_is_asked(
+    api, kubeconfig, capsys, tmp_path, action
+):
+    job = tmp_path / "job.yaml"
+    job.write_text(Path(JOB_FILE).read_text().replace("team: llm", "team: robotics"))
+    assert main(["jobs", action, "prod", "-f", str(job)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {job}: team: no team 'robotics' in stack prod") and err.count("\n") == 1, err
+    assert api.requests == []
 
 
 def test_status_of_a_job_that_does_not_exist_is_the_apis_not_found(api, kubeconfig, capsys):

@@ -85,9 +85,11 @@ def _which(args: argparse.Namespace) -> tuple[str, str, str]:
     if args.filename is not None:
         if args.name is not None:
             raise UsageError("name the job by -f JOB.yaml or by NAME, not both")
-        from infra.offline.team_job import read_job_file
+        from infra.offline.evaluate import load_stack
+        from infra.offline.team_job import read_job_file_of
 
-        job = read_job_file(args.filename)
+        # the file's team checked against the stack before the cluster is asked (as submit renders it first)
+        job = read_job_file_of(args.filename, load_stack(args.stack))
         return job.name, job.team, job.kind
     if args.name is None or args.team is None:
         extra = " (or -n TEAM alone: the team's goodput)" if args.jobs_command == "status" else ""
