@@ -229,8 +229,8 @@ def public_cidr(cidr: str) -> str:
 
 def off_the_internet(net: ipaddress.IPv4Network) -> str | None:
     """What kind of range of NOT_ON_THE_INTERNET holds `net`, or None: one the stack settings refuse as an allow-list
-    entry. Not Python's is_private, which also holds ranges the settings accept and the policy pack counts (198.18.0.0/15,
-    the documentation ranges)."""
+    entry. Not Python's is_private, which also holds ranges the settings accept and the policy pack counts
+    (198.18.0.0/15, the documentation ranges)."""
     return next(
         (what for special, what in NOT_ON_THE_INTERNET.items() if net.subnet_of(ipaddress.IPv4Network(special))), None
     )
