@@ -290,6 +290,27 @@ def _containers(spec: str) -> str:
     )
 
 
+# The handlers the kubelet runs for a container, which connect where their httpGet or tcpSocket `host` says (the pod's
+# IP when unset): kubernetes/kubernetes:pkg/apis/core/types.go ProbeHandler and LifecycleHandler.
+PROBES = ("readinessProbe", "livenessProbe", "startupProbe")
+HOOKS = ("postStart", "preStop")
+
+
+def _handlers_name_no_host(c: str) -> str:
+    """Container `c`'s probes and lifecycle hooks leave `host` out of httpGet and tcpSocket: the kubelet would
+    connect from the node's network to any address, an other team's pod or a node port no network policy closes."""
+
+    def no_host(handler: str) -> str:
+        return " && ".join(
+            f"(!has({handler}.{kind}) || !has({handler}.{kind}.host) || {handler}.{kind}.host == '')"
+            for kind in ("httpGet", "tcpSocket")
+        )
+
+    probes = [f"(!has({c}.{p}) || ({no_host(f'{c}.{p}')}))" for p in PROBES]
+    hooks = [f"(!has({c}.lifecycle) || !has({c}.lifecycle.{h}) || ({no_host(f'{c}.lifecycle.{h}')}))" for h in HOOKS]
+    return " && ".join([*probes, *hooks])
+
+
 def _asks_node_resource(c: str) -> str:
     """Container `c` requests or limits what only a GPU node has: a GPU, EFA or huge pages."""
 
@@ -1668,6 +1689,12 @@ def cel_validations(team: TeamRules) -> list[dict]:
                 "expression": "variables.specs.all(s, (!has(s.hostNetwork) || s.hostNetwork == false) && "
                 "(!has(s.hostPID) || s.hostPID == false) && (!has(s.hostIPC) || s.hostIPC == false))",
                 "message": "no host network, PID or IPC namespace",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": f"variables.containers.all(cs, cs.all(c, {_handlers_name_no_host('c')}))",
+                "message": "no probe or lifecycle hook names a host: the kubelet connects there from the node, past "
+                "the namespace's network policies (leave httpGet.host and tcpSocket.host out: the pod's own IP)",
                 "reason": "Forbidden",
             },
             {

@@ -258,7 +258,8 @@ class Status:
 
 def _pod_lines(pods: list[tuple[str, str, str]]) -> list[str]:
     """A line a pod, or for more than STATUS_LISTED_PODS the pods' counts by phase on their nodes, then those of them
-    to look at (not Running or Succeeded), at most STATUS_LISTED_PODS, and how many of those are not listed."""
+    to look at (not Running or Succeeded), the failed first, at most STATUS_LISTED_PODS, and how many of those are not
+    listed."""
 
     def line(pod: str, phase: str, node: str) -> str:
         return f"  {pod}: {phase}" + (f" on {node}" if node else "")
@@ -273,7 +274,8 @@ def _pod_lines(pods: list[tuple[str, str, str]]) -> list[str]:
     out = [
         f"  pods: {', '.join(f'{counts[phase]} {phase}' for phase in ordered)}; on {nodes} node(s) (--json lists each)"
     ]
-    shown = [row for row in pods if row[1] not in SETTLED_PHASES]
+    # the failed first: a few failed shards are not cut off behind the many that wait for capacity
+    shown = sorted((row for row in pods if row[1] not in SETTLED_PHASES), key=lambda row: row[1] != "Failed")
     out += [line(*row) for row in shown[:STATUS_LISTED_PODS]]
     if len(shown) > STATUS_LISTED_PODS:
         out.append(f"  ... and {len(shown) - STATUS_LISTED_PODS} more neither Running nor Succeeded")

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from infra.config import DNS_LABEL, ConfigError, eks_regions
 from infra.config.errors import Problem
+from infra.config.limits import off_the_internet
 from infra.config.stack import not_an_eks_region
 from infra.core.assets import shipped
 from infra.core.bundled import instance_types, source, where_offered, zone_offerings
@@ -373,8 +374,9 @@ def new_stack(
         except ValueError as exc:
             raise ConfigError(f"--public-access-cidr {cidr}", f"{cidr!r} is not an IPv4 CIDR ({exc})") from None
     # the policy pack's eks-endpoint-restricted refuses such a stack at every deploy (policies/rules.py): said here,
-    # before the stack file is written, naming the widest range (a private one is the stack settings' to refuse)
-    public = [c for c in choices.public_access_cidrs if not ipaddress.IPv4Network(c).is_private]
+    # before the stack file is written, naming the widest range (one the settings refuse, off the internet, is theirs
+    # to name; the pack counts every other range)
+    public = [c for c in choices.public_access_cidrs if not off_the_internet(ipaddress.IPv4Network(c))]
     if public and internet_share(public) > MAX_INTERNET_SHARE:
         widest = min(public, key=lambda c: ipaddress.IPv4Network(c).prefixlen)
         raise ConfigError(

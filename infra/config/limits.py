@@ -218,13 +218,22 @@ def public_cidr(cidr: str) -> str:
     net = ipaddress.IPv4Network(cidr)
     if net.prefixlen == 0:
         return cidr  # the whole internet: allowed outside prod (the stack's rule)
-    for special, what in NOT_ON_THE_INTERNET.items():
-        if net.subnet_of(ipaddress.IPv4Network(special)):
-            raise ValueError(
-                f"{net} is a {what} range: requests to the public endpoint never come from it (the VPC reaches the "
-                "private endpoint); list the public egress ranges of your office or VPN"
-            )
+    what = off_the_internet(net)
+    if what:
+        raise ValueError(
+            f"{net} is a {what} range: requests to the public endpoint never come from it (the VPC reaches the "
+            "private endpoint); list the public egress ranges of your office or VPN"
+        )
     return cidr
+
+
+def off_the_internet(net: ipaddress.IPv4Network) -> str | None:
+    """What kind of range of NOT_ON_THE_INTERNET holds `net`, or None: one the stack settings refuse as an allow-list
+    entry. Not Python's is_private, which also holds ranges the settings accept and the policy pack counts
+    (198.18.0.0/15, the documentation ranges)."""
+    return next(
+        (what for special, what in NOT_ON_THE_INTERNET.items() if net.subnet_of(ipaddress.IPv4Network(special))), None
+    )
 
 
 # --- node labels and taints ---------------------------------------------------------------------

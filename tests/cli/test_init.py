@@ -99,6 +99,15 @@ def test_an_allow_list_wider_than_the_policy_pack_allows_is_refused_before_a_fil
     assert not (project / "stacks" / "Pulumi.mine.yaml").exists()
 
 
+def test_a_reserved_range_the_stack_accepts_counts_toward_the_share_the_pack_allows(project, capsys):
+    """198.18.0.0/15 (benchmarking) is private to Python's ipaddress but no range the stack settings refuse, and the
+    policy pack counts it: twice a /16, which `check` and every deploy would refuse."""
+    assert main(["init", *ADMIN, "mine", "--region", "eu-north-1", "--public-access-cidr", "198.18.0.0/15"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --public-access-cidr 198.18.0.0/15: the ranges open the API server to ")
+    assert not (project / "stacks" / "Pulumi.mine.yaml").exists()
+
+
 def test_a_stack_from_init_plans_checks_and_costs_without_edits(project, capsys):
     """eu-north-1: a region whose EC2 prices are bundled and the rest not, so `cost` marks, not fails."""
     assert main(["init", *ADMIN, "mine", "--region", "eu-north-1"]) == 0

@@ -1050,6 +1050,21 @@ def test_status_of_a_batch_job_lists_at_most_sixteen_of_its_failed_pods_and_coun
     assert f"  ... and {40 - STATUS_LISTED_PODS} more neither Running nor Succeeded" in out
 
 
+def test_status_of_a_batch_job_lists_its_failed_pods_before_those_pending(api, kubeconfig, capsys):
+    """A job whose many pending shards wait for capacity still shows the one that failed, not sixteen that wait."""
+    from infra.cli.client import STATUS_LISTED_PODS
+
+    _seed_sharded_batch_job(api, 64, running=0)
+    for index in range(STATUS_LISTED_PODS + 4):
+        pod = api.get(f"/api/v1/namespaces/llm/pods/eval-{index}-eval")
+        pod["status"]["phase"] = "Pending"
+        api.put(pod)
+    _fail(api, 50)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    listed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  eval-")]
+    assert listed[0] == "  eval-50-eval: Failed on node-50"
+
+
 def test_status_as_json_lists_every_pod_of_a_batch_job_of_many_shards(api, kubeconfig, capsys):
     _seed_sharded_batch_job(api, 512, running=2)
     assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job", "--json"]) == 0

@@ -173,8 +173,9 @@ def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
         seeding.ec2.create_launch_template(
             LaunchTemplateName="gpu-nodes", LaunchTemplateData={"ImageId": "ami-12c6146b"}
         )
+        templates = {t.parent: _launch_template(seeding.ec2, t) for t in plan.of_type(checks.LAUNCH_TEMPLATE)}
         for group in plan.of_type(checks.NODE_GROUP):
-            _node_group(eks, autoscaling, plan, group, role)
+            _node_group(eks, autoscaling, plan, group, role, templates.get(group.parent))
         logs = seeding.logs
         key = seeding.kms.create_key()["KeyMetadata"]["Arn"]
         for group in plan.of_type(checks.LOG_GROUP):
@@ -196,7 +197,16 @@ def _moto_cluster():
     return get_backend("eks")["123456789012"][REGION].clusters[CLUSTER]
 
 
-def _node_group(eks, autoscaling, plan, group, role: str) -> None:
+def _launch_template(ec2, template) -> str:
+    """The planned launch template as `pulumi up` makes it: the plan's user data, IMDSv2 alone. Its ID."""
+    data = {"MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}}
+    if template.inputs.get("userData"):
+        data["UserData"] = template.inputs["userData"]
+    made = ec2.create_launch_template(LaunchTemplateName=f"{template.name}-1a2b3c4", LaunchTemplateData=data)
+    return made["LaunchTemplate"]["LaunchTemplateId"]
+
+
+def _node_group(eks, autoscaling, plan, group, role: str, template: str | None = None) -> None:
     cfg = group.inputs["scalingConfig"]
     made = eks.create_nodegroup(
         clusterName=CLUSTER,
@@ -205,7 +215,11 @@ def _node_group(eks, autoscaling, plan, group, role: str) -> None:
         subnets=["subnet-1"],
         scalingConfig=cfg,
         taints=_api_taints(group.inputs.get("taints") or []),
+        **({"launchTemplate": {"id": template, "version": "1"}} if template else {}),
     )["nodegroup"]
+    # moto gives a group no SSH key asked an `eksKeypair` one (moto/eks/models.py@5.2.6 DEFAULT_REMOTE_ACCESS); EKS
+    # leaves remoteAccess out (Nodegroup, boto/botocore:botocore/data/eks/2017-11-01/service-2.json@1.44.18)
+    _moto_cluster().nodegroups[made["nodegroupName"]].remote_access = None
     asg = made["resources"]["autoScalingGroups"][0]["name"]
     autoscaling.create_auto_scaling_group(
         AutoScalingGroupName=asg,
@@ -905,6 +919,66 @@ def test_a_second_group_of_a_planned_name_on_another_role_fails_naming_both_role
     outcome = one("aws.node-groups", aws_ctx)
     assert outcome.status == "FAIL" and "gpu-h100: 2 groups (" in outcome.evidence
     assert "on 2 node roles" in outcome.evidence and f"gpu-h100-0f0f0f0 on {FRONT_ROLE}" in outcome.evidence
+
+
+def _new_template_version(aws, group: str, **data) -> str:
+    """What the deploy role's policies allow it (policies/iam_evaluation.py) on a planned group: a new version of the
+    stack's own launch template (CreateLaunchTemplateVersion) and the group moved to it (UpdateNodegroupVersion, which
+    moto does not keep: set on its group). The version's number."""
+    live = aws.client("eks").describe_nodegroup(clusterName=CLUSTER, nodegroupName=f"{group}-1a2b3c4")["nodegroup"]
+    template = live["launchTemplate"]["id"]
+    made = aws.client("ec2").create_launch_template_version(
+        LaunchTemplateId=template, SourceVersion="1", LaunchTemplateData=data
+    )["LaunchTemplateVersion"]
+    version = str(made["VersionNumber"])
+    _moto_cluster().nodegroups[f"{group}-1a2b3c4"].launch_template = {"id": template, "version": version}
+    return version
+
+
+def test_a_planned_group_moved_to_a_template_version_of_other_user_data_fails_naming_it(aws_ctx, aws):
+    """User data runs as root on every node the group launches: an outsider's SSH key or agent is one line of it."""
+    version = _new_template_version(
+        aws, "gpu-h100", UserData="IyEvYmluL3NoCmN1cmwgaHR0cHM6Ly9ldmlsLmV4YW1wbGUgfCBzaA=="
+    )
+    outcome = one("aws.node-groups", aws_ctx)
+    assert outcome.status == "FAIL" and f"version {version}: its user data is not the plan's" in outcome.evidence
+    assert outcome.evidence.startswith("gpu-h100: launch template lt-")
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ({"KeyName": "outsider"}, "KeyName outsider, the plan sets none"),
+        ({"ImageId": "ami-0badc0de"}, "ImageId ami-0badc0de, the plan sets none"),
+        ({"NetworkInterfaces": [{"DeviceIndex": 0, "AssociatePublicIpAddress": True}]}, "asks for a public address"),
+        ({"MetadataOptions": {"HttpTokens": "optional"}}, "IMDSv1 allowed"),
+    ],
+    ids=["key-pair", "own-ami", "public-address", "imds-v1"],
+)
+def test_a_planned_group_moved_to_a_template_version_that_opens_its_nodes_fails_naming_what(aws_ctx, aws, data, said):
+    _new_template_version(aws, "system-nodes", **data)
+    outcome = one("aws.node-groups", aws_ctx)
+    assert outcome.status == "FAIL" and said in outcome.evidence
+
+
+def test_a_planned_group_remade_without_its_launch_template_and_with_an_ssh_key_fails_naming_both(aws_ctx, aws):
+    """Without a launch template, CreateNodegroup takes remoteAccess: EKS opens port 22 to the key's holder."""
+    eks, name = aws.client("eks"), "gpu-h100-1a2b3c4"
+    planned = eks.describe_nodegroup(clusterName=CLUSTER, nodegroupName=name)["nodegroup"]
+    eks.delete_nodegroup(clusterName=CLUSTER, nodegroupName=name)
+    eks.create_nodegroup(
+        clusterName=CLUSTER,
+        nodegroupName=name,
+        nodeRole=planned["nodeRole"],
+        subnets=["subnet-1"],
+        scalingConfig=planned["scalingConfig"],
+        taints=planned["taints"],
+        remoteAccess={"ec2SshKey": "outsider"},
+    )
+    outcome = one("aws.node-groups", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert "gpu-h100: remote access (SSH key outsider), the plan gives none" in outcome.evidence
+    assert "gpu-h100: launches from no launch template, planned gpu-h100-lt" in outcome.evidence
 
 
 def test_capacity_block_schedules_on_their_group_pass(aws_ctx):

@@ -215,6 +215,20 @@ VIOLATIONS = {
         "no hostPath",
     ),
     "host_network": (_pod(hostNetwork=True), "no host network"),
+    "readiness_probe_of_another_host": (
+        _pod(
+            containers=[{"name": "c", "image": "x", "readinessProbe": {"httpGet": {"host": "10.0.7.9", "port": 8080}}}]
+        ),
+        "no probe or lifecycle hook names a host",
+    ),
+    "pre_stop_hook_to_another_host": (
+        _pod(
+            containers=[
+                {"name": "c", "image": "x", "lifecycle": {"preStop": {"tcpSocket": {"host": "10.0.7.9", "port": 22}}}}
+            ]
+        ),
+        "no probe or lifecycle hook names a host",
+    ),
     "gpu_pod_outside_volcano": (_pod(schedulerName="default-scheduler"), "GPU pods are scheduled by volcano"),
 }
 

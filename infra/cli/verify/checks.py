@@ -26,6 +26,7 @@ from infra.offline.diff import BUCKET_VERSIONING
 from infra.offline.pods import request_in_full
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 EKS_CLUSTER = "eks:index:Cluster"
 SCHEDULE = "aws:autoscaling/schedule:Schedule"
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
@@ -267,6 +268,7 @@ def node_groups(ctx: Any) -> Outcome:
         missing = _taints(resource.inputs.get("taints")) - _taints(live.get("taints"))
         if missing:
             problems.append(f"{resource.name}: without taint {', '.join(k for k, _ in sorted(missing))}")
+        problems += _launched_as_planned(ctx, resource, live)
     roles = _node_roles(planned)
     if len(roles) > 1:
         on = "; ".join(f"{g['nodegroupName']} on {g.get('nodeRole')}" for gs in planned.values() for g in gs)
@@ -277,12 +279,54 @@ def node_groups(ctx: Any) -> Outcome:
     if problems:
         return failed(
             "; ".join(problems),
-            "run `pulumi up` (a console edit drifts from the plan: `pulumi refresh`); a group the plan does not make, "
-            f"or one of a planned name on another node role, is removed with `aws eks delete-nodegroup --cluster-name "
+            "run `pulumi up` (a console edit drifts from the plan: `pulumi refresh`, which also finds a group's launch "
+            "template version that is not the plan's); a group the plan does not make, one of a planned name on "
+            f"another node role, or one with an SSH key, is removed with `aws eks delete-nodegroup --cluster-name "
             f"{cluster} --nodegroup-name GROUP` (then `pulumi refresh` and `pulumi up` make a planned one again); "
             "CloudTrail's CreateNodegroup events say who made it",
         )
-    return passed(f"{count} node group(s) ACTIVE with the planned sizes and taints, none other, on one node role")
+    return passed(
+        f"{count} node group(s) ACTIVE with the planned sizes and taints, launched as planned, none other, on one node "
+        "role"
+    )
+
+
+def _launched_as_planned(ctx: Any, resource: Any, live: dict) -> list[str]:
+    """What a planned group's nodes boot as that IAM cannot refuse the deploy role to change, the plan's or said: no
+    SSH key (CreateNodegroup's remoteAccess, which opens port 22), and a launch template version (UpdateNodegroupVersion
+    takes any; CreateLaunchTemplateVersion on the stack's own template is the deploy role's) with the plan's user data,
+    no AMI of its own (the group's AMI type picks it: components/nodes.py launch_template), no key pair, no instance
+    profile, no public address, and IMDSv2 alone. Its fields: LaunchTemplateData in
+    boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18."""
+    problems = []
+    remote = live.get("remoteAccess")
+    if remote:
+        problems.append(f"{resource.name}: remote access (SSH key {remote.get('ec2SshKey')}), the plan gives none")
+    template = next((t for t in ctx.plan.of_type(LAUNCH_TEMPLATE) if t.parent == resource.parent), None)
+    if template is None:
+        return problems
+    used = live.get("launchTemplate") or {}
+    if not used.get("id") and not used.get("name"):
+        return [*problems, f"{resource.name}: launches from no launch template, planned {template.name}"]
+    which = {"LaunchTemplateId": used["id"]} if used.get("id") else {"LaunchTemplateName": used["name"]}
+    found = ctx.client("ec2").describe_launch_template_versions(
+        **which, Versions=[str(used.get("version") or "$Default")]
+    )
+    data = found["LaunchTemplateVersions"][0].get("LaunchTemplateData") or {}
+    at = f"{resource.name}: launch template {used.get('id') or used.get('name')} version {used.get('version')}"
+    want = template.inputs.get("userData")
+    if (want is None or isinstance(want, str) and "<computed>" not in want) and data.get("UserData") != want:
+        problems.append(f"{at}: its user data is not the plan's")
+    problems += [f"{at}: {key} {data[key]}, the plan sets none" for key in ("ImageId", "KeyName") if data.get(key)]
+    if data.get("IamInstanceProfile"):
+        problems.append(
+            f"{at}: instance profile {data['IamInstanceProfile']}, the plan sets none (EKS adds the node role's)"
+        )
+    if any(ni.get("AssociatePublicIpAddress") for ni in data.get("NetworkInterfaces") or []):
+        problems.append(f"{at}: a network interface asks for a public address")
+    if (data.get("MetadataOptions") or {}).get("HttpTokens") != "required":
+        problems.append(f"{at}: IMDSv1 allowed (HttpTokens not required)")
+    return problems
 
 
 ADDON = "aws:eks/addon:Addon"
@@ -1737,9 +1781,11 @@ def specs() -> list[Spec]:
         Spec("aws.cluster", "the EKS cluster is ACTIVE at the stack's Kubernetes version, API authentication, "
              "its planned control-plane logs (audit among them) on",
              cluster, "aws", EKS_READ),
-        Spec("aws.node-groups", "every planned node group is ACTIVE with the planned min/max and taints, no other "
-             "group is there, and all are on one node role",
-             node_groups, "aws", "eks:ListNodegroups, eks:DescribeNodegroup", after=("aws.cluster",)),
+        Spec("aws.node-groups", "every planned node group is ACTIVE with the planned min/max and taints, no SSH key, "
+             "its launch template version as planned (user data, no AMI, key or public address), no other group is "
+             "there, and all are on one node role",
+             node_groups, "aws", "eks:ListNodegroups, eks:DescribeNodegroup, ec2:DescribeLaunchTemplateVersions",
+             after=("aws.cluster",)),
         Spec("aws.addons", "every planned EKS add-on is ACTIVE, at its pin and at or above its floor, configured as "
              "planned",
              addons, "aws", "eks:DescribeAddon", after=("aws.cluster",)),
