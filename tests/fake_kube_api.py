@@ -81,6 +81,7 @@ KINDS = {
     "validatingadmissionpolicies": "ValidatingAdmissionPolicy",
     "resourcequotas": "ResourceQuota",
     "persistentvolumeclaims": "PersistentVolumeClaim",
+    "ec2nodeclasses": "EC2NodeClass",
 }
 
 

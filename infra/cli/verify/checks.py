@@ -835,6 +835,54 @@ def cluster_made(ctx: Any) -> Outcome:
     return passed("; ".join(seen))
 
 
+# Karpenter's node classes (karpenter.k8s.aws/v1 EC2NodeClass, components/karpenter.py ec2_node_class), and the fields
+# of one that say what its nodes boot and as whom: the image, the user data nodeadm runs, the instance profile or role,
+# the instance metadata service, a public address (aws/karpenter-provider-aws:pkg/apis/v1/ec2nodeclass.go@v1.14.1).
+NODE_CLASSES = ("karpenter.k8s.aws", "v1", "ec2nodeclasses")
+NODE_CLASS_BOOT = ("amiSelectorTerms", "amiFamily", "userData", "instanceProfile", "metadataOptions")
+
+
+def node_classes(ctx: Any) -> Outcome:
+    """Every EC2NodeClass in the cluster is one the plan makes, booting what the plan says: the deploy role, cluster
+    admin in Kubernetes, could edit one's user data or image, or add one a NodePool names, and Karpenter would launch
+    nodes on the node role running it, where no IAM policy and no AWS check looks (aws.node-groups reads the node
+    groups' launch templates; Karpenter makes its own from these). The role and selectors are IDs the offline plan
+    does not know (a class naming another role launches nothing: Karpenter's controller may pass the node role alone,
+    components/karpenter.py AllowPassingInstanceRole); a public address is never planned."""
+    from kubernetes.client.exceptions import ApiException
+
+    planned = {
+        r.inputs["metadata"]["name"]: r.inputs.get("spec") or {}
+        for r in ctx.plan.resources
+        if r.inputs.get("kind") == "EC2NodeClass"
+    }
+    try:
+        live = {c["metadata"]["name"]: c.get("spec") or {} for c in ctx.kube.cluster_objects(*NODE_CLASSES)}
+    except ApiException as exc:
+        if exc.status != 404 or planned:
+            raise
+        return passed("no Karpenter pool and no EC2NodeClass kind in the cluster")
+    problems = [f"{name}: not planned" for name in sorted(set(live) - set(planned))]
+    problems += [f"{name}: missing" for name in sorted(set(planned) - set(live))]
+    for name in sorted(set(live) & set(planned)):
+        changed = [f for f in NODE_CLASS_BOOT if live[name].get(f) != planned[name].get(f)]
+        if live[name].get("associatePublicIPAddress"):
+            changed.append("associatePublicIPAddress")
+        if changed:
+            problems.append(f"{name}: {', '.join(changed)} not as planned")
+    if problems:
+        return failed(
+            "EC2NodeClass " + "; ".join(problems),
+            "`kubectl get ec2nodeclass NAME -o yaml` against `higgsfield plan STACK`; `pulumi up` sets a planned class "
+            "back (a missing one too); one the plan does not make goes with `kubectl delete ec2nodeclass NAME` after "
+            "the NodePools naming it (Karpenter drains their nodes first); the API server's audit log says who "
+            "wrote it",
+        )
+    if not planned:
+        return passed("no Karpenter pool, and no EC2NodeClass in the cluster")
+    return passed(f"{len(planned)} EC2NodeClass(es) as planned, none other")
+
+
 def queues(ctx: Any) -> Outcome:
     from kubernetes.client.exceptions import ApiException
 
@@ -1822,6 +1870,9 @@ def specs() -> list[Spec]:
              autoscaler_status, "kube", "get configmaps in kube-system", after=(KUBE_API,)),
         Spec("kube.cluster-made", "objects the cluster made (default queue, teams' default SAs) carry our fields",
              cluster_made, "kube", "get queues; get serviceaccounts in team namespaces", after=(KUBE_API,)),
+        Spec("kube.node-classes", "every Karpenter EC2NodeClass is planned and boots the planned image, user data, "
+             "instance profile and metadata options, with no public address",
+             node_classes, "kube", "list ec2nodeclasses", after=(KUBE_API,)),
         Spec("kube.queues", "every team's queue is Open, its namespace names it, PodGroups are moved to it",
              queues, "kube", "get queues, namespaces, mutatingwebhookconfigurations", after=(KUBE_API,)),
         Spec("kube.admission-policies", "every planned ValidatingAdmissionPolicy is present, without CEL warnings",

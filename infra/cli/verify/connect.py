@@ -103,6 +103,9 @@ class Kube:
     def cluster_object(self, group: str, version: str, plural: str, name: str) -> dict:
         return self._call(self.custom.get_cluster_custom_object, group, version, plural, name)
 
+    def cluster_objects(self, group: str, version: str, plural: str) -> list[dict]:
+        return self._call(self.custom.list_cluster_custom_object, group, version, plural)["items"]
+
     def namespaced_objects(self, group: str, version: str, namespace: str, plural: str) -> list[dict]:
         return self._call(self.custom.list_namespaced_custom_object, group, version, namespace, plural)["items"]
 
