@@ -2161,3 +2161,94 @@ def test_a_node_class_the_plan_does_not_make_fails_naming_it(classes_ctx):
     fake.put(extra)
     outcome = one("kube.node-classes", ctx)
     assert outcome.status == "FAIL" and "gpu-extra: not planned" in outcome.evidence, outcome
+
+
+# --- aws.pod-identities: who gets AWS credentials through Pod Identity -----------------------------
+
+ADDON_ARN = f"arn:aws:eks:{REGION}:123456789012:addon/{CLUSTER}/{{}}/0a1b"
+# prod's associations as the first `pulumi up` leaves them: the Cluster Autoscaler's, and the add-ons' own (EKS owns
+# those by the add-on; their namespaces are the add-ons')
+PLANNED_IDENTITIES = [
+    ("kube-system", "cluster-autoscaler", None),
+    ("kube-system", "ebs-csi-controller-sa", "aws-ebs-csi-driver"),
+    ("amazon-cloudwatch", "cloudwatch-agent", "amazon-cloudwatch-observability"),
+    ("kube-system", "fsx-csi-controller-sa", "aws-fsx-csi-driver"),
+]
+
+
+def _identities(aws_ctx, aws, extra: list[tuple[str, str, str | None]] = (), **changes) -> None:
+    """The cluster's associations answered on the wire (moto has no Pod Identity), each to a role in moto trusting
+    its own service account (components/identity.py pod_identity_trust); `changes` go into every description."""
+    from components.identity import pod_identity_trust
+
+    iam, stub = aws.client("iam"), _stubbed(aws_ctx, "eks")
+    every = [*PLANNED_IDENTITIES, *extra]
+    summaries, described = [], []
+    for index, (namespace, account, addon) in enumerate(every):
+        role = f"higgsfield-prod-{account}"
+        iam.create_role(RoleName=role, AssumeRolePolicyDocument=pod_identity_trust(CLUSTER, namespace, account))
+        ident = {
+            "clusterName": CLUSTER,
+            "namespace": namespace,
+            "serviceAccount": account,
+            "associationId": f"a-{index}",
+        }
+        ident |= {"ownerArn": ADDON_ARN.format(addon)} if addon else {}
+        summaries.append(ident)
+        described.append({**ident, "roleArn": f"arn:aws:iam::123456789012:role/{role}", **changes})
+    stub.add_response("list_pod_identity_associations", {"associations": summaries}, {"clusterName": CLUSTER})
+    for ident in described:
+        stub.add_response(
+            "describe_pod_identity_association",
+            {"association": ident},
+            {"clusterName": CLUSTER, "associationId": ident["associationId"]},
+        )
+
+
+def test_the_programs_pod_identities_pass(aws_ctx, aws):
+    _identities(aws_ctx, aws)
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "PASS" and "4 Pod Identity association(s)" in outcome.evidence, outcome
+
+
+def test_a_teams_service_account_given_a_role_fails_naming_it(aws_ctx, aws):
+    """The deploy role may associate any service account of its cluster with a role of its own: a team's pods would
+    get its credentials."""
+    _identities(aws_ctx, aws, extra=[("llm", "default", None)])
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL" and "llm/default: an association the plan does not make" in outcome.evidence
+
+
+def test_an_addon_association_the_plan_does_not_give_the_addon_fails(aws_ctx, aws):
+    _identities(aws_ctx, aws, extra=[("llm", "trainer", "aws-ebs-csi-driver")])
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL" and "llm/trainer: made by add-on aws-ebs-csi-driver" in outcome.evidence
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"targetRoleArn": "arn:aws:iam::999999999999:role/outside"}, "chains into target role"),
+        ({"disableSessionTags": True}, "session tags off"),
+    ],
+    ids=["target-role", "no-session-tags"],
+)
+def test_an_association_that_chains_or_drops_its_tags_fails(aws_ctx, aws, changes, said):
+    _identities(aws_ctx, aws, **changes)
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL" and f"kube-system/cluster-autoscaler: {said}" in outcome.evidence, outcome
+
+
+def test_a_planned_association_to_a_role_trusting_any_service_account_fails(aws_ctx, aws):
+    _identities(aws_ctx, aws)
+    loose = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ],
+    }
+    aws.client("iam").update_assume_role_policy(
+        RoleName="higgsfield-prod-cluster-autoscaler", PolicyDocument=json.dumps(loose)
+    )
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL" and "role higgsfield-prod-cluster-autoscaler does not trust" in outcome.evidence

@@ -436,6 +436,8 @@ def test_a_healthy_stack_passes_every_read_only_check(cluster, monkeypatch, caps
                 "aws.preview-entry",
                 "--skip",
                 "aws.cluster-access",
+                "--skip",
+                "aws.pod-identities",
                 "--json",
             ]
         )

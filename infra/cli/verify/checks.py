@@ -18,6 +18,7 @@ import yaml
 from botocore import exceptions as aws_errors
 
 from components.addons import KUBELET_LOG_MONITORS, MONITORS_ANNOTATION, MONITORS_SETTINGS
+from components.identity import SESSION_TAGS
 from components.tenancy import SCHEDULER
 from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
@@ -1819,6 +1820,70 @@ def cluster_access(ctx: Any) -> Outcome:
     return passed(f"{seen}; the node role {', '.join(node_roles) or '(no group)'} trusts {', '.join(allowed)} alone")
 
 
+POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+
+
+def _trusts_only(document: Any, cluster: str, namespace: str, service_account: str) -> bool:
+    """The role's trust lets Pod Identity in for that service account of that cluster alone: each Allow statement
+    asks every session tag (components/identity.py SESSION_TAGS, pod_identity_trust) with its value."""
+    if isinstance(document, str):
+        document = json.loads(urllib.parse.unquote(document))
+    statements = document.get("Statement") or []
+    allows = [
+        st for st in (statements if isinstance(statements, list) else [statements]) if st.get("Effect") == "Allow"
+    ]
+    want = {f"aws:RequestTag/{k}": v for k, v in zip(SESSION_TAGS, (cluster, namespace, service_account), strict=True)}
+    return bool(allows) and all(
+        all(((st.get("Condition") or {}).get("StringEquals") or {}).get(k) == v for k, v in want.items())
+        for st in allows
+    )
+
+
+def pod_identities(ctx: Any) -> Outcome:
+    """Every Pod Identity association of the cluster is one the program makes (its PodIdentityAssociation resources,
+    or an add-on's own, which EKS owns by the add-on: DescribePodIdentityAssociation's ownerArn), with session tags on
+    and no target role (PodIdentityAssociation's disableSessionTags and targetRoleArn, boto/botocore:botocore/data/
+    eks/2017-11-01/service-2.json@1.44.18: a target role is assumed in a chain, in any account), to a role whose
+    trust names that association's cluster, namespace and service account. The deploy role may associate any
+    service account of its own cluster, a team's too, with any role it made; IAM reads neither."""
+    eks, cluster = ctx.client("eks"), names.cluster_name(ctx.config.stack)
+    pairs = {(r.inputs["namespace"], r.inputs["serviceAccount"]) for r in ctx.plan.of_type(POD_IDENTITY)}
+    by_addon = {
+        r.inputs["addonName"]: {a["serviceAccount"] for a in r.inputs.get("podIdentityAssociations") or []}
+        for r in ctx.plan.of_type(ADDON)
+    }
+    pages = eks.get_paginator("list_pod_identity_associations").paginate(clusterName=cluster)
+    ids = [a["associationId"] for page in pages for a in page.get("associations") or []]
+    iam, problems, seen = ctx.client("iam"), [], set()
+    for association_id in ids:
+        a = eks.describe_pod_identity_association(clusterName=cluster, associationId=association_id)["association"]
+        pair, owner = (a["namespace"], a["serviceAccount"]), a.get("ownerArn") or ""
+        where = f"{pair[0]}/{pair[1]}"
+        addon = owner.split("/")[2] if ":addon/" in owner else None
+        if addon is not None and pair[1] not in by_addon.get(addon, set()):
+            problems.append(f"{where}: made by add-on {addon}, which the plan does not give it")
+        elif addon is None and pair not in pairs:
+            problems.append(f"{where}: an association the plan does not make")
+        seen.add(pair)
+        if a.get("targetRoleArn"):
+            problems.append(f"{where}: chains into target role {a['targetRoleArn']}")
+        if a.get("disableSessionTags"):
+            problems.append(f"{where}: session tags off (its role's trust cannot tell which service account asks)")
+        role = a["roleArn"].rpartition("/")[2]
+        trust = iam.get_role(RoleName=role)["Role"]["AssumeRolePolicyDocument"]
+        if not _trusts_only(trust, cluster, *pair):
+            problems.append(f"{where}: role {role} does not trust that service account of {cluster} alone")
+    problems += [f"{ns}/{sa}: missing" for ns, sa in sorted(pairs - seen)]
+    if problems:
+        return failed(
+            "Pod Identity: " + "; ".join(problems),
+            f"`aws eks delete-pod-identity-association --cluster-name {cluster} --association-id ID` removes one the "
+            "plan does not make (`aws eks list-pod-identity-associations` lists the IDs); `pulumi up` mends a planned "
+            "one; CloudTrail's CreatePodIdentityAssociation and UpdatePodIdentityAssociation events say who did it",
+        )
+    return passed(f"{len(ids)} Pod Identity association(s), each planned, tagged and to its own role")
+
+
 def specs() -> list[Spec]:
     """Every check, in order (`higgsfield verify STACK --list`)."""
     from infra.cli.verify import fabric, node_loss, trial
@@ -1851,6 +1916,10 @@ def specs() -> list[Spec]:
              "(as a node) or the creator's; every node group's role trusts what the plan's node role does (EC2) alone",
              cluster_access, "aws", "eks:ListAccessEntries, eks:DescribeAccessEntry, eks:ListNodegroups, "
              "eks:DescribeNodegroup, iam:GetRole", after=("aws.cluster",)),
+        Spec("aws.pod-identities", "every Pod Identity association is the program's (or a planned add-on's), with "
+             "session tags, no target role, to a role trusting that service account alone",
+             pod_identities, "aws", "eks:ListPodIdentityAssociations, eks:DescribePodIdentityAssociation, iam:GetRole",
+             after=("aws.cluster",)),
         Spec("aws.managed-policies", "the AWS managed policies the program attaches act only in the boundary's "
              "services", managed_policies, "aws", "iam:GetPolicy, iam:GetPolicyVersion"),
         Spec("aws.runner-webhooks", "each runner project's webhook has the planned event, workflow and actor filters",
