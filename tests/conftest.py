@@ -136,17 +136,6 @@ def _rewrite_ahead_of_the_workers(config: pytest.Config) -> None:
                     continue
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """`-n auto` (the README's command) starts a worker more than the cores it may use: with one a core, a core idles
-    while its worker waits on a clock or a child (a pre-flight's time box, a subprocess, a fake API server's
-    answer), and those waits are about a sixth of the suite's time. On 2 cores, back to back (docs/performance.md):
-    -n 2 114.5 s, -n 3 99.7 s, -n 4 123.1 s (each more worker collects every module again).
-    PYTEST_XDIST_AUTO_NUM_WORKERS still decides where it is set (xdist's own hook reads it)."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None
-    return len(os.sched_getaffinity(0)) + 1
-
-
 def pytest_configure(config: pytest.Config) -> None:
     rewriting = config.getoption("assertmode") == "rewrite"
     if _SHARED_REWRITES and rewriting and not hasattr(config, "workerinput") and config.getoption("numprocesses", None):
