@@ -82,6 +82,7 @@ KINDS = {
     "resourcequotas": "ResourceQuota",
     "persistentvolumeclaims": "PersistentVolumeClaim",
     "ec2nodeclasses": "EC2NodeClass",
+    "nodepools": "NodePool",
 }
 
 

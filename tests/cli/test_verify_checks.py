@@ -2112,10 +2112,10 @@ def test_a_node_role_that_also_trusts_another_account_fails_naming_it(aws_ctx, a
 
 @pytest.fixture
 def classes_ctx(karpenter_plan, tmp_path, monkeypatch):
-    """A cluster holding the Karpenter plan's EC2NodeClasses as `pulumi up` left them."""
+    """A cluster holding the Karpenter plan's EC2NodeClasses and NodePools as `pulumi up` left them."""
     fake = FakeKubernetesApi()
     for planned in karpenter_plan.resources:
-        if planned.inputs.get("kind") == "EC2NodeClass":
+        if planned.inputs.get("kind") in ("EC2NodeClass", "NodePool"):
             fake.put(copy.deepcopy(planned.inputs))
     monkeypatch.setenv("KUBECONFIG", kubeconfig(tmp_path / "kubeconfig", fake.url))
     yield fake, connect.Context(STACK, karpenter_plan, None, connect.kube_client(None), now=lambda: NOW)
@@ -2141,6 +2141,10 @@ def test_node_classes_as_planned_pass(classes_ctx):
         ("instanceProfile", "someone-elses-profile"),
         ("metadataOptions", {"httpEndpoint": "enabled", "httpTokens": "optional", "httpPutResponseHopLimit": 2}),
         ("associatePublicIPAddress", True),
+        # the root volume unencrypted, or made from someone's snapshot: another image under the planned AMI's name
+        ("blockDeviceMappings", [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "200Gi", "encrypted": False}}]),
+        ("blockDeviceMappings", [{"deviceName": "/dev/xvda", "ebs": {"snapshotID": "snap-0123456789abcdef0"}}]),
+        ("kubelet", {"clusterDNS": ["203.0.113.53"]}),  # every pod's DNS answered by someone else's server
     ],
     ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None,
 )
@@ -2151,7 +2155,8 @@ def test_a_node_class_booting_other_than_planned_fails_naming_the_field(classes_
     node_class["spec"][field] = value
     fake.put(node_class)
     outcome = one("kube.node-classes", ctx)
-    assert outcome.status == "FAIL" and f"{field} not as planned" in outcome.evidence, outcome
+    assert outcome.status == "FAIL" and f"gpu-h100: {field}" in outcome.evidence, outcome
+    assert "not as planned" in outcome.evidence
 
 
 def test_a_node_class_the_plan_does_not_make_fails_naming_it(classes_ctx):
@@ -2252,3 +2257,59 @@ def test_a_planned_association_to_a_role_trusting_any_service_account_fails(aws_
     )
     outcome = one("aws.pod-identities", aws_ctx)
     assert outcome.status == "FAIL" and "role higgsfield-prod-cluster-autoscaler does not trust" in outcome.evidence
+
+
+def test_a_node_class_naming_another_subnet_by_tag_fails(classes_ctx):
+    """An ID the plan knows only after deploy matches any one ID, not a selector of another shape."""
+    fake, ctx = classes_ctx
+    node_class = _node_class(fake)
+    node_class["spec"]["subnetSelectorTerms"] = [{"tags": {"kubernetes.io/role/elb": "1"}}]
+    fake.put(node_class)
+    outcome = one("kube.node-classes", ctx)
+    assert outcome.status == "FAIL" and "gpu-h100: subnetSelectorTerms not as planned" in outcome.evidence, outcome
+
+
+# --- kube.node-pools: Karpenter's NodePools as planned -----------------------------------------------
+
+
+def _node_pool(fake: FakeKubernetesApi) -> dict:
+    return fake.get("/apis/karpenter.sh/v1/nodepools/gpu-h100")
+
+
+def test_node_pools_as_planned_pass(classes_ctx):
+    _, ctx = classes_ctx
+    outcome = one("kube.node-pools", ctx)
+    assert outcome.status == "PASS" and "1 NodePool(s) as planned" in outcome.evidence, outcome
+
+
+def test_a_node_pool_the_plan_does_not_make_on_a_planned_class_fails_naming_it(classes_ctx):
+    """The deploy role is cluster admin: a pool of its own on the planned class launches GPU nodes of the node role
+    without the health gate's startup taint or the GPU taint, and kube.node-classes still passes."""
+    fake, ctx = classes_ctx
+    rogue = copy.deepcopy(_node_pool(fake))
+    rogue["metadata"] = {"name": "gpu-ungated"}
+    del rogue["spec"]["template"]["spec"]["startupTaints"], rogue["spec"]["template"]["spec"]["taints"]
+    fake.put(rogue)
+    assert one("kube.node-classes", ctx).status == "PASS"
+    outcome = one("kube.node-pools", ctx)
+    assert outcome.status == "FAIL" and "gpu-ungated: not planned" in outcome.evidence, outcome
+    assert "kubectl delete nodepool NAME" in outcome.fix
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("template", "spec", "startupTaints"), []),  # nodes taken before the health gate checked them
+        (("template", "spec", "taints"), []),  # any team's pods on the GPU nodes
+        (("limits", "nvidia.com/gpu"), "100000"),
+        (("disruption", "budgets"), [{"nodes": "100%"}]),  # underutilized nodes taken from running jobs
+    ],
+    ids=lambda v: ".".join(v) if isinstance(v, tuple) else None,
+)
+def test_a_node_pool_other_than_planned_fails_naming_the_field(classes_ctx, path, value):
+    fake, ctx = classes_ctx
+    pool = _node_pool(fake)
+    functools.reduce(lambda d, k: d[k], path[:-1], pool["spec"])[path[-1]] = value
+    fake.put(pool)
+    outcome = one("kube.node-pools", ctx)
+    assert outcome.status == "FAIL" and f"gpu-h100: {'.'.join(path)} not as planned" in outcome.evidence, outcome

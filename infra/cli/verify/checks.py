@@ -24,6 +24,7 @@ from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
 from infra.core import names, versions
 from infra.offline.diff import BUCKET_VERSIONING
+from infra.offline.evaluate import COMPUTED
 from infra.offline.pods import request_in_full
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -836,41 +837,67 @@ def cluster_made(ctx: Any) -> Outcome:
     return passed("; ".join(seen))
 
 
-# Karpenter's node classes (karpenter.k8s.aws/v1 EC2NodeClass, components/karpenter.py ec2_node_class), and the fields
-# of one that say what its nodes boot and as whom: the image, the user data nodeadm runs, the instance profile or role,
-# the instance metadata service, a public address (aws/karpenter-provider-aws:pkg/apis/v1/ec2nodeclass.go@v1.14.1).
+# Karpenter's node classes and pools (components/karpenter.py ec2_node_class, node_pool), as the CRDs of
+# aws/karpenter-provider-aws:pkg/apis/crds/@v1.14.1 serve them. Every field of their spec says what Karpenter
+# launches: a class's image, user data, root volume (blockDeviceMappings: an unencrypted one, or one made from a
+# snapshot, which is another image), kubelet (clusterDNS), instance profile, metadata service, a public address; a
+# pool's class, taints and startup taints (the health gate's), requirements, limits and disruption. The only spec
+# defaults those CRDs give are ones the plan writes itself (a class's metadataOptions, a pool's disruption and
+# expireAfter), so a live spec is the planned one, IDs known only at deploy (the role, subnets, security groups)
+# aside.
 NODE_CLASSES = ("karpenter.k8s.aws", "v1", "ec2nodeclasses")
-NODE_CLASS_BOOT = ("amiSelectorTerms", "amiFamily", "userData", "instanceProfile", "metadataOptions")
+NODE_POOLS = ("karpenter.sh", "v1", "nodepools")
 
 
-def node_classes(ctx: Any) -> Outcome:
-    """Every EC2NodeClass in the cluster is one the plan makes, booting what the plan says: the deploy role, cluster
-    admin in Kubernetes, could edit one's user data or image, or add one a NodePool names, and Karpenter would launch
-    nodes on the node role running it, where no IAM policy and no AWS check looks (aws.node-groups reads the node
-    groups' launch templates; Karpenter makes its own from these). The role and selectors are IDs the offline plan
-    does not know (a class naming another role launches nothing: Karpenter's controller may pass the node role alone,
-    components/karpenter.py AllowPassingInstanceRole); a public address is never planned."""
+def _drift(live: Any, want: Any, path: str = "") -> list[str]:
+    """The dotted paths at which `live` is not `want`, where the plan's COMPUTED (an ID known only after deploy)
+    stands for any one value; lists are compared whole."""
+    if want == COMPUTED:
+        return [] if live is not None and not isinstance(live, dict | list) else [path]
+    if isinstance(want, dict) and isinstance(live, dict):
+        keys = sorted({*live, *want})
+        return [p for k in keys for p in _drift(live.get(k), want.get(k), f"{path}.{k}" if path else k)]
+    if isinstance(want, list) and isinstance(live, list) and len(live) == len(want):
+        return [] if all(not _drift(a, b) for a, b in zip(live, want, strict=True)) else [path]
+    return [] if live == want else [path]
+
+
+def _karpenter_drift(ctx: Any, kind: str, api: tuple[str, str, str]) -> tuple[list[str], int] | None:
+    """Each live object of a Karpenter kind the plan does not make, each planned one missing, and the spec fields
+    of the others not as planned; with how many the plan makes. None: the kind is not served (no Karpenter CRDs)
+    and the plan makes none."""
     from kubernetes.client.exceptions import ApiException
 
     planned = {
         r.inputs["metadata"]["name"]: r.inputs.get("spec") or {}
         for r in ctx.plan.resources
-        if r.inputs.get("kind") == "EC2NodeClass"
+        if r.inputs.get("kind") == kind
     }
     try:
-        live = {c["metadata"]["name"]: c.get("spec") or {} for c in ctx.kube.cluster_objects(*NODE_CLASSES)}
+        live = {o["metadata"]["name"]: o.get("spec") or {} for o in ctx.kube.cluster_objects(*api)}
     except ApiException as exc:
         if exc.status != 404 or planned:
             raise
-        return passed("no Karpenter pool and no EC2NodeClass kind in the cluster")
+        return None
     problems = [f"{name}: not planned" for name in sorted(set(live) - set(planned))]
     problems += [f"{name}: missing" for name in sorted(set(planned) - set(live))]
     for name in sorted(set(live) & set(planned)):
-        changed = [f for f in NODE_CLASS_BOOT if live[name].get(f) != planned[name].get(f)]
-        if live[name].get("associatePublicIPAddress"):
-            changed.append("associatePublicIPAddress")
+        changed = _drift(live[name], planned[name])
         if changed:
             problems.append(f"{name}: {', '.join(changed)} not as planned")
+    return problems, len(planned)
+
+
+def node_classes(ctx: Any) -> Outcome:
+    """Every EC2NodeClass in the cluster is one the plan makes, its spec as planned: the deploy role, cluster admin
+    in Kubernetes, could edit one's user data, image or root volume, or add one a NodePool names, and Karpenter would
+    launch nodes on the node role running it, where no IAM policy and no AWS check looks (aws.node-groups reads the
+    node groups' launch templates; Karpenter makes its own from these). A class naming another role launches
+    nothing (Karpenter's controller may pass the node role alone, components/karpenter.py AllowPassingInstanceRole)."""
+    found = _karpenter_drift(ctx, "EC2NodeClass", NODE_CLASSES)
+    if found is None:
+        return passed("no Karpenter pool and no EC2NodeClass kind in the cluster")
+    problems, planned = found
     if problems:
         return failed(
             "EC2NodeClass " + "; ".join(problems),
@@ -881,7 +908,28 @@ def node_classes(ctx: Any) -> Outcome:
         )
     if not planned:
         return passed("no Karpenter pool, and no EC2NodeClass in the cluster")
-    return passed(f"{len(planned)} EC2NodeClass(es) as planned, none other")
+    return passed(f"{planned} EC2NodeClass(es) as planned, none other")
+
+
+def node_pools(ctx: Any) -> Outcome:
+    """Every Karpenter NodePool in the cluster is one the plan makes, its spec as planned: a pool the plan does not
+    make may name a planned class (kube.node-classes passes) and launch GPU nodes without the health gate's startup
+    taint or the GPU taint, of other types, without limits, or disrupting training pods; the deploy role, cluster
+    admin in Kubernetes, may write one, and no AWS check sees it."""
+    found = _karpenter_drift(ctx, "NodePool", NODE_POOLS)
+    if found is None:
+        return passed("no Karpenter pool and no NodePool kind in the cluster")
+    problems, planned = found
+    if problems:
+        return failed(
+            "NodePool " + "; ".join(problems),
+            "`kubectl get nodepool NAME -o yaml` against `higgsfield plan STACK`; `pulumi up` sets a planned pool "
+            "back (a missing one too); one the plan does not make goes with `kubectl delete nodepool NAME` (Karpenter "
+            "drains its nodes first); the API server's audit log says who wrote it",
+        )
+    if not planned:
+        return passed("no Karpenter pool, and no NodePool in the cluster")
+    return passed(f"{planned} NodePool(s) as planned, none other")
 
 
 def queues(ctx: Any) -> Outcome:
@@ -1939,9 +1987,12 @@ def specs() -> list[Spec]:
              autoscaler_status, "kube", "get configmaps in kube-system", after=(KUBE_API,)),
         Spec("kube.cluster-made", "objects the cluster made (default queue, teams' default SAs) carry our fields",
              cluster_made, "kube", "get queues; get serviceaccounts in team namespaces", after=(KUBE_API,)),
-        Spec("kube.node-classes", "every Karpenter EC2NodeClass is planned and boots the planned image, user data, "
-             "instance profile and metadata options, with no public address",
+        Spec("kube.node-classes", "every Karpenter EC2NodeClass is planned and its spec as planned: image, user data, "
+             "root volume, kubelet, instance profile, metadata options, no public address",
              node_classes, "kube", "list ec2nodeclasses", after=(KUBE_API,)),
+        Spec("kube.node-pools", "every Karpenter NodePool is planned and its spec as planned: class, taints and the "
+             "health gate's startup taint, requirements, limits, disruption",
+             node_pools, "kube", "list nodepools", after=(KUBE_API,)),
         Spec("kube.queues", "every team's queue is Open, its namespace names it, PodGroups are moved to it",
              queues, "kube", "get queues, namespaces, mutatingwebhookconfigurations", after=(KUBE_API,)),
         Spec("kube.admission-policies", "every planned ValidatingAdmissionPolicy is present, without CEL warnings",
