@@ -83,6 +83,7 @@ KINDS = {
     "persistentvolumeclaims": "PersistentVolumeClaim",
     "ec2nodeclasses": "EC2NodeClass",
     "nodepools": "NodePool",
+    "nodeclaims": "NodeClaim",
 }
 
 

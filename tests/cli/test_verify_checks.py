@@ -2282,6 +2282,47 @@ def test_node_pools_as_planned_pass(classes_ctx):
     assert outcome.status == "PASS" and "1 NodePool(s) as planned" in outcome.evidence, outcome
 
 
+def _claim(fake: FakeKubernetesApi, name: str, pool: str | None = "gpu-h100", **spec) -> None:
+    """A NodeClaim as Karpenter makes one of the planned pool (its name label, class, taints and startup taints),
+    with `spec` changed."""
+    template = _node_pool(fake)["spec"]["template"]["spec"]
+    labels = {"karpenter.sh/nodepool": pool} if pool else {}
+    claimed = {k: template[k] for k in ("nodeClassRef", "taints", "startupTaints", "requirements")}
+    fake.put(
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {**claimed, **spec},
+        }
+    )
+
+
+def test_the_claims_karpenter_makes_of_a_planned_pool_pass(classes_ctx):
+    fake, ctx = classes_ctx
+    _claim(fake, "gpu-h100-abcde")
+    outcome = one("kube.node-pools", ctx)
+    assert outcome.status == "PASS" and "every NodeClaim one of theirs" in outcome.evidence, outcome
+
+
+@pytest.mark.parametrize(
+    ("pool", "spec", "said"),
+    [
+        ("gpu-h100", {"startupTaints": []}, "startupTaints not its NodePool gpu-h100's"),
+        ("gpu-h100", {"taints": []}, "taints not its NodePool gpu-h100's"),
+        (None, {}, "of no planned NodePool (no karpenter.sh/nodepool label)"),
+    ],
+    ids=["no-startup-taint", "no-gpu-taint", "of-no-pool"],
+)
+def test_a_claim_written_beside_the_pools_fails_naming_it(classes_ctx, pool, spec, said):
+    """Karpenter launches any NodeClaim of an EC2NodeClass, a pool's or not: the deploy role's own on the planned
+    class is a GPU node the health gate never holds, and every NodePool is as planned."""
+    fake, ctx = classes_ctx
+    _claim(fake, "gpu-h100-rogue", pool, **spec)
+    outcome = one("kube.node-pools", ctx)
+    assert outcome.status == "FAIL" and f"NodeClaim gpu-h100-rogue: {said}" in outcome.evidence, outcome
+
+
 def test_a_node_pool_the_plan_does_not_make_on_a_planned_class_fails_naming_it(classes_ctx):
     """The deploy role is cluster admin: a pool of its own on the planned class launches GPU nodes of the node role
     without the health gate's startup taint or the GPU taint, and kube.node-classes still passes."""

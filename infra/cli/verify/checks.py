@@ -862,9 +862,9 @@ def _drift(live: Any, want: Any, path: str = "") -> list[str]:
     return [] if live == want else [path]
 
 
-def _karpenter_drift(ctx: Any, kind: str, api: tuple[str, str, str]) -> tuple[list[str], int] | None:
+def _karpenter_drift(ctx: Any, kind: str, api: tuple[str, str, str]) -> tuple[list[str], dict[str, dict]] | None:
     """Each live object of a Karpenter kind the plan does not make, each planned one missing, and the spec fields
-    of the others not as planned; with how many the plan makes. None: the kind is not served (no Karpenter CRDs)
+    of the others not as planned; with the planned specs by name. None: the kind is not served (no Karpenter CRDs)
     and the plan makes none."""
     from kubernetes.client.exceptions import ApiException
 
@@ -885,7 +885,7 @@ def _karpenter_drift(ctx: Any, kind: str, api: tuple[str, str, str]) -> tuple[li
         changed = _drift(live[name], planned[name])
         if changed:
             problems.append(f"{name}: {', '.join(changed)} not as planned")
-    return problems, len(planned)
+    return problems, planned
 
 
 def node_classes(ctx: Any) -> Outcome:
@@ -908,28 +908,58 @@ def node_classes(ctx: Any) -> Outcome:
         )
     if not planned:
         return passed("no Karpenter pool, and no EC2NodeClass in the cluster")
-    return passed(f"{planned} EC2NodeClass(es) as planned, none other")
+    return passed(f"{len(planned)} EC2NodeClass(es) as planned, none other")
+
+
+# A NodeClaim is what Karpenter launches an instance for; one the deploy role writes itself, of no NodePool, is
+# launched all the same: the lifecycle controller takes every claim whose nodeClassRef is an EC2NodeClass (IsManaged,
+# kubernetes-sigs/karpenter:pkg/utils/nodeclaim/nodeclaim.go@6e7eab7a0f48, the core Karpenter v1.14.1 vendors). A
+# pool's claims carry its name as this label and its template's class, taints and startup taints (NodeClaimTemplate.
+# ToNodeClaim, pkg/apis/v1/nodepool.go@6e7eab7a0f48; an empty list is left out).
+NODE_CLAIMS = ("karpenter.sh", "v1", "nodeclaims")
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+FROM_THE_POOL = ("nodeClassRef", "taints", "startupTaints")
+
+
+def _claims_off_their_pool(ctx: Any, pools: dict[str, dict]) -> list[str]:
+    """Each NodeClaim that names no planned NodePool, or whose class, taints or startup taints are not its pool's
+    planned ones."""
+    problems = []
+    for claim in ctx.kube.cluster_objects(*NODE_CLAIMS):
+        name, pool = claim["metadata"]["name"], (claim["metadata"].get("labels") or {}).get(NODEPOOL_LABEL)
+        if pool not in pools:
+            problems.append(f"NodeClaim {name}: of no planned NodePool ({pool or f'no {NODEPOOL_LABEL} label'})")
+            continue
+        want, got = (pools[pool].get("template") or {}).get("spec") or {}, claim.get("spec") or {}
+        off = [f for f in FROM_THE_POOL if _drift(got.get(f) or [], want.get(f) or [])]
+        if off:
+            problems.append(f"NodeClaim {name}: {', '.join(off)} not its NodePool {pool}'s")
+    return problems
 
 
 def node_pools(ctx: Any) -> Outcome:
-    """Every Karpenter NodePool in the cluster is one the plan makes, its spec as planned: a pool the plan does not
-    make may name a planned class (kube.node-classes passes) and launch GPU nodes without the health gate's startup
-    taint or the GPU taint, of other types, without limits, or disrupting training pods; the deploy role, cluster
-    admin in Kubernetes, may write one, and no AWS check sees it."""
+    """Every Karpenter NodePool in the cluster is one the plan makes, its spec as planned, and every NodeClaim is of
+    one, with its class, taints and startup taints: a pool or claim the plan does not make may name a planned class
+    (kube.node-classes passes) and launch GPU nodes without the health gate's startup taint or the GPU taint, of
+    other types, without limits, or disrupting training pods; the deploy role, cluster admin in Kubernetes, may write
+    either, and no AWS check sees it."""
     found = _karpenter_drift(ctx, "NodePool", NODE_POOLS)
     if found is None:
         return passed("no Karpenter pool and no NodePool kind in the cluster")
-    problems, planned = found
+    drift, planned = found
+    problems = [f"NodePool {p}" for p in drift] + _claims_off_their_pool(ctx, planned)
     if problems:
         return failed(
-            "NodePool " + "; ".join(problems),
+            "; ".join(problems),
             "`kubectl get nodepool NAME -o yaml` against `higgsfield plan STACK`; `pulumi up` sets a planned pool "
-            "back (a missing one too); one the plan does not make goes with `kubectl delete nodepool NAME` (Karpenter "
-            "drains its nodes first); the API server's audit log says who wrote it",
+            "back (a missing one too); a pool or claim the plan does not make goes with `kubectl delete nodepool "
+            "NAME` or `kubectl delete nodeclaim NAME` (Karpenter drains its nodes first; a claim made before a planned "
+            "change of its pool's taints is replaced by Drift once no training pod holds its node); the API server's "
+            "audit log says who wrote it",
         )
     if not planned:
-        return passed("no Karpenter pool, and no NodePool in the cluster")
-    return passed(f"{planned} NodePool(s) as planned, none other")
+        return passed("no Karpenter pool, and no NodePool or NodeClaim in the cluster")
+    return passed(f"{len(planned)} NodePool(s) as planned, none other; every NodeClaim one of theirs")
 
 
 def queues(ctx: Any) -> Outcome:
@@ -1990,9 +2020,9 @@ def specs() -> list[Spec]:
         Spec("kube.node-classes", "every Karpenter EC2NodeClass is planned and its spec as planned: image, user data, "
              "root volume, kubelet, instance profile, metadata options, no public address",
              node_classes, "kube", "list ec2nodeclasses", after=(KUBE_API,)),
-        Spec("kube.node-pools", "every Karpenter NodePool is planned and its spec as planned: class, taints and the "
-             "health gate's startup taint, requirements, limits, disruption",
-             node_pools, "kube", "list nodepools", after=(KUBE_API,)),
+        Spec("kube.node-pools", "every Karpenter NodePool is planned and its spec as planned (class, taints and the "
+             "health gate's startup taint, requirements, limits, disruption), every NodeClaim of one, with its taints",
+             node_pools, "kube", "list nodepools, nodeclaims", after=(KUBE_API,)),
         Spec("kube.queues", "every team's queue is Open, its namespace names it, PodGroups are moved to it",
              queues, "kube", "get queues, namespaces, mutatingwebhookconfigurations", after=(KUBE_API,)),
         Spec("kube.admission-policies", "every planned ValidatingAdmissionPolicy is present, without CEL warnings",
