@@ -2190,13 +2190,15 @@ def _identities(aws_ctx, aws, extra: list[tuple[str, str, str | None]] = (), **c
     every = [*PLANNED_IDENTITIES, *extra]
     summaries, described = [], []
     for index, (namespace, account, addon) in enumerate(every):
-        role = f"higgsfield-prod-{account}"
+        planned = (namespace, account, addon) in PLANNED_IDENTITIES
+        role = f"higgsfield-prod-{account}" if planned else f"higgsfield-prod-{namespace}-{account}"
         iam.create_role(RoleName=role, AssumeRolePolicyDocument=pod_identity_trust(CLUSTER, namespace, account))
         ident = {
             "clusterName": CLUSTER,
             "namespace": namespace,
             "serviceAccount": account,
             "associationId": f"a-{index}",
+            "associationArn": f"arn:aws:eks:{REGION}:123456789012:podidentityassociation/{CLUSTER}/a-{index}",
         }
         ident |= {"ownerArn": ADDON_ARN.format(addon)} if addon else {}
         summaries.append(ident)
@@ -2354,3 +2356,54 @@ def test_a_node_pool_other_than_planned_fails_naming_the_field(classes_ctx, path
     fake.put(pool)
     outcome = one("kube.node-pools", ctx)
     assert outcome.status == "FAIL" and f"gpu-h100: {'.'.join(path)} not as planned" in outcome.evidence, outcome
+
+
+def test_an_addon_association_in_a_team_namespace_fails(aws_ctx, aws):
+    """An add-on may be made in a namespace of one's choosing (CreateAddon's namespaceConfig): the EBS driver's in a
+    team's namespace gives that team's pods of the driver's service account name a role of the deploy role's."""
+    _identities(aws_ctx, aws, extra=[("llm", "ebs-csi-controller-sa", "aws-ebs-csi-driver")])
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL", outcome
+    assert "llm/ebs-csi-controller-sa: made by add-on aws-ebs-csi-driver" in outcome.evidence
+
+
+@pytest.mark.parametrize(
+    "principal",
+    # the account's own root: any of its principals allowed sts:AssumeRole, the deploy role among them
+    [{"AWS": "arn:aws:iam::999999999999:root"}, "*", {"AWS": "arn:aws:iam::123456789012:root"}],
+    ids=["another-account", "everyone", "this-account"],
+)
+def test_a_role_trusting_others_beside_pod_identity_fails(aws_ctx, aws, principal):
+    """Session tags are what the caller says (sts:TagSession): a trust asking the right tags of another principal
+    lets it in as the planned service account."""
+    from components.identity import pod_identity_trust
+
+    _identities(aws_ctx, aws)
+    trust = json.loads(pod_identity_trust(CLUSTER, "kube-system", "cluster-autoscaler"))
+    trust["Statement"].append({**trust["Statement"][0], "Principal": principal})
+    aws.client("iam").update_assume_role_policy(
+        RoleName="higgsfield-prod-cluster-autoscaler", PolicyDocument=json.dumps(trust)
+    )
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL" and "role higgsfield-prod-cluster-autoscaler does not trust" in outcome.evidence
+
+
+def test_an_association_to_another_accounts_role_fails_without_reading_ours(aws_ctx, aws):
+    """GetRole by name reads this account's role: another account's of the same name would pass as ours."""
+    outside = "arn:aws:iam::999999999999:role/higgsfield-prod-cluster-autoscaler"
+    _identities(aws_ctx, aws, roleArn=outside)
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL" and f"kube-system/cluster-autoscaler: role {outside} of another account" in (
+        outcome.evidence
+    )
+
+
+def test_an_association_with_workload_identity_fails(aws_ctx, aws):
+    config = {
+        "enabled": True,
+        "templateArn": "arn:aws:iam::123456789012:workload-identity-template/t",
+        "providerArn": "p",
+    }
+    _identities(aws_ctx, aws, workloadIdentityConfig=config)
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL" and "kube-system/cluster-autoscaler: workload identity on" in outcome.evidence

@@ -18,7 +18,7 @@ import yaml
 from botocore import exceptions as aws_errors
 
 from components.addons import KUBELET_LOG_MONITORS, MONITORS_ANNOTATION, MONITORS_SETTINGS
-from components.identity import SESSION_TAGS
+from components.identity import POD_IDENTITY_SERVICE, SESSION_TAGS
 from components.tenancy import SCHEDULER
 from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
@@ -1903,7 +1903,9 @@ POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 
 def _trusts_only(document: Any, cluster: str, namespace: str, service_account: str) -> bool:
     """The role's trust lets Pod Identity in for that service account of that cluster alone: each Allow statement
-    asks every session tag (components/identity.py SESSION_TAGS, pod_identity_trust) with its value."""
+    trusts Pod Identity's service and no one else (_trusted: no other principal, no `*`, no NotPrincipal: any
+    principal may pass any session tag it likes with sts:TagSession) and asks every session tag
+    (components/identity.py SESSION_TAGS, pod_identity_trust) with its value."""
     if isinstance(document, str):
         document = json.loads(urllib.parse.unquote(document))
     statements = document.get("Statement") or []
@@ -1912,9 +1914,24 @@ def _trusts_only(document: Any, cluster: str, namespace: str, service_account: s
     ]
     want = {f"aws:RequestTag/{k}": v for k, v in zip(SESSION_TAGS, (cluster, namespace, service_account), strict=True)}
     return bool(allows) and all(
-        all(((st.get("Condition") or {}).get("StringEquals") or {}).get(k) == v for k, v in want.items())
+        _trusted({"Statement": [st]}) == [f"Service {POD_IDENTITY_SERVICE}"]
+        and all(((st.get("Condition") or {}).get("StringEquals") or {}).get(k) == v for k, v in want.items())
         for st in allows
     )
+
+
+def _pod_identity_pairs(ctx: Any) -> set[tuple[str, str]]:
+    """The (namespace, service account) each of the plan's Pod Identity roles trusts (components/identity.py
+    pod_identity_trust): an add-on's association is for its own namespace, which the plan says only there."""
+    tags = [f"aws:RequestTag/{k}" for k in SESSION_TAGS[1:]]
+    pairs = set()
+    for role in ctx.plan.of_type(IAM_ROLE):
+        document = role.inputs.get("assumeRolePolicy")
+        if isinstance(document, str) and POD_IDENTITY_SERVICE in document:
+            for statement in json.loads(document)["Statement"]:
+                asked = (statement.get("Condition") or {}).get("StringEquals") or {}
+                pairs.add((asked.get(tags[0]), asked.get(tags[1])))
+    return pairs
 
 
 def pod_identities(ctx: Any) -> Outcome:
@@ -1932,13 +1949,13 @@ def pod_identities(ctx: Any) -> Outcome:
     }
     pages = eks.get_paginator("list_pod_identity_associations").paginate(clusterName=cluster)
     ids = [a["associationId"] for page in pages for a in page.get("associations") or []]
-    iam, problems, seen = ctx.client("iam"), [], set()
+    iam, problems, seen, trusted = ctx.client("iam"), [], set(), _pod_identity_pairs(ctx)
     for association_id in ids:
         a = eks.describe_pod_identity_association(clusterName=cluster, associationId=association_id)["association"]
         pair, owner = (a["namespace"], a["serviceAccount"]), a.get("ownerArn") or ""
         where = f"{pair[0]}/{pair[1]}"
         addon = owner.split("/")[2] if ":addon/" in owner else None
-        if addon is not None and pair[1] not in by_addon.get(addon, set()):
+        if addon is not None and (pair[1] not in by_addon.get(addon, set()) or pair not in trusted):
             problems.append(f"{where}: made by add-on {addon}, which the plan does not give it")
         elif addon is None and pair not in pairs:
             problems.append(f"{where}: an association the plan does not make")
@@ -1947,7 +1964,13 @@ def pod_identities(ctx: Any) -> Outcome:
             problems.append(f"{where}: chains into target role {a['targetRoleArn']}")
         if a.get("disableSessionTags"):
             problems.append(f"{where}: session tags off (its role's trust cannot tell which service account asks)")
-        role = a["roleArn"].rpartition("/")[2]
+        if (a.get("workloadIdentityConfig") or {}).get("enabled"):
+            problems.append(f"{where}: workload identity on (its pods get an identity the plan never gives)")
+        role, account = a["roleArn"].rpartition("/")[2], _account_of(a["roleArn"])
+        if a.get("associationArn") and account != _account_of(a["associationArn"]):
+            # GetRole reads this account's role of that name: another account's role is not read
+            problems.append(f"{where}: role {a['roleArn']} of another account")
+            continue
         trust = iam.get_role(RoleName=role)["Role"]["AssumeRolePolicyDocument"]
         if not _trusts_only(trust, cluster, *pair):
             problems.append(f"{where}: role {role} does not trust that service account of {cluster} alone")
