@@ -1924,13 +1924,13 @@ def _pod_identity_pairs(ctx: Any) -> set[tuple[str, str]]:
     """The (namespace, service account) each of the plan's Pod Identity roles trusts (components/identity.py
     pod_identity_trust): an add-on's association is for its own namespace, which the plan says only there."""
     tags = [f"aws:RequestTag/{k}" for k in SESSION_TAGS[1:]]
-    pairs = set()
+    pairs: set[tuple[str, str]] = set()
     for role in ctx.plan.of_type(IAM_ROLE):
         document = role.inputs.get("assumeRolePolicy")
         if isinstance(document, str) and POD_IDENTITY_SERVICE in document:
             for statement in json.loads(document)["Statement"]:
                 asked = (statement.get("Condition") or {}).get("StringEquals") or {}
-                pairs.add((asked.get(tags[0]), asked.get(tags[1])))
+                pairs.add((asked.get(tags[0], ""), asked.get(tags[1], "")))
     return pairs
 
 
