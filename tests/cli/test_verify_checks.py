@@ -2313,8 +2313,17 @@ def test_the_claims_karpenter_makes_of_a_planned_pool_pass(classes_ctx):
         ("gpu-h100", {"startupTaints": []}, "startupTaints not its NodePool gpu-h100's"),
         ("gpu-h100", {"taints": []}, "taints not its NodePool gpu-h100's"),
         (None, {}, "of no planned NodePool (no karpenter.sh/nodepool label)"),
+        (
+            "gpu-h100",
+            {
+                "requirements": [
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5en.48xlarge"]}
+                ]
+            },
+            "requirement node.kubernetes.io/instance-type",
+        ),
     ],
-    ids=["no-startup-taint", "no-gpu-taint", "of-no-pool"],
+    ids=["no-startup-taint", "no-gpu-taint", "of-no-pool", "another-type"],
 )
 def test_a_claim_written_beside_the_pools_fails_naming_it(classes_ctx, pool, spec, said):
     """Karpenter launches any NodeClaim of an EC2NodeClass, a pool's or not: the deploy role's own on the planned

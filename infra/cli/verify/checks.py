@@ -915,15 +915,17 @@ def node_classes(ctx: Any) -> Outcome:
 # launched all the same: the lifecycle controller takes every claim whose nodeClassRef is an EC2NodeClass (IsManaged,
 # kubernetes-sigs/karpenter:pkg/utils/nodeclaim/nodeclaim.go@6e7eab7a0f48, the core Karpenter v1.14.1 vendors). A
 # pool's claims carry its name as this label and its template's class, taints and startup taints (NodeClaimTemplate.
-# ToNodeClaim, pkg/apis/v1/nodepool.go@6e7eab7a0f48; an empty list is left out).
+# ToNodeClaim, pkg/apis/v1/nodepool.go@6e7eab7a0f48; an empty list is left out), and its requirements narrowed by the
+# pods' (an `In` of the pool's values, or fewer: NewNodeClaimTemplate, pkg/controllers/provisioning/scheduling/
+# nodeclaimtemplate.go@6e7eab7a0f48).
 NODE_CLAIMS = ("karpenter.sh", "v1", "nodeclaims")
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 FROM_THE_POOL = ("nodeClassRef", "taints", "startupTaints")
 
 
 def _claims_off_their_pool(ctx: Any, pools: dict[str, dict]) -> list[str]:
-    """Each NodeClaim that names no planned NodePool, or whose class, taints or startup taints are not its pool's
-    planned ones."""
+    """Each NodeClaim that names no planned NodePool, or whose class, taints, startup taints or requirements are not
+    its pool's planned ones."""
     problems = []
     for claim in ctx.kube.cluster_objects(*NODE_CLAIMS):
         name, pool = claim["metadata"]["name"], (claim["metadata"].get("labels") or {}).get(NODEPOOL_LABEL)
@@ -932,6 +934,13 @@ def _claims_off_their_pool(ctx: Any, pools: dict[str, dict]) -> list[str]:
             continue
         want, got = (pools[pool].get("template") or {}).get("spec") or {}, claim.get("spec") or {}
         off = [f for f in FROM_THE_POOL if _drift(got.get(f) or [], want.get(f) or [])]
+        asked = {r["key"]: r for r in got.get("requirements") or [] if r.get("operator") == "In"}
+        off += [
+            f"requirement {r['key']}"
+            for r in want.get("requirements") or []
+            if r.get("operator") == "In"
+            and not set((asked.get(r["key"]) or {}).get("values") or [None]) <= set(r["values"])
+        ]
         if off:
             problems.append(f"NodeClaim {name}: {', '.join(off)} not its NodePool {pool}'s")
     return problems
