@@ -51,6 +51,7 @@ def source_trust_policy(service: str, *, account: str, source_arn: str) -> str:
 # them, which ours never do). The trust policy names all three, so the role serves one service account
 # of one cluster: no other association of the account (another cluster, a team namespace) can use it.
 SESSION_TAGS = ("eks-cluster-name", "kubernetes-namespace", "kubernetes-service-account")
+POD_IDENTITY_SERVICE = "pods.eks.amazonaws.com"  # the service principal that assumes a Pod Identity role
 
 
 def pod_identity_trust(cluster: str, namespace: str, service_account: str) -> str:
@@ -62,7 +63,7 @@ def pod_identity_trust(cluster: str, namespace: str, service_account: str) -> st
             "Statement": [
                 {
                     "Effect": "Allow",
-                    "Principal": {"Service": "pods.eks.amazonaws.com"},
+                    "Principal": {"Service": POD_IDENTITY_SERVICE},
                     "Action": ["sts:AssumeRole", "sts:TagSession"],
                     "Condition": {"StringEquals": {f"aws:RequestTag/{k}": v for k, v in values.items()}},
                 }

@@ -82,6 +82,8 @@ KINDS = {
     "resourcequotas": "ResourceQuota",
     "persistentvolumeclaims": "PersistentVolumeClaim",
     "ec2nodeclasses": "EC2NodeClass",
+    "nodepools": "NodePool",
+    "nodeclaims": "NodeClaim",
 }
 
 

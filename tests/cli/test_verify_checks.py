@@ -2112,10 +2112,10 @@ def test_a_node_role_that_also_trusts_another_account_fails_naming_it(aws_ctx, a
 
 @pytest.fixture
 def classes_ctx(karpenter_plan, tmp_path, monkeypatch):
-    """A cluster holding the Karpenter plan's EC2NodeClasses as `pulumi up` left them."""
+    """A cluster holding the Karpenter plan's EC2NodeClasses and NodePools as `pulumi up` left them."""
     fake = FakeKubernetesApi()
     for planned in karpenter_plan.resources:
-        if planned.inputs.get("kind") == "EC2NodeClass":
+        if planned.inputs.get("kind") in ("EC2NodeClass", "NodePool"):
             fake.put(copy.deepcopy(planned.inputs))
     monkeypatch.setenv("KUBECONFIG", kubeconfig(tmp_path / "kubeconfig", fake.url))
     yield fake, connect.Context(STACK, karpenter_plan, None, connect.kube_client(None), now=lambda: NOW)
@@ -2141,6 +2141,10 @@ def test_node_classes_as_planned_pass(classes_ctx):
         ("instanceProfile", "someone-elses-profile"),
         ("metadataOptions", {"httpEndpoint": "enabled", "httpTokens": "optional", "httpPutResponseHopLimit": 2}),
         ("associatePublicIPAddress", True),
+        # the root volume unencrypted, or made from someone's snapshot: another image under the planned AMI's name
+        ("blockDeviceMappings", [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "200Gi", "encrypted": False}}]),
+        ("blockDeviceMappings", [{"deviceName": "/dev/xvda", "ebs": {"snapshotID": "snap-0123456789abcdef0"}}]),
+        ("kubelet", {"clusterDNS": ["203.0.113.53"]}),  # every pod's DNS answered by someone else's server
     ],
     ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None,
 )
@@ -2151,7 +2155,8 @@ def test_a_node_class_booting_other_than_planned_fails_naming_the_field(classes_
     node_class["spec"][field] = value
     fake.put(node_class)
     outcome = one("kube.node-classes", ctx)
-    assert outcome.status == "FAIL" and f"{field} not as planned" in outcome.evidence, outcome
+    assert outcome.status == "FAIL" and f"gpu-h100: {field}" in outcome.evidence, outcome
+    assert "not as planned" in outcome.evidence
 
 
 def test_a_node_class_the_plan_does_not_make_fails_naming_it(classes_ctx):
@@ -2185,13 +2190,15 @@ def _identities(aws_ctx, aws, extra: list[tuple[str, str, str | None]] = (), **c
     every = [*PLANNED_IDENTITIES, *extra]
     summaries, described = [], []
     for index, (namespace, account, addon) in enumerate(every):
-        role = f"higgsfield-prod-{account}"
+        planned = (namespace, account, addon) in PLANNED_IDENTITIES
+        role = f"higgsfield-prod-{account}" if planned else f"higgsfield-prod-{namespace}-{account}"
         iam.create_role(RoleName=role, AssumeRolePolicyDocument=pod_identity_trust(CLUSTER, namespace, account))
         ident = {
             "clusterName": CLUSTER,
             "namespace": namespace,
             "serviceAccount": account,
             "associationId": f"a-{index}",
+            "associationArn": f"arn:aws:eks:{REGION}:123456789012:podidentityassociation/{CLUSTER}/a-{index}",
         }
         ident |= {"ownerArn": ADDON_ARN.format(addon)} if addon else {}
         summaries.append(ident)
@@ -2252,3 +2259,160 @@ def test_a_planned_association_to_a_role_trusting_any_service_account_fails(aws_
     )
     outcome = one("aws.pod-identities", aws_ctx)
     assert outcome.status == "FAIL" and "role higgsfield-prod-cluster-autoscaler does not trust" in outcome.evidence
+
+
+def test_a_node_class_naming_another_subnet_by_tag_fails(classes_ctx):
+    """An ID the plan knows only after deploy matches any one ID, not a selector of another shape."""
+    fake, ctx = classes_ctx
+    node_class = _node_class(fake)
+    node_class["spec"]["subnetSelectorTerms"] = [{"tags": {"kubernetes.io/role/elb": "1"}}]
+    fake.put(node_class)
+    outcome = one("kube.node-classes", ctx)
+    assert outcome.status == "FAIL" and "gpu-h100: subnetSelectorTerms not as planned" in outcome.evidence, outcome
+
+
+# --- kube.node-pools: Karpenter's NodePools as planned -----------------------------------------------
+
+
+def _node_pool(fake: FakeKubernetesApi) -> dict:
+    return fake.get("/apis/karpenter.sh/v1/nodepools/gpu-h100")
+
+
+def test_node_pools_as_planned_pass(classes_ctx):
+    _, ctx = classes_ctx
+    outcome = one("kube.node-pools", ctx)
+    assert outcome.status == "PASS" and "1 NodePool(s) as planned" in outcome.evidence, outcome
+
+
+def _claim(fake: FakeKubernetesApi, name: str, pool: str | None = "gpu-h100", **spec) -> None:
+    """A NodeClaim as Karpenter makes one of the planned pool (its name label, class, taints and startup taints),
+    with `spec` changed."""
+    template = _node_pool(fake)["spec"]["template"]["spec"]
+    labels = {"karpenter.sh/nodepool": pool} if pool else {}
+    claimed = {k: template[k] for k in ("nodeClassRef", "taints", "startupTaints", "requirements")}
+    fake.put(
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {**claimed, **spec},
+        }
+    )
+
+
+def test_the_claims_karpenter_makes_of_a_planned_pool_pass(classes_ctx):
+    fake, ctx = classes_ctx
+    _claim(fake, "gpu-h100-abcde")
+    outcome = one("kube.node-pools", ctx)
+    assert outcome.status == "PASS" and "every NodeClaim one of theirs" in outcome.evidence, outcome
+
+
+@pytest.mark.parametrize(
+    ("pool", "spec", "said"),
+    [
+        ("gpu-h100", {"startupTaints": []}, "startupTaints not its NodePool gpu-h100's"),
+        ("gpu-h100", {"taints": []}, "taints not its NodePool gpu-h100's"),
+        (None, {}, "of no planned NodePool (no karpenter.sh/nodepool label)"),
+        (
+            "gpu-h100",
+            {
+                "requirements": [
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5en.48xlarge"]}
+                ]
+            },
+            "requirement node.kubernetes.io/instance-type",
+        ),
+    ],
+    ids=["no-startup-taint", "no-gpu-taint", "of-no-pool", "another-type"],
+)
+def test_a_claim_written_beside_the_pools_fails_naming_it(classes_ctx, pool, spec, said):
+    """Karpenter launches any NodeClaim of an EC2NodeClass, a pool's or not: the deploy role's own on the planned
+    class is a GPU node the health gate never holds, and every NodePool is as planned."""
+    fake, ctx = classes_ctx
+    _claim(fake, "gpu-h100-rogue", pool, **spec)
+    outcome = one("kube.node-pools", ctx)
+    assert outcome.status == "FAIL" and f"NodeClaim gpu-h100-rogue: {said}" in outcome.evidence, outcome
+
+
+def test_a_node_pool_the_plan_does_not_make_on_a_planned_class_fails_naming_it(classes_ctx):
+    """The deploy role is cluster admin: a pool of its own on the planned class launches GPU nodes of the node role
+    without the health gate's startup taint or the GPU taint, and kube.node-classes still passes."""
+    fake, ctx = classes_ctx
+    rogue = copy.deepcopy(_node_pool(fake))
+    rogue["metadata"] = {"name": "gpu-ungated"}
+    del rogue["spec"]["template"]["spec"]["startupTaints"], rogue["spec"]["template"]["spec"]["taints"]
+    fake.put(rogue)
+    assert one("kube.node-classes", ctx).status == "PASS"
+    outcome = one("kube.node-pools", ctx)
+    assert outcome.status == "FAIL" and "gpu-ungated: not planned" in outcome.evidence, outcome
+    assert "kubectl delete nodepool NAME" in outcome.fix
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("template", "spec", "startupTaints"), []),  # nodes taken before the health gate checked them
+        (("template", "spec", "taints"), []),  # any team's pods on the GPU nodes
+        (("limits", "nvidia.com/gpu"), "100000"),
+        (("disruption", "budgets"), [{"nodes": "100%"}]),  # underutilized nodes taken from running jobs
+    ],
+    ids=lambda v: ".".join(v) if isinstance(v, tuple) else None,
+)
+def test_a_node_pool_other_than_planned_fails_naming_the_field(classes_ctx, path, value):
+    fake, ctx = classes_ctx
+    pool = _node_pool(fake)
+    functools.reduce(lambda d, k: d[k], path[:-1], pool["spec"])[path[-1]] = value
+    fake.put(pool)
+    outcome = one("kube.node-pools", ctx)
+    assert outcome.status == "FAIL" and f"gpu-h100: {'.'.join(path)} not as planned" in outcome.evidence, outcome
+
+
+def test_an_addon_association_in_a_team_namespace_fails(aws_ctx, aws):
+    """An add-on may be made in a namespace of one's choosing (CreateAddon's namespaceConfig): the EBS driver's in a
+    team's namespace gives that team's pods of the driver's service account name a role of the deploy role's."""
+    _identities(aws_ctx, aws, extra=[("llm", "ebs-csi-controller-sa", "aws-ebs-csi-driver")])
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL", outcome
+    assert "llm/ebs-csi-controller-sa: made by add-on aws-ebs-csi-driver" in outcome.evidence
+
+
+@pytest.mark.parametrize(
+    "principal",
+    # the account's own root: any of its principals allowed sts:AssumeRole, the deploy role among them
+    [{"AWS": "arn:aws:iam::999999999999:root"}, "*", {"AWS": "arn:aws:iam::123456789012:root"}],
+    ids=["another-account", "everyone", "this-account"],
+)
+def test_a_role_trusting_others_beside_pod_identity_fails(aws_ctx, aws, principal):
+    """Session tags are what the caller says (sts:TagSession): a trust asking the right tags of another principal
+    lets it in as the planned service account."""
+    from components.identity import pod_identity_trust
+
+    _identities(aws_ctx, aws)
+    trust = json.loads(pod_identity_trust(CLUSTER, "kube-system", "cluster-autoscaler"))
+    trust["Statement"].append({**trust["Statement"][0], "Principal": principal})
+    aws.client("iam").update_assume_role_policy(
+        RoleName="higgsfield-prod-cluster-autoscaler", PolicyDocument=json.dumps(trust)
+    )
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL" and "role higgsfield-prod-cluster-autoscaler does not trust" in outcome.evidence
+
+
+def test_an_association_to_another_accounts_role_fails_without_reading_ours(aws_ctx, aws):
+    """GetRole by name reads this account's role: another account's of the same name would pass as ours."""
+    outside = "arn:aws:iam::999999999999:role/higgsfield-prod-cluster-autoscaler"
+    _identities(aws_ctx, aws, roleArn=outside)
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL" and f"kube-system/cluster-autoscaler: role {outside} of another account" in (
+        outcome.evidence
+    )
+
+
+def test_an_association_with_workload_identity_fails(aws_ctx, aws):
+    config = {
+        "enabled": True,
+        "templateArn": "arn:aws:iam::123456789012:workload-identity-template/t",
+        "providerArn": "p",
+    }
+    _identities(aws_ctx, aws, workloadIdentityConfig=config)
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL" and "kube-system/cluster-autoscaler: workload identity on" in outcome.evidence

@@ -18,12 +18,13 @@ import yaml
 from botocore import exceptions as aws_errors
 
 from components.addons import KUBELET_LOG_MONITORS, MONITORS_ANNOTATION, MONITORS_SETTINGS
-from components.identity import SESSION_TAGS
+from components.identity import POD_IDENTITY_SERVICE, SESSION_TAGS
 from components.tenancy import SCHEDULER
 from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
 from infra.core import names, versions
 from infra.offline.diff import BUCKET_VERSIONING
+from infra.offline.evaluate import COMPUTED
 from infra.offline.pods import request_in_full
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -836,41 +837,67 @@ def cluster_made(ctx: Any) -> Outcome:
     return passed("; ".join(seen))
 
 
-# Karpenter's node classes (karpenter.k8s.aws/v1 EC2NodeClass, components/karpenter.py ec2_node_class), and the fields
-# of one that say what its nodes boot and as whom: the image, the user data nodeadm runs, the instance profile or role,
-# the instance metadata service, a public address (aws/karpenter-provider-aws:pkg/apis/v1/ec2nodeclass.go@v1.14.1).
+# Karpenter's node classes and pools (components/karpenter.py ec2_node_class, node_pool), as the CRDs of
+# aws/karpenter-provider-aws:pkg/apis/crds/@v1.14.1 serve them. Every field of their spec says what Karpenter
+# launches: a class's image, user data, root volume (blockDeviceMappings: an unencrypted one, or one made from a
+# snapshot, which is another image), kubelet (clusterDNS), instance profile, metadata service, a public address; a
+# pool's class, taints and startup taints (the health gate's), requirements, limits and disruption. The only spec
+# defaults those CRDs give are ones the plan writes itself (a class's metadataOptions, a pool's disruption and
+# expireAfter), so a live spec is the planned one, IDs known only at deploy (the role, subnets, security groups)
+# aside.
 NODE_CLASSES = ("karpenter.k8s.aws", "v1", "ec2nodeclasses")
-NODE_CLASS_BOOT = ("amiSelectorTerms", "amiFamily", "userData", "instanceProfile", "metadataOptions")
+NODE_POOLS = ("karpenter.sh", "v1", "nodepools")
 
 
-def node_classes(ctx: Any) -> Outcome:
-    """Every EC2NodeClass in the cluster is one the plan makes, booting what the plan says: the deploy role, cluster
-    admin in Kubernetes, could edit one's user data or image, or add one a NodePool names, and Karpenter would launch
-    nodes on the node role running it, where no IAM policy and no AWS check looks (aws.node-groups reads the node
-    groups' launch templates; Karpenter makes its own from these). The role and selectors are IDs the offline plan
-    does not know (a class naming another role launches nothing: Karpenter's controller may pass the node role alone,
-    components/karpenter.py AllowPassingInstanceRole); a public address is never planned."""
+def _drift(live: Any, want: Any, path: str = "") -> list[str]:
+    """The dotted paths at which `live` is not `want`, where the plan's COMPUTED (an ID known only after deploy)
+    stands for any one value; lists are compared whole."""
+    if want == COMPUTED:
+        return [] if live is not None and not isinstance(live, dict | list) else [path]
+    if isinstance(want, dict) and isinstance(live, dict):
+        keys = sorted({*live, *want})
+        return [p for k in keys for p in _drift(live.get(k), want.get(k), f"{path}.{k}" if path else k)]
+    if isinstance(want, list) and isinstance(live, list) and len(live) == len(want):
+        return [] if all(not _drift(a, b) for a, b in zip(live, want, strict=True)) else [path]
+    return [] if live == want else [path]
+
+
+def _karpenter_drift(ctx: Any, kind: str, api: tuple[str, str, str]) -> tuple[list[str], dict[str, dict]] | None:
+    """Each live object of a Karpenter kind the plan does not make, each planned one missing, and the spec fields
+    of the others not as planned; with the planned specs by name. None: the kind is not served (no Karpenter CRDs)
+    and the plan makes none."""
     from kubernetes.client.exceptions import ApiException
 
     planned = {
         r.inputs["metadata"]["name"]: r.inputs.get("spec") or {}
         for r in ctx.plan.resources
-        if r.inputs.get("kind") == "EC2NodeClass"
+        if r.inputs.get("kind") == kind
     }
     try:
-        live = {c["metadata"]["name"]: c.get("spec") or {} for c in ctx.kube.cluster_objects(*NODE_CLASSES)}
+        live = {o["metadata"]["name"]: o.get("spec") or {} for o in ctx.kube.cluster_objects(*api)}
     except ApiException as exc:
         if exc.status != 404 or planned:
             raise
-        return passed("no Karpenter pool and no EC2NodeClass kind in the cluster")
+        return None
     problems = [f"{name}: not planned" for name in sorted(set(live) - set(planned))]
     problems += [f"{name}: missing" for name in sorted(set(planned) - set(live))]
     for name in sorted(set(live) & set(planned)):
-        changed = [f for f in NODE_CLASS_BOOT if live[name].get(f) != planned[name].get(f)]
-        if live[name].get("associatePublicIPAddress"):
-            changed.append("associatePublicIPAddress")
+        changed = _drift(live[name], planned[name])
         if changed:
             problems.append(f"{name}: {', '.join(changed)} not as planned")
+    return problems, planned
+
+
+def node_classes(ctx: Any) -> Outcome:
+    """Every EC2NodeClass in the cluster is one the plan makes, its spec as planned: the deploy role, cluster admin
+    in Kubernetes, could edit one's user data, image or root volume, or add one a NodePool names, and Karpenter would
+    launch nodes on the node role running it, where no IAM policy and no AWS check looks (aws.node-groups reads the
+    node groups' launch templates; Karpenter makes its own from these). A class naming another role launches
+    nothing (Karpenter's controller may pass the node role alone, components/karpenter.py AllowPassingInstanceRole)."""
+    found = _karpenter_drift(ctx, "EC2NodeClass", NODE_CLASSES)
+    if found is None:
+        return passed("no Karpenter pool and no EC2NodeClass kind in the cluster")
+    problems, planned = found
     if problems:
         return failed(
             "EC2NodeClass " + "; ".join(problems),
@@ -882,6 +909,66 @@ def node_classes(ctx: Any) -> Outcome:
     if not planned:
         return passed("no Karpenter pool, and no EC2NodeClass in the cluster")
     return passed(f"{len(planned)} EC2NodeClass(es) as planned, none other")
+
+
+# A NodeClaim is what Karpenter launches an instance for; one the deploy role writes itself, of no NodePool, is
+# launched all the same: the lifecycle controller takes every claim whose nodeClassRef is an EC2NodeClass (IsManaged,
+# kubernetes-sigs/karpenter:pkg/utils/nodeclaim/nodeclaim.go@6e7eab7a0f48, the core Karpenter v1.14.1 vendors). A
+# pool's claims carry its name as this label and its template's class, taints and startup taints (NodeClaimTemplate.
+# ToNodeClaim, pkg/apis/v1/nodepool.go@6e7eab7a0f48; an empty list is left out), and its requirements narrowed by the
+# pods' (an `In` of the pool's values, or fewer: NewNodeClaimTemplate, pkg/controllers/provisioning/scheduling/
+# nodeclaimtemplate.go@6e7eab7a0f48).
+NODE_CLAIMS = ("karpenter.sh", "v1", "nodeclaims")
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+FROM_THE_POOL = ("nodeClassRef", "taints", "startupTaints")
+
+
+def _claims_off_their_pool(ctx: Any, pools: dict[str, dict]) -> list[str]:
+    """Each NodeClaim that names no planned NodePool, or whose class, taints, startup taints or requirements are not
+    its pool's planned ones."""
+    problems = []
+    for claim in ctx.kube.cluster_objects(*NODE_CLAIMS):
+        name, pool = claim["metadata"]["name"], (claim["metadata"].get("labels") or {}).get(NODEPOOL_LABEL)
+        if pool not in pools:
+            problems.append(f"NodeClaim {name}: of no planned NodePool ({pool or f'no {NODEPOOL_LABEL} label'})")
+            continue
+        want, got = (pools[pool].get("template") or {}).get("spec") or {}, claim.get("spec") or {}
+        off = [f for f in FROM_THE_POOL if _drift(got.get(f) or [], want.get(f) or [])]
+        asked = {r["key"]: r for r in got.get("requirements") or [] if r.get("operator") == "In"}
+        off += [
+            f"requirement {r['key']}"
+            for r in want.get("requirements") or []
+            if r.get("operator") == "In"
+            and not set((asked.get(r["key"]) or {}).get("values") or [None]) <= set(r["values"])
+        ]
+        if off:
+            problems.append(f"NodeClaim {name}: {', '.join(off)} not its NodePool {pool}'s")
+    return problems
+
+
+def node_pools(ctx: Any) -> Outcome:
+    """Every Karpenter NodePool in the cluster is one the plan makes, its spec as planned, and every NodeClaim is of
+    one, with its class, taints and startup taints: a pool or claim the plan does not make may name a planned class
+    (kube.node-classes passes) and launch GPU nodes without the health gate's startup taint or the GPU taint, of
+    other types, without limits, or disrupting training pods; the deploy role, cluster admin in Kubernetes, may write
+    either, and no AWS check sees it."""
+    found = _karpenter_drift(ctx, "NodePool", NODE_POOLS)
+    if found is None:
+        return passed("no Karpenter pool and no NodePool kind in the cluster")
+    drift, planned = found
+    problems = [f"NodePool {p}" for p in drift] + _claims_off_their_pool(ctx, planned)
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "`kubectl get nodepool NAME -o yaml` against `higgsfield plan STACK`; `pulumi up` sets a planned pool "
+            "back (a missing one too); a pool or claim the plan does not make goes with `kubectl delete nodepool "
+            "NAME` or `kubectl delete nodeclaim NAME` (Karpenter drains its nodes first; a claim made before a planned "
+            "change of its pool's taints is replaced by Drift once no training pod holds its node); the API server's "
+            "audit log says who wrote it",
+        )
+    if not planned:
+        return passed("no Karpenter pool, and no NodePool or NodeClaim in the cluster")
+    return passed(f"{len(planned)} NodePool(s) as planned, none other; every NodeClaim one of theirs")
 
 
 def queues(ctx: Any) -> Outcome:
@@ -1825,7 +1912,9 @@ POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 
 def _trusts_only(document: Any, cluster: str, namespace: str, service_account: str) -> bool:
     """The role's trust lets Pod Identity in for that service account of that cluster alone: each Allow statement
-    asks every session tag (components/identity.py SESSION_TAGS, pod_identity_trust) with its value."""
+    trusts Pod Identity's service and no one else (_trusted: no other principal, no `*`, no NotPrincipal: any
+    principal may pass any session tag it likes with sts:TagSession) and asks every session tag
+    (components/identity.py SESSION_TAGS, pod_identity_trust) with its value."""
     if isinstance(document, str):
         document = json.loads(urllib.parse.unquote(document))
     statements = document.get("Statement") or []
@@ -1834,9 +1923,24 @@ def _trusts_only(document: Any, cluster: str, namespace: str, service_account: s
     ]
     want = {f"aws:RequestTag/{k}": v for k, v in zip(SESSION_TAGS, (cluster, namespace, service_account), strict=True)}
     return bool(allows) and all(
-        all(((st.get("Condition") or {}).get("StringEquals") or {}).get(k) == v for k, v in want.items())
+        _trusted({"Statement": [st]}) == [f"Service {POD_IDENTITY_SERVICE}"]
+        and all(((st.get("Condition") or {}).get("StringEquals") or {}).get(k) == v for k, v in want.items())
         for st in allows
     )
+
+
+def _pod_identity_pairs(ctx: Any) -> set[tuple[str, str]]:
+    """The (namespace, service account) each of the plan's Pod Identity roles trusts (components/identity.py
+    pod_identity_trust): an add-on's association is for its own namespace, which the plan says only there."""
+    tags = [f"aws:RequestTag/{k}" for k in SESSION_TAGS[1:]]
+    pairs: set[tuple[str, str]] = set()
+    for role in ctx.plan.of_type(IAM_ROLE):
+        document = role.inputs.get("assumeRolePolicy")
+        if isinstance(document, str) and POD_IDENTITY_SERVICE in document:
+            for statement in json.loads(document)["Statement"]:
+                asked = (statement.get("Condition") or {}).get("StringEquals") or {}
+                pairs.add((asked.get(tags[0], ""), asked.get(tags[1], "")))
+    return pairs
 
 
 def pod_identities(ctx: Any) -> Outcome:
@@ -1854,13 +1958,13 @@ def pod_identities(ctx: Any) -> Outcome:
     }
     pages = eks.get_paginator("list_pod_identity_associations").paginate(clusterName=cluster)
     ids = [a["associationId"] for page in pages for a in page.get("associations") or []]
-    iam, problems, seen = ctx.client("iam"), [], set()
+    iam, problems, seen, trusted = ctx.client("iam"), [], set(), _pod_identity_pairs(ctx)
     for association_id in ids:
         a = eks.describe_pod_identity_association(clusterName=cluster, associationId=association_id)["association"]
         pair, owner = (a["namespace"], a["serviceAccount"]), a.get("ownerArn") or ""
         where = f"{pair[0]}/{pair[1]}"
         addon = owner.split("/")[2] if ":addon/" in owner else None
-        if addon is not None and pair[1] not in by_addon.get(addon, set()):
+        if addon is not None and (pair[1] not in by_addon.get(addon, set()) or pair not in trusted):
             problems.append(f"{where}: made by add-on {addon}, which the plan does not give it")
         elif addon is None and pair not in pairs:
             problems.append(f"{where}: an association the plan does not make")
@@ -1869,7 +1973,13 @@ def pod_identities(ctx: Any) -> Outcome:
             problems.append(f"{where}: chains into target role {a['targetRoleArn']}")
         if a.get("disableSessionTags"):
             problems.append(f"{where}: session tags off (its role's trust cannot tell which service account asks)")
-        role = a["roleArn"].rpartition("/")[2]
+        if (a.get("workloadIdentityConfig") or {}).get("enabled"):
+            problems.append(f"{where}: workload identity on (its pods get an identity the plan never gives)")
+        role, account = a["roleArn"].rpartition("/")[2], _account_of(a["roleArn"])
+        if a.get("associationArn") and account != _account_of(a["associationArn"]):
+            # GetRole reads this account's role of that name: another account's role is not read
+            problems.append(f"{where}: role {a['roleArn']} of another account")
+            continue
         trust = iam.get_role(RoleName=role)["Role"]["AssumeRolePolicyDocument"]
         if not _trusts_only(trust, cluster, *pair):
             problems.append(f"{where}: role {role} does not trust that service account of {cluster} alone")
@@ -1939,9 +2049,12 @@ def specs() -> list[Spec]:
              autoscaler_status, "kube", "get configmaps in kube-system", after=(KUBE_API,)),
         Spec("kube.cluster-made", "objects the cluster made (default queue, teams' default SAs) carry our fields",
              cluster_made, "kube", "get queues; get serviceaccounts in team namespaces", after=(KUBE_API,)),
-        Spec("kube.node-classes", "every Karpenter EC2NodeClass is planned and boots the planned image, user data, "
-             "instance profile and metadata options, with no public address",
+        Spec("kube.node-classes", "every Karpenter EC2NodeClass is planned and its spec as planned: image, user data, "
+             "root volume, kubelet, instance profile, metadata options, no public address",
              node_classes, "kube", "list ec2nodeclasses", after=(KUBE_API,)),
+        Spec("kube.node-pools", "every Karpenter NodePool is planned and its spec as planned (class, taints and the "
+             "health gate's startup taint, requirements, limits, disruption), every NodeClaim of one, with its taints",
+             node_pools, "kube", "list nodepools, nodeclaims", after=(KUBE_API,)),
         Spec("kube.queues", "every team's queue is Open, its namespace names it, PodGroups are moved to it",
              queues, "kube", "get queues, namespaces, mutatingwebhookconfigurations", after=(KUBE_API,)),
         Spec("kube.admission-policies", "every planned ValidatingAdmissionPolicy is present, without CEL warnings",
