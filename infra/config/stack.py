@@ -312,9 +312,13 @@ class StackConfig(Setting):
     @field_validator("endpoint")
     @classmethod
     def _not_open_in_prod(cls, endpoint: Endpoint, info: ValidationInfo) -> Endpoint:
-        problems = Problems()
+        problems, seen = Problems(), set()
         for i, cidr in enumerate(endpoint.public_access_cidrs):
-            if ipaddress.IPv4Network(cidr).prefixlen == 0 and info.data.get("environment") == "prod":
+            network = ipaddress.IPv4Network(cidr, strict=False)
+            if network in seen:  # one range named twice: a typo for another, most likely
+                problems.add(f"publicAccessCidrs[{i}]", f"{cidr} is listed already")
+            seen.add(network)
+            if network.prefixlen == 0 and info.data.get("environment") == "prod":
                 problems.add(
                     f"publicAccessCidrs[{i}]",
                     "0.0.0.0/0 opens the API server to the internet; prod allows only an allow-list",

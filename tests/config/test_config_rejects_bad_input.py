@@ -82,6 +82,12 @@ CASES = {
         "higgsfield:endpoint.publicAccessCidrs",
         "of the internet (at most",
     ),
+    "one_endpoint_range_twice": (
+        "dev",
+        set_key("higgsfield:endpoint", {"publicAccessCidrs": ["8.8.8.8/32", "1.1.1.1/32", "8.8.8.8/32"]}),
+        "higgsfield:endpoint.publicAccessCidrs[2]",
+        "8.8.8.8/32 is listed already",
+    ),
     "environment_tag_from_config": (
         "prod",
         set_key("higgsfield:tags", {"higgsfield:environment": "dev"}),
