@@ -643,7 +643,7 @@ def observe(
 
     core = _kubernetes().client.CoreV1Api(api)
     wanted = sorted({str((p.get("spec") or {}).get("nodeName") or "") for p in pods} - {""})
-    nodes = _pool_listed(api, core, pods, wanted)
+    nodes = _pool_listed(api, pods, wanted)
     for node in (n for n in wanted if n not in nodes):
         try:
             nodes[node] = api.sanitize_for_serialization(_call(core.read_node, node))
@@ -662,7 +662,7 @@ def observe(
     )
 
 
-def _pool_listed(api: Any, core: Any, pods: list[dict], wanted: list[str]) -> dict[str, dict]:
+def _pool_listed(api: Any, pods: list[dict], wanted: list[str]) -> dict[str, dict]:
     """The nodes of `wanted` that one list of the pods' pool holds, where the pods are on more than NODE_GETS nodes of
     one pool (their nodeSelector's POOL_LABEL) and the user may list nodes: a Job of 512 shards on 512 nodes made 512
     node reads for one status line. Empty otherwise: the nodes are read one by one (a role that may get a node but not
@@ -670,10 +670,8 @@ def _pool_listed(api: Any, core: Any, pods: list[dict], wanted: list[str]) -> di
     pools = {((p.get("spec") or {}).get("nodeSelector") or {}).get(POOL_LABEL) for p in pods}
     if len(wanted) <= NODE_GETS or len(pools) != 1 or None in pools:
         return {}
-    listed = _optional(core.list_node, label_selector=f"{POOL_LABEL}={pools.pop()}")
-    found = [api.sanitize_for_serialization(n) for n in (listed.items if listed is not None else [])]
     names = set(wanted)
-    return {n["metadata"]["name"]: n for n in found if n["metadata"]["name"] in names}
+    return {n["metadata"]["name"]: n for n in _pool_nodes(api, pools.pop()) or [] if n["metadata"]["name"] in names}
 
 
 def _unplaced(pods: list[dict]) -> bool:
