@@ -1796,17 +1796,20 @@ IAM_ROLE = "aws:iam/role:Role"
 NODE_ROLE = "higgsfield:nodes:NodeRole"
 
 
-def _trusted(document: Any) -> list[str]:
-    """Who a trust policy's Allow statements let assume the role, each as `KIND VALUE` (`Service ec2.amazonaws.com`,
-    `AWS arn:aws:iam::111122223333:root`); a NotPrincipal, or `*`, trusts everyone but what it names. IAM's GetRole
-    returns the document URL-encoded, which boto3 decodes to a dict; text is read as the same JSON."""
+def _allows(document: Any) -> list[dict]:
+    """A policy document's Allow statements (a lone statement as a list of one). IAM's GetRole returns the document
+    URL-encoded, which boto3 decodes to a dict; text is read as the same JSON."""
     if isinstance(document, str):
         document = json.loads(urllib.parse.unquote(document))
     statements = document.get("Statement") or []
+    return [st for st in (statements if isinstance(statements, list) else [statements]) if st.get("Effect") == "Allow"]
+
+
+def _trusted(document: Any) -> list[str]:
+    """Who a trust policy's Allow statements let assume the role, each as `KIND VALUE` (`Service ec2.amazonaws.com`,
+    `AWS arn:aws:iam::111122223333:root`); a NotPrincipal, or `*`, trusts everyone but what it names."""
     trusted: list[str] = []
-    for statement in statements if isinstance(statements, list) else [statements]:
-        if statement.get("Effect") != "Allow":
-            continue
+    for statement in _allows(document):
         if "NotPrincipal" in statement:
             trusted.append(f"everyone but {json.dumps(statement['NotPrincipal'])} (NotPrincipal)")
         principal = statement.get("Principal")
@@ -1915,12 +1918,7 @@ def _trusts_only(document: Any, cluster: str, namespace: str, service_account: s
     trusts Pod Identity's service and no one else (_trusted: no other principal, no `*`, no NotPrincipal: any
     principal may pass any session tag it likes with sts:TagSession) and asks every session tag
     (components/identity.py SESSION_TAGS, pod_identity_trust) with its value."""
-    if isinstance(document, str):
-        document = json.loads(urllib.parse.unquote(document))
-    statements = document.get("Statement") or []
-    allows = [
-        st for st in (statements if isinstance(statements, list) else [statements]) if st.get("Effect") == "Allow"
-    ]
+    allows = _allows(document)
     want = {f"aws:RequestTag/{k}": v for k, v in zip(SESSION_TAGS, (cluster, namespace, service_account), strict=True)}
     return bool(allows) and all(
         _trusted({"Statement": [st]}) == [f"Service {POD_IDENTITY_SERVICE}"]
