@@ -29,6 +29,8 @@ import pytest
 import yaml
 from botocore.stub import Stubber
 from moto import mock_aws
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.base_backend import BackendDict
 
 from components.cluster import CONTROL_PLANE_LOG_TYPES
 from components.karpenter import queue_policy
@@ -151,43 +153,74 @@ def _seeding_clients() -> types.SimpleNamespace:
 @contextlib.contextmanager
 def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
     """moto holding the stack's cluster, node groups (Pulumi-named NAME-xxxxxxx), their Auto Scaling
-    groups and the Capacity Block's scheduled actions, as the first `pulumi up` leaves them."""
+    groups and the Capacity Block's scheduled actions, as the first `pulumi up` leaves them. Seeded once a process
+    for each plan (_seed), then restored into each test's own mock (_restore)."""
     for var, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
         monkeypatch.setenv(var, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     # AWS's managed policies, as moto's snapshot of their documents holds them (a second to load: asked for)
     with _cheaper_moto(), mock_aws(config={"iam": {"load_aws_managed_policies": aws_managed_policies}}):
-        session = boto3.Session(region_name=REGION)
-        seeding = _seeding_clients()
-        eks, autoscaling = seeding.eks, seeding.autoscaling
-        role = NODE_ROLE
-        eks.create_cluster(
-            name=CLUSTER,
-            version=plan.config.kubernetes_version,
-            roleArn=role,
-            resourcesVpcConfig={"subnetIds": []},
-            logging={"clusterLogging": [{"types": list(CONTROL_PLANE_LOG_TYPES), "enabled": True}]},
-        )
-        # the program's API authentication (components/cluster.py), which moto's CreateCluster does not keep
-        _moto_cluster().access_config = {"authenticationMode": "API"}
-        seeding.ec2.create_launch_template(
-            LaunchTemplateName="gpu-nodes", LaunchTemplateData={"ImageId": "ami-12c6146b"}
-        )
-        templates = {t.parent: _launch_template(seeding.ec2, t) for t in plan.of_type(checks.LAUNCH_TEMPLATE)}
-        for group in plan.of_type(checks.NODE_GROUP):
-            _node_group(eks, autoscaling, plan, group, role, templates.get(group.parent))
-        logs = seeding.logs
-        key = seeding.kms.create_key()["KeyMetadata"]["Arn"]
-        for group in plan.of_type(checks.LOG_GROUP):
-            logs.create_log_group(logGroupName=group.inputs["name"], kmsKeyId=key)
-            logs.put_retention_policy(
-                logGroupName=group.inputs["name"], retentionInDays=group.inputs["retentionInDays"]
-            )
-        s3 = seeding.s3
-        for bucket in {r.inputs["bucket"] for r in plan.of_type(checks.BUCKET_VERSIONING)}:  # the linked buckets
-            s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
-            s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-        yield session
+        key = (id(plan), aws_managed_policies)
+        seeded = _seeded.get(key)
+        if seeded is None or seeded[0] is not plan:
+            _seed(plan)
+            seeded = _seeded[key] = (plan, *_account_state())
+        _restore(*seeded[1:])
+        yield boto3.Session(region_name=REGION)
+
+
+# The seeded accounts of this process, by plan (held, so that its id names it) and managed policies: each the
+# services' backends and a deep copy of what they hold for moto's account.
+_seeded: dict[tuple[int, bool], tuple] = {}
+
+
+def _account_state() -> tuple[list, list]:
+    """What every moto service used so far holds for moto's account, copied: one deepcopy of them all, so that a
+    backend's reference to another (Auto Scaling's to EC2's) stays a reference into the copy. moto keeps each
+    service's backends in a BackendDict, account -> region -> backend, made on first use and listed in
+    BackendDict._instances; a mock's start clears them all (getmoto/moto:moto/core/base_backend.py@5.2.6
+    BackendDict.reset, _create_account_specific_backend)."""
+    services = list(BackendDict._instances)
+    return services, copy.deepcopy([service.get(DEFAULT_ACCOUNT_ID) for service in services])
+
+
+def _restore(services: list, state: list) -> None:
+    """The copied account put back in the mock just started, itself copied again (a test changes its account): 3 ms
+    where seeding it takes about 60 (an account's thirty-odd requests through botocore and moto)."""
+    for service, account in zip(services, copy.deepcopy(state), strict=True):
+        if account is not None:
+            dict.__setitem__(service, DEFAULT_ACCOUNT_ID, account)
+            if service not in BackendDict._instances:
+                BackendDict._instances.append(service)
+
+
+def _seed(plan) -> None:
+    """The account as the first `pulumi up` leaves it, made through the APIs in the mock started."""
+    seeding = _seeding_clients()
+    eks, autoscaling = seeding.eks, seeding.autoscaling
+    role = NODE_ROLE
+    eks.create_cluster(
+        name=CLUSTER,
+        version=plan.config.kubernetes_version,
+        roleArn=role,
+        resourcesVpcConfig={"subnetIds": []},
+        logging={"clusterLogging": [{"types": list(CONTROL_PLANE_LOG_TYPES), "enabled": True}]},
+    )
+    # the program's API authentication (components/cluster.py), which moto's CreateCluster does not keep
+    _moto_cluster().access_config = {"authenticationMode": "API"}
+    seeding.ec2.create_launch_template(LaunchTemplateName="gpu-nodes", LaunchTemplateData={"ImageId": "ami-12c6146b"})
+    templates = {t.parent: _launch_template(seeding.ec2, t) for t in plan.of_type(checks.LAUNCH_TEMPLATE)}
+    for group in plan.of_type(checks.NODE_GROUP):
+        _node_group(eks, autoscaling, plan, group, role, templates.get(group.parent))
+    logs = seeding.logs
+    key = seeding.kms.create_key()["KeyMetadata"]["Arn"]
+    for group in plan.of_type(checks.LOG_GROUP):
+        logs.create_log_group(logGroupName=group.inputs["name"], kmsKeyId=key)
+        logs.put_retention_policy(logGroupName=group.inputs["name"], retentionInDays=group.inputs["retentionInDays"])
+    s3 = seeding.s3
+    for bucket in {r.inputs["bucket"] for r in plan.of_type(checks.BUCKET_VERSIONING)}:  # the linked buckets
+        s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
 
 
 def _moto_cluster():
