@@ -502,6 +502,18 @@ def test_a_stack_in_a_region_the_catalog_lacks_plans_and_says_its_types_are_chec
     assert note.endswith("`higgsfield preflight bad` checks them against your account")
 
 
+def test_check_of_a_stack_in_a_region_the_catalog_lacks_prints_plans_note_and_still_passes(project_copy, capsys):
+    """`check` evaluates the same offline plan as `plan`: what that plan cannot know is said by both."""
+    region = _a_region_the_catalog_lacks()
+    project_copy("dev", _in_region(region))
+    assert main(["plan", "bad"]) == 0, capsys.readouterr().err
+    plan_notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
+    assert main(["check", "bad"]) == 0, capsys.readouterr().err
+    check_notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
+    assert any(note.startswith(f"note: aws:region {region}:") for note in plan_notes)
+    assert check_notes == plan_notes
+
+
 def test_init_in_a_region_the_catalog_lacks_says_how_to_write_the_stack_instead(project, capsys):
     region = _a_region_the_catalog_lacks()
     assert main(["init", *ADMIN, "mine", "--region", region]) == 2
