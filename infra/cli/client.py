@@ -26,6 +26,7 @@ in one line. Upstream contracts, read at the pins:
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import threading
@@ -432,10 +433,9 @@ def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", n
     job = _call(custom.get_namespaced_custom_object, *KUBEFLOW, namespace, _plural(kind), name)
     group = _optional(custom.get_namespaced_custom_object, PODGROUPS[0], PODGROUPS[1], namespace, PODGROUPS[2], name)
     pods = _pods(api, namespace, f"{JOB_NAME_LABEL}={name}")
-    pool = _pool_of(job)
-    nodes = _pool_nodes(api, pool)
+    pool, listed = _pool_of(job), _pool_lister(api)
     phase = _gang_phase(group)
-    waiting = _job_waits(job, pool, phase, pods, lambda: _why(group, pods, nodes, pool))
+    waiting = _job_waits(job, pool, phase, pods, lambda: _why(group, pods, listed(pool), pool))
     return Status(
         name=name,
         namespace=namespace,
@@ -446,7 +446,7 @@ def read_status(api: Any, name: str, namespace: str, kind: str = "PyTorchJob", n
         position=_position(custom, group) if group and phase == "Pending" else None,
         waiting=waiting,
         pods=_pod_rows(pods),
-        goodput=goodput.of_objects(observe(api, job, pods, _events(api, namespace), now)),
+        goodput=goodput.of_objects(observe(api, job, pods, _events(api, namespace), now, pool_nodes=listed)),
     )
 
 
@@ -529,28 +529,29 @@ def read_team_goodput(api: Any, namespace: str, now: float | None = None) -> Tea
     pods: dict[str, list[dict]] = {}
     for pod in _pods(api, namespace, JOB_NAME_LABEL):
         pods.setdefault(pod["metadata"]["labels"][JOB_NAME_LABEL], []).append(pod)
-    events, team = _events(api, namespace), TeamGoodput(namespace)
+    events, team, listed = _events(api, namespace), TeamGoodput(namespace), _pool_lister(api)
     for kind in TRAINING_KINDS:
         found = _optional(custom.list_namespaced_custom_object, *KUBEFLOW, namespace, _plural(kind))
         for job in sorted((found or {}).get("items", []), key=lambda j: j["metadata"]["name"]):
             name = job["metadata"]["name"]
             mine = [p for p in pods.get(name, []) if _owned_by(p, job)]
-            team.jobs.append((kind, name, goodput.of_objects(observe(api, job, mine, events, now))))
+            team.jobs.append((kind, name, goodput.of_objects(observe(api, job, mine, events, now, pool_nodes=listed))))
     found = _optional(custom.list_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND))
     for job in sorted((found or {}).get("items", []), key=lambda j: j["metadata"]["name"]):
         name, mine = job["metadata"]["name"], _batch_pods(api, job, namespace)
-        account, team.logs_not_read[(BATCH_KIND, name)] = _batch_goodput(api, job, mine, events, now)
+        account, team.logs_not_read[(BATCH_KIND, name)] = _batch_goodput(api, job, mine, events, now, listed)
         team.jobs.append((BATCH_KIND, name, account))
     return team
 
 
 def _batch_goodput(
-    api: Any, job: dict, pods: list[dict], events: list[dict], now: float | None
+    api: Any, job: dict, pods: list[dict], events: list[dict], now: float | None, pool_nodes: PoolNodes
 ) -> tuple[goodput.Goodput, int]:
     """A batch Job's goodput from its pods (`_batch_pods`; what of it is not counted: UNCOUNTED) and the logs of a few
     of them (`_logged`), and how many of its pods with a log were not read."""
     logged = _logged(pods)
-    return goodput.of_objects(observe(api, job, pods, events, now, logged)), len(_with_log(pods)) - len(logged)
+    found = goodput.of_objects(observe(api, job, pods, events, now, logged, pool_nodes))
+    return found, len(_with_log(pods)) - len(logged)
 
 
 def _with_log(pods: list[dict]) -> list[dict]:
@@ -636,14 +637,15 @@ def observe(
     events: list[dict],
     now: float | None = None,
     logged: list[dict] | None = None,
+    pool_nodes: PoolNodes | None = None,
 ) -> goodput.Observed:
-    """What goodput needs of one job: its pods' nodes (when the user may read them) and the heads and tails of the
-    logs of `logged` (every pod by default)."""
+    """What goodput needs of one job: its pods' nodes (when the user may read them; a pool's through `pool_nodes`,
+    the command's _pool_lister) and the heads and tails of the logs of `logged` (every pod by default)."""
     import time
 
     core = _kubernetes().client.CoreV1Api(api)
     wanted = sorted({str((p.get("spec") or {}).get("nodeName") or "") for p in pods} - {""})
-    nodes = _pool_listed(api, pods, wanted)
+    nodes = _pool_listed(pods, wanted, pool_nodes or _pool_lister(api))
     for node in (n for n in wanted if n not in nodes):
         try:
             nodes[node] = api.sanitize_for_serialization(_call(core.read_node, node))
@@ -662,7 +664,7 @@ def observe(
     )
 
 
-def _pool_listed(api: Any, pods: list[dict], wanted: list[str]) -> dict[str, dict]:
+def _pool_listed(pods: list[dict], wanted: list[str], pool_nodes: PoolNodes) -> dict[str, dict]:
     """The nodes of `wanted` that one list of the pods' pool holds, where the pods are on more than NODE_GETS nodes of
     one pool (their nodeSelector's POOL_LABEL) and the user may list nodes: a Job of 512 shards on 512 nodes made 512
     node reads for one status line. Empty otherwise: the nodes are read one by one (a role that may get a node but not
@@ -671,7 +673,7 @@ def _pool_listed(api: Any, pods: list[dict], wanted: list[str]) -> dict[str, dic
     if len(wanted) <= NODE_GETS or len(pools) != 1 or None in pools:
         return {}
     names = set(wanted)
-    return {n["metadata"]["name"]: n for n in _pool_nodes(api, pools.pop()) or [] if n["metadata"]["name"] in names}
+    return {n["metadata"]["name"]: n for n in pool_nodes(pools.pop()) or [] if n["metadata"]["name"] in names}
 
 
 def _unplaced(pods: list[dict]) -> bool:
@@ -859,6 +861,16 @@ def _pool_nodes(api: Any, pool: str | None) -> list[dict] | None:
     return [api.sanitize_for_serialization(n) for n in listed.items] if listed is not None else None
 
 
+# A pool's nodes (_pool_nodes) by its name, for one command.
+PoolNodes = Callable[[str | None], list[dict] | None]
+
+
+def _pool_lister(api: Any) -> PoolNodes:
+    """_pool_nodes, each pool listed once however often one status asks (why its gang waits, its goodput; each job
+    of a team's goodput)."""
+    return functools.cache(functools.partial(_pool_nodes, api))
+
+
 # A batch Job's conditions once it has ended (JobComplete, JobFailed in kubernetes/api:batch/v1/types.go@v0.35.0).
 BATCH_ENDED = ("Complete", "Failed")
 
@@ -887,8 +899,8 @@ def read_batch_status(api: Any, name: str, namespace: str, now: float | None = N
     pg_controller_handler.go@v1.15.1)."""
     custom = _kubernetes().client.CustomObjectsApi(api)
     job = _call(custom.get_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND), name)
-    pods = _batch_pods(api, job, namespace)
-    found, unread = _batch_goodput(api, job, pods, _events(api, namespace), now)
+    pods, listed = _batch_pods(api, job, namespace), _pool_lister(api)
+    found, unread = _batch_goodput(api, job, pods, _events(api, namespace), now, listed)
     uid = job["metadata"].get("uid")
     group = (
         _optional(
@@ -903,9 +915,7 @@ def read_batch_status(api: Any, name: str, namespace: str, now: float | None = N
     if _state(job) in BATCH_ENDED and not _suspension(job):
         waiting = []
     else:
-        waiting = _job_waits(
-            job, pool, phase, pods, lambda: _owned_waits(BATCH_KIND, group, pods, _pool_nodes(api, pool), pool)
-        )
+        waiting = _job_waits(job, pool, phase, pods, lambda: _owned_waits(BATCH_KIND, group, pods, listed(pool), pool))
     return Status(
         name=name,
         namespace=namespace,

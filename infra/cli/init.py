@@ -816,6 +816,8 @@ def create(
                 problems.append(
                     Problem((f"--public-access-cidr {choices.public_access_cidrs[int(cidr[1])]}",), problem.message)
                 )
+            elif key == f"{G}:endpoint.publicAccessCidrs" and choices.public_access_cidrs:  # the flags' list whole
+                problems.append(Problem(("--public-access-cidr",), f"{problem.message} (one range a flag)"))
             elif team and choices.teams and int(team[2]) < len(choices.teams):  # one queue per --team, in order
                 spec = choices.teams[int(team[2])]
                 problems.append(

@@ -25,5 +25,17 @@ def project_root(start: Path | None = None) -> Path:
     return checkout if os.path.lexists(checkout / "Pulumi.yaml") else (start or Path.cwd()).resolve()
 
 
+def not_a_project(root: Path) -> str | None:
+    """The one-line refusal of a command run where `root` (project_root's answer) holds no Pulumi.yaml (an installed
+    package in a folder of no project); None in a project, whatever form its Pulumi.yaml takes (read, and refused if
+    broken, by the command)."""
+    if os.path.lexists(root / "Pulumi.yaml"):
+        return None
+    return (
+        f"no Pulumi.yaml in {root} or above: not a project; `higgsfield init STACK --region REGION --admin ARN` makes "
+        "one here"
+    )
+
+
 def stack_names(root: Path) -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (root / "stacks").glob("Pulumi.*.yaml"))

@@ -14,7 +14,6 @@ import contextlib
 import contextvars
 import json
 import logging
-import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -41,7 +40,7 @@ class StackNotFound(Exception):
 # --- stack files ---------------------------------------------------------------------------
 
 
-from infra.core.project import project_root, stack_names  # noqa: E402,F401 - where the project is (used by every command)
+from infra.core.project import not_a_project, project_root, stack_names  # noqa: E402,F401 - where the project is (used by every command)
 
 
 def _cli_string(value: Any) -> str:
@@ -67,11 +66,9 @@ def stack_file(root: Path, stack: str) -> StackFile:
             f"{', '.join(stack_names(root)) or 'none'}"
         )
     path = root / "stacks" / f"Pulumi.{stack}.yaml"
-    if not os.path.lexists(root / "Pulumi.yaml"):  # one there in any form is read, and refused if broken
-        raise StackNotFound(
-            f"no Pulumi.yaml in {root} or above: not a project; `higgsfield init STACK --region REGION --admin ARN` "
-            "makes one here"
-        )
+    outside = not_a_project(root)
+    if outside:
+        raise StackNotFound(outside)
     if not path.is_file():
         known = ", ".join(stack_names(root)) or "none"
         raise StackNotFound(f"stack {stack!r}: {path.relative_to(root)} not found; stacks here: {known}")

@@ -82,6 +82,19 @@ def test_a_missing_stack_is_one_line_with_exit_2(capsys, monkeypatch):
     assert err.count("\n") == 1 and "stacks here: dev, " in err
 
 
+def test_stacks_outside_a_project_is_refused_in_the_line_every_stack_command_uses(tmp_path, monkeypatch, capsys):
+    """An installed package run in an empty folder (this checkout's code would fall back to the checkout)."""
+    from infra.offline import evaluate
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(evaluate, "project_root", lambda: tmp_path)
+    assert cli.main(["plan", "dev"]) == 2
+    refusal = capsys.readouterr().err
+    assert cli.main(["stacks"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == refusal and f"no Pulumi.yaml in {tmp_path} or above: not a project" in err, err
+
+
 def _fails_unforeseen(*_args, **_kwargs):
     raise RuntimeError("the mocked engine\nwent away")
 

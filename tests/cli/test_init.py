@@ -88,6 +88,16 @@ def test_an_allow_list_flag_the_stack_refuses_is_named_with_its_value(project, c
     assert not (project / "stacks" / "Pulumi.mine.yaml").exists()
 
 
+def test_more_allow_list_flags_than_eks_takes_are_refused_naming_the_flag_and_the_limit(project, capsys):
+    """The user typed --public-access-cidr 41 times, and never the setting init writes them to."""
+    flags = [arg for i in range(41) for arg in ("--public-access-cidr", f"8.8.{i}.0/24")]
+    assert main(["init", *ADMIN, "mine", "--region", "eu-north-1", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --public-access-cidr: ") and "at most 40" in err and "got 41" in err, err
+    assert "publicAccessCidrs" not in err and err.count("\n") == 1
+    assert not (project / "stacks" / "Pulumi.mine.yaml").exists()
+
+
 @pytest.mark.parametrize("cidrs", [["0.0.0.0/0"], ["8.8.8.8/32", "52.0.0.0/8"]], ids=["everyone", "one-too-wide"])
 def test_an_allow_list_wider_than_the_policy_pack_allows_is_refused_before_a_file_is_written(project, capsys, cidrs):
     """`check` and every deploy would refuse the stack (eks-endpoint-restricted): init says so first."""
@@ -500,6 +510,18 @@ def test_a_stack_in_a_region_the_catalog_lacks_plans_and_says_its_types_are_chec
     (note,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: aws:region")]
     assert note.startswith(f"note: aws:region {region}: AWS's catalog as bundled with moto")
     assert note.endswith("`higgsfield preflight bad` checks them against your account")
+
+
+def test_check_of_a_stack_in_a_region_the_catalog_lacks_prints_plans_note_and_still_passes(project_copy, capsys):
+    """`check` evaluates the same offline plan as `plan`: what that plan cannot know is said by both."""
+    region = _a_region_the_catalog_lacks()
+    project_copy("dev", _in_region(region))
+    assert main(["plan", "bad"]) == 0, capsys.readouterr().err
+    plan_notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
+    assert main(["check", "bad"]) == 0, capsys.readouterr().err
+    check_notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
+    assert any(note.startswith(f"note: aws:region {region}:") for note in plan_notes)
+    assert check_notes == plan_notes
 
 
 def test_init_in_a_region_the_catalog_lacks_says_how_to_write_the_stack_instead(project, capsys):

@@ -1083,7 +1083,23 @@ def test_status_of_a_batch_job_on_many_nodes_of_its_pool_lists_the_pools_nodes_o
     assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
     node_reads = [path for verb, path in api.requests if path.startswith("/api/v1/nodes")]
     assert not [path for path in node_reads if path.startswith("/api/v1/nodes/")], node_reads  # no node read alone
-    assert len(node_reads) <= 2, node_reads  # goodput's list of the pool, and why the gang waits reads the pool's too
+    assert len(node_reads) == 1, node_reads  # one list of the pool, for goodput and why the gang waits alike
+
+
+def test_status_of_a_kubeflow_job_on_many_nodes_of_its_pool_lists_the_pools_nodes_once(api, kubeconfig, capsys):
+    """Why its gang waits reads the pool's nodes (the gate's), and so does its goodput (their creation times): one list
+    of the pool answers both."""
+    api.put(_job())
+    api.put(_podgroup("llama-ft", "llm", "Inqueue", "2026-01-01T00:00:00Z", "1/2 tasks in gang unschedulable"))
+    for index in range(12):
+        pod = _pod("Worker", index, f"node-{index}")
+        pod["spec"]["nodeSelector"] = {POOL_LABEL: "h100"}
+        api.put(pod)
+        api.put(_node(f"node-{index}"))
+    assert main(["jobs", "status", "prod", "llama-ft", "-n", "llm"]) == 0
+    assert [path for verb, path in api.requests if path.startswith("/api/v1/nodes")] == [
+        f"/api/v1/nodes?labelSelector={POOL_LABEL}%3Dh100"
+    ]
 
 
 def test_status_of_a_job_on_many_nodes_asks_for_no_more_nodes_once_the_user_may_read_none(api, kubeconfig, capsys):

@@ -1810,6 +1810,21 @@ def test_a_missing_by_name_role_fails_naming_the_object_the_preview_cannot_get(c
     assert outcome.status == "FAIL" and "may not get " in outcome.evidence and " in llm" in outcome.evidence
 
 
+def test_a_by_name_role_that_lets_the_preview_get_only_a_rules_first_name_fails_naming_the_next(ctx, cluster):
+    """Each name of a by-name rule is an object the preview reads before its dry run: one the Role no longer names is
+    as missing as the first."""
+    from components.kubernetes_objects import PREVIEW_GETS
+
+    path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/llm/roles/{PREVIEW_GETS}"
+    role = cluster.get(path)
+    rule = next(r for r in role["rules"] if len(r.get("resourceNames") or []) > 1)
+    second = rule["resourceNames"][1]
+    rules = [{**r, "resourceNames": r["resourceNames"][:1]} if r is rule else r for r in role["rules"]]
+    cluster.put({**role, "rules": rules})
+    outcome = one("kube.preview-access", ctx)
+    assert outcome.status == "FAIL" and f"may not get {rule['resources'][0]}/{second} in llm" in outcome.evidence
+
+
 def test_a_binding_to_every_authenticated_user_that_reads_secrets_fails_the_preview_too(ctx, cluster):
     """The preview role's requests carry `system:authenticated` beside its own group: a read bound to every user is
     the preview's."""

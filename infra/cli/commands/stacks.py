@@ -16,11 +16,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from infra.offline.evaluate import project_root
+    from infra.offline.evaluate import StackNotFound, not_a_project, project_root
     from infra.offline.stacks import stack_matrix
 
+    root = project_root()
+    outside = not_a_project(root)
+    if outside:  # as every command that reads a stack says it
+        raise StackNotFound(outside)
     broken: list[str] = []
-    print(json.dumps(stack_matrix(project_root(), args.delivered, broken), separators=(",", ":")))
+    print(json.dumps(stack_matrix(root, args.delivered, broken), separators=(",", ":")))
     for message in broken:  # listed as broken (so only its own jobs fail), and said here
         print(f"error: {message} (only this stack's jobs fail on it)", file=sys.stderr)
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import fnmatch
+import itertools
 import json
 import re
 import urllib.parse
@@ -1276,7 +1277,7 @@ def preview_access(ctx: Any) -> Outcome:
     may do none of PREVIEW_NEVER nor PREVIEW_NEVER_CLUSTER; in a team namespace it lists or watches none of the kinds a
     team makes there beside the program (components/kubernetes_objects.py NAMED_READS) nor PREVIEW_NEVER_IN_TEAMS,
     and it gets the program's own objects there by name, and its PersistentVolumes cluster-wide (each planned by-name
-    rule's first name, of the by-name Roles and the preview's ClusterRole), which a preview reads before its dry run.
+    rule's every name, of the by-name Roles and the preview's ClusterRole), which a preview reads before its dry run.
     A namespaced request is asked cluster-wide (a review of namespace "" is answered by the ClusterRoleBindings alone)
     and in each namespace a RoleBinding binds the preview in, the one other grant RBAC has (a RoleBinding grants in its
     own namespace alone); EKS's access policies, granted by the entry and not by RBAC, are aws.preview-entry's."""
@@ -1312,8 +1313,10 @@ def preview_access(ctx: Any) -> Outcome:
         if meta.get("name") not in (PREVIEW_GETS, names.PREVIEW_GROUP):
             continue
         for rule in planned.inputs.get("rules") or []:
-            if rule.get("resourceNames"):
-                group, resource, name = rule["apiGroups"][0], rule["resources"][0], rule["resourceNames"][0]
+            # each name of the rule (one review a name: the plan's rules name one group and one resource each)
+            for group, resource, name in itertools.product(
+                rule["apiGroups"], rule["resources"], rule.get("resourceNames") or []
+            ):
                 expect(True, "get", group, resource, meta.get("namespace", ""), name)
     if problems:
         return failed(

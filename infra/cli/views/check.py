@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from infra.cli.output import paint
+from infra.cli.views.plan import note_lines
 from infra.cli.views.table import wrap
 from infra.offline.check import CheckResult, Finding
 
@@ -18,6 +19,8 @@ def render(result: CheckResult, verbose: bool = False, colour: bool = False) -> 
         f"Policy check of {plan.project}/{plan.stack}: {len(plan.resources)} resources, policy config "
         f"{result.policy_config.name}"
     ]
+    # the plan's notes, as `higgsfield plan` prints them, but for one a finding below says already (fsx-zone's)
+    lines += note_lines(plan, said={f.message for f in result.violations})
 
     def finding(f: Finding, level: str) -> None:
         shown = paint(f"{level:<10}", tint[level], colour) if level in tint else f"{level:<10}"

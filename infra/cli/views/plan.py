@@ -5,7 +5,7 @@ collapsed into one line (`9 autoscaler template tags`) unless `verbose`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from infra.cli.views.table import table, wrap
 from infra.offline.evaluate import COMPUTED, Plan, Resource
@@ -227,13 +227,18 @@ def _sorted(value: object) -> object:
     return value
 
 
+def note_lines(plan: Plan, said: Collection[str] = ()) -> list[str]:
+    """What the offline plan cannot know (Plan.notes), a `note:` line each, less those `said` already."""
+    return [f"note: {note}" for note in plan.notes if note not in said]
+
+
 def render(plan: Plan, verbose: bool = False) -> str:
     """The summary block, then the tree (collapsed unless `verbose`), then the outputs."""
     where = f" in {plan.config.region}" if plan.config is not None else ""
     lines = [
         f"Offline plan of {plan.project}/{plan.stack}{where} (preview under mocks; {COMPUTED} = known after deploy)"
     ]
-    lines += [f"note: {note}" for note in plan.notes]
+    lines += note_lines(plan)
     lines += summary_lines(summarize(plan))
     lines.append(
         "Resources by component" + (":" if verbose else " (repeated resources collapsed; --verbose lists each):")
