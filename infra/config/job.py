@@ -141,7 +141,8 @@ class JobFile(Setting):
     """shared: save and resume through examples/checkpointing.py on the team's FSx (refused without shared storage on
     more than one node); off: a restart starts at step 0."""
     data: tuple[DataMount, ...] = items(maximum=100)
-    """Shared datasets to mount; empty: every dataset the team may read."""
+    """Shared datasets to mount (higgsfield:fsx.datasets; refused on a stack without FSx); empty: every dataset the
+    team may read."""
     env: dict[EnvName, Text] = items(maximum=200, default={})
     """Environment of every rank (not what the platform sets: the checkpoint settings, EFA's libfabric and NCCL
     settings, PYTHONPATH)."""

@@ -206,6 +206,14 @@ def team_of(cfg: StackConfig, job: JobFile) -> Team:
 def _team(cfg: StackConfig, job: JobFile) -> tuple[Team, str]:
     """The job's team and priority class (the first of the team's classes of the job's class)."""
     team = team_of(cfg, job)
+    if job.data and not cfg.fsx.enabled:
+        # the datasets are mounted from FSx (jobs._attach_datasets): without it nothing would be, and
+        # the job would fail on the cluster reading /datasets/NAME
+        raise ConfigError(
+            "data[0].dataset",
+            f"stack {cfg.stack} has no shared storage (higgsfield:fsx.enabled is false), so no dataset "
+            f"{job.data[0].dataset!r} to mount; leave data out, or enable higgsfield:fsx with its datasets",
+        )
     classes = cfg.scheduler.classes_of(team, job.class_)
     if not classes:
         raise ConfigError("class", f"team {job.team} is given no {job.class_} priority class in stack {cfg.stack}")

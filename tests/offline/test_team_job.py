@@ -392,3 +392,19 @@ def test_a_job_file_deep_in_a_folder_is_named_whole_in_its_refusal(tmp_path, cap
     assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {path}: resources.gpuType: B100: no GPU pool of stack prod has it")
+
+
+@pytest.mark.parametrize("job_class", ["training", "serving"])
+def test_a_dataset_asked_of_a_stack_without_shared_storage_is_refused_naming_it(job_class):
+    """dev has no FSx: the job rendered without the mount, and the job failed on the cluster reading /datasets/NAME."""
+    serving = {"checkpoints": None, "port": 8000} if job_class == "serving" else {}
+    message = _refused(
+        "data[0].dataset",
+        "dev",
+        team=config_of("dev").scheduler.teams[0].name,
+        data=[{"dataset": "imagenet"}],
+        **{"class": job_class, "resources.gpuType": None, "resources.gpuMemoryGiB": None, "resources.gpus": 1},
+        **{"resources.interconnect": None},
+        **serving,
+    )
+    assert "imagenet" in message and "higgsfield:fsx" in message
