@@ -27,7 +27,7 @@ from pydantic import Field, ValidationError, model_validator
 from infra.config.base import DnsLabel, Setting, Str, items, matching, number
 from infra.config.errors import ConfigError, Problem, Problems
 from infra.config.stack import IMAGE_REFERENCE, NOT_AN_IMAGE
-from infra.core.names import GPU_DEVICE_ENV, job_name_problem
+from infra.core.names import GPU_DEVICE_ENV, PREFLIGHT_SWITCH, PREFLIGHT_SWITCH_VALUES, job_name_problem
 
 # The job kinds the pinned Kubeflow Training Operator (versions.TRAINING_OPERATOR_REF, v1.9.4)
 # reconciles, each with its replica types (the leader first, if any) and the container name the
@@ -145,7 +145,8 @@ class JobFile(Setting):
     team may read."""
     env: dict[EnvName, Text] = items(maximum=200, default={})
     """Environment of every rank (not what the platform sets: the checkpoint settings, EFA's libfabric and NCCL
-    settings, PYTHONPATH)."""
+    settings, the pre-flight's settings, PYTHONPATH). HIGGSFIELD_PREFLIGHT: skip starts the job without its
+    pre-flight check (docs/concepts/training-jobs.md)."""
     priority: DnsLabel | None = None
     """One of the team's priority classes of the job's class; default: the first."""
     port: number(1, 65535, "a TCP port") | None = None
@@ -169,10 +170,17 @@ class JobFile(Setting):
     @model_validator(mode="after")
     def _no_device_env(self) -> JobFile:
         """The variables that pick GPUs by name: the team policy refuses a pod that sets them
-        (components/tenancy.py), so the job file says so before anything is submitted."""
+        (components/tenancy.py), so the job file says so before anything is submitted; and the
+        pre-flight's switch, which takes run or skip."""
         problems = Problems()
         for name in (n for n in self.env if n in GPU_DEVICE_ENV):
             problems.add(f"env.{name}", "picks GPUs by name, which no team pod may: GPUs come from resources.gpus")
+        switch = self.env.get(PREFLIGHT_SWITCH)
+        if switch is not None and switch.lower() not in PREFLIGHT_SWITCH_VALUES:  # preflight.py reads any case
+            problems.add(
+                f"env.{PREFLIGHT_SWITCH}",
+                f"{switch[:40]!r}: the pre-flight check's switch is run or skip (skip: this job starts without it)",
+            )
         problems.raise_any()
         return self
 

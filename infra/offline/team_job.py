@@ -31,6 +31,7 @@ from infra.core.names import (
     KUBEFLOW_GROUP,
     MIN_MEMBER_ANNOTATION,
     POOL_LABEL,
+    PREFLIGHT_SWITCH,
     QUEUE_ANNOTATION,
 )
 from infra.offline import jobs
@@ -331,10 +332,17 @@ def _mpi_replica(template: dict, replica: str, job: JobFile) -> None:
         main.pop("command", None)
 
 
-def _overridden(template: dict, job: JobFile) -> list[str]:
-    """The job's env settings the platform replaced (EFA, checkpoints, the launcher's PYTHONPATH)."""
-    final = {e["name"]: e.get("value") for e in template["spec"]["containers"][0].get("env", [])}
-    return sorted(k for k, v in job.env.items() if final.get(k) != v)
+def _keep_teams_env(template: dict, job: JobFile) -> None:
+    """The job's pre-flight switch over the platform's `run` (a team may skip the check for one job); any
+    other env setting the platform replaced (EFA, checkpoints, the launcher's PYTHONPATH, the pre-flight's)
+    refused naming it."""
+    main = template["spec"]["containers"][0]
+    if PREFLIGHT_SWITCH in job.env and any(e["name"] == PREFLIGHT_SWITCH for e in main.get("env", [])):
+        merge_env(main, {PREFLIGHT_SWITCH: job.env[PREFLIGHT_SWITCH]})
+    final = {e["name"]: e.get("value") for e in main.get("env", [])}
+    clash = sorted(k for k, v in job.env.items() if final.get(k) != v)
+    if clash:
+        raise ConfigError(f"env.{clash[0]}", "is set by the platform for this job; leave it out of env")
 
 
 def _replica_template(
@@ -369,9 +377,7 @@ def _replica_template(
         jobs.add_node_preflight(template, cfg, pool, checkpoints)  # no PyTorch there: each node alone
     run_as_team(template, team)
     request_in_full(template, team)
-    clash = _overridden(template, job)
-    if clash:
-        raise ConfigError(f"env.{clash[0]}", "is set by the platform for this job; leave it out of env")
+    _keep_teams_env(template, job)
     if job.framework == "mpi":
         _mpi_replica(template, replica, job)
     return template
@@ -432,6 +438,8 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
         workload["spec"]["slotsPerWorker"] = placed.gpus_per_pod  # mpirun's ranks per worker: one per GPU
         if job.class_ == "training" and "Worker" in specs:  # the launcher checks its workers' nodes first
             jobs.add_mpi_preflight(workload, cfg, pool, checkpoints)
+            for replica in specs:
+                _keep_teams_env(workload["spec"][key][replica]["template"], job)
     if job.elastic is not None:
         workload["spec"]["elasticPolicy"] = {
             "rdzvBackend": "c10d",

@@ -187,3 +187,8 @@ def test_a_misspelt_keys_value_is_checked_as_the_setting_it_means():
         ("job.yaml: resources.gpu", "is not a job file setting; did you mean gpus? (docs/reference/job-file.md)"),
         ("job.yaml: resources.gpu", "must be at least 1, got 0"),
     ]
+
+
+def test_the_preflight_switch_takes_only_run_or_skip_naming_it():
+    (message,) = _problems({**EXAMPLE, "env": {"HIGGSFIELD_PREFLIGHT": "off"}}).values()
+    assert message.startswith("'off': the pre-flight check's switch is run or skip")

@@ -408,3 +408,17 @@ def test_a_dataset_asked_of_a_stack_without_shared_storage_is_refused_naming_it(
         **serving,
     )
     assert "imagenet" in message and "higgsfield:fsx" in message
+
+
+@pytest.mark.parametrize("framework", ["pytorch", "mpi", "tensorflow"])
+def test_a_job_file_skips_its_preflight_with_the_documented_switch(framework):
+    """docs/concepts/training-jobs.md: HIGGSFIELD_PREFLIGHT=skip skips it for one job; a job file's env was refused
+    (PyTorch) or silently replaced by run (MPI's launcher and workers)."""
+    _, objects, _ = _render(framework=framework, env={"HIGGSFIELD_PREFLIGHT": "skip"})
+    switches = {_env(t).get("HIGGSFIELD_PREFLIGHT") for _, t in _templates(objects)}
+    assert switches == {"skip"}
+
+
+def test_a_preflight_setting_of_the_platform_in_an_mpi_job_files_env_is_refused_not_replaced():
+    message = _refused("env.PREFLIGHT_TIMEOUT_SECONDS", framework="mpi", env={"PREFLIGHT_TIMEOUT_SECONDS": "30"})
+    assert "set by the platform" in message
