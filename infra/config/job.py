@@ -11,9 +11,10 @@
       cudaDriver: ">=570"
     checkpoints: shared        # shared | off
 
-The file is typed like a stack file: every key bounded, unknown keys refused, one line per problem
-naming the key (`load_job`). What the job needs is matched against a stack's pools by
-infra/offline/team_job.py, which also applies every platform rule the examples follow. The JSON
+The file is typed like a stack file: every key bounded, unknown keys refused, and a key written twice
+(infra/offline/team_job.py read_job_file), one line per problem naming the key (`load_job`). What the
+job needs is matched against a stack's pools by infra/offline/team_job.py, which also applies every
+platform rule the examples follow. The JSON
 Schema editors check job files with (`schemas/job.schema.json`) and the reference page
 (docs/reference/job-file.md) are generated from these models (`higgsfield schema --write`).
 """

@@ -526,6 +526,36 @@ def to_yaml(job: JobFile, cfg: StackConfig, objects: list[dict], placed: Placeme
 MAX_JOB_FILE = 1 << 20  # a job file is a screenful; a megabyte is a mistake
 
 
+def _written_twice(
+    node: Any, loc: tuple[str | int, ...] = (), walked: set[int] | None = None
+) -> tuple[tuple[str | int, ...], int, int] | None:
+    """The first key written twice in one mapping of the composed YAML `node`: (its loc, its line, the
+    first one's line). A YAML reader keeps the last without a word (infra/offline/stack_file.py refuses
+    it in a stack file the same way). A node an alias repeats is walked once (aliases within aliases
+    would otherwise be walked exponentially often)."""
+    import yaml
+
+    walked = set() if walked is None else walked
+    if id(node) in walked:
+        return None
+    walked.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        return next((t for i, item in enumerate(node.value) if (t := _written_twice(item, (*loc, i), walked))), None)
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    first: dict[str, int] = {}
+    for key, value in node.value:
+        if isinstance(key, yaml.ScalarNode):
+            line = key.start_mark.line + 1
+            if key.value in first:
+                return (*loc, key.value), line, first[key.value]
+            first[key.value] = line
+        found = _written_twice(value, (*loc, key.value if isinstance(key, yaml.ScalarNode) else "?"), walked)
+        if found:
+            return found
+    return None
+
+
 def read_job_file(path: str) -> JobFile:
     """The job file at `path` (`-`: standard input), validated; errors name the file and the key."""
     import sys
@@ -542,12 +572,20 @@ def read_job_file(path: str) -> JobFile:
         raise file_error(shown, f"cannot be read: {exc.strerror or exc}") from None
     if len(text) > MAX_JOB_FILE:
         raise file_error(shown, f"is larger than {MAX_JOB_FILE:,} characters: not a job file")
+    loader = yaml.SafeLoader(text)
     try:
-        data = yaml.safe_load(text)
+        root = loader.get_single_node()
+        twice = _written_twice(root)
+        if twice:
+            loc, line, first = twice
+            raise file_error(shown, f"is set twice (line {line}, first at line {first}); remove one", loc)
+        data = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise file_error(shown, f"is not YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    finally:
+        loader.dispose()
     return load_job(data, shown)
 
 

@@ -422,3 +422,16 @@ def test_a_job_file_skips_its_preflight_with_the_documented_switch(framework):
 def test_a_preflight_setting_of_the_platform_in_an_mpi_job_files_env_is_refused_not_replaced():
     message = _refused("env.PREFLIGHT_TIMEOUT_SECONDS", framework="mpi", env={"PREFLIGHT_TIMEOUT_SECONDS": "30"})
     assert "set by the platform" in message
+
+
+def test_a_key_written_twice_in_a_job_file_is_refused_naming_it_not_silently_the_last(tmp_path, capsys):
+    """YAML readers keep the last of two `gpus:` lines without a word: a job of 16 GPUs edited to 8 ran on 16."""
+    from infra.cli.main import main
+
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "name: llama-ft\nteam: llm\ncommand: [python, train.py]\nresources:\n  gpus: 8\n  gpuType: H100\n  gpus: 16\n"
+    )
+    assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"error: {path}: resources.gpus: is set twice (line 7, first at line 5); remove one"
