@@ -264,11 +264,19 @@ def load_job(data: Any, source: str = "job file") -> JobFile:
         job = JobFile.model_validate(meant)
     except ValidationError as exc:
         unknown = {tuple(e["loc"]) for e in exc.errors() if e["type"] == "extra_forbidden"}
+        # `cudaDriver: 580`, `--epochs, 3`: text to the writer, a number to YAML
+        numbers = {
+            tuple(e["loc"])
+            for e in exc.errors()
+            if e["type"] == "string_type" and isinstance(e["input"], (int, float)) and not isinstance(e["input"], bool)
+        }
         problems += [
             Problem(
                 _as_written(p.loc, renamed),
                 f"is not a job file setting{did_you_mean(p.loc, JobFile)} ({REFERENCE})"
                 if p.loc in unknown
+                else f"{p.message} (YAML reads it unquoted as a number: quote it)"
+                if p.loc in numbers
                 else p.message,
                 source=source,
             )

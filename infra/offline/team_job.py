@@ -14,6 +14,7 @@ and the team's UID/GID. The team writes none of it (docs/design/job-files.md).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -524,6 +525,8 @@ def to_yaml(job: JobFile, cfg: StackConfig, objects: list[dict], placed: Placeme
 
 
 MAX_JOB_FILE = 1 << 20  # a job file is a screenful; a megabyte is a mistake
+# A key whose unquoted value starts with YAML's folded (>) or literal (|) block marker: `cudaDriver: >=570`.
+BLOCK_SCALAR = re.compile(r"^\s*(?:-\s+)?([A-Za-z][A-Za-z0-9_]*):\s+([>|][^#]*?)\s*(?:#.*)?$")
 
 
 def _written_twice(
@@ -577,13 +580,20 @@ def read_job_file(path: str) -> JobFile:
         root = loader.get_single_node()
         twice = _written_twice(root)
         if twice:
-            loc, line, first = twice
-            raise file_error(shown, f"is set twice (line {line}, first at line {first}); remove one", loc)
+            loc, again, first = twice
+            raise file_error(shown, f"is set twice (line {again}, first at line {first}); remove one", loc)
         data = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise file_error(shown, f"is not YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+        line = text.splitlines()[mark.line] if mark is not None and mark.line < len(text.splitlines()) else ""
+        block = BLOCK_SCALAR.match(line)  # `cudaDriver: >=570`: YAML's > and | start a block of text
+        hint = (
+            f'; YAML reads a value starting with {block[2][0]} as a block of text: quote it: {block[1]}: "{block[2]}"'
+            if block
+            else ""
+        )
+        raise file_error(shown, f"is not YAML{where}: {getattr(exc, 'problem', None) or exc}{hint}") from None
     finally:
         loader.dispose()
     return load_job(data, shown)

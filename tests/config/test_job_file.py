@@ -192,3 +192,13 @@ def test_a_misspelt_keys_value_is_checked_as_the_setting_it_means():
 def test_the_preflight_switch_takes_only_run_or_skip_naming_it():
     (message,) = _problems({**EXAMPLE, "env": {"HIGGSFIELD_PREFLIGHT": "off"}}).values()
     assert message.startswith("'off': the pre-flight check's switch is run or skip")
+
+
+@pytest.mark.parametrize(("key", "data"), [("resources.cudaDriver", {"cudaDriver": 580}), ("command[3]", None)])
+def test_a_number_where_text_is_asked_is_told_to_be_quoted(key, data):
+    """`cudaDriver: 580` and `--epochs, 3` are numbers to YAML; the refusal said only 'must be a string'."""
+    job = {**EXAMPLE, "command": ["python", "train.py", "--epochs", 3]}
+    if data:
+        job = {**EXAMPLE, "resources": {**EXAMPLE["resources"], **data}}
+    problems = _problems(job)
+    assert problems[f"job.yaml: {key}"].endswith("(YAML reads it unquoted as a number: quote it)")

@@ -435,3 +435,27 @@ def test_a_key_written_twice_in_a_job_file_is_refused_naming_it_not_silently_the
     assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line == f"error: {path}: resources.gpus: is set twice (line 7, first at line 5); remove one"
+
+
+@pytest.mark.parametrize("comment", ["", "  # at least"])
+def test_a_driver_requirement_written_unquoted_is_told_to_be_quoted(tmp_path, capsys, comment):
+    """`cudaDriver: >=570` without quotes is YAML's folded-text marker: the error named neither the key nor the fix."""
+    from infra.cli.main import main
+
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        f"name: a\nteam: llm\ncommand: [python, t.py]\nresources:\n  gpus: 8\n  cudaDriver: >=570{comment}\n"
+    )
+    assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {path}: is not YAML (line 6)") and line.endswith('quote it: cudaDriver: ">=570"')
+
+
+def test_a_yaml_mistake_without_a_quoting_fix_is_one_line_naming_its_line(tmp_path, capsys):
+    from infra.cli.main import main
+
+    path = tmp_path / "job.yaml"
+    path.write_text("name: [a\nteam: llm\n")
+    assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"error: {path}: is not YAML (line 2): expected ',' or ']', but got ':'"
