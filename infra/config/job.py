@@ -59,6 +59,20 @@ GPU_MODEL = r"^[A-Za-z0-9][A-Za-z0-9 -]{0,31}$"
 GpuModel = matching(GPU_MODEL, "is not a GPU model name as AWS's catalog writes it (H100, H200, A100, L40S, ...)", 32)
 EnvName = matching(ENV_NAME, "is not an environment variable name (letters, digits, '_'; not starting with a digit)")
 REFERENCE = "docs/reference/job-file.md"
+# Keys a newcomer writes to say where a job runs, and what a job file says instead (the platform picks the
+# pool and the nodes: infra/offline/team_job.py place).
+_PLACES = "resources.gpuType (the GPU model: H100, ...), gpuMemoryGiB and interconnect choose the pool"
+_NODES = "resources.gpus is the total; the platform picks nodes x GPUs per node"
+INSTEAD = {
+    "instanceType": _PLACES,
+    "instanceTypes": _PLACES,
+    "pool": _PLACES,
+    "nodeSelector": _PLACES,
+    "nodes": _NODES,
+    "replicas": _NODES,
+    "workers": _NODES,
+    "memory": "resources.gpuMemoryGiB is per GPU; a pod's memory is its share of its node, set by the platform",
+}
 Text = Annotated[str, Field(max_length=32_768)]
 Gpus = number(1, MAX_GPUS, "ours")
 # An absolute URL path of RFC 3986's path characters (no query, no fragment): what a readiness probe GETs.
@@ -256,14 +270,17 @@ def load_job(data: Any, source: str = "job file") -> JobFile:
     # A misspelt key is read as the setting it means (`gpu` as `gpus`, when that is not set), as a
     # stack file's are: its one line names it, and the setting it stands for is not also "required".
     meant, renamed = _as_meant(data, JobFile, (), by_name=True)  # the Python API writes names
-    problems = [
-        Problem(written, f"is not a job file setting{did_you_mean(written, JobFile)} ({REFERENCE})", source=source)
-        for written in renamed.values()
-    ]
+
+    def unknown(loc: tuple[str | int, ...]) -> str:
+        instead = INSTEAD.get(str(loc[-1])) if loc[:-1] in ((), ("resources",)) else None
+        hint = f": a job file says what it needs, not where: {instead}" if instead else did_you_mean(loc, JobFile)
+        return f"is not a job file setting{hint} ({REFERENCE})"
+
+    problems = [Problem(written, unknown(written), source=source) for written in renamed.values()]
     try:
         job = JobFile.model_validate(meant)
     except ValidationError as exc:
-        unknown = {tuple(e["loc"]) for e in exc.errors() if e["type"] == "extra_forbidden"}
+        extra = {tuple(e["loc"]) for e in exc.errors() if e["type"] == "extra_forbidden"}
         # `cudaDriver: 580`, `--epochs, 3`: text to the writer, a number to YAML
         numbers = {
             tuple(e["loc"])
@@ -273,8 +290,8 @@ def load_job(data: Any, source: str = "job file") -> JobFile:
         problems += [
             Problem(
                 _as_written(p.loc, renamed),
-                f"is not a job file setting{did_you_mean(p.loc, JobFile)} ({REFERENCE})"
-                if p.loc in unknown
+                unknown(p.loc)
+                if p.loc in extra
                 else f"{p.message} (YAML reads it unquoted as a number: quote it)"
                 if p.loc in numbers
                 else p.message,

@@ -202,3 +202,20 @@ def test_a_number_where_text_is_asked_is_told_to_be_quoted(key, data):
         job = {**EXAMPLE, "resources": {**EXAMPLE["resources"], **data}}
     problems = _problems(job)
     assert problems[f"job.yaml: {key}"].endswith("(YAML reads it unquoted as a number: quote it)")
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "said"),
+    [
+        ("resources", "instanceType", "resources.gpuType"),
+        (None, "instanceType", "resources.gpuType"),
+        (None, "pool", "resources.gpuType"),
+        ("resources", "nodes", "resources.gpus"),
+        ("resources", "memory", "resources.gpuMemoryGiB"),
+    ],
+)
+def test_a_key_that_says_where_to_run_points_at_what_the_job_file_says_instead(where, key, said):
+    """A newcomer asked for an instance type finds no such key: the refusal named none to use instead."""
+    job = {**EXAMPLE, "resources": {**EXAMPLE["resources"], key: "p5.48xlarge"}} if where else {**EXAMPLE, key: "x"}
+    (message,) = _problems(job).values()
+    assert said in message and "docs/reference/job-file.md" in message
