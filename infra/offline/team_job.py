@@ -104,10 +104,15 @@ def check_driver(job: JobFile) -> None:
     operator, branch = wanted
     have = versions.EKS_NVIDIA_DRIVER_BRANCH
     if (operator == ">=" and have < branch) or (operator == "==" and have != branch):
+        fits = (
+            f'">={branch}" (that branch or newer) or "{have}" (exactly)'
+            if operator == "==" and branch < have
+            else f'">={have}" or a lower branch, or "{have}" (exactly)'
+        )
         raise ConfigError(
             "resources.cudaDriver",
             f"{job.resources.cuda_driver!r}: the GPU nodes run the EKS AL2023 NVIDIA AMI, whose NVIDIA driver is "
-            f"branch {have} (infra/core/versions.py EKS_NVIDIA_DRIVER_BRANCH); ask for >={have} or less",
+            f"branch {have} (infra/core/versions.py EKS_NVIDIA_DRIVER_BRANCH); ask for {fits}",
         )
 
 

@@ -459,3 +459,9 @@ def test_a_yaml_mistake_without_a_quoting_fix_is_one_line_naming_its_line(tmp_pa
     assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line == f"error: {path}: is not YAML (line 2): expected ',' or ']', but got ':'"
+
+
+def test_an_exact_driver_branch_the_ami_lacks_is_told_the_requirements_that_fit():
+    """cudaDriver "570" on the 580 AMI was told 'ask for >=580 or less', which reads as an exact 580 or below."""
+    message = _refused("resources.cudaDriver", **{"resources.cudaDriver": "570"})
+    assert message.endswith('ask for ">=570" (that branch or newer) or "580" (exactly)')
