@@ -465,3 +465,23 @@ def test_an_exact_driver_branch_the_ami_lacks_is_told_the_requirements_that_fit(
     """cudaDriver "570" on the 580 AMI was told 'ask for >=580 or less', which reads as an exact 580 or below."""
     message = _refused("resources.cudaDriver", **{"resources.cudaDriver": "570"})
     assert message.endswith('ask for ">=570" (that branch or newer) or "580" (exactly)')
+
+
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        (["--image", "registry.example/x:1"], "--image is for examples; in a job file: image:"),
+        (["--no-checkpoints"], "--no-checkpoints is for examples; in a job file: checkpoints: off"),
+        (["--checkpoints"], "--checkpoints is for examples; in a job file: checkpoints: shared"),
+        (["--workers", "2"], "--workers is for examples; in a job file: resources.gpus"),
+        (["--team", "llm"], "--team is for examples; in a job file: team:"),
+        (["--pool", "h100"], "--pool is for examples; in a job file: resources.gpuType"),
+    ],
+)
+def test_an_example_flag_with_a_job_file_names_the_job_file_key_that_does_it(flag, said, capsys):
+    """`--image is for examples; a job file says what it needs` named no key, yet a job file has image."""
+    from infra.cli.main import main
+
+    assert main(["jobs", "render", "prod", "-f", str(ROOT / "examples" / "llama-ft.job.yaml"), *flag]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {said}")
