@@ -578,10 +578,13 @@ def read_job_file(path: str) -> JobFile:
         text = sys.stdin.read(MAX_JOB_FILE + 1) if path == "-" else Path(path).read_text()[: MAX_JOB_FILE + 1]
     except OSError as exc:
         raise file_error(shown, f"cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise file_error(shown, "is not UTF-8 text, so not a job file (save it as UTF-8)") from None
     if len(text) > MAX_JOB_FILE:
         raise file_error(shown, f"is larger than {MAX_JOB_FILE:,} characters: not a job file")
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # reads the text at once: a control character is refused here
         root = loader.get_single_node()
         twice = _written_twice(root)
         if twice:
@@ -598,9 +601,11 @@ def read_job_file(path: str) -> JobFile:
             if block
             else ""
         )
-        raise file_error(shown, f"is not YAML{where}: {getattr(exc, 'problem', None) or exc}{hint}") from None
+        said = " ".join(str(getattr(exc, "problem", None) or exc).split())  # a reader error's is several lines
+        raise file_error(shown, f"is not YAML{where}: {said}{hint}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return load_job(data, shown)
 
 

@@ -485,3 +485,21 @@ def test_an_example_flag_with_a_job_file_names_the_job_file_key_that_does_it(fla
     assert main(["jobs", "render", "prod", "-f", str(ROOT / "examples" / "llama-ft.job.yaml"), *flag]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {said}")
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"\xff\xfe\x00\x00name: a\n", "is not UTF-8 text"),
+        (b"name: \x01\n", "is not YAML: unacceptable character #x0001"),
+    ],
+    ids=["utf-16", "control-character"],
+)
+def test_a_job_file_that_is_not_text_yaml_reads_is_one_line_not_an_internal_error(tmp_path, capsys, content, said):
+    from infra.cli.main import main
+
+    path = tmp_path / "job.yaml"
+    path.write_bytes(content)
+    assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {path}: {said}")
