@@ -98,9 +98,9 @@ class JobResources(Setting):
     @model_validator(mode="before")
     @classmethod
     def _one_type(cls, data: Any) -> Any:
-        """`gpuType: H100` is `gpuType: [H100]`."""
-        if isinstance(data, dict) and isinstance(data.get("gpuType"), str):
-            return {**data, "gpuType": [data["gpuType"]]}
+        """`gpuType: H100` is `gpuType: [H100]` (and the Python API's `gpu_type="H100"` alike)."""
+        if isinstance(data, dict):
+            return {k: [v] if k in ("gpuType", "gpu_type") and isinstance(v, str) else v for k, v in data.items()}
         return data
 
     def driver_wanted(self) -> tuple[str, int] | None:

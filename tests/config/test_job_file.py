@@ -219,3 +219,9 @@ def test_a_key_that_says_where_to_run_points_at_what_the_job_file_says_instead(w
     job = {**EXAMPLE, "resources": {**EXAMPLE["resources"], key: "p5.48xlarge"}} if where else {**EXAMPLE, key: "x"}
     (message,) = _problems(job).values()
     assert said in message and "docs/reference/job-file.md" in message
+
+
+def test_one_gpu_type_may_be_written_without_a_list_by_its_python_name_too():
+    """The Python API takes names (gpu_type) as well as the file's keys: `gpu_type="H100"` said 'must be a list'."""
+    data = {**EXAMPLE, "resources": {"gpus": 16, "gpu_type": "H100"}}
+    assert load_job(data).resources.gpu_type == ("H100",)
