@@ -11,9 +11,10 @@
       cudaDriver: ">=570"
     checkpoints: shared        # shared | off
 
-The file is typed like a stack file: every key bounded, unknown keys refused, one line per problem
-naming the key (`load_job`). What the job needs is matched against a stack's pools by
-infra/offline/team_job.py, which also applies every platform rule the examples follow. The JSON
+The file is typed like a stack file: every key bounded, unknown keys refused, and a key written twice
+(infra/offline/team_job.py read_job_file), one line per problem naming the key (`load_job`). What the
+job needs is matched against a stack's pools by infra/offline/team_job.py, which also applies every
+platform rule the examples follow. The JSON
 Schema editors check job files with (`schemas/job.schema.json`) and the reference page
 (docs/reference/job-file.md) are generated from these models (`higgsfield schema --write`).
 """
@@ -27,7 +28,7 @@ from pydantic import Field, ValidationError, model_validator
 from infra.config.base import DnsLabel, Setting, Str, items, matching, number
 from infra.config.errors import ConfigError, Problem, Problems
 from infra.config.stack import IMAGE_REFERENCE, NOT_AN_IMAGE
-from infra.core.names import GPU_DEVICE_ENV, job_name_problem
+from infra.core.names import GPU_DEVICE_ENV, PREFLIGHT_SWITCH, PREFLIGHT_SWITCH_VALUES, job_name_problem
 
 # The job kinds the pinned Kubeflow Training Operator (versions.TRAINING_OPERATOR_REF, v1.9.4)
 # reconciles, each with its replica types (the leader first, if any) and the container name the
@@ -58,6 +59,20 @@ GPU_MODEL = r"^[A-Za-z0-9][A-Za-z0-9 -]{0,31}$"
 GpuModel = matching(GPU_MODEL, "is not a GPU model name as AWS's catalog writes it (H100, H200, A100, L40S, ...)", 32)
 EnvName = matching(ENV_NAME, "is not an environment variable name (letters, digits, '_'; not starting with a digit)")
 REFERENCE = "docs/reference/job-file.md"
+# Keys a newcomer writes to say where a job runs, and what a job file says instead (the platform picks the
+# pool and the nodes: infra/offline/team_job.py place).
+_PLACES = "resources.gpuType (the GPU model: H100, ...), gpuMemoryGiB and interconnect choose the pool"
+_NODES = "resources.gpus is the total; the platform picks nodes x GPUs per node"
+INSTEAD = {
+    "instanceType": _PLACES,
+    "instanceTypes": _PLACES,
+    "pool": _PLACES,
+    "nodeSelector": _PLACES,
+    "nodes": _NODES,
+    "replicas": _NODES,
+    "workers": _NODES,
+    "memory": "resources.gpuMemoryGiB is per GPU; a pod's memory is its share of its node, set by the platform",
+}
 Text = Annotated[str, Field(max_length=32_768)]
 Gpus = number(1, MAX_GPUS, "ours")
 # An absolute URL path of RFC 3986's path characters (no query, no fragment): what a readiness probe GETs.
@@ -83,9 +98,9 @@ class JobResources(Setting):
     @model_validator(mode="before")
     @classmethod
     def _one_type(cls, data: Any) -> Any:
-        """`gpuType: H100` is `gpuType: [H100]`."""
-        if isinstance(data, dict) and isinstance(data.get("gpuType"), str):
-            return {**data, "gpuType": [data["gpuType"]]}
+        """`gpuType: H100` is `gpuType: [H100]` (and the Python API's `gpu_type="H100"` alike)."""
+        if isinstance(data, dict):
+            return {k: [v] if k in ("gpuType", "gpu_type") and isinstance(v, str) else v for k, v in data.items()}
         return data
 
     def driver_wanted(self) -> tuple[str, int] | None:
@@ -141,10 +156,12 @@ class JobFile(Setting):
     """shared: save and resume through examples/checkpointing.py on the team's FSx (refused without shared storage on
     more than one node); off: a restart starts at step 0."""
     data: tuple[DataMount, ...] = items(maximum=100)
-    """Shared datasets to mount; empty: every dataset the team may read."""
+    """Shared datasets to mount (higgsfield:fsx.datasets; refused on a stack without FSx); empty: every dataset the
+    team may read."""
     env: dict[EnvName, Text] = items(maximum=200, default={})
     """Environment of every rank (not what the platform sets: the checkpoint settings, EFA's libfabric and NCCL
-    settings, PYTHONPATH)."""
+    settings, the pre-flight's settings, PYTHONPATH). HIGGSFIELD_PREFLIGHT: skip starts the job without its
+    pre-flight check (docs/concepts/training-jobs.md)."""
     priority: DnsLabel | None = None
     """One of the team's priority classes of the job's class; default: the first."""
     port: number(1, 65535, "a TCP port") | None = None
@@ -168,10 +185,17 @@ class JobFile(Setting):
     @model_validator(mode="after")
     def _no_device_env(self) -> JobFile:
         """The variables that pick GPUs by name: the team policy refuses a pod that sets them
-        (components/tenancy.py), so the job file says so before anything is submitted."""
+        (components/tenancy.py), so the job file says so before anything is submitted; and the
+        pre-flight's switch, which takes run or skip."""
         problems = Problems()
         for name in (n for n in self.env if n in GPU_DEVICE_ENV):
             problems.add(f"env.{name}", "picks GPUs by name, which no team pod may: GPUs come from resources.gpus")
+        switch = self.env.get(PREFLIGHT_SWITCH)
+        if switch is not None and switch.lower() not in PREFLIGHT_SWITCH_VALUES:  # preflight.py reads any case
+            problems.add(
+                f"env.{PREFLIGHT_SWITCH}",
+                f"{switch[:40]!r}: the pre-flight check's switch is run or skip (skip: this job starts without it)",
+            )
         problems.raise_any()
         return self
 
@@ -246,19 +270,30 @@ def load_job(data: Any, source: str = "job file") -> JobFile:
     # A misspelt key is read as the setting it means (`gpu` as `gpus`, when that is not set), as a
     # stack file's are: its one line names it, and the setting it stands for is not also "required".
     meant, renamed = _as_meant(data, JobFile, (), by_name=True)  # the Python API writes names
-    problems = [
-        Problem(written, f"is not a job file setting{did_you_mean(written, JobFile)} ({REFERENCE})", source=source)
-        for written in renamed.values()
-    ]
+
+    def unknown(loc: tuple[str | int, ...]) -> str:
+        instead = INSTEAD.get(str(loc[-1])) if loc[:-1] in ((), ("resources",)) else None
+        hint = f": a job file says what it needs, not where: {instead}" if instead else did_you_mean(loc, JobFile)
+        return f"is not a job file setting{hint} ({REFERENCE})"
+
+    problems = [Problem(written, unknown(written), source=source) for written in renamed.values()]
     try:
         job = JobFile.model_validate(meant)
     except ValidationError as exc:
-        unknown = {tuple(e["loc"]) for e in exc.errors() if e["type"] == "extra_forbidden"}
+        extra = {tuple(e["loc"]) for e in exc.errors() if e["type"] == "extra_forbidden"}
+        # `cudaDriver: 580`, `--epochs, 3`: text to the writer, a number to YAML
+        numbers = {
+            tuple(e["loc"])
+            for e in exc.errors()
+            if e["type"] == "string_type" and isinstance(e["input"], (int, float)) and not isinstance(e["input"], bool)
+        }
         problems += [
             Problem(
                 _as_written(p.loc, renamed),
-                f"is not a job file setting{did_you_mean(p.loc, JobFile)} ({REFERENCE})"
-                if p.loc in unknown
+                unknown(p.loc)
+                if p.loc in extra
+                else f"{p.message} (YAML reads it unquoted as a number: quote it)"
+                if p.loc in numbers
                 else p.message,
                 source=source,
             )

@@ -201,6 +201,11 @@ GPU_DEVICE_ENV = (
     "NVIDIA_IMEX_CHANNELS",
 )
 
+# The pre-flight's switch (images/training/preflight.py): the platform renders `run` in front of a job's
+# command, and a team's job file may set `skip` in its env for one job (infra/offline/team_job.py).
+PREFLIGHT_SWITCH = "HIGGSFIELD_PREFLIGHT"
+PREFLIGHT_SWITCH_VALUES = ("run", "skip")
+
 # --- resource types the reports and the policy pack select on -----------------------------------
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"

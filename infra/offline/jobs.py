@@ -30,6 +30,7 @@ from infra.core.assets import shipped
 from infra.core.names import (
     DO_NOT_DISRUPT,
     KUBEFLOW_JOB_KINDS,
+    PREFLIGHT_SWITCH,
     PROGRESS_PORT,
     PROGRESS_PORT_NAME,
     job_name_problem,
@@ -329,7 +330,7 @@ def _checkpoint(
 # The pre-flight gang check (images/training/preflight.py) before the training command of the
 # PyTorch examples: shipped in their ConfigMap with node_check.py and progress.py, which it and the
 # training script import, so it runs in any image with PyTorch (a team's own too). A team skips it
-# for one job with HIGGSFIELD_PREFLIGHT=skip.
+# for one job with HIGGSFIELD_PREFLIGHT=skip (names.PREFLIGHT_SWITCH; a job file's env keeps it).
 PREFLIGHT_FILES = ("preflight.py", "node_check.py", "progress.py")
 PREFLIGHT_TIMEOUT_S = 300
 # What one node writes to the checkpoint directory before training: a shard of this size (a team
@@ -343,7 +344,7 @@ def preflight_env(cfg: StackConfig, pool: GpuPool, checkpoints: bool) -> dict[st
     GPUs of a node, the share of the fabric one GPU drives (aws-ofi-nccl gives each GPU its nearest
     EFA cards); an estimate, measured by `python3 -m tests.gpu.preflight_here` on a GPU box."""
     return {
-        "HIGGSFIELD_PREFLIGHT": "run",
+        PREFLIGHT_SWITCH: "run",
         "PREFLIGHT_TIMEOUT_SECONDS": str(PREFLIGHT_TIMEOUT_S),
         "PREFLIGHT_MIN_BUS_BANDWIDTH_GBPS": f"{bus_bandwidth_threshold(cfg, pool) / pool.gpus_per_node:.1f}",
         "PREFLIGHT_NCCL_NETWORK": "efa" if pool.efa else "any",
@@ -420,7 +421,7 @@ def add_mpi_preflight(
     main = launcher["spec"]["containers"][0]
     if main["command"][: len(MPI_PREFLIGHT)] != MPI_PREFLIGHT:
         main["command"] = [*MPI_PREFLIGHT, *main["command"]]
-    merge_env(main, {"HIGGSFIELD_PREFLIGHT": "run", "PREFLIGHT_TIMEOUT_SECONDS": str(PREFLIGHT_TIMEOUT_S + 60)})
+    merge_env(main, {PREFLIGHT_SWITCH: "run", "PREFLIGHT_TIMEOUT_SECONDS": str(PREFLIGHT_TIMEOUT_S + 60)})
     add_progress_port(main)  # the named nodes are served here while the launcher lingers
     ranks = worker["spec"]["containers"][0]
     merge_env(ranks, {k: v for k, v in preflight_env(cfg, pool, checkpoints).items() if k != "PREFLIGHT_NCCL_NETWORK"})

@@ -14,6 +14,7 @@ and the team's UID/GID. The team writes none of it (docs/design/job-files.md).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ from infra.core.names import (
     KUBEFLOW_GROUP,
     MIN_MEMBER_ANNOTATION,
     POOL_LABEL,
+    PREFLIGHT_SWITCH,
     QUEUE_ANNOTATION,
 )
 from infra.offline import jobs
@@ -102,10 +104,15 @@ def check_driver(job: JobFile) -> None:
     operator, branch = wanted
     have = versions.EKS_NVIDIA_DRIVER_BRANCH
     if (operator == ">=" and have < branch) or (operator == "==" and have != branch):
+        fits = (
+            f'">={branch}" (that branch or newer) or "{have}" (exactly)'
+            if operator == "==" and branch < have
+            else f'">={have}" or a lower branch, or "{have}" (exactly)'
+        )
         raise ConfigError(
             "resources.cudaDriver",
             f"{job.resources.cuda_driver!r}: the GPU nodes run the EKS AL2023 NVIDIA AMI, whose NVIDIA driver is "
-            f"branch {have} (infra/core/versions.py EKS_NVIDIA_DRIVER_BRANCH); ask for >={have} or less",
+            f"branch {have} (infra/core/versions.py EKS_NVIDIA_DRIVER_BRANCH); ask for {fits}",
         )
 
 
@@ -206,6 +213,14 @@ def team_of(cfg: StackConfig, job: JobFile) -> Team:
 def _team(cfg: StackConfig, job: JobFile) -> tuple[Team, str]:
     """The job's team and priority class (the first of the team's classes of the job's class)."""
     team = team_of(cfg, job)
+    if job.data and not cfg.fsx.enabled:
+        # the datasets are mounted from FSx (jobs._attach_datasets): without it nothing would be, and
+        # the job would fail on the cluster reading /datasets/NAME
+        raise ConfigError(
+            "data[0].dataset",
+            f"stack {cfg.stack} has no shared storage (higgsfield:fsx.enabled is false), so no dataset "
+            f"{job.data[0].dataset!r} to mount; leave data out, or enable higgsfield:fsx with its datasets",
+        )
     classes = cfg.scheduler.classes_of(team, job.class_)
     if not classes:
         raise ConfigError("class", f"team {job.team} is given no {job.class_} priority class in stack {cfg.stack}")
@@ -323,10 +338,17 @@ def _mpi_replica(template: dict, replica: str, job: JobFile) -> None:
         main.pop("command", None)
 
 
-def _overridden(template: dict, job: JobFile) -> list[str]:
-    """The job's env settings the platform replaced (EFA, checkpoints, the launcher's PYTHONPATH)."""
-    final = {e["name"]: e.get("value") for e in template["spec"]["containers"][0].get("env", [])}
-    return sorted(k for k, v in job.env.items() if final.get(k) != v)
+def _keep_teams_env(template: dict, job: JobFile) -> None:
+    """The job's pre-flight switch over the platform's `run` (a team may skip the check for one job); any
+    other env setting the platform replaced (EFA, checkpoints, the launcher's PYTHONPATH, the pre-flight's)
+    refused naming it."""
+    main = template["spec"]["containers"][0]
+    if PREFLIGHT_SWITCH in job.env and any(e["name"] == PREFLIGHT_SWITCH for e in main.get("env", [])):
+        merge_env(main, {PREFLIGHT_SWITCH: job.env[PREFLIGHT_SWITCH]})
+    final = {e["name"]: e.get("value") for e in main.get("env", [])}
+    clash = sorted(k for k, v in job.env.items() if final.get(k) != v)
+    if clash:
+        raise ConfigError(f"env.{clash[0]}", "is set by the platform for this job; leave it out of env")
 
 
 def _replica_template(
@@ -361,9 +383,7 @@ def _replica_template(
         jobs.add_node_preflight(template, cfg, pool, checkpoints)  # no PyTorch there: each node alone
     run_as_team(template, team)
     request_in_full(template, team)
-    clash = _overridden(template, job)
-    if clash:
-        raise ConfigError(f"env.{clash[0]}", "is set by the platform for this job; leave it out of env")
+    _keep_teams_env(template, job)
     if job.framework == "mpi":
         _mpi_replica(template, replica, job)
     return template
@@ -424,6 +444,8 @@ def render(job: JobFile, cfg: StackConfig) -> tuple[list[dict], Placement]:
         workload["spec"]["slotsPerWorker"] = placed.gpus_per_pod  # mpirun's ranks per worker: one per GPU
         if job.class_ == "training" and "Worker" in specs:  # the launcher checks its workers' nodes first
             jobs.add_mpi_preflight(workload, cfg, pool, checkpoints)
+            for replica in specs:
+                _keep_teams_env(workload["spec"][key][replica]["template"], job)
     if job.elastic is not None:
         workload["spec"]["elasticPolicy"] = {
             "rdzvBackend": "c10d",
@@ -508,6 +530,38 @@ def to_yaml(job: JobFile, cfg: StackConfig, objects: list[dict], placed: Placeme
 
 
 MAX_JOB_FILE = 1 << 20  # a job file is a screenful; a megabyte is a mistake
+# A key whose unquoted value starts with YAML's folded (>) or literal (|) block marker: `cudaDriver: >=570`.
+BLOCK_SCALAR = re.compile(r"^\s*(?:-\s+)?([A-Za-z][A-Za-z0-9_]*):\s+([>|][^#]*?)\s*(?:#.*)?$")
+
+
+def _written_twice(
+    node: Any, loc: tuple[str | int, ...] = (), walked: set[int] | None = None
+) -> tuple[tuple[str | int, ...], int, int] | None:
+    """The first key written twice in one mapping of the composed YAML `node`: (its loc, its line, the
+    first one's line). A YAML reader keeps the last without a word (infra/offline/stack_file.py refuses
+    it in a stack file the same way). A node an alias repeats is walked once (aliases within aliases
+    would otherwise be walked exponentially often)."""
+    import yaml
+
+    walked = set() if walked is None else walked
+    if id(node) in walked:
+        return None
+    walked.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        return next((t for i, item in enumerate(node.value) if (t := _written_twice(item, (*loc, i), walked))), None)
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    first: dict[str, int] = {}
+    for key, value in node.value:
+        if isinstance(key, yaml.ScalarNode):
+            line = key.start_mark.line + 1
+            if key.value in first:
+                return (*loc, key.value), line, first[key.value]
+            first[key.value] = line
+        found = _written_twice(value, (*loc, key.value if isinstance(key, yaml.ScalarNode) else "?"), walked)
+        if found:
+            return found
+    return None
 
 
 def read_job_file(path: str) -> JobFile:
@@ -524,14 +578,34 @@ def read_job_file(path: str) -> JobFile:
         text = sys.stdin.read(MAX_JOB_FILE + 1) if path == "-" else Path(path).read_text()[: MAX_JOB_FILE + 1]
     except OSError as exc:
         raise file_error(shown, f"cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise file_error(shown, "is not UTF-8 text, so not a job file (save it as UTF-8)") from None
     if len(text) > MAX_JOB_FILE:
         raise file_error(shown, f"is larger than {MAX_JOB_FILE:,} characters: not a job file")
+    loader = None
     try:
-        data = yaml.safe_load(text)
+        loader = yaml.SafeLoader(text)  # reads the text at once: a control character is refused here
+        root = loader.get_single_node()
+        twice = _written_twice(root)
+        if twice:
+            loc, again, first = twice
+            raise file_error(shown, f"is set twice (line {again}, first at line {first}); remove one", loc)
+        data = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise file_error(shown, f"is not YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+        line = text.splitlines()[mark.line] if mark is not None and mark.line < len(text.splitlines()) else ""
+        block = BLOCK_SCALAR.match(line)  # `cudaDriver: >=570`: YAML's > and | start a block of text
+        hint = (
+            f'; YAML reads a value starting with {block[2][0]} as a block of text: quote it: {block[1]}: "{block[2]}"'
+            if block
+            else ""
+        )
+        said = " ".join(str(getattr(exc, "problem", None) or exc).split())  # a reader error's is several lines
+        raise file_error(shown, f"is not YAML{where}: {said}{hint}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
     return load_job(data, shown)
 
 

@@ -187,3 +187,41 @@ def test_a_misspelt_keys_value_is_checked_as_the_setting_it_means():
         ("job.yaml: resources.gpu", "is not a job file setting; did you mean gpus? (docs/reference/job-file.md)"),
         ("job.yaml: resources.gpu", "must be at least 1, got 0"),
     ]
+
+
+def test_the_preflight_switch_takes_only_run_or_skip_naming_it():
+    (message,) = _problems({**EXAMPLE, "env": {"HIGGSFIELD_PREFLIGHT": "off"}}).values()
+    assert message.startswith("'off': the pre-flight check's switch is run or skip")
+
+
+@pytest.mark.parametrize(("key", "data"), [("resources.cudaDriver", {"cudaDriver": 580}), ("command[3]", None)])
+def test_a_number_where_text_is_asked_is_told_to_be_quoted(key, data):
+    """`cudaDriver: 580` and `--epochs, 3` are numbers to YAML; the refusal said only 'must be a string'."""
+    job = {**EXAMPLE, "command": ["python", "train.py", "--epochs", 3]}
+    if data:
+        job = {**EXAMPLE, "resources": {**EXAMPLE["resources"], **data}}
+    problems = _problems(job)
+    assert problems[f"job.yaml: {key}"].endswith("(YAML reads it unquoted as a number: quote it)")
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "said"),
+    [
+        ("resources", "instanceType", "resources.gpuType"),
+        (None, "instanceType", "resources.gpuType"),
+        (None, "pool", "resources.gpuType"),
+        ("resources", "nodes", "resources.gpus"),
+        ("resources", "memory", "resources.gpuMemoryGiB"),
+    ],
+)
+def test_a_key_that_says_where_to_run_points_at_what_the_job_file_says_instead(where, key, said):
+    """A newcomer asked for an instance type finds no such key: the refusal named none to use instead."""
+    job = {**EXAMPLE, "resources": {**EXAMPLE["resources"], key: "p5.48xlarge"}} if where else {**EXAMPLE, key: "x"}
+    (message,) = _problems(job).values()
+    assert said in message and "docs/reference/job-file.md" in message
+
+
+def test_one_gpu_type_may_be_written_without_a_list_by_its_python_name_too():
+    """The Python API takes names (gpu_type) as well as the file's keys: `gpu_type="H100"` said 'must be a list'."""
+    data = {**EXAMPLE, "resources": {"gpus": 16, "gpu_type": "H100"}}
+    assert load_job(data).resources.gpu_type == ("H100",)

@@ -392,3 +392,114 @@ def test_a_job_file_deep_in_a_folder_is_named_whole_in_its_refusal(tmp_path, cap
     assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {path}: resources.gpuType: B100: no GPU pool of stack prod has it")
+
+
+@pytest.mark.parametrize("job_class", ["training", "serving"])
+def test_a_dataset_asked_of_a_stack_without_shared_storage_is_refused_naming_it(job_class):
+    """dev has no FSx: the job rendered without the mount, and the job failed on the cluster reading /datasets/NAME."""
+    serving = {"checkpoints": None, "port": 8000} if job_class == "serving" else {}
+    message = _refused(
+        "data[0].dataset",
+        "dev",
+        team=config_of("dev").scheduler.teams[0].name,
+        data=[{"dataset": "imagenet"}],
+        **{"class": job_class, "resources.gpuType": None, "resources.gpuMemoryGiB": None, "resources.gpus": 1},
+        **{"resources.interconnect": None},
+        **serving,
+    )
+    assert "imagenet" in message and "higgsfield:fsx" in message
+
+
+@pytest.mark.parametrize("framework", ["pytorch", "mpi", "tensorflow"])
+def test_a_job_file_skips_its_preflight_with_the_documented_switch(framework):
+    """docs/concepts/training-jobs.md: HIGGSFIELD_PREFLIGHT=skip skips it for one job; a job file's env was refused
+    (PyTorch) or silently replaced by run (MPI's launcher and workers)."""
+    _, objects, _ = _render(framework=framework, env={"HIGGSFIELD_PREFLIGHT": "skip"})
+    switches = {_env(t).get("HIGGSFIELD_PREFLIGHT") for _, t in _templates(objects)}
+    assert switches == {"skip"}
+
+
+def test_a_preflight_setting_of_the_platform_in_an_mpi_job_files_env_is_refused_not_replaced():
+    message = _refused("env.PREFLIGHT_TIMEOUT_SECONDS", framework="mpi", env={"PREFLIGHT_TIMEOUT_SECONDS": "30"})
+    assert "set by the platform" in message
+
+
+def test_a_key_written_twice_in_a_job_file_is_refused_naming_it_not_silently_the_last(tmp_path, capsys):
+    """YAML readers keep the last of two `gpus:` lines without a word: a job of 16 GPUs edited to 8 ran on 16."""
+    from infra.cli.main import main
+
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "name: llama-ft\nteam: llm\ncommand: [python, train.py]\nresources:\n  gpus: 8\n  gpuType: H100\n  gpus: 16\n"
+    )
+    assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"error: {path}: resources.gpus: is set twice (line 7, first at line 5); remove one"
+
+
+@pytest.mark.parametrize("comment", ["", "  # at least"])
+def test_a_driver_requirement_written_unquoted_is_told_to_be_quoted(tmp_path, capsys, comment):
+    """`cudaDriver: >=570` without quotes is YAML's folded-text marker: the error named neither the key nor the fix."""
+    from infra.cli.main import main
+
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        f"name: a\nteam: llm\ncommand: [python, t.py]\nresources:\n  gpus: 8\n  cudaDriver: >=570{comment}\n"
+    )
+    assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {path}: is not YAML (line 6)") and line.endswith('quote it: cudaDriver: ">=570"')
+
+
+def test_a_yaml_mistake_without_a_quoting_fix_is_one_line_naming_its_line(tmp_path, capsys):
+    from infra.cli.main import main
+
+    path = tmp_path / "job.yaml"
+    path.write_text("name: [a\nteam: llm\n")
+    assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"error: {path}: is not YAML (line 2): expected ',' or ']', but got ':'"
+
+
+def test_an_exact_driver_branch_the_ami_lacks_is_told_the_requirements_that_fit():
+    """cudaDriver "570" on the 580 AMI was told 'ask for >=580 or less', which reads as an exact 580 or below."""
+    message = _refused("resources.cudaDriver", **{"resources.cudaDriver": "570"})
+    assert message.endswith('ask for ">=570" (that branch or newer) or "580" (exactly)')
+
+
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        (["--image", "registry.example/x:1"], "--image is for examples; in a job file: image:"),
+        (["--no-checkpoints"], "--no-checkpoints is for examples; in a job file: checkpoints: off"),
+        (["--checkpoints"], "--checkpoints is for examples; in a job file: checkpoints: shared"),
+        (["--workers", "2"], "--workers is for examples; in a job file: resources.gpus"),
+        (["--team", "llm"], "--team is for examples; in a job file: team:"),
+        (["--pool", "h100"], "--pool is for examples; in a job file: resources.gpuType"),
+    ],
+)
+def test_an_example_flag_with_a_job_file_names_the_job_file_key_that_does_it(flag, said, capsys):
+    """`--image is for examples; a job file says what it needs` named no key, yet a job file has image."""
+    from infra.cli.main import main
+
+    assert main(["jobs", "render", "prod", "-f", str(ROOT / "examples" / "llama-ft.job.yaml"), *flag]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {said}")
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"\xff\xfe\x00\x00name: a\n", "is not UTF-8 text"),
+        (b"name: \x01\n", "is not YAML: unacceptable character #x0001"),
+    ],
+    ids=["utf-16", "control-character"],
+)
+def test_a_job_file_that_is_not_text_yaml_reads_is_one_line_not_an_internal_error(tmp_path, capsys, content, said):
+    from infra.cli.main import main
+
+    path = tmp_path / "job.yaml"
+    path.write_bytes(content)
+    assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {path}: {said}")

@@ -93,9 +93,17 @@ def _render_file(args: argparse.Namespace) -> int:
 
     if args.example is not None or args.old_stack is not None:
         raise UsageError("higgsfield jobs render STACK -f JOB.yaml: a job file or an example, not both")
-    for option in ("pool", "team", "workers", "image", "checkpoints"):
+    instead = {  # what a job file says in place of each example flag
+        "pool": "resources.gpuType (with gpuMemoryGiB and interconnect: the platform picks the pool)",
+        "team": "team:",
+        "workers": "resources.gpus (the total; the platform picks nodes x GPUs per node)",
+        "image": "image:",
+        "checkpoints": f"checkpoints: {'shared' if args.checkpoints else 'off'}",
+    }
+    for option, key in instead.items():
         if getattr(args, option) is not None:
-            raise UsageError(f"--{option} is for examples; a job file says what it needs (docs/reference/job-file.md)")
+            flag = "--no-checkpoints" if option == "checkpoints" and not args.checkpoints else f"--{option}"
+            raise UsageError(f"{flag} is for examples; in a job file: {key} (docs/reference/job-file.md)")
     cfg = load_stack(args.stack)
     job, objects, placed = team_job.render_file(args.filename, cfg)
     if args.output == "yaml":
