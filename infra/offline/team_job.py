@@ -186,8 +186,11 @@ def place(job: JobFile, cfg: StackConfig, team: Team) -> Placement:
             f"{res.gpus} GPUs is neither one node's share nor whole nodes within maxSize of any pool that fits "
             f"({sizes})",
         )
+    # a pool where the job spans nodes keeps no shared checkpoint on a stack without FSx (render refuses it): such a
+    # pool is neither chosen nor named while another would do, and is chosen alone for render to say why
     shaped.sort(key=lambda ps: ps[0].capacity.reserved)
-    (pool, (pods, per_pod)), others = shaped[0], tuple(p.name for p, _ in shaped[1:])
+    resumable = [ps for ps in shaped if _resumes_on(job, cfg, ps[1][0])] or shaped[:1]
+    (pool, (pods, per_pod)), others = resumable[0], tuple(p.name for p, _ in resumable[1:])
     min_pods = pods
     if job.elastic is not None:
         least = int(job.elastic.min_gpus)
@@ -199,6 +202,11 @@ def place(job: JobFile, cfg: StackConfig, team: Team) -> Placement:
             )
         min_pods = least // per_pod
     return Placement(pool, pods, per_pod, min_pods, others)
+
+
+def _resumes_on(job: JobFile, cfg: StackConfig, pods: int) -> bool:
+    """Whether a job of `pods` pods keeps its checkpoints where each of them reads them (render's checkpoints rule)."""
+    return job.class_ == "serving" or job.checkpoints != "shared" or pods == 1 or cfg.fsx.enabled
 
 
 def team_of(cfg: StackConfig, job: JobFile) -> Team:

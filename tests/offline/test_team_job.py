@@ -287,6 +287,28 @@ def test_shared_checkpoints_on_several_nodes_without_fsx_are_refused():
     assert refused.value.key == "checkpoints"
 
 
+def _prod_without_fsx_beside_one_gpu_nodes(first: bool):
+    """prod without FSx, with a pool of one-GPU nodes (dev's L40S, four of them) before or after its pools."""
+    prod, l40s = config_of("prod"), next(p for p in config_of("dev").gpu_pools if p.name == "l40s")
+    small = l40s.model_copy(update={"max_size": 4, "capacity": prod.gpu_pools[0].capacity})
+    pools = [small, *prod.gpu_pools] if first else [*prod.gpu_pools, small]
+    return prod.model_copy(update={"fsx": prod.fsx.model_copy(update={"enabled": False}), "gpu_pools": pools})
+
+
+def _any_gpu(gpus: int):
+    return load_job({**EXAMPLE, "resources": {"gpus": gpus, "interconnect": "any"}})
+
+
+def test_a_pool_where_shared_checkpoints_could_not_resume_is_not_named_as_also_fitting():
+    _, placed = team_job.render(_any_gpu(4), _prod_without_fsx_beside_one_gpu_nodes(first=False))
+    assert (placed.pool.name, placed.pods) == ("h100", 1) and "l40s" not in placed.others
+
+
+def test_a_job_one_node_of_a_later_pool_holds_goes_there_not_refused_for_an_earlier_pools_several_nodes():
+    _, placed = team_job.render(_any_gpu(4), _prod_without_fsx_beside_one_gpu_nodes(first=True))
+    assert (placed.pool.name, placed.pods, placed.gpus_per_pod) == ("h100", 1, 4)
+
+
 def test_the_default_shared_checkpoints_refusal_says_it_is_the_default_and_names_the_missing_fsx_and_the_fixes():
     data = {k: v for k, v in EXAMPLE.items() if k != "checkpoints"}  # not written: shared, the default
     cfg = config_of("prod").model_copy(update={"fsx": config_of("prod").fsx.model_copy(update={"enabled": False})})
