@@ -2240,7 +2240,13 @@ def _identities(aws_ctx, aws, extra: list[tuple[str, str, str | None]] = (), **c
     for index, (namespace, account, addon) in enumerate(every):
         planned = (namespace, account, addon) in PLANNED_IDENTITIES
         role = f"higgsfield-prod-{account}" if planned else f"higgsfield-prod-{namespace}-{account}"
-        iam.create_role(RoleName=role, AssumeRolePolicyDocument=pod_identity_trust(CLUSTER, namespace, account))
+        iam.create_role(
+            RoleName=role,
+            AssumeRolePolicyDocument=pod_identity_trust(CLUSTER, namespace, account),
+            PermissionsBoundary=f"arn:aws:iam::123456789012:policy/{names.boundary_name(STACK)}",
+        )
+        if planned:
+            _planned_rights(iam, aws_ctx.plan, role, namespace, account)
         ident = {
             "clusterName": CLUSTER,
             "namespace": namespace,
@@ -2260,6 +2266,36 @@ def _identities(aws_ctx, aws, extra: list[tuple[str, str, str | None]] = (), **c
         )
 
 
+def _planned_rights(iam, plan, role: str, namespace: str, account: str) -> None:
+    """The rights the plan gives the Pod Identity role of (namespace, account), given to `role` in moto as `pulumi up`
+    gives them: its inline policies, and the AWS managed policies it attaches (put in moto's account from moto's own
+    snapshot of their documents, not all of them loaded)."""
+    (planned,) = [
+        r
+        for r in plan.of_type(checks.IAM_ROLE)
+        if f'"{namespace}"' in r.inputs["assumeRolePolicy"] and f'"{account}"' in r.inputs["assumeRolePolicy"]
+    ]
+    for r in plan.resources:
+        if planned.urn in (r.dependencies or ()) and r.type == checks.ROLE_POLICY:
+            iam.put_role_policy(RoleName=role, PolicyName=f"{r.name}-0a1b2c3", PolicyDocument=r.inputs["policy"])
+        elif planned.urn in (r.dependencies or ()) and r.type == checks.ROLE_POLICY_ATTACHMENT:
+            _aws_managed_policy(r.inputs["policyArn"])
+            iam.attach_role_policy(RoleName=role, PolicyArn=r.inputs["policyArn"])
+
+
+def _aws_managed_policy(arn: str) -> None:
+    """AWS's managed policy `arn` in moto's account, from moto's snapshot of its document (moto/iam/models.py@5.2.6
+    _init_aws_policies loads all of them, about a second, when asked)."""
+    from moto.backends import get_backend
+    from moto.iam.aws_managed_policies import aws_managed_policies_data
+    from moto.iam.models import AWSManagedPolicy
+
+    backend = get_backend("iam")[DEFAULT_ACCOUNT_ID]["global"]
+    name = arn.rpartition("/")[2]
+    data = json.loads(aws_managed_policies_data)[name]
+    backend.managed_policies[arn] = AWSManagedPolicy.from_data(name, DEFAULT_ACCOUNT_ID, "global", data)
+
+
 def test_the_programs_pod_identities_pass(aws_ctx, aws):
     _identities(aws_ctx, aws)
     outcome = one("aws.pod-identities", aws_ctx)
@@ -2272,6 +2308,49 @@ def test_a_teams_service_account_given_a_role_fails_naming_it(aws_ctx, aws):
     _identities(aws_ctx, aws, extra=[("llm", "default", None)])
     outcome = one("aws.pod-identities", aws_ctx)
     assert outcome.status == "FAIL" and "llm/default: an association the plan does not make" in outcome.evidence
+
+
+def test_a_planned_association_to_a_role_with_an_inline_policy_of_its_own_fails_naming_it(aws_ctx, aws):
+    """A role of the deploy role's making, trusting the Cluster Autoscaler's service account alone as the plan's does,
+    with rights the plan never gives it: the trust check alone passed it."""
+    _identities(aws_ctx, aws)
+    anything = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+    aws.client("iam").put_role_policy(
+        RoleName="higgsfield-prod-cluster-autoscaler", PolicyName="extra", PolicyDocument=json.dumps(anything)
+    )
+    outcome = one("aws.pod-identities", aws_ctx)
+    said = "kube-system/cluster-autoscaler: role higgsfield-prod-cluster-autoscaler: inline policy extra not as planned"
+    assert outcome.status == "FAIL" and said in outcome.evidence, outcome
+
+
+def test_a_planned_association_to_a_role_with_a_managed_policy_the_plan_does_not_attach_fails(aws_ctx, aws):
+    _identities(aws_ctx, aws)
+    admin = "arn:aws:iam::aws:policy/AdministratorAccess"
+    _aws_managed_policy(admin)
+    aws.client("iam").attach_role_policy(RoleName="higgsfield-prod-ebs-csi-controller-sa", PolicyArn=admin)
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL" and f"attached {admin}, which the plan does not attach" in outcome.evidence
+
+
+def test_a_planned_association_to_a_role_without_the_stacks_boundary_fails(aws_ctx, aws):
+    _identities(aws_ctx, aws)
+    aws.client("iam").delete_role_permissions_boundary(RoleName="higgsfield-prod-fsx-csi-controller-sa")
+    outcome = one("aws.pod-identities", aws_ctx)
+    said = f"permissions boundary none, where the plan sets policy/{names.boundary_name(STACK)}"
+    assert outcome.status == "FAIL" and said in outcome.evidence, outcome
+
+
+def test_a_planned_association_to_a_role_whose_planned_policy_was_changed_fails(aws_ctx, aws):
+    _identities(aws_ctx, aws)
+    iam = aws.client("iam")
+    (policy,) = iam.list_role_policies(RoleName="higgsfield-prod-cluster-autoscaler")["PolicyNames"]
+    wider = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "ec2:*", "Resource": "*"}]}
+    iam.put_role_policy(
+        RoleName="higgsfield-prod-cluster-autoscaler", PolicyName=policy, PolicyDocument=json.dumps(wider)
+    )
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL" and f"inline policy {policy} not as planned" in outcome.evidence
+    assert "a planned inline policy missing" in outcome.evidence
 
 
 def test_an_addon_association_the_plan_does_not_give_the_addon_fails(aws_ctx, aws):

@@ -1930,18 +1930,80 @@ def _trusts_only(document: Any, cluster: str, namespace: str, service_account: s
     )
 
 
-def _pod_identity_pairs(ctx: Any) -> set[tuple[str, str]]:
-    """The (namespace, service account) each of the plan's Pod Identity roles trusts (components/identity.py
+def _pod_identity_roles(ctx: Any) -> dict[tuple[str, str], Any]:
+    """The plan's Pod Identity role for each (namespace, service account) its trust names (components/identity.py
     pod_identity_trust): an add-on's association is for its own namespace, which the plan says only there."""
     tags = [f"aws:RequestTag/{k}" for k in SESSION_TAGS[1:]]
-    pairs: set[tuple[str, str]] = set()
+    roles: dict[tuple[str, str], Any] = {}
     for role in ctx.plan.of_type(IAM_ROLE):
         document = role.inputs.get("assumeRolePolicy")
         if isinstance(document, str) and POD_IDENTITY_SERVICE in document:
             for statement in json.loads(document)["Statement"]:
                 asked = (statement.get("Condition") or {}).get("StringEquals") or {}
-                pairs.add((asked.get(tags[0], ""), asked.get(tags[1], "")))
-    return pairs
+                roles[(asked.get(tags[0], ""), asked.get(tags[1], ""))] = role
+    return roles
+
+
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+
+
+def _past_account(arn: str) -> str:
+    """An IAM ARN's resource part (`policy/higgsfield-prod-boundary`): the plan's account is the stack file's, or
+    the offline evaluation's own."""
+    return arn.split(":", 5)[-1]
+
+
+def _rights_not_planned(iam: Any, ctx: Any, planned: Any, live: dict) -> list[str]:
+    """How the live role `live` (GetRole's Role) differs in its rights from the plan's role `planned`: its inline
+    policies (the plan's RolePolicy resources that name the role; a document the plan computes only at deploy,
+    Karpenter's, is counted, not read), its attached managed policies (RolePolicyAttachment), its permissions
+    boundary and its name. A role the deploy role made with the right trust and more rights passed the trust check
+    alone."""
+    name = live["RoleName"]
+    inline, attached = [], set()
+    for r in ctx.plan.resources:
+        if planned.urn in (r.dependencies or ()):
+            if r.type == ROLE_POLICY:
+                document = r.inputs.get("policy")
+                inline.append(document if document == COMPUTED else json.loads(document))
+            elif r.type == ROLE_POLICY_ATTACHMENT:
+                attached.add(r.inputs.get("policyArn"))
+    problems = []
+    prefix = planned.inputs.get("name") or planned.inputs.get("namePrefix") or ""
+    if not name.startswith(prefix):
+        problems.append(f"not a role of the plan's ({prefix}...)")
+    unread = [d for d in inline if d == COMPUTED]
+    unmatched = []
+    for page in iam.get_paginator("list_role_policies").paginate(RoleName=name):
+        for policy in page.get("PolicyNames") or []:
+            document = iam.get_role_policy(RoleName=name, PolicyName=policy)["PolicyDocument"]
+            document = json.loads(urllib.parse.unquote(document)) if isinstance(document, str) else document
+            if document in inline:
+                inline.remove(document)
+            elif unread:
+                unread.pop()
+            else:
+                unmatched.append(policy)
+    if unmatched:
+        problems.append(f"inline policy {', '.join(unmatched)} not as planned")
+    if [d for d in inline if d != COMPUTED]:
+        problems.append("a planned inline policy missing")
+    pages = iam.get_paginator("list_attached_role_policies").paginate(RoleName=name)
+    live_attached = {a["PolicyArn"] for page in pages for a in page.get("AttachedPolicies") or []}
+    if live_attached - attached:
+        problems.append(f"attached {', '.join(sorted(live_attached - attached))}, which the plan does not attach")
+    boundary = planned.inputs.get("permissionsBoundary")
+    live_boundary = (live.get("PermissionsBoundary") or {}).get("PermissionsBoundaryArn")
+    if (
+        isinstance(boundary, str)
+        and boundary != COMPUTED
+        and (not live_boundary or _past_account(live_boundary) != _past_account(boundary))
+    ):
+        problems.append(
+            f"permissions boundary {live_boundary or 'none'}, where the plan sets {_past_account(boundary)}"
+        )
+    return problems
 
 
 def pod_identities(ctx: Any) -> Outcome:
@@ -1949,7 +2011,8 @@ def pod_identities(ctx: Any) -> Outcome:
     or an add-on's own, which EKS owns by the add-on: DescribePodIdentityAssociation's ownerArn), with session tags on
     and no target role (PodIdentityAssociation's disableSessionTags and targetRoleArn, boto/botocore:botocore/data/
     eks/2017-11-01/service-2.json@1.44.18: a target role is assumed in a chain, in any account), to a role whose
-    trust names that association's cluster, namespace and service account. The deploy role may associate any
+    trust names that association's cluster, namespace and service account, and whose policies, boundary and name are
+    those the plan gives the role of that service account (_rights_not_planned). The deploy role may associate any
     service account of its own cluster, a team's too, with any role it made; IAM reads neither."""
     eks, cluster = ctx.client("eks"), names.cluster_name(ctx.config.stack)
     pairs = {(r.inputs["namespace"], r.inputs["serviceAccount"]) for r in ctx.plan.of_type(POD_IDENTITY)}
@@ -1959,7 +2022,7 @@ def pod_identities(ctx: Any) -> Outcome:
     }
     pages = eks.get_paginator("list_pod_identity_associations").paginate(clusterName=cluster)
     ids = [a["associationId"] for page in pages for a in page.get("associations") or []]
-    iam, problems, seen, trusted = ctx.client("iam"), [], set(), _pod_identity_pairs(ctx)
+    iam, problems, seen, trusted = ctx.client("iam"), [], set(), _pod_identity_roles(ctx)
     for association_id in ids:
         a = eks.describe_pod_identity_association(clusterName=cluster, associationId=association_id)["association"]
         pair, owner = (a["namespace"], a["serviceAccount"]), a.get("ownerArn") or ""
@@ -1981,9 +2044,11 @@ def pod_identities(ctx: Any) -> Outcome:
             # GetRole reads this account's role of that name: another account's role is not read
             problems.append(f"{where}: role {a['roleArn']} of another account")
             continue
-        trust = iam.get_role(RoleName=role)["Role"]["AssumeRolePolicyDocument"]
-        if not _trusts_only(trust, cluster, *pair):
+        live = iam.get_role(RoleName=role)["Role"]
+        if not _trusts_only(live["AssumeRolePolicyDocument"], cluster, *pair):
             problems.append(f"{where}: role {role} does not trust that service account of {cluster} alone")
+        elif pair in trusted:
+            problems += [f"{where}: role {role}: {p}" for p in _rights_not_planned(iam, ctx, trusted[pair], live)]
     problems += [f"{ns}/{sa}: missing" for ns, sa in sorted(pairs - seen)]
     if problems:
         return failed(
@@ -2028,8 +2093,9 @@ def specs() -> list[Spec]:
              cluster_access, "aws", "eks:ListAccessEntries, eks:DescribeAccessEntry, eks:ListNodegroups, "
              "eks:DescribeNodegroup, iam:GetRole", after=("aws.cluster",)),
         Spec("aws.pod-identities", "every Pod Identity association is the program's (or a planned add-on's), with "
-             "session tags, no target role, to a role trusting that service account alone",
-             pod_identities, "aws", "eks:ListPodIdentityAssociations, eks:DescribePodIdentityAssociation, iam:GetRole",
+             "session tags, no target role, to a role trusting that service account alone with the plan's rights",
+             pod_identities, "aws", "eks:ListPodIdentityAssociations, eks:DescribePodIdentityAssociation, iam:GetRole, "
+             "iam:ListRolePolicies, iam:GetRolePolicy, iam:ListAttachedRolePolicies",
              after=("aws.cluster",)),
         Spec("aws.managed-policies", "the AWS managed policies the program attaches act only in the boundary's "
              "services", managed_policies, "aws", "iam:GetPolicy, iam:GetPolicyVersion"),
