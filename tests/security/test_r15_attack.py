@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import copy
 
+from components import storage
 from infra.core.names import MIN_MEMBER_ANNOTATION
-from tests.security.test_tenancy import denied_by
+from tests.security.test_lustre_squash import laid_out, may
+from tests.security.test_tenancy import _pod, denied_by
 from tests.security.test_volcano_groups import SIZE, _workload
 
 
@@ -60,3 +62,24 @@ def test_a_jobs_update_that_keeps_its_gang_annotation_is_admitted():
         denied_by(shrunk, operation="UPDATE", old=running, user="system:serviceaccount:kube-system:job-controller")
         == []
     )
+
+
+def test_a_reader_team_whose_image_lists_its_uid_in_the_owners_group_cannot_enter_the_owners_checkpoints():
+    """Attack: team B reads dataset `corpus` (owner A), whose `checkpoints` directory holds A's weights exported to
+    S3. B's pod passes the team policy with B's UID, GID, fsGroup and no other supplementalGroups, and leaves
+    `supplementalGroupsPolicy` unset, Merge by default: the runtime adds every group the image's /etc/group lists
+    the UID in (containerd's WithAdditionalGIDs looks the numeric UID up in the image's /etc/passwd, then its
+    groups in /etc/group: containerd/containerd:pkg/oci/spec_opts.go, read through the code search; Kubernetes'
+    SupplementalGroupsPolicy, KEP 3619, names it). B's image lists its user in a group of A's GID, so its process
+    carries A's GID, and the directory was its owner's UID's and GID's (2770): B entered it. Owner-only (no group
+    bits), no group a pod carries opens it; A's pods run as A's UID (the team policy)."""
+    owner, reader = 20002, 20003
+    pod = _pod()
+    assert "supplementalGroupsPolicy" not in pod["spec"]["securityContext"] and denied_by(pod) == []
+    tree = laid_out(storage.layout_script({"llm": owner, "vision": reader}, [("corpus", owner)]))
+    private = f"{storage.MOUNT_PATH}{storage.DATASETS_DIR}/corpus/{storage.DATASET_CHECKPOINTS}"
+    with_the_owners_group = (reader, owner)  # B's GID (the policy), A's (B's image's /etc/group)
+    for want in "rwx":
+        assert not may(tree, private, want, reader, with_the_owners_group), want
+        assert may(tree, private, want, owner, (owner,)), want
+    assert may(tree, f"{storage.MOUNT_PATH}{storage.DATASETS_DIR}/corpus", "r", reader, (reader,))
