@@ -5,9 +5,15 @@ own policies, evaluated with cel-expr-python as tests/security/test_tenancy.py d
 from __future__ import annotations
 
 import copy
+import shutil
+import subprocess
+
+import pytest
+import yaml
 
 from components import storage
 from infra.core.names import MIN_MEMBER_ANNOTATION
+from tests.components.test_forged_signals import GPU, KSM, SCHED, _room
 from tests.security.test_lustre_squash import laid_out, may
 from tests.security.test_tenancy import _pod, denied_by
 from tests.security.test_volcano_groups import SIZE, _workload
@@ -83,3 +89,53 @@ def test_a_reader_team_whose_image_lists_its_uid_in_the_owners_group_cannot_ente
         assert not may(tree, private, want, reader, with_the_owners_group), want
         assert may(tree, private, want, owner, (owner,)), want
     assert may(tree, f"{storage.MOUNT_PATH}{storage.DATASETS_DIR}/corpus", "r", reader, (reader,))
+
+
+def _pool_of_six_nodes(queues: dict[str, tuple[int, int, int]]) -> list[tuple[str, int]]:
+    """Volcano's and kube-state-metrics' series for pool h100 of 6 nodes of 8 GPUs, n0-n3 full (two queues' gangs
+    hold 16 GPUs each) and n4-n5 free; per queue (GPUs allocated, requested, deserved), in Volcano's milli-units.
+    The proportion plugin exports each queue's deserved share, which a queue's guarantee sets to its capability
+    (deserved = max(min(share, realCapability, request), guarantee): volcano-sh/volcano:pkg/scheduler/plugins/
+    proportion/proportion.go@v1.15.1; components/demand.py guarantees each team queue its capability)."""
+    series = []
+    for queue, (allocated, requested, deserved) in queues.items():
+        for name, value in (("allocated", allocated), ("request", requested), ("deserved", deserved)):
+            series.append((f'volcano_queue_{name}_scalar_resources{{{SCHED},{GPU},queue_name="{queue}"}}', value))
+    series += [(f'kube_node_status_allocatable{{{KSM},resource="nvidia_com_gpu",node="n{i}"}}', 8) for i in range(6)]
+    series += [(f'kube_node_labels{{{KSM},node="n{i}",label_higgsfield_io_pool="h100"}}', 1) for i in range(6)]
+    series += [
+        (f'kube_pod_container_resource_requests{{{KSM},resource="nvidia_com_gpu",node="n{i}",pod="p{i}"}}', 8)
+        for i in range(4)
+    ]
+    return series
+
+
+def _room_is(tmp_path, series: list[tuple[str, int]], value: float) -> bool:
+    """Whether team research's elastic room on pool h100 is `value` over `series`, as promtool evaluates it."""
+    test = {
+        "interval": "1m",
+        "input_series": [{"series": s, "values": f"{v}x5"} for s, v in series],
+        "promql_expr_test": [
+            {"expr": _room("research", "h100"), "eval_time": "2m", "exp_samples": [{"labels": "{}", "value": value}]}
+        ],
+    }
+    (tmp_path / "room_test.yaml").write_text(yaml.safe_dump({"evaluation_interval": "1m", "tests": [test]}))
+    rules = str(tmp_path / "room_test.yaml")
+    return subprocess.run(["promtool", "test", "rules", rules], capture_output=True, check=False).returncode == 0
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed here")
+def test_a_teams_gpu_pods_beyond_its_queues_capability_do_not_freeze_another_teams_elastic_growth(tmp_path):
+    """Attack: team vision's gangs hold its queue's whole capability (16 GPUs), and it adds a plain Job of 16 GPUs in
+    an evaluation class (the plain-gpu quota admits its gpuQuota): its pods exist at once, Pending, and Volcano
+    counts them in the queue's request (proportion.go adds every Pending task's request, @v1.15.1), though the queue
+    can admit none of them while its gangs run. The elastic room subtracted every queue's request less its
+    allocation from the pool's free GPUs, so team research's elastic job, beside 16 free GPUs nobody can be given,
+    had no room: vision froze every other team's growth with work it can never run. Counted up to what its queue
+    may still be given (its request up to its deserved share, its capability), it waits for nothing; work its queue
+    could take still holds the room."""
+    research = (16000, 16000, 16000)
+    beyond = _pool_of_six_nodes({"research": research, "experiments": (16000, 32000, 16000)})
+    assert _room_is(tmp_path, beyond, 2)  # (16 held + 16 free) / 16 held
+    within = _pool_of_six_nodes({"research": research, "experiments": (16000, 32000, 32000)})
+    assert _room_is(tmp_path, within, 1)  # vision's queue may take the 16 free GPUs: research waits
