@@ -9,10 +9,10 @@ rules and the scrape job they read. Pure data; components/observability.py insta
   proportion to what each holds -, at 1 it holds; it never shrinks for it (only the serving class
   takes back, through Volcano). Inputs: Volcano's own queue accounting, which the proportion plugin
   exports in milli-units (volcano-sh/volcano:pkg/scheduler/plugins/proportion/proportion.go,
-  metrics/queue.go@v1.15.1: volcano_queue_ {allocated,request,deserved}_scalar_resources{queue_name,
+  metrics/queue.go@v1.15.1: volcano_queue_{allocated,request,deserved}_scalar_resources{queue_name,
   resource}; request = allocated + waiting; api/resource_info.go keeps scalars as MilliValue), and
   kube-state-metrics' node allocatable and pod requests with the node's pool label
-  (kube_node_status_allocatable, kube_pod_container_ resource_requests {resource="nvidia_com_gpu"},
+  (kube_node_status_allocatable, kube_pod_container_resource_requests {resource="nvidia_com_gpu"},
   kube_node_labels{label_higgsfield_io_pool}:
   kubernetes/kube-state-metrics:docs/metrics/cluster/node-metrics.md and workload/pod-metrics.md;
   resource names and label keys sanitized to [a-z0-9_]).
