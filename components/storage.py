@@ -38,9 +38,14 @@ DATASET_MOUNT = "/datasets/{name}"
 LUSTRE_PATH_ANNOTATION = "higgsfield.io/lustre-path"  # the directory a volume mounts, for people and tests
 TEAM_DIR_MODE, DATASET_DIR_MODE = "2770", "2755"  # setgid: new files keep the directory's group
 # Inside each dataset, the owner's checkpoints (higgsfield:checkpoints.exportToS3 writes there, so the
-# S3 link exports them): the owner's UID and GID alone, like a team directory - the dataset itself is
-# world-readable (2755) for its reader teams, and model weights are not theirs to read.
+# S3 link exports them): the owner's UID alone - the dataset itself is world-readable (2755) for its reader
+# teams, whose pods mount it whole, and model weights are not theirs to read. No group bits: a reader's pod
+# carries more GIDs than the team policy names, every group its image's /etc/group lists its UID in
+# (supplementalGroupsPolicy Merge, Kubernetes' default; containerd's WithAdditionalGIDs, containerd/containerd:
+# pkg/oci/spec_opts.go, read through the code search), the owner's among them if its image says so. The owner's
+# pods run as its UID (the team policy), so they need none. (A team directory is reached by its own claim only.)
 DATASET_CHECKPOINTS = "checkpoints"
+DATASET_CHECKPOINTS_MODE = "2700"
 TEAMS_DIR_MODE = "0711"  # traverse only: no client but root lists the team names
 # Root squash (FSx API LustreRootSquashConfiguration: RootSquash "UID:GID", NoSquashNids
 # "a.b.c.d@tcp": botocore/data/fsx/2018-03-01/service-2.json@0e6e2404b; pulumi-aws
@@ -96,7 +101,7 @@ def layout_script(teams: Mapping[str, int], datasets: Sequence[tuple[str, int]])
     /teams is traverse-only; a team's directory is its UID's and GID's alone (2770: no access for
     any other UID, a squashed root included); /health belongs to nobody, which the root-running
     health gate is squashed to. Each dataset is readable by its reader teams (2755) but for its
-    `checkpoints` directory, its owner's alone (2770)."""
+    `checkpoints` directory, its owner's UID's alone (2700)."""
     lines = [
         "set -eu",
         f"mkdir -p /fsx{TEAMS_DIR} /fsx{DATASETS_DIR} /fsx{HEALTH_DIR}",
@@ -108,7 +113,7 @@ def layout_script(teams: Mapping[str, int], datasets: Sequence[tuple[str, int]])
     for d, uid in sorted(datasets):
         entries += [
             (f"{DATASETS_DIR}/{d}", uid, DATASET_DIR_MODE),
-            (f"{DATASETS_DIR}/{d}/{DATASET_CHECKPOINTS}", uid, TEAM_DIR_MODE),
+            (f"{DATASETS_DIR}/{d}/{DATASET_CHECKPOINTS}", uid, DATASET_CHECKPOINTS_MODE),
         ]
     for path, uid, mode in entries:
         where = shlex.quote(f"/fsx{path}")

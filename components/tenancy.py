@@ -1427,6 +1427,20 @@ def volcano_group_validations() -> list[dict]:
             "reason": "Forbidden",
         },
         {
+            # Volcano's controller makes a Job's PodGroup once, at its first pod, and never resizes it: a Job's pods
+            # reach createNormalPodPGIfNotExist alone, and only ReplicaSets and StatefulSets have update handlers
+            # (createOrUpdateNormalPodPG; volcano-sh/volcano:pkg/controllers/podgroup/pg_controller.go and
+            # pg_controller_handler.go@v1.15.1). So the annotation stays what the group was made from: changed
+            # together with a lower parallelism, the rule above would compare the new pods with a size no group has,
+            # while the group keeps the old one, larger than the pods.
+            "expression": f"object.kind != 'Job' || request.operation != 'UPDATE' || "
+            f"request.userInfo.username.startsWith('{CONTROLLER_USERS}') || "
+            f"{_annotation('object', MIN_MEMBER_ANNOTATION)} == {_annotation('oldObject', MIN_MEMBER_ANNOTATION)}",
+            "message": f"a Job's {MIN_MEMBER_ANNOTATION} is fixed once it is made: Volcano sizes the Job's PodGroup "
+            "from it once, at its first pod, and never again; submit a new Job for another gang",
+            "reason": "Forbidden",
+        },
+        {
             "expression": f"object.kind == 'Pod' ? (!has({pod}) || !('{GROUP_NAME_ANNOTATION}' in {pod}) || "
             f"(request.operation == 'CREATE' && request.userInfo.username == '{OPERATOR_USER}') || "
             f"(request.operation == 'UPDATE' && (request.userInfo.username == '{VOLCANO_CONTROLLER_USER}' || {kept}))) "

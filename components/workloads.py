@@ -3,17 +3,17 @@ rules and the scrape job they read. Pure data; components/observability.py insta
 
 - `higgsfield_elastic_room{queue_name, pool}` (external metrics API), what an elastic PyTorchJob's
   HPA scales its workers by: (GPUs the job's queue holds + GPUs on the pool's nodes that no pod
-  requests and no waiting work needs) / GPUs the queue holds, at least 1. The HPA's replicas are ceil(current x room /
-1)
-  (kubernetes.io HPA algorithm, target type Value): above 1 the job grows into GPUs nobody is
-  waiting for - shared among the queue's jobs in proportion to what each holds -, at 1 it holds;
-  it never shrinks for it (only the serving class takes back, through Volcano). Inputs: Volcano's
-  own queue accounting, which the proportion plugin exports in milli-units (volcano-sh/volcano:
-  pkg/scheduler/plugins/proportion/proportion.go, metrics/queue.go@v1.15.1: volcano_queue_
-  {allocated,request}_scalar_resources{queue_name, resource}; request = allocated + waiting;
-  api/resource_info.go keeps scalars as MilliValue), and kube-state-metrics' node allocatable
-  and pod requests with the node's pool label (kube_node_status_allocatable, kube_pod_container_
-  resource_requests {resource="nvidia_com_gpu"}, kube_node_labels{label_higgsfield_io_pool}:
+  requests and no waiting work needs that its queue may be given) / GPUs the queue holds, at least
+  1. The HPA's replicas are ceil(current x room / 1) (kubernetes.io HPA algorithm, target type
+  Value): above 1 the job grows into GPUs nobody is waiting for - shared among the queue's jobs in
+  proportion to what each holds -, at 1 it holds; it never shrinks for it (only the serving class
+  takes back, through Volcano). Inputs: Volcano's own queue accounting, which the proportion plugin
+  exports in milli-units (volcano-sh/volcano:pkg/scheduler/plugins/proportion/proportion.go,
+  metrics/queue.go@v1.15.1: volcano_queue_{allocated,request,deserved}_scalar_resources{queue_name,
+  resource}; request = allocated + waiting; api/resource_info.go keeps scalars as MilliValue), and
+  kube-state-metrics' node allocatable and pod requests with the node's pool label
+  (kube_node_status_allocatable, kube_pod_container_resource_requests {resource="nvidia_com_gpu"},
+  kube_node_labels{label_higgsfield_io_pool}:
   kubernetes/kube-state-metrics:docs/metrics/cluster/node-metrics.md and workload/pod-metrics.md;
   resource names and label keys sanitized to [a-z0-9_]).
 - `higgsfield_serving_requests_waiting` (custom metrics API, per pod), what the serving example's
@@ -76,13 +76,22 @@ _POOL = '<<index .LabelValuesByName "pool">>'
 _KSM = f'job="{KSM_JOB}"'
 _IN_POOL = f'* on(node) group_left() kube_node_labels{{{_KSM},label_higgsfield_io_pool="{_POOL}"}}'
 _QUEUE_GPUS = f'sum(volcano_queue_allocated_scalar_resources{{{_GPU},queue_name="{_QUEUE}"}}) / 1000'
-# GPUs of the pool's nodes that no pod there requests, less every GPU any queue is waiting for
+# What each queue waits for and may still be given: its request (allocated + its Pending pods') up to its deserved
+# share, less its allocation. The proportion plugin exports the deserved share, max(min(share, realCapability,
+# request), guarantee) (volcano-sh/volcano:pkg/scheduler/plugins/proportion/proportion.go@v1.15.1), which is a team
+# queue's capability, its guarantee (components/demand.py). Pods beyond it, a team's plain GPU pods while its gangs
+# hold its capability, can be given nothing: counted whole, they froze every other team's growth. A queue with no
+# deserved series counts its whole request.
+_BY_QUEUE = "sum by (queue_name) (volcano_queue_{0}_scalar_resources{{" + _GPU + "}})"
+_REQUEST, _DESERVED = _BY_QUEUE.format("request"), _BY_QUEUE.format("deserved")
+_ADMISSIBLE = f"(({_REQUEST} <= {_DESERVED}) or ({_DESERVED} and {_REQUEST}) or {_REQUEST})"
+_WAITING = f"(sum(clamp_min({_ADMISSIBLE} - {_BY_QUEUE.format('allocated')}, 0)) or vector(0))"
+# GPUs of the pool's nodes that no pod there requests, less every GPU any queue is waiting for and may be given
 # (pending pods name no node, so all waiting work counts against every pool: growth waits for it).
 _FREE_GPUS = (
     f'(sum(kube_node_status_allocatable{{{_KSM},resource="nvidia_com_gpu"}} {_IN_POOL})'
     f' - (sum(kube_pod_container_resource_requests{{{_KSM},resource="nvidia_com_gpu"}} {_IN_POOL}) or vector(0))'
-    f" - (sum(volcano_queue_request_scalar_resources{{{_GPU}}}) - "
-    f"sum(volcano_queue_allocated_scalar_resources{{{_GPU}}})) / 1000)"
+    f" - {_WAITING} / 1000)"
 )
 ELASTIC_ROOM_QUERY = f"clamp_min(({_QUEUE_GPUS} + clamp_min({_FREE_GPUS}, 0)) / ({_QUEUE_GPUS}), 1)"
 

@@ -307,7 +307,8 @@ def test_with_s3_export_checkpoints_go_under_the_directory_the_data_repository_a
 
 def test_exported_checkpoints_live_in_a_directory_the_datasets_reader_teams_cannot_enter():
     """The dataset is world-readable for its readers (2755); its checkpoints directory is the
-    owner's UID and GID alone (2770), so no reader team's UID reads the owner's weights (issue 34)."""
+    owner's UID alone (2700), so no reader team's UID, whatever groups its image gives it, reads the
+    owner's weights (issue 34; tests/security/test_r15_attack.py)."""
     from components.storage import layout_script
 
     cfg = plan_of("prod").config
@@ -320,7 +321,7 @@ def test_exported_checkpoints_live_in_a_directory_the_datasets_reader_teams_cann
     script = layout_script({t.name: t.uid for t in cfg.scheduler.teams}, [(dataset.name, owner)])
     private = f"/datasets/{dataset.name}/checkpoints"
     assert shared.startswith(private + "/")
-    assert f"chown {owner}:{owner} /fsx{private} && chmod 2770 /fsx{private}" in script
+    assert f"chown {owner}:{owner} /fsx{private} && chmod 2700 /fsx{private}" in script
 
 
 def test_s3_export_for_a_team_that_cannot_write_the_exported_dataset_names_the_team():

@@ -211,8 +211,9 @@ def test_the_health_gate_squashed_to_nobody_still_writes_its_scratch_directory(f
 
 
 def test_datasets_are_readable_by_every_uid_and_writable_by_their_owner_only():
-    """The documented exception: a shared dataset (2755) is readable by any UID on any client;
-    readers' pods carry only their own GID (the admission policy), so a group would not reach them."""
+    """The documented exception: a shared dataset (2755) is readable by any UID on any client, and
+    writable by its owner's UID alone; its checkpoints directory by nobody else at all, whatever groups a
+    reader's image gives its UID (tests/security/test_r15_attack.py)."""
     tree = laid_out(storage.layout_script({"llm": 20002, "vision": 20003}, [("corpus", 20002)]))
     assert may(tree, "/fsx/datasets/corpus", "w", 20002, (20002,))
     assert may(tree, "/fsx/datasets/corpus", "r", 20003, (20003,)) and not may(
