@@ -8,9 +8,11 @@ rules and the scrape job they read. Pure data; components/observability.py insta
   Value): above 1 the job grows into GPUs nobody is waiting for - shared among the queue's jobs in
   proportion to what each holds -, at 1 it holds; it never shrinks for it (only the serving class
   takes back, through Volcano). Inputs: Volcano's own queue accounting, which the proportion plugin
-  exports in milli-units (volcano-sh/volcano:pkg/scheduler/plugins/proportion/proportion.go,
-  metrics/queue.go@v1.15.1: volcano_queue_{allocated,request,deserved}_scalar_resources{queue_name,
-  resource}; request = allocated + waiting; api/resource_info.go keeps scalars as MilliValue), and
+  exports in milli-units (volcano-sh/volcano:pkg/scheduler/plugins/proportion/proportion.go@v1.15.1
+  OnSessionOpen, volcano-sh/volcano:pkg/scheduler/metrics/queue.go@v1.15.1:
+  volcano_queue_{allocated,request,deserved}_scalar_resources{queue_name, resource}, `resource` the
+  resource's own name, nvidia.com/gpu; request = allocated + waiting; volcano-sh/volcano:pkg/scheduler/
+  api/resource_info.go@v1.15.1 NewResource keeps scalars as MilliValue), and
   kube-state-metrics' node allocatable and pod requests with the node's pool label
   (kube_node_status_allocatable, kube_pod_container_resource_requests {resource="nvidia_com_gpu"},
   kube_node_labels{label_higgsfield_io_pool}:
@@ -80,7 +82,9 @@ _QUEUE_GPUS = f'sum(volcano_queue_allocated_scalar_resources{{{_GPU},queue_name=
 # share, less its allocation. The proportion plugin exports the deserved share, max(min(share, realCapability,
 # request), guarantee) (volcano-sh/volcano:pkg/scheduler/plugins/proportion/proportion.go@v1.15.1), which is a team
 # queue's capability, its guarantee (components/demand.py). Pods beyond it, a team's plain GPU pods while its gangs
-# hold its capability, can be given nothing: counted whole, they froze every other team's growth. A queue with no
+# hold its capability, can be given nothing: counted whole, they froze every other team's growth. Each session
+# exports a queue's deserved share only while a job of the queue is in it, and sets a queue without one to request
+# 0 (same file, OnSessionOpen), so a deserved series left from its last job counts nothing. A queue with no
 # deserved series counts its whole request.
 _BY_QUEUE = "sum by (queue_name) (volcano_queue_{0}_scalar_resources{{" + _GPU + "}})"
 _REQUEST, _DESERVED = _BY_QUEUE.format("request"), _BY_QUEUE.format("deserved")
