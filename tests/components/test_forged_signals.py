@@ -150,9 +150,15 @@ GPU = 'resource="nvidia.com/gpu"'
 SCHED, KSM = 'job="volcano-scheduler"', 'job="kube-state-metrics"'
 TENANT = 'job="serving",namespace="vision",pod="forger"'  # what a tenant's serving pod's series carry
 CLEAN = [
-    # queue `research` holds 16 GPUs and waits for none; pool h100 has 4 nodes of 8 GPUs, 16 of them used
+    # queue `research` holds 16 GPUs and waits for none; queue `vision` holds its capability, 16 GPUs elsewhere, and
+    # has 16 more Pending it can never be given (its deserved share is its capability: components/demand.py); pool
+    # h100 has 4 nodes of 8 GPUs, 16 of them used. Volcano exports a deserved share beside each queue's request.
     (f'volcano_queue_allocated_scalar_resources{{{SCHED},{GPU},queue_name="research"}}', "16000"),
     (f'volcano_queue_request_scalar_resources{{{SCHED},{GPU},queue_name="research"}}', "16000"),
+    (f'volcano_queue_deserved_scalar_resources{{{SCHED},{GPU},queue_name="research"}}', "16000"),
+    (f'volcano_queue_allocated_scalar_resources{{{SCHED},{GPU},queue_name="vision"}}', "16000"),
+    (f'volcano_queue_request_scalar_resources{{{SCHED},{GPU},queue_name="vision"}}', "32000"),
+    (f'volcano_queue_deserved_scalar_resources{{{SCHED},{GPU},queue_name="vision"}}', "16000"),
     *((f'kube_node_status_allocatable{{{KSM},resource="nvidia_com_gpu",node="n{i}"}}', "8") for i in range(4)),
     *((f'kube_node_labels{{{KSM},node="n{i}",label_higgsfield_io_pool="h100"}}', "1") for i in range(4)),
     *(
@@ -166,6 +172,8 @@ FORGED = [
     # freeze every team's growth: a huge waiting request; or grow one team: a huge allocation elsewhere
     (f'volcano_queue_request_scalar_resources{{{TENANT},{GPU},queue_name="production"}}', "1000000000"),
     (f'volcano_queue_allocated_scalar_resources{{{TENANT},{GPU},queue_name="research"}}', "1"),
+    # or freeze it by raising a queue's deserved share over the work it can never be given
+    (f'volcano_queue_deserved_scalar_resources{{{TENANT},{GPU},queue_name="vision"}}', "1000000000"),
     (f'kube_node_status_allocatable{{{TENANT},resource="nvidia_com_gpu",node="n9"}}', "1000"),
     (f'kube_node_labels{{{TENANT},node="n9",label_higgsfield_io_pool="h100"}}', "1"),
     # XID errors on a healthy node, pending gangs that are not there
