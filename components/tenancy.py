@@ -1427,12 +1427,16 @@ def volcano_group_validations() -> list[dict]:
             "reason": "Forbidden",
         },
         {
-            # Volcano's controller makes a Job's PodGroup once, at its first pod, and never resizes it: a Job's pods
-            # reach createNormalPodPGIfNotExist alone, and only ReplicaSets and StatefulSets have update handlers
-            # (createOrUpdateNormalPodPG; volcano-sh/volcano:pkg/controllers/podgroup/pg_controller.go and
-            # pg_controller_handler.go@v1.15.1). So the annotation stays what the group was made from: changed
-            # together with a lower parallelism, the rule above would compare the new pods with a size no group has,
-            # while the group keeps the old one, larger than the pods.
+            # Volcano's controller makes a Job's PodGroup once, at its first pod, and never resizes it: it watches pods
+            # for adds only, and updates of ReplicaSets and StatefulSets alone (Initialize, volcano-sh/volcano:pkg/
+            # controllers/podgroup/pg_controller.go@v1.15.1); a Job's pods reach createNormalPodPGIfNotExist, which
+            # creates a missing group and changes none, reading the Job's annotations by owner kind (volcano-sh/
+            # volcano:pkg/controllers/podgroup/pg_controller_handler.go@v1.15.1 getAnnotationsFromUpperRes,
+            # getMinMemberFromUpperRes). So the annotation stays what the group was made from: changed together with
+            # a lower parallelism, the rule above would compare the new pods with a size no group has, while the
+            # group keeps the old one, larger than the pods. The policy matches `jobs`, not `jobs/status`: the Job
+            # controller's status writes never reach it; our other writers of a Job (the gang deadline, `higgsfield
+            # jobs suspend`) patch spec.suspend and their own annotations only.
             "expression": f"object.kind != 'Job' || request.operation != 'UPDATE' || "
             f"request.userInfo.username.startsWith('{CONTROLLER_USERS}') || "
             f"{_annotation('object', MIN_MEMBER_ANNOTATION)} == {_annotation('oldObject', MIN_MEMBER_ANNOTATION)}",
