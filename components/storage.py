@@ -40,10 +40,15 @@ TEAM_DIR_MODE, DATASET_DIR_MODE = "2770", "2755"  # setgid: new files keep the d
 # Inside each dataset, the owner's checkpoints (higgsfield:checkpoints.exportToS3 writes there, so the
 # S3 link exports them): the owner's UID alone - the dataset itself is world-readable (2755) for its reader
 # teams, whose pods mount it whole, and model weights are not theirs to read. No group bits: a reader's pod
-# carries more GIDs than the team policy names, every group its image's /etc/group lists its UID in
-# (supplementalGroupsPolicy Merge, Kubernetes' default; containerd's WithAdditionalGIDs, containerd/containerd:
-# pkg/oci/spec_opts.go, read through the code search), the owner's among them if its image says so. The owner's
-# pods run as its UID (the team policy), so they need none. (A team directory is reached by its own claim only.)
+# carries more GIDs than the team policy names, every group its image's /etc/group lists its UID's /etc/passwd name
+# in (supplementalGroupsPolicy Merge, Kubernetes' default: containerSpecOpts in containerd/containerd:internal/cri/
+# server/container_create_linux.go@v2.1.9 adds WithAdditionalGIDs, containerd/containerd:pkg/oci/spec_opts.go@v2.1.9;
+# containerd 2.1 is the EKS AL2023 AMIs' from Kubernetes 1.32, awslabs/amazon-eks-ami#2469, and 1.7 and 2.2 do the
+# same), the owner's among them if its image says so. The owner's pods run as its UID (the team policy), so they need
+# none; nor does the S3 link's export, which holds no team's GID, so 2770's group bits gave it nothing 2700 takes
+# away (FSx exports the mode as metadata: docs.aws.amazon.com/fsx/latest/LustreGuide/posix-metadata-support.html,
+# checked 2026-12-07). The kubelet leaves the mode alone: the driver's fsGroupPolicy skips our volumes
+# (docs/security-platform.md). (A team directory is reached by its own claim only.)
 DATASET_CHECKPOINTS = "checkpoints"
 DATASET_CHECKPOINTS_MODE = "2700"
 TEAMS_DIR_MODE = "0711"  # traverse only: no client but root lists the team names

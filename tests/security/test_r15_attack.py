@@ -75,7 +75,8 @@ def test_a_reader_team_whose_image_lists_its_uid_in_the_owners_group_cannot_ente
     S3. B's pod passes the team policy with B's UID, GID, fsGroup and no other supplementalGroups, and leaves
     `supplementalGroupsPolicy` unset, Merge by default: the runtime adds every group the image's /etc/group lists
     the UID in (containerd's WithAdditionalGIDs looks the numeric UID up in the image's /etc/passwd, then its
-    groups in /etc/group: containerd/containerd:pkg/oci/spec_opts.go, read through the code search; Kubernetes'
+    groups in /etc/group: containerd/containerd:pkg/oci/spec_opts.go@v2.1.9, applied for Merge by
+    internal/cri/server/container_create_linux.go@v2.1.9, the EKS AL2023 AMIs' containerd; Kubernetes'
     SupplementalGroupsPolicy, KEP 3619, names it). B's image lists its user in a group of A's GID, so its process
     carries A's GID, and the directory was its owner's UID's and GID's (2770): B entered it. Owner-only (no group
     bits), no group a pod carries opens it; A's pods run as A's UID (the team policy)."""
