@@ -2266,6 +2266,14 @@ def _identities(aws_ctx, aws, extra: list[tuple[str, str, str | None]] = (), **c
         )
 
 
+def _as_pulumi_aws_sends(document: str) -> str:
+    """A policy document as pulumi-aws puts it: re-serialized with its keys sorted, without whitespace, Version first
+    (LegacyPolicyNormalize, hashicorp/terraform-provider-aws:internal/verify/json.go@
+    529284fb0bb1ef9cc4933007ec0857f538bb22df), never the program's text."""
+    parsed = json.loads(json.dumps(json.loads(document), sort_keys=True))
+    return json.dumps({"Version": parsed.pop("Version"), **parsed}, separators=(",", ":"))
+
+
 def _planned_rights(iam, plan, role: str, namespace: str, account: str) -> None:
     """The rights the plan gives the Pod Identity role of (namespace, account), given to `role` in moto as `pulumi up`
     gives them: its inline policies, and the AWS managed policies it attaches (put in moto's account from moto's own
@@ -2277,7 +2285,8 @@ def _planned_rights(iam, plan, role: str, namespace: str, account: str) -> None:
     ]
     for r in plan.resources:
         if planned.urn in (r.dependencies or ()) and r.type == checks.ROLE_POLICY:
-            iam.put_role_policy(RoleName=role, PolicyName=f"{r.name}-0a1b2c3", PolicyDocument=r.inputs["policy"])
+            document = _as_pulumi_aws_sends(r.inputs["policy"])
+            iam.put_role_policy(RoleName=role, PolicyName=f"{r.name}-0a1b2c3", PolicyDocument=document)
         elif planned.urn in (r.dependencies or ()) and r.type == checks.ROLE_POLICY_ATTACHMENT:
             _aws_managed_policy(r.inputs["policyArn"])
             iam.attach_role_policy(RoleName=role, PolicyArn=r.inputs["policyArn"])

@@ -1959,7 +1959,14 @@ def _rights_not_planned(iam: Any, ctx: Any, planned: Any, live: dict) -> list[st
     policies (the plan's RolePolicy resources that name the role; a document the plan computes only at deploy,
     Karpenter's, is counted, not read), its attached managed policies (RolePolicyAttachment), its permissions
     boundary and its name. A role the deploy role made with the right trust and more rights passed the trust check
-    alone."""
+    alone.
+
+    Documents compare as parsed JSON, not as text: pulumi-aws re-serializes a RolePolicy's document before
+    PutRolePolicy (keys sorted, whitespace dropped, Version moved first; the structure kept: resourceRolePolicyPut in
+    hashicorp/terraform-provider-aws:internal/service/iam/role_policy.go@02f97af85f89a04e8ed89f5e8b64a9a67f3cfe07,
+    LegacyPolicyNormalize in hashicorp/terraform-provider-aws:internal/verify/json.go@
+    529284fb0bb1ef9cc4933007ec0857f538bb22df), and boto3 returns GetRolePolicy's URL-encoded document decoded
+    (json_decode_policies, boto/botocore:botocore/handlers.py@1.44.18)."""
     name = live["RoleName"]
     inline, attached = [], set()
     for r in ctx.plan.resources:
@@ -2013,7 +2020,9 @@ def pod_identities(ctx: Any) -> Outcome:
     eks/2017-11-01/service-2.json@1.44.18: a target role is assumed in a chain, in any account), to a role whose
     trust names that association's cluster, namespace and service account, and whose policies, boundary and name are
     those the plan gives the role of that service account (_rights_not_planned). The deploy role may associate any
-    service account of its own cluster, a team's too, with any role it made; IAM reads neither."""
+    service account of its own cluster, a team's too, with any role it made; IAM reads neither. An add-on's
+    podIdentityAssociations make the association alone: its role, and what the role may do, are the caller's
+    (docs.aws.amazon.com/eks/latest/userguide/add-ons-iam.html, checked 2026-12-07)."""
     eks, cluster = ctx.client("eks"), names.cluster_name(ctx.config.stack)
     pairs = {(r.inputs["namespace"], r.inputs["serviceAccount"]) for r in ctx.plan.of_type(POD_IDENTITY)}
     by_addon = {
