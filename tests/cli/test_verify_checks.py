@@ -231,8 +231,10 @@ def _moto_cluster():
 
 
 def _launch_template(ec2, template) -> str:
-    """The planned launch template as `pulumi up` makes it: the plan's user data, IMDSv2 alone. Its ID."""
-    data = {"MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}}
+    """The planned launch template as `pulumi up` makes it: the plan's user data and metadata options (IMDSv2 alone,
+    hop limit 1). Its ID."""
+    options = template.inputs.get("metadataOptions") or {}
+    data = {"MetadataOptions": {k[0].upper() + k[1:]: v for k, v in options.items()}}
     if template.inputs.get("userData"):
         data["UserData"] = template.inputs["userData"]
     made = ec2.create_launch_template(LaunchTemplateName=f"{template.name}-1a2b3c4", LaunchTemplateData=data)

@@ -299,7 +299,7 @@ def _launched_as_planned(ctx: Any, resource: Any, live: dict) -> list[str]:
     SSH key (CreateNodegroup's remoteAccess, which opens port 22), and a launch template version (UpdateNodegroupVersion
     takes any; CreateLaunchTemplateVersion on the stack's own template is the deploy role's) with the plan's user data,
     no AMI of its own (the group's AMI type picks it: components/nodes.py launch_template), no key pair, no instance
-    profile, no public address, and IMDSv2 alone. Its fields: LaunchTemplateData in
+    profile, no public address, and the plan's metadata options (IMDSv2 alone, hop limit 1). Its fields: LaunchTemplateData in
     boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18."""
     problems = []
     remote = live.get("remoteAccess")
@@ -327,8 +327,15 @@ def _launched_as_planned(ctx: Any, resource: Any, live: dict) -> list[str]:
         )
     if any(ni.get("AssociatePublicIpAddress") for ni in data.get("NetworkInterfaces") or []):
         problems.append(f"{at}: a network interface asks for a public address")
-    if (data.get("MetadataOptions") or {}).get("HttpTokens") != "required":
+    metadata = data.get("MetadataOptions") or {}
+    if metadata.get("HttpTokens") != "required":
         problems.append(f"{at}: IMDSv1 allowed (HttpTokens not required)")
+    # every metadata option the plan sets (components/nodes.py launch_template), the API's name its input's
+    # capitalized: a hop limit above 1 lets every pod on the node reach the node role's credentials
+    for option, want in sorted((template.inputs.get("metadataOptions") or {}).items()):
+        key = option[0].upper() + option[1:]
+        if key != "HttpTokens" and metadata.get(key) != want:
+            problems.append(f"{at}: metadata option {key} {metadata.get(key, 'unset')}, planned {want}")
     return problems
 
 

@@ -1,0 +1,66 @@
+"""Round 15: the holder of a stack's CI deploy role after a change that gives it, or another account, lasting rights,
+which `higgsfield verify` run afterwards must report. Each attack is first decided allowed by the repo's evaluator
+(policies/iam_evaluation.py) on the deploy role's rendered policies (tests/delivery/test_ci_identity.py `_deploy`),
+then replayed in moto's healthy prod account (tests/cli/test_verify_checks.py `aws`) against the real check."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.iam_evaluation import Request, evaluate
+from tests.cli.test_verify_checks import (  # noqa: F401 (fixtures)
+    _new_template_version,
+    aws,
+    aws_ctx,
+    one,
+    plan,
+)
+from tests.delivery.test_ci_identity import ACCOUNT, REGION, _deploy
+
+STACK_TEMPLATE = f"arn:aws:ec2:{REGION}:{ACCOUNT}:launch-template/lt-0a1b2c3d4e5f67890"
+STACK_GROUP = f"arn:aws:eks:{REGION}:{ACCOUNT}:nodegroup/higgsfield-prod/gpu-h100-1a2b3c4/0a1b"
+
+
+# --- a planned group's launch template: the metadata service's other options ------------------------
+
+
+def _with(aws, group: str, **changed) -> dict:  # noqa: F811
+    """The data of the version `group` launches from, with `changed` merged into its dictionaries: what a new
+    version made from it (SourceVersion, which moto does not copy) holds."""
+    eks, ec2 = aws.client("eks"), aws.client("ec2")
+    used = eks.describe_nodegroup(clusterName="higgsfield-prod", nodegroupName=f"{group}-1a2b3c4")["nodegroup"]
+    template = used["launchTemplate"]
+    (version,) = ec2.describe_launch_template_versions(
+        LaunchTemplateId=template["id"], Versions=[template["version"]]
+    )["LaunchTemplateVersions"]
+    data = version["LaunchTemplateData"]
+    return {**data, **{k: {**data.get(k, {}), **v} for k, v in changed.items()}}
+
+
+def test_the_deploy_role_may_give_its_own_launch_template_a_new_version_and_move_a_group_to_it():
+    """The stack's own template (tagged higgsfield:stack = prod) takes a new version (OnlyTheStacksLaunchTemplates
+    refuses other templates only) and the group is moved to it: no condition key carries the version's content."""
+    own = {"aws:ResourceTag/higgsfield:stack": "prod"}
+    assert evaluate(Request("ec2:CreateLaunchTemplateVersion", STACK_TEMPLATE, own), [_deploy()]).allowed
+    assert evaluate(Request("eks:UpdateNodegroupVersion", STACK_GROUP), [_deploy()]).allowed
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        # the program's hop limit 1 keeps a pod's requests (one hop more, through its own network namespace) from
+        # the node's instance metadata: at 2 every team's pod on the node gets the node role's credentials (ECR reads
+        # of every repository, the CNI's network-interface writes, the kubelet's identity in the cluster)
+        ({"HttpPutResponseHopLimit": 2}, "HttpPutResponseHopLimit 2, planned 1"),
+        # the instance's tags in its metadata, which the program keeps off
+        ({"InstanceMetadataTags": "enabled"}, "InstanceMetadataTags enabled, planned disabled"),
+    ],
+    ids=["hop-limit", "tags"],
+)
+def test_a_planned_group_moved_to_a_template_version_that_lets_pods_reach_the_metadata_fails(
+    aws_ctx, aws, options, said
+):
+    version = _new_template_version(aws, "gpu-h100", **_with(aws, "gpu-h100", MetadataOptions=options))
+    outcome = one("aws.node-groups", aws_ctx)
+    assert outcome.status == "FAIL", outcome.evidence
+    assert f"version {version}: metadata option {said}" in outcome.evidence
