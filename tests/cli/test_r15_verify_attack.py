@@ -5,17 +5,22 @@ then replayed in moto's healthy prod account (tests/cli/test_verify_checks.py `a
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from policies.iam_evaluation import Request, evaluate
 from tests.cli.test_verify_checks import (  # noqa: F401 (fixtures)
+    NODE_ROLE,
+    _access_answered,
     _new_template_version,
     aws,
     aws_ctx,
     one,
     plan,
 )
-from tests.delivery.test_ci_identity import ACCOUNT, REGION, _deploy
+from tests.conftest import plan_of
+from tests.delivery.test_ci_identity import ACCOUNT, EVERYTHING, REGION, _boundary, _deploy
 
 STACK_TEMPLATE = f"arn:aws:ec2:{REGION}:{ACCOUNT}:launch-template/lt-0a1b2c3d4e5f67890"
 STACK_GROUP = f"arn:aws:eks:{REGION}:{ACCOUNT}:nodegroup/higgsfield-prod/gpu-h100-1a2b3c4/0a1b"
@@ -30,9 +35,9 @@ def _with(aws, group: str, **changed) -> dict:  # noqa: F811
     eks, ec2 = aws.client("eks"), aws.client("ec2")
     used = eks.describe_nodegroup(clusterName="higgsfield-prod", nodegroupName=f"{group}-1a2b3c4")["nodegroup"]
     template = used["launchTemplate"]
-    (version,) = ec2.describe_launch_template_versions(
-        LaunchTemplateId=template["id"], Versions=[template["version"]]
-    )["LaunchTemplateVersions"]
+    (version,) = ec2.describe_launch_template_versions(LaunchTemplateId=template["id"], Versions=[template["version"]])[
+        "LaunchTemplateVersions"
+    ]
     data = version["LaunchTemplateData"]
     return {**data, **{k: {**data.get(k, {}), **v} for k, v in changed.items()}}
 
@@ -64,3 +69,37 @@ def test_a_planned_group_moved_to_a_template_version_that_lets_pods_reach_the_me
     outcome = one("aws.node-groups", aws_ctx)
     assert outcome.status == "FAIL", outcome.evidence
     assert f"version {version}: metadata option {said}" in outcome.evidence
+
+
+# --- the node role's rights -------------------------------------------------------------------------
+
+# The plan's node role as IAM names it (aws.iam.Role namePrefix higgsfield-prod-: components/nodes.py NodeRole)
+PLANNED_NODE_ROLE = f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-0a1b2c3d4e5f6a7"
+
+
+def test_the_deploy_role_may_widen_the_node_roles_rights_up_to_the_state_the_data_and_the_images():
+    """The node role is a role of the stack's (higgsfield-prod-*): the deploy role may put any inline policy on it,
+    and under the stack boundary `*` on `*` writes the Pulumi state, reads the teams' linked data and pushes images.
+    Every node acts with it, and so does any instance launched with the instance profile EKS made for it
+    (ec2:RunInstances and iam:PassRole of the stack's roles are the deploy role's)."""
+    cfg = plan_of("prod").config
+    assert evaluate(Request("iam:PutRolePolicy", PLANNED_NODE_ROLE), [_deploy()]).allowed
+    assert evaluate(Request("iam:PassRole", PLANNED_NODE_ROLE), [_deploy()]).allowed
+    for reach in (
+        Request("s3:PutObject", f"arn:aws:s3:::{cfg.delivery.state_bucket}/.pulumi/stacks/higgsfield/prod.json"),
+        Request("s3:GetObject", f"arn:aws:s3:::{cfg.fsx.s3.bucket}/datasets/part-0000"),
+        Request("ecr:PutImage", f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/higgsfield/training"),
+    ):
+        assert evaluate(reach, [EVERYTHING], _boundary()).allowed, reach
+
+
+def test_a_node_role_given_an_inline_policy_of_the_deploy_roles_fails_naming_it(aws_ctx, aws, plan):
+    _access_answered(aws_ctx, aws, plan)
+    everything = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+    aws.client("iam").put_role_policy(
+        RoleName=NODE_ROLE.rpartition("/")[2], PolicyName="debug", PolicyDocument=json.dumps(everything)
+    )
+    outcome = one("aws.cluster-access", aws_ctx)
+    assert outcome.status == "FAIL", outcome.evidence
+    assert f"the node role {NODE_ROLE}: inline policy debug not as planned" in outcome.evidence
+    assert "aws iam delete-role-policy" in outcome.fix

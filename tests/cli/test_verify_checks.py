@@ -43,7 +43,9 @@ from tests.conftest import plan_of
 from tests.fake_kube_api import FakeKubernetesApi
 
 STACK, REGION = "prod", "us-east-2"
-NODE_ROLE = "arn:aws:iam::123456789012:role/eks"  # the role the seeded node groups are on (moto's account)
+# the role the seeded node groups are on (moto's account), named as Pulumi names the plan's (namePrefix
+# higgsfield-prod-)
+NODE_ROLE = "arn:aws:iam::123456789012:role/higgsfield-prod-0a1b2c3d4e5f6a7"
 NOW = datetime.datetime(2026, 12, 5, 9, 0, tzinfo=datetime.UTC)
 CLUSTER = names.cluster_name(STACK)
 
@@ -2120,7 +2122,20 @@ def _access_answered(aws_ctx, aws, plan, *extra: dict, trust: dict | None = None
     stub.activate()
     aws_ctx.clients["eks"] = _WithAccessEntries(aws_ctx.client("eks"), client)
     document = json.dumps(trust) if trust else checks._planned_node_trust(aws_ctx)[0]
-    aws.client("iam").create_role(RoleName=NODE_ROLE.rpartition("/")[2], AssumeRolePolicyDocument=document)
+    _planned_node_role(aws, plan, NODE_ROLE.rpartition("/")[2], document)
+
+
+def _planned_node_role(aws, plan, name: str, trust: str) -> None:
+    """The node role in moto as `pulumi up` makes it (components/nodes.py NodeRole): `trust`, the stack's boundary and
+    the AWS managed policies the plan attaches."""
+    iam = aws.client("iam")
+    boundary = f"arn:aws:iam::123456789012:policy/{names.boundary_name(STACK)}"
+    iam.create_role(RoleName=name, AssumeRolePolicyDocument=trust, PermissionsBoundary=boundary)
+    (planned,) = [r for r in plan.of_type(checks.IAM_ROLE) if f"{checks.NODE_ROLE}::" in (r.parent or "")]
+    for r in plan.resources:
+        if planned.urn in (r.dependencies or ()) and r.type == checks.ROLE_POLICY_ATTACHMENT:
+            _aws_managed_policy(r.inputs["policyArn"])
+            iam.attach_role_policy(RoleName=name, PolicyArn=r.inputs["policyArn"])
 
 
 def test_the_planned_entries_the_node_roles_and_the_creators_pass(aws_ctx, aws, plan):

@@ -299,8 +299,8 @@ def _launched_as_planned(ctx: Any, resource: Any, live: dict) -> list[str]:
     SSH key (CreateNodegroup's remoteAccess, which opens port 22), and a launch template version (UpdateNodegroupVersion
     takes any; CreateLaunchTemplateVersion on the stack's own template is the deploy role's) with the plan's user data,
     no AMI of its own (the group's AMI type picks it: components/nodes.py launch_template), no key pair, no instance
-    profile, no public address, and the plan's metadata options (IMDSv2 alone, hop limit 1). Its fields: LaunchTemplateData in
-    boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18."""
+    profile, no public address, and the plan's metadata options (IMDSv2 alone, hop limit 1). Its fields:
+    LaunchTemplateData in boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18."""
     problems = []
     remote = live.get("remoteAccess")
     if remote:
@@ -1830,11 +1830,17 @@ def _trusted(document: Any) -> list[str]:
     return trusted
 
 
+def _planned_node_role(ctx: Any) -> Any:
+    """The plan's node role (components/nodes.py NodeRole's role), the one every node group and Karpenter's nodes
+    are on."""
+    (role,) = [r for r in ctx.plan.of_type(IAM_ROLE) if (r.parent or "").split("::")[-2].endswith(NODE_ROLE)]
+    return role
+
+
 def _planned_node_trust(ctx: Any) -> tuple[str, list[str]]:
     """The plan's node role's trust policy (components/nodes.py NodeRole: ec2.amazonaws.com alone) and whom it
     trusts."""
-    (role,) = [r for r in ctx.plan.of_type(IAM_ROLE) if (r.parent or "").split("::")[-2].endswith(NODE_ROLE)]
-    document = role.inputs["assumeRolePolicy"]
+    document = _planned_node_role(ctx).inputs["assumeRolePolicy"]
     return document, _trusted(json.loads(document))
 
 
@@ -1860,7 +1866,9 @@ def cluster_access(ctx: Any) -> Outcome:
     step 2) and so the one STANDARD entry of no planned principal made before the cluster's first node group. And
     every role EKS enters as a node (the node groups', planned or not) trusts no one the plan's node role does not
     (iam:GetRole's AssumeRolePolicyDocument): IAM cannot read a trust, nor CreateNodegroup's nodeRole, so a node role
-    trusting another account is found here, not refused."""
+    trusting another account is found here, not refused. Nor its rights (_rights_not_planned against the plan's node
+    role): the deploy role may put any policy on a role of the stack's, the node role too, and every node, and any
+    instance launched with the node role's instance profile, would act with it."""
     cfg, eks = ctx.config, ctx.client("eks")
     cluster = names.cluster_name(cfg.stack)
     planned_groups, others = _cluster_groups(ctx)
@@ -1897,23 +1905,27 @@ def cluster_access(ctx: Any) -> Outcome:
     # every role EKS enters as a node: the planned groups', and those of the groups the plan does not make
     for role in sorted({*node_roles, *(r for r in unplanned_roles if r)}):
         try:
-            document = iam.get_role(RoleName=role.rpartition("/")[2])["Role"]["AssumeRolePolicyDocument"]
+            live = iam.get_role(RoleName=role.rpartition("/")[2])["Role"]
         except aws_errors.ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "NoSuchEntity":
                 raise
             problems.append(f"the node role {role} does not exist")
             continue
-        beyond = [t for t in _trusted(document) if t not in allowed]
+        beyond = [t for t in _trusted(live["AssumeRolePolicyDocument"]) if t not in allowed]
         if beyond:
             problems.append(f"the node role {role} trusts {', '.join(beyond)}, planned {', '.join(allowed)} alone")
+        # its rights: every node, and any instance launched with its instance profile, acts with them
+        problems += [f"the node role {role}: {p}" for p in _rights_not_planned(iam, ctx, _planned_node_role(ctx), live)]
     if problems:
         return failed(
             "; ".join(problems),
             f"an entry the plan does not make is removed with `aws eks delete-access-entry --cluster-name {cluster} "
             "--principal-arn ARN` (a node role's after its group: aws.node-groups); an administrator sets the node "
             f"role's trust back with `aws iam update-assume-role-policy --role-name ROLE --policy-document "
-            f"'{planned_trust}'` (the deploy role may not: TrustIsSetAtCreate); CloudTrail's CreateAccessEntry, "
-            "CreateNodegroup and UpdateAssumeRolePolicy events say who did it",
+            f"'{planned_trust}'` (the deploy role may not: TrustIsSetAtCreate); a policy the plan does not give the "
+            "node role goes with `aws iam delete-role-policy` or `aws iam detach-role-policy` (`pulumi up` keeps it); "
+            "CloudTrail's CreateAccessEntry, CreateNodegroup, UpdateAssumeRolePolicy, PutRolePolicy and "
+            "AttachRolePolicy events say who did it",
         )
     seen = f"{len(entries)} access entries: {len(entries) - len(unplanned)} planned"
     seen += f", the creator's ({creator['principalArn']})" if creator else ""
@@ -2096,9 +2108,11 @@ def specs() -> list[Spec]:
              preview_entry, "aws", "eks:DescribeAccessEntry, eks:ListAssociatedAccessPolicies",
              after=("aws.cluster",)),
         Spec("aws.cluster-access", "every access entry of the cluster is a planned principal's, the node role's "
-             "(as a node) or the creator's; every node group's role trusts what the plan's node role does (EC2) alone",
+             "(as a node) or the creator's; every node group's role trusts what the plan's node role does (EC2) alone "
+             "and has its policies and boundary",
              cluster_access, "aws", "eks:ListAccessEntries, eks:DescribeAccessEntry, eks:ListNodegroups, "
-             "eks:DescribeNodegroup, iam:GetRole", after=("aws.cluster",)),
+             "eks:DescribeNodegroup, iam:GetRole, iam:ListRolePolicies, iam:GetRolePolicy, "
+             "iam:ListAttachedRolePolicies", after=("aws.cluster",)),
         Spec("aws.pod-identities", "every Pod Identity association is the program's (or a planned add-on's), with "
              "session tags, no target role, to a role trusting that service account alone with the plan's rights",
              pod_identities, "aws", "eks:ListPodIdentityAssociations, eks:DescribePodIdentityAssociation, iam:GetRole, "
