@@ -16,6 +16,8 @@ from tests.cli.test_verify_checks import (  # noqa: F401 (fixtures)
     _new_template_version,
     aws,
     aws_ctx,
+    cluster,
+    ctx,
     one,
     plan,
 )
@@ -103,3 +105,63 @@ def test_a_node_role_given_an_inline_policy_of_the_deploy_roles_fails_naming_it(
     assert outcome.status == "FAIL", outcome.evidence
     assert f"the node role {NODE_ROLE}: inline policy debug not as planned" in outcome.evidence
     assert "aws iam delete-role-policy" in outcome.fix
+
+
+# --- the admission policies' bindings ---------------------------------------------------------------
+
+BINDINGS = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
+def test_the_deploy_role_is_cluster_admin_so_it_may_rewrite_any_binding():
+    """Inside Kubernetes no IAM policy looks: the deploy role's access entry has AmazonEKSClusterAdminPolicy across
+    the cluster (components/delivery.py Delivery), every verb on every kind, admission policy bindings included."""
+    (association,) = [
+        r
+        for r in plan_of("prod").of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+        if r.name == "delivery-deploy"
+    ]
+    assert association.inputs["policyArn"].endswith("/AmazonEKSClusterAdminPolicy")
+    assert association.inputs["accessScope"] == {"type": "cluster"}
+
+
+def test_a_guard_policy_whose_binding_is_gone_fails_naming_it(ctx, cluster):
+    """Without its binding a policy judges nothing: the NetworkPolicy guard's gone, a team writes the NetworkPolicy
+    that opens its pods' egress beside the platform's default deny, to anywhere, Lustre's port included."""
+    cluster.delete_now(f"{BINDINGS}/higgsfield-tenant-network-policies")
+    outcome = one("kube.admission-policies", ctx)
+    assert outcome.status == "FAIL", outcome.evidence
+    assert "binding higgsfield-tenant-network-policies: missing" in outcome.evidence
+
+
+@pytest.mark.parametrize(
+    ("name", "changed", "said"),
+    [
+        # a team's own policy no longer judges its pods: one running as another team's UID (the policy holds each
+        # team's pods to its own) reads that team's directory on the shared file system; kube.tenant-attacks tries
+        # jobs, a DaemonSet and a PodGroup, no pod
+        (
+            "higgsfield-team-llm",
+            {
+                "excludeResourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"], "resources": ["pods"]}
+                ]
+            },
+            "matchResources.excludeResourceRules",
+        ),
+        # the claim-name guard only audits: a team takes the name of the next dataset's claim
+        ("higgsfield-tenant-claim-names", None, "validationActions"),
+    ],
+    ids=["team-policy-skips-pods", "guard-audits-only"],
+)
+def test_a_binding_that_no_longer_denies_what_its_policy_refuses_fails_naming_the_field(
+    ctx, cluster, name, changed, said
+):
+    binding = cluster.get(f"{BINDINGS}/{name}")
+    if changed:
+        binding["spec"]["matchResources"] |= changed
+    else:
+        binding["spec"]["validationActions"] = ["Audit"]
+    cluster.put(binding)
+    outcome = one("kube.admission-policies", ctx)
+    assert outcome.status == "FAIL", outcome.evidence
+    assert f"binding {name}: {said} not as planned" in outcome.evidence

@@ -397,6 +397,12 @@ def seed(fake: FakeKubernetesApi, plan, now: datetime.datetime = NOW) -> None:
                 "status": {"observedGeneration": 1, "typeChecking": {}},
             }
         )
+    for binding in plan.of_type(checks.VAP_BINDING):
+        # as the API server stores it: a matchResources defaulted (SetDefaults_MatchResources)
+        spec = copy.deepcopy(binding.inputs["spec"])
+        if "matchResources" in spec:
+            spec["matchResources"] = {**checks.MATCH_RESOURCES_DEFAULTS, **spec["matchResources"]}
+        fake.put({**binding.inputs, "metadata": {"name": binding.inputs["metadata"]["name"]}, "spec": spec})
     # the program's RBAC, as `pulumi up` applied it (the Training Operator's own, its kustomize Directory's, is no
     # resource of the plan: none binds the preview group)
     for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):

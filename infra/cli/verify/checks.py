@@ -33,6 +33,11 @@ LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 EKS_CLUSTER = "eks:index:Cluster"
 SCHEDULE = "aws:autoscaling/schedule:Schedule"
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+VAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+# What the API server writes into a binding's matchResources that the plan leaves out (SetDefaults_MatchResources,
+# kubernetes/kubernetes:pkg/apis/admissionregistration/v1beta1/defaults.go, a stored copy whose ref was not read; v1
+# keeps the v1beta1 types' defaults): a planned binding and its live copy are compared with these on both sides.
+MATCH_RESOURCES_DEFAULTS = {"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {}}
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 CRON_JOB = "kubernetes:batch/v1:CronJob"
 # A planned CronJob (the gang deadline's runs every minute) is late once its last success is older than this.
@@ -1038,7 +1043,18 @@ def _warnings(policy: dict) -> list[str]:
     return [w.get("warning", "") for w in checked]
 
 
+def _binding_spec(spec: dict) -> dict:
+    """A ValidatingAdmissionPolicyBinding's spec with the API server's matchResources defaults filled in."""
+    if "matchResources" not in spec:
+        return spec
+    return {**spec, "matchResources": {**MATCH_RESOURCES_DEFAULTS, **(spec["matchResources"] or {})}}
+
+
 def admission_policies(ctx: Any) -> Outcome:
+    """Every planned ValidatingAdmissionPolicy is present and type-checked, and every planned binding is present with
+    its planned spec: a policy judges only what a binding hands it, so one whose binding is gone, audits or warns
+    instead of denying, or excludes a kind or a namespace, refuses nothing there while the policy itself is intact
+    (the deploy role is cluster admin)."""
     want = {r.inputs["metadata"]["name"] for r in ctx.plan.of_type(VAP)}
     live = {p["metadata"]["name"]: p for p in ctx.kube.admission_policies()}
     problems = [f"missing: {name}" for name in sorted(want - set(live))]
@@ -1047,11 +1063,25 @@ def admission_policies(ctx: Any) -> Outcome:
         for name in sorted(want & set(live))
         if _warnings(live[name])
     ]
+    bindings = {b["metadata"]["name"]: b.get("spec") or {} for b in ctx.kube.admission_policy_bindings()}
+    for planned in sorted(ctx.plan.of_type(VAP_BINDING), key=lambda r: r.inputs["metadata"]["name"]):
+        name = planned.inputs["metadata"]["name"]
+        if name not in bindings:
+            problems.append(f"binding {name}: missing")
+            continue
+        changed = _drift(_binding_spec(bindings[name]), _binding_spec(planned.inputs.get("spec") or {}))
+        if changed:
+            problems.append(f"binding {name}: {', '.join(changed)} not as planned")
     if problems:
         return failed(
-            "; ".join(problems), "rerun `pulumi up`; a warning means a CEL expression reads a field the schema lacks"
+            "; ".join(problems),
+            "rerun `pulumi up` (`pulumi refresh` first where a binding was edited: `kubectl get "
+            "validatingadmissionpolicybinding NAME -o yaml` against `higgsfield plan STACK`); a warning means a CEL "
+            "expression reads a field the schema lacks; the API server's audit log says who changed a binding",
         )
-    return passed(f"{len(want)} ValidatingAdmissionPolicies present, type-checked without warnings")
+    return passed(
+        f"{len(want)} ValidatingAdmissionPolicies present, type-checked without warnings, each binding as planned"
+    )
 
 
 def _attack(team: Any, other_queue: str) -> dict:
@@ -2145,8 +2175,9 @@ def specs() -> list[Spec]:
              node_pools, "kube", "list nodepools, nodeclaims", after=(KUBE_API,)),
         Spec("kube.queues", "every team's queue is Open, its namespace names it, PodGroups are moved to it",
              queues, "kube", "get queues, namespaces, mutatingwebhookconfigurations", after=(KUBE_API,)),
-        Spec("kube.admission-policies", "every planned ValidatingAdmissionPolicy is present, without CEL warnings",
-             admission_policies, "kube", "list validatingadmissionpolicies", after=(KUBE_API,)),
+        Spec("kube.admission-policies", "every planned ValidatingAdmissionPolicy is present, without CEL warnings, "
+             "and bound as planned", admission_policies, "kube",
+             "list validatingadmissionpolicies, validatingadmissionpolicybindings", after=(KUBE_API,)),
         Spec("kube.tenant-attacks", "admission refuses a PodGroup in another team's queue, a misnamed Kubeflow job, "
              "one that would keep its pods once finished, one managed by another controller, one whose pods carry a "
              "finalizer, a DaemonSet on the GPU nodes",
