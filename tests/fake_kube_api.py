@@ -79,6 +79,7 @@ KINDS = {
     "jaxjobs": "JAXJob",
     "paddlejobs": "PaddleJob",
     "validatingadmissionpolicies": "ValidatingAdmissionPolicy",
+    "validatingadmissionpolicybindings": "ValidatingAdmissionPolicyBinding",
     "resourcequotas": "ResourceQuota",
     "persistentvolumeclaims": "PersistentVolumeClaim",
     "ec2nodeclasses": "EC2NodeClass",

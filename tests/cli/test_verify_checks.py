@@ -43,7 +43,9 @@ from tests.conftest import plan_of
 from tests.fake_kube_api import FakeKubernetesApi
 
 STACK, REGION = "prod", "us-east-2"
-NODE_ROLE = "arn:aws:iam::123456789012:role/eks"  # the role the seeded node groups are on (moto's account)
+# the role the seeded node groups are on (moto's account), named as Pulumi names the plan's (namePrefix
+# higgsfield-prod-)
+NODE_ROLE = "arn:aws:iam::123456789012:role/higgsfield-prod-0a1b2c3d4e5f6a7"
 NOW = datetime.datetime(2026, 12, 5, 9, 0, tzinfo=datetime.UTC)
 CLUSTER = names.cluster_name(STACK)
 
@@ -231,8 +233,10 @@ def _moto_cluster():
 
 
 def _launch_template(ec2, template) -> str:
-    """The planned launch template as `pulumi up` makes it: the plan's user data, IMDSv2 alone. Its ID."""
-    data = {"MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}}
+    """The planned launch template as `pulumi up` makes it: the plan's user data and metadata options (IMDSv2 alone,
+    hop limit 1). Its ID."""
+    options = template.inputs.get("metadataOptions") or {}
+    data = {"MetadataOptions": {k[0].upper() + k[1:]: v for k, v in options.items()}}
     if template.inputs.get("userData"):
         data["UserData"] = template.inputs["userData"]
     made = ec2.create_launch_template(LaunchTemplateName=f"{template.name}-1a2b3c4", LaunchTemplateData=data)
@@ -393,6 +397,12 @@ def seed(fake: FakeKubernetesApi, plan, now: datetime.datetime = NOW) -> None:
                 "status": {"observedGeneration": 1, "typeChecking": {}},
             }
         )
+    for binding in plan.of_type(checks.VAP_BINDING):
+        # as the API server stores it: a matchResources defaulted (SetDefaults_MatchResources)
+        spec = copy.deepcopy(binding.inputs["spec"])
+        if "matchResources" in spec:
+            spec["matchResources"] = {**checks.MATCH_RESOURCES_DEFAULTS, **spec["matchResources"]}
+        fake.put({**binding.inputs, "metadata": {"name": binding.inputs["metadata"]["name"]}, "spec": spec})
     # the program's RBAC, as `pulumi up` applied it (the Training Operator's own, its kustomize Directory's, is no
     # resource of the plan: none binds the preview group)
     for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
@@ -2118,7 +2128,20 @@ def _access_answered(aws_ctx, aws, plan, *extra: dict, trust: dict | None = None
     stub.activate()
     aws_ctx.clients["eks"] = _WithAccessEntries(aws_ctx.client("eks"), client)
     document = json.dumps(trust) if trust else checks._planned_node_trust(aws_ctx)[0]
-    aws.client("iam").create_role(RoleName=NODE_ROLE.rpartition("/")[2], AssumeRolePolicyDocument=document)
+    _planned_node_role(aws, plan, NODE_ROLE.rpartition("/")[2], document)
+
+
+def _planned_node_role(aws, plan, name: str, trust: str) -> None:
+    """The node role in moto as `pulumi up` makes it (components/nodes.py NodeRole): `trust`, the stack's boundary and
+    the AWS managed policies the plan attaches."""
+    iam = aws.client("iam")
+    boundary = f"arn:aws:iam::123456789012:policy/{names.boundary_name(STACK)}"
+    iam.create_role(RoleName=name, AssumeRolePolicyDocument=trust, PermissionsBoundary=boundary)
+    (planned,) = [r for r in plan.of_type(checks.IAM_ROLE) if f"{checks.NODE_ROLE}::" in (r.parent or "")]
+    for r in plan.resources:
+        if planned.urn in (r.dependencies or ()) and r.type == checks.ROLE_POLICY_ATTACHMENT:
+            _aws_managed_policy(r.inputs["policyArn"])
+            iam.attach_role_policy(RoleName=name, PolicyArn=r.inputs["policyArn"])
 
 
 def test_the_planned_entries_the_node_roles_and_the_creators_pass(aws_ctx, aws, plan):

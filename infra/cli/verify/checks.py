@@ -33,6 +33,11 @@ LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 EKS_CLUSTER = "eks:index:Cluster"
 SCHEDULE = "aws:autoscaling/schedule:Schedule"
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+VAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+# What the API server writes into a binding's matchResources that the plan leaves out (SetDefaults_MatchResources,
+# kubernetes/kubernetes:pkg/apis/admissionregistration/v1beta1/defaults.go, a stored copy whose ref was not read; v1
+# keeps the v1beta1 types' defaults): a planned binding and its live copy are compared with these on both sides.
+MATCH_RESOURCES_DEFAULTS = {"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {}}
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 CRON_JOB = "kubernetes:batch/v1:CronJob"
 # A planned CronJob (the gang deadline's runs every minute) is late once its last success is older than this.
@@ -299,8 +304,8 @@ def _launched_as_planned(ctx: Any, resource: Any, live: dict) -> list[str]:
     SSH key (CreateNodegroup's remoteAccess, which opens port 22), and a launch template version (UpdateNodegroupVersion
     takes any; CreateLaunchTemplateVersion on the stack's own template is the deploy role's) with the plan's user data,
     no AMI of its own (the group's AMI type picks it: components/nodes.py launch_template), no key pair, no instance
-    profile, no public address, and IMDSv2 alone. Its fields: LaunchTemplateData in
-    boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18."""
+    profile, no public address, and the plan's metadata options (IMDSv2 alone, hop limit 1). Its fields:
+    LaunchTemplateData in boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18."""
     problems = []
     remote = live.get("remoteAccess")
     if remote:
@@ -327,8 +332,15 @@ def _launched_as_planned(ctx: Any, resource: Any, live: dict) -> list[str]:
         )
     if any(ni.get("AssociatePublicIpAddress") for ni in data.get("NetworkInterfaces") or []):
         problems.append(f"{at}: a network interface asks for a public address")
-    if (data.get("MetadataOptions") or {}).get("HttpTokens") != "required":
+    metadata = data.get("MetadataOptions") or {}
+    if metadata.get("HttpTokens") != "required":
         problems.append(f"{at}: IMDSv1 allowed (HttpTokens not required)")
+    # every metadata option the plan sets (components/nodes.py launch_template), the API's name its input's
+    # capitalized: a hop limit above 1 lets every pod on the node reach the node role's credentials
+    for option, want in sorted((template.inputs.get("metadataOptions") or {}).items()):
+        key = option[0].upper() + option[1:]
+        if key != "HttpTokens" and metadata.get(key) != want:
+            problems.append(f"{at}: metadata option {key} {metadata.get(key, 'unset')}, planned {want}")
     return problems
 
 
@@ -1031,7 +1043,18 @@ def _warnings(policy: dict) -> list[str]:
     return [w.get("warning", "") for w in checked]
 
 
+def _binding_spec(spec: dict) -> dict:
+    """A ValidatingAdmissionPolicyBinding's spec with the API server's matchResources defaults filled in."""
+    if "matchResources" not in spec:
+        return spec
+    return {**spec, "matchResources": {**MATCH_RESOURCES_DEFAULTS, **(spec["matchResources"] or {})}}
+
+
 def admission_policies(ctx: Any) -> Outcome:
+    """Every planned ValidatingAdmissionPolicy is present and type-checked, and every planned binding is present with
+    its planned spec: a policy judges only what a binding hands it, so one whose binding is gone, audits or warns
+    instead of denying, or excludes a kind or a namespace, refuses nothing there while the policy itself is intact
+    (the deploy role is cluster admin)."""
     want = {r.inputs["metadata"]["name"] for r in ctx.plan.of_type(VAP)}
     live = {p["metadata"]["name"]: p for p in ctx.kube.admission_policies()}
     problems = [f"missing: {name}" for name in sorted(want - set(live))]
@@ -1040,11 +1063,25 @@ def admission_policies(ctx: Any) -> Outcome:
         for name in sorted(want & set(live))
         if _warnings(live[name])
     ]
+    bindings = {b["metadata"]["name"]: b.get("spec") or {} for b in ctx.kube.admission_policy_bindings()}
+    for planned in sorted(ctx.plan.of_type(VAP_BINDING), key=lambda r: r.inputs["metadata"]["name"]):
+        name = planned.inputs["metadata"]["name"]
+        if name not in bindings:
+            problems.append(f"binding {name}: missing")
+            continue
+        changed = _drift(_binding_spec(bindings[name]), _binding_spec(planned.inputs.get("spec") or {}))
+        if changed:
+            problems.append(f"binding {name}: {', '.join(changed)} not as planned")
     if problems:
         return failed(
-            "; ".join(problems), "rerun `pulumi up`; a warning means a CEL expression reads a field the schema lacks"
+            "; ".join(problems),
+            "rerun `pulumi up` (`pulumi refresh` first where a binding was edited: `kubectl get "
+            "validatingadmissionpolicybinding NAME -o yaml` against `higgsfield plan STACK`); a warning means a CEL "
+            "expression reads a field the schema lacks; the API server's audit log says who changed a binding",
         )
-    return passed(f"{len(want)} ValidatingAdmissionPolicies present, type-checked without warnings")
+    return passed(
+        f"{len(want)} ValidatingAdmissionPolicies present, type-checked without warnings, each binding as planned"
+    )
 
 
 def _attack(team: Any, other_queue: str) -> dict:
@@ -1823,11 +1860,17 @@ def _trusted(document: Any) -> list[str]:
     return trusted
 
 
+def _planned_node_role(ctx: Any) -> Any:
+    """The plan's node role (components/nodes.py NodeRole's role), the one every node group and Karpenter's nodes
+    are on."""
+    (role,) = [r for r in ctx.plan.of_type(IAM_ROLE) if (r.parent or "").split("::")[-2].endswith(NODE_ROLE)]
+    return role
+
+
 def _planned_node_trust(ctx: Any) -> tuple[str, list[str]]:
     """The plan's node role's trust policy (components/nodes.py NodeRole: ec2.amazonaws.com alone) and whom it
     trusts."""
-    (role,) = [r for r in ctx.plan.of_type(IAM_ROLE) if (r.parent or "").split("::")[-2].endswith(NODE_ROLE)]
-    document = role.inputs["assumeRolePolicy"]
+    document = _planned_node_role(ctx).inputs["assumeRolePolicy"]
     return document, _trusted(json.loads(document))
 
 
@@ -1853,7 +1896,9 @@ def cluster_access(ctx: Any) -> Outcome:
     step 2) and so the one STANDARD entry of no planned principal made before the cluster's first node group. And
     every role EKS enters as a node (the node groups', planned or not) trusts no one the plan's node role does not
     (iam:GetRole's AssumeRolePolicyDocument): IAM cannot read a trust, nor CreateNodegroup's nodeRole, so a node role
-    trusting another account is found here, not refused."""
+    trusting another account is found here, not refused. Nor its rights (_rights_not_planned against the plan's node
+    role): the deploy role may put any policy on a role of the stack's, the node role too, and every node, and any
+    instance launched with the node role's instance profile, would act with it."""
     cfg, eks = ctx.config, ctx.client("eks")
     cluster = names.cluster_name(cfg.stack)
     planned_groups, others = _cluster_groups(ctx)
@@ -1890,23 +1935,27 @@ def cluster_access(ctx: Any) -> Outcome:
     # every role EKS enters as a node: the planned groups', and those of the groups the plan does not make
     for role in sorted({*node_roles, *(r for r in unplanned_roles if r)}):
         try:
-            document = iam.get_role(RoleName=role.rpartition("/")[2])["Role"]["AssumeRolePolicyDocument"]
+            live = iam.get_role(RoleName=role.rpartition("/")[2])["Role"]
         except aws_errors.ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "NoSuchEntity":
                 raise
             problems.append(f"the node role {role} does not exist")
             continue
-        beyond = [t for t in _trusted(document) if t not in allowed]
+        beyond = [t for t in _trusted(live["AssumeRolePolicyDocument"]) if t not in allowed]
         if beyond:
             problems.append(f"the node role {role} trusts {', '.join(beyond)}, planned {', '.join(allowed)} alone")
+        # its rights: every node, and any instance launched with its instance profile, acts with them
+        problems += [f"the node role {role}: {p}" for p in _rights_not_planned(iam, ctx, _planned_node_role(ctx), live)]
     if problems:
         return failed(
             "; ".join(problems),
             f"an entry the plan does not make is removed with `aws eks delete-access-entry --cluster-name {cluster} "
             "--principal-arn ARN` (a node role's after its group: aws.node-groups); an administrator sets the node "
             f"role's trust back with `aws iam update-assume-role-policy --role-name ROLE --policy-document "
-            f"'{planned_trust}'` (the deploy role may not: TrustIsSetAtCreate); CloudTrail's CreateAccessEntry, "
-            "CreateNodegroup and UpdateAssumeRolePolicy events say who did it",
+            f"'{planned_trust}'` (the deploy role may not: TrustIsSetAtCreate); a policy the plan does not give the "
+            "node role goes with `aws iam delete-role-policy` or `aws iam detach-role-policy` (`pulumi up` keeps it); "
+            "CloudTrail's CreateAccessEntry, CreateNodegroup, UpdateAssumeRolePolicy, PutRolePolicy and "
+            "AttachRolePolicy events say who did it",
         )
     seen = f"{len(entries)} access entries: {len(entries) - len(unplanned)} planned"
     seen += f", the creator's ({creator['principalArn']})" if creator else ""
@@ -2098,9 +2147,11 @@ def specs() -> list[Spec]:
              preview_entry, "aws", "eks:DescribeAccessEntry, eks:ListAssociatedAccessPolicies",
              after=("aws.cluster",)),
         Spec("aws.cluster-access", "every access entry of the cluster is a planned principal's, the node role's "
-             "(as a node) or the creator's; every node group's role trusts what the plan's node role does (EC2) alone",
+             "(as a node) or the creator's; every node group's role trusts what the plan's node role does (EC2) alone "
+             "and has its policies and boundary",
              cluster_access, "aws", "eks:ListAccessEntries, eks:DescribeAccessEntry, eks:ListNodegroups, "
-             "eks:DescribeNodegroup, iam:GetRole", after=("aws.cluster",)),
+             "eks:DescribeNodegroup, iam:GetRole, iam:ListRolePolicies, iam:GetRolePolicy, "
+             "iam:ListAttachedRolePolicies", after=("aws.cluster",)),
         Spec("aws.pod-identities", "every Pod Identity association is the program's (or a planned add-on's), with "
              "session tags, no target role, to a role trusting that service account alone with the plan's rights",
              pod_identities, "aws", "eks:ListPodIdentityAssociations, eks:DescribePodIdentityAssociation, iam:GetRole, "
@@ -2133,8 +2184,9 @@ def specs() -> list[Spec]:
              node_pools, "kube", "list nodepools, nodeclaims", after=(KUBE_API,)),
         Spec("kube.queues", "every team's queue is Open, its namespace names it, PodGroups are moved to it",
              queues, "kube", "get queues, namespaces, mutatingwebhookconfigurations", after=(KUBE_API,)),
-        Spec("kube.admission-policies", "every planned ValidatingAdmissionPolicy is present, without CEL warnings",
-             admission_policies, "kube", "list validatingadmissionpolicies", after=(KUBE_API,)),
+        Spec("kube.admission-policies", "every planned ValidatingAdmissionPolicy is present, without CEL warnings, "
+             "and bound as planned", admission_policies, "kube",
+             "list validatingadmissionpolicies, validatingadmissionpolicybindings", after=(KUBE_API,)),
         Spec("kube.tenant-attacks", "admission refuses a PodGroup in another team's queue, a misnamed Kubeflow job, "
              "one that would keep its pods once finished, one managed by another controller, one whose pods carry a "
              "finalizer, a DaemonSet on the GPU nodes",

@@ -100,6 +100,9 @@ class Kube:
     def admission_policies(self) -> list[dict]:
         return self._call(self.admission.list_validating_admission_policy)["items"]
 
+    def admission_policy_bindings(self) -> list[dict]:
+        return self._call(self.admission.list_validating_admission_policy_binding)["items"]
+
     def cluster_object(self, group: str, version: str, plural: str, name: str) -> dict:
         return self._call(self.custom.get_cluster_custom_object, group, version, plural, name)
 
