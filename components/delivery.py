@@ -1345,19 +1345,39 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
     all but filled at the most admins the config admits (higgsfield:admins: ADMINS_CHARACTERS), and a managed policy
     has MANAGED_POLICY_CHARACTERS of its own. Here are the denials whose size no setting but the stack's name and
     region changes: AdministratorsOnly (the largest, which grows as REFUSED_WHOLE does), OnlyTheStacksCluster,
-    control_plane_log_denials, key_denials and reach_denials; what grows with the admins and the buckets stays inline
-    (ClusterAccessStaysInTheAccount, TheDataOutlivesTheDeploy), with the IAM denials that keep this policy and the
-    role fixed (iam_denials: ManagedPoliciesAreFixed refuses its new versions and its delete,
-    CiIdentitiesAreAdministeredByBootstrap its detach from the deploy role). An administrator creates and attaches
-    it (the deploy role may create no managed policy and attach only MANAGED_POLICIES: `higgsfield diff` refuses
-    both and names the command)."""
+    control_plane_log_denials, key_denials, reach_denials and no_role_to_an_instance; what grows with the admins and
+    the buckets stays inline (ClusterAccessStaysInTheAccount, TheDataOutlivesTheDeploy), with the IAM denials that
+    keep this policy and the role fixed (iam_denials: ManagedPoliciesAreFixed refuses its new versions and its
+    delete, CiIdentitiesAreAdministeredByBootstrap its detach from the deploy role). An administrator creates and
+    attaches it (the deploy role may create no managed policy and attach only MANAGED_POLICIES: `higgsfield diff`
+    refuses both and names the command)."""
     return _document(
         administrators_only(),
         only_the_stacks_cluster(settings.account_id, stack, region),
         *control_plane_log_denials(),
         *key_denials(),
         *reach_denials(settings, stack, region),
+        no_role_to_an_instance(),
     )
+
+
+def no_role_to_an_instance() -> dict:
+    """No role is passed to EC2 by the deploy role: an instance of its own launched with the instance profile EKS
+    made for a node group (RunInstances asks iam:PassRole of the profile's role, iam:PassedToService
+    ec2.amazonaws.com: docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_use_switch-role-ec2.html, "permission to
+    pass IAM roles") would act with the node role and join the cluster as a node through the node role's access
+    entry, where no check of `higgsfield verify` relates instances to node groups. The program gives no instance or
+    launch template of its own an instance profile (the FSx layout client has none: components/storage.py); EKS
+    passes the node role to its node groups (iam:PassedToService eks.amazonaws.com) and Karpenter's controller, a
+    role of its own, passes it to EC2 for its claims; neither is the deploy role. Deploy-only: under the boundary,
+    Karpenter's controller needs this pass."""
+    return {
+        "Sid": "NoRoleToAnInstance",
+        "Effect": "Deny",
+        "Action": ["iam:PassRole"],
+        "Resource": "*",
+        "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+    }
 
 
 def deploy_denials_arn(account: str, stack: str) -> str:
