@@ -1367,9 +1367,10 @@ def no_role_to_an_instance() -> dict:
     ec2.amazonaws.com: docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_use_switch-role-ec2.html, "permission to
     pass IAM roles") would act with the node role and join the cluster as a node through the node role's access
     entry, where no check of `higgsfield verify` relates instances to node groups. The program gives no instance or
-    launch template of its own an instance profile (the FSx layout client has none: components/storage.py); EKS
-    passes the node role to its node groups (iam:PassedToService eks.amazonaws.com) and Karpenter's controller, a
-    role of its own, passes it to EC2 for its claims; neither is the deploy role. Deploy-only: under the boundary,
+    launch template of its own an instance profile (the FSx layout client has none: components/storage.py);
+    CreateNodegroup's pass of the node role names EKS (iam:PassedToService eks.amazonaws.com, as tests/delivery has
+    modelled it; not read in AWS's documentation here: docs/security-ci.md gives the command that checks it), and
+    Karpenter's controller, a role of its own, passes it to EC2 for its claims. Deploy-only: under the boundary,
     Karpenter's controller needs this pass."""
     return {
         "Sid": "NoRoleToAnInstance",
