@@ -2127,19 +2127,24 @@ def _access_answered(aws_ctx, aws, plan, *extra: dict, trust: dict | None = None
         stub.add_response("describe_access_entry", {"accessEntry": e}, asked)
     stub.activate()
     aws_ctx.clients["eks"] = _WithAccessEntries(aws_ctx.client("eks"), client)
+    # the node role as `pulumi up` makes it (components/nodes.py NodeRole), with the plan's trust or `trust`
     document = json.dumps(trust) if trust else checks._planned_node_trust(aws_ctx)[0]
-    _planned_node_role(aws, plan, NODE_ROLE.rpartition("/")[2], document)
-
-
-def _planned_node_role(aws, plan, name: str, trust: str) -> None:
-    """The node role in moto as `pulumi up` makes it (components/nodes.py NodeRole): `trust`, the stack's boundary and
-    the AWS managed policies the plan attaches."""
-    iam = aws.client("iam")
-    boundary = f"arn:aws:iam::123456789012:policy/{names.boundary_name(STACK)}"
-    iam.create_role(RoleName=name, AssumeRolePolicyDocument=trust, PermissionsBoundary=boundary)
     (planned,) = [r for r in plan.of_type(checks.IAM_ROLE) if f"{checks.NODE_ROLE}::" in (r.parent or "")]
+    _role_as_planned(aws.client("iam"), plan, planned, NODE_ROLE.rpartition("/")[2], document)
+
+
+def _role_as_planned(iam, plan, planned, name: str, trust: str | None = None) -> None:
+    """The plan's role `planned` in moto as `pulumi up` makes it, named `name`: `trust` (the plan's by default), the
+    stack's boundary, its inline policies as pulumi-aws sends them, and the AWS managed policies it attaches (put in
+    moto's account from moto's own snapshot of their documents, not all of them loaded)."""
+    boundary = f"arn:aws:iam::123456789012:policy/{names.boundary_name(STACK)}"
+    document = trust or planned.inputs["assumeRolePolicy"]
+    iam.create_role(RoleName=name, AssumeRolePolicyDocument=document, PermissionsBoundary=boundary)
     for r in plan.resources:
-        if planned.urn in (r.dependencies or ()) and r.type == checks.ROLE_POLICY_ATTACHMENT:
+        if planned.urn in (r.dependencies or ()) and r.type == checks.ROLE_POLICY:
+            document = _as_pulumi_aws_sends(r.inputs["policy"])
+            iam.put_role_policy(RoleName=name, PolicyName=f"{r.name}-0a1b2c3", PolicyDocument=document)
+        elif planned.urn in (r.dependencies or ()) and r.type == checks.ROLE_POLICY_ATTACHMENT:
             _aws_managed_policy(r.inputs["policyArn"])
             iam.attach_role_policy(RoleName=name, PolicyArn=r.inputs["policyArn"])
 
@@ -2263,13 +2268,19 @@ def _identities(aws_ctx, aws, extra: list[tuple[str, str, str | None]] = (), **c
     for index, (namespace, account, addon) in enumerate(every):
         planned = (namespace, account, addon) in PLANNED_IDENTITIES
         role = f"higgsfield-prod-{account}" if planned else f"higgsfield-prod-{namespace}-{account}"
-        iam.create_role(
-            RoleName=role,
-            AssumeRolePolicyDocument=pod_identity_trust(CLUSTER, namespace, account),
-            PermissionsBoundary=f"arn:aws:iam::123456789012:policy/{names.boundary_name(STACK)}",
-        )
-        if planned:
-            _planned_rights(iam, aws_ctx.plan, role, namespace, account)
+        if planned:  # the plan's role for that service account, trusting it
+            (as_planned,) = [
+                r
+                for r in aws_ctx.plan.of_type(checks.IAM_ROLE)
+                if f'"{namespace}"' in r.inputs["assumeRolePolicy"] and f'"{account}"' in r.inputs["assumeRolePolicy"]
+            ]
+            _role_as_planned(iam, aws_ctx.plan, as_planned, role, pod_identity_trust(CLUSTER, namespace, account))
+        else:
+            iam.create_role(
+                RoleName=role,
+                AssumeRolePolicyDocument=pod_identity_trust(CLUSTER, namespace, account),
+                PermissionsBoundary=f"arn:aws:iam::123456789012:policy/{names.boundary_name(STACK)}",
+            )
         ident = {
             "clusterName": CLUSTER,
             "namespace": namespace,
@@ -2297,35 +2308,24 @@ def _as_pulumi_aws_sends(document: str) -> str:
     return json.dumps({"Version": parsed.pop("Version"), **parsed}, separators=(",", ":"))
 
 
-def _planned_rights(iam, plan, role: str, namespace: str, account: str) -> None:
-    """The rights the plan gives the Pod Identity role of (namespace, account), given to `role` in moto as `pulumi up`
-    gives them: its inline policies, and the AWS managed policies it attaches (put in moto's account from moto's own
-    snapshot of their documents, not all of them loaded)."""
-    (planned,) = [
-        r
-        for r in plan.of_type(checks.IAM_ROLE)
-        if f'"{namespace}"' in r.inputs["assumeRolePolicy"] and f'"{account}"' in r.inputs["assumeRolePolicy"]
-    ]
-    for r in plan.resources:
-        if planned.urn in (r.dependencies or ()) and r.type == checks.ROLE_POLICY:
-            document = _as_pulumi_aws_sends(r.inputs["policy"])
-            iam.put_role_policy(RoleName=role, PolicyName=f"{r.name}-0a1b2c3", PolicyDocument=document)
-        elif planned.urn in (r.dependencies or ()) and r.type == checks.ROLE_POLICY_ATTACHMENT:
-            _aws_managed_policy(r.inputs["policyArn"])
-            iam.attach_role_policy(RoleName=role, PolicyArn=r.inputs["policyArn"])
-
-
 def _aws_managed_policy(arn: str) -> None:
     """AWS's managed policy `arn` in moto's account, from moto's snapshot of its document (moto/iam/models.py@5.2.6
     _init_aws_policies loads all of them, about a second, when asked)."""
     from moto.backends import get_backend
-    from moto.iam.aws_managed_policies import aws_managed_policies_data
     from moto.iam.models import AWSManagedPolicy
 
     backend = get_backend("iam")[DEFAULT_ACCOUNT_ID]["global"]
     name = arn.rpartition("/")[2]
-    data = json.loads(aws_managed_policies_data)[name]
+    data = _aws_managed_policies()[name]
     backend.managed_policies[arn] = AWSManagedPolicy.from_data(name, DEFAULT_ACCOUNT_ID, "global", data)
+
+
+@functools.cache
+def _aws_managed_policies() -> dict:
+    """moto's snapshot of AWS's managed policies, parsed once a process (5 MB of JSON: about 45 ms a parse)."""
+    from moto.iam.aws_managed_policies import aws_managed_policies_data
+
+    return json.loads(aws_managed_policies_data)
 
 
 def test_the_programs_pod_identities_pass(aws_ctx, aws):

@@ -1931,7 +1931,7 @@ def cluster_access(ctx: Any) -> Outcome:
         made = f" (the node role of group {group}, which the plan does not make)" if group else ""
         problems.append(f"{arn}: an entry ({entry.get('type', 'STANDARD')}) the plan does not make{made}")
     planned_trust, allowed = _planned_node_trust(ctx)
-    iam = ctx.client("iam")
+    iam, node_role = ctx.client("iam"), _planned_node_role(ctx)
     # every role EKS enters as a node: the planned groups', and those of the groups the plan does not make
     for role in sorted({*node_roles, *(r for r in unplanned_roles if r)}):
         try:
@@ -1945,7 +1945,7 @@ def cluster_access(ctx: Any) -> Outcome:
         if beyond:
             problems.append(f"the node role {role} trusts {', '.join(beyond)}, planned {', '.join(allowed)} alone")
         # its rights: every node, and any instance launched with its instance profile, acts with them
-        problems += [f"the node role {role}: {p}" for p in _rights_not_planned(iam, ctx, _planned_node_role(ctx), live)]
+        problems += [f"the node role {role}: {p}" for p in _rights_not_planned(iam, ctx, node_role, live)]
     if problems:
         return failed(
             "; ".join(problems),
