@@ -88,15 +88,16 @@ def run(args: argparse.Namespace) -> int:
 
 def _render_file(args: argparse.Namespace) -> int:
     from infra.cli.output import UsageError
+    from infra.config.job import INSTEAD
     from infra.offline import team_job
     from infra.offline.evaluate import load_stack
 
     if args.example is not None or args.old_stack is not None:
         raise UsageError("higgsfield jobs render STACK -f JOB.yaml: a job file or an example, not both")
-    instead = {  # what a job file says in place of each example flag
-        "pool": "resources.gpuType (with gpuMemoryGiB and interconnect: the platform picks the pool)",
+    instead = {  # what a job file says in place of each example flag (the keys' as a job file's own hints say it)
+        "pool": INSTEAD["pool"],
         "team": "team:",
-        "workers": "resources.gpus (the total; the platform picks nodes x GPUs per node)",
+        "workers": INSTEAD["workers"],
         "image": "image:",
         "checkpoints": f"checkpoints: {'shared' if args.checkpoints else 'off'}",
     }
