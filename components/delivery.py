@@ -1345,12 +1345,12 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
     all but filled at the most admins the config admits (higgsfield:admins: ADMINS_CHARACTERS), and a managed policy
     has MANAGED_POLICY_CHARACTERS of its own. Here are the denials whose size no setting but the stack's name and
     region changes: AdministratorsOnly (the largest, which grows as REFUSED_WHOLE does), OnlyTheStacksCluster,
-    control_plane_log_denials, key_denials, reach_denials and no_role_to_an_instance; what grows with the admins and
-    the buckets stays inline (ClusterAccessStaysInTheAccount, TheDataOutlivesTheDeploy), with the IAM denials that
-    keep this policy and the role fixed (iam_denials: ManagedPoliciesAreFixed refuses its new versions and its
-    delete, CiIdentitiesAreAdministeredByBootstrap its detach from the deploy role). An administrator creates and
-    attaches it (the deploy role may create no managed policy and attach only MANAGED_POLICIES: `higgsfield diff`
-    refuses both and names the command)."""
+    control_plane_log_denials, key_denials, reach_denials, no_role_to_an_instance and volumes_stay_with_their_instance;
+    what grows with the admins and the buckets stays inline (ClusterAccessStaysInTheAccount,
+    TheDataOutlivesTheDeploy), with the IAM denials that keep this policy and the role fixed (iam_denials:
+    ManagedPoliciesAreFixed refuses its new versions and its delete, CiIdentitiesAreAdministeredByBootstrap its
+    detach from the deploy role). An administrator creates and attaches it (the deploy role may create no managed
+    policy and attach only MANAGED_POLICIES: `higgsfield diff` refuses both and names the command)."""
     return _document(
         administrators_only(),
         only_the_stacks_cluster(settings.account_id, stack, region),
@@ -1358,6 +1358,7 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
         *key_denials(),
         *reach_denials(settings, stack, region),
         no_role_to_an_instance(),
+        volumes_stay_with_their_instance(),
     )
 
 
@@ -1378,6 +1379,22 @@ def no_role_to_an_instance() -> dict:
         "Action": ["iam:PassRole"],
         "Resource": "*",
         "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+    }
+
+
+def volumes_stay_with_their_instance() -> dict:
+    """No disk is swapped under an instance by the deploy role: the FSx layout client boots unsquashed root on every
+    team's directory (components/storage.py), and a root volume replaced from a snapshot of the deploy role's own
+    (CreateReplaceRootVolumeTask) or detached and another attached while it is stopped boots what that disk holds,
+    whatever its user data (which AdministratorsOnly keeps). The program attaches no volume itself; the EBS CSI
+    driver, which does, is a role of its own under the boundary (components/observability.py), so deploy-only.
+    `higgsfield verify` (aws.layout-client) compares the root volume's snapshot with its image's for what came
+    another way."""
+    return {
+        "Sid": "VolumesStayWithTheirInstance",
+        "Effect": "Deny",
+        "Action": ["ec2:CreateReplaceRootVolumeTask", "ec2:AttachVolume", "ec2:DetachVolume"],
+        "Resource": "*",
     }
 
 
