@@ -126,6 +126,12 @@ def layout_script(teams: Mapping[str, int], datasets: Sequence[tuple[str, int]])
     return "\n".join(lines) + "\n"
 
 
+def layout_of(settings: Fsx, team_uids: Mapping[str, int]) -> str:
+    """The layout script of a stack's FSx settings and its teams' UIDs: what the layout client runs, and what
+    `higgsfield verify` (aws.layout-client) holds its live user data to."""
+    return layout_script(team_uids, [(d.name, team_uids[d.owner]) for d in settings.datasets])
+
+
 def layout_digest(script: str) -> str:
     return hashlib.sha256(script.encode()).hexdigest()[:16]
 
@@ -551,9 +557,7 @@ class LustreFileSystem(pulumi.ComponentResource):
         """The layout client (LAYOUT_CLIENT_*): an instance that makes the team and dataset
         directories with their owners as unsquashed root, then stops. Its user data carries the
         layout, so a new team or dataset replaces it and the new layout runs once."""
-        fsx = args.settings
-        datasets = [(d.name, args.team_uids[d.owner]) for d in fsx.datasets]
-        script = layout_script(args.team_uids, datasets)
+        script = layout_of(args.settings, args.team_uids)
         user_data = pulumi.Output.all(self.file_system.dns_name, self.file_system.mount_name).apply(
             lambda v: base64.b64encode(layout_user_data(script, v[0], v[1]).encode()).decode()
         )

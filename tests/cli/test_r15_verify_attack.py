@@ -190,18 +190,34 @@ def test_the_deploy_role_still_passes_the_node_role_to_eks_for_its_node_groups()
     assert decision.allowed, decision.reason
 
 
+LAYOUT_CLIENT = EC2 + "instance/i-0layout0client000"
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        "ec2:CreateReplaceRootVolumeTask",  # from a snapshot of its own: the client boots what it holds
+        "ec2:DetachVolume",  # the client stopped, its root disk swapped for one of its own
+        "ec2:AttachVolume",
+    ],
+)
+def test_the_deploy_role_cannot_swap_the_layout_clients_disk(action):
+    """The FSx layout client is the file system's one root-squash exemption (NoSquashNids: its address,
+    docs/security-platform.md): a root volume of the deploy role's making would boot as root on every team's
+    directory, whatever its user data (which AdministratorsOnly keeps: ModifyInstanceAttribute)."""
+    decision = evaluate(Request(action, LAYOUT_CLIENT), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "VolumesStayWithTheirInstance"), decision.reason
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="the FSx layout client is the file system's one root-squash exemption (NoSquashNids: its address, "
-    "docs/security-platform.md); the deploy role may not rewrite its user data (AdministratorsOnly "
-    "ModifyInstanceAttribute) but may replace its root volume or terminate it and launch an instance of its own at "
-    "the reserved address (an explicit reservation hands the address to whoever asks for it): root unsquashed on "
-    "every team's directory; no check of `higgsfield verify` reads the layout client",
+    reason="`pulumi up` terminates the layout client and launches a new one at its reserved address on a new layout "
+    "(delete_before_replace; an explicit reservation hands the address to whoever asks for it), so the deploy role "
+    "may too, with user data, an image or a key of its own: IAM has no condition key on an instance's address or "
+    "user data. `higgsfield verify` finds it after the fact: aws.layout-client compares whatever holds the address "
+    "with the plan (tests/cli/test_verify_layout_client.py "
+    "test_an_instance_of_the_deploy_roles_own_at_the_address_fails_naming_its_user_data)",
 )
-def test_the_deploy_role_cannot_take_the_layout_clients_unsquashed_address():
-    layout = EC2 + "instance/i-0layout0client000"
-    takeovers = [
-        [Request("ec2:CreateReplaceRootVolumeTask", layout), Request("ec2:StartInstances", layout)],
-        [Request("ec2:TerminateInstances", layout), Request("ec2:RunInstances", EC2 + "network-interface/*")],
-    ]
-    assert not any(all(evaluate(r, [_deploy()]).allowed for r in steps) for steps in takeovers)
+def test_the_deploy_role_cannot_launch_an_instance_of_its_own_at_the_layout_clients_address():
+    steps = [Request("ec2:TerminateInstances", LAYOUT_CLIENT), Request("ec2:RunInstances", EC2 + "network-interface/*")]
+    assert not all(evaluate(r, [_deploy()]).allowed for r in steps)

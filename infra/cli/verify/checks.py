@@ -6,6 +6,7 @@ what each proves and the rights it needs."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import fnmatch
 import itertools
@@ -18,6 +19,7 @@ from typing import Any
 import yaml
 from botocore import exceptions as aws_errors
 
+from components import storage
 from components.addons import KUBELET_LOG_MONITORS, MONITORS_ANNOTATION, MONITORS_SETTINGS
 from components.identity import POD_IDENTITY_SERVICE, SESSION_TAGS
 from components.tenancy import SCHEDULER
@@ -760,6 +762,169 @@ def data_versioning(ctx: Any) -> Outcome:
         fixes = [VERSIONING_FIX] * bool(off) + [LIFECYCLE_FIX] * bool(expiring)
         return failed("; ".join(off + expiring), "; ".join(fixes))
     return passed("; ".join(f"{b}: versioning Enabled" for b in buckets))
+
+
+INSTANCE = "aws:ec2/instance:Instance"
+LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+
+
+def _live_file_system(fsx: Any, name: str) -> dict | None:
+    """The file system tagged Name `name` (the program's tag: components/storage.py), from DescribeFileSystems
+    (paginated; FileSystem.Tags, DNSName, SubnetIds, LustreConfiguration.{MountName, RootSquashConfiguration}:
+    boto/botocore:botocore/data/fsx/2018-03-01/service-2.json@1.44.18)."""
+    for page in fsx.get_paginator("describe_file_systems").paginate():
+        for found in page["FileSystems"]:
+            if {"Key": "Name", "Value": name} in (found.get("Tags") or []):
+                return found
+    return None
+
+
+def layout_client(ctx: Any) -> Outcome:
+    """The FSx layout client is the file system's one root-squash exemption (its address's NID: components/storage.py
+    LAYOUT_CLIENT_*), so whatever holds that address is root on every team's directory. The deploy role may not
+    rewrite its user data or swap its disks (AdministratorsOnly, VolumesStayWithTheirInstance), but `pulumi up`
+    terminates and relaunches it at the address, so it may too, with an image, user data or key of its own, or put a
+    network interface of its own at the address (an explicit reservation hands it to whoever asks for it by address).
+    Here: the file system's squash and exemption are the plan's; the one thing at the address is one instance's
+    primary interface; that instance has the plan's tag and user data (the layout of the stack's settings, mounting
+    the live file system), an Amazon image and the root volume made from it, no instance profile or key pair, the
+    plan's metadata options, and one interface in the planned security group, which admits nothing in."""
+    client = next((r for r in ctx.plan.of_type(INSTANCE) if storage.LAYOUT_TAG in (r.inputs.get("tags") or {})), None)
+    planned_fs = next((r for r in ctx.plan.of_type(LUSTRE) if client and r.parent == client.parent), None)
+    if client is None or planned_fs is None:
+        return skipped("no FSx for Lustre file system: no layout client")
+    fs_name, address = planned_fs.inputs["tags"]["Name"], str(client.inputs["privateIp"])
+    live_fs = _live_file_system(ctx.client("fsx"), fs_name)
+    if live_fs is None:
+        return failed(f"file system {fs_name}: missing", "run `pulumi up`")
+    problems = []
+    want_squash = planned_fs.inputs.get("rootSquashConfiguration") or {}
+    squash = (live_fs.get("LustreConfiguration") or {}).get("RootSquashConfiguration") or {}
+    if (squash.get("RootSquash"), sorted(squash.get("NoSquashNids") or [])) != (
+        want_squash.get("rootSquash"),
+        sorted(want_squash.get("noSquashNids") or []),
+    ):
+        problems.append(
+            f"file system {fs_name}: root squash {squash.get('RootSquash', 'off')} exempting "
+            f"{', '.join(squash.get('NoSquashNids') or []) or 'none'}, planned {want_squash.get('rootSquash')} "
+            f"exempting {', '.join(want_squash.get('noSquashNids') or [])}"
+        )
+    ec2 = ctx.client("ec2")
+    holders = ec2.describe_network_interfaces(
+        Filters=[
+            {"Name": "addresses.private-ip-address", "Values": [address]},
+            {"Name": "subnet-id", "Values": list(live_fs.get("SubnetIds") or [])},
+        ]
+    )["NetworkInterfaces"]
+    instances = set()
+    for eni in holders:
+        attached = eni.get("Attachment") or {}
+        if attached.get("InstanceId") and attached.get("DeviceIndex") == 0:
+            instances.add(attached["InstanceId"])
+        else:
+            problems.append(
+                f"{address}: held by network interface {eni['NetworkInterfaceId']} "
+                + (
+                    f"(device {attached.get('DeviceIndex')} of {attached['InstanceId']})"
+                    if attached.get("InstanceId")
+                    else "(attached to no instance)"
+                )
+            )
+    if not instances:
+        problems.append(f"{address}: no instance holds it, the planned layout client is missing")
+    for instance_id in sorted(instances):
+        problems += _layout_client_as_planned(ctx, ec2, instance_id, client, live_fs)
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "an administrator terminates what holds the address (`aws ec2 terminate-instances`, `aws ec2 "
+            "delete-network-interface`), reads what it wrote as root (`lfs find /fsx -newer` on a client) and runs "
+            "`pulumi up`, which launches the planned layout client there; CloudTrail's RunInstances, "
+            "CreateNetworkInterface and UpdateFileSystem events say who did it",
+        )
+    return passed(f"{address}: the planned layout client alone, as launched from its image; squash as planned")
+
+
+def _layout_client_as_planned(ctx: Any, ec2: Any, instance_id: str, client: Any, live_fs: dict) -> list[str]:
+    """What an instance at the layout client's address carries that the plan's does not (DescribeInstances'
+    Instance, DescribeInstanceAttribute's userData, DescribeImages, DescribeVolumes, DescribeSecurityGroups:
+    boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18)."""
+    live = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
+    at, problems = f"instance {instance_id}", []
+    tags = {t["Key"]: t["Value"] for t in live.get("Tags") or []}
+    digest = client.inputs["tags"][storage.LAYOUT_TAG]
+    if tags.get(storage.LAYOUT_TAG) != digest:
+        problems.append(f"{at}: layout {tags.get(storage.LAYOUT_TAG, 'untagged')}, planned {digest}")
+    teams = {team.name: team.uid for team in ctx.config.scheduler.teams}
+    want = storage.layout_user_data(
+        storage.layout_of(ctx.config.fsx, teams),
+        str(live_fs.get("DNSName")),
+        str((live_fs.get("LustreConfiguration") or {}).get("MountName")),
+    )
+    data = ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData").get("UserData") or {}
+    if base64.b64decode(data.get("Value") or "").decode(errors="replace") != want:
+        problems.append(f"{at}: its user data is not the plan's layout of this file system")
+    problems += [
+        f"{at}: {key} {live[key]}, the plan sets none" for key in ("IamInstanceProfile", "KeyName") if live.get(key)
+    ]
+    template = next((t for t in ctx.plan.of_type(LAUNCH_TEMPLATE) if t.name == client.name), None)
+    metadata = live.get("MetadataOptions") or {}
+    for option, value in sorted(((template.inputs if template else {}).get("metadataOptions") or {}).items()):
+        key = option[0].upper() + option[1:]
+        if metadata.get(key) != value:
+            problems.append(f"{at}: metadata option {key} {metadata.get(key, 'unset')}, planned {value}")
+    problems += _launched_from_amazons_image(ec2, at, live)
+    interfaces, groups = live.get("NetworkInterfaces") or [], live.get("SecurityGroups") or []
+    if len(interfaces) != 1:
+        problems.append(f"{at}: {len(interfaces)} network interfaces, the plan gives it one")
+    # the plan's group of the client's (components/storage.py `NAME-layout-sg`), Pulumi-named NAME-layout-sg-xxxxxxx
+    planned_group = next(g for g in ctx.plan.of_type(SECURITY_GROUP) if g.name == f"{client.name}-sg")
+    others = [
+        g["GroupName"]
+        for g in groups
+        if not re.fullmatch(re.escape(planned_group.name) + "-[0-9a-f]{7}", g["GroupName"])
+    ]
+    if others or not groups:
+        problems.append(f"{at}: security groups {', '.join(others) or 'none'}, planned its own alone")
+    elif not planned_group.inputs.get("ingress"):
+        described = ec2.describe_security_groups(GroupIds=[g["GroupId"] for g in groups])["SecurityGroups"]
+        problems += [
+            f"{at}: {g['GroupName']} admits traffic in, the plan none" for g in described if g.get("IpPermissions")
+        ]
+    return problems
+
+
+def _launched_from_amazons_image(ec2: Any, at: str, live: dict) -> list[str]:
+    """The instance runs an image of Amazon's (the plan's is the AL2023 SSM parameter's, which moves: its owner, not
+    its ID, is compared) from the root volume made from that image's snapshot: a root volume replaced from another
+    snapshot, or attached after launch, boots what its maker wrote, user data or not."""
+    image_id = live.get("ImageId", "?")
+    images = ec2.describe_images(ImageIds=[image_id], IncludeDeprecated=True)["Images"]
+    if not images or images[0].get("ImageOwnerAlias") != "amazon":
+        owner = images[0].get("OwnerId") if images else "unknown (no longer described)"
+        return [f"{at}: image {image_id} of owner {owner}, planned Amazon's AL2023"]
+    image = images[0]
+    snapshots = {
+        (m.get("Ebs") or {}).get("SnapshotId")
+        for m in image.get("BlockDeviceMappings") or []
+        if m.get("DeviceName") == image.get("RootDeviceName")
+    }
+    root = next(
+        (m for m in live.get("BlockDeviceMappings") or [] if m.get("DeviceName") == live.get("RootDeviceName")), None
+    )
+    if root is None:
+        return [f"{at}: no root volume attached"]
+    volume = ec2.describe_volumes(VolumeIds=[root["Ebs"]["VolumeId"]])["Volumes"][0]
+    problems = []
+    if volume.get("SnapshotId") not in snapshots:
+        problems.append(
+            f"{at}: root volume {volume['VolumeId']} from snapshot {volume.get('SnapshotId') or 'none'}, not its "
+            f"image's ({', '.join(sorted(s for s in snapshots if s)) or 'none'})"
+        )
+    if not volume.get("Encrypted"):
+        problems.append(f"{at}: root volume {volume['VolumeId']} not encrypted, planned encrypted")
+    return problems
 
 
 def kube_api(ctx: Any) -> Outcome:
@@ -2168,6 +2333,11 @@ def specs() -> list[Spec]:
              "unencrypted", log_groups, "aws", "logs:DescribeLogGroups"),
         Spec("aws.data-versioning", "each linked bucket the file system writes back into keeps every version",
              data_versioning, "aws", "s3:GetBucketVersioning, s3:GetLifecycleConfiguration"),
+        Spec("aws.layout-client", "the FSx layout client, root on every team's directory: squash exempts its "
+             "address alone, which one instance holds with the planned layout, image, root volume and metadata "
+             "options, no profile, key or way in",
+             layout_client, "aws", "fsx:DescribeFileSystems, ec2:DescribeNetworkInterfaces, ec2:DescribeInstances, "
+             "ec2:DescribeInstanceAttribute, ec2:DescribeImages, ec2:DescribeVolumes, ec2:DescribeSecurityGroups"),
         Spec(KUBE_API, "the kubeconfig's context is the stack's cluster and answers at its version",
              kube_api, "kube", "none (GET /version is public to authenticated users)"),
         Spec("kube.leases", "the Training Operator, Volcano, the autoscaler and Karpenter hold fresh leader Leases",
