@@ -146,6 +146,13 @@ def account(aws, aws_ctx, plan):  # noqa: F811
     return state
 
 
+def _relaunched(account, plan, **changed) -> str:  # noqa: F811
+    """TerminateInstances of the layout client, then RunInstances at its address with `changed` (what `pulumi up`
+    does on a new layout, with something of the deploy role's own): the new instance's ID."""
+    account["ec2"].terminate_instances(InstanceIds=[account["instance"]])
+    return _launch(account["ec2"], plan, account["subnet"], account["group"], **changed)
+
+
 def _evidence(aws_ctx, account, file_system: dict | None = None):  # noqa: F811
     account["answer"](file_system)
     return one("aws.layout-client", aws_ctx)
@@ -160,9 +167,7 @@ def test_an_instance_of_the_deploy_roles_own_at_the_address_fails_naming_its_use
     """The strict xfail's path (tests/delivery/test_r15_verify_attack: TerminateInstances, then RunInstances at the
     reserved address, which `pulumi up` itself does on a new layout): an instance with the plan's tags and user data
     of its own."""
-    ec2 = account["ec2"]
-    ec2.terminate_instances(InstanceIds=[account["instance"]])
-    own = _launch(ec2, plan, account["subnet"], account["group"], UserData="#!/bin/bash\nmount -t lustre ...\n")
+    own = _relaunched(account, plan, UserData="#!/bin/bash\nmount -t lustre ...\n")
     outcome = _evidence(aws_ctx, account)
     assert outcome.status == "FAIL"
     assert f"instance {own}: its user data is not the plan's layout of this file system" in outcome.evidence
@@ -197,22 +202,16 @@ def test_a_root_volume_made_from_another_snapshot_fails_naming_it(aws_ctx, accou
 
 def test_an_image_not_amazons_fails_naming_its_owner(aws_ctx, account, plan):  # noqa: F811
     ec2 = account["ec2"]
-    ec2.terminate_instances(InstanceIds=[account["instance"]])
-    source = _launch(ec2, plan, account["subnet"], account["group"])
-    own = ec2.create_image(InstanceId=source, Name="layout-of-its-own")["ImageId"]
-    ec2.terminate_instances(InstanceIds=[source])
-    image = ec2.describe_images(ImageIds=[own])["Images"][0]
-    relaunched = _launch(ec2, plan, account["subnet"], account["group"], image=image)
+    own = ec2.create_image(InstanceId=account["instance"], Name="layout-of-its-own")["ImageId"]
+    relaunched = _relaunched(account, plan, image=ec2.describe_images(ImageIds=[own])["Images"][0])
     outcome = _evidence(aws_ctx, account)
     assert outcome.status == "FAIL"
     assert f"instance {relaunched}: image {own} of owner {ACCOUNT}, planned Amazon's AL2023" in outcome.evidence
 
 
 def test_a_layout_client_with_a_key_pair_fails_naming_it(aws_ctx, account, plan):  # noqa: F811
-    ec2 = account["ec2"]
-    ec2.terminate_instances(InstanceIds=[account["instance"]])
-    ec2.create_key_pair(KeyName="way-in")
-    own = _launch(ec2, plan, account["subnet"], account["group"], KeyName="way-in")
+    account["ec2"].create_key_pair(KeyName="way-in")
+    own = _relaunched(account, plan, KeyName="way-in")
     outcome = _evidence(aws_ctx, account)
     assert outcome.status == "FAIL" and f"instance {own}: KeyName way-in, the plan sets none" in outcome.evidence
 
