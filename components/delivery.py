@@ -512,6 +512,10 @@ ADDRESS_OPENINGS = (
     "ec2:CreateCarrierGateway",
 )
 # What enters a principal in a cluster's access (eks:principalArn is on each: ClusterAccessStaysInTheAccount).
+# CreateAccessEntry asks iam:PassRole of its principal for a node entry alone ("If you create an access entry with
+# type EC2_Linux or EC2_Windows, the IAM principal creating the access entry must have the iam:PassRole permission":
+# awsdocs/amazon-eks-user-guide:latest/ug/manage-access/k8s-access/grant-k8s-access.adoc@4d52b4d0): the program's
+# entries are STANDARD, so no pass of the preview or deploy role (CiIdentitiesAreNotPassed) is asked.
 ACCESS_ENTRY_WRITES = ("eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy")
 # What makes EKS enter a role in a cluster's access itself, without an access entry request, so that
 # ClusterAccessStaysInTheAccount never sees the principal: a capability's role ("access Kubernetes resources in your
