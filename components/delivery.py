@@ -512,6 +512,10 @@ ADDRESS_OPENINGS = (
     "ec2:CreateCarrierGateway",
 )
 # What enters a principal in a cluster's access (eks:principalArn is on each: ClusterAccessStaysInTheAccount).
+# CreateAccessEntry asks iam:PassRole of its principal for a node entry alone ("If you create an access entry with
+# type EC2_Linux or EC2_Windows, the IAM principal creating the access entry must have the iam:PassRole permission":
+# awsdocs/amazon-eks-user-guide:latest/ug/manage-access/k8s-access/grant-k8s-access.adoc@4d52b4d0): the program's
+# entries are STANDARD, so no pass of the preview or deploy role (CiIdentitiesAreNotPassed) is asked.
 ACCESS_ENTRY_WRITES = ("eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:AssociateAccessPolicy")
 # What makes EKS enter a role in a cluster's access itself, without an access entry request, so that
 # ClusterAccessStaysInTheAccount never sees the principal: a capability's role ("access Kubernetes resources in your
@@ -1345,8 +1349,8 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
     all but filled at the most admins the config admits (higgsfield:admins: ADMINS_CHARACTERS), and a managed policy
     has MANAGED_POLICY_CHARACTERS of its own. Here are the denials whose size no setting but the stack's name and
     region changes: AdministratorsOnly (the largest, which grows as REFUSED_WHOLE does), OnlyTheStacksCluster,
-    control_plane_log_denials, key_denials, reach_denials, no_role_to_an_instance and volumes_stay_with_their_instance;
-    what grows with the admins and the buckets stays inline (ClusterAccessStaysInTheAccount,
+    control_plane_log_denials, key_denials, reach_denials, no_role_to_an_instance, volumes_stay_with_their_instance
+    and image_denials; what grows with the admins and the buckets stays inline (ClusterAccessStaysInTheAccount,
     TheDataOutlivesTheDeploy), with the IAM denials that keep this policy and the role fixed (iam_denials:
     ManagedPoliciesAreFixed refuses its new versions and its delete, CiIdentitiesAreAdministeredByBootstrap its
     detach from the deploy role). An administrator creates and attaches it (the deploy role may create no managed
@@ -1359,7 +1363,27 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
         *reach_denials(settings, stack, region),
         no_role_to_an_instance(),
         volumes_stay_with_their_instance(),
+        image_denials(),
     )
+
+
+# PutImage "creates or updates the image manifest and tags associated with an image" (boto/botocore:botocore/data/
+# ecr/2015-09-21/service-2.json@1.44.18): layers uploaded without it are no image and no tag. A pull through cache
+# rule makes every repository under its prefix (every one, for ROOT) a cache of an upstream registry's repository of
+# that name, Docker Hub's or another account's ECR among them (docs.aws.amazon.com/AmazonECR/latest/userguide/
+# pull-through-cache-private-wildcards.html); the pattern matches its Create, Update, Delete and Validate alone in
+# that model.
+IMAGE_WRITES = ("ecr:PutImage", "ecr:*PullThroughCacheRule")
+
+
+def image_denials() -> dict:
+    """No image of the deploy role's: the training image every team's jobs run is pushed by the image workflow's role
+    (ECR_PUSH on the training repository, jobs of main alone), and `pulumi up` makes the repository and its lifecycle
+    policy (components/registry.py) and pushes nothing, nor makes a pull through cache rule, which would turn a tag
+    not pushed yet into an upstream registry's image (IMAGE_WRITES). Deploy-only: the image role carries the boundary,
+    and it is near its size; a role under the boundary given a push by the deploy role is found by `higgsfield
+    verify` (aws.cluster-access for the node role, aws.pod-identities for a Pod Identity role)."""
+    return {"Sid": "ImagesAreTheImageRoles", "Effect": "Deny", "Action": list(IMAGE_WRITES), "Resource": "*"}
 
 
 def no_role_to_an_instance() -> dict:

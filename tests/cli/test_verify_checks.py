@@ -1735,12 +1735,22 @@ def test_a_stack_without_its_named_interruption_queue_fails_naming_the_administr
 
 
 def _addons_answered(
-    aws_ctx, plan, versions_by_name: dict[str, str], status: str = "ACTIVE", configured: dict[str, str] | None = None
+    aws_ctx,
+    plan,
+    versions_by_name: dict[str, str],
+    status: str = "ACTIVE",
+    configured: dict[str, str] | None = None,
+    others: tuple[str, ...] = (),
 ) -> None:
-    """DescribeAddon, in botocore's eks shape (Addon.addonName, addonVersion, status, configurationValues), for each
-    add-on the plan installs: the version given, else the same release as the floor's (an EKS default at or above
-    it); the configuration given, else the planned one (EKS answers the text it was given)."""
+    """ListAddons, in botocore's eks shape (addons, nextToken), names the add-ons the plan installs and `others` over
+    two pages; then DescribeAddon (Addon.addonName, addonVersion, status, configurationValues) for each add-on the
+    plan installs: the version given, else the same release as the floor's (an EKS default at or above it); the
+    configuration given, else the planned one (EKS answers the text it was given)."""
     stub = _stubbed(aws_ctx, "eks")
+    listed = [*sorted(r.inputs["addonName"] for r in plan.of_type(checks.ADDON)), *others]
+    half = len(listed) // 2
+    stub.add_response("list_addons", {"addons": listed[:half], "nextToken": "page-2"}, {"clusterName": CLUSTER})
+    stub.add_response("list_addons", {"addons": listed[half:]}, {"clusterName": CLUSTER, "nextToken": "page-2"})
     for resource in sorted(plan.of_type(checks.ADDON), key=lambda r: r.inputs["addonName"]):
         name = resource.inputs["addonName"]
         version = versions_by_name.get(name, "v9.9.9-eksbuild.1")
@@ -1795,6 +1805,15 @@ def test_an_addon_that_is_not_active_fails(aws_ctx, plan):
     _addons_answered(aws_ctx, plan, {}, status="DEGRADED")
     outcome = one("aws.addons", aws_ctx)
     assert outcome.status == "FAIL" and "DEGRADED" in outcome.evidence
+
+
+def test_an_addon_the_plan_does_not_make_fails_naming_it_and_its_removal(aws_ctx, plan):
+    """An add-on someone installed beside the plan's (on ListAddons' second page) runs its own pods, perhaps with a
+    role of its own: it is named, with the command that removes it, whatever the planned ones' state."""
+    _addons_answered(aws_ctx, plan, {}, others=("aws-guardduty-agent",))
+    outcome = one("aws.addons", aws_ctx)
+    assert outcome.status == "FAIL" and "aws-guardduty-agent: an add-on the plan does not make" in outcome.evidence
+    assert "aws eks delete-addon --cluster-name higgsfield-prod --addon-name NAME" in outcome.fix
 
 
 # --- the CI preview group's reads --------------------------------------------------------------------------

@@ -355,12 +355,15 @@ def _configuration(text: Any) -> Any:
 
 
 def addons(ctx: Any) -> Outcome:
-    """Every managed add-on the plan installs is on the cluster, ACTIVE, at the stack's pin where it has one, at or
-    above its floor (versions.ADDON_FLOORS), and with the planned configuration values: an add-on downgraded or
-    reconfigured by hand (the node monitoring agent's kernel monitor turned back on: components/addons.py
-    NODE_MONITORING_AGENT_CONFIGURATION), or one a console install left older, is what `pulumi up` would not show
-    (the add-ons keep what someone changed: resolve_conflicts_on_update PRESERVE). DescribeAddon's
-    `addon.{addonVersion, status, configurationValues}` (botocore's eks model)."""
+    """Every managed add-on of the cluster (ListAddons, every page) is one the plan installs, and each the plan installs
+    is there, ACTIVE, at the stack's pin where it has one, at or above its floor (versions.ADDON_FLOORS), and with the
+    planned configuration values: an add-on downgraded or reconfigured by hand (the node monitoring agent's kernel
+    monitor turned back on: components/addons.py NODE_MONITORING_AGENT_CONFIGURATION), or one a console install left
+    older, is what `pulumi up` would not show (the add-ons keep what someone changed: resolve_conflicts_on_update
+    PRESERVE). An add-on the plan does not make runs its own pods, perhaps with a role of its own, and IAM cannot
+    refuse it to the deploy role (its own cluster's add-ons are its to make; OnlyTheStacksCluster refuses only another
+    cluster's), so it fails, named. DescribeAddon's `addon.{addonVersion, status, configurationValues}` and
+    ListAddons' `addons` (boto/botocore:botocore/data/eks/2017-11-01/service-2.json@1.44.18)."""
     planned = {
         str(r.inputs["addonName"]): (
             str(r.inputs.get("addonVersion") or ""),
@@ -368,11 +371,14 @@ def addons(ctx: Any) -> Outcome:
         )
         for r in ctx.plan.of_type(ADDON)
     }
-    if not planned:
-        return skipped("the plan installs no managed add-on")
     eks, cluster = ctx.client("eks"), names.cluster_name(ctx.config.stack)
+    pages = eks.get_paginator("list_addons").paginate(clusterName=cluster)
+    listed = {name for page in pages for name in page["addons"]}
     problems, seen = [], []
     for name, (planned_version, configured) in sorted(planned.items()):
+        if name not in listed:
+            problems.append(f"{name}: missing")
+            continue
         try:
             addon = eks.describe_addon(clusterName=cluster, addonName=name)["addon"]
         except aws_errors.ClientError as exc:
@@ -394,13 +400,16 @@ def addons(ctx: Any) -> Outcome:
             problems.append(f"{name} {version}: {status}")
         else:
             seen.append(f"{name} {version}")
+    problems += [f"{name}: an add-on the plan does not make" for name in sorted(listed - planned.keys())]
     if problems:
         return failed(
             "; ".join(problems),
             "`pulumi refresh` then `pulumi up` sets the planned versions and configuration; pin a newer one in "
-            "higgsfield:addonVersions where EKS's default is below the floor (infra/core/versions.py ADDON_FLOORS)",
+            "higgsfield:addonVersions where EKS's default is below the floor (infra/core/versions.py ADDON_FLOORS); "
+            f"`aws eks delete-addon --cluster-name {cluster} --addon-name NAME` removes one the plan does not make, "
+            "its pods with it; CloudTrail's CreateAddon events say who made it",
         )
-    return passed(", ".join(seen))
+    return passed(", ".join(seen) + ", none other" if seen else "no add-on, none planned")
 
 
 def _group_of_pool(ctx: Any, parent: str | None) -> dict | None:
@@ -2299,8 +2308,8 @@ def specs() -> list[Spec]:
              node_groups, "aws", "eks:ListNodegroups, eks:DescribeNodegroup, ec2:DescribeLaunchTemplateVersions",
              after=("aws.cluster",)),
         Spec("aws.addons", "every planned EKS add-on is ACTIVE, at its pin and at or above its floor, configured as "
-             "planned",
-             addons, "aws", "eks:DescribeAddon", after=("aws.cluster",)),
+             "planned, and no other add-on is there",
+             addons, "aws", "eks:ListAddons, eks:DescribeAddon", after=("aws.cluster",)),
         Spec("aws.capacity-schedules", "Capacity Block windows: the scheduled actions are on the pool's group",
              capacity_schedules, "aws", "autoscaling:DescribeScheduledActions", after=("aws.node-groups",)),
         Spec("aws.reservations", "reservation and Capacity Block pools: the reservation is live, of the pool's type",
