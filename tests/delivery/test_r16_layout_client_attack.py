@@ -91,3 +91,20 @@ def test_what_the_deploy_role_may_do_to_the_exemption_verify_finds(request_, fou
     assert evaluate(request_, [_deploy()]).allowed
     assert callable(getattr(test_verify_layout_client, found_by))
 
+
+# The stack's file system's automatic backups (higgsfield:fsx.backupRetentionDays: 7 days on PERSISTENT_2), or one the
+# deploy role takes (fsx:CreateBackup), hold every team's files.
+BACKUP = f"arn:aws:fsx:{REGION}:{ACCOUNT}:backup/backup-0a1b2c3d4e5f67890"
+
+
+def test_the_deploy_role_restores_no_backup_of_the_teams_files_to_a_file_system_of_its_own():
+    """CreateFileSystemFromBackup takes the new file system's squash (LustreConfiguration.RootSquashConfiguration,
+    none if left out: boto/botocore:botocore/data/fsx/2018-03-01/service-2.json@1.44.18) and its subnet: root on a
+    copy of every team's directory, in a VPC of its own, where aws.layout-client looks at the stack's alone."""
+    decision = evaluate(Request("fsx:CreateFileSystemFromBackup", BACKUP), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "AdministratorsOnly"), decision.reason
+
+
+def test_no_role_the_deploy_role_makes_restores_a_backup_of_the_teams_files():
+    decision = evaluate(Request("fsx:CreateFileSystemFromBackup", BACKUP), [EVERYTHING], _boundary())
+    assert decision.denied_by == ("delivery-boundary", "AdministratorsOnly"), decision.reason
