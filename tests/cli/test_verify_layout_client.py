@@ -185,6 +185,26 @@ def test_a_network_interface_of_its_own_at_the_address_fails_naming_it(aws_ctx, 
     )
 
 
+def test_an_interface_at_the_address_attached_to_an_instance_of_its_own_fails_naming_both(aws_ctx, account, plan):  # noqa: F811
+    """CreateNetworkInterface at the address, then AttachNetworkInterface as the second interface of an instance of
+    the deploy role's own (both ec2:*): that instance's root speaks from the address."""
+    ec2 = account["ec2"]
+    ec2.terminate_instances(InstanceIds=[account["instance"]])
+    address = _planned(plan)[0].inputs["privateIp"]
+    eni = ec2.create_network_interface(SubnetId=account["subnet"], PrivateIpAddress=address)["NetworkInterface"]
+    own = ec2.run_instances(
+        ImageId=_amazons_image(ec2)["ImageId"],
+        InstanceType="t3.small",
+        MinCount=1,
+        MaxCount=1,
+        SubnetId=account["subnet"],
+    )["Instances"][0]["InstanceId"]
+    ec2.attach_network_interface(NetworkInterfaceId=eni["NetworkInterfaceId"], InstanceId=own, DeviceIndex=1)
+    outcome = _evidence(aws_ctx, account)
+    assert outcome.status == "FAIL"
+    assert f"{address}: held by network interface {eni['NetworkInterfaceId']} (device 1 of {own})" in outcome.evidence
+
+
 def test_a_root_volume_made_from_another_snapshot_fails_naming_it(aws_ctx, account):  # noqa: F811
     """CreateReplaceRootVolumeTask from a snapshot of the deploy role's own (which VolumesStayWithTheirInstance
     refuses it), or a disk a role under the boundary attached: the instance boots what the snapshot holds."""
