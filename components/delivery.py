@@ -547,11 +547,22 @@ KEY_REPLICATION = ("kms:ReplicateKey", "kms:UpdatePrimaryRegion")
 # which `higgsfield diff` refuses (infra/offline/diff.py KEPT) and an administrator applies. The program deletes
 # its flow log only with the stack (components/network.py), an administrator's act too.
 AUDIT_TRAIL_ENDS = ("kms:ScheduleKeyDeletion", "kms:Disable*", "ec2:DeleteFlowLogs")
+# A copy of every team's files on a file system of the caller's making: CreateFileSystemFromBackup, from the stack's
+# file system's automatic backups (higgsfield:fsx.backupRetentionDays) or one the caller takes (CreateBackup), sets the
+# new file system's squash (LustreConfiguration.RootSquashConfiguration, none if left out), subnet and links
+# (ImportPath, ExportPath: boto/botocore:botocore/data/fsx/2018-03-01/service-2.json@1.44.18), so root there is root
+# on every team's directory, beside the layout client's exemption and in a VPC `higgsfield verify` does not look in.
+# pulumi-aws calls it only for a LustreFileSystem given backup_id (resourceLustreFileSystemCreate,
+# hashicorp/terraform-provider-aws:internal/service/fsx/lustre_file_system.go@06ee53d9fed4877dc55cefbe3ba1423b863eda61),
+# which the program never sets (components/storage.py); CreateVolumeFromBackup, the pattern's other action, is ONTAP's
+# and OpenZFS's, which it makes none of. A restore is an administrator's act.
+BACKUP_RESTORES = ("fsx:*FromBackup",)
 # What AdministratorsOnly refuses on every resource, unconditionally: one statement, for each statement's Sid and
 # frame cost the boundary characters (MANAGED_POLICY_CHARACTERS). None is a write the program makes in a deploy.
 REFUSED_WHOLE = (
     *CROSS_ACCOUNT_OPENINGS,
     *DATA_REPOSITORY_LINKS,  # a link names its bucket where IAM cannot see it: an administrator's act
+    *BACKUP_RESTORES,
     *KEY_POLICY_WRITES,
     *KEY_REPLICATION,
     *ADDRESS_OPENINGS,

@@ -17,6 +17,7 @@ from components import storage
 from infra.cli.verify import checks
 from tests.cli.test_verify_checks import (  # noqa: F401 (fixtures)
     REGION,
+    _moto_cluster,
     _stubbed,
     aws,
     aws_ctx,
@@ -37,14 +38,16 @@ def _planned(plan) -> tuple:
     return client, file_system
 
 
-def _file_system(plan, subnet: str, nids: list[str] | None = None) -> dict:
-    """DescribeFileSystems' FileSystem of the stack's file system, as FSx answers it after `pulumi up`."""
+def _file_system(plan, subnet: str, nids: list[str] | None = None, vpc: str = "") -> dict:
+    """DescribeFileSystems' FileSystem of the stack's file system, as FSx answers it after `pulumi up` (in the
+    cluster's VPC unless `vpc`)."""
     _, planned = _planned(plan)
     squash = planned.inputs["rootSquashConfiguration"]
     return {
         "FileSystemId": FILE_SYSTEM,
         "FileSystemType": "LUSTRE",
         "DNSName": DNS_NAME,
+        "VpcId": vpc or _moto_cluster().resources_vpc_config["vpcId"],
         "SubnetIds": [subnet],
         "Tags": [{"Key": k, "Value": v} for k, v in planned.inputs["tags"].items()],
         "LustreConfiguration": {
@@ -118,13 +121,15 @@ def _moto_volume(volume_id: str):
 
 @pytest.fixture
 def account(aws, aws_ctx, plan):  # noqa: F811
-    """The prod account with its FSx subnet, the layout client's group (Pulumi-named, egress only) and the layout
-    client launched at its address; `answer(file_system)` gives FSx's answer (the healthy one unless changed)."""
+    """The prod account with its FSx subnet (in the cluster's VPC), the layout client's group (Pulumi-named, egress
+    only) and the layout client launched at its address; `answer(file_system)` gives FSx's answer, one file system or
+    a listing (the healthy one unless changed)."""
     ec2 = aws.client("ec2")
     vpc = ec2.create_vpc(CidrBlock=plan.config.vpc_cidr)["Vpc"]["VpcId"]
     client, _ = _planned(plan)
     # the /20 the layout client's address ends (the FSx zone's private subnet: components/network.py)
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.40.48.0/20", AvailabilityZone=f"{REGION}b")["Subnet"]
+    _moto_cluster().resources_vpc_config = {"subnetIds": [subnet["SubnetId"]], "vpcId": vpc}
     group = ec2.create_security_group(GroupName=f"{client.name}-sg-0a1b2c3", Description="layout", VpcId=vpc)
     ec2.revoke_security_group_egress(
         GroupId=group["GroupId"],
@@ -136,11 +141,11 @@ def account(aws, aws_ctx, plan):  # noqa: F811
     state = {"ec2": ec2, "subnet": subnet["SubnetId"], "group": group["GroupId"], "vpc": vpc}
     state["instance"] = _launch(ec2, plan, subnet["SubnetId"], group["GroupId"])
 
-    def answer(file_system: dict | None = None) -> None:
-        stub = _stubbed(aws_ctx, "fsx")
-        stub.add_response(
-            "describe_file_systems", {"FileSystems": [file_system or _file_system(plan, subnet["SubnetId"])]}
+    def answer(file_system: dict | list[dict] | None = None) -> None:
+        listed = (
+            file_system if isinstance(file_system, list) else [file_system or _file_system(plan, subnet["SubnetId"])]
         )
+        _stubbed(aws_ctx, "fsx").add_response("describe_file_systems", {"FileSystems": listed})
 
     state["answer"] = answer
     return state
@@ -153,7 +158,7 @@ def _relaunched(account, plan, **changed) -> str:  # noqa: F811
     return _launch(account["ec2"], plan, account["subnet"], account["group"], **changed)
 
 
-def _evidence(aws_ctx, account, file_system: dict | None = None):  # noqa: F811
+def _evidence(aws_ctx, account, file_system: dict | list[dict] | None = None):  # noqa: F811
     account["answer"](file_system)
     return one("aws.layout-client", aws_ctx)
 
@@ -183,6 +188,26 @@ def test_a_network_interface_of_its_own_at_the_address_fails_naming_it(aws_ctx, 
     assert f"{address}: held by network interface {eni['NetworkInterfaceId']} (attached to no instance)" in (
         outcome.evidence
     )
+
+
+def test_an_interface_at_the_address_attached_to_an_instance_of_its_own_fails_naming_both(aws_ctx, account, plan):  # noqa: F811
+    """CreateNetworkInterface at the address, then AttachNetworkInterface as the second interface of an instance of
+    the deploy role's own (both ec2:*): that instance's root speaks from the address."""
+    ec2 = account["ec2"]
+    ec2.terminate_instances(InstanceIds=[account["instance"]])
+    address = _planned(plan)[0].inputs["privateIp"]
+    eni = ec2.create_network_interface(SubnetId=account["subnet"], PrivateIpAddress=address)["NetworkInterface"]
+    own = ec2.run_instances(
+        ImageId=_amazons_image(ec2)["ImageId"],
+        InstanceType="t3.small",
+        MinCount=1,
+        MaxCount=1,
+        SubnetId=account["subnet"],
+    )["Instances"][0]["InstanceId"]
+    ec2.attach_network_interface(NetworkInterfaceId=eni["NetworkInterfaceId"], InstanceId=own, DeviceIndex=1)
+    outcome = _evidence(aws_ctx, account)
+    assert outcome.status == "FAIL"
+    assert f"{address}: held by network interface {eni['NetworkInterfaceId']} (device 1 of {own})" in outcome.evidence
 
 
 def test_a_root_volume_made_from_another_snapshot_fails_naming_it(aws_ctx, account):  # noqa: F811
@@ -251,3 +276,90 @@ def test_a_stack_without_a_file_system_skips_the_layout_client(aws_ctx, plan):  
         config=plan.config, of_type=lambda kind: [] if kind in (checks.INSTANCE, checks.LUSTRE) else plan.of_type(kind)
     )
     assert one("aws.layout-client", aws_ctx).status == "SKIP"
+
+
+def test_a_second_disk_on_the_layout_client_fails_naming_it(aws_ctx, account):  # noqa: F811
+    """A volume beside the root one, attached while the client is stopped by a role under the boundary that may
+    (the EBS CSI driver's: AttachVolume is its job) or given at a relaunch: made from a snapshot of an AL2023 root
+    volume of the attacker's, its file system has the image's UUID and the instance may boot it as its root (AWS's
+    troubleshooting page "instance booting from the wrong volume", not read here), its own root volume still
+    Amazon's."""
+    ec2 = account["ec2"]
+    volume = ec2.create_volume(AvailabilityZone=f"{REGION}b", Size=8)
+    _moto_volume(volume["VolumeId"]).snapshot_id = "snap-0ffffffffffffffff"
+    ec2.attach_volume(VolumeId=volume["VolumeId"], InstanceId=account["instance"], Device="/dev/sdf")
+    outcome = _evidence(aws_ctx, account)
+    assert outcome.status == "FAIL"
+    assert f"instance {account['instance']}: volume {volume['VolumeId']} at /dev/sdf beside its root" in (
+        outcome.evidence
+    )
+
+
+def test_the_address_as_a_second_address_of_another_instances_interface_fails_naming_that_instance(
+    aws_ctx, account, plan
+):  # noqa: F811
+    """AssignPrivateIpAddresses (ec2:*, no condition key on the address) puts the reserved address on the primary
+    interface of an instance of the deploy role's own, a node of the file system's subnet included, once the layout
+    client is gone: its first address is its own, so only the interface's second address says it."""
+    ec2 = account["ec2"]
+    ec2.terminate_instances(InstanceIds=[account["instance"]])
+    image = _amazons_image(ec2)
+    own = ec2.run_instances(
+        ImageId=image["ImageId"], InstanceType="t3.small", MinCount=1, MaxCount=1, SubnetId=account["subnet"]
+    )["Instances"][0]
+    address = _planned(plan)[0].inputs["privateIp"]
+    ec2.assign_private_ip_addresses(
+        NetworkInterfaceId=own["NetworkInterfaces"][0]["NetworkInterfaceId"], PrivateIpAddresses=[address]
+    )
+    outcome = _evidence(aws_ctx, account)
+    assert outcome.status == "FAIL"
+    assert f"instance {own['InstanceId']}: layout untagged" in outcome.evidence
+
+
+def _decoy(plan, subnet: str, vpc: str = "") -> dict:
+    """A file system of the deploy role's own (CreateFileSystem: fsx:*) tagged as the stack's, squashing as planned."""
+    return {
+        **_file_system(plan, subnet, vpc=vpc),
+        "FileSystemId": "fs-0decoy0000000000",
+        "DNSName": f"fs-0decoy0000000000.fsx.{REGION}.amazonaws.com",
+    }
+
+
+def _decoys_layout(plan, decoy: dict) -> str:
+    teams = {t.name: t.uid for t in plan.config.scheduler.teams}
+    return storage.layout_user_data(storage.layout_of(plan.config.fsx, teams), decoy["DNSName"], MOUNT_NAME)
+
+
+def test_a_second_file_system_tagged_as_the_stacks_in_its_vpc_fails_naming_both(aws_ctx, account, plan):  # noqa: F811
+    """A decoy listed first, with a layout client at the address mounting it, would stand in for the stack's file
+    system, whose exemptions (UpdateFileSystem) would go unread."""
+    ec2 = account["ec2"]
+    decoy = _decoy(plan, account["subnet"])
+    ec2.terminate_instances(InstanceIds=[account["instance"]])
+    _launch(ec2, plan, account["subnet"], account["group"], UserData=_decoys_layout(plan, decoy))
+    planned = _planned(plan)[1].inputs["rootSquashConfiguration"]["noSquashNids"]
+    stacks = _file_system(plan, account["subnet"], [*planned, "10.40.1.9@tcp"])
+    outcome = _evidence(aws_ctx, account, [decoy, stacks])
+    assert outcome.status == "FAIL"
+    assert f"2 Lustre file systems in the cluster's VPC {account['vpc']} ({decoy['FileSystemId']}, {FILE_SYSTEM})" in (
+        outcome.evidence
+    )
+
+
+def test_the_stacks_file_system_untagged_for_a_decoy_in_another_vpc_fails_naming_it(aws_ctx, account, plan):  # noqa: F811
+    """fsx:UntagResource takes the Name off the stack's file system; a decoy of that Name in a VPC of the deploy
+    role's own (CreateVpc: ec2:*), of the same block, holds a layout client at the same address, mounting it."""
+    ec2 = account["ec2"]
+    other = ec2.create_vpc(CidrBlock=plan.config.vpc_cidr)["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=other, CidrBlock="10.40.48.0/20", AvailabilityZone=f"{REGION}b")["Subnet"]
+    group = ec2.create_security_group(GroupName=f"{_planned(plan)[0].name}-sg-0d0d0d0", Description="l", VpcId=other)
+    decoy = _decoy(plan, subnet["SubnetId"], vpc=other)
+    _launch(ec2, plan, subnet["SubnetId"], group["GroupId"], UserData=_decoys_layout(plan, decoy))
+    stacks = _file_system(plan, account["subnet"])
+    stacks["Tags"] = [t for t in stacks["Tags"] if t["Key"] != "Name"]
+    outcome = _evidence(aws_ctx, account, [decoy, stacks])
+    assert outcome.status == "FAIL"
+    name = _planned(plan)[1].inputs["tags"]["Name"]
+    assert f"file system {FILE_SYSTEM} in the cluster's VPC {account['vpc']}: not tagged Name {name}" in (
+        outcome.evidence
+    )

@@ -778,15 +778,35 @@ LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 
 
-def _live_file_system(fsx: Any, name: str) -> dict | None:
-    """The file system tagged Name `name` (the program's tag: components/storage.py), from DescribeFileSystems
-    (paginated; FileSystem.Tags, DNSName, SubnetIds, LustreConfiguration.{MountName, RootSquashConfiguration}:
-    boto/botocore:botocore/data/fsx/2018-03-01/service-2.json@1.44.18)."""
-    for page in fsx.get_paginator("describe_file_systems").paginate():
-        for found in page["FileSystems"]:
-            if {"Key": "Name", "Value": name} in (found.get("Tags") or []):
-                return found
-    return None
+def _stacks_file_system(ctx: Any, name: str) -> dict | Outcome:
+    """The stack's file system, from DescribeFileSystems (paginated; FileSystem.Tags, VpcId, DNSName, SubnetIds,
+    LustreConfiguration.{MountName, RootSquashConfiguration}: boto/botocore:botocore/data/fsx/2018-03-01/
+    service-2.json@1.44.18): the one Lustre file system in the cluster's VPC (DescribeCluster's
+    resourcesVpcConfig.vpcId: no update moves a cluster to another VPC), tagged Name `name` (the program's tag:
+    components/storage.py); else the failure that says why. Not by its tag alone: the deploy role moves tags
+    (fsx:TagResource, UntagResource) and makes file systems (CreateFileSystem) and VPCs, so a decoy of that Name,
+    listed first or alone, with a layout client of its own at the same address (another VPC of the same block holds
+    one too), would stand in for the stack's, whose exemptions would go unread."""
+    vpc = (_described_cluster(ctx).get("resourcesVpcConfig") or {}).get("vpcId")
+    found = [
+        fs
+        for page in ctx.client("fsx").get_paginator("describe_file_systems").paginate()
+        for fs in page["FileSystems"]
+        if fs.get("FileSystemType") == "LUSTRE" and fs.get("VpcId") == vpc
+    ]
+    if not found:
+        return failed(f"file system {name}: missing from the cluster's VPC {vpc}", "run `pulumi up`")
+    fix = (
+        "an administrator finds the stack's by its ID (`pulumi stack export`: the LustreFileSystem's id), tags it back "
+        "and deletes what is not the stack's; CloudTrail's CreateFileSystem, TagResource and UntagResource events say "
+        "who did it"
+    )
+    if len(found) > 1:
+        ids = ", ".join(fs["FileSystemId"] for fs in found)
+        return failed(f"{len(found)} Lustre file systems in the cluster's VPC {vpc} ({ids}), the stack makes one", fix)
+    if {"Key": "Name", "Value": name} not in (found[0].get("Tags") or []):
+        return failed(f"file system {found[0]['FileSystemId']} in the cluster's VPC {vpc}: not tagged Name {name}", fix)
+    return found[0]
 
 
 def layout_client(ctx: Any) -> Outcome:
@@ -795,18 +815,19 @@ def layout_client(ctx: Any) -> Outcome:
     rewrite its user data or swap its disks (AdministratorsOnly, VolumesStayWithTheirInstance), but `pulumi up`
     terminates and relaunches it at the address, so it may too, with an image, user data or key of its own, or put a
     network interface of its own at the address (an explicit reservation hands it to whoever asks for it by address).
-    Here: the file system's squash and exemption are the plan's; the one thing at the address is one instance's
-    primary interface; that instance has the plan's tag and user data (the layout of the stack's settings, mounting
-    the live file system), an Amazon image and the root volume made from it, no instance profile or key pair, the
-    plan's metadata options, and one interface in the planned security group, which admits nothing in."""
+    Here: the file system (the one Lustre file system in the cluster's VPC, tagged as planned) squashes and exempts
+    as planned; the one thing at the address is one instance's primary interface; that instance has the plan's tag
+    and user data (the layout of the stack's settings, mounting the live file system), an Amazon image and the root
+    volume made from it and no other disk, no instance profile or key pair, the plan's metadata options, and one
+    interface in the planned security group, which admits nothing in."""
     client = next((r for r in ctx.plan.of_type(INSTANCE) if storage.LAYOUT_TAG in (r.inputs.get("tags") or {})), None)
     planned_fs = next((r for r in ctx.plan.of_type(LUSTRE) if client and r.parent == client.parent), None)
     if client is None or planned_fs is None:
         return skipped("no FSx for Lustre file system: no layout client")
     fs_name, address = planned_fs.inputs["tags"]["Name"], str(client.inputs["privateIp"])
-    live_fs = _live_file_system(ctx.client("fsx"), fs_name)
-    if live_fs is None:
-        return failed(f"file system {fs_name}: missing", "run `pulumi up`")
+    live_fs = _stacks_file_system(ctx, fs_name)
+    if isinstance(live_fs, Outcome):
+        return live_fs
     problems = []
     want_squash = planned_fs.inputs.get("rootSquashConfiguration") or {}
     squash = (live_fs.get("LustreConfiguration") or {}).get("RootSquashConfiguration") or {}
@@ -906,8 +927,11 @@ def _layout_client_as_planned(ctx: Any, ec2: Any, instance_id: str, client: Any,
 
 def _launched_from_amazons_image(ec2: Any, at: str, live: dict) -> list[str]:
     """The instance runs an image of Amazon's (the plan's is the AL2023 SSM parameter's, which moves: its owner, not
-    its ID, is compared) from the root volume made from that image's snapshot: a root volume replaced from another
-    snapshot, or attached after launch, boots what its maker wrote, user data or not."""
+    its ID, is compared) from the root volume made from that image's snapshot, and no other disk: a root volume
+    replaced from another snapshot, or attached after launch, boots what its maker wrote, user data or not, and so may
+    a second disk made from a copy of an AL2023 root volume (its file system has the image's UUID, which the boot
+    mounts as root: AWS's troubleshooting page "instance booting from the wrong volume", not read here); the EBS CSI
+    driver's role, under the boundary, attaches volumes, so VolumesStayWithTheirInstance holds the deploy role alone."""
     image_id = live.get("ImageId", "?")
     images = ec2.describe_images(ImageIds=[image_id], IncludeDeprecated=True)["Images"]
     if not images or images[0].get("ImageOwnerAlias") != "amazon":
@@ -925,7 +949,12 @@ def _launched_from_amazons_image(ec2: Any, at: str, live: dict) -> list[str]:
     if root is None:
         return [f"{at}: no root volume attached"]
     volume = ec2.describe_volumes(VolumeIds=[root["Ebs"]["VolumeId"]])["Volumes"][0]
-    problems = []
+    problems = [
+        f"{at}: volume {(m.get('Ebs') or {}).get('VolumeId', '?')} at {m.get('DeviceName')} beside its root, the plan "
+        "gives it its root alone"
+        for m in live.get("BlockDeviceMappings") or []
+        if m is not root
+    ]
     if volume.get("SnapshotId") not in snapshots:
         problems.append(
             f"{at}: root volume {volume['VolumeId']} from snapshot {volume.get('SnapshotId') or 'none'}, not its "
@@ -2342,11 +2371,12 @@ def specs() -> list[Spec]:
              "unencrypted", log_groups, "aws", "logs:DescribeLogGroups"),
         Spec("aws.data-versioning", "each linked bucket the file system writes back into keeps every version",
              data_versioning, "aws", "s3:GetBucketVersioning, s3:GetLifecycleConfiguration"),
-        Spec("aws.layout-client", "the FSx layout client, root on every team's directory: squash exempts its "
-             "address alone, which one instance holds with the planned layout, image, root volume and metadata "
-             "options, no profile, key or way in",
-             layout_client, "aws", "fsx:DescribeFileSystems, ec2:DescribeNetworkInterfaces, ec2:DescribeInstances, "
-             "ec2:DescribeInstanceAttribute, ec2:DescribeImages, ec2:DescribeVolumes, ec2:DescribeSecurityGroups"),
+        Spec("aws.layout-client", "the FSx layout client, root on every team's directory: the cluster VPC's one "
+             "file system squash exempts its address alone, which one instance holds with the planned layout, image, "
+             "root volume alone and metadata options, no profile, key or way in",
+             layout_client, "aws", "fsx:DescribeFileSystems, eks:DescribeCluster, ec2:DescribeNetworkInterfaces, "
+             "ec2:DescribeInstances, ec2:DescribeInstanceAttribute, ec2:DescribeImages, ec2:DescribeVolumes, "
+             "ec2:DescribeSecurityGroups"),
         Spec(KUBE_API, "the kubeconfig's context is the stack's cluster and answers at its version",
              kube_api, "kube", "none (GET /version is public to authenticated users)"),
         Spec("kube.leases", "the Training Operator, Volcano, the autoscaler and Karpenter hold fresh leader Leases",
