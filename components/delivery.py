@@ -557,6 +557,15 @@ AUDIT_TRAIL_ENDS = ("kms:ScheduleKeyDeletion", "kms:Disable*", "ec2:DeleteFlowLo
 # which the program never sets (components/storage.py); CreateVolumeFromBackup, the pattern's other action, is ONTAP's
 # and OpenZFS's, which it makes none of. A restore is an administrator's act.
 BACKUP_RESTORES = ("fsx:*FromBackup",)
+# A VPC's DHCP options name the DNS servers its instances ask: a set of the caller's associated with the stack's VPC
+# sends the nodes' lookups of the file system's name (the FSx CSI driver mounts DNSNAME@tcp) to a server of its
+# choosing, which may answer with a Lustre server of its own that every team's pods then write to. The program makes
+# no DHCP options and leaves its VPC on AWS's default set (components/network.py); pulumi-aws asks AssociateDhcpOptions
+# only of the DHCP options resources, none of which it makes (hashicorp/terraform-provider-aws:internal/service/ec2/
+# vpc_dhcp_options_association.go, a stored copy whose ref was not read). Deploy-only (name_service_denial): the
+# boundary has no room left at S3's longest bucket names, and no role under it is given the action (a role the
+# deploy role gives it is found by `higgsfield verify`: aws.pod-identities, aws.cluster-access).
+NAME_SERVICE = ("ec2:AssociateDhcpOptions",)
 # What AdministratorsOnly refuses on every resource, unconditionally: one statement, for each statement's Sid and
 # frame cost the boundary characters (MANAGED_POLICY_CHARACTERS). None is a write the program makes in a deploy.
 REFUSED_WHOLE = (
@@ -1360,12 +1369,13 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
     all but filled at the most admins the config admits (higgsfield:admins: ADMINS_CHARACTERS), and a managed policy
     has MANAGED_POLICY_CHARACTERS of its own. Here are the denials whose size no setting but the stack's name and
     region changes: AdministratorsOnly (the largest, which grows as REFUSED_WHOLE does), OnlyTheStacksCluster,
-    control_plane_log_denials, key_denials, reach_denials, no_role_to_an_instance, volumes_stay_with_their_instance
-    and image_denials; what grows with the admins and the buckets stays inline (ClusterAccessStaysInTheAccount,
-    TheDataOutlivesTheDeploy), with the IAM denials that keep this policy and the role fixed (iam_denials:
-    ManagedPoliciesAreFixed refuses its new versions and its delete, CiIdentitiesAreAdministeredByBootstrap its
-    detach from the deploy role). An administrator creates and attaches it (the deploy role may create no managed
-    policy and attach only MANAGED_POLICIES: `higgsfield diff` refuses both and names the command)."""
+    control_plane_log_denials, key_denials, reach_denials, no_role_to_an_instance, volumes_stay_with_their_instance,
+    image_denials and NamesResolveAsAwsAnswers (NAME_SERVICE); what grows with the admins and the buckets stays
+    inline (ClusterAccessStaysInTheAccount, TheDataOutlivesTheDeploy), with the IAM denials that keep this policy and
+    the role fixed (iam_denials: ManagedPoliciesAreFixed refuses its new versions and its delete,
+    CiIdentitiesAreAdministeredByBootstrap its detach from the deploy role). An administrator creates and attaches it
+    (the deploy role may create no managed policy and attach only MANAGED_POLICIES: `higgsfield diff` refuses both and
+    names the command)."""
     return _document(
         administrators_only(),
         only_the_stacks_cluster(settings.account_id, stack, region),
@@ -1375,6 +1385,7 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
         no_role_to_an_instance(),
         volumes_stay_with_their_instance(),
         image_denials(),
+        {"Sid": "NamesResolveAsAwsAnswers", "Effect": "Deny", "Action": list(NAME_SERVICE), "Resource": "*"},
     )
 
 

@@ -108,3 +108,12 @@ def test_the_deploy_role_restores_no_backup_of_the_teams_files_to_a_file_system_
 def test_no_role_the_deploy_role_makes_restores_a_backup_of_the_teams_files():
     decision = evaluate(Request("fsx:CreateFileSystemFromBackup", BACKUP), [EVERYTHING], _boundary())
     assert decision.denied_by == ("delivery-boundary", "AdministratorsOnly"), decision.reason
+
+
+def test_the_deploy_role_cannot_point_the_stacks_vpc_at_name_servers_of_its_own():
+    """A DHCP options set of its own (CreateDhcpOptions) associated with the stack's VPC: the nodes resolve the file
+    system's name (the CSI driver mounts DNSNAME@tcp) through its servers, which may answer with a Lustre server of
+    its own that every team's pods then write to."""
+    vpc = f"arn:aws:ec2:{REGION}:{ACCOUNT}:vpc/vpc-0a1b2c3d4e5f67890"
+    decision = evaluate(Request("ec2:AssociateDhcpOptions", vpc), [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "NamesResolveAsAwsAnswers"), decision.reason
