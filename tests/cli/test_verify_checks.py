@@ -1741,7 +1741,7 @@ def _addons_answered(
     status: str = "ACTIVE",
     configured: dict[str, str] | None = None,
     others: tuple[str, ...] = (),
-) -> None:
+) -> Stubber:
     """ListAddons, in botocore's eks shape (addons, nextToken), names the add-ons the plan installs and `others` over
     two pages; then DescribeAddon (Addon.addonName, addonVersion, status, configurationValues) for each add-on the
     plan installs: the version given, else the same release as the floor's (an EKS default at or above it); the
@@ -1761,6 +1761,7 @@ def _addons_answered(
             {"addon": {**answer, **({"configurationValues": values} if values else {})}},
             {"clusterName": CLUSTER, "addonName": name},
         )
+    return stub
 
 
 def test_planned_addons_active_at_or_above_their_floor_pass(aws_ctx, plan):
@@ -1810,10 +1811,46 @@ def test_an_addon_that_is_not_active_fails(aws_ctx, plan):
 def test_an_addon_the_plan_does_not_make_fails_naming_it_and_its_removal(aws_ctx, plan):
     """An add-on someone installed beside the plan's (on ListAddons' second page) runs its own pods, perhaps with a
     role of its own: it is named, with the command that removes it, whatever the planned ones' state."""
-    _addons_answered(aws_ctx, plan, {}, others=("aws-guardduty-agent",))
+    _addons_answered(aws_ctx, plan, {}, others=("aws-mountpoint-s3-csi-driver",))
     outcome = one("aws.addons", aws_ctx)
-    assert outcome.status == "FAIL" and "aws-guardduty-agent: an add-on the plan does not make" in outcome.evidence
+    assert outcome.status == "FAIL"
+    assert "aws-mountpoint-s3-csi-driver: an add-on the plan does not make" in outcome.evidence
     assert "aws eks delete-addon --cluster-name higgsfield-prod --addon-name NAME" in outcome.fix
+
+
+GUARDDUTY_AGENT = "aws-guardduty-agent"
+
+
+def _guardduty_agent_answered(aws_ctx, plan, **carries) -> None:
+    """ListAddons names GuardDuty's security agent beside the planned add-ons, and DescribeAddon answers it (after the
+    planned ones) as GuardDuty's automated agent configuration installs it: no role (the add-on "doesn't require any
+    permissions": awsdocs/amazon-eks-user-guide:latest/ug/workloads/eks-add-ons.adoc@4d52b4d0), unless `carries`."""
+    stub = _addons_answered(aws_ctx, plan, {}, others=(GUARDDUTY_AGENT,))
+    agent = {"addonName": GUARDDUTY_AGENT, "clusterName": CLUSTER, "addonVersion": "v1.12.1-eksbuild.2"}
+    stub.add_response(
+        "describe_addon",
+        {"addon": {**agent, "status": "ACTIVE", **carries}},
+        {"clusterName": CLUSTER, "addonName": GUARDDUTY_AGENT},
+    )
+
+
+def test_guarddutys_agent_on_a_healthy_cluster_passes_named_as_guarddutys(aws_ctx, plan):
+    """An account (or its organization's GuardDuty administrator) with EKS Runtime Monitoring's automated agent
+    configuration gets GuardDuty's agent on every cluster, this fresh one too: not the program's, and no failure."""
+    _guardduty_agent_answered(aws_ctx, plan)
+    outcome = one("aws.addons", aws_ctx)
+    assert outcome.status == "PASS", outcome.evidence
+    assert "aws-guardduty-agent v1.12.1-eksbuild.2 (GuardDuty's, no role)" in outcome.evidence
+
+
+def test_a_guardduty_agent_with_a_role_fails_naming_the_role(aws_ctx, plan):
+    """GuardDuty installs its agent with no role: one that carries a role was made or changed by someone else, and
+    its pods get that role's rights."""
+    role = "arn:aws:iam::123456789012:role/higgsfield-prod-own"
+    _guardduty_agent_answered(aws_ctx, plan, serviceAccountRoleArn=role)
+    outcome = one("aws.addons", aws_ctx)
+    assert outcome.status == "FAIL"
+    assert f"aws-guardduty-agent: carries {role}, GuardDuty's agent no role" in outcome.evidence
 
 
 # --- the CI preview group's reads --------------------------------------------------------------------------

@@ -347,6 +347,14 @@ def _launched_as_planned(ctx: Any, resource: Any, live: dict) -> list[str]:
 
 
 ADDON = "aws:eks/addon:Addon"
+# An add-on an AWS service installs on every cluster of the account, whoever made the cluster: GuardDuty's security
+# agent, with EKS Runtime Monitoring's automated agent configuration (EKS_ADDON_MANAGEMENT), which an organization's
+# GuardDuty administrator may set for its member accounts ("GuardDuty will manage the deployment of and updates to the
+# security agent for all the Amazon EKS clusters in your account": docs.aws.amazon.com/guardduty/latest/ug/
+# eks-runtime-monitoring-configuration-standalone-acc.html). It takes no role ("This add-on doesn't require any
+# permissions": awsdocs/amazon-eks-user-guide:latest/ug/workloads/eks-add-ons.adoc@4d52b4d0), so one without a role
+# is GuardDuty's and no failure; one with a role is someone's own.
+GUARDDUTY_AGENT = "aws-guardduty-agent"
 
 
 def _configuration(text: Any) -> Any:
@@ -362,8 +370,10 @@ def addons(ctx: Any) -> Outcome:
     older, is what `pulumi up` would not show (the add-ons keep what someone changed: resolve_conflicts_on_update
     PRESERVE). An add-on the plan does not make runs its own pods, perhaps with a role of its own, and IAM cannot
     refuse it to the deploy role (its own cluster's add-ons are its to make; OnlyTheStacksCluster refuses only another
-    cluster's), so it fails, named. DescribeAddon's `addon.{addonVersion, status, configurationValues}` and
-    ListAddons' `addons` (boto/botocore:botocore/data/eks/2017-11-01/service-2.json@1.44.18)."""
+    cluster's), so it fails, named; but for GuardDuty's agent without a role (GUARDDUTY_AGENT), which GuardDuty puts
+    on every cluster of an account that asks it to. DescribeAddon's `addon.{addonVersion, status,
+    configurationValues, serviceAccountRoleArn, podIdentityAssociations}` and ListAddons' `addons`
+    (boto/botocore:botocore/data/eks/2017-11-01/service-2.json@1.44.18)."""
     planned = {
         str(r.inputs["addonName"]): (
             str(r.inputs.get("addonVersion") or ""),
@@ -400,7 +410,17 @@ def addons(ctx: Any) -> Outcome:
             problems.append(f"{name} {version}: {status}")
         else:
             seen.append(f"{name} {version}")
-    problems += [f"{name}: an add-on the plan does not make" for name in sorted(listed - planned.keys())]
+    for name in sorted(listed - planned.keys()):
+        if name != GUARDDUTY_AGENT:
+            problems.append(f"{name}: an add-on the plan does not make")
+            continue
+        addon = eks.describe_addon(clusterName=cluster, addonName=name)["addon"]
+        roles = [addon["serviceAccountRoleArn"]] if addon.get("serviceAccountRoleArn") else []
+        roles += addon.get("podIdentityAssociations") or []
+        if roles:
+            problems.append(f"{name}: carries {', '.join(roles)}, GuardDuty's agent no role")
+        else:
+            seen.append(f"{name} {addon.get('addonVersion', '?')} (GuardDuty's, no role)")
     if problems:
         return failed(
             "; ".join(problems),
@@ -2337,7 +2357,7 @@ def specs() -> list[Spec]:
              node_groups, "aws", "eks:ListNodegroups, eks:DescribeNodegroup, ec2:DescribeLaunchTemplateVersions",
              after=("aws.cluster",)),
         Spec("aws.addons", "every planned EKS add-on is ACTIVE, at its pin and at or above its floor, configured as "
-             "planned, and no other add-on is there",
+             "planned, and no other add-on is there but GuardDuty's agent without a role",
              addons, "aws", "eks:ListAddons, eks:DescribeAddon", after=("aws.cluster",)),
         Spec("aws.capacity-schedules", "Capacity Block windows: the scheduled actions are on the pool's group",
              capacity_schedules, "aws", "autoscaling:DescribeScheduledActions", after=("aws.node-groups",)),
