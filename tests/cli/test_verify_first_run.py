@@ -8,11 +8,16 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from infra.cli.main import main
 from infra.cli.verify import checks
+from infra.core import names
 from tests.cli.test_verify_checks import STACK
 from tests.cli.test_verify_run import cluster, nothing, recorded_once  # noqa: F401 - fixtures
+
+REGION = "us-east-2"  # stacks/Pulumi.prod.yaml's
+
 
 # --- reports that could not be written: refused before the checks, not after ---------------------------------------
 
@@ -90,3 +95,78 @@ def test_a_trial_option_where_no_trial_runs_is_refused_not_ignored(nothing, caps
     assert main(["verify", STACK, *options]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {named}: ") and "trial" in err and err.count("\n") == 1
+
+
+# --- the kubeconfig --------------------------------------------------------------------------------------------------
+
+
+def test_without_a_kubeconfig_the_refusal_names_the_stacks_own_update_kubeconfig(nothing, monkeypatch, capsys):
+    assert main(["verify", STACK, "--only", "kube."]) == 2
+    err = capsys.readouterr().err
+    assert f"aws eks update-kubeconfig --name {names.cluster_name(STACK)} --region {REGION}`" in err
+
+
+def _arn_kubeconfig(path, server: str, cluster_name: str, region: str = REGION) -> str:
+    """A kubeconfig as `aws eks update-kubeconfig` writes it: the cluster entry and the context named by the
+    cluster's ARN (aws/aws-cli:awscli/customizations/eks/update_kubeconfig.py@01e092bd14440bf96585c32c6e42be51c6a9b6de
+    EKSClient.get_cluster_entry)."""
+    arn = f"arn:aws:eks:{region}:123456789012:cluster/{cluster_name}"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": arn, "cluster": {"server": server}}],
+                "users": [{"name": arn, "user": {"token": "t"}}],
+                "contexts": [{"name": arn, "context": {"cluster": arn, "user": arn}}],
+                "current-context": arn,
+            }
+        )
+    )
+    return str(path)
+
+
+def test_the_kubeconfig_of_another_eks_cluster_fails_kube_api_without_aws_cluster(
+    cluster, monkeypatch, capsys, tmp_path
+):
+    """`--only kube.` (the docs' own example) leaves aws.cluster out, so the endpoint is not read: the kubeconfig's
+    cluster entry, an ARN, still says it is staging's, and no cluster check runs against it."""
+    other = names.cluster_name("staging")
+    monkeypatch.setenv("KUBECONFIG", _arn_kubeconfig(tmp_path / "kubeconfig", cluster.url, other))
+    assert main(["verify", STACK, "--only", "kube.", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    api = next(c for c in report["checks"] if c["id"] == "kube.api")
+    assert api["status"] == "FAIL" and f"cluster/{other}" in api["evidence"]
+    assert api["fix"] == f"aws eks update-kubeconfig --name {names.cluster_name(STACK)} --region {REGION}"
+    assert {c["status"] for c in report["checks"] if c["id"] != "kube.api"} == {"SKIP"}
+
+
+def test_the_stacks_own_kubeconfig_passes_kube_api_without_aws_cluster(cluster, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("KUBECONFIG", _arn_kubeconfig(tmp_path / "kubeconfig", cluster.url, names.cluster_name(STACK)))
+    assert main(["verify", STACK, "--only", "kube.api"]) == 0
+    assert "PASS  kube.api" in capsys.readouterr().out
+
+
+def test_kube_api_says_when_it_could_not_compare_the_clusters_endpoint(cluster, capsys):
+    """A kubeconfig whose cluster entry is no EKS ARN (renamed by hand), aws.cluster left out: a pass, saying so."""
+    assert main(["verify", STACK, "--only", "kube.api"]) == 0
+    assert "not compared with the stack's endpoint" in capsys.readouterr().out
+
+
+# --- the account -----------------------------------------------------------------------------------------------------
+
+
+def test_a_missing_cluster_says_verify_asked_the_stacks_region_not_the_profiles(nothing, monkeypatch, capsys):
+    """The region asked is the stack's `region`, whatever AWS_REGION or the profile says: the run's first line names
+    it, and a cluster not found there does not send the user to change their profile's region."""
+    from moto import mock_aws
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    with mock_aws():
+        assert main(["verify", STACK, "--only", "aws.cluster"]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].endswith(f" in {REGION}")
+    assert "DescribeCluster failed: ResourceNotFoundException" in out
+    assert f"-> are the credentials the stack's account's? verify asks the stack's region ({REGION})" in out

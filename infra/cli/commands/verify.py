@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             f"verify {args.stack}: {len(specs)} check(s)"
             + ("" if args.allow_cost else " (read-only)")
             + (" (DISRUPTIVE: terminates an instance under its own job)" if args.disruptive else "")
-            + (f" as {who}" if who else "")
+            + (f" as {who} in {ctx.config.region}" if who else "")
             + (f", cluster {ctx.kube.host}" if ctx.kube else "")
         )
     results = verify.run(
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         allow_cost=args.allow_cost,
         disruptive=args.disruptive,
         on_result=(lambda r: print(verify.line(r), flush=True)) if stream else None,
-        describe_error=connect.describe_error,
+        describe_error=lambda spec, exc: connect.describe_error(spec, exc, ctx.config.region),
     )
     counts = verify.as_json(args.stack, results)["counts"]
     summary = f"verify {args.stack}: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped"
@@ -147,6 +147,7 @@ def _refuse_trial_options(args: argparse.Namespace, specs: list) -> None:
 def _context(args: argparse.Namespace, specs: list) -> connect.Context | None:
     """The checks' context, or None after one line saying why nothing can be checked."""
     from infra.cli.verify import connect, trial
+    from infra.core import names
     from infra.offline.evaluate import record
 
     runs = [
@@ -157,9 +158,10 @@ def _context(args: argparse.Namespace, specs: list) -> connect.Context | None:
     trials = args.allow_cost and any(s.costs for s in runs)
     # the trial's --pool and --nodes are checked before any credential is looked up
     chosen = trial.choose(plan.config, args.pool, 1 if args.nodes is None else args.nodes) if trials else None
+    update = f"aws eks update-kubeconfig --name {names.cluster_name(args.stack)} --region {plan.config.region}"
     try:
         session = connect.aws_session(plan.config.region) if "aws" in needs else None
-        kube = connect.kube_client(args.context) if "kube" in needs else None
+        kube = connect.kube_client(args.context, update) if "kube" in needs else None
         identity = connect.caller(session) if session else None
     except connect.Refused as exc:
         error(f"verify {args.stack}: {exc}")
