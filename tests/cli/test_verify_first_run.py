@@ -170,3 +170,14 @@ def test_a_missing_cluster_says_verify_asked_the_stacks_region_not_the_profiles(
     assert out.splitlines()[0].endswith(f" in {REGION}")
     assert "DescribeCluster failed: ResourceNotFoundException" in out
     assert f"-> are the credentials the stack's account's? verify asks the stack's region ({REGION})" in out
+
+
+# --- --list ----------------------------------------------------------------------------------------------------------
+
+
+def test_list_says_the_rights_each_check_needs(nothing, capsys):
+    assert main(["verify", "--list"]) == 0
+    out = capsys.readouterr().out
+    flat = "".join(out.split())
+    assert all("".join(s.rights.split()) in flat for s in checks.specs())
+    assert max(len(line) for line in out.splitlines()) <= 120

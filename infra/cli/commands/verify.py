@@ -25,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     stack_argument(verify, help="the stack: stacks/Pulumi.STACK.yaml (not needed with --list)", optional=True)
     add_report_options(verify)
-    verify.add_argument("--list", action="store_true", help="list the checks, what each proves and needs (offline)")
+    verify.add_argument(
+        "--list", action="store_true", help="list the checks, what each proves and the rights it needs (offline)"
+    )
     verify.add_argument(
         "--only", action="append", default=[], metavar="ID", help="run only these checks (ids or prefixes: kube.)"
     )
