@@ -106,6 +106,15 @@ def test_without_a_kubeconfig_the_refusal_names_the_stacks_own_update_kubeconfig
     assert f"aws eks update-kubeconfig --name {names.cluster_name(STACK)} --region {REGION}`" in err
 
 
+def test_a_kubeconfig_that_is_not_yaml_is_refused_naming_it(nothing, monkeypatch, capsys, tmp_path):
+    (tmp_path / "kubeconfig").write_text("{{{ not yaml")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    assert main(["verify", STACK, "--only", "kube."]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: verify prod: kubeconfig {tmp_path / 'kubeconfig'} cannot be used: not YAML")
+    assert err.count("\n") == 1
+
+
 def _arn_kubeconfig(path, server: str, cluster_name: str, region: str = REGION) -> str:
     """A kubeconfig as `aws eks update-kubeconfig` writes it: the cluster entry and the context named by the
     cluster's ARN (aws/aws-cli:awscli/customizations/eks/update_kubeconfig.py@01e092bd14440bf96585c32c6e42be51c6a9b6de
@@ -170,6 +179,14 @@ def test_a_missing_cluster_says_verify_asked_the_stacks_region_not_the_profiles(
     assert out.splitlines()[0].endswith(f" in {REGION}")
     assert "DescribeCluster failed: ResourceNotFoundException" in out
     assert f"-> are the credentials the stack's account's? verify asks the stack's region ({REGION})" in out
+
+
+def test_a_profile_that_does_not_exist_is_refused_saying_what_to_do(nothing, monkeypatch, capsys):
+    monkeypatch.setenv("AWS_PROFILE", "nope")
+    assert main(["verify", STACK, "--only", "aws.cluster"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: verify prod: no AWS credentials (ProfileNotFound: ")
+    assert err.rstrip().endswith("for the stack's account, then rerun") and err.count("\n") == 1
 
 
 # --- --list ----------------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
+import yaml
 from botocore import exceptions as aws_errors
 
 from infra.cli.preflight import DENIED_CODES
@@ -239,6 +240,9 @@ class Context:
         return self.clients[key]
 
 
+GET_CREDENTIALS = "set AWS_PROFILE (or run `aws configure` / `aws sso login`) for the stack's account, then rerun"
+
+
 def aws_session(region: str) -> Any:
     """A boto3 session for the region whose credentials resolve, else Refused (one line)."""
     import boto3
@@ -249,12 +253,9 @@ def aws_session(region: str) -> Any:
         session = boto3.Session(region_name=region)
         credentials = session.get_credentials()
     except NO_CREDENTIALS as exc:
-        raise Refused(f"no AWS credentials ({type(exc).__name__}: {exc})") from exc
+        raise Refused(f"no AWS credentials ({type(exc).__name__}: {exc}): {GET_CREDENTIALS}") from exc
     if credentials is None:
-        raise Refused(
-            "no AWS credentials (NoCredentialsError): set AWS_PROFILE (or run `aws configure` / `aws sso login`) "
-            "for the stack's account, then rerun"
-        )
+        raise Refused(f"no AWS credentials (NoCredentialsError): {GET_CREDENTIALS}")
     return session
 
 
@@ -270,8 +271,8 @@ def caller(session: Any) -> str:
         return str(session.client("sts", config=config).get_caller_identity()["Arn"])
     except (aws_errors.ConnectionError, aws_errors.HTTPClientError):
         return "an identity STS could not be asked about"  # the checks say what the network does
-    except NO_CREDENTIALS as exc:
-        raise Refused(f"no AWS credentials ({type(exc).__name__}: {exc})") from exc
+    except NO_CREDENTIALS as exc:  # an SSO session whose token is gone or expired
+        raise Refused(f"no AWS credentials ({type(exc).__name__}: {exc}): {GET_CREDENTIALS}") from exc
     except aws_errors.ClientError as exc:
         error = exc.response.get("Error", {})
         if error.get("Code") in REJECTED:
@@ -295,6 +296,8 @@ def kube_client(context: str | None, update: str = "aws eks update-kubeconfig --
         contexts, current = config.list_kube_config_contexts(config_file=path)
     except config.ConfigException as exc:
         raise Refused(f"kubeconfig {path} cannot be used: {' '.join(str(exc).split())}") from exc
+    except yaml.YAMLError as exc:
+        raise Refused(f"kubeconfig {path} cannot be used: not YAML ({' '.join(str(exc).split())})") from exc
     chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
     return Kube(api_client, str(((chosen or {}).get("context") or {}).get("cluster") or ""))
 
