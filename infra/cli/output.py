@@ -69,9 +69,8 @@ def json_text(data: Any) -> str:
 
 def emit(args: argparse.Namespace, data: Callable[[], Any], text: Callable[[], str]) -> None:
     """Print (or write) one report as the options ask: `data()` is its JSON, `text()` its text."""
+    _one_format(args)
     json_target, output = getattr(args, "json", None), getattr(args, "output", None)
-    if json_target == "-" and output in ("yaml", "text"):  # two formats asked for: never one silently
-        raise UsageError(f"--json and -o {output} ask for two formats: give one")
     if output in FORMATS:  # `-o json|yaml|text`: a format on stdout, not a file of that name
         fmt, output = output, None
         if fmt == "yaml":
@@ -91,6 +90,57 @@ def emit(args: argparse.Namespace, data: Callable[[], Any], text: Callable[[], s
         sys.stdout.write(content)
 
 
+def _one_format(args: argparse.Namespace) -> None:
+    json_target, output = getattr(args, "json", None), getattr(args, "output", None)
+    if json_target == "-" and output in ("yaml", "text"):  # two formats asked for: never one silently
+        raise UsageError(f"--json and -o {output} ask for two formats: give one")
+
+
+def check_report_options(args: argparse.Namespace, *files: tuple[str, str | None]) -> None:
+    """Refuse, before a command that takes long or costs (verify) does anything, the report options `emit` would
+    refuse only once the report is made: two formats, a project's own file, a file that cannot be written. `files`
+    are more (option, path) the command writes itself, making their folder (`ensure_folder`). Nothing is created."""
+    _one_format(args)
+    json_target, output = getattr(args, "json", None), getattr(args, "output", None)
+    for option, target in (("--json", None if json_target == "-" else json_target), ("--output", output)):
+        if target and target not in FORMATS:
+            _writable(option, Path(target), Path(target).parent)
+    for option, target in files:
+        if target:
+            path = Path(target)
+            folder = next(f for f in [path.parent, *path.parent.parents] if f.exists() or f == Path(f.anchor))
+            _writable(option, path, folder)
+
+
+def _writable(option: str, path: Path, folder: Path) -> None:
+    """A usage error naming `option` unless `path` may be written: not a project's own file, not a folder, and
+    itself writable, else `folder` (its own, or the one its folders would be made in) a folder that may be written."""
+    _not_protected(option, path)
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a folder, not a file to write")
+    if path.exists() or path.is_symlink():
+        usable = os.access(path, os.W_OK)
+    else:
+        usable = folder.is_dir() and os.access(folder, os.W_OK)
+    if not usable:
+        why = (
+            "permission denied"
+            if folder.is_dir()
+            else f"{folder} is not a folder"
+            if folder.exists()
+            else "no such folder"
+        )
+        raise UsageError(f"{option} {path}: cannot write it ({why})")
+
+
+def ensure_folder(option: str, path: Path) -> None:
+    """Make the folder a file option names (`verify --save measured/prod.json`), as `report_folder` does."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot make its folder ({exc.strerror or type(exc).__name__})") from None
+
+
 # What a report may never be written over: the stack files, the policy pack and its configs, the project file.
 PROTECTED = ("Pulumi.yaml", "stacks", "policies")
 
@@ -108,15 +158,19 @@ def protected(path: Path) -> str | None:
     return None
 
 
-def write_report(option: str, path: Path, content: str) -> None:
-    """Write a report to the file an option names; a path that cannot be written, or that is (or
-    links to) one of the project's own files, is a usage error naming the option (exit 2)."""
+def _not_protected(option: str, path: Path) -> None:
     kept = protected(path)
     if kept is not None:
         raise UsageError(
             f"{option} {path}: would write over {kept}, one of the project's own files "
             "(Pulumi.yaml, stacks/, policies/): write the report elsewhere"
         )
+
+
+def write_report(option: str, path: Path, content: str) -> None:
+    """Write a report to the file an option names; a path that cannot be written, or that is (or
+    links to) one of the project's own files, is a usage error naming the option (exit 2)."""
+    _not_protected(option, path)
     try:
         if path.is_symlink() or (path.exists() and not path.is_file()):
             path.write_text(content)  # a device or a FIFO (`--output >(gzip > r.gz)`), or a link checked above

@@ -249,14 +249,15 @@ def give_back(pool: GpuPool, node_hour_usd: float | None) -> GiveBack:
     )
 
 
-def pool_of(cfg: StackConfig, name: str) -> GpuPool:
+def pool_of(cfg: StackConfig, name: str, option: str = "--job") -> GpuPool:
+    """The GPU pool `name`, else a ConfigError naming the command's `option` that named it."""
     from infra.config import ConfigError
 
     for pool in cfg.gpu_pools:
         if pool.name == name:
             return pool
     raise ConfigError(
-        "--job",
+        option,
         f"no GPU pool {name!r} in stack {cfg.stack}; pools: {', '.join(p.name for p in cfg.gpu_pools) or 'none'}",
     )
 

@@ -897,7 +897,7 @@ def test_a_missing_cluster_fails_with_aws_answer(aws_ctx, plan):
     aws_ctx.plan = stack_pinning(plan, stack="staging")
     outcome = one("aws.cluster", aws_ctx)
     assert outcome.status == "FAIL" and "ResourceNotFoundException" in outcome.evidence
-    assert "the stack's account and region" in outcome.fix
+    assert "the stack's account's? verify asks the stack's region" in outcome.fix
 
 
 def test_node_groups_as_planned_pass(aws_ctx):

@@ -331,9 +331,11 @@ def test_allow_cost_prints_the_trials_estimate_before_it_starts(cluster, monkeyp
     assert data["stack"] == STACK and data["pools"]["h100"]["first_step_s"] == 540.0
 
 
-def test_save_without_a_trial_says_nothing_was_measured(cluster, capsys, tmp_path):
-    assert main(["verify", STACK, "--only", "kube.api", "--save", str(tmp_path / "m.json")]) == 0
-    assert "nothing was measured" in capsys.readouterr().err and not (tmp_path / "m.json").exists()
+def test_save_without_a_trial_is_refused_before_any_check(cluster, capsys, tmp_path):
+    assert main(["verify", STACK, "--only", "kube.api", "--save", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --save: is for the trials (trial.*), which run only with --allow-cost")
+    assert not (tmp_path / "m.json").exists() and cluster.requests == []
 
 
 def test_a_trial_on_a_node_already_up_measures_no_cold_start(cluster, trial_ctx):

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from infra.cli.arguments import stack_argument
-from infra.cli.output import UsageError, add_report_options, emit, error, protected
+from infra.cli.output import UsageError, add_report_options, check_report_options, emit, ensure_folder, error
 
 if TYPE_CHECKING:
     from infra.cli.verify import connect, trial
@@ -25,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     stack_argument(verify, help="the stack: stacks/Pulumi.STACK.yaml (not needed with --list)", optional=True)
     add_report_options(verify)
-    verify.add_argument("--list", action="store_true", help="list the checks, what each proves and needs (offline)")
+    verify.add_argument(
+        "--list", action="store_true", help="list the checks, what each proves and the rights it needs (offline)"
+    )
     verify.add_argument(
         "--only", action="append", default=[], metavar="ID", help="run only these checks (ids or prefixes: kube.)"
     )
@@ -42,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "checkpointing job and times the resume",
     )
     verify.add_argument("--pool", help="with --allow-cost: the trial's pool (default: the first that scales from zero)")
-    verify.add_argument("--nodes", type=int, default=1, metavar="N", help="with --allow-cost: the trial's nodes (1)")
+    verify.add_argument("--nodes", type=int, metavar="N", help="with --allow-cost: the trial's nodes (1)")
     verify.add_argument(
         "--save",
         metavar="FILE",
@@ -71,14 +73,15 @@ def run(args: argparse.Namespace) -> int:
         specs = verify.select(checks.specs(), _split(args.only), _split(args.skip))
     except verify.Selection as exc:
         raise UsageError(f"--only/--skip: {exc}") from None
-    if args.save and protected(Path(args.save)):
-        raise UsageError(
-            f"--save {args.save}: would write over {protected(Path(args.save))}, one of the project's files"
-        )
+    if not specs:
+        raise UsageError("--only/--skip: leave no check to run (`higgsfield verify --list` lists them)")
+    # a report that could not be written is refused now, not once the checks (and a trial) have run
+    check_report_options(args, ("--save", args.save))
     if args.list:
         emit(args, lambda: verify.listing_json(specs), lambda: verify.listing(specs))
         return 0
     _refuse_disruption(args, specs)
+    _refuse_trial_options(args, specs)
     ctx = _context(args, specs)
     if ctx is None:
         return 2
@@ -89,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
             f"verify {args.stack}: {len(specs)} check(s)"
             + ("" if args.allow_cost else " (read-only)")
             + (" (DISRUPTIVE: terminates an instance under its own job)" if args.disruptive else "")
-            + (f" as {who}" if who else "")
+            + (f" as {who} in {ctx.config.region}" if who else "")
             + (f", cluster {ctx.kube.host}" if ctx.kube else "")
         )
     results = verify.run(
@@ -98,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         allow_cost=args.allow_cost,
         disruptive=args.disruptive,
         on_result=(lambda r: print(verify.line(r), flush=True)) if stream else None,
-        describe_error=connect.describe_error,
+        describe_error=lambda spec, exc: connect.describe_error(spec, exc, ctx.config.region),
     )
     counts = verify.as_json(args.stack, results)["counts"]
     summary = f"verify {args.stack}: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped"
@@ -130,9 +133,23 @@ def _refuse_disruption(args: argparse.Namespace, specs: list) -> None:
         )
 
 
+TRIAL_OPTIONS = ("--pool", "--nodes", "--keep", "--save")
+
+
+def _refuse_trial_options(args: argparse.Namespace, specs: list) -> None:
+    """The trial's options only where a trial runs (--allow-cost, a trial among the checks): never silently ignored."""
+    if args.allow_cost and any(s.costs for s in specs):
+        return
+    given = [o for o in TRIAL_OPTIONS if getattr(args, o[2:]) not in (None, False)]
+    if given:
+        which = "--only/--skip leave out" if args.allow_cost else "run only with --allow-cost"
+        raise UsageError(f"{given[0]}: is for the trials (trial.*), which {which}")
+
+
 def _context(args: argparse.Namespace, specs: list) -> connect.Context | None:
     """The checks' context, or None after one line saying why nothing can be checked."""
     from infra.cli.verify import connect, trial
+    from infra.core import names
     from infra.offline.evaluate import record
 
     runs = [
@@ -140,9 +157,13 @@ def _context(args: argparse.Namespace, specs: list) -> connect.Context | None:
     ]
     needs = {part for s in runs for part in s.needs.split("+")}
     plan = record(args.stack)
+    trials = args.allow_cost and any(s.costs for s in runs)
+    # the trial's --pool and --nodes are checked before any credential is looked up
+    chosen = trial.choose(plan.config, args.pool, 1 if args.nodes is None else args.nodes) if trials else None
+    update = f"aws eks update-kubeconfig --name {names.cluster_name(args.stack)} --region {plan.config.region}"
     try:
         session = connect.aws_session(plan.config.region) if "aws" in needs else None
-        kube = connect.kube_client(args.context) if "kube" in needs else None
+        kube = connect.kube_client(args.context, update) if "kube" in needs else None
         identity = connect.caller(session) if session else None
     except connect.Refused as exc:
         error(f"verify {args.stack}: {exc}")
@@ -150,8 +171,7 @@ def _context(args: argparse.Namespace, specs: list) -> connect.Context | None:
     ctx = connect.Context(args.stack, plan, session, kube)
     ctx.found["keep"] = args.keep
     ctx.found["identity"] = identity
-    if args.allow_cost and any(s.costs for s in runs):
-        chosen = trial.choose(plan.config, args.pool, args.nodes)
+    if chosen is not None:
         ctx.found["trial"] = chosen
         print(f"verify {args.stack}: {chosen.describe()}", file=sys.stderr)
         if any(s.disrupts for s in runs):
@@ -185,5 +205,6 @@ def _save(args: argparse.Namespace, ctx: connect.Context) -> None:
         for name, t in found.items()
     }
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    ensure_folder("--save", Path(args.save))
     measured.save(Path(args.save), measured.Measured(args.stack, now, pools))
     print(f"wrote {args.save}", file=sys.stderr)

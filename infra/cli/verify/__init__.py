@@ -171,7 +171,7 @@ def line(result: Result) -> str:
 
 
 def listing(specs: Sequence[Spec], width: int = 120) -> str:
-    """The checks in order, what each proves wrapped within `width` columns."""
+    """The checks in order, what each proves and the rights it needs, wrapped within `width` columns."""
     import textwrap
 
     rows = [f"{'check':<26} {'needs':<9} {'timeout':>7}  what it proves"]
@@ -185,6 +185,10 @@ def listing(specs: Sequence[Spec], width: int = 120) -> str:
         )
         head = f"{s.id:<26} {s.needs:<9} {s.timeout_s:>6g}s  "
         rows += textwrap.wrap(s.title + flag, width, initial_indent=head, subsequent_indent=" " * len(head))
+        pad = " " * len(head)
+        rows += textwrap.wrap(
+            f"rights: {s.rights}", width, initial_indent=pad, subsequent_indent=pad + " " * 8, break_on_hyphens=False
+        )
     return "\n".join(rows)
 
 

@@ -990,11 +990,18 @@ def kube_api(ctx: Any) -> Outcome:
     seen = f"{ctx.kube.host} answers {version.get('gitVersion')}"
     minor = f"{version.get('major')}.{str(version.get('minor', '')).rstrip('+')}"
     endpoint = ctx.found.get("endpoint")
+    update = f"aws eks update-kubeconfig --name {names.cluster_name(ctx.config.stack)} --region {ctx.config.region}"
     if endpoint and endpoint.rstrip("/") != ctx.kube.host.rstrip("/"):
         return failed(
-            f"the kubeconfig's context points at {ctx.kube.host}, the stack's cluster is at {endpoint}",
-            f"aws eks update-kubeconfig --name {names.cluster_name(ctx.config.stack)} --region {ctx.config.region}",
+            f"the kubeconfig's context points at {ctx.kube.host}, the stack's cluster is at {endpoint}", update
         )
+    if not endpoint:  # aws.cluster left out or failed: the ARN `aws eks update-kubeconfig` names the cluster by says
+        # (aws/aws-cli:awscli/customizations/eks/update_kubeconfig.py@01e092bd14440bf96585c32c6e42be51c6a9b6de)
+        arn = re.fullmatch(r"arn:aws[\w-]*:eks:([\w-]+):\d+:cluster/(.+)", getattr(ctx.kube, "cluster", ""))
+        if arn is None:
+            seen += " (not compared with the stack's endpoint, which aws.cluster did not read)"
+        elif (arn[1], arn[2]) != (ctx.config.region, names.cluster_name(ctx.config.stack)):
+            return failed(f"the kubeconfig's context is {arn[0]}, not the stack's cluster", update)
     if minor != ctx.config.kubernetes_version:
         return failed(f"{seen}; the stack pins {ctx.config.kubernetes_version}", "run `pulumi up` (docs/upgrading.md)")
     return passed(seen)

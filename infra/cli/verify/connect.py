@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
+import yaml
 from botocore import exceptions as aws_errors
 
 from infra.cli.preflight import DENIED_CODES
@@ -33,11 +34,12 @@ class Refused(Exception):
 class Kube:
     """The Kubernetes calls the checks make, each returning the server's JSON."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, cluster: str = "") -> None:
         from kubernetes import client
 
         self.api_client = api_client
         self.host: str = api_client.configuration.host
+        self.cluster = cluster  # the kubeconfig's name of the context's cluster (an ARN, as update-kubeconfig writes)
         self.core = client.CoreV1Api(api_client)
         self.apps = client.AppsV1Api(api_client)
         self.batch = client.BatchV1Api(api_client)
@@ -238,6 +240,9 @@ class Context:
         return self.clients[key]
 
 
+GET_CREDENTIALS = "set AWS_PROFILE (or run `aws configure` / `aws sso login`) for the stack's account, then rerun"
+
+
 def aws_session(region: str) -> Any:
     """A boto3 session for the region whose credentials resolve, else Refused (one line)."""
     import boto3
@@ -248,12 +253,9 @@ def aws_session(region: str) -> Any:
         session = boto3.Session(region_name=region)
         credentials = session.get_credentials()
     except NO_CREDENTIALS as exc:
-        raise Refused(f"no AWS credentials ({type(exc).__name__}: {exc})") from exc
+        raise Refused(f"no AWS credentials ({type(exc).__name__}: {exc}): {GET_CREDENTIALS}") from exc
     if credentials is None:
-        raise Refused(
-            "no AWS credentials (NoCredentialsError): set AWS_PROFILE (or run `aws configure` / `aws sso login`) "
-            "for the stack's account, then rerun"
-        )
+        raise Refused(f"no AWS credentials (NoCredentialsError): {GET_CREDENTIALS}")
     return session
 
 
@@ -269,8 +271,8 @@ def caller(session: Any) -> str:
         return str(session.client("sts", config=config).get_caller_identity()["Arn"])
     except (aws_errors.ConnectionError, aws_errors.HTTPClientError):
         return "an identity STS could not be asked about"  # the checks say what the network does
-    except NO_CREDENTIALS as exc:
-        raise Refused(f"no AWS credentials ({type(exc).__name__}: {exc})") from exc
+    except NO_CREDENTIALS as exc:  # an SSO session whose token is gone or expired
+        raise Refused(f"no AWS credentials ({type(exc).__name__}: {exc}): {GET_CREDENTIALS}") from exc
     except aws_errors.ClientError as exc:
         error = exc.response.get("Error", {})
         if error.get("Code") in REJECTED:
@@ -281,25 +283,28 @@ def caller(session: Any) -> str:
         raise
 
 
-def kube_client(context: str | None) -> Kube:
-    """A client from the user's kubeconfig ($KUBECONFIG, else ~/.kube/config), else Refused."""
+def kube_client(context: str | None, update: str = "aws eks update-kubeconfig --name CLUSTER --region REGION") -> Kube:
+    """A client from the user's kubeconfig ($KUBECONFIG, else ~/.kube/config), else Refused, saying to run `update`
+    (the stack's own `aws eks update-kubeconfig`)."""
     from kubernetes import config
 
     path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or str(Path.home() / ".kube" / "config")
     if not Path(path).expanduser().exists():
-        raise Refused(
-            f"no kubeconfig at {path}: run `aws eks update-kubeconfig --name CLUSTER --region REGION` "
-            "(higgsfield bootstrap STACK prints it), then rerun"
-        )
+        raise Refused(f"no kubeconfig at {path}: run `{update}`, then rerun")
     try:
         api_client = config.new_client_from_config(config_file=path, context=context)
+        contexts, current = config.list_kube_config_contexts(config_file=path)
     except config.ConfigException as exc:
         raise Refused(f"kubeconfig {path} cannot be used: {' '.join(str(exc).split())}") from exc
-    return Kube(api_client)
+    except yaml.YAMLError as exc:
+        raise Refused(f"kubeconfig {path} cannot be used: not YAML ({' '.join(str(exc).split())})") from exc
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
+    return Kube(api_client, str(((chosen or {}).get("context") or {}).get("cluster") or ""))
 
 
-def describe_error(spec: Spec, exc: Exception) -> Outcome:
-    """A check's call that failed, as its line: what the server said and the right it needs."""
+def describe_error(spec: Spec, exc: Exception, region: str = "") -> Outcome:
+    """A check's call that failed, as its line: what the server said and the right it needs (`region`: the stack's,
+    which the clients ask whatever the profile's is)."""
     from kubernetes.client.exceptions import ApiException
 
     if isinstance(exc, aws_errors.ClientError):
@@ -308,9 +313,11 @@ def describe_error(spec: Spec, exc: Exception) -> Outcome:
         if code in DENIED_CODES:
             return failed(f"AWS refused {exc.operation_name} ({code})", f"allow the caller: {spec.rights}")
         if code.endswith("NotFoundException") or code.endswith(".NotFound"):
+            asked = f"the stack's region ({region})" if region else "the stack's region"
             return failed(
                 f"{exc.operation_name} failed: {code}: {message}",
-                "is AWS_PROFILE the stack's account and region? else the stack is not deployed: `pulumi up`",
+                f"are the credentials the stack's account's? verify asks {asked}, not the profile's; "
+                "else the stack is not deployed: `pulumi up`",
             )
         return failed(f"{exc.operation_name} failed: {code}: {message}", "")
     if isinstance(exc, ApiException):

@@ -56,7 +56,9 @@ def choose(cfg: Any, pool_name: str | None, nodes: int) -> Plan:
     from infra.offline.pods import default_image
 
     found = (
-        cold_start.pool_of(cfg, pool_name) if pool_name else next((p for p in cfg.gpu_pools if p.min_size == 0), None)
+        cold_start.pool_of(cfg, pool_name, "--pool")
+        if pool_name
+        else next((p for p in cfg.gpu_pools if p.min_size == 0), None)
     )
     if found is None:
         raise ConfigError("--pool", "no GPU pool scales from zero in this stack: name one with --pool")
