@@ -7,7 +7,8 @@ the suite's own processes: what `_record_in_fresh_context(stack, config, secret_
 on those and on the project (the working directory: its image sources are the image tag), so `check`,
 `cost`, `timeline` and `preflight` of one stack in one project share the first one's plan (each a
 copy) instead of evaluating it again, and each command still runs all of its own code from the
-installed package."""
+installed package. Like the console script (infra/cli/main.py run), the driver runs without the cyclic
+garbage collector and ends without the interpreter's teardown."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import subprocess
 from pathlib import Path
 
 DRIVER = """
-import contextlib, io, json, os, pickle, sys
+import contextlib, gc, io, json, os, pickle, sys
+gc.disable()
 from infra.offline import evaluate
 from infra.cli.main import main
 
@@ -40,6 +42,8 @@ for name, (cwd, argv) in json.loads(sys.argv[1]).items():
             code = exc.code
     done[name] = [code, out.getvalue(), err.getvalue()]
 print(json.dumps(done))
+sys.stdout.flush()
+os._exit(0)
 """
 
 
