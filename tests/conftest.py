@@ -43,6 +43,11 @@ from infra.offline.evaluate import Plan, load_stack, record, stack_names
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The collector runs after 50,000 allocations, not 700, from here on: while a process imports and collects every
+# test module, each of its full collections walked every module and type imported so far (about 0.7 s of a
+# worker's 4 s of collection). pytest_collection_finish then freezes what collection made.
+gc.set_threshold(50_000, 20, 50)
+
 
 @functools.cache
 def torch_python() -> str | None:
@@ -122,6 +127,18 @@ if _SHARED_REWRITES:
 _run_ended = threading.Event()
 
 
+def _end_without_teardown() -> None:
+    """An xdist worker's last act, once its results are sent and its session closed (atexit runs after the main
+    thread and every other non-daemon thread have ended, and after the exit functions registered after this one):
+    the process ends without the interpreter's teardown, which frees the SDKs' module graph and every object the
+    tests kept one by one (about a second of CPU a worker, at the very end of the run). infra/cli/main.py run() ends
+    the CLI the same way."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    os._exit(0)
+
+
 def _rewrite_ahead_of_the_workers(config: pytest.Config) -> None:
     for arg in config.args:
         named = Path(config.invocation_params.dir, arg.split("::")[0])
@@ -137,6 +154,8 @@ def _rewrite_ahead_of_the_workers(config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker (not a process a test starts, which inherits its environment)
+        atexit.register(_end_without_teardown)
     rewriting = config.getoption("assertmode") == "rewrite"
     if _SHARED_REWRITES and rewriting and not hasattr(config, "workerinput") and config.getoption("numprocesses", None):
         threading.Thread(target=_rewrite_ahead_of_the_workers, args=(config,), name="rewrite ahead").start()
@@ -378,7 +397,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """The garbage collector, tuned for a test process as infra/cli/main.py run() is for the CLI:
     what exists once the tests are collected (the SDKs' modules and types, the stacks' configs)
     lives to the end, so it is moved out of the collector's sight (gc.freeze), and collections
-    come after 50,000 allocations instead of 700. Each full collection walked every plan and
-    validator the session keeps: 20-30% of the suite's CPU, measured on eight plan-heavy files."""
+    come after 50,000 allocations instead of 700 (set at this module's import, above). Each full
+    collection walked every plan and validator the session keeps: 20-30% of the suite's CPU,
+    measured on eight plan-heavy files."""
     gc.freeze()
-    gc.set_threshold(50_000, 20, 50)

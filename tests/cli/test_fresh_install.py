@@ -9,7 +9,6 @@ with a warm cache instead of a minute), falling back to pip where uv is missing.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.installed_commands import run_commands
 from tests.conftest import ROOT
 
 
@@ -53,32 +53,6 @@ def _project_outside_the_checkout(folder: Path) -> Path:
     shutil.copytree(ROOT / "policies" / "config", folder / "policies" / "config")
     shutil.copytree(ROOT / "images" / "training", folder / "images" / "training")
     return folder
-
-
-# Runs each command through the installed package's own entry point (infra.cli.main:main, what the
-# console script calls) in one interpreter: importing the Pulumi SDKs is 2 s a process, nine times.
-_DRIVER = """
-import contextlib, io, json, sys
-from infra.cli.main import main
-done = {}
-for name, argv in json.loads(sys.argv[1]).items():
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as exc:
-            code = exc.code
-    done[name] = [code, out.getvalue(), err.getvalue()]
-print(json.dumps(done))
-"""
-
-
-def _commands_in_one_process(
-    venv: Path, cwd: Path, env: dict[str, str], commands: dict[str, tuple[str, ...]]
-) -> dict[str, list]:
-    """{name: [exit code, stdout, stderr]} of each command, run by the virtualenv's Python."""
-    done = _run([str(venv / "bin" / "python"), "-c", _DRIVER, json.dumps(commands)], cwd=cwd, env=env, timeout=600)
-    return json.loads(done.stdout)
 
 
 @pytest.mark.fresh_install
@@ -132,7 +106,7 @@ def test_a_wheel_outside_any_checkout_and_an_editable_install_run_every_command(
     )  # the console script itself (and the first run compiles the venv's modules)
     assert plan.returncode == 0, plan.stderr
     assert plan.stdout.startswith("Offline plan of higgsfield/dev")
-    done = _commands_in_one_process(venv, project, env, commands)
+    done = run_commands(venv, env, {name: (project, list(argv)) for name, argv in commands.items()})
     preflight = done.pop("preflight")
     for name, (code, _, stderr) in done.items():
         assert code == 0, f"{name}: {stderr}"
@@ -142,8 +116,8 @@ def test_a_wheel_outside_any_checkout_and_an_editable_install_run_every_command(
     assert preflight[2].startswith("error: no AWS credentials") and preflight[2].count("\n") == 1, preflight[2]
 
     _run([*install, "--no-deps", "-e", str(ROOT)], timeout=300)  # the same virtualenv, now editable
-    editable = _commands_in_one_process(
-        venv, ROOT, env, {"plan": ("plan", "dev"), "jobs": ("jobs", "render", "dev", "pytorch-ddp")}
+    editable = run_commands(
+        venv, env, {"plan": (ROOT, ["plan", "dev"]), "jobs": (ROOT, ["jobs", "render", "dev", "pytorch-ddp"])}
     )
     for name, (code, _, stderr) in editable.items():
         assert code == 0, f"editable {name}: {stderr}"

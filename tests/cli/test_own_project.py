@@ -8,7 +8,6 @@ The wheel is installed with --no-deps; its dependencies come from this interpret
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -19,27 +18,10 @@ from pathlib import Path
 import pytest
 
 from components.registry import image_tag
+from tests.cli.installed_commands import run_commands
 from tests.conftest import ROOT
 
 ADMIN = "arn:aws:iam::123456789012:role/PlatformAdmin"
-
-# Each command through the installed package's entry point (infra.cli.main:main), in one process
-# (importing the Pulumi SDKs is about 2 s a process), each from its own working directory.
-_DRIVER = """
-import contextlib, io, json, os, sys
-from infra.cli.main import main
-done = {}
-for name, (cwd, argv) in json.loads(sys.argv[1]).items():
-    os.chdir(cwd)
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as exc:
-            code = exc.code
-    done[name] = [code, out.getvalue(), err.getvalue()]
-print(json.dumps(done))
-"""
 
 COMMANDS = {
     "plan": ["plan", "paris"],
@@ -112,13 +94,12 @@ def own_project(tmp_path_factory):
     outside.mkdir()
     with_ci.mkdir()
     commands = {
-        **{name: [str(project), argv] for name, argv in COMMANDS.items()},
-        "diff": [str(project), ["diff", "paris", "--base", "main"]],
-        "outside": [str(outside), ["plan", "paris"]],
-        "init-ci": [str(with_ci), ["init", "paris", "--region", "eu-north-1", "--admin", ADMIN, "--ci"]],
+        **{name: (project, argv) for name, argv in COMMANDS.items()},
+        "diff": (project, ["diff", "paris", "--base", "main"]),
+        "outside": (outside, ["plan", "paris"]),
+        "init-ci": (with_ci, ["init", "paris", "--region", "eu-north-1", "--admin", ADMIN, "--ci"]),
     }
-    driver = [str(venv / "bin" / "python"), "-c", _DRIVER, json.dumps(commands)]
-    done = json.loads(_run(driver, cwd=project, env=env, timeout=600).stdout)
+    done = run_commands(venv, env, commands)
     assert done["init-ci"][0] == 0, done["init-ci"][2]
     done["ci-files"] = sorted(str(p.relative_to(with_ci)) for p in with_ci.rglob("*.yml")) + sorted(
         str(p.relative_to(with_ci)) for p in (with_ci / "requirements").glob("*.txt")
