@@ -165,6 +165,13 @@ def test_an_unknown_check_is_a_usage_error(nothing, capsys):
     assert capsys.readouterr().err.startswith("error: --only/--skip: no check 'kube.nope'")
 
 
+def test_a_misspelt_check_is_named_with_the_one_it_means_in_a_short_line(nothing, capsys):
+    assert main(["verify", STACK, "--only", "aws.layout"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 160, err
+    assert "no check 'aws.layout'; did you mean aws.layout-client?" in err and "higgsfield verify --list" in err
+
+
 @pytest.fixture
 def cluster(nothing, tmp_path, monkeypatch):
     plan = plan_of(STACK)

@@ -13,6 +13,7 @@ job: infra/cli/verify/node_loss.py) only with `--disruptive` as well."""
 from __future__ import annotations
 
 import concurrent.futures
+import difflib
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -76,7 +77,11 @@ def select(specs: Sequence[Spec], only: Iterable[str] = (), skip: Iterable[str] 
     ids = [s.id for s in specs]
     for name in [*only, *skip]:
         if not any(i == name or i.startswith(name.rstrip(".") + ".") for i in ids):
-            raise Selection(f"no check {name!r}; checks: {', '.join(ids)}")
+            close = difflib.get_close_matches(name, ids, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise Selection(
+                f"no check {name!r}{hint} (`higgsfield verify --list` lists every check and what it proves)"
+            )
 
     def named(spec: Spec, names: list[str]) -> bool:
         return any(spec.id == n or spec.id.startswith(n.rstrip(".") + ".") for n in names)
