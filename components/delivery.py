@@ -1394,8 +1394,11 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
 # rule makes every repository under its prefix (every one, for ROOT) a cache of an upstream registry's repository of
 # that name, Docker Hub's or another account's ECR among them (docs.aws.amazon.com/AmazonECR/latest/userguide/
 # pull-through-cache-private-wildcards.html); the pattern matches its Create, Update, Delete and Validate alone in
-# that model.
-IMAGE_WRITES = ("ecr:PutImage", "ecr:*PullThroughCacheRule")
+# that model. BatchDeleteImage takes a tag away (the training image's, and every team's job then fails to pull until
+# the image workflow pushes it again): pulumi-aws deletes the repository whole with DeleteRepository (force_delete,
+# hashicorp/terraform-provider-aws:internal/service/ecr/repository.go, a stored copy) and the lifecycle policy's
+# expiries are ECR's own, so the deploy role deletes no image itself.
+IMAGE_WRITES = ("ecr:PutImage", "ecr:*PullThroughCacheRule", "ecr:BatchDeleteImage")
 
 
 def image_denials() -> dict:

@@ -33,6 +33,8 @@ IMAGE_WRITES = [
     # (docs.aws.amazon.com/AmazonECR/latest/userguide/pull-through-cache-private-wildcards.html)
     ("make the training repository a cache of a public registry", Request("ecr:CreatePullThroughCacheRule", "*")),
     ("point a cache rule at another upstream", Request("ecr:UpdatePullThroughCacheRule", "*")),
+    # the tag every team's jobs and the health gate pull, gone until the image workflow pushes it again
+    ("delete the training image", Request("ecr:BatchDeleteImage", TRAINING_REPOSITORY)),
 ]
 
 
