@@ -152,6 +152,7 @@ class FakeKubernetesApi:
         self.watch_second = 1.0  # how long a second of a watch's timeoutSeconds lasts
         self.drop_watches = False  # a watch's connection closes mid-chunk, as a proxy or a restarted server does
         self._history: list[tuple[int, Ref, str, dict]] = []
+        self._bound_rules: tuple[Any, list] = (None, [])  # (RBAC state and subject, the rules bound): _review
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         fake = self
@@ -332,13 +333,19 @@ class FakeKubernetesApi:
         who, groups = spec.get("user"), set(spec.get("groups") or [])
         attributes = spec.get("resourceAttributes") or {}
         rbac = [o for (prefix, _, _, _), o in self.objects.items() if prefix == "apis/rbac.authorization.k8s.io/v1"]
-        rules = rules_bound(
-            rbac,
-            lambda s: (
-                (s.get("kind") == "Group" and s.get("name") in groups)
-                or (s.get("kind") == "User" and s.get("name") == who)
-            ),
-        )
+        # the rules bound to the subject, found again once the RBAC objects change (each write bumps the version, each
+        # delete drops an object): a check asks hundreds of reviews of one subject in a row
+        key = (self._version, tuple(map(id, rbac)), who, frozenset(groups))
+        if self._bound_rules[0] != key:
+            rules = rules_bound(
+                rbac,
+                lambda s: (
+                    (s.get("kind") == "Group" and s.get("name") in groups)
+                    or (s.get("kind") == "User" and s.get("name") == who)
+                ),
+            )
+            self._bound_rules = (key, rules)
+        rules = self._bound_rules[1]
         resource = attributes.get("resource", "")
         if attributes.get("subresource"):
             resource = f"{resource}/{attributes['subresource']}"
