@@ -164,6 +164,9 @@ class FakeKubernetesApi:
             # Nagle's algorithm on, a body written after its headers waited for the client's delayed
             # ACK: 40 ms a request.
             disable_nagle_algorithm = True
+            # a response's headers and body leave in one write, one wake-up of the client's thread, not two (the
+            # handler flushes after each request; a stream flushes its headers and each chunk itself)
+            wbufsize = 64 * 1024
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -519,6 +522,7 @@ class FakeKubernetesApi:
         h.send_header("Content-Type", "application/json")
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
+        h.wfile.flush()
         sent = 0
         if self.drop_watches:
             h.wfile.write(b'40\r\n{"type": "ADD')  # a chunk cut short, then the connection closes
@@ -568,6 +572,7 @@ class FakeKubernetesApi:
         h.send_header("Content-Type", "text/plain")
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
+        h.wfile.flush()
         sent, deadline = 0, time.monotonic() + float(query.get("timeoutSeconds") or 2)
         if query.get("tailLines"):  # the last N lines only (the kubelet's tailLines)
             with self._lock:
