@@ -460,9 +460,19 @@ def cluster(plan, tmp_path, monkeypatch):
     fake.close()
 
 
+def kube_client() -> connect.Kube:
+    """The command's client of $KUBECONFIG, its proxy decided once from this environment (none here): the client
+    decides it the same way at every request otherwise (its kubeconfig hook sets `host` again, and the host's setter
+    reads every proxy variable), a quarter of a SubjectAccessReview's time in a test."""
+    kube = connect.kube_client(None)
+    configuration = kube.api_client.configuration
+    configuration.proxy = configuration.proxy
+    return kube
+
+
 @pytest.fixture
 def ctx(plan, cluster):
-    return connect.Context(STACK, plan, None, connect.kube_client(None), now=lambda: NOW)
+    return connect.Context(STACK, plan, None, kube_client(), now=lambda: NOW)
 
 
 @pytest.fixture
@@ -2264,7 +2274,7 @@ def classes_ctx(karpenter_plan, tmp_path, monkeypatch):
         if planned.inputs.get("kind") in ("EC2NodeClass", "NodePool"):
             fake.put(copy.deepcopy(planned.inputs))
     monkeypatch.setenv("KUBECONFIG", kubeconfig(tmp_path / "kubeconfig", fake.url))
-    yield fake, connect.Context(STACK, karpenter_plan, None, connect.kube_client(None), now=lambda: NOW)
+    yield fake, connect.Context(STACK, karpenter_plan, None, kube_client(), now=lambda: NOW)
     fake.close()
 
 
