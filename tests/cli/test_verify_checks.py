@@ -1885,11 +1885,18 @@ def test_the_preview_groups_reads_as_planned_pass(ctx):
     assert outcome.status == "PASS", outcome.evidence
 
 
-def test_a_binding_not_the_programs_that_lets_the_preview_list_a_teams_service_accounts_fails(ctx, cluster):
-    """A pull request's preview would read every team's ServiceAccounts (their role annotations) cluster-wide."""
+def test_bindings_not_the_programs_that_let_the_preview_list_or_watch_a_teams_service_accounts_fail(ctx, cluster):
+    """A pull request's preview would read every team's ServiceAccounts (their role annotations) cluster-wide; a watch
+    streams every ServiceAccount of the namespace whole, as a list returns them. Each binding is named (one run of the
+    check for both)."""
     _bound_to_preview(cluster, "wide", {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["list"]})
+    _bound_to_preview(
+        cluster, "watch-accounts", {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["watch"]}
+    )
     outcome = one("kube.preview-access", ctx)
-    assert outcome.status == "FAIL" and "may list serviceaccounts in llm" in outcome.evidence
+    assert outcome.status == "FAIL"
+    assert "may list serviceaccounts in llm" in outcome.evidence
+    assert "may watch serviceaccounts in llm" in outcome.evidence
 
 
 def test_a_missing_by_name_role_fails_naming_the_object_the_preview_cannot_get(ctx, cluster, plan):
@@ -2029,15 +2036,6 @@ def test_a_binding_in_kube_system_that_lets_the_preview_get_its_secrets_fails(ct
     )
     outcome = one("kube.preview-access", ctx)
     assert outcome.status == "FAIL" and "may get secrets in kube-system" in outcome.evidence
-
-
-def test_a_binding_that_lets_the_preview_watch_a_teams_service_accounts_fails(ctx, cluster):
-    """A watch streams every ServiceAccount of the namespace whole, as a list returns them."""
-    _bound_to_preview(
-        cluster, "watch-accounts", {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["watch"]}
-    )
-    outcome = one("kube.preview-access", ctx)
-    assert outcome.status == "FAIL" and "may watch serviceaccounts in llm" in outcome.evidence
 
 
 def test_a_binding_of_every_resources_exec_subresource_to_the_preview_fails(ctx, cluster):
