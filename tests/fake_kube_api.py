@@ -152,6 +152,7 @@ class FakeKubernetesApi:
         self.watch_second = 1.0  # how long a second of a watch's timeoutSeconds lasts
         self.drop_watches = False  # a watch's connection closes mid-chunk, as a proxy or a restarted server does
         self._history: list[tuple[int, Ref, str, dict]] = []
+        self._bound_rules: tuple[Any, list] = (None, [])  # (RBAC state and subject, the rules bound): _review
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         fake = self
@@ -163,6 +164,9 @@ class FakeKubernetesApi:
             # Nagle's algorithm on, a body written after its headers waited for the client's delayed
             # ACK: 40 ms a request.
             disable_nagle_algorithm = True
+            # a response's headers and body leave in one write, one wake-up of the client's thread, not two (the
+            # handler flushes after each request; a stream flushes its headers and each chunk itself)
+            wbufsize = 64 * 1024
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -332,13 +336,19 @@ class FakeKubernetesApi:
         who, groups = spec.get("user"), set(spec.get("groups") or [])
         attributes = spec.get("resourceAttributes") or {}
         rbac = [o for (prefix, _, _, _), o in self.objects.items() if prefix == "apis/rbac.authorization.k8s.io/v1"]
-        rules = rules_bound(
-            rbac,
-            lambda s: (
-                (s.get("kind") == "Group" and s.get("name") in groups)
-                or (s.get("kind") == "User" and s.get("name") == who)
-            ),
-        )
+        # the rules bound to the subject, found again once the RBAC objects change (each write bumps the version, each
+        # delete drops an object): a check asks hundreds of reviews of one subject in a row
+        key = (self._version, tuple(map(id, rbac)), who, frozenset(groups))
+        if self._bound_rules[0] != key:
+            rules = rules_bound(
+                rbac,
+                lambda s: (
+                    (s.get("kind") == "Group" and s.get("name") in groups)
+                    or (s.get("kind") == "User" and s.get("name") == who)
+                ),
+            )
+            self._bound_rules = (key, rules)
+        rules = self._bound_rules[1]
         resource = attributes.get("resource", "")
         if attributes.get("subresource"):
             resource = f"{resource}/{attributes['subresource']}"
@@ -512,6 +522,7 @@ class FakeKubernetesApi:
         h.send_header("Content-Type", "application/json")
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
+        h.wfile.flush()
         sent = 0
         if self.drop_watches:
             h.wfile.write(b'40\r\n{"type": "ADD')  # a chunk cut short, then the connection closes
@@ -561,6 +572,7 @@ class FakeKubernetesApi:
         h.send_header("Content-Type", "text/plain")
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
+        h.wfile.flush()
         sent, deadline = 0, time.monotonic() + float(query.get("timeoutSeconds") or 2)
         if query.get("tailLines"):  # the last N lines only (the kubelet's tailLines)
             with self._lock:

@@ -9,7 +9,9 @@ AccessDeniedException, TooManyRequestsException)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import json
 
 import boto3
@@ -39,8 +41,19 @@ class Ec2:
         return self._overrides.get(name) or getattr(self._moto, name)
 
 
+# The clients are made once a process, as a command makes each once a run: making one (its service model, endpoint
+# rules and handlers) cost more than most tests' calls. A test's Stubbers are its own: each is deactivated as the
+# test's run ends (the `with` in _run), and moto's backends are reset as each test's mock stops.
+@functools.cache
 def _client(service: str):
+    """A client whose answers a test stubs."""
     return boto3.client(service, region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+
+
+@functools.cache
+def _moto(service: str):
+    """A client that moto answers."""
+    return boto3.client(service, region_name=REGION)
 
 
 def _reservation(rid: str, instance_type: str, kind: str, state: str = "active", zone: str = "us-east-2b") -> dict:
@@ -141,21 +154,21 @@ def _run(
         )
     elif ami:
         ssm = _client("ssm")
-        ssm_stub = Stubber(ssm)
-        ssm_stub.add_response(
-            "get_parameter",
-            {"Parameter": {"Name": AMI, "Value": "ami-0123456789abcdef0", "Type": "String"}},
-            {"Name": AMI},
-        )
-        ssm_stub.activate()
     else:
-        ssm = boto3.client("ssm", region_name=REGION)  # moto: the public parameter does not exist there
+        ssm = _moto("ssm")  # moto: the public parameter does not exist there
     pins = {ADDON: None} if addons is None else addons
     with (
+        Stubber(ssm) if ssm is _client("ssm") else contextlib.nullcontext() as ssm_stub,
         Stubber(quotas_client) as quota_stub,
         Stubber(reservations_client) as reservation_stub,
         Stubber(eks) as eks_stub,
     ):
+        if ssm_stub:
+            ssm_stub.add_response(
+                "get_parameter",
+                {"Parameter": {"Name": AMI, "Value": "ami-0123456789abcdef0", "Type": "String"}},
+                {"Name": AMI},
+            )
         for code in ("L-417A185B", "L-1216C47A"):  # P instances, then standard (the CPU nodes)
             expected = {"ServiceCode": "ec2", "QuotaCode": code}
             if isinstance(quota, str):
@@ -196,10 +209,10 @@ def _run(
                         {"addonName": name, "addonVersion": version},
                     )
         clients = preflight.Clients(
-            Ec2(boto3.client("ec2", region_name=REGION), reservations_client, **overrides),
+            Ec2(_moto("ec2"), reservations_client, **overrides),
             quotas_client,
             ssm,
-            boto3.client("fsx", region_name=REGION),
+            _moto("fsx"),
             eks,
         )
         return preflight.run(cfg, clients, pins, configurations)
