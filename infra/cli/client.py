@@ -645,8 +645,10 @@ def observe(
 
     core = _kubernetes().client.CoreV1Api(api)
     wanted = sorted({str((p.get("spec") or {}).get("nodeName") or "") for p in pods} - {""})
-    nodes = _pool_listed(pods, wanted, pool_nodes or _pool_lister(api))
-    for node in (n for n in wanted if n not in nodes):
+    listed = _pool_listed(pods, wanted, pool_nodes or _pool_lister(api))
+    nodes = listed or {}
+    # a node the pool's list lacks is gone (a pool's nodes keep its label): read no node the list already answered
+    for node in (n for n in wanted if n not in nodes and listed is None):
         try:
             nodes[node] = api.sanitize_for_serialization(_call(core.read_node, node))
         except ApiError as exc:
@@ -664,16 +666,19 @@ def observe(
     )
 
 
-def _pool_listed(pods: list[dict], wanted: list[str], pool_nodes: PoolNodes) -> dict[str, dict]:
+def _pool_listed(pods: list[dict], wanted: list[str], pool_nodes: PoolNodes) -> dict[str, dict] | None:
     """The nodes of `wanted` that one list of the pods' pool holds, where the pods are on more than NODE_GETS nodes of
     one pool (their nodeSelector's POOL_LABEL) and the user may list nodes: a Job of 512 shards on 512 nodes made 512
-    node reads for one status line. Empty otherwise: the nodes are read one by one (a role that may get a node but not
-    list them, a job of several pools)."""
+    node reads for one status line, and a finished one, whose nodes are gone, 512 reads answered 404. None otherwise:
+    the nodes are read one by one (a role that may get a node but not list them, a job of several pools)."""
     pools = {((p.get("spec") or {}).get("nodeSelector") or {}).get(POOL_LABEL) for p in pods}
     if len(wanted) <= NODE_GETS or len(pools) != 1 or None in pools:
-        return {}
+        return None
+    listed = pool_nodes(pools.pop())
+    if listed is None:
+        return None
     names = set(wanted)
-    return {n["metadata"]["name"]: n for n in pool_nodes(pools.pop()) or [] if n["metadata"]["name"] in names}
+    return {n["metadata"]["name"]: n for n in listed if n["metadata"]["name"] in names}
 
 
 def _unplaced(pods: list[dict]) -> bool:

@@ -1086,6 +1086,19 @@ def test_status_of_a_batch_job_on_many_nodes_of_its_pool_lists_the_pools_nodes_o
     assert len(node_reads) == 1, node_reads  # one list of the pool, for goodput and why the gang waits alike
 
 
+def test_status_of_a_finished_job_whose_pool_nodes_are_gone_reads_no_node_one_by_one(api, kubeconfig, capsys):
+    """A Job of 40 shards on pool h100 ended and its nodes scaled away: the pool's one list says they are gone, where
+    each was read and answered 404 (512 requests for a 512-shard job)."""
+    _seed_sharded_batch_job(api, 40, running=0)
+    for index in range(40):
+        pod = api.get(f"/api/v1/namespaces/llm/pods/eval-{index}-eval")
+        pod["spec"]["nodeSelector"] = {POOL_LABEL: "h100"}
+        api.put(pod)
+    assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
+    node_reads = [path for verb, path in api.requests if path.startswith("/api/v1/nodes")]
+    assert node_reads == [f"/api/v1/nodes?labelSelector={POOL_LABEL}%3Dh100"], node_reads
+
+
 def test_status_of_a_kubeflow_job_on_many_nodes_of_its_pool_lists_the_pools_nodes_once(api, kubeconfig, capsys):
     """Why its gang waits reads the pool's nodes (the gate's), and so does its goodput (their creation times): one list
     of the pool answers both."""
