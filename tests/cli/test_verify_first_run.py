@@ -5,6 +5,7 @@ trial option without a trial), the kubeconfig of another cluster is caught even 
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -14,7 +15,7 @@ from infra.cli.main import main
 from infra.cli.verify import checks
 from infra.core import names
 from tests.cli.test_verify_checks import STACK
-from tests.cli.test_verify_run import cluster, nothing, recorded_once  # noqa: F401 - fixtures
+from tests.cli.test_verify_run import TRIAL_TIMINGS, cluster, nothing, recorded_once  # noqa: F401 - fixtures
 
 REGION = "us-east-2"  # stacks/Pulumi.prod.yaml's
 
@@ -50,9 +51,7 @@ def test_save_makes_the_folder_it_names_as_the_docs_example_does(cluster, monkey
     from infra.cli.verify import trial
 
     def timed(ctx):
-        ctx.found["timings"] = {"h100": {"instance_type": "p5.48xlarge", "nodes": 1, "scale_up_s": 95.0,
-                                         "node_boot_s": 240.0, "gate_s": 170.0, "image_pull_s": 2.0,
-                                         "first_step_s": 540.0}}  # fmt: skip
+        ctx.found["timings"] = copy.deepcopy(TRIAL_TIMINGS)
         return verify.passed("timed")
 
     monkeypatch.setattr(trial, "run", timed)

@@ -5,6 +5,7 @@ trial (only with --allow-cost, estimated before it starts, timed, its namespace 
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import threading
@@ -318,14 +319,26 @@ def test_a_trial_that_never_starts_fails_and_still_deletes_its_namespace(cluster
     assert cluster.get(f"/api/v1/namespaces/{trial_ctx.found['deleted']}") is None
 
 
+# What a one-node trial gang on pool h100 measures (trial.run's ctx.found["timings"]), for the tests standing in for it.
+TRIAL_TIMINGS = {
+    "h100": {
+        "instance_type": "p5.48xlarge",
+        "nodes": 1,
+        "scale_up_s": 95.0,
+        "node_boot_s": 240.0,
+        "gate_s": 170.0,
+        "image_pull_s": 2.0,
+        "first_step_s": 540.0,
+    }
+}
+
+
 def test_allow_cost_prints_the_trials_estimate_before_it_starts(cluster, monkeypatch, capsys, tmp_path):
     seen = []
 
     def fake_trial(ctx):
         seen.append(capsys.readouterr().err)  # what was said before the trial ran
-        ctx.found["timings"] = {"h100": {"instance_type": "p5.48xlarge", "nodes": 1, "scale_up_s": 95.0,
-                                         "node_boot_s": 240.0, "gate_s": 170.0, "image_pull_s": 2.0,
-                                         "first_step_s": 540.0}}  # fmt: skip
+        ctx.found["timings"] = copy.deepcopy(TRIAL_TIMINGS)
         return verify.passed("timed")
 
     monkeypatch.setattr(trial, "run", fake_trial)
