@@ -2206,7 +2206,7 @@ def _access_answered(aws_ctx, aws, plan, *extra: dict, trust: dict | None = None
     stub.activate()
     aws_ctx.clients["eks"] = _WithAccessEntries(aws_ctx.client("eks"), client)
     # the node role as `pulumi up` makes it (components/nodes.py NodeRole), with the plan's trust or `trust`
-    document = json.dumps(trust) if trust else checks._planned_node_trust(aws_ctx)[0]
+    document = json.dumps(trust) if trust else checks._planned_node_trust(checks._planned_node_role(aws_ctx))[0]
     (planned,) = [r for r in plan.of_type(checks.IAM_ROLE) if f"{checks.NODE_ROLE}::" in (r.parent or "")]
     _role_as_planned(aws.client("iam"), plan, planned, NODE_ROLE.rpartition("/")[2], document)
 

@@ -230,14 +230,29 @@ def _cluster_groups(ctx: Any) -> tuple[dict[str, list[dict]], dict[str, dict]]:
 
         planned: dict[str, list[dict]] = {}
         for resource in ctx.plan.of_type(NODE_GROUP):
-            # Pulumi's auto-name: the resource name, a dash, 7 random hex digits (`gpu-h100-1a2b3c4`), so
-            # that pool h100 never takes pool h100-odcr's group
-            pattern = re.escape(resource.name) + "-[0-9a-f]{7}"
-            planned[resource.name] = [describe(g) for g in live if g == resource.name or re.fullmatch(pattern, g)]
+            planned[resource.name] = [describe(g) for g in live if g == resource.name or _auto_named(resource.name, g)]
         taken = {g["nodegroupName"] for groups in planned.values() for g in groups}
         ctx.found["cluster_groups"] = (planned, {g: describe(g) for g in live if g not in taken})
         ctx.found["node_groups"] = {n: groups[0] for n, groups in planned.items() if groups}
     return ctx.found["cluster_groups"]
+
+
+def _auto_named(resource_name: str, name: str) -> bool:
+    """Whether `name` is Pulumi's auto-name of the plan's resource `resource_name`: the resource name, a dash, 7
+    random hex digits (`gpu-h100-1a2b3c4`), so that pool h100 never takes pool h100-odcr's group."""
+    return re.fullmatch(re.escape(resource_name) + "-[0-9a-f]{7}", name) is not None
+
+
+def _metadata_not_planned(at: str, planned: dict, live: dict, *, said: tuple[str, ...] = ()) -> list[str]:
+    """Each instance metadata option the plan sets (a launch template's `metadataOptions`, the API's name its input's
+    capitalized) that the live MetadataOptions does not have, but for those `said` already: a hop limit above 1 lets
+    every pod on a node reach its role's credentials."""
+    problems = []
+    for option, want in sorted(planned.items()):
+        key = option[0].upper() + option[1:]
+        if key not in said and live.get(key) != want:
+            problems.append(f"{at}: metadata option {key} {live.get(key, 'unset')}, planned {want}")
+    return problems
 
 
 def _node_roles(planned: dict[str, list[dict]]) -> list[str]:
@@ -337,13 +352,9 @@ def _launched_as_planned(ctx: Any, resource: Any, live: dict) -> list[str]:
     metadata = data.get("MetadataOptions") or {}
     if metadata.get("HttpTokens") != "required":
         problems.append(f"{at}: IMDSv1 allowed (HttpTokens not required)")
-    # every metadata option the plan sets (components/nodes.py launch_template), the API's name its input's
-    # capitalized: a hop limit above 1 lets every pod on the node reach the node role's credentials
-    for option, want in sorted((template.inputs.get("metadataOptions") or {}).items()):
-        key = option[0].upper() + option[1:]
-        if key != "HttpTokens" and metadata.get(key) != want:
-            problems.append(f"{at}: metadata option {key} {metadata.get(key, 'unset')}, planned {want}")
-    return problems
+    # every other metadata option the plan sets (components/nodes.py launch_template)
+    planned = template.inputs.get("metadataOptions") or {}
+    return problems + _metadata_not_planned(at, planned, metadata, said=("HttpTokens",))
 
 
 ADDON = "aws:eks/addon:Addon"
@@ -919,22 +930,15 @@ def _layout_client_as_planned(ctx: Any, ec2: Any, instance_id: str, client: Any,
         f"{at}: {key} {live[key]}, the plan sets none" for key in ("IamInstanceProfile", "KeyName") if live.get(key)
     ]
     template = next((t for t in ctx.plan.of_type(LAUNCH_TEMPLATE) if t.name == client.name), None)
-    metadata = live.get("MetadataOptions") or {}
-    for option, value in sorted(((template.inputs if template else {}).get("metadataOptions") or {}).items()):
-        key = option[0].upper() + option[1:]
-        if metadata.get(key) != value:
-            problems.append(f"{at}: metadata option {key} {metadata.get(key, 'unset')}, planned {value}")
+    planned_metadata = (template.inputs if template else {}).get("metadataOptions") or {}
+    problems += _metadata_not_planned(at, planned_metadata, live.get("MetadataOptions") or {})
     problems += _launched_from_amazons_image(ec2, at, live)
     interfaces, groups = live.get("NetworkInterfaces") or [], live.get("SecurityGroups") or []
     if len(interfaces) != 1:
         problems.append(f"{at}: {len(interfaces)} network interfaces, the plan gives it one")
     # the plan's group of the client's (components/storage.py `NAME-layout-sg`), Pulumi-named NAME-layout-sg-xxxxxxx
     planned_group = next(g for g in ctx.plan.of_type(SECURITY_GROUP) if g.name == f"{client.name}-sg")
-    others = [
-        g["GroupName"]
-        for g in groups
-        if not re.fullmatch(re.escape(planned_group.name) + "-[0-9a-f]{7}", g["GroupName"])
-    ]
+    others = [g["GroupName"] for g in groups if not _auto_named(planned_group.name, g["GroupName"])]
     if others or not groups:
         problems.append(f"{at}: security groups {', '.join(others) or 'none'}, planned its own alone")
     elif not planned_group.inputs.get("ingress"):
@@ -2097,10 +2101,10 @@ def _planned_node_role(ctx: Any) -> Any:
     return role
 
 
-def _planned_node_trust(ctx: Any) -> tuple[str, list[str]]:
+def _planned_node_trust(role: Any) -> tuple[str, list[str]]:
     """The plan's node role's trust policy (components/nodes.py NodeRole: ec2.amazonaws.com alone) and whom it
     trusts."""
-    document = _planned_node_role(ctx).inputs["assumeRolePolicy"]
+    document = role.inputs["assumeRolePolicy"]
     return document, _trusted(json.loads(document))
 
 
@@ -2160,8 +2164,8 @@ def cluster_access(ctx: Any) -> Outcome:
         group = unplanned_roles.get(arn)
         made = f" (the node role of group {group}, which the plan does not make)" if group else ""
         problems.append(f"{arn}: an entry ({entry.get('type', 'STANDARD')}) the plan does not make{made}")
-    planned_trust, allowed = _planned_node_trust(ctx)
     iam, node_role = ctx.client("iam"), _planned_node_role(ctx)
+    planned_trust, allowed = _planned_node_trust(node_role)
     # every role EKS enters as a node: the planned groups', and those of the groups the plan does not make
     for role in sorted({*node_roles, *(r for r in unplanned_roles if r)}):
         try:
