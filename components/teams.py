@@ -222,7 +222,6 @@ class Teams(pulumi.ComponentResource):
         super().__init__("higgsfield:teams:Teams", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
         self.namespaces: dict[str, KubernetesObject] = {}
-        self.uids = {team.name: team.uid for team in args.teams}  # who owns each team's files
         if args.teams:
             guards = {
                 "netpol-guard": tenancy.network_policy_guard(),

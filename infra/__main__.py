@@ -227,7 +227,7 @@ def build(cfg: StackConfig) -> None:
                 subnet_cidr=fsx_subnet.cidr_block,
                 node_security_group_id=cluster.node_security_group_id,
                 namespaces=teams.namespaces,
-                team_uids=teams.uids,
+                team_uids=sched.team_uids,
                 provider=cluster.provider,
                 addon_depends_on=platform["depends_on"],
                 protect=protect,

@@ -235,6 +235,11 @@ class Scheduler(Setting):
         problems.raise_any()
         return self.model_copy(update={"teams": teams})
 
+    @property
+    def team_uids(self) -> dict[str, int]:
+        """Each team's UID (= GID): who owns its files on shared storage, and the UID its pods run as."""
+        return {team.name: team.uid for team in self.teams}
+
     def classes_of(self, team: Team, workload: str) -> tuple[str, ...]:
         """The team's priority classes of one class of work, in the team's order."""
         kinds = {c.name: c.workload for c in self.priority_classes}

@@ -60,9 +60,11 @@ def _file_system(plan, subnet: str, nids: list[str] | None = None, vpc: str = ""
     }
 
 
-def _user_data(plan) -> str:
-    teams = {t.name: t.uid for t in plan.config.scheduler.teams}
-    return storage.layout_user_data(storage.layout_of(plan.config.fsx, teams), DNS_NAME, MOUNT_NAME)
+def _user_data(plan, dns_name: str = DNS_NAME) -> str:
+    """The layout client's user data as the plan makes it, mounting the file system of `dns_name`."""
+    return storage.layout_user_data(
+        storage.layout_of(plan.config.fsx, plan.config.scheduler.team_uids), dns_name, MOUNT_NAME
+    )
 
 
 def _amazons_image(ec2) -> dict:
@@ -325,18 +327,13 @@ def _decoy(plan, subnet: str, vpc: str = "") -> dict:
     }
 
 
-def _decoys_layout(plan, decoy: dict) -> str:
-    teams = {t.name: t.uid for t in plan.config.scheduler.teams}
-    return storage.layout_user_data(storage.layout_of(plan.config.fsx, teams), decoy["DNSName"], MOUNT_NAME)
-
-
 def test_a_second_file_system_tagged_as_the_stacks_in_its_vpc_fails_naming_both(aws_ctx, account, plan):  # noqa: F811
     """A decoy listed first, with a layout client at the address mounting it, would stand in for the stack's file
     system, whose exemptions (UpdateFileSystem) would go unread."""
     ec2 = account["ec2"]
     decoy = _decoy(plan, account["subnet"])
     ec2.terminate_instances(InstanceIds=[account["instance"]])
-    _launch(ec2, plan, account["subnet"], account["group"], UserData=_decoys_layout(plan, decoy))
+    _launch(ec2, plan, account["subnet"], account["group"], UserData=_user_data(plan, decoy["DNSName"]))
     planned = _planned(plan)[1].inputs["rootSquashConfiguration"]["noSquashNids"]
     stacks = _file_system(plan, account["subnet"], [*planned, "10.40.1.9@tcp"])
     outcome = _evidence(aws_ctx, account, [decoy, stacks])
@@ -354,7 +351,7 @@ def test_the_stacks_file_system_untagged_for_a_decoy_in_another_vpc_fails_naming
     subnet = ec2.create_subnet(VpcId=other, CidrBlock="10.40.48.0/20", AvailabilityZone=f"{REGION}b")["Subnet"]
     group = ec2.create_security_group(GroupName=f"{_planned(plan)[0].name}-sg-0d0d0d0", Description="l", VpcId=other)
     decoy = _decoy(plan, subnet["SubnetId"], vpc=other)
-    _launch(ec2, plan, subnet["SubnetId"], group["GroupId"], UserData=_decoys_layout(plan, decoy))
+    _launch(ec2, plan, subnet["SubnetId"], group["GroupId"], UserData=_user_data(plan, decoy["DNSName"]))
     stacks = _file_system(plan, account["subnet"])
     stacks["Tags"] = [t for t in stacks["Tags"] if t["Key"] != "Name"]
     outcome = _evidence(aws_ctx, account, [decoy, stacks])

@@ -917,9 +917,8 @@ def _layout_client_as_planned(ctx: Any, ec2: Any, instance_id: str, client: Any,
     digest = client.inputs["tags"][storage.LAYOUT_TAG]
     if tags.get(storage.LAYOUT_TAG) != digest:
         problems.append(f"{at}: layout {tags.get(storage.LAYOUT_TAG, 'untagged')}, planned {digest}")
-    teams = {team.name: team.uid for team in ctx.config.scheduler.teams}
     want = storage.layout_user_data(
-        storage.layout_of(ctx.config.fsx, teams),
+        storage.layout_of(ctx.config.fsx, ctx.config.scheduler.team_uids),
         str(live_fs.get("DNSName")),
         str((live_fs.get("LustreConfiguration") or {}).get("MountName")),
     )
