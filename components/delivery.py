@@ -1370,7 +1370,7 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
     has MANAGED_POLICY_CHARACTERS of its own. Here are the denials whose size no setting but the stack's name and
     region changes: AdministratorsOnly (the largest, which grows as REFUSED_WHOLE does), OnlyTheStacksCluster,
     control_plane_log_denials, key_denials, reach_denials, no_role_to_an_instance, volumes_stay_with_their_instance,
-    image_denials and NamesResolveAsAwsAnswers (NAME_SERVICE); what grows with the admins and the buckets stays
+    image_denials and name_service_denial; what grows with the admins and the buckets stays
     inline (ClusterAccessStaysInTheAccount, TheDataOutlivesTheDeploy), with the IAM denials that keep this policy and
     the role fixed (iam_denials: ManagedPoliciesAreFixed refuses its new versions and its delete,
     CiIdentitiesAreAdministeredByBootstrap its detach from the deploy role). An administrator creates and attaches it
@@ -1385,7 +1385,7 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
         no_role_to_an_instance(),
         volumes_stay_with_their_instance(),
         image_denials(),
-        {"Sid": "NamesResolveAsAwsAnswers", "Effect": "Deny", "Action": list(NAME_SERVICE), "Resource": "*"},
+        name_service_denial(),
     )
 
 
@@ -1429,6 +1429,12 @@ def no_role_to_an_instance() -> dict:
         "Resource": "*",
         "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
     }
+
+
+def name_service_denial() -> dict:
+    """No DHCP options of the deploy role's on a VPC (NAME_SERVICE): the nodes resolve the file system's name through
+    the servers they name."""
+    return {"Sid": "NamesResolveAsAwsAnswers", "Effect": "Deny", "Action": list(NAME_SERVICE), "Resource": "*"}
 
 
 def volumes_stay_with_their_instance() -> dict:

@@ -99,7 +99,7 @@ def _one_format(args: argparse.Namespace) -> None:
 def check_report_options(args: argparse.Namespace, *files: tuple[str, str | None]) -> None:
     """Refuse, before a command that takes long or costs (verify) does anything, the report options `emit` would
     refuse only once the report is made: two formats, a project's own file, a file that cannot be written. `files`
-    are more (option, path) the command writes itself, making their folder (`ensure_folder`). Nothing is created."""
+    are more (option, path) the command writes itself, making their folder (`report_folder`). Nothing is created."""
     _one_format(args)
     json_target, output = getattr(args, "json", None), getattr(args, "output", None)
     for option, target in (("--json", None if json_target == "-" else json_target), ("--output", output)):
@@ -131,14 +131,6 @@ def _writable(option: str, path: Path, folder: Path) -> None:
             else "no such folder"
         )
         raise UsageError(f"{option} {path}: cannot write it ({why})")
-
-
-def ensure_folder(option: str, path: Path) -> None:
-    """Make the folder a file option names (`verify --save measured/prod.json`), as `report_folder` does."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"{option} {path}: cannot make its folder ({exc.strerror or type(exc).__name__})") from None
 
 
 # What a report may never be written over: the stack files, the policy pack and its configs, the project file.

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from infra.cli.arguments import stack_argument
-from infra.cli.output import UsageError, add_report_options, check_report_options, emit, ensure_folder, error
+from infra.cli.output import UsageError, add_report_options, check_report_options, emit, error, report_folder
 
 if TYPE_CHECKING:
     from infra.cli.verify import connect, trial
@@ -205,6 +205,6 @@ def _save(args: argparse.Namespace, ctx: connect.Context) -> None:
         for name, t in found.items()
     }
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    ensure_folder("--save", Path(args.save))
+    report_folder("--save", Path(args.save).parent)
     measured.save(Path(args.save), measured.Measured(args.stack, now, pools))
     print(f"wrote {args.save}", file=sys.stderr)
