@@ -67,6 +67,53 @@ def test_leaving_out_every_check_is_a_usage_error_not_a_pass(nothing, capsys):
     assert capsys.readouterr().err.startswith("error: --only/--skip: leave no check to run")
 
 
+@pytest.mark.parametrize(
+    "options",
+    [["--only", "", "--allow-cost"], ["--only", ","], ["--skip", ""]],
+    ids=["only-empty-with-allow-cost", "only-commas", "skip-empty"],
+)
+def test_a_selection_that_names_no_check_is_refused_not_read_as_every_check(cluster, capsys, options):
+    """`--only "$CHECK"` with CHECK unset ran every check, with --allow-cost a paid trial too."""
+    assert main(["verify", STACK, *options]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(f"error: {options[0]} {options[1]!r}: names no check") and err.count("\n") == 1
+    assert out == "" and cluster.requests == []
+
+
+# --- a report to a file or as JSON: the run still shows each check as it ends -------------------------------------
+
+
+def _seen_when_leases_runs(monkeypatch, capsys) -> dict[str, str]:
+    """What stdout and stderr held when kube.leases, the second check, started."""
+    from infra.cli import verify
+
+    seen: dict[str, str] = {}
+
+    def leases(ctx):
+        seen["out"], seen["err"] = capsys.readouterr()
+        return verify.passed("held")
+
+    monkeypatch.setattr(checks, "leases", leases)
+    return seen
+
+
+def test_with_json_to_a_file_each_checks_line_shows_as_it_ends(cluster, monkeypatch, capsys, tmp_path):
+    seen = _seen_when_leases_runs(monkeypatch, capsys)
+    report = tmp_path / "report.json"
+    assert main(["verify", STACK, "--only", "kube.api,kube.leases", "--json", str(report)]) == 0
+    assert "PASS  kube.api" in seen["out"]
+    assert "PASS  kube.leases" in capsys.readouterr().out
+    assert [c["id"] for c in json.loads(report.read_text())["checks"]] == ["kube.api", "kube.leases"]
+
+
+def test_with_json_on_stdout_each_checks_line_goes_to_stderr_as_it_ends(cluster, monkeypatch, capsys):
+    seen = _seen_when_leases_runs(monkeypatch, capsys)
+    assert main(["verify", STACK, "--only", "kube.api,kube.leases", "--json"]) == 0
+    assert "PASS  kube.api" in seen["err"] and seen["out"] == ""
+    out, err = capsys.readouterr()
+    assert json.loads(out)["counts"]["PASS"] == 2 and "PASS  kube.leases" in err
+
+
 # --- the trial's options: checked before credentials, named as the user typed them ---------------------------------
 
 
@@ -197,3 +244,11 @@ def test_list_says_the_rights_each_check_needs(nothing, capsys):
     flat = "".join(out.split())
     assert all("".join(s.rights.split()) in flat for s in checks.specs())
     assert max(len(line) for line in out.splitlines()) <= 120
+
+
+def test_list_reads_the_account_before_the_cluster_as_the_journey_does(nothing, capsys):
+    """docs/verify.md: the checks run in the day-one journey's order, the account's before the kubeconfig's; only the
+    training pods' logs, which need a job to have run, come after the cluster's."""
+    ids = [s.id for s in checks.specs()]
+    after_kube = [i for i in ids[ids.index("kube.api") :] if i.startswith("aws.")]
+    assert after_kube == ["aws.container-logs"]

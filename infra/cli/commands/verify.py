@@ -9,7 +9,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from infra.cli.arguments import stack_argument
-from infra.cli.output import UsageError, add_report_options, check_report_options, emit, error, report_folder
+from infra.cli.output import (
+    UsageError,
+    add_report_options,
+    check_report_options,
+    emit,
+    error,
+    json_text,
+    report_folder,
+    write_report,
+)
 
 if TYPE_CHECKING:
     from infra.cli.verify import connect, trial
@@ -55,8 +64,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify.set_defaults(func=run)
 
 
-def _split(values: list[str]) -> list[str]:
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+def _split(values: list[str], option: str = "--only") -> list[str]:
+    """The ids of every --only (or --skip) value; one that names none (`--only "$UNSET"`) is refused,
+    never read as no filter: it would run every check, with --allow-cost a trial too."""
+    names = []
+    for value in values:
+        ids = [v.strip() for v in value.split(",") if v.strip()]
+        if not ids:
+            raise UsageError(f"{option} {value!r}: names no check (`higgsfield verify --list` lists them)")
+        names += ids
+    return names
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if args.stack is not None:
         stack_file(project_root(), args.stack)  # StackNotFound before anything else
     try:
-        specs = verify.select(checks.specs(), _split(args.only), _split(args.skip))
+        specs = verify.select(checks.specs(), _split(args.only), _split(args.skip, "--skip"))
     except verify.Selection as exc:
         raise UsageError(f"--only/--skip: {exc}") from None
     if not specs:
@@ -85,38 +102,43 @@ def run(args: argparse.Namespace) -> int:
     ctx = _context(args, specs)
     if ctx is None:
         return 2
-    stream = args.json is None and not args.output
-    if stream:
-        who = ctx.found.get("identity")
-        print(
-            f"verify {args.stack}: {len(specs)} check(s)"
-            + ("" if args.allow_cost else " (read-only)")
-            + (" (DISRUPTIVE: terminates an instance under its own job)" if args.disruptive else "")
-            + (f" as {who} in {ctx.config.region}" if who else "")
-            + (f", cluster {ctx.kube.host}" if ctx.kube else "")
-        )
+    # the text report is what stdout shows, line by line as each check ends; where stdout takes JSON or
+    # YAML, or the report goes to a file, the same lines go to stderr (a trial runs for minutes)
+    text_out = args.output in (None, "text") and args.json != "-"
+    progress = sys.stdout if text_out else sys.stderr
+    who = ctx.found.get("identity")
+    print(
+        f"verify {args.stack}: {len(specs)} check(s)"
+        + ("" if args.allow_cost else " (read-only)")
+        + (" (DISRUPTIVE: terminates an instance under its own job)" if args.disruptive else "")
+        + (f" as {who} in {ctx.config.region}" if who else "")
+        + (f", cluster {ctx.kube.host}" if ctx.kube else ""),
+        file=progress,
+    )
     results = verify.run(
         specs,
         ctx,
         allow_cost=args.allow_cost,
         disruptive=args.disruptive,
-        on_result=(lambda r: print(verify.line(r), flush=True)) if stream else None,
+        on_result=lambda r: print(verify.line(r), file=progress, flush=True),
         describe_error=lambda spec, exc: connect.describe_error(spec, exc, ctx.config.region),
     )
     counts = verify.as_json(args.stack, results)["counts"]
     summary = f"verify {args.stack}: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped"
-    if stream:
-        print(summary)
+    print(summary, file=progress)
+
+    def report() -> dict:
+        return {
+            **verify.as_json(args.stack, results),
+            "identity": ctx.found.get("identity"),
+            "cluster": ctx.kube.host if ctx.kube else None,
+        }
+
+    if text_out:
+        if args.json is not None:  # --json PATH: the JSON to that file, the text already shown
+            write_report("--json", Path(args.json), json_text(report()))
     else:
-        emit(
-            args,
-            lambda: {
-                **verify.as_json(args.stack, results),
-                "identity": ctx.found.get("identity"),
-                "cluster": ctx.kube.host if ctx.kube else None,
-            },
-            lambda: "\n".join(map(verify.line, results)) + "\n" + summary,
-        )
+        emit(args, report, lambda: "\n".join(map(verify.line, results)) + "\n" + summary)
     if args.save:
         _save(args, ctx)
     return 1 if counts["FAIL"] else 0

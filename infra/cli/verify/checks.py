@@ -2407,6 +2407,16 @@ def specs() -> list[Spec]:
              layout_client, "aws", "fsx:DescribeFileSystems, eks:DescribeCluster, ec2:DescribeNetworkInterfaces, "
              "ec2:DescribeInstances, ec2:DescribeInstanceAttribute, ec2:DescribeImages, ec2:DescribeVolumes, "
              "ec2:DescribeSecurityGroups"),
+        Spec("aws.karpenter-queue", "Karpenter's interruption queue keeps its policy: EventBridge for the stack's "
+             "rules alone, a rewrite refused to the deploy role",
+             karpenter_queue, "aws", "sqs:GetQueueUrl, sqs:GetQueueAttributes, sqs:SetQueueAttributes (refused)"),
+        Spec("aws.karpenter-rules", "Karpenter's interruption rules send to the stack's queue alone, with no "
+             "dead-letter queue, role or input the plan does not set", karpenter_rules, "aws",
+             "events:DescribeRule, events:ListTargetsByRule"),
+        # every enabled region read one after the other (17 or more), each call within the clients' own timeouts
+        Spec("aws.public-subnets", "no subnet in any region hands out a public address on launch or holds an IPv6 "
+             "block (a default VPC's do)", public_subnets, "aws", "ec2:DescribeRegions, ec2:DescribeSubnets",
+             timeout_s=120.0),
         Spec(KUBE_API, "the kubeconfig's context is the stack's cluster and answers at its version",
              kube_api, "kube", "none (GET /version is public to authenticated users)"),
         Spec("kube.leases", "the Training Operator, Volcano, the autoscaler and Karpenter hold fresh leader Leases",
@@ -2448,16 +2458,6 @@ def specs() -> list[Spec]:
         Spec("kube.gpu-nodes", "GPU nodes: the gate's label agrees with the startup taint; healthy ones offer "
              "GPUs/EFA; none carries a live KernelReady or ContainerRuntimeReady (no repair reads the kubelet's log)",
              gpu_nodes, "kube", "list nodes; list pods in kube-system", after=(KUBE_API,)),
-        Spec("aws.karpenter-queue", "Karpenter's interruption queue keeps its policy: EventBridge for the stack's "
-             "rules alone, a rewrite refused to the deploy role",
-             karpenter_queue, "aws", "sqs:GetQueueUrl, sqs:GetQueueAttributes, sqs:SetQueueAttributes (refused)"),
-        Spec("aws.karpenter-rules", "Karpenter's interruption rules send to the stack's queue alone, with no "
-             "dead-letter queue, role or input the plan does not set", karpenter_rules, "aws",
-             "events:DescribeRule, events:ListTargetsByRule"),
-        # every enabled region read one after the other (17 or more), each call within the clients' own timeouts
-        Spec("aws.public-subnets", "no subnet in any region hands out a public address on launch or holds an IPv6 "
-             "block (a default VPC's do)", public_subnets, "aws", "ec2:DescribeRegions, ec2:DescribeSubnets",
-             timeout_s=120.0),
         Spec("aws.container-logs", "training pods' log records carry job, replica and node (CloudWatch)",
              container_logs, "aws", "logs:FilterLogEvents"),
         *trial.specs(),
