@@ -107,9 +107,12 @@ class StackFile:
             if raw is not None and message.startswith("must be a string"):
                 read_as = "boolean" if raw.lower() in _BOOLEANS else "number"
                 message += f' (YAML reads the unquoted {raw} as a {read_as}: quote it, "{raw}")'
-            if raw is not None and " (if you wrote " in message:  # we know what was written
+            if " (if you wrote " in message and ("config", *p.loc) in self.lines:  # we know what was written
                 message = message[: message.index(" (if you wrote ")]
-                message += f' (YAML reads the unquoted {raw} as a number: quote it, "{raw}")'
+                # quoting helps only where YAML's number is not the text written (1.30 read as 1.3);
+                # text ("13.5") or a number read as written (13.5) is the version asked for: no hint
+                if raw is not None and str(yaml.safe_load(raw)) != raw:
+                    message += f' (YAML reads the unquoted {raw} as a number: quote it, "{raw}")'
             if self.environments and message == "is required":
                 message += (
                     f" (if ESC environment {', '.join(self.environments)} sets it, the offline plan cannot "

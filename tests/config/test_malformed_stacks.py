@@ -361,3 +361,12 @@ def test_yaml_merge_keys_work_with_explicit_keys_winning(tmp_path):
     stack = read(path)
     assert stack.problems == []
     assert stack.config["higgsfield:autoscaler"] == {"expander": "priority", "scaleDownUnneededTime": "5m"}
+
+
+@pytest.mark.parametrize("written", ['"13.5"', "13.5"], ids=["quoted", "unquoted-read-as-written"])
+def test_an_unknown_version_yaml_read_as_written_gets_no_advice_to_quote_it(written, stack_text, capsys):
+    """Quoting 13.5 changes nothing: the version is unknown, and the line says that alone."""
+    stack_text(replace('higgsfield:kubernetesVersion: "1.35"', f"higgsfield:kubernetesVersion: {written}"))
+    [line] = plan_errors(capsys)
+    assert "higgsfield:kubernetesVersion: '13.5' is not supported; use one of: " in line
+    assert "quote" not in line and "if you wrote" not in line
