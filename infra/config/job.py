@@ -21,6 +21,7 @@ Schema editors check job files with (`schemas/job.schema.json`) and the referenc
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
@@ -260,6 +261,10 @@ class JobFile(Setting):
         return SERVING_KIND if self.class_ == "serving" else FRAMEWORKS[self.framework][0]
 
 
+def _yaml_kind(value: Any) -> str:
+    return "null" if value is None else "a boolean" if isinstance(value, bool) else "a number"
+
+
 def load_job(data: Any, source: str = "job file") -> JobFile:
     """The job file's mapping validated: a ConfigError with one line per problem, each naming its key
     (`JOB.yaml: resources.gpuType[0]`)."""
@@ -281,6 +286,12 @@ def load_job(data: Any, source: str = "job file") -> JobFile:
         job = JobFile.model_validate(meant)
     except ValidationError as exc:
         extra = {tuple(e["loc"]) for e in exc.errors() if e["type"] == "extra_forbidden"}
+        # a key YAML read as a number, a boolean or null (`1: 2`, `yes: x`): named as YAML wrote it
+        not_text = {
+            tuple(e["loc"]): ((*e["loc"][:-1], json.dumps(e["input"])), _yaml_kind(e["input"]))
+            for e in exc.errors()
+            if e["type"] == "invalid_key"
+        }
         # `cudaDriver: 580`, `--epochs, 3`: text to the writer, a number to YAML
         numbers = {
             tuple(e["loc"])
@@ -289,8 +300,11 @@ def load_job(data: Any, source: str = "job file") -> JobFile:
         }
         problems += [
             Problem(
-                _as_written(p.loc, renamed),
-                unknown(p.loc)
+                _as_written(not_text[p.loc][0] if p.loc in not_text else p.loc, renamed),
+                f"is not a job file setting: YAML reads this key as {not_text[p.loc][1]}, never a setting's name "
+                f"({REFERENCE})"
+                if p.loc in not_text
+                else unknown(p.loc)
                 if p.loc in extra
                 else f"{p.message} (YAML reads it unquoted as a number: quote it)"
                 if p.loc in numbers

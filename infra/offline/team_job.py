@@ -584,9 +584,10 @@ def read_job_file(path: str) -> JobFile:
     shown = "<stdin>" if path == "-" else path
     try:
         text = sys.stdin.read(MAX_JOB_FILE + 1) if path == "-" else Path(path).read_text()[: MAX_JOB_FILE + 1]
+        text.encode()  # standard input outside a UTF-8 locale decodes a bad byte as a lone surrogate
     except OSError as exc:
         raise file_error(shown, f"cannot be read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
+    except UnicodeError:
         raise file_error(shown, "is not UTF-8 text, so not a job file (save it as UTF-8)") from None
     if len(text) > MAX_JOB_FILE:
         raise file_error(shown, f"is larger than {MAX_JOB_FILE:,} characters: not a job file")

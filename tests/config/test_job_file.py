@@ -225,3 +225,17 @@ def test_one_gpu_type_may_be_written_without_a_list_by_its_python_name_too():
     """The Python API takes names (gpu_type) as well as the file's keys: `gpu_type="H100"` said 'must be a list'."""
     data = {**EXAMPLE, "resources": {"gpus": 16, "gpu_type": "H100"}}
     assert load_job(data).resources.gpu_type == ("H100",)
+
+
+@pytest.mark.parametrize(
+    ("resources", "key", "kind"),
+    [
+        ({1: 2}, "resources.1", "a number"),
+        ({True: 2}, "resources.true", "a boolean"),
+        ({None: 2}, "resources.null", "null"),
+    ],
+)
+def test_a_key_yaml_reads_as_no_text_is_named_as_written_and_why(resources, key, kind):
+    """`1: 2` under resources said `resources[1]: Keys should be strings`, pydantic's words, a list's index."""
+    problems = _problems({**EXAMPLE, "resources": {**EXAMPLE["resources"], **resources}})
+    assert problems[f"job.yaml: {key}"].startswith(f"is not a job file setting: YAML reads this key as {kind}")

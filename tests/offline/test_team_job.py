@@ -525,3 +525,17 @@ def test_a_job_file_that_is_not_text_yaml_reads_is_one_line_not_an_internal_erro
     assert main(["jobs", "render", "prod", "-f", str(path)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {path}: {said}")
+
+
+def test_standard_input_that_is_not_utf8_is_refused_as_a_file_is(monkeypatch, capsys):
+    """Outside a UTF-8 locale Python decodes standard input with surrogateescape: a bad byte became `#xdcff` in
+    YAML's words, not what the file's refusal says."""
+    import io
+
+    from infra.cli.main import main
+
+    stdin = io.TextIOWrapper(io.BytesIO(b"name: a\xff\n"), encoding="utf-8", errors="surrogateescape")
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert main(["jobs", "render", "prod", "-f", "-"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == "error: <stdin>: is not UTF-8 text, so not a job file (save it as UTF-8)"
