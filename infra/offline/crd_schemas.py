@@ -15,10 +15,19 @@ Validation is as strict as the API server with `--validate=strict` on the struct
 enums, patterns, bounds, required fields, and no field the schema does not declare. The CRD's CEL
 rules (x-kubernetes-validations) are checked on a real cluster only: `kubectl apply --dry-run=server`
 of `higgsfield plan STACK --manifests` (docs/karpenter.md).
+
+The schema's `default`s are what the API server fills in where an object leaves a field out (`defaulted`): validation
+sees the object with them, as the API server's does, and `higgsfield verify` (kube.node-classes, kube.node-pools) and
+`higgsfield diff` (infra/offline/node_class_drift.py) compare the planned object with them, as the API server holds it.
+The other custom resources the plan makes are Volcano's Queues, whose CRD defaults `weight` to 1 and
+`dequeueStrategy` to traverse (volcano-sh/volcano:installer/helm/chart/volcano/crd/bases/
+scheduling.volcano.sh_queues.yaml@v1.15.1); their schema is not kept: no check compares a queue's spec with the plan
+(kube.queues reads its state, kube.cluster-made the default queue's `reclaimable`, which has no default there).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import sys
@@ -107,16 +116,51 @@ def _validator(api_version: str, kind: str) -> jsonschema.protocols.Validator:
     return jsonschema.validators.Draft7Validator(schema)
 
 
+def _default(value: Any, schema: Any) -> None:
+    """Fill in `value`'s defaults in place as the API server does by a CRD's structural schema (Default,
+    kubernetes/apiextensions-apiserver:pkg/apiserver/schema/defaulting/algorithm.go@v0.35.0): a property that is
+    absent, or null where the schema does not allow null, takes a copy of its default; then each property present,
+    the defaulted ones included, is defaulted by its own schema, each list item by the items' schema, each value of a
+    map by its values' schema. So a default applies where its parent object is in the value or is itself a default,
+    never to a value the object sets, and never to a list item's field inside a list that is absent. (The algorithm
+    also gives a null map value or list item its schema's default; no kept schema has such a default.)"""
+    if not isinstance(schema, dict):
+        return
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        for key, prop in properties.items():
+            if "default" in prop and (value.get(key) is None and not (key in value and prop.get("nullable"))):
+                value[key] = copy.deepcopy(prop["default"])
+        for key, item in value.items():
+            _default(item, properties[key] if key in properties else schema.get("additionalProperties"))
+    elif isinstance(value, list):
+        for item in value:
+            _default(item, schema.get("items"))
+
+
+def defaulted(obj: dict) -> dict:
+    """`obj` as the API server holds it once written: a copy, its spec's CRD schema defaults filled in where it leaves
+    a field out (the only part of a kept CRD's schema with defaults is its spec); a kind without a kept schema is
+    copied unchanged. What the API server returns is compared with this, never itself defaulted: a real one has
+    already filled in every default, so a default it lacks was taken out after."""
+    out = copy.deepcopy(obj)
+    if has_schema(out) and isinstance(out.get("spec"), dict):
+        _default(out["spec"], kept(out["apiVersion"], out["kind"])["spec"])
+    return out
+
+
 def has_schema(obj: dict) -> bool:
     return (obj.get("apiVersion"), obj.get("kind")) in KINDS
 
 
 def validate(obj: dict) -> None:
-    """Raise jsonschema.ValidationError if `obj` does not fit its CRD's schema. A value the offline
-    plan cannot know yet (an ID from AWS) is no error: the deploy fills it in."""
+    """Raise jsonschema.ValidationError if `obj` does not fit its CRD's schema once its defaults are filled in (the
+    API server defaults a request before it validates it: a required field with a default may be left out). A value
+    the offline plan cannot know yet (an ID from AWS) is no error: the deploy fills it in."""
     from infra.offline.evaluate import COMPUTED
 
-    errors = [e for e in _validator(obj["apiVersion"], obj["kind"]).iter_errors(obj) if e.instance != COMPUTED]
+    validator = _validator(obj["apiVersion"], obj["kind"])
+    errors = [e for e in validator.iter_errors(defaulted(obj)) if e.instance != COMPUTED]
     if errors:
         raise jsonschema.exceptions.best_match(errors)
 

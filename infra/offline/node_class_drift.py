@@ -40,6 +40,7 @@ import json
 from typing import Any
 
 from infra.core.names import DO_NOT_DISRUPT
+from infra.offline.crd_schemas import defaulted
 from infra.offline.pool_removal import NODEPOOL, node_class_of, pool_of, template_spec
 
 # What NodePool.Hash hashes (kubernetes-sigs/karpenter:pkg/apis/v1/nodepool.go@6e7eab7a0f48:
@@ -67,7 +68,8 @@ RESOLVED = {
 }
 # Both hashes are hashstructure.Hash(..., FormatV2, &HashOptions{SlicesAsSets: true, IgnoreZeroValue: true,
 # ZeroNil: true}) (NodePool.Hash, kubernetes-sigs/karpenter:pkg/apis/v1/nodepool.go@6e7eab7a0f48; EC2NodeClass.Hash,
-# aws/karpenter-provider-aws:pkg/apis/v1/ec2nodeclass.go@v1.14.1) of the object the API server's JSON decodes to, and
+# aws/karpenter-provider-aws:pkg/apis/v1/ec2nodeclass.go@v1.14.1) of the object the API server's JSON decodes to (its
+# CRD's schema defaults filled in where the plan leaves a field out: _stored), and
 # hashstructure (mitchellh/hashstructure:hashstructure.go@v2.0.2, the version karpenter's go.mod pins) hashes each
 # slice's elements unordered (SlicesAsSets: XOR), skips a struct field whose reflect.Value.IsZero() (IgnoreZeroValue;
 # a nil slice, map or pointer is zero, an empty one or a pointer to "" is not) and a map's entries unordered. So the
@@ -92,8 +94,8 @@ HASHED_MAPS = frozenset(
     + ["spec.kubelet.evictionSoftGracePeriod"]
 )
 SAME_HASH = (
-    "Karpenter's hash of it is the same: it takes each list as a set, and a null, or the empty value of a field "
-    "that is no pointer, as none"
+    "Karpenter's hash of it is the same: it hashes the object with the CRD's defaults filled in, takes each list as "
+    "a set, and a null, or the empty value of a field that is no pointer, as none"
 )
 DRIFTED = "Drifted"  # the disruption reason a budget lists (DisruptionReasonDrifted, pkg/apis/v1/nodepool.go)
 NO_DRIFT = "neither hashed nor checked against the nodes"  # why a changed field drifts no node
@@ -139,9 +141,15 @@ def _at(inputs: dict, path: str) -> Any:
     return value
 
 
+def _stored(resource: dict) -> dict:
+    """A planned EC2NodeClass's or NodePool's inputs as the API server holds them, its CRD's defaults filled in:
+    what Karpenter reads and hashes."""
+    return defaulted(resource["inputs"])
+
+
 def _hash_changes(before: dict, after: dict, field: str) -> bool:
     """Whether input field `field` (`spec.tags`, `spec.template.spec.taints`) hashes differently in the two plans."""
-    return _as_hashed(_at(before["inputs"], field), field) != _as_hashed(_at(after["inputs"], field), field)
+    return _as_hashed(_at(_stored(before), field), field) != _as_hashed(_at(_stored(after), field), field)
 
 
 def _requirements(nodepool: dict) -> list[dict]:
@@ -169,7 +177,7 @@ def _admits_every_node(old: list[dict], new: list[dict]) -> bool:
 
 def _budget(nodepool: dict) -> str:
     """How many of the pool's drifted nodes Karpenter replaces at a time, by the NodePool's budgets."""
-    budgets = ((nodepool["inputs"].get("spec") or {}).get("disruption") or {}).get("budgets") or []
+    budgets = ((_stored(nodepool).get("spec") or {}).get("disruption") or {}).get("budgets") or []
     limits = [str(b.get("nodes")) for b in budgets if not b.get("reasons") or DRIFTED in b["reasons"]]
     if not limits:
         return f"any number at a time (no disruption budget of the NodePool limits {DRIFTED})"

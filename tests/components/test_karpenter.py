@@ -498,6 +498,17 @@ def test_the_nodepool_schema_refuses_what_the_api_server_would(karpenter_plan, c
         kubernetes_schema.validate(bad, karpenter_plan.config.kubernetes_version)
 
 
+def test_the_nodepool_schema_takes_a_required_field_the_crd_defaults_as_the_api_server_does(karpenter_plan):
+    """A budget's `nodes` is required and defaults to 10%: the API server defaults a request before it validates it,
+    so a budget that leaves it out is admitted, and `check` must not refuse it."""
+    import copy
+
+    (nodepool,) = _objects(karpenter_plan, "NodePool")
+    defaulted = copy.deepcopy(nodepool)
+    defaulted["spec"]["disruption"]["budgets"] = [{"reasons": ["Drifted"]}]
+    kubernetes_schema.validate(defaulted, karpenter_plan.config.kubernetes_version)
+
+
 def test_the_plan_summary_counts_a_karpenter_pools_gpus(karpenter_plan):
     pool = karpenter_plan.config.gpu_pools[0]
     summary = plan_cli.summarize(karpenter_plan)

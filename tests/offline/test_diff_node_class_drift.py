@@ -298,3 +298,45 @@ def test_reordered_network_interfaces_of_the_node_class_say_no_node_is_replaced(
     assert "DRIFTS" not in heading
     assert line.startswith("pool a100 (Karpenter NodePool gpu-a100): spec.networkInterfaces drifts no node (")
     assert "Karpenter's hash of it is the same" in line
+
+
+# Karpenter hashes the object the API server holds, its CRD's schema defaults filled in (infra/offline/crd_schemas.py
+# defaulted): a field written out as its default where it was left out, or the other way, changes no hash.
+
+
+def test_node_class_metadata_options_written_out_as_the_crds_defaults_say_no_node_is_replaced(head):
+    """The base left metadataOptions to the CRD (its default: IMDSv2, hop limit 1, IPv6 off), the head writes the
+    same values out: the stored class is the same, so its hash is."""
+    heading, (line,) = _class_lines(_diff(head, lambda inputs: inputs["spec"].pop("metadataOptions")))
+    assert "DRIFTS" not in heading
+    assert line.startswith("pool a100 (Karpenter NodePool gpu-a100): spec.metadataOptions drifts no node (")
+    assert "the CRD's defaults filled in" in line and line.endswith("none is replaced")
+
+
+def test_a_nodepool_expiry_written_out_as_the_crds_default_says_no_node_is_replaced(head):
+    def expiry_written_out(plan: dict) -> None:
+        _template(_of(plan, NODEPOOL)["inputs"])["spec"]["expireAfter"] = "720h"
+
+    heading, (line,) = _nodepool_lines(
+        head, lambda inputs: _template(inputs)["spec"].pop("expireAfter"), expiry_written_out
+    )
+    assert "DRIFTS" not in heading
+    assert line.startswith("pool a100 (Karpenter NodePool gpu-a100): spec.template.spec.expireAfter drifts no node (")
+
+
+def test_a_nodepool_expiry_set_where_the_base_left_the_default_still_drifts_every_node(head):
+    """Left out, expireAfter is 720h; the head's Never is another value, hashed: every node drifts."""
+    heading, (line,) = _nodepool_lines(head, lambda inputs: _template(inputs)["spec"].pop("expireAfter"))
+    assert heading.endswith("  DRIFTS its pool's nodes (see !)")
+    assert line.startswith("pool a100 (Karpenter NodePool gpu-a100): spec.template.spec.expireAfter changes the ")
+
+
+def test_the_drift_line_says_the_default_budget_of_a_nodepool_that_sets_none(head):
+    """A NodePool without `budgets` gets the CRD's one budget of 10% of its nodes, for every reason, Drifted
+    among them: not any number at a time."""
+
+    def no_budgets(plan: dict) -> None:
+        del _of(plan, NODEPOOL)["inputs"]["spec"]["disruption"]["budgets"]
+
+    (line,) = _class_lines(_diff(head, _old_user_data, no_budgets))[1]
+    assert "at most 10% of its nodes at a time (the NodePool's disruption budgets for Drifted)" in line

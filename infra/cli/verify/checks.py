@@ -26,6 +26,7 @@ from components.tenancy import SCHEDULER
 from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
 from infra.core import names, versions
+from infra.offline import crd_schemas
 from infra.offline.diff import BUCKET_VERSIONING
 from infra.offline.evaluate import COMPUTED
 from infra.offline.pods import request_in_full
@@ -1087,10 +1088,11 @@ def cluster_made(ctx: Any) -> Outcome:
 # aws/karpenter-provider-aws:pkg/apis/crds/@v1.14.1 serve them. Every field of their spec says what Karpenter
 # launches: a class's image, user data, root volume (blockDeviceMappings: an unencrypted one, or one made from a
 # snapshot, which is another image), kubelet (clusterDNS), instance profile, metadata service, a public address; a
-# pool's class, taints and startup taints (the health gate's), requirements, limits and disruption. The only spec
-# defaults those CRDs give are ones the plan writes itself (a class's metadataOptions, a pool's disruption and
-# expireAfter), so a live spec is the planned one, IDs known only at deploy (the role, subnets, security groups)
-# aside.
+# pool's class, taints and startup taints (the health gate's), requirements, limits and disruption. The API server
+# holds each planned object with its CRD's schema defaults filled in where the plan leaves a field out (a class's
+# metadataOptions, a pool's disruption and expireAfter: infra/offline/crd_schemas.py defaulted), so a live spec is the
+# planned one so defaulted, IDs known only at deploy (the role, subnets, security groups) aside. The live object is
+# compared as returned, never defaulted: a field the plan sets and live lacks is drift, whatever its default.
 NODE_CLASSES = ("karpenter.k8s.aws", "v1", "ec2nodeclasses")
 NODE_POOLS = ("karpenter.sh", "v1", "nodepools")
 
@@ -1110,12 +1112,12 @@ def _drift(live: Any, want: Any, path: str = "") -> list[str]:
 
 def _karpenter_drift(ctx: Any, kind: str, api: tuple[str, str, str]) -> tuple[list[str], dict[str, dict]] | None:
     """Each live object of a Karpenter kind the plan does not make, each planned one missing, and the spec fields
-    of the others not as planned; with the planned specs by name. None: the kind is not served (no Karpenter CRDs)
-    and the plan makes none."""
+    of the others not as planned; with the planned specs by name, their CRD's defaults filled in. None: the kind is
+    not served (no Karpenter CRDs) and the plan makes none."""
     from kubernetes.client.exceptions import ApiException
 
     planned = {
-        r.inputs["metadata"]["name"]: r.inputs.get("spec") or {}
+        r.inputs["metadata"]["name"]: crd_schemas.defaulted(r.inputs).get("spec") or {}
         for r in ctx.plan.resources
         if r.inputs.get("kind") == kind
     }
