@@ -35,7 +35,8 @@ gives them back. This program (a CronJob, components/gang_deadline.py) does that
   unbroken (TeamClock, in its own ConfigMap `gang-deadline-team-clocks`, which teams cannot write), and a gang
   of the team that starts waiting there while a gang of the team waited less than the pool's emptySeconds ago
   (the idle nodes may still be those bought for it) starts its clock at that start, even beside a gang of the
-  team that still waits. Another team's gang starts its own. The team's clock stops once none of its gangs has
+  team that still waits (docs/design/tenancy.md, "a team's second gang in a pool keeps its team's clock").
+  Another team's gang starts its own. The team's clock stops once none of its gangs has
   waited there for emptySeconds, once a clocked gang of the team runs there (whole, on the nodes it waited for)
   while no idle node of the pool made since the clock started is left (a decoy that runs on one of them leaves
   the others idle), and when the deadline queues one of its jobs again while no other gang of the team has kept it

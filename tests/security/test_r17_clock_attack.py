@@ -125,3 +125,28 @@ def test_a_teams_gang_that_runs_on_every_node_bought_for_it_leaves_its_next_gang
         assert job["metadata"]["annotations"][gang_deadline.WAITING_SINCE] == _iso(later)
     finally:
         kube.close()
+
+
+def test_a_replacement_submitted_before_the_first_gang_is_given_back_is_given_back_with_it():
+    """The team submits its replacement while its first gang still waits (two passes before the first's deadline),
+    so the replacement is a second gang as far as any pass sees, then deletes the first before the deadline's pass.
+    A second gang of the team in the pool keeps the team's clock (docs/design/tenancy.md, "a team's second gang in a
+    pool keeps its team's clock"): the replacement is given back within the first gang's deadline and one pass."""
+    kube = FakeKubernetesApi()
+    try:
+        start = NOW - timedelta(hours=2)
+        api = _idle_nodes(kube, start - timedelta(seconds=30), 1)
+        _submit(kube, "train-0", start - timedelta(seconds=30), ON_REAL)
+        moment = start
+        while moment <= start + timedelta(seconds=DEADLINE + PASS_S):
+            if moment == start + timedelta(seconds=DEADLINE - 2 * PASS_S):
+                _submit(kube, "train-1", moment - timedelta(seconds=30), ON_REAL)
+            if moment == start + timedelta(seconds=DEADLINE):
+                _delete(kube, "train-0")
+            _pass(api, moment)
+            moment += timedelta(seconds=PASS_S)
+        assert _given_back(kube, "train-1"), (
+            "the idle h100 node bought for the team's first gang is held past its deadline and one pass"
+        )
+    finally:
+        kube.close()
