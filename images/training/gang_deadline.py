@@ -36,11 +36,11 @@ gives them back. This program (a CronJob, components/gang_deadline.py) does that
   of the team that starts waiting there while a gang of the team waited less than the pool's emptySeconds ago
   (the idle nodes may still be those bought for it) starts its clock at that start, even beside a gang of the
   team that still waits (docs/design/tenancy.md, "a team's second gang in a pool keeps its team's clock").
-  Another team's gang starts its own. The team's clock stops once none of its gangs has
-  waited there for emptySeconds, once a clocked gang of the team runs there (whole, on the nodes it waited for)
-  while no idle node of the pool made since the clock started is left (a decoy that runs on one of them leaves
-  the others idle), and when the deadline queues one of its jobs again while no other gang of the team has kept it
-  since the job was given back (a retry starts a new clock) (running_team_clocks, next_team_clocks).
+  Another team's gang starts its own. The team's clock stops once none of its gangs has waited there for
+  emptySeconds, once a clocked gang of the team runs there (whole, on the nodes it waited for) while no idle node of
+  the pool made since the clock started (less emptySeconds) is left (a decoy that runs on one of them leaves the
+  others idle), and when the deadline queues one of its jobs again while no other gang of the team has kept it since
+  the job was given back (a retry starts a new clock) (running_team_clocks, next_team_clocks).
 
 The team policy keeps both annotations and the suspension ours (components/tenancy.py
 suspension_validations). Standard library only; `decide` and the clocks' functions are pure and tested,
@@ -518,7 +518,6 @@ def running_team_clocks(
     empty_s: dict[str, float],
     resumed: Collection[tuple[str, str, str]],
     now: datetime,
-    check_s: float = 0.0,
 ) -> TeamClocks:
     """The team clocks that still run at `now`: a gang of the team waited in the pool less than the pool's
     emptySeconds ago, so the idle nodes there may still be those bought for it (as a pause that short keeps a job's
@@ -526,10 +525,10 @@ def running_team_clocks(
     team's clocks stop too in the pools where a job's clocked gang runs now (it is whole, on the nodes it waited
     for: the team's next gang waits for nodes of its own; only there: its templates may name other pools, every pool
     for one that selects an instance type rather than a pool, where its team's other gangs still wait), unless an
-    idle node of the pool made since the clock started is still there (from its start less a pass, `check_s`: the
-    pass that started it saw a node made since the one before): the run did not use what the team's gangs waited
-    beside, and a decoy that binds one such node would give the gang replacing theirs a fresh clock beside the
-    others; and where
+    idle node of the pool made since the clock started is still there (from its start less the pool's emptySeconds:
+    a node bought for a gang of the team that no pass saw wait beside it stays idle that long before its clock
+    starts): the run did not use what the team's gangs waited beside, and a decoy that binds one such node would
+    give the gang replacing theirs a fresh clock beside the others; and where
     the deadline queues a job again (`resumed`: a retry starts a new clock, as it always has) in the pools of its
     templates whose clock no gang of the team has kept since the job was given back: there the clock is the job's
     own. Where one has, the clock is that gang's, which its own mark would keep anyway (next_team_clocks), unless
@@ -554,7 +553,7 @@ def running_team_clocks(
                 pool
                 for pool in ran_in.get(_key(job), set())
                 if (c := live.get((namespace, pool))) is None
-                or _idle_made_between(idle, (pool,), c.since - timedelta(seconds=check_s), now) is None
+                or _idle_made_between(idle, (pool,), c.since - timedelta(seconds=empty_s[pool]), now) is None
             }
         for pool in ended:
             live.pop((namespace, pool), None)
@@ -960,12 +959,11 @@ def run(api: Api, settings: dict, own_namespace: str, now: datetime) -> int:
     team = team_clocks_of((stored or {}).get("data") or {}, settings["namespaces"], deadlines)
     decided = decide(podgroups, pods, nodes, jobs, deadlines, settings["retryAfterSeconds"], now)
     resumed = {(a.namespace, a.kind, a.name) for a in decided if a.verb == "resume"}
-    check_s = float(settings["checkSeconds"])
-    running = running_team_clocks(team, podgroups, pods, nodes, jobs, empty_s, resumed, now, check_s)
+    running = running_team_clocks(team, podgroups, pods, nodes, jobs, empty_s, resumed, now)
     actions = (
         clock_actions(podgroups, pods, nodes, jobs, deadlines, running)
         + pause_actions(jobs, empty_s, now, idle_nodes(nodes, pods))
-        + fresh_pause_actions(jobs, deadlines, check_s, now)
+        + fresh_pause_actions(jobs, deadlines, float(settings["checkSeconds"]), now)
         + decided
     )
     failed = False

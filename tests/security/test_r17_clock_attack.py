@@ -150,3 +150,33 @@ def test_a_replacement_submitted_before_the_first_gang_is_given_back_is_given_ba
         )
     finally:
         kube.close()
+
+
+def test_a_decoy_that_runs_beside_nodes_bought_before_any_pass_saw_the_team_wait_does_not_restart_its_clock():
+    """The team's first gang had two h100 nodes bought and was deleted before any pass saw it beside them, so its
+    clock never started; the nodes stay idle (an unneeded node goes after the pool's emptySeconds). Ten minutes later
+    the team's gang waits beside them (the team's clock starts then), and the decoy of the attacks above runs on one
+    of them while the team replaces its gang. The other node may be one bought for the team's gangs though it was
+    made before their clock: the clock goes on, and the replacement is given back within the deadline and one
+    pass of the gang it replaced."""
+    kube = FakeKubernetesApi()
+    try:
+        start = NOW - timedelta(hours=2)
+        api = _idle_nodes(kube, start - timedelta(minutes=10), 2)
+        assert timedelta(minutes=10) < timedelta(seconds=EMPTY)
+        real = ["train-0"]
+        _submit(kube, "train-0", start - timedelta(seconds=30), ON_REAL)
+        moment = start
+        while moment <= start + timedelta(seconds=DEADLINE + PASS_S):
+            if moment == start + timedelta(seconds=DEADLINE - 300):
+                _submit(kube, "decoy", moment, ON_REAL)
+            if moment == start + timedelta(seconds=DEADLINE - 240):
+                _bind(kube, "decoy", "bought-1")
+                _held_from(kube, real, moment - timedelta(seconds=30))
+            _pass(api, moment)
+            moment += timedelta(seconds=PASS_S)
+        assert _given_back(kube, real[-1]), (
+            "the idle h100 node bought for the team's first gang is held past its deadline and one pass"
+        )
+    finally:
+        kube.close()
