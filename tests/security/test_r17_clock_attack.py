@@ -180,3 +180,34 @@ def test_a_decoy_that_runs_beside_nodes_bought_before_any_pass_saw_the_team_wait
         )
     finally:
         kube.close()
+
+
+def test_an_elastic_decoy_running_at_its_minimum_beside_the_teams_waiting_gang_does_not_restart_its_clock():
+    """The decoy is an elastic job of two pods, its gang's minimum one: it binds that one to one of the nodes bought
+    for the team's waiting gang and runs (its PodGroup Running), its pod above the minimum pending beside the other,
+    while the team replaces its waiting gang. The other node is still idle: the replacement is given back within
+    the first gang's deadline and one pass."""
+    kube = FakeKubernetesApi()
+    try:
+        start = NOW - timedelta(hours=2)
+        api = _idle_nodes(kube, start - timedelta(seconds=30), 2)
+        real = ["train-0"]
+        _submit(kube, "train-0", start - timedelta(seconds=30), ON_REAL)
+        moment = start
+        while moment <= start + timedelta(seconds=DEADLINE + PASS_S):
+            if moment == start + timedelta(seconds=DEADLINE - 300):
+                _submit(kube, "elastic", moment, ON_REAL)
+                above = kube.get("/api/v1/namespaces/llm/pods/elastic-master-0")
+                assert above is not None
+                above["metadata"]["name"] = "elastic-worker-0"
+                kube.put(above)
+            if moment == start + timedelta(seconds=DEADLINE - 240):
+                _bind(kube, "elastic", "bought-1")
+                _held_from(kube, real, moment - timedelta(seconds=30))
+            _pass(api, moment)
+            moment += timedelta(seconds=PASS_S)
+        assert _given_back(kube, real[-1]), (
+            "the idle h100 node bought for the team's first gang is held past its deadline and one pass"
+        )
+    finally:
+        kube.close()
