@@ -34,11 +34,13 @@ gives them back. This program (a CronJob, components/gang_deadline.py) does that
   namespace and pool, the CronJob keeps since when the team's gangs have waited there beside idle nodes,
   unbroken (TeamClock, in its own ConfigMap `gang-deadline-team-clocks`, which teams cannot write), and a gang
   of the team that starts waiting there while a gang of the team waited less than the pool's emptySeconds ago
-  (the idle nodes may still be those bought for it) starts its clock at that start. Another team's gang starts
-  its own. The team's clock stops once none of its gangs has waited there for emptySeconds, once a clocked
-  gang of the team runs there (whole, on the nodes it waited for), and when the deadline queues one of its jobs
-  again while no other gang of the team has kept it since the job was given back (a retry starts a new clock)
-  (running_team_clocks, next_team_clocks).
+  (the idle nodes may still be those bought for it) starts its clock at that start, even beside a gang of the
+  team that still waits (docs/design/tenancy.md, "a team's second gang in a pool keeps its team's clock").
+  Another team's gang starts its own. The team's clock stops once none of its gangs has waited there for
+  emptySeconds, once a clocked gang of the team runs there (whole, on the nodes it waited for) while no idle node of
+  the pool made since the clock started (less emptySeconds) is left (a decoy that runs on one of them leaves the
+  others idle), and when the deadline queues one of its jobs again while no other gang of the team has kept it since
+  the job was given back (a retry starts a new clock) (running_team_clocks, next_team_clocks).
 
 The team policy keeps both annotations and the suspension ours (components/tenancy.py
 suspension_validations). Standard library only; `decide` and the clocks' functions are pure and tested,
@@ -490,6 +492,23 @@ def _ran_in(podgroups: list[dict], pods: list[dict], nodes: list[dict]) -> dict[
     return placed
 
 
+def _idle_made_between(idle: list[dict], pools: Collection[str], start: datetime, end: datetime) -> str | None:
+    """An `idle` node of `pools` made between `start` and `end`; None where no such node is (or its time is unknown)."""
+    for node in idle:
+        meta = node["metadata"]
+        made = _stamp(meta.get("creationTimestamp"))
+        if made and (meta.get("labels") or {}).get(POOL_LABEL) in pools and start <= made <= end:
+            return str(meta["name"])
+    return None
+
+
+def _bought_for(job: dict, pools: Collection[str], idle: list[dict], paused: datetime) -> str | None:
+    """An idle node of the job's pools made between the job and its pause: one that may have been bought for its
+    gang, still there. None where no such node is (or a time is unknown)."""
+    made = _stamp((job.get("metadata") or {}).get("creationTimestamp"))
+    return None if made is None else _idle_made_between(idle, pools, made, paused)
+
+
 def running_team_clocks(
     clocks: TeamClocks,
     podgroups: list[dict],
@@ -505,7 +524,11 @@ def running_team_clocks(
     clock, pause_actions); a pool of unknown emptiness keeps none, and a clock seen after `now` is no clock. A
     team's clocks stop too in the pools where a job's clocked gang runs now (it is whole, on the nodes it waited
     for: the team's next gang waits for nodes of its own; only there: its templates may name other pools, every pool
-    for one that selects an instance type rather than a pool, where its team's other gangs still wait), and where
+    for one that selects an instance type rather than a pool, where its team's other gangs still wait), unless an
+    idle node of the pool made since the clock started is still there (from its start less the pool's emptySeconds:
+    a node bought for a gang of the team that no pass saw wait beside it stays idle that long before its clock
+    starts): the run did not use what the team's gangs waited beside, and a decoy that binds one such node would
+    give the gang replacing theirs a fresh clock beside the others; and where
     the deadline queues a job again (`resumed`: a retry starts a new clock, as it always has) in the pools of its
     templates whose clock no gang of the team has kept since the job was given back: there the clock is the job's
     own. Where one has, the clock is that gang's, which its own mark would keep anyway (next_team_clocks), unless
@@ -516,7 +539,7 @@ def running_team_clocks(
         for key, c in clocks.items()
         if key[1] in empty_s and timedelta(0) <= now - c.seen < timedelta(seconds=empty_s[key[1]])
     }
-    ran_in = _ran_in(podgroups, pods, nodes)
+    ran_in, idle = _ran_in(podgroups, pods, nodes), idle_nodes(nodes, pods)
     for job in jobs:
         namespace, gave_back = job["metadata"]["namespace"], _stamp(_annotation(job, GAVE_BACK))
         retried = _key(job) in resumed and gave_back is not None
@@ -526,7 +549,12 @@ def running_team_clocks(
             if retried and (c := live.get((namespace, pool))) and c.seen <= gave_back
         }
         if _annotation(job, WAITING_SINCE):
-            ended |= ran_in.get(_key(job), set())
+            ended |= {
+                pool
+                for pool in ran_in.get(_key(job), set())
+                if (c := live.get((namespace, pool))) is None
+                or _idle_made_between(idle, (pool,), c.since - timedelta(seconds=empty_s[pool]), now) is None
+            }
         for pool in ended:
             live.pop((namespace, pool), None)
     return live
@@ -592,18 +620,6 @@ def clock_actions(
             actions.append(Action("mark", *gang.job, reason, start))
     actions += [Action("unmark", *job, "its gang runs") for job in sorted(stamped & _ran(podgroups, pods))]
     return actions
-
-
-def _bought_for(job: dict, pools: Collection[str], idle: list[dict], paused: datetime) -> str | None:
-    """An idle node of the job's pools made between the job and its pause: one that may have been bought for its
-    gang, still there. None where no such node is (or a time is unknown)."""
-    made = _stamp((job.get("metadata") or {}).get("creationTimestamp"))
-    for node in idle:
-        meta = node["metadata"]
-        since = _stamp(meta.get("creationTimestamp"))
-        if made and since and (meta.get("labels") or {}).get(POOL_LABEL) in pools and made <= since <= paused:
-            return str(meta["name"])
-    return None
 
 
 def pause_actions(

@@ -50,6 +50,11 @@ def _submit(kube: FakeKubernetesApi, team: str, name: str, at: datetime, pool: s
     job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": team}}
     job["spec"] = {"runPolicy": {}, "pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": on_pool}}}
     kube.put(job)
+    _operator_makes(kube, team, name, at, pool)
+
+
+def _operator_makes(kube: FakeKubernetesApi, team: str, name: str, at: datetime, pool: str = "h100") -> None:
+    """The operator makes the admitted job's PodGroup (Inqueue) and its two pods, pending on `pool`."""
     owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": name}
     group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup"}
     group["metadata"] = {"name": name, "namespace": team, "ownerReferences": [owner]}
@@ -66,6 +71,11 @@ def _submit(kube: FakeKubernetesApi, team: str, name: str, at: datetime, pool: s
 def _delete(kube: FakeKubernetesApi, team: str, name: str) -> None:
     """The team deletes its job; the garbage collector deletes its PodGroup and pods with it."""
     kube.delete_now(_path(team, name))
+    _operator_deletes(kube, team, name)
+
+
+def _operator_deletes(kube: FakeKubernetesApi, team: str, name: str) -> None:
+    """The job's PodGroup and pods go: the garbage collector's after a delete, the operator's after a suspension."""
     kube.delete_now(f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{team}/podgroups/{name}")
     for i in range(2):
         kube.delete_now(f"/api/v1/namespaces/{team}/pods/{name}-worker-{i}")
@@ -240,6 +250,49 @@ def test_the_cronjobs_rights_let_it_make_and_keep_its_team_clocks():
                 verbs.get(verb, "get" if ref.name else "list"), group, ref.plural, ref.namespace or "", ref.name
             )
             assert allows(rights, call), (verb, path)
+    finally:
+        kube.close()
+
+
+def test_a_teams_second_gang_is_given_back_with_its_first_and_both_queue_again_with_clocks_of_their_own():
+    """Team llm's gang `train` waits beside the idle node from 10:00; at 10:20 the team submits a second, `eval`, in
+    the same pool. A second gang keeps its team's clock (docs/design/tenancy.md, "a team's second gang in a pool
+    keeps its team's clock"): `eval` starts at 10:00 and is given back at the same pass as `train`, eleven minutes
+    into its own thirty. Both are queued again retryAfterSeconds later, and each waits on a clock of its own from
+    the pass that sees it again, though the pool keeps an empty node longer than the retry takes (as prod's h100
+    does)."""
+    kube = FakeKubernetesApi()
+    try:
+        api = _cluster(kube)
+        kube.put(deadline_map("h100", DEADLINE, SETTINGS["retryAfterSeconds"] + 720, name="d-h100"))
+        start = NOW - timedelta(hours=3)
+        _submit(kube, "llm", "train", start)
+        second = start + timedelta(minutes=20)
+        given_back: dict[str, datetime] = {}
+        moment = start
+        while len(given_back) < 2 and moment <= start + timedelta(hours=1):
+            if moment == second:
+                _submit(kube, "llm", "eval", moment)
+            _pass(kube, api, moment)
+            for name in ("train", "eval")[: 1 + (moment >= second)]:
+                if name not in given_back and gang_deadline.GAVE_BACK in _annotations(kube, "llm", name):
+                    given_back[name] = moment
+                    _operator_deletes(kube, "llm", name)
+            moment += timedelta(seconds=PASS_S)
+        assert _annotations(kube, "llm", "eval").get(gang_deadline.WAITING_SINCE) is None
+        assert given_back == {"train": given_back["train"], "eval": given_back["train"]}
+        assert (given_back["eval"] - second).total_seconds() < DEADLINE / 2
+        resumed: set[str] = set()
+        while len(resumed) < 2 and moment <= given_back["train"] + timedelta(hours=1):
+            _pass(kube, api, moment)
+            for name in ("train", "eval"):
+                if name not in resumed and gang_deadline.GAVE_BACK not in _annotations(kube, "llm", name):
+                    resumed.add(name)
+                    _operator_makes(kube, "llm", name, moment)
+            moment += timedelta(seconds=PASS_S)
+        _pass(kube, api, moment)
+        for name in ("train", "eval"):
+            assert _annotations(kube, "llm", name)[gang_deadline.WAITING_SINCE] == _iso(moment)
     finally:
         kube.close()
 
