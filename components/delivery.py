@@ -1397,8 +1397,14 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
 # that model. BatchDeleteImage takes a tag away (the training image's, and every team's job then fails to pull until
 # the image workflow pushes it again): pulumi-aws deletes the repository whole with DeleteRepository (force_delete,
 # hashicorp/terraform-provider-aws:internal/service/ecr/repository.go, a stored copy) and the lifecycle policy's
-# expiries are ECR's own, so the deploy role deletes no image itself.
-IMAGE_WRITES = ("ecr:PutImage", "ecr:*PullThroughCacheRule", "ecr:BatchDeleteImage")
+# expiries are ECR's own, so the deploy role deletes no image itself. PutImageTagMutability makes a tag movable
+# (MUTABLE, or IMMUTABLE_WITH_EXCLUSION for the tags its filters name: same model), so that a later push replaces the
+# image a job pinned by its tag. The program's mutability is fixed in code (components/registry.py IMMUTABLE) and
+# given to CreateRepository (resourceRepositoryCreate's ImageTagMutability); pulumi-aws calls PutImageTagMutability
+# only when the setting changes (resourceRepositoryUpdate, HasChange("image_tag_mutability"): hashicorp/
+# terraform-provider-aws:internal/service/ecr/repository.go@0072eea2, a stored copy; the ref pulumi-aws 7.51.1
+# bridges not read), which `higgsfield diff` refuses and hands to an administrator (infra/offline/diff.py).
+IMAGE_WRITES = ("ecr:PutImage", "ecr:*PullThroughCacheRule", "ecr:BatchDeleteImage", "ecr:PutImageTagMutability")
 
 
 def image_denials() -> dict:
