@@ -1439,7 +1439,17 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
 # only when the setting changes (resourceRepositoryUpdate, HasChange("image_tag_mutability"): hashicorp/
 # terraform-provider-aws:internal/service/ecr/repository.go@0072eea2, a stored copy; the ref pulumi-aws 7.51.1
 # bridges not read), which `higgsfield diff` refuses and hands to an administrator (infra/offline/diff.py).
-IMAGE_WRITES = ("ecr:PutImage", "ecr:*PullThroughCacheRule", "ecr:BatchDeleteImage", "ecr:PutImageTagMutability")
+# UpdateImageStorageClass to ARCHIVE takes an image away as a delete does: "Archived images cannot be pulled"
+# (docs.aws.amazon.com/AmazonECR/latest/userguide/archive-image.html); the program archives nothing. Its lifecycle
+# policy's rules stay the deploy role's to rewrite (PutLifecyclePolicy is `pulumi up`'s, and no condition key carries
+# a rule), so an expiry or archive of the training image's tag that way is not refused (docs/security-ci.md).
+IMAGE_WRITES = (
+    "ecr:PutImage",
+    "ecr:*PullThroughCacheRule",
+    "ecr:BatchDeleteImage",
+    "ecr:PutImageTagMutability",
+    "ecr:UpdateImageStorageClass",
+)
 
 
 def image_denials() -> dict:
