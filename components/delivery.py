@@ -939,7 +939,7 @@ def key_denials(stack: str) -> list[dict]:
     """The deploy role's conditions on the keys it creates (CreateKey: the program's keys). The stack boundary
     refuses CreateKey whole instead (AdministratorsOnly, NEVER_UNDER_THE_BOUNDARY): no role under it makes a key
     (every action of their policies is under the boundary: tests/delivery/test_ci_identity.py), and one action
-    costs it fewer characters (MANAGED_POLICY_CHARACTERS) than these five statements."""
+    costs it fewer characters (MANAGED_POLICY_CHARACTERS) than these six statements."""
     return [
         # Only a multi-Region key replicates (KEY_REPLICATION); the program's keys are single-Region
         # (kms:MultiRegion, AWS KMS developer guide, conditions-kms.html#conditions-kms-multiregion: it holds for
@@ -990,18 +990,26 @@ def key_denials(stack: str) -> list[dict]:
         },
         # And keeps it: UntagResource of the stack's tag, or a TagResource giving it another value, would turn a key
         # made tagged into an untagged or another stack's one. The program never removes or changes the tag (it is in
-        # every resource's tags, with the stack's name, so pulumi-aws calls neither for it). Both carry aws:TagKeys, and
-        # TagResource aws:RequestTag/${TagKey} (list_awskeymanagementservice, as above); UntagResource carries no
-        # request tag, so StringNotEquals holds for it. A TagResource that names the tag with the stack's value,
-        # CreateKey's own among them, or names other tags only, stays allowed.
+        # every resource's tags, with the stack's name, so pulumi-aws calls neither for it). UntagResource carries
+        # aws:TagKeys, TagResource aws:RequestTag/${TagKey} (list_awskeymanagementservice, as above). The TagResource
+        # denial holds only where the request names the tag (Null false): tagging on create asks kms:TagResource too
+        # (CreateKey's dependent action), and were that check to carry the tag keys without their values, a denial
+        # on aws:TagKeys would refuse the program's own CreateKey (docs/security-ci.md gives the check).
         {
             "Sid": "KeysKeepTheStacksTag",
             "Effect": "Deny",
-            "Action": ["kms:TagResource", "kms:UntagResource"],
+            "Action": ["kms:UntagResource"],
+            "Resource": "*",
+            "Condition": {"ForAnyValue:StringEquals": {"aws:TagKeys": [STACK_TAG]}},
+        },
+        {
+            "Sid": "KeysKeepTheStacksName",
+            "Effect": "Deny",
+            "Action": ["kms:TagResource"],
             "Resource": "*",
             "Condition": {
-                "ForAnyValue:StringEquals": {"aws:TagKeys": [STACK_TAG]},
                 "StringNotEquals": {f"aws:RequestTag/{STACK_TAG}": stack},
+                "Null": {f"aws:RequestTag/{STACK_TAG}": "false"},
             },
         },
     ]

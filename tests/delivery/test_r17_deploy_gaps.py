@@ -122,27 +122,39 @@ def test_the_deploy_role_makes_no_key_but_one_tagged_as_its_stacks(request_):
 
 # Ways beside CreateKey to the same end: a key made tagged, then untagged or given another stack's name.
 RETAGS = [
-    ("untag the stack's tag from a key", Request("kms:UntagResource", OWN_KEY, {"aws:TagKeys": ["higgsfield:stack"]})),
+    (
+        "untag the stack's tag from a key",
+        Request("kms:UntagResource", OWN_KEY, {"aws:TagKeys": ["higgsfield:stack"]}),
+        "KeysKeepTheStacksTag",
+    ),
     (
         "untag it among other tags",
         Request("kms:UntagResource", OWN_KEY, {"aws:TagKeys": ["team", "higgsfield:stack"]}),
+        "KeysKeepTheStacksTag",
     ),
     (
         "give a key another stack's name",
         Request("kms:TagResource", OWN_KEY, _tags_requested({"higgsfield:stack": "staging"})),
+        "KeysKeepTheStacksName",
     ),
     (
         "give it another stack's name among other tags",
         Request("kms:TagResource", OWN_KEY, _tags_requested({"team": "x", "higgsfield:stack": "staging"})),
+        "KeysKeepTheStacksName",
+    ),
+    (
+        "give it an empty stack name",
+        Request("kms:TagResource", OWN_KEY, _tags_requested({"higgsfield:stack": ""})),
+        "KeysKeepTheStacksName",
     ),
 ]
 
 
-@pytest.mark.parametrize("request_", [r for _, r in RETAGS], ids=[a for a, _ in RETAGS])
-def test_the_deploy_role_cannot_take_the_stacks_tag_off_a_key(request_):
+@pytest.mark.parametrize(("request_", "sid"), [r[1:] for r in RETAGS], ids=[r[0] for r in RETAGS])
+def test_the_deploy_role_cannot_take_the_stacks_tag_off_a_key(request_, sid):
     decision = evaluate(request_, [_deploy()])
-    assert decision.denied_by == ("delivery-deploy", "KeysKeepTheStacksTag"), decision.reason
-    assert evaluate(request_, [_without(_deploy(), "KeysKeepTheStacksTag")]).allowed
+    assert decision.denied_by == ("delivery-deploy", sid), decision.reason
+    assert evaluate(request_, [_without(_deploy(), sid)]).allowed
 
 
 @pytest.mark.parametrize(
@@ -151,8 +163,15 @@ def test_the_deploy_role_cannot_take_the_stacks_tag_off_a_key(request_):
         Request("kms:TagResource", OWN_KEY, _tags_requested({"team": "research"})),
         Request("kms:UntagResource", OWN_KEY, {"aws:TagKeys": ["team"]}),
         Request("kms:TagResource", OWN_KEY, _tags_requested({"higgsfield:stack": "prod", "team": "research"})),
+        # tagging on create, were its kms:TagResource check to carry the tag keys alone
+        Request("kms:TagResource", "*", {"aws:TagKeys": ["higgsfield:stack", "team"]}),
     ],
-    ids=["retag a configured tag", "untag a configured tag", "tag with the stack's own name"],
+    ids=[
+        "retag a configured tag",
+        "untag a configured tag",
+        "tag with the stack's own name",
+        "tag on create with the keys alone",
+    ],
 )
 def test_the_deploy_role_still_changes_a_keys_configured_tags(request_):
     """A configured tag changed or removed is `pulumi up`'s TagResource and UntagResource (UpdateTags)."""
