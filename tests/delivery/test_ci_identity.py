@@ -607,7 +607,7 @@ DEPLOYS = [
         {"eks:principalArn": f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-deploy"},
     ),
     Request("kms:CreateKey", "*", {"kms:BypassPolicyLockoutSafetyCheck": "false", **TAGGED}),  # its policy (logs.py)
-    Request("kms:TagResource", "*", TAGGED),  # CreateKey's tags, on no key yet
+    Request("kms:TagResource", "*", {"aws:TagKeys": ["higgsfield:stack"]}),  # CreateKey's tags, on no key yet
     Request("kms:TagResource", OWN_KEY, {"aws:TagKeys": ["team"], **OWN_TAG}),  # a configured tag changed
     Request("logs:DeleteLogGroup", f"arn:aws:logs:us-east-2:{ACCOUNT}:log-group:/aws/codebuild/x"),
     Request("logs:CreateLogGroup", "*"),
