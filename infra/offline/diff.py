@@ -417,6 +417,7 @@ def compare(base: dict, head: dict, allowed: set[str]) -> Diff:
         _refuse_ci_identity_writes(str(head.get("stack", "STACK")), before, after, added, removed, changed, refuse)
     _refuse_flow_log_ends(str(head.get("stack", "STACK")), before, removed, changed, refuse)
     _refuse_queue_attribute_writes(str(head.get("stack", "STACK")), added, removed, changed, refuse)
+    _refuse_tag_mutability_writes(str(head.get("stack", "STACK")), changed, refuse)
     _refuse_interruption_ends(str(head.get("stack", "STACK")), before, removed, changed, refuse)
     _refuse_interruption_feed(str(head.get("stack", "STACK")), added, changed, refuse)
     _refuse_runner_writes(str(head.get("stack", "STACK")), added, changed, refuse)
@@ -842,6 +843,22 @@ def _refuse_queue_attribute_writes(
     _refuse_policy_resources(
         stack, added, removed, refuse, QUEUE_POLICY, QUEUE, ("aws.sqs", "queue", "SetQueueAttributes")
     )
+
+
+REPOSITORY = "aws:ecr/repository:Repository"
+
+
+def _refuse_tag_mutability_writes(stack: str, changed: list[Change], refuse: _Refusals) -> None:
+    """A repository's tag mutability is CreateRepository's: the deploy role's policy denies ecr:PutImageTagMutability
+    (components/delivery.py ImagesAreTheImageRoles), which pulumi-aws calls when the setting changes, so that change
+    fails the deploy: the refusal names the command."""
+    for change in _updated_in_place(changed, REPOSITORY, "imageTagMutability"):
+        refuse(
+            f"a new tag mutability on ECR repository {change.name}",
+            change.name,
+            "the deploy role may not change whether a repository's tags move (its policy denies "
+            f"ecr:PutImageTagMutability); {_administrator_applies(stack, change.urn)}",
+        )
 
 
 EVENT_RULE = "aws:cloudwatch/eventRule:EventRule"

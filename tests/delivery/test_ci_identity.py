@@ -24,6 +24,8 @@ BOUNDARY = boundary_arn(ACCOUNT, "prod")
 ADMIN = "arn:aws:iam::aws:policy/AdministratorAccess"
 OWN_KEY, FOREIGN_KEY = (f"arn:aws:kms:us-east-2:{ACCOUNT}:key/{k}" for k in ("logs", "someone-elses"))
 OWN_TAG = {"aws:ResourceTag/higgsfield:stack": "prod"}  # cfg.resource_tags on every key of the stack
+# CreateKey's Tags (pulumi-aws passes cfg.resource_tags there), which KeysCarryTheStacksTag asks of every key
+TAGGED = {"aws:RequestTag/higgsfield:stack": "prod", "aws:TagKeys": ["higgsfield:stack"]}
 
 
 def _document(plan, type_: str, name: str) -> Policy:
@@ -597,14 +599,14 @@ DEPLOYS = [
     Request(
         "s3:PutObject", f"arn:aws:s3:::{config_of('prod').delivery.state_bucket}/.pulumi/stacks/higgsfield/prod.json"
     ),
-    Request("kms:CreateKey", "*"),
+    Request("kms:CreateKey", "*", TAGGED),
     Request("kms:CreateGrant", "*", {"kms:GrantIsForAWSResource": "true"}),  # EBS and FSx, for their volumes
     Request(
         "eks:CreateAccessEntry",
         "arn:aws:eks:us-east-2:444455556666:cluster/higgsfield-prod",
         {"eks:principalArn": f"arn:aws:iam::{ACCOUNT}:role/higgsfield-prod-deploy"},
     ),
-    Request("kms:CreateKey", "*", {"kms:BypassPolicyLockoutSafetyCheck": "false"}),  # with its policy (logs.py)
+    Request("kms:CreateKey", "*", {"kms:BypassPolicyLockoutSafetyCheck": "false", **TAGGED}),  # its policy (logs.py)
     Request("kms:TagResource", "*", {"aws:TagKeys": ["higgsfield:stack"]}),  # CreateKey's tags, on no key yet
     Request("kms:TagResource", OWN_KEY, {"aws:TagKeys": ["team"], **OWN_TAG}),  # a configured tag changed
     Request("logs:DeleteLogGroup", f"arn:aws:logs:us-east-2:{ACCOUNT}:log-group:/aws/codebuild/x"),
@@ -614,8 +616,8 @@ DEPLOYS = [
         "ec2:CreateVpcEndpoint", f"arn:aws:ec2:us-east-2:{ACCOUNT}:vpc-endpoint/*", {"ec2:VpceServiceOwner": "amazon"}
     ),
     Request("ec2:CreateVpcEndpoint", f"arn:aws:ec2:us-east-2:{ACCOUNT}:subnet/subnet-0a"),
-    Request("kms:CreateKey", "*", {"kms:MultiRegion": "false"}),
-    Request("kms:CreateKey", "*", {"kms:KeyOrigin": "AWS_KMS"}),
+    Request("kms:CreateKey", "*", {"kms:MultiRegion": "false", **TAGGED}),
+    Request("kms:CreateKey", "*", {"kms:KeyOrigin": "AWS_KMS", **TAGGED}),
     # the admins' access entries (components/cluster.py), and a private endpoint's logging or version changes
     *(Request("eks:CreateAccessEntry", CLUSTER, {"eks:principalArn": admin}) for admin in config_of("prod").admins),
     Request("eks:UpdateClusterConfig", CLUSTER, {"eks:endpointPublicAccess": "false"}),

@@ -569,3 +569,23 @@ def test_an_administrators_command_runs_the_policy_pack_as_cis_deploy_does():
     base["resources"] = [r for r in base["resources"] if r["name"] != "delivery-deploy-denials"]
     (policy,) = [r for r in compare(base, head, set()).refused if r.startswith("a new IAM managed policy")]
     assert "pulumi up --stack prod --policy-pack policies --policy-pack-config policies/config/prod.json" in policy
+
+
+def _repository(plan: dict) -> dict:
+    return next(r for r in plan["resources"] if r["type"] == "aws:ecr/repository:Repository")
+
+
+def test_a_new_tag_mutability_on_the_training_repository_is_refused_naming_the_administrators_command():
+    """The deploy role's policy denies ecr:PutImageTagMutability (ImagesAreTheImageRoles), which pulumi-aws calls when
+    the repository's setting changes: a CI deploy would fail half way, so the administrator's command is named."""
+    base, head = _prod(), _prod()
+    _repository(head)["inputs"]["imageTagMutability"] = "MUTABLE"
+    (refusal,) = [r for r in compare(base, head, set()).refused if "tag mutability" in r]
+    assert "ecr:PutImageTagMutability" in refusal
+    assert f"pulumi up --stack prod --target '{_repository(head)['urn']}'" in refusal
+
+
+def test_the_training_repositorys_other_changes_go_through():
+    base, head = _prod(), _prod()
+    _repository(head)["inputs"]["imageScanningConfiguration"] = {"scanOnPush": False}
+    assert [r for r in compare(base, head, set()).refused if "tag mutability" in r] == []
