@@ -38,6 +38,7 @@ from components.tenancy import team_group
 from infra.cli import verify
 from infra.cli.verify import checks, connect
 from infra.core import names
+from infra.offline.evaluate import COMPUTED
 from tests.aws_errors import add_wire_error
 from tests.conftest import plan_of
 from tests.fake_kube_api import FakeKubernetesApi
@@ -2211,16 +2212,17 @@ def _access_answered(aws_ctx, aws, plan, *extra: dict, trust: dict | None = None
     _role_as_planned(aws.client("iam"), plan, planned, NODE_ROLE.rpartition("/")[2], document)
 
 
-def _role_as_planned(iam, plan, planned, name: str, trust: str | None = None) -> None:
+def _role_as_planned(iam, plan, planned, name: str, trust: str | None = None, computed: str | None = None) -> None:
     """The plan's role `planned` in moto as `pulumi up` makes it, named `name`: `trust` (the plan's by default), the
-    stack's boundary, its inline policies as pulumi-aws sends them, and the AWS managed policies it attaches (put in
-    moto's account from moto's own snapshot of their documents, not all of them loaded)."""
+    stack's boundary, its inline policies as pulumi-aws sends them (`computed` for one the plan computes at deploy),
+    and the AWS managed policies it attaches (put in moto's account from moto's own snapshot of their documents, not
+    all of them loaded)."""
     boundary = f"arn:aws:iam::123456789012:policy/{names.boundary_name(STACK)}"
     document = trust or planned.inputs["assumeRolePolicy"]
     iam.create_role(RoleName=name, AssumeRolePolicyDocument=document, PermissionsBoundary=boundary)
     for r in plan.resources:
         if planned.urn in (r.dependencies or ()) and r.type == checks.ROLE_POLICY:
-            document = _as_pulumi_aws_sends(r.inputs["policy"])
+            document = _as_pulumi_aws_sends(computed if r.inputs["policy"] == COMPUTED else r.inputs["policy"])
             iam.put_role_policy(RoleName=name, PolicyName=f"{r.name}-0a1b2c3", PolicyDocument=document)
         elif planned.urn in (r.dependencies or ()) and r.type == checks.ROLE_POLICY_ATTACHMENT:
             _aws_managed_policy(r.inputs["policyArn"])
@@ -2335,16 +2337,19 @@ PLANNED_IDENTITIES = [
 ]
 
 
-def _identities(aws_ctx, aws, extra: list[tuple[str, str, str | None]] = (), **changes) -> None:
+def _identities(
+    aws_ctx, aws, extra: list[tuple[str, str, str | None]] = (), karpenter: str | None = None, **changes
+) -> None:
     """The cluster's associations answered on the wire (moto has no Pod Identity), each to a role in moto trusting
-    its own service account (components/identity.py pod_identity_trust); `changes` go into every description."""
+    its own service account (components/identity.py pod_identity_trust); `changes` go into every description. With
+    `karpenter` (its role's policy document), Karpenter's too, and the node groups its check then reads."""
     from components.identity import pod_identity_trust
 
     iam, stub = aws.client("iam"), _stubbed(aws_ctx, "eks")
-    every = [*PLANNED_IDENTITIES, *extra]
+    every = [*PLANNED_IDENTITIES, *([KARPENTER_IDENTITY] if karpenter else []), *extra]
     summaries, described = [], []
     for index, (namespace, account, addon) in enumerate(every):
-        planned = (namespace, account, addon) in PLANNED_IDENTITIES
+        planned = (namespace, account, addon) in [*PLANNED_IDENTITIES, KARPENTER_IDENTITY]
         role = f"higgsfield-prod-{account}" if planned else f"higgsfield-prod-{namespace}-{account}"
         if planned:  # the plan's role for that service account, trusting it
             (as_planned,) = [
@@ -2352,7 +2357,8 @@ def _identities(aws_ctx, aws, extra: list[tuple[str, str, str | None]] = (), **c
                 for r in aws_ctx.plan.of_type(checks.IAM_ROLE)
                 if f'"{namespace}"' in r.inputs["assumeRolePolicy"] and f'"{account}"' in r.inputs["assumeRolePolicy"]
             ]
-            _role_as_planned(iam, aws_ctx.plan, as_planned, role, pod_identity_trust(CLUSTER, namespace, account))
+            trust = pod_identity_trust(CLUSTER, namespace, account)
+            _role_as_planned(iam, aws_ctx.plan, as_planned, role, trust, karpenter)
         else:
             iam.create_role(
                 RoleName=role,
@@ -2376,6 +2382,14 @@ def _identities(aws_ctx, aws, extra: list[tuple[str, str, str | None]] = (), **c
             {"association": ident},
             {"clusterName": CLUSTER, "associationId": ident["associationId"]},
         )
+        if (ident["namespace"], ident["serviceAccount"], None) == KARPENTER_IDENTITY:  # the node role, read once
+            groups = [r.name for r in aws_ctx.plan.of_type(checks.NODE_GROUP)]
+            stub.add_response("list_nodegroups", {"nodegroups": groups}, {"clusterName": CLUSTER})
+            for group in groups:
+                asked = {"clusterName": CLUSTER, "nodegroupName": group}
+                stub.add_response(
+                    "describe_nodegroup", {"nodegroup": {"nodegroupName": group, "nodeRole": NODE_ROLE}}, asked
+                )
 
 
 def _as_pulumi_aws_sends(document: str) -> str:
@@ -2404,6 +2418,47 @@ def _aws_managed_policies() -> dict:
     from moto.iam.aws_managed_policies import aws_managed_policies_data
 
     return json.loads(aws_managed_policies_data)
+
+
+KARPENTER_IDENTITY = ("kube-system", "karpenter", None)
+
+
+def _karpenter_document(**replaced: str) -> dict:
+    """Karpenter's controller policy as `pulumi up` computes it for this account (components/karpenter.py), with
+    `replaced` arguments."""
+    from components.karpenter import karpenter_policy
+
+    queue = f"arn:aws:sqs:{REGION}:123456789012:{names.interruption_queue(STACK)}"
+    given = {"node_role_arn": NODE_ROLE, "queue_arn": queue, **replaced}
+    return json.loads(karpenter_policy(CLUSTER, REGION, "123456789012", given["node_role_arn"], given["queue_arn"]))
+
+
+def test_karpenters_role_with_the_policy_the_program_computes_passes(aws_ctx, aws, karpenter_plan):
+    aws_ctx.plan = karpenter_plan
+    _identities(aws_ctx, aws, karpenter=json.dumps(_karpenter_document()))
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "PASS" and "5 Pod Identity association(s)" in outcome.evidence, outcome
+
+
+def test_karpenters_role_passing_another_role_to_its_nodes_fails(aws_ctx, aws, karpenter_plan):
+    """Its policy, computed at deploy, was counted, not read: the deploy role could rewrite it to pass any role of the
+    account to the instances Karpenter launches (an admin's, say), and every such node acted with it."""
+    aws_ctx.plan = karpenter_plan
+    admin = "arn:aws:iam::123456789012:role/Administrator"
+    _identities(aws_ctx, aws, karpenter=json.dumps(_karpenter_document(node_role_arn=admin)))
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL" and "kube-system/karpenter: role higgsfield-prod-karpenter: inline policy" in (
+        outcome.evidence
+    ), outcome
+    assert "a planned inline policy missing" in outcome.evidence
+
+
+def test_karpenters_role_reading_another_queue_fails(aws_ctx, aws, karpenter_plan):
+    aws_ctx.plan = karpenter_plan
+    other = f"arn:aws:sqs:{REGION}:999999999999:outside"
+    _identities(aws_ctx, aws, karpenter=json.dumps(_karpenter_document(queue_arn=other)))
+    outcome = one("aws.pod-identities", aws_ctx)
+    assert outcome.status == "FAIL" and "not as planned" in outcome.evidence, outcome
 
 
 def test_the_programs_pod_identities_pass(aws_ctx, aws):

@@ -22,6 +22,9 @@ from botocore import exceptions as aws_errors
 from components import storage
 from components.addons import KUBELET_LOG_MONITORS, MONITORS_ANNOTATION, MONITORS_SETTINGS
 from components.identity import POD_IDENTITY_SERVICE, SESSION_TAGS
+from components.karpenter import NAMESPACE as KARPENTER_NAMESPACE
+from components.karpenter import SERVICE_ACCOUNT as KARPENTER_ACCOUNT
+from components.karpenter import karpenter_policy
 from components.tenancy import SCHEDULER
 from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
@@ -2238,12 +2241,12 @@ def _past_account(arn: str) -> str:
     return arn.split(":", 5)[-1]
 
 
-def _rights_not_planned(iam: Any, ctx: Any, planned: Any, live: dict) -> list[str]:
+def _rights_not_planned(iam: Any, ctx: Any, planned: Any, live: dict, computed: dict | None = None) -> list[str]:
     """How the live role `live` (GetRole's Role) differs in its rights from the plan's role `planned`: its inline
-    policies (the plan's RolePolicy resources that name the role; a document the plan computes only at deploy,
-    Karpenter's, is counted, not read), its attached managed policies (RolePolicyAttachment), its permissions
-    boundary and its name. A role the deploy role made with the right trust and more rights passed the trust check
-    alone.
+    policies (the plan's RolePolicy resources that name the role; a document the plan computes only at deploy is
+    `computed`, where the caller works it out from the account, else counted, not read), its attached managed
+    policies (RolePolicyAttachment), its permissions boundary and its name. A role the deploy role made with the
+    right trust and more rights passed the trust check alone.
 
     Documents compare as parsed JSON, not as text: pulumi-aws re-serializes a RolePolicy's document before
     PutRolePolicy (keys sorted, whitespace dropped, Version moved first; the structure kept: resourceRolePolicyPut in
@@ -2257,7 +2260,10 @@ def _rights_not_planned(iam: Any, ctx: Any, planned: Any, live: dict) -> list[st
         if planned.urn in (r.dependencies or ()):
             if r.type == ROLE_POLICY:
                 document = r.inputs.get("policy")
-                inline.append(document if document == COMPUTED else json.loads(document))
+                if document != COMPUTED:
+                    inline.append(json.loads(document))
+                else:
+                    inline.append(computed if computed is not None else COMPUTED)
             elif r.type == ROLE_POLICY_ATTACHMENT:
                 attached.add(r.inputs.get("policyArn"))
     problems = []
@@ -2295,6 +2301,19 @@ def _rights_not_planned(iam: Any, ctx: Any, planned: Any, live: dict) -> list[st
             f"permissions boundary {live_boundary or 'none'}, where the plan sets {_past_account(boundary)}"
         )
     return problems
+
+
+def _karpenter_policy(ctx: Any, account: str) -> dict | None:
+    """Karpenter's controller policy as `pulumi up` computes it (components/karpenter.py karpenter_policy), from what
+    the account holds: the node role the cluster's planned groups are on (the program gives Karpenter's nodes the
+    same) and the stack's interruption queue, whose ARN its name and the account make. None where the groups are on
+    no one role (aws.node-groups fails on that): the document is then counted, not read."""
+    roles = _node_roles(_cluster_groups(ctx)[0])
+    if len(roles) != 1:
+        return None
+    region, stack = ctx.config.region, ctx.config.stack
+    queue = f"arn:aws:sqs:{region}:{account}:{names.interruption_queue(stack)}"
+    return json.loads(karpenter_policy(names.cluster_name(stack), region, account, roles[0], queue))
 
 
 def pod_identities(ctx: Any) -> Outcome:
@@ -2341,7 +2360,10 @@ def pod_identities(ctx: Any) -> Outcome:
         if not _trusts_only(live["AssumeRolePolicyDocument"], cluster, *pair):
             problems.append(f"{where}: role {role} does not trust that service account of {cluster} alone")
         elif pair in trusted:
-            problems += [f"{where}: role {role}: {p}" for p in _rights_not_planned(iam, ctx, trusted[pair], live)]
+            computed = _karpenter_policy(ctx, account) if pair == (KARPENTER_NAMESPACE, KARPENTER_ACCOUNT) else None
+            problems += [
+                f"{where}: role {role}: {p}" for p in _rights_not_planned(iam, ctx, trusted[pair], live, computed)
+            ]
     problems += [f"{ns}/{sa}: missing" for ns, sa in sorted(pairs - seen)]
     if problems:
         return failed(
@@ -2390,7 +2412,8 @@ def specs() -> list[Spec]:
         Spec("aws.pod-identities", "every Pod Identity association is the program's (or a planned add-on's), with "
              "session tags, no target role, to a role trusting that service account alone with the plan's rights",
              pod_identities, "aws", "eks:ListPodIdentityAssociations, eks:DescribePodIdentityAssociation, iam:GetRole, "
-             "iam:ListRolePolicies, iam:GetRolePolicy, iam:ListAttachedRolePolicies",
+             "iam:ListRolePolicies, iam:GetRolePolicy, iam:ListAttachedRolePolicies, eks:ListNodegroups, "
+             "eks:DescribeNodegroup",
              after=("aws.cluster",)),
         Spec("aws.managed-policies", "the AWS managed policies the program attaches act only in the boundary's "
              "services", managed_policies, "aws", "iam:GetPolicy, iam:GetPolicyVersion"),
