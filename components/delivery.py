@@ -1406,7 +1406,7 @@ def deploy_policy(
     return _document(*statements)
 
 
-def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str) -> str:
+def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str, production: bool = False) -> str:
     """The rest of the deploy role's ceiling, a managed policy (`higgsfield-STACK-deploy-denials`) attached to it
     beside deploy_policy: IAM caps a role's inline policies together at ROLE_POLICY_CHARACTERS, which deploy_policy
     all but filled at the most admins the config admits (higgsfield:admins: ADMINS_CHARACTERS), and a managed policy
@@ -1427,7 +1427,7 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
         *reach_denials(settings, stack, region),
         no_role_to_an_instance(),
         volumes_stay_with_their_instance(),
-        image_denials(),
+        image_denials(production),
         name_service_denial(),
     )
 
@@ -1460,14 +1460,18 @@ IMAGE_WRITES = (
 )
 
 
-def image_denials() -> dict:
+def image_denials(production: bool = False) -> dict:
     """No image of the deploy role's: the training image every team's jobs run is pushed by the image workflow's role
     (ECR_PUSH on the training repository, jobs of main alone), and `pulumi up` makes the repository and its lifecycle
     policy (components/registry.py) and pushes nothing, nor makes a pull through cache rule, which would turn a tag
     not pushed yet into an upstream registry's image (IMAGE_WRITES). Deploy-only: the image role carries the boundary,
     and it is near its size; a role under the boundary given a push by the deploy role is found by `higgsfield
-    verify` (aws.cluster-access for the node role, aws.pod-identities for a Pod Identity role)."""
-    return {"Sid": "ImagesAreTheImageRoles", "Effect": "Deny", "Action": list(IMAGE_WRITES), "Resource": "*"}
+    verify` (aws.cluster-access for the node role, aws.pod-identities for a Pod Identity role). In production the
+    repository is protected and kept when deleted (components/registry.py), so `pulumi up` never deletes it, nor may
+    the deploy role (DeleteRepository): every image would go with it, and the repository made again takes whatever
+    mutability CreateRepository is given, which no condition key reads. A dev stack's is force-deleted with it."""
+    actions = [*IMAGE_WRITES, *(["ecr:DeleteRepository"] if production else [])]
+    return {"Sid": "ImagesAreTheImageRoles", "Effect": "Deny", "Action": actions, "Resource": "*"}
 
 
 def no_role_to_an_instance() -> dict:
@@ -1548,7 +1552,7 @@ def oversized_policies(cfg: StackConfig) -> list[Problem]:
         ),
         (
             f"the deploy role's managed policy {deploy_denials_name(cfg.stack)}",
-            deploy_denials_policy(settings, cfg.stack, region=cfg.region),
+            deploy_denials_policy(settings, cfg.stack, region=cfg.region, production=cfg.production),
             MANAGED_POLICY_CHARACTERS,
             "a managed policy",
             names[:1],
@@ -1590,6 +1594,7 @@ class DeliveryArgs:
     admins: Sequence[str] = ()  # the cluster's admins (their access entries: ClusterAccessStaysInTheAccount)
     public_endpoint: bool = False  # the API server has a public endpoint (EndpointStaysPrivate otherwise)
     public_load_balancers: bool = False  # internet-facing load balancers allowed (InternalLoadBalancersOnly otherwise)
+    production: bool = False  # the training repository is kept (protected): the deploy role deletes none
 
 
 class Delivery(pulumi.ComponentResource):
@@ -1654,7 +1659,7 @@ class Delivery(pulumi.ComponentResource):
             f"{name}-deploy-denials",
             name=deploy_denials_name(args.stack),
             description=f"The deploy role's denials of {cluster_name(args.stack)} beside its inline policy",
-            policy=deploy_denials_policy(settings, args.stack, region=args.region),
+            policy=deploy_denials_policy(settings, args.stack, region=args.region, production=args.production),
             tags=tags,
             opts=child,
         )

@@ -291,6 +291,7 @@ def build(cfg: StackConfig) -> None:
                 tags=tags,
                 admins=cfg.admins,
                 public_endpoint=cfg.endpoint.public,
+                production=cfg.production,
                 public_load_balancers=cfg.public_load_balancers,
             ),
         )

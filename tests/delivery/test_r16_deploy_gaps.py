@@ -53,8 +53,7 @@ def test_the_image_role_still_pushes_the_training_image():
     assert evaluate(Request("ecr:PutImage", TRAINING_REPOSITORY), [image], _boundary()).allowed
 
 
-@pytest.mark.parametrize(
-    "action", ["ecr:CreateRepository", "ecr:PutLifecyclePolicy", "ecr:TagResource", "ecr:DeleteRepository"]
-)
+# DeleteRepository: a dev stack's only (test_r17_deploy_gaps.py); production's repository is protected and kept
+@pytest.mark.parametrize("action", ["ecr:CreateRepository", "ecr:PutLifecyclePolicy", "ecr:TagResource"])
 def test_the_deploy_role_still_makes_the_training_repository(action):
     assert evaluate(Request(action, TRAINING_REPOSITORY), [_deploy()]).allowed

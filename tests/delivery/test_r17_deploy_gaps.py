@@ -73,17 +73,23 @@ def test_every_repository_of_every_plan_is_created_with_immutable_tags_so_no_dep
         assert evaluate(request_, [_deploy()]).allowed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CreateRepository carries no condition key on imageTagMutability (aws:RequestTag and aws:TagKeys alone: "
-    "Service Authorization Reference, list_amazonelasticcontainerregistry), and DeleteRepository stays the deploy "
-    "role's (a dev stack's repository is force-deleted with the stack): the deploy role may delete the training "
-    "repository, every image with it, and make it again MUTABLE. The images are gone either way (every job's pull "
-    "fails until the image workflow pushes again), and the new repository's setting is not the plan's: `pulumi "
-    "preview` shows the drift after a refresh (docs/security-ci.md)",
-)
-def test_the_deploy_role_cannot_remake_the_training_repository_with_movable_tags():
-    assert not evaluate(Request("ecr:DeleteRepository", TRAINING_REPOSITORY), [_deploy()]).allowed
+def test_in_production_the_deploy_role_cannot_delete_the_training_repository_to_remake_it_with_movable_tags():
+    """CreateRepository carries no condition key on imageTagMutability (aws:RequestTag and aws:TagKeys alone: Service
+    Authorization Reference, list_amazonelasticcontainerregistry): a repository deleted, every image with it, and
+    made again MUTABLE is refused at the delete. Production's repository is protected and kept on delete
+    (components/registry.py), so no `pulumi up` deletes it."""
+    request_ = Request("ecr:DeleteRepository", TRAINING_REPOSITORY)
+    decision = evaluate(request_, [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "ImagesAreTheImageRoles"), decision.reason
+    assert evaluate(request_, [_without(_deploy(), "ImagesAreTheImageRoles")]).allowed
+
+
+def test_a_dev_stacks_deploy_role_may_delete_its_training_repository_which_its_teardown_force_deletes():
+    """Decided: a dev stack's repository is force-deleted with the stack (components/registry.py force_delete), by
+    the deploy role's `pulumi destroy`; its images are rebuilt from main by the image workflow (docs/security-ci.md)."""
+    dev = config_of("dev")
+    repository = f"arn:aws:ecr:{dev.region}:{dev.delivery.account_id}:repository/higgsfield-dev/training"
+    assert evaluate(Request("ecr:DeleteRepository", repository), [_deploy(plan_of("dev"))]).allowed
 
 
 # --- every key the deploy role makes is the stack's, by its tag --------------------------------------------------
