@@ -844,6 +844,13 @@ def _stacks_file_system(ctx: Any, name: str) -> dict | Outcome:
     return found[0]
 
 
+def _planned_layout(ctx: Any) -> tuple[Any, Any] | None:
+    """The plan's layout client (the instance tagged LAYOUT_TAG) and its file system, or None without FSx."""
+    client = next((r for r in ctx.plan.of_type(INSTANCE) if storage.LAYOUT_TAG in (r.inputs.get("tags") or {})), None)
+    planned_fs = next((r for r in ctx.plan.of_type(LUSTRE) if client and r.parent == client.parent), None)
+    return None if client is None or planned_fs is None else (client, planned_fs)
+
+
 def layout_client(ctx: Any) -> Outcome:
     """The FSx layout client is the file system's one root-squash exemption (its address's NID: components/storage.py
     LAYOUT_CLIENT_*), so whatever holds that address is root on every team's directory. The deploy role may not
@@ -855,10 +862,10 @@ def layout_client(ctx: Any) -> Outcome:
     and user data (the layout of the stack's settings, mounting the live file system), an Amazon image and the root
     volume made from it and no other disk, no instance profile or key pair, the plan's metadata options, and one
     interface in the planned security group, which admits nothing in."""
-    client = next((r for r in ctx.plan.of_type(INSTANCE) if storage.LAYOUT_TAG in (r.inputs.get("tags") or {})), None)
-    planned_fs = next((r for r in ctx.plan.of_type(LUSTRE) if client and r.parent == client.parent), None)
-    if client is None or planned_fs is None:
+    planned = _planned_layout(ctx)
+    if planned is None:
         return skipped("no FSx for Lustre file system: no layout client")
+    client, planned_fs = planned
     fs_name, address = planned_fs.inputs["tags"]["Name"], str(client.inputs["privateIp"])
     live_fs = _stacks_file_system(ctx, fs_name)
     if isinstance(live_fs, Outcome):
@@ -990,6 +997,157 @@ def _launched_from_amazons_image(ec2: Any, at: str, live: dict) -> list[str]:
     if not volume.get("Encrypted"):
         problems.append(f"{at}: root volume {volume['VolumeId']} not encrypted, planned encrypted")
     return problems
+
+
+# The FSx calls whose request sets a file system's RootSquashConfiguration: those whose input reaches
+# LustreRootSquashConfiguration (CreateFileSystemLustreConfiguration, UpdateFileSystemLustreConfiguration; the
+# restore's LustreConfiguration is CreateFileSystemLustreConfiguration too: boto/botocore:botocore/data/fsx/2018-03-01/
+# service-2.json@1.44.18). EFS has calls of the same names, told apart by their event source.
+SQUASH_EVENTS = ("CreateFileSystem", "CreateFileSystemFromBackup", "UpdateFileSystem")
+FSX_EVENT_SOURCE = "fsx.amazonaws.com"
+EVENT_HISTORY_DAYS = 90  # LookupEvents: "events that occurred in a Region within the last 90 days"
+SQUASH_OFF = "0:0"  # LustreRootSquashConfiguration.RootSquash: "A value of 0 (zero) ... disables root squash"
+
+
+def _member(obj: Any, name: str) -> Any:
+    """`obj`'s member `name`, its case ignored (None when `obj` is no object or has none): CloudTrail writes an FSx
+    request's members with a lowercase first letter (`resourceARN` for TagResource's ResourceARN:
+    awsdocs/amazon-fsx-lustre-user-guide:doc_source/logging-using-cloudtrail.md@b646de73cee7e472db3846599f45472ed4e83119),
+    which is assumed, not seen, for the members below the top."""
+    if not isinstance(obj, dict):
+        return None
+    return next((value for key, value in obj.items() if str(key).lower() == name.lower()), None)
+
+
+def _event_file_systems(record: dict, event: dict) -> set[str]:
+    """The file system IDs one event names: its request's fileSystemId (UpdateFileSystem), its response's
+    fileSystem.fileSystemId (the creates', whose ID FSx assigns), and LookupEvents' Resources."""
+    request, response = _member(record, "requestParameters"), _member(record, "responseElements")
+    named = {_member(request, "fileSystemId"), _member(_member(response, "fileSystem"), "fileSystemId")}
+    named |= {str(r.get("ResourceName") or "").rpartition("/")[2] for r in event.get("Resources") or []}
+    return {str(n) for n in named if isinstance(n, str) and n.startswith("fs-")}
+
+
+def _squash_not_planned(record: dict, name: str, want: dict) -> list[str] | None:
+    """What an event of the stack's file system set of root squash that the plan does not (RootSquash other than
+    the plan's, a NID the plan does not exempt; NIDs compared without case), [] for nothing, or None when its
+    parameters cannot be read (CloudTrail's redaction puts a string where an object was). A create without a
+    RootSquashConfiguration makes a file system that squashes nobody; an update without one leaves squash as it was."""
+    request = _member(record, "requestParameters")
+    if not isinstance(request, dict):
+        return None
+    lustre = _member(request, "lustreConfiguration")
+    squash = _member(lustre, "rootSquashConfiguration")
+    if lustre is not None and not isinstance(lustre, dict) or squash is not None and not isinstance(squash, dict):
+        return None
+    if squash is None:
+        return [] if name == "UpdateFileSystem" else ["created without root squash (every client is root)"]
+    problems = []
+    root, nids = _member(squash, "rootSquash"), _member(squash, "noSquashNids")
+    if root is not None and str(root) != want["rootSquash"]:
+        problems.append("root squash off" if str(root) == SQUASH_OFF else f"root squashed to {root}")
+    if nids is not None and not isinstance(nids, list):
+        return None
+    planned = {str(n).lower() for n in want["noSquashNids"]}
+    others = [str(n) for n in nids or [] if str(n).lower() not in planned]
+    if others:
+        problems.append(f"exempted {', '.join(others)}")
+    return problems
+
+
+def _squash_events(ctx: Any) -> Iterator[dict]:
+    """The region's events of SQUASH_EVENTS in CloudTrail's event history (LookupEvents, one EventName a request,
+    every page: boto/botocore:botocore/data/cloudtrail/2013-11-01/service-2.json@1.44.18 and paginators-1.json;
+    at most two requests a second per account and Region, past which CloudTrail answers ThrottlingException, which
+    the client's standard retries back off from: botocore/retries/standard.py _THROTTLED_ERROR_CODES@1.44.18)."""
+    end = ctx.now()
+    pages = ctx.client("cloudtrail").get_paginator("lookup_events")
+    for name in SQUASH_EVENTS:
+        for page in pages.paginate(
+            LookupAttributes=[{"AttributeKey": "EventName", "AttributeValue": name}],
+            StartTime=end - datetime.timedelta(days=EVENT_HISTORY_DAYS),
+            EndTime=end,
+        ):
+            yield from page.get("Events") or []
+
+
+def squash_history(ctx: Any) -> Outcome:
+    """No call of the last 90 days exempted from root squash an address the plan does not, or set squash otherwise,
+    on the stack's file system: aws.layout-client sees the squash of the moment, and the deploy role, which may call
+    fsx:UpdateFileSystem (`pulumi up` does) with parameters no IAM key reads, may add an exemption for an address of
+    its own, use it and remove it before verify runs. CloudTrail's event history keeps each call for 90 days in its
+    Region (LookupEvents; the file system's region is the stack's): CreateFileSystem, CreateFileSystemFromBackup and
+    UpdateFileSystem (SQUASH_EVENTS) from any caller, the console's and CloudFormation's as well (each a call to FSx).
+
+    Assumed, not seen on an account here: an event's CloudTrailEvent carries the request as the API takes it,
+    members with a lowercase first letter (`{"fileSystemId": ..., "lustreConfiguration": {"rootSquashConfiguration":
+    {"rootSquash": ..., "noSquashNids": [...]}}}`), compared without case; `aws cloudtrail lookup-events
+    --lookup-attributes AttributeKey=EventName,AttributeValue=UpdateFileSystem --max-results 1` shows one. An event of
+    the stack's file system (or of none it names) whose parameters cannot be read fails as unreadable: a pass would
+    be the blind spot this check closes. The plan's NIDs are the layout client's reserved address, its subnet's last
+    (components/storage.py layout_client_ip); UpdateFileSystem takes no SubnetIds, so a new address comes with a new
+    file system, whose events alone are read, and an earlier plan's exemption never fails here. A refused call
+    changed nothing: named only when it asked for squash the plan does not set. An event reaches the history about
+    5 minutes after its call, not guaranteed (docs/verify.md)."""
+    planned = _planned_layout(ctx)
+    if planned is None:
+        return skipped("no FSx for Lustre file system: no layout client")
+    _, planned_fs = planned
+    want = planned_fs.inputs["rootSquashConfiguration"]
+    live_fs = _stacks_file_system(ctx, planned_fs.inputs["tags"]["Name"])
+    if isinstance(live_fs, Outcome):
+        return live_fs
+    fs_id = live_fs["FileSystemId"]
+    problems, unreadable, read = [], [], 0
+    try:
+        events = list(_squash_events(ctx))
+    except aws_errors.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") not in DENIED_CODES:
+            raise
+        return failed(
+            f"CloudTrail refused LookupEvents ({exc.response['Error']['Code']})",
+            "run it as an identity allowed cloudtrail:LookupEvents (an administrator's; the deploy role is not, and "
+            "the deploy workflow skips this check): `higgsfield verify STACK --only aws.squash-history`",
+        )
+    for event in events:
+        try:
+            record = json.loads(event.get("CloudTrailEvent") or "")
+        except ValueError:
+            record = None
+        source = _member(record, "eventSource") or event.get("EventSource")
+        if source != FSX_EVENT_SOURCE:
+            continue
+        named, name = _event_file_systems(record or {}, event), event.get("EventName", "?")
+        if fs_id not in named and (named or name != "UpdateFileSystem"):
+            continue  # another file system's, or a create that made none (refused, or its response unread)
+        refused = _member(record, "errorCode")
+        who = _member(_member(record, "userIdentity"), "arn") or event.get("Username") or "unknown caller"
+        via = _member(_member(record, "userIdentity"), "invokedBy")
+        at = f"{event.get('EventTime', '?')} {name} by {who}" + (f" via {via}" if via else "")
+        at += f" (event {event.get('EventId', '?')})"
+        found = _squash_not_planned(record, name, want) if isinstance(record, dict) else None
+        if refused:  # changed nothing; named for what it asked
+            problems += [f"{at}: refused ({refused}), asked: {p}" for p in found or []]
+            continue
+        read += 1
+        if found is None:
+            unreadable.append(f"{at}: parameters unreadable")
+        else:
+            problems += [f"{at}: {p}" for p in found]
+    if problems or unreadable:
+        return failed(
+            f"file system {fs_id}: " + "; ".join(problems + unreadable),
+            "an administrator reads each event (`aws cloudtrail lookup-events --lookup-attributes "
+            "AttributeKey=EventId,AttributeValue=ID`), revokes the caller's sessions (IAM: revoke active sessions on "
+            "its role) and rotates every secret kept on the file system: the exempt address was root on every team's "
+            "directory; the VPC's flow log says when it spoke to the file system (TCP 988), CloudTrail's RunInstances, "
+            "CreateNetworkInterface and AssignPrivateIpAddresses events what held it; `higgsfield verify STACK --only "
+            "aws.layout-client` says whether the exemption is still there",
+        )
+    return passed(
+        f"file system {fs_id}: {read} FSx event(s) in the last {EVENT_HISTORY_DAYS} days, "
+        "none setting squash but as planned"
+    )
 
 
 def kube_api(ctx: Any) -> Outcome:
@@ -2432,6 +2590,11 @@ def specs() -> list[Spec]:
              layout_client, "aws", "fsx:DescribeFileSystems, eks:DescribeCluster, ec2:DescribeNetworkInterfaces, "
              "ec2:DescribeInstances, ec2:DescribeInstanceAttribute, ec2:DescribeImages, ec2:DescribeVolumes, "
              "ec2:DescribeSecurityGroups"),
+        # three event names a run, each every page, at two lookups a second at most (throttled ones retried)
+        Spec("aws.squash-history", "no FSx call of the last 90 days (CloudTrail's event history) set the file "
+             "system's root squash otherwise than planned or exempted another address, even one undone since",
+             squash_history, "aws", "fsx:DescribeFileSystems, eks:DescribeCluster, cloudtrail:LookupEvents",
+             timeout_s=120.0),
         Spec("aws.karpenter-queue", "Karpenter's interruption queue keeps its policy: EventBridge for the stack's "
              "rules alone, a rewrite refused to the deploy role",
              karpenter_queue, "aws", "sqs:GetQueueUrl, sqs:GetQueueAttributes, sqs:SetQueueAttributes (refused)"),
