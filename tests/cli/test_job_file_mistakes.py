@@ -1,0 +1,53 @@
+"""What a newcomer hands `higgsfield jobs render -f` that is not a job file (the platform's stack file, an
+example's template, the objects `jobs render` printed) is named for what it is in one line, with what to do."""
+
+from __future__ import annotations
+
+import shutil
+
+from infra.cli.main import main
+from tests.conftest import ROOT
+
+
+def _refusal(capsys, *argv: str) -> tuple[int, list[str]]:
+    code = main(list(argv))
+    return code, capsys.readouterr().err.splitlines()
+
+
+def test_a_stack_file_given_as_the_job_file_is_one_line_saying_a_stack_is_named(capsys):
+    code, lines = _refusal(capsys, "jobs", "render", "prod", "-f", str(ROOT / "stacks" / "Pulumi.prod.yaml"))
+    assert code == 2
+    assert lines == [
+        f"error: {ROOT / 'stacks' / 'Pulumi.prod.yaml'}: is a stack file (stack prod), not a job file: a stack is "
+        "named, as STACK (higgsfield jobs render prod -f JOB.yaml); a job file says name, team, command and "
+        "resources (docs/reference/job-file.md)"
+    ]
+
+
+def test_an_examples_template_given_as_the_job_file_says_to_render_the_example_by_its_name(capsys):
+    code, lines = _refusal(capsys, "jobs", "render", "prod", "-f", str(ROOT / "examples" / "pytorch-ddp.yaml"))
+    assert code == 2
+    assert lines == [
+        f"error: {ROOT / 'examples' / 'pytorch-ddp.yaml'}: is the template of the example pytorch-ddp, not a job "
+        "file: higgsfield jobs render STACK pytorch-ddp renders it; a job file of your own starts as a copy of "
+        "examples/llama-ft.job.yaml (docs/reference/job-file.md)"
+    ]
+
+
+def test_the_objects_render_printed_given_back_as_the_job_file_say_kubectl_applies_them(tmp_path, capsys):
+    assert main(["jobs", "render", "prod", "-f", str(ROOT / "examples" / "llama-ft.job.yaml")]) == 0
+    rendered = tmp_path / "job.yaml"
+    rendered.write_text(capsys.readouterr().out)
+    code, lines = _refusal(capsys, "jobs", "submit", "prod", "-f", str(rendered))
+    assert code == 2
+    assert lines == [
+        f"error: {rendered}: is Kubernetes objects (ConfigMap, PyTorchJob), not a job file: kubectl apply -f "
+        "applies them as they are; jobs submit takes the job file they were rendered from "
+        "(docs/reference/job-file.md)"
+    ]
+
+
+def test_a_job_file_named_after_an_example_is_still_read_as_a_job_file(tmp_path, capsys):
+    job = tmp_path / "pytorch-ddp.yaml"
+    shutil.copy(ROOT / "examples" / "llama-ft.job.yaml", job)
+    assert main(["jobs", "render", "prod", "-f", str(job)]) == 0
