@@ -194,7 +194,7 @@ def _set_suspended(args: argparse.Namespace, suspend: bool) -> int:
         return _refused(exc)
     what = f"{kind.lower()}/{name}"
     if not changed:
-        print(f"{what} is already {'suspended' if suspend else 'running (not suspended)'}")
+        print(f"{what} is already suspended" if suspend else f"{what} is not suspended: nothing to resume")
     elif suspend:
         again = f"higgsfield jobs resume {args.stack} {name} -n {team}" + (f" --kind {kind}" if args.name else "")
         print(f"{what} suspended: its pods go and its nodes are given back ({again} queues it again)")
