@@ -647,12 +647,14 @@ def read_job_file(path: str) -> JobFile:
         lines = text.splitlines()
         line = lines[mark.line] if mark is not None and mark.line < len(lines) else ""
         block = BLOCK_SCALAR.match(line)  # `cudaDriver: >=570`: YAML's > and | start a block of text
+        said = " ".join(str(getattr(exc, "problem", None) or exc).split())  # a reader error's is several lines
         hint = (
             f'; YAML reads a value starting with {block[2][0]} as a block of text: quote it: {block[1]}: "{block[2]}"'
             if block
+            else "; YAML indents with spaces, never tabs: replace the tabs with spaces"
+            if "'\\t'" in said
             else ""
         )
-        said = " ".join(str(getattr(exc, "problem", None) or exc).split())  # a reader error's is several lines
         raise file_error(shown, f"is not YAML{where}: {said}{hint}") from None
     finally:
         if loader is not None:

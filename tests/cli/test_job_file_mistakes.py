@@ -51,3 +51,14 @@ def test_a_job_file_named_after_an_example_is_still_read_as_a_job_file(tmp_path,
     job = tmp_path / "pytorch-ddp.yaml"
     shutil.copy(ROOT / "examples" / "llama-ft.job.yaml", job)
     assert main(["jobs", "render", "prod", "-f", str(job)]) == 0
+
+
+def test_a_job_file_indented_with_tabs_says_yaml_indents_with_spaces(tmp_path, capsys):
+    job = tmp_path / "job.yaml"
+    job.write_text((ROOT / "examples" / "llama-ft.job.yaml").read_text().replace("\n  gpus:", "\n\tgpus:"))
+    code, lines = _refusal(capsys, "jobs", "render", "prod", "-f", str(job))
+    assert code == 2
+    assert lines == [
+        f"error: {job}: is not YAML (line 9): found character '\\t' that cannot start any token; "
+        "YAML indents with spaces, never tabs: replace the tabs with spaces"
+    ]
