@@ -42,3 +42,24 @@ def test_resuming_a_job_still_waiting_in_its_queue_says_it_is_not_suspended_not_
     assert main(["jobs", "resume", "prod", "llama-ft", "-n", "llm"]) == 0
     assert capsys.readouterr().out == "pytorchjob/llama-ft is not suspended: nothing to resume\n"
     assert _patches(api) == []
+
+
+def test_a_job_not_found_under_a_team_the_stack_lacks_names_the_stacks_teams(api, kubeconfig, capsys):  # noqa: F811
+    api.put(_job())
+    assert main(["jobs", "status", "prod", "llama-ft", "-n", "lmm"]) == 2
+    assert capsys.readouterr().err == (
+        'error: 404 NotFound: pytorchjobs "llama-ft" not found; -n lmm: stack prod has no team lmm '
+        "(higgsfield:scheduler.teams: foundation, llm, vision)\n"
+    )
+
+
+def test_the_goodput_of_a_team_the_stack_lacks_is_refused_naming_its_teams_not_zero_jobs(
+    api,  # noqa: F811
+    kubeconfig,  # noqa: F811
+    capsys,
+):
+    assert main(["jobs", "status", "prod", "-n", "lmm"]) == 2
+    assert capsys.readouterr().err == (
+        "error: -n lmm: stack prod has no team lmm (higgsfield:scheduler.teams: foundation, llm, vision)\n"
+    )
+    assert api.requests == []
