@@ -62,3 +62,21 @@ def test_a_job_file_indented_with_tabs_says_yaml_indents_with_spaces(tmp_path, c
         f"error: {job}: is not YAML (line 9): found character '\\t' that cannot start any token; "
         "YAML indents with spaces, never tabs: replace the tabs with spaces"
     ]
+
+
+def test_a_job_file_given_without_f_after_the_stack_says_it_goes_after_f(capsys):
+    job = str(ROOT / "examples" / "llama-ft.job.yaml")
+    code, lines = _refusal(capsys, "jobs", "render", "prod", job)
+    assert code == 2
+    assert lines == [
+        f"error: {job} is a file, not an example: a job file goes after -f: higgsfield jobs render prod -f {job}"
+    ]
+
+
+def test_a_job_file_given_alone_as_the_stack_says_to_name_the_stack_and_give_the_file_after_f(capsys):
+    job = str(ROOT / "examples" / "llama-ft.job.yaml")
+    code, lines = _refusal(capsys, "jobs", "render", job)
+    assert code == 2
+    assert lines == [
+        f"error: {job} is a file, not a stack: higgsfield jobs render STACK -f {job} (stacks here: dev, prod, staging)"
+    ]
