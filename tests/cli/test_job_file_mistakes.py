@@ -80,3 +80,14 @@ def test_a_job_file_given_alone_as_the_stack_says_to_name_the_stack_and_give_the
     assert lines == [
         f"error: {job} is a file, not a stack: higgsfield jobs render STACK -f {job} (stacks here: dev, prod, staging)"
     ]
+
+
+def test_an_env_variable_the_training_operator_sets_on_a_pytorch_job_is_refused_naming_it(tmp_path, capsys):
+    job = tmp_path / "job.yaml"
+    job.write_text((ROOT / "examples" / "llama-ft.job.yaml").read_text() + "env:\n  MASTER_ADDR: 10.0.0.1\n")
+    code, lines = _refusal(capsys, "jobs", "render", "prod", "-f", str(job))
+    assert code == 2
+    assert lines == [
+        f"error: {job}: env.MASTER_ADDR: is set on every pod of a PyTorchJob by the Training Operator "
+        "(torchrun's rendezvous and ranks); leave it out of env"
+    ]
