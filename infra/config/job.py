@@ -167,8 +167,8 @@ class JobFile(Setting):
     env: dict[EnvName, Text] = items(maximum=200, default={})
     """Environment of every rank (not what the platform sets: the checkpoint settings, EFA's libfabric and NCCL
     settings, the pre-flight's settings, PYTHONPATH; nor, in a PyTorch job, what the Training Operator sets:
-    MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, PYTHONUNBUFFERED and torchrun's PET_ variables). HIGGSFIELD_PREFLIGHT: skip starts the job without its
-    pre-flight check (docs/concepts/training-jobs.md)."""
+    MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, PYTHONUNBUFFERED and torchrun's PET_ variables).
+    HIGGSFIELD_PREFLIGHT: skip starts the job without its pre-flight check (docs/concepts/training-jobs.md)."""
     priority: DnsLabel | None = None
     """One of the team's priority classes of the job's class; default: the first."""
     port: number(1, 65535, "a TCP port") | None = None

@@ -644,6 +644,12 @@ def read_job_file(path: str) -> JobFile:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
+        if getattr(exc, "context", None) == "expected a single document in the stream" and mark is not None:
+            raise file_error(
+                shown,
+                f"holds more than one YAML document (a second begins with --- at line {mark.line + 1}): a job file "
+                "is one job; give each job a file of its own",
+            ) from None
         lines = text.splitlines()
         line = lines[mark.line] if mark is not None and mark.line < len(lines) else ""
         block = BLOCK_SCALAR.match(line)  # `cudaDriver: >=570`: YAML's > and | start a block of text

@@ -91,3 +91,15 @@ def test_an_env_variable_the_training_operator_sets_on_a_pytorch_job_is_refused_
         f"error: {job}: env.MASTER_ADDR: is set on every pod of a PyTorchJob by the Training Operator "
         "(torchrun's rendezvous and ranks); leave it out of env"
     ]
+
+
+def test_a_job_file_of_two_yaml_documents_says_a_job_file_is_one(tmp_path, capsys):
+    job = tmp_path / "jobs.yaml"
+    text = (ROOT / "examples" / "llama-ft.job.yaml").read_text()
+    job.write_text(f"{text}---\n{text}")
+    code, lines = _refusal(capsys, "jobs", "render", "prod", "-f", str(job))
+    assert code == 2
+    assert lines == [
+        f"error: {job}: holds more than one YAML document (a second begins with --- at line "
+        f"{text.count(chr(10)) + 1}): a job file is one job; give each job a file of its own"
+    ]
