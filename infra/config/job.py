@@ -278,13 +278,21 @@ def _yaml_kind(value: Any) -> str:
     return "null" if value is None else "a boolean" if isinstance(value, bool) else "a number"
 
 
+def _yaml_value(value: Any) -> str:
+    """What YAML read a whole file as, where it is no mapping: `a string ('python train.py')`, `a number (3)`."""
+    return f"a string ({value[:40]!r})" if isinstance(value, str) else f"{_yaml_kind(value)} ({value!r})"
+
+
 def load_job(data: Any, source: str = "job file") -> JobFile:
     """The job file's mapping validated: a ConfigError with one line per problem, each naming its key
     (`JOB.yaml: resources.gpuType[0]`)."""
     from infra.config.loading import _as_meant, _as_written, did_you_mean, problems_of
 
     if not isinstance(data, dict):
-        raise ConfigError(source, "must be a mapping of settings (name, team, command, resources, ...)")
+        what = "is empty" if data is None else f"is {'a list' if isinstance(data, list) else _yaml_value(data)}"
+        raise ConfigError(
+            source, f"{what}: a job file is a mapping of settings (name, team, command, resources, ...; {REFERENCE})"
+        )
     # A misspelt key is read as the setting it means (`gpu` as `gpus`, when that is not set), as a
     # stack file's are: its one line names it, and the setting it stands for is not also "required".
     meant, renamed = _as_meant(data, JobFile, (), by_name=True)  # the Python API writes names

@@ -103,3 +103,25 @@ def test_a_job_file_of_two_yaml_documents_says_a_job_file_is_one(tmp_path, capsy
         f"error: {job}: holds more than one YAML document (a second begins with --- at line "
         f"{text.count(chr(10)) + 1}): a job file is one job; give each job a file of its own"
     ]
+
+
+def test_an_empty_job_file_says_it_is_empty(tmp_path, capsys):
+    job = tmp_path / "job.yaml"
+    job.write_text("# my job\n")
+    code, lines = _refusal(capsys, "jobs", "render", "prod", "-f", str(job))
+    assert code == 2
+    assert lines == [
+        f"error: {job}: is empty: a job file is a mapping of settings (name, team, command, resources, ...; "
+        "docs/reference/job-file.md)"
+    ]
+
+
+def test_a_job_file_that_is_a_list_says_it_is_a_list(tmp_path, capsys):
+    job = tmp_path / "job.yaml"
+    job.write_text("- name: llama-ft\n  team: llm\n")
+    code, lines = _refusal(capsys, "jobs", "render", "prod", "-f", str(job))
+    assert code == 2
+    assert lines == [
+        f"error: {job}: is a list: a job file is a mapping of settings (name, team, command, resources, ...; "
+        "docs/reference/job-file.md)"
+    ]
