@@ -198,7 +198,9 @@ class JobFile(Setting):
         for name in (n for n in self.env if n in GPU_DEVICE_ENV):
             problems.add(f"env.{name}", "picks GPUs by name, which no team pod may: GPUs come from resources.gpus")
         if self.kind == FRAMEWORKS["pytorch"][0]:
-            for name in (n for n in self.env if n in PYTORCH_OPERATOR_ENV or n.startswith(PYTORCH_OPERATOR_ENV_PREFIX)):
+            for name in (
+                n for n in self.env if n in PYTORCH_OPERATOR_ENV or str(n).startswith(PYTORCH_OPERATOR_ENV_PREFIX)
+            ):
                 problems.add(
                     f"env.{name}",
                     "is set on every pod of a PyTorchJob by the Training Operator (torchrun's rendezvous and ranks); "
