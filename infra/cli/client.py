@@ -135,10 +135,27 @@ def connect(kubeconfig: str | None = None, context: str | None = None, stack: st
     # read now, not when the client was imported (its default is fixed at import time); a list of
     # files separated by ':' is merged, as kubectl merges them
     files = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    # `aws eks update-kubeconfig` writes the file --kubeconfig names, else the first of $KUBECONFIG, else
+    # ~/.kube/config (docs.aws.amazon.com/cli/latest/reference/eks/update-kubeconfig.html): the one looked for here
+    write = f"`{_kubeconfig_hint(stack)}{f' --kubeconfig {kubeconfig}' if kubeconfig else ''}` writes one"
+    if not any(os.path.exists(f) for f in files.split(os.pathsep) if f):
+        given = " (--kubeconfig)" if kubeconfig else " ($KUBECONFIG)" if os.environ.get("KUBECONFIG") else ""
+        raise ApiError(0, "NoKubeconfig", f"no kubeconfig: {files}{given} does not exist ({write})")
+    if context is not None:
+        try:
+            contexts = [c["name"] for c in kubernetes.config.list_kube_config_contexts(config_file=files)[0]]
+        except kubernetes.config.ConfigException:
+            contexts = None  # the file's own problem, said below
+        if contexts is not None and context not in contexts:
+            raise ApiError(
+                0,
+                "NoContext",
+                f"--context {context}: {files} has no such context (its contexts: {', '.join(contexts)})",
+            )
     try:
         return kubernetes.config.new_client_from_config(config_file=files, context=context)
     except kubernetes.config.ConfigException as exc:
-        raise ApiError(0, "NoKubeconfig", f"{exc} (`{_kubeconfig_hint(stack)}` writes one)") from None
+        raise ApiError(0, "NoKubeconfig", f"{exc} ({write})") from None
 
 
 def _refused(exc: Any) -> ApiError:

@@ -60,6 +60,11 @@ GPU_MODEL = r"^[A-Za-z0-9][A-Za-z0-9 -]{0,31}$"
 GpuModel = matching(GPU_MODEL, "is not a GPU model name as AWS's catalog writes it (H100, H200, A100, L40S, ...)", 32)
 EnvName = matching(ENV_NAME, "is not an environment variable name (letters, digits, '_'; not starting with a digit)")
 REFERENCE = "docs/reference/job-file.md"
+# What the pinned Training Operator appends to the env of every container of a PyTorchJob's pods, after the
+# template's own (setPodEnv in kubeflow/trainer:pkg/controller.v1/pytorch/envvar.go@v1.9.4, the names in its
+# master.go and elastic.go): torchrun's rendezvous (every PET_ variable is one of torchrun's options) and ranks.
+PYTORCH_OPERATOR_ENV = frozenset({"PYTHONUNBUFFERED", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"})
+PYTORCH_OPERATOR_ENV_PREFIX = "PET_"
 # Keys a newcomer writes to say where a job runs, and what a job file says instead (the platform picks the
 # pool and the nodes: infra/offline/team_job.py place).
 _PLACES = "resources.gpuType (the GPU model: H100, ...), gpuMemoryGiB and interconnect choose the pool"
@@ -161,8 +166,9 @@ class JobFile(Setting):
     team may read."""
     env: dict[EnvName, Text] = items(maximum=200, default={})
     """Environment of every rank (not what the platform sets: the checkpoint settings, EFA's libfabric and NCCL
-    settings, the pre-flight's settings, PYTHONPATH). HIGGSFIELD_PREFLIGHT: skip starts the job without its
-    pre-flight check (docs/concepts/training-jobs.md)."""
+    settings, the pre-flight's settings, PYTHONPATH; nor, in a PyTorch job, what the Training Operator sets:
+    MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, PYTHONUNBUFFERED and torchrun's PET_ variables).
+    HIGGSFIELD_PREFLIGHT: skip starts the job without its pre-flight check (docs/concepts/training-jobs.md)."""
     priority: DnsLabel | None = None
     """One of the team's priority classes of the job's class; default: the first."""
     port: number(1, 65535, "a TCP port") | None = None
@@ -186,11 +192,20 @@ class JobFile(Setting):
     @model_validator(mode="after")
     def _no_device_env(self) -> JobFile:
         """The variables that pick GPUs by name: the team policy refuses a pod that sets them
-        (components/tenancy.py), so the job file says so before anything is submitted; and the
-        pre-flight's switch, which takes run or skip."""
+        (components/tenancy.py), so the job file says so before anything is submitted; those the
+        Training Operator sets on a PyTorchJob's pods; and the pre-flight's switch, which takes run or skip."""
         problems = Problems()
         for name in (n for n in self.env if n in GPU_DEVICE_ENV):
             problems.add(f"env.{name}", "picks GPUs by name, which no team pod may: GPUs come from resources.gpus")
+        if self.kind == FRAMEWORKS["pytorch"][0]:
+            for name in (
+                n for n in self.env if n in PYTORCH_OPERATOR_ENV or str(n).startswith(PYTORCH_OPERATOR_ENV_PREFIX)
+            ):
+                problems.add(
+                    f"env.{name}",
+                    "is set on every pod of a PyTorchJob by the Training Operator (torchrun's rendezvous and ranks); "
+                    "leave it out of env",
+                )
         switch = self.env.get(PREFLIGHT_SWITCH)
         if switch is not None and switch.lower() not in PREFLIGHT_SWITCH_VALUES:  # preflight.py reads any case
             problems.add(
@@ -265,13 +280,21 @@ def _yaml_kind(value: Any) -> str:
     return "null" if value is None else "a boolean" if isinstance(value, bool) else "a number"
 
 
+def _yaml_value(value: Any) -> str:
+    """What YAML read a whole file as, where it is no mapping: `a string ('python train.py')`, `a number (3)`."""
+    return f"a string ({value[:40]!r})" if isinstance(value, str) else f"{_yaml_kind(value)} ({value!r})"
+
+
 def load_job(data: Any, source: str = "job file") -> JobFile:
     """The job file's mapping validated: a ConfigError with one line per problem, each naming its key
     (`JOB.yaml: resources.gpuType[0]`)."""
     from infra.config.loading import _as_meant, _as_written, did_you_mean, problems_of
 
     if not isinstance(data, dict):
-        raise ConfigError(source, "must be a mapping of settings (name, team, command, resources, ...)")
+        what = "is empty" if data is None else f"is {'a list' if isinstance(data, list) else _yaml_value(data)}"
+        raise ConfigError(
+            source, f"{what}: a job file is a mapping of settings (name, team, command, resources, ...; {REFERENCE})"
+        )
     # A misspelt key is read as the setting it means (`gpu` as `gpus`, when that is not set), as a
     # stack file's are: its one line names it, and the setting it stands for is not also "required".
     meant, renamed = _as_meant(data, JobFile, (), by_name=True)  # the Python API writes names

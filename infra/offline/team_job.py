@@ -539,6 +539,44 @@ def to_yaml(job: JobFile, cfg: StackConfig, objects: list[dict], placed: Placeme
 
 MAX_JOB_FILE = 1 << 20  # a job file is a screenful; a megabyte is a mistake
 # A key whose unquoted value starts with YAML's folded (>) or literal (|) block marker: `cudaDriver: >=570`.
+# What else a newcomer gives -f: Kubernetes objects (an example's template, what `jobs render` printed) and stack files.
+_MANIFEST_KINDS = re.compile(r"^kind:[ \t]*([A-Za-z]+)[ \t]*$", re.M)
+_TEMPLATE_FIELD = re.compile(r"\$\{[a-z_]+\}")
+_STACK_CONFIG = re.compile(r"^config:[ \t]*(?:#.*)?$", re.M)
+_STACK_SETTING = re.compile(r"^[ \t]+['\"]?higgsfield:", re.M)
+_STACK_FILE_NAME = re.compile(r"Pulumi\.([a-z0-9-]+)\.yaml")
+
+
+def _another_file(path: str, text: str) -> str | None:
+    """What the file at `path` is instead of a job file (its refusal), judged by its text (a template is not
+    YAML until filled in); None for what may be a job file."""
+    from pathlib import Path
+
+    from infra.config.job import REFERENCE
+
+    kinds = _MANIFEST_KINDS.findall(text)
+    if kinds and re.search(r"^apiVersion:", text, re.M):
+        if _TEMPLATE_FIELD.search(text):
+            example = Path(path).stem if Path(path).stem in jobs.EXAMPLES else "EXAMPLE"
+            return (
+                f"is the template of the example {example}, not a job file: higgsfield jobs render STACK {example} "
+                f"renders it; a job file of your own starts as a copy of examples/llama-ft.job.yaml ({REFERENCE})"
+            )
+        return (
+            f"is Kubernetes objects ({', '.join(dict.fromkeys(kinds))}), not a job file: kubectl apply -f applies them "
+            f"as they are; jobs submit takes the job file they were rendered from ({REFERENCE})"
+        )
+    if _STACK_CONFIG.search(text) and _STACK_SETTING.search(text):
+        named = _STACK_FILE_NAME.fullmatch(Path(path).name)
+        stack = named[1] if named else "STACK"
+        return (
+            f"is a stack file{f' (stack {stack})' if named else ''}, not a job file: a stack is named, as STACK "
+            f"(higgsfield jobs render {stack} -f JOB.yaml); a job file says name, team, command and resources "
+            f"({REFERENCE})"
+        )
+    return None
+
+
 BLOCK_SCALAR = re.compile(r"^\s*(?:-\s+)?([A-Za-z][A-Za-z0-9_]*):\s+([>|][^#]*?)\s*(?:#.*)?$")
 
 
@@ -591,6 +629,9 @@ def read_job_file(path: str) -> JobFile:
         raise file_error(shown, "is not UTF-8 text, so not a job file (save it as UTF-8)") from None
     if len(text) > MAX_JOB_FILE:
         raise file_error(shown, f"is larger than {MAX_JOB_FILE:,} characters: not a job file")
+    instead = _another_file(path, text)
+    if instead:
+        raise file_error(shown, instead)
     loader = None
     try:
         loader = yaml.SafeLoader(text)  # reads the text at once: a control character is refused here
@@ -603,15 +644,23 @@ def read_job_file(path: str) -> JobFile:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
+        if getattr(exc, "context", None) == "expected a single document in the stream" and mark is not None:
+            raise file_error(
+                shown,
+                f"holds more than one YAML document (a second begins with --- at line {mark.line + 1}): a job file "
+                "is one job; give each job a file of its own",
+            ) from None
         lines = text.splitlines()
         line = lines[mark.line] if mark is not None and mark.line < len(lines) else ""
         block = BLOCK_SCALAR.match(line)  # `cudaDriver: >=570`: YAML's > and | start a block of text
+        said = " ".join(str(getattr(exc, "problem", None) or exc).split())  # a reader error's is several lines
         hint = (
             f'; YAML reads a value starting with {block[2][0]} as a block of text: quote it: {block[1]}: "{block[2]}"'
             if block
+            else "; YAML indents with spaces, never tabs: replace the tabs with spaces"
+            if "'\\t'" in said
             else ""
         )
-        said = " ".join(str(getattr(exc, "problem", None) or exc).split())  # a reader error's is several lines
         raise file_error(shown, f"is not YAML{where}: {said}{hint}") from None
     finally:
         if loader is not None:

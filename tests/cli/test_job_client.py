@@ -621,7 +621,7 @@ def test_suspending_a_suspended_job_says_so_and_patches_nothing(api, kubeconfig,
 def test_resuming_a_running_job_says_so_and_patches_nothing(api, kubeconfig, capsys):
     api.put(_job(conditions=("Created", "Running")))
     assert main(["jobs", "resume", "prod", "llama-ft", "-n", "llm"]) == 0
-    assert capsys.readouterr().out == "pytorchjob/llama-ft is already running (not suspended)\n"
+    assert capsys.readouterr().out == "pytorchjob/llama-ft is not suspended: nothing to resume\n"
     assert _patches(api) == []
 
 

@@ -103,9 +103,31 @@ def _api(args: argparse.Namespace):  # noqa: ANN202 - the kubernetes client's Ap
     return client.connect(args.kubeconfig, args.context, getattr(args, "stack", None))
 
 
-def _refused(exc: Exception) -> int:
-    print(f"error: {exc}", file=sys.stderr)
+def _refused(exc: Exception, args: argparse.Namespace | None = None) -> int:
+    print(f"error: {exc}{_unknown_team(args) if getattr(exc, 'code', 0) == 404 else ''}", file=sys.stderr)
     return 2 if getattr(exc, "code", 0) in (0, 400, 403, 404, 409, 422) else 1
+
+
+def _no_such_team(args: argparse.Namespace) -> str | None:
+    """`-n TEAM: stack S has no team TEAM (...)` where TEAM is no team of the stack; else None."""
+    from infra.offline.evaluate import load_stack
+
+    teams = [t.name for t in load_stack(args.stack).scheduler.teams]
+    if args.team in teams:
+        return None
+    return (
+        f"-n {args.team}: stack {args.stack} has no team {args.team} "
+        f"(higgsfield:scheduler.teams: {', '.join(teams) or 'none'})"
+    )
+
+
+def _unknown_team(args: argparse.Namespace | None) -> str:
+    """Why a job named by NAME -n TEAM was not found, where TEAM is no team of the stack (a job file's team is
+    checked before the cluster is asked); empty otherwise."""
+    if args is None or args.filename is not None or not args.team:
+        return ""
+    unknown = _no_such_team(args)
+    return f"; {unknown}" if unknown else ""
 
 
 def run_submit(args: argparse.Namespace) -> int:
@@ -118,7 +140,7 @@ def run_submit(args: argparse.Namespace) -> int:
     try:
         applied = client.apply(_api(args), objects, dry_run=args.dry_run)
     except client.ApiError as exc:
-        return _refused(exc)
+        return _refused(exc, args)
     suffix = " (server dry run)" if args.dry_run else ""
     for obj in applied:
         print(f"{obj['kind'].lower()}/{obj['metadata']['name']} serverside-applied{suffix}")
@@ -132,15 +154,20 @@ def run_submit(args: argparse.Namespace) -> int:
 
 def run_status(args: argparse.Namespace) -> int:
     from infra.cli import client
+    from infra.cli.output import UsageError
 
     try:
         if args.filename is None and args.name is None and args.team is not None:
+            # a team's goodput reads whatever namespace it is given: a team the stack lacks would be "0 job(s)"
+            unknown = _no_such_team(args)
+            if unknown:
+                raise UsageError(unknown)
             found: client.Status | client.TeamGoodput = client.read_team_goodput(_api(args), args.team)
         else:
             name, team, kind = _which(args)
             found = client.read_status(_api(args), name, team, kind)
     except client.ApiError as exc:
-        return _refused(exc)
+        return _refused(exc, args)
     print(json.dumps(found.as_dict(), indent=2) if args.json else "\n".join(found.lines()))
     return 0
 
@@ -159,7 +186,7 @@ def run_logs(args: argparse.Namespace) -> int:
         for line in lines:
             print(f"{line.stamp} {line}" if args.timestamps else str(line), flush=args.follow)
     except client.ApiError as exc:
-        return _refused(exc)
+        return _refused(exc, args)
     return 0
 
 
@@ -170,7 +197,7 @@ def run_cancel(args: argparse.Namespace) -> int:
     try:
         deleted = client.delete(_api(args), name, team, kind, dry_run=args.dry_run)
     except client.ApiError as exc:
-        return _refused(exc)
+        return _refused(exc, args)
     for what in deleted:
         print(f"{what} deleted" + (" (server dry run)" if args.dry_run else ""))
     return 0
@@ -191,10 +218,10 @@ def _set_suspended(args: argparse.Namespace, suspend: bool) -> int:
     try:
         changed = client.set_suspended(_api(args), name, team, kind, suspend=suspend)
     except (client.StaysSuspended, client.ApiError) as exc:  # the gang deadline's to resume, or the API's refusal
-        return _refused(exc)
+        return _refused(exc, args)
     what = f"{kind.lower()}/{name}"
     if not changed:
-        print(f"{what} is already {'suspended' if suspend else 'running (not suspended)'}")
+        print(f"{what} is already suspended" if suspend else f"{what} is not suspended: nothing to resume")
     elif suspend:
         again = f"higgsfield jobs resume {args.stack} {name} -n {team}" + (f" --kind {kind}" if args.name else "")
         print(f"{what} suspended: its pods go and its nodes are given back ({again} queues it again)")

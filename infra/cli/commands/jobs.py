@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.filename is not None:
         return _render_file(args)
+    _no_job_file_without_f(args)
     stack_then(args, "example", lambda stack: jobs.examples_for(load_stack(stack)))
     cfg = load_stack(args.stack)
     objects = jobs.render(
@@ -84,6 +85,35 @@ def run(args: argparse.Namespace) -> int:
     placed = jobs.placement_comment(args.example, cfg, pool=args.pool, team=args.team)
     emit(args, lambda: {"apiVersion": "v1", "kind": "List", "items": objects}, lambda: placed + jobs.to_yaml(objects))
     return 0
+
+
+def _as_path(word: str | None) -> str | None:
+    """`file` or `path` where `word` is written as a path (stack and example names are DNS labels: no `/` nor `.`)."""
+    import os
+
+    if word is None or not (word.endswith((".yaml", ".yml")) or os.sep in word):
+        return None
+    return "file" if os.path.isfile(word) else "path"
+
+
+def _no_job_file_without_f(args: argparse.Namespace) -> None:
+    """A job file written where the stack or the example goes (-f left out) is refused saying where it goes."""
+    from infra.cli.output import UsageError
+    from infra.offline.evaluate import project_root, stack_names
+
+    if args.old_stack is not None:
+        return
+    if args.example is not None and _as_path(args.example):
+        raise UsageError(
+            f"{args.example} is a {_as_path(args.example)}, not an example: a job file goes after -f: "
+            f"higgsfield jobs render {args.stack} -f {args.example}"
+        )
+    if args.example is None and _as_path(args.stack):
+        stacks = ", ".join(stack_names(project_root())) or "none"
+        raise UsageError(
+            f"{args.stack} is a {_as_path(args.stack)}, not a stack: higgsfield jobs render STACK -f {args.stack} "
+            f"(stacks here: {stacks})"
+        )
 
 
 def _render_file(args: argparse.Namespace) -> int:
