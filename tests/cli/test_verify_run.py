@@ -6,6 +6,7 @@ trial (only with --allow-cost, estimated before it starts, timed, its namespace 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 import json
 import threading
@@ -69,6 +70,18 @@ def test_a_check_past_its_timeout_fails_saying_so():
     (result,) = verify.run([slow], None)
     assert result.outcome.status == "FAIL" and result.outcome.evidence == "no answer within 0.1 s"
     assert result.seconds < 1
+
+
+@pytest.mark.parametrize(
+    ("needs", "said"), [("kube", "the network path to the cluster's API"), ("aws", "whether AWS throttled its calls")]
+)
+def test_a_check_past_its_timeout_says_what_to_look_at_for_what_it_reads(needs, said):
+    """An AWS check that reads a long history page by page ran out of time saying to check the VPN."""
+    slow = dataclasses.replace(
+        spec("a.slow", run=lambda ctx: time.sleep(2) or verify.passed("late"), timeout_s=0.1), needs=needs
+    )
+    (result,) = verify.run([slow], None)
+    assert result.outcome.fix.startswith(f"check {said}") and result.outcome.fix.endswith("--only a.slow")
 
 
 def test_a_check_whose_prerequisite_failed_is_skipped():

@@ -106,6 +106,18 @@ def _stop(ctx: Any, future: concurrent.futures.Future) -> None:
         cancel.clear()
 
 
+def _slow(spec: Spec) -> str:
+    """What to look at when `spec` ran past its timeout: the cluster's API is reached over a network path of the
+    user's (VPN, endpoint access); AWS's APIs answer a slow run when they throttle (a long history read page by
+    page, botocore's retries backing off)."""
+    where = {
+        "kube": "the network path to the cluster's API (VPN, endpoint access)",
+        "aws": "whether AWS throttled its calls (CloudTrail's ThrottlingException; a long history or listing read "
+        "page by page) or the network path to AWS",
+    }.get(spec.needs, "the network path to the cluster's API (VPN, endpoint access) and to AWS")
+    return f"check {where}, then rerun this check with --only {spec.id}"
+
+
 def _bounded(spec: Spec, ctx: Any) -> Outcome:
     """The check in a thread of its own, given up after its timeout; on Ctrl-C or the timeout it is
     asked to stop and clean up first (its client calls have their own socket timeouts)."""
@@ -115,10 +127,7 @@ def _bounded(spec: Spec, ctx: Any) -> Outcome:
         return _result(future, spec.timeout_s)
     except concurrent.futures.TimeoutError:
         _stop(ctx, future)
-        return failed(
-            f"no answer within {spec.timeout_s:g} s",
-            "check the network path to the API (VPN, endpoint access), then rerun this check with --only " + spec.id,
-        )
+        return failed(f"no answer within {spec.timeout_s:g} s", _slow(spec))
     except KeyboardInterrupt:
         _stop(ctx, future)
         raise
