@@ -1034,14 +1034,18 @@ def _watch_pods(
     streams: set[str],
     lines: queue.Queue,
     mine: Callable[[dict], bool],
+    pods_end_it: bool = False,
 ) -> None:
     """Put ("start", pod) on `lines` once for each pod of `selector` that is `mine` (a batch Job's: those it controls)
-    and starts; return once every such pod seen has ended (or the watch's `watch_seconds`). With `over`, the pods' ends
-    are not the job's: the pods are watched in windows of BATCH_FOLLOW_RECHECK_S, each from where the last one stopped,
-    and it returns once every pod seen (none, for a job over before any or whose pods were deleted) has ended and
-    `over()` says the job has too. A window whose resourceVersion the API server no longer holds (410 Expired: a quiet
-    pod makes no event to move it on, and the server keeps a bounded history) starts again from a fresh list, whose
-    ADDED events say which pods are there."""
+    and starts; return once every such pod seen has ended (or the watch's `watch_seconds`). With `over`, the pods are
+    watched in windows of BATCH_FOLLOW_RECHECK_S, each from where the last one stopped, and it returns once every pod
+    seen (none, for a job over before any or whose pods were deleted) has ended and `over()` says the job has too;
+    with `pods_end_it` too (a Kubeflow or serving job, whose pods' ends are its own), once pods were seen and every
+    one has ended, `over()` asked only while none was seen: a gang that waits in its queue longer than the API
+    server's watch lasts (its min-request-timeout, 30 to 60 minutes by default) is followed until its pods come or the
+    job is over, not ended as if it had run. A window whose resourceVersion the API server no longer holds (410
+    Expired: a quiet pod makes no event to move it on, and the server keeps a bounded history) starts again from a
+    fresh list, whose ADDED events say which pods are there."""
     phases: dict[str, str] = {}
     started, version = time.monotonic(), None
 
@@ -1065,7 +1069,7 @@ def _watch_pods(
                 if event["type"] != "DELETED" and phase in _STARTED and uid not in streams:
                     streams.add(uid)
                     lines.put(("start", pod))
-                if over is None and ended():
+                if (over is None or pods_end_it) and ended():
                     watcher.stop()
             version = watcher.resource_version or version
         except _kubernetes().client.ApiException as exc:
@@ -1075,8 +1079,19 @@ def _watch_pods(
             version = None
         if over is None or (watch_seconds and time.monotonic() - started >= watch_seconds):
             return
-        if ended() and over():
+        if ended() and ((pods_end_it and phases) or over()):
             return
+
+
+def _waiting_job_over(custom: Any, kind: str, name: str, namespace: str) -> bool:
+    """Whether a Kubeflow or serving job none of whose pods has been seen will make none: it is gone, it has ended
+    or is suspended (a serving job: scaled to none)."""
+    job = _optional(custom.get_namespaced_custom_object, *_group_of(kind), namespace, _plural(kind), name)
+    if job is None:
+        return True
+    if kind == SERVING_KIND:
+        return not (job.get("spec") or {}).get("replicas", 1)
+    return _state(job) in ("Succeeded", "Failed", "Suspended")
 
 
 def _batch_job_over(custom: Any, name: str, namespace: str) -> bool:
@@ -1131,9 +1146,14 @@ def follow_logs(
 
     def watch() -> None:
         try:
-            over = (lambda: _batch_job_over(custom, name, namespace)) if kind == BATCH_KIND else None
-            mine = (lambda pod: _owned_by(pod, job)) if kind == BATCH_KIND else (lambda pod: True)
-            _watch_pods(api, core, namespace, selector, watch_seconds, over, streams, lines, mine)
+            batch = kind == BATCH_KIND
+            over = (
+                (lambda: _batch_job_over(custom, name, namespace))
+                if batch
+                else (lambda: _waiting_job_over(custom, kind, name, namespace))
+            )
+            mine = (lambda pod: _owned_by(pod, job)) if batch else (lambda pod: True)
+            _watch_pods(api, core, namespace, selector, watch_seconds, over, streams, lines, mine, not batch)
         except kubernetes.client.ApiException as exc:
             lines.put(_refused(exc))
         except ApiError as exc:

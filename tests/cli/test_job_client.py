@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -1122,3 +1123,42 @@ def test_status_of_a_job_on_many_nodes_asks_for_no_more_nodes_once_the_user_may_
     api.allow = lambda verb, group, resource, namespace: resource != "nodes"
     assert main(["jobs", "status", "prod", "eval", "-n", "llm", "--kind", "Job"]) == 0
     assert len([path for verb, path in api.requests if path.startswith("/api/v1/nodes/")]) == 1
+
+
+def _once_its_pods_are_watched(api, then: list[tuple[float, object]]) -> None:
+    """Run each step of `then` its delay after the follow's first watch of the job's pods reached the fake server
+    (the command first loads the stack, a second or more)."""
+
+    def run() -> None:
+        while not any(verb == "GET" and "/pods?" in path and "watch=" in path for verb, path in api.requests):
+            time.sleep(0.02)
+        for delay, step in then:
+            threading.Timer(delay, step).start()
+
+    threading.Thread(target=run, daemon=True).start()
+
+
+def test_logs_follow_of_a_gang_queued_longer_than_a_watch_lasts_waits_for_its_pods(api, kubeconfig, capsys):
+    """The API server ends a watch after its min-request-timeout (30 to 60 minutes; the fake's after 5 of its seconds,
+    here half a second), and a watch that saw no event is not resumed by the client: the follow of a gang still
+    queued then ended with exit 0 and no line, as if it had run."""
+    api.watch_second = 0.1
+    api.put(_job())
+    _once_its_pods_are_watched(
+        api,
+        [
+            (1.2, lambda: api.put(_pod("Master", 0, "node-a"))),
+            (1.4, lambda: api.log("llm", "llama-ft-master-0", "[rank 0] step 1")),
+            (1.8, lambda: api.put(_pod("Master", 0, "node-a", "Succeeded"))),
+        ],
+    )
+    assert main(["jobs", "logs", "prod", "llama-ft", "-n", "llm", "--follow"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["node-a master-0 [rank 0] step 1"]
+
+
+def test_logs_follow_of_a_queued_gang_ends_once_the_job_is_cancelled(api, kubeconfig, capsys):
+    api.watch_second = 0.1
+    api.put(_job())
+    _once_its_pods_are_watched(api, [(0.8, lambda: api.delete_now(JOB_PATH))])
+    assert main(["jobs", "logs", "prod", "llama-ft", "-n", "llm", "--follow"]) == 0
+    assert capsys.readouterr().out == ""
