@@ -1,0 +1,48 @@
+"""Round 17, attacked: the stack's tag on the deploy role's keys (components/delivery.py KeysCarryTheStacksTag,
+KeysKeepTheStacksTag, KeysKeepTheStacksName) written in another case. IAM reads a context key's name whatever its
+case ("Context key names are not case-sensitive": docs.aws.amazon.com/IAM/latest/UserGuide/
+reference_policies_elements_condition.html), the tag key of aws:RequestTag/KEY too, while KMS keeps tag keys as
+written ("case-sensitive tag key and tag value pairs": docs.aws.amazon.com/kms/latest/developerguide/
+manage-tags-api.html), so `HIGGSFIELD:STACK` is the stack's tag to IAM and another tag to KMS."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.iam_evaluation import Request, evaluate
+from tests.delivery.test_ci_identity import OWN_KEY, _deploy
+
+SHOUTED = "HIGGSFIELD:STACK"
+
+
+def test_the_deploy_role_cannot_untag_a_key_it_made_with_the_stacks_tag_key_in_capitals():
+    """CreateKey tagged `HIGGSFIELD:STACK=prod` passes KeysCarryTheStacksTag (IAM reads aws:RequestTag/
+    higgsfield:stack as prod); UntagResource of that key then names `HIGGSFIELD:STACK` in aws:TagKeys, whose values
+    StringEquals compares with their case: the key would be left without the stack's tag."""
+    create = Request("kms:CreateKey", "*", {f"aws:RequestTag/{SHOUTED}": "prod", "aws:TagKeys": [SHOUTED]})
+    assert evaluate(create, [_deploy()]).allowed
+    untag = Request("kms:UntagResource", OWN_KEY, {"aws:TagKeys": [SHOUTED]})
+    decision = evaluate(untag, [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "KeysKeepTheStacksTag"), decision.reason
+
+
+def test_the_deploy_role_cannot_give_a_key_another_stacks_name_under_the_tag_key_in_capitals():
+    """TagResource `HIGGSFIELD:STACK=staging` on a key of the stack's: IAM reads it as aws:RequestTag/
+    higgsfield:stack, which KeysKeepTheStacksName refuses."""
+    retag = Request("kms:TagResource", OWN_KEY, {f"aws:RequestTag/{SHOUTED}": "staging", "aws:TagKeys": [SHOUTED]})
+    decision = evaluate(retag, [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "KeysKeepTheStacksName"), decision.reason
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a CreateKey carrying `higgsfield:stack=prod` and `HIGGSFIELD:STACK=staging` (KMS keeps both: tag keys are "
+    "case-sensitive) gives IAM two values of aws:RequestTag/higgsfield:stack; which one StringNotEquals reads is in "
+    "no AWS document, and the evaluator, reading both, lets the one that is the stack's name pass. The key is then "
+    "the stack's and another stack's to a policy deciding by aws:ResourceTag/higgsfield:stack. Read off "
+    "`aws iam simulate-principal-policy` with both context entries (docs/security-ci.md)",
+)
+def test_the_deploy_role_cannot_make_a_key_tagged_as_its_stacks_and_another_stacks_in_two_cases():
+    tags = {"aws:RequestTag/higgsfield:stack": "prod", f"aws:RequestTag/{SHOUTED}": "staging"}
+    create = Request("kms:CreateKey", "*", {**tags, "aws:TagKeys": ["higgsfield:stack", SHOUTED]})
+    assert not evaluate(create, [_deploy()]).allowed
