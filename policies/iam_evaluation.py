@@ -11,6 +11,9 @@ Bool, Null, the `...IfExists` suffix and the `ForAnyValue:`/`ForAllValues:` pref
 (reference_policies_elements_condition_operators.html: a key missing from the request makes a
 positive operator false and a negated one true; `IfExists` makes a missing key true; `ForAllValues` holds and
 `ForAnyValue` does not, whatever the operator: reference_policies_condition-single-vs-multi-valued-context-keys.html).
+Context key names match whatever their case ("Context key names are not case-sensitive",
+reference_policies_elements_condition.html), the tag key of aws:RequestTag/KEY too: a request carrying two tags whose
+keys differ in case alone (KMS, ECR and IAM keep both: tag keys are case-sensitive) gives that key both values.
 No policy variables, no resource policies, no SCPs, no session policies: what we render and the
 attacks on it need none of them. No maintained library on PyPI evaluates conditions and
 boundaries (policyuniverse and parliament parse and lint; they do not decide requests).
@@ -94,14 +97,15 @@ def _condition_holds(operator: str, key: str, wanted: Sequence[str], context: Ma
     qualifier, _, operator = operator.rpartition(":")
     if_exists = operator.endswith("IfExists")
     operator = operator.removesuffix("IfExists")
-    present = key in context
+    named = [k for k in context if k.lower() == key.lower()]
+    present = bool(named)
     if operator == "Null":
         return all((str(w).lower() == "true") != present for w in wanted)
     if not present:  # the set operators decide by the set alone: all of none holds, any of none does not
         if qualifier:
             return qualifier == "ForAllValues"
         return if_exists or operator in NEGATED
-    actual = [str(a) for a in _listed(context[key])]
+    actual = [str(a) for k in named for a in _listed(context[k])]
     wanted = [str(w) for w in wanted]
     negated = operator in NEGATED
     hits = [any(_compare(operator, w, a) for w in wanted) for a in actual]  # per request value: matches one

@@ -71,6 +71,9 @@ def emit(args: argparse.Namespace, data: Callable[[], Any], text: Callable[[], s
     """Print (or write) one report as the options ask: `data()` is its JSON, `text()` its text."""
     _one_format(args)
     json_target, output = getattr(args, "json", None), getattr(args, "output", None)
+    if json_target not in (None, "-"):  # the old form: --json PATH writes the JSON, whatever -o prints
+        write_report("--json", Path(json_target), json_text(data()))
+        json_target = None
     if output in FORMATS:  # `-o json|yaml|text`: a format on stdout, not a file of that name
         fmt, output = output, None
         if fmt == "yaml":
@@ -80,9 +83,6 @@ def emit(args: argparse.Namespace, data: Callable[[], Any], text: Callable[[], s
             sys.stdout.write(yaml.safe_dump(plain, sort_keys=True, allow_unicode=True, width=1000))
             return
         json_target = "-" if fmt == "json" else None
-    if json_target not in (None, "-"):  # the old form: --json PATH writes the JSON, prints the text
-        write_report("--json", Path(json_target), json_text(data()))
-        json_target = None
     content = json_text(data()) if json_target == "-" else text().rstrip("\n") + "\n"
     if output:
         write_report("--output", Path(output), content)

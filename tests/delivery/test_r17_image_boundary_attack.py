@@ -1,0 +1,34 @@
+"""Round 17, attacked: the training repository's denials (components/delivery.py ImagesAreTheImageRoles) through a
+role under the stack boundary. The deploy role may act as a stack role with any inline policy (tests/security/
+test_red_team.py BECOME_A_STACK_ROLE: PutRolePolicy on a Pod Identity role, then a pod of its service account, the
+deploy role being the cluster's admin), so what the boundary allows the deploy role reaches. aws.pod-identities finds
+such a policy only while it is there, and no check reads the repository's tag mutability after: `pulumi up` reads no
+live state (no refresh) and sets it back only when the plan's setting changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.iam_evaluation import Request, evaluate
+from tests.delivery.test_ci_identity import _boundary
+from tests.delivery.test_r17_deploy_gaps import TRAINING_REPOSITORY
+from tests.security.test_red_team import EVERYTHING
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the boundary allows them to every role under it (ImagesAreTheImageRoles is the deploy role's alone), and "
+    "refusing them in its AdministratorsOnly (NEVER_UNDER_THE_BOUNDARY, 81 characters) takes the boundary at S3's "
+    "longest bucket names to 6,213 of IAM's 6,144 (tests/delivery/test_policy_sizes.py): it has some 12 to spare. "
+    "What is left: a verify check that reads the repository's imageTagMutability (ecr:DescribeRepositories), found "
+    "after the fact as aws.pod-identities finds the stack role's policy",
+)
+@pytest.mark.parametrize(
+    "action",
+    ["ecr:PutImageTagMutability", "ecr:UpdateImageStorageClass", "ecr:DeleteRepository"],
+    ids=["make its tags movable", "archive its image", "delete it to make it again movable"],
+)
+def test_a_role_under_the_boundary_given_every_permission_cannot_change_the_training_repository_either(action):
+    """No role under the boundary needs these: the image role pushes (ECR_PUSH), the program's other roles pull."""
+    decision = evaluate(Request(action, TRAINING_REPOSITORY), [EVERYTHING], _boundary())
+    assert decision.denied_by == ("delivery-boundary", "AdministratorsOnly"), decision.reason
