@@ -3,7 +3,7 @@ makes it. The deploy role may put any lifecycle policy (`pulumi up` does, and no
 so a rule expiring the tag every team's jobs run is not refused; in a dev stack it may delete the repository and make
 it again with movable tags. The account is moto's (ECR's repositories, tag mutability with exclusion filters,
 lifecycle and repository policies: getmoto/moto:moto/ecr/models.py@5.2.6), holding the repository as `pulumi up`
-made it from the plan's inputs."""
+made it from the plan's inputs (tests/cli/test_verify_checks.py _seed)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from infra.cli.verify import checks
 from policies.iam_evaluation import Request, evaluate
-from tests.cli.test_verify_checks import REGION, aws, aws_ctx, one, plan  # noqa: F401 (fixtures)
+from tests.cli.test_verify_checks import aws, aws_ctx, make_repository, one, plan  # noqa: F401 (fixtures)
 from tests.conftest import STACKS, plan_of
 from tests.delivery.test_ci_identity import _deploy
 
@@ -30,19 +30,6 @@ def _planned(plan) -> tuple[dict, str]:  # noqa: F811
     return repository.inputs, str(lifecycle.inputs["policy"])
 
 
-def _make(ecr, inputs: dict, mutability: str | None = None, **changes) -> None:
-    """CreateRepository as pulumi-aws calls it with the plan's inputs (`changes` replace its arguments)."""
-    ecr.create_repository(
-        **{
-            "repositoryName": inputs["name"],
-            "imageTagMutability": mutability or inputs["imageTagMutability"],
-            "imageScanningConfiguration": inputs["imageScanningConfiguration"],
-            "encryptionConfiguration": inputs["encryptionConfigurations"][0],
-            **changes,
-        }
-    )
-
-
 def _with_inputs(plan, **inputs):  # noqa: F811
     """The plan whose repository has these inputs besides its own."""
     (repository,) = plan.of_type(checks.REPOSITORY)
@@ -55,13 +42,19 @@ def _with_inputs(plan, **inputs):  # noqa: F811
 
 
 @pytest.fixture
-def ecr(aws, plan):  # noqa: F811
-    """The account's ECR holding the planned repository and its lifecycle policy."""
-    client = aws.client("ecr")
+def ecr(aws):  # noqa: F811
+    """The account's ECR, holding the planned repository and its lifecycle policy as `pulumi up` made them."""
+    return aws.client("ecr")
+
+
+def _made_again(ecr, plan, **changes) -> str:  # noqa: F811
+    """The repository deleted and made again with `changes` to the plan's CreateRepository, the plan's lifecycle
+    policy put back: what a dev stack's deploy role may do. Its name."""
     inputs, lifecycle = _planned(plan)
-    _make(client, inputs)
-    client.put_lifecycle_policy(repositoryName=inputs["name"], lifecyclePolicyText=lifecycle)
-    return client
+    ecr.delete_repository(repositoryName=inputs["name"], force=True)
+    make_repository(ecr, inputs, **changes)
+    ecr.put_lifecycle_policy(repositoryName=inputs["name"], lifecyclePolicyText=lifecycle)
+    return str(inputs["name"])
 
 
 @pytest.fixture
@@ -141,42 +134,35 @@ def test_immutable_tags_but_for_an_exclusion_fail_naming_the_filter(aws_ctx, ecr
     )
 
 
-def test_the_same_mutability_with_another_exclusion_filter_fails_naming_it(aws_ctx, aws, plan):  # noqa: F811
+def test_the_same_mutability_with_another_exclusion_filter_fails_naming_it(aws_ctx, ecr, plan):  # noqa: F811
     """A plan's filters are compared as well as its mutability: another filter under the same setting is named."""
-    inputs, lifecycle = _planned(plan)
-    planned = [{"filterType": "WILDCARD", "filter": "release-*"}]
     aws_ctx.plan = _with_inputs(
         plan,
         imageTagMutability="IMMUTABLE_WITH_EXCLUSION",
-        imageTagMutabilityExclusionFilters=planned,
+        imageTagMutabilityExclusionFilters=[{"filterType": "WILDCARD", "filter": "release-*"}],
     )
-    ecr = aws.client("ecr")
-    _make(
+    name = _made_again(
         ecr,
-        inputs,
-        "IMMUTABLE_WITH_EXCLUSION",
+        plan,
+        imageTagMutability="IMMUTABLE_WITH_EXCLUSION",
         imageTagMutabilityExclusionFilters=[{"filterType": "WILDCARD", "filter": "*"}],
     )
-    ecr.put_lifecycle_policy(repositoryName=inputs["name"], lifecyclePolicyText=lifecycle)
     outcome = one(CHECK, aws_ctx)
     assert outcome.status == "FAIL" and outcome.evidence == (
-        f"{inputs['name']}: tag mutability exclusion filter(s) WILDCARD *, planned WILDCARD release-*"
+        f"{name}: tag mutability exclusion filter(s) WILDCARD *, planned WILDCARD release-*"
     )
 
 
-def test_a_repository_made_again_unscanned_under_aes256_fails_naming_both(aws_ctx, aws, plan):  # noqa: F811
-    inputs, lifecycle = _planned(plan)
-    ecr = aws.client("ecr")
-    _make(
+def test_a_repository_made_again_unscanned_under_aes256_fails_naming_both(aws_ctx, ecr, plan):  # noqa: F811
+    name = _made_again(
         ecr,
-        inputs,
+        plan,
         imageScanningConfiguration={"scanOnPush": False},
         encryptionConfiguration={"encryptionType": "AES256"},
     )
-    ecr.put_lifecycle_policy(repositoryName=inputs["name"], lifecyclePolicyText=lifecycle)
     outcome = one(CHECK, aws_ctx)
     assert outcome.status == "FAIL" and outcome.evidence == (
-        f"{inputs['name']}: encryption AES256, planned KMS; {inputs['name']}: scan on push off, planned on"
+        f"{name}: encryption AES256, planned KMS; {name}: scan on push off, planned on"
     )
 
 
@@ -201,7 +187,8 @@ def test_a_repository_policy_letting_another_account_pull_fails_naming_it(aws_ct
     assert "delete-repository-policy" in outcome.fix
 
 
-def test_the_repository_missing_fails_naming_pulumi_up(aws_ctx, aws, name):  # noqa: F811
+def test_the_repository_missing_fails_naming_pulumi_up(aws_ctx, ecr, name):  # noqa: F811
+    ecr.delete_repository(repositoryName=name, force=True)
     outcome = one(CHECK, aws_ctx)
     assert outcome.status == "FAIL" and outcome.evidence == f"{name}: missing"
     assert "`pulumi up` makes it again" in outcome.fix
