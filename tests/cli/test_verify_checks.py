@@ -149,7 +149,7 @@ def _seeding_clients() -> types.SimpleNamespace:
     get_account_id_from). The clients the tests and the checks use are made per test from the account's Session."""
     session = boto3.Session(region_name=REGION, aws_access_key_id="FOOBARKEY", aws_secret_access_key="FOOBARSECRET")
     return types.SimpleNamespace(
-        **{name: session.client(name) for name in ("eks", "autoscaling", "ec2", "logs", "kms", "s3")}
+        **{name: session.client(name) for name in ("eks", "autoscaling", "ec2", "logs", "kms", "s3", "ecr")}
     )
 
 
@@ -169,6 +169,7 @@ def deployed_account(plan, monkeypatch, aws_managed_policies: bool = False):
             _seed(plan)
             seeded = _seeded[key] = (plan, *_account_state())
         _restore(*seeded[1:])
+        _seed_registry(plan)
         try:
             yield boto3.Session(region_name=REGION)
         finally:
@@ -238,6 +239,33 @@ def _seed(plan) -> None:
     for bucket in {r.inputs["bucket"] for r in plan.of_type(checks.BUCKET_VERSIONING)}:  # the linked buckets
         s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
         s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+
+
+def _seed_registry(plan) -> None:
+    """The training image's repository and its lifecycle policy as `pulumi up` makes them, made in each test's own
+    mock rather than copied (_account_state): moto's ECR backend holds a lock, which deepcopy cannot copy
+    (getmoto/moto:moto/ecr/models.py@5.2.6 ECRBackend.registry_scanning_configuration_update_lock)."""
+    ecr = _seeding_clients().ecr
+    for repository in plan.of_type(checks.REPOSITORY):
+        make_repository(ecr, repository.inputs)
+    for lifecycle in plan.of_type(checks.ECR_LIFECYCLE_POLICY):
+        ecr.put_lifecycle_policy(
+            repositoryName=lifecycle.inputs["repository"], lifecyclePolicyText=lifecycle.inputs["policy"]
+        )
+
+
+def make_repository(ecr, inputs: dict, **changes) -> None:
+    """An ECR repository made as pulumi-aws's CreateRepository makes the plan's (`inputs`); `changes` replace its
+    arguments."""
+    ecr.create_repository(
+        **{
+            "repositoryName": inputs["name"],
+            "imageTagMutability": inputs["imageTagMutability"],
+            "imageScanningConfiguration": inputs["imageScanningConfiguration"],
+            "encryptionConfiguration": inputs["encryptionConfigurations"][0],
+            **changes,
+        }
+    )
 
 
 def _moto_cluster():

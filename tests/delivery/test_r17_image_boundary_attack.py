@@ -20,8 +20,8 @@ from tests.security.test_red_team import EVERYTHING
     reason="the boundary allows them to every role under it (ImagesAreTheImageRoles is the deploy role's alone), and "
     "refusing them in its AdministratorsOnly (NEVER_UNDER_THE_BOUNDARY, 81 characters) takes the boundary at S3's "
     "longest bucket names to 6,213 of IAM's 6,144 (tests/delivery/test_policy_sizes.py): it has some 12 to spare. "
-    "What is left: a verify check that reads the repository's imageTagMutability (ecr:DescribeRepositories), found "
-    "after the fact as aws.pod-identities finds the stack role's policy",
+    "`higgsfield verify` finds it after the fact: aws.image-repository the movable tags, a remade repository's "
+    "settings and lifecycle (tests/cli/test_verify_image_repository.py), aws.pod-identities the stack role's policy",
 )
 @pytest.mark.parametrize(
     "action",

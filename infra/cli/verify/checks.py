@@ -30,7 +30,7 @@ from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
 from infra.core import names, versions
 from infra.offline import crd_schemas
-from infra.offline.diff import BUCKET_VERSIONING
+from infra.offline.diff import BUCKET_VERSIONING, REPOSITORY
 from infra.offline.evaluate import COMPUTED
 from infra.offline.pods import request_in_full
 
@@ -756,6 +756,165 @@ def log_groups(ctx: Any) -> Outcome:
             "`pulumi up`",
         )
     return passed(f"{len(planned)} log group(s) encrypted at their planned retention")
+
+
+ECR_LIFECYCLE_POLICY = "aws:ecr/lifecyclePolicy:LifecyclePolicy"
+ECR_REPOSITORY_POLICY = "aws:ecr/repositoryPolicy:RepositoryPolicy"
+# Lists of a lifecycle rule's selection that ECR may give back in another order, as it gives back the rules in order
+# of rulePriority: pulumi-aws's provider compares a policy so (equivalentLifecyclePolicyJSON, hashicorp/
+# terraform-provider-aws:internal/service/ecr/lifecycle_policy.go@00a35305dc1b297a6fcdecdfbba33f1e63c3da39, a stored
+# copy; the ref pulumi-aws bridges not read). Whether GetLifecyclePolicy returns the text as put or normalized is not
+# read here: both sides are parsed (docs/verify.md gives the command that shows it).
+UNORDERED_SELECTIONS = ("tagPrefixList", "tagPatternList")
+IMAGE_REPOSITORY_FIX = (
+    "a missing repository: `pulumi refresh` then `pulumi up` makes it again, and the image workflow pushes the "
+    "training image again; a lifecycle policy or scan on push not the plan's: `pulumi refresh` then `pulumi up` puts "
+    "the plan's back (an image a rule expired is gone: the image workflow pushes it again); a tag mutability, "
+    "encryption or repository policy not the plan's: an administrator sets it (`aws ecr put-image-tag-mutability "
+    "--image-tag-mutability IMMUTABLE`, `aws ecr delete-repository-policy`; the deploy role may not), and the "
+    "encryption only by deleting the repository for `pulumi up` to make again. CloudTrail's PutLifecyclePolicy, "
+    "PutImageTagMutability, SetRepositoryPolicy and CreateRepository events on it say who"
+)
+
+
+def _lifecycle_rules(text: str) -> dict[Any, dict]:
+    """A lifecycle policy's rules by rulePriority (unique in a policy), each selection's unordered lists sorted."""
+    rules: dict[Any, dict] = {}
+    for rule in json.loads(text).get("rules") or []:
+        selection = dict(rule.get("selection") or {})
+        for key in UNORDERED_SELECTIONS:
+            if key in selection:
+                selection[key] = sorted(selection[key])
+        rules[rule.get("rulePriority")] = {**rule, "selection": selection}
+    return rules
+
+
+def _lifecycle_drift(name: str, live: str | None, planned: str | None) -> list[str]:
+    """How the repository's lifecycle policy (GetLifecyclePolicy's lifecyclePolicyText, None where ECR answers
+    LifecyclePolicyNotFoundException) is not the plan's: each rule not the plan's named whole, since one rule
+    expiring or archiving the tag every job runs takes the training image away."""
+    if live is None:
+        return [f"{name}: no lifecycle policy, planned one"] if planned is not None else []
+    if planned is None:
+        return [f"{name}: a lifecycle policy the plan does not set"]
+    live_rules, planned_rules = _lifecycle_rules(live), _lifecycle_rules(planned)
+    problems = [
+        f"{name}: lifecycle rule {json.dumps(rule, sort_keys=True, separators=(',', ':'))} is not the plan's"
+        for priority, rule in sorted(live_rules.items(), key=lambda item: str(item[0]))
+        if planned_rules.get(priority) != rule
+    ]
+    problems += [
+        f"{name}: the plan's lifecycle rule {priority} ({rule.get('description', 'no description')}) is missing"
+        for priority, rule in sorted(planned_rules.items(), key=lambda item: str(item[0]))
+        if priority not in live_rules
+    ]
+    rest = {k: v for k, v in json.loads(live).items() if k != "rules"}
+    if rest != {k: v for k, v in json.loads(planned).items() if k != "rules"}:
+        problems.append(f"{name}: lifecycle policy keys {sorted(rest)} not the plan's")
+    return problems
+
+
+def _repository_policy_grants(text: str) -> str:
+    """What a repository policy's statements let whom do, in a line."""
+    statements = json.loads(text).get("Statement") or []
+    return "; ".join(
+        f"{s.get('Effect')} {s.get('Action')} to {s.get('Principal')}"
+        for s in (statements if isinstance(statements, list) else [statements])
+    )
+
+
+def _ecr_text(call: Callable[..., dict], key: str, absent: str, name: str) -> str | None:
+    """A repository's policy text (`key` of the answer), None where ECR answers `absent` (its model's error for no
+    policy set)."""
+    try:
+        return call(repositoryName=name)[key]
+    except aws_errors.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != absent:
+            raise
+        return None
+
+
+def _repository_drift(ctx: Any, ecr: Any, repository: Any) -> list[str]:
+    """How one planned repository is not as planned (DescribeRepositories' Repository.{imageTagMutability,
+    imageTagMutabilityExclusionFilters, imageScanningConfiguration, encryptionConfiguration}, GetLifecyclePolicy's
+    lifecyclePolicyText, GetRepositoryPolicy's policyText, and their errors RepositoryNotFoundException,
+    LifecyclePolicyNotFoundException, RepositoryPolicyNotFoundException: boto/botocore:botocore/data/ecr/2015-09-21/
+    service-2.json@1.44.18)."""
+    want, name = repository.inputs, str(repository.inputs["name"])
+    try:
+        (live,) = ecr.describe_repositories(repositoryNames=[name])["repositories"]
+    except aws_errors.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "RepositoryNotFoundException":
+            raise
+        return [f"{name}: missing"]
+    problems = []
+    mutability, planned_mutability = live.get("imageTagMutability"), want.get("imageTagMutability", "MUTABLE")
+    if mutability != planned_mutability:
+        problems.append(f"{name}: tag mutability {mutability}, planned {planned_mutability}")
+    filters = sorted(f"{f['filterType']} {f['filter']}" for f in live.get("imageTagMutabilityExclusionFilters") or [])
+    planned_filters = sorted(
+        f"{f['filterType']} {f['filter']}" for f in want.get("imageTagMutabilityExclusionFilters") or []
+    )
+    if filters != planned_filters:
+        problems.append(
+            f"{name}: tag mutability exclusion filter(s) {', '.join(filters) or 'none'}, planned "
+            f"{', '.join(planned_filters) or 'none'}"
+        )
+    encryption = live.get("encryptionConfiguration") or {}
+    planned_encryption = (want.get("encryptionConfigurations") or [{}])[0]
+    if encryption.get("encryptionType") != planned_encryption.get("encryptionType", "AES256"):
+        problems.append(
+            f"{name}: encryption {encryption.get('encryptionType')}, planned "
+            f"{planned_encryption.get('encryptionType', 'AES256')}"
+        )
+    elif planned_encryption.get("kmsKey") and encryption.get("kmsKey") != planned_encryption["kmsKey"]:
+        problems.append(f"{name}: encrypted under {encryption.get('kmsKey')}, planned {planned_encryption['kmsKey']}")
+    scanning = bool((live.get("imageScanningConfiguration") or {}).get("scanOnPush"))
+    if scanning != bool((want.get("imageScanningConfiguration") or {}).get("scanOnPush")):
+        problems.append(f"{name}: scan on push {'on' if scanning else 'off'}, planned {'off' if scanning else 'on'}")
+    planned_lifecycle = next(
+        (str(r.inputs["policy"]) for r in ctx.plan.of_type(ECR_LIFECYCLE_POLICY) if r.inputs.get("repository") == name),
+        None,
+    )
+    lifecycle = _ecr_text(ecr.get_lifecycle_policy, "lifecyclePolicyText", "LifecyclePolicyNotFoundException", name)
+    problems += _lifecycle_drift(name, lifecycle, planned_lifecycle)
+    planned_policy = next(
+        (
+            str(r.inputs["policy"])
+            for r in ctx.plan.of_type(ECR_REPOSITORY_POLICY)
+            if r.inputs.get("repository") == name
+        ),
+        None,
+    )
+    policy = _ecr_text(ecr.get_repository_policy, "policyText", "RepositoryPolicyNotFoundException", name)
+    if policy is not None and planned_policy is None:
+        problems.append(f"{name}: a repository policy the plan does not set ({_repository_policy_grants(policy)})")
+    elif planned_policy is not None and policy is None:
+        problems.append(f"{name}: no repository policy, planned one")
+    elif planned_policy is not None and json.loads(policy or "{}") != json.loads(planned_policy):
+        problems.append(f"{name}: a repository policy not the plan's ({_repository_policy_grants(policy or '{}')})")
+    return problems
+
+
+def image_repository(ctx: Any) -> Outcome:
+    """The training image's repository (components/registry.py) is as planned: its tags immutable, encrypted and
+    scanned as planned, the plan's lifecycle policy, no repository policy. The deploy role may put any lifecycle
+    policy (`pulumi up` does; no condition key carries a rule), so a rule expiring or archiving the tag every team's
+    jobs run is not refused, and in a dev stack it may delete the repository and make it again with movable tags."""
+    planned = ctx.plan.of_type(REPOSITORY)
+    if not planned:
+        return skipped("no ECR repository planned")
+    ecr = ctx.client("ecr")
+    problems = [p for repository in planned for p in _repository_drift(ctx, ecr, repository)]
+    if problems:
+        return failed("; ".join(problems), IMAGE_REPOSITORY_FIX)
+    return passed(
+        "; ".join(
+            f"{r.inputs['name']}: {r.inputs.get('imageTagMutability')}, the planned encryption, scanning, "
+            "lifecycle policy and repository policy (or none)"
+            for r in planned
+        )
+    )
 
 
 VERSIONING_FIX = (
@@ -2582,6 +2741,9 @@ def specs() -> list[Spec]:
              "codebuild:BatchGetProjects, eks:DescribeCluster, ec2:DescribeSecurityGroups"),
         Spec("aws.log-groups", "every planned log group is there, encrypted, at its retention; no agent-made one "
              "unencrypted", log_groups, "aws", "logs:DescribeLogGroups"),
+        Spec("aws.image-repository", "the training image's repository is there with the planned tag mutability, "
+             "encryption, scan on push and lifecycle policy, and no repository policy the plan does not set",
+             image_repository, "aws", "ecr:DescribeRepositories, ecr:GetLifecyclePolicy, ecr:GetRepositoryPolicy"),
         Spec("aws.data-versioning", "each linked bucket the file system writes back into keeps every version",
              data_versioning, "aws", "s3:GetBucketVersioning, s3:GetLifecycleConfiguration"),
         Spec("aws.layout-client", "the FSx layout client, root on every team's directory: the cluster VPC's one "
