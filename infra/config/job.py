@@ -22,6 +22,7 @@ Schema editors check job files with (`schemas/job.schema.json`) and the referenc
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
@@ -60,11 +61,82 @@ GPU_MODEL = r"^[A-Za-z0-9][A-Za-z0-9 -]{0,31}$"
 GpuModel = matching(GPU_MODEL, "is not a GPU model name as AWS's catalog writes it (H100, H200, A100, L40S, ...)", 32)
 EnvName = matching(ENV_NAME, "is not an environment variable name (letters, digits, '_'; not starting with a digit)")
 REFERENCE = "docs/reference/job-file.md"
-# What the pinned Training Operator appends to the env of every container of a PyTorchJob's pods, after the
-# template's own (setPodEnv in kubeflow/trainer:pkg/controller.v1/pytorch/envvar.go@v1.9.4, the names in its
-# master.go and elastic.go): torchrun's rendezvous (every PET_ variable is one of torchrun's options) and ranks.
-PYTORCH_OPERATOR_ENV = frozenset({"PYTHONUNBUFFERED", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"})
-PYTORCH_OPERATOR_ENV_PREFIX = "PET_"
+
+
+# What the pinned Training Operator appends to a container's env after the template's own, per kind: Kubernetes
+# keeps the last of two same-named variables, so a team's value of one of these is lost. Names the operator sets
+# only when the template has not (MPIJob's I_MPI_HYDRA_BOOTSTRAP and I_MPI_HYDRA_BOOTSTRAP_EXEC) stay the team's.
+@dataclass(frozen=True)
+class OperatorEnv:
+    names: tuple[str, ...]
+    prefixes: tuple[str, ...]
+    on: str  # the pods the operator sets them on, with the kind
+    what: str  # what they are for
+
+    def overrides(self, name: str) -> bool:
+        return name in self.names or name.startswith(self.prefixes)
+
+
+OPERATOR_ENV: dict[str, OperatorEnv] = {
+    # setPodEnv in kubeflow/trainer:pkg/controller.v1/pytorch/envvar.go@v1.9.4 (the names in its master.go
+    # and elastic.go), on every container: every PET_ variable is one of torchrun's options.
+    "PyTorchJob": OperatorEnv(
+        ("PYTHONUNBUFFERED", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"),
+        ("PET_",),
+        "every pod of a PyTorchJob",
+        "torchrun's rendezvous and ranks",
+    ),
+    # newLauncher in kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4, on the launcher's first
+    # container; workers get none. On a launcher without GPUs (ours) it also blanks NVIDIA_VISIBLE_DEVICES and
+    # NVIDIA_DRIVER_CAPABILITIES, which no team pod may set anyway (GPU_DEVICE_ENV).
+    "MPIJob": OperatorEnv(
+        ("OMPI_MCA_plm_rsh_agent", "OMPI_MCA_orte_default_hostfile"),
+        (),
+        "an MPIJob's launcher",
+        "Open MPI's remote shell agent and hostfile",
+    ),
+    # SetClusterSpec in kubeflow/trainer:pkg/controller.v1/tensorflow/tfjob_controller.go@v1.9.4, on the
+    # tensorflow container of a job of more than one pod (isDistributed); the pod count is the platform's
+    # choice (resources.gpus over the pool's nodes), so a team's TF_CONFIG would hold only sometimes.
+    "TFJob": OperatorEnv(("TF_CONFIG",), (), "every pod of a TFJob", "TensorFlow's cluster spec"),
+    # SetPodEnv in kubeflow/trainer:pkg/controller.v1/xgboost/xgboost.go@v1.9.4, on every container
+    # (WORKER_PORT and WORKER_ADDRS, for LightGBM, on a job of more than one pod).
+    "XGBoostJob": OperatorEnv(
+        ("PYTHONUNBUFFERED", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "WORKER_PORT", "WORKER_ADDRS"),
+        (),
+        "every pod of an XGBoostJob",
+        "the tracker's address, ranks and LightGBM's workers",
+    ),
+    # setPodEnv in kubeflow/trainer:pkg/controller.v1/jax/envvar.go@v1.9.4, on every container.
+    "JAXJob": OperatorEnv(
+        ("PYTHONUNBUFFERED", "COORDINATOR_PORT", "COORDINATOR_ADDRESS", "NUM_PROCESSES", "PROCESS_ID"),
+        (),
+        "every pod of a JAXJob",
+        "jax.distributed's coordinator and process ids",
+    ),
+    # setPodEnv in kubeflow/trainer:pkg/controller.v1/paddlepaddle/envvar.go@v1.9.4, on every container
+    # (POD_IP_DUMMY on the rendezvous pod; PADDLE_SERVER_NUM and PADDLE_TRAINER_NUM with a Master replica).
+    "PaddleJob": OperatorEnv(
+        (
+            "PYTHONUNBUFFERED",
+            "PADDLE_JOB_ID",
+            "PADDLE_NNODES",
+            "PADDLE_MASTER",
+            "POD_IP_DUMMY",
+            "PADDLE_SERVER_NUM",
+            "PADDLE_TRAINER_NUM",
+        ),
+        (),
+        "every pod of a PaddleJob",
+        "Paddle's rendezvous endpoint and node counts",
+    ),
+}
+ENV_DESCRIPTION = (
+    "Environment of every rank (not what the platform sets: the checkpoint settings, EFA's libfabric and NCCL "
+    "settings, the pre-flight's settings, PYTHONPATH; nor what the Training Operator sets over it, "
+    + "; ".join(f"on {o.on}: {', '.join((*o.names, *(p + '*' for p in o.prefixes)))}" for o in OPERATOR_ENV.values())
+    + "). HIGGSFIELD_PREFLIGHT: skip starts the job without its pre-flight check (docs/concepts/training-jobs.md)."
+)
 # Keys a newcomer writes to say where a job runs, and what a job file says instead (the platform picks the
 # pool and the nodes: infra/offline/team_job.py place).
 _PLACES = "resources.gpuType (the GPU model: H100, ...), gpuMemoryGiB and interconnect choose the pool"
@@ -164,11 +236,7 @@ class JobFile(Setting):
     data: tuple[DataMount, ...] = items(maximum=100)
     """Shared datasets to mount (higgsfield:fsx.datasets; refused on a stack without FSx); empty: every dataset the
     team may read."""
-    env: dict[EnvName, Text] = items(maximum=200, default={})
-    """Environment of every rank (not what the platform sets: the checkpoint settings, EFA's libfabric and NCCL
-    settings, the pre-flight's settings, PYTHONPATH; nor, in a PyTorch job, what the Training Operator sets:
-    MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, PYTHONUNBUFFERED and torchrun's PET_ variables).
-    HIGGSFIELD_PREFLIGHT: skip starts the job without its pre-flight check (docs/concepts/training-jobs.md)."""
+    env: dict[EnvName, Text] = items(maximum=200, default={}, description=ENV_DESCRIPTION)
     priority: DnsLabel | None = None
     """One of the team's priority classes of the job's class; default: the first."""
     port: number(1, 65535, "a TCP port") | None = None
@@ -193,18 +261,17 @@ class JobFile(Setting):
     def _no_device_env(self) -> JobFile:
         """The variables that pick GPUs by name: the team policy refuses a pod that sets them
         (components/tenancy.py), so the job file says so before anything is submitted; those the
-        Training Operator sets on a PyTorchJob's pods; and the pre-flight's switch, which takes run or skip."""
+        Training Operator sets over the template's on the job's kind (OPERATOR_ENV); and the pre-flight's
+        switch, which takes run or skip."""
         problems = Problems()
         for name in (n for n in self.env if n in GPU_DEVICE_ENV):
             problems.add(f"env.{name}", "picks GPUs by name, which no team pod may: GPUs come from resources.gpus")
-        if self.kind == FRAMEWORKS["pytorch"][0]:
-            for name in (
-                n for n in self.env if n in PYTORCH_OPERATOR_ENV or str(n).startswith(PYTORCH_OPERATOR_ENV_PREFIX)
-            ):
+        operator = OPERATOR_ENV.get(self.kind)  # none on a serving Deployment
+        for name in self.env:
+            if operator is not None and operator.overrides(name):
                 problems.add(
                     f"env.{name}",
-                    "is set on every pod of a PyTorchJob by the Training Operator (torchrun's rendezvous and ranks); "
-                    "leave it out of env",
+                    f"is set on {operator.on} by the Training Operator ({operator.what}); leave it out of env",
                 )
         switch = self.env.get(PREFLIGHT_SWITCH)
         if switch is not None and switch.lower() not in PREFLIGHT_SWITCH_VALUES:  # preflight.py reads any case

@@ -12,10 +12,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infra.config import ConfigError, load_job
+from infra.config.job import FRAMEWORKS
+from infra.core.names import JOB_NAME_PREFIXES
 from tests.conftest import ROOT
 
 EXAMPLE = yaml.safe_load((ROOT / "examples" / "llama-ft.job.yaml").read_text())
 SCHEMA = json.loads((ROOT / "schemas" / "job.schema.json").read_text())
+
+
+def _framework_job(framework: str, env: dict[str, str]) -> dict:
+    """The example as a job of `framework`, named as its kind's jobs must be."""
+    name = JOB_NAME_PREFIXES.get(FRAMEWORKS[framework][0], "") + EXAMPLE["name"]
+    return {**EXAMPLE, "name": name, "framework": framework, "env": env}
 
 
 def _problems(data: dict) -> dict[str, str]:
@@ -239,3 +247,37 @@ def test_a_key_yaml_reads_as_no_text_is_named_as_written_and_why(resources, key,
     """`1: 2` under resources said `resources[1]: Keys should be strings`, pydantic's words, a list's index."""
     problems = _problems({**EXAMPLE, "resources": {**EXAMPLE["resources"], **resources}})
     assert problems[f"job.yaml: {key}"].startswith(f"is not a job file setting: YAML reads this key as {kind}")
+
+
+@pytest.mark.parametrize(
+    ("framework", "name", "kind", "on"),
+    [
+        ("mpi", "OMPI_MCA_orte_default_hostfile", "MPIJob", "an MPIJob's launcher"),
+        ("tensorflow", "TF_CONFIG", "TFJob", "every pod of a TFJob"),
+        ("xgboost", "WORKER_ADDRS", "XGBoostJob", "every pod of an XGBoostJob"),
+        ("jax", "COORDINATOR_ADDRESS", "JAXJob", "every pod of a JAXJob"),
+        ("paddle", "PADDLE_MASTER", "PaddleJob", "every pod of a PaddleJob"),
+    ],
+)
+def test_an_env_the_training_operator_sets_over_the_teams_is_refused_naming_the_kind(framework, name, kind, on):
+    """The operator appends its own value after the template's env, so the team's was silently lost."""
+    problems = _problems(_framework_job(framework, {"OK": "1", name: "mine"}))
+    assert list(problems) == [f"job.yaml: env.{name}"]
+    assert problems[f"job.yaml: env.{name}"].startswith(f"is set on {on} by the Training Operator (")
+
+
+@pytest.mark.parametrize(
+    ("framework", "name"),
+    [
+        ("pytorch", "TF_CONFIG"),
+        ("tensorflow", "MASTER_ADDR"),
+        ("mpi", "RANK"),
+        ("mpi", "I_MPI_HYDRA_BOOTSTRAP"),  # the operator sets it only where the template has not
+        ("xgboost", "COORDINATOR_ADDRESS"),
+        ("jax", "PADDLE_MASTER"),
+        ("paddle", "WORKER_ADDRS"),
+    ],
+)
+def test_an_env_another_kinds_operator_sets_is_the_teams_in_this_kind(framework, name):
+    job = load_job(_framework_job(framework, {name: "mine"}))
+    assert job.env == {name: "mine"}
