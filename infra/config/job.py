@@ -168,7 +168,8 @@ class JobResources(Setting):
     gpu_memory_gib: number(1, 4096, "ours") | None = Field(None, alias="gpuMemoryGiB")
     """At least this much memory per GPU, GiB."""
     interconnect: Literal["efa", "any"] = "any"
-    """efa: only pools with EFA (the job's pods get every EFA interface of their nodes); any: any pool."""
+    """efa: only pools with EFA (a job on whole nodes gets every EFA interface of its nodes; one on a share of a node
+    runs within it and takes none); any: any pool."""
     cuda_driver: matching(CUDA_DRIVER, 'is not a driver requirement (">=570", or a branch: "580")', 8) | None = None
     """The NVIDIA driver branch the job needs: ">=570" (at least) or "580" (exactly). Checked against the EKS AMI's
     driver branch, and required of the nodes through the driver labels GPU feature discovery publishes."""
