@@ -1020,8 +1020,9 @@ _STARTED = ("Running", "Succeeded", "Failed")
 _ENDED = ("Succeeded", "Failed")
 # A batch Job makes a new pod after one fails (backoffLimit; a pod its podFailurePolicy ignores, such as one Volcano
 # took back), so its pods' ends are not its own: `logs --follow` of a Job ends once the Job has a Complete or Failed
-# condition (or Suspended: its pods are gone until a resume), or it is gone, looked up this often.
-BATCH_FOLLOW_RECHECK_S = 2
+# condition (or Suspended: its pods are gone until a resume), or it is gone, looked up this often; a job of another
+# kind none of whose pods has come yet is looked up as often.
+FOLLOW_RECHECK_S = 2
 
 
 def _watch_pods(
@@ -1030,22 +1031,21 @@ def _watch_pods(
     namespace: str,
     selector: str,
     watch_seconds: int | None,
-    over: Callable[[], bool] | None,
+    over: Callable[[], bool],
     streams: set[str],
     lines: queue.Queue,
     mine: Callable[[dict], bool],
-    pods_end_it: bool = False,
+    pods_end_it: bool,
 ) -> None:
     """Put ("start", pod) on `lines` once for each pod of `selector` that is `mine` (a batch Job's: those it controls)
-    and starts; return once every such pod seen has ended (or the watch's `watch_seconds`). With `over`, the pods are
-    watched in windows of BATCH_FOLLOW_RECHECK_S, each from where the last one stopped, and it returns once every pod
-    seen (none, for a job over before any or whose pods were deleted) has ended and `over()` says the job has too;
-    with `pods_end_it` too (a Kubeflow or serving job, whose pods' ends are its own), once pods were seen and every
-    one has ended, `over()` asked only while none was seen: a gang that waits in its queue longer than the API
-    server's watch lasts (its min-request-timeout, 30 to 60 minutes by default) is followed until its pods come or the
-    job is over, not ended as if it had run. A window whose resourceVersion the API server no longer holds (410
-    Expired: a quiet pod makes no event to move it on, and the server keeps a bounded history) starts again from a
-    fresh list, whose ADDED events say which pods are there."""
+    and starts, watching them in windows of FOLLOW_RECHECK_S, each from where the last one stopped; return once
+    every pod seen (none, for a job over before any or whose pods were deleted) has ended and `over()` says the job
+    has too (or after `watch_seconds`). With `pods_end_it` (a Kubeflow or serving job, whose pods' ends are its own),
+    once pods were seen and every one has ended, `over()` asked only while none was seen: a gang that waits in its
+    queue longer than the API server's watch lasts (its min-request-timeout, 30 to 60 minutes by default) is followed
+    until its pods come or the job is over, not ended as if it had run. A window whose resourceVersion the API server
+    no longer holds (410 Expired: a quiet pod makes no event to move it on, and the server keeps a bounded history)
+    starts again from a fresh list, whose ADDED events say which pods are there."""
     phases: dict[str, str] = {}
     started, version = time.monotonic(), None
 
@@ -1053,13 +1053,12 @@ def _watch_pods(
         return all(p in (*_ENDED, "Deleted") for p in phases.values())
 
     while True:
-        seconds = min(watch_seconds or BATCH_FOLLOW_RECHECK_S, BATCH_FOLLOW_RECHECK_S) if over else watch_seconds
-        options = {"timeout_seconds": seconds} if seconds else {}
+        seconds = min(watch_seconds or FOLLOW_RECHECK_S, FOLLOW_RECHECK_S)
         watcher = _kubernetes().watch.Watch()
         since: dict[str, str] = {"resource_version": version} if version else {}
         try:
             for event in watcher.stream(
-                core.list_namespaced_pod, namespace, label_selector=selector, **options, **since
+                core.list_namespaced_pod, namespace, label_selector=selector, timeout_seconds=seconds, **since
             ):
                 pod = api.sanitize_for_serialization(event["object"])
                 if not mine(pod):
@@ -1069,34 +1068,29 @@ def _watch_pods(
                 if event["type"] != "DELETED" and phase in _STARTED and uid not in streams:
                     streams.add(uid)
                     lines.put(("start", pod))
-                if (over is None or pods_end_it) and ended():
+                if pods_end_it and ended():
                     watcher.stop()
             version = watcher.resource_version or version
         except _kubernetes().client.ApiException as exc:
-            if over is None or exc.status != HTTPStatus.GONE:
+            if exc.status != HTTPStatus.GONE:
                 raise
             phases.clear()
             version = None
-        if over is None or (watch_seconds and time.monotonic() - started >= watch_seconds):
+        if watch_seconds and time.monotonic() - started >= watch_seconds:
             return
         if ended() and ((pods_end_it and phases) or over()):
             return
 
 
-def _waiting_job_over(custom: Any, kind: str, name: str, namespace: str) -> bool:
-    """Whether a Kubeflow or serving job none of whose pods has been seen will make none: it is gone, it has ended
-    or is suspended (a serving job: scaled to none)."""
+def _job_over(custom: Any, kind: str, name: str, namespace: str) -> bool:
+    """Whether the job will make no more pods: it is gone, it has ended or is suspended (a batch Job's Complete or
+    Failed, a Kubeflow job's Succeeded or Failed), or, a serving job, it is scaled to none."""
     job = _optional(custom.get_namespaced_custom_object, *_group_of(kind), namespace, _plural(kind), name)
     if job is None:
         return True
     if kind == SERVING_KIND:
         return not (job.get("spec") or {}).get("replicas", 1)
-    return _state(job) in ("Succeeded", "Failed", "Suspended")
-
-
-def _batch_job_over(custom: Any, name: str, namespace: str) -> bool:
-    job = _optional(custom.get_namespaced_custom_object, *BATCH, namespace, _plural(BATCH_KIND), name)
-    return job is None or _state(job) in (*BATCH_ENDED, "Suspended")
+    return _state(job) in (*(BATCH_ENDED if kind == BATCH_KIND else ("Succeeded", "Failed")), "Suspended")
 
 
 def follow_logs(
@@ -1111,7 +1105,7 @@ def follow_logs(
     watch on the job's pods starts a stream for each pod that starts later too: the gang's other
     replicas, and every pod the operator recreates after a restart. Ends once every pod it
     followed has ended and the watch has (`watch_seconds`, or when every pod of the job has), and a batch
-    Job's once the Job itself has (BATCH_FOLLOW_RECHECK_S). The job must exist (404 NotFound at once, not a
+    Job's once the Job itself has (FOLLOW_RECHECK_S). The job must exist (404 NotFound at once, not a
     wait for pods that never come)."""
     kubernetes = _kubernetes()
     core = kubernetes.client.CoreV1Api(api)
@@ -1147,12 +1141,8 @@ def follow_logs(
     def watch() -> None:
         try:
             batch = kind == BATCH_KIND
-            over = (
-                (lambda: _batch_job_over(custom, name, namespace))
-                if batch
-                else (lambda: _waiting_job_over(custom, kind, name, namespace))
-            )
             mine = (lambda pod: _owned_by(pod, job)) if batch else (lambda pod: True)
+            over = functools.partial(_job_over, custom, kind, name, namespace)
             _watch_pods(api, core, namespace, selector, watch_seconds, over, streams, lines, mine, not batch)
         except kubernetes.client.ApiException as exc:
             lines.put(_refused(exc))

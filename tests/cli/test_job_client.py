@@ -42,7 +42,7 @@ def api():
 
 @pytest.fixture
 def short_rechecks(api):
-    """The follow of a batch Job watches its pods in windows of BATCH_FOLLOW_RECHECK_S (2 s) and asks after each
+    """The follow of a batch Job watches its pods in windows of FOLLOW_RECHECK_S (2 s) and asks after each
     whether the Job has ended (infra/cli/client.py _watch_pods). What its tests check is what it does between windows
     and at their ends, the same at any length: the fake API server ends each window in a fifth of a second."""
     api.watch_second = 0.1

@@ -1,5 +1,5 @@
 """Round 11 attacker, third batch, on the CLI: `higgsfield jobs logs --follow --kind Job` ends when the Job does
-(infra/cli/client.py _watch_pods, BATCH_FOLLOW_RECHECK_S), against the fake API server. A Job that is over with no
+(infra/cli/client.py _watch_pods, FOLLOW_RECHECK_S), against the fake API server. A Job that is over with no
 pod left to watch, and a watch whose resourceVersion the API server no longer holds (410 Expired). And the add-on
 floor (infra/core/versions.py ADDON_FLOORS) where no preflight runs: a CI deploy."""
 
