@@ -215,6 +215,17 @@ def no_irsa_provider(ctx: Any) -> Outcome:
     return passed(f"no IAM OIDC provider for {issuer or name + ' (no issuer)'}: pods use Pod Identity")
 
 
+def _answer(call: Callable[..., dict], absent: str, **asked: Any) -> dict | None:
+    """`call(**asked)`'s answer, None where AWS answers the error code `absent` (what was asked for is not there:
+    no such repository, add-on, role, lifecycle configuration); any other error is raised."""
+    try:
+        return call(**asked)
+    except aws_errors.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != absent:
+            raise
+        return None
+
+
 def _cluster_groups(ctx: Any) -> tuple[dict[str, list[dict]], dict[str, dict]]:
     """The cluster's node groups, described once a run: by the plan's resource name those each planned group's name
     matches (Pulumi auto-names it NAME-xxxxxxx), and by their own name the others, which the plan does not make.
@@ -404,13 +415,11 @@ def addons(ctx: Any) -> Outcome:
         if name not in listed:
             problems.append(f"{name}: missing")
             continue
-        try:
-            addon = eks.describe_addon(clusterName=cluster, addonName=name)["addon"]
-        except aws_errors.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
-                raise
+        described = _answer(eks.describe_addon, "ResourceNotFoundException", clusterName=cluster, addonName=name)
+        if described is None:
             problems.append(f"{name}: missing")
             continue
+        addon = described["addon"]
         version, status = str(addon.get("addonVersion", "?")), addon.get("status", "?")
         live = _configuration(addon.get("configurationValues"))
         pin = planned_version if re.match(versions.ADDON_VERSION_PATTERN, planned_version) else None
@@ -777,10 +786,10 @@ IMAGE_REPOSITORY_FIX = (
 )
 
 
-def _lifecycle_rules(text: str) -> dict[Any, dict]:
+def _lifecycle_rules(policy: dict) -> dict[Any, dict]:
     """A lifecycle policy's rules by rulePriority (unique in a policy), each selection's unordered lists sorted."""
     rules: dict[Any, dict] = {}
-    for rule in json.loads(text).get("rules") or []:
+    for rule in policy.get("rules") or []:
         selection = dict(rule.get("selection") or {})
         for key in UNORDERED_SELECTIONS:
             if key in selection:
@@ -797,7 +806,8 @@ def _lifecycle_drift(name: str, live: str | None, planned: str | None) -> list[s
         return [f"{name}: no lifecycle policy, planned one"] if planned is not None else []
     if planned is None:
         return [f"{name}: a lifecycle policy the plan does not set"]
-    live_rules, planned_rules = _lifecycle_rules(live), _lifecycle_rules(planned)
+    live_policy, planned_policy = json.loads(live), json.loads(planned)
+    live_rules, planned_rules = _lifecycle_rules(live_policy), _lifecycle_rules(planned_policy)
     problems = [
         f"{name}: lifecycle rule {json.dumps(rule, sort_keys=True, separators=(',', ':'))} is not the plan's"
         for priority, rule in sorted(live_rules.items(), key=lambda item: str(item[0]))
@@ -808,8 +818,8 @@ def _lifecycle_drift(name: str, live: str | None, planned: str | None) -> list[s
         for priority, rule in sorted(planned_rules.items(), key=lambda item: str(item[0]))
         if priority not in live_rules
     ]
-    rest = {k: v for k, v in json.loads(live).items() if k != "rules"}
-    if rest != {k: v for k, v in json.loads(planned).items() if k != "rules"}:
+    rest = {k: v for k, v in live_policy.items() if k != "rules"}
+    if rest != {k: v for k, v in planned_policy.items() if k != "rules"}:
         problems.append(f"{name}: lifecycle policy keys {sorted(rest)} not the plan's")
     return problems
 
@@ -823,15 +833,11 @@ def _repository_policy_grants(text: str) -> str:
     )
 
 
-def _ecr_text(call: Callable[..., dict], key: str, absent: str, name: str) -> str | None:
-    """A repository's policy text (`key` of the answer), None where ECR answers `absent` (its model's error for no
-    policy set)."""
-    try:
-        return call(repositoryName=name)[key]
-    except aws_errors.ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != absent:
-            raise
-        return None
+def _planned_policy_of(ctx: Any, kind: str, repository: str) -> str | None:
+    """The plan's policy text of `kind` (a lifecycle or repository policy) on `repository`, None where it sets none."""
+    return next(
+        (str(r.inputs["policy"]) for r in ctx.plan.of_type(kind) if r.inputs.get("repository") == repository), None
+    )
 
 
 def _repository_drift(ctx: Any, ecr: Any, repository: Any) -> list[str]:
@@ -841,12 +847,10 @@ def _repository_drift(ctx: Any, ecr: Any, repository: Any) -> list[str]:
     LifecyclePolicyNotFoundException, RepositoryPolicyNotFoundException: boto/botocore:botocore/data/ecr/2015-09-21/
     service-2.json@1.44.18)."""
     want, name = repository.inputs, str(repository.inputs["name"])
-    try:
-        (live,) = ecr.describe_repositories(repositoryNames=[name])["repositories"]
-    except aws_errors.ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "RepositoryNotFoundException":
-            raise
+    described = _answer(ecr.describe_repositories, "RepositoryNotFoundException", repositoryNames=[name])
+    if described is None:
         return [f"{name}: missing"]
+    (live,) = described["repositories"]
     problems = []
     mutability, planned_mutability = live.get("imageTagMutability"), want.get("imageTagMutability", "MUTABLE")
     if mutability != planned_mutability:
@@ -872,21 +876,15 @@ def _repository_drift(ctx: Any, ecr: Any, repository: Any) -> list[str]:
     scanning = bool((live.get("imageScanningConfiguration") or {}).get("scanOnPush"))
     if scanning != bool((want.get("imageScanningConfiguration") or {}).get("scanOnPush")):
         problems.append(f"{name}: scan on push {'on' if scanning else 'off'}, planned {'off' if scanning else 'on'}")
-    planned_lifecycle = next(
-        (str(r.inputs["policy"]) for r in ctx.plan.of_type(ECR_LIFECYCLE_POLICY) if r.inputs.get("repository") == name),
-        None,
+    lifecycle = _answer(ecr.get_lifecycle_policy, "LifecyclePolicyNotFoundException", repositoryName=name)
+    problems += _lifecycle_drift(
+        name,
+        lifecycle["lifecyclePolicyText"] if lifecycle else None,
+        _planned_policy_of(ctx, ECR_LIFECYCLE_POLICY, name),
     )
-    lifecycle = _ecr_text(ecr.get_lifecycle_policy, "lifecyclePolicyText", "LifecyclePolicyNotFoundException", name)
-    problems += _lifecycle_drift(name, lifecycle, planned_lifecycle)
-    planned_policy = next(
-        (
-            str(r.inputs["policy"])
-            for r in ctx.plan.of_type(ECR_REPOSITORY_POLICY)
-            if r.inputs.get("repository") == name
-        ),
-        None,
-    )
-    policy = _ecr_text(ecr.get_repository_policy, "policyText", "RepositoryPolicyNotFoundException", name)
+    planned_policy = _planned_policy_of(ctx, ECR_REPOSITORY_POLICY, name)
+    answer = _answer(ecr.get_repository_policy, "RepositoryPolicyNotFoundException", repositoryName=name)
+    policy = answer["policyText"] if answer else None
     if policy is not None and planned_policy is None:
         problems.append(f"{name}: a repository policy the plan does not set ({_repository_policy_grants(policy)})")
     elif planned_policy is not None and policy is None:
@@ -935,12 +933,8 @@ def _expiring_versions(s3: Any, bucket: str) -> list[str]:
     Rules, LifecycleRule.NoncurrentVersionExpiration: botocore's s3 service model): versioning Enabled then keeps a
     replaced object's earlier version only that many days. A bucket without a lifecycle configuration answers
     NoSuchLifecycleConfiguration."""
-    try:
-        rules = s3.get_bucket_lifecycle_configuration(Bucket=bucket).get("Rules") or []
-    except aws_errors.ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "NoSuchLifecycleConfiguration":
-            raise
-        return []
+    configuration = _answer(s3.get_bucket_lifecycle_configuration, "NoSuchLifecycleConfiguration", Bucket=bucket)
+    rules = (configuration or {}).get("Rules") or []
     return [
         f"lifecycle rule {rule.get('ID', '(unnamed)')} deletes versions "
         f"{rule['NoncurrentVersionExpiration'].get('NoncurrentDays', '?')} day(s) after they are replaced"
@@ -2489,13 +2483,11 @@ def cluster_access(ctx: Any) -> Outcome:
     planned_trust, allowed = _planned_node_trust(node_role)
     # every role EKS enters as a node: the planned groups', and those of the groups the plan does not make
     for role in sorted({*node_roles, *(r for r in unplanned_roles if r)}):
-        try:
-            live = iam.get_role(RoleName=role.rpartition("/")[2])["Role"]
-        except aws_errors.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "NoSuchEntity":
-                raise
+        found = _answer(iam.get_role, "NoSuchEntity", RoleName=role.rpartition("/")[2])
+        if found is None:
             problems.append(f"the node role {role} does not exist")
             continue
+        live = found["Role"]
         beyond = [t for t in _trusted(live["AssumeRolePolicyDocument"]) if t not in allowed]
         if beyond:
             problems.append(f"the node role {role} trusts {', '.join(beyond)}, planned {', '.join(allowed)} alone")
