@@ -538,7 +538,6 @@ def to_yaml(job: JobFile, cfg: StackConfig, objects: list[dict], placed: Placeme
 
 
 MAX_JOB_FILE = 1 << 20  # a job file is a screenful; a megabyte is a mistake
-# A key whose unquoted value starts with YAML's folded (>) or literal (|) block marker: `cudaDriver: >=570`.
 # What else a newcomer gives -f: Kubernetes objects (an example's template, what `jobs render` printed) and stack files.
 _MANIFEST_KINDS = re.compile(r"^kind:[ \t]*([A-Za-z]+)[ \t]*$", re.M)
 _TEMPLATE_FIELD = re.compile(r"\$\{[a-z_]+\}")
@@ -577,6 +576,7 @@ def _another_file(path: str, text: str) -> str | None:
     return None
 
 
+# A key whose unquoted value starts with YAML's folded (>) or literal (|) block marker: `cudaDriver: >=570`.
 BLOCK_SCALAR = re.compile(r"^\s*(?:-\s+)?([A-Za-z][A-Za-z0-9_]*):\s+([>|][^#]*?)\s*(?:#.*)?$")
 
 
