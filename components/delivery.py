@@ -1413,7 +1413,7 @@ def deploy_policy(
     return _document(*statements)
 
 
-def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str, production: bool = False) -> str:
+def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str, production: bool) -> str:
     """The rest of the deploy role's ceiling, a managed policy (`higgsfield-STACK-deploy-denials`) attached to it
     beside deploy_policy: IAM caps a role's inline policies together at ROLE_POLICY_CHARACTERS, which deploy_policy
     all but filled at the most admins the config admits (higgsfield:admins: ADMINS_CHARACTERS), and a managed policy
@@ -1467,7 +1467,7 @@ IMAGE_WRITES = (
 )
 
 
-def image_denials(production: bool = False) -> dict:
+def image_denials(production: bool) -> dict:
     """No image of the deploy role's: the training image every team's jobs run is pushed by the image workflow's role
     (ECR_PUSH on the training repository, jobs of main alone), and `pulumi up` makes the repository and its lifecycle
     policy (components/registry.py) and pushes nothing, nor makes a pull through cache rule, which would turn a tag
@@ -1598,10 +1598,10 @@ class DeliveryArgs:
     cluster_ready: Sequence[pulumi.Resource]
     kubernetes: pulumi.ProviderResource  # the cluster's provider: the preview role's ClusterRole and binding
     tags: Mapping[str, str]
+    production: bool  # the training repository is kept (protected): the deploy role deletes none
     admins: Sequence[str] = ()  # the cluster's admins (their access entries: ClusterAccessStaysInTheAccount)
     public_endpoint: bool = False  # the API server has a public endpoint (EndpointStaysPrivate otherwise)
     public_load_balancers: bool = False  # internet-facing load balancers allowed (InternalLoadBalancersOnly otherwise)
-    production: bool = False  # the training repository is kept (protected): the deploy role deletes none
 
 
 class Delivery(pulumi.ComponentResource):

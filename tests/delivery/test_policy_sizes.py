@@ -117,7 +117,9 @@ def test_the_config_loader_measures_the_deploy_roles_managed_policy(monkeypatch)
     from components import delivery
 
     cfg = config_of("prod")
-    size = policy_characters(delivery.deploy_denials_policy(cfg.delivery, cfg.stack, region=cfg.region))
+    size = policy_characters(
+        delivery.deploy_denials_policy(cfg.delivery, cfg.stack, region=cfg.region, production=cfg.production)
+    )
     monkeypatch.setattr(delivery, "MANAGED_POLICY_CHARACTERS", size - 1)
     messages = [p.message for p in delivery.oversized_policies(cfg)]
     assert any(
