@@ -148,8 +148,9 @@ def _stored(resource: dict) -> dict:
 
 
 def _hash_changes(before: dict, after: dict, field: str) -> bool:
-    """Whether input field `field` (`spec.tags`, `spec.template.spec.taints`) hashes differently in the two plans."""
-    return _as_hashed(_at(_stored(before), field), field) != _as_hashed(_at(_stored(after), field), field)
+    """Whether field `field` (`spec.tags`, `spec.template.spec.taints`) hashes differently in two objects as stored
+    (_stored)."""
+    return _as_hashed(_at(before, field), field) != _as_hashed(_at(after, field), field)
 
 
 def _requirements(nodepool: dict) -> list[dict]:
@@ -219,7 +220,8 @@ def consequences(after: dict[str, dict], before: dict, node_class: dict, paths: 
     fields = sorted({f for p in paths if (f := _field(p))})
     resolved = [f for f in fields if f in RESOLVED]
     compared = " or ".join(sorted({RESOLVED[f] for f in resolved}))
-    same = [f for f in fields if f not in UNHASHED and not _hash_changes(before, node_class, f)]
+    old, new = _stored(before), _stored(node_class)
+    same = [f for f in fields if f not in UNHASHED and not _hash_changes(old, new, f)]
     return _lines(
         nodepool,
         [f for f in fields if f not in UNHASHED and f not in same],
@@ -238,7 +240,8 @@ def nodepool_consequences(before: dict, nodepool: dict, paths: list[str]) -> tup
         return False, []
     template = sorted({f for p in paths if (f := _template_field(p))})
     expanded = REQUIREMENTS in template and _admits_every_node(_requirements(before), _requirements(nodepool))
-    same = [f for f in template if f != REQUIREMENTS and not _hash_changes(before, nodepool, f)]
+    old, new = _stored(before), _stored(nodepool)
+    same = [f for f in template if f != REQUIREMENTS and not _hash_changes(old, new, f)]
     fields = sorted({_template_field(p) or _field(p) or p for p in paths})
     return _lines(
         nodepool,
