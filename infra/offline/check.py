@@ -129,19 +129,14 @@ def _retained_in_prod(plan: Plan) -> list[Finding]:
     ]
 
 
-def validate_manifests(plan: Plan, examples: dict | None = None) -> list[Finding]:
-    """Every Kubernetes object the program builds, and the example jobs' pod templates and
-    ConfigMaps, against the schema of the stack's Kubernetes version; an example job that does
-    not fit the stack (pool, team quota, queue capability) at its default size is a finding too.
-    `examples`: jobs.render_examples(plan.config), when the caller has it already."""
-    import kubernetes_validate
-
-    from infra.offline import jobs, kubernetes_schema
+def schema_objects(plan: Plan, examples: dict | None = None) -> tuple[list[dict], dict[str, list[str]]]:
+    """What `validate_manifests` validates: every Kubernetes object the program builds but the CRDs' kinds, the
+    example jobs' ConfigMaps, built-in kinds and pod templates (as Pods); and each example the stack refuses, by the
+    refusal's text. `examples`: jobs.render_examples(plan.config), when the caller has it already."""
+    from infra.offline import jobs
     from infra.offline.manifests import manifests
 
-    version = plan.config.kubernetes_version
     objects = [o for o in manifests(plan) if o["kind"] not in CRD_KINDS]
-    findings = []
     refused: dict[str, list[str]] = {}  # one finding per refusal, naming every example it stops
     for example, rendered in (jobs.render_examples(plan.config) if examples is None else examples).items():
         if isinstance(rendered, Exception):  # the shipped example cannot run on this stack as configured
@@ -160,7 +155,21 @@ def validate_manifests(plan: Plan, examples: dict | None = None) -> list[Finding
                         "spec": template["spec"],
                     }
                 )
-    findings += [
+    return objects, refused
+
+
+def validate_manifests(plan: Plan, examples: dict | None = None) -> list[Finding]:
+    """Every Kubernetes object the program builds, and the example jobs' pod templates and
+    ConfigMaps (`schema_objects`), against the schema of the stack's Kubernetes version; an example job that does
+    not fit the stack (pool, team quota, queue capability) at its default size is a finding too.
+    `examples`: jobs.render_examples(plan.config), when the caller has it already."""
+    import kubernetes_validate
+
+    from infra.offline import kubernetes_schema
+
+    version = plan.config.kubernetes_version
+    objects, refused = schema_objects(plan, examples)
+    findings = [
         Finding("example-jobs-fit", "mandatory", None, f"{', '.join(where)}: {message}")
         for message, where in refused.items()
     ]

@@ -8,9 +8,11 @@ import copy
 import kubernetes_validate
 import pytest
 
+from infra.core.versions import KUBERNETES_SUPPORTED
 from infra.offline import kubernetes_schema
+from infra.offline.check import schema_objects
 from infra.offline.manifests import manifests
-from tests.conftest import plan_of
+from tests.conftest import STACKS, plan_of
 
 SERVICE = {
     "apiVersion": "v1",
@@ -61,3 +63,18 @@ def test_every_object_of_the_dev_plan_and_its_broken_copies_get_the_librarys_ans
 def test_a_version_newer_than_any_bundled_schema_is_not_supported():
     with pytest.raises(kubernetes_validate.utils.VersionNotSupportedError):
         kubernetes_schema.validate(SERVICE, "1.99")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_object_of_a_shipped_stack_is_valid_at_every_kubernetes_version_a_stack_may_name(stack):
+    """A stack may name any of KUBERNETES_SUPPORTED (an existing cluster upgraded in place one minor at a time), and
+    `check` validates the program's objects and the example jobs against that version's schema: what is valid at the
+    default version must be at the older ones too, or a stack on 1.34 fails `check` before its upgrade."""
+    objects, _ = schema_objects(plan_of(stack))
+    invalid = []
+    for version in KUBERNETES_SUPPORTED:
+        for obj in objects:
+            answer = _answer(kubernetes_schema.validate, obj, version)
+            if answer != "valid":
+                invalid.append(f"{version} {obj['kind']} {obj['metadata'].get('name')}: {answer[1]}")
+    assert not invalid, invalid

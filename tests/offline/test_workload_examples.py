@@ -188,9 +188,9 @@ def test_the_scavenger_gives_back_every_pod_and_does_not_count_a_taken_pod_as_fa
     assert job["metadata"]["annotations"]["scheduling.volcano.sh/group-min-member"] == "0"
     assert template["metadata"]["annotations"]["volcano.sh/preemptable"] == "true"
     assert template["spec"]["restartPolicy"] == "Never"
-    assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]} in job["spec"]["podFailurePolicy"][
-        "rules"
-    ]
+    assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} in job["spec"][
+        "podFailurePolicy"
+    ]["rules"]
     cfg = plan_of(stack).config
     team = next(t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"])
     assert template["spec"]["priorityClassName"] in cfg.scheduler.classes_of(team, "evaluation")
