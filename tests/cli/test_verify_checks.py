@@ -2687,6 +2687,111 @@ def test_a_node_pool_other_than_planned_fails_naming_the_field(classes_ctx, path
     assert outcome.status == "FAIL" and f"gpu-h100: {'.'.join(path)} not as planned" in outcome.evidence, outcome
 
 
+# --- aws.node-claim-creators: who made each NodeClaim, from the API server's audit log -----------------
+
+
+def _audit(user: str, code: int = 201, uri: str = "/apis/karpenter.sh/v1/nodeclaims", audit_id: str = "a1") -> dict:
+    """A NodeClaim create as EKS logs it: an audit.k8s.io/v1 Event at Metadata level (no object, so no name for a
+    generateName create), one record of a kube-apiserver-audit-* stream."""
+    record = {
+        "kind": "Event",
+        "apiVersion": "audit.k8s.io/v1",
+        "level": "Metadata",
+        "auditID": audit_id,
+        "stage": "ResponseComplete",
+        "requestURI": uri,
+        "verb": "create",
+        "user": {"username": user, "groups": ["system:authenticated"]},
+        "objectRef": {"resource": "nodeclaims", "apiGroup": "karpenter.sh", "apiVersion": "v1"},
+        "responseStatus": {"metadata": {}, "code": code},
+        "requestReceivedTimestamp": "2026-12-05T08:30:00.000000Z",
+    }
+    return {"logStreamName": "kube-apiserver-audit-0123", "timestamp": 1, "message": json.dumps(record), "eventId": "e"}
+
+
+DEPLOY_SESSION = f"arn:aws:sts::{DEFAULT_ACCOUNT_ID}:assumed-role/higgsfield-prod-deploy/GitHubActions"
+HOUR_AGO = NOW - datetime.timedelta(hours=1)
+
+
+def _claims(aws_ctx, launches: list[datetime.datetime], events: list[dict] | None = None, since=None) -> None:
+    """Karpenter's instances of the cluster launched at `launches` (EC2 and the audit log answered by Stubbers in
+    AWS's wire shapes: moto launches at the wall clock and reads no JSON filter pattern), and the audit log's claim
+    creates since `since` (an hour before the oldest launch by default)."""
+    instances = [{"InstanceId": f"i-{n:017x}", "LaunchTime": t} for n, t in enumerate(launches)]
+    _stubbed(aws_ctx, "ec2").add_response(
+        "describe_instances",
+        {"Reservations": [{"Instances": instances}] if instances else []},
+        {
+            "Filters": [
+                {"Name": f"tag:kubernetes.io/cluster/{CLUSTER}", "Values": ["owned"]},
+                {"Name": "tag-key", "Values": ["karpenter.sh/nodepool"]},
+                {"Name": "instance-state-name", "Values": list(checks.LIVE_STATES)},
+            ]
+        },
+    )
+    if events is None:
+        return
+    start = since or min(launches) - datetime.timedelta(hours=1)
+    _stubbed(aws_ctx, "logs").add_response(
+        "filter_log_events",
+        {"events": events},
+        {
+            "logGroupName": f"/aws/eks/{CLUSTER}/cluster",
+            "logStreamNamePrefix": "kube-apiserver-audit",
+            "filterPattern": checks.CLAIM_CREATES,
+            "startTime": int(start.timestamp() * 1000),
+            "endTime": int(NOW.timestamp() * 1000),
+        },
+    )
+
+
+def test_claims_karpenter_made_pass(aws_ctx):
+    _claims(aws_ctx, [HOUR_AGO], [_audit(checks.KARPENTER_USER)])
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert outcome.status == "PASS" and "each claim made by system:serviceaccount:kube-system:karpenter" in (
+        outcome.evidence
+    ), outcome
+
+
+def test_a_claim_the_deploy_role_made_fails_naming_who_and_the_audit_id(aws_ctx):
+    """A claim copying its pool's label, class, taints and requirements passes kube.node-pools
+    (test_the_claims_karpenter_makes_of_a_planned_pool_pass): only the audit log says the deploy role made it, and
+    Karpenter launched it outside every NodePool's limits."""
+    _claims(aws_ctx, [HOUR_AGO], [_audit(checks.KARPENTER_USER), _audit(DEPLOY_SESSION, audit_id="f00d")])
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert outcome.status == "FAIL" and f"{DEPLOY_SESSION} created NodeClaim (a generated name) (f00d)" in (
+        outcome.evidence
+    ), outcome
+
+
+@pytest.mark.parametrize(
+    ("code", "uri"),
+    [(403, "/apis/karpenter.sh/v1/nodeclaims"), (201, "/apis/karpenter.sh/v1/nodeclaims?dryRun=All")],
+    ids=["refused", "dry-run"],
+)
+def test_a_create_that_made_no_claim_passes(aws_ctx, code, uri):
+    _claims(aws_ctx, [HOUR_AGO], [_audit(checks.KARPENTER_USER), _audit(DEPLOY_SESSION, code=code, uri=uri)])
+    assert one("aws.node-claim-creators", aws_ctx).status == "PASS"
+
+
+def test_no_karpenter_instance_passes_without_reading_the_log(aws_ctx):
+    _claims(aws_ctx, [])
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert outcome.status == "PASS" and "no instance of Karpenter's" in outcome.evidence
+
+
+def test_an_instance_older_than_the_audit_log_is_not_passed(aws_ctx):
+    """prod keeps its control-plane logs 90 days (logRetentionDays) and a claim lives as long as its node
+    (`expireAfter: Never`): who made an older one is no longer in the log, so the check says so, not PASS; the log
+    it keeps is read all the same."""
+    kept_from = NOW - datetime.timedelta(days=90)
+    _claims(aws_ctx, [datetime.datetime(2026, 6, 1, tzinfo=datetime.UTC), HOUR_AGO], [], since=kept_from)
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert outcome.status == "SKIP" and "1 of 2 Karpenter instance(s) older than the audit log's 90 days" in (
+        outcome.evidence
+    ), outcome
+
+
 def test_an_addon_association_in_a_team_namespace_fails(aws_ctx, aws):
     """An add-on may be made in a namespace of one's choosing (CreateAddon's namespaceConfig): the EBS driver's in a
     team's namespace gives that team's pods of the driver's service account name a role of the deploy role's."""

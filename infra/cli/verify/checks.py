@@ -23,8 +23,8 @@ from components import storage
 from components.addons import KUBELET_LOG_MONITORS, MONITORS_ANNOTATION, MONITORS_SETTINGS
 from components.identity import POD_IDENTITY_SERVICE, SESSION_TAGS
 from components.karpenter import NAMESPACE as KARPENTER_NAMESPACE
+from components.karpenter import NODEPOOL_TAG, karpenter_policy
 from components.karpenter import SERVICE_ACCOUNT as KARPENTER_ACCOUNT
-from components.karpenter import karpenter_policy
 from components.tenancy import SCHEDULER
 from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
@@ -1481,7 +1481,7 @@ def node_classes(ctx: Any) -> Outcome:
 # pods' (an `In` of the pool's values, or fewer: NewNodeClaimTemplate, pkg/controllers/provisioning/scheduling/
 # nodeclaimtemplate.go@6e7eab7a0f48).
 NODE_CLAIMS = ("karpenter.sh", "v1", "nodeclaims")
-NODEPOOL_LABEL = "karpenter.sh/nodepool"
+NODEPOOL_LABEL = NODEPOOL_TAG  # Karpenter writes a claim's pool under one key: its label, its instance's tag
 FROM_THE_POOL = ("nodeClassRef", "taints", "startupTaints")
 
 
@@ -1531,6 +1531,95 @@ def node_pools(ctx: Any) -> Outcome:
     if not planned:
         return passed("no Karpenter pool, and no NodePool or NodeClaim in the cluster")
     return passed(f"{len(planned)} NodePool(s) as planned, none other; every NodeClaim one of theirs")
+
+
+# The API server's audit log: EKS writes it into the cluster's log group (components/cluster.py
+# CONTROL_PLANE_LOG_TYPES), in streams named kube-apiserver-audit-* (docs.aws.amazon.com/eks/latest/userguide/
+# control-plane-logs.html), one audit.k8s.io/v1 Event a record. Karpenter names a claim by generateName, and a
+# record holds the generated name only where the policy logs the request object, so the records are not matched to
+# claims: every NodeClaim create since an hour before the oldest Karpenter instance's launch is read (a claim is made
+# before its instance; the hour is margin for a launch that waited).
+AUDIT_STREAMS = "kube-apiserver-audit"
+CLAIM_CREATES = '{ $.objectRef.apiGroup = "karpenter.sh" && $.objectRef.resource = "nodeclaims" && $.verb = "create" }'
+KARPENTER_USER = f"system:serviceaccount:{KARPENTER_NAMESPACE}:{KARPENTER_ACCOUNT}"
+CLAIM_LEAD = datetime.timedelta(hours=1)
+LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
+
+
+def _karpenter_launches(ctx: Any) -> list[datetime.datetime]:
+    """When each instance Karpenter launched for the stack's cluster and not yet terminated was launched: Karpenter
+    tags every instance it launches with the cluster's owned tag and its NodePool (components/karpenter.py
+    karpenter_policy, AllowScopedEC2InstanceActionsWithTags), a forged claim's as well."""
+    pages = ctx.client("ec2").get_paginator("describe_instances")
+    filters = [
+        {"Name": f"tag:kubernetes.io/cluster/{names.cluster_name(ctx.config.stack)}", "Values": ["owned"]},
+        {"Name": "tag-key", "Values": [NODEPOOL_TAG]},
+        {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+    ]
+    return sorted(
+        i["LaunchTime"]
+        for page in pages.paginate(Filters=filters)
+        for r in page.get("Reservations") or []
+        for i in r.get("Instances") or []
+    )
+
+
+def _claim_creators(ctx: Any, since: datetime.datetime) -> Iterator[str]:
+    """Each NodeClaim create since `since` that the API server carried out for anyone but Karpenter's service
+    account: who, when, the audit id. A refused create (a status of 300 or more) or a dry run made nothing."""
+    pages = ctx.client("logs").get_paginator("filter_log_events")
+    for page in pages.paginate(
+        logGroupName=f"/aws/eks/{names.cluster_name(ctx.config.stack)}/cluster",
+        logStreamNamePrefix=AUDIT_STREAMS,
+        filterPattern=CLAIM_CREATES,
+        startTime=int(since.timestamp() * 1000),
+        endTime=int(ctx.now().timestamp() * 1000),
+    ):
+        for event in page.get("events") or []:
+            try:
+                record = json.loads(event.get("message") or "")
+            except ValueError:
+                record = None
+            if not isinstance(record, dict):
+                yield f"an unreadable audit record ({event.get('logStreamName')}, event {event.get('eventId')})"
+                continue
+            code = (record.get("responseStatus") or {}).get("code")
+            made = isinstance(code, int) and 200 <= code < 300 and "dryRun=" not in str(record.get("requestURI"))
+            user = (record.get("user") or {}).get("username")
+            if made and user != KARPENTER_USER:
+                name = (record.get("objectRef") or {}).get("name") or "(a generated name)"
+                at, audit_id = record.get("requestReceivedTimestamp"), record.get("auditID")
+                yield f"{at} {user} created NodeClaim {name} ({audit_id})"
+
+
+def node_claim_creators(ctx: Any) -> Outcome:
+    """Every instance Karpenter runs for the cluster is of a NodeClaim Karpenter made: the API server's audit log
+    holds no NodeClaim create of anyone else's since the oldest was launched. A claim the deploy role writes itself
+    is launched by Karpenter all the same, outside every NodePool's limits, and one copying its pool's label, class,
+    taints and requirements passes kube.node-pools; only the audit log, which the deploy role may not delete or
+    write (components/delivery.py AuditLogsStay, OnlyEksWritesTheAuditLog), says who made it. A claim not yet
+    launched is read by the next run."""
+    launches = _karpenter_launches(ctx)
+    if not launches:
+        return passed("no instance of Karpenter's in the cluster")
+    kept = datetime.timedelta(days=ctx.config.observability.log_retention_days)
+    others = list(_claim_creators(ctx, max(launches[0] - CLAIM_LEAD, ctx.now() - kept)))
+    if others:
+        return failed(
+            "; ".join(others),
+            "`kubectl get nodeclaims` and `kubectl delete nodeclaim NAME` for each claim Karpenter did not make "
+            "(Karpenter drains its node first); the audit id finds the request in the log group "
+            "(`aws logs filter-log-events --log-group-name /aws/eks/CLUSTER/cluster --filter-pattern AUDIT_ID`): "
+            "revoke the user's sessions",
+        )
+    older = [t for t in launches if t - CLAIM_LEAD < ctx.now() - kept]
+    if older:
+        return skipped(
+            f"{len(older)} of {len(launches)} Karpenter instance(s) older than the audit log's {kept.days} days "
+            "(logRetentionDays): who made their claims is no longer kept; the others' claims Karpenter's",
+            "`kubectl delete nodeclaim NAME` of an old one lets Karpenter make it again if its pods need it",
+        )
+    return passed(f"{len(launches)} Karpenter instance(s), each claim made by {KARPENTER_USER} (the audit log)")
 
 
 def queues(ctx: Any) -> Outcome:
@@ -2755,6 +2844,10 @@ def specs() -> list[Spec]:
         Spec("aws.karpenter-rules", "Karpenter's interruption rules send to the stack's queue alone, with no "
              "dead-letter queue, role or input the plan does not set", karpenter_rules, "aws",
              "events:DescribeRule, events:ListTargetsByRule"),
+        # the cluster's Karpenter instances, then the audit log's claim creates since the oldest, page by page
+        Spec("aws.node-claim-creators", "every NodeClaim under a Karpenter instance was made by Karpenter (the API "
+             "server's audit log), none by the deploy role or another user", node_claim_creators, "aws",
+             "ec2:DescribeInstances, logs:FilterLogEvents", timeout_s=120.0),
         # every enabled region read one after the other (17 or more), each call within the clients' own timeouts
         Spec("aws.public-subnets", "no subnet in any region hands out a public address on launch or holds an IPv6 "
              "block (a default VPC's do)", public_subnets, "aws", "ec2:DescribeRegions, ec2:DescribeSubnets",
