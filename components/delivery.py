@@ -1037,11 +1037,12 @@ def key_denials(stack: str) -> list[dict]:
         # And another stack's keys keep theirs: KeysKeepTheStacksName lets a TagResource give the stack's own name,
         # which on a key tagged `higgsfield:stack=staging` would make it the stack's and no longer staging's. Refused
         # on a key whose stack tag names another stack, the tag writes alone (KEY_TAG_WRITES): the deploy role keeps
-        # kms:* on every key, as it had. aws:ResourceTag is on each request for an existing key, in IAM policies, and on none that
-        # uses no particular key ("resource conditions apply only to operations that use an existing resource",
-        # docs.aws.amazon.com/kms/latest/developerguide/tag-authorization.html), so CreateKey and its tag-on-create
-        # kms:TagResource check (whose permission may not be "restricted to particular KMS keys": tag-permissions.html)
-        # pass; Null false leaves the account's untagged keys (the secrets keys bootstrap makes) as they were.
+        # kms:* on every key, as it had. aws:ResourceTag is on each request for an existing key, in IAM policies, and
+        # on none that uses no particular key ("resource conditions apply only to operations that use an existing
+        # resource", docs.aws.amazon.com/kms/latest/developerguide/tag-authorization.html), so CreateKey and its
+        # tag-on-create kms:TagResource check (whose permission may not be "restricted to particular KMS keys":
+        # tag-permissions.html) pass; Null false leaves the account's untagged keys (the secrets keys bootstrap makes)
+        # as they were.
         {
             "Sid": "OtherStacksKeysStayTheirs",
             "Effect": "Deny",

@@ -24,4 +24,6 @@ def test_a_role_under_the_boundary_given_every_permission_cannot_change_the_trai
     """No role under the boundary needs these: the image role pushes (ECR_PUSH), the program's other roles pull."""
     decision = evaluate(Request(action, TRAINING_REPOSITORY), [EVERYTHING], _boundary())
     assert decision.denied_by == ("delivery-boundary", "AdministratorsOnly"), decision.reason
-    assert evaluate(Request(action, TRAINING_REPOSITORY), [EVERYTHING], _without(_boundary(), "AdministratorsOnly")).allowed
+    assert evaluate(
+        Request(action, TRAINING_REPOSITORY), [EVERYTHING], _without(_boundary(), "AdministratorsOnly")
+    ).allowed
