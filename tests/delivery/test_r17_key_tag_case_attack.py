@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from policies.iam_evaluation import Request, evaluate
-from tests.delivery.test_ci_identity import FOREIGN_KEY, OWN_KEY, _boundary, _deploy
+from tests.delivery.test_ci_identity import FOREIGN_KEY, OWN_KEY, _boundary, _deploy, _without
 from tests.security.test_red_team import EVERYTHING
 
 SHOUTED = "HIGGSFIELD:STACK"
@@ -39,9 +39,13 @@ def test_the_deploy_role_cannot_give_a_key_another_stacks_name_under_the_tag_key
     strict=True,
     reason="a CreateKey carrying `higgsfield:stack=prod` and `HIGGSFIELD:STACK=staging` (KMS keeps both: tag keys are "
     "case-sensitive) gives IAM two values of aws:RequestTag/higgsfield:stack; which one StringNotEquals reads is in "
-    "no AWS document, and the evaluator, reading both, lets the one that is the stack's name pass. The key is then "
-    "the stack's and another stack's to a policy deciding by aws:ResourceTag/higgsfield:stack. Read off "
-    "`aws iam simulate-principal-policy` with both context entries (docs/security-ci.md)",
+    "no AWS document, and the evaluator, reading both, lets the one that is the stack's name pass (read it off `aws "
+    "iam simulate-principal-policy` with both context entries: docs/security-ci.md). A denial on aws:TagKeys would "
+    "not rely on it, but no operator compares one value both without case and with it, and two conditions may hold "
+    "for two different keys; StringLike (with case) needs one pattern per letter that can be the first capital (15, "
+    "`H?????????:?????` to `higgsfield:stacK`), 453 characters, more than the managed policy has left in the longest "
+    "region (432 for prod, 234 for the longest stack name: tests/delivery/test_policy_sizes.py); the ten before the "
+    "colon match keys that are no case of it (`Hyperparam:value`), and IAM's case folding beyond ASCII is undocumented",
 )
 def test_the_deploy_role_cannot_make_a_key_tagged_as_its_stacks_and_another_stacks_in_two_cases():
     tags = {"aws:RequestTag/higgsfield:stack": "prod", f"aws:RequestTag/{SHOUTED}": "staging"}
@@ -49,32 +53,54 @@ def test_the_deploy_role_cannot_make_a_key_tagged_as_its_stacks_and_another_stac
     assert not evaluate(create, [_deploy()]).allowed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KeysKeepTheStacksName refuses a TagResource giving higgsfield:stack a value other than the stack's name; "
-    "giving the stack's name to another stack's key of the account (staging's, tagged higgsfield:stack=staging) is "
-    "a value equal to it, and the deploy role's kms:* on every key allows it: that key is then the stack's by its "
-    "tag and no longer staging's. Nothing of the program decides by the tag yet (no aws:ResourceTag/higgsfield:stack "
-    "condition, no verify check finds keys by it); refusing it needs one more statement on aws:ResourceTag/"
-    "higgsfield:stack (about 220 characters of the managed policy's 6,144, of which some 540 are left)",
-)
+STAGING_KEY = {"aws:ResourceTag/higgsfield:stack": "staging"}  # another stack's key of the account, by its tag
+
+
+def _retag(key_tags: dict, **tags: str) -> Request:
+    requested = {f"aws:RequestTag/{k}": v for k, v in tags.items()}
+    return Request("kms:TagResource", FOREIGN_KEY, {**key_tags, **requested, "aws:TagKeys": list(tags)})
+
+
 def test_the_deploy_role_cannot_give_another_stacks_key_its_own_stacks_name():
-    staging_key = {"aws:ResourceTag/higgsfield:stack": "staging"}
-    retag = Request(
-        "kms:TagResource",
-        FOREIGN_KEY,
-        {**staging_key, "aws:RequestTag/higgsfield:stack": "prod", "aws:TagKeys": ["higgsfield:stack"]},
-    )
-    assert not evaluate(retag, [_deploy()]).allowed
+    """KeysKeepTheStacksName lets the stack's own name through; on staging's key it would make the key the stack's
+    and no longer staging's."""
+    retag = _retag(STAGING_KEY, **{"higgsfield:stack": "prod"})
+    decision = evaluate(retag, [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "OtherStacksKeysStayTheirs"), decision.reason
+    assert evaluate(retag, [_without(_deploy(), "OtherStacksKeysStayTheirs")]).allowed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KeysKeepTheStacksTag and KeysKeepTheStacksName are the deploy role's alone: a stack role it gives "
-    "kms:UntagResource or kms:TagResource (tests/security/test_red_team.py BECOME_A_STACK_ROLE) passes the boundary, "
-    "which has some 12 characters left at S3's longest bucket names (tests/delivery/test_policy_sizes.py), fewer "
-    "than either statement",
-)
+def test_the_deploy_role_cannot_change_another_stacks_keys_other_tags():
+    """A configured tag of staging's key (its `team`) is staging's deploy's to write, in either direction."""
+    for request_ in (
+        _retag(STAGING_KEY, team="research"),
+        Request("kms:UntagResource", FOREIGN_KEY, {**STAGING_KEY, "aws:TagKeys": ["team"]}),
+    ):
+        decision = evaluate(request_, [_deploy()])
+        assert decision.denied_by == ("delivery-deploy", "OtherStacksKeysStayTheirs"), decision.reason
+
+
+def test_the_deploy_role_may_give_an_untagged_key_of_the_account_its_stacks_name():
+    """Decided, allowed: a key no stack's tag names (a secrets key `higgsfield bootstrap` makes, any key of the
+    account's own) is the deploy role's to use already (kms:* on every key), so taking it as the stack's gives the
+    role nothing, and takes from another stack's deploy role only the tag writes on it, which no deploy makes on a
+    key it did not create. Refusing it would need a denial on the absence of aws:ResourceTag/higgsfield:stack, which
+    the tag-on-create kms:TagResource check of the program's own CreateKey carries too (no key exists yet)."""
+    assert evaluate(_retag({}, **{"higgsfield:stack": "prod"}), [_deploy()]).allowed
+
+
+def test_the_deploy_role_may_let_an_aws_service_use_another_stacks_key():
+    """Decided, allowed: a grant EBS or FSx makes for a volume of the caller's (kms:GrantIsForAWSResource), on a key of
+    another stack's as on any key of the account: the deploy role has kms:* on every key (Encrypt and Decrypt with it
+    too), and another stack's keys are refused only their tag writes (OtherStacksKeysStayTheirs), their policy
+    (AdministratorsOnly) and a grant to a principal (KmsGrantsOnlyForAwsResources)."""
+    grant = Request("kms:CreateGrant", FOREIGN_KEY, {**STAGING_KEY, "kms:GrantIsForAWSResource": "true"})
+    assert evaluate(grant, [_deploy()]).allowed
+    to_a_principal = Request("kms:CreateGrant", FOREIGN_KEY, {**STAGING_KEY, "kms:GrantIsForAWSResource": "false"})
+    decision = evaluate(to_a_principal, [_deploy()])
+    assert decision.denied_by == ("delivery-deploy", "KmsGrantsOnlyForAwsResources"), decision.reason
+
+
 @pytest.mark.parametrize(
     "request_",
     [
@@ -88,4 +114,8 @@ def test_the_deploy_role_cannot_give_another_stacks_key_its_own_stacks_name():
     ids=["untag", "retag as another stack's"],
 )
 def test_a_role_under_the_boundary_given_every_permission_cannot_take_the_stacks_tag_off_a_key_either(request_):
-    assert not evaluate(request_, [EVERYTHING], _boundary()).allowed
+    """key_denials are the deploy role's alone, and a stack role it gives kms:* passes the boundary's allow
+    (tests/security/test_red_team.py BECOME_A_STACK_ROLE); no role under the boundary tags a key at all."""
+    decision = evaluate(request_, [EVERYTHING], _boundary())
+    assert decision.denied_by == ("delivery-boundary", "AdministratorsOnly"), decision.reason
+    assert evaluate(request_, [EVERYTHING], _without(_boundary(), "AdministratorsOnly")).allowed
