@@ -159,27 +159,13 @@ def schema_objects(plan: Plan, examples: dict | None = None) -> tuple[list[dict]
     return objects, refused
 
 
-def schema_problem(obj: dict, version: str) -> str | None:
-    """Why `obj` is not valid for a cluster of Kubernetes `version`, naming the field (None: valid). A field a custom
-    resource's CRD does not declare is one the API server prunes from what it stores, or refuses."""
-    import kubernetes_validate
-
-    from infra.offline import kubernetes_schema
-
-    try:
-        kubernetes_schema.validate(obj, version)
-    except kubernetes_validate.ValidationError as exc:
-        where = ".".join(str(p) for p in exc.absolute_path)
-        against = f" (the CRD schema of {exc.version}: what it does not declare is pruned or refused)"
-        return f"{where + ': ' if where else ''}{exc.message}{against if '@' in exc.version else ''}"
-    return None
-
-
 def validate_manifests(plan: Plan, examples: dict | None = None) -> list[Finding]:
     """Every Kubernetes object the program builds, and the example jobs' objects and pod templates
     (`schema_objects`), against the schema of the stack's Kubernetes version or their CRD's; an example job that does
     not fit the stack (pool, team quota, queue capability) at its default size is a finding too.
     `examples`: jobs.render_examples(plan.config), when the caller has it already."""
+    from infra.offline import kubernetes_schema
+
     version = plan.config.kubernetes_version
     objects, refused = schema_objects(plan, examples)
     findings = [
@@ -187,7 +173,7 @@ def validate_manifests(plan: Plan, examples: dict | None = None) -> list[Finding
         for message, where in refused.items()
     ]
     for obj in objects:
-        problem = schema_problem(obj, version)
+        problem = kubernetes_schema.problem(obj, version)
         if problem:
             name = obj.get("metadata", {}).get("name")
             findings.append(Finding("kubernetes-schema", "mandatory", None, f"{obj['kind']} {name}: {problem}"))

@@ -10,9 +10,9 @@ import pytest
 
 from infra.core import versions
 from infra.core.names import KUBEFLOW_JOB_KINDS
-from infra.offline import crd_schemas, jobs
-from infra.offline.check import schema_objects, schema_problem, validate_manifests
-from tests.conftest import STACKS, plan_of
+from infra.offline import crd_schemas, jobs, kubernetes_schema
+from infra.offline.check import schema_objects, validate_manifests
+from tests.conftest import ROOT, STACKS, plan_of
 from tests.offline.test_team_job import _render
 
 
@@ -32,7 +32,7 @@ def test_a_pod_field_of_the_clusters_kubernetes_that_the_operators_crd_lacks_is_
     plan = plan_of("prod")
     examples = _examples_with(lambda e: _worker_spec(e).update(workloadRef={"name": "w", "podGroup": "g"}))
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": _worker_spec(examples)}
-    assert schema_problem(pod, plan.config.kubernetes_version) is None  # the Pod check alone lets it through
+    assert kubernetes_schema.problem(pod, plan.config.kubernetes_version) is None  # the Pod check alone lets it through
     (finding,) = [f for f in validate_manifests(plan, examples) if f.policy == "kubernetes-schema"]
     assert finding.level == "mandatory"
     assert finding.message.startswith("PyTorchJob pytorch-ddp-")
@@ -71,7 +71,7 @@ def test_a_teams_job_of_each_kind_fits_its_pinned_crd(framework, changes):
     _, objects, _ = _render(framework=framework, **changes)
     job = jobs.workload_of(objects)
     assert crd_schemas.has_schema(job)
-    assert schema_problem(job, "1.35") is None
+    assert kubernetes_schema.problem(job, "1.35") is None
 
 
 def test_each_kept_crd_schema_is_read_at_the_pinned_ref():
@@ -121,3 +121,22 @@ def test_a_kept_kind_holds_the_shared_pod_template_in_place_of_its_reference():
     spec = crd_schemas.kept("kubeflow.org/v1", "MPIJob")["spec"]
     template = spec["properties"]["mpiReplicaSpecs"]["additionalProperties"]["properties"]["template"]
     assert "containers" in template["properties"]["spec"]["properties"]
+
+
+def test_jobs_render_refuses_a_teams_job_rendered_with_a_field_its_crd_would_prune(monkeypatch, capsys):
+    from infra.cli.main import main
+    from infra.offline import team_job
+
+    render = team_job.render
+
+    def with_a_pruned_field(job, cfg):
+        objects, placed = render(job, cfg)
+        worker = jobs.workload_of(objects)["spec"]["pytorchReplicaSpecs"]["Worker"]
+        worker["template"]["spec"]["workloadRef"] = {"name": "w", "podGroup": "g"}
+        return objects, placed
+
+    monkeypatch.setattr(team_job, "render", with_a_pruned_field)
+    assert main(["jobs", "render", "prod", "-f", str(ROOT / "examples" / "llama-ft.job.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: PyTorchJob llama-ft: spec.pytorchReplicaSpecs.Worker.template.spec: ")
+    assert "'workloadRef'" in err and "report it" in err
