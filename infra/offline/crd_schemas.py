@@ -221,6 +221,18 @@ def has_schema(obj: dict) -> bool:
     return (obj.get("apiVersion"), obj.get("kind")) in KINDS
 
 
+def undeclared(obj: dict) -> list[tuple[str | int, ...]]:
+    """The paths of the fields of `obj` (a kind with a kept schema) that its CRD's schema does not declare: those the
+    API server prunes from what it stores, or refuses with fieldValidation=Strict."""
+    errors = _validator(obj["apiVersion"], obj["kind"]).iter_errors(obj)
+    return [
+        (*e.absolute_path, key)
+        for e in errors
+        if e.validator == "additionalProperties" and e.validator_value is False
+        for key in sorted(set(e.instance) - set(e.schema.get("properties", {})))
+    ]
+
+
 def validate(obj: dict) -> None:
     """Raise jsonschema.ValidationError if `obj` does not fit its CRD's schema once its defaults are filled in (the
     API server defaults a request before it validates it: a required field with a default may be left out). A value
