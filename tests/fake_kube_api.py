@@ -31,6 +31,13 @@ UPDATE replaces (None on CREATE: a policy's `oldObject`). So is authorization:
 patch, update, delete; namespace None at the cluster scope) runs first on every request, a refusal
 being the 403 Forbidden Status the authorization filter answers with (the negotiated Forbidden and
 forbiddenMessage in staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go).
+Schemas are pluggable too: `undeclared(obj) -> [path]` names the fields of an object that its schema does not
+declare (each path a tuple of keys and list indexes). A create, update or merge patch asking `fieldValidation=Strict`
+is refused for them with the 400 BadRequest "strict decoding error" naming each; without it (Warn, the default since
+v1.23, or Ignore) they are pruned and the rest stored (the API server's Warning header is not sent). A server-side
+apply is refused for them whatever it asks, as the API server refuses a patch it cannot type (500 "failed to create
+typed patch object", FieldManager.Apply in kubernetes/kubernetes:staging/src/k8s.io/apimachinery/pkg/util/
+managedfields/internal/structuredmerge.go@6732d913; fieldValidation=Strict adds only duplicate fields there).
 A SubjectAccessReview (`POST /apis/authorization.k8s.io/v1/subjectaccessreviews`) is answered by the RBAC
 objects stored here, as the RBAC authorizer matches them (infra/offline/rendered.py), for the review's user and
 groups: `status.allowed`, nothing stored.
@@ -54,6 +61,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 Admit = Callable[[str, dict, "dict | None"], "tuple[int, str, str] | None"]
+Undeclared = Callable[[dict], "list[tuple[str | int, ...]]"]
 Allow = Callable[[str, str, str, "str | None"], bool]
 
 # The kinds the fake knows by their plural (others are taken from the stored objects).
@@ -147,6 +155,7 @@ class FakeKubernetesApi:
         self.pages: list[tuple[str, int]] = []  # (plural, items) of each list answered
         self.admit = admit
         self.allow = allow
+        self.undeclared: Undeclared | None = None
         self._version = 0
         self._compacted = 0  # the resourceVersion of the last compact()
         self.watch_second = 1.0  # how long a second of a watch's timeoutSeconds lasts
@@ -322,6 +331,20 @@ class FakeKubernetesApi:
         )
         return True
 
+    def _strictly_refused(self, h: BaseHTTPRequestHandler, obj: dict, query: dict) -> bool:
+        """Refuse `obj`'s undeclared fields if the request asks fieldValidation=Strict, else prune them (in place)."""
+        undeclared = self.undeclared(obj) if self.undeclared else []
+        if undeclared and query.get("fieldValidation") == "Strict":
+            fields = ", ".join(f'unknown field "{_field(path)}"' for path in undeclared)
+            _status(h, 400, "BadRequest", f"strict decoding error: {fields}")
+            return True
+        for path in undeclared:
+            parent = obj
+            for key in path[:-1]:
+                parent = parent[key]
+            del parent[path[-1]]
+        return False
+
     def _denied(self, h: BaseHTTPRequestHandler, verb: str, obj: dict, old: dict | None = None) -> bool:
         answer = self.admit(verb, obj, copy.deepcopy(old)) if self.admit else None
         if answer:
@@ -383,6 +406,8 @@ class FakeKubernetesApi:
                 f'{ref.plural} "{target.name}" already exists',
                 details={"name": target.name, "kind": ref.plural},
             )
+        if self._strictly_refused(h, obj, query):
+            return None
         if self._denied(h, "CREATE", obj):
             return None
         if query.get("dryRun") == "All":
@@ -399,6 +424,17 @@ class FakeKubernetesApi:
                     400,
                     "BadRequest",
                     'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+                )
+            undeclared = self.undeclared(patch) if self.undeclared else []
+            if undeclared:
+                meta = patch.get("metadata") or {}
+                return _status(
+                    h,
+                    500,
+                    "InternalError",
+                    f"failed to create typed patch object ({meta.get('namespace', '')}/{meta.get('name')}; "
+                    f"{patch.get('apiVersion')}, Kind={patch.get('kind')}): {_field(undeclared[0], '.')}: "
+                    "field not declared in schema",
                 )
             merged = merge(current or {}, patch)
             merged.setdefault("metadata", {})["managedFields"] = [
@@ -419,6 +455,8 @@ class FakeKubernetesApi:
                 "accepted media types include: application/json-patch+json, application/merge-patch+json, "
                 "application/apply-patch+yaml",
             )
+        if kind != "application/apply-patch+yaml" and self._strictly_refused(h, merged, query):
+            return None
         wanted = (patch.get("metadata") or {}).get("resourceVersion")
         if current and wanted and wanted != current["metadata"]["resourceVersion"]:
             return _status(
@@ -613,6 +651,11 @@ def _default_propagation(ref: Ref) -> str:
     """A DELETE's propagation policy when it names none: Orphan for SELF_ORPHANING, else Background (every other
     resource here, custom resources included)."""
     return "Orphan" if (ref.prefix, ref.plural) in SELF_ORPHANING else "Background"
+
+
+def _field(path: tuple[str | int, ...], lead: str = "") -> str:
+    """A field's path as the API server writes it: spec.containers[0].name (lead "."'s: .spec.containers[0].name)."""
+    return lead + "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in path).lstrip(".")
 
 
 def _decode_quietly(body: bytes) -> dict:

@@ -185,7 +185,11 @@ def _plural(kind: str) -> str:
 
 def apply(api: Any, objects: list[dict], dry_run: bool = False) -> list[dict]:
     """Server-side apply of each object (`kubectl apply --server-side --field-manager=higgsfield`),
-    in order; with `dry_run` the server admits and validates each, and stores nothing."""
+    in order; with `dry_run` the server admits and validates each, and stores nothing. A field the object's schema (its
+    CRD's) does not declare refuses the apply, whatever fieldValidation asks: the server cannot type the patch (500
+    "failed to create typed patch object", FieldManager.Apply in kubernetes/kubernetes:staging/src/k8s.io/apimachinery/
+    pkg/util/managedfields/internal/structuredmerge.go@6732d913), so none is pruned unseen, as a create's would be
+    by default (infra/cli/verify/connect.py STRICT)."""
     kubernetes = _kubernetes()
     custom, done = kubernetes.client.CustomObjectsApi(api), []
     options = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": "application/apply-patch+yaml"}

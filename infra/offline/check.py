@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.core.names import KUBEFLOW_JOB_KINDS
 from infra.offline.evaluate import _UNKNOWN, COMPUTED, Plan, StackNotFound, project_root, record
-
-CRD_KINDS = {"Queue", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob"}
 
 
 @dataclass(frozen=True)
@@ -129,42 +128,42 @@ def _retained_in_prod(plan: Plan) -> list[Finding]:
     ]
 
 
+def _pod(obj: dict, i: int, template: dict) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{obj['metadata']['name']}-{i}"},
+        "spec": template["spec"],
+    }
+
+
 def schema_objects(plan: Plan, examples: dict | None = None) -> tuple[list[dict], dict[str, list[str]]]:
-    """What `validate_manifests` validates: every Kubernetes object the program builds but the CRDs' kinds, the
-    example jobs' ConfigMaps, built-in kinds and pod templates (as Pods); and each example the stack refuses, by the
-    refusal's text. `examples`: jobs.render_examples(plan.config), when the caller has it already."""
+    """What `validate_manifests` validates: every Kubernetes object the program builds and the example jobs' objects,
+    built-in kinds against the Kubernetes version's schema and custom resources against their CRD's kept schema
+    (infra/offline/crd_schemas.py); a Kubeflow job's pod templates again as Pods, for
+    the stack's Kubernetes version (the CRD's template is of its own k8s.io/api); and each example the stack refuses,
+    by the refusal's text. `examples`: jobs.render_examples(plan.config), when the caller has it already."""
     from infra.offline import jobs
     from infra.offline.manifests import manifests
 
-    objects = [o for o in manifests(plan) if o["kind"] not in CRD_KINDS]
+    objects = manifests(plan)
     refused: dict[str, list[str]] = {}  # one finding per refusal, naming every example it stops
     for example, rendered in (jobs.render_examples(plan.config) if examples is None else examples).items():
         if isinstance(rendered, Exception):  # the shipped example cannot run on this stack as configured
             refused.setdefault(str(rendered), []).append(f"examples/{example}.yaml")
             continue
         for obj in rendered:
-            if obj["kind"] not in CRD_KINDS:  # ConfigMaps, and the serving and evaluation examples' built-in kinds
-                objects.append(obj)
-                continue
-            for i, template in enumerate(jobs.pod_templates(obj)):
-                objects.append(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Pod",
-                        "metadata": {"name": f"{obj['metadata']['name']}-{i}"},
-                        "spec": template["spec"],
-                    }
-                )
+            objects.append(obj)
+            if obj["kind"] in KUBEFLOW_JOB_KINDS:
+                objects += [_pod(obj, i, template) for i, template in enumerate(jobs.pod_templates(obj))]
     return objects, refused
 
 
 def validate_manifests(plan: Plan, examples: dict | None = None) -> list[Finding]:
-    """Every Kubernetes object the program builds, and the example jobs' pod templates and
-    ConfigMaps (`schema_objects`), against the schema of the stack's Kubernetes version; an example job that does
+    """Every Kubernetes object the program builds, and the example jobs' objects and pod templates
+    (`schema_objects`), against the schema of the stack's Kubernetes version or their CRD's; an example job that does
     not fit the stack (pool, team quota, queue capability) at its default size is a finding too.
     `examples`: jobs.render_examples(plan.config), when the caller has it already."""
-    import kubernetes_validate
-
     from infra.offline import kubernetes_schema
 
     version = plan.config.kubernetes_version
@@ -174,11 +173,10 @@ def validate_manifests(plan: Plan, examples: dict | None = None) -> list[Finding
         for message, where in refused.items()
     ]
     for obj in objects:
-        try:
-            kubernetes_schema.validate(obj, version)
-        except kubernetes_validate.ValidationError as exc:
+        problem = kubernetes_schema.problem(obj, version)
+        if problem:
             name = obj.get("metadata", {}).get("name")
-            findings.append(Finding("kubernetes-schema", "mandatory", None, f"{obj['kind']} {name}: {exc.message}"))
+            findings.append(Finding("kubernetes-schema", "mandatory", None, f"{obj['kind']} {name}: {problem}"))
     return findings
 
 

@@ -1,28 +1,43 @@
-"""The schemas of the custom resources the program declares itself, for `higgsfield check`.
+"""The schemas of the custom resources the program and its example and team jobs create, for `higgsfield check`.
 
-kubernetes-validate bundles the built-in kinds only. For Karpenter's NodePool and EC2NodeClass the
-schema is the CRD's own `openAPIV3Schema` (the served, stored version), kept as data in
-infra/offline/data/crds/ with the tag it was read at: the `spec` only, without descriptions, written by
-this module's `extract` from the CRD file (refresh on a pin bump, from a mirror of the repository):
+kubernetes-validate bundles the built-in kinds only. For a custom resource the schema is its CRD's own
+`openAPIV3Schema` (the served, stored version), kept as data in infra/offline/data/crds/ with the tag it was read at:
+the `spec` only, without descriptions, written by this module's `extract` from the CRD file (refresh on a pin bump,
+from a mirror of the repository):
 
     git show v1.14.1:pkg/apis/crds/karpenter.sh_nodepools.yaml | python -m infra.offline.crd_schemas \
         aws/karpenter-provider-aws:pkg/apis/crds/karpenter.sh_nodepools.yaml@v1.14.1 \
         > infra/offline/data/crds/NodePool.karpenter.sh.v1.json
 
-(and the same for karpenter.k8s.aws_ec2nodeclasses.yaml into EC2NodeClass.karpenter.k8s.aws.v1.json).
+(and the same for karpenter.k8s.aws_ec2nodeclasses.yaml into EC2NodeClass.karpenter.k8s.aws.v1.json, and for
+Volcano's scheduling.volcano.sh_queues.yaml, installer/helm/chart/volcano/crd/bases/ at v1.15.1, into
+Queue.scheduling.volcano.sh.v1beta1.json). The Training Operator's six job CRDs (kubeflow/trainer:manifests/base/
+crds/kubeflow.org_*jobs.yaml@v1.9.4) embed one PodTemplateSpec schema each, the same in all six (generated from the
+k8s.io/api of its go.mod, v0.36.3): it is kept once, as a part the kinds name by `$ref`:
+
+    git show v1.9.4:manifests/base/crds/kubeflow.org_pytorchjobs.yaml | python -m infra.offline.crd_schemas \
+        --part spec.pytorchReplicaSpecs.additionalProperties.template \
+        kubeflow/trainer:manifests/base/crds/kubeflow.org_pytorchjobs.yaml@v1.9.4 \
+        > infra/offline/data/crds/PodTemplateSpec.kubeflow.org.v1.json
+    git show v1.9.4:manifests/base/crds/kubeflow.org_pytorchjobs.yaml | python -m infra.offline.crd_schemas \
+        kubeflow/trainer:manifests/base/crds/kubeflow.org_pytorchjobs.yaml@v1.9.4 \
+        infra/offline/data/crds/PodTemplateSpec.kubeflow.org.v1.json \
+        > infra/offline/data/crds/PyTorchJob.kubeflow.org.v1.json
+
+(and the same for mpijobs, tfjobs, xgboostjobs, jaxjobs and paddlejobs). `extract` replaces only a subtree equal to
+the part, so a kind whose template differs keeps its own.
 
 Validation is as strict as the API server with `--validate=strict` on the structural part: types,
-enums, patterns, bounds, required fields, and no field the schema does not declare. The CRD's CEL
+enums, patterns, bounds, required fields, and no field the schema does not declare (one the API server would prune
+from the object it stores, or refuse with fieldValidation=Strict). The CRD's CEL
 rules (x-kubernetes-validations) are checked on a real cluster only: `kubectl apply --dry-run=server`
 of `higgsfield plan STACK --manifests` (docs/karpenter.md).
 
 The schema's `default`s are what the API server fills in where an object leaves a field out (`defaulted`): validation
 sees the object with them, as the API server's does, and `higgsfield verify` (kube.node-classes, kube.node-pools) and
 `higgsfield diff` (infra/offline/node_class_drift.py) compare the planned object with them, as the API server holds it.
-The other custom resources the plan makes are Volcano's Queues, whose CRD defaults `weight` to 1 and
-`dequeueStrategy` to traverse (volcano-sh/volcano:installer/helm/chart/volcano/crd/bases/
-scheduling.volcano.sh_queues.yaml@v1.15.1); their schema is not kept: no check compares a queue's spec with the plan
-(kube.queues reads its state, kube.cluster-made the default queue's `reclaimable`, which has no default there).
+A Volcano Queue's CRD defaults `weight` to 1 and `dequeueStrategy` to traverse; no check compares a queue's spec with
+the plan (kube.queues reads its state, kube.cluster-made the default queue's `reclaimable`, which has no default there).
 """
 
 from __future__ import annotations
@@ -32,14 +47,23 @@ import functools
 import json
 import sys
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
+from infra.core.names import KUBEFLOW_JOB_KINDS
+
 FOLDER = "data/crds"
 # The apiVersion/kind pairs with a kept schema: file name KIND.GROUP.VERSION.json
-KINDS = {("karpenter.sh/v1", "NodePool"), ("karpenter.k8s.aws/v1", "EC2NodeClass")}
+KINDS = {
+    ("karpenter.sh/v1", "NodePool"),
+    ("karpenter.k8s.aws/v1", "EC2NodeClass"),
+    ("scheduling.volcano.sh/v1beta1", "Queue"),
+    *(("kubeflow.org/v1", kind) for kind in KUBEFLOW_JOB_KINDS),
+}
+REF = "$ref"  # a kept schema's reference to a part, by the part's file name
 
 
 def _prune(schema: Any) -> Any:
@@ -50,12 +74,28 @@ def _prune(schema: Any) -> Any:
     return schema
 
 
-def extract(crd: dict, source: str) -> dict:
-    """The kept part of a CRD: its served and stored version's openAPIV3Schema, spec only, without
-    descriptions, with where it was read."""
+def _served(crd: dict) -> tuple[dict, dict]:
     (version,) = [v for v in crd["spec"]["versions"] if v.get("served") and v.get("storage")]
-    schema = version["schema"]["openAPIV3Schema"]
-    spec = _prune(schema["properties"]["spec"])
+    return version, version["schema"]["openAPIV3Schema"]
+
+
+def _with_refs(schema: Any, parts: dict[str, Any]) -> Any:
+    """`schema` with each subtree equal to a part's schema replaced by a reference to the part."""
+    for name, part in parts.items():
+        if schema == part:
+            return {REF: name}
+    if isinstance(schema, dict):
+        return {k: _with_refs(v, parts) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [_with_refs(v, parts) for v in schema]
+    return schema
+
+
+def extract(crd: dict, source: str, parts: dict[str, Any] | None = None) -> dict:
+    """The kept part of a CRD: its served and stored version's openAPIV3Schema, spec only, without
+    descriptions, with where it was read; a subtree equal to one of `parts` (file name -> schema) as its `$ref`."""
+    version, schema = _served(crd)
+    spec = _with_refs(_prune(schema["properties"]["spec"]), parts or {})
     return {
         "source": source,
         "group": crd["spec"]["group"],
@@ -64,6 +104,15 @@ def extract(crd: dict, source: str) -> dict:
         "required": schema.get("required", []),
         "spec": spec,
     }
+
+
+def extract_part(crd: dict, source: str, path: str) -> dict:
+    """A subtree of a CRD's schema that several kept kinds share, without descriptions: `path` names its properties
+    from the openAPIV3Schema's (spec.pytorchReplicaSpecs.additionalProperties.template)."""
+    _, node = _served(crd)
+    for key in path.split("."):
+        node = node[key] if key == "additionalProperties" else node["properties"][key]
+    return {"source": f"{source} ({path})", "schema": _prune(node)}
 
 
 def _json_schema(node: Any) -> Any:
@@ -94,9 +143,28 @@ def _file(api_version: str, kind: str) -> str:
     return f"{kind}.{group}.{version}.json"
 
 
+def _read(name: str) -> dict:
+    return json.loads(resources.files("infra.offline").joinpath(FOLDER, name).read_text())
+
+
+@functools.cache
+def _part(name: str) -> Any:
+    return _read(name)["schema"]
+
+
+def _inline(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return _part(schema[REF]) if REF in schema else {k: _inline(v) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [_inline(v) for v in schema]
+    return schema
+
+
 @functools.cache
 def kept(api_version: str, kind: str) -> dict:
-    return json.loads(resources.files("infra.offline").joinpath(FOLDER, _file(api_version, kind)).read_text())
+    """The kept schema of a kind, its parts in place (shared, not copied: read it, never change it)."""
+    data = _read(_file(api_version, kind))
+    return {**data, "spec": _inline(data["spec"])}
 
 
 @functools.cache
@@ -153,6 +221,18 @@ def has_schema(obj: dict) -> bool:
     return (obj.get("apiVersion"), obj.get("kind")) in KINDS
 
 
+def undeclared(obj: dict) -> list[tuple[str | int, ...]]:
+    """The paths of the fields of `obj` (a kind with a kept schema) that its CRD's schema does not declare: those the
+    API server prunes from what it stores, or refuses with fieldValidation=Strict."""
+    errors = _validator(obj["apiVersion"], obj["kind"]).iter_errors(obj)
+    return [
+        (*e.absolute_path, key)
+        for e in errors
+        if e.validator == "additionalProperties" and e.validator_value is False
+        for key in sorted(set(e.instance) - set(e.schema.get("properties", {})))
+    ]
+
+
 def validate(obj: dict) -> None:
     """Raise jsonschema.ValidationError if `obj` does not fit its CRD's schema once its defaults are filled in (the
     API server defaults a request before it validates it: a required field with a default may be left out). A value
@@ -165,6 +245,18 @@ def validate(obj: dict) -> None:
         raise jsonschema.exceptions.best_match(errors)
 
 
-if __name__ == "__main__":  # the CRD YAML on stdin, its source (owner/repo:path@tag) as the argument
-    json.dump(extract(yaml.safe_load(sys.stdin), sys.argv[1]), sys.stdout, indent=1, sort_keys=True)
+def main(argv: list[str]) -> None:
+    """The CRD YAML on stdin; its source (owner/repo:path@tag), then the part files it may refer to; or `--part PATH`
+    and the source: the part at PATH."""
+    crd = yaml.safe_load(sys.stdin)
+    if argv[0] == "--part":
+        out = extract_part(crd, argv[2], argv[1])
+    else:
+        parts = {Path(f).name: json.loads(Path(f).read_text())["schema"] for f in argv[1:]}
+        out = extract(crd, argv[0], parts)
+    json.dump(out, sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

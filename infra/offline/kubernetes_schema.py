@@ -71,3 +71,15 @@ def validate(obj: dict[str, Any], version: str) -> None:
         validator.validate(obj)
     except jsonschema.ValidationError as exc:
         raise kubernetes_validate.ValidationError(exc, version=_folder(version)[1]) from None
+
+
+def problem(obj: dict[str, Any], version: str) -> str | None:
+    """Why `obj` is not valid for a cluster of Kubernetes `version` (`validate`), naming the field; None: valid. A
+    field a custom resource's CRD does not declare is one the API server prunes from what it stores, or refuses."""
+    try:
+        validate(obj, version)
+    except kubernetes_validate.ValidationError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path)
+        against = f" (the CRD schema of {exc.version}: what it does not declare is pruned or refused)"
+        return f"{where + ': ' if where else ''}{exc.message}{against if '@' in exc.version else ''}"
+    return None

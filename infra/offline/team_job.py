@@ -688,7 +688,22 @@ def render_file(path: str, cfg: StackConfig) -> tuple[JobFile, list[dict], Place
         if exc.key.startswith(("higgsfield:", "images/")):
             raise ConfigError(exc.key, exc.problems[0].message) from None
         raise file_error("<stdin>" if path == "-" else path, exc.problems[0].message, exc.problems[0].loc) from None
+    _fits_its_crd(objects, cfg)
     return job, objects, placed
+
+
+def _fits_its_crd(objects: list[dict], cfg: StackConfig) -> None:
+    """Refuse a rendered custom resource that its pinned CRD's schema does not take: the API server would prune the
+    field from the job it stores, or refuse the job. No job file can cause it (its keys are typed): the renderer did."""
+    from infra.offline import crd_schemas, kubernetes_schema
+
+    for obj in objects:
+        problem = crd_schemas.has_schema(obj) and kubernetes_schema.problem(obj, cfg.kubernetes_version)
+        if problem:
+            raise ConfigError(
+                f"{obj['kind']} {obj['metadata']['name']}",
+                f"{problem}; rendered by this higgsfield, not written in the job file: report it",
+            )
 
 
 # --- a job file of class serving: a Deployment ---------------------------------------------------

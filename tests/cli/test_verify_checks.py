@@ -1497,8 +1497,11 @@ def test_tenant_attacks_refused_by_admission_pass_and_store_nothing(ctx, cluster
     assert "foundation: a TFJob whose pods carry a finalizer refused (403)" in outcome.evidence
     assert "foundation: a DaemonSet on the GPU nodes refused (403)" in outcome.evidence
     assert "foundation: a PodGroup in another queue refused (403)" in outcome.evidence
-    assert ("POST", "/apis/scheduling.volcano.sh/v1beta1/namespaces/llm/podgroups?dryRun=All") in cluster.requests
-    assert ("POST", "/apis/kubeflow.org/v1/namespaces/llm/tfjobs?dryRun=All") in cluster.requests
+    assert (
+        "POST",
+        "/apis/scheduling.volcano.sh/v1beta1/namespaces/llm/podgroups?dryRun=All&fieldValidation=Strict",
+    ) in cluster.requests
+    assert ("POST", "/apis/kubeflow.org/v1/namespaces/llm/tfjobs?dryRun=All&fieldValidation=Strict") in cluster.requests
     assert not [k for k in cluster.objects if k[2] in ("podgroups", "tfjobs") or k[3] == checks.ATTACK_NAME]
 
 

@@ -179,3 +179,32 @@ def test_a_list_selects_by_set_based_label_requirements_as_the_api_server_parses
     selector = quote("app,shard in (a, b),tier notin (canary,x),!retired")
     code, body = call(api, "GET", f"/api/v1/namespaces/team/pods?labelSelector={selector}")
     assert code == 200 and [p["metadata"]["name"] for p in json.loads(body)["items"]] == ["a", "b"]
+
+
+def _unknown_owner(obj):
+    return [("spec", "owner")] if "owner" in obj.get("spec", {}) else []
+
+
+def test_an_undeclared_field_is_pruned_from_a_create_without_strict_field_validation(api):
+    api.undeclared = _unknown_owner
+    pod = {**POD, "spec": {**POD["spec"], "owner": "x"}}
+    assert call(api, "POST", "/api/v1/namespaces/team/pods", pod)[0] == 201
+    assert api.get("/api/v1/namespaces/team/pods/p")["spec"] == POD["spec"]
+
+
+def test_an_undeclared_field_refuses_a_strict_create_naming_it(api):
+    api.undeclared = _unknown_owner
+    pod = {**POD, "spec": {**POD["spec"], "owner": "x"}}
+    code, body = call(api, "POST", "/api/v1/namespaces/team/pods?fieldValidation=Strict", pod)
+    assert (code, json.loads(body)["message"]) == (400, 'strict decoding error: unknown field "spec.owner"')
+    assert not api.objects
+
+
+def test_an_undeclared_field_refuses_a_server_side_apply_whatever_it_asks(api):
+    api.undeclared = _unknown_owner
+    pod = {**POD, "spec": {**POD["spec"], "owner": "x"}}
+    code, body = call(
+        api, "PATCH", "/api/v1/namespaces/team/pods/p?fieldManager=me", pod, "application/apply-patch+yaml"
+    )
+    assert code == 500 and json.loads(body)["message"].endswith(".spec.owner: field not declared in schema")
+    assert not api.objects

@@ -27,6 +27,14 @@ from infra.cli.verify import Outcome, Spec, failed
 REQUEST_TIMEOUT_S = 15  # one Kubernetes request (connect + read); each check's own timeout bounds the rest
 
 
+# A create's fieldValidation: a field the object's schema does not declare (a CRD's, or the built-in kind's) refuses the
+# request (400 BadRequest, naming it). The API server's default is Warn (since v1.23): it drops the field from what it
+# stores and says so in a Warning header this client does not show, so a trial job or a dry run would go on without it
+# (fieldValidation in CreateOptions: kubernetes-client/python:kubernetes/client/api/custom_objects_api.py@v37.0.3,
+# create_namespaced_custom_object; kubernetes.io/docs/reference/using-api/api-concepts/#field-validation).
+STRICT = {"field_validation": "Strict"}
+
+
 class Refused(Exception):
     """Nothing can be checked (no credentials, no kubeconfig): said in one line."""
 
@@ -118,7 +126,9 @@ class Kube:
         self, group: str, version: str, namespace: str, plural: str, body: dict, dry_run: bool
     ) -> dict:
         extra = {"dry_run": "All"} if dry_run else {}
-        return self._call(self.custom.create_namespaced_custom_object, group, version, namespace, plural, body, **extra)
+        return self._call(
+            self.custom.create_namespaced_custom_object, group, version, namespace, plural, body, **STRICT, **extra
+        )
 
     def create_namespace(self, body: dict) -> dict:
         return self._call(self.core.create_namespace, body)
@@ -131,9 +141,9 @@ class Kube:
         obj = _quantities_as_text(obj)
         namespace, kind = obj["metadata"]["namespace"], obj["kind"]
         if kind == "ConfigMap":
-            return self._call(self.core.create_namespaced_config_map, namespace, obj)
+            return self._call(self.core.create_namespaced_config_map, namespace, obj, **STRICT)
         if kind == "Job":
-            return self._call(self.batch.create_namespaced_job, namespace, obj)
+            return self._call(self.batch.create_namespaced_job, namespace, obj, **STRICT)
         group, version = obj["apiVersion"].split("/")
         return self.create_namespaced(group, version, namespace, kind.lower() + "s", obj, dry_run=False)
 
