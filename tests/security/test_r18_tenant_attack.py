@@ -1,0 +1,74 @@
+"""Round 18's tenant attacker on the elastic room (issue 34, point 3: signals no tenant can forge).
+
+The room an elastic job grows into (components/workloads.py ELASTIC_ROOM_QUERY) subtracts from a pool's GPUs
+those its pods request, as kube-state-metrics exports them: `kube_pod_container_resource_requests`, one series
+per container of `spec.containers` of every pod KSM lists, whatever its phase
+(createPodContainerResourceRequestsFamilyGenerator, kubernetes/kube-state-metrics:internal/store/pod.go, the same
+at v2.8.2, v2.17.0 and v2.20.0). So what a team's pods make of that series moves every team's room in the pool:
+
+- a finished pod (Succeeded or Failed) keeps its `nodeName` and its series while it exists, and holds no GPU
+  (neither Volcano nor the kubelet counts a terminated pod); a team's finished jobs leave them on nodes other
+  teams now use (cleanPodPolicy Running keeps finished pods), and a Job of 1-GPU pods that exit at once, with
+  as many completions as it likes (the `pods` quota counts no terminated pod), marks each node it touched full:
+  every elastic job of the pool stops growing, at no cost to that team.
+
+Each is evaluated through Prometheus' own engine (`promtool test rules`, as tests/components/test_forged_signals.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from tests.components.test_forged_signals import CLEAN, GPU, KSM, _room
+
+# 16 + 16 free GPUs of the pool over the 16 queue `research` holds (test_forged_signals.py CLEAN)
+CLEAN_ROOM = 2
+
+
+def _room_is(series: list[tuple[str, str]], room: float, tmp_path) -> None:
+    test = {
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": s, "values": f"{v}x5"} for s, v in series],
+                "promql_expr_test": [
+                    {"expr": _room("research", "h100"), "eval_time": "2m", "exp_samples": [{"labels": "{}", "value": room}]}
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "room_test.yaml"
+    path.write_text(yaml.safe_dump(test))
+    result = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _finished_pods(phase: str, count: int) -> list[tuple[str, str]]:
+    """`count` finished 1-GPU pods of team vision on node n2, each as KSM exports it (its request and its phase)."""
+    series = []
+    for i in range(count):
+        pod = f'namespace="vision",pod="done-{i}",uid="u-done-{i}"'
+        series.append((f'kube_pod_container_resource_requests{{{KSM},{pod},resource="nvidia_com_gpu",node="n2"}}', "1"))
+        series += [
+            (f'kube_pod_status_phase{{{KSM},{pod},phase="{p}"}}', "1" if p == phase else "0")
+            for p in ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+        ]
+    return series
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed here")
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_a_teams_finished_pods_take_no_room_from_the_pools_elastic_jobs(phase, tmp_path):
+    """Eight finished 1-GPU pods left on node n2 hold nothing: the pool still has 16 GPUs nobody requests."""
+    _room_is(CLEAN + _finished_pods(phase, 8), CLEAN_ROOM, tmp_path)
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed here")
+def test_a_pending_or_running_pod_still_takes_its_gpus_from_the_room(tmp_path):
+    """The control: the same eight pods still running hold n2's 8 GPUs, (16 + 8) / 16."""
+    _room_is(CLEAN + _finished_pods("Running", 8), 1.5, tmp_path)
