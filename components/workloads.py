@@ -95,9 +95,7 @@ _WAITING = f"(sum(clamp_min({_ADMISSIBLE} - {_BY_QUEUE.format('allocated')}, 0))
 # v2.8.2, v2.17.0 and v2.20.0). A finished pod keeps its nodeName and holds nothing, so its requests count only
 # while it has not finished: a team's finished pods, left on nodes others now use, would make them look full.
 _FINISHED = f'(kube_pod_status_phase{{{_KSM},phase=~"Succeeded|Failed"}} == 1)'
-_REQUESTED_GPUS = (
-    f'kube_pod_container_resource_requests{{{_KSM},resource="nvidia_com_gpu"}} unless on(uid) {_FINISHED}'
-)
+_REQUESTED_GPUS = f'kube_pod_container_resource_requests{{{_KSM},resource="nvidia_com_gpu"}} unless on(uid) {_FINISHED}'
 # GPUs of the pool's nodes that no pod there requests, less every GPU any queue is waiting for and may be given
 # (pending pods name no node, so all waiting work counts against every pool: growth waits for it).
 _FREE_GPUS = (

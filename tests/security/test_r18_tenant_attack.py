@@ -10,20 +10,27 @@ at v2.8.2, v2.17.0 and v2.20.0). So what a team's pods make of that series moves
   (neither Volcano nor the kubelet counts a terminated pod); a team's finished jobs leave them on nodes other
   teams now use (cleanPodPolicy Running keeps finished pods), and a Job of 1-GPU pods that exit at once, with
   as many completions as it likes (the `pods` quota counts no terminated pod), marks each node it touched full:
-  every elastic job of the pool stops growing, at no cost to that team.
+  every elastic job of the pool stops growing, at no cost to that team;
+- GPUs a sidecar or an init container asks are in no such series (`kube_pod_init_container_resource_requests` is
+  another), so a team's serving replica holding 8 GPUs in a sidecar made 8 free GPUs for every elastic job of the
+  pool, which grew into them, pending, and had nodes bought: the team policy now refuses GPUs, EFA and huge pages
+  in every init container of a team's pods (evaluated with cel-expr-python, as tests/security/test_tenancy.py).
 
 Each is evaluated through Prometheus' own engine (`promtool test rules`, as tests/components/test_forged_signals.py).
 """
 
 from __future__ import annotations
 
+import copy
 import shutil
 import subprocess
 
 import pytest
 import yaml
 
-from tests.components.test_forged_signals import CLEAN, GPU, KSM, _room
+from tests.components.test_forged_signals import CLEAN, KSM, _room
+from tests.security.test_plain_gpu_demand import RULES, _deployment
+from tests.security.test_tenancy import denied_by
 
 # 16 + 16 free GPUs of the pool over the 16 queue `research` holds (test_forged_signals.py CLEAN)
 CLEAN_ROOM = 2
@@ -37,7 +44,11 @@ def _room_is(series: list[tuple[str, str]], room: float, tmp_path) -> None:
                 "interval": "1m",
                 "input_series": [{"series": s, "values": f"{v}x5"} for s, v in series],
                 "promql_expr_test": [
-                    {"expr": _room("research", "h100"), "eval_time": "2m", "exp_samples": [{"labels": "{}", "value": room}]}
+                    {
+                        "expr": _room("research", "h100"),
+                        "eval_time": "2m",
+                        "exp_samples": [{"labels": "{}", "value": room}],
+                    }
                 ],
             }
         ],
@@ -72,3 +83,35 @@ def test_a_teams_finished_pods_take_no_room_from_the_pools_elastic_jobs(phase, t
 def test_a_pending_or_running_pod_still_takes_its_gpus_from_the_room(tmp_path):
     """The control: the same eight pods still running hold n2's 8 GPUs, (16 + 8) / 16."""
     _room_is(CLEAN + _finished_pods("Running", 8), 1.5, tmp_path)
+
+
+# --- GPUs where the room does not look --------------------------------------------------------------------------
+
+INIT_GPUS = "no init container, sidecars included, asks for"
+
+
+def _serving_gpus_in(where: str) -> dict:
+    """Team llm's serving Deployment of one 8-GPU replica (its plain-gpu quota counts it), its GPUs in a sidecar,
+    an init container, or (the control) its container."""
+    deployment = _deployment("serving", replicas=1)
+    spec = deployment["spec"]["template"]["spec"]
+    main = spec["containers"][0]
+    if where != "container":
+        held = {**copy.deepcopy(main), "name": "held"}
+        if where == "sidecar":
+            held["restartPolicy"] = "Always"
+        main["resources"] = {"requests": {"cpu": "500m", "memory": "1Gi"}}
+        spec["initContainers"] = [held]
+    return deployment
+
+
+@pytest.mark.parametrize("where", ["sidecar", "init-container"])
+def test_a_plain_workloads_gpus_in_an_init_container_are_denied(where):
+    """Attack: the room subtracts kube_pod_container_resource_requests, spec.containers alone; 8 GPUs held by a
+    sidecar (or by an init container: the pod holds them for its life) were 8 free GPUs to every team's elastic
+    job in the pool, which grew into them, pending, and had nodes bought for the growth."""
+    assert any(m.startswith(INIT_GPUS) for m in denied_by(_serving_gpus_in(where), RULES))
+
+
+def test_the_same_gpus_in_its_container_are_admitted():
+    assert denied_by(_serving_gpus_in("container"), RULES) == []
