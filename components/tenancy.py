@@ -565,7 +565,12 @@ def node_share_validations(team: TeamRules) -> list[dict]:
         {
             # The Cluster Autoscaler never removes the node of a pod no controller owns (drain.go, the
             # "not replicated" blocking reason); the garbage collector removes a pod whose owner is not there.
-            "expression": "object.kind != 'Pod' || request.operation != 'CREATE' || "
+            # A pod's UPDATE may add tolerations (ValidatePodUpdate, kubernetes/kubernetes:pkg/apis/core/
+            # validation/validation.go, read through the code search): a pending pod that gains the GPU taint's
+            # is placed on a GPU node as one created with it, so that UPDATE is judged as a CREATE; any other
+            # UPDATE passes (its owners are kept: volcano_group_validations).
+            "expression": "object.kind != 'Pod' || (request.operation == 'UPDATE' && "
+            f"{_takes_a_gpu_node('oldObject.spec')}) || "
             f"!{_takes_a_gpu_node('object.spec')} || (has(object.metadata.ownerReferences) && "
             "object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller == true))",
             "message": "a pod on a GPU node is made by a controller (a Job, a Deployment, a Kubeflow job): a bare "

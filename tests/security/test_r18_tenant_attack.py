@@ -30,7 +30,9 @@ import yaml
 
 from tests.components.test_forged_signals import CLEAN, KSM, _room
 from tests.security.test_plain_gpu_demand import RULES, _deployment
-from tests.security.test_tenancy import denied_by
+from infra.core.names import POOL_LABEL
+from tests.security.test_node_share import GPU_TOLERATION, NO_GPU
+from tests.security.test_tenancy import _pod, denied_by
 
 # 16 + 16 free GPUs of the pool over the 16 queue `research` holds (test_forged_signals.py CLEAN)
 CLEAN_ROOM = 2
@@ -115,3 +117,38 @@ def test_a_plain_workloads_gpus_in_an_init_container_are_denied(where):
 
 def test_the_same_gpus_in_its_container_are_admitted():
     assert denied_by(_serving_gpus_in("container"), RULES) == []
+
+
+# --- a bare pod onto a GPU node by an UPDATE -------------------------------------------------------------------
+
+BARE = "a pod on a GPU node is made by a controller"
+
+
+def _bare_pod(tolerations: list[dict] | None = None) -> dict:
+    """Alice's own pod (no owner): 100m CPU, Volcano's, selecting a GPU pool; without the GPU taint tolerated it
+    lands nowhere (no CPU node has the pool label) and is no GPU pod."""
+    pod = _pod(containers=NO_GPU, nodeSelector={POOL_LABEL: "h100"})
+    del pod["metadata"]["ownerReferences"]
+    if tolerations:
+        pod["spec"]["tolerations"] = tolerations
+    return pod
+
+
+def test_a_bare_pod_tolerating_the_gpu_taint_by_an_update_is_denied():
+    """Attack: the API server lets a pod's UPDATE add tolerations ("Allow only additions to tolerations updates",
+    ValidatePodUpdate, kubernetes/kubernetes:pkg/apis/core/validation/validation.go, read through the code search),
+    and the bare-pod rule read CREATE alone. The pending pod, once it tolerates the GPU taint, is placed on a GPU
+    node (or has one bought: the autoscaler packs pending pods that tolerate it), and the Cluster Autoscaler never
+    drains a node under a pod no controller owns (the `replicated` rule): 100m CPU kept a GPU node for good."""
+    pending = _bare_pod()
+    assert denied_by(pending) == []  # the control: a CPU pod, no GPU node reachable
+    gpu = _bare_pod(GPU_TOLERATION)
+    assert any(m.startswith(BARE) for m in denied_by(gpu))  # created so, it is denied
+    assert any(m.startswith(BARE) for m in denied_by(gpu, operation="UPDATE", old=pending))
+
+
+def test_a_controllers_pod_may_still_gain_the_toleration():
+    """What the rule leaves: a pod its controller owns may tolerate the GPU taint, as its template may."""
+    pending = _pod(containers=NO_GPU, nodeSelector={POOL_LABEL: "h100"})
+    gpu = {**pending, "spec": {**pending["spec"], "tolerations": GPU_TOLERATION}}
+    assert denied_by(gpu, operation="UPDATE", old=pending, user="alice@vision") == []
