@@ -28,10 +28,10 @@ import subprocess
 import pytest
 import yaml
 
-from tests.components.test_forged_signals import CLEAN, KSM, _room
-from tests.security.test_plain_gpu_demand import RULES, _deployment
 from infra.core.names import POOL_LABEL
+from tests.components.test_forged_signals import CLEAN, KSM, _room
 from tests.security.test_node_share import GPU_TOLERATION, NO_GPU
+from tests.security.test_plain_gpu_demand import RULES, _deployment
 from tests.security.test_tenancy import _pod, denied_by
 
 # 16 + 16 free GPUs of the pool over the 16 queue `research` holds (test_forged_signals.py CLEAN)
