@@ -16,6 +16,9 @@ at v2.8.2, v2.17.0 and v2.20.0). So what a team's pods make of that series moves
   pool, which grew into them, pending, and had nodes bought: the team policy now refuses GPUs, EFA and huge pages
   in every init container of a team's pods (evaluated with cel-expr-python, as tests/security/test_tenancy.py).
 
+Beside those, the policy's bare-pod rule read a pod's CREATE alone, and the gang deadline's team clock counted a
+team's CPU pod as using a GPU node bought for its gangs (the CronJob run against tests/fake_kube_api.py).
+
 Each is evaluated through Prometheus' own engine (`promtool test rules`, as tests/components/test_forged_signals.py).
 """
 
@@ -24,14 +27,28 @@ from __future__ import annotations
 import copy
 import shutil
 import subprocess
+from datetime import datetime, timedelta
 
+import gang_deadline
 import pytest
 import yaml
 
+from components import gang_deadline as component
 from infra.core.names import POOL_LABEL
 from tests.components.test_forged_signals import CLEAN, KSM, _room
+from tests.components.test_gang_deadline import DEADLINE, NOW, _iso
+from tests.components.test_gang_deadline_pause import EMPTY as PAUSE_EMPTY
+from tests.components.test_gang_deadline_pause import IDLE_NODE
+from tests.components.test_gang_deadline_pause import SETTINGS as PAUSE_SETTINGS
+from tests.components.test_gang_deadline_pause import _cluster as pause_cluster
+from tests.components.test_gang_deadline_pause import _given_back as pause_given_back
+from tests.components.test_gang_deadline_pause import _set_suspended as set_suspended
+from tests.components.test_gang_deadline_team_clock import PASS_S
+from tests.fake_kube_api import FakeKubernetesApi
 from tests.security.test_node_share import GPU_TOLERATION, NO_GPU
 from tests.security.test_plain_gpu_demand import RULES, _deployment
+from tests.security.test_r10_clock_attack import ON_REAL, _bind, _delete, _given_back, _pass, _submit
+from tests.security.test_r17_clock_attack import HELD, _idle_nodes
 from tests.security.test_tenancy import _pod, denied_by
 
 # 16 + 16 free GPUs of the pool over the 16 queue `research` holds (test_forged_signals.py CLEAN)
@@ -152,3 +169,80 @@ def test_a_controllers_pod_may_still_gain_the_toleration():
     pending = _pod(containers=NO_GPU, nodeSelector={POOL_LABEL: "h100"})
     gpu = {**pending, "spec": {**pending["spec"], "tolerations": GPU_TOLERATION}}
     assert denied_by(gpu, operation="UPDATE", old=pending, user="alice@vision") == []
+
+
+# --- a CPU pod beside the decoy ends the team's clock -----------------------------------------------------------
+
+
+def _filler(node: str, at: datetime) -> dict:
+    """Team llm's CPU pod (a Deployment's: one GPU's share of a node's CPU, the GPU taint tolerated, as the team
+    policy admits), bound to `node`."""
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "filler-rs", "uid": "u-rs", "controller": True}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "filler", "namespace": "llm", "creationTimestamp": _iso(at), "ownerReferences": [owner]},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": "24"}}}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def test_a_cpu_pod_on_the_other_bought_node_while_the_decoy_runs_does_not_restart_the_teams_clock():
+    """Attack beside round 17's decoy: team llm's gang waits beside two idle h100 nodes bought for it; its one-pod
+    decoy binds to one (asking its node's whole share, so nothing else fits there), and in the same minute a CPU pod
+    of the team's (a Deployment's, one GPU's share of CPU) lands on the other. At the pass that sees the decoy run no
+    node bought since the team's clock started is idle, so the clock ends; the team deletes the CPU pod and replaces
+    its waiting gang, which starts a fresh clock beside the same two nodes, now idle again. The decoy cost one pod
+    on one node, not gangs running on every node bought for the team (docs/design/tenancy.md, "Still open"). A node
+    on which no pod holds a GPU is not used as it was bought: the clock goes on, and the replacement is given back
+    within the first gang's deadline and one pass."""
+    kube = FakeKubernetesApi()
+    try:
+        bought = NOW - timedelta(hours=2, seconds=30)
+        start = NOW - timedelta(hours=2)
+        api = _idle_nodes(kube, bought, 2)
+        _submit(kube, "train-0", start - timedelta(seconds=30), ON_REAL)
+        binds = start + timedelta(seconds=DEADLINE - 240)
+        moment = start
+        while moment <= start + timedelta(seconds=DEADLINE + PASS_S):
+            if moment == binds - timedelta(seconds=PASS_S):
+                _submit(kube, "decoy", moment, ON_REAL)
+            if moment == binds:
+                _bind(kube, "decoy", "bought-1")
+                kube.put(_filler("bought-0", moment))
+                _delete(kube, "train-0")
+                _submit(kube, "train-1", moment - timedelta(seconds=30), ON_REAL)
+            if moment == binds + timedelta(seconds=PASS_S):
+                kube.delete_now("/api/v1/namespaces/llm/pods/filler")
+            _pass(api, moment)
+            moment += timedelta(seconds=PASS_S)
+        assert _given_back(kube, "train-1"), HELD
+    finally:
+        kube.close()
+
+
+def test_a_cpu_pod_on_the_bought_node_through_a_pause_does_not_take_the_paused_gangs_clock_off():
+    """Attack beside round 9's: the team pauses its gang, which waited 20 of its 30 minutes beside an idle h100 node
+    bought for it, and puts a CPU pod of its own (a Deployment's) on that node for the pause. The pause outlasts the
+    pool's emptySeconds with no idle node made between the job and its pause left, so the clock came off; the team
+    deletes the CPU pod and resumes, and the gang, beside the same node, starts a fresh clock. The node's GPUs were
+    never used: the clock stays, and the resumed gang is given back at the next pass."""
+    kube = FakeKubernetesApi()
+    try:
+        start = NOW - timedelta(hours=2)
+        api = pause_cluster(kube, "PyTorchJob", start)
+        assert gang_deadline.run(api, PAUSE_SETTINGS, component.NAMESPACE, start) == 0  # its clock starts
+        paused = start + timedelta(minutes=20)
+        set_suspended(kube, "PyTorchJob", True, paused)
+        kube.put(_filler(IDLE_NODE["metadata"]["name"], paused))
+        resumed = paused + timedelta(seconds=PAUSE_EMPTY + 120)
+        moment = paused + timedelta(minutes=1)
+        while moment < resumed:
+            assert gang_deadline.run(api, PAUSE_SETTINGS, component.NAMESPACE, moment) == 0
+            moment += timedelta(minutes=1)
+        kube.delete_now("/api/v1/namespaces/llm/pods/filler")
+        set_suspended(kube, "PyTorchJob", False, resumed)
+        assert gang_deadline.run(api, PAUSE_SETTINGS, component.NAMESPACE, resumed + timedelta(minutes=1)) == 0
+        assert pause_given_back(kube, "PyTorchJob")
+    finally:
+        kube.close()
