@@ -26,7 +26,7 @@ from components.kubernetes_objects import (
     preview_reads,
     restricted_namespace,
 )
-from components.workloads import TRAINING_PROGRESS_JOB
+from components.workloads import DCGM_JOB, TRAINING_PROGRESS_JOB, VOLCANO_CONTROLLER_JOB
 from infra.config import GpuPool
 from infra.core.names import RECHECK_REASON
 
@@ -125,7 +125,13 @@ def alert_rules(pools: Sequence[GpuPool]) -> list[dict]:
     progress_age = f"time() - max by (namespace, job_name) (higgsfield_training_progress_timestamp_seconds{progress})"
     normal_step = f"quantile by (namespace, job_name) (0.5, higgsfield_training_step_seconds{progress})"
     compute = f"avg_over_time(higgsfield_training_compute_seconds{progress}[10m])"
-    critical = " or ".join(f"{XID} == {code}" for code in CRITICAL_XIDS)
+    # the exporters' own series, as the dashboard reads them: the XIDs DCGM's, the queues' Volcano's controller's
+    # (queue_pod_group_inqueue_count, volcano-sh/volcano:pkg/controllers/metrics/queue.go@v1.15.1)
+    xid, inqueue = (
+        f'{XID}{{job="{DCGM_JOB}"}}',
+        f'volcano_queue_pod_group_inqueue_count{{job="{VOLCANO_CONTROLLER_JOB}"}}',
+    )
+    critical = " or ".join(f"{xid} == {code}" for code in CRITICAL_XIDS)
     # the longest a gang may wait for its nodes on any pool, then the gang-deadline CronJob gives them back
     deadline = max((gang_deadline_s(p) for p in pools), default=1800.0)
     rules = [
@@ -165,7 +171,7 @@ def alert_rules(pools: Sequence[GpuPool]) -> list[dict]:
         },
         {
             "alert": "GangWaitingPastDeadline",
-            "expr": "max by (queue_name) (volcano_queue_pod_group_inqueue_count) > 0",
+            "expr": f"max by (queue_name) ({inqueue}) > 0",
             "for": f"{int(deadline)}s",
             "labels": {"severity": "warning"},
             "annotations": {
@@ -183,7 +189,7 @@ def alert_rules(pools: Sequence[GpuPool]) -> list[dict]:
         },
         {
             "alert": "GpuXidError",
-            "expr": f"max by (Hostname, gpu) ({XID}) > 0",
+            "expr": f"max by (Hostname, gpu) ({xid}) > 0",
             "for": "5m",
             "labels": {"severity": "warning"},
             "annotations": {

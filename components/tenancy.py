@@ -565,7 +565,12 @@ def node_share_validations(team: TeamRules) -> list[dict]:
         {
             # The Cluster Autoscaler never removes the node of a pod no controller owns (drain.go, the
             # "not replicated" blocking reason); the garbage collector removes a pod whose owner is not there.
-            "expression": "object.kind != 'Pod' || request.operation != 'CREATE' || "
+            # A pod's UPDATE may add tolerations (ValidatePodUpdate, kubernetes/kubernetes:pkg/apis/core/
+            # validation/validation.go, read through the code search): a pending pod that gains the GPU taint's
+            # is placed on a GPU node as one created with it, so that UPDATE is judged as a CREATE; any other
+            # UPDATE passes (its owners are kept: volcano_group_validations).
+            "expression": "object.kind != 'Pod' || (request.operation == 'UPDATE' && "
+            f"{_takes_a_gpu_node('oldObject.spec')}) || "
             f"!{_takes_a_gpu_node('object.spec')} || (has(object.metadata.ownerReferences) && "
             "object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller == true))",
             "message": "a pod on a GPU node is made by a controller (a Job, a Deployment, a Kubeflow job): a bare "
@@ -796,11 +801,11 @@ def gang_validations(team: TeamRules) -> list[dict]:
             # the pods and not in the gang its queue admits.
             "expression": f"!({is_job}) || variables.specs.all(s, s.containers.all(c, !has(c.resources) || "
             "!has(c.resources.requests) || !has(c.resources.limits) || "
-            "c.resources.limits.all(r, r in c.resources.requests)) && "
-            f"(!has(s.initContainers) || s.initContainers.all(c, !{_asks_node_resource('c')})))",
-            "message": "a Kubeflow job's container that sets requests requests everything it limits, and no init "
-            f"container asks for {', '.join(GPU_NODE_RESOURCES)} or huge pages: the operator sizes the gang its "
-            "queue admits from its containers' requests (or limits, where a container has no requests)",
+            "c.resources.limits.all(r, r in c.resources.requests)))",
+            "message": "a Kubeflow job's container that sets requests requests everything it limits (and no init "
+            f"container asks for {', '.join(GPU_NODE_RESOURCES)} or huge pages, as in every team pod): the operator "
+            "sizes the gang its queue admits from its containers' requests (or limits, where a container has no "
+            "requests)",
             "reason": "Forbidden",
         },
         {
@@ -1506,6 +1511,21 @@ def gpu_and_node_validations() -> list[dict]:
             f"{SCHEDULER}, or submit a Kubeflow job (the operator sets it); "
             f"so is any pod that asks for EFA or huge pages or tolerates the {GPU_TAINT_KEY} taint, and every "
             "container counts (init, sidecar, ephemeral)",
+            "reason": "Forbidden",
+        },
+        {
+            # What a pod's GPUs are counted by outside admission reads its containers alone: the operator's gang
+            # (CalcPGMinResources, kubeflow/trainer:pkg/controller.v1/common/util.go@v1.9.4) and the elastic room's
+            # used GPUs, kube-state-metrics' kube_pod_container_resource_requests (spec.containers only:
+            # createPodContainerResourceRequestsFamilyGenerator, kubernetes/kube-state-metrics:internal/store/
+            # pod.go@v2.17.0; init containers are another series). A sidecar's GPUs would be free GPUs to every
+            # team's elastic jobs in the pool, which would grow into them and have nodes bought. Init containers
+            # are fixed once a pod is made, so a pod's UPDATE passes (one made before this rule stays updatable).
+            "expression": "(object.kind == 'Pod' && request.operation == 'UPDATE') || variables.specs.all(s, "
+            f"!has(s.initContainers) || s.initContainers.all(c, !{_asks_node_resource('c')}))",
+            "message": f"no init container, sidecars included, asks for {', '.join(GPU_NODE_RESOURCES)} or huge "
+            "pages: a pod's GPUs are counted (its gang, the pool's free GPUs every elastic job grows into) from its "
+            "containers; put them in a container",
             "reason": "Forbidden",
         },
         {

@@ -90,11 +90,17 @@ _BY_QUEUE = "sum by (queue_name) (volcano_queue_{0}_scalar_resources{{" + _GPU +
 _REQUEST, _DESERVED = _BY_QUEUE.format("request"), _BY_QUEUE.format("deserved")
 _ADMISSIBLE = f"(({_REQUEST} <= {_DESERVED}) or ({_DESERVED} and {_REQUEST}) or {_REQUEST})"
 _WAITING = f"(sum(clamp_min({_ADMISSIBLE} - {_BY_QUEUE.format('allocated')}, 0)) or vector(0))"
+# A pod's requests as kube-state-metrics exports them: of every pod it lists, whatever its phase
+# (createPodContainerResourceRequestsFamilyGenerator, kubernetes/kube-state-metrics:internal/store/pod.go, the same at
+# v2.8.2, v2.17.0 and v2.20.0). A finished pod keeps its nodeName and holds nothing, so its requests count only
+# while it has not finished: a team's finished pods, left on nodes others now use, would make them look full.
+_FINISHED = f'(kube_pod_status_phase{{{_KSM},phase=~"Succeeded|Failed"}} == 1)'
+_REQUESTED_GPUS = f'kube_pod_container_resource_requests{{{_KSM},resource="nvidia_com_gpu"}} unless on(uid) {_FINISHED}'
 # GPUs of the pool's nodes that no pod there requests, less every GPU any queue is waiting for and may be given
 # (pending pods name no node, so all waiting work counts against every pool: growth waits for it).
 _FREE_GPUS = (
     f'(sum(kube_node_status_allocatable{{{_KSM},resource="nvidia_com_gpu"}} {_IN_POOL})'
-    f' - (sum(kube_pod_container_resource_requests{{{_KSM},resource="nvidia_com_gpu"}} {_IN_POOL}) or vector(0))'
+    f" - (sum(({_REQUESTED_GPUS}) {_IN_POOL}) or vector(0))"
     f" - {_WAITING} / 1000)"
 )
 ELASTIC_ROOM_QUERY = f"clamp_min(({_QUEUE_GPUS} + clamp_min({_FREE_GPUS}, 0)) / ({_QUEUE_GPUS}), 1)"

@@ -203,10 +203,12 @@ def _holds_its_node(pod: dict) -> bool:
     return not daemon or _gpus(pod) > 0
 
 
-def idle_nodes(nodes: list[dict], pods: list[dict]) -> list[dict]:
+def idle_nodes(nodes: list[dict], pods: list[dict], gpus_only: bool = False) -> list[dict]:
     """The pools' nodes no pod holds (`pods`: every pod of the cluster): capacity being paid for
-    and not used."""
-    busy = {p["spec"]["nodeName"] for p in pods if _holds_its_node(p)}
+    and not used. With `gpus_only`, the nodes on which no pod holds a GPU: whether a GPU node bought for a gang
+    is used as it was bought, which a pod asking none (any team's, placed beside the gang's nodes for a pass)
+    does not make so."""
+    busy = {p["spec"]["nodeName"] for p in pods if _holds_its_node(p) and (not gpus_only or _gpus(p) > 0)}
     return [n for n in nodes if POOL_LABEL in (n["metadata"].get("labels") or {}) and n["metadata"]["name"] not in busy]
 
 
@@ -525,7 +527,8 @@ def running_team_clocks(
     team's clocks stop too in the pools where a job's clocked gang runs now (it is whole, on the nodes it waited
     for: the team's next gang waits for nodes of its own; only there: its templates may name other pools, every pool
     for one that selects an instance type rather than a pool, where its team's other gangs still wait), unless an
-    idle node of the pool made since the clock started is still there (from its start less the pool's emptySeconds:
+    idle node of the pool made since the clock started is still there (idle of GPUs: a team's CPU pod placed there
+    for a pass does not use what its gangs waited for) (from its start less the pool's emptySeconds:
     a node bought for a gang of the team that no pass saw wait beside it stays idle that long before its clock
     starts): the run did not use what the team's gangs waited beside, and a decoy that binds one such node would
     give the gang replacing theirs a fresh clock beside the others; and where
@@ -539,7 +542,7 @@ def running_team_clocks(
         for key, c in clocks.items()
         if key[1] in empty_s and timedelta(0) <= now - c.seen < timedelta(seconds=empty_s[key[1]])
     }
-    ran_in, idle = _ran_in(podgroups, pods, nodes), idle_nodes(nodes, pods)
+    ran_in, idle = _ran_in(podgroups, pods, nodes), idle_nodes(nodes, pods, gpus_only=True)
     for job in jobs:
         namespace, gave_back = job["metadata"]["namespace"], _stamp(_annotation(job, GAVE_BACK))
         retried = _key(job) in resumed and gave_back is not None
@@ -962,7 +965,7 @@ def run(api: Api, settings: dict, own_namespace: str, now: datetime) -> int:
     running = running_team_clocks(team, podgroups, pods, nodes, jobs, empty_s, resumed, now)
     actions = (
         clock_actions(podgroups, pods, nodes, jobs, deadlines, running)
-        + pause_actions(jobs, empty_s, now, idle_nodes(nodes, pods))
+        + pause_actions(jobs, empty_s, now, idle_nodes(nodes, pods, gpus_only=True))
         + fresh_pause_actions(jobs, deadlines, float(settings["checkSeconds"]), now)
         + decided
     )

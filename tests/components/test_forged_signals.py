@@ -1,5 +1,5 @@
 """Signals a tenant cannot forge (issue 34, point 3): every query that drives scheduling (the
-elastic room, the HPAs' metrics) or the GPU dashboard names the scrape job of the exporter it
+elastic room, the HPAs' metrics), the GPU dashboard or an alert names the scrape job of the exporter it
 means, so a series a tenant's serving pod exports under the same name is never summed in; the
 serving scrape keeps only the serving metric. The injection runs through Prometheus' own engine
 with `promtool test rules` where promtool is installed (otherwise that test is skipped: run
@@ -30,7 +30,7 @@ def _queries() -> dict[str, str]:
         series = rule["name"]["matches"].strip("^$")  # the Prometheus series the rule reads
         out[f"adapter {rule['name']['as']} query"] = rule["metricsQuery"].replace("<<.Series>>", series)
     for group in job_watchdog.alert_rules([]):
-        out.update({f"alert {r['alert']}": r["expr"] for r in group["rules"] if "higgsfield_" in r["expr"]})
+        out.update({f"alert {r['alert']}": r["expr"] for r in group["rules"]})
     return out
 
 

@@ -236,6 +236,7 @@ def _pytorchjob_with(**spec) -> dict:
 
 ENV = "no NVIDIA_VISIBLE_DEVICES"
 VOLCANO = "GPU pods are scheduled by volcano"
+INIT_GPUS = "no init container, sidecars included, asks for"
 NODE_NAME = "no nodeName"
 TOLERATIONS = "tolerations name a taint key"
 ESCALATION = "allowPrivilegeEscalation: false"
@@ -288,17 +289,22 @@ ATTACKS = {
         VISION,
         {"user": "system:serviceaccount:kube-system:replicaset-controller"},
     ),
-    "init_container_gpu_pod_outside_volcano": (
-        _cpu_pod(initContainers=[_container("init", resources={"limits": {"nvidia.com/gpu": 8}})]),
-        VOLCANO,
+    # GPUs in an init container are refused whatever the scheduler (the counts read containers alone:
+    # test_r18_tenant_attack.py); through Volcano, that rule is the only one refusing them
+    "init_container_gpu_pod": (
+        _cpu_pod(
+            schedulerName="volcano", initContainers=[_container("init", resources={"limits": {"nvidia.com/gpu": 8}})]
+        ),
+        INIT_GPUS,
         VISION,
         {},
     ),
-    "sidecar_gpu_pod_outside_volcano": (
+    "sidecar_gpu_pod": (
         _cpu_pod(
-            initContainers=[_container("sidecar", restartPolicy="Always", resources={"limits": {"nvidia.com/gpu": 8}})]
+            schedulerName="volcano",
+            initContainers=[_container("sidecar", restartPolicy="Always", resources={"limits": {"nvidia.com/gpu": 8}})],
         ),
-        VOLCANO,
+        INIT_GPUS,
         VISION,
         {},
     ),
