@@ -228,7 +228,9 @@ def test_the_deploy_role_may_take_karpenters_tags_off_an_instance():
     "untagged, falls before the window of Karpenter's newer instances, or the check passes with no instance at all "
     "without reading the log. Fixes: a deny of ec2:CreateTags/DeleteTags on instance/* naming these keys in "
     "aws:TagKeys for the deploy role (237 characters; prod's delivery-deploy-denials has 457 left, fewer at the "
-    "longest stack name: tests/delivery/test_policy_sizes.py), or the window from something the deploy role "
+    "longest stack name: tests/delivery/test_policy_sizes.py; a DeleteTags that names no tags deletes every user "
+    "tag, botocore's ec2 DeleteTags, and whether it then carries aws:TagKeys is undocumented, so it needs its own "
+    "Null clause), or the window from something the deploy role "
     "cannot change (the oldest instance of the cluster's VPC, vpc-id, which also finds the system nodes; or the "
     "whole retention, a slower scan within the check's 120 s)",
 )
