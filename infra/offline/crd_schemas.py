@@ -27,11 +27,11 @@ k8s.io/api of its go.mod, v0.36.3): it is kept once, as a part the kinds name by
 (and the same for mpijobs, tfjobs, xgboostjobs, jaxjobs and paddlejobs). `extract` replaces only a subtree equal to
 the part, so a kind whose template differs keeps its own.
 
-Validation is as strict as the API server with `--validate=strict` on the structural part: types,
-enums, patterns, bounds, required fields, and no field the schema does not declare (one the API server would prune
-from the object it stores, or refuse with fieldValidation=Strict). The CRD's CEL
-rules (x-kubernetes-validations) are checked on a real cluster only: `kubectl apply --dry-run=server`
-of `higgsfield plan STACK --manifests` (docs/karpenter.md).
+Validation is as strict as the API server with `--validate=strict` on the structural part: types, enums, patterns,
+bounds, required fields, list-type sets' and maps' uniqueness, and no field the schema does not declare (one the API
+server would prune from the object it stores, or refuse with fieldValidation=Strict). The CRD's CEL rules
+(x-kubernetes-validations) are checked on a real cluster only: `kubectl apply --dry-run=server` of `higgsfield plan
+STACK --manifests` (docs/karpenter.md).
 
 The schema's `default`s are what the API server fills in where an object leaves a field out (`defaulted`): validation
 sees the object with them, as the API server's does, and `higgsfield verify` (kube.node-classes, kube.node-pools) and
@@ -115,9 +115,29 @@ def extract_part(crd: dict, source: str, path: str) -> dict:
     return {"source": f"{source} ({path})", "schema": _prune(node)}
 
 
+# A list-type map's keys (x-kubernetes-list-map-keys) in the JSON Schema `_json_schema` makes, read by `_unique_keys`.
+LIST_MAP_KEYS = "listMapKeys"
+
+
+def _unique_keys(validator: Any, keys: list[str], instance: Any, schema: dict) -> Any:
+    """Two entries of a list-type map with one key (the key fields each has, compared as values) are refused as the
+    API server refuses them ("Duplicate value": validateListMap, kubernetes/kubernetes:staging/src/k8s.io/
+    apiextensions-apiserver/pkg/apiserver/schema/listtype/validation.go@95f08499)."""
+    if not validator.is_type(instance, "array"):
+        return
+    seen: set[str] = set()
+    for i, item in enumerate(instance):
+        key = {k: item[k] for k in keys if k in item} if isinstance(item, dict) else {}
+        text = json.dumps(key, sort_keys=True)
+        if text in seen:
+            yield jsonschema.ValidationError(f"Duplicate value: {key} (a list keyed by {', '.join(keys)})", path=[i])
+        seen.add(text)
+
+
 def _json_schema(node: Any) -> Any:
     """An OpenAPI v3 structural schema as JSON Schema: int-or-string made explicit, objects with
-    declared properties closed to others (the API server prunes or, strict, refuses them)."""
+    declared properties closed to others (the API server prunes or, strict, refuses them), a list-type set's items
+    unique and a list-type map's keys (validateListSetsAndMaps, in the file `_unique_keys` names)."""
     if isinstance(node, list):
         return [_json_schema(v) for v in node]
     if not isinstance(node, dict):
@@ -135,6 +155,10 @@ def _json_schema(node: Any) -> Any:
         out["additionalProperties"] = False
     if node.get("nullable") and "type" in out:
         out["type"] = [out["type"], "null"]
+    if node.get("x-kubernetes-list-type") == "set":
+        out["uniqueItems"] = True
+    if node.get("x-kubernetes-list-type") == "map":
+        out[LIST_MAP_KEYS] = node["x-kubernetes-list-map-keys"]
     return out
 
 
@@ -181,7 +205,7 @@ def _validator(api_version: str, kind: str) -> jsonschema.protocols.Validator:
         },
         "additionalProperties": False,
     }
-    return jsonschema.validators.Draft7Validator(schema)
+    return jsonschema.validators.extend(jsonschema.validators.Draft7Validator, {LIST_MAP_KEYS: _unique_keys})(schema)
 
 
 def _default(value: Any, schema: Any) -> None:

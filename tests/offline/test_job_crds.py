@@ -140,3 +140,22 @@ def test_jobs_render_refuses_a_teams_job_rendered_with_a_field_its_crd_would_pru
     err = capsys.readouterr().err
     assert err.startswith("error: PyTorchJob llama-ft: spec.pytorchReplicaSpecs.Worker.template.spec: ")
     assert "'workloadRef'" in err and "report it" in err
+
+
+@pytest.mark.parametrize(
+    "duplicate",
+    [
+        lambda c: c.setdefault("env", []).extend([{"name": "SEED", "value": "1"}, {"name": "SEED", "value": "2"}]),
+        lambda c: c.setdefault("volumeMounts", []).append(dict(c["volumeMounts"][0], name="again")),
+    ],
+    ids=["env by name", "volumeMounts by mountPath"],
+)
+def test_two_entries_of_a_keyed_list_with_one_key_are_a_finding(duplicate):
+    # The CRD's PodTemplateSpec keeps the Pod's list types: env is a list-type map keyed by name, volumeMounts by
+    # mountPath (x-kubernetes-list-map-keys), and the API server refuses two entries of one key ("Duplicate value":
+    # validateListMap, kubernetes/kubernetes:staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype/
+    # validation.go@95f08499); JSON Schema has no such keyword, so the kept schema must say it.
+    examples = _examples_with(lambda e: duplicate(_worker_spec(e)["containers"][0]))
+    messages = [f.message for f in validate_manifests(plan_of("prod"), examples) if f.policy == "kubernetes-schema"]
+    assert len(messages) == 1 and "spec.pytorchReplicaSpecs.Worker.template.spec.containers.0." in messages[0], messages
+    assert "Duplicate value" in messages[0], messages

@@ -1535,12 +1535,21 @@ def node_pools(ctx: Any) -> Outcome:
 
 # The API server's audit log: EKS writes it into the cluster's log group (components/cluster.py
 # CONTROL_PLANE_LOG_TYPES), in streams named kube-apiserver-audit-* (docs.aws.amazon.com/eks/latest/userguide/
-# control-plane-logs.html), one audit.k8s.io/v1 Event a record. Karpenter names a claim by generateName, and a
-# record holds the generated name only where the policy logs the request object, so the records are not matched to
-# claims: every NodeClaim create since an hour before the oldest Karpenter instance's launch is read (a claim is made
-# before its instance; the hour is margin for a launch that waited).
+# control-plane-logs.html), one audit.k8s.io/v1 Event a record. Karpenter names a claim by generateName, and a record
+# holds the generated name only where the policy logs the request object, so the records are not matched to claims:
+# every NodeClaim create since an hour before the oldest Karpenter instance's launch is read (a claim is made before its
+# instance; the hour is margin for a launch that waited). A claim is made by a create (POST), or by a server-side apply
+# (`kubectl apply --server-side`) of one that does not exist: a PATCH, its record's verb `patch` (RequestInfoFactory,
+# kubernetes/kubernetes:staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go@db8b216c), answered 201 where
+# it created the object (PatchResource's wasCreated, patch.go@00f75347 in the same tree's handlers/). A PUT makes no
+# custom resource (customResourceStrategy.AllowCreateOnUpdate is false: kubernetes/kubernetes:staging/src/
+# k8s.io/apiextensions-apiserver/pkg/registry/customresource/strategy.go@f9cfc9d9), and a claim's spec is immutable once
+# made (`self == oldSelf`: aws/karpenter-provider-aws:pkg/apis/crds/karpenter.sh_nodeclaims.yaml@v1.14.1).
 AUDIT_STREAMS = "kube-apiserver-audit"
-CLAIM_CREATES = '{ $.objectRef.apiGroup = "karpenter.sh" && $.objectRef.resource = "nodeclaims" && $.verb = "create" }'
+CLAIM_CREATES = (
+    '{ $.objectRef.apiGroup = "karpenter.sh" && $.objectRef.resource = "nodeclaims" && '
+    '($.verb = "create" || ($.verb = "patch" && $.responseStatus.code = 201)) }'
+)
 KARPENTER_USER = f"system:serviceaccount:{KARPENTER_NAMESPACE}:{KARPENTER_ACCOUNT}"
 CLAIM_LEAD = datetime.timedelta(hours=1)
 LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
@@ -1566,7 +1575,10 @@ def _karpenter_launches(ctx: Any) -> list[datetime.datetime]:
 
 def _claim_creators(ctx: Any, since: datetime.datetime) -> Iterator[str]:
     """Each NodeClaim create since `since` that the API server carried out for anyone but Karpenter's service
-    account: who, when, the audit id. A refused create (a status of 300 or more) or a dry run made nothing."""
+    account: who, when, the audit id. A refused create (a status of 300 or more) or a dry run made nothing: a dry run
+    by its query's dryRun key, the one the API server reads (the rest of a query it ignores: Convert_url_Values_To_v1_
+    CreateOptions, kubernetes/kubernetes:staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/zz_generated.conversion.go@
+    025f2834), not by `dryRun=` anywhere in it (`?xdryRun=1` creates)."""
     pages = ctx.client("logs").get_paginator("filter_log_events")
     for page in pages.paginate(
         logGroupName=f"/aws/eks/{names.cluster_name(ctx.config.stack)}/cluster",
@@ -1584,7 +1596,9 @@ def _claim_creators(ctx: Any, since: datetime.datetime) -> Iterator[str]:
                 yield f"an unreadable audit record ({event.get('logStreamName')}, event {event.get('eventId')})"
                 continue
             code = (record.get("responseStatus") or {}).get("code")
-            made = isinstance(code, int) and 200 <= code < 300 and "dryRun=" not in str(record.get("requestURI"))
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(str(record.get("requestURI"))).query)
+            created = (201,) if record.get("verb") == "patch" else range(200, 300)
+            made = isinstance(code, int) and code in created and not query.get("dryRun")
             user = (record.get("user") or {}).get("username")
             if made and user != KARPENTER_USER:
                 name = (record.get("objectRef") or {}).get("name") or "(a generated name)"
