@@ -97,12 +97,15 @@ loaders.Loader.__init__ = _loader_sharing_what_it_read  # type: ignore[method-as
 # (HierarchicalEmitter.__copy__: the trie's structure copied, the handlers shared): the same handlers, in the same
 # order, under the same names. A Session given event hooks of its own registers as botocore does.
 _built_in_emitters: list[tuple[list, HierarchicalEmitter]] = []
-_register_built_in = botocore.session.Session._register_builtin_handlers
+_register_built_in = getattr(botocore.session.Session, "_register_builtin_handlers", None)
 
 
 def _built_in_handlers_copied(self: botocore.session.Session, events: Any) -> None:
-    emitter = self._original_handler
-    if type(emitter) is not HierarchicalEmitter or emitter._unique_id_handlers or emitter._handlers._root["children"]:
+    emitter = getattr(self, "_original_handler", None)
+    trie = getattr(getattr(emitter, "_handlers", None), "_root", None)
+    if type(emitter) is not HierarchicalEmitter or not isinstance(trie, dict) or trie.get("children") != {}:
+        return _register_built_in(self, events)  # event hooks of its own, or a botocore built otherwise
+    if emitter._unique_id_handlers:
         return _register_built_in(self, events)
     handlers = botocore.handlers.BUILTIN_HANDLERS
     for listed, built in _built_in_emitters:
@@ -115,7 +118,8 @@ def _built_in_handlers_copied(self: botocore.session.Session, events: Any) -> No
     return None
 
 
-botocore.session.Session._register_builtin_handlers = _built_in_handlers_copied  # type: ignore[method-assign]
+if _register_built_in is not None:  # another botocore: slower, not wrong
+    botocore.session.Session._register_builtin_handlers = _built_in_handlers_copied  # type: ignore[method-assign]
 
 # A client's class has a method for each operation of its service, each made with its docstring's operation model
 # (botocore/client.py ClientCreator._create_methods): an EC2 client took 15 ms, 8 ms so (S3 10 -> 7.5), and the
@@ -123,7 +127,7 @@ botocore.session.Session._register_builtin_handlers = _built_in_handlers_copied 
 # `_make_api_call` with its own), which come from the shared data files above; each class still gets a dict of its
 # own, for the `creating-client-class` handlers to add to.
 _client_methods: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
-_create_methods = botocore.client.ClientCreator._create_methods
+_create_methods = getattr(botocore.client.ClientCreator, "_create_methods", None)
 
 
 def _methods_made_once(self: botocore.client.ClientCreator, service_model: Any) -> dict[str, Any]:
@@ -133,7 +137,8 @@ def _methods_made_once(self: botocore.client.ClientCreator, service_model: Any) 
     return dict(_client_methods[key])
 
 
-botocore.client.ClientCreator._create_methods = _methods_made_once  # type: ignore[method-assign]
+if _create_methods is not None:
+    botocore.client.ClientCreator._create_methods = _methods_made_once  # type: ignore[method-assign]
 
 # Each xdist worker collects every test module, and pytest rewrites each one's asserts: about 4 s of a
 # worker's 7 s of collection. pytest keeps a rewritten module as a pyc only where Python may write
