@@ -601,8 +601,10 @@ REPOSITORY_DELETE = ("ecr:DeleteRepository",)
 # role's), and the training repository's settings and delete (image_denials: the image role, under the boundary,
 # pushes alone, ECR_PUSH; the program's other roles pull). The boundary refuses them whole, in AdministratorsOnly: a
 # statement of its own costs the boundary its frame and Sid. (An access entry is an EKS write, which the boundary's
-# allow refuses: BOUNDED_EKS_ACTIONS.)
-NEVER_UNDER_THE_BOUNDARY = ("kms:CreateKey", *KEY_TAG_WRITES, *REPOSITORY_SETTINGS, *REPOSITORY_DELETE)
+# allow refuses: BOUNDED_EKS_ACTIONS.) An image's delete too: with the image role's push, which the boundary leaves
+# (ECR_PUSH), a stack role given both would free the training image's immutable tag and push another image under it.
+IMAGE_DELETE = ("ecr:BatchDeleteImage",)
+NEVER_UNDER_THE_BOUNDARY = ("kms:CreateKey", *KEY_TAG_WRITES, *REPOSITORY_SETTINGS, *REPOSITORY_DELETE, *IMAGE_DELETE)
 
 
 def runner_source(settings: DeliverySettings) -> str:
@@ -1495,7 +1497,7 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
 IMAGE_WRITES = (
     "ecr:PutImage",
     "ecr:*PullThroughCacheRule",
-    "ecr:BatchDeleteImage",
+    *IMAGE_DELETE,
     *REPOSITORY_SETTINGS,
 )
 

@@ -17,8 +17,13 @@ from tests.security.test_red_team import EVERYTHING
 
 @pytest.mark.parametrize(
     "action",
-    ["ecr:PutImageTagMutability", "ecr:UpdateImageStorageClass", "ecr:DeleteRepository"],
-    ids=["make its tags movable", "archive its image", "delete it to make it again movable"],
+    ["ecr:PutImageTagMutability", "ecr:UpdateImageStorageClass", "ecr:DeleteRepository", "ecr:BatchDeleteImage"],
+    ids=[
+        "make its tags movable",
+        "archive its image",
+        "delete it to make it again movable",
+        "delete its image to push another under the tag",
+    ],
 )
 def test_a_role_under_the_boundary_given_every_permission_cannot_change_the_training_repository_either(action):
     """No role under the boundary needs these: the image role pushes (ECR_PUSH), the program's other roles pull."""
