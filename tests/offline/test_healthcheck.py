@@ -10,7 +10,7 @@ import pytest
 from node_check import Expectations, Gpu
 
 from infra.config import ConfigError
-from infra.offline import healthcheck, kubernetes_schema
+from infra.offline import healthcheck, jobs, kubernetes_schema
 from tests.conftest import ROOT, plan_of
 
 SMI = """NVIDIA H100 80GB HBM3, 580.95.05, 81559
@@ -135,10 +135,15 @@ def rendered(request):
 
 
 def test_rendered_objects_validate_against_the_kubernetes_schema(rendered):
+    """The built-in kinds against the stack's Kubernetes, the NCCL PyTorchJob against its pinned CRD (what the API
+    server would prune or refuse) and its pod templates again as Pods of the stack's version, as `check` does."""
     cfg, _, objects = rendered
     for obj in objects:
-        if obj["kind"] != "PyTorchJob":
-            kubernetes_schema.validate(obj, cfg.kubernetes_version)
+        assert kubernetes_schema.problem(obj, cfg.kubernetes_version) is None, obj["kind"]
+        if obj["kind"] == "PyTorchJob":
+            for template in jobs.pod_templates(obj):
+                pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": template["spec"]}
+                assert kubernetes_schema.problem(pod, cfg.kubernetes_version) is None
 
 
 def test_one_check_pod_per_node_of_the_pool_with_all_its_gpus(rendered):
