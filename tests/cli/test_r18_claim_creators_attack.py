@@ -21,10 +21,13 @@ from policies.iam_evaluation import Request, evaluate
 from tests.cli.test_verify_checks import (  # noqa: F401 (fixtures)
     CLUSTER,
     DEPLOY_SESSION,
+    GROUP_ASG,
     HOUR_AGO,
     NOW,
     REGION,
     _claims,
+    _instance,
+    _vpc_holding,
     aws,
     aws_ctx,
     one,
@@ -220,23 +223,18 @@ def test_the_deploy_role_may_take_karpenters_tags_off_an_instance():
         assert evaluate(Request("ec2:DeleteTags", instance, {**tags, "aws:TagKeys": [key]}), [_deploy()]).allowed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the check reads the audit log from an hour before the oldest instance its DescribeInstances filter finds "
-    "(the cluster's owned tag and karpenter.sh/nodepool), and the deploy role may delete either tag from an instance "
-    "(test_the_deploy_role_may_take_karpenters_tags_off_an_instance): a claim it made days ago, its instance "
-    "untagged, falls before the window of Karpenter's newer instances, or the check passes with no instance at all "
-    "without reading the log. Fixes: a deny of ec2:CreateTags/DeleteTags on instance/* naming these keys in "
-    "aws:TagKeys for the deploy role (237 characters; prod's delivery-deploy-denials has 457 left, fewer at the "
-    "longest stack name: tests/delivery/test_policy_sizes.py; a DeleteTags that names no tags deletes every user "
-    "tag, botocore's ec2 DeleteTags, and whether it then carries aws:TagKeys is undocumented, so it needs its own "
-    "Null clause), or the window from something the deploy role "
-    "cannot change (the oldest instance of the cluster's VPC, vpc-id, which also finds the system nodes; or the "
-    "whole retention, a slower scan within the check's 120 s)",
-)
-def test_a_claim_whose_instance_the_deploy_role_untagged_fails(aws_ctx):
+def test_a_claim_whose_instance_the_deploy_role_untagged_is_found_by_the_vpcs_instances(aws_ctx):
+    """aws.node-claim-creators reads the audit log from an hour before the oldest instance its DescribeInstances
+    filter finds (the cluster's owned tag and karpenter.sh/nodepool), and the deploy role may delete either tag from an
+    instance (test_the_deploy_role_may_take_karpenters_tags_off_an_instance): a claim it made days ago, its instance
+    untagged, falls before the window of Karpenter's newer instances, so that check passes. The instance is still
+    in the cluster's VPC, where aws.vpc-instances names every instance that is no planned group's (by the Auto
+    Scaling tag no caller writes), no planned pool's and not the layout client."""
     two_days_ago = NOW - datetime.timedelta(days=2)
     _claims(aws_ctx, [HOUR_AGO])  # Karpenter's newer instance; the forged claim's no longer carries the tags
     _audit_log(aws_ctx, [KARPENTERS, (two_days_ago, _record(DEPLOY_SESSION, audit_id="01d"))])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert outcome.status == "FAIL", outcome
+    assert one("aws.node-claim-creators", aws_ctx).status == "PASS"
+    untagged = {**_instance(7), "LaunchTime": two_days_ago}
+    _vpc_holding(aws_ctx, _instance(1, **{checks.ASG_TAG: GROUP_ASG}), untagged)
+    outcome = one("aws.vpc-instances", aws_ctx)
+    assert outcome.status == "FAIL" and "i-00000000000000007" in outcome.evidence, outcome

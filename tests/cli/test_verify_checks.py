@@ -2795,6 +2795,73 @@ def test_an_instance_older_than_the_audit_log_is_not_passed(aws_ctx):
     ), outcome
 
 
+# --- aws.vpc-instances: nothing runs in the cluster's VPC but the stack's instances ------------------------------
+
+VPC = "vpc-0123456789abcdef0"
+GROUP_ASG = "eks-gpu-h100-1a2b3c4-5d6e"
+
+
+def _vpc_holding(aws_ctx, *instances: dict) -> None:
+    """The cluster's VPC holding `instances` (DescribeInstances answered by a Stubber in AWS's wire shapes: moto's
+    instances carry no aws:autoscaling:groupName), and prod's gpu-h100 node group on its Auto Scaling group as
+    aws.node-groups reads them (found once a run, ctx.found)."""
+    aws_ctx.found["cluster"] = {"resourcesVpcConfig": {"vpcId": VPC}}
+    group = {"nodegroupName": "gpu-h100-1a2b3c4", "resources": {"autoScalingGroups": [{"name": GROUP_ASG}]}}
+    aws_ctx.found["cluster_groups"] = ({"gpu-h100": [group]}, {})
+    _stubbed(aws_ctx, "ec2").add_response(
+        "describe_instances",
+        {"Reservations": [{"Instances": list(instances)}]},
+        {
+            "Filters": [
+                {"Name": "vpc-id", "Values": [VPC]},
+                {"Name": "instance-state-name", "Values": list(checks.LIVE_STATES)},
+            ]
+        },
+    )
+
+
+def _instance(n: int, ip: str = "10.40.1.10", **tags: str) -> dict:
+    return {
+        "InstanceId": f"i-{n:017x}",
+        "LaunchTime": HOUR_AGO,
+        "PrivateIpAddress": ip,
+        "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+    }
+
+
+LAYOUT = _instance(9, "10.40.63.254", **{"higgsfield.io/lustre-layout": "digest"})
+
+
+def test_the_node_groups_nodes_and_the_layout_client_pass(aws_ctx):
+    _vpc_holding(aws_ctx, _instance(1, **{checks.ASG_TAG: GROUP_ASG}), LAYOUT)
+    outcome = one("aws.vpc-instances", aws_ctx)
+    assert outcome.status == "PASS" and f"2 instance(s) in {VPC}" in outcome.evidence, outcome
+
+
+@pytest.mark.parametrize(
+    ("instance", "said"),
+    [
+        # the deploy role's own, or a forged NodeClaim's with Karpenter's tags taken off (test_r18_claim_creators)
+        (_instance(2), "i-00000000000000002 (launched 2026-12-05 08:00:00+00:00; no tags)"),
+        (_instance(3, **{checks.ASG_TAG: "eks-not-planned-0a0a"}), "aws:autoscaling:groupName=eks-not-planned-0a0a"),
+        (_instance(4, "10.40.63.254"), "i-00000000000000004"),  # the layout client's address, not its tag
+    ],
+    ids=["untagged", "an-unplanned-group", "at-the-layout-address-untagged"],
+)
+def test_an_instance_the_stack_does_not_run_fails_naming_it(aws_ctx, instance, said):
+    _vpc_holding(aws_ctx, _instance(1, **{checks.ASG_TAG: GROUP_ASG}), LAYOUT, instance)
+    outcome = one("aws.vpc-instances", aws_ctx)
+    assert outcome.status == "FAIL" and said in outcome.evidence and "terminate-instances" in outcome.fix, outcome
+
+
+@pytest.mark.parametrize(("pool", "status"), [("gpu-h100", "PASS"), ("gpu-rogue", "FAIL")])
+def test_a_karpenter_instance_passes_for_a_planned_pool_alone(karpenter_plan, pool, status):
+    ctx = connect.Context(STACK, karpenter_plan, None, None, now=lambda: NOW)
+    owned = {f"kubernetes.io/cluster/{CLUSTER}": "owned", "karpenter.sh/nodepool": pool}
+    _vpc_holding(ctx, _instance(5, **owned))
+    assert one("aws.vpc-instances", ctx).status == status
+
+
 def test_an_addon_association_in_a_team_namespace_fails(aws_ctx, aws):
     """An add-on may be made in a namespace of one's choosing (CreateAddon's namespaceConfig): the EBS driver's in a
     team's namespace gives that team's pods of the driver's service account name a role of the deploy role's."""

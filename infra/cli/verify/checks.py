@@ -1636,6 +1636,57 @@ def node_claim_creators(ctx: Any) -> Outcome:
     return passed(f"{len(launches)} Karpenter instance(s), each claim made by {KARPENTER_USER} (the audit log)")
 
 
+# EC2 Auto Scaling tags each instance it launches with its group's name under aws:autoscaling:groupName, a key no
+# caller may write or delete (aws: keys are AWS's: docs.aws.amazon.com/autoscaling/ec2/userguide/
+# ec2-auto-scaling-tagging.html; docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_Tags.html, tag restrictions).
+ASG_TAG = "aws:autoscaling:groupName"
+
+
+def vpc_instances(ctx: Any) -> Outcome:
+    """Every instance in the cluster's VPC is one the stack runs: a node of a node group the plan makes (by its Auto
+    Scaling group's tag, which no caller writes), one Karpenter launched for a planned NodePool (the cluster's owned
+    tag and `karpenter.sh/nodepool`), or the FSx layout client at its planned address (aws.layout-client reads the
+    rest of it). An instance of the deploy role's own in the VPC reaches the file system and the nodes; and a forged
+    NodeClaim's instance with Karpenter's tags taken off leaves aws.node-claim-creators' window, but not this
+    list. An instance given a planned pool's Karpenter tags passes here: aws.node-claim-creators then reads the audit
+    log from its launch."""
+    cluster = names.cluster_name(ctx.config.stack)
+    vpc = (_described_cluster(ctx).get("resourcesVpcConfig") or {}).get("vpcId")
+    planned, _ = _cluster_groups(ctx)
+    asgs = {
+        a["name"]
+        for groups in planned.values()
+        for g in groups
+        for a in (g.get("resources") or {}).get("autoScalingGroups") or []
+    }
+    pools = {r.inputs["metadata"]["name"] for r in ctx.plan.resources if r.inputs.get("kind") == "NodePool"}
+    layout = _planned_layout(ctx)
+    address = str(layout[0].inputs["privateIp"]) if layout else None
+    pages = ctx.client("ec2").get_paginator("describe_instances")
+    filters = [{"Name": "vpc-id", "Values": [str(vpc)]}, {"Name": "instance-state-name", "Values": list(LIVE_STATES)}]
+    seen, unknown = 0, []
+    for page in pages.paginate(Filters=filters):
+        for instance in (i for r in page.get("Reservations") or [] for i in r.get("Instances") or []):
+            seen += 1
+            tags = {t["Key"]: t["Value"] for t in instance.get("Tags") or []}
+            if tags.get(ASG_TAG) in asgs:
+                continue
+            if tags.get(f"kubernetes.io/cluster/{cluster}") == "owned" and tags.get(NODEPOOL_TAG) in pools:
+                continue
+            if address and instance.get("PrivateIpAddress") == address and storage.LAYOUT_TAG in tags:
+                continue
+            shown = ", ".join(f"{k}={v}" for k, v in sorted(tags.items())) or "no tags"
+            unknown.append(f"{instance.get('InstanceId')} (launched {instance.get('LaunchTime')}; {shown})")
+    if unknown:
+        return failed(
+            f"in {vpc}, not the stack's: " + "; ".join(unknown),
+            "an administrator reads who launched each (CloudTrail RunInstances, its instance id) and terminates it "
+            "(`aws ec2 terminate-instances --instance-ids ID`); one under a NodeClaim Karpenter did not make: "
+            "`kubectl delete nodeclaim NAME` (its karpenter.sh/nodeclaim tag, if left, names it)",
+        )
+    return passed(f"{seen} instance(s) in {vpc}, each a planned node group's, a planned pool's or the layout client")
+
+
 def queues(ctx: Any) -> Outcome:
     from kubernetes.client.exceptions import ApiException
 
@@ -2862,6 +2913,9 @@ def specs() -> list[Spec]:
         Spec("aws.node-claim-creators", "every NodeClaim under a Karpenter instance was made by Karpenter (the API "
              "server's audit log), none by the deploy role or another user", node_claim_creators, "aws",
              "ec2:DescribeInstances, logs:FilterLogEvents", timeout_s=120.0),
+        Spec("aws.vpc-instances", "every instance in the cluster's VPC is a planned node group's, a planned "
+             "Karpenter pool's or the layout client", vpc_instances, "aws",
+             "eks:DescribeCluster, eks:ListNodegroups, eks:DescribeNodegroup, ec2:DescribeInstances"),
         # every enabled region read one after the other (17 or more), each call within the clients' own timeouts
         Spec("aws.public-subnets", "no subnet in any region hands out a public address on launch or holds an IPv6 "
              "block (a default VPC's do)", public_subnets, "aws", "ec2:DescribeRegions, ec2:DescribeSubnets",
