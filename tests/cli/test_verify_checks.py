@@ -2719,7 +2719,7 @@ HOUR_AGO = NOW - datetime.timedelta(hours=1)
 def _claims(aws_ctx, launches: list[datetime.datetime], events: list[dict] | None = None, since=None) -> None:
     """Karpenter's instances of the cluster launched at `launches` (EC2 and the audit log answered by Stubbers in
     AWS's wire shapes: moto launches at the wall clock and reads no JSON filter pattern), and the audit log's claim
-    creates since `since` (an hour before the oldest launch by default)."""
+    creates since `since` (an hour before the oldest launch by default), and no token of Karpenter's account asked."""
     instances = [{"InstanceId": f"i-{n:017x}", "LaunchTime": t} for n, t in enumerate(launches)]
     _stubbed(aws_ctx, "ec2").add_response(
         "describe_instances",
@@ -2735,17 +2735,16 @@ def _claims(aws_ctx, launches: list[datetime.datetime], events: list[dict] | Non
     if events is None:
         return
     start = since or min(launches) - datetime.timedelta(hours=1)
-    _stubbed(aws_ctx, "logs").add_response(
-        "filter_log_events",
-        {"events": events},
-        {
+    logs = _stubbed(aws_ctx, "logs")
+    for pattern, answer in ((checks.CLAIM_CREATES, events), (checks.KARPENTER_TOKENS, [])):
+        asked = {
             "logGroupName": f"/aws/eks/{CLUSTER}/cluster",
             "logStreamNamePrefix": "kube-apiserver-audit",
-            "filterPattern": checks.CLAIM_CREATES,
+            "filterPattern": pattern,
             "startTime": int(start.timestamp() * 1000),
             "endTime": int(NOW.timestamp() * 1000),
-        },
-    )
+        }
+        logs.add_response("filter_log_events", {"events": answer}, asked)
 
 
 def test_claims_karpenter_made_pass(aws_ctx):

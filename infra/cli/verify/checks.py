@@ -13,7 +13,7 @@ import itertools
 import json
 import re
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import yaml
@@ -1550,6 +1550,11 @@ CLAIM_CREATES = (
     '{ $.objectRef.apiGroup = "karpenter.sh" && $.objectRef.resource = "nodeclaims" && '
     '($.verb = "create" || ($.verb = "patch" && $.responseStatus.code = 201)) }'
 )
+KARPENTER_TOKENS = (
+    '{ $.objectRef.resource = "serviceaccounts" && $.objectRef.subresource = "token" && '
+    f'$.objectRef.namespace = "{KARPENTER_NAMESPACE}" && $.objectRef.name = "{KARPENTER_ACCOUNT}" && '
+    '$.verb = "create" }'
+)
 KARPENTER_USER = f"system:serviceaccount:{KARPENTER_NAMESPACE}:{KARPENTER_ACCOUNT}"
 CLAIM_LEAD = datetime.timedelta(hours=1)
 LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
@@ -1573,17 +1578,14 @@ def _karpenter_launches(ctx: Any) -> list[datetime.datetime]:
     )
 
 
-def _claim_creators(ctx: Any, since: datetime.datetime) -> Iterator[str]:
-    """Each NodeClaim create since `since` that the API server carried out for anyone but Karpenter's service
-    account: who, when, the audit id. A refused create (a status of 300 or more) or a dry run made nothing: a dry run
-    by its query's dryRun key, the one the API server reads (the rest of a query it ignores: Convert_url_Values_To_v1_
-    CreateOptions, kubernetes/kubernetes:staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/zz_generated.conversion.go@
-    025f2834), not by `dryRun=` anywhere in it (`?xdryRun=1` creates)."""
+def _audit_records(ctx: Any, since: datetime.datetime, pattern: str) -> Iterator[dict | str]:
+    """The cluster's audit records since `since` that the JSON filter `pattern` selects, every page; a record that is
+    no JSON object is yielded as a line naming it."""
     pages = ctx.client("logs").get_paginator("filter_log_events")
     for page in pages.paginate(
         logGroupName=f"/aws/eks/{names.cluster_name(ctx.config.stack)}/cluster",
         logStreamNamePrefix=AUDIT_STREAMS,
-        filterPattern=CLAIM_CREATES,
+        filterPattern=pattern,
         startTime=int(since.timestamp() * 1000),
         endTime=int(ctx.now().timestamp() * 1000),
     ):
@@ -1592,23 +1594,55 @@ def _claim_creators(ctx: Any, since: datetime.datetime) -> Iterator[str]:
                 record = json.loads(event.get("message") or "")
             except ValueError:
                 record = None
-            if not isinstance(record, dict):
+            if isinstance(record, dict):
+                yield record
+            else:
                 yield f"an unreadable audit record ({event.get('logStreamName')}, event {event.get('eventId')})"
-                continue
-            code = (record.get("responseStatus") or {}).get("code")
-            query = urllib.parse.parse_qs(urllib.parse.urlsplit(str(record.get("requestURI"))).query)
-            created = (201,) if record.get("verb") == "patch" else range(200, 300)
-            made = isinstance(code, int) and code in created and not query.get("dryRun")
-            user = (record.get("user") or {}).get("username")
-            if made and user != KARPENTER_USER:
-                name = (record.get("objectRef") or {}).get("name") or "(a generated name)"
-                at, audit_id = record.get("requestReceivedTimestamp"), record.get("auditID")
-                yield f"{at} {user} created NodeClaim {name} ({audit_id})"
+
+
+def _made(record: dict, created: Iterable[int]) -> bool:
+    """Whether the request the record logs was carried out and stored something: a status in `created`, and not a
+    dry run by its query's dryRun key, the one the API server reads (the rest of a query it ignores:
+    Convert_url_Values_To_v1_CreateOptions, kubernetes/kubernetes:staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/
+    zz_generated.conversion.go@025f2834), not by `dryRun=` anywhere in it (`?xdryRun=1` creates)."""
+    code = (record.get("responseStatus") or {}).get("code")
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(str(record.get("requestURI"))).query)
+    return isinstance(code, int) and code in created and not query.get("dryRun")
+
+
+def _claim_creators(ctx: Any, since: datetime.datetime) -> Iterator[str]:
+    """Each NodeClaim create since `since` that the API server carried out for anyone but Karpenter's service
+    account: who, when, the audit id. A refused create (a status of 300 or more) or a dry run made nothing."""
+    for record in _audit_records(ctx, since, CLAIM_CREATES):
+        if isinstance(record, str):
+            yield record
+            continue
+        user = (record.get("user") or {}).get("username")
+        if _made(record, (201,) if record.get("verb") == "patch" else range(200, 300)) and user != KARPENTER_USER:
+            name = (record.get("objectRef") or {}).get("name") or "(a generated name)"
+            at, audit_id = record.get("requestReceivedTimestamp"), record.get("auditID")
+            yield f"{at} {user} created NodeClaim {name} ({audit_id})"
+
+
+def _karpenter_tokens(ctx: Any, since: datetime.datetime) -> Iterator[str]:
+    """Each token of Karpenter's service account asked since `since` by anyone but a node: the kubelet asks the
+    tokens a pod mounts (as system:node:NAME), so another asker holds Karpenter's identity, and what it creates is
+    logged as Karpenter's (`kubectl create token karpenter -n kube-system`, a TokenRequest: the create of the
+    serviceaccounts/token subresource)."""
+    for record in _audit_records(ctx, since, KARPENTER_TOKENS):
+        if isinstance(record, str):
+            yield record
+            continue
+        user = str((record.get("user") or {}).get("username"))
+        if _made(record, range(200, 300)) and not user.startswith("system:node:"):
+            at, audit_id = record.get("requestReceivedTimestamp"), record.get("auditID")
+            yield f"{at} {user} asked a token of {KARPENTER_USER} ({audit_id})"
 
 
 def node_claim_creators(ctx: Any) -> Outcome:
     """Every instance Karpenter runs for the cluster is of a NodeClaim Karpenter made: the API server's audit log
-    holds no NodeClaim create of anyone else's since the oldest was launched. A claim the deploy role writes itself
+    holds no NodeClaim create of anyone else's, and no token of Karpenter's account asked by anyone but a node, since
+    the oldest was launched. A claim the deploy role writes itself
     is launched by Karpenter all the same, outside every NodePool's limits, and one copying its pool's label, class,
     taints and requirements passes kube.node-pools; only the audit log, which the deploy role may not delete or
     write (components/delivery.py AuditLogsStay, OnlyEksWritesTheAuditLog), says who made it. A claim not yet
@@ -1617,7 +1651,8 @@ def node_claim_creators(ctx: Any) -> Outcome:
     if not launches:
         return passed("no instance of Karpenter's in the cluster")
     kept = datetime.timedelta(days=ctx.config.observability.log_retention_days)
-    others = list(_claim_creators(ctx, max(launches[0] - CLAIM_LEAD, ctx.now() - kept)))
+    since = max(launches[0] - CLAIM_LEAD, ctx.now() - kept)
+    others = [*_claim_creators(ctx, since), *_karpenter_tokens(ctx, since)]
     if others:
         return failed(
             "; ".join(others),
