@@ -22,7 +22,7 @@ from tests.cli.test_verify_checks import (  # noqa: F401 (fixtures)
     karpenters_tags,
     one,
 )
-from tests.delivery.test_ci_identity import ACCOUNT, _deploy
+from tests.delivery.test_ci_identity import ACCOUNT, EVERYTHING, _boundary, _deploy
 
 
 def test_the_deploy_role_may_launch_an_instance_with_a_planned_pools_tags():
@@ -57,3 +57,38 @@ def test_an_instance_named_for_another_cluster_fails(karpenter_plan):
     tags = {**karpenters_tags("gpu-h100"), "eks:eks-cluster-name": "another"}
     _vpc_holding(ctx, _instance(6, **tags))
     assert one("aws.vpc-instances", ctx).status == "FAIL"
+
+
+GROUP = f"arn:aws:autoscaling:{REGION}:{ACCOUNT}:autoScalingGroup:*:autoScalingGroupName/{GROUP_ASG}"
+
+
+def test_the_deploy_role_may_not_attach_an_instance_of_its_own_to_a_node_groups_auto_scaling_group():
+    """An attached instance "becomes a part of the Auto Scaling group" (the AttachInstances API reference), and
+    aws.vpc-instances takes an instance of a planned group for that group's node: the deploy role's own instance, in
+    the VPC, attached to a node group's group would be one. The program attaches nothing (EKS runs its groups)."""
+    decision = evaluate(Request("autoscaling:AttachInstances", GROUP), [_deploy()])
+    assert not decision.allowed and decision.denied_by[1] == "AdministratorsOnly", decision
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the boundary has 22 characters left at S3's longest bucket names (tests/delivery/test_r17_deploy_gaps.py "
+    'test_pinning_eks_describe_..., 6,122 of 6,144) and `"autoscaling:AttachInstances",` costs 30 (the pattern '
+    "`autoscaling:AttachI*`, 23): a role the deploy role makes under the boundary with autoscaling:AttachInstances "
+    "may still attach an instance to a node group's group, which aws.vpc-instances takes for the group's node. "
+    "Room in the boundary, or aws.vpc-instances comparing a node's aws:ec2launchtemplate:id (an aws: tag EC2 "
+    "sets at launch) with the group's launch template, would close it",
+)
+def test_a_role_under_the_boundary_may_not_attach_an_instance_to_a_node_groups_auto_scaling_group():
+    decision = evaluate(Request("autoscaling:AttachInstances", GROUP), [EVERYTHING], boundary=_boundary())
+    assert not decision.allowed, decision
+
+
+def test_the_deploy_role_may_not_point_a_node_groups_auto_scaling_group_at_a_launch_template_of_its_own():
+    """A group launches from the template UpdateAutoScalingGroup names and tags each launch with its name
+    (aws:autoscaling:groupName: docs.aws.amazon.com/AutoScaling/latest/DeveloperGuide/ASTagging.html); a template of
+    the deploy role's own without an instance profile asks no iam:PassRole, so the node group's group would run the
+    deploy role's instances as its nodes in aws.vpc-instances' eyes. EKS changes its groups through its own
+    service-linked role, never the deploy role."""
+    decision = evaluate(Request("autoscaling:UpdateAutoScalingGroup", GROUP), [_deploy()])
+    assert not decision.allowed and decision.denied_by[1] == "AdministratorsOnly", decision
