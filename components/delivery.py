@@ -617,7 +617,24 @@ REPOSITORY_DELETE = ("ecr:DeleteRepository",)
 # allow refuses: BOUNDED_EKS_ACTIONS.) An image's delete too: with the image role's push, which the boundary leaves
 # (ECR_PUSH), a stack role given both would free the training image's immutable tag and push another image under it.
 IMAGE_DELETE = ("ecr:BatchDeleteImage",)
-NEVER_UNDER_THE_BOUNDARY = ("kms:CreateKey", *KEY_TAG_WRITES, *REPOSITORY_SETTINGS, *REPOSITORY_DELETE, *IMAGE_DELETE)
+# A lifecycle rule frees a tag as a delete does, a day later: ECR expires the images a rule selects, by tag prefix
+# among others (docs.aws.amazon.com/AmazonECR/latest/userguide/LifecyclePolicies.html), and the tag is then free for
+# the image role's push (PutImage refuses a tag that exists on an IMMUTABLE repository alone,
+# ImageTagAlreadyExistsException: boto/botocore:botocore/data/ecr/2015-09-21/service-2.json@1.44.18, which has no
+# other image delete than BatchDeleteImage). PutLifecyclePolicy is `pulumi up`'s (components/registry.py), the deploy
+# role's, which is not under the boundary; no role under it writes one. The pattern matches that one action of that
+# model (its Put actions: PutAccountSetting, PutImage, PutImageScanningConfiguration, PutImageTagMutability,
+# PutLifecyclePolicy, PutRegistryPolicy, PutRegistryScanningConfiguration, PutReplicationConfiguration,
+# PutSigningConfiguration), for the boundary's characters (MANAGED_POLICY_CHARACTERS).
+LIFECYCLE_WRITE = ("ecr:PutL*",)
+NEVER_UNDER_THE_BOUNDARY = (
+    "kms:CreateKey",
+    *KEY_TAG_WRITES,
+    *REPOSITORY_SETTINGS,
+    *REPOSITORY_DELETE,
+    *IMAGE_DELETE,
+    *LIFECYCLE_WRITE,
+)
 
 
 def runner_source(settings: DeliverySettings) -> str:
