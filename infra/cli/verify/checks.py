@@ -1663,8 +1663,8 @@ def vpc_instances(ctx: Any) -> Outcome:
     launches with: _karpenters), or the FSx layout client at its planned address (aws.layout-client reads the rest
     of it). An instance of the deploy role's own in the VPC reaches the file system and the nodes; and a forged
     NodeClaim's instance with Karpenter's tags taken off leaves aws.node-claim-creators' window, but not this list.
-    An instance given all of a planned pool's Karpenter tags passes here: Karpenter terminates it unless a NodeClaim
-    names it, and aws.node-claim-creators then reads the audit log from its launch."""
+    An instance given all of a planned pool's Karpenter tags passes here: Karpenter, which kube.leases finds running,
+    terminates it unless a NodeClaim names it, and aws.node-claim-creators then reads the audit log from its launch."""
     cluster = names.cluster_name(ctx.config.stack)
     vpc = (_described_cluster(ctx).get("resourcesVpcConfig") or {}).get("vpcId")
     planned, _ = _cluster_groups(ctx)
