@@ -529,6 +529,19 @@ ACCESS_ENTRY_WRITES = ("eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:As
 # OnlyTheStacksCluster does not name). A node group's role is entered the same way; the program's are the stack's node
 # roles, which the nodes need.
 ENTERED_BY_EKS = ("eks:CreateCapability", "eks:CreateFargateProfile")
+# What puts an instance of the caller's own in a node group's Auto Scaling group, where `higgsfield verify`
+# aws.vpc-instances takes an instance with a planned group's aws:autoscaling:groupName for that group's: AttachInstances
+# of any instance ("it becomes a part of the Auto Scaling group": the AttachInstances API reference), and
+# UpdateAutoScalingGroup to a launch template of the caller's, whose launches EC2 Auto Scaling tags with the group's
+# name ("When you launch instances in an Auto Scaling group, Auto Scaling automatically tags each one with the group
+# name ... aws:autoscaling:groupName": docs.aws.amazon.com/AutoScaling/latest/DeveloperGuide/ASTagging.html) and for
+# which it checks iam:PassRole at the update alone (OnlyTheStacksLaunchTemplates): a template without an instance
+# profile passes none. The program makes neither call: EKS makes and changes its node groups' groups through its own
+# service-linked role, and the program writes their tags and scheduled actions alone (components/gpu_pools.py).
+# Deploy-only: the boundary has no room for them at S3's longest bucket names (MANAGED_POLICY_CHARACTERS), and the
+# cluster role under it keeps UpdateAutoScalingGroup, which AmazonEKSClusterPolicy grants
+# (docs.aws.amazon.com/aws-managed-policy/latest/reference/AmazonEKSClusterPolicy.html).
+GROUP_WRITES = ("autoscaling:AttachInstances", "autoscaling:UpdateAutoScalingGroup")
 # A key's policy is set once, by CreateKey's Policy parameter, never rewritten: IAM has no condition key on a key
 # policy's content, so a PutKeyPolicy that opens one of the stack's keys to another account could not be told from
 # ours. pulumi-aws creates aws.kms.Key with its policy in CreateKey and calls PutKeyPolicy only when the policy
@@ -604,7 +617,24 @@ REPOSITORY_DELETE = ("ecr:DeleteRepository",)
 # allow refuses: BOUNDED_EKS_ACTIONS.) An image's delete too: with the image role's push, which the boundary leaves
 # (ECR_PUSH), a stack role given both would free the training image's immutable tag and push another image under it.
 IMAGE_DELETE = ("ecr:BatchDeleteImage",)
-NEVER_UNDER_THE_BOUNDARY = ("kms:CreateKey", *KEY_TAG_WRITES, *REPOSITORY_SETTINGS, *REPOSITORY_DELETE, *IMAGE_DELETE)
+# A lifecycle rule frees a tag as a delete does, a day later: ECR expires the images a rule selects, by tag prefix
+# among others (docs.aws.amazon.com/AmazonECR/latest/userguide/LifecyclePolicies.html), and the tag is then free for
+# the image role's push (PutImage refuses a tag that exists on an IMMUTABLE repository alone,
+# ImageTagAlreadyExistsException: boto/botocore:botocore/data/ecr/2015-09-21/service-2.json@1.44.18, which has no
+# other image delete than BatchDeleteImage). PutLifecyclePolicy is `pulumi up`'s (components/registry.py), the deploy
+# role's, which is not under the boundary; no role under it writes one. The pattern matches that one action of that
+# model (its Put actions: PutAccountSetting, PutImage, PutImageScanningConfiguration, PutImageTagMutability,
+# PutLifecyclePolicy, PutRegistryPolicy, PutRegistryScanningConfiguration, PutReplicationConfiguration,
+# PutSigningConfiguration), for the boundary's characters (MANAGED_POLICY_CHARACTERS).
+LIFECYCLE_WRITE = ("ecr:PutL*",)
+NEVER_UNDER_THE_BOUNDARY = (
+    "kms:CreateKey",
+    *KEY_TAG_WRITES,
+    *REPOSITORY_SETTINGS,
+    *REPOSITORY_DELETE,
+    *IMAGE_DELETE,
+    *LIFECYCLE_WRITE,
+)
 
 
 def runner_source(settings: DeliverySettings) -> str:
@@ -665,11 +695,12 @@ def administrators_only(*also: str, bounded: bool = False) -> dict:
     and replication of the images, the buckets and the logs; peering; shared snapshots and images; the user data of
     the layout client, which mounts Lustre unsquashed (components/storage.py); the file system's links to S3; key
     policies after CreateKey and key replicas; public addresses (ADDRESS_OPENINGS); a principal EKS enters in the
-    cluster's access itself (ENTERED_BY_EKS). IAM has no condition key on a
-    resource policy's principals, so each write is refused whole. One of ceiling_denials; the deploy role carries it
-    in its managed policy (deploy_denials_policy). `also`: what the boundary refuses whole beside them
-    (NEVER_UNDER_THE_BOUNDARY). `bounded`: the boundary's, which leaves out the EKS writes its allow refuses
-    already (BOUNDED_EKS_ACTIONS), for IAM counts every character (MANAGED_POLICY_CHARACTERS)."""
+    cluster's access itself (ENTERED_BY_EKS). IAM has no condition key on a resource policy's principals, so each
+    write is refused whole. One of ceiling_denials; the deploy role carries it in its managed policy
+    (deploy_denials_policy). `also`: what the ceiling refuses whole beside them (the boundary's
+    NEVER_UNDER_THE_BOUNDARY, the deploy role's GROUP_WRITES). `bounded`: the boundary's, which leaves out the EKS
+    writes its allow refuses already (BOUNDED_EKS_ACTIONS), for IAM counts every character
+    (MANAGED_POLICY_CHARACTERS)."""
     refused = [a for a in (*REFUSED_WHOLE, *also) if not (bounded and a.startswith("eks:"))]
     return {"Sid": "AdministratorsOnly", "Effect": "Deny", "Resource": "*", "Action": refused}
 
@@ -1463,7 +1494,7 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
     (the deploy role may create no managed policy and attach only MANAGED_POLICIES: `higgsfield diff` refuses both and
     names the command)."""
     return _document(
-        administrators_only(),
+        administrators_only(*GROUP_WRITES),
         only_the_stacks_cluster(settings.account_id, stack, region),
         *control_plane_log_denials(),
         *key_denials(stack),

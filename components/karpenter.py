@@ -62,6 +62,9 @@ from infra.core.versions import Chart
 SERVICE_ACCOUNT = "karpenter"
 NODEPOOL_TAG = "karpenter.sh/nodepool"
 NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
+# The tag naming the cluster on everything Karpenter launches (v1.EKSClusterNameTagKey, aws/karpenter-provider-aws:
+# pkg/apis/v1/labels.go@v1.14.1).
+CLUSTER_NAME_TAG = "eks:eks-cluster-name"
 # The events Karpenter handles from its queue (the EventBridge rules of cloudformation.yaml@v1.14.1).
 INTERRUPTION_EVENTS = {
     "health": ("aws.health", "AWS Health Event"),
@@ -134,7 +137,7 @@ def karpenter_policy(cluster_name: str, region: str, account: str, node_role_arn
     arn, owned = f"arn:aws:ec2:{region}", {f"aws:ResourceTag/kubernetes.io/cluster/{cluster_name}": "owned"}
     request = {
         f"aws:RequestTag/kubernetes.io/cluster/{cluster_name}": "owned",
-        "aws:RequestTag/eks:eks-cluster-name": cluster_name,
+        f"aws:RequestTag/{CLUSTER_NAME_TAG}": cluster_name,
     }
     launched = [
         f"{arn}:*:{kind}/*"
@@ -190,10 +193,8 @@ def karpenter_policy(cluster_name: str, region: str, account: str, node_role_arn
             "Condition": {
                 "StringEquals": owned,
                 "StringLike": {f"aws:ResourceTag/{NODEPOOL_TAG}": "*"},
-                "StringEqualsIfExists": {"aws:RequestTag/eks:eks-cluster-name": cluster_name},
-                "ForAllValues:StringEquals": {
-                    "aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]
-                },
+                "StringEqualsIfExists": {f"aws:RequestTag/{CLUSTER_NAME_TAG}": cluster_name},
+                "ForAllValues:StringEquals": {"aws:TagKeys": [CLUSTER_NAME_TAG, "karpenter.sh/nodeclaim", "Name"]},
             },
         },
         {

@@ -2853,11 +2853,17 @@ def test_an_instance_the_stack_does_not_run_fails_naming_it(aws_ctx, instance, s
     assert outcome.status == "FAIL" and said in outcome.evidence and "terminate-instances" in outcome.fix, outcome
 
 
+def karpenters_tags(pool: str) -> dict[str, str]:
+    """The tags Karpenter launches an instance of the cluster with (getTags: aws/karpenter-provider-aws:pkg/utils/
+    utils.go@v1.14.1): the owned tag, the cluster's name, the claim's NodePool and its EC2NodeClass."""
+    cluster = {f"kubernetes.io/cluster/{CLUSTER}": "owned", "eks:eks-cluster-name": CLUSTER}
+    return {**cluster, "karpenter.sh/nodepool": pool, "karpenter.k8s.aws/ec2nodeclass": pool}
+
+
 @pytest.mark.parametrize(("pool", "status"), [("gpu-h100", "PASS"), ("gpu-rogue", "FAIL")])
 def test_a_karpenter_instance_passes_for_a_planned_pool_alone(karpenter_plan, pool, status):
     ctx = connect.Context(STACK, karpenter_plan, None, None, now=lambda: NOW)
-    owned = {f"kubernetes.io/cluster/{CLUSTER}": "owned", "karpenter.sh/nodepool": pool}
-    _vpc_holding(ctx, _instance(5, **owned))
+    _vpc_holding(ctx, _instance(5, **karpenters_tags(pool)))
     assert one("aws.vpc-instances", ctx).status == status
 
 

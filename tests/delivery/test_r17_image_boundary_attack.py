@@ -17,12 +17,19 @@ from tests.security.test_red_team import EVERYTHING
 
 @pytest.mark.parametrize(
     "action",
-    ["ecr:PutImageTagMutability", "ecr:UpdateImageStorageClass", "ecr:DeleteRepository", "ecr:BatchDeleteImage"],
+    [
+        "ecr:PutImageTagMutability",
+        "ecr:UpdateImageStorageClass",
+        "ecr:DeleteRepository",
+        "ecr:BatchDeleteImage",
+        "ecr:PutLifecyclePolicy",
+    ],
     ids=[
         "make its tags movable",
         "archive its image",
         "delete it to make it again movable",
         "delete its image to push another under the tag",
+        "expire its image by a lifecycle rule to push another under the tag",
     ],
 )
 def test_a_role_under_the_boundary_given_every_permission_cannot_change_the_training_repository_either(action):

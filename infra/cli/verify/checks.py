@@ -22,8 +22,8 @@ from botocore import exceptions as aws_errors
 from components import storage
 from components.addons import KUBELET_LOG_MONITORS, MONITORS_ANNOTATION, MONITORS_SETTINGS
 from components.identity import POD_IDENTITY_SERVICE, SESSION_TAGS
+from components.karpenter import CLUSTER_NAME_TAG, NODECLASS_TAG, NODEPOOL_TAG, karpenter_policy
 from components.karpenter import NAMESPACE as KARPENTER_NAMESPACE
-from components.karpenter import NODEPOOL_TAG, karpenter_policy
 from components.karpenter import SERVICE_ACCOUNT as KARPENTER_ACCOUNT
 from components.tenancy import SCHEDULER
 from infra.cli.preflight import DENIED_CODES
@@ -1677,14 +1677,29 @@ def node_claim_creators(ctx: Any) -> Outcome:
 ASG_TAG = "aws:autoscaling:groupName"
 
 
+def _karpenters(tags: dict[str, str], cluster: str) -> bool:
+    """Whether an instance's tags are all those Karpenter launches the cluster's with (the owned tag, the pool's, the
+    class's and the cluster's name: getTags, aws/karpenter-provider-aws:pkg/utils/utils.go@v1.14.1). The last three
+    are what its garbage collection lists by (DefaultProvider.List, pkg/providers/instance/instance.go@v1.14.1), and
+    it terminates one it lists that no NodeClaim's providerID names, 30 seconds after its launch (pkg/controllers/
+    nodeclaim/garbagecollection/controller.go@v1.14.1): an instance of the deploy role's own with Karpenter's tags is
+    either collected, or missing one of them, and so not taken for Karpenter's here."""
+    return (
+        tags.get(f"kubernetes.io/cluster/{cluster}") == "owned"
+        and tags.get(CLUSTER_NAME_TAG) == cluster
+        and NODEPOOL_TAG in tags
+        and NODECLASS_TAG in tags
+    )
+
+
 def vpc_instances(ctx: Any) -> Outcome:
     """Every instance in the cluster's VPC is one the stack runs: a node of a node group the plan makes (by its Auto
-    Scaling group's tag, which no caller writes), one Karpenter launched for a planned NodePool (the cluster's owned
-    tag and `karpenter.sh/nodepool`), or the FSx layout client at its planned address (aws.layout-client reads the
-    rest of it). An instance of the deploy role's own in the VPC reaches the file system and the nodes; and a forged
-    NodeClaim's instance with Karpenter's tags taken off leaves aws.node-claim-creators' window, but not this
-    list. An instance given a planned pool's Karpenter tags passes here: aws.node-claim-creators then reads the audit
-    log from its launch."""
+    Scaling group's tag, which no caller writes), one Karpenter launched for a planned NodePool (all the tags Karpenter
+    launches with: _karpenters), or the FSx layout client at its planned address (aws.layout-client reads the rest
+    of it). An instance of the deploy role's own in the VPC reaches the file system and the nodes; and a forged
+    NodeClaim's instance with Karpenter's tags taken off leaves aws.node-claim-creators' window, but not this list.
+    An instance given all of a planned pool's Karpenter tags passes here: Karpenter, which kube.leases finds running,
+    terminates it unless a NodeClaim names it, and aws.node-claim-creators then reads the audit log from its launch."""
     cluster = names.cluster_name(ctx.config.stack)
     vpc = (_described_cluster(ctx).get("resourcesVpcConfig") or {}).get("vpcId")
     planned, _ = _cluster_groups(ctx)
@@ -1706,7 +1721,7 @@ def vpc_instances(ctx: Any) -> Outcome:
             tags = {t["Key"]: t["Value"] for t in instance.get("Tags") or []}
             if tags.get(ASG_TAG) in asgs:
                 continue
-            if tags.get(f"kubernetes.io/cluster/{cluster}") == "owned" and tags.get(NODEPOOL_TAG) in pools:
+            if _karpenters(tags, cluster) and tags.get(NODEPOOL_TAG) in pools:
                 continue
             if address and instance.get("PrivateIpAddress") == address and storage.LAYOUT_TAG in tags:
                 continue
