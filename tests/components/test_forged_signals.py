@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from components import job_watchdog, observability, workloads
+from tests.promql import held, promtool_test
 
 # The series the platform's queries read: Volcano's, kube-state-metrics', DCGM's, the EFA exporter's, serving's.
 SERIES = re.compile(r"\b((?:volcano|kube|DCGM|node_amazonefa|higgsfield)_\w+)(\{[^}]*\})?")
@@ -182,35 +183,23 @@ FORGED = [
 ]
 
 
-def _rule_test(series: list[tuple[str, str]]) -> dict:
+def _cases() -> list[dict]:
+    """The elastic room and the dashboard's XID and pending-gang panels, each as over the clean series."""
     panels = {p["title"]: p["targets"][0]["expr"] for p in observability.gpu_dashboard()["panels"]}
-    return {
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [{"series": s, "values": f"{v}x5"} for s, v in series],
-                "promql_expr_test": [
-                    # (16 held + 32 - 16 free) / 16 held
-                    {
-                        "expr": _room("research", "h100"),
-                        "eval_time": "2m",
-                        "exp_samples": [{"labels": "{}", "value": 2}],
-                    },
-                    {
-                        "expr": panels["XID errors (last code, 0 = none)"],
-                        "eval_time": "2m",
-                        "exp_samples": [{"labels": '{Hostname="n0", gpu="0"}', "value": 0}],
-                    },
-                    {
-                        "expr": panels["Pending gangs per queue"],
-                        "eval_time": "2m",
-                        "exp_samples": [{"labels": '{queue_name="research"}', "value": 0}],
-                    },
-                ],
-            }
-        ],
-    }
+    return [
+        # (16 held + 32 - 16 free) / 16 held
+        {"expr": _room("research", "h100"), "eval_time": "2m", "exp_samples": [{"labels": "{}", "value": 2}]},
+        {
+            "expr": panels["XID errors (last code, 0 = none)"],
+            "eval_time": "2m",
+            "exp_samples": [{"labels": '{Hostname="n0", gpu="0"}', "value": 0}],
+        },
+        {
+            "expr": panels["Pending gangs per queue"],
+            "eval_time": "2m",
+            "exp_samples": [{"labels": '{queue_name="research"}', "value": 0}],
+        },
+    ]
 
 
 def test_progress_pys_own_series_pass_the_progress_scrape_whole():
@@ -227,9 +216,7 @@ def test_progress_pys_own_series_pass_the_progress_scrape_whole():
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed here")
 @pytest.mark.parametrize("forged", [False, True], ids=["clean", "with-tenant-series"])
 def test_injected_tenant_series_change_neither_the_elastic_room_nor_the_dashboard(tmp_path, forged):
-    tests = tmp_path / "forged_signals_test.yaml"
-    tests.write_text(yaml.safe_dump(_rule_test(CLEAN + (FORGED if forged else []))))
-    result = subprocess.run(["promtool", "test", "rules", str(tests)], capture_output=True, text=True, check=False)
+    result = promtool_test(tmp_path, held(CLEAN + (FORGED if forged else [])), _cases())
     assert result.returncode == 0, result.stdout + result.stderr
 
 

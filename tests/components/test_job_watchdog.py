@@ -18,6 +18,7 @@ import yaml
 from job_watchdog import Settings, WatchdogApi, plan, ranks_from, tick
 
 from tests.fake_kube_api import FakeKubernetesApi
+from tests.promql import promtool_test
 
 NOW = 1_800_000_000.0
 SETTINGS = Settings(hang_multiple=10, hang_floor_s=600, straggler_factor=1.5, recheck_quiet_s=3600)
@@ -237,19 +238,7 @@ def test_a_preflight_suspect_on_a_shared_node_is_not_sent_to_the_gate(cluster):
 
 def _promtool_answers(tmp_path, series: list[dict], expr: str, at: str, samples: list[dict]) -> None:
     """`expr` at `at` over `series` (sampled every 10 minutes) gives `samples`, by Prometheus' own engine."""
-    test = {
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "10m",
-                "input_series": series,
-                "promql_expr_test": [{"expr": expr, "eval_time": at, "exp_samples": samples}],
-            }
-        ],
-    }
-    path = tmp_path / "query_test.yaml"
-    path.write_text(yaml.safe_dump(test))
-    result = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, check=False)
+    result = promtool_test(tmp_path, series, [{"expr": expr, "eval_time": at, "exp_samples": samples}], interval="10m")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

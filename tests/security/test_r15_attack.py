@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import copy
 import shutil
-import subprocess
 
 import pytest
-import yaml
 
 from components import storage
 from infra.core.names import MIN_MEMBER_ANNOTATION
 from tests.components.test_forged_signals import GPU, KSM, SCHED, _room
+from tests.promql import held, promtool_test
 from tests.security.test_lustre_squash import laid_out, may
 from tests.security.test_tenancy import _pod, denied_by
 from tests.security.test_volcano_groups import SIZE, _workload
@@ -113,16 +112,8 @@ def _pool_of_six_nodes(queues: dict[str, tuple[int, int, int]]) -> list[tuple[st
 
 def _room_is(tmp_path, series: list[tuple[str, int]], value: float) -> bool:
     """Whether team research's elastic room on pool h100 is `value` over `series`, as promtool evaluates it."""
-    test = {
-        "interval": "1m",
-        "input_series": [{"series": s, "values": f"{v}x5"} for s, v in series],
-        "promql_expr_test": [
-            {"expr": _room("research", "h100"), "eval_time": "2m", "exp_samples": [{"labels": "{}", "value": value}]}
-        ],
-    }
-    (tmp_path / "room_test.yaml").write_text(yaml.safe_dump({"evaluation_interval": "1m", "tests": [test]}))
-    rules = str(tmp_path / "room_test.yaml")
-    return subprocess.run(["promtool", "test", "rules", rules], capture_output=True, check=False).returncode == 0
+    case = {"expr": _room("research", "h100"), "eval_time": "2m", "exp_samples": [{"labels": "{}", "value": value}]}
+    return promtool_test(tmp_path, held(series), [case]).returncode == 0
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed here")

@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import copy
 import shutil
-import subprocess
 from datetime import datetime, timedelta
 
 import gang_deadline
 import pytest
-import yaml
 
 from components import gang_deadline as component
 from infra.core.names import POOL_LABEL
@@ -45,6 +43,7 @@ from tests.components.test_gang_deadline_pause import _given_back as pause_given
 from tests.components.test_gang_deadline_pause import _set_suspended as set_suspended
 from tests.components.test_gang_deadline_team_clock import PASS_S
 from tests.fake_kube_api import FakeKubernetesApi
+from tests.promql import held, promtool_test
 from tests.security.test_node_share import GPU_TOLERATION, NO_GPU
 from tests.security.test_plain_gpu_demand import RULES, _deployment
 from tests.security.test_r10_clock_attack import ON_REAL, _bind, _delete, _given_back, _pass, _submit
@@ -56,25 +55,8 @@ CLEAN_ROOM = 2
 
 
 def _room_is(series: list[tuple[str, str]], room: float, tmp_path) -> None:
-    test = {
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [{"series": s, "values": f"{v}x5"} for s, v in series],
-                "promql_expr_test": [
-                    {
-                        "expr": _room("research", "h100"),
-                        "eval_time": "2m",
-                        "exp_samples": [{"labels": "{}", "value": room}],
-                    }
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "room_test.yaml"
-    path.write_text(yaml.safe_dump(test))
-    result = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, check=False)
+    case = {"expr": _room("research", "h100"), "eval_time": "2m", "exp_samples": [{"labels": "{}", "value": room}]}
+    result = promtool_test(tmp_path, held(series), [case])
     assert result.returncode == 0, result.stdout + result.stderr
 
 
