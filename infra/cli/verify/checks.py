@@ -1560,22 +1560,21 @@ CLAIM_LEAD = datetime.timedelta(hours=1)
 LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
 
 
+def _live_instances(ctx: Any, *filters: dict) -> Iterator[dict]:
+    """Every instance DescribeInstances finds with `filters` that is not terminated (LIVE_STATES), every page."""
+    pages = ctx.client("ec2").get_paginator("describe_instances")
+    live = {"Name": "instance-state-name", "Values": list(LIVE_STATES)}
+    for page in pages.paginate(Filters=[*filters, live]):
+        for reservation in page.get("Reservations") or []:
+            yield from reservation.get("Instances") or []
+
+
 def _karpenter_launches(ctx: Any) -> list[datetime.datetime]:
     """When each instance Karpenter launched for the stack's cluster and not yet terminated was launched: Karpenter
     tags every instance it launches with the cluster's owned tag and its NodePool (components/karpenter.py
     karpenter_policy, AllowScopedEC2InstanceActionsWithTags), a forged claim's as well."""
-    pages = ctx.client("ec2").get_paginator("describe_instances")
-    filters = [
-        {"Name": f"tag:kubernetes.io/cluster/{names.cluster_name(ctx.config.stack)}", "Values": ["owned"]},
-        {"Name": "tag-key", "Values": [NODEPOOL_TAG]},
-        {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
-    ]
-    return sorted(
-        i["LaunchTime"]
-        for page in pages.paginate(Filters=filters)
-        for r in page.get("Reservations") or []
-        for i in r.get("Instances") or []
-    )
+    owned = {"Name": f"tag:kubernetes.io/cluster/{names.cluster_name(ctx.config.stack)}", "Values": ["owned"]}
+    return sorted(i["LaunchTime"] for i in _live_instances(ctx, owned, {"Name": "tag-key", "Values": [NODEPOOL_TAG]}))
 
 
 def _audit_records(ctx: Any, since: datetime.datetime, pattern: str) -> Iterator[dict | str]:
@@ -1712,21 +1711,18 @@ def vpc_instances(ctx: Any) -> Outcome:
     pools = {r.inputs["metadata"]["name"] for r in ctx.plan.resources if r.inputs.get("kind") == "NodePool"}
     layout = _planned_layout(ctx)
     address = str(layout[0].inputs["privateIp"]) if layout else None
-    pages = ctx.client("ec2").get_paginator("describe_instances")
-    filters = [{"Name": "vpc-id", "Values": [str(vpc)]}, {"Name": "instance-state-name", "Values": list(LIVE_STATES)}]
     seen, unknown = 0, []
-    for page in pages.paginate(Filters=filters):
-        for instance in (i for r in page.get("Reservations") or [] for i in r.get("Instances") or []):
-            seen += 1
-            tags = {t["Key"]: t["Value"] for t in instance.get("Tags") or []}
-            if tags.get(ASG_TAG) in asgs:
-                continue
-            if _karpenters(tags, cluster) and tags.get(NODEPOOL_TAG) in pools:
-                continue
-            if address and instance.get("PrivateIpAddress") == address and storage.LAYOUT_TAG in tags:
-                continue
-            shown = ", ".join(f"{k}={v}" for k, v in sorted(tags.items())) or "no tags"
-            unknown.append(f"{instance.get('InstanceId')} (launched {instance.get('LaunchTime')}; {shown})")
+    for instance in _live_instances(ctx, {"Name": "vpc-id", "Values": [str(vpc)]}):
+        seen += 1
+        tags = {t["Key"]: t["Value"] for t in instance.get("Tags") or []}
+        if tags.get(ASG_TAG) in asgs:
+            continue
+        if _karpenters(tags, cluster) and tags.get(NODEPOOL_TAG) in pools:
+            continue
+        if address and instance.get("PrivateIpAddress") == address and storage.LAYOUT_TAG in tags:
+            continue
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(tags.items())) or "no tags"
+        unknown.append(f"{instance.get('InstanceId')} (launched {instance.get('LaunchTime')}; {shown})")
     if unknown:
         return failed(
             f"in {vpc}, not the stack's: " + "; ".join(unknown),
