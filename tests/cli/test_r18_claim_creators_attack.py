@@ -33,6 +33,9 @@ from tests.cli.test_verify_checks import (  # noqa: F401 (fixtures)
     one,
     plan,
 )
+from tests.cli.test_verify_checks import (
+    audit_record as _record,
+)
 from tests.delivery.test_ci_identity import ACCOUNT, _deploy
 
 STREAM = "kube-apiserver-audit-0123"
@@ -85,24 +88,6 @@ def _selects(pattern: str, record: dict) -> bool:
     held = either()
     assert at == len(tokens), pattern
     return held
-
-
-def _record(who: str, verb: str = "create", code: int = 201, uri: str = "/apis/karpenter.sh/v1/nodeclaims", **more):
-    """An audit.k8s.io/v1 Event at Metadata level, as EKS writes one (tests/cli/test_verify_checks.py _audit)."""
-    return {
-        "kind": "Event",
-        "apiVersion": "audit.k8s.io/v1",
-        "level": "Metadata",
-        "auditID": more.pop("audit_id", "a1"),
-        "stage": "ResponseComplete",
-        "requestURI": uri,
-        "verb": verb,
-        "user": {"username": who, "groups": ["system:authenticated"], **more.pop("user", {})},
-        "objectRef": {"resource": "nodeclaims", "apiGroup": "karpenter.sh", "apiVersion": "v1", **more.pop("ref", {})},
-        "responseStatus": {"metadata": {}, "code": code},
-        "requestReceivedTimestamp": "2026-12-05T08:30:00.000000Z",
-        **more,
-    }
 
 
 def _audit_log(aws_ctx, records: list[tuple[datetime.datetime, dict]]) -> None:  # noqa: F811

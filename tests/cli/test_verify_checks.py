@@ -17,6 +17,7 @@ import functools
 import json
 import types
 import urllib.parse
+from typing import Any
 from unittest import mock
 
 import boto3
@@ -2693,22 +2694,31 @@ def test_a_node_pool_other_than_planned_fails_naming_the_field(classes_ctx, path
 # --- aws.node-claim-creators: who made each NodeClaim, from the API server's audit log -----------------
 
 
-def _audit(user: str, code: int = 201, uri: str = "/apis/karpenter.sh/v1/nodeclaims", audit_id: str = "a1") -> dict:
-    """A NodeClaim create as EKS logs it: an audit.k8s.io/v1 Event at Metadata level (no object, so no name for a
-    generateName create), one record of a kube-apiserver-audit-* stream."""
-    record = {
+def audit_record(
+    who: str, verb: str = "create", code: int = 201, uri: str = "/apis/karpenter.sh/v1/nodeclaims", **more: Any
+) -> dict:
+    """A request as EKS's audit log records it: an audit.k8s.io/v1 Event at Metadata level (no object, so no name for
+    a generateName create), a NodeClaim create unless told otherwise (`audit_id`, `user` and `ref` extend its
+    parts; any other key is the event's own)."""
+    return {
         "kind": "Event",
         "apiVersion": "audit.k8s.io/v1",
         "level": "Metadata",
-        "auditID": audit_id,
+        "auditID": more.pop("audit_id", "a1"),
         "stage": "ResponseComplete",
         "requestURI": uri,
-        "verb": "create",
-        "user": {"username": user, "groups": ["system:authenticated"]},
-        "objectRef": {"resource": "nodeclaims", "apiGroup": "karpenter.sh", "apiVersion": "v1"},
+        "verb": verb,
+        "user": {"username": who, "groups": ["system:authenticated"], **more.pop("user", {})},
+        "objectRef": {"resource": "nodeclaims", "apiGroup": "karpenter.sh", "apiVersion": "v1", **more.pop("ref", {})},
         "responseStatus": {"metadata": {}, "code": code},
         "requestReceivedTimestamp": "2026-12-05T08:30:00.000000Z",
+        **more,
     }
+
+
+def _audit(user: str, code: int = 201, uri: str = "/apis/karpenter.sh/v1/nodeclaims", audit_id: str = "a1") -> dict:
+    """A NodeClaim create's record as one event of a kube-apiserver-audit-* stream."""
+    record = audit_record(user, code=code, uri=uri, audit_id=audit_id)
     return {"logStreamName": "kube-apiserver-audit-0123", "timestamp": 1, "message": json.dumps(record), "eventId": "e"}
 
 
