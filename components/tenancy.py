@@ -31,11 +31,13 @@ from infra.core.names import (
     CLEAN_POD_POLICIES,
     DO_NOT_DISRUPT,
     DRIVER_MAJOR_LABEL,
+    EFA_RESOURCE,
     GAVE_BACK_ANNOTATION,
     GPU_DEVICE_ENV,
     GPU_RESOURCE,
     GROUP_NAME_ANNOTATION,
     HOSTNAME_LABEL,
+    HUGEPAGES_RESOURCE,
     JOB_NAME_PREFIXES,
     KUBEFLOW_GROUP,
     KUBEFLOW_JOB_KINDS,
@@ -279,7 +281,7 @@ def cel_variables() -> list[dict]:
 
 # What only a GPU node has: its GPUs, its EFA interfaces and huge pages (the EFA pools' user data
 # reserves them), and the GPU taint every GPU node carries (components/gpu_pools.py).
-GPU_NODE_RESOURCES = ("nvidia.com/gpu", "vpc.amazonaws.com/efa")
+GPU_NODE_RESOURCES = (GPU_RESOURCE, EFA_RESOURCE)
 
 
 def _containers(spec: str) -> str:
@@ -343,7 +345,7 @@ NODE_PINS = {DO_NOT_DISRUPT: "true", SAFE_TO_EVICT: "false"}
 # (components/demand.py). Any other resource (ephemeral-storage, hugepages-1Gi, another extended
 # resource) has no share: a pod asking more than half a node's of it holds a node alone, and a
 # team's pods quota of them would hold that many nodes.
-GPU_NODE_POD_RESOURCES = ("cpu", "memory", *GPU_NODE_RESOURCES, "hugepages-2Mi")
+GPU_NODE_POD_RESOURCES = ("cpu", "memory", *GPU_NODE_RESOURCES, HUGEPAGES_RESOURCE)
 # The node labels a pod on a GPU node may select on: its pool, zone and region, and what every node of
 # a pool shares. A label unique to a node (kubernetes.io/hostname, the gate's boot id) would pin it.
 NODE_SELECTOR_KEYS = (
