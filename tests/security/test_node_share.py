@@ -348,3 +348,12 @@ def test_a_sidecars_efa_counts_with_the_containers_it_runs_beside():
     side = {**NO_GPU[0], "name": "side", "restartPolicy": "Always", "resources": {"limits": {EFA: "4"}}}
     pod["spec"]["initContainers"] = [side]
     assert _efa_refusals(pod)
+
+
+def test_pod_level_huge_pages_count_too():
+    """Pod-level `resources` may name huge pages beside CPU and memory (SupportedPodLevelResources,
+    k8s.io/component-helpers/resource/helpers.go), and the scheduler then counts the pod's figure: a pod whose
+    containers ask none may not ask them there."""
+    pod = _on_gpu_node(1)
+    pod["spec"]["resources"] = {"limits": {HUGE_PAGES: "5120Mi"}}
+    assert _efa_refusals(pod)
