@@ -562,7 +562,7 @@ def share_cap_validations(team: TeamRules) -> list[dict]:
                 "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({within}))",
                 "message": f"EFA interfaces and huge pages go with GPUs: a pod on a GPU node asks at most {efa:g} "
                 f"{EFA_RESOURCE} and {pages / 2**20:g}Mi {HUGEPAGES_RESOURCE} per GPU, none without a GPU (its GPUs' "
-                "share of the node): more would hold the node's network alone",
+                "share of the node): a bigger one would hold the node's EFA alone",
                 "reason": "Forbidden",
             }
         )
