@@ -9,6 +9,7 @@ import dataclasses
 
 import pytest
 
+from infra.core.names import EFA_RESOURCE, HUGEPAGES_RESOURCE
 from tests.security.test_tenancy import VISION, _job, _pod, denied_by
 
 ONE_GPU = [
@@ -286,7 +287,7 @@ def test_the_teams_policy_counts_the_defaults_its_limit_range_gives():
 
 # --- EFA interfaces and huge pages: none without a GPU, the GPUs' share with them ---------------------------------
 
-EFA, HUGE_PAGES = "vpc.amazonaws.com/efa", "hugepages-2Mi"
+EFA, HUGE_PAGES = EFA_RESOURCE, HUGEPAGES_RESOURCE
 EFA_CAP = "EFA interfaces and huge pages go with GPUs"
 
 
@@ -351,9 +352,9 @@ def test_a_sidecars_efa_counts_with_the_containers_it_runs_beside():
 
 
 def test_pod_level_huge_pages_count_too():
-    """Pod-level `resources` may name huge pages beside CPU and memory (SupportedPodLevelResources,
-    k8s.io/component-helpers/resource/helpers.go), and the scheduler then counts the pod's figure: a pod whose
-    containers ask none may not ask them there."""
+    """Pod-level `resources` may name huge pages beside CPU and memory, and the scheduler then counts the pod's
+    figure (IsSupportedPodLevelResource and PodRequests, kubernetes/kubernetes:staging/src/k8s.io/component-helpers/
+    resource/helpers.go@0085214e): a pod whose containers ask none may not ask them there."""
     pod = _on_gpu_node(1)
     pod["spec"]["resources"] = {"limits": {HUGE_PAGES: "5120Mi"}}
     assert _efa_refusals(pod)
