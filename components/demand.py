@@ -38,9 +38,9 @@ from math import ceil, floor
 from components.efa import EFA_HUGEPAGES_2MI, efa_resources
 from infra.config import GpuPool
 from infra.config.gpu_pools import gpu_share
+from infra.core.names import EFA_RESOURCE as EFA
 from infra.core.names import GPU_RESOURCE as GPU
-
-EFA, HUGEPAGES = "vpc.amazonaws.com/efa", "hugepages-2Mi"
+from infra.core.names import HUGEPAGES_RESOURCE as HUGEPAGES
 
 
 def gpu_node_share(pools: Sequence[GpuPool]) -> dict[str, Fraction]:

@@ -12,6 +12,7 @@ import pulumi_aws as aws
 
 from infra.core import versions
 from infra.core.catalog import InstanceFacts
+from infra.core.names import EFA_RESOURCE, HUGEPAGES_RESOURCE
 
 # 2 MiB huge pages reserved at boot for libfabric/NCCL over EFA (EC2 User Guide, "Get started
 # with EFA and NCCL": vm.nr_hugepages=5128). The node advertises all of them as `hugepages-2Mi`.
@@ -139,8 +140,8 @@ def efa_resources(instance: InstanceFacts) -> dict[str, int | str]:
     """What an EFA node offers: every EFA interface of the instance, and the huge pages reserved
     at boot (the autoscaler's node template)."""
     return {
-        "vpc.amazonaws.com/efa": efa_count(efa_interfaces_for(instance)),
-        "hugepages-2Mi": f"{EFA_HUGEPAGES_2MI * 2}Mi",
+        EFA_RESOURCE: efa_count(efa_interfaces_for(instance)),
+        HUGEPAGES_RESOURCE: f"{EFA_HUGEPAGES_2MI * 2}Mi",
     }
 
 
@@ -148,8 +149,8 @@ def efa_pod_resources(instance: InstanceFacts) -> dict[str, int | str]:
     """What one EFA pod per node asks for: every EFA interface, and the anchors' 5120Mi of huge
     pages - less than the node's reservation, which leaves slack for the node's own use."""
     return {
-        "vpc.amazonaws.com/efa": efa_count(efa_interfaces_for(instance)),
-        "hugepages-2Mi": f"{EFA_POD_HUGEPAGES_MI}Mi",
+        EFA_RESOURCE: efa_count(efa_interfaces_for(instance)),
+        HUGEPAGES_RESOURCE: f"{EFA_POD_HUGEPAGES_MI}Mi",
     }
 
 

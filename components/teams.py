@@ -161,6 +161,7 @@ def rules_of(
         public_load_balancers=public_load_balancers,
         node_gpus=tuple((p.name, p.gpus_per_node) for p in pools),
         gpu_share=_cpu_and_memory_share(pools),
+        efa_share=_efa_and_huge_pages_share(pools),
         **({} if grace_seconds is None else {"grace_seconds": grace_seconds}),
         pods_quota=int(compute_quota(team, pools)["spec"]["hard"]["pods"]) if pools else None,
         container_defaults=limit_range_defaults(team),
@@ -173,6 +174,15 @@ def _cpu_and_memory_share(pools: Sequence[GpuPool]) -> tuple[float, float] | Non
         return None
     share = gpu_node_share(pools)
     return float(share["cpu"]), float(share["memory"] * 2**20)
+
+
+def _efa_and_huge_pages_share(pools: Sequence[GpuPool]) -> tuple[float, float] | None:
+    """One GPU's share of the pools' nodes in EFA interfaces and bytes of 2 MiB huge pages (the most of any EFA pool;
+    none on pools without EFA), or None."""
+    if not pools:
+        return None
+    share = gpu_node_share(pools)
+    return float(share[EFA]), float(share[HUGEPAGES] * 2**20)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,11 +31,13 @@ from infra.core.names import (
     CLEAN_POD_POLICIES,
     DO_NOT_DISRUPT,
     DRIVER_MAJOR_LABEL,
+    EFA_RESOURCE,
     GAVE_BACK_ANNOTATION,
     GPU_DEVICE_ENV,
     GPU_RESOURCE,
     GROUP_NAME_ANNOTATION,
     HOSTNAME_LABEL,
+    HUGEPAGES_RESOURCE,
     JOB_NAME_PREFIXES,
     KUBEFLOW_GROUP,
     KUBEFLOW_JOB_KINDS,
@@ -182,6 +184,8 @@ class TeamRules:
     public_load_balancers: bool = False  # the stack tags its public subnets for internet-facing load balancers
     node_gpus: tuple[tuple[str, int], ...] = ()  # (pool, GPUs of its nodes): a pod asking all of them may spread
     gpu_share: tuple[float, float] | None = None  # one GPU's share of the pools' nodes: (vCPUs, bytes of memory)
+    # one GPU's share of the pools' nodes: (EFA interfaces, bytes of 2 MiB huge pages); None where it has no pools
+    efa_share: tuple[float, float] | None = None
     # the most a pod of the team takes to stop: higgsfield:checkpoints.terminationGracePeriod
     grace_seconds: int = field(default_factory=lambda: Checkpoints().grace_seconds)
     pods_quota: int | None = None  # the namespace's `pods` quota (components/teams.py compute_quota)
@@ -279,7 +283,7 @@ def cel_variables() -> list[dict]:
 
 # What only a GPU node has: its GPUs, its EFA interfaces and huge pages (the EFA pools' user data
 # reserves them), and the GPU taint every GPU node carries (components/gpu_pools.py).
-GPU_NODE_RESOURCES = ("nvidia.com/gpu", "vpc.amazonaws.com/efa")
+GPU_NODE_RESOURCES = (GPU_RESOURCE, EFA_RESOURCE)
 
 
 def _containers(spec: str) -> str:
@@ -343,7 +347,7 @@ NODE_PINS = {DO_NOT_DISRUPT: "true", SAFE_TO_EVICT: "false"}
 # (components/demand.py). Any other resource (ephemeral-storage, hugepages-1Gi, another extended
 # resource) has no share: a pod asking more than half a node's of it holds a node alone, and a
 # team's pods quota of them would hold that many nodes.
-GPU_NODE_POD_RESOURCES = ("cpu", "memory", *GPU_NODE_RESOURCES, "hugepages-2Mi")
+GPU_NODE_POD_RESOURCES = ("cpu", "memory", *GPU_NODE_RESOURCES, HUGEPAGES_RESOURCE)
 # The node labels a pod on a GPU node may select on: its pool, zone and region, and what every node of
 # a pool shares. A label unique to a node (kubernetes.io/hostname, the gate's boot id) would pin it.
 NODE_SELECTOR_KEYS = (
@@ -493,45 +497,76 @@ def _at_least_the_operators_init(init: OperatorInit, kept: str) -> dict:
     }
 
 
+def _gpus(containers: str) -> str:
+    """The GPUs `containers` limit, summed (an extended resource is limited wherever it is requested)."""
+    asked = (
+        f"has(c.resources) && has(c.resources.limits) && '{GPU_RESOURCE}' in c.resources.limits ? "
+        f"int(c.resources.limits['{GPU_RESOURCE}']) : 0"
+    )
+    return f"{containers}.map(c, {asked}).sum()"
+
+
+# A pod spec `s` as the scheduler counts it: a sidecar (an init container with restartPolicy Always) runs
+# beside the containers for the pod's life, so the pod asks their sum; each other init container runs alone
+# beside the sidecars; a pod-level `resources` (PodLevelResources, beta and on since Kubernetes 1.34) is what
+# the scheduler counts where set (resource.PodRequests, kubernetes/kubernetes:staging/src/k8s.io/
+# component-helpers/resource/helpers.go@v1.35.0).
+_INITS = "(has(s.initContainers) ? s.initContainers : [])"
+_SIDECAR = "(has(i.restartPolicy) && i.restartPolicy == 'Always')"
+_SIDECARS = f"{_INITS}.filter(i, {_SIDECAR})"
+_RUNNING = f"((has(s.containers) ? s.containers : []) + {_SIDECARS})"  # what runs for the pod's life
+_POD_GPUS = f"double({_gpus(_RUNNING)})"
+
+
+def _asks_at_most(resource: str, most: str, default: float = 0.0) -> str:
+    """Pod spec `s` asks at most `most` (a CEL double) of `resource`, counted as the scheduler counts it: its
+    containers with its sidecars, each other init container with the sidecars, its pod-level `resources`."""
+    return (
+        f"{_request_sum(_RUNNING, resource, default)} <= {most} && {_request_sum('[s]', resource)} <= {most} && "
+        f"{_INITS}.all(i, {_SIDECAR} || {_request_sum(f'([i] + {_SIDECARS})', resource, default)} <= {most})"
+    )
+
+
 def share_cap_validations(team: TeamRules) -> list[dict]:
     """No pod on a GPU node asks more CPU or memory than its GPUs' share of the pools' nodes (one GPU's
-    share for a pod without GPUs): the team's quota then covers no more nodes than its GPUs in those
-    dimensions either, for a pod asking more than half a node's CPU or memory holds the node alone."""
-    if team.gpu_share is None:
-        return []
-    cpu, memory = team.gpu_share
-
-    def gpus(containers: str) -> str:
-        asked = (
-            f"has(c.resources) && has(c.resources.limits) && '{GPU_RESOURCE}' in c.resources.limits ? "
-            f"int(c.resources.limits['{GPU_RESOURCE}']) : 0"
+    share for a pod without GPUs), nor more EFA interfaces or huge pages (none without GPUs): the team's
+    quota then covers no more nodes than its GPUs in those dimensions either, for a pod asking more than
+    half a node's CPU, memory, EFA interfaces or huge pages holds the node alone (and one with all its EFA
+    interfaces takes the node from every EFA gang)."""
+    validations = []
+    if team.gpu_share is not None:
+        cpu, memory = team.gpu_share
+        share = f"({_POD_GPUS} > 0.0 ? {_POD_GPUS} : 1.0)"
+        given = _defaults(team)
+        within = " && ".join(
+            _asks_at_most(r, f"{share} * {most!r}", given[r]) for r, most in (("cpu", cpu), ("memory", memory))
         )
-        return f"{containers}.map(c, {asked}).sum()"
-
-    # A sidecar (an init container with restartPolicy Always) runs beside the containers for the pod's
-    # life, so the pod asks their sum; each other init container runs alone beside the sidecars; a
-    # pod-level `resources` (PodLevelResources, beta and on since Kubernetes 1.34) is what the
-    # scheduler counts where set (resource.PodRequests, kubernetes/kubernetes:staging/src/k8s.io/
-    # component-helpers/resource/helpers.go@v1.35.0).
-    inits = "(has(s.initContainers) ? s.initContainers : [])"
-    sidecar = "(has(i.restartPolicy) && i.restartPolicy == 'Always')"
-    sidecars = f"{inits}.filter(i, {sidecar})"
-    main = f"((has(s.containers) ? s.containers : []) + {sidecars})"
-    share = f"double({gpus(main)} > 0 ? {gpus(main)} : 1)"
-    given = _defaults(team)
-    within = " && ".join(
-        f"{_request_sum(main, r, given[r])} <= {share} * {most} && {_request_sum('[s]', r)} <= {share} * {most} && "
-        f"{inits}.all(i, {sidecar} || {_request_sum(f'([i] + {sidecars})', r, given[r])} <= {share} * {most})"
-        for r, most in (("cpu", float(cpu)), ("memory", float(memory)))
-    )
-    return [
-        {
-            "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({within}))",
-            "message": f"a pod on a GPU node asks at most its GPUs' share of the node ({cpu:g} vCPUs and "
-            f"{memory / 2**30:g} GiB per GPU; a pod without GPUs one GPU's): a bigger one would hold a node alone",
-            "reason": "Forbidden",
-        }
-    ]
+        validations.append(
+            {
+                "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({within}))",
+                "message": f"a pod on a GPU node asks at most its GPUs' share of the node ({cpu:g} vCPUs and "
+                f"{memory / 2**30:g} GiB per GPU; a pod without GPUs one GPU's): a bigger one would hold a node alone",
+                "reason": "Forbidden",
+            }
+        )
+    if team.efa_share is not None:
+        # Nothing of the platform's asks for EFA or huge pages without a GPU: the MPI launcher runs mpirun
+        # over ssh (infra/offline/team_job.py drops its resources; examples/mpi-nccl-tests.yaml's asks none).
+        efa, pages = team.efa_share
+        within = " && ".join(
+            _asks_at_most(r, f"{_POD_GPUS} * {most!r}")
+            for r, most in ((EFA_RESOURCE, efa), (HUGEPAGES_RESOURCE, pages))
+        )
+        validations.append(
+            {
+                "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({within}))",
+                "message": f"EFA interfaces and huge pages go with GPUs: a pod on a GPU node asks at most {efa:g} "
+                f"{EFA_RESOURCE} and {pages / 2**20:g}Mi {HUGEPAGES_RESOURCE} per GPU, none without a GPU (its GPUs' "
+                "share of the node): a bigger one would hold the node's EFA alone",
+                "reason": "Forbidden",
+            }
+        )
+    return validations
 
 
 def node_share_validations(team: TeamRules) -> list[dict]:

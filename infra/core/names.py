@@ -77,6 +77,8 @@ STACK_TAG = "higgsfield:stack"  # the AWS tag naming the stack of every taggable
 
 # --- labels, taints and annotations -------------------------------------------------------------
 GPU_RESOURCE = "nvidia.com/gpu"  # the extended resource, and the GPU nodes' taint key
+EFA_RESOURCE = "vpc.amazonaws.com/efa"  # the EFA device plugin's extended resource: a node's EFA interfaces
+HUGEPAGES_RESOURCE = "hugepages-2Mi"  # the 2 MiB huge pages an EFA node reserves at boot (components/efa.py)
 POOL_LABEL = "higgsfield.io/pool"  # the GPU pool a node belongs to
 GATED_LABEL = "higgsfield.io/gated"  # on the nodes of a pool with a health gate
 HEALTH_LABEL = "higgsfield.io/health"  # the gate's verdict on a node (and the prefix of its details)

@@ -21,9 +21,9 @@ from components.efa import (
 from components.registry import UNKNOWN_TAG, image_tag, repository_name
 from components.tenancy import OPERATOR_INITS
 from infra.config import IMAGE_REFERENCE, NAMESPACE, ConfigError, GpuPool, StackConfig, Team
+from infra.core.names import EFA_RESOURCE as EFA
+from infra.core.names import HUGEPAGES_RESOURCE as HUGEPAGES
 
-EFA = "vpc.amazonaws.com/efa"
-HUGEPAGES = "hugepages-2Mi"
 # A pod that has a node to itself may take this share of the node's memory: the rest is the
 # kubelet's reservation, eviction threshold and the node-level daemons.
 NODE_MEMORY_SHARE = 0.75

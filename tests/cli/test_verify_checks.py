@@ -1649,13 +1649,13 @@ def gpu_node(name: str, health: str | None, tainted: bool, gpus: str = "8") -> d
         "kind": "Node",
         "metadata": {"name": name, "labels": labels},
         "spec": {"taints": taints},
-        "status": {"allocatable": {names.GPU_RESOURCE: gpus, checks.EFA_RESOURCE: "32"}},
+        "status": {"allocatable": {names.GPU_RESOURCE: gpus, names.EFA_RESOURCE: "32"}},
     }
 
 
 def test_a_healthy_node_of_an_efa_pool_without_efa_devices_fails(ctx, cluster):
     node = gpu_node("ip-10-0-1-5", "healthy", tainted=False)  # every pool of prod is an EFA pool
-    del node["status"]["allocatable"][checks.EFA_RESOURCE]
+    del node["status"]["allocatable"][names.EFA_RESOURCE]
     cluster.put(node)
     outcome = one("kube.gpu-nodes", ctx)
     assert outcome.status == "FAIL" and "no vpc.amazonaws.com/efa allocatable" in outcome.evidence

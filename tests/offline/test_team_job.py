@@ -150,7 +150,7 @@ def test_every_platform_rule_applies_without_the_team_writing_it():
 def test_the_rendered_job_passes_its_teams_admission_policy_and_no_other_teams(kind):
     cfg = config_of("prod")
     _, objects, _ = _render(**{"class": kind})
-    rules = {t.name: rules_of(t, cfg.scheduler.priority_classes) for t in cfg.scheduler.teams}
+    rules = {t.name: rules_of(t, cfg.scheduler.priority_classes, pools=cfg.gpu_pools) for t in cfg.scheduler.teams}
     assert denied_by(objects[-1], rules["llm"]) == []
     for _, template in _templates(objects):
         assert denied_by(_operator_pod(template, "llm"), rules["llm"], user=OPERATOR_USER) == []
@@ -230,7 +230,9 @@ def test_an_mpi_job_runs_the_teams_mpirun_on_its_launcher_which_alone_keeps_its_
     _, objects, _ = _render(framework="mpi", command=command)
     job, rules = (
         objects[-1],
-        rules_of(next(t for t in cfg.scheduler.teams if t.name == "llm"), cfg.scheduler.priority_classes),
+        rules_of(
+            next(t for t in cfg.scheduler.teams if t.name == "llm"), cfg.scheduler.priority_classes, pools=cfg.gpu_pools
+        ),
     )
     launcher, worker = (job["spec"]["mpiReplicaSpecs"][r]["template"]["spec"] for r in ("Launcher", "Worker"))
     assert launcher["containers"][0]["command"] == [*jobs.MPI_PREFLIGHT, *command]  # its workers checked first
@@ -401,7 +403,7 @@ def test_each_container_of_a_rendered_job_requests_the_cpu_and_memory_its_pod_is
             requests, limits = container["resources"]["requests"], container["resources"].get("limits", {})
             assert requests["cpu"] == f"{team.default_cpu_request_millicores}m" and "cpu" not in limits
             assert requests["memory"] == limits.get("memory", f"{team.default_memory_request_mib}Mi")
-    assert denied_by(objects[-1], rules_of(team, cfg.scheduler.priority_classes)) == []
+    assert denied_by(objects[-1], rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)) == []
 
 
 def test_a_job_file_deep_in_a_folder_is_named_whole_in_its_refusal(tmp_path, capsys):

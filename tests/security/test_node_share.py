@@ -9,6 +9,7 @@ import dataclasses
 
 import pytest
 
+from infra.core.names import EFA_RESOURCE, HUGEPAGES_RESOURCE
 from tests.security.test_tenancy import VISION, _job, _pod, denied_by
 
 ONE_GPU = [
@@ -282,3 +283,78 @@ def test_the_teams_policy_counts_the_defaults_its_limit_range_gives():
     given = container_defaults(team)["spec"]["limits"][0]["defaultRequest"]
     assert given == {"cpu": "8000m", "memory": "1024Mi"}
     assert rules_of(team).container_defaults == (8.0, 1024.0 * 2**20)
+
+
+# --- EFA interfaces and huge pages: none without a GPU, the GPUs' share with them ---------------------------------
+
+EFA, HUGE_PAGES = EFA_RESOURCE, HUGEPAGES_RESOURCE
+EFA_CAP = "EFA interfaces and huge pages go with GPUs"
+
+
+def _prod_vision():
+    """vision's policy in prod, whose pools' largest share per GPU is a p5's: 32 EFA interfaces / 8 GPUs = 4, and
+    2 x 5128 huge pages of 2 MiB / 8 GPUs = 1282Mi (components/demand.py gpu_node_share, the queue's share)."""
+    from components.teams import rules_of
+    from tests.conftest import config_of
+
+    cfg = config_of("prod")
+    vision = next(t for t in cfg.scheduler.teams if t.name == "vision")
+    return rules_of(vision, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)
+
+
+def _on_gpu_node(gpus: int, **limits: str) -> dict:
+    """A pod as the platform renders one (infra/offline/pods.py prepare_gpu_pod): GPUs, EFA and huge pages limited
+    in its main container, a little CPU requested."""
+    named = {EFA: limits.pop("efa", None), HUGE_PAGES: limits.pop("huge_pages", None)}
+    asked = {"memory": "1Gi", **({"nvidia.com/gpu": gpus} if gpus else {}), **{k: v for k, v in named.items() if v}}
+    container = {**NO_GPU[0], "resources": {"requests": {"cpu": "1"}, "limits": asked}}
+    return _pod(containers=[container], tolerations=GPU_TOLERATION)
+
+
+def _efa_refusals(pod: dict) -> list[str]:
+    return [m for m in denied_by(pod, _prod_vision()) if m.startswith(EFA_CAP)]
+
+
+def test_a_one_gpu_pod_asking_all_of_a_p5s_efa_interfaces_is_denied():
+    """Issue 34: a 1-GPU pod with all 32 of a p5's interfaces took the node from every EFA gang while its team's
+    other GPUs held other nodes."""
+    assert _efa_refusals(_on_gpu_node(1, efa="32"))
+
+
+def test_a_gpu_less_pod_asking_an_efa_interface_is_denied():
+    assert _efa_refusals(_on_gpu_node(0, efa="1"))
+
+
+def test_a_one_gpu_pod_asking_a_whole_nodes_huge_pages_is_denied():
+    assert _efa_refusals(_on_gpu_node(1, huge_pages="5120Mi"))
+
+
+def test_a_gpu_less_pod_asking_huge_pages_is_denied():
+    assert _efa_refusals(_on_gpu_node(0, huge_pages="2Mi"))
+
+
+@pytest.mark.parametrize(("gpus", "efa", "huge_pages"), [(1, 4, 1282), (8, 32, 10256)], ids=["one-gpu", "eight-gpus"])
+def test_the_cap_is_exactly_the_gpus_share_of_efa_and_huge_pages(gpus, efa, huge_pages):
+    """At its share a pod is admitted (the platform's whole-node pods ask 32 and 5120Mi on a p5); one interface or
+    one 2 MiB page more is refused."""
+    assert denied_by(_on_gpu_node(gpus, efa=str(efa), huge_pages=f"{huge_pages}Mi"), _prod_vision()) == []
+    assert _efa_refusals(_on_gpu_node(gpus, efa=str(efa + 1), huge_pages=f"{huge_pages}Mi"))
+    assert _efa_refusals(_on_gpu_node(gpus, efa=str(efa), huge_pages=f"{huge_pages + 2}Mi"))
+
+
+def test_a_sidecars_efa_counts_with_the_containers_it_runs_beside():
+    """A sidecar (an init container with restartPolicy Always) runs beside the containers, so the pod asks their sum:
+    4 interfaces each is 8 for one GPU."""
+    pod = _on_gpu_node(1, efa="4")
+    side = {**NO_GPU[0], "name": "side", "restartPolicy": "Always", "resources": {"limits": {EFA: "4"}}}
+    pod["spec"]["initContainers"] = [side]
+    assert _efa_refusals(pod)
+
+
+def test_pod_level_huge_pages_count_too():
+    """Pod-level `resources` may name huge pages beside CPU and memory, and the scheduler then counts the pod's
+    figure (IsSupportedPodLevelResource and PodRequests, kubernetes/kubernetes:staging/src/k8s.io/component-helpers/
+    resource/helpers.go@0085214e): a pod whose containers ask none may not ask them there."""
+    pod = _on_gpu_node(1)
+    pod["spec"]["resources"] = {"limits": {HUGE_PAGES: "5120Mi"}}
+    assert _efa_refusals(pod)

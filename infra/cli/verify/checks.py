@@ -49,7 +49,6 @@ CRON_JOB = "kubernetes:batch/v1:CronJob"
 # A planned CronJob (the gang deadline's runs every minute) is late once its last success is older than this.
 CRON_JOB_LATE_S = 10 * 60
 AUTOSCALER = "higgsfield:autoscaler:ClusterAutoscaler"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"  # the EFA device plugin's resource (infra/offline/pods.py EFA)
 VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
 ATTACK_NAME = "higgsfield-verify-attack"
 TRIAL_JOB_NAME = names.JOB_NAME_PREFIXES["TFJob"] + ATTACK_NAME
@@ -2306,8 +2305,8 @@ def gpu_nodes(ctx: Any) -> Outcome:
         elif health == "healthy" and gpus in ("0", 0):
             problems.append(f"{meta['name']}: healthy with no {names.GPU_RESOURCE} allocatable")
             fixes["gate"] = GATE_FIX
-        elif health == "healthy" and pool in efa and allocatable.get(EFA_RESOURCE, "0") in ("0", 0):
-            problems.append(f"{meta['name']}: healthy on an EFA pool with no {EFA_RESOURCE} allocatable")
+        elif health == "healthy" and pool in efa and allocatable.get(names.EFA_RESOURCE, "0") in ("0", 0):
+            problems.append(f"{meta['name']}: healthy on an EFA pool with no {names.EFA_RESOURCE} allocatable")
             fixes["gate"] = GATE_FIX
         else:
             seen.append(f"{meta['name']} ({pool}): {health or 'not gated'}, {gpus} GPU")
