@@ -397,11 +397,15 @@ def _document(*statements: dict) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
 
 
-# Writes that open data to another account, none of which the program makes (see boundary_policy).
+# Writes that open data to another account, none of which the program makes (see boundary_policy). A pattern here
+# matches the actions its comment names and no other of its service, for IAM counts every character of the boundary
+# (MANAGED_POLICY_CHARACTERS): checked against the Service Authorization Reference as stored in salesforce/
+# policy_sentry:policy_sentry/shared/data/docs/@66e53f23 and botocore's models (boto/botocore:botocore/data/SERVICE/
+# VERSION/service-2.json@1.44.18: tests/delivery/test_action_patterns.py).
 CROSS_ACCOUNT_OPENINGS = (
     "ecr:SetRepositoryPolicy",
     "ecr:PutRegistryPolicy",
-    "ecr:PutReplicationConfiguration",
+    "ecr:PutRep*",  # PutReplicationConfiguration alone (CROSS_ACCOUNT_OPENINGS' patterns: below)
     "s3:PutBucketPolicy",
     "s3:PutBucketAcl",
     "s3:PutObjectAcl",
@@ -426,8 +430,8 @@ CROSS_ACCOUNT_OPENINGS = (
     "logs:CreateExportTask",
     "logs:Create*Delivery*",
     # every node disk is encrypted under the account's default EBS key (the launch templates name none): it
-    # may not become another account's key
-    "ec2:ModifyEbsDefaultKmsKeyId",
+    # may not become another account's key (ModifyEbsDefaultKmsKeyId alone)
+    "ec2:ModifyEbs*",
     # a creation template carries a repository policy ECR gives each repository it makes (botocore
     # data/ecr/2015-09-21/service-2.json, CreateRepositoryCreationTemplate); the program makes none
     "ecr:*RepositoryCreationTemplate",  # create, update (DescribeRepositoryCreationTemplates ends in s)
@@ -435,9 +439,9 @@ CROSS_ACCOUNT_OPENINGS = (
     "ec2:ModifySnapshotAttribute",
     "ec2:ModifyImageAttribute",
     "ec2:ModifyInstanceAttribute",
-    "ec2:CreateVpcEndpointServiceConfiguration",
+    "ec2:CreateVpcEndpointS*",  # CreateVpcEndpointServiceConfiguration alone
     "ec2:ModifyVpcEndpointServicePermissions",
-    "ec2:AcceptVpcEndpointConnections",
+    "ec2:AcceptVpcE*",  # AcceptVpcEndpointConnections alone
     "ec2:*TransitGatewayVpcAttachment",  # create, accept (DescribeTransitGatewayVpcAttachments ends in s)
     # a VPN gateway, a connection, its routes; a Client VPN endpoint, its routes: the pattern matches CreateVpn* and
     # CreateClientVpn* alone (list_amazonec2.html, as stored beside list_amazonfsx.html above)
@@ -538,10 +542,17 @@ ENTERED_BY_EKS = ("eks:CreateCapability", "eks:CreateFargateProfile")
 # which it checks iam:PassRole at the update alone (OnlyTheStacksLaunchTemplates): a template without an instance
 # profile passes none. The program makes neither call: EKS makes and changes its node groups' groups through its own
 # service-linked role, and the program writes their tags and scheduled actions alone (components/gpu_pools.py).
-# Deploy-only: the boundary has no room for them at S3's longest bucket names (MANAGED_POLICY_CHARACTERS), and the
-# cluster role under it keeps UpdateAutoScalingGroup, which AmazonEKSClusterPolicy grants
-# (docs.aws.amazon.com/aws-managed-policy/latest/reference/AmazonEKSClusterPolicy.html).
-GROUP_WRITES = ("autoscaling:AttachInstances", "autoscaling:UpdateAutoScalingGroup")
+# No role under the boundary makes either: the Cluster Autoscaler sets a group's desired capacity and terminates its
+# instances (components/autoscaler.py; its AWS client has no other autoscaling write: kubernetes/autoscaler:
+# cluster-autoscaler/cloudprovider/aws/aws_wrapper.go@017598c2, autoScalingI), the health gate sets an instance's
+# health (components/healthgate.py), Karpenter's controller and the node roles call no autoscaling action. The
+# cluster role's AmazonEKSClusterPolicy grants UpdateAutoScalingGroup, which EKS does not need: the cluster role's
+# minimal policy "allows the Kubernetes cluster to manage nodes" with no autoscaling action
+# (awsdocs/amazon-eks-user-guide:latest/ug/security/iam-reference/cluster-iam-role.adoc@c88259ae), and the legacy cloud
+# provider calls it only in ResizeInstanceGroup, "exported so it can be used by the e2e tests"
+# (kubernetes/cloud-provider-aws:pkg/providers/v1/aws_instancegroups.go@0ae1ff66). So both ceilings refuse both
+# (REFUSED_WHOLE). Each pattern matches that one action of EC2 Auto Scaling's (as CROSS_ACCOUNT_OPENINGS' patterns).
+GROUP_WRITES = ("autoscaling:AttachI*", "autoscaling:U*")
 # A key's policy is set once, by CreateKey's Policy parameter, never rewritten: IAM has no condition key on a key
 # policy's content, so a PutKeyPolicy that opens one of the stack's keys to another account could not be told from
 # ours. pulumi-aws creates aws.kms.Key with its policy in CreateKey and calls PutKeyPolicy only when the policy
@@ -592,6 +603,7 @@ REFUSED_WHOLE = (
     *ADDRESS_OPENINGS,
     *AUDIT_TRAIL_ENDS,
     *ENTERED_BY_EKS,
+    *GROUP_WRITES,
 )
 # What other denials of ceiling_denials refuse on every resource (REFUSED_WHOLE) or on the state bucket among others
 # (BUCKET_CONFIGURATIONS): TheBackendIsTheAdministrators leaves them out, for IAM counts every character of the
@@ -627,6 +639,14 @@ IMAGE_DELETE = ("ecr:BatchDeleteImage",)
 # PutLifecyclePolicy, PutRegistryPolicy, PutRegistryScanningConfiguration, PutReplicationConfiguration,
 # PutSigningConfiguration), for the boundary's characters (MANAGED_POLICY_CHARACTERS).
 LIFECYCLE_WRITE = ("ecr:PutL*",)
+# A pull through cache rule makes every repository under its prefix (every one, for ROOT) a cache of an upstream
+# registry's repository of that name, Docker Hub's or another account's ECR among them (docs.aws.amazon.com/AmazonECR/
+# latest/userguide/pull-through-cache-private-wildcards.html), so that a tag not pushed yet is theirs (the training
+# repository's next `src-` tag among them). The pattern matches the rule's Create, Delete, Update and Validate alone
+# (DescribePullThroughCacheRules ends in s; as CROSS_ACCOUNT_OPENINGS' patterns). No role of the stack makes one: the
+# deploy role is refused it by image_denials, a role under the boundary by its AdministratorsOnly (a stack role the
+# deploy role gave it would otherwise make one: BECOME_A_STACK_ROLE).
+PULL_THROUGH_CACHE_RULES = ("ecr:*CacheRule",)
 NEVER_UNDER_THE_BOUNDARY = (
     "kms:CreateKey",
     *KEY_TAG_WRITES,
@@ -634,6 +654,7 @@ NEVER_UNDER_THE_BOUNDARY = (
     *REPOSITORY_DELETE,
     *IMAGE_DELETE,
     *LIFECYCLE_WRITE,
+    *PULL_THROUGH_CACHE_RULES,
 )
 
 
@@ -695,11 +716,11 @@ def administrators_only(*also: str, bounded: bool = False) -> dict:
     and replication of the images, the buckets and the logs; peering; shared snapshots and images; the user data of
     the layout client, which mounts Lustre unsquashed (components/storage.py); the file system's links to S3; key
     policies after CreateKey and key replicas; public addresses (ADDRESS_OPENINGS); a principal EKS enters in the
-    cluster's access itself (ENTERED_BY_EKS). IAM has no condition key on a resource policy's principals, so each
-    write is refused whole. One of ceiling_denials; the deploy role carries it in its managed policy
-    (deploy_denials_policy). `also`: what the ceiling refuses whole beside them (the boundary's
-    NEVER_UNDER_THE_BOUNDARY, the deploy role's GROUP_WRITES). `bounded`: the boundary's, which leaves out the EKS
-    writes its allow refuses already (BOUNDED_EKS_ACTIONS), for IAM counts every character
+    cluster's access itself (ENTERED_BY_EKS); an instance of the caller's in a node group's Auto Scaling group
+    (GROUP_WRITES). IAM has no condition key on a resource policy's principals, so each write is refused whole. One
+    of ceiling_denials; the deploy role carries it in its managed policy (deploy_denials_policy). `also`: what the
+    ceiling refuses whole beside them (the boundary's NEVER_UNDER_THE_BOUNDARY). `bounded`: the boundary's, which
+    leaves out the EKS writes its allow refuses already (BOUNDED_EKS_ACTIONS), for IAM counts every character
     (MANAGED_POLICY_CHARACTERS)."""
     refused = [a for a in (*REFUSED_WHOLE, *also) if not (bounded and a.startswith("eks:"))]
     return {"Sid": "AdministratorsOnly", "Effect": "Deny", "Resource": "*", "Action": refused}
@@ -1494,7 +1515,7 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
     (the deploy role may create no managed policy and attach only MANAGED_POLICIES: `higgsfield diff` refuses both and
     names the command)."""
     return _document(
-        administrators_only(*GROUP_WRITES),
+        administrators_only(),
         only_the_stacks_cluster(settings.account_id, stack, region),
         *control_plane_log_denials(),
         *key_denials(stack),
@@ -1506,28 +1527,26 @@ def deploy_denials_policy(settings: DeliverySettings, stack: str, *, region: str
     )
 
 
-# PutImage "creates or updates the image manifest and tags associated with an image" (boto/botocore:botocore/data/
-# ecr/2015-09-21/service-2.json@1.44.18): layers uploaded without it are no image and no tag. A pull through cache
-# rule makes every repository under its prefix (every one, for ROOT) a cache of an upstream registry's repository of
-# that name, Docker Hub's or another account's ECR among them (docs.aws.amazon.com/AmazonECR/latest/userguide/
-# pull-through-cache-private-wildcards.html); the pattern matches its Create, Update, Delete and Validate alone in
-# that model. BatchDeleteImage takes a tag away (the training image's, and every team's job then fails to pull until
-# the image workflow pushes it again): pulumi-aws deletes the repository whole with DeleteRepository (force_delete,
+# PutImage "creates or updates the image manifest and tags associated with an image"
+# (boto/botocore:botocore/data/ecr/2015-09-21/service-2.json@1.44.18): layers uploaded without it are no image and no
+# tag. A pull through cache rule (PULL_THROUGH_CACHE_RULES) makes a tag not pushed yet an upstream registry's image.
+# BatchDeleteImage takes a tag away (the training image's, and every team's job then fails to pull until the image
+# workflow pushes it again): pulumi-aws deletes the repository whole with DeleteRepository (force_delete,
 # hashicorp/terraform-provider-aws:internal/service/ecr/repository.go, a stored copy) and the lifecycle policy's
 # expiries are ECR's own, so the deploy role deletes no image itself. PutImageTagMutability makes a tag movable
 # (MUTABLE, or IMMUTABLE_WITH_EXCLUSION for the tags its filters name: same model), so that a later push replaces the
-# image a job pinned by its tag. The program's mutability is fixed in code (components/registry.py IMMUTABLE) and
-# given to CreateRepository (resourceRepositoryCreate's ImageTagMutability); pulumi-aws calls PutImageTagMutability
-# only when the setting changes (resourceRepositoryUpdate, HasChange("image_tag_mutability"): hashicorp/
-# terraform-provider-aws:internal/service/ecr/repository.go@0072eea2, a stored copy; the ref pulumi-aws 7.51.1
+# image a job pinned by its tag. The program's mutability is fixed in code (components/registry.py IMMUTABLE) and given
+# to CreateRepository (resourceRepositoryCreate's ImageTagMutability); pulumi-aws calls PutImageTagMutability only when
+# the setting changes (resourceRepositoryUpdate, HasChange("image_tag_mutability"):
+# hashicorp/terraform-provider-aws:internal/service/ecr/repository.go@0072eea2, a stored copy; the ref pulumi-aws 7.51.1
 # bridges not read), which `higgsfield diff` refuses and hands to an administrator (infra/offline/diff.py).
 # UpdateImageStorageClass to ARCHIVE takes an image away as a delete does: "Archived images cannot be pulled"
 # (docs.aws.amazon.com/AmazonECR/latest/userguide/archive-image.html); the program archives nothing. Its lifecycle
-# policy's rules stay the deploy role's to rewrite (PutLifecyclePolicy is `pulumi up`'s, and no condition key carries
-# a rule), so an expiry or archive of the training image's tag that way is not refused (docs/security-ci.md).
+# policy's rules stay the deploy role's to rewrite (PutLifecyclePolicy is `pulumi up`'s, and no condition key carries a
+# rule), so an expiry or archive of the training image's tag that way is not refused (docs/security-ci.md).
 IMAGE_WRITES = (
     "ecr:PutImage",
-    "ecr:*PullThroughCacheRule",
+    *PULL_THROUGH_CACHE_RULES,
     *IMAGE_DELETE,
     *REPOSITORY_SETTINGS,
 )

@@ -39,3 +39,13 @@ def test_a_role_under_the_boundary_given_every_permission_cannot_change_the_trai
     assert evaluate(
         Request(action, TRAINING_REPOSITORY), [EVERYTHING], _without(_boundary(), "AdministratorsOnly")
     ).allowed
+
+
+@pytest.mark.parametrize("action", ["ecr:CreatePullThroughCacheRule", "ecr:UpdatePullThroughCacheRule"])
+def test_a_role_under_the_boundary_given_every_permission_may_not_make_a_pull_through_cache_rule(action):
+    """A rule whose prefix is the training repository's (`higgsfield-prod`) makes a tag not pushed yet an upstream
+    registry's image (components/delivery.py PULL_THROUGH_CACHE_RULES): refused to the deploy role by
+    ImagesAreTheImageRoles, and to a stack role it gave `*` by the boundary. A rule is the registry's (no resource
+    type: Service Authorization Reference, list_amazonelasticcontainerregistry)."""
+    decision = evaluate(Request(action, "*"), [EVERYTHING], _boundary())
+    assert decision.denied_by == ("delivery-boundary", "AdministratorsOnly"), decision.reason

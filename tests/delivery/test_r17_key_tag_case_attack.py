@@ -43,8 +43,8 @@ def test_the_deploy_role_cannot_give_a_key_another_stacks_name_under_the_tag_key
     "iam simulate-principal-policy` with both context entries: docs/security-ci.md). A denial on aws:TagKeys would "
     "not rely on it, but no operator compares one value both without case and with it, and two conditions may hold "
     "for two different keys; StringLike (with case) needs one pattern per letter that can be the first capital (15, "
-    "`H?????????:?????` to `higgsfield:stacK`), 453 characters, more than the managed policy has left in the longest "
-    "region (365 for prod, 167 for the longest stack name: tests/delivery/test_policy_sizes.py); the ten before the "
+    "`H?????????:?????` to `higgsfield:stacK`), 453 characters, more than the managed policy has left at the longest "
+    "stack name in the longest region (274; 472 for prod: tests/delivery/test_policy_sizes.py); the ten before the "
     "colon match keys that are no case of it (`Hyperparam:value`), and IAM's case folding beyond ASCII is undocumented",
 )
 def test_the_deploy_role_cannot_make_a_key_tagged_as_its_stacks_and_another_stacks_in_two_cases():
