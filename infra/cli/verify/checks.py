@@ -1735,8 +1735,9 @@ def _karpenter_legacy_tokens(ctx: Any, since: datetime.datetime) -> Iterator[str
 
 def node_claim_creators(ctx: Any) -> Outcome:
     """Every instance Karpenter runs for the cluster is of a NodeClaim Karpenter made: the API server's audit log
-    holds no NodeClaim create of anyone else's, and no token of Karpenter's account asked by anyone but a node, since
-    the oldest was launched. A claim the deploy role writes itself
+    holds no NodeClaim create of anyone else's, and nothing else acting as Karpenter's account (a token asked by anyone
+    but a node, a pod or workload running as it, a Secret-based token of it, a shell in its pod), since the oldest was
+    launched. A claim the deploy role writes itself
     is launched by Karpenter all the same, outside every NodePool's limits, and one copying its pool's label, class,
     taints and requirements passes kube.node-pools; only the audit log, which the deploy role may not delete or
     write (components/delivery.py AuditLogsStay, OnlyEksWritesTheAuditLog), says who made it. A claim not yet
@@ -1759,7 +1760,9 @@ def node_claim_creators(ctx: Any) -> Outcome:
             "`kubectl get nodeclaims` and `kubectl delete nodeclaim NAME` for each claim Karpenter did not make "
             "(Karpenter drains its node first); the audit id finds the request in the log group "
             "(`aws logs filter-log-events --log-group-name /aws/eks/CLUSTER/cluster --filter-pattern AUDIT_ID`): "
-            "revoke the user's sessions",
+            "revoke the user's sessions; delete a pod or workload named (`kubectl delete -n kube-system KIND NAME`), "
+            "a Secret named (`kubectl delete secret -n kube-system NAME`), and restart Karpenter's pods after a shell "
+            "in one (`kubectl rollout restart -n kube-system deployment/karpenter`: new pods, new tokens)",
         )
     older = [t for t in launches if t - CLAIM_LEAD < ctx.now() - kept]
     if older:
@@ -3058,7 +3061,9 @@ def specs() -> list[Spec]:
              "events:DescribeRule, events:ListTargetsByRule"),
         # the cluster's Karpenter instances, then the audit log's claim creates since the oldest, page by page
         Spec("aws.node-claim-creators", "every NodeClaim under a Karpenter instance was made by Karpenter (the API "
-             "server's audit log), none by the deploy role or another user", node_claim_creators, "aws",
+             "server's audit log), none by the deploy role or another user, nor by one acting as Karpenter's account "
+             "(a token asked, a pod or workload of its own, a Secret-based token, a shell in Karpenter's pod)",
+             node_claim_creators, "aws",
              "ec2:DescribeInstances, logs:FilterLogEvents", timeout_s=120.0),
         Spec("aws.vpc-instances", "every instance in the cluster's VPC is a planned node group's, a planned "
              "Karpenter pool's or the layout client", vpc_instances, "aws",
