@@ -209,7 +209,7 @@ def _pod_write(who: str, audit_id: str, verb: str = "create", name: str = "", su
         uri=uri,
         ref=ref,
         audit_id=audit_id,
-        level="RequestResponse",
+        level=more.pop("level", "RequestResponse"),
         **more,
     )
 
@@ -342,7 +342,8 @@ def test_a_refused_exec_into_karpenters_pod_passes(aws_ctx):
 def test_a_healthy_deploy_of_karpenter_passes(aws_ctx):
     """What `pulumi up` and the cluster write for Karpenter: Helm's release Secrets in kube-system (metadata only), its
     Deployment created and patched by the deploy role, the ReplicaSet the Deployment controller makes, the pod the
-    ReplicaSet controller makes, the kubelet's status patch of it and the token it asks for the pod."""
+    ReplicaSet controller makes, the scheduler's binding and the kubelet's status patch of it and the token it asks
+    for the pod; and beside it a DaemonSet of another account's and its pod."""
     _claims(aws_ctx, [HOUR_AGO])
     helm_secret = _record(
         DEPLOY_SESSION,
@@ -367,6 +368,19 @@ def test_a_healthy_deploy_of_karpenter_passes(aws_ctx):
             ),
         ),
         (HOUR_AGO, _pod_write(checks.POD_MAKER, "rs", requestObject=stored, responseObject=stored)),
+        (
+            HOUR_AGO,
+            _workload_write(DEPLOY_SESSION, "daemonsets", "aws-node", pod_spec={"serviceAccountName": "aws-node"}),
+        ),
+        (
+            HOUR_AGO,
+            _pod_write(
+                "system:serviceaccount:kube-system:daemon-set-controller",
+                "ds",
+                responseObject={"spec": {"serviceAccountName": "aws-node"}},
+            ),
+        ),
+        (HOUR_AGO, _pod_write("system:kube-scheduler", "bind", name=KARPENTERS_POD, sub="binding", code=201)),
         (
             HOUR_AGO,
             _pod_write(
@@ -402,17 +416,31 @@ def test_a_claim_created_from_a_container_the_deploy_role_adds_to_karpenters_dep
     assert one("aws.node-claim-creators", aws_ctx).status == "FAIL"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a pod create whose record outgrows CloudWatch's 256 KB entry (a padded annotation) is logged as metadata "
-    "only (aws/aws-eks-best-practices detective.md), without the body that names its account; the check reads "
-    "pods by their account, so that record is not selected",
-)
-def test_a_claim_created_from_a_padded_pod_running_as_karpenter_fails(aws_ctx):
+def test_a_claim_created_from_a_padded_pod_whose_body_the_log_lost_fails(aws_ctx):
+    """A pod create whose record outgrows CloudWatch's 256 KB entry (a padded annotation) keeps its metadata only
+    (aws/aws-eks-best-practices:content/security/docs/detective.md@1d3b1085713aeb200cca60f72392ac99811ce565): its
+    account is not in the log, so a pod there with no body, made by anyone but a workload's controller, is named."""
     _claims(aws_ctx, [HOUR_AGO])
     pod = _pod_write(DEPLOY_SESSION, "b1g", level="Metadata")
     _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED])
-    assert one("aws.node-claim-creators", aws_ctx).status == "FAIL"
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert (
+        outcome.status == "FAIL"
+        and f"{DEPLOY_SESSION} created pod (a generated name), its body not in the log (b1g)" in (outcome.evidence)
+    ), outcome
+
+
+def test_a_padded_workload_whose_body_the_log_lost_fails(aws_ctx):
+    """The same for a workload: its pods are a controller's, so a Deployment written with no body in its record is
+    named, whoever wrote it."""
+    _claims(aws_ctx, [HOUR_AGO])
+    padded = _workload_write(DEPLOY_SESSION, "deployments", "x")
+    del padded["responseObject"]
+    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, padded), FORGED])
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert outcome.status == "FAIL" and f"{DEPLOY_SESSION} created deployments x, its body not in the log" in (
+        outcome.evidence
+    ), outcome
 
 
 def test_each_filter_pattern_fits_cloudwatchs_limit():
