@@ -60,6 +60,10 @@ from infra.core.names import KUBE_SYSTEM as NAMESPACE
 from infra.core.versions import Chart
 
 SERVICE_ACCOUNT = "karpenter"
+# The controller's Deployment: the chart names it after the release (karpenter.fullname: the release name when it holds
+# the chart's name, aws/karpenter-provider-aws:charts/karpenter/templates/_helpers.tpl@v1.14.1), and helm_release names
+# the release after the chart.
+DEPLOYMENT = versions.KARPENTER.name
 NODEPOOL_TAG = "karpenter.sh/nodepool"
 NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
 # The tag naming the cluster on everything Karpenter launches (v1.EKSClusterNameTagKey, aws/karpenter-provider-aws:

@@ -2729,7 +2729,8 @@ HOUR_AGO = NOW - datetime.timedelta(hours=1)
 def _claims(aws_ctx, launches: list[datetime.datetime], events: list[dict] | None = None, since=None) -> None:
     """Karpenter's instances of the cluster launched at `launches` (EC2 and the audit log answered by Stubbers in
     AWS's wire shapes: moto launches at the wall clock and reads no JSON filter pattern), and the audit log's claim
-    creates since `since` (an hour before the oldest launch by default), and no token of Karpenter's account asked."""
+    creates since `since` (an hour before the oldest launch by default), and no token of Karpenter's account asked, no
+    pod, workload or exec of that account's, no Secret-based token of it used."""
     instances = [{"InstanceId": f"i-{n:017x}", "LaunchTime": t} for n, t in enumerate(launches)]
     _stubbed(aws_ctx, "ec2").add_response(
         "describe_instances",
@@ -2746,7 +2747,8 @@ def _claims(aws_ctx, launches: list[datetime.datetime], events: list[dict] | Non
         return
     start = since or min(launches) - datetime.timedelta(hours=1)
     logs = _stubbed(aws_ctx, "logs")
-    for pattern, answer in ((checks.CLAIM_CREATES, events), (checks.KARPENTER_TOKENS, [])):
+    quiet = (checks.KARPENTER_TOKENS, checks.KARPENTER_PODS, checks.KARPENTER_WORKLOADS, checks.KARPENTER_LEGACY_TOKENS)
+    for pattern, answer in ((checks.CLAIM_CREATES, events), *((q, []) for q in quiet)):
         asked = {
             "logGroupName": f"/aws/eks/{CLUSTER}/cluster",
             "logStreamNamePrefix": "kube-apiserver-audit",
