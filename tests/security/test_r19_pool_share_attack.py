@@ -8,6 +8,8 @@ admission policy's CEL evaluated with cel-expr-python, as tests/security/test_te
 
 from __future__ import annotations
 
+import pytest
+
 from components.teams import rules_of
 from infra.core.names import EFA_RESOURCE, POOL_LABEL
 from tests.conftest import config_of
@@ -63,3 +65,18 @@ def test_a_whole_node_pod_naming_no_pool_is_admitted_where_only_one_pool_fits_it
     pod = _on_gpu_node(8, efa="32")
     assert EFA_RESOURCE in pod["spec"]["containers"][0]["resources"]["limits"]
     assert denied_by(pod, _vision("prod")) == []
+
+
+def test_a_pod_asking_memory_in_the_largest_suffixes_is_refused_by_the_cap_not_by_an_error():
+    """The API server hands the policy a Pod's quantities in canonical form, which may end in any suffix of
+    apimachinery's (n, u, m, k, M, G, T, P, E; Ki to Ei: kubernetes/kubernetes:staging/src/k8s.io/apimachinery/pkg/
+    api/resource/suffix.go@7125a5f0); the evaluator must read each as `quantity()` does, or a test of a pod asking
+    `1Ei` of memory would stop at an evaluation error and prove nothing of the cap."""
+    from tests.admission_cel import quantity_value
+
+    assert [quantity_value(q) for q in ("1n", "5u", "2E", "1Ei", "+3k", "1.5e3")] == pytest.approx(
+        [1e-9, 5e-6, 2e18, 2.0**60, 3e3, 1.5e3]
+    )
+    pod = _in_pool(_on_gpu_node(1), "h100")
+    pod["spec"]["containers"][0]["resources"]["limits"]["memory"] = "1Ei"
+    assert _pool_refusals(pod, "staging")
