@@ -281,6 +281,13 @@ def cel_variables() -> list[dict]:
         {"name": "specs", "expression": "variables.templates.filter(t, has(t.spec)).map(t, t.spec)"},
         {"name": "metas", "expression": "variables.templates.filter(t, has(t.metadata)).map(t, t.metadata)"},
         {"name": "containers", "expression": f"variables.specs.map(s, {_containers('s')})"},
+        {
+            # an UPDATE that keeps every pod spec (a job suspended or resumed, a pod's labels or finalizers): its
+            # pods ask nothing they did not before
+            "name": "specs_kept",
+            "expression": "request.operation == 'UPDATE' && oldObject != null && "
+            f"({_templates_of('oldObject')}).filter(t, has(t.spec)).map(t, t.spec) == variables.specs",
+        },
     ]
 
 
@@ -535,7 +542,9 @@ def share_cap_validations(team: TeamRules) -> list[dict]:
     share for a pod without GPUs), nor more EFA interfaces or huge pages (none without GPUs): the team's
     quota then covers no more nodes than its GPUs in those dimensions either, for a pod asking more than
     half a node's CPU, memory, EFA interfaces or huge pages holds the node alone (and one with all its EFA
-    interfaces takes the node from every EFA gang)."""
+    interfaces takes the node from every EFA gang). An UPDATE that keeps every pod spec passes (variables.specs_kept):
+    a cap added or narrowed since (new pools) must not keep the gang deadline from suspending a job holding nodes;
+    a resize or an added toleration changes the spec and meets the caps."""
     validations = []
     if team.gpu_share is not None:
         cpu, memory = team.gpu_share
@@ -546,7 +555,8 @@ def share_cap_validations(team: TeamRules) -> list[dict]:
         )
         validations.append(
             {
-                "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({within}))",
+                "expression": f"variables.specs_kept || variables.specs.all(s, !{_takes_a_gpu_node('s')} || "
+                f"({within}))",
                 "message": f"a pod on a GPU node asks at most its GPUs' share of the node ({cpu:g} vCPUs and "
                 f"{memory / 2**30:g} GiB per GPU; a pod without GPUs one GPU's): a bigger one would hold a node alone",
                 "reason": "Forbidden",
@@ -562,7 +572,8 @@ def share_cap_validations(team: TeamRules) -> list[dict]:
         )
         validations.append(
             {
-                "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({within}))",
+                "expression": f"variables.specs_kept || variables.specs.all(s, !{_takes_a_gpu_node('s')} || "
+                f"({within}))",
                 "message": f"EFA interfaces and huge pages go with GPUs: a pod on a GPU node asks at most {efa:g} "
                 f"{EFA_RESOURCE} and {pages / 2**20:g}Mi {HUGEPAGES_RESOURCE} per GPU, none without a GPU (its GPUs' "
                 "share of the node): a bigger one would hold the node's EFA alone",
@@ -605,7 +616,8 @@ def _pool_share_validation(team: TeamRules) -> dict:
         + [_asks_at_most(r, f"{_POD_GPUS} * {pools}[p][{i}]") for r, i in ((EFA_RESOURCE, 3), (HUGEPAGES_RESOURCE, 4))]
     )
     return {
-        "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || {pools}.all(p, !{lands} || ({within})))",
+        "expression": f"variables.specs_kept || variables.specs.all(s, !{_takes_a_gpu_node('s')} || "
+        f"{pools}.all(p, !{lands} || ({within})))",
         "message": "a pod asks at most its GPUs' share of each pool's nodes it may land on (the pool its nodeSelector "
         f"{POOL_LABEL} names, else every pool whose nodes have its GPUs, EFA and huge pages): on a pool with less "
         "per GPU than the largest share, a bigger one would hold that pool's node (its EFA, its CPU) alone; "

@@ -8,13 +8,15 @@ admission policy's CEL evaluated with cel-expr-python, as tests/security/test_te
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from components.teams import rules_of
 from infra.core.names import EFA_RESOURCE, POOL_LABEL
 from tests.conftest import config_of
 from tests.security.test_node_share import _on_gpu_node
-from tests.security.test_tenancy import denied_by
+from tests.security.test_tenancy import _job, denied_by
 
 POOL_CAP = "a pod asks at most its GPUs' share of each pool's nodes it may land on"
 
@@ -80,3 +82,29 @@ def test_a_pod_asking_memory_in_the_largest_suffixes_is_refused_by_the_cap_not_b
     pod = _in_pool(_on_gpu_node(1), "h100")
     pod["spec"]["containers"][0]["resources"]["limits"]["memory"] = "1Ei"
     assert _pool_refusals(pod, "staging")
+
+
+def _job_holding_a_p4ds_efa() -> dict:
+    """A staging job of 1-GPU workers with all 4 of a p4d's interfaces each, as one made before the pools' own
+    shares were capped."""
+    job = _job()
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        spec = replica["template"]["spec"]
+        spec["nodeSelector"] = {POOL_LABEL: "a100"}
+        spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        asked = {"nvidia.com/gpu": 1, EFA_RESOURCE: 4, "memory": "8Gi"}
+        spec["containers"][0]["resources"] = {"requests": {"cpu": "2", **asked}, "limits": asked}
+    return job
+
+
+def test_the_gang_deadline_may_suspend_a_job_made_before_a_cap_that_refuses_it():
+    """A cap added or narrowed (this round's, or a stack's pools changing) must not keep the gang deadline from
+    suspending a job already holding nodes: its UPDATE keeps every pod template, so its pods ask nothing new, and
+    refused it would leave the gang on its nodes past its deadline."""
+    from components import gang_deadline
+
+    old = _job_holding_a_p4ds_efa()
+    assert _pool_refusals(old, "staging")  # as a CREATE it is refused now
+    suspended = copy.deepcopy(old)
+    suspended["spec"]["runPolicy"]["suspend"] = True
+    assert denied_by(suspended, _vision("staging"), operation="UPDATE", old=old, user=gang_deadline.USER) == []
