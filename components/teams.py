@@ -162,6 +162,7 @@ def rules_of(
         node_gpus=tuple((p.name, p.gpus_per_node) for p in pools),
         gpu_share=_cpu_and_memory_share(pools),
         efa_share=_efa_and_huge_pages_share(pools),
+        pool_shares=tuple((p.name, _pool_share(p)) for p in pools),
         **({} if grace_seconds is None else {"grace_seconds": grace_seconds}),
         pods_quota=int(compute_quota(team, pools)["spec"]["hard"]["pods"]) if pools else None,
         container_defaults=limit_range_defaults(team),
@@ -183,6 +184,12 @@ def _efa_and_huge_pages_share(pools: Sequence[GpuPool]) -> tuple[float, float] |
         return None
     share = gpu_node_share(pools)
     return float(share[EFA]), float(share[HUGEPAGES] * 2**20)
+
+
+def _pool_share(pool: GpuPool) -> tuple[float, float, float, float]:
+    """One GPU's share of one pool's nodes: vCPUs, bytes of memory, EFA interfaces, bytes of 2 MiB huge pages."""
+    share = gpu_node_share([pool])
+    return float(share["cpu"]), float(share["memory"] * 2**20), float(share[EFA]), float(share[HUGEPAGES] * 2**20)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -186,6 +186,9 @@ class TeamRules:
     gpu_share: tuple[float, float] | None = None  # one GPU's share of the pools' nodes: (vCPUs, bytes of memory)
     # one GPU's share of the pools' nodes: (EFA interfaces, bytes of 2 MiB huge pages); None where it has no pools
     efa_share: tuple[float, float] | None = None
+    # each pool's own share of its nodes per GPU: (pool, (vCPUs, bytes of memory, EFA interfaces, bytes of 2 MiB huge
+    # pages)); its nodes' GPUs are node_gpus'
+    pool_shares: tuple[tuple[str, tuple[float, float, float, float]], ...] = ()
     # the most a pod of the team takes to stop: higgsfield:checkpoints.terminationGracePeriod
     grace_seconds: int = field(default_factory=lambda: Checkpoints().grace_seconds)
     pods_quota: int | None = None  # the namespace's `pods` quota (components/teams.py compute_quota)
@@ -278,6 +281,13 @@ def cel_variables() -> list[dict]:
         {"name": "specs", "expression": "variables.templates.filter(t, has(t.spec)).map(t, t.spec)"},
         {"name": "metas", "expression": "variables.templates.filter(t, has(t.metadata)).map(t, t.metadata)"},
         {"name": "containers", "expression": f"variables.specs.map(s, {_containers('s')})"},
+        {
+            # an UPDATE that keeps every pod spec (a job suspended or resumed, a pod's labels or finalizers): its
+            # pods ask nothing they did not before
+            "name": "specs_kept",
+            "expression": "request.operation == 'UPDATE' && oldObject != null && "
+            f"({_templates_of('oldObject')}).filter(t, has(t.spec)).map(t, t.spec) == variables.specs",
+        },
     ]
 
 
@@ -532,7 +542,9 @@ def share_cap_validations(team: TeamRules) -> list[dict]:
     share for a pod without GPUs), nor more EFA interfaces or huge pages (none without GPUs): the team's
     quota then covers no more nodes than its GPUs in those dimensions either, for a pod asking more than
     half a node's CPU, memory, EFA interfaces or huge pages holds the node alone (and one with all its EFA
-    interfaces takes the node from every EFA gang)."""
+    interfaces takes the node from every EFA gang). An UPDATE that keeps every pod spec passes (variables.specs_kept):
+    a cap added or narrowed since (new pools) must not keep the gang deadline from suspending a job holding nodes;
+    a resize or an added toleration changes the spec and meets the caps."""
     validations = []
     if team.gpu_share is not None:
         cpu, memory = team.gpu_share
@@ -543,7 +555,8 @@ def share_cap_validations(team: TeamRules) -> list[dict]:
         )
         validations.append(
             {
-                "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({within}))",
+                "expression": f"variables.specs_kept || variables.specs.all(s, !{_takes_a_gpu_node('s')} || "
+                f"({within}))",
                 "message": f"a pod on a GPU node asks at most its GPUs' share of the node ({cpu:g} vCPUs and "
                 f"{memory / 2**30:g} GiB per GPU; a pod without GPUs one GPU's): a bigger one would hold a node alone",
                 "reason": "Forbidden",
@@ -559,14 +572,58 @@ def share_cap_validations(team: TeamRules) -> list[dict]:
         )
         validations.append(
             {
-                "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({within}))",
+                "expression": f"variables.specs_kept || variables.specs.all(s, !{_takes_a_gpu_node('s')} || "
+                f"({within}))",
                 "message": f"EFA interfaces and huge pages go with GPUs: a pod on a GPU node asks at most {efa:g} "
                 f"{EFA_RESOURCE} and {pages / 2**20:g}Mi {HUGEPAGES_RESOURCE} per GPU, none without a GPU (its GPUs' "
                 "share of the node): a bigger one would hold the node's EFA alone",
                 "reason": "Forbidden",
             }
         )
+    if team.pool_shares:
+        validations.append(_pool_share_validation(team))
     return validations
+
+
+def _pool_share_validation(team: TeamRules) -> dict:
+    """The caps above are the fleet's roomiest share per GPU (the queue's); on a pool whose nodes have less per GPU,
+    a pod of fewer GPUs than its node would still hold more of one than its GPUs (staging: a 1-GPU pod with all 4 of
+    a p4d's EFA interfaces, a p5's share). So a pod is also held to the share of each pool it may land on: the pool
+    its nodeSelector names, else every pool whose nodes have as many GPUs, EFA interfaces and huge pages as it asks
+    (CPU and memory are not weighed: a pod that fits no such node is refused nothing it could run)."""
+    gpus = dict(team.node_gpus)
+    # pool -> [GPUs of its nodes, one GPU's vCPUs, bytes of memory, EFA interfaces, bytes of huge pages]
+    pools = (
+        "{"
+        + ", ".join(f"'{name}': {[float(gpus[name]), *map(float, share)]!r}" for name, share in team.pool_shares)
+        + "}"
+    )
+    selected = "s.nodeSelector['" + POOL_LABEL + "']"
+    named = f"(has(s.nodeSelector) && '{POOL_LABEL}' in s.nodeSelector && {selected} in {pools})"
+    node = f"{pools}[p][0]"
+    fits = " && ".join(
+        [f"{_POD_GPUS} <= {node}"]
+        + [
+            f"{_request_sum(_RUNNING, r)} <= {node} * {pools}[p][{i}]"
+            for r, i in ((EFA_RESOURCE, 3), (HUGEPAGES_RESOURCE, 4))
+        ]
+    )
+    lands = f"({named} ? {selected} == p : ({fits}))"
+    share = f"({_POD_GPUS} > 0.0 ? {_POD_GPUS} : 1.0)"
+    given = _defaults(team)
+    within = " && ".join(
+        [_asks_at_most(r, f"{share} * {pools}[p][{i}]", given[r]) for r, i in (("cpu", 1), ("memory", 2))]
+        + [_asks_at_most(r, f"{_POD_GPUS} * {pools}[p][{i}]") for r, i in ((EFA_RESOURCE, 3), (HUGEPAGES_RESOURCE, 4))]
+    )
+    return {
+        "expression": f"variables.specs_kept || variables.specs.all(s, !{_takes_a_gpu_node('s')} || "
+        f"{pools}.all(p, !{lands} || ({within})))",
+        "message": "a pod asks at most its GPUs' share of each pool's nodes it may land on (the pool its nodeSelector "
+        f"{POOL_LABEL} names, else every pool whose nodes have its GPUs, EFA and huge pages): on a pool with less "
+        "per GPU than the largest share, a bigger one would hold that pool's node (its EFA, its CPU) alone; "
+        "name the pool, or ask that pool's share",
+        "reason": "Forbidden",
+    }
 
 
 def node_share_validations(team: TeamRules) -> list[dict]:

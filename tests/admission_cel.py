@@ -22,26 +22,33 @@ Allow = Callable[[str, str, str, str], bool]  # (group, resource, namespace, ver
 _NOBODY: Allow = lambda *_: False  # noqa: E731
 _allow: list[Allow] = [_NOBODY]  # the requester's rights during the evaluation running now
 
+# apimachinery's suffixes (kubernetes/kubernetes:staging/src/k8s.io/apimachinery/pkg/api/resource/suffix.go@7125a5f0):
+# a Pod's quantities reach a policy in canonical form, which may end in any of them
 _SUFFIXES = {
+    "n": 1e-9,
+    "u": 1e-6,
     "m": 1e-3,
     "k": 1e3,
     "M": 1e6,
     "G": 1e9,
     "T": 1e12,
     "P": 1e15,
+    "E": 1e18,
     "Ki": 2**10,
     "Mi": 2**20,
     "Gi": 2**30,
     "Ti": 2**40,
     "Pi": 2**50,
+    "Ei": 2**60,
 }
 
 
 def quantity_value(text: str) -> float:
     """A Kubernetes quantity's value (k8s.io/apimachinery/pkg/api/resource: decimal and binary suffixes, exponents)."""
     for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
-            return float(text[: -len(suffix)]) * _SUFFIXES[suffix]
+        number = text[: -len(suffix)]
+        if text.endswith(suffix) and number.lstrip("+-").replace(".", "", 1).isdigit():
+            return float(number) * _SUFFIXES[suffix]
     return float(text)
 
 

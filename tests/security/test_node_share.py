@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from infra.core.names import EFA_RESOURCE, HUGEPAGES_RESOURCE
+from infra.core.names import EFA_RESOURCE, HUGEPAGES_RESOURCE, POOL_LABEL
 from tests.security.test_tenancy import VISION, _job, _pod, denied_by
 
 ONE_GPU = [
@@ -336,10 +336,16 @@ def test_a_gpu_less_pod_asking_huge_pages_is_denied():
 @pytest.mark.parametrize(("gpus", "efa", "huge_pages"), [(1, 4, 1282), (8, 32, 10256)], ids=["one-gpu", "eight-gpus"])
 def test_the_cap_is_exactly_the_gpus_share_of_efa_and_huge_pages(gpus, efa, huge_pages):
     """At its share a pod is admitted (the platform's whole-node pods ask 32 and 5120Mi on a p5); one interface or
-    one 2 MiB page more is refused."""
-    assert denied_by(_on_gpu_node(gpus, efa=str(efa), huge_pages=f"{huge_pages}Mi"), _prod_vision()) == []
-    assert _efa_refusals(_on_gpu_node(gpus, efa=str(efa + 1), huge_pages=f"{huge_pages}Mi"))
-    assert _efa_refusals(_on_gpu_node(gpus, efa=str(efa), huge_pages=f"{huge_pages + 2}Mi"))
+    one 2 MiB page more is refused. On the p5s' pool: elsewhere a pool's own, smaller share holds
+    (tests/security/test_r19_pool_share_attack.py)."""
+
+    def on_p5(pod: dict) -> dict:
+        pod["spec"]["nodeSelector"] = {POOL_LABEL: "h100"}
+        return pod
+
+    assert denied_by(on_p5(_on_gpu_node(gpus, efa=str(efa), huge_pages=f"{huge_pages}Mi")), _prod_vision()) == []
+    assert _efa_refusals(on_p5(_on_gpu_node(gpus, efa=str(efa + 1), huge_pages=f"{huge_pages}Mi")))
+    assert _efa_refusals(on_p5(_on_gpu_node(gpus, efa=str(efa), huge_pages=f"{huge_pages + 2}Mi")))
 
 
 def test_a_sidecars_efa_counts_with_the_containers_it_runs_beside():
