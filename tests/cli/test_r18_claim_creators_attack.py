@@ -186,6 +186,30 @@ def test_the_tokens_the_kubelet_asks_for_karpenters_pod_pass(aws_ctx):
     assert one("aws.node-claim-creators", aws_ctx).status == "PASS"
 
 
+@pytest.mark.parametrize("account", checks.CONTROLLER_ACCOUNTS)
+def test_a_pod_made_with_a_controllers_token_the_deploy_role_asked_for_fails(aws_ctx, account):
+    """A pod running as Karpenter's account that the ReplicaSet controller made is Karpenter's own (and a ReplicaSet
+    the Deployment controller made, a pod another workload controller made with no body in its record): the cluster's
+    admin holding one of those controllers' tokens (`kubectl create token replicaset-controller -n kube-system`)
+    would make them as that controller. kube-controller-manager asks its controllers' tokens itself."""
+    _claims(aws_ctx, [HOUR_AGO])
+    asked = _token_request(DEPLOY_SESSION, "c0de", account)
+    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, asked)])
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    who = f"system:serviceaccount:{checks.KARPENTER_NAMESPACE}:{account}"
+    assert outcome.status == "FAIL" and f"{DEPLOY_SESSION} asked a token of {who} (c0de)" in outcome.evidence, outcome
+
+
+def test_the_tokens_kube_controller_manager_asks_for_its_controllers_pass(aws_ctx):
+    _claims(aws_ctx, [HOUR_AGO])
+    asked = [
+        (HOUR_AGO, _token_request(checks.CONTROLLER_MANAGER, f"m{i}", a))
+        for i, a in enumerate(checks.CONTROLLER_ACCOUNTS)
+    ]
+    _audit_log(aws_ctx, [KARPENTERS, *asked])
+    assert one("aws.node-claim-creators", aws_ctx).status == "PASS"
+
+
 KARPENTERS_POD = "karpenter-6f7d8c9b5-x2x4q"
 KARPENTER_SPEC = {"serviceAccountName": checks.KARPENTER_ACCOUNT, "containers": [{"name": "c", "image": "busybox"}]}
 
@@ -485,17 +509,17 @@ def _kubelet() -> tuple[datetime.datetime, dict]:
     return (HOUR_AGO, _token_request("system:node:ip-10-40-1-11.ec2.internal", "k2"))
 
 
-def _token_request(who: str, audit_id: str) -> dict:
-    """A TokenRequest for Karpenter's service account, as the audit log records it."""
+def _token_request(who: str, audit_id: str, account: str = checks.KARPENTER_ACCOUNT) -> dict:
+    """A TokenRequest for a service account of Karpenter's namespace (Karpenter's), as the audit log records it."""
     return _record(
         who,
-        uri=f"/api/v1/namespaces/{checks.KARPENTER_NAMESPACE}/serviceaccounts/{checks.KARPENTER_ACCOUNT}/token",
+        uri=f"/api/v1/namespaces/{checks.KARPENTER_NAMESPACE}/serviceaccounts/{account}/token",
         ref={
             "resource": "serviceaccounts",
             "subresource": "token",
             "apiGroup": "",
             "namespace": checks.KARPENTER_NAMESPACE,
-            "name": checks.KARPENTER_ACCOUNT,
+            "name": account,
         },
         audit_id=audit_id,
     )

@@ -1550,11 +1550,6 @@ CLAIM_CREATES = (
     '{ $.objectRef.apiGroup = "karpenter.sh" && $.objectRef.resource = "nodeclaims" && '
     '($.verb = "create" || ($.verb = "patch" && $.responseStatus.code = 201)) }'
 )
-KARPENTER_TOKENS = (
-    '{ $.objectRef.resource = "serviceaccounts" && $.objectRef.subresource = "token" && '
-    f'$.objectRef.namespace = "{KARPENTER_NAMESPACE}" && $.objectRef.name = "{KARPENTER_ACCOUNT}" && '
-    '$.verb = "create" }'
-)
 KARPENTER_USER = f"system:serviceaccount:{KARPENTER_NAMESPACE}:{KARPENTER_ACCOUNT}"
 # Three more ways to act as Karpenter's account, each in the records EKS's audit policy keeps (aws/
 # aws-eks-best-practices:content/security/docs/detective.md@1d3b1085713aeb200cca60f72392ac99811ce565, "The audit policy
@@ -1574,13 +1569,28 @@ KARPENTER_PODS = (
 # The pods of Karpenter's Deployment are made by the ReplicaSet controller, which on EKS acts as its own account
 # (kube-controller-manager's --use-service-account-credentials); the other controllers make the pods of the other
 # workloads, whose own records are read.
-POD_MAKER = f"system:serviceaccount:{KARPENTER_NAMESPACE}:replicaset-controller"
-POD_MAKERS = {
-    POD_MAKER,
-    *(f"system:serviceaccount:{KARPENTER_NAMESPACE}:{c}-controller" for c in ("daemon-set", "statefulset", "job")),
-    f"system:serviceaccount:{KARPENTER_NAMESPACE}:replication-controller",
-}
-RS_MAKER = f"system:serviceaccount:{KARPENTER_NAMESPACE}:deployment-controller"
+CONTROLLER_ACCOUNTS = (
+    "replicaset-controller",
+    "deployment-controller",
+    "daemon-set-controller",
+    "statefulset-controller",
+    "job-controller",
+    "replication-controller",
+)
+POD_MAKER, RS_MAKER = (f"system:serviceaccount:{KARPENTER_NAMESPACE}:{a}" for a in CONTROLLER_ACCOUNTS[:2])
+POD_MAKERS = {f"system:serviceaccount:{KARPENTER_NAMESPACE}:{a}" for a in CONTROLLER_ACCOUNTS} - {RS_MAKER}
+# Whose tokens are asked in Karpenter's namespace, and by whom: Karpenter's account's by the kubelet of the node its
+# pod runs on (system:node:NAME), the controllers' above by kube-controller-manager alone, which asks each a token
+# with its own credentials (DynamicControllerClientBuilder, tokenSourceImpl.Token: kubernetes/kubernetes:staging/src/
+# k8s.io/controller-manager/pkg/clientbuilder/client_builder_dynamic.go@00115d34). Anyone else holding a controller's
+# token could make pods or ReplicaSets as that controller, which KARPENTER_PODS and KARPENTER_WORKLOADS exempt.
+CONTROLLER_MANAGER = "system:kube-controller-manager"
+KARPENTER_TOKENS = (
+    '{ $.objectRef.resource = "serviceaccounts" && $.objectRef.subresource = "token" && '
+    f'$.objectRef.namespace = "{KARPENTER_NAMESPACE}" && $.verb = "create" && ('
+    + " || ".join(f'$.objectRef.name = "{a}"' for a in (KARPENTER_ACCOUNT, *CONTROLLER_ACCOUNTS))
+    + ") }"
+)
 WORKLOADS = ("deployments", "replicasets", "statefulsets", "daemonsets", "jobs", "cronjobs", "replicationcontrollers")
 KARPENTER_WORKLOADS = (
     f'{{ $.objectRef.namespace = "{KARPENTER_NAMESPACE}" && '
@@ -1664,18 +1674,21 @@ def _claim_creators(ctx: Any, since: datetime.datetime) -> Iterator[str]:
 
 
 def _karpenter_tokens(ctx: Any, since: datetime.datetime) -> Iterator[str]:
-    """Each token of Karpenter's service account asked since `since` by anyone but a node: the kubelet asks the
-    tokens a pod mounts (as system:node:NAME), so another asker holds Karpenter's identity, and what it creates is
-    logged as Karpenter's (`kubectl create token karpenter -n kube-system`, a TokenRequest: the create of the
-    serviceaccounts/token subresource)."""
+    """Each token of Karpenter's service account asked since `since` by anyone but a node, and each of a pod-making
+    controller's asked by anyone but kube-controller-manager (KARPENTER_TOKENS): the kubelet asks the tokens a pod
+    mounts (as system:node:NAME), so another asker holds Karpenter's identity, and what it creates is logged as
+    Karpenter's (`kubectl create token karpenter -n kube-system`, a TokenRequest: the create of the
+    serviceaccounts/token subresource); a controller's token makes its pods and ReplicaSets the controller's."""
     for record in _audit_records(ctx, since, KARPENTER_TOKENS):
         if isinstance(record, str):
             yield record
             continue
         user = str((record.get("user") or {}).get("username"))
-        if _made(record, range(200, 300)) and not user.startswith("system:node:"):
+        account = str((record.get("objectRef") or {}).get("name"))
+        own = user.startswith("system:node:") if account == KARPENTER_ACCOUNT else user == CONTROLLER_MANAGER
+        if _made(record, range(200, 300)) and not own:
             at, audit_id = record.get("requestReceivedTimestamp"), record.get("auditID")
-            yield f"{at} {user} asked a token of {KARPENTER_USER} ({audit_id})"
+            yield f"{at} {user} asked a token of system:serviceaccount:{KARPENTER_NAMESPACE}:{account} ({audit_id})"
 
 
 def _body(record: dict) -> dict | None:
