@@ -96,10 +96,25 @@ KINDS = {
 }
 
 
+def copied(value: Any) -> Any:
+    """A deep copy of a JSON value (what the server stores and answers: mappings, lists, strings, numbers, booleans,
+    null), made directly rather than through copy.deepcopy's dispatch and memo: a third of deepcopy's CPU on the
+    dev plan's resource inputs as JSON. The server copies an object three times a write; anything not JSON is
+    deep-copied."""
+    kind = type(value)
+    if kind is dict:
+        return {key: copied(item) for key, item in value.items()}
+    if kind is list:
+        return [copied(item) for item in value]
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
 def merge(base: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch: a null deletes, a mapping merges, anything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return copied(patch)
     out = dict(base) if isinstance(base, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -218,11 +233,11 @@ class FakeKubernetesApi:
         """Store `obj` as if created (a seed: no admission)."""
         ref = Ref.parse(self.path_of(obj))
         with self._lock:
-            return self._store(ref, copy.deepcopy(obj), "ADDED")
+            return self._store(ref, copied(obj), "ADDED")
 
     def get(self, obj_path: str) -> dict | None:
         ref = Ref.parse(obj_path)
-        return copy.deepcopy(self.objects.get(self._key(ref)))
+        return copied(self.objects.get(self._key(ref)))
 
     def delete_now(self, obj_path: str) -> None:
         ref = Ref.parse(obj_path)
@@ -251,7 +266,7 @@ class FakeKubernetesApi:
         return (ref.prefix, ref.namespace, ref.plural, ref.name or "")
 
     def _record(self, ref: Ref, kind: str, obj: dict) -> None:
-        self._history.append((self._version, ref, kind, copy.deepcopy(obj)))
+        self._history.append((self._version, ref, kind, copied(obj)))
         self._changed.notify_all()
 
     def _store(self, ref: Ref, obj: dict, event: str) -> dict:
@@ -264,7 +279,7 @@ class FakeKubernetesApi:
             meta["namespace"] = ref.namespace
         self.objects[self._key(ref)] = obj
         self._record(ref, event, obj)
-        return copy.deepcopy(obj)
+        return copied(obj)
 
     # --- HTTP -------------------------------------------------------------------------------
 
@@ -346,7 +361,7 @@ class FakeKubernetesApi:
         return False
 
     def _denied(self, h: BaseHTTPRequestHandler, verb: str, obj: dict, old: dict | None = None) -> bool:
-        answer = self.admit(verb, obj, copy.deepcopy(old)) if self.admit else None
+        answer = self.admit(verb, obj, copied(old)) if self.admit else None
         if answer:
             _status(h, *answer)
         return bool(answer)
@@ -538,7 +553,7 @@ class FakeKubernetesApi:
                 if self._matching(ref, Ref(prefix, ns, plural, name), o, query)
             ]
             limit = int(query.get("limit") or 0) or len(items)
-            page, more = copy.deepcopy(items[start : start + limit]), start + limit < len(items)
+            page, more = copied(items[start : start + limit]), start + limit < len(items)
             version = str(self._version)
         kind = KINDS.get(ref.plural) or (page[0]["kind"] if page else ref.plural.capitalize())
         self.pages.append((ref.plural, len(page)))

@@ -206,18 +206,19 @@ _WITHOUT = {
 }
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
+def _flatten(value: Any, prefix: str = "", out: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Each leaf of `value` under its path (`a.b[0].c`), an empty mapping or list as a leaf of its own; into `out`,
+    one dict for the whole value rather than one per level merged upwards."""
+    out = {} if out is None else out
+    if isinstance(value, dict) and value:
         for k, v in value.items():
-            out.update(_flatten(v, f"{prefix}.{k}" if prefix else k))
-        return out or {prefix: {}}
-    if isinstance(value, list):
-        out = {}
+            _flatten(v, f"{prefix}.{k}" if prefix else k, out)
+    elif isinstance(value, list) and value:
         for i, v in enumerate(value):
-            out.update(_flatten(v, f"{prefix}[{i}]"))
-        return out or {prefix: []}
-    return {prefix: value}
+            _flatten(v, f"{prefix}[{i}]", out)
+    else:
+        out[prefix] = {} if isinstance(value, dict) else [] if isinstance(value, list) else value
+    return out
 
 
 def _under(path: str, prefixes: tuple[str, ...]) -> bool:

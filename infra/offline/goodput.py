@@ -237,18 +237,18 @@ class _Gang:
         held = sorted(b for b in self.binds.values() if b is not None)
         size = max(_gang_size(observed.job, len(observed.pods)), 1)
         self.complete = held[size - 1] if len(held) >= size else observed.now
+        self.windows: list[tuple[dict, tuple[float, float]]] = []  # each pod's node's gate window, once a job
+        for other in observed.pods:
+            node = observed.nodes.get((other.get("spec") or {}).get("nodeName") or "")
+            joined = seconds((node or {}).get("metadata", {}).get("creationTimestamp"))
+            bound = self.binds[other["metadata"]["name"]]
+            if joined is not None and bound is not None and joined < bound:
+                self.windows.append((other, (joined, bound)))
 
     def gated(self, pod: dict) -> list[tuple[float, float]]:
         """While this pod waited, the windows in which another pod's node was in its health gate:
         from the node's registration to that pod's bind (the gate's taint keeps pods off it until then)."""
-        windows = []
-        for other in self.observed.pods:
-            node = self.observed.nodes.get((other.get("spec") or {}).get("nodeName") or "")
-            joined = seconds((node or {}).get("metadata", {}).get("creationTimestamp"))
-            bound = self.binds[other["metadata"]["name"]]
-            if other is not pod and joined is not None and bound is not None and joined < bound:
-                windows.append((joined, bound))
-        return windows
+        return [window for other, window in self.windows if other is not pod]
 
 
 def _pod_intervals(observed: Observed, gang: _Gang, pod: dict, gpus: int) -> list[Interval]:
