@@ -212,6 +212,27 @@ def test_the_tokens_kube_controller_manager_asks_for_its_controllers_pass(aws_ct
 
 KARPENTERS_POD = "karpenter-6f7d8c9b5-x2x4q"
 KARPENTER_SPEC = {"serviceAccountName": checks.KARPENTER_ACCOUNT, "containers": [{"name": "c", "image": "busybox"}]}
+# Karpenter's own pod template, as the chart renders it (charts/karpenter/templates/deployment.yaml@v1.14.1: one
+# container, `controller`, the chart's image with its tag and digest), and its pod as stored once EKS's Pod Identity
+# webhook has added the token volume of audience pods.eks.amazonaws.com and the agent's address.
+KARPENTERS_OWN = {
+    "serviceAccountName": checks.KARPENTER_ACCOUNT,
+    "containers": [{"name": "controller", "image": f"{checks.KARPENTER_IMAGE}:1.14.1@sha256:{'e' * 64}"}],
+}
+IDENTITY = {
+    "name": "eks-pod-identity-token",
+    "projected": {"sources": [{"serviceAccountToken": {"audience": "pods.eks.amazonaws.com", "path": "token"}}]},
+}
+KARPENTERS_POD_STORED = {
+    **KARPENTERS_OWN,
+    "containers": [
+        {
+            **KARPENTERS_OWN["containers"][0],
+            "env": [{"name": "AWS_CONTAINER_CREDENTIALS_FULL_URI", "value": "http://169.254.170.23/v1/credentials"}],
+        }
+    ],
+    "volumes": [IDENTITY],
+}
 
 
 def _pod_write(who: str, audit_id: str, verb: str = "create", name: str = "", sub: str = "", **more: Any) -> dict:
@@ -379,19 +400,28 @@ def test_a_healthy_deploy_of_karpenter_passes(aws_ctx):
             "name": "sh.helm.release.v1.karpenter.v2",
         },
     )
-    stored = {"spec": KARPENTER_SPEC}
+    stored = {"spec": KARPENTERS_POD_STORED}
+    upgraded = {**KARPENTERS_OWN, "containers": [{"name": "controller", "image": f"{checks.KARPENTER_IMAGE}:1.15.0"}]}
     records = [
         KARPENTERS,
         (HOUR_AGO, helm_secret),
-        (HOUR_AGO, _workload_write(DEPLOY_SESSION, "deployments", checks.KARPENTER_DEPLOYMENT)),
-        (HOUR_AGO, _workload_write(DEPLOY_SESSION, "deployments", checks.KARPENTER_DEPLOYMENT, verb="patch")),
+        (
+            HOUR_AGO,
+            _workload_write(DEPLOY_SESSION, "deployments", checks.KARPENTER_DEPLOYMENT, pod_spec=KARPENTERS_OWN),
+        ),
+        (
+            HOUR_AGO,
+            _workload_write(
+                DEPLOY_SESSION, "deployments", checks.KARPENTER_DEPLOYMENT, verb="patch", pod_spec=upgraded
+            ),
+        ),
         (
             HOUR_AGO,
             _workload_write(
                 "system:serviceaccount:kube-system:deployment-controller", "replicasets", "karpenter-6f7d8c9b5"
             ),
         ),
-        (HOUR_AGO, _pod_write(checks.POD_MAKER, "rs", requestObject=stored, responseObject=stored)),
+        (HOUR_AGO, _pod_write(checks.POD_MAKER, "rs", requestObject={"spec": KARPENTERS_OWN}, responseObject=stored)),
         (
             HOUR_AGO,
             _workload_write(DEPLOY_SESSION, "daemonsets", "aws-node", pod_spec={"serviceAccountName": "aws-node"}),
@@ -423,21 +453,50 @@ def test_a_healthy_deploy_of_karpenter_passes(aws_ctx):
     assert outcome.status == "PASS", outcome
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Karpenter's own Deployment is the deploy role's to write (`pulumi up` installs and upgrades its Helm "
-    "release, patching it), so a container of the admin's added to it, or its image changed, runs as Karpenter's "
-    "account from pods the ReplicaSet controller makes; telling that patch from the program's would need the planned "
-    "Deployment's pod template compared with the stored one (responseObject), which the check does not render",
-)
 def test_a_claim_created_from_a_container_the_deploy_role_adds_to_karpenters_deployment_fails(aws_ctx):
+    """`kubectl patch deployment karpenter` adding a container of the admin's: every container of the pod mounts
+    Karpenter's token, and the chart runs Karpenter's image alone, so a template running another image is named."""
     _claims(aws_ctx, [HOUR_AGO])
-    sidecar = {**KARPENTER_SPEC, "containers": [{"name": "controller"}, {"name": "forger", "image": "busybox"}]}
+    sidecar = {**KARPENTERS_OWN, "containers": [*KARPENTERS_OWN["containers"], {"name": "forger", "image": "busybox"}]}
     patched = _workload_write(
         DEPLOY_SESSION, "deployments", checks.KARPENTER_DEPLOYMENT, verb="patch", pod_spec=sidecar
     )
     _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, patched), FORGED])
-    assert one("aws.node-claim-creators", aws_ctx).status == "FAIL"
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert outcome.status == "FAIL" and (
+        f"{DEPLOY_SESSION} patched deployments {checks.KARPENTER_DEPLOYMENT} running busybox as {checks.KARPENTER_USER}"
+        in outcome.evidence
+    ), outcome
+
+
+def test_a_container_a_webhook_adds_to_karpenters_pod_fails(aws_ctx):
+    """A mutating webhook of the admin's adds a container to the pod the ReplicaSet controller makes for Karpenter's
+    Deployment: the Deployment's and ReplicaSet's records hold the chart's template, the stored pod
+    (responseObject) the added container, which mounts Karpenter's token."""
+    _claims(aws_ctx, [HOUR_AGO])
+    added = {**KARPENTERS_OWN, "containers": [*KARPENTERS_OWN["containers"], {"name": "forger", "image": "busybox"}]}
+    pod = _pod_write(checks.POD_MAKER, "w3c", requestObject={"spec": KARPENTERS_OWN}, responseObject={"spec": added})
+    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED])
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert outcome.status == "FAIL" and (
+        f"{checks.POD_MAKER} created pod (a generated name) running busybox as {checks.KARPENTER_USER} (w3c)"
+        in outcome.evidence
+    ), outcome
+
+
+def test_a_pod_of_another_replicaset_a_webhook_set_to_run_as_karpenter_fails(aws_ctx):
+    """A mutating webhook of the admin's sets serviceAccountName on the pod the ReplicaSet controller makes for
+    another Deployment (coredns): the controller asked for coredns's account, the stored pod runs as Karpenter's."""
+    _claims(aws_ctx, [HOUR_AGO])
+    asked = {"serviceAccountName": "coredns", "containers": [{"name": "coredns", "image": "coredns"}]}
+    stored = {**asked, "serviceAccountName": checks.KARPENTER_ACCOUNT}
+    pod = _pod_write(checks.POD_MAKER, "w3d", requestObject={"spec": asked}, responseObject={"spec": stored})
+    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED])
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert outcome.status == "FAIL" and (
+        f"{checks.POD_MAKER} created pod (a generated name) running as {checks.KARPENTER_USER}, asked as coredns (w3d)"
+        in outcome.evidence
+    ), outcome
 
 
 def test_a_claim_created_from_a_padded_pod_whose_body_the_log_lost_fails(aws_ctx):
