@@ -214,7 +214,9 @@ KARPENTERS_POD = "karpenter-6f7d8c9b5-x2x4q"
 KARPENTER_SPEC = {"serviceAccountName": checks.KARPENTER_ACCOUNT, "containers": [{"name": "c", "image": "busybox"}]}
 # Karpenter's own pod template, as the chart renders it (charts/karpenter/templates/deployment.yaml@v1.14.1: one
 # container, `controller`, the chart's image with its tag and digest), and its pod as stored once EKS's Pod Identity
-# webhook has added the token volume of audience pods.eks.amazonaws.com and the agent's address.
+# webhook has added the token volume of audience pods.eks.amazonaws.com and the agent's address to its container, its
+# image kept (the webhook's expected patch: aws/amazon-eks-pod-identity-webhook:pkg/handler/testdata/
+# containercredentials/rawPodWithoutVolumes.pod.yaml@0d3fed429b773932f451f844124edd8589925f08).
 KARPENTERS_OWN = {
     "serviceAccountName": checks.KARPENTER_ACCOUNT,
     "containers": [{"name": "controller", "image": f"{checks.KARPENTER_IMAGE}:1.14.1@sha256:{'e' * 64}"}],
