@@ -379,6 +379,31 @@ def test_a_shell_in_karpenters_pod_fails(aws_ctx, verb, sub, code):
     ), outcome
 
 
+@pytest.mark.parametrize("shell", ["exec", "attach", "run"])
+def test_a_shell_in_karpenters_pod_through_the_kubelets_proxy_fails(aws_ctx, shell):
+    """`kubectl get --raw` of /api/v1/nodes/NAME/proxy/exec/kube-system/POD/controller (over a websocket: a `get`
+    answered 101): the kubelet's API runs it (its exec, attach and run paths, all behind nodes/proxy:
+    kubernetes/kubernetes:pkg/kubelet/server/auth_test.go@7caff55fd9c4689bb393da2654ec1cbe06cf4f44 AuthzTestCases), and
+    the audit log holds the node's proxy request alone, no pods/exec."""
+    _claims(aws_ctx, [HOUR_AGO])
+    node = "ip-10-40-1-10.ec2.internal"
+    proxied = _record(
+        DEPLOY_SESSION,
+        verb="get",
+        code=101,
+        uri=f"/api/v1/nodes/{node}/proxy/{shell}/kube-system/{KARPENTERS_POD}/controller?command=cat&output=1",
+        ref={"resource": "nodes", "apiGroup": "", "name": node, "subresource": "proxy"},
+        audit_id="pr0x",
+        level="Request",
+    )
+    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, proxied), FORGED])
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert outcome.status == "FAIL" and (
+        f"{DEPLOY_SESSION} ran {shell} in Karpenter's pod {KARPENTERS_POD} through node {node}'s proxy (pr0x)"
+        in outcome.evidence
+    ), outcome
+
+
 def test_a_refused_exec_into_karpenters_pod_passes(aws_ctx):
     _claims(aws_ctx, [HOUR_AGO])
     shell = _pod_write(DEPLOY_SESSION, "3xec", verb="get", name=KARPENTERS_POD, sub="exec", code=403)
@@ -390,7 +415,8 @@ def test_a_healthy_deploy_of_karpenter_passes(aws_ctx):
     """What `pulumi up` and the cluster write for Karpenter: Helm's release Secrets in kube-system (metadata only), its
     Deployment created and patched by the deploy role, the ReplicaSet the Deployment controller makes, the pod the
     ReplicaSet controller makes, the scheduler's binding and the kubelet's status patch of it and the token it asks
-    for the pod; and beside it a DaemonSet of another account's and its pod."""
+    for the pod; beside it a DaemonSet of another account's and its pod, and a read of a node's metrics through its
+    proxy."""
     _claims(aws_ctx, [HOUR_AGO])
     helm_secret = _record(
         DEPLOY_SESSION,
@@ -449,6 +475,17 @@ def test_a_healthy_deploy_of_karpenter_passes(aws_ctx):
             ),
         ),
         _kubelet(),
+        (
+            HOUR_AGO,
+            _record(
+                "system:serviceaccount:monitoring:prometheus",
+                verb="get",
+                code=200,
+                uri="/api/v1/nodes/ip-10-40-1-10.ec2.internal/proxy/metrics/cadvisor",
+                ref={"resource": "nodes", "apiGroup": "", "name": "ip-10-40-1-10.ec2.internal", "subresource": "proxy"},
+                level="Request",
+            ),
+        ),
     ]
     _audit_log(aws_ctx, records)
     outcome = one("aws.node-claim-creators", aws_ctx)
@@ -561,6 +598,7 @@ def test_each_filter_pattern_fits_cloudwatchs_limit():
         checks.KARPENTER_PODS,
         checks.KARPENTER_WORKLOADS,
         checks.KARPENTER_LEGACY_TOKENS,
+        checks.NODE_PROXIES,
     )
     assert all(len(p) <= longest for p in patterns)
 

@@ -11,6 +11,7 @@ import datetime
 import fnmatch
 import itertools
 import json
+import posixpath
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
@@ -1607,6 +1608,13 @@ KARPENTER_WORKLOADS = (
 # and the annotation's value is read here.
 LEGACY_TOKEN = "authentication.k8s.io/legacy-token"
 KARPENTER_LEGACY_TOKENS = f'"{LEGACY_TOKEN}" "{KARPENTER_USER}"'
+# The kubelet's API runs a command in a pod by its exec, attach and run paths (/exec/NAMESPACE/POD/...), each behind
+# the API server's nodes/proxy (kubernetes/kubernetes:pkg/kubelet/server/auth_test.go@
+# 7caff55fd9c4689bb393da2654ec1cbe06cf4f44, AuthzTestCases), whose records name the node alone: the path is read from
+# the request's URI (/api/v1/nodes/NAME/proxy/PATH).
+KUBELET_SHELLS = ("exec", "attach", "run")
+NODE_PROXIES = '{ $.objectRef.resource = "nodes" && $.objectRef.subresource = "proxy" }'
+NODE_PROXY_PATH = re.compile(r"/api/v1/nodes/[^/]+/proxy(/.*)?")
 CLAIM_LEAD = datetime.timedelta(hours=1)
 LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
 
@@ -1761,6 +1769,29 @@ def _karpenter_pods(ctx: Any, since: datetime.datetime) -> Iterator[str]:
             yield f"{at} {user} created pod {name} running {', '.join(others)} as {KARPENTER_USER} ({audit_id})"
 
 
+def _karpenter_node_shells(ctx: Any, since: datetime.datetime) -> Iterator[str]:
+    """Each exec, attach or run into one of Karpenter's pods through a node's proxy (`kubectl get --raw
+    /api/v1/nodes/NAME/proxy/exec/kube-system/POD/controller?command=...`, a `get` answered 101 over a websocket) that
+    the API server let through: the kubelet runs it, and reading the token the pod mounts leaves no pods/exec."""
+    for record in _audit_records(ctx, since, NODE_PROXIES):
+        if isinstance(record, str):
+            yield record
+            continue
+        found = NODE_PROXY_PATH.fullmatch(urllib.parse.urlsplit(str(record.get("requestURI"))).path)
+        path = posixpath.normpath("/" + urllib.parse.unquote(found.group(1) or "").lstrip("/")) if found else ""
+        parts = path.split("/")[1:]
+        if (
+            len(parts) > 2
+            and parts[0] in KUBELET_SHELLS
+            and parts[1] == KARPENTER_NAMESPACE
+            and parts[2].startswith(f"{KARPENTER_DEPLOYMENT}-")
+            and _made(record, range(100, 300))
+        ):
+            user, node = (record.get("user") or {}).get("username"), (record.get("objectRef") or {}).get("name")
+            at, audit_id = record.get("requestReceivedTimestamp"), record.get("auditID")
+            yield f"{at} {user} ran {parts[0]} in Karpenter's pod {parts[2]} through node {node}'s proxy ({audit_id})"
+
+
 def _karpenter_workloads(ctx: Any, since: datetime.datetime) -> Iterator[str]:
     """Each workload in Karpenter's namespace whose pods run as Karpenter's account, made or changed by anyone, and
     each written with no body in its record: its pods are the controllers', so only the workload's record names who.
@@ -1830,6 +1861,7 @@ def node_claim_creators(ctx: Any) -> Outcome:
         *_claim_creators(ctx, since),
         *_karpenter_tokens(ctx, since),
         *_karpenter_pods(ctx, since),
+        *_karpenter_node_shells(ctx, since),
         *_karpenter_workloads(ctx, since),
         *_karpenter_legacy_tokens(ctx, since),
     ]
