@@ -508,6 +508,30 @@ def test_a_claim_created_from_a_container_the_deploy_role_adds_to_karpenters_dep
     ), outcome
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="Karpenter's own Deployment is the deploy role's to write, and only its images are judged: a template of "
+    "Karpenter's image alone whose container is sent elsewhere (env KUBERNETES_SERVICE_HOST of the admin's and, in "
+    "place of the mounted service-account volume, one of the admin's with the same token and the admin's ca.crt: "
+    "client-go's in-cluster config reads both) hands the controller's token to the admin's server; telling that from "
+    "the chart's template would need the planned Deployment rendered and compared with the stored one",
+)
+def test_a_claim_created_with_the_token_karpenters_redirected_controller_sent_fails(aws_ctx):
+    _claims(aws_ctx, [HOUR_AGO])
+    redirected = {
+        **KARPENTERS_OWN,
+        "automountServiceAccountToken": False,
+        "containers": [
+            {**KARPENTERS_OWN["containers"][0], "env": [{"name": "KUBERNETES_SERVICE_HOST", "value": "10.40.9.9"}]}
+        ],
+    }
+    patched = _workload_write(
+        DEPLOY_SESSION, "deployments", checks.KARPENTER_DEPLOYMENT, verb="patch", pod_spec=redirected
+    )
+    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, patched), FORGED])
+    assert one("aws.node-claim-creators", aws_ctx).status == "FAIL"
+
+
 def test_a_container_a_webhook_adds_to_karpenters_pod_fails(aws_ctx):
     """A mutating webhook of the admin's adds a container to the pod the ReplicaSet controller makes for Karpenter's
     Deployment: the Deployment's and ReplicaSet's records hold the chart's template, the stored pod
