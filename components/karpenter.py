@@ -64,6 +64,10 @@ SERVICE_ACCOUNT = "karpenter"
 # the chart's name, aws/karpenter-provider-aws:charts/karpenter/templates/_helpers.tpl@v1.14.1), and helm_release names
 # the release after the chart.
 DEPLOYMENT = versions.KARPENTER.name
+# The controller's image, the chart's default that the release keeps (controller.image.repository, the tag and digest
+# the chart's: aws/karpenter-provider-aws:charts/karpenter/values.yaml@v1.14.1; the Deployment's one container,
+# templates/deployment.yaml@v1.14.1).
+CONTROLLER_IMAGE = "public.ecr.aws/karpenter/controller"
 NODEPOOL_TAG = "karpenter.sh/nodepool"
 NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
 # The tag naming the cluster on everything Karpenter launches (v1.EKSClusterNameTagKey, aws/karpenter-provider-aws:

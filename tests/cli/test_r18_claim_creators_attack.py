@@ -212,6 +212,29 @@ def test_the_tokens_kube_controller_manager_asks_for_its_controllers_pass(aws_ct
 
 KARPENTERS_POD = "karpenter-6f7d8c9b5-x2x4q"
 KARPENTER_SPEC = {"serviceAccountName": checks.KARPENTER_ACCOUNT, "containers": [{"name": "c", "image": "busybox"}]}
+# Karpenter's own pod template, as the chart renders it (charts/karpenter/templates/deployment.yaml@v1.14.1: one
+# container, `controller`, the chart's image with its tag and digest), and its pod as stored once EKS's Pod Identity
+# webhook has added the token volume of audience pods.eks.amazonaws.com and the agent's address to its container, its
+# image kept (the webhook's expected patch: aws/amazon-eks-pod-identity-webhook:pkg/handler/testdata/
+# containercredentials/rawPodWithoutVolumes.pod.yaml@0d3fed429b773932f451f844124edd8589925f08).
+KARPENTERS_OWN = {
+    "serviceAccountName": checks.KARPENTER_ACCOUNT,
+    "containers": [{"name": "controller", "image": f"{checks.KARPENTER_IMAGE}:1.14.1@sha256:{'e' * 64}"}],
+}
+IDENTITY = {
+    "name": "eks-pod-identity-token",
+    "projected": {"sources": [{"serviceAccountToken": {"audience": "pods.eks.amazonaws.com", "path": "token"}}]},
+}
+KARPENTERS_POD_STORED = {
+    **KARPENTERS_OWN,
+    "containers": [
+        {
+            **KARPENTERS_OWN["containers"][0],
+            "env": [{"name": "AWS_CONTAINER_CREDENTIALS_FULL_URI", "value": "http://169.254.170.23/v1/credentials"}],
+        }
+    ],
+    "volumes": [IDENTITY],
+}
 
 
 def _pod_write(who: str, audit_id: str, verb: str = "create", name: str = "", sub: str = "", **more: Any) -> dict:
@@ -356,6 +379,31 @@ def test_a_shell_in_karpenters_pod_fails(aws_ctx, verb, sub, code):
     ), outcome
 
 
+@pytest.mark.parametrize("shell", ["exec", "attach", "run"])
+def test_a_shell_in_karpenters_pod_through_the_kubelets_proxy_fails(aws_ctx, shell):
+    """`kubectl get --raw` of /api/v1/nodes/NAME/proxy/exec/kube-system/POD/controller (over a websocket: a `get`
+    answered 101): the kubelet's API runs it (its exec, attach and run paths, all behind nodes/proxy:
+    kubernetes/kubernetes:pkg/kubelet/server/auth_test.go@7caff55fd9c4689bb393da2654ec1cbe06cf4f44 AuthzTestCases), and
+    the audit log holds the node's proxy request alone, no pods/exec."""
+    _claims(aws_ctx, [HOUR_AGO])
+    node = "ip-10-40-1-10.ec2.internal"
+    proxied = _record(
+        DEPLOY_SESSION,
+        verb="get",
+        code=101,
+        uri=f"/api/v1/nodes/{node}/proxy/{shell}/kube-system/{KARPENTERS_POD}/controller?command=cat&output=1",
+        ref={"resource": "nodes", "apiGroup": "", "name": node, "subresource": "proxy"},
+        audit_id="pr0x",
+        level="Request",
+    )
+    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, proxied), FORGED])
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert outcome.status == "FAIL" and (
+        f"{DEPLOY_SESSION} ran {shell} in Karpenter's pod {KARPENTERS_POD} through node {node}'s proxy (pr0x)"
+        in outcome.evidence
+    ), outcome
+
+
 def test_a_refused_exec_into_karpenters_pod_passes(aws_ctx):
     _claims(aws_ctx, [HOUR_AGO])
     shell = _pod_write(DEPLOY_SESSION, "3xec", verb="get", name=KARPENTERS_POD, sub="exec", code=403)
@@ -367,7 +415,8 @@ def test_a_healthy_deploy_of_karpenter_passes(aws_ctx):
     """What `pulumi up` and the cluster write for Karpenter: Helm's release Secrets in kube-system (metadata only), its
     Deployment created and patched by the deploy role, the ReplicaSet the Deployment controller makes, the pod the
     ReplicaSet controller makes, the scheduler's binding and the kubelet's status patch of it and the token it asks
-    for the pod; and beside it a DaemonSet of another account's and its pod."""
+    for the pod; beside it a DaemonSet of another account's and its pod, and a read of a node's metrics through its
+    proxy."""
     _claims(aws_ctx, [HOUR_AGO])
     helm_secret = _record(
         DEPLOY_SESSION,
@@ -379,19 +428,28 @@ def test_a_healthy_deploy_of_karpenter_passes(aws_ctx):
             "name": "sh.helm.release.v1.karpenter.v2",
         },
     )
-    stored = {"spec": KARPENTER_SPEC}
+    stored = {"spec": KARPENTERS_POD_STORED}
+    upgraded = {**KARPENTERS_OWN, "containers": [{"name": "controller", "image": f"{checks.KARPENTER_IMAGE}:1.15.0"}]}
     records = [
         KARPENTERS,
         (HOUR_AGO, helm_secret),
-        (HOUR_AGO, _workload_write(DEPLOY_SESSION, "deployments", checks.KARPENTER_DEPLOYMENT)),
-        (HOUR_AGO, _workload_write(DEPLOY_SESSION, "deployments", checks.KARPENTER_DEPLOYMENT, verb="patch")),
+        (
+            HOUR_AGO,
+            _workload_write(DEPLOY_SESSION, "deployments", checks.KARPENTER_DEPLOYMENT, pod_spec=KARPENTERS_OWN),
+        ),
+        (
+            HOUR_AGO,
+            _workload_write(
+                DEPLOY_SESSION, "deployments", checks.KARPENTER_DEPLOYMENT, verb="patch", pod_spec=upgraded
+            ),
+        ),
         (
             HOUR_AGO,
             _workload_write(
                 "system:serviceaccount:kube-system:deployment-controller", "replicasets", "karpenter-6f7d8c9b5"
             ),
         ),
-        (HOUR_AGO, _pod_write(checks.POD_MAKER, "rs", requestObject=stored, responseObject=stored)),
+        (HOUR_AGO, _pod_write(checks.POD_MAKER, "rs", requestObject={"spec": KARPENTERS_OWN}, responseObject=stored)),
         (
             HOUR_AGO,
             _workload_write(DEPLOY_SESSION, "daemonsets", "aws-node", pod_spec={"serviceAccountName": "aws-node"}),
@@ -417,27 +475,91 @@ def test_a_healthy_deploy_of_karpenter_passes(aws_ctx):
             ),
         ),
         _kubelet(),
+        (
+            HOUR_AGO,
+            _record(
+                "system:serviceaccount:monitoring:prometheus",
+                verb="get",
+                code=200,
+                uri="/api/v1/nodes/ip-10-40-1-10.ec2.internal/proxy/metrics/cadvisor",
+                ref={"resource": "nodes", "apiGroup": "", "name": "ip-10-40-1-10.ec2.internal", "subresource": "proxy"},
+                level="Request",
+            ),
+        ),
     ]
     _audit_log(aws_ctx, records)
     outcome = one("aws.node-claim-creators", aws_ctx)
     assert outcome.status == "PASS", outcome
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Karpenter's own Deployment is the deploy role's to write (`pulumi up` installs and upgrades its Helm "
-    "release, patching it), so a container of the admin's added to it, or its image changed, runs as Karpenter's "
-    "account from pods the ReplicaSet controller makes; telling that patch from the program's would need the planned "
-    "Deployment's pod template compared with the stored one (responseObject), which the check does not render",
-)
 def test_a_claim_created_from_a_container_the_deploy_role_adds_to_karpenters_deployment_fails(aws_ctx):
+    """`kubectl patch deployment karpenter` adding a container of the admin's: every container of the pod mounts
+    Karpenter's token, and the chart runs Karpenter's image alone, so a template running another image is named."""
     _claims(aws_ctx, [HOUR_AGO])
-    sidecar = {**KARPENTER_SPEC, "containers": [{"name": "controller"}, {"name": "forger", "image": "busybox"}]}
+    sidecar = {**KARPENTERS_OWN, "containers": [*KARPENTERS_OWN["containers"], {"name": "forger", "image": "busybox"}]}
     patched = _workload_write(
         DEPLOY_SESSION, "deployments", checks.KARPENTER_DEPLOYMENT, verb="patch", pod_spec=sidecar
     )
     _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, patched), FORGED])
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert outcome.status == "FAIL" and (
+        f"{DEPLOY_SESSION} patched deployments {checks.KARPENTER_DEPLOYMENT} running busybox as {checks.KARPENTER_USER}"
+        in outcome.evidence
+    ), outcome
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Karpenter's own Deployment is the deploy role's to write, and only its images are judged: a template of "
+    "Karpenter's image alone whose container is sent elsewhere (env KUBERNETES_SERVICE_HOST of the admin's and, in "
+    "place of the mounted service-account volume, one of the admin's with the same token and the admin's ca.crt: "
+    "client-go's in-cluster config reads both) hands the controller's token to the admin's server; telling that from "
+    "the chart's template would need the planned Deployment rendered and compared with the stored one",
+)
+def test_a_claim_created_with_the_token_karpenters_redirected_controller_sent_fails(aws_ctx):
+    _claims(aws_ctx, [HOUR_AGO])
+    redirected = {
+        **KARPENTERS_OWN,
+        "automountServiceAccountToken": False,
+        "containers": [
+            {**KARPENTERS_OWN["containers"][0], "env": [{"name": "KUBERNETES_SERVICE_HOST", "value": "10.40.9.9"}]}
+        ],
+    }
+    patched = _workload_write(
+        DEPLOY_SESSION, "deployments", checks.KARPENTER_DEPLOYMENT, verb="patch", pod_spec=redirected
+    )
+    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, patched), FORGED])
     assert one("aws.node-claim-creators", aws_ctx).status == "FAIL"
+
+
+def test_a_container_a_webhook_adds_to_karpenters_pod_fails(aws_ctx):
+    """A mutating webhook of the admin's adds a container to the pod the ReplicaSet controller makes for Karpenter's
+    Deployment: the Deployment's and ReplicaSet's records hold the chart's template, the stored pod
+    (responseObject) the added container, which mounts Karpenter's token."""
+    _claims(aws_ctx, [HOUR_AGO])
+    added = {**KARPENTERS_OWN, "containers": [*KARPENTERS_OWN["containers"], {"name": "forger", "image": "busybox"}]}
+    pod = _pod_write(checks.POD_MAKER, "w3c", requestObject={"spec": KARPENTERS_OWN}, responseObject={"spec": added})
+    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED])
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert outcome.status == "FAIL" and (
+        f"{checks.POD_MAKER} created pod (a generated name) running busybox as {checks.KARPENTER_USER} (w3c)"
+        in outcome.evidence
+    ), outcome
+
+
+def test_a_pod_of_another_replicaset_a_webhook_set_to_run_as_karpenter_fails(aws_ctx):
+    """A mutating webhook of the admin's sets serviceAccountName on the pod the ReplicaSet controller makes for
+    another Deployment (coredns): the controller asked for coredns's account, the stored pod runs as Karpenter's."""
+    _claims(aws_ctx, [HOUR_AGO])
+    asked = {"serviceAccountName": "coredns", "containers": [{"name": "coredns", "image": "coredns"}]}
+    stored = {**asked, "serviceAccountName": checks.KARPENTER_ACCOUNT}
+    pod = _pod_write(checks.POD_MAKER, "w3d", requestObject={"spec": asked}, responseObject={"spec": stored})
+    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED])
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert outcome.status == "FAIL" and (
+        f"{checks.POD_MAKER} created pod (a generated name) running as {checks.KARPENTER_USER}, asked as coredns (w3d)"
+        in outcome.evidence
+    ), outcome
 
 
 def test_a_claim_created_from_a_padded_pod_whose_body_the_log_lost_fails(aws_ctx):
@@ -500,6 +622,7 @@ def test_each_filter_pattern_fits_cloudwatchs_limit():
         checks.KARPENTER_PODS,
         checks.KARPENTER_WORKLOADS,
         checks.KARPENTER_LEGACY_TOKENS,
+        checks.NODE_PROXIES,
     )
     assert all(len(p) <= longest for p in patterns)
 

@@ -2747,7 +2747,13 @@ def _claims(aws_ctx, launches: list[datetime.datetime], events: list[dict] | Non
         return
     start = since or min(launches) - datetime.timedelta(hours=1)
     logs = _stubbed(aws_ctx, "logs")
-    quiet = (checks.KARPENTER_TOKENS, checks.KARPENTER_PODS, checks.KARPENTER_WORKLOADS, checks.KARPENTER_LEGACY_TOKENS)
+    quiet = (
+        checks.KARPENTER_TOKENS,
+        checks.KARPENTER_PODS,
+        checks.NODE_PROXIES,
+        checks.KARPENTER_WORKLOADS,
+        checks.KARPENTER_LEGACY_TOKENS,
+    )
     for pattern, answer in ((checks.CLAIM_CREATES, events), *((q, []) for q in quiet)):
         asked = {
             "logGroupName": f"/aws/eks/{CLUSTER}/cluster",

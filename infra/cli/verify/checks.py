@@ -11,6 +11,7 @@ import datetime
 import fnmatch
 import itertools
 import json
+import posixpath
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
@@ -23,6 +24,7 @@ from components import storage
 from components.addons import KUBELET_LOG_MONITORS, MONITORS_ANNOTATION, MONITORS_SETTINGS
 from components.identity import POD_IDENTITY_SERVICE, SESSION_TAGS
 from components.karpenter import CLUSTER_NAME_TAG, NODECLASS_TAG, NODEPOOL_TAG, karpenter_policy
+from components.karpenter import CONTROLLER_IMAGE as KARPENTER_IMAGE
 from components.karpenter import DEPLOYMENT as KARPENTER_DEPLOYMENT
 from components.karpenter import NAMESPACE as KARPENTER_NAMESPACE
 from components.karpenter import SERVICE_ACCOUNT as KARPENTER_ACCOUNT
@@ -1606,6 +1608,13 @@ KARPENTER_WORKLOADS = (
 # and the annotation's value is read here.
 LEGACY_TOKEN = "authentication.k8s.io/legacy-token"
 KARPENTER_LEGACY_TOKENS = f'"{LEGACY_TOKEN}" "{KARPENTER_USER}"'
+# The kubelet's API runs a command in a pod by its exec, attach and run paths (/exec/NAMESPACE/POD/...), each behind
+# the API server's nodes/proxy (kubernetes/kubernetes:pkg/kubelet/server/auth_test.go@
+# 7caff55fd9c4689bb393da2654ec1cbe06cf4f44, AuthzTestCases), whose records name the node alone: the path is read from
+# the request's URI (/api/v1/nodes/NAME/proxy/PATH).
+KUBELET_SHELLS = ("exec", "attach", "run")
+NODE_PROXIES = '{ $.objectRef.resource = "nodes" && $.objectRef.subresource = "proxy" }'
+NODE_PROXY_PATH = re.compile(r"/api/v1/nodes/[^/]+/proxy(/.*)?")
 CLAIM_LEAD = datetime.timedelta(hours=1)
 LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
 
@@ -1704,12 +1713,29 @@ def _runs_as(spec: Any) -> Any:
     return spec.get("serviceAccountName") if isinstance(spec, dict) else None
 
 
+def _not_karpenters(spec: Any) -> list[str]:
+    """The images of a pod spec's containers and init containers other than Karpenter's controller's: each container
+    of a pod mounts its account's token, and Karpenter's chart runs one container of its own image (KARPENTER_IMAGE,
+    at any tag or digest, so an upgrade's is Karpenter's too)."""
+    spec = spec if isinstance(spec, dict) else {}
+    images = [
+        str(c.get("image")) if isinstance(c, dict) else str(c)
+        for key in ("initContainers", "containers")
+        for c in spec.get(key) or []
+    ]
+    return [
+        i for i in images if i != KARPENTER_IMAGE and not i.startswith((f"{KARPENTER_IMAGE}:", f"{KARPENTER_IMAGE}@"))
+    ]
+
+
 def _karpenter_pods(ctx: Any, since: datetime.datetime) -> Iterator[str]:
     """Each pod in Karpenter's namespace running as Karpenter's account that anyone but the ReplicaSet controller
     created (`kubectl run --overrides`, a pod of the admin's own: the kubelet asks its token, so what it creates is
-    logged as Karpenter's), each pod there whose record holds no body made by anyone but a workload's controller, and
-    each exec, attach or ephemeral container into one of Karpenter's pods (named after its Deployment) that the API
-    server let through (kubectl's websocket exec is a `get`, answered 101), which reads the token the pod mounts."""
+    logged as Karpenter's), or that the controller created but did not ask to run as it, or with an image not
+    Karpenter's (a mutating webhook's doing), each pod there whose record holds no body made by anyone but a
+    workload's controller, and each exec, attach or ephemeral container into one of Karpenter's pods (named after its
+    Deployment) that the API server let through (kubectl's websocket exec is a `get`, answered 101), which reads the
+    token the pod mounts."""
     for record in _audit_records(ctx, since, KARPENTER_PODS):
         if isinstance(record, str):
             yield record
@@ -1724,18 +1750,54 @@ def _karpenter_pods(ctx: Any, since: datetime.datetime) -> Iterator[str]:
         if sub or record.get("verb") != "create" or not _made(record, range(200, 300)):
             continue
         body = _body(record)
-        if body is None and user not in POD_MAKERS:
-            yield f"{at} {user} created pod {name}, its body not in the log ({audit_id})"
-        elif body is not None and _runs_as(body.get("spec")) == KARPENTER_ACCOUNT and user != POD_MAKER:
+        if body is None:
+            if user not in POD_MAKERS:
+                yield f"{at} {user} created pod {name}, its body not in the log ({audit_id})"
+            continue
+        if _runs_as(body.get("spec")) != KARPENTER_ACCOUNT:
+            continue
+        # The ReplicaSet controller asks for its template's pod (requestObject); a mutating webhook may change the
+        # account, or add a container, before it is stored (responseObject).
+        request = record.get("requestObject")
+        asked = _runs_as(request.get("spec")) if isinstance(request, dict) else KARPENTER_ACCOUNT
+        others = _not_karpenters(body.get("spec"))
+        if user != POD_MAKER:
             yield f"{at} {user} created pod {name} running as {KARPENTER_USER} ({audit_id})"
+        elif asked != KARPENTER_ACCOUNT:
+            yield f"{at} {user} created pod {name} running as {KARPENTER_USER}, asked as {asked} ({audit_id})"
+        elif others:
+            yield f"{at} {user} created pod {name} running {', '.join(others)} as {KARPENTER_USER} ({audit_id})"
+
+
+def _karpenter_node_shells(ctx: Any, since: datetime.datetime) -> Iterator[str]:
+    """Each exec, attach or run into one of Karpenter's pods through a node's proxy (`kubectl get --raw
+    /api/v1/nodes/NAME/proxy/exec/kube-system/POD/controller?command=...`, a `get` answered 101 over a websocket) that
+    the API server let through: the kubelet runs it, and reading the token the pod mounts leaves no pods/exec."""
+    for record in _audit_records(ctx, since, NODE_PROXIES):
+        if isinstance(record, str):
+            yield record
+            continue
+        found = NODE_PROXY_PATH.fullmatch(urllib.parse.urlsplit(str(record.get("requestURI"))).path)
+        path = posixpath.normpath("/" + urllib.parse.unquote(found.group(1) or "").lstrip("/")) if found else ""
+        parts = path.split("/")[1:]
+        if (
+            len(parts) > 2
+            and parts[0] in KUBELET_SHELLS
+            and parts[1] == KARPENTER_NAMESPACE
+            and parts[2].startswith(f"{KARPENTER_DEPLOYMENT}-")
+            and _made(record, range(100, 300))
+        ):
+            user, node = (record.get("user") or {}).get("username"), (record.get("objectRef") or {}).get("name")
+            at, audit_id = record.get("requestReceivedTimestamp"), record.get("auditID")
+            yield f"{at} {user} ran {parts[0]} in Karpenter's pod {parts[2]} through node {node}'s proxy ({audit_id})"
 
 
 def _karpenter_workloads(ctx: Any, since: datetime.datetime) -> Iterator[str]:
     """Each workload in Karpenter's namespace whose pods run as Karpenter's account, made or changed by anyone, and
     each written with no body in its record: its pods are the controllers', so only the workload's record names who.
-    Karpenter's own Deployment is the deploy role's to write (`pulumi up` installs and upgrades its Helm release), and
-    the ReplicaSets of every Deployment the Deployment controller's; a status or scale change (a subresource) runs
-    nothing new."""
+    Karpenter's own Deployment is the deploy role's to write (`pulumi up` installs and upgrades its Helm release) while
+    its template runs Karpenter's image alone (_not_karpenters), and the ReplicaSets of every Deployment the Deployment
+    controller's; a status or scale change (a subresource) runs nothing new."""
     for record in _audit_records(ctx, since, KARPENTER_WORKLOADS):
         if isinstance(record, str):
             yield record
@@ -1744,7 +1806,7 @@ def _karpenter_workloads(ctx: Any, since: datetime.datetime) -> Iterator[str]:
         resource, name = ref.get("resource"), ref.get("name") or "(a generated name)"
         if resource not in WORKLOADS or ref.get("subresource") or not _made(record, range(200, 300)):
             continue
-        if (resource, name) == ("deployments", KARPENTER_DEPLOYMENT) or (resource, user) == ("replicasets", RS_MAKER):
+        if (resource, user) == ("replicasets", RS_MAKER):
             continue
         verb = {"create": "created", "update": "updated", "patch": "patched"}.get(str(record.get("verb")))
         at, audit_id = record.get("requestReceivedTimestamp"), record.get("auditID")
@@ -1752,9 +1814,13 @@ def _karpenter_workloads(ctx: Any, since: datetime.datetime) -> Iterator[str]:
         spec = (body or {}).get("spec") or {}
         if resource == "cronjobs":
             spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+        pod = (spec.get("template") or {}).get("spec")
         if body is None:
             yield f"{at} {user} {verb} {resource} {name}, its body not in the log ({audit_id})"
-        elif _runs_as((spec.get("template") or {}).get("spec")) == KARPENTER_ACCOUNT:
+        elif (resource, name) == ("deployments", KARPENTER_DEPLOYMENT):
+            if others := ", ".join(_not_karpenters(pod)):
+                yield f"{at} {user} {verb} {resource} {name} running {others} as {KARPENTER_USER} ({audit_id})"
+        elif _runs_as(pod) == KARPENTER_ACCOUNT:
             yield f"{at} {user} {verb} {resource} {name} running as {KARPENTER_USER} ({audit_id})"
 
 
@@ -1795,6 +1861,7 @@ def node_claim_creators(ctx: Any) -> Outcome:
         *_claim_creators(ctx, since),
         *_karpenter_tokens(ctx, since),
         *_karpenter_pods(ctx, since),
+        *_karpenter_node_shells(ctx, since),
         *_karpenter_workloads(ctx, since),
         *_karpenter_legacy_tokens(ctx, since),
     ]
