@@ -563,8 +563,8 @@ def share_cap_validations(team: TeamRules) -> list[dict]:
             }
         )
     if team.efa_share is not None:
-        # Nothing of the platform's asks for EFA or huge pages without a GPU: the MPI launcher runs mpirun
-        # over ssh (infra/offline/team_job.py drops its resources; examples/mpi-nccl-tests.yaml's asks none).
+        # Nothing of the platform's asks for EFA or huge pages without a GPU: the MPI launcher runs mpirun over
+        # ssh (infra/offline/team_job.py drops its resources; examples/mpi-nccl-tests.yaml's asks CPU and memory).
         efa, pages = team.efa_share
         within = " && ".join(
             _asks_at_most(r, f"{_POD_GPUS} * {most!r}")

@@ -1870,7 +1870,8 @@ def node_claim_creators(ctx: Any) -> Outcome:
             "; ".join(others),
             "`kubectl get nodeclaims` and `kubectl delete nodeclaim NAME` for each claim Karpenter did not make "
             "(Karpenter drains its node first); the audit id finds the request in the log group "
-            "(`aws logs filter-log-events --log-group-name /aws/eks/CLUSTER/cluster --filter-pattern AUDIT_ID`): "
+            "(`aws logs filter-log-events --log-group-name /aws/eks/CLUSTER/cluster "
+            "--filter-pattern '{ $.auditID = \"AUDIT_ID\" }'`): "
             "revoke the user's sessions; delete a pod or workload named (`kubectl delete -n kube-system KIND NAME`), "
             "a Secret named (`kubectl delete secret -n kube-system NAME`), and restart Karpenter's pods after a shell "
             "in one (`kubectl rollout restart -n kube-system deployment/karpenter`: new pods, new tokens)",
