@@ -141,9 +141,7 @@ def test_a_claim_the_deploy_role_applies_server_side_fails(aws_ctx):
     _claims(aws_ctx, [HOUR_AGO])
     uri = "/apis/karpenter.sh/v1/nodeclaims/forged?fieldManager=kubectl&force=true"
     applied = _record(DEPLOY_SESSION, verb="patch", code=201, uri=uri, ref={"name": "forged"}, audit_id="ab1e")
-    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, applied)])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert outcome.status == "FAIL" and f"{DEPLOY_SESSION} created NodeClaim forged (ab1e)" in outcome.evidence, outcome
+    _fails_naming(aws_ctx, [KARPENTERS, (HOUR_AGO, applied)], f"{DEPLOY_SESSION} created NodeClaim forged (ab1e)")
 
 
 def test_a_claim_created_with_a_query_parameter_that_only_names_dry_run_fails(aws_ctx):
@@ -153,9 +151,7 @@ def test_a_claim_created_with_a_query_parameter_that_only_names_dry_run_fails(aw
     '/apis/karpenter.sh/v1/nodeclaims?xdryRun=1' -f claim.yaml` makes the claim while its requestURI holds `dryRun=`."""
     _claims(aws_ctx, [HOUR_AGO])
     made = _record(DEPLOY_SESSION, uri="/apis/karpenter.sh/v1/nodeclaims?xdryRun=1", audit_id="d0d0")
-    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, made)])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert outcome.status == "FAIL" and f"{DEPLOY_SESSION} created NodeClaim" in outcome.evidence, outcome
+    _fails_naming(aws_ctx, [KARPENTERS, (HOUR_AGO, made)], f"{DEPLOY_SESSION} created NodeClaim")
 
 
 def test_a_server_side_apply_that_changed_an_existing_claim_passes(aws_ctx):
@@ -173,11 +169,11 @@ def test_a_claim_created_with_a_token_the_deploy_role_requested_for_karpenters_a
     tokens a pod mounts (system:node:NAME): any other asker of Karpenter's is named."""
     _claims(aws_ctx, [HOUR_AGO])
     forged = _record(checks.KARPENTER_USER, user={"extra": {"authentication.kubernetes.io/credential-id": ["JTI=x"]}})
-    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, _token_request(DEPLOY_SESSION, "70ce")), (HOUR_AGO, forged)])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert outcome.status == "FAIL" and f"{DEPLOY_SESSION} asked a token of {checks.KARPENTER_USER} (70ce)" in (
-        outcome.evidence
-    ), outcome
+    _fails_naming(
+        aws_ctx,
+        [KARPENTERS, (HOUR_AGO, _token_request(DEPLOY_SESSION, "70ce")), (HOUR_AGO, forged)],
+        f"{DEPLOY_SESSION} asked a token of {checks.KARPENTER_USER} (70ce)",
+    )
 
 
 def test_the_tokens_the_kubelet_asks_for_karpenters_pod_pass(aws_ctx):
@@ -294,13 +290,11 @@ def test_a_claim_created_from_a_pod_of_the_deploy_roles_own_running_as_karpenter
     pod = _pod_write(
         DEPLOY_SESSION, "9od", requestObject={"spec": KARPENTER_SPEC}, responseObject={"spec": KARPENTER_SPEC}
     )
-    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert (
-        outcome.status == "FAIL"
-        and f"{DEPLOY_SESSION} created pod (a generated name) running as {checks.KARPENTER_USER} (9od)"
-        in (outcome.evidence)
-    ), outcome
+    _fails_naming(
+        aws_ctx,
+        [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED],
+        f"{DEPLOY_SESSION} created pod (a generated name) running as {checks.KARPENTER_USER} (9od)",
+    )
 
 
 def test_a_pod_a_webhook_set_to_run_as_karpenter_fails(aws_ctx):
@@ -308,9 +302,7 @@ def test_a_pod_a_webhook_set_to_run_as_karpenter_fails(aws_ctx):
     account, the stored pod (responseObject) does."""
     _claims(aws_ctx, [HOUR_AGO])
     pod = _pod_write(DEPLOY_SESSION, "w3b", requestObject={"spec": {}}, responseObject={"spec": KARPENTER_SPEC})
-    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, pod), FORGED])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert outcome.status == "FAIL" and "created pod (a generated name) running as" in outcome.evidence, outcome
+    _fails_naming(aws_ctx, [KARPENTERS, (HOUR_AGO, pod), FORGED], "created pod (a generated name) running as")
 
 
 @pytest.mark.parametrize("resource", checks.WORKLOADS)
@@ -318,9 +310,11 @@ def test_a_workload_of_the_deploy_roles_own_running_as_karpenter_fails(aws_ctx, 
     """`kubectl create deployment` (or a Job, DaemonSet, ...) in kube-system whose pods run as Karpenter's account: the
     controllers make the pods, so only the workload's record names who asked for them."""
     _claims(aws_ctx, [HOUR_AGO])
-    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, _workload_write(DEPLOY_SESSION, resource, "x")), FORGED])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert outcome.status == "FAIL" and f"{DEPLOY_SESSION} created {resource} x running as" in outcome.evidence, outcome
+    _fails_naming(
+        aws_ctx,
+        [KARPENTERS, (HOUR_AGO, _workload_write(DEPLOY_SESSION, resource, "x")), FORGED],
+        f"{DEPLOY_SESSION} created {resource} x running as",
+    )
 
 
 def test_a_workload_patched_to_run_as_karpenter_fails(aws_ctx):
@@ -341,12 +335,11 @@ def test_a_claim_created_with_a_secret_based_token_of_karpenters_account_fails(a
     _claims(aws_ctx, [HOUR_AGO])
     notes = {checks.LEGACY_TOKEN: checks.KARPENTER_USER, f"{checks.LEGACY_TOKEN}-manual-secret": "kept"}
     forged = _record(checks.KARPENTER_USER, audit_id="1e9a", annotations=notes)
-    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, forged)])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert (
-        outcome.status == "FAIL"
-        and f"a Secret-based token of {checks.KARPENTER_USER} (Secret kept) was used (1e9a)" in (outcome.evidence)
-    ), outcome
+    _fails_naming(
+        aws_ctx,
+        [KARPENTERS, (HOUR_AGO, forged)],
+        f"a Secret-based token of {checks.KARPENTER_USER} (Secret kept) was used (1e9a)",
+    )
 
 
 def test_another_accounts_secret_based_token_passes(aws_ctx):
@@ -372,11 +365,11 @@ def test_a_shell_in_karpenters_pod_fails(aws_ctx, verb, sub, code):
     Karpenter's own."""
     _claims(aws_ctx, [HOUR_AGO])
     shell = _pod_write(DEPLOY_SESSION, "3xec", verb=verb, name=KARPENTERS_POD, sub=sub, code=code)
-    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, shell), FORGED])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert outcome.status == "FAIL" and f"{DEPLOY_SESSION} ran {sub} in Karpenter's pod {KARPENTERS_POD} (3xec)" in (
-        outcome.evidence
-    ), outcome
+    _fails_naming(
+        aws_ctx,
+        [KARPENTERS, (HOUR_AGO, shell), FORGED],
+        f"{DEPLOY_SESSION} ran {sub} in Karpenter's pod {KARPENTERS_POD} (3xec)",
+    )
 
 
 @pytest.mark.parametrize("shell", ["exec", "attach", "run"])
@@ -396,12 +389,11 @@ def test_a_shell_in_karpenters_pod_through_the_kubelets_proxy_fails(aws_ctx, she
         audit_id="pr0x",
         level="Request",
     )
-    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, proxied), FORGED])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert outcome.status == "FAIL" and (
-        f"{DEPLOY_SESSION} ran {shell} in Karpenter's pod {KARPENTERS_POD} through node {node}'s proxy (pr0x)"
-        in outcome.evidence
-    ), outcome
+    _fails_naming(
+        aws_ctx,
+        [KARPENTERS, (HOUR_AGO, proxied), FORGED],
+        f"{DEPLOY_SESSION} ran {shell} in Karpenter's pod {KARPENTERS_POD} through node {node}'s proxy (pr0x)",
+    )
 
 
 def test_a_refused_exec_into_karpenters_pod_passes(aws_ctx):
@@ -500,12 +492,12 @@ def test_a_claim_created_from_a_container_the_deploy_role_adds_to_karpenters_dep
     patched = _workload_write(
         DEPLOY_SESSION, "deployments", checks.KARPENTER_DEPLOYMENT, verb="patch", pod_spec=sidecar
     )
-    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, patched), FORGED])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert outcome.status == "FAIL" and (
-        f"{DEPLOY_SESSION} patched deployments {checks.KARPENTER_DEPLOYMENT} running busybox as {checks.KARPENTER_USER}"
-        in outcome.evidence
-    ), outcome
+    _fails_naming(
+        aws_ctx,
+        [KARPENTERS, (HOUR_AGO, patched), FORGED],
+        f"{DEPLOY_SESSION} patched deployments {checks.KARPENTER_DEPLOYMENT} running busybox as "
+        f"{checks.KARPENTER_USER}",
+    )
 
 
 @pytest.mark.xfail(
@@ -539,12 +531,11 @@ def test_a_container_a_webhook_adds_to_karpenters_pod_fails(aws_ctx):
     _claims(aws_ctx, [HOUR_AGO])
     added = {**KARPENTERS_OWN, "containers": [*KARPENTERS_OWN["containers"], {"name": "forger", "image": "busybox"}]}
     pod = _pod_write(checks.POD_MAKER, "w3c", requestObject={"spec": KARPENTERS_OWN}, responseObject={"spec": added})
-    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert outcome.status == "FAIL" and (
-        f"{checks.POD_MAKER} created pod (a generated name) running busybox as {checks.KARPENTER_USER} (w3c)"
-        in outcome.evidence
-    ), outcome
+    _fails_naming(
+        aws_ctx,
+        [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED],
+        f"{checks.POD_MAKER} created pod (a generated name) running busybox as {checks.KARPENTER_USER} (w3c)",
+    )
 
 
 def test_a_pod_of_another_replicaset_a_webhook_set_to_run_as_karpenter_fails(aws_ctx):
@@ -554,12 +545,11 @@ def test_a_pod_of_another_replicaset_a_webhook_set_to_run_as_karpenter_fails(aws
     asked = {"serviceAccountName": "coredns", "containers": [{"name": "coredns", "image": "coredns"}]}
     stored = {**asked, "serviceAccountName": checks.KARPENTER_ACCOUNT}
     pod = _pod_write(checks.POD_MAKER, "w3d", requestObject={"spec": asked}, responseObject={"spec": stored})
-    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert outcome.status == "FAIL" and (
-        f"{checks.POD_MAKER} created pod (a generated name) running as {checks.KARPENTER_USER}, asked as coredns (w3d)"
-        in outcome.evidence
-    ), outcome
+    _fails_naming(
+        aws_ctx,
+        [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED],
+        f"{checks.POD_MAKER} created pod (a generated name) running as {checks.KARPENTER_USER}, asked as coredns (w3d)",
+    )
 
 
 def test_a_claim_created_from_a_padded_pod_whose_body_the_log_lost_fails(aws_ctx):
@@ -568,12 +558,11 @@ def test_a_claim_created_from_a_padded_pod_whose_body_the_log_lost_fails(aws_ctx
     account is not in the log, so a pod there with no body, made by anyone but a workload's controller, is named."""
     _claims(aws_ctx, [HOUR_AGO])
     pod = _pod_write(DEPLOY_SESSION, "b1g", level="Metadata")
-    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert (
-        outcome.status == "FAIL"
-        and f"{DEPLOY_SESSION} created pod (a generated name), its body not in the log (b1g)" in (outcome.evidence)
-    ), outcome
+    _fails_naming(
+        aws_ctx,
+        [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED],
+        f"{DEPLOY_SESSION} created pod (a generated name), its body not in the log (b1g)",
+    )
 
 
 def test_a_padded_workload_whose_body_the_log_lost_fails(aws_ctx):
@@ -582,11 +571,11 @@ def test_a_padded_workload_whose_body_the_log_lost_fails(aws_ctx):
     _claims(aws_ctx, [HOUR_AGO])
     padded = _workload_write(DEPLOY_SESSION, "deployments", "x")
     del padded["responseObject"]
-    _audit_log(aws_ctx, [KARPENTERS, (HOUR_AGO, padded), FORGED])
-    outcome = one("aws.node-claim-creators", aws_ctx)
-    assert outcome.status == "FAIL" and f"{DEPLOY_SESSION} created deployments x, its body not in the log" in (
-        outcome.evidence
-    ), outcome
+    _fails_naming(
+        aws_ctx,
+        [KARPENTERS, (HOUR_AGO, padded), FORGED],
+        f"{DEPLOY_SESSION} created deployments x, its body not in the log",
+    )
 
 
 @pytest.mark.xfail(
@@ -630,6 +619,13 @@ def test_each_filter_pattern_fits_cloudwatchs_limit():
 def _kubelet() -> tuple[datetime.datetime, dict]:
     """The kubelet asking a token of Karpenter's account for a pod it runs."""
     return (HOUR_AGO, _token_request("system:node:ip-10-40-1-11.ec2.internal", "k2"))
+
+
+def _fails_naming(aws_ctx: Any, events: list, line: str) -> None:
+    """aws.node-claim-creators, over the audit log of `events`, fails naming `line` among its evidence."""
+    _audit_log(aws_ctx, events)
+    outcome = one("aws.node-claim-creators", aws_ctx)
+    assert outcome.status == "FAIL" and line in outcome.evidence, outcome
 
 
 def _token_request(who: str, audit_id: str, account: str = checks.KARPENTER_ACCOUNT) -> dict:
